@@ -1,7 +1,142 @@
-//! The `mozart` command-line interface.
+//! The `mozart` command-line interface: clap definitions and dispatch.
+//!
+//! Each command lives in `commands/<verb>.rs` with its own `Args` and `run`. Errors are
+//! one type, [`CliError`], mapped to the documented exit codes at the edge.
 
-/// Entry point: parse arguments, run the command, return the process exit code.
+pub mod commands;
+pub mod error;
+pub mod output;
+
+use clap::{Parser, Subcommand};
+
+pub use error::CliError;
+
+/// Version line printed by `mozart --version` (upstream prints `Mozart AI Compose v0.1.0`).
+pub const VERSION_LINE: &str = concat!("Mozart AI Compose v", env!("CARGO_PKG_VERSION"));
+
+/// Orchestration system for AI agent workflows.
+#[derive(Debug, Parser)]
+#[command(name = "mozart", about = "Orchestration system for AI agent workflows")]
+#[command(disable_version_flag = true, propagate_version = false)]
+pub struct Cli {
+    /// Print the version and exit.
+    #[arg(short = 'V', long = "version", global = false)]
+    pub version: bool,
+    /// Verbose output.
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Quiet output.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Route all conductor interactions to a clone (`--conductor-clone=` for the default
+    /// clone, `--conductor-clone=NAME` for a named one).
+    #[arg(long = "conductor-clone", value_name = "NAME", num_args = 0..=1, default_missing_value = "", require_equals = true)]
+    pub conductor_clone: Option<String>,
+    /// CLI log level: DEBUG, INFO, WARNING or ERROR.
+    #[arg(
+        short = 'L',
+        long = "log-level",
+        env = "MOZART_LOG_LEVEL",
+        value_name = "LEVEL"
+    )]
+    pub log_level: Option<String>,
+    /// Also log to this file.
+    #[arg(long = "log-file", env = "MOZART_LOG_FILE", value_name = "PATH")]
+    pub log_file: Option<std::path::PathBuf>,
+    /// Log format: json, console or both.
+    #[arg(long = "log-format", env = "MOZART_LOG_FORMAT", value_name = "FORMAT")]
+    pub log_format: Option<String>,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Options every command can see.
+#[derive(Debug, Clone, Default)]
+pub struct Globals {
+    /// `--verbose` was given.
+    pub verbose: bool,
+    /// `--quiet` was given.
+    pub quiet: bool,
+    /// `--conductor-clone[=NAME]`: `Some("")` is the default clone.
+    pub conductor_clone: Option<String>,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate a score file without running it.
+    Validate(commands::validate::Args),
+    /// Submit a score to the conductor (or show its plan with --dry-run).
+    Run(commands::run::Args),
+    /// Show the conductor overview or one job's progress.
+    Status(commands::status::Args),
+    /// List jobs known to the conductor.
+    List(commands::list::Args),
+    /// Pause a running job.
+    Pause(commands::pause::Args),
+    /// Resume a paused or failed job.
+    Resume(commands::resume::Args),
+    /// Cancel a job.
+    Cancel(commands::cancel::Args),
+    /// Apply a new score file to a job.
+    Modify(commands::modify::Args),
+    /// Remove finished jobs from the registry.
+    Clear(commands::clear::Args),
+    /// Start the conductor daemon.
+    Start(commands::start::Args),
+    /// Stop the conductor daemon.
+    Stop(commands::stop::Args),
+    /// Restart the conductor daemon.
+    Restart(commands::restart::Args),
+    /// Show the conductor's status.
+    #[command(name = "conductor-status")]
+    ConductorStatus(commands::conductor_status::Args),
+    /// Inspect instruments.
+    #[command(subcommand)]
+    Instruments(commands::instruments::Command),
+}
+
+/// Parse the process arguments, run the command, and return the exit code.
 pub fn main() -> i32 {
-    eprintln!("mozart: not yet implemented");
-    2
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let code = if err.use_stderr() { 2 } else { 0 };
+            let _ = err.print();
+            return code;
+        }
+    };
+    if cli.version {
+        println!("{VERSION_LINE}");
+        return 0;
+    }
+    let globals = Globals {
+        verbose: cli.verbose,
+        quiet: cli.quiet,
+        conductor_clone: cli.conductor_clone.clone(),
+    };
+    let Some(command) = cli.command else {
+        eprintln!("Usage: mozart [OPTIONS] COMMAND [ARGS]...\nTry 'mozart --help' for help.\n\nError: Missing command.");
+        return 2;
+    };
+    let result = match command {
+        Command::Validate(a) => commands::validate::run(&globals, a),
+        Command::Run(a) => commands::run::run(&globals, a),
+        Command::Status(a) => commands::status::run(&globals, a),
+        Command::List(a) => commands::list::run(&globals, a),
+        Command::Pause(a) => commands::pause::run(&globals, a),
+        Command::Resume(a) => commands::resume::run(&globals, a),
+        Command::Cancel(a) => commands::cancel::run(&globals, a),
+        Command::Modify(a) => commands::modify::run(&globals, a),
+        Command::Clear(a) => commands::clear::run(&globals, a),
+        Command::Start(a) => commands::start::run(&globals, a),
+        Command::Stop(a) => commands::stop::run(&globals, a),
+        Command::Restart(a) => commands::restart::run(&globals, a),
+        Command::ConductorStatus(a) => commands::conductor_status::run(&globals, a),
+        Command::Instruments(c) => commands::instruments::run(&globals, c),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => err.report(),
+    }
 }

@@ -1,0 +1,16 @@
+//! One module per command.
+
+pub mod cancel;
+pub mod clear;
+pub mod conductor_status;
+pub mod instruments;
+pub mod list;
+pub mod modify;
+pub mod pause;
+pub mod restart;
+pub mod resume;
+pub mod run;
+pub mod start;
+pub mod status;
+pub mod stop;
+pub mod validate;
