@@ -1,1 +1,16 @@
-//! placeholder
+//! Mozart backends: instruments (AI CLIs run as processes, HTTP APIs), their profiles,
+//! process-group handling, output parsing, and error classification (execution.md §7).
+//!
+//! The baton calls [`Backend::execute`] with an [`ExecutionRequest`] and gets an
+//! [`ExecutionResult`]; [`classify`] turns a failed result into an E-code with a retry
+//! decision input and, for rate limits, a wait.
+
+pub mod error;
+pub mod process;
+pub mod types;
+
+pub use error::BackendError;
+pub use types::{
+    epoch_now, Backend, BoxFuture, ExecutionRequest, ExecutionResult, ExitReason, HealthStatus,
+    Progress, DEFAULT_KILL_GRACE,
+};

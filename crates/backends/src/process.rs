@@ -1,0 +1,572 @@
+//! Running one instrument process: its own process group, concurrent bounded capture of
+//! stdout/stderr, timeout and cancellation by group signals (architecture invariant 5).
+//!
+//! Every child is spawned with `process_group(0)`, so it and everything it forks share a
+//! process group whose id is the child's pid. Timeout, cancellation (dropping the future)
+//! and the clean-up after a normal exit all signal that group: SIGTERM, a grace period,
+//! then SIGKILL. We deliberately do not set `PR_SET_PDEATHSIG`: it fires when the *thread*
+//! that forked exits, and tokio may spawn from short-lived blocking-pool threads, which
+//! would kill healthy instruments; it would also need `unsafe` `pre_exec`. A conductor
+//! that is SIGKILLed can therefore leave instrument groups behind; every normal, timeout
+//! and cancel path reaps them.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::{getpgrp, Pid};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+use tokio::task::JoinHandle;
+
+use crate::types::{epoch_now, Progress};
+
+/// Bytes of each stream kept in memory as the tail (the rest is counted, and teed to the
+/// log file when one is configured).
+pub const TAIL_BYTES: usize = 64 * 1024;
+
+/// Longest line handed to a [`LineSink`]; longer lines are dropped (bounded memory).
+pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Default wait, after the instrument exits, for processes it left in its group to close
+/// their end of the pipes before the group is terminated.
+pub const DEFAULT_DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// Which output stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamKind {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// Receives each complete stdout line as it arrives (stream-json / JSONL parsing without
+/// holding the whole output).
+pub trait LineSink: Send {
+    /// One line, without its trailing newline.
+    fn line(&mut self, line: &[u8]);
+}
+
+/// How the child's environment is built from the conductor's.
+#[derive(Debug, Clone, Default)]
+pub struct EnvPlan {
+    /// Start from an empty environment instead of the parent's.
+    pub clear: bool,
+    /// Variables to set, in order (later wins).
+    pub set: Vec<(String, String)>,
+    /// Variables to remove from the inherited environment.
+    pub remove: Vec<String>,
+}
+
+/// Everything needed to run one instrument process.
+#[derive(Debug, Clone)]
+pub struct ProcessSpec {
+    /// Executable name (looked up on PATH) or path.
+    pub program: String,
+    /// Arguments.
+    pub args: Vec<String>,
+    /// Working directory; `None` inherits the conductor's.
+    pub cwd: Option<PathBuf>,
+    /// Environment.
+    pub env: EnvPlan,
+    /// Bytes written to stdin, which is then closed; `None` gives the child `/dev/null`.
+    pub stdin: Option<Vec<u8>>,
+    /// Wall-clock limit.
+    pub timeout: Duration,
+    /// SIGTERM → SIGKILL grace.
+    pub kill_grace: Duration,
+    /// Wait after the leader exits for the rest of the group to finish.
+    pub drain_grace: Duration,
+    /// Keep stdout in full up to this many bytes (for whole-document JSON parsing); 0 = tail only.
+    pub keep_full_stdout: usize,
+    /// Tee output to `{base}.stdout.log` / `{base}.stderr.log`.
+    pub log_base: Option<PathBuf>,
+}
+
+impl ProcessSpec {
+    /// A spec with default grace periods, no stdin and tail-only capture.
+    pub fn new(program: impl Into<String>, args: Vec<String>, timeout: Duration) -> Self {
+        ProcessSpec {
+            program: program.into(),
+            args,
+            cwd: None,
+            env: EnvPlan::default(),
+            stdin: None,
+            timeout,
+            kill_grace: crate::types::DEFAULT_KILL_GRACE,
+            drain_grace: DEFAULT_DRAIN_GRACE,
+            keep_full_stdout: 0,
+            log_base: None,
+        }
+    }
+}
+
+/// Captured bytes of one stream: a bounded tail, the total count, and optionally all of it.
+#[derive(Debug, Default)]
+pub struct StreamCapture {
+    /// Total bytes read.
+    pub total: u64,
+    tail: Vec<u8>,
+    full: Option<Vec<u8>>,
+    full_limit: usize,
+    full_overflowed: bool,
+}
+
+impl StreamCapture {
+    fn new(full_limit: usize) -> Self {
+        StreamCapture {
+            full: (full_limit > 0).then(Vec::new),
+            full_limit,
+            ..Default::default()
+        }
+    }
+
+    fn push(&mut self, chunk: &[u8]) {
+        self.total += chunk.len() as u64;
+        self.tail.extend_from_slice(chunk);
+        if self.tail.len() > 2 * TAIL_BYTES {
+            let cut = self.tail.len() - TAIL_BYTES;
+            self.tail.drain(..cut);
+        }
+        if let Some(full) = &mut self.full {
+            if full.len() + chunk.len() > self.full_limit {
+                self.full = None;
+                self.full_overflowed = true;
+            } else {
+                full.extend_from_slice(chunk);
+            }
+        }
+    }
+
+    /// The last [`TAIL_BYTES`] bytes as text (lossy UTF-8; a split leading character dropped).
+    pub fn tail_string(&self) -> String {
+        let start = self.tail.len().saturating_sub(TAIL_BYTES);
+        let mut slice = &self.tail[start..];
+        if start > 0 {
+            // Skip UTF-8 continuation bytes left over from the cut.
+            while let Some((&b, rest)) = slice.split_first() {
+                if b & 0xC0 != 0x80 {
+                    break;
+                }
+                slice = rest;
+            }
+        }
+        String::from_utf8_lossy(slice).into_owned()
+    }
+
+    /// The whole stream when full capture was requested and it fit the limit.
+    pub fn full(&self) -> Option<&[u8]> {
+        self.full.as_deref()
+    }
+
+    /// Full capture was requested but the stream was larger than the limit.
+    pub fn full_overflowed(&self) -> bool {
+        self.full_overflowed
+    }
+}
+
+/// What happened to the process.
+#[derive(Debug)]
+pub struct ProcessOutcome {
+    /// Exit code when the process exited normally.
+    pub exit_code: Option<i32>,
+    /// Signal that ended the process.
+    pub exit_signal: Option<i32>,
+    /// The timeout fired.
+    pub timed_out: bool,
+    /// SIGKILL was needed after SIGTERM.
+    pub escalated: bool,
+    /// The process could not be spawned.
+    pub spawn_error: Option<io::Error>,
+    /// stdout capture.
+    pub stdout: StreamCapture,
+    /// stderr capture.
+    pub stderr: StreamCapture,
+    /// Wall-clock duration.
+    pub duration: Duration,
+    /// Start time (Unix epoch seconds).
+    pub started_at_epoch: f64,
+}
+
+/// Signal a process group, refusing group ids that would hit unrelated processes: ≤ 1
+/// (`kill(-1)` semantics) or our own group (instruments.md §2.2 `_safe_killpg`).
+/// Returns whether the group still existed.
+pub fn signal_group(pgid: i32, signal: Option<Signal>) -> bool {
+    if pgid <= 1 || pgid == getpgrp().as_raw() {
+        tracing::warn!(pgid, "refusing to signal process group");
+        return false;
+    }
+    match signal {
+        Some(sig) => killpg(Pid::from_raw(pgid), sig).is_ok(),
+        None => killpg(Pid::from_raw(pgid), None).is_ok(),
+    }
+}
+
+/// Whether any process of the group is still alive (or an unreaped zombie).
+pub fn group_alive(pgid: i32) -> bool {
+    signal_group(pgid, None)
+}
+
+/// Terminates the group when dropped while armed: SIGTERM now, SIGKILL after the grace
+/// from a detached thread, so a cancelled execution never leaves an orphan.
+struct GroupGuard {
+    pgid: Option<i32>,
+    grace: Duration,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.pgid.take() {
+            if signal_group(pgid, Some(Signal::SIGTERM)) {
+                let grace = self.grace;
+                let spawned = std::thread::Builder::new()
+                    .name("mozart-reaper".into())
+                    .spawn(move || {
+                        let deadline = Instant::now() + grace;
+                        while Instant::now() < deadline {
+                            if !group_alive(pgid) {
+                                return;
+                            }
+                            std::thread::sleep(Duration::from_millis(50));
+                        }
+                        signal_group(pgid, Some(Signal::SIGKILL));
+                    });
+                if spawned.is_err() {
+                    signal_group(pgid, Some(Signal::SIGKILL));
+                }
+            }
+        }
+    }
+}
+
+/// Aborts a spawned task when dropped (cancellation must not leave readers running).
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// One stream's reader state, shared so it survives an aborted reader task.
+struct ReaderState {
+    capture: StreamCapture,
+    sink: Option<Box<dyn LineSink>>,
+    pending: Vec<u8>,
+    pending_overflow: bool,
+}
+
+impl ReaderState {
+    fn feed(&mut self, chunk: &[u8]) {
+        self.capture.push(chunk);
+        if self.sink.is_none() {
+            return;
+        }
+        let mut rest = chunk;
+        while let Some(pos) = rest.iter().position(|&b| b == b'\n') {
+            let (head, tail) = rest.split_at(pos);
+            self.take_line(head);
+            rest = &tail[1..];
+        }
+        if !rest.is_empty() {
+            if self.pending.len() + rest.len() > MAX_LINE_BYTES {
+                self.pending.clear();
+                self.pending_overflow = true;
+            } else if !self.pending_overflow {
+                self.pending.extend_from_slice(rest);
+            }
+        }
+    }
+
+    fn take_line(&mut self, head: &[u8]) {
+        let overflow = self.pending_overflow || self.pending.len() + head.len() > MAX_LINE_BYTES;
+        if !overflow {
+            self.pending.extend_from_slice(head);
+            let line = std::mem::take(&mut self.pending);
+            if let Some(sink) = &mut self.sink {
+                sink.line(&line);
+            }
+        } else {
+            tracing::warn!("dropping an output line longer than {MAX_LINE_BYTES} bytes");
+        }
+        self.pending.clear();
+        self.pending_overflow = false;
+    }
+
+    fn finish(&mut self) {
+        if !self.pending.is_empty() && !self.pending_overflow {
+            let line = std::mem::take(&mut self.pending);
+            if let Some(sink) = &mut self.sink {
+                sink.line(&line);
+            }
+        }
+        self.pending.clear();
+    }
+}
+
+fn lock(state: &Mutex<ReaderState>) -> MutexGuard<'_, ReaderState> {
+    // A panic while holding the lock cannot corrupt byte buffers in a harmful way.
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+async fn read_stream<R: AsyncRead + Unpin>(
+    mut reader: R,
+    kind: StreamKind,
+    state: Arc<Mutex<ReaderState>>,
+    progress: Arc<Progress>,
+    mut log: Option<tokio::fs::File>,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let chunk = &buf[..n];
+        progress.record(kind, n);
+        lock(&state).feed(chunk);
+        if let Some(file) = &mut log {
+            if let Err(err) = file.write_all(chunk).await {
+                tracing::warn!(%err, "cannot write instrument output log; continuing without it");
+                log = None;
+            }
+        }
+    }
+    if let Some(file) = &mut log {
+        let _ = file.flush().await;
+    }
+    lock(&state).finish();
+}
+
+async fn open_log(base: &Option<PathBuf>, suffix: &str) -> Option<tokio::fs::File> {
+    let base = base.as_ref()?;
+    let mut path = base.clone().into_os_string();
+    path.push(suffix);
+    match tokio::fs::File::create(&path).await {
+        Ok(file) => Some(file),
+        Err(err) => {
+            tracing::warn!(path = %PathBuf::from(&path).display(), %err, "cannot create instrument output log");
+            None
+        }
+    }
+}
+
+fn exit_parts(status: Option<std::process::ExitStatus>) -> (Option<i32>, Option<i32>) {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Some(s) => (s.code(), s.signal()),
+        None => (None, None),
+    }
+}
+
+/// Wait up to `limit` for the group to be empty; true if it emptied.
+async fn wait_group_empty(pgid: i32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if !group_alive(pgid) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Run the process to completion (or timeout), capturing output.
+///
+/// Returns the outcome and the line sink (with whatever it parsed). Dropping the returned
+/// future terminates the process group.
+pub async fn run_process(
+    spec: ProcessSpec,
+    progress: Arc<Progress>,
+    sink: Option<Box<dyn LineSink>>,
+) -> (ProcessOutcome, Option<Box<dyn LineSink>>) {
+    let started = Instant::now();
+    let started_at_epoch = epoch_now();
+    let out_state = Arc::new(Mutex::new(ReaderState {
+        capture: StreamCapture::new(spec.keep_full_stdout),
+        sink,
+        pending: Vec::new(),
+        pending_overflow: false,
+    }));
+    let err_state = Arc::new(Mutex::new(ReaderState {
+        capture: StreamCapture::new(0),
+        sink: None,
+        pending: Vec::new(),
+        pending_overflow: false,
+    }));
+
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .stdin(if spec.stdin.is_some() {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        })
+        .process_group(0)
+        .kill_on_drop(false);
+    if let Some(cwd) = &spec.cwd {
+        cmd.current_dir(cwd);
+    }
+    if spec.env.clear {
+        cmd.env_clear();
+    }
+    for key in &spec.env.remove {
+        cmd.env_remove(key);
+    }
+    for (key, value) in &spec.env.set {
+        cmd.env(key, value);
+    }
+
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(err) => {
+            return finish(
+                &out_state,
+                &err_state,
+                ProcessOutcome {
+                    exit_code: None,
+                    exit_signal: None,
+                    timed_out: false,
+                    escalated: false,
+                    spawn_error: Some(err),
+                    stdout: StreamCapture::default(),
+                    stderr: StreamCapture::default(),
+                    duration: started.elapsed(),
+                    started_at_epoch,
+                },
+            )
+        }
+    };
+    let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+    progress.set_pid(u32::try_from(pid).ok());
+    let mut guard = GroupGuard {
+        pgid: (pid > 1).then_some(pid),
+        grace: spec.kill_grace,
+    };
+
+    let _stdin_task = match (child.stdin.take(), spec.stdin) {
+        (Some(mut stdin), Some(data)) => Some(AbortOnDrop(tokio::spawn(async move {
+            // A child that exits without reading its stdin gives EPIPE: not our failure.
+            let _ = stdin.write_all(&data).await;
+            let _ = stdin.shutdown().await;
+        }))),
+        _ => None,
+    };
+    let out_log = open_log(&spec.log_base, ".stdout.log").await;
+    let err_log = open_log(&spec.log_base, ".stderr.log").await;
+    let mut readers = Vec::new();
+    if let Some(stdout) = child.stdout.take() {
+        readers.push(AbortOnDrop(tokio::spawn(read_stream(
+            stdout,
+            StreamKind::Stdout,
+            Arc::clone(&out_state),
+            Arc::clone(&progress),
+            out_log,
+        ))));
+    }
+    if let Some(stderr) = child.stderr.take() {
+        readers.push(AbortOnDrop(tokio::spawn(read_stream(
+            stderr,
+            StreamKind::Stderr,
+            Arc::clone(&err_state),
+            Arc::clone(&progress),
+            err_log,
+        ))));
+    }
+
+    let deadline = tokio::time::Instant::from_std(started + spec.timeout);
+    let (mut status, timed_out) = tokio::select! {
+        s = child.wait() => (s.ok(), false),
+        _ = tokio::time::sleep_until(deadline) => (None, true),
+    };
+    let mut escalated = false;
+    if timed_out {
+        signal_group(pid, Some(Signal::SIGTERM));
+        status = match tokio::time::timeout(spec.kill_grace, child.wait()).await {
+            Ok(s) => s.ok(),
+            Err(_) => {
+                escalated = true;
+                signal_group(pid, Some(Signal::SIGKILL));
+                let _ = child.start_kill();
+                child.wait().await.ok()
+            }
+        };
+    }
+    progress.set_pid(None);
+
+    // The leader is gone; whatever it left in its group gets a short drain window, then
+    // the same TERM → grace → KILL sequence (never leave an orphan).
+    if pid > 1 && !wait_group_empty(pid, spec.drain_grace).await {
+        signal_group(pid, Some(Signal::SIGTERM));
+        if !wait_group_empty(pid, spec.kill_grace).await {
+            signal_group(pid, Some(Signal::SIGKILL));
+            wait_group_empty(pid, Duration::from_secs(1)).await;
+        }
+    }
+    guard.pgid = None;
+
+    // Pipes close when the last writer dies; a process that left our group (setsid) could
+    // hold them open, so the readers get a bounded wait.
+    let read_deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    for reader in &mut readers {
+        let _ = tokio::time::timeout_at(read_deadline, &mut reader.0).await;
+    }
+    drop(readers);
+
+    let (exit_code, exit_signal) = exit_parts(status);
+    finish(
+        &out_state,
+        &err_state,
+        ProcessOutcome {
+            exit_code,
+            exit_signal,
+            timed_out,
+            escalated,
+            spawn_error: None,
+            stdout: StreamCapture::default(),
+            stderr: StreamCapture::default(),
+            duration: started.elapsed(),
+            started_at_epoch,
+        },
+    )
+}
+
+fn finish(
+    out_state: &Mutex<ReaderState>,
+    err_state: &Mutex<ReaderState>,
+    mut outcome: ProcessOutcome,
+) -> (ProcessOutcome, Option<Box<dyn LineSink>>) {
+    let mut out = lock(out_state);
+    out.finish();
+    outcome.stdout = std::mem::take(&mut out.capture);
+    let sink = out.sink.take();
+    outcome.stderr = std::mem::take(&mut lock(err_state).capture);
+    (outcome, sink)
+}
+
+/// Resolve an executable name on PATH the way the OS would (`which`).
+pub fn which(program: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let is_exec = |p: &std::path::Path| {
+        p.metadata()
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    };
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return is_exec(&p).then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| is_exec(candidate))
+}

@@ -1,0 +1,277 @@
+//! The backend contract: what a musician hands an instrument and what comes back
+//! (instruments.md §2).
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+/// A boxed, sendable future; the trait stays object-safe without `async-trait`.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Grace between SIGTERM and SIGKILL of an instrument's process group (instruments.md §3.1).
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// One execution of an instrument for one sheet attempt.
+#[derive(Debug, Clone)]
+pub struct ExecutionRequest {
+    /// The fully rendered prompt.
+    pub prompt: String,
+    /// The sheet's workspace; the child's current directory.
+    pub working_dir: PathBuf,
+    /// Wall-clock limit; past it the process group is terminated.
+    pub timeout: Duration,
+    /// Model override (`instrument_config.model`); `None` uses the profile default.
+    pub model: Option<String>,
+    /// Extra environment for the child (score-level env), applied last.
+    pub env: Vec<(String, String)>,
+    /// Job this attempt belongs to (for logs only).
+    pub job_id: String,
+    /// Sheet number (for logs only).
+    pub sheet_num: u32,
+    /// Attempt number (for logs only).
+    pub attempt: u32,
+    /// Remaining `instrument_config` overrides for this attempt.
+    pub options: serde_json::Map<String, serde_json::Value>,
+    /// Live progress, readable by the caller while the execution runs.
+    pub progress: Arc<Progress>,
+    /// When set, full output is teed to `{base}.stdout.log` / `{base}.stderr.log`.
+    pub output_log_base: Option<PathBuf>,
+    /// Grace between SIGTERM and SIGKILL on timeout or cancellation.
+    pub kill_grace: Duration,
+}
+
+impl ExecutionRequest {
+    /// A request with empty context fields and default progress / grace.
+    pub fn new(
+        prompt: impl Into<String>,
+        working_dir: impl Into<PathBuf>,
+        timeout: Duration,
+    ) -> Self {
+        ExecutionRequest {
+            prompt: prompt.into(),
+            working_dir: working_dir.into(),
+            timeout,
+            model: None,
+            env: Vec::new(),
+            job_id: String::new(),
+            sheet_num: 0,
+            attempt: 0,
+            options: serde_json::Map::new(),
+            progress: Arc::new(Progress::new()),
+            output_log_base: None,
+            kill_grace: DEFAULT_KILL_GRACE,
+        }
+    }
+}
+
+/// Live counters of a running execution, for stale detection and `mozart status`.
+#[derive(Debug)]
+pub struct Progress {
+    started: Instant,
+    stdout_bytes: AtomicU64,
+    stderr_bytes: AtomicU64,
+    /// Milliseconds after `started` of the last output chunk (0 = none yet).
+    last_activity_ms: AtomicU64,
+    pid: AtomicU32,
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Progress {
+    /// Fresh counters starting now.
+    pub fn new() -> Self {
+        Progress {
+            started: Instant::now(),
+            stdout_bytes: AtomicU64::new(0),
+            stderr_bytes: AtomicU64::new(0),
+            last_activity_ms: AtomicU64::new(0),
+            pid: AtomicU32::new(0),
+        }
+    }
+
+    /// Bytes of stdout seen so far.
+    pub fn stdout_bytes(&self) -> u64 {
+        self.stdout_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of stderr seen so far.
+    pub fn stderr_bytes(&self) -> u64 {
+        self.stderr_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Total bytes seen on both streams.
+    pub fn bytes_seen(&self) -> u64 {
+        self.stdout_bytes() + self.stderr_bytes()
+    }
+
+    /// When output last arrived (the start instant if none arrived yet).
+    pub fn last_activity(&self) -> Instant {
+        self.started + Duration::from_millis(self.last_activity_ms.load(Ordering::Relaxed))
+    }
+
+    /// How long the execution has produced no output.
+    pub fn idle_for(&self) -> Duration {
+        self.last_activity().elapsed()
+    }
+
+    /// Time since the progress was created.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// PID of the instrument process while it runs (`None` before spawn / after exit).
+    pub fn pid(&self) -> Option<u32> {
+        match self.pid.load(Ordering::Relaxed) {
+            0 => None,
+            pid => Some(pid),
+        }
+    }
+
+    pub(crate) fn set_pid(&self, pid: Option<u32>) {
+        self.pid.store(pid.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    pub(crate) fn record(&self, stream: crate::process::StreamKind, bytes: usize) {
+        let counter = match stream {
+            crate::process::StreamKind::Stdout => &self.stdout_bytes,
+            crate::process::StreamKind::Stderr => &self.stderr_bytes,
+        };
+        counter.fetch_add(bytes as u64, Ordering::Relaxed);
+        let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_activity_ms.store(ms.max(1), Ordering::Relaxed);
+    }
+}
+
+/// How an execution ended (instruments.md §2.1 `exit_reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitReason {
+    /// The process exited on its own.
+    #[default]
+    Completed,
+    /// Mozart stopped it at the timeout.
+    Timeout,
+    /// A signal killed it (not sent for a timeout).
+    Killed,
+    /// It could not be started or run (spawn failure, configuration).
+    Error,
+}
+
+/// The outcome of one execution (instruments.md §2.1), never an `Err`.
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
+pub struct ExecutionResult {
+    /// Exit code in the profile's success set (and, for Claude, no `is_error`).
+    pub success: bool,
+    /// Process exit code (HTTP status for API backends); `None` when killed by a signal.
+    pub exit_code: Option<i32>,
+    /// Signal number when a signal ended the process.
+    pub exit_signal: Option<i32>,
+    /// How it ended.
+    pub exit_reason: ExitReason,
+    /// Last bytes of raw stdout (bounded; see [`crate::process::TAIL_BYTES`]).
+    pub stdout: String,
+    /// Last bytes of raw stderr (bounded).
+    pub stderr: String,
+    /// The answer extracted from structured output (`result` field etc.), if any.
+    pub result_text: Option<String>,
+    /// Total stdout bytes produced.
+    pub stdout_bytes: u64,
+    /// Total stderr bytes produced.
+    pub stderr_bytes: u64,
+    /// Wall-clock duration of the execution.
+    pub duration_seconds: f64,
+    /// Start time, Unix epoch seconds.
+    pub started_at_epoch: f64,
+    /// The instrument reported a rate / usage limit.
+    pub rate_limited: bool,
+    /// When the limit resets (Unix epoch seconds), when the instrument said so.
+    pub rate_limit_reset: Option<f64>,
+    /// HTTP status of the failing API call as reported by the instrument (Claude's
+    /// `api_error_status`).
+    pub api_error_status: Option<u16>,
+    /// Input tokens reported by the instrument.
+    pub input_tokens: Option<u64>,
+    /// Output tokens reported by the instrument.
+    pub output_tokens: Option<u64>,
+    /// Cost reported by the instrument (Claude's `total_cost_usd`).
+    pub cost_usd: Option<f64>,
+    /// Model that ran.
+    pub model: Option<String>,
+    /// Instrument session id (telemetry only; claude-code-output.md §8.1).
+    pub session_id: Option<String>,
+    /// Backend-specific error tag (`timeout`, `rate_limit`, `not_found`, `auth`, …).
+    pub error_type: Option<String>,
+    /// Human-readable error, credential-redacted.
+    pub error_message: Option<String>,
+    /// The timeout fired.
+    pub timed_out: bool,
+}
+
+impl ExecutionResult {
+    /// The answer text: the extracted result when structured, else the stdout tail.
+    pub fn output_text(&self) -> &str {
+        self.result_text.as_deref().unwrap_or(&self.stdout)
+    }
+
+    /// `stdout + "\n" + stderr`, trimmed (instruments.md §2.1 `output`).
+    pub fn combined_output(&self) -> String {
+        format!("{}\n{}", self.stdout, self.stderr)
+            .trim()
+            .to_string()
+    }
+
+    /// A failed result for an execution that could not start.
+    pub fn start_failure(exit_code: Option<i32>, error_type: &str, message: String) -> Self {
+        ExecutionResult {
+            success: false,
+            exit_code,
+            exit_reason: ExitReason::Error,
+            stderr: message.clone(),
+            started_at_epoch: epoch_now(),
+            error_type: Some(error_type.to_string()),
+            error_message: Some(message),
+            ..Default::default()
+        }
+    }
+}
+
+/// Availability of an instrument here, without spending quota.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HealthStatus {
+    /// The instrument can run.
+    pub ready: bool,
+    /// Resolved executable, for CLI instruments.
+    pub binary_path: Option<PathBuf>,
+    /// One line saying why (not) ready.
+    pub detail: String,
+}
+
+/// Something that runs prompts: a CLI instrument process or an HTTP API.
+pub trait Backend: Send + Sync {
+    /// Display name (profile `display_name` or `claude-cli`).
+    fn name(&self) -> &str;
+
+    /// Run one prompt. Dropping the future cancels it: the process group is sent SIGTERM,
+    /// then SIGKILL after the request's grace.
+    fn execute(&self, req: ExecutionRequest) -> BoxFuture<'_, ExecutionResult>;
+
+    /// Whether the instrument can run here (binary on PATH); never consumes quota.
+    fn health_check(&self) -> BoxFuture<'_, HealthStatus>;
+}
+
+/// Current time as Unix epoch seconds.
+pub fn epoch_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
