@@ -1,1 +1,37 @@
-//! placeholder
+//! The Mozart conductor protocol: method names, typed params and results, JSON-RPC error
+//! codes, exit codes, NDJSON framing over a Unix socket, the server loop and the client.
+//!
+//! Dependency-light on purpose so tests and other tools can import it (architecture.md).
+
+pub mod client;
+pub mod error;
+pub mod framing;
+pub mod methods;
+pub mod paths;
+pub mod server;
+pub mod types;
+
+pub use client::{BlockingClient, Client, ClientTimeouts};
+pub use error::{IpcError, RpcError};
+pub use server::{parse_params, serve, ServerLimits};
+
+/// Re-exported so the conductor registers methods against the same jsonrpsee version.
+pub use jsonrpsee;
+pub use jsonrpsee::types::{ErrorObjectOwned, Params};
+pub use jsonrpsee::RpcModule;
+
+/// Version of this port's protocol, reported by `daemon.hello`. Bump on incompatible changes.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Version string the conductor reports (`daemon.status.version`).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Exit codes of the `mozart` command (cli.md §1.8).
+pub mod exit {
+    /// Success.
+    pub const SUCCESS: i32 = 0;
+    /// Any reported failure.
+    pub const FAILURE: i32 = 1;
+    /// Usage errors and "cannot validate".
+    pub const USAGE: i32 = 2;
+}

@@ -1,0 +1,257 @@
+//! The client side: one connection, sequential calls, timeouts per conductor.md §7.8.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::UnixStream;
+
+use crate::framing::{read_line, LineRead, MAX_MESSAGE_BYTES};
+use crate::{IpcError, RpcError};
+
+/// Connect and response timeouts (§7.8: 5 s and 30 s).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientTimeouts {
+    /// Time allowed to connect.
+    pub connect: Duration,
+    /// Time allowed for each response.
+    pub response: Duration,
+}
+
+impl Default for ClientTimeouts {
+    fn default() -> Self {
+        ClientTimeouts {
+            connect: Duration::from_secs(5),
+            response: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A connection to the conductor.
+#[derive(Debug)]
+pub struct Client {
+    socket: PathBuf,
+    reader: BufReader<OwnedReadHalf>,
+    writer: OwnedWriteHalf,
+    next_id: u64,
+    timeouts: ClientTimeouts,
+    line: Vec<u8>,
+}
+
+impl Client {
+    /// Connect with the default timeouts.
+    pub async fn connect(path: impl AsRef<Path>) -> Result<Client, IpcError> {
+        Self::connect_with(path, ClientTimeouts::default()).await
+    }
+
+    /// Connect with explicit timeouts. A missing socket file, a refused connection or a
+    /// connect timeout are all [`IpcError::NotRunning`].
+    pub async fn connect_with(
+        path: impl AsRef<Path>,
+        timeouts: ClientTimeouts,
+    ) -> Result<Client, IpcError> {
+        let socket = path.as_ref().to_path_buf();
+        crate::paths::check_socket_path(&socket)?;
+        let not_running = |reason: String| IpcError::NotRunning {
+            socket: socket.clone(),
+            reason,
+        };
+        if !socket.exists() {
+            return Err(not_running("no socket file".into()));
+        }
+        let stream =
+            match tokio::time::timeout(timeouts.connect, UnixStream::connect(&socket)).await {
+                Err(_) => return Err(not_running("connect timed out".into())),
+                Ok(Err(err))
+                    if matches!(
+                        err.kind(),
+                        std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound
+                    ) =>
+                {
+                    return Err(not_running(err.to_string()))
+                }
+                Ok(Err(err)) => {
+                    return Err(IpcError::Io {
+                        context: format!("cannot connect to {}", socket.display()),
+                        source: err,
+                    })
+                }
+                Ok(Ok(stream)) => stream,
+            };
+        let (read_half, writer) = stream.into_split();
+        Ok(Client {
+            socket,
+            reader: BufReader::new(read_half),
+            writer,
+            next_id: 1,
+            timeouts,
+            line: Vec::new(),
+        })
+    }
+
+    /// The socket this client is connected to.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Change the response timeout (e.g. 5 s for the stop-time probe, §7.8).
+    pub fn set_response_timeout(&mut self, timeout: Duration) {
+        self.timeouts.response = timeout;
+    }
+
+    /// Call `method` with `params` and decode its result.
+    pub async fn call<P: Serialize, R: DeserializeOwned>(
+        &mut self,
+        method: &str,
+        params: P,
+    ) -> Result<R, IpcError> {
+        let value = self.call_value(method, params).await?;
+        serde_json::from_value(value).map_err(|err| IpcError::Protocol {
+            method: method.to_string(),
+            detail: format!("unexpected result shape: {err}"),
+        })
+    }
+
+    /// Call `method` and return its raw JSON result.
+    pub async fn call_value<P: Serialize>(
+        &mut self,
+        method: &str,
+        params: P,
+    ) -> Result<Value, IpcError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let params = serde_json::to_value(params).map_err(|err| IpcError::Protocol {
+            method: method.to_string(),
+            detail: format!("cannot encode params: {err}"),
+        })?;
+        let params = if params.is_null() {
+            Value::Object(Default::default())
+        } else {
+            params
+        };
+        let request =
+            serde_json::json!({"jsonrpc": "2.0", "method": method, "params": params, "id": id});
+        let mut text = request.to_string();
+        text.push('\n');
+        let timeout = self.timeouts.response;
+        match tokio::time::timeout(timeout, self.exchange(method, &text, id)).await {
+            Ok(result) => result,
+            Err(_) => Err(IpcError::Timeout {
+                method: method.to_string(),
+            }),
+        }
+    }
+
+    async fn exchange(&mut self, method: &str, request: &str, id: u64) -> Result<Value, IpcError> {
+        let io_err = |source: std::io::Error| IpcError::Io {
+            context: format!("talking to the conductor about '{method}'"),
+            source,
+        };
+        self.writer
+            .write_all(request.as_bytes())
+            .await
+            .map_err(io_err)?;
+        self.writer.flush().await.map_err(io_err)?;
+        loop {
+            match read_line(&mut self.reader, &mut self.line, MAX_MESSAGE_BYTES)
+                .await
+                .map_err(io_err)?
+            {
+                LineRead::Line => {}
+                LineRead::Eof => {
+                    return Err(IpcError::Protocol {
+                        method: method.to_string(),
+                        detail: "the conductor closed the connection without answering".into(),
+                    })
+                }
+                LineRead::TooLarge => {
+                    return Err(IpcError::ResponseTooLarge {
+                        method: method.to_string(),
+                    })
+                }
+            }
+            let message: Value =
+                serde_json::from_slice(&self.line).map_err(|err| IpcError::Protocol {
+                    method: method.to_string(),
+                    detail: format!("response is not JSON: {err}"),
+                })?;
+            if let Some(error) = message.get("error") {
+                let error: RpcError =
+                    serde_json::from_value(error.clone()).map_err(|err| IpcError::Protocol {
+                        method: method.to_string(),
+                        detail: format!("malformed error object: {err}"),
+                    })?;
+                return Err(IpcError::Rpc {
+                    method: method.to_string(),
+                    error: Box::new(error),
+                });
+            }
+            match message.get("id") {
+                // Server notifications (e.g. monitor.event) carry no id: not our answer.
+                None | Some(Value::Null) => continue,
+                Some(got) if got.as_u64() != Some(id) => continue,
+                Some(_) => {}
+            }
+            return Ok(message.get("result").cloned().unwrap_or(Value::Null));
+        }
+    }
+}
+
+/// A [`Client`] for synchronous code (the CLI), driving its own current-thread runtime.
+#[derive(Debug)]
+pub struct BlockingClient {
+    runtime: tokio::runtime::Runtime,
+    client: Client,
+}
+
+impl BlockingClient {
+    /// Connect with the default timeouts.
+    pub fn connect(path: impl AsRef<Path>) -> Result<BlockingClient, IpcError> {
+        Self::connect_with(path, ClientTimeouts::default())
+    }
+
+    /// Connect with explicit timeouts.
+    pub fn connect_with(
+        path: impl AsRef<Path>,
+        timeouts: ClientTimeouts,
+    ) -> Result<BlockingClient, IpcError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|source| IpcError::Io {
+                context: "cannot start the IPC runtime".into(),
+                source,
+            })?;
+        let client = runtime.block_on(Client::connect_with(path, timeouts))?;
+        Ok(BlockingClient { runtime, client })
+    }
+
+    /// The socket this client is connected to.
+    pub fn socket(&self) -> &Path {
+        self.client.socket()
+    }
+
+    /// Change the response timeout.
+    pub fn set_response_timeout(&mut self, timeout: Duration) {
+        self.client.set_response_timeout(timeout);
+    }
+
+    /// Call `method` and decode its result.
+    pub fn call<P: Serialize, R: DeserializeOwned>(
+        &mut self,
+        method: &str,
+        params: P,
+    ) -> Result<R, IpcError> {
+        self.runtime.block_on(self.client.call(method, params))
+    }
+
+    /// Call `method` and return its raw JSON result.
+    pub fn call_value<P: Serialize>(&mut self, method: &str, params: P) -> Result<Value, IpcError> {
+        self.runtime
+            .block_on(self.client.call_value(method, params))
+    }
+}

@@ -1,0 +1,418 @@
+//! The conductor side of the socket: our own framed listener driving jsonrpsee's
+//! [`Methods::raw_json_request`] (jsonrpsee has no Unix-socket transport; architecture.md
+//! "Two things already tried").
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jsonrpsee::{Methods, RpcModule};
+use serde_json::{Map, Value};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::framing::{read_line, LineRead, MAX_MESSAGE_BYTES};
+use crate::RpcError;
+
+/// Knobs of the server (conductor.md §7.3).
+#[derive(Debug, Clone)]
+pub struct ServerLimits {
+    /// Longest request line accepted; longer ones get `-32700` and the connection closes.
+    pub max_request_bytes: usize,
+    /// Connections served at once; further ones wait in the kernel's accept queue.
+    pub max_connections: usize,
+    /// How long a connection may sit idle between requests.
+    pub idle_timeout: Duration,
+    /// How long one request line may take to arrive once it has started (slow-loris guard),
+    /// and how long writing one response may take.
+    pub line_timeout: Duration,
+    /// Only peers with this uid are served (invariant 6); `None` serves everyone.
+    pub allowed_uid: Option<u32>,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            max_request_bytes: MAX_MESSAGE_BYTES,
+            max_connections: 64,
+            idle_timeout: Duration::from_secs(300),
+            line_timeout: Duration::from_secs(15),
+            allowed_uid: Some(nix::unistd::getuid().as_raw()),
+        }
+    }
+}
+
+/// Serve `module` on `listener` until `shutdown` resolves, then drop every connection.
+///
+/// Each connection runs in its own task and handles its requests in order (§7.3); one
+/// misbehaving client only ever occupies its own slot, for at most the timeouts above.
+pub async fn serve<Ctx, F>(
+    listener: UnixListener,
+    module: RpcModule<Ctx>,
+    limits: ServerLimits,
+    shutdown: F,
+) -> std::io::Result<()>
+where
+    Ctx: Send + Sync + 'static,
+    F: Future<Output = ()> + Send,
+{
+    let methods: Methods = module.into();
+    let limits = Arc::new(limits);
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let mut connections = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        // Take a slot before accepting so excess clients queue in the kernel, not in memory.
+        let permit = tokio::select! {
+            _ = &mut shutdown => break,
+            permit = slots.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+        };
+        let stream = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(err) => {
+                    // EMFILE and friends are transient: back off instead of spinning.
+                    tracing::warn!(error = %err, "ipc.accept_failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let methods = methods.clone();
+        let limits = limits.clone();
+        connections.spawn(async move {
+            handle_connection(stream, methods, &limits).await;
+            drop(permit);
+        });
+        // Reap finished connection tasks so the set does not grow without bound.
+        while connections.try_join_next().is_some() {}
+    }
+    connections.shutdown().await;
+    Ok(())
+}
+
+async fn handle_connection(stream: UnixStream, methods: Methods, limits: &ServerLimits) {
+    let peer = stream.peer_cred().map(|cred| cred.uid());
+    let (read_half, mut write_half) = stream.into_split();
+    if let Some(allowed) = limits.allowed_uid {
+        if let Err(reason) = check_peer_uid(peer.ok(), allowed) {
+            tracing::warn!(%reason, "ipc.peer_refused");
+            let error = RpcError::invalid_request(reason);
+            let _ = write_line(
+                &mut write_half,
+                &error_response(&Value::Null, &error),
+                limits,
+            )
+            .await;
+            return;
+        }
+    }
+    let mut reader = BufReader::new(read_half);
+    let mut line = Vec::new();
+    loop {
+        // Idle wait for the first byte, then a bounded wait for the rest of the line.
+        let started = tokio::time::timeout(limits.idle_timeout, async {
+            tokio::io::AsyncBufReadExt::fill_buf(&mut reader)
+                .await
+                .map(|b| b.is_empty())
+        })
+        .await;
+        match started {
+            Ok(Ok(false)) => {}
+            Ok(Ok(true)) | Ok(Err(_)) => return,
+            Err(_) => {
+                tracing::debug!("ipc.idle_timeout");
+                return;
+            }
+        }
+        let read = tokio::time::timeout(
+            limits.line_timeout,
+            read_line(&mut reader, &mut line, limits.max_request_bytes),
+        )
+        .await;
+        let response = match read {
+            Ok(Ok(LineRead::Line)) => process_line(&methods, &line).await,
+            Ok(Ok(LineRead::Eof)) | Ok(Err(_)) => return,
+            Ok(Ok(LineRead::TooLarge)) => {
+                tracing::warn!(limit = limits.max_request_bytes, "ipc.message_too_large");
+                let error = RpcError::request_too_large(limits.max_request_bytes);
+                let _ = write_line(
+                    &mut write_half,
+                    &error_response(&Value::Null, &error),
+                    limits,
+                )
+                .await;
+                return;
+            }
+            Err(_) => {
+                tracing::warn!("ipc.slow_request_line");
+                return;
+            }
+        };
+        if let Some(response) = response {
+            if write_line(&mut write_half, &response, limits)
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+}
+
+/// Refuse a peer whose uid is unknown or differs from `allowed` (invariant 6).
+pub fn check_peer_uid(peer_uid: Option<u32>, allowed: u32) -> Result<(), String> {
+    match peer_uid {
+        Some(uid) if uid == allowed => Ok(()),
+        Some(uid) => Err(format!(
+            "permission denied: peer uid {uid} may not use this conductor (owned by uid {allowed})"
+        )),
+        None => Err("permission denied: cannot determine the peer's uid".to_string()),
+    }
+}
+
+async fn write_line(
+    writer: &mut tokio::net::unix::OwnedWriteHalf,
+    text: &str,
+    limits: &ServerLimits,
+) -> std::io::Result<()> {
+    let write = async {
+        writer.write_all(text.as_bytes()).await?;
+        writer.write_all(b"\n").await?;
+        writer.flush().await
+    };
+    // A client that stops reading must not pin its task forever.
+    match tokio::time::timeout(limits.idle_timeout, write).await {
+        Ok(result) => result,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "client did not read its response",
+        )),
+    }
+}
+
+/// Build an error response line.
+pub fn error_response(id: &Value, error: &RpcError) -> String {
+    serde_json::json!({ "jsonrpc": "2.0", "error": error, "id": id }).to_string()
+}
+
+/// Validate one request line and dispatch it; `None` means "send nothing" (notification).
+///
+/// Structural checks follow conductor.md §7.5 in order, because jsonrpsee rejects
+/// notifications and malformed JSON with an `Err` and would name neither.
+pub async fn process_line(methods: &Methods, line: &[u8]) -> Option<String> {
+    let Ok(text) = std::str::from_utf8(line) else {
+        return Some(error_response(&Value::Null, &RpcError::parse_error()));
+    };
+    let Ok(value) = serde_json::from_str::<Value>(text) else {
+        return Some(error_response(&Value::Null, &RpcError::parse_error()));
+    };
+    let Value::Object(mut request) = value else {
+        let error = RpcError::invalid_request("missing 'method' field");
+        return Some(error_response(&Value::Null, &error));
+    };
+    let id = request.get("id").cloned().unwrap_or(Value::Null);
+    let method = match check_request(&mut request, &id) {
+        Ok(method) => method,
+        Err(refusal) => return Some(error_response(&refusal.0, &refusal.1)),
+    };
+    let notification = id.is_null();
+    if methods.method(&method).is_none() {
+        if notification {
+            return None;
+        }
+        return Some(error_response(&id, &RpcError::method_not_found(&method)));
+    }
+    if notification {
+        // Upstream runs notifications but never answers them (§7.4).
+        request.insert("id".into(), Value::from(0));
+    }
+    let request_text = Value::Object(request).to_string();
+    match methods.raw_json_request(&request_text, 1).await {
+        Ok((response, _subscription)) => (!notification).then(|| response.get().to_string()),
+        Err(err) => {
+            tracing::error!(%method, error = %err, "ipc.dispatch_failed");
+            (!notification).then(|| error_response(&id, &RpcError::internal(err)))
+        }
+    }
+}
+
+/// §7.5 steps 2–3: return the method name after filling in the defaults jsonrpsee needs,
+/// or say which id to answer with and why the request is refused.
+fn check_request(
+    request: &mut Map<String, Value>,
+    id: &Value,
+) -> Result<String, Box<(Value, RpcError)>> {
+    let method = match request.get("method") {
+        Some(Value::String(method)) => method.clone(),
+        Some(_) => {
+            return Err(Box::new((
+                id_or_null(id),
+                RpcError::invalid_request("'method' must be a string"),
+            )))
+        }
+        None => {
+            return Err(Box::new((
+                id_or_null(id),
+                RpcError::invalid_request("missing 'method' field"),
+            )))
+        }
+    };
+    match request.get("jsonrpc") {
+        None => {
+            request.insert("jsonrpc".into(), Value::from("2.0"));
+        }
+        Some(Value::String(v)) if v == "2.0" => {}
+        Some(other) => {
+            return Err(Box::new((
+                id_or_null(id),
+                RpcError::invalid_request(format!("'jsonrpc' must be \"2.0\", got {other}")),
+            )))
+        }
+    }
+    match request.get("params") {
+        None | Some(Value::Null) => {
+            request.insert("params".into(), Value::Object(Map::new()));
+        }
+        Some(Value::Object(_)) => {}
+        Some(_) => {
+            return Err(Box::new((
+                id_or_null(id),
+                RpcError::invalid_request("'params' must be an object or null"),
+            )))
+        }
+    }
+    if !valid_id(id) {
+        return Err(Box::new((
+            Value::Null,
+            RpcError::invalid_request("'id' must be an integer, a string or null"),
+        )));
+    }
+    Ok(method)
+}
+
+fn valid_id(id: &Value) -> bool {
+    match id {
+        Value::Null | Value::String(_) => true,
+        Value::Number(n) => n.is_i64() || n.is_u64(),
+        _ => false,
+    }
+}
+
+fn id_or_null(id: &Value) -> Value {
+    if valid_id(id) {
+        id.clone()
+    } else {
+        Value::Null
+    }
+}
+
+/// Decode a method's params into `T`, mapping failures to `-32602 Invalid params: …`.
+///
+/// A missing field renders as upstream does (`Invalid params: 'job_id'`), which is what its
+/// CLI shows to users.
+pub fn parse_params<T: serde::de::DeserializeOwned>(
+    params: &jsonrpsee::types::Params<'_>,
+) -> Result<T, RpcError> {
+    let raw = params.as_str().unwrap_or("{}");
+    serde_json::from_str(raw).map_err(|err| {
+        let text = err.to_string();
+        match text
+            .strip_prefix("missing field `")
+            .and_then(|rest| rest.split('`').next())
+        {
+            Some(field) => RpcError::invalid_params(format!("'{field}'")),
+            None => RpcError::invalid_params(text),
+        }
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn module() -> Methods {
+        let mut module = RpcModule::new(());
+        module
+            .register_method("echo.job", |params, _, _| {
+                let p: crate::types::JobIdParams = parse_params(&params)?;
+                Ok::<_, jsonrpsee::types::ErrorObjectOwned>(p.job_id)
+            })
+            .unwrap();
+        module.into()
+    }
+
+    async fn reply(line: &str) -> Option<Value> {
+        process_line(&module(), line.as_bytes())
+            .await
+            .map(|text| serde_json::from_str(&text).unwrap())
+    }
+
+    #[tokio::test]
+    async fn structural_errors_follow_the_spec_order() {
+        let r = reply("{not json").await.unwrap();
+        assert_eq!(r["error"]["code"], -32700);
+        assert_eq!(r["id"], Value::Null);
+        let r = reply(r#"[1,2]"#).await.unwrap();
+        assert_eq!(r["error"]["code"], -32600);
+        let r = reply(r#"{"id": 7}"#).await.unwrap();
+        assert_eq!(
+            r["error"]["message"],
+            "Invalid request: missing 'method' field"
+        );
+        assert_eq!(r["id"], 7);
+        let r = reply(r#"{"jsonrpc":"1.0","method":"echo.job","id":1}"#)
+            .await
+            .unwrap();
+        assert_eq!(r["error"]["code"], -32600);
+        let r = reply(r#"{"method":"echo.job","params":[1],"id":1}"#)
+            .await
+            .unwrap();
+        assert_eq!(r["error"]["code"], -32600);
+        let r = reply(r#"{"method":"nope","id":"x"}"#).await.unwrap();
+        assert_eq!(r["error"]["code"], -32601);
+        assert_eq!(r["error"]["message"], "Method not found: nope");
+        assert_eq!(r["error"]["data"]["method"], "nope");
+        assert_eq!(r["id"], "x");
+    }
+
+    #[tokio::test]
+    async fn notifications_get_no_reply_even_when_unknown() {
+        assert!(reply(r#"{"jsonrpc":"2.0","method":"nope"}"#)
+            .await
+            .is_none());
+        assert!(
+            reply(r#"{"method":"echo.job","params":{"job_id":"a"},"id":null}"#)
+                .await
+                .is_none()
+        );
+    }
+
+    #[tokio::test]
+    async fn params_are_decoded_and_missing_keys_named_like_upstream() {
+        let r = reply(r#"{"method":"echo.job","params":{"job_id":"a"},"id":3}"#)
+            .await
+            .unwrap();
+        assert_eq!(r["result"], "a");
+        assert_eq!(r["id"], 3);
+        let r = reply(r#"{"method":"echo.job","id":4}"#).await.unwrap();
+        assert_eq!(r["error"]["code"], -32602);
+        assert_eq!(r["error"]["message"], "Invalid params: 'job_id'");
+    }
+
+    #[test]
+    fn peer_uid_must_match() {
+        assert!(check_peer_uid(Some(1000), 1000).is_ok());
+        assert!(check_peer_uid(Some(1001), 1000)
+            .unwrap_err()
+            .contains("1001"));
+        assert!(check_peer_uid(None, 1000).is_err());
+    }
+}

@@ -1,0 +1,394 @@
+//! Typed params and results (conductor.md §8). Field names are the upstream ones, so the
+//! Python CLI and this port can drive each other's conductor.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_limit_50() -> u32 {
+    50
+}
+
+fn default_limit_20() -> u32 {
+    20
+}
+
+/// `job.submit` params (`JobRequest`, §8.1). Unknown keys are ignored, as upstream.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobRequest {
+    /// Score file (absolute path).
+    pub config_path: String,
+    /// Overrides the score's workspace.
+    #[serde(default)]
+    pub workspace: Option<String>,
+    /// Discard previous state first.
+    #[serde(default)]
+    pub fresh: bool,
+    /// Enable self-healing.
+    #[serde(default)]
+    pub self_healing: bool,
+    /// Auto-confirm self-healing fixes.
+    #[serde(default)]
+    pub self_healing_auto_confirm: bool,
+    /// First sheet to run (legacy engine).
+    #[serde(default)]
+    pub start_sheet: Option<u32>,
+    /// Validate only.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Concert depth of a chained job.
+    #[serde(default)]
+    pub chain_depth: Option<u32>,
+}
+
+/// Outcome of a submission, resume or modify.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobResponseStatus {
+    /// Queued.
+    Accepted,
+    /// Refused; `message` says why.
+    Rejected,
+    /// Waiting for rate limits to clear.
+    Pending,
+    /// Failed unexpectedly.
+    Error,
+}
+
+/// `JobResponse` (§8.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobResponse {
+    /// The job ID (config file stem); empty when rejected before one was assigned.
+    pub job_id: String,
+    /// Outcome.
+    pub status: JobResponseStatus,
+    /// Human-readable detail.
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// Params naming one job (`job.status`, `job.errors`, `job.diagnose`, `job.pause`, `job.cancel`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobIdParams {
+    /// The job ID.
+    pub job_id: String,
+    /// Overrides the stored workspace where the method honours it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+}
+
+/// `job.pause` result (§8.3): failures are results, not errors.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PauseResult {
+    /// Whether the pause signal was delivered.
+    pub paused: bool,
+    /// Why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `job.resume` params (§8.4).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResumeParams {
+    /// The job ID.
+    pub job_id: String,
+    /// Workspace override for this resume.
+    #[serde(default)]
+    pub workspace: Option<String>,
+    /// New score file to adopt.
+    #[serde(default)]
+    pub config_path: Option<String>,
+    /// Use the config snapshot instead of re-reading the score.
+    #[serde(default)]
+    pub no_reload: bool,
+}
+
+/// `job.modify` params (§8.5).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModifyParams {
+    /// The job ID.
+    pub job_id: String,
+    /// The new score file.
+    #[serde(default)]
+    pub config_path: Option<String>,
+    /// Workspace override.
+    #[serde(default)]
+    pub workspace: Option<String>,
+}
+
+/// `job.cancel` result (§8.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelResult {
+    /// False when no running task existed.
+    pub cancelled: bool,
+}
+
+/// `job.clear` params (§8.8).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClearParams {
+    /// Statuses to clear (default: terminal ones).
+    #[serde(default)]
+    pub statuses: Option<Vec<String>>,
+    /// Only jobs submitted at least this long ago.
+    #[serde(default)]
+    pub older_than_seconds: Option<f64>,
+    /// Only these jobs.
+    #[serde(default)]
+    pub job_ids: Option<Vec<String>>,
+}
+
+/// `job.clear` result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClearResult {
+    /// Registry rows deleted.
+    pub deleted: u64,
+}
+
+/// `job.history` params (§8.11).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryParams {
+    /// The job ID.
+    pub job_id: String,
+    /// Workspace override.
+    #[serde(default)]
+    pub workspace: Option<String>,
+    /// Only this sheet.
+    #[serde(default)]
+    pub sheet_num: Option<u32>,
+    /// Maximum rows.
+    #[serde(default = "default_limit_50")]
+    pub limit: u32,
+}
+
+/// `job.recover` params (§8.12).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecoverParams {
+    /// The job ID.
+    pub job_id: String,
+    /// Workspace override.
+    #[serde(default)]
+    pub workspace: Option<String>,
+    /// Only this sheet.
+    #[serde(default)]
+    pub sheet_num: Option<u32>,
+    /// Report only.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// `daemon.status` result (§8.13). The first six keys are required by upstream's client;
+/// the rest are ours and ignored by it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DaemonStatus {
+    /// Conductor PID.
+    pub pid: u32,
+    /// Seconds since start (1 decimal).
+    pub uptime_seconds: f64,
+    /// Jobs currently running.
+    pub running_jobs: u64,
+    /// Same as `running_jobs` (upstream keeps both).
+    pub total_jobs_active: u64,
+    /// Conductor RSS in MB (1 decimal; 0.0 if unknown).
+    pub memory_usage_mb: f64,
+    /// Conductor version.
+    pub version: String,
+    /// The socket this conductor listens on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<String>,
+    /// Job counts by status (`queued`, `running`, `completed`, …).
+    #[serde(default)]
+    pub jobs_by_status: BTreeMap<String, u64>,
+    /// Protocol version spoken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<u32>,
+}
+
+/// `daemon.health` result (§8.16).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HealthResult {
+    /// Always `"ok"`.
+    pub status: String,
+    /// Conductor PID.
+    pub pid: u32,
+    /// Seconds since start (1 decimal).
+    pub uptime_seconds: f64,
+    /// Whether shutdown has begun.
+    pub shutting_down: bool,
+}
+
+/// `daemon.ready` result (§8.17).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReadyResult {
+    /// `"ready"` or `"not_ready"`.
+    pub status: String,
+    /// Jobs currently running.
+    pub running_jobs: u64,
+    /// Conductor RSS in MB (1 decimal).
+    pub memory_mb: f64,
+    /// Live child processes.
+    pub child_processes: u64,
+    /// Equals `status == "ready"`.
+    pub accepting_work: bool,
+    /// Whether shutdown has begun.
+    pub shutting_down: bool,
+    /// Recent job failure rate is high.
+    pub failure_rate_elevated: bool,
+    /// Notifications are failing.
+    pub notifications_degraded: bool,
+    /// Seconds since start (1 decimal).
+    pub uptime_seconds: f64,
+}
+
+impl ReadyResult {
+    /// True when the conductor accepts work.
+    pub fn is_ready(&self) -> bool {
+        self.status == "ready"
+    }
+}
+
+/// `daemon.shutdown` params (§8.14).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShutdownParams {
+    /// Wait for running jobs (default true).
+    #[serde(default = "default_true")]
+    pub graceful: bool,
+}
+
+impl Default for ShutdownParams {
+    fn default() -> Self {
+        ShutdownParams { graceful: true }
+    }
+}
+
+/// `daemon.shutdown` result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShutdownResult {
+    /// Always true.
+    pub shutting_down: bool,
+}
+
+/// `daemon.hello` result: our version handshake.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelloResult {
+    /// [`crate::PROTOCOL_VERSION`] of the conductor.
+    pub protocol_version: u32,
+    /// Conductor package version.
+    pub version: String,
+    /// Conductor PID.
+    pub pid: u32,
+}
+
+/// One backend's rate-limit window in `daemon.rate_limits`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RateLimitWindow {
+    /// Seconds until the limit clears (1 decimal).
+    pub seconds_remaining: f64,
+}
+
+/// `daemon.rate_limits` result (§8.23).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RateLimitsResult {
+    /// Active limits by backend or instrument name.
+    pub backends: BTreeMap<String, RateLimitWindow>,
+    /// Number of active limits.
+    pub active_limits: u64,
+    /// Rate-limit events in the last hour.
+    pub recent_events_count: u64,
+}
+
+/// `daemon.clear_rate_limits` params (§8.24).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClearRateLimitsParams {
+    /// Only this instrument (all when null).
+    #[serde(default)]
+    pub instrument: Option<String>,
+}
+
+/// `daemon.clear_rate_limits` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClearRateLimitsResult {
+    /// Entries removed.
+    pub cleared: u64,
+    /// The instrument asked for.
+    pub instrument: Option<String>,
+}
+
+/// `daemon.events` params (§8.20).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitParams {
+    /// Maximum items.
+    #[serde(default = "default_limit_50")]
+    pub limit: u32,
+}
+
+/// `daemon.observer_events` params (§8.22).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObserverEventsParams {
+    /// Only this job (all when null).
+    #[serde(default)]
+    pub job_id: Option<String>,
+    /// Maximum events.
+    #[serde(default = "default_limit_50")]
+    pub limit: u32,
+}
+
+/// `daemon.learning.patterns` params (§8.25).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PatternsParams {
+    /// Maximum patterns.
+    #[serde(default = "default_limit_20")]
+    pub limit: u32,
+}
+
+/// An event on the monitor stream (`monitor.event` params, §8.21).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MonitorEvent {
+    /// The job.
+    pub job_id: String,
+    /// The sheet (0 for job-level events).
+    pub sheet_num: u32,
+    /// Event name, e.g. `sheet.completed`.
+    pub event: String,
+    /// Payload.
+    #[serde(default)]
+    pub data: Option<serde_json::Value>,
+    /// Epoch seconds.
+    pub timestamp: f64,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_request_accepts_the_python_clients_minimal_params() {
+        let req: JobRequest =
+            serde_json::from_str(r#"{"config_path": "/x/a.yaml", "unknown": 1}"#).unwrap();
+        assert_eq!(req.config_path, "/x/a.yaml");
+        assert!(!req.fresh && req.workspace.is_none() && req.chain_depth.is_none());
+    }
+
+    #[test]
+    fn shutdown_defaults_to_graceful_when_params_are_empty() {
+        let p: ShutdownParams = serde_json::from_str("{}").unwrap();
+        assert!(p.graceful);
+    }
+
+    #[test]
+    fn job_response_status_is_lowercase_on_the_wire() {
+        let r = JobResponse {
+            job_id: "a".into(),
+            status: JobResponseStatus::Rejected,
+            message: Some("no".into()),
+        };
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            r#"{"job_id":"a","status":"rejected","message":"no"}"#
+        );
+    }
+}
