@@ -14,3 +14,8 @@ pub use types::{
     epoch_now, Backend, BoxFuture, ExecutionRequest, ExecutionResult, ExitReason, HealthStatus,
     Progress, DEFAULT_KILL_GRACE,
 };
+pub mod classify;
+pub mod redact;
+
+pub use classify::{classify, Classification, ErrorCategory, ErrorCode, RateLimitInfo};
+pub use redact::redact;

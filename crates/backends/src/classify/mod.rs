@@ -1,0 +1,840 @@
+//! Error classification (execution.md §7): E-codes, pattern sets, reset-time parsing and
+//! the multi-phase classifier with root-cause selection.
+//!
+//! Deliberate differences from upstream (see `docs/differences.md`):
+//! * A successful execution that is not flagged rate-limited classifies as E209
+//!   ("validation needed") without scanning its text, so an answer that merely quotes
+//!   "429" or "quota" does not park the instrument (execution.md §7.5 note,
+//!   claude-code-output.md §6.2 false positives).
+//! * Structured signals from the instrument (Claude's `rate_limit_event.resetsAt`,
+//!   `api_error_status`) are used before any prose (claude-code-output.md §6.4).
+
+mod codes;
+pub mod patterns;
+mod reset;
+
+pub use codes::{ErrorCategory, ErrorCode, Severity};
+pub use reset::{
+    parse_reset_time, parse_reset_time_at, ResetTime, DEFAULT_RATE_LIMIT_WAIT_SECONDS,
+    MAX_DATED_WAIT_SECONDS, MAX_WAIT_SECONDS, MIN_WAIT_SECONDS,
+};
+
+use serde::{Deserialize, Serialize};
+
+use crate::types::{epoch_now, ExecutionResult, ExitReason};
+
+/// Slack added after a structured reset instant before retrying (claude-code-output.md §6.4).
+pub const STRUCTURED_RESET_SLACK_SECONDS: f64 = 60.0;
+
+/// How long to park an instrument for a rate limit.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RateLimitInfo {
+    /// When the limit resets (Unix epoch seconds), if known.
+    pub reset_at_epoch: Option<f64>,
+    /// Seconds to wait from the moment of classification.
+    pub wait_seconds: f64,
+}
+
+/// One classified error (upstream `ClassifiedError`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClassifiedError {
+    /// The E-code.
+    pub code: ErrorCode,
+    /// Its category.
+    pub category: ErrorCategory,
+    /// Whether retrying can help (may differ from the code's default).
+    pub retriable: bool,
+    /// What happened.
+    pub message: String,
+    /// Suggested wait before retrying, seconds.
+    pub suggested_wait_seconds: Option<f64>,
+    /// Reset instant for rate limits, when known.
+    pub reset_at_epoch: Option<f64>,
+}
+
+impl ClassifiedError {
+    fn new(
+        code: ErrorCode,
+        category: ErrorCategory,
+        retriable: bool,
+        message: impl Into<String>,
+        wait: Option<f64>,
+    ) -> Self {
+        ClassifiedError {
+            code,
+            category,
+            retriable,
+            message: message.into(),
+            suggested_wait_seconds: wait,
+            reset_at_epoch: None,
+        }
+    }
+
+    /// `retriable && category ∉ {auth, fatal}`.
+    pub fn should_retry(&self) -> bool {
+        self.retriable && !matches!(self.category, ErrorCategory::Auth | ErrorCategory::Fatal)
+    }
+
+    /// Category is `rate_limit`.
+    pub fn is_rate_limit(&self) -> bool {
+        self.category == ErrorCategory::RateLimit
+    }
+}
+
+/// Which phase decided the classification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClassificationMethod {
+    /// Structured output (JSON errors, rate-limit events, API status).
+    Structured,
+    /// Exit code or signal.
+    ExitCode,
+    /// Text patterns.
+    RegexFallback,
+}
+
+/// The result of classifying a failed execution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Classification {
+    /// Root-cause code.
+    pub code: ErrorCode,
+    /// Root-cause category.
+    pub category: ErrorCategory,
+    /// Whether retrying can help.
+    pub retriable: bool,
+    /// Root-cause message.
+    pub message: String,
+    /// Suggested wait before a retry, seconds.
+    pub suggested_wait_seconds: Option<f64>,
+    /// Set when the root cause is a rate limit: how long to park the instrument.
+    pub rate_limit: Option<RateLimitInfo>,
+    /// Other errors found, in detection order.
+    pub secondary: Vec<ClassifiedError>,
+    /// 0..1 confidence in the root-cause choice.
+    pub confidence: f64,
+    /// Which phase produced the root cause.
+    pub method: ClassificationMethod,
+}
+
+impl Classification {
+    /// `retriable && category ∉ {auth, fatal}`.
+    pub fn should_retry(&self) -> bool {
+        self.retriable && !matches!(self.category, ErrorCategory::Auth | ErrorCategory::Fatal)
+    }
+}
+
+/// Signal names as upstream prints them.
+pub fn signal_name(sig: i32) -> String {
+    match sig {
+        15 => "SIGTERM".into(),
+        9 => "SIGKILL".into(),
+        2 => "SIGINT".into(),
+        11 => "SIGSEGV".into(),
+        6 => "SIGABRT".into(),
+        7 => "SIGBUS".into(),
+        8 => "SIGFPE".into(),
+        1 => "SIGHUP".into(),
+        13 => "SIGPIPE".into(),
+        n => format!("signal {n}"),
+    }
+}
+
+/// Backends' rate-limit check (instruments.md §2.2 `_detect_rate_limit`): the 11-pattern
+/// set over both streams; false without an exit code or with no output.
+pub fn detect_rate_limit(stdout: &str, stderr: &str, exit_code: Option<i32>) -> bool {
+    if exit_code.is_none() || (stdout.is_empty() && stderr.is_empty()) {
+        return false;
+    }
+    patterns::RATE_LIMIT.is_match(stdout) || patterns::RATE_LIMIT.is_match(stderr)
+}
+
+fn signal_error(sig: i32, exit_reason: ExitReason, combined_lower: &str) -> ClassifiedError {
+    use ErrorCategory as C;
+    use ErrorCode as E;
+    let name = signal_name(sig);
+    if exit_reason == ExitReason::Timeout {
+        return ClassifiedError::new(
+            E::E001,
+            C::Timeout,
+            true,
+            format!("Process killed by {name} due to timeout"),
+            Some(60.0),
+        );
+    }
+    match sig {
+        11 | 7 | 6 | 8 | 4 => ClassifiedError::new(
+            E::E003,
+            C::Fatal,
+            false,
+            format!("Process crashed with {name}"),
+            None,
+        ),
+        9 if patterns::OOM_INDICATORS
+            .iter()
+            .any(|i| combined_lower.contains(i)) =>
+        {
+            ClassifiedError::new(
+                E::E005,
+                C::Fatal,
+                false,
+                format!("Process killed by {name} (possible OOM)"),
+                None,
+            )
+        }
+        9 => ClassifiedError::new(
+            E::E002,
+            C::Signal,
+            true,
+            format!("Process killed by {name}"),
+            Some(30.0),
+        ),
+        15 | 1 | 13 => ClassifiedError::new(
+            E::E002,
+            C::Signal,
+            true,
+            format!("Process terminated by {name}"),
+            Some(10.0),
+        ),
+        2 => ClassifiedError::new(
+            E::E004,
+            C::Fatal,
+            false,
+            format!("Process interrupted by {name}"),
+            None,
+        ),
+        _ => ClassifiedError::new(
+            E::E002,
+            C::Signal,
+            true,
+            format!("Process killed by {name}"),
+            Some(30.0),
+        ),
+    }
+}
+
+fn timeout_error(combined_lower: &str) -> ClassifiedError {
+    if combined_lower.contains("stale execution") {
+        ClassifiedError::new(
+            ErrorCode::E006,
+            ErrorCategory::Timeout,
+            true,
+            "Stale execution: no output progress",
+            Some(120.0),
+        )
+    } else {
+        ClassifiedError::new(
+            ErrorCode::E001,
+            ErrorCategory::Timeout,
+            true,
+            "Command timed out",
+            Some(60.0),
+        )
+    }
+}
+
+/// A rate-limit error from text: E104 with the parsed reset when quota patterns match,
+/// else E103 (capacity) or E101 with the default wait (execution.md §7.4 step 3).
+fn rate_limit_from_text(combined: &str, forced: bool) -> Option<ClassifiedError> {
+    let limited = forced || patterns::RATE_LIMIT.is_match(combined);
+    let reset = parse_reset_time(combined);
+    if patterns::QUOTA_EXHAUSTION.is_match(combined) || (limited && reset.is_some()) {
+        let mut err = ClassifiedError::new(
+            ErrorCode::E104,
+            ErrorCategory::RateLimit,
+            true,
+            "Token quota exhausted - waiting until reset",
+            Some(reset.map_or(DEFAULT_RATE_LIMIT_WAIT_SECONDS, |r| r.wait_seconds)),
+        );
+        err.reset_at_epoch = reset.map(|r| r.reset_at_epoch);
+        return Some(err);
+    }
+    if limited {
+        let code = if patterns::CAPACITY.is_match(combined) {
+            ErrorCode::E103
+        } else {
+            ErrorCode::E101
+        };
+        let wait = if code == ErrorCode::E103 {
+            ErrorCode::E103.delay_seconds()
+        } else {
+            DEFAULT_RATE_LIMIT_WAIT_SECONDS
+        };
+        return Some(ClassifiedError::new(
+            code,
+            ErrorCategory::RateLimit,
+            true,
+            "Rate limit detected",
+            Some(wait),
+        ));
+    }
+    None
+}
+
+/// The single-output classifier (execution.md §7.4): signal, timeout, text patterns, exit code.
+pub fn classify_output(
+    stdout: &str,
+    stderr: &str,
+    exit_code: Option<i32>,
+    exit_signal: Option<i32>,
+    exit_reason: ExitReason,
+) -> ClassifiedError {
+    use ErrorCategory as C;
+    use ErrorCode as E;
+    let combined = format!("{stdout}\n{stderr}");
+    let lower = combined.to_lowercase();
+    let exit_signal = exit_signal.or(exit_code.filter(|c| *c < 0).map(|c| -c));
+    if let Some(sig) = exit_signal {
+        return signal_error(sig, exit_reason, &lower);
+    }
+    if exit_reason == ExitReason::Timeout {
+        return timeout_error(&lower);
+    }
+    if let Some(err) = rate_limit_from_text(&combined, false) {
+        return err;
+    }
+    type Check<'a> = (&'a regex::Regex, E, C, bool, Option<f64>, &'a str);
+    let checks: [Check<'_>; 4] = [
+        (
+            &patterns::ENOENT,
+            E::E505,
+            C::Configuration,
+            true,
+            Some(30.0),
+            "Backend binary or file not found",
+        ),
+        (
+            &patterns::CLI_MODE,
+            E::E306,
+            C::Configuration,
+            false,
+            None,
+            "CLI mode incompatible with the requested output",
+        ),
+        (
+            &patterns::AUTH,
+            E::E502,
+            C::Auth,
+            false,
+            None,
+            "Authentication or authorization failed",
+        ),
+        (
+            &patterns::MCP,
+            E::E305,
+            C::Configuration,
+            false,
+            None,
+            "MCP server configuration error",
+        ),
+    ];
+    for (re, code, cat, retriable, wait, msg) in checks {
+        if re.is_match(&combined) {
+            return ClassifiedError::new(code, cat, retriable, msg, wait);
+        }
+    }
+    let network: [(&regex::Regex, E, &str); 3] = [
+        (&patterns::DNS, E::E902, "DNS resolution failed"),
+        (&patterns::SSL, E::E903, "SSL/TLS error"),
+        (&patterns::NETWORK, E::E901, "Network connection failed"),
+    ];
+    for (re, code, msg) in network {
+        if re.is_match(&combined) {
+            return ClassifiedError::new(code, C::Network, true, msg, Some(30.0));
+        }
+    }
+    match exit_code {
+        Some(0) => ClassifiedError::new(
+            E::E209,
+            C::Validation,
+            true,
+            "Command succeeded but output validation needed",
+            None,
+        ),
+        Some(code @ (1 | 2)) => {
+            if patterns::NON_TRANSIENT.iter().any(|i| lower.contains(i)) {
+                ClassifiedError::new(
+                    E::E009,
+                    C::Fatal,
+                    false,
+                    format!("Non-transient failure with exit code {code}"),
+                    None,
+                )
+            } else {
+                ClassifiedError::new(
+                    E::E009,
+                    C::Transient,
+                    true,
+                    format!("Command failed with exit code {code}"),
+                    Some(10.0),
+                )
+            }
+        }
+        Some(124) => {
+            ClassifiedError::new(E::E001, C::Timeout, true, "Command timed out", Some(60.0))
+        }
+        Some(127) => ClassifiedError::new(
+            E::E505,
+            C::Fatal,
+            false,
+            "Command not found (exit_code=127)",
+            None,
+        ),
+        None => {
+            let err_lower = stderr.to_lowercase();
+            let killed = ["killed", "out of memory", "oom", "cannot allocate"]
+                .iter()
+                .any(|i| err_lower.contains(i));
+            ClassifiedError::new(
+                E::E999,
+                C::Transient,
+                true,
+                "Process terminated without an exit code",
+                Some(if killed { 60.0 } else { 10.0 }),
+            )
+        }
+        Some(code) => ClassifiedError::new(
+            E::E999,
+            C::Fatal,
+            false,
+            format!("Unknown error (exit_code={code})"),
+            None,
+        ),
+    }
+}
+
+/// One entry of a JSON `errors` array.
+#[derive(Debug, Clone, PartialEq)]
+struct JsonError {
+    kind: String,
+    message: String,
+}
+
+/// Find JSON objects in text by brace counting (strings and escapes honoured; an
+/// unbalanced object runs to the end of the text) and return the errors of the first
+/// object carrying an `errors` list.
+fn json_errors(text: &str) -> Vec<JsonError> {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    while let Some(rel) = text[start..].find('{') {
+        let open = start + rel;
+        let (mut depth, mut in_str, mut escaped, mut end) = (0i32, false, false, bytes.len());
+        for (i, &b) in bytes.iter().enumerate().skip(open) {
+            if in_str {
+                match (escaped, b) {
+                    (true, _) => escaped = false,
+                    (false, b'\\') => escaped = true,
+                    (false, b'"') => in_str = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match b {
+                b'"' => in_str = true,
+                b'{' => depth += 1,
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Ok(serde_json::Value::Object(obj)) = serde_json::from_str(&text[open..end]) {
+            if let Some(serde_json::Value::Array(items)) = obj.get("errors") {
+                let found: Vec<JsonError> = items
+                    .iter()
+                    .filter_map(|item| match item {
+                        serde_json::Value::Object(o) => Some(JsonError {
+                            kind: o
+                                .get("type")
+                                .and_then(|v| v.as_str())
+                                .unwrap_or("unknown")
+                                .to_string(),
+                            message: o
+                                .get("message")
+                                .and_then(|v| v.as_str())
+                                .unwrap_or("")
+                                .to_string(),
+                        }),
+                        // Claude's error subtypes carry plain strings (claude-code-output.md §4).
+                        serde_json::Value::String(s) => Some(JsonError {
+                            kind: "unknown".into(),
+                            message: s.clone(),
+                        }),
+                        _ => None,
+                    })
+                    .collect();
+                if !found.is_empty() {
+                    return found;
+                }
+            }
+            start = end;
+        } else {
+            start = open + 1;
+        }
+    }
+    Vec::new()
+}
+
+fn contains_any(haystack: &str, needles: &[&str]) -> bool {
+    needles.iter().any(|n| haystack.contains(n))
+}
+
+/// `classify_single_json_error` (execution.md §7.5 phase 1).
+fn classify_json_error(err: &JsonError) -> ClassifiedError {
+    use ErrorCategory as C;
+    use ErrorCode as E;
+    let m = err.message.to_lowercase();
+    let msg = err.message.clone();
+    match err.kind.as_str() {
+        "system" => {
+            if contains_any(
+                &m,
+                &[
+                    "rate limit",
+                    "rate_limit",
+                    "quota",
+                    "too many requests",
+                    "429",
+                    "hit your limit",
+                    "limit exceeded",
+                    "daily limit",
+                ],
+            ) {
+                return if contains_any(
+                    &m,
+                    &["capacity", "overloaded", "try again later", "unavailable"],
+                ) {
+                    ClassifiedError::new(E::E103, C::RateLimit, true, msg, Some(300.0))
+                } else {
+                    ClassifiedError::new(E::E101, C::RateLimit, true, msg, Some(3600.0))
+                };
+            }
+            if contains_any(
+                &m,
+                &[
+                    "unauthorized",
+                    "authentication",
+                    "invalid api key",
+                    "401",
+                    "403",
+                ],
+            ) {
+                return ClassifiedError::new(E::E502, C::Auth, false, msg, None);
+            }
+        }
+        "user" => {
+            if contains_any(&m, &["enoent", "command not found"]) {
+                return ClassifiedError::new(E::E505, C::Configuration, true, msg, Some(30.0));
+            }
+            if contains_any(&m, &["permission denied", "access denied"]) {
+                return ClassifiedError::new(E::E502, C::Auth, false, msg, None);
+            }
+            if contains_any(&m, &["no such file", "not found"]) {
+                return ClassifiedError::new(E::E303, C::Configuration, false, msg, None);
+            }
+        }
+        "tool" => {
+            return if contains_any(&m, &["mcp", "server"]) {
+                ClassifiedError::new(E::E305, C::Configuration, false, msg, None)
+            } else {
+                ClassifiedError::new(E::E203, C::Validation, true, msg, Some(10.0))
+            };
+        }
+        _ => {}
+    }
+    if contains_any(
+        &m,
+        &[
+            "connection refused",
+            "connection reset",
+            "econnrefused",
+            "etimedout",
+            "network unreachable",
+        ],
+    ) {
+        ClassifiedError::new(E::E901, C::Network, true, msg, Some(30.0))
+    } else if contains_any(&m, &["dns", "getaddrinfo", "enotfound", "resolve"]) {
+        ClassifiedError::new(E::E902, C::Network, true, msg, Some(30.0))
+    } else if contains_any(&m, &["ssl", "tls", "certificate", "handshake"]) {
+        ClassifiedError::new(E::E903, C::Network, true, msg, Some(30.0))
+    } else if contains_any(&m, &["timeout", "timed out"]) {
+        ClassifiedError::new(E::E001, C::Timeout, true, msg, Some(60.0))
+    } else {
+        ClassifiedError::new(E::E999, C::Transient, true, msg, Some(30.0))
+    }
+}
+
+/// Errors from the instrument's structured signals (Claude's rate-limit event and
+/// `api_error_status`), before any prose is read.
+fn structured_signals(result: &ExecutionResult, combined: &str) -> Vec<ClassifiedError> {
+    use ErrorCategory as C;
+    use ErrorCode as E;
+    let mut found = Vec::new();
+    if let Some(reset) = result.rate_limit_reset {
+        let wait = (reset - epoch_now() + STRUCTURED_RESET_SLACK_SECONDS)
+            .clamp(STRUCTURED_RESET_SLACK_SECONDS, MAX_DATED_WAIT_SECONDS);
+        let mut err = ClassifiedError::new(
+            E::E101,
+            C::RateLimit,
+            true,
+            "Usage limit reached (instrument reported the reset time)",
+            Some(wait),
+        );
+        err.reset_at_epoch = Some(reset);
+        found.push(err);
+        return found;
+    }
+    match result.api_error_status {
+        Some(429) => {
+            if let Some(err) = rate_limit_from_text(combined, true) {
+                found.push(err);
+            }
+        }
+        Some(529 | 503) => found.push(ClassifiedError::new(
+            E::E103,
+            C::RateLimit,
+            true,
+            "API overloaded",
+            Some(300.0),
+        )),
+        Some(401 | 403) => found.push(ClassifiedError::new(
+            E::E502,
+            C::Auth,
+            false,
+            "API authentication failed",
+            None,
+        )),
+        _ => {}
+    }
+    found
+}
+
+/// The multi-phase classifier (execution.md §7.5): structured signals and JSON errors,
+/// exit code / signal, text patterns, the rate-limit override, then root-cause selection.
+pub fn classify(result: &ExecutionResult) -> Classification {
+    let mut combined = format!("{}\n{}", result.stdout, result.stderr);
+    if let Some(msg) = &result.error_message {
+        if !combined.contains(msg.as_str()) {
+            combined.push('\n');
+            combined.push_str(msg);
+        }
+    }
+    let lower = combined.to_lowercase();
+
+    // Exit 0 that nobody flagged as limited: the output is the answer, not an error report.
+    if result.success && !result.rate_limited {
+        let err = ClassifiedError::new(
+            ErrorCode::E209,
+            ErrorCategory::Validation,
+            true,
+            "Command succeeded but output validation needed",
+            None,
+        );
+        return finish(vec![(err, ClassificationMethod::ExitCode)]);
+    }
+
+    let mut collected: Vec<(ClassifiedError, ClassificationMethod)> = Vec::new();
+    let push = |collected: &mut Vec<(ClassifiedError, ClassificationMethod)>,
+                err: ClassifiedError,
+                method| {
+        if !collected.iter().any(|(e, _)| e.code == err.code) {
+            collected.push((err, method));
+        }
+    };
+
+    // Phase 1: signal and timeout (the process-level facts).
+    let exit_signal = result
+        .exit_signal
+        .or(result.exit_code.filter(|c| *c < 0).map(|c| -c));
+    if let Some(sig) = exit_signal {
+        push(
+            &mut collected,
+            signal_error(sig, result.exit_reason, &lower),
+            ClassificationMethod::ExitCode,
+        );
+    } else if result.exit_reason == ExitReason::Timeout || result.timed_out {
+        push(
+            &mut collected,
+            timeout_error(&lower),
+            ClassificationMethod::ExitCode,
+        );
+    }
+
+    // Phase 2: structured output.
+    for err in structured_signals(result, &combined) {
+        push(&mut collected, err, ClassificationMethod::Structured);
+    }
+    let mut json = json_errors(&result.stdout);
+    for e in json_errors(&result.stderr) {
+        if !json.iter().any(|j| j.message == e.message) {
+            json.push(e);
+        }
+    }
+    for e in &json {
+        push(
+            &mut collected,
+            classify_json_error(e),
+            ClassificationMethod::Structured,
+        );
+    }
+    if result.exit_code.is_none()
+        && exit_signal.is_none()
+        && !json.is_empty()
+        && result.exit_reason != ExitReason::Timeout
+    {
+        let wait = if result.stderr.to_lowercase().contains("killed") {
+            60.0
+        } else {
+            10.0
+        };
+        push(
+            &mut collected,
+            ClassifiedError::new(
+                ErrorCode::E999,
+                ErrorCategory::Transient,
+                true,
+                "Process killed without an exit code",
+                Some(wait),
+            ),
+            ClassificationMethod::ExitCode,
+        );
+    }
+
+    // Phase 3: text patterns, then the exit code (the single-output classifier).
+    if collected.is_empty() {
+        let err = classify_output(
+            &result.stdout,
+            &combined_stderr(result),
+            result.exit_code,
+            exit_signal,
+            result.exit_reason,
+        );
+        let method = if matches!(
+            err.code,
+            ErrorCode::E209 | ErrorCode::E009 | ErrorCode::E999
+        ) || err.code == ErrorCode::E505 && result.exit_code == Some(127)
+        {
+            ClassificationMethod::ExitCode
+        } else {
+            ClassificationMethod::RegexFallback
+        };
+        push(&mut collected, err, method);
+    }
+
+    // Phase 4: rate-limit override — a limit anywhere in the output (or flagged by the
+    // instrument's own patterns) outranks a generic failure.
+    if !collected.iter().any(|(e, _)| e.is_rate_limit()) {
+        if let Some(err) = rate_limit_from_text(&combined, result.rate_limited) {
+            push(&mut collected, err, ClassificationMethod::RegexFallback);
+        }
+    }
+    finish(collected)
+}
+
+fn combined_stderr(result: &ExecutionResult) -> String {
+    match &result.error_message {
+        Some(msg) if !result.stderr.contains(msg.as_str()) => format!("{}\n{}", result.stderr, msg),
+        _ => result.stderr.clone(),
+    }
+}
+
+fn root_priority(code: ErrorCode, present: &[ErrorCode]) -> i32 {
+    use ErrorCode as E;
+    let has = |c: E| present.contains(&c);
+    let mut p = code.root_priority();
+    match code {
+        E::E505 if present.len() > 1 => p -= 10,
+        E::E303 => p -= 5,
+        E::E502 if has(E::E101) || has(E::E102) => p -= 5,
+        E::E901 | E::E902 | E::E903 if has(E::E504) || has(E::E101) => p -= 3,
+        E::E305 if has(E::E203) => p -= 3,
+        E::E306 if present.iter().any(|c| c.as_str().starts_with("E0")) => p -= 3,
+        E::E001 if has(E::E101) => p += 5,
+        _ => {}
+    }
+    p
+}
+
+fn finish(collected: Vec<(ClassifiedError, ClassificationMethod)>) -> Classification {
+    let codes: Vec<ErrorCode> = collected.iter().map(|(e, _)| e.code).collect();
+    let mut best = 0;
+    let mut best_p = i32::MAX;
+    let mut prios = Vec::with_capacity(collected.len());
+    for (i, (err, _)) in collected.iter().enumerate() {
+        let p = root_priority(err.code, &codes);
+        prios.push(p);
+        if p < best_p {
+            best_p = p;
+            best = i;
+        }
+    }
+    let confidence = if collected.len() <= 1 {
+        1.0
+    } else {
+        let gap = prios
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != best)
+            .map(|(_, p)| p - best_p)
+            .min()
+            .unwrap_or(0);
+        if gap == 0 {
+            0.4
+        } else {
+            let bonus = if matches!(
+                collected[best].0.code,
+                ErrorCode::E505 | ErrorCode::E502 | ErrorCode::E303
+            ) {
+                0.15
+            } else {
+                0.0
+            };
+            (0.5 + 0.05 * f64::from(gap) + bonus).min(1.0)
+        }
+    };
+    let mut secondary = Vec::new();
+    let mut primary = None;
+    for (i, (err, method)) in collected.into_iter().enumerate() {
+        if i == best {
+            primary = Some((err, method));
+        } else {
+            secondary.push(err);
+        }
+    }
+    let (err, method) = primary.unwrap_or_else(|| {
+        (
+            ClassifiedError::new(
+                ErrorCode::E999,
+                ErrorCategory::Transient,
+                true,
+                "Unknown error",
+                Some(30.0),
+            ),
+            ClassificationMethod::RegexFallback,
+        )
+    });
+    let rate_limit = err.is_rate_limit().then(|| RateLimitInfo {
+        reset_at_epoch: err.reset_at_epoch,
+        wait_seconds: err
+            .suggested_wait_seconds
+            .unwrap_or(DEFAULT_RATE_LIMIT_WAIT_SECONDS),
+    });
+    Classification {
+        code: err.code,
+        category: err.category,
+        retriable: err.retriable,
+        message: crate::redact::redact(&err.message),
+        suggested_wait_seconds: err.suggested_wait_seconds,
+        rate_limit,
+        secondary,
+        confidence,
+        method,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::type_complexity)]
+mod tests;

@@ -1,0 +1,316 @@
+//! Table-driven tests from execution.md §7 and claude-code-output.md §6.
+
+use super::*;
+
+fn failed(stdout: &str, stderr: &str, exit_code: Option<i32>) -> ExecutionResult {
+    ExecutionResult {
+        success: false,
+        exit_code,
+        stdout: stdout.into(),
+        stderr: stderr.into(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn code_table_is_complete_and_consistent() {
+    assert_eq!(ErrorCode::ALL.len(), 40);
+    assert_eq!(ErrorCode::parse("E104"), Some(ErrorCode::E104));
+    assert!(ErrorCode::E101.is_rate_limit() && !ErrorCode::E502.is_rate_limit());
+    assert_eq!(ErrorCode::E505.root_priority(), 10);
+    assert!(!ErrorCode::E502.is_retriable());
+    assert_eq!(ErrorCode::E006.delay_seconds(), 120.0);
+    assert_eq!(serde_json::to_string(&ErrorCode::E101).unwrap(), "\"E101\"");
+}
+
+#[test]
+fn single_output_table() {
+    use ErrorCode as E;
+    let cases: &[(&str, &str, Option<i32>, Option<i32>, ExitReason, E, bool)] = &[
+        ("", "", None, Some(15), ExitReason::Timeout, E::E001, true),
+        ("", "", None, Some(11), ExitReason::Killed, E::E003, false),
+        (
+            "",
+            "Out of memory",
+            None,
+            Some(9),
+            ExitReason::Killed,
+            E::E005,
+            false,
+        ),
+        ("", "", None, Some(9), ExitReason::Killed, E::E002, true),
+        ("", "", None, Some(2), ExitReason::Killed, E::E004, false),
+        ("", "", Some(-15), None, ExitReason::Killed, E::E002, true),
+        ("", "", None, None, ExitReason::Timeout, E::E001, true),
+        (
+            "stale execution detected",
+            "",
+            None,
+            None,
+            ExitReason::Timeout,
+            E::E006,
+            true,
+        ),
+        (
+            "Error: 429 Too Many Requests",
+            "",
+            Some(1),
+            None,
+            ExitReason::Completed,
+            E::E101,
+            true,
+        ),
+        (
+            "API overloaded, try again later",
+            "",
+            Some(1),
+            None,
+            ExitReason::Completed,
+            E::E103,
+            true,
+        ),
+        (
+            "daily token limit reached, resets in 2 hours",
+            "",
+            Some(1),
+            None,
+            ExitReason::Completed,
+            E::E104,
+            true,
+        ),
+        (
+            "",
+            "spawn claude ENOENT",
+            Some(1),
+            None,
+            ExitReason::Completed,
+            E::E505,
+            true,
+        ),
+        (
+            "",
+            "Invalid API key",
+            Some(1),
+            None,
+            ExitReason::Completed,
+            E::E502,
+            false,
+        ),
+        (
+            "",
+            "MCP server error: boom",
+            Some(1),
+            None,
+            ExitReason::Completed,
+            E::E305,
+            false,
+        ),
+        (
+            "",
+            "getaddrinfo failed",
+            Some(1),
+            None,
+            ExitReason::Completed,
+            E::E902,
+            true,
+        ),
+        (
+            "",
+            "SSL_ERROR_SYSCALL",
+            Some(1),
+            None,
+            ExitReason::Completed,
+            E::E903,
+            true,
+        ),
+        (
+            "",
+            "connection refused",
+            Some(1),
+            None,
+            ExitReason::Completed,
+            E::E901,
+            true,
+        ),
+        (
+            "done",
+            "",
+            Some(0),
+            None,
+            ExitReason::Completed,
+            E::E209,
+            true,
+        ),
+        (
+            "",
+            "syntax error near x",
+            Some(2),
+            None,
+            ExitReason::Completed,
+            E::E009,
+            false,
+        ),
+        (
+            "",
+            "boom",
+            Some(1),
+            None,
+            ExitReason::Completed,
+            E::E009,
+            true,
+        ),
+        (
+            "",
+            "",
+            Some(124),
+            None,
+            ExitReason::Completed,
+            E::E001,
+            true,
+        ),
+        (
+            "",
+            "",
+            Some(127),
+            None,
+            ExitReason::Completed,
+            E::E505,
+            false,
+        ),
+        ("", "", None, None, ExitReason::Error, E::E999, true),
+        ("", "", Some(3), None, ExitReason::Completed, E::E999, false),
+    ];
+    for (stdout, stderr, code, sig, reason, want, retriable) in cases {
+        let got = classify_output(stdout, stderr, *code, *sig, *reason);
+        assert_eq!(
+            (got.code, got.retriable),
+            (*want, *retriable),
+            "{stdout:?} {stderr:?} {code:?} {sig:?}"
+        );
+    }
+}
+
+#[test]
+fn claude_structured_rate_limit_event_wins_with_its_reset() {
+    let reset = epoch_now() + 7200.0;
+    let result = ExecutionResult {
+        rate_limited: true,
+        rate_limit_reset: Some(reset),
+        api_error_status: Some(429),
+        ..failed(
+            "You've hit your session limit · resets 2:50pm (UTC)",
+            "",
+            Some(1),
+        )
+    };
+    let c = classify(&result);
+    assert_eq!(c.code, ErrorCode::E101);
+    assert_eq!(c.category, ErrorCategory::RateLimit);
+    assert_eq!(c.method, ClassificationMethod::Structured);
+    let rl = c.rate_limit.expect("rate limit info");
+    assert_eq!(rl.reset_at_epoch, Some(reset));
+    assert!((rl.wait_seconds - 7260.0).abs() < 5.0, "{rl:?}");
+}
+
+#[test]
+fn claude_limit_texts_without_event_give_quota_with_reset() {
+    for text in [
+        "You've hit your limit · resets 1am (Europe/Oslo)",
+        "You've hit your weekly limit · resets Aug 5, 7am (America/New_York)",
+        "Claude AI usage limit reached|4102444800",
+        "5-hour limit reached ∙ resets 2am",
+    ] {
+        let c = classify(&failed(text, "", Some(1)));
+        assert_eq!(c.category, ErrorCategory::RateLimit, "{text}");
+        let rl = c.rate_limit.expect("rate limit");
+        assert!(rl.reset_at_epoch.is_some(), "{text}: {c:?}");
+        assert!(rl.wait_seconds >= MIN_WAIT_SECONDS, "{text}");
+    }
+}
+
+#[test]
+fn api_status_429_without_text_reset_still_parks() {
+    let result = ExecutionResult {
+        api_error_status: Some(429),
+        ..failed("API Error: Rate limit reached", "", Some(1))
+    };
+    let c = classify(&result);
+    assert_eq!(c.code, ErrorCode::E101);
+    assert_eq!(
+        c.rate_limit.map(|r| r.wait_seconds),
+        Some(DEFAULT_RATE_LIMIT_WAIT_SECONDS)
+    );
+}
+
+#[test]
+fn success_quoting_a_limit_is_not_a_limit() {
+    let ok = ExecutionResult {
+        success: true,
+        exit_code: Some(0),
+        stdout: "Fixed the 429 handling and the quota check".into(),
+        ..Default::default()
+    };
+    let c = classify(&ok);
+    assert_eq!(c.code, ErrorCode::E209);
+    assert!(c.rate_limit.is_none());
+}
+
+#[test]
+fn profile_flagged_rate_limit_is_honoured_even_without_default_patterns() {
+    let result = ExecutionResult {
+        rate_limited: true,
+        ..failed("RESOURCE_EXHAUSTED", "", Some(1))
+    };
+    let c = classify(&result);
+    assert_eq!(c.category, ErrorCategory::RateLimit);
+}
+
+#[test]
+fn json_errors_array_and_root_cause() {
+    let stdout = r#"starting up {"result":"","errors":[{"type":"system","message":"Rate limit exceeded"},{"type":"user","message":"spawn claude ENOENT"}]}"#;
+    let c = classify(&failed(stdout, "", Some(1)));
+    // E505 gets -10 when anything else is present: it is the root cause.
+    assert_eq!(c.code, ErrorCode::E505);
+    assert_eq!(c.secondary.len(), 1);
+    assert_eq!(c.secondary[0].code, ErrorCode::E101);
+    assert!(c.confidence > 0.5);
+    assert_eq!(c.method, ClassificationMethod::Structured);
+
+    let tool = r#"{"errors":[{"type":"tool","message":"pytest failed"}]}"#;
+    assert_eq!(classify(&failed(tool, "", Some(1))).code, ErrorCode::E203);
+    let max_turns = r#"{"type":"result","subtype":"error_max_turns","is_error":true,"errors":["Reached maximum number of turns (1)"]}"#;
+    assert_eq!(
+        classify(&failed(max_turns, "", Some(1))).code,
+        ErrorCode::E999
+    );
+}
+
+#[test]
+fn timeout_with_signal_and_auth_beats_rate_limit_text() {
+    let timed_out = ExecutionResult {
+        exit_signal: Some(15),
+        exit_reason: ExitReason::Timeout,
+        timed_out: true,
+        ..failed("", "", None)
+    };
+    let c = classify(&timed_out);
+    assert_eq!(
+        (c.code, c.category),
+        (ErrorCode::E001, ErrorCategory::Timeout)
+    );
+
+    let auth = failed("", "401 unauthorized: invalid api key; rate limit", Some(1));
+    let c = classify(&auth);
+    // The text matches the rate-limit set first (§7.4 step 3); the message is redacted.
+    assert_eq!(c.category, ErrorCategory::RateLimit);
+    let auth = failed("Invalid API key · Please run /login", "", Some(1));
+    assert_eq!(classify(&auth).code, ErrorCode::E502);
+    assert!(!classify(&auth).should_retry());
+}
+
+#[test]
+fn detect_rate_limit_rules() {
+    assert!(!detect_rate_limit("rate limit", "", None));
+    assert!(!detect_rate_limit("", "", Some(1)));
+    assert!(detect_rate_limit("", "429", Some(0)));
+}
