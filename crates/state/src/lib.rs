@@ -1,1 +1,26 @@
-//! placeholder
+//! Mozart state: the checkpoint model (job and sheet states), the conductor's SQLite
+//! registry, the JSON state file, and crash-safe file writes.
+#![forbid(unsafe_code)]
+// Tests may unwrap (common rules); library code may not.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod atomic;
+pub mod checkpoint;
+pub mod error;
+pub mod json_state;
+mod migrate;
+pub mod registry;
+pub mod time;
+
+pub use atomic::atomic_write;
+pub use checkpoint::{
+    CheckpointState, ErrorCategory, ExitReason, JobStatus, SheetFailure, SheetState, SheetStatus,
+    ValidationDetail,
+};
+pub use error::StateError;
+pub use migrate::SCHEMA_VERSION;
+pub use registry::{
+    AttemptRecord, DaemonJobStatus, DeleteFilter, HookResultRecord, JobRecord, JobScore,
+    RateLimitRecord, Registry,
+};
+pub use time::{epoch_now, Timestamp};

@@ -1,0 +1,1438 @@
+//! The checkpoint model: one `CheckpointState` per job run with one `SheetState` per sheet
+//! (execution.md §8.1–8.4). JSON field names and enum strings match upstream's
+//! `model_dump(mode="json")`, so upstream's own CLI can parse what we publish.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::error::{Result, StateError};
+use crate::time::Timestamp;
+
+/// Default size of the captured stdout/stderr tails (execution.md §8.2: 51200 bytes).
+pub const MAX_OUTPUT_CAPTURE_BYTES: usize = 51_200;
+/// Cap on `SheetState::error_history` (execution.md §8.2).
+pub const MAX_ERROR_HISTORY: usize = 50;
+/// Message for a failed sheet loaded without one (execution.md §8.2 load-time invariants).
+pub const UNKNOWN_FAILURE_MESSAGE: &str = "Unknown failure (no error message recorded)";
+/// Zombie trigger text used when a stale running state is found on load (conductor.md §12).
+pub const ZOMBIE_ON_LOAD_TRIGGER: &str = "Detected on state load - process no longer running";
+
+/// Status of a whole job run as recorded in its checkpoint.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    /// Not started.
+    #[default]
+    Pending,
+    /// A sheet has been started.
+    Running,
+    /// Every sheet completed.
+    Completed,
+    /// Gave up.
+    Failed,
+    /// Paused by the user, a cost limit, or zombie recovery.
+    Paused,
+    /// Cancelled by the user.
+    Cancelled,
+}
+
+impl JobStatus {
+    /// The lowercase wire string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Pending => "pending",
+            JobStatus::Running => "running",
+            JobStatus::Completed => "completed",
+            JobStatus::Failed => "failed",
+            JobStatus::Paused => "paused",
+            JobStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Status of one sheet as recorded in the checkpoint (the baton's richer statuses map onto
+/// these, execution.md §2.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SheetStatus {
+    /// Not yet run, or re-queued.
+    #[default]
+    Pending,
+    /// Dispatched to a musician.
+    InProgress,
+    /// Passed validation.
+    Completed,
+    /// Gave up.
+    Failed,
+    /// Skipped (condition or escalation).
+    Skipped,
+}
+
+impl SheetStatus {
+    /// The lowercase wire string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SheetStatus::Pending => "pending",
+            SheetStatus::InProgress => "in_progress",
+            SheetStatus::Completed => "completed",
+            SheetStatus::Failed => "failed",
+            SheetStatus::Skipped => "skipped",
+        }
+    }
+
+    /// Parses the wire string.
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "pending" => SheetStatus::Pending,
+            "in_progress" => SheetStatus::InProgress,
+            "completed" => SheetStatus::Completed,
+            "failed" => SheetStatus::Failed,
+            "skipped" => SheetStatus::Skipped,
+            _ => return None,
+        })
+    }
+
+    /// Completed, failed and skipped sheets are not run again without `--fresh`.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            SheetStatus::Completed | SheetStatus::Failed | SheetStatus::Skipped
+        )
+    }
+}
+
+/// Error category as the checkpoint stores it (execution.md §7; the classifier lives in
+/// the backends crate and maps onto this).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCategory {
+    /// Retriable with a long wait.
+    RateLimit,
+    /// Retriable with backoff.
+    Transient,
+    /// The instrument ran but validations failed.
+    Validation,
+    /// Authentication failure; needs the user.
+    Auth,
+    /// Network connectivity.
+    Network,
+    /// Timed out.
+    Timeout,
+    /// Killed by a signal.
+    Signal,
+    /// Non-retriable.
+    Fatal,
+    /// Configuration problem.
+    Configuration,
+    /// Pre-execution check failure.
+    Preflight,
+    /// Escalation / grounding abort.
+    Escalation,
+}
+
+impl ErrorCategory {
+    /// Parses the wire string.
+    pub fn parse(text: &str) -> Option<Self> {
+        serde_json::from_value(serde_json::Value::String(text.to_owned())).ok()
+    }
+
+    /// The wire string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCategory::RateLimit => "rate_limit",
+            ErrorCategory::Transient => "transient",
+            ErrorCategory::Validation => "validation",
+            ErrorCategory::Auth => "auth",
+            ErrorCategory::Network => "network",
+            ErrorCategory::Timeout => "timeout",
+            ErrorCategory::Signal => "signal",
+            ErrorCategory::Fatal => "fatal",
+            ErrorCategory::Configuration => "configuration",
+            ErrorCategory::Preflight => "preflight",
+            ErrorCategory::Escalation => "escalation",
+        }
+    }
+}
+
+/// Why an execution ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitReason {
+    /// Process exited on its own.
+    Completed,
+    /// Killed by our timeout.
+    Timeout,
+    /// Killed by a signal.
+    Killed,
+    /// Failed to run.
+    Error,
+}
+
+/// Mode of the last execution of a sheet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutionMode {
+    /// First or plain attempt.
+    Normal,
+    /// Completion prompt for a partial pass.
+    Completion,
+    /// Retry after failure.
+    Retry,
+}
+
+/// Outcome classification of a sheet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeCategory {
+    /// Passed on the first attempt.
+    SuccessFirstTry,
+    /// Passed after retries.
+    SuccessRetry,
+    /// Passed through completion mode.
+    SuccessCompletion,
+    /// Retries exhausted.
+    FailedExhausted,
+    /// Fatal error.
+    FailedFatal,
+    /// Skipped by an escalation decision.
+    SkippedByEscalation,
+}
+
+/// Isolation mode recorded for the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IsolationMode {
+    /// Ran in a git worktree.
+    Worktree,
+    /// Ran in the workspace.
+    None,
+}
+
+/// Kind of a recorded error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorType {
+    /// Temporary.
+    Transient,
+    /// Rate limited.
+    RateLimit,
+    /// Will not go away by retrying.
+    Permanent,
+}
+
+/// One validation rule's result (upstream `ValidationDetailDict`; every key but `passed` is
+/// optional and omitted when absent).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ValidationDetail {
+    /// Rule type (`file_exists`, `command_succeeds`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_type: Option<String>,
+    /// Rule description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Path checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Pattern checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// Whether the rule passed.
+    pub passed: bool,
+    /// Observed value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actual_value: Option<String>,
+    /// Expected value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_value: Option<String>,
+    /// Error text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+    /// When checked (ISO).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_at: Option<String>,
+    /// Check duration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_duration_ms: Option<f64>,
+    /// Confidence 0..1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
+    /// Confidence factors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence_factors: Option<BTreeMap<String, f64>>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_reason: Option<String>,
+    /// Failure category.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_category: Option<String>,
+    /// Suggested fix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggested_fix: Option<String>,
+    /// Error type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_type: Option<String>,
+}
+
+/// Prompt analysis metrics.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PromptMetrics {
+    /// Characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub character_count: Option<u64>,
+    /// Estimated tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_tokens: Option<u64>,
+    /// Lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_count: Option<u64>,
+    /// Words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub word_count: Option<u64>,
+    /// Whether the prompt names files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub has_file_references: Option<bool>,
+    /// Files the prompt names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub referenced_paths: Option<Vec<String>>,
+}
+
+/// A progress sample taken while a sheet runs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProgressSnapshot {
+    /// Sheet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sheet_num: Option<u32>,
+    /// Output bytes so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_received: Option<u64>,
+    /// Output lines so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines_received: Option<u64>,
+    /// Seconds since start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elapsed_seconds: Option<f64>,
+    /// `starting` / `executing` / `completed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// When sampled (ISO).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_at: Option<String>,
+}
+
+/// A learned pattern injected into a sheet's prompt.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppliedPattern {
+    /// Pattern id.
+    pub id: String,
+    /// Pattern description.
+    pub description: String,
+}
+
+/// Escalation outcome data.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutcomeData {
+    /// Escalation record id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation_record_id: Option<String>,
+    /// Whether escalation skipped the sheet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation_skipped: Option<bool>,
+}
+
+/// One instrument fallback event.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FallbackRecord {
+    /// Instrument given up on.
+    pub from: String,
+    /// Instrument switched to.
+    pub to: String,
+    /// Why.
+    pub reason: String,
+    /// When (ISO).
+    pub timestamp: String,
+}
+
+/// One error occurrence on a sheet.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointErrorRecord {
+    /// When.
+    pub timestamp: Timestamp,
+    /// Kind.
+    pub error_type: ErrorType,
+    /// E-code.
+    pub error_code: String,
+    /// Message.
+    pub error_message: String,
+    /// 1-based attempt number.
+    pub attempt_number: u32,
+    /// Extra context (`exit_code`, `signal`, `category`, ...).
+    #[serde(default)]
+    pub context: serde_json::Map<String, serde_json::Value>,
+    /// stdout tail at the time.
+    #[serde(default)]
+    pub stdout_tail: Option<String>,
+    /// stderr tail at the time.
+    #[serde(default)]
+    pub stderr_tail: Option<String>,
+    /// Stack trace, if any.
+    #[serde(default)]
+    pub stack_trace: Option<String>,
+}
+
+/// One circuit breaker transition.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CircuitBreakerChange {
+    /// `closed` / `open` / `half_open`.
+    pub state: String,
+    /// When (ISO).
+    pub timestamp: String,
+    /// What caused it.
+    pub trigger: String,
+    /// Consecutive failures at the time.
+    pub consecutive_failures: u32,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+// Upstream drops unknown category strings with a warning instead of rejecting the whole
+// state (execution.md §8.2).
+fn lenient_category<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ErrorCategory>, D::Error> {
+    let raw: Option<String> = Option::deserialize(d)?;
+    Ok(raw.and_then(|s| {
+        let parsed = ErrorCategory::parse(&s);
+        if parsed.is_none() {
+            tracing::warn!(value = %s, "unknown_error_category");
+        }
+        parsed
+    }))
+}
+
+/// State of one sheet (execution.md §8.2).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SheetState {
+    /// 1-based sheet number.
+    pub sheet_num: u32,
+    /// Status.
+    #[serde(default)]
+    pub status: SheetStatus,
+    /// When the last attempt started.
+    #[serde(default)]
+    pub started_at: Option<Timestamp>,
+    /// When it reached a terminal status.
+    #[serde(default)]
+    pub completed_at: Option<Timestamp>,
+    /// Attempts started.
+    #[serde(default)]
+    pub attempt_count: u32,
+    /// Exit code of the last execution.
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    /// Last error message.
+    #[serde(default)]
+    pub error_message: Option<String>,
+    /// Last error category.
+    #[serde(default, deserialize_with = "lenient_category")]
+    pub error_category: Option<ErrorCategory>,
+    /// Last E-code.
+    #[serde(default)]
+    pub error_code: Option<String>,
+    /// Tri-state validation result.
+    #[serde(default)]
+    pub validation_passed: Option<bool>,
+    /// Per-rule results.
+    #[serde(default)]
+    pub validation_details: Option<Vec<ValidationDetail>>,
+    /// Instrument used.
+    #[serde(default)]
+    pub instrument_name: Option<String>,
+    /// Model used.
+    #[serde(default)]
+    pub instrument_model: Option<String>,
+    /// Movement number.
+    #[serde(default)]
+    pub movement: Option<u32>,
+    /// Voice within a harmonized movement.
+    #[serde(default)]
+    pub voice: Option<u32>,
+    /// Signal that killed the process.
+    #[serde(default)]
+    pub exit_signal: Option<i32>,
+    /// Why execution ended.
+    #[serde(default)]
+    pub exit_reason: Option<ExitReason>,
+    /// Duration of the last execution.
+    #[serde(default)]
+    pub execution_duration_seconds: Option<f64>,
+    /// Completion-mode attempts.
+    #[serde(default)]
+    pub completion_attempts: u32,
+    /// Self-healing attempts. Port extension (the baton counts healing separately,
+    /// execution.md §2.2); omitted when zero so the document stays upstream-shaped.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub healing_attempts: u32,
+    /// Descriptions of passed validations.
+    #[serde(default)]
+    pub passed_validations: Vec<String>,
+    /// Descriptions of failed validations.
+    #[serde(default)]
+    pub failed_validations: Vec<String>,
+    /// Last validation pass percentage.
+    #[serde(default)]
+    pub last_pass_percentage: Option<f64>,
+    /// Last execution mode.
+    #[serde(default)]
+    pub execution_mode: Option<ExecutionMode>,
+    /// Escalation outcome data.
+    #[serde(default)]
+    pub outcome_data: Option<OutcomeData>,
+    /// Confidence 0..1.
+    #[serde(default)]
+    pub confidence_score: Option<f64>,
+    /// Patterns recognised.
+    #[serde(default)]
+    pub learned_patterns: Vec<String>,
+    /// Always 0 (kept for compatibility).
+    #[serde(default)]
+    pub similar_outcomes_count: u32,
+    /// Passed without retry or completion.
+    #[serde(default)]
+    pub success_without_retry: bool,
+    /// Outcome classification.
+    #[serde(default)]
+    pub outcome_category: Option<OutcomeCategory>,
+    /// Tail of stdout.
+    #[serde(default)]
+    pub stdout_tail: Option<String>,
+    /// Tail of stderr.
+    #[serde(default)]
+    pub stderr_tail: Option<String>,
+    /// Whether a tail was cut.
+    #[serde(default)]
+    pub output_truncated: bool,
+    /// Prompt metrics.
+    #[serde(default)]
+    pub prompt_metrics: Option<PromptMetrics>,
+    /// Preflight warnings.
+    #[serde(default)]
+    pub preflight_warnings: Vec<String>,
+    /// Progress samples.
+    #[serde(default)]
+    pub progress_snapshots: Vec<ProgressSnapshot>,
+    /// Last observed activity.
+    #[serde(default)]
+    pub last_activity_at: Option<Timestamp>,
+    /// Error history (≤ `MAX_ERROR_HISTORY`).
+    #[serde(default)]
+    pub error_history: Vec<CheckpointErrorRecord>,
+    /// Instrument fallbacks taken.
+    #[serde(default)]
+    pub instrument_fallback_history: Vec<FallbackRecord>,
+    /// Learned patterns injected.
+    #[serde(default)]
+    pub applied_patterns: Vec<AppliedPattern>,
+    /// Legacy input, migrated into `applied_patterns` on load.
+    #[serde(default, skip_serializing)]
+    applied_pattern_ids: Option<Vec<String>>,
+    /// Legacy input, migrated into `applied_patterns` on load.
+    #[serde(default, skip_serializing)]
+    applied_pattern_descriptions: Option<Vec<String>>,
+    /// Grounding result.
+    #[serde(default)]
+    pub grounding_passed: Option<bool>,
+    /// Grounding confidence.
+    #[serde(default)]
+    pub grounding_confidence: Option<f64>,
+    /// Grounding guidance.
+    #[serde(default)]
+    pub grounding_guidance: Option<String>,
+    /// Input tokens.
+    #[serde(default)]
+    pub input_tokens: Option<u64>,
+    /// Output tokens.
+    #[serde(default)]
+    pub output_tokens: Option<u64>,
+    /// Estimated cost, USD.
+    #[serde(default)]
+    pub estimated_cost: Option<f64>,
+    /// Confidence of the cost estimate.
+    #[serde(default = "one")]
+    pub cost_confidence: f64,
+    /// Structured agent feedback.
+    #[serde(default)]
+    pub agent_feedback: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl SheetState {
+    /// A pending sheet with upstream's defaults.
+    pub fn new(sheet_num: u32) -> Self {
+        SheetState {
+            sheet_num,
+            status: SheetStatus::Pending,
+            started_at: None,
+            completed_at: None,
+            attempt_count: 0,
+            exit_code: None,
+            error_message: None,
+            error_category: None,
+            error_code: None,
+            validation_passed: None,
+            validation_details: None,
+            instrument_name: None,
+            instrument_model: None,
+            movement: None,
+            voice: None,
+            exit_signal: None,
+            exit_reason: None,
+            execution_duration_seconds: None,
+            completion_attempts: 0,
+            healing_attempts: 0,
+            passed_validations: Vec::new(),
+            failed_validations: Vec::new(),
+            last_pass_percentage: None,
+            execution_mode: None,
+            outcome_data: None,
+            confidence_score: None,
+            learned_patterns: Vec::new(),
+            similar_outcomes_count: 0,
+            success_without_retry: false,
+            outcome_category: None,
+            stdout_tail: None,
+            stderr_tail: None,
+            output_truncated: false,
+            prompt_metrics: None,
+            preflight_warnings: Vec::new(),
+            progress_snapshots: Vec::new(),
+            last_activity_at: None,
+            error_history: Vec::new(),
+            instrument_fallback_history: Vec::new(),
+            applied_patterns: Vec::new(),
+            applied_pattern_ids: None,
+            applied_pattern_descriptions: None,
+            grounding_passed: None,
+            grounding_confidence: None,
+            grounding_guidance: None,
+            input_tokens: None,
+            output_tokens: None,
+            estimated_cost: None,
+            cost_confidence: 1.0,
+            agent_feedback: None,
+        }
+    }
+
+    /// Applies upstream's load-time fix-ups: legacy pattern lists, and the status invariants
+    /// of execution.md §8.2 (completed ⇒ completed_at, in_progress ⇒ started_at,
+    /// failed ⇒ error_message).
+    pub fn normalize(&mut self) {
+        let ids = self.applied_pattern_ids.take().unwrap_or_default();
+        let descs = self.applied_pattern_descriptions.take().unwrap_or_default();
+        if self.applied_patterns.is_empty() && (!ids.is_empty() || !descs.is_empty()) {
+            let n = ids.len().max(descs.len());
+            self.applied_patterns = (0..n)
+                .map(|i| AppliedPattern {
+                    id: ids.get(i).cloned().unwrap_or_default(),
+                    description: descs.get(i).cloned().unwrap_or_default(),
+                })
+                .collect();
+        }
+        match self.status {
+            SheetStatus::Completed if self.completed_at.is_none() => {
+                self.completed_at = Some(Timestamp::now());
+            }
+            SheetStatus::InProgress if self.started_at.is_none() => {
+                self.started_at = Some(Timestamp::now());
+            }
+            SheetStatus::Failed if self.error_message.is_none() => {
+                self.error_message = Some(UNKNOWN_FAILURE_MESSAGE.to_owned());
+            }
+            _ => {}
+        }
+    }
+
+    /// Checks the model's numeric constraints.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.sheet_num < 1 {
+            return Err("sheet_num must be >= 1".into());
+        }
+        for (name, v) in [
+            ("confidence_score", self.confidence_score),
+            ("grounding_confidence", self.grounding_confidence),
+            ("cost_confidence", Some(self.cost_confidence)),
+        ] {
+            if let Some(v) = v {
+                if !(0.0..=1.0).contains(&v) {
+                    return Err(format!(
+                        "sheet {}: {name} must be within 0..1, got {v}",
+                        self.sheet_num
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps the last `max_bytes` bytes of each stream (decoded lossily), passes both through
+    /// `redact` (the backends' credential scanner, execution.md §9.13), empty → `None`.
+    pub fn capture_output(
+        &mut self,
+        stdout: &str,
+        stderr: &str,
+        max_bytes: usize,
+        redact: impl Fn(&str) -> String,
+    ) {
+        let tail = |s: &str| -> (Option<String>, bool) {
+            let bytes = s.as_bytes();
+            if bytes.len() > max_bytes {
+                let cut = &bytes[bytes.len() - max_bytes..];
+                (Some(String::from_utf8_lossy(cut).into_owned()), true)
+            } else if s.is_empty() {
+                (None, false)
+            } else {
+                (Some(s.to_owned()), false)
+            }
+        };
+        let (out, out_cut) = tail(stdout);
+        let (err, err_cut) = tail(stderr);
+        self.stdout_tail = out.map(|s| redact(&s));
+        self.stderr_tail = err.map(|s| redact(&s));
+        self.output_truncated = out_cut || err_cut;
+    }
+
+    /// Appends an error record, keeping only the newest `MAX_ERROR_HISTORY`.
+    pub fn add_error_to_history(&mut self, record: CheckpointErrorRecord) {
+        self.error_history.push(record);
+        if self.error_history.len() > MAX_ERROR_HISTORY {
+            let excess = self.error_history.len() - MAX_ERROR_HISTORY;
+            self.error_history.drain(..excess);
+        }
+    }
+}
+
+/// Details of a sheet failure for [`CheckpointState::mark_sheet_failed`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SheetFailure {
+    /// Human-readable message.
+    pub message: String,
+    /// Category from the classifier.
+    pub category: Option<ErrorCategory>,
+    /// Process exit code (None when killed).
+    pub exit_code: Option<i32>,
+    /// Killing signal.
+    pub exit_signal: Option<i32>,
+    /// Why execution ended.
+    pub exit_reason: Option<ExitReason>,
+    /// Duration of the execution.
+    pub duration_seconds: Option<f64>,
+    /// E-code.
+    pub error_code: Option<String>,
+}
+
+/// Complete checkpoint of one job run (execution.md §8.1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointState {
+    /// Conductor job id.
+    pub job_id: String,
+    /// Score name.
+    pub job_name: String,
+    /// Hash of the score for change detection.
+    #[serde(default)]
+    pub config_hash: Option<String>,
+    /// Full score as JSON, for resume without the file.
+    #[serde(default)]
+    pub config_snapshot: Option<serde_json::Value>,
+    /// Score file path.
+    #[serde(default)]
+    pub config_path: Option<String>,
+    /// Creation time.
+    #[serde(default = "Timestamp::now")]
+    pub created_at: Timestamp,
+    /// Last mutation time.
+    #[serde(default = "Timestamp::now")]
+    pub updated_at: Timestamp,
+    /// Never set by upstream; kept for shape.
+    #[serde(default)]
+    pub started_at: Option<Timestamp>,
+    /// When the job reached completed/failed.
+    #[serde(default)]
+    pub completed_at: Option<Timestamp>,
+    /// Number of sheets (≥ 1).
+    pub total_sheets: u32,
+    /// High-water mark; never decreases.
+    #[serde(default)]
+    pub last_completed_sheet: u32,
+    /// Sheet being processed.
+    #[serde(default)]
+    pub current_sheet: Option<u32>,
+    /// Job status.
+    #[serde(default)]
+    pub status: JobStatus,
+    /// Sheets by number (JSON keys are strings).
+    #[serde(default)]
+    pub sheets: BTreeMap<u32, SheetState>,
+    /// Distinct instruments used.
+    #[serde(default)]
+    pub instruments_used: Vec<String>,
+    /// Movement count for display.
+    #[serde(default)]
+    pub total_movements: Option<u32>,
+    /// PID of the process running the job (the conductor in daemon mode).
+    #[serde(default)]
+    pub pid: Option<u32>,
+    /// Job-level error.
+    #[serde(default)]
+    pub error_message: Option<String>,
+    /// Incremented by every `mark_sheet_failed`.
+    #[serde(default)]
+    pub total_retry_count: u32,
+    /// Rate-limit waits.
+    #[serde(default)]
+    pub rate_limit_waits: u32,
+    /// Token quota waits.
+    #[serde(default)]
+    pub quota_waits: u32,
+    /// ISO time to resume after a rate-limit pause.
+    #[serde(default)]
+    pub resume_at: Option<String>,
+    /// Total input tokens.
+    #[serde(default)]
+    pub total_input_tokens: u64,
+    /// Total output tokens.
+    #[serde(default)]
+    pub total_output_tokens: u64,
+    /// Total estimated cost, USD.
+    #[serde(default)]
+    pub total_estimated_cost: f64,
+    /// Whether a cost limit paused the job.
+    #[serde(default)]
+    pub cost_limit_reached: bool,
+    /// Worktree path.
+    #[serde(default)]
+    pub worktree_path: Option<String>,
+    /// Worktree branch.
+    #[serde(default)]
+    pub worktree_branch: Option<String>,
+    /// Whether the worktree is locked.
+    #[serde(default)]
+    pub worktree_locked: bool,
+    /// Worktree base commit.
+    #[serde(default)]
+    pub worktree_base_commit: Option<String>,
+    /// Isolation mode used.
+    #[serde(default)]
+    pub isolation_mode: Option<IsolationMode>,
+    /// Whether isolation fell back to the workspace.
+    #[serde(default)]
+    pub isolation_fallback_used: bool,
+    /// Parallel mode enabled.
+    #[serde(default)]
+    pub parallel_enabled: bool,
+    /// Parallel limit.
+    #[serde(default = "one_u32")]
+    pub parallel_max_concurrent: u32,
+    /// Parallel batches executed.
+    #[serde(default)]
+    pub parallel_batches_executed: u32,
+    /// Sheets running now.
+    #[serde(default)]
+    pub sheets_in_progress: Vec<u32>,
+    /// Synthesis results by batch id.
+    #[serde(default)]
+    pub synthesis_results: serde_json::Map<String, serde_json::Value>,
+    /// Hook results (empty in daemon mode; the registry keeps them, conductor.md §19.5).
+    #[serde(default)]
+    pub hook_results: Vec<serde_json::Value>,
+    /// Spec corpus hash.
+    #[serde(default)]
+    pub spec_corpus_hash: String,
+    /// Circuit breaker transitions.
+    #[serde(default)]
+    pub circuit_breaker_history: Vec<CircuitBreakerChange>,
+}
+
+fn one_u32() -> u32 {
+    1
+}
+
+impl CheckpointState {
+    /// A fresh pending checkpoint.
+    pub fn new(job_id: impl Into<String>, job_name: impl Into<String>, total_sheets: u32) -> Self {
+        let now = Timestamp::now();
+        CheckpointState {
+            job_id: job_id.into(),
+            job_name: job_name.into(),
+            config_hash: None,
+            config_snapshot: None,
+            config_path: None,
+            created_at: now.clone(),
+            updated_at: now,
+            started_at: None,
+            completed_at: None,
+            total_sheets,
+            last_completed_sheet: 0,
+            current_sheet: None,
+            status: JobStatus::Pending,
+            sheets: BTreeMap::new(),
+            instruments_used: Vec::new(),
+            total_movements: None,
+            pid: None,
+            error_message: None,
+            total_retry_count: 0,
+            rate_limit_waits: 0,
+            quota_waits: 0,
+            resume_at: None,
+            total_input_tokens: 0,
+            total_output_tokens: 0,
+            total_estimated_cost: 0.0,
+            cost_limit_reached: false,
+            worktree_path: None,
+            worktree_branch: None,
+            worktree_locked: false,
+            worktree_base_commit: None,
+            isolation_mode: None,
+            isolation_fallback_used: false,
+            parallel_enabled: false,
+            parallel_max_concurrent: 1,
+            parallel_batches_executed: 0,
+            sheets_in_progress: Vec::new(),
+            synthesis_results: serde_json::Map::new(),
+            hook_results: Vec::new(),
+            spec_corpus_hash: String::new(),
+            circuit_breaker_history: Vec::new(),
+        }
+    }
+
+    /// Parses a checkpoint document, checks constraints and applies load-time fix-ups.
+    /// The error string is the reason; callers wrap it with the file or job.
+    pub fn from_json(text: &str) -> std::result::Result<Self, String> {
+        let mut state: CheckpointState = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        state.normalize_and_validate()?;
+        Ok(state)
+    }
+
+    /// Serializes to upstream's JSON shape (indent 2, like upstream's state file).
+    pub fn to_json_pretty(&self) -> Result<String> {
+        serde_json::to_string_pretty(self).map_err(|source| StateError::Encode {
+            job_id: self.job_id.clone(),
+            what: "checkpoint",
+            source,
+        })
+    }
+
+    /// Applies sheet fix-ups and checks the model constraints (`total_sheets ≥ 1`, each
+    /// sheet's key equals its `sheet_num`).
+    pub fn normalize_and_validate(&mut self) -> std::result::Result<(), String> {
+        if self.total_sheets < 1 {
+            return Err("total_sheets must be >= 1".into());
+        }
+        for (key, sheet) in self.sheets.iter_mut() {
+            if *key != sheet.sheet_num {
+                return Err(format!(
+                    "sheets key {key} holds sheet_num {}",
+                    sheet.sheet_num
+                ));
+            }
+            sheet.validate()?;
+            sheet.normalize();
+        }
+        Ok(())
+    }
+
+    /// The job-level part of the checkpoint: everything except `sheets` and
+    /// `config_snapshot`, which the registry stores in their own rows / column so a sheet
+    /// transition does not rewrite them. Destructured exhaustively so a new field cannot be
+    /// forgotten.
+    pub fn header(&self) -> CheckpointState {
+        let CheckpointState {
+            job_id,
+            job_name,
+            config_hash,
+            config_path,
+            created_at,
+            updated_at,
+            started_at,
+            completed_at,
+            total_sheets,
+            last_completed_sheet,
+            current_sheet,
+            status,
+            instruments_used,
+            total_movements,
+            pid,
+            error_message,
+            total_retry_count,
+            rate_limit_waits,
+            quota_waits,
+            resume_at,
+            total_input_tokens,
+            total_output_tokens,
+            total_estimated_cost,
+            cost_limit_reached,
+            worktree_path,
+            worktree_branch,
+            worktree_locked,
+            worktree_base_commit,
+            isolation_mode,
+            isolation_fallback_used,
+            parallel_enabled,
+            parallel_max_concurrent,
+            parallel_batches_executed,
+            sheets_in_progress,
+            synthesis_results,
+            hook_results,
+            spec_corpus_hash,
+            circuit_breaker_history,
+            sheets: _,
+            config_snapshot: _,
+        } = self;
+        CheckpointState {
+            job_id: job_id.clone(),
+            job_name: job_name.clone(),
+            config_hash: config_hash.clone(),
+            config_path: config_path.clone(),
+            created_at: created_at.clone(),
+            updated_at: updated_at.clone(),
+            started_at: started_at.clone(),
+            completed_at: completed_at.clone(),
+            total_sheets: *total_sheets,
+            last_completed_sheet: *last_completed_sheet,
+            current_sheet: *current_sheet,
+            status: *status,
+            instruments_used: instruments_used.clone(),
+            total_movements: *total_movements,
+            pid: *pid,
+            error_message: error_message.clone(),
+            total_retry_count: *total_retry_count,
+            rate_limit_waits: *rate_limit_waits,
+            quota_waits: *quota_waits,
+            resume_at: resume_at.clone(),
+            total_input_tokens: *total_input_tokens,
+            total_output_tokens: *total_output_tokens,
+            total_estimated_cost: *total_estimated_cost,
+            cost_limit_reached: *cost_limit_reached,
+            worktree_path: worktree_path.clone(),
+            worktree_branch: worktree_branch.clone(),
+            worktree_locked: *worktree_locked,
+            worktree_base_commit: worktree_base_commit.clone(),
+            isolation_mode: *isolation_mode,
+            isolation_fallback_used: *isolation_fallback_used,
+            parallel_enabled: *parallel_enabled,
+            parallel_max_concurrent: *parallel_max_concurrent,
+            parallel_batches_executed: *parallel_batches_executed,
+            sheets_in_progress: sheets_in_progress.clone(),
+            synthesis_results: synthesis_results.clone(),
+            hook_results: hook_results.clone(),
+            spec_corpus_hash: spec_corpus_hash.clone(),
+            circuit_breaker_history: circuit_breaker_history.clone(),
+            sheets: BTreeMap::new(),
+            config_snapshot: None,
+        }
+    }
+
+    fn touch(&mut self) {
+        self.updated_at = Timestamp::now();
+    }
+
+    fn sheet_mut(&mut self, sheet_num: u32) -> &mut SheetState {
+        self.sheets
+            .entry(sheet_num)
+            .or_insert_with(|| SheetState::new(sheet_num))
+    }
+
+    /// Next sheet to run in sequential order (in-progress first, then the first pending or
+    /// failed sheet after the high-water mark), `None` when done.
+    pub fn next_sheet(&self) -> Option<u32> {
+        if matches!(self.status, JobStatus::Completed | JobStatus::Cancelled) {
+            return None;
+        }
+        if let Some(cur) = self.current_sheet {
+            if self
+                .sheets
+                .get(&cur)
+                .is_some_and(|s| s.status == SheetStatus::InProgress)
+            {
+                return Some(cur);
+            }
+        }
+        (self.last_completed_sheet + 1..=self.total_sheets).find(|n| {
+            self.sheets
+                .get(n)
+                .is_none_or(|s| matches!(s.status, SheetStatus::Pending | SheetStatus::Failed))
+        })
+    }
+
+    /// §8.3 `mark_sheet_started`: job running, sheet in progress, one more attempt, stale
+    /// per-attempt fields cleared.
+    pub fn mark_sheet_started(&mut self, sheet_num: u32) {
+        self.current_sheet = Some(sheet_num);
+        self.status = JobStatus::Running;
+        self.touch();
+        let sheet = self.sheet_mut(sheet_num);
+        sheet.status = SheetStatus::InProgress;
+        sheet.started_at = Some(Timestamp::now());
+        sheet.attempt_count += 1;
+        sheet.error_message = None;
+        sheet.exit_code = None;
+        sheet.execution_mode = None;
+    }
+
+    /// §8.3 `mark_sheet_completed`; the job completes only when every sheet has completed
+    /// (sheets may finish out of order in parallel runs).
+    pub fn mark_sheet_completed(
+        &mut self,
+        sheet_num: u32,
+        validation_passed: bool,
+        validation_details: Option<Vec<ValidationDetail>>,
+        duration_seconds: Option<f64>,
+    ) {
+        self.touch();
+        let sheet = self.sheet_mut(sheet_num);
+        sheet.status = SheetStatus::Completed;
+        sheet.completed_at = Some(Timestamp::now());
+        sheet.exit_code = Some(0);
+        sheet.validation_passed = Some(validation_passed);
+        sheet.validation_details = validation_details;
+        if duration_seconds.is_some() {
+            sheet.execution_duration_seconds = duration_seconds;
+        }
+        self.last_completed_sheet = self.last_completed_sheet.max(sheet_num);
+        self.current_sheet = None;
+        let all_done = self.sheets.len() >= self.total_sheets as usize
+            && self
+                .sheets
+                .values()
+                .all(|s| s.status == SheetStatus::Completed);
+        if all_done {
+            self.status = JobStatus::Completed;
+            self.completed_at = Some(Timestamp::now());
+        }
+    }
+
+    /// §8.3 `mark_sheet_failed`; counts toward `total_retry_count`.
+    pub fn mark_sheet_failed(&mut self, sheet_num: u32, failure: SheetFailure) {
+        self.touch();
+        let sheet = self.sheet_mut(sheet_num);
+        sheet.status = SheetStatus::Failed;
+        sheet.completed_at = Some(Timestamp::now());
+        sheet.error_message = Some(failure.message);
+        sheet.error_category = failure.category;
+        sheet.error_code = failure.error_code;
+        sheet.exit_code = failure.exit_code;
+        sheet.exit_signal = failure.exit_signal;
+        sheet.exit_reason = failure.exit_reason;
+        if failure.duration_seconds.is_some() {
+            sheet.execution_duration_seconds = failure.duration_seconds;
+        }
+        self.current_sheet = None;
+        self.total_retry_count += 1;
+    }
+
+    /// §8.3 `mark_sheet_skipped`; the reason, if any, goes into `error_message`.
+    pub fn mark_sheet_skipped(&mut self, sheet_num: u32, reason: Option<&str>) {
+        self.touch();
+        let sheet = self.sheet_mut(sheet_num);
+        sheet.status = SheetStatus::Skipped;
+        sheet.completed_at = Some(Timestamp::now());
+        if let Some(r) = reason.filter(|r| !r.is_empty()) {
+            sheet.error_message = Some(r.to_owned());
+        }
+        self.current_sheet = None;
+    }
+
+    /// §8.3 `mark_job_failed`; clears the pid so a stale pid cannot block resume.
+    pub fn mark_job_failed(&mut self, message: &str) {
+        self.status = JobStatus::Failed;
+        self.error_message = Some(message.to_owned());
+        self.pid = None;
+        self.completed_at = Some(Timestamp::now());
+        self.touch();
+    }
+
+    /// §8.3 `mark_job_paused`.
+    pub fn mark_job_paused(&mut self) {
+        self.status = JobStatus::Paused;
+        self.pid = None;
+        self.touch();
+    }
+
+    /// Records the pid of the process running the job (this process when `None`).
+    pub fn set_running_pid(&mut self, pid: Option<u32>) {
+        self.pid = Some(pid.unwrap_or_else(std::process::id));
+        self.touch();
+    }
+
+    /// Appends a circuit breaker transition.
+    pub fn record_circuit_breaker_change(
+        &mut self,
+        state: &str,
+        trigger: &str,
+        consecutive_failures: u32,
+    ) {
+        self.circuit_breaker_history.push(CircuitBreakerChange {
+            state: state.to_owned(),
+            timestamp: Timestamp::now().as_str().to_owned(),
+            trigger: trigger.to_owned(),
+            consecutive_failures,
+        });
+        self.touch();
+    }
+
+    /// Appends a hook result record.
+    pub fn record_hook_result(&mut self, result: serde_json::Value) {
+        self.hook_results.push(result);
+        self.touch();
+    }
+
+    /// Adds or replaces a synthesis result.
+    pub fn add_synthesis(&mut self, batch_id: &str, result: serde_json::Value) {
+        self.synthesis_results.insert(batch_id.to_owned(), result);
+        self.touch();
+    }
+
+    /// (completed sheets, total sheets).
+    pub fn progress(&self) -> (u32, u32) {
+        let done = self
+            .sheets
+            .values()
+            .filter(|s| s.status == SheetStatus::Completed)
+            .count() as u32;
+        (done, self.total_sheets)
+    }
+
+    /// Completed share in percent.
+    pub fn progress_percent(&self) -> f64 {
+        let (done, total) = self.progress();
+        if total == 0 {
+            0.0
+        } else {
+            f64::from(done) / f64::from(total) * 100.0
+        }
+    }
+
+    /// §8.4: running, pid recorded, and that pid no longer exists. Permission and other OS
+    /// errors mean "cannot tell", which is not a zombie.
+    pub fn is_zombie(&self) -> bool {
+        if self.status != JobStatus::Running {
+            return false;
+        }
+        let Some(pid) = self.pid else { return false };
+        process_is_gone(pid)
+    }
+
+    /// §8.4: status paused, pid cleared, and an informational message unless a real error
+    /// is already recorded.
+    pub fn mark_zombie_detected(&mut self, reason: Option<&str>) {
+        let previous_pid = self
+            .pid
+            .map_or_else(|| "None".to_owned(), |p| p.to_string());
+        self.status = JobStatus::Paused;
+        self.pid = None;
+        self.touch();
+        let mut msg = format!(
+            "Recovered from stale running state (PID {previous_pid} no longer active). \
+             Job is now paused and ready to resume."
+        );
+        if let Some(r) = reason.filter(|r| !r.is_empty()) {
+            msg.push_str(" Trigger: ");
+            msg.push_str(r);
+        }
+        if self.error_message.as_deref().is_none_or(str::is_empty) {
+            self.error_message = Some(msg);
+        }
+        tracing::warn!(job_id = %self.job_id, previous_pid, "zombie_recovered");
+    }
+
+    /// Applies zombie recovery if the state is a zombie; returns whether it did.
+    pub fn recover_if_zombie(&mut self, reason: &str) -> bool {
+        if self.is_zombie() {
+            self.mark_zombie_detected(Some(reason));
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Whether `kill(pid, 0)` reports "no such process".
+pub fn process_is_gone(pid: u32) -> bool {
+    let Ok(raw) = i32::try_from(pid) else {
+        return false;
+    };
+    if raw <= 0 {
+        // kill(0 or negative) addresses process groups, never a single recorded job pid.
+        return false;
+    }
+    matches!(
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), None),
+        Err(nix::errno::Errno::ESRCH)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn three() -> CheckpointState {
+        CheckpointState::new("job", "Job", 3)
+    }
+
+    #[test]
+    fn job_completes_only_when_all_sheets_complete() {
+        let mut cp = three();
+        cp.mark_sheet_started(3);
+        cp.mark_sheet_completed(3, true, None, Some(1.5));
+        assert_eq!(cp.last_completed_sheet, 3);
+        assert_eq!(cp.status, JobStatus::Running);
+        cp.mark_sheet_completed(1, true, None, None);
+        assert_eq!(
+            cp.last_completed_sheet, 3,
+            "high-water mark never decreases"
+        );
+        cp.mark_sheet_completed(2, true, None, None);
+        assert_eq!(cp.status, JobStatus::Completed);
+        assert!(cp.completed_at.is_some());
+        assert_eq!(cp.progress(), (3, 3));
+    }
+
+    #[test]
+    fn started_clears_previous_attempt_fields() {
+        let mut cp = three();
+        cp.mark_sheet_started(1);
+        cp.mark_sheet_failed(
+            1,
+            SheetFailure {
+                message: "boom".into(),
+                exit_code: Some(2),
+                category: Some(ErrorCategory::Transient),
+                ..Default::default()
+            },
+        );
+        assert_eq!(cp.total_retry_count, 1);
+        assert_eq!(cp.current_sheet, None);
+        cp.mark_sheet_started(1);
+        let s = &cp.sheets[&1];
+        assert_eq!(s.attempt_count, 2);
+        assert_eq!(s.error_message, None);
+        assert_eq!(s.exit_code, None);
+        assert_eq!(s.status, SheetStatus::InProgress);
+        assert_eq!(cp.next_sheet(), Some(1));
+    }
+
+    #[test]
+    fn json_uses_upstream_names_and_string_keys() {
+        let mut cp = three();
+        cp.mark_sheet_started(2);
+        let v: serde_json::Value = serde_json::from_str(&cp.to_json_pretty().unwrap()).unwrap();
+        assert_eq!(v["status"], "running");
+        assert_eq!(v["sheets"]["2"]["status"], "in_progress");
+        assert_eq!(v["sheets"]["2"]["cost_confidence"], 1.0);
+        assert!(v["sheets"]["2"].get("healing_attempts").is_none());
+        assert!(v["config_snapshot"].is_null());
+        let back = CheckpointState::from_json(&v.to_string()).unwrap();
+        assert_eq!(back, cp);
+    }
+
+    #[test]
+    fn load_applies_invariants_and_legacy_patterns() {
+        let text = r#"{"job_id":"j","job_name":"n","total_sheets":2,
+            "sheets":{"1":{"sheet_num":1,"status":"failed","error_category":"cosmic_rays",
+                           "applied_pattern_ids":["p1","p2"],
+                           "applied_pattern_descriptions":["first"]},
+                      "2":{"sheet_num":2,"status":"completed"}}}"#;
+        let cp = CheckpointState::from_json(text).unwrap();
+        let s1 = &cp.sheets[&1];
+        assert_eq!(s1.error_message.as_deref(), Some(UNKNOWN_FAILURE_MESSAGE));
+        assert_eq!(s1.error_category, None);
+        assert_eq!(
+            s1.applied_patterns,
+            vec![
+                AppliedPattern {
+                    id: "p1".into(),
+                    description: "first".into()
+                },
+                AppliedPattern {
+                    id: "p2".into(),
+                    description: String::new()
+                },
+            ]
+        );
+        assert!(cp.sheets[&2].completed_at.is_some());
+    }
+
+    #[test]
+    fn rejects_zero_sheets_and_mismatched_keys() {
+        assert!(
+            CheckpointState::from_json(r#"{"job_id":"j","job_name":"n","total_sheets":0}"#)
+                .is_err()
+        );
+        let bad = r#"{"job_id":"j","job_name":"n","total_sheets":1,
+                     "sheets":{"1":{"sheet_num":2}}}"#;
+        assert!(CheckpointState::from_json(bad).is_err());
+    }
+
+    #[test]
+    fn zombie_detection_uses_real_pids() {
+        let mut cp = three();
+        cp.status = JobStatus::Running;
+        cp.set_running_pid(None);
+        assert!(!cp.is_zombie(), "our own pid is alive");
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        cp.pid = Some(dead);
+        assert!(cp.is_zombie());
+        assert!(cp.recover_if_zombie(ZOMBIE_ON_LOAD_TRIGGER));
+        assert_eq!(cp.status, JobStatus::Paused);
+        assert_eq!(cp.pid, None);
+        let msg = cp.error_message.clone().unwrap();
+        assert!(msg.starts_with(&format!(
+            "Recovered from stale running state (PID {dead} no longer active)."
+        )));
+        assert!(msg.ends_with(ZOMBIE_ON_LOAD_TRIGGER));
+
+        let mut cp = three();
+        cp.status = JobStatus::Running;
+        cp.pid = Some(dead);
+        cp.error_message = Some("real error".into());
+        cp.mark_zombie_detected(None);
+        assert_eq!(cp.error_message.as_deref(), Some("real error"));
+    }
+
+    #[test]
+    fn capture_output_keeps_byte_tail() {
+        let mut s = SheetState::new(1);
+        let out = format!("{}é-end", "x".repeat(100));
+        s.capture_output(&out, "", 6, |t| t.replace("end", "[R]"));
+        assert_eq!(s.stdout_tail.as_deref(), Some("é-[R]"));
+        assert_eq!(s.stderr_tail, None);
+        assert!(s.output_truncated);
+        s.capture_output("short", "err", 100, str::to_owned);
+        assert!(!s.output_truncated);
+        assert_eq!(s.stderr_tail.as_deref(), Some("err"));
+    }
+
+    #[test]
+    fn error_history_is_capped() {
+        let mut s = SheetState::new(1);
+        for i in 0..60 {
+            s.add_error_to_history(CheckpointErrorRecord {
+                timestamp: Timestamp::now(),
+                error_type: ErrorType::Transient,
+                error_code: "E001".into(),
+                error_message: format!("e{i}"),
+                attempt_number: i + 1,
+                context: Default::default(),
+                stdout_tail: None,
+                stderr_tail: None,
+                stack_trace: None,
+            });
+        }
+        assert_eq!(s.error_history.len(), MAX_ERROR_HISTORY);
+        assert_eq!(s.error_history[0].error_message, "e10");
+    }
+}

@@ -1,0 +1,1067 @@
+//! The conductor's SQLite registry: jobs, per-sheet checkpoint rows, attempt history, hook
+//! results and rate limits (conductor.md §9–§11, execution.md §8.5).
+//!
+//! Synchronous by design: the conductor owns one `Registry` on a dedicated thread (or calls
+//! it through `spawn_blocking`). Every multi-row write is one `BEGIN IMMEDIATE` transaction,
+//! so a crash mid-write leaves the previous state.
+
+mod records;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, Transaction};
+use serde_json::{Map, Value};
+
+pub use records::{
+    AttemptRecord, DaemonJobStatus, DeleteFilter, HookResultRecord, JobRecord, JobScore,
+    RateLimitRecord,
+};
+
+use crate::checkpoint::{CheckpointState, SheetState, ZOMBIE_ON_LOAD_TRIGGER};
+use crate::error::{Result, StateError};
+use crate::migrate;
+use crate::time::epoch_now;
+
+/// How long a writer waits for another connection's lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+const JOB_COLUMNS: &str = "job_id, config_path, workspace, status, pid, submitted_at, \
+    started_at, completed_at, updated_at, error_message, error_traceback, current_sheet, \
+    total_sheets, last_event_at, log_path, snapshot_path, concert_id, chain_depth, \
+    parent_job_id, concert_config_json, hook_config_json, completed_new_work, options_json";
+
+/// Handle on the registry database.
+pub struct Registry {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl Registry {
+    /// Opens (creating if needed) the registry at `path` and applies pending migrations.
+    pub fn open(path: &Path) -> Result<Registry> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| StateError::Io {
+                action: "creating registry directory",
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        let err = |operation: &str| {
+            let path = path.to_path_buf();
+            let operation = operation.to_owned();
+            move |source| StateError::Sqlite {
+                path,
+                operation,
+                source,
+            }
+        };
+        let mut conn = Connection::open(path).map_err(err("opening"))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(err("setting busy_timeout"))?;
+        // WAL lets external readers (`mozart list` against a live conductor, monitoring
+        // tools) read while the conductor writes. synchronous=NORMAL in WAL mode is durable
+        // against a process crash — the threat model is `kill -9` of the conductor — and
+        // can lose only the last transactions on an OS crash / power loss, never corrupt.
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+            .map_err(err("enabling WAL"))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            tracing::warn!(path = %path.display(), mode, "registry.wal_unavailable");
+        }
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(err("setting synchronous"))?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(err("enabling foreign keys"))?;
+        migrate::migrate(&mut conn, path)?;
+        Ok(Registry {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Current schema version recorded in the database.
+    pub fn schema_version(&self) -> Result<u32> {
+        self.conn
+            .query_row(
+                "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(self.err("reading schema version"))
+    }
+
+    fn err(&self, operation: impl Into<String>) -> impl FnOnce(rusqlite::Error) -> StateError {
+        let path = self.path.clone();
+        let operation = operation.into();
+        move |source| StateError::Sqlite {
+            path,
+            operation,
+            source,
+        }
+    }
+
+    fn begin(&self, operation: &str) -> Result<Transaction<'_>> {
+        // IMMEDIATE: take the write lock at BEGIN so the transaction cannot fail halfway
+        // with SQLITE_BUSY on lock upgrade.
+        Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Immediate)
+            .map_err(self.err(format!("beginning transaction for {operation}")))
+    }
+
+    // ---------------------------------------------------------------- jobs
+
+    /// Registers a job. Re-submitting an existing id overwrites its metadata (conductor.md
+    /// §6.3) but keeps its checkpoint; call [`Registry::clear_checkpoint`] for `--fresh`.
+    pub fn create_job(&self, job: &JobRecord) -> Result<()> {
+        let tx = self.begin("create_job")?;
+        upsert_job(&tx, job).map_err(self.err(format!("creating job '{}'", job.job_id)))?;
+        tx.commit()
+            .map_err(self.err(format!("committing job '{}'", job.job_id)))
+    }
+
+    /// Registers a job together with its score in one transaction.
+    pub fn create_job_with_score(&self, job: &JobRecord, score: &JobScore) -> Result<()> {
+        let tx = self.begin("create_job_with_score")?;
+        let ctx = format!("creating job '{}'", job.job_id);
+        upsert_job(&tx, job).map_err(self.err(&ctx))?;
+        write_score(&tx, &job.job_id, score).map_err(|e| self.map_json_or_sql(e, &ctx))?;
+        tx.commit().map_err(self.err(ctx))
+    }
+
+    /// Overwrites a job's metadata columns; `JobNotFound` if absent.
+    pub fn update_job(&self, job: &JobRecord) -> Result<()> {
+        let n = self
+            .conn
+            .execute(
+                "UPDATE jobs SET config_path=?2, workspace=?3, status=?4, pid=?5, \
+                 submitted_at=?6, started_at=?7, completed_at=?8, updated_at=?9, \
+                 error_message=?10, error_traceback=?11, current_sheet=?12, total_sheets=?13, \
+                 last_event_at=?14, log_path=?15, snapshot_path=?16, concert_id=?17, \
+                 chain_depth=?18, parent_job_id=?19, concert_config_json=?20, \
+                 hook_config_json=?21, completed_new_work=?22, options_json=?23 \
+                 WHERE job_id=?1",
+                as_refs(&job_params(job)).as_slice(),
+            )
+            .map_err(self.err(format!("updating job '{}'", job.job_id)))?;
+        self.expect_row(n, &job.job_id)
+    }
+
+    fn expect_row(&self, changed: usize, job_id: &str) -> Result<()> {
+        if changed == 0 {
+            Err(StateError::JobNotFound {
+                job_id: job_id.to_owned(),
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Sets a job's status. `running` stamps `started_at`; a terminal status stamps
+    /// `completed_at`; `queued`/`running` clear `completed_at` and the previous error (a
+    /// resumed job should not show its old failure — upstream kept it); `error` is stored
+    /// when given.
+    pub fn set_job_status(
+        &self,
+        job_id: &str,
+        status: DaemonJobStatus,
+        error: Option<&str>,
+    ) -> Result<()> {
+        let now = epoch_now();
+        let n = self
+            .conn
+            .execute(
+                "UPDATE jobs SET status=?2, updated_at=?3, \
+                 started_at = CASE WHEN ?2='running' THEN ?3 ELSE started_at END, \
+                 completed_at = CASE WHEN ?4 THEN ?3 WHEN ?5 THEN NULL ELSE completed_at END, \
+                 error_message = CASE WHEN ?6 IS NOT NULL THEN ?6 \
+                                      WHEN ?5 THEN NULL ELSE error_message END \
+                 WHERE job_id=?1",
+                params![
+                    job_id,
+                    status.as_str(),
+                    now,
+                    status.is_terminal(),
+                    status.is_active(),
+                    error
+                ],
+            )
+            .map_err(self.err(format!("setting status of job '{job_id}'")))?;
+        self.expect_row(n, job_id)
+    }
+
+    /// Records (or clears) the pid running a job.
+    pub fn set_job_pid(&self, job_id: &str, pid: Option<u32>) -> Result<()> {
+        let n = self
+            .conn
+            .execute(
+                "UPDATE jobs SET pid=?2, updated_at=?3 WHERE job_id=?1",
+                params![job_id, pid, epoch_now()],
+            )
+            .map_err(self.err(format!("setting pid of job '{job_id}'")))?;
+        self.expect_row(n, job_id)
+    }
+
+    /// Progress for listings; stamps `last_event_at`.
+    pub fn update_progress(
+        &self,
+        job_id: &str,
+        current_sheet: Option<u32>,
+        total_sheets: Option<u32>,
+    ) -> Result<()> {
+        let now = epoch_now();
+        let n = self
+            .conn
+            .execute(
+                "UPDATE jobs SET current_sheet=?2, total_sheets=COALESCE(?3, total_sheets), \
+                 last_event_at=?4, updated_at=?4 WHERE job_id=?1",
+                params![job_id, current_sheet, total_sheets, now],
+            )
+            .map_err(self.err(format!("updating progress of job '{job_id}'")))?;
+        self.expect_row(n, job_id)
+    }
+
+    /// Sets the zero-work guard flag (conductor.md §19.1).
+    pub fn set_completed_new_work(&self, job_id: &str, value: bool) -> Result<()> {
+        let n = self
+            .conn
+            .execute(
+                "UPDATE jobs SET completed_new_work=?2, updated_at=?3 WHERE job_id=?1",
+                params![job_id, value, epoch_now()],
+            )
+            .map_err(self.err(format!("setting completed_new_work of job '{job_id}'")))?;
+        self.expect_row(n, job_id)
+    }
+
+    /// One job's metadata.
+    pub fn get_job(&self, job_id: &str) -> Result<Option<JobRecord>> {
+        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE job_id=?1");
+        let raw = self
+            .conn
+            .query_row(&sql, [job_id], RawJob::from_row)
+            .optional()
+            .map_err(self.err(format!("reading job '{job_id}'")))?;
+        raw.map(RawJob::into_record).transpose()
+    }
+
+    /// Jobs newest first; without `include_terminal`, only non-terminal ones.
+    pub fn list_jobs(&self, include_terminal: bool) -> Result<Vec<JobRecord>> {
+        let filter = if include_terminal {
+            ""
+        } else {
+            "WHERE status NOT IN ('completed','failed','cancelled')"
+        };
+        self.query_jobs(
+            &format!("SELECT {JOB_COLUMNS} FROM jobs {filter} ORDER BY submitted_at DESC"),
+            &[],
+        )
+    }
+
+    /// Jobs newest first, optionally restricted to statuses and capped (`job.list` shows
+    /// at most 50 registry rows, conductor.md §6.12).
+    pub fn list_jobs_filtered(
+        &self,
+        statuses: Option<&[DaemonJobStatus]>,
+        limit: Option<usize>,
+    ) -> Result<Vec<JobRecord>> {
+        let mut sql = format!("SELECT {JOB_COLUMNS} FROM jobs");
+        let mut args: Vec<String> = Vec::new();
+        if let Some(st) = statuses {
+            if st.is_empty() {
+                return Ok(Vec::new());
+            }
+            sql.push_str(&format!(" WHERE status IN ({})", placeholders(st.len())));
+            args.extend(st.iter().map(|s| s.as_str().to_owned()));
+        }
+        sql.push_str(" ORDER BY submitted_at DESC");
+        if let Some(n) = limit {
+            sql.push_str(&format!(" LIMIT {n}"));
+        }
+        self.query_jobs(&sql, &args)
+    }
+
+    /// `queued`/`running` rows: orphans when the conductor starts (conductor.md §11.1).
+    pub fn orphaned_jobs(&self) -> Result<Vec<JobRecord>> {
+        self.list_jobs_filtered(
+            Some(&[DaemonJobStatus::Queued, DaemonJobStatus::Running]),
+            None,
+        )
+    }
+
+    fn query_jobs(&self, sql: &str, args: &[String]) -> Result<Vec<JobRecord>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql)
+            .map_err(self.err("listing jobs"))?;
+        let rows = stmt
+            .query_map(params_from_iter(args.iter()), RawJob::from_row)
+            .map_err(self.err("listing jobs"))?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(row.map_err(self.err("listing jobs"))?.into_record()?);
+        }
+        Ok(out)
+    }
+
+    /// Deletes matching non-active jobs with their sheets, attempts and hook results;
+    /// returns how many jobs were removed (conductor.md §6.12).
+    pub fn delete_jobs(&self, filter: &DeleteFilter) -> Result<usize> {
+        let statuses: Vec<DaemonJobStatus> = match &filter.statuses {
+            Some(s) if !s.is_empty() => s.iter().copied().filter(|s| !s.is_active()).collect(),
+            _ => vec![
+                DaemonJobStatus::Completed,
+                DaemonJobStatus::Failed,
+                DaemonJobStatus::Cancelled,
+            ],
+        };
+        if statuses.is_empty() || filter.job_ids.as_ref().is_some_and(Vec::is_empty) {
+            return Ok(0);
+        }
+        let mut sql = format!(
+            "DELETE FROM jobs WHERE status IN ({})",
+            placeholders(statuses.len())
+        );
+        let mut args: Vec<Value> = statuses
+            .iter()
+            .map(|s| Value::String(s.as_str().to_owned()))
+            .collect();
+        if let Some(ids) = &filter.job_ids {
+            sql.push_str(&format!(" AND job_id IN ({})", placeholders(ids.len())));
+            args.extend(ids.iter().map(|i| Value::String(i.clone())));
+        }
+        if let Some(age) = filter.older_than_seconds {
+            sql.push_str(" AND submitted_at < ?");
+            args.push(serde_json::json!(epoch_now() - age));
+        }
+        let tx = self.begin("delete_jobs")?;
+        let n = tx
+            .execute(&sql, params_from_iter(args.iter().map(JsonParam)))
+            .map_err(self.err("deleting jobs"))?;
+        tx.commit().map_err(self.err("committing job deletion"))?;
+        Ok(n)
+    }
+
+    /// The submitted score of a job.
+    pub fn job_score(&self, job_id: &str) -> Result<Option<JobScore>> {
+        let row: Option<(Option<String>, Option<String>)> = self
+            .conn
+            .query_row(
+                "SELECT score_yaml, config_snapshot_json FROM jobs WHERE job_id=?1",
+                [job_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(self.err(format!("reading score of job '{job_id}'")))?;
+        let Some((yaml, snap)) = row else {
+            return Ok(None);
+        };
+        let snapshot = parse_json_col(job_id, "config_snapshot_json", snap)?;
+        Ok(Some(JobScore { yaml, snapshot }))
+    }
+
+    // ---------------------------------------------------------------- checkpoints
+
+    /// Upserts one sheet row.
+    pub fn save_sheet(&self, job_id: &str, sheet: &SheetState) -> Result<()> {
+        self.save_sheets(job_id, std::slice::from_ref(sheet))
+    }
+
+    /// Upserts sheet rows in one transaction: all or none.
+    pub fn save_sheets(&self, job_id: &str, sheets: &[SheetState]) -> Result<()> {
+        let ctx = format!("saving {} sheet(s) of job '{job_id}'", sheets.len());
+        let tx = self.begin(&ctx)?;
+        self.require_job(&tx, job_id)?;
+        let now = epoch_now();
+        for sheet in sheets {
+            write_sheet(&tx, job_id, sheet, now).map_err(|e| self.map_json_or_sql(e, &ctx))?;
+        }
+        tx.commit().map_err(self.err(ctx))
+    }
+
+    /// Writes the whole checkpoint (job-level document, score snapshot if present, every
+    /// sheet) in one transaction. The job must be registered.
+    pub fn save_checkpoint(&self, state: &CheckpointState) -> Result<()> {
+        let ctx = format!("saving checkpoint of job '{}'", state.job_id);
+        let tx = self.begin(&ctx)?;
+        self.require_job(&tx, &state.job_id)?;
+        let now = epoch_now();
+        write_header(&tx, state, now).map_err(|e| self.map_json_or_sql(e, &ctx))?;
+        if let Some(snapshot) = &state.config_snapshot {
+            tx.execute(
+                "UPDATE jobs SET config_snapshot_json=?2 WHERE job_id=?1",
+                params![state.job_id, snapshot.to_string()],
+            )
+            .map_err(self.err(&ctx))?;
+        }
+        for sheet in state.sheets.values() {
+            write_sheet(&tx, &state.job_id, sheet, now)
+                .map_err(|e| self.map_json_or_sql(e, &ctx))?;
+        }
+        tx.commit().map_err(self.err(ctx))
+    }
+
+    /// The hot path: one sheet transition plus the job-level document, in one transaction.
+    /// Cost is independent of how many sheets the job has.
+    pub fn save_sheet_transition(&self, state: &CheckpointState, sheet_num: u32) -> Result<()> {
+        let ctx = format!("saving sheet {sheet_num} of job '{}'", state.job_id);
+        let sheet = state
+            .sheets
+            .get(&sheet_num)
+            .ok_or_else(|| StateError::InvalidCheckpoint {
+                job_id: state.job_id.clone(),
+                reason: format!("sheet {sheet_num} is not in the checkpoint"),
+            })?;
+        let tx = self.begin(&ctx)?;
+        self.require_job(&tx, &state.job_id)?;
+        let now = epoch_now();
+        write_header(&tx, state, now).map_err(|e| self.map_json_or_sql(e, &ctx))?;
+        write_sheet(&tx, &state.job_id, sheet, now).map_err(|e| self.map_json_or_sql(e, &ctx))?;
+        tx.commit().map_err(self.err(ctx))
+    }
+
+    /// Reassembles the checkpoint from the job-level document, the score snapshot and the
+    /// sheet rows; `None` when the job has no checkpoint yet.
+    pub fn load_checkpoint(&self, job_id: &str) -> Result<Option<CheckpointState>> {
+        let ctx = format!("loading checkpoint of job '{job_id}'");
+        let row: Option<(Option<String>, Option<String>)> = self
+            .conn
+            .query_row(
+                "SELECT checkpoint_json, config_snapshot_json FROM jobs WHERE job_id=?1",
+                [job_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(self.err(&ctx))?;
+        let Some((Some(header), snapshot)) = row else {
+            return Ok(None);
+        };
+        let corrupt = |reason: String| StateError::CorruptCheckpoint {
+            job_id: job_id.to_owned(),
+            reason,
+        };
+        let mut state: CheckpointState =
+            serde_json::from_str(&header).map_err(|e| corrupt(e.to_string()))?;
+        state.config_snapshot = parse_json_col(job_id, "config_snapshot_json", snapshot)?;
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT sheet_num, state_json FROM sheets WHERE job_id=?1 ORDER BY sheet_num",
+            )
+            .map_err(self.err(&ctx))?;
+        let rows = stmt
+            .query_map([job_id], |r| {
+                Ok((r.get::<_, u32>(0)?, r.get::<_, String>(1)?))
+            })
+            .map_err(self.err(&ctx))?;
+        for row in rows {
+            let (num, text) = row.map_err(self.err(&ctx))?;
+            let sheet: SheetState =
+                serde_json::from_str(&text).map_err(|e| corrupt(format!("sheet {num}: {e}")))?;
+            state.sheets.insert(num, sheet);
+        }
+        state.normalize_and_validate().map_err(corrupt)?;
+        Ok(Some(state))
+    }
+
+    /// [`Registry::load_checkpoint`], converting a stale running state (dead pid) to
+    /// paused and saving that (execution.md §8.4, conductor.md §12 item 4).
+    pub fn load_checkpoint_recovering_zombie(
+        &self,
+        job_id: &str,
+    ) -> Result<Option<CheckpointState>> {
+        let mut state = self.load_checkpoint(job_id)?;
+        if let Some(s) = state.as_mut() {
+            if s.recover_if_zombie(ZOMBIE_ON_LOAD_TRIGGER) {
+                let tx = self.begin("zombie recovery")?;
+                write_header(&tx, s, epoch_now())
+                    .map_err(|e| self.map_json_or_sql(e, "saving zombie recovery"))?;
+                tx.commit()
+                    .map_err(self.err("committing zombie recovery"))?;
+            }
+        }
+        Ok(state)
+    }
+
+    /// Forgets a job's checkpoint and sheet rows (`--fresh`); history and hook results stay.
+    pub fn clear_checkpoint(&self, job_id: &str) -> Result<()> {
+        let ctx = format!("clearing checkpoint of job '{job_id}'");
+        let tx = self.begin(&ctx)?;
+        tx.execute("DELETE FROM sheets WHERE job_id=?1", [job_id])
+            .map_err(self.err(&ctx))?;
+        tx.execute(
+            "UPDATE jobs SET checkpoint_json=NULL, current_sheet=NULL, updated_at=?2 WHERE job_id=?1",
+            params![job_id, epoch_now()],
+        )
+        .map_err(self.err(&ctx))?;
+        tx.commit().map_err(self.err(ctx))
+    }
+
+    fn require_job(&self, tx: &Transaction<'_>, job_id: &str) -> Result<()> {
+        let exists: bool = tx
+            .query_row(
+                "SELECT EXISTS(SELECT 1 FROM jobs WHERE job_id=?1)",
+                [job_id],
+                |r| r.get(0),
+            )
+            .map_err(self.err(format!("looking up job '{job_id}'")))?;
+        if exists {
+            Ok(())
+        } else {
+            Err(StateError::JobNotFound {
+                job_id: job_id.to_owned(),
+            })
+        }
+    }
+
+    fn map_json_or_sql(&self, e: WriteError, ctx: &str) -> StateError {
+        match e {
+            WriteError::Sql(source) => StateError::Sqlite {
+                path: self.path.clone(),
+                operation: ctx.to_owned(),
+                source,
+            },
+            WriteError::Json(job_id, what, source) => StateError::Encode {
+                job_id,
+                what,
+                source,
+            },
+        }
+    }
+
+    // ---------------------------------------------------------------- attempts
+
+    /// Appends one attempt to the history; returns its row id.
+    pub fn record_attempt(&self, a: &AttemptRecord) -> Result<i64> {
+        self.conn
+            .execute(
+                "INSERT INTO attempts (job_id, sheet_num, attempt_num, mode, outcome, instrument, \
+                 error_code, error_category, error_message, exit_code, duration_seconds, cost_usd, \
+                 input_tokens, output_tokens, prompt, output, executed_at) \
+                 VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)",
+                params![
+                    a.job_id,
+                    a.sheet_num,
+                    a.attempt_num,
+                    a.mode,
+                    a.outcome,
+                    a.instrument,
+                    a.error_code,
+                    a.error_category,
+                    a.error_message,
+                    a.exit_code,
+                    a.duration_seconds,
+                    a.cost_usd,
+                    a.input_tokens,
+                    a.output_tokens,
+                    a.prompt,
+                    a.output,
+                    a.executed_at
+                ],
+            )
+            .map_err(self.err(format!(
+                "recording attempt {} of sheet {} of job '{}'",
+                a.attempt_num, a.sheet_num, a.job_id
+            )))?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Attempt history of a job (optionally one sheet), newest first, at most `limit`.
+    pub fn attempts(
+        &self,
+        job_id: &str,
+        sheet: Option<u32>,
+        limit: usize,
+    ) -> Result<Vec<AttemptRecord>> {
+        let ctx = format!("reading attempts of job '{job_id}'");
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT id, job_id, sheet_num, attempt_num, mode, outcome, instrument, error_code, \
+                 error_category, error_message, exit_code, duration_seconds, cost_usd, \
+                 input_tokens, output_tokens, prompt, output, executed_at FROM attempts \
+                 WHERE job_id=?1 AND (?2 IS NULL OR sheet_num=?2) ORDER BY id DESC LIMIT ?3",
+            )
+            .map_err(self.err(&ctx))?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt
+            .query_map(params![job_id, sheet, limit], |r| {
+                Ok(AttemptRecord {
+                    id: r.get(0)?,
+                    job_id: r.get(1)?,
+                    sheet_num: r.get(2)?,
+                    attempt_num: r.get(3)?,
+                    mode: r.get(4)?,
+                    outcome: r.get(5)?,
+                    instrument: r.get(6)?,
+                    error_code: r.get(7)?,
+                    error_category: r.get(8)?,
+                    error_message: r.get(9)?,
+                    exit_code: r.get(10)?,
+                    duration_seconds: r.get(11)?,
+                    cost_usd: r.get(12)?,
+                    input_tokens: r.get(13)?,
+                    output_tokens: r.get(14)?,
+                    prompt: r.get(15)?,
+                    output: r.get(16)?,
+                    executed_at: r.get(17)?,
+                })
+            })
+            .map_err(self.err(&ctx))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(self.err(ctx))
+    }
+
+    // ---------------------------------------------------------------- hooks
+
+    /// Stores (or replaces) the result of hook `hook_index` of a job.
+    pub fn record_hook_result(&self, job_id: &str, h: &HookResultRecord) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO hook_results (job_id, hook_index, hook_type, description, \
+                 success, output, error_message, exit_code, chained_job_id, started_at, finished_at) \
+                 VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
+                params![
+                    job_id,
+                    h.hook_index,
+                    h.hook_type,
+                    h.description,
+                    h.success,
+                    h.output,
+                    h.error_message,
+                    h.exit_code,
+                    h.chained_job_id,
+                    h.started_at,
+                    h.finished_at
+                ],
+            )
+            .map_err(self.err(format!(
+                "recording hook {} result of job '{job_id}'",
+                h.hook_index
+            )))?;
+        Ok(())
+    }
+
+    /// Hook results of a job in hook order.
+    pub fn hook_results(&self, job_id: &str) -> Result<Vec<HookResultRecord>> {
+        let ctx = format!("reading hook results of job '{job_id}'");
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT hook_index, hook_type, description, success, output, error_message, \
+                 exit_code, chained_job_id, started_at, finished_at FROM hook_results \
+                 WHERE job_id=?1 ORDER BY hook_index",
+            )
+            .map_err(self.err(&ctx))?;
+        let rows = stmt
+            .query_map([job_id], |r| {
+                Ok(HookResultRecord {
+                    hook_index: r.get(0)?,
+                    hook_type: r.get(1)?,
+                    description: r.get(2)?,
+                    success: r.get(3)?,
+                    output: r.get(4)?,
+                    error_message: r.get(5)?,
+                    exit_code: r.get(6)?,
+                    chained_job_id: r.get(7)?,
+                    started_at: r.get(8)?,
+                    finished_at: r.get(9)?,
+                })
+            })
+            .map_err(self.err(&ctx))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(self.err(ctx))
+    }
+
+    /// Forgets a job's hook results (before its hooks run again).
+    pub fn clear_hook_results(&self, job_id: &str) -> Result<()> {
+        self.conn
+            .execute("DELETE FROM hook_results WHERE job_id=?1", [job_id])
+            .map_err(self.err(format!("clearing hook results of job '{job_id}'")))?;
+        Ok(())
+    }
+
+    /// Stores the score's `on_success` hooks so they survive a restart.
+    pub fn set_hook_config(&self, job_id: &str, hooks: &Value) -> Result<()> {
+        let n = self
+            .conn
+            .execute(
+                "UPDATE jobs SET hook_config_json=?2, updated_at=?3 WHERE job_id=?1",
+                params![job_id, hooks.to_string(), epoch_now()],
+            )
+            .map_err(self.err(format!("storing hook config of job '{job_id}'")))?;
+        self.expect_row(n, job_id)
+    }
+
+    // ---------------------------------------------------------------- rate limits
+
+    /// Parks `instrument` until `until` (epoch seconds). Replaces any previous entry; the
+    /// caller decides whether a shorter wait may shorten an existing one.
+    pub fn set_rate_limit(&self, instrument: &str, until: f64, reason: Option<&str>) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO rate_limits (instrument, until, reason, recorded_at) \
+                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT(instrument) DO UPDATE SET \
+                 until=excluded.until, reason=excluded.reason, recorded_at=excluded.recorded_at",
+                params![instrument, until, reason, epoch_now()],
+            )
+            .map_err(self.err(format!("storing rate limit of instrument '{instrument}'")))?;
+        Ok(())
+    }
+
+    /// Removes one instrument's limit, or all when `None`; returns how many rows went
+    /// (expired ones included, as upstream's `clear` counts them).
+    pub fn clear_rate_limit(&self, instrument: Option<&str>) -> Result<usize> {
+        self.conn
+            .execute(
+                "DELETE FROM rate_limits WHERE ?1 IS NULL OR instrument=?1",
+                [instrument],
+            )
+            .map_err(self.err("clearing rate limits"))
+    }
+
+    /// Limits still in force at `now`, soonest-expiring first.
+    pub fn active_rate_limits(&self, now: f64) -> Result<Vec<RateLimitRecord>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT instrument, until, reason, recorded_at FROM rate_limits \
+                 WHERE until > ?1 ORDER BY until",
+            )
+            .map_err(self.err("reading rate limits"))?;
+        let rows = stmt
+            .query_map([now], |r| {
+                Ok(RateLimitRecord {
+                    instrument: r.get(0)?,
+                    until: r.get(1)?,
+                    reason: r.get(2)?,
+                    recorded_at: r.get(3)?,
+                })
+            })
+            .map_err(self.err("reading rate limits"))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(self.err("reading rate limits"))
+    }
+
+    // ---------------------------------------------------------------- health
+
+    /// `PRAGMA integrity_check`: true when SQLite reports `ok`.
+    pub fn integrity_check(&self) -> Result<bool> {
+        let mut stmt = self
+            .conn
+            .prepare("PRAGMA integrity_check")
+            .map_err(self.err("integrity check"))?;
+        let lines = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .map_err(self.err("integrity check"))?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(self.err("integrity check"))?;
+        if lines != ["ok"] {
+            tracing::error!(path = %self.path.display(), problems = ?lines, "registry.integrity_failed");
+        }
+        Ok(lines == ["ok"])
+    }
+}
+
+// ---------------------------------------------------------------- helpers
+
+enum WriteError {
+    Sql(rusqlite::Error),
+    Json(String, &'static str, serde_json::Error),
+}
+
+impl From<rusqlite::Error> for WriteError {
+    fn from(e: rusqlite::Error) -> Self {
+        WriteError::Sql(e)
+    }
+}
+
+fn placeholders(n: usize) -> String {
+    vec!["?"; n].join(",")
+}
+
+/// Binds a JSON scalar as an SQL value (used for dynamically built filters).
+struct JsonParam<'a>(&'a Value);
+
+impl rusqlite::ToSql for JsonParam<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, Value as Sql};
+        Ok(ToSqlOutput::Owned(match self.0 {
+            Value::Null => Sql::Null,
+            Value::Bool(b) => Sql::Integer(i64::from(*b)),
+            Value::Number(n) => n
+                .as_i64()
+                .map(Sql::Integer)
+                .unwrap_or_else(|| Sql::Real(n.as_f64().unwrap_or(0.0))),
+            Value::String(s) => Sql::Text(s.clone()),
+            other => Sql::Text(other.to_string()),
+        }))
+    }
+}
+
+fn job_params(job: &JobRecord) -> Vec<Box<dyn rusqlite::ToSql>> {
+    vec![
+        Box::new(job.job_id.clone()),
+        Box::new(job.config_path.clone()),
+        Box::new(job.workspace.clone()),
+        Box::new(job.status.as_str()),
+        Box::new(job.pid),
+        Box::new(job.submitted_at),
+        Box::new(job.started_at),
+        Box::new(job.completed_at),
+        Box::new(epoch_now()),
+        Box::new(job.error_message.clone()),
+        Box::new(job.error_traceback.clone()),
+        Box::new(job.current_sheet),
+        Box::new(job.total_sheets),
+        Box::new(job.last_event_at),
+        Box::new(job.log_path.clone()),
+        Box::new(job.snapshot_path.clone()),
+        Box::new(job.concert_id.clone()),
+        Box::new(job.chain_depth),
+        Box::new(job.parent_job_id.clone()),
+        Box::new(job.concert_config.as_ref().map(Value::to_string)),
+        Box::new(job.hook_config.as_ref().map(Value::to_string)),
+        Box::new(job.completed_new_work),
+        Box::new(Value::Object(job.options.clone()).to_string()),
+    ]
+}
+
+fn as_refs(params: &[Box<dyn rusqlite::ToSql>]) -> Vec<&dyn rusqlite::ToSql> {
+    params.iter().map(|b| b.as_ref()).collect()
+}
+
+fn upsert_job(tx: &Transaction<'_>, job: &JobRecord) -> rusqlite::Result<usize> {
+    let params = job_params(job);
+    let refs = as_refs(&params);
+    tx.execute(
+        &format!(
+            "INSERT INTO jobs ({JOB_COLUMNS}) VALUES \
+             (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23) \
+             ON CONFLICT(job_id) DO UPDATE SET config_path=excluded.config_path, \
+             workspace=excluded.workspace, status=excluded.status, pid=excluded.pid, \
+             submitted_at=excluded.submitted_at, started_at=excluded.started_at, \
+             completed_at=excluded.completed_at, updated_at=excluded.updated_at, \
+             error_message=excluded.error_message, error_traceback=excluded.error_traceback, \
+             current_sheet=excluded.current_sheet, total_sheets=excluded.total_sheets, \
+             last_event_at=excluded.last_event_at, log_path=excluded.log_path, \
+             snapshot_path=excluded.snapshot_path, concert_id=excluded.concert_id, \
+             chain_depth=excluded.chain_depth, parent_job_id=excluded.parent_job_id, \
+             concert_config_json=excluded.concert_config_json, \
+             hook_config_json=excluded.hook_config_json, \
+             completed_new_work=excluded.completed_new_work, options_json=excluded.options_json"
+        ),
+        refs.as_slice(),
+    )
+}
+
+fn write_score(tx: &Transaction<'_>, job_id: &str, score: &JobScore) -> Result<(), WriteError> {
+    tx.execute(
+        "UPDATE jobs SET score_yaml=?2, config_snapshot_json=?3 WHERE job_id=?1",
+        params![
+            job_id,
+            score.yaml,
+            score.snapshot.as_ref().map(Value::to_string)
+        ],
+    )?;
+    Ok(())
+}
+
+fn write_header(tx: &Transaction<'_>, state: &CheckpointState, now: f64) -> Result<(), WriteError> {
+    let header = serde_json::to_string(&state.header())
+        .map_err(|e| WriteError::Json(state.job_id.clone(), "checkpoint", e))?;
+    tx.execute(
+        "UPDATE jobs SET checkpoint_json=?2, current_sheet=?3, total_sheets=?4, \
+         last_event_at=?5, updated_at=?5 WHERE job_id=?1",
+        params![
+            state.job_id,
+            header,
+            state.current_sheet,
+            state.total_sheets,
+            now
+        ],
+    )?;
+    Ok(())
+}
+
+fn write_sheet(
+    tx: &Transaction<'_>,
+    job_id: &str,
+    s: &SheetState,
+    now: f64,
+) -> Result<(), WriteError> {
+    let json_err = |e| WriteError::Json(job_id.to_owned(), "sheet state", e);
+    let state_json = serde_json::to_string(s).map_err(json_err)?;
+    let details = s
+        .validation_details
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(json_err)?;
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO sheets (job_id, sheet_num, status, attempt_count, completion_attempts, \
+         healing_attempts, started_at, completed_at, error_code, error_category, error_message, \
+         validation_passed, validation_details_json, exit_code, cost_usd, input_tokens, \
+         output_tokens, duration_seconds, instrument_name, state_json, updated_at) \
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21) \
+         ON CONFLICT(job_id, sheet_num) DO UPDATE SET status=excluded.status, \
+         attempt_count=excluded.attempt_count, completion_attempts=excluded.completion_attempts, \
+         healing_attempts=excluded.healing_attempts, started_at=excluded.started_at, \
+         completed_at=excluded.completed_at, error_code=excluded.error_code, \
+         error_category=excluded.error_category, error_message=excluded.error_message, \
+         validation_passed=excluded.validation_passed, \
+         validation_details_json=excluded.validation_details_json, exit_code=excluded.exit_code, \
+         cost_usd=excluded.cost_usd, input_tokens=excluded.input_tokens, \
+         output_tokens=excluded.output_tokens, duration_seconds=excluded.duration_seconds, \
+         instrument_name=excluded.instrument_name, state_json=excluded.state_json, \
+         updated_at=excluded.updated_at",
+    )?;
+    stmt.execute(params![
+        job_id,
+        s.sheet_num,
+        s.status.as_str(),
+        s.attempt_count,
+        s.completion_attempts,
+        s.healing_attempts,
+        s.started_at.as_ref().map(|t| t.as_str()),
+        s.completed_at.as_ref().map(|t| t.as_str()),
+        s.error_code,
+        s.error_category.map(|c| c.as_str()),
+        s.error_message,
+        s.validation_passed,
+        details,
+        s.exit_code,
+        s.estimated_cost,
+        s.input_tokens,
+        s.output_tokens,
+        s.execution_duration_seconds,
+        s.instrument_name,
+        state_json,
+        now
+    ])?;
+    Ok(())
+}
+
+fn parse_json_col(
+    job_id: &str,
+    column: &'static str,
+    text: Option<String>,
+) -> Result<Option<Value>> {
+    text.map(|t| {
+        serde_json::from_str(&t).map_err(|e| StateError::BadRow {
+            job_id: job_id.to_owned(),
+            column,
+            reason: e.to_string(),
+        })
+    })
+    .transpose()
+}
+
+/// A jobs row before its text columns are interpreted.
+struct RawJob {
+    job_id: String,
+    config_path: String,
+    workspace: String,
+    status: String,
+    pid: Option<u32>,
+    submitted_at: f64,
+    started_at: Option<f64>,
+    completed_at: Option<f64>,
+    updated_at: f64,
+    error_message: Option<String>,
+    error_traceback: Option<String>,
+    current_sheet: Option<u32>,
+    total_sheets: Option<u32>,
+    last_event_at: Option<f64>,
+    log_path: Option<String>,
+    snapshot_path: Option<String>,
+    concert_id: Option<String>,
+    chain_depth: Option<u32>,
+    parent_job_id: Option<String>,
+    concert_config: Option<String>,
+    hook_config: Option<String>,
+    completed_new_work: bool,
+    options: String,
+}
+
+impl RawJob {
+    fn from_row(r: &Row<'_>) -> rusqlite::Result<RawJob> {
+        Ok(RawJob {
+            job_id: r.get(0)?,
+            config_path: r.get(1)?,
+            workspace: r.get(2)?,
+            status: r.get(3)?,
+            pid: r.get(4)?,
+            submitted_at: r.get(5)?,
+            started_at: r.get(6)?,
+            completed_at: r.get(7)?,
+            updated_at: r.get(8)?,
+            error_message: r.get(9)?,
+            error_traceback: r.get(10)?,
+            current_sheet: r.get(11)?,
+            total_sheets: r.get(12)?,
+            last_event_at: r.get(13)?,
+            log_path: r.get(14)?,
+            snapshot_path: r.get(15)?,
+            concert_id: r.get(16)?,
+            chain_depth: r.get(17)?,
+            parent_job_id: r.get(18)?,
+            concert_config: r.get(19)?,
+            hook_config: r.get(20)?,
+            completed_new_work: r.get(21)?,
+            options: r.get(22)?,
+        })
+    }
+
+    fn into_record(self) -> Result<JobRecord> {
+        let status = DaemonJobStatus::parse(&self.status).ok_or_else(|| StateError::BadRow {
+            job_id: self.job_id.clone(),
+            column: "status",
+            reason: format!("unknown status '{}'", self.status),
+        })?;
+        let options = match parse_json_col(&self.job_id, "options_json", Some(self.options))? {
+            Some(Value::Object(m)) => m,
+            _ => Map::new(),
+        };
+        Ok(JobRecord {
+            concert_config: parse_json_col(
+                &self.job_id,
+                "concert_config_json",
+                self.concert_config,
+            )?,
+            hook_config: parse_json_col(&self.job_id, "hook_config_json", self.hook_config)?,
+            job_id: self.job_id,
+            config_path: self.config_path,
+            workspace: self.workspace,
+            status,
+            pid: self.pid,
+            submitted_at: self.submitted_at,
+            started_at: self.started_at,
+            completed_at: self.completed_at,
+            updated_at: self.updated_at,
+            error_message: self.error_message,
+            error_traceback: self.error_traceback,
+            current_sheet: self.current_sheet,
+            total_sheets: self.total_sheets,
+            last_event_at: self.last_event_at,
+            log_path: self.log_path,
+            snapshot_path: self.snapshot_path,
+            concert_id: self.concert_id,
+            chain_depth: self.chain_depth,
+            parent_job_id: self.parent_job_id,
+            completed_new_work: self.completed_new_work,
+            options,
+        })
+    }
+}
