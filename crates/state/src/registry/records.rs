@@ -308,11 +308,10 @@ impl HookResultRecord {
         if let Some(e) = &self.error_message {
             map.insert("error_message".into(), json!(e));
         }
-        if self.exit_code.is_some() || self.hook_type != "run_job" {
-            if let Some(code) = self.exit_code {
-                map.insert("exit_code".into(), json!(code));
-            }
+        if let Some(code) = self.exit_code {
+            map.insert("exit_code".into(), json!(code));
         }
+        // Command hooks always report `output` (null when empty); run_job only on success.
         if self.output.is_some() || self.exit_code.is_some() {
             map.insert("output".into(), json!(self.output));
         }

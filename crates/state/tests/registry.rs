@@ -1,0 +1,511 @@
+//! Registry behaviour against real SQLite files in temporary directories.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Instant;
+
+use mozart_state::checkpoint::SheetFailure;
+use mozart_state::registry::{
+    AttemptRecord, DaemonJobStatus, DeleteFilter, HookResultRecord, JobRecord, JobScore, Registry,
+};
+use mozart_state::{CheckpointState, JobStatus, SheetState, SheetStatus, StateError};
+use serde_json::json;
+
+fn open(dir: &tempfile::TempDir) -> Registry {
+    Registry::open(&dir.path().join("home/registry.db")).unwrap()
+}
+
+fn job(id: &str) -> JobRecord {
+    JobRecord::new(id, format!("/scores/{id}.yaml"), format!("/ws/{id}"))
+}
+
+#[test]
+fn migrations_apply_once_and_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    assert_eq!(reg.schema_version().unwrap(), mozart_state::SCHEMA_VERSION);
+    reg.create_job(&job("a")).unwrap();
+    drop(reg);
+    let reg = open(&dir);
+    assert_eq!(reg.schema_version().unwrap(), mozart_state::SCHEMA_VERSION);
+    assert!(
+        reg.get_job("a").unwrap().is_some(),
+        "data kept across reopen"
+    );
+    let conn = rusqlite::Connection::open(reg.path()).unwrap();
+    let applied: i64 = conn
+        .query_row("SELECT COUNT(*) FROM schema_migrations", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(applied, 1);
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+}
+
+#[test]
+fn refuses_a_database_from_a_newer_mozart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = open(&dir).path().to_path_buf();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute(
+        "INSERT INTO schema_migrations VALUES (99, '0099_future', 0)",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let err = Registry::open(&path).unwrap_err();
+    assert!(
+        matches!(err, StateError::SchemaTooNew { found: 99, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("registry.db"), "{err}");
+}
+
+#[test]
+fn job_record_round_trips_every_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    let mut rec = job("chain");
+    rec.pid = Some(4242);
+    rec.error_traceback = Some("trace".into());
+    rec.current_sheet = Some(2);
+    rec.total_sheets = Some(5);
+    rec.log_path = Some("/logs/chain.log".into());
+    rec.concert_id = Some("concert-1".into());
+    rec.chain_depth = Some(3);
+    rec.parent_job_id = Some("parent".into());
+    rec.concert_config = Some(json!({"enabled": true, "max_chain_depth": 5}));
+    rec.hook_config = Some(json!([{"type": "run_job", "job_path": "next.yaml"}]));
+    rec.completed_new_work = true;
+    rec.options.insert("fresh".into(), json!(true));
+    rec.options.insert("start_sheet".into(), json!(2));
+    reg.create_job_with_score(
+        &rec,
+        &JobScore {
+            yaml: Some("name: chain\n".into()),
+            snapshot: Some(json!({"name": "chain"})),
+        },
+    )
+    .unwrap();
+    let got = reg.get_job("chain").unwrap().unwrap();
+    assert_eq!(
+        JobRecord {
+            updated_at: rec.updated_at,
+            ..got.clone()
+        },
+        rec
+    );
+    let score = reg.job_score("chain").unwrap().unwrap();
+    assert_eq!(score.yaml.as_deref(), Some("name: chain\n"));
+    assert_eq!(score.snapshot, Some(json!({"name": "chain"})));
+
+    let dict = got.to_registry_json();
+    assert_eq!(dict["status"], "queued");
+    assert_eq!(dict["log_path"], "/logs/chain.log");
+    assert!(
+        dict.get("error_message").is_none(),
+        "optional keys only when set"
+    );
+    assert!(dict.get("snapshot_path").is_none());
+    assert!(reg.get_job("nope").unwrap().is_none());
+}
+
+#[test]
+fn status_transitions_stamp_times_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    reg.create_job(&job("j")).unwrap();
+    reg.set_job_status("j", DaemonJobStatus::Running, None)
+        .unwrap();
+    let r = reg.get_job("j").unwrap().unwrap();
+    assert!(r.started_at.is_some());
+    assert!(r.completed_at.is_none());
+    reg.set_job_status(
+        "j",
+        DaemonJobStatus::Failed,
+        Some("Daemon restarted while job was active"),
+    )
+    .unwrap();
+    let r = reg.get_job("j").unwrap().unwrap();
+    assert!(r.completed_at.is_some());
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some("Daemon restarted while job was active")
+    );
+    reg.set_job_status("j", DaemonJobStatus::Paused, None)
+        .unwrap();
+    assert!(reg.get_job("j").unwrap().unwrap().error_message.is_some());
+    reg.set_job_status("j", DaemonJobStatus::Queued, None)
+        .unwrap();
+    let r = reg.get_job("j").unwrap().unwrap();
+    assert!(r.error_message.is_none() && r.completed_at.is_none());
+    let err = reg
+        .set_job_status("ghost", DaemonJobStatus::Running, None)
+        .unwrap_err();
+    assert!(matches!(err, StateError::JobNotFound { .. }), "{err}");
+    assert!(err.to_string().contains("ghost"));
+}
+
+#[test]
+fn listing_a_thousand_jobs_is_fast_and_newest_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    for i in 0..1000 {
+        let mut r = job(&format!("job-{i:04}"));
+        r.submitted_at = 1_700_000_000.0 + f64::from(i);
+        r.status = if i % 2 == 0 {
+            DaemonJobStatus::Completed
+        } else {
+            DaemonJobStatus::Running
+        };
+        reg.create_job(&r).unwrap();
+    }
+    let t = Instant::now();
+    let all = reg.list_jobs(true).unwrap();
+    let elapsed = t.elapsed();
+    assert_eq!(all.len(), 1000);
+    assert_eq!(all[0].job_id, "job-0999");
+    assert_eq!(all[999].job_id, "job-0000");
+    assert!(elapsed.as_millis() < 500, "list took {elapsed:?}");
+    let live = reg.list_jobs(false).unwrap();
+    assert_eq!(live.len(), 500);
+    assert!(live.iter().all(|j| j.status == DaemonJobStatus::Running));
+    let page = reg.list_jobs_filtered(None, Some(50)).unwrap();
+    assert_eq!(page.len(), 50);
+    assert_eq!(reg.orphaned_jobs().unwrap().len(), 500);
+}
+
+#[test]
+fn delete_never_touches_active_jobs_and_cascades() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    for (id, st) in [
+        ("done", DaemonJobStatus::Completed),
+        ("bad", DaemonJobStatus::Failed),
+        ("live", DaemonJobStatus::Running),
+        ("nap", DaemonJobStatus::Paused),
+    ] {
+        let mut r = job(id);
+        r.status = st;
+        reg.create_job(&r).unwrap();
+    }
+    let mut cp = CheckpointState::new("done", "done", 1);
+    cp.mark_sheet_started(1);
+    reg.save_checkpoint(&cp).unwrap();
+    reg.record_attempt(&AttemptRecord {
+        job_id: "done".into(),
+        sheet_num: 1,
+        attempt_num: 1,
+        mode: "normal".into(),
+        outcome: "success".into(),
+        ..Default::default()
+    })
+    .unwrap();
+
+    let none = DeleteFilter {
+        job_ids: Some(vec![]),
+        ..Default::default()
+    };
+    assert_eq!(
+        reg.delete_jobs(&none).unwrap(),
+        0,
+        "empty id list deletes nothing"
+    );
+    let active = DeleteFilter {
+        statuses: Some(vec![DaemonJobStatus::Running, DaemonJobStatus::Queued]),
+        ..Default::default()
+    };
+    assert_eq!(reg.delete_jobs(&active).unwrap(), 0);
+    let recent = DeleteFilter {
+        older_than_seconds: Some(3600.0),
+        ..Default::default()
+    };
+    assert_eq!(
+        reg.delete_jobs(&recent).unwrap(),
+        0,
+        "all submitted just now"
+    );
+    assert_eq!(reg.delete_jobs(&DeleteFilter::default()).unwrap(), 2);
+    assert!(reg.get_job("done").unwrap().is_none());
+    assert!(reg.attempts("done", None, 10).unwrap().is_empty());
+    assert!(reg.load_checkpoint("done").unwrap().is_none());
+    let paused = DeleteFilter {
+        statuses: Some(vec![DaemonJobStatus::Paused]),
+        job_ids: Some(vec!["nap".into()]),
+        ..Default::default()
+    };
+    assert_eq!(reg.delete_jobs(&paused).unwrap(), 1);
+    assert!(reg.get_job("live").unwrap().is_some());
+}
+
+fn sample_checkpoint(id: &str, sheets: u32) -> CheckpointState {
+    let mut cp = CheckpointState::new(id, "Sample", sheets);
+    cp.config_snapshot = Some(json!({"name": "Sample", "sheet": {"size": 1}}));
+    cp.set_running_pid(None);
+    cp.mark_sheet_started(1);
+    cp.mark_sheet_completed(1, true, None, Some(2.5));
+    cp.mark_sheet_started(2);
+    cp.mark_sheet_failed(
+        2,
+        SheetFailure {
+            message: "validation failed".into(),
+            category: Some(mozart_state::ErrorCategory::Validation),
+            exit_code: Some(0),
+            error_code: Some("E201".into()),
+            ..Default::default()
+        },
+    );
+    cp.sheets.get_mut(&2).unwrap().estimated_cost = Some(0.25);
+    cp.total_estimated_cost = 0.25;
+    cp
+}
+
+#[test]
+fn checkpoint_round_trips_through_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    reg.create_job(&job("cp")).unwrap();
+    assert!(reg.load_checkpoint("cp").unwrap().is_none());
+    let cp = sample_checkpoint("cp", 3);
+    reg.save_checkpoint(&cp).unwrap();
+    let loaded = reg.load_checkpoint("cp").unwrap().unwrap();
+    assert_eq!(loaded, cp);
+    let row = reg.get_job("cp").unwrap().unwrap();
+    assert_eq!(row.total_sheets, Some(3));
+
+    let mut next = loaded;
+    next.mark_sheet_started(3);
+    reg.save_sheet_transition(&next, 3).unwrap();
+    let again = reg.load_checkpoint("cp").unwrap().unwrap();
+    assert_eq!(again.sheets[&3].status, SheetStatus::InProgress);
+    assert_eq!(again.current_sheet, Some(3));
+    assert_eq!(again.config_snapshot, cp.config_snapshot);
+
+    reg.clear_checkpoint("cp").unwrap();
+    assert!(reg.load_checkpoint("cp").unwrap().is_none());
+
+    let err = reg
+        .save_checkpoint(&sample_checkpoint("unregistered", 2))
+        .unwrap_err();
+    assert!(matches!(err, StateError::JobNotFound { .. }), "{err}");
+}
+
+#[test]
+fn failed_multi_row_write_leaves_previous_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    reg.create_job(&job("tx")).unwrap();
+    let cp = sample_checkpoint("tx", 3);
+    reg.save_checkpoint(&cp).unwrap();
+
+    let mut changed = reg.load_checkpoint("tx").unwrap().unwrap().sheets[&1].clone();
+    changed.status = SheetStatus::Failed;
+    changed.error_message = Some("should not persist".into());
+    // Sheet 0 violates the table's CHECK constraint, after sheet 1 was already written
+    // inside the same transaction.
+    let invalid = SheetState::new(0);
+    let err = reg.save_sheets("tx", &[changed, invalid]).unwrap_err();
+    assert!(err.to_string().contains("job 'tx'"), "{err}");
+    let after = reg.load_checkpoint("tx").unwrap().unwrap();
+    assert_eq!(after, cp, "the whole batch rolled back");
+
+    let mut bad = cp.clone();
+    bad.status = JobStatus::Completed;
+    bad.sheets.insert(0, SheetState::new(0));
+    assert!(reg.save_checkpoint(&bad).is_err());
+    assert_eq!(reg.load_checkpoint("tx").unwrap().unwrap(), cp);
+}
+
+#[test]
+fn sheet_transition_rewrites_one_row_of_a_large_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    reg.create_job(&job("big")).unwrap();
+    let mut cp = CheckpointState::new("big", "Big", 1000);
+    for n in 1..=1000 {
+        cp.sheets.insert(n, SheetState::new(n));
+    }
+    reg.save_checkpoint(&cp).unwrap();
+    let stamp = |reg: &Registry| -> Vec<f64> {
+        let conn = rusqlite::Connection::open(reg.path()).unwrap();
+        let mut st = conn
+            .prepare("SELECT updated_at FROM sheets WHERE job_id='big' ORDER BY sheet_num")
+            .unwrap();
+        st.query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let before = stamp(&reg);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let t = Instant::now();
+    for _ in 0..100 {
+        cp.mark_sheet_started(500);
+        reg.save_sheet_transition(&cp, 500).unwrap();
+    }
+    let per = t.elapsed() / 100;
+    let after = stamp(&reg);
+    let changed: Vec<usize> = (0..1000).filter(|&i| before[i] != after[i]).collect();
+    assert_eq!(changed, vec![499], "only sheet 500's row was rewritten");
+    assert!(per.as_millis() < 50, "transition took {per:?}");
+    assert_eq!(
+        reg.load_checkpoint("big").unwrap().unwrap().sheets[&500].attempt_count,
+        100
+    );
+}
+
+#[test]
+fn zombie_checkpoint_is_paused_and_saved_on_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    reg.create_job(&job("z")).unwrap();
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let mut cp = CheckpointState::new("z", "Z", 2);
+    cp.mark_sheet_started(1);
+    cp.pid = Some(dead);
+    reg.save_checkpoint(&cp).unwrap();
+    assert_eq!(
+        reg.load_checkpoint("z").unwrap().unwrap().status,
+        JobStatus::Running,
+        "plain load is pure"
+    );
+    let rec = reg.load_checkpoint_recovering_zombie("z").unwrap().unwrap();
+    assert_eq!(rec.status, JobStatus::Paused);
+    let stored = reg.load_checkpoint("z").unwrap().unwrap();
+    assert_eq!(stored.status, JobStatus::Paused);
+    assert!(stored
+        .error_message
+        .unwrap()
+        .ends_with("Trigger: Detected on state load - process no longer running"));
+}
+
+#[test]
+fn attempts_hooks_and_rate_limits_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    reg.create_job(&job("h")).unwrap();
+    for (sheet, n) in [(1, 1), (1, 2), (2, 1)] {
+        reg.record_attempt(&AttemptRecord {
+            job_id: "h".into(),
+            sheet_num: sheet,
+            attempt_num: n,
+            mode: "normal".into(),
+            outcome: if n == 2 { "success" } else { "failed" }.into(),
+            error_code: (n == 1).then(|| "E001".into()),
+            exit_code: Some(1),
+            duration_seconds: Some(1.5),
+            cost_usd: Some(0.01),
+            prompt: Some("do it".into()),
+            executed_at: 1_709_210_096.0,
+            ..Default::default()
+        })
+        .unwrap();
+    }
+    let s1 = reg.attempts("h", Some(1), 50).unwrap();
+    assert_eq!(
+        s1.iter().map(|a| a.attempt_num).collect::<Vec<_>>(),
+        vec![2, 1]
+    );
+    assert_eq!(reg.attempts("h", None, 2).unwrap().len(), 2);
+    let hist = s1[0].to_history_json();
+    assert_eq!(hist["executed_at"], "2024-02-29T12:34:56.000000Z");
+    assert_eq!(hist["prompt"], "do it");
+
+    reg.record_hook_result(
+        "h",
+        &HookResultRecord {
+            hook_index: 0,
+            hook_type: "run_job".into(),
+            description: Some("chain it".into()),
+            success: true,
+            output: Some("Chained job submitted (job_id=chain)".into()),
+            chained_job_id: Some("chain".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    reg.record_hook_result(
+        "h",
+        &HookResultRecord {
+            hook_index: 1,
+            hook_type: "run_command".into(),
+            success: true,
+            exit_code: Some(0),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let hooks: Vec<_> = reg
+        .hook_results("h")
+        .unwrap()
+        .iter()
+        .map(HookResultRecord::to_json)
+        .collect();
+    // conductor.md §19.5 verified example.
+    assert_eq!(
+        serde_json::Value::Array(hooks),
+        json!([
+            {"hook_type": "run_job", "description": "chain it", "success": true,
+             "output": "Chained job submitted (job_id=chain)", "chained_job_id": "chain"},
+            {"hook_type": "run_command", "description": null, "success": true,
+             "exit_code": 0, "output": null}
+        ])
+    );
+    reg.clear_hook_results("h").unwrap();
+    assert!(reg.hook_results("h").unwrap().is_empty());
+
+    reg.set_rate_limit("claude-code", 2000.0, Some("usage limit"))
+        .unwrap();
+    reg.set_rate_limit("gemini-cli", 500.0, None).unwrap();
+    drop(reg);
+    let reg = open(&dir);
+    let active = reg.active_rate_limits(1000.0).unwrap();
+    assert_eq!(active.len(), 1, "expired limits are not active");
+    assert_eq!(active[0].instrument, "claude-code");
+    assert_eq!(active[0].reason.as_deref(), Some("usage limit"));
+    assert_eq!(reg.clear_rate_limit(Some("claude-code")).unwrap(), 1);
+    assert_eq!(reg.clear_rate_limit(None).unwrap(), 1, "expired ones count");
+    assert!(reg.integrity_check().unwrap());
+}
+
+#[test]
+fn a_second_connection_reads_while_the_first_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = open(&dir);
+    let reader = open(&dir);
+    writer.create_job(&job("shared")).unwrap();
+    assert!(reader.get_job("shared").unwrap().is_some());
+    reader
+        .set_job_status("shared", DaemonJobStatus::Running, None)
+        .unwrap();
+    assert_eq!(
+        writer.get_job("shared").unwrap().unwrap().status,
+        DaemonJobStatus::Running
+    );
+}
+
+#[test]
+fn corrupt_column_in_a_row_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    reg.create_job(&job("odd")).unwrap();
+    let conn = rusqlite::Connection::open(reg.path()).unwrap();
+    conn.execute(
+        "UPDATE jobs SET options_json='not json' WHERE job_id='odd'",
+        [],
+    )
+    .unwrap();
+    let err = reg.get_job("odd").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StateError::BadRow {
+                column: "options_json",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
