@@ -1,0 +1,803 @@
+//! One handler per event (execution.md §2.4), with the [LATER] intent where upstream is
+//! half-wired: retries fire, rate limits expire, breakers recover, pause is honoured.
+
+use std::time::Duration;
+
+use super::{backoff, BatonCore, Ending};
+use crate::effect::Effect;
+use crate::event::{
+    AttemptResult, EscalationDecision, Event, Failure, FailureKind, ResourceSeverity,
+};
+use crate::spec::CostLimitsUpdate;
+use crate::status::{AttemptMode, CircuitState, JobStatus, SheetStatus};
+use crate::time::Millis;
+
+impl BatonCore {
+    pub(super) fn apply(&mut self, event: Event, now: Millis, out: &mut Vec<Effect>) {
+        match event {
+            Event::RegisterJob(spec) => self.register_job(*spec, now, out),
+            Event::SheetAttemptResult(result) => self.on_attempt_result(*result, now, out),
+            Event::SkipEvaluated {
+                job_id,
+                sheet_num,
+                skip_reason,
+            } => self.on_skip_evaluated(&job_id, sheet_num, skip_reason, now, out),
+            Event::SheetSkipped {
+                job_id,
+                sheet_num,
+                reason,
+            } => {
+                if let Some((ji, si)) = self.locate(&job_id, sheet_num) {
+                    self.kill_if_dispatched(ji, si, out);
+                    self.finish_sheet(
+                        ji,
+                        si,
+                        Ending::not_run(SheetStatus::Skipped, Some(reason)),
+                        now,
+                        out,
+                    );
+                }
+            }
+            Event::RateLimitHit {
+                instrument, wait, ..
+            } => {
+                let ii = self.instrument_idx(&instrument);
+                self.park_instrument(ii, wait, now, out);
+            }
+            Event::RateLimitExpired { instrument } => {
+                if let Some(&ii) = self.instrument_index.get(&instrument) {
+                    if !self.instruments[ii].rate_limited(now) {
+                        self.instruments[ii].rate_timer = None;
+                        self.unpark_instrument(ii, out);
+                    }
+                }
+            }
+            Event::ClearRateLimit { instrument } => {
+                let targets: Vec<usize> = match instrument {
+                    Some(name) => self
+                        .instrument_index
+                        .get(&name)
+                        .copied()
+                        .into_iter()
+                        .collect(),
+                    None => (0..self.instruments.len()).collect(),
+                };
+                for ii in targets {
+                    if self.instruments[ii].rate_limited_until.is_some() {
+                        let mut slot = self.instruments[ii].rate_timer.take();
+                        Self::cancel_timer(out, &mut slot);
+                        self.unpark_instrument(ii, out);
+                    }
+                }
+            }
+            Event::RetryDue { job_id, sheet_num } => {
+                if let Some((ji, si)) = self.locate(&job_id, sheet_num) {
+                    let sheet = &mut self.jobs[ji].sheets[si];
+                    if sheet.status == SheetStatus::RetryScheduled {
+                        sheet.retry_timer = None;
+                        let mode = sheet.next_mode;
+                        self.requeue(ji, si, mode, out);
+                    }
+                }
+            }
+            Event::StaleCheck {
+                job_id,
+                sheet_num,
+                dispatch_id,
+            } => self.on_stale_check(&job_id, sheet_num, dispatch_id, now, out),
+            Event::JobTimeout { job_id } => self.on_job_timeout(&job_id, now, out),
+            Event::PacingComplete { job_id } => {
+                if let Some(ji) = self.job_index(&job_id) {
+                    let job = &mut self.jobs[ji];
+                    if job.pacing_until.is_some_and(|until| until <= now) {
+                        job.pacing_until = None;
+                        job.pacing_timer = None;
+                    }
+                }
+            }
+            Event::EscalationNeeded {
+                job_id,
+                sheet_num,
+                reason,
+            } => {
+                if let Some((ji, si)) = self.locate(&job_id, sheet_num) {
+                    if !self.jobs[ji].sheets[si].status.is_terminal() {
+                        self.kill_if_dispatched(ji, si, out);
+                        self.enter_fermata(ji, si, reason, now, out);
+                    }
+                }
+            }
+            Event::EscalationResolved {
+                job_id,
+                sheet_num,
+                decision,
+            } => self.on_escalation_resolved(&job_id, sheet_num, decision, now, out),
+            Event::EscalationTimeout { job_id, sheet_num } => {
+                if let Some((ji, si)) = self.locate(&job_id, sheet_num) {
+                    if self.jobs[ji].sheets[si].status == SheetStatus::Fermata {
+                        // The sheet fails, not the job (brief: escalation timeout).
+                        self.jobs[ji].sheets[si].escalation_timer = None;
+                        let reason = Some("Escalation timed out without a decision".to_owned());
+                        self.finish_sheet(
+                            ji,
+                            si,
+                            Ending::not_run(SheetStatus::Failed, reason),
+                            now,
+                            out,
+                        );
+                    }
+                }
+            }
+            Event::CircuitBreakerRecovery { instrument } => {
+                if let Some(&ii) = self.instrument_index.get(&instrument) {
+                    let inst = &mut self.instruments[ii];
+                    inst.recovery_timer = None;
+                    if inst.circuit == CircuitState::Open {
+                        inst.circuit = CircuitState::HalfOpen;
+                        inst.probe_in_flight = false;
+                        self.persist_instrument(ii, out);
+                    }
+                }
+            }
+            Event::PauseJob { job_id } => {
+                if let Some(ji) = self.job_index(&job_id) {
+                    if !self.jobs[ji].user_paused {
+                        self.jobs[ji].user_paused = true;
+                        self.persist_job(
+                            ji,
+                            JobStatus::Paused,
+                            Some("Paused by user".to_owned()),
+                            out,
+                        );
+                    }
+                }
+            }
+            Event::ResumeJob { job_id, new_limits } => self.on_resume(&job_id, new_limits, out),
+            Event::CancelJob { job_id } => {
+                if let Some(ji) = self.job_index(&job_id) {
+                    self.jobs[ji].cancelled = true;
+                    self.end_all_sheets(ji, SheetStatus::Cancelled, "Job cancelled", now, out);
+                }
+            }
+            Event::ShutdownRequested { graceful } => {
+                self.shutting_down = true;
+                if !graceful {
+                    // In-flight sheets are killed but stay `dispatched` in the checkpoint, so a
+                    // restart re-runs them without spending a retry (invariant 1).
+                    for ji in 0..self.jobs.len() {
+                        for si in 0..self.jobs[ji].sheets.len() {
+                            if self.jobs[ji].sheets[si].status == SheetStatus::Dispatched {
+                                self.kill_if_dispatched(ji, si, out);
+                                self.release(ji, si);
+                            }
+                        }
+                    }
+                }
+            }
+            Event::ProcessExited {
+                job_id,
+                sheet_num,
+                pid,
+                exit_code,
+            } => {
+                if let Some((ji, si)) = self.locate(&job_id, sheet_num) {
+                    let sheet = &self.jobs[ji].sheets[si];
+                    if sheet.status == SheetStatus::Dispatched {
+                        let mut message = format!("Backend process {pid} exited unexpectedly");
+                        if let Some(code) = exit_code {
+                            message.push_str(&format!(" with code {code}"));
+                        }
+                        let mut r = AttemptResult::failed(
+                            job_id,
+                            sheet_num,
+                            sheet.dispatch_id,
+                            FailureKind::Crash,
+                            message,
+                        );
+                        r.exit_code = exit_code;
+                        r.instrument = self.instruments[sheet.instrument].name.clone();
+                        self.on_attempt_result(r, now, out);
+                    }
+                }
+            }
+            Event::ConfigReloaded {
+                max_concurrent_sheets,
+                instruments,
+            } => {
+                if let Some(limit) = max_concurrent_sheets {
+                    self.max_concurrent_sheets = limit.max(1);
+                }
+                for spec in &instruments {
+                    self.upsert_instrument(spec);
+                }
+            }
+            Event::ResourceAnomaly { severity, .. } => match severity {
+                ResourceSeverity::Critical => self.backpressure = true,
+                ResourceSeverity::Normal => self.backpressure = false,
+                ResourceSeverity::Warning => {}
+            },
+            Event::DispatchRetry => {}
+        }
+    }
+
+    // ---- attempt results ------------------------------------------------------------------
+
+    /// §2.4 `SheetAttemptResult`, with the [LATER] rate-limit and threshold behaviour.
+    fn on_attempt_result(&mut self, r: AttemptResult, now: Millis, out: &mut Vec<Effect>) {
+        let Some((ji, si)) = self.locate(&r.job_id, r.sheet_num) else {
+            return;
+        };
+        {
+            let sheet = &self.jobs[ji].sheets[si];
+            // Results of killed or superseded attempts, or after a terminal transition, are
+            // stale: ignoring them keeps one source of truth per dispatch.
+            if sheet.status != SheetStatus::Dispatched || sheet.dispatch_id != r.dispatch_id {
+                return;
+            }
+        }
+        let ii = self.jobs[ji].sheets[si].instrument;
+        self.release(ji, si);
+        {
+            let job = &mut self.jobs[ji];
+            let sheet = &mut job.sheets[si];
+            BatonCore::cancel_timer(out, &mut sheet.stale_timer);
+            if r.cost_usd.is_finite() && r.cost_usd > 0.0 {
+                sheet.total_cost += r.cost_usd;
+                job.total_cost += r.cost_usd;
+            }
+        }
+
+        // Rate limits are tempo, not failure (invariant 2): park the instrument, keep the
+        // retry budget, re-dispatch when the wait is over.
+        if r.is_rate_limited_failure() {
+            let wait = match &r.failure {
+                Some(Failure {
+                    kind:
+                        FailureKind::RateLimited {
+                            reset_after: Some(d),
+                        },
+                    ..
+                }) => *d,
+                _ => self.default_rate_limit_wait,
+            };
+            let instrument = self.instruments[ii].name.clone();
+            {
+                let sheet = &mut self.jobs[ji].sheets[si];
+                sheet.status = SheetStatus::Waiting;
+                sheet.reason = Some(format!("Rate limited on {instrument}"));
+            }
+            self.persist_sheet(ji, si, out);
+            let job_id = self.jobs[ji].id.clone();
+            self.instruments[ii].waiting.push((job_id, r.sheet_num));
+            self.park_instrument(ii, wait, now, out);
+            self.check_job_cost(ji, out);
+            return;
+        }
+
+        let rate = if r.execution_success && r.validations_total == 0 {
+            100.0 // F-018: no validations means nothing to fail.
+        } else {
+            r.validation_pass_rate
+        };
+        let message = r.failure.as_ref().map(|f| f.message.clone());
+
+        if r.execution_success && rate >= 100.0 {
+            self.breaker_success(ii, out);
+            self.check_job_cost(ji, out);
+            self.finish_sheet(ji, si, Ending::ran(SheetStatus::Completed, None), now, out);
+            return;
+        }
+
+        if r.execution_success && rate > 0.0 {
+            self.breaker_success(ii, out);
+            let sheet = &mut self.jobs[ji].sheets[si];
+            sheet.last_failure =
+                Some(message.unwrap_or_else(|| format!("{rate:.0}% of validations passed")));
+            if rate >= sheet.completion_threshold
+                && sheet.completion_attempts < sheet.max_completion
+            {
+                sheet.completion_attempts += 1;
+                self.check_job_cost(ji, out);
+                if !self.sheet_over_cost(ji, si, now, out) {
+                    self.requeue(ji, si, AttemptMode::Completion, out);
+                }
+                return;
+            }
+            // Below the threshold, or completion budget spent: an ordinary failed attempt,
+            // so remaining normal retries are used before exhaustion ([LATER] step 4b).
+            self.jobs[ji].sheets[si].normal_attempts += 1;
+            self.after_failure(ji, si, now, out);
+            return;
+        }
+
+        let kind = r.failure.as_ref().map(|f| f.kind.clone());
+        if !r.execution_success {
+            if kind.as_ref().is_none_or(FailureKind::counts_for_breaker) {
+                self.breaker_failure(ii, now, out);
+            }
+            if kind.as_ref().is_some_and(|k| !k.is_retriable()) {
+                let why = message.unwrap_or_else(|| "Non-retriable failure".to_owned());
+                self.jobs[ji].sheets[si].last_failure = Some(why.clone());
+                self.check_job_cost(ji, out);
+                self.finish_sheet(
+                    ji,
+                    si,
+                    Ending::ran(SheetStatus::Failed, Some(why)),
+                    now,
+                    out,
+                );
+                return;
+            }
+        }
+        // A failed execution, or a successful one whose validations all failed (F-065).
+        let sheet = &mut self.jobs[ji].sheets[si];
+        sheet.normal_attempts += 1;
+        sheet.last_failure = Some(message.unwrap_or_else(|| {
+            if r.execution_success {
+                "No validations passed".to_owned()
+            } else {
+                match r.exit_code {
+                    Some(code) => format!("Execution failed with exit code {code}"),
+                    None => "Execution failed".to_owned(),
+                }
+            }
+        }));
+        self.after_failure(ji, si, now, out);
+    }
+
+    /// After a counted failure: cost limit, then retry or exhaustion (§2.4 steps 9-10).
+    fn after_failure(&mut self, ji: usize, si: usize, now: Millis, out: &mut Vec<Effect>) {
+        self.check_job_cost(ji, out);
+        if self.sheet_over_cost(ji, si, now, out) {
+            return;
+        }
+        if self.jobs[ji].sheets[si].can_retry() {
+            self.schedule_retry(ji, si, AttemptMode::Normal, now, out);
+        } else {
+            self.exhausted(ji, si, now, out);
+        }
+    }
+
+    /// §9.6: a sheet whose cost exceeds its own limit fails (and its dependents with it).
+    fn sheet_over_cost(
+        &mut self,
+        ji: usize,
+        si: usize,
+        now: Millis,
+        out: &mut Vec<Effect>,
+    ) -> bool {
+        let sheet = &self.jobs[ji].sheets[si];
+        let Some(limit) = sheet.cost_limit else {
+            return false;
+        };
+        if sheet.total_cost <= limit {
+            return false;
+        }
+        let reason = format!(
+            "Cost limit: sheet cost ${:.4} exceeds limit ${:.4}",
+            sheet.total_cost, limit
+        );
+        self.finish_sheet(
+            ji,
+            si,
+            Ending::ran(SheetStatus::Failed, Some(reason)),
+            now,
+            out,
+        );
+        true
+    }
+
+    /// §2.7 with the sheet's own policy; the timer is always scheduled (upstream [GAP]).
+    fn schedule_retry(
+        &mut self,
+        ji: usize,
+        si: usize,
+        mode: AttemptMode,
+        now: Millis,
+        out: &mut Vec<Effect>,
+    ) {
+        let (job_id, sheet_num, delay) = {
+            let job = &self.jobs[ji];
+            let sheet = &job.sheets[si];
+            let failures = sheet.normal_attempts.max(1);
+            let u = backoff::jitter_sample(
+                self.jitter_seed,
+                &job.id,
+                sheet.num,
+                sheet.attempt_number(),
+            );
+            (
+                job.id.clone(),
+                sheet.num,
+                backoff::retry_delay(&sheet.retry, failures, u),
+            )
+        };
+        {
+            let sheet = &mut self.jobs[ji].sheets[si];
+            sheet.status = SheetStatus::RetryScheduled;
+            sheet.next_mode = mode;
+            BatonCore::cancel_timer(out, &mut sheet.retry_timer);
+        }
+        self.persist_sheet(ji, si, out);
+        let id = self.timer(
+            out,
+            now.plus(delay),
+            Event::RetryDue {
+                job_id: job_id.clone(),
+                sheet_num,
+            },
+        );
+        self.jobs[ji].sheets[si].retry_timer = Some(id);
+        self.observe(
+            out,
+            &job_id,
+            sheet_num,
+            "baton.sheet.retry_scheduled",
+            serde_json::json!({"delay_seconds": delay.as_secs_f64(), "mode": mode}),
+            now,
+        );
+    }
+
+    /// §2.5 exhaustion tree: fallback, healing, escalation, failure.
+    fn exhausted(&mut self, ji: usize, si: usize, now: Millis, out: &mut Vec<Effect>) {
+        if self.jobs[ji].sheets[si].has_fallback() {
+            self.advance_fallback(ji, si, "retries_exhausted", now, out);
+            self.requeue(ji, si, AttemptMode::Normal, out);
+            return;
+        }
+        let (healing_ok, escalate) = {
+            let job = &self.jobs[ji];
+            let sheet = &job.sheets[si];
+            (
+                job.self_healing_enabled && sheet.healing_attempts < 1,
+                job.escalation_enabled,
+            )
+        };
+        if healing_ok {
+            self.jobs[ji].sheets[si].healing_attempts += 1;
+            self.schedule_retry(ji, si, AttemptMode::Healing, now, out);
+            return;
+        }
+        let sheet = &self.jobs[ji].sheets[si];
+        let last = sheet
+            .last_failure
+            .clone()
+            .unwrap_or_else(|| "unknown error".to_owned());
+        let reason = format!(
+            "Failed after {} attempts: {last}",
+            sheet.attempt_number() - 1
+        );
+        if escalate {
+            self.enter_fermata(ji, si, reason, now, out);
+        } else {
+            self.finish_sheet(
+                ji,
+                si,
+                Ending::ran(SheetStatus::Failed, Some(reason)),
+                now,
+                out,
+            );
+        }
+    }
+
+    // ---- instruments ----------------------------------------------------------------------
+
+    /// Park an instrument until `now + wait` (extending, never shortening, an existing wait),
+    /// persisted so a restart does not stampede (invariant 2).
+    fn park_instrument(&mut self, ii: usize, wait: Duration, now: Millis, out: &mut Vec<Effect>) {
+        let until = now.plus(wait);
+        let inst = &mut self.instruments[ii];
+        if inst.rate_limited_until.is_some_and(|u| u >= until) {
+            return;
+        }
+        inst.rate_limited_until = Some(until);
+        let mut slot = inst.rate_timer.take();
+        let name = inst.name.clone();
+        Self::cancel_timer(out, &mut slot);
+        self.persist_instrument(ii, out);
+        let id = self.timer(out, until, Event::RateLimitExpired { instrument: name });
+        self.instruments[ii].rate_timer = Some(id);
+    }
+
+    /// Clear a rate limit and send its waiting sheets back to `pending` (no retry spent).
+    fn unpark_instrument(&mut self, ii: usize, out: &mut Vec<Effect>) {
+        self.instruments[ii].rate_limited_until = None;
+        self.persist_instrument(ii, out);
+        let waiting = std::mem::take(&mut self.instruments[ii].waiting);
+        for (job_id, sheet_num) in waiting {
+            if let Some((ji, si)) = self.locate(&job_id, sheet_num) {
+                let sheet = &mut self.jobs[ji].sheets[si];
+                if sheet.status == SheetStatus::Waiting {
+                    sheet.reason = None;
+                    let mode = sheet.next_mode;
+                    self.requeue(ji, si, mode, out);
+                }
+            }
+        }
+    }
+
+    fn breaker_success(&mut self, ii: usize, out: &mut Vec<Effect>) {
+        let inst = &mut self.instruments[ii];
+        inst.consecutive_failures = 0;
+        if inst.circuit == CircuitState::HalfOpen {
+            inst.circuit = CircuitState::Closed;
+            self.persist_instrument(ii, out);
+        }
+    }
+
+    /// Count a failure; on opening, schedule the recovery probe ([LATER] §2.2 formula).
+    fn breaker_failure(&mut self, ii: usize, now: Millis, out: &mut Vec<Effect>) {
+        let inst = &mut self.instruments[ii];
+        inst.consecutive_failures += 1;
+        let opens = match inst.circuit {
+            CircuitState::HalfOpen => true,
+            CircuitState::Closed => inst.consecutive_failures >= inst.threshold,
+            CircuitState::Open => false,
+        };
+        if !opens {
+            return;
+        }
+        inst.circuit = CircuitState::Open;
+        let delay = backoff::breaker_recovery_delay(
+            inst.recovery,
+            inst.max_recovery,
+            inst.consecutive_failures,
+            inst.threshold,
+        );
+        let name = inst.name.clone();
+        let mut slot = inst.recovery_timer.take();
+        Self::cancel_timer(out, &mut slot);
+        self.persist_instrument(ii, out);
+        let id = self.timer(
+            out,
+            now.plus(delay),
+            Event::CircuitBreakerRecovery { instrument: name },
+        );
+        self.instruments[ii].recovery_timer = Some(id);
+    }
+
+    // ---- other handlers -------------------------------------------------------------------
+
+    fn on_skip_evaluated(
+        &mut self,
+        job_id: &str,
+        sheet_num: u32,
+        skip_reason: Option<String>,
+        now: Millis,
+        out: &mut Vec<Effect>,
+    ) {
+        let Some((ji, si)) = self.locate(job_id, sheet_num) else {
+            return;
+        };
+        let sheet = &mut self.jobs[ji].sheets[si];
+        if sheet.skip_state != super::SkipState::Evaluating || sheet.status != SheetStatus::Pending
+        {
+            return;
+        }
+        sheet.skip_state = super::SkipState::Clear;
+        match skip_reason {
+            Some(reason) => self.finish_sheet(
+                ji,
+                si,
+                Ending::not_run(SheetStatus::Skipped, Some(reason)),
+                now,
+                out,
+            ),
+            None => self.make_ready(ji, si, out),
+        }
+    }
+
+    fn on_stale_check(
+        &mut self,
+        job_id: &str,
+        sheet_num: u32,
+        dispatch_id: u64,
+        now: Millis,
+        out: &mut Vec<Effect>,
+    ) {
+        let Some((ji, si)) = self.locate(job_id, sheet_num) else {
+            return;
+        };
+        let sheet = &mut self.jobs[ji].sheets[si];
+        if sheet.status != SheetStatus::Dispatched || sheet.dispatch_id != dispatch_id {
+            return;
+        }
+        sheet.stale_timer = None;
+        let message = format!(
+            "No result within {:.0}s of dispatch (timeout {:.0}s)",
+            self.stale_grace
+                .map_or(0.0, |g| (sheet.timeout + g).as_secs_f64()),
+            sheet.timeout.as_secs_f64()
+        );
+        let instrument = self.instruments[sheet.instrument].name.clone();
+        out.push(Effect::Kill {
+            job_id: job_id.to_owned(),
+            sheet_num,
+        });
+        let mut r = AttemptResult::failed(
+            job_id,
+            sheet_num,
+            dispatch_id,
+            FailureKind::Timeout,
+            message,
+        );
+        r.exit_code = None;
+        r.instrument = instrument;
+        self.on_attempt_result(r, now, out);
+    }
+
+    fn on_job_timeout(&mut self, job_id: &str, now: Millis, out: &mut Vec<Effect>) {
+        let Some(ji) = self.job_index(job_id) else {
+            return;
+        };
+        let job = &mut self.jobs[ji];
+        job.timeout_timer = None;
+        let limit = job.timeout.map_or(0.0, |t| t.as_secs_f64());
+        let ran = now.since(job.started_at).as_secs_f64();
+        // §9.14 message, verbatim.
+        let reason = format!("Job exceeded timeout of {limit:.0}s (ran for {ran:.0}s)");
+        job.failure_reason = Some(reason.clone());
+        self.end_all_sheets(ji, SheetStatus::Cancelled, &reason, now, out);
+    }
+
+    /// Kill in-flight attempts and end every non-terminal sheet (cancel, job timeout).
+    fn end_all_sheets(
+        &mut self,
+        ji: usize,
+        status: SheetStatus,
+        reason: &str,
+        now: Millis,
+        out: &mut Vec<Effect>,
+    ) {
+        for si in 0..self.jobs[ji].sheets.len() {
+            if !self.jobs[ji].sheets[si].status.is_terminal() {
+                self.kill_if_dispatched(ji, si, out);
+                self.finish_sheet(
+                    ji,
+                    si,
+                    Ending::not_run(status, Some(reason.to_owned())),
+                    now,
+                    out,
+                );
+            }
+        }
+        self.check_job_done(ji, now, out);
+    }
+
+    fn kill_if_dispatched(&mut self, ji: usize, si: usize, out: &mut Vec<Effect>) {
+        let job = &self.jobs[ji];
+        let sheet = &job.sheets[si];
+        if sheet.status == SheetStatus::Dispatched {
+            out.push(Effect::Kill {
+                job_id: job.id.clone(),
+                sheet_num: sheet.num,
+            });
+            self.release(ji, si);
+        }
+    }
+
+    /// §2.5 step 4: the sheet waits for a decision and its job pauses.
+    fn enter_fermata(
+        &mut self,
+        ji: usize,
+        si: usize,
+        reason: String,
+        now: Millis,
+        out: &mut Vec<Effect>,
+    ) {
+        let was_paused = self.jobs[ji].paused();
+        let (job_id, sheet_num, timeout) = {
+            let job = &mut self.jobs[ji];
+            job.ready_remove(si);
+            job.escalation_paused = true;
+            let sheet = &mut job.sheets[si];
+            sheet.status = SheetStatus::Fermata;
+            sheet.reason = Some(reason.clone());
+            BatonCore::cancel_timer(out, &mut sheet.retry_timer);
+            (job.id.clone(), sheet.num, job.escalation_timeout)
+        };
+        self.persist_sheet(ji, si, out);
+        if !was_paused {
+            self.persist_job(
+                ji,
+                JobStatus::Paused,
+                Some(format!("Fermata on sheet {sheet_num}")),
+                out,
+            );
+        }
+        if let Some(t) = timeout {
+            let event = Event::EscalationTimeout {
+                job_id: job_id.clone(),
+                sheet_num,
+            };
+            let id = self.timer(out, now.plus(t), event);
+            self.jobs[ji].sheets[si].escalation_timer = Some(id);
+        }
+        out.push(Effect::Escalate {
+            job_id,
+            sheet_num,
+            reason,
+        });
+    }
+
+    fn on_escalation_resolved(
+        &mut self,
+        job_id: &str,
+        sheet_num: u32,
+        decision: EscalationDecision,
+        now: Millis,
+        out: &mut Vec<Effect>,
+    ) {
+        let Some((ji, si)) = self.locate(job_id, sheet_num) else {
+            return;
+        };
+        if self.jobs[ji].sheets[si].status != SheetStatus::Fermata {
+            return;
+        }
+        match decision {
+            EscalationDecision::Retry => {
+                let sheet = &mut self.jobs[ji].sheets[si];
+                BatonCore::cancel_timer(out, &mut sheet.escalation_timer);
+                sheet.reason = None;
+                self.requeue(ji, si, AttemptMode::Normal, out);
+                self.fermata_closed(ji, out);
+                self.check_job_cost(ji, out);
+            }
+            EscalationDecision::Skip => {
+                let reason = Some("Skipped by escalation decision".to_owned());
+                self.finish_sheet(
+                    ji,
+                    si,
+                    Ending::not_run(SheetStatus::Skipped, reason),
+                    now,
+                    out,
+                );
+            }
+            EscalationDecision::Accept => {
+                self.finish_sheet(
+                    ji,
+                    si,
+                    Ending::not_run(SheetStatus::Completed, None),
+                    now,
+                    out,
+                );
+            }
+            EscalationDecision::Abort => {
+                let reason = Some("Aborted via escalation".to_owned());
+                self.finish_sheet(
+                    ji,
+                    si,
+                    Ending::not_run(SheetStatus::Failed, reason),
+                    now,
+                    out,
+                );
+            }
+        }
+    }
+
+    fn on_resume(
+        &mut self,
+        job_id: &str,
+        new_limits: Option<CostLimitsUpdate>,
+        out: &mut Vec<Effect>,
+    ) {
+        let Some(ji) = self.job_index(job_id) else {
+            return;
+        };
+        let was_paused = self.jobs[ji].paused();
+        let job = &mut self.jobs[ji];
+        if let Some(limits) = new_limits {
+            job.cost_limit = limits.max_cost_per_job;
+            for sheet in &mut job.sheets {
+                sheet.cost_limit = limits.max_cost_per_sheet;
+            }
+        }
+        job.user_paused = false;
+        job.cost_paused = false;
+        job.escalation_paused = false;
+        self.check_job_cost(ji, out);
+        if was_paused && !self.jobs[ji].paused() {
+            self.persist_job(ji, JobStatus::Running, None, out);
+        }
+    }
+}

@@ -1,0 +1,859 @@
+//! The deterministic baton state machine: feed it events and the current time, get effects.
+//!
+//! No tokio, no I/O, no clock reads: every decision is a pure function of the events seen so
+//! far, which is what makes the engine testable by feeding events (architecture: `baton`).
+
+mod backoff;
+mod dispatch;
+mod handlers;
+mod registry;
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use indexmap::IndexMap;
+
+use crate::effect::{
+    Effect, InstrumentChange, JobChange, JobOutcome, ObserverEvent, SheetChange, StateChange,
+    TimerId,
+};
+use crate::event::Event;
+use crate::spec::{BatonConfig, InstrumentSpec, RetryPolicy, SkipSpec};
+use crate::status::{AttemptMode, CircuitState, JobStatus, SheetStatus};
+use crate::time::Millis;
+
+pub use backoff::{breaker_recovery_delay, jitter_sample, retry_delay};
+
+/// Whether a sheet's skip rule still has to be asked about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SkipState {
+    /// No rule, or already answered "proceed".
+    Clear,
+    /// A rule exists and has not been evaluated.
+    Unevaluated,
+    /// [`Effect::EvaluateSkip`] was emitted; waiting for [`Event::SkipEvaluated`].
+    Evaluating,
+}
+
+/// Resources a dispatched attempt holds, released when it leaves `dispatched`.
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    instrument: usize,
+    model_slot: Option<usize>,
+}
+
+/// Per-sheet execution state (§2.2 `SheetExecutionState`).
+#[derive(Debug)]
+struct Sheet {
+    num: u32,
+    status: SheetStatus,
+    dependents: Vec<usize>,
+    /// Dependencies not yet completed or skipped; ready when zero (O(1) readiness, no scans).
+    unmet: u32,
+    instrument: usize,
+    model: Option<String>,
+    fallbacks: Vec<String>,
+    fallback_pos: usize,
+    retry: RetryPolicy,
+    max_completion: u32,
+    completion_threshold: f64,
+    skip: Option<SkipSpec>,
+    skip_state: SkipState,
+    timeout: Duration,
+    cost_limit: Option<f64>,
+    normal_attempts: u32,
+    completion_attempts: u32,
+    healing_attempts: u32,
+    total_cost: f64,
+    next_mode: AttemptMode,
+    dispatch_id: u64,
+    in_flight: Option<InFlight>,
+    last_failure: Option<String>,
+    reason: Option<String>,
+    retry_timer: Option<TimerId>,
+    stale_timer: Option<TimerId>,
+    escalation_timer: Option<TimerId>,
+}
+
+impl Sheet {
+    fn can_retry(&self) -> bool {
+        self.normal_attempts < self.retry.max_retries
+    }
+
+    fn has_fallback(&self) -> bool {
+        self.fallback_pos < self.fallbacks.len()
+    }
+
+    fn attempt_number(&self) -> u32 {
+        self.normal_attempts + self.completion_attempts + self.healing_attempts + 1
+    }
+}
+
+/// How a sheet ends: terminal status, reason, and whether it actually ran (which starts the
+/// pause between sheets).
+#[derive(Debug)]
+struct Ending {
+    status: SheetStatus,
+    reason: Option<String>,
+    executed: bool,
+}
+
+impl Ending {
+    fn ran(status: SheetStatus, reason: Option<String>) -> Self {
+        Ending {
+            status,
+            reason,
+            executed: true,
+        }
+    }
+
+    fn not_run(status: SheetStatus, reason: Option<String>) -> Self {
+        Ending {
+            status,
+            reason,
+            executed: false,
+        }
+    }
+}
+
+/// Per-job record (§2.2 `_JobRecord`), plus the readiness bookkeeping.
+#[derive(Debug)]
+struct Job {
+    id: String,
+    sheets: Vec<Sheet>,
+    index: HashMap<u32, usize>,
+    /// Pending sheets whose dependencies are satisfied and skip rule answered, by sheet index
+    /// (sheet-number order for dispatch, §2.8).
+    ready: BTreeSet<usize>,
+    /// How many ready sheets each instrument has: lets a dispatch cycle stop as soon as every
+    /// instrument this job needs is blocked, instead of scanning the whole ready set.
+    ready_per_instrument: Vec<(usize, u32)>,
+    running: u32,
+    max_concurrent: u32,
+    pause_between: Duration,
+    pacing_until: Option<Millis>,
+    pacing_timer: Option<TimerId>,
+    user_paused: bool,
+    cost_paused: bool,
+    escalation_paused: bool,
+    cost_limit: Option<f64>,
+    total_cost: f64,
+    escalation_enabled: bool,
+    self_healing_enabled: bool,
+    escalation_timeout: Option<Duration>,
+    timeout: Option<Duration>,
+    timeout_timer: Option<TimerId>,
+    started_at: Millis,
+    terminal: usize,
+    cancelled: bool,
+    failure_reason: Option<String>,
+    /// Persistence failed: no new dispatches until the host recovers (brief: never continue as
+    /// if saved).
+    halted: bool,
+    finished: bool,
+}
+
+impl Job {
+    fn paused(&self) -> bool {
+        self.user_paused || self.cost_paused || self.escalation_paused
+    }
+
+    fn status(&self) -> JobStatus {
+        if self.paused() {
+            JobStatus::Paused
+        } else {
+            JobStatus::Running
+        }
+    }
+
+    fn ready_insert(&mut self, si: usize) {
+        if self.ready.insert(si) {
+            let inst = self.sheets[si].instrument;
+            match self
+                .ready_per_instrument
+                .iter_mut()
+                .find(|(i, _)| *i == inst)
+            {
+                Some((_, n)) => *n += 1,
+                None => self.ready_per_instrument.push((inst, 1)),
+            }
+        }
+    }
+
+    fn ready_remove(&mut self, si: usize) {
+        if self.ready.remove(&si) {
+            let inst = self.sheets[si].instrument;
+            if let Some(pos) = self
+                .ready_per_instrument
+                .iter()
+                .position(|(i, _)| *i == inst)
+            {
+                self.ready_per_instrument[pos].1 -= 1;
+                if self.ready_per_instrument[pos].1 == 0 {
+                    self.ready_per_instrument.swap_remove(pos);
+                }
+            }
+        }
+    }
+}
+
+/// Per-model concurrency slot on an instrument.
+#[derive(Debug)]
+struct ModelSlot {
+    name: String,
+    limit: u32,
+    running: u32,
+}
+
+/// Per-instrument state (§2.2 `InstrumentState`).
+#[derive(Debug)]
+struct Instrument {
+    name: String,
+    max_concurrent: u32,
+    running: u32,
+    models: Vec<ModelSlot>,
+    rate_limited_until: Option<Millis>,
+    rate_timer: Option<TimerId>,
+    circuit: CircuitState,
+    consecutive_failures: u32,
+    threshold: u32,
+    recovery: Duration,
+    max_recovery: Duration,
+    probe_in_flight: bool,
+    recovery_timer: Option<TimerId>,
+    /// Sheets parked in `waiting` on this instrument's rate limit.
+    waiting: Vec<(String, u32)>,
+}
+
+impl Instrument {
+    fn from_spec(spec: &InstrumentSpec) -> Self {
+        Instrument {
+            name: spec.name.clone(),
+            max_concurrent: spec.max_concurrent.max(1),
+            running: 0,
+            models: spec
+                .model_limits
+                .iter()
+                .map(|(name, limit)| ModelSlot {
+                    name: name.clone(),
+                    limit: *limit,
+                    running: 0,
+                })
+                .collect(),
+            rate_limited_until: spec.rate_limited_until,
+            rate_timer: None,
+            circuit: CircuitState::Closed,
+            consecutive_failures: 0,
+            threshold: spec.circuit_breaker_threshold.max(1),
+            recovery: spec.circuit_breaker_recovery,
+            max_recovery: spec.circuit_breaker_max_recovery,
+            probe_in_flight: false,
+            recovery_timer: None,
+            waiting: Vec::new(),
+        }
+    }
+
+    fn update_limits(&mut self, spec: &InstrumentSpec) {
+        self.max_concurrent = spec.max_concurrent.max(1);
+        self.threshold = spec.circuit_breaker_threshold.max(1);
+        self.recovery = spec.circuit_breaker_recovery;
+        self.max_recovery = spec.circuit_breaker_max_recovery;
+        for (name, limit) in &spec.model_limits {
+            match self.models.iter_mut().find(|m| &m.name == name) {
+                Some(slot) => slot.limit = *limit,
+                None => self.models.push(ModelSlot {
+                    name: name.clone(),
+                    limit: *limit,
+                    running: 0,
+                }),
+            }
+        }
+    }
+
+    fn rate_limited(&self, now: Millis) -> bool {
+        self.rate_limited_until.is_some_and(|until| until > now)
+    }
+
+    fn change(&self) -> InstrumentChange {
+        InstrumentChange {
+            instrument: self.name.clone(),
+            rate_limited_until: self.rate_limited_until,
+            circuit: self.circuit,
+        }
+    }
+}
+
+/// Snapshot of one sheet, for status queries and tests.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SheetView {
+    /// Sheet number.
+    pub num: u32,
+    /// Baton status.
+    pub status: SheetStatus,
+    /// Failed normal attempts.
+    pub normal_attempts: u32,
+    /// Completion attempts.
+    pub completion_attempts: u32,
+    /// Healing attempts.
+    pub healing_attempts: u32,
+    /// Instrument currently assigned.
+    pub instrument: String,
+    /// Total cost.
+    pub total_cost_usd: f64,
+    /// Failure, skip or wait reason.
+    pub reason: Option<String>,
+}
+
+/// The baton: per-job, per-sheet and per-instrument state machines plus dispatch.
+#[derive(Debug)]
+pub struct BatonCore {
+    max_concurrent_sheets: u32,
+    default_instrument_concurrency: u32,
+    default_rate_limit_wait: Duration,
+    stale_grace: Option<Duration>,
+    emit_observer: bool,
+    jitter_seed: u64,
+    jobs: IndexMap<String, Job>,
+    instruments: Vec<Instrument>,
+    instrument_index: HashMap<String, usize>,
+    global_running: u32,
+    next_timer: u64,
+    next_dispatch: u64,
+    shutting_down: bool,
+    backpressure: bool,
+    booted: bool,
+    scratch: Vec<usize>,
+    blocked_scratch: Vec<usize>,
+}
+
+impl BatonCore {
+    /// A baton with the given limits and no jobs.
+    pub fn new(config: BatonConfig) -> Self {
+        let mut core = BatonCore {
+            max_concurrent_sheets: config.max_concurrent_sheets.max(1),
+            default_instrument_concurrency: config.default_instrument_concurrency.max(1),
+            default_rate_limit_wait: config.default_rate_limit_wait,
+            stale_grace: config.stale_grace,
+            emit_observer: config.emit_observer_events,
+            jitter_seed: config.jitter_seed,
+            jobs: IndexMap::new(),
+            instruments: Vec::new(),
+            instrument_index: HashMap::new(),
+            global_running: 0,
+            next_timer: 1,
+            next_dispatch: 1,
+            shutting_down: false,
+            backpressure: false,
+            booted: false,
+            scratch: Vec::new(),
+            blocked_scratch: Vec::new(),
+        };
+        for spec in &config.instruments {
+            core.upsert_instrument(spec);
+        }
+        core
+    }
+
+    /// Handle one event at time `now`, appending the resulting effects to `out` in the order
+    /// they must be carried out. Never panics on unknown jobs/sheets: those events are ignored.
+    pub fn handle(&mut self, event: Event, now: Millis, out: &mut Vec<Effect>) {
+        if !self.booted {
+            self.boot(now, out);
+        }
+        if self.emit_observer {
+            out.push(Effect::Observer(observer_for(&event, now)));
+        }
+        self.apply(event, now, out);
+        self.dispatch_cycle(now, out, 0);
+        self.reap_finished();
+    }
+
+    /// Convenience wrapper around [`BatonCore::handle`] returning a fresh vector.
+    pub fn handle_collect(&mut self, event: Event, now: Millis) -> Vec<Effect> {
+        let mut out = Vec::new();
+        self.handle(event, now, &mut out);
+        out
+    }
+
+    /// The host could not persist a change of `job_id`: stop dispatching that job (in-flight
+    /// sheets still report) until [`BatonCore::persistence_recovered`] is called.
+    pub fn persistence_failed(&mut self, job_id: &str) {
+        if let Some(job) = self.jobs.get_mut(job_id) {
+            job.halted = true;
+        }
+    }
+
+    /// Persistence works again for `job_id`: dispatching may resume on the next event.
+    pub fn persistence_recovered(&mut self, job_id: &str) {
+        if let Some(job) = self.jobs.get_mut(job_id) {
+            job.halted = false;
+        }
+    }
+
+    /// Sheets currently dispatched across all jobs.
+    pub fn in_flight(&self) -> u32 {
+        self.global_running
+    }
+
+    /// Whether a shutdown was requested.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down
+    }
+
+    /// Ids of live (unfinished) jobs in registration order.
+    pub fn job_ids(&self) -> impl Iterator<Item = &str> {
+        self.jobs.keys().map(String::as_str)
+    }
+
+    /// Current status of a live job.
+    pub fn job_status(&self, job_id: &str) -> Option<JobStatus> {
+        self.jobs.get(job_id).map(Job::status)
+    }
+
+    /// Snapshot of one sheet of a live job.
+    pub fn sheet(&self, job_id: &str, sheet_num: u32) -> Option<SheetView> {
+        let job = self.jobs.get(job_id)?;
+        let sheet = &job.sheets[*job.index.get(&sheet_num)?];
+        Some(SheetView {
+            num: sheet.num,
+            status: sheet.status,
+            normal_attempts: sheet.normal_attempts,
+            completion_attempts: sheet.completion_attempts,
+            healing_attempts: sheet.healing_attempts,
+            instrument: self.instruments[sheet.instrument].name.clone(),
+            total_cost_usd: sheet.total_cost,
+            reason: sheet.reason.clone(),
+        })
+    }
+
+    /// Circuit-breaker state of an instrument, if known.
+    pub fn circuit_state(&self, instrument: &str) -> Option<CircuitState> {
+        self.instrument_index
+            .get(instrument)
+            .map(|&i| self.instruments[i].circuit)
+    }
+
+    /// When an instrument's rate limit ends, if it is parked.
+    pub fn rate_limited_until(&self, instrument: &str) -> Option<Millis> {
+        self.instrument_index
+            .get(instrument)
+            .and_then(|&i| self.instruments[i].rate_limited_until)
+    }
+
+    // ---- shared helpers -------------------------------------------------------------------
+
+    /// Schedule timers for state restored at construction (rate limits that outlive a restart).
+    fn boot(&mut self, now: Millis, out: &mut Vec<Effect>) {
+        self.booted = true;
+        for ii in 0..self.instruments.len() {
+            match self.instruments[ii].rate_limited_until {
+                Some(until) if until > now => {
+                    let name = self.instruments[ii].name.clone();
+                    let id = self.timer(out, until, Event::RateLimitExpired { instrument: name });
+                    self.instruments[ii].rate_timer = Some(id);
+                }
+                Some(_) => self.instruments[ii].rate_limited_until = None,
+                None => {}
+            }
+        }
+    }
+
+    fn upsert_instrument(&mut self, spec: &InstrumentSpec) -> usize {
+        if let Some(&ii) = self.instrument_index.get(&spec.name) {
+            self.instruments[ii].update_limits(spec);
+            return ii;
+        }
+        let ii = self.instruments.len();
+        self.instruments.push(Instrument::from_spec(spec));
+        self.instrument_index.insert(spec.name.clone(), ii);
+        ii
+    }
+
+    /// Index of an instrument, auto-registering unknown names (§2.10: limit 4 by default).
+    fn instrument_idx(&mut self, name: &str) -> usize {
+        if let Some(&ii) = self.instrument_index.get(name) {
+            return ii;
+        }
+        let mut spec = InstrumentSpec::new(name);
+        spec.max_concurrent = self.default_instrument_concurrency;
+        self.upsert_instrument(&spec)
+    }
+
+    fn timer(&mut self, out: &mut Vec<Effect>, at: Millis, event: Event) -> TimerId {
+        let id = TimerId(self.next_timer);
+        self.next_timer += 1;
+        out.push(Effect::ScheduleTimer { id, at, event });
+        id
+    }
+
+    fn cancel_timer(out: &mut Vec<Effect>, slot: &mut Option<TimerId>) {
+        if let Some(id) = slot.take() {
+            out.push(Effect::CancelTimer(id));
+        }
+    }
+
+    fn locate(&self, job_id: &str, sheet_num: u32) -> Option<(usize, usize)> {
+        let (ji, _, job) = self.jobs.get_full(job_id)?;
+        if job.finished {
+            return None;
+        }
+        let si = *job.index.get(&sheet_num)?;
+        Some((ji, si))
+    }
+
+    fn job_index(&self, job_id: &str) -> Option<usize> {
+        match self.jobs.get_full(job_id) {
+            Some((ji, _, job)) if !job.finished => Some(ji),
+            _ => None,
+        }
+    }
+
+    fn persist_sheet(&self, ji: usize, si: usize, out: &mut Vec<Effect>) {
+        let job = &self.jobs[ji];
+        let sheet = &job.sheets[si];
+        out.push(Effect::Persist(StateChange::Sheet(SheetChange {
+            job_id: job.id.clone(),
+            sheet_num: sheet.num,
+            status: sheet.status,
+            normal_attempts: sheet.normal_attempts,
+            completion_attempts: sheet.completion_attempts,
+            healing_attempts: sheet.healing_attempts,
+            instrument: self.instruments[sheet.instrument].name.clone(),
+            total_cost_usd: sheet.total_cost,
+            reason: sheet.reason.clone(),
+        })));
+    }
+
+    fn persist_job(
+        &self,
+        ji: usize,
+        status: JobStatus,
+        reason: Option<String>,
+        out: &mut Vec<Effect>,
+    ) {
+        let job = &self.jobs[ji];
+        out.push(Effect::Persist(StateChange::Job(JobChange {
+            job_id: job.id.clone(),
+            status,
+            reason,
+            total_cost_usd: job.total_cost,
+        })));
+    }
+
+    fn persist_instrument(&self, ii: usize, out: &mut Vec<Effect>) {
+        out.push(Effect::Persist(StateChange::Instrument(
+            self.instruments[ii].change(),
+        )));
+    }
+
+    fn observe(
+        &self,
+        out: &mut Vec<Effect>,
+        job_id: &str,
+        sheet_num: u32,
+        event: &str,
+        data: serde_json::Value,
+        now: Millis,
+    ) {
+        if self.emit_observer {
+            out.push(Effect::Observer(ObserverEvent {
+                job_id: job_id.to_owned(),
+                sheet_num,
+                event: event.to_owned(),
+                data,
+                at: now,
+            }));
+        }
+    }
+
+    /// Give back the concurrency slots an in-flight attempt holds.
+    fn release(&mut self, ji: usize, si: usize) {
+        let Some(flight) = self.jobs[ji].sheets[si].in_flight.take() else {
+            return;
+        };
+        let job = &mut self.jobs[ji];
+        job.running = job.running.saturating_sub(1);
+        self.global_running = self.global_running.saturating_sub(1);
+        let inst = &mut self.instruments[flight.instrument];
+        inst.running = inst.running.saturating_sub(1);
+        if let Some(slot) = flight.model_slot {
+            inst.models[slot].running = inst.models[slot].running.saturating_sub(1);
+        }
+        inst.probe_in_flight = false;
+    }
+
+    /// Move a sheet back to `pending` (retry due, rate limit over, escalation retry...).
+    fn requeue(&mut self, ji: usize, si: usize, mode: AttemptMode, out: &mut Vec<Effect>) {
+        self.release(ji, si);
+        {
+            let sheet = &mut self.jobs[ji].sheets[si];
+            sheet.status = SheetStatus::Pending;
+            sheet.next_mode = mode;
+            Self::cancel_timer(out, &mut sheet.retry_timer);
+            Self::cancel_timer(out, &mut sheet.stale_timer);
+        }
+        self.persist_sheet(ji, si, out);
+        self.make_ready(ji, si, out);
+    }
+
+    /// A pending sheet whose dependencies are met joins the ready set, after its skip rule.
+    fn make_ready(&mut self, ji: usize, si: usize, out: &mut Vec<Effect>) {
+        let job = &mut self.jobs[ji];
+        let sheet = &mut job.sheets[si];
+        if sheet.status != SheetStatus::Pending || sheet.unmet > 0 {
+            return;
+        }
+        match sheet.skip_state {
+            SkipState::Clear => job.ready_insert(si),
+            SkipState::Evaluating => {}
+            SkipState::Unevaluated => {
+                sheet.skip_state = SkipState::Evaluating;
+                if let Some(rule) = sheet.skip.clone() {
+                    let sheet_num = sheet.num;
+                    out.push(Effect::EvaluateSkip {
+                        job_id: job.id.clone(),
+                        sheet_num,
+                        rule,
+                    });
+                } else {
+                    sheet.skip_state = SkipState::Clear;
+                    job.ready_insert(si);
+                }
+            }
+        }
+    }
+
+    /// Put a sheet into a terminal status, persist it, then unblock or fail its dependents
+    /// (§2.6) and finish the job when nothing is left. `executed` marks a sheet that actually
+    /// ran, which starts the pause between sheets.
+    fn finish_sheet(
+        &mut self,
+        ji: usize,
+        si: usize,
+        end: Ending,
+        now: Millis,
+        out: &mut Vec<Effect>,
+    ) {
+        let Ending {
+            status,
+            reason,
+            executed,
+        } = end;
+        debug_assert!(status.is_terminal());
+        if self.jobs[ji].sheets[si].status.is_terminal() {
+            return;
+        }
+        let root_num = self.jobs[ji].sheets[si].num;
+        let mut work = vec![(si, status, reason)];
+        let mut visited: Option<Vec<bool>> = None;
+        while let Some((i, st, why)) = work.pop() {
+            if self.jobs[ji].sheets[i].status.is_terminal() {
+                // §2.6: traversal continues through terminal sheets.
+                if st == SheetStatus::Failed && i != si {
+                    let seen =
+                        visited.get_or_insert_with(|| vec![false; self.jobs[ji].sheets.len()]);
+                    if !seen[i] {
+                        seen[i] = true;
+                        let deps = self.jobs[ji].sheets[i].dependents.clone();
+                        for d in deps {
+                            work.push((d, SheetStatus::Failed, blocked_reason(root_num)));
+                        }
+                    }
+                }
+                continue;
+            }
+            self.release(ji, i);
+            let job = &mut self.jobs[ji];
+            job.ready_remove(i);
+            let sheet = &mut job.sheets[i];
+            let was = sheet.status;
+            sheet.status = st;
+            sheet.reason = why;
+            sheet.skip_state = SkipState::Clear;
+            Self::cancel_timer(out, &mut sheet.retry_timer);
+            Self::cancel_timer(out, &mut sheet.stale_timer);
+            Self::cancel_timer(out, &mut sheet.escalation_timer);
+            job.terminal += 1;
+            if was == SheetStatus::Fermata {
+                self.fermata_closed(ji, out);
+            }
+            self.persist_sheet(ji, i, out);
+            let dependents = self.jobs[ji].sheets[i].dependents.clone();
+            if st.satisfies_dependents() {
+                for d in dependents {
+                    let dep = &mut self.jobs[ji].sheets[d];
+                    dep.unmet = dep.unmet.saturating_sub(1);
+                    if dep.unmet == 0 {
+                        self.make_ready(ji, d, out);
+                    }
+                }
+            } else if st == SheetStatus::Failed {
+                for d in dependents {
+                    work.push((d, SheetStatus::Failed, blocked_reason(root_num)));
+                }
+            }
+        }
+        if executed {
+            self.start_pacing(ji, now, out);
+        }
+        self.check_job_done(ji, now, out);
+    }
+
+    /// A fermata ended; unpause the job once none is left (§2.4 `EscalationResolved`).
+    fn fermata_closed(&mut self, ji: usize, out: &mut Vec<Effect>) {
+        let job = &self.jobs[ji];
+        let open = job.sheets.iter().any(|s| s.status == SheetStatus::Fermata);
+        if !open && job.escalation_paused {
+            self.jobs[ji].escalation_paused = false;
+            let status = self.jobs[ji].status();
+            if status == JobStatus::Running {
+                self.persist_job(ji, status, None, out);
+            }
+        }
+    }
+
+    fn start_pacing(&mut self, ji: usize, now: Millis, out: &mut Vec<Effect>) {
+        let job = &self.jobs[ji];
+        if job.pause_between.is_zero() || job.terminal == job.sheets.len() {
+            return;
+        }
+        let until = now.plus(job.pause_between);
+        let job_id = job.id.clone();
+        let mut slot = self.jobs[ji].pacing_timer.take();
+        Self::cancel_timer(out, &mut slot);
+        let id = self.timer(out, until, Event::PacingComplete { job_id });
+        let job = &mut self.jobs[ji];
+        job.pacing_until = Some(until);
+        job.pacing_timer = Some(id);
+    }
+
+    /// Pause the job when its cost exceeds the limit (strictly, §2.4 `_check_job_cost_limit`).
+    fn check_job_cost(&mut self, ji: usize, out: &mut Vec<Effect>) {
+        let job = &self.jobs[ji];
+        let Some(limit) = job.cost_limit else { return };
+        if job.total_cost > limit && !job.cost_paused && !job.finished {
+            let reason = format!(
+                "Cost limit: job cost ${:.4} exceeds limit ${:.4}",
+                job.total_cost, limit
+            );
+            self.jobs[ji].cost_paused = true;
+            self.persist_job(ji, JobStatus::Paused, Some(reason), out);
+        }
+    }
+
+    /// Finish the job once every sheet is terminal: persist first, then announce.
+    fn check_job_done(&mut self, ji: usize, now: Millis, out: &mut Vec<Effect>) {
+        let job = &self.jobs[ji];
+        if job.finished || job.terminal < job.sheets.len() {
+            return;
+        }
+        let (outcome, reason) = if job.cancelled {
+            (JobOutcome::Cancelled, Some("Job cancelled".to_owned()))
+        } else if let Some(reason) = &job.failure_reason {
+            (JobOutcome::Failed, Some(reason.clone()))
+        } else {
+            let failed: Vec<u32> = job
+                .sheets
+                .iter()
+                .filter(|s| matches!(s.status, SheetStatus::Failed | SheetStatus::Cancelled))
+                .map(|s| s.num)
+                .collect();
+            if failed.is_empty() {
+                (JobOutcome::Completed, None)
+            } else {
+                (
+                    JobOutcome::Failed,
+                    Some(format!("sheets {failed:?} failed")),
+                )
+            }
+        };
+        self.persist_job(ji, outcome.status(), reason.clone(), out);
+        let job = &mut self.jobs[ji];
+        job.finished = true;
+        let job_id = job.id.clone();
+        Self::cancel_timer(out, &mut job.timeout_timer);
+        Self::cancel_timer(out, &mut job.pacing_timer);
+        let elapsed = now.since(job.started_at).as_secs_f64();
+        self.observe(
+            out,
+            &job_id,
+            0,
+            if outcome == JobOutcome::Completed {
+                "job.completed"
+            } else {
+                "job.failed"
+            },
+            serde_json::json!({"outcome": outcome, "reason": reason, "elapsed_seconds": elapsed}),
+            now,
+        );
+        out.push(Effect::JobFinished {
+            job_id,
+            outcome,
+            reason,
+        });
+    }
+
+    /// Drop finished jobs at the end of an event (indices stay valid during handling).
+    fn reap_finished(&mut self) {
+        if self.jobs.values().any(|j| j.finished) {
+            self.jobs.retain(|_, j| !j.finished);
+        }
+    }
+}
+
+fn blocked_reason(root: u32) -> Option<String> {
+    Some(format!("Blocked by failed dependency: sheet {root} failed"))
+}
+
+/// Observer record for an incoming event (§2.3 `to_observer_event`).
+fn observer_for(event: &Event, now: Millis) -> ObserverEvent {
+    use serde_json::json;
+    let data = match event {
+        Event::SheetAttemptResult(r) => json!({
+            "instrument": r.instrument,
+            "model": r.model_used,
+            "dispatch_id": r.dispatch_id,
+            "success": r.execution_success,
+            "validation_pass_rate": r.validation_pass_rate,
+            "cost_usd": r.cost_usd,
+            "rate_limited": r.is_rate_limited_failure(),
+            "duration_seconds": r.duration.as_secs_f64(),
+            "error_classification": r.failure.as_ref().map(|f| f.kind.as_str()),
+        }),
+        Event::SheetSkipped { reason, .. } => json!({"reason": reason}),
+        Event::SkipEvaluated { skip_reason, .. } => json!({"skip_reason": skip_reason}),
+        Event::RateLimitHit {
+            instrument, wait, ..
+        } => {
+            json!({"instrument": instrument, "estimated_seconds": wait.as_secs_f64()})
+        }
+        Event::RateLimitExpired { instrument } => json!({"instrument": instrument}),
+        Event::ClearRateLimit { instrument } => json!({"instrument": instrument}),
+        Event::EscalationNeeded { reason, .. } => json!({"reason": reason, "options": []}),
+        Event::EscalationResolved { decision, .. } => json!({"decision": decision}),
+        Event::CircuitBreakerRecovery { instrument } => json!({"instrument": instrument}),
+        Event::PauseJob { .. } => json!({"reason": "user"}),
+        Event::ResumeJob { new_limits, .. } => json!({"config_changed": new_limits.is_some()}),
+        Event::ShutdownRequested { graceful } => json!({"graceful": graceful}),
+        Event::ProcessExited { pid, exit_code, .. } => json!({"pid": pid, "exit_code": exit_code}),
+        Event::ResourceAnomaly {
+            severity,
+            metric,
+            value,
+        } => {
+            json!({"severity": severity, "metric": metric, "value": value})
+        }
+        Event::RegisterJob(spec) => json!({"sheet_count": spec.sheets.len()}),
+        _ => json!({}),
+    };
+    ObserverEvent {
+        job_id: event.job_id().unwrap_or("").to_owned(),
+        sheet_num: event.sheet_num(),
+        event: event.observer_name().to_owned(),
+        data,
+        at: now,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,277 @@
+//! Job registration, including restoration from a checkpoint (§2.10 `register_job`,
+//! `recover_job`).
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::{BatonCore, Ending, Job, Sheet, SkipState};
+use crate::effect::{Effect, JobOutcome};
+use crate::spec::JobSpec;
+use crate::status::{AttemptMode, JobStatus, SheetStatus};
+use crate::time::Millis;
+
+impl BatonCore {
+    pub(super) fn register_job(&mut self, spec: JobSpec, now: Millis, out: &mut Vec<Effect>) {
+        if self.jobs.get(&spec.job_id).is_some_and(|j| !j.finished) {
+            // Upstream logs a warning and ignores a duplicate registration (§2.10).
+            self.observe(
+                out,
+                &spec.job_id,
+                0,
+                "baton.job.duplicate",
+                serde_json::json!({"reason": "job is already registered"}),
+                now,
+            );
+            return;
+        }
+        if let Err(reason) = check_shape(&spec) {
+            self.reject(&spec.job_id, reason, now, out);
+            return;
+        }
+
+        let mut index = HashMap::with_capacity(spec.sheets.len());
+        for (i, s) in spec.sheets.iter().enumerate() {
+            index.insert(s.num, i);
+        }
+        let mut sheets = Vec::with_capacity(spec.sheets.len());
+        let mut restored_in_flight = Vec::new();
+        for (i, s) in spec.sheets.iter().enumerate() {
+            let mut instrument = self.instrument_idx(&s.instrument);
+            let mut fallback_pos = 0;
+            let mut status = SheetStatus::Pending;
+            let (mut normal, mut completion, mut healing, mut cost) = (0, 0, 0, 0.0);
+            if let Some(r) = &s.restored {
+                status = match r.status {
+                    // Terminal sheets stay terminal: a completed sheet never runs again
+                    // (invariant 1).
+                    st if st.is_terminal() => st,
+                    SheetStatus::Pending => SheetStatus::Pending,
+                    _ => {
+                        // In flight when the conductor stopped: re-run without spending a retry.
+                        restored_in_flight.push(i);
+                        SheetStatus::Pending
+                    }
+                };
+                normal = r.normal_attempts;
+                completion = r.completion_attempts;
+                healing = r.healing_attempts;
+                cost = r.total_cost_usd;
+                if let Some(name) = &r.instrument {
+                    if let Some(pos) = s.fallbacks.iter().position(|f| f == name) {
+                        fallback_pos = pos + 1;
+                        instrument = self.instrument_idx(name);
+                    }
+                }
+            }
+            let next_mode = if completion > 0 {
+                AttemptMode::Completion
+            } else if healing > 0 {
+                AttemptMode::Healing
+            } else {
+                AttemptMode::Normal
+            };
+            sheets.push(Sheet {
+                num: s.num,
+                status,
+                dependents: Vec::new(),
+                unmet: 0,
+                instrument,
+                model: s.model.clone(),
+                fallbacks: s.fallbacks.clone(),
+                fallback_pos,
+                retry: s.retry.clone(),
+                max_completion: s.max_completion_attempts,
+                completion_threshold: s.completion_threshold_percent,
+                skip: s.skip.clone(),
+                skip_state: if s.skip.is_some() {
+                    SkipState::Unevaluated
+                } else {
+                    SkipState::Clear
+                },
+                timeout: s.timeout,
+                cost_limit: s.max_cost_usd,
+                normal_attempts: normal,
+                completion_attempts: completion,
+                healing_attempts: healing,
+                total_cost: cost,
+                next_mode,
+                dispatch_id: 0,
+                in_flight: None,
+                last_failure: None,
+                reason: None,
+                retry_timer: None,
+                stale_timer: None,
+                escalation_timer: None,
+            });
+        }
+        for (i, s) in spec.sheets.iter().enumerate() {
+            let mut seen = BTreeSet::new();
+            for dep in &s.dependencies {
+                // §2.8: a dependency number not in the job counts as satisfied.
+                let Some(&d) = index.get(dep) else { continue };
+                if !seen.insert(d) {
+                    continue;
+                }
+                sheets[d].dependents.push(i);
+                if !sheets[d].status.satisfies_dependents() {
+                    sheets[i].unmet += 1;
+                }
+            }
+        }
+        let total_cost = sheets.iter().map(|s| s.total_cost).sum();
+        let terminal = sheets.iter().filter(|s| s.status.is_terminal()).count();
+        let job = Job {
+            id: spec.job_id.clone(),
+            sheets,
+            index,
+            ready: BTreeSet::new(),
+            ready_per_instrument: Vec::new(),
+            running: 0,
+            max_concurrent: spec.max_concurrent_sheets.max(1),
+            pause_between: spec.pause_between_sheets,
+            pacing_until: None,
+            pacing_timer: None,
+            user_paused: false,
+            cost_paused: false,
+            escalation_paused: false,
+            cost_limit: spec.max_cost_usd,
+            total_cost,
+            escalation_enabled: spec.escalation_enabled,
+            self_healing_enabled: spec.self_healing_enabled,
+            escalation_timeout: spec.escalation_timeout,
+            timeout: spec.timeout,
+            timeout_timer: None,
+            started_at: now,
+            terminal,
+            cancelled: false,
+            failure_reason: None,
+            halted: false,
+            finished: false,
+        };
+        // A finished job with the same id may still sit in the map until reaped; replace it.
+        let (ji, _) = self.jobs.insert_full(spec.job_id.clone(), job);
+
+        self.persist_job(ji, JobStatus::Running, None, out);
+        for &i in &restored_in_flight {
+            self.persist_sheet(ji, i, out);
+        }
+        if let Some(t) = spec.timeout {
+            let id = self.timer(
+                out,
+                now.plus(t),
+                Event::JobTimeout {
+                    job_id: spec.job_id.clone(),
+                },
+            );
+            self.jobs[ji].timeout_timer = Some(id);
+        }
+        // F-440: failures restored from a checkpoint still block their dependents.
+        let failed: Vec<usize> = (0..self.jobs[ji].sheets.len())
+            .filter(|&i| self.jobs[ji].sheets[i].status == SheetStatus::Failed)
+            .collect();
+        for i in failed {
+            let root = self.jobs[ji].sheets[i].num;
+            let dependents = self.jobs[ji].sheets[i].dependents.clone();
+            for d in dependents {
+                self.finish_sheet(
+                    ji,
+                    d,
+                    Ending::not_run(SheetStatus::Failed, super::blocked_reason(root)),
+                    now,
+                    out,
+                );
+            }
+        }
+        for i in 0..self.jobs[ji].sheets.len() {
+            self.make_ready(ji, i, out);
+        }
+        self.check_job_cost(ji, out);
+        self.check_job_done(ji, now, out);
+    }
+
+    /// Refuse a malformed job: persist it as failed and announce why.
+    fn reject(&mut self, job_id: &str, reason: String, now: Millis, out: &mut Vec<Effect>) {
+        out.push(Effect::Persist(crate::effect::StateChange::Job(
+            crate::effect::JobChange {
+                job_id: job_id.to_owned(),
+                status: JobStatus::Failed,
+                reason: Some(reason.clone()),
+                total_cost_usd: 0.0,
+            },
+        )));
+        self.observe(
+            out,
+            job_id,
+            0,
+            "baton.job.rejected",
+            serde_json::json!({"reason": reason}),
+            now,
+        );
+        out.push(Effect::JobFinished {
+            job_id: job_id.to_owned(),
+            outcome: JobOutcome::Failed,
+            reason: Some(reason),
+        });
+    }
+}
+
+use crate::event::Event;
+
+/// Reject jobs the dependency counters cannot run: duplicate numbers, self-dependencies and
+/// cycles would otherwise leave sheets pending forever.
+fn check_shape(spec: &JobSpec) -> Result<(), String> {
+    if spec.sheets.is_empty() {
+        return Err(format!("job '{}' has no sheets", spec.job_id));
+    }
+    let mut index = HashMap::with_capacity(spec.sheets.len());
+    for (i, s) in spec.sheets.iter().enumerate() {
+        if index.insert(s.num, i).is_some() {
+            return Err(format!(
+                "job '{}': duplicate sheet number {}",
+                spec.job_id, s.num
+            ));
+        }
+        if s.dependencies.contains(&s.num) {
+            return Err(format!(
+                "job '{}': sheet {} depends on itself",
+                spec.job_id, s.num
+            ));
+        }
+    }
+    // Kahn's algorithm: whatever is left unprocessed sits on a cycle.
+    let n = spec.sheets.len();
+    let mut indegree = vec![0u32; n];
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, s) in spec.sheets.iter().enumerate() {
+        let deps: BTreeSet<usize> = s
+            .dependencies
+            .iter()
+            .filter_map(|d| index.get(d).copied())
+            .collect();
+        for d in deps {
+            indegree[i] += 1;
+            dependents[d].push(i);
+        }
+    }
+    let mut queue: Vec<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
+    let mut done = 0;
+    while let Some(i) = queue.pop() {
+        done += 1;
+        for &d in &dependents[i] {
+            indegree[d] -= 1;
+            if indegree[d] == 0 {
+                queue.push(d);
+            }
+        }
+    }
+    if done < n {
+        let cyclic: Vec<u32> = (0..n)
+            .filter(|&i| indegree[i] > 0)
+            .map(|i| spec.sheets[i].num)
+            .collect();
+        return Err(format!(
+            "job '{}': dependency cycle among sheets {cyclic:?}",
+            spec.job_id
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,239 @@
+//! Inputs the conductor builds from a validated score and the conductor config.
+//!
+//! This crate deliberately does not depend on `mozart-config`: the conductor maps a `SheetPlan`
+//! onto these plain records.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::status::SheetStatus;
+use crate::time::Millis;
+
+/// Retry policy of one sheet (score `retry:`), read per sheet rather than hard-coded
+/// (upstream's baton ignores `RetryConfig`, §2.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RetryPolicy {
+    /// Failed normal attempts allowed; total normal executions = `max_retries` (§2.7).
+    pub max_retries: u32,
+    /// Delay before the first retry.
+    pub base_delay: Duration,
+    /// Growth factor per further failure.
+    pub exponential_base: f64,
+    /// Upper bound on any retry delay.
+    pub max_delay: Duration,
+    /// Multiply the delay by a factor in `[0.5, 1.5)` (§3.6 `_get_retry_delay`).
+    pub jitter: bool,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_retries: 3,
+            base_delay: Duration::from_secs(10),
+            exponential_base: 2.0,
+            max_delay: Duration::from_secs(3600),
+            jitter: true,
+        }
+    }
+}
+
+/// A skip rule the host evaluates before the sheet's first dispatch (§9.2).
+///
+/// The core never interprets it: it hands it back in [`crate::Effect::EvaluateSkip`] so the host
+/// does not have to look the rule up again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SkipSpec {
+    /// `skip_when` expression, if any.
+    pub when: Option<String>,
+    /// `skip_when_command` command line, if any.
+    pub command: Option<String>,
+    /// Human description of the command rule.
+    pub description: Option<String>,
+    /// Timeout of the command rule.
+    pub command_timeout: Option<Duration>,
+}
+
+/// Progress of a sheet restored from a checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RestoredSheet {
+    /// Status found in the checkpoint. `Dispatched`/`Waiting`/`Fermata`/`RetryScheduled` become
+    /// pending again without spending a retry (architecture invariant 1).
+    pub status: SheetStatus,
+    /// Failed normal attempts already spent.
+    pub normal_attempts: u32,
+    /// Completion attempts already spent (carried so a restart cannot loop forever, §2.10).
+    pub completion_attempts: u32,
+    /// Healing attempts already spent.
+    pub healing_attempts: u32,
+    /// Cost already spent on this sheet.
+    pub total_cost_usd: f64,
+    /// Instrument the sheet was last playing on (after fallbacks), if known.
+    pub instrument: Option<String>,
+}
+
+/// One sheet of a job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SheetSpec {
+    /// Sheet number (1-based).
+    pub num: u32,
+    /// Sheets that must be completed or skipped first; unknown numbers count as satisfied (§2.8).
+    pub dependencies: Vec<u32>,
+    /// Instrument (profile name) that plays this sheet.
+    pub instrument: String,
+    /// Model override, if any (per-model concurrency, §2.8 [LATER]).
+    pub model: Option<String>,
+    /// Instruments to fall back to, in order, when this one is exhausted or unavailable.
+    pub fallbacks: Vec<String>,
+    /// Retry policy.
+    pub retry: RetryPolicy,
+    /// Completion attempts allowed on a partial validation pass.
+    pub max_completion_attempts: u32,
+    /// Minimum pass rate (percent) for a partial pass to enter completion mode.
+    pub completion_threshold_percent: f64,
+    /// Skip rule evaluated by the host, if any.
+    pub skip: Option<SkipSpec>,
+    /// Per-attempt timeout (the host enforces it; the core uses it for stale detection).
+    pub timeout: Duration,
+    /// Per-sheet cost limit in USD (§9.6).
+    pub max_cost_usd: Option<f64>,
+    /// Restored progress (resume after restart); `None` for a fresh sheet.
+    pub restored: Option<RestoredSheet>,
+}
+
+impl SheetSpec {
+    /// A fresh sheet with upstream defaults (timeout 1800 s, 3 retries, completion 5 at 50 %).
+    pub fn new(num: u32, instrument: impl Into<String>) -> Self {
+        SheetSpec {
+            num,
+            dependencies: Vec::new(),
+            instrument: instrument.into(),
+            model: None,
+            fallbacks: Vec::new(),
+            retry: RetryPolicy::default(),
+            max_completion_attempts: 5,
+            completion_threshold_percent: 50.0,
+            skip: None,
+            timeout: Duration::from_secs(1800),
+            max_cost_usd: None,
+            restored: None,
+        }
+    }
+}
+
+/// One job (a submitted score) as the baton runs it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobSpec {
+    /// Job id (unique among live jobs).
+    pub job_id: String,
+    /// Its sheets.
+    pub sheets: Vec<SheetSpec>,
+    /// `parallel.max_concurrent` when parallel, else 1.
+    pub max_concurrent_sheets: u32,
+    /// Pause between sequential dispatches of this job (`pause_between_sheets_seconds`).
+    pub pause_between_sheets: Duration,
+    /// Job cost limit in USD (§9.6); exceeding it pauses the job.
+    pub max_cost_usd: Option<f64>,
+    /// Wall-clock limit of the whole job (§9.14).
+    pub timeout: Option<Duration>,
+    /// Exhausted sheets go to a fermata instead of failing (§2.5 step 4).
+    pub escalation_enabled: bool,
+    /// Exhausted sheets get one healing attempt (§2.5 step 3).
+    pub self_healing_enabled: bool,
+    /// How long a fermata waits for a decision before failing the sheet; `None` waits forever.
+    pub escalation_timeout: Option<Duration>,
+}
+
+impl JobSpec {
+    /// A job with sequential execution and no limits.
+    pub fn new(job_id: impl Into<String>, sheets: Vec<SheetSpec>) -> Self {
+        JobSpec {
+            job_id: job_id.into(),
+            sheets,
+            max_concurrent_sheets: 1,
+            pause_between_sheets: Duration::ZERO,
+            max_cost_usd: None,
+            timeout: None,
+            escalation_enabled: false,
+            self_healing_enabled: false,
+            escalation_timeout: None,
+        }
+    }
+}
+
+/// Limits of one instrument.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstrumentSpec {
+    /// Profile name.
+    pub name: String,
+    /// Sheets of this instrument running at once (upstream: 4).
+    pub max_concurrent: u32,
+    /// Per-model limits (`"{instrument}:{model}"` in later upstream); others use `max_concurrent`.
+    pub model_limits: Vec<(String, u32)>,
+    /// Consecutive execution failures that open the breaker (upstream: 5).
+    pub circuit_breaker_threshold: u32,
+    /// First recovery delay after opening (upstream [LATER]: 30 s, doubling).
+    pub circuit_breaker_recovery: Duration,
+    /// Cap on the recovery delay (upstream [LATER]: 300 s).
+    pub circuit_breaker_max_recovery: Duration,
+    /// A restored rate-limit expiry, so a restart does not stampede (invariant 2).
+    pub rate_limited_until: Option<Millis>,
+}
+
+impl InstrumentSpec {
+    /// An instrument with upstream defaults.
+    pub fn new(name: impl Into<String>) -> Self {
+        InstrumentSpec {
+            name: name.into(),
+            max_concurrent: 4,
+            model_limits: Vec::new(),
+            circuit_breaker_threshold: 5,
+            circuit_breaker_recovery: Duration::from_secs(30),
+            circuit_breaker_max_recovery: Duration::from_secs(300),
+            rate_limited_until: None,
+        }
+    }
+}
+
+/// Baton-wide settings (from conductor.yaml).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatonConfig {
+    /// Sheets running at once across all jobs (`max_concurrent_sheets`, default 10).
+    pub max_concurrent_sheets: u32,
+    /// Known instruments; unknown ones are auto-registered with `default_instrument_concurrency`.
+    pub instruments: Vec<InstrumentSpec>,
+    /// Limit for auto-registered instruments (upstream: 4).
+    pub default_instrument_concurrency: u32,
+    /// Wait when a rate limit gives no reset time (§2.4 [LATER]: 60 s).
+    pub default_rate_limit_wait: Duration,
+    /// A dispatched sheet with no result after `timeout + stale_grace` is killed and counted as
+    /// a timeout; `None` disables the check.
+    pub stale_grace: Option<Duration>,
+    /// Emit [`crate::Effect::Observer`] for every event (§2.3 `to_observer_event`).
+    pub emit_observer_events: bool,
+    /// Seed mixed into retry jitter so tests are deterministic and jobs do not retry in lockstep.
+    pub jitter_seed: u64,
+}
+
+impl Default for BatonConfig {
+    fn default() -> Self {
+        BatonConfig {
+            max_concurrent_sheets: 10,
+            instruments: Vec::new(),
+            default_instrument_concurrency: 4,
+            default_rate_limit_wait: Duration::from_secs(60),
+            stale_grace: Some(Duration::from_secs(60)),
+            emit_observer_events: true,
+            jitter_seed: 0,
+        }
+    }
+}
+
+/// New cost limits carried by a resume (upstream's `ResumeJob.new_config`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CostLimitsUpdate {
+    /// New job limit (`None` removes it).
+    pub max_cost_per_job: Option<f64>,
+    /// New per-sheet limit for every sheet (`None` removes it).
+    pub max_cost_per_sheet: Option<f64>,
+}

@@ -1,0 +1,264 @@
+//! Running rules: per-rule retries, stages, and the five check types (§6.3).
+
+use std::time::{Duration, Instant, SystemTime};
+
+use super::command::{run_command, truncate_output, CommandOutcome};
+use super::{
+    CheckResult, CheckStatus, MtimeSnapshot, ValidationCheck, ValidationReport, ValidationRule,
+};
+
+/// Result of one attempt at one check, before retry bookkeeping.
+struct Attempt {
+    passed: bool,
+    actual: Option<String>,
+    expected: Option<String>,
+    error: Option<String>,
+    category: Option<&'static str>,
+    fix: Option<String>,
+    confidence: f64,
+}
+
+impl Attempt {
+    fn pass(actual: Option<String>) -> Self {
+        Attempt {
+            passed: true,
+            actual,
+            expected: None,
+            error: None,
+            category: None,
+            fix: None,
+            confidence: 1.0,
+        }
+    }
+
+    fn fail(category: &'static str, error: String, fix: Option<String>) -> Self {
+        Attempt {
+            passed: false,
+            actual: None,
+            expected: None,
+            error: Some(error),
+            category: Some(category),
+            fix,
+            confidence: 1.0,
+        }
+    }
+}
+
+/// Run the applicable rules stage by stage (ascending); once a stage has a failure, rules of
+/// later stages are reported as skipped (§6.3 staged fail-fast — upstream never calls it, we
+/// port the intent).
+pub async fn run_validations(
+    rules: &[ValidationRule],
+    snapshot: &MtimeSnapshot,
+) -> ValidationReport {
+    let mut order: Vec<usize> = (0..rules.len()).filter(|&i| rules[i].applies).collect();
+    // Stable: rule order is kept within a stage.
+    order.sort_by_key(|&i| rules[i].stage);
+    let mut results: Vec<CheckResult> = Vec::with_capacity(order.len());
+    let mut failed_stage: Option<u8> = None;
+    for i in order {
+        let rule = &rules[i];
+        let result = match failed_stage {
+            Some(stage) if rule.stage > stage => skipped(i, rule, stage),
+            _ => run_rule(i, rule, snapshot).await,
+        };
+        if result.status == CheckStatus::Failed && failed_stage.is_none() {
+            failed_stage = Some(rule.stage);
+        }
+        results.push(result);
+    }
+    results.sort_by_key(|r| r.rule_index);
+    ValidationReport { results }
+}
+
+fn skipped(index: usize, rule: &ValidationRule, failed_stage: u8) -> CheckResult {
+    CheckResult {
+        rule_index: index,
+        rule_type: rule.check.rule_type().to_owned(),
+        description: rule.description.clone(),
+        path: rule.check.path().map(Into::into),
+        pattern: rule.check.pattern().map(Into::into),
+        status: CheckStatus::Skipped,
+        actual_value: None,
+        expected_value: None,
+        error_message: Some(format!("Skipped: stage {failed_stage} failed")),
+        failure_category: Some("skipped".to_owned()),
+        suggested_fix: None,
+        confidence: 0.0,
+        attempts: 0,
+        duration: Duration::ZERO,
+    }
+}
+
+async fn run_rule(index: usize, rule: &ValidationRule, snapshot: &MtimeSnapshot) -> CheckResult {
+    let started = Instant::now();
+    let attempts_allowed = rule.retry_count + 1;
+    let mut attempts = 0;
+    let mut last;
+    loop {
+        attempts += 1;
+        last = check_once(&rule.check, snapshot).await;
+        if last.passed || attempts >= attempts_allowed {
+            break;
+        }
+        tokio::time::sleep(rule.retry_delay).await;
+    }
+    CheckResult {
+        rule_index: index,
+        rule_type: rule.check.rule_type().to_owned(),
+        description: rule.description.clone(),
+        path: rule.check.path().map(Into::into),
+        pattern: rule.check.pattern().map(Into::into),
+        status: if last.passed {
+            CheckStatus::Passed
+        } else {
+            CheckStatus::Failed
+        },
+        actual_value: last.actual,
+        expected_value: last.expected,
+        error_message: last.error,
+        failure_category: last.category.map(str::to_owned),
+        suggested_fix: last.fix,
+        confidence: last.confidence,
+        attempts,
+        duration: started.elapsed(),
+    }
+}
+
+fn mtime_secs(t: SystemTime) -> f64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+async fn read_text(path: &std::path::Path) -> Result<String, Attempt> {
+    match tokio::fs::read(path).await {
+        Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Attempt::fail(
+            "missing",
+            format!("File not found: {}", path.display()),
+            Some(format!("Create {}", path.display())),
+        )),
+        Err(e) => Err(Attempt::fail("error", format!("I/O error: {e}"), None)),
+    }
+}
+
+async fn check_once(check: &ValidationCheck, snapshot: &MtimeSnapshot) -> Attempt {
+    match check {
+        ValidationCheck::FileExists { path } => match tokio::fs::metadata(path).await {
+            Ok(m) if m.is_file() => Attempt::pass(Some(path.display().to_string())),
+            Ok(_) => Attempt::fail(
+                "missing",
+                format!("Not a regular file: {}", path.display()),
+                None,
+            ),
+            Err(_) => Attempt::fail(
+                "missing",
+                format!("File not found: {}", path.display()),
+                Some(format!("Create {}", path.display())),
+            ),
+        },
+        ValidationCheck::FileModified { path } => {
+            let modified = match tokio::fs::metadata(path).await.and_then(|m| m.modified()) {
+                Ok(t) => t,
+                Err(_) => {
+                    return Attempt::fail(
+                        "missing",
+                        format!("File not found: {}", path.display()),
+                        None,
+                    )
+                }
+            };
+            let before = snapshot.get(path);
+            let actual = Some(format!("mtime={:.6}", mtime_secs(modified)));
+            let expected = Some(match before {
+                Some(b) => format!("mtime>{:.6}", mtime_secs(b)),
+                None => "modified".to_owned(),
+            });
+            if before.is_none_or(|b| modified > b) {
+                Attempt {
+                    actual,
+                    expected,
+                    ..Attempt::pass(None)
+                }
+            } else {
+                Attempt {
+                    actual,
+                    expected,
+                    ..Attempt::fail(
+                        "stale",
+                        format!("File was not modified: {}", path.display()),
+                        Some(format!("Update {}", path.display())),
+                    )
+                }
+            }
+        }
+        ValidationCheck::ContentContains { path, pattern } => match read_text(path).await {
+            Err(a) => a,
+            Ok(text) if text.contains(pattern.as_str()) => Attempt::pass(Some(pattern.clone())),
+            Ok(_) => Attempt {
+                expected: Some(pattern.clone()),
+                ..Attempt::fail(
+                    "incomplete",
+                    format!("{} does not contain '{pattern}'", path.display()),
+                    Some(format!("Add '{pattern}' to {}", path.display())),
+                )
+            },
+        },
+        ValidationCheck::ContentRegex { path, pattern } => {
+            let re = match regex::RegexBuilder::new(pattern).multi_line(true).build() {
+                Ok(re) => re,
+                Err(e) => return Attempt::fail("error", format!("Regex error: {e}"), None),
+            };
+            match read_text(path).await {
+                Err(a) => a,
+                Ok(text) => match re.find(&text) {
+                    Some(m) => Attempt::pass(Some(m.as_str().to_owned())),
+                    None => Attempt {
+                        expected: Some(pattern.clone()),
+                        ..Attempt::fail(
+                            "malformed",
+                            format!("{} does not match /{pattern}/", path.display()),
+                            None,
+                        )
+                    },
+                },
+            }
+        }
+        ValidationCheck::CommandSucceeds {
+            command,
+            working_dir,
+            timeout,
+        } => match run_command(command, working_dir, *timeout).await {
+            CommandOutcome::Exited { code: Some(0), .. } => {
+                Attempt::pass(Some("exit 0".to_owned()))
+            }
+            CommandOutcome::Exited { code, output } => {
+                let code = code.map_or_else(|| "signal".to_owned(), |c| c.to_string());
+                let mut msg = format!("Command failed (exit {code}): {command}");
+                if !output.is_empty() {
+                    msg.push('\n');
+                    msg.push_str(&truncate_output(&output));
+                }
+                Attempt {
+                    actual: Some(format!("exit {code}")),
+                    expected: Some("exit 0".to_owned()),
+                    confidence: 0.8,
+                    ..Attempt::fail("error", msg, None)
+                }
+            }
+            CommandOutcome::TimedOut => Attempt::fail(
+                "error",
+                format!(
+                    "Command timed out after {:.0}s: {command}",
+                    timeout.as_secs_f64()
+                ),
+                None,
+            ),
+            CommandOutcome::SpawnFailed(e) => Attempt::fail(
+                "error",
+                format!("Could not run command in {}: {e}", working_dir.display()),
+                None,
+            ),
+        },
+    }
+}
