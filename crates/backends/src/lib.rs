@@ -19,3 +19,14 @@ pub mod redact;
 
 pub use classify::{classify, Classification, ErrorCategory, ErrorCode, RateLimitInfo};
 pub use redact::redact;
+pub mod claude;
+pub mod cli_backend;
+pub mod env;
+pub mod json_path;
+pub mod profile;
+pub mod registry;
+
+pub use claude::{ClaudeCliBackend, ClaudeCliOptions, ClaudeOutputFormat};
+pub use cli_backend::ProfileBackend;
+pub use profile::{InstrumentKind, InstrumentProfile};
+pub use registry::{InstrumentRegistry, ProfileSource};

@@ -34,6 +34,9 @@ pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 /// their end of the pipes before the group is terminated.
 pub const DEFAULT_DRAIN_GRACE: Duration = Duration::from_secs(2);
 
+/// Default wait after an instrument's final result before a lingering process is stopped.
+pub const DEFAULT_LINGER_GRACE: Duration = Duration::from_secs(15);
+
 /// Which output stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StreamKind {
@@ -84,6 +87,12 @@ pub struct ProcessSpec {
     pub keep_full_stdout: usize,
     /// Tee output to `{base}.stdout.log` / `{base}.stderr.log`.
     pub log_base: Option<PathBuf>,
+    /// Notified by a line sink when the instrument printed its final result; if the
+    /// process is still alive `linger_grace` later, its group is terminated
+    /// (claude-code-output.md §2: the CLI can linger after its result).
+    pub result_seen: Option<Arc<tokio::sync::Notify>>,
+    /// Wait after `result_seen` before terminating a lingering process.
+    pub linger_grace: Duration,
 }
 
 impl ProcessSpec {
@@ -100,6 +109,8 @@ impl ProcessSpec {
             drain_grace: DEFAULT_DRAIN_GRACE,
             keep_full_stdout: 0,
             log_base: None,
+            result_seen: None,
+            linger_grace: DEFAULT_LINGER_GRACE,
         }
     }
 }
@@ -179,6 +190,8 @@ pub struct ProcessOutcome {
     pub timed_out: bool,
     /// SIGKILL was needed after SIGTERM.
     pub escalated: bool,
+    /// The process outlived its final result by the linger grace and was stopped.
+    pub lingered: bool,
     /// The process could not be spawned.
     pub spawn_error: Option<io::Error>,
     /// stdout capture.
@@ -437,6 +450,7 @@ pub async fn run_process(
                     exit_signal: None,
                     timed_out: false,
                     escalated: false,
+                    lingered: false,
                     spawn_error: Some(err),
                     stdout: StreamCapture::default(),
                     stderr: StreamCapture::default(),
@@ -484,12 +498,24 @@ pub async fn run_process(
     }
 
     let deadline = tokio::time::Instant::from_std(started + spec.timeout);
-    let (mut status, timed_out) = tokio::select! {
-        s = child.wait() => (s.ok(), false),
-        _ = tokio::time::sleep_until(deadline) => (None, true),
+    let result_seen = spec.result_seen.clone();
+    let linger_grace = spec.linger_grace;
+    let linger = async move {
+        match result_seen {
+            Some(notify) => {
+                notify.notified().await;
+                tokio::time::sleep(linger_grace).await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    let (mut status, timed_out, lingered) = tokio::select! {
+        s = child.wait() => (s.ok(), false, false),
+        _ = tokio::time::sleep_until(deadline) => (None, true, false),
+        _ = linger => (None, false, true),
     };
     let mut escalated = false;
-    if timed_out {
+    if timed_out || lingered {
         signal_group(pid, Some(Signal::SIGTERM));
         status = match tokio::time::timeout(spec.kill_grace, child.wait()).await {
             Ok(s) => s.ok(),
@@ -531,6 +557,7 @@ pub async fn run_process(
             exit_signal,
             timed_out,
             escalated,
+            lingered,
             spawn_error: None,
             stdout: StreamCapture::default(),
             stderr: StreamCapture::default(),

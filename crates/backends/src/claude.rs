@@ -1,0 +1,538 @@
+//! Claude Code CLI backend (instruments.md §3.1) with the output contract of
+//! claude-code-output.md: prompt on stdin, json / stream-json parsing (result, cost,
+//! tokens, session id, `rate_limit_event` with its reset time).
+//!
+//! Deliberate differences from upstream's `ClaudeCliBackend`: no literal `-` prompt
+//! argument (it sent a stray `-` line, §1); `--verbose` is added for stream-json (the CLI
+//! refuses stream-json without it); the system prompt file is passed with
+//! `--system-prompt-file` (upstream passed the path string as the prompt text); json mode
+//! fills `result_text` from `result`; "exit 0 without a result" is a failure in json modes.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::process::{run_process, which, EnvPlan, LineSink, ProcessSpec};
+use crate::redact::redact;
+use crate::types::{
+    Backend, BoxFuture, ExecutionRequest, ExecutionResult, ExitReason, HealthStatus,
+};
+
+/// The JSON string that turns every MCP server off.
+pub const EMPTY_MCP_CONFIG: &str = r#"{"mcpServers":{}}"#;
+
+/// `--output-format` of the Claude CLI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClaudeOutputFormat {
+    /// Plain answer text.
+    #[default]
+    Text,
+    /// One result object.
+    Json,
+    /// NDJSON events (carries `rate_limit_event`).
+    StreamJson,
+}
+
+impl ClaudeOutputFormat {
+    /// The CLI's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaudeOutputFormat::Text => "text",
+            ClaudeOutputFormat::Json => "json",
+            ClaudeOutputFormat::StreamJson => "stream-json",
+        }
+    }
+}
+
+/// How to run Claude Code (the conductor maps a score's `backend:` section here).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClaudeCliOptions {
+    /// Executable name or path.
+    pub executable: String,
+    /// Pass `--dangerously-skip-permissions`.
+    pub skip_permissions: bool,
+    /// Pass `--strict-mcp-config --mcp-config {"mcpServers":{}}`.
+    pub disable_mcp: bool,
+    /// Output format.
+    pub output_format: ClaudeOutputFormat,
+    /// `--model`.
+    pub cli_model: Option<String>,
+    /// `--allowedTools` (joined with `,`).
+    pub allowed_tools: Option<Vec<String>>,
+    /// `--system-prompt-file`.
+    pub system_prompt_file: Option<PathBuf>,
+    /// Appended last.
+    pub cli_extra_args: Vec<String>,
+}
+
+impl Default for ClaudeCliOptions {
+    fn default() -> Self {
+        ClaudeCliOptions {
+            executable: "claude".into(),
+            skip_permissions: true,
+            disable_mcp: true,
+            output_format: ClaudeOutputFormat::Text,
+            cli_model: None,
+            allowed_tools: None,
+            system_prompt_file: None,
+            cli_extra_args: Vec::new(),
+        }
+    }
+}
+
+/// Runs the Claude Code CLI.
+#[derive(Debug, Clone)]
+pub struct ClaudeCliBackend {
+    options: ClaudeCliOptions,
+}
+
+impl ClaudeCliBackend {
+    /// A backend with these options.
+    pub fn new(options: ClaudeCliOptions) -> Self {
+        ClaudeCliBackend { options }
+    }
+
+    /// The options.
+    pub fn options(&self) -> &ClaudeCliOptions {
+        &self.options
+    }
+
+    /// Arguments after the executable (instruments.md §3.1 order).
+    pub fn build_args(&self, model: Option<&str>) -> Vec<String> {
+        let o = &self.options;
+        let mut args = vec!["-p".to_string()];
+        if o.skip_permissions {
+            args.push("--dangerously-skip-permissions".into());
+        }
+        args.push("--output-format".into());
+        args.push(o.output_format.as_str().into());
+        if o.output_format == ClaudeOutputFormat::StreamJson {
+            args.push("--verbose".into());
+        }
+        if o.disable_mcp {
+            args.extend([
+                "--strict-mcp-config".into(),
+                "--mcp-config".into(),
+                EMPTY_MCP_CONFIG.into(),
+            ]);
+        }
+        if let Some(model) = model {
+            args.push("--model".into());
+            args.push(model.into());
+        }
+        if let Some(tools) = &o.allowed_tools {
+            args.push("--allowedTools".into());
+            args.push(tools.join(","));
+        }
+        if let Some(file) = &o.system_prompt_file {
+            args.push("--system-prompt-file".into());
+            args.push(file.display().to_string());
+        }
+        args.extend(o.cli_extra_args.iter().cloned());
+        args
+    }
+
+    fn model_for(&self, req: &ExecutionRequest) -> Option<String> {
+        for key in req.options.keys() {
+            if key != "model" && key != "cli_model" {
+                tracing::warn!(option = %key, job = %req.job_id, sheet = req.sheet_num, "instrument_config option is not used by claude_cli; ignoring it");
+            }
+        }
+        req.model
+            .clone()
+            .or_else(|| {
+                ["model", "cli_model"].iter().find_map(|k| {
+                    req.options
+                        .get(*k)
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                })
+            })
+            .or_else(|| self.options.cli_model.clone())
+    }
+
+    async fn run(&self, req: ExecutionRequest) -> ExecutionResult {
+        let model = self.model_for(&req);
+        let mut spec = ProcessSpec::new(
+            self.options.executable.clone(),
+            self.build_args(model.as_deref()),
+            req.timeout,
+        );
+        spec.cwd = Some(req.working_dir.clone());
+        spec.env = EnvPlan {
+            clear: false,
+            set: req.env.clone(),
+            remove: vec![crate::env::NESTING_GUARD_VAR.into()],
+        };
+        spec.stdin = Some(req.prompt.clone().into_bytes());
+        spec.kill_grace = req.kill_grace;
+        spec.log_base = req.output_log_base.clone();
+        let state = Arc::new(Mutex::new(ClaudeStream::default()));
+        let structured = self.options.output_format != ClaudeOutputFormat::Text;
+        let sink: Option<Box<dyn LineSink>> = if structured {
+            let notify = Arc::new(tokio::sync::Notify::new());
+            spec.result_seen = Some(Arc::clone(&notify));
+            Some(Box::new(ClaudeSink {
+                state: Arc::clone(&state),
+                result_seen: notify,
+            }))
+        } else {
+            None
+        };
+        let (outcome, _) = run_process(spec, Arc::clone(&req.progress), sink).await;
+        let stream = std::mem::take(&mut *state.lock().unwrap_or_else(|p| p.into_inner()));
+
+        if let Some(err) = &outcome.spawn_error {
+            let mut r = if err.kind() == std::io::ErrorKind::NotFound {
+                let mut r = ExecutionResult::start_failure(
+                    Some(127),
+                    "not_found",
+                    "claude CLI not found in PATH".into(),
+                );
+                r.stderr = "claude CLI not found".into();
+                r
+            } else {
+                ExecutionResult::start_failure(
+                    None,
+                    "exception",
+                    format!("Failed to start claude: {err}"),
+                )
+            };
+            r.model = model;
+            return r;
+        }
+        let stdout = outcome.stdout.tail_string();
+        let mut stderr = outcome.stderr.tail_string();
+        let mut r = ExecutionResult {
+            exit_code: outcome.exit_code,
+            exit_signal: outcome.exit_signal,
+            stdout_bytes: outcome.stdout.total,
+            stderr_bytes: outcome.stderr.total,
+            duration_seconds: outcome.duration.as_secs_f64(),
+            started_at_epoch: outcome.started_at_epoch,
+            ..Default::default()
+        };
+        let exited_ok = outcome.exit_code == Some(0) && !outcome.timed_out;
+        let result_event = stream.result.as_ref();
+        let is_error = result_event
+            .and_then(|e| e.get("is_error"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        r.success = if structured {
+            // The result line is authoritative; a lingering CLI stopped after it keeps it.
+            result_event.is_some() && !is_error && (exited_ok || outcome.lingered)
+        } else {
+            exited_ok
+        };
+        if let Some(ev) = result_event {
+            r.result_text = ev
+                .get("result")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .or_else(|| {
+                    ev.get("errors").and_then(Value::as_array).map(|errs| {
+                        errs.iter()
+                            .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_string))
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    })
+                });
+            r.api_error_status = ev
+                .get("api_error_status")
+                .and_then(Value::as_u64)
+                .and_then(|s| u16::try_from(s).ok());
+            r.cost_usd = ev
+                .get("total_cost_usd")
+                .or_else(|| ev.get("total_cost"))
+                .and_then(Value::as_f64);
+            r.input_tokens = ev.pointer("/usage/input_tokens").and_then(Value::as_u64);
+            r.output_tokens = ev.pointer("/usage/output_tokens").and_then(Value::as_u64);
+            r.session_id = ev
+                .get("session_id")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            if r.model.is_none() {
+                r.model = ev
+                    .get("modelUsage")
+                    .and_then(Value::as_object)
+                    .and_then(|m| m.keys().next().cloned());
+            }
+        }
+        r.session_id = r.session_id.or(stream.session_id.clone());
+        r.model = stream.model.clone().or(r.model).or(model);
+        r.rate_limit_reset = stream.rejected_reset;
+        let answer = r.result_text.clone().unwrap_or_else(|| stdout.clone());
+        r.rate_limited = stream.rejected
+            || r.api_error_status == Some(429)
+            || stream.assistant_error.as_deref() == Some("rate_limit")
+            || (!r.success
+                && crate::classify::detect_rate_limit(&answer, &stderr, outcome.exit_code));
+
+        if outcome.timed_out {
+            r.success = false;
+            r.timed_out = true;
+            r.exit_reason = ExitReason::Timeout;
+            r.error_type = Some("timeout".into());
+            let secs = req.timeout.as_secs_f64();
+            r.error_message = Some(format!("Timed out after {secs}s"));
+            stderr = format!("{stderr}\nCommand timed out after {secs}s")
+                .trim()
+                .to_string();
+        } else if let (Some(sig), false) = (outcome.exit_signal, outcome.lingered) {
+            r.exit_reason = ExitReason::Killed;
+            stderr = format!(
+                "{stderr}\n[Process killed by {}]",
+                crate::classify::signal_name(sig)
+            )
+            .trim()
+            .to_string();
+        }
+        if !r.success && r.error_type.is_none() {
+            let auth = stream.assistant_error.as_deref() == Some("authentication_failed")
+                || r.api_error_status == Some(401)
+                || answer.contains("Please run /login");
+            r.error_type = Some(
+                if r.rate_limited {
+                    "rate_limit"
+                } else if auth {
+                    "auth"
+                } else if structured && result_event.is_none() {
+                    "no_result"
+                } else {
+                    "execution"
+                }
+                .into(),
+            );
+        }
+        if r.rate_limited && r.error_type.is_none() {
+            r.error_type = Some("rate_limit".into());
+        }
+        if !r.success && r.error_message.is_none() {
+            let last_stderr = stderr
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map(str::to_string);
+            r.error_message = Some(match (&r.result_text, last_stderr, outcome.exit_code) {
+                (Some(text), _, _) if !text.trim().is_empty() => text.clone(),
+                (_, Some(line), _) => line,
+                (_, None, Some(code)) if structured && result_event.is_none() => {
+                    format!("Claude Code exited with code {code} without a result")
+                }
+                (_, None, Some(code)) => format!("Claude Code exited with code {code}"),
+                (_, None, None) => "Claude Code was killed by a signal".into(),
+            });
+        }
+        r.stdout = redact(&stdout);
+        r.stderr = redact(&stderr);
+        r.result_text = r.result_text.map(|t| redact(&t));
+        r.error_message = r.error_message.map(|t| redact(&t));
+        r
+    }
+}
+
+/// What a json / stream-json run reported, accumulated line by line.
+#[derive(Debug, Default)]
+pub struct ClaudeStream {
+    /// The `result` event.
+    pub result: Option<Value>,
+    /// `session_id` of `system/init`.
+    pub session_id: Option<String>,
+    /// Model of `system/init`.
+    pub model: Option<String>,
+    /// A rejected `rate_limit_event` is in force (a later allowed one clears it).
+    pub rejected: bool,
+    /// Latest `resetsAt` among rejected windows (epoch seconds).
+    pub rejected_reset: Option<f64>,
+    /// `error` of the last assistant message that had one.
+    pub assistant_error: Option<String>,
+    /// Number of `system/api_retry` events.
+    pub api_retries: u32,
+}
+
+impl ClaudeStream {
+    /// Feed one stdout line (non-JSON lines are skipped, claude-code-output.md §5).
+    pub fn feed(&mut self, line: &[u8]) -> bool {
+        let trimmed = line.trim_ascii();
+        if !(trimmed.starts_with(b"{") || trimmed.starts_with(b"[")) {
+            return false;
+        }
+        let Ok(value) = serde_json::from_slice::<Value>(trimmed) else {
+            return false;
+        };
+        match value {
+            // `--verbose` with json prints an array of every message (§8.4).
+            Value::Array(items) => items.into_iter().filter(|v| self.event(v.clone())).count() > 0,
+            v => self.event(v),
+        }
+    }
+
+    /// Handle one event; true when it was the final `result`.
+    fn event(&mut self, ev: Value) -> bool {
+        match ev.get("type").and_then(Value::as_str) {
+            Some("system") => match ev.get("subtype").and_then(Value::as_str) {
+                Some("init") => {
+                    self.session_id = ev
+                        .get("session_id")
+                        .and_then(Value::as_str)
+                        .map(str::to_string);
+                    self.model = ev.get("model").and_then(Value::as_str).map(str::to_string);
+                }
+                Some("api_retry") => self.api_retries += 1,
+                _ => {}
+            },
+            Some("rate_limit_event") => {
+                let info = ev.get("rate_limit_info");
+                let status = info.and_then(|i| i.get("status")).and_then(Value::as_str);
+                let resets = info.and_then(|i| i.get("resetsAt")).and_then(Value::as_f64);
+                if status == Some("rejected") {
+                    // Several rejected windows: wait for the latest (§6.1).
+                    self.rejected = true;
+                    self.rejected_reset = match (self.rejected_reset, resets) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        (a, b) => a.or(b),
+                    };
+                } else if status.is_some() {
+                    self.rejected = false;
+                    self.rejected_reset = None;
+                }
+            }
+            Some("assistant") => {
+                if let Some(err) = ev.get("error").and_then(Value::as_str) {
+                    self.assistant_error = Some(err.to_string());
+                }
+                if self.model.is_none() {
+                    self.model = ev
+                        .pointer("/message/model")
+                        .and_then(Value::as_str)
+                        .filter(|m| *m != "<synthetic>")
+                        .map(str::to_string);
+                }
+            }
+            Some("result") => {
+                self.result = Some(ev);
+                return true;
+            }
+            _ => {}
+        }
+        false
+    }
+}
+
+struct ClaudeSink {
+    state: Arc<Mutex<ClaudeStream>>,
+    result_seen: Arc<tokio::sync::Notify>,
+}
+
+impl LineSink for ClaudeSink {
+    fn line(&mut self, line: &[u8]) {
+        let done = self
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .feed(line);
+        if done {
+            self.result_seen.notify_one();
+        }
+    }
+}
+
+impl Backend for ClaudeCliBackend {
+    fn name(&self) -> &str {
+        "claude-cli"
+    }
+
+    fn execute(&self, req: ExecutionRequest) -> BoxFuture<'_, ExecutionResult> {
+        Box::pin(self.run(req))
+    }
+
+    fn health_check(&self) -> BoxFuture<'_, HealthStatus> {
+        Box::pin(async move {
+            let exe = &self.options.executable;
+            match which(exe) {
+                Some(path) => HealthStatus {
+                    ready: true,
+                    detail: format!("{exe} found at {}", path.display()),
+                    binary_path: Some(path),
+                },
+                None => HealthStatus {
+                    ready: false,
+                    binary_path: None,
+                    detail: "claude CLI not found in PATH".into(),
+                },
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_line_follows_the_spec_order() {
+        let b = ClaudeCliBackend::new(ClaudeCliOptions {
+            output_format: ClaudeOutputFormat::StreamJson,
+            allowed_tools: Some(vec!["Read".into(), "Bash(git log:*)".into()]),
+            cli_extra_args: vec!["--max-turns".into(), "3".into()],
+            ..Default::default()
+        });
+        assert_eq!(
+            b.build_args(Some("opus")),
+            [
+                "-p",
+                "--dangerously-skip-permissions",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--strict-mcp-config",
+                "--mcp-config",
+                EMPTY_MCP_CONFIG,
+                "--model",
+                "opus",
+                "--allowedTools",
+                "Read,Bash(git log:*)",
+                "--max-turns",
+                "3",
+            ]
+        );
+        let plain = ClaudeCliBackend::new(ClaudeCliOptions {
+            skip_permissions: false,
+            disable_mcp: false,
+            ..Default::default()
+        });
+        assert_eq!(plain.build_args(None), ["-p", "--output-format", "text"]);
+    }
+
+    #[test]
+    fn stream_parser_tracks_limits_and_result() {
+        let mut s = ClaudeStream::default();
+        let lines = [
+            "[SandboxDebug] noise",
+            r#"{"type":"system","subtype":"init","session_id":"s1","model":"claude-sonnet-4-5"}"#,
+            r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1779202200}}"#,
+            r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1779300000}}"#,
+            r#"{"type":"assistant","message":{"model":"<synthetic>","content":[]},"error":"rate_limit"}"#,
+        ];
+        for l in lines {
+            assert!(!s.feed(l.as_bytes()));
+        }
+        assert!(s.feed(br#"{"type":"result","is_error":true,"api_error_status":429}"#));
+        assert!(s.rejected);
+        assert_eq!(s.rejected_reset, Some(1779300000.0));
+        assert_eq!(s.session_id.as_deref(), Some("s1"));
+        assert_eq!(s.assistant_error.as_deref(), Some("rate_limit"));
+
+        let mut warn = ClaudeStream::default();
+        warn.feed(
+            br#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1}}"#,
+        );
+        warn.feed(br#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed_warning","utilization":0.92}}"#);
+        assert!(!warn.rejected && warn.rejected_reset.is_none());
+    }
+}

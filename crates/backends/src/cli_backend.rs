@@ -1,0 +1,402 @@
+//! The generic command instrument: any `kind: cli` profile (instruments.md §4.3).
+//!
+//! Differences from upstream's `PluginCliBackend`, all deliberate: the child runs in its
+//! own process group and timeout / cancel kill the whole group (§4.7.2); output is captured
+//! with bounded memory; a rate-limit pattern in a *successful* run counts only when the
+//! answer is short (an answer that quotes "429" is not a limit, §4.7.1); completion-event
+//! filter keys are dot-paths (fixes codex-cli's never-matching filter).
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+use crate::error::BackendError;
+use crate::json_path::{resolve, resolve_all, to_text};
+use crate::process::{run_process, which, LineSink, ProcessOutcome, ProcessSpec};
+use crate::profile::{CliOutputConfig, ErrorPatterns, InstrumentProfile, OutputFormat};
+use crate::redact::redact;
+use crate::types::{
+    Backend, BoxFuture, ExecutionRequest, ExecutionResult, ExitReason, HealthStatus,
+};
+
+/// Largest stdout kept whole for `format: json` parsing.
+pub const JSON_DOCUMENT_LIMIT: usize = 64 * 1024 * 1024;
+
+/// A successful run's answer longer than this that mentions a rate limit is an answer.
+pub const RATE_LIMIT_ANSWER_MAX_CHARS: usize = 500;
+
+/// Runs a CLI instrument described by a profile.
+#[derive(Debug)]
+pub struct ProfileBackend {
+    profile: Arc<InstrumentProfile>,
+    patterns: ErrorPatterns,
+}
+
+impl ProfileBackend {
+    /// A backend for a `kind: cli` profile.
+    pub fn new(profile: Arc<InstrumentProfile>) -> Result<Self, BackendError> {
+        let cli = profile
+            .cli
+            .as_ref()
+            .ok_or_else(|| BackendError::Unsupported {
+                backend: profile.name.clone(),
+                reason: "profile has no 'cli' section".into(),
+            })?;
+        let patterns = ErrorPatterns::compile(&profile.name, &cli.errors)?;
+        Ok(ProfileBackend { profile, patterns })
+    }
+
+    /// The profile this backend runs.
+    pub fn profile(&self) -> &InstrumentProfile {
+        &self.profile
+    }
+
+    /// The argument vector after the executable, in upstream's order (§4.3).
+    pub fn build_args(&self, req: &ExecutionRequest, model: Option<&str>) -> Vec<String> {
+        let Some(cli) = &self.profile.cli else {
+            return Vec::new();
+        };
+        let c = &cli.command;
+        let mut args = Vec::new();
+        args.extend(c.subcommand.clone());
+        args.extend(c.auto_approve_flag.clone());
+        if let Some(flag) = &c.output_format_flag {
+            args.push(flag.clone());
+            args.extend(c.output_format_value.clone());
+        }
+        if let (Some(flag), Some(model)) = (&c.model_flag, model) {
+            args.push(flag.clone());
+            args.push(model.to_string());
+        }
+        if let Some(flag) = &c.timeout_flag {
+            args.push(flag.clone());
+            args.push(req.timeout.as_secs().to_string());
+        }
+        if let Some(flag) = &c.working_dir_flag {
+            args.push(flag.clone());
+            args.push(req.working_dir.display().to_string());
+        }
+        args.extend(c.prompt_flag.clone());
+        args.push(req.prompt.clone());
+        args.extend(c.mcp_disable_args.iter().cloned());
+        args.extend(c.extra_flags.iter().cloned());
+        args
+    }
+
+    fn model_for(&self, req: &ExecutionRequest) -> Option<String> {
+        for key in req.options.keys() {
+            if key != "model" {
+                tracing::warn!(instrument = %self.profile.name, option = %key, job = %req.job_id, sheet = req.sheet_num,
+                    "instrument_config option is not used by CLI instruments; ignoring it");
+            }
+        }
+        req.model
+            .clone()
+            .or_else(|| {
+                req.options
+                    .get("model")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .or_else(|| self.profile.default_model.clone())
+    }
+
+    async fn run(&self, req: ExecutionRequest) -> ExecutionResult {
+        let Some(cli) = &self.profile.cli else {
+            return ExecutionResult::start_failure(
+                None,
+                "configuration",
+                format!("instrument '{}' has no cli section", self.profile.name),
+            );
+        };
+        let model = self.model_for(&req);
+        let mut spec = ProcessSpec::new(
+            cli.command.executable.clone(),
+            self.build_args(&req, model.as_deref()),
+            req.timeout,
+        );
+        spec.cwd = Some(req.working_dir.clone());
+        spec.env = crate::env::plan_for(&cli.command, &req.env);
+        spec.kill_grace = req.kill_grace;
+        spec.log_base = req.output_log_base.clone();
+        let jsonl = Arc::new(Mutex::new(JsonlState::default()));
+        let sink: Option<Box<dyn LineSink>> = match cli.output.format {
+            OutputFormat::Json => {
+                spec.keep_full_stdout = JSON_DOCUMENT_LIMIT;
+                None
+            }
+            OutputFormat::Jsonl => Some(Box::new(JsonlSink {
+                config: cli.output.clone(),
+                state: Arc::clone(&jsonl),
+            })),
+            OutputFormat::Text => None,
+        };
+        let (outcome, _) = run_process(spec, Arc::clone(&req.progress), sink).await;
+        let jsonl = std::mem::take(&mut *jsonl.lock().unwrap_or_else(|p| p.into_inner()));
+        self.parse(&req, outcome, jsonl, model)
+    }
+
+    fn parse(
+        &self,
+        req: &ExecutionRequest,
+        outcome: ProcessOutcome,
+        jsonl: JsonlState,
+        model: Option<String>,
+    ) -> ExecutionResult {
+        let Some(cli) = &self.profile.cli else {
+            return ExecutionResult::default();
+        };
+        let exe = &cli.command.executable;
+        if let Some(err) = &outcome.spawn_error {
+            let (code, kind, message) = if err.kind() == std::io::ErrorKind::NotFound {
+                (
+                    Some(127),
+                    "not_found",
+                    format!("Executable not found: {exe}"),
+                )
+            } else {
+                (None, "exception", format!("Failed to start process: {err}"))
+            };
+            let mut r = ExecutionResult::start_failure(code, kind, message);
+            r.model = model;
+            r.duration_seconds = outcome.duration.as_secs_f64();
+            return r;
+        }
+        let stdout = outcome.stdout.tail_string();
+        let mut stderr = outcome.stderr.tail_string();
+        let errors = &cli.errors;
+        let mut success = !outcome.timed_out
+            && outcome
+                .exit_code
+                .is_some_and(|c| errors.success_exit_codes.contains(&c));
+        let mut result = ExecutionResult {
+            exit_code: outcome.exit_code,
+            exit_signal: outcome.exit_signal,
+            stdout_bytes: outcome.stdout.total,
+            stderr_bytes: outcome.stderr.total,
+            duration_seconds: outcome.duration.as_secs_f64(),
+            started_at_epoch: outcome.started_at_epoch,
+            model,
+            ..Default::default()
+        };
+        match cli.output.format {
+            OutputFormat::Text => {}
+            OutputFormat::Json => self.parse_json_document(&outcome, success, &mut result),
+            OutputFormat::Jsonl => {
+                if success {
+                    result.result_text = jsonl.result_text;
+                }
+                result.input_tokens = jsonl.input_tokens;
+                result.output_tokens = jsonl.output_tokens;
+            }
+        }
+        let combined = format!("{stdout}\n{stderr}");
+        let answer_len = result
+            .result_text
+            .as_deref()
+            .unwrap_or(&stdout)
+            .trim()
+            .chars()
+            .count();
+        if let Some(re) = &self.patterns.rate_limit {
+            result.rate_limited =
+                re.is_match(&combined) && (!success || answer_len <= RATE_LIMIT_ANSWER_MAX_CHARS);
+        }
+        if !success {
+            let tagged = [
+                (&self.patterns.auth, "auth"),
+                (&self.patterns.crash, "crash"),
+                (&self.patterns.stale, "stale"),
+                (&self.patterns.timeout, "timeout"),
+                (&self.patterns.capacity, "capacity"),
+            ];
+            result.error_type = tagged
+                .iter()
+                .find(|(re, _)| re.as_ref().is_some_and(|re| re.is_match(&combined)))
+                .map(|(_, tag)| (*tag).to_string());
+            if result.rate_limited {
+                result.error_type = Some("rate_limit".into());
+            }
+        }
+        if let (Some(code), true) = (outcome.exit_code, success) {
+            // A success code other than 0 is reported as 0 (instruments.md §4.3).
+            if code != 0 {
+                result.exit_code = Some(0);
+            }
+        }
+        if outcome.timed_out {
+            success = false;
+            result.timed_out = true;
+            result.exit_reason = ExitReason::Timeout;
+            result.error_type = Some("timeout".into());
+            let secs = req.timeout.as_secs_f64();
+            result.error_message = Some(format!("Timed out after {secs}s"));
+            stderr = format!("{stderr}\nCommand timed out after {secs}s")
+                .trim()
+                .to_string();
+        } else if let Some(sig) = outcome.exit_signal {
+            result.exit_reason = ExitReason::Killed;
+            stderr = format!(
+                "{stderr}\n[Process killed by {}]",
+                crate::classify::signal_name(sig)
+            )
+            .trim()
+            .to_string();
+        }
+        if !success && result.error_message.is_none() {
+            result.error_message = match outcome.exit_code {
+                Some(code) => Some(format!(
+                    "{} exited with code {code}",
+                    self.profile.display_name
+                )),
+                None => Some(format!(
+                    "{} was killed by a signal",
+                    self.profile.display_name
+                )),
+            };
+        }
+        result.success = success;
+        result.stdout = redact(&stdout);
+        result.stderr = redact(&stderr);
+        result.result_text = result.result_text.map(|t| redact(&t));
+        result.error_message = result.error_message.map(|t| redact(&t));
+        result
+    }
+
+    fn parse_json_document(
+        &self,
+        outcome: &ProcessOutcome,
+        success: bool,
+        result: &mut ExecutionResult,
+    ) {
+        let Some(cli) = &self.profile.cli else { return };
+        let out = &cli.output;
+        let Some(bytes) = outcome.stdout.full() else {
+            if outcome.stdout.full_overflowed() {
+                tracing::warn!(instrument = %self.profile.name, "JSON output larger than {JSON_DOCUMENT_LIMIT} bytes; using raw text");
+            }
+            return;
+        };
+        let text = String::from_utf8_lossy(bytes);
+        if text.trim().is_empty() {
+            return;
+        }
+        let doc: Value = match serde_json::from_str(text.trim()) {
+            Ok(v) => v,
+            Err(err) => {
+                tracing::warn!(instrument = %self.profile.name, %err, "instrument output is not one JSON document; using raw text");
+                return;
+            }
+        };
+        if success {
+            if let Some(v) = out.result_path.as_deref().and_then(|p| resolve(&doc, p)) {
+                result.result_text = Some(to_text(v));
+            }
+        } else if let Some(v) = out.error_path.as_deref().and_then(|p| resolve(&doc, p)) {
+            result.error_message = Some(to_text(v));
+        }
+        let tokens = |path: &Option<String>| -> Option<u64> {
+            let path = path.as_deref()?;
+            if out.aggregate_tokens {
+                let sum: f64 = resolve_all(&doc, path)
+                    .iter()
+                    .filter_map(|v| v.as_f64())
+                    .sum();
+                (sum > 0.0).then_some(sum as u64)
+            } else {
+                resolve(&doc, path)
+                    .and_then(Value::as_f64)
+                    .map(|n| n as u64)
+            }
+        };
+        result.input_tokens = tokens(&out.input_tokens_path);
+        result.output_tokens = tokens(&out.output_tokens_path);
+    }
+}
+
+/// What a JSONL stream yielded.
+#[derive(Debug, Default)]
+struct JsonlState {
+    result_text: Option<String>,
+    completion_seen: bool,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+}
+
+struct JsonlSink {
+    config: CliOutputConfig,
+    state: Arc<Mutex<JsonlState>>,
+}
+
+impl LineSink for JsonlSink {
+    fn line(&mut self, line: &[u8]) {
+        let Ok(event) = serde_json::from_slice::<Value>(line) else {
+            return;
+        };
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let c = &self.config;
+        if !st.completion_seen {
+            if let Some(kind) = &c.completion_event_type {
+                let type_ok = event.get("type").and_then(Value::as_str) == Some(kind.as_str());
+                let filter_ok = c
+                    .completion_event_filter
+                    .iter()
+                    .all(|(k, v)| resolve(&event, k) == Some(v));
+                if type_ok && filter_ok {
+                    st.completion_seen = true;
+                    st.result_text = c
+                        .result_path
+                        .as_deref()
+                        .and_then(|p| resolve(&event, p))
+                        .map(to_text);
+                }
+            }
+        }
+        let number = |path: &Option<String>| {
+            path.as_deref()
+                .and_then(|p| resolve(&event, p))
+                .and_then(Value::as_f64)
+                .map(|n| n as u64)
+        };
+        if st.input_tokens.is_none() {
+            st.input_tokens = number(&c.input_tokens_path);
+        }
+        if st.output_tokens.is_none() {
+            st.output_tokens = number(&c.output_tokens_path);
+        }
+    }
+}
+
+impl Backend for ProfileBackend {
+    #[allow(clippy::misnamed_getters)] // the backend's name is the profile's display name (§4.3)
+    fn name(&self) -> &str {
+        &self.profile.display_name
+    }
+
+    fn execute(&self, req: ExecutionRequest) -> BoxFuture<'_, ExecutionResult> {
+        Box::pin(self.run(req))
+    }
+
+    fn health_check(&self) -> BoxFuture<'_, HealthStatus> {
+        Box::pin(async move {
+            let exe = self
+                .profile
+                .cli
+                .as_ref()
+                .map(|c| c.command.executable.clone())
+                .unwrap_or_default();
+            match which(&exe) {
+                Some(path) => HealthStatus {
+                    ready: true,
+                    detail: format!("{exe} found at {}", path.display()),
+                    binary_path: Some(path),
+                },
+                None => HealthStatus {
+                    ready: false,
+                    binary_path: None,
+                    detail: format!("{exe} not found on PATH"),
+                },
+            }
+        })
+    }
+}

@@ -1,0 +1,103 @@
+//! Building an instrument's environment (instruments.md §4.3 "Environment").
+
+use std::collections::HashMap;
+
+use crate::process::EnvPlan;
+use crate::profile::CliCommand;
+
+/// Variables kept when a profile restricts the environment with `required_env`.
+pub const SYSTEM_VARS: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TMPDIR",
+    "TMP",
+    "TEMP",
+    "XDG_RUNTIME_DIR",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_CACHE_HOME",
+];
+
+/// Claude Code refuses to start when this is set (claude-code-output.md §8.2); a conductor
+/// started from inside a Claude session would otherwise break every Claude instrument.
+pub const NESTING_GUARD_VAR: &str = "CLAUDECODE";
+
+/// Expand `$VAR` and `${VAR}` from `vars`; unknown variables stay verbatim.
+pub fn expand_vars(value: &str, vars: &HashMap<String, String>) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(pos) = rest.find('$') {
+        out.push_str(&rest[..pos]);
+        let after = &rest[pos + 1..];
+        let (name, consumed) = if let Some(inner) = after.strip_prefix('{') {
+            match inner.find('}') {
+                Some(end) => (&inner[..end], end + 2),
+                None => ("", 0),
+            }
+        } else {
+            let end = after
+                .char_indices()
+                .find(|(i, c)| {
+                    !(c.is_ascii_alphanumeric() || *c == '_') || (*i == 0 && c.is_ascii_digit())
+                })
+                .map_or(after.len(), |(i, _)| i);
+            (&after[..end], end)
+        };
+        match (name.is_empty(), vars.get(name)) {
+            (false, Some(v)) => out.push_str(v),
+            _ => out.push_str(&rest[pos..pos + 1 + consumed]),
+        }
+        rest = &after[consumed..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The environment plan for a CLI profile plus the score's env.
+pub fn plan_for(command: &CliCommand, score_env: &[(String, String)]) -> EnvPlan {
+    let parent: HashMap<String, String> = std::env::vars().collect();
+    let mut plan = EnvPlan {
+        remove: vec![NESTING_GUARD_VAR.to_string()],
+        ..Default::default()
+    };
+    if let Some(required) = &command.required_env {
+        plan.clear = true;
+        for key in SYSTEM_VARS
+            .iter()
+            .copied()
+            .chain(required.iter().map(String::as_str))
+        {
+            if let Some(v) = parent.get(key) {
+                plan.set.push((key.to_string(), v.clone()));
+            }
+        }
+    }
+    for (key, value) in &command.env {
+        plan.set.push((key.clone(), expand_vars(value, &parent)));
+    }
+    plan.set.extend(score_env.iter().cloned());
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expansion_keeps_unknown_and_lone_dollars() {
+        let vars: HashMap<String, String> = [("HOME".to_string(), "/h".to_string())].into();
+        assert_eq!(expand_vars("$HOME/x:${HOME}", &vars), "/h/x:/h");
+        assert_eq!(
+            expand_vars("$NOPE ${NOPE} $ 5$", &vars),
+            "$NOPE ${NOPE} $ 5$"
+        );
+        assert_eq!(expand_vars("${HOME", &vars), "${HOME");
+    }
+}

@@ -1,0 +1,481 @@
+//! Instrument profiles as data (instruments.md §4.1). Field names match upstream's YAML so
+//! existing profile files load unchanged; unknown keys are rejected.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use regex::{Regex, RegexBuilder};
+use serde::{Deserialize, Serialize};
+
+use crate::error::BackendError;
+
+/// `cli` or `http`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InstrumentKind {
+    /// A command-line program.
+    Cli,
+    /// An HTTP API.
+    Http,
+}
+
+impl InstrumentKind {
+    /// `"cli"` / `"http"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstrumentKind::Cli => "cli",
+            InstrumentKind::Http => "http",
+        }
+    }
+}
+
+fn default_timeout() -> f64 {
+    1800.0
+}
+
+/// One instrument profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstrumentProfile {
+    /// Lookup key (`instrument: <name>` in a score).
+    pub name: String,
+    /// Human name; the backend's `name()`.
+    pub display_name: String,
+    /// One-line description.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// `cli` (needs `cli:`) or `http` (needs `http:`).
+    pub kind: InstrumentKind,
+    /// Capability tags (`tool_use`, `file_editing`, …).
+    #[serde(default)]
+    pub capabilities: BTreeSet<String>,
+    /// Parsed for compatibility; unused (instruments.md §4.1).
+    #[serde(default)]
+    pub code_mode: Option<CodeModeConfig>,
+    /// Models with context size and pricing.
+    #[serde(default)]
+    pub models: Vec<ModelCapacity>,
+    /// Initial `--model` value.
+    #[serde(default)]
+    pub default_model: Option<String>,
+    /// Timeout when the score gives none.
+    #[serde(default = "default_timeout")]
+    pub default_timeout_seconds: f64,
+    /// How to run a CLI instrument.
+    #[serde(default)]
+    pub cli: Option<CliProfile>,
+    /// How to call an HTTP instrument.
+    #[serde(default)]
+    pub http: Option<HttpProfile>,
+}
+
+/// `code_mode:` (parsed, unused).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CodeModeConfig {
+    /// Interfaces offered to the model.
+    #[serde(default)]
+    pub interfaces: Vec<CodeModeInterface>,
+    /// `deno`, `node_vm` or `v8_isolate`.
+    #[serde(default)]
+    pub runtime: Option<String>,
+    /// Limit per execution (≥ 100).
+    #[serde(default)]
+    pub max_execution_ms: Option<u64>,
+}
+
+/// One code-mode interface.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CodeModeInterface {
+    /// Name.
+    pub name: String,
+    /// TypeScript declaration.
+    pub typescript: String,
+    /// Description.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// A model an instrument can run, with pricing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelCapacity {
+    /// Model id.
+    pub name: String,
+    /// Context window in tokens (≥ 1).
+    pub context_window: u64,
+    /// USD per 1000 input tokens.
+    #[serde(default)]
+    pub cost_per_1k_input: f64,
+    /// USD per 1000 output tokens.
+    #[serde(default)]
+    pub cost_per_1k_output: f64,
+    /// Output token cap.
+    #[serde(default)]
+    pub max_output_tokens: Option<u64>,
+}
+
+/// `cli:` block.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CliProfile {
+    /// The command line.
+    pub command: CliCommand,
+    /// How to read the output.
+    #[serde(default)]
+    pub output: CliOutputConfig,
+    /// How to recognise errors.
+    #[serde(default)]
+    pub errors: CliErrorConfig,
+}
+
+/// `cli.command` (argument order: instruments.md §4.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct CliCommand {
+    /// Program name (PATH lookup) or path.
+    pub executable: String,
+    /// e.g. `exec`, `run`.
+    #[serde(default)]
+    pub subcommand: Option<String>,
+    /// Flag before the prompt; `None` → positional prompt.
+    #[serde(default)]
+    pub prompt_flag: Option<String>,
+    /// Flag before the model.
+    #[serde(default)]
+    pub model_flag: Option<String>,
+    /// Flag that disables interactive approval.
+    #[serde(default)]
+    pub auto_approve_flag: Option<String>,
+    /// Output-format flag.
+    #[serde(default)]
+    pub output_format_flag: Option<String>,
+    /// Its value; `None` → boolean flag.
+    #[serde(default)]
+    pub output_format_value: Option<String>,
+    /// Declared, unused (instruments.md §4.7.4).
+    #[serde(default)]
+    pub system_prompt_flag: Option<String>,
+    /// Declared, unused.
+    #[serde(default)]
+    pub allowed_tools_flag: Option<String>,
+    /// Declared, unused.
+    #[serde(default)]
+    pub mcp_config_flag: Option<String>,
+    /// Appended after the prompt.
+    #[serde(default)]
+    pub mcp_disable_args: Vec<String>,
+    /// Flag taking `int(timeout_seconds)`.
+    #[serde(default)]
+    pub timeout_flag: Option<String>,
+    /// Flag taking the working directory.
+    #[serde(default)]
+    pub working_dir_flag: Option<String>,
+    /// Appended last.
+    #[serde(default)]
+    pub extra_flags: Vec<String>,
+    /// Extra environment; values expand `$VAR` / `${VAR}` from the parent environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// `None` → inherit everything; a list → only system variables plus these.
+    #[serde(default)]
+    pub required_env: Option<Vec<String>>,
+}
+
+/// `text`, `json` or `jsonl`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OutputFormat {
+    /// Plain text: the answer is stdout.
+    #[default]
+    Text,
+    /// One JSON document.
+    Json,
+    /// One JSON event per line.
+    Jsonl,
+}
+
+/// `cli.output`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct CliOutputConfig {
+    /// Format of stdout.
+    #[serde(default)]
+    pub format: OutputFormat,
+    /// Dot-path of the answer.
+    #[serde(default)]
+    pub result_path: Option<String>,
+    /// Dot-path of the error message.
+    #[serde(default)]
+    pub error_path: Option<String>,
+    /// `type` of the JSONL completion event.
+    #[serde(default)]
+    pub completion_event_type: Option<String>,
+    /// Extra equalities the completion event must satisfy; keys are dot-paths.
+    #[serde(default)]
+    pub completion_event_filter: BTreeMap<String, serde_json::Value>,
+    /// Dot-path of the input token count.
+    #[serde(default)]
+    pub input_tokens_path: Option<String>,
+    /// Dot-path of the output token count.
+    #[serde(default)]
+    pub output_tokens_path: Option<String>,
+    /// Sum every match of a wildcard token path.
+    #[serde(default)]
+    pub aggregate_tokens: bool,
+}
+
+fn default_success_codes() -> Vec<i32> {
+    vec![0]
+}
+
+/// `cli.errors`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CliErrorConfig {
+    /// Exit codes meaning success.
+    #[serde(default = "default_success_codes")]
+    pub success_exit_codes: Vec<i32>,
+    /// Regexes (case-insensitive) meaning a rate limit.
+    #[serde(default)]
+    pub rate_limit_patterns: Vec<String>,
+    /// Regexes meaning an auth failure.
+    #[serde(default)]
+    pub auth_error_patterns: Vec<String>,
+    /// Regexes meaning overload.
+    #[serde(default)]
+    pub capacity_patterns: Vec<String>,
+    /// Regexes meaning a timeout.
+    #[serde(default)]
+    pub timeout_patterns: Vec<String>,
+    /// Regexes meaning a crash.
+    #[serde(default)]
+    pub crash_patterns: Vec<String>,
+    /// Regexes meaning a stale run.
+    #[serde(default)]
+    pub stale_patterns: Vec<String>,
+    /// Declared, unused.
+    #[serde(default)]
+    pub rate_limit_event_type: Option<String>,
+    /// Declared, unused.
+    #[serde(default)]
+    pub rate_limit_event_filter: BTreeMap<String, serde_json::Value>,
+}
+
+impl Default for CliErrorConfig {
+    fn default() -> Self {
+        CliErrorConfig {
+            success_exit_codes: default_success_codes(),
+            rate_limit_patterns: Vec::new(),
+            auth_error_patterns: Vec::new(),
+            capacity_patterns: Vec::new(),
+            timeout_patterns: Vec::new(),
+            crash_patterns: Vec::new(),
+            stale_patterns: Vec::new(),
+            rate_limit_event_type: None,
+            rate_limit_event_filter: BTreeMap::new(),
+        }
+    }
+}
+
+/// API schema family of an HTTP instrument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SchemaFamily {
+    /// OpenAI chat completions.
+    #[default]
+    Openai,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Google Gemini.
+    Gemini,
+}
+
+fn default_endpoint() -> String {
+    "/v1/chat/completions".into()
+}
+
+/// `http:` block.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpProfile {
+    /// Base URL.
+    pub base_url: String,
+    /// Endpoint path.
+    #[serde(default = "default_endpoint")]
+    pub endpoint: String,
+    /// API family.
+    #[serde(default)]
+    pub schema_family: SchemaFamily,
+    /// Environment variable holding the API key.
+    #[serde(default)]
+    pub auth_env_var: Option<String>,
+}
+
+/// Compiled `cli.errors` patterns of one profile.
+#[derive(Debug, Clone)]
+pub struct ErrorPatterns {
+    /// Rate limit.
+    pub rate_limit: Option<Regex>,
+    /// Auth.
+    pub auth: Option<Regex>,
+    /// Capacity.
+    pub capacity: Option<Regex>,
+    /// Timeout.
+    pub timeout: Option<Regex>,
+    /// Crash.
+    pub crash: Option<Regex>,
+    /// Stale.
+    pub stale: Option<Regex>,
+}
+
+fn compile_set(
+    profile: &str,
+    field: &str,
+    patterns: &[String],
+) -> Result<Option<Regex>, BackendError> {
+    if patterns.is_empty() {
+        return Ok(None);
+    }
+    for (i, p) in patterns.iter().enumerate() {
+        RegexBuilder::new(p)
+            .case_insensitive(true)
+            .build()
+            .map_err(|err| BackendError::InvalidPattern {
+                profile: profile.to_string(),
+                field: format!("cli.errors.{field}[{i}]"),
+                message: err.to_string(),
+            })?;
+    }
+    let joined = patterns
+        .iter()
+        .map(|p| format!("(?:{p})"))
+        .collect::<Vec<_>>()
+        .join("|");
+    RegexBuilder::new(&joined)
+        .case_insensitive(true)
+        .build()
+        .map(Some)
+        .map_err(|err| BackendError::InvalidPattern {
+            profile: profile.to_string(),
+            field: format!("cli.errors.{field}"),
+            message: err.to_string(),
+        })
+}
+
+impl ErrorPatterns {
+    /// Compile a profile's error patterns.
+    pub fn compile(profile: &str, errors: &CliErrorConfig) -> Result<Self, BackendError> {
+        Ok(ErrorPatterns {
+            rate_limit: compile_set(profile, "rate_limit_patterns", &errors.rate_limit_patterns)?,
+            auth: compile_set(profile, "auth_error_patterns", &errors.auth_error_patterns)?,
+            capacity: compile_set(profile, "capacity_patterns", &errors.capacity_patterns)?,
+            timeout: compile_set(profile, "timeout_patterns", &errors.timeout_patterns)?,
+            crash: compile_set(profile, "crash_patterns", &errors.crash_patterns)?,
+            stale: compile_set(profile, "stale_patterns", &errors.stale_patterns)?,
+        })
+    }
+}
+
+impl InstrumentProfile {
+    /// Parse and validate a profile from YAML text; `origin` names the file in errors.
+    pub fn from_yaml(text: &str, origin: &str) -> Result<Self, BackendError> {
+        let invalid = |message: String| BackendError::InvalidProfile {
+            origin: origin.to_string(),
+            message,
+        };
+        let value: serde_yaml::Value =
+            serde_yaml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        if !value.is_mapping() {
+            return Err(invalid("the document is not a mapping".into()));
+        }
+        let profile: InstrumentProfile =
+            serde_yaml::from_value(value).map_err(|e| invalid(e.to_string()))?;
+        profile.validate().map_err(invalid)?;
+        if let Some(cli) = &profile.cli {
+            ErrorPatterns::compile(&profile.name, &cli.errors)?;
+        }
+        Ok(profile)
+    }
+
+    /// Check the rules serde cannot express; returns the first violation.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.name.trim().is_empty() {
+            return Err("name: must not be empty".into());
+        }
+        match (self.kind, &self.cli, &self.http) {
+            (InstrumentKind::Cli, None, _) => {
+                return Err("kind 'cli' requires a 'cli' section".into())
+            }
+            (InstrumentKind::Http, _, None) => {
+                return Err("kind 'http' requires an 'http' section".into())
+            }
+            _ => {}
+        }
+        if self.default_timeout_seconds.is_nan() || self.default_timeout_seconds <= 0.0 {
+            return Err("default_timeout_seconds: must be greater than 0".into());
+        }
+        for (i, m) in self.models.iter().enumerate() {
+            if m.context_window < 1 {
+                return Err(format!("models[{i}].context_window: must be at least 1"));
+            }
+            if m.cost_per_1k_input < 0.0 || m.cost_per_1k_output < 0.0 {
+                return Err(format!("models[{i}]: costs must not be negative"));
+            }
+        }
+        if let Some(cli) = &self.cli {
+            if cli.command.executable.trim().is_empty() {
+                return Err("cli.command.executable: must not be empty".into());
+            }
+        }
+        if let Some(cm) = &self.code_mode {
+            if cm.max_execution_ms.is_some_and(|ms| ms < 100) {
+                return Err("code_mode.max_execution_ms: must be at least 100".into());
+            }
+        }
+        Ok(())
+    }
+
+    /// The model whose pricing applies: `default_model` if listed, else the first model.
+    pub fn pricing_model(&self) -> Option<&ModelCapacity> {
+        self.default_model
+            .as_ref()
+            .and_then(|d| self.models.iter().find(|m| &m.name == d))
+            .or_else(|| self.models.first())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_and_missing_sections_are_rejected() {
+        let ok = "name: x\ndisplay_name: X\nkind: cli\ncli:\n  command:\n    executable: echo\n";
+        let p = InstrumentProfile::from_yaml(ok, "x.yaml").unwrap();
+        assert_eq!(p.default_timeout_seconds, 1800.0);
+        assert_eq!(p.cli.as_ref().unwrap().errors.success_exit_codes, vec![0]);
+
+        let typo = "name: x\ndisplay_name: X\nkind: cli\ncli:\n  command:\n    executable: echo\n    promt_flag: -p\n";
+        let err = InstrumentProfile::from_yaml(typo, "x.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("promt_flag") && err.contains("x.yaml"),
+            "{err}"
+        );
+
+        let no_cli = "name: x\ndisplay_name: X\nkind: cli\n";
+        assert!(InstrumentProfile::from_yaml(no_cli, "x.yaml")
+            .unwrap_err()
+            .to_string()
+            .contains("requires a 'cli'"));
+
+        let bad_re = "name: x\ndisplay_name: X\nkind: cli\ncli:\n  command:\n    executable: e\n  errors:\n    auth_error_patterns: ['(']\n";
+        let err = InstrumentProfile::from_yaml(bad_re, "x.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("auth_error_patterns[0]"), "{err}");
+    }
+}

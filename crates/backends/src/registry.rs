@@ -1,0 +1,242 @@
+//! Loading instrument profiles and building backends for them (instruments.md §4.2).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::claude::{ClaudeCliBackend, ClaudeCliOptions, ClaudeOutputFormat};
+use crate::cli_backend::ProfileBackend;
+use crate::error::BackendError;
+use crate::profile::{InstrumentKind, InstrumentProfile};
+use crate::types::Backend;
+
+/// Native profiles, lowest precedence (instruments.md §4.4).
+const NATIVE: &[(&str, &str)] = &[
+    (
+        "claude_cli",
+        include_str!("../profiles/native/claude_cli.yaml"),
+    ),
+    (
+        "anthropic_api",
+        include_str!("../profiles/native/anthropic_api.yaml"),
+    ),
+    ("ollama", include_str!("../profiles/native/ollama.yaml")),
+    (
+        "recursive_light",
+        include_str!("../profiles/native/recursive_light.yaml"),
+    ),
+];
+
+/// Built-in YAML profiles (instruments.md §4.5).
+const BUILT_IN: &[(&str, &str)] = &[
+    ("aider", include_str!("../profiles/aider.yaml")),
+    ("claude-code", include_str!("../profiles/claude-code.yaml")),
+    ("cline-cli", include_str!("../profiles/cline-cli.yaml")),
+    ("codex-cli", include_str!("../profiles/codex-cli.yaml")),
+    ("gemini-cli", include_str!("../profiles/gemini-cli.yaml")),
+    ("goose", include_str!("../profiles/goose.yaml")),
+];
+
+/// Where a loaded profile came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProfileSource {
+    /// A native backend (`claude_cli`, `anthropic_api`, `ollama`, `recursive_light`).
+    Native,
+    /// Embedded in Mozart.
+    BuiltIn,
+    /// A user file (`$MOZART_HOME/instruments/` or `./.mozart/instruments/`).
+    File(PathBuf),
+}
+
+/// All known instrument profiles, by name.
+#[derive(Debug, Clone, Default)]
+pub struct InstrumentRegistry {
+    profiles: BTreeMap<String, (Arc<InstrumentProfile>, ProfileSource)>,
+    warnings: Vec<String>,
+}
+
+impl InstrumentRegistry {
+    /// Native + built-in profiles only.
+    pub fn builtin() -> Result<Self, BackendError> {
+        let mut reg = InstrumentRegistry::default();
+        for (src, list) in [
+            (ProfileSource::Native, NATIVE),
+            (ProfileSource::BuiltIn, BUILT_IN),
+        ] {
+            for (name, text) in list {
+                let profile = InstrumentProfile::from_yaml(text, &format!("built-in {name}"))?;
+                reg.register(profile, src.clone());
+            }
+        }
+        Ok(reg)
+    }
+
+    /// Load native and built-in profiles, then `mozart_home/instruments/*.yaml`, then
+    /// `project_dir/.mozart/instruments/*.yaml`; later sources win by name. Bad user files
+    /// are skipped and reported in [`warnings`](Self::warnings), as upstream logs them.
+    pub fn load(mozart_home: &Path, project_dir: Option<&Path>) -> Result<Self, BackendError> {
+        let mut reg = Self::builtin()?;
+        reg.load_dir(&mozart_home.join("instruments"));
+        if let Some(project) = project_dir {
+            reg.load_dir(&project.join(".mozart").join("instruments"));
+        }
+        Ok(reg)
+    }
+
+    /// Load every `*.yaml` / `*.yml` in `dir` (non-recursive, sorted by file name).
+    pub fn load_dir(&mut self, dir: &Path) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.is_file()
+                    && matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
+            })
+            .collect();
+        files.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
+        for path in files {
+            match Self::load_file(&path) {
+                Ok(profile) => self.register(profile, ProfileSource::File(path)),
+                Err(err) => {
+                    tracing::warn!(%err, "skipping instrument profile");
+                    self.warnings.push(err.to_string());
+                }
+            }
+        }
+    }
+
+    /// Read and validate one profile file.
+    pub fn load_file(path: &Path) -> Result<InstrumentProfile, BackendError> {
+        let text = std::fs::read_to_string(path).map_err(|source| BackendError::ReadProfile {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        InstrumentProfile::from_yaml(&text, &path.display().to_string())
+    }
+
+    /// Add or replace a profile.
+    pub fn register(&mut self, profile: InstrumentProfile, source: ProfileSource) {
+        self.profiles
+            .insert(profile.name.clone(), (Arc::new(profile), source));
+    }
+
+    /// The profile with this name.
+    pub fn get(&self, name: &str) -> Option<&Arc<InstrumentProfile>> {
+        self.profiles.get(name).map(|(p, _)| p)
+    }
+
+    /// Where the profile came from.
+    pub fn source(&self, name: &str) -> Option<&ProfileSource> {
+        self.profiles.get(name).map(|(_, s)| s)
+    }
+
+    /// All names, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.profiles.keys().cloned().collect()
+    }
+
+    /// All profiles, sorted by name.
+    pub fn profiles(&self) -> impl Iterator<Item = &Arc<InstrumentProfile>> {
+        self.profiles.values().map(|(p, _)| p)
+    }
+
+    /// Problems with user profile files that were skipped.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// A backend that runs the named instrument.
+    ///
+    /// `claude_cli` runs through [`ClaudeCliBackend`] in JSON mode (the conductor builds its
+    /// own with [`ClaudeCliBackend::new`] to apply a score's `backend:` section); other CLI
+    /// profiles through [`ProfileBackend`]; HTTP instruments are not executable yet.
+    pub fn backend(&self, name: &str) -> Result<Arc<dyn Backend>, BackendError> {
+        let profile = self
+            .get(name)
+            .ok_or_else(|| BackendError::UnknownInstrument {
+                name: name.to_string(),
+            })?;
+        match profile.kind {
+            InstrumentKind::Cli if name == "claude_cli" => {
+                let options = ClaudeCliOptions {
+                    output_format: ClaudeOutputFormat::Json,
+                    cli_model: profile.default_model.clone(),
+                    ..ClaudeCliOptions::default()
+                };
+                Ok(Arc::new(ClaudeCliBackend::new(options)))
+            }
+            InstrumentKind::Cli => Ok(Arc::new(ProfileBackend::new(Arc::clone(profile))?)),
+            InstrumentKind::Http => Err(BackendError::Unsupported {
+                backend: name.to_string(),
+                reason: format!(
+                    "HTTP instruments are not supported yet (instrument '{name}', kind 'http'); use a CLI instrument"
+                ),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_load_with_upstream_names() {
+        let reg = InstrumentRegistry::builtin().unwrap();
+        let names = reg.names();
+        for n in [
+            "aider",
+            "anthropic_api",
+            "claude-code",
+            "claude_cli",
+            "cline-cli",
+            "codex-cli",
+            "gemini-cli",
+            "goose",
+            "ollama",
+            "recursive_light",
+        ] {
+            assert!(names.contains(&n.to_string()), "{n} missing");
+        }
+        assert_eq!(
+            reg.get("gemini-cli").unwrap().default_model.as_deref(),
+            Some("gemini-2.5-pro")
+        );
+        assert!(matches!(
+            reg.backend("ollama"),
+            Err(BackendError::Unsupported { .. })
+        ));
+        assert!(matches!(
+            reg.backend("nope"),
+            Err(BackendError::UnknownInstrument { .. })
+        ));
+        assert_eq!(reg.backend("claude-code").unwrap().name(), "Claude Code");
+    }
+
+    #[test]
+    fn user_dirs_override_in_order_and_bad_files_are_skipped() {
+        let home = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        let org = home.path().join("instruments");
+        let venue = project.path().join(".mozart/instruments");
+        std::fs::create_dir_all(&org).unwrap();
+        std::fs::create_dir_all(&venue).unwrap();
+        let prof = |display: &str| {
+            format!("name: aider\ndisplay_name: {display}\nkind: cli\ncli:\n  command:\n    executable: aider\n")
+        };
+        std::fs::write(org.join("a.yaml"), prof("Org A")).unwrap();
+        std::fs::write(org.join("b.yml"), prof("Org B")).unwrap();
+        std::fs::write(org.join("broken.yaml"), "name: [").unwrap();
+        std::fs::write(org.join("notes.txt"), prof("ignored")).unwrap();
+        let reg = InstrumentRegistry::load(home.path(), None).unwrap();
+        assert_eq!(reg.get("aider").unwrap().display_name, "Org B");
+        assert_eq!(reg.warnings().len(), 1);
+        std::fs::write(venue.join("z.yaml"), prof("Venue")).unwrap();
+        let reg = InstrumentRegistry::load(home.path(), Some(project.path())).unwrap();
+        assert_eq!(reg.get("aider").unwrap().display_name, "Venue");
+        assert!(matches!(reg.source("aider"), Some(ProfileSource::File(_))));
+    }
+}
