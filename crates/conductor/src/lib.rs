@@ -1,1 +1,23 @@
-//! placeholder
+//! The Mozart conductor daemon: paths, `conductor.yaml`, single-instance lock, socket,
+//! signals, and the `daemon.*` methods. Jobs plug in through [`jobs`] and [`JobHost`].
+
+pub mod config;
+pub mod ctx;
+pub mod daemon_methods;
+pub mod error;
+pub mod instance;
+pub mod jobs;
+pub mod lifecycle;
+pub mod logging;
+#[cfg(feature = "jobs")]
+pub mod manager;
+pub mod notify;
+pub mod paths;
+pub mod probe;
+
+pub use config::DaemonConfig;
+pub use ctx::{BoxFuture, ConductorCtx, JobCounts, JobHost, ShutdownRequest};
+pub use error::ConductorError;
+pub use instance::{probe as probe_instance, read_pid, RunState};
+pub use lifecycle::{run_blocking, Conductor, ConductorSettings};
+pub use paths::{mozart_home, ConductorPaths};

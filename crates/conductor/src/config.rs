@@ -1,0 +1,652 @@
+//! `conductor.yaml`: the `DaemonConfig` schema of conductor.md §3, profiles, and loading.
+//!
+//! Unknown keys are refused everywhere (upstream models use `extra="forbid"`); the error
+//! names the field path. Fields this port does not act on are accepted and warned about
+//! at startup, as upstream does for its reserved fields (§3.3).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::ConductorError;
+
+/// Top-level conductor configuration (§3.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonConfig {
+    /// The IPC socket.
+    pub socket: SocketConfig,
+    /// PID file; defaults to `<home>/conductor.pid`.
+    pub pid_file: Option<PathBuf>,
+    /// Jobs run at once (1..=50).
+    pub max_concurrent_jobs: u32,
+    /// Sheets run at once across jobs (1..=100).
+    pub max_concurrent_sheets: u32,
+    /// Resource budgets.
+    pub resource_limits: ResourceLimitConfig,
+    /// Only `sqlite`.
+    pub state_backend_type: String,
+    /// Job registry; defaults to `<home>/registry.db`.
+    pub state_db_path: Option<PathBuf>,
+    /// `debug`, `info`, `warning` or `error`.
+    pub log_level: String,
+    /// Log file; defaults to `<home>/logs/conductor.log`.
+    pub log_file: Option<PathBuf>,
+    /// Per-job wall-clock cap (>= 60).
+    pub job_timeout_seconds: f64,
+    /// Graceful-shutdown wait (>= 10).
+    pub shutdown_timeout_seconds: f64,
+    /// Resource monitor period (>= 5).
+    pub monitor_interval_seconds: f64,
+    /// Terminal jobs kept in memory (>= 10).
+    pub max_job_history: u32,
+    /// Injected into scores without a thinking method.
+    pub default_thinking_method: Option<String>,
+    /// Observer settings (accepted; no observer yet).
+    pub observer: ObserverConfig,
+    /// Semantic learning settings.
+    pub learning: SemanticLearningConfig,
+    /// Profiler settings (accepted; no profiler yet).
+    pub profiler: ProfilerConfig,
+    /// Preflight token thresholds.
+    pub preflight: PreflightConfig,
+    /// Baton engine (the only engine in this port).
+    pub use_baton: bool,
+    /// The file this config came from (set on load).
+    pub config_file: Option<PathBuf>,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            socket: SocketConfig::default(),
+            pid_file: None,
+            max_concurrent_jobs: 15,
+            max_concurrent_sheets: 10,
+            resource_limits: ResourceLimitConfig::default(),
+            state_backend_type: "sqlite".into(),
+            state_db_path: None,
+            log_level: "info".into(),
+            log_file: None,
+            job_timeout_seconds: 86400.0,
+            shutdown_timeout_seconds: 300.0,
+            monitor_interval_seconds: 15.0,
+            max_job_history: 1000,
+            default_thinking_method: None,
+            observer: ObserverConfig::default(),
+            learning: SemanticLearningConfig::default(),
+            profiler: ProfilerConfig::default(),
+            preflight: PreflightConfig::default(),
+            use_baton: true,
+            config_file: None,
+        }
+    }
+}
+
+/// `socket:` (§3.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SocketConfig {
+    /// Socket path; defaults per architecture.md "Paths".
+    pub path: Option<PathBuf>,
+    /// Accepted for compatibility; the socket is always 0600 (invariant 6).
+    pub permissions: u32,
+    /// Connections served at once (upstream's meaning, §7.3); our default is larger.
+    pub backlog: u32,
+}
+
+impl Default for SocketConfig {
+    fn default() -> Self {
+        SocketConfig {
+            path: None,
+            permissions: 0o600,
+            backlog: 64,
+        }
+    }
+}
+
+/// `resource_limits:` (§3.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ResourceLimitConfig {
+    /// Conductor RSS budget (>= 512).
+    pub max_memory_mb: u64,
+    /// Descendant process budget (>= 5).
+    pub max_processes: u32,
+    /// Must stay 60 (not enforced upstream either).
+    pub max_api_calls_per_minute: u32,
+}
+
+impl Default for ResourceLimitConfig {
+    fn default() -> Self {
+        ResourceLimitConfig {
+            max_memory_mb: 8192,
+            max_processes: 50,
+            max_api_calls_per_minute: 60,
+        }
+    }
+}
+
+/// `observer:` (§3.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ObserverConfig {
+    /// Enable the observer.
+    pub enabled: bool,
+    /// Poll period (>= 0.5).
+    pub watch_interval_seconds: f64,
+    /// Snapshot retention (>= 1).
+    pub snapshot_ttl_hours: u32,
+    /// Per-subscriber queue (>= 100).
+    pub max_queue_size: u32,
+    /// Write `.mozart-observer.jsonl`.
+    pub persist_events: bool,
+    /// Ignored paths.
+    pub exclude_patterns: Vec<String>,
+    /// Event coalescing window (>= 0).
+    pub coalesce_window_seconds: f64,
+    /// Timeline cap (>= 4096).
+    pub max_timeline_bytes: u64,
+}
+
+impl Default for ObserverConfig {
+    fn default() -> Self {
+        ObserverConfig {
+            enabled: true,
+            watch_interval_seconds: 2.0,
+            snapshot_ttl_hours: 168,
+            max_queue_size: 1000,
+            persist_events: true,
+            exclude_patterns: [".git/", "__pycache__/", "node_modules/", ".venv/", "*.pyc"]
+                .map(String::from)
+                .to_vec(),
+            coalesce_window_seconds: 2.0,
+            max_timeline_bytes: 10_485_760,
+        }
+    }
+}
+
+/// `learning:` (§3.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SemanticLearningConfig {
+    /// Enable the semantic analyzer.
+    pub enabled: bool,
+    /// The analyzer's backend (a score `BackendConfig`, kept as given).
+    pub backend: serde_json::Value,
+    /// `success` and/or `failure`.
+    pub analyze_on: Vec<String>,
+    /// 1..=20.
+    pub max_concurrent_analyses: u32,
+    /// 0..=1.
+    pub entropy_threshold: f64,
+    /// 0.05..=0.5.
+    pub exploration_budget: f64,
+    /// >= 60.
+    pub entropy_check_interval_seconds: f64,
+}
+
+impl Default for SemanticLearningConfig {
+    fn default() -> Self {
+        SemanticLearningConfig {
+            enabled: true,
+            backend: serde_json::json!({
+                "type": "anthropic_api",
+                "model": "claude-sonnet-4-5-20250929",
+                "temperature": 0.3,
+                "max_tokens": 4096,
+                "timeout_seconds": 120.0,
+            }),
+            analyze_on: vec!["success".into(), "failure".into()],
+            max_concurrent_analyses: 3,
+            entropy_threshold: 0.1,
+            exploration_budget: 0.15,
+            entropy_check_interval_seconds: 3600.0,
+        }
+    }
+}
+
+/// `profiler:` (§3.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProfilerConfig {
+    /// Enable the profiler.
+    pub enabled: bool,
+    /// Snapshot period (>= 1).
+    pub interval_seconds: f64,
+    /// strace sampling.
+    pub strace_enabled: bool,
+    /// Full strace on demand.
+    pub strace_full_on_demand: bool,
+    /// GPU probing.
+    pub gpu_enabled: bool,
+    /// Profiler DB.
+    pub storage_path: String,
+    /// Profiler JSONL stream.
+    pub jsonl_path: String,
+    /// JSONL cap (>= 1 MiB).
+    pub jsonl_max_bytes: u64,
+    /// Retention windows.
+    pub retention: RetentionConfig,
+    /// Anomaly thresholds.
+    pub anomaly: AnomalyConfig,
+    /// Correlation analysis.
+    pub correlation: CorrelationConfig,
+}
+
+impl Default for ProfilerConfig {
+    fn default() -> Self {
+        ProfilerConfig {
+            enabled: true,
+            interval_seconds: 5.0,
+            strace_enabled: false,
+            strace_full_on_demand: true,
+            gpu_enabled: false,
+            storage_path: "~/.mozart/monitor.db".into(),
+            jsonl_path: "~/.mozart/monitor.jsonl".into(),
+            jsonl_max_bytes: 52_428_800,
+            retention: RetentionConfig::default(),
+            anomaly: AnomalyConfig::default(),
+            correlation: CorrelationConfig::default(),
+        }
+    }
+}
+
+/// `profiler.retention:`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetentionConfig {
+    /// Hours at full resolution.
+    pub full_resolution_hours: u32,
+    /// Days downsampled.
+    pub downsampled_days: u32,
+    /// Days of process events.
+    pub events_days: u32,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        RetentionConfig {
+            full_resolution_hours: 24,
+            downsampled_days: 7,
+            events_days: 30,
+        }
+    }
+}
+
+/// `profiler.anomaly:`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AnomalyConfig {
+    /// Memory spike factor.
+    pub memory_spike_threshold: f64,
+    /// Memory spike window.
+    pub memory_spike_window_seconds: f64,
+    /// Runaway CPU percent.
+    pub runaway_cpu_threshold: f64,
+    /// Runaway duration.
+    pub runaway_duration_seconds: f64,
+}
+
+impl Default for AnomalyConfig {
+    fn default() -> Self {
+        AnomalyConfig {
+            memory_spike_threshold: 1.5,
+            memory_spike_window_seconds: 30.0,
+            runaway_cpu_threshold: 90.0,
+            runaway_duration_seconds: 60.0,
+        }
+    }
+}
+
+/// `profiler.correlation:`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CorrelationConfig {
+    /// Analysis period.
+    pub interval_minutes: u32,
+    /// Minimum samples.
+    pub min_sample_size: u32,
+}
+
+impl Default for CorrelationConfig {
+    fn default() -> Self {
+        CorrelationConfig {
+            interval_minutes: 30,
+            min_sample_size: 5,
+        }
+    }
+}
+
+/// `preflight:` (§3.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PreflightConfig {
+    /// Warn above this many prompt tokens (0 disables).
+    pub token_warning_threshold: u64,
+    /// Fail above this many prompt tokens (0 disables).
+    pub token_error_threshold: u64,
+}
+
+impl Default for PreflightConfig {
+    fn default() -> Self {
+        PreflightConfig {
+            token_warning_threshold: 50_000,
+            token_error_threshold: 150_000,
+        }
+    }
+}
+
+/// Built-in profiles (§3.4), deep-merged over the file's data.
+fn profile_yaml(name: &str) -> Result<&'static str, ConductorError> {
+    match name {
+        "dev" => Ok("log_level: debug\nmax_concurrent_jobs: 2\nprofiler: {enabled: true, strace_enabled: true, interval_seconds: 2.0}\n"),
+        "intensive" => Ok("job_timeout_seconds: 172800\nresource_limits: {max_memory_mb: 16384, max_processes: 100}\n"),
+        "minimal" => Ok("max_concurrent_jobs: 2\nprofiler: {enabled: false}\nlearning: {enabled: false}\n"),
+        other => Err(ConductorError::UnknownProfile(other.to_string())),
+    }
+}
+
+fn deep_merge(base: &mut serde_yaml::Value, over: serde_yaml::Value) {
+    match (base, over) {
+        (serde_yaml::Value::Mapping(base), serde_yaml::Value::Mapping(over)) => {
+            for (key, value) in over {
+                match base.get_mut(&key) {
+                    Some(slot) => deep_merge(slot, value),
+                    None => {
+                        base.insert(key, value);
+                    }
+                }
+            }
+        }
+        (base, over) => *base = over,
+    }
+}
+
+/// Where config errors point when no file was involved.
+fn defaults_path() -> PathBuf {
+    PathBuf::from("<defaults>")
+}
+
+impl DaemonConfig {
+    /// Load `file` if it exists (a missing file means defaults, §3.1 step 1), merge the
+    /// profile over it, validate, and record `config_file`.
+    pub fn load(
+        file: Option<&Path>,
+        profile: Option<&str>,
+    ) -> Result<DaemonConfig, ConductorError> {
+        let (mut data, origin) = match file {
+            Some(path) if path.exists() => {
+                let text =
+                    std::fs::read_to_string(path).map_err(|source| ConductorError::ConfigRead {
+                        path: path.to_path_buf(),
+                        source,
+                    })?;
+                let value: serde_yaml::Value = if text.trim().is_empty() {
+                    serde_yaml::Value::Mapping(Default::default())
+                } else {
+                    serde_yaml::from_str(&text).map_err(|err| ConductorError::ConfigInvalid {
+                        path: path.to_path_buf(),
+                        message: err.to_string(),
+                    })?
+                };
+                (value, Some(path.to_path_buf()))
+            }
+            _ => (serde_yaml::Value::Mapping(Default::default()), None),
+        };
+        if data.is_null() {
+            data = serde_yaml::Value::Mapping(Default::default());
+        }
+        let shown = origin.clone().unwrap_or_else(defaults_path);
+        if let Some(name) = profile {
+            let over: serde_yaml::Value =
+                serde_yaml::from_str(profile_yaml(name)?).map_err(|err| {
+                    ConductorError::ConfigInvalid {
+                        path: shown.clone(),
+                        message: format!("profile {name}: {err}"),
+                    }
+                })?;
+            deep_merge(&mut data, over);
+        }
+        // Deserialize from text, not from the Value: only then does serde_yaml name the
+        // field path (`socket: unknown field ...`) and line in its errors.
+        let text = serde_yaml::to_string(&data).map_err(|err| ConductorError::ConfigInvalid {
+            path: shown.clone(),
+            message: err.to_string(),
+        })?;
+        let mut config: DaemonConfig =
+            serde_yaml::from_str(&text).map_err(|err| ConductorError::ConfigInvalid {
+                path: shown.clone(),
+                message: err.to_string(),
+            })?;
+        config.validate(&shown)?;
+        config.config_file = origin.map(|p| std::path::absolute(&p).unwrap_or(p));
+        Ok(config)
+    }
+
+    /// Range checks of §3.2, naming the field.
+    pub fn validate(&self, path: &Path) -> Result<(), ConductorError> {
+        let fail = |field: &str, message: String| ConductorError::ConfigField {
+            path: path.to_path_buf(),
+            field: field.to_string(),
+            message,
+        };
+        if !(1..=50).contains(&self.max_concurrent_jobs) {
+            return Err(fail(
+                "max_concurrent_jobs",
+                format!("{} is not in 1..=50", self.max_concurrent_jobs),
+            ));
+        }
+        if !(1..=100).contains(&self.max_concurrent_sheets) {
+            return Err(fail(
+                "max_concurrent_sheets",
+                format!("{} is not in 1..=100", self.max_concurrent_sheets),
+            ));
+        }
+        if self.socket.permissions > 0o777 {
+            return Err(fail(
+                "socket.permissions",
+                format!("{} is greater than 511 (0o777)", self.socket.permissions),
+            ));
+        }
+        if self.socket.backlog < 1 {
+            return Err(fail("socket.backlog", "must be at least 1".into()));
+        }
+        if self.resource_limits.max_memory_mb < 512 {
+            return Err(fail(
+                "resource_limits.max_memory_mb",
+                "must be at least 512".into(),
+            ));
+        }
+        if self.resource_limits.max_processes < 5 {
+            return Err(fail(
+                "resource_limits.max_processes",
+                "must be at least 5".into(),
+            ));
+        }
+        if self.resource_limits.max_api_calls_per_minute != 60 {
+            return Err(fail(
+                "resource_limits.max_api_calls_per_minute",
+                format!("ResourceLimitConfig.max_api_calls_per_minute={} is not yet enforced. Remove it or set it to 60.", self.resource_limits.max_api_calls_per_minute),
+            ));
+        }
+        if self.state_backend_type != "sqlite" {
+            return Err(fail(
+                "state_backend_type",
+                format!(
+                    "'{}' is not supported; only 'sqlite'",
+                    self.state_backend_type
+                ),
+            ));
+        }
+        if !["debug", "info", "warning", "error"].contains(&self.log_level.as_str()) {
+            return Err(fail(
+                "log_level",
+                format!(
+                    "'{}' is not one of debug, info, warning, error",
+                    self.log_level
+                ),
+            ));
+        }
+        if self.job_timeout_seconds < 60.0 {
+            return Err(fail("job_timeout_seconds", "must be at least 60".into()));
+        }
+        if self.shutdown_timeout_seconds < 10.0 {
+            return Err(fail(
+                "shutdown_timeout_seconds",
+                "must be at least 10".into(),
+            ));
+        }
+        if self.monitor_interval_seconds < 5.0 {
+            return Err(fail(
+                "monitor_interval_seconds",
+                "must be at least 5".into(),
+            ));
+        }
+        if self.max_job_history < 10 {
+            return Err(fail("max_job_history", "must be at least 10".into()));
+        }
+        let p = &self.preflight;
+        if p.token_warning_threshold > 0
+            && p.token_error_threshold > 0
+            && p.token_warning_threshold >= p.token_error_threshold
+        {
+            return Err(fail(
+                "preflight.token_warning_threshold",
+                "must be less than preflight.token_error_threshold".into(),
+            ));
+        }
+        let l = &self.learning;
+        if l.analyze_on.is_empty()
+            || l.analyze_on
+                .iter()
+                .any(|v| v != "success" && v != "failure")
+        {
+            return Err(fail(
+                "learning.analyze_on",
+                "must list 'success' and/or 'failure'".into(),
+            ));
+        }
+        if !(0.05..=0.5).contains(&l.exploration_budget) {
+            return Err(fail(
+                "learning.exploration_budget",
+                "must be in 0.05..=0.5".into(),
+            ));
+        }
+        if !(0.0..=1.0).contains(&l.entropy_threshold) {
+            return Err(fail(
+                "learning.entropy_threshold",
+                "must be in 0..=1".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Fields accepted but not acted on by this port, as `(field, note)` for startup warnings.
+    pub fn unimplemented_fields(&self) -> Vec<(&'static str, &'static str)> {
+        let d = DaemonConfig::default();
+        let mut out = Vec::new();
+        if self.socket.permissions != d.socket.permissions {
+            out.push(("socket.permissions", "the socket is always 0600"));
+        }
+        if self.observer != d.observer {
+            out.push(("observer", "no file-system observer in this port yet"));
+        }
+        if self.profiler != d.profiler {
+            out.push(("profiler", "no profiler in this port yet"));
+        }
+        if self.max_concurrent_sheets != d.max_concurrent_sheets {
+            out.push(("max_concurrent_sheets", "reserved upstream; not enforced"));
+        }
+        if !self.use_baton {
+            out.push(("use_baton", "the baton is the only engine in this port"));
+        }
+        out
+    }
+}
+
+/// Read only `socket.path` from a conductor.yaml, leniently: clients must find the
+/// conductor even when the rest of the file is invalid.
+pub fn socket_path_from_file(file: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let value: serde_yaml::Value = serde_yaml::from_str(&text).ok()?;
+    value
+        .get("socket")?
+        .get("path")?
+        .as_str()
+        .map(PathBuf::from)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn load_text(text: &str, profile: Option<&str>) -> Result<DaemonConfig, ConductorError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("conductor.yaml");
+        std::fs::write(&path, text).unwrap();
+        DaemonConfig::load(Some(&path), profile)
+    }
+
+    #[test]
+    fn a_missing_file_means_defaults() {
+        let c = DaemonConfig::load(Some(Path::new("/nonexistent/c.yaml")), None).unwrap();
+        assert_eq!(c, DaemonConfig::default());
+        assert!(c.config_file.is_none());
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_with_their_path() {
+        let err = load_text("socket:\n  pathh: /tmp/x.sock\n", None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("pathh"), "{err}");
+        assert!(err.contains("socket"), "{err}");
+        let err = load_text("bogus: 1\n", None).unwrap_err().to_string();
+        assert!(err.contains("bogus"), "{err}");
+    }
+
+    #[test]
+    fn ranges_are_checked_naming_the_field() {
+        let err = load_text("max_concurrent_jobs: 0\n", None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("'max_concurrent_jobs'"), "{err}");
+        let err = load_text("resource_limits: {max_api_calls_per_minute: 30}\n", None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is not yet enforced"), "{err}");
+    }
+
+    #[test]
+    fn profiles_merge_over_the_file_and_unknown_ones_are_named() {
+        let c = load_text(
+            "max_concurrent_jobs: 7\nprofiler: {interval_seconds: 9.0}\n",
+            Some("dev"),
+        )
+        .unwrap();
+        assert_eq!(c.max_concurrent_jobs, 2);
+        assert!(c.profiler.strace_enabled);
+        assert_eq!(c.profiler.interval_seconds, 2.0);
+        assert!(c.config_file.is_some());
+        let err = DaemonConfig::load(None, Some("turbo"))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "Unknown daemon profile 'turbo'. Available profiles: dev, intensive, minimal"
+        );
+    }
+
+    #[test]
+    fn clients_read_the_socket_path_even_from_an_invalid_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("conductor.yaml");
+        std::fs::write(&path, "socket: {path: /tmp/q.sock}\nbogus: 1\n").unwrap();
+        assert_eq!(
+            socket_path_from_file(&path),
+            Some(PathBuf::from("/tmp/q.sock"))
+        );
+    }
+}

@@ -1,0 +1,134 @@
+//! The `daemon.*` methods (conductor.md §8.13–§8.25) and our `daemon.hello`.
+
+use std::sync::Arc;
+
+use mozart_ipc::types::{
+    ClearRateLimitsParams, ClearRateLimitsResult, DaemonStatus, HealthResult, HelloResult,
+    ReadyResult, ShutdownParams, ShutdownResult,
+};
+use mozart_ipc::{methods, parse_params, ErrorObjectOwned, RpcError, RpcModule};
+
+use crate::probe;
+use crate::{ConductorCtx, ConductorError};
+
+type Ctx = Arc<ConductorCtx>;
+type RpcResult<T> = Result<T, ErrorObjectOwned>;
+
+fn to_value<T: serde::Serialize>(value: T) -> RpcResult<serde_json::Value> {
+    serde_json::to_value(value).map_err(|err| RpcError::internal(err).into())
+}
+
+/// Register every `daemon.*` method on `module`.
+pub fn register_daemon_methods(module: &mut RpcModule<Ctx>) -> Result<(), ConductorError> {
+    let reg = |err: jsonrpsee_error::RegisterMethodError| ConductorError::Register(err.to_string());
+
+    module
+        .register_method(methods::DAEMON_HELLO, |_, ctx, _| {
+            to_value(HelloResult {
+                protocol_version: mozart_ipc::PROTOCOL_VERSION,
+                version: mozart_ipc::VERSION.to_string(),
+                pid: ctx.pid,
+            })
+        })
+        .map_err(reg)?;
+
+    // Liveness must stay cheap and answer during shutdown (§7.8, §8.16).
+    module
+        .register_method(methods::DAEMON_HEALTH, |_, ctx, _| {
+            to_value(HealthResult {
+                status: "ok".into(),
+                pid: ctx.pid,
+                uptime_seconds: ctx.uptime_seconds(),
+                shutting_down: ctx.is_shutting_down(),
+            })
+        })
+        .map_err(reg)?;
+
+    module
+        .register_blocking_method(methods::DAEMON_READY, |_, ctx, _| {
+            let ready = ctx.is_ready();
+            to_value(ReadyResult {
+                status: if ready { "ready" } else { "not_ready" }.into(),
+                running_jobs: ctx.job_counts().running,
+                memory_mb: probe::rss_mb(ctx.pid),
+                child_processes: probe::child_count(ctx.pid),
+                accepting_work: ready,
+                shutting_down: ctx.is_shutting_down(),
+                failure_rate_elevated: false,
+                notifications_degraded: false,
+                uptime_seconds: ctx.uptime_seconds(),
+            })
+        })
+        .map_err(reg)?;
+
+    module
+        .register_blocking_method(methods::DAEMON_STATUS, |_, ctx, _| {
+            let counts = ctx.job_counts();
+            to_value(DaemonStatus {
+                pid: ctx.pid,
+                uptime_seconds: ctx.uptime_seconds(),
+                running_jobs: counts.running,
+                total_jobs_active: counts.running,
+                memory_usage_mb: probe::rss_mb(ctx.pid),
+                version: mozart_ipc::VERSION.to_string(),
+                socket: Some(ctx.paths.socket.display().to_string()),
+                jobs_by_status: counts.by_status,
+                protocol_version: Some(mozart_ipc::PROTOCOL_VERSION),
+            })
+        })
+        .map_err(reg)?;
+
+    module
+        .register_method(methods::DAEMON_SHUTDOWN, |params, ctx, _| {
+            let params: ShutdownParams = parse_params(&params)?;
+            ctx.request_shutdown(params.graceful);
+            to_value(ShutdownResult {
+                shutting_down: true,
+            })
+        })
+        .map_err(reg)?;
+
+    module
+        .register_method(methods::DAEMON_CONFIG, |_, ctx, _| to_value(ctx.config()))
+        .map_err(reg)?;
+
+    module
+        .register_method(methods::DAEMON_RATE_LIMITS, |_, ctx, _| {
+            to_value(ctx.job_host().map(|h| h.rate_limits()).unwrap_or_default())
+        })
+        .map_err(reg)?;
+
+    module
+        .register_method(methods::DAEMON_CLEAR_RATE_LIMITS, |params, ctx, _| {
+            let params: ClearRateLimitsParams = parse_params(&params)?;
+            let cleared = ctx
+                .job_host()
+                .map(|h| h.clear_rate_limits(params.instrument.as_deref()))
+                .unwrap_or(0);
+            to_value(ClearRateLimitsResult {
+                cleared,
+                instrument: params.instrument,
+            })
+        })
+        .map_err(reg)?;
+
+    for name in [
+        methods::DAEMON_TOP,
+        methods::DAEMON_TOP_STREAM,
+        methods::DAEMON_EVENTS,
+        methods::DAEMON_MONITOR_STREAM,
+        methods::DAEMON_OBSERVER_EVENTS,
+        methods::DAEMON_LEARNING_PATTERNS,
+    ] {
+        module
+            .register_method(name, move |_, _, _| {
+                Err::<serde_json::Value, ErrorObjectOwned>(RpcError::not_implemented(name).into())
+            })
+            .map_err(reg)?;
+    }
+    Ok(())
+}
+
+mod jsonrpsee_error {
+    pub use mozart_ipc::jsonrpsee::core::error::RegisterMethodError;
+}

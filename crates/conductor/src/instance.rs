@@ -1,0 +1,131 @@
+//! Single-instance guard: an exclusive `flock` on the lock file, held for the conductor's
+//! lifetime (not a PID guess), plus the informational PID file.
+
+use std::fs::{File, OpenOptions};
+use std::path::Path;
+
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
+
+use crate::{ConductorError, ConductorPaths};
+
+/// The held lock; dropping it releases the lock.
+#[derive(Debug)]
+pub struct InstanceLock {
+    _lock: Flock<File>,
+}
+
+/// Whether a conductor holds the lock, as seen from outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunState {
+    /// The lock is held; the PID file's content if readable.
+    Running {
+        /// PID from the PID file.
+        pid: Option<u32>,
+    },
+    /// Nobody holds the lock; a leftover PID file's content, if any (stale).
+    Stopped {
+        /// PID from a stale PID file.
+        stale_pid: Option<u32>,
+    },
+}
+
+/// Read a PID file (decimal, surrounding whitespace ignored).
+pub fn read_pid(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Take the instance lock, retrying briefly so a concurrent status probe cannot make a
+/// legitimate start fail.
+pub fn acquire(paths: &ConductorPaths) -> Result<InstanceLock, ConductorError> {
+    if let Some(dir) = paths.lock_file.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| ConductorError::io("cannot create directory", dir, e))?;
+    }
+    let mut attempts = 0;
+    loop {
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&paths.lock_file)
+            .map_err(|e| ConductorError::io("cannot open lock file", &paths.lock_file, e))?;
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return Ok(InstanceLock { _lock: lock }),
+            Err((_, Errno::EWOULDBLOCK)) if attempts < 5 => {
+                attempts += 1;
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err((_, Errno::EWOULDBLOCK)) => {
+                return Err(ConductorError::AlreadyRunning {
+                    who: paths.who().to_string(),
+                    pid: read_pid(&paths.pid_file)
+                        .map(|p| p.to_string())
+                        .unwrap_or_else(|| "unknown".into()),
+                })
+            }
+            Err((_, errno)) => {
+                return Err(ConductorError::io(
+                    "cannot lock",
+                    &paths.lock_file,
+                    std::io::Error::from(errno),
+                ))
+            }
+        }
+    }
+}
+
+/// Probe without disturbing a running conductor: is the lock held?
+pub fn probe(paths: &ConductorPaths) -> RunState {
+    let pid = read_pid(&paths.pid_file);
+    let Ok(file) = File::open(&paths.lock_file) else {
+        return RunState::Stopped { stale_pid: pid };
+    };
+    match Flock::lock(file, FlockArg::LockSharedNonblock) {
+        Ok(lock) => {
+            drop(lock);
+            RunState::Stopped { stale_pid: pid }
+        }
+        Err((_, Errno::EWOULDBLOCK)) => RunState::Running { pid },
+        Err(_) => RunState::Stopped { stale_pid: pid },
+    }
+}
+
+/// Write our PID (temp file + rename, refusing a symlinked target).
+pub fn write_pid_file(path: &Path, pid: u32) -> Result<(), ConductorError> {
+    if path.is_symlink() {
+        return Err(ConductorError::Symlink {
+            what: "PID file",
+            path: path.to_path_buf(),
+        });
+    }
+    let tmp = path.with_extension("pid.tmp");
+    std::fs::write(&tmp, pid.to_string())
+        .map_err(|e| ConductorError::io("cannot write PID file", &tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| ConductorError::io("cannot write PID file", path, e))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lock_admits_one_holder_and_probes_see_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = ConductorPaths::resolve(dir.path(), Some(&dir.path().join("s")), None, None);
+        assert_eq!(probe(&paths), RunState::Stopped { stale_pid: None });
+        let lock = acquire(&paths).unwrap();
+        write_pid_file(&paths.pid_file, 4242).unwrap();
+        assert_eq!(probe(&paths), RunState::Running { pid: Some(4242) });
+        let err = acquire(&paths).unwrap_err().to_string();
+        assert_eq!(err, "Mozart conductor is already running (PID 4242)");
+        drop(lock);
+        assert_eq!(
+            probe(&paths),
+            RunState::Stopped {
+                stale_pid: Some(4242)
+            }
+        );
+    }
+}

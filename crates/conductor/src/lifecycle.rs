@@ -1,0 +1,253 @@
+//! The daemon's life: lock, PID, socket, recovery, READY, signals, reload, shutdown
+//! (conductor.md §4.2, §5).
+
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mozart_ipc::{RpcModule, ServerLimits};
+use nix::sys::socket::{self, AddressFamily, Backlog, SockFlag, SockType, UnixAddr};
+use nix::sys::stat::{umask, Mode};
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::logging::{self, LogHandle};
+use crate::{daemon_methods, instance, jobs, notify};
+use crate::{ConductorCtx, ConductorError, ConductorPaths, DaemonConfig};
+
+/// Everything needed to run one conductor.
+#[derive(Debug, Clone)]
+pub struct ConductorSettings {
+    /// Validated configuration (profile merged).
+    pub config: DaemonConfig,
+    /// Resolved paths (clone-aware).
+    pub paths: ConductorPaths,
+    /// Also log to stderr.
+    pub foreground: bool,
+    /// `--log-level`, overriding the file's `log_level` at start (§3.1 step 6).
+    pub log_level: Option<String>,
+}
+
+/// The conductor daemon.
+#[derive(Debug)]
+pub struct Conductor;
+
+impl Conductor {
+    /// Run until a signal or `daemon.shutdown` stops it. Returns once the socket, PID file
+    /// and lock are released.
+    pub async fn run(settings: ConductorSettings) -> Result<(), ConductorError> {
+        let ConductorSettings {
+            mut config,
+            paths,
+            foreground,
+            log_level,
+        } = settings;
+        if let Some(level) = log_level {
+            config.log_level = level.to_ascii_lowercase();
+        }
+        let log_file = config
+            .log_file
+            .clone()
+            .unwrap_or_else(|| paths.log_file.clone());
+        let log = logging::init(&log_file, &config.log_level, foreground)?;
+        mozart_ipc::paths::check_socket_path(&paths.socket)?;
+        std::fs::create_dir_all(&paths.home)
+            .map_err(|e| ConductorError::io("cannot create Mozart home", &paths.home, e))?;
+
+        let lock = instance::acquire(&paths)?;
+        let pid_file = config
+            .pid_file
+            .clone()
+            .unwrap_or_else(|| paths.pid_file.clone());
+        instance::write_pid_file(&pid_file, std::process::id())?;
+        let result = run_locked(config, paths.clone(), &log).await;
+        remove_quietly(&pid_file);
+        drop(lock);
+        match &result {
+            Ok(()) => tracing::info!("daemon.stopped"),
+            Err(err) => tracing::error!(error = %err, "daemon.failed"),
+        }
+        result
+    }
+}
+
+/// Run the conductor on a fresh tokio runtime with few worker threads (idle RSS budget).
+pub fn run_blocking(settings: ConductorSettings) -> Result<(), ConductorError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(8)
+        .enable_all()
+        .build()
+        .map_err(|e| ConductorError::io("cannot start the runtime for", &settings.paths.home, e))?;
+    runtime.block_on(Conductor::run(settings))
+}
+
+async fn run_locked(
+    config: DaemonConfig,
+    paths: ConductorPaths,
+    log: &LogHandle,
+) -> Result<(), ConductorError> {
+    let backlog = config.socket.backlog;
+    for (field, note) in config.unimplemented_fields() {
+        tracing::warn!(field, note, "config.reserved_field_ignored");
+    }
+    let ctx = ConductorCtx::new(config, paths.clone());
+    let mut module = RpcModule::new(ctx.clone());
+    daemon_methods::register_daemon_methods(&mut module)?;
+    jobs::register_job_methods(&mut module)?;
+    jobs::install(&ctx)?;
+
+    // Install handlers before binding so a signal during startup is not fatal.
+    let sig = |kind: SignalKind, name: &'static str| {
+        signal(kind).map_err(|e| ConductorError::io("cannot install handler for", name, e))
+    };
+    let mut sigterm = sig(SignalKind::terminate(), "SIGTERM")?;
+    let mut sigint = sig(SignalKind::interrupt(), "SIGINT")?;
+    let mut sighup = sig(SignalKind::hangup(), "SIGHUP")?;
+
+    let listener = bind_socket(&paths.socket)?;
+    let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
+    let limits = ServerLimits {
+        max_connections: backlog as usize,
+        ..ServerLimits::default()
+    };
+    let server = tokio::spawn(mozart_ipc::serve(listener, module, limits, async {
+        let _ = server_stopped.await;
+    }));
+    tracing::info!(socket = %paths.socket.display(), pid = ctx.pid, "daemon.listening");
+
+    // Recovery runs after the socket is bound (health answers meanwhile) and before READY.
+    let recovered = match ctx.job_host() {
+        Some(host) => host.recover(&ctx).await,
+        None => Ok(()),
+    };
+    if let Err(err) = recovered {
+        let _ = stop_server.send(());
+        let _ = server.await;
+        remove_quietly(&paths.socket);
+        return Err(err);
+    }
+    ctx.set_ready();
+    notify::sd_notify("READY=1");
+    tracing::info!(version = mozart_ipc::VERSION, "daemon.started");
+
+    let mut shutdown = ctx.shutdown_receiver();
+    loop {
+        tokio::select! {
+            _ = sigterm.recv() => ctx.request_shutdown(true),
+            _ = sigint.recv() => ctx.request_shutdown(true),
+            _ = sighup.recv() => reload(&ctx, log),
+            changed = shutdown.changed() => if changed.is_err() { break },
+        }
+        if ctx.is_shutting_down() {
+            break;
+        }
+    }
+    let graceful = shutdown.borrow().map(|r| r.graceful).unwrap_or(true);
+    notify::sd_notify("STOPPING=1");
+    tracing::info!(graceful, "daemon.stopping");
+    if let Some(host) = ctx.job_host() {
+        let timeout = Duration::from_secs_f64(ctx.config().shutdown_timeout_seconds);
+        host.shutdown(graceful, timeout).await;
+    }
+    let _ = stop_server.send(());
+    if let Ok(Err(err)) = server.await {
+        tracing::warn!(error = %err, "ipc.server_error");
+    }
+    remove_quietly(&paths.socket);
+    Ok(())
+}
+
+/// SIGHUP: re-read conductor.yaml, keeping what cannot change while running (§5.3, avoiding
+/// upstream's [BUG] of adopting the file's socket/PID paths).
+fn reload(ctx: &Arc<ConductorCtx>, log: &LogHandle) {
+    let current = ctx.config();
+    let Some(file) = current.config_file.clone() else {
+        tracing::info!("daemon.sighup_no_config_file");
+        return;
+    };
+    let mut fresh = match DaemonConfig::load(Some(&file), None) {
+        Ok(config) => config,
+        Err(err) => {
+            tracing::warn!(error = %err, "daemon.sighup_reload_failed");
+            return;
+        }
+    };
+    if fresh.socket != current.socket || fresh.pid_file != current.pid_file {
+        tracing::warn!("daemon.sighup_non_reloadable_changed");
+    }
+    fresh.socket = current.socket.clone();
+    fresh.pid_file = current.pid_file.clone();
+    fresh.state_db_path = current.state_db_path.clone();
+    fresh.log_file = current.log_file.clone();
+    fresh.config_file = current.config_file.clone();
+    if fresh.log_level != current.log_level {
+        log.set_level(&fresh.log_level);
+    }
+    ctx.set_config(fresh);
+    tracing::info!(file = %file.display(), "daemon.config_reloaded");
+}
+
+/// Bind the socket privately: directory 0700 when we create it (or it is our default
+/// directory), socket 0600, stale file removed, a live one refused (§4.2 step 6, §4.3).
+fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener, ConductorError> {
+    mozart_ipc::paths::check_socket_path(path)?;
+    if path.is_symlink() {
+        return Err(ConductorError::Symlink {
+            what: "Socket path",
+            path: path.to_path_buf(),
+        });
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| ConductorError::io("cannot create socket directory", dir, e))?;
+        }
+        if dir == mozart_ipc::paths::default_socket_dir() {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| ConductorError::io("cannot restrict socket directory", dir, e))?;
+        }
+    }
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(ConductorError::SocketInUse(path.to_path_buf()));
+        }
+        tracing::info!(socket = %path.display(), "daemon.stale_socket_removed");
+        std::fs::remove_file(path)
+            .map_err(|e| ConductorError::io("cannot remove stale socket", path, e))?;
+    }
+    let io =
+        |e: nix::Error| ConductorError::io("cannot bind socket", path, std::io::Error::from(e));
+    let fd = socket::socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        None,
+    )
+    .map_err(io)?;
+    let addr = UnixAddr::new(path).map_err(io)?;
+    // The socket is created 0600 from the start: no window where others could connect.
+    let old = umask(Mode::from_bits_truncate(0o177));
+    let bound = socket::bind(std::os::fd::AsRawFd::as_raw_fd(&fd), &addr);
+    umask(old);
+    bound.map_err(io)?;
+    // A deep accept queue: we accept only when a connection slot is free (§7.3).
+    let backlog = Backlog::new(1024).unwrap_or(Backlog::MAXCONN);
+    socket::listen(&fd, backlog).map_err(io)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| ConductorError::io("cannot restrict socket", path, e))?;
+    let std_listener = std::os::unix::net::UnixListener::from(fd);
+    tokio::net::UnixListener::from_std(std_listener)
+        .map_err(|e| ConductorError::io("cannot register socket", path, e))
+}
+
+fn remove_quietly(path: &Path) {
+    if let Err(err) = std::fs::remove_file(path) {
+        if err.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(path = %path.display(), error = %err, "daemon.cleanup_failed");
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Conductor logging: tracing to the log file (and stderr in the foreground), with a level
+//! that SIGHUP can change (conductor.md §5.3 step 6).
+
+use std::fs::OpenOptions;
+use std::path::Path;
+use std::sync::Mutex;
+
+use tracing_subscriber::fmt::writer::MakeWriterExt;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{reload, EnvFilter, Registry};
+
+use crate::ConductorError;
+
+/// Changes the log level of the running conductor.
+pub struct LogHandle {
+    reload: Option<reload::Handle<EnvFilter, Registry>>,
+}
+
+impl std::fmt::Debug for LogHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogHandle").finish_non_exhaustive()
+    }
+}
+
+/// Map upstream's level names to a tracing filter (`warning` → `warn`).
+fn filter_for(level: &str) -> EnvFilter {
+    let level = match level.to_ascii_lowercase().as_str() {
+        "warning" | "warn" => "warn",
+        "debug" => "debug",
+        "error" => "error",
+        "trace" => "trace",
+        _ => "info",
+    };
+    EnvFilter::new(level)
+}
+
+impl LogHandle {
+    /// Apply a new level; a failure is logged and otherwise ignored.
+    pub fn set_level(&self, level: &str) {
+        if let Some(handle) = &self.reload {
+            if let Err(err) = handle.reload(filter_for(level)) {
+                tracing::warn!(error = %err, "daemon.log_level_reload_failed");
+            }
+        }
+    }
+}
+
+/// Install the global subscriber writing to `log_file` (created, appended) and, when
+/// `foreground`, to stderr too. If a subscriber is already installed (the conductor runs
+/// inside another program), that one is kept.
+pub fn init(log_file: &Path, level: &str, foreground: bool) -> Result<LogHandle, ConductorError> {
+    if let Some(dir) = log_file.parent() {
+        std::fs::create_dir_all(dir).map_err(|err| ConductorError::Logging {
+            path: log_file.to_path_buf(),
+            message: err.to_string(),
+        })?;
+    }
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_file)
+        .map_err(|err| ConductorError::Logging {
+            path: log_file.to_path_buf(),
+            message: err.to_string(),
+        })?;
+    let (filter, handle) = reload::Layer::new(filter_for(level));
+    let file = Mutex::new(file);
+    let installed = if foreground {
+        let writer = file.and(std::io::stderr);
+        tracing_subscriber::registry()
+            .with(filter)
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(false)
+                    .with_writer(writer),
+            )
+            .try_init()
+    } else {
+        tracing_subscriber::registry()
+            .with(filter)
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(false)
+                    .with_writer(file),
+            )
+            .try_init()
+    };
+    Ok(LogHandle {
+        reload: installed.is_ok().then_some(handle),
+    })
+}

@@ -1,0 +1,410 @@
+//! The conductor's side of the baton loop: persistence (checkpoint before consequence),
+//! musicians, kills, skip evaluation and job completion.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mozart_baton::driver::Inbox;
+use mozart_baton::{
+    AttemptContext, BatonHost, CheckpointSheetStatus, Event, HostError, JobOutcome, SkipSpec,
+    StateChange,
+};
+use mozart_state::{
+    AttemptRecord, DaemonJobStatus, JobStatus, SheetStatus, Timestamp, ValidationDetail,
+};
+use tokio::task::AbortHandle;
+
+use super::musician::{self, AttemptDetails};
+use super::{lock, Shared};
+
+/// Implements [`BatonHost`] for the conductor.
+pub(crate) struct ConductorHost {
+    shared: Arc<Shared>,
+    inflight: HashMap<(String, u32), AbortHandle>,
+}
+
+impl ConductorHost {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        ConductorHost {
+            shared,
+            inflight: HashMap::new(),
+        }
+    }
+}
+
+fn sheet_status(s: CheckpointSheetStatus) -> SheetStatus {
+    match s {
+        CheckpointSheetStatus::Pending => SheetStatus::Pending,
+        CheckpointSheetStatus::InProgress => SheetStatus::InProgress,
+        CheckpointSheetStatus::Completed => SheetStatus::Completed,
+        CheckpointSheetStatus::Failed => SheetStatus::Failed,
+        CheckpointSheetStatus::Skipped => SheetStatus::Skipped,
+    }
+}
+
+/// Fold the musician's details of the attempt into the sheet state.
+fn apply_details(sheet: &mut mozart_state::SheetState, d: &AttemptDetails) {
+    sheet.exit_code = d.exit_code;
+    sheet.exit_signal = d.exit_signal;
+    sheet.execution_duration_seconds = Some(d.duration_seconds);
+    sheet.error_code = d.error_code.clone();
+    sheet.error_category = d
+        .error_category
+        .as_deref()
+        .and_then(mozart_state::ErrorCategory::parse);
+    if let Some(model) = &d.model {
+        sheet.instrument_model = Some(model.clone());
+    }
+    if let Some(report) = &d.validation {
+        sheet.validation_passed = Some(report.all_passed());
+        sheet.last_pass_percentage = Some(report.pass_rate());
+        sheet.passed_validations = report
+            .results
+            .iter()
+            .filter(|c| c.status == mozart_baton::validation::CheckStatus::Passed)
+            .map(|c| c.description.clone().unwrap_or_else(|| c.rule_type.clone()))
+            .collect();
+        sheet.failed_validations = report
+            .results
+            .iter()
+            .filter(|c| c.status == mozart_baton::validation::CheckStatus::Failed)
+            .map(|c| c.description.clone().unwrap_or_else(|| c.rule_type.clone()))
+            .collect();
+        sheet.validation_details = Some(
+            report
+                .results
+                .iter()
+                .filter_map(|c| serde_json::to_value(c).ok())
+                .filter_map(|v| serde_json::from_value::<ValidationDetail>(v).ok())
+                .collect(),
+        );
+    } else {
+        sheet.validation_passed = None;
+    }
+}
+
+impl ConductorHost {
+    fn persist_sheet(&mut self, change: &mozart_baton::SheetChange) -> Result<(), HostError> {
+        let ctx = || {
+            format!(
+                "saving sheet {} of job '{}'",
+                change.sheet_num, change.job_id
+            )
+        };
+        let mut jobs = lock(&self.shared.jobs);
+        let Some(entry) = jobs.get_mut(&change.job_id) else {
+            return Ok(());
+        };
+        let details = entry
+            .run
+            .as_ref()
+            .and_then(|run| lock(&run.attempt_details).remove(&change.sheet_num));
+        let Some(live) = entry.live.as_mut() else {
+            return Ok(());
+        };
+        let status = sheet_status(change.status.checkpoint_status());
+        let now = Timestamp::now();
+        {
+            let sheet = live
+                .sheets
+                .entry(change.sheet_num)
+                .or_insert_with(|| mozart_state::SheetState::new(change.sheet_num));
+            let was = sheet.status;
+            sheet.status = status;
+            sheet.instrument_name = Some(change.instrument.clone());
+            sheet.attempt_count = change.normal_attempts
+                + change.completion_attempts
+                + change.healing_attempts
+                + u32::from(status == SheetStatus::Completed);
+            sheet.completion_attempts = change.completion_attempts;
+            sheet.healing_attempts = change.healing_attempts;
+            if status == SheetStatus::InProgress && was != SheetStatus::InProgress {
+                sheet.started_at = Some(now.clone());
+            }
+            if let Some(d) = &details {
+                apply_details(sheet, d);
+            }
+            match status {
+                SheetStatus::Completed => {
+                    sheet.completed_at = Some(now.clone());
+                    sheet.error_message = None;
+                    sheet.success_without_retry = change.normal_attempts == 0;
+                }
+                SheetStatus::Failed | SheetStatus::Skipped => {
+                    sheet.completed_at = Some(now.clone());
+                    if let Some(reason) = &change.reason {
+                        sheet.error_message = Some(reason.clone());
+                    } else if let Some(d) = &details {
+                        sheet.error_message = d.error_message.clone();
+                    }
+                }
+                _ => {
+                    if let Some(d) = &details {
+                        sheet.error_message = d.error_message.clone();
+                    }
+                }
+            }
+        }
+        if let Some(d) = &details {
+            live.total_input_tokens += d.input_tokens;
+            live.total_output_tokens += d.output_tokens;
+            live.total_estimated_cost += d.cost_usd;
+            if d.attempt_number > 1 {
+                live.total_retry_count += 1;
+            }
+        }
+        live.current_sheet = Some(change.sheet_num);
+        live.last_completed_sheet = live
+            .sheets
+            .values()
+            .filter(|s| s.status == SheetStatus::Completed)
+            .map(|s| s.sheet_num)
+            .max()
+            .unwrap_or(0);
+        live.updated_at = now;
+        let registry = lock(&self.shared.registry);
+        registry
+            .save_sheet_transition(live, change.sheet_num)
+            .map_err(|e| HostError::new(ctx(), e))?;
+        if let Some(d) = details {
+            let record = AttemptRecord {
+                job_id: change.job_id.clone(),
+                sheet_num: change.sheet_num,
+                attempt_num: d.attempt_number,
+                mode: Some(d.mode.clone()),
+                outcome: Some(change.status.as_str().to_string()),
+                error_code: d.error_code.clone(),
+                error_message: d.error_message.clone(),
+                exit_code: d.exit_code,
+                duration_seconds: Some(d.duration_seconds),
+                cost_usd: Some(d.cost_usd),
+                output: Some(format!("{}{}", d.stdout_tail, d.stderr_tail)),
+                executed_at: d.started_at,
+                ..AttemptRecord::default()
+            };
+            if let Err(e) = registry.record_attempt(&record) {
+                tracing::warn!(job_id = %change.job_id, error = %e, "cannot record attempt history");
+            }
+        }
+        Ok(())
+    }
+
+    fn persist_job(&mut self, change: &mozart_baton::JobChange) -> Result<(), HostError> {
+        let (daemon, cp) = match change.status {
+            mozart_baton::JobStatus::Running => (DaemonJobStatus::Running, JobStatus::Running),
+            mozart_baton::JobStatus::Paused => (DaemonJobStatus::Paused, JobStatus::Paused),
+            mozart_baton::JobStatus::Completed => {
+                (DaemonJobStatus::Completed, JobStatus::Completed)
+            }
+            mozart_baton::JobStatus::Failed => (DaemonJobStatus::Failed, JobStatus::Failed),
+            mozart_baton::JobStatus::Cancelled => {
+                (DaemonJobStatus::Cancelled, JobStatus::Cancelled)
+            }
+        };
+        let mut jobs = lock(&self.shared.jobs);
+        let Some(entry) = jobs.get_mut(&change.job_id) else {
+            return Ok(());
+        };
+        entry.record.status = daemon;
+        if daemon.is_terminal() {
+            entry.record.completed_at = Some(mozart_state::epoch_now());
+        }
+        if let Some(reason) = &change.reason {
+            if daemon == DaemonJobStatus::Failed {
+                entry.record.error_message = Some(reason.clone());
+            }
+        }
+        let registry = lock(&self.shared.registry);
+        if let Some(live) = entry.live.as_mut() {
+            live.status = cp;
+            live.updated_at = Timestamp::now();
+            if daemon.is_terminal() {
+                live.completed_at = Some(Timestamp::now());
+            }
+            if daemon == DaemonJobStatus::Failed {
+                live.error_message = change.reason.clone();
+            }
+            registry
+                .save_checkpoint(live)
+                .map_err(|e| HostError::new(format!("saving job '{}'", change.job_id), e))?;
+        }
+        let error = if daemon == DaemonJobStatus::Failed {
+            change.reason.as_deref()
+        } else {
+            None
+        };
+        registry
+            .set_job_status(&change.job_id, daemon, error)
+            .map_err(|e| HostError::new(format!("saving status of job '{}'", change.job_id), e))
+    }
+}
+
+impl BatonHost for ConductorHost {
+    fn persist(&mut self, change: &StateChange) -> Result<(), HostError> {
+        match change {
+            StateChange::Sheet(s) => self.persist_sheet(s),
+            StateChange::Job(j) => self.persist_job(j),
+            StateChange::Instrument(i) => {
+                let registry = lock(&self.shared.registry);
+                let result = match i.rate_limited_until {
+                    Some(until) => {
+                        // The baton's clock is monotonic; persist wall time for restarts.
+                        let wall = mozart_state::epoch_now() + until.saturating_since_now_secs();
+                        registry.set_rate_limit(&i.instrument, wall, Some("rate limited"))
+                    }
+                    None => registry.clear_rate_limit(Some(&i.instrument)).map(|_| ()),
+                };
+                result.map_err(|e| {
+                    HostError::new(format!("saving rate limit of '{}'", i.instrument), e)
+                })
+            }
+        }
+    }
+
+    fn dispatch(&mut self, job_id: &str, sheet_num: u32, attempt: AttemptContext, inbox: Inbox) {
+        let run = lock(&self.shared.jobs)
+            .get(job_id)
+            .and_then(|e| e.run.clone());
+        let Some(run) = run else {
+            let r = mozart_baton::AttemptResult::failed(
+                job_id,
+                sheet_num,
+                attempt.dispatch_id,
+                mozart_baton::FailureKind::Dispatch,
+                format!("job '{job_id}' is not loaded"),
+            );
+            let _ = inbox.send(Event::SheetAttemptResult(Box::new(r)));
+            return;
+        };
+        let task = tokio::spawn(musician::play(
+            self.shared.clone(),
+            run,
+            sheet_num,
+            attempt,
+            inbox,
+        ));
+        self.inflight
+            .insert((job_id.to_string(), sheet_num), task.abort_handle());
+    }
+
+    fn kill(&mut self, job_id: &str, sheet_num: u32) {
+        // Aborting the musician drops the backend's execute future, whose guard sends
+        // SIGTERM to the instrument's process group, then SIGKILL after the grace period.
+        if let Some(handle) = self.inflight.remove(&(job_id.to_string(), sheet_num)) {
+            handle.abort();
+        }
+    }
+
+    fn job_finished(&mut self, job_id: &str, outcome: JobOutcome, reason: Option<&str>) {
+        self.inflight.retain(|(j, _), _| j != job_id);
+        let mut jobs = lock(&self.shared.jobs);
+        if let Some(entry) = jobs.get_mut(job_id) {
+            let new_work = entry.live.as_ref().is_some_and(|cp| {
+                cp.sheets
+                    .values()
+                    .any(|s| s.status == SheetStatus::Completed && s.completed_at.is_some())
+            });
+            entry.record.completed_new_work = new_work;
+            entry.run = None;
+            tracing::info!(job_id, ?outcome, reason, "job finished");
+        }
+    }
+
+    fn evaluate_skip(&mut self, job_id: &str, sheet_num: u32, rule: &SkipSpec, inbox: Inbox) {
+        let run = lock(&self.shared.jobs)
+            .get(job_id)
+            .and_then(|e| e.run.clone());
+        let sheets_state = lock(&self.shared.jobs)
+            .get(job_id)
+            .and_then(|e| e.live.clone());
+        let rule = rule.clone();
+        let job_id = job_id.to_string();
+        tokio::spawn(async move {
+            let reason = evaluate_skip(run, sheets_state, sheet_num, &rule).await;
+            let _ = inbox.send(Event::SkipEvaluated {
+                job_id,
+                sheet_num,
+                skip_reason: reason,
+            });
+        });
+    }
+
+    fn escalate(&mut self, job_id: &str, sheet_num: u32, reason: &str) {
+        tracing::warn!(
+            job_id,
+            sheet_num,
+            reason,
+            "sheet needs a decision (fermata); resume the job to continue"
+        );
+    }
+
+    fn persistence_failed(&mut self, job_id: Option<&str>, error: &HostError) {
+        tracing::error!(job_id, error = %error, "checkpoint write failed; dispatching stopped for the job");
+    }
+}
+
+/// `skip_when` then `skip_when_command` (execution.md §9.2, seed 003): Some(reason) = skip.
+async fn evaluate_skip(
+    run: Option<Arc<super::JobRun>>,
+    state: Option<mozart_state::CheckpointState>,
+    sheet_num: u32,
+    rule: &SkipSpec,
+) -> Option<String> {
+    if let Some(expr) = &rule.when {
+        let ctx = mozart_config::expr::ExprContext::from_checkpoint(state.as_ref(), sheet_num);
+        match mozart_config::expr::evaluate(expr, &ctx) {
+            Ok(true) => return Some(format!("skip_when: {expr}")),
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(sheet_num, error = %e, "skip_when could not be evaluated; running the sheet")
+            }
+        }
+    }
+    let (Some(command), Some(run)) = (&rule.command, run) else {
+        return None;
+    };
+    let sheet = run.plan.sheets.iter().find(|s| s.num == sheet_num)?;
+    let vars = musician::placeholder_vars(&run, sheet);
+    let command = mozart_config::placeholders::expand(command, &vars, true);
+    let timeout = rule.command_timeout.unwrap_or(Duration::from_secs(10));
+    let mut cmd = tokio::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg(&command)
+        .current_dir(&run.workspace)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .kill_on_drop(true);
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(sheet_num, error = %e, "skip_when_command could not start; running the sheet");
+            return None;
+        }
+    };
+    let pid = child.id();
+    let mut child = child;
+    match tokio::time::timeout(timeout, child.wait()).await {
+        Ok(Ok(status)) if status.success() => Some(
+            rule.description
+                .clone()
+                .unwrap_or_else(|| format!("skip_when_command succeeded: {command}")),
+        ),
+        Ok(_) => None,
+        Err(_) => {
+            if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            tracing::warn!(
+                sheet_num,
+                "skip_when_command timed out; running the sheet (fail-open)"
+            );
+            None
+        }
+    }
+}

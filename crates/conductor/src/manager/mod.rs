@@ -1,0 +1,476 @@
+//! The job manager: submit, status, list, pause, resume, cancel, clear, and restart recovery
+//! (conductor.md §6, §11), wired to the baton loop, the SQLite registry and the instruments.
+//!
+//! Ownership: the baton loop owns sheet state transitions; this module keeps a mirror of each
+//! job's checkpoint (`live`) that the baton host updates *and persists* on every transition,
+//! so `job.status` never has to ask the baton task anything.
+
+mod host;
+mod musician;
+mod recovery;
+mod rpc;
+mod specs;
+mod submit;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use mozart_backends::InstrumentRegistry;
+use mozart_baton::driver::Inbox;
+use mozart_baton::{BatonConfig, BatonCore, Event};
+use mozart_config::{JobConfig, SheetPlan};
+use mozart_ipc::types::JobResponse;
+use mozart_state::{CheckpointState, DaemonJobStatus, DeleteFilter, JobRecord, Registry};
+use serde_json::{json, Value};
+
+use crate::ctx::{BoxFuture, JobCounts, JobHost};
+use crate::{ConductorCtx, ConductorError};
+
+pub use submit::SubmitRequest;
+
+/// Everything a running job needs that does not change while it runs.
+#[derive(Debug)]
+pub(crate) struct JobRun {
+    pub job_id: String,
+    pub config: JobConfig,
+    pub plan: SheetPlan,
+    pub workspace: PathBuf,
+    /// Per-sheet details of the last attempt, written by the musician just before it reports,
+    /// merged into the checkpoint when the baton persists the transition.
+    pub attempt_details: Mutex<HashMap<u32, musician::AttemptDetails>>,
+    /// mtimes taken before a sheet's first attempt, for `file_modified` validations.
+    pub mtimes: Mutex<HashMap<u32, mozart_baton::validation::MtimeSnapshot>>,
+}
+
+/// One job as the manager knows it.
+#[derive(Debug)]
+pub(crate) struct JobEntry {
+    pub record: JobRecord,
+    /// Live checkpoint (kept for terminal jobs too, so status stays rich).
+    pub live: Option<CheckpointState>,
+    /// Present while the job is registered with the baton.
+    pub run: Option<Arc<JobRun>>,
+}
+
+/// State shared by IPC handlers, the baton host and musicians.
+pub(crate) struct Shared {
+    pub registry: Mutex<Registry>,
+    pub jobs: Mutex<HashMap<String, JobEntry>>,
+    pub instruments: InstrumentRegistry,
+    pub inbox: OnceLock<Inbox>,
+    pub max_concurrent_jobs: u32,
+    pub logs_dir: PathBuf,
+    /// Serialises submissions (conductor.md §6.4 step 8).
+    pub submit_lock: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").finish_non_exhaustive()
+    }
+}
+
+/// Lock a mutex, recovering from poisoning (a panicked musician must not wedge the daemon).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+/// The job engine installed on the conductor context.
+#[derive(Debug, Clone)]
+pub struct JobManager {
+    shared: Arc<Shared>,
+    baton: Arc<Mutex<Option<mozart_baton::BatonHandle<host::ConductorHost>>>>,
+}
+
+/// A job-level error returned to IPC handlers (mapped to `-32000`).
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    /// No such job.
+    #[error("Job '{0}' not found")]
+    NotFound(String),
+    /// The registry failed.
+    #[error("registry error: {0}")]
+    Registry(#[from] mozart_state::StateError),
+}
+
+impl JobManager {
+    /// Open the registry and load instrument profiles; the baton starts in [`JobHost::recover`].
+    pub fn open(ctx: &ConductorCtx) -> Result<JobManager, ConductorError> {
+        let config = ctx.config();
+        let registry = Registry::open(&ctx.paths.registry_db)
+            .map_err(|e| ConductorError::Recovery(format!("cannot open the job registry: {e}")))?;
+        let instruments = InstrumentRegistry::load(&ctx.paths.home, None).map_err(|e| {
+            ConductorError::Recovery(format!("cannot load instrument profiles: {e}"))
+        })?;
+        let shared = Shared {
+            registry: Mutex::new(registry),
+            jobs: Mutex::new(HashMap::new()),
+            instruments,
+            inbox: OnceLock::new(),
+            max_concurrent_jobs: config.max_concurrent_jobs,
+            logs_dir: ctx.paths.home.join("logs"),
+            submit_lock: tokio::sync::Mutex::new(()),
+        };
+        Ok(JobManager {
+            shared: Arc::new(shared),
+            baton: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    /// Start the baton loop (once).
+    fn start_baton(&self, ctx: &ConductorCtx) {
+        let mut slot = lock(&self.baton);
+        if slot.is_some() {
+            return;
+        }
+        let config = ctx.config();
+        let baton_config = BatonConfig {
+            max_concurrent_sheets: config.max_concurrent_sheets,
+            jitter_seed: u64::from(std::process::id()),
+            ..BatonConfig::default()
+        };
+        let core = BatonCore::new(baton_config);
+        let host = host::ConductorHost::new(self.shared.clone());
+        let handle = mozart_baton::spawn(core, host);
+        let _ = self.shared.inbox.set(handle.inbox());
+        *slot = Some(handle);
+    }
+
+    fn send(&self, event: Event) -> Result<(), String> {
+        match self.shared.inbox.get() {
+            Some(inbox) => inbox
+                .send(event)
+                .map_err(|_| "the baton loop is not running".to_string()),
+            None => Err("the baton loop has not started".to_string()),
+        }
+    }
+
+    /// `job.submit` (conductor.md §6.4).
+    pub async fn submit(&self, ctx: &ConductorCtx, req: SubmitRequest) -> JobResponse {
+        submit::submit(self, ctx, req).await
+    }
+
+    /// `job.status` (conductor.md §6.10): the live checkpoint, else the stored one, else the
+    /// registry record.
+    pub fn status(&self, job_id: &str) -> Result<Value, JobError> {
+        {
+            let jobs = lock(&self.shared.jobs);
+            if let Some(entry) = jobs.get(job_id) {
+                if let Some(live) = &entry.live {
+                    return Ok(checkpoint_json(live, &entry.record));
+                }
+            }
+        }
+        let registry = lock(&self.shared.registry);
+        let Some(record) = registry.get_job(job_id)? else {
+            return Err(JobError::NotFound(job_id.to_string()));
+        };
+        if let Some(cp) = registry.load_checkpoint(job_id)? {
+            return Ok(checkpoint_json(&cp, &record));
+        }
+        Ok(record.to_registry_json())
+    }
+
+    /// `job.list` (conductor.md §6.12): in-memory jobs, then registry rows, newest first.
+    pub fn list(&self) -> Result<Vec<Value>, JobError> {
+        let mut out: Vec<(f64, Value)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        {
+            let jobs = lock(&self.shared.jobs);
+            for (id, entry) in jobs.iter() {
+                seen.insert(id.clone());
+                out.push((entry.record.submitted_at, meta_json(&entry.record)));
+            }
+        }
+        let rows = lock(&self.shared.registry).list_jobs(true)?;
+        for row in rows {
+            if !seen.contains(&row.job_id) {
+                out.push((row.submitted_at, row.to_registry_json()));
+            }
+        }
+        out.sort_by(|a, b| b.0.total_cmp(&a.0));
+        Ok(out.into_iter().map(|(_, v)| v).collect())
+    }
+
+    /// `job.pause` (conductor.md §6.6): stop new dispatches; in-flight sheets finish.
+    pub fn pause(&self, job_id: &str) -> Result<(), String> {
+        let status = self.current_status(job_id)?;
+        if status != DaemonJobStatus::Running && status != DaemonJobStatus::Queued {
+            return Err(format!(
+                "Job '{job_id}' is {}, not running",
+                status.as_str()
+            ));
+        }
+        self.send(Event::PauseJob {
+            job_id: job_id.to_string(),
+        })?;
+        self.set_status(job_id, DaemonJobStatus::Paused, None);
+        Ok(())
+    }
+
+    /// `job.resume` (conductor.md §6.7): paused jobs continue in the baton; failed or cancelled
+    /// ones are re-registered from their checkpoint (completed sheets are kept).
+    pub async fn resume(
+        &self,
+        ctx: &ConductorCtx,
+        job_id: &str,
+        config_path: Option<String>,
+        workspace: Option<String>,
+    ) -> JobResponse {
+        let status = match self.current_status(job_id) {
+            Ok(s) => s,
+            Err(_) => return rejected(job_id, format!("Score '{job_id}' not found")),
+        };
+        let in_baton = lock(&self.shared.jobs)
+            .get(job_id)
+            .is_some_and(|e| e.run.is_some());
+        match status {
+            DaemonJobStatus::Paused if in_baton && config_path.is_none() => {
+                if let Err(e) = self.send(Event::ResumeJob {
+                    job_id: job_id.to_string(),
+                    new_limits: None,
+                }) {
+                    return rejected(job_id, e);
+                }
+                self.set_status(job_id, DaemonJobStatus::Running, None);
+                JobResponse {
+                    job_id: job_id.to_string(),
+                    status: "accepted".into(),
+                    message: Some("Job resume queued".into()),
+                }
+            }
+            DaemonJobStatus::Paused | DaemonJobStatus::Failed | DaemonJobStatus::Cancelled => {
+                if in_baton {
+                    // A paused job getting a new score: cancel the old registration first.
+                    let _ = self.send(Event::CancelJob { job_id: job_id.to_string() });
+                }
+                let record = lock(&self.shared.jobs)
+                    .get(job_id)
+                    .map(|e| e.record.clone())
+                    .or_else(|| lock(&self.shared.registry).get_job(job_id).ok().flatten());
+                let Some(record) = record else {
+                    return rejected(job_id, format!("Score '{job_id}' not found"));
+                };
+                let req = SubmitRequest {
+                    config_path: config_path.unwrap_or(record.config_path.clone()),
+                    workspace: workspace.or(Some(record.workspace.clone())),
+                    fresh: false,
+                    resume_of: Some(job_id.to_string()),
+                    ..SubmitRequest::default()
+                };
+                let mut resp = submit::submit(self, ctx, req).await;
+                if resp.status == "accepted" {
+                    resp.message = Some("Job resume queued".into());
+                }
+                resp
+            }
+            other => rejected(
+                job_id,
+                format!(
+                    "Score '{job_id}' is {}, only PAUSED, FAILED, or CANCELLED scores can be resumed",
+                    other.as_str()
+                ),
+            ),
+        }
+    }
+
+    /// `job.cancel` (conductor.md §6.9): false when nothing is running for the job.
+    pub fn cancel(&self, job_id: &str) -> bool {
+        let active = lock(&self.shared.jobs).get(job_id).is_some_and(|e| {
+            e.run.is_some()
+                && matches!(
+                    e.record.status,
+                    DaemonJobStatus::Running | DaemonJobStatus::Queued | DaemonJobStatus::Paused
+                )
+        });
+        if !active {
+            return false;
+        }
+        if self
+            .send(Event::CancelJob {
+                job_id: job_id.to_string(),
+            })
+            .is_err()
+        {
+            return false;
+        }
+        true
+    }
+
+    /// `job.clear` (conductor.md §6.12).
+    pub fn clear(
+        &self,
+        statuses: Option<Vec<String>>,
+        older_than_seconds: Option<f64>,
+        job_ids: Option<Vec<String>>,
+    ) -> Result<u64, JobError> {
+        let mut wanted: Vec<DaemonJobStatus> = statuses
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| vec!["completed".into(), "failed".into(), "cancelled".into()])
+            .iter()
+            .filter_map(|s| DaemonJobStatus::parse(s))
+            .collect();
+        wanted.retain(|s| !s.is_active() && *s != DaemonJobStatus::Pending);
+        if wanted.is_empty() {
+            return Ok(0);
+        }
+        let now = mozart_state::epoch_now();
+        let ids = job_ids.filter(|ids| !ids.is_empty());
+        {
+            let mut jobs = lock(&self.shared.jobs);
+            jobs.retain(|id, entry| {
+                let matches = wanted.contains(&entry.record.status)
+                    && entry.run.is_none()
+                    && ids.as_ref().is_none_or(|ids| ids.contains(id))
+                    && older_than_seconds.is_none_or(|age| entry.record.submitted_at <= now - age);
+                !matches
+            });
+        }
+        let filter = DeleteFilter {
+            job_ids: ids,
+            statuses: Some(wanted),
+            older_than_seconds,
+        };
+        let deleted = lock(&self.shared.registry).delete_jobs(&filter)?;
+        Ok(deleted as u64)
+    }
+
+    fn current_status(&self, job_id: &str) -> Result<DaemonJobStatus, String> {
+        if let Some(e) = lock(&self.shared.jobs).get(job_id) {
+            return Ok(e.record.status);
+        }
+        match lock(&self.shared.registry).get_job(job_id) {
+            Ok(Some(r)) => Ok(r.status),
+            Ok(None) => Err(format!("Job '{job_id}' not found")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Set a job's registry + memory status (for transitions the baton does not report).
+    fn set_status(&self, job_id: &str, status: DaemonJobStatus, error: Option<&str>) {
+        if let Some(e) = lock(&self.shared.jobs).get_mut(job_id) {
+            e.record.status = status;
+        }
+        if let Err(err) = lock(&self.shared.registry).set_job_status(job_id, status, error) {
+            tracing::error!(job_id, error = %err, "cannot update job status in the registry");
+        }
+    }
+}
+
+fn rejected(job_id: &str, message: String) -> JobResponse {
+    JobResponse {
+        job_id: job_id.to_string(),
+        status: "rejected".into(),
+        message: Some(message),
+    }
+}
+
+/// `JobMeta.to_dict` shape (conductor.md §6.2).
+fn meta_json(r: &JobRecord) -> Value {
+    let mut v = json!({
+        "job_id": r.job_id,
+        "status": r.status.as_str(),
+        "config_path": r.config_path,
+        "workspace": r.workspace,
+        "submitted_at": r.submitted_at,
+        "started_at": r.started_at,
+    });
+    if let Some(obj) = v.as_object_mut() {
+        if let Some(e) = &r.error_message {
+            obj.insert("error_message".into(), json!(e));
+        }
+        if let Some(d) = r.chain_depth {
+            obj.insert("chain_depth".into(), json!(d));
+        }
+        if let Some(t) = r.completed_at {
+            obj.insert("completed_at".into(), json!(t));
+        }
+        if let Some(t) = r.total_sheets {
+            obj.insert("total_sheets".into(), json!(t));
+        }
+    }
+    v
+}
+
+/// The checkpoint as `job.status` returns it, with the registry's error message folded in.
+fn checkpoint_json(cp: &CheckpointState, record: &JobRecord) -> Value {
+    let mut v = serde_json::to_value(cp).unwrap_or_else(|_| meta_json(record));
+    if let Some(obj) = v.as_object_mut() {
+        if obj.get("error_message").is_none_or(Value::is_null) {
+            if let Some(e) = &record.error_message {
+                obj.insert("error_message".into(), json!(e));
+            }
+        }
+        obj.insert("workspace".into(), json!(record.workspace));
+    }
+    v
+}
+
+impl JobHost for JobManager {
+    fn recover<'a>(
+        &'a self,
+        ctx: &'a Arc<ConductorCtx>,
+    ) -> BoxFuture<'a, Result<(), ConductorError>> {
+        Box::pin(async move {
+            self.start_baton(ctx);
+            recovery::recover(self, ctx).await
+        })
+    }
+
+    fn counts(&self) -> JobCounts {
+        let jobs = lock(&self.shared.jobs);
+        let mut counts = JobCounts::default();
+        for entry in jobs.values() {
+            let s = entry.record.status;
+            if s == DaemonJobStatus::Running {
+                counts.running += 1;
+            }
+            *counts.by_status.entry(s.as_str().to_string()).or_default() += 1;
+        }
+        counts
+    }
+
+    fn shutdown(&self, graceful: bool, timeout: Duration) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let _ = self.send(Event::ShutdownRequested { graceful });
+            let handle = lock(&self.baton).take();
+            if let Some(handle) = handle {
+                if tokio::time::timeout(timeout, handle.join()).await.is_err() {
+                    tracing::warn!("baton did not stop within the shutdown timeout");
+                }
+            }
+        })
+    }
+
+    fn rate_limits(&self) -> mozart_ipc::types::RateLimitsResult {
+        let now = mozart_state::epoch_now();
+        let mut result = mozart_ipc::types::RateLimitsResult::default();
+        if let Ok(limits) = lock(&self.shared.registry).active_rate_limits(now) {
+            for l in limits {
+                result.backends.insert(
+                    l.instrument.clone(),
+                    mozart_ipc::types::RateLimitEntry {
+                        seconds_remaining: ((l.until - now) * 10.0).round() / 10.0,
+                    },
+                );
+            }
+            result.active_limits = result.backends.len() as u64;
+        }
+        result
+    }
+
+    fn clear_rate_limits(&self, instrument: Option<&str>) -> u64 {
+        let cleared = lock(&self.shared.registry)
+            .clear_rate_limit(instrument)
+            .unwrap_or(0);
+        let _ = self.send(Event::ClearRateLimit {
+            instrument: instrument.map(str::to_string),
+        });
+        cleared as u64
+    }
+}

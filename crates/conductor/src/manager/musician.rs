@@ -1,0 +1,347 @@
+//! The musician: one attempt of one sheet (execution.md §4) — render the prompt, play the
+//! instrument, run the validations, classify what went wrong, report one result.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mozart_backends::{classify, ErrorCategory, ExecutionRequest, ExecutionResult};
+use mozart_baton::driver::Inbox;
+use mozart_baton::validation::{
+    run_validations, snapshot_mtimes, CheckStatus, ValidationCheck, ValidationReport,
+    ValidationRule,
+};
+use mozart_baton::{AttemptContext, AttemptMode, AttemptResult, Event, Failure, FailureKind};
+use mozart_config::placeholders::{self, PlaceholderVars};
+use mozart_config::{PlannedSheet, ValidationType};
+
+use super::{lock, JobRun, Shared};
+
+/// What the checkpoint records about an attempt beyond what the baton tracks.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AttemptDetails {
+    pub attempt_number: u32,
+    pub mode: String,
+    pub started_at: f64,
+    pub duration_seconds: f64,
+    pub exit_code: Option<i32>,
+    pub exit_signal: Option<i32>,
+    pub timed_out: bool,
+    pub error_message: Option<String>,
+    pub error_code: Option<String>,
+    pub error_category: Option<String>,
+    pub validation: Option<ValidationReport>,
+    pub cost_usd: f64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub model: Option<String>,
+    pub stdout_tail: String,
+    pub stderr_tail: String,
+}
+
+/// Validation rules of `sheet`, with placeholders expanded and conditions evaluated.
+pub(crate) fn sheet_rules(run: &JobRun, sheet: &PlannedSheet) -> Vec<ValidationRule> {
+    let vars = placeholder_vars(run, sheet);
+    run.config
+        .validations
+        .iter()
+        .filter_map(|rule| {
+            let path = |p: &Option<String>| -> PathBuf {
+                let raw = placeholders::expand(p.as_deref().unwrap_or(""), &vars, false);
+                absolute(&run.workspace, &raw)
+            };
+            let check = match rule.kind {
+                ValidationType::FileExists => ValidationCheck::FileExists {
+                    path: path(&rule.path),
+                },
+                ValidationType::FileModified => ValidationCheck::FileModified {
+                    path: path(&rule.path),
+                },
+                ValidationType::ContentContains => ValidationCheck::ContentContains {
+                    path: path(&rule.path),
+                    pattern: rule.pattern.clone().unwrap_or_default(),
+                },
+                ValidationType::ContentRegex => ValidationCheck::ContentRegex {
+                    path: path(&rule.path),
+                    pattern: rule.pattern.clone().unwrap_or_default(),
+                },
+                ValidationType::CommandSucceeds => ValidationCheck::CommandSucceeds {
+                    command: placeholders::expand(
+                        rule.command.as_deref().unwrap_or("true"),
+                        &vars,
+                        true,
+                    ),
+                    working_dir: rule
+                        .working_directory
+                        .as_deref()
+                        .map(|w| absolute(&run.workspace, &placeholders::expand(w, &vars, false)))
+                        .unwrap_or_else(|| run.workspace.clone()),
+                    timeout: Duration::from_secs_f64(
+                        rule.timeout_seconds.unwrap_or(3600.0).max(0.001),
+                    ),
+                },
+            };
+            let applies = match rule.condition.as_deref() {
+                None => true,
+                Some(cond) => mozart_config::expr::condition_applies(
+                    cond,
+                    sheet.num,
+                    sheet.movement,
+                    sheet.voice,
+                ),
+            };
+            let mut out = ValidationRule::new(check);
+            out.description = rule.description.clone();
+            out.stage = u8::try_from(rule.stage.clamp(1, 10)).unwrap_or(1);
+            out.retry_count = u32::try_from(rule.retry_count.max(0)).unwrap_or(0);
+            out.retry_delay =
+                Duration::from_millis(u64::try_from(rule.retry_delay_ms.max(0)).unwrap_or(0));
+            out.applies = applies;
+            Some(out)
+        })
+        .collect()
+}
+
+fn absolute(workspace: &Path, raw: &str) -> PathBuf {
+    let p = PathBuf::from(raw);
+    if p.is_absolute() {
+        p
+    } else {
+        workspace.join(p)
+    }
+}
+
+pub(crate) fn placeholder_vars(run: &JobRun, sheet: &PlannedSheet) -> PlaceholderVars {
+    let mut vars = placeholders::sheet_vars(
+        &run.config,
+        sheet,
+        run.plan.total_sheets,
+        run.plan.total_movements,
+    );
+    vars.insert(
+        "workspace".into(),
+        run.workspace.to_string_lossy().into_owned(),
+    );
+    vars
+}
+
+fn failure_kind(result: &ExecutionResult) -> (FailureKind, String, Option<String>, Option<String>) {
+    let c = classify(result);
+    let code = Some(c.code.as_str().to_string());
+    let category = Some(c.category.as_str().to_string());
+    let kind = match c.category {
+        ErrorCategory::RateLimit => FailureKind::RateLimited {
+            reset_after: c
+                .rate_limit
+                .as_ref()
+                .map(|r| Duration::from_secs_f64(r.wait_seconds.max(0.0))),
+        },
+        ErrorCategory::Timeout => FailureKind::Timeout,
+        ErrorCategory::Auth => FailureKind::Auth,
+        ErrorCategory::Signal => FailureKind::Crash,
+        _ if !c.retriable => FailureKind::Fatal,
+        _ => FailureKind::Transient,
+    };
+    (kind, c.message, code, category)
+}
+
+/// Play one attempt and report it to the baton. Never panics on I/O; every failure becomes
+/// a reported result.
+pub(crate) async fn play(
+    shared: Arc<Shared>,
+    run: Arc<JobRun>,
+    sheet_num: u32,
+    attempt: AttemptContext,
+    inbox: Inbox,
+) {
+    let started = Instant::now();
+    let started_epoch = mozart_state::epoch_now();
+    let job_id = run.job_id.clone();
+    let Some(sheet) = run.plan.sheets.iter().find(|s| s.num == sheet_num) else {
+        let r = AttemptResult::failed(
+            &job_id,
+            sheet_num,
+            attempt.dispatch_id,
+            FailureKind::Dispatch,
+            format!("sheet {sheet_num} is not in the plan"),
+        );
+        let _ = inbox.send(Event::SheetAttemptResult(Box::new(r)));
+        return;
+    };
+
+    let rules = sheet_rules(&run, sheet);
+    let snapshot = {
+        let mut mtimes = lock(&run.mtimes);
+        mtimes
+            .entry(sheet_num)
+            .or_insert_with(|| snapshot_mtimes(&rules))
+            .clone()
+    };
+
+    let prompt = match render_prompt(&run, sheet, &attempt, &rules) {
+        Ok(p) => p,
+        Err(message) => {
+            report_failure(
+                &run,
+                &inbox,
+                sheet_num,
+                &attempt,
+                FailureKind::Fatal,
+                message,
+                started_epoch,
+            );
+            return;
+        }
+    };
+
+    let backend = match shared.instruments.backend(&attempt.instrument) {
+        Ok(b) => b,
+        Err(e) => {
+            report_failure(
+                &run,
+                &inbox,
+                sheet_num,
+                &attempt,
+                FailureKind::Fatal,
+                format!("instrument '{}': {e}", attempt.instrument),
+                started_epoch,
+            );
+            return;
+        }
+    };
+    let mut req = ExecutionRequest::new(prompt, run.workspace.clone(), attempt.timeout);
+    req.model = attempt.model.clone();
+    req.job_id = job_id.clone();
+    req.sheet_num = sheet_num;
+    req.attempt = attempt.attempt_number;
+    req.options = sheet.instrument_config.clone().into_iter().collect();
+    let result = backend.execute(req).await;
+
+    let mut details = AttemptDetails {
+        attempt_number: attempt.attempt_number,
+        mode: mode_str(attempt.mode).into(),
+        started_at: started_epoch,
+        exit_code: result.exit_code,
+        exit_signal: result.exit_signal,
+        timed_out: result.timed_out,
+        cost_usd: result.cost_usd.unwrap_or(0.0),
+        input_tokens: result.input_tokens.unwrap_or(0),
+        output_tokens: result.output_tokens.unwrap_or(0),
+        model: result.model.clone(),
+        stdout_tail: tail(&result.stdout, 4000),
+        stderr_tail: tail(&result.stderr, 4000),
+        ..AttemptDetails::default()
+    };
+
+    let mut r = AttemptResult::success(&job_id, sheet_num, attempt.dispatch_id);
+    r.instrument = attempt.instrument.clone();
+    r.exit_code = result.exit_code;
+    r.cost_usd = details.cost_usd;
+    r.input_tokens = details.input_tokens;
+    r.output_tokens = details.output_tokens;
+    r.model_used = result.model.clone();
+
+    if result.success {
+        let report = run_validations(&rules, &snapshot).await;
+        let total = report
+            .results
+            .iter()
+            .filter(|c| c.status != CheckStatus::Skipped || true)
+            .count();
+        r.validations_total = u32::try_from(total).unwrap_or(u32::MAX);
+        r.validations_passed = u32::try_from(report.passed_count()).unwrap_or(u32::MAX);
+        r.validation_pass_rate = report.pass_rate();
+        if !report.all_passed() {
+            let summary = report.failure_summaries().join("; ");
+            details.error_message = Some(format!("validation failed: {summary}"));
+            details.error_category = Some("validation".into());
+            details.error_code = Some("E900".into());
+            r.failure = Some(Failure::new(
+                FailureKind::Validation,
+                format!("validation failed: {summary}"),
+            ));
+        }
+        details.validation = Some(report);
+    } else {
+        let (kind, message, code, category) = failure_kind(&result);
+        r.execution_success = false;
+        r.validation_pass_rate = 0.0;
+        details.error_message = Some(mozart_backends::redact(&message));
+        details.error_code = code;
+        details.error_category = category;
+        r.failure = Some(Failure::new(kind, mozart_backends::redact(&message)));
+    }
+    details.duration_seconds = started.elapsed().as_secs_f64();
+    r.duration = started.elapsed();
+    lock(&run.attempt_details).insert(sheet_num, details);
+    let _ = inbox.send(Event::SheetAttemptResult(Box::new(r)));
+}
+
+fn report_failure(
+    run: &JobRun,
+    inbox: &Inbox,
+    sheet_num: u32,
+    attempt: &AttemptContext,
+    kind: FailureKind,
+    message: String,
+    started_epoch: f64,
+) {
+    let details = AttemptDetails {
+        attempt_number: attempt.attempt_number,
+        mode: mode_str(attempt.mode).into(),
+        started_at: started_epoch,
+        error_message: Some(message.clone()),
+        error_category: Some("configuration".into()),
+        ..AttemptDetails::default()
+    };
+    lock(&run.attempt_details).insert(sheet_num, details);
+    let mut r = AttemptResult::failed(&run.job_id, sheet_num, attempt.dispatch_id, kind, message);
+    r.instrument = attempt.instrument.clone();
+    let _ = inbox.send(Event::SheetAttemptResult(Box::new(r)));
+}
+
+fn mode_str(mode: AttemptMode) -> &'static str {
+    match mode {
+        AttemptMode::Normal => "normal",
+        AttemptMode::Completion => "completion",
+        AttemptMode::Healing => "healing",
+    }
+}
+
+fn tail(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut start = s.len() - max;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    s[start..].to_string()
+}
+
+/// The full prompt of one attempt (score.md §5.4 / execution.md §5).
+fn render_prompt(
+    run: &JobRun,
+    sheet: &PlannedSheet,
+    attempt: &AttemptContext,
+    _rules: &[ValidationRule],
+) -> Result<String, String> {
+    let ctx = mozart_config::RenderContext {
+        workspace: run.workspace.clone(),
+        ..mozart_config::RenderContext::default()
+    };
+    let mut prompt =
+        mozart_config::template::build_sheet_prompt(&run.config, sheet, &run.plan, &ctx)
+            .map_err(|e| format!("cannot render the prompt of sheet {}: {e}", sheet.num))?;
+    if let Some(prev) = &attempt.previous_failure {
+        prompt.push_str("\n\n---\nThe previous attempt failed: ");
+        prompt.push_str(prev);
+        prompt.push('\n');
+    }
+    if let Some(suffix) = &attempt.completion_suffix {
+        prompt.push_str("\n\n");
+        prompt.push_str(suffix);
+        prompt.push('\n');
+    }
+    Ok(prompt)
+}

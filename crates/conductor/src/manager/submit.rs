@@ -1,0 +1,284 @@
+//! `job.submit` (conductor.md §6.4), also used by resume and restart recovery.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use mozart_baton::Event;
+use mozart_config::{load_score, SheetPlan};
+use mozart_ipc::types::JobResponse;
+use mozart_state::{CheckpointState, DaemonJobStatus, JobRecord, JobScore, JobStatus, SheetState};
+
+use super::{lock, rejected, specs, JobEntry, JobManager, JobRun};
+use crate::ConductorCtx;
+
+/// What a submission asks for (`JobRequest`, conductor.md §8.1).
+#[derive(Debug, Clone, Default)]
+pub struct SubmitRequest {
+    /// Score file (absolute).
+    pub config_path: String,
+    /// Workspace override.
+    pub workspace: Option<String>,
+    /// Discard previous state first.
+    pub fresh: bool,
+    /// Start at this sheet: earlier sheets count as skipped.
+    pub start_sheet: Option<u32>,
+    /// Self-healing on exhaustion.
+    pub self_healing: bool,
+    /// Concert depth of a chained job.
+    pub chain_depth: Option<u32>,
+    /// Set when this submission resumes an existing job (keeps its id and history).
+    pub resume_of: Option<String>,
+}
+
+fn job_id_of(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+pub(super) async fn submit(
+    mgr: &JobManager,
+    ctx: &ConductorCtx,
+    req: SubmitRequest,
+) -> JobResponse {
+    if ctx.is_shutting_down() {
+        return rejected("", "Daemon is shutting down".into());
+    }
+    let config_path = PathBuf::from(&req.config_path);
+    let job_id = req
+        .resume_of
+        .clone()
+        .unwrap_or_else(|| job_id_of(&config_path));
+    if !config_path.exists() {
+        return rejected(
+            &job_id,
+            format!("Config file not found: {}", req.config_path),
+        );
+    }
+    let score = match load_score(&config_path) {
+        Ok(s) => s,
+        Err(e) => {
+            return rejected(
+                &job_id,
+                format!(
+                    "Failed to parse config file: {} ({e}). Cannot determine workspace. Fix the config or pass --workspace explicitly.",
+                    req.config_path
+                ),
+            )
+        }
+    };
+    let mut config = score.config;
+    let workspace = match req.workspace.as_deref().filter(|w| !w.is_empty()) {
+        Some(w) => PathBuf::from(w),
+        None => config.workspace.clone(),
+    };
+    config.workspace = workspace.clone();
+    if let Some(parent) = workspace.parent() {
+        if !parent.as_os_str().is_empty() && !parent.is_dir() {
+            return rejected(
+                &job_id,
+                format!(
+                    "Workspace parent directory does not exist: {}. Create the parent directory or change the workspace path.",
+                    parent.display()
+                ),
+            );
+        }
+        if !parent.as_os_str().is_empty()
+            && nix::unistd::access(parent, nix::unistd::AccessFlags::W_OK).is_err()
+        {
+            return rejected(
+                &job_id,
+                format!(
+                    "Workspace parent directory is not writable: {}. Fix permissions or change the workspace path.",
+                    parent.display()
+                ),
+            );
+        }
+    }
+    let plan = match SheetPlan::build(&config) {
+        Ok(p) => p,
+        Err(e) => return rejected(&job_id, format!("Failed to plan the score: {e}")),
+    };
+    if let Err(e) = std::fs::create_dir_all(&workspace) {
+        return rejected(
+            &job_id,
+            format!("Cannot create workspace {}: {e}", workspace.display()),
+        );
+    }
+
+    let _guard = mgr.shared.submit_lock.lock().await;
+    if let Some(entry) = lock(&mgr.shared.jobs).get(&job_id) {
+        let s = entry.record.status;
+        if entry.run.is_some() && matches!(s, DaemonJobStatus::Queued | DaemonJobStatus::Running) {
+            return rejected(
+                &job_id,
+                format!(
+                    "Job '{job_id}' is already {}. Use 'mozart pause' or 'mozart cancel' first, or wait for it to finish.",
+                    s.as_str()
+                ),
+            );
+        }
+    }
+
+    // Previous progress: kept unless --fresh, or the score changed since a completed run
+    // (auto-fresh, §6.4 step 8).
+    let (previous, previous_record) = {
+        let registry = lock(&mgr.shared.registry);
+        let record = registry.get_job(&job_id).ok().flatten();
+        let cp = registry.load_checkpoint(&job_id).ok().flatten();
+        (cp, record)
+    };
+    let mut fresh = req.fresh;
+    if !fresh {
+        if let Some(rec) = &previous_record {
+            if rec.status == DaemonJobStatus::Completed {
+                let mtime = std::fs::metadata(&config_path)
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map(|d| d.as_secs_f64());
+                if let (Some(mtime), Some(done)) = (mtime, rec.completed_at) {
+                    if mtime > done + 1.0 {
+                        tracing::info!(job_id, "auto_fresh.score_changed");
+                        fresh = true;
+                    }
+                }
+            }
+        }
+    }
+    let previous = previous.filter(|cp| !fresh && cp.total_sheets == plan.total_sheets);
+
+    let mut record = JobRecord::new(&job_id, &req.config_path, workspace.to_string_lossy());
+    record.total_sheets = Some(plan.total_sheets);
+    record.chain_depth = req.chain_depth;
+    if let Some(prev) = &previous_record {
+        if req.resume_of.is_some() {
+            record.submitted_at = prev.submitted_at;
+            record.chain_depth = record.chain_depth.or(prev.chain_depth);
+            record.concert_id = prev.concert_id.clone();
+            record.parent_job_id = prev.parent_job_id.clone();
+        }
+    }
+    record.status = DaemonJobStatus::Running;
+    record.started_at = Some(mozart_state::epoch_now());
+    record.pid = Some(std::process::id());
+
+    let mut checkpoint = build_checkpoint(&job_id, &config, &plan, previous.as_ref(), &req);
+    checkpoint.config_path = Some(req.config_path.clone());
+    checkpoint.status = JobStatus::Running;
+    checkpoint.pid = Some(std::process::id());
+    if checkpoint.started_at.is_none() {
+        checkpoint.started_at = Some(mozart_state::Timestamp::now());
+    }
+
+    {
+        let registry = lock(&mgr.shared.registry);
+        let job_score = JobScore {
+            yaml: Some(score.raw.clone()),
+            snapshot: serde_json::to_value(&config).ok(),
+        };
+        if let Err(e) = registry.create_job_with_score(&record, &job_score) {
+            return rejected(
+                &job_id,
+                format!("Cannot record the job in the registry: {e}"),
+            );
+        }
+        if let Err(e) = registry.save_checkpoint(&checkpoint) {
+            return rejected(&job_id, format!("Cannot save the job's checkpoint: {e}"));
+        }
+    }
+
+    let spec = specs::job_spec(&job_id, &config, &plan, &checkpoint, req.self_healing);
+    let run = Arc::new(JobRun {
+        job_id: job_id.clone(),
+        config,
+        plan,
+        workspace,
+        attempt_details: Mutex::new(Default::default()),
+        mtimes: Mutex::new(Default::default()),
+    });
+    lock(&mgr.shared.jobs).insert(
+        job_id.clone(),
+        JobEntry {
+            record,
+            live: Some(checkpoint),
+            run: Some(run),
+        },
+    );
+    if let Err(e) = mgr.send(Event::RegisterJob(Box::new(spec))) {
+        mgr.set_status(&job_id, DaemonJobStatus::Failed, Some(&e));
+        return rejected(&job_id, e);
+    }
+    JobResponse {
+        job_id,
+        status: "accepted".into(),
+        message: Some(format!(
+            "Job queued (concurrency limit: {})",
+            mgr.shared.max_concurrent_jobs
+        )),
+    }
+}
+
+/// A checkpoint for the plan, carrying over terminal sheets of a previous run.
+pub(super) fn build_checkpoint(
+    job_id: &str,
+    config: &mozart_config::JobConfig,
+    plan: &SheetPlan,
+    previous: Option<&CheckpointState>,
+    req: &SubmitRequest,
+) -> CheckpointState {
+    let mut cp = CheckpointState::new(job_id, &config.name, plan.total_sheets);
+    cp.total_movements = Some(plan.total_movements);
+    if let Some(prev) = previous {
+        cp.created_at = prev.created_at.clone();
+        cp.started_at = prev.started_at.clone();
+        cp.total_retry_count = prev.total_retry_count;
+        cp.rate_limit_waits = prev.rate_limit_waits;
+        cp.total_input_tokens = prev.total_input_tokens;
+        cp.total_output_tokens = prev.total_output_tokens;
+        cp.total_estimated_cost = prev.total_estimated_cost;
+    }
+    for sheet in &plan.sheets {
+        let mut s = previous
+            .and_then(|p| p.sheets.get(&sheet.num))
+            .filter(|s| {
+                matches!(
+                    s.status,
+                    mozart_state::SheetStatus::Completed | mozart_state::SheetStatus::Skipped
+                )
+            })
+            .cloned()
+            .unwrap_or_else(|| {
+                let mut s = SheetState::new(sheet.num);
+                // Keep attempt counts of an unfinished sheet so retries are not refunded.
+                if let Some(p) = previous.and_then(|p| p.sheets.get(&sheet.num)) {
+                    s.attempt_count = p.attempt_count;
+                    s.completion_attempts = p.completion_attempts;
+                    s.healing_attempts = p.healing_attempts;
+                }
+                s
+            });
+        s.instrument_name = Some(sheet.instrument.clone());
+        s.movement = Some(sheet.movement);
+        s.voice = Some(sheet.voice);
+        if let Some(start) = req.start_sheet {
+            if sheet.num < start && s.status == mozart_state::SheetStatus::Pending {
+                s.status = mozart_state::SheetStatus::Skipped;
+                s.error_message = Some(format!("skipped: --start-sheet {start}"));
+            }
+        }
+        cp.sheets.insert(sheet.num, s);
+    }
+    cp.last_completed_sheet = cp
+        .sheets
+        .values()
+        .filter(|s| s.status == mozart_state::SheetStatus::Completed)
+        .map(|s| s.sheet_num)
+        .max()
+        .unwrap_or(0);
+    let mut instruments: Vec<String> = plan.sheets.iter().map(|s| s.instrument.clone()).collect();
+    instruments.sort();
+    instruments.dedup();
+    cp.instruments_used = instruments;
+    cp
+}

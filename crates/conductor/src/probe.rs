@@ -1,0 +1,49 @@
+//! Cheap resource probes for `daemon.status` / `daemon.ready` (sysinfo).
+
+use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind};
+
+/// Resident memory of `pid` in MB, rounded to one decimal; 0.0 if the probe fails (§8.13).
+pub fn rss_mb(pid: u32) -> f64 {
+    let mut system = System::new();
+    let pid = Pid::from_u32(pid);
+    system.refresh_processes_specifics(
+        ProcessesToUpdate::Some(&[pid]),
+        true,
+        ProcessRefreshKind::nothing().with_memory(),
+    );
+    system
+        .process(pid)
+        .map(|p| round1(p.memory() as f64 / (1024.0 * 1024.0)))
+        .unwrap_or(0.0)
+}
+
+/// Live direct children of `pid`.
+pub fn child_count(pid: u32) -> u64 {
+    let mut system = System::new();
+    system.refresh_processes_specifics(
+        ProcessesToUpdate::All,
+        true,
+        ProcessRefreshKind::nothing().with_exe(UpdateKind::Never),
+    );
+    let me = Pid::from_u32(pid);
+    system
+        .processes()
+        .values()
+        .filter(|p| p.parent() == Some(me))
+        .count() as u64
+}
+
+/// Round to one decimal, as upstream reports floats.
+pub fn round1(value: f64) -> f64 {
+    (value * 10.0).round() / 10.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_own_memory_is_measured() {
+        assert!(rss_mb(std::process::id()) > 0.0);
+    }
+}
