@@ -1365,6 +1365,64 @@ mod tests {
     }
 
     #[test]
+    fn parses_an_upstream_shaped_document() {
+        // Shape of upstream's `model_dump(mode="json")` (pydantic v2 writes UTC as `Z`),
+        // with an unknown future field that must be ignored.
+        let text = r#"{
+          "job_id": "review", "job_name": "code-review", "config_hash": "abc",
+          "config_snapshot": {"name": "code-review"}, "config_path": "/s/review.yaml",
+          "created_at": "2026-02-01T10:00:00.123456Z", "updated_at": "2026-02-01T10:05:00Z",
+          "started_at": null, "completed_at": null, "total_sheets": 2,
+          "last_completed_sheet": 1, "current_sheet": 2, "status": "running",
+          "sheets": {
+            "1": {"sheet_num": 1, "status": "completed", "started_at": "2026-02-01T10:00:01Z",
+                  "completed_at": "2026-02-01T10:02:00Z", "attempt_count": 1, "exit_code": 0,
+                  "validation_passed": true,
+                  "validation_details": [{"rule_type": "file_exists", "path": "out.md",
+                                          "passed": true, "confidence": 1.0}],
+                  "execution_mode": "normal", "outcome_category": "success_first_try",
+                  "progress_snapshots": [{"sheet_num": 1, "bytes_received": 10,
+                                          "phase": "completed"}],
+                  "prompt_metrics": {"character_count": 120, "has_file_references": false},
+                  "instrument_fallback_history": [{"from": "a", "to": "b",
+                                                   "reason": "rate_limit",
+                                                   "timestamp": "2026-02-01T10:01:00Z"}],
+                  "error_history": [{"timestamp": "2026-02-01T10:00:30Z",
+                                     "error_type": "transient", "error_code": "E001",
+                                     "error_message": "timeout", "attempt_number": 1,
+                                     "context": {"exit_code": null}}],
+                  "input_tokens": 100, "output_tokens": 50, "estimated_cost": 0.01,
+                  "cost_confidence": 0.7, "agent_feedback": {"notes": "ok"}},
+            "2": {"sheet_num": 2, "status": "in_progress",
+                  "started_at": "2026-02-01T10:02:01Z", "attempt_count": 1,
+                  "error_category": "rate_limit", "exit_reason": "timeout"}
+          },
+          "instruments_used": ["claude-code"], "pid": 4242, "total_retry_count": 0,
+          "isolation_mode": "none", "parallel_max_concurrent": 3,
+          "circuit_breaker_history": [{"state": "open", "timestamp": "2026-02-01T10:01:00Z",
+                                       "trigger": "failure_recorded",
+                                       "consecutive_failures": 5}],
+          "synthesis_results": {"b1": {"status": "done"}},
+          "some_future_field": {"x": 1}
+        }"#;
+        let cp = CheckpointState::from_json(text).unwrap();
+        assert_eq!(cp.status, JobStatus::Running);
+        assert_eq!(cp.created_at.as_str(), "2026-02-01T10:00:00.123456Z");
+        assert_eq!(cp.sheets[&2].error_category, Some(ErrorCategory::RateLimit));
+        assert_eq!(cp.sheets[&2].exit_reason, Some(ExitReason::Timeout));
+        assert_eq!(cp.sheets[&1].cost_confidence, 0.7);
+        assert_eq!(cp.isolation_mode, Some(IsolationMode::None));
+        assert_eq!(cp.next_sheet(), Some(2));
+        let again: serde_json::Value = serde_json::from_str(&cp.to_json_pretty().unwrap()).unwrap();
+        assert_eq!(
+            again["sheets"]["1"]["validation_details"][0]["path"],
+            "out.md"
+        );
+        assert!(again.get("some_future_field").is_none());
+        assert_eq!(CheckpointState::from_json(&again.to_string()).unwrap(), cp);
+    }
+
+    #[test]
     fn rejects_zero_sheets_and_mismatched_keys() {
         assert!(
             CheckpointState::from_json(r#"{"job_id":"j","job_name":"n","total_sheets":0}"#)

@@ -21,6 +21,6 @@ pub use error::StateError;
 pub use migrate::SCHEMA_VERSION;
 pub use registry::{
     AttemptRecord, DaemonJobStatus, DeleteFilter, HookResultRecord, JobRecord, JobScore,
-    RateLimitRecord, Registry,
+    OrphanRecovery, RateLimitRecord, Registry,
 };
 pub use time::{epoch_now, Timestamp};

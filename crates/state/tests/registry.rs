@@ -509,3 +509,85 @@ fn corrupt_column_in_a_row_is_named() {
         "{err}"
     );
 }
+
+#[test]
+fn restart_recovery_keeps_started_work_and_fails_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let with_ws = |id: &str, status| {
+        let mut r = JobRecord::new(id, format!("/s/{id}.yaml"), ws.to_string_lossy());
+        r.status = status;
+        r.pid = Some(1);
+        r
+    };
+    reg.create_job(&with_ws("never-started", DaemonJobStatus::Queued))
+        .unwrap();
+    reg.create_job(&with_ws("mid-run", DaemonJobStatus::Running))
+        .unwrap();
+    reg.create_job(&with_ws("legacy.paused", DaemonJobStatus::Running))
+        .unwrap();
+    reg.create_job(&with_ws("done", DaemonJobStatus::Completed))
+        .unwrap();
+    let mut cp = CheckpointState::new("mid-run", "Mid", 2);
+    cp.set_running_pid(None);
+    cp.mark_sheet_started(1);
+    cp.mark_sheet_completed(1, true, None, None);
+    cp.mark_sheet_started(2);
+    reg.save_checkpoint(&cp).unwrap();
+    let mut legacy = CheckpointState::new("legacy.paused", "L", 1);
+    legacy.mark_job_paused();
+    mozart_state::json_state::save(
+        &mozart_state::json_state::state_file_path(&ws, "legacy.paused"),
+        &legacy,
+    )
+    .unwrap();
+
+    let report = reg.recover_orphans().unwrap();
+    assert_eq!(report.failed, vec!["never-started".to_string()]);
+    let mut paused = report.paused.clone();
+    paused.sort();
+    assert_eq!(
+        paused,
+        vec!["legacy.paused".to_string(), "mid-run".to_string()]
+    );
+
+    let failed = reg.get_job("never-started").unwrap().unwrap();
+    assert_eq!(failed.status, DaemonJobStatus::Failed);
+    assert_eq!(
+        failed.error_message.as_deref(),
+        Some("Daemon restarted while job was active")
+    );
+    assert!(failed.completed_at.is_some() && failed.pid.is_none());
+    let kept = reg.load_checkpoint("mid-run").unwrap().unwrap();
+    assert_eq!(kept.status, JobStatus::Paused);
+    assert_eq!(
+        kept.sheets[&1].status,
+        SheetStatus::Completed,
+        "finished work kept"
+    );
+    assert_eq!(
+        reg.get_job("done").unwrap().unwrap().status,
+        DaemonJobStatus::Completed
+    );
+    assert_eq!(
+        reg.recover_orphans().unwrap(),
+        Default::default(),
+        "idempotent"
+    );
+}
+
+#[test]
+fn registry_can_move_to_a_dedicated_thread() {
+    fn assert_send<T: Send>() {}
+    assert_send::<Registry>();
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    let handle = std::thread::spawn(move || {
+        reg.create_job(&job("threaded")).unwrap();
+        reg
+    });
+    let reg = handle.join().unwrap();
+    assert!(reg.get_job("threaded").unwrap().is_some());
+}

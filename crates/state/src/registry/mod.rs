@@ -23,6 +23,21 @@ use crate::error::{Result, StateError};
 use crate::migrate;
 use crate::time::epoch_now;
 
+/// Error message of an orphan that could not be kept (conductor.md §11.1; the daemon
+/// guide's "Conductor restarted ..." wording is wrong).
+pub const ORPHAN_FAILED_MESSAGE: &str = "Daemon restarted while job was active";
+/// Zombie trigger recorded in the checkpoint of an orphan kept as paused.
+pub const ORPHAN_RECOVERY_TRIGGER: &str = "Conductor restarted while job was active";
+
+/// Which orphans [`Registry::recover_orphans`] paused and which it failed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OrphanRecovery {
+    /// Jobs now `failed`.
+    pub failed: Vec<String>,
+    /// Jobs now `paused` (resumable).
+    pub paused: Vec<String>,
+}
+
 /// How long a writer waits for another connection's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -369,6 +384,72 @@ impl Registry {
         };
         let snapshot = parse_json_col(job_id, "config_snapshot_json", snap)?;
         Ok(Some(JobScore { yaml, snapshot }))
+    }
+
+    /// Restart recovery (conductor.md §11.1), in one transaction. Every `queued`/`running`
+    /// row is an orphan of the previous conductor. It becomes `paused` — resumable — when
+    /// its workspace JSON state file says `paused` (upstream's rule) or when the registry
+    /// holds its checkpoint (our port persists one for every started job, so the work done
+    /// so far is kept; upstream fails these); its checkpoint is then marked paused too.
+    /// Otherwise it becomes `failed` with upstream's message.
+    pub fn recover_orphans(&self) -> Result<OrphanRecovery> {
+        let orphans = self.orphaned_jobs()?;
+        let mut report = OrphanRecovery::default();
+        if orphans.is_empty() {
+            return Ok(report);
+        }
+        let checkpoints: Vec<Option<CheckpointState>> = orphans
+            .iter()
+            .map(|j| match self.load_checkpoint(&j.job_id) {
+                Ok(cp) => cp,
+                Err(e) => {
+                    // A corrupt checkpoint cannot be resumed; fail the job rather than
+                    // refusing to start the conductor.
+                    tracing::warn!(job_id = %j.job_id, error = %e, "registry.orphan_checkpoint_unreadable");
+                    None
+                }
+            })
+            .collect();
+        let tx = self.begin("recover_orphans")?;
+        let now = epoch_now();
+        for (job, checkpoint) in orphans.iter().zip(checkpoints) {
+            let state_file =
+                crate::json_state::state_file_path(Path::new(&job.workspace), &job.job_id);
+            let file_paused =
+                crate::json_state::peek_status(&state_file).as_deref() == Some("paused");
+            let ctx = format!("recovering orphan job '{}'", job.job_id);
+            if file_paused || checkpoint.is_some() {
+                if let Some(mut cp) = checkpoint {
+                    if cp.status == crate::checkpoint::JobStatus::Running {
+                        cp.mark_zombie_detected(Some(ORPHAN_RECOVERY_TRIGGER));
+                    }
+                    write_header(&tx, &cp, now).map_err(|e| self.map_json_or_sql(e, &ctx))?;
+                }
+                tx.execute(
+                    "UPDATE jobs SET status='paused', pid=NULL, updated_at=?2 WHERE job_id=?1",
+                    params![job.job_id, now],
+                )
+                .map_err(self.err(&ctx))?;
+                report.paused.push(job.job_id.clone());
+            } else {
+                tx.execute(
+                    "UPDATE jobs SET status='failed', pid=NULL, completed_at=?2, updated_at=?2, \
+                     error_message=?3 WHERE job_id=?1",
+                    params![job.job_id, now, ORPHAN_FAILED_MESSAGE],
+                )
+                .map_err(self.err(&ctx))?;
+                report.failed.push(job.job_id.clone());
+            }
+        }
+        tx.commit()
+            .map_err(self.err("committing orphan recovery"))?;
+        tracing::info!(
+            count = orphans.len(),
+            failed = report.failed.len(),
+            paused = report.paused.len(),
+            "manager.orphans_recovered"
+        );
+        Ok(report)
     }
 
     // ---------------------------------------------------------------- checkpoints
