@@ -281,6 +281,16 @@ fn checkpoint_round_trips_through_rows() {
     assert_eq!(again.current_sheet, Some(3));
     assert_eq!(again.config_snapshot, cp.config_snapshot);
 
+    let mut shrunk = again.clone();
+    shrunk.total_sheets = 2;
+    shrunk.sheets.remove(&3);
+    reg.save_checkpoint(&shrunk).unwrap();
+    assert_eq!(
+        reg.load_checkpoint("cp").unwrap().unwrap().sheets.len(),
+        2,
+        "a full save drops rows of sheets the checkpoint no longer has"
+    );
+
     reg.clear_checkpoint("cp").unwrap();
     assert!(reg.load_checkpoint("cp").unwrap().is_none());
 

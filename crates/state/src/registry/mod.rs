@@ -486,6 +486,10 @@ impl Registry {
             )
             .map_err(self.err(&ctx))?;
         }
+        // The checkpoint is the whole truth: rows of sheets it no longer has (a score edited
+        // to fewer sheets) must not come back on the next load.
+        tx.execute("DELETE FROM sheets WHERE job_id=?1", [&state.job_id])
+            .map_err(self.err(&ctx))?;
         for sheet in state.sheets.values() {
             write_sheet(&tx, &state.job_id, sheet, now)
                 .map_err(|e| self.map_json_or_sql(e, &ctx))?;
