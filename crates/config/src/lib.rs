@@ -1,1 +1,38 @@
-//! placeholder
+//! Mozart score configuration: loading, validation, the sheet plan and templating.
+//!
+//! Public API (what the rest of the workspace codes against):
+//! - [`load_score`]`(path) -> Result<Score, ConfigError>`: YAML 1.1 load + schema + fan-out
+//!   expansion; [`Score`] holds the validated [`JobConfig`], the path and the raw text.
+//! - [`SheetPlan::build`]`(&JobConfig) -> Result<SheetPlan, ConfigError>` with
+//!   [`PlannedSheet`] per concrete sheet (1-based numbers, movement/voice, items,
+//!   dependencies, resolved instrument, config, fallbacks, skip rules, timeout).
+//! - [`template::render_prompt`]`(&JobConfig, &PlannedSheet, &RenderContext)` — the rendered
+//!   template layer; [`template::build_sheet_prompt`] adds injections and requirements.
+//! - [`placeholders::expand`]`(text, &PlaceholderVars, shell_quote) -> String`.
+//! - [`expr::evaluate`]`(expr, &ExprContext) -> Result<bool, ExprError>` for `skip_when`;
+//!   [`expr::condition_applies`] for validation `condition`s.
+//! - [`validate::run_checks`] — the extended V-checks of `mozart validate`.
+//! - [`ValidationRule`] and every other score model in [`model`].
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod check;
+pub mod de;
+pub mod error;
+pub mod expr;
+pub mod model;
+pub mod placeholders;
+pub mod plan;
+pub mod pyregex;
+pub mod template;
+pub mod validate;
+pub mod yaml;
+
+mod load;
+
+pub use de::FieldError;
+pub use error::ConfigError;
+pub use load::{load_score, load_score_str, resolve_path, Score};
+pub use model::{JobConfig, SkipWhenCommand, ValidationRule, ValidationType};
+pub use plan::{PlannedSheet, SheetPlan};
+pub use template::RenderContext;

@@ -1,0 +1,820 @@
+//! Field constraints and cross-field rules of the score schema (score.md §2–3), checked after
+//! serde has produced the raw model. Every violation becomes a pydantic-shaped
+//! [`FieldError`] with its dotted location and line.
+
+use regex::Regex;
+
+use crate::de::FieldError;
+use crate::model::*;
+use crate::yaml::{python_float, Node, NodeKind};
+
+/// Collects violations; `root` is used to find lines.
+pub struct Checker<'a> {
+    root: &'a Node,
+    /// Violations found so far, in model order.
+    pub errors: Vec<FieldError>,
+}
+
+fn fmt_num(v: f64) -> String {
+    if v == v.trunc() && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        python_float(v)
+    }
+}
+
+impl<'a> Checker<'a> {
+    /// A checker over a parsed document.
+    pub fn new(root: &'a Node) -> Self {
+        Checker {
+            root,
+            errors: Vec::new(),
+        }
+    }
+
+    /// The node at a dotted path, if present.
+    pub fn find(&self, path: &str) -> Option<&'a Node> {
+        let mut node = self.root;
+        if path.is_empty() {
+            return Some(node);
+        }
+        for part in path.split('.') {
+            node = match &node.kind {
+                NodeKind::Map(entries) => &entries.iter().find(|(k, _)| k.key_text() == part)?.1,
+                NodeKind::Seq(items) => items.get(part.parse::<usize>().ok()?)?,
+                _ => return None,
+            };
+        }
+        Some(node)
+    }
+
+    /// Record an error at `path`.
+    pub fn push(&mut self, path: &str, kind: &str, message: String) {
+        let mut error = FieldError::new(kind, message);
+        error.loc = if path.is_empty() {
+            Vec::new()
+        } else {
+            path.split('.').map(str::to_string).collect()
+        };
+        if let Some(node) = self.find(path) {
+            error.line = Some(node.line);
+            error.input = Some(node.repr());
+            error.input_type = Some(node.type_name().to_string());
+        } else if let Some(parent) = path.rsplit_once('.').and_then(|(p, _)| self.find(p)) {
+            error.line = Some(parent.line);
+        }
+        self.errors.push(error);
+    }
+
+    /// A custom validator's `ValueError` (`Value error, {msg}`).
+    pub fn value_error(&mut self, path: &str, msg: impl Into<String>) {
+        self.push(path, "value_error", format!("Value error, {}", msg.into()));
+    }
+
+    fn ge(&mut self, path: &str, v: f64, min: f64) {
+        if v.is_nan() || v < min {
+            self.push(
+                path,
+                "greater_than_equal",
+                format!("Input should be greater than or equal to {}", fmt_num(min)),
+            );
+        }
+    }
+
+    fn gt(&mut self, path: &str, v: f64, min: f64) {
+        if v.is_nan() || v <= min {
+            self.push(
+                path,
+                "greater_than",
+                format!("Input should be greater than {}", fmt_num(min)),
+            );
+        }
+    }
+
+    fn le(&mut self, path: &str, v: f64, max: f64) {
+        if v.is_nan() || v > max {
+            self.push(
+                path,
+                "less_than_equal",
+                format!("Input should be less than or equal to {}", fmt_num(max)),
+            );
+        }
+    }
+
+    fn range(&mut self, path: &str, v: f64, min: f64, max: f64) {
+        let before = self.errors.len();
+        self.ge(path, v, min);
+        if self.errors.len() == before {
+            self.le(path, v, max);
+        }
+    }
+
+    fn min_len(&mut self, path: &str, s: &str, n: usize) {
+        if s.chars().count() < n {
+            self.push(
+                path,
+                "string_too_short",
+                format!(
+                    "String should have at least {n} character{}",
+                    if n == 1 { "" } else { "s" }
+                ),
+            );
+        }
+    }
+
+    fn max_len(&mut self, path: &str, s: &str, n: usize) {
+        if s.chars().count() > n {
+            self.push(
+                path,
+                "string_too_long",
+                format!("String should have at most {n} characters"),
+            );
+        }
+    }
+
+    fn regex_ok(pattern: &str) -> Result<(), String> {
+        crate::pyregex::compile(pattern).map(|_| ())
+    }
+}
+
+/// Check every constraint of the raw model (before fan-out expansion).
+pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
+    if let Some(i) = &job.instrument {
+        c.min_len("instrument", i, 1);
+    }
+    for (name, def) in &job.instruments {
+        c.min_len(&format!("instruments.{name}.profile"), &def.profile, 1);
+    }
+    for (k, m) in &job.movements {
+        if let Some(i) = &m.instrument {
+            c.min_len(&format!("movements.{k}.instrument"), i, 1);
+        }
+        if let Some(v) = m.voices {
+            c.ge(&format!("movements.{k}.voices"), v as f64, 1.0);
+        }
+    }
+    for k in job.movements.keys() {
+        if *k < 1 {
+            c.value_error(
+                "movements",
+                format!("Movement number must be a positive integer, got {k}"),
+            );
+            break;
+        }
+    }
+    check_sheet(c, &job.sheet);
+    check_prompt(c, &job.prompt);
+    check_backend(c, &job.backend);
+    if let Some(bridge) = &job.bridge {
+        c.range(
+            "bridge.complexity_threshold",
+            bridge.complexity_threshold,
+            0.0,
+            1.0,
+        );
+        c.range(
+            "bridge.context_budget_percent",
+            bridge.context_budget_percent as f64,
+            10.0,
+            95.0,
+        );
+        const BLOCKED: [&str; 12] = [
+            "PATH",
+            "LD_PRELOAD",
+            "LD_LIBRARY_PATH",
+            "DYLD_INSERT_LIBRARIES",
+            "DYLD_LIBRARY_PATH",
+            "PYTHONPATH",
+            "NODE_PATH",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+            "ANTHROPIC_API_KEY",
+            "OPENAI_API_KEY",
+        ];
+        for (i, server) in bridge.mcp_servers.iter().enumerate() {
+            for key in server.env.keys() {
+                if BLOCKED.contains(&key.to_uppercase().as_str()) {
+                    c.value_error(
+                        &format!("bridge.mcp_servers.{i}.env"),
+                        format!(
+                            "MCP server env cannot override security-sensitive variable: {key}"
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    for (i, v) in job.validations.iter().enumerate() {
+        check_validation(c, &format!("validations.{i}"), v);
+    }
+    let r = &job.retry;
+    c.ge("retry.max_retries", r.max_retries as f64, 0.0);
+    c.gt("retry.base_delay_seconds", r.base_delay_seconds, 0.0);
+    c.gt("retry.max_delay_seconds", r.max_delay_seconds, 0.0);
+    c.gt("retry.exponential_base", r.exponential_base, 1.0);
+    c.ge(
+        "retry.max_completion_attempts",
+        r.max_completion_attempts as f64,
+        0.0,
+    );
+    c.ge(
+        "retry.completion_delay_seconds",
+        r.completion_delay_seconds,
+        0.0,
+    );
+    let before = c.errors.len();
+    c.gt(
+        "retry.completion_threshold_percent",
+        r.completion_threshold_percent,
+        0.0,
+    );
+    if c.errors.len() == before {
+        c.le(
+            "retry.completion_threshold_percent",
+            r.completion_threshold_percent,
+            100.0,
+        );
+    }
+    if r.base_delay_seconds > r.max_delay_seconds {
+        c.value_error(
+            "retry",
+            format!(
+                "base_delay_seconds ({}) must not exceed max_delay_seconds ({})",
+                python_float(r.base_delay_seconds),
+                python_float(r.max_delay_seconds)
+            ),
+        );
+    }
+    let rl = &job.rate_limit;
+    for (i, p) in rl.detection_patterns.iter().enumerate() {
+        if let Err(e) = Checker::regex_ok(p) {
+            c.value_error(
+                "rate_limit.detection_patterns",
+                format!(
+                    "detection_patterns[{i}] is not valid regex: {} — {e}",
+                    crate::yaml::python_str_repr(p)
+                ),
+            );
+        }
+    }
+    c.ge("rate_limit.wait_minutes", rl.wait_minutes as f64, 1.0);
+    c.ge("rate_limit.max_waits", rl.max_waits as f64, 1.0);
+    c.ge("rate_limit.max_quota_waits", rl.max_quota_waits as f64, 1.0);
+    let cb = &job.circuit_breaker;
+    c.range(
+        "circuit_breaker.failure_threshold",
+        cb.failure_threshold as f64,
+        1.0,
+        100.0,
+    );
+    c.gt(
+        "circuit_breaker.recovery_timeout_seconds",
+        cb.recovery_timeout_seconds,
+        0.0,
+    );
+    c.le(
+        "circuit_breaker.recovery_timeout_seconds",
+        cb.recovery_timeout_seconds,
+        3600.0,
+    );
+    let cl = &job.cost_limits;
+    if let Some(v) = cl.max_cost_per_sheet {
+        c.gt("cost_limits.max_cost_per_sheet", v, 0.0);
+    }
+    if let Some(v) = cl.max_cost_per_job {
+        c.gt("cost_limits.max_cost_per_job", v, 0.0);
+    }
+    c.gt(
+        "cost_limits.cost_per_1k_input_tokens",
+        cl.cost_per_1k_input_tokens,
+        0.0,
+    );
+    c.gt(
+        "cost_limits.cost_per_1k_output_tokens",
+        cl.cost_per_1k_output_tokens,
+        0.0,
+    );
+    c.gt("cost_limits.warn_at_percent", cl.warn_at_percent, 0.0);
+    c.le("cost_limits.warn_at_percent", cl.warn_at_percent, 100.0);
+    if cl.enabled && cl.max_cost_per_sheet.is_none() && cl.max_cost_per_job.is_none() {
+        c.value_error("cost_limits", "CostLimitConfig has enabled=True but no limits set. Set max_cost_per_sheet and/or max_cost_per_job, or disable cost limits.");
+    }
+    check_learning(c, &job.learning);
+    let g = &job.grounding;
+    c.gt("grounding.timeout_seconds", g.timeout_seconds, 0.0);
+    if g.enabled && g.hooks.is_empty() {
+        c.value_error("grounding", "GroundingConfig has enabled=True but no hooks configured. Add at least one hook or set enabled=False.");
+    }
+    let ar = &job.ai_review;
+    c.range("ai_review.min_score", ar.min_score as f64, 0.0, 100.0);
+    c.range("ai_review.target_score", ar.target_score as f64, 0.0, 100.0);
+    c.range(
+        "ai_review.max_retry_for_review",
+        ar.max_retry_for_review as f64,
+        0.0,
+        5.0,
+    );
+    if ar.min_score > ar.target_score {
+        c.value_error(
+            "ai_review",
+            format!(
+                "min_score ({}) must be <= target_score ({})",
+                ar.min_score, ar.target_score
+            ),
+        );
+    }
+    let lg = &job.logging;
+    c.gt("logging.max_file_size_mb", lg.max_file_size_mb as f64, 0.0);
+    c.le(
+        "logging.max_file_size_mb",
+        lg.max_file_size_mb as f64,
+        1000.0,
+    );
+    c.range("logging.backup_count", lg.backup_count as f64, 0.0, 100.0);
+    if lg.format == LogFormat::Both && lg.file_path.is_none() {
+        c.value_error("logging", "file_path is required when format='both'");
+    }
+    let wl = &job.workspace_lifecycle;
+    c.ge(
+        "workspace_lifecycle.max_archives",
+        wl.max_archives as f64,
+        0.0,
+    );
+    if wl.preserve_patterns.iter().any(String::is_empty) {
+        c.value_error(
+            "workspace_lifecycle.preserve_patterns",
+            "preserve_patterns must not contain empty strings",
+        );
+    }
+    static BRANCH: std::sync::LazyLock<Regex> =
+        std::sync::LazyLock::new(|| Regex::new(r"^[a-zA-Z][a-zA-Z0-9_-]*$").expect("static regex"));
+    if !BRANCH.is_match(&job.isolation.branch_prefix) {
+        c.push(
+            "isolation.branch_prefix",
+            "string_pattern_mismatch",
+            "String should match pattern '^[a-zA-Z][a-zA-Z0-9_-]*$'".into(),
+        );
+    }
+    let cd = &job.conductor;
+    c.min_len("conductor.name", &cd.name, 1);
+    c.max_len("conductor.name", &cd.name, 100);
+    if let Some(ic) = &cd.identity_context {
+        c.max_len("conductor.identity_context", ic, 500);
+    }
+    c.gt(
+        "conductor.preferences.escalation_response_timeout_seconds",
+        cd.preferences.escalation_response_timeout_seconds,
+        0.0,
+    );
+    let p = &job.parallel;
+    c.range(
+        "parallel.max_concurrent",
+        p.max_concurrent as f64,
+        1.0,
+        20.0,
+    );
+    c.range(
+        "parallel.stagger_delay_ms",
+        p.stagger_delay_ms as f64,
+        0.0,
+        5000.0,
+    );
+    if !p.budget_partition {
+        c.value_error("parallel", "ParallelConfig.budget_partition=False is not yet implemented. Cost checks currently use global total regardless of this setting. Remove 'budget_partition: false' from your config or keep the default (true).");
+    }
+    let sd = &job.stale_detection;
+    c.gt(
+        "stale_detection.idle_timeout_seconds",
+        sd.idle_timeout_seconds,
+        0.0,
+    );
+    c.gt(
+        "stale_detection.check_interval_seconds",
+        sd.check_interval_seconds,
+        0.0,
+    );
+    if sd.check_interval_seconds >= sd.idle_timeout_seconds {
+        c.value_error(
+            "stale_detection",
+            format!(
+                "check_interval_seconds ({}) must be less than idle_timeout_seconds ({})",
+                python_float(sd.check_interval_seconds),
+                python_float(sd.idle_timeout_seconds)
+            ),
+        );
+    }
+    let cp = &job.checkpoints;
+    for (i, t) in cp.triggers.iter().enumerate() {
+        if let Some(n) = t.min_retry_count {
+            c.ge(
+                &format!("checkpoints.triggers.{i}.min_retry_count"),
+                n as f64,
+                0.0,
+            );
+        }
+        let has = t.sheet_nums.as_ref().is_some_and(|v| !v.is_empty())
+            || t.prompt_contains.as_ref().is_some_and(|v| !v.is_empty())
+            || t.min_retry_count.is_some();
+        if !has {
+            c.value_error(
+                &format!("checkpoints.triggers.{i}"),
+                format!("CheckpointTrigger '{}' must have at least one non-empty condition (sheet_nums, prompt_contains, or min_retry_count)", t.name),
+            );
+        }
+    }
+    if cp.enabled && cp.triggers.is_empty() {
+        c.value_error("checkpoints", "CheckpointConfig has enabled=True but no triggers configured. Add at least one trigger or set enabled=False.");
+    }
+    if let Some(cs) = &job.cross_sheet {
+        c.gt(
+            "cross_sheet.max_output_chars",
+            cs.max_output_chars as f64,
+            0.0,
+        );
+        c.ge(
+            "cross_sheet.lookback_sheets",
+            cs.lookback_sheets as f64,
+            0.0,
+        );
+    }
+    if let Err(e) = Checker::regex_ok(&job.feedback.pattern) {
+        c.value_error(
+            "feedback.pattern",
+            format!(
+                "pattern is not valid regex: {} — {e}",
+                crate::yaml::python_str_repr(&job.feedback.pattern)
+            ),
+        );
+    }
+    for (i, n) in job.notifications.iter().enumerate() {
+        let truthy = |k: &str| {
+            n.config.get(k).is_some_and(|v| match v {
+                serde_json::Value::Null => false,
+                serde_json::Value::Bool(b) => *b,
+                serde_json::Value::String(s) => !s.is_empty(),
+                serde_json::Value::Number(n) => n.as_f64() != Some(0.0),
+                serde_json::Value::Array(a) => !a.is_empty(),
+                serde_json::Value::Object(o) => !o.is_empty(),
+            })
+        };
+        let path = format!("notifications.{i}");
+        match n.kind {
+            NotificationType::Webhook if !truthy("url") && !truthy("url_env") => c.value_error(
+                &path,
+                "Webhook notification requires 'url' or 'url_env' in config",
+            ),
+            NotificationType::Slack if !truthy("webhook_url") && !truthy("webhook_url_env") => c
+                .value_error(
+                    &path,
+                    "Slack notification requires 'webhook_url' or 'webhook_url_env' in config",
+                ),
+            _ => {}
+        }
+    }
+    for (i, h) in job.on_success.iter().enumerate() {
+        let path = format!("on_success.{i}");
+        c.gt(&format!("{path}.timeout_seconds"), h.timeout_seconds, 0.0);
+        match h.kind {
+            HookType::RunJob if h.job_path.is_none() => {
+                c.value_error(&path, "Hook type 'run_job' requires 'job_path' field")
+            }
+            HookType::RunCommand | HookType::RunScript if h.command.is_none() => c.value_error(
+                &path,
+                format!("Hook type '{}' requires 'command' field", h.kind.as_str()),
+            ),
+            _ => {}
+        }
+    }
+    let co = &job.concert;
+    c.range(
+        "concert.max_chain_depth",
+        co.max_chain_depth as f64,
+        1.0,
+        100.0,
+    );
+    c.ge(
+        "concert.cooldown_between_jobs_seconds",
+        co.cooldown_between_jobs_seconds,
+        0.0,
+    );
+    for (i, f) in job.spec.fragments.iter().enumerate() {
+        if f.name.trim().is_empty() {
+            c.value_error(
+                &format!("spec.fragments.{i}.name"),
+                "SpecFragment name must not be empty",
+            );
+        }
+        if f.content.trim().is_empty() {
+            c.value_error(
+                &format!("spec.fragments.{i}.content"),
+                "SpecFragment content must not be empty",
+            );
+        }
+    }
+    c.ge(
+        "pause_between_sheets_seconds",
+        job.pause_between_sheets_seconds as f64,
+        0.0,
+    );
+    if let Some(i) = &job.instrument {
+        if job.backend.kind != BackendType::ClaudeCli {
+            c.value_error("", format!("Cannot specify both 'instrument: {i}' and 'backend.type: {}'. Use instrument: for config-driven instruments, or backend: for native backends. Not both.", job.backend.kind.as_str()));
+        }
+    }
+}
+
+fn check_sheet(c: &mut Checker<'_>, s: &SheetConfig) {
+    c.ge("sheet.size", s.size as f64, 1.0);
+    c.ge("sheet.total_items", s.total_items as f64, 1.0);
+    c.ge("sheet.start_item", s.start_item as f64, 1.0);
+    for (k, name) in &s.per_sheet_instruments {
+        if *k < 1 {
+            c.value_error(
+                "sheet.per_sheet_instruments",
+                format!("Per-sheet instrument key must be a positive integer, got {k}"),
+            );
+        } else if name.trim().is_empty() {
+            c.value_error(
+                "sheet.per_sheet_instruments",
+                format!("Per-sheet instrument name for sheet {k} must not be empty"),
+            );
+        }
+    }
+    for k in s.per_sheet_fallbacks.keys() {
+        if *k < 1 {
+            c.value_error(
+                "sheet.per_sheet_fallbacks",
+                format!("Per-sheet fallback key must be a positive integer, got {k}"),
+            );
+        }
+    }
+    let mut seen: Vec<(i64, &str)> = Vec::new();
+    'map: for (name, sheets) in &s.instrument_map {
+        if name.trim().is_empty() {
+            c.value_error(
+                "sheet.instrument_map",
+                "Instrument name in instrument_map must not be empty",
+            );
+            break;
+        }
+        for n in sheets {
+            if *n < 1 {
+                c.value_error("sheet.instrument_map", format!("Sheet number in instrument_map must be a positive integer, got {n} for instrument '{name}'"));
+                break 'map;
+            }
+            if let Some((_, first)) = seen.iter().find(|(m, _)| m == n) {
+                c.value_error("sheet.instrument_map", format!("Sheet {n} assigned to multiple instruments in instrument_map: '{first}' and '{name}'"));
+                break 'map;
+            }
+            seen.push((*n, name));
+        }
+    }
+    for (stage, count) in &s.fan_out {
+        if *stage < 1 {
+            c.value_error(
+                "sheet.fan_out",
+                format!("Fan-out stage must be positive integer, got {stage}"),
+            );
+            break;
+        }
+        if *count < 1 {
+            c.value_error(
+                "sheet.fan_out",
+                format!("Fan-out count for stage {stage} must be >= 1, got {count}"),
+            );
+            break;
+        }
+    }
+    'deps: for (k, deps) in &s.dependencies {
+        if *k < 1 {
+            c.value_error(
+                "sheet.dependencies",
+                format!("Sheet number must be positive integer, got {k}"),
+            );
+            break;
+        }
+        for d in deps {
+            if *d < 1 {
+                c.value_error(
+                    "sheet.dependencies",
+                    format!("Dependency must be positive integer, got {d} for sheet {k}"),
+                );
+                break 'deps;
+            }
+            if d == k {
+                c.value_error(
+                    "sheet.dependencies",
+                    format!("Sheet {k} cannot depend on itself"),
+                );
+                break 'deps;
+            }
+        }
+    }
+    for (k, cmd) in &s.skip_when_command {
+        let path = format!("sheet.skip_when_command.{k}.timeout_seconds");
+        c.gt(&path, cmd.timeout_seconds, 0.0);
+        c.le(&path, cmd.timeout_seconds, 60.0);
+    }
+}
+
+fn check_prompt(c: &mut Checker<'_>, p: &PromptConfig) {
+    if p.template.is_some() && p.template_file.is_some() {
+        c.value_error(
+            "prompt",
+            "PromptConfig accepts 'template' or 'template_file', not both",
+        );
+    }
+}
+
+fn check_backend(c: &mut Checker<'_>, b: &BackendConfig) {
+    c.gt("backend.timeout_seconds", b.timeout_seconds, 0.0);
+    c.gt(
+        "backend.max_output_capture_bytes",
+        b.max_output_capture_bytes as f64,
+        0.0,
+    );
+    c.ge("backend.max_tokens", b.max_tokens as f64, 1.0);
+    c.range("backend.temperature", b.temperature, 0.0, 1.0);
+    for (k, o) in &b.sheet_overrides {
+        if let Some(t) = o.temperature {
+            c.range(
+                &format!("backend.sheet_overrides.{k}.temperature"),
+                t,
+                0.0,
+                1.0,
+            );
+        }
+        if let Some(m) = o.max_tokens {
+            c.ge(
+                &format!("backend.sheet_overrides.{k}.max_tokens"),
+                m as f64,
+                1.0,
+            );
+        }
+        if let Some(t) = o.timeout_seconds {
+            c.gt(
+                &format!("backend.sheet_overrides.{k}.timeout_seconds"),
+                t,
+                0.0,
+            );
+        }
+    }
+    c.gt(
+        "backend.recursive_light.timeout",
+        b.recursive_light.timeout,
+        0.0,
+    );
+    let o = &b.ollama;
+    c.ge("backend.ollama.num_ctx", o.num_ctx as f64, 4096.0);
+    c.gt("backend.ollama.timeout_seconds", o.timeout_seconds, 0.0);
+    c.range(
+        "backend.ollama.max_tool_iterations",
+        o.max_tool_iterations as f64,
+        1.0,
+        50.0,
+    );
+}
+
+fn check_validation(c: &mut Checker<'_>, path: &str, v: &ValidationRule) {
+    c.range(&format!("{path}.stage"), v.stage as f64, 1.0, 10.0);
+    c.range(
+        &format!("{path}.retry_count"),
+        v.retry_count as f64,
+        0.0,
+        10.0,
+    );
+    if let Some(t) = v.timeout_seconds {
+        c.gt(&format!("{path}.timeout_seconds"), t, 0.0);
+    }
+    c.range(
+        &format!("{path}.retry_delay_ms"),
+        v.retry_delay_ms as f64,
+        0.0,
+        5000.0,
+    );
+    if let Some(s) = v.sheet {
+        c.ge(&format!("{path}.sheet"), s as f64, 1.0);
+    }
+    let ty = v.kind.as_str();
+    if v.kind.needs_path() && v.path.is_none() {
+        c.value_error(
+            path,
+            format!("Validation type '{ty}' requires 'path' field"),
+        );
+    } else if v.kind.needs_pattern() && v.pattern.is_none() {
+        c.value_error(
+            path,
+            format!("Validation type '{ty}' requires 'pattern' field"),
+        );
+    } else if v.kind == ValidationType::CommandSucceeds && v.command.is_none() {
+        c.value_error(
+            path,
+            "Validation type 'command_succeeds' requires 'command' field",
+        );
+    } else if v.kind == ValidationType::ContentRegex {
+        if let Some(p) = &v.pattern {
+            if let Err(e) = Checker::regex_ok(p) {
+                c.value_error(
+                    path,
+                    format!("Invalid regex pattern for content_regex validation: {e}"),
+                );
+            }
+        }
+    }
+}
+
+fn check_learning(c: &mut Checker<'_>, l: &LearningConfig) {
+    for (name, v) in [
+        ("min_confidence_threshold", l.min_confidence_threshold),
+        ("high_confidence_threshold", l.high_confidence_threshold),
+        ("exploration_rate", l.exploration_rate),
+        ("exploration_min_priority", l.exploration_min_priority),
+        ("entropy_alert_threshold", l.entropy_alert_threshold),
+        ("auto_apply_trust_threshold", l.auto_apply_trust_threshold),
+    ] {
+        c.range(&format!("learning.{name}"), v, 0.0, 1.0);
+    }
+    c.ge(
+        "learning.entropy_check_interval",
+        l.entropy_check_interval as f64,
+        1.0,
+    );
+    let eb = &l.exploration_budget;
+    for (name, v) in [
+        ("floor", eb.floor),
+        ("ceiling", eb.ceiling),
+        ("decay_rate", eb.decay_rate),
+        ("initial_budget", eb.initial_budget),
+    ] {
+        c.range(&format!("learning.exploration_budget.{name}"), v, 0.0, 1.0);
+    }
+    c.range(
+        "learning.exploration_budget.boost_amount",
+        eb.boost_amount,
+        0.0,
+        0.5,
+    );
+    if eb.floor > eb.ceiling {
+        c.value_error(
+            "learning.exploration_budget",
+            format!(
+                "floor ({}) must not exceed ceiling ({})",
+                python_float(eb.floor),
+                python_float(eb.ceiling)
+            ),
+        );
+    } else if eb.initial_budget < eb.floor || eb.initial_budget > eb.ceiling {
+        c.value_error(
+            "learning.exploration_budget",
+            format!(
+                "initial_budget ({}) must be between floor ({}) and ceiling ({})",
+                python_float(eb.initial_budget),
+                python_float(eb.floor),
+                python_float(eb.ceiling)
+            ),
+        );
+    }
+    let er = &l.entropy_response;
+    c.range(
+        "learning.entropy_response.entropy_threshold",
+        er.entropy_threshold,
+        0.0,
+        1.0,
+    );
+    c.ge(
+        "learning.entropy_response.cooldown_seconds",
+        er.cooldown_seconds as f64,
+        60.0,
+    );
+    c.range(
+        "learning.entropy_response.max_quarantine_revisits",
+        er.max_quarantine_revisits as f64,
+        0.0,
+        10.0,
+    );
+    if let Some(aa) = &l.auto_apply {
+        c.range(
+            "learning.auto_apply.trust_threshold",
+            aa.trust_threshold,
+            0.0,
+            1.0,
+        );
+        c.range(
+            "learning.auto_apply.max_patterns_per_sheet",
+            aa.max_patterns_per_sheet as f64,
+            1.0,
+            10.0,
+        );
+    }
+    if l.min_confidence_threshold >= l.high_confidence_threshold {
+        c.value_error(
+            "learning",
+            format!(
+                "min_confidence_threshold ({}) must be less than high_confidence_threshold ({})",
+                python_float(l.min_confidence_threshold),
+                python_float(l.high_confidence_threshold)
+            ),
+        );
+    }
+}

@@ -1,0 +1,105 @@
+//! Errors of score loading, planning and rendering.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+use crate::de::FieldError;
+use crate::yaml::YamlError;
+
+/// Anything that stops a score from being loaded, planned or rendered.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file could not be read (missing, permissions, not UTF-8).
+    #[error("Cannot read score file {}: {source}", path.display())]
+    Read {
+        /// Score file.
+        path: PathBuf,
+        /// Underlying error.
+        source: std::io::Error,
+    },
+    /// The YAML itself is malformed (or too large / an alias bomb).
+    #[error("YAML syntax error: {error}\n  in \"{}\"", path.display())]
+    Yaml {
+        /// Score file.
+        path: PathBuf,
+        /// Parser error with line and column.
+        error: YamlError,
+    },
+    /// The document is not a mapping (`found` is the Python type name or `empty file`).
+    #[error("The score file is empty or invalid. A Mozart score requires at minimum: name, sheet, and prompt sections. See 'mozart validate --help' or the score writing guide for examples.")]
+    NotMapping {
+        /// Score file.
+        path: PathBuf,
+        /// `list`, `str`, `int`, … or `empty file`.
+        found: String,
+    },
+    /// The mapping violates the schema (score.md §2–3).
+    #[error("{}", schema_text(errors, path.as_deref(), true))]
+    Schema {
+        /// Score file, when loaded from one.
+        path: Option<PathBuf>,
+        /// Every violation found, in model order.
+        errors: Vec<FieldError>,
+    },
+    /// The sheet plan cannot be built.
+    #[error("{0}")]
+    Plan(String),
+    /// A template failed to compile or render.
+    #[error("{message}")]
+    Template {
+        /// Sheet being rendered (0 when not sheet-specific).
+        sheet: u32,
+        /// Jinja's message.
+        message: String,
+    },
+}
+
+/// pydantic's error text: `N validation error(s) for JobConfig`, then per error the dotted
+/// location on its own line and the message indented below it (score.md §1.3). With
+/// `details`, the `[type=…, input_value=…, input_type=…]` suffix is kept; the line of each
+/// error is added as `    in FILE, line N`.
+pub fn schema_text(errors: &[FieldError], path: Option<&std::path::Path>, details: bool) -> String {
+    let n = errors.len();
+    let mut out = format!(
+        "{n} validation error{} for JobConfig",
+        if n == 1 { "" } else { "s" }
+    );
+    for e in errors {
+        out.push('\n');
+        out.push_str(&e.loc_text());
+        out.push_str("\n  ");
+        out.push_str(&e.message);
+        if details {
+            out.push_str(&format!(" [type={}", e.kind));
+            if let Some(input) = &e.input {
+                out.push_str(&format!(", input_value={}", truncate_repr(input)));
+            }
+            if let Some(t) = &e.input_type {
+                out.push_str(&format!(", input_type={t}"));
+            }
+            out.push(']');
+        } else {
+            out.push(' ');
+        }
+        match (path, e.line) {
+            (Some(p), Some(line)) => {
+                out.push_str(&format!("\n    in {}, line {line}", p.display()))
+            }
+            (None, Some(line)) => out.push_str(&format!("\n    at line {line}")),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// pydantic shortens long input reprs to 25 + `...` + 24 characters.
+fn truncate_repr(repr: &str) -> String {
+    let chars: Vec<char> = repr.chars().collect();
+    if chars.len() <= 50 {
+        return repr.to_string();
+    }
+    let head: String = chars[..25].iter().collect();
+    let tail: String = chars[chars.len() - 24..].iter().collect();
+    format!("{head}...{tail}")
+}

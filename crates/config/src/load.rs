@@ -1,0 +1,282 @@
+//! `load_score`: read → YAML 1.1 → pre-steps → schema → constraints → fan-out (score.md §1).
+
+use std::path::{Component, Path, PathBuf};
+
+use crate::check::{check_job, Checker};
+use crate::de::{from_node, FieldError};
+use crate::error::ConfigError;
+use crate::model::{BackendType, JobConfig, OutputFormat};
+use crate::plan::expand_sheet;
+use crate::yaml::{self, python_float, Node, NodeKind};
+
+/// A loaded, validated score.
+#[derive(Debug, Clone)]
+pub struct Score {
+    /// The validated model (fan-out expanded, workspace absolute).
+    pub config: JobConfig,
+    /// The score file as given.
+    pub path: PathBuf,
+    /// The raw YAML text.
+    pub text: String,
+    /// The parsed document (for line lookups).
+    pub document: Node,
+    /// Non-fatal warnings (upstream's `UserWarning`s), to print on stderr.
+    pub warnings: Vec<String>,
+}
+
+/// Load and validate a score file.
+pub fn load_score(path: &Path) -> Result<Score, ConfigError> {
+    let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| ConfigError::Read {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
+    })?;
+    let score_dir = resolve_path(path.parent().unwrap_or(Path::new("")));
+    load_inner(text, path, Some(&score_dir))
+}
+
+/// Load a score from text; a relative workspace resolves against the process CWD
+/// (upstream's `from_yaml_string`).
+pub fn load_score_str(text: &str, path: &Path) -> Result<Score, ConfigError> {
+    load_inner(text.to_string(), path, None)
+}
+
+fn load_inner(text: String, path: &Path, score_dir: Option<&Path>) -> Result<Score, ConfigError> {
+    let root = yaml::parse(&text).map_err(|error| ConfigError::Yaml {
+        path: path.to_path_buf(),
+        error,
+    })?;
+    let mut root = match root {
+        Some(node) if matches!(node.kind, NodeKind::Map(_)) => node,
+        Some(node) => {
+            return Err(ConfigError::NotMapping {
+                path: path.to_path_buf(),
+                found: if matches!(node.kind, NodeKind::Null) {
+                    "empty file".into()
+                } else {
+                    node.type_name().into()
+                },
+            })
+        }
+        None => {
+            return Err(ConfigError::NotMapping {
+                path: path.to_path_buf(),
+                found: "empty file".into(),
+            })
+        }
+    };
+    pre_steps(&mut root, score_dir);
+    let schema = |errors: Vec<FieldError>| ConfigError::Schema {
+        path: Some(path.to_path_buf()),
+        errors,
+    };
+    let mut config: JobConfig = from_node(&root, &[]).map_err(|e| schema(vec![*e]))?;
+    let mut checker = Checker::new(&root);
+    check_job(&mut checker, &config);
+    if !checker.errors.is_empty() {
+        return Err(schema(checker.errors));
+    }
+    if let Err(msg) = expand_sheet(&mut config.sheet) {
+        let mut checker = Checker::new(&root);
+        checker.value_error("sheet", msg);
+        return Err(schema(checker.errors));
+    }
+    config.workspace = resolve_path(&config.workspace);
+    if !config.circuit_breaker.cross_workspace_coordination {
+        config.circuit_breaker.honor_other_jobs_rate_limits = false;
+    }
+    sync_auto_apply(&mut config);
+    let warnings = collect_warnings(&config);
+    Ok(Score {
+        config,
+        path: path.to_path_buf(),
+        text,
+        document: root,
+        warnings,
+    })
+}
+
+fn map_entries(node: &mut Node) -> Option<&mut Vec<(Node, Node)>> {
+    match &mut node.kind {
+        NodeKind::Map(entries) => Some(entries),
+        _ => None,
+    }
+}
+
+fn is_key(k: &Node, name: &str) -> bool {
+    matches!(&k.kind, NodeKind::Str(s) if s == name)
+}
+
+/// Upstream's "before" steps: drop `sheet.total_sheets`, switch cost limits on when a limit is
+/// given without `enabled`, and pre-resolve a relative workspace against the score directory
+/// (§1.1, §3.3, §3.11, §7.1).
+fn pre_steps(root: &mut Node, score_dir: Option<&Path>) {
+    let Some(entries) = map_entries(root) else {
+        return;
+    };
+    for (k, v) in entries.iter_mut() {
+        if is_key(k, "sheet") {
+            if let Some(sheet) = map_entries(v) {
+                sheet.retain(|(k, _)| !is_key(k, "total_sheets"));
+            }
+        } else if is_key(k, "cost_limits") {
+            if let Some(cl) = map_entries(v) {
+                let has_limit = cl.iter().any(|(k, v)| {
+                    (is_key(k, "max_cost_per_sheet") || is_key(k, "max_cost_per_job"))
+                        && !matches!(v.kind, NodeKind::Null)
+                });
+                if has_limit && !cl.iter().any(|(k, _)| is_key(k, "enabled")) {
+                    let line = v.line;
+                    let key = Node {
+                        kind: NodeKind::Str("enabled".into()),
+                        line,
+                        col: 1,
+                    };
+                    let value = Node {
+                        kind: NodeKind::Bool(true),
+                        line,
+                        col: 1,
+                    };
+                    if let Some(cl) = map_entries(v) {
+                        cl.push((key, value));
+                    }
+                }
+            }
+        } else if is_key(k, "workspace") {
+            if let Some(dir) = score_dir {
+                let text = python_str(v);
+                let p = PathBuf::from(&text);
+                let resolved = if p.is_absolute() {
+                    p
+                } else {
+                    resolve_path(&dir.join(p))
+                };
+                v.kind = NodeKind::Str(resolved.to_string_lossy().into_owned());
+            }
+        }
+    }
+}
+
+/// Python `str()` of a scalar (`None`, `5`, `True`).
+fn python_str(node: &Node) -> String {
+    match &node.kind {
+        NodeKind::Str(s) | NodeKind::Date(s) => s.clone(),
+        NodeKind::Null => "None".into(),
+        NodeKind::Bool(b) => if *b { "True" } else { "False" }.into(),
+        NodeKind::Int(i) => i.to_string(),
+        NodeKind::Float(f) => python_float(*f),
+        _ => node.repr(),
+    }
+}
+
+/// Python `Path.resolve()` (non-strict): absolute against the CWD, symlinks of existing
+/// components resolved, `.`/`..` collapsed.
+pub fn resolve_path(path: &Path) -> PathBuf {
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .unwrap_or_else(|_| PathBuf::from("/"))
+            .join(path)
+    };
+    let mut out = PathBuf::from("/");
+    for comp in absolute.components() {
+        match comp {
+            Component::RootDir | Component::Prefix(_) | Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(part) => {
+                out.push(part);
+                if let Ok(real) = std::fs::canonicalize(&out) {
+                    out = real;
+                }
+            }
+        }
+    }
+    out
+}
+
+fn sync_auto_apply(config: &mut JobConfig) {
+    let l = &mut config.learning;
+    if let Some(aa) = &l.auto_apply {
+        l.auto_apply_enabled = aa.enabled;
+        l.auto_apply_trust_threshold = aa.trust_threshold;
+    } else if l.auto_apply_enabled {
+        l.auto_apply = Some(crate::model::AutoApplyConfig {
+            enabled: true,
+            trust_threshold: l.auto_apply_trust_threshold,
+            max_patterns_per_sheet: 3,
+            require_validated_status: true,
+            log_applications: true,
+        });
+    }
+}
+
+/// Upstream's `UserWarning`s (score.md §2, §3.4, §3.6, §3.17).
+fn collect_warnings(c: &JobConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    if c.prompt.template.is_none() && c.prompt.template_file.is_none() {
+        out.push("PromptConfig has neither 'template' nor 'template_file'. The default preamble prompt will be used.".into());
+    }
+    let b = &c.backend;
+    let defaults = crate::model::BackendConfig::default();
+    let mut foreign: Vec<&str> = Vec::new();
+    if b.kind != BackendType::ClaudeCli {
+        if b.skip_permissions != defaults.skip_permissions {
+            foreign.push("skip_permissions");
+        }
+        if b.disable_mcp != defaults.disable_mcp {
+            foreign.push("disable_mcp");
+        }
+        if b.output_format != OutputFormat::Text {
+            foreign.push("output_format");
+        }
+        if b.cli_model.is_some() {
+            foreign.push("cli_model");
+        }
+        if b.allowed_tools.is_some() {
+            foreign.push("allowed_tools");
+        }
+        if b.system_prompt_file.is_some() {
+            foreign.push("system_prompt_file");
+        }
+        if !b.cli_extra_args.is_empty() {
+            foreign.push("cli_extra_args");
+        }
+    }
+    if b.kind != BackendType::AnthropicApi {
+        if b.model != defaults.model {
+            foreign.push("model");
+        }
+        if b.api_key_env != defaults.api_key_env {
+            foreign.push("api_key_env");
+        }
+        if b.max_tokens != defaults.max_tokens {
+            foreign.push("max_tokens");
+        }
+        if b.temperature != defaults.temperature {
+            foreign.push("temperature");
+        }
+    }
+    if !foreign.is_empty() {
+        foreign.sort_unstable();
+        out.push(format!(
+            "Backend type is '{}' but the following fields for a different backend were set: {}. These fields will be ignored.",
+            b.kind.as_str(),
+            foreign.join(", ")
+        ));
+    }
+    for hook in &c.grounding.hooks {
+        if hook.expected_checksums.is_empty() {
+            out.push("GroundingHookConfig type='file_checksum' with empty expected_checksums will not validate any files.".into());
+        }
+    }
+    if c.parallel.enabled && c.isolation.enabled {
+        out.push("parallel.enabled and isolation.enabled are both set. Parallel sheets will share the same worktree — ensure they don't write to overlapping paths.".into());
+    }
+    out
+}

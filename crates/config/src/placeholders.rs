@@ -1,0 +1,113 @@
+//! Single-brace `{placeholder}` expansion (score.md §5.8) — not Jinja.
+
+use indexmap::IndexMap;
+
+/// Placeholder values in lookup order (later inserts replace earlier ones).
+pub type PlaceholderVars = IndexMap<String, String>;
+
+/// Replace every literal `{key}` by its value; unknown placeholders stay as written.
+/// With `shell_quote`, values are quoted like Python's `shlex.quote` (§5.8.2).
+pub fn expand(text: &str, vars: &PlaceholderVars, shell_quote: bool) -> String {
+    if !text.contains('{') {
+        return text.to_string();
+    }
+    let mut out = text.to_string();
+    for (key, value) in vars {
+        let needle = format!("{{{key}}}");
+        if out.contains(&needle) {
+            let value = if shell_quote {
+                quote(value)
+            } else {
+                value.clone()
+            };
+            out = out.replace(&needle, &value);
+        }
+    }
+    out
+}
+
+/// Python `shlex.quote`.
+pub fn quote(s: &str) -> String {
+    if s.is_empty() {
+        return "''".into();
+    }
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "@%+=:,./_-".contains(c))
+    {
+        return s.to_string();
+    }
+    format!("'{}'", s.replace('\'', "'\"'\"'"))
+}
+
+/// The sheet context of §5.2 as placeholder values: user variables first, built-ins over
+/// them (§5.8.1), `workspace` last.
+pub fn sheet_vars(
+    job: &crate::JobConfig,
+    sheet: &crate::PlannedSheet,
+    total_sheets: u32,
+    total_movements: u32,
+) -> PlaceholderVars {
+    let mut vars = PlaceholderVars::new();
+    for (k, v) in &job.prompt.variables {
+        vars.insert(k.clone(), python_str_of(v));
+    }
+    let builtins: [(&str, String); 12] = [
+        ("sheet_num", sheet.num.to_string()),
+        ("total_sheets", total_sheets.to_string()),
+        ("start_item", sheet.start_item.to_string()),
+        ("end_item", sheet.end_item.to_string()),
+        ("stage", sheet.movement.to_string()),
+        ("instance", sheet.voice.to_string()),
+        ("fan_count", sheet.voice_count.to_string()),
+        ("total_stages", total_movements.to_string()),
+        ("movement", sheet.movement.to_string()),
+        ("voice", sheet.voice.to_string()),
+        ("voice_count", sheet.voice_count.to_string()),
+        ("total_movements", total_movements.to_string()),
+    ];
+    for (k, v) in builtins {
+        vars.insert(k.to_string(), v);
+    }
+    vars.insert(
+        "workspace".into(),
+        job.workspace.to_string_lossy().into_owned(),
+    );
+    vars
+}
+
+/// Python `str()` of a JSON value (what `str.format` would print for a user variable).
+pub fn python_str_of(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Null => "None".into(),
+        serde_json::Value::Bool(b) => if *b { "True" } else { "False" }.into(),
+        serde_json::Value::Number(n) => match n.as_i64() {
+            Some(i) => i.to_string(),
+            None => crate::yaml::python_float(n.as_f64().unwrap_or(0.0)),
+        },
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expands_and_quotes() {
+        let mut vars = PlaceholderVars::new();
+        vars.insert("workspace".into(), "/tmp/my ws".into());
+        vars.insert("sheet_num".into(), "3".into());
+        assert_eq!(
+            expand("{workspace}/out-{sheet_num}.md", &vars, false),
+            "/tmp/my ws/out-3.md"
+        );
+        assert_eq!(
+            expand("test -f {workspace}/x {other}", &vars, true),
+            "test -f '/tmp/my ws'/x {other}"
+        );
+        assert_eq!(quote("it's"), "'it'\"'\"'s'");
+        assert_eq!(quote(""), "''");
+        assert_eq!(quote("/plain/path-1.md"), "/plain/path-1.md");
+    }
+}

@@ -1,0 +1,545 @@
+//! Sheet arithmetic, fan-out expansion, dependency checks and the per-sheet plan (score.md §4,
+//! §3.5).
+
+use indexmap::IndexMap;
+
+use crate::error::ConfigError;
+use crate::model::{FreeMap, JobConfig, SheetConfig, SkipWhenCommand};
+
+/// Concrete sheet count: `(total_items − start_item + size) // size` (Python floor division,
+/// so it can be 0 or negative when `start_item > total_items`, §4.1).
+pub fn total_sheets(sheet: &SheetConfig) -> i64 {
+    if sheet.size < 1 {
+        return 0;
+    }
+    (sheet.total_items - sheet.start_item + sheet.size).div_euclid(sheet.size)
+}
+
+/// `(stage, instance, fan_count)` of a concrete sheet (§4.2).
+pub fn fan_meta(sheet: &SheetConfig, num: i64) -> (i64, i64, i64) {
+    match sheet.fan_out_stage_map.as_ref().and_then(|m| m.get(&num)) {
+        Some(meta) => (
+            meta.get("stage").copied().unwrap_or(num),
+            meta.get("instance").copied().unwrap_or(1),
+            meta.get("fan_count").copied().unwrap_or(1),
+        ),
+        None => (num, 1, 1),
+    }
+}
+
+/// Number of stages (movements) before expansion (§4.2).
+pub fn total_stages(sheet: &SheetConfig) -> i64 {
+    match &sheet.fan_out_stage_map {
+        Some(m) if !m.is_empty() => m
+            .values()
+            .filter_map(|meta| meta.get("stage").copied())
+            .max()
+            .unwrap_or(0),
+        _ => total_sheets(sheet),
+    }
+}
+
+/// Item range of sheet `num` (§4.1).
+pub fn item_range(sheet: &SheetConfig, num: i64) -> (i64, i64) {
+    let start = (num - 1) * sheet.size + sheet.start_item;
+    (start, (start + sheet.size - 1).min(sheet.total_items))
+}
+
+/// Upstream's fan-out expansion plus the dependency range check, run as `SheetConfig`'s
+/// after-validators (§4.3, §4.4). Errors are the `ValueError` messages.
+pub fn expand_sheet(sheet: &mut SheetConfig) -> Result<(), String> {
+    if !sheet.fan_out.is_empty() {
+        expand_fan_out(sheet)?;
+    }
+    let n = total_sheets(sheet);
+    for (k, deps) in &sheet.dependencies {
+        if *k < 1 || *k > n {
+            return Err(format!(
+                "Dependency key sheet {k} is out of range (valid: 1-{n})"
+            ));
+        }
+        for d in deps {
+            if *d < 1 || *d > n {
+                return Err(format!(
+                    "Sheet {k} depends on sheet {d}, which is out of range (valid: 1-{n})"
+                ));
+            }
+        }
+    }
+    // Upstream lets cycles through load and validate and only the legacy runner notices them;
+    // we refuse them here so every entry point agrees (architecture.md "Where upstream is broken").
+    if let Some(cycle) = find_cycle(&sheet.dependencies, n) {
+        let path: Vec<String> = cycle.iter().map(i64::to_string).collect();
+        return Err(format!(
+            "Circular dependency detected: {}",
+            path.join(" -> ")
+        ));
+    }
+    Ok(())
+}
+
+fn expand_fan_out(sheet: &mut SheetConfig) -> Result<(), String> {
+    if sheet.size != 1 {
+        return Err(format!("fan_out requires size=1, got size={}. Each stage must map to exactly one sheet for fan-out to work.", sheet.size));
+    }
+    if sheet.start_item != 1 {
+        return Err(format!("fan_out requires start_item=1, got start_item={}. Fan-out stages are 1-indexed from the beginning.", sheet.start_item));
+    }
+    let stages = sheet.total_items;
+    for (s, c) in &sheet.fan_out {
+        if *s < 1 || *s > stages {
+            return Err(format!(
+                "fan_out references stage {s}, but total_stages is {stages} (valid: 1-{stages})"
+            ));
+        }
+        if *c < 1 {
+            return Err(format!("fan_out count for stage {s} must be >= 1, got {c}"));
+        }
+    }
+    for (k, deps) in &sheet.dependencies {
+        if *k < 1 || *k > stages {
+            return Err(format!(
+                "dependency references stage {k}, but total_stages is {stages} (valid: 1-{stages})"
+            ));
+        }
+        for d in deps {
+            if *d < 1 || *d > stages {
+                return Err(format!(
+                    "stage {k} depends on stage {d}, but total_stages is {stages} (valid: 1-{stages})"
+                ));
+            }
+        }
+    }
+    let mut stage_sheets: Vec<Vec<i64>> = Vec::with_capacity(stages.max(0) as usize);
+    let mut stage_map: IndexMap<i64, IndexMap<String, i64>> = IndexMap::new();
+    let mut next = 1;
+    for stage in 1..=stages {
+        let count = sheet.fan_out.get(&stage).copied().unwrap_or(1);
+        let nums: Vec<i64> = (next..next + count).collect();
+        for (i, num) in nums.iter().enumerate() {
+            let mut meta = IndexMap::new();
+            meta.insert("stage".to_string(), stage);
+            meta.insert("instance".to_string(), i as i64 + 1);
+            meta.insert("fan_count".to_string(), count);
+            stage_map.insert(*num, meta);
+        }
+        next += count;
+        stage_sheets.push(nums);
+    }
+    let sheets_of = |stage: i64| -> &[i64] { &stage_sheets[(stage - 1) as usize] };
+    let mut deps: IndexMap<i64, Vec<i64>> = IndexMap::new();
+    for (target_stage, sources) in &sheet.dependencies {
+        let targets = sheets_of(*target_stage);
+        for source_stage in sources {
+            let src = sheets_of(*source_stage);
+            for (i, t) in targets.iter().enumerate() {
+                let edges: Vec<i64> = if src.len() == targets.len() && src.len() > 1 {
+                    vec![src[i]]
+                } else {
+                    // 1→1, fan-out (one source), fan-in (one target), or all-to-all.
+                    src.to_vec()
+                };
+                let entry = deps.entry(*t).or_default();
+                for e in edges {
+                    if !entry.contains(&e) {
+                        entry.push(e);
+                    }
+                }
+            }
+        }
+    }
+    let rekey = |map: &IndexMap<i64, String>| -> IndexMap<i64, String> {
+        let mut out = IndexMap::new();
+        for (k, v) in map {
+            if *k >= 1 && *k <= stages {
+                for s in sheets_of(*k) {
+                    out.insert(*s, v.clone());
+                }
+            } else {
+                out.insert(*k, v.clone());
+            }
+        }
+        out
+    };
+    let rekey_cmd = |map: &IndexMap<i64, SkipWhenCommand>| -> IndexMap<i64, SkipWhenCommand> {
+        let mut out = IndexMap::new();
+        for (k, v) in map {
+            if *k >= 1 && *k <= stages {
+                for s in sheets_of(*k) {
+                    out.insert(*s, v.clone());
+                }
+            } else {
+                out.insert(*k, v.clone());
+            }
+        }
+        out
+    };
+    sheet.skip_when = rekey(&sheet.skip_when);
+    sheet.skip_when_command = rekey_cmd(&sheet.skip_when_command);
+    sheet.total_items = next - 1;
+    sheet.dependencies = deps;
+    sheet.fan_out_stage_map = Some(stage_map);
+    sheet.fan_out = IndexMap::new();
+    Ok(())
+}
+
+/// First dependency cycle, as `a -> b -> … -> a`, searching prerequisite → dependent edges from
+/// sheet 1 upwards (the legacy runner's order, §4.4).
+pub fn find_cycle(deps: &IndexMap<i64, Vec<i64>>, n: i64) -> Option<Vec<i64>> {
+    if deps.is_empty() || n < 1 {
+        return None;
+    }
+    let size = n as usize + 1;
+    let mut dependents: Vec<Vec<i64>> = vec![Vec::new(); size];
+    for (k, ds) in deps {
+        for d in ds {
+            if (1..=n).contains(d) && (1..=n).contains(k) {
+                dependents[*d as usize].push(*k);
+            }
+        }
+    }
+    // 0 = unvisited, 1 = on the current path, 2 = done.
+    let mut state = vec![0u8; size];
+    for start in 1..=n {
+        if state[start as usize] != 0 {
+            continue;
+        }
+        let mut path: Vec<i64> = vec![start];
+        let mut iters: Vec<usize> = vec![0];
+        state[start as usize] = 1;
+        while let Some(&node) = path.last() {
+            let idx = iters.last().copied().unwrap_or(0);
+            let next = dependents[node as usize].get(idx).copied();
+            match next {
+                Some(child) => {
+                    if let Some(top) = iters.last_mut() {
+                        *top += 1;
+                    }
+                    match state[child as usize] {
+                        0 => {
+                            state[child as usize] = 1;
+                            path.push(child);
+                            iters.push(0);
+                        }
+                        1 => {
+                            let from = path.iter().position(|p| *p == child).unwrap_or(0);
+                            let mut cycle = path[from..].to_vec();
+                            cycle.push(child);
+                            return Some(cycle);
+                        }
+                        _ => {}
+                    }
+                }
+                None => {
+                    state[node as usize] = 2;
+                    path.pop();
+                    iters.pop();
+                }
+            }
+        }
+    }
+    None
+}
+
+/// One concrete sheet with everything resolved for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedSheet {
+    /// Sheet number (1-based).
+    pub num: u32,
+    /// Movement (stage) number.
+    pub movement: u32,
+    /// Voice (instance) within the movement, 1-based.
+    pub voice: u32,
+    /// Voices in this movement (fan_count).
+    pub voice_count: u32,
+    /// First item.
+    pub start_item: i64,
+    /// Last item.
+    pub end_item: i64,
+    /// Prerequisite sheets (expanded, sheet-level).
+    pub dependencies: Vec<u32>,
+    /// Resolved instrument profile name (§3.5).
+    pub instrument: String,
+    /// Merged instrument config.
+    pub instrument_config: FreeMap,
+    /// `model` from the merged instrument config, if any.
+    pub model: Option<String>,
+    /// Fallback chain.
+    pub instrument_fallbacks: Vec<String>,
+    /// Skip expression (§5.7).
+    pub skip_when: Option<String>,
+    /// Skip command (§5.7).
+    pub skip_when_command: Option<SkipWhenCommand>,
+    /// Effective timeout in seconds (§3.5).
+    pub timeout_seconds: f64,
+    /// Display label.
+    pub description: Option<String>,
+    /// Movement display name.
+    pub movement_name: Option<String>,
+}
+
+/// The concrete sheets of a score.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SheetPlan {
+    /// Sheets in number order.
+    pub sheets: Vec<PlannedSheet>,
+    /// Concrete sheet count.
+    pub total_sheets: u32,
+    /// Movement count.
+    pub total_movements: u32,
+    /// Whether fan-out metadata exists.
+    pub has_fan_out: bool,
+}
+
+impl SheetPlan {
+    /// Build the plan of an already loaded (expanded) score.
+    pub fn build(job: &JobConfig) -> Result<SheetPlan, ConfigError> {
+        let n = total_sheets(&job.sheet);
+        if n < 0 {
+            return Err(ConfigError::Plan(format!(
+                "sheet arithmetic gives {n} sheets (start_item {} is past total_items {})",
+                job.sheet.start_item, job.sheet.total_items
+            )));
+        }
+        if let Some(cycle) = find_cycle(&job.sheet.dependencies, n) {
+            let path: Vec<String> = cycle.iter().map(i64::to_string).collect();
+            return Err(ConfigError::Plan(format!(
+                "Circular dependency detected: {}",
+                path.join(" -> ")
+            )));
+        }
+        let mut sheets = Vec::with_capacity(n as usize);
+        for num in 1..=n {
+            sheets.push(plan_sheet(job, num));
+        }
+        Ok(SheetPlan {
+            sheets,
+            total_sheets: n as u32,
+            total_movements: total_stages(&job.sheet).max(0) as u32,
+            has_fan_out: job.sheet.fan_out_stage_map.is_some(),
+        })
+    }
+}
+
+fn merge(into: &mut FreeMap, from: &FreeMap) {
+    for (k, v) in from {
+        into.insert(k.clone(), v.clone());
+    }
+}
+
+fn plan_sheet(job: &JobConfig, num: i64) -> PlannedSheet {
+    let sheet = &job.sheet;
+    let (stage, instance, fan_count) = fan_meta(sheet, num);
+    let (start_item, end_item) = item_range(sheet, num);
+    let movement = job.movements.get(&stage);
+    let mut cfg = job.instrument_config.clone();
+    let mut name: Option<String> = sheet.per_sheet_instruments.get(&num).cloned();
+    if name.is_none() {
+        name = sheet
+            .instrument_map
+            .iter()
+            .find(|(_, sheets)| sheets.contains(&num))
+            .map(|(k, _)| k.clone());
+    }
+    if name.is_none() {
+        if let Some(m) = movement {
+            name = m.instrument.clone();
+            merge(&mut cfg, &m.instrument_config);
+        }
+    }
+    let mut name = name
+        .or_else(|| job.instrument.clone())
+        .unwrap_or_else(|| job.backend.kind.as_str().to_string());
+    if let Some(def) = job.instruments.get(&name) {
+        merge(&mut cfg, &def.config);
+        name = def.profile.clone();
+    }
+    if let Some(extra) = sheet.per_sheet_instrument_config.get(&num) {
+        merge(&mut cfg, extra);
+    }
+    let fallbacks = if let Some(f) = sheet.per_sheet_fallbacks.get(&num) {
+        f.clone()
+    } else if let Some(m) = movement.filter(|m| !m.instrument_fallbacks.is_empty()) {
+        m.instrument_fallbacks.clone()
+    } else {
+        job.instrument_fallbacks.clone()
+    };
+    let mut timeout = job.backend.timeout_seconds;
+    if let Some(t) = job.backend.timeout_overrides.get(&num) {
+        timeout = *t;
+    }
+    if let Some(t) = job
+        .backend
+        .sheet_overrides
+        .get(&num)
+        .and_then(|o| o.timeout_seconds)
+    {
+        timeout = t;
+    }
+    let model = cfg
+        .get("model")
+        .and_then(|v| v.as_str())
+        .map(str::to_string);
+    PlannedSheet {
+        num: num as u32,
+        movement: stage.max(0) as u32,
+        voice: instance.max(0) as u32,
+        voice_count: fan_count.max(0) as u32,
+        start_item,
+        end_item,
+        dependencies: sheet
+            .dependencies
+            .get(&num)
+            .map(|d| d.iter().map(|x| *x as u32).collect())
+            .unwrap_or_default(),
+        instrument: name,
+        instrument_config: cfg,
+        model,
+        instrument_fallbacks: fallbacks,
+        skip_when: sheet.skip_when.get(&num).cloned(),
+        skip_when_command: sheet.skip_when_command.get(&num).cloned(),
+        timeout_seconds: timeout,
+        description: sheet.descriptions.get(&num).cloned(),
+        movement_name: movement.and_then(|m| m.name.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sheet(total: i64, fan: &[(i64, i64)], deps: &[(i64, &[i64])]) -> SheetConfig {
+        let text = "size: 1\ntotal_items: 1\n";
+        let node = crate::yaml::parse(text).unwrap().unwrap();
+        let mut s: SheetConfig = crate::de::from_node(&node, &[]).unwrap();
+        s.total_items = total;
+        s.fan_out = fan.iter().copied().collect();
+        s.dependencies = deps.iter().map(|(k, v)| (*k, v.to_vec())).collect();
+        s
+    }
+
+    #[test]
+    fn spec_worked_example() {
+        let mut s = sheet(4, &[(2, 3), (3, 2)], &[(2, &[1]), (3, &[2]), (4, &[3, 1])]);
+        s.skip_when = [
+            (2, "False".to_string()),
+            (4, "True".into()),
+            (9, "x".into()),
+        ]
+        .into_iter()
+        .collect();
+        expand_sheet(&mut s).unwrap();
+        assert_eq!(total_sheets(&s), 7);
+        assert_eq!(total_stages(&s), 4);
+        let deps: Vec<(i64, Vec<i64>)> = s.dependencies.clone().into_iter().collect();
+        assert_eq!(
+            deps,
+            vec![
+                (2, vec![1]),
+                (3, vec![1]),
+                (4, vec![1]),
+                (5, vec![2, 3, 4]),
+                (6, vec![2, 3, 4]),
+                (7, vec![5, 6, 1])
+            ]
+        );
+        let skip: Vec<i64> = s.skip_when.keys().copied().collect();
+        assert_eq!(skip, vec![2, 3, 4, 7, 9]);
+        assert_eq!(fan_meta(&s, 6), (3, 2, 2));
+    }
+
+    #[test]
+    fn pairwise_example() {
+        let mut s = sheet(3, &[(1, 2), (2, 2), (3, 3)], &[(2, &[1]), (3, &[2])]);
+        expand_sheet(&mut s).unwrap();
+        let deps: Vec<(i64, Vec<i64>)> = s.dependencies.clone().into_iter().collect();
+        assert_eq!(
+            deps,
+            vec![
+                (3, vec![1]),
+                (4, vec![2]),
+                (5, vec![3, 4]),
+                (6, vec![3, 4]),
+                (7, vec![3, 4])
+            ]
+        );
+    }
+
+    #[test]
+    fn cycles_are_refused() {
+        let mut s = sheet(3, &[], &[(2, &[3]), (3, &[2])]);
+        let err = expand_sheet(&mut s).unwrap_err();
+        assert_eq!(err, "Circular dependency detected: 2 -> 3 -> 2");
+    }
+
+    /// Property: for every generated fan-out shape, expansion numbers sheets contiguously,
+    /// every expanded edge points from a later stage to an earlier one, and the four cases of
+    /// §4.3 hold.
+    #[test]
+    fn expansion_properties_over_generated_shapes() {
+        let mut seed: u64 = 0x9e3779b97f4a7c15;
+        let mut rand = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        for _ in 0..300 {
+            let stages = 1 + rand(6) as i64;
+            let mut fan: Vec<(i64, i64)> = Vec::new();
+            for st in 1..=stages {
+                if rand(2) == 0 {
+                    fan.push((st, 1 + rand(4) as i64));
+                }
+            }
+            let mut deps: Vec<(i64, Vec<i64>)> = Vec::new();
+            for t in 2..=stages {
+                if rand(3) == 0 {
+                    continue;
+                }
+                let mut srcs = Vec::new();
+                for s2 in 1..t {
+                    if rand(2) == 0 {
+                        srcs.push(s2);
+                    }
+                }
+                if !srcs.is_empty() {
+                    deps.push((t, srcs));
+                }
+            }
+            let dep_refs: Vec<(i64, &[i64])> =
+                deps.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+            let mut s = sheet(stages, &fan, &dep_refs);
+            if fan.is_empty() {
+                s.fan_out.insert(1, 1);
+            }
+            expand_sheet(&mut s).unwrap();
+            let count = |st: i64| fan.iter().find(|(k, _)| *k == st).map_or(1, |(_, c)| *c);
+            let expected: i64 = (1..=stages).map(count).sum();
+            assert_eq!(total_sheets(&s), expected);
+            for (t, ds) in &s.dependencies {
+                let (ts, ti, tc) = fan_meta(&s, *t);
+                for d in ds {
+                    let (ds_, di, dc) = fan_meta(&s, *d);
+                    assert!(ds_ < ts, "edge must point to an earlier stage");
+                    if tc == dc && tc > 1 {
+                        assert_eq!(ti, di, "equal fan counts pair by position");
+                    }
+                }
+                if let Some((_, srcs)) = deps.iter().find(|(k, _)| *k == ts) {
+                    let want: usize = srcs
+                        .iter()
+                        .map(|s2| {
+                            if count(*s2) == tc && tc > 1 {
+                                1
+                            } else {
+                                count(*s2) as usize
+                            }
+                        })
+                        .sum();
+                    assert_eq!(ds.len(), want);
+                }
+            }
+        }
+    }
+}

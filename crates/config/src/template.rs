@@ -1,0 +1,520 @@
+//! Prompt templating with minijinja (score.md §5.1–5.6).
+//!
+//! The template is compiled once per score ([`PromptRenderer`]) and rendered per sheet with
+//! strict undefined variables, upstream's variable precedence (sheet context, then user
+//! variables, then `stakes`/`thinking_method`) and Python-compatible methods.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use indexmap::IndexMap;
+use minijinja::{Environment, UndefinedBehavior, Value};
+
+use crate::error::ConfigError;
+use crate::model::{InjectionCategory, JobConfig, ValidationRule, ValidationType};
+use crate::plan::{total_sheets, total_stages, PlannedSheet};
+
+/// Runtime data a sheet's prompt may use beyond the score itself.
+#[derive(Debug, Clone, Default)]
+pub struct RenderContext {
+    /// Workspace override (e.g. `run --workspace`); default the score's workspace.
+    pub workspace: Option<PathBuf>,
+    /// Cross-sheet stdout tails by sheet number.
+    pub previous_outputs: BTreeMap<u32, String>,
+    /// Cross-sheet captured files by absolute path.
+    pub previous_files: IndexMap<String, String>,
+    /// Skipped sheets in the lookback window.
+    pub skipped_upstream: Vec<u32>,
+    /// Resolved context injections.
+    pub injected_context: Vec<String>,
+    /// Resolved skill injections.
+    pub injected_skills: Vec<String>,
+    /// Resolved tool injections.
+    pub injected_tools: Vec<String>,
+    /// Extra variables, merged over user variables (before `stakes`/`thinking_method`).
+    pub extra: serde_json::Map<String, serde_json::Value>,
+    /// Directory a relative `template_file` is resolved against (default: the process CWD,
+    /// as upstream's runtime does; `mozart validate` passes the score directory).
+    pub template_dir: Option<PathBuf>,
+}
+
+const TEMPLATE_NAME: &str = "prompt";
+
+/// A score's prompt template, compiled once.
+pub struct PromptRenderer {
+    env: Environment<'static>,
+    has_template: bool,
+}
+
+/// A Jinja environment configured like upstream's `PromptBuilder`.
+pub fn environment(strict: bool) -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(if strict {
+        UndefinedBehavior::Strict
+    } else {
+        UndefinedBehavior::Lenient
+    });
+    env.set_keep_trailing_newline(true);
+    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    env
+}
+
+/// The template source upstream would render: inline `template` if non-empty, else the
+/// `template_file` when it exists relative to `dir`, else none (default prompt, §5.3).
+pub fn template_source(job: &JobConfig, dir: Option<&Path>) -> Result<Option<String>, ConfigError> {
+    if let Some(t) = job.prompt.template.as_deref().filter(|t| !t.is_empty()) {
+        return Ok(Some(t.to_string()));
+    }
+    if let Some(file) = &job.prompt.template_file {
+        let path = match dir {
+            Some(d) if file.is_relative() => d.join(file),
+            _ => file.clone(),
+        };
+        if path.is_file() {
+            return std::fs::read_to_string(&path)
+                .map(Some)
+                .map_err(|e| ConfigError::Template {
+                    sheet: 0,
+                    message: format!("cannot read template file {}: {e}", path.display()),
+                });
+        }
+    }
+    Ok(None)
+}
+
+impl PromptRenderer {
+    /// Compile the score's template.
+    pub fn new(job: &JobConfig, template_dir: Option<&Path>) -> Result<Self, ConfigError> {
+        let mut env = environment(true);
+        let source = template_source(job, template_dir)?;
+        let has_template = source.is_some();
+        if let Some(source) = source {
+            env.add_template_owned(TEMPLATE_NAME, source)
+                .map_err(|e| ConfigError::Template {
+                    sheet: 0,
+                    message: jinja_message(&e),
+                })?;
+        }
+        Ok(PromptRenderer { env, has_template })
+    }
+
+    /// Render the template (or the default prompt) for one sheet.
+    pub fn render(
+        &self,
+        job: &JobConfig,
+        sheet: &PlannedSheet,
+        ctx: &RenderContext,
+    ) -> Result<String, ConfigError> {
+        if !self.has_template {
+            return Ok(default_prompt(job, sheet));
+        }
+        let vars = template_vars(job, sheet, ctx);
+        let template = self
+            .env
+            .get_template(TEMPLATE_NAME)
+            .map_err(|e| ConfigError::Template {
+                sheet: sheet.num,
+                message: jinja_message(&e),
+            })?;
+        template.render(vars).map_err(|e| ConfigError::Template {
+            sheet: sheet.num,
+            message: jinja_message(&e),
+        })
+    }
+}
+
+/// Render the prompt template of one sheet (the "rendered template" layer of §5.4).
+pub fn render_prompt(
+    job: &JobConfig,
+    sheet: &PlannedSheet,
+    ctx: &RenderContext,
+) -> Result<String, ConfigError> {
+    PromptRenderer::new(job, ctx.template_dir.as_deref())?.render(job, sheet, ctx)
+}
+
+/// The message of a minijinja error without its debug trailer.
+pub fn jinja_message(e: &minijinja::Error) -> String {
+    let mut msg = e
+        .detail()
+        .map(str::to_string)
+        .unwrap_or_else(|| e.kind().to_string());
+    if e.kind() == minijinja::ErrorKind::UndefinedError && e.detail().is_none() {
+        msg = "undefined value".into();
+    }
+    match e.line() {
+        Some(line) => format!("{msg} (line {line})"),
+        None => msg,
+    }
+}
+
+/// `Processing sheet {n} of {total} (items {start}-{end})` plus stakes / thinking method.
+pub fn default_prompt(job: &JobConfig, sheet: &PlannedSheet) -> String {
+    let mut out = format!(
+        "Processing sheet {} of {} (items {}-{})",
+        sheet.num,
+        total_sheets(&job.sheet),
+        sheet.start_item,
+        sheet.end_item
+    );
+    for extra in [&job.prompt.stakes, &job.prompt.thinking_method]
+        .into_iter()
+        .flatten()
+    {
+        if !extra.is_empty() {
+            out.push_str("\n\n");
+            out.push_str(extra);
+        }
+    }
+    out
+}
+
+/// Convert numeric-string keys of nested maps to integers (§5.2): `{{ roles[instance] }}`
+/// indexes by int after upstream's JSON round trip. Top-level keys stay as they are.
+fn to_value(v: &serde_json::Value, nested: bool) -> Value {
+    match v {
+        serde_json::Value::Object(map) => {
+            let mut ordered: Vec<(Value, Value)> = Vec::with_capacity(map.len());
+            for (k, val) in map {
+                let key = match (nested, k.trim().parse::<i64>()) {
+                    (true, Ok(i)) if !k.is_empty() => Value::from(i),
+                    _ => Value::from(k.as_str()),
+                };
+                ordered.push((key, to_value(val, true)));
+            }
+            Value::from_iter(ordered)
+        }
+        serde_json::Value::Array(items) => {
+            // Upstream leaves dicts nested inside lists untouched.
+            Value::from(items.iter().map(to_value_plain).collect::<Vec<_>>())
+        }
+        other => Value::from_serialize(other),
+    }
+}
+
+fn to_value_plain(v: &serde_json::Value) -> Value {
+    Value::from_serialize(v)
+}
+
+/// The Jinja context of §5.2 for one sheet.
+pub fn template_vars(job: &JobConfig, sheet: &PlannedSheet, ctx: &RenderContext) -> Value {
+    let total = total_sheets(&job.sheet);
+    let stages = total_stages(&job.sheet);
+    let workspace = ctx
+        .workspace
+        .clone()
+        .unwrap_or_else(|| job.workspace.clone());
+    let mut vars: IndexMap<String, Value> = IndexMap::new();
+    let mut put = |k: &str, v: Value| {
+        vars.insert(k.to_string(), v);
+    };
+    put("sheet_num", Value::from(sheet.num));
+    put("total_sheets", Value::from(total));
+    put("start_item", Value::from(sheet.start_item));
+    put("end_item", Value::from(sheet.end_item));
+    put(
+        "workspace",
+        Value::from(workspace.to_string_lossy().into_owned()),
+    );
+    for (a, b, v) in [
+        ("stage", "movement", sheet.movement),
+        ("instance", "voice", sheet.voice),
+        ("fan_count", "voice_count", sheet.voice_count),
+    ] {
+        put(a, Value::from(v));
+        put(b, Value::from(v));
+    }
+    put("total_stages", Value::from(stages));
+    put("total_movements", Value::from(stages));
+    put(
+        "previous_outputs",
+        Value::from_iter(
+            ctx.previous_outputs
+                .iter()
+                .map(|(k, v)| (Value::from(*k), Value::from(v.as_str()))),
+        ),
+    );
+    put(
+        "previous_files",
+        Value::from_iter(
+            ctx.previous_files
+                .iter()
+                .map(|(k, v)| (Value::from(k.as_str()), Value::from(v.as_str()))),
+        ),
+    );
+    put(
+        "skipped_upstream",
+        Value::from(ctx.skipped_upstream.clone()),
+    );
+    put(
+        "injected_context",
+        Value::from(ctx.injected_context.clone()),
+    );
+    put("injected_skills", Value::from(ctx.injected_skills.clone()));
+    put("injected_tools", Value::from(ctx.injected_tools.clone()));
+    for (k, v) in job.prompt.variables.iter().chain(ctx.extra.iter()) {
+        vars.insert(k.clone(), to_value(v, true));
+    }
+    vars.insert(
+        "stakes".into(),
+        Value::from(job.prompt.stakes.clone().unwrap_or_default()),
+    );
+    vars.insert(
+        "thinking_method".into(),
+        Value::from(job.prompt.thinking_method.clone().unwrap_or_default()),
+    );
+    Value::from_iter(vars)
+}
+
+/// Resolve prelude + cadenza injections for a sheet (§5.6): paths rendered leniently,
+/// relative ones joined to `base`; missing or unreadable files are skipped.
+pub fn resolve_injections(
+    job: &JobConfig,
+    sheet: &PlannedSheet,
+    base: &Path,
+    ctx: &mut RenderContext,
+) {
+    let env = environment(false);
+    let mut lenient = RenderContext {
+        workspace: ctx.workspace.clone(),
+        ..RenderContext::default()
+    };
+    lenient.template_dir = None;
+    let mut vars_job = job.clone();
+    // Legacy/preview path: injection paths see the sheet context without user variables.
+    vars_job.prompt.variables.clear();
+    let vars = template_vars(&vars_job, sheet, &lenient);
+    let items = job.sheet.prelude.iter().chain(
+        job.sheet
+            .cadenzas
+            .get(&i64::from(sheet.num))
+            .into_iter()
+            .flatten(),
+    );
+    for item in items {
+        let Ok(rendered) = env.render_str(&item.file, vars.clone()) else {
+            continue;
+        };
+        let path = PathBuf::from(&rendered);
+        let path = if path.is_relative() {
+            base.join(path)
+        } else {
+            path
+        };
+        if !path.is_file() {
+            continue;
+        }
+        let Ok(content) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        match item.as_ {
+            InjectionCategory::Context => ctx.injected_context.push(content),
+            InjectionCategory::Skill => ctx.injected_skills.push(content),
+            InjectionCategory::Tool => ctx.injected_tools.push(content),
+        }
+    }
+}
+
+/// Template + injections, the preview part of §5.4 (blocks 1–3).
+pub fn assemble_with_injections(rendered: String, ctx: &RenderContext) -> String {
+    let mut parts = vec![rendered];
+    if !ctx.injected_skills.is_empty() || !ctx.injected_tools.is_empty() {
+        let mut block = Vec::new();
+        if !ctx.injected_skills.is_empty() {
+            block.push(format!(
+                "## Injected Skills\n\n{}",
+                ctx.injected_skills.join("\n\n")
+            ));
+        }
+        if !ctx.injected_tools.is_empty() {
+            block.push(format!(
+                "## Injected Tools\n\n{}",
+                ctx.injected_tools.join("\n\n")
+            ));
+        }
+        parts.push(block.join("\n\n"));
+    }
+    if !ctx.injected_context.is_empty() {
+        parts.push(format!(
+            "## Injected Context\n\n{}",
+            ctx.injected_context.join("\n\n")
+        ));
+    }
+    parts.join("\n\n")
+}
+
+/// The full sheet prompt of §5.4 without runtime-only sections (specs, failure history and
+/// learned patterns are passed in by the caller when it has them).
+pub fn build_sheet_prompt(
+    job: &JobConfig,
+    sheet: &PlannedSheet,
+    ctx: &RenderContext,
+    rules: &[&ValidationRule],
+    extra_sections: &[String],
+) -> Result<String, ConfigError> {
+    let rendered = render_prompt(job, sheet, ctx)?;
+    let mut prompt = assemble_with_injections(rendered, ctx);
+    for section in extra_sections {
+        prompt.push_str("\n\n");
+        prompt.push_str(section);
+    }
+    if let Some(req) = requirements_section(job, sheet, ctx, rules) {
+        prompt.push_str("\n\n");
+        prompt.push_str(&req);
+    }
+    Ok(prompt)
+}
+
+/// "Success Requirements" block of §5.4 for the applicable rules.
+pub fn requirements_section(
+    job: &JobConfig,
+    sheet: &PlannedSheet,
+    ctx: &RenderContext,
+    rules: &[&ValidationRule],
+) -> Option<String> {
+    if rules.is_empty() {
+        return None;
+    }
+    let vars = template_vars(job, sheet, ctx);
+    let expand = |text: &str| -> String {
+        let mut out = text.to_string();
+        if let Ok(iter) = vars.try_iter() {
+            for key in iter {
+                if let (Some(k), Ok(v)) = (key.as_str(), vars.get_item(&key)) {
+                    let needle = format!("{{{k}}}");
+                    if out.contains(&needle) {
+                        out = out.replace(&needle, &v.to_string());
+                    }
+                }
+            }
+        }
+        out
+    };
+    let mut new_rules = Vec::new();
+    let mut inherited = Vec::new();
+    for rule in rules {
+        if is_new_for(rule, sheet.num) {
+            new_rules.push(*rule);
+        } else {
+            inherited.push(*rule);
+        }
+    }
+    let mut lines = vec![
+        "---".to_string(),
+        "## Success Requirements (Validated Automatically)".to_string(),
+        String::new(),
+        "Your output will be checked against these requirements:".to_string(),
+        String::new(),
+    ];
+    for (i, rule) in new_rules.iter().enumerate() {
+        let n = i + 1;
+        let desc = rule
+            .description
+            .clone()
+            .unwrap_or_else(|| format!("Requirement {n}"));
+        lines.push(format!("{n}. **{desc}**"));
+        let path = rule.path.as_deref().map(expand).unwrap_or_default();
+        match rule.kind {
+            ValidationType::FileExists => lines.push(format!("   - Create file: `{path}`")),
+            ValidationType::FileModified => lines.push(format!("   - Modify file: `{path}`")),
+            ValidationType::ContentContains => {
+                lines.push(format!("   - File: `{path}`"));
+                lines.push(format!(
+                    "   - Must contain: `{}`",
+                    rule.pattern.as_deref().map(expand).unwrap_or_default()
+                ));
+            }
+            ValidationType::ContentRegex => {
+                lines.push(format!("   - File: `{path}`"));
+                lines.push(format!(
+                    "   - Must match pattern: `{}`",
+                    rule.pattern.as_deref().map(expand).unwrap_or_default()
+                ));
+            }
+            ValidationType::CommandSucceeds => {
+                let cmd = rule.command.clone().unwrap_or_default();
+                let shown: String = cmd.chars().take(60).collect();
+                let ellipsis = if cmd.chars().count() > 60 { "..." } else { "" };
+                lines.push(format!("   - Command must succeed: `{shown}{ellipsis}`"));
+            }
+        }
+    }
+    if !inherited.is_empty() {
+        let names: Vec<String> = inherited
+            .iter()
+            .map(|r| {
+                r.description
+                    .clone()
+                    .unwrap_or_else(|| r.kind.as_str().to_string())
+            })
+            .collect();
+        lines.push(String::new());
+        lines.push(format!(
+            "**Also still required** ({} inherited): {}",
+            inherited.len(),
+            names.join("; ")
+        ));
+    }
+    lines.push(String::new());
+    lines.push("Ensure ALL requirements are met before completing this task.".to_string());
+    Some(lines.join("\n"))
+}
+
+/// New-vs-inherited classification of a rule for a sheet (§3.7.2, last paragraph).
+fn is_new_for(rule: &ValidationRule, sheet: u32) -> bool {
+    static RE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"^sheet_num\s*(>=|==|>)\s*(\d+)").expect("static regex")
+    });
+    let Some(cond) = rule.condition.as_deref() else {
+        return sheet == 1;
+    };
+    match RE.captures(cond.trim()) {
+        Some(c) => {
+            let n: u32 = c[2].parse().unwrap_or(0);
+            match &c[1] {
+                ">=" => sheet == n,
+                "==" => true,
+                _ => sheet == n + 1,
+            }
+        }
+        None => sheet == 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load_score_str;
+    use crate::plan::SheetPlan;
+
+    fn job(text: &str) -> JobConfig {
+        load_score_str(text, Path::new("t.yaml")).unwrap().config
+    }
+
+    #[test]
+    fn renders_builtins_user_vars_and_python_methods() {
+        let j = job("name: t\nworkspace: /tmp/ws\nsheet: {size: 2, total_items: 5}\nprompt:\n  template: \"{{ sheet_num }}/{{ total_sheets }} {{ start_item }}-{{ end_item }} {{ workspace }} {% for k, v in roles.items() %}{{ k }}={{ v }}{% endfor %} {{ roles[1] }}\"\n  variables:\n    roles: {'1': a, '2': b}\n");
+        let plan = SheetPlan::build(&j).unwrap();
+        let out = render_prompt(&j, &plan.sheets[2], &RenderContext::default()).unwrap();
+        assert_eq!(out, "3/3 5-5 /tmp/ws 1=a2=b a");
+    }
+
+    #[test]
+    fn strict_undefined_is_an_error() {
+        let j =
+            job("name: t\nsheet: {size: 1, total_items: 1}\nprompt: {template: 'x {{ nope }}'}\n");
+        let plan = SheetPlan::build(&j).unwrap();
+        let err = render_prompt(&j, &plan.sheets[0], &RenderContext::default()).unwrap_err();
+        assert!(
+            matches!(err, ConfigError::Template { sheet: 1, .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn default_prompt_with_stakes() {
+        let j = job("name: t\nsheet: {size: 2, total_items: 3}\nprompt: {stakes: high}\n");
+        let plan = SheetPlan::build(&j).unwrap();
+        let out = render_prompt(&j, &plan.sheets[1], &RenderContext::default()).unwrap();
+        assert_eq!(out, "Processing sheet 2 of 2 (items 3-3)\n\nhigh");
+    }
+}

@@ -1,0 +1,1207 @@
+//! The extended checks of `mozart validate` (score.md §6.4) and its rendering preview (§6.5).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde::Serialize;
+
+use crate::expr::condition_applies;
+use crate::model::{BackendType, JobConfig, ValidationType};
+use crate::placeholders::{expand, PlaceholderVars};
+use crate::plan::{fan_meta, item_range, total_sheets, total_stages, SheetPlan};
+use crate::template::{self, PromptRenderer, RenderContext};
+use crate::Score;
+
+/// Issue severity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Must fix.
+    Error,
+    /// Should fix.
+    Warning,
+    /// Consider.
+    Info,
+}
+
+/// One finding of an extended check.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Issue {
+    /// `V001` …
+    pub check_id: &'static str,
+    /// Severity.
+    pub severity: Severity,
+    /// Message.
+    pub message: String,
+    /// 1-based line in the raw YAML.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    /// Column (never set by upstream checks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<usize>,
+    /// Offending text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// How to fix it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suggestion: Option<String>,
+    /// Whether `mozart` could fix it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub auto_fixable: bool,
+    /// Extra facts.
+    #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "ser_meta")]
+    pub metadata: Vec<(&'static str, String)>,
+}
+
+fn ser_meta<S: serde::Serializer>(m: &[(&'static str, String)], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = s.serialize_map(Some(m.len()))?;
+    for (k, v) in m {
+        map.serialize_entry(k, v)?;
+    }
+    map.end()
+}
+
+impl Issue {
+    fn new(check_id: &'static str, severity: Severity, message: String) -> Self {
+        Issue {
+            check_id,
+            severity,
+            message,
+            line: None,
+            column: None,
+            context: None,
+            suggestion: None,
+            auto_fixable: false,
+            metadata: Vec::new(),
+        }
+    }
+    fn line(mut self, line: Option<usize>) -> Self {
+        self.line = line;
+        self
+    }
+    fn suggest(mut self, s: impl Into<String>) -> Self {
+        self.suggestion = Some(s.into());
+        self
+    }
+    fn context(mut self, c: impl Into<String>) -> Self {
+        self.context = Some(c.into());
+        self
+    }
+    fn meta(mut self, k: &'static str, v: impl Into<String>) -> Self {
+        self.metadata.push((k, v.into()));
+        self
+    }
+}
+
+/// Built-in names accepted by V101.
+const V101_BUILTINS: [&str; 26] = [
+    "sheet_num",
+    "total_sheets",
+    "start_item",
+    "end_item",
+    "workspace",
+    "stakes",
+    "thinking_method",
+    "instrument_name",
+    "stage",
+    "instance",
+    "fan_count",
+    "total_stages",
+    "movement",
+    "voice",
+    "voice_count",
+    "total_movements",
+    "previous_outputs",
+    "previous_files",
+    "loop",
+    "self",
+    "range",
+    "dict",
+    "lipsum",
+    "cycler",
+    "joiner",
+    "namespace",
+];
+
+/// Built-in names used by V202 / V208.
+const CORE_BUILTINS: [&str; 14] = [
+    "workspace",
+    "sheet_num",
+    "total_sheets",
+    "start_item",
+    "end_item",
+    "instrument_name",
+    "stage",
+    "instance",
+    "fan_count",
+    "total_stages",
+    "movement",
+    "voice",
+    "voice_count",
+    "total_movements",
+];
+
+/// Native backends and built-in instrument profiles known to V210/V211.
+pub const BUILTIN_INSTRUMENTS: [&str; 10] = [
+    "claude_cli",
+    "anthropic_api",
+    "ollama",
+    "recursive_light",
+    "aider",
+    "claude-code",
+    "cline-cli",
+    "codex-cli",
+    "gemini-cli",
+    "goose",
+];
+
+/// First 1-based line containing `marker` (upstream's heuristic).
+pub fn find_line(raw: &str, marker: &str) -> Option<usize> {
+    raw.split('\n')
+        .position(|l| l.contains(marker))
+        .map(|i| i + 1)
+}
+
+/// Join a path to the directory of the score file as given (not made absolute).
+fn relative_to_score(path: &Path, score_path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        score_path.parent().unwrap_or(Path::new("")).join(path)
+    }
+}
+
+/// Inputs of the checks that come from outside the score.
+#[derive(Debug, Clone, Default)]
+pub struct CheckEnv {
+    /// Instrument profile names known to the registry (built-ins plus user profiles).
+    pub known_instruments: BTreeSet<String>,
+}
+
+impl CheckEnv {
+    /// The built-in names plus profile file stems / `name:` values found in the given dirs.
+    pub fn with_profile_dirs(dirs: &[PathBuf]) -> Self {
+        let mut known: BTreeSet<String> =
+            BUILTIN_INSTRUMENTS.iter().map(|s| s.to_string()).collect();
+        for dir in dirs {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                let is_yaml = matches!(
+                    path.extension().and_then(|e| e.to_str()),
+                    Some("yaml" | "yml")
+                );
+                if !is_yaml {
+                    continue;
+                }
+                let Ok(text) = std::fs::read_to_string(&path) else {
+                    continue;
+                };
+                if let Ok(Some(node)) = crate::yaml::parse(&text) {
+                    if let Some(name) = node.get("name").and_then(|n| n.as_str()) {
+                        known.insert(name.to_string());
+                    }
+                }
+            }
+        }
+        CheckEnv {
+            known_instruments: known,
+        }
+    }
+}
+
+/// Run every extended check in upstream's order, then sort stably by severity.
+/// `score_path` is CONFIG_FILE as given on the command line.
+pub fn run_checks(score: &Score, score_path: &Path, env: &CheckEnv) -> Vec<Issue> {
+    let c = &score.config;
+    let raw = score.text.as_str();
+    let mut out: Vec<Issue> = Vec::new();
+    check_jinja_syntax(c, raw, score_path, &mut out);
+    check_undefined_vars(c, score_path, &mut out);
+    // V002
+    if let Some(parent) = c.workspace.parent() {
+        if !parent.exists() {
+            let p = parent.display().to_string();
+            let mut i = Issue::new(
+                "V002",
+                Severity::Error,
+                format!("Workspace parent directory does not exist: {p}"),
+            )
+            .line(find_line(raw, "workspace:"))
+            .suggest(format!("Create parent directory: mkdir -p {p}"))
+            .meta("path", p)
+            .meta("workspace", c.workspace.display().to_string());
+            i.auto_fixable = true;
+            out.push(i);
+        }
+    }
+    // V003
+    if let Some(tf) = &c.prompt.template_file {
+        let p = relative_to_score(tf, score_path);
+        if !p.exists() {
+            out.push(
+                Issue::new(
+                    "V003",
+                    Severity::Error,
+                    format!("Template file not found: {}", p.display()),
+                )
+                .line(find_line(raw, "template_file:"))
+                .suggest("Create the template file or fix the path")
+                .meta("expected_path", p.display().to_string()),
+            );
+        } else if !p.is_file() {
+            out.push(
+                Issue::new(
+                    "V003",
+                    Severity::Error,
+                    format!("Template path is not a file: {}", p.display()),
+                )
+                .line(find_line(raw, "template_file:"))
+                .suggest("Ensure template_file points to a file, not a directory"),
+            );
+        }
+    }
+    // V004
+    if let Some(sp) = &c.backend.system_prompt_file {
+        let p = relative_to_score(sp, score_path);
+        if !p.exists() {
+            out.push(
+                Issue::new(
+                    "V004",
+                    Severity::Error,
+                    format!("System prompt file not found: {}", p.display()),
+                )
+                .line(find_line(raw, "system_prompt_file:"))
+                .suggest("Create the system prompt file or fix the path")
+                .meta("expected_path", p.display().to_string()),
+            );
+        }
+    }
+    // V005
+    if let Some(wd) = &c.backend.working_directory {
+        let p = relative_to_score(wd, score_path);
+        if !p.exists() {
+            let mut i = Issue::new(
+                "V005",
+                Severity::Error,
+                format!("Working directory does not exist: {}", p.display()),
+            )
+            .line(find_line(raw, "working_directory:"))
+            .suggest(format!("Create directory: mkdir -p {}", p.display()))
+            .meta("path", p.display().to_string());
+            i.auto_fixable = true;
+            out.push(i);
+        } else if !p.is_dir() {
+            out.push(
+                Issue::new(
+                    "V005",
+                    Severity::Error,
+                    format!("Working directory path is not a directory: {}", p.display()),
+                )
+                .line(find_line(raw, "working_directory:"))
+                .suggest("Ensure path points to a directory, not a file"),
+            );
+        }
+    }
+    // V107
+    for (i, v) in c.validations.iter().enumerate() {
+        if !v.kind.needs_pattern() {
+            continue;
+        }
+        let Some(path) = v.path.as_deref().filter(|p| !p.contains('{')) else {
+            continue;
+        };
+        let p = relative_to_score(Path::new(path), score_path);
+        if p.is_absolute() && !p.exists() {
+            out.push(
+                Issue::new(
+                    "V107",
+                    Severity::Warning,
+                    format!(
+                        "File referenced in validation {} does not exist: {}",
+                        i + 1,
+                        p.display()
+                    ),
+                )
+                .suggest("Ensure file will be created before this validation runs")
+                .meta("validation_index", i.to_string())
+                .meta("path", p.display().to_string()),
+            );
+        }
+    }
+    // V108
+    let mut injections: Vec<(String, &str)> = c
+        .sheet
+        .prelude
+        .iter()
+        .map(|p| ("prelude".to_string(), p.file.as_str()))
+        .collect();
+    for (n, items) in &c.sheet.cadenzas {
+        injections.extend(
+            items
+                .iter()
+                .map(|p| (format!("cadenza (sheet {n})"), p.file.as_str())),
+        );
+    }
+    for (source, file) in injections {
+        if file.contains("{{") {
+            continue;
+        }
+        let p = relative_to_score(Path::new(file), score_path);
+        if !p.exists() {
+            out.push(
+                Issue::new(
+                    "V108",
+                    Severity::Warning,
+                    format!("Injection file from {source} not found: {}", p.display()),
+                )
+                .line(find_line(raw, file))
+                .suggest("Create the file or fix the path")
+                .meta("source", source)
+                .meta("path", p.display().to_string()),
+            );
+        }
+    }
+    // V007 (the schema already rejects both cases, kept for parity)
+    for (i, v) in c.validations.iter().enumerate() {
+        if v.kind == ValidationType::ContentRegex {
+            if let Some(Err(e)) = v.pattern.as_deref().map(crate::pyregex::compile) {
+                out.push(Issue::new(
+                    "V007",
+                    Severity::Error,
+                    format!("Invalid regex pattern in validation[{i}].pattern: {e}"),
+                ));
+            }
+        }
+    }
+    for (i, p) in c.rate_limit.detection_patterns.iter().enumerate() {
+        if let Err(e) = crate::pyregex::compile(p) {
+            out.push(Issue::new(
+                "V007",
+                Severity::Error,
+                format!("Invalid regex pattern in rate_limit.detection_patterns[{i}]: {e}"),
+            ));
+        }
+    }
+    // V008
+    for (i, v) in c.validations.iter().enumerate() {
+        let blank = |f: &Option<String>| f.as_deref().is_none_or(|s| s.trim().is_empty());
+        let mut missing = Vec::new();
+        if v.kind.needs_path() && blank(&v.path) {
+            missing.push("path");
+        }
+        if v.kind.needs_pattern() && blank(&v.pattern) {
+            missing.push("pattern");
+        }
+        if v.kind == ValidationType::CommandSucceeds && blank(&v.command) {
+            missing.push("command");
+        }
+        if !missing.is_empty() {
+            out.push(
+                Issue::new(
+                    "V008",
+                    Severity::Error,
+                    format!(
+                        "Validation rule {} ({}) missing required fields: {}",
+                        i + 1,
+                        v.kind.as_str(),
+                        missing.join(", ")
+                    ),
+                )
+                .suggest(format!("Add {} to the validation rule", missing.join(", ")))
+                .meta("validation_index", i.to_string())
+                .meta("validation_type", v.kind.as_str())
+                .meta("missing_fields", missing.join(",")),
+            );
+        }
+    }
+    // V103 / V104
+    let t = c.backend.timeout_seconds;
+    let ts = crate::yaml::python_float(t);
+    if t < 60.0 {
+        out.push(
+            Issue::new(
+                "V103",
+                Severity::Warning,
+                format!("Very short timeout ({ts}s) may cause premature failures"),
+            )
+            .line(find_line(raw, "timeout_seconds:"))
+            .suggest("Consider timeout_seconds >= 60 for Claude CLI operations")
+            .meta("timeout", ts.clone())
+            .meta("threshold", "60"),
+        );
+    }
+    if t > 7200.0 {
+        out.push(
+            Issue::new(
+                "V104",
+                Severity::Info,
+                format!(
+                    "Very long timeout ({ts}s = {:.1}h) - consider if this is necessary",
+                    t / 3600.0
+                ),
+            )
+            .line(find_line(raw, "timeout_seconds:"))
+            .suggest("Long timeouts can tie up resources; consider breaking into smaller tasks")
+            .meta("timeout", ts)
+            .meta("threshold", "7200"),
+        );
+    }
+    // V106
+    for (i, v) in c.validations.iter().enumerate() {
+        if v.kind.needs_pattern() && v.pattern.as_deref().is_some_and(|p| p.trim().is_empty()) {
+            out.push(
+                Issue::new(
+                    "V106",
+                    Severity::Warning,
+                    format!(
+                        "Empty pattern in validation rule {} will match any content",
+                        i + 1
+                    ),
+                )
+                .suggest("Add a meaningful pattern or remove this validation")
+                .meta("validation_index", i.to_string()),
+            );
+        }
+    }
+    check_version_refs(score, score_path, &mut out);
+    check_instruments(c, raw, env, &mut out);
+    // V201
+    for (i, v) in c.validations.iter().enumerate() {
+        if let Some(p) = v.path.as_deref().filter(|p| p.contains("{{")) {
+            out.push(
+                Issue::new(
+                    "V201",
+                    Severity::Warning,
+                    format!("Validation rule {} uses Jinja syntax in path: {p}", i + 1),
+                )
+                .line(find_line(raw, p))
+                .context(p)
+                .suggest("Use {workspace} not {{ workspace }} in validation paths")
+                .meta("validation_index", i.to_string())
+                .meta("path", p),
+            );
+        }
+    }
+    // V202
+    if let Some(tpl) = c.prompt.template.as_deref().filter(|t| !t.is_empty()) {
+        for (start, name) in format_placeholders(tpl) {
+            out.push(Issue::new("V202", Severity::Warning, format!("Format-string syntax '{{{name}}}' found in prompt template — use Jinja '{{{{ {name} }}}}'"))
+                .line(find_line(raw, &format!("{{{name}}}")))
+                .context(format!("{{{name}}}"))
+                .suggest(format!("Use {{{{ {name} }}}} not {{{name}}} in Jinja templates"))
+                .meta("variable", name.clone()));
+            let _ = start;
+        }
+    }
+    // V203
+    if c.validations.is_empty() {
+        out.push(
+            Issue::new(
+                "V203",
+                Severity::Warning,
+                "No validation rules configured".into(),
+            )
+            .suggest("Add at least one validation rule — see docs/score-writing-guide.md"),
+        );
+    }
+    // V204
+    if c.backend.kind == BackendType::ClaudeCli && !c.backend.skip_permissions {
+        out.push(Issue::new("V204", Severity::Warning, "Claude CLI backend without skip_permissions will hang waiting for permission approval".into())
+            .line(find_line(raw, "skip_permissions"))
+            .suggest("Set backend.skip_permissions: true for unattended execution")
+            .meta("backend_type", "claude_cli"));
+    }
+    // V205
+    if !c.validations.is_empty()
+        && c.validations
+            .iter()
+            .all(|v| v.kind == ValidationType::FileExists)
+    {
+        out.push(
+            Issue::new(
+                "V205",
+                Severity::Info,
+                "All validations are file_exists — stale files from previous runs will pass".into(),
+            )
+            .suggest("Consider adding file_modified or content checks to detect stale files")
+            .meta("validation_count", c.validations.len().to_string()),
+        );
+    }
+    // V206 / V207
+    if c.sheet.fan_out_stage_map.is_some() && c.sheet.dependencies.is_empty() {
+        out.push(Issue::new("V206", Severity::Warning, "Fan-out is configured but no sheet dependencies are declared — stages may run out of order".into())
+            .line(find_line(raw, "fan_out"))
+            .suggest("Add sheet.dependencies to control stage execution order"));
+    }
+    if c.sheet.fan_out_stage_map.is_some() && !c.parallel.enabled {
+        out.push(Issue::new("V207", Severity::Info, "Fan-out is configured but parallel execution is disabled — instances will run sequentially".into())
+            .line(find_line(raw, "parallel"))
+            .suggest("Enable parallel.enabled: true to run fan-out instances concurrently"));
+    }
+    // V208
+    for name in c.prompt.variables.keys() {
+        if CORE_BUILTINS.contains(&name.as_str()) {
+            out.push(
+                Issue::new(
+                    "V208",
+                    Severity::Warning,
+                    format!("Variable '{name}' shadows the built-in {name}"),
+                )
+                .line(find_line(raw, &format!("{name}:")))
+                .suggest(format!(
+                    "Rename variable '{name}' — it shadows the built-in {name}"
+                ))
+                .meta("variable", name.clone()),
+            );
+        }
+    }
+    // V209
+    if c.backend.kind == BackendType::ClaudeCli && !c.backend.disable_mcp {
+        out.push(
+            Issue::new(
+                "V209",
+                Severity::Info,
+                "Claude CLI backend without disable_mcp may experience MCP deadlocks".into(),
+            )
+            .line(find_line(raw, "disable_mcp"))
+            .suggest("Set backend.disable_mcp: true to prevent MCP deadlocks")
+            .meta("backend_type", "claude_cli"),
+        );
+    }
+    // V212
+    let total = total_sheets(&c.sheet);
+    for (source, keys) in [
+        (
+            "skip_when",
+            c.sheet.skip_when.keys().copied().collect::<Vec<_>>(),
+        ),
+        (
+            "skip_when_command",
+            c.sheet.skip_when_command.keys().copied().collect(),
+        ),
+    ] {
+        for k in keys {
+            if !(1..=total).contains(&k) {
+                out.push(Issue::new("V212", Severity::Warning, format!("{source} key {k} is out of range (valid: 1\u{2013}{total}); this rule will never fire"))
+                    .suggest(format!("Remove sheet {k} or adjust total_sheets / fan-out"))
+                    .meta("sheet_num", k.to_string())
+                    .meta("source", source));
+            }
+        }
+    }
+    out.sort_by_key(|i| i.severity);
+    out
+}
+
+/// `{name}` occurrences of built-in names not adjacent to another brace (V202).
+fn format_placeholders(tpl: &str) -> Vec<(usize, String)> {
+    static RE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(&format!(r"\{{({})\}}", CORE_BUILTINS.join("|"))).expect("static regex")
+    });
+    let bytes = tpl.as_bytes();
+    RE.captures_iter(tpl)
+        .filter_map(|c| {
+            let m = c.get(0)?;
+            let before = m.start() > 0 && bytes[m.start() - 1] == b'{';
+            let after = bytes.get(m.end()) == Some(&b'}');
+            (!before && !after).then(|| (m.start(), c[1].to_string()))
+        })
+        .collect()
+}
+
+fn template_sources(c: &JobConfig, score_path: &Path) -> Vec<(String, Result<String, String>)> {
+    let mut out = Vec::new();
+    if let Some(t) = c.prompt.template.as_deref().filter(|t| !t.is_empty()) {
+        out.push(("prompt.template".to_string(), Ok(t.to_string())));
+    }
+    if let Some(tf) = &c.prompt.template_file {
+        let p = relative_to_score(tf, score_path);
+        if p.exists() {
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            out.push((
+                format!("template_file ({name})"),
+                std::fs::read_to_string(&p).map_err(|e| e.to_string()),
+            ));
+        }
+    }
+    out
+}
+
+fn check_jinja_syntax(c: &JobConfig, raw: &str, score_path: &Path, out: &mut Vec<Issue>) {
+    let env = template::environment(false);
+    for (source, text) in template_sources(c, score_path) {
+        let text = match text {
+            Ok(t) => t,
+            Err(e) => {
+                out.push(Issue::new(
+                    "V001",
+                    Severity::Error,
+                    format!("Could not read template file: {e}"),
+                ));
+                continue;
+            }
+        };
+        if let Err(e) = env.template_from_str(&text) {
+            let lineno = e.line().unwrap_or(1);
+            let line = text.split('\n').nth(lineno - 1).unwrap_or("");
+            let context = if line.chars().count() > 80 {
+                format!("{}...", line.chars().take(77).collect::<String>())
+            } else {
+                line.to_string()
+            };
+            let yaml_line = if source == "prompt.template" {
+                find_line(raw, "template:")
+            } else {
+                None
+            };
+            let detail = e
+                .detail()
+                .map(str::to_string)
+                .unwrap_or_else(|| e.kind().to_string());
+            out.push(
+                Issue::new(
+                    "V001",
+                    Severity::Error,
+                    format!("Jinja syntax error in {source}: {detail}"),
+                )
+                .line(yaml_line)
+                .context(context)
+                .suggest("Check Jinja2 template syntax")
+                .meta("template_line", lineno.to_string())
+                .meta("source", source),
+            );
+        }
+    }
+}
+
+/// Names assigned anywhere by `{% set %}`, `{% for %}` or `{% macro %}` (upstream adds all
+/// set/for targets to what `find_undeclared_variables` reports).
+fn declared_names(text: &str) -> HashSet<String> {
+    static SET: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"\{%-?\s*(?:set|for|macro)\s+([\w\s,()]+?)(?:\s+in\s|\s*=|\s*%\}|\()")
+            .expect("static regex")
+    });
+    let mut out = HashSet::new();
+    for c in SET.captures_iter(text) {
+        for name in c[1].split([',', '(', ')']) {
+            let n = name.trim();
+            if !n.is_empty() {
+                out.insert(n.to_string());
+            }
+        }
+    }
+    out
+}
+
+fn check_undefined_vars(c: &JobConfig, score_path: &Path, out: &mut Vec<Issue>) {
+    let mut defined: HashSet<String> = V101_BUILTINS.iter().map(|s| s.to_string()).collect();
+    defined.extend(c.prompt.variables.keys().cloned());
+    let env = template::environment(false);
+    for (source, text) in template_sources(c, score_path) {
+        let Ok(text) = text else {
+            continue;
+        };
+        let Ok(tpl) = env.template_from_str(&text) else {
+            continue;
+        };
+        let declared = declared_names(&text);
+        let mut undefined: Vec<String> = tpl
+            .undeclared_variables(false)
+            .into_iter()
+            .filter(|v| !defined.contains(v) && !declared.contains(v))
+            .collect();
+        undefined.sort();
+        for var in undefined {
+            let suggestion = match close_match(&var, &defined) {
+                Some(m) => format!("Did you mean '{m}'?"),
+                None if c.prompt.variables.len() <= 5 => {
+                    let mut names: Vec<&String> = c.prompt.variables.keys().collect();
+                    names.sort();
+                    let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+                    format!("Available variables: [{}]", quoted.join(", "))
+                }
+                None => format!("Define '{var}' in prompt.variables section"),
+            };
+            out.push(
+                Issue::new(
+                    "V101",
+                    Severity::Warning,
+                    format!("Undefined variable '{var}' in {source}"),
+                )
+                .suggest(suggestion)
+                .meta("variable", var.clone())
+                .meta("source", source.clone()),
+            );
+        }
+    }
+}
+
+/// Python `difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)`.
+fn close_match(word: &str, candidates: &HashSet<String>) -> Option<String> {
+    let mut best: Option<(f64, &String)> = None;
+    let mut sorted: Vec<&String> = candidates.iter().collect();
+    sorted.sort();
+    for cand in sorted {
+        let r = ratio(word, cand);
+        if r >= 0.6 && best.is_none_or(|(b, _)| r > b) {
+            best = Some((r, cand));
+        }
+    }
+    best.map(|(_, c)| c.clone())
+}
+
+/// `SequenceMatcher.ratio()` approximated by longest-common-subsequence matching blocks.
+fn ratio(a: &str, b: &str) -> f64 {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    if a.is_empty() && b.is_empty() {
+        return 1.0;
+    }
+    fn matches(a: &[char], b: &[char]) -> usize {
+        let mut best = (0, 0, 0);
+        for i in 0..a.len() {
+            for j in 0..b.len() {
+                let mut k = 0;
+                while i + k < a.len() && j + k < b.len() && a[i + k] == b[j + k] {
+                    k += 1;
+                }
+                if k > best.2 {
+                    best = (i, j, k);
+                }
+            }
+        }
+        if best.2 == 0 {
+            return 0;
+        }
+        let (i, j, k) = best;
+        k + matches(&a[..i], &b[..j]) + matches(&a[i + k..], &b[j + k..])
+    }
+    2.0 * matches(&a, &b) as f64 / (a.len() + b.len()) as f64
+}
+
+fn check_version_refs(score: &Score, score_path: &Path, out: &mut Vec<Issue>) {
+    static RE: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"-v(\d+)\.yaml$").expect("static regex"));
+    let name = score_path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let Some(caps) = RE.captures(&name) else {
+        return;
+    };
+    let Ok(cur) = caps[1].parse::<i64>() else {
+        return;
+    };
+    if cur < 2 {
+        return;
+    }
+    let prev = cur - 1;
+    let c = &score.config;
+    if c.name.contains(&format!("-v{prev}")) {
+        out.push(
+            Issue::new(
+                "V009",
+                Severity::Error,
+                format!(
+                    "Job name '{}' references v{prev} but file is v{cur}",
+                    c.name
+                ),
+            )
+            .line(find_line(&score.text, "name:"))
+            .suggest(format!("Update name to use v{cur}")),
+        );
+    }
+    let ws = c.workspace.display().to_string();
+    if ws.contains(&format!("-v{prev}")) || ws.contains(&format!("v{prev}/")) {
+        out.push(
+            Issue::new(
+                "V009",
+                Severity::Error,
+                format!("Workspace path references v{prev} but file is v{cur}"),
+            )
+            .line(find_line(&score.text, "workspace:"))
+            .context(ws)
+            .suggest(format!("Update workspace to use v{cur}")),
+        );
+    }
+    let markers = [
+        format!("-v{prev}"),
+        format!("v{prev}.0"),
+        format!("v{prev}/"),
+        format!("-v{prev}/"),
+        format!("evolution-v{prev}"),
+    ];
+    let skip = [
+        "VERSION PROGRESSION:",
+        "→",
+        "->",
+        "EVOLUTION FROM",
+        "evolved from",
+        "LEARNINGS",
+    ];
+    for (i, line) in score.text.split('\n').enumerate() {
+        if !markers.iter().any(|m| line.contains(m.as_str())) {
+            continue;
+        }
+        if skip.iter().any(|s| line.contains(s))
+            || line.contains(&format!("v{prev}→v{cur}"))
+            || line.contains(&format!("v{prev}->v{cur}"))
+            || (line.trim_start().starts_with('#') && line.contains(&format!("v{}", prev - 1)))
+        {
+            continue;
+        }
+        out.push(
+            Issue::new(
+                "V009",
+                Severity::Warning,
+                format!(
+                    "Line {} references v{prev} - verify this is intentional",
+                    i + 1
+                ),
+            )
+            .line(Some(i + 1))
+            .context(line.trim().chars().take(80).collect::<String>())
+            .suggest(format!(
+                "Update to v{cur} if this should reference the current version"
+            )),
+        );
+    }
+}
+
+fn check_instruments(c: &JobConfig, raw: &str, env: &CheckEnv, out: &mut Vec<Issue>) {
+    if env.known_instruments.is_empty() {
+        return;
+    }
+    let mut valid: BTreeSet<String> = env.known_instruments.clone();
+    valid.extend(c.instruments.keys().cloned());
+    let suggestion = format!(
+        "Available instruments: {}. Run 'mozart instruments list' to see all instruments.",
+        valid.iter().cloned().collect::<Vec<_>>().join(", ")
+    );
+    let mut issue = |id: &'static str, name: &str, location: String, line: Option<usize>| {
+        out.push(
+            Issue::new(
+                id,
+                Severity::Warning,
+                format!("Unknown {location}: '{name}' not found in instrument registry"),
+            )
+            .line(line)
+            .suggest(suggestion.clone())
+            .meta("instrument_name", name)
+            .meta("location", location),
+        );
+    };
+    if let Some(i) = c.instrument.as_deref().filter(|i| !valid.contains(*i)) {
+        issue(
+            "V210",
+            i,
+            "score-level instrument".into(),
+            find_line(raw, "instrument:"),
+        );
+    }
+    for (n, i) in &c.sheet.per_sheet_instruments {
+        if !valid.contains(i) {
+            issue(
+                "V210",
+                i,
+                format!("sheet {n} instrument"),
+                find_line(raw, &format!("{n}:")),
+            );
+        }
+    }
+    for i in c.sheet.instrument_map.keys() {
+        if !valid.contains(i) {
+            issue(
+                "V210",
+                i,
+                "instrument_map entry".into(),
+                find_line(raw, &format!("{i}:")),
+            );
+        }
+    }
+    for (n, m) in &c.movements {
+        if let Some(i) = m.instrument.as_deref().filter(|i| !valid.contains(*i)) {
+            issue(
+                "V210",
+                i,
+                format!("movement {n} instrument"),
+                find_line(raw, &format!("{n}:")),
+            );
+        }
+    }
+    for i in &c.instrument_fallbacks {
+        if !valid.contains(i) {
+            issue(
+                "V211",
+                i,
+                "score-level instrument_fallbacks".into(),
+                find_line(raw, i),
+            );
+        }
+    }
+    for (n, m) in &c.movements {
+        for i in &m.instrument_fallbacks {
+            if !valid.contains(i) {
+                issue(
+                    "V211",
+                    i,
+                    format!("movement {n} instrument_fallbacks"),
+                    find_line(raw, i),
+                );
+            }
+        }
+    }
+    for (n, list) in &c.sheet.per_sheet_fallbacks {
+        for i in list {
+            if !valid.contains(i) {
+                issue(
+                    "V211",
+                    i,
+                    format!("sheet {n} per_sheet_fallbacks"),
+                    find_line(raw, i),
+                );
+            }
+        }
+    }
+}
+
+/// One validation rule as shown in the preview.
+#[derive(Debug, Clone, Serialize)]
+pub struct PreviewValidation {
+    /// 0-based rule index.
+    pub index: usize,
+    /// Rule type.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Whether the condition applies to this sheet.
+    pub applicable: bool,
+    /// Description.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Path after preview expansion.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expanded_path: Option<String>,
+    /// Pattern.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// Condition.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
+}
+
+/// One sheet of the rendering preview.
+#[derive(Debug, Clone, Serialize)]
+pub struct PreviewSheet {
+    /// Sheet number.
+    pub sheet_num: u32,
+    /// `[start, end]`.
+    pub item_range: [i64; 2],
+    /// Stage (fan-out only).
+    pub stage: Option<i64>,
+    /// Instance (fan-out only).
+    pub instance: Option<i64>,
+    /// Fan count (fan-out only).
+    pub fan_count: Option<i64>,
+    /// First 15 lines of the prompt.
+    pub prompt_snippet: String,
+    /// Render failure.
+    pub render_error: Option<String>,
+    /// Rules.
+    pub validations: Vec<PreviewValidation>,
+}
+
+/// The rendering preview (§6.5).
+#[derive(Debug, Clone, Serialize)]
+pub struct Preview {
+    /// Concrete sheets.
+    pub total_sheets: i64,
+    /// Fan-out used.
+    pub has_fan_out: bool,
+    /// Dependencies declared.
+    pub has_dependencies: bool,
+    /// `Sheet {n}: template render failed — {error}` lines.
+    pub render_errors: Vec<String>,
+    /// Previewed sheets.
+    pub sheets: Vec<PreviewSheet>,
+}
+
+/// Build the preview for sheets `1..=limit` (all when `None`); `score_path` as given.
+pub fn preview(score: &Score, score_path: &Path, limit: Option<i64>) -> Preview {
+    let c = &score.config;
+    let total = total_sheets(&c.sheet);
+    let stages = total_stages(&c.sheet);
+    let has_fan_out = c.sheet.fan_out_stage_map.is_some();
+    let score_dir = score_path.parent().unwrap_or(Path::new("")).to_path_buf();
+    let renderer = PromptRenderer::new(c, Some(&score_dir));
+    let mut render_errors = Vec::new();
+    let mut sheets = Vec::new();
+    let upto = limit.map_or(total, |l| l.min(total));
+    let plan_sheet = |num: i64| {
+        // Preview needs only the sheet context, not instrument resolution.
+        let (stage, instance, fan_count) = fan_meta(&c.sheet, num);
+        let (start, end) = item_range(&c.sheet, num);
+        crate::PlannedSheet {
+            num: num as u32,
+            movement: stage.max(0) as u32,
+            voice: instance.max(0) as u32,
+            voice_count: fan_count.max(0) as u32,
+            start_item: start,
+            end_item: end,
+            dependencies: Vec::new(),
+            instrument: String::new(),
+            instrument_config: Default::default(),
+            model: None,
+            instrument_fallbacks: Vec::new(),
+            skip_when: None,
+            skip_when_command: None,
+            timeout_seconds: c.backend.timeout_seconds,
+            description: None,
+            movement_name: None,
+        }
+    };
+    for num in 1..=upto {
+        let sheet = plan_sheet(num);
+        let mut ctx = RenderContext {
+            template_dir: Some(score_dir.clone()),
+            ..RenderContext::default()
+        };
+        template::resolve_injections(c, &sheet, &score_dir, &mut ctx);
+        let rendered = match &renderer {
+            Ok(r) => r.render(c, &sheet, &ctx),
+            Err(e) => Err(match e {
+                crate::ConfigError::Template { message, .. } => crate::ConfigError::Template {
+                    sheet: sheet.num,
+                    message: message.clone(),
+                },
+                other => crate::ConfigError::Plan(other.to_string()),
+            }),
+        };
+        let (snippet, error) = match rendered {
+            Ok(text) => {
+                let full = template::assemble_with_injections(text, &ctx);
+                let lines: Vec<&str> = full.split('\n').collect();
+                let mut snippet = lines
+                    .iter()
+                    .take(15)
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                if lines.len() > 15 {
+                    snippet.push_str("\n...");
+                }
+                (snippet, None)
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                render_errors.push(format!(
+                    "Sheet {num}: template render failed \u{2014} {msg}"
+                ));
+                (String::new(), Some(msg))
+            }
+        };
+        let mut vars = PlaceholderVars::new();
+        for (k, v) in &c.prompt.variables {
+            vars.insert(k.clone(), crate::placeholders::python_str_of(v));
+        }
+        vars.insert("workspace".into(), c.workspace.display().to_string());
+        for (k, v) in [
+            ("sheet_num", num),
+            ("start_item", sheet.start_item),
+            ("end_item", sheet.end_item),
+            ("stage", i64::from(sheet.movement)),
+            ("instance", i64::from(sheet.voice)),
+            ("fan_count", i64::from(sheet.voice_count)),
+            ("total_sheets", total),
+            ("total_stages", stages),
+        ] {
+            vars.insert(k.into(), v.to_string());
+        }
+        let cond_vars: HashMap<&str, i64> = [
+            ("sheet_num", num),
+            ("start_item", sheet.start_item),
+            ("end_item", sheet.end_item),
+            ("stage", i64::from(sheet.movement)),
+            ("instance", i64::from(sheet.voice)),
+            ("fan_count", i64::from(sheet.voice_count)),
+            ("total_sheets", total),
+            ("total_stages", stages),
+        ]
+        .into();
+        let validations = c
+            .validations
+            .iter()
+            .enumerate()
+            .map(|(index, v)| {
+                let condition = v
+                    .condition
+                    .clone()
+                    .or_else(|| v.sheet.map(|s| format!("sheet_num == {s}")));
+                PreviewValidation {
+                    index,
+                    kind: v.kind.as_str(),
+                    applicable: condition_applies(condition.as_deref(), &cond_vars),
+                    description: v.description.clone(),
+                    expanded_path: v.path.as_deref().map(|p| expand(p, &vars, false)),
+                    pattern: v.pattern.clone(),
+                    condition,
+                }
+            })
+            .collect();
+        sheets.push(PreviewSheet {
+            sheet_num: num as u32,
+            item_range: [sheet.start_item, sheet.end_item],
+            stage: has_fan_out.then_some(i64::from(sheet.movement)),
+            instance: has_fan_out.then_some(i64::from(sheet.voice)),
+            fan_count: has_fan_out.then_some(i64::from(sheet.voice_count)),
+            prompt_snippet: snippet,
+            render_error: error,
+            validations,
+        });
+    }
+    Preview {
+        total_sheets: total,
+        has_fan_out,
+        has_dependencies: !c.sheet.dependencies.is_empty(),
+        render_errors,
+        sheets,
+    }
+}
+
+/// DAG levels for the summary (§6.2): peel sheets whose in-range prerequisites are done;
+/// sheets on a cycle are never listed.
+pub fn dag_levels(c: &JobConfig) -> Vec<Vec<i64>> {
+    let n = total_sheets(&c.sheet);
+    let mut done: HashSet<i64> = HashSet::new();
+    let mut levels = Vec::new();
+    loop {
+        let level: Vec<i64> = (1..=n)
+            .filter(|s| !done.contains(s))
+            .filter(|s| {
+                c.sheet.dependencies.get(s).is_none_or(|deps| {
+                    deps.iter()
+                        .all(|d| done.contains(d) || !(1..=n).contains(d))
+                })
+            })
+            .collect();
+        if level.is_empty() {
+            break;
+        }
+        done.extend(level.iter().copied());
+        levels.push(level);
+    }
+    levels
+}
+
+/// Build the plan used by the summary, for callers that want it.
+pub fn plan(c: &JobConfig) -> Result<SheetPlan, crate::ConfigError> {
+    SheetPlan::build(c)
+}
