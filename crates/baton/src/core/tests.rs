@@ -1,1 +1,1073 @@
+//! Feeding events to the core and asserting transitions and effects, including every upstream
+//! defect we fix (dependencies, retry timers, rate-limit expiry, breaker recovery, pause,
+//! persistence order, restart restoration).
 
+use std::time::Duration;
+
+use super::BatonCore;
+use crate::effect::{AttemptContext, Effect, JobOutcome, StateChange};
+use crate::event::{AttemptResult, EscalationDecision, Event, FailureKind, ResourceSeverity};
+use crate::spec::{
+    BatonConfig, CostLimitsUpdate, InstrumentSpec, JobSpec, RestoredSheet, SheetSpec, SkipSpec,
+};
+use crate::status::{AttemptMode, CircuitState, JobStatus, SheetStatus};
+use crate::time::Millis;
+use crate::timer::TimerWheel;
+
+/// A tiny deterministic driver: a clock we move by hand and a real timer wheel.
+struct Rig {
+    core: BatonCore,
+    now: Millis,
+    wheel: TimerWheel<Event>,
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+impl Rig {
+    fn new() -> Self {
+        Self::with(BatonConfig {
+            jitter_seed: 1,
+            ..BatonConfig::default()
+        })
+    }
+
+    fn with(config: BatonConfig) -> Self {
+        Rig {
+            core: BatonCore::new(config),
+            now: Millis(1_000_000),
+            wheel: TimerWheel::new(),
+        }
+    }
+
+    fn send(&mut self, event: Event) -> Vec<Effect> {
+        let out = self.core.handle_collect(event, self.now);
+        self.track_timers(&out);
+        out
+    }
+
+    fn track_timers(&mut self, out: &[Effect]) {
+        for e in out {
+            match e {
+                Effect::ScheduleTimer { id, at, event } => {
+                    self.wheel.schedule(*id, *at, event.clone())
+                }
+                Effect::CancelTimer(id) => {
+                    self.wheel.cancel(*id);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Move the clock forward, firing due timers at their own deadlines.
+    fn advance(&mut self, d: Duration) -> Vec<Effect> {
+        let target = self.now.plus(d);
+        let mut all = Vec::new();
+        while let Some(at) = self.wheel.next_deadline() {
+            if at > target {
+                break;
+            }
+            let Some((_, event)) = self.wheel.pop_due(at) else {
+                break;
+            };
+            self.now = at;
+            all.extend(self.send(event));
+        }
+        self.now = target;
+        all
+    }
+
+    fn register(&mut self, spec: JobSpec) -> Vec<Effect> {
+        self.send(Event::RegisterJob(Box::new(spec)))
+    }
+
+    fn result(&mut self, r: AttemptResult) -> Vec<Effect> {
+        self.send(Event::SheetAttemptResult(Box::new(r)))
+    }
+
+    fn succeed(&mut self, job: &str, sheet: u32, effects: &[Effect]) -> Vec<Effect> {
+        let id = dispatch_id(effects, job, sheet);
+        self.result(AttemptResult::success(job, sheet, id))
+    }
+
+    fn fail(
+        &mut self,
+        job: &str,
+        sheet: u32,
+        effects: &[Effect],
+        kind: FailureKind,
+    ) -> Vec<Effect> {
+        let id = dispatch_id(effects, job, sheet);
+        self.result(AttemptResult::failed(job, sheet, id, kind, "boom"))
+    }
+
+    fn status(&self, job: &str, sheet: u32) -> SheetStatus {
+        self.core
+            .sheet(job, sheet)
+            .map(|s| s.status)
+            .unwrap_or(SheetStatus::Completed)
+    }
+}
+
+fn dispatched(effects: &[Effect]) -> Vec<(String, u32)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Dispatch {
+                job_id, sheet_num, ..
+            } => Some((job_id.clone(), *sheet_num)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn nums(effects: &[Effect]) -> Vec<u32> {
+    dispatched(effects).into_iter().map(|(_, n)| n).collect()
+}
+
+fn attempt_of(effects: &[Effect], sheet: u32) -> AttemptContext {
+    effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::Dispatch {
+                sheet_num, attempt, ..
+            } if *sheet_num == sheet => Some(attempt.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("sheet {sheet} was not dispatched in {effects:#?}"))
+}
+
+fn dispatch_id(effects: &[Effect], _job: &str, sheet: u32) -> u64 {
+    attempt_of(effects, sheet).dispatch_id
+}
+
+fn finished(effects: &[Effect]) -> Option<(JobOutcome, Option<String>)> {
+    effects.iter().find_map(|e| match e {
+        Effect::JobFinished {
+            outcome, reason, ..
+        } => Some((*outcome, reason.clone())),
+        _ => None,
+    })
+}
+
+fn sheet_persists(effects: &[Effect], sheet: u32) -> Vec<SheetStatus> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Persist(StateChange::Sheet(c)) if c.sheet_num == sheet => Some(c.status),
+            _ => None,
+        })
+        .collect()
+}
+
+fn position(effects: &[Effect], pred: impl Fn(&Effect) -> bool) -> usize {
+    effects
+        .iter()
+        .position(pred)
+        .unwrap_or_else(|| panic!("effect not found in {effects:#?}"))
+}
+
+fn chain(job: &str, n: u32) -> JobSpec {
+    let sheets = (1..=n)
+        .map(|i| {
+            let mut s = SheetSpec::new(i, "claude-code");
+            if i > 1 {
+                s.dependencies = vec![i - 1];
+            }
+            s.retry.jitter = false;
+            s
+        })
+        .collect();
+    JobSpec::new(job, sheets)
+}
+
+fn independent(job: &str, n: u32, parallel: u32) -> JobSpec {
+    let mut spec = chain(job, n);
+    for s in &mut spec.sheets {
+        s.dependencies.clear();
+    }
+    spec.max_concurrent_sheets = parallel;
+    spec
+}
+
+#[test]
+fn dependencies_are_honoured_even_with_parallel_slots() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 3);
+    spec.max_concurrent_sheets = 3;
+    let e = rig.register(spec);
+    assert_eq!(nums(&e), vec![1], "only the root may start");
+    let e = rig.succeed("j", 1, &e);
+    assert_eq!(nums(&e), vec![2]);
+    let e = rig.succeed("j", 2, &e);
+    assert_eq!(nums(&e), vec![3]);
+    let e = rig.succeed("j", 3, &e);
+    assert_eq!(finished(&e), Some((JobOutcome::Completed, None)));
+}
+
+#[test]
+fn fan_out_runs_voices_together_and_joins() {
+    let mut rig = Rig::new();
+    let mut spec = independent("j", 4, 4);
+    spec.sheets[1].dependencies = vec![1];
+    spec.sheets[2].dependencies = vec![1];
+    spec.sheets[3].dependencies = vec![2, 3];
+    let e = rig.register(spec);
+    assert_eq!(nums(&e), vec![1]);
+    let e = rig.succeed("j", 1, &e);
+    assert_eq!(nums(&e), vec![2, 3]);
+    let e2 = rig.succeed("j", 2, &e);
+    assert!(nums(&e2).is_empty(), "sheet 4 still waits for sheet 3");
+    let e3 = rig.succeed("j", 3, &e);
+    assert_eq!(nums(&e3), vec![4]);
+}
+
+#[test]
+fn persist_precedes_dependent_dispatch_and_job_finish() {
+    let mut rig = Rig::new();
+    let e = rig.register(chain("j", 2));
+    // The dispatched state itself is saved before the musician starts.
+    let p = position(
+        &e,
+        |x| matches!(x, Effect::Persist(StateChange::Sheet(c)) if c.status == SheetStatus::Dispatched),
+    );
+    let d = position(&e, |x| matches!(x, Effect::Dispatch { .. }));
+    assert!(p < d);
+    let e = rig.succeed("j", 1, &e);
+    let p = position(
+        &e,
+        |x| matches!(x, Effect::Persist(StateChange::Sheet(c)) if c.sheet_num == 1 && c.status == SheetStatus::Completed),
+    );
+    let d = position(&e, |x| matches!(x, Effect::Dispatch { sheet_num: 2, .. }));
+    assert!(p < d, "sheet 1 must be durable before sheet 2 runs");
+    let e = rig.succeed("j", 2, &e);
+    let p = position(
+        &e,
+        |x| matches!(x, Effect::Persist(StateChange::Job(c)) if c.status == JobStatus::Completed),
+    );
+    let f = position(&e, |x| matches!(x, Effect::JobFinished { .. }));
+    assert!(p < f);
+}
+
+#[test]
+fn retries_fire_after_the_policy_backoff_and_exhaustion_fails_dependents() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 3);
+    spec.sheets[0].retry.base_delay = secs(4);
+    let e = rig.register(spec);
+    let e = rig.fail("j", 1, &e, FailureKind::Transient);
+    assert_eq!(rig.status("j", 1), SheetStatus::RetryScheduled);
+    assert!(nums(&e).is_empty());
+    assert!(
+        nums(&rig.advance(Duration::from_millis(3_999))).is_empty(),
+        "not before the delay"
+    );
+    let e = rig.advance(Duration::from_millis(1));
+    let a = attempt_of(&e, 1);
+    assert_eq!(a.attempt_number, 2);
+    assert_eq!(a.previous_failure.as_deref(), Some("boom"));
+    // Second failure: 4 * 2 = 8 s.
+    let e = rig.fail("j", 1, &e, FailureKind::Transient);
+    assert!(nums(&rig.advance(secs(7))).is_empty());
+    let e = {
+        let mut e2 = e;
+        e2.extend(rig.advance(secs(1)));
+        e2
+    };
+    assert_eq!(attempt_of(&e, 1).attempt_number, 3);
+    // Third failure: max_retries = 3 spent, no fallback/escalation: the sheet fails.
+    let e = rig.fail("j", 1, &e, FailureKind::Transient);
+    assert_eq!(rig.core.sheet("j", 1), None, "job finished and reaped");
+    let reasons: Vec<_> = e
+        .iter()
+        .filter_map(|x| match x {
+            Effect::Persist(StateChange::Sheet(c)) if c.status == SheetStatus::Failed => {
+                Some((c.sheet_num, c.reason.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reasons.len(), 3);
+    assert!(reasons[0]
+        .1
+        .as_deref()
+        .is_some_and(|r| r.contains("Failed after 3 attempts")));
+    for (num, reason) in &reasons[1..] {
+        assert!(
+            reason.as_deref() == Some("Blocked by failed dependency: sheet 1 failed"),
+            "sheet {num}: {reason:?}"
+        );
+    }
+    let (outcome, reason) = finished(&e).expect("job finished");
+    assert_eq!(outcome, JobOutcome::Failed);
+    assert!(reason.is_some_and(|r| r.contains("[1, 2, 3]")));
+}
+
+#[test]
+fn rate_limit_parks_the_instrument_without_spending_a_retry_and_redispatches_on_expiry() {
+    let mut rig = Rig::new();
+    let e = rig.register(independent("j", 2, 1));
+    let id = dispatch_id(&e, "j", 1);
+    let mut r = AttemptResult::failed(
+        "j",
+        1,
+        id,
+        FailureKind::RateLimited {
+            reset_after: Some(secs(120)),
+        },
+        "429",
+    );
+    r.instrument = "claude-code".into();
+    let e = rig.result(r);
+    assert_eq!(rig.status("j", 1), SheetStatus::Waiting);
+    assert_eq!(rig.core.sheet("j", 1).map(|s| s.normal_attempts), Some(0));
+    assert!(nums(&e).is_empty(), "sheet 2 shares the parked instrument");
+    let until = rig.now.plus(secs(120));
+    assert!(e.iter().any(|x| matches!(x, Effect::Persist(StateChange::Instrument(c)) if c.rate_limited_until == Some(until))));
+    assert_eq!(rig.core.rate_limited_until("claude-code"), Some(until));
+    assert!(nums(&rig.advance(secs(119))).is_empty());
+    let e = rig.advance(secs(1));
+    assert_eq!(nums(&e), vec![1], "the waiting sheet goes first");
+    assert_eq!(attempt_of(&e, 1).attempt_number, 1, "no retry was spent");
+    assert!(e.iter().any(|x| matches!(x, Effect::Persist(StateChange::Instrument(c)) if c.rate_limited_until.is_none())));
+}
+
+#[test]
+fn rate_limit_without_reset_time_uses_the_default_wait() {
+    let mut rig = Rig::new();
+    let e = rig.register(independent("j", 1, 1));
+    rig.fail("j", 1, &e, FailureKind::RateLimited { reset_after: None });
+    assert_eq!(
+        rig.core.rate_limited_until("claude-code"),
+        Some(rig.now.plus(secs(60)))
+    );
+    assert_eq!(nums(&rig.advance(secs(60))), vec![1]);
+}
+
+#[test]
+fn external_rate_limit_hit_and_clear() {
+    let mut rig = Rig::new();
+    rig.send(Event::RateLimitHit {
+        instrument: "claude-code".into(),
+        wait: secs(300),
+        job_id: None,
+        sheet_num: None,
+    });
+    let e = rig.register(independent("j", 1, 1));
+    assert!(nums(&e).is_empty(), "instrument is parked");
+    let e = rig.send(Event::ClearRateLimit { instrument: None });
+    assert_eq!(nums(&e), vec![1]);
+    assert_eq!(rig.core.rate_limited_until("claude-code"), None);
+}
+
+#[test]
+fn restored_rate_limit_survives_restart() {
+    let mut config = BatonConfig::default();
+    let mut inst = InstrumentSpec::new("claude-code");
+    inst.rate_limited_until = Some(Millis(1_000_000 + 30_000));
+    config.instruments.push(inst);
+    let mut rig = Rig::with(config);
+    let e = rig.register(independent("j", 1, 1));
+    assert!(nums(&e).is_empty(), "no stampede after restart");
+    assert_eq!(nums(&rig.advance(secs(30))), vec![1]);
+}
+
+#[test]
+fn circuit_breaker_opens_then_recovers_through_a_single_probe() {
+    let mut config = BatonConfig::default();
+    let mut inst = InstrumentSpec::new("claude-code");
+    inst.circuit_breaker_threshold = 2;
+    config.instruments.push(inst);
+    let mut rig = Rig::with(config);
+    let mut spec = independent("j", 4, 2);
+    for s in &mut spec.sheets {
+        s.retry.base_delay = secs(1);
+    }
+    let e = rig.register(spec);
+    assert_eq!(nums(&e), vec![1, 2]);
+    let e1 = rig.fail("j", 1, &e, FailureKind::Transient);
+    assert_eq!(nums(&e1), vec![3]);
+    let e2 = rig.fail("j", 2, &e, FailureKind::Crash);
+    assert_eq!(
+        rig.core.circuit_state("claude-code"),
+        Some(CircuitState::Open)
+    );
+    assert!(nums(&e2).is_empty());
+    // Retries come due but the breaker holds them.
+    assert!(nums(&rig.advance(secs(29))).is_empty());
+    let e = rig.advance(secs(1));
+    assert_eq!(
+        rig.core.circuit_state("claude-code"),
+        Some(CircuitState::HalfOpen)
+    );
+    assert_eq!(
+        nums(&e),
+        vec![1],
+        "exactly one probe, although the job has a free slot"
+    );
+    // Sheet 3 (dispatched before the breaker opened) succeeds: closes the breaker.
+    let e = rig.succeed("j", 3, &e1);
+    assert_eq!(
+        rig.core.circuit_state("claude-code"),
+        Some(CircuitState::Closed)
+    );
+    assert_eq!(nums(&e), vec![2]);
+}
+
+#[test]
+fn half_open_allows_exactly_one_probe_and_reopens_on_failure() {
+    let mut config = BatonConfig::default();
+    let mut inst = InstrumentSpec::new("claude-code");
+    inst.circuit_breaker_threshold = 1;
+    config.instruments.push(inst);
+    let mut rig = Rig::with(config);
+    let mut spec = independent("j", 3, 3);
+    spec.sheets[0].retry.max_retries = 5;
+    let e = rig.register(spec);
+    assert_eq!(nums(&e), vec![1, 2, 3]);
+    rig.fail("j", 1, &e, FailureKind::Transient);
+    rig.fail("j", 2, &e, FailureKind::Transient);
+    assert_eq!(
+        rig.core.circuit_state("claude-code"),
+        Some(CircuitState::Open)
+    );
+    assert!(
+        nums(&rig.advance(secs(29))).is_empty(),
+        "retries wait for the breaker"
+    );
+    let e = rig.advance(secs(1));
+    assert_eq!(
+        nums(&e),
+        vec![1],
+        "one probe even though sheet 2 is due too"
+    );
+    rig.fail("j", 1, &e, FailureKind::Transient);
+    assert_eq!(
+        rig.core.circuit_state("claude-code"),
+        Some(CircuitState::Open)
+    );
+    // consecutive_failures = 3, threshold 1: recovery grows to 30 * 2^2 = 120 s.
+    assert!(nums(&rig.advance(secs(119))).is_empty());
+    let e = rig.advance(secs(1));
+    assert_eq!(nums(&e).len(), 1);
+    let e = rig.succeed("j", nums(&e)[0], &e);
+    assert_eq!(
+        rig.core.circuit_state("claude-code"),
+        Some(CircuitState::Closed)
+    );
+    assert_eq!(nums(&e).len(), 1, "after the probe succeeds the rest flows");
+}
+
+#[test]
+fn open_breaker_switches_a_sheet_with_fallbacks_to_the_next_instrument() {
+    let mut config = BatonConfig::default();
+    let mut inst = InstrumentSpec::new("claude-code");
+    inst.circuit_breaker_threshold = 1;
+    config.instruments.push(inst);
+    let mut rig = Rig::with(config);
+    let mut spec = independent("j", 2, 1);
+    spec.sheets[1].fallbacks = vec!["gemini-cli".into()];
+    spec.sheets[0].retry.max_retries = 1;
+    let e = rig.register(spec);
+    let e = rig.fail("j", 1, &e, FailureKind::Transient);
+    assert_eq!(attempt_of(&e, 2).instrument, "gemini-cli");
+}
+
+#[test]
+fn exhaustion_falls_back_with_a_fresh_budget() {
+    let mut rig = Rig::new();
+    let mut spec = independent("j", 1, 1);
+    spec.sheets[0].retry.max_retries = 1;
+    spec.sheets[0].fallbacks = vec!["codex-cli".into()];
+    let e = rig.register(spec);
+    let e = rig.fail("j", 1, &e, FailureKind::Transient);
+    let a = attempt_of(&e, 1);
+    assert_eq!(a.instrument, "codex-cli");
+    assert_eq!(rig.core.sheet("j", 1).map(|s| s.normal_attempts), Some(0));
+    let e = rig.fail("j", 1, &e, FailureKind::Transient);
+    assert_eq!(finished(&e).map(|f| f.0), Some(JobOutcome::Failed));
+}
+
+#[test]
+fn auth_failure_fails_at_once_without_retry() {
+    let mut rig = Rig::new();
+    let e = rig.register(chain("j", 1));
+    let e = rig.fail("j", 1, &e, FailureKind::Auth);
+    let (outcome, _) = finished(&e).expect("finished");
+    assert_eq!(outcome, JobOutcome::Failed);
+    assert!(!e.iter().any(|x| matches!(
+        x,
+        Effect::ScheduleTimer {
+            event: Event::RetryDue { .. },
+            ..
+        }
+    )));
+}
+
+#[test]
+fn partial_pass_enters_completion_mode_above_threshold_only() {
+    let mut rig = Rig::new();
+    let e = rig.register(independent("j", 2, 2));
+    let mut r = AttemptResult::success("j", 1, dispatch_id(&e, "j", 1));
+    r.validations_total = 4;
+    r.validations_passed = 3;
+    r.validation_pass_rate = 75.0;
+    let e1 = rig.result(r);
+    let a = attempt_of(&e1, 1);
+    assert_eq!(
+        a.mode,
+        AttemptMode::Completion,
+        "immediate completion re-dispatch"
+    );
+    assert_eq!(
+        a.completion_suffix.as_deref(),
+        Some(crate::effect::COMPLETION_SUFFIX)
+    );
+    assert_eq!(a.attempt_number, 2);
+
+    let mut r = AttemptResult::success("j", 2, dispatch_id(&e, "j", 2));
+    r.validations_total = 4;
+    r.validations_passed = 1;
+    r.validation_pass_rate = 25.0;
+    rig.result(r);
+    assert_eq!(
+        rig.status("j", 2),
+        SheetStatus::RetryScheduled,
+        "below threshold: a normal retry"
+    );
+    assert_eq!(rig.core.sheet("j", 2).map(|s| s.normal_attempts), Some(1));
+}
+
+#[test]
+fn completion_budget_exhausted_falls_back_to_normal_retries() {
+    let mut rig = Rig::new();
+    let mut spec = independent("j", 1, 1);
+    spec.sheets[0].max_completion_attempts = 1;
+    let mut e = rig.register(spec);
+    let partial = |id| {
+        let mut r = AttemptResult::success("j", 1, id);
+        r.validations_total = 2;
+        r.validations_passed = 1;
+        r.validation_pass_rate = 50.0;
+        r
+    };
+    e = rig.result(partial(dispatch_id(&e, "j", 1)));
+    assert_eq!(attempt_of(&e, 1).mode, AttemptMode::Completion);
+    rig.result(partial(dispatch_id(&e, "j", 1)));
+    assert_eq!(rig.status("j", 1), SheetStatus::RetryScheduled);
+}
+
+#[test]
+fn successful_run_with_zero_pass_rate_counts_as_a_failure() {
+    let mut rig = Rig::new();
+    let e = rig.register(independent("j", 1, 1));
+    let mut r = AttemptResult::success("j", 1, dispatch_id(&e, "j", 1));
+    r.validations_total = 2;
+    r.validation_pass_rate = 0.0;
+    rig.result(r);
+    assert_eq!(rig.core.sheet("j", 1).map(|s| s.normal_attempts), Some(1));
+}
+
+#[test]
+fn pause_stops_new_dispatches_and_resume_restarts_them() {
+    let mut rig = Rig::new();
+    let e = rig.register(chain("j", 2));
+    let p = rig.send(Event::PauseJob { job_id: "j".into() });
+    assert!(p.iter().any(
+        |x| matches!(x, Effect::Persist(StateChange::Job(c)) if c.status == JobStatus::Paused)
+    ));
+    let e = rig.succeed("j", 1, &e);
+    assert!(
+        nums(&e).is_empty(),
+        "in-flight finished, nothing new starts"
+    );
+    assert_eq!(rig.core.job_status("j"), Some(JobStatus::Paused));
+    let e = rig.send(Event::ResumeJob {
+        job_id: "j".into(),
+        new_limits: None,
+    });
+    assert_eq!(nums(&e), vec![2]);
+}
+
+#[test]
+fn cancel_kills_in_flight_and_finishes_cancelled() {
+    let mut rig = Rig::new();
+    rig.register(independent("j", 3, 2));
+    let e = rig.send(Event::CancelJob { job_id: "j".into() });
+    let kills = e
+        .iter()
+        .filter(|x| matches!(x, Effect::Kill { .. }))
+        .count();
+    assert_eq!(kills, 2);
+    assert_eq!(finished(&e).map(|f| f.0), Some(JobOutcome::Cancelled));
+    assert_eq!(rig.core.in_flight(), 0);
+}
+
+#[test]
+fn job_timeout_kills_and_fails_with_upstream_message() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 2);
+    spec.timeout = Some(secs(600));
+    rig.register(spec);
+    let e = rig.advance(secs(600));
+    assert!(e
+        .iter()
+        .any(|x| matches!(x, Effect::Kill { sheet_num: 1, .. })));
+    let (outcome, reason) = finished(&e).expect("finished");
+    assert_eq!(outcome, JobOutcome::Failed);
+    assert_eq!(
+        reason.as_deref(),
+        Some("Job exceeded timeout of 600s (ran for 600s)")
+    );
+}
+
+#[test]
+fn stale_dispatch_is_killed_and_retried() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 1);
+    spec.sheets[0].timeout = secs(100);
+    let first = rig.register(spec);
+    let e = rig.advance(secs(160));
+    assert!(e
+        .iter()
+        .any(|x| matches!(x, Effect::Kill { sheet_num: 1, .. })));
+    assert_eq!(rig.status("j", 1), SheetStatus::RetryScheduled);
+    // The late result of the killed attempt is ignored.
+    let late = rig.succeed("j", 1, &first);
+    assert!(finished(&late).is_none());
+    assert_eq!(rig.status("j", 1), SheetStatus::RetryScheduled);
+}
+
+#[test]
+fn process_exit_is_a_crash_failure() {
+    let mut rig = Rig::new();
+    rig.register(chain("j", 1));
+    rig.send(Event::ProcessExited {
+        job_id: "j".into(),
+        sheet_num: 1,
+        pid: 42,
+        exit_code: Some(137),
+    });
+    let s = rig.core.sheet("j", 1).expect("sheet");
+    assert_eq!(s.status, SheetStatus::RetryScheduled);
+    assert_eq!(s.normal_attempts, 1);
+}
+
+#[test]
+fn restart_restoration_does_not_redo_completed_nor_spend_retries() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 3);
+    spec.sheets[0].restored = Some(RestoredSheet {
+        status: SheetStatus::Completed,
+        normal_attempts: 0,
+        completion_attempts: 0,
+        healing_attempts: 0,
+        total_cost_usd: 0.5,
+        instrument: None,
+    });
+    spec.sheets[1].restored = Some(RestoredSheet {
+        status: SheetStatus::Dispatched,
+        normal_attempts: 1,
+        completion_attempts: 0,
+        healing_attempts: 0,
+        total_cost_usd: 0.1,
+        instrument: None,
+    });
+    let e = rig.register(spec);
+    assert_eq!(nums(&e), vec![2], "completed sheet 1 is not run again");
+    assert_eq!(
+        sheet_persists(&e, 2),
+        vec![SheetStatus::Pending, SheetStatus::Dispatched]
+    );
+    assert_eq!(
+        attempt_of(&e, 2).attempt_number,
+        2,
+        "one failure carried, none added"
+    );
+    assert_eq!(rig.core.sheet("j", 2).map(|s| s.normal_attempts), Some(1));
+}
+
+#[test]
+fn restored_failure_blocks_dependents_at_registration() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 2);
+    spec.sheets[0].restored = Some(RestoredSheet {
+        status: SheetStatus::Failed,
+        normal_attempts: 3,
+        completion_attempts: 0,
+        healing_attempts: 0,
+        total_cost_usd: 0.0,
+        instrument: None,
+    });
+    let e = rig.register(spec);
+    assert!(nums(&e).is_empty());
+    assert_eq!(finished(&e).map(|f| f.0), Some(JobOutcome::Failed));
+}
+
+#[test]
+fn cycles_and_duplicates_are_rejected_with_a_named_reason() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 3);
+    spec.sheets[0].dependencies = vec![3];
+    let e = rig.register(spec);
+    let (outcome, reason) = finished(&e).expect("rejected");
+    assert_eq!(outcome, JobOutcome::Failed);
+    assert!(reason.is_some_and(|r| r.contains("dependency cycle among sheets [1, 2, 3]")));
+    let mut spec = chain("k", 2);
+    spec.sheets[1].num = 1;
+    let reason = finished(&rig.register(spec)).and_then(|f| f.1);
+    assert!(reason.is_some_and(|r| r.contains("duplicate sheet number 1")));
+}
+
+#[test]
+fn escalation_fermata_pauses_the_job_and_resolution_continues() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 2);
+    spec.escalation_enabled = true;
+    spec.sheets[0].retry.max_retries = 1;
+    let e = rig.register(spec);
+    let e = rig.fail("j", 1, &e, FailureKind::Transient);
+    assert_eq!(rig.status("j", 1), SheetStatus::Fermata);
+    assert!(e
+        .iter()
+        .any(|x| matches!(x, Effect::Escalate { sheet_num: 1, .. })));
+    assert_eq!(rig.core.job_status("j"), Some(JobStatus::Paused));
+    let e = rig.send(Event::EscalationResolved {
+        job_id: "j".into(),
+        sheet_num: 1,
+        decision: EscalationDecision::Accept,
+    });
+    assert_eq!(nums(&e), vec![2]);
+    assert_eq!(rig.core.job_status("j"), Some(JobStatus::Running));
+}
+
+#[test]
+fn escalation_retry_gives_one_more_attempt() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 1);
+    spec.escalation_enabled = true;
+    spec.sheets[0].retry.max_retries = 1;
+    let e = rig.register(spec);
+    rig.fail("j", 1, &e, FailureKind::Transient);
+    let e = rig.send(Event::EscalationResolved {
+        job_id: "j".into(),
+        sheet_num: 1,
+        decision: EscalationDecision::Retry,
+    });
+    assert_eq!(nums(&e), vec![1]);
+}
+
+#[test]
+fn escalation_timeout_fails_the_sheet_not_the_job() {
+    let mut rig = Rig::new();
+    let mut spec = independent("j", 2, 1);
+    spec.escalation_enabled = true;
+    spec.escalation_timeout = Some(secs(300));
+    spec.sheets[0].retry.max_retries = 1;
+    let e = rig.register(spec);
+    rig.fail("j", 1, &e, FailureKind::Transient);
+    let e = rig.advance(secs(300));
+    assert_eq!(
+        nums(&e),
+        vec![2],
+        "the job carries on with independent work"
+    );
+    let e = rig.succeed("j", 2, &e);
+    assert_eq!(finished(&e).map(|f| f.0), Some(JobOutcome::Failed));
+}
+
+#[test]
+fn external_escalation_needed_kills_the_attempt() {
+    let mut rig = Rig::new();
+    rig.register(chain("j", 1));
+    let e = rig.send(Event::EscalationNeeded {
+        job_id: "j".into(),
+        sheet_num: 1,
+        reason: "help".into(),
+    });
+    assert!(e.iter().any(|x| matches!(x, Effect::Kill { .. })));
+    assert_eq!(rig.status("j", 1), SheetStatus::Fermata);
+    assert_eq!(rig.core.in_flight(), 0);
+}
+
+#[test]
+fn self_healing_grants_one_healing_attempt() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 1);
+    spec.self_healing_enabled = true;
+    spec.sheets[0].retry.max_retries = 1;
+    let e = rig.register(spec);
+    rig.fail("j", 1, &e, FailureKind::Transient);
+    assert_eq!(rig.status("j", 1), SheetStatus::RetryScheduled);
+    let e = rig.advance(secs(10));
+    assert_eq!(attempt_of(&e, 1).mode, AttemptMode::Healing);
+    let e = rig.fail("j", 1, &e, FailureKind::Transient);
+    assert_eq!(finished(&e).map(|f| f.0), Some(JobOutcome::Failed));
+}
+
+#[test]
+fn skip_rules_are_evaluated_by_the_host_before_dispatch() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 3);
+    spec.sheets[1].skip = Some(SkipSpec {
+        when: Some("True".into()),
+        command: None,
+        description: None,
+        command_timeout: None,
+    });
+    let e = rig.register(spec);
+    let e = rig.succeed("j", 1, &e);
+    assert!(nums(&e).is_empty());
+    assert!(e
+        .iter()
+        .any(|x| matches!(x, Effect::EvaluateSkip { sheet_num: 2, .. })));
+    let e = rig.send(Event::SkipEvaluated {
+        job_id: "j".into(),
+        sheet_num: 2,
+        skip_reason: Some("Condition met: True".into()),
+    });
+    assert_eq!(nums(&e), vec![3], "skipped satisfies dependents");
+    let e = rig.succeed("j", 3, &e);
+    assert_eq!(finished(&e).map(|f| f.0), Some(JobOutcome::Completed));
+}
+
+#[test]
+fn skip_evaluation_proceed_dispatches() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 1);
+    spec.sheets[0].skip = Some(SkipSpec {
+        when: None,
+        command: Some("false".into()),
+        description: None,
+        command_timeout: None,
+    });
+    let e = rig.register(spec);
+    assert!(nums(&e).is_empty());
+    let e = rig.send(Event::SkipEvaluated {
+        job_id: "j".into(),
+        sheet_num: 1,
+        skip_reason: None,
+    });
+    assert_eq!(nums(&e), vec![1]);
+}
+
+#[test]
+fn external_skip_of_a_sheet() {
+    let mut rig = Rig::new();
+    rig.register(chain("j", 2));
+    let e = rig.send(Event::SheetSkipped {
+        job_id: "j".into(),
+        sheet_num: 1,
+        reason: "user".into(),
+    });
+    assert!(e
+        .iter()
+        .any(|x| matches!(x, Effect::Kill { sheet_num: 1, .. })));
+    assert_eq!(nums(&e), vec![2]);
+}
+
+#[test]
+fn global_instrument_and_model_limits_hold() {
+    let mut config = BatonConfig {
+        max_concurrent_sheets: 5,
+        ..BatonConfig::default()
+    };
+    let mut inst = InstrumentSpec::new("claude-code");
+    inst.max_concurrent = 3;
+    inst.model_limits = vec![("opus".into(), 1)];
+    config.instruments.push(inst);
+    let mut rig = Rig::with(config);
+    let mut spec = independent("a", 4, 10);
+    spec.sheets[0].model = Some("opus".into());
+    spec.sheets[1].model = Some("opus".into());
+    let e = rig.register(spec);
+    assert_eq!(
+        nums(&e),
+        vec![1, 3, 4],
+        "one opus at a time, three per instrument"
+    );
+    let mut other = independent("b", 4, 10);
+    for s in &mut other.sheets {
+        s.instrument = "gemini-cli".into();
+    }
+    let e = rig.register(other);
+    assert_eq!(nums(&e), vec![1, 2], "global limit 5");
+    assert_eq!(rig.core.in_flight(), 5);
+}
+
+#[test]
+fn pacing_delays_the_next_sheet() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 2);
+    spec.pause_between_sheets = secs(5);
+    let e = rig.register(spec);
+    let e = rig.succeed("j", 1, &e);
+    assert!(nums(&e).is_empty());
+    assert!(nums(&rig.advance(secs(4))).is_empty());
+    assert_eq!(nums(&rig.advance(secs(1))), vec![2]);
+}
+
+#[test]
+fn job_cost_limit_pauses_and_resume_with_new_limit_continues() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 2);
+    spec.max_cost_usd = Some(1.0);
+    let e = rig.register(spec);
+    let mut r = AttemptResult::success("j", 1, dispatch_id(&e, "j", 1));
+    r.cost_usd = 1.5;
+    let e = rig.result(r);
+    assert!(nums(&e).is_empty());
+    assert_eq!(rig.core.job_status("j"), Some(JobStatus::Paused));
+    let e = rig.send(Event::ResumeJob {
+        job_id: "j".into(),
+        new_limits: None,
+    });
+    assert!(nums(&e).is_empty(), "still over the limit: re-paused");
+    let limits = CostLimitsUpdate {
+        max_cost_per_job: Some(10.0),
+        max_cost_per_sheet: None,
+    };
+    let e = rig.send(Event::ResumeJob {
+        job_id: "j".into(),
+        new_limits: Some(limits),
+    });
+    assert_eq!(nums(&e), vec![2]);
+}
+
+#[test]
+fn sheet_cost_limit_fails_the_sheet() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 1);
+    spec.sheets[0].max_cost_usd = Some(0.1);
+    let e = rig.register(spec);
+    let mut r = AttemptResult::failed("j", 1, dispatch_id(&e, "j", 1), FailureKind::Transient, "x");
+    r.cost_usd = 0.2;
+    let e = rig.result(r);
+    let (_, reason) = finished(&e).expect("finished");
+    assert!(reason.is_some());
+    assert!(e.iter().any(|x| matches!(x, Effect::Persist(StateChange::Sheet(c)) if c.reason.as_deref().is_some_and(|r| r.starts_with("Cost limit: sheet cost")))));
+}
+
+#[test]
+fn graceful_shutdown_stops_dispatch_hard_shutdown_kills_without_state_change() {
+    let mut rig = Rig::new();
+    let e = rig.register(independent("j", 3, 1));
+    rig.send(Event::ShutdownRequested { graceful: true });
+    let e = rig.succeed("j", 1, &e);
+    assert!(nums(&e).is_empty());
+    assert_eq!(rig.core.in_flight(), 0);
+
+    let mut rig = Rig::new();
+    rig.register(independent("j", 3, 2));
+    let e = rig.send(Event::ShutdownRequested { graceful: false });
+    assert_eq!(
+        e.iter()
+            .filter(|x| matches!(x, Effect::Kill { .. }))
+            .count(),
+        2
+    );
+    assert!(
+        !e.iter().any(|x| matches!(x, Effect::Persist(_))),
+        "in-flight stay in progress for restart"
+    );
+    assert_eq!(rig.core.in_flight(), 0);
+}
+
+#[test]
+fn config_reload_and_backpressure_change_dispatch() {
+    let mut rig = Rig::with(BatonConfig {
+        max_concurrent_sheets: 1,
+        ..BatonConfig::default()
+    });
+    rig.send(Event::ResourceAnomaly {
+        severity: ResourceSeverity::Critical,
+        metric: "memory".into(),
+        value: 97.0,
+    });
+    let e = rig.register(independent("j", 3, 3));
+    assert!(nums(&e).is_empty(), "backpressure holds dispatch");
+    let e = rig.send(Event::ResourceAnomaly {
+        severity: ResourceSeverity::Normal,
+        metric: "memory".into(),
+        value: 40.0,
+    });
+    assert_eq!(nums(&e), vec![1]);
+    let e = rig.send(Event::ConfigReloaded {
+        max_concurrent_sheets: Some(3),
+        instruments: vec![],
+    });
+    assert_eq!(nums(&e), vec![2, 3]);
+    assert!(nums(&rig.send(Event::DispatchRetry)).is_empty());
+}
+
+#[test]
+fn unknown_jobs_and_sheets_are_ignored() {
+    let mut rig = Rig::with(BatonConfig {
+        emit_observer_events: false,
+        ..BatonConfig::default()
+    });
+    let events = vec![
+        Event::RetryDue {
+            job_id: "nope".into(),
+            sheet_num: 1,
+        },
+        Event::PauseJob {
+            job_id: "nope".into(),
+        },
+        Event::CancelJob {
+            job_id: "nope".into(),
+        },
+        Event::JobTimeout {
+            job_id: "nope".into(),
+        },
+        Event::PacingComplete {
+            job_id: "nope".into(),
+        },
+        Event::EscalationTimeout {
+            job_id: "nope".into(),
+            sheet_num: 1,
+        },
+        Event::CircuitBreakerRecovery {
+            instrument: "nope".into(),
+        },
+        Event::RateLimitExpired {
+            instrument: "nope".into(),
+        },
+        Event::StaleCheck {
+            job_id: "nope".into(),
+            sheet_num: 1,
+            dispatch_id: 1,
+        },
+    ];
+    for ev in events {
+        assert!(rig.send(ev).is_empty());
+    }
+}
+
+#[test]
+fn observer_events_carry_upstream_names() {
+    let mut rig = Rig::new();
+    let e = rig.register(chain("j", 1));
+    let e = rig.succeed("j", 1, &e);
+    let names: Vec<_> = e
+        .iter()
+        .filter_map(|x| match x {
+            Effect::Observer(o) => Some(o.event.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(names, vec!["baton.sheet.attempt_result", "job.completed"]);
+}
+
+#[test]
+fn duplicate_registration_is_ignored() {
+    let mut rig = Rig::new();
+    rig.register(chain("j", 1));
+    let e = rig.register(chain("j", 1));
+    assert!(nums(&e).is_empty());
+    assert!(e
+        .iter()
+        .any(|x| matches!(x, Effect::Observer(o) if o.event == "baton.job.duplicate")));
+}

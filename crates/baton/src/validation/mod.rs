@@ -288,3 +288,6 @@ impl ValidationReport {
         self.results.iter().filter(|r| r.status == status).count()
     }
 }
+
+#[cfg(test)]
+mod tests;
