@@ -23,7 +23,7 @@ use crate::types::{
 pub const JSON_DOCUMENT_LIMIT: usize = 64 * 1024 * 1024;
 
 /// A successful run's answer longer than this that mentions a rate limit is an answer.
-pub const RATE_LIMIT_ANSWER_MAX_CHARS: usize = 500;
+pub const RATE_LIMIT_ANSWER_MAX_CHARS: usize = 300;
 
 /// Runs a CLI instrument described by a profile.
 #[derive(Debug)]
