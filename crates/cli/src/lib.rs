@@ -4,6 +4,7 @@
 //! one type, [`CliError`], mapped to the documented exit codes at the edge.
 
 pub mod commands;
+pub mod conductor_client;
 pub mod error;
 pub mod output;
 

@@ -546,6 +546,15 @@ impl DaemonConfig {
     pub fn unimplemented_fields(&self) -> Vec<(&'static str, &'static str)> {
         let d = DaemonConfig::default();
         let mut out = Vec::new();
+        if self.pid_file.is_some() {
+            out.push(("pid_file", "the PID file always lives in the Mozart home"));
+        }
+        if self.state_db_path.is_some() {
+            out.push((
+                "state_db_path",
+                "the registry always lives in the Mozart home",
+            ));
+        }
         if self.socket.permissions != d.socket.permissions {
             out.push(("socket.permissions", "the socket is always 0600"));
         }

@@ -129,3 +129,56 @@ mod tests {
         );
     }
 }
+
+/// Which signal [`signal_conductor`] sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopSignal {
+    /// Graceful shutdown.
+    Term,
+    /// Immediate kill (`mozart stop --force`).
+    Kill,
+}
+
+/// Send a stop signal to the conductor's PID.
+pub fn signal_conductor(pid: u32, signal: StopSignal) -> Result<(), ConductorError> {
+    let sig = match signal {
+        StopSignal::Term => nix::sys::signal::Signal::SIGTERM,
+        StopSignal::Kill => nix::sys::signal::Signal::SIGKILL,
+    };
+    let raw = i32::try_from(pid).map_err(|_| {
+        ConductorError::io(
+            "invalid PID in",
+            "PID file",
+            std::io::Error::other(format!("{pid} out of range")),
+        )
+    })?;
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), sig).map_err(|errno| {
+        ConductorError::io(
+            "cannot signal conductor",
+            format!("PID {pid}"),
+            errno.into(),
+        )
+    })
+}
+
+/// True if a process with this PID exists (EPERM counts as alive, as upstream).
+pub fn pid_alive(pid: u32) -> bool {
+    let Ok(raw) = i32::try_from(pid) else {
+        return false;
+    };
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), None) {
+        Ok(()) => true,
+        Err(errno) => errno == Errno::EPERM,
+    }
+}
+
+/// Start a new session so a background conductor outlives the terminal that started it.
+pub fn detach_session() -> Result<(), ConductorError> {
+    nix::unistd::setsid().map(|_| ()).map_err(|errno| {
+        ConductorError::io(
+            "cannot start a new session for",
+            "the conductor",
+            errno.into(),
+        )
+    })
+}

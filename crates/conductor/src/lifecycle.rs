@@ -55,10 +55,8 @@ impl Conductor {
             .map_err(|e| ConductorError::io("cannot create Mozart home", &paths.home, e))?;
 
         let lock = instance::acquire(&paths)?;
-        let pid_file = config
-            .pid_file
-            .clone()
-            .unwrap_or_else(|| paths.pid_file.clone());
+        // Always the home's PID file: `mozart stop` must find it without reading the config.
+        let pid_file = paths.pid_file.clone();
         instance::write_pid_file(&pid_file, std::process::id())?;
         let result = run_locked(config, paths.clone(), &log).await;
         remove_quietly(&pid_file);
@@ -94,8 +92,7 @@ async fn run_locked(
     let ctx = ConductorCtx::new(config, paths.clone());
     let mut module = RpcModule::new(ctx.clone());
     daemon_methods::register_daemon_methods(&mut module)?;
-    jobs::register_job_methods(&mut module)?;
-    jobs::install(&ctx)?;
+    jobs::install(&ctx, &mut module)?;
 
     // Install handlers before binding so a signal during startup is not fatal.
     let sig = |kind: SignalKind, name: &'static str| {

@@ -29,7 +29,8 @@ pub fn child_count(pid: u32) -> u64 {
     system
         .processes()
         .values()
-        .filter(|p| p.parent() == Some(me))
+        // sysinfo lists threads as tasks too; only real child processes count.
+        .filter(|p| p.parent() == Some(me) && p.thread_kind().is_none())
         .count() as u64
 }
 

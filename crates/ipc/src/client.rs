@@ -31,6 +31,19 @@ impl Default for ClientTimeouts {
     }
 }
 
+/// Connect, retrying while the listener's accept queue is full: a non-blocking connect to
+/// a busy Unix socket fails with `EAGAIN` instead of waiting (the caller bounds the wait).
+async fn connect_patiently(path: &Path) -> std::io::Result<UnixStream> {
+    loop {
+        match UnixStream::connect(path).await {
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// A connection to the conductor.
 #[derive(Debug)]
 pub struct Client {
@@ -63,25 +76,25 @@ impl Client {
         if !socket.exists() {
             return Err(not_running("no socket file".into()));
         }
-        let stream =
-            match tokio::time::timeout(timeouts.connect, UnixStream::connect(&socket)).await {
-                Err(_) => return Err(not_running("connect timed out".into())),
-                Ok(Err(err))
-                    if matches!(
-                        err.kind(),
-                        std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound
-                    ) =>
-                {
-                    return Err(not_running(err.to_string()))
-                }
-                Ok(Err(err)) => {
-                    return Err(IpcError::Io {
-                        context: format!("cannot connect to {}", socket.display()),
-                        source: err,
-                    })
-                }
-                Ok(Ok(stream)) => stream,
-            };
+        let stream = match tokio::time::timeout(timeouts.connect, connect_patiently(&socket)).await
+        {
+            Err(_) => return Err(not_running("connect timed out".into())),
+            Ok(Err(err))
+                if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound
+                ) =>
+            {
+                return Err(not_running(err.to_string()))
+            }
+            Ok(Err(err)) => {
+                return Err(IpcError::Io {
+                    context: format!("cannot connect to {}", socket.display()),
+                    source: err,
+                })
+            }
+            Ok(Ok(stream)) => stream,
+        };
         let (read_half, writer) = stream.into_split();
         Ok(Client {
             socket,

@@ -1,12 +1,103 @@
-//! `mozart conductor-status`.
+//! `mozart conductor-status` (cli.md §2.4): lock/PID first, then health, readiness, status.
 
+use std::path::PathBuf;
+
+use mozart_conductor::RunState;
+use mozart_ipc::types::{DaemonStatus, HealthResult, ReadyResult};
+use mozart_ipc::{methods, BlockingClient};
+
+use crate::conductor_client::{self, conductor_state};
 use crate::{CliError, Globals};
 
 /// Arguments of `mozart conductor-status`.
-#[derive(Debug, clap::Args)]
-pub struct Args {}
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Socket path of the conductor to ask.
+    #[arg(long = "socket", value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Print one JSON object instead of text.
+    #[arg(long = "json", short = 'j')]
+    pub json: bool,
+}
 
 /// Run `mozart conductor-status`.
-pub fn run(_globals: &Globals, _args: Args) -> Result<i32, CliError> {
-    Err(CliError::NotImplemented("conductor-status"))
+pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
+    let paths = conductor_client::paths(globals, args.socket.as_deref())?;
+    let pid = match conductor_state(&paths) {
+        RunState::Stopped { stale_pid } => {
+            if stale_pid.is_some() {
+                let _ = std::fs::remove_file(&paths.pid_file);
+            }
+            if args.json {
+                crate::output::print_json(&serde_json::json!({
+                    "running": false,
+                    "socket": paths.socket.display().to_string(),
+                }));
+            } else {
+                println!("{} is not running", paths.who());
+            }
+            return Ok(1);
+        }
+        RunState::Running { pid } => pid,
+    };
+    // Each probe on its own connection; a failed one just drops its lines (§2.4).
+    let ask = |method: &str| -> Option<serde_json::Value> {
+        BlockingClient::connect(&paths.socket)
+            .ok()?
+            .call_value(method, ())
+            .ok()
+    };
+    let health = ask(methods::DAEMON_HEALTH);
+    let ready = ask(methods::DAEMON_READY);
+    let status = ask(methods::DAEMON_STATUS);
+    let pid = pid.or_else(|| {
+        health
+            .as_ref()
+            .and_then(|h| h.get("pid"))
+            .and_then(|p| p.as_u64())
+            .and_then(|p| u32::try_from(p).ok())
+    });
+    if args.json {
+        crate::output::print_json(&serde_json::json!({
+            "running": true,
+            "pid": pid,
+            "socket": paths.socket.display().to_string(),
+            "health": health,
+            "ready": ready,
+            "status": status,
+        }));
+        return Ok(0);
+    }
+    let shown = pid.map_or_else(|| "unknown".to_string(), |p| p.to_string());
+    println!("{} is running (PID {shown})", paths.who());
+    if let Some(h) = health.and_then(|v| serde_json::from_value::<HealthResult>(v).ok()) {
+        let secs = h.uptime_seconds.max(0.0) as u64;
+        println!(
+            "  Uptime: {}h {}m {}s",
+            secs / 3600,
+            (secs % 3600) / 60,
+            secs % 60
+        );
+    }
+    if let Some(r) = ready.and_then(|v| serde_json::from_value::<ReadyResult>(v).ok()) {
+        if r.is_ready() {
+            println!("  [+] Readiness: ready");
+        } else {
+            println!("  [-] Readiness: {}", r.status);
+        }
+        println!("  Running jobs: {}", r.running_jobs);
+        println!("  Memory: {:.1} MB", r.memory_mb);
+        println!("  Child processes: {}", r.child_processes);
+        println!(
+            "  Accepting work: {}",
+            if r.accepting_work { "True" } else { "False" }
+        );
+    }
+    if let Some(s) = status.and_then(|v| serde_json::from_value::<DaemonStatus>(v).ok()) {
+        println!("  Version: {}", s.version);
+        if let Some(socket) = &s.socket {
+            println!("  Socket: {socket}");
+        }
+    }
+    Ok(0)
 }

@@ -1,12 +1,30 @@
-//! `mozart restart`.
+//! `mozart restart` (cli.md §2.3): stop if running (not running is fine — upstream's exit 1
+//! there is a [BUG]), then start.
 
+use crate::commands::{start, stop};
 use crate::{CliError, Globals};
 
-/// Arguments of `mozart restart`.
-#[derive(Debug, clap::Args)]
-pub struct Args {}
+/// Arguments of `mozart restart` (those of `mozart start`, plus `--force` for the stop).
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Start options.
+    #[command(flatten)]
+    pub start: start::Args,
+    /// Stop with SIGKILL instead of a graceful shutdown.
+    #[arg(long = "force")]
+    pub force: bool,
+}
 
 /// Run `mozart restart`.
-pub fn run(_globals: &Globals, _args: Args) -> Result<i32, CliError> {
-    Err(CliError::NotImplemented("restart"))
+pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
+    let (_, paths) = start::prepare(globals, &args.start)?;
+    match stop::stop_conductor(&paths, args.force)? {
+        stop::StopOutcome::Aborted => {
+            println!("Aborted.");
+            return Ok(1);
+        }
+        stop::StopOutcome::NotRunning => println!("{} was not running", paths.who()),
+        stop::StopOutcome::Stopped => {}
+    }
+    start::run(globals, args.start)
 }

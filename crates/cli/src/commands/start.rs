@@ -1,12 +1,213 @@
-//! `mozart start`.
+//! `mozart start` (cli.md §2.1): start the conductor, in the foreground or detached.
+//!
+//! Unlike upstream (which returns before the daemon is up, §4.1 [QUIRK]), the background
+//! start waits until `daemon.ready` answers, so a failure is reported to the user.
 
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mozart_conductor::{ConductorPaths, ConductorSettings, DaemonConfig, RunState};
+use mozart_ipc::types::ReadyResult;
+use mozart_ipc::{methods, BlockingClient};
+
+use crate::conductor_client::conductor_state;
 use crate::{CliError, Globals};
 
+/// How long a background start waits for the conductor to become ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Arguments of `mozart start`.
-#[derive(Debug, clap::Args)]
-pub struct Args {}
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Conductor config file (default: <MOZART_HOME>/conductor.yaml).
+    #[arg(short = 'c', long = "config", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Do not daemonize; log to stderr too.
+    #[arg(short = 'f', long = "foreground")]
+    pub foreground: bool,
+    /// Conductor log level: debug, info, warning, error (overrides the config file).
+    #[arg(short = 'l', long = "log-level", value_name = "LEVEL")]
+    pub log_level: Option<String>,
+    /// Built-in config profile: dev, intensive, minimal.
+    #[arg(short = 'p', long = "profile", value_name = "NAME")]
+    pub profile: Option<String>,
+    /// Socket path (default: $MOZART_SOCKET, socket.path, $XDG_RUNTIME_DIR/mozart/mozart.sock).
+    #[arg(long = "socket", value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Internal: this process is the detached child of a background start.
+    #[arg(long = "detached-child", hide = true)]
+    pub detached_child: bool,
+}
 
 /// Run `mozart start`.
-pub fn run(_globals: &Globals, _args: Args) -> Result<i32, CliError> {
-    Err(CliError::NotImplemented("start"))
+pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
+    let (config, paths) = prepare(globals, &args)?;
+    if refuse_if_running(&paths)? {
+        return Ok(1);
+    }
+    if args.foreground || args.detached_child {
+        run_here(config, paths, &args)
+    } else {
+        start_detached(globals, &args, &config, &paths)
+    }
+}
+
+/// Load and validate the config (before any fork, so errors reach the user) and resolve paths.
+pub(crate) fn prepare(
+    globals: &Globals,
+    args: &Args,
+) -> Result<(DaemonConfig, ConductorPaths), CliError> {
+    let home = mozart_conductor::mozart_home().map_err(fail)?;
+    let file = args
+        .config
+        .clone()
+        .unwrap_or_else(|| home.join("conductor.yaml"));
+    let config = DaemonConfig::load(Some(&file), args.profile.as_deref()).map_err(fail)?;
+    let paths = ConductorPaths::resolve(
+        &home,
+        args.socket.as_deref(),
+        config.socket.path.as_deref(),
+        globals.conductor_clone.as_deref(),
+    );
+    mozart_ipc::paths::check_socket_path(&paths.socket).map_err(fail)?;
+    Ok((config, paths))
+}
+
+fn fail(err: impl std::fmt::Display) -> CliError {
+    CliError::failed(err.to_string(), vec![])
+}
+
+/// Print the "already running" line and return true, or clean a stale PID file.
+fn refuse_if_running(paths: &ConductorPaths) -> Result<bool, CliError> {
+    match conductor_state(paths) {
+        RunState::Running { pid } => {
+            let pid = pid.map_or_else(|| "unknown".to_string(), |p| p.to_string());
+            println!("{} is already running (PID {pid})", paths.who());
+            Ok(true)
+        }
+        RunState::Stopped { stale_pid } => {
+            if let Some(pid) = stale_pid {
+                let _ = std::fs::remove_file(&paths.pid_file);
+                println!("Cleaned up stale PID file (PID {pid} is no longer running)");
+            }
+            Ok(false)
+        }
+    }
+}
+
+fn log_path(config: &DaemonConfig, paths: &ConductorPaths) -> PathBuf {
+    config
+        .log_file
+        .clone()
+        .unwrap_or_else(|| paths.log_file.clone())
+}
+
+fn run_here(config: DaemonConfig, paths: ConductorPaths, args: &Args) -> Result<i32, CliError> {
+    if args.detached_child {
+        mozart_conductor::detach_session().map_err(fail)?;
+    }
+    let settings = ConductorSettings {
+        config,
+        paths,
+        // The detached child's stderr already is the log file: log there once.
+        foreground: args.foreground && !args.detached_child,
+        log_level: args.log_level.clone(),
+    };
+    match mozart_conductor::run_blocking(settings) {
+        Ok(()) => Ok(0),
+        Err(mozart_conductor::ConductorError::AlreadyRunning { who, pid }) => {
+            println!("{who} is already running (PID {pid})");
+            Ok(1)
+        }
+        Err(err) => Err(fail(err)),
+    }
+}
+
+fn start_detached(
+    globals: &Globals,
+    args: &Args,
+    config: &DaemonConfig,
+    paths: &ConductorPaths,
+) -> Result<i32, CliError> {
+    let log = log_path(config, paths);
+    if let Some(dir) = log.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            fail(format!(
+                "cannot create log directory {}: {e}",
+                dir.display()
+            ))
+        })?;
+    }
+    let open_log = || {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(|e| fail(format!("cannot open log file {}: {e}", log.display())))
+    };
+    let exe = std::env::current_exe()
+        .map_err(|e| fail(format!("cannot locate the mozart executable: {e}")))?;
+    let mut command = Command::new(exe);
+    if let Some(clone) = &globals.conductor_clone {
+        command.arg(format!("--conductor-clone={clone}"));
+    }
+    command.arg("start").arg("--detached-child");
+    command.arg("--socket").arg(&paths.socket);
+    if let Some(config_file) = &config.config_file {
+        command.arg("--config").arg(config_file);
+    } else if let Some(file) = &args.config {
+        command.arg("--config").arg(absolute(file));
+    }
+    if let Some(profile) = &args.profile {
+        command.arg("--profile").arg(profile);
+    }
+    if let Some(level) = &args.log_level {
+        command.arg("--log-level").arg(level);
+    }
+    command
+        .stdin(Stdio::null())
+        .stdout(open_log()?)
+        .stderr(open_log()?);
+    let mut child = command
+        .spawn()
+        .map_err(|e| fail(format!("cannot start the conductor: {e}")))?;
+
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(CliError::failed(
+                format!("The conductor exited during startup ({status})."),
+                vec![format!("See the log: {}", log.display())],
+            ));
+        }
+        if let Some(ready) = probe_ready(&paths.socket) {
+            if ready.is_ready() {
+                println!("{} started (PID {})", paths.who(), child.id());
+                println!("  Socket: {}", paths.socket.display());
+                println!("  Log: {}", log.display());
+                return Ok(0);
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(CliError::failed(
+                format!(
+                    "The conductor (PID {}) did not become ready within {} seconds.",
+                    child.id(),
+                    READY_TIMEOUT.as_secs()
+                ),
+                vec![format!("See the log: {}", log.display())],
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn probe_ready(socket: &Path) -> Option<ReadyResult> {
+    let mut client = BlockingClient::connect(socket).ok()?;
+    client.call(methods::DAEMON_READY, ()).ok()
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }

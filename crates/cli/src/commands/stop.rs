@@ -1,12 +1,196 @@
-//! `mozart stop`.
+//! `mozart stop` (cli.md §2.2): graceful stop via `daemon.shutdown`, SIGTERM as fallback,
+//! SIGKILL with `--force`; waits until the conductor is gone (upstream does not wait).
 
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use mozart_conductor::{ConductorPaths, RunState, StopSignal};
+use mozart_ipc::types::{ReadyResult, ShutdownParams, ShutdownResult};
+use mozart_ipc::{methods, BlockingClient, ClientTimeouts};
+
+use crate::conductor_client::{self, conductor_state};
 use crate::{CliError, Globals};
 
 /// Arguments of `mozart stop`.
-#[derive(Debug, clap::Args)]
-pub struct Args {}
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Kill immediately (SIGKILL) and skip the running-jobs prompt.
+    #[arg(long = "force")]
+    pub force: bool,
+    /// Socket path of the conductor to stop.
+    #[arg(long = "socket", value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+}
+
+/// What [`stop_conductor`] found and did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StopOutcome {
+    /// Nothing was running.
+    NotRunning,
+    /// The conductor stopped.
+    Stopped,
+    /// The user declined the prompt.
+    Aborted,
+}
 
 /// Run `mozart stop`.
-pub fn run(_globals: &Globals, _args: Args) -> Result<i32, CliError> {
-    Err(CliError::NotImplemented("stop"))
+pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
+    let paths = conductor_client::paths(globals, args.socket.as_deref())?;
+    match stop_conductor(&paths, args.force)? {
+        StopOutcome::NotRunning => {
+            println!("{} is not running", paths.who());
+            Ok(1)
+        }
+        StopOutcome::Aborted => {
+            println!("Aborted.");
+            Ok(1)
+        }
+        StopOutcome::Stopped => Ok(0),
+    }
+}
+
+/// Stop the conductor at `paths` and wait until it has released its lock.
+pub(crate) fn stop_conductor(paths: &ConductorPaths, force: bool) -> Result<StopOutcome, CliError> {
+    let pid = match conductor_state(paths) {
+        RunState::Stopped { stale_pid } => {
+            if stale_pid.is_some() {
+                let _ = std::fs::remove_file(&paths.pid_file);
+            }
+            return Ok(StopOutcome::NotRunning);
+        }
+        RunState::Running { pid } => pid,
+    };
+    // Our conductors hold the instance lock until their last moment; a foreign one (found
+    // only through the socket) is watched through its PID instead.
+    let locked = matches!(
+        mozart_conductor::probe_instance(paths),
+        RunState::Running { .. }
+    );
+    let shown = pid.map_or_else(|| "unknown".to_string(), |p| p.to_string());
+    if force {
+        let pid = pid.ok_or_else(|| {
+            CliError::failed(
+                "Cannot force-stop: the conductor's PID is unknown.",
+                vec![format!("Check {}", paths.pid_file.display())],
+            )
+        })?;
+        mozart_conductor::signal_conductor(pid, StopSignal::Kill)
+            .map_err(|e| CliError::failed(e.to_string(), vec![]))?;
+        println!("Sent SIGKILL to {} (PID {pid})", paths.who());
+    } else {
+        if !confirm_if_jobs_running(paths)? {
+            return Ok(StopOutcome::Aborted);
+        }
+        if !ask_to_shut_down(paths) {
+            let pid = pid.ok_or_else(|| {
+                CliError::failed(
+                    "The conductor did not accept the shutdown request and its PID is unknown.",
+                    vec!["Try 'mozart stop --force'.".to_string()],
+                )
+            })?;
+            mozart_conductor::signal_conductor(pid, StopSignal::Term)
+                .map_err(|e| CliError::failed(e.to_string(), vec![]))?;
+            println!("Sent SIGTERM to {} (PID {pid})", paths.who());
+        } else {
+            println!("Stopping {} (PID {shown})...", paths.who());
+        }
+    }
+    wait_until_gone(paths, pid, locked, force)?;
+    if force {
+        // SIGKILL leaves the PID file and socket behind; nobody holds the lock now.
+        let _ = std::fs::remove_file(&paths.pid_file);
+        let _ = std::fs::remove_file(&paths.socket);
+    }
+    println!("{} stopped", paths.who());
+    Ok(StopOutcome::Stopped)
+}
+
+fn quick_client(paths: &ConductorPaths) -> Option<BlockingClient> {
+    BlockingClient::connect_with(
+        &paths.socket,
+        ClientTimeouts {
+            connect: Duration::from_secs(5),
+            response: Duration::from_secs(5),
+        },
+    )
+    .ok()
+}
+
+/// cli.md §2.2 step 2: warn and ask before orphaning running jobs; no answer means no.
+fn confirm_if_jobs_running(paths: &ConductorPaths) -> Result<bool, CliError> {
+    let Some(mut client) = quick_client(paths) else {
+        return Ok(true);
+    };
+    let Ok(ready) = client.call::<_, ReadyResult>(methods::DAEMON_READY, ()) else {
+        return Ok(true);
+    };
+    if ready.running_jobs == 0 {
+        return Ok(true);
+    }
+    println!(
+        "⚠ Warning: {} job(s) currently running. Stopping the conductor will orphan active agents and may corrupt job state.",
+        ready.running_jobs
+    );
+    print!("Proceed with stop? [y/N]: ");
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    let mut answer = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut answer);
+    Ok(matches!(
+        answer.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
+}
+
+fn ask_to_shut_down(paths: &ConductorPaths) -> bool {
+    let Some(mut client) = quick_client(paths) else {
+        return false;
+    };
+    client
+        .call::<_, ShutdownResult>(methods::DAEMON_SHUTDOWN, ShutdownParams { graceful: true })
+        .map(|r| r.shutting_down)
+        .unwrap_or(false)
+}
+
+/// Wait for the lock to be released (the conductor's last act). Graceful shutdown may wait
+/// for running jobs up to `shutdown_timeout_seconds`, so allow that plus a margin.
+fn wait_until_gone(
+    paths: &ConductorPaths,
+    pid: Option<u32>,
+    locked: bool,
+    force: bool,
+) -> Result<(), CliError> {
+    let limit = if force {
+        Duration::from_secs(10)
+    } else {
+        let config = mozart_conductor::DaemonConfig::load(Some(&paths.config_file), None)
+            .unwrap_or_default();
+        Duration::from_secs_f64(config.shutdown_timeout_seconds) + Duration::from_secs(30)
+    };
+    let deadline = Instant::now() + limit;
+    loop {
+        let lock_free = matches!(
+            mozart_conductor::probe_instance(paths),
+            RunState::Stopped { .. }
+        );
+        // A dead but unreaped conductor still "exists" for kill(0); its lock is gone though.
+        let gone = if locked {
+            lock_free
+        } else {
+            pid.is_none_or(|p| !mozart_conductor::pid_alive(p))
+        };
+        if gone {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(CliError::failed(
+                format!(
+                    "The conductor did not exit within {} seconds.",
+                    limit.as_secs()
+                ),
+                vec!["Try 'mozart stop --force' to send SIGKILL.".to_string()],
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
