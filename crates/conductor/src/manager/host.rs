@@ -22,6 +22,17 @@ use super::{lock, Shared};
 pub(crate) struct ConductorHost {
     shared: Arc<Shared>,
     inflight: HashMap<(String, u32), AbortHandle>,
+    /// Anchored when the baton loop starts (within microseconds of the driver's own clock),
+    /// to turn the baton's monotonic deadlines into wall time for the registry.
+    clock: mozart_baton::AnchoredClock,
+}
+
+impl std::fmt::Debug for ConductorHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConductorHost")
+            .field("inflight", &self.inflight.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl ConductorHost {
@@ -29,6 +40,7 @@ impl ConductorHost {
         ConductorHost {
             shared,
             inflight: HashMap::new(),
+            clock: mozart_baton::AnchoredClock::new(),
         }
     }
 }
@@ -172,8 +184,8 @@ impl ConductorHost {
                 job_id: change.job_id.clone(),
                 sheet_num: change.sheet_num,
                 attempt_num: d.attempt_number,
-                mode: Some(d.mode.clone()),
-                outcome: Some(change.status.as_str().to_string()),
+                mode: d.mode.clone(),
+                outcome: change.status.as_str().to_string(),
                 error_code: d.error_code.clone(),
                 error_message: d.error_message.clone(),
                 exit_code: d.exit_code,
@@ -250,7 +262,8 @@ impl BatonHost for ConductorHost {
                 let result = match i.rate_limited_until {
                     Some(until) => {
                         // The baton's clock is monotonic; persist wall time for restarts.
-                        let wall = mozart_state::epoch_now() + until.saturating_since_now_secs();
+                        let wall =
+                            mozart_state::epoch_now() + until.since(self.clock.now()).as_secs_f64();
                         registry.set_rate_limit(&i.instrument, wall, Some("rate limited"))
                     }
                     None => registry.clear_rate_limit(Some(&i.instrument)).map(|_| ()),
@@ -352,7 +365,7 @@ async fn evaluate_skip(
     rule: &SkipSpec,
 ) -> Option<String> {
     if let Some(expr) = &rule.when {
-        let ctx = mozart_config::expr::ExprContext::from_checkpoint(state.as_ref(), sheet_num);
+        let ctx = expr_context(state.as_ref());
         match mozart_config::expr::evaluate(expr, &ctx) {
             Ok(true) => return Some(format!("skip_when: {expr}")),
             Ok(false) => {}
@@ -407,4 +420,22 @@ async fn evaluate_skip(
             None
         }
     }
+}
+
+/// `sheets[N].…` and `job.…` for `skip_when` expressions, from the live checkpoint.
+fn expr_context(state: Option<&mozart_state::CheckpointState>) -> mozart_config::expr::ExprContext {
+    let mut ctx = mozart_config::expr::ExprContext::default();
+    let Some(state) = state else {
+        return ctx;
+    };
+    for (num, sheet) in &state.sheets {
+        if let Ok(serde_json::Value::Object(map)) = serde_json::to_value(sheet) {
+            ctx.sheets.insert(*num, map);
+        }
+    }
+    if let Ok(serde_json::Value::Object(mut map)) = serde_json::to_value(state.header()) {
+        map.remove("sheets");
+        ctx.job = map;
+    }
+    ctx
 }

@@ -21,13 +21,14 @@ use mozart_backends::InstrumentRegistry;
 use mozart_baton::driver::Inbox;
 use mozart_baton::{BatonConfig, BatonCore, Event};
 use mozart_config::{JobConfig, SheetPlan};
-use mozart_ipc::types::JobResponse;
+use mozart_ipc::types::{JobResponse, JobResponseStatus};
 use mozart_state::{CheckpointState, DaemonJobStatus, DeleteFilter, JobRecord, Registry};
 use serde_json::{json, Value};
 
 use crate::ctx::{BoxFuture, JobCounts, JobHost};
 use crate::{ConductorCtx, ConductorError};
 
+pub use rpc::register as register_rpc;
 pub use submit::SubmitRequest;
 
 /// Everything a running job needs that does not change while it runs.
@@ -240,7 +241,7 @@ impl JobManager {
                 self.set_status(job_id, DaemonJobStatus::Running, None);
                 JobResponse {
                     job_id: job_id.to_string(),
-                    status: "accepted".into(),
+                    status: JobResponseStatus::Accepted,
                     message: Some("Job resume queued".into()),
                 }
             }
@@ -264,7 +265,7 @@ impl JobManager {
                     ..SubmitRequest::default()
                 };
                 let mut resp = submit::submit(self, ctx, req).await;
-                if resp.status == "accepted" {
+                if resp.status == JobResponseStatus::Accepted {
                     resp.message = Some("Job resume queued".into());
                 }
                 resp
@@ -276,6 +277,33 @@ impl JobManager {
                     other.as_str()
                 ),
             ),
+        }
+    }
+
+    /// `job.modify` (conductor.md §6.8): a stopped job resumes at once with the new score; a
+    /// running one is paused first and must be resumed with the new score once paused.
+    pub async fn modify(
+        &self,
+        ctx: &ConductorCtx,
+        job_id: &str,
+        config_path: String,
+        workspace: Option<String>,
+    ) -> JobResponse {
+        match self.current_status(job_id) {
+            Err(_) => rejected(job_id, format!("Job '{job_id}' not found")),
+            Ok(DaemonJobStatus::Paused | DaemonJobStatus::Failed | DaemonJobStatus::Cancelled) => {
+                self.resume(ctx, job_id, Some(config_path), workspace).await
+            }
+            Ok(DaemonJobStatus::Running) => match self.pause(job_id) {
+                Ok(()) => rejected(
+                    job_id,
+                    format!(
+                        "Pause signal sent. Resume with the new score once paused: mozart resume {job_id} --config {config_path}"
+                    ),
+                ),
+                Err(e) => rejected(job_id, e),
+            },
+            Ok(other) => rejected(job_id, format!("Job '{job_id}' is {}, cannot modify", other.as_str())),
         }
     }
 
@@ -365,7 +393,7 @@ impl JobManager {
 fn rejected(job_id: &str, message: String) -> JobResponse {
     JobResponse {
         job_id: job_id.to_string(),
-        status: "rejected".into(),
+        status: JobResponseStatus::Rejected,
         message: Some(message),
     }
 }
@@ -454,7 +482,7 @@ impl JobHost for JobManager {
             for l in limits {
                 result.backends.insert(
                     l.instrument.clone(),
-                    mozart_ipc::types::RateLimitEntry {
+                    mozart_ipc::types::RateLimitWindow {
                         seconds_remaining: ((l.until - now) * 10.0).round() / 10.0,
                     },
                 );

@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 use mozart_backends::{classify, ErrorCategory, ExecutionRequest, ExecutionResult};
 use mozart_baton::driver::Inbox;
 use mozart_baton::validation::{
-    run_validations, snapshot_mtimes, CheckStatus, ValidationCheck, ValidationReport,
-    ValidationRule,
+    run_validations, snapshot_mtimes, ValidationCheck, ValidationReport, ValidationRule,
 };
 use mozart_baton::{AttemptContext, AttemptMode, AttemptResult, Event, Failure, FailureKind};
 use mozart_config::placeholders::{self, PlaceholderVars};
@@ -42,6 +41,20 @@ pub(crate) struct AttemptDetails {
 /// Validation rules of `sheet`, with placeholders expanded and conditions evaluated.
 pub(crate) fn sheet_rules(run: &JobRun, sheet: &PlannedSheet) -> Vec<ValidationRule> {
     let vars = placeholder_vars(run, sheet);
+    let cond_vars: std::collections::HashMap<&str, i64> = [
+        ("sheet_num", i64::from(sheet.num)),
+        ("stage", i64::from(sheet.movement)),
+        ("movement", i64::from(sheet.movement)),
+        ("instance", i64::from(sheet.voice)),
+        ("voice", i64::from(sheet.voice)),
+        ("fan_count", i64::from(sheet.voice_count)),
+        ("voice_count", i64::from(sheet.voice_count)),
+        ("total_sheets", i64::from(run.plan.total_sheets)),
+        ("start_item", sheet.start_item),
+        ("end_item", sheet.end_item),
+    ]
+    .into_iter()
+    .collect();
     run.config
         .validations
         .iter()
@@ -81,15 +94,8 @@ pub(crate) fn sheet_rules(run: &JobRun, sheet: &PlannedSheet) -> Vec<ValidationR
                     ),
                 },
             };
-            let applies = match rule.condition.as_deref() {
-                None => true,
-                Some(cond) => mozart_config::expr::condition_applies(
-                    cond,
-                    sheet.num,
-                    sheet.movement,
-                    sheet.voice,
-                ),
-            };
+            let applies =
+                mozart_config::expr::condition_applies(rule.condition.as_deref(), &cond_vars);
             let mut out = ValidationRule::new(check);
             out.description = rule.description.clone();
             out.stage = u8::try_from(rule.stage.clamp(1, 10)).unwrap_or(1);
@@ -243,12 +249,7 @@ pub(crate) async fn play(
 
     if result.success {
         let report = run_validations(&rules, &snapshot).await;
-        let total = report
-            .results
-            .iter()
-            .filter(|c| c.status != CheckStatus::Skipped || true)
-            .count();
-        r.validations_total = u32::try_from(total).unwrap_or(u32::MAX);
+        r.validations_total = u32::try_from(report.results.len()).unwrap_or(u32::MAX);
         r.validations_passed = u32::try_from(report.passed_count()).unwrap_or(u32::MAX);
         r.validation_pass_rate = report.pass_rate();
         if !report.all_passed() {
@@ -256,10 +257,11 @@ pub(crate) async fn play(
             details.error_message = Some(format!("validation failed: {summary}"));
             details.error_category = Some("validation".into());
             details.error_code = Some("E900".into());
-            r.failure = Some(Failure::new(
-                FailureKind::Validation,
-                format!("validation failed: {summary}"),
-            ));
+            r.failure = Some(Failure {
+                kind: FailureKind::Validation,
+                code: Some("E900".into()),
+                message: format!("validation failed: {summary}"),
+            });
         }
         details.validation = Some(report);
     } else {
@@ -269,7 +271,11 @@ pub(crate) async fn play(
         details.error_message = Some(mozart_backends::redact(&message));
         details.error_code = code;
         details.error_category = category;
-        r.failure = Some(Failure::new(kind, mozart_backends::redact(&message)));
+        r.failure = Some(Failure {
+            kind,
+            code: details.error_code.clone(),
+            message: mozart_backends::redact(&message),
+        });
     }
     details.duration_seconds = started.elapsed().as_secs_f64();
     r.duration = started.elapsed();
@@ -327,11 +333,12 @@ fn render_prompt(
     _rules: &[ValidationRule],
 ) -> Result<String, String> {
     let ctx = mozart_config::RenderContext {
-        workspace: run.workspace.clone(),
+        workspace: Some(run.workspace.clone()),
         ..mozart_config::RenderContext::default()
     };
+    let applicable: Vec<&mozart_config::ValidationRule> = run.config.validations.iter().collect();
     let mut prompt =
-        mozart_config::template::build_sheet_prompt(&run.config, sheet, &run.plan, &ctx)
+        mozart_config::template::build_sheet_prompt(&run.config, sheet, &ctx, &applicable, &[])
             .map_err(|e| format!("cannot render the prompt of sheet {}: {e}", sheet.num))?;
     if let Some(prev) = &attempt.previous_failure {
         prompt.push_str("\n\n---\nThe previous attempt failed: ");

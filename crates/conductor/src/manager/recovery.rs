@@ -25,7 +25,7 @@ pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), 
                     ..SubmitRequest::default()
                 };
                 let resp = super::submit::submit(mgr, ctx, req).await;
-                if resp.status == "accepted" {
+                if resp.status == mozart_ipc::types::JobResponseStatus::Accepted {
                     resumed += 1;
                 } else {
                     failed += 1;

@@ -36,7 +36,9 @@ fn rejected(job_id: &str, message: impl Into<String>) -> JobResponse {
 
 /// Register every `job.*` method of conductor.md §8, served by `mgr`.
 pub fn register(module: &mut RpcModule<Ctx>, mgr: JobManager) -> Result<(), ConductorError> {
-    let reg = |err: jsonrpsee_error::RegisterMethodError| ConductorError::Register(err.to_string());
+    let reg = |err: mozart_ipc::jsonrpsee::core::RegisterMethodError| {
+        ConductorError::Register(err.to_string())
+    };
 
     let m = mgr.clone();
     module
@@ -149,7 +151,7 @@ pub fn register(module: &mut RpcModule<Ctx>, mgr: JobManager) -> Result<(), Cond
                 let p: JobIdParams = parse_params(&params).map_err(ErrorObjectOwned::from)?;
                 let state = m.status(&p.job_id).map_err(job_error)?;
                 let workspace = state.get("workspace").cloned().unwrap_or(Value::Null);
-                Ok(match name {
+                RpcResult::Ok(match name {
                     methods::JOB_ERRORS => json!({ "state": state }),
                     methods::JOB_DIAGNOSE => json!({ "state": state, "workspace": workspace }),
                     _ => json!({ "state": state, "workspace": workspace, "dry_run": true, "sheet_num": null }),
@@ -168,7 +170,7 @@ pub fn register(module: &mut RpcModule<Ctx>, mgr: JobManager) -> Result<(), Cond
                 return Err(job_error(JobError::NotFound(p.job_id)));
             }
             let rows = registry
-                .attempts(&p.job_id, p.sheet_num, limit)
+                .attempts(&p.job_id, p.sheet_num, limit as usize)
                 .map_err(|e| job_error(e.into()))?;
             let records: Vec<Value> = rows.iter().map(|r| r.to_history_json()).collect();
             Ok(json!({ "job_id": p.job_id, "has_history": !records.is_empty(), "records": records }))

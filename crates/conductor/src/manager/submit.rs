@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use mozart_baton::Event;
 use mozart_config::{load_score, SheetPlan};
-use mozart_ipc::types::JobResponse;
+use mozart_ipc::types::{JobResponse, JobResponseStatus};
 use mozart_state::{CheckpointState, DaemonJobStatus, JobRecord, JobScore, JobStatus, SheetState};
 
 use super::{lock, rejected, specs, JobEntry, JobManager, JobRun};
@@ -174,7 +174,7 @@ pub(super) async fn submit(
     {
         let registry = lock(&mgr.shared.registry);
         let job_score = JobScore {
-            yaml: Some(score.raw.clone()),
+            yaml: Some(score.text.clone()),
             snapshot: serde_json::to_value(&config).ok(),
         };
         if let Err(e) = registry.create_job_with_score(&record, &job_score) {
@@ -211,7 +211,7 @@ pub(super) async fn submit(
     }
     JobResponse {
         job_id,
-        status: "accepted".into(),
+        status: JobResponseStatus::Accepted,
         message: Some(format!(
             "Job queued (concurrency limit: {})",
             mgr.shared.max_concurrent_jobs
