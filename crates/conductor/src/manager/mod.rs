@@ -132,6 +132,9 @@ impl JobManager {
         let config = ctx.config();
         let baton_config = BatonConfig {
             max_concurrent_sheets: config.max_concurrent_sheets,
+            // Upstream caps every instrument at 4 whatever the score asks (bench README);
+            // ours lets one instrument use every global slot unless its profile says less.
+            default_instrument_concurrency: config.max_concurrent_sheets,
             jitter_seed: u64::from(std::process::id()),
             ..BatonConfig::default()
         };
