@@ -87,8 +87,7 @@ fn apply_details(sheet: &mut mozart_state::SheetState, d: &AttemptDetails) {
             report
                 .results
                 .iter()
-                .filter_map(|c| serde_json::to_value(c).ok())
-                .filter_map(|v| serde_json::from_value::<ValidationDetail>(v).ok())
+                .map(validation_detail)
                 .collect(),
         );
     } else {
@@ -438,4 +437,23 @@ fn expr_context(state: Option<&mozart_state::CheckpointState>) -> mozart_config:
         ctx.job = map;
     }
     ctx
+}
+
+/// A validation check result as the checkpoint records it (execution.md §6.4).
+fn validation_detail(c: &mozart_baton::validation::CheckResult) -> ValidationDetail {
+    use mozart_baton::validation::CheckStatus;
+    ValidationDetail {
+        rule_type: Some(c.rule_type.clone()),
+        description: c.description.clone(),
+        path: c.path.as_ref().map(|p| p.display().to_string()),
+        pattern: c.pattern.clone(),
+        passed: c.status == CheckStatus::Passed,
+        actual_value: c.actual_value.clone(),
+        expected_value: c.expected_value.clone(),
+        error_message: c.error_message.clone(),
+        check_duration_ms: Some(c.duration.as_secs_f64() * 1000.0),
+        confidence: Some(c.confidence),
+        failure_reason: c.failure_category.clone(),
+        ..ValidationDetail::default()
+    }
 }

@@ -340,6 +340,14 @@ fn render_prompt(
     let mut prompt =
         mozart_config::template::build_sheet_prompt(&run.config, sheet, &ctx, &applicable, &[])
             .map_err(|e| format!("cannot render the prompt of sheet {}: {e}", sheet.num))?;
+    let preamble = preamble(
+        sheet.num,
+        run.plan.total_sheets,
+        &run.workspace,
+        attempt.attempt_number.saturating_sub(1),
+        run.config.parallel.enabled || sheet.voice_count > 1,
+    );
+    prompt = format!("{preamble}\n\n{prompt}");
     if let Some(prev) = &attempt.previous_failure {
         prompt.push_str("\n\n---\nThe previous attempt failed: ");
         prompt.push_str(prev);
@@ -351,4 +359,53 @@ fn render_prompt(
         prompt.push('\n');
     }
     Ok(prompt)
+}
+
+/// The `<mozart-preamble>` block that opens every prompt (score.md §5.4): where the sheet is
+/// in the concert, where to work, and — on a retry — to learn from the failure.
+pub(crate) fn preamble(
+    sheet_num: u32,
+    total_sheets: u32,
+    workspace: &Path,
+    retry_count: u32,
+    parallel: bool,
+) -> String {
+    let mut lines = vec!["<mozart-preamble>".to_string()];
+    if retry_count > 0 {
+        lines.push(format!("RETRY #{retry_count}"));
+    }
+    lines.push(format!("You are sheet {sheet_num} of {total_sheets} in a Mozart concert."));
+    lines.push(format!("Workspace: {}", workspace.display()));
+    if retry_count > 0 {
+        lines.push(String::new());
+        lines.push("The previous attempt failed validation. Look in the workspace for what went".into());
+        lines.push("wrong and do not repeat the same approach.".into());
+    } else if parallel {
+        lines.push("Other sheets may run at the same time — coordinate through workspace files.".into());
+    }
+    lines.push(String::new());
+    lines.push("The prompt states intent, not a recipe: use judgment and adapt to what you find.".into());
+    lines.push(String::new());
+    lines.push("Success means every validation requirement at the end of this prompt passes on".into());
+    lines.push("the first automated check. Read them before you begin.".into());
+    lines.push(String::new());
+    lines.push("Write all outputs to the workspace. Leave no background processes running.".into());
+    lines.push("</mozart-preamble>".into());
+    lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preamble_names_position_workspace_and_retry() {
+        let first = preamble(2, 5, Path::new("/ws"), 0, true);
+        assert!(first.starts_with("<mozart-preamble>\nYou are sheet 2 of 5 in a Mozart concert.\nWorkspace: /ws\n"));
+        assert!(first.contains("Other sheets may run at the same time"));
+        assert!(!first.contains("RETRY"));
+        let retry = preamble(2, 5, Path::new("/ws"), 2, true);
+        assert!(retry.starts_with("<mozart-preamble>\nRETRY #2\n"));
+        assert!(retry.ends_with("</mozart-preamble>"));
+    }
 }
