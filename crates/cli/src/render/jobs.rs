@@ -1,0 +1,291 @@
+//! Job-dict listings: the `mozart status` overview and `mozart list` (cli.md §4.1, §4.2).
+//! Job dicts come in two shapes (conductor.md §6.2 and §9); only `job_id`, `status`,
+//! `config_path`, `workspace`, `submitted_at`, `started_at` are relied upon.
+
+use serde_json::{json, Value};
+
+use super::style::{job_status_color, Color, Style};
+use super::time::{format_duration, format_epoch_minute, format_uptime};
+
+/// Statuses counted as active by the overview and `list`'s default filter.
+pub const ACTIVE_STATUSES: [&str; 3] = ["queued", "running", "paused"];
+/// Statuses shown under RECENT in the overview.
+pub const RECENT_STATUSES: [&str; 3] = ["completed", "failed", "cancelled"];
+/// How many recent jobs the overview shows.
+pub const RECENT_LIMIT: usize = 5;
+
+fn status_of(job: &Value) -> String {
+    match job.get("status") {
+        Some(Value::String(s)) => s.to_lowercase(),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string().to_lowercase(),
+    }
+}
+
+fn submitted_at(job: &Value) -> f64 {
+    job.get("submitted_at")
+        .and_then(Value::as_f64)
+        .unwrap_or(0.0)
+}
+
+/// Split `job.list` into active jobs (conductor order) and the newest five finished ones.
+pub fn split_overview(jobs: &[Value]) -> (Vec<Value>, Vec<Value>) {
+    let active: Vec<Value> = jobs
+        .iter()
+        .filter(|j| ACTIVE_STATUSES.contains(&status_of(j).as_str()))
+        .cloned()
+        .collect();
+    let mut recent: Vec<Value> = jobs
+        .iter()
+        .filter(|j| RECENT_STATUSES.contains(&status_of(j).as_str()))
+        .cloned()
+        .collect();
+    recent.sort_by(|a, b| {
+        submitted_at(b)
+            .partial_cmp(&submitted_at(a))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    recent.truncate(RECENT_LIMIT);
+    (active, recent)
+}
+
+/// The overview's `--json` document.
+pub fn overview_json(active: &[Value], recent: &[Value]) -> Value {
+    json!({
+        "conductor": "running",
+        "active_count": active.len(),
+        "active": active,
+        "recent_count": recent.len(),
+        "recent": recent,
+    })
+}
+
+fn overview_line(job: &Value, show_elapsed: bool, now: f64, style: &Style) -> String {
+    let id = job.get("job_id").and_then(Value::as_str).unwrap_or("?");
+    let status = {
+        let s = status_of(job);
+        if s.is_empty() {
+            "unknown".to_string()
+        } else {
+            s
+        }
+    };
+    let mut line = format!(
+        "  {id:<24} {}",
+        style.paint(&status.to_uppercase(), job_status_color(&status))
+    );
+    let submitted = job.get("submitted_at").and_then(Value::as_f64);
+    match submitted {
+        Some(ts) if show_elapsed && status == "running" && ts != 0.0 => {
+            line.push_str(&format!("  {} elapsed", format_duration(Some(now - ts))));
+        }
+        Some(ts) if !show_elapsed && ts != 0.0 => {
+            line.push_str(&format!("  {}", format_epoch_minute(Some(ts))));
+        }
+        _ => {}
+    }
+    line
+}
+
+/// The human overview (cli.md §4.1 **[verified]** layout).
+pub fn render_overview(
+    uptime_seconds: Option<f64>,
+    active: &[Value],
+    recent: &[Value],
+    now: f64,
+    style: &Style,
+) -> String {
+    let mut out = Vec::new();
+    let uptime = format_uptime(uptime_seconds);
+    let mut head = format!(
+        "{} {}",
+        style.paint("Mozart Conductor:", Color::Bold),
+        style.paint("RUNNING", Color::Green)
+    );
+    if !uptime.is_empty() {
+        head.push_str(&format!("  ({uptime})"));
+    }
+    out.push(head);
+    out.push(String::new());
+    if active.is_empty() {
+        out.push(style.paint("No active scores.", Color::Dim));
+    } else {
+        out.push(style.paint("ACTIVE", Color::Bold));
+        out.extend(active.iter().map(|j| overview_line(j, true, now, style)));
+    }
+    if !recent.is_empty() {
+        out.push(String::new());
+        out.push(style.paint("RECENT", Color::Bold));
+        out.extend(recent.iter().map(|j| overview_line(j, false, now, style)));
+    }
+    out.push(String::new());
+    let summary = match active.len() {
+        0 => "No active scores".to_string(),
+        1 => "1 score active".to_string(),
+        n => format!("{n} scores active"),
+    };
+    out.push(style.paint(
+        &format!("{summary}. Use 'mozart status <score>' for details."),
+        Color::Dim,
+    ));
+    let mut text = out.join("\n");
+    text.push('\n');
+    text
+}
+
+/// `list`'s filter: `--status` (case-insensitive) wins over `--all`; by default only active
+/// jobs; then the first `limit` in conductor order.
+pub fn filter_list(jobs: &[Value], all: bool, status: Option<&str>, limit: usize) -> Vec<Value> {
+    jobs.iter()
+        .filter(|j| match status {
+            Some(s) if !s.is_empty() => status_of(j) == s.to_lowercase(),
+            _ => all || ACTIVE_STATUSES.contains(&status_of(j).as_str()),
+        })
+        .take(limit)
+        .cloned()
+        .collect()
+}
+
+/// The human `list` output for already-filtered jobs.
+pub fn render_list(jobs: &[Value], all: bool, status: Option<&str>, style: &Style) -> String {
+    if jobs.is_empty() {
+        let text = match status {
+            Some(s) if !s.is_empty() => style.paint(&format!("No {s} scores found."), Color::Dim),
+            _ if all => style.paint("No scores found.", Color::Dim),
+            _ => format!(
+                "{} Use {} to see score history.",
+                style.paint("No active scores.", Color::Dim),
+                style.paint("--all", Color::Bold)
+            ),
+        };
+        return format!("{text}\n");
+    }
+    let rows: Vec<Vec<super::table::Cell>> = jobs
+        .iter()
+        .map(|j| {
+            let status = match j.get("status") {
+                Some(Value::String(s)) => s.clone(),
+                _ => "unknown".to_string(),
+            };
+            let color = job_status_color(&status);
+            vec![
+                j.get("job_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .into(),
+                super::table::Cell::colored(status, color),
+                j.get("workspace")
+                    .and_then(Value::as_str)
+                    .unwrap_or("-")
+                    .into(),
+                format_epoch_minute(j.get("submitted_at").and_then(Value::as_f64)).into(),
+            ]
+        })
+        .collect();
+    let mut lines = super::table::render(
+        &["SCORE ID", "STATUS", "WORKSPACE", "SUBMITTED"],
+        &rows,
+        "",
+        "   ",
+        style,
+    );
+    lines.push(String::new());
+    lines.push(style.paint(&format!("{} score(s)", jobs.len()), Color::Dim));
+    let mut text = lines.join("\n");
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn job(id: &str, status: &str, submitted: f64) -> Value {
+        json!({"job_id": id, "status": status, "config_path": format!("/s/{id}.yaml"),
+               "workspace": format!("/w/{id}"), "submitted_at": submitted, "started_at": null})
+    }
+
+    #[test]
+    fn overview_matches_the_verified_layout() {
+        let jobs = vec![
+            job("chain", "completed", 1_795_294_330.0),
+            job("slow", "completed", 1_795_294_390.0),
+        ];
+        let (active, recent) = split_overview(&jobs);
+        assert_eq!(
+            render_overview(
+                Some(6.4),
+                &active,
+                &recent,
+                1_795_294_400.0,
+                &Style::plain()
+            ),
+            "Mozart Conductor: RUNNING  (uptime 6s)
+
+No active scores.
+
+RECENT
+  slow                     COMPLETED  2026-11-21 20:53
+  chain                    COMPLETED  2026-11-21 20:52
+
+No active scores. Use 'mozart status <score>' for details.
+"
+        );
+    }
+
+    #[test]
+    fn overview_lists_active_jobs_with_elapsed_time() {
+        let jobs: Vec<Value> = vec![job("run", "running", 1000.0), job("wait", "queued", 1010.0)]
+            .into_iter()
+            .chain((0..7).map(|i| job(&format!("old{i}"), "failed", f64::from(i))))
+            .collect();
+        let (active, recent) = split_overview(&jobs);
+        assert_eq!(recent.len(), 5);
+        assert_eq!(recent[0]["job_id"], "old6");
+        let text = render_overview(None, &active, &recent, 1192.5, &Style::plain());
+        assert!(text.starts_with("Mozart Conductor: RUNNING\n\nACTIVE\n  run                      RUNNING  3m 12s elapsed\n  wait                     QUEUED\n"), "{text}");
+        assert!(text.ends_with("\n2 scores active. Use 'mozart status <score>' for details.\n"));
+        let doc = overview_json(&active, &recent);
+        assert_eq!(doc["active_count"], 2);
+        assert_eq!(doc["recent_count"], 5);
+        assert_eq!(doc["conductor"], "running");
+    }
+
+    #[test]
+    fn list_filters_and_aligns() {
+        let jobs = vec![
+            job("a", "running", 1_795_294_390.0),
+            job("bb", "COMPLETED", 1_795_294_390.0),
+            job("c", "paused", 1_795_294_390.0),
+        ];
+        assert_eq!(filter_list(&jobs, false, None, 20).len(), 2);
+        assert_eq!(filter_list(&jobs, true, None, 20).len(), 3);
+        assert_eq!(filter_list(&jobs, false, Some("completed"), 20).len(), 1);
+        assert_eq!(filter_list(&jobs, true, None, 1).len(), 1);
+        let shown = filter_list(&jobs, false, None, 20);
+        assert_eq!(
+            render_list(&shown, false, None, &Style::plain()),
+            "SCORE ID   STATUS    WORKSPACE   SUBMITTED
+a          running   /w/a        2026-11-21 20:53
+c          paused    /w/c        2026-11-21 20:53
+
+2 score(s)
+"
+        );
+    }
+
+    #[test]
+    fn empty_lists_say_why() {
+        let p = Style::plain();
+        assert_eq!(
+            render_list(&[], false, None, &p),
+            "No active scores. Use --all to see score history.\n"
+        );
+        assert_eq!(render_list(&[], true, None, &p), "No scores found.\n");
+        assert_eq!(
+            render_list(&[], true, Some("failed"), &p),
+            "No failed scores found.\n"
+        );
+    }
+}

@@ -1,0 +1,664 @@
+//! `mozart status <id> --json` derived from a `CheckpointState` (cli.md §4.1), plus the
+//! derivations the human view shares with it (display status, recent errors, circuit
+//! breaker, last activity, movements).
+
+use mozart_state::checkpoint::{CheckpointState, SheetState, SheetStatus};
+use mozart_state::time::Timestamp;
+use serde_json::{json, Map, Value};
+
+/// Trailing failed sheets at which the inferred breaker reads `open` (upstream's
+/// `CircuitBreakerConfig.failure_threshold` default).
+pub const CIRCUIT_BREAKER_THRESHOLD: u32 = 5;
+
+/// Whether a `job.status` result is a checkpoint (cli.md §10: `job_name`, `total_sheets`
+/// ≥ 1 and `sheets` present) and, if so, the parsed checkpoint. A metadata dict (conductor.md
+/// §6.10) yields `None`.
+pub fn parse_checkpoint(value: &Value) -> Option<CheckpointState> {
+    let obj = value.as_object()?;
+    let has_shape = obj.get("job_name").is_some_and(Value::is_string)
+        && obj
+            .get("total_sheets")
+            .and_then(Value::as_u64)
+            .is_some_and(|n| n >= 1)
+        && obj.get("sheets").is_some_and(Value::is_object);
+    if !has_shape {
+        return None;
+    }
+    let mut state: CheckpointState = serde_json::from_value(value.clone()).ok()?;
+    state.normalize_and_validate().ok()?;
+    Some(state)
+}
+
+/// `failed` for a completed sheet whose validations failed, else the sheet status.
+pub fn display_status(sheet: &SheetState) -> &'static str {
+    if sheet.status == SheetStatus::Completed && sheet.validation_passed == Some(false) {
+        "failed"
+    } else {
+        sheet.status.as_str()
+    }
+}
+
+/// Canonical E-code of a legacy category string.
+fn category_code(category: &str) -> Option<&'static str> {
+    Some(match category.to_ascii_lowercase().as_str() {
+        "timeout" => "E001",
+        "signal" => "E002",
+        "network" => "E003",
+        "transient" => "E004",
+        "rate_limit" => "E101",
+        "validation" => "E201",
+        "configuration" => "E301",
+        "auth" => "E502",
+        "preflight" => "E601",
+        "escalation" | "fatal" => "E999",
+        _ => return None,
+    })
+}
+
+/// Normalise an error code to `Exxx`: real codes pass, category strings map to their
+/// family's code, anything else is `E999` (cli.md §4.1).
+pub fn normalize_error_code(code: Option<&str>, category: Option<&str>) -> String {
+    if let Some(code) = code {
+        let digits = code.strip_prefix('E').unwrap_or("");
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            return code.to_string();
+        }
+        if let Some(mapped) = category_code(code) {
+            return mapped.to_string();
+        }
+    }
+    category
+        .and_then(category_code)
+        .unwrap_or("E999")
+        .to_string()
+}
+
+/// `transient` (E0xx), `rate_limit` (E1xx) or `permanent`, from a code or category.
+pub fn infer_error_type(code_or_category: Option<&str>) -> &'static str {
+    let Some(text) = code_or_category else {
+        return "permanent";
+    };
+    let lower = text.to_ascii_lowercase();
+    let b = lower.as_bytes();
+    if b.len() == 4 && b[0] == b'e' && b[1..].iter().all(u8::is_ascii_digit) {
+        return match b[1] {
+            b'0' => "transient",
+            b'1' => "rate_limit",
+            _ => "permanent",
+        };
+    }
+    if lower.contains("rate") || lower.contains("limit") {
+        "rate_limit"
+    } else if matches!(
+        lower.as_str(),
+        "transient" | "timeout" | "network" | "signal"
+    ) {
+        "transient"
+    } else {
+        "permanent"
+    }
+}
+
+/// One entry of the recent-errors list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecentError {
+    /// The sheet.
+    pub sheet_num: u32,
+    /// When (ISO text).
+    pub timestamp: String,
+    /// `transient` / `rate_limit` / `permanent`.
+    pub error_type: String,
+    /// Normalised E-code.
+    pub error_code: String,
+    /// The message.
+    pub error_message: String,
+    /// 1-based attempt.
+    pub attempt_number: u32,
+    /// Backend named in the error context, if any.
+    pub backend: Option<String>,
+}
+
+/// Newest `limit` errors over all sheets: each sheet's error history, or a synthetic entry
+/// from its last error message when it has no history.
+pub fn recent_errors(job: &CheckpointState, limit: usize, now: f64) -> Vec<RecentError> {
+    let mut all: Vec<(f64, RecentError)> = Vec::new();
+    for (&num, sheet) in &job.sheets {
+        for rec in &sheet.error_history {
+            let error_type = serde_json::to_value(rec.error_type)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_else(|| "permanent".to_string());
+            all.push((
+                rec.timestamp.to_epoch().unwrap_or(0.0),
+                RecentError {
+                    sheet_num: num,
+                    timestamp: rec.timestamp.as_str().to_string(),
+                    error_type,
+                    error_code: normalize_error_code(Some(&rec.error_code), None),
+                    error_message: rec.error_message.clone(),
+                    attempt_number: rec.attempt_number,
+                    backend: rec
+                        .context
+                        .get("backend")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                },
+            ));
+        }
+        if sheet.error_history.is_empty() {
+            if let Some(message) = &sheet.error_message {
+                let category = sheet.error_category.map(|c| c.as_str());
+                let (epoch, timestamp) = match &sheet.completed_at {
+                    Some(ts) => (ts.to_epoch().unwrap_or(now), ts.as_str().to_string()),
+                    None => (now, Timestamp::from_epoch(now).as_str().to_string()),
+                };
+                all.push((
+                    epoch,
+                    RecentError {
+                        sheet_num: num,
+                        timestamp,
+                        error_type: infer_error_type(sheet.error_code.as_deref().or(category))
+                            .to_string(),
+                        error_code: normalize_error_code(sheet.error_code.as_deref(), category),
+                        error_message: message.clone(),
+                        attempt_number: sheet.attempt_count.max(1),
+                        backend: None,
+                    },
+                ));
+            }
+        }
+    }
+    // Stable sort: equal timestamps keep sheet order, as upstream's sort does.
+    all.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(std::cmp::Ordering::Equal));
+    all.into_iter().take(limit).map(|(_, e)| e).collect()
+}
+
+/// Circuit breaker state: `state`, `consecutive_failures`, `reason`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CircuitBreaker {
+    /// `open` / `closed` / `half_open`.
+    pub state: String,
+    /// Consecutive failures.
+    pub consecutive_failures: u32,
+    /// `Persisted: <trigger>` or an inference note.
+    pub reason: String,
+}
+
+impl CircuitBreaker {
+    /// Whether it came from the persisted history rather than inference.
+    pub fn is_persisted(&self) -> bool {
+        self.reason.starts_with("Persisted:")
+    }
+}
+
+/// The last persisted breaker transition, else an inference from trailing failed sheets,
+/// else none (cli.md §4.1).
+pub fn circuit_breaker(job: &CheckpointState) -> Option<CircuitBreaker> {
+    if let Some(last) = job.circuit_breaker_history.last() {
+        return Some(CircuitBreaker {
+            state: last.state.clone(),
+            consecutive_failures: last.consecutive_failures,
+            reason: format!("Persisted: {}", last.trigger),
+        });
+    }
+    let mut failures = 0u32;
+    for sheet in job.sheets.values().rev() {
+        match sheet.status {
+            SheetStatus::Failed => failures += 1,
+            SheetStatus::Completed => break,
+            _ => {}
+        }
+    }
+    if failures == 0 {
+        return None;
+    }
+    let t = CIRCUIT_BREAKER_THRESHOLD;
+    Some(if failures >= t {
+        CircuitBreaker {
+            state: "open".into(),
+            consecutive_failures: failures,
+            reason: format!("≥{t} consecutive failures detected (inferred)"),
+        }
+    } else {
+        CircuitBreaker {
+            state: "closed".into(),
+            consecutive_failures: failures,
+            reason: format!("Under threshold ({failures}/{t}) (inferred)"),
+        }
+    })
+}
+
+/// The latest of the job's `updated_at` and the sheets' `last_activity_at`.
+pub fn last_activity(job: &CheckpointState) -> Option<&Timestamp> {
+    std::iter::once(&job.updated_at)
+        .chain(
+            job.sheets
+                .values()
+                .filter_map(|s| s.last_activity_at.as_ref()),
+        )
+        .max_by(|a, b| {
+            let (ea, eb) = (a.to_epoch().unwrap_or(0.0), b.to_epoch().unwrap_or(0.0));
+            ea.partial_cmp(&eb).unwrap_or(std::cmp::Ordering::Equal)
+        })
+}
+
+/// Lowest cost confidence among sheets that reported a cost, else 1.0.
+pub fn cost_confidence(job: &CheckpointState) -> f64 {
+    job.sheets
+        .values()
+        .filter(|s| s.estimated_cost.is_some_and(|c| c > 0.0))
+        .map(|s| s.cost_confidence)
+        .fold(1.0, f64::min)
+}
+
+/// The score's `on_success` hooks from the config snapshot.
+pub fn configured_hooks(job: &CheckpointState) -> &[Value] {
+    job.config_snapshot
+        .as_ref()
+        .and_then(|c| c.get("on_success"))
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+/// Sheet descriptions (`sheet.descriptions` in the snapshot), keyed by sheet number.
+pub fn sheet_descriptions(job: &CheckpointState) -> std::collections::BTreeMap<u32, String> {
+    job.config_snapshot
+        .as_ref()
+        .and_then(|c| c.get("sheet"))
+        .and_then(|s| s.get("descriptions"))
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.parse().ok()?, v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Seconds a sheet has been in progress.
+pub fn sheet_elapsed(sheet: &SheetState, now: f64) -> Option<f64> {
+    if sheet.status != SheetStatus::InProgress {
+        return None;
+    }
+    Some(now - sheet.started_at.as_ref()?.to_epoch()?)
+}
+
+/// One movement group for `movements` (cli.md §4.1).
+pub fn movement_groups(job: &CheckpointState) -> Vec<Value> {
+    let mut groups: std::collections::BTreeMap<u32, Vec<(u32, &SheetState)>> = Default::default();
+    for (&num, sheet) in &job.sheets {
+        groups
+            .entry(sheet.movement.unwrap_or(0))
+            .or_default()
+            .push((num, sheet));
+    }
+    let descriptions = sheet_descriptions(job);
+    groups
+        .into_iter()
+        .map(|(movement, sheets)| {
+            let labels: Vec<&str> = sheets.iter().map(|(_, s)| display_status(s)).collect();
+            let voices: std::collections::BTreeSet<u32> =
+                sheets.iter().filter_map(|(_, s)| s.voice).collect();
+            let instruments: std::collections::BTreeSet<&str> = sheets
+                .iter()
+                .filter_map(|(_, s)| s.instrument_name.as_deref())
+                .filter(|n| !n.is_empty())
+                .collect();
+            let status = if labels.iter().all(|l| *l == "completed") {
+                "completed"
+            } else if labels.contains(&"failed") {
+                "failed"
+            } else if labels
+                .iter()
+                .any(|l| matches!(*l, "in_progress" | "running"))
+            {
+                "running"
+            } else if labels.iter().all(|l| *l == "skipped") {
+                "skipped"
+            } else {
+                "pending"
+            };
+            let single = (instruments.len() == 1)
+                .then(|| instruments.iter().next().map(|s| s.to_string()))
+                .flatten();
+            let many: Vec<&str> = if instruments.len() > 1 {
+                instruments.iter().copied().collect()
+            } else {
+                Vec::new()
+            };
+            json!({
+                "movement": movement,
+                "status": status,
+                "sheet_count": sheets.len(),
+                "voice_count": voices.len(),
+                "completed_count": labels.iter().filter(|l| **l == "completed").count(),
+                "instrument": single,
+                "instruments": many,
+                "description": sheets.first().and_then(|(n, _)| descriptions.get(n)),
+                "sheets": sheets.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+            })
+        })
+        .collect()
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+fn sheet_json(sheet: &SheetState, now: f64) -> Value {
+    let mut m = Map::new();
+    m.insert("status".into(), json!(sheet.status.as_str()));
+    m.insert("display_status".into(), json!(display_status(sheet)));
+    m.insert("attempt_count".into(), json!(sheet.attempt_count));
+    m.insert("validation_passed".into(), json!(sheet.validation_passed));
+    m.insert("error_message".into(), json!(sheet.error_message));
+    m.insert(
+        "error_category".into(),
+        json!(sheet.error_category.map(|c| c.as_str())),
+    );
+    m.insert("error_code".into(), json!(sheet.error_code));
+    if let Some(d) = sheet.execution_duration_seconds {
+        m.insert("execution_duration_seconds".into(), json!(d));
+    }
+    if let Some(c) = sheet.estimated_cost {
+        m.insert("estimated_cost".into(), json!(c));
+    }
+    if let Some(e) = sheet_elapsed(sheet, now) {
+        m.insert("elapsed_seconds".into(), json!(round1(e)));
+    }
+    if !sheet.progress_snapshots.is_empty() {
+        m.insert(
+            "progress_snapshots".into(),
+            serde_json::to_value(&sheet.progress_snapshots).unwrap_or(Value::Null),
+        );
+    }
+    if let Some(t) = &sheet.last_activity_at {
+        m.insert("last_activity_at".into(), json!(t.as_str()));
+    }
+    Value::Object(m)
+}
+
+/// The per-score `--json` document, keys in upstream's order.
+pub fn status_json(job: &CheckpointState, now: f64) -> Value {
+    let completed = job.last_completed_sheet;
+    let total = job.total_sheets;
+    let percent = if total > 0 {
+        f64::from(completed) / f64::from(total) * 100.0
+    } else {
+        0.0
+    };
+    let hooks = configured_hooks(job);
+    let ts = |t: &Option<Timestamp>| t.as_ref().map(|t| t.as_str().to_string());
+    let mut out = Map::new();
+    out.insert("job_id".into(), json!(job.job_id));
+    out.insert("job_name".into(), json!(job.job_name));
+    out.insert("status".into(), json!(job.status.as_str()));
+    out.insert(
+        "progress".into(),
+        json!({"completed": completed, "total": total, "percent": round1(percent)}),
+    );
+    out.insert(
+        "timing".into(),
+        json!({
+            "created_at": job.created_at.as_str(),
+            "started_at": ts(&job.started_at),
+            "updated_at": job.updated_at.as_str(),
+            "completed_at": ts(&job.completed_at),
+            "last_activity": last_activity(job).map(Timestamp::as_str),
+        }),
+    );
+    out.insert(
+        "execution".into(),
+        json!({
+            "current_sheet": job.current_sheet,
+            "total_retry_count": job.total_retry_count,
+            "rate_limit_waits": job.rate_limit_waits,
+        }),
+    );
+    out.insert(
+        "cost".into(),
+        json!({
+            "total_estimated_cost": job.total_estimated_cost,
+            "total_input_tokens": job.total_input_tokens,
+            "total_output_tokens": job.total_output_tokens,
+            "cost_limit_reached": job.cost_limit_reached,
+            "cost_confidence": cost_confidence(job),
+        }),
+    );
+    out.insert(
+        "circuit_breaker".into(),
+        circuit_breaker(job).map_or(Value::Null, |cb| {
+            json!({"state": cb.state, "consecutive_failures": cb.consecutive_failures,
+                   "reason": cb.reason})
+        }),
+    );
+    out.insert("hook_results_count".into(), json!(job.hook_results.len()));
+    out.insert("hooks_configured".into(), json!(hooks.len()));
+    out.insert(
+        "hooks_interrupted".into(),
+        json!(
+            job.status == mozart_state::JobStatus::Completed
+                && !hooks.is_empty()
+                && job.hook_results.is_empty()
+        ),
+    );
+    let failures: Vec<Value> = job
+        .hook_results
+        .iter()
+        .filter(|h| !h.get("success").and_then(Value::as_bool).unwrap_or(false))
+        .map(|h| {
+            json!({
+                "hook_name": h.get("hook_name").or_else(|| h.get("name"))
+                    .cloned().unwrap_or_else(|| json!("unknown")),
+                "event": h.get("event").cloned().unwrap_or(Value::Null),
+                "error": h.get("error").or_else(|| h.get("error_message"))
+                    .cloned().unwrap_or_else(|| json!("")),
+            })
+        })
+        .collect();
+    out.insert("hook_failures".into(), Value::Array(failures));
+    out.insert(
+        "recent_errors".into(),
+        Value::Array(
+            recent_errors(job, 5, now)
+                .into_iter()
+                .map(|e| {
+                    json!({
+                        "sheet_num": e.sheet_num,
+                        "timestamp": e.timestamp,
+                        "error_type": e.error_type,
+                        "error_code": e.error_code,
+                        "error_message": e.error_message,
+                    })
+                })
+                .collect(),
+        ),
+    );
+    out.insert("error".into(), json!(job.error_message));
+    let sheets: Map<String, Value> = job
+        .sheets
+        .iter()
+        .map(|(n, s)| (n.to_string(), sheet_json(s, now)))
+        .collect();
+    out.insert("sheets".into(), Value::Object(sheets));
+    if job.sheets.values().any(|s| s.movement.is_some()) {
+        out.insert("movements".into(), Value::Array(movement_groups(job)));
+    }
+    Value::Object(out)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A three-sheet checkpoint: sheet 1 passed, 2 completed with failed validations,
+    /// 3 failed with a legacy category-only error.
+    pub(crate) fn sample() -> CheckpointState {
+        let v = json!({
+            "job_id": "demo", "job_name": "Demo score", "status": "failed",
+            "created_at": "2026-01-02T03:04:05.000000Z",
+            "updated_at": "2026-01-02T03:05:00.000000Z",
+            "completed_at": "2026-01-02T03:05:00.000000Z",
+            "total_sheets": 3, "last_completed_sheet": 2,
+            "total_retry_count": 2, "error_message": "Sheet 3 failed",
+            "config_snapshot": {"on_success": [{"type": "run_job", "job_path": "next.yaml"}],
+                                "sheet": {"descriptions": {"1": "Draft"}}},
+            "sheets": {
+                "1": {"sheet_num": 1, "status": "completed", "attempt_count": 1,
+                      "validation_passed": true, "execution_duration_seconds": 1.25,
+                      "instrument_name": "command",
+                      "started_at": "2026-01-02T03:04:06.000000Z",
+                      "completed_at": "2026-01-02T03:04:07.000000Z",
+                      "last_activity_at": "2026-01-02T03:06:00.000000Z"},
+                "2": {"sheet_num": 2, "status": "completed", "attempt_count": 2,
+                      "validation_passed": false, "error_code": "E201",
+                      "error_message": "validation failed: out.txt missing",
+                      "completed_at": "2026-01-02T03:04:30.000000Z",
+                      "validation_details": [{"passed": false, "description": "out.txt exists",
+                                              "error_message": "missing"}]},
+                "3": {"sheet_num": 3, "status": "failed", "attempt_count": 3,
+                      "error_category": "timeout",
+                      "error_message": "x".repeat(70),
+                      "completed_at": "2026-01-02T03:04:50.000000Z"}
+            }
+        });
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn error_codes_are_normalized_to_e_codes() {
+        let cases = [
+            (Some("E006"), None, "E006"),
+            (Some("timeout"), None, "E001"),
+            (Some("weird"), Some("rate_limit"), "E101"),
+            (None, Some("auth"), "E502"),
+            (None, None, "E999"),
+            (Some("E"), None, "E999"),
+        ];
+        for (code, cat, want) in cases {
+            assert_eq!(normalize_error_code(code, cat), want, "{code:?} {cat:?}");
+        }
+        assert_eq!(infer_error_type(Some("E101")), "rate_limit");
+        assert_eq!(infer_error_type(Some("E006")), "transient");
+        assert_eq!(infer_error_type(Some("timeout")), "transient");
+        assert_eq!(infer_error_type(None), "permanent");
+    }
+
+    #[test]
+    fn status_json_has_the_contract_keys_in_order() {
+        let doc = status_json(&sample(), 1_800_000_000.0);
+        let keys: Vec<&str> = doc
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "job_id",
+                "job_name",
+                "status",
+                "progress",
+                "timing",
+                "execution",
+                "cost",
+                "circuit_breaker",
+                "hook_results_count",
+                "hooks_configured",
+                "hooks_interrupted",
+                "hook_failures",
+                "recent_errors",
+                "error",
+                "sheets"
+            ]
+        );
+        assert_eq!(
+            doc["progress"],
+            json!({"completed": 2, "total": 3, "percent": 66.7})
+        );
+        assert_eq!(
+            doc["timing"]["last_activity"],
+            "2026-01-02T03:06:00.000000Z"
+        );
+        assert_eq!(doc["timing"]["started_at"], Value::Null);
+        assert_eq!(doc["sheets"]["2"]["display_status"], "failed");
+        assert_eq!(doc["sheets"]["1"]["execution_duration_seconds"], 1.25);
+        assert!(doc["sheets"]["2"]
+            .get("execution_duration_seconds")
+            .is_none());
+        assert_eq!(doc["sheets"]["3"]["error_category"], "timeout");
+        assert_eq!(doc["hooks_configured"], 1);
+        assert_eq!(doc["hooks_interrupted"], false);
+        assert_eq!(doc["cost"]["cost_confidence"], 1.0);
+        // One trailing failure: closed, inferred.
+        assert_eq!(
+            doc["circuit_breaker"],
+            json!({"state": "closed", "consecutive_failures": 1,
+                   "reason": "Under threshold (1/5) (inferred)"})
+        );
+        let errors = doc["recent_errors"].as_array().unwrap();
+        assert_eq!(errors.len(), 2);
+        assert_eq!(errors[0]["sheet_num"], 3);
+        assert_eq!(errors[0]["error_code"], "E001");
+        assert_eq!(errors[0]["error_type"], "transient");
+        assert_eq!(errors[1]["error_code"], "E201");
+        assert_eq!(errors[1]["error_type"], "permanent");
+    }
+
+    #[test]
+    fn movements_appear_only_with_movement_data() {
+        let mut job = sample();
+        assert!(status_json(&job, 0.0).get("movements").is_none());
+        for (n, s) in job.sheets.iter_mut() {
+            s.movement = Some(if *n == 1 { 1 } else { 2 });
+            s.voice = (*n > 1).then_some(*n - 1);
+        }
+        let doc = status_json(&job, 0.0);
+        assert_eq!(
+            doc["movements"][0],
+            json!({"movement": 1, "status": "completed", "sheet_count": 1, "voice_count": 0,
+                   "completed_count": 1, "instrument": "command", "instruments": [],
+                   "description": "Draft", "sheets": [1]})
+        );
+        assert_eq!(doc["movements"][1]["status"], "failed");
+        assert_eq!(doc["movements"][1]["voice_count"], 2);
+    }
+
+    #[test]
+    fn breaker_prefers_history_and_opens_at_five_trailing_failures() {
+        let mut job = sample();
+        for n in 4..=8 {
+            let mut s = SheetState::new(n);
+            s.status = SheetStatus::Failed;
+            s.error_message = Some("boom".into());
+            job.sheets.insert(n, s);
+        }
+        let cb = circuit_breaker(&job).unwrap();
+        assert_eq!((cb.state.as_str(), cb.consecutive_failures), ("open", 6));
+        assert!(!cb.is_persisted());
+        job.circuit_breaker_history
+            .push(mozart_state::checkpoint::CircuitBreakerChange {
+                state: "half_open".into(),
+                timestamp: "2026-01-02T03:05:00Z".into(),
+                trigger: "cooldown elapsed".into(),
+                consecutive_failures: 0,
+            });
+        let cb = circuit_breaker(&job).unwrap();
+        assert_eq!(cb.reason, "Persisted: cooldown elapsed");
+        assert!(cb.is_persisted());
+    }
+
+    #[test]
+    fn metadata_dicts_are_not_mistaken_for_checkpoints() {
+        let meta = json!({"job_id": "q", "status": "queued", "config_path": "/x/q.yaml",
+                          "workspace": "/w", "submitted_at": 1.0, "started_at": null});
+        assert!(parse_checkpoint(&meta).is_none());
+        let zero = json!({"job_id": "q", "job_name": "q", "total_sheets": 0, "sheets": {}});
+        assert!(parse_checkpoint(&zero).is_none());
+        let full = serde_json::to_value(sample()).unwrap();
+        assert_eq!(parse_checkpoint(&full).unwrap().job_id, "demo");
+    }
+}

@@ -1,0 +1,991 @@
+//! The human view of `mozart status <id>` (cli.md §4.1, "Per-score human view"): plain
+//! aligned text in upstream's section order, colour only through [`Style`].
+
+use mozart_state::checkpoint::{CheckpointState, SheetState, SheetStatus};
+use mozart_state::JobStatus;
+use serde_json::Value;
+
+use super::status_json::{
+    circuit_breaker, configured_hooks, cost_confidence, display_status, last_activity,
+    movement_groups, recent_errors, sheet_descriptions, sheet_elapsed,
+};
+use super::style::{sheet_status_color, Color, Style};
+use super::table::{self, Cell};
+use super::time::{format_duration, format_epoch_minute, format_timestamp, thousands};
+
+/// Scores with at least this many sheets get the compact summary instead of the table.
+pub const LARGE_SCORE_THRESHOLD: usize = 50;
+/// Width of the progress bar in cells.
+pub const PROGRESS_BAR_WIDTH: usize = 40;
+
+fn job_color(status: JobStatus) -> Color {
+    super::style::job_status_color(status.as_str())
+}
+
+/// `Sheets  ████░░░░  50% (2/4)`.
+pub fn progress_bar(done: u32, total: u32) -> String {
+    let fraction = if total == 0 {
+        0.0
+    } else {
+        (f64::from(done) / f64::from(total)).clamp(0.0, 1.0)
+    };
+    let filled = (fraction * PROGRESS_BAR_WIDTH as f64).round() as usize;
+    format!(
+        "Sheets  {}{}  {:>3.0}% ({done}/{total})",
+        "█".repeat(filled),
+        "░".repeat(PROGRESS_BAR_WIDTH - filled),
+        fraction * 100.0
+    )
+}
+
+/// `completed (1.2s)`, `in_progress (3m 4s)` — status plus duration or elapsed time.
+fn sheet_status_text(sheet: &SheetState, now: f64) -> String {
+    let label = display_status(sheet);
+    match sheet_elapsed(sheet, now).or(sheet.execution_duration_seconds) {
+        Some(secs) => format!("{label} ({})", format_duration(Some(secs))),
+        None => label.to_string(),
+    }
+}
+
+fn validation_text(passed: Option<bool>) -> Cell {
+    match passed {
+        None => Cell::from("-"),
+        Some(true) => Cell::colored("✓ Pass", Color::Green),
+        Some(false) => Cell::colored("✗ Fail", Color::Red),
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.chars().count() > max {
+        let head: String = text.chars().take(max).collect();
+        format!("{head}...")
+    } else {
+        text.to_string()
+    }
+}
+
+struct View<'a> {
+    job: &'a CheckpointState,
+    now: f64,
+    style: &'a Style,
+    out: Vec<String>,
+}
+
+impl View<'_> {
+    fn heading(&mut self, title: &str) {
+        self.out.push(String::new());
+        self.out.push(self.style.paint(title, Color::Bold));
+    }
+
+    fn line(&mut self, text: impl Into<String>) {
+        self.out.push(text.into());
+    }
+
+    fn header(&mut self) {
+        let job = self.job;
+        self.line(self.style.paint("Score Status", Color::Bold));
+        self.line(format!(
+            "  {}",
+            self.style.paint(&job.job_name, Color::Bold)
+        ));
+        self.line(format!(
+            "  ID: {}",
+            self.style.paint(&job.job_id, Color::Cyan)
+        ));
+        let status = job.status.as_str().to_uppercase();
+        self.line(format!(
+            "  Status: {}",
+            self.style.paint(&status, job_color(job.status))
+        ));
+        // Upstream never sets `started_at` (execution.md §8.1), so it never shows a
+        // duration; falling back to `created_at` gives the user the obvious number.
+        let start = job
+            .started_at
+            .as_ref()
+            .unwrap_or(&job.created_at)
+            .to_epoch();
+        if let Some(start) = start {
+            if let Some(end) = job.completed_at.as_ref().and_then(|t| t.to_epoch()) {
+                if job.status != JobStatus::Running {
+                    self.line(format!(
+                        "  Duration: {}",
+                        format_duration(Some(end - start))
+                    ));
+                }
+            } else if job.status == JobStatus::Running {
+                self.line(format!(
+                    "  Running for: {}",
+                    format_duration(Some(self.now - start))
+                ));
+            }
+        }
+    }
+
+    fn progress(&mut self) {
+        self.heading("Progress");
+        let bar = progress_bar(self.job.last_completed_sheet, self.job.total_sheets);
+        self.line(format!("  {bar}"));
+    }
+
+    fn parallel(&mut self) {
+        let job = self.job;
+        if !job.parallel_enabled {
+            return;
+        }
+        self.heading("Parallel Execution");
+        self.line("  Mode: Enabled");
+        self.line(format!("  Max concurrent: {}", job.parallel_max_concurrent));
+        self.line(format!(
+            "  Batches executed: {}",
+            job.parallel_batches_executed
+        ));
+        if !job.sheets_in_progress.is_empty() {
+            let list: Vec<String> = job.sheets_in_progress.iter().map(u32::to_string).collect();
+            self.line(format!("  Currently running: {}", list.join(", ")));
+        }
+    }
+
+    fn synthesis(&mut self) {
+        let job = self.job;
+        if job.synthesis_results.is_empty() {
+            return;
+        }
+        self.heading("Synthesis Results");
+        let rows: Vec<Vec<Cell>> = job
+            .synthesis_results
+            .iter()
+            .map(|(batch, result)| {
+                let sheets: Vec<String> = result
+                    .get("sheets")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().map(|v| v.to_string()).collect())
+                    .unwrap_or_default();
+                let mut shown = sheets
+                    .iter()
+                    .take(4)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                if sheets.len() > 4 {
+                    shown.push_str(&format!(" (+{})", sheets.len() - 4));
+                }
+                let text = |k: &str, d: &str| {
+                    result
+                        .get(k)
+                        .and_then(Value::as_str)
+                        .unwrap_or(d)
+                        .to_string()
+                };
+                vec![
+                    Cell::from(batch.chars().take(12).collect::<String>()),
+                    Cell::from(shown),
+                    Cell::from(text("strategy", "merge")),
+                    Cell::from(text("status", "pending")),
+                ]
+            })
+            .collect();
+        let lines = table::render(
+            &["Batch", "Sheets", "Strategy", "Status"],
+            &rows,
+            "  ",
+            "  ",
+            self.style,
+        );
+        self.out.extend(lines);
+    }
+
+    fn sheet_table(&mut self) {
+        let job = self.job;
+        let descriptions = sheet_descriptions(job);
+        let has_instruments = job
+            .sheets
+            .values()
+            .any(|s| s.instrument_name.as_deref().is_some_and(|n| !n.is_empty()));
+        let mut headers = vec!["#"];
+        if !descriptions.is_empty() {
+            headers.push("Description");
+        }
+        if has_instruments {
+            headers.push("Instrument");
+        }
+        headers.extend(["Status", "Attempts", "Validation", "Error"]);
+        let rows: Vec<Vec<Cell>> = job
+            .sheets
+            .iter()
+            .map(|(num, sheet)| {
+                let mut row = vec![Cell::from(num.to_string())];
+                if !descriptions.is_empty() {
+                    row.push(Cell::from(
+                        descriptions.get(num).cloned().unwrap_or_default(),
+                    ));
+                }
+                if has_instruments {
+                    row.push(Cell::from(
+                        sheet.instrument_name.clone().unwrap_or_default(),
+                    ));
+                }
+                row.push(Cell::colored(
+                    sheet_status_text(sheet, self.now),
+                    sheet_status_color(display_status(sheet)),
+                ));
+                row.push(Cell::from(sheet.attempt_count.to_string()));
+                row.push(validation_text(sheet.validation_passed));
+                row.push(Cell::from(
+                    sheet
+                        .error_message
+                        .as_deref()
+                        .map(|m| truncate(m, 50))
+                        .unwrap_or_default(),
+                ));
+                row
+            })
+            .collect();
+        self.heading("Sheet Details");
+        let lines = table::render(&headers, &rows, "  ", "  ", self.style);
+        self.out.extend(lines);
+    }
+
+    fn sheet_summary(&mut self) {
+        let job = self.job;
+        let mut counts: Vec<(&str, usize)> = Vec::new();
+        for sheet in job.sheets.values() {
+            let label = display_status(sheet);
+            match counts.iter_mut().find(|(l, _)| *l == label) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((label, 1)),
+            }
+        }
+        let order = [
+            "completed",
+            "failed",
+            "running",
+            "in_progress",
+            "pending",
+            "skipped",
+        ];
+        let mut parts: Vec<String> = Vec::new();
+        for label in order {
+            if let Some((_, n)) = counts.iter().find(|(l, _)| *l == label) {
+                parts.push(
+                    self.style
+                        .paint(&format!("{n} {label}"), sheet_status_color(label)),
+                );
+            }
+        }
+        for (label, n) in &counts {
+            if !order.contains(label) {
+                parts.push(format!("{n} {label}"));
+            }
+        }
+        self.heading("Sheet Summary");
+        self.line(format!(
+            "  {} sheets: {}",
+            job.sheets.len(),
+            parts.join(", ")
+        ));
+        let mut instruments: std::collections::BTreeMap<&str, usize> = Default::default();
+        for s in job.sheets.values() {
+            if let Some(name) = s.instrument_name.as_deref().filter(|n| !n.is_empty()) {
+                *instruments.entry(name).or_default() += 1;
+            }
+        }
+        if !instruments.is_empty() {
+            let list: Vec<String> = instruments
+                .iter()
+                .map(|(name, n)| format!("{name} ({n})"))
+                .collect();
+            self.line(format!("  Instruments: {}", list.join(", ")));
+        }
+        let interesting: Vec<(&u32, &SheetState)> = job
+            .sheets
+            .iter()
+            .filter(|(_, s)| {
+                matches!(s.status, SheetStatus::InProgress | SheetStatus::Failed)
+                    || (s.status == SheetStatus::Completed && s.validation_passed == Some(false))
+            })
+            .collect();
+        if !interesting.is_empty() {
+            self.heading("Active & Failed Sheets");
+            for (num, sheet) in interesting.iter().take(20) {
+                let status = self.style.paint(
+                    &sheet_status_text(sheet, self.now),
+                    sheet_status_color(display_status(sheet)),
+                );
+                let error = sheet
+                    .error_message
+                    .as_deref()
+                    .map(|m| format!(" — {}...", m.chars().take(40).collect::<String>()))
+                    .unwrap_or_default();
+                self.line(format!("  Sheet {num:>4}: {status}{error}"));
+            }
+            if interesting.len() > 20 {
+                self.line(format!("  ... and {} more", interesting.len() - 20));
+            }
+        }
+    }
+
+    fn movements(&mut self) {
+        let groups = movement_groups(self.job);
+        let mut all_instruments = std::collections::BTreeSet::new();
+        for g in &groups {
+            if let Some(i) = g["instrument"].as_str() {
+                all_instruments.insert(i.to_string());
+            }
+            for i in g["instruments"].as_array().into_iter().flatten() {
+                if let Some(i) = i.as_str() {
+                    all_instruments.insert(i.to_string());
+                }
+            }
+        }
+        let icon = |status: &str| match status {
+            "completed" => "✓",
+            "running" | "in_progress" => "▶",
+            "failed" => "✗",
+            "pending" => "·",
+            "skipped" => "⊘",
+            _ => " ",
+        };
+        self.heading("Movements");
+        for g in &groups {
+            let status = g["status"].as_str().unwrap_or("pending");
+            let color = sheet_status_color(if status == "running" {
+                "in_progress"
+            } else {
+                status
+            });
+            let mut line = format!(
+                "  {} Movement {}",
+                self.style.paint(icon(status), color),
+                g["movement"]
+            );
+            if let Some(d) = g["description"].as_str() {
+                line.push_str(&format!(": {d}"));
+            }
+            let voices = g["voice_count"].as_u64().unwrap_or(0);
+            if voices > 0 {
+                line.push_str(&format!(" ({voices} voices)"));
+            }
+            let sheet_nums: Vec<u32> = g["sheets"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_u64().map(|n| n as u32))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let detail = if status == "running" && voices > 0 {
+                format!("{}/{} complete", g["completed_count"], g["sheet_count"])
+            } else if status == "completed" {
+                let longest = sheet_nums
+                    .iter()
+                    .filter_map(|n| self.job.sheets.get(n)?.execution_duration_seconds)
+                    .fold(None, |acc: Option<f64>, d| {
+                        Some(acc.map_or(d, |a| a.max(d)))
+                    });
+                match longest {
+                    Some(d) => format!("completed ({})", format_duration(Some(d))),
+                    None => "completed".to_string(),
+                }
+            } else {
+                status.to_string()
+            };
+            line.push_str(&format!("    {}", self.style.paint(&detail, color)));
+            if all_instruments.len() > 1 {
+                let instr = g["instrument"]
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| {
+                        g["instruments"]
+                            .as_array()
+                            .map(|a| {
+                                a.iter()
+                                    .filter_map(Value::as_str)
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            })
+                            .unwrap_or_default()
+                    });
+                if !instr.is_empty() {
+                    line.push_str(&format!("  {instr}"));
+                }
+            }
+            self.line(line);
+            if voices > 1 {
+                for n in &sheet_nums {
+                    let Some(sheet) = self.job.sheets.get(n) else {
+                        continue;
+                    };
+                    let Some(voice) = sheet.voice else { continue };
+                    let label = display_status(sheet);
+                    self.line(format!(
+                        "      {} Voice {voice}  {}",
+                        self.style.paint(icon(label), sheet_status_color(label)),
+                        sheet_status_text(sheet, self.now)
+                    ));
+                }
+            }
+        }
+    }
+
+    fn validation_failures(&mut self, cap: usize) {
+        let mut failures: Vec<(u32, String)> = Vec::new();
+        let mut sheets_with_failures = 0usize;
+        for (num, sheet) in &self.job.sheets {
+            if sheet.validation_passed != Some(false) {
+                continue;
+            }
+            let failed: Vec<_> = sheet
+                .validation_details
+                .iter()
+                .flatten()
+                .filter(|v| !v.passed)
+                .collect();
+            if failed.is_empty() {
+                continue;
+            }
+            sheets_with_failures += 1;
+            if sheets_with_failures > cap {
+                continue;
+            }
+            for v in failed {
+                let desc = v
+                    .description
+                    .clone()
+                    .or_else(|| v.rule_type.clone())
+                    .unwrap_or_else(|| "unknown".into());
+                let desc = self.style.paint(&desc, Color::Red);
+                match v.error_message.as_deref().filter(|m| !m.is_empty()) {
+                    Some(detail) => failures.push((*num, format!("{desc} — {detail}"))),
+                    None => failures.push((*num, desc)),
+                }
+            }
+        }
+        if failures.is_empty() {
+            return;
+        }
+        self.heading("Validation Failures");
+        for (num, text) in failures {
+            self.line(format!("  Sheet {num}: {text}"));
+        }
+        if sheets_with_failures > cap {
+            self.line(String::new());
+            self.line(format!(
+                "  ... and {} more validation failures. Run 'mozart errors {} --verbose' for details.",
+                sheets_with_failures - cap,
+                self.job.job_id
+            ));
+        }
+    }
+
+    fn live_progress(&mut self) {
+        for (num, sheet) in &self.job.sheets {
+            if sheet.status != SheetStatus::InProgress {
+                continue;
+            }
+            let Some(latest) = sheet.progress_snapshots.last() else {
+                continue;
+            };
+            self.heading(&format!("Live Progress — Sheet {num}"));
+            self.line(format!(
+                "  Phase: {}",
+                latest.phase.as_deref().unwrap_or("unknown")
+            ));
+            if let Some(b) = latest.bytes_received {
+                self.line(format!("  Output received: {}", format_bytes(b)));
+            }
+            if let Some(l) = latest.lines_received {
+                self.line(format!("  Lines received: {}", thousands(l)));
+            }
+            if let Some(e) = latest.elapsed_seconds {
+                self.line(format!("  Elapsed: {}", format_duration(Some(e))));
+            }
+            if let Some(t) = &sheet.last_activity_at {
+                self.line(format!("  Last activity: {}", format_timestamp(t.as_str())));
+            }
+            if sheet.progress_snapshots.len() > 1 {
+                self.line(format!(
+                    "  ({} snapshots captured)",
+                    sheet.progress_snapshots.len()
+                ));
+            }
+        }
+    }
+
+    fn job_message(&mut self) {
+        let Some(msg) = &self.job.error_message else {
+            return;
+        };
+        self.line(String::new());
+        if msg.contains("Recovered from stale") || msg.contains("ready to resume") {
+            self.line(format!("{} {msg}", self.style.paint("Note:", Color::Cyan)));
+        } else {
+            self.line(format!("{} {msg}", self.style.paint("Error:", Color::Red)));
+        }
+    }
+
+    fn timing(&mut self) {
+        let job = self.job;
+        self.heading("Timing");
+        self.line(format!(
+            "  Created:  {}",
+            format_timestamp(job.created_at.as_str())
+        ));
+        if let Some(t) = &job.started_at {
+            self.line(format!("  Started:  {}", format_timestamp(t.as_str())));
+        }
+        self.line(format!(
+            "  Updated:  {}",
+            format_timestamp(job.updated_at.as_str())
+        ));
+        // Completed only for terminal states: a running job's completed_at would contradict
+        // its RUNNING label (cli.md §4.1).
+        let terminal = matches!(
+            job.status,
+            JobStatus::Completed | JobStatus::Failed | JobStatus::Cancelled
+        );
+        if let (true, Some(t)) = (terminal, &job.completed_at) {
+            self.line(format!("  Completed: {}", format_timestamp(t.as_str())));
+        }
+    }
+
+    fn execution_stats(&mut self, active_limits: &[String]) {
+        let job = self.job;
+        if job.total_retry_count == 0 && job.rate_limit_waits == 0 && job.quota_waits == 0 {
+            return;
+        }
+        self.heading("Execution Stats");
+        self.line(format!("  Total retries: {}", job.total_retry_count));
+        self.line(format!("  Rate limit waits: {}", job.rate_limit_waits));
+        if job.quota_waits > 0 {
+            self.line(format!("  Quota exhaustion waits: {}", job.quota_waits));
+        }
+        if job.rate_limit_waits > 0 && job.status == JobStatus::Running && !active_limits.is_empty()
+        {
+            self.line("  Active limits:");
+            for l in active_limits {
+                self.line(format!("    {}", self.style.paint(l, Color::Yellow)));
+            }
+        }
+    }
+
+    fn cost(&mut self) {
+        let job = self.job;
+        let limits = job
+            .config_snapshot
+            .as_ref()
+            .and_then(|c| c.get("cost_limits"))
+            .and_then(Value::as_object);
+        let limit = limits
+            .and_then(|c| c.get("max_cost_per_job"))
+            .and_then(Value::as_f64)
+            .filter(|l| *l != 0.0);
+        let enabled = limits
+            .and_then(|c| c.get("enabled"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let limit_text = match (limit, enabled) {
+            (Some(l), true) => format!("(limit: ${l:.2})"),
+            (Some(l), false) => format!("(limit: ${l:.2}, not enforced)"),
+            (None, _) => "(no limit set)".to_string(),
+        };
+        let estimated = cost_confidence(job) < 0.9;
+        let money = |v: f64| {
+            if estimated {
+                format!("~${v:.2} (est.)")
+            } else {
+                format!("${v:.2}")
+            }
+        };
+        let sheet_total: f64 = job
+            .sheets
+            .values()
+            .filter_map(|s| s.estimated_cost)
+            .filter(|c| *c > 0.0)
+            .sum();
+        self.heading("Cost Summary");
+        if job.total_estimated_cost > 0.0 {
+            self.line(format!(
+                "  Cost: {} {limit_text}",
+                self.style
+                    .paint(&money(job.total_estimated_cost), Color::Yellow)
+            ));
+            self.line(format!(
+                "  Input tokens:  {}",
+                thousands(job.total_input_tokens)
+            ));
+            self.line(format!(
+                "  Output tokens: {}",
+                thousands(job.total_output_tokens)
+            ));
+            if estimated {
+                self.line(
+                    "  Cost is estimated from output size — actual cost may be 10-100x \
+                     higher. Use JSON output format for accurate tracking.",
+                );
+            }
+            if job.cost_limit_reached {
+                self.line(format!(
+                    "  {}",
+                    self.style
+                        .paint("Cost limit reached — score was paused", Color::Red)
+                ));
+            }
+        } else if sheet_total > 0.0 {
+            self.line(format!(
+                "  Cost: {} {limit_text} (from sheets)",
+                self.style.paint(&money(sheet_total), Color::Yellow)
+            ));
+        } else {
+            self.line(format!("  Cost: $0.00 {limit_text}"));
+        }
+        if !enabled {
+            self.line(self.style.paint(
+                "  Tip: Set cost_limits.enabled: true in your score to prevent unexpected charges",
+                Color::Dim,
+            ));
+        }
+    }
+
+    fn hooks(&mut self) {
+        let job = self.job;
+        let configured = configured_hooks(job);
+        if job.hook_results.is_empty() {
+            if configured.is_empty() || job.status != JobStatus::Completed {
+                return;
+            }
+            self.heading("Hook Results");
+            self.line(format!(
+                "  {} {} on_success hook(s) configured but no results recorded",
+                self.style.paint("WARNING:", Color::Yellow),
+                configured.len()
+            ));
+            self.line(
+                "  Hooks may have been interrupted (e.g., conductor restart during cooldown)",
+            );
+            for hook in configured {
+                let kind = hook
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown");
+                let label = match hook.get("description").and_then(Value::as_str) {
+                    Some(d) if !d.is_empty() => format!("{kind}: {d}"),
+                    _ => kind.to_string(),
+                };
+                match hook.get("job_path").and_then(Value::as_str) {
+                    Some(p) if !p.is_empty() => self.line(format!("  • {label} → {p}")),
+                    _ => self.line(format!("  • {label}")),
+                }
+            }
+            return;
+        }
+        let ok = |h: &Value| h.get("success").and_then(Value::as_bool).unwrap_or(false);
+        let passed = job.hook_results.iter().filter(|h| ok(h)).count();
+        let failed = job.hook_results.len() - passed;
+        self.heading("Hook Results");
+        self.line(format!(
+            "  Total: {} | Passed: {passed} | Failed: {failed}",
+            job.hook_results.len()
+        ));
+        if !configured.is_empty() && job.hook_results.len() < configured.len() {
+            self.line(format!(
+                "  {} {} hook(s) did not produce results",
+                self.style.paint("WARNING:", Color::Yellow),
+                configured.len() - job.hook_results.len()
+            ));
+        }
+        let failures: Vec<&Value> = job.hook_results.iter().filter(|h| !ok(h)).collect();
+        for hook in failures.iter().rev().take(3).rev() {
+            let text = |keys: &[&str]| {
+                keys.iter()
+                    .find_map(|k| hook.get(*k).and_then(Value::as_str))
+                    .unwrap_or("")
+                    .to_string()
+            };
+            let kind = text(&["hook_type", "hook_name"]);
+            let kind = if kind.is_empty() {
+                "unknown".to_string()
+            } else {
+                kind
+            };
+            let desc = text(&["description"]);
+            let label = if desc.is_empty() {
+                kind
+            } else {
+                format!("{kind}: {desc}")
+            };
+            let error = text(&["error_message", "error"]);
+            let error = if error.chars().count() > 80 {
+                format!("{}...", error.chars().take(77).collect::<String>())
+            } else {
+                error
+            };
+            self.line(format!(
+                "  {} {label} — {error}",
+                self.style.paint("•", Color::Red)
+            ));
+        }
+    }
+
+    fn recent_errors(&mut self) {
+        let errors = recent_errors(self.job, 3, self.now);
+        if errors.is_empty() {
+            return;
+        }
+        self.heading("Recent Errors");
+        for e in errors {
+            let message = if e.error_message.chars().count() > 60 {
+                format!(
+                    "{}...",
+                    e.error_message.chars().take(57).collect::<String>()
+                )
+            } else {
+                e.error_message.clone()
+            };
+            let mut source = format!("Sheet {}, attempt {}", e.sheet_num, e.attempt_number);
+            if let Some(b) = &e.backend {
+                source.push_str(&format!(", {b}"));
+            }
+            let color = match e.error_type.as_str() {
+                "rate_limit" => Color::Yellow,
+                "transient" => Color::Yellow,
+                _ => Color::Red,
+            };
+            self.line(format!(
+                "  • {} ({source}) - {message}",
+                self.style.paint(&e.error_code, color)
+            ));
+        }
+        self.line(String::new());
+        self.line(format!(
+            "  Use 'mozart errors {}' for complete error history",
+            self.job.job_id
+        ));
+    }
+
+    fn tail(&mut self) {
+        if let Some(t) = last_activity(self.job) {
+            self.heading("Last Activity");
+            self.line(format!("  {}", format_timestamp(t.as_str())));
+        }
+        if let Some(cb) = circuit_breaker(self.job) {
+            let source = if cb.is_persisted() {
+                "persisted"
+            } else {
+                "inferred"
+            };
+            self.heading(&format!("Circuit Breaker ({source})"));
+            let color = match cb.state.as_str() {
+                "open" => Color::Red,
+                "half_open" => Color::Yellow,
+                _ => Color::Green,
+            };
+            self.line(format!(
+                "  State: {}",
+                self.style.paint(&cb.state.to_uppercase(), color)
+            ));
+            self.line(format!(
+                "  Consecutive failures: {}",
+                cb.consecutive_failures
+            ));
+            self.line(format!("  {}", cb.reason));
+        }
+        if self.job.status == JobStatus::Failed {
+            self.line(String::new());
+            self.line(self.style.paint(
+                &format!(
+                    "Run 'mozart diagnose {}' for a full diagnostic report.",
+                    self.job.job_id
+                ),
+                Color::Yellow,
+            ));
+        }
+    }
+}
+
+/// `128B`, `1.5KB`, `2.3MB`.
+pub fn format_bytes(n: u64) -> String {
+    if n < 1024 {
+        format!("{n}B")
+    } else if n < 1024 * 1024 {
+        format!("{:.1}KB", n as f64 / 1024.0)
+    } else {
+        format!("{:.1}MB", n as f64 / (1024.0 * 1024.0))
+    }
+}
+
+/// Render the full per-score view. `active_limits` are pre-formatted rate-limit lines
+/// (shown under Execution Stats for running jobs that waited on rate limits).
+pub fn render_status(
+    job: &CheckpointState,
+    now: f64,
+    active_limits: &[String],
+    style: &Style,
+) -> String {
+    let mut v = View {
+        job,
+        now,
+        style,
+        out: Vec::new(),
+    };
+    v.header();
+    v.progress();
+    v.parallel();
+    v.synthesis();
+    if !job.sheets.is_empty() {
+        if job.sheets.values().any(|s| s.movement.is_some()) {
+            v.movements();
+            v.validation_failures(usize::MAX);
+        } else if job.sheets.len() >= LARGE_SCORE_THRESHOLD {
+            v.sheet_summary();
+            v.validation_failures(10);
+        } else {
+            v.sheet_table();
+            v.validation_failures(usize::MAX);
+        }
+    }
+    v.live_progress();
+    v.job_message();
+    v.timing();
+    v.execution_stats(active_limits);
+    v.cost();
+    v.hooks();
+    v.recent_errors();
+    v.tail();
+    let mut text = v.out.join("\n");
+    text.push('\n');
+    text
+}
+
+/// The view for a metadata dict (no checkpoint yet, conductor.md §6.10).
+pub fn render_meta_status(meta: &Value, style: &Style) -> String {
+    let text = |k: &str| meta.get(k).and_then(Value::as_str);
+    let id = text("job_id").unwrap_or("unknown");
+    let status = text("status").unwrap_or("unknown");
+    let color = match status {
+        "running" => Color::Green,
+        "queued" => Color::Blue,
+        "failed" => Color::Red,
+        _ => Color::Yellow,
+    };
+    let mut out = vec![
+        style.paint("Score Status", Color::Bold),
+        format!("  {}", style.paint(id, Color::Bold)),
+        format!("  ID: {id}"),
+        format!("  Status: {}", style.paint(&status.to_uppercase(), color)),
+        String::new(),
+        format!("  Config: {}", text("config_path").unwrap_or("-")),
+    ];
+    if let Some(ts) = meta.get("submitted_at").and_then(Value::as_f64) {
+        out.push(format!("  Submitted: {}", format_epoch_minute(Some(ts))));
+    }
+    out.push(String::new());
+    out.push(style.paint(
+        "Full status unavailable — state file not yet written or workspace path mismatch.",
+        Color::Dim,
+    ));
+    let mut s = out.join("\n");
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::render::status_json::tests::sample;
+
+    #[test]
+    fn progress_bar_shows_counts_and_percent() {
+        assert_eq!(
+            progress_bar(1, 4),
+            format!("Sheets  {}{}   25% (1/4)", "█".repeat(10), "░".repeat(30))
+        );
+        assert_eq!(
+            progress_bar(3, 3),
+            format!("Sheets  {}  100% (3/3)", "█".repeat(40))
+        );
+        assert!(progress_bar(0, 0).ends_with("  0% (0/0)"));
+    }
+
+    #[test]
+    fn small_scores_get_a_sheet_table() {
+        let text = render_status(&sample(), 1_800_000_000.0, &[], &Style::plain());
+        let expected_table = "\
+Sheet Details
+  #  Description  Instrument  Status            Attempts  Validation  Error
+  1  Draft        command     completed (1.2s)  1         ✓ Pass
+  2                           failed            2         ✗ Fail      validation failed: out.txt missing
+  3                           failed            3         -           xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...
+";
+        assert!(text.contains(expected_table), "{text}");
+        assert!(text.starts_with(
+            "Score Status\n  Demo score\n  ID: demo\n  Status: FAILED\n  Duration: 55.0s\n"
+        ));
+        assert!(text.contains("(2/3)"));
+        assert!(text.contains("\nValidation Failures\n  Sheet 2: out.txt exists — missing\n"));
+        assert!(text.contains("\nError: Sheet 3 failed\n"));
+        assert!(text.contains(
+            "\nTiming\n  Created:  2026-01-02 03:04:05 UTC\n  Updated:  2026-01-02 03:05:00 UTC\n  Completed: 2026-01-02 03:05:00 UTC\n"
+        ));
+        assert!(text.contains("\nExecution Stats\n  Total retries: 2\n  Rate limit waits: 0\n"));
+        assert!(text.contains("\nCost Summary\n  Cost: $0.00 (no limit set)\n  Tip: "));
+        assert!(text.contains(&format!(
+            "\nRecent Errors\n  • E001 (Sheet 3, attempt 3) - {}...\n  • E201 (Sheet 2, attempt 2) - validation failed: out.txt missing\n",
+            "x".repeat(57)
+        )));
+        assert!(text.contains("\nLast Activity\n  2026-01-02 03:06:00 UTC\n"));
+        assert!(text.contains(
+            "\nCircuit Breaker (inferred)\n  State: CLOSED\n  Consecutive failures: 1\n"
+        ));
+        assert!(text.ends_with("Run 'mozart diagnose demo' for a full diagnostic report.\n"));
+        assert!(!text.contains('\x1b'));
+    }
+
+    #[test]
+    fn large_scores_get_a_compact_summary() {
+        let mut job = sample();
+        job.total_sheets = 60;
+        job.config_snapshot = None;
+        for n in 4..=60 {
+            job.sheets.insert(n, SheetState::new(n));
+        }
+        job.sheets.get_mut(&4).unwrap().status = SheetStatus::InProgress;
+        let text = render_status(&job, 1_800_000_000.0, &[], &Style::plain());
+        assert!(!text.contains("Sheet Details"));
+        assert!(text.contains(
+            "\nSheet Summary\n  60 sheets: 1 completed, 2 failed, 1 in_progress, 56 pending\n  Instruments: command (1)\n"
+        ), "{text}");
+        assert!(text.contains("\nActive & Failed Sheets\n  Sheet    2: failed — validation failed: out.txt missing...\n"));
+        assert!(text.contains("  Sheet    4: in_progress\n"));
+    }
+
+    #[test]
+    fn completed_jobs_with_unrun_hooks_warn() {
+        let mut job = sample();
+        job.status = JobStatus::Completed;
+        job.error_message = None;
+        let text = render_status(&job, 0.0, &[], &Style::plain());
+        assert!(text.contains(
+            "\nHook Results\n  WARNING: 1 on_success hook(s) configured but no results recorded\n"
+        ));
+        assert!(text.contains("  • run_job → next.yaml\n"));
+        assert!(!text.contains("mozart diagnose"));
+    }
+
+    #[test]
+    fn metadata_view_says_full_status_is_unavailable() {
+        let meta = serde_json::json!({"job_id": "q", "status": "queued",
+            "config_path": "/x/q.yaml", "workspace": "/w", "submitted_at": 1_795_294_390.0});
+        assert_eq!(
+            render_meta_status(&meta, &Style::plain()),
+            "Score Status\n  q\n  ID: q\n  Status: QUEUED\n\n  Config: /x/q.yaml\n  Submitted: 2026-11-21 20:53\n\nFull status unavailable — state file not yet written or workspace path mismatch.\n"
+        );
+    }
+
+    #[test]
+    fn bytes_are_humanized() {
+        for (n, want) in [(128, "128B"), (1536, "1.5KB"), (2_411_725, "2.3MB")] {
+            assert_eq!(format_bytes(n), want);
+        }
+    }
+}
