@@ -1,1 +1,227 @@
-//! Shared helpers for black-box tests.
+//! Shared helpers for black-box tests: [`TestEnv`] runs the real `mozart` binary against a
+//! real conductor on a temporary socket and Mozart home, with the stand-in AI CLI on `PATH`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// Directory holding the binaries of this test run (`target/<profile>`).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    // Integration tests run from target/<profile>/deps/<name>-<hash>.
+    let mut dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    dir
+}
+
+/// The `mozart` binary under test (`$MOZART_BIN` overrides).
+pub fn mozart_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("MOZART_BIN") {
+        return PathBuf::from(bin);
+    }
+    let dir = bin_dir();
+    let own = dir.join("mozart-under-test");
+    if own.exists() {
+        own
+    } else {
+        dir.join("mozart")
+    }
+}
+
+/// The stand-in AI CLI binary.
+pub fn standin_bin() -> PathBuf {
+    bin_dir().join("mozart-standin")
+}
+
+/// An isolated Mozart environment: temporary home, socket, workspace root and `PATH`.
+#[derive(Debug)]
+pub struct TestEnv {
+    root: tempfile::TempDir,
+    /// `MOZART_HOME`.
+    pub home: PathBuf,
+    /// `MOZART_SOCKET` (short enough for `sun_path`).
+    pub socket: PathBuf,
+    /// Directory with `claude`, `gemini`, `codex` → the stand-in.
+    pub bin: PathBuf,
+    /// A scratch directory for scores and workspaces.
+    pub work: PathBuf,
+}
+
+impl Default for TestEnv {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TestEnv {
+    /// Create the directories and the stand-in symlinks.
+    ///
+    /// # Panics
+    /// If the temporary directory cannot be set up.
+    #[allow(clippy::expect_used)]
+    pub fn new() -> TestEnv {
+        // /tmp, not $TMPDIR: socket paths must stay under 108 bytes.
+        let root = tempfile::Builder::new()
+            .prefix("mz")
+            .tempdir_in("/tmp")
+            .expect("create temp dir");
+        let home = root.path().join("home");
+        let bin = root.path().join("bin");
+        let work = root.path().join("work");
+        for dir in [&home, &bin, &work] {
+            std::fs::create_dir_all(dir).expect("create test dirs");
+        }
+        for name in ["claude", "gemini", "codex"] {
+            let _ = std::os::unix::fs::symlink(standin_bin(), bin.join(name));
+        }
+        TestEnv {
+            socket: root.path().join("m.sock"),
+            home,
+            bin,
+            work,
+            root,
+        }
+    }
+
+    /// The temporary root.
+    pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+
+    /// A `mozart` command with this environment (home, socket, PATH).
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(mozart_bin());
+        cmd.args(args)
+            .current_dir(&self.work)
+            .env("MOZART_HOME", &self.home)
+            .env("MOZART_SOCKET", &self.socket)
+            .env_remove("XDG_RUNTIME_DIR")
+            .env_remove("NOTIFY_SOCKET")
+            .env("PATH", self.path_var());
+        cmd
+    }
+
+    fn path_var(&self) -> std::ffi::OsString {
+        let mut paths = vec![self.bin.clone()];
+        if let Some(old) = std::env::var_os("PATH") {
+            paths.extend(std::env::split_paths(&old));
+        }
+        std::env::join_paths(paths).unwrap_or_default()
+    }
+
+    /// Run `mozart <args>` to completion.
+    ///
+    /// # Panics
+    /// If the binary cannot be run.
+    #[allow(clippy::expect_used)]
+    pub fn mozart(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run mozart")
+    }
+
+    /// `mozart start` (background); panics with the output unless it succeeds.
+    ///
+    /// # Panics
+    /// If the conductor does not start.
+    pub fn start_conductor(&self) -> Output {
+        let out = self.mozart(&["start"]);
+        assert!(
+            out.status.success(),
+            "mozart start failed: {}\n{}\nlog:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+        out
+    }
+
+    /// `mozart stop`.
+    pub fn stop_conductor(&self) -> Output {
+        self.mozart(&["stop"])
+    }
+
+    /// The production conductor's log.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.home.join("logs/conductor.log")).unwrap_or_default()
+    }
+
+    /// PID in the production conductor's PID file.
+    pub fn conductor_pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.home.join("conductor.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// Write a score file into the work directory and return its path.
+    ///
+    /// # Panics
+    /// If the file cannot be written.
+    #[allow(clippy::expect_used)]
+    pub fn write_score(&self, name: &str, yaml: &str) -> PathBuf {
+        let file = if name.ends_with(".yaml") || name.ends_with(".yml") {
+            name.to_string()
+        } else {
+            format!("{name}.yaml")
+        };
+        let path = self.work.join(file);
+        std::fs::write(&path, yaml).expect("write score");
+        path
+    }
+
+    /// Stop every conductor of this environment (production and clones): SIGTERM, then
+    /// SIGKILL after a grace period.
+    pub fn kill_all(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.home) else {
+            return;
+        };
+        let pids: Vec<u32> = entries
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "pid"))
+            .filter_map(|e| std::fs::read_to_string(e.path()).ok()?.trim().parse().ok())
+            .collect();
+        for pid in &pids {
+            signal(*pid, "TERM");
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline && pids.iter().any(|p| alive(*p)) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for pid in pids.iter().filter(|p| alive(**p)) {
+            signal(*pid, "KILL");
+        }
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        self.kill_all();
+    }
+}
+
+/// Send a signal with `kill(1)` (no libc in the test harness).
+pub fn signal(pid: u32, name: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .output();
+}
+
+/// True if the process exists and is not a zombie.
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // Field 3 is the state; `Z` (zombie) and `X` (dead) do not count.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .map(|(_, rest)| !matches!(rest.trim_start().chars().next(), Some('Z' | 'X')))
+            .unwrap_or(false),
+        Err(_) => false,
+    }
+}
+
+/// Stdout of an [`Output`] as text.
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

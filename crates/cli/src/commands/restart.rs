@@ -6,6 +6,7 @@ use crate::{CliError, Globals};
 
 /// Arguments of `mozart restart` (those of `mozart start`, plus `--force` for the stop).
 #[derive(Debug, Clone, clap::Args)]
+#[group(skip)]
 pub struct Args {
     /// Start options.
     #[command(flatten)]

@@ -1,0 +1,312 @@
+//! The conductor's lifecycle and protocol, through the real binary and a real socket.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use mozart_ipc::types::DaemonStatus;
+use mozart_ipc::{methods, Client};
+use mozart_tests::{alive, stdout, TestEnv};
+
+/// Send raw bytes on a fresh connection and read one reply line.
+fn raw(socket: &std::path::Path, bytes: &[u8]) -> serde_json::Value {
+    let mut stream = UnixStream::connect(socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream.write_all(bytes).unwrap();
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).unwrap();
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad reply {line:?}: {e}"))
+}
+
+#[test]
+fn start_status_second_start_refused_stop() {
+    let env = TestEnv::new();
+    let out = env.start_conductor();
+    let text = stdout(&out);
+    assert!(text.contains("Mozart conductor started (PID"), "{text}");
+    assert!(
+        text.contains("conductor.log"),
+        "start names the log: {text}"
+    );
+    let pid = env.conductor_pid().expect("PID file written");
+
+    let out = env.mozart(&["conductor-status"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(&format!("Mozart conductor is running (PID {pid})")),
+        "{text}"
+    );
+    assert!(text.contains("[+] Readiness: ready"), "{text}");
+    assert!(text.contains("Accepting work: True"), "{text}");
+
+    let out = env.mozart(&["conductor-status", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["running"], true);
+    assert_eq!(json["status"]["pid"], pid);
+    assert_eq!(json["ready"]["status"], "ready");
+
+    let out = env.mozart(&["start"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stdout(&out).trim(),
+        format!("Mozart conductor is already running (PID {pid})")
+    );
+    assert_eq!(
+        env.conductor_pid(),
+        Some(pid),
+        "the first conductor is untouched"
+    );
+
+    let out = env.stop_conductor();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(!alive(pid), "stop waits until the conductor is gone");
+    assert!(!env.socket.exists(), "socket removed on graceful stop");
+    assert!(
+        env.conductor_pid().is_none(),
+        "PID file removed on graceful stop"
+    );
+
+    let out = env.mozart(&["conductor-status"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out).trim(), "Mozart conductor is not running");
+    let out = env.mozart(&["stop"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn a_clone_runs_beside_production_with_its_own_socket_and_registry() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let out = env.mozart(&["--conductor-clone=t1", "start"]);
+    assert!(out.status.success(), "{}\n{}", stdout(&out), env.log());
+    assert!(
+        stdout(&out).contains("clone conductor started"),
+        "{}",
+        stdout(&out)
+    );
+    let clone_socket = env.root().join("mozart-clone-t1.sock");
+    assert!(clone_socket.exists());
+
+    let prod = env.mozart(&["conductor-status", "--json"]);
+    let clone = env.mozart(&["--conductor-clone=t1", "conductor-status", "--json"]);
+    let prod: serde_json::Value = serde_json::from_slice(&prod.stdout).unwrap();
+    let clone: serde_json::Value = serde_json::from_slice(&clone.stdout).unwrap();
+    assert_eq!(prod["running"], true);
+    assert_eq!(clone["running"], true);
+    assert_ne!(prod["pid"], clone["pid"]);
+    assert_eq!(clone["socket"], clone_socket.display().to_string());
+
+    let out = env.mozart(&["--conductor-clone=t1", "start"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).starts_with("clone conductor is already running"));
+
+    let out = env.mozart(&["--conductor-clone=t1", "stop"]);
+    assert!(out.status.success());
+    assert!(!clone_socket.exists());
+    let prod_after = env.mozart(&["conductor-status"]);
+    assert_eq!(
+        prod_after.status.code(),
+        Some(0),
+        "production survives the clone's stop"
+    );
+}
+
+#[test]
+fn kill_9_leaves_stale_files_that_the_next_start_cleans() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let pid = env.conductor_pid().unwrap();
+    let out = env.mozart(&["stop", "--force"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(stdout(&out).contains(&format!("Sent SIGKILL to Mozart conductor (PID {pid})")));
+
+    // A raw kill -9 leaves socket and PID file behind.
+    env.start_conductor();
+    let pid = env.conductor_pid().unwrap();
+    mozart_tests::signal(pid, "KILL");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(env.socket.exists() && env.conductor_pid() == Some(pid));
+
+    let out = env.start_conductor();
+    let text = stdout(&out);
+    assert!(
+        text.contains(&format!(
+            "Cleaned up stale PID file (PID {pid} is no longer running)"
+        )),
+        "{text}"
+    );
+    assert_ne!(env.conductor_pid(), Some(pid));
+    assert_eq!(env.mozart(&["conductor-status"]).status.code(), Some(0));
+
+    // Status alone also sees through the leftovers of a kill -9.
+    let pid = env.conductor_pid().unwrap();
+    mozart_tests::signal(pid, "KILL");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = env.mozart(&["conductor-status"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a dead conductor is not running"
+    );
+}
+
+#[test]
+fn the_socket_is_private() {
+    let env = TestEnv::new();
+    let socket = env.root().join("private/m.sock");
+    let out = env
+        .command(&["start"])
+        .env("MOZART_SOCKET", &socket)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}\n{}", stdout(&out), env.log());
+    let dir_mode = std::fs::metadata(socket.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode();
+    let sock_mode = std::fs::metadata(&socket).unwrap().permissions().mode();
+    assert_eq!(dir_mode & 0o777, 0o700);
+    assert_eq!(sock_mode & 0o777, 0o600);
+    let out = env
+        .command(&["stop"])
+        .env("MOZART_SOCKET", &socket)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+}
+
+#[test]
+fn bad_requests_get_the_right_errors_without_disturbing_another_client() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // A well-behaved client holds its connection open across all the abuse below.
+    let mut good = runtime.block_on(Client::connect(&env.socket)).unwrap();
+
+    let r = raw(&env.socket, b"{this is not json\n");
+    assert_eq!(r["error"]["code"], -32700);
+    assert_eq!(r["id"], serde_json::Value::Null);
+
+    let r = raw(
+        &env.socket,
+        b"{\"jsonrpc\":\"2.0\",\"method\":\"no.such\",\"id\":5}\n",
+    );
+    assert_eq!(r["error"]["code"], -32601);
+    assert_eq!(r["error"]["message"], "Method not found: no.such");
+    assert_eq!(r["id"], 5);
+
+    let r = raw(
+        &env.socket,
+        b"{\"jsonrpc\":\"2.0\",\"params\":{},\"id\":6}\n",
+    );
+    assert_eq!(r["error"]["code"], -32600);
+
+    // A missing required param is named the way upstream's CLI expects (§8).
+    let r = raw(
+        &env.socket,
+        b"{\"jsonrpc\":\"2.0\",\"method\":\"job.submit\",\"id\":7}\n",
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert_eq!(r["error"]["message"], "Invalid params: 'config_path'");
+
+    // Over the 16 MiB line limit: a parse error, then the connection closes.
+    let mut big = vec![b' '; 16 * 1024 * 1024 + 10];
+    big.push(b'\n');
+    let r = raw(&env.socket, &big);
+    assert_eq!(r["error"]["code"], -32700);
+
+    // A notification gets no reply: the next line's answer is the first one we read.
+    let r = raw(
+        &env.socket,
+        b"{\"jsonrpc\":\"2.0\",\"method\":\"daemon.health\"}\n{\"jsonrpc\":\"2.0\",\"method\":\"daemon.hello\",\"id\":9}\n",
+    );
+    assert_eq!(r["id"], 9);
+    assert_eq!(
+        r["result"]["protocol_version"],
+        mozart_ipc::PROTOCOL_VERSION
+    );
+
+    let status: DaemonStatus = runtime
+        .block_on(good.call(methods::DAEMON_STATUS, ()))
+        .unwrap();
+    assert_eq!(Some(status.pid), env.conductor_pid());
+}
+
+#[test]
+fn two_hundred_clients_times_fifty_calls_are_all_answered() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let answered: usize = runtime.block_on(async {
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..200 {
+            let socket = env.socket.clone();
+            tasks.spawn(async move {
+                let mut client = Client::connect(&socket).await.unwrap();
+                let mut ok = 0;
+                for _ in 0..50 {
+                    let s: DaemonStatus = client.call(methods::DAEMON_STATUS, ()).await.unwrap();
+                    assert!(s.pid > 0);
+                    ok += 1;
+                }
+                ok
+            });
+        }
+        let mut total = 0;
+        while let Some(done) = tasks.join_next().await {
+            total += done.unwrap();
+        }
+        total
+    });
+    assert_eq!(answered, 10_000);
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "took {:?}",
+        started.elapsed()
+    );
+    // The conductor is still healthy afterwards.
+    assert_eq!(env.mozart(&["conductor-status"]).status.code(), Some(0));
+}
+
+#[test]
+fn restart_works_whether_or_not_a_conductor_runs() {
+    let env = TestEnv::new();
+    let out = env.mozart(&["restart"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let first = env.conductor_pid().unwrap();
+    let out = env.mozart(&["restart"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let second = env.conductor_pid().unwrap();
+    assert_ne!(first, second);
+    assert!(!alive(first));
+}
+
+#[test]
+fn an_invalid_conductor_yaml_is_reported_before_anything_starts() {
+    let env = TestEnv::new();
+    std::fs::write(env.home.join("conductor.yaml"), "socket:\n  bogus: 1\n").unwrap();
+    let out = env.mozart(&["start"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.contains("bogus"), "the unknown field is named: {text}");
+    assert!(!env.socket.exists());
+}
