@@ -1,12 +1,237 @@
-//! `mozart run`.
+//! `mozart run` (cli.md §3.1). The `--dry-run` path is complete here; submitting to the
+//! conductor lives in [`submit`].
 
+use std::path::PathBuf;
+
+use mozart_config::error::schema_text;
+use mozart_config::plan::total_sheets;
+use mozart_config::{ConfigError, Score};
+
+use crate::output::{boxed, console_width, print_json};
 use crate::{CliError, Globals};
 
 /// Arguments of `mozart run`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Score file to run.
+    #[arg(value_name = "CONFIG_FILE")]
+    pub config_file: PathBuf,
+    /// Show the plan without running anything (no conductor needed).
+    #[arg(short = 'n', long = "dry-run")]
+    pub dry_run: bool,
+    /// Start from this sheet (>= 1).
+    #[arg(
+        short = 's',
+        long = "start-sheet",
+        value_name = "INT",
+        allow_negative_numbers = true
+    )]
+    pub start_sheet: Option<i64>,
+    /// Override the workspace directory.
+    #[arg(short = 'w', long, value_name = "PATH")]
+    pub workspace: Option<PathBuf>,
+    /// JSON output.
+    #[arg(short = 'j', long)]
+    pub json: bool,
+    /// Escalation prompts (not supported in daemon mode; always rejected).
+    #[arg(short = 'e', long)]
+    pub escalation: bool,
+    /// Enable self-healing.
+    #[arg(short = 'H', long = "self-healing")]
+    pub self_healing: bool,
+    /// Auto-confirm self-healing fixes.
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    /// Start fresh, discarding previous state.
+    #[arg(long)]
+    pub fresh: bool,
+}
+
+fn load_failure(json: bool, file: &str, err: ConfigError) -> Result<i32, CliError> {
+    let validate_hint = format!("Validate with: mozart validate {file}");
+    let (message, hints) = match err {
+        ConfigError::Yaml { error, .. } => (
+            format!("YAML syntax error: {error}"),
+            vec![
+                "Check for indentation issues or invalid YAML characters.".to_string(),
+                validate_hint,
+            ],
+        ),
+        ConfigError::Schema { path, errors } => (
+            schema_text(&errors, path.as_deref(), json),
+            vec![validate_hint],
+        ),
+        ConfigError::NotMapping { found, .. } => (
+            format!("Score must be a YAML mapping (key-value pairs), got: {found}"),
+            vec![validate_hint],
+        ),
+        other => (other.to_string(), vec![validate_hint]),
+    };
+    if json {
+        print_json(&serde_json::json!({ "error": message }));
+    } else {
+        crate::output::print_error(&message, &hints);
+    }
+    Ok(1)
+}
 
 /// Run `mozart run`.
-pub fn run(_globals: &Globals, _args: Args) -> Result<i32, CliError> {
-    Err(CliError::NotImplemented("run"))
+pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
+    let path = &args.config_file;
+    if !path.exists() {
+        return Ok(super::validate::missing_file("run", path));
+    }
+    if let Some(n) = args.start_sheet.filter(|n| *n < 1) {
+        eprintln!(
+            "Usage: mozart run [OPTIONS] CONFIG_FILE\nTry 'mozart run --help' for help.\n\nError: Invalid value: --start-sheet must be >= 1, got {n}"
+        );
+        return Ok(2);
+    }
+    let mut score = match mozart_config::load_score(path) {
+        Ok(score) => score,
+        Err(err) => return load_failure(args.json, &path.display().to_string(), err),
+    };
+    for warning in &score.warnings {
+        eprintln!("{}: UserWarning: {warning}", path.display());
+    }
+    if let Some(ws) = &args.workspace {
+        score.config.workspace = mozart_config::resolve_path(ws);
+    }
+    if !globals.quiet && !args.json {
+        print_config_panel(&score);
+    }
+    if args.escalation {
+        let message = "--escalation requires interactive console prompts which are not available in daemon mode. Escalation is not currently supported.";
+        if args.json {
+            print_json(&serde_json::json!({ "error": message }));
+        } else {
+            crate::output::print_error(message, &[]);
+        }
+        return Ok(1);
+    }
+    if args.dry_run {
+        return dry_run(&score, &args);
+    }
+    submit(globals, &args, &score)
+}
+
+fn print_config_panel(score: &Score) {
+    let c = &score.config;
+    let width = console_width();
+    let lines = vec![
+        c.name.clone(),
+        c.description
+            .clone()
+            .unwrap_or_else(|| "No description".into())
+            .trim_end()
+            .to_string(),
+        String::new(),
+        format!(
+            "Instrument: {}",
+            c.instrument.as_deref().unwrap_or(c.backend.kind.as_str())
+        ),
+        format!(
+            "Sheets: {} ({} items each)",
+            total_sheets(&c.sheet),
+            c.sheet.size
+        ),
+        format!("Workspace: {}", c.workspace.display()),
+    ];
+    let mut panel = boxed(&lines, width, true);
+    let title = " Score Configuration ";
+    if let Some(first) = panel.lines().next() {
+        let total = first.chars().count();
+        let dashes = total.saturating_sub(2 + title.chars().count());
+        let left = dashes / 2;
+        let top = format!("╭{}{title}{}╮", "─".repeat(left), "─".repeat(dashes - left));
+        panel = format!("{top}\n{}", panel.split_once('\n').map_or("", |(_, r)| r));
+    }
+    print!("{panel}");
+    if !c.cost_limits.enabled {
+        println!("\nNote: Cost tracking is disabled for this score. API calls will not be monitored or limited.");
+        println!("  To enable, add to your score: cost_limits: {{enabled: true, max_cost_per_job: 10.00}}");
+    }
+}
+
+fn dry_run(score: &Score, args: &Args) -> Result<i32, CliError> {
+    let c = &score.config;
+    let total = total_sheets(&c.sheet);
+    if args.json {
+        print_json(&serde_json::json!({
+            "dry_run": true,
+            "job_name": c.name,
+            "total_sheets": total,
+            "workspace": c.workspace.display().to_string(),
+        }));
+        return Ok(0);
+    }
+    println!("\nDry run - not executing");
+    let rows: Vec<[String; 3]> = (1..=total)
+        .map(|n| {
+            let (s, e) = mozart_config::plan::item_range(&c.sheet, n);
+            [
+                n.to_string(),
+                format!("{s}-{e}"),
+                c.validations.len().to_string(),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table("Sheet Plan", ["Sheet", "Items", "Validations"], &rows)
+    );
+    let preview = mozart_config::validate::preview(score, &args.config_file, Some(1));
+    super::validate::print_preview(&preview, false, console_width());
+    if !c.sheet.dependencies.is_empty() {
+        println!("\nSheet Dependencies:");
+        let mut keys: Vec<&i64> = c.sheet.dependencies.keys().collect();
+        keys.sort();
+        for k in keys {
+            let deps: Vec<String> = c.sheet.dependencies[k].iter().map(i64::to_string).collect();
+            println!("  Sheet {k} depends on: {}", deps.join(", "));
+        }
+    }
+    Ok(0)
+}
+
+/// A Rich-style heavy-header table.
+fn table(title: &str, headers: [&str; 3], rows: &[[String; 3]]) -> String {
+    let mut widths = headers.map(|h| h.chars().count());
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let total: usize = widths.iter().map(|w| w + 3).sum::<usize>() + 1;
+    let pad = total.saturating_sub(title.len());
+    let mut out = format!(
+        "{}{title}{}\n",
+        " ".repeat(pad / 2),
+        " ".repeat(pad - pad / 2)
+    );
+    let line = |l: &str, m: &str, r: &str, fill: &str| {
+        let parts: Vec<String> = widths.iter().map(|w| fill.repeat(w + 2)).collect();
+        format!("{l}{}{r}\n", parts.join(m))
+    };
+    let cells = |sep: &str, vals: &[String]| {
+        let parts: Vec<String> = vals
+            .iter()
+            .zip(widths.iter())
+            .map(|(v, w)| format!(" {v}{} ", " ".repeat(w - v.chars().count())))
+            .collect();
+        format!("{sep}{}{sep}\n", parts.join(sep))
+    };
+    out.push_str(&line("┏", "┳", "┓", "━"));
+    out.push_str(&cells("┃", &headers.map(str::to_string)));
+    out.push_str(&line("┡", "╇", "┩", "━"));
+    for row in rows {
+        out.push_str(&cells("│", row));
+    }
+    out.push_str(&line("└", "┴", "┘", "─"));
+    out
+}
+
+/// Submit the score to the conductor (cli.md §3.1 steps 5–9).
+fn submit(_globals: &Globals, _args: &Args, _score: &Score) -> Result<i32, CliError> {
+    Err(CliError::NotImplemented("run (submit to conductor)"))
 }

@@ -1,12 +1,402 @@
-//! `mozart validate`.
+//! `mozart validate` (cli.md §3.6, score.md §6).
 
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use mozart_config::de::FieldError;
+use mozart_config::error::schema_text;
+use mozart_config::validate::{self as checks, CheckEnv, Issue, Severity};
+use mozart_config::{ConfigError, Score};
+
+use crate::output::{ascii_json, boxed, console_width, print_json};
 use crate::{CliError, Globals};
 
 /// Arguments of `mozart validate`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Score file to validate.
+    #[arg(value_name = "CONFIG_FILE")]
+    pub config_file: PathBuf,
+    /// Print the result as JSON.
+    #[arg(short = 'j', long)]
+    pub json: bool,
+    /// Preview every sheet, not just the first.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+}
+
+/// Typo table of score.md §6.3 (top-level keys only).
+const TYPOS: [(&str, &str); 17] = [
+    ("retries", "retry"),
+    ("paralel", "parallel"),
+    ("parralel", "parallel"),
+    ("parrallel", "parallel"),
+    ("backend_type", "instrument (or backend.type)"),
+    ("max_retries", "retry.max_retries"),
+    ("timeout", "stale_detection.idle_timeout_seconds"),
+    (
+        "preamble",
+        "prompt.template (preamble is set automatically by Mozart)",
+    ),
+    ("task", "prompt.template"),
+    ("stager_delay_ms", "parallel.stagger_delay_ms"),
+    ("stagger_delay", "parallel.stagger_delay_ms"),
+    ("insturment", "instrument"),
+    ("instrumnet", "instrument"),
+    ("insturment_config", "instrument_config"),
+    ("instrumnet_config", "instrument_config"),
+    ("validation", "validations"),
+    ("notification", "notifications"),
+];
+
+/// Hints for a schema failure (score.md §6.3).
+pub fn schema_hints(errors: &[FieldError]) -> Vec<String> {
+    let extra: Vec<String> = errors
+        .iter()
+        .filter(|e| e.kind == "extra_forbidden")
+        .map(FieldError::loc_text)
+        .collect();
+    if !extra.is_empty() {
+        let mut hints: Vec<String> = extra
+            .iter()
+            .map(|loc| match TYPOS.iter().find(|(k, _)| k == loc) {
+                Some((_, s)) => format!("Unknown field '{loc}' — did you mean '{s}'?"),
+                None => format!("Unknown field '{loc}' — this is not a valid score field."),
+            })
+            .collect();
+        hints.push("See: docs/score-writing-guide.md for the complete field reference.".into());
+        return hints;
+    }
+    if errors
+        .iter()
+        .any(|e| e.kind == "model_type" && e.message.contains("PromptConfig"))
+    {
+        return vec![
+            "The 'prompt' field must be a mapping, not a string.".into(),
+            "Use:  prompt:  /  template: \"your prompt text here\"".into(),
+            "See: docs/score-writing-guide.md".into(),
+        ];
+    }
+    let mut hints =
+        vec!["Ensure your score has at minimum: name, sheet, and prompt sections.".to_string()];
+    let missing: Vec<String> = errors
+        .iter()
+        .filter(|e| e.kind == "missing")
+        .map(FieldError::loc_text)
+        .collect();
+    if !missing.is_empty() {
+        if missing.iter().any(|m| m.contains("sheet")) {
+            hints.push("Add a 'sheet' section with total_items and size.".into());
+        }
+        if missing.iter().any(|m| m.contains("prompt")) {
+            hints.push("Add a 'prompt' section with a 'template' or 'template_file'.".into());
+        }
+    }
+    hints.push("See: docs/score-writing-guide.md".into());
+    hints
+}
+
+fn fail(json: bool, message: String, hints: Vec<String>) -> Result<i32, CliError> {
+    if json {
+        let mut obj = serde_json::Map::new();
+        obj.insert("success".into(), false.into());
+        obj.insert("message".into(), message.into());
+        if !hints.is_empty() {
+            obj.insert("hints".into(), hints.into());
+        }
+        print_json(&serde_json::Value::Object(obj));
+    } else {
+        crate::output::print_error(&message, &hints);
+    }
+    Ok(2)
+}
+
+/// Print a click-style usage error for a missing CONFIG_FILE and return exit code 2.
+pub fn missing_file(command: &str, path: &Path) -> i32 {
+    eprintln!(
+        "Usage: mozart {command} [OPTIONS] CONFIG_FILE\nTry 'mozart {command} --help' for help.\n\nError: Invalid value for 'config_file': path '{}' does not exist.",
+        path.display()
+    );
+    2
+}
+
+/// Instrument profile directories V210/V211 consult (score.md §6.4).
+pub fn check_env() -> CheckEnv {
+    let mut dirs = Vec::new();
+    if let Some(home) = std::env::var_os("MOZART_HOME") {
+        dirs.push(PathBuf::from(home).join("instruments"));
+    } else if let Some(home) = std::env::var_os("HOME") {
+        dirs.push(PathBuf::from(home).join(".mozart").join("instruments"));
+    }
+    dirs.push(PathBuf::from(".mozart").join("instruments"));
+    CheckEnv::with_profile_dirs(&dirs)
+}
 
 /// Run `mozart validate`.
-pub fn run(_globals: &Globals, _args: Args) -> Result<i32, CliError> {
-    Err(CliError::NotImplemented("validate"))
+pub fn run(_globals: &Globals, args: Args) -> Result<i32, CliError> {
+    let path = &args.config_file;
+    if !path.exists() {
+        return Ok(missing_file("validate", path));
+    }
+    let score = match mozart_config::load_score(path) {
+        Ok(score) => score,
+        Err(err) => return report_load_error(err, args.json),
+    };
+    for warning in &score.warnings {
+        eprintln!("{}: UserWarning: {warning}", path.display());
+    }
+    let issues = checks::run_checks(&score, path, &check_env());
+    let has_errors = issues.iter().any(|i| i.severity == Severity::Error);
+    if args.json {
+        write_json(&score, path, &issues).map_err(|e| CliError::failed(e.to_string(), vec![]))?;
+    } else {
+        print_terminal(&score, path, &issues, args.verbose);
+    }
+    Ok(i32::from(has_errors))
+}
+
+fn report_load_error(err: ConfigError, json: bool) -> Result<i32, CliError> {
+    match err {
+        ConfigError::Read { source, .. } => fail(
+            json,
+            format!("Cannot read score file: {source}"),
+            vec!["Check that the file exists and you have read permission.".into()],
+        ),
+        ConfigError::Yaml { error, .. } => fail(
+            json,
+            format!("YAML syntax error: {error}"),
+            vec!["Check for indentation issues or invalid YAML characters.".into()],
+        ),
+        ConfigError::NotMapping { found, .. } => fail(
+            json,
+            format!("Score must be a YAML mapping (key-value pairs), got: {found}"),
+            vec![
+                "A Mozart score needs key-value fields like: name: my-score".into(),
+                "Check that your file isn't plain text, a list, or empty.".into(),
+                "See: docs/score-writing-guide.md".into(),
+            ],
+        ),
+        ConfigError::Schema { path, errors } => {
+            let text = schema_text(&errors, path.as_deref(), json);
+            fail(
+                json,
+                format!("Schema validation failed: {text}"),
+                schema_hints(&errors),
+            )
+        }
+        other => fail(json, other.to_string(), vec![]),
+    }
+}
+
+fn print_terminal(score: &Score, path: &Path, issues: &[Issue], verbose: bool) {
+    let c = &score.config;
+    let width = console_width();
+    println!("\nValidating {}...\n", c.name);
+    println!("✓ YAML syntax valid");
+    println!("✓ Schema validation passed (Pydantic)\n");
+    println!("Running extended validation checks...");
+    println!();
+    if issues.is_empty() {
+        print!(
+            "{}",
+            boxed(&[format!("✓ Configuration valid: {}", c.name)], width, true)
+        );
+    } else {
+        let sections = [
+            (Severity::Error, "ERRORS (must fix before running)", "✗"),
+            (Severity::Warning, "WARNINGS (may cause issues)", "!"),
+            (Severity::Info, "INFO (consider reviewing)", "i"),
+        ];
+        for (sev, title, icon) in sections {
+            let of: Vec<&Issue> = issues.iter().filter(|i| i.severity == sev).collect();
+            if of.is_empty() {
+                continue;
+            }
+            println!("\n{title}:");
+            for i in of {
+                let loc = i.line.map(|l| format!("Line {l}: ")).unwrap_or_default();
+                println!("  {icon} [{}] {loc}{}", i.check_id, i.message);
+                if let Some(ctx) = &i.context {
+                    let shown = if ctx.chars().count() > 70 {
+                        format!("{}...", ctx.chars().take(67).collect::<String>())
+                    } else {
+                        ctx.clone()
+                    };
+                    println!("         {shown}");
+                }
+                if let Some(s) = &i.suggestion {
+                    println!("         Suggestion: {s}");
+                }
+            }
+        }
+        let count = |s: Severity| issues.iter().filter(|i| i.severity == s).count();
+        let mut parts = Vec::new();
+        let plural = |n: usize| if n > 1 { "s" } else { "" };
+        let (e, w, n) = (
+            count(Severity::Error),
+            count(Severity::Warning),
+            count(Severity::Info),
+        );
+        if e > 0 {
+            parts.push(format!("{e} error{} (must fix)", plural(e)));
+        }
+        if w > 0 {
+            parts.push(format!("{w} warning{} (should fix)", plural(w)));
+        }
+        if n > 0 {
+            parts.push(format!("{n} info note{}", plural(n)));
+        }
+        println!("\nSummary: {}", parts.join(", "));
+        if e > 0 {
+            println!("\nValidation: FAILED");
+            return;
+        }
+        println!("\nValidation: PASSED (with warnings)");
+    }
+    println!();
+    println!("Configuration summary:");
+    println!("  Sheets: {}", mozart_config::plan::total_sheets(&c.sheet));
+    println!(
+        "  Instrument: {}",
+        c.instrument.as_deref().unwrap_or(c.backend.kind.as_str())
+    );
+    println!("  Validations: {}", c.validations.len());
+    println!("  Notifications: {}", c.notifications.len());
+    if !c.sheet.dependencies.is_empty() {
+        print_dag(c);
+    }
+    let preview = checks::preview(score, path, if verbose { None } else { Some(1) });
+    print_preview(&preview, verbose, width);
+    for s in &preview.sheets {
+        if let Some(err) = &s.render_error {
+            println!("  Sheet {} render error: {err}", s.sheet_num);
+        }
+    }
+}
+
+fn print_dag(c: &mozart_config::JobConfig) {
+    println!("\nExecution DAG:");
+    let levels = checks::dag_levels(c);
+    for (k, level) in levels.iter().enumerate() {
+        let list: Vec<String> = level.iter().map(i64::to_string).collect();
+        if level.len() > 1 {
+            println!("  Level {k}: {} (parallel)", list.join(", "));
+        } else {
+            println!("  Level {k}: {}", list.join(", "));
+        }
+    }
+    match levels.iter().map(Vec::len).max() {
+        Some(m) => println!("  Max concurrency: {m} sheets"),
+        None => println!("\n  Sequential execution (no parallelization)"),
+    }
+}
+
+/// Print the rendering preview the way `validate` and `run --dry-run` do.
+pub fn print_preview(preview: &checks::Preview, verbose: bool, width: usize) {
+    let shown = if verbose {
+        &preview.sheets[..]
+    } else {
+        &preview.sheets[..preview.sheets.len().min(1)]
+    };
+    for sp in shown {
+        let mut header = format!(
+            "Rendering Preview (Sheet {} of {})",
+            sp.sheet_num, preview.total_sheets
+        );
+        if verbose {
+            let mut parts = Vec::new();
+            if let Some(s) = sp.stage {
+                parts.push(format!("stage={s}"));
+            }
+            if let Some(i) = sp.instance {
+                parts.push(format!("instance={i}"));
+            }
+            if !parts.is_empty() {
+                header.push_str(&format!(" [{}]", parts.join(", ")));
+            }
+        }
+        println!("\n{header}:");
+        match &sp.render_error {
+            Some(err) => print!("{}", boxed(&[err.clone()], width, false)),
+            None => {
+                println!("  Prompt:");
+                let lines: Vec<String> =
+                    sp.prompt_snippet.split('\n').map(str::to_string).collect();
+                print!("{}", boxed(&lines, width, false));
+            }
+        }
+        if !sp.validations.is_empty() {
+            println!("  Validations (expanded for sheet {}):", sp.sheet_num);
+            for v in &sp.validations {
+                let path = v.expanded_path.clone().unwrap_or_default();
+                if v.applicable {
+                    println!("    {}. {}: {path}", v.index + 1, v.kind);
+                } else {
+                    println!(
+                        "    {}. {}: {path} (not applicable: {})",
+                        v.index + 1,
+                        v.kind,
+                        v.condition.clone().unwrap_or_default()
+                    );
+                }
+            }
+        }
+    }
+    if !preview.render_errors.is_empty() {
+        println!("\nRender Errors:");
+        for e in &preview.render_errors {
+            println!("  {e}");
+        }
+    }
+}
+
+/// Stream the `--json` report; sheets are serialized one at a time so the 516-sheet corpus
+/// score does not build its whole preview in memory.
+fn write_json(score: &Score, path: &Path, issues: &[Issue]) -> std::io::Result<()> {
+    let count = |s: Severity| issues.iter().filter(|i| i.severity == s).count();
+    let head = serde_json::json!({
+        "valid": count(Severity::Error) == 0,
+        "error_count": count(Severity::Error),
+        "warning_count": count(Severity::Warning),
+        "info_count": count(Severity::Info),
+        "issues": issues,
+    });
+    let preview = checks::preview(score, path, None);
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+    let head_text = ascii_json(&serde_json::to_string_pretty(&head)?);
+    // Re-open the object to append "rendering" after "issues".
+    let head_text = head_text.trim_end().trim_end_matches('}').trim_end();
+    writeln!(out, "{head_text},")?;
+    writeln!(out, "  \"rendering\": {{")?;
+    writeln!(out, "    \"total_sheets\": {},", preview.total_sheets)?;
+    writeln!(out, "    \"has_fan_out\": {},", preview.has_fan_out)?;
+    writeln!(
+        out,
+        "    \"has_dependencies\": {},",
+        preview.has_dependencies
+    )?;
+    let errors = ascii_json(&serde_json::to_string_pretty(&preview.render_errors)?);
+    writeln!(out, "    \"render_errors\": {},", indent(&errors, 4))?;
+    if preview.sheets.is_empty() {
+        writeln!(out, "    \"sheets\": []")?;
+    } else {
+        writeln!(out, "    \"sheets\": [")?;
+        let n = preview.sheets.len();
+        for (i, sheet) in preview.sheets.iter().enumerate() {
+            let text = ascii_json(&serde_json::to_string_pretty(sheet)?);
+            let sep = if i + 1 < n { "," } else { "" };
+            writeln!(out, "      {}{sep}", indent(&text, 6))?;
+        }
+        writeln!(out, "    ]")?;
+    }
+    writeln!(out, "  }}")?;
+    writeln!(out, "}}")?;
+    out.flush()
+}
+
+/// Indent every line but the first (JSON strings never contain raw newlines).
+fn indent(text: &str, n: usize) -> String {
+    let pad = " ".repeat(n);
+    text.replace('\n', &format!("\n{pad}"))
 }
