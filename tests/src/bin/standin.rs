@@ -32,6 +32,8 @@
 //! | `linger` | seconds to stay alive after the result for `linger` (default 20) |
 //! | `input_tokens` / `output_tokens` / `cost` | usage numbers reported |
 //!
+//! `--version` as the only argument prints a version line and exits 0.
+//!
 //! `hang` sleeps `sleep` seconds (default 3600) without output. `grandchild` starts
 //! `sh -c 'sleep N'` (sharing stdout) and answers at once. Without a script every
 //! invocation is `ok`.
@@ -301,6 +303,15 @@ fn out(line: &str) {
 
 fn run() -> Result<i32, String> {
     let flavor = flavor();
+    if std::env::args().nth(1).as_deref() == Some("--version") {
+        out(match flavor {
+            Flavor::Claude => "2.1.220 (Claude Code) [mozart-standin]",
+            Flavor::Gemini => "0.9.0 [mozart-standin]",
+            Flavor::Codex => "codex-cli 0.40.0 [mozart-standin]",
+            Flavor::Text => "mozart-standin",
+        });
+        return Ok(0);
+    }
     let inv = parse_args(flavor)?;
     if flavor == Flavor::Claude {
         if std::env::var_os("CLAUDECODE").is_some() {

@@ -1,17 +1,346 @@
-//! `mozart instruments list|check`.
+//! `mozart instruments list|check` (cli.md §6.3).
 
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mozart_backends::process::{run_process, which, ProcessSpec};
+use mozart_backends::{InstrumentKind, InstrumentProfile, InstrumentRegistry, Progress};
+use serde_json::{json, Value};
+
+use crate::output::print_json;
 use crate::{CliError, Globals};
+
+/// How long `check` waits for `<binary> --version`.
+const VERSION_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Subcommands of `mozart instruments`.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// List the instruments Mozart knows.
-    List {},
-    /// Check that an instrument is usable here.
-    Check {},
+    /// List the instruments Mozart knows and whether each is ready here.
+    List {
+        /// Output as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check readiness and configuration of one instrument.
+    Check {
+        /// Instrument name to check.
+        name: String,
+        /// Output as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Run `mozart instruments ...`.
-pub fn run(_globals: &Globals, _command: Command) -> Result<i32, CliError> {
-    Err(CliError::NotImplemented("instruments"))
+pub fn run(_globals: &Globals, command: Command) -> Result<i32, CliError> {
+    let registry = load_registry()?;
+    match command {
+        Command::List { json } => {
+            list(&registry, json);
+            Ok(0)
+        }
+        Command::Check { name, json } => check(&registry, &name, json),
+    }
+}
+
+/// `$MOZART_HOME`, else `~/.mozart` (architecture.md "Paths").
+fn mozart_home() -> PathBuf {
+    match std::env::var_os("MOZART_HOME") {
+        Some(home) if !home.is_empty() => PathBuf::from(home),
+        _ => std::env::var_os("HOME").map_or_else(
+            || PathBuf::from(".mozart"),
+            |h| PathBuf::from(h).join(".mozart"),
+        ),
+    }
+}
+
+fn load_registry() -> Result<InstrumentRegistry, CliError> {
+    let project = std::env::current_dir().ok();
+    let registry = InstrumentRegistry::load(&mozart_home(), project.as_deref()).map_err(|err| {
+        CliError::failed(format!("cannot load instrument profiles: {err}"), vec![])
+    })?;
+    for warning in registry.warnings() {
+        eprintln!("Warning: {warning}");
+    }
+    Ok(registry)
+}
+
+/// Binary found on PATH (CLI instruments only).
+fn binary(profile: &InstrumentProfile) -> Option<PathBuf> {
+    profile
+        .cli
+        .as_ref()
+        .and_then(|cli| which(&cli.command.executable))
+}
+
+fn list(registry: &InstrumentRegistry, as_json: bool) {
+    let rows: Vec<(&Arc<InstrumentProfile>, Option<PathBuf>)> =
+        registry.profiles().map(|p| (p, binary(p))).collect();
+    if as_json {
+        let items: Vec<Value> = rows
+            .iter()
+            .map(|(p, path)| {
+                let cli = p.kind == InstrumentKind::Cli;
+                let status = match (cli, path.is_some()) {
+                    (true, true) => "ready",
+                    (true, false) => "not_found",
+                    (false, _) => "unchecked",
+                };
+                json!({
+                    "name": p.name,
+                    "display_name": p.display_name,
+                    "kind": p.kind.as_str(),
+                    "status": status,
+                    "ready": if cli { Value::Bool(path.is_some()) } else { Value::Null },
+                    "binary_path": path.as_ref().map(|p| p.display().to_string()),
+                    "default_model": p.default_model,
+                    "capabilities": p.capabilities.iter().collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        print_json(&Value::Array(items));
+        return;
+    }
+    if rows.is_empty() {
+        println!("No instruments configured.\nAdd instrument profiles to ~/.mozart/instruments/ or .mozart/instruments/");
+        return;
+    }
+    let (mut ready, mut unchecked) = (0, 0);
+    let table: Vec<[String; 4]> = rows
+        .iter()
+        .map(|(p, path)| {
+            let status = match (p.kind, path.is_some()) {
+                (InstrumentKind::Cli, true) => {
+                    ready += 1;
+                    "✓ ready"
+                }
+                (InstrumentKind::Cli, false) => "✗ not found",
+                (InstrumentKind::Http, _) => {
+                    unchecked += 1;
+                    "? unchecked"
+                }
+            };
+            let model = p
+                .default_model
+                .clone()
+                .unwrap_or_else(|| "(instrument default)".into());
+            [p.name.clone(), p.kind.as_str().into(), status.into(), model]
+        })
+        .collect();
+    let headers = ["NAME", "KIND", "STATUS", "DEFAULT MODEL"];
+    let widths: Vec<usize> = (0..4)
+        .map(|i| {
+            table
+                .iter()
+                .map(|r| r[i].chars().count())
+                .chain([headers[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: [&str; 4]| {
+        let mut s = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            let pad = widths[i].saturating_sub(cell.chars().count());
+            s.push_str(cell);
+            if i < 3 {
+                s.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        println!("{}", s.trim_end());
+    };
+    println!("Instruments");
+    line(headers);
+    for r in &table {
+        line([&r[0], &r[1], &r[2], &r[3]]);
+    }
+    let mut parts = Vec::new();
+    if ready > 0 {
+        parts.push(format!("{ready} ready"));
+    }
+    if unchecked > 0 {
+        parts.push(format!("{unchecked} unchecked"));
+    }
+    let summary = format!("{} instruments configured", rows.len());
+    if parts.is_empty() {
+        println!("\n{summary}");
+    } else {
+        println!("\n{summary} ({})", parts.join(", "));
+    }
+}
+
+/// `<binary> --version`, first line, with a short timeout; `None` when it fails.
+fn version_probe(path: &std::path::Path) -> Option<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    let mut spec = ProcessSpec::new(
+        path.display().to_string(),
+        vec!["--version".into()],
+        VERSION_PROBE_TIMEOUT,
+    );
+    spec.kill_grace = Duration::from_secs(1);
+    spec.drain_grace = Duration::from_millis(200);
+    let (outcome, _) = runtime.block_on(run_process(spec, Arc::new(Progress::new()), None));
+    if outcome.exit_code != Some(0) {
+        return None;
+    }
+    let text = outcome.stdout.tail_string();
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_string)
+}
+
+fn check(registry: &InstrumentRegistry, name: &str, as_json: bool) -> Result<i32, CliError> {
+    let Some(profile) = registry.get(name) else {
+        if as_json {
+            print_json(&json!({"error": format!("Unknown instrument: {name}")}));
+        } else {
+            println!("Error [INSTR-001]: Unknown instrument: '{name}'");
+            println!();
+            println!("Hints:");
+            println!("  - Run 'mozart instruments list' to see available instruments");
+            println!("  - Add profiles to ~/.mozart/instruments/ or .mozart/instruments/");
+        }
+        return Ok(1);
+    };
+    let path = binary(profile);
+    if as_json {
+        let mut out = json!({
+            "name": profile.name,
+            "display_name": profile.display_name,
+            "kind": profile.kind.as_str(),
+            "description": profile.description,
+            "capabilities": profile.capabilities.iter().collect::<Vec<_>>(),
+            "default_model": profile.default_model,
+            "models": profile.models.iter().map(|m| json!({
+                "name": m.name,
+                "context_window": m.context_window,
+                "cost_per_1k_input": m.cost_per_1k_input,
+                "cost_per_1k_output": m.cost_per_1k_output,
+            })).collect::<Vec<_>>(),
+        });
+        if let Some(obj) = out.as_object_mut() {
+            if let Some(cli) = &profile.cli {
+                obj.insert("binary_found".into(), json!(path.is_some()));
+                obj.insert(
+                    "binary_path".into(),
+                    json!(path.as_ref().map(|p| p.display().to_string())),
+                );
+                obj.insert("executable".into(), json!(cli.command.executable));
+            } else if let Some(http) = &profile.http {
+                obj.insert(
+                    "endpoint".into(),
+                    json!(format!("{}{}", http.base_url, http.endpoint)),
+                );
+                obj.insert("auth_env_var".into(), json!(http.auth_env_var));
+            }
+            obj.insert("ready".into(), json!(path.is_some()));
+        }
+        print_json(&out);
+        return Ok(0);
+    }
+
+    println!("\nChecking {}...", profile.name);
+    println!("  Display name:  {}", profile.display_name);
+    if let Some(desc) = &profile.description {
+        println!("  Description:   {desc}");
+    }
+    println!("  Kind:          {}", profile.kind.as_str());
+    let mut ready = true;
+    if let Some(cli) = &profile.cli {
+        match &path {
+            Some(p) => {
+                println!("  Binary:        {} ✓", p.display());
+                match version_probe(p) {
+                    Some(v) => println!("  Version:       {v}"),
+                    None => println!(
+                        "  Version:       (no answer to --version within {}s)",
+                        VERSION_PROBE_TIMEOUT.as_secs()
+                    ),
+                }
+            }
+            None => {
+                println!("  Binary:        {} ✗ not found", cli.command.executable);
+                ready = false;
+            }
+        }
+    } else if let Some(http) = &profile.http {
+        println!("  Endpoint:      {}{}", http.base_url, http.endpoint);
+        if let Some(var) = &http.auth_env_var {
+            println!("  Auth env var:  {var}");
+        }
+    }
+    let caps: Vec<&str> = profile.capabilities.iter().map(String::as_str).collect();
+    println!(
+        "  Capabilities:  {}",
+        if caps.is_empty() {
+            "(none)".to_string()
+        } else {
+            caps.join(", ")
+        }
+    );
+    if let Some(model) = &profile.default_model {
+        println!("  Default model: {model}");
+    }
+    for m in &profile.models {
+        let cost = if m.cost_per_1k_input > 0.0 || m.cost_per_1k_output > 0.0 {
+            format!(
+                " (${:.4}/1K in, ${:.4}/1K out)",
+                m.cost_per_1k_input, m.cost_per_1k_output
+            )
+        } else {
+            String::new()
+        };
+        println!(
+            "    {}: {} ctx{cost}",
+            m.name,
+            group_thousands(m.context_window)
+        );
+    }
+    println!();
+    if ready {
+        println!("{} is ready.", profile.name);
+        Ok(0)
+    } else {
+        Err(CliError::failed(
+            format!("{} is not ready.", profile.name),
+            vec![
+                format!(
+                    "Check that '{}' is installed and in your PATH.",
+                    profile.name
+                ),
+                "Run 'mozart doctor' for a full environment check.".into(),
+            ],
+        ))
+    }
+}
+
+/// `200000` → `200,000` (Python's `{:,}`).
+fn group_thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::group_thousands;
+
+    #[test]
+    fn thousands_grouping() {
+        assert_eq!(group_thousands(200_000), "200,000");
+        assert_eq!(group_thousands(1_000_000), "1,000,000");
+        assert_eq!(group_thousands(999), "999");
+    }
 }
