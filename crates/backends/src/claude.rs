@@ -366,7 +366,13 @@ impl ClaudeStream {
         };
         match value {
             // `--verbose` with json prints an array of every message (§8.4).
-            Value::Array(items) => items.into_iter().filter(|v| self.event(v.clone())).count() > 0,
+            Value::Array(items) => {
+                let mut saw_result = false;
+                for item in items {
+                    saw_result |= self.event(item);
+                }
+                saw_result
+            }
             v => self.event(v),
         }
     }
