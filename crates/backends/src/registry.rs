@@ -27,7 +27,8 @@ const NATIVE: &[(&str, &str)] = &[
     ),
 ];
 
-/// Built-in YAML profiles (instruments.md §4.5).
+/// Built-in YAML profiles (instruments.md §4.5, plus `shell`, which runs a prompt's
+/// `RUN:` lines so scores work without an AI CLI).
 const BUILT_IN: &[(&str, &str)] = &[
     ("aider", include_str!("../profiles/aider.yaml")),
     ("claude-code", include_str!("../profiles/claude-code.yaml")),
@@ -35,6 +36,7 @@ const BUILT_IN: &[(&str, &str)] = &[
     ("codex-cli", include_str!("../profiles/codex-cli.yaml")),
     ("gemini-cli", include_str!("../profiles/gemini-cli.yaml")),
     ("goose", include_str!("../profiles/goose.yaml")),
+    ("shell", include_str!("../profiles/shell.yaml")),
 ];
 
 /// Where a loaded profile came from.

@@ -164,3 +164,33 @@ async fn environment_and_spawn_failures() {
         mozart_backends::ErrorCode::E505
     );
 }
+
+#[tokio::test]
+async fn builtin_shell_instrument_runs_only_the_run_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = mozart_backends::InstrumentRegistry::builtin().unwrap();
+    let shell = reg.backend("shell").unwrap();
+    let prompt =
+        "Write a greeting.\nRUN: mkdir -p out\nRUN: echo \"hi $1\" > out/greeting.txt\nThen stop.";
+    let r = shell
+        .execute(request(prompt, dir.path(), Duration::from_secs(10)))
+        .await;
+    assert!(r.success, "{r:?}");
+    assert_eq!(r.stdout.trim(), "shell: ok");
+    // `$1` inside a RUN line belongs to the inner script, not the prompt.
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out/greeting.txt")).unwrap(),
+        "hi \n"
+    );
+
+    let r = shell
+        .execute(request(
+            "RUN: echo partial > p.txt\nRUN: exit 3\nRUN: echo never > n.txt",
+            dir.path(),
+            Duration::from_secs(10),
+        ))
+        .await;
+    assert!(!r.success);
+    assert_eq!(r.exit_code, Some(3));
+    assert!(dir.path().join("p.txt").exists() && !dir.path().join("n.txt").exists());
+}
