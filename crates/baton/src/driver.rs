@@ -197,7 +197,13 @@ fn carry_out<H: BatonHost>(
                 sheet_num,
                 attempt,
             } => {
-                if !blocked {
+                if blocked {
+                    for follow_up in core.dispatch_not_started(&job_id, sheet_num) {
+                        if let Effect::CancelTimer(id) = follow_up {
+                            wheel.cancel(id);
+                        }
+                    }
+                } else {
                     host.dispatch(&job_id, sheet_num, attempt, tx.clone());
                 }
             }

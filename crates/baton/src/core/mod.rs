@@ -383,6 +383,26 @@ impl BatonCore {
         }
     }
 
+    /// The driver dropped a [`Effect::Dispatch`] (its job's persistence failed): the attempt
+    /// never started, so give its slots back and leave the sheet pending without spending a
+    /// retry. Returns the effects (timer cancellations) to carry out.
+    pub fn dispatch_not_started(&mut self, job_id: &str, sheet_num: u32) -> Vec<Effect> {
+        let mut out = Vec::new();
+        let Some((ji, si)) = self.locate(job_id, sheet_num) else {
+            return out;
+        };
+        if self.jobs[ji].sheets[si].status != SheetStatus::Dispatched {
+            return out;
+        }
+        self.release(ji, si);
+        let job = &mut self.jobs[ji];
+        let sheet = &mut job.sheets[si];
+        sheet.status = SheetStatus::Pending;
+        Self::cancel_timer(&mut out, &mut sheet.stale_timer);
+        job.ready_insert(si);
+        out
+    }
+
     /// Persistence works again for `job_id`: dispatching may resume on the next event.
     pub fn persistence_recovered(&mut self, job_id: &str) {
         if let Some(job) = self.jobs.get_mut(job_id) {
