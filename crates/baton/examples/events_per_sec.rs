@@ -19,13 +19,13 @@ fn job(j: u32) -> JobSpec {
         .map(|i| {
             let mut s = SheetSpec::new(
                 i,
-                if j % 2 == 0 {
+                if j.is_multiple_of(2) {
                     "claude-code"
                 } else {
                     "gemini-cli"
                 },
             );
-            if j % 2 == 0 && i > 1 {
+            if j.is_multiple_of(2) && i > 1 {
                 s.dependencies = vec![i - 1];
             }
             s.retry.max_retries = 5;
@@ -82,7 +82,7 @@ fn run(observer: bool) -> (u64, Duration) {
                     sheet_num,
                     attempt,
                 } => {
-                    let fails = (attempt.dispatch_id % 10) == 0;
+                    let fails = attempt.dispatch_id.is_multiple_of(10);
                     let r = if fails {
                         AttemptResult::failed(
                             job_id,
