@@ -7,6 +7,7 @@ pub mod commands;
 pub mod conductor_client;
 pub mod error;
 pub mod output;
+pub mod render;
 
 use clap::{Parser, Subcommand};
 

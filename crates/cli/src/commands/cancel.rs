@@ -1,12 +1,54 @@
-//! `mozart cancel`.
+//! `mozart cancel SCORE_ID` (cli.md §3.5).
 
+use mozart_ipc::methods;
+use serde_json::{json, Value};
+
+use super::status::{check_score_id, failed, job_call, JobCallError};
+use crate::output::print_json;
 use crate::{CliError, Globals};
 
 /// Arguments of `mozart cancel`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Score ID to cancel.
+    #[arg(value_name = "SCORE_ID")]
+    pub score_id: String,
+    /// Output result as JSON.
+    #[arg(short = 'j', long = "json")]
+    pub json: bool,
+}
 
 /// Run `mozart cancel`.
-pub fn run(_globals: &Globals, _args: Args) -> Result<i32, CliError> {
-    Err(CliError::NotImplemented("cancel"))
+pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
+    check_score_id(&args.score_id)?;
+    cancel(globals, &args.score_id, args.json)
+}
+
+/// Cancel one score (also `pause --force`, §3.3).
+pub(crate) fn cancel(globals: &Globals, id: &str, json: bool) -> Result<i32, CliError> {
+    let result = match job_call(globals, methods::JOB_CANCEL, json!({"job_id": id}), json) {
+        Ok(v) => v,
+        Err(JobCallError::Cli(err)) => return Err(err),
+        Err(err) => {
+            return Err(failed(
+                err.message(),
+                &["Check conductor status: mozart conductor-status"],
+                json,
+            ))
+        }
+    };
+    if result.get("cancelled").and_then(Value::as_bool) == Some(true) {
+        if json {
+            print_json(&json!({"success": true, "job_id": id}));
+        } else {
+            println!("Score '{id}' cancelled.");
+        }
+        Ok(0)
+    } else {
+        Err(failed(
+            format!("Score '{id}' not found or already stopped."),
+            &["Run 'mozart list' to see available scores."],
+            json,
+        ))
+    }
 }

@@ -13,4 +13,5 @@ pub mod run;
 pub mod start;
 pub mod status;
 pub mod stop;
+pub mod submit;
 pub mod validate;

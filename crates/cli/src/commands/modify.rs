@@ -1,12 +1,239 @@
-//! `mozart modify`.
+//! `mozart modify SCORE_ID --config PATH` (cli.md §3.4).
 
+use std::path::PathBuf;
+
+use mozart_ipc::methods;
+use serde_json::{json, Value};
+
+use super::resume::{existing_file, no_workspace_fallback};
+use super::status::{absolute, check_score_id, coded_error, failed, job_call, JobCallError};
+use crate::output::print_json;
 use crate::{CliError, Globals};
 
 /// Arguments of `mozart modify`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Score ID to modify.
+    #[arg(value_name = "SCORE_ID")]
+    pub score_id: String,
+    /// New score file.
+    #[arg(short = 'c', long = "config", value_name = "PATH", value_parser = existing_file)]
+    pub config: PathBuf,
+    /// Workspace directory containing the score state (debug override).
+    #[arg(short = 'w', long = "workspace", hide = true)]
+    pub workspace: Option<PathBuf>,
+    /// Resume with the new config right away (the conductor pauses a running score first).
+    #[arg(short = 'r', long = "resume")]
+    pub resume: bool,
+    /// Wait for the pause to be acknowledged (workspace fallback only).
+    #[arg(long = "wait")]
+    pub wait: bool,
+    /// Timeout in seconds for --wait.
+    #[arg(short = 't', long = "timeout", default_value_t = 60)]
+    pub timeout: u64,
+    /// Output result as JSON.
+    #[arg(short = 'j', long = "json")]
+    pub json: bool,
+}
 
 /// Run `mozart modify`.
-pub fn run(_globals: &Globals, _args: Args) -> Result<i32, CliError> {
-    Err(CliError::NotImplemented("modify"))
+pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
+    check_score_id(&args.score_id)?;
+    let id = args.score_id.as_str();
+    let json = args.json;
+    let config_text = args.config.display().to_string();
+
+    // 1. The new score must load before anything is touched (§3.4 step 1).
+    let score = match mozart_config::load_score(&args.config) {
+        Ok(score) => score,
+        Err(err) => {
+            return Ok(coded_error(
+                "E505",
+                &format!("Invalid config file: {err}"),
+                &["Check YAML syntax and schema in your score file."],
+                json,
+                &[("job_id", json!(id)), ("config_file", json!(config_text))],
+            ))
+        }
+    };
+    let total_sheets = mozart_config::plan::total_sheets(&score.config.sheet);
+    let ws = args
+        .workspace
+        .as_deref()
+        .map(|w| absolute(w).display().to_string());
+
+    // 2. Current status. A metadata dict (no checkpoint yet) still carries `status`; upstream
+    //    crashes on it ([BUG] §3.4 step 2).
+    let current = match job_call(
+        globals,
+        methods::JOB_STATUS,
+        json!({"job_id": id, "workspace": ws}),
+        json,
+    ) {
+        Ok(v) => v,
+        Err(JobCallError::Cli(_)) if args.workspace.is_some() => {
+            return Err(no_workspace_fallback("modify", json))
+        }
+        Err(JobCallError::Cli(err)) => return Err(err),
+        Err(err) => {
+            return Ok(coded_error(
+                "E501",
+                &err.message(),
+                &[
+                    "Run 'mozart list' to see available scores.",
+                    "Check conductor status: mozart conductor-status",
+                ],
+                json,
+                &[("job_id", json!(id))],
+            ))
+        }
+    };
+    let status = current
+        .get("status")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown")
+        .to_string();
+
+    // 3. Pause a running score; refuse states that cannot be modified.
+    if status == "running" {
+        let paused = job_call(globals, methods::JOB_PAUSE, json!({"job_id": id}), json);
+        match paused {
+            Ok(r) if r.get("paused").and_then(Value::as_bool) == Some(true) => {
+                if !json {
+                    println!("Pause signal sent to score '{id}'.");
+                }
+            }
+            Err(JobCallError::Cli(err)) if !args.resume => return Err(err),
+            _ if args.resume => {
+                if !json {
+                    println!("Score is no longer running, skipping pause.");
+                }
+            }
+            Ok(r) => {
+                let mut msg = format!("Failed to pause score '{id}'");
+                if let Some(e) = r
+                    .get("error")
+                    .and_then(Value::as_str)
+                    .filter(|e| !e.is_empty())
+                {
+                    msg.push_str(&format!(": {e}"));
+                }
+                return Ok(coded_error(
+                    "E503",
+                    &msg,
+                    &[
+                        &format!("Check score status: mozart status {id}"),
+                        "Only running scores can be paused.",
+                    ],
+                    json,
+                    &[("job_id", json!(id))],
+                ));
+            }
+            Err(err) => {
+                return Ok(coded_error(
+                    "E503",
+                    &err.message(),
+                    &[
+                        "Check conductor status: mozart conductor-status",
+                        "Restart if needed: mozart restart",
+                    ],
+                    json,
+                    &[("job_id", json!(id))],
+                ))
+            }
+        }
+    } else if !matches!(status.as_str(), "paused" | "failed" | "cancelled") {
+        let hint: &[&str] = match status.as_str() {
+            "completed" => &["Score has already completed."],
+            "pending" | "queued" => &["Use 'mozart run' to start the score."],
+            _ => &[],
+        };
+        return Ok(coded_error(
+            "E502",
+            &format!("Score '{id}' is {status}, cannot modify."),
+            hint,
+            json,
+            &[("job_id", json!(id)), ("status", json!(status))],
+        ));
+    }
+
+    // 4.
+    if !json {
+        println!("Config validated: {config_text}");
+        println!("Score name: {}", score.config.name);
+        println!("Sheets: {total_sheets}");
+    }
+
+    // 5. Let the conductor do pause → resume atomically.
+    if args.resume {
+        // Absolute, unlike upstream's as-typed path ([QUIRK] §3.2, §10).
+        let params = json!({
+            "job_id": id,
+            "config_path": absolute(&args.config).display().to_string(),
+            "workspace": ws,
+        });
+        let result = match job_call(globals, methods::JOB_MODIFY, params, json) {
+            Ok(v) => v,
+            Err(JobCallError::Cli(err)) => return Err(err),
+            Err(err) => {
+                return Ok(coded_error(
+                    "E506",
+                    &err.message(),
+                    &[
+                        "Check conductor status: mozart conductor-status",
+                        "The conductor must be running to modify a score.",
+                    ],
+                    json,
+                    &[("job_id", json!(id))],
+                ))
+            }
+        };
+        if result.get("status").and_then(Value::as_str) == Some("rejected") {
+            let msg = result
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("Modify rejected");
+            return Err(failed(
+                msg,
+                &[
+                    "The score must be paused before modifying its config.",
+                    &format!(
+                        "Try: mozart pause {id} && mozart modify {id} --config <path> --resume"
+                    ),
+                ],
+                json,
+            ));
+        }
+        if json {
+            print_json(&result);
+        } else {
+            let msg = result
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("Modify accepted");
+            println!("{msg}");
+            println!("\nMonitor: mozart status {id}");
+        }
+        return Ok(0);
+    }
+
+    // 6. Instructions only.
+    if json {
+        print_json(&json!({
+            "success": true,
+            "job_id": id,
+            "status": status,
+            "config_validated": true,
+            "config_file": config_text,
+            "message": "Config validated. Score paused and ready to resume.",
+        }));
+    } else {
+        println!();
+        println!("When ready to resume with new config:");
+        println!("  mozart resume {id} --config {config_text}");
+        println!();
+        println!("Or to resume with original config:");
+        println!("  mozart resume {id}");
+    }
+    Ok(0)
 }

@@ -1,12 +1,99 @@
-//! `mozart pause`.
+//! `mozart pause SCORE_ID` (cli.md §3.3).
 
+use std::path::PathBuf;
+
+use mozart_ipc::methods;
+use serde_json::{json, Value};
+
+use super::status::{check_score_id, coded_error, job_call, JobCallError};
+use crate::output::print_json;
 use crate::{CliError, Globals};
+
+/// Message of a delivered pause (reported before the job actually pauses, [QUIRK] §3.3).
+const PAUSE_SENT: &str = "Pause signal sent. Score will pause at next sheet boundary.";
 
 /// Arguments of `mozart pause`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Score ID to pause.
+    #[arg(value_name = "SCORE_ID")]
+    pub score_id: String,
+    /// Workspace directory containing the score state (debug override).
+    #[arg(short = 'w', long = "workspace", hide = true)]
+    pub workspace: Option<PathBuf>,
+    /// Wait for the score to acknowledge the pause (workspace fallback only).
+    #[arg(long = "wait")]
+    pub wait: bool,
+    /// Timeout in seconds for --wait.
+    #[arg(short = 't', long = "timeout", default_value_t = 60)]
+    pub timeout: u64,
+    /// Output result as JSON.
+    #[arg(short = 'j', long = "json")]
+    pub json: bool,
+    /// Cancel immediately instead of pausing at a sheet boundary.
+    #[arg(short = 'f', long = "force")]
+    pub force: bool,
+}
 
 /// Run `mozart pause`.
-pub fn run(_globals: &Globals, _args: Args) -> Result<i32, CliError> {
-    Err(CliError::NotImplemented("pause"))
+pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
+    check_score_id(&args.score_id)?;
+    let id = args.score_id.as_str();
+    if args.force {
+        return super::cancel::cancel(globals, id, args.json);
+    }
+    let result = match job_call(
+        globals,
+        methods::JOB_PAUSE,
+        json!({"job_id": id}),
+        args.json,
+    ) {
+        Ok(v) => v,
+        Err(JobCallError::Cli(_)) if args.workspace.is_some() => {
+            return Err(super::resume::no_workspace_fallback("pause", args.json));
+        }
+        Err(JobCallError::Cli(err)) => return Err(err),
+        Err(err) => {
+            return Ok(coded_error(
+                "E501",
+                &err.message(),
+                &["Run 'mozart list' to see available scores."],
+                args.json,
+                &[],
+            ))
+        }
+    };
+    if result.get("paused").and_then(Value::as_bool) == Some(true) {
+        if args.json {
+            print_json(&json!({
+                "success": true,
+                "job_id": id,
+                "status": "paused",
+                "message": PAUSE_SENT,
+                "acknowledged": true,
+            }));
+        } else {
+            println!("Pause signal sent to score '{id}'.");
+            println!("Score will pause at next sheet boundary.");
+            println!();
+            println!("To resume: mozart resume {id}");
+            println!("To resume with new config: mozart resume {id} --config new.yaml");
+        }
+        return Ok(0);
+    }
+    let message = result
+        .get("error")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("Failed to pause score '{id}'"));
+    Ok(coded_error(
+        "E502",
+        &message,
+        &[
+            &format!("Check score status: mozart status {id}"),
+            "Only running scores can be paused.",
+        ],
+        args.json,
+        &[("job_id", json!(id))],
+    ))
 }

@@ -1,12 +1,108 @@
-//! `mozart resume`.
+//! `mozart resume SCORE_ID` (cli.md §3.2).
 
+use std::path::PathBuf;
+
+use mozart_ipc::methods;
+use serde_json::{json, Value};
+
+use super::status::{absolute, check_score_id, failed, job_call, JobCallError};
 use crate::{CliError, Globals};
 
 /// Arguments of `mozart resume`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Score ID to resume.
+    #[arg(value_name = "SCORE_ID")]
+    pub score_id: String,
+    /// New score file to resume with.
+    #[arg(short = 'c', long = "config", value_name = "PATH", value_parser = existing_file)]
+    pub config: Option<PathBuf>,
+    /// Workspace directory containing the score state (debug override).
+    #[arg(short = 'w', long = "workspace", hide = true)]
+    pub workspace: Option<PathBuf>,
+    /// Resume even a completed score (workspace fallback only).
+    #[arg(short = 'f', long = "force")]
+    pub force: bool,
+    /// Enable escalation (workspace fallback only).
+    #[arg(short = 'e', long = "escalation")]
+    pub escalation: bool,
+    /// Use the stored config snapshot instead of re-reading the score file.
+    #[arg(long = "no-reload")]
+    pub no_reload: bool,
+    /// Enable self-healing (workspace fallback only).
+    #[arg(short = 'H', long = "self-healing")]
+    pub self_healing: bool,
+    /// Auto-confirm self-healing fixes (workspace fallback only).
+    #[arg(short = 'y', long = "yes")]
+    pub yes: bool,
+}
+
+/// clap validator: the path must exist (usage error, exit 2, otherwise — cli.md §1.1).
+pub(crate) fn existing_file(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(format!("path '{text}' does not exist."))
+    }
+}
+
+/// The explicit error for the in-process workspace fallback this port does not have.
+pub(crate) fn no_workspace_fallback(command: &str, json: bool) -> CliError {
+    failed(
+        format!(
+            "Mozart conductor is not running, and '{command} --workspace' without a \
+             conductor is not supported in this port."
+        ),
+        &["Start it with: mozart start"],
+        json,
+    )
+}
 
 /// Run `mozart resume`.
-pub fn run(_globals: &Globals, _args: Args) -> Result<i32, CliError> {
-    Err(CliError::NotImplemented("resume"))
+pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
+    check_score_id(&args.score_id)?;
+    let id = args.score_id.as_str();
+    // Upstream sends `--config` as typed ([QUIRK] §3.2); a relative path would then resolve
+    // in the conductor's directory, so this port sends it absolute (§10).
+    let params = json!({
+        "job_id": id,
+        "workspace": args.workspace.as_deref().map(|w| absolute(w).display().to_string()),
+        "config_path": args.config.as_deref().map(|c| absolute(c).display().to_string()),
+        "no_reload": args.no_reload,
+    });
+    let list_hint = "Run 'mozart list' to see available scores.";
+    let result = match job_call(globals, methods::JOB_RESUME, params, false) {
+        Ok(v) => v,
+        Err(JobCallError::Cli(_)) if args.workspace.is_some() => {
+            return Err(no_workspace_fallback("resume", false))
+        }
+        Err(JobCallError::Cli(err)) => return Err(err),
+        Err(err) => return Err(failed(err.message(), &[list_hint], false)),
+    };
+    let message = result
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if result.get("status").and_then(Value::as_str) == Some("accepted") {
+        println!("Resume accepted for score '{id}'.");
+        if !message.is_empty() {
+            println!("{message}");
+        }
+        println!();
+        println!("Monitor progress: mozart status {id}");
+        return Ok(0);
+    }
+    let message = if message.is_empty() {
+        format!("Failed to resume score '{id}'")
+    } else {
+        message
+    };
+    if message.to_lowercase().contains("not found") {
+        Err(failed(message, &[list_hint], false))
+    } else {
+        let diagnose = format!("Run 'mozart diagnose {id}' for details.");
+        Err(failed(message, &[&diagnose, list_hint], false))
+    }
 }

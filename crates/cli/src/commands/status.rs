@@ -1,12 +1,499 @@
-//! `mozart status`.
+//! `mozart status [SCORE_ID]` (cli.md §4.1), plus the conductor-call plumbing the other job
+//! commands share (cli.md §1.5 routing outcomes, §1.6 coded errors, §1.7 score IDs).
 
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use mozart_ipc::{error as rpc, methods, IpcError};
+use serde_json::{json, Value};
+
+use crate::conductor_client;
+use crate::output::print_json;
+use crate::render::status_json::{parse_checkpoint, status_json};
+use crate::render::status_view::{render_meta_status, render_status};
+use crate::render::time::{format_clock, format_compact_duration, now_epoch};
+use crate::render::{jobs, validate_score_id, Style};
 use crate::{CliError, Globals};
 
 /// Arguments of `mozart status`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Score ID to check status for. Omit to see all active scores.
+    #[arg(value_name = "SCORE_ID")]
+    pub score_id: Option<String>,
+    /// Output status as JSON for machine parsing.
+    #[arg(short = 'j', long = "json")]
+    pub json: bool,
+    /// Continuously monitor status with live updates.
+    #[arg(short = 'W', long = "watch")]
+    pub watch: bool,
+    /// Refresh interval in seconds for --watch mode.
+    #[arg(short = 'i', long = "interval", default_value_t = 5,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub interval: u64,
+    /// Workspace directory to search for score state (debug override).
+    #[arg(short = 'w', long = "workspace", hide = true)]
+    pub workspace: Option<PathBuf>,
+}
 
 /// Run `mozart status`.
-pub fn run(_globals: &Globals, _args: Args) -> Result<i32, CliError> {
-    Err(CliError::NotImplemented("status"))
+pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
+    let Some(id) = args.score_id.as_deref() else {
+        return overview(globals, args.json);
+    };
+    check_score_id(id)?;
+    if args.watch {
+        watch(globals, id, &args)
+    } else {
+        let job = fetch(globals, id, args.workspace.as_deref(), args.json)?;
+        show(&job, args.json, &active_limit_lines(globals, &job));
+        Ok(0)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Shared by the job commands.
+// ---------------------------------------------------------------------------------------
+
+/// Reject a malformed score ID as a usage error (exit 2) with the spec's message (§1.7).
+pub(crate) fn check_score_id(id: &str) -> Result<(), CliError> {
+    validate_score_id(id).map_err(|msg| CliError::Usage(format!("Invalid value: {msg}")))
+}
+
+/// Why a routed job call failed.
+#[derive(Debug)]
+pub(crate) enum JobCallError {
+    /// `-32000` / `-32004` / `-32005`: the conductor says the job is unknown or has no state
+    /// (upstream's "job error", §1.5). Carries the conductor's message.
+    Job(String),
+    /// Already a user-facing error (e.g. the standard "not running").
+    Cli(CliError),
+    /// Any other transport or protocol failure.
+    Other(IpcError),
+}
+
+impl JobCallError {
+    /// The default translation: job errors show the conductor's text, others go through
+    /// the shared client mapping.
+    pub(crate) fn into_cli(self, json: bool) -> CliError {
+        match self {
+            JobCallError::Job(message) => CliError::Failed {
+                message,
+                hints: vec![],
+                json,
+            },
+            JobCallError::Cli(err) => err,
+            JobCallError::Other(err) => conductor_client::call_error(err, json),
+        }
+    }
+
+    /// The text to show after `Error:` for a routing exception.
+    pub(crate) fn message(self) -> String {
+        match self {
+            JobCallError::Job(m) => m,
+            JobCallError::Cli(e) => cli_message(e),
+            JobCallError::Other(e) => ipc_text(e),
+        }
+    }
+}
+
+/// The message inside a CLI error, without its `Error:` decoration.
+pub(crate) fn cli_message(err: CliError) -> String {
+    match err {
+        CliError::Failed { message, .. } => message,
+        other => other.to_string(),
+    }
+}
+
+/// What the shared client mapping would say about a transport failure (§1.5 texts such as
+/// "Conductor does not support '<method>'…" or the busy-conductor timeout).
+pub(crate) fn ipc_text(err: IpcError) -> String {
+    cli_message(conductor_client::call_error(err, false))
+}
+
+/// Probe the conductor (health on its own connection), then call `method` on a fresh one.
+pub(crate) fn job_call(
+    globals: &Globals,
+    method: &str,
+    params: Value,
+    json: bool,
+) -> Result<Value, JobCallError> {
+    let mut client = conductor_client::connect_json(globals, json).map_err(JobCallError::Cli)?;
+    client
+        .call_value(method, params)
+        .map_err(|err| classify(err, json))
+}
+
+fn classify(err: IpcError, json: bool) -> JobCallError {
+    match &err {
+        IpcError::NotRunning { .. } => JobCallError::Cli(conductor_client::not_running(json)),
+        IpcError::Rpc { error, .. }
+            if matches!(
+                error.code,
+                rpc::JOB_NOT_FOUND | rpc::JOB_NOT_RESUMABLE | rpc::WORKSPACE_NOT_FOUND
+            ) =>
+        {
+            JobCallError::Job(error.message.clone())
+        }
+        _ => JobCallError::Other(err),
+    }
+}
+
+/// Print `Error [<code>]: <message>` + hints, or the JSON error object with `error_code`
+/// and `extras` (§1.6), and return exit code 1.
+pub(crate) fn coded_error(
+    code: &str,
+    message: &str,
+    hints: &[&str],
+    json: bool,
+    extras: &[(&str, Value)],
+) -> i32 {
+    if json {
+        let mut obj = serde_json::Map::new();
+        obj.insert("success".into(), json!(false));
+        obj.insert("message".into(), json!(message));
+        obj.insert("error_code".into(), json!(code));
+        if !hints.is_empty() {
+            obj.insert("hints".into(), json!(hints));
+        }
+        for (k, v) in extras {
+            obj.insert((*k).to_string(), v.clone());
+        }
+        print_json(&Value::Object(obj));
+    } else {
+        println!("Error [{code}]: {message}");
+        if !hints.is_empty() {
+            println!();
+            println!("Hints:");
+            for h in hints {
+                println!("  - {h}");
+            }
+        }
+    }
+    1
+}
+
+/// A failure with hints, printed as text or as the JSON error object.
+pub(crate) fn failed(message: impl Into<String>, hints: &[&str], json: bool) -> CliError {
+    CliError::Failed {
+        message: message.into(),
+        hints: hints.iter().map(|h| h.to_string()).collect(),
+        json,
+    }
+}
+
+/// Absolute form of a user-given path (cli.md §10: send absolute paths to the conductor).
+pub(crate) fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+// ---------------------------------------------------------------------------------------
+// Overview.
+// ---------------------------------------------------------------------------------------
+
+fn overview(globals: &Globals, json: bool) -> Result<i32, CliError> {
+    let mut client = conductor_client::connect_json(globals, json)?;
+    let health: Value = client
+        .call_value(methods::DAEMON_HEALTH, json!({}))
+        .map_err(|_| conductor_client::not_running(json))?;
+    // A failing job.list shows an empty overview rather than an error (§4.1).
+    let list = client
+        .call_value(methods::JOB_LIST, json!({}))
+        .ok()
+        .and_then(|v| v.as_array().cloned())
+        .unwrap_or_default();
+    let (active, recent) = jobs::split_overview(&list);
+    if json {
+        print_json(&jobs::overview_json(&active, &recent));
+    } else {
+        let uptime = health.get("uptime_seconds").and_then(Value::as_f64);
+        print!(
+            "{}",
+            jobs::render_overview(uptime, &active, &recent, now_epoch(), &Style::for_stdout())
+        );
+    }
+    Ok(0)
+}
+
+// ---------------------------------------------------------------------------------------
+// One score.
+// ---------------------------------------------------------------------------------------
+
+/// `job.status` for one score, with the §4.1 error messages; falls back to the workspace's
+/// JSON state file when no conductor answers and `-w` was given.
+fn fetch(
+    globals: &Globals,
+    id: &str,
+    workspace: Option<&Path>,
+    json: bool,
+) -> Result<Value, CliError> {
+    let ws = workspace.map(|w| absolute(w).display().to_string());
+    match job_call(
+        globals,
+        methods::JOB_STATUS,
+        json!({"job_id": id, "workspace": ws}),
+        json,
+    ) {
+        Ok(Value::Null) | Err(JobCallError::Job(_)) => Err(not_found(id, json)),
+        Ok(value) => Ok(value),
+        Err(JobCallError::Cli(err)) => match workspace {
+            Some(dir) => from_workspace(id, dir, json),
+            None => Err(err),
+        },
+        Err(JobCallError::Other(err)) => Err(conductor_error(err, json)),
+    }
+}
+
+fn not_found(id: &str, json: bool) -> CliError {
+    failed(
+        format!("Score not found: {id}"),
+        &["Run 'mozart list' to see available scores."],
+        json,
+    )
+}
+
+fn conductor_error(err: IpcError, json: bool) -> CliError {
+    let kind = match &err {
+        IpcError::Timeout { .. } | IpcError::ResponseTooLarge { .. } => "DaemonError",
+        IpcError::Rpc { .. } => "DaemonError",
+        IpcError::Protocol { .. } => "ProtocolError",
+        _ => "IpcError",
+    };
+    let text = ipc_text(err);
+    failed(
+        format!("Conductor error: {kind}: {text}"),
+        &["Check conductor logs: tail -f ~/.mozart/mozart.log"],
+        json,
+    )
+}
+
+/// Debug escape hatch (cli.md §1.4): read `<workspace>/<id>.json` directly.
+fn from_workspace(id: &str, dir: &Path, json: bool) -> Result<Value, CliError> {
+    if !dir.is_dir() {
+        return Err(CliError::Failed {
+            message: format!("Workspace not found: {}", dir.display()),
+            hints: vec![],
+            json,
+        });
+    }
+    let path = mozart_state::json_state::state_file_path(dir, id);
+    match mozart_state::json_state::load(&path) {
+        Ok(Some(state)) => serde_json::to_value(&state)
+            .map_err(|e| failed(format!("Cannot encode the state of {id}: {e}"), &[], json)),
+        Ok(None) => Err(failed(
+            format!("Score not found: {id}"),
+            &[
+                "Use --workspace to specify the directory containing the score state",
+                "Run 'mozart list' to see available scores",
+            ],
+            json,
+        )),
+        Err(e) => Err(failed(e.to_string(), &[], json)),
+    }
+}
+
+/// Render a `job.status` result: a checkpoint as the full view, a metadata dict as the
+/// short one (conductor.md §6.10).
+fn show(result: &Value, json: bool, active_limits: &[String]) {
+    match parse_checkpoint(result) {
+        Some(state) if json => print_json(&status_json(&state, now_epoch())),
+        Some(state) => print!(
+            "{}",
+            render_status(&state, now_epoch(), active_limits, &Style::for_stdout())
+        ),
+        None if json => print_json(result),
+        None => print!("{}", render_meta_status(result, &Style::for_stdout())),
+    }
+}
+
+/// `Rate limit on <name> — clears in <time>` lines, only worth a round trip for a running
+/// job that has waited on rate limits (§4.1 Execution Stats). Never fails the command.
+fn active_limit_lines(globals: &Globals, result: &Value) -> Vec<String> {
+    let waited = result
+        .get("rate_limit_waits")
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+        > 0;
+    let running = result.get("status").and_then(Value::as_str) == Some("running");
+    if !(waited && running) {
+        return Vec::new();
+    }
+    let Ok(mut client) = conductor_client::connect(globals) else {
+        return Vec::new();
+    };
+    let Ok(limits) = client.call_value(methods::DAEMON_RATE_LIMITS, json!({})) else {
+        return Vec::new();
+    };
+    rate_limit_lines(&limits)
+}
+
+/// Format `daemon.rate_limits` backends, sorted by name, skipping expired ones.
+pub(crate) fn rate_limit_lines(limits: &Value) -> Vec<String> {
+    let Some(backends) = limits.get("backends").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let mut names: Vec<&String> = backends.keys().collect();
+    names.sort();
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let secs = backends[name].get("seconds_remaining")?.as_f64()?;
+            (secs > 0.0).then(|| {
+                format!(
+                    "Rate limit on {name} — clears in {}",
+                    format_compact_duration(secs)
+                )
+            })
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// Watch mode.
+// ---------------------------------------------------------------------------------------
+
+fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
+    use std::io::{IsTerminal, Write};
+    // One runtime for the whole watch so the SIGINT listener, installed once, sees a Ctrl-C
+    // that arrives while a status call is in flight (§4.1: Ctrl-C exits 0).
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| failed(format!("cannot start the watch timer: {e}"), &[], args.json))?;
+    let mut interrupt = runtime
+        .block_on(async {
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        })
+        .map_err(|e| failed(format!("cannot listen for Ctrl-C: {e}"), &[], args.json))?;
+    let tty = std::io::stdout().is_terminal();
+    let clear = || {
+        if tty {
+            print!("\x1b[2J\x1b[H");
+        }
+    };
+    println!("Watching score {id} (Ctrl+C to stop)\n");
+    loop {
+        let ws = args
+            .workspace
+            .as_deref()
+            .map(|w| absolute(w).display().to_string());
+        let outcome = job_call(
+            globals,
+            methods::JOB_STATUS,
+            json!({"job_id": id, "workspace": ws}),
+            args.json,
+        );
+        let mut finished = false;
+        match outcome {
+            Ok(Value::Null) | Err(JobCallError::Job(_)) => {
+                clear();
+                if args.json {
+                    print_json(&json!({"error": format!("Score not found: {id}")}));
+                } else {
+                    not_found(id, false).report();
+                }
+            }
+            Err(JobCallError::Cli(err)) => match args.workspace.as_deref() {
+                Some(dir) => {
+                    let result = from_workspace(id, dir, args.json)?;
+                    clear();
+                    finished = render_watch_frame(&result, args, &[]);
+                }
+                None => return Err(err),
+            },
+            Err(JobCallError::Other(err)) => {
+                clear();
+                crate::output::print_error(
+                    &format!("Conductor error: {}", ipc_text(err)),
+                    &[
+                        "Check conductor health: mozart conductor-status".to_string(),
+                        "Restart if needed: mozart restart".to_string(),
+                    ],
+                );
+            }
+            Ok(result) => {
+                let limits = active_limit_lines(globals, &result);
+                clear();
+                finished = render_watch_frame(&result, args, &limits);
+            }
+        }
+        let _ = std::io::stdout().flush();
+        if finished {
+            return Ok(0);
+        }
+        let stopped = runtime.block_on(async {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(args.interval)) => false,
+                _ = interrupt.recv() => true,
+            }
+        });
+        if stopped {
+            println!("\nWatch mode stopped");
+            return Ok(0);
+        }
+    }
+}
+
+/// Render one frame; true when the job reached `completed` or `failed` (watch ends there,
+/// not on paused/cancelled).
+fn render_watch_frame(result: &Value, args: &Args, limits: &[String]) -> bool {
+    show(result, args.json, limits);
+    let Some(state) = parse_checkpoint(result) else {
+        return false;
+    };
+    println!(
+        "\nLast updated: {} | Refreshing every {}s | Press Ctrl+C to stop",
+        format_clock(now_epoch()),
+        args.interval
+    );
+    let status = state.status.as_str();
+    if matches!(status, "completed" | "failed") {
+        println!("\nScore {status} - exiting watch mode");
+        return true;
+    }
+    false
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_limit_lines_are_sorted_and_skip_expired_limits() {
+        let limits = json!({"backends": {
+            "zeta": {"seconds_remaining": 150.0},
+            "alpha": {"seconds_remaining": 45.2},
+            "gone": {"seconds_remaining": 0.0}
+        }, "active_limits": 2, "recent_events_count": 3});
+        assert_eq!(
+            rate_limit_lines(&limits),
+            vec![
+                "Rate limit on alpha — clears in 45s",
+                "Rate limit on zeta — clears in 2m 30s"
+            ]
+        );
+        assert!(rate_limit_lines(&json!({})).is_empty());
+    }
+
+    #[test]
+    fn job_errors_are_told_apart_from_other_rpc_errors() {
+        let rpc_err = |code| IpcError::Rpc {
+            method: "job.status".into(),
+            error: Box::new(mozart_ipc::RpcError::new(code, "Job 'x' not found")),
+        };
+        assert!(matches!(
+            classify(rpc_err(rpc::JOB_NOT_FOUND), false),
+            JobCallError::Job(m) if m == "Job 'x' not found"
+        ));
+        assert!(matches!(
+            classify(rpc_err(rpc::INTERNAL_ERROR), false),
+            JobCallError::Other(_)
+        ));
+        let absent = IpcError::NotRunning {
+            socket: "/nowhere".into(),
+            reason: "no socket file".into(),
+        };
+        assert!(matches!(classify(absent, false), JobCallError::Cli(_)));
+    }
 }

@@ -1,0 +1,412 @@
+//! The submitting half of `mozart run CONFIG_FILE` (cli.md §3.1 steps 1–3 and 5–9); the
+//! dry run lives in `run.rs`, which calls [`submit`].
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use mozart_config::ConfigError;
+use mozart_ipc::methods;
+use serde_json::{json, Value};
+
+use super::status::{absolute, job_call, rate_limit_lines, JobCallError};
+use crate::conductor_client;
+use crate::output::{print_error, print_json};
+use crate::{CliError, Globals};
+
+/// What `mozart run` passes on when it is not a dry run.
+#[derive(Debug, Clone, Default)]
+pub struct SubmitArgs {
+    /// The score file (must exist; clap checks that).
+    pub config_file: PathBuf,
+    /// `--workspace`: overrides the score's workspace.
+    pub workspace: Option<PathBuf>,
+    /// `--fresh`: discard previous state.
+    pub fresh: bool,
+    /// `--start-sheet` (≥ 1).
+    pub start_sheet: Option<u32>,
+    /// `--json`.
+    pub json: bool,
+    /// `--self-healing`.
+    pub self_healing: bool,
+    /// `--yes`: auto-confirm self-healing.
+    pub yes: bool,
+    /// `--escalation`: always refused in daemon mode.
+    pub escalation: bool,
+    /// Global `--quiet`: skip the configuration panel.
+    pub quiet: bool,
+}
+
+/// Message for `--escalation` (§3.1 step 3).
+pub const ESCALATION_UNSUPPORTED: &str = "--escalation requires interactive console prompts \
+     which are not available in daemon mode. Escalation is not currently supported.";
+/// `run --json`'s own not-running message (§1.5 exception).
+pub const RUN_NOT_RUNNING_JSON: &str = "Mozart conductor is not running. Start with: mozart start";
+
+/// How long and how often to watch a just-accepted job for an early failure (§3.1 step 8).
+const EARLY_FAILURE_WINDOW: Duration = Duration::from_millis(1500);
+const EARLY_FAILURE_POLL: Duration = Duration::from_millis(200);
+
+/// Submit the score to the conductor and report the outcome; returns the exit code.
+pub fn submit(globals: &Globals, args: &SubmitArgs) -> Result<i32, CliError> {
+    let file = args.config_file.display().to_string();
+    if args.start_sheet == Some(0) {
+        return Err(CliError::Usage(
+            "Invalid value: --start-sheet must be >= 1, got 0".into(),
+        ));
+    }
+
+    // 1. Parse locally so the user sees score errors without a round trip.
+    let score = match mozart_config::load_score(&args.config_file) {
+        Ok(score) => score,
+        Err(err) => return Ok(score_error(&err, &file, args.json)),
+    };
+    for warning in &score.warnings {
+        eprintln!("Warning: {warning}");
+    }
+
+    // 2.
+    if !args.quiet && !args.json {
+        print_panel(&score.config);
+    }
+
+    // 3.
+    if args.escalation {
+        return Ok(fail(ESCALATION_UNSUPPORTED, &[], args.json));
+    }
+
+    // 5. Paths go absolute: the conductor resolves relative ones in its own directory (§10).
+    let mut params = json!({
+        "config_path": absolute(&args.config_file).display().to_string(),
+        "fresh": args.fresh,
+        "self_healing": args.self_healing,
+        "self_healing_auto_confirm": args.yes,
+    });
+    if let Some(ws) = &args.workspace {
+        params["workspace"] = json!(absolute(ws).display().to_string());
+    }
+    if let Some(n) = args.start_sheet {
+        params["start_sheet"] = json!(n);
+    }
+    let response = match job_call(globals, methods::JOB_SUBMIT, params, args.json) {
+        Ok(v) => v,
+        Err(JobCallError::Cli(_)) if args.json => {
+            print_json(&json!({ "error": RUN_NOT_RUNNING_JSON }));
+            return Ok(1);
+        }
+        Err(JobCallError::Cli(err)) => return Err(err),
+        // 9.
+        Err(err) => {
+            return Ok(fail(
+                &err.message(),
+                &["Restart the conductor: mozart restart"],
+                args.json,
+            ))
+        }
+    };
+    let status = response.get("status").and_then(Value::as_str).unwrap_or("");
+    let job_id = response
+        .get("job_id")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let message = response
+        .get("message")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+        .map(str::to_string);
+
+    match status {
+        // 6.
+        "pending" => {
+            if args.json {
+                print_json(&json!({"job_id": job_id, "status": "pending", "message": message}));
+            } else {
+                println!("Score queued as pending: {job_id}");
+                println!(
+                    "{}",
+                    message
+                        .as_deref()
+                        .unwrap_or("Score queued as pending — starts when rate limits clear.")
+                );
+                println!("Monitor with: mozart status {job_id} --watch");
+                println!("Cancel with:  mozart cancel {job_id}");
+            }
+            Ok(0)
+        }
+        // 8.
+        "accepted" => {
+            if !args.fresh {
+                if let Some(failed) = early_failure(globals, &job_id) {
+                    return Ok(report_early_failure(&job_id, &failed, args.json));
+                }
+            }
+            if args.json {
+                print_json(&response);
+            } else {
+                println!("Score submitted to conductor: {job_id}");
+                if let Some(m) = &message {
+                    println!("  {m}");
+                }
+                println!();
+                println!("Monitor with: mozart status {job_id} --watch");
+            }
+            Ok(0)
+        }
+        // 7.
+        _ => {
+            if args.json {
+                print_json(&response);
+                return Ok(1);
+            }
+            let headline = match &message {
+                Some(m) => format!("Conductor rejected score: {m}"),
+                None => "Conductor rejected score.".to_string(),
+            };
+            let (hints, show_limits) =
+                rejection_hints(message.as_deref().unwrap_or(""), &job_id, &file, args.fresh);
+            print_error(&headline, &hints);
+            if show_limits {
+                print_active_limits(globals);
+            }
+            Ok(1)
+        }
+    }
+}
+
+/// Step 1's error output; returns the exit code.
+fn score_error(err: &ConfigError, file: &str, json: bool) -> i32 {
+    let validate_hint = format!("Validate with: mozart validate {file}");
+    match err {
+        ConfigError::Yaml { error, .. } => fail(
+            &format!("YAML syntax error: {error}"),
+            &[
+                "Check for indentation issues or invalid YAML characters.",
+                &validate_hint,
+            ],
+            json,
+        ),
+        other => fail(&other.to_string(), &[&validate_hint], json),
+    }
+}
+
+/// `run`'s error shape: `{"error": ...}` in JSON mode, else `Error:` + hints. Returns 1.
+fn fail(message: &str, hints: &[&str], json: bool) -> i32 {
+    if json {
+        print_json(&json!({ "error": message }));
+    } else {
+        let hints: Vec<String> = hints.iter().map(|h| h.to_string()).collect();
+        print_error(message, &hints);
+    }
+    1
+}
+
+/// The "Score Configuration" panel (§3.1 step 2), as plain lines.
+fn print_panel(config: &mozart_config::JobConfig) {
+    let total = mozart_config::plan::total_sheets(&config.sheet);
+    let instrument = config
+        .instrument
+        .clone()
+        .unwrap_or_else(|| config.backend.kind.as_str().to_string());
+    println!("Score Configuration");
+    println!("  {}", config.name);
+    println!(
+        "  {}",
+        config.description.as_deref().unwrap_or("No description")
+    );
+    println!();
+    println!("  Instrument: {instrument}");
+    println!("  Sheets: {total} ({} items each)", config.sheet.size);
+    println!("  Workspace: {}", config.workspace.display());
+    if !config.cost_limits.enabled {
+        println!();
+        println!(
+            "Note: Cost tracking is disabled for this score. API calls will not be monitored or limited."
+        );
+        println!(
+            "  Tip: Set cost_limits.enabled: true in your score to prevent unexpected charges"
+        );
+    }
+    println!();
+}
+
+/// Hints for a rejected submission, chosen by message content in the spec's order
+/// (§3.1 step 7); the flag says whether to list active rate limits after them.
+pub(crate) fn rejection_hints(
+    message: &str,
+    job_id: &str,
+    file: &str,
+    fresh: bool,
+) -> (Vec<String>, bool) {
+    let m = message.to_lowercase();
+    let v = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    if m.contains("shutting down") {
+        (
+            v(&[
+                "The conductor is shutting down.",
+                "Wait for shutdown to complete, then restart: mozart start",
+            ]),
+            false,
+        )
+    } else if m.contains("pressure") {
+        (
+            v(&[
+                "The system is under heavy load.",
+                "Check active rate limits: mozart clear-rate-limits (to view/clear)",
+                "Wait for running jobs to complete or reduce concurrent work.",
+            ]),
+            true,
+        )
+    } else if m.contains("already") && (m.contains("running") || m.contains("queued")) {
+        let last = if fresh {
+            format!("Clear the stale entry: mozart clear --score {job_id}")
+        } else {
+            "Or wait for it to finish.".to_string()
+        };
+        (
+            vec![
+                "A score with this name is already active.".to_string(),
+                format!("Pause or cancel it first: mozart pause {job_id} / mozart cancel {job_id}"),
+                last,
+            ],
+            false,
+        )
+    } else if m.contains("parse") {
+        (
+            vec![
+                "The score file has errors.".to_string(),
+                format!("Validate it with: mozart validate {file}"),
+            ],
+            false,
+        )
+    } else if m.contains("workspace") && (m.contains("not exist") || m.contains("not writable")) {
+        (
+            v(&[
+                "The workspace path is invalid.",
+                "Create the directory or use --workspace to override.",
+            ]),
+            false,
+        )
+    } else if m.contains("not found") && m.contains("config") {
+        (
+            v(&[
+                "The score file could not be found.",
+                "Check the file path and try again.",
+            ]),
+            false,
+        )
+    } else {
+        (
+            v(&[
+                "The conductor is running but declined this submission.",
+                "Check with: mozart conductor-status",
+            ]),
+            false,
+        )
+    }
+}
+
+fn print_active_limits(globals: &Globals) {
+    let Ok(mut client) = conductor_client::connect(globals) else {
+        return;
+    };
+    let Ok(limits) = client.call_value(methods::DAEMON_RATE_LIMITS, json!({})) else {
+        return;
+    };
+    let lines = rate_limit_lines(&limits);
+    if !lines.is_empty() {
+        println!();
+        println!("Active rate limits:");
+        for l in lines {
+            println!("  {l}");
+        }
+    }
+}
+
+/// Watch a just-accepted job briefly; the status result if it already failed or was
+/// cancelled. Errors are ignored: the submission itself succeeded.
+fn early_failure(globals: &Globals, job_id: &str) -> Option<Value> {
+    let socket = conductor_client::paths(globals, None).ok()?.socket;
+    let deadline = Instant::now() + EARLY_FAILURE_WINDOW;
+    while Instant::now() < deadline {
+        std::thread::sleep(EARLY_FAILURE_POLL);
+        let Ok(mut client) = mozart_ipc::BlockingClient::connect(&socket) else {
+            continue;
+        };
+        let Ok(result) = client.call_value(methods::JOB_STATUS, json!({"job_id": job_id})) else {
+            continue;
+        };
+        match result.get("status").and_then(Value::as_str) {
+            Some("failed" | "cancelled") => return Some(result),
+            Some("completed") => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
+fn report_early_failure(job_id: &str, status: &Value, json: bool) -> i32 {
+    if json {
+        print_json(status);
+        return 1;
+    }
+    let mut hints = Vec::new();
+    if let Some(e) = status
+        .get("error_message")
+        .and_then(Value::as_str)
+        .filter(|e| !e.is_empty())
+    {
+        hints.push(e.to_string());
+    }
+    hints.push(format!("Run: mozart diagnose {job_id}"));
+    print_error(&format!("Score failed: {job_id}"), &hints);
+    1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejection_hints_follow_the_spec_order() {
+        let first = |m: &str, fresh: bool| rejection_hints(m, "demo", "d.yaml", fresh).0[0].clone();
+        assert_eq!(
+            first("Conductor is shutting down", false),
+            "The conductor is shutting down."
+        );
+        assert_eq!(
+            first("System under memory PRESSURE", false),
+            "The system is under heavy load."
+        );
+        assert!(rejection_hints("under pressure", "d", "f", false).1);
+        let (dup, _) = rejection_hints(
+            "Job 'demo' is already running. Use 'mozart pause' or 'mozart cancel' first",
+            "demo",
+            "d.yaml",
+            true,
+        );
+        assert_eq!(
+            dup,
+            vec![
+                "A score with this name is already active.",
+                "Pause or cancel it first: mozart pause demo / mozart cancel demo",
+                "Clear the stale entry: mozart clear --score demo",
+            ]
+        );
+        assert_eq!(
+            first("Failed to parse config file: bad", false),
+            "The score file has errors."
+        );
+        assert_eq!(
+            first("Something else entirely", false),
+            "The conductor is running but declined this submission."
+        );
+        assert_eq!(
+            first("Workspace parent does not exist or is not writable", false),
+            "The workspace path is invalid."
+        );
+        assert_eq!(
+            first("Config file not found: /tmp/x.yaml", false),
+            "The score file could not be found."
+        );
+    }
+}
