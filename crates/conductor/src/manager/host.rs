@@ -22,6 +22,9 @@ use super::{lock, Shared};
 pub(crate) struct ConductorHost {
     shared: Arc<Shared>,
     inflight: HashMap<(String, u32), AbortHandle>,
+    /// Jobs in which at least one sheet moved to completed during this run (the zero-work
+    /// guard of conductor.md §19.1, done right).
+    new_work: std::collections::HashSet<String>,
     /// Anchored when the baton loop starts (within microseconds of the driver's own clock),
     /// to turn the baton's monotonic deadlines into wall time for the registry.
     clock: mozart_baton::AnchoredClock,
@@ -40,6 +43,7 @@ impl ConductorHost {
         ConductorHost {
             shared,
             inflight: HashMap::new(),
+            new_work: std::collections::HashSet::new(),
             clock: mozart_baton::AnchoredClock::new(),
         }
     }
@@ -83,13 +87,7 @@ fn apply_details(sheet: &mut mozart_state::SheetState, d: &AttemptDetails) {
             .filter(|c| c.status == mozart_baton::validation::CheckStatus::Failed)
             .map(|c| c.description.clone().unwrap_or_else(|| c.rule_type.clone()))
             .collect();
-        sheet.validation_details = Some(
-            report
-                .results
-                .iter()
-                .map(validation_detail)
-                .collect(),
-        );
+        sheet.validation_details = Some(report.results.iter().map(validation_detail).collect());
     } else {
         sheet.validation_passed = None;
     }
@@ -135,6 +133,9 @@ impl ConductorHost {
             }
             if let Some(d) = &details {
                 apply_details(sheet, d);
+            }
+            if status == SheetStatus::Completed && was != SheetStatus::Completed {
+                self.new_work.insert(change.job_id.clone());
             }
             match status {
                 SheetStatus::Completed => {
@@ -218,6 +219,22 @@ impl ConductorHost {
             return Ok(());
         };
         entry.record.status = daemon;
+        if daemon == DaemonJobStatus::Completed {
+            let new_work = self.new_work.contains(&change.job_id);
+            entry.record.completed_new_work = new_work;
+            let has_hooks = entry
+                .run
+                .as_ref()
+                .is_some_and(|r| !r.config.on_success.is_empty());
+            if new_work && has_hooks {
+                // Durable before the job is reported finished: a crash from here on still
+                // runs the hooks on restart.
+                entry.record.options.insert(
+                    super::hooks::HOOKS_PENDING.into(),
+                    serde_json::Value::Bool(true),
+                );
+            }
+        }
         if daemon.is_terminal() {
             entry.record.completed_at = Some(mozart_state::epoch_now());
         }
@@ -247,7 +264,17 @@ impl ConductorHost {
         };
         registry
             .set_job_status(&change.job_id, daemon, error)
-            .map_err(|e| HostError::new(format!("saving status of job '{}'", change.job_id), e))
+            .map_err(|e| HostError::new(format!("saving status of job '{}'", change.job_id), e))?;
+        if daemon == DaemonJobStatus::Completed {
+            if let Ok(Some(mut stored)) = registry.get_job(&change.job_id) {
+                stored.completed_new_work = entry.record.completed_new_work;
+                stored.options = entry.record.options.clone();
+                registry.update_job(&stored).map_err(|e| {
+                    HostError::new(format!("saving hook state of job '{}'", change.job_id), e)
+                })?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -310,16 +337,30 @@ impl BatonHost for ConductorHost {
 
     fn job_finished(&mut self, job_id: &str, outcome: JobOutcome, reason: Option<&str>) {
         self.inflight.retain(|(j, _), _| j != job_id);
+        let new_work = self.new_work.remove(job_id);
         let mut jobs = lock(&self.shared.jobs);
         if let Some(entry) = jobs.get_mut(job_id) {
-            let new_work = entry.live.as_ref().is_some_and(|cp| {
-                cp.sheets
-                    .values()
-                    .any(|s| s.status == SheetStatus::Completed && s.completed_at.is_some())
-            });
-            entry.record.completed_new_work = new_work;
-            entry.run = None;
-            tracing::info!(job_id, ?outcome, reason, "job finished");
+            let run = entry.run.take();
+            tracing::info!(job_id, ?outcome, reason, new_work, "job finished");
+            let Some(run) = run else { return };
+            if outcome != JobOutcome::Completed || run.config.on_success.is_empty() {
+                return;
+            }
+            if !new_work {
+                tracing::info!(job_id, "hooks.skipped_zero_work");
+                return;
+            }
+            let req = super::hooks::HookRequest {
+                job_id: job_id.to_string(),
+                score_dir: run.score_dir.clone(),
+                workspace: run.workspace.clone(),
+                hooks: run.config.on_success.clone(),
+                concert: run.config.concert.clone(),
+                chain_depth: run.chain_depth,
+            };
+            if let Some(tx) = self.shared.hook_tx.get() {
+                let _ = tx.send(req);
+            }
         }
     }
 

@@ -4,7 +4,9 @@
 //! Ownership: the baton loop owns sheet state transitions; this module keeps a mirror of each
 //! job's checkpoint (`live`) that the baton host updates *and persists* on every transition,
 //! so `job.status` never has to ask the baton task anything.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod hooks;
 mod host;
 mod musician;
 mod recovery;
@@ -38,6 +40,10 @@ pub(crate) struct JobRun {
     pub config: JobConfig,
     pub plan: SheetPlan,
     pub workspace: PathBuf,
+    /// Directory of the score file (relative hook paths resolve against it).
+    pub score_dir: PathBuf,
+    /// Depth of this job in its concert (0 for a user submission).
+    pub chain_depth: u32,
     /// Per-sheet details of the last attempt, written by the musician just before it reports,
     /// merged into the checkpoint when the baton persists the transition.
     pub attempt_details: Mutex<HashMap<u32, musician::AttemptDetails>>,
@@ -61,8 +67,8 @@ pub(crate) struct Shared {
     pub jobs: Mutex<HashMap<String, JobEntry>>,
     pub instruments: InstrumentRegistry,
     pub inbox: OnceLock<Inbox>,
+    pub hook_tx: OnceLock<tokio::sync::mpsc::UnboundedSender<hooks::HookRequest>>,
     pub max_concurrent_jobs: u32,
-    pub logs_dir: PathBuf,
     /// Serialises submissions (conductor.md §6.4 step 8).
     pub submit_lock: tokio::sync::Mutex<()>,
 }
@@ -113,8 +119,8 @@ impl JobManager {
             jobs: Mutex::new(HashMap::new()),
             instruments,
             inbox: OnceLock::new(),
+            hook_tx: OnceLock::new(),
             max_concurrent_jobs: config.max_concurrent_jobs,
-            logs_dir: ctx.paths.home.join("logs"),
             submit_lock: tokio::sync::Mutex::new(()),
         };
         Ok(JobManager {
@@ -124,11 +130,19 @@ impl JobManager {
     }
 
     /// Start the baton loop (once).
-    fn start_baton(&self, ctx: &ConductorCtx) {
+    fn start_baton(&self, ctx: &Arc<ConductorCtx>) {
         let mut slot = lock(&self.baton);
         if slot.is_some() {
             return;
         }
+        let (hook_tx, mut hook_rx) = tokio::sync::mpsc::unbounded_channel::<hooks::HookRequest>();
+        let _ = self.shared.hook_tx.set(hook_tx);
+        let (mgr, hctx) = (self.clone(), ctx.clone());
+        tokio::spawn(async move {
+            while let Some(req) = hook_rx.recv().await {
+                tokio::spawn(hooks::run_hooks(mgr.clone(), hctx.clone(), req));
+            }
+        });
         let config = ctx.config();
         let baton_config = BatonConfig {
             max_concurrent_sheets: config.max_concurrent_sheets,

@@ -25,7 +25,6 @@ pub(crate) struct AttemptDetails {
     pub duration_seconds: f64,
     pub exit_code: Option<i32>,
     pub exit_signal: Option<i32>,
-    pub timed_out: bool,
     pub error_message: Option<String>,
     pub error_code: Option<String>,
     pub error_category: Option<String>,
@@ -58,7 +57,7 @@ pub(crate) fn sheet_rules(run: &JobRun, sheet: &PlannedSheet) -> Vec<ValidationR
     run.config
         .validations
         .iter()
-        .filter_map(|rule| {
+        .map(|rule| {
             let path = |p: &Option<String>| -> PathBuf {
                 let raw = placeholders::expand(p.as_deref().unwrap_or(""), &vars, false);
                 absolute(&run.workspace, &raw)
@@ -103,7 +102,7 @@ pub(crate) fn sheet_rules(run: &JobRun, sheet: &PlannedSheet) -> Vec<ValidationR
             out.retry_delay =
                 Duration::from_millis(u64::try_from(rule.retry_delay_ms.max(0)).unwrap_or(0));
             out.applies = applies;
-            Some(out)
+            out
         })
         .collect()
 }
@@ -229,7 +228,6 @@ pub(crate) async fn play(
         started_at: started_epoch,
         exit_code: result.exit_code,
         exit_signal: result.exit_signal,
-        timed_out: result.timed_out,
         cost_usd: result.cost_usd.unwrap_or(0.0),
         input_tokens: result.input_tokens.unwrap_or(0),
         output_tokens: result.output_tokens.unwrap_or(0),
@@ -374,19 +372,29 @@ pub(crate) fn preamble(
     if retry_count > 0 {
         lines.push(format!("RETRY #{retry_count}"));
     }
-    lines.push(format!("You are sheet {sheet_num} of {total_sheets} in a Mozart concert."));
+    lines.push(format!(
+        "You are sheet {sheet_num} of {total_sheets} in a Mozart concert."
+    ));
     lines.push(format!("Workspace: {}", workspace.display()));
     if retry_count > 0 {
         lines.push(String::new());
-        lines.push("The previous attempt failed validation. Look in the workspace for what went".into());
+        lines.push(
+            "The previous attempt failed validation. Look in the workspace for what went".into(),
+        );
         lines.push("wrong and do not repeat the same approach.".into());
     } else if parallel {
-        lines.push("Other sheets may run at the same time — coordinate through workspace files.".into());
+        lines.push(
+            "Other sheets may run at the same time — coordinate through workspace files.".into(),
+        );
     }
     lines.push(String::new());
-    lines.push("The prompt states intent, not a recipe: use judgment and adapt to what you find.".into());
+    lines.push(
+        "The prompt states intent, not a recipe: use judgment and adapt to what you find.".into(),
+    );
     lines.push(String::new());
-    lines.push("Success means every validation requirement at the end of this prompt passes on".into());
+    lines.push(
+        "Success means every validation requirement at the end of this prompt passes on".into(),
+    );
     lines.push("the first automated check. Read them before you begin.".into());
     lines.push(String::new());
     lines.push("Write all outputs to the workspace. Leave no background processes running.".into());
@@ -401,7 +409,9 @@ mod tests {
     #[test]
     fn preamble_names_position_workspace_and_retry() {
         let first = preamble(2, 5, Path::new("/ws"), 0, true);
-        assert!(first.starts_with("<mozart-preamble>\nYou are sheet 2 of 5 in a Mozart concert.\nWorkspace: /ws\n"));
+        assert!(first.starts_with(
+            "<mozart-preamble>\nYou are sheet 2 of 5 in a Mozart concert.\nWorkspace: /ws\n"
+        ));
         assert!(first.contains("Other sheets may run at the same time"));
         assert!(!first.contains("RETRY"));
         let retry = preamble(2, 5, Path::new("/ws"), 2, true);

@@ -9,7 +9,7 @@ use crate::{ConductorCtx, ConductorError};
 
 pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), ConductorError> {
     let rows = lock(&mgr.shared.registry)
-        .list_jobs(false)
+        .list_jobs(true)
         .map_err(|e| ConductorError::Recovery(format!("cannot read the job registry: {e}")))?;
     let mut resumed = 0usize;
     let mut failed = 0usize;
@@ -34,6 +34,33 @@ pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), 
                         resp.message.unwrap_or_default()
                     );
                     mgr.set_status(&job_id, DaemonJobStatus::Failed, Some(&msg));
+                }
+            }
+            DaemonJobStatus::Completed
+                if record.options.contains_key(super::hooks::HOOKS_PENDING) =>
+            {
+                // Completed, but the conductor died before its hooks finished: run them now
+                // so the concert continues.
+                match mozart_config::load_score(std::path::Path::new(&record.config_path)) {
+                    Ok(score) => {
+                        let req = super::hooks::HookRequest {
+                            job_id: record.job_id.clone(),
+                            score_dir: std::path::Path::new(&record.config_path)
+                                .parent()
+                                .map(std::path::Path::to_path_buf)
+                                .unwrap_or_default(),
+                            workspace: record.workspace.clone().into(),
+                            hooks: score.config.on_success.clone(),
+                            concert: score.config.concert.clone(),
+                            chain_depth: record.chain_depth.unwrap_or(0),
+                        };
+                        if let Some(tx) = mgr.shared.hook_tx.get() {
+                            let _ = tx.send(req);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(job_id = %record.job_id, error = %e, "cannot reload score to run pending hooks")
+                    }
                 }
             }
             DaemonJobStatus::Paused => {

@@ -54,6 +54,7 @@ pub fn register(module: &mut RpcModule<Ctx>, mgr: JobManager) -> Result<(), Cond
                     self_healing: p.self_healing,
                     chain_depth: p.chain_depth,
                     resume_of: None,
+                    parent_job_id: None,
                 };
                 to_value(m.submit(&ctx, req).await)
             }

@@ -26,6 +26,8 @@ pub struct SubmitRequest {
     pub self_healing: bool,
     /// Concert depth of a chained job.
     pub chain_depth: Option<u32>,
+    /// The job whose hook submitted this one.
+    pub parent_job_id: Option<String>,
     /// Set when this submission resumes an existing job (keeps its id and history).
     pub resume_of: Option<String>,
 }
@@ -159,6 +161,21 @@ pub(super) async fn submit(
             record.parent_job_id = prev.parent_job_id.clone();
         }
     }
+    if let Some(parent) = &req.parent_job_id {
+        record.parent_job_id = Some(parent.clone());
+        let parent_concert = lock(&mgr.shared.registry)
+            .get_job(parent)
+            .ok()
+            .flatten()
+            .and_then(|p| p.concert_id);
+        record.concert_id = Some(parent_concert.unwrap_or_else(|| parent.clone()));
+    }
+    if !config.on_success.is_empty() {
+        record.hook_config = serde_json::to_value(&config.on_success).ok();
+    }
+    if config.concert.enabled {
+        record.concert_config = serde_json::to_value(&config.concert).ok();
+    }
     record.status = DaemonJobStatus::Running;
     record.started_at = Some(mozart_state::epoch_now());
     record.pid = Some(std::process::id());
@@ -193,6 +210,11 @@ pub(super) async fn submit(
         job_id: job_id.clone(),
         config,
         plan,
+        score_dir: config_path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default(),
+        chain_depth: record.chain_depth.unwrap_or(0),
         workspace,
         attempt_details: Mutex::new(Default::default()),
         mtimes: Mutex::new(Default::default()),

@@ -1,0 +1,344 @@
+//! `on_success` hooks and concerts (conductor.md §19, execution.md §9.3).
+//!
+//! Hooks run after a job completed *new* work (the zero-work guard: at least one sheet moved
+//! to completed during this run — upstream's weaker guard lets a self-chaining score loop
+//! forever). A job whose hooks are due carries `hooks_pending` in its registry options from
+//! the moment it completes until its hook results are stored, so a conductor killed between
+//! two links of a concert runs the hooks on restart instead of losing the chain.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mozart_config::model::{ConcertConfig, HookOnFailure, HookType, PostSuccessHookConfig};
+use mozart_config::placeholders::{self, PlaceholderVars};
+use mozart_ipc::types::JobResponseStatus;
+use mozart_state::{DaemonJobStatus, HookResultRecord};
+use serde_json::json;
+
+use super::{lock, JobManager, SubmitRequest};
+use crate::ConductorCtx;
+
+/// Registry option key marking a completed job whose hooks have not finished.
+pub(crate) const HOOKS_PENDING: &str = "hooks_pending";
+
+/// Everything the hook runner needs about the finished job.
+#[derive(Debug, Clone)]
+pub(crate) struct HookRequest {
+    pub job_id: String,
+    pub score_dir: PathBuf,
+    pub workspace: PathBuf,
+    pub hooks: Vec<PostSuccessHookConfig>,
+    pub concert: ConcertConfig,
+    pub chain_depth: u32,
+}
+
+/// Run every hook in order and record the results (conductor.md §19.2).
+pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: HookRequest) {
+    let mut vars = PlaceholderVars::new();
+    vars.insert(
+        "workspace".into(),
+        req.workspace.to_string_lossy().into_owned(),
+    );
+    vars.insert("job_id".into(), req.job_id.clone());
+    let mut any_failed = false;
+    for (index, hook) in req.hooks.iter().enumerate() {
+        let started = mozart_state::epoch_now();
+        let mut record = match hook.kind {
+            HookType::RunJob => run_job(&mgr, &ctx, &req, hook, &vars).await,
+            HookType::RunCommand | HookType::RunScript => run_command(&req, hook, &vars).await,
+        };
+        record.hook_index = u32::try_from(index).unwrap_or(u32::MAX);
+        record.hook_type = hook.kind.as_str().to_string();
+        record.description = hook.description.clone();
+        record.started_at = Some(started);
+        record.finished_at = Some(mozart_state::epoch_now());
+        if let Err(e) = lock(&mgr.shared.registry).record_hook_result(&req.job_id, &record) {
+            tracing::error!(job_id = %req.job_id, error = %e, "cannot store hook result");
+        }
+        tracing::info!(job_id = %req.job_id, hook = index, success = record.success, "hooks.executed");
+        if !record.success {
+            any_failed = true;
+            if hook.on_failure == HookOnFailure::Abort || req.concert.abort_concert_on_hook_failure
+            {
+                break;
+            }
+        }
+    }
+    if let Some(path) = &req.concert.concert_log_path {
+        append_concert_log(path, &req, any_failed);
+    }
+    clear_pending(&mgr, &req.job_id);
+    if any_failed {
+        mgr.set_status(
+            &req.job_id,
+            DaemonJobStatus::Failed,
+            Some("Post-success hook failed"),
+        );
+    }
+}
+
+fn clear_pending(mgr: &JobManager, job_id: &str) {
+    let registry = lock(&mgr.shared.registry);
+    if let Ok(Some(mut record)) = registry.get_job(job_id) {
+        if record.options.remove(HOOKS_PENDING).is_some() {
+            if let Err(e) = registry.update_job(&record) {
+                tracing::error!(job_id, error = %e, "cannot clear hooks_pending");
+            }
+        }
+    }
+}
+
+fn append_concert_log(path: &Path, req: &HookRequest, failed: bool) {
+    use std::io::Write;
+    let line = json!({
+        "timestamp": mozart_state::epoch_now(),
+        "job_id": req.job_id,
+        "chain_depth": req.chain_depth,
+        "hooks": req.hooks.len(),
+        "hook_failed": failed,
+    });
+    let result = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| writeln!(f, "{line}"));
+    if let Err(e) = result {
+        tracing::warn!(path = %path.display(), error = %e, "cannot append to the concert log");
+    }
+}
+
+fn failure(message: impl Into<String>) -> HookResultRecord {
+    HookResultRecord {
+        success: false,
+        error_message: Some(message.into()),
+        ..HookResultRecord::default()
+    }
+}
+
+/// `run_job` (conductor.md §19.3): submit the next score of the concert through the normal
+/// admission path.
+async fn run_job(
+    mgr: &JobManager,
+    ctx: &ConductorCtx,
+    req: &HookRequest,
+    hook: &PostSuccessHookConfig,
+    vars: &PlaceholderVars,
+) -> HookResultRecord {
+    let Some(job_path) = &hook.job_path else {
+        return failure("job_path is required for run_job hooks");
+    };
+    let expanded = PathBuf::from(placeholders::expand(
+        &job_path.to_string_lossy(),
+        vars,
+        false,
+    ));
+    // Relative paths are taken from the parent score's directory (upstream uses the
+    // conductor's working directory, which a daemon user cannot see or control).
+    let path = if expanded.is_absolute() {
+        expanded
+    } else {
+        req.score_dir.join(expanded)
+    };
+    if !path.exists() {
+        return failure(format!("Job config not found: {}", path.display()));
+    }
+    if req.concert.enabled {
+        let max = u32::try_from(req.concert.max_chain_depth.max(0)).unwrap_or(u32::MAX);
+        if req.chain_depth >= max {
+            return failure(format!("Concert chain depth limit reached ({max})"));
+        }
+        let cooldown = req.concert.cooldown_between_jobs_seconds;
+        if cooldown.is_finite() && cooldown > 0.0 {
+            tracing::info!(job_id = %req.job_id, cooldown, "hooks.daemon_cooldown");
+            tokio::time::sleep(Duration::from_secs_f64(cooldown)).await;
+        }
+    }
+    let workspace = match &hook.job_workspace {
+        Some(ws) => Some(placeholders::expand(&ws.to_string_lossy(), vars, false)),
+        None if req.concert.enabled && req.concert.inherit_workspace => {
+            Some(req.workspace.to_string_lossy().into_owned())
+        }
+        None => None,
+    };
+    let submit = SubmitRequest {
+        config_path: path.to_string_lossy().into_owned(),
+        workspace,
+        fresh: hook.fresh,
+        chain_depth: Some(req.chain_depth + 1),
+        parent_job_id: Some(req.job_id.clone()),
+        ..SubmitRequest::default()
+    };
+    let resp = mgr.submit(ctx, submit).await;
+    if resp.status == JobResponseStatus::Accepted {
+        HookResultRecord {
+            success: true,
+            output: Some(format!("Chained job submitted (job_id={})", resp.job_id)),
+            chained_job_id: Some(resp.job_id),
+            ..HookResultRecord::default()
+        }
+    } else {
+        failure(format!(
+            "Chained job rejected: {}",
+            resp.message.unwrap_or_default()
+        ))
+    }
+}
+
+/// `run_command` (through `sh -c`, placeholders shell-quoted) and `run_script` (split into
+/// words and executed directly), conductor.md §19.4.
+async fn run_command(
+    req: &HookRequest,
+    hook: &PostSuccessHookConfig,
+    vars: &PlaceholderVars,
+) -> HookResultRecord {
+    let Some(command) = &hook.command else {
+        return failure(format!(
+            "command is required for {} hooks",
+            hook.kind.as_str()
+        ));
+    };
+    let mut cmd = if hook.kind == HookType::RunCommand {
+        let mut c = tokio::process::Command::new("/bin/sh");
+        c.arg("-c").arg(placeholders::expand(command, vars, true));
+        c
+    } else {
+        let words = match split_words(&placeholders::expand(command, vars, false)) {
+            Ok(w) if !w.is_empty() => w,
+            Ok(_) => return failure("run_script command is empty"),
+            Err(e) => return failure(e),
+        };
+        let mut c = tokio::process::Command::new(&words[0]);
+        c.args(&words[1..]);
+        c
+    };
+    let cwd = hook
+        .working_directory
+        .clone()
+        .unwrap_or_else(|| req.workspace.clone());
+    cmd.current_dir(cwd)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return failure(e.to_string()),
+    };
+    let pid = child.id();
+    let timeout = if hook.timeout_seconds.is_finite() && hook.timeout_seconds > 0.0 {
+        Duration::from_secs_f64(hook.timeout_seconds)
+    } else {
+        Duration::from_secs(300)
+    };
+    match tokio::time::timeout(timeout, child.wait_with_output()).await {
+        Ok(Ok(out)) => {
+            let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+            text.push_str(&String::from_utf8_lossy(&out.stderr));
+            let tail: String = {
+                let chars: Vec<char> = text.chars().collect();
+                chars[chars.len().saturating_sub(2000)..].iter().collect()
+            };
+            HookResultRecord {
+                success: out.status.success(),
+                exit_code: out.status.code(),
+                output: (!tail.is_empty()).then_some(mozart_backends::redact(&tail)),
+                error_message: (!out.status.success())
+                    .then(|| format!("exit code {}", out.status.code().unwrap_or(-1))),
+                ..HookResultRecord::default()
+            }
+        }
+        Ok(Err(e)) => failure(e.to_string()),
+        Err(_) => {
+            if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            failure(format!("Timeout after {}s", hook.timeout_seconds))
+        }
+    }
+}
+
+/// POSIX shell-word splitting (quotes and backslashes; no expansions).
+fn split_words(s: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(ch) => cur.push(ch),
+                        None => {
+                            return Err("unterminated single quote in run_script command".into())
+                        }
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(ch @ ('"' | '\\' | '$' | '`')) => cur.push(ch),
+                            Some(ch) => {
+                                cur.push('\\');
+                                cur.push(ch);
+                            }
+                            None => {
+                                return Err("unterminated double quote in run_script command".into())
+                            }
+                        },
+                        Some(ch) => cur.push(ch),
+                        None => {
+                            return Err("unterminated double quote in run_script command".into())
+                        }
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                if let Some(ch) = chars.next() {
+                    cur.push(ch);
+                }
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                cur.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(cur);
+    }
+    Ok(words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_words;
+
+    #[test]
+    fn words_split_like_a_posix_shell() {
+        assert_eq!(
+            split_words(r#"notify-send 'job done' "in \"ws\"" a\ b"#).unwrap(),
+            vec!["notify-send", "job done", "in \"ws\"", "a b"]
+        );
+        assert!(split_words("echo 'oops").is_err());
+        assert!(split_words("   ").unwrap().is_empty());
+    }
+}
