@@ -310,3 +310,50 @@ fn an_invalid_conductor_yaml_is_reported_before_anything_starts() {
     assert!(text.contains("bogus"), "the unknown field is named: {text}");
     assert!(!env.socket.exists());
 }
+
+#[test]
+fn sighup_reloads_conductor_yaml_without_dropping_clients() {
+    let env = TestEnv::new();
+    let config = env.home.join("conductor.yaml");
+    std::fs::write(&config, "max_concurrent_jobs: 4\n").unwrap();
+    env.start_conductor();
+    let pid = env.conductor_pid().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut client = runtime.block_on(Client::connect(&env.socket)).unwrap();
+    let before: serde_json::Value = runtime
+        .block_on(client.call(methods::DAEMON_CONFIG, ()))
+        .unwrap();
+    assert_eq!(before["max_concurrent_jobs"], 4);
+
+    std::fs::write(
+        &config,
+        "max_concurrent_jobs: 9\nsocket: {path: /tmp/elsewhere.sock}\n",
+    )
+    .unwrap();
+    mozart_tests::signal(pid, "HUP");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut after = serde_json::Value::Null;
+    while Instant::now() < deadline {
+        after = runtime
+            .block_on(client.call(methods::DAEMON_CONFIG, ()))
+            .unwrap();
+        if after["max_concurrent_jobs"] == 9 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        after["max_concurrent_jobs"], 9,
+        "reloaded on the same connection"
+    );
+    assert_eq!(
+        after["socket"]["path"],
+        serde_json::Value::Null,
+        "socket is not reloadable"
+    );
+    assert!(alive(pid));
+    assert!(env.socket.exists());
+}

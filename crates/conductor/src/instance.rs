@@ -182,3 +182,16 @@ pub fn detach_session() -> Result<(), ConductorError> {
         )
     })
 }
+
+/// True if the process exists and has not exited: unlike [`pid_alive`], an exited but
+/// unreaped (zombie) conductor counts as gone, since an orphaned conductor may never be
+/// reaped by a minimal init.
+pub fn pid_running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state letter follows the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !matches!(rest.trim_start().chars().next(), Some('Z' | 'X'))),
+        Err(_) => pid_alive(pid) && !std::path::Path::new("/proc/self").exists(),
+    }
+}

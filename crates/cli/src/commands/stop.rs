@@ -174,11 +174,8 @@ fn wait_until_gone(
             RunState::Stopped { .. }
         );
         // A dead but unreaped conductor still "exists" for kill(0); its lock is gone though.
-        let gone = if locked {
-            lock_free
-        } else {
-            pid.is_none_or(|p| !mozart_conductor::pid_alive(p))
-        };
+        let exited = pid.is_none_or(|p| !mozart_conductor::pid_running(p));
+        let gone = if locked { lock_free && exited } else { exited };
         if gone {
             return Ok(());
         }
