@@ -50,8 +50,8 @@ pub struct Args {
 fn load_failure(json: bool, file: &str, err: ConfigError) -> Result<i32, CliError> {
     let validate_hint = format!("Validate with: mozart validate {file}");
     let (message, hints) = match err {
-        ConfigError::Yaml { error, .. } => (
-            format!("YAML syntax error: {error}"),
+        ConfigError::Yaml { error, path } => (
+            format!("YAML syntax error: {}", error.render(&path)),
             vec![
                 "Check for indentation issues or invalid YAML characters.".to_string(),
                 validate_hint,
@@ -232,6 +232,19 @@ fn table(title: &str, headers: [&str; 3], rows: &[[String; 3]]) -> String {
 }
 
 /// Submit the score to the conductor (cli.md §3.1 steps 5–9).
-fn submit(_globals: &Globals, _args: &Args, _score: &Score) -> Result<i32, CliError> {
-    Err(CliError::NotImplemented("run (submit to conductor)"))
+/// Hand the score to the conductor (cli.md §3.1 steps 5–9). The panel was printed above, so
+/// the submit path runs quiet.
+fn submit(globals: &Globals, args: &Args, _score: &Score) -> Result<i32, CliError> {
+    let submit_args = super::submit::SubmitArgs {
+        config_file: args.config_file.clone(),
+        workspace: args.workspace.clone(),
+        fresh: args.fresh,
+        start_sheet: args.start_sheet.and_then(|n| u32::try_from(n).ok()),
+        json: args.json,
+        self_healing: args.self_healing,
+        yes: args.yes,
+        escalation: false,
+        quiet: true,
+    };
+    super::submit::submit(globals, &submit_args)
 }
