@@ -362,7 +362,9 @@ impl View<'_> {
                 line.push_str(&format!(": {d}"));
             }
             let voices = g["voice_count"].as_u64().unwrap_or(0);
-            if voices > 0 {
+            // The conductor numbers a solo movement's only sheet voice 1; "(1 voices)" says
+            // nothing, so the count shows only for harmonized movements.
+            if voices > 1 {
                 line.push_str(&format!(" ({voices} voices)"));
             }
             let sheet_nums: Vec<u32> = g["sheets"]
@@ -373,7 +375,7 @@ impl View<'_> {
                         .collect()
                 })
                 .unwrap_or_default();
-            let detail = if status == "running" && voices > 0 {
+            let detail = if status == "running" && voices > 1 {
                 format!("{}/{} complete", g["completed_count"], g["sheet_count"])
             } else if status == "completed" {
                 let longest = sheet_nums

@@ -1,0 +1,260 @@
+//! Job commands against a real conductor running real scores through the built-in `shell`
+//! instrument (cli.md §3.2–3.5, §4.1–4.3).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use mozart_tests::{stdout, TestEnv};
+use serde_json::{json, Value};
+
+/// A score of `sheets` sheets; each writes `out-<n>.txt` after `sleep` seconds and is
+/// validated on that file.
+fn score(name: &str, sheets: u32, sleep: f64) -> String {
+    format!(
+        r#"name: {name}
+workspace: ./{name}-ws
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet:
+  size: 1
+  total_items: {sheets}
+prompt:
+  template: |
+    Write sheet {{{{ sheet_num }}}}.
+    RUN: sleep {sleep}
+    RUN: echo "sheet {{{{ sheet_num }}}}" > "{{{{ workspace }}}}/out-{{{{ sheet_num }}}}.txt"
+validations:
+  - type: file_exists
+    path: "{{workspace}}/out-{{sheet_num}}.txt"
+"#
+    )
+}
+
+/// Submit through the protocol directly, so these tests do not depend on `mozart run`.
+fn submit(env: &TestEnv, path: &Path) -> Value {
+    let mut client = mozart_ipc::BlockingClient::connect(&env.socket).unwrap();
+    client
+        .call_value(
+            "job.submit",
+            json!({"config_path": path.display().to_string()}),
+        )
+        .unwrap()
+}
+
+fn status_json(env: &TestEnv, id: &str) -> Value {
+    let out = env.mozart(&["status", id, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "status {id}: {}", stdout(&out));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("status {id} --json is JSON: {e}: {}", stdout(&out)))
+}
+
+/// Poll `mozart status <id> --json` until `pred` holds (or panic after `secs`).
+fn wait_for(env: &TestEnv, id: &str, secs: u64, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let doc = status_json(env, id);
+        if pred(&doc) {
+            return doc;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting on {id}; last status: {doc:#}\nlog:\n{}",
+            env.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn completed_score_shows_in_status_list_and_overview() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("quick", &score("quick", 2, 0.0));
+    let response = submit(&env, &path);
+    assert_eq!(response["status"], "accepted", "{response}");
+    assert_eq!(response["job_id"], "quick");
+
+    let doc = wait_for(&env, "quick", 60, |d| d["status"] == "completed");
+    assert_eq!(doc["job_id"], "quick");
+    assert_eq!(doc["job_name"], "quick");
+    assert_eq!(
+        doc["progress"],
+        json!({"completed": 2, "total": 2, "percent": 100.0})
+    );
+    for n in ["1", "2"] {
+        assert_eq!(doc["sheets"][n]["status"], "completed", "{doc:#}");
+        assert_eq!(doc["sheets"][n]["display_status"], "completed");
+        assert_eq!(doc["sheets"][n]["validation_passed"], true);
+    }
+    assert_eq!(doc["error"], Value::Null);
+    assert!(doc["recent_errors"].as_array().unwrap().is_empty());
+
+    let out = env.mozart(&["status", "quick"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("  ID: quick\n  Status: COMPLETED\n"),
+        "{text}"
+    );
+    assert!(text.contains("100% (2/2)"), "{text}");
+    // The conductor records a movement per sheet, so the view groups by movement.
+    assert!(
+        text.contains("\nMovements\n  ✓ Movement 1    completed ("),
+        "{text}"
+    );
+    assert!(text.contains("\n  ✓ Movement 2    completed ("), "{text}");
+    assert!(!text.contains('\x1b'), "no colour when stdout is a pipe");
+
+    let out = env.mozart(&["list"]);
+    assert_eq!(
+        stdout(&out),
+        "No active scores. Use --all to see score history.\n"
+    );
+    let out = env.mozart(&["list", "--all"]);
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("SCORE ID   STATUS      WORKSPACE"),
+        "{text}"
+    );
+    assert!(text.contains("quick      completed   "), "{text}");
+    assert!(text.ends_with("\n1 score(s)\n"), "{text}");
+    let out = env.mozart(&["list", "--json", "--status", "COMPLETED"]);
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list[0]["job_id"], "quick");
+
+    let out = env.mozart(&["status"]);
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("Mozart Conductor: RUNNING  (uptime "),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nRECENT\n  quick                    COMPLETED  "),
+        "{text}"
+    );
+    assert!(text.ends_with("No active scores. Use 'mozart status <score>' for details.\n"));
+    let out = env.mozart(&["status", "--json"]);
+    let overview: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(overview["conductor"], "running");
+    assert_eq!(overview["recent_count"], 1);
+    assert_eq!(overview["recent"][0]["job_id"], "quick");
+
+    // A finished score can be neither paused nor cancelled.
+    let out = env.mozart(&["pause", "quick"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.starts_with("Error [E502]: "), "{text}");
+    assert!(
+        text.contains("Only running scores can be paused."),
+        "{text}"
+    );
+    let out = env.mozart(&["cancel", "quick"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).starts_with("Error: Score 'quick' not found or already stopped.\n"));
+
+    let out = env.mozart(&["status", "nosuch"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stdout(&out),
+        "Error: Score not found: nosuch\n\nHints:\n  - Run 'mozart list' to see available scores.\n"
+    );
+
+    let out = env.mozart(&["clear", "--yes", "--score", "quick"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(stdout(&out), "Cleared 1 score(s).\n");
+    let out = env.mozart(&["list", "--all"]);
+    assert_eq!(stdout(&out), "No scores found.\n");
+}
+
+#[test]
+fn pause_resume_and_cancel_a_running_score() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("slow", &score("slow", 6, 1.0));
+    assert_eq!(submit(&env, &path)["status"], "accepted");
+    wait_for(&env, "slow", 30, |d| d["status"] == "running");
+
+    let out = env.mozart(&["pause", "slow"]);
+    assert_eq!(
+        stdout(&out),
+        "Pause signal sent to score 'slow'.\nScore will pause at next sheet boundary.\n\nTo resume: mozart resume slow\nTo resume with new config: mozart resume slow --config new.yaml\n"
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let paused = wait_for(&env, "slow", 30, |d| d["status"] == "paused");
+    let done = paused["progress"]["completed"].as_u64().unwrap();
+    assert!(done < 6, "paused before the end: {paused:#}");
+
+    let out = env.mozart(&["resume", "slow"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.starts_with("Resume accepted for score 'slow'.\n"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("\nMonitor progress: mozart status slow\n"),
+        "{text}"
+    );
+    wait_for(&env, "slow", 30, |d| d["status"] == "running");
+
+    let out = env.mozart(&["cancel", "slow", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc, json!({"success": true, "job_id": "slow"}));
+    let out = env.mozart(&["list", "--all", "--json"]);
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list[0]["status"], "cancelled", "{list:#}");
+
+    let out = env.mozart(&["resume", "nosuch"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.contains("not found"), "{text}");
+    assert!(
+        text.ends_with("Hints:\n  - Run 'mozart list' to see available scores.\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn watch_exits_once_the_score_completes() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("watched", &score("watched", 2, 0.0));
+    assert_eq!(submit(&env, &path)["status"], "accepted");
+    let out = env.mozart(&["status", "watched", "--watch", "--interval", "1"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.starts_with("Watching score watched (Ctrl+C to stop)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("| Refreshing every 1s | Press Ctrl+C to stop"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("\nScore completed - exiting watch mode\n"),
+        "{text}"
+    );
+}
+
+#[test]
+#[ignore = "needs crates/cli/src/commands/run.rs to call commands::submit::submit"]
+fn mozart_run_submits_and_reports() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("viarun", &score("viarun", 1, 0.0));
+    let out = env.mozart(&["run", path.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["job_id"], "viarun");
+    assert_eq!(doc["status"], "accepted");
+    let out = env.mozart(&["-q", "run", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("Score submitted to conductor: viarun") || text.contains("already"),
+        "{text}"
+    );
+}
