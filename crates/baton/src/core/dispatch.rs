@@ -90,7 +90,8 @@ impl BatonCore {
                             if let Some(slot) = slot {
                                 inst.models[slot].running += 1;
                             }
-                            if inst.circuit == CircuitState::HalfOpen {
+                            let probe = inst.circuit == CircuitState::HalfOpen;
+                            if probe {
                                 inst.probe_in_flight = true;
                             }
                             job.running += 1;
@@ -99,6 +100,7 @@ impl BatonCore {
                             let flight = InFlight {
                                 instrument: ii,
                                 model_slot: slot,
+                                probe,
                             };
                             job.sheets[si].in_flight = Some(flight);
                         }

@@ -40,6 +40,8 @@ enum SkipState {
 struct InFlight {
     instrument: usize,
     model_slot: Option<usize>,
+    /// This attempt is the half-open breaker's single probe.
+    probe: bool,
 }
 
 /// Per-sheet execution state (§2.2 `SheetExecutionState`).
@@ -599,7 +601,9 @@ impl BatonCore {
         if let Some(slot) = flight.model_slot {
             inst.models[slot].running = inst.models[slot].running.saturating_sub(1);
         }
-        inst.probe_in_flight = false;
+        if flight.probe {
+            inst.probe_in_flight = false;
+        }
     }
 
     /// Move a sheet back to `pending` (retry due, rate limit over, escalation retry...).

@@ -1071,3 +1071,78 @@ fn duplicate_registration_is_ignored() {
         .iter()
         .any(|x| matches!(x, Effect::Observer(o) if o.event == "baton.job.duplicate")));
 }
+
+#[test]
+fn jittered_retry_is_bounded_and_reproducible() {
+    let delay_of = |seed: u64| {
+        let mut rig = Rig::with(BatonConfig {
+            jitter_seed: seed,
+            ..BatonConfig::default()
+        });
+        let mut spec = chain("j", 1);
+        spec.sheets[0].retry.jitter = true;
+        let e = rig.register(spec);
+        let e = rig.fail("j", 1, &e, FailureKind::Transient);
+        e.iter()
+            .find_map(|x| match x {
+                Effect::ScheduleTimer {
+                    at,
+                    event: Event::RetryDue { .. },
+                    ..
+                } => Some(at.since(rig.now)),
+                _ => None,
+            })
+            .expect("retry scheduled")
+    };
+    let a = delay_of(42);
+    assert_eq!(a, delay_of(42), "same seed, same delay");
+    assert!(
+        a >= secs(5) && a < secs(15),
+        "10 s base jittered into [5, 15): {a:?}"
+    );
+}
+
+#[test]
+fn only_the_probe_frees_the_half_open_slot() {
+    let mut config = BatonConfig::default();
+    let mut inst = InstrumentSpec::new("claude-code");
+    inst.circuit_breaker_threshold = 1;
+    config.instruments.push(inst);
+    let mut rig = Rig::with(config);
+    let mut spec = independent("j", 4, 4);
+    spec.sheets[0].retry.max_retries = 5;
+    let first = rig.register(spec);
+    assert_eq!(nums(&first), vec![1, 2, 3, 4]);
+    rig.fail("j", 1, &first, FailureKind::Transient);
+    let e = rig.advance(secs(30));
+    assert_eq!(nums(&e), vec![1], "the probe");
+    // Sheet 2 was in flight before the breaker opened; it reports a validation failure (not
+    // a breaker event). That must not open a second probe slot.
+    let mut r = AttemptResult::success("j", 2, dispatch_id(&first, "j", 2));
+    r.validations_total = 1;
+    r.validation_pass_rate = 0.0;
+    rig.result(r);
+    let e = rig.advance(secs(10));
+    assert!(
+        nums(&e).is_empty(),
+        "sheet 2's retry waits for the probe: {e:#?}"
+    );
+}
+
+#[test]
+fn process_exit_message_names_pid_and_code() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 1);
+    spec.sheets[0].retry.max_retries = 1;
+    rig.register(spec);
+    let e = rig.send(Event::ProcessExited {
+        job_id: "j".into(),
+        sheet_num: 1,
+        pid: 4242,
+        exit_code: Some(137),
+    });
+    let (_, reason) = finished(&e).expect("finished");
+    assert!(reason.is_some());
+    assert!(e.iter().any(|x| matches!(x, Effect::Persist(StateChange::Sheet(c))
+        if c.reason.as_deref() == Some("Failed after 1 attempts: Backend process 4242 exited unexpectedly with code 137"))));
+}
