@@ -241,7 +241,6 @@ fn watch_exits_once_the_score_completes() {
 }
 
 #[test]
-#[ignore = "needs crates/cli/src/commands/run.rs to call commands::submit::submit"]
 fn mozart_run_submits_and_reports() {
     let env = TestEnv::new();
     env.start_conductor();

@@ -150,3 +150,25 @@ fn modify_checks_the_new_score_first() {
         "a missing file is a usage error"
     );
 }
+
+#[test]
+fn run_has_its_own_not_running_shapes() {
+    let env = TestEnv::new();
+    let score = env.write_score(
+        "demo",
+        "name: demo\ninstrument: shell\nsheet: {size: 1, total_items: 1}\nprompt: {template: hi}\n",
+    );
+    let out = env.mozart(&["run", score.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc,
+        serde_json::json!({"error": "Mozart conductor is not running. Start with: mozart start"})
+    );
+    let out = env.mozart(&["-q", "run", score.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out), NOT_RUNNING);
+    let out = env.mozart(&["-q", "run", score.to_str().unwrap(), "--escalation"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).starts_with("Error: --escalation requires interactive console prompts"));
+}
