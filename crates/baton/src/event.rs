@@ -149,7 +149,7 @@ impl AttemptResult {
         r
     }
 
-    /// Whether this is a rate-limited, unsuccessful attempt (§2.4 step 3 [LATER]).
+    /// Whether this is a rate-limited, unsuccessful attempt (§2.4 step 3 \[LATER\]).
     pub fn is_rate_limited_failure(&self) -> bool {
         !self.execution_success
             && matches!(

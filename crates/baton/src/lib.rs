@@ -7,6 +7,12 @@
 //! * [`driver`] — the tokio loop that owns a core, an inbox and a timer wheel, and carries out
 //!   effects through a [`driver::BatonHost`] the conductor implements.
 //! * [`validation`] — the validation engine (§6), async and doing real I/O.
+//!
+//! Where upstream's baton (ed990b3) is half-wired we implement the documented intent: explicit
+//! dependencies are honoured, retry / rate-limit / breaker-recovery / pacing / escalation timers
+//! are scheduled, the retry policy comes from the score, pause and cost limits are honoured,
+//! every transition is persisted before its consequences, and restored in-flight sheets re-run
+//! without spending a retry.
 #![forbid(unsafe_code)]
 
 mod core;

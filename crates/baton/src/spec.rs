@@ -81,7 +81,7 @@ pub struct SheetSpec {
     pub dependencies: Vec<u32>,
     /// Instrument (profile name) that plays this sheet.
     pub instrument: String,
-    /// Model override, if any (per-model concurrency, §2.8 [LATER]).
+    /// Model override, if any (per-model concurrency, §2.8 \[LATER\]).
     pub model: Option<String>,
     /// Instruments to fall back to, in order, when this one is exhausted or unavailable.
     pub fallbacks: Vec<String>,
@@ -172,9 +172,9 @@ pub struct InstrumentSpec {
     pub model_limits: Vec<(String, u32)>,
     /// Consecutive execution failures that open the breaker (upstream: 5).
     pub circuit_breaker_threshold: u32,
-    /// First recovery delay after opening (upstream [LATER]: 30 s, doubling).
+    /// First recovery delay after opening (upstream \[LATER\]: 30 s, doubling).
     pub circuit_breaker_recovery: Duration,
-    /// Cap on the recovery delay (upstream [LATER]: 300 s).
+    /// Cap on the recovery delay (upstream \[LATER\]: 300 s).
     pub circuit_breaker_max_recovery: Duration,
     /// A restored rate-limit expiry, so a restart does not stampede (invariant 2).
     pub rate_limited_until: Option<Millis>,
@@ -204,7 +204,7 @@ pub struct BatonConfig {
     pub instruments: Vec<InstrumentSpec>,
     /// Limit for auto-registered instruments (upstream: 4).
     pub default_instrument_concurrency: u32,
-    /// Wait when a rate limit gives no reset time (§2.4 [LATER]: 60 s).
+    /// Wait when a rate limit gives no reset time (§2.4 \[LATER\]: 60 s).
     pub default_rate_limit_wait: Duration,
     /// A dispatched sheet with no result after `timeout + stale_grace` is killed and counted as
     /// a timeout; `None` disables the check.

@@ -41,7 +41,7 @@ pub fn jitter_sample(seed: u64, job_id: &str, sheet_num: u32, attempt: u32) -> f
     (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// Circuit-breaker recovery delay ([LATER] §2.2): `min(base * 2^max(0, failures - threshold), max)`.
+/// Circuit-breaker recovery delay (\[LATER\] §2.2): `min(base * 2^max(0, failures - threshold), max)`.
 pub fn breaker_recovery_delay(
     base: Duration,
     max: Duration,

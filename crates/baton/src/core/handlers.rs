@@ -1,4 +1,4 @@
-//! One handler per event (execution.md §2.4), with the [LATER] intent where upstream is
+//! One handler per event (execution.md §2.4), with the \[LATER\] intent where upstream is
 //! half-wired: retries fire, rate limits expire, breakers recover, pause is honoured.
 
 use std::time::Duration;
@@ -222,7 +222,7 @@ impl BatonCore {
 
     // ---- attempt results ------------------------------------------------------------------
 
-    /// §2.4 `SheetAttemptResult`, with the [LATER] rate-limit and threshold behaviour.
+    /// §2.4 `SheetAttemptResult`, with the \[LATER\] rate-limit and threshold behaviour.
     fn on_attempt_result(&mut self, r: AttemptResult, now: Millis, out: &mut Vec<Effect>) {
         let Some((ji, si)) = self.locate(&r.job_id, r.sheet_num) else {
             return;
@@ -387,7 +387,7 @@ impl BatonCore {
         true
     }
 
-    /// §2.7 with the sheet's own policy; the timer is always scheduled (upstream [GAP]).
+    /// §2.7 with the sheet's own policy; the timer is always scheduled (upstream \[GAP\]).
     fn schedule_retry(
         &mut self,
         ji: usize,
@@ -525,7 +525,7 @@ impl BatonCore {
         }
     }
 
-    /// Count a failure; on opening, schedule the recovery probe ([LATER] §2.2 formula).
+    /// Count a failure; on opening, schedule the recovery probe (\[LATER\] §2.2 formula).
     fn breaker_failure(&mut self, ii: usize, now: Millis, out: &mut Vec<Effect>) {
         let inst = &mut self.instruments[ii];
         inst.consecutive_failures += 1;
