@@ -19,7 +19,7 @@ pub enum ConfigError {
         source: std::io::Error,
     },
     /// The YAML itself is malformed (or too large / an alias bomb).
-    #[error("YAML syntax error: {error}\n  in \"{}\"", path.display())]
+    #[error("YAML syntax error: {}", error.render(path))]
     Yaml {
         /// Score file.
         path: PathBuf,

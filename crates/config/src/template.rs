@@ -56,7 +56,53 @@ pub fn environment(strict: bool) -> Environment<'static> {
     });
     env.set_keep_trailing_newline(true);
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    // Jinja2 built-ins that minijinja keeps in contrib (`truncate` is used by the examples).
+    minijinja_contrib::add_to_environment(&mut env);
+    env.add_filter("truncate", jinja_truncate);
     env
+}
+
+/// Jinja2's `truncate(s, length=255, killwords=False, end='...', leeway=None)`; contrib's
+/// version takes keyword arguments only, and the examples pass the length positionally.
+fn jinja_truncate(
+    value: Value,
+    length: Option<usize>,
+    killwords: Option<bool>,
+    end: Option<String>,
+    kwargs: minijinja::value::Kwargs,
+) -> Result<Value, minijinja::Error> {
+    let length = kwargs
+        .get::<Option<usize>>("length")?
+        .or(length)
+        .unwrap_or(255);
+    let killwords = kwargs
+        .get::<Option<bool>>("killwords")?
+        .or(killwords)
+        .unwrap_or(false);
+    let end = kwargs
+        .get::<Option<String>>("end")?
+        .or(end)
+        .unwrap_or_else(|| "...".into());
+    let leeway = kwargs.get::<Option<usize>>("leeway")?.unwrap_or(5);
+    kwargs.assert_all_used()?;
+    let s = match value.as_str() {
+        Some(s) => s.to_string(),
+        None => value.to_string(),
+    };
+    let chars: Vec<char> = s.chars().collect();
+    if chars.len() <= length + leeway {
+        return Ok(Value::from(s));
+    }
+    let keep = length.saturating_sub(end.chars().count());
+    let head: String = chars[..keep.min(chars.len())].iter().collect();
+    if killwords {
+        return Ok(Value::from(format!("{head}{end}")));
+    }
+    let cut = match head.rsplit_once(' ') {
+        Some((before, _)) => before.to_string(),
+        None => head,
+    };
+    Ok(Value::from(format!("{cut}{end}")))
 }
 
 /// The template source upstream would render: inline `template` if non-empty, else the

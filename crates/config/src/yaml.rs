@@ -193,19 +193,54 @@ pub struct YamlError {
     pub line: Option<usize>,
     /// 1-based column, when known.
     pub col: Option<usize>,
+    /// The source line the error points at.
+    pub source_line: Option<String>,
+}
+
+impl YamlError {
+    /// PyYAML-style report: message, then `in "FILE", line L, column C:`, the source line and
+    /// a caret under the column.
+    pub fn render(&self, file: &std::path::Path) -> String {
+        let mut out = self.message.clone();
+        if let Some(line) = self.line {
+            out.push_str(&format!("\n  in \"{}\", line {line}", file.display()));
+            if let Some(col) = self.col {
+                out.push_str(&format!(", column {col}"));
+            }
+            if let Some(src) = &self.source_line {
+                out.push_str(&format!(":\n    {src}"));
+                if let Some(col) = self.col {
+                    out.push_str(&format!("\n    {}^", " ".repeat(col.saturating_sub(1))));
+                }
+            }
+        }
+        out
+    }
 }
 
 impl fmt::Display for YamlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.line, self.col) {
-            (Some(l), Some(c)) => write!(f, "{}\n  line {l}, column {c}", self.message),
-            (Some(l), None) => write!(f, "{}\n  line {l}", self.message),
+            (Some(l), Some(c)) => write!(f, "{} (line {l}, column {c})", self.message),
+            (Some(l), None) => write!(f, "{} (line {l})", self.message),
             _ => write!(f, "{}", self.message),
         }
     }
 }
 
 impl std::error::Error for YamlError {}
+
+impl YamlError {
+    fn with_source(mut self, text: &str) -> Self {
+        if let Some(line) = self.line {
+            self.source_line = text.split('\n').nth(line.saturating_sub(1)).map(|l| {
+                let l = l.trim_end_matches('\r');
+                l.chars().take(200).collect()
+            });
+        }
+        self
+    }
+}
 
 /// Parse one YAML document. `Ok(None)` means the stream holds no document (empty file).
 pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
@@ -218,6 +253,7 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
             ),
             line: None,
             col: None,
+            source_line: None,
         });
     }
     if let Some(pos) = text.find('\0') {
@@ -226,26 +262,30 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
             message: "unacceptable character #x0000: special characters are not allowed".into(),
             line: Some(line),
             col: None,
+            source_line: None,
         });
     }
     let mut builder = Builder::default();
     let mut parser = Parser::new_from_str(text);
     let result = parser.load(&mut builder, true);
     if let Some(err) = builder.error.take() {
-        return Err(err);
+        return Err(err.with_source(text));
     }
     if let Err(err) = result {
         return Err(YamlError {
             message: err.info().to_string(),
             line: Some(err.marker().line()),
             col: Some(err.marker().col() + 1),
-        });
+            source_line: None,
+        }
+        .with_source(text));
     }
     if builder.documents > 1 {
         return Err(YamlError {
             message: "expected a single document in the stream, but found another document".into(),
             line: builder.second_doc_line,
             col: None,
+            source_line: None,
         });
     }
     Ok(builder.root)
@@ -281,6 +321,7 @@ impl Builder {
                 message: message.into(),
                 line: Some(mark.line()),
                 col: Some(mark.col() + 1),
+                source_line: None,
             });
         }
     }

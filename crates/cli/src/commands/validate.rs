@@ -162,9 +162,9 @@ fn report_load_error(err: ConfigError, json: bool) -> Result<i32, CliError> {
             format!("Cannot read score file: {source}"),
             vec!["Check that the file exists and you have read permission.".into()],
         ),
-        ConfigError::Yaml { error, .. } => fail(
+        ConfigError::Yaml { error, path } => fail(
             json,
-            format!("YAML syntax error: {error}"),
+            format!("YAML syntax error: {}", error.render(&path)),
             vec!["Check for indentation issues or invalid YAML characters.".into()],
         ),
         ConfigError::NotMapping { found, .. } => fail(
@@ -317,7 +317,7 @@ pub fn print_preview(preview: &checks::Preview, verbose: bool, width: usize) {
         }
         println!("\n{header}:");
         match &sp.render_error {
-            Some(err) => print!("{}", boxed(&[err.clone()], width, false)),
+            Some(err) => print!("{}", boxed(std::slice::from_ref(err), width, false)),
             None => {
                 println!("  Prompt:");
                 let lines: Vec<String> =

@@ -1,0 +1,207 @@
+//! Black-box tests of `mozart validate` and `mozart run --dry-run` over the fixture scores in
+//! `tests/fixtures/scores/` (score.md §1, §6; cli.md §3.1, §3.6).
+#![allow(clippy::unwrap_used)]
+
+use std::path::PathBuf;
+
+use mozart_tests::{stdout, TestEnv};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/scores")
+        .join(name)
+}
+
+/// Copy a fixture into the test's scratch directory so relative workspaces land there.
+fn stage(env: &TestEnv, name: &str) -> String {
+    let text = std::fs::read(fixture(name)).unwrap();
+    std::fs::write(env.work.join(name), text).unwrap();
+    name.to_string()
+}
+
+#[test]
+fn validate_exit_codes_messages_and_field_paths() {
+    // (fixture, exit code, substrings the output must contain)
+    let cases: &[(&str, i32, &[&str])] = &[
+        ("valid-fanout.yaml", 0, &["✓ Configuration valid: fixture-fanout", "Sheets: 5"]),
+        (
+            "typo-field.yaml",
+            2,
+            &[
+                "Schema validation failed: 1 validation error for JobConfig\ninsturment\n  Extra inputs are not permitted",
+                "in typo-field.yaml, line 4",
+                "Unknown field 'insturment' — did you mean 'instrument'?",
+            ],
+        ),
+        (
+            "nested-unknown.yaml",
+            2,
+            &["sheet.bogus_key\n  Extra inputs are not permitted", "line 5"],
+        ),
+        ("name-int.yaml", 2, &["name\n  Input should be a valid string", "line 1"]),
+        (
+            "range-error.yaml",
+            2,
+            &["retry\n  Value error, base_delay_seconds (100.0) must not exceed max_delay_seconds (10.0)"],
+        ),
+        (
+            "cycle.yaml",
+            2,
+            &["sheet\n  Value error, Circular dependency detected: 2 -> 3 -> 2"],
+        ),
+        (
+            "fanout-bad-size.yaml",
+            2,
+            &["fan_out requires size=1, got size=2."],
+        ),
+        (
+            "prompt-string.yaml",
+            2,
+            &[
+                "Input should be a valid dictionary or instance of PromptConfig",
+                "The 'prompt' field must be a mapping, not a string.",
+            ],
+        ),
+        ("list-root.yaml", 2, &["Score must be a YAML mapping (key-value pairs), got: list"]),
+        ("empty.yaml", 2, &["got: empty file"]),
+        (
+            "bad-yaml.yaml",
+            2,
+            &["YAML syntax error:", "in \"bad-yaml.yaml\", line", "Check for indentation issues"],
+        ),
+        ("binary.yaml", 2, &["Cannot read score file:"]),
+        (
+            "yes-no.yaml",
+            0,
+            &[
+                "[V204] Line 6: Claude CLI backend without skip_permissions",
+                "Validation: PASSED (with warnings)",
+            ],
+        ),
+        ("dup-keys.yaml", 0, &["Validating fixture-dup..."]),
+    ];
+    let env = TestEnv::new();
+    for (name, code, needles) in cases {
+        let file = stage(&env, name);
+        let out = env.mozart(&["validate", &file]);
+        let text = stdout(&out);
+        assert_eq!(out.status.code(), Some(*code), "{name}: {text}");
+        for needle in *needles {
+            assert!(
+                text.contains(needle),
+                "{name}: missing {needle:?} in\n{text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn validate_json_reports_issues_and_full_preview() {
+    let env = TestEnv::new();
+    let file = stage(&env, "yes-no.yaml");
+    let out = env.mozart(&["validate", "--json", &file]);
+    assert_eq!(out.status.code(), Some(0));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<&str> = doc["issues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["check_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["V204", "V205", "V209"]);
+    assert_eq!(doc["rendering"]["total_sheets"], 2);
+    let sheets = doc["rendering"]["sheets"].as_array().unwrap();
+    assert_eq!(sheets.len(), 2);
+    assert_eq!(sheets[1]["prompt_snippet"], "2");
+    let ws = env
+        .work
+        .join("ws-yes")
+        .canonicalize()
+        .unwrap_or(env.work.join("ws-yes"));
+    let expanded = sheets[1]["validations"][0]["expanded_path"]
+        .as_str()
+        .unwrap();
+    assert!(
+        expanded.ends_with("ws-yes/a"),
+        "{expanded} vs {}",
+        ws.display()
+    );
+
+    let file = stage(&env, "typo-field.yaml");
+    let out = env.mozart(&["validate", "--json", &file]);
+    assert_eq!(out.status.code(), Some(2));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["success"], false);
+    assert!(doc["message"]
+        .as_str()
+        .unwrap()
+        .contains("[type=extra_forbidden, input_value='claude-code', input_type=str]"));
+}
+
+#[test]
+fn missing_file_is_a_usage_error() {
+    let env = TestEnv::new();
+    let out = env.mozart(&["validate", "nope.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Invalid value for 'config_file': path 'nope.yaml' does not exist."));
+    let out = env.mozart(&["run", "nope.yaml", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn dry_run_shows_plan_and_json_without_a_conductor() {
+    let env = TestEnv::new();
+    let file = stage(&env, "valid-fanout.yaml");
+    let out = env.mozart(&["run", &file, "--dry-run"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("Dry run - not executing"));
+    assert!(text.contains("Sheet 5 depends on: 2, 3, 4"), "{text}");
+    assert!(text.contains("Sheets: 5 (1 items each)"));
+    let out = env.mozart(&["run", &file, "--dry-run", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["dry_run"], true);
+    assert_eq!(doc["job_name"], "fixture-fanout");
+    assert_eq!(doc["total_sheets"], 5);
+    assert!(doc["workspace"].as_str().unwrap().ends_with("ws-fanout"));
+
+    let file = stage(&env, "cycle.yaml");
+    let out = env.mozart(&["run", &file, "--dry-run", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc["error"]
+        .as_str()
+        .unwrap()
+        .contains("Circular dependency detected"));
+
+    let out = env.mozart(&["run", &file, "--dry-run", "--start-sheet", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = env.mozart(&["run", "valid-fanout.yaml", "--dry-run", "--escalation"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn hostile_input_fails_fast_with_a_clear_error() {
+    let env = TestEnv::new();
+    // Alias bomb: 10^9 nodes if expanded.
+    let mut bomb =
+        String::from("name: x\nsheet: {size: 1, total_items: 1}\nprompt: {template: hi}\n");
+    bomb.push_str("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..9 {
+        let p = i - 1;
+        bomb.push_str(&format!(
+            "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+        ));
+    }
+    env.write_score("bomb", &bomb);
+    let out = env.mozart(&["validate", "bomb.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stdout(&out).contains("alias expansion limit"));
+    // Oversized document.
+    let big = format!("name: x\n# {}\n", "y".repeat(9 * 1024 * 1024));
+    env.write_score("big", &big);
+    let out = env.mozart(&["validate", "big.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stdout(&out).contains("scores are limited to"));
+}
