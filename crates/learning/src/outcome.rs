@@ -1,0 +1,335 @@
+//! What the conductor tells the store about finished sheets and jobs (learning.md §6), and
+//! the `executions` rows made from it.
+
+use std::path::PathBuf;
+
+use rusqlite::{params, Transaction};
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::hash::{hash_job, hash_workspace};
+use crate::patterns::{ApplicationMode, PatternApplication};
+use crate::store::{new_row_id, LearningStore};
+use crate::time::Now;
+
+/// Final state of a sheet, as stored in `executions.status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SheetStatus {
+    /// Never started.
+    Pending,
+    /// Still running (an interrupted job).
+    InProgress,
+    /// Validations passed.
+    Completed,
+    /// Retries exhausted or fatal error.
+    Failed,
+    /// Skipped by a condition or by the user.
+    Skipped,
+}
+
+impl SheetStatus {
+    /// The stored text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::InProgress => "in_progress",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Skipped => "skipped",
+        }
+    }
+}
+
+/// One validation check's result, as far as detection cares (§6.3 `validation_results`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ValidationCheck {
+    /// Rule type (`file_exists`, `content_contains`, …).
+    pub rule_type: String,
+    /// Whether it passed.
+    pub passed: bool,
+    /// The check's confidence (1.0 when the rule has none).
+    pub confidence: Option<f64>,
+    /// Why it failed.
+    pub failure_reason: Option<String>,
+    /// Failure category (e.g. `missing`, `malformed`).
+    pub failure_category: Option<String>,
+    /// A fix the validator proposed.
+    pub suggested_fix: Option<String>,
+    /// Error code attached to the failure.
+    pub error_code: Option<String>,
+}
+
+/// Everything the store needs about one sheet's final outcome. The conductor maps its
+/// checkpoint onto these plain fields.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SheetOutcome {
+    /// Job id (hashed for storage, §5).
+    pub job_id: String,
+    /// 1-based sheet number.
+    pub sheet_num: u32,
+    /// Job workspace (hashed for storage, §5).
+    pub workspace: PathBuf,
+    /// Final status.
+    pub status: SheetStatus,
+    /// Cumulative execution attempts (1 = first try).
+    pub attempts: u32,
+    /// Completion-mode attempts.
+    pub completion_attempts: u32,
+    /// Share of validations passed, 0.0–1.0; `None` when no validation ran.
+    pub validation_pass_rate: Option<f64>,
+    /// Individual validation results.
+    pub validations: Vec<ValidationCheck>,
+    /// Error codes of failed attempts, oldest first (`E101`, …).
+    pub error_codes: Vec<String>,
+    /// Wall-clock execution time.
+    pub duration_seconds: f64,
+    /// Model used, when known.
+    pub model: Option<String>,
+    /// Instrument profile name (scopes learned patterns).
+    pub instrument: Option<String>,
+    /// When the sheet finished (epoch seconds); `None` = now.
+    pub finished_at_epoch: Option<f64>,
+    /// Ids of the patterns injected into this sheet's prompt, and how they were chosen.
+    pub applied_patterns: Vec<String>,
+    /// Mode of the injection draw.
+    pub application_mode: ApplicationMode,
+    /// Grounding confidence, when grounding hooks ran.
+    pub grounding_confidence: Option<f64>,
+}
+
+impl SheetOutcome {
+    /// An outcome with neutral defaults, to fill in field by field.
+    pub fn new(job_id: impl Into<String>, sheet_num: u32, workspace: impl Into<PathBuf>) -> Self {
+        SheetOutcome {
+            job_id: job_id.into(),
+            sheet_num,
+            workspace: workspace.into(),
+            status: SheetStatus::Pending,
+            attempts: 1,
+            completion_attempts: 0,
+            validation_pass_rate: None,
+            validations: Vec::new(),
+            error_codes: Vec::new(),
+            duration_seconds: 0.0,
+            model: None,
+            instrument: None,
+            finished_at_epoch: None,
+            applied_patterns: Vec::new(),
+            application_mode: ApplicationMode::Exploitation,
+            grounding_confidence: None,
+        }
+    }
+
+    /// Retries used: attempts beyond the first.
+    pub fn retry_count(&self) -> u32 {
+        self.attempts.saturating_sub(1)
+    }
+
+    /// Completed on the first attempt without completion mode. Upstream counts any sheet
+    /// with ≤ 1 attempt, even a failed one (§6.3); a failure is not a success.
+    pub fn success_without_retry(&self) -> bool {
+        self.status == SheetStatus::Completed && self.attempts <= 1 && self.completion_attempts == 0
+    }
+
+    /// Pass rate on the 0–1 scale, 0.5 when unknown. Upstream's runner passes 0/50/100 to
+    /// thresholds written for 0–1 (§6.3 scale quirk); we use the scale the detector expects.
+    pub fn pass_rate(&self) -> f64 {
+        self.validation_pass_rate.unwrap_or(0.5).clamp(0.0, 1.0)
+    }
+
+    /// Every validation passed.
+    pub fn fully_validated(&self) -> bool {
+        self.pass_rate() >= 1.0
+    }
+
+    /// `executions.confidence_score` (§6.4).
+    pub fn confidence_score(&self) -> f64 {
+        let mut c = self.pass_rate() - 0.1 * f64::from(self.retry_count().min(5));
+        if self.success_without_retry() {
+            c = (c + 0.1).min(1.0);
+        }
+        c.clamp(0.0, 1.0)
+    }
+}
+
+/// How one job's run ended, for pattern detection over all its sheets (§6.2).
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobOutcome {
+    /// Job id.
+    pub job_id: String,
+    /// Every sheet that ran in this job (completed, failed or skipped).
+    pub sheets: Vec<SheetOutcome>,
+    /// Instrument the job ran on (scopes the detected patterns).
+    pub instrument: Option<String>,
+}
+
+/// What [`LearningStore::record_job_outcome`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct JobLearningSummary {
+    /// `executions` rows written (sheets already recorded are not written again).
+    pub outcomes_recorded: usize,
+    /// Patterns detected and upserted.
+    pub patterns_detected: usize,
+    /// Patterns whose priority was re-weighted.
+    pub priorities_reweighted: usize,
+}
+
+impl LearningStore {
+    /// Records one sheet's final outcome: an `executions` row, then feedback for every
+    /// pattern that was injected into its prompt (§6.1 steps 6–7, §10.6). Skipped and
+    /// never-finished sheets give no feedback. Returns the execution row id.
+    pub fn record_sheet_outcome(&self, outcome: &SheetOutcome) -> Result<String> {
+        let now = self.now();
+        let exec_id = self.write(
+            || {
+                format!(
+                    "recording outcome of job {} sheet {}",
+                    outcome.job_id, outcome.sheet_num
+                )
+            },
+            |tx| insert_execution_tx(tx, outcome, &now),
+        )?;
+        if matches!(outcome.status, SheetStatus::Completed | SheetStatus::Failed) {
+            // Success means validations passed on the first try: a success after a retry
+            // counts against the pattern (§10.6).
+            let led_to_success = outcome.fully_validated() && outcome.success_without_retry();
+            for pattern_id in &outcome.applied_patterns {
+                self.record_pattern_application(&PatternApplication {
+                    pattern_id: pattern_id.clone(),
+                    execution_id: exec_id.clone(),
+                    led_to_success,
+                    retry_count_before: 0,
+                    retry_count_after: if outcome.success_without_retry() {
+                        0
+                    } else {
+                        1
+                    },
+                    grounding_confidence: outcome.grounding_confidence,
+                })?;
+                if led_to_success {
+                    self.update_success_factors(pattern_id, outcome)?;
+                }
+            }
+        }
+        Ok(exec_id)
+    }
+
+    /// Job-end aggregation (§6.2): writes `executions` rows for sheets not recorded yet,
+    /// detects patterns across the job's sheets, upserts them, and re-weights priorities.
+    /// Safe to call again for a resumed job: a sheet outcome already stored (same job,
+    /// sheet and finish time) is not stored twice, unlike upstream.
+    pub fn record_job_outcome(&self, job: &JobOutcome) -> Result<JobLearningSummary> {
+        let now = self.now();
+        let mut summary = JobLearningSummary::default();
+        for sheet in &job.sheets {
+            let written = self.write(
+                || {
+                    format!(
+                        "recording outcome of job {} sheet {}",
+                        job.job_id, sheet.sheet_num
+                    )
+                },
+                |tx| {
+                    if execution_exists_tx(tx, sheet, &now)? {
+                        Ok(false)
+                    } else {
+                        insert_execution_tx(tx, sheet, &now).map(|_| true)
+                    }
+                },
+            )?;
+            summary.outcomes_recorded += usize::from(written);
+        }
+        let detected = crate::detect::detect_all(&job.sheets);
+        for pattern in &detected {
+            let draft = pattern.to_draft(job.instrument.clone());
+            match self.record_pattern(&draft) {
+                Ok(_) => summary.patterns_detected += 1,
+                Err(e) => tracing::warn!(job_id = %job.job_id, pattern = %draft.pattern_name,
+                    error = %e, "learning.pattern_record_failed"),
+            }
+        }
+        summary.priorities_reweighted = self.reweight_priorities()?;
+        Ok(summary)
+    }
+}
+
+fn started_at_text(o: &SheetOutcome, now: &Now) -> String {
+    match o.finished_at_epoch {
+        Some(secs) => now.utc_iso_of_epoch(secs),
+        None => now.utc_iso(),
+    }
+}
+
+fn execution_exists_tx(
+    tx: &Transaction<'_>,
+    o: &SheetOutcome,
+    now: &Now,
+) -> rusqlite::Result<bool> {
+    if o.finished_at_epoch.is_none() {
+        return Ok(false);
+    }
+    tx.query_row(
+        "SELECT EXISTS(SELECT 1 FROM executions WHERE job_hash = ?1 AND sheet_num = ?2
+                         AND started_at = ?3)",
+        params![hash_job(&o.job_id), o.sheet_num, started_at_text(o, now)],
+        |r| r.get(0),
+    )
+}
+
+fn insert_execution_tx(
+    tx: &Transaction<'_>,
+    o: &SheetOutcome,
+    now: &Now,
+) -> rusqlite::Result<String> {
+    let id = new_row_id();
+    let codes = serde_json::to_string(&o.error_codes).unwrap_or_else(|_| "[]".into());
+    tx.execute(
+        "INSERT INTO executions (id, workspace_hash, job_hash, sheet_num, started_at,
+             completed_at, duration_seconds, status, retry_count, success_without_retry,
+             validation_pass_rate, confidence_score, model, error_codes)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+        params![
+            id,
+            hash_workspace(&o.workspace),
+            hash_job(&o.job_id),
+            o.sheet_num,
+            started_at_text(o, now),
+            now.local_iso(),
+            o.duration_seconds,
+            o.status.as_str(),
+            o.retry_count(),
+            o.success_without_retry(),
+            o.pass_rate(),
+            o.confidence_score(),
+            o.model,
+            codes
+        ],
+    )?;
+    Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn confidence_score_follows_spec() {
+        let mut o = SheetOutcome::new("j", 1, "/tmp");
+        o.status = SheetStatus::Completed;
+        o.validation_pass_rate = Some(1.0);
+        assert_eq!(o.confidence_score(), 1.0);
+        o.attempts = 3;
+        assert!((o.confidence_score() - 0.8).abs() < 1e-9);
+        o.attempts = 10;
+        assert!((o.confidence_score() - 0.5).abs() < 1e-9);
+        o.validation_pass_rate = Some(0.0);
+        assert_eq!(o.confidence_score(), 0.0);
+        let mut first = SheetOutcome::new("j", 1, "/tmp");
+        first.status = SheetStatus::Completed;
+        first.validation_pass_rate = Some(0.5);
+        assert!((first.confidence_score() - 0.6).abs() < 1e-9);
+        first.status = SheetStatus::Failed;
+        assert!(!first.success_without_retry());
+    }
+}

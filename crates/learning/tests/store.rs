@@ -1,0 +1,530 @@
+//! Black-box tests of the learning store on real SQLite files.
+#![allow(clippy::unwrap_used)] // tests may unwrap (common.md rule 5)
+
+use std::path::Path;
+
+use mozart_learning::{
+    ContextTags, JobOutcome, LearningError, LearningStore, PatternApplication, PatternDraft,
+    PatternQuery, QuarantineStatus, SelectionConfig, SheetOutcome, SheetStatus, ValidationCheck,
+    XorShift64, SCHEMA_VERSION,
+};
+use rusqlite::Connection;
+
+fn count(db: &Path, sql: &str) -> i64 {
+    Connection::open(db)
+        .unwrap()
+        .query_row(sql, [], |r| r.get(0))
+        .unwrap()
+}
+
+fn completed(job: &str, sheet: u32, attempts: u32) -> SheetOutcome {
+    let mut o = SheetOutcome::new(job, sheet, "/tmp/ws");
+    o.status = SheetStatus::Completed;
+    o.attempts = attempts;
+    o.validation_pass_rate = Some(1.0);
+    o.validations = vec![ValidationCheck {
+        rule_type: "file_exists".into(),
+        passed: true,
+        ..ValidationCheck::default()
+    }];
+    o
+}
+
+fn failed(job: &str, sheet: u32) -> SheetOutcome {
+    let mut o = SheetOutcome::new(job, sheet, "/tmp/ws");
+    o.status = SheetStatus::Failed;
+    o.attempts = 3;
+    o.validation_pass_rate = Some(0.0);
+    o.error_codes = vec!["E006".into(), "E006".into()];
+    o.validations = vec![ValidationCheck {
+        rule_type: "file_exists".into(),
+        passed: false,
+        failure_reason: Some("File not created: report.md".into()),
+        failure_category: Some("missing".into()),
+        ..ValidationCheck::default()
+    }];
+    o
+}
+
+#[test]
+fn schema_is_created_with_13_tables_and_30_indexes_and_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("nested/home/global-learning.db");
+    let store = LearningStore::open(&db).unwrap();
+    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    store
+        .record_pattern(&PatternDraft {
+            pattern_type: "validation_failure".into(),
+            pattern_name: "x".into(),
+            ..PatternDraft::default()
+        })
+        .unwrap();
+    drop(store);
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+        ),
+        13
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM sqlite_master WHERE type='index' AND name LIKE 'idx_%'"
+        ),
+        30
+    );
+    assert_eq!(count(&db, "SELECT version FROM schema_version"), 15);
+    let journal: String = Connection::open(&db)
+        .unwrap()
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(journal, "wal");
+    let store = LearningStore::open(&db).unwrap();
+    assert_eq!(store.patterns(10).unwrap().len(), 1);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM schema_version"), 1);
+}
+
+#[test]
+fn corrupt_and_foreign_files_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.db");
+    std::fs::write(
+        &junk,
+        b"this is definitely not an sqlite file, just some text. ".repeat(200),
+    )
+    .unwrap();
+    let err = LearningStore::open(&junk).unwrap_err();
+    assert!(matches!(err, LearningError::NotADatabase { .. }), "{err:?}");
+    assert!(err.to_string().contains("junk.db"), "{err}");
+
+    let foreign = dir.path().join("registry.db");
+    Connection::open(&foreign)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE jobs (job_id TEXT PRIMARY KEY); INSERT INTO jobs VALUES ('a');",
+        )
+        .unwrap();
+    let err = LearningStore::open(&foreign).unwrap_err();
+    match &err {
+        LearningError::ForeignDatabase { tables, .. } => assert_eq!(tables, &["jobs"]),
+        other => panic!("expected ForeignDatabase, got {other:?}"),
+    }
+    // Refusing must not have touched the foreign DB.
+    assert_eq!(
+        count(
+            &foreign,
+            "SELECT COUNT(*) FROM sqlite_master WHERE type='table'"
+        ),
+        1
+    );
+}
+
+#[test]
+fn legacy_upstream_database_is_upgraded_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("old.db");
+    // A v10-era shape: old column names, no v14 columns, FK on applications.
+    Connection::open(&db)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE schema_version (version INTEGER PRIMARY KEY);
+             INSERT INTO schema_version VALUES (10);
+             CREATE TABLE executions (id TEXT PRIMARY KEY, workspace_hash TEXT NOT NULL,
+                 job_hash TEXT NOT NULL, sheet_num INTEGER NOT NULL, started_at TIMESTAMP,
+                 completed_at TIMESTAMP, duration_seconds REAL, status TEXT,
+                 retry_count INTEGER DEFAULT 0, first_attempt_success BOOLEAN,
+                 validation_pass_rate REAL, confidence_score REAL, model TEXT, error_codes TEXT);
+             CREATE TABLE patterns (id TEXT PRIMARY KEY, pattern_type TEXT NOT NULL,
+                 pattern_name TEXT NOT NULL, description TEXT, occurrence_count INTEGER DEFAULT 1,
+                 first_seen TIMESTAMP, last_seen TIMESTAMP, last_confirmed TIMESTAMP,
+                 led_to_success_count INTEGER DEFAULT 0, led_to_failure_count INTEGER DEFAULT 0,
+                 effectiveness_score REAL DEFAULT 0.5, variance REAL DEFAULT 0.0,
+                 suggested_action TEXT, context_tags TEXT, priority_score REAL DEFAULT 0.5);
+             CREATE TABLE pattern_applications (id TEXT PRIMARY KEY,
+                 pattern_id TEXT REFERENCES patterns(id), execution_id TEXT REFERENCES executions(id),
+                 applied_at TIMESTAMP, outcome_improved BOOLEAN, retry_count_before INTEGER,
+                 retry_count_after INTEGER);
+             INSERT INTO patterns (id, pattern_type, pattern_name, priority_score, context_tags)
+                 VALUES ('abcdabcdabcdabcd', 'validation_failure', 'legacy', 0.1, '[\"validation:file_exists\"]');
+             INSERT INTO executions (id, workspace_hash, job_hash, sheet_num, first_attempt_success)
+                 VALUES ('e1', 'w', 'j', 1, 1);
+             INSERT INTO pattern_applications VALUES ('a1', 'abcdabcdabcdabcd', 'e1', '2024-01-01T00:00:00', 1, 0, 0);",
+        )
+        .unwrap();
+    let store = LearningStore::open(&db).unwrap();
+    assert_eq!(store.schema_version().unwrap(), 15);
+    let p = store.get_pattern("abcdabcdabcdabcd").unwrap().unwrap();
+    // v13 repair lifted the never-applied pattern's priority; new columns read as defaults.
+    assert_eq!(p.priority_score, 0.5);
+    assert_eq!(p.quarantine_status, QuarantineStatus::Pending);
+    assert_eq!(p.trust_score, 0.5);
+    assert!(p.active);
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM pragma_foreign_key_list('pattern_applications')"
+        ),
+        0
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT pattern_led_to_success FROM pattern_applications"
+        ),
+        1
+    );
+    assert_eq!(
+        count(&db, "SELECT success_without_retry FROM executions"),
+        1
+    );
+}
+
+#[test]
+fn sheet_and_job_outcomes_are_recorded_once_and_patterns_detected() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("l.db");
+    let store = LearningStore::open(&db).unwrap();
+    let mut sheets = vec![
+        failed("job-a", 1),
+        failed("job-a", 2),
+        completed("job-a", 3, 1),
+        completed("job-a", 4, 1),
+        completed("job-a", 5, 1),
+        completed("job-a", 6, 2),
+        completed("job-a", 7, 3),
+    ];
+    for (i, s) in sheets.iter_mut().enumerate() {
+        s.finished_at_epoch = Some(1_700_000_000.0 + i as f64);
+    }
+    store.record_sheet_outcome(&sheets[0]).unwrap();
+    let job = JobOutcome {
+        job_id: "job-a".into(),
+        sheets: sheets.clone(),
+        instrument: Some("claude-code".into()),
+    };
+    let summary = store.record_job_outcome(&job).unwrap();
+    assert_eq!(summary.outcomes_recorded, 6, "sheet 1 was already recorded");
+    assert!(summary.patterns_detected >= 6, "{summary:?}");
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM executions"), 7);
+    // A resumed job reporting the same sheets again writes no duplicate rows.
+    assert_eq!(store.record_job_outcome(&job).unwrap().outcomes_recorded, 0);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM executions"), 7);
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM executions WHERE success_without_retry = 1"
+        ),
+        3
+    );
+    let codes: String = Connection::open(&db)
+        .unwrap()
+        .query_row(
+            "SELECT error_codes FROM executions WHERE sheet_num = 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(codes, r#"["E006","E006"]"#);
+
+    let all = store
+        .get_patterns(&PatternQuery {
+            min_priority: 0.0,
+            limit: 100,
+            ..Default::default()
+        })
+        .unwrap();
+    let names: Vec<&str> = all.iter().map(|p| p.pattern_name.as_str()).collect();
+    for expected in [
+        "validation_failure:validation:file_exists",
+        "retry_success:retry:effective",
+        "first_attempt_success:success:first_attempt",
+        "semantic_failure:failure_category:missing",
+        "semantic_failure:failure_reason:file not created",
+        "validation_failure:error_code:E006",
+        "validation_failure:error_category:E00x",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
+    }
+    // Detected twice (two job-end aggregations) → one row, occurrence 2.
+    let v = all
+        .iter()
+        .find(|p| p.pattern_name == "validation_failure:validation:file_exists")
+        .unwrap();
+    assert_eq!(v.occurrence_count, 2);
+    assert_eq!(v.instrument_name.as_deref(), Some("claude-code"));
+    assert_eq!(
+        v.suggested_action.as_deref(),
+        Some("⚠️ Common issue: 'file_exists' validation tends to fail (seen 2x)")
+    );
+}
+
+#[test]
+fn record_pattern_merges_by_normalized_name_and_content_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("l.db");
+    let store = LearningStore::open(&db).unwrap();
+    let draft = |name: &str, desc: Option<&str>, tags: Vec<&str>| PatternDraft {
+        pattern_type: "semantic_insight".into(),
+        pattern_name: name.into(),
+        description: desc.map(String::from),
+        context_tags: tags.into_iter().map(String::from).collect(),
+        ..PatternDraft::default()
+    };
+    let a = store
+        .record_pattern(&draft("File  Not Created", Some("first"), vec!["t1"]))
+        .unwrap();
+    let b = store
+        .record_pattern(&draft("file not created", None, vec![]))
+        .unwrap();
+    assert_eq!(a, b);
+    let p = store.get_pattern(&a).unwrap().unwrap();
+    assert_eq!(p.occurrence_count, 2);
+    assert_eq!(
+        p.description.as_deref(),
+        Some("first"),
+        "COALESCE keeps the old description"
+    );
+    assert!(p.context_tags.is_empty(), "re-detection overwrites tags");
+    assert_eq!(
+        p.pattern_name, "File  Not Created",
+        "the stored name is not normalized"
+    );
+
+    // A legacy row whose id was computed differently is found by content hash.
+    let hash = mozart_learning::content_hash("semantic_insight", "legacy thing", Some("d"));
+    Connection::open(&db)
+        .unwrap()
+        .execute(
+            "INSERT INTO patterns (id, pattern_type, pattern_name, description, content_hash, active)
+             VALUES ('legacy-id', 'semantic_insight', 'Legacy Thing', 'd', ?1, 0)",
+            [hash],
+        )
+        .unwrap();
+    let c = store
+        .record_pattern(&draft("legacy thing", Some("d"), vec![]))
+        .unwrap();
+    // The new id does not exist, so the content-hash match wins and reactivates the row.
+    assert_eq!(c, "legacy-id");
+    let legacy = store.get_pattern("legacy-id").unwrap().unwrap();
+    assert!(legacy.active);
+    assert_eq!(legacy.occurrence_count, 2);
+}
+
+fn seed_pattern(
+    store: &LearningStore,
+    name: &str,
+    tag: &str,
+    successes: u32,
+    failures: u32,
+) -> String {
+    let id = store
+        .record_pattern(&PatternDraft {
+            pattern_type: "validation_failure".into(),
+            pattern_name: name.into(),
+            description: Some(format!("{name} tends to fail")),
+            context_tags: vec![tag.into()],
+            ..PatternDraft::default()
+        })
+        .unwrap();
+    for i in 0..successes + failures {
+        store
+            .record_pattern_application(&PatternApplication {
+                pattern_id: id.clone(),
+                execution_id: format!("sheet_{i}"),
+                led_to_success: i < successes,
+                retry_count_before: 0,
+                retry_count_after: 0,
+                grounding_confidence: None,
+            })
+            .unwrap();
+    }
+    id
+}
+
+#[test]
+fn applications_drive_effectiveness_lifecycle_and_trust() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LearningStore::open(dir.path().join("l.db")).unwrap();
+    let good = seed_pattern(&store, "good", "validation:file_exists", 3, 0);
+    let bad = seed_pattern(&store, "bad", "validation:file_exists", 0, 3);
+    let meh = seed_pattern(&store, "meh", "validation:file_exists", 1, 1);
+    let g = store.get_pattern(&good).unwrap().unwrap();
+    assert!((g.effectiveness_score - 0.9625).abs() < 1e-6);
+    assert!((g.priority_score - 0.5775).abs() < 1e-6);
+    let m = store.get_pattern(&meh).unwrap().unwrap();
+    assert!(
+        (m.effectiveness_score - 0.55).abs() < 1e-9,
+        "cold start below 3 applications"
+    );
+
+    assert_eq!(
+        store
+            .record_pattern_application(&PatternApplication {
+                pattern_id: "local:1:0".into(),
+                execution_id: "sheet_1".into(),
+                led_to_success: true,
+                retry_count_before: 0,
+                retry_count_after: 0,
+                grounding_confidence: None,
+            })
+            .unwrap(),
+        None,
+        "unknown ids write nothing"
+    );
+
+    let report = store.maintain_after_job().unwrap();
+    assert_eq!(report.promoted, vec![good.clone()]);
+    assert_eq!(report.quarantined, vec![bad.clone()]);
+    assert!(report.degraded.is_empty());
+    let g = store.get_pattern(&good).unwrap().unwrap();
+    assert_eq!(g.quarantine_status, QuarantineStatus::Validated);
+    assert!(g.validated_at.is_some());
+    // s=3, occ=1 → success_rate capped at 1: 0.5 + 0.3 + 0.2 + 0.1 (validated) = 1.0.
+    assert!((g.trust_score - 1.0).abs() < 1e-9, "{}", g.trust_score);
+    let b = store.get_pattern(&bad).unwrap().unwrap();
+    assert_eq!(b.quarantine_status, QuarantineStatus::Quarantined);
+    assert_eq!(
+        store.get_pattern(&meh).unwrap().unwrap().quarantine_status,
+        QuarantineStatus::Pending
+    );
+
+    // Degradation: a validated pattern that starts failing is quarantined again.
+    for i in 0..6 {
+        store
+            .record_pattern_application(&PatternApplication {
+                pattern_id: good.clone(),
+                execution_id: format!("later_{i}"),
+                led_to_success: false,
+                retry_count_before: 0,
+                retry_count_after: 1,
+                grounding_confidence: None,
+            })
+            .unwrap();
+    }
+    let report = store.promote_ready_patterns().unwrap();
+    assert_eq!(report.degraded, vec![good.clone()]);
+
+    // Manual transitions.
+    assert!(store.validate_pattern(&bad).unwrap());
+    assert!(store.retire_pattern(&meh).unwrap());
+    assert!(!store.retire_pattern("nope").unwrap());
+    assert_eq!(
+        store.get_pattern(&meh).unwrap().unwrap().quarantine_status,
+        QuarantineStatus::Retired
+    );
+    assert!(store.quarantine_pattern(&bad, Some("hand")).unwrap());
+    assert_eq!(
+        store
+            .get_pattern(&bad)
+            .unwrap()
+            .unwrap()
+            .quarantine_reason
+            .as_deref(),
+        Some("hand")
+    );
+}
+
+#[test]
+fn selection_is_deterministic_excludes_quarantined_and_renders_the_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LearningStore::open(dir.path().join("l.db")).unwrap();
+    let good = seed_pattern(&store, "good", "validation:file_exists", 3, 0);
+    let other = seed_pattern(&store, "other", "validation:command_succeeds", 3, 0);
+    let bad = seed_pattern(&store, "bad", "validation:file_exists", 3, 0);
+    store.quarantine_pattern(&bad, None).unwrap();
+    let tags = ContextTags::for_validations(&["file_exists"]);
+    let cfg = SelectionConfig::default();
+
+    let run = |seed| {
+        let mut rng = XorShift64::new(seed);
+        (0..20)
+            .map(|_| store.patterns_for_prompt(&tags, &cfg, &mut rng).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let first = run(7);
+    assert_eq!(first, run(7), "same seed, same choices");
+    for sel in &first {
+        let ids = sel.pattern_ids();
+        assert_eq!(
+            ids,
+            vec![good.clone()],
+            "tag match only, quarantined excluded: {sel:?}"
+        );
+    }
+    let section = first[0].prompt_section().unwrap();
+    assert!(section.starts_with("## Learned Patterns\n\nBased on previous executions"));
+    assert!(
+        section.contains("1. ✓ good tends to fail (seen 1x, 96% effective)"),
+        "{section}"
+    );
+
+    // Without a tag match the query falls back to the best pattern of any tag.
+    let fallback = store
+        .patterns_for_prompt(
+            &ContextTags::for_validations(&["regex"]),
+            &cfg,
+            &mut XorShift64::new(1),
+        )
+        .unwrap();
+    assert_eq!(fallback.pattern_ids().len(), 2);
+    assert!(fallback.pattern_ids().contains(&other));
+
+    // Exploration (epsilon 1.0) reaches low-priority patterns exploitation never shows.
+    let low = seed_pattern(&store, "rare", "validation:file_exists", 0, 0);
+    Connection::open(store.path())
+        .unwrap()
+        .execute(
+            "UPDATE patterns SET priority_score = 0.1 WHERE id = ?1",
+            [&low],
+        )
+        .unwrap();
+    let exploit = store
+        .patterns_for_prompt(&tags, &cfg, &mut XorShift64::new(3))
+        .unwrap();
+    assert!(!exploit.pattern_ids().contains(&low));
+    let explore_cfg = SelectionConfig {
+        exploration_rate: 1.0,
+        ..SelectionConfig::default()
+    };
+    let explore = store
+        .patterns_for_prompt(&tags, &explore_cfg, &mut XorShift64::new(3))
+        .unwrap();
+    assert!(explore.pattern_ids().contains(&low));
+    assert!(explore
+        .patterns
+        .iter()
+        .any(|p| p.pattern_id == low && p.exploration));
+}
+
+#[test]
+fn sheet_feedback_updates_applied_patterns() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LearningStore::open(dir.path().join("l.db")).unwrap();
+    let id = seed_pattern(&store, "p", "validation:file_exists", 0, 0);
+    let mut ok = completed("job-b", 1, 1);
+    ok.applied_patterns = vec![id.clone()];
+    store.record_sheet_outcome(&ok).unwrap();
+    let mut retried = completed("job-b", 2, 2);
+    retried.applied_patterns = vec![id.clone()];
+    store.record_sheet_outcome(&retried).unwrap();
+    let mut skipped = completed("job-b", 3, 1);
+    skipped.status = SheetStatus::Skipped;
+    skipped.applied_patterns = vec![id.clone()];
+    store.record_sheet_outcome(&skipped).unwrap();
+    let p = store.get_pattern(&id).unwrap().unwrap();
+    assert_eq!(p.led_to_success_count, 1);
+    assert_eq!(
+        p.led_to_failure_count, 1,
+        "a success after a retry counts against the pattern"
+    );
+    let factors = p.success_factors.unwrap();
+    assert_eq!(
+        factors["validation_types"],
+        serde_json::json!(["file_exists"])
+    );
+    assert_eq!(factors["occurrence_count"], 1);
+}
