@@ -97,7 +97,7 @@ fn run(observer: bool) -> (u64, Duration) {
                     inbox.push_back(Event::SheetAttemptResult(Box::new(r)));
                 }
                 Effect::ScheduleTimer { id, at, event } => wheel.schedule(id, at, event),
-                Effect::CancelTimer(id) => {
+                Effect::CancelTimer { id } => {
                     wheel.cancel(id);
                 }
                 Effect::JobFinished { .. } => finished += 1,

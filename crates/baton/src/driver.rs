@@ -199,7 +199,7 @@ fn carry_out<H: BatonHost>(
             } => {
                 if blocked {
                     for follow_up in core.dispatch_not_started(&job_id, sheet_num) {
-                        if let Effect::CancelTimer(id) = follow_up {
+                        if let Effect::CancelTimer { id } = follow_up {
                             wheel.cancel(id);
                         }
                     }
@@ -209,7 +209,7 @@ fn carry_out<H: BatonHost>(
             }
             Effect::Kill { job_id, sheet_num } => host.kill(&job_id, sheet_num),
             Effect::ScheduleTimer { id, at, event } => wheel.schedule(id, at, event),
-            Effect::CancelTimer(id) => {
+            Effect::CancelTimer { id } => {
                 wheel.cancel(id);
             }
             Effect::EvaluateSkip {

@@ -179,7 +179,10 @@ pub enum Effect {
         event: Event,
     },
     /// Forget a scheduled timer.
-    CancelTimer(TimerId),
+    CancelTimer {
+        /// The timer.
+        id: TimerId,
+    },
     /// Evaluate the sheet's skip rule and answer with [`Event::SkipEvaluated`].
     EvaluateSkip {
         /// Job.
@@ -223,7 +226,7 @@ impl Effect {
             | Effect::Escalate { job_id, .. }
             | Effect::JobFinished { job_id, .. } => Some(job_id),
             Effect::ScheduleTimer { event, .. } => event.job_id(),
-            Effect::CancelTimer(_) => None,
+            Effect::CancelTimer { .. } => None,
             Effect::Observer(o) if !o.job_id.is_empty() => Some(&o.job_id),
             Effect::Observer(_) => None,
         }

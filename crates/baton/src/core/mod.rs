@@ -510,7 +510,7 @@ impl BatonCore {
 
     fn cancel_timer(out: &mut Vec<Effect>, slot: &mut Option<TimerId>) {
         if let Some(id) = slot.take() {
-            out.push(Effect::CancelTimer(id));
+            out.push(Effect::CancelTimer { id });
         }
     }
 

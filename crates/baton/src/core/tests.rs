@@ -53,7 +53,7 @@ impl Rig {
                 Effect::ScheduleTimer { id, at, event } => {
                     self.wheel.schedule(*id, *at, event.clone())
                 }
-                Effect::CancelTimer(id) => {
+                Effect::CancelTimer { id } => {
                     self.wheel.cancel(*id);
                 }
                 _ => {}
@@ -1145,4 +1145,25 @@ fn process_exit_message_names_pid_and_code() {
     assert!(reason.is_some());
     assert!(e.iter().any(|x| matches!(x, Effect::Persist(StateChange::Sheet(c))
         if c.reason.as_deref() == Some("Failed after 1 attempts: Backend process 4242 exited unexpectedly with code 137"))));
+}
+
+#[test]
+fn events_and_effects_round_trip_through_json() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 2);
+    spec.timeout = Some(secs(60));
+    let event = Event::RegisterJob(Box::new(spec));
+    let json = serde_json::to_string(&event).expect("serialize event");
+    let back: Event = serde_json::from_str(&json).expect("deserialize event");
+    assert_eq!(back, event);
+    let mut effects = rig.send(event);
+    effects.extend(rig.send(Event::CancelJob { job_id: "j".into() }));
+    assert!(effects
+        .iter()
+        .any(|e| matches!(e, Effect::CancelTimer { .. })));
+    for effect in effects {
+        let json = serde_json::to_string(&effect).expect("serialize effect");
+        let back: Effect = serde_json::from_str(&json).expect("deserialize effect");
+        assert_eq!(back, effect);
+    }
 }
