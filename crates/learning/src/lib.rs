@@ -10,6 +10,8 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))] // tests may unwrap (common.md rule 5)
 
 mod detect;
+mod drift;
+mod entropy;
 mod error;
 mod hash;
 mod lifecycle;
@@ -19,11 +21,17 @@ mod patterns;
 mod rate_limits;
 mod schema;
 mod select;
+mod stats;
 mod store;
 mod success;
 mod time;
 
 pub use detect::{detect_all, normalize_failure_reason, DetectedPattern};
+pub use drift::{effectiveness_drift, epistemic_drift, EffectivenessDrift, EpistemicDrift};
+pub use entropy::{
+    entropy_of_counts, BudgetRecord, BudgetRules, EntropyCheck, EntropyMetrics, EntropyResponse,
+    EntropyResponseConfig,
+};
 pub use error::{LearningError, Result};
 pub use hash::{content_hash, hash_job, hash_workspace, normalize_pattern_name, pattern_id};
 pub use lifecycle::{trust_score, PromotionReport};
@@ -39,5 +47,6 @@ pub use select::{
     dedup_patterns, render_pattern, render_prompt_section, AutoApply, ContextTags, PatternGuidance,
     PatternSelection, SelectionConfig, XorShift64, MAX_PROMPT_PATTERNS,
 };
+pub use stats::LearningStats;
 pub use store::LearningStore;
 pub use success::{time_bucket, SuccessFactors};
