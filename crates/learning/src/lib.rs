@@ -6,6 +6,44 @@
 //! [`Result`] and never panics: a learning failure must never fail a job, so callers log
 //! the error and carry on. Every operation is a handful of small SQLite statements, safe to
 //! run from a blocking thread.
+//!
+//! How the conductor uses it (the hook points of learning.md §6):
+//!
+//! ```
+//! use mozart_learning::*;
+//! # fn main() -> Result<()> {
+//! # let dir = tempfile::tempdir().map_err(|e| LearningError::InvalidInput { field: "tmp", reason: e.to_string() })?;
+//! let store = LearningStore::open(dir.path().join("global-learning.db"))?;
+//!
+//! // Building sheet 1's prompt: choose patterns, insert the section before the
+//! // validation requirements.
+//! let tags = ContextTags::for_validations(&["file_exists"]);
+//! let mut rng = XorShift64::from_entropy();
+//! let selection = store.patterns_for_prompt(&tags, &SelectionConfig::default(), &mut rng)?;
+//! let _section: Option<String> = selection.prompt_section();
+//!
+//! // Sheet 1 reached a terminal state: record it with the patterns it was given.
+//! let mut outcome = SheetOutcome::new("my-job", 1, dir.path());
+//! outcome.status = SheetStatus::Completed;
+//! outcome.validation_pass_rate = Some(1.0);
+//! outcome.applied_patterns = selection.pattern_ids();
+//! outcome.application_mode = selection.mode;
+//! store.record_sheet_outcome(&outcome)?;
+//!
+//! // The job finished: detect patterns over its sheets, then lifecycle and trust.
+//! let summary = store.record_job_outcome(&JobOutcome {
+//!     job_id: "my-job".into(),
+//!     sheets: vec![outcome],
+//!     instrument: Some("claude-code".into()),
+//! })?;
+//! assert_eq!(summary.outcomes_recorded, 0); // already recorded above
+//! store.maintain_after_job()?;
+//!
+//! // `daemon.learning.patterns`.
+//! let _patterns: Vec<PatternSummary> = store.patterns(20)?;
+//! # Ok(())
+//! # }
+//! ```
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used))] // tests may unwrap (common.md rule 5)
 
@@ -14,6 +52,7 @@ mod drift;
 mod entropy;
 mod error;
 mod hash;
+mod history;
 mod lifecycle;
 mod model;
 mod outcome;
@@ -34,6 +73,7 @@ pub use entropy::{
 };
 pub use error::{LearningError, Result};
 pub use hash::{content_hash, hash_job, hash_workspace, normalize_pattern_name, pattern_id};
+pub use history::{EntropyResponseRecord, EntropySnapshot, ExecutionRecord};
 pub use lifecycle::{trust_score, PromotionReport};
 pub use model::{PatternRecord, PatternSummary, PatternType, QuarantineStatus};
 pub use outcome::{JobLearningSummary, JobOutcome, SheetOutcome, SheetStatus, ValidationCheck};
@@ -42,11 +82,11 @@ pub use patterns::{
     PatternDraft, PatternQuery,
 };
 pub use rate_limits::{ExecutionWindow, LearnedDelay, RateLimitEvent};
-pub use schema::SCHEMA_VERSION;
+pub use schema::{BUSY_TIMEOUT, SCHEMA_VERSION};
 pub use select::{
     dedup_patterns, render_pattern, render_prompt_section, AutoApply, ContextTags, PatternGuidance,
     PatternSelection, SelectionConfig, XorShift64, MAX_PROMPT_PATTERNS,
 };
 pub use stats::LearningStats;
 pub use store::LearningStore;
-pub use success::{time_bucket, SuccessFactors};
+pub use success::{analyze_why, time_bucket, SuccessFactors, WhyAnalysis};

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use rusqlite::{params, Transaction};
+use rusqlite::{params, OptionalExtension, Transaction};
 use serde::Serialize;
 
 use crate::error::Result;
@@ -88,8 +88,9 @@ pub struct SheetOutcome {
     pub model: Option<String>,
     /// Instrument profile name (scopes learned patterns).
     pub instrument: Option<String>,
-    /// When the sheet finished (epoch seconds); `None` = now.
-    pub finished_at_epoch: Option<f64>,
+    /// When the sheet finished (epoch seconds; [`SheetOutcome::new`] sets "now"). Together
+    /// with job and sheet it identifies the outcome, so recording it twice stores it once.
+    pub finished_at_epoch: f64,
     /// Ids of the patterns injected into this sheet's prompt, and how they were chosen.
     pub applied_patterns: Vec<String>,
     /// Mode of the injection draw.
@@ -114,7 +115,10 @@ impl SheetOutcome {
             duration_seconds: 0.0,
             model: None,
             instrument: None,
-            finished_at_epoch: None,
+            finished_at_epoch: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0),
             applied_patterns: Vec::new(),
             application_mode: ApplicationMode::Exploitation,
             grounding_confidence: None,
@@ -178,19 +182,24 @@ pub struct JobLearningSummary {
 impl LearningStore {
     /// Records one sheet's final outcome: an `executions` row, then feedback for every
     /// pattern that was injected into its prompt (§6.1 steps 6–7, §10.6). Skipped and
-    /// never-finished sheets give no feedback. Returns the execution row id.
+    /// never-finished sheets give no feedback. Returns the execution row id. Recording the
+    /// same outcome again (same job, sheet and finish time — a replay after a conductor
+    /// restart) returns the existing row and gives no second feedback.
     pub fn record_sheet_outcome(&self, outcome: &SheetOutcome) -> Result<String> {
         let now = self.now();
-        let exec_id = self.write(
+        let (exec_id, fresh) = self.write(
             || {
                 format!(
                     "recording outcome of job {} sheet {}",
                     outcome.job_id, outcome.sheet_num
                 )
             },
-            |tx| insert_execution_tx(tx, outcome, &now),
+            |tx| match existing_execution_tx(tx, outcome, &now)? {
+                Some(id) => Ok((id, false)),
+                None => insert_execution_tx(tx, outcome, &now).map(|id| (id, true)),
+            },
         )?;
-        if matches!(outcome.status, SheetStatus::Completed | SheetStatus::Failed) {
+        if fresh && matches!(outcome.status, SheetStatus::Completed | SheetStatus::Failed) {
             // Success means validations passed on the first try: a success after a retry
             // counts against the pattern (§10.6).
             let led_to_success = outcome.fully_validated() && outcome.success_without_retry();
@@ -231,7 +240,7 @@ impl LearningStore {
                     )
                 },
                 |tx| {
-                    if execution_exists_tx(tx, sheet, &now)? {
+                    if existing_execution_tx(tx, sheet, &now)?.is_some() {
                         Ok(false)
                     } else {
                         insert_execution_tx(tx, sheet, &now).map(|_| true)
@@ -255,26 +264,21 @@ impl LearningStore {
 }
 
 fn started_at_text(o: &SheetOutcome, now: &Now) -> String {
-    match o.finished_at_epoch {
-        Some(secs) => now.utc_iso_of_epoch(secs),
-        None => now.utc_iso(),
-    }
+    now.utc_iso_of_epoch(o.finished_at_epoch)
 }
 
-fn execution_exists_tx(
+fn existing_execution_tx(
     tx: &Transaction<'_>,
     o: &SheetOutcome,
     now: &Now,
-) -> rusqlite::Result<bool> {
-    if o.finished_at_epoch.is_none() {
-        return Ok(false);
-    }
+) -> rusqlite::Result<Option<String>> {
     tx.query_row(
-        "SELECT EXISTS(SELECT 1 FROM executions WHERE job_hash = ?1 AND sheet_num = ?2
-                         AND started_at = ?3)",
+        "SELECT id FROM executions WHERE job_hash = ?1 AND sheet_num = ?2 AND started_at = ?3
+          LIMIT 1",
         params![hash_job(&o.job_id), o.sheet_num, started_at_text(o, now)],
         |r| r.get(0),
     )
+    .optional()
 }
 
 fn insert_execution_tx(

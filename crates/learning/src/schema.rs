@@ -19,6 +19,9 @@ const PRIORITY_REPAIR_SQL: &str = include_str!("../migrations/0013_priority_repa
 const DROP_APPLICATION_FKS_SQL: &str =
     include_str!("../migrations/0015_applications_without_fk.sql");
 
+/// Longest wait for another process's write lock.
+pub const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The 12 data tables (plus `schema_version`) of §3; used to tell our DB from a foreign one.
 pub(crate) const DATA_TABLES: &[&str] = &[
     "executions",
@@ -67,8 +70,10 @@ const RENAMED_COLUMNS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// Opens (creating if needed) the database file with upstream's connection settings:
-/// WAL journal, foreign keys on, 30 s busy timeout (§2).
+/// Opens (creating if needed) the database file with upstream's connection settings (§2):
+/// WAL journal and foreign keys on. Upstream waits up to 30 s for a busy database; we give
+/// up after [`BUSY_TIMEOUT`] because a learning write must never hold up a job for long —
+/// the caller logs the error and the job goes on.
 pub(crate) fn open_connection(path: &Path) -> Result<Connection> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|source| LearningError::CreateDir {
@@ -86,8 +91,7 @@ pub(crate) fn open_connection(path: &Path) -> Result<Connection> {
         .map_err(not_db)?;
     conn.execute_batch("PRAGMA foreign_keys=ON;")
         .map_err(not_db)?;
-    conn.busy_timeout(std::time::Duration::from_secs(30))
-        .map_err(not_db)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(not_db)?;
     Ok(conn)
 }
 

@@ -124,3 +124,152 @@ impl LearningStore {
         )
     }
 }
+
+/// `analyze_pattern_why` result (§11), the data behind `mozart patterns-why`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WhyAnalysis {
+    /// Pattern id.
+    pub pattern_id: String,
+    /// Name.
+    pub pattern_name: String,
+    /// Type.
+    pub pattern_type: String,
+    /// Success factors were captured.
+    pub has_factors: bool,
+    /// Trust.
+    pub trust_score: f64,
+    /// Effectiveness.
+    pub effectiveness_score: f64,
+    /// One-line summary.
+    pub factors_summary: String,
+    /// Conditions under which it succeeds.
+    pub key_conditions: Vec<String>,
+    /// `min(1, observations / 10) × success rate`.
+    pub confidence: f64,
+    /// Advice.
+    pub recommendations: Vec<String>,
+    /// Successful applications observed.
+    pub observation_count: i64,
+    /// Success rate from the factors.
+    pub success_rate: f64,
+}
+
+/// Builds the WHY analysis of one pattern from its record.
+pub fn analyze_why(p: &crate::model::PatternRecord) -> WhyAnalysis {
+    let factors = p
+        .success_factors
+        .clone()
+        .and_then(|v| serde_json::from_value::<SuccessFactors>(v).ok());
+    let mut out = WhyAnalysis {
+        pattern_id: p.id.clone(),
+        pattern_name: p.pattern_name.clone(),
+        pattern_type: p.pattern_type.clone(),
+        has_factors: factors.is_some(),
+        trust_score: p.trust_score,
+        effectiveness_score: p.effectiveness_score,
+        factors_summary: "No success factors captured yet".into(),
+        key_conditions: Vec::new(),
+        confidence: 0.0,
+        recommendations: vec!["Apply this pattern more times to capture success factors".into()],
+        observation_count: 0,
+        success_rate: 0.0,
+    };
+    let Some(f) = factors else { return out };
+    let occurrences = f.occurrence_count.max(1);
+    let rate = f.success_rate.clamp(0.0, 1.0);
+    let mut parts = Vec::new();
+    if !f.validation_types.is_empty() {
+        parts.push(format!(
+            "validation types: {}",
+            f.validation_types.join(", ")
+        ));
+    }
+    if !f.error_categories.is_empty() {
+        parts.push(format!(
+            "error categories: {}",
+            f.error_categories.join(", ")
+        ));
+    }
+    if let Some(b) = &f.time_of_day_bucket {
+        parts.push(format!("typically succeeds in: {b}"));
+    }
+    if let Some(s) = &f.prior_sheet_status {
+        parts.push(format!("prior sheet was: {s}"));
+    }
+    out.factors_summary = if parts.is_empty() {
+        "Context captured".into()
+    } else {
+        parts.join("; ")
+    };
+    if let Some(g) = f.grounding_confidence.filter(|g| *g > 0.7) {
+        out.key_conditions
+            .push(format!("High grounding confidence ({g:.2})"));
+    }
+    out.key_conditions.push(if f.retry_iteration == 0 {
+        "Succeeds on first attempt".into()
+    } else {
+        format!("Often succeeds after {} retries", f.retry_iteration)
+    });
+    if !f.validation_types.is_empty() {
+        out.key_conditions.push(format!(
+            "Works with {} validation types",
+            f.validation_types.len()
+        ));
+    }
+    if !f.escalation_was_pending {
+        out.key_conditions
+            .push("Succeeds without escalation".into());
+    }
+    out.confidence = (occurrences as f64 / 10.0).min(1.0) * rate;
+    out.recommendations.clear();
+    if occurrences < 5 {
+        out.recommendations
+            .push("Need more observations for reliable analysis".into());
+    }
+    if rate > 0.8 {
+        out.recommendations
+            .push("High confidence pattern - consider for auto-apply".into());
+    } else if rate < 0.5 {
+        out.recommendations
+            .push("Low success rate - review pattern relevance".into());
+    }
+    if let Some(b) = &f.time_of_day_bucket {
+        out.recommendations.push(format!("Best applied during {b}"));
+    }
+    out.observation_count = occurrences;
+    out.success_rate = rate;
+    out
+}
+
+impl LearningStore {
+    /// WHY analysis of one pattern; `None` for unknown ids.
+    pub fn analyze_pattern_why(&self, id: &str) -> Result<Option<WhyAnalysis>> {
+        Ok(self.get_pattern(id)?.as_ref().map(analyze_why))
+    }
+
+    /// Patterns with captured success factors (inactive included), best priority and
+    /// trust first, then those with at least `min_observations` observations (§11).
+    pub fn patterns_with_why(
+        &self,
+        min_observations: i64,
+        limit: usize,
+    ) -> Result<Vec<WhyAnalysis>> {
+        let rows = self.read(
+            || "querying patterns with success factors".into(),
+            |conn| {
+                let mut stmt = conn.prepare(&format!(
+                    "SELECT {} FROM patterns WHERE success_factors IS NOT NULL
+                      ORDER BY priority_score DESC, trust_score DESC LIMIT ?1",
+                    crate::model::PATTERN_COLUMNS
+                ))?;
+                let rows = stmt.query_map([limit as i64], crate::model::pattern_from_row)?;
+                rows.collect::<rusqlite::Result<Vec<_>>>()
+            },
+        )?;
+        Ok(rows
+            .iter()
+            .map(analyze_why)
+            .filter(|w| w.has_factors && w.observation_count >= min_observations)
+            .collect())
+    }
+}

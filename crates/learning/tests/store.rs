@@ -195,7 +195,7 @@ fn sheet_and_job_outcomes_are_recorded_once_and_patterns_detected() {
         completed("job-a", 7, 3),
     ];
     for (i, s) in sheets.iter_mut().enumerate() {
-        s.finished_at_epoch = Some(1_700_000_000.0 + i as f64);
+        s.finished_at_epoch = 1_700_000_000.0 + i as f64;
     }
     store.record_sheet_outcome(&sheets[0]).unwrap();
     let job = JobOutcome {
@@ -527,4 +527,106 @@ fn sheet_feedback_updates_applied_patterns() {
         serde_json::json!(["file_exists"])
     );
     assert_eq!(factors["occurrence_count"], 1);
+}
+
+#[test]
+fn replayed_sheet_outcome_is_stored_and_credited_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("l.db");
+    let store = LearningStore::open(&db).unwrap();
+    let id = seed_pattern(&store, "p", "validation:file_exists", 0, 0);
+    let mut ok = completed("job-c", 1, 1);
+    ok.applied_patterns = vec![id.clone()];
+    let first = store.record_sheet_outcome(&ok).unwrap();
+    let second = store.record_sheet_outcome(&ok).unwrap();
+    assert_eq!(first, second);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM executions"), 1);
+    assert_eq!(
+        store
+            .get_pattern(&id)
+            .unwrap()
+            .unwrap()
+            .led_to_success_count,
+        1
+    );
+}
+
+#[test]
+fn why_analysis_reflects_success_factors() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LearningStore::open(dir.path().join("l.db")).unwrap();
+    let id = seed_pattern(&store, "p", "validation:file_exists", 0, 0);
+    let before = store.analyze_pattern_why(&id).unwrap().unwrap();
+    assert!(!before.has_factors);
+    assert_eq!(before.factors_summary, "No success factors captured yet");
+    for sheet in 1..=6 {
+        let mut ok = completed("job-w", sheet, 1);
+        ok.applied_patterns = vec![id.clone()];
+        store.record_sheet_outcome(&ok).unwrap();
+    }
+    let why = store.analyze_pattern_why(&id).unwrap().unwrap();
+    assert!(why.has_factors);
+    assert_eq!(why.observation_count, 6);
+    assert!(why
+        .factors_summary
+        .starts_with("validation types: file_exists; typically succeeds in: "));
+    assert_eq!(
+        why.key_conditions,
+        [
+            "Succeeds on first attempt",
+            "Works with 1 validation types",
+            "Succeeds without escalation"
+        ]
+    );
+    assert!((why.confidence - 0.6).abs() < 1e-9);
+    assert_eq!(
+        why.recommendations[0],
+        "High confidence pattern - consider for auto-apply"
+    );
+    assert_eq!(store.patterns_with_why(1, 10).unwrap().len(), 1);
+    assert!(store.patterns_with_why(7, 10).unwrap().is_empty());
+    assert!(store.analyze_pattern_why("missing").unwrap().is_none());
+}
+
+#[test]
+fn store_is_shareable_across_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<LearningStore>();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("l.db");
+    let store = std::sync::Arc::new(LearningStore::open(&db).unwrap());
+    let handles: Vec<_> = (0..4)
+        .map(|t| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                for s in 0..25 {
+                    let mut o = completed(&format!("job-{t}"), s, 1);
+                    o.finished_at_epoch = 1_700_000_000.0 + f64::from(s);
+                    store.record_sheet_outcome(&o).unwrap();
+                }
+            })
+        })
+        .collect();
+    // A second connection (another process, in effect) writes at the same time.
+    let other = LearningStore::open(&db).unwrap();
+    for s in 0..25 {
+        other
+            .record_error_recovery("E101", 1.0, 2.0, s % 2 == 0, None)
+            .unwrap();
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM executions"), 100);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM error_recoveries"), 25);
+}
+
+#[test]
+fn unusable_location_is_a_named_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, "x").unwrap();
+    let err = LearningStore::open(blocker.join("sub/learning.db")).unwrap_err();
+    assert!(matches!(err, LearningError::CreateDir { .. }), "{err:?}");
+    assert!(err.to_string().contains("file/sub"), "{err}");
 }
