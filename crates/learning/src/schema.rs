@@ -127,9 +127,7 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<u32> {
         }
         return Ok(current);
     }
-    if current == 0 {
-        refuse_foreign(conn, path)?;
-    }
+    refuse_foreign(conn, path)?;
     let step_err = |step: String| {
         let path = path.to_path_buf();
         move |source| LearningError::Migration {
@@ -188,8 +186,9 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<u32> {
     Ok(SCHEMA_VERSION)
 }
 
-/// A database without `schema_version` that holds tables, none of them ours, belongs to
-/// something else (the job registry, say); adding 13 tables to it would be vandalism.
+/// A database below our version whose tables (besides a `schema_version` of its own) are
+/// none of ours belongs to something else (the job registry, say); adding 13 tables to it
+/// would be vandalism.
 fn refuse_foreign(conn: &Connection, path: &Path) -> Result<()> {
     let tables: Vec<String> = (|| {
         let mut stmt = conn.prepare(
@@ -202,7 +201,8 @@ fn refuse_foreign(conn: &Connection, path: &Path) -> Result<()> {
         path: path.to_path_buf(),
         source,
     })?;
-    if !tables.is_empty() && !tables.iter().any(|t| DATA_TABLES.contains(&t.as_str())) {
+    let others: Vec<&String> = tables.iter().filter(|t| *t != "schema_version").collect();
+    if !others.is_empty() && !others.iter().any(|t| DATA_TABLES.contains(&t.as_str())) {
         return Err(LearningError::ForeignDatabase {
             path: path.to_path_buf(),
             tables,

@@ -630,3 +630,38 @@ fn unusable_location_is_a_named_error() {
     assert!(matches!(err, LearningError::CreateDir { .. }), "{err:?}");
     assert!(err.to_string().contains("file/sub"), "{err}");
 }
+
+#[test]
+fn foreign_database_with_its_own_schema_version_is_refused_and_newer_ours_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let foreign = dir.path().join("other.db");
+    Connection::open(&foreign)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE schema_version (version INTEGER PRIMARY KEY); INSERT INTO schema_version VALUES (3);
+             CREATE TABLE notes (id INTEGER PRIMARY KEY);",
+        )
+        .unwrap();
+    assert!(matches!(
+        LearningStore::open(&foreign).unwrap_err(),
+        LearningError::ForeignDatabase { .. }
+    ));
+
+    let newer = dir.path().join("newer.db");
+    LearningStore::open(&newer).unwrap();
+    Connection::open(&newer)
+        .unwrap()
+        .execute_batch("UPDATE schema_version SET version = 99; DROP TABLE workspace_clusters;")
+        .unwrap();
+    let store = LearningStore::open(&newer).unwrap();
+    assert_eq!(store.schema_version().unwrap(), 99);
+    // Upstream leaves a newer DB untouched (§4 step 3): the dropped table stays dropped.
+    assert_eq!(
+        count(
+            &newer,
+            "SELECT COUNT(*) FROM sqlite_master WHERE name = 'workspace_clusters'"
+        ),
+        0
+    );
+    assert!(store.patterns(5).unwrap().is_empty());
+}
