@@ -146,7 +146,7 @@ pub struct PatternGuidance {
 pub struct PatternSelection {
     /// Which mode the draw picked.
     pub mode: ApplicationMode,
-    /// Chosen patterns, in prompt order (all get feedback, even past the 5 shown).
+    /// Chosen patterns, in prompt order (at most [`MAX_PROMPT_PATTERNS`]).
     pub patterns: Vec<PatternGuidance>,
 }
 
@@ -299,6 +299,9 @@ impl LearningStore {
                 auto_applied,
             });
         }
+        // Upstream credits every selected pattern, shown or not (§10.6); only the ones the
+        // prompt actually shows can have helped, so only those are kept.
+        chosen.truncate(MAX_PROMPT_PATTERNS);
         Ok(PatternSelection {
             mode,
             patterns: chosen,

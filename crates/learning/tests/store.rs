@@ -665,3 +665,61 @@ fn foreign_database_with_its_own_schema_version_is_refused_and_newer_ours_left_a
     );
     assert!(store.patterns(5).unwrap().is_empty());
 }
+
+#[test]
+fn at_most_five_patterns_are_chosen_and_near_duplicates_collapse() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LearningStore::open(dir.path().join("l.db")).unwrap();
+    for i in 0..8 {
+        seed_pattern(
+            &store,
+            &format!("distinct{i}"),
+            "validation:file_exists",
+            3,
+            0,
+        );
+    }
+    // Same words once "error"/"the" are dropped → one dedup group; the more effective stays.
+    let weak = store
+        .record_pattern(&PatternDraft {
+            pattern_type: "semantic_insight".into(),
+            pattern_name: "dup-a".into(),
+            description: Some("The disk error fills".into()),
+            context_tags: vec!["validation:regex".into()],
+            ..PatternDraft::default()
+        })
+        .unwrap();
+    let strong = store
+        .record_pattern(&PatternDraft {
+            pattern_type: "semantic_insight".into(),
+            pattern_name: "dup-b".into(),
+            description: Some("disk fills".into()),
+            context_tags: vec!["validation:regex".into()],
+            ..PatternDraft::default()
+        })
+        .unwrap();
+    Connection::open(store.path())
+        .unwrap()
+        .execute_batch(&format!(
+            "UPDATE patterns SET effectiveness_score = 0.9 WHERE id = '{strong}';
+             UPDATE patterns SET effectiveness_score = 0.4 WHERE id = '{weak}';"
+        ))
+        .unwrap();
+    let cfg = SelectionConfig::default();
+    let many = store
+        .patterns_for_prompt(
+            &ContextTags::for_validations(&["file_exists"]),
+            &cfg,
+            &mut XorShift64::new(5),
+        )
+        .unwrap();
+    assert_eq!(many.patterns.len(), 5);
+    let dup = store
+        .patterns_for_prompt(
+            &ContextTags::for_validations(&["regex"]),
+            &cfg,
+            &mut XorShift64::new(5),
+        )
+        .unwrap();
+    assert_eq!(dup.pattern_ids(), vec![strong]);
+}
