@@ -8,6 +8,7 @@ pub mod conductor_client;
 pub mod error;
 pub mod output;
 pub mod render;
+mod sigpipe;
 
 use clap::{Parser, Subcommand};
 
@@ -117,6 +118,12 @@ pub fn main() -> i32 {
         quiet: cli.quiet,
         conductor_clone: cli.conductor_clone.clone(),
     };
+    if !matches!(
+        cli.command,
+        Some(Command::Start(_)) | Some(Command::Restart(_))
+    ) {
+        sigpipe::restore_default();
+    }
     let Some(command) = cli.command else {
         eprintln!("Usage: mozart [OPTIONS] COMMAND [ARGS]...\nTry 'mozart --help' for help.\n\nError: Missing command.");
         return 2;
