@@ -6,6 +6,8 @@ pub mod ctx;
 pub mod daemon_methods;
 pub mod error;
 pub mod instance;
+#[cfg(feature = "jobs")]
+pub mod isolation;
 pub mod jobs;
 pub mod lifecycle;
 pub mod logging;
