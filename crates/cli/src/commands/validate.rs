@@ -129,7 +129,13 @@ pub fn check_env() -> CheckEnv {
         dirs.push(PathBuf::from(home).join(".mozart").join("instruments"));
     }
     dirs.push(PathBuf::from(".mozart").join("instruments"));
-    CheckEnv::with_profile_dirs(&dirs)
+    let mut env = CheckEnv::with_profile_dirs(&dirs);
+    // The instruments this build embeds (e.g. our `shell`), from the one place that defines
+    // them, so V210 never warns about an instrument the conductor can play.
+    if let Ok(builtin) = mozart_backends::InstrumentRegistry::builtin() {
+        env.known_instruments.extend(builtin.names());
+    }
+    env
 }
 
 /// Run `mozart validate`.
