@@ -16,6 +16,8 @@ pub mod manager;
 pub mod notify;
 pub mod paths;
 pub mod probe;
+#[cfg(feature = "jobs")]
+pub mod workspace;
 
 pub use config::DaemonConfig;
 pub use ctx::{BoxFuture, ConductorCtx, JobCounts, JobHost, ShutdownRequest};
