@@ -22,11 +22,13 @@ pub use redact::redact;
 pub mod claude;
 pub mod cli_backend;
 pub mod env;
+pub mod http;
 pub mod json_path;
 pub mod profile;
 pub mod registry;
 
 pub use claude::{ClaudeCliBackend, ClaudeCliOptions, ClaudeOutputFormat};
 pub use cli_backend::ProfileBackend;
+pub use http::{AnthropicApiBackend, AnthropicApiOptions, OllamaBackend, OllamaOptions};
 pub use profile::{InstrumentKind, InstrumentProfile};
 pub use registry::{InstrumentRegistry, ProfileSource};

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use crate::claude::{ClaudeCliBackend, ClaudeCliOptions, ClaudeOutputFormat};
 use crate::cli_backend::ProfileBackend;
 use crate::error::BackendError;
-use crate::profile::{InstrumentKind, InstrumentProfile};
+use crate::http::{AnthropicApiBackend, AnthropicApiOptions, OllamaBackend, OllamaOptions};
+use crate::profile::{InstrumentKind, InstrumentProfile, SchemaFamily};
 use crate::types::Backend;
 
 /// Native profiles, lowest precedence (instruments.md §4.4).
@@ -153,7 +154,8 @@ impl InstrumentRegistry {
     ///
     /// `claude_cli` runs through [`ClaudeCliBackend`] in JSON mode (the conductor builds its
     /// own with [`ClaudeCliBackend::new`] to apply a score's `backend:` section); other CLI
-    /// profiles through [`ProfileBackend`]; HTTP instruments are not executable yet.
+    /// profiles through [`ProfileBackend`]; `http` profiles through the HTTP backends
+    /// (`anthropic_api`, `ollama` and user profiles of those families).
     pub fn backend(&self, name: &str) -> Result<Arc<dyn Backend>, BackendError> {
         let profile = self
             .get(name)
@@ -170,13 +172,51 @@ impl InstrumentRegistry {
                 Ok(Arc::new(ClaudeCliBackend::new(options)))
             }
             InstrumentKind::Cli => Ok(Arc::new(ProfileBackend::new(Arc::clone(profile))?)),
-            InstrumentKind::Http => Err(BackendError::Unsupported {
-                backend: name.to_string(),
-                reason: format!(
-                    "HTTP instruments are not supported yet (instrument '{name}', kind 'http'); use a CLI instrument"
-                ),
-            }),
+            InstrumentKind::Http => http_backend(profile),
         }
+    }
+}
+
+/// The HTTP backend for an `http` profile: the Anthropic family through
+/// [`AnthropicApiBackend`], Ollama's `/api/chat` / `/api/generate` through
+/// [`OllamaBackend`]; other APIs (OpenAI chat completions, Gemini, recursive_light) are
+/// refused by name (instruments.md §4.7.5).
+fn http_backend(profile: &InstrumentProfile) -> Result<Arc<dyn Backend>, BackendError> {
+    let name = &profile.name;
+    let Some(http) = &profile.http else {
+        return Err(BackendError::InvalidProfile {
+            origin: format!("instrument '{name}'"),
+            message: "kind 'http' requires an 'http' section".into(),
+        });
+    };
+    let endpoint = http.endpoint.trim_end_matches('/');
+    if http.schema_family == SchemaFamily::Anthropic {
+        return Ok(Arc::new(AnthropicApiBackend::new(
+            AnthropicApiOptions::from_profile(profile),
+        )));
+    }
+    if endpoint.ends_with("/api/chat") || endpoint.ends_with("/api/generate") {
+        return Ok(Arc::new(OllamaBackend::new(OllamaOptions::from_profile(
+            profile,
+        ))));
+    }
+    Err(BackendError::Unsupported {
+        backend: name.clone(),
+        reason: format!(
+            "HTTP instrument '{name}' (schema_family '{}', endpoint '{}') is not supported; \
+             HTTP instruments must use schema_family 'anthropic' or an Ollama endpoint \
+             (/api/chat, /api/generate)",
+            schema_family_name(http.schema_family),
+            http.endpoint
+        ),
+    })
+}
+
+fn schema_family_name(family: SchemaFamily) -> &'static str {
+    match family {
+        SchemaFamily::Openai => "openai",
+        SchemaFamily::Anthropic => "anthropic",
+        SchemaFamily::Gemini => "gemini",
     }
 }
 
@@ -207,10 +247,16 @@ mod tests {
             reg.get("gemini-cli").unwrap().default_model.as_deref(),
             Some("gemini-2.5-pro")
         );
-        assert!(matches!(
-            reg.backend("ollama"),
-            Err(BackendError::Unsupported { .. })
-        ));
+        assert_eq!(reg.backend("ollama").unwrap().name(), "Ollama");
+        assert_eq!(
+            reg.backend("anthropic_api").unwrap().name(),
+            "Anthropic API"
+        );
+        let err = reg.backend("recursive_light").err().unwrap().to_string();
+        assert!(
+            err.contains("recursive_light") && err.contains("/process"),
+            "{err}"
+        );
         assert!(matches!(
             reg.backend("nope"),
             Err(BackendError::UnknownInstrument { .. })

@@ -1,0 +1,318 @@
+//! The Anthropic Messages API as an instrument (instruments.md §3.2).
+//!
+//! `instrument_config` / [`ExecutionRequest::options`] keys read per attempt: `model`,
+//! `max_tokens` (≥ 1), `temperature` (0..=1), `system_prompt`, `api_key_env`, `base_url`.
+//! Other keys are logged and ignored. [`ExecutionRequest::model`] beats the `model` key.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::options::{lookup_env, price_usd, OptionReader};
+use super::{
+    configuration_failure, connection_failure, failure, join_url, malformed, send, status_failure,
+    timeout_failure, write_logs, ClientCache, Clock, Reply,
+};
+use crate::profile::{InstrumentProfile, ModelCapacity};
+use crate::types::{Backend, BoxFuture, ExecutionRequest, ExecutionResult, HealthStatus};
+
+/// Environment variable that redirects every Anthropic call (tests, gateways).
+pub const BASE_URL_ENV: &str = "MOZART_ANTHROPIC_BASE_URL";
+
+/// The `anthropic-version` header Mozart speaks.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+const API: &str = "Anthropic API";
+
+/// How to call the Messages API; the conductor maps a score's `backend:` section
+/// (`api_key_env`, `max_tokens`, `temperature`, `model`) onto these fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AnthropicApiOptions {
+    /// The backend's `name()`.
+    pub display_name: String,
+    /// Scheme, host and port; [`BASE_URL_ENV`] and the `base_url` option override it.
+    pub base_url: String,
+    /// Path of the Messages endpoint.
+    pub endpoint: String,
+    /// Environment variable holding the API key.
+    pub api_key_env: String,
+    /// Model when the attempt names none.
+    pub model: String,
+    /// `max_tokens` of the request.
+    pub max_tokens: u64,
+    /// Sampling temperature (0..=1).
+    pub temperature: f64,
+    /// Optional `system` prompt.
+    pub system_prompt: Option<String>,
+    /// `anthropic-version` header value.
+    pub anthropic_version: String,
+    /// Pricing per model (the profile's `models`).
+    pub models: Vec<ModelCapacity>,
+}
+
+impl Default for AnthropicApiOptions {
+    fn default() -> Self {
+        AnthropicApiOptions {
+            display_name: "Anthropic API".into(),
+            base_url: "https://api.anthropic.com".into(),
+            endpoint: "/v1/messages".into(),
+            api_key_env: "ANTHROPIC_API_KEY".into(),
+            model: "claude-sonnet-4-5-20250929".into(),
+            max_tokens: 16384,
+            temperature: 0.7,
+            system_prompt: None,
+            anthropic_version: ANTHROPIC_VERSION.into(),
+            models: Vec::new(),
+        }
+    }
+}
+
+impl AnthropicApiOptions {
+    /// Defaults overlaid with a profile's `http:` block, `default_model` and `models`.
+    pub fn from_profile(profile: &InstrumentProfile) -> Self {
+        let mut o = AnthropicApiOptions {
+            display_name: profile.display_name.clone(),
+            models: profile.models.clone(),
+            ..Default::default()
+        };
+        if let Some(model) = &profile.default_model {
+            o.model = model.clone();
+        }
+        if let Some(http) = &profile.http {
+            o.base_url = http.base_url.clone();
+            o.endpoint = http.endpoint.clone();
+            if let Some(var) = &http.auth_env_var {
+                o.api_key_env = var.clone();
+            }
+        }
+        o
+    }
+}
+
+/// One attempt's settings after applying `instrument_config`.
+struct Call {
+    model: String,
+    max_tokens: u64,
+    temperature: f64,
+    system_prompt: Option<String>,
+    api_key_env: String,
+    base_url: String,
+}
+
+/// Calls `POST {base}/v1/messages` with the prompt as one user message.
+#[derive(Debug, Clone)]
+pub struct AnthropicApiBackend {
+    options: Arc<AnthropicApiOptions>,
+    clients: ClientCache,
+}
+
+impl AnthropicApiBackend {
+    /// A backend with these options.
+    pub fn new(options: AnthropicApiOptions) -> Self {
+        AnthropicApiBackend {
+            options: Arc::new(options),
+            clients: ClientCache::default(),
+        }
+    }
+
+    /// The options.
+    pub fn options(&self) -> &AnthropicApiOptions {
+        &self.options
+    }
+
+    fn call_for(&self, req: &ExecutionRequest) -> Result<Call, String> {
+        let o = &self.options;
+        let r = OptionReader::new(
+            "anthropic_api",
+            &req.options,
+            &[
+                "model",
+                "max_tokens",
+                "temperature",
+                "system_prompt",
+                "api_key_env",
+                "base_url",
+            ],
+            &req.job_id,
+            req.sheet_num,
+        );
+        let model = match req.model.clone() {
+            Some(m) => m,
+            None => r.string("model")?.unwrap_or_else(|| o.model.clone()),
+        };
+        let base_url = match r.string("base_url")? {
+            Some(url) => url,
+            None => std::env::var(BASE_URL_ENV)
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .unwrap_or_else(|| o.base_url.clone()),
+        };
+        Ok(Call {
+            model,
+            max_tokens: r.count("max_tokens", 1)?.unwrap_or(o.max_tokens),
+            temperature: r.number("temperature", 0.0, 1.0)?.unwrap_or(o.temperature),
+            system_prompt: r
+                .string("system_prompt")?
+                .or_else(|| o.system_prompt.clone()),
+            api_key_env: r
+                .string("api_key_env")?
+                .unwrap_or_else(|| o.api_key_env.clone()),
+            base_url,
+        })
+    }
+
+    async fn run(&self, req: ExecutionRequest) -> ExecutionResult {
+        let clock = Clock::start();
+        let fallback_model = req
+            .model
+            .clone()
+            .unwrap_or_else(|| self.options.model.clone());
+        let call = match self.call_for(&req) {
+            Ok(c) => c,
+            Err(message) => return configuration_failure(&clock, &fallback_model, &message),
+        };
+        let result = self.call(&req, &call, &clock).await;
+        write_logs(
+            req.output_log_base.as_deref(),
+            result.result_text.as_deref().unwrap_or(""),
+            &result.stderr,
+        )
+        .await;
+        result
+    }
+
+    async fn call(&self, req: &ExecutionRequest, call: &Call, clock: &Clock) -> ExecutionResult {
+        let Some(key) = lookup_env(&call.api_key_env, &req.env) else {
+            // Worded so the classifier's auth patterns fire (E502, not retried).
+            let message = format!(
+                "Authentication failed: API key not found in environment variable {} \
+                 (set it, or name another variable with backend.api_key_env)",
+                call.api_key_env
+            );
+            return failure(clock, &call.model, Some(1), "authentication", &message);
+        };
+        let url = match join_url(&call.base_url, &self.options.endpoint) {
+            Ok(u) => u,
+            Err(message) => {
+                return configuration_failure(clock, &call.model, &format!("{API}: {message}"))
+            }
+        };
+        let client = match self.clients.client_for(&url) {
+            Ok(c) => c,
+            Err(message) => return failure(clock, &call.model, None, "exception", &message),
+        };
+        let mut body = json!({
+            "model": call.model,
+            "max_tokens": call.max_tokens,
+            "temperature": call.temperature,
+            "messages": [{"role": "user", "content": req.prompt}],
+        });
+        if let Some(system) = &call.system_prompt {
+            body["system"] = Value::String(system.clone());
+        }
+        tracing::debug!(model = %call.model, max_tokens = call.max_tokens, prompt_len = req.prompt.len(),
+            job = %req.job_id, sheet = req.sheet_num, "anthropic api request");
+        let target = url.clone();
+        let builder = client
+            .post(url)
+            .header("x-api-key", key)
+            .header("anthropic-version", &self.options.anthropic_version)
+            .json(&body);
+        match send(builder, req.timeout, &req.progress).await {
+            Reply::TimedOut => timeout_failure(clock, &call.model, API, req.timeout),
+            Reply::Connection(detail) => {
+                connection_failure(clock, &call.model, API, &target, &detail)
+            }
+            Reply::Response {
+                status,
+                headers,
+                body,
+            } if !status.is_success() => status_failure(
+                clock,
+                &call.model,
+                API,
+                status,
+                &headers,
+                &body,
+                &format!(" (key from {})", call.api_key_env),
+            ),
+            Reply::Response { body, .. } => self.success(clock, call, &body),
+        }
+    }
+
+    fn success(&self, clock: &Clock, call: &Call, body: &str) -> ExecutionResult {
+        let parsed: Value = match serde_json::from_str(body) {
+            Ok(v) => v,
+            Err(err) => {
+                return malformed(clock, &call.model, API, body, &err.to_string());
+            }
+        };
+        let Some(blocks) = parsed.get("content").and_then(Value::as_array) else {
+            return malformed(clock, &call.model, API, body, "no 'content' list");
+        };
+        let text: String = blocks
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect();
+        let input = parsed
+            .pointer("/usage/input_tokens")
+            .and_then(Value::as_u64);
+        let output = parsed
+            .pointer("/usage/output_tokens")
+            .and_then(Value::as_u64);
+        let model = parsed
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or(&call.model)
+            .to_string();
+        if parsed.get("stop_reason").and_then(Value::as_str) == Some("max_tokens") {
+            tracing::warn!(%model, max_tokens = call.max_tokens, "answer was cut at max_tokens");
+        }
+        let mut r = clock.result(&model);
+        r.success = true;
+        r.exit_code = Some(0);
+        r.stdout_bytes = text.len() as u64;
+        r.stdout = text.clone();
+        r.result_text = Some(text);
+        r.input_tokens = input;
+        r.output_tokens = output;
+        r.cost_usd = Some(price_usd(
+            &self.options.models,
+            Some(&self.options.model),
+            &model,
+            input.unwrap_or(0),
+            output.unwrap_or(0),
+        ));
+        r.session_id = parsed.get("id").and_then(Value::as_str).map(str::to_string);
+        r
+    }
+}
+
+impl Backend for AnthropicApiBackend {
+    fn name(&self) -> &str {
+        &self.options.display_name
+    }
+
+    fn execute(&self, req: ExecutionRequest) -> BoxFuture<'_, ExecutionResult> {
+        Box::pin(self.run(req))
+    }
+
+    /// Ready when the key variable is set; never calls the API (no quota spent).
+    fn health_check(&self) -> BoxFuture<'_, HealthStatus> {
+        Box::pin(async move {
+            let var = &self.options.api_key_env;
+            let ready = lookup_env(var, &[]).is_some();
+            HealthStatus {
+                ready,
+                binary_path: None,
+                detail: if ready {
+                    format!("API key found in {var}")
+                } else {
+                    format!("API key not found in environment variable {var}")
+                },
+            }
+        })
+    }
+}

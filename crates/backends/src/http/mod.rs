@@ -1,0 +1,478 @@
+//! HTTP instruments: the Anthropic Messages API (instruments.md §3.2) and a local Ollama
+//! server (§3.3), plus what both share — one pooled client, the mapping of HTTP outcomes
+//! onto [`ExecutionResult`] fields the classifier reads (execution.md §7.5), `retry-after`
+//! parsing, profile pricing (§4.6) and the per-attempt log files.
+//!
+//! Deliberate differences from upstream (see the crate report / `docs/differences.md`):
+//! * The request's timeout bounds the whole call (upstream ignored per-call timeouts).
+//! * A 5xx, 408 or 409 answer and a dropped connection are transient (upstream reported the
+//!   status as exit code, which its classifier turned into a fatal E999).
+//! * A 429's `retry-after` (or Anthropic's `anthropic-ratelimit-*-reset`) becomes the
+//!   rate-limit reset instant instead of the generic one-hour wait.
+//! * Ollama answers with an HTTP error status instead of crashing the attempt.
+
+mod anthropic;
+mod ollama;
+mod options;
+
+pub use anthropic::{AnthropicApiBackend, AnthropicApiOptions};
+pub use ollama::{OllamaBackend, OllamaOptions};
+pub use options::{parse_retry_after, price_usd, FALLBACK_PRICING_PER_MILLION};
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use reqwest::header::HeaderMap;
+use reqwest::{Client, StatusCode, Url};
+use serde_json::Value;
+
+use crate::process::StreamKind;
+use crate::redact::redact;
+use crate::types::{epoch_now, ExecutionResult, ExitReason, Progress};
+
+/// How long establishing a TCP/TLS connection may take (upstream Ollama's connect timeout).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Most characters of an error body quoted in an error message.
+const ERROR_BODY_CHARS: usize = 500;
+
+/// A backend's two clients, built on first use: one honouring the proxy environment, one
+/// direct for loopback hosts (a local Ollama or a test server must never go through a
+/// corporate proxy). Kept per backend, not process-wide: a pooled connection belongs to
+/// the tokio runtime that opened it and dies with it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ClientCache(Arc<OnceLock<Result<Clients, String>>>);
+
+#[derive(Debug)]
+struct Clients {
+    proxied: Client,
+    direct: Client,
+}
+
+fn build_clients() -> Result<Clients, String> {
+    let base = || {
+        Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .user_agent(concat!("mozart/", env!("CARGO_PKG_VERSION")))
+    };
+    let proxied = base().build().map_err(|e| error_chain(&e))?;
+    let direct = base().no_proxy().build().map_err(|e| error_chain(&e))?;
+    Ok(Clients { proxied, direct })
+}
+
+impl ClientCache {
+    /// The pooled client for `url` (clones share one connection pool).
+    pub(crate) fn client_for(&self, url: &Url) -> Result<Client, String> {
+        let clients = self
+            .0
+            .get_or_init(build_clients)
+            .as_ref()
+            .map_err(|e| format!("cannot create the HTTP client: {e}"))?;
+        Ok(if is_loopback(url) {
+            clients.direct.clone()
+        } else {
+            clients.proxied.clone()
+        })
+    }
+}
+
+fn is_loopback(url: &Url) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    match bare.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => bare.eq_ignore_ascii_case("localhost"),
+    }
+}
+
+/// `base` + `endpoint` as a URL; only `http` and `https` are accepted.
+pub(crate) fn join_url(base: &str, endpoint: &str) -> Result<Url, String> {
+    let joined = format!(
+        "{}/{}",
+        base.trim_end_matches('/'),
+        endpoint.trim_start_matches('/')
+    );
+    let url = Url::parse(&joined).map_err(|e| format!("invalid base URL '{base}': {e}"))?;
+    match url.scheme() {
+        "http" | "https" => Ok(url),
+        other => Err(format!(
+            "invalid base URL '{base}': scheme '{other}' is not http or https"
+        )),
+    }
+}
+
+/// An error with its whole `source()` chain, so "connection refused" deep inside hyper
+/// reaches the message (and the classifier's network patterns).
+pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// What came back from one HTTP call.
+pub(crate) enum Reply {
+    /// A complete response.
+    Response {
+        status: StatusCode,
+        headers: HeaderMap,
+        body: String,
+    },
+    /// The request's timeout elapsed first.
+    TimedOut,
+    /// No response: connection refused, reset, dropped mid-body, TLS failure…
+    Connection(String),
+}
+
+/// Send a request and read its whole body, all within `timeout`. Dropping the returned
+/// future aborts the call (reqwest closes the connection), which is how a cancelled
+/// attempt stops.
+pub(crate) async fn send(
+    builder: reqwest::RequestBuilder,
+    timeout: Duration,
+    progress: &Progress,
+) -> Reply {
+    let call = async {
+        // Without the URL: a port such as 42913 or 14011 would otherwise match the
+        // classifier's `429` / `401` patterns and turn a dropped connection into a rate
+        // limit or an auth failure.
+        let response = builder
+            .send()
+            .await
+            .map_err(|e| error_chain(&e.without_url()))?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| error_chain(&e.without_url()))?;
+        progress.record(StreamKind::Stdout, bytes.len());
+        Ok::<_, String>((
+            status,
+            headers,
+            String::from_utf8_lossy(&bytes).into_owned(),
+        ))
+    };
+    match tokio::time::timeout(timeout, call).await {
+        Err(_) => Reply::TimedOut,
+        Ok(Err(message)) => Reply::Connection(message),
+        Ok(Ok((status, headers, body))) => Reply::Response {
+            status,
+            headers,
+            body,
+        },
+    }
+}
+
+/// The start of an attempt, for durations and `started_at_epoch`.
+pub(crate) struct Clock {
+    started: Instant,
+    started_epoch: f64,
+}
+
+impl Clock {
+    pub(crate) fn start() -> Self {
+        Clock {
+            started: Instant::now(),
+            started_epoch: epoch_now(),
+        }
+    }
+
+    /// A result stamped with this attempt's start and duration.
+    pub(crate) fn result(&self, model: &str) -> ExecutionResult {
+        ExecutionResult {
+            started_at_epoch: self.started_epoch,
+            duration_seconds: self.started.elapsed().as_secs_f64(),
+            model: Some(model.to_string()),
+            ..Default::default()
+        }
+    }
+}
+
+/// A failed attempt with `stderr` = the (redacted) message.
+pub(crate) fn failure(
+    clock: &Clock,
+    model: &str,
+    exit_code: Option<i32>,
+    error_type: &str,
+    message: &str,
+) -> ExecutionResult {
+    let message = redact(message);
+    let mut r = clock.result(model);
+    r.success = false;
+    r.exit_code = exit_code;
+    r.exit_reason = if exit_code.is_none() && error_type == "configuration" {
+        ExitReason::Error
+    } else {
+        ExitReason::Completed
+    };
+    r.stderr_bytes = message.len() as u64;
+    r.stderr = message.clone();
+    r.error_type = Some(error_type.to_string());
+    r.error_message = Some(message);
+    r
+}
+
+/// A request that never left: bad option, bad URL, missing key. Exit 2 plus "invalid
+/// argument" makes the classifier call it non-transient (execution.md §7.4 step 4), so the
+/// baton does not spend retries on a score that cannot work.
+pub(crate) fn configuration_failure(clock: &Clock, model: &str, message: &str) -> ExecutionResult {
+    let mut r = failure(
+        clock,
+        model,
+        Some(2),
+        "configuration",
+        &format!("{message} (invalid argument)"),
+    );
+    r.exit_reason = ExitReason::Error;
+    r
+}
+
+/// The request's timeout elapsed (execution.md §7.4 step 2 → E001, retriable).
+pub(crate) fn timeout_failure(
+    clock: &Clock,
+    model: &str,
+    api: &str,
+    timeout: Duration,
+) -> ExecutionResult {
+    let mut r = failure(
+        clock,
+        model,
+        None,
+        "timeout",
+        &format!(
+            "{api} timeout after {}s: no complete response",
+            timeout.as_secs_f64()
+        ),
+    );
+    r.exit_reason = ExitReason::Timeout;
+    r.timed_out = true;
+    r
+}
+
+/// No response at all. Exit code stays unset so the classifier treats it as transient
+/// (E901 when the text names a refused/reset connection, else E999), never as a status.
+/// The message names the host but not the port (see [`send`]).
+pub(crate) fn connection_failure(
+    clock: &Clock,
+    model: &str,
+    api: &str,
+    url: &Url,
+    detail: &str,
+) -> ExecutionResult {
+    let host = url.host_str().unwrap_or("the server");
+    failure(
+        clock,
+        model,
+        None,
+        "connection",
+        &format!("Connection error: {api} at {host} did not answer: {detail}"),
+    )
+}
+
+/// A 2xx whose body is not the API's answer: retriable (a proxy or gateway glitch), so no
+/// exit code (execution.md §7.4 step 5).
+pub(crate) fn malformed(
+    clock: &Clock,
+    model: &str,
+    api: &str,
+    body: &str,
+    why: &str,
+) -> ExecutionResult {
+    let start: String = body.chars().take(200).collect();
+    failure(
+        clock,
+        model,
+        None,
+        "bad_response",
+        &format!("{api} returned a malformed response ({why}); body starts: {start}"),
+    )
+}
+
+/// The error text inside an API error body: Anthropic's `error.message`, Ollama's `error`,
+/// else the start of the body.
+pub(crate) fn api_error_text(body: &str) -> String {
+    if let Ok(v) = serde_json::from_str::<Value>(body) {
+        let found = v
+            .pointer("/error/message")
+            .or_else(|| v.get("error").filter(|e| e.is_string()))
+            .or_else(|| v.get("message"))
+            .and_then(Value::as_str);
+        if let Some(text) = found {
+            let kind = v.pointer("/error/type").and_then(Value::as_str);
+            return match kind {
+                Some(kind) => format!("{kind}: {text}"),
+                None => text.to_string(),
+            };
+        }
+    }
+    let trimmed = body.trim();
+    if trimmed.is_empty() {
+        return "(empty body)".into();
+    }
+    trimmed.chars().take(ERROR_BODY_CHARS).collect()
+}
+
+/// A non-2xx answer, mapped so `classify` decides as execution.md §7.5 intends:
+/// 429 → rate limit (reset from `retry-after`), 401/403 → auth (fatal), 503/529 → capacity,
+/// other 5xx / 408 / 409 → transient, remaining 4xx → fatal.
+pub(crate) fn status_failure(
+    clock: &Clock,
+    model: &str,
+    api: &str,
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &str,
+    auth_hint: &str,
+) -> ExecutionResult {
+    let code = status.as_u16();
+    let text = api_error_text(body);
+    let (error_type, message, exit_code) = match code {
+        429 => (
+            "rate_limit",
+            format!("Rate limited: {api} answered HTTP 429: {text}"),
+            Some(429),
+        ),
+        401 | 403 => (
+            "authentication",
+            format!("Authentication failed: {api} answered HTTP {code}: {text}{auth_hint}"),
+            Some(i32::from(code)),
+        ),
+        400 => (
+            "bad_request",
+            format!("Bad request: {api} answered HTTP 400: {text}"),
+            Some(400),
+        ),
+        // Transient statuses keep no exit code: a status in `exit_code` reaches the
+        // classifier's "unknown exit code" branch, which is fatal (execution.md §7.4 step 6).
+        408 | 409 | 500..=599 => (
+            "api_error",
+            format!("{api} answered HTTP {code}: {text}"),
+            None,
+        ),
+        _ => (
+            "api_error",
+            format!("{api} answered HTTP {code}: {text}"),
+            Some(i32::from(code)),
+        ),
+    };
+    let mut r = failure(clock, model, exit_code, error_type, &message);
+    r.api_error_status = Some(code);
+    if code == 429 {
+        r.rate_limited = true;
+        r.rate_limit_reset = rate_limit_reset(headers, epoch_now());
+    }
+    r
+}
+
+/// When a 429 says the limit lifts: `retry-after` (seconds or HTTP date), else the latest
+/// `anthropic-ratelimit-*-reset` instant (RFC 3339).
+pub(crate) fn rate_limit_reset(headers: &HeaderMap, now: f64) -> Option<f64> {
+    if let Some(at) = headers
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| parse_retry_after(v, now))
+    {
+        return Some(at);
+    }
+    headers
+        .iter()
+        .filter(|(name, _)| {
+            let n = name.as_str();
+            n.starts_with("anthropic-ratelimit-") && n.ends_with("-reset")
+        })
+        .filter_map(|(_, v)| v.to_str().ok())
+        .filter_map(|v| v.trim().parse::<jiff::Timestamp>().ok())
+        .map(|ts| ts.as_millisecond() as f64 / 1000.0)
+        .filter(|at| *at > now)
+        .reduce(f64::max)
+}
+
+/// Write the answer / error text to `{base}.stdout.log` / `{base}.stderr.log`, as the CLI
+/// backends tee their streams. A failed write is logged, never fails the attempt.
+pub(crate) async fn write_logs(base: Option<&Path>, stdout: &str, stderr: &str) {
+    let Some(base) = base else { return };
+    for (suffix, text) in [(".stdout.log", stdout), (".stderr.log", stderr)] {
+        let mut path: PathBuf = base.to_path_buf().into_os_string().into();
+        path.as_mut_os_string().push(suffix);
+        if let Some(parent) = path.parent() {
+            if let Err(err) = tokio::fs::create_dir_all(parent).await {
+                tracing::warn!(path = %path.display(), %err, "cannot create the output log directory");
+                continue;
+            }
+        }
+        if let Err(err) = tokio::fs::write(&path, text.as_bytes()).await {
+            tracing::warn!(path = %path.display(), %err, "cannot write the output log");
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    #[test]
+    fn urls_join_and_loopback_is_detected() {
+        let u = join_url("http://127.0.0.1:9/", "/v1/messages").unwrap();
+        assert_eq!(u.as_str(), "http://127.0.0.1:9/v1/messages");
+        assert!(is_loopback(&u));
+        assert!(is_loopback(
+            &join_url("http://localhost:11434", "api/chat").unwrap()
+        ));
+        assert!(!is_loopback(
+            &join_url("https://api.anthropic.com", "/v1/messages").unwrap()
+        ));
+        let err = join_url("ftp://x", "/a").unwrap_err();
+        assert!(err.contains("scheme 'ftp'"), "{err}");
+        assert!(join_url("not a url", "/a").is_err());
+    }
+
+    #[test]
+    fn api_error_text_prefers_structured_messages() {
+        assert_eq!(
+            api_error_text(
+                r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#
+            ),
+            "rate_limit_error: slow down"
+        );
+        assert_eq!(
+            api_error_text(r#"{"error":"model 'x' not found"}"#),
+            "model 'x' not found"
+        );
+        assert_eq!(api_error_text("  "), "(empty body)");
+        assert_eq!(api_error_text(&"y".repeat(900)).len(), ERROR_BODY_CHARS);
+    }
+
+    #[test]
+    fn reset_comes_from_retry_after_then_anthropic_headers() {
+        let now = 1_700_000_000.0;
+        let mut h = HeaderMap::new();
+        h.insert("retry-after", HeaderValue::from_static("30"));
+        h.insert(
+            "anthropic-ratelimit-tokens-reset",
+            HeaderValue::from_static("2023-11-14T22:20:00Z"),
+        );
+        assert_eq!(rate_limit_reset(&h, now), Some(now + 30.0));
+        h.remove("retry-after");
+        // 2023-11-14T22:20:00Z = 1699999200 + 1200 = 1700000400.
+        assert_eq!(rate_limit_reset(&h, now), Some(1_700_000_400.0));
+        h.insert(
+            "anthropic-ratelimit-requests-reset",
+            HeaderValue::from_static("2023-11-14T22:30:00Z"),
+        );
+        assert_eq!(rate_limit_reset(&h, now), Some(1_700_001_000.0));
+        assert_eq!(rate_limit_reset(&HeaderMap::new(), now), None);
+    }
+}

@@ -1,0 +1,353 @@
+//! A local Ollama server as an instrument (instruments.md §3.3), non-streaming and without
+//! MCP tools.
+//!
+//! `instrument_config` / [`ExecutionRequest::options`] keys read per attempt: `model`,
+//! `base_url`, `num_ctx` (≥ 4096), `keep_alive`, `system_prompt`. Other keys are logged and
+//! ignored. [`ExecutionRequest::model`] beats the `model` key.
+//!
+//! Not ported: the agentic MCP tool loop (`dynamic_tools`, `max_tool_iterations`,
+//! `compression_level`): Mozart has no MCP proxy, so every call is a plain completion —
+//! upstream's own behaviour when tool loading fails.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::options::{price_usd, OptionReader};
+use super::{
+    configuration_failure, connection_failure, failure, join_url, malformed, send, status_failure,
+    timeout_failure, write_logs, ClientCache, Clock, Reply,
+};
+use crate::profile::{InstrumentProfile, ModelCapacity};
+use crate::types::{Backend, BoxFuture, ExecutionRequest, ExecutionResult, HealthStatus, Progress};
+
+/// Environment variable that redirects every Ollama call (tests, remote servers).
+pub const BASE_URL_ENV: &str = "MOZART_OLLAMA_BASE_URL";
+
+/// Timeout of the health check's `GET /api/tags` (upstream `health_check_timeout`).
+pub const HEALTH_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+
+const API: &str = "Ollama";
+
+/// How to call Ollama; the conductor maps a score's `backend.ollama` section here.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OllamaOptions {
+    /// The backend's `name()`.
+    pub display_name: String,
+    /// Server URL; [`BASE_URL_ENV`] and the `base_url` option override it.
+    pub base_url: String,
+    /// `/api/chat` (messages) or `/api/generate` (single prompt).
+    pub endpoint: String,
+    /// Model when the attempt names none.
+    pub model: String,
+    /// Context window requested from the server (`options.num_ctx`).
+    pub num_ctx: u64,
+    /// How long the server keeps the model loaded after the call.
+    pub keep_alive: String,
+    /// Optional system message.
+    pub system_prompt: Option<String>,
+    /// Pricing per model (the profile's `models`; local models are usually free).
+    pub models: Vec<ModelCapacity>,
+}
+
+impl Default for OllamaOptions {
+    fn default() -> Self {
+        OllamaOptions {
+            display_name: "Ollama".into(),
+            base_url: "http://localhost:11434".into(),
+            endpoint: "/api/chat".into(),
+            model: "llama3.1:8b".into(),
+            num_ctx: 32768,
+            keep_alive: "5m".into(),
+            system_prompt: None,
+            models: Vec::new(),
+        }
+    }
+}
+
+impl OllamaOptions {
+    /// Defaults overlaid with a profile's `http:` block, `default_model` and `models`.
+    pub fn from_profile(profile: &InstrumentProfile) -> Self {
+        let mut o = OllamaOptions {
+            display_name: profile.display_name.clone(),
+            models: profile.models.clone(),
+            ..Default::default()
+        };
+        if let Some(model) = &profile.default_model {
+            o.model = model.clone();
+        }
+        if let Some(http) = &profile.http {
+            o.base_url = http.base_url.clone();
+            o.endpoint = http.endpoint.clone();
+        }
+        o
+    }
+
+    fn generate_api(&self) -> bool {
+        self.endpoint
+            .trim_end_matches('/')
+            .ends_with("/api/generate")
+    }
+}
+
+struct Call {
+    model: String,
+    base_url: String,
+    num_ctx: u64,
+    keep_alive: String,
+    system_prompt: Option<String>,
+}
+
+/// Calls `POST {base}/api/chat` (or `/api/generate`) with `stream: false`.
+#[derive(Debug, Clone)]
+pub struct OllamaBackend {
+    options: Arc<OllamaOptions>,
+    clients: ClientCache,
+}
+
+impl OllamaBackend {
+    /// A backend with these options.
+    pub fn new(options: OllamaOptions) -> Self {
+        OllamaBackend {
+            options: Arc::new(options),
+            clients: ClientCache::default(),
+        }
+    }
+
+    /// The options.
+    pub fn options(&self) -> &OllamaOptions {
+        &self.options
+    }
+
+    fn base_url(&self, option: Option<String>) -> String {
+        option
+            .or_else(|| {
+                std::env::var(BASE_URL_ENV)
+                    .ok()
+                    .filter(|v| !v.trim().is_empty())
+            })
+            .unwrap_or_else(|| self.options.base_url.clone())
+    }
+
+    fn call_for(&self, req: &ExecutionRequest) -> Result<Call, String> {
+        let o = &self.options;
+        let r = OptionReader::new(
+            "ollama",
+            &req.options,
+            &[
+                "model",
+                "base_url",
+                "num_ctx",
+                "keep_alive",
+                "system_prompt",
+            ],
+            &req.job_id,
+            req.sheet_num,
+        );
+        let model = match req.model.clone() {
+            Some(m) => m,
+            None => r.string("model")?.unwrap_or_else(|| o.model.clone()),
+        };
+        Ok(Call {
+            model,
+            base_url: self.base_url(r.string("base_url")?),
+            num_ctx: r.count("num_ctx", 4096)?.unwrap_or(o.num_ctx),
+            keep_alive: r
+                .string("keep_alive")?
+                .unwrap_or_else(|| o.keep_alive.clone()),
+            system_prompt: r
+                .string("system_prompt")?
+                .or_else(|| o.system_prompt.clone()),
+        })
+    }
+
+    fn payload(&self, call: &Call, prompt: &str) -> Value {
+        let mut body = json!({
+            "model": call.model,
+            "stream": false,
+            "options": {"num_ctx": call.num_ctx},
+            "keep_alive": call.keep_alive,
+        });
+        if self.options.generate_api() {
+            body["prompt"] = Value::String(prompt.to_string());
+            if let Some(system) = &call.system_prompt {
+                body["system"] = Value::String(system.clone());
+            }
+        } else {
+            let mut messages = Vec::new();
+            if let Some(system) = &call.system_prompt {
+                messages.push(json!({"role": "system", "content": system}));
+            }
+            messages.push(json!({"role": "user", "content": prompt}));
+            body["messages"] = Value::Array(messages);
+        }
+        body
+    }
+
+    async fn run(&self, req: ExecutionRequest) -> ExecutionResult {
+        let clock = Clock::start();
+        let fallback_model = req
+            .model
+            .clone()
+            .unwrap_or_else(|| self.options.model.clone());
+        let call = match self.call_for(&req) {
+            Ok(c) => c,
+            Err(message) => return configuration_failure(&clock, &fallback_model, &message),
+        };
+        let result = self.call(&req, &call, &clock).await;
+        write_logs(
+            req.output_log_base.as_deref(),
+            result.result_text.as_deref().unwrap_or(""),
+            &result.stderr,
+        )
+        .await;
+        result
+    }
+
+    async fn call(&self, req: &ExecutionRequest, call: &Call, clock: &Clock) -> ExecutionResult {
+        let url = match join_url(&call.base_url, &self.options.endpoint) {
+            Ok(u) => u,
+            Err(message) => {
+                return configuration_failure(clock, &call.model, &format!("{API}: {message}"))
+            }
+        };
+        let client = match self.clients.client_for(&url) {
+            Ok(c) => c,
+            Err(message) => return failure(clock, &call.model, None, "exception", &message),
+        };
+        tracing::debug!(model = %call.model, %url, prompt_len = req.prompt.len(),
+            job = %req.job_id, sheet = req.sheet_num, "ollama request");
+        let target = url.clone();
+        let builder = client.post(url).json(&self.payload(call, &req.prompt));
+        match send(builder, req.timeout, &req.progress).await {
+            Reply::TimedOut => timeout_failure(clock, &call.model, API, req.timeout),
+            Reply::Connection(detail) => {
+                connection_failure(clock, &call.model, API, &target, &detail)
+            }
+            Reply::Response {
+                status,
+                headers,
+                body,
+            } if !status.is_success() => {
+                status_failure(clock, &call.model, API, status, &headers, &body, "")
+            }
+            Reply::Response { body, .. } => self.success(clock, call, &body),
+        }
+    }
+
+    fn success(&self, clock: &Clock, call: &Call, body: &str) -> ExecutionResult {
+        let parsed: Value = match serde_json::from_str(body) {
+            Ok(v) => v,
+            Err(err) => return malformed(clock, &call.model, API, body, &err.to_string()),
+        };
+        let pointer = if self.options.generate_api() {
+            "/response"
+        } else {
+            "/message/content"
+        };
+        let Some(text) = parsed.pointer(pointer).and_then(Value::as_str) else {
+            return malformed(
+                clock,
+                &call.model,
+                API,
+                body,
+                &format!("no '{pointer}' text"),
+            );
+        };
+        let text = text.to_string();
+        let input = parsed
+            .get("prompt_eval_count")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        // Upstream estimates output tokens as chars / 4 when the server reports none (§3.3).
+        let output = match parsed.get("eval_count").and_then(Value::as_u64) {
+            Some(n) if n > 0 => n,
+            _ => text.chars().count() as u64 / 4,
+        };
+        let model = parsed
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or(&call.model)
+            .to_string();
+        let mut r = clock.result(&model);
+        r.success = true;
+        r.exit_code = Some(0);
+        r.stdout_bytes = text.len() as u64;
+        r.stdout = text.clone();
+        r.result_text = Some(text);
+        r.input_tokens = Some(input);
+        r.output_tokens = Some(output);
+        r.cost_usd = Some(price_usd(
+            &self.options.models,
+            Some(&self.options.model),
+            &model,
+            input,
+            output,
+        ));
+        r
+    }
+
+    async fn check(&self) -> HealthStatus {
+        let not_ready = |detail: String| HealthStatus {
+            ready: false,
+            binary_path: None,
+            detail,
+        };
+        let base = self.base_url(None);
+        let url = match join_url(&base, "/api/tags") {
+            Ok(u) => u,
+            Err(e) => return not_ready(e),
+        };
+        let client = match self.clients.client_for(&url) {
+            Ok(c) => c,
+            Err(e) => return not_ready(e),
+        };
+        let progress = Progress::new();
+        let body = match send(client.get(url), HEALTH_CHECK_TIMEOUT, &progress).await {
+            Reply::Response { status, body, .. } if status.is_success() => body,
+            Reply::Response { status, .. } => {
+                return not_ready(format!("Ollama at {base} answered HTTP {status}"))
+            }
+            Reply::TimedOut => return not_ready(format!("Ollama at {base} did not answer")),
+            Reply::Connection(e) => return not_ready(format!("Ollama at {base}: {e}")),
+        };
+        let wanted = self.options.model.split(':').next().unwrap_or_default();
+        let names: Vec<String> = serde_json::from_str::<Value>(&body)
+            .ok()
+            .and_then(|v| v.get("models").and_then(Value::as_array).cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|m| m.get("name").and_then(Value::as_str).map(str::to_string))
+            .collect();
+        if names.iter().any(|n| n.starts_with(wanted)) {
+            HealthStatus {
+                ready: true,
+                binary_path: None,
+                detail: format!("Ollama at {base} has {}", self.options.model),
+            }
+        } else {
+            not_ready(format!(
+                "Ollama at {base} has no model '{}' (run `ollama pull {}`)",
+                self.options.model, self.options.model
+            ))
+        }
+    }
+}
+
+impl Backend for OllamaBackend {
+    fn name(&self) -> &str {
+        &self.options.display_name
+    }
+
+    fn execute(&self, req: ExecutionRequest) -> BoxFuture<'_, ExecutionResult> {
+        Box::pin(self.run(req))
+    }
+
+    /// `GET /api/tags`: ready when the server lists the model (spends no tokens).
+    fn health_check(&self) -> BoxFuture<'_, HealthStatus> {
+        Box::pin(self.check())
+    }
+}
