@@ -186,6 +186,12 @@ impl ConductorHost {
                 attempt_num: d.attempt_number,
                 mode: d.mode.clone(),
                 outcome: change.status.as_str().to_string(),
+                // The attempt history is what tells a rate-limited attempt (tempo) from a
+                // failed one (budget) after the fact; keep the category with it.
+                instrument: Some(change.instrument.clone()),
+                error_category: d.error_category.clone(),
+                input_tokens: Some(d.input_tokens),
+                output_tokens: Some(d.output_tokens),
                 error_code: d.error_code.clone(),
                 error_message: d.error_message.clone(),
                 exit_code: d.exit_code,

@@ -11,6 +11,7 @@ pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), 
     let rows = lock(&mgr.shared.registry)
         .list_jobs(true)
         .map_err(|e| ConductorError::Recovery(format!("cannot read the job registry: {e}")))?;
+    park_rate_limited_instruments(mgr);
     let mut resumed = 0usize;
     let mut failed = 0usize;
     for record in rows {
@@ -78,4 +79,30 @@ pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), 
     }
     tracing::info!(resumed, failed, "manager.orphans_recovered");
     Ok(())
+}
+
+/// Re-park every instrument whose persisted rate limit has not expired (architecture
+/// invariant 2: the deadline is persisted so a restart does not stampede). Sent before any
+/// job is re-registered, so the baton knows the limit before it dispatches anything.
+fn park_rate_limited_instruments(mgr: &JobManager) {
+    let now = mozart_state::epoch_now();
+    let limits = match lock(&mgr.shared.registry).active_rate_limits(now) {
+        Ok(limits) => limits,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot read persisted rate limits; instruments start unparked");
+            return;
+        }
+    };
+    for limit in limits {
+        let wait = std::time::Duration::from_secs_f64((limit.until - now).max(0.0));
+        tracing::info!(instrument = %limit.instrument, wait_seconds = wait.as_secs_f64(), "rate_limit.restored");
+        if let Err(e) = mgr.send(mozart_baton::Event::RateLimitHit {
+            instrument: limit.instrument.clone(),
+            wait,
+            job_id: None,
+            sheet_num: None,
+        }) {
+            tracing::error!(instrument = %limit.instrument, error = %e, "cannot restore rate limit");
+        }
+    }
 }

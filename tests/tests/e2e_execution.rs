@@ -1,0 +1,402 @@
+//! End-to-end execution through the real conductor: the repo's hello example, and the
+//! stand-in AI CLI scripted to pass, fail, half-pass, hit a rate limit, hang, die by signal
+//! (execution.md §2–§4; architecture invariants 1–3, 5).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../fixtures/e2e/harness.rs"]
+mod harness;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use harness::*;
+use mozart_tests::TestEnv;
+use serde_json::{json, Value};
+
+/// A one-sheet score on the stand-in (as `claude_cli`, whose environment passes
+/// `MOZART_STANDIN_SCRIPT` through; the claude-code profile keeps only credentials) whose validations check `files`
+/// in the workspace; the stand-in's script decides what each attempt writes.
+fn ai_score(env: &TestEnv, name: &str, files: &[&str], extra: &str) -> (PathBuf, PathBuf) {
+    ai_score_on(env, "claude_cli", name, files, extra)
+}
+
+fn ai_score_on(
+    env: &TestEnv,
+    instrument: &str,
+    name: &str,
+    files: &[&str],
+    extra: &str,
+) -> (PathBuf, PathBuf) {
+    let ws = env.work.join(format!("{name}-ws"));
+    let mut validations = String::new();
+    for f in files {
+        validations.push_str(&format!(
+            "  - type: file_exists\n    path: \"{{workspace}}/{f}\"\n    description: \"{f} exists\"\n"
+        ));
+    }
+    let yaml = format!(
+        r#"name: {name}
+workspace: {ws}
+instrument: {instrument}
+pause_between_sheets_seconds: 0
+retry:
+  max_retries: 3
+  base_delay_seconds: 0.3
+  exponential_base: 2
+  jitter: false
+sheet:
+  size: 1
+  total_items: 1
+{extra}
+prompt:
+  template: "Write the files. Marker {name}-marker."
+validations:
+{validations}"#,
+        ws = ws.display()
+    );
+    (env.write_score(name, &yaml), ws)
+}
+
+/// Rows of the registry's attempt history for one sheet: (mode, outcome, executed_at,
+/// duration_seconds, error_category).
+fn attempts(
+    env: &TestEnv,
+    job: &str,
+    sheet: u32,
+) -> Vec<(String, String, f64, f64, Option<String>)> {
+    let db = rusqlite::Connection::open(env.home.join("registry.db")).unwrap();
+    let mut stmt = db
+        .prepare(
+            "SELECT mode, outcome, executed_at, COALESCE(duration_seconds, 0), error_category \
+             FROM attempts WHERE job_id = ?1 AND sheet_num = ?2 ORDER BY id",
+        )
+        .unwrap();
+    stmt.query_map(rusqlite::params![job, sheet], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+/// Processes whose command line mentions `marker` (the prompt is an argument of the
+/// instrument process).
+fn processes_mentioning(marker: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if pid == std::process::id() || !mozart_tests::alive(pid) {
+            continue;
+        }
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(marker) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+fn scripted(env: &TestEnv, steps: Value) {
+    let script = standin_script(env, "script", &steps);
+    install_instruments(env);
+    start_with_env(env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+}
+
+#[test]
+fn hello_example_runs_to_completed_with_three_voices() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/hello.yaml");
+    let ws = env.work.join("hello-ws");
+    run(&env, &example, &["--workspace", ws.to_str().unwrap()]);
+    let doc = wait_terminal(&env, "hello", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    let finale = std::fs::read_to_string(ws.join("finale.txt")).unwrap();
+    assert_eq!(
+        finale,
+        "violin answers: Hello from Mozart\nviola answers: Hello from Mozart\ncello answers: Hello from Mozart\nFine.\n"
+    );
+    for n in 1..=5 {
+        assert_eq!(sheet(&doc, n)["status"], "completed", "sheet {n}: {doc:#}");
+        assert_eq!(sheet(&doc, n)["validation_passed"], true, "sheet {n}");
+    }
+}
+
+#[test]
+fn a_sheet_that_passes_first_time_takes_one_attempt() {
+    let env = TestEnv::new();
+    let (score, ws) = ai_score(&env, "first", &["a.txt"], "");
+    scripted(
+        &env,
+        json!([{"files": {ws.join("a.txt").to_str().unwrap(): "a"}}]),
+    );
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "first", 30.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert_eq!(sheet(&doc, 1)["attempt_count"], 1, "{doc:#}");
+    let rows = attempts(&env, "first", 1);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].1, "completed");
+}
+
+#[test]
+fn two_failures_then_a_pass_records_three_attempts_with_backoff() {
+    let env = TestEnv::new();
+    // Plain-text output: the classifier sees only the message (see the ignored test below).
+    let (score, ws) = ai_score_on(&env, "standin-text", "flaky", &["a.txt"], "");
+    scripted(
+        &env,
+        json!([
+            {"scenario": "error", "result": "transient trouble"},
+            {"scenario": "error", "result": "transient trouble"},
+            {"files": {ws.join("a.txt").to_str().unwrap(): "a"}}
+        ]),
+    );
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "flaky", 30.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert_eq!(sheet(&doc, 1)["attempt_count"], 3, "{doc:#}");
+    let rows = attempts(&env, "flaky", 1);
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert_eq!(rows[2].1, "completed", "{rows:?}");
+    // Backoff: 0.3 s after the first failure, 0.6 s after the second (no jitter).
+    for (i, min_gap) in [(1usize, 0.25), (2, 0.5)] {
+        let prev_end = rows[i - 1].2 + rows[i - 1].3;
+        let gap = rows[i].2 - prev_end;
+        assert!(
+            gap >= min_gap,
+            "gap before attempt {} was {gap:.3}s: {rows:?}",
+            i + 1
+        );
+    }
+}
+
+#[test]
+fn half_passed_validations_enter_completion_mode_then_complete() {
+    let env = TestEnv::new();
+    let (score, ws) = ai_score(&env, "partial", &["a.txt", "b.txt", "c.txt"], "");
+    let f = |n: &str| ws.join(n).to_str().unwrap().to_string();
+    scripted(
+        &env,
+        json!([
+            {"files": {f("a.txt"): "a", f("b.txt"): "b"}},
+            {"files": {f("c.txt"): "c"}}
+        ]),
+    );
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "partial", 30.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    let s = sheet(&doc, 1);
+    assert_eq!(s["validation_passed"], true);
+    let modes: Vec<String> = attempts(&env, "partial", 1)
+        .into_iter()
+        .map(|r| r.0)
+        .collect();
+    assert_eq!(modes, ["normal", "completion"]);
+}
+
+/// Invocations of the stand-in so far (its script counter).
+fn invocations(script: &Path) -> u32 {
+    std::fs::read_to_string(format!("{}.count", script.display()))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn call(env: &TestEnv, method: &str, params: Value) -> Value {
+    let mut client = mozart_ipc::BlockingClient::connect(&env.socket).unwrap();
+    client.call_value(method, params).unwrap()
+}
+
+/// Seconds left on the instrument's rate limit, as the conductor reports it.
+fn limit_remaining(env: &TestEnv, instrument: &str) -> Option<f64> {
+    let doc = call(env, "daemon.rate_limits", json!({}));
+    doc["backends"][instrument]["seconds_remaining"].as_f64()
+}
+
+#[test]
+fn a_rate_limit_parks_the_sheet_without_spending_a_retry_even_across_a_restart() {
+    let env = TestEnv::new();
+    let (score, ws) = ai_score(&env, "limited", &["a.txt"], "");
+    // The reset is 2 s ahead; the classifier clamps waits to at least 5 minutes
+    // (execution.md §10, upstream's floor), so the test lifts the limit by hand below.
+    let script = standin_script(
+        &env,
+        "script",
+        &json!([
+            {"scenario": "limit-legacy", "reset_in": 2},
+            {"files": {ws.join("a.txt").to_str().unwrap(): "a"}}
+        ]),
+    );
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    run(&env, &score, &[]);
+    poll(&env, 20.0, "the rate limit to be recorded", || {
+        limit_remaining(&env, "claude_cli")
+    });
+    let doc = status(&env, "limited");
+    assert_ne!(doc["status"], "failed", "{doc:#}");
+    assert_eq!(
+        sheet(&doc, 1)["attempt_count"],
+        0,
+        "a rate limit is not an attempt: {doc:#}"
+    );
+    assert_eq!(sheet(&doc, 1)["error_category"], "rate_limit", "{doc:#}");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(invocations(&script), 1, "the instrument stays parked");
+
+    // A restart must not stampede: the parked instrument stays parked (invariant 2).
+    let pid = env.conductor_pid().unwrap();
+    mozart_tests::signal(pid, "KILL");
+    poll(&env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    let remaining = limit_remaining(&env, "claude_cli");
+    assert!(
+        remaining.is_some_and(|r| r > 60.0),
+        "limit survives the restart: {remaining:?}"
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        invocations(&script),
+        1,
+        "no re-dispatch into a live limit after restart"
+    );
+
+    // Lifting the limit lets the sheet run; the wait cost no retry.
+    call(
+        &env,
+        "daemon.clear_rate_limits",
+        json!({"instrument": "claude_cli"}),
+    );
+    let doc = wait_terminal(&env, "limited", 20.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert_eq!(sheet(&doc, 1)["attempt_count"], 1, "{doc:#}");
+    assert_eq!(invocations(&script), 2);
+    let rows = attempts(&env, "limited", 1);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[0].4.as_deref(), Some("rate_limit"), "{rows:?}");
+    assert_eq!(rows[1].1, "completed", "{rows:?}");
+}
+
+#[test]
+fn a_hung_instrument_is_killed_at_the_timeout_and_retried() {
+    let env = TestEnv::new();
+    let (score, ws) = ai_score(
+        &env,
+        "hung",
+        &["a.txt"],
+        "backend:\n  timeout_seconds: 1.5\n",
+    );
+    scripted(
+        &env,
+        json!([
+            {"scenario": "hang", "sleep": 60},
+            {"files": {ws.join("a.txt").to_str().unwrap(): "a"}}
+        ]),
+    );
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "hung", 30.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert_eq!(sheet(&doc, 1)["attempt_count"], 2, "{doc:#}");
+    let rows = attempts(&env, "hung", 1);
+    assert_eq!(rows[0].4.as_deref(), Some("timeout"), "{rows:?}");
+    // The hung process (its prompt names the marker) is gone.
+    let left = poll(&env, 5.0, "the hung instrument to be killed", || {
+        let left = processes_mentioning("hung-marker");
+        left.is_empty().then_some(left)
+    });
+    assert!(left.is_empty());
+}
+
+#[test]
+fn an_instrument_killed_by_a_signal_is_retried() {
+    let env = TestEnv::new();
+    let (score, ws) = ai_score(&env, "crashy", &["a.txt"], "");
+    scripted(
+        &env,
+        json!([
+            {"scenario": "signal", "signal": "KILL"},
+            {"files": {ws.join("a.txt").to_str().unwrap(): "a"}}
+        ]),
+    );
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "crashy", 30.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert_eq!(sheet(&doc, 1)["attempt_count"], 2, "{doc:#}");
+    let rows = attempts(&env, "crashy", 1);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[0].4.as_deref(), Some("signal"), "{rows:?}");
+}
+
+#[test]
+fn validations_failing_every_attempt_fail_the_sheet_its_dependents_and_the_job() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = env.work.join("doomed-ws");
+    let yaml = format!(
+        r#"name: doomed
+workspace: {ws}
+instrument: shell
+pause_between_sheets_seconds: 0
+retry: {{max_retries: 2, base_delay_seconds: 0.1, jitter: false, max_completion_attempts: 0}}
+sheet:
+  size: 1
+  total_items: 3
+  dependencies:
+    2: [1]
+    3: [2]
+prompt:
+  template: |
+    RUN: echo attempt >> "{{{{ workspace }}}}/attempts-{{{{ sheet_num }}}}.log"
+validations:
+  - type: file_exists
+    path: "{{workspace}}/never.txt"
+    description: "the impossible file"
+"#,
+        ws = ws.display()
+    );
+    let score = env.write_score("doomed", &yaml);
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "doomed", 30.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    assert_eq!(sheet(&doc, 1)["status"], "failed", "{doc:#}");
+    assert_eq!(sheet(&doc, 1)["validation_passed"], false);
+    // max_retries counts executions (execution.md §2.3): two, then no more.
+    assert_eq!(ledger(&ws.join("attempts-1.log")).len(), 2);
+    for n in [2, 3] {
+        let s = sheet(&doc, n);
+        assert_eq!(s["status"], "failed", "sheet {n}: {doc:#}");
+        let reason = s["error_message"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains("sheet 1") || reason.contains(&format!("sheet {}", n - 1)),
+            "sheet {n}'s reason names the failed dependency: {reason:?}"
+        );
+        assert!(
+            !ws.join(format!("attempts-{n}.log")).exists(),
+            "sheet {n} never ran"
+        );
+    }
+    let list = list_all(&env);
+    assert_eq!(list[0]["status"], "failed", "{list:?}");
+}
+
+#[test]
+#[ignore = "BUG (backends classify): a bare 401/403 anywhere in the output (request ids, session uuids) classifies a transient error as auth, so it is never retried"]
+fn a_transient_error_whose_request_id_contains_401_is_still_retried() {
+    let env = TestEnv::new();
+    let (score, ws) = ai_score_on(&env, "standin-text", "reqid", &["a.txt"], "");
+    scripted(
+        &env,
+        json!([
+            {"scenario": "error", "result": "API Error: 500 Internal server error (request_id: req_011CV4013ab9)"},
+            {"files": {ws.join("a.txt").to_str().unwrap(): "a"}}
+        ]),
+    );
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "reqid", 30.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert_eq!(sheet(&doc, 1)["attempt_count"], 2, "{doc:#}");
+}
