@@ -2,6 +2,8 @@
 //! signals, and the `daemon.*` methods. Jobs plug in through [`jobs`] and [`JobHost`].
 
 pub mod config;
+#[cfg(feature = "jobs")]
+pub mod cross_sheet;
 pub mod ctx;
 pub mod daemon_methods;
 pub mod error;

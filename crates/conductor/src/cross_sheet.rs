@@ -1,0 +1,278 @@
+//! Cross-sheet context (`cross_sheet:`): what earlier sheets printed and wrote, offered to a
+//! sheet's prompt as `previous_outputs`, `previous_files` and `skipped_upstream`
+//! (score.md §3.13, §5.8.5; execution.md §9.1).
+//!
+//! Intended call site (for the job manager / musician): when rendering a sheet's prompt,
+//! before `mozart_config::template::build_sheet_prompt`:
+//! ```ignore
+//! let (tails, skipped) = cross_sheet::prior_from_checkpoint(&checkpoint);
+//! let found = cross_sheet::collect(&CrossSheetInput {
+//!     job: &config, sheet: &planned, workspace: &run.workspace,
+//!     stdout_tails: &tails, skipped: &skipped, files_modified_since: None,
+//! });
+//! found.apply(&mut render_ctx); // fills previous_outputs / previous_files / skipped_upstream
+//! ```
+//! Blocking file I/O (globbing, reading files): fine inside the musician task's
+//! `spawn_blocking`, or call it where the prompt is already rendered off the loop.
+//!
+//! Differences from upstream, deliberate: a `capture_files` pattern is a real template —
+//! any Jinja expression (`{{ sheet_num - 1 }}`, `{{ workspace }}`, user variables, …) is
+//! rendered with the sheet's template variables, then single-brace `{placeholders}` are
+//! expanded (upstream replaces only four literal spellings and leaves the rest, so the
+//! documented `{{ sheet_num - 1 }}` matched nothing, [GAP] §5.8.5). A pattern that fails to
+//! render is reported in [`CrossSheetContext::warnings`] and skipped. Glob results are
+//! sorted (Python's order is the directory's).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Component, Path, PathBuf};
+use std::time::SystemTime;
+
+use mozart_config::{placeholders, plan, template, JobConfig, PlannedSheet, RenderContext};
+use mozart_state::{CheckpointState, SheetStatus};
+
+use crate::workspace::FnMatch;
+
+/// Appended to an output or file cut at `max_output_chars` (§3.13).
+const TRUNCATION_MARK: &str = "\n... [truncated]";
+
+/// What [`collect`] reads.
+#[derive(Debug, Clone, Copy)]
+pub struct CrossSheetInput<'a> {
+    /// The score (its `cross_sheet` section, variables, sheet layout).
+    pub job: &'a JobConfig,
+    /// The sheet about to run.
+    pub sheet: &'a PlannedSheet,
+    /// The run's workspace (relative `capture_files` patterns are taken from here).
+    pub workspace: &'a Path,
+    /// Stored stdout tails of earlier *completed* sheets, by sheet number.
+    pub stdout_tails: &'a BTreeMap<u32, String>,
+    /// Earlier sheets that were skipped.
+    pub skipped: &'a BTreeSet<u32>,
+    /// Ignore captured files last modified before this instant (files left by an earlier
+    /// run); `None` keeps all, as both upstream paths effectively do.
+    pub files_modified_since: Option<SystemTime>,
+}
+
+/// The cross-sheet values for one sheet's prompt.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CrossSheetContext {
+    /// Sheet number → stdout tail (truncated) or `[SKIPPED]`.
+    pub previous_outputs: BTreeMap<u32, String>,
+    /// Absolute file path → content (credential-redacted, truncated), in pattern order.
+    pub previous_files: Vec<(String, String)>,
+    /// Skipped sheets in the lookback window.
+    pub skipped_upstream: Vec<u32>,
+    /// Patterns that could not be rendered and files that could not be read.
+    pub warnings: Vec<String>,
+}
+
+impl CrossSheetContext {
+    /// Put the values into the render context the prompt is built from.
+    pub fn apply(self, ctx: &mut RenderContext) {
+        ctx.previous_outputs = self.previous_outputs;
+        ctx.previous_files.clear();
+        for (path, content) in self.previous_files {
+            ctx.previous_files.insert(path, content);
+        }
+        ctx.skipped_upstream = self.skipped_upstream;
+    }
+}
+
+/// Stdout tails of completed sheets and the set of skipped sheets, from a checkpoint (the
+/// baton's rule: only completed sheets contribute output, §9.1).
+pub fn prior_from_checkpoint(cp: &CheckpointState) -> (BTreeMap<u32, String>, BTreeSet<u32>) {
+    let mut tails = BTreeMap::new();
+    let mut skipped = BTreeSet::new();
+    for (num, sheet) in &cp.sheets {
+        match sheet.status {
+            SheetStatus::Completed => {
+                if let Some(tail) = sheet.stdout_tail.as_ref().filter(|t| !t.is_empty()) {
+                    tails.insert(*num, tail.clone());
+                }
+            }
+            SheetStatus::Skipped => {
+                skipped.insert(*num);
+            }
+            _ => {}
+        }
+    }
+    (tails, skipped)
+}
+
+/// Compute `previous_outputs`, `previous_files` and `skipped_upstream` for a sheet. Empty
+/// when the score has no `cross_sheet` section.
+pub fn collect(input: &CrossSheetInput<'_>) -> CrossSheetContext {
+    let mut out = CrossSheetContext::default();
+    let Some(cfg) = &input.job.cross_sheet else {
+        return out;
+    };
+    let max_chars = usize::try_from(cfg.max_output_chars).unwrap_or(usize::MAX);
+    let n = input.sheet.num;
+    if cfg.auto_capture_stdout {
+        // Window max(1, n - lookback) .. n-1; lookback 0 means from sheet 1 (§3.13).
+        let start = match u32::try_from(cfg.lookback_sheets) {
+            Ok(lb) if lb > 0 => n.saturating_sub(lb).max(1),
+            _ => 1,
+        };
+        for prev in start..n {
+            if input.skipped.contains(&prev) {
+                out.previous_outputs.insert(prev, "[SKIPPED]".into());
+                out.skipped_upstream.push(prev);
+            } else if let Some(tail) = input.stdout_tails.get(&prev).filter(|t| !t.is_empty()) {
+                out.previous_outputs.insert(prev, truncate(tail, max_chars));
+            }
+        }
+        if !out.skipped_upstream.is_empty() {
+            tracing::warn!(sheet = n, skipped = ?out.skipped_upstream, "cross_sheet.upstream_skipped");
+        }
+    }
+    for pattern in &cfg.capture_files {
+        let expanded = match expand_pattern(input, pattern) {
+            Ok(p) => p,
+            Err(message) => {
+                out.warnings.push(format!(
+                    "sheet {n}: cross_sheet.capture_files pattern '{pattern}' skipped: {message}"
+                ));
+                continue;
+            }
+        };
+        for path in glob(&expanded) {
+            if !path.is_file() || out.previous_files.iter().any(|(p, _)| Path::new(p) == path) {
+                continue;
+            }
+            if let Some(since) = input.files_modified_since {
+                let mtime = std::fs::metadata(&path).and_then(|m| m.modified());
+                if mtime.is_ok_and(|t| t < since) {
+                    continue;
+                }
+            }
+            match std::fs::read_to_string(&path) {
+                Ok(text) => {
+                    // Credentials go before truncation, so a key cut in half is still caught.
+                    let text = truncate(&mozart_backends::redact(&text), max_chars);
+                    out.previous_files
+                        .push((path.to_string_lossy().into_owned(), text));
+                }
+                Err(e) => out.warnings.push(format!(
+                    "sheet {n}: cannot read captured file {}: {e}",
+                    path.display()
+                )),
+            }
+        }
+    }
+    for w in &out.warnings {
+        tracing::warn!(sheet = n, "{w}");
+    }
+    out
+}
+
+/// Render a `capture_files` pattern (Jinja, then `{placeholders}`) and anchor it in the
+/// workspace.
+fn expand_pattern(input: &CrossSheetInput<'_>, pattern: &str) -> Result<String, String> {
+    let mut text = pattern.to_string();
+    if text.contains("{{") || text.contains("{%") {
+        let ctx = RenderContext {
+            workspace: Some(input.workspace.to_path_buf()),
+            ..RenderContext::default()
+        };
+        let vars = template::template_vars(input.job, input.sheet, &ctx);
+        text = template::environment(true)
+            .render_str(&text, vars)
+            .map_err(|e| template::jinja_message(&e))?;
+    }
+    if text.contains('{') {
+        let total = u32::try_from(plan::total_sheets(&input.job.sheet)).unwrap_or(0);
+        let movements = u32::try_from(plan::total_stages(&input.job.sheet)).unwrap_or(0);
+        let mut vars = placeholders::sheet_vars(input.job, input.sheet, total, movements);
+        vars.insert(
+            "workspace".into(),
+            input.workspace.to_string_lossy().into_owned(),
+        );
+        text = placeholders::expand(&text, &vars, false);
+    }
+    let path = Path::new(&text);
+    Ok(if path.is_absolute() {
+        text
+    } else {
+        input.workspace.join(path).to_string_lossy().into_owned()
+    })
+}
+
+/// Cut to `max` characters plus the truncation mark.
+fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}{TRUNCATION_MARK}", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+/// Python `glob.glob` without `recursive` (`**` acts as `*`): wildcards match within one
+/// path component, and a wildcard never matches a name starting with `.` unless the pattern
+/// component does. Results are sorted within each directory.
+pub fn glob(pattern: &str) -> Vec<PathBuf> {
+    if !FnMatch::has_magic(pattern) {
+        let p = PathBuf::from(pattern);
+        return if p.symlink_metadata().is_ok() {
+            vec![p]
+        } else {
+            Vec::new()
+        };
+    }
+    let path = Path::new(pattern);
+    let mut current: Vec<PathBuf> = vec![PathBuf::new()];
+    for component in path.components() {
+        let part = match component {
+            Component::Normal(p) => p.to_string_lossy().into_owned(),
+            other => {
+                for c in &mut current {
+                    c.push(other.as_os_str());
+                }
+                continue;
+            }
+        };
+        if !FnMatch::has_magic(&part) {
+            for c in &mut current {
+                c.push(&part);
+            }
+            continue;
+        }
+        let matcher = FnMatch::new(&part);
+        let hidden_ok = part.starts_with('.');
+        let mut next = Vec::new();
+        for dir in &current {
+            let listing = if dir.as_os_str().is_empty() {
+                std::fs::read_dir(".")
+            } else {
+                std::fs::read_dir(dir)
+            };
+            let Ok(entries) = listing else {
+                continue;
+            };
+            let mut names: Vec<String> = entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|name| (hidden_ok || !name.starts_with('.')) && matcher.matches(name))
+                .collect();
+            names.sort();
+            next.extend(names.into_iter().map(|name| dir.join(name)));
+        }
+        current = next;
+        if current.is_empty() {
+            break;
+        }
+    }
+    current.retain(|p| p.symlink_metadata().is_ok());
+    current
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncation_counts_characters_and_marks_the_cut() {
+        assert_eq!(truncate("héllo", 5), "héllo");
+        assert_eq!(truncate("héllo", 2), "hé\n... [truncated]");
+    }
+}
