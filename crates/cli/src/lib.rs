@@ -85,6 +85,14 @@ pub enum Command {
     Modify(commands::modify::Args),
     /// Remove finished jobs from the registry.
     Clear(commands::clear::Args),
+    /// Show or tail log files (the conductor log by default).
+    Logs(commands::logs::Args),
+    /// List all errors for a score with detailed information.
+    Errors(commands::errors::Args),
+    /// Generate a comprehensive diagnostic report for a score.
+    Diagnose(commands::diagnose::Args),
+    /// Show execution history for a score.
+    History(commands::history::Args),
     /// Start the conductor daemon.
     Start(commands::start::Args),
     /// Stop the conductor daemon.
@@ -138,6 +146,10 @@ pub fn main() -> i32 {
         Command::Cancel(a) => commands::cancel::run(&globals, a),
         Command::Modify(a) => commands::modify::run(&globals, a),
         Command::Clear(a) => commands::clear::run(&globals, a),
+        Command::Logs(a) => commands::logs::run(&globals, a),
+        Command::Errors(a) => commands::errors::run(&globals, a),
+        Command::Diagnose(a) => commands::diagnose::run(&globals, a),
+        Command::History(a) => commands::history::run(&globals, a),
         Command::Start(a) => commands::start::run(&globals, a),
         Command::Stop(a) => commands::stop::run(&globals, a),
         Command::Restart(a) => commands::restart::run(&globals, a),

@@ -1,0 +1,864 @@
+//! `mozart diagnose SCORE_ID` (cli.md §5.3): one report of a score's progress, timing,
+//! prompt metrics, timeline, errors and log files, from the checkpoint the conductor
+//! returns for `job.diagnose` (conductor.md §8.10).
+
+use std::path::{Path, PathBuf};
+
+use mozart_ipc::methods;
+use mozart_state::checkpoint::{CheckpointState, SheetStatus};
+use mozart_state::time::Timestamp;
+use serde_json::{json, Map, Value};
+
+use super::errors::{
+    cut, enum_text, fetch_checkpoint, history_entries, synthetic_entry, titled_panel, type_cell,
+    ErrorEntry, StateLookup,
+};
+use super::status::check_score_id;
+use crate::output::{console_width, print_json};
+use crate::render::status_json::{display_status, normalize_error_code};
+use crate::render::style::{job_status_color, sheet_status_color};
+use crate::render::table::{self, Cell};
+use crate::render::time::{format_duration, format_timestamp, now_epoch, thousands};
+use crate::render::{Color, Style};
+use crate::{CliError, Globals};
+
+/// Lines of each log file `--include-logs` inlines.
+pub const LOG_TAIL_LINES: usize = 50;
+/// Hook logs beyond which the report suggests a cleanup.
+pub const HOOK_LOG_HINT_THRESHOLD: usize = 20;
+/// Rows of the timeline / preflight warnings the human report shows.
+pub const TIMELINE_ROWS: usize = 20;
+/// Rows of the error table the human report shows.
+pub const ERROR_ROWS: usize = 15;
+/// Characters of an error message in the human report.
+pub const ERROR_MESSAGE_CHARS: usize = 80;
+
+/// Arguments of `mozart diagnose`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Score ID to diagnose.
+    #[arg(value_name = "SCORE_ID")]
+    pub score_id: String,
+    /// Workspace directory (for scores not in conductor registry).
+    #[arg(short = 'w', long = "workspace")]
+    pub workspace: Option<PathBuf>,
+    /// Output diagnostic report as JSON.
+    #[arg(short = 'j', long = "json")]
+    pub json: bool,
+    /// Inline the last 50 lines from each sheet/hook log file in the output.
+    #[arg(long = "include-logs")]
+    pub include_logs: bool,
+    /// Include resource profile (peak memory, CPU-time, syscalls, anomalies).
+    #[arg(long = "resources")]
+    pub resources: bool,
+}
+
+/// Run `mozart diagnose`.
+pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
+    let id = args.score_id.as_str();
+    check_score_id(id)?;
+    let fetched = fetch_checkpoint(
+        globals,
+        methods::JOB_DIAGNOSE,
+        id,
+        args.workspace.as_deref(),
+        args.json,
+        &StateLookup {
+            not_found_hints: &[
+                "Run 'mozart list' to see available scores.",
+                "Use -w to specify the workspace directory.",
+                "Run 'mozart doctor' to check your environment.",
+            ],
+            workspace_on_unknown_job: true,
+        },
+    )?;
+    let now = now_epoch();
+    let mut report = build_report(&fetched.state, fetched.workspace.as_deref(), now);
+    if args.include_logs {
+        attach_log_contents(&mut report);
+    }
+    if args.resources {
+        attach_resource_profile(&mut report);
+    }
+    // Upstream counts rows of a workspace SQLite store it read directly; ours never reads
+    // one, so the count is always unknown here (`mozart history` shows the attempts).
+    insert(&mut report, "execution_history_count", Value::Null);
+    if args.json {
+        print_json(&report);
+    } else {
+        print!(
+            "{}",
+            render_report(&fetched.state, &report, now, &Style::for_stdout())
+        );
+    }
+    Ok(0)
+}
+
+fn insert(report: &mut Value, key: &str, value: Value) {
+    if let Some(obj) = report.as_object_mut() {
+        obj.insert(key.to_string(), value);
+    }
+}
+
+fn iso(ts: &Option<Timestamp>) -> Value {
+    ts.as_ref()
+        .map_or(Value::Null, |t| json!(t.as_str().to_string()))
+}
+
+/// One error of the report: the `errors` record plus `stack_trace`.
+fn report_error(e: &ErrorEntry) -> Value {
+    json!({
+        "sheet_num": e.sheet_num,
+        "timestamp": e.timestamp,
+        "error_type": e.error_type,
+        "error_code": normalize_error_code(Some(&e.error_code), None),
+        "error_message": e.error_message,
+        "attempt_number": e.attempt_number,
+        "context": e.context,
+        "stdout_tail": e.stdout_tail,
+        "stderr_tail": e.stderr_tail,
+        "stack_trace": e.stack_trace,
+    })
+}
+
+/// The report as JSON, keys in upstream's order (cli.md §5.3). `now` dates the report and
+/// ends the duration of an unfinished score.
+pub fn build_report(job: &CheckpointState, workspace: Option<&Path>, now: f64) -> Value {
+    let mut r = Map::new();
+    r.insert("job_id".into(), json!(job.job_id));
+    r.insert("job_name".into(), json!(job.job_name));
+    r.insert("status".into(), json!(job.status.as_str()));
+    r.insert(
+        "generated_at".into(),
+        json!(Timestamp::from_epoch(now).as_str()),
+    );
+
+    // Display status, so a completed sheet whose validations failed counts as failed
+    // (upstream F-065b: the summary and the timeline must agree).
+    let completed = job
+        .sheets
+        .values()
+        .filter(|s| display_status(s) == "completed")
+        .count();
+    let failed = job
+        .sheets
+        .values()
+        .filter(|s| display_status(s) == "failed" || s.status == SheetStatus::Failed)
+        .count();
+    let percent = if job.total_sheets > 0 {
+        json!((completed as f64 / f64::from(job.total_sheets) * 1000.0).round() / 10.0)
+    } else {
+        json!(0)
+    };
+    r.insert(
+        "progress".into(),
+        json!({
+            "total_sheets": job.total_sheets,
+            "completed": completed,
+            "failed": failed,
+            "last_completed": job.last_completed_sheet,
+            "percent": percent,
+        }),
+    );
+
+    let mut timing = Map::new();
+    timing.insert("created_at".into(), json!(job.created_at.as_str()));
+    timing.insert("started_at".into(), iso(&job.started_at));
+    timing.insert("updated_at".into(), json!(job.updated_at.as_str()));
+    timing.insert("completed_at".into(), iso(&job.completed_at));
+    if let Some(start) = job.started_at.as_ref().and_then(Timestamp::to_epoch) {
+        let end = job
+            .completed_at
+            .as_ref()
+            .and_then(Timestamp::to_epoch)
+            .unwrap_or(now);
+        timing.insert(
+            "duration_seconds".into(),
+            json!(((end - start) * 100.0).round() / 100.0),
+        );
+    }
+    r.insert("timing".into(), Value::Object(timing));
+
+    let warnings: Vec<Value> = job
+        .sheets
+        .iter()
+        .flat_map(|(n, s)| {
+            s.preflight_warnings
+                .iter()
+                .map(move |w| json!({"sheet_num": n, "warning": w}))
+        })
+        .collect();
+    r.insert("preflight_warnings".into(), Value::Array(warnings));
+
+    let metrics: Vec<Value> = job
+        .sheets
+        .iter()
+        .filter_map(|(n, s)| {
+            let m = serde_json::to_value(s.prompt_metrics.as_ref()?).ok()?;
+            let mut entry = Map::new();
+            entry.insert("sheet_num".into(), json!(n));
+            entry.extend(m.as_object()?.clone());
+            Some(Value::Object(entry))
+        })
+        .collect();
+    if !metrics.is_empty() {
+        let tokens: Vec<u64> = job
+            .sheets
+            .values()
+            .filter_map(|s| s.prompt_metrics.as_ref())
+            .map(|m| m.estimated_tokens.unwrap_or(0))
+            .collect();
+        let total: u64 = tokens.iter().sum();
+        let stats = json!({
+            "min": tokens.iter().min().copied().unwrap_or(0),
+            "max": tokens.iter().max().copied().unwrap_or(0),
+            "avg": (total as f64 / tokens.len() as f64).round(),
+            "total": total,
+        });
+        r.insert("prompt_metrics".into(), Value::Array(metrics));
+        r.insert("token_statistics".into(), stats);
+    } else {
+        r.insert("prompt_metrics".into(), json!([]));
+    }
+
+    let timeline: Vec<Value> = job
+        .sheets
+        .iter()
+        .map(|(n, s)| {
+            json!({
+                "sheet_num": n,
+                "status": display_status(s),
+                "started_at": iso(&s.started_at),
+                "completed_at": iso(&s.completed_at),
+                "duration_seconds": s.execution_duration_seconds,
+                "attempt_count": s.attempt_count,
+                "completion_attempts": s.completion_attempts,
+                "execution_mode": s.execution_mode.as_ref().and_then(enum_text),
+                "outcome_category": s.outcome_category.as_ref().and_then(enum_text),
+            })
+        })
+        .collect();
+    r.insert("execution_timeline".into(), Value::Array(timeline));
+    r.insert(
+        "execution_stats".into(),
+        json!({
+            "total_retry_count": job.total_retry_count,
+            "rate_limit_waits": job.rate_limit_waits,
+        }),
+    );
+
+    // Per sheet: its history, or one record from its last message when it has none.
+    let errors: Vec<Value> = job
+        .sheets
+        .iter()
+        .flat_map(|(n, s)| {
+            let history = history_entries(*n, s);
+            if history.is_empty() {
+                synthetic_entry(*n, s, now).into_iter().collect()
+            } else {
+                history
+            }
+        })
+        .map(|e| report_error(&e))
+        .collect();
+    r.insert("error_count".into(), json!(errors.len()));
+    r.insert("errors".into(), Value::Array(errors));
+    // Upstream's key order: errors, then error_count.
+    if let Some(count) = r.shift_remove("error_count") {
+        r.insert("error_count".into(), count);
+    }
+    if let Some(e) = &job.error_message {
+        r.insert("job_error".into(), json!(e));
+    }
+
+    let logs = discover_log_files(workspace);
+    let hook_logs = logs.iter().filter(|l| l["category"] == "hook_log").count();
+    r.insert("log_files".into(), Value::Array(logs));
+    if hook_logs > HOOK_LOG_HINT_THRESHOLD {
+        r.insert(
+            "log_rotation_hint".into(),
+            json!(format!(
+                "{hook_logs} hook log files found — consider cleanup"
+            )),
+        );
+    }
+    Value::Object(r)
+}
+
+/// `*.log` files under `<workspace>/logs` (sheet logs) and `<workspace>/hooks` (hook logs),
+/// sorted by name within each directory.
+pub fn discover_log_files(workspace: Option<&Path>) -> Vec<Value> {
+    let Some(ws) = workspace.filter(|w| w.exists()) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for (sub, category) in [("logs", "sheet_log"), ("hooks", "hook_log")] {
+        let Ok(entries) = std::fs::read_dir(ws.join(sub)) else {
+            continue;
+        };
+        let mut paths: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "log"))
+            .collect();
+        paths.sort();
+        for path in paths {
+            let Ok(meta) = std::fs::metadata(&path) else {
+                continue;
+            };
+            let modified = meta
+                .modified()
+                .ok()
+                .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| Timestamp::from_epoch(d.as_secs_f64()).as_str().to_string());
+            found.push(json!({
+                "path": path.display().to_string(),
+                "name": path.file_name().map(|n| n.to_string_lossy().into_owned()),
+                "size_bytes": meta.len(),
+                "modified_at": modified,
+                "category": category,
+            }));
+        }
+    }
+    found
+}
+
+/// Add `log_contents`: the last [`LOG_TAIL_LINES`] lines of each discovered log file.
+pub fn attach_log_contents(report: &mut Value) {
+    let mut contents = Map::new();
+    let paths: Vec<String> = report["log_files"]
+        .as_array()
+        .map(|files| {
+            files
+                .iter()
+                .filter_map(|f| f["path"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    for path in paths {
+        let text = match std::fs::read(&path) {
+            Ok(bytes) => {
+                let text = String::from_utf8_lossy(&bytes);
+                let lines: Vec<&str> = text.lines().collect();
+                lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
+            }
+            Err(_) => "<read error>".to_string(),
+        };
+        contents.insert(path, json!(text));
+    }
+    insert(report, "log_contents", Value::Object(contents));
+}
+
+/// Add `resource_profile`. This port has no process profiler yet, so the profile is
+/// always unavailable, with the reason (cli.md §5.3 `resource_profile {available, ...}`).
+pub fn attach_resource_profile(report: &mut Value) {
+    let db = mozart_conductor::paths::mozart_home()
+        .map(|h| h.join("monitor.db"))
+        .ok();
+    let error = match db {
+        Some(db) if !db.exists() => format!("Monitor database not found: {}", db.display()),
+        Some(db) => format!(
+            "Reading profiler data ({}) is not supported by this version yet",
+            db.display()
+        ),
+        None => "Cannot locate the Mozart home (set MOZART_HOME or HOME)".to_string(),
+    };
+    insert(
+        report,
+        "resource_profile",
+        json!({"available": false, "error": error}),
+    );
+}
+
+fn size_text(size: u64) -> String {
+    if size >= 1024 * 1024 {
+        format!("{:.1} MB", size as f64 / (1024.0 * 1024.0))
+    } else if size >= 1024 {
+        format!("{:.1} KB", size as f64 / 1024.0)
+    } else {
+        format!("{size} B")
+    }
+}
+
+fn first_chars(v: &Value, n: usize) -> String {
+    v.as_str().unwrap_or("").chars().take(n).collect()
+}
+
+/// The human report (upstream's section order; cli.md §5.3).
+pub fn render_report(job: &CheckpointState, report: &Value, now: f64, style: &Style) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let heading = |text: &str, color: Color| style.paint(text, color);
+    let status = job.status.as_str();
+    out.push(heading("Diagnostic Report", Color::Bold));
+    out.push(format!("  {}", style.paint(&job.job_name, Color::Bold)));
+    out.push(format!("  ID: {}", style.paint(&job.job_id, Color::Cyan)));
+    out.push(format!(
+        "  Status: {}",
+        style.paint(&status.to_uppercase(), job_status_color(status))
+    ));
+    out.push(format!(
+        "  Generated: {}",
+        format_timestamp(Timestamp::from_epoch(now).as_str())
+    ));
+
+    let progress = &report["progress"];
+    out.push(String::new());
+    out.push(heading("Progress", Color::Cyan));
+    out.push(format!(
+        "  Sheets: {}/{} completed ({:.1}%)",
+        progress["completed"],
+        progress["total_sheets"],
+        progress["percent"].as_f64().unwrap_or(0.0)
+    ));
+    let failed = progress["failed"].as_u64().unwrap_or(0);
+    if failed > 0 {
+        out.push(format!(
+            "  Failed: {}",
+            style.paint(&failed.to_string(), Color::Red)
+        ));
+    }
+
+    let timing = &report["timing"];
+    if let Some(d) = timing["duration_seconds"].as_f64().filter(|d| *d != 0.0) {
+        out.push(String::new());
+        out.push(heading("Timing", Color::Cyan));
+        out.push(format!("  Duration: {}", format_duration(Some(d))));
+        if timing["started_at"].is_string() {
+            out.push(format!(
+                "  Started: {}",
+                first_chars(&timing["started_at"], 19)
+            ));
+        }
+        if timing["completed_at"].is_string() {
+            out.push(format!(
+                "  Completed: {}",
+                first_chars(&timing["completed_at"], 19)
+            ));
+        }
+    }
+
+    let warnings = report["preflight_warnings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if !warnings.is_empty() {
+        out.push(String::new());
+        out.push(heading(
+            &format!("Preflight Warnings ({})", warnings.len()),
+            Color::Yellow,
+        ));
+        for w in warnings.iter().take(TIMELINE_ROWS) {
+            out.push(format!(
+                "  {} Sheet {}: {}",
+                style.paint("•", Color::Yellow),
+                w["sheet_num"],
+                w["warning"].as_str().unwrap_or("")
+            ));
+        }
+        if warnings.len() > TIMELINE_ROWS {
+            out.push(style.paint(
+                &format!("  ... and {} more warnings", warnings.len() - TIMELINE_ROWS),
+                Color::Dim,
+            ));
+        }
+    }
+
+    if let Some(t) = report.get("token_statistics") {
+        let n = |k: &str| t[k].as_f64().unwrap_or(0.0).max(0.0) as u64;
+        out.push(String::new());
+        out.push(heading("Prompt Metrics", Color::Cyan));
+        out.push(format!(
+            "  Tokens: min={}, max={}, avg={}",
+            thousands(n("min")),
+            thousands(n("max")),
+            thousands(n("avg"))
+        ));
+        out.push(format!(
+            "  Total tokens processed: {}",
+            thousands(n("total"))
+        ));
+    }
+
+    let timeline = report["execution_timeline"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if !timeline.is_empty() {
+        out.push(String::new());
+        out.push(heading("Execution Timeline", Color::Cyan));
+        let rows: Vec<Vec<Cell>> = timeline
+            .iter()
+            .take(TIMELINE_ROWS)
+            .map(|e| {
+                let status = e["status"].as_str().unwrap_or("unknown");
+                let duration = e["duration_seconds"]
+                    .as_f64()
+                    .filter(|d| *d != 0.0)
+                    .map_or_else(|| "-".to_string(), |d| format!("{d:.1}s"));
+                let mut attempts = e["attempt_count"].as_u64().unwrap_or(0).to_string();
+                let completion = e["completion_attempts"].as_u64().unwrap_or(0);
+                if completion > 0 {
+                    attempts.push_str(&format!("+{completion}c"));
+                }
+                vec![
+                    Cell::from(e["sheet_num"].to_string()),
+                    Cell::colored(status, sheet_status_color(status)),
+                    Cell::from(duration),
+                    Cell::from(attempts),
+                    Cell::from(e["execution_mode"].as_str().unwrap_or("-")),
+                    Cell::from(e["outcome_category"].as_str().unwrap_or("-")),
+                ]
+            })
+            .collect();
+        out.extend(table::render(
+            &["#", "Status", "Duration", "Attempts", "Mode", "Outcome"],
+            &rows,
+            "  ",
+            "  ",
+            style,
+        ));
+        if timeline.len() > TIMELINE_ROWS {
+            out.push(style.paint(
+                &format!("  ... and {} more sheets", timeline.len() - TIMELINE_ROWS),
+                Color::Dim,
+            ));
+        }
+    }
+
+    let stats = &report["execution_stats"];
+    let retries = stats["total_retry_count"].as_u64().unwrap_or(0);
+    let waits = stats["rate_limit_waits"].as_u64().unwrap_or(0);
+    let history_count = report
+        .get("execution_history_count")
+        .and_then(Value::as_i64);
+    if retries > 0 || waits > 0 || history_count.is_some() {
+        out.push(String::new());
+        out.push(heading("Execution Statistics", Color::Cyan));
+        if let Some(n) = history_count {
+            out.push(format!("  Execution History: {n} recorded attempt(s)"));
+        }
+        if retries > 0 {
+            out.push(format!("  Total Retries: {retries}"));
+        }
+        if waits > 0 {
+            out.push(format!(
+                "  Rate Limit Waits: {}",
+                style.paint(&waits.to_string(), Color::Yellow)
+            ));
+        }
+    }
+
+    let errors = report["errors"].as_array().cloned().unwrap_or_default();
+    if !errors.is_empty() {
+        out.push(String::new());
+        out.push(heading(&format!("Errors ({})", errors.len()), Color::Red));
+        let rows: Vec<Vec<Cell>> = errors
+            .iter()
+            .take(ERROR_ROWS)
+            .map(|e| {
+                vec![
+                    Cell::colored(e["sheet_num"].to_string(), Color::Cyan),
+                    type_cell(e["error_type"].as_str().unwrap_or("unknown")),
+                    Cell::from(e["error_code"].as_str().unwrap_or("")),
+                    Cell::from(e["attempt_number"].to_string()),
+                    Cell::from(cut(
+                        e["error_message"].as_str().unwrap_or(""),
+                        ERROR_MESSAGE_CHARS + 3,
+                    )),
+                ]
+            })
+            .collect();
+        out.extend(table::render(
+            &["Sheet", "Type", "Code", "Attempt", "Message"],
+            &rows,
+            "  ",
+            "  ",
+            style,
+        ));
+        if errors.len() > ERROR_ROWS {
+            out.push(style.paint(
+                &format!("  ... and {} more errors", errors.len() - ERROR_ROWS),
+                Color::Dim,
+            ));
+        }
+        out.push(String::new());
+        out.push(style.paint(
+            &format!(
+                "Use 'mozart errors {} --verbose' for full error details",
+                job.job_id
+            ),
+            Color::Dim,
+        ));
+    }
+
+    if let Some(e) = report.get("job_error").and_then(Value::as_str) {
+        out.push(String::new());
+        out.push(format!("{} {e}", style.paint("Score Error:", Color::Red)));
+    }
+
+    let logs = report["log_files"].as_array().cloned().unwrap_or_default();
+    if !logs.is_empty() {
+        out.push(String::new());
+        out.push(heading(&format!("Log Files ({})", logs.len()), Color::Cyan));
+        let rows: Vec<Vec<Cell>> = logs
+            .iter()
+            .map(|l| {
+                let modified = first_chars(&l["modified_at"], 19);
+                vec![
+                    Cell::colored(l["name"].as_str().unwrap_or(""), Color::Cyan),
+                    Cell::from(size_text(l["size_bytes"].as_u64().unwrap_or(0))),
+                    Cell::colored(
+                        if modified.is_empty() {
+                            "-".into()
+                        } else {
+                            modified
+                        },
+                        Color::Dim,
+                    ),
+                    Cell::from(l["category"].as_str().unwrap_or("")),
+                ]
+            })
+            .collect();
+        out.extend(table::render(
+            &["File", "Size", "Modified", "Category"],
+            &rows,
+            "  ",
+            "  ",
+            style,
+        ));
+        if let Some(hint) = report.get("log_rotation_hint").and_then(Value::as_str) {
+            out.push(String::new());
+            out.push(format!("{} {hint}", style.paint("Hint:", Color::Yellow)));
+        }
+        out.push(String::new());
+        out.push(style.paint(
+            &format!(
+                "Use 'mozart diagnose {} --include-logs' to inline log content",
+                job.job_id
+            ),
+            Color::Dim,
+        ));
+    }
+
+    let mut text = out.join("\n") + "\n";
+    if let Some(contents) = report.get("log_contents").and_then(Value::as_object) {
+        if !contents.is_empty() {
+            text.push('\n');
+            text.push_str(&heading(
+                &format!("Log Contents (last {LOG_TAIL_LINES} lines each)"),
+                Color::Cyan,
+            ));
+            text.push('\n');
+            let width = console_width();
+            for (path, content) in contents {
+                let name = Path::new(path)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| path.clone());
+                let body: Vec<String> = match content.as_str().unwrap_or("") {
+                    "" => vec!["<empty>".to_string()],
+                    c => c.lines().map(str::to_string).collect(),
+                };
+                text.push_str(&titled_panel(&name, &body, width));
+            }
+        }
+    }
+    if let Some(profile) = report.get("resource_profile") {
+        text.push('\n');
+        text.push_str(&heading("Resource Profile", Color::Cyan));
+        text.push('\n');
+        let error = profile["error"]
+            .as_str()
+            .unwrap_or("Resource data unavailable");
+        text.push_str(&style.paint(&format!("  {error}"), Color::Dim));
+        text.push('\n');
+        text.push_str(&style.paint(
+            "  Ensure the conductor was running with profiling enabled during score execution.",
+            Color::Dim,
+        ));
+        text.push('\n');
+    }
+    text
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::render::status_json::parse_checkpoint;
+
+    fn job() -> CheckpointState {
+        parse_checkpoint(&json!({
+            "job_id": "d", "job_name": "demo", "total_sheets": 3, "status": "failed",
+            "created_at": "2026-01-01T10:00:00Z", "updated_at": "2026-01-01T10:01:00Z",
+            "started_at": "2026-01-01T10:00:00Z", "completed_at": "2026-01-01T10:01:30.5Z",
+            "last_completed_sheet": 1, "total_retry_count": 2,
+            "error_message": "sheets [2, 3] failed",
+            "sheets": {
+                "1": {"sheet_num": 1, "status": "completed", "validation_passed": true,
+                      "attempt_count": 1, "execution_duration_seconds": 4.25,
+                      "execution_mode": "normal", "outcome_category": "success_first_try",
+                      "prompt_metrics": {"estimated_tokens": 1200, "line_count": 10},
+                      "preflight_warnings": ["prompt is long"]},
+                "2": {"sheet_num": 2, "status": "completed", "validation_passed": false,
+                      "attempt_count": 3, "completion_attempts": 1,
+                      "prompt_metrics": {"estimated_tokens": 3001},
+                      "error_history": [{"timestamp": "2026-01-01T10:00:30Z",
+                          "error_type": "transient", "error_code": "E001",
+                          "error_message": "timed out", "attempt_number": 1,
+                          "stack_trace": "trace"}]},
+                "3": {"sheet_num": 3, "status": "failed", "attempt_count": 0,
+                      "error_message": "Blocked by failed dependency: sheet 2 failed",
+                      "completed_at": "2026-01-01T10:01:30Z"}
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn report_has_upstreams_keys_in_order_and_counts_display_statuses() {
+        let report = build_report(&job(), None, 1_767_261_700.0);
+        let keys: Vec<&String> = report.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            vec![
+                "job_id",
+                "job_name",
+                "status",
+                "generated_at",
+                "progress",
+                "timing",
+                "preflight_warnings",
+                "prompt_metrics",
+                "token_statistics",
+                "execution_timeline",
+                "execution_stats",
+                "errors",
+                "error_count",
+                "job_error",
+                "log_files"
+            ]
+        );
+        assert_eq!(
+            report["progress"],
+            json!({"total_sheets": 3, "completed": 1, "failed": 2,
+                   "last_completed": 1, "percent": 33.3})
+        );
+        assert_eq!(report["timing"]["duration_seconds"], 90.5);
+        assert_eq!(
+            report["token_statistics"],
+            json!({"min": 1200, "max": 3001, "avg": 2101.0, "total": 4201})
+        );
+        assert_eq!(report["prompt_metrics"][0]["sheet_num"], 1);
+        assert_eq!(report["prompt_metrics"][0]["line_count"], 10);
+        assert_eq!(report["execution_timeline"][1]["status"], "failed");
+        assert_eq!(report["execution_timeline"][0]["execution_mode"], "normal");
+        assert_eq!(report["error_count"], 2);
+        assert_eq!(report["errors"][0]["stack_trace"], "trace");
+        assert_eq!(report["errors"][1]["error_code"], "E999");
+        assert_eq!(report["errors"][1]["error_type"], "permanent");
+        assert_eq!(
+            report["preflight_warnings"],
+            json!([{"sheet_num": 1, "warning": "prompt is long"}])
+        );
+    }
+
+    #[test]
+    fn human_report_shows_sections_in_order() {
+        let job = job();
+        let report = build_report(&job, None, 1_767_261_700.0);
+        let text = render_report(&job, &report, 1_767_261_700.0, &Style::plain());
+        let order = [
+            "Diagnostic Report\n  demo\n  ID: d\n  Status: FAILED\n  Generated: ",
+            "\nProgress\n  Sheets: 1/3 completed (33.3%)\n  Failed: 2\n",
+            "\nTiming\n  Duration: 1m 30s\n  Started: 2026-01-01T10:00:00\n",
+            "\nPreflight Warnings (1)\n  • Sheet 1: prompt is long\n",
+            "\nPrompt Metrics\n  Tokens: min=1,200, max=3,001, avg=2,101\n  Total tokens processed: 4,201\n",
+            "\nExecution Timeline\n  #  Status     Duration  Attempts  Mode    Outcome\n  1  completed  4.2s      1         normal  success_first_try\n  2  failed     -         3+1c      -       -\n",
+            "\nExecution Statistics\n  Total Retries: 2\n",
+            "\nErrors (2)\n",
+            "\nUse 'mozart errors d --verbose' for full error details\n",
+            "\nScore Error: sheets [2, 3] failed\n",
+        ];
+        let mut at = 0;
+        for part in order {
+            let found = text[at..]
+                .find(part)
+                .unwrap_or_else(|| panic!("missing {part:?} after byte {at} in:\n{text}"));
+            at += found + part.len();
+        }
+        assert!(!text.contains("Log Files"), "no workspace, no log files");
+    }
+
+    #[test]
+    fn log_files_are_found_sized_and_tailed() {
+        let dir = ScratchDir::new("diagnose-logs");
+        std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+        std::fs::create_dir_all(dir.path().join("hooks")).unwrap();
+        let lines: Vec<String> = (1..=60).map(|i| format!("line {i}")).collect();
+        std::fs::write(dir.path().join("logs/sheet-01.log"), lines.join("\n")).unwrap();
+        std::fs::write(dir.path().join("logs/notes.txt"), "ignored").unwrap();
+        std::fs::write(dir.path().join("hooks/hook-1.log"), "").unwrap();
+        let job = job();
+        let mut report = build_report(&job, Some(dir.path()), 1_767_261_700.0);
+        let files = report["log_files"].as_array().unwrap().clone();
+        assert_eq!(files.len(), 2);
+        assert_eq!(files[0]["name"], "sheet-01.log");
+        assert_eq!(files[0]["category"], "sheet_log");
+        assert_eq!(files[1]["category"], "hook_log");
+        assert_eq!(files[1]["size_bytes"], 0);
+        attach_log_contents(&mut report);
+        let path = files[0]["path"].as_str().unwrap().to_string();
+        let tail = report["log_contents"][&path].as_str().unwrap();
+        assert!(
+            tail.starts_with("line 11\n") && tail.ends_with("line 60"),
+            "{tail}"
+        );
+        let text = render_report(&job, &report, 1_767_261_700.0, &Style::plain());
+        assert!(text.contains("\n  sheet-01.log  470 B  "), "{text}");
+        assert!(
+            text.contains("\nLog Files (2)\n  File          Size   Modified"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nLog Contents (last 50 lines each)\n╭"),
+            "{text}"
+        );
+        assert!(text.contains(" hook-1.log "), "{text}");
+        assert!(text.contains("│ <empty>"), "{text}");
+    }
+
+    /// A directory under the system temp dir, removed on drop (the CLI crate has no
+    /// tempfile dev-dependency).
+    struct ScratchDir(PathBuf);
+
+    impl ScratchDir {
+        fn new(tag: &str) -> Self {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos();
+            let dir =
+                std::env::temp_dir().join(format!("mozart-{tag}-{}-{nanos}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            ScratchDir(dir)
+        }
+
+        fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for ScratchDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn sizes_use_binary_units() {
+        assert_eq!(size_text(12), "12 B");
+        assert_eq!(size_text(2048), "2.0 KB");
+        assert_eq!(size_text(3 * 1024 * 1024 + 1), "3.0 MB");
+    }
+}

@@ -1,0 +1,724 @@
+//! `mozart errors SCORE_ID` (cli.md §5.2): every recorded error of a score, from the
+//! checkpoint the conductor returns for `job.errors` (conductor.md §8.9).
+//!
+//! Also home of the checkpoint fetch that `diagnose` shares, and of the error records both
+//! commands build from a checkpoint.
+
+use std::path::{Path, PathBuf};
+
+use mozart_ipc::methods;
+use mozart_state::checkpoint::{CheckpointState, SheetState};
+use mozart_state::time::Timestamp;
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use super::status::{absolute, check_score_id, failed, ipc_text, job_call, JobCallError};
+use crate::output::{boxed, console_width, print_json};
+use crate::render::status_json::{infer_error_type, normalize_error_code, parse_checkpoint};
+use crate::render::table::{self, Cell};
+use crate::render::time::{format_clock, format_timestamp, now_epoch};
+use crate::render::{Color, Style};
+use crate::{CliError, Globals};
+
+/// Longest message shown in the table before it is cut with `...` (upstream: 60).
+pub const TABLE_MESSAGE_CHARS: usize = 60;
+/// How much of an output tail the verbose details show (upstream
+/// `TRUNCATE_STDOUT_TAIL_CHARS`).
+pub const DETAIL_TAIL_CHARS: usize = 500;
+/// How much of a stack trace the verbose details show.
+pub const DETAIL_STACK_CHARS: usize = 800;
+
+/// Arguments of `mozart errors`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Score ID to show errors for.
+    #[arg(value_name = "SCORE_ID")]
+    pub score_id: String,
+    /// Filter errors by specific sheet number.
+    #[arg(short = 'b', long = "sheet", value_name = "INTEGER")]
+    pub sheet: Option<u32>,
+    /// Filter by error type: transient, rate_limit, or permanent.
+    #[arg(short = 't', long = "type", value_name = "TEXT")]
+    pub error_type: Option<String>,
+    /// Filter by error code (e.g., E001, E101).
+    #[arg(short = 'c', long = "code", value_name = "TEXT")]
+    pub code: Option<String>,
+    /// Show full stdout/stderr tails for each error.
+    #[arg(short = 'V', long = "verbose")]
+    pub verbose: bool,
+    /// Workspace directory to search for score state (debug override).
+    #[arg(short = 'w', long = "workspace", hide = true)]
+    pub workspace: Option<PathBuf>,
+    /// Output errors as JSON.
+    #[arg(short = 'j', long = "json")]
+    pub json: bool,
+}
+
+/// Run `mozart errors`.
+pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
+    let id = args.score_id.as_str();
+    check_score_id(id)?;
+    let fetched = fetch_checkpoint(
+        globals,
+        methods::JOB_ERRORS,
+        id,
+        args.workspace.as_deref(),
+        args.json,
+        &StateLookup {
+            not_found_hints: &["Run 'mozart list' to see available scores."],
+            workspace_on_unknown_job: false,
+        },
+    )?;
+    let filter = ErrorFilter {
+        sheet: args.sheet,
+        error_type: args.error_type.clone(),
+        code: args.code.clone(),
+    };
+    let errors = collect_errors(&fetched.state, &filter, now_epoch());
+    if args.json {
+        print_json(&errors_json(id, &errors, args.verbose));
+    } else {
+        print!(
+            "{}",
+            render_errors(id, &errors, &filter, args.verbose, &Style::for_stdout())
+        );
+    }
+    Ok(0)
+}
+
+// ---------------------------------------------------------------------------------------
+// Fetching the checkpoint (shared with `diagnose`).
+// ---------------------------------------------------------------------------------------
+
+/// A checkpoint answered by the conductor (or read from a workspace), and the workspace it
+/// lives in when known.
+#[derive(Debug)]
+pub(crate) struct FetchedState {
+    /// The score's checkpoint.
+    pub state: CheckpointState,
+    /// Its workspace directory.
+    pub workspace: Option<PathBuf>,
+}
+
+/// How a command reacts when the state cannot be found.
+pub(crate) struct StateLookup<'a> {
+    /// Hints under `Score not found: <id>`.
+    pub not_found_hints: &'a [&'a str],
+    /// Read the `-w` workspace even when the conductor says the job is unknown (upstream
+    /// does this for `diagnose` only, F-451).
+    pub workspace_on_unknown_job: bool,
+}
+
+/// Call `method` (`job.errors` / `job.diagnose`) and parse the checkpoint in its `state`.
+/// Without a conductor, `-w` reads the workspace's JSON state file (cli.md §1.4).
+pub(crate) fn fetch_checkpoint(
+    globals: &Globals,
+    method: &str,
+    id: &str,
+    workspace: Option<&Path>,
+    json: bool,
+    lookup: &StateLookup<'_>,
+) -> Result<FetchedState, CliError> {
+    let ws = workspace.map(|w| absolute(w).display().to_string());
+    let not_found = || {
+        failed(
+            format!("Score not found: {id}"),
+            lookup.not_found_hints,
+            json,
+        )
+    };
+    let result = match job_call(
+        globals,
+        method,
+        json!({"job_id": id, "workspace": ws}),
+        json,
+    ) {
+        Ok(result) => result,
+        Err(JobCallError::Job(_)) => {
+            return match workspace {
+                Some(dir) if lookup.workspace_on_unknown_job => from_workspace(id, dir, json),
+                _ => Err(not_found()),
+            }
+        }
+        Err(JobCallError::Cli(err)) => {
+            return match workspace {
+                Some(dir) => from_workspace(id, dir, json),
+                None => Err(err),
+            }
+        }
+        Err(JobCallError::Other(err)) => {
+            return Err(failed(
+                ipc_text(err),
+                &["Restart the conductor: mozart restart"],
+                json,
+            ))
+        }
+    };
+    let state_value = result.get("state").cloned().unwrap_or(Value::Null);
+    if state_value.is_null() {
+        return Err(not_found());
+    }
+    let Some(state) = parse_checkpoint(&state_value) else {
+        // A job the conductor knows but that has no checkpoint yet (queued, or only its
+        // registry row survived): upstream crashes validating the metadata dict.
+        return Err(failed(
+            format!("No state recorded yet for score: {id}"),
+            &[&format!("Check its progress with: mozart status {id}")],
+            json,
+        ));
+    };
+    let answered_ws = result
+        .get("workspace")
+        .or_else(|| state_value.get("workspace"))
+        .and_then(Value::as_str)
+        .filter(|w| !w.is_empty())
+        .map(PathBuf::from);
+    Ok(FetchedState {
+        state,
+        workspace: answered_ws.or_else(|| workspace.map(absolute)),
+    })
+}
+
+/// Debug escape hatch: the workspace's `<id>.json` state file.
+fn from_workspace(id: &str, dir: &Path, json: bool) -> Result<FetchedState, CliError> {
+    if !dir.is_dir() {
+        return Err(failed(
+            format!("Workspace not found: {}", dir.display()),
+            &[],
+            json,
+        ));
+    }
+    let path = mozart_state::json_state::state_file_path(dir, id);
+    match mozart_state::json_state::load(&path) {
+        Ok(Some(state)) => Ok(FetchedState {
+            state,
+            workspace: Some(absolute(dir)),
+        }),
+        Ok(None) => Err(failed(
+            format!("Score not found: {id}"),
+            &[
+                "Use --workspace to specify the directory containing the score state",
+                "Run 'mozart list' to see available scores",
+            ],
+            json,
+        )),
+        Err(e) => Err(failed(
+            format!("Cannot read the state of {id} in {}: {e}", dir.display()),
+            &[],
+            json,
+        )),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Error records.
+// ---------------------------------------------------------------------------------------
+
+/// One error occurrence as `errors` and `diagnose` report it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorEntry {
+    /// The sheet.
+    pub sheet_num: u32,
+    /// When, as ISO text (`None` only if a synthetic record's sheet never finished).
+    pub timestamp: Option<String>,
+    /// `transient` / `rate_limit` / `permanent`.
+    pub error_type: String,
+    /// The E-code as recorded (history) or normalised (synthetic records).
+    pub error_code: String,
+    /// The message.
+    pub error_message: String,
+    /// 1-based attempt.
+    pub attempt_number: u32,
+    /// Extra context (`exit_code`, `exit_signal`, `exit_reason`, ...).
+    pub context: Map<String, Value>,
+    /// stdout tail at the time.
+    pub stdout_tail: Option<String>,
+    /// stderr tail at the time.
+    pub stderr_tail: Option<String>,
+    /// Stack trace, if any.
+    pub stack_trace: Option<String>,
+    /// Sort key: epoch seconds of `timestamp`.
+    epoch: f64,
+}
+
+/// Filters of `mozart errors` (`--sheet`, `--type`, `--code`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ErrorFilter {
+    /// Only this sheet.
+    pub sheet: Option<u32>,
+    /// Only this error type.
+    pub error_type: Option<String>,
+    /// Only this (recorded) error code.
+    pub code: Option<String>,
+}
+
+impl ErrorFilter {
+    fn admits(&self, e: &ErrorEntry) -> bool {
+        self.error_type.as_ref().is_none_or(|t| *t == e.error_type)
+            && self.code.as_ref().is_none_or(|c| *c == e.error_code)
+    }
+}
+
+/// The snake_case text serde gives an enum value.
+pub(crate) fn enum_text<T: Serialize>(value: &T) -> Option<String> {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+}
+
+/// A sheet's recorded error history, oldest first.
+pub fn history_entries(num: u32, sheet: &SheetState) -> Vec<ErrorEntry> {
+    sheet
+        .error_history
+        .iter()
+        .map(|rec| ErrorEntry {
+            sheet_num: num,
+            timestamp: Some(rec.timestamp.as_str().to_string()),
+            error_type: enum_text(&rec.error_type).unwrap_or_else(|| "permanent".into()),
+            error_code: rec.error_code.clone(),
+            error_message: rec.error_message.clone(),
+            attempt_number: rec.attempt_number,
+            context: rec.context.clone(),
+            stdout_tail: rec.stdout_tail.clone(),
+            stderr_tail: rec.stderr_tail.clone(),
+            stack_trace: rec.stack_trace.clone(),
+            epoch: rec.timestamp.to_epoch().unwrap_or(0.0),
+        })
+        .collect()
+}
+
+/// A record made from a sheet's last error message, for sheets without history (upstream's
+/// "synthetic" records). Dated at the sheet's `completed_at`, else `now`.
+pub fn synthetic_entry(num: u32, sheet: &SheetState, now: f64) -> Option<ErrorEntry> {
+    let message = sheet.error_message.as_ref()?;
+    let category = sheet.error_category.map(|c| c.as_str());
+    let mut context = Map::new();
+    context.insert("exit_code".into(), json!(sheet.exit_code));
+    context.insert("exit_signal".into(), json!(sheet.exit_signal));
+    context.insert(
+        "exit_reason".into(),
+        json!(sheet.exit_reason.as_ref().and_then(enum_text)),
+    );
+    let (timestamp, epoch) = match &sheet.completed_at {
+        Some(ts) => (Some(ts.as_str().to_string()), ts.to_epoch().unwrap_or(now)),
+        None => (None, now),
+    };
+    Some(ErrorEntry {
+        sheet_num: num,
+        timestamp,
+        error_type: infer_error_type(sheet.error_code.as_deref().or(category)).to_string(),
+        error_code: normalize_error_code(sheet.error_code.as_deref(), category),
+        error_message: message.clone(),
+        attempt_number: sheet.attempt_count.max(1),
+        context,
+        stdout_tail: sheet.stdout_tail.clone(),
+        stderr_tail: sheet.stderr_tail.clone(),
+        stack_trace: None,
+        epoch,
+    })
+}
+
+/// The errors `mozart errors` lists: every sheet's history (filtered); if that is empty,
+/// synthetic records from the sheets' last messages (filtered the same way). Sorted by
+/// sheet, then time (cli.md §5.2).
+pub fn collect_errors(job: &CheckpointState, filter: &ErrorFilter, now: f64) -> Vec<ErrorEntry> {
+    let sheets = || {
+        job.sheets
+            .iter()
+            .filter(|(num, _)| filter.sheet.is_none_or(|s| s == **num))
+    };
+    let mut all: Vec<ErrorEntry> = sheets()
+        .flat_map(|(num, sheet)| history_entries(*num, sheet))
+        .filter(|e| filter.admits(e))
+        .collect();
+    if all.is_empty() {
+        all = sheets()
+            .filter_map(|(num, sheet)| synthetic_entry(*num, sheet, now))
+            .filter(|e| filter.admits(e))
+            .collect();
+    }
+    all.sort_by(|a, b| {
+        a.sheet_num
+            .cmp(&b.sheet_num)
+            .then(a.epoch.total_cmp(&b.epoch))
+    });
+    all
+}
+
+/// One error as JSON; tails only when `tails` (the `-V` flag of `errors`).
+pub fn entry_json(e: &ErrorEntry, tails: bool) -> Value {
+    json!({
+        "sheet_num": e.sheet_num,
+        "timestamp": e.timestamp,
+        "error_type": e.error_type,
+        "error_code": e.error_code,
+        "error_message": e.error_message,
+        "attempt_number": e.attempt_number,
+        "context": e.context,
+        "stdout_tail": if tails { json!(e.stdout_tail) } else { Value::Null },
+        "stderr_tail": if tails { json!(e.stderr_tail) } else { Value::Null },
+    })
+}
+
+/// `mozart errors --json`.
+pub fn errors_json(id: &str, errors: &[ErrorEntry], verbose: bool) -> Value {
+    json!({
+        "job_id": id,
+        "total_errors": errors.len(),
+        "errors": errors.iter().map(|e| entry_json(e, verbose)).collect::<Vec<_>>(),
+    })
+}
+
+/// Colour of an error type (upstream `StatusColors.ERROR_TYPE`).
+pub fn error_type_color(error_type: &str) -> Option<Color> {
+    match error_type {
+        "permanent" => Some(Color::Red),
+        "transient" => Some(Color::Yellow),
+        "rate_limit" => Some(Color::Blue),
+        _ => None,
+    }
+}
+
+/// A cell coloured by error type.
+pub(crate) fn type_cell(error_type: &str) -> Cell {
+    match error_type_color(error_type) {
+        Some(c) => Cell::colored(error_type, c),
+        None => Cell::from(error_type),
+    }
+}
+
+/// The first `max` characters, with `...` replacing the tail when cut (`max` includes it).
+pub(crate) fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() > max {
+        let head: String = text.chars().take(max.saturating_sub(3)).collect();
+        format!("{head}...")
+    } else {
+        text.to_string()
+    }
+}
+
+fn head(text: &str, max: usize) -> String {
+    text.chars().take(max).collect()
+}
+
+/// Python's `str()` of a JSON value, as upstream prints context values.
+pub(crate) fn python_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "None".into(),
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        other => other.to_string(),
+    }
+}
+
+/// A rounded panel with `title` centred in its top border (Rich's `Panel(title=...)`).
+pub(crate) fn titled_panel(title: &str, lines: &[String], width: usize) -> String {
+    let body = boxed(lines, width, true);
+    let mut out_lines: Vec<String> = body.lines().map(str::to_string).collect();
+    if let Some(top) = out_lines.first_mut() {
+        let inner = top.chars().count().saturating_sub(2);
+        let label = format!(" {title} ");
+        let label_len = label.chars().count();
+        if label_len + 2 <= inner {
+            let left = (inner - label_len) / 2;
+            let right = inner - label_len - left;
+            *top = format!("╭{}{label}{}╮", "─".repeat(left), "─".repeat(right));
+        }
+    }
+    let mut s = out_lines.join("\n");
+    s.push('\n');
+    s
+}
+
+/// The body of one `--verbose` detail panel (upstream `format_error_details`).
+pub fn detail_lines(e: &ErrorEntry) -> Vec<String> {
+    let message = if e.error_message.is_empty() {
+        "N/A"
+    } else {
+        &e.error_message
+    };
+    let mut lines = vec![
+        format!("Message: {message}"),
+        format!("Type: {}", e.error_type),
+        format!("Code: {}", normalize_error_code(Some(&e.error_code), None)),
+        format!("Attempt: {}", e.attempt_number),
+    ];
+    if let Some(ts) = &e.timestamp {
+        lines.push(format!("Time: {}", format_timestamp(ts)));
+    }
+    let context: Vec<String> = e
+        .context
+        .iter()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, v)| format!("{k}={}", python_text(v)))
+        .collect();
+    if !context.is_empty() {
+        lines.push(format!("Context: {}", context.join(", ")));
+    }
+    let mut block = |label: &str, text: &Option<String>, max: usize| {
+        if let Some(t) = text.as_deref().filter(|t| !t.is_empty()) {
+            lines.push(String::new());
+            lines.push(format!("{label}:"));
+            lines.extend(head(t, max).lines().map(str::to_string));
+        }
+    };
+    block("Stdout (tail)", &e.stdout_tail, DETAIL_TAIL_CHARS);
+    block("Stderr (tail)", &e.stderr_tail, DETAIL_TAIL_CHARS);
+    block("Stack Trace", &e.stack_trace, DETAIL_STACK_CHARS);
+    lines
+}
+
+/// The human output of `mozart errors`.
+pub fn render_errors(
+    id: &str,
+    errors: &[ErrorEntry],
+    filter: &ErrorFilter,
+    verbose: bool,
+    style: &Style,
+) -> String {
+    let mut out: Vec<String> = Vec::new();
+    if errors.is_empty() {
+        out.push(format!(
+            "{} {id}",
+            style.paint("No errors found for score:", Color::Green)
+        ));
+        if let Some(s) = filter.sheet {
+            out.push(style.paint(&format!("Sheet filter: {s}"), Color::Dim));
+        }
+        if let Some(t) = &filter.error_type {
+            out.push(style.paint(&format!("Type filter: {t}"), Color::Dim));
+        }
+        if let Some(c) = &filter.code {
+            out.push(style.paint(&format!("Code filter: {c}"), Color::Dim));
+        }
+        return out.join("\n") + "\n";
+    }
+    out.push(style.paint(&format!("Errors for Score: {id}"), Color::Bold));
+    let rows: Vec<Vec<Cell>> = errors
+        .iter()
+        .map(|e| {
+            let time = e
+                .timestamp
+                .as_deref()
+                .and_then(|t| Timestamp::from_raw(t).to_epoch())
+                .map(format_clock)
+                .unwrap_or_default();
+            let message = if verbose {
+                e.error_message.clone()
+            } else {
+                cut(&e.error_message, TABLE_MESSAGE_CHARS)
+            };
+            vec![
+                Cell::colored(e.sheet_num.to_string(), Color::Cyan),
+                Cell::colored(time, Color::Dim),
+                type_cell(&e.error_type),
+                Cell::from(normalize_error_code(Some(&e.error_code), None)),
+                Cell::from(e.attempt_number.to_string()),
+                Cell::from(message),
+            ]
+        })
+        .collect();
+    out.extend(table::render(
+        &["Sheet", "Time", "Type", "Code", "Attempt", "Message"],
+        &rows,
+        "",
+        "  ",
+        style,
+    ));
+    out.push(String::new());
+    out.push(style.paint(&format!("Total: {} error(s)", errors.len()), Color::Dim));
+    let mut text = out.join("\n") + "\n";
+    if verbose {
+        text.push('\n');
+        text.push_str(&style.paint("Error Details", Color::Bold));
+        text.push('\n');
+        let width = console_width();
+        for e in errors {
+            let title = format!(
+                "Sheet {} - {}",
+                e.sheet_num,
+                normalize_error_code(Some(&e.error_code), None)
+            );
+            text.push_str(&titled_panel(&title, &detail_lines(e), width));
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use mozart_state::checkpoint::CheckpointErrorRecord;
+
+    fn job_with(sheets: Vec<SheetState>) -> CheckpointState {
+        let mut v = json!({
+            "job_id": "j", "job_name": "j", "total_sheets": sheets.len(),
+            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+            "status": "failed", "sheets": {}
+        });
+        for s in &sheets {
+            v["sheets"][s.sheet_num.to_string()] = serde_json::to_value(s).unwrap();
+        }
+        parse_checkpoint(&v).unwrap()
+    }
+
+    fn record(ts: &str, kind: &str, code: &str, msg: &str, attempt: u32) -> CheckpointErrorRecord {
+        serde_json::from_value(json!({
+            "timestamp": ts, "error_type": kind, "error_code": code,
+            "error_message": msg, "attempt_number": attempt,
+            "context": {"exit_code": 1, "signal": null},
+            "stdout_tail": "out", "stderr_tail": "err"
+        }))
+        .unwrap()
+    }
+
+    fn failed_sheet(num: u32, message: &str, code: Option<&str>) -> SheetState {
+        let mut s = SheetState::new(num);
+        s.status = mozart_state::checkpoint::SheetStatus::Failed;
+        s.error_message = Some(message.into());
+        s.error_code = code.map(str::to_string);
+        s.attempt_count = 2;
+        s.exit_code = Some(3);
+        s.completed_at = Some(Timestamp::from_raw("2026-01-01T10:00:05Z"));
+        s
+    }
+
+    #[test]
+    fn history_is_listed_by_sheet_then_time_and_filtered() {
+        let mut s2 = SheetState::new(2);
+        s2.error_history = vec![
+            record("2026-01-01T10:00:09Z", "transient", "E001", "timeout", 2),
+            record("2026-01-01T10:00:01Z", "rate_limit", "E101", "slow down", 1),
+        ];
+        let mut s1 = SheetState::new(1);
+        s1.error_history = vec![record(
+            "2026-01-01T11:00:00Z",
+            "permanent",
+            "E201",
+            "bad",
+            1,
+        )];
+        let job = job_with(vec![s1, s2]);
+
+        let all = collect_errors(&job, &ErrorFilter::default(), 0.0);
+        let order: Vec<(u32, &str)> = all
+            .iter()
+            .map(|e| (e.sheet_num, e.error_code.as_str()))
+            .collect();
+        assert_eq!(order, vec![(1, "E201"), (2, "E101"), (2, "E001")]);
+
+        let only = |f: ErrorFilter| -> Vec<String> {
+            collect_errors(&job, &f, 0.0)
+                .into_iter()
+                .map(|e| e.error_code)
+                .collect()
+        };
+        let by_type = ErrorFilter {
+            error_type: Some("transient".into()),
+            ..Default::default()
+        };
+        assert_eq!(only(by_type), vec!["E001"]);
+        let by_sheet = ErrorFilter {
+            sheet: Some(1),
+            ..Default::default()
+        };
+        assert_eq!(only(by_sheet), vec!["E201"]);
+        let by_code = ErrorFilter {
+            code: Some("E101".into()),
+            ..Default::default()
+        };
+        assert_eq!(only(by_code), vec!["E101"]);
+    }
+
+    #[test]
+    fn sheets_without_history_get_synthetic_records_with_inferred_types() {
+        let job = job_with(vec![
+            failed_sheet(1, "validation failed", Some("E900")),
+            failed_sheet(2, "rate limited", Some("E101")),
+            SheetState::new(3),
+        ]);
+        let errors = collect_errors(&job, &ErrorFilter::default(), 0.0);
+        assert_eq!(errors.len(), 2);
+        assert_eq!(errors[0].error_type, "permanent");
+        assert_eq!(errors[0].error_code, "E900");
+        assert_eq!(errors[0].attempt_number, 2);
+        assert_eq!(errors[0].timestamp.as_deref(), Some("2026-01-01T10:00:05Z"));
+        assert_eq!(errors[1].error_type, "rate_limit");
+        let doc = errors_json("j", &errors, false);
+        assert_eq!(doc["total_errors"], 2);
+        assert_eq!(
+            doc["errors"][0]["context"],
+            json!({"exit_code": 3, "exit_signal": null, "exit_reason": null})
+        );
+        assert_eq!(doc["errors"][0]["stdout_tail"], Value::Null);
+        let keys: Vec<&String> = doc["errors"][0].as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            vec![
+                "sheet_num",
+                "timestamp",
+                "error_type",
+                "error_code",
+                "error_message",
+                "attempt_number",
+                "context",
+                "stdout_tail",
+                "stderr_tail"
+            ]
+        );
+    }
+
+    #[test]
+    fn table_cuts_long_messages_and_counts_errors() {
+        let long = "x".repeat(70);
+        let job = job_with(vec![failed_sheet(1, &long, Some("E900"))]);
+        let errors = collect_errors(&job, &ErrorFilter::default(), 0.0);
+        let text = render_errors(
+            "j",
+            &errors,
+            &ErrorFilter::default(),
+            false,
+            &Style::plain(),
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "Errors for Score: j");
+        assert!(lines[1].starts_with("Sheet  Time      Type       Code  Attempt  Message"));
+        assert!(
+            lines[2].ends_with(&format!("{}...", "x".repeat(57))),
+            "{}",
+            lines[2]
+        );
+        assert!(lines[2].starts_with("1      10:00:05  permanent  E900  2        "));
+        assert!(text.ends_with("\nTotal: 1 error(s)\n"));
+        assert!(!text.contains("Error Details"));
+
+        let verbose = render_errors("j", &errors, &ErrorFilter::default(), true, &Style::plain());
+        assert!(verbose.contains(&long), "verbose shows the whole message");
+        assert!(verbose.contains("\nError Details\n╭"), "{verbose}");
+        assert!(verbose.contains(" Sheet 1 - E900 "), "{verbose}");
+        assert!(verbose.contains("│ Context: exit_code=3"), "{verbose}");
+    }
+
+    #[test]
+    fn no_errors_names_the_filters() {
+        let f = ErrorFilter {
+            sheet: Some(4),
+            error_type: None,
+            code: Some("E001".into()),
+        };
+        assert_eq!(
+            render_errors("j", &[], &f, false, &Style::plain()),
+            "No errors found for score: j\nSheet filter: 4\nCode filter: E001\n"
+        );
+    }
+
+    #[test]
+    fn panel_titles_are_centred_in_the_border() {
+        let panel = titled_panel("T", &["body".into()], 20);
+        let first = panel.lines().next().unwrap();
+        assert_eq!(first.chars().count(), 20);
+        assert!(first.contains("─ T ─"), "{first}");
+    }
+}

@@ -1,0 +1,263 @@
+//! `mozart history SCORE_ID` (cli.md §5.4): the attempts the conductor recorded for a
+//! score (`job.history`, conductor.md §8.11).
+
+use std::path::PathBuf;
+
+use mozart_ipc::methods;
+use serde_json::{json, Value};
+
+use super::status::{absolute, check_score_id, failed, ipc_text, job_call, JobCallError};
+use crate::output::print_json;
+use crate::render::table::{self, Cell};
+use crate::render::{Color, Style};
+use crate::{CliError, Globals};
+
+/// The JSON answer when no history store exists (cli.md §5.4).
+pub const NO_HISTORY_ERROR: &str = "Execution history requires SQLite state backend";
+/// Its hint.
+pub const NO_HISTORY_HINT: &str = "Re-run the score with SQLite state to enable history tracking";
+
+/// Arguments of `mozart history`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Score ID to show execution history for.
+    #[arg(value_name = "SCORE_ID")]
+    pub score_id: String,
+    /// Filter by specific sheet number.
+    #[arg(short = 'b', long = "sheet", value_name = "INTEGER")]
+    pub sheet: Option<u32>,
+    /// Maximum number of records to show.
+    #[arg(
+        short = 'n',
+        long = "limit",
+        default_value_t = 50,
+        value_name = "INTEGER"
+    )]
+    pub limit: u32,
+    /// Workspace directory to search for score state (debug override).
+    #[arg(short = 'w', long = "workspace", hide = true)]
+    pub workspace: Option<PathBuf>,
+    /// Output history as JSON.
+    #[arg(short = 'j', long = "json")]
+    pub json: bool,
+}
+
+/// What the conductor (or the workspace) had to say.
+#[derive(Debug, Clone, PartialEq)]
+pub struct History {
+    /// The attempt records, newest first, as the conductor sent them.
+    pub records: Vec<Value>,
+    /// False when there is no history store at all.
+    pub has_history: bool,
+}
+
+/// Run `mozart history`.
+pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
+    let id = args.score_id.as_str();
+    check_score_id(id)?;
+    let history = fetch(globals, id, &args)?;
+    if !history.has_history {
+        if args.json {
+            print_json(&json!({"error": NO_HISTORY_ERROR, "hint": NO_HISTORY_HINT}));
+        } else {
+            let style = Style::for_stdout();
+            println!(
+                "{}",
+                style.paint(
+                    "Execution history requires the SQLite state backend.",
+                    Color::Yellow
+                )
+            );
+            println!(
+                "{}",
+                style.paint(
+                    "History is only recorded when using SQLite state storage.",
+                    Color::Dim
+                )
+            );
+        }
+        return Ok(1);
+    }
+    if args.json {
+        print_json(&history_json(id, &history.records, args.sheet));
+    } else {
+        print!(
+            "{}",
+            render_history(id, &history.records, args.sheet, &Style::for_stdout())
+        );
+    }
+    Ok(0)
+}
+
+fn fetch(globals: &Globals, id: &str, args: &Args) -> Result<History, CliError> {
+    let ws = args
+        .workspace
+        .as_deref()
+        .map(|w| absolute(w).display().to_string());
+    let params = json!({
+        "job_id": id,
+        "workspace": ws,
+        "sheet_num": args.sheet,
+        "limit": args.limit,
+    });
+    match job_call(globals, methods::JOB_HISTORY, params, args.json) {
+        Ok(result) => Ok(History {
+            records: result
+                .get("records")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+            has_history: result
+                .get("has_history")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        }),
+        Err(JobCallError::Job(_)) => Err(failed(
+            format!("Score not found: {id}"),
+            &["Run 'mozart list' to see available scores."],
+            args.json,
+        )),
+        Err(JobCallError::Cli(err)) => match args.workspace.as_deref() {
+            // Without a conductor, upstream reads the workspace's `.mozart-state.db`; our
+            // conductor keeps attempts in its registry, so there is no workspace store to
+            // read unless an upstream run left one behind.
+            Some(dir) if dir.join(".mozart-state.db").exists() => Err(failed(
+                format!(
+                    "Reading execution history from {} without a conductor is not supported yet",
+                    dir.join(".mozart-state.db").display()
+                ),
+                &["Start the conductor and retry: mozart start"],
+                args.json,
+            )),
+            Some(_) => Ok(History {
+                records: Vec::new(),
+                has_history: false,
+            }),
+            None => Err(err),
+        },
+        Err(JobCallError::Other(err)) => Err(failed(
+            ipc_text(err),
+            &["Restart the conductor: mozart restart"],
+            args.json,
+        )),
+    }
+}
+
+/// `mozart history --json`: records as the conductor sent them, plus the sheet filter.
+pub fn history_json(id: &str, records: &[Value], sheet: Option<u32>) -> Value {
+    let mut doc = json!({
+        "job_id": id,
+        "total_records": records.len(),
+        "records": records,
+    });
+    if let (Some(s), Some(obj)) = (sheet, doc.as_object_mut()) {
+        obj.insert("sheet_filter".into(), json!(s));
+    }
+    doc
+}
+
+/// The human table: Sheet, Attempt, Exit Code, Duration, Timestamp (cli.md §5.4).
+pub fn render_history(id: &str, records: &[Value], sheet: Option<u32>, style: &Style) -> String {
+    let mut out: Vec<String> = Vec::new();
+    if records.is_empty() {
+        out.push(format!(
+            "{} {id}",
+            style.paint("No execution history found for score:", Color::Dim)
+        ));
+        if let Some(s) = sheet {
+            out.push(style.paint(&format!("Sheet filter: {s}"), Color::Dim));
+        }
+        out.push(String::new());
+        out.push(style.paint(
+            "Hint: Execution history is recorded when the score runs with the SQLite state backend.",
+            Color::Dim,
+        ));
+        return out.join("\n") + "\n";
+    }
+    let text = |r: &Value, key: &str| match r.get(key) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => String::new(),
+        Some(v) => v.to_string(),
+    };
+    let rows: Vec<Vec<Cell>> = records
+        .iter()
+        .map(|r| {
+            let exit = match r.get("exit_code").and_then(Value::as_i64) {
+                Some(0) => Cell::colored("0", Color::Green),
+                Some(code) => Cell::colored(code.to_string(), Color::Red),
+                None => Cell::colored("-", Color::Dim),
+            };
+            let duration = r
+                .get("duration_seconds")
+                .and_then(Value::as_f64)
+                .map(|d| format!("{d:.1}s"))
+                .unwrap_or_else(|| "-".into());
+            let timestamp: String = text(r, "executed_at").chars().take(19).collect();
+            vec![
+                Cell::colored(text(r, "sheet_num"), Color::Cyan),
+                Cell::from(text(r, "attempt_num")),
+                exit,
+                Cell::from(duration),
+                Cell::colored(timestamp, Color::Dim),
+            ]
+        })
+        .collect();
+    out.push(style.paint(&format!("Execution History: {id}"), Color::Bold));
+    out.extend(table::render(
+        &["Sheet", "Attempt", "Exit Code", "Duration", "Timestamp"],
+        &rows,
+        "",
+        "  ",
+        style,
+    ));
+    out.push(String::new());
+    out.push(style.paint(&format!("Total: {} record(s)", records.len()), Color::Dim));
+    out.join("\n") + "\n"
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn record(sheet: u32, attempt: u32, exit: Option<i32>, secs: Option<f64>) -> Value {
+        json!({
+            "id": 1, "job_id": "j", "sheet_num": sheet, "attempt_num": attempt,
+            "prompt": null, "output": "x", "exit_code": exit, "duration_seconds": secs,
+            "executed_at": "2026-11-21T22:27:24.622150Z"
+        })
+    }
+
+    #[test]
+    fn table_shows_exit_codes_durations_and_second_precision_times() {
+        let records = vec![
+            record(2, 1, Some(1), Some(12.345)),
+            record(1, 1, None, None),
+        ];
+        let text = render_history("j", &records, None, &Style::plain());
+        assert_eq!(
+            text,
+            "Execution History: j\n\
+             Sheet  Attempt  Exit Code  Duration  Timestamp\n\
+             2      1        1          12.3s     2026-11-21T22:27:24\n\
+             1      1        -          -         2026-11-21T22:27:24\n\
+             \n\
+             Total: 2 record(s)\n"
+        );
+    }
+
+    #[test]
+    fn empty_history_says_so_and_names_the_sheet_filter() {
+        let text = render_history("j", &[], Some(3), &Style::plain());
+        assert!(text.starts_with("No execution history found for score: j\nSheet filter: 3\n"));
+    }
+
+    #[test]
+    fn json_carries_the_sheet_filter_only_when_given() {
+        let records = vec![record(1, 1, Some(0), Some(1.0))];
+        let doc = history_json("j", &records, None);
+        assert_eq!(doc["total_records"], 1);
+        assert!(doc.get("sheet_filter").is_none());
+        assert_eq!(history_json("j", &records, Some(1))["sheet_filter"], 1);
+    }
+}
