@@ -703,6 +703,15 @@ pub fn classify(result: &ExecutionResult) -> Classification {
         );
     }
 
+    // Phase 2b: the instrument's own error patterns (profile `cli.errors.*_patterns`), which
+    // the profile backend reports as `error_type`. The profile author knows the tool's
+    // wording better than our generic patterns do.
+    if collected.is_empty() {
+        if let Some(err) = profile_tagged(result.error_type.as_deref(), &combined) {
+            push(&mut collected, err, ClassificationMethod::RegexFallback);
+        }
+    }
+
     // Phase 3: text patterns, then the exit code (the single-output classifier).
     if collected.is_empty() {
         let err = classify_output(
@@ -732,6 +741,50 @@ pub fn classify(result: &ExecutionResult) -> Classification {
         }
     }
     finish(collected)
+}
+
+/// An error matched by an instrument profile's pattern set (instruments.md §4.1 `cli.errors`).
+fn profile_tagged(error_type: Option<&str>, text: &str) -> Option<ClassifiedError> {
+    let snippet: String = text.trim().chars().take(200).collect();
+    let err = match error_type? {
+        "auth" => ClassifiedError::new(
+            ErrorCode::E502,
+            ErrorCategory::Auth,
+            false,
+            format!("Authentication failed (instrument auth pattern): {snippet}"),
+            None,
+        ),
+        "capacity" => ClassifiedError::new(
+            ErrorCode::E103,
+            ErrorCategory::RateLimit,
+            true,
+            format!("Capacity exceeded (instrument capacity pattern): {snippet}"),
+            Some(300.0),
+        ),
+        "timeout" => ClassifiedError::new(
+            ErrorCode::E504,
+            ErrorCategory::Timeout,
+            true,
+            format!("Backend timed out (instrument timeout pattern): {snippet}"),
+            Some(60.0),
+        ),
+        "crash" => ClassifiedError::new(
+            ErrorCode::E003,
+            ErrorCategory::Signal,
+            true,
+            format!("Instrument crashed (instrument crash pattern): {snippet}"),
+            Some(30.0),
+        ),
+        "stale" => ClassifiedError::new(
+            ErrorCode::E006,
+            ErrorCategory::Timeout,
+            true,
+            format!("Instrument stalled (instrument stale pattern): {snippet}"),
+            Some(120.0),
+        ),
+        _ => return None,
+    };
+    Some(err)
 }
 
 fn combined_stderr(result: &ExecutionResult) -> String {

@@ -314,3 +314,24 @@ fn detect_rate_limit_rules() {
     assert!(!detect_rate_limit("", "", Some(1)));
     assert!(detect_rate_limit("", "429", Some(0)));
 }
+
+#[test]
+fn instrument_profile_patterns_decide_the_class_when_nothing_else_does() {
+    // A custom tool's own wording that no generic pattern knows: the profile tagged it.
+    let mut r = failed("", "frobnicator: credentials rejected by upstream", Some(3));
+    assert_eq!(
+        classify(&r).code,
+        ErrorCode::E999,
+        "untagged output stays unknown"
+    );
+    r.error_type = Some("auth".into());
+    let c = classify(&r);
+    assert_eq!(
+        (c.code, c.category, c.should_retry()),
+        (ErrorCode::E502, ErrorCategory::Auth, false)
+    );
+    r.error_type = Some("capacity".into());
+    assert_eq!(classify(&r).category, ErrorCategory::RateLimit);
+    r.error_type = Some("crash".into());
+    assert!(classify(&r).should_retry());
+}
