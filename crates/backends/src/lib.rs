@@ -29,6 +29,9 @@ pub mod registry;
 
 pub use claude::{ClaudeCliBackend, ClaudeCliOptions, ClaudeOutputFormat};
 pub use cli_backend::ProfileBackend;
-pub use http::{AnthropicApiBackend, AnthropicApiOptions, OllamaBackend, OllamaOptions};
+pub use http::{
+    AnthropicApiBackend, AnthropicApiOptions, OllamaBackend, OllamaOptions, OpenAiChatBackend,
+    OpenAiChatOptions,
+};
 pub use profile::{InstrumentKind, InstrumentProfile};
 pub use registry::{InstrumentRegistry, ProfileSource};

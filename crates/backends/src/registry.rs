@@ -7,7 +7,10 @@ use std::sync::Arc;
 use crate::claude::{ClaudeCliBackend, ClaudeCliOptions, ClaudeOutputFormat};
 use crate::cli_backend::ProfileBackend;
 use crate::error::BackendError;
-use crate::http::{AnthropicApiBackend, AnthropicApiOptions, OllamaBackend, OllamaOptions};
+use crate::http::{
+    AnthropicApiBackend, AnthropicApiOptions, OllamaBackend, OllamaOptions, OpenAiChatBackend,
+    OpenAiChatOptions,
+};
 use crate::profile::{InstrumentKind, InstrumentProfile, SchemaFamily};
 use crate::types::Backend;
 
@@ -179,8 +182,9 @@ impl InstrumentRegistry {
 
 /// The HTTP backend for an `http` profile: the Anthropic family through
 /// [`AnthropicApiBackend`], Ollama's `/api/chat` / `/api/generate` through
-/// [`OllamaBackend`]; other APIs (OpenAI chat completions, Gemini, recursive_light) are
-/// refused by name (instruments.md §4.7.5).
+/// [`OllamaBackend`], OpenAI-compatible chat completions through [`OpenAiChatBackend`];
+/// other APIs (Gemini, recursive_light's `/process`) are refused by name
+/// (instruments.md §4.7.5).
 fn http_backend(profile: &InstrumentProfile) -> Result<Arc<dyn Backend>, BackendError> {
     let name = &profile.name;
     let Some(http) = &profile.http else {
@@ -200,12 +204,17 @@ fn http_backend(profile: &InstrumentProfile) -> Result<Arc<dyn Backend>, Backend
             profile,
         ))));
     }
+    if http.schema_family == SchemaFamily::Openai && endpoint.ends_with("/chat/completions") {
+        return Ok(Arc::new(OpenAiChatBackend::new(
+            OpenAiChatOptions::from_profile(profile),
+        )));
+    }
     Err(BackendError::Unsupported {
         backend: name.clone(),
         reason: format!(
             "HTTP instrument '{name}' (schema_family '{}', endpoint '{}') is not supported; \
-             HTTP instruments must use schema_family 'anthropic' or an Ollama endpoint \
-             (/api/chat, /api/generate)",
+             HTTP instruments must use schema_family 'anthropic', an Ollama endpoint \
+             (/api/chat, /api/generate) or OpenAI chat completions (…/chat/completions)",
             schema_family_name(http.schema_family),
             http.endpoint
         ),

@@ -641,11 +641,92 @@ async fn user_http_profiles_route_to_the_generate_api() {
     assert_eq!(seen.body["model"], "phi3:mini");
 
     std::fs::write(
-        dir.join("openai.yaml"),
-        "name: gpt\ndisplay_name: GPT\nkind: http\nhttp:\n  base_url: http://127.0.0.1:1\n",
+        dir.join("gemini.yaml"),
+        "name: gem\ndisplay_name: Gem\nkind: http\nhttp:\n  base_url: http://127.0.0.1:1\n  endpoint: /v1beta/models\n  schema_family: gemini\n",
     )
     .unwrap();
     let reg = InstrumentRegistry::load(home.path(), None).unwrap();
-    let err = reg.backend("gpt").err().unwrap().to_string();
-    assert!(err.contains("'gpt'") && err.contains("openai"), "{err}");
+    let err = reg.backend("gem").err().unwrap().to_string();
+    assert!(err.contains("'gem'") && err.contains("gemini"), "{err}");
+}
+
+/// A user profile of the default (OpenAI) family with a bearer key and pricing.
+fn openai_profile(home: &std::path::Path, base_url: &str, key_env: &str) -> InstrumentRegistry {
+    let dir = home.join("instruments");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("vllm.yaml"),
+        format!(
+            "name: vllm\ndisplay_name: vLLM\nkind: http\ndefault_model: qwen\n\
+             models:\n  - {{name: qwen, context_window: 32000, cost_per_1k_input: 0.001, cost_per_1k_output: 0.002}}\n\
+             http:\n  base_url: {base_url}\n  auth_env_var: {key_env}\n"
+        ),
+    )
+    .unwrap();
+    InstrumentRegistry::load(home, None).unwrap()
+}
+
+#[tokio::test]
+async fn openai_compatible_profiles_run_chat_completions() {
+    let body = json!({
+        "id": "chatcmpl-1", "model": "qwen",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hola"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1000, "completion_tokens": 500}
+    });
+    let server = one(Canned::Reply(200, vec![], body.to_string()));
+    let home = tempfile::tempdir().unwrap();
+    let reg = openai_profile(home.path(), &server.url(), "MOZART_TEST_OPENAI_KEY");
+    let backend = reg.backend("vllm").unwrap();
+    assert_eq!(backend.name(), "vLLM");
+    let mut req = request("Say hi in Spanish", Duration::from_secs(10));
+    req.env
+        .push(("MOZART_TEST_OPENAI_KEY".into(), "tok-abc".into()));
+    req.options.insert("temperature".into(), json!(1.5));
+    let r = backend.execute(req).await;
+    assert!(r.success, "{r:?}");
+    assert_eq!(r.output_text(), "hola");
+    assert_eq!((r.input_tokens, r.output_tokens), (Some(1000), Some(500)));
+    assert!((r.cost_usd.unwrap() - 0.002).abs() < 1e-12);
+    let seen = server.request();
+    assert_eq!(seen.path, "/v1/chat/completions");
+    assert_eq!(seen.header("authorization"), Some("Bearer tok-abc"));
+    assert_eq!(seen.body["model"], "qwen");
+    assert_eq!(seen.body["temperature"], 1.5);
+    assert!(seen.body.get("max_tokens").is_none());
+}
+
+#[tokio::test]
+async fn openai_compatible_errors_classify_like_the_others() {
+    let server = Server::start(vec![
+        Canned::Reply(
+            429,
+            vec![("retry-after", "30".into())],
+            json!({"error": {"message": "Rate limit reached", "type": "requests"}}).to_string(),
+        ),
+        Canned::Reply(
+            401,
+            vec![],
+            json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}).to_string(),
+        ),
+    ]);
+    let home = tempfile::tempdir().unwrap();
+    let reg = openai_profile(home.path(), &server.url(), "MOZART_TEST_OPENAI_KEY");
+    let backend = reg.backend("vllm").unwrap();
+    let keyed = || {
+        let mut req = request("hi", Duration::from_secs(10));
+        req.env
+            .push(("MOZART_TEST_OPENAI_KEY".into(), "tok-abc".into()));
+        req
+    };
+    let r = backend.execute(keyed()).await;
+    assert!(r.rate_limited);
+    let wait = classify(&r).rate_limit.unwrap().wait_seconds;
+    assert!((80.0..=95.0).contains(&wait), "{wait}");
+    let r = backend.execute(keyed()).await;
+    assert_eq!(classify(&r).category, ErrorCategory::Auth);
+    // Without the key nothing is sent and the variable is named.
+    let r = backend
+        .execute(request("hi", Duration::from_secs(10)))
+        .await;
+    assert!(r.error_message.unwrap().contains("MOZART_TEST_OPENAI_KEY"));
 }

@@ -1,5 +1,5 @@
-//! HTTP instruments: the Anthropic Messages API (instruments.md §3.2) and a local Ollama
-//! server (§3.3), plus what both share — one pooled client, the mapping of HTTP outcomes
+//! HTTP instruments: the Anthropic Messages API (instruments.md §3.2), a local Ollama
+//! server (§3.3) and OpenAI-compatible chat completions for user profiles, plus what both share — one pooled client, the mapping of HTTP outcomes
 //! onto [`ExecutionResult`] fields the classifier reads (execution.md §7.5), `retry-after`
 //! parsing, profile pricing (§4.6) and the per-attempt log files.
 //!
@@ -13,10 +13,12 @@
 
 mod anthropic;
 mod ollama;
+mod openai;
 mod options;
 
 pub use anthropic::{AnthropicApiBackend, AnthropicApiOptions};
 pub use ollama::{OllamaBackend, OllamaOptions};
+pub use openai::{OpenAiChatBackend, OpenAiChatOptions};
 pub use options::{parse_retry_after, price_usd, FALLBACK_PRICING_PER_MILLION};
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,307 @@
+//! OpenAI-compatible chat completions (`schema_family: openai`, endpoint
+//! `…/chat/completions`) for user `kind: http` profiles: vLLM, LM Studio, llama.cpp server,
+//! gateways. Upstream could not execute any HTTP profile (instruments.md §4.7.5); this is
+//! the profile schema's default family, so a profile that only sets `base_url` works.
+//!
+//! `instrument_config` / [`ExecutionRequest::options`] keys read per attempt: `model`,
+//! `max_tokens` (≥ 1), `temperature` (0..=2), `system_prompt`, `base_url`. Other keys are
+//! logged and ignored. [`ExecutionRequest::model`] beats the `model` key.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::options::{lookup_env, price_usd, OptionReader};
+use super::{
+    configuration_failure, connection_failure, failure, join_url, malformed, send, status_failure,
+    timeout_failure, write_logs, ClientCache, Clock, Reply,
+};
+use crate::profile::{InstrumentProfile, ModelCapacity};
+use crate::types::{Backend, BoxFuture, ExecutionRequest, ExecutionResult, HealthStatus};
+
+/// How to call an OpenAI-compatible server (built from a profile's `http:` block).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OpenAiChatOptions {
+    /// The backend's `name()`.
+    pub display_name: String,
+    /// Scheme, host and port (the `base_url` option overrides it).
+    pub base_url: String,
+    /// Path of the chat completions endpoint.
+    pub endpoint: String,
+    /// Variable holding a bearer token; `None` sends no `Authorization` header.
+    pub api_key_env: Option<String>,
+    /// Model when the attempt names none; `None` makes a model option mandatory.
+    pub model: Option<String>,
+    /// `max_tokens`, when set.
+    pub max_tokens: Option<u64>,
+    /// `temperature`, when set.
+    pub temperature: Option<f64>,
+    /// Optional system message.
+    pub system_prompt: Option<String>,
+    /// Pricing per model (the profile's `models`).
+    pub models: Vec<ModelCapacity>,
+}
+
+impl Default for OpenAiChatOptions {
+    fn default() -> Self {
+        OpenAiChatOptions {
+            display_name: "OpenAI-compatible API".into(),
+            base_url: "http://localhost:8000".into(),
+            endpoint: "/v1/chat/completions".into(),
+            api_key_env: None,
+            model: None,
+            max_tokens: None,
+            temperature: None,
+            system_prompt: None,
+            models: Vec::new(),
+        }
+    }
+}
+
+impl OpenAiChatOptions {
+    /// Defaults overlaid with a profile's `http:` block, `default_model` and `models`.
+    pub fn from_profile(profile: &InstrumentProfile) -> Self {
+        let mut o = OpenAiChatOptions {
+            display_name: profile.display_name.clone(),
+            model: profile.default_model.clone(),
+            models: profile.models.clone(),
+            ..Default::default()
+        };
+        if let Some(http) = &profile.http {
+            o.base_url = http.base_url.clone();
+            o.endpoint = http.endpoint.clone();
+            o.api_key_env = http.auth_env_var.clone();
+        }
+        o
+    }
+}
+
+struct Call {
+    model: String,
+    max_tokens: Option<u64>,
+    temperature: Option<f64>,
+    system_prompt: Option<String>,
+    base_url: String,
+}
+
+/// Calls `POST {base}/v1/chat/completions` with the prompt as one user message.
+#[derive(Debug, Clone)]
+pub struct OpenAiChatBackend {
+    options: Arc<OpenAiChatOptions>,
+    clients: ClientCache,
+}
+
+impl OpenAiChatBackend {
+    /// A backend with these options.
+    pub fn new(options: OpenAiChatOptions) -> Self {
+        OpenAiChatBackend {
+            options: Arc::new(options),
+            clients: ClientCache::default(),
+        }
+    }
+
+    /// The options.
+    pub fn options(&self) -> &OpenAiChatOptions {
+        &self.options
+    }
+
+    fn call_for(&self, req: &ExecutionRequest) -> Result<Call, String> {
+        let o = &self.options;
+        let r = OptionReader::new(
+            &o.display_name,
+            &req.options,
+            &[
+                "model",
+                "max_tokens",
+                "temperature",
+                "system_prompt",
+                "base_url",
+            ],
+            &req.job_id,
+            req.sheet_num,
+        );
+        let model = match req.model.clone() {
+            Some(m) => Some(m),
+            None => r.string("model")?.or_else(|| o.model.clone()),
+        };
+        let Some(model) = model else {
+            return Err(format!(
+                "instrument '{}' names no model: set default_model in its profile or \
+                 instrument_config.model in the score",
+                o.display_name
+            ));
+        };
+        Ok(Call {
+            model,
+            max_tokens: r.count("max_tokens", 1)?.or(o.max_tokens),
+            temperature: r.number("temperature", 0.0, 2.0)?.or(o.temperature),
+            system_prompt: r
+                .string("system_prompt")?
+                .or_else(|| o.system_prompt.clone()),
+            base_url: r.string("base_url")?.unwrap_or_else(|| o.base_url.clone()),
+        })
+    }
+
+    async fn run(&self, req: ExecutionRequest) -> ExecutionResult {
+        let clock = Clock::start();
+        let fallback_model = req
+            .model
+            .clone()
+            .or_else(|| self.options.model.clone())
+            .unwrap_or_default();
+        let result = match self.call_for(&req) {
+            Ok(call) => self.call(&req, &call, &clock).await,
+            Err(message) => configuration_failure(&clock, &fallback_model, &message),
+        };
+        write_logs(
+            req.output_log_base.as_deref(),
+            result.result_text.as_deref().unwrap_or(""),
+            &result.stderr,
+        )
+        .await;
+        result
+    }
+
+    async fn call(&self, req: &ExecutionRequest, call: &Call, clock: &Clock) -> ExecutionResult {
+        let api = self.options.display_name.as_str();
+        let key = match &self.options.api_key_env {
+            None => None,
+            Some(var) => match lookup_env(var, &req.env) {
+                Some(key) => Some(key),
+                None => {
+                    let message = format!(
+                        "Authentication failed: API key not found in environment variable {var}"
+                    );
+                    return failure(clock, &call.model, Some(1), "authentication", &message);
+                }
+            },
+        };
+        let url = match join_url(&call.base_url, &self.options.endpoint) {
+            Ok(u) => u,
+            Err(message) => {
+                return configuration_failure(clock, &call.model, &format!("{api}: {message}"))
+            }
+        };
+        let client = match self.clients.client_for(&url) {
+            Ok(c) => c,
+            Err(message) => return failure(clock, &call.model, None, "exception", &message),
+        };
+        let mut messages = Vec::new();
+        if let Some(system) = &call.system_prompt {
+            messages.push(json!({"role": "system", "content": system}));
+        }
+        messages.push(json!({"role": "user", "content": req.prompt}));
+        let mut body = json!({"model": call.model, "messages": messages});
+        if let Some(n) = call.max_tokens {
+            body["max_tokens"] = json!(n);
+        }
+        if let Some(t) = call.temperature {
+            body["temperature"] = json!(t);
+        }
+        let target = url.clone();
+        let mut builder = client.post(url).json(&body);
+        if let Some(key) = key {
+            builder = builder.bearer_auth(key);
+        }
+        let hint = self
+            .options
+            .api_key_env
+            .as_ref()
+            .map(|v| format!(" (key from {v})"))
+            .unwrap_or_default();
+        match send(builder, req.timeout, &req.progress).await {
+            Reply::TimedOut => timeout_failure(clock, &call.model, api, req.timeout),
+            Reply::Connection(detail) => {
+                connection_failure(clock, &call.model, api, &target, &detail)
+            }
+            Reply::Response {
+                status,
+                headers,
+                body,
+            } if !status.is_success() => {
+                status_failure(clock, &call.model, api, status, &headers, &body, &hint)
+            }
+            Reply::Response { body, .. } => self.success(clock, call, &body),
+        }
+    }
+
+    fn success(&self, clock: &Clock, call: &Call, body: &str) -> ExecutionResult {
+        let api = self.options.display_name.as_str();
+        let parsed: Value = match serde_json::from_str(body) {
+            Ok(v) => v,
+            Err(err) => return malformed(clock, &call.model, api, body, &err.to_string()),
+        };
+        let Some(text) = parsed
+            .pointer("/choices/0/message/content")
+            .and_then(Value::as_str)
+        else {
+            return malformed(
+                clock,
+                &call.model,
+                api,
+                body,
+                "no 'choices[0].message.content' text",
+            );
+        };
+        let text = text.to_string();
+        let input = parsed
+            .pointer("/usage/prompt_tokens")
+            .and_then(Value::as_u64);
+        let output = parsed
+            .pointer("/usage/completion_tokens")
+            .and_then(Value::as_u64);
+        let model = parsed
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or(&call.model)
+            .to_string();
+        let mut r = clock.result(&model);
+        r.success = true;
+        r.exit_code = Some(0);
+        r.stdout_bytes = text.len() as u64;
+        r.stdout = text.clone();
+        r.result_text = Some(text);
+        r.input_tokens = input;
+        r.output_tokens = output;
+        r.cost_usd = Some(price_usd(
+            &self.options.models,
+            self.options.model.as_deref(),
+            &model,
+            input.unwrap_or(0),
+            output.unwrap_or(0),
+        ));
+        r.session_id = parsed.get("id").and_then(Value::as_str).map(str::to_string);
+        r
+    }
+}
+
+impl Backend for OpenAiChatBackend {
+    fn name(&self) -> &str {
+        &self.options.display_name
+    }
+
+    fn execute(&self, req: ExecutionRequest) -> BoxFuture<'_, ExecutionResult> {
+        Box::pin(self.run(req))
+    }
+
+    /// Ready when the key variable (if any) is set and the URL is valid; spends nothing.
+    fn health_check(&self) -> BoxFuture<'_, HealthStatus> {
+        Box::pin(async move {
+            let o = &self.options;
+            let detail = match (join_url(&o.base_url, &o.endpoint), o.api_key_env.as_deref()) {
+                (Err(e), _) => Err(e),
+                (Ok(_), Some(var)) if lookup_env(var, &[]).is_none() => {
+                    Err(format!("API key not found in environment variable {var}"))
+                }
+                (Ok(url), _) => Ok(crate::redact::redact(&format!("will call {url}"))),
+            };
+            HealthStatus {
+                ready: detail.is_ok(),
+                binary_path: None,
+                detail: detail.unwrap_or_else(|e| e),
+            }
+        })
+    }
+}
