@@ -383,6 +383,7 @@ async fn dropped_connections_are_transient() {
         assert!(!r.success);
         assert_eq!(r.error_type.as_deref(), Some("connection"), "{r:?}");
         assert_eq!(r.exit_code, None);
+        assert_eq!(r.exit_reason, ExitReason::Error);
         let c = classify(&r);
         assert!(
             matches!(

@@ -213,11 +213,7 @@ pub(crate) fn failure(
     let mut r = clock.result(model);
     r.success = false;
     r.exit_code = exit_code;
-    r.exit_reason = if exit_code.is_none() && error_type == "configuration" {
-        ExitReason::Error
-    } else {
-        ExitReason::Completed
-    };
+    r.exit_reason = ExitReason::Completed;
     r.stderr_bytes = message.len() as u64;
     r.stderr = message.clone();
     r.error_type = Some(error_type.to_string());
@@ -273,13 +269,16 @@ pub(crate) fn connection_failure(
     detail: &str,
 ) -> ExecutionResult {
     let host = url.host_str().unwrap_or("the server");
-    failure(
+    let mut r = failure(
         clock,
         model,
         None,
         "connection",
         &format!("Connection error: {api} at {host} did not answer: {detail}"),
-    )
+    );
+    // Nothing ran: like a spawn failure of a CLI instrument (instruments.md §2.1).
+    r.exit_reason = ExitReason::Error;
+    r
 }
 
 /// A 2xx whose body is not the API's answer: retriable (a proxy or gateway glitch), so no
