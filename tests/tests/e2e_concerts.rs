@@ -1,0 +1,177 @@
+//! Concerts: `on_success` `run_job` hooks chain scores (conductor.md §19): chain depths,
+//! the depth limit for `fresh` self-chains, the zero-work guard without `fresh`, and a
+//! `kill -9` between two links (hooks survive a restart; each link runs exactly once).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../fixtures/e2e/harness.rs"]
+mod harness;
+
+use std::path::Path;
+use std::time::Duration;
+
+use harness::*;
+use mozart_tests::TestEnv;
+use serde_json::Value;
+
+/// A one-sheet shell score that appends its name to `ledger`, optionally chaining to
+/// `next` (a score file name in the same directory).
+fn link(env: &TestEnv, name: &str, ledger: &Path, next: Option<&str>, concert: &str, fresh: bool) {
+    let hook = next
+        .map(|n| {
+            format!("on_success:\n  - type: run_job\n    job_path: {n}.yaml\n    fresh: {fresh}\n")
+        })
+        .unwrap_or_default();
+    let yaml = format!(
+        r#"name: {name}
+workspace: {ws}
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: |
+    RUN: echo {name} >> "{ledger}"
+concert: {concert}
+{hook}"#,
+        ws = env.work.join(format!("{name}-ws")).display(),
+        ledger = ledger.display(),
+    );
+    env.write_score(name, &yaml);
+}
+
+fn job<'a>(list: &'a [Value], id: &str) -> &'a Value {
+    list.iter()
+        .find(|j| j["job_id"] == id)
+        .unwrap_or_else(|| panic!("{id} not listed: {list:?}"))
+}
+
+/// Wait until `ledger` has `n` lines, then make sure it stays there for `settle` seconds.
+fn ledger_settles(env: &TestEnv, path: &Path, n: usize, secs: f64, settle: f64) -> Vec<String> {
+    poll(env, secs, &format!("{n} ledger lines"), || {
+        (ledger(path).len() >= n).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs_f64(settle));
+    ledger(path)
+}
+
+#[test]
+fn a_three_score_chain_completes_in_order_with_chain_depths() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let led = env.work.join("ledger");
+    let concert = "{enabled: true, cooldown_between_jobs_seconds: 0}";
+    link(&env, "first", &led, Some("second"), concert, false);
+    link(&env, "second", &led, Some("third"), concert, false);
+    link(&env, "third", &led, None, concert, false);
+    run(&env, &env.work.join("first.yaml"), &[]);
+    poll(&env, 30.0, "the third link to complete", || {
+        let list = list_all(&env);
+        list.iter()
+            .any(|j| j["job_id"] == "third" && j["status"] == "completed")
+            .then_some(())
+    });
+    assert_eq!(
+        ledger_settles(&env, &led, 3, 10.0, 0.5),
+        ["first", "second", "third"]
+    );
+    let list = list_all(&env);
+    for (id, depth) in [("first", 0), ("second", 1), ("third", 2)] {
+        let j = job(&list, id);
+        assert_eq!(j["status"], "completed", "{id}: {j}");
+        assert_eq!(j["chain_depth"].as_u64().unwrap_or(0), depth, "{id}: {j}");
+    }
+}
+
+#[test]
+fn a_fresh_self_chain_stops_at_max_chain_depth() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let led = env.work.join("ledger");
+    link(
+        &env,
+        "loop",
+        &led,
+        Some("loop"),
+        "{enabled: true, max_chain_depth: 3, cooldown_between_jobs_seconds: 0}",
+        true,
+    );
+    run(&env, &env.work.join("loop.yaml"), &[]);
+    // Depths 0, 1, 2 and 3 run; the hook of depth 3 is refused.
+    let lines = ledger_settles(&env, &led, 4, 40.0, 2.0);
+    assert_eq!(lines, ["loop"; 4], "the chain stopped at the depth limit");
+    let doc = wait_terminal(&env, "loop", 10.0);
+    assert_ne!(doc["status"], "running", "{doc:#}");
+}
+
+#[test]
+fn a_self_chain_without_fresh_stops_after_one_link_on_the_zero_work_guard() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let led = env.work.join("ledger");
+    link(
+        &env,
+        "again",
+        &led,
+        Some("again"),
+        "{enabled: true, max_chain_depth: 10, cooldown_between_jobs_seconds: 0}",
+        false,
+    );
+    run(&env, &env.work.join("again.yaml"), &[]);
+    // The second link keeps the completed sheet, does no work, and fires no hook.
+    let lines = ledger_settles(&env, &led, 1, 20.0, 3.0);
+    assert_eq!(lines, ["again"], "no link after one with zero work");
+    let doc = wait_terminal(&env, "again", 10.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+}
+
+#[test]
+fn a_kill_9_between_two_links_still_completes_the_concert_once() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let led = env.work.join("ledger");
+    // The cooldown holds the first link's hook open long enough to kill the conductor.
+    link(
+        &env,
+        "opening",
+        &led,
+        Some("closing"),
+        "{enabled: true, cooldown_between_jobs_seconds: 4}",
+        false,
+    );
+    link(
+        &env,
+        "closing",
+        &led,
+        None,
+        "{enabled: true, cooldown_between_jobs_seconds: 0}",
+        false,
+    );
+    run(&env, &env.work.join("opening.yaml"), &[]);
+    wait_status(&env, "opening", 20.0, |d| d["status"] == "completed");
+    assert_eq!(ledger(&led), ["opening"]);
+
+    let pid = env.conductor_pid().unwrap();
+    mozart_tests::signal(pid, "KILL");
+    poll(&env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    assert_eq!(
+        ledger(&led),
+        ["opening"],
+        "killed before the second link ran"
+    );
+    env.start_conductor();
+
+    poll(&env, 30.0, "the closing link to complete", || {
+        let list = list_all(&env);
+        list.iter()
+            .any(|j| j["job_id"] == "closing" && j["status"] == "completed")
+            .then_some(())
+    });
+    assert_eq!(
+        ledger_settles(&env, &led, 2, 10.0, 1.0),
+        ["opening", "closing"],
+        "each link ran exactly once"
+    );
+    let list = list_all(&env);
+    assert_eq!(job(&list, "closing")["chain_depth"], 1, "{list:?}");
+}
