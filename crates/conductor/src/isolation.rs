@@ -554,6 +554,14 @@ fn initialise(
         lock(git, &wt.path)?;
         wt.locked = true;
     }
+    // A workspace that is untracked in the repository has no counterpart in a fresh
+    // checkout; the instrument still needs its directory.
+    std::fs::create_dir_all(&wt.working_directory).map_err(|source| IsolationError::Io {
+        job_id: wt.job_id.clone(),
+        action: "create the working directory in the worktree",
+        path: wt.working_directory.clone(),
+        source,
+    })?;
     exclude_base_from_checkout(git, &wt.repo_root, &req.base());
     copy_files(wt, &req.setup.copy_files)?;
     for command in &req.setup.commands {

@@ -483,6 +483,26 @@ fn a_sub_directory_keeps_its_place_inside_the_worktree() {
 }
 
 #[test]
+fn an_untracked_workspace_inside_the_repository_gets_its_directory_in_the_worktree() {
+    let f = fixture();
+    let cfg = enabled();
+    let ws = f.repo.join("runs/ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let mut req = request(&f, &cfg, "job");
+    req.repo_dir = ws.clone();
+    req.workspace = ws.clone();
+    let wt = worktree(prepare(&req).unwrap());
+    assert_eq!(wt.path, ws.join(".worktrees/job"));
+    assert_eq!(wt.working_directory(), wt.path.join("runs/ws"));
+    assert!(wt.working_directory().is_dir());
+    // The nested worktrees never show up in the main checkout's status.
+    assert_eq!(git(&f.repo, &["status", "--porcelain"]), "");
+    std::fs::write(ws.join("keep"), "").unwrap();
+    let status = git(&f.repo, &["status", "--porcelain", "--untracked-files=all"]);
+    assert_eq!(status, "?? runs/ws/keep");
+}
+
+#[test]
 fn source_branch_chooses_the_base_and_a_bad_one_is_named() {
     let f = fixture();
     git(&f.repo, &["checkout", "-q", "-b", "feature"]);
