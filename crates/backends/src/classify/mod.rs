@@ -607,6 +607,15 @@ fn structured_signals(result: &ExecutionResult, combined: &str) -> Vec<Classifie
             "API authentication failed",
             None,
         )),
+        // Any other server-side failure is worth another try (upstream made HTTP 500 a
+        // permanent failure by reporting it as the exit code).
+        Some(status @ 500..=599) => found.push(ClassifiedError::new(
+            E::E503,
+            C::Transient,
+            true,
+            format!("API server error (HTTP {status})"),
+            Some(15.0),
+        )),
         _ => {}
     }
     found

@@ -335,3 +335,15 @@ fn instrument_profile_patterns_decide_the_class_when_nothing_else_does() {
     r.error_type = Some("crash".into());
     assert!(classify(&r).should_retry());
 }
+
+#[test]
+fn http_server_errors_are_transient_backend_responses() {
+    let mut r = failed("", "", None);
+    r.api_error_status = Some(502);
+    let c = classify(&r);
+    assert_eq!(
+        (c.code, c.category),
+        (ErrorCode::E503, ErrorCategory::Transient)
+    );
+    assert!(c.should_retry());
+}
