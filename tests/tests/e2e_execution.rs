@@ -79,25 +79,6 @@ fn attempts(
     .collect()
 }
 
-/// Processes whose command line mentions `marker` (the prompt is an argument of the
-/// instrument process).
-fn processes_mentioning(marker: &str) -> Vec<u32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        if pid == std::process::id() || !mozart_tests::alive(pid) {
-            continue;
-        }
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmdline).contains(marker) {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
 fn scripted(env: &TestEnv, steps: Value) {
     let script = standin_script(env, "script", &steps);
     install_instruments(env);
@@ -297,15 +278,20 @@ fn a_hung_instrument_is_killed_at_the_timeout_and_retried() {
             {"files": {ws.join("a.txt").to_str().unwrap(): "a"}}
         ]),
     );
-    run(&env, &score, &[]);
+    submit_now(&env, &score);
+    // The hung attempt runs in the workspace…
+    std::fs::create_dir_all(&ws).unwrap();
+    poll(&env, 10.0, "the hung instrument to be running", || {
+        (!processes_in(&ws).is_empty()).then_some(())
+    });
     let doc = wait_terminal(&env, "hung", 30.0);
     assert_eq!(doc["status"], "completed", "{doc:#}");
     assert_eq!(sheet(&doc, 1)["attempt_count"], 2, "{doc:#}");
     let rows = attempts(&env, "hung", 1);
     assert_eq!(rows[0].4.as_deref(), Some("timeout"), "{rows:?}");
-    // The hung process (its prompt names the marker) is gone.
+    // …and is gone once the timeout killed its process group.
     let left = poll(&env, 5.0, "the hung instrument to be killed", || {
-        let left = processes_mentioning("hung-marker");
+        let left = processes_in(&ws);
         left.is_empty().then_some(left)
     });
     assert!(left.is_empty());
