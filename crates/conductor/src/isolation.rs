@@ -476,7 +476,7 @@ fn prepare_worktree(req: &WorktreeRequest<'_>) -> Result<Worktree, IsolationErro
         .unwrap_or_else(std::sync::PoisonError::into_inner);
 
     if let Some(previous) = &req.resume_path {
-        if let Some(wt) = try_reuse(&git, previous, &prefix)? {
+        if let Some(wt) = try_reuse(&git, previous, &prefix, req.config.lock_during_execution)? {
             return Ok(wt);
         }
     }
@@ -597,6 +597,7 @@ fn try_reuse(
     git: &Git<'_>,
     previous: &Path,
     prefix: &str,
+    want_lock: bool,
 ) -> Result<Option<Worktree>, IsolationError> {
     let entries = list_worktrees_with(git)?;
     let Some(entry) = entries.iter().find(|e| same_path(&e.path, previous)) else {
@@ -643,7 +644,7 @@ fn try_reuse(
         reused: true,
         repo_root: git.dir.to_path_buf(),
     };
-    if !wt.locked {
+    if want_lock && !wt.locked {
         lock(git, &wt.path)?;
         wt.locked = true;
     }
@@ -796,11 +797,18 @@ pub fn finish(
     let _guard = GIT_MUTATION
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !wt.path.exists() {
+        // Deleted behind our back: only git's bookkeeping can be left, and only when the
+        // main checkout is still known.
+        if wt.repo_root != wt.path && wt.repo_root.is_dir() {
+            let _ = unlock(&git, &wt.path);
+            let _ = git.run(["worktree", "prune"]);
+        }
+        return Ok(Cleanup::Removed);
+    }
     if !remove {
-        if outcome == RunOutcome::Paused || !wt.path.exists() {
-            return Ok(Cleanup::Kept {
-                locked: wt.locked && wt.path.exists(),
-            });
+        if outcome == RunOutcome::Paused {
+            return Ok(Cleanup::Kept { locked: wt.locked });
         }
         unlock(&git, &wt.path)?;
         tracing::info!(job_id = %wt.job_id, path = %wt.path.display(), ?outcome, "isolation.worktree_kept");

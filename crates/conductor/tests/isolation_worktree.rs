@@ -605,3 +605,113 @@ fn checkpoint_round_trip_rebuilds_the_handle() {
     assert_eq!(cp.worktree_path, None);
     assert_eq!(list_worktrees(&f.repo).unwrap().len(), 1);
 }
+
+#[test]
+fn without_locking_the_worktree_is_never_locked_even_on_reuse() {
+    let f = fixture();
+    let cfg = IsolationConfig {
+        lock_during_execution: false,
+        ..enabled()
+    };
+    let wt = worktree(prepare(&request(&f, &cfg, "job")).unwrap());
+    assert!(!wt.locked);
+    assert_eq!(lock_of(&f.repo, &wt.path), None);
+    let again = worktree(prepare(&request(&f, &cfg, "job").resuming(Some(&wt.path))).unwrap());
+    assert!(again.reused && !again.locked);
+    assert_eq!(lock_of(&f.repo, &wt.path), None);
+}
+
+#[test]
+fn finishing_a_worktree_deleted_by_hand_clears_git_bookkeeping() {
+    let f = fixture();
+    let cfg = enabled();
+    let wt = worktree(prepare(&request(&f, &cfg, "job")).unwrap());
+    std::fs::remove_dir_all(&wt.path).unwrap();
+    assert_eq!(
+        finish(&wt, RunOutcome::Failed, &cfg).unwrap(),
+        Cleanup::Removed
+    );
+    assert_eq!(
+        list_worktrees(&f.repo).unwrap().len(),
+        1,
+        "locked metadata pruned too"
+    );
+}
+
+/// Run by [`a_run_killed_with_sigkill_leaves_a_lock_the_next_run_recovers`] in a child
+/// process: prepare the worktree, report its path, then hang until killed.
+#[test]
+fn crash_child_helper() {
+    let (Ok(repo), Ok(ws)) = (
+        std::env::var("MOZART_TEST_CRASH_REPO"),
+        std::env::var("MOZART_TEST_CRASH_WS"),
+    ) else {
+        return;
+    };
+    let cfg = enabled();
+    let req = WorktreeRequest {
+        job_id: "crashy",
+        scope: WorktreeScope::Job,
+        config: &cfg,
+        repo_dir: repo.into(),
+        workspace: ws.into(),
+        resume_path: None,
+        setup: WorktreeSetup::default(),
+    };
+    let wt = worktree(prepare(&req).unwrap());
+    println!("WORKTREE={}", wt.path.display());
+    std::thread::sleep(Duration::from_secs(30));
+}
+
+#[test]
+fn a_run_killed_with_sigkill_leaves_a_lock_the_next_run_recovers() {
+    use std::io::BufRead;
+    let f = fixture();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "crash_child_helper",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("MOZART_TEST_CRASH_REPO", &f.repo)
+        .env("MOZART_TEST_CRASH_WS", &f.workspace)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let path = stdout
+        .lines()
+        .map(|l| l.unwrap())
+        // libtest prints `test name ... ` before the test's own output, on the same line.
+        .find_map(|l| l.split_once("WORKTREE=").map(|(_, p)| PathBuf::from(p)))
+        .unwrap();
+    let reason = lock_of(&f.repo, &path).unwrap();
+    assert!(reason.contains(&format!("pid={}", child.id())), "{reason}");
+    // A live owner is respected...
+    let cfg = enabled();
+    let busy = prepare(&request(&f, &cfg, "crashy").resuming(Some(&path))).unwrap_err();
+    assert!(matches!(busy, IsolationError::Busy { .. }), "{busy}");
+
+    child.kill().unwrap(); // SIGKILL: no cleanup runs
+    child.wait().unwrap();
+    assert!(
+        lock_of(&f.repo, &path).is_some(),
+        "the crash left its lock behind"
+    );
+
+    // ...and a dead one's lock is taken over by the next run.
+    let wt = worktree(prepare(&request(&f, &cfg, "crashy").resuming(Some(&path))).unwrap());
+    assert!(wt.reused);
+    assert_eq!(wt.path, path);
+    let reason = lock_of(&f.repo, &path).unwrap();
+    assert!(
+        reason.contains(&format!("pid={}", std::process::id())),
+        "{reason}"
+    );
+    assert_eq!(
+        finish(&wt, RunOutcome::Completed, &cfg).unwrap(),
+        Cleanup::Removed
+    );
+    assert_eq!(list_worktrees(&f.repo).unwrap().len(), 1);
+}
