@@ -37,7 +37,9 @@ fn job(j: u32) -> JobSpec {
     spec
 }
 
-fn run(observer: bool) -> (u64, Duration) {
+/// Runs the workload once; returns the events handled and the time taken. Public because
+/// `mozart-bench` (tests/src/bin/bench.rs) includes this file to report the same figure.
+pub fn run(observer: bool) -> (u64, Duration) {
     let mut config = BatonConfig {
         max_concurrent_sheets: 100,
         emit_observer_events: observer,

@@ -1,0 +1,1210 @@
+//! `mozart-bench`: one command that measures the port against its speed bars and prints one
+//! table (issue #7 part 1; the bars of issues #2–#5). Method and results: docs/performance.md.
+//!
+//! `cargo run --release -p mozart-tests --bin mozart-bench [-- --baseline FILE] [--save FILE]`
+//!
+//! The `mozart` under test is this very executable: with `MOZART_BENCH_AS_MOZART` set it
+//! behaves exactly like `crates/cli/src/main.rs` (multicall), so `cargo run` builds precisely the
+//! code being measured and a stale `target/release/mozart` can never be timed by mistake.
+//! `--mozart PATH` measures another build instead (an older commit, or upstream's own CLI).
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use mozart_ipc::{methods, BlockingClient};
+use mozart_state::{CheckpointState, DaemonJobStatus, JobRecord, Registry};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// The baton's events/s micro-benchmark, shared with `cargo run -p mozart-baton --example
+/// events_per_sec` so both always measure the same workload.
+#[allow(dead_code)]
+#[path = "../../../crates/baton/examples/events_per_sec.rs"]
+mod events_per_sec;
+
+/// Set in the environment of every `mozart` command this tool runs: the process then is
+/// `mozart`, not the benchmark (see the module docs).
+const AS_MOZART: &str = "MOZART_BENCH_AS_MOZART";
+
+/// Fixtures, embedded so the binary runs from any directory (tests/bench/README.md).
+const INSTANT_PROFILE: &str = include_str!("../../bench/instant.instrument.yaml");
+const INSTANT_SCRIPT: &str = include_str!("../../bench/mozart-instant");
+const CORPUS_SCORE: &str = include_str!("../../bench/iterative-dev-loop.yaml");
+const SCORE_1: &str = include_str!("../../bench/bench-1-sheet.yaml");
+const SCORE_SEQ_20: &str = include_str!("../../bench/bench-seq-20.yaml");
+const SCORE_FANOUT_50: &str = include_str!("../../bench/bench-fanout-50.yaml");
+const SCORE_FANOUT_1000: &str = include_str!("../../bench/bench-fanout-1000.yaml");
+
+/// Same parallelism as the floor's 20 workers (and the scores' `max_concurrent: 20`).
+const CONDUCTOR_YAML: &str = "max_concurrent_sheets: 20\n";
+const FLOOR_WORKERS: u32 = 20;
+/// Jobs put into the registry for the `list` and start-up measurements.
+const REGISTRY_JOBS: u32 = 1_000;
+/// Longest any one job may take before the run is declared stuck.
+const JOB_DEADLINE: Duration = Duration::from_secs(180);
+
+/// Measure the `mozart` command and conductor against the speed bars.
+#[derive(Debug, Parser)]
+#[command(name = "mozart-bench", version)]
+struct Args {
+    /// Print each figure's ratio to a run saved earlier with --save.
+    #[arg(long, value_name = "FILE")]
+    baseline: Option<PathBuf>,
+    /// Write this run (JSON) to FILE.
+    #[arg(long, value_name = "FILE")]
+    save: Option<PathBuf>,
+    /// Measure this `mozart` executable instead of the one built into mozart-bench.
+    #[arg(long, value_name = "PATH")]
+    mozart: Option<PathBuf>,
+    /// Repetitions of each command round trip (the median is reported).
+    #[arg(long, default_value_t = 20)]
+    reps: usize,
+    /// Repetitions of the 1,000-sheet run and of its floor (interleaved; median reported).
+    #[arg(long, default_value_t = 3)]
+    big_reps: usize,
+    /// Interval between completion polls of a running job, in milliseconds.
+    #[arg(long, default_value_t = 5)]
+    poll_ms: u64,
+    /// Skip the 1,000-sheet run, its floor and the 1,000-job registry (a quick look).
+    #[arg(long)]
+    quick: bool,
+}
+
+/// Everything that can stop a benchmark run, with what was being done.
+#[derive(Debug, thiserror::Error)]
+enum BenchError {
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`mozart {args}` failed ({status}):\n{output}")]
+    Mozart {
+        args: String,
+        status: String,
+        output: String,
+    },
+    #[error("conductor call '{method}' failed: {source}")]
+    Ipc {
+        method: &'static str,
+        #[source]
+        source: mozart_ipc::IpcError,
+    },
+    #[error("job '{job}' ended '{status}' instead of 'completed' (workspace {workspace})")]
+    JobFailed {
+        job: String,
+        status: String,
+        workspace: PathBuf,
+    },
+    #[error("job '{job}' completed but {missing} of its {sheets} output files are missing")]
+    MissingOutput {
+        job: String,
+        missing: usize,
+        sheets: u32,
+    },
+    #[error("timed out after {secs} s waiting for {what}")]
+    Timeout { what: String, secs: u64 },
+    #[error("floor: instant instrument call {index} failed: {detail}")]
+    Floor { index: u32, detail: String },
+    #[error("seeding the registry {path}: {source}")]
+    State {
+        path: PathBuf,
+        #[source]
+        source: Box<mozart_state::StateError>,
+    },
+    #[error("baseline {path}: {source}")]
+    Baseline {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+type Result<T, E = BenchError> = std::result::Result<T, E>;
+
+fn io_err(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> BenchError {
+    let path = path.to_path_buf();
+    move |source| BenchError::Io {
+        action,
+        path,
+        source,
+    }
+}
+
+fn main() -> ExitCode {
+    if std::env::var_os(AS_MOZART).is_some() {
+        std::process::exit(mozart_cli::main());
+    }
+    let args = Args::parse();
+    match bench(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("mozart-bench: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn bench(args: &Args) -> Result<()> {
+    let baseline = args.baseline.as_deref().map(Saved::load).transpose()?;
+    let mozart = MozartExe::resolve(args.mozart.as_deref())?;
+    let mut report = Report::default();
+    let started = Instant::now();
+
+    progress("local commands (no conductor)");
+    let env = Env::new(&mozart)?;
+    local_commands(&env, args.reps, &mut report)?;
+
+    progress("conductor, empty registry");
+    let conductor = Conductor::start(&env)?;
+    report.add(Row::ms(
+        "start_ready_empty",
+        "conductor start → ready, empty registry",
+        conductor.ready_in,
+        1,
+    ));
+    std::thread::sleep(Duration::from_millis(300));
+    report.add(
+        Row::new(
+            "idle_rss",
+            "conductor idle RSS",
+            conductor.rss_mib(),
+            "MiB",
+            1,
+        )
+        .bar_below(20.0),
+    );
+    round_trips(&env, args.reps, &mut report)?;
+    runs(&env, &conductor, args, &mut report)?;
+    conductor.stop(&env)?;
+    drop(env);
+
+    if !args.quick {
+        progress("conductor, registry with 1,000 jobs");
+        let env = Env::new(&mozart)?;
+        seed_registry(&env.home.join("registry.db"), REGISTRY_JOBS)?;
+        let conductor = Conductor::start(&env)?;
+        report.add(Row::ms(
+            "start_ready_1000",
+            "conductor start → ready, 1,000 jobs in registry",
+            conductor.ready_in,
+            1,
+        ));
+        std::thread::sleep(Duration::from_millis(300));
+        report.add(Row::new(
+            "idle_rss_1000",
+            "conductor idle RSS, 1,000 jobs in registry",
+            conductor.rss_mib(),
+            "MiB",
+            1,
+        ));
+        let list = median_of(args.reps, || env.time_ok(&["list"]))?;
+        report.add(
+            Row::ms(
+                "list_1000",
+                "`mozart list`, 1,000 jobs in registry",
+                list,
+                args.reps,
+            )
+            .bar_below(10.0),
+        );
+        let list_all = median_of(args.reps, || env.time_ok(&["list", "--all", "--json"]))?;
+        report.add(Row::ms(
+            "list_all_json_1000",
+            "`mozart list --all --json`, 1,000 jobs in registry",
+            list_all,
+            args.reps,
+        ));
+        conductor.stop(&env)?;
+    }
+
+    progress("baton core events/s");
+    let (events, took) = events_per_sec::run(false);
+    report.add(
+        Row::new(
+            "baton_events_per_s",
+            "baton core events/s (events_per_sec example, observer off)",
+            events as f64 / took.as_secs_f64(),
+            "events/s",
+            1,
+        )
+        .higher_is_better()
+        .bar_above(100_000.0),
+    );
+
+    let saved = Saved::new(&report, started.elapsed());
+    print!("{}", saved.table(baseline.as_ref()));
+    if let Some(path) = &args.save {
+        let text = serde_json::to_string_pretty(&saved).map_err(|source| BenchError::Baseline {
+            path: path.clone(),
+            source,
+        })?;
+        std::fs::write(path, text + "\n").map_err(io_err("writing", path))?;
+        progress(&format!("saved this run to {}", path.display()));
+    }
+    Ok(())
+}
+
+fn progress(what: &str) {
+    eprintln!("mozart-bench: {what}");
+}
+
+// ---------------------------------------------------------------- the measurements
+
+/// `--version` and `validate` on the 516-sheet corpus score: pure CLI start-up and the config
+/// crate, no conductor (bars: config brief, issue #2).
+fn local_commands(env: &Env, reps: usize, report: &mut Report) -> Result<()> {
+    let version = median_of(reps, || env.time_ok(&["--version"]))?;
+    report.add(Row::ms("version", "`mozart --version`", version, reps));
+
+    // The score's `workspace: ../workspaces/dev-loop-example` needs its parent to exist (V002).
+    let parent = env.work.join("workspaces");
+    std::fs::create_dir_all(&parent).map_err(io_err("creating", &parent))?;
+    let dir = env.work.join("corpus");
+    std::fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
+    let corpus = dir.join("iterative-dev-loop.yaml");
+    write_file(&corpus, CORPUS_SCORE)?;
+    let corpus_arg = corpus.display().to_string();
+    let validate = median_of(reps, || env.time_ok(&["validate", &corpus_arg]))?;
+    report.add(
+        Row::ms(
+            "validate_corpus",
+            "`mozart validate`, 516-sheet corpus score",
+            validate,
+            reps,
+        )
+        .bar_below(20.0),
+    );
+    let json_reps = reps.min(10);
+    let validate_json = median_of(json_reps, || {
+        env.time_ok(&["validate", "--json", &corpus_arg])
+    })?;
+    report.add(
+        Row::ms(
+            "validate_json_corpus",
+            "`mozart validate --json`, 516-sheet corpus score",
+            validate_json,
+            json_reps,
+        )
+        .bar_below(200.0),
+    );
+    Ok(())
+}
+
+/// `mozart status` and `mozart list` against an idle conductor (bar: status < 10 ms,
+/// cli-jobs brief, issue #3).
+fn round_trips(env: &Env, reps: usize, report: &mut Report) -> Result<()> {
+    let status = median_of(reps, || env.time_ok(&["status"]))?;
+    report.add(
+        Row::ms(
+            "status",
+            "`mozart status` round trip (idle conductor)",
+            status,
+            reps,
+        )
+        .bar_below(10.0),
+    );
+    let list = median_of(reps, || env.time_ok(&["list"]))?;
+    report.add(
+        Row::ms(
+            "list",
+            "`mozart list` round trip (idle conductor)",
+            list,
+            reps,
+        )
+        .bar_below(10.0),
+    );
+    Ok(())
+}
+
+/// One benchmark score and how often to run it.
+struct Workload {
+    key: &'static str,
+    yaml: &'static str,
+    sheets: u32,
+    reps: usize,
+}
+
+/// End-to-end runs, the floor and the per-sheet overhead (issue #5 bars).
+fn runs(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> Result<()> {
+    let small = [
+        Workload {
+            key: "bench-1-sheet",
+            yaml: SCORE_1,
+            sheets: 1,
+            reps: 10,
+        },
+        Workload {
+            key: "bench-seq-20",
+            yaml: SCORE_SEQ_20,
+            sheets: 20,
+            reps: 5,
+        },
+        Workload {
+            key: "bench-fanout-50",
+            yaml: SCORE_FANOUT_50,
+            sheets: 50,
+            reps: 5,
+        },
+    ];
+    let mut walls = BTreeMap::new();
+    for w in &small {
+        progress(&format!("{} ×{}", w.key, w.reps));
+        let mut samples = Vec::with_capacity(w.reps);
+        let mut in_flight = 0;
+        for rep in 0..w.reps {
+            let run = env.run_job(w, rep, conductor.pid, args.poll_ms)?;
+            samples.push(run.wall);
+            in_flight = in_flight.max(run.peak_in_flight);
+        }
+        let wall = median(samples);
+        walls.insert(w.key, wall);
+        report.add(Row::ms(
+            &format!("{}_wall", w.key),
+            &format!("{}: `mozart run` → completed", w.key),
+            wall,
+            w.reps,
+        ));
+        report.add(
+            Row::new(
+                &format!("{}_sheets_per_s", w.key),
+                &format!("{}: sheets/s", w.key),
+                f64::from(w.sheets) / wall.as_secs_f64(),
+                "sheets/s",
+                w.reps,
+            )
+            .higher_is_better(),
+        );
+        if w.sheets > 1 {
+            report.add(
+                Row::new(
+                    &format!("{}_in_flight", w.key),
+                    &format!("{}: most instrument processes at once", w.key),
+                    f64::from(in_flight),
+                    "procs",
+                    w.reps,
+                )
+                .higher_is_better(),
+            );
+        }
+    }
+
+    // Per-sheet overhead of seq-20: what the conductor adds on top of the instrument's own
+    // time on the critical path (bar < 1 ms/sheet).
+    let seq_ws = env.work.join("instrument-alone");
+    let instrument_alone = median_of(5, || floor(env, &seq_ws, 20, 1, Prompt::Sequential))?;
+    report.add(Row::ms(
+        "instrument_alone_20",
+        "instant instrument alone, 20 calls in sequence",
+        instrument_alone,
+        5,
+    ));
+    if let Some(seq) = walls.get("bench-seq-20") {
+        let overhead = (seq.as_secs_f64() - instrument_alone.as_secs_f64()) * 1000.0 / 20.0;
+        report.add(
+            Row::new(
+                "seq20_overhead_per_sheet",
+                "bench-seq-20: overhead per sheet beyond the instrument",
+                overhead,
+                "ms",
+                5,
+            )
+            .bar_below(1.0),
+        );
+    }
+
+    if args.quick {
+        return Ok(());
+    }
+    let big = Workload {
+        key: "bench-fanout-1000",
+        yaml: SCORE_FANOUT_1000,
+        sheets: 1_000,
+        reps: args.big_reps,
+    };
+    let mut ours = Vec::new();
+    let mut floors = Vec::new();
+    let mut peak_rss: f64 = 0.0;
+    let mut in_flight = 0;
+    for rep in 0..big.reps {
+        progress(&format!(
+            "{} run {} of {} (then its floor)",
+            big.key,
+            rep + 1,
+            big.reps
+        ));
+        let hwm_reset = conductor.reset_peak_rss();
+        let run = env.run_job(&big, rep, conductor.pid, args.poll_ms)?;
+        let peak = if hwm_reset {
+            conductor.peak_rss_mib().max(run.peak_rss_mib)
+        } else {
+            run.peak_rss_mib
+        };
+        peak_rss = peak_rss.max(peak);
+        in_flight = in_flight.max(run.peak_in_flight);
+        ours.push(run.wall);
+        let ws = env.work.join(format!("floor-{rep}"));
+        floors.push(floor(env, &ws, 1_000, FLOOR_WORKERS, Prompt::FanOut)?);
+    }
+    let ours = median(ours);
+    let floor_wall = median(floors);
+    report.add(Row::ms(
+        "bench-fanout-1000_wall",
+        "bench-fanout-1000: `mozart run` → completed",
+        ours,
+        big.reps,
+    ));
+    report.add(
+        Row::new(
+            "bench-fanout-1000_sheets_per_s",
+            "bench-fanout-1000: sheets/s",
+            1000.0 / ours.as_secs_f64(),
+            "sheets/s",
+            big.reps,
+        )
+        .higher_is_better(),
+    );
+    report.add(
+        Row::new(
+            "bench-fanout-1000_in_flight",
+            "bench-fanout-1000: most instrument processes at once",
+            f64::from(in_flight),
+            "procs",
+            big.reps,
+        )
+        .higher_is_better(),
+    );
+    report.add(Row::new(
+        "bench-fanout-1000_peak_rss",
+        "bench-fanout-1000: peak conductor RSS",
+        peak_rss,
+        "MiB",
+        big.reps,
+    ));
+    report.add(Row::ms(
+        "floor_1000",
+        "floor: the same 1,000 instrument calls, 20 workers",
+        floor_wall,
+        big.reps,
+    ));
+    report.add(
+        Row::new(
+            "fanout1000_vs_floor",
+            "bench-fanout-1000 ÷ floor",
+            ours.as_secs_f64() / floor_wall.as_secs_f64(),
+            "×",
+            big.reps,
+        )
+        .bar_below(1.25),
+    );
+    Ok(())
+}
+
+/// Which prompt the floor renders: the fan-out scores' or the sequential scores' template.
+#[derive(Clone, Copy)]
+enum Prompt {
+    FanOut,
+    Sequential,
+}
+
+impl Prompt {
+    fn render(self, sheet: u32, total: u32, workspace: &Path) -> String {
+        let ws = workspace.display();
+        match self {
+            Prompt::FanOut => format!(
+                "Benchmark voice {sheet} of {total} (sheet {sheet}).\nRUN: echo \"sheet {sheet}\" > \"{ws}/out-{sheet}.txt\"\n"
+            ),
+            Prompt::Sequential => format!(
+                "Benchmark sheet {sheet} of {total}.\nRUN: echo \"sheet {sheet}\" > \"{ws}/out-{sheet}.txt\"\n"
+            ),
+        }
+    }
+}
+
+/// The floor: `calls` invocations of the instant instrument by `workers` threads, each call
+/// followed by the same `file_exists` check the scores' validation makes — what any
+/// orchestrator must at least spend.
+fn floor(
+    env: &Env,
+    workspace: &Path,
+    calls: u32,
+    workers: u32,
+    prompt: Prompt,
+) -> Result<Duration> {
+    if workspace.exists() {
+        std::fs::remove_dir_all(workspace).map_err(io_err("clearing", workspace))?;
+    }
+    std::fs::create_dir_all(workspace).map_err(io_err("creating", workspace))?;
+    let instrument = env.bin.join("mozart-instant");
+    let next = AtomicU32::new(1);
+    let started = Instant::now();
+    let results: Vec<Result<()>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| -> Result<()> {
+                    loop {
+                        let sheet = next.fetch_add(1, Ordering::Relaxed);
+                        if sheet > calls {
+                            return Ok(());
+                        }
+                        let status = Command::new(&instrument)
+                            .arg(prompt.render(sheet, calls, workspace))
+                            .current_dir(workspace)
+                            .stdout(Stdio::null())
+                            .stderr(Stdio::null())
+                            .status()
+                            .map_err(|e| BenchError::Floor {
+                                index: sheet,
+                                detail: e.to_string(),
+                            })?;
+                        if !status.success() || !workspace.join(format!("out-{sheet}.txt")).exists()
+                        {
+                            return Err(BenchError::Floor {
+                                index: sheet,
+                                detail: format!("{status}, or no output file"),
+                            });
+                        }
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(BenchError::Floor {
+                        index: 0,
+                        detail: "worker panicked".into(),
+                    })
+                })
+            })
+            .collect()
+    });
+    let took = started.elapsed();
+    results.into_iter().collect::<Result<Vec<()>>>()?;
+    Ok(took)
+}
+
+/// Registers `jobs` finished jobs with a small checkpoint each, as a long-lived conductor's
+/// registry holds them (mostly completed, some failed / cancelled).
+fn seed_registry(db: &Path, jobs: u32) -> Result<()> {
+    let state_err = |source| BenchError::State {
+        path: db.to_path_buf(),
+        source: Box::new(source),
+    };
+    let registry = Registry::open(db).map_err(state_err)?;
+    let now = mozart_state::epoch_now();
+    for i in 0..jobs {
+        let id = format!("seeded-job-{i:04}");
+        let mut record = JobRecord::new(
+            &id,
+            format!("/srv/scores/{id}.yaml"),
+            format!("/srv/ws/{id}"),
+        );
+        record.status = match i % 20 {
+            0 => DaemonJobStatus::Failed,
+            1 => DaemonJobStatus::Cancelled,
+            _ => DaemonJobStatus::Completed,
+        };
+        let submitted = now - f64::from(jobs - i) * 60.0;
+        record.submitted_at = submitted;
+        record.started_at = Some(submitted + 1.0);
+        record.completed_at = Some(submitted + 30.0);
+        record.total_sheets = Some(5);
+        registry.create_job(&record).map_err(state_err)?;
+        let mut checkpoint = CheckpointState::new(&id, &id, 5);
+        for sheet in 1..=5 {
+            checkpoint.mark_sheet_started(sheet);
+            checkpoint.mark_sheet_completed(sheet, true, None, Some(5.0));
+        }
+        registry.save_checkpoint(&checkpoint).map_err(state_err)?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- environment and processes
+
+/// How to run `mozart`: this executable in multicall mode, or another build.
+#[derive(Debug, Clone)]
+struct MozartExe {
+    path: PathBuf,
+    multicall: bool,
+}
+
+impl MozartExe {
+    fn resolve(other: Option<&Path>) -> Result<MozartExe> {
+        match other {
+            Some(path) => Ok(MozartExe {
+                path: path.to_path_buf(),
+                multicall: false,
+            }),
+            None => {
+                let path = std::env::current_exe()
+                    .map_err(io_err("locating", Path::new("mozart-bench")))?;
+                Ok(MozartExe {
+                    path,
+                    multicall: true,
+                })
+            }
+        }
+    }
+}
+
+/// An isolated Mozart home, short socket path, workspace root and `PATH` with the instant
+/// instrument (the shape of `mozart_tests::TestEnv`, plus the benchmark's fixtures).
+struct Env {
+    _root: tempfile::TempDir,
+    home: PathBuf,
+    socket: PathBuf,
+    bin: PathBuf,
+    work: PathBuf,
+    path_var: std::ffi::OsString,
+    mozart: MozartExe,
+}
+
+impl Env {
+    fn new(mozart: &MozartExe) -> Result<Env> {
+        // /tmp, not $TMPDIR: the socket path must fit in sun_path.
+        let root = tempfile::Builder::new()
+            .prefix("mzb")
+            .tempdir_in("/tmp")
+            .map_err(io_err(
+                "creating a temporary directory in",
+                Path::new("/tmp"),
+            ))?;
+        let home = root.path().join("home");
+        let bin = root.path().join("bin");
+        let work = root.path().join("work");
+        for dir in [home.join("instruments"), bin.clone(), work.clone()] {
+            std::fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
+        }
+        write_file(&home.join("instruments/instant.yaml"), INSTANT_PROFILE)?;
+        write_file(&home.join("conductor.yaml"), CONDUCTOR_YAML)?;
+        let script = bin.join("mozart-instant");
+        write_file(&script, INSTANT_SCRIPT)?;
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+            .map_err(io_err("making executable", &script))?;
+        let mut paths = vec![bin.clone()];
+        if let Some(old) = std::env::var_os("PATH") {
+            paths.extend(std::env::split_paths(&old));
+        }
+        let path_var = std::env::join_paths(paths).unwrap_or_default();
+        Ok(Env {
+            socket: root.path().join("m.sock"),
+            _root: root,
+            home,
+            bin,
+            work,
+            path_var,
+            mozart: mozart.clone(),
+        })
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(&self.mozart.path);
+        cmd.args(args)
+            .current_dir(&self.work)
+            .env("MOZART_HOME", &self.home)
+            .env("MOZART_SOCKET", &self.socket)
+            .env("PATH", &self.path_var)
+            .env_remove("XDG_RUNTIME_DIR")
+            .env_remove("NOTIFY_SOCKET")
+            .stdin(Stdio::null());
+        if self.mozart.multicall {
+            cmd.env(AS_MOZART, "1");
+        } else {
+            cmd.env_remove(AS_MOZART);
+        }
+        cmd
+    }
+
+    /// Wall time of `mozart <args>` with output discarded (as when piped to a file);
+    /// a failure is an error, reported with its output from a second, captured run.
+    fn time_ok(&self, args: &[&str]) -> Result<Duration> {
+        let started = Instant::now();
+        let status = self
+            .command(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map_err(io_err("running", &self.mozart.path))?;
+        let took = started.elapsed();
+        if status.success() {
+            return Ok(took);
+        }
+        let output = self
+            .command(args)
+            .output()
+            .map_err(io_err("running", &self.mozart.path))?;
+        Err(BenchError::Mozart {
+            args: args.join(" "),
+            status: status.to_string(),
+            output: format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ),
+        })
+    }
+
+    /// Runs one benchmark score from `mozart run` until the conductor reports it finished,
+    /// sampling the conductor's RSS and its instrument processes on every poll.
+    fn run_job(&self, w: &Workload, rep: usize, conductor: u32, poll_ms: u64) -> Result<JobRun> {
+        // Own directory per repetition: the score's workspace is relative to the score, so
+        // every run starts from an empty workspace; the job id is the file stem.
+        let dir = self.work.join(format!("{}-{rep}", w.key));
+        std::fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
+        let job = format!("{}-{rep}", w.key);
+        let score = dir.join(format!("{job}.yaml"));
+        write_file(&score, w.yaml)?;
+        let score_arg = score.display().to_string();
+
+        let started = Instant::now();
+        // Sampled while `mozart run` itself runs too: a small job can finish before it exits.
+        let mut submit = self
+            .command(&["run", &score_arg])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(io_err("running", &self.mozart.path))?;
+        let mut client = None;
+        let mut run = JobRun::default();
+        let status = loop {
+            run.peak_rss_mib = run.peak_rss_mib.max(proc_status_mib(conductor, "VmRSS:"));
+            run.peak_in_flight = run.peak_in_flight.max(count_children(conductor));
+            if client.is_none() {
+                if let Some(exit) = submit
+                    .try_wait()
+                    .map_err(io_err("waiting for", &self.mozart.path))?
+                {
+                    if !exit.success() {
+                        let output = self
+                            .command(&["status", &job])
+                            .output()
+                            .map_err(io_err("running", &self.mozart.path))?;
+                        return Err(BenchError::Mozart {
+                            args: format!("run {score_arg}"),
+                            status: exit.to_string(),
+                            output: String::from_utf8_lossy(&output.stdout).into_owned(),
+                        });
+                    }
+                    client = Some(BlockingClient::connect(&self.socket).map_err(|source| {
+                        BenchError::Ipc {
+                            method: methods::JOB_LIST,
+                            source,
+                        }
+                    })?);
+                }
+            }
+            if let Some(client) = client.as_mut() {
+                if let Some(status) = job_list_status(client, &job)? {
+                    if matches!(status.as_str(), "completed" | "failed" | "cancelled") {
+                        break status;
+                    }
+                }
+            }
+            if started.elapsed() > JOB_DEADLINE {
+                let _ = submit.kill();
+                return Err(BenchError::Timeout {
+                    what: format!("job '{job}' to finish"),
+                    secs: JOB_DEADLINE.as_secs(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(if client.is_some() {
+                poll_ms
+            } else {
+                1
+            }));
+        };
+        run.wall = started.elapsed();
+        let workspace = dir.join(format!("ws-{}", w.key));
+        if status != "completed" {
+            return Err(BenchError::JobFailed {
+                job,
+                status,
+                workspace,
+            });
+        }
+        // Validation is success (architecture invariant 3): check the work really happened.
+        let missing = (1..=w.sheets)
+            .filter(|n| !workspace.join(format!("out-{n}.txt")).exists())
+            .count();
+        if missing > 0 {
+            return Err(BenchError::MissingOutput {
+                job,
+                missing,
+                sheets: w.sheets,
+            });
+        }
+        Ok(run)
+    }
+}
+
+/// What one job run measured.
+#[derive(Debug, Default)]
+struct JobRun {
+    wall: Duration,
+    peak_rss_mib: f64,
+    peak_in_flight: u32,
+}
+
+/// The job's status as `job.list` reports it — a small answer, unlike `job.status`, whose
+/// full checkpoint of 1,000 sheets would make the poll itself a load on the conductor.
+fn job_list_status(client: &mut BlockingClient, job: &str) -> Result<Option<String>> {
+    let list = client
+        .call_value(methods::JOB_LIST, json!({}))
+        .map_err(|source| BenchError::Ipc {
+            method: methods::JOB_LIST,
+            source,
+        })?;
+    Ok(list.as_array().and_then(|jobs| {
+        jobs.iter()
+            .find(|j| j.get("job_id").and_then(Value::as_str) == Some(job))
+            .and_then(|j| j.get("status").and_then(Value::as_str))
+            .map(str::to_owned)
+    }))
+}
+
+/// A running conductor (`mozart start --foreground`, our child) and how long it took to
+/// answer `daemon.ready`.
+struct Conductor {
+    child: Child,
+    pid: u32,
+    ready_in: Duration,
+}
+
+impl Conductor {
+    fn start(env: &Env) -> Result<Conductor> {
+        let log = env.home.join("foreground.log");
+        let out = std::fs::File::create(&log).map_err(io_err("creating", &log))?;
+        let err = out.try_clone().map_err(io_err("opening", &log))?;
+        let started = Instant::now();
+        // Foreground, so the process we time is the conductor itself and `mozart start`'s
+        // own 50 ms readiness poll does not round the figure.
+        let child = env
+            .command(&["start", "--foreground"])
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(io_err("starting the conductor with", &env.mozart.path))?;
+        let pid = child.id();
+        let mut conductor = Conductor {
+            child,
+            pid,
+            ready_in: Duration::ZERO,
+        };
+        let deadline = Duration::from_secs(30);
+        loop {
+            if let Ok(mut client) = BlockingClient::connect(&env.socket) {
+                if let Ok(ready) = client.call_value(methods::DAEMON_READY, json!({})) {
+                    if ready.get("status").and_then(Value::as_str) == Some("ready") {
+                        conductor.ready_in = started.elapsed();
+                        return Ok(conductor);
+                    }
+                }
+            }
+            if let Ok(Some(status)) = conductor.child.try_wait() {
+                let output = std::fs::read_to_string(&log).unwrap_or_default();
+                return Err(BenchError::Mozart {
+                    args: "start --foreground".into(),
+                    status: status.to_string(),
+                    output,
+                });
+            }
+            if started.elapsed() > deadline {
+                return Err(BenchError::Timeout {
+                    what: "the conductor to become ready".into(),
+                    secs: deadline.as_secs(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn rss_mib(&self) -> f64 {
+        proc_status_mib(self.pid, "VmRSS:")
+    }
+
+    fn peak_rss_mib(&self) -> f64 {
+        proc_status_mib(self.pid, "VmHWM:")
+    }
+
+    /// Resets VmHWM (proc(5), clear_refs "5") so the next peak is this run's alone.
+    fn reset_peak_rss(&self) -> bool {
+        std::fs::write(format!("/proc/{}/clear_refs", self.pid), "5").is_ok()
+    }
+
+    fn stop(mut self, env: &Env) -> Result<()> {
+        env.time_ok(&["stop"])?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(BenchError::Timeout {
+            what: "the conductor to exit after `mozart stop`".into(),
+            secs: 20,
+        })
+    }
+}
+
+impl Drop for Conductor {
+    fn drop(&mut self) {
+        // Only our own child, and only if `stop` did not already end it.
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A `/proc/<pid>/status` memory line (kB) in MiB; 0 when unreadable.
+fn proc_status_mib(pid: u32, key: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|rest| rest.split_whitespace().next()?.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Live child processes of `pid` (instrument processes of the conductor), over all threads.
+fn count_children(pid: u32) -> u32 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .map(|c| c.split_whitespace().count() as u32)
+        .sum()
+}
+
+fn write_file(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).map_err(io_err("writing", path))
+}
+
+fn median_of(reps: usize, mut sample: impl FnMut() -> Result<Duration>) -> Result<Duration> {
+    let samples = (0..reps.max(1))
+        .map(|_| sample())
+        .collect::<Result<Vec<_>>>()?;
+    Ok(median(samples))
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    match samples.len() {
+        0 => Duration::ZERO,
+        n if n % 2 == 1 => samples[n / 2],
+        n => (samples[n / 2 - 1] + samples[n / 2]) / 2,
+    }
+}
+
+// ---------------------------------------------------------------- the table
+
+/// One measured figure.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Row {
+    key: String,
+    what: String,
+    value: f64,
+    unit: String,
+    /// Samples behind the figure (medians).
+    n: usize,
+    higher_is_better: bool,
+    /// The bar from the issues, e.g. "< 20" (same unit), if there is one.
+    bar: Option<String>,
+    met: Option<bool>,
+}
+
+impl Row {
+    fn new(key: &str, what: &str, value: f64, unit: &str, n: usize) -> Row {
+        Row {
+            key: key.to_owned(),
+            what: what.to_owned(),
+            value,
+            unit: unit.to_owned(),
+            n,
+            higher_is_better: false,
+            bar: None,
+            met: None,
+        }
+    }
+
+    fn ms(key: &str, what: &str, d: Duration, n: usize) -> Row {
+        Row::new(key, what, d.as_secs_f64() * 1000.0, "ms", n)
+    }
+
+    fn higher_is_better(mut self) -> Row {
+        self.higher_is_better = true;
+        self
+    }
+
+    fn bar_below(mut self, limit: f64) -> Row {
+        self.bar = Some(format!("≤ {limit}"));
+        self.met = Some(self.value <= limit);
+        self
+    }
+
+    fn bar_above(mut self, limit: f64) -> Row {
+        self.bar = Some(format!("> {limit}"));
+        self.met = Some(self.value > limit);
+        self
+    }
+}
+
+/// The rows of this run, in order.
+#[derive(Debug, Default)]
+struct Report {
+    rows: Vec<Row>,
+}
+
+impl Report {
+    fn add(&mut self, row: Row) {
+        eprintln!(
+            "  {:<62} {:>12} {}",
+            row.what,
+            fmt_value(row.value),
+            row.unit
+        );
+        self.rows.push(row);
+    }
+}
+
+/// A run as `--save` writes it and `--baseline` reads it.
+#[derive(Debug, Serialize, Deserialize)]
+struct Saved {
+    date: String,
+    commit: String,
+    cpus: usize,
+    load_avg: String,
+    total_seconds: f64,
+    rows: Vec<Row>,
+}
+
+impl Saved {
+    fn new(report: &Report, took: Duration) -> Saved {
+        Saved {
+            date: mozart_state::Timestamp::now().as_str().to_owned(),
+            commit: git_commit(),
+            cpus: std::thread::available_parallelism().map_or(1, usize::from),
+            load_avg: std::fs::read_to_string("/proc/loadavg")
+                .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+                .unwrap_or_default(),
+            total_seconds: took.as_secs_f64(),
+            rows: report.rows.clone(),
+        }
+    }
+
+    fn load(path: &Path) -> Result<Saved> {
+        let text = std::fs::read_to_string(path).map_err(io_err("reading", path))?;
+        serde_json::from_str(&text).map_err(|source| BenchError::Baseline {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+
+    /// The table as Markdown, ready to paste into docs/performance.md.
+    fn table(&self, baseline: Option<&Saved>) -> String {
+        let mut out = Vec::new();
+        let _ = writeln!(
+            out,
+            "\nmozart-bench — {} — commit {} — {} CPUs, load {} — {:.0} s\n",
+            self.date, self.commit, self.cpus, self.load_avg, self.total_seconds
+        );
+        let base: BTreeMap<&str, &Row> = baseline
+            .map(|b| b.rows.iter().map(|r| (r.key.as_str(), r)).collect())
+            .unwrap_or_default();
+        if let Some(b) = baseline {
+            let _ = writeln!(out, "baseline: {} — commit {}\n", b.date, b.commit);
+            let _ = writeln!(
+                out,
+                "| what | value | unit | n | bar | met | baseline | this ÷ baseline |"
+            );
+            let _ = writeln!(out, "|---|---:|---|---:|---|---|---:|---:|");
+        } else {
+            let _ = writeln!(out, "| what | value | unit | n | bar | met |");
+            let _ = writeln!(out, "|---|---:|---|---:|---|---|");
+        }
+        for row in &self.rows {
+            let met = match row.met {
+                Some(true) => "yes",
+                Some(false) => "**NO**",
+                None => "",
+            };
+            let _ = write!(
+                out,
+                "| {} | {} | {} | {} | {} | {} |",
+                row.what,
+                fmt_value(row.value),
+                row.unit,
+                row.n,
+                row.bar.as_deref().unwrap_or(""),
+                met
+            );
+            if baseline.is_some() {
+                match base.get(row.key.as_str()) {
+                    Some(b) if b.value != 0.0 => {
+                        let ratio = row.value / b.value;
+                        let better = if row.higher_is_better {
+                            ratio > 1.0
+                        } else {
+                            ratio < 1.0
+                        };
+                        let _ = write!(
+                            out,
+                            " {} | {:.2}× {} |",
+                            fmt_value(b.value),
+                            ratio,
+                            if (ratio - 1.0).abs() < 0.05 {
+                                "≈"
+                            } else if better {
+                                "better"
+                            } else {
+                                "worse"
+                            }
+                        );
+                    }
+                    _ => {
+                        let _ = write!(out, " – | – |");
+                    }
+                }
+            }
+            let _ = writeln!(out);
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+}
+
+fn fmt_value(v: f64) -> String {
+    if v >= 1000.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn git_commit() -> String {
+    Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|| "unknown".into())
+}
