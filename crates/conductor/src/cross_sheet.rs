@@ -19,7 +19,7 @@
 //! any Jinja expression (`{{ sheet_num - 1 }}`, `{{ workspace }}`, user variables, …) is
 //! rendered with the sheet's template variables, then single-brace `{placeholders}` are
 //! expanded (upstream replaces only four literal spellings and leaves the rest, so the
-//! documented `{{ sheet_num - 1 }}` matched nothing, [GAP] §5.8.5). A pattern that fails to
+//! documented `{{ sheet_num - 1 }}` matched nothing, \[GAP\] §5.8.5). A pattern that fails to
 //! render is reported in [`CrossSheetContext::warnings`] and skipped. Glob results are
 //! sorted (Python's order is the directory's).
 

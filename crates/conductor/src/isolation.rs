@@ -471,7 +471,7 @@ fn prepare_worktree(req: &WorktreeRequest<'_>) -> Result<Worktree, IsolationErro
 
     let (name, branch) = req.names();
     let base = req.base();
-    let _guard = GIT_MUTATION
+    let guard = GIT_MUTATION
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
 
@@ -518,7 +518,17 @@ fn prepare_worktree(req: &WorktreeRequest<'_>) -> Result<Worktree, IsolationErro
         reused: false,
         repo_root: repo_root.clone(),
     };
-    if let Err(e) = initialise(&git, &mut wt, req) {
+    if let Err(e) = register(&git, &mut wt, req) {
+        rollback(&git, &wt);
+        return Err(e);
+    }
+    // Copies and setup commands can take minutes; other sheets may create their trees
+    // meanwhile (this one is already registered, so its names are taken).
+    drop(guard);
+    if let Err(e) = populate(&wt, &req.setup) {
+        let _guard = GIT_MUTATION
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         rollback(&git, &wt);
         return Err(e);
     }
@@ -544,8 +554,8 @@ fn not_a_repo(e: IsolationError, req: &WorktreeRequest<'_>) -> IsolationError {
     }
 }
 
-/// Lock, hide the base from the main checkout's `git status`, copy files, run setup.
-fn initialise(
+/// Lock, make the working directory, hide the base from the main checkout's `git status`.
+fn register(
     git: &Git<'_>,
     wt: &mut Worktree,
     req: &WorktreeRequest<'_>,
@@ -563,9 +573,14 @@ fn initialise(
         source,
     })?;
     exclude_base_from_checkout(git, &wt.repo_root, &req.base());
-    copy_files(wt, &req.setup.copy_files)?;
-    for command in &req.setup.commands {
-        run_setup_command(wt, command, req.setup.command_timeout)?;
+    Ok(())
+}
+
+/// Copy the listed files from the main checkout, then run the setup commands.
+fn populate(wt: &Worktree, setup: &WorktreeSetup) -> Result<(), IsolationError> {
+    copy_files(wt, &setup.copy_files)?;
+    for command in &setup.commands {
+        run_setup_command(wt, command, setup.command_timeout)?;
     }
     Ok(())
 }

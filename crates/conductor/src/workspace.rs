@@ -14,7 +14,7 @@
 //! `fresh.warning`.
 //!
 //! Differences from upstream, deliberate: the baton path archives too (upstream only archives
-//! in the legacy runner, [GAP]); the archive directory itself and the worktree base
+//! in the legacy runner, \[GAP\]); the archive directory itself and the worktree base
 //! `.worktrees` are never moved even when `preserve_patterns` omits them (upstream would try to
 //! move the archive into itself, or break live worktrees).
 
