@@ -41,14 +41,35 @@ pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: Hook
         req.workspace.to_string_lossy().into_owned(),
     );
     vars.insert("job_id".into(), req.job_id.clone());
-    let mut any_failed = false;
+    // Hooks that already ran (a restart in the middle of a job's hooks) are not run again:
+    // a `run_command` must not fire twice, and a chained job must not be submitted twice.
+    let done = lock(&mgr.shared.registry)
+        .hook_results(&req.job_id)
+        .unwrap_or_default();
+    let mut any_failed = done.iter().any(|h| !h.success);
     for (index, hook) in req.hooks.iter().enumerate() {
+        let index_u32 = u32::try_from(index).unwrap_or(u32::MAX);
+        if done.iter().any(|h| h.hook_index == index_u32) {
+            continue;
+        }
+        if any_failed
+            && (req.concert.abort_concert_on_hook_failure
+                || done.iter().any(|h| {
+                    !h.success
+                        && req
+                            .hooks
+                            .get(h.hook_index as usize)
+                            .is_some_and(|hk| hk.on_failure == HookOnFailure::Abort)
+                }))
+        {
+            break;
+        }
         let started = mozart_state::epoch_now();
         let mut record = match hook.kind {
             HookType::RunJob => run_job(&mgr, &ctx, &req, hook, &vars).await,
             HookType::RunCommand | HookType::RunScript => run_command(&req, hook, &vars).await,
         };
-        record.hook_index = u32::try_from(index).unwrap_or(u32::MAX);
+        record.hook_index = index_u32;
         record.hook_type = hook.kind.as_str().to_string();
         record.description = hook.description.clone();
         record.started_at = Some(started);

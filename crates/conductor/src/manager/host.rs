@@ -239,6 +239,10 @@ impl ConductorHost {
                     super::hooks::HOOKS_PENDING.into(),
                     serde_json::Value::Bool(true),
                 );
+                // Results of an earlier completion of this job belong to that run.
+                if let Err(e) = lock(&self.shared.registry).clear_hook_results(&change.job_id) {
+                    tracing::warn!(job_id = %change.job_id, error = %e, "cannot clear old hook results");
+                }
             }
         }
         if daemon.is_terminal() {

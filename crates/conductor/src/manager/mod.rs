@@ -24,7 +24,9 @@ use mozart_baton::driver::Inbox;
 use mozart_baton::{BatonConfig, BatonCore, Event};
 use mozart_config::{JobConfig, SheetPlan};
 use mozart_ipc::types::{JobResponse, JobResponseStatus};
-use mozart_state::{CheckpointState, DaemonJobStatus, DeleteFilter, JobRecord, Registry};
+use mozart_state::{
+    CheckpointState, DaemonJobStatus, DeleteFilter, JobRecord, JobStatus, Registry,
+};
 use serde_json::{json, Value};
 
 use crate::ctx::{BoxFuture, JobCounts, JobHost};
@@ -239,6 +241,7 @@ impl JobManager {
         job_id: &str,
         config_path: Option<String>,
         workspace: Option<String>,
+        no_reload: bool,
     ) -> JobResponse {
         let status = match self.current_status(job_id) {
             Ok(s) => s,
@@ -274,10 +277,12 @@ impl JobManager {
                 let Some(record) = record else {
                     return rejected(job_id, format!("Score '{job_id}' not found"));
                 };
+                let config_path_given = config_path.clone();
                 let req = SubmitRequest {
                     config_path: config_path.unwrap_or(record.config_path.clone()),
                     workspace: workspace.or(Some(record.workspace.clone())),
                     fresh: false,
+                    no_reload: no_reload && config_path_given.is_none(),
                     resume_of: Some(job_id.to_string()),
                     ..SubmitRequest::default()
                 };
@@ -309,7 +314,7 @@ impl JobManager {
         match self.current_status(job_id) {
             Err(_) => rejected(job_id, format!("Job '{job_id}' not found")),
             Ok(DaemonJobStatus::Paused | DaemonJobStatus::Failed | DaemonJobStatus::Cancelled) => {
-                self.resume(ctx, job_id, Some(config_path), workspace).await
+                self.resume(ctx, job_id, Some(config_path), workspace, false).await
             }
             Ok(DaemonJobStatus::Running) => match self.pause(job_id) {
                 Ok(()) => rejected(
@@ -376,8 +381,27 @@ impl JobManager {
                 !matches
             });
         }
+        // Never delete a job the baton is still running (e.g. `--status paused` on a paused
+        // job that is still loaded): resolve the victims first and leave live ones out.
+        let live: Vec<String> = lock(&self.shared.jobs)
+            .iter()
+            .filter(|(_, e)| e.run.is_some())
+            .map(|(id, _)| id.clone())
+            .collect();
+        let victims: Vec<String> = lock(&self.shared.registry)
+            .list_jobs(true)?
+            .into_iter()
+            .filter(|r| wanted.contains(&r.status))
+            .filter(|r| ids.as_ref().is_none_or(|ids| ids.contains(&r.job_id)))
+            .filter(|r| older_than_seconds.is_none_or(|age| r.submitted_at <= now - age))
+            .filter(|r| !live.contains(&r.job_id))
+            .map(|r| r.job_id)
+            .collect();
+        if victims.is_empty() {
+            return Ok(0);
+        }
         let filter = DeleteFilter {
-            job_ids: ids,
+            job_ids: Some(victims),
             statuses: Some(wanted),
             older_than_seconds,
         };
@@ -398,10 +422,34 @@ impl JobManager {
 
     /// Set a job's registry + memory status (for transitions the baton does not report).
     fn set_status(&self, job_id: &str, status: DaemonJobStatus, error: Option<&str>) {
-        if let Some(e) = lock(&self.shared.jobs).get_mut(job_id) {
+        // The record and the checkpoint must agree, or `list` and `status` contradict each
+        // other (e.g. a job downgraded to failed by a failing hook).
+        let mut jobs = lock(&self.shared.jobs);
+        let registry = lock(&self.shared.registry);
+        if let Some(e) = jobs.get_mut(job_id) {
             e.record.status = status;
+            if let Some(msg) = error {
+                e.record.error_message = Some(msg.to_string());
+            }
+            if let Some(live) = e.live.as_mut() {
+                live.status = match status {
+                    DaemonJobStatus::Queued | DaemonJobStatus::Pending => JobStatus::Pending,
+                    DaemonJobStatus::Running => JobStatus::Running,
+                    DaemonJobStatus::Paused => JobStatus::Paused,
+                    DaemonJobStatus::Completed => JobStatus::Completed,
+                    DaemonJobStatus::Failed => JobStatus::Failed,
+                    DaemonJobStatus::Cancelled => JobStatus::Cancelled,
+                };
+                if let Some(msg) = error {
+                    live.error_message = Some(msg.to_string());
+                }
+                live.updated_at = mozart_state::Timestamp::now();
+                if let Err(err) = registry.save_checkpoint(live) {
+                    tracing::error!(job_id, error = %err, "cannot save the job's checkpoint");
+                }
+            }
         }
-        if let Err(err) = lock(&self.shared.registry).set_job_status(job_id, status, error) {
+        if let Err(err) = registry.set_job_status(job_id, status, error) {
             tracing::error!(job_id, error = %err, "cannot update job status in the registry");
         }
     }

@@ -37,10 +37,24 @@ pub(crate) struct AttemptDetails {
     pub stderr_tail: String,
 }
 
-/// Validation rules of `sheet`, with placeholders expanded and conditions evaluated.
-pub(crate) fn sheet_rules(run: &JobRun, sheet: &PlannedSheet) -> Vec<ValidationRule> {
-    let vars = placeholder_vars(run, sheet);
-    let cond_vars: std::collections::HashMap<&str, i64> = [
+/// The context of validation `condition`s (score.md §3.7.2): the user's integer variables
+/// (booleans count as 0/1) overlaid by the sheet context.
+pub(crate) fn condition_vars<'a>(
+    run: &'a JobRun,
+    sheet: &PlannedSheet,
+) -> std::collections::HashMap<&'a str, i64> {
+    let mut vars: std::collections::HashMap<&str, i64> = run
+        .config
+        .prompt
+        .variables
+        .iter()
+        .filter_map(|(k, v)| {
+            let n = v.as_i64().or_else(|| v.as_bool().map(i64::from))?;
+            Some((k.as_str(), n))
+        })
+        .collect();
+    let movements = i64::from(run.plan.total_movements);
+    for (k, v) in [
         ("sheet_num", i64::from(sheet.num)),
         ("stage", i64::from(sheet.movement)),
         ("movement", i64::from(sheet.movement)),
@@ -49,11 +63,20 @@ pub(crate) fn sheet_rules(run: &JobRun, sheet: &PlannedSheet) -> Vec<ValidationR
         ("fan_count", i64::from(sheet.voice_count)),
         ("voice_count", i64::from(sheet.voice_count)),
         ("total_sheets", i64::from(run.plan.total_sheets)),
+        ("total_stages", movements),
+        ("total_movements", movements),
         ("start_item", sheet.start_item),
         ("end_item", sheet.end_item),
-    ]
-    .into_iter()
-    .collect();
+    ] {
+        vars.insert(k, v);
+    }
+    vars
+}
+
+/// Validation rules of `sheet`, with placeholders expanded and conditions evaluated.
+pub(crate) fn sheet_rules(run: &JobRun, sheet: &PlannedSheet) -> Vec<ValidationRule> {
+    let vars = placeholder_vars(run, sheet);
+    let cond_vars = condition_vars(run, sheet);
     run.config
         .validations
         .iter()
@@ -330,11 +353,22 @@ fn render_prompt(
     attempt: &AttemptContext,
     _rules: &[ValidationRule],
 ) -> Result<String, String> {
-    let ctx = mozart_config::RenderContext {
+    // Relative `template_file`, prelude and cadenza paths belong to the score's directory,
+    // not the conductor's.
+    let mut ctx = mozart_config::RenderContext {
         workspace: Some(run.workspace.clone()),
+        template_dir: Some(run.score_dir.clone()),
         ..mozart_config::RenderContext::default()
     };
-    let applicable: Vec<&mozart_config::ValidationRule> = run.config.validations.iter().collect();
+    mozart_config::template::resolve_injections(&run.config, sheet, &run.score_dir, &mut ctx);
+    // Only the rules that apply to this sheet go into its "Success Requirements".
+    let cond_vars = condition_vars(run, sheet);
+    let applicable: Vec<&mozart_config::ValidationRule> = run
+        .config
+        .validations
+        .iter()
+        .filter(|r| mozart_config::expr::condition_applies(r.condition.as_deref(), &cond_vars))
+        .collect();
     let mut prompt =
         mozart_config::template::build_sheet_prompt(&run.config, sheet, &ctx, &applicable, &[])
             .map_err(|e| format!("cannot render the prompt of sheet {}: {e}", sheet.num))?;

@@ -55,6 +55,7 @@ pub fn register(module: &mut RpcModule<Ctx>, mgr: JobManager) -> Result<(), Cond
                     chain_depth: p.chain_depth,
                     resume_of: None,
                     parent_job_id: None,
+                    no_reload: false,
                 };
                 to_value(m.submit(&ctx, req).await)
             }
@@ -93,7 +94,10 @@ pub fn register(module: &mut RpcModule<Ctx>, mgr: JobManager) -> Result<(), Cond
             async move {
                 let p: ResumeParams = parse_params(&params).map_err(ErrorObjectOwned::from)?;
                 let ws = p.workspace.filter(|w| !w.is_empty());
-                to_value(m.resume(&ctx, &p.job_id, p.config_path, ws).await)
+                to_value(
+                    m.resume(&ctx, &p.job_id, p.config_path, ws, p.no_reload)
+                        .await,
+                )
             }
         })
         .map_err(reg)?;
@@ -167,14 +171,19 @@ pub fn register(module: &mut RpcModule<Ctx>, mgr: JobManager) -> Result<(), Cond
             let p: HistoryParams = parse_params(&params).map_err(ErrorObjectOwned::from)?;
             let limit = if p.limit == 0 { 50 } else { p.limit };
             let registry = lock(&m.shared.registry);
-            if registry.get_job(&p.job_id).map_err(|e| job_error(e.into()))?.is_none() {
+            if registry
+                .get_job(&p.job_id)
+                .map_err(|e| job_error(e.into()))?
+                .is_none()
+            {
                 return Err(job_error(JobError::NotFound(p.job_id)));
             }
             let rows = registry
                 .attempts(&p.job_id, p.sheet_num, limit as usize)
                 .map_err(|e| job_error(e.into()))?;
             let records: Vec<Value> = rows.iter().map(|r| r.to_history_json()).collect();
-            Ok(json!({ "job_id": p.job_id, "has_history": !records.is_empty(), "records": records }))
+            // The registry records every attempt, so history always exists (possibly empty).
+            Ok(json!({ "job_id": p.job_id, "has_history": true, "records": records }))
         })
         .map_err(reg)?;
     Ok(())

@@ -30,6 +30,8 @@ pub struct SubmitRequest {
     pub parent_job_id: Option<String>,
     /// Set when this submission resumes an existing job (keeps its id and history).
     pub resume_of: Option<String>,
+    /// Use the score as it was submitted (the registry's copy), not the file on disk.
+    pub no_reload: bool,
 }
 
 fn job_id_of(path: &Path) -> String {
@@ -51,13 +53,26 @@ pub(super) async fn submit(
         .resume_of
         .clone()
         .unwrap_or_else(|| job_id_of(&config_path));
-    if !config_path.exists() {
+    let snapshot = if req.no_reload {
+        lock(&mgr.shared.registry)
+            .job_score(&job_id)
+            .ok()
+            .flatten()
+            .and_then(|s| s.yaml)
+    } else {
+        None
+    };
+    if snapshot.is_none() && !config_path.exists() {
         return rejected(
             &job_id,
             format!("Config file not found: {}", req.config_path),
         );
     }
-    let score = match load_score(&config_path) {
+    let loaded = match &snapshot {
+        Some(text) => mozart_config::load_score_str(text, &config_path),
+        None => load_score(&config_path),
+    };
+    let score = match loaded {
         Ok(s) => s,
         Err(e) => {
             return rejected(
