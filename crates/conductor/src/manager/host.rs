@@ -72,6 +72,13 @@ fn apply_details(sheet: &mut mozart_state::SheetState, d: &AttemptDetails) {
     if let Some(model) = &d.model {
         sheet.instrument_model = Some(model.clone());
     }
+    // Kept (redacted) for `mozart errors` and for cross-sheet context (`previous_outputs`).
+    sheet.capture_output(
+        &d.stdout_tail,
+        &d.stderr_tail,
+        10_000,
+        mozart_backends::redact,
+    );
     if let Some(report) = &d.validation {
         sheet.validation_passed = Some(report.all_passed());
         sheet.last_pass_percentage = Some(report.pass_rate());
@@ -353,6 +360,9 @@ impl BatonHost for ConductorHost {
             let run = entry.run.take();
             tracing::info!(job_id, ?outcome, reason, new_work, "job finished");
             let Some(run) = run else { return };
+            if let Some(wt) = run.worktree.clone() {
+                finish_worktree(self.shared.clone(), job_id.to_string(), wt, outcome, &run);
+            }
             if outcome != JobOutcome::Completed || run.config.on_success.is_empty() {
                 return;
             }
@@ -507,4 +517,34 @@ fn validation_detail(c: &mozart_baton::validation::CheckResult) -> ValidationDet
         failure_reason: c.failure_category.clone(),
         ..ValidationDetail::default()
     }
+}
+
+/// Release the job's worktree (removed on success when the score says so, kept and unlocked
+/// on failure) off the baton task, and forget it in the checkpoint once removed.
+fn finish_worktree(
+    shared: Arc<Shared>,
+    job_id: String,
+    wt: crate::isolation::Worktree,
+    outcome: JobOutcome,
+    run: &super::JobRun,
+) {
+    let cfg = run.config.isolation.clone();
+    let outcome = match outcome {
+        JobOutcome::Completed => crate::isolation::RunOutcome::Completed,
+        JobOutcome::Failed => crate::isolation::RunOutcome::Failed,
+        JobOutcome::Cancelled => crate::isolation::RunOutcome::Cancelled,
+    };
+    tokio::task::spawn_blocking(move || match crate::isolation::finish(&wt, outcome, &cfg) {
+        Ok(crate::isolation::Cleanup::Removed) => {
+            let mut jobs = lock(&shared.jobs);
+            if let Some(live) = jobs.get_mut(&job_id).and_then(|e| e.live.as_mut()) {
+                crate::isolation::clear_checkpoint(live);
+                if let Err(e) = lock(&shared.registry).save_checkpoint(live) {
+                    tracing::warn!(job_id, error = %e, "cannot save checkpoint after worktree cleanup");
+                }
+            }
+        }
+        Ok(crate::isolation::Cleanup::Kept { .. }) => {}
+        Err(e) => tracing::warn!(job_id, error = %e, "worktree cleanup failed"),
+    });
 }

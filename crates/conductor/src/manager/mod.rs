@@ -8,6 +8,7 @@
 
 mod hooks;
 mod host;
+mod instruments;
 mod musician;
 mod recovery;
 mod rpc;
@@ -42,6 +43,10 @@ pub(crate) struct JobRun {
     pub config: JobConfig,
     pub plan: SheetPlan,
     pub workspace: PathBuf,
+    /// Where the instrument runs: the workspace, or the job's git worktree (`isolation:`).
+    pub working_dir: PathBuf,
+    /// The job's git worktree, when isolation gave it one.
+    pub worktree: Option<crate::isolation::Worktree>,
     /// Directory of the score file (relative hook paths resolve against it).
     pub score_dir: PathBuf,
     /// Depth of this job in its concert (0 for a user submission).

@@ -206,7 +206,7 @@ pub(crate) async fn play(
             .clone()
     };
 
-    let prompt = match render_prompt(&run, sheet, &attempt, &rules) {
+    let prompt = match render_prompt(&shared, &run, sheet, &attempt, &rules) {
         Ok(p) => p,
         Err(message) => {
             report_failure(
@@ -222,22 +222,23 @@ pub(crate) async fn play(
         }
     };
 
-    let backend = match shared.instruments.backend(&attempt.instrument) {
-        Ok(b) => b,
-        Err(e) => {
-            report_failure(
-                &run,
-                &inbox,
-                sheet_num,
-                &attempt,
-                FailureKind::Fatal,
-                format!("instrument '{}': {e}", attempt.instrument),
-                started_epoch,
-            );
-            return;
-        }
-    };
-    let mut req = ExecutionRequest::new(prompt, run.workspace.clone(), attempt.timeout);
+    let backend =
+        match super::instruments::backend_for(&shared.instruments, &run, &attempt.instrument) {
+            Ok(b) => b,
+            Err(message) => {
+                report_failure(
+                    &run,
+                    &inbox,
+                    sheet_num,
+                    &attempt,
+                    FailureKind::Fatal,
+                    message,
+                    started_epoch,
+                );
+                return;
+            }
+        };
+    let mut req = ExecutionRequest::new(prompt, run.working_dir.clone(), attempt.timeout);
     req.model = attempt.model.clone();
     req.job_id = job_id.clone();
     req.sheet_num = sheet_num;
@@ -348,6 +349,7 @@ fn tail(s: &str, max: usize) -> String {
 
 /// The full prompt of one attempt (score.md §5.4 / execution.md §5).
 fn render_prompt(
+    shared: &Shared,
     run: &JobRun,
     sheet: &PlannedSheet,
     attempt: &AttemptContext,
@@ -361,6 +363,27 @@ fn render_prompt(
         ..mozart_config::RenderContext::default()
     };
     mozart_config::template::resolve_injections(&run.config, sheet, &run.score_dir, &mut ctx);
+    if run.config.cross_sheet.is_some() {
+        // Earlier sheets' output and files (execution.md §9.1), from the live checkpoint.
+        let prior = lock(&shared.jobs).get(&run.job_id).and_then(|e| {
+            e.live
+                .as_ref()
+                .map(crate::cross_sheet::prior_from_checkpoint)
+        });
+        let (tails, skipped) = prior.unwrap_or_default();
+        let context = crate::cross_sheet::collect(&crate::cross_sheet::CrossSheetInput {
+            job: &run.config,
+            sheet,
+            workspace: &run.workspace,
+            stdout_tails: &tails,
+            skipped: &skipped,
+            files_modified_since: None,
+        });
+        for warning in &context.warnings {
+            tracing::warn!(job_id = %run.job_id, sheet = sheet.num, warning, "cross_sheet");
+        }
+        context.apply(&mut ctx);
+    }
     // Only the rules that apply to this sheet go into its "Success Requirements".
     let cond_vars = condition_vars(run, sheet);
     let applicable: Vec<&mozart_config::ValidationRule> = run

@@ -164,6 +164,18 @@ pub(super) async fn submit(
         }
     }
     let previous = previous.filter(|cp| !fresh && cp.total_sheets == plan.total_sheets);
+    if fresh && config.workspace_lifecycle.archive_on_fresh {
+        // The old run's files move to an archive before the fresh run writes anything
+        // (execution.md §9.12; upstream does this only in the legacy runner).
+        let outcome =
+            crate::workspace::on_fresh_start(&job_id, &workspace, &config.workspace_lifecycle);
+        if let Some(archived) = &outcome.archived {
+            tracing::info!(job_id, archive = %archived.display(), "workspace.archived");
+        }
+        if let Some(warning) = &outcome.warning {
+            tracing::warn!(job_id, warning, "workspace.archive_failed");
+        }
+    }
 
     let mut record = JobRecord::new(&job_id, &req.config_path, workspace.to_string_lossy());
     record.total_sheets = Some(plan.total_sheets);
@@ -203,6 +215,35 @@ pub(super) async fn submit(
         checkpoint.started_at = Some(mozart_state::Timestamp::now());
     }
 
+    // Isolation (execution.md §9.5): a git worktree per job, reused when resuming.
+    let mut worktree = None;
+    let mut working_dir = workspace.clone();
+    if config.isolation.enabled {
+        let (cfg, jid, resume) = (
+            config.clone(),
+            job_id.clone(),
+            checkpoint.worktree_path.clone(),
+        );
+        let prepared = tokio::task::spawn_blocking(move || {
+            crate::isolation::prepare(
+                &crate::isolation::WorktreeRequest::for_job(&cfg, &jid)
+                    .resuming(resume.as_deref().map(Path::new)),
+            )
+        })
+        .await;
+        match prepared {
+            Ok(Ok(isolation)) => {
+                isolation.record(&mut checkpoint);
+                if let crate::isolation::Isolation::Worktree(wt) = isolation {
+                    working_dir = wt.working_directory().to_path_buf();
+                    worktree = Some(wt);
+                }
+            }
+            Ok(Err(e)) => return rejected(&job_id, format!("Cannot isolate the job: {e}")),
+            Err(e) => return rejected(&job_id, format!("Cannot isolate the job: {e}")),
+        }
+    }
+
     {
         let registry = lock(&mgr.shared.registry);
         let job_score = JobScore {
@@ -230,6 +271,8 @@ pub(super) async fn submit(
             .map(Path::to_path_buf)
             .unwrap_or_default(),
         chain_depth: record.chain_depth.unwrap_or(0),
+        working_dir,
+        worktree,
         workspace,
         attempt_details: Mutex::new(Default::default()),
         mtimes: Mutex::new(Default::default()),
@@ -274,6 +317,10 @@ pub(super) fn build_checkpoint(
         cp.total_input_tokens = prev.total_input_tokens;
         cp.total_output_tokens = prev.total_output_tokens;
         cp.total_estimated_cost = prev.total_estimated_cost;
+        // A resumed job goes back into its own worktree.
+        cp.worktree_path = prev.worktree_path.clone();
+        cp.worktree_branch = prev.worktree_branch.clone();
+        cp.worktree_base_commit = prev.worktree_base_commit.clone();
     }
     for sheet in &plan.sheets {
         let mut s = previous

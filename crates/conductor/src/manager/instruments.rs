@@ -1,0 +1,73 @@
+//! Which backend plays a sheet: the native instruments take their settings from the score's
+//! `backend:` section (instruments.md §1.1, §3); every other instrument is its profile.
+
+use std::sync::Arc;
+
+use mozart_backends::{
+    AnthropicApiBackend, AnthropicApiOptions, Backend, ClaudeCliBackend, ClaudeCliOptions,
+    ClaudeOutputFormat, InstrumentRegistry, OllamaBackend, OllamaOptions,
+};
+use mozart_config::model::OutputFormat;
+
+use super::JobRun;
+
+/// The backend for one attempt of `instrument` in `run`.
+pub(crate) fn backend_for(
+    registry: &InstrumentRegistry,
+    run: &JobRun,
+    instrument: &str,
+) -> Result<Arc<dyn Backend>, String> {
+    let b = &run.config.backend;
+    let unknown = |e: mozart_backends::BackendError| format!("instrument '{instrument}': {e}");
+    match instrument {
+        "claude_cli" => {
+            let profile_model = registry
+                .get(instrument)
+                .and_then(|p| p.default_model.clone());
+            let options = ClaudeCliOptions {
+                skip_permissions: b.skip_permissions,
+                disable_mcp: b.disable_mcp,
+                output_format: match b.output_format {
+                    OutputFormat::Json => ClaudeOutputFormat::Json,
+                    OutputFormat::Text => ClaudeOutputFormat::Text,
+                    OutputFormat::StreamJson => ClaudeOutputFormat::StreamJson,
+                },
+                cli_model: b.cli_model.clone().or(profile_model),
+                allowed_tools: b.allowed_tools.clone(),
+                // A relative prompt file belongs to the score, not to the conductor.
+                system_prompt_file: b.system_prompt_file.as_ref().map(|p| {
+                    if p.is_absolute() {
+                        p.clone()
+                    } else {
+                        run.score_dir.join(p)
+                    }
+                }),
+                cli_extra_args: b.cli_extra_args.clone(),
+                ..ClaudeCliOptions::default()
+            };
+            Ok(Arc::new(ClaudeCliBackend::new(options)))
+        }
+        "anthropic_api" => {
+            let profile = registry
+                .get(instrument)
+                .ok_or_else(|| format!("instrument '{instrument}' is not registered"))?;
+            let mut options = AnthropicApiOptions::from_profile(profile);
+            options.api_key_env = b.api_key_env.clone();
+            options.model = b.model.clone();
+            options.max_tokens = u64::try_from(b.max_tokens.max(1)).unwrap_or(1);
+            options.temperature = b.temperature;
+            Ok(Arc::new(AnthropicApiBackend::new(options)))
+        }
+        "ollama" => {
+            let profile = registry
+                .get(instrument)
+                .ok_or_else(|| format!("instrument '{instrument}' is not registered"))?;
+            let mut options = OllamaOptions::from_profile(profile);
+            options.base_url = b.ollama.base_url.clone();
+            options.model = b.ollama.model.clone();
+            options.num_ctx = u64::try_from(b.ollama.num_ctx.max(1)).unwrap_or(4096);
+            Ok(Arc::new(OllamaBackend::new(options)))
+        }
+        other => registry.backend(other).map_err(unknown),
+    }
+}
