@@ -186,6 +186,22 @@ impl ConductorHost {
         registry
             .save_sheet_transition(live, change.sheet_num)
             .map_err(|e| HostError::new(ctx(), e))?;
+        if matches!(
+            status,
+            SheetStatus::Completed | SheetStatus::Failed | SheetStatus::Skipped
+        ) {
+            if let (Some(learning), Some(run)) = (&self.shared.learning, &entry.run) {
+                if run.config.learning.enabled {
+                    if let Some(sheet) = live.sheets.get(&change.sheet_num) {
+                        let applied = details
+                            .as_ref()
+                            .map(|d| d.applied.clone())
+                            .unwrap_or_default();
+                        learning.record_sheet(super::learning::sheet_outcome(run, sheet, &applied));
+                    }
+                }
+            }
+        }
         if let Some(d) = details {
             let record = AttemptRecord {
                 job_id: change.job_id.clone(),
@@ -360,6 +376,20 @@ impl BatonHost for ConductorHost {
             let run = entry.run.take();
             tracing::info!(job_id, ?outcome, reason, new_work, "job finished");
             let Some(run) = run else { return };
+            if let (Some(learning), Some(live)) = (&self.shared.learning, &entry.live) {
+                if run.config.learning.enabled {
+                    let none = super::learning::Injected::default();
+                    learning.record_job(mozart_learning::JobOutcome {
+                        job_id: job_id.to_string(),
+                        sheets: live
+                            .sheets
+                            .values()
+                            .map(|s| super::learning::sheet_outcome(&run, s, &none))
+                            .collect(),
+                        instrument: live.instruments_used.first().cloned(),
+                    });
+                }
+            }
             if let Some(wt) = run.worktree.clone() {
                 finish_worktree(self.shared.clone(), job_id.to_string(), wt, outcome, &run);
             }

@@ -9,6 +9,7 @@
 mod hooks;
 mod host;
 mod instruments;
+mod learning;
 mod musician;
 mod recovery;
 mod rpc;
@@ -73,6 +74,8 @@ pub(crate) struct Shared {
     pub registry: Mutex<Registry>,
     pub jobs: Mutex<HashMap<String, JobEntry>>,
     pub instruments: InstrumentRegistry,
+    /// The global learning store (None when it could not be opened).
+    pub learning: Option<Arc<learning::Learning>>,
     pub inbox: OnceLock<Inbox>,
     pub hook_tx: OnceLock<tokio::sync::mpsc::UnboundedSender<hooks::HookRequest>>,
     pub max_concurrent_jobs: u32,
@@ -125,6 +128,7 @@ impl JobManager {
             registry: Mutex::new(registry),
             jobs: Mutex::new(HashMap::new()),
             instruments,
+            learning: learning::Learning::open(&ctx.paths.learning_db),
             inbox: OnceLock::new(),
             hook_tx: OnceLock::new(),
             max_concurrent_jobs: config.max_concurrent_jobs,

@@ -35,6 +35,8 @@ pub(crate) struct AttemptDetails {
     pub model: Option<String>,
     pub stdout_tail: String,
     pub stderr_tail: String,
+    /// Learned patterns injected into this attempt's prompt.
+    pub applied: super::learning::Injected,
 }
 
 /// The context of validation `condition`s (score.md §3.7.2): the user's integer variables
@@ -206,7 +208,22 @@ pub(crate) async fn play(
             .clone()
     };
 
-    let prompt = match render_prompt(&shared, &run, sheet, &attempt, &rules) {
+    let injected = match (&shared.learning, run.config.learning.enabled) {
+        (Some(learning), true) => {
+            let (learning, run2) = (learning.clone(), run.clone());
+            let types: Vec<String> = rules
+                .iter()
+                .filter(|r| r.applies)
+                .map(|r| r.check.rule_type().to_string())
+                .collect();
+            let instrument = attempt.instrument.clone();
+            tokio::task::spawn_blocking(move || learning.select(&run2, &types, &instrument))
+                .await
+                .unwrap_or_default()
+        }
+        _ => super::learning::Injected::default(),
+    };
+    let prompt = match render_prompt(&shared, &run, sheet, &attempt, &injected) {
         Ok(p) => p,
         Err(message) => {
             report_failure(
@@ -258,6 +275,7 @@ pub(crate) async fn play(
         model: result.model.clone(),
         stdout_tail: tail(&result.stdout, 4000),
         stderr_tail: tail(&result.stderr, 4000),
+        applied: injected,
         ..AttemptDetails::default()
     };
 
@@ -353,7 +371,7 @@ fn render_prompt(
     run: &JobRun,
     sheet: &PlannedSheet,
     attempt: &AttemptContext,
-    _rules: &[ValidationRule],
+    injected: &super::learning::Injected,
 ) -> Result<String, String> {
     // Relative `template_file`, prelude and cadenza paths belong to the score's directory,
     // not the conductor's.
@@ -392,9 +410,14 @@ fn render_prompt(
         .iter()
         .filter(|r| mozart_config::expr::condition_applies(r.condition.as_deref(), &cond_vars))
         .collect();
-    let mut prompt =
-        mozart_config::template::build_sheet_prompt(&run.config, sheet, &ctx, &applicable, &[])
-            .map_err(|e| format!("cannot render the prompt of sheet {}: {e}", sheet.num))?;
+    let mut prompt = mozart_config::template::build_sheet_prompt(
+        &run.config,
+        sheet,
+        &ctx,
+        &applicable,
+        injected.section.as_slice(),
+    )
+    .map_err(|e| format!("cannot render the prompt of sheet {}: {e}", sheet.num))?;
     let preamble = preamble(
         sheet.num,
         run.plan.total_sheets,

@@ -1,0 +1,151 @@
+//! The conductor's use of the global learning store (learning.md §6, §10): learned patterns
+//! go into prompts, sheet and job outcomes go into the store. A learning failure never fails
+//! a job or blocks the baton loop: writes run on the blocking pool and errors are logged.
+
+use std::sync::{Arc, Mutex};
+
+use mozart_learning::{
+    ApplicationMode, ContextTags, JobOutcome, LearningStore, SelectionConfig, SheetOutcome,
+    SheetStatus as LearnedStatus, ValidationCheck, XorShift64,
+};
+use mozart_state::{SheetState, SheetStatus};
+
+use super::{lock, JobRun};
+
+/// Patterns chosen for one prompt.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Injected {
+    pub section: Option<String>,
+    pub pattern_ids: Vec<String>,
+    pub exploration: bool,
+}
+
+/// The learning store, if it could be opened.
+pub(crate) struct Learning {
+    store: Arc<LearningStore>,
+    rng: Mutex<XorShift64>,
+}
+
+impl std::fmt::Debug for Learning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Learning").finish_non_exhaustive()
+    }
+}
+
+impl Learning {
+    /// Open the store; on failure the conductor runs without learning (and says why).
+    pub(crate) fn open(path: &std::path::Path) -> Option<Arc<Learning>> {
+        match LearningStore::open(path) {
+            Ok(store) => Some(Arc::new(Learning {
+                store: Arc::new(store),
+                rng: Mutex::new(XorShift64::from_entropy()),
+            })),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "learning store unavailable; running without learning");
+                None
+            }
+        }
+    }
+
+    /// The "Learned Patterns" section for a sheet whose validations have these types.
+    /// Blocking (SQLite reads): call it from the blocking pool.
+    pub(crate) fn select(&self, run: &JobRun, rule_types: &[String], instrument: &str) -> Injected {
+        let cfg = &run.config.learning;
+        if !cfg.enabled || !cfg.use_global_patterns {
+            return Injected::default();
+        }
+        let tags = ContextTags::for_validations(rule_types);
+        let selection_cfg = SelectionConfig {
+            exploration_rate: cfg.exploration_rate,
+            exploration_min_priority: cfg.exploration_min_priority,
+            instrument: Some(instrument.to_string()),
+            ..SelectionConfig::default()
+        };
+        let mut rng = lock(&self.rng);
+        match self
+            .store
+            .patterns_for_prompt(&tags, &selection_cfg, &mut rng)
+        {
+            Ok(selection) => Injected {
+                section: selection.prompt_section(),
+                pattern_ids: selection.pattern_ids(),
+                exploration: selection.mode == ApplicationMode::Exploration,
+            },
+            Err(e) => {
+                tracing::warn!(job_id = %run.job_id, error = %e, "learning: pattern selection failed");
+                Injected::default()
+            }
+        }
+    }
+
+    /// Record a sheet's terminal outcome (fire and forget).
+    pub(crate) fn record_sheet(&self, outcome: SheetOutcome) {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = store.record_sheet_outcome(&outcome) {
+                tracing::warn!(job_id = %outcome.job_id, sheet = outcome.sheet_num, error = %e, "learning: cannot record sheet outcome");
+            }
+        });
+    }
+
+    /// Record a finished job: pattern detection, then lifecycle and trust (fire and forget).
+    pub(crate) fn record_job(&self, job: JobOutcome) {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = store.record_job_outcome(&job) {
+                tracing::warn!(job_id = %job.job_id, error = %e, "learning: cannot record job outcome");
+                return;
+            }
+            if let Err(e) = store.maintain_after_job() {
+                tracing::warn!(job_id = %job.job_id, error = %e, "learning: pattern maintenance failed");
+            }
+        });
+    }
+}
+
+/// A sheet's outcome as the learning store wants it.
+pub(crate) fn sheet_outcome(run: &JobRun, sheet: &SheetState, applied: &Injected) -> SheetOutcome {
+    let mut o = SheetOutcome::new(&run.job_id, sheet.sheet_num, &run.workspace);
+    o.status = match sheet.status {
+        SheetStatus::Pending => LearnedStatus::Pending,
+        SheetStatus::InProgress => LearnedStatus::InProgress,
+        SheetStatus::Completed => LearnedStatus::Completed,
+        SheetStatus::Failed => LearnedStatus::Failed,
+        SheetStatus::Skipped => LearnedStatus::Skipped,
+    };
+    o.attempts = sheet.attempt_count;
+    o.completion_attempts = sheet.completion_attempts;
+    o.validation_pass_rate = sheet.last_pass_percentage.map(|p| p / 100.0);
+    o.validations = sheet
+        .validation_details
+        .iter()
+        .flatten()
+        .map(|d| ValidationCheck {
+            rule_type: d.rule_type.clone().unwrap_or_default(),
+            passed: d.passed,
+            confidence: d.confidence,
+            failure_reason: d.failure_reason.clone(),
+            failure_category: None,
+            error_code: None,
+            suggested_fix: None,
+        })
+        .collect();
+    o.error_codes = sheet.error_code.iter().cloned().collect();
+    o.duration_seconds = sheet.execution_duration_seconds.unwrap_or(0.0);
+    o.model = sheet.instrument_model.clone();
+    o.instrument = sheet.instrument_name.clone();
+    // The sheet's own completion time keys the outcome, so the per-sheet record and the
+    // job-end batch name the same outcome and the store keeps it once.
+    o.finished_at_epoch = sheet
+        .completed_at
+        .as_ref()
+        .and_then(|t| t.to_epoch())
+        .unwrap_or_else(mozart_state::epoch_now);
+    o.applied_patterns = applied.pattern_ids.clone();
+    o.application_mode = if applied.exploration {
+        ApplicationMode::Exploration
+    } else {
+        ApplicationMode::Exploitation
+    };
+    o
+}
