@@ -82,7 +82,21 @@ pub struct ExprContext {
 /// Evaluate a `skip_when` expression to its Python truthiness.
 pub fn evaluate(expr: &str, ctx: &ExprContext) -> Result<bool, ExprError> {
     let tokens = lex(expr)?;
-    let mut p = ParserState { tokens, pos: 0 };
+    // Bounded input keeps the recursive parser, evaluator and the AST's drop well inside a
+    // worker thread's stack: a skip_when is user text evaluated inside the conductor, and a
+    // stack overflow there would abort the daemon with every job in it (found by fuzzing,
+    // docs/reliability.md).
+    if tokens.len() > MAX_TOKENS {
+        return Err(ExprError::Parse {
+            pos: tokens[MAX_TOKENS].0,
+            message: format!("expression longer than {MAX_TOKENS} tokens"),
+        });
+    }
+    let mut p = ParserState {
+        tokens,
+        pos: 0,
+        depth: 0,
+    };
     let ast = p.parse_or()?;
     if p.pos < p.tokens.len() {
         return Err(ExprError::Parse {
@@ -102,14 +116,21 @@ enum Tok {
     Op(&'static str),
 }
 
+/// Most tokens one expression may have.
+const MAX_TOKENS: usize = 1024;
+
+/// Deepest nesting of brackets, `not` and unary `-` the parser follows.
+const MAX_NESTING: usize = 64;
+
 fn lex(s: &str) -> Result<Vec<(usize, Tok)>, ExprError> {
     let b = s.as_bytes();
     let mut i = 0;
     let mut out = Vec::new();
-    while i < b.len() {
-        let c = b[i] as char;
+    // Whole characters, not bytes: a non-ASCII byte read as a `char` could end a name in
+    // the middle of a UTF-8 sequence and panic on the slice (found by fuzzing).
+    while let Some(c) = s[i..].chars().next() {
         if c.is_whitespace() {
-            i += 1;
+            i += c.len_utf8();
             continue;
         }
         let start = i;
@@ -131,8 +152,11 @@ fn lex(s: &str) -> Result<Vec<(usize, Tok)>, ExprError> {
             };
             out.push((start, tok));
         } else if c.is_alphabetic() || c == '_' {
-            while i < b.len() && ((b[i] as char).is_alphanumeric() || b[i] == b'_') {
-                i += 1;
+            while let Some(ch) = s[i..].chars().next() {
+                if !(ch.is_alphanumeric() || ch == '_') {
+                    break;
+                }
+                i += ch.len_utf8();
             }
             out.push((start, Tok::Name(s[start..i].to_string())));
         } else if c == '\'' || c == '"' {
@@ -198,9 +222,28 @@ enum Ast {
 struct ParserState {
     tokens: Vec<(usize, Tok)>,
     pos: usize,
+    /// Current recursion depth of [`ParserState::nested`].
+    depth: usize,
 }
 
 impl ParserState {
+    /// Run a recursive step, refusing input nested deeper than [`MAX_NESTING`].
+    fn nested<T>(
+        &mut self,
+        step: impl FnOnce(&mut Self) -> Result<T, ExprError>,
+    ) -> Result<T, ExprError> {
+        if self.depth >= MAX_NESTING {
+            return Err(ExprError::Parse {
+                pos: self.here(),
+                message: format!("expression nested deeper than {MAX_NESTING} levels"),
+            });
+        }
+        self.depth += 1;
+        let result = step(self);
+        self.depth -= 1;
+        result
+    }
+
     fn peek(&self) -> Option<&Tok> {
         self.tokens.get(self.pos).map(|(_, t)| t)
     }
@@ -256,7 +299,7 @@ impl ParserState {
 
     fn parse_not(&mut self) -> Result<Ast, ExprError> {
         if self.eat_word("not") {
-            return Ok(Ast::Not(Box::new(self.parse_not()?)));
+            return Ok(Ast::Not(Box::new(self.nested(Self::parse_not)?)));
         }
         self.parse_cmp()
     }
@@ -293,7 +336,7 @@ impl ParserState {
 
     fn parse_unary(&mut self) -> Result<Ast, ExprError> {
         if self.eat_op("-") {
-            return Ok(Ast::Neg(Box::new(self.parse_unary()?)));
+            return Ok(Ast::Neg(Box::new(self.nested(Self::parse_unary)?)));
         }
         self.parse_postfix()
     }
@@ -315,14 +358,14 @@ impl ParserState {
                     }
                 }
             } else if self.eat_op("[") {
-                let index = self.parse_or()?;
+                let index = self.nested(Self::parse_or)?;
                 self.expect_op("]")?;
                 node = Ast::Index(Box::new(node), Box::new(index));
             } else if self.eat_op("(") {
                 let mut args = Vec::new();
                 if !self.eat_op(")") {
                     loop {
-                        args.push(self.parse_or()?);
+                        args.push(self.nested(Self::parse_or)?);
                         if self.eat_op(")") {
                             break;
                         }
@@ -359,7 +402,7 @@ impl ParserState {
                 let mut items = Vec::new();
                 if !self.eat_op("]") {
                     loop {
-                        items.push(self.parse_or()?);
+                        items.push(self.nested(Self::parse_or)?);
                         if self.eat_op("]") {
                             break;
                         }
@@ -369,7 +412,7 @@ impl ParserState {
                 Ast::List(items)
             }
             Tok::Op("(") => {
-                let inner = self.parse_or()?;
+                let inner = self.nested(Self::parse_or)?;
                 self.expect_op(")")?;
                 inner
             }

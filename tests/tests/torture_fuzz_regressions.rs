@@ -1,0 +1,88 @@
+//! Regression tests for what the fuzz targets found (docs/reliability.md, "Findings"),
+//! driven through the real binary: each input reached a panic or a stack overflow inside
+//! the conductor, which would have taken the daemon down with every job in it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../torture/support.rs"]
+mod support;
+
+use mozart_tests::TestEnv;
+use support::*;
+
+/// `skip_when` texts that crashed `mozart_config::expr::evaluate` before the fix: a name
+/// running into a multi-byte character (byte-wise lexer sliced inside 'Ԣ'), and nesting
+/// deep enough to overflow the parser's stack.
+fn nasty_skip_whens() -> Vec<String> {
+    vec![
+        // fuzz/artifacts/skip_expr/crash-362b8afc… (minimised by hand)
+        "stage == 1 and shen(sheets[Ԣѐutpet_num >= 2".into(),
+        "é".into(),
+        format!("{}1{}", "(".repeat(100_000), ")".repeat(100_000)),
+        format!("{}True", "not ".repeat(100_000)),
+        format!("{}1", "-".repeat(100_000)),
+        format!("{}1{}", "[".repeat(50_000), "]".repeat(50_000)),
+        format!("True{}", " and True".repeat(50_000)),
+    ]
+}
+
+#[test]
+fn hostile_skip_when_expressions_run_the_sheet_and_keep_the_conductor_alive() {
+    let env = TestEnv::new();
+    let exprs = nasty_skip_whens();
+    let ws = env.work.join("skipper-ws");
+    let mut skip = String::from("  skip_when:\n");
+    for (i, e) in exprs.iter().enumerate() {
+        // JSON strings are valid YAML double-quoted scalars.
+        skip.push_str(&format!(
+            "    {}: {}\n",
+            i + 1,
+            serde_json::to_string(e).unwrap()
+        ));
+    }
+    let yaml = format!(
+        r#"name: skipper
+workspace: {ws}
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet:
+  size: 1
+  total_items: {n}
+{skip}prompt:
+  template: |
+    RUN: echo ran > "{{{{ workspace }}}}/out-{{{{ sheet_num }}}}.txt"
+validations:
+  - type: file_exists
+    path: "{{workspace}}/out-{{sheet_num}}.txt"
+"#,
+        ws = ws.display(),
+        n = exprs.len()
+    );
+    let score = env.write_score("skipper", &yaml);
+
+    // Validation reads the expressions too; it must answer, not crash.
+    let out = env.mozart(&["validate", score.to_str().unwrap()]);
+    assert!(
+        out.status.code().is_some(),
+        "mozart validate died by a signal: {out:?}"
+    );
+
+    env.start_conductor();
+    let resp = submit(&env, &score);
+    assert_eq!(resp["status"], "accepted", "{resp}");
+    let doc = wait_all_terminal(&env, &["skipper".to_string()], 60).remove(0);
+    let pid = env.conductor_pid().unwrap();
+    assert!(
+        mozart_tests::alive(pid),
+        "conductor died:\n{}",
+        log_tail(&env, 3000)
+    );
+    // An expression that cannot be evaluated runs the sheet (score.md §5.7, fail-open).
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    for n in 1..=exprs.len() as u32 {
+        assert_eq!(sheet(&doc, n)["status"], "completed", "sheet {n}: {doc:#}");
+        assert!(
+            ws.join(format!("out-{n}.txt")).exists(),
+            "sheet {n} did not run"
+        );
+    }
+}
