@@ -1,0 +1,185 @@
+//! Features the job manager wires in around the baton, run through the real conductor:
+//! worktree isolation (issue #6 part 5), workspace archiving on `--fresh` (part 6),
+//! cross-sheet context (part 4) and the learning store.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use mozart_tests::{stdout, TestEnv};
+use serde_json::Value;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn wait_done(env: &TestEnv, job: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = env.mozart(&["status", job, "--json"]);
+        if let Ok(doc) = serde_json::from_slice::<Value>(&out.stdout) {
+            if matches!(
+                doc["status"].as_str(),
+                Some("completed" | "failed" | "cancelled")
+            ) {
+                return doc;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{job} did not finish: {}\n{}",
+            stdout(&out),
+            env.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn run(env: &TestEnv, score: &Path, extra: &[&str]) {
+    let mut args = vec!["run", score.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = env.mozart(&args);
+    if out.status.code() != Some(0) {
+        let errors = env.mozart(&["errors", "-V", score.file_stem().unwrap().to_str().unwrap()]);
+        panic!(
+            "run: {}\nerrors: {}\nlog:\n{}",
+            stdout(&out),
+            stdout(&errors),
+            env.log()
+        );
+    }
+}
+
+#[test]
+fn isolated_job_works_in_its_own_worktree_and_leaves_the_checkout_alone() {
+    let env = TestEnv::new();
+    let repo = env.work.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "."]);
+    std::fs::write(repo.join("README"), "main checkout\n").unwrap();
+    git(&repo, &["add", "README"]);
+    git(&repo, &["commit", "-q", "-m", "init"]);
+    let score = repo.join("iso.yaml");
+    std::fs::write(
+        &score,
+        r#"name: iso
+workspace: ./iso-ws
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet: {size: 1, total_items: 1}
+isolation: {enabled: true, mode: worktree, cleanup_on_success: true, fallback_on_error: false}
+prompt:
+  template: |
+    RUN: pwd > "{{ workspace }}/where.txt"
+    RUN: git branch --show-current > "{{ workspace }}/branch.txt"
+    RUN: echo changed > README
+validations:
+  - type: file_exists
+    path: "{workspace}/branch.txt"
+"#,
+    )
+    .unwrap();
+    env.start_conductor();
+    run(&env, &score, &[]);
+    let doc = wait_done(&env, "iso");
+    assert_eq!(doc["status"], "completed", "{doc}");
+
+    let ws = repo.join("iso-ws");
+    let ran_in = std::fs::read_to_string(ws.join("where.txt")).unwrap();
+    assert!(
+        ran_in.contains(".worktrees"),
+        "the sheet ran in a worktree, not the checkout: {ran_in}"
+    );
+    let branch = std::fs::read_to_string(ws.join("branch.txt")).unwrap();
+    assert!(
+        branch.trim().starts_with("mozart/iso"),
+        "own branch: {branch}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("README")).unwrap(),
+        "main checkout\n",
+        "the main checkout is untouched"
+    );
+    // Cleaned up on success: only the main worktree is left, and no lock.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let list = git(&repo, &["worktree", "list", "--porcelain"]);
+        if list.matches("worktree ").count() == 1 {
+            assert!(!list.contains("locked"), "{list}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "worktree not removed: {list}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn fresh_run_archives_the_old_workspace_and_cross_sheet_context_reaches_prompts() {
+    let env = TestEnv::new();
+    let score = env.write_score(
+        "ctx",
+        r#"name: ctx
+workspace: ./ctx-ws
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet: {size: 1, total_items: 2}
+workspace_lifecycle: {archive_on_fresh: true, max_archives: 3}
+cross_sheet: {auto_capture_stdout: true, lookback_sheets: 1}
+prompt:
+  template: |
+    {% if sheet_num == 1 %}
+    RUN: echo "hello from one"
+    RUN: echo one > "{{ workspace }}/one.txt"
+    {% else %}
+    {% for line in (previous_outputs[1] | default("none")).split("\n") %}
+    RUN: echo '{{ line | replace("'", "") }}' >> "{{ workspace }}/seen.txt"
+    {% endfor %}
+    {% endif %}
+validations:
+  - type: file_exists
+    path: "{workspace}/one.txt"
+"#,
+    );
+    env.start_conductor();
+    run(&env, &score, &[]);
+    assert_eq!(wait_done(&env, "ctx")["status"], "completed");
+    let ws = env.work.join("ctx-ws");
+    let seen = std::fs::read_to_string(ws.join("seen.txt")).unwrap();
+    assert!(
+        seen.contains("hello from one"),
+        "sheet 2 saw sheet 1's output: {seen:?}"
+    );
+
+    run(&env, &score, &["--fresh"]);
+    assert_eq!(wait_done(&env, "ctx")["status"], "completed");
+    let archives: Vec<_> = std::fs::read_dir(&ws)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .collect();
+    assert!(
+        archives.iter().any(|a| std::fs::read_dir(a.path())
+            .map(|d| d.count() > 0)
+            .unwrap_or(false)),
+        "the first run's files were archived inside the workspace: {archives:?}"
+    );
+
+    // The learning store saw every sheet of both runs.
+    let db = rusqlite::Connection::open(env.home.join("global-learning.db")).unwrap();
+    let rows: i64 = db
+        .query_row("SELECT COUNT(*) FROM executions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 4, "two runs of two sheets recorded once each");
+}
