@@ -370,7 +370,6 @@ validations:
 }
 
 #[test]
-#[ignore = "BUG (backends classify): a bare 401/403 anywhere in the output (request ids, session uuids) classifies a transient error as auth, so it is never retried"]
 fn a_transient_error_whose_request_id_contains_401_is_still_retried() {
     let env = TestEnv::new();
     let (score, ws) = ai_score_on(&env, "standin-text", "reqid", &["a.txt"], "");

@@ -27,9 +27,10 @@ macro_rules! pattern_set {
 }
 
 pattern_set!(
-    /// Rate limit (the classifier's 11-pattern default).
+    /// Rate limit (the classifier's 11-pattern default; status codes only as whole numbers, so
+    /// a request id like `req_0114290` is not a rate limit).
     RATE_LIMIT = [
-        r"rate.?limit", r"usage.?limit", r"quota", r"too many requests", r"429", r"capacity",
+        r"rate.?limit", r"usage.?limit", r"quota", r"too many requests", r"\b429\b", r"capacity",
         r"try again later", r"overloaded", r"hit.{0,10}limit", r"limit.{0,10}resets?",
         r"daily.{0,10}limit",
     ]
@@ -38,7 +39,7 @@ pattern_set!(
     /// Authentication failures.
     AUTH = [
         r"unauthorized", r"authentication", r"invalid.?api.?key", r"permission.?denied",
-        r"access.?denied", r"401", r"403",
+        r"access.?denied", r"\b401\b", r"\b403\b",
     ]
 );
 pattern_set!(
