@@ -133,8 +133,6 @@ fn kill_9_at_random_moments_loses_no_job_and_no_output() {
 /// An attempt in flight at the kill is re-dispatched after the restart; its old process
 /// group must not keep running beside the new attempt in the same workspace.
 #[test]
-#[ignore = "BUG: after kill -9 + restart the in-flight attempt's instrument group keeps running \
-            beside its re-dispatch (no pgid is recorded for reaping, conductor.md §15.3/§15.5)"]
 fn kill_9_does_not_leave_the_in_flight_instrument_running_beside_its_retry() {
     let env = TestEnv::new();
     env.start_conductor();

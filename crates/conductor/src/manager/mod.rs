@@ -11,6 +11,7 @@ mod host;
 mod instruments;
 mod learning;
 mod musician;
+mod reaper;
 mod recovery;
 mod rpc;
 mod specs;
@@ -76,6 +77,8 @@ pub(crate) struct Shared {
     pub instruments: InstrumentRegistry,
     /// The global learning store (None when it could not be opened).
     pub learning: Option<Arc<learning::Learning>>,
+    /// Records of running instrument process groups (reaped after a crash).
+    pub inflight_dir: PathBuf,
     pub inbox: OnceLock<Inbox>,
     pub hook_tx: OnceLock<tokio::sync::mpsc::UnboundedSender<hooks::HookRequest>>,
     pub max_concurrent_jobs: u32,
@@ -129,6 +132,7 @@ impl JobManager {
             jobs: Mutex::new(HashMap::new()),
             instruments,
             learning: learning::Learning::open(&ctx.paths.learning_db),
+            inflight_dir: ctx.paths.home.join("inflight"),
             inbox: OnceLock::new(),
             hook_tx: OnceLock::new(),
             max_concurrent_jobs: config.max_concurrent_jobs,
@@ -358,6 +362,9 @@ impl JobManager {
         {
             return false;
         }
+        // Cancelled from the caller's point of view at once (conductor.md §6.9); the baton
+        // kills the in-flight attempts and persists the final state right after.
+        self.set_status(job_id, DaemonJobStatus::Cancelled, None);
         true
     }
 
@@ -519,6 +526,13 @@ impl JobHost for JobManager {
         ctx: &'a Arc<ConductorCtx>,
     ) -> BoxFuture<'a, Result<(), ConductorError>> {
         Box::pin(async move {
+            // Before any job resumes: end instrument groups a killed conductor left running,
+            // so a re-dispatched attempt never runs beside its predecessor.
+            let dir = self.shared.inflight_dir.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                reaper::reap_leftovers(&dir, Duration::from_secs(5))
+            })
+            .await;
             self.start_baton(ctx);
             recovery::recover(self, ctx).await
         })

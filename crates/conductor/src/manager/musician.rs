@@ -261,7 +261,16 @@ pub(crate) async fn play(
     req.sheet_num = sheet_num;
     req.attempt = attempt.attempt_number;
     req.options = sheet.instrument_config.clone().into_iter().collect();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(watch_process_group(
+        shared.inflight_dir.clone(),
+        job_id.clone(),
+        sheet_num,
+        req.progress.clone(),
+        done_rx,
+    ));
     let result = backend.execute(req).await;
+    drop(done_tx);
 
     let mut details = AttemptDetails {
         attempt_number: attempt.attempt_number,
@@ -480,6 +489,32 @@ pub(crate) fn preamble(
     lines.push("Write all outputs to the workspace. Leave no background processes running.".into());
     lines.push("</mozart-preamble>".into());
     lines.join("\n")
+}
+
+/// Record the attempt's process group once the instrument has started, and forget it when
+/// the attempt ends — normally or because the musician was aborted (the sender drops).
+async fn watch_process_group(
+    dir: std::path::PathBuf,
+    job_id: String,
+    sheet_num: u32,
+    progress: Arc<mozart_backends::Progress>,
+    mut done: tokio::sync::oneshot::Receiver<()>,
+) {
+    let mut record = None;
+    let give_up = Instant::now() + Duration::from_secs(30);
+    // HTTP instruments never report a pid: stop looking after a while.
+    while record.is_none() && Instant::now() < give_up {
+        if let Some(pid) = progress.pid() {
+            record = super::reaper::record(&dir, &job_id, sheet_num, pid);
+            break;
+        }
+        tokio::select! {
+            _ = &mut done => return,
+            () = tokio::time::sleep(Duration::from_millis(10)) => {}
+        }
+    }
+    let _ = done.await;
+    drop(record);
 }
 
 #[cfg(test)]
