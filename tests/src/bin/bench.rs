@@ -205,16 +205,23 @@ fn bench(args: &Args) -> Result<()> {
             "MiB",
             1,
         ));
-        let list = median_of(args.reps, || env.time_ok(&["list"]))?;
+        let status = median_of(args.reps, || env.time_ok(&["status"]))?;
         report.add(
             Row::ms(
-                "list_1000",
-                "`mozart list`, 1,000 jobs in registry",
-                list,
+                "status_1000",
+                "`mozart status`, 1,000 jobs in registry",
+                status,
                 args.reps,
             )
             .bar_below(10.0),
         );
+        let list = median_of(args.reps, || env.time_ok(&["list"]))?;
+        report.add(Row::ms(
+            "list_1000",
+            "`mozart list`, 1,000 jobs in registry",
+            list,
+            args.reps,
+        ));
         let list_all = median_of(args.reps, || env.time_ok(&["list", "--all", "--json"]))?;
         report.add(Row::ms(
             "list_all_json_1000",
@@ -312,15 +319,12 @@ fn round_trips(env: &Env, reps: usize, report: &mut Report) -> Result<()> {
         .bar_below(10.0),
     );
     let list = median_of(reps, || env.time_ok(&["list"]))?;
-    report.add(
-        Row::ms(
-            "list",
-            "`mozart list` round trip (idle conductor)",
-            list,
-            reps,
-        )
-        .bar_below(10.0),
-    );
+    report.add(Row::ms(
+        "list",
+        "`mozart list` round trip (idle conductor)",
+        list,
+        reps,
+    ));
     Ok(())
 }
 
@@ -334,7 +338,7 @@ struct Workload {
 
 /// End-to-end runs, the floor and the per-sheet overhead (issue #5 bars).
 fn runs(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> Result<()> {
-    let small = [
+    let mut workloads = vec![
         Workload {
             key: "bench-1-sheet",
             yaml: SCORE_1,
@@ -354,157 +358,186 @@ fn runs(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> R
             reps: 5,
         },
     ];
+    if !args.quick {
+        workloads.push(Workload {
+            key: "bench-fanout-1000",
+            yaml: SCORE_FANOUT_1000,
+            sheets: 1_000,
+            reps: args.big_reps,
+        });
+    }
     let mut walls = BTreeMap::new();
-    for w in &small {
-        progress(&format!("{} ×{}", w.key, w.reps));
-        let mut samples = Vec::with_capacity(w.reps);
-        let mut in_flight = 0;
+    for w in &workloads {
+        progress(&format!(
+            "{} ×{} (`mozart run`, then job.submit)",
+            w.key, w.reps
+        ));
+        let big = w.sheets >= 1_000;
+        let mut by_cli = Vec::new();
+        let mut by_rpc = Vec::new();
+        let mut floors = Vec::new();
+        let mut runs = Vec::new();
         for rep in 0..w.reps {
-            let run = env.run_job(w, rep, conductor.pid, args.poll_ms)?;
-            samples.push(run.wall);
-            in_flight = in_flight.max(run.peak_in_flight);
+            // Interleaved, so load from other work on a shared machine hits all alike.
+            let hwm_reset = conductor.reset_peak_rss();
+            let mut run = env.run_job(w, rep, conductor, Via::Cli, args.poll_ms)?;
+            if hwm_reset {
+                run.peak_rss_mib = run.peak_rss_mib.max(conductor.peak_rss_mib());
+            }
+            by_cli.push(run.wall);
+            runs.push(run);
+            by_rpc.push(env.run_job(w, rep, conductor, Via::Rpc, args.poll_ms)?.wall);
+            if big {
+                let ws = env.work.join(format!("floor-{rep}"));
+                floors.push(floor(env, &ws, w.sheets, FLOOR_WORKERS, Prompt::FanOut)?);
+            }
         }
-        let wall = median(samples);
-        walls.insert(w.key, wall);
+        let (cli, rpc) = (median(by_cli), median(by_rpc));
+        walls.insert(w.key, (cli, rpc));
+        let n = w.reps;
         report.add(Row::ms(
             &format!("{}_wall", w.key),
             &format!("{}: `mozart run` → completed", w.key),
-            wall,
-            w.reps,
+            cli,
+            n,
+        ));
+        report.add(Row::ms(
+            &format!("{}_submit_wall", w.key),
+            &format!("{}: job.submit → completed (conductor only)", w.key),
+            rpc,
+            n,
         ));
         report.add(
             Row::new(
                 &format!("{}_sheets_per_s", w.key),
-                &format!("{}: sheets/s", w.key),
-                f64::from(w.sheets) / wall.as_secs_f64(),
+                &format!("{}: sheets/s (`mozart run` → completed)", w.key),
+                f64::from(w.sheets) / cli.as_secs_f64(),
                 "sheets/s",
-                w.reps,
+                n,
             )
             .higher_is_better(),
         );
         if w.sheets > 1 {
+            let in_flight = runs.iter().map(|r| r.peak_in_flight).max().unwrap_or(0);
             report.add(
                 Row::new(
                     &format!("{}_in_flight", w.key),
                     &format!("{}: most instrument processes at once", w.key),
                     f64::from(in_flight),
                     "procs",
-                    w.reps,
+                    n,
                 )
                 .higher_is_better(),
             );
         }
+        if !big {
+            continue;
+        }
+        let peak_rss = runs.iter().map(|r| r.peak_rss_mib).fold(0.0, f64::max);
+        report.add(Row::new(
+            &format!("{}_peak_rss", w.key),
+            &format!("{}: peak conductor RSS", w.key),
+            peak_rss,
+            "MiB",
+            n,
+        ));
+        let per_sheet =
+            |f: fn(&JobRun) -> f64| median_f64(runs.iter().map(f).collect()) / f64::from(w.sheets);
+        report.add(Row::new(
+            &format!("{}_conductor_cpu", w.key),
+            &format!("{}: conductor CPU per sheet", w.key),
+            per_sheet(|r| r.conductor_cpu_ms),
+            "ms",
+            n,
+        ));
+        report.add(Row::new(
+            &format!("{}_instrument_cpu", w.key),
+            &format!("{}: instrument processes' CPU per sheet", w.key),
+            per_sheet(|r| r.children_cpu_ms),
+            "ms",
+            n,
+        ));
+        let floor_wall = median(floors.iter().map(|f| f.wall).collect());
+        let floor_cpu =
+            median_f64(floors.iter().map(|f| f.children_cpu_ms).collect()) / f64::from(w.sheets);
+        report.add(Row::ms(
+            "floor_1000",
+            "floor: the same 1,000 instrument calls, 20 workers",
+            floor_wall,
+            n,
+        ));
+        report.add(Row::new(
+            "floor_1000_cpu",
+            "floor: instrument processes' CPU per call",
+            floor_cpu,
+            "ms",
+            n,
+        ));
+        report.add(
+            Row::new(
+                "fanout1000_vs_floor",
+                "bench-fanout-1000 (`mozart run`) ÷ floor",
+                cli.as_secs_f64() / floor_wall.as_secs_f64(),
+                "×",
+                n,
+            )
+            .bar_below(1.25),
+        );
+        report.add(Row::new(
+            "fanout1000_submit_vs_floor",
+            "bench-fanout-1000 (job.submit) ÷ floor",
+            rpc.as_secs_f64() / floor_wall.as_secs_f64(),
+            "×",
+            n,
+        ));
     }
 
     // Per-sheet overhead of seq-20: what the conductor adds on top of the instrument's own
     // time on the critical path (bar < 1 ms/sheet).
     let seq_ws = env.work.join("instrument-alone");
-    let instrument_alone = median_of(5, || floor(env, &seq_ws, 20, 1, Prompt::Sequential))?;
+    let alone = median_of(5, || {
+        Ok(floor(env, &seq_ws, 20, 1, Prompt::Sequential)?.wall)
+    })?;
     report.add(Row::ms(
         "instrument_alone_20",
         "instant instrument alone, 20 calls in sequence",
-        instrument_alone,
+        alone,
         5,
     ));
-    if let Some(seq) = walls.get("bench-seq-20") {
-        let overhead = (seq.as_secs_f64() - instrument_alone.as_secs_f64()) * 1000.0 / 20.0;
+    if let Some((cli, rpc)) = walls.get("bench-seq-20") {
+        let overhead = |wall: &Duration| (wall.as_secs_f64() - alone.as_secs_f64()) * 1000.0 / 20.0;
         report.add(
             Row::new(
                 "seq20_overhead_per_sheet",
-                "bench-seq-20: overhead per sheet beyond the instrument",
-                overhead,
+                "bench-seq-20: overhead per sheet beyond the instrument (`mozart run`)",
+                overhead(cli),
+                "ms",
+                5,
+            )
+            .bar_below(1.0),
+        );
+        report.add(
+            Row::new(
+                "seq20_submit_overhead_per_sheet",
+                "bench-seq-20: overhead per sheet beyond the instrument (job.submit)",
+                overhead(rpc),
                 "ms",
                 5,
             )
             .bar_below(1.0),
         );
     }
-
-    if args.quick {
-        return Ok(());
-    }
-    let big = Workload {
-        key: "bench-fanout-1000",
-        yaml: SCORE_FANOUT_1000,
-        sheets: 1_000,
-        reps: args.big_reps,
-    };
-    let mut ours = Vec::new();
-    let mut floors = Vec::new();
-    let mut peak_rss: f64 = 0.0;
-    let mut in_flight = 0;
-    for rep in 0..big.reps {
-        progress(&format!(
-            "{} run {} of {} (then its floor)",
-            big.key,
-            rep + 1,
-            big.reps
-        ));
-        let hwm_reset = conductor.reset_peak_rss();
-        let run = env.run_job(&big, rep, conductor.pid, args.poll_ms)?;
-        let peak = if hwm_reset {
-            conductor.peak_rss_mib().max(run.peak_rss_mib)
-        } else {
-            run.peak_rss_mib
-        };
-        peak_rss = peak_rss.max(peak);
-        in_flight = in_flight.max(run.peak_in_flight);
-        ours.push(run.wall);
-        let ws = env.work.join(format!("floor-{rep}"));
-        floors.push(floor(env, &ws, 1_000, FLOOR_WORKERS, Prompt::FanOut)?);
-    }
-    let ours = median(ours);
-    let floor_wall = median(floors);
-    report.add(Row::ms(
-        "bench-fanout-1000_wall",
-        "bench-fanout-1000: `mozart run` → completed",
-        ours,
-        big.reps,
-    ));
-    report.add(
-        Row::new(
-            "bench-fanout-1000_sheets_per_s",
-            "bench-fanout-1000: sheets/s",
-            1000.0 / ours.as_secs_f64(),
-            "sheets/s",
-            big.reps,
-        )
-        .higher_is_better(),
-    );
-    report.add(
-        Row::new(
-            "bench-fanout-1000_in_flight",
-            "bench-fanout-1000: most instrument processes at once",
-            f64::from(in_flight),
-            "procs",
-            big.reps,
-        )
-        .higher_is_better(),
-    );
-    report.add(Row::new(
-        "bench-fanout-1000_peak_rss",
-        "bench-fanout-1000: peak conductor RSS",
-        peak_rss,
-        "MiB",
-        big.reps,
-    ));
-    report.add(Row::ms(
-        "floor_1000",
-        "floor: the same 1,000 instrument calls, 20 workers",
-        floor_wall,
-        big.reps,
-    ));
-    report.add(
-        Row::new(
-            "fanout1000_vs_floor",
-            "bench-fanout-1000 ÷ floor",
-            ours.as_secs_f64() / floor_wall.as_secs_f64(),
-            "×",
-            big.reps,
-        )
-        .bar_below(1.25),
-    );
     Ok(())
+}
+
+/// How a benchmark job is submitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// `mozart run SCORE`: what a user waits for, CLI included.
+    Cli,
+    /// `job.submit` straight to the socket: the conductor alone (upstream's "inside the
+    /// conductor" figure), without the CLI's early-failure watch (cli.md §3.1 step 8).
+    Rpc,
 }
 
 /// Which prompt the floor renders: the fan-out scores' or the sequential scores' template.
@@ -537,13 +570,14 @@ fn floor(
     calls: u32,
     workers: u32,
     prompt: Prompt,
-) -> Result<Duration> {
+) -> Result<FloorRun> {
     if workspace.exists() {
         std::fs::remove_dir_all(workspace).map_err(io_err("clearing", workspace))?;
     }
     std::fs::create_dir_all(workspace).map_err(io_err("creating", workspace))?;
     let instrument = env.bin.join("mozart-instant");
     let next = AtomicU32::new(1);
+    let cpu_before = proc_cpu_ms(std::process::id());
     let started = Instant::now();
     let results: Vec<Result<()>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
@@ -587,9 +621,19 @@ fn floor(
             })
             .collect()
     });
-    let took = started.elapsed();
+    let wall = started.elapsed();
     results.into_iter().collect::<Result<Vec<()>>>()?;
-    Ok(took)
+    Ok(FloorRun {
+        wall,
+        children_cpu_ms: proc_cpu_ms(std::process::id()).children - cpu_before.children,
+    })
+}
+
+/// What one floor run measured.
+struct FloorRun {
+    wall: Duration,
+    /// CPU of the instrument processes (reaped children of this process).
+    children_cpu_ms: f64,
 }
 
 /// Registers `jobs` finished jobs with a small checkpoint each, as a long-lived conductor's
@@ -757,31 +801,68 @@ impl Env {
 
     /// Runs one benchmark score from `mozart run` until the conductor reports it finished,
     /// sampling the conductor's RSS and its instrument processes on every poll.
-    fn run_job(&self, w: &Workload, rep: usize, conductor: u32, poll_ms: u64) -> Result<JobRun> {
-        // Own directory per repetition: the score's workspace is relative to the score, so
-        // every run starts from an empty workspace; the job id is the file stem.
-        let dir = self.work.join(format!("{}-{rep}", w.key));
+    fn run_job(
+        &self,
+        w: &Workload,
+        rep: usize,
+        conductor: &Conductor,
+        via: Via,
+        poll_ms: u64,
+    ) -> Result<JobRun> {
+        // Own directory per run: the score's workspace is relative to the score, so every run
+        // starts from an empty workspace; the job id is the file stem.
+        let job = match via {
+            Via::Cli => format!("{}-{rep}", w.key),
+            Via::Rpc => format!("{}-rpc-{rep}", w.key),
+        };
+        let dir = self.work.join(&job);
         std::fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
-        let job = format!("{}-{rep}", w.key);
         let score = dir.join(format!("{job}.yaml"));
         write_file(&score, w.yaml)?;
         let score_arg = score.display().to_string();
-
-        let started = Instant::now();
-        // Sampled while `mozart run` itself runs too: a small job can finish before it exits.
-        let mut submit = self
-            .command(&["run", &score_arg])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(io_err("running", &self.mozart.path))?;
-        let mut client = None;
+        let ipc = |method: &'static str| move |source| BenchError::Ipc { method, source };
+        let pid = conductor.pid;
+        let cpu_before = proc_cpu_ms(pid);
         let mut run = JobRun::default();
+
+        let (started, mut submit, mut client) = match via {
+            Via::Cli => {
+                let started = Instant::now();
+                let child = self
+                    .command(&["run", &score_arg])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .map_err(io_err("running", &self.mozart.path))?;
+                (started, Some(child), None)
+            }
+            Via::Rpc => {
+                let mut client =
+                    BlockingClient::connect(&self.socket).map_err(ipc(methods::JOB_SUBMIT))?;
+                let started = Instant::now();
+                let answer = client
+                    .call_value(
+                        methods::JOB_SUBMIT,
+                        json!({ "config_path": score_arg, "fresh": false }),
+                    )
+                    .map_err(ipc(methods::JOB_SUBMIT))?;
+                if answer.get("status").and_then(Value::as_str) != Some("accepted") {
+                    return Err(BenchError::Mozart {
+                        args: format!("(job.submit) {score_arg}"),
+                        status: "not accepted".into(),
+                        output: answer.to_string(),
+                    });
+                }
+                (started, None, Some(client))
+            }
+        };
         let status = loop {
-            run.peak_rss_mib = run.peak_rss_mib.max(proc_status_mib(conductor, "VmRSS:"));
-            run.peak_in_flight = run.peak_in_flight.max(count_children(conductor));
-            if client.is_none() {
-                if let Some(exit) = submit
+            run.peak_rss_mib = run.peak_rss_mib.max(proc_status_mib(pid, "VmRSS:"));
+            run.peak_in_flight = run.peak_in_flight.max(count_children(pid));
+            // Sampled while `mozart run` itself runs too: a small job can finish before it
+            // exits (it watches for early failure first, cli.md §3.1 step 8).
+            if let Some(child) = submit.as_mut() {
+                if let Some(exit) = child
                     .try_wait()
                     .map_err(io_err("waiting for", &self.mozart.path))?
                 {
@@ -796,12 +877,10 @@ impl Env {
                             output: String::from_utf8_lossy(&output.stdout).into_owned(),
                         });
                     }
-                    client = Some(BlockingClient::connect(&self.socket).map_err(|source| {
-                        BenchError::Ipc {
-                            method: methods::JOB_LIST,
-                            source,
-                        }
-                    })?);
+                    submit = None;
+                    client = Some(
+                        BlockingClient::connect(&self.socket).map_err(ipc(methods::JOB_LIST))?,
+                    );
                 }
             }
             if let Some(client) = client.as_mut() {
@@ -812,7 +891,9 @@ impl Env {
                 }
             }
             if started.elapsed() > JOB_DEADLINE {
-                let _ = submit.kill();
+                if let Some(child) = submit.as_mut() {
+                    let _ = child.kill();
+                }
                 return Err(BenchError::Timeout {
                     what: format!("job '{job}' to finish"),
                     secs: JOB_DEADLINE.as_secs(),
@@ -825,6 +906,9 @@ impl Env {
             }));
         };
         run.wall = started.elapsed();
+        let cpu_after = proc_cpu_ms(pid);
+        run.conductor_cpu_ms = cpu_after.own - cpu_before.own;
+        run.children_cpu_ms = cpu_after.children - cpu_before.children;
         let workspace = dir.join(format!("ws-{}", w.key));
         if status != "completed" {
             return Err(BenchError::JobFailed {
@@ -854,6 +938,10 @@ struct JobRun {
     wall: Duration,
     peak_rss_mib: f64,
     peak_in_flight: u32,
+    /// The conductor's own CPU (user + system) during the run.
+    conductor_cpu_ms: f64,
+    /// CPU of the conductor's reaped children (instrument processes and their wrappers).
+    children_cpu_ms: f64,
 }
 
 /// The job's status as `job.list` reports it — a small answer, unlike `job.status`, whose
@@ -980,6 +1068,37 @@ fn proc_status_mib(pid: u32, key: &str) -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
+/// CPU used by a process, from `/proc/<pid>/stat`.
+#[derive(Debug, Clone, Copy, Default)]
+struct CpuMs {
+    /// utime + stime.
+    own: f64,
+    /// cutime + cstime: children already waited for.
+    children: f64,
+}
+
+/// CPU times of `pid` in ms; zero when unreadable. The kernel reports them in USER_HZ ticks,
+/// which Linux fixes at 100 per second for this interface (proc(5)).
+fn proc_cpu_ms(pid: u32) -> CpuMs {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return CpuMs::default();
+    };
+    // Fields after the parenthesised command name; utime is field 14 overall, i.e. index 11.
+    let fields: Vec<f64> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| {
+            rest.split_whitespace()
+                .map(|f| f.parse().unwrap_or(0.0))
+                .collect()
+        })
+        .unwrap_or_default();
+    let tick = |i: usize| fields.get(i).copied().unwrap_or(0.0) * 10.0;
+    CpuMs {
+        own: tick(11) + tick(12),
+        children: tick(13) + tick(14),
+    }
+}
+
 /// Live child processes of `pid` (instrument processes of the conductor), over all threads.
 fn count_children(pid: u32) -> u32 {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
@@ -1001,6 +1120,15 @@ fn median_of(reps: usize, mut sample: impl FnMut() -> Result<Duration>) -> Resul
         .map(|_| sample())
         .collect::<Result<Vec<_>>>()?;
     Ok(median(samples))
+}
+
+fn median_f64(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    match samples.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => samples[n / 2],
+        n => (samples[n / 2 - 1] + samples[n / 2]) / 2.0,
+    }
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {
