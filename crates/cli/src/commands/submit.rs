@@ -81,9 +81,14 @@ pub fn submit(globals: &Globals, args: &SubmitArgs) -> Result<i32, CliError> {
         "self_healing": args.self_healing,
         "self_healing_auto_confirm": args.yes,
     });
-    if let Some(ws) = &args.workspace {
-        params["workspace"] = json!(absolute(ws).display().to_string());
-    }
+    // The workspace as this command resolved it — also when the score has no `workspace:`
+    // key, whose default `./workspace` would otherwise resolve in the conductor's directory
+    // and differ from what `mozart run --dry-run` showed.
+    let workspace = match &args.workspace {
+        Some(ws) => absolute(ws),
+        None => score.config.workspace.clone(),
+    };
+    params["workspace"] = json!(workspace.display().to_string());
     if let Some(n) = args.start_sheet {
         params["start_sheet"] = json!(n);
     }
