@@ -22,6 +22,7 @@
 //! | `scenario` | `ok` (default), `error`, `limit-event`, `limit-text`, `limit-legacy`, `limit-weekly`, `warning`, `overloaded`, `auth`, `max-turns`, `stale-resume`, `hang`, `signal`, `flood`, `grandchild`, `linger`, `empty` |
 //! | `result` | the answer text (default `standin: ok`) |
 //! | `files` | `{"relative/path": "content"}` written before answering |
+//! | `run` | a shell command (`sh -ec`) run in the working directory after `files` |
 //! | `exit` | exit code override |
 //! | `stdout` / `stderr` | extra raw text printed first |
 //! | `sleep` | seconds to sleep before answering |
@@ -344,6 +345,18 @@ fn run() -> Result<i32, String> {
                 .map_or_else(|| content.to_string(), str::to_string);
             std::fs::write(path, text)
                 .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+    }
+    if let Some(cmd) = str_of(&step, "run") {
+        // What an agent would do with its shell tool: run a command in the working directory.
+        let status = Command::new("sh")
+            .arg("-ec")
+            .arg(&cmd)
+            .stdout(Stdio::null())
+            .status()
+            .map_err(|e| format!("cannot run step command: {e}"))?;
+        if !status.success() {
+            return Err(format!("step command failed: {cmd}"));
         }
     }
     if let Some(text) = str_of(&step, "stdout") {

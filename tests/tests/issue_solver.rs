@@ -1,0 +1,135 @@
+//! The maintained `scores/issue-solver.yaml` end to end (issue #6 bar): the stand-in AI CLI
+//! plays every stage against a local git repository, writing what each stage's validations
+//! expect; the plan's `TOTAL_PHASES` decides which phase sheets `skip_when_command` skips.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../fixtures/e2e/harness.rs"]
+mod harness;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use harness::*;
+use mozart_tests::TestEnv;
+use serde_json::{json, Value};
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The repo's score, placed in a fresh git project, played by the stand-in (`claude_cli`
+/// passes the conductor's environment through, so the stand-in sees its script) with short
+/// retry delays and no chaining cooldown.
+fn project(env: &TestEnv) -> PathBuf {
+    let repo = env.work.join("project");
+    std::fs::create_dir_all(repo.join("scores")).unwrap();
+    git(&repo, &["init", "-q", "."]);
+    std::fs::write(repo.join("README.md"), "a project with issues\n").unwrap();
+    git(&repo, &["add", "README.md"]);
+    git(&repo, &["commit", "-q", "-m", "init"]);
+    let score = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../scores/issue-solver.yaml"),
+    )
+    .unwrap()
+    .replace("instrument: claude-code", "instrument: claude_cli")
+    .replace("base_delay_seconds: 30", "base_delay_seconds: 0.1")
+    .replace(
+        "cooldown_between_jobs_seconds: 300",
+        "cooldown_between_jobs_seconds: 3600",
+    );
+    let path = repo.join("scores").join("issue-solver.yaml");
+    std::fs::write(&path, score).unwrap();
+    path
+}
+
+/// One stand-in step per instrument call, in stage order (skipped phases make no call).
+fn steps(phases: u32) -> Value {
+    let mut steps = vec![
+        json!({"files": {"01-selection.md": "ISSUE: 7\nFix the frobnicator\n"}}),
+        json!({"files": {"02-investigation.md": "src/frob.rs:10 is wrong\n"}}),
+        json!({"files": {"03-plan.md": format!("TOTAL_PHASES: {phases}\n"), "verify.sh": "#!/bin/bash\necho PASS: frob\n"},
+               "run": "chmod +x verify.sh"}),
+    ];
+    for phase in 1..=phases {
+        steps.push(json!({"files": {format!("phase-{phase}.md"): "DEFERRED: nothing\n"}}));
+        steps.push(json!({"files": {format!("phase-{phase}.md"): "COMPLETE: all items\n"}}));
+    }
+    let reviews =
+        json!({"12-review-1.md": "ok\n", "12-review-2.md": "ok\n", "12-review-3.md": "ok\n"});
+    for _ in 0..3 {
+        steps.push(json!({"files": reviews}));
+    }
+    steps.push(json!({"files": {"13-review-response.md": "all fixed\n"}}));
+    steps.push(json!({"files": {"14-docs.md": "CHANGELOG updated\n"}}));
+    steps.push(json!({"result": "verified"}));
+    steps.push(json!({"files": {"16-commit.txt": "abc1234\n"}}));
+    steps.push(json!({"files": {"17-chain.md": "CHAIN: continue\n"}}));
+    Value::Array(steps)
+}
+
+fn solve(phases: u32) -> (Value, TestEnv) {
+    let env = TestEnv::new();
+    let score = project(&env);
+    let script = standin_script(&env, "solver", &steps(phases));
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "issue-solver", 90.0);
+    (doc, env)
+}
+
+fn statuses(doc: &Value) -> Vec<(u32, String)> {
+    (1..=19)
+        .map(|n| {
+            (
+                n,
+                sheet(doc, n)["status"].as_str().unwrap_or("?").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn one_phase_plan_skips_phases_two_to_four() {
+    let (doc, env) = solve(1);
+    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
+    for (n, status) in statuses(&doc) {
+        let want = if (6..=11).contains(&n) {
+            "skipped"
+        } else {
+            "completed"
+        };
+        assert_eq!(status, want, "sheet {n}: {doc:#}");
+    }
+    let sheet6 = sheet(&doc, 6);
+    assert!(
+        sheet6["error_message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("single phase"),
+        "the skip reason is the rule's description: {sheet6:#}"
+    );
+}
+
+#[test]
+fn three_phase_plan_skips_only_phase_four() {
+    let (doc, env) = solve(3);
+    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
+    for (n, status) in statuses(&doc) {
+        let want = if (10..=11).contains(&n) {
+            "skipped"
+        } else {
+            "completed"
+        };
+        assert_eq!(status, want, "sheet {n}: {doc:#}");
+    }
+}
