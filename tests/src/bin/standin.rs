@@ -351,7 +351,7 @@ fn run() -> Result<i32, String> {
         // What an agent would do with its shell tool: run a command in the working directory.
         let status = Command::new("sh")
             .arg("-ec")
-            .arg(&cmd)
+            .arg(cmd)
             .stdout(Stdio::null())
             .status()
             .map_err(|e| format!("cannot run step command: {e}"))?;
