@@ -14,7 +14,6 @@ set -u
 
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 seconds="${FUZZ_SECONDS:-60}"
-jobs="${FUZZ_JOBS:-1}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/fuzz/target}"
 
 if [ "$#" -gt 0 ]; then
@@ -39,7 +38,7 @@ for target in "${targets[@]}"; do
     # -rss_limit_mb: a score that plans a billion sheets must fail, not eat the machine.
     # -timeout: one input taking > 10 s is a hang worth reporting.
     if ! "${cargo[@]}" run --fuzz-dir fuzz "$target" "$work" "fuzz/corpus/$target" -- \
-        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -jobs="$jobs" -workers="$jobs" \
+        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
         -print_final_stats=1; then
         failed+=("$target")
     fi

@@ -36,6 +36,11 @@ impl Rng {
         Rng(seed.max(1))
     }
 
+    /// A generator with a fixed seed.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.max(1))
+    }
+
     /// Next raw value.
     pub fn next(&mut self) -> u64 {
         let mut x = self.0;
@@ -140,6 +145,29 @@ pub fn status(env: &TestEnv, id: &str) -> Option<Value> {
         return None;
     }
     serde_json::from_slice(&out.stdout).ok()
+}
+
+/// `job.status` through the protocol (for IDs the CLI's score-ID check would refuse).
+pub fn rpc_status(env: &TestEnv, id: &str) -> Option<Value> {
+    let mut client = mozart_ipc::BlockingClient::connect(&env.socket).ok()?;
+    client
+        .call_value(
+            mozart_ipc::methods::JOB_STATUS,
+            serde_json::json!({ "job_id": id }),
+        )
+        .ok()
+}
+
+/// Wait until `rpc_status` reports a terminal status.
+pub fn rpc_wait_terminal(env: &TestEnv, id: &str, secs: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(doc) = rpc_status(env, id).filter(is_terminal) {
+            return doc;
+        }
+        assert!(Instant::now() < deadline, "{id} not terminal after {secs}s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// True for completed / failed / cancelled.

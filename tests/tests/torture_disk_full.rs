@@ -1,0 +1,207 @@
+//! Torture (c): the Mozart home runs out of space while a job runs. The home is a small
+//! tmpfs (`mount -t tmpfs -o size=…`, needs root; the test says so and passes without it),
+//! filled to the last byte mid-job. The conductor must stay up and keep answering, report
+//! the failure instead of pretending, keep what was already durable, and carry on once space
+//! returns; the registry must pass `PRAGMA integrity_check` throughout.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../torture/support.rs"]
+mod support;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use mozart_tests::TestEnv;
+use support::*;
+
+/// A tmpfs mounted on the test's Mozart home; dropping it stops the conductors first
+/// (their PID files live on it), then unmounts.
+struct SmallHome<'a> {
+    env: &'a TestEnv,
+}
+
+impl<'a> SmallHome<'a> {
+    fn mount(env: &'a TestEnv, size: &str) -> Option<SmallHome<'a>> {
+        let out = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(&env.home)
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            eprintln!(
+                "SKIPPED: cannot mount a tmpfs on the Mozart home (needs root): {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return None;
+        }
+        Some(SmallHome { env })
+    }
+}
+
+impl Drop for SmallHome<'_> {
+    fn drop(&mut self) {
+        self.env.kill_all();
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(&self.env.home)
+            .output();
+    }
+}
+
+/// Write zeros to `path` until the file system refuses; returns the bytes written.
+fn fill(path: &Path) -> u64 {
+    let mut file = std::fs::File::create(path).unwrap();
+    let chunk = vec![0u8; 4096];
+    let mut written = 0u64;
+    while let Ok(n) = file.write(&chunk) {
+        if n == 0 {
+            break;
+        }
+        written += n as u64;
+    }
+    // Single bytes, to leave no partial block behind.
+    while file.write(&[0]).is_ok_and(|n| n == 1) {
+        written += 1;
+    }
+    written
+}
+
+/// Start a conductor on a small home, run an 8-sheet job until two sheets are durable,
+/// then fill the home. Returns the workspace and the sheets completed before the fill.
+fn fill_mid_job(env: &TestEnv) -> (PathBuf, Vec<u32>) {
+    env.start_conductor();
+    let (score, ws) = shell_score(env, "diskfull", Shape::Sequential(8), 0.4);
+    assert_eq!(submit(env, &score)["status"], "accepted");
+    let doc = poll_status(env, "diskfull", 30, |d| {
+        sheet(d, 2)["status"] == "completed"
+    });
+    let durable: Vec<u32> = (1..=8)
+        .filter(|n| sheet(&doc, *n)["status"] == "completed")
+        .collect();
+    let written = fill(&env.home.join("filler"));
+    eprintln!("filled the home with {written} bytes");
+    // Long enough for the next checkpoint write to hit the full disk.
+    std::thread::sleep(Duration::from_secs(3));
+    (ws, durable)
+}
+
+#[test]
+fn a_full_mozart_home_is_reported_and_survived() {
+    let env = TestEnv::new();
+    let Some(_home) = SmallHome::mount(&env, "6m") else {
+        return;
+    };
+    let (ws, durable) = fill_mid_job(&env);
+
+    // While full: the conductor answers, refuses new work with the reason, and keeps the
+    // sheets that were durable before.
+    let pid = env.conductor_pid().unwrap();
+    assert!(
+        mozart_tests::alive(pid),
+        "conductor died on a full disk:\n{}",
+        log_tail(&env, 3000)
+    );
+    let during = status(&env, "diskfull").expect("status answers on a full disk");
+    for n in &durable {
+        assert_eq!(
+            sheet(&during, *n)["status"],
+            "completed",
+            "sheet {n} lost: {during:#}"
+        );
+    }
+    let (score2, _) = shell_score(&env, "while-full", Shape::Sequential(1), 0.0);
+    let resp = submit(&env, &score2);
+    assert_eq!(resp["status"], "rejected", "{resp}");
+    assert!(
+        resp["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("disk is full"),
+        "the refusal names the cause: {resp}"
+    );
+    assert!(
+        log_tail(&env, 20_000).contains("disk is full"),
+        "the log names the cause"
+    );
+    assert_eq!(integrity_check(&env.home.join("registry.db")), "ok");
+
+    // Space returns. A restart (here the worst kind, kill -9) resumes the job from what was
+    // durable; the refused job can now be submitted.
+    std::fs::remove_file(env.home.join("filler")).unwrap();
+    kill9_conductor(&env);
+    env.start_conductor();
+    assert_eq!(submit(&env, &score2)["status"], "accepted");
+    let ids = ["diskfull".to_string(), "while-full".to_string()];
+    let docs = wait_all_terminal(&env, &ids, 90);
+    for (id, doc) in ids.iter().zip(&docs) {
+        assert_eq!(doc["status"], "completed", "{id}: {doc:#}");
+    }
+    for n in 1..=8 {
+        assert!(
+            ws.join(format!("out-{n}.txt")).exists(),
+            "sheet {n} output missing"
+        );
+    }
+    assert_eq!(integrity_check(&env.home.join("registry.db")), "ok");
+}
+
+/// Without a restart, a job whose checkpoint write failed must not sit in `running`
+/// forever with nothing dispatched: it should say why it stopped and continue once space
+/// returns (by itself or through `mozart resume`).
+#[test]
+#[ignore = "BUG: after a failed checkpoint write (disk full) the job stays 'running' with \
+            dispatching stopped, no error in its status, and `mozart resume` refuses it; only \
+            a conductor restart continues it"]
+fn a_job_stopped_by_a_full_disk_continues_once_space_returns() {
+    let env = TestEnv::new();
+    let Some(_home) = SmallHome::mount(&env, "6m") else {
+        return;
+    };
+    let (ws, _) = fill_mid_job(&env);
+    let during = status(&env, "diskfull").unwrap();
+    let stopped_visibly = during["status"] != "running"
+        || during["error_message"]
+            .as_str()
+            .is_some_and(|m| m.contains("disk"));
+    std::fs::remove_file(env.home.join("filler")).unwrap();
+    let resume = env.mozart(&["resume", "diskfull"]);
+    eprintln!(
+        "resume: {}{}",
+        mozart_tests::stdout(&resume),
+        String::from_utf8_lossy(&resume.stderr)
+    );
+    let docs = wait_all_terminal(&env, &["diskfull".to_string()], 60);
+    assert_eq!(docs[0]["status"], "completed", "{:#}", docs[0]);
+    assert!(ws.join("out-8.txt").exists());
+    assert!(
+        stopped_visibly,
+        "while stopped the status hid the cause: {during:#}"
+    );
+}
+
+/// Poll `mozart status <id> --json` until `pred` holds.
+fn poll_status(
+    env: &TestEnv,
+    id: &str,
+    secs: u64,
+    pred: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(doc) = status(env, id) {
+            if pred(&doc) {
+                return doc;
+            }
+        }
+        assert!(Instant::now() < deadline, "timed out waiting on {id}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
