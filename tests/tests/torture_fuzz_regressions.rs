@@ -86,3 +86,53 @@ validations:
         );
     }
 }
+
+/// Scores asking for absurd sheet counts: before the fix, planning a hundred million
+/// sheets ran out of memory, a huge fan-out never finished expanding, and
+/// `total_items: i64::MAX` with `size: 2` overflowed the sheet arithmetic (a panic in
+/// debug builds). Each must now be refused quickly, by `validate` and by the conductor.
+#[test]
+fn absurd_sheet_counts_are_refused_quickly_by_validate_and_the_conductor() {
+    let env = TestEnv::new();
+    let cases = [
+        ("many", "  size: 1\n  total_items: 100000000\n"),
+        (
+            "wide",
+            "  size: 1\n  total_items: 3\n  fan_out:\n    2: 100000000\n",
+        ),
+        (
+            "overflow",
+            "  size: 2\n  total_items: 9223372036854775807\n",
+        ),
+    ];
+    env.start_conductor();
+    for (name, sheet) in cases {
+        let yaml = format!(
+            "name: {name}\nworkspace: ./{name}-ws\ninstrument: shell\nsheet:\n{sheet}prompt:\n  template: hi\n"
+        );
+        let score = env.write_score(name, &yaml);
+        let started = std::time::Instant::now();
+        let out = env.mozart(&["validate", score.to_str().unwrap()]);
+        let text = format!(
+            "{}{}",
+            mozart_tests::stdout(&out),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{name}: validate took {:?}",
+            started.elapsed()
+        );
+        assert!(
+            matches!(out.status.code(), Some(1 | 2)),
+            "{name}: validate must fail cleanly, got {:?}: {text}",
+            out.status
+        );
+        assert!(text.contains("at most 10000"), "{name}: {text}");
+
+        let resp = submit(&env, &score);
+        assert_ne!(resp["status"], "accepted", "{name}: {resp}");
+        let pid = env.conductor_pid().unwrap();
+        assert!(mozart_tests::alive(pid), "{name}: conductor died");
+    }
+}

@@ -12,7 +12,20 @@ pub fn total_sheets(sheet: &SheetConfig) -> i64 {
     if sheet.size < 1 {
         return 0;
     }
-    (sheet.total_items - sheet.start_item + sheet.size).div_euclid(sheet.size)
+    // In i128: extreme `total_items` / `size` must not overflow (found by fuzzing).
+    let n = (i128::from(sheet.total_items) - i128::from(sheet.start_item) + i128::from(sheet.size))
+        .div_euclid(i128::from(sheet.size));
+    i64::try_from(n).unwrap_or(if n < 0 { i64::MIN } else { i64::MAX })
+}
+
+/// Most concrete sheets one score may plan. Upstream has no limit, but a score asking for
+/// a hundred million sheets made load and planning run out of memory or never finish, in
+/// `validate` and inside the conductor alike (found by fuzzing, docs/reliability.md). The
+/// largest real score we know plans 516.
+pub const MAX_SHEETS: i64 = 10_000;
+
+fn too_many_sheets(n: i128) -> String {
+    format!("score plans {n} sheets; at most {MAX_SHEETS} are supported")
 }
 
 /// `(stage, instance, fan_count)` of a concrete sheet (§4.2).
@@ -48,6 +61,10 @@ pub fn item_range(sheet: &SheetConfig, num: i64) -> (i64, i64) {
 /// Upstream's fan-out expansion plus the dependency range check, run as `SheetConfig`'s
 /// after-validators (§4.3, §4.4). Errors are the `ValueError` messages.
 pub fn expand_sheet(sheet: &mut SheetConfig) -> Result<(), String> {
+    // Before expansion too: fan-out walks every stage, and stages = total_items.
+    if i128::from(total_sheets(sheet)) > i128::from(MAX_SHEETS) {
+        return Err(too_many_sheets(i128::from(total_sheets(sheet))));
+    }
     if !sheet.fan_out.is_empty() {
         expand_fan_out(sheet)?;
     }
@@ -95,6 +112,12 @@ fn expand_fan_out(sheet: &mut SheetConfig) -> Result<(), String> {
         if *c < 1 {
             return Err(format!("fan_out count for stage {s} must be >= 1, got {c}"));
         }
+    }
+    let planned: i128 = (1..=stages)
+        .map(|stage| i128::from(sheet.fan_out.get(&stage).copied().unwrap_or(1)))
+        .sum();
+    if planned > i128::from(MAX_SHEETS) {
+        return Err(too_many_sheets(planned));
     }
     for (k, deps) in &sheet.dependencies {
         if *k < 1 || *k > stages {
@@ -300,6 +323,9 @@ impl SheetPlan {
                 "sheet arithmetic gives {n} sheets (start_item {} is past total_items {})",
                 job.sheet.start_item, job.sheet.total_items
             )));
+        }
+        if n > MAX_SHEETS {
+            return Err(ConfigError::Plan(too_many_sheets(i128::from(n))));
         }
         if let Some(cycle) = find_cycle(&job.sheet.dependencies, n) {
             let path: Vec<String> = cycle.iter().map(i64::to_string).collect();
