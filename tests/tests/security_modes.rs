@@ -1,0 +1,167 @@
+//! The conductor's files are private (architecture invariant 6): socket 0600 in a 0700
+//! directory, a fresh Mozart home 0700 with nothing in it readable by others, and a peer
+//! with another uid is refused even when the file modes would let it connect.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../torture/support.rs"]
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+use mozart_tests::{stdout, TestEnv};
+
+fn mode(path: &Path) -> u32 {
+    std::fs::symlink_metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+/// Every file and directory under `root` that group or others may read, write or enter.
+fn loose_entries(root: &Path) -> Vec<String> {
+    let mut loose = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.file_type().is_symlink() {
+                continue;
+            }
+            let m = meta.permissions().mode() & 0o777;
+            if m & 0o077 != 0 {
+                loose.push(format!("{} {:o}", path.display(), m));
+            }
+            if meta.is_dir() {
+                stack.push(path);
+            }
+        }
+    }
+    loose
+}
+
+#[test]
+fn the_socket_is_0600_in_a_0700_directory_the_conductor_made() {
+    let env = TestEnv::new();
+    // Let the conductor create both the home and the socket directory itself.
+    let home = env.root().join("fresh-home");
+    let socket = env.root().join("sockdir/m.sock");
+    let start = |args: &[&str]| {
+        env.command(args)
+            .env("MOZART_HOME", &home)
+            .env("MOZART_SOCKET", &socket)
+            .output()
+            .unwrap()
+    };
+    let out = start(&["start"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    // Give it some work so the registry, logs and learning store all exist.
+    let (score, _) = support::shell_score(&env, "private", support::Shape::Sequential(1), 0.0);
+    let out = start(&["run", score.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    std::thread::sleep(std::time::Duration::from_secs(2));
+
+    assert_eq!(mode(&socket), 0o600, "socket");
+    assert_eq!(mode(socket.parent().unwrap()), 0o700, "socket directory");
+    let _ = start(&["stop"]);
+}
+
+/// The registry keeps prompts, instrument output and error text (redaction only catches
+/// known credential shapes), so the home it lives in should be as private as the socket.
+#[test]
+#[ignore = "BUG: a Mozart home created by the conductor is 0755 and registry.db(-wal), \
+            global-learning.db, conductor.log are 0644 under the usual umask 022"]
+fn a_fresh_mozart_home_is_private() {
+    let env = TestEnv::new();
+    let home = env.root().join("fresh-home");
+    let out = env
+        .command(&["start"])
+        .env("MOZART_HOME", &home)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stdout(&out));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let home_mode = mode(&home);
+    let loose = loose_entries(&home);
+    let _ = env.command(&["stop"]).env("MOZART_HOME", &home).output();
+    assert_eq!(home_mode, 0o700, "Mozart home");
+    assert!(
+        loose.is_empty(),
+        "readable by others in the Mozart home: {loose:#?}"
+    );
+}
+
+/// Another user who can write the socket directory can unlink the socket and put their own
+/// in its place, so a world-writable directory must be tightened (or refused).
+#[test]
+#[ignore = "BUG: the conductor binds its socket inside an existing 0777 directory and leaves \
+            it 0777 (conductor.md: socket dir 0700); a pre-created /tmp/mozart-$UID would be trusted"]
+fn a_loose_existing_socket_directory_is_not_trusted() {
+    let env = TestEnv::new();
+    let dir = env.root().join("shared");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let socket = dir.join("m.sock");
+    let out = env
+        .command(&["start"])
+        .env("MOZART_SOCKET", &socket)
+        .output()
+        .unwrap();
+    if out.status.success() {
+        // Accepted only after making the directory private again.
+        assert_eq!(
+            mode(&dir),
+            0o700,
+            "conductor serves from a world-writable directory"
+        );
+        assert_eq!(mode(&socket), 0o600);
+        let _ = env
+            .command(&["stop"])
+            .env("MOZART_SOCKET", &socket)
+            .output();
+    } else {
+        eprintln!("refused: {}", stdout(&out));
+    }
+}
+
+/// Needs root (to act as `nobody`) and `setpriv`; says so and passes otherwise.
+#[test]
+fn a_peer_with_another_uid_is_refused_even_if_modes_allow_it() {
+    let env = TestEnv::new();
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if !is_root || Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: needs root and setpriv");
+        return;
+    }
+    env.start_conductor();
+    // Open the path up completely so only the peer-credential check stands in the way.
+    for p in [env.root(), env.socket.as_path()] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let mozart = mozart_tests::mozart_bin();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&mozart)
+        .args(["conductor-status", "--json"])
+        .env("MOZART_SOCKET", &env.socket)
+        .env("MOZART_HOME", env.root().join("nobody-home"))
+        .output()
+        .unwrap();
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    std::fs::set_permissions(env.root(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    assert!(
+        !out.status.success(),
+        "uid 65534 was served by root's conductor: {text}"
+    );
+    assert!(
+        env.log().contains("peer_refused") || text.contains("permission denied"),
+        "refusal not reported: {text}\nlog:\n{}",
+        env.log()
+    );
+}

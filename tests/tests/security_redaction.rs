@@ -1,0 +1,158 @@
+//! Credentials an instrument prints (an `sk-ant-…` API key, a GitHub token, a URL with a
+//! password) never reach the registry — attempt history, sheet error messages, output
+//! tails — nor `mozart status` (human and `--json`) nor the conductor log
+//! (execution.md §9.13 credential redaction).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../torture/support.rs"]
+mod support;
+
+use mozart_tests::{stdout, TestEnv};
+use support::*;
+
+const ANTHROPIC: &str = "sk-ant-api03-Zx9QwErTyUiOpAsDfGhJkLzXcVbNm1234567890abcdefGHIJ-_kl";
+const GITHUB: &str = "ghp_abcdefghijklmnopqrstuvwxyz0123456789AB";
+const URL_PASSWORD: &str = "hunter2secretpw";
+
+fn secrets() -> [&'static str; 3] {
+    [ANTHROPIC, GITHUB, URL_PASSWORD]
+}
+
+/// The secret as a shell word that prints it, without the secret appearing literally in
+/// the score (the score text is stored as the job's config snapshot, and these tests are
+/// about what the *instrument* prints).
+fn split(secret: &str) -> String {
+    let (a, b) = secret.split_at(secret.len() / 2);
+    format!("{a}\"\"{b}")
+}
+
+/// Every (table, column, row excerpt) of the registry whose text holds `needle`.
+fn registry_hits(db: &std::path::Path, needle: &str) -> Vec<String> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let mut hits = Vec::new();
+    for table in tables {
+        let mut stmt = conn.prepare(&format!("SELECT * FROM \"{table}\"")).unwrap();
+        let names: Vec<String> = stmt.column_names().iter().map(|s| s.to_string()).collect();
+        let mut rows = stmt.query([]).unwrap();
+        while let Some(row) = rows.next().unwrap() {
+            for (i, name) in names.iter().enumerate() {
+                let text = match row.get_ref(i).unwrap() {
+                    rusqlite::types::ValueRef::Text(t) | rusqlite::types::ValueRef::Blob(t) => {
+                        String::from_utf8_lossy(t).into_owned()
+                    }
+                    _ => continue,
+                };
+                if text.contains(needle) {
+                    hits.push(format!("{table}.{name}"));
+                }
+            }
+        }
+    }
+    hits
+}
+
+/// Raw bytes of the registry files (main DB and WAL): nothing may be written there even
+/// transiently, since freed pages keep old text.
+fn raw_hits(home: &std::path::Path, needle: &str) -> Vec<String> {
+    ["registry.db", "registry.db-wal"]
+        .iter()
+        .filter(|f| {
+            std::fs::read(home.join(f))
+                .map(|bytes| bytes.windows(needle.len()).any(|w| w == needle.as_bytes()))
+                .unwrap_or(false)
+        })
+        .map(|f| f.to_string())
+        .collect()
+}
+
+#[test]
+fn credentials_printed_by_an_instrument_are_redacted_everywhere() {
+    let env = TestEnv::new();
+    let ws = env.work.join("leaky-ws");
+    let yaml = format!(
+        r#"name: leaky
+workspace: {ws}
+instrument: shell
+pause_between_sheets_seconds: 0
+retry:
+  max_retries: 1
+  base_delay_seconds: 0.1
+  jitter: false
+sheet:
+  size: 1
+  total_items: 2
+prompt:
+  template: |
+    RUN: echo "using key {a} and {g}"
+    RUN: echo "fetching https://deploy:{u}@example.com/repo.git" >&2
+    RUN: echo "error: auth failed for {a}" >&2
+    {{% if sheet_num == 1 %}}RUN: exit 3{{% endif %}}
+    RUN: touch "{{{{ workspace }}}}/out-{{{{ sheet_num }}}}.txt"
+validations:
+  - type: file_exists
+    path: "{{workspace}}/out-{{sheet_num}}.txt"
+  - type: command_succeeds
+    command: 'echo "validator saw {a}"; echo "{g}" >&2; test -f out-{{sheet_num}}.txt'
+"#,
+        ws = ws.display(),
+        a = split(ANTHROPIC),
+        g = split(GITHUB),
+        u = split(URL_PASSWORD),
+    );
+    let score = env.write_score("leaky", &yaml);
+    for secret in secrets() {
+        assert!(
+            !yaml.contains(secret),
+            "the score itself must not hold {secret}"
+        );
+    }
+    env.start_conductor();
+    assert_eq!(submit(&env, &score)["status"], "accepted");
+    let doc = wait_all_terminal(&env, &["leaky".to_string()], 60).remove(0);
+    // Sheet 1 failed (its error text held the key), sheet 2 passed (its output did).
+    assert_eq!(sheet(&doc, 1)["status"], "failed", "{doc:#}");
+
+    let human = env.mozart(&["status", "leaky"]);
+    let json = env.mozart(&["status", "leaky", "--json"]);
+    let errors = env.mozart(&["errors", "leaky"]);
+    let db = env.home.join("registry.db");
+    let mut leaks = Vec::new();
+    for secret in secrets() {
+        for hit in registry_hits(&db, secret) {
+            leaks.push(format!("registry {hit}: {secret}"));
+        }
+        for file in raw_hits(&env.home, secret) {
+            leaks.push(format!("raw bytes of {file}: {secret}"));
+        }
+        for (what, out) in [
+            ("status", &human),
+            ("status --json", &json),
+            ("errors", &errors),
+        ] {
+            let text = format!("{}{}", stdout(out), String::from_utf8_lossy(&out.stderr));
+            if text.contains(secret) {
+                leaks.push(format!("mozart {what}: {secret}"));
+            }
+        }
+        if env.log().contains(secret) {
+            leaks.push(format!("conductor log: {secret}"));
+        }
+    }
+    assert!(leaks.is_empty(), "credentials leaked: {leaks:#?}");
+    // Redaction replaced the secret, it did not drop the whole message.
+    let all_text = format!("{}{}", stdout(&json), stdout(&errors));
+    assert!(
+        registry_hits(&db, "[REDACTED_ANTHROPIC_KEY]").len()
+            + usize::from(all_text.contains("[REDACTED_ANTHROPIC_KEY]"))
+            > 0,
+        "no redaction marker anywhere: the failure text was lost\n{}",
+        stdout(&json)
+    );
+}
