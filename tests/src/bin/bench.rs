@@ -430,6 +430,26 @@ fn runs(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> R
                 .higher_is_better(),
             );
         }
+        if w.sheets >= 50 {
+            // Per-sheet CPU that grows with the job's size means per-sheet work is O(sheets).
+            let per_sheet = |f: fn(&JobRun) -> f64| {
+                median_f64(runs.iter().map(f).collect()) / f64::from(w.sheets)
+            };
+            report.add(Row::new(
+                &format!("{}_conductor_cpu", w.key),
+                &format!("{}: conductor CPU per sheet", w.key),
+                per_sheet(|r| r.conductor_cpu_ms),
+                "ms",
+                n,
+            ));
+            report.add(Row::new(
+                &format!("{}_instrument_cpu", w.key),
+                &format!("{}: instrument processes' CPU per sheet", w.key),
+                per_sheet(|r| r.children_cpu_ms),
+                "ms",
+                n,
+            ));
+        }
         if !big {
             continue;
         }
@@ -439,22 +459,6 @@ fn runs(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> R
             &format!("{}: peak conductor RSS", w.key),
             peak_rss,
             "MiB",
-            n,
-        ));
-        let per_sheet =
-            |f: fn(&JobRun) -> f64| median_f64(runs.iter().map(f).collect()) / f64::from(w.sheets);
-        report.add(Row::new(
-            &format!("{}_conductor_cpu", w.key),
-            &format!("{}: conductor CPU per sheet", w.key),
-            per_sheet(|r| r.conductor_cpu_ms),
-            "ms",
-            n,
-        ));
-        report.add(Row::new(
-            &format!("{}_instrument_cpu", w.key),
-            &format!("{}: instrument processes' CPU per sheet", w.key),
-            per_sheet(|r| r.children_cpu_ms),
-            "ms",
             n,
         ));
         let floor_wall = median(floors.iter().map(|f| f.wall).collect());
@@ -1326,13 +1330,30 @@ fn fmt_value(v: f64) -> String {
     }
 }
 
+/// `HEAD`, marked `+uncommitted` when the sources under test have local changes (then the
+/// binary may contain code no commit has).
 fn git_commit() -> String {
-    Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_else(|| "unknown".into())
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let Some(head) = git(&["rev-parse", "--short", "HEAD"]) else {
+        return "unknown".into();
+    };
+    match git(&[
+        "status",
+        "--porcelain",
+        "--",
+        "../crates",
+        "../Cargo.toml",
+        "src",
+    ]) {
+        Some(changes) if !changes.is_empty() => format!("{head}+uncommitted"),
+        _ => head,
+    }
 }
