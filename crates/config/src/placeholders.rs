@@ -7,22 +7,37 @@ pub type PlaceholderVars = IndexMap<String, String>;
 
 /// Replace every literal `{key}` by its value; unknown placeholders stay as written.
 /// With `shell_quote`, values are quoted like Python's `shlex.quote` (§5.8.2).
+///
+/// One pass over the text: a substituted value is never scanned again, so a value that
+/// itself contains `{name}` is inserted as it is (no second-order expansion).
 pub fn expand(text: &str, vars: &PlaceholderVars, shell_quote: bool) -> String {
     if !text.contains('{') {
         return text.to_string();
     }
-    let mut out = text.to_string();
-    for (key, value) in vars {
-        let needle = format!("{{{key}}}");
-        if out.contains(&needle) {
-            let value = if shell_quote {
-                quote(value)
-            } else {
-                value.clone()
-            };
-            out = out.replace(&needle, &value);
+    let mut out = String::with_capacity(text.len() + 32);
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let key_len = after
+            .find(|c: char| c == '}' || c == '{')
+            .filter(|&i| after.as_bytes()[i] == b'}');
+        match key_len.and_then(|len| vars.get(&after[..len]).map(|v| (len, v))) {
+            Some((len, value)) => {
+                if shell_quote {
+                    out.push_str(&quote(value));
+                } else {
+                    out.push_str(value);
+                }
+                rest = &after[len + 1..];
+            }
+            None => {
+                out.push('{');
+                rest = after;
+            }
         }
     }
+    out.push_str(rest);
     out
 }
 
@@ -106,6 +121,15 @@ mod tests {
             expand("test -f {workspace}/x {other}", &vars, true),
             "test -f '/tmp/my ws'/x {other}"
         );
+        assert_eq!(expand("{{workspace}}", &vars, false), "{/tmp/my ws}");
+        assert_eq!(expand("{sheet_num}{sheet_num}", &vars, false), "33");
+        assert_eq!(
+            expand("open {brace and {sheet_num", &vars, false),
+            "open {brace and {sheet_num"
+        );
+        // A value is not expanded again.
+        vars.insert("evil".into(), "{sheet_num}".into());
+        assert_eq!(expand("{evil}", &vars, false), "{sheet_num}");
         assert_eq!(quote("it's"), "'it'\"'\"'s'");
         assert_eq!(quote(""), "''");
         assert_eq!(quote("/plain/path-1.md"), "/plain/path-1.md");

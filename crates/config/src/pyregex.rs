@@ -1,5 +1,8 @@
 //! Python `re` patterns checked with the `regex` crate (score.md §3.7, §3.9, §3.15).
 
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+
 use regex::Regex;
 
 /// Why a pattern cannot be used.
@@ -14,6 +17,27 @@ pub fn translate(pattern: &str) -> String {
 /// the `regex` crate) are accepted here as `Ok(None)` so a valid upstream score still loads;
 /// the runtime matcher reports them when it meets them.
 pub fn compile(pattern: &str) -> Result<Option<Regex>, PatternError> {
+    // Scores repeat the same few patterns across hundreds of validations (the 516-sheet
+    // corpus score has 161 content_regex rules and 2 distinct patterns), and compiling a
+    // regex costs far more than looking one up.
+    static CACHE: LazyLock<Mutex<HashMap<String, Result<Option<Regex>, PatternError>>>> =
+        LazyLock::new(|| Mutex::new(HashMap::new()));
+    if let Ok(cache) = CACHE.lock() {
+        if let Some(hit) = cache.get(pattern) {
+            return hit.clone();
+        }
+    }
+    let result = compile_uncached(pattern);
+    if let Ok(mut cache) = CACHE.lock() {
+        if cache.len() >= 1024 {
+            cache.clear();
+        }
+        cache.insert(pattern.to_string(), result.clone());
+    }
+    result
+}
+
+fn compile_uncached(pattern: &str) -> Result<Option<Regex>, PatternError> {
     match Regex::new(&translate(pattern)) {
         Ok(re) => Ok(Some(re)),
         Err(err) => {

@@ -7,7 +7,6 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde::Serialize;
 
-use crate::expr::condition_applies;
 use crate::model::{BackendType, JobConfig, ValidationType};
 use crate::placeholders::{expand, PlaceholderVars};
 use crate::plan::{fan_meta, item_range, total_sheets, total_stages, SheetPlan};
@@ -1045,6 +1044,19 @@ pub fn preview(score: &Score, score_path: &Path, limit: Option<i64>) -> Preview 
     let mut render_errors = Vec::new();
     let mut sheets = Vec::new();
     let upto = limit.map_or(total, |l| l.min(total));
+    // Each rule's condition is parsed once, not once per sheet.
+    let compiled: Vec<(Option<String>, Option<crate::expr::Condition>)> = c
+        .validations
+        .iter()
+        .map(|v| {
+            let condition = v
+                .condition
+                .clone()
+                .or_else(|| v.sheet.map(|s| format!("sheet_num == {s}")));
+            let parsed = condition.as_deref().map(crate::expr::Condition::parse);
+            (condition, parsed)
+        })
+        .collect();
     let plan_sheet = |num: i64| {
         // Preview needs only the sheet context, not instrument resolution.
         let (stage, instance, fan_count) = fan_meta(&c.sheet, num);
@@ -1139,16 +1151,14 @@ pub fn preview(score: &Score, score_path: &Path, limit: Option<i64>) -> Preview 
         let validations = c
             .validations
             .iter()
+            .zip(&compiled)
             .enumerate()
-            .map(|(index, v)| {
-                let condition = v
-                    .condition
-                    .clone()
-                    .or_else(|| v.sheet.map(|s| format!("sheet_num == {s}")));
+            .map(|(index, (v, (condition, parsed)))| {
+                let condition = condition.clone();
                 PreviewValidation {
                     index,
                     kind: v.kind.as_str(),
-                    applicable: condition_applies(condition.as_deref(), &cond_vars),
+                    applicable: parsed.as_ref().is_none_or(|p| p.applies(&cond_vars)),
                     description: v.description.clone(),
                     expanded_path: v.path.as_deref().map(|p| expand(p, &vars, false)),
                     pattern: v.pattern.clone(),
