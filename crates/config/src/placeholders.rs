@@ -20,7 +20,7 @@ pub fn expand(text: &str, vars: &PlaceholderVars, shell_quote: bool) -> String {
         out.push_str(&rest[..open]);
         let after = &rest[open + 1..];
         let key_len = after
-            .find(|c: char| c == '}' || c == '{')
+            .find(['}', '{'])
             .filter(|&i| after.as_bytes()[i] == b'}');
         match key_len.and_then(|len| vars.get(&after[..len]).map(|v| (len, v))) {
             Some((len, value)) => {

@@ -20,7 +20,8 @@ pub fn compile(pattern: &str) -> Result<Option<Regex>, PatternError> {
     // Scores repeat the same few patterns across hundreds of validations (the 516-sheet
     // corpus score has 161 content_regex rules and 2 distinct patterns), and compiling a
     // regex costs far more than looking one up.
-    static CACHE: LazyLock<Mutex<HashMap<String, Result<Option<Regex>, PatternError>>>> =
+    type Compiled = Result<Option<Regex>, PatternError>;
+    static CACHE: LazyLock<Mutex<HashMap<String, Compiled>>> =
         LazyLock::new(|| Mutex::new(HashMap::new()));
     if let Ok(cache) = CACHE.lock() {
         if let Some(hit) = cache.get(pattern) {
