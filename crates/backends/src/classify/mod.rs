@@ -657,7 +657,11 @@ pub fn classify(result: &ExecutionResult) -> Classification {
     // Phase 1: signal and timeout (the process-level facts).
     let exit_signal = result
         .exit_signal
-        .or(result.exit_code.filter(|c| *c < 0).map(|c| -c));
+        // checked: `-i32::MIN` overflows (found by fuzzing, docs/reliability.md).
+        .or(result
+            .exit_code
+            .filter(|c| *c < 0)
+            .and_then(i32::checked_neg));
     if let Some(sig) = exit_signal {
         push(
             &mut collected,
