@@ -282,7 +282,8 @@ pub fn classify_output(
     use ErrorCode as E;
     let combined = format!("{stdout}\n{stderr}");
     let lower = combined.to_lowercase();
-    let exit_signal = exit_signal.or(exit_code.filter(|c| *c < 0).map(|c| -c));
+    // checked: `-i32::MIN` overflows (found by fuzzing, docs/reliability.md).
+    let exit_signal = exit_signal.or(exit_code.filter(|c| *c < 0).and_then(i32::checked_neg));
     if let Some(sig) = exit_signal {
         return signal_error(sig, exit_reason, &lower);
     }
