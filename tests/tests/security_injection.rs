@@ -180,9 +180,6 @@ on_success:
 /// the first one's quotes: `a: "{b}"`, `b: "$(touch pwned)"` and `test -n {a}` expands
 /// (one replace after the other) to `test -n ''$(touch pwned)''`.
 #[test]
-#[ignore = "BUG: placeholders::expand replaces keys one after another, so a value containing \
-            another {placeholder} is expanded again inside its own quotes and the inner value \
-            escapes them — command substitution runs (fix: one left-to-right pass)"]
 fn a_value_naming_another_placeholder_cannot_break_its_quotes() {
     let env = TestEnv::new();
     let pwned = env.root().join("pwned-nested");

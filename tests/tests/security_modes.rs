@@ -72,8 +72,6 @@ fn the_socket_is_0600_in_a_0700_directory_the_conductor_made() {
 /// The registry keeps prompts, instrument output and error text (redaction only catches
 /// known credential shapes), so the home it lives in should be as private as the socket.
 #[test]
-#[ignore = "BUG: a Mozart home created by the conductor is 0755 and registry.db(-wal), \
-            global-learning.db, conductor.log are 0644 under the usual umask 022"]
 fn a_fresh_mozart_home_is_private() {
     let env = TestEnv::new();
     let home = env.root().join("fresh-home");
@@ -97,8 +95,6 @@ fn a_fresh_mozart_home_is_private() {
 /// Another user who can write the socket directory can unlink the socket and put their own
 /// in its place, so a world-writable directory must be tightened (or refused).
 #[test]
-#[ignore = "BUG: the conductor binds its socket inside an existing 0777 directory and leaves \
-            it 0777 (conductor.md: socket dir 0700); a pre-created /tmp/mozart-$UID would be trusted"]
 fn a_loose_existing_socket_directory_is_not_trusted() {
     let env = TestEnv::new();
     let dir = env.root().join("shared");

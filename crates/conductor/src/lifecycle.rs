@@ -49,16 +49,22 @@ impl Conductor {
             .log_file
             .clone()
             .unwrap_or_else(|| paths.log_file.clone());
-        let log = logging::init(&log_file, &config.log_level, foreground)?;
-        mozart_ipc::paths::check_socket_path(&paths.socket)?;
+        // The home holds prompts, instrument output and error text: everything the conductor
+        // creates while starting up (home, logs, registry, learning store) is private. The
+        // umask is restored once they exist, so instruments create files as the user expects.
+        let user_umask = umask(Mode::from_bits_truncate(0o077));
         std::fs::create_dir_all(&paths.home)
             .map_err(|e| ConductorError::io("cannot create Mozart home", &paths.home, e))?;
+        std::fs::set_permissions(&paths.home, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| ConductorError::io("cannot restrict Mozart home", &paths.home, e))?;
+        let log = logging::init(&log_file, &config.log_level, foreground)?;
+        mozart_ipc::paths::check_socket_path(&paths.socket)?;
 
         let lock = instance::acquire(&paths)?;
         // Always the home's PID file: `mozart stop` must find it without reading the config.
         let pid_file = paths.pid_file.clone();
         instance::write_pid_file(&pid_file, std::process::id())?;
-        let result = run_locked(config, paths.clone(), &log).await;
+        let result = run_locked(config, paths.clone(), &log, user_umask).await;
         remove_quietly(&pid_file);
         drop(lock);
         match &result {
@@ -84,6 +90,7 @@ async fn run_locked(
     config: DaemonConfig,
     paths: ConductorPaths,
     log: &LogHandle,
+    user_umask: Mode,
 ) -> Result<(), ConductorError> {
     let backlog = config.socket.backlog;
     for (field, note) in config.unimplemented_fields() {
@@ -92,7 +99,9 @@ async fn run_locked(
     let ctx = ConductorCtx::new(config, paths.clone());
     let mut module = RpcModule::new(ctx.clone());
     daemon_methods::register_daemon_methods(&mut module)?;
-    jobs::install(&ctx, &mut module)?;
+    let installed = jobs::install(&ctx, &mut module);
+    umask(user_umask);
+    installed?;
 
     // Install handlers before binding so a signal during startup is not fatal.
     let sig = |kind: SignalKind, name: &'static str| {
@@ -187,6 +196,32 @@ fn reload(ctx: &Arc<ConductorCtx>, log: &LogHandle) {
 
 /// Bind the socket privately: directory 0700 when we create it (or it is our default
 /// directory), socket 0600, stale file removed, a live one refused (§4.2 step 6, §4.3).
+/// Someone who can write the socket's directory can swap the socket for their own. A
+/// directory others may write to is made private when it is ours, and refused otherwise;
+/// sticky directories such as `/tmp` are fine (others cannot remove our socket there).
+fn secure_socket_dir(dir: &Path) -> Result<(), ConductorError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(dir)
+        .map_err(|e| ConductorError::io("cannot inspect socket directory", dir, e))?;
+    let mode = meta.mode();
+    let others_can_write = mode & 0o022 != 0;
+    let sticky = mode & 0o1000 != 0;
+    if !others_can_write || sticky {
+        return Ok(());
+    }
+    if meta.uid() == nix::unistd::getuid().as_raw() {
+        tracing::warn!(dir = %dir.display(), "socket directory was writable by others; made it private (0700)");
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| ConductorError::io("cannot restrict socket directory", dir, e))
+    } else {
+        Err(ConductorError::io(
+            "refusing a socket directory another user owns and others can write",
+            dir,
+            std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        ))
+    }
+}
+
 fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener, ConductorError> {
     mozart_ipc::paths::check_socket_path(path)?;
     if path.is_symlink() {
@@ -207,6 +242,7 @@ fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener, ConductorError> 
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
                 .map_err(|e| ConductorError::io("cannot restrict socket directory", dir, e))?;
         }
+        secure_socket_dir(dir)?;
     }
     if path.exists() {
         if std::os::unix::net::UnixStream::connect(path).is_ok() {

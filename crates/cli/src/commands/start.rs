@@ -3,6 +3,7 @@
 //! Unlike upstream (which returns before the daemon is up, §4.1 [QUIRK]), the background
 //! start waits until `daemon.ready` answers, so a failure is reported to the user.
 
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -131,18 +132,24 @@ fn start_detached(
     paths: &ConductorPaths,
 ) -> Result<i32, CliError> {
     let log = log_path(config, paths);
+    // The log holds prompts and instrument output: private, like the rest of the home.
     if let Some(dir) = log.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            fail(format!(
-                "cannot create log directory {}: {e}",
-                dir.display()
-            ))
-        })?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| {
+                fail(format!(
+                    "cannot create log directory {}: {e}",
+                    dir.display()
+                ))
+            })?;
     }
     let open_log = || {
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o600)
             .open(&log)
             .map_err(|e| fail(format!("cannot open log file {}: {e}", log.display())))
     };

@@ -127,12 +127,17 @@ impl JobManager {
         let instruments = InstrumentRegistry::load(&ctx.paths.home, None).map_err(|e| {
             ConductorError::Recovery(format!("cannot load instrument profiles: {e}"))
         })?;
+        // Created now, while the conductor's start-up umask keeps it private.
+        let inflight_dir = ctx.paths.home.join("inflight");
+        if let Err(e) = std::fs::create_dir_all(&inflight_dir) {
+            tracing::warn!(dir = %inflight_dir.display(), error = %e, "cannot create the in-flight record directory");
+        }
         let shared = Shared {
             registry: Mutex::new(registry),
             jobs: Mutex::new(HashMap::new()),
             instruments,
             learning: learning::Learning::open(&ctx.paths.learning_db),
-            inflight_dir: ctx.paths.home.join("inflight"),
+            inflight_dir,
             inbox: OnceLock::new(),
             hook_tx: OnceLock::new(),
             max_concurrent_jobs: config.max_concurrent_jobs,
