@@ -391,20 +391,6 @@ async fn wait_group_empty(pgid: i32, limit: Duration) -> bool {
     }
 }
 
-/// coreutils `timeout`, if installed: run as the process-group leader it signals the whole
-/// group when the deadline passes, independently of the conductor.
-fn deadline_wrapper() -> Option<&'static std::path::Path> {
-    static TIMEOUT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
-    TIMEOUT
-        .get_or_init(|| {
-            ["/usr/bin/timeout", "/bin/timeout"]
-                .iter()
-                .map(PathBuf::from)
-                .find(|p| p.is_file())
-        })
-        .as_deref()
-}
-
 /// Run the process to completion (or timeout), capturing output.
 ///
 /// Returns the outcome and the line sink (with whatever it parsed). Dropping the returned
@@ -429,33 +415,8 @@ pub async fn run_process(
         pending_overflow: false,
     }));
 
-    // Only wrap a program we can resolve ourselves, so a missing binary is still a spawn
-    // error (E505) rather than the watchdog's exit 127.
-    let resolved = if spec.env.clear || spec.env.set.iter().any(|(k, _)| k == "PATH") {
-        None
-    } else {
-        which(&spec.program)
-    };
-    let mut cmd = match deadline_wrapper().zip(resolved) {
-        // A watchdog that outlives us: if the conductor is killed (even with SIGKILL) the
-        // group is still terminated shortly after its own deadline, so no instrument can run
-        // unsupervised for longer than its timeout. Our own timer fires first in normal
-        // operation (the watchdog's deadline is one second later).
-        Some((timeout_bin, program)) if !spec.timeout.is_zero() => {
-            let mut c = Command::new(timeout_bin);
-            c.arg("-k")
-                .arg(format!("{}s", spec.kill_grace.as_secs().max(1)))
-                .arg(format!("{}s", spec.timeout.as_secs().saturating_add(1)))
-                .arg(program)
-                .args(&spec.args);
-            c
-        }
-        _ => {
-            let mut c = Command::new(&spec.program);
-            c.args(&spec.args);
-            c
-        }
-    };
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args);
     cmd.stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .stdin(if spec.stdin.is_some() {

@@ -102,6 +102,9 @@ pub enum Command {
     /// Show the conductor's status.
     #[command(name = "conductor-status")]
     ConductorStatus(commands::conductor_status::Args),
+    /// Internal: the instrument watchdog the conductor starts (not for direct use).
+    #[command(name = "__watchdog", hide = true)]
+    Watchdog,
     /// Inspect instruments.
     #[command(subcommand)]
     Instruments(commands::instruments::Command),
@@ -155,6 +158,7 @@ pub fn main() -> i32 {
         Command::Restart(a) => commands::restart::run(&globals, a),
         Command::ConductorStatus(a) => commands::conductor_status::run(&globals, a),
         Command::Instruments(c) => commands::instruments::run(&globals, c),
+        Command::Watchdog => Ok(mozart_conductor::watchdog::run()),
     };
     match result {
         Ok(code) => code,

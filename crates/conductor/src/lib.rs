@@ -18,6 +18,7 @@ pub mod manager;
 pub mod notify;
 pub mod paths;
 pub mod probe;
+pub mod watchdog;
 #[cfg(feature = "jobs")]
 pub mod workspace;
 

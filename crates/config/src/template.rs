@@ -128,6 +128,14 @@ pub fn template_source(job: &JobConfig, dir: Option<&Path>) -> Result<Option<Str
     Ok(None)
 }
 
+impl std::fmt::Debug for PromptRenderer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PromptRenderer")
+            .field("has_template", &self.has_template)
+            .finish_non_exhaustive()
+    }
+}
+
 impl PromptRenderer {
     /// Compile the score's template.
     pub fn new(job: &JobConfig, template_dir: Option<&Path>) -> Result<Self, ConfigError> {
@@ -319,6 +327,11 @@ pub fn resolve_injections(
     base: &Path,
     ctx: &mut RenderContext,
 ) {
+    // Most scores have neither: skip building an environment and copying the job per sheet.
+    let cadenzas = job.sheet.cadenzas.get(&i64::from(sheet.num));
+    if job.sheet.prelude.is_empty() && cadenzas.is_none_or(|c| c.is_empty()) {
+        return;
+    }
     let env = environment(false);
     let mut lenient = RenderContext {
         workspace: ctx.workspace.clone(),
@@ -397,7 +410,21 @@ pub fn build_sheet_prompt(
     rules: &[&ValidationRule],
     extra_sections: &[String],
 ) -> Result<String, ConfigError> {
-    let rendered = render_prompt(job, sheet, ctx)?;
+    let renderer = PromptRenderer::new(job, ctx.template_dir.as_deref())?;
+    build_sheet_prompt_with(&renderer, job, sheet, ctx, rules, extra_sections)
+}
+
+/// [`build_sheet_prompt`] with a template compiled once per job (the conductor renders
+/// every sheet of a job with the same [`PromptRenderer`]).
+pub fn build_sheet_prompt_with(
+    renderer: &PromptRenderer,
+    job: &JobConfig,
+    sheet: &PlannedSheet,
+    ctx: &RenderContext,
+    rules: &[&ValidationRule],
+    extra_sections: &[String],
+) -> Result<String, ConfigError> {
+    let rendered = renderer.render(job, sheet, ctx)?;
     let mut prompt = assemble_with_injections(rendered, ctx);
     for section in extra_sections {
         prompt.push_str("\n\n");

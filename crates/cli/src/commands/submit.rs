@@ -332,8 +332,12 @@ fn print_active_limits(globals: &Globals) {
 fn early_failure(globals: &Globals, job_id: &str) -> Option<Value> {
     let socket = conductor_client::paths(globals, None).ok()?.socket;
     let deadline = Instant::now() + EARLY_FAILURE_WINDOW;
+    // A short job is often done before the first 0.2 s poll of upstream's schedule: look
+    // almost at once, then at upstream's pace.
+    let mut wait = Duration::from_millis(20);
     while Instant::now() < deadline {
-        std::thread::sleep(EARLY_FAILURE_POLL);
+        std::thread::sleep(wait);
+        wait = EARLY_FAILURE_POLL;
         let Ok(mut client) = mozart_ipc::BlockingClient::connect(&socket) else {
             continue;
         };

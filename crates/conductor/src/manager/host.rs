@@ -183,9 +183,17 @@ impl ConductorHost {
             .unwrap_or(0);
         live.updated_at = now;
         let registry = lock(&self.shared.registry);
-        registry
-            .save_sheet_transition(live, change.sheet_num)
-            .map_err(|e| HostError::new(ctx(), e))?;
+        // A sheet moving between pending and in-progress changes only its own row; the job
+        // header (totals, last completed sheet) is rewritten when a sheet ends.
+        let saved = if matches!(status, SheetStatus::Pending | SheetStatus::InProgress) {
+            match live.sheets.get(&change.sheet_num) {
+                Some(sheet) => registry.save_sheet(&change.job_id, sheet),
+                None => Ok(()),
+            }
+        } else {
+            registry.save_sheet_transition(live, change.sheet_num)
+        };
+        saved.map_err(|e| HostError::new(ctx(), e))?;
         if matches!(
             status,
             SheetStatus::Completed | SheetStatus::Failed | SheetStatus::Skipped

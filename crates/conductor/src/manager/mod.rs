@@ -45,6 +45,8 @@ pub(crate) struct JobRun {
     pub config: JobConfig,
     pub plan: SheetPlan,
     pub workspace: PathBuf,
+    /// The prompt template, compiled once for every sheet of the job.
+    pub renderer: mozart_config::template::PromptRenderer,
     /// Where the instrument runs: the workspace, or the job's git worktree (`isolation:`).
     pub working_dir: PathBuf,
     /// The job's git worktree, when isolation gave it one.
@@ -79,6 +81,8 @@ pub(crate) struct Shared {
     pub learning: Option<Arc<learning::Learning>>,
     /// Records of running instrument process groups (reaped after a crash).
     pub inflight_dir: PathBuf,
+    /// The companion process that ends instrument groups if the conductor dies.
+    pub watchdog: Option<crate::watchdog::Watchdog>,
     pub inbox: OnceLock<Inbox>,
     pub hook_tx: OnceLock<tokio::sync::mpsc::UnboundedSender<hooks::HookRequest>>,
     pub max_concurrent_jobs: u32,
@@ -138,6 +142,13 @@ impl JobManager {
             instruments,
             learning: learning::Learning::open(&ctx.paths.learning_db),
             inflight_dir,
+            watchdog: match crate::watchdog::Watchdog::spawn() {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot start the instrument watchdog; instruments are reaped on restart only");
+                    None
+                }
+            },
             inbox: OnceLock::new(),
             hook_tx: OnceLock::new(),
             max_concurrent_jobs: config.max_concurrent_jobs,
@@ -225,7 +236,9 @@ impl JobManager {
                 out.push((entry.record.submitted_at, meta_json(&entry.record)));
             }
         }
-        let rows = lock(&self.shared.registry).list_jobs(true)?;
+        // At most 50 registry rows besides the jobs in memory (conductor.md §6.12), so a
+        // registry of thousands of jobs keeps `status` and `list` instant.
+        let rows = lock(&self.shared.registry).list_jobs_filtered(None, Some(50))?;
         for row in rows {
             if !seen.contains(&row.job_id) {
                 out.push((row.submitted_at, row.to_registry_json()));

@@ -263,10 +263,11 @@ pub(crate) async fn play(
     req.options = sheet.instrument_config.clone().into_iter().collect();
     let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(watch_process_group(
-        shared.inflight_dir.clone(),
+        shared.clone(),
         job_id.clone(),
         sheet_num,
         req.progress.clone(),
+        attempt.timeout,
         done_rx,
     ));
     let result = backend.execute(req).await;
@@ -419,7 +420,8 @@ fn render_prompt(
         .iter()
         .filter(|r| mozart_config::expr::condition_applies(r.condition.as_deref(), &cond_vars))
         .collect();
-    let mut prompt = mozart_config::template::build_sheet_prompt(
+    let mut prompt = mozart_config::template::build_sheet_prompt_with(
+        &run.renderer,
         &run.config,
         sheet,
         &ctx,
@@ -494,18 +496,27 @@ pub(crate) fn preamble(
 /// Record the attempt's process group once the instrument has started, and forget it when
 /// the attempt ends — normally or because the musician was aborted (the sender drops).
 async fn watch_process_group(
-    dir: std::path::PathBuf,
+    shared: Arc<Shared>,
     job_id: String,
     sheet_num: u32,
     progress: Arc<mozart_backends::Progress>,
+    timeout: Duration,
     mut done: tokio::sync::oneshot::Receiver<()>,
 ) {
     let mut record = None;
+    let mut tracked = None;
     let give_up = Instant::now() + Duration::from_secs(30);
     // HTTP instruments never report a pid: stop looking after a while.
     while record.is_none() && Instant::now() < give_up {
         if let Some(pid) = progress.pid() {
-            record = super::reaper::record(&dir, &job_id, sheet_num, pid);
+            record = super::reaper::record(&shared.inflight_dir, &job_id, sheet_num, pid);
+            if let Some(w) = &shared.watchdog {
+                // Our own timer ends the attempt at `timeout`; the watchdog only acts if we
+                // cannot (a few seconds later, or at once when the conductor dies).
+                let deadline = mozart_state::epoch_now() + timeout.as_secs_f64() + 5.0;
+                w.track(pid, deadline);
+                tracked = Some(pid);
+            }
             break;
         }
         tokio::select! {
@@ -514,6 +525,9 @@ async fn watch_process_group(
         }
     }
     let _ = done.await;
+    if let (Some(w), Some(pid)) = (&shared.watchdog, tracked) {
+        w.untrack(pid);
+    }
     drop(record);
 }
 

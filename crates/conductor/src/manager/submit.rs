@@ -116,6 +116,16 @@ pub(super) async fn submit(
         Ok(p) => p,
         Err(e) => return rejected(&job_id, format!("Failed to plan the score: {e}")),
     };
+    let renderer = match mozart_config::template::PromptRenderer::new(&config, config_path.parent())
+    {
+        Ok(r) => r,
+        Err(e) => {
+            return rejected(
+                &job_id,
+                format!("The prompt template does not compile: {e}"),
+            )
+        }
+    };
     if let Err(e) = std::fs::create_dir_all(&workspace) {
         return rejected(
             &job_id,
@@ -271,6 +281,7 @@ pub(super) async fn submit(
             .map(Path::to_path_buf)
             .unwrap_or_default(),
         chain_depth: record.chain_depth.unwrap_or(0),
+        renderer,
         working_dir,
         worktree,
         workspace,
