@@ -157,9 +157,6 @@ fn a_full_mozart_home_is_reported_and_survived() {
 /// forever with nothing dispatched: it should say why it stopped and continue once space
 /// returns (by itself or through `mozart resume`).
 #[test]
-#[ignore = "BUG: after a failed checkpoint write (disk full) the job stays 'running' with \
-            dispatching stopped, no error in its status, and `mozart resume` refuses it; only \
-            a conductor restart continues it"]
 fn a_job_stopped_by_a_full_disk_continues_once_space_returns() {
     let env = TestEnv::new();
     let Some(_home) = SmallHome::mount(&env, "6m") else {

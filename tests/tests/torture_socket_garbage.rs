@@ -213,9 +213,6 @@ fn garbage_on_the_socket_never_disturbs_a_good_client() {
 /// Connections that never send a byte each hold one of the conductor's `socket.backlog`
 /// slots (default 64) until the 300 s idle timeout, so 64 of them lock every CLI call out.
 #[test]
-#[ignore = "BUG: idle connections hold a serving slot for the whole 300 s idle timeout; \
-            socket.backlog (64) of them starve every other client (conductor.md §7.3 upstream \
-            behaviour kept, only the slot count grew)"]
 fn idle_connections_do_not_lock_out_the_cli() {
     let env = TestEnv::new();
     env.start_conductor();

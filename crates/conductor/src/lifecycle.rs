@@ -113,8 +113,10 @@ async fn run_locked(
 
     let listener = bind_socket(&paths.socket)?;
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
+    // A connection costs one small task, so the cap is generous: a handful of clients that
+    // connect and never speak (each held until the idle timeout) must not lock the CLI out.
     let limits = ServerLimits {
-        max_connections: backlog as usize,
+        max_connections: (backlog as usize).max(1024),
         ..ServerLimits::default()
     };
     let server = tokio::spawn(mozart_ipc::serve(listener, module, limits, async {

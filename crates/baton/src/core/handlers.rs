@@ -784,8 +784,11 @@ impl BatonCore {
         let Some(ji) = self.job_index(job_id) else {
             return;
         };
-        let was_paused = self.jobs[ji].paused();
+        let was_paused = self.jobs[ji].paused() || self.jobs[ji].halted;
         let job = &mut self.jobs[ji];
+        // A resume is the user saying the cause of a failed checkpoint write is fixed:
+        // dispatching may continue (the next failure halts it again).
+        job.halted = false;
         if let Some(limits) = new_limits {
             job.cost_limit = limits.max_cost_per_job;
             for sheet in &mut job.sheets {

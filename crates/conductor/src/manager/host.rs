@@ -452,6 +452,30 @@ impl BatonHost for ConductorHost {
 
     fn persistence_failed(&mut self, job_id: Option<&str>, error: &HostError) {
         tracing::error!(job_id, error = %error, "checkpoint write failed; dispatching stopped for the job");
+        let Some(job_id) = job_id else { return };
+        // Say so where users look: the job is paused with the cause, and `mozart resume`
+        // continues it from the last durable checkpoint once the problem is fixed.
+        let message = format!(
+            "Paused: a checkpoint could not be saved ({error}). Fix the cause (e.g. free disk space), then run: mozart resume {job_id}"
+        );
+        let mut jobs = lock(&self.shared.jobs);
+        if let Some(entry) = jobs.get_mut(job_id) {
+            entry.halted = true;
+            entry.record.status = DaemonJobStatus::Paused;
+            entry.record.error_message = Some(message.clone());
+            if let Some(live) = entry.live.as_mut() {
+                live.status = JobStatus::Paused;
+                live.error_message = Some(message.clone());
+            }
+        }
+        drop(jobs);
+        if let Err(e) = lock(&self.shared.registry).set_job_status(
+            job_id,
+            DaemonJobStatus::Paused,
+            Some(&message),
+        ) {
+            tracing::warn!(job_id, error = %e, "cannot record the pause either");
+        }
     }
 }
 

@@ -70,6 +70,9 @@ pub(crate) struct JobEntry {
     pub live: Option<CheckpointState>,
     /// Present while the job is registered with the baton.
     pub run: Option<Arc<JobRun>>,
+    /// A checkpoint write failed: the baton stopped dispatching this job until it is
+    /// resumed (which re-registers it from its last durable checkpoint).
+    pub halted: bool,
 }
 
 /// State shared by IPC handlers, the baton host and musicians.
@@ -278,11 +281,16 @@ impl JobManager {
             Ok(s) => s,
             Err(_) => return rejected(job_id, format!("Score '{job_id}' not found")),
         };
-        let in_baton = lock(&self.shared.jobs)
+        let (in_baton, halted) = lock(&self.shared.jobs)
             .get(job_id)
-            .is_some_and(|e| e.run.is_some());
+            .map_or((false, false), |e| (e.run.is_some(), e.halted));
         match status {
             DaemonJobStatus::Paused if in_baton && config_path.is_none() => {
+                if halted {
+                    if let Some(e) = lock(&self.shared.jobs).get_mut(job_id) {
+                        e.halted = false;
+                    }
+                }
                 if let Err(e) = self.send(Event::ResumeJob {
                     job_id: job_id.to_string(),
                     new_limits: None,

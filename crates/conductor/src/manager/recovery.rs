@@ -71,6 +71,7 @@ pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), 
                         record,
                         live: None,
                         run: None,
+                        halted: false,
                     },
                 );
             }

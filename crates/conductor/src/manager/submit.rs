@@ -294,6 +294,7 @@ pub(super) async fn submit(
             record,
             live: Some(checkpoint),
             run: Some(run),
+            halted: false,
         },
     );
     if let Err(e) = mgr.send(Event::RegisterJob(Box::new(spec))) {
