@@ -71,6 +71,9 @@ fn isolated_job_works_in_its_own_worktree_and_leaves_the_checkout_alone() {
     std::fs::write(repo.join("README"), "main checkout\n").unwrap();
     git(&repo, &["add", "README"]);
     git(&repo, &["commit", "-q", "-m", "init"]);
+    // A git-ignored file a worktree would not have without `copy_files`.
+    std::fs::write(repo.join(".gitignore"), ".env\niso-ws/\n").unwrap();
+    std::fs::write(repo.join(".env"), "SECRET_FROM_CHECKOUT=1\n").unwrap();
     let score = repo.join("iso.yaml");
     std::fs::write(
         &score,
@@ -79,11 +82,18 @@ workspace: ./iso-ws
 instrument: shell
 pause_between_sheets_seconds: 0
 sheet: {size: 1, total_items: 1}
-isolation: {enabled: true, mode: worktree, cleanup_on_success: true, fallback_on_error: false}
+isolation:
+  enabled: true
+  mode: worktree
+  cleanup_on_success: true
+  fallback_on_error: false
+  copy_files: [".env"]
+  setup_commands: ["echo ready > setup-ran.txt"]
 prompt:
   template: |
     RUN: pwd > "{{ workspace }}/where.txt"
     RUN: git branch --show-current > "{{ workspace }}/branch.txt"
+    RUN: top=$(git rev-parse --show-toplevel); cat "$top/.env" setup-ran.txt > "{{ workspace }}/setup.txt"
     RUN: echo changed > README
 validations:
   - type: file_exists
@@ -101,6 +111,11 @@ validations:
     assert!(
         ran_in.contains(".worktrees"),
         "the sheet ran in a worktree, not the checkout: {ran_in}"
+    );
+    let setup = std::fs::read_to_string(ws.join("setup.txt")).unwrap();
+    assert_eq!(
+        setup, "SECRET_FROM_CHECKOUT=1\nready\n",
+        "copied .env and ran the setup command"
     );
     let branch = std::fs::read_to_string(ws.join("branch.txt")).unwrap();
     assert!(

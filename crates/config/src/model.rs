@@ -981,6 +981,16 @@ pub struct IsolationConfig {
     /// Fallback on error.
     #[serde(default = "d_true")]
     pub fallback_on_error: bool,
+    /// Ours: paths relative to the repository root (typically git-ignored, like `.env`)
+    /// copied from the main checkout into a new worktree.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub copy_files: Vec<String>,
+    /// Ours: shell commands run in a new worktree after the copies (e.g. `npm ci`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub setup_commands: Vec<String>,
+    /// Ours: time limit of each setup command in seconds (default 300).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup_timeout_seconds: Option<f64>,
 }
 
 impl Default for IsolationConfig {
@@ -995,6 +1005,9 @@ impl Default for IsolationConfig {
             cleanup_on_failure: false,
             lock_during_execution: true,
             fallback_on_error: true,
+            copy_files: Vec::new(),
+            setup_commands: Vec::new(),
+            setup_timeout_seconds: None,
         }
     }
 }
