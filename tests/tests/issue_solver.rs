@@ -64,16 +64,17 @@ fn steps(phases: u32) -> Value {
         steps.push(json!({"files": {format!("phase-{phase}.md"): "DEFERRED: nothing\n"}}));
         steps.push(json!({"files": {format!("phase-{phase}.md"): "COMPLETE: all items\n"}}));
     }
-    let reviews =
-        json!({"12-review-1.md": "ok\n", "12-review-2.md": "ok\n", "12-review-3.md": "ok\n"});
-    for _ in 0..3 {
-        steps.push(json!({"files": reviews}));
+    // The three reviewers run at once, so the stand-in's step counter may hand two of them
+    // the same step; from here on every step writes everything the remaining stages check,
+    // which keeps the test independent of that interleaving.
+    let rest = json!({
+        "12-review-1.md": "ok\n", "12-review-2.md": "ok\n", "12-review-3.md": "ok\n",
+        "13-review-response.md": "all fixed\n", "14-docs.md": "CHANGELOG updated\n",
+        "16-commit.txt": "abc1234\n", "17-chain.md": "CHAIN: continue\n"
+    });
+    for _ in 0..8 {
+        steps.push(json!({ "files": rest }));
     }
-    steps.push(json!({"files": {"13-review-response.md": "all fixed\n"}}));
-    steps.push(json!({"files": {"14-docs.md": "CHANGELOG updated\n"}}));
-    steps.push(json!({"result": "verified"}));
-    steps.push(json!({"files": {"16-commit.txt": "abc1234\n"}}));
-    steps.push(json!({"files": {"17-chain.md": "CHAIN: continue\n"}}));
     Value::Array(steps)
 }
 

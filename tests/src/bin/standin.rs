@@ -215,12 +215,33 @@ fn load_step() -> Result<Map<String, Value>, String> {
         .map_err(|e| format!("mozart-standin: cannot read script {path}: {e}"))?;
     let steps: Vec<Value> = serde_json::from_str(&text)
         .map_err(|e| format!("mozart-standin: script {path} is not a JSON list: {e}"))?;
+    // Claim the invocation number atomically (parallel sheets call the stand-in at once):
+    // the first `{path}.claim.N` this process manages to create is its number.
+    let mut n = 0usize;
+    loop {
+        let claim = PathBuf::from(format!("{path}.claim.{n}"));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&claim)
+        {
+            Ok(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => n += 1,
+            Err(e) => {
+                return Err(format!(
+                    "mozart-standin: cannot claim {}: {e}",
+                    claim.display()
+                ))
+            }
+        }
+    }
+    // `{path}.count`: how many invocations so far (read by tests).
     let counter = PathBuf::from(format!("{path}.count"));
-    let n: usize = std::fs::read_to_string(&counter)
+    let seen: usize = std::fs::read_to_string(&counter)
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(0);
-    std::fs::write(&counter, (n + 1).to_string())
+    std::fs::write(&counter, seen.max(n + 1).to_string())
         .map_err(|e| format!("mozart-standin: cannot write {}: {e}", counter.display()))?;
     match steps.get(n).or(steps.last()) {
         Some(Value::Object(step)) => Ok(step.clone()),
