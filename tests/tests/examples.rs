@@ -92,6 +92,10 @@ fn the_examples_run_to_completion() {
         assert_eq!(sheet(&doc, n)["status"], want, "sheet {n}: {doc:#}");
     }
     // concert: the hook chained the encore into the same workspace, one level deeper.
+    // Both hooks' results are shown with the job.
+    let concert = status(&env, "concert");
+    assert_eq!(concert["hooks_configured"], 2, "{concert:#}");
+    assert_eq!(concert["hook_results_count"], 2, "{concert:#}");
     let encore = wait_terminal(&env, "concert-encore", 60.0);
     assert_eq!(encore["status"], "completed", "{encore:#}");
     let programme =

@@ -210,22 +210,35 @@ impl JobManager {
     /// `job.status` (conductor.md §6.10): the live checkpoint, else the stored one, else the
     /// registry record.
     pub fn status(&self, job_id: &str) -> Result<Value, JobError> {
-        {
+        let live = {
             let jobs = lock(&self.shared.jobs);
-            if let Some(entry) = jobs.get(job_id) {
-                if let Some(live) = &entry.live {
-                    return Ok(checkpoint_json(live, &entry.record));
+            jobs.get(job_id)
+                .and_then(|e| e.live.as_ref().map(|cp| checkpoint_json(cp, &e.record)))
+        };
+        let registry = lock(&self.shared.registry);
+        let mut doc = match live {
+            Some(doc) => doc,
+            None => {
+                let Some(record) = registry.get_job(job_id)? else {
+                    return Err(JobError::NotFound(job_id.to_string()));
+                };
+                match registry.load_checkpoint(job_id)? {
+                    Some(cp) => checkpoint_json(&cp, &record),
+                    None => return Ok(record.to_registry_json()),
                 }
             }
-        }
-        let registry = lock(&self.shared.registry);
-        let Some(record) = registry.get_job(job_id)? else {
-            return Err(JobError::NotFound(job_id.to_string()));
         };
-        if let Some(cp) = registry.load_checkpoint(job_id)? {
-            return Ok(checkpoint_json(&cp, &record));
+        // Hook results live in the registry (conductor.md §19.5); show them with the job.
+        let hooks: Vec<Value> = registry
+            .hook_results(job_id)
+            .unwrap_or_default()
+            .iter()
+            .map(|h| h.to_json())
+            .collect();
+        if let (Some(obj), false) = (doc.as_object_mut(), hooks.is_empty()) {
+            obj.insert("hook_results".into(), Value::Array(hooks));
         }
-        Ok(record.to_registry_json())
+        Ok(doc)
     }
 
     /// `job.list` (conductor.md §6.12): in-memory jobs, then registry rows, newest first.

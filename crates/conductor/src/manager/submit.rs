@@ -219,6 +219,8 @@ pub(super) async fn submit(
 
     let mut checkpoint = build_checkpoint(&job_id, &config, &plan, previous.as_ref(), &req);
     checkpoint.config_path = Some(req.config_path.clone());
+    // What `mozart status` reads for hooks and sheet descriptions (upstream's snapshot).
+    checkpoint.config_snapshot = serde_json::to_value(&config).ok();
     checkpoint.status = JobStatus::Running;
     checkpoint.pid = Some(std::process::id());
     if checkpoint.started_at.is_none() {
