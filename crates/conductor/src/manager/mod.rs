@@ -319,8 +319,20 @@ impl JobManager {
             }
             DaemonJobStatus::Paused | DaemonJobStatus::Failed | DaemonJobStatus::Cancelled => {
                 if in_baton {
-                    // A paused job getting a new score: cancel the old registration first.
+                    // A paused job getting a new score: end the old registration first, and
+                    // wait until the baton has let go of it — otherwise its late "finished"
+                    // would land on the new registration.
                     let _ = self.send(Event::CancelJob { job_id: job_id.to_string() });
+                    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+                    while lock(&self.shared.jobs).get(job_id).is_some_and(|e| e.run.is_some()) {
+                        if tokio::time::Instant::now() >= deadline {
+                            return rejected(
+                                job_id,
+                                format!("Score '{job_id}' is still stopping its running sheets; try again in a moment"),
+                            );
+                        }
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
                 }
                 let record = lock(&self.shared.jobs)
                     .get(job_id)
