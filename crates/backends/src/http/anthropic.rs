@@ -270,21 +270,14 @@ impl AnthropicApiBackend {
         if parsed.get("stop_reason").and_then(Value::as_str) == Some("max_tokens") {
             tracing::warn!(%model, max_tokens = call.max_tokens, "answer was cut at max_tokens");
         }
-        let mut r = clock.result(&model);
-        r.success = true;
-        r.exit_code = Some(0);
-        r.stdout_bytes = text.len() as u64;
-        r.stdout = text.clone();
-        r.result_text = Some(text);
-        r.input_tokens = input;
-        r.output_tokens = output;
-        r.cost_usd = Some(price_usd(
+        let cost = price_usd(
             &self.options.models,
             Some(&self.options.model),
             &model,
             input.unwrap_or(0),
             output.unwrap_or(0),
-        ));
+        );
+        let mut r = clock.answered(&model, text, input, output, cost);
         r.session_id = parsed.get("id").and_then(Value::as_str).map(str::to_string);
         r
     }

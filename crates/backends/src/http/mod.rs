@@ -190,6 +190,27 @@ impl Clock {
         }
     }
 
+    /// A successful answer: exit 0, the text as both stdout and result, usage and cost.
+    pub(crate) fn answered(
+        &self,
+        model: &str,
+        text: String,
+        input_tokens: Option<u64>,
+        output_tokens: Option<u64>,
+        cost_usd: f64,
+    ) -> ExecutionResult {
+        let mut r = self.result(model);
+        r.success = true;
+        r.exit_code = Some(0);
+        r.stdout_bytes = text.len() as u64;
+        r.stdout = text.clone();
+        r.result_text = Some(text);
+        r.input_tokens = input_tokens;
+        r.output_tokens = output_tokens;
+        r.cost_usd = Some(cost_usd);
+        r
+    }
+
     /// A result stamped with this attempt's start and duration.
     pub(crate) fn result(&self, model: &str) -> ExecutionResult {
         ExecutionResult {

@@ -272,22 +272,14 @@ impl OllamaBackend {
             .and_then(Value::as_str)
             .unwrap_or(&call.model)
             .to_string();
-        let mut r = clock.result(&model);
-        r.success = true;
-        r.exit_code = Some(0);
-        r.stdout_bytes = text.len() as u64;
-        r.stdout = text.clone();
-        r.result_text = Some(text);
-        r.input_tokens = Some(input);
-        r.output_tokens = Some(output);
-        r.cost_usd = Some(price_usd(
+        let cost = price_usd(
             &self.options.models,
             Some(&self.options.model),
             &model,
             input,
             output,
-        ));
-        r
+        );
+        clock.answered(&model, text, Some(input), Some(output), cost)
     }
 
     async fn check(&self) -> HealthStatus {

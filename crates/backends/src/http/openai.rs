@@ -257,21 +257,14 @@ impl OpenAiChatBackend {
             .and_then(Value::as_str)
             .unwrap_or(&call.model)
             .to_string();
-        let mut r = clock.result(&model);
-        r.success = true;
-        r.exit_code = Some(0);
-        r.stdout_bytes = text.len() as u64;
-        r.stdout = text.clone();
-        r.result_text = Some(text);
-        r.input_tokens = input;
-        r.output_tokens = output;
-        r.cost_usd = Some(price_usd(
+        let cost = price_usd(
             &self.options.models,
             self.options.model.as_deref(),
             &model,
             input.unwrap_or(0),
             output.unwrap_or(0),
-        ));
+        );
+        let mut r = clock.answered(&model, text, input, output, cost);
         r.session_id = parsed.get("id").and_then(Value::as_str).map(str::to_string);
         r
     }
