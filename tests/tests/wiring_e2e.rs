@@ -197,4 +197,10 @@ validations:
         .query_row("SELECT COUNT(*) FROM executions", [], |r| r.get(0))
         .unwrap();
     assert_eq!(rows, 4, "two runs of two sheets recorded once each");
+    // ...and its patterns are served over the protocol (conductor.md §8.25).
+    let mut client = mozart_ipc::BlockingClient::connect(&env.socket).unwrap();
+    let doc = client
+        .call_value("daemon.learning.patterns", serde_json::json!({"limit": 5}))
+        .unwrap();
+    assert!(doc["patterns"].is_array(), "{doc}");
 }

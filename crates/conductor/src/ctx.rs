@@ -39,6 +39,10 @@ pub trait JobHost: Send + Sync + 'static {
     fn rate_limits(&self) -> mozart_ipc::types::RateLimitsResult {
         mozart_ipc::types::RateLimitsResult::default()
     }
+    /// `daemon.learning.patterns`: up to `limit` learned patterns (conductor.md §8.25).
+    fn learning_patterns(&self, _limit: u32) -> Vec<serde_json::Value> {
+        Vec::new()
+    }
     /// Clear rate limits for one instrument (or all); returns how many were cleared.
     fn clear_rate_limits(&self, _instrument: Option<&str>) -> u64 {
         0

@@ -118,7 +118,6 @@ pub fn register_daemon_methods(module: &mut RpcModule<Ctx>) -> Result<(), Conduc
         methods::DAEMON_EVENTS,
         methods::DAEMON_MONITOR_STREAM,
         methods::DAEMON_OBSERVER_EVENTS,
-        methods::DAEMON_LEARNING_PATTERNS,
     ] {
         module
             .register_method(name, move |_, _, _| {
@@ -126,6 +125,18 @@ pub fn register_daemon_methods(module: &mut RpcModule<Ctx>) -> Result<(), Conduc
             })
             .map_err(reg)?;
     }
+    // §8.25: `{"patterns": []}` when there is no learning store.
+    module
+        .register_method(methods::DAEMON_LEARNING_PATTERNS, |params, ctx, _| {
+            let params: mozart_ipc::types::PatternsParams =
+                parse_params(&params).map_err(ErrorObjectOwned::from)?;
+            let patterns = ctx
+                .job_host()
+                .map(|h| h.learning_patterns(params.limit))
+                .unwrap_or_default();
+            Ok::<_, ErrorObjectOwned>(serde_json::json!({ "patterns": patterns }))
+        })
+        .map_err(reg)?;
     Ok(())
 }
 

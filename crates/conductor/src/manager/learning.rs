@@ -78,6 +78,20 @@ impl Learning {
         }
     }
 
+    /// Learned patterns for `daemon.learning.patterns` (errors give an empty list).
+    pub(crate) fn patterns(&self, limit: u32) -> Vec<serde_json::Value> {
+        match self.store.patterns(limit as usize) {
+            Ok(list) => list
+                .into_iter()
+                .filter_map(|p| serde_json::to_value(p).ok())
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "learning: cannot list patterns");
+                Vec::new()
+            }
+        }
+    }
+
     /// Record a sheet's terminal outcome (fire and forget).
     pub(crate) fn record_sheet(&self, outcome: SheetOutcome) {
         let store = self.store.clone();

@@ -631,6 +631,13 @@ impl JobHost for JobManager {
         result
     }
 
+    fn learning_patterns(&self, limit: u32) -> Vec<Value> {
+        let Some(learning) = &self.shared.learning else {
+            return Vec::new();
+        };
+        learning.patterns(limit)
+    }
+
     fn clear_rate_limits(&self, instrument: Option<&str>) -> u64 {
         let cleared = lock(&self.shared.registry)
             .clear_rate_limit(instrument)
