@@ -204,3 +204,32 @@ validations:
         .unwrap();
     assert!(doc["patterns"].is_array(), "{doc}");
 }
+
+#[test]
+fn observer_events_of_a_running_job_are_served_newest_first() {
+    let env = TestEnv::new();
+    let score = env.write_score(
+        "watched",
+        "name: watched\nworkspace: ./watched-ws\ninstrument: shell\npause_between_sheets_seconds: 0\nsheet: {size: 1, total_items: 3}\nprompt: {template: \"RUN: sleep 1\"}\n",
+    );
+    env.start_conductor();
+    run(&env, &score, &[]);
+    let mut client = mozart_ipc::BlockingClient::connect(&env.socket).unwrap();
+    let doc = client
+        .call_value(
+            "daemon.observer_events",
+            serde_json::json!({"job_id": "watched", "limit": 50}),
+        )
+        .unwrap();
+    let events = doc["events"].as_array().unwrap();
+    let names: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert!(names.contains(&"baton.job.registered"), "{doc:#}");
+    let times: Vec<f64> = events
+        .iter()
+        .filter_map(|e| e["timestamp"].as_f64())
+        .collect();
+    assert!(
+        times.windows(2).all(|w| w[0] >= w[1]),
+        "newest first: {times:?}"
+    );
+}

@@ -39,6 +39,10 @@ pub trait JobHost: Send + Sync + 'static {
     fn rate_limits(&self) -> mozart_ipc::types::RateLimitsResult {
         mozart_ipc::types::RateLimitsResult::default()
     }
+    /// `daemon.observer_events`: recent events of one job or all, newest first (§8.22).
+    fn observer_events(&self, _job_id: Option<&str>, _limit: u32) -> Vec<serde_json::Value> {
+        Vec::new()
+    }
     /// `daemon.learning.patterns`: up to `limit` learned patterns (conductor.md §8.25).
     fn learning_patterns(&self, _limit: u32) -> Vec<serde_json::Value> {
         Vec::new()

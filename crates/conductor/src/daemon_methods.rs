@@ -117,7 +117,6 @@ pub fn register_daemon_methods(module: &mut RpcModule<Ctx>) -> Result<(), Conduc
         methods::DAEMON_TOP_STREAM,
         methods::DAEMON_EVENTS,
         methods::DAEMON_MONITOR_STREAM,
-        methods::DAEMON_OBSERVER_EVENTS,
     ] {
         module
             .register_method(name, move |_, _, _| {
@@ -125,6 +124,18 @@ pub fn register_daemon_methods(module: &mut RpcModule<Ctx>) -> Result<(), Conduc
             })
             .map_err(reg)?;
     }
+    // §8.22: `{"events": []}` without a job engine.
+    module
+        .register_method(methods::DAEMON_OBSERVER_EVENTS, |params, ctx, _| {
+            let params: mozart_ipc::types::ObserverEventsParams =
+                parse_params(&params).map_err(ErrorObjectOwned::from)?;
+            let events = ctx
+                .job_host()
+                .map(|h| h.observer_events(params.job_id.as_deref(), params.limit))
+                .unwrap_or_default();
+            Ok::<_, ErrorObjectOwned>(serde_json::json!({ "events": events }))
+        })
+        .map_err(reg)?;
     // §8.25: `{"patterns": []}` when there is no learning store.
     module
         .register_method(methods::DAEMON_LEARNING_PATTERNS, |params, ctx, _| {

@@ -379,6 +379,9 @@ impl BatonHost for ConductorHost {
     fn job_finished(&mut self, job_id: &str, outcome: JobOutcome, reason: Option<&str>) {
         self.inflight.retain(|(j, _), _| j != job_id);
         let new_work = self.new_work.remove(job_id);
+        // As upstream: a finished job's events leave the ring buffer (bounded memory over
+        // days of jobs); its history stays in the registry.
+        lock(&self.shared.observed).remove(job_id);
         let mut jobs = lock(&self.shared.jobs);
         if let Some(entry) = jobs.get_mut(job_id) {
             let run = entry.run.take();
@@ -448,6 +451,25 @@ impl BatonHost for ConductorHost {
             reason,
             "sheet needs a decision (fermata); resume the job to continue"
         );
+    }
+
+    fn observe(&mut self, event: &mozart_baton::ObserverEvent) {
+        if event.job_id.is_empty() {
+            return;
+        }
+        let record = serde_json::json!({
+            "job_id": event.job_id,
+            "sheet_num": event.sheet_num,
+            "event": event.event,
+            "data": event.data,
+            "timestamp": event.at.as_secs_f64(),
+        });
+        let mut observed = lock(&self.shared.observed);
+        let queue = observed.entry(event.job_id.clone()).or_default();
+        if queue.len() >= 200 {
+            queue.pop_front();
+        }
+        queue.push_back(record);
     }
 
     fn persistence_failed(&mut self, job_id: Option<&str>, error: &HostError) {

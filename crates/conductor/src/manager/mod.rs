@@ -86,6 +86,9 @@ pub(crate) struct Shared {
     pub inflight_dir: PathBuf,
     /// The companion process that ends instrument groups if the conductor dies.
     pub watchdog: Option<crate::watchdog::Watchdog>,
+    /// Recent observer events per job (the last 200, oldest first) for
+    /// `daemon.observer_events` (conductor.md §8.22).
+    pub observed: Mutex<HashMap<String, std::collections::VecDeque<Value>>>,
     pub inbox: OnceLock<Inbox>,
     pub hook_tx: OnceLock<tokio::sync::mpsc::UnboundedSender<hooks::HookRequest>>,
     pub max_concurrent_jobs: u32,
@@ -145,6 +148,7 @@ impl JobManager {
             instruments,
             learning: learning::Learning::open(&ctx.paths.learning_db),
             inflight_dir,
+            observed: Mutex::new(HashMap::new()),
             watchdog: match crate::watchdog::Watchdog::spawn() {
                 Ok(w) => Some(w),
                 Err(e) => {
@@ -629,6 +633,23 @@ impl JobHost for JobManager {
             result.active_limits = result.backends.len() as u64;
         }
         result
+    }
+
+    fn observer_events(&self, job_id: Option<&str>, limit: u32) -> Vec<Value> {
+        let observed = lock(&self.shared.observed);
+        let mut events: Vec<&Value> = match job_id {
+            Some(id) => observed
+                .get(id)
+                .map(|q| q.iter().collect())
+                .unwrap_or_default(),
+            None => observed.values().flatten().collect(),
+        };
+        // Newest first (§8.22).
+        events.sort_by(|a, b| {
+            let t = |v: &Value| v["timestamp"].as_f64().unwrap_or(0.0);
+            t(b).total_cmp(&t(a))
+        });
+        events.into_iter().take(limit as usize).cloned().collect()
     }
 
     fn learning_patterns(&self, limit: u32) -> Vec<Value> {
