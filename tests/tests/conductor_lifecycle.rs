@@ -134,6 +134,11 @@ fn kill_9_leaves_stale_files_that_the_next_start_cleans() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(env.socket.exists() && env.conductor_pid() == Some(pid));
+    // (The lock goes with the killed process's last thread, a moment after its leader.)
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while env.mozart(&["conductor-status"]).status.code() != Some(1) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
 
     let out = env.start_conductor();
     let text = stdout(&out);
@@ -153,12 +158,17 @@ fn kill_9_leaves_stale_files_that_the_next_start_cleans() {
     while alive(pid) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let out = env.mozart(&["conductor-status"]);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "a dead conductor is not running"
-    );
+    // The kernel drops the killed process's lock once its last thread has exited, which
+    // can be a moment after the leader already shows as dead.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let code = loop {
+        let code = env.mozart(&["conductor-status"]).status.code();
+        if code == Some(1) || Instant::now() >= deadline {
+            break code;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(code, Some(1), "a dead conductor is not running");
 }
 
 #[test]
