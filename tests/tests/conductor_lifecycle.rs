@@ -135,10 +135,7 @@ fn kill_9_leaves_stale_files_that_the_next_start_cleans() {
     }
     assert!(env.socket.exists() && env.conductor_pid() == Some(pid));
     // (The lock goes with the killed process's last thread, a moment after its leader.)
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while env.mozart(&["conductor-status"]).status.code() != Some(1) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_threads_gone(pid);
 
     let out = env.start_conductor();
     let text = stdout(&out);
@@ -160,14 +157,8 @@ fn kill_9_leaves_stale_files_that_the_next_start_cleans() {
     }
     // The kernel drops the killed process's lock once its last thread has exited, which
     // can be a moment after the leader already shows as dead.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let code = loop {
-        let code = env.mozart(&["conductor-status"]).status.code();
-        if code == Some(1) || Instant::now() >= deadline {
-            break code;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    wait_threads_gone(pid);
+    let code = env.mozart(&["conductor-status"]).status.code();
     assert_eq!(code, Some(1), "a dead conductor is not running");
 }
 
@@ -366,4 +357,19 @@ fn sighup_reloads_conductor_yaml_without_dropping_clients() {
     );
     assert!(alive(pid));
     assert!(env.socket.exists());
+}
+
+/// Wait (up to 5 s) until every thread of a killed process has exited: its file locks are
+/// released only then, possibly a moment after the leader already shows as dead.
+fn wait_threads_gone(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        if threads <= 1 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
