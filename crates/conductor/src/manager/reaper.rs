@@ -13,13 +13,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
-/// Start time of a process (field 22 of `/proc/<pid>/stat`, in clock ticks since boot).
-fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may contain spaces; fields after it are fixed.
-    let rest = stat.rsplit_once(')')?.1;
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
+use crate::watchdog::start_ticks;
 
 fn group_alive(pgid: i32) -> bool {
     killpg(Pid::from_raw(pgid), None).is_ok()
@@ -41,7 +35,7 @@ impl Drop for InflightRecord {
 /// Record the process group `pgid` of `job`'s `sheet` (best effort: a failure only means the
 /// group is not reaped after a crash; its own deadline still ends it).
 pub(crate) fn record(dir: &Path, job: &str, sheet: u32, pgid: u32) -> Option<InflightRecord> {
-    let started = start_time(pgid)?;
+    let started = start_ticks(pgid)?;
     let safe: String = job
         .chars()
         .map(|c| {
@@ -81,7 +75,7 @@ pub(crate) fn reap_leftovers(dir: &Path, grace: Duration) -> usize {
             continue;
         };
         // Same pid, same start time: the group we started, still there.
-        if start_time(pgid) == Some(started) {
+        if start_ticks(pgid) == Some(started) {
             if let Ok(raw) = i32::try_from(pgid) {
                 let _ = killpg(Pid::from_raw(raw), Signal::SIGTERM);
                 live.push(raw);
