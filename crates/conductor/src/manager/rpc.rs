@@ -9,6 +9,8 @@ use mozart_ipc::types::{
 use mozart_ipc::{methods, parse_params, ErrorObjectOwned, RpcError, RpcModule};
 use serde_json::{json, Value};
 
+use mozart_state::{DaemonJobStatus, SheetStatus};
+
 use super::{lock, JobError, JobManager, SubmitRequest};
 use crate::{ConductorCtx, ConductorError};
 
@@ -32,6 +34,102 @@ fn rejected(job_id: &str, message: impl Into<String>) -> JobResponse {
         status: JobResponseStatus::Rejected,
         message: Some(message.into()),
     }
+}
+
+/// Sheets of `job_id` still running an attempt (the live checkpoint's `in_progress` ones).
+fn in_flight(m: &JobManager, job_id: &str) -> Vec<u32> {
+    lock(&m.shared.jobs)
+        .get(job_id)
+        .and_then(|e| e.live.as_ref())
+        .map(|live| {
+            live.sheets
+                .values()
+                .filter(|s| s.status == SheetStatus::InProgress)
+                .map(|s| s.sheet_num)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `job.modify` (conductor.md §6.8). A running job is paused and, once the sheets already
+/// in flight have finished, resumed with the new score in the background (§6.5 step 4) —
+/// the documented intent of `mozart modify --resume`; a stopped job resumes at once.
+async fn modify(
+    m: &JobManager,
+    ctx: &Arc<ConductorCtx>,
+    job_id: String,
+    config: String,
+    workspace: Option<String>,
+) -> JobResponse {
+    match m.current_status(&job_id) {
+        Ok(DaemonJobStatus::Running) => {
+            if let Err(e) = m.pause(&job_id) {
+                return rejected(&job_id, e);
+            }
+            let file_name = std::path::Path::new(&config)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| config.clone());
+            resume_when_settled(m.clone(), ctx.clone(), job_id.clone(), config, workspace);
+            JobResponse {
+                job_id,
+                status: JobResponseStatus::Accepted,
+                message: Some(format!(
+                    "Pause signal sent. Will resume with {file_name} when paused."
+                )),
+            }
+        }
+        Ok(DaemonJobStatus::Paused) if !in_flight(m, &job_id).is_empty() => {
+            resume_when_settled(m.clone(), ctx.clone(), job_id.clone(), config, workspace);
+            JobResponse {
+                job_id,
+                status: JobResponseStatus::Accepted,
+                message: Some("Job resume queued".into()),
+            }
+        }
+        _ => m.modify(ctx, &job_id, config, workspace).await,
+    }
+}
+
+/// How often the pending modify looks at the paused job.
+const SETTLE_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Resume `job_id` with `config` once no sheet of it is in flight (§6.5 step 4: a pending
+/// modify applies when the job ends paused or failed). Given up when the job is resumed,
+/// cancelled or completes meanwhile — the user or the score decided otherwise.
+fn resume_when_settled(
+    m: JobManager,
+    ctx: Arc<ConductorCtx>,
+    job_id: String,
+    config: String,
+    workspace: Option<String>,
+) {
+    tokio::spawn(async move {
+        loop {
+            match m.current_status(&job_id) {
+                Ok(DaemonJobStatus::Paused | DaemonJobStatus::Failed) => {}
+                other => {
+                    tracing::info!(job_id, status = ?other, "pending modify dropped: the job is no longer paused");
+                    return;
+                }
+            }
+            if in_flight(&m, &job_id).is_empty() {
+                break;
+            }
+            tokio::time::sleep(SETTLE_POLL).await;
+        }
+        let response = m
+            .resume(&ctx, &job_id, Some(config), workspace, false)
+            .await;
+        match response.status {
+            JobResponseStatus::Accepted => {
+                tracing::info!(job_id, "pending modify applied: resumed with the new score")
+            }
+            _ => {
+                tracing::warn!(job_id, message = ?response.message, "pending modify could not resume the job")
+            }
+        }
+    });
 }
 
 /// Register every `job.*` method of conductor.md §8, served by `mgr`.
@@ -94,10 +192,28 @@ pub fn register(module: &mut RpcModule<Ctx>, mgr: JobManager) -> Result<(), Cond
             async move {
                 let p: ResumeParams = parse_params(&params).map_err(ErrorObjectOwned::from)?;
                 let ws = p.workspace.filter(|w| !w.is_empty());
-                to_value(
-                    m.resume(&ctx, &p.job_id, p.config_path, ws, p.no_reload)
-                        .await,
-                )
+                let config = p.config_path.filter(|c| !c.is_empty());
+                if let Some(config) = config.clone() {
+                    if m.current_status(&p.job_id) == Ok(DaemonJobStatus::Paused)
+                        && !in_flight(&m, &p.job_id).is_empty()
+                    {
+                        // A new score replaces the job's registration; doing that now would
+                        // kill the sheets still finishing after the pause.
+                        resume_when_settled(
+                            m.clone(),
+                            Arc::clone(&ctx),
+                            p.job_id.clone(),
+                            config,
+                            ws,
+                        );
+                        return to_value(JobResponse {
+                            job_id: p.job_id,
+                            status: JobResponseStatus::Accepted,
+                            message: Some("Job resume queued".into()),
+                        });
+                    }
+                }
+                to_value(m.resume(&ctx, &p.job_id, config, ws, p.no_reload).await)
             }
         })
         .map_err(reg)?;
@@ -112,7 +228,7 @@ pub fn register(module: &mut RpcModule<Ctx>, mgr: JobManager) -> Result<(), Cond
                     return to_value(rejected(&p.job_id, "config_path required"));
                 };
                 let ws = p.workspace.filter(|w| !w.is_empty());
-                to_value(m.modify(&ctx, &p.job_id, config, ws).await)
+                to_value(modify(&m, &ctx, p.job_id, config, ws).await)
             }
         })
         .map_err(reg)?;
