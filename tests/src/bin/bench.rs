@@ -39,6 +39,11 @@ const SCORE_1: &str = include_str!("../../bench/bench-1-sheet.yaml");
 const SCORE_SEQ_20: &str = include_str!("../../bench/bench-seq-20.yaml");
 const SCORE_FANOUT_50: &str = include_str!("../../bench/bench-fanout-50.yaml");
 const SCORE_FANOUT_1000: &str = include_str!("../../bench/bench-fanout-1000.yaml");
+const SCORE_SHELL_SEQ_20: &str = include_str!("../../bench/bench-shell-seq-20.yaml");
+const SCORE_CAPTURE_STDOUT: &str = include_str!("../../bench/bench-capture-stdout.yaml");
+const SCORE_CAPTURE_STDERR: &str = include_str!("../../bench/bench-capture-stderr.yaml");
+/// The built-in `shell` instrument's profile, for running its exact command line directly.
+const SHELL_PROFILE: &str = include_str!("../../../crates/backends/profiles/shell.yaml");
 
 /// Same parallelism as the floor's 20 workers (and the scores' `max_concurrent: 20`).
 const CONDUCTOR_YAML: &str = "max_concurrent_sheets: 20\n";
@@ -113,6 +118,8 @@ enum BenchError {
     Timeout { what: String, secs: u64 },
     #[error("floor: instant instrument call {index} failed: {detail}")]
     Floor { index: u32, detail: String },
+    #[error("shell instrument run directly, call {index}: {detail}")]
+    ShellDirect { index: u32, detail: String },
     #[error("seeding the registry {path}: {source}")]
     State {
         path: PathBuf,
@@ -183,6 +190,7 @@ fn bench(args: &Args) -> Result<()> {
     );
     round_trips(&env, args.reps, &mut report)?;
     runs(&env, &conductor, args, &mut report)?;
+    instruments(&env, &conductor, args, &mut report)?;
     conductor.stop(&env)?;
     drop(env);
 
@@ -334,6 +342,8 @@ struct Workload {
     yaml: &'static str,
     sheets: u32,
     reps: usize,
+    /// Each sheet writes `out-<n>.txt` into the workspace (checked after the run).
+    outputs: bool,
 }
 
 /// End-to-end runs, the floor and the per-sheet overhead (issue #5 bars).
@@ -344,18 +354,21 @@ fn runs(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> R
             yaml: SCORE_1,
             sheets: 1,
             reps: 10,
+            outputs: true,
         },
         Workload {
             key: "bench-seq-20",
             yaml: SCORE_SEQ_20,
             sheets: 20,
             reps: 5,
+            outputs: true,
         },
         Workload {
             key: "bench-fanout-50",
             yaml: SCORE_FANOUT_50,
             sheets: 50,
             reps: 5,
+            outputs: true,
         },
     ];
     if !args.quick {
@@ -364,6 +377,7 @@ fn runs(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> R
             yaml: SCORE_FANOUT_1000,
             sheets: 1_000,
             reps: args.big_reps,
+            outputs: true,
         });
     }
     let mut walls = BTreeMap::new();
@@ -532,6 +546,199 @@ fn runs(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> R
         );
     }
     Ok(())
+}
+
+/// Issue 4's command-instrument bars through the conductor: spawn-to-result overhead of the
+/// `shell` instrument (< 5 ms per sheet beyond the program's own runtime) and the conductor's
+/// memory while a sheet prints 100 MB to stdout or stderr (< 20 MB). The backend-level view
+/// of both is `cargo bench -p mozart-backends --bench spawn_overhead`.
+fn instruments(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> Result<()> {
+    const SHEETS: u32 = 20;
+    const REPS: usize = 7;
+    let seq = Workload {
+        key: "bench-shell-seq-20",
+        yaml: SCORE_SHELL_SEQ_20,
+        sheets: SHEETS,
+        reps: REPS,
+        outputs: false,
+    };
+    progress(&format!(
+        "{} ×{REPS} (`mozart run`, job.submit, the shell instrument alone ×{SHEETS}; interleaved)",
+        seq.key
+    ));
+    let driver = shell_driver()?;
+    let alone_ws = env.work.join("shell-alone");
+    std::fs::create_dir_all(&alone_ws).map_err(io_err("creating", &alone_ws))?;
+    let (mut by_cli, mut by_rpc, mut alone) = (Vec::new(), Vec::new(), Vec::new());
+    for rep in 0..REPS {
+        by_cli.push(
+            env.run_job(&seq, rep, conductor, Via::Cli, args.poll_ms)?
+                .wall,
+        );
+        by_rpc.push(
+            env.run_job(&seq, rep, conductor, Via::Rpc, args.poll_ms)?
+                .wall,
+        );
+        alone.push(shell_alone(&driver, &alone_ws, SHEETS)?);
+    }
+    // Overhead from the differences within each repetition (paired): the three measurements
+    // of one repetition run back to back, so a load swing on the shared machine hits them alike.
+    let per_sheet = |walls: &[Duration]| {
+        median_f64(
+            walls
+                .iter()
+                .zip(&alone)
+                .map(|(wall, alone)| {
+                    (wall.as_secs_f64() - alone.as_secs_f64()) * 1000.0 / f64::from(SHEETS)
+                })
+                .collect(),
+        )
+    };
+    let (cli_overhead, rpc_overhead) = (per_sheet(&by_cli), per_sheet(&by_rpc));
+    report.add(Row::ms(
+        "shell_seq20_wall",
+        "bench-shell-seq-20 (`true` sheets, shell instrument): `mozart run` → completed",
+        median(by_cli),
+        REPS,
+    ));
+    report.add(Row::ms(
+        "shell_seq20_submit_wall",
+        "bench-shell-seq-20: job.submit → completed (conductor only)",
+        median(by_rpc),
+        REPS,
+    ));
+    report.add(Row::ms(
+        "shell_alone_20",
+        "shell instrument (`RUN: true`) run directly, 20 calls in sequence",
+        median(alone),
+        REPS,
+    ));
+    report.add(
+        Row::new(
+            "shell_spawn_to_result_overhead",
+            "command instrument spawn-to-result overhead per sheet (shell seq-20, job.submit)",
+            rpc_overhead,
+            "ms",
+            REPS,
+        )
+        .bar_below(5.0),
+    );
+    report.add(
+        Row::new(
+            "shell_spawn_to_result_overhead_cli",
+            "command instrument spawn-to-result overhead per sheet (shell seq-20, `mozart run`)",
+            cli_overhead,
+            "ms",
+            REPS,
+        )
+        .bar_below(5.0),
+    );
+
+    for (key, yaml, stream) in [
+        ("bench-capture-stdout", SCORE_CAPTURE_STDOUT, "stdout"),
+        ("bench-capture-stderr", SCORE_CAPTURE_STDERR, "stderr"),
+    ] {
+        const CAPTURE_REPS: usize = 3;
+        progress(&format!(
+            "{key} ×{CAPTURE_REPS} (100 MB to {stream}, job.submit)"
+        ));
+        let w = Workload {
+            key,
+            yaml,
+            sheets: 1,
+            reps: CAPTURE_REPS,
+            outputs: false,
+        };
+        let (mut growth, mut walls) = (Vec::new(), Vec::new());
+        for rep in 0..CAPTURE_REPS {
+            // Give the previous job's tasks a moment to finish so "before" is idle.
+            std::thread::sleep(Duration::from_millis(200));
+            if !conductor.reset_peak_rss() {
+                return Err(BenchError::Io {
+                    action: "resetting the peak RSS (clear_refs) of",
+                    path: PathBuf::from(format!("/proc/{}", conductor.pid)),
+                    source: std::io::Error::other("clear_refs not writable"),
+                });
+            }
+            let before = conductor.rss_mib();
+            let run = env.run_job(&w, rep, conductor, Via::Rpc, args.poll_ms)?;
+            let peak = conductor.peak_rss_mib().max(run.peak_rss_mib);
+            growth.push((peak - before) * MIB_IN_MB);
+            walls.push(run.wall);
+        }
+        report.add(Row::ms(
+            &format!("capture_{stream}_wall"),
+            &format!("{key}: job.submit → completed (100 MB to {stream})"),
+            median(walls),
+            CAPTURE_REPS,
+        ));
+        report.add(
+            Row::new(
+                &format!("capture_{stream}_rss_growth"),
+                &format!("{key}: conductor peak RSS − RSS before the job (worst run)"),
+                growth.into_iter().fold(0.0, f64::max),
+                "MB",
+                CAPTURE_REPS,
+            )
+            .bar_below(20.0),
+        );
+    }
+    Ok(())
+}
+
+/// MiB expressed in MB (10^6 bytes): issue 4's memory bar is in MB.
+const MIB_IN_MB: f64 = 1.048_576;
+
+/// The `shell` profile's driver script (its `auto_approve_flag`, a folded YAML scalar: the
+/// lines joined by single spaces), so the direct run is exactly the conductor's command line
+/// `sh -c <driver> mozart-shell <prompt>` (crates/backends/profiles/shell.yaml).
+fn shell_driver() -> Result<String> {
+    let mut lines = SHELL_PROFILE.lines();
+    let mut driver = Vec::new();
+    if lines.any(|l| l.trim() == "auto_approve_flag: >-") {
+        for line in lines {
+            let indent = line.len() - line.trim_start().len();
+            if indent <= 4 || line.trim().is_empty() {
+                break;
+            }
+            driver.push(line.trim());
+        }
+    }
+    if driver.is_empty() {
+        return Err(BenchError::ShellDirect {
+            index: 0,
+            detail: "cannot find the shell profile's driver script (auto_approve_flag: >-)".into(),
+        });
+    }
+    Ok(driver.join(" "))
+}
+
+/// `calls` runs of the shell instrument's command line with the prompt `RUN: true`, one after
+/// another, output captured through pipes as the backend does: the program's own runtime.
+fn shell_alone(driver: &str, workspace: &Path, calls: u32) -> Result<Duration> {
+    let started = Instant::now();
+    for index in 1..=calls {
+        let out = Command::new("sh")
+            .args(["-c", driver, "mozart-shell", "RUN: true\n"])
+            .current_dir(workspace)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| BenchError::ShellDirect {
+                index,
+                detail: e.to_string(),
+            })?;
+        if !out.status.success() || out.stdout != b"shell: ok\n" {
+            return Err(BenchError::ShellDirect {
+                index,
+                detail: format!(
+                    "{}, stdout {:?}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stdout)
+                ),
+            });
+        }
+    }
+    Ok(started.elapsed())
 }
 
 /// How a benchmark job is submitted.
@@ -923,6 +1130,7 @@ impl Env {
         }
         // Validation is success (architecture invariant 3): check the work really happened.
         let missing = (1..=w.sheets)
+            .filter(|_| w.outputs)
             .filter(|n| !workspace.join(format!("out-{n}.txt")).exists())
             .count();
         if missing > 0 {
