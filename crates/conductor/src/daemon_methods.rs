@@ -1,4 +1,5 @@
-//! The `daemon.*` methods (conductor.md §8.13–§8.25) and our `daemon.hello`.
+//! The `daemon.*` methods (conductor.md §8.13–§8.25) and our `daemon.hello`; the monitoring
+//! ones (§8.18–§8.21) live with the job manager (`manager/rpc/monitor.rs`).
 
 use std::sync::Arc;
 
@@ -112,18 +113,8 @@ pub fn register_daemon_methods(module: &mut RpcModule<Ctx>) -> Result<(), Conduc
         })
         .map_err(reg)?;
 
-    for name in [
-        methods::DAEMON_TOP,
-        methods::DAEMON_TOP_STREAM,
-        methods::DAEMON_EVENTS,
-        methods::DAEMON_MONITOR_STREAM,
-    ] {
-        module
-            .register_method(name, move |_, _, _| {
-                Err::<serde_json::Value, ErrorObjectOwned>(RpcError::not_implemented(name).into())
-            })
-            .map_err(reg)?;
-    }
+    // daemon.top, daemon.top.stream, daemon.events and daemon.monitor.stream read the jobs'
+    // live state: the job manager registers them (manager/rpc/monitor.rs).
     // §8.22: `{"events": []}` without a job engine.
     module
         .register_method(methods::DAEMON_OBSERVER_EVENTS, |params, ctx, _| {

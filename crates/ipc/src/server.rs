@@ -137,7 +137,15 @@ async fn handle_connection(stream: UnixStream, methods: Methods, limits: &Server
         )
         .await;
         let response = match read {
-            Ok(Ok(LineRead::Line)) => process_line(&methods, &line).await,
+            Ok(Ok(LineRead::Line)) => match dispatch_line(&methods, &line).await {
+                Dispatched::Reply(reply) => reply,
+                Dispatched::Stream(notifications) => {
+                    // A streaming subscription owns the connection until the client hangs up
+                    // or the stream ends (§8.21); upstream reads no further requests either.
+                    forward_stream(&mut reader, &mut write_half, notifications, limits).await;
+                    return;
+                }
+            },
             Ok(Ok(LineRead::Eof)) | Ok(Err(_)) => return,
             Ok(Ok(LineRead::TooLarge)) => {
                 tracing::warn!(limit = limits.max_request_bytes, "ipc.message_too_large");
@@ -164,6 +172,48 @@ async fn handle_connection(stream: UnixStream, methods: Methods, limits: &Server
             }
         }
     }
+}
+
+/// Notifications queued per streaming subscriber; when full, new ones are dropped for that
+/// subscriber (conductor.md §8.21).
+pub const STREAM_BUFFER: usize = 100;
+
+/// Forward a subscription's notifications to the client in upstream's shape
+/// (`{"jsonrpc":"2.0","method":M,"params":<event>}`, §7.7) until it disconnects.
+async fn forward_stream(
+    reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
+    writer: &mut tokio::net::unix::OwnedWriteHalf,
+    mut notifications: tokio::sync::mpsc::Receiver<Box<serde_json::value::RawValue>>,
+    limits: &ServerLimits,
+) {
+    let mut scratch = [0u8; 512];
+    loop {
+        tokio::select! {
+            next = notifications.recv() => {
+                let Some(raw) = next else { return };
+                let Some(line) = upstream_notification(raw.get()) else { continue };
+                if write_line(writer, &line, limits).await.is_err() {
+                    return;
+                }
+            }
+            // Upstream notices a gone client only on its next write; watching the socket
+            // frees the subscription at once. Anything the client sends is ignored.
+            read = tokio::io::AsyncReadExt::read(reader, &mut scratch) => {
+                if !matches!(read, Ok(n) if n > 0) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Rewrite jsonrpsee's subscription notification
+/// (`{"method":M,"params":{"subscription":id,"result":E}}`) into upstream's (`params: E`).
+pub fn upstream_notification(raw: &str) -> Option<String> {
+    let mut value: Value = serde_json::from_str(raw).ok()?;
+    let method = value.get("method")?.as_str()?.to_string();
+    let params = value.get_mut("params")?.get_mut("result")?.take();
+    Some(serde_json::json!({ "jsonrpc": "2.0", "method": method, "params": params }).to_string())
 }
 
 /// Refuse a peer whose uid is unknown or differs from `allowed` (invariant 6).
@@ -202,43 +252,77 @@ pub fn error_response(id: &Value, error: &RpcError) -> String {
     serde_json::json!({ "jsonrpc": "2.0", "error": error, "id": id }).to_string()
 }
 
+/// What a request line turned into.
+#[derive(Debug)]
+pub enum Dispatched {
+    /// One response line, or nothing for a notification.
+    Reply(Option<String>),
+    /// A streaming subscription (a method registered with `register_subscription`): its
+    /// notifications, in jsonrpsee's shape (see [`upstream_notification`]). Upstream sends
+    /// no response with the request id for a stream (§8.21), so neither do we.
+    Stream(tokio::sync::mpsc::Receiver<Box<serde_json::value::RawValue>>),
+}
+
 /// Validate one request line and dispatch it; `None` means "send nothing" (notification).
+/// A streaming method's notifications are dropped here: see [`dispatch_line`].
+pub async fn process_line(methods: &Methods, line: &[u8]) -> Option<String> {
+    match dispatch_line(methods, line).await {
+        Dispatched::Reply(reply) => reply,
+        Dispatched::Stream(_) => None,
+    }
+}
+
+/// Validate one request line and dispatch it.
 ///
 /// Structural checks follow conductor.md §7.5 in order, because jsonrpsee rejects
 /// notifications and malformed JSON with an `Err` and would name neither.
-pub async fn process_line(methods: &Methods, line: &[u8]) -> Option<String> {
+pub async fn dispatch_line(methods: &Methods, line: &[u8]) -> Dispatched {
+    let reply = |text: String| Dispatched::Reply(Some(text));
     let Ok(text) = std::str::from_utf8(line) else {
-        return Some(error_response(&Value::Null, &RpcError::parse_error()));
+        return reply(error_response(&Value::Null, &RpcError::parse_error()));
     };
     let Ok(value) = serde_json::from_str::<Value>(text) else {
-        return Some(error_response(&Value::Null, &RpcError::parse_error()));
+        return reply(error_response(&Value::Null, &RpcError::parse_error()));
     };
     let Value::Object(mut request) = value else {
         let error = RpcError::invalid_request("missing 'method' field");
-        return Some(error_response(&Value::Null, &error));
+        return reply(error_response(&Value::Null, &error));
     };
     let id = request.get("id").cloned().unwrap_or(Value::Null);
     let method = match check_request(&mut request, &id) {
         Ok(method) => method,
-        Err(refusal) => return Some(error_response(&refusal.0, &refusal.1)),
+        Err(refusal) => return reply(error_response(&refusal.0, &refusal.1)),
     };
     let notification = id.is_null();
-    if methods.method(&method).is_none() {
-        if notification {
-            return None;
-        }
-        return Some(error_response(&id, &RpcError::method_not_found(&method)));
-    }
+    let streaming = match methods.method(&method) {
+        None if notification => return Dispatched::Reply(None),
+        None => return reply(error_response(&id, &RpcError::method_not_found(&method))),
+        Some(callback) => matches!(callback, jsonrpsee::MethodCallback::Subscription(_)),
+    };
     if notification {
         // Upstream runs notifications but never answers them (§7.4).
         request.insert("id".into(), Value::from(0));
     }
     let request_text = Value::Object(request).to_string();
-    match methods.raw_json_request(&request_text, 1).await {
-        Ok((response, _subscription)) => (!notification).then(|| response.get().to_string()),
+    let buffer = if streaming { STREAM_BUFFER } else { 1 };
+    match methods.raw_json_request(&request_text, buffer).await {
+        Ok((response, notifications)) if streaming => {
+            // The subscription's acknowledgement carries a result; a refusal an error.
+            let refused = serde_json::from_str::<Value>(response.get())
+                .map(|v| v.get("error").is_some())
+                .unwrap_or(true);
+            if refused {
+                Dispatched::Reply((!notification).then(|| response.get().to_string()))
+            } else {
+                Dispatched::Stream(notifications)
+            }
+        }
+        Ok((response, _)) => Dispatched::Reply((!notification).then(|| response.get().to_string())),
         Err(err) => {
             tracing::error!(%method, error = %err, "ipc.dispatch_failed");
-            (!notification).then(|| error_response(&id, &RpcError::internal(err)))
+            Dispatched::Reply(
+                (!notification).then(|| error_response(&id, &RpcError::internal(err))),
+            )
         }
     }
 }

@@ -360,6 +360,156 @@ pub struct MonitorEvent {
     pub timestamp: f64,
 }
 
+/// One process in a [`SystemSnapshot`] (`ProcessMetric`, §8.18).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessMetric {
+    /// Process id.
+    pub pid: u32,
+    /// Parent process id.
+    pub ppid: u32,
+    /// Command line.
+    pub command: String,
+    /// State letter (`R`, `S`, `D`, `Z`, `T`, …).
+    pub state: String,
+    /// CPU usage in percent since the previous sample.
+    pub cpu_percent: f64,
+    /// Resident memory in MB.
+    pub rss_mb: f64,
+    /// Virtual memory in MB.
+    pub vms_mb: f64,
+    /// Threads.
+    pub threads: u32,
+    /// Open file descriptors.
+    pub open_fds: u32,
+    /// Seconds since the process started.
+    pub age_seconds: f64,
+    /// The job whose sheet this process runs, if any.
+    pub job_id: Option<String>,
+    /// The sheet this process runs, if any.
+    pub sheet_num: Option<u32>,
+    /// Syscall counts (upstream fills these from `strace -c`; always empty here).
+    #[serde(default)]
+    pub syscall_counts: BTreeMap<String, u64>,
+    /// Syscall time shares (always empty here, as `syscall_counts`).
+    #[serde(default)]
+    pub syscall_time_pct: BTreeMap<String, f64>,
+}
+
+/// One GPU in a [`SystemSnapshot`] (`GpuMetric`, §8.18).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuMetric {
+    /// Device index.
+    pub index: u32,
+    /// Utilization in percent.
+    pub utilization_pct: f64,
+    /// Memory used in MB.
+    pub memory_used_mb: f64,
+    /// Total memory in MB.
+    pub memory_total_mb: f64,
+    /// Temperature in °C.
+    pub temperature_c: f64,
+}
+
+/// Progress of one job in a [`SystemSnapshot`] (`JobProgress`, §8.18).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobProgress {
+    /// The job.
+    pub job_id: String,
+    /// Sheets in the job (at least 1).
+    pub total_sheets: u32,
+    /// Highest sheet completed in order.
+    pub last_completed_sheet: u32,
+    /// A sheet currently running.
+    pub current_sheet: Option<u32>,
+    /// Job status string.
+    pub status: String,
+}
+
+/// `daemon.top` result (`SystemSnapshot`, §8.18).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SystemSnapshot {
+    /// Epoch seconds.
+    pub timestamp: f64,
+    /// Conductor PID.
+    pub daemon_pid: u32,
+    /// Machine memory in MB.
+    pub system_memory_total_mb: f64,
+    /// Available memory in MB.
+    pub system_memory_available_mb: f64,
+    /// Used memory in MB.
+    pub system_memory_used_mb: f64,
+    /// Conductor RSS in MB.
+    pub daemon_rss_mb: f64,
+    /// 1-minute load average.
+    pub load_avg_1: f64,
+    /// 5-minute load average.
+    pub load_avg_5: f64,
+    /// 15-minute load average.
+    pub load_avg_15: f64,
+    /// The conductor and every process below it.
+    pub processes: Vec<ProcessMetric>,
+    /// GPUs (none probed here).
+    pub gpus: Vec<GpuMetric>,
+    /// `none|low|medium|high|critical`.
+    pub pressure_level: String,
+    /// Jobs running.
+    pub running_jobs: u64,
+    /// Sheets with an attempt in flight.
+    pub active_sheets: u64,
+    /// Zombie processes below the conductor.
+    pub zombie_count: u64,
+    /// Their pids.
+    pub zombie_pids: Vec<u32>,
+    /// Per-job progress of the jobs the conductor holds live.
+    pub job_progress: Vec<JobProgress>,
+    /// Seconds since the conductor started.
+    pub conductor_uptime_seconds: f64,
+}
+
+/// Kind of a [`ProcessEvent`] (§8.20).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProcessEventType {
+    /// A process appeared.
+    Spawn,
+    /// A process ended.
+    Exit,
+    /// A process received a signal.
+    Signal,
+    /// A process was killed.
+    Kill,
+    /// A process was killed by the OOM killer.
+    Oom,
+}
+
+/// One process lifecycle event in `daemon.events` (`ProcessEvent`, §8.20).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessEvent {
+    /// Epoch seconds.
+    pub timestamp: f64,
+    /// Process id.
+    pub pid: u32,
+    /// What happened.
+    pub event_type: ProcessEventType,
+    /// Exit code, when known.
+    pub exit_code: Option<i32>,
+    /// Signal number, when known.
+    pub signal_num: Option<i32>,
+    /// The job whose sheet the process ran, if any.
+    pub job_id: Option<String>,
+    /// The sheet, if any.
+    pub sheet_num: Option<u32>,
+    /// Context (the command line).
+    pub details: String,
+}
+
+/// `daemon.events` result (§8.20).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventsResult {
+    /// The last `limit` events, oldest first.
+    pub events: Vec<ProcessEvent>,
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

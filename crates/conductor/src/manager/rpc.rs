@@ -1,4 +1,7 @@
-//! The `job.*` JSON-RPC methods (conductor.md §8.1–§8.12), delegating to the [`JobManager`].
+//! The `job.*` JSON-RPC methods (conductor.md §8.1–§8.12), delegating to the [`JobManager`],
+//! and the monitoring `daemon.*` methods that need the jobs' live state (`monitor`).
+
+mod monitor;
 
 use std::sync::Arc;
 
@@ -280,6 +283,8 @@ pub fn register(module: &mut RpcModule<Ctx>, mgr: JobManager) -> Result<(), Cond
             })
             .map_err(reg)?;
     }
+
+    monitor::register(module, mgr.clone())?;
 
     let m = mgr;
     module

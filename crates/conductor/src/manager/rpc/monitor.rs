@@ -1,0 +1,568 @@
+//! `daemon.top`, `daemon.top.stream`, `daemon.events` and `daemon.monitor.stream`
+//! (conductor.md §8.18–§8.21), the methods upstream's `mozart top` reads.
+//!
+//! Upstream fills them from a background profiler (periodic snapshots, strace, GPU probes).
+//! Ours samples on demand instead, so a conductor nobody watches pays nothing: each
+//! `daemon.top` / `daemon.events` call refreshes the process table (sysinfo) of the conductor
+//! and everything below it, and the difference to the previous sample becomes `spawn` /
+//! `exit` events. A process that starts and ends between two samples is not seen. The
+//! monitor stream diffs the jobs' live checkpoints (upstream's runner events `job.*`,
+//! `sheet.*`) and forwards new baton observer records.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mozart_ipc::types::{
+    EventsResult, JobProgress, LimitParams, MonitorEvent, ProcessEvent, ProcessEventType,
+    ProcessMetric, SystemSnapshot,
+};
+use mozart_ipc::{methods, parse_params, ErrorObjectOwned, RpcModule};
+use mozart_state::{DaemonJobStatus, SheetStatus};
+use serde_json::{json, Value};
+use sysinfo::{Pid, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
+
+use super::super::{lock, JobManager};
+use crate::probe::round1;
+use crate::{ConductorCtx, ConductorError};
+
+type Ctx = Arc<ConductorCtx>;
+
+/// Process events kept for `daemon.events`.
+const EVENT_RING: usize = 1000;
+/// How often a monitor stream looks for new events.
+const STREAM_POLL: Duration = Duration::from_millis(200);
+/// Unsubscribe method jsonrpsee requires next to a subscription (ours, not upstream's).
+const MONITOR_UNSUBSCRIBE: &str = "daemon.monitor.unsubscribe";
+
+const MB: f64 = 1024.0 * 1024.0;
+/// Longest command line reported per process.
+const COMMAND_CHARS: usize = 500;
+
+/// What the previous sample knew about a process, to describe its exit.
+#[derive(Debug, Clone)]
+struct Seen {
+    command: String,
+    job_id: Option<String>,
+    sheet_num: Option<u32>,
+}
+
+/// The on-demand profiler: sysinfo's process table (kept, so CPU usage is measured between
+/// samples), the previous sample and the recent process events.
+struct Profiler {
+    system: System,
+    previous: HashMap<u32, Seen>,
+    primed: bool,
+    events: VecDeque<ProcessEvent>,
+}
+
+impl Profiler {
+    fn new() -> Profiler {
+        Profiler {
+            system: System::new(),
+            previous: HashMap::new(),
+            primed: false,
+            events: VecDeque::new(),
+        }
+    }
+
+    /// Refresh the table and return the conductor (first) and its descendants, recording
+    /// spawns and exits since the last sample.
+    fn sample(&mut self, daemon_pid: u32, inflight_dir: &Path) -> Vec<ProcessMetric> {
+        self.system.refresh_processes_specifics(
+            ProcessesToUpdate::All,
+            true,
+            ProcessRefreshKind::nothing()
+                .with_cpu()
+                .with_memory()
+                .with_cmd(UpdateKind::OnlyIfNotSet),
+        );
+        let now = mozart_state::epoch_now();
+        let groups = inflight_groups(inflight_dir);
+        let mut children: HashMap<Pid, Vec<Pid>> = HashMap::new();
+        for (pid, process) in self.system.processes() {
+            // sysinfo lists threads as tasks too; only processes count.
+            if process.thread_kind().is_some() {
+                continue;
+            }
+            if let Some(parent) = process.parent() {
+                children.entry(parent).or_default().push(*pid);
+            }
+        }
+        let mut order = vec![Pid::from_u32(daemon_pid)];
+        let mut next = 0;
+        while next < order.len() {
+            if let Some(kids) = children.get(&order[next]) {
+                let mut kids = kids.clone();
+                kids.sort_unstable();
+                order.extend(kids);
+            }
+            next += 1;
+        }
+        let mut metrics = Vec::with_capacity(order.len());
+        let mut current = HashMap::with_capacity(order.len());
+        for pid in order {
+            let Some(p) = self.system.process(pid) else {
+                continue;
+            };
+            let raw = pid.as_u32();
+            let (job_id, sheet_num) = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(
+                i32::try_from(raw).unwrap_or(i32::MAX),
+            )))
+            .ok()
+            .and_then(|pgid| groups.get(&(pgid.as_raw() as u32)).cloned())
+            .map_or((None, None), |(job, sheet)| (Some(job), Some(sheet)));
+            let mut command = p
+                .cmd()
+                .iter()
+                .map(|a| a.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" ");
+            if command.is_empty() {
+                command = p.name().to_string_lossy().into_owned();
+            }
+            // An instrument's command line carries the whole prompt; upstream keeps 500
+            // characters too.
+            if let Some((cut, _)) = command.char_indices().nth(COMMAND_CHARS) {
+                command.truncate(cut);
+            }
+            if raw != daemon_pid {
+                current.insert(
+                    raw,
+                    Seen {
+                        command: command.clone(),
+                        job_id: job_id.clone(),
+                        sheet_num,
+                    },
+                );
+            }
+            metrics.push(ProcessMetric {
+                pid: raw,
+                ppid: p.parent().map_or(0, |pp| pp.as_u32()),
+                command,
+                state: state_letter(p.status()).to_string(),
+                cpu_percent: round1(f64::from(p.cpu_usage()).max(0.0)),
+                rss_mb: round1(p.memory() as f64 / MB),
+                vms_mb: round1(p.virtual_memory() as f64 / MB),
+                threads: p.tasks().map_or(1, |t| t.len().max(1) as u32),
+                open_fds: p.open_files().map_or(0, |n| n as u32),
+                age_seconds: round1((now - p.start_time() as f64).max(0.0)),
+                job_id,
+                sheet_num,
+                syscall_counts: BTreeMap::new(),
+                syscall_time_pct: BTreeMap::new(),
+            });
+        }
+        if self.primed {
+            for (pid, seen) in &current {
+                if !self.previous.contains_key(pid) {
+                    self.record(now, *pid, ProcessEventType::Spawn, seen);
+                }
+            }
+            let gone: Vec<(u32, Seen)> = self
+                .previous
+                .iter()
+                .filter(|(pid, _)| !current.contains_key(pid))
+                .map(|(pid, seen)| (*pid, seen.clone()))
+                .collect();
+            for (pid, seen) in gone {
+                self.record(now, pid, ProcessEventType::Exit, &seen);
+            }
+        }
+        self.previous = current;
+        self.primed = true;
+        metrics
+    }
+
+    fn record(&mut self, now: f64, pid: u32, event_type: ProcessEventType, seen: &Seen) {
+        if self.events.len() >= EVENT_RING {
+            self.events.pop_front();
+        }
+        self.events.push_back(ProcessEvent {
+            timestamp: now,
+            pid,
+            event_type,
+            exit_code: None,
+            signal_num: None,
+            job_id: seen.job_id.clone(),
+            sheet_num: seen.sheet_num,
+            details: seen.command.clone(),
+        });
+    }
+}
+
+/// The process groups of attempts in flight, from the records the musicians keep
+/// (`<job>.<sheet>.<pgid>` under `inflight/`, see `reaper`).
+fn inflight_groups(dir: &Path) -> HashMap<u32, (String, u32)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return HashMap::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let mut parts = name.rsplitn(3, '.');
+            let pgid = parts.next()?.parse().ok()?;
+            let sheet = parts.next()?.parse().ok()?;
+            Some((pgid, (parts.next()?.to_string(), sheet)))
+        })
+        .collect()
+}
+
+fn state_letter(status: ProcessStatus) -> &'static str {
+    match status {
+        ProcessStatus::Run => "R",
+        ProcessStatus::UninterruptibleDiskSleep => "D",
+        ProcessStatus::Zombie => "Z",
+        ProcessStatus::Stop => "T",
+        ProcessStatus::Tracing => "t",
+        ProcessStatus::Dead => "X",
+        ProcessStatus::Idle => "I",
+        _ => "S",
+    }
+}
+
+/// Backpressure level from the conductor's memory and process count (conductor.md §14.1).
+fn pressure_level(ctx: &ConductorCtx, memory_mb: f64, processes: usize) -> &'static str {
+    let limits = ctx.config().resource_limits;
+    let pct = memory_mb / (limits.max_memory_mb.max(1) as f64);
+    let process_pct = processes as f64 / f64::from(limits.max_processes.max(1));
+    let rate_limited = ctx
+        .job_host()
+        .is_some_and(|h| h.rate_limits().active_limits > 0);
+    if pct > 0.95 || pct >= 0.80 || process_pct >= 0.80 || !ctx.is_ready() {
+        "critical"
+    } else if pct > 0.85 || rate_limited {
+        "high"
+    } else if pct > 0.70 {
+        "medium"
+    } else if pct > 0.50 {
+        "low"
+    } else {
+        "none"
+    }
+}
+
+/// Build a `daemon.top` snapshot.
+fn snapshot(profiler: &Mutex<Profiler>, ctx: &ConductorCtx, mgr: &JobManager) -> SystemSnapshot {
+    let (processes, memory) = {
+        let mut profiler = lock(profiler);
+        let processes = profiler.sample(ctx.pid, &mgr.shared.inflight_dir);
+        profiler.system.refresh_memory();
+        let s = &profiler.system;
+        let memory = (
+            round1(s.total_memory() as f64 / MB),
+            round1(s.available_memory() as f64 / MB),
+            round1(s.used_memory() as f64 / MB),
+        );
+        (processes, memory)
+    };
+    let daemon_rss_mb = processes
+        .iter()
+        .find(|p| p.pid == ctx.pid)
+        .map_or(0.0, |p| p.rss_mb);
+    let tree_rss: f64 = processes.iter().map(|p| p.rss_mb).sum();
+    let zombie_pids: Vec<u32> = processes
+        .iter()
+        .filter(|p| p.state == "Z")
+        .map(|p| p.pid)
+        .collect();
+    let (running_jobs, active_sheets, job_progress) = job_figures(mgr);
+    let load = System::load_average();
+    SystemSnapshot {
+        timestamp: mozart_state::epoch_now(),
+        daemon_pid: ctx.pid,
+        system_memory_total_mb: memory.0,
+        system_memory_available_mb: memory.1,
+        system_memory_used_mb: memory.2,
+        daemon_rss_mb,
+        load_avg_1: load.one,
+        load_avg_5: load.five,
+        load_avg_15: load.fifteen,
+        pressure_level: pressure_level(ctx, tree_rss, processes.len().saturating_sub(1))
+            .to_string(),
+        processes,
+        gpus: Vec::new(),
+        running_jobs,
+        active_sheets,
+        zombie_count: zombie_pids.len() as u64,
+        zombie_pids,
+        job_progress,
+        conductor_uptime_seconds: ctx.uptime_seconds(),
+    }
+}
+
+/// Running jobs, sheets in flight, and the progress of every job not yet finished.
+fn job_figures(mgr: &JobManager) -> (u64, u64, Vec<JobProgress>) {
+    let jobs = lock(&mgr.shared.jobs);
+    let mut running = 0;
+    let mut active_sheets = 0;
+    let mut progress = Vec::new();
+    for (id, entry) in jobs.iter() {
+        let status = entry.record.status;
+        if status == DaemonJobStatus::Running {
+            running += 1;
+        }
+        if !matches!(
+            status,
+            DaemonJobStatus::Running | DaemonJobStatus::Queued | DaemonJobStatus::Paused
+        ) {
+            continue;
+        }
+        let Some(live) = entry.live.as_ref() else {
+            continue;
+        };
+        let in_flight: Vec<u32> = live
+            .sheets
+            .values()
+            .filter(|s| s.status == SheetStatus::InProgress)
+            .map(|s| s.sheet_num)
+            .collect();
+        active_sheets += in_flight.len() as u64;
+        progress.push(JobProgress {
+            job_id: id.clone(),
+            total_sheets: live.total_sheets.max(1),
+            last_completed_sheet: live.last_completed_sheet,
+            current_sheet: in_flight.first().copied().or(live.current_sheet),
+            status: status.as_str().to_string(),
+        });
+    }
+    progress.sort_by(|a, b| a.job_id.cmp(&b.job_id));
+    (running, active_sheets, progress)
+}
+
+/// What a monitor stream remembers between polls.
+#[derive(Default)]
+struct StreamCursor {
+    /// Per job: status and each sheet's status.
+    jobs: HashMap<String, (DaemonJobStatus, BTreeMap<u32, SheetStatus>)>,
+    /// Per job: timestamp of the newest observer record sent, and how many records carry
+    /// exactly that timestamp (several can share a millisecond).
+    observed: HashMap<String, (f64, usize)>,
+}
+
+impl StreamCursor {
+    /// Collect the events since the previous poll (none on the first: a stream starts now).
+    fn poll(&mut self, mgr: &JobManager, first: bool) -> Vec<MonitorEvent> {
+        let now = mozart_state::epoch_now();
+        let mut out = Vec::new();
+        let jobs = lock(&mgr.shared.jobs);
+        let mut seen_jobs = HashSet::new();
+        for (id, entry) in jobs.iter() {
+            seen_jobs.insert(id.clone());
+            let status = entry.record.status;
+            let sheets: BTreeMap<u32, SheetStatus> = entry
+                .live
+                .as_ref()
+                .map(|l| l.sheets.iter().map(|(n, s)| (*n, s.status)).collect())
+                .unwrap_or_default();
+            let before = self.jobs.get(id);
+            if !first {
+                let old_sheets = before.map(|b| &b.1);
+                for (num, st) in &sheets {
+                    if old_sheets.and_then(|o| o.get(num)) == Some(st) {
+                        continue;
+                    }
+                    if let Some(event) = sheet_event(*st) {
+                        out.push(MonitorEvent {
+                            job_id: id.clone(),
+                            sheet_num: *num,
+                            event: event.to_string(),
+                            data: None,
+                            timestamp: now,
+                        });
+                    }
+                }
+                if before.map(|b| b.0) != Some(status) {
+                    out.push(MonitorEvent {
+                        job_id: id.clone(),
+                        sheet_num: 0,
+                        event: format!("job.{}", job_event(status)),
+                        data: Some(json!({ "status": status.as_str() })),
+                        timestamp: now,
+                    });
+                }
+            }
+            self.jobs.insert(id.clone(), (status, sheets));
+        }
+        self.jobs.retain(|id, _| seen_jobs.contains(id));
+        drop(jobs);
+
+        let observed = lock(&mgr.shared.observed);
+        for (id, queue) in observed.iter() {
+            let (mut last, mut same) = self.observed.get(id).copied().unwrap_or((f64::MIN, 0));
+            let (start_last, start_same) = (last, same);
+            let mut at_start = 0;
+            for record in queue {
+                let ts = record
+                    .get("timestamp")
+                    .and_then(Value::as_f64)
+                    .unwrap_or(0.0);
+                let fresh = if ts > start_last {
+                    true
+                } else if ts == start_last {
+                    at_start += 1;
+                    at_start > start_same
+                } else {
+                    false
+                };
+                if !fresh {
+                    continue;
+                }
+                if ts > last {
+                    last = ts;
+                    same = 1;
+                } else {
+                    same += 1;
+                }
+                if !first {
+                    if let Ok(event) = serde_json::from_value::<MonitorEvent>(record.clone()) {
+                        out.push(event);
+                    }
+                }
+            }
+            self.observed.insert(id.clone(), (last, same));
+        }
+        out
+    }
+}
+
+/// Upstream's runner event for a sheet reaching `status` (§8.21).
+fn sheet_event(status: SheetStatus) -> Option<&'static str> {
+    match status {
+        SheetStatus::InProgress => Some("sheet.started"),
+        SheetStatus::Completed => Some("sheet.completed"),
+        SheetStatus::Failed => Some("sheet.failed"),
+        SheetStatus::Skipped => Some("sheet.skipped"),
+        SheetStatus::Pending => None,
+    }
+}
+
+fn job_event(status: DaemonJobStatus) -> &'static str {
+    match status {
+        DaemonJobStatus::Running => "started",
+        other => other.as_str(),
+    }
+}
+
+/// Register the monitoring methods, served from `mgr`.
+pub(in crate::manager) fn register(
+    module: &mut RpcModule<Ctx>,
+    mgr: JobManager,
+) -> Result<(), ConductorError> {
+    let reg = |err: mozart_ipc::jsonrpsee::core::RegisterMethodError| {
+        ConductorError::Register(err.to_string())
+    };
+    let profiler = Arc::new(Mutex::new(Profiler::new()));
+
+    let (p, m) = (profiler.clone(), mgr.clone());
+    module
+        .register_blocking_method(methods::DAEMON_TOP, move |_, ctx, _| {
+            serde_json::to_value(snapshot(&p, &ctx, &m))
+                .map_err(|e| ErrorObjectOwned::from(mozart_ipc::RpcError::internal(e)))
+        })
+        .map_err(reg)?;
+
+    // No JSONL file is written: snapshots are served on demand (a result, §8.19).
+    module
+        .register_method(methods::DAEMON_TOP_STREAM, |_, _, _| {
+            Ok::<_, ErrorObjectOwned>(json!({ "error": "JSONL not configured" }))
+        })
+        .map_err(reg)?;
+
+    let (p, m) = (profiler, mgr.clone());
+    module
+        .register_blocking_method(methods::DAEMON_EVENTS, move |params, ctx, _| {
+            let params: LimitParams = parse_params(&params).map_err(ErrorObjectOwned::from)?;
+            let mut profiler = lock(&p);
+            profiler.sample(ctx.pid, &m.shared.inflight_dir);
+            let skip = profiler.events.len().saturating_sub(params.limit as usize);
+            let events = profiler.events.iter().skip(skip).cloned().collect();
+            serde_json::to_value(EventsResult { events })
+                .map_err(|e| ErrorObjectOwned::from(mozart_ipc::RpcError::internal(e)))
+        })
+        .map_err(reg)?;
+
+    let m = mgr;
+    module
+        .register_subscription(
+            methods::DAEMON_MONITOR_STREAM,
+            methods::MONITOR_EVENT_NOTIFICATION,
+            MONITOR_UNSUBSCRIBE,
+            move |_, pending, _, _| {
+                let m = m.clone();
+                async move {
+                    let Ok(mut sink) = pending.accept().await else {
+                        return;
+                    };
+                    let mut cursor = StreamCursor::default();
+                    cursor.poll(&m, true);
+                    loop {
+                        tokio::select! {
+                            _ = sink.closed() => return,
+                            _ = tokio::time::sleep(STREAM_POLL) => {}
+                        }
+                        for event in cursor.poll(&m, false) {
+                            let Ok(message) = serde_json::value::to_raw_value(&event) else {
+                                continue;
+                            };
+                            // A full buffer drops the new event for this subscriber (§8.21).
+                            if let Err(mozart_ipc::jsonrpsee::core::server::TrySendError::Closed(
+                                _,
+                            )) = sink.try_send(message)
+                            {
+                                return;
+                            }
+                        }
+                    }
+                }
+            },
+        )
+        .map_err(reg)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inflight_records_map_groups_to_job_and_sheet() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("my.job.3.4242"), "4242 1\n").unwrap();
+        std::fs::write(dir.path().join("garbage"), "").unwrap();
+        let groups = inflight_groups(dir.path());
+        assert_eq!(groups.get(&4242), Some(&("my.job".to_string(), 3)));
+        assert_eq!(groups.len(), 1);
+    }
+
+    #[test]
+    fn a_child_that_comes_and_goes_is_a_spawn_then_an_exit() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut profiler = Profiler::new();
+        let me = std::process::id();
+        let first = profiler.sample(me, dir.path());
+        assert_eq!(first[0].pid, me);
+        assert!(first[0].rss_mb > 0.0);
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let second = profiler.sample(me, dir.path());
+        let metric = second.iter().find(|p| p.pid == pid).unwrap();
+        assert!(metric.command.contains("sleep 5"), "{metric:?}");
+        assert_eq!(metric.ppid, me);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        profiler.sample(me, dir.path());
+        let kinds: Vec<ProcessEventType> = profiler
+            .events
+            .iter()
+            .filter(|e| e.pid == pid)
+            .map(|e| e.event_type)
+            .collect();
+        assert_eq!(kinds, [ProcessEventType::Spawn, ProcessEventType::Exit]);
+    }
+}
