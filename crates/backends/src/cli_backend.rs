@@ -85,7 +85,8 @@ impl ProfileBackend {
 
     fn model_for(&self, req: &ExecutionRequest) -> Option<String> {
         for key in req.options.keys() {
-            if key != "model" {
+            // `timeout_seconds` became the sheet's timeout when the plan was made.
+            if key != "model" && key != "timeout_seconds" {
                 tracing::warn!(instrument = %self.profile.name, option = %key, job = %req.job_id, sheet = req.sheet_num,
                     "instrument_config option is not used by CLI instruments; ignoring it");
             }

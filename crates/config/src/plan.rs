@@ -391,6 +391,15 @@ fn plan_sheet(job: &JobConfig, num: i64) -> PlannedSheet {
         job.instrument_fallbacks.clone()
     };
     let mut timeout = job.backend.timeout_seconds;
+    // Upstream documents `instrument_config.timeout_seconds` everywhere but never reads it
+    // (score.md §3.5 [GAP]); it is the sheet's timeout unless a per-sheet override says more.
+    if let Some(t) = cfg
+        .get("timeout_seconds")
+        .and_then(|v| v.as_f64())
+        .filter(|t| *t > 0.0)
+    {
+        timeout = t;
+    }
     if let Some(t) = job.backend.timeout_overrides.get(&num) {
         timeout = *t;
     }
@@ -489,6 +498,20 @@ mod tests {
                 (7, vec![3, 4])
             ]
         );
+    }
+
+    #[test]
+    fn instrument_config_timeout_is_the_sheet_timeout_unless_a_sheet_override_wins() {
+        let text = "name: t\nworkspace: ./ws\ninstrument: claude-code\n\
+                    instrument_config:\n  timeout_seconds: 42\n\
+                    backend:\n  timeout_seconds: 1800\n  timeout_overrides:\n    2: 7\n\
+                    sheet:\n  size: 1\n  total_items: 3\n\
+                    prompt:\n  template: hi\n";
+        let score = crate::load::load_score_str(text, std::path::Path::new("/tmp/t.yaml"))
+            .expect("valid score");
+        let plan = SheetPlan::build(&score.config).expect("plan");
+        let timeouts: Vec<f64> = plan.sheets.iter().map(|s| s.timeout_seconds).collect();
+        assert_eq!(timeouts, vec![42.0, 7.0, 42.0]);
     }
 
     #[test]

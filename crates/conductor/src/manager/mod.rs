@@ -60,6 +60,36 @@ pub(crate) struct JobRun {
     pub attempt_details: Mutex<HashMap<u32, musician::AttemptDetails>>,
     /// mtimes taken before a sheet's first attempt, for `file_modified` validations.
     pub mtimes: Mutex<HashMap<u32, mozart_baton::validation::MtimeSnapshot>>,
+    /// Backends built for this job, per instrument: building one compiles its profile's
+    /// error patterns, so it happens once per job, not once per attempt (the backend pool of
+    /// instruments.md §1.2; per-attempt settings travel in the request).
+    pub backends: BackendCache,
+}
+
+/// The backends of one job, by instrument name.
+#[derive(Default)]
+pub(crate) struct BackendCache(Mutex<HashMap<String, Arc<dyn mozart_backends::Backend>>>);
+
+impl std::fmt::Debug for BackendCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(lock(&self.0).keys()).finish()
+    }
+}
+
+impl BackendCache {
+    /// The backend for `instrument`, built by `build` the first time it is asked for.
+    pub(crate) fn get_or_build(
+        &self,
+        instrument: &str,
+        build: impl FnOnce() -> Result<Arc<dyn mozart_backends::Backend>, String>,
+    ) -> Result<Arc<dyn mozart_backends::Backend>, String> {
+        if let Some(b) = lock(&self.0).get(instrument) {
+            return Ok(b.clone());
+        }
+        let b = build()?;
+        lock(&self.0).insert(instrument.to_string(), b.clone());
+        Ok(b)
+    }
 }
 
 /// One job as the manager knows it.

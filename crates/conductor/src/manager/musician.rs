@@ -239,22 +239,23 @@ pub(crate) async fn play(
         }
     };
 
-    let backend =
-        match super::instruments::backend_for(&shared.instruments, &run, &attempt.instrument) {
-            Ok(b) => b,
-            Err(message) => {
-                report_failure(
-                    &run,
-                    &inbox,
-                    sheet_num,
-                    &attempt,
-                    FailureKind::Fatal,
-                    message,
-                    started_epoch,
-                );
-                return;
-            }
-        };
+    let backend = match run.backends.get_or_build(&attempt.instrument, || {
+        super::instruments::backend_for(&shared.instruments, &run, &attempt.instrument)
+    }) {
+        Ok(b) => b,
+        Err(message) => {
+            report_failure(
+                &run,
+                &inbox,
+                sheet_num,
+                &attempt,
+                FailureKind::Fatal,
+                message,
+                started_epoch,
+            );
+            return;
+        }
+    };
     let mut req = ExecutionRequest::new(prompt, run.working_dir.clone(), attempt.timeout);
     req.model = attempt.model.clone();
     req.job_id = job_id.clone();

@@ -300,6 +300,7 @@ pub(super) async fn submit(
         workspace,
         attempt_details: Mutex::new(Default::default()),
         mtimes: Mutex::new(Default::default()),
+        backends: Default::default(),
     });
     lock(&mgr.shared.jobs).insert(
         job_id.clone(),
