@@ -87,8 +87,9 @@ failures=0
 wait_for() {
     local deadline=$((SECONDS + $3))
     while [ "$SECONDS" -lt "$deadline" ]; do
-        MOZART_SOCKET="$sock" "$MOZART_BIN" status "$1" --json 2>/dev/null \
-            | grep -q "\"status\": \"$2\"" && return 0
+        [ "$(MOZART_SOCKET="$sock" "$MOZART_BIN" status "$1" --json 2>/dev/null \
+            | python3 -c 'import json, sys; print(json.load(sys.stdin).get("status"))' 2>/dev/null)" = "$2" ] \
+            && return 0
         sleep 0.5
     done
     echo "      (gave up waiting for $1 to be $2)"
@@ -150,6 +151,22 @@ step "status unknown"              1 "not found|Not found" -- up status nosuchjo
 wait_for slow completed 180
 step "status slow (completed)"     0 "COMPLETED|completed" -- up status slow
 step "list --all"                  0 "doomed" -- up list --all
+
+# --- 4. beyond issue 3: the other routed commands ----------------------------------------
+sed -e 's/^name: slow/name: modme/' -e "s#ws-slow#ws-modme#" "$work/scores/slow.yaml" >"$work/scores/modme.yaml"
+sed -e 's/echo "sheet/echo "modified sheet/' "$work/scores/modme.yaml" >"$work/scores/modme-v2.yaml"
+step "run modme"                   0 "Score submitted to conductor" -- up run "$work/scores/modme.yaml"
+step "modify modme --resume"       0 "Job resume queued|Will resume with" -- \
+    up modify modme -c "$work/scores/modme-v2.yaml" --resume
+wait_for modme completed 180
+step "modify applied (workspace)"  0 "modified sheet 6" -- cat "$work/ws-modme/out-6.txt"
+step "errors slow"                 0 "No errors found" -- up errors slow
+step "history slow"                0 "Total: [0-9]+ record" -- up history slow
+step "diagnose slow"               0 "Diagnostic Report" -- up diagnose slow
+step "top --json (one snapshot)"   124 '"daemon_pid":[0-9]+.*"job_progress"' -- timeout 15 env HOME="$work/pyhome" "$UP" --conductor-clone="$clone" top --json
+step "clear-rate-limits"           0 "[Cc]leared|No active rate limits" -- up clear-rate-limits
+step "clear --yes"                 0 "Cleared [0-9]+ score" -- up clear --yes
+step "list --all after clear"      0 "No scores|0 score" -- up list --all
 
 echo
 if [ "$failures" -eq 0 ]; then
