@@ -211,12 +211,20 @@ pub fn signal(pid: u32, name: &str) {
 
 /// True if the process exists and is not a zombie.
 pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // Field 3 is the state; `Z` (zombie) and `X` (dead) do not count.
-        Ok(stat) => stat
-            .rsplit_once(')')
+    // A process killed with SIGKILL shows as a zombie leader while its other threads are
+    // still exiting, and its file locks (the conductor's single-instance lock) go only with
+    // the last thread: it is alive while any of its threads is.
+    let state_live = |stat: &str| {
+        stat.rsplit_once(')')
             .map(|(_, rest)| !matches!(rest.trim_start().chars().next(), Some('Z' | 'X')))
-            .unwrap_or(false),
+            .unwrap_or(false)
+    };
+    match std::fs::read_dir(format!("/proc/{pid}/task")) {
+        Ok(tasks) => tasks.flatten().any(|t| {
+            std::fs::read_to_string(t.path().join("stat"))
+                .map(|s| state_live(&s))
+                .unwrap_or(false)
+        }),
         Err(_) => false,
     }
 }

@@ -16,7 +16,7 @@ use crate::timer::TimerWheel;
 pub type Inbox = UnboundedSender<Event>;
 
 /// An error the host reports, typically a failed checkpoint write.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("{context}: {message}")]
 pub struct HostError {
     /// What the host was doing (e.g. "saving checkpoint of job 'x'").
@@ -55,6 +55,31 @@ pub trait BatonHost: Send + 'static {
     /// Durably save a change before its consequences happen (invariant 1). An error stops
     /// dispatching for that job; the baton never continues as if the change were saved.
     fn persist(&mut self, change: &StateChange) -> Result<(), HostError>;
+
+    /// Save the changes of one burst of events, in order, before any of their consequences;
+    /// one result per change. A host may make them durable together (one transaction), but
+    /// must not return before they are. Once a change of a job fails, later changes of that
+    /// job must not be saved (they are reported failed too).
+    fn persist_all(&mut self, changes: &[&StateChange]) -> Vec<Result<(), HostError>> {
+        let mut failed: Vec<String> = Vec::new();
+        changes
+            .iter()
+            .map(|change| {
+                let job = change.job_id();
+                if let Some(job) = job.filter(|j| failed.iter().any(|f| f == j)) {
+                    return Err(HostError::new(
+                        format!("saving a change of job '{job}'"),
+                        "an earlier change of this job could not be saved",
+                    ));
+                }
+                let result = self.persist(change);
+                if let (Err(_), Some(job)) = (&result, job) {
+                    failed.push(job.to_string());
+                }
+                result
+            })
+            .collect()
+    }
 
     /// Start a musician for one attempt; it must eventually send
     /// [`Event::SheetAttemptResult`] (echoing `attempt.dispatch_id`) into `inbox`.
@@ -118,6 +143,9 @@ pub fn spawn<H: BatonHost>(core: BatonCore, host: H) -> BatonHandle<H> {
     BatonHandle { inbox: tx, task }
 }
 
+/// Most events handled before their effects are carried out together.
+const MAX_BURST: usize = 256;
+
 async fn run<H: BatonHost>(
     mut core: BatonCore,
     mut host: H,
@@ -132,14 +160,31 @@ async fn run<H: BatonHost>(
     let mut pending = Some(Event::DispatchRetry);
     loop {
         if let Some(event) = pending.take() {
-            if matches!(event, Event::ShutdownRequested { graceful: false }) {
-                hard_stop = true;
+            // Handle what else is already queued with it, so that the whole burst is saved
+            // in one go (the host may commit it as one transaction) before its consequences.
+            let mut next = Some(event);
+            let mut burst = 0;
+            while let Some(event) = next.take() {
+                if matches!(event, Event::ShutdownRequested { graceful: false }) {
+                    hard_stop = true;
+                }
+                core.handle(event, clock.now(), &mut effects);
+                burst += 1;
+                if burst < MAX_BURST {
+                    next = rx.try_recv().ok();
+                }
             }
-            core.handle(event, clock.now(), &mut effects);
             carry_out(&mut core, &mut host, &mut wheel, &tx, &mut effects);
         }
-        while let Some((_, event)) = wheel.pop_due(clock.now()) {
-            core.handle(event, clock.now(), &mut effects);
+        loop {
+            let mut due = false;
+            while let Some((_, event)) = wheel.pop_due(clock.now()) {
+                core.handle(event, clock.now(), &mut effects);
+                due = true;
+            }
+            if !due {
+                break;
+            }
             carry_out(&mut core, &mut host, &mut wheel, &tx, &mut effects);
         }
         if hard_stop || (core.is_shutting_down() && core.in_flight() == 0) {
@@ -163,8 +208,10 @@ async fn sleep_until(deadline: Option<std::time::Instant>) {
     }
 }
 
-/// Carry out effects in order. After a failed persist, nothing else of that job in this batch
-/// happens except kills and timer bookkeeping (never continue as if saved).
+/// Carry out a burst's effects: first every state change is saved (all before any
+/// consequence, invariant 1), then the rest in order. After a failed save, nothing else of
+/// that job in this burst happens except kills and timer bookkeeping (never continue as if
+/// saved).
 fn carry_out<H: BatonHost>(
     core: &mut BatonCore,
     host: &mut H,
@@ -173,25 +220,38 @@ fn carry_out<H: BatonHost>(
     effects: &mut Vec<Effect>,
 ) {
     let mut failed_jobs: Vec<String> = Vec::new();
+    let changes: Vec<&StateChange> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Persist(change) => Some(change),
+            _ => None,
+        })
+        .collect();
+    if !changes.is_empty() {
+        let results = host.persist_all(&changes);
+        for (change, result) in changes.iter().zip(results) {
+            let Err(error) = result else { continue };
+            let job = change.job_id().map(str::to_owned);
+            if job
+                .as_ref()
+                .is_some_and(|j| failed_jobs.iter().any(|f| f == j))
+            {
+                continue;
+            }
+            tracing::error!(%error, "baton: persisting state failed");
+            host.persistence_failed(job.as_deref(), &error);
+            if let Some(job) = job {
+                core.persistence_failed(&job);
+                failed_jobs.push(job);
+            }
+        }
+    }
     for effect in effects.drain(..) {
         let blocked = effect
             .job_id()
             .is_some_and(|job| failed_jobs.iter().any(|f| f == job));
         match effect {
-            Effect::Persist(change) => {
-                if blocked {
-                    continue;
-                }
-                if let Err(error) = host.persist(&change) {
-                    tracing::error!(%error, "baton: persisting state failed");
-                    let job = change.job_id().map(str::to_owned);
-                    host.persistence_failed(job.as_deref(), &error);
-                    if let Some(job) = job {
-                        core.persistence_failed(&job);
-                        failed_jobs.push(job);
-                    }
-                }
-            }
+            Effect::Persist(_) => {}
             Effect::Dispatch {
                 job_id,
                 sheet_num,

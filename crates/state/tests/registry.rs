@@ -601,3 +601,45 @@ fn registry_can_move_to_a_dedicated_thread() {
     let reg = handle.join().unwrap();
     assert!(reg.get_job("threaded").unwrap().is_some());
 }
+
+#[test]
+fn a_batch_commits_its_writes_together_and_a_failed_write_inside_only_loses_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    reg.create_job(&job("b")).unwrap();
+    let cp = sample_checkpoint("b", 3);
+    reg.save_checkpoint(&cp).unwrap();
+    let other = rusqlite::Connection::open(reg.path()).unwrap();
+    let completed = |conn: &rusqlite::Connection| -> i64 {
+        conn.query_row(
+            "SELECT COUNT(*) FROM sheets WHERE job_id='b' AND status='completed'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    let before = completed(&other);
+    let results = reg
+        .batch(|r| {
+            let mut s1 = cp.sheets[&2].clone();
+            s1.status = SheetStatus::Completed;
+            let first = r.save_sheet("b", &s1);
+            // Not visible to another reader until the batch commits.
+            assert_eq!(completed(&other), before);
+            // A write for a job that does not exist fails on its own...
+            let missing = r.save_sheet("nope", &s1);
+            let mut s2 = SheetState::new(3);
+            s2.status = SheetStatus::Completed;
+            let second = r.save_sheet("b", &s2);
+            (first, missing, second)
+        })
+        .unwrap();
+    assert!(results.0.is_ok() && results.2.is_ok());
+    assert!(matches!(results.1, Err(StateError::JobNotFound { .. })));
+    // ...and both good writes are durable after it.
+    assert_eq!(completed(&other), before + 2);
+    let loaded = reg.load_checkpoint("b").unwrap().unwrap();
+    assert_eq!(loaded.sheets[&2].status, SheetStatus::Completed);
+    assert_eq!(loaded.sheets[&3].status, SheetStatus::Completed);
+    assert!(reg.integrity_check().unwrap());
+}

@@ -11,7 +11,7 @@ use mozart_baton::{
     StateChange,
 };
 use mozart_state::{
-    AttemptRecord, DaemonJobStatus, JobStatus, SheetStatus, Timestamp, ValidationDetail,
+    AttemptRecord, DaemonJobStatus, JobStatus, Registry, SheetStatus, Timestamp, ValidationDetail,
 };
 use tokio::task::AbortHandle;
 
@@ -101,14 +101,18 @@ fn apply_details(sheet: &mut mozart_state::SheetState, d: &AttemptDetails) {
 }
 
 impl ConductorHost {
-    fn persist_sheet(&mut self, change: &mozart_baton::SheetChange) -> Result<(), HostError> {
+    fn persist_sheet(
+        &mut self,
+        jobs: &mut HashMap<String, super::JobEntry>,
+        registry: &Registry,
+        change: &mozart_baton::SheetChange,
+    ) -> Result<(), HostError> {
         let ctx = || {
             format!(
                 "saving sheet {} of job '{}'",
                 change.sheet_num, change.job_id
             )
         };
-        let mut jobs = lock(&self.shared.jobs);
         let Some(entry) = jobs.get_mut(&change.job_id) else {
             return Ok(());
         };
@@ -182,7 +186,6 @@ impl ConductorHost {
             .max()
             .unwrap_or(0);
         live.updated_at = now;
-        let registry = lock(&self.shared.registry);
         // A sheet moving between pending and in-progress changes only its own row; the job
         // header (totals, last completed sheet) is rewritten when a sheet ends.
         let saved = if matches!(status, SheetStatus::Pending | SheetStatus::InProgress) {
@@ -239,7 +242,12 @@ impl ConductorHost {
         Ok(())
     }
 
-    fn persist_job(&mut self, change: &mozart_baton::JobChange) -> Result<(), HostError> {
+    fn persist_job(
+        &mut self,
+        jobs: &mut HashMap<String, super::JobEntry>,
+        registry: &Registry,
+        change: &mozart_baton::JobChange,
+    ) -> Result<(), HostError> {
         let (daemon, cp) = match change.status {
             mozart_baton::JobStatus::Running => (DaemonJobStatus::Running, JobStatus::Running),
             mozart_baton::JobStatus::Paused => (DaemonJobStatus::Paused, JobStatus::Paused),
@@ -251,7 +259,6 @@ impl ConductorHost {
                 (DaemonJobStatus::Cancelled, JobStatus::Cancelled)
             }
         };
-        let mut jobs = lock(&self.shared.jobs);
         let Some(entry) = jobs.get_mut(&change.job_id) else {
             return Ok(());
         };
@@ -271,7 +278,7 @@ impl ConductorHost {
                     serde_json::Value::Bool(true),
                 );
                 // Results of an earlier completion of this job belong to that run.
-                if let Err(e) = lock(&self.shared.registry).clear_hook_results(&change.job_id) {
+                if let Err(e) = registry.clear_hook_results(&change.job_id) {
                     tracing::warn!(job_id = %change.job_id, error = %e, "cannot clear old hook results");
                 }
             }
@@ -284,7 +291,6 @@ impl ConductorHost {
                 entry.record.error_message = Some(reason.clone());
             }
         }
-        let registry = lock(&self.shared.registry);
         if let Some(live) = entry.live.as_mut() {
             live.status = cp;
             live.updated_at = Timestamp::now();
@@ -319,13 +325,17 @@ impl ConductorHost {
     }
 }
 
-impl BatonHost for ConductorHost {
-    fn persist(&mut self, change: &StateChange) -> Result<(), HostError> {
+impl ConductorHost {
+    fn persist_one(
+        &mut self,
+        jobs: &mut HashMap<String, super::JobEntry>,
+        registry: &Registry,
+        change: &StateChange,
+    ) -> Result<(), HostError> {
         match change {
-            StateChange::Sheet(s) => self.persist_sheet(s),
-            StateChange::Job(j) => self.persist_job(j),
+            StateChange::Sheet(s) => self.persist_sheet(jobs, registry, s),
+            StateChange::Job(j) => self.persist_job(jobs, registry, j),
             StateChange::Instrument(i) => {
-                let registry = lock(&self.shared.registry);
                 let result = match i.rate_limited_until {
                     Some(until) => {
                         // The baton's clock is monotonic; persist wall time for restarts.
@@ -338,6 +348,50 @@ impl BatonHost for ConductorHost {
                 result.map_err(|e| {
                     HostError::new(format!("saving rate limit of '{}'", i.instrument), e)
                 })
+            }
+        }
+    }
+}
+
+impl BatonHost for ConductorHost {
+    fn persist(&mut self, change: &StateChange) -> Result<(), HostError> {
+        self.persist_all(&[change])
+            .pop()
+            .unwrap_or_else(|| Err(HostError::new("saving a change", "nothing was saved")))
+    }
+
+    /// All changes of a burst in one registry transaction (one commit, one WAL sync), each
+    /// in its own savepoint; durable before any consequence is carried out.
+    fn persist_all(&mut self, changes: &[&StateChange]) -> Vec<Result<(), HostError>> {
+        let shared = self.shared.clone();
+        let mut jobs = lock(&shared.jobs);
+        let registry = lock(&shared.registry);
+        let mut failed: Vec<String> = Vec::new();
+        let batch = registry.batch(|r| {
+            changes
+                .iter()
+                .map(|change| {
+                    let job = change.job_id();
+                    if let Some(job) = job.filter(|j| failed.iter().any(|f| f == j)) {
+                        return Err(HostError::new(
+                            format!("saving a change of job '{job}'"),
+                            "an earlier change of this job could not be saved",
+                        ));
+                    }
+                    let result = self.persist_one(&mut jobs, r, change);
+                    if let (Err(_), Some(job)) = (&result, job) {
+                        failed.push(job.to_string());
+                    }
+                    result
+                })
+                .collect::<Vec<_>>()
+        });
+        match batch {
+            Ok(results) => results,
+            // The commit failed: none of it is durable.
+            Err(e) => {
+                let error = HostError::new("saving the baton's changes", e);
+                changes.iter().map(|_| Err(error.clone())).collect()
             }
         }
     }

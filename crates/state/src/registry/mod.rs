@@ -10,7 +10,7 @@ mod records;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, Transaction};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 use serde_json::{Map, Value};
 
 pub use records::{
@@ -129,11 +129,22 @@ impl Registry {
         }
     }
 
-    fn begin(&self, operation: &str) -> Result<Transaction<'_>> {
-        // IMMEDIATE: take the write lock at BEGIN so the transaction cannot fail halfway
-        // with SQLITE_BUSY on lock upgrade.
-        Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Immediate)
-            .map_err(self.err(format!("beginning transaction for {operation}")))
+    fn begin(&self, operation: &str) -> Result<Tx<'_>> {
+        Tx::begin(&self.conn).map_err(self.err(format!("beginning transaction for {operation}")))
+    }
+
+    /// Runs `f` inside one transaction: every write `f` makes through this registry becomes
+    /// durable together at the end (each keeps its own all-or-nothing savepoint, so one that
+    /// fails leaves the others). The conductor saves all the transitions of one baton
+    /// event burst this way — one commit instead of one per transition. Nothing written in
+    /// `f` is durable before this returns `Ok`.
+    pub fn batch<T>(&self, f: impl FnOnce(&Registry) -> T) -> Result<T> {
+        let outer = self.begin("a batch of writes")?;
+        let value = f(self);
+        outer
+            .commit()
+            .map_err(self.err("committing a batch of writes"))?;
+        Ok(value)
     }
 
     // ---------------------------------------------------------------- jobs
@@ -593,7 +604,7 @@ impl Registry {
         tx.commit().map_err(self.err(ctx))
     }
 
-    fn require_job(&self, tx: &Transaction<'_>, job_id: &str) -> Result<()> {
+    fn require_job(&self, tx: &Connection, job_id: &str) -> Result<()> {
         let exists: bool = tx
             .query_row(
                 "SELECT EXISTS(SELECT 1 FROM jobs WHERE job_id=?1)",
@@ -927,7 +938,7 @@ fn as_refs(params: &[Box<dyn rusqlite::ToSql>]) -> Vec<&dyn rusqlite::ToSql> {
     params.iter().map(|b| b.as_ref()).collect()
 }
 
-fn upsert_job(tx: &Transaction<'_>, job: &JobRecord) -> rusqlite::Result<usize> {
+fn upsert_job(tx: &Connection, job: &JobRecord) -> rusqlite::Result<usize> {
     let params = job_params(job);
     let refs = as_refs(&params);
     tx.execute(
@@ -951,7 +962,7 @@ fn upsert_job(tx: &Transaction<'_>, job: &JobRecord) -> rusqlite::Result<usize> 
     )
 }
 
-fn write_score(tx: &Transaction<'_>, job_id: &str, score: &JobScore) -> Result<(), WriteError> {
+fn write_score(tx: &Connection, job_id: &str, score: &JobScore) -> Result<(), WriteError> {
     tx.execute(
         "UPDATE jobs SET score_yaml=?2, config_snapshot_json=?3 WHERE job_id=?1",
         params![
@@ -963,7 +974,7 @@ fn write_score(tx: &Transaction<'_>, job_id: &str, score: &JobScore) -> Result<(
     Ok(())
 }
 
-fn write_header(tx: &Transaction<'_>, state: &CheckpointState, now: f64) -> Result<(), WriteError> {
+fn write_header(tx: &Connection, state: &CheckpointState, now: f64) -> Result<(), WriteError> {
     let header = serde_json::to_string(&state.header())
         .map_err(|e| WriteError::Json(state.job_id.clone(), "checkpoint", e))?;
     tx.execute(
@@ -980,12 +991,7 @@ fn write_header(tx: &Transaction<'_>, state: &CheckpointState, now: f64) -> Resu
     Ok(())
 }
 
-fn write_sheet(
-    tx: &Transaction<'_>,
-    job_id: &str,
-    s: &SheetState,
-    now: f64,
-) -> Result<(), WriteError> {
+fn write_sheet(tx: &Connection, job_id: &str, s: &SheetState, now: f64) -> Result<(), WriteError> {
     let json_err = |e| WriteError::Json(job_id.to_owned(), "sheet state", e);
     let state_json = serde_json::to_string(s).map_err(json_err)?;
     let details = s
@@ -1148,5 +1154,71 @@ impl RawJob {
             completed_new_work: self.completed_new_work,
             options,
         })
+    }
+}
+
+/// A write transaction: `BEGIN IMMEDIATE` at the top level, a savepoint inside
+/// [`Registry::batch`]. Dropping it uncommitted rolls back only its own writes.
+struct Tx<'c> {
+    conn: &'c Connection,
+    nested: bool,
+    done: bool,
+}
+
+impl<'c> Tx<'c> {
+    fn begin(conn: &'c Connection) -> rusqlite::Result<Self> {
+        // IMMEDIATE: take the write lock at BEGIN so the transaction cannot fail halfway
+        // with SQLITE_BUSY on lock upgrade.
+        let nested = !conn.is_autocommit();
+        conn.execute_batch(if nested {
+            "SAVEPOINT mozart_write"
+        } else {
+            "BEGIN IMMEDIATE"
+        })?;
+        Ok(Tx {
+            conn,
+            nested,
+            done: false,
+        })
+    }
+
+    fn commit(mut self) -> rusqlite::Result<()> {
+        self.done = true;
+        let sql = if self.nested {
+            "RELEASE mozart_write"
+        } else {
+            "COMMIT"
+        };
+        let result = self.conn.execute_batch(sql);
+        if result.is_err() {
+            self.rollback();
+        }
+        result
+    }
+
+    fn rollback(&self) {
+        let sql = if self.nested {
+            "ROLLBACK TO mozart_write; RELEASE mozart_write"
+        } else {
+            "ROLLBACK"
+        };
+        // A failed rollback leaves SQLite to roll back on its own (it does when the
+        // transaction cannot continue); nothing more can be done here.
+        let _ = self.conn.execute_batch(sql);
+    }
+}
+
+impl std::ops::Deref for Tx<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.rollback();
+        }
     }
 }
