@@ -164,6 +164,11 @@ step "errors slow"                 0 "No errors found" -- up errors slow
 step "history slow"                0 "Total: [0-9]+ record" -- up history slow
 step "diagnose slow"               0 "Diagnostic Report" -- up diagnose slow
 step "top --json (one snapshot)"   124 '"daemon_pid":[0-9]+.*"job_progress"' -- timeout 15 env HOME="$work/pyhome" "$UP" --conductor-clone="$clone" top --json
+sed -e 's/^name: slow/name: watched/' -e "s#ws-slow#ws-watched#" "$work/scores/slow.yaml" >"$work/scores/watched.yaml"
+step "run watched"                 0 "Score submitted to conductor" -- up run "$work/scores/watched.yaml"
+step "top/events/monitor models"   0 "monitor.stream yields" -- \
+    env HOME="$work/pyhome" "$VENV/bin/python" "$here/models.py" "$sock" watched
+step "cancel watched"              0 "cancelled" -- up cancel watched
 step "clear-rate-limits"           0 "[Cc]leared|No active rate limits" -- up clear-rate-limits
 step "clear --yes"                 0 "Cleared [0-9]+ score" -- up clear --yes
 step "list --all after clear"      0 "No scores|0 score" -- up list --all
