@@ -85,6 +85,8 @@ pub enum Command {
     Modify(commands::modify::Args),
     /// Remove finished jobs from the registry.
     Clear(commands::clear::Args),
+    /// Real-time system monitor for Mozart: the conductor's processes and jobs.
+    Top(commands::top::Args),
     /// Show or tail log files (the conductor log by default).
     Logs(commands::logs::Args),
     /// List all errors for a score with detailed information.
@@ -149,6 +151,7 @@ pub fn main() -> i32 {
         Command::Cancel(a) => commands::cancel::run(&globals, a),
         Command::Modify(a) => commands::modify::run(&globals, a),
         Command::Clear(a) => commands::clear::run(&globals, a),
+        Command::Top(a) => commands::top::run(&globals, a),
         Command::Logs(a) => commands::logs::run(&globals, a),
         Command::Errors(a) => commands::errors::run(&globals, a),
         Command::Diagnose(a) => commands::diagnose::run(&globals, a),

@@ -18,4 +18,5 @@ pub mod start;
 pub mod status;
 pub mod stop;
 pub mod submit;
+pub mod top;
 pub mod validate;

@@ -1,0 +1,186 @@
+//! `mozart top` (cli.md §4.4): the conductor's processes and jobs, from `daemon.top`.
+//!
+//! `--json` streams one compact snapshot per interval, as upstream does. Upstream's default
+//! mode is a Textual TUI; ours prints the same snapshot as a plain table per interval (like
+//! `top -b`). `--history` and `--trace` read upstream's profiler database and strace, which
+//! this port does not keep: they fail with a clear message.
+
+use std::io::Write;
+use std::time::Duration;
+
+use mozart_ipc::methods;
+use mozart_ipc::types::{ProcessMetric, SystemSnapshot};
+use serde_json::Value;
+
+use crate::conductor_client;
+use crate::{CliError, Globals};
+
+/// Arguments of `mozart top`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Stream JSON snapshots (NDJSON).
+    #[arg(long = "json")]
+    pub json: bool,
+    /// Replay historical data (e.g., '1h', '30m').
+    #[arg(long = "history", value_name = "TEXT")]
+    pub history: Option<String>,
+    /// Attach full strace to PID and stream output.
+    #[arg(long = "trace", value_name = "INT")]
+    pub trace: Option<u32>,
+    /// Filter by score ID.
+    #[arg(short = 's', long = "score", value_name = "TEXT")]
+    pub score: Option<String>,
+    /// Refresh interval in seconds.
+    #[arg(short = 'i', long = "interval", default_value_t = 2.0)]
+    pub interval: f64,
+}
+
+/// Run `mozart top` until interrupted.
+pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
+    // Mode precedence: --trace > --history > --json > table (§4.4).
+    if args.trace.is_some() {
+        return Err(CliError::failed(
+            "'mozart top --trace' is not available in this port.",
+            vec!["Attach strace yourself: strace -f -t -p <PID>".into()],
+        ));
+    }
+    if args.history.is_some() {
+        return Err(CliError::failed(
+            "'mozart top --history' is not available: this conductor keeps no monitor database.",
+            vec!["Live snapshots: mozart top --json".into()],
+        ));
+    }
+    if !(args.interval.is_finite() && args.interval > 0.0) {
+        return Err(CliError::Usage(format!(
+            "Invalid value for '--interval' / '-i': {} is not a positive number.",
+            args.interval
+        )));
+    }
+    let interval = Duration::from_secs_f64(args.interval);
+    let paths = conductor_client::paths(globals, None)?;
+    // Reachability first, as upstream's `daemon.status` probe; without a conductor there
+    // is no monitor file to tail either (upstream's fallback).
+    if conductor_client::connect_socket(&paths.socket, false).is_err() {
+        return Err(CliError::failed(
+            "No monitor data available.",
+            vec!["Ensure the conductor is running: mozart start".into()],
+        ));
+    }
+    if args.json {
+        eprintln!("Streaming NDJSON snapshots (Ctrl+C to stop)...");
+    }
+    loop {
+        let snapshot: Value = {
+            let mut client = conductor_client::connect_socket(&paths.socket, args.json)?;
+            client
+                .call_value(methods::DAEMON_TOP, ())
+                .map_err(|e| conductor_client::call_error(e, args.json))?
+        };
+        let snapshot = filter(snapshot, args.score.as_deref());
+        let mut out = std::io::stdout().lock();
+        let written = if args.json {
+            writeln!(out, "{snapshot}")
+        } else {
+            match serde_json::from_value::<SystemSnapshot>(snapshot.clone()) {
+                Ok(s) => write!(out, "{}", render(&s)),
+                // `{"error": ...}` from a conductor without snapshots.
+                Err(_) => writeln!(out, "{snapshot}"),
+            }
+        };
+        // A closed pipe (`mozart top --json | head -1`) ends the stream quietly.
+        if written.and_then(|()| out.flush()).is_err() {
+            return Ok(0);
+        }
+        drop(out);
+        std::thread::sleep(interval);
+    }
+}
+
+/// Keep only `job`'s processes; a snapshot without any processes passes as is (§4.4).
+fn filter(mut snapshot: Value, job: Option<&str>) -> Value {
+    let Some(job) = job else { return snapshot };
+    if let Some(Value::Array(processes)) = snapshot.get_mut("processes") {
+        processes.retain(|p| p.get("job_id").and_then(Value::as_str) == Some(job));
+    }
+    snapshot
+}
+
+/// One plain-text frame: conductor line, jobs, processes.
+fn render(s: &SystemSnapshot) -> String {
+    let mut text = format!(
+        "Mozart conductor PID {}  up {:.0}s  load {:.2} {:.2} {:.2}  mem {:.0}/{:.0} MB  pressure {}\n",
+        s.daemon_pid,
+        s.conductor_uptime_seconds,
+        s.load_avg_1,
+        s.load_avg_5,
+        s.load_avg_15,
+        s.system_memory_used_mb,
+        s.system_memory_total_mb,
+        s.pressure_level,
+    );
+    text.push_str(&format!(
+        "Jobs running: {}  sheets in flight: {}  zombies: {}\n",
+        s.running_jobs, s.active_sheets, s.zombie_count
+    ));
+    for job in &s.job_progress {
+        let current = job
+            .current_sheet
+            .map_or_else(|| "-".to_string(), |n| n.to_string());
+        text.push_str(&format!(
+            "  {:<24} {:<9} sheet {current}/{}  (last completed {})\n",
+            job.job_id, job.status, job.total_sheets, job.last_completed_sheet
+        ));
+    }
+    text.push_str(&format!(
+        "{:>7} {:>7} {:1} {:>6} {:>8} {:>7}  {:<16} {:>5}  COMMAND\n",
+        "PID", "PPID", "S", "CPU%", "RSS MB", "AGE", "SCORE", "SHEET"
+    ));
+    for p in &s.processes {
+        text.push_str(&process_line(p));
+    }
+    text.push('\n');
+    text
+}
+
+fn process_line(p: &ProcessMetric) -> String {
+    let command: String = p
+        .command
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(60)
+        .collect();
+    format!(
+        "{:>7} {:>7} {:1} {:>6.1} {:>8.1} {:>6.0}s  {:<16} {:>5}  {}\n",
+        p.pid,
+        p.ppid,
+        p.state,
+        p.cpu_percent,
+        p.rss_mb,
+        p.age_seconds,
+        p.job_id.as_deref().unwrap_or("-"),
+        p.sheet_num
+            .map_or_else(|| "-".to_string(), |n| n.to_string()),
+        command
+    )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn score_filter_keeps_that_jobs_processes_and_passes_empty_snapshots() {
+        let snap = json!({"processes": [{"pid": 1, "job_id": null}, {"pid": 2, "job_id": "a"}]});
+        assert_eq!(
+            filter(snap.clone(), Some("a"))["processes"],
+            json!([{"pid": 2, "job_id": "a"}])
+        );
+        assert_eq!(filter(snap.clone(), None), snap);
+        let empty = json!({"processes": []});
+        assert_eq!(filter(empty.clone(), Some("a")), empty);
+    }
+}
