@@ -648,6 +648,25 @@ fn instruments(env: &Env, conductor: &Conductor, args: &Args, report: &mut Repor
 /// Issue 4's memory bar: the conductor's peak RSS over its idle RSS while one sheet prints
 /// 100 MB to stdout, then to stderr (bar < 20 MB). Run first on a fresh conductor.
 fn capture_rows(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> Result<()> {
+    // Control: the first job of a fresh conductor grows it too (thread pools, SQLite caches,
+    // the learning store), output or not. Run it first, so the capture rows show what
+    // capturing costs on top, and report it so the two can be told apart.
+    let control = Workload {
+        key: "bench-shell-seq-20",
+        yaml: SCORE_SHELL_SEQ_20,
+        sheets: 20,
+        reps: 1,
+        outputs: false,
+    };
+    progress("control: bench-shell-seq-20 (no output) as the fresh conductor's first job");
+    let (growth, _) = rss_growth(env, conductor, &control, 99, args.poll_ms)?;
+    report.add(Row::new(
+        "first_job_rss_growth",
+        "control: first job on a fresh conductor (20 `true` sheets, no output): peak − idle RSS",
+        growth,
+        "MB",
+        1,
+    ));
     for (key, yaml, stream) in [
         ("bench-capture-stdout", SCORE_CAPTURE_STDOUT, "stdout"),
         ("bench-capture-stderr", SCORE_CAPTURE_STDERR, "stderr"),
@@ -665,20 +684,9 @@ fn capture_rows(env: &Env, conductor: &Conductor, args: &Args, report: &mut Repo
         };
         let (mut growth, mut peaks, mut walls) = (Vec::new(), Vec::new(), Vec::new());
         for rep in 0..CAPTURE_REPS {
-            // Give the previous job's tasks a moment to finish so "before" is idle.
-            std::thread::sleep(Duration::from_millis(200));
-            if !conductor.reset_peak_rss() {
-                return Err(BenchError::Io {
-                    action: "resetting the peak RSS (clear_refs) of",
-                    path: PathBuf::from(format!("/proc/{}", conductor.pid)),
-                    source: std::io::Error::other("clear_refs not writable"),
-                });
-            }
-            let before = conductor.rss_mib();
-            let run = env.run_job(&w, rep, conductor, Via::Rpc, args.poll_ms)?;
-            let peak = conductor.peak_rss_mib().max(run.peak_rss_mib);
-            growth.push((peak - before) * MIB_IN_MB);
-            peaks.push(peak);
+            let (g, run) = rss_growth(env, conductor, &w, rep, args.poll_ms)?;
+            growth.push(g);
+            peaks.push(run.peak_rss_mib);
             walls.push(run.wall);
         }
         report.add(Row::ms(
@@ -706,6 +714,30 @@ fn capture_rows(env: &Env, conductor: &Conductor, args: &Args, report: &mut Repo
         ));
     }
     Ok(())
+}
+
+/// Runs one job by job.submit and returns the conductor's peak RSS during it minus its RSS
+/// just before (MB), with the run (its `peak_rss_mib` set to the `VmHWM` peak).
+fn rss_growth(
+    env: &Env,
+    conductor: &Conductor,
+    w: &Workload,
+    rep: usize,
+    poll_ms: u64,
+) -> Result<(f64, JobRun)> {
+    // Give the previous job's tasks a moment to finish so "before" is idle.
+    std::thread::sleep(Duration::from_millis(200));
+    if !conductor.reset_peak_rss() {
+        return Err(BenchError::Io {
+            action: "resetting the peak RSS (clear_refs) of",
+            path: PathBuf::from(format!("/proc/{}", conductor.pid)),
+            source: std::io::Error::other("clear_refs not writable"),
+        });
+    }
+    let before = conductor.rss_mib();
+    let mut run = env.run_job(w, rep, conductor, Via::Rpc, poll_ms)?;
+    run.peak_rss_mib = conductor.peak_rss_mib().max(run.peak_rss_mib);
+    Ok(((run.peak_rss_mib - before) * MIB_IN_MB, run))
 }
 
 /// MiB expressed in MB (10^6 bytes): issue 4's memory bar is in MB.
