@@ -492,6 +492,92 @@ mod tests {
     }
 
     #[test]
+    fn subscription_notifications_take_upstreams_shape() {
+        let raw = r#"{"jsonrpc":"2.0","method":"monitor.event","params":{"subscription":7,"result":{"job_id":"a","sheet_num":1}}}"#;
+        let line: Value = serde_json::from_str(&upstream_notification(raw).unwrap()).unwrap();
+        assert_eq!(
+            line,
+            serde_json::json!({"jsonrpc": "2.0", "method": "monitor.event",
+                               "params": {"job_id": "a", "sheet_num": 1}})
+        );
+        assert!(upstream_notification("{}").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_subscription_streams_over_the_socket_without_a_response_line() {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+        let mut module = RpcModule::new(());
+        module
+            .register_subscription(
+                "test.stream",
+                "test.event",
+                "test.unsubscribe",
+                |_, pending, _, _| async move {
+                    let Ok(sink) = pending.accept().await else {
+                        return;
+                    };
+                    for n in 0..3 {
+                        let msg =
+                            serde_json::value::to_raw_value(&serde_json::json!({"n": n})).unwrap();
+                        if sink.send(msg).await.is_err() {
+                            return;
+                        }
+                    }
+                },
+            )
+            .unwrap();
+        module
+            .register_method("test.ping", |_, _, _| {
+                Ok::<_, jsonrpsee::types::ErrorObjectOwned>("pong")
+            })
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(listener, module, ServerLimits::default(), async {
+            let _ = stopped.await;
+        }));
+
+        let stream = UnixStream::connect(&path).await.unwrap();
+        let (read, mut write) = stream.into_split();
+        write
+            .write_all(
+                b"{\"jsonrpc\":\"2.0\",\"method\":\"test.stream\",\"params\":null,\"id\":1}\n",
+            )
+            .await
+            .unwrap();
+        let mut lines = BufReader::new(read).lines();
+        for n in 0..3 {
+            let line = lines.next_line().await.unwrap().unwrap();
+            let msg: Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(
+                msg,
+                serde_json::json!({"jsonrpc": "2.0", "method": "test.event", "params": {"n": n}})
+            );
+        }
+        drop(write);
+        drop(lines);
+        // The server still serves other connections.
+        let stream = UnixStream::connect(&path).await.unwrap();
+        let (read, mut write) = stream.into_split();
+        write
+            .write_all(b"{\"method\":\"test.ping\",\"id\":2}\n")
+            .await
+            .unwrap();
+        let line = BufReader::new(read)
+            .lines()
+            .next_line()
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(line.contains("pong"), "{line}");
+        let _ = stop.send(());
+        server.await.unwrap().unwrap();
+    }
+
+    #[test]
     fn peer_uid_must_match() {
         assert!(check_peer_uid(Some(1000), 1000).is_ok());
         assert!(check_peer_uid(Some(1001), 1000)
