@@ -99,3 +99,161 @@ pub fn boxed(lines: &[String], width: usize, expand: bool) -> String {
     out.push_str(&format!("╰{}╯\n", "─".repeat(content + 2)));
     out
 }
+
+/// A `serde_json` formatter that prints like Python's `json.dumps(value, indent=2)`, the
+/// format of upstream's `--json` output: two-space indentation and `ensure_ascii` (every
+/// character outside printable ASCII as `\uXXXX`, UTF-16 surrogate pairs beyond the BMP).
+pub struct PyJsonFormatter {
+    inner: serde_json::ser::PrettyFormatter<'static>,
+}
+
+impl PyJsonFormatter {
+    /// A formatter for a value that sits `depth` levels deep in an enclosing document, so
+    /// its nested lines carry the enclosing indentation (the value itself starts where the
+    /// caller left the cursor).
+    pub fn at_depth(depth: usize) -> Self {
+        use serde_json::ser::Formatter;
+        let mut inner = serde_json::ser::PrettyFormatter::new();
+        for _ in 0..depth {
+            // Only moves the formatter's indentation level; nothing is written.
+            let _ = inner.begin_array(&mut std::io::sink());
+        }
+        PyJsonFormatter { inner }
+    }
+}
+
+macro_rules! delegate_to_pretty {
+    ($($name:ident($($arg:ident: $ty:ty),*);)*) => {
+        $(
+            fn $name<W: ?Sized + std::io::Write>(&mut self, w: &mut W $(, $arg: $ty)*) -> std::io::Result<()> {
+                self.inner.$name(w $(, $arg)*)
+            }
+        )*
+    };
+}
+
+impl serde_json::ser::Formatter for PyJsonFormatter {
+    delegate_to_pretty! {
+        begin_array();
+        end_array();
+        begin_array_value(first: bool);
+        end_array_value();
+        begin_object();
+        end_object();
+        begin_object_key(first: bool);
+        end_object_key();
+        begin_object_value();
+        end_object_value();
+    }
+
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        // serde_json has already escaped quotes, backslashes and C0 controls; what is left
+        // for `ensure_ascii` is DEL and everything beyond ASCII.
+        let bytes = fragment.as_bytes();
+        if !bytes.iter().any(|b| *b >= 0x7f) {
+            return w.write_all(bytes);
+        }
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            if c.is_ascii() && c != '\u{7f}' {
+                continue;
+            }
+            w.write_all(&bytes[start..i])?;
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                write!(w, "\\u{unit:04x}")?;
+            }
+            start = i + c.len_utf8();
+        }
+        w.write_all(&bytes[start..])
+    }
+}
+
+/// Serialize `value` as it appears `depth` levels deep in a Python-style JSON document.
+pub fn write_py_json<W: std::io::Write, T: serde::Serialize + ?Sized>(
+    out: &mut W,
+    depth: usize,
+    value: &T,
+) -> std::io::Result<()> {
+    let mut ser = serde_json::Serializer::with_formatter(out, PyJsonFormatter::at_depth(depth));
+    value.serialize(&mut ser).map_err(std::io::Error::other)
+}
+
+/// Writes one JSON object or array member by member, laid out as Python's
+/// `json.dumps(indent=2)` would lay it out `depth` levels deep; values go through
+/// [`write_py_json`]. Lets a large document be streamed without building it first.
+pub struct PyJsonNode {
+    depth: usize,
+    close: u8,
+    empty: bool,
+}
+
+impl PyJsonNode {
+    /// Open an object (`{`) at `depth`.
+    pub fn object<W: std::io::Write>(out: &mut W, depth: usize) -> std::io::Result<Self> {
+        out.write_all(b"{")?;
+        Ok(PyJsonNode {
+            depth,
+            close: b'}',
+            empty: true,
+        })
+    }
+
+    /// Open an array (`[`) at `depth`.
+    pub fn array<W: std::io::Write>(out: &mut W, depth: usize) -> std::io::Result<Self> {
+        out.write_all(b"[")?;
+        Ok(PyJsonNode {
+            depth,
+            close: b']',
+            empty: true,
+        })
+    }
+
+    /// Start the next member: separator, newline and indentation (the caller writes it).
+    pub fn next<W: std::io::Write>(&mut self, out: &mut W) -> std::io::Result<()> {
+        out.write_all(if self.empty { b"\n" } else { b",\n" })?;
+        self.empty = false;
+        indent_to(out, self.depth + 1)
+    }
+
+    /// Start an object member `"key": ` (keys are plain ASCII names).
+    pub fn key<W: std::io::Write>(&mut self, out: &mut W, key: &str) -> std::io::Result<()> {
+        self.next(out)?;
+        write!(out, "\"{key}\": ")
+    }
+
+    /// Write an object member `"key": value`.
+    pub fn field<W: std::io::Write, T: serde::Serialize + ?Sized>(
+        &mut self,
+        out: &mut W,
+        key: &str,
+        value: &T,
+    ) -> std::io::Result<()> {
+        self.key(out, key)?;
+        write_py_json(out, self.depth + 1, value)
+    }
+
+    /// Close the object or array.
+    pub fn end<W: std::io::Write>(self, out: &mut W) -> std::io::Result<()> {
+        if !self.empty {
+            out.write_all(b"\n")?;
+            indent_to(out, self.depth)?;
+        }
+        out.write_all(&[self.close])
+    }
+}
+
+fn indent_to<W: std::io::Write>(out: &mut W, depth: usize) -> std::io::Result<()> {
+    const SPACES: [u8; 64] = [b' '; 64];
+    let mut n = depth * 2;
+    while n > 0 {
+        let k = n.min(SPACES.len());
+        out.write_all(&SPACES[..k])?;
+        n -= k;
+    }
+    Ok(())
+}

@@ -74,12 +74,18 @@ impl Condition {
     /// Whether every part holds for `vars` (`sheet_num` defaults to 0; other missing names
     /// make their part true).
     pub fn applies(&self, vars: &HashMap<&str, i64>) -> bool {
+        self.applies_to(|name| vars.get(name).copied())
+    }
+
+    /// [`Condition::applies`] with the variables coming from `get` (no map to build per
+    /// sheet when one condition is checked against hundreds of sheets).
+    pub fn applies_to(&self, get: impl Fn(&str) -> Option<i64>) -> bool {
         self.parts.iter().all(|(name, op, rhs)| {
             let value = if name == "sheet_num" {
-                vars.get("sheet_num").copied().unwrap_or(0)
+                get("sheet_num").unwrap_or(0)
             } else {
-                match vars.get(name.as_str()) {
-                    Some(v) => *v,
+                match get(name.as_str()) {
+                    Some(v) => v,
                     None => return true,
                 }
             };

@@ -1,5 +1,7 @@
 //! Single-brace `{placeholder}` expansion (score.md §5.8) — not Jinja.
 
+use std::borrow::Cow;
+
 use indexmap::IndexMap;
 
 /// Placeholder values in lookup order (later inserts replace earlier ones).
@@ -11,6 +13,22 @@ pub type PlaceholderVars = IndexMap<String, String>;
 /// One pass over the text: a substituted value is never scanned again, so a value that
 /// itself contains `{name}` is inserted as it is (no second-order expansion).
 pub fn expand(text: &str, vars: &PlaceholderVars, shell_quote: bool) -> String {
+    expand_with(text, |key| {
+        vars.get(key).map(|value| {
+            if shell_quote {
+                Cow::Owned(quote(value))
+            } else {
+                Cow::Borrowed(value.as_str())
+            }
+        })
+    })
+}
+
+/// [`expand`] with the values coming from `lookup` (`None`: the placeholder stays as written).
+///
+/// Which placeholders `lookup` is asked about depends only on `text`, never on the values it
+/// returns, so a caller can learn which names a text uses from one call.
+pub fn expand_with<'v>(text: &str, mut lookup: impl FnMut(&str) -> Option<Cow<'v, str>>) -> String {
     if !text.contains('{') {
         return text.to_string();
     }
@@ -22,13 +40,9 @@ pub fn expand(text: &str, vars: &PlaceholderVars, shell_quote: bool) -> String {
         let key_len = after
             .find(['}', '{'])
             .filter(|&i| after.as_bytes()[i] == b'}');
-        match key_len.and_then(|len| vars.get(&after[..len]).map(|v| (len, v))) {
+        match key_len.and_then(|len| lookup(&after[..len]).map(|v| (len, v))) {
             Some((len, value)) => {
-                if shell_quote {
-                    out.push_str(&quote(value));
-                } else {
-                    out.push_str(value);
-                }
+                out.push_str(&value);
                 rest = &after[len + 1..];
             }
             None => {

@@ -159,10 +159,21 @@ impl PromptRenderer {
         sheet: &PlannedSheet,
         ctx: &RenderContext,
     ) -> Result<String, ConfigError> {
+        self.render_with(job, sheet, ctx, &UserVars::new(job))
+    }
+
+    /// [`PromptRenderer::render`] with the score's variables converted once by the caller.
+    pub fn render_with(
+        &self,
+        job: &JobConfig,
+        sheet: &PlannedSheet,
+        ctx: &RenderContext,
+        user: &UserVars,
+    ) -> Result<String, ConfigError> {
         if !self.has_template {
             return Ok(default_prompt(job, sheet));
         }
-        let vars = template_vars(job, sheet, ctx);
+        let vars = sheet_vars(job, sheet, ctx, Some(user));
         let template = self
             .env
             .get_template(TEMPLATE_NAME)
@@ -251,12 +262,40 @@ fn to_value_plain(v: &serde_json::Value) -> Value {
 
 /// The Jinja context of §5.2 for one sheet.
 pub fn template_vars(job: &JobConfig, sheet: &PlannedSheet, ctx: &RenderContext) -> Value {
+    sheet_vars(job, sheet, ctx, Some(&UserVars::new(job)))
+}
+
+/// A score's `prompt.variables` converted to template values once, for rendering many
+/// sheets of the same score (the conversion is most of the cost of building a context).
+#[derive(Debug, Clone)]
+pub struct UserVars {
+    variables: Vec<(String, Value)>,
+}
+
+impl UserVars {
+    /// Convert `job.prompt.variables` (§5.2: nested numeric keys become integers).
+    pub fn new(job: &JobConfig) -> Self {
+        UserVars {
+            variables: job
+                .prompt
+                .variables
+                .iter()
+                .map(|(k, v)| (k.clone(), to_value(v, true)))
+                .collect(),
+        }
+    }
+}
+
+/// The context of §5.2; `user: None` leaves the score's variables out (injection paths).
+fn sheet_vars(
+    job: &JobConfig,
+    sheet: &PlannedSheet,
+    ctx: &RenderContext,
+    user: Option<&UserVars>,
+) -> Value {
     let total = total_sheets(&job.sheet);
     let stages = total_stages(&job.sheet);
-    let workspace = ctx
-        .workspace
-        .clone()
-        .unwrap_or_else(|| job.workspace.clone());
+    let workspace = ctx.workspace.as_ref().unwrap_or(&job.workspace);
     let mut vars: IndexMap<String, Value> = IndexMap::new();
     let mut put = |k: &str, v: Value| {
         vars.insert(k.to_string(), v);
@@ -305,7 +344,12 @@ pub fn template_vars(job: &JobConfig, sheet: &PlannedSheet, ctx: &RenderContext)
     );
     put("injected_skills", Value::from(ctx.injected_skills.clone()));
     put("injected_tools", Value::from(ctx.injected_tools.clone()));
-    for (k, v) in job.prompt.variables.iter().chain(ctx.extra.iter()) {
+    if let Some(user) = user {
+        for (k, v) in &user.variables {
+            vars.insert(k.clone(), v.clone());
+        }
+    }
+    for (k, v) in &ctx.extra {
         vars.insert(k.clone(), to_value(v, true));
     }
     vars.insert(
@@ -332,16 +376,17 @@ pub fn resolve_injections(
     if job.sheet.prelude.is_empty() && cadenzas.is_none_or(|c| c.is_empty()) {
         return;
     }
-    let env = environment(false);
-    let mut lenient = RenderContext {
+    // One lenient environment for the process: building one per sheet (with the contrib
+    // filters) was a measurable share of rendering a 516-sheet score.
+    static LENIENT: std::sync::LazyLock<Environment<'static>> =
+        std::sync::LazyLock::new(|| environment(false));
+    let env = &*LENIENT;
+    let lenient = RenderContext {
         workspace: ctx.workspace.clone(),
         ..RenderContext::default()
     };
-    lenient.template_dir = None;
-    let mut vars_job = job.clone();
     // Legacy/preview path: injection paths see the sheet context without user variables.
-    vars_job.prompt.variables.clear();
-    let vars = template_vars(&vars_job, sheet, &lenient);
+    let vars = sheet_vars(job, sheet, &lenient, None);
     let items = job.sheet.prelude.iter().chain(
         job.sheet
             .cadenzas

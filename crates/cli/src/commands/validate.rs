@@ -8,7 +8,7 @@ use mozart_config::error::schema_text;
 use mozart_config::validate::{self as checks, CheckEnv, Issue, Severity};
 use mozart_config::{ConfigError, Score};
 
-use crate::output::{ascii_json, boxed, console_width, print_json};
+use crate::output::{boxed, console_width, print_json, write_py_json, PyJsonNode};
 use crate::{CliError, Globals};
 
 /// Arguments of `mozart validate`.
@@ -120,8 +120,26 @@ pub fn missing_file(command: &str, path: &Path) -> i32 {
     2
 }
 
-/// Instrument profile directories V210/V211 consult (score.md §6.4).
+/// Instrument profile directories V210/V211 consult (score.md §6.4), plus the instruments
+/// this build embeds.
 pub fn check_env() -> CheckEnv {
+    let mut env = profile_dir_env();
+    add_builtin_instruments(&mut env);
+    env
+}
+
+/// [`check_env`] for one score: the embedded profiles are only loaded (which compiles every
+/// profile's error patterns, about a third of `validate`'s time on the corpus score) when
+/// the score names an instrument nothing else knows, since only then can V210/V211 fire.
+fn check_env_for(score: &Score) -> CheckEnv {
+    let mut env = profile_dir_env();
+    if !env.knows_all(&score.config) {
+        add_builtin_instruments(&mut env);
+    }
+    env
+}
+
+fn profile_dir_env() -> CheckEnv {
     let mut dirs = Vec::new();
     if let Some(home) = std::env::var_os("MOZART_HOME") {
         dirs.push(PathBuf::from(home).join("instruments"));
@@ -129,13 +147,15 @@ pub fn check_env() -> CheckEnv {
         dirs.push(PathBuf::from(home).join(".mozart").join("instruments"));
     }
     dirs.push(PathBuf::from(".mozart").join("instruments"));
-    let mut env = CheckEnv::with_profile_dirs(&dirs);
+    CheckEnv::with_profile_dirs(&dirs)
+}
+
+fn add_builtin_instruments(env: &mut CheckEnv) {
     // The instruments this build embeds (e.g. our `shell`), from the one place that defines
     // them, so V210 never warns about an instrument the conductor can play.
     if let Ok(builtin) = mozart_backends::InstrumentRegistry::builtin() {
         env.known_instruments.extend(builtin.names());
     }
-    env
 }
 
 /// Run `mozart validate`.
@@ -151,7 +171,7 @@ pub fn run(_globals: &Globals, args: Args) -> Result<i32, CliError> {
     for warning in &score.warnings {
         eprintln!("{}: UserWarning: {warning}", path.display());
     }
-    let issues = checks::run_checks(&score, path, &check_env());
+    let issues = checks::run_checks(&score, path, &check_env_for(&score));
     let has_errors = issues.iter().any(|i| i.severity == Severity::Error);
     if args.json {
         write_json(&score, path, &issues).map_err(|e| CliError::failed(e.to_string(), vec![]))?;
@@ -298,7 +318,7 @@ fn print_dag(c: &mozart_config::JobConfig) {
 }
 
 /// Print the rendering preview the way `validate` and `run --dry-run` do.
-pub fn print_preview(preview: &checks::Preview, verbose: bool, width: usize) {
+pub fn print_preview(preview: &checks::Preview<'_>, verbose: bool, width: usize) {
     let shown = if verbose {
         &preview.sheets[..]
     } else {
@@ -331,10 +351,11 @@ pub fn print_preview(preview: &checks::Preview, verbose: bool, width: usize) {
                 print!("{}", boxed(&lines, width, false));
             }
         }
-        if !sp.validations.is_empty() {
+        let validations = preview.validations(sp);
+        if validations.len() > 0 {
             println!("  Validations (expanded for sheet {}):", sp.sheet_num);
-            for v in &sp.validations {
-                let path = v.expanded_path.clone().unwrap_or_default();
+            for v in validations {
+                let path = v.expanded_path.unwrap_or_default();
                 if v.applicable {
                     println!("    {}. {}: {path}", v.index + 1, v.kind);
                 } else {
@@ -342,7 +363,7 @@ pub fn print_preview(preview: &checks::Preview, verbose: bool, width: usize) {
                         "    {}. {}: {path} (not applicable: {})",
                         v.index + 1,
                         v.kind,
-                        v.condition.clone().unwrap_or_default()
+                        v.condition.unwrap_or_default()
                     );
                 }
             }
@@ -356,53 +377,87 @@ pub fn print_preview(preview: &checks::Preview, verbose: bool, width: usize) {
     }
 }
 
-/// Stream the `--json` report; sheets are serialized one at a time so the 516-sheet corpus
-/// score does not build its whole preview in memory.
+/// Stream the `--json` report (score.md §6.5) in upstream's exact layout. On the 516-sheet
+/// corpus score it is 155 MB, nearly all of it 923 rules repeated for every sheet, so each
+/// rule's JSON text is made once per distinct (applicable, expanded path) and copied.
 fn write_json(score: &Score, path: &Path, issues: &[Issue]) -> std::io::Result<()> {
     let count = |s: Severity| issues.iter().filter(|i| i.severity == s).count();
-    let head = serde_json::json!({
-        "valid": count(Severity::Error) == 0,
-        "error_count": count(Severity::Error),
-        "warning_count": count(Severity::Warning),
-        "info_count": count(Severity::Info),
-        "issues": issues,
-    });
     let preview = checks::preview(score, path, None);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-    let head_text = ascii_json(&serde_json::to_string_pretty(&head)?);
-    // Re-open the object to append "rendering" after "issues".
-    let head_text = head_text.trim_end().trim_end_matches('}').trim_end();
-    writeln!(out, "{head_text},")?;
-    writeln!(out, "  \"rendering\": {{")?;
-    writeln!(out, "    \"total_sheets\": {},", preview.total_sheets)?;
-    writeln!(out, "    \"has_fan_out\": {},", preview.has_fan_out)?;
-    writeln!(
-        out,
-        "    \"has_dependencies\": {},",
-        preview.has_dependencies
-    )?;
-    let errors = ascii_json(&serde_json::to_string_pretty(&preview.render_errors)?);
-    writeln!(out, "    \"render_errors\": {},", indent(&errors, 4))?;
-    if preview.sheets.is_empty() {
-        writeln!(out, "    \"sheets\": []")?;
-    } else {
-        writeln!(out, "    \"sheets\": [")?;
-        let n = preview.sheets.len();
-        for (i, sheet) in preview.sheets.iter().enumerate() {
-            let text = ascii_json(&serde_json::to_string_pretty(sheet)?);
-            let sep = if i + 1 < n { "," } else { "" };
-            writeln!(out, "      {}{sep}", indent(&text, 6))?;
+    let out = &mut out;
+    let mut root = PyJsonNode::object(out, 0)?;
+    root.field(out, "valid", &(count(Severity::Error) == 0))?;
+    root.field(out, "error_count", &count(Severity::Error))?;
+    root.field(out, "warning_count", &count(Severity::Warning))?;
+    root.field(out, "info_count", &count(Severity::Info))?;
+    root.field(out, "issues", issues)?;
+    root.key(out, "rendering")?;
+    let mut rendering = PyJsonNode::object(out, 1)?;
+    rendering.field(out, "total_sheets", &preview.total_sheets)?;
+    rendering.field(out, "has_fan_out", &preview.has_fan_out)?;
+    rendering.field(out, "has_dependencies", &preview.has_dependencies)?;
+    rendering.field(out, "render_errors", &preview.render_errors)?;
+    rendering.key(out, "sheets")?;
+    let mut sheets = PyJsonNode::array(out, 2)?;
+    let mut cache = RuleTexts::default();
+    for sheet in &preview.sheets {
+        sheets.next(out)?;
+        let mut obj = PyJsonNode::object(out, 3)?;
+        obj.field(out, "sheet_num", &sheet.sheet_num)?;
+        obj.field(out, "item_range", &sheet.item_range)?;
+        obj.field(out, "stage", &sheet.stage)?;
+        obj.field(out, "instance", &sheet.instance)?;
+        obj.field(out, "fan_count", &sheet.fan_count)?;
+        obj.field(out, "prompt_snippet", &sheet.prompt_snippet)?;
+        obj.field(out, "render_error", &sheet.render_error)?;
+        obj.key(out, "validations")?;
+        let mut rules = PyJsonNode::array(out, 4)?;
+        for v in preview.validations(sheet) {
+            rules.next(out)?;
+            out.write_all(cache.text(&v, 5)?)?;
         }
-        writeln!(out, "    ]")?;
+        rules.end(out)?;
+        obj.end(out)?;
     }
-    writeln!(out, "  }}")?;
-    writeln!(out, "}}")?;
+    sheets.end(out)?;
+    rendering.end(out)?;
+    root.end(out)?;
+    out.write_all(b"\n")?;
     out.flush()
 }
 
-/// Indent every line but the first (JSON strings never contain raw newlines).
-fn indent(text: &str, n: usize) -> String {
-    let pad = " ".repeat(n);
-    text.replace('\n', &format!("\n{pad}"))
+/// The JSON text of each preview rule, kept per rule index and applicability together with
+/// the expanded path it was made for.
+#[derive(Default)]
+struct RuleTexts {
+    texts: Vec<[Option<RuleText>; 2]>,
+}
+
+/// One rule's JSON text and the expanded path it shows.
+struct RuleText {
+    path: Option<String>,
+    text: Vec<u8>,
+}
+
+impl RuleTexts {
+    fn text(&mut self, v: &checks::PreviewValidation<'_>, depth: usize) -> std::io::Result<&[u8]> {
+        if self.texts.len() <= v.index {
+            self.texts.resize_with(v.index + 1, Default::default);
+        }
+        let slot = &mut self.texts[v.index][usize::from(v.applicable)];
+        let fresh = match slot {
+            Some(made) => made.path.as_deref() != v.expanded_path.as_deref(),
+            None => true,
+        };
+        if fresh {
+            let mut text = Vec::with_capacity(512);
+            write_py_json(&mut text, depth, v)?;
+            *slot = Some(RuleText {
+                path: v.expanded_path.as_deref().map(str::to_string),
+                text,
+            });
+        }
+        Ok(slot.as_ref().map_or(&[][..], |made| made.text.as_slice()))
+    }
 }
