@@ -119,6 +119,20 @@ fn conductor_status_reads_health_ready_and_status_with_upstreams_keys() {
         ],
     );
     assert_eq!(status["version"], "0.1.0");
+
+    // `mozart config show` validates daemon.config with upstream's DaemonConfig, whose
+    // paths may not be null: they name what this conductor really uses.
+    let config = ok(&env, "daemon.config", Value::Null);
+    assert_eq!(config["socket"]["path"], env.socket.display().to_string());
+    assert_eq!(
+        config["pid_file"],
+        env.home.join("conductor.pid").display().to_string()
+    );
+    assert_eq!(
+        config["state_db_path"],
+        env.home.join("registry.db").display().to_string()
+    );
+    assert!(config["socket"]["permissions"].is_u64(), "{config}");
 }
 
 #[test]

@@ -169,6 +169,7 @@ step "run watched"                 0 "Score submitted to conductor" -- up run "$
 step "top/events/monitor models"   0 "monitor.stream yields" -- \
     env HOME="$work/pyhome" "$VENV/bin/python" "$here/models.py" "$sock" watched
 step "cancel watched"              0 "cancelled" -- up cancel watched
+step "config show (live)"          0 "from running conductor" -- up config show
 step "clear-rate-limits"           0 "[Cc]leared|No active rate limits" -- up clear-rate-limits
 step "clear --yes"                 0 "Cleared [0-9]+ score" -- up clear --yes
 step "list --all after clear"      0 "No scores|0 score" -- up list --all

@@ -90,7 +90,11 @@ pub fn register_daemon_methods(module: &mut RpcModule<Ctx>) -> Result<(), Conduc
         .map_err(reg)?;
 
     module
-        .register_method(methods::DAEMON_CONFIG, |_, ctx, _| to_value(ctx.config()))
+        .register_method(methods::DAEMON_CONFIG, |_, ctx, _| {
+            let mut config = to_value(ctx.config())?;
+            fill_resolved_paths(&mut config, &ctx.paths);
+            Ok::<_, ErrorObjectOwned>(config)
+        })
         .map_err(reg)?;
 
     module
@@ -140,6 +144,26 @@ pub fn register_daemon_methods(module: &mut RpcModule<Ctx>) -> Result<(), Conduc
         })
         .map_err(reg)?;
     Ok(())
+}
+
+/// Name the paths this conductor really uses where the config leaves them unset: upstream's
+/// `DaemonConfig` model (what its `mozart config show` validates the answer with) requires
+/// `socket.path`, `pid_file` and `state_db_path` to be paths, never null (§3.5).
+fn fill_resolved_paths(config: &mut serde_json::Value, paths: &crate::ConductorPaths) {
+    let text = |p: &std::path::Path| serde_json::Value::from(p.display().to_string());
+    if let Some(socket) = config.get_mut("socket") {
+        if socket.get("path").is_some_and(serde_json::Value::is_null) {
+            socket["path"] = text(&paths.socket);
+        }
+    }
+    for (key, path) in [
+        ("pid_file", &paths.pid_file),
+        ("state_db_path", &paths.registry_db),
+    ] {
+        if config.get(key).is_some_and(serde_json::Value::is_null) {
+            config[key] = text(path);
+        }
+    }
 }
 
 mod jsonrpsee_error {
