@@ -228,6 +228,7 @@ fn monitor_stream_sends_upstream_shaped_notifications_until_the_client_hangs_up(
 
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut seen = Vec::new();
+    let mut snapshots = 0;
     let deadline = Instant::now() + Duration::from_secs(30);
     while !seen.contains(&("job.completed".to_string(), 0)) {
         assert!(Instant::now() < deadline, "no job.completed; saw {seen:?}");
@@ -246,11 +247,17 @@ fn monitor_stream_sends_upstream_shaped_notifications_until_the_client_hangs_up(
             sorted(&["job_id", "sheet_num", "event", "data", "timestamp"]),
             "{msg}"
         );
-        assert_eq!(params["job_id"], "streamed");
         assert!(
             params["timestamp"].as_f64().unwrap() > 1.7e9,
             "epoch seconds: {msg}"
         );
+        if params["event"] == "monitor.snapshot" {
+            // The periodic snapshot upstream's TUI refreshes on: a daemon.top document.
+            assert_eq!(params["data"]["daemon_pid"], env.conductor_pid().unwrap());
+            snapshots += 1;
+            continue;
+        }
+        assert_eq!(params["job_id"], "streamed");
         seen.push((
             params["event"].as_str().unwrap().to_string(),
             params["sheet_num"].as_u64().unwrap(),
@@ -267,6 +274,7 @@ fn monitor_stream_sends_upstream_shaped_notifications_until_the_client_hangs_up(
             "{wanted:?} missing from {seen:?}"
         );
     }
+    assert!(snapshots >= 1, "a monitor.snapshot comes first");
     let started = seen.iter().position(|e| *e == ("sheet.started".into(), 2));
     let completed = seen
         .iter()
@@ -281,4 +289,27 @@ fn monitor_stream_sends_upstream_shaped_notifications_until_the_client_hangs_up(
     drop(stream);
     let health = result(&env, "daemon.health", Value::Null);
     assert_eq!(health["status"], "ok");
+}
+
+#[test]
+fn with_the_profiler_disabled_the_monitoring_methods_say_so_as_results() {
+    let env = TestEnv::new();
+    std::fs::write(
+        env.home.join("conductor.yaml"),
+        "profiler:\n  enabled: false\n",
+    )
+    .unwrap();
+    env.start_conductor();
+    assert_eq!(
+        result(&env, "daemon.top", Value::Null),
+        json!({"error": "profiler not enabled"})
+    );
+    assert_eq!(
+        result(&env, "daemon.events", json!({"limit": 5})),
+        json!({"events": [], "error": "profiler not enabled"})
+    );
+    assert_eq!(
+        result(&env, "daemon.top.stream", Value::Null),
+        json!({"error": "profiler not enabled"})
+    );
 }

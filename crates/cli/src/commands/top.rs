@@ -83,8 +83,17 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         } else {
             match serde_json::from_value::<SystemSnapshot>(snapshot.clone()) {
                 Ok(s) => write!(out, "{}", render(&s)),
-                // `{"error": ...}` from a conductor without snapshots.
-                Err(_) => writeln!(out, "{snapshot}"),
+                // `{"error": "profiler not enabled"}` and the like (a result, §8.18).
+                Err(_) => {
+                    let reason = snapshot
+                        .get("error")
+                        .and_then(Value::as_str)
+                        .unwrap_or("the conductor sent no snapshot");
+                    return Err(CliError::failed(
+                        format!("No snapshot: {reason}."),
+                        vec!["Enable it in conductor.yaml: profiler: {enabled: true}".into()],
+                    ));
+                }
             }
         };
         // A closed pipe (`mozart top --json | head -1`) ends the stream quietly.

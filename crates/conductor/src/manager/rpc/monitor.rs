@@ -7,7 +7,8 @@
 //! and everything below it, and the difference to the previous sample becomes `spawn` /
 //! `exit` events. A process that starts and ends between two samples is not seen. The
 //! monitor stream diffs the jobs' live checkpoints (upstream's runner events `job.*`,
-//! `sheet.*`) and forwards new baton observer records.
+//! `sheet.*`), forwards new baton observer records, and sends a `monitor.snapshot` per
+//! profiler interval.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::Path;
@@ -33,6 +34,8 @@ type Ctx = Arc<ConductorCtx>;
 const EVENT_RING: usize = 1000;
 /// How often a monitor stream looks for new events.
 const STREAM_POLL: Duration = Duration::from_millis(200);
+/// What the monitoring methods answer when `profiler.enabled` is false (§8.18–§8.20).
+const PROFILER_OFF: &str = "profiler not enabled";
 /// Unsubscribe method jsonrpsee requires next to a subscription (ours, not upstream's).
 const MONITOR_UNSUBSCRIBE: &str = "daemon.monitor.unsubscribe";
 
@@ -459,6 +462,9 @@ pub(in crate::manager) fn register(
     let (p, m) = (profiler.clone(), mgr.clone());
     module
         .register_blocking_method(methods::DAEMON_TOP, move |_, ctx, _| {
+            if !ctx.config().profiler.enabled {
+                return Ok(json!({ "error": PROFILER_OFF }));
+            }
             serde_json::to_value(snapshot(&p, &ctx, &m))
                 .map_err(|e| ErrorObjectOwned::from(mozart_ipc::RpcError::internal(e)))
         })
@@ -466,15 +472,23 @@ pub(in crate::manager) fn register(
 
     // No JSONL file is written: snapshots are served on demand (a result, §8.19).
     module
-        .register_method(methods::DAEMON_TOP_STREAM, |_, _, _| {
-            Ok::<_, ErrorObjectOwned>(json!({ "error": "JSONL not configured" }))
+        .register_method(methods::DAEMON_TOP_STREAM, |_, ctx, _| {
+            let error = if ctx.config().profiler.enabled {
+                "JSONL not configured"
+            } else {
+                PROFILER_OFF
+            };
+            Ok::<_, ErrorObjectOwned>(json!({ "error": error }))
         })
         .map_err(reg)?;
 
-    let (p, m) = (profiler, mgr.clone());
+    let (p, m) = (profiler.clone(), mgr.clone());
     module
         .register_blocking_method(methods::DAEMON_EVENTS, move |params, ctx, _| {
             let params: LimitParams = parse_params(&params).map_err(ErrorObjectOwned::from)?;
+            if !ctx.config().profiler.enabled {
+                return Ok(json!({ "events": [], "error": PROFILER_OFF }));
+            }
             let mut profiler = lock(&p);
             profiler.sample(ctx.pid, &m.shared.inflight_dir);
             let skip = profiler.events.len().saturating_sub(params.limit as usize);
@@ -490,12 +504,18 @@ pub(in crate::manager) fn register(
             methods::DAEMON_MONITOR_STREAM,
             methods::MONITOR_EVENT_NOTIFICATION,
             MONITOR_UNSUBSCRIBE,
-            move |_, pending, _, _| {
-                let m = m.clone();
+            move |_, pending, ctx, _| {
+                let (m, p) = (m.clone(), profiler.clone());
                 async move {
                     let Ok(mut sink) = pending.accept().await else {
                         return;
                     };
+                    let ctx: Ctx = Arc::clone(&ctx);
+                    let profiler = ctx.config().profiler;
+                    // Upstream's TUI refreshes on `monitor.snapshot` events, which upstream's
+                    // own profiler never publishes; ours sends one per profiler interval.
+                    let period = Duration::from_secs_f64(profiler.interval_seconds.max(1.0));
+                    let mut next_snapshot = profiler.enabled.then(tokio::time::Instant::now);
                     let mut cursor = StreamCursor::default();
                     cursor.poll(&m, true);
                     loop {
@@ -503,7 +523,23 @@ pub(in crate::manager) fn register(
                             _ = sink.closed() => return,
                             _ = tokio::time::sleep(STREAM_POLL) => {}
                         }
-                        for event in cursor.poll(&m, false) {
+                        let mut events = cursor.poll(&m, false);
+                        if next_snapshot.is_some_and(|at| tokio::time::Instant::now() >= at) {
+                            next_snapshot = Some(tokio::time::Instant::now() + period);
+                            let (p, c, mm) = (p.clone(), ctx.clone(), m.clone());
+                            if let Ok(snap) =
+                                tokio::task::spawn_blocking(move || snapshot(&p, &c, &mm)).await
+                            {
+                                events.push(MonitorEvent {
+                                    job_id: String::new(),
+                                    sheet_num: 0,
+                                    event: "monitor.snapshot".into(),
+                                    data: serde_json::to_value(&snap).ok(),
+                                    timestamp: snap.timestamp,
+                                });
+                            }
+                        }
+                        for event in events {
                             let Ok(message) = serde_json::value::to_raw_value(&event) else {
                                 continue;
                             };
