@@ -415,7 +415,17 @@ pub async fn run_process(
         pending_overflow: false,
     }));
 
-    let mut cmd = Command::new(&spec.program);
+    // A bare name is looked up on the PATH the child gets, here: std would otherwise fall
+    // back from posix_spawn to fork+exec for it (a changed PATH and a bare name), and
+    // forking a busy multi-threaded conductor costs more than the instant instruments run.
+    let mut cmd = match resolve_program(&spec.program, &spec.env) {
+        Some(path) => {
+            let mut cmd = Command::new(path);
+            cmd.arg0(&spec.program);
+            cmd
+        }
+        None => Command::new(&spec.program),
+    };
     cmd.args(&spec.args);
     cmd.stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -596,4 +606,31 @@ pub fn which(program: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|dir| dir.join(program))
         .find(|candidate| is_exec(candidate))
+}
+
+/// The executable a bare `program` name stands for on the child's `PATH` (as `execvp` would
+/// find it); `None` for a path, or when nothing is found (spawning then reports it).
+fn resolve_program(program: &str, env: &EnvPlan) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if program.is_empty() || program.contains('/') {
+        return None;
+    }
+    let set = env
+        .set
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| std::ffi::OsString::from(v));
+    let path = match set {
+        Some(p) => p,
+        None if env.clear || env.remove.iter().any(|k| k == "PATH") => return None,
+        None => std::env::var_os("PATH")?,
+    };
+    std::env::split_paths(&path)
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map(|dir| dir.join(program))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
 }

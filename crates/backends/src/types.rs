@@ -78,6 +78,8 @@ pub struct Progress {
     /// Milliseconds after `started` of the last output chunk (0 = none yet).
     last_activity_ms: AtomicU64,
     pid: AtomicU32,
+    /// Signalled when the process starts (its pid becomes known).
+    pid_set: tokio::sync::Notify,
 }
 
 impl Default for Progress {
@@ -95,6 +97,7 @@ impl Progress {
             stderr_bytes: AtomicU64::new(0),
             last_activity_ms: AtomicU64::new(0),
             pid: AtomicU32::new(0),
+            pid_set: tokio::sync::Notify::new(),
         }
     }
 
@@ -136,8 +139,21 @@ impl Progress {
         }
     }
 
+    /// The process's pid once it has started (never resolves for HTTP instruments).
+    pub async fn started_pid(&self) -> u32 {
+        loop {
+            if let Some(pid) = self.pid() {
+                return pid;
+            }
+            self.pid_set.notified().await;
+        }
+    }
+
     pub(crate) fn set_pid(&self, pid: Option<u32>) {
         self.pid.store(pid.unwrap_or(0), Ordering::Relaxed);
+        if pid.is_some() {
+            self.pid_set.notify_one();
+        }
     }
 
     pub(crate) fn record(&self, stream: crate::process::StreamKind, bytes: usize) {

@@ -1,7 +1,7 @@
 //! Pattern-application entropy, the automatic entropy response and the exploration budget
 //! (learning.md §13).
 
-use rusqlite::{params, OptionalExtension, Transaction};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
 use crate::error::Result;
@@ -434,7 +434,7 @@ impl LearningStore {
     }
 }
 
-fn latest_budget_tx(tx: &Transaction<'_>, job_hash: &str) -> rusqlite::Result<Option<f64>> {
+fn latest_budget_tx(tx: &Connection, job_hash: &str) -> rusqlite::Result<Option<f64>> {
     tx.query_row(
         "SELECT budget_value FROM exploration_budget WHERE job_hash = ?1
           ORDER BY recorded_at DESC, rowid DESC LIMIT 1",
@@ -446,7 +446,7 @@ fn latest_budget_tx(tx: &Transaction<'_>, job_hash: &str) -> rusqlite::Result<Op
 
 #[allow(clippy::too_many_arguments)]
 fn insert_budget_tx(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     now: &Now,
     job_hash: &str,
     value: f64,

@@ -1,6 +1,6 @@
 //! Quarantine lifecycle and trust (learning.md §12).
 
-use rusqlite::{params, OptionalExtension, Transaction};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
 use crate::error::Result;
@@ -206,13 +206,13 @@ impl LearningStore {
     }
 }
 
-fn all_patterns_tx(tx: &Transaction<'_>, filter: &str) -> rusqlite::Result<Vec<PatternRecord>> {
+fn all_patterns_tx(tx: &Connection, filter: &str) -> rusqlite::Result<Vec<PatternRecord>> {
     let mut stmt = tx.prepare(&format!("SELECT {PATTERN_COLUMNS} FROM patterns {filter}"))?;
     let rows = stmt.query_map([], pattern_from_row)?;
     rows.collect()
 }
 
-fn store_trust_tx(tx: &Transaction<'_>, p: &PatternRecord, now: &Now) -> rusqlite::Result<f64> {
+fn store_trust_tx(tx: &Connection, p: &PatternRecord, now: &Now) -> rusqlite::Result<f64> {
     let t = trust_score(
         p.led_to_success_count,
         p.led_to_failure_count,
@@ -227,7 +227,7 @@ fn store_trust_tx(tx: &Transaction<'_>, p: &PatternRecord, now: &Now) -> rusqlit
     Ok(t)
 }
 
-fn promote_tx(tx: &Transaction<'_>, now: &Now) -> rusqlite::Result<PromotionReport> {
+fn promote_tx(tx: &Connection, now: &Now) -> rusqlite::Result<PromotionReport> {
     let ts = now.local_iso();
     let mut report = PromotionReport::default();
     let pending = all_patterns_tx(

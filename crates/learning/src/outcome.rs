@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use rusqlite::{params, OptionalExtension, Transaction};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
 use crate::error::Result;
@@ -268,7 +268,7 @@ fn started_at_text(o: &SheetOutcome, now: &Now) -> String {
 }
 
 fn existing_execution_tx(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     o: &SheetOutcome,
     now: &Now,
 ) -> rusqlite::Result<Option<String>> {
@@ -281,11 +281,7 @@ fn existing_execution_tx(
     .optional()
 }
 
-fn insert_execution_tx(
-    tx: &Transaction<'_>,
-    o: &SheetOutcome,
-    now: &Now,
-) -> rusqlite::Result<String> {
+fn insert_execution_tx(tx: &Connection, o: &SheetOutcome, now: &Now) -> rusqlite::Result<String> {
     let id = new_row_id();
     let codes = serde_json::to_string(&o.error_codes).unwrap_or_else(|_| "[]".into());
     tx.execute(

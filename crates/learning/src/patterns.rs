@@ -1,7 +1,7 @@
 //! Recording patterns (dedup and merge, learning.md §8), querying them (§10.3), and the
 //! feedback loop of applications → effectiveness → priority (§9).
 
-use rusqlite::{params, params_from_iter, OptionalExtension, Transaction};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
 use crate::error::Result;
 use crate::hash::{content_hash, pattern_id};
@@ -158,7 +158,27 @@ impl LearningStore {
     pub fn get_patterns(&self, query: &PatternQuery) -> Result<Vec<PatternRecord>> {
         self.read(
             || "querying patterns".into(),
-            |conn| query_patterns(conn, query),
+            |conn| {
+                let Some(version) = crate::store::patterns_version(conn) else {
+                    return query_patterns(conn, query);
+                };
+                let key = format!("{query:?}");
+                let mut cache = match self.pattern_cache.lock() {
+                    Ok(c) => c,
+                    Err(_) => return query_patterns(conn, query),
+                };
+                if let Some((v, rows)) = cache.get(&key) {
+                    if *v == version {
+                        return Ok(rows.clone());
+                    }
+                }
+                let rows = query_patterns(conn, query)?;
+                if cache.len() >= 256 {
+                    cache.clear();
+                }
+                cache.insert(key, (version, rows.clone()));
+                Ok(rows)
+            },
         )
     }
 
@@ -249,7 +269,7 @@ pub struct PatternApplication {
 }
 
 pub(crate) fn record_pattern_tx(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     d: &PatternDraft,
     now: &Now,
 ) -> rusqlite::Result<String> {
@@ -366,13 +386,13 @@ pub(crate) fn query_patterns(
     }
     sql.push_str(" ORDER BY priority_score DESC LIMIT ?");
     args.push((q.limit.min(i64::MAX as usize) as i64).into());
-    let mut stmt = conn.prepare(&sql)?;
+    let mut stmt = conn.prepare_cached(&sql)?;
     let rows = stmt.query_map(params_from_iter(args), pattern_from_row)?;
     rows.collect()
 }
 
 fn record_application_tx(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     a: &PatternApplication,
     now: &Now,
 ) -> rusqlite::Result<Option<String>> {
@@ -421,7 +441,7 @@ fn record_application_tx(
 
 /// Recomputes and stores effectiveness (§9.1) and priority (§9.2) of one pattern.
 pub(crate) fn refresh_effectiveness_tx(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     pattern_id: &str,
     now: &Now,
 ) -> rusqlite::Result<()> {
@@ -454,7 +474,7 @@ pub(crate) fn refresh_effectiveness_tx(
     Ok(())
 }
 
-fn reweight_tx(tx: &Transaction<'_>, now: &Now) -> rusqlite::Result<usize> {
+fn reweight_tx(tx: &Connection, now: &Now) -> rusqlite::Result<usize> {
     let rows = query_patterns(
         tx,
         &PatternQuery {

@@ -3,6 +3,7 @@
 //! Upstream opens a connection per operation; one long-lived connection is equivalent for
 //! readers in other processes (WAL, 30 s busy timeout) and avoids re-running the pragmas.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -19,6 +20,41 @@ pub struct LearningStore {
     path: PathBuf,
     conn: Mutex<Connection>,
     fixed_now: Option<jiff::Timestamp>,
+    /// Results of pattern queries, valid while the patterns table is unchanged (see
+    /// [`patterns_version`]); every sheet's prompt asks the same few queries.
+    pub(crate) pattern_cache:
+        Mutex<HashMap<String, (PatternsVersion, Vec<crate::model::PatternRecord>)>>,
+}
+
+/// When the `patterns` table last changed: SQLite's `data_version` (moves when another
+/// connection commits) and a counter that temp triggers bump on this connection's writes.
+pub(crate) type PatternsVersion = (i64, i64);
+
+/// Installs the temp triggers behind [`patterns_version`] on this connection only.
+fn install_pattern_triggers(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(
+        "CREATE TEMP TABLE IF NOT EXISTS mozart_pattern_gen(n INTEGER NOT NULL);
+         INSERT INTO mozart_pattern_gen SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM mozart_pattern_gen);
+         CREATE TEMP TRIGGER IF NOT EXISTS mozart_pattern_ins AFTER INSERT ON main.patterns
+           BEGIN UPDATE mozart_pattern_gen SET n = n + 1; END;
+         CREATE TEMP TRIGGER IF NOT EXISTS mozart_pattern_upd AFTER UPDATE ON main.patterns
+           BEGIN UPDATE mozart_pattern_gen SET n = n + 1; END;
+         CREATE TEMP TRIGGER IF NOT EXISTS mozart_pattern_del AFTER DELETE ON main.patterns
+           BEGIN UPDATE mozart_pattern_gen SET n = n + 1; END;",
+    )
+}
+
+/// The current [`PatternsVersion`], or `None` when it cannot be known (no caching then).
+pub(crate) fn patterns_version(conn: &Connection) -> Option<PatternsVersion> {
+    let data: i64 = conn
+        .prepare_cached("PRAGMA data_version")
+        .and_then(|mut s| s.query_row([], |r| r.get(0)))
+        .ok()?;
+    let local: i64 = conn
+        .prepare_cached("SELECT n FROM temp.mozart_pattern_gen")
+        .and_then(|mut s| s.query_row([], |r| r.get(0)))
+        .ok()?;
+    Some((data, local))
 }
 
 impl LearningStore {
@@ -28,10 +64,15 @@ impl LearningStore {
         let path = path.as_ref().to_path_buf();
         let mut conn = schema::open_connection(&path)?;
         schema::migrate(&mut conn, &path).map_err(|e| reclassify(e, &path))?;
+        if let Err(e) = install_pattern_triggers(&conn) {
+            // Only costs speed: pattern queries are then never cached.
+            tracing::debug!(error = %e, "learning: pattern query cache disabled");
+        }
         Ok(LearningStore {
             path,
             conn: Mutex::new(conn),
             fixed_now: None,
+            pattern_cache: Mutex::new(HashMap::new()),
         })
     }
 
@@ -79,16 +120,54 @@ impl LearningStore {
     pub(crate) fn write<T>(
         &self,
         operation: impl FnOnce() -> String,
-        f: impl FnOnce(&rusqlite::Transaction<'_>) -> rusqlite::Result<T>,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
     ) -> Result<T> {
-        let mut conn = self.lock()?;
-        let run = |conn: &mut Connection| -> rusqlite::Result<T> {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let out = f(&tx)?;
-            tx.commit()?;
-            Ok(out)
+        let conn = self.lock()?;
+        // Inside [`LearningStore::batch`] a write is a savepoint of the batch's transaction.
+        let nested = !conn.is_autocommit();
+        let (begin, commit, rollback) = if nested {
+            (
+                "SAVEPOINT learning_write",
+                "RELEASE learning_write",
+                "ROLLBACK TO learning_write; RELEASE learning_write",
+            )
+        } else {
+            ("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK")
         };
-        run(&mut conn).map_err(|source| self.sql_error(operation(), source))
+        let run = |conn: &Connection| -> rusqlite::Result<T> {
+            conn.execute_batch(begin)?;
+            match f(conn).and_then(|out| conn.execute_batch(commit).map(|()| out)) {
+                Ok(out) => Ok(out),
+                Err(e) => {
+                    let _ = conn.execute_batch(rollback);
+                    Err(e)
+                }
+            }
+        };
+        run(&conn).map_err(|source| self.sql_error(operation(), source))
+    }
+
+    /// Runs `f` with every write it makes through this store in one transaction (one commit
+    /// for many sheet outcomes); each write keeps its own savepoint, so a failed one loses
+    /// only itself. Other threads' writes in the meantime join the same transaction.
+    pub fn batch<T>(&self, f: impl FnOnce(&LearningStore) -> T) -> Result<T> {
+        {
+            let conn = self.lock()?;
+            if !conn.is_autocommit() {
+                // Already inside a batch (another thread's): its commit covers ours.
+                drop(conn);
+                return Ok(f(self));
+            }
+            conn.execute_batch("BEGIN IMMEDIATE")
+                .map_err(|source| self.sql_error("beginning a batch".into(), source))?;
+        }
+        let out = f(self);
+        let conn = self.lock()?;
+        if let Err(source) = conn.execute_batch("COMMIT") {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(self.sql_error("committing a batch".into(), source));
+        }
+        Ok(out)
     }
 
     fn sql_error(&self, operation: String, source: rusqlite::Error) -> LearningError {

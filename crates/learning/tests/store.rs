@@ -723,3 +723,43 @@ fn at_most_five_patterns_are_chosen_and_near_duplicates_collapse() {
         .unwrap();
     assert_eq!(dup.pattern_ids(), vec![strong]);
 }
+
+#[test]
+fn cached_pattern_queries_see_every_change_from_this_and_other_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("l.db");
+    let store = LearningStore::open(&db).unwrap();
+    let q = PatternQuery {
+        min_priority: 0.0,
+        ..PatternQuery::default()
+    };
+    let draft = |name: &str| PatternDraft {
+        pattern_type: "semantic_insight".into(),
+        pattern_name: name.into(),
+        ..PatternDraft::default()
+    };
+    assert!(store.get_patterns(&q).unwrap().is_empty());
+    assert!(store.get_patterns(&q).unwrap().is_empty(), "cached answer");
+    // A write through the same store invalidates the cached answer...
+    let id = store.record_pattern(&draft("first")).unwrap();
+    assert_eq!(store.get_patterns(&q).unwrap().len(), 1);
+    // ...so does an update of an existing row...
+    Connection::open(&db)
+        .unwrap()
+        .execute("UPDATE patterns SET active = 0 WHERE id = ?1", [&id])
+        .unwrap();
+    assert!(
+        store.get_patterns(&q).unwrap().is_empty(),
+        "a change committed by another connection is seen"
+    );
+    // ...and a write by another store on the same file.
+    let other = LearningStore::open(&db).unwrap();
+    other.record_pattern(&draft("second")).unwrap();
+    let names: Vec<String> = store
+        .get_patterns(&q)
+        .unwrap()
+        .into_iter()
+        .map(|p| p.pattern_name)
+        .collect();
+    assert_eq!(names, ["second"]);
+}

@@ -2,6 +2,8 @@
 //! go into prompts, sheet and job outcomes go into the store. A learning failure never fails
 //! a job or blocks the baton loop: writes run on the blocking pool and errors are logged.
 
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use mozart_learning::{
@@ -24,6 +26,15 @@ pub(crate) struct Injected {
 pub(crate) struct Learning {
     store: Arc<LearningStore>,
     rng: Mutex<XorShift64>,
+    /// Outcomes waiting to be written, in order; one writer drains them on the blocking
+    /// pool, all consecutive sheet outcomes in one transaction.
+    queue: Arc<Mutex<VecDeque<Outcome>>>,
+    writing: Arc<AtomicBool>,
+}
+
+enum Outcome {
+    Sheet(SheetOutcome),
+    Job(JobOutcome),
 }
 
 impl std::fmt::Debug for Learning {
@@ -39,6 +50,8 @@ impl Learning {
             Ok(store) => Some(Arc::new(Learning {
                 store: Arc::new(store),
                 rng: Mutex::new(XorShift64::from_entropy()),
+                queue: Arc::default(),
+                writing: Arc::default(),
             })),
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "learning store unavailable; running without learning");
@@ -94,26 +107,71 @@ impl Learning {
 
     /// Record a sheet's terminal outcome (fire and forget).
     pub(crate) fn record_sheet(&self, outcome: SheetOutcome) {
-        let store = self.store.clone();
-        tokio::task::spawn_blocking(move || {
-            if let Err(e) = store.record_sheet_outcome(&outcome) {
-                tracing::warn!(job_id = %outcome.job_id, sheet = outcome.sheet_num, error = %e, "learning: cannot record sheet outcome");
-            }
-        });
+        self.enqueue(Outcome::Sheet(outcome));
     }
 
     /// Record a finished job: pattern detection, then lifecycle and trust (fire and forget).
+    /// Written after every sheet outcome recorded before it.
     pub(crate) fn record_job(&self, job: JobOutcome) {
-        let store = self.store.clone();
-        tokio::task::spawn_blocking(move || {
-            if let Err(e) = store.record_job_outcome(&job) {
-                tracing::warn!(job_id = %job.job_id, error = %e, "learning: cannot record job outcome");
-                return;
+        self.enqueue(Outcome::Job(job));
+    }
+
+    fn enqueue(&self, outcome: Outcome) {
+        lock(&self.queue).push_back(outcome);
+        if self.writing.swap(true, Ordering::AcqRel) {
+            return; // the writer running now takes it
+        }
+        let (store, queue, writing) =
+            (self.store.clone(), self.queue.clone(), self.writing.clone());
+        tokio::task::spawn_blocking(move || loop {
+            let batch: Vec<Outcome> = lock(&queue).drain(..).collect();
+            if batch.is_empty() {
+                writing.store(false, Ordering::Release);
+                // Something queued between the drain and the store: take it ourselves
+                // unless another writer already did.
+                if lock(&queue).is_empty() || writing.swap(true, Ordering::AcqRel) {
+                    return;
+                }
+                continue;
             }
-            if let Err(e) = store.maintain_after_job() {
-                tracing::warn!(job_id = %job.job_id, error = %e, "learning: pattern maintenance failed");
-            }
+            write_outcomes(&store, batch);
         });
+    }
+}
+
+fn write_outcomes(store: &LearningStore, batch: Vec<Outcome>) {
+    let mut sheets: Vec<SheetOutcome> = Vec::new();
+    for outcome in batch {
+        match outcome {
+            Outcome::Sheet(o) => sheets.push(o),
+            Outcome::Job(job) => {
+                write_sheets(store, std::mem::take(&mut sheets));
+                if let Err(e) = store.record_job_outcome(&job) {
+                    tracing::warn!(job_id = %job.job_id, error = %e, "learning: cannot record job outcome");
+                    continue;
+                }
+                if let Err(e) = store.maintain_after_job() {
+                    tracing::warn!(job_id = %job.job_id, error = %e, "learning: pattern maintenance failed");
+                }
+            }
+        }
+    }
+    write_sheets(store, sheets);
+}
+
+fn write_sheets(store: &LearningStore, sheets: Vec<SheetOutcome>) {
+    if sheets.is_empty() {
+        return;
+    }
+    let committed = store.batch(|s| {
+        for o in &sheets {
+            if let Err(e) = s.record_sheet_outcome(o) {
+                tracing::warn!(job_id = %o.job_id, sheet = o.sheet_num, error = %e, "learning: cannot record sheet outcome");
+            }
+        }
+    });
+    if let Err(e) = committed {
+        tracing::warn!(outcomes = sheets.len(), error = %e, "learning: cannot record sheet outcomes");
     }
 }
 

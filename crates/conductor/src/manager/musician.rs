@@ -506,23 +506,19 @@ async fn watch_process_group(
 ) {
     let mut record = None;
     let mut tracked = None;
-    let give_up = Instant::now() + Duration::from_secs(30);
-    // HTTP instruments never report a pid: stop looking after a while.
-    while record.is_none() && Instant::now() < give_up {
-        if let Some(pid) = progress.pid() {
-            record = super::reaper::record(&shared.inflight_dir, &job_id, sheet_num, pid);
-            if let Some(w) = &shared.watchdog {
-                // Our own timer ends the attempt at `timeout`; the watchdog only acts if we
-                // cannot (a few seconds later, or at once when the conductor dies).
-                let deadline = mozart_state::epoch_now() + timeout.as_secs_f64() + 5.0;
-                w.track(pid, deadline);
-                tracked = Some(pid);
-            }
-            break;
-        }
-        tokio::select! {
-            _ = &mut done => return,
-            () = tokio::time::sleep(Duration::from_millis(10)) => {}
+    // HTTP instruments never report a pid: stop waiting for one after a while.
+    let started = tokio::select! {
+        _ = &mut done => return,
+        pid = tokio::time::timeout(Duration::from_secs(30), progress.started_pid()) => pid.ok(),
+    };
+    if let Some(pid) = started {
+        record = super::reaper::record(&shared.inflight_dir, &job_id, sheet_num, pid);
+        if let Some(w) = &shared.watchdog {
+            // Our own timer ends the attempt at `timeout`; the watchdog only acts if we
+            // cannot (a few seconds later, or at once when the conductor dies).
+            let deadline = mozart_state::epoch_now() + timeout.as_secs_f64() + 5.0;
+            w.track(pid, deadline);
+            tracked = Some(pid);
         }
     }
     let _ = done.await;
