@@ -579,15 +579,15 @@ fn instruments(env: &Env, conductor: &Conductor, args: &Args, report: &mut Repor
     let alone_ws = env.work.join("shell-alone");
     std::fs::create_dir_all(&alone_ws).map_err(io_err("creating", &alone_ws))?;
     let (mut by_cli, mut by_rpc, mut alone) = (Vec::new(), Vec::new(), Vec::new());
+    let mut rpc_cpu = Vec::new();
     for rep in 0..REPS {
         by_cli.push(
             env.run_job(&seq, rep, conductor, Via::Cli, args.poll_ms)?
                 .wall,
         );
-        by_rpc.push(
-            env.run_job(&seq, rep, conductor, Via::Rpc, args.poll_ms)?
-                .wall,
-        );
+        let run = env.run_job(&seq, rep, conductor, Via::Rpc, args.poll_ms)?;
+        by_rpc.push(run.wall);
+        rpc_cpu.push(run.conductor_cpu_ms / f64::from(SHEETS));
         alone.push(shell_alone(&driver, &alone_ws, SHEETS)?);
     }
     // Overhead from the differences within each repetition (paired): the three measurements
@@ -632,6 +632,14 @@ fn instruments(env: &Env, conductor: &Conductor, args: &Args, report: &mut Repor
         )
         .bar_below(5.0),
     );
+    // CPU is steadier than wall time on a loaded machine (10 ms ticks: ±0.5 ms per sheet).
+    report.add(Row::new(
+        "shell_seq20_conductor_cpu",
+        "bench-shell-seq-20: conductor CPU per sheet (job.submit)",
+        median_f64(rpc_cpu),
+        "ms",
+        REPS,
+    ));
     // No bar: this adds the CLI's own per-job cost (start, validate, submit, early-failure
     // watch), spread over the 20 sheets; spawn-to-result is the conductor's part.
     report.add(Row::new(
