@@ -168,6 +168,11 @@ sed -e 's/^name: slow/name: watched/' -e "s#ws-slow#ws-watched#" "$work/scores/s
 step "run watched"                 0 "Score submitted to conductor" -- up run "$work/scores/watched.yaml"
 step "top/events/monitor models"   0 "monitor.stream yields" -- \
     env HOME="$work/pyhome" "$VENV/bin/python" "$here/models.py" "$sock" watched
+if ! "$VENV/bin/python" -c "import textual" 2>/dev/null; then
+    "$VENV/bin/pip" install -q textual >/dev/null 2>&1 || echo "      (cannot install textual: the TUI step will fail)"
+fi
+step "top (upstream's TUI, headless)" 0 "TUI shows watched" -- \
+    env HOME="$work/pyhome" "$VENV/bin/python" "$here/tui.py" "$sock" watched
 step "cancel watched"              0 "cancelled" -- up cancel watched
 step "config show (live)"          0 "from running conductor" -- up config show
 step "clear-rate-limits"           0 "[Cc]leared|No active rate limits" -- up clear-rate-limits

@@ -22,7 +22,8 @@ pub struct Args {
     /// Workspace directory containing the score state (debug override).
     #[arg(short = 'w', long = "workspace", hide = true)]
     pub workspace: Option<PathBuf>,
-    /// Resume with the new config right away (the conductor pauses a running score first).
+    /// Resume with the new config: a running score is paused, the sheets it is playing
+    /// finish, then it resumes with the new config (the conductor does this on its own).
     #[arg(short = 'r', long = "resume")]
     pub resume: bool,
     /// Wait for the pause to be acknowledged (workspace fallback only).
