@@ -174,10 +174,16 @@ fi
 step "top (upstream's TUI, headless)" 0 "TUI shows watched" -- \
     env HOME="$work/pyhome" "$VENV/bin/python" "$here/tui.py" "$sock" watched
 step "cancel watched"              0 "cancelled" -- up cancel watched
+step "recover slow"                0 "No failed sheets" -- up recover slow
 step "config show (live)"          0 "from running conductor" -- up config show
 step "clear-rate-limits"           0 "[Cc]leared|No active rate limits" -- up clear-rate-limits
 step "clear --yes"                 0 "Cleared [0-9]+ score" -- up clear --yes
 step "list --all after clear"      0 "No scores|0 score" -- up list --all
+# Upstream's stop reads a PID file; ours lives in the Mozart home.
+step "stop --pid-file"             0 "Sent SIGTERM" -- up stop --pid-file "$MOZART_HOME/conductor.pid"
+for _ in $(seq 1 100); do [ -S "$sock" ] || break; sleep 0.1; done
+step "conductor-status (stopped)"  1 "not running" -- \
+    up conductor-status --pid-file "$MOZART_HOME/conductor.pid" --socket "$sock"
 
 echo
 if [ "$failures" -eq 0 ]; then
