@@ -634,3 +634,33 @@ fn resolve_program(program: &str, env: &EnvPlan) -> Option<PathBuf> {
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn bare_names_resolve_on_the_childs_path_and_paths_stay_as_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = dir.path().join("my-tool");
+        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let data = dir.path().join("not-executable");
+        std::fs::write(&data, "x").unwrap();
+        let env = EnvPlan {
+            clear: true,
+            set: vec![("PATH".into(), format!("/nonexistent:{}", dir.path().display()))],
+            remove: vec![],
+        };
+        assert_eq!(resolve_program("my-tool", &env), Some(tool.clone()));
+        assert_eq!(resolve_program("not-executable", &env), None);
+        assert_eq!(resolve_program("missing", &env), None);
+        assert_eq!(resolve_program("./my-tool", &env), None);
+        let no_path = EnvPlan {
+            clear: true,
+            ..EnvPlan::default()
+        };
+        assert_eq!(resolve_program("my-tool", &no_path), None);
+    }
+}

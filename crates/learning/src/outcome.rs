@@ -272,9 +272,11 @@ fn existing_execution_tx(
     o: &SheetOutcome,
     now: &Now,
 ) -> rusqlite::Result<Option<String>> {
-    tx.query_row(
+    tx.prepare_cached(
         "SELECT id FROM executions WHERE job_hash = ?1 AND sheet_num = ?2 AND started_at = ?3
           LIMIT 1",
+    )?
+    .query_row(
         params![hash_job(&o.job_id), o.sheet_num, started_at_text(o, now)],
         |r| r.get(0),
     )
@@ -284,28 +286,28 @@ fn existing_execution_tx(
 fn insert_execution_tx(tx: &Connection, o: &SheetOutcome, now: &Now) -> rusqlite::Result<String> {
     let id = new_row_id();
     let codes = serde_json::to_string(&o.error_codes).unwrap_or_else(|_| "[]".into());
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO executions (id, workspace_hash, job_hash, sheet_num, started_at,
              completed_at, duration_seconds, status, retry_count, success_without_retry,
              validation_pass_rate, confidence_score, model, error_codes)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-        params![
-            id,
-            hash_workspace(&o.workspace),
-            hash_job(&o.job_id),
-            o.sheet_num,
-            started_at_text(o, now),
-            now.local_iso(),
-            o.duration_seconds,
-            o.status.as_str(),
-            o.retry_count(),
-            o.success_without_retry(),
-            o.pass_rate(),
-            o.confidence_score(),
-            o.model,
-            codes
-        ],
-    )?;
+    )?
+    .execute(params![
+        id,
+        hash_workspace(&o.workspace),
+        hash_job(&o.job_id),
+        o.sheet_num,
+        started_at_text(o, now),
+        now.local_iso(),
+        o.duration_seconds,
+        o.status.as_str(),
+        o.retry_count(),
+        o.success_without_retry(),
+        o.pass_rate(),
+        o.confidence_score(),
+        o.model,
+        codes
+    ])?;
     Ok(id)
 }
 

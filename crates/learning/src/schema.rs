@@ -92,6 +92,7 @@ pub(crate) fn open_connection(path: &Path) -> Result<Connection> {
     conn.execute_batch("PRAGMA foreign_keys=ON;")
         .map_err(not_db)?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(not_db)?;
+    conn.set_prepared_statement_cache_capacity(64);
     Ok(conn)
 }
 

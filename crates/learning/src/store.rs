@@ -134,9 +134,12 @@ impl LearningStore {
         } else {
             ("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK")
         };
+        let exec = |conn: &Connection, sql: &str| -> rusqlite::Result<()> {
+            conn.prepare_cached(sql)?.execute([]).map(|_| ())
+        };
         let run = |conn: &Connection| -> rusqlite::Result<T> {
-            conn.execute_batch(begin)?;
-            match f(conn).and_then(|out| conn.execute_batch(commit).map(|()| out)) {
+            exec(conn, begin)?;
+            match f(conn).and_then(|out| exec(conn, commit).map(|()| out)) {
                 Ok(out) => Ok(out),
                 Err(e) => {
                     let _ = conn.execute_batch(rollback);

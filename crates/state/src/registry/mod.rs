@@ -80,6 +80,8 @@ impl Registry {
             }
         };
         let mut conn = Connection::open(path).map_err(err("opening"))?;
+        // Room for every statement of the hot path (sheet, header, attempt, transaction).
+        conn.set_prepared_statement_cache_capacity(64);
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(err("setting busy_timeout"))?;
         // WAL lets external readers (`mozart list` against a live conductor, monitoring
@@ -606,11 +608,8 @@ impl Registry {
 
     fn require_job(&self, tx: &Connection, job_id: &str) -> Result<()> {
         let exists: bool = tx
-            .query_row(
-                "SELECT EXISTS(SELECT 1 FROM jobs WHERE job_id=?1)",
-                [job_id],
-                |r| r.get(0),
-            )
+            .prepare_cached("SELECT EXISTS(SELECT 1 FROM jobs WHERE job_id=?1)")
+            .and_then(|mut stmt| stmt.query_row([job_id], |r| r.get(0)))
             .map_err(self.err(format!("looking up job '{job_id}'")))?;
         if exists {
             Ok(())
@@ -641,12 +640,14 @@ impl Registry {
     /// Appends one attempt to the history; returns its row id.
     pub fn record_attempt(&self, a: &AttemptRecord) -> Result<i64> {
         self.conn
-            .execute(
+            .prepare_cached(
                 "INSERT INTO attempts (job_id, sheet_num, attempt_num, mode, outcome, instrument, \
                  error_code, error_category, error_message, exit_code, duration_seconds, cost_usd, \
                  input_tokens, output_tokens, prompt, output, executed_at) \
                  VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)",
-                params![
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
                     a.job_id,
                     a.sheet_num,
                     a.attempt_num,
@@ -664,8 +665,8 @@ impl Registry {
                     a.prompt,
                     a.output,
                     a.executed_at
-                ],
-            )
+                ])
+            })
             .map_err(self.err(format!(
                 "recording attempt {} of sheet {} of job '{}'",
                 a.attempt_num, a.sheet_num, a.job_id
@@ -977,17 +978,17 @@ fn write_score(tx: &Connection, job_id: &str, score: &JobScore) -> Result<(), Wr
 fn write_header(tx: &Connection, state: &CheckpointState, now: f64) -> Result<(), WriteError> {
     let header = serde_json::to_string(&state.header())
         .map_err(|e| WriteError::Json(state.job_id.clone(), "checkpoint", e))?;
-    tx.execute(
+    tx.prepare_cached(
         "UPDATE jobs SET checkpoint_json=?2, current_sheet=?3, total_sheets=?4, \
          last_event_at=?5, updated_at=?5 WHERE job_id=?1",
-        params![
-            state.job_id,
-            header,
-            state.current_sheet,
-            state.total_sheets,
-            now
-        ],
-    )?;
+    )?
+    .execute(params![
+        state.job_id,
+        header,
+        state.current_sheet,
+        state.total_sheets,
+        now
+    ])?;
     Ok(())
 }
 
@@ -1170,11 +1171,12 @@ impl<'c> Tx<'c> {
         // IMMEDIATE: take the write lock at BEGIN so the transaction cannot fail halfway
         // with SQLITE_BUSY on lock upgrade.
         let nested = !conn.is_autocommit();
-        conn.execute_batch(if nested {
+        conn.prepare_cached(if nested {
             "SAVEPOINT mozart_write"
         } else {
             "BEGIN IMMEDIATE"
-        })?;
+        })?
+        .execute([])?;
         Ok(Tx {
             conn,
             nested,
@@ -1189,7 +1191,11 @@ impl<'c> Tx<'c> {
         } else {
             "COMMIT"
         };
-        let result = self.conn.execute_batch(sql);
+        let result = self
+            .conn
+            .prepare_cached(sql)
+            .and_then(|mut stmt| stmt.execute([]))
+            .map(|_| ());
         if result.is_err() {
             self.rollback();
         }
