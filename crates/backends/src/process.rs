@@ -636,6 +636,7 @@ fn resolve_program(program: &str, env: &EnvPlan) -> Option<PathBuf> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
