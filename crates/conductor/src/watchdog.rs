@@ -162,8 +162,13 @@ impl Watchdog {
     /// Supervise group `pgid` until `deadline` (epoch seconds).
     pub fn track(&self, pgid: u32, deadline: f64) {
         if let Some(ticks) = start_ticks(pgid) {
-            self.send(&format!("track {pgid} {ticks} {deadline}\n"));
+            self.track_started(pgid, ticks, deadline);
         }
+    }
+
+    /// [`Watchdog::track`] for a group whose leader's start time is already known.
+    pub fn track_started(&self, pgid: u32, ticks: u64, deadline: f64) {
+        self.send(&format!("track {pgid} {ticks} {deadline}\n"));
     }
 
     /// Stop supervising group `pgid` (it ended, or the conductor ended it).

@@ -114,6 +114,8 @@ pub(crate) struct Shared {
     pub learning: Option<Arc<learning::Learning>>,
     /// Records of running instrument process groups (reaped after a crash).
     pub inflight_dir: PathBuf,
+    /// The journal of running instrument groups in `inflight_dir`.
+    pub inflight: Arc<reaper::Inflight>,
     /// The companion process that ends instrument groups if the conductor dies.
     pub watchdog: Option<crate::watchdog::Watchdog>,
     /// Recent observer events per job (the last 200, oldest first) for
@@ -177,6 +179,7 @@ impl JobManager {
             jobs: Mutex::new(HashMap::new()),
             instruments,
             learning: learning::Learning::open(&ctx.paths.learning_db),
+            inflight: reaper::Inflight::new(inflight_dir.clone()),
             inflight_dir,
             observed: Mutex::new(HashMap::new()),
             watchdog: match crate::watchdog::Watchdog::spawn() {

@@ -496,6 +496,8 @@ pub(crate) fn preamble(
 
 /// Record the attempt's process group once the instrument has started, and forget it when
 /// the attempt ends — normally or because the musician was aborted (the sender drops).
+use crate::watchdog::start_ticks;
+
 async fn watch_process_group(
     shared: Arc<Shared>,
     job_id: String,
@@ -511,13 +513,14 @@ async fn watch_process_group(
         _ = &mut done => return,
         pid = tokio::time::timeout(Duration::from_secs(30), progress.started_pid()) => pid.ok(),
     };
-    if let Some(pid) = started {
-        record = super::reaper::record(&shared.inflight_dir, &job_id, sheet_num, pid);
+    // (No start time: the process already ended, nothing to guard.)
+    if let Some((pid, ticks)) = started.and_then(|pid| Some((pid, start_ticks(pid)?))) {
+        record = shared.inflight.record(&job_id, sheet_num, pid, ticks);
         if let Some(w) = &shared.watchdog {
             // Our own timer ends the attempt at `timeout`; the watchdog only acts if we
             // cannot (a few seconds later, or at once when the conductor dies).
             let deadline = mozart_state::epoch_now() + timeout.as_secs_f64() + 5.0;
-            w.track(pid, deadline);
+            w.track_started(pid, ticks, deadline);
             tracked = Some(pid);
         }
     }

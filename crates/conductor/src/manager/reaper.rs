@@ -7,7 +7,11 @@
 //! time guards against signalling an unrelated process that reused the pid (architecture
 //! invariant 5: never signal processes the conductor did not start).
 
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
@@ -15,65 +19,160 @@ use nix::unistd::Pid;
 
 use crate::watchdog::start_ticks;
 
+/// The journal file inside the in-flight directory.
+const JOURNAL: &str = "journal";
+
 fn group_alive(pgid: i32) -> bool {
     killpg(Pid::from_raw(pgid), None).is_ok()
+}
+
+/// The running instrument groups of this conductor, kept in memory and in an append-only
+/// journal (`+ pgid ticks sheet job` when a group starts, `- pgid` when it ends, emptied
+/// whenever nothing runs): one `write` per event instead of a file created and removed
+/// per attempt.
+#[derive(Debug)]
+pub(crate) struct Inflight {
+    dir: PathBuf,
+    state: Mutex<JournalState>,
+}
+
+#[derive(Debug, Default)]
+struct JournalState {
+    file: Option<File>,
+    live: HashMap<u32, (String, u32)>,
+}
+
+impl Inflight {
+    /// The journal in `dir` (created on first use).
+    pub(crate) fn new(dir: PathBuf) -> Arc<Inflight> {
+        Arc::new(Inflight {
+            dir,
+            state: Mutex::default(),
+        })
+    }
+
+    /// Record the process group `pgid` (leader start time `ticks`) of `job`'s `sheet`. Best
+    /// effort: a failure only means the group is not reaped after a crash; its own deadline
+    /// still ends it.
+    pub(crate) fn record(
+        self: &Arc<Self>,
+        job: &str,
+        sheet: u32,
+        pgid: u32,
+        ticks: u64,
+    ) -> Option<InflightRecord> {
+        let job_text: String = job
+            .chars()
+            .map(|c| if c.is_control() { '_' } else { c })
+            .collect();
+        let mut state = super::lock(&self.state);
+        let line = format!("+ {pgid} {ticks} {sheet} {job_text}\n");
+        if let Err(e) = self.append(&mut state, &line) {
+            tracing::warn!(job, sheet, error = %e, "cannot record the instrument's process group");
+            return None;
+        }
+        state.live.insert(pgid, (job.to_string(), sheet));
+        Some(InflightRecord {
+            inflight: Arc::clone(self),
+            pgid,
+        })
+    }
+
+    fn append(&self, state: &mut JournalState, line: &str) -> std::io::Result<()> {
+        if state.file.is_none() {
+            std::fs::create_dir_all(&self.dir)?;
+            state.file = Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(self.dir.join(JOURNAL))?,
+            );
+        }
+        match state.file.as_mut() {
+            Some(f) => f.write_all(line.as_bytes()),
+            None => Ok(()),
+        }
+    }
+
+    fn forget(&self, pgid: u32) {
+        let mut state = super::lock(&self.state);
+        if state.live.remove(&pgid).is_none() {
+            return;
+        }
+        let result = if state.live.is_empty() {
+            // Nothing runs: start the journal over (appends continue at the new end).
+            match state.file.as_ref() {
+                Some(f) => f.set_len(0),
+                None => Ok(()),
+            }
+        } else {
+            self.append(&mut state, &format!("- {pgid}\n"))
+        };
+        if let Err(e) = result {
+            tracing::warn!(pgid, error = %e, "cannot update the in-flight journal");
+        }
+    }
 }
 
 /// A recorded in-flight attempt; dropping it forgets the record (the attempt ended, or its
 /// musician was cancelled, which kills the group itself).
 #[derive(Debug)]
 pub(crate) struct InflightRecord {
-    path: PathBuf,
+    inflight: Arc<Inflight>,
+    pgid: u32,
 }
 
 impl Drop for InflightRecord {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        self.inflight.forget(self.pgid);
     }
 }
 
-/// Record the process group `pgid` of `job`'s `sheet` (best effort: a failure only means the
-/// group is not reaped after a crash; its own deadline still ends it).
-pub(crate) fn record(dir: &Path, job: &str, sheet: u32, pgid: u32) -> Option<InflightRecord> {
-    let started = start_ticks(pgid)?;
-    let safe: String = job
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
+/// Groups a journal (or a per-attempt record file of an older conductor) says were still
+/// running: (pgid, leader start ticks).
+fn leftovers(dir: &Path) -> Vec<(u32, u64)> {
+    let mut live: HashMap<u32, u64> = HashMap::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let _ = std::fs::remove_file(&path);
+        if path.file_name().is_some_and(|n| n == JOURNAL) {
+            for line in text.lines() {
+                let mut f = line.split(' ');
+                match (f.next(), f.next().and_then(|p| p.parse::<u32>().ok())) {
+                    (Some("+"), Some(pgid)) => {
+                        if let Some(ticks) = f.next().and_then(|t| t.parse::<u64>().ok()) {
+                            live.insert(pgid, ticks);
+                        }
+                    }
+                    (Some("-"), Some(pgid)) => {
+                        live.remove(&pgid);
+                    }
+                    _ => {}
+                }
             }
-        })
-        .collect();
-    let path = dir.join(format!("{safe}.{sheet}.{pgid}"));
-    if let Err(e) = std::fs::create_dir_all(dir)
-        .and_then(|()| std::fs::write(&path, format!("{pgid} {started}\n")))
-    {
-        tracing::warn!(job, sheet, error = %e, "cannot record the instrument's process group");
-        return None;
+        } else {
+            // `<job>.<sheet>.<pgid>` holding "pgid ticks" (conductors before the journal).
+            let mut f = text.split_whitespace();
+            if let (Some(pgid), Some(ticks)) = (
+                f.next().and_then(|p| p.parse::<u32>().ok()),
+                f.next().and_then(|s| s.parse::<u64>().ok()),
+            ) {
+                live.insert(pgid, ticks);
+            }
+        }
     }
-    Some(InflightRecord { path })
+    live.into_iter().collect()
 }
 
 /// End every recorded group that is still running: SIGTERM, up to `grace`, then SIGKILL.
 /// Returns how many groups were signalled.
 pub(crate) fn reap_leftovers(dir: &Path, grace: Duration) -> usize {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
     let mut live = Vec::new();
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        let _ = std::fs::remove_file(&path);
-        let mut fields = text.split_whitespace();
-        let (Some(pgid), Some(started)) = (
-            fields.next().and_then(|p| p.parse::<u32>().ok()),
-            fields.next().and_then(|s| s.parse::<u64>().ok()),
-        ) else {
-            continue;
-        };
+    for (pgid, started) in leftovers(dir) {
         // Same pid, same start time: the group we started, still there.
         if start_ticks(pgid) == Some(started) {
             if let Ok(raw) = i32::try_from(pgid) {
@@ -101,26 +200,48 @@ pub(crate) fn reap_leftovers(dir: &Path, grace: Duration) -> usize {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use std::os::unix::process::CommandExt;
 
-    #[test]
-    fn a_recorded_group_is_reaped_and_a_stale_record_is_ignored() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut child = std::process::Command::new("sleep")
+    fn sleeper() -> std::process::Child {
+        std::process::Command::new("sleep")
             .arg("30")
             .process_group(0)
             .spawn()
-            .unwrap();
-        let pid = child.id();
-        let rec = record(dir.path(), "job/x", 3, pid).expect("recorded");
-        std::mem::forget(rec); // as if the conductor died without cleaning up
-                               // A record of a process that no longer exists (pid reuse guard: wrong start time).
+            .unwrap()
+    }
+
+    #[test]
+    fn groups_still_in_the_journal_are_reaped_and_stale_records_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let inflight = Inflight::new(dir.path().to_path_buf());
+        let mut running = sleeper();
+        let mut ended = sleeper();
+        let (a, b) = (running.id(), ended.id());
+        let rec_a = inflight
+            .record("job x", 3, a, start_ticks(a).unwrap())
+            .expect("recorded");
+        let rec_b = inflight
+            .record("job y", 1, b, start_ticks(b).unwrap())
+            .expect("recorded");
+        let journal = std::fs::read_to_string(dir.path().join(JOURNAL)).unwrap();
+        assert!(journal.starts_with(&format!("+ {a} ")), "{journal}");
+        assert!(journal.contains(" 3 job x\n"), "{journal}");
+        drop(rec_b); // its attempt ended normally
+        std::mem::forget(rec_a); // as if the conductor died without cleaning up
+                                 // A record of an older conductor whose process is gone (pid reuse guard: wrong
+                                 // start time).
         std::fs::write(dir.path().join("old.1.1"), "1 12345\n").unwrap();
         assert_eq!(reap_leftovers(dir.path(), Duration::from_secs(2)), 1);
-        let status = child.wait().unwrap();
-        assert!(!status.success(), "the sleeper was killed");
+        assert!(!running.wait().unwrap().success(), "the sleeper was killed");
+        assert!(
+            ended.try_wait().unwrap().is_none(),
+            "a group whose attempt ended is left alone"
+        );
+        let _ = ended.kill();
+        let _ = ended.wait();
         assert_eq!(
             std::fs::read_dir(dir.path()).unwrap().count(),
             0,
@@ -129,11 +250,16 @@ mod tests {
     }
 
     #[test]
-    fn dropping_the_record_forgets_it() {
+    fn the_journal_empties_when_nothing_runs() {
         let dir = tempfile::tempdir().unwrap();
-        let rec = record(dir.path(), "j", 1, std::process::id()).expect("recorded");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
-        drop(rec);
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        let inflight = Inflight::new(dir.path().to_path_buf());
+        let me = std::process::id();
+        let r1 = inflight.record("j", 1, me, 7).expect("recorded");
+        let r2 = inflight.record("j", 2, me + 1, 8).expect("recorded");
+        let journal = dir.path().join(JOURNAL);
+        drop(r1);
+        assert!(std::fs::metadata(&journal).unwrap().len() > 0);
+        drop(r2);
+        assert_eq!(std::fs::metadata(&journal).unwrap().len(), 0);
     }
 }
