@@ -140,3 +140,50 @@ fn job_modify_on_a_running_job_answers_accepted_with_upstreams_message() {
         "{log}"
     );
 }
+
+#[test]
+fn a_second_modify_before_the_first_applied_replaces_it() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let old = env.write_score("modme", &score("old", 1.5));
+    let two = env.write_score("modme-two", &score("two", 0.1));
+    let three = env.write_score("modme-three", &score("three", 0.1));
+    let mut client = mozart_ipc::BlockingClient::connect(&env.socket).unwrap();
+    let r = client
+        .call_value(
+            "job.submit",
+            json!({"config_path": old.display().to_string()}),
+        )
+        .unwrap();
+    assert_eq!(r["status"], "accepted", "{r}");
+    wait_for(&env, 30, "sheet 1 to start", |d| {
+        sheet_status(d, 1) == "in_progress"
+    });
+    for (path, message) in [
+        (
+            &two,
+            "Pause signal sent. Will resume with modme-two.yaml when paused.",
+        ),
+        // Paused already, sheet 1 still playing: queued behind it, replacing the first.
+        (&three, "Job resume queued"),
+    ] {
+        let mut client = mozart_ipc::BlockingClient::connect(&env.socket).unwrap();
+        let r = client
+            .call_value(
+                "job.modify",
+                json!({"job_id": "modme", "config_path": path.display().to_string()}),
+            )
+            .unwrap();
+        assert_eq!(r["status"], "accepted", "{r}");
+        assert_eq!(r["message"], message, "{r}");
+    }
+    wait_for(&env, 60, "the job to complete", |d| {
+        d["status"] == "completed"
+    });
+    let log = std::fs::read_to_string(env.work.join("modme-ws/log.txt")).unwrap();
+    assert_eq!(
+        log.lines().collect::<Vec<_>>(),
+        ["old 1", "three 2", "three 3", "three 4"],
+        "{log}"
+    );
+}

@@ -97,6 +97,45 @@ async fn modify(
 /// How often the pending modify looks at the paused job.
 const SETTLE_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
+/// The newest pending modify per (job manager, job): one slot per job, as upstream's
+/// `_pending_modify` — a second modify before the first applied replaces it.
+static PENDING_MODIFY: std::sync::OnceLock<
+    std::sync::Mutex<std::collections::HashMap<(usize, String), u64>>,
+> = std::sync::OnceLock::new();
+
+fn pending_slot(m: &JobManager, job_id: &str) -> (usize, String) {
+    (Arc::as_ptr(&m.shared) as usize, job_id.to_string())
+}
+
+/// Claim the job's pending-modify slot; the number identifies this claim.
+fn claim_pending(m: &JobManager, job_id: &str) -> u64 {
+    let mut slots = lock(PENDING_MODIFY.get_or_init(Default::default));
+    let generation = slots.get(&pending_slot(m, job_id)).map_or(1, |g| g + 1);
+    slots.insert(pending_slot(m, job_id), generation);
+    generation
+}
+
+/// Frees the job's slot when its pending modify ends, unless a newer one holds it.
+struct PendingGuard {
+    slot: (usize, String),
+    generation: u64,
+}
+
+impl Drop for PendingGuard {
+    fn drop(&mut self) {
+        let mut slots = lock(PENDING_MODIFY.get_or_init(Default::default));
+        if slots.get(&self.slot) == Some(&self.generation) {
+            slots.remove(&self.slot);
+        }
+    }
+}
+
+/// True while `generation` is still the job's newest pending modify.
+fn still_pending(m: &JobManager, job_id: &str, generation: u64) -> bool {
+    lock(PENDING_MODIFY.get_or_init(Default::default)).get(&pending_slot(m, job_id))
+        == Some(&generation)
+}
+
 /// Resume `job_id` with `config` once no sheet of it is in flight (§6.5 step 4: a pending
 /// modify applies when the job ends paused or failed). Given up when the job is resumed,
 /// cancelled or completes meanwhile — the user or the score decided otherwise.
@@ -107,8 +146,17 @@ fn resume_when_settled(
     config: String,
     workspace: Option<String>,
 ) {
+    let generation = claim_pending(&m, &job_id);
     tokio::spawn(async move {
+        let _slot = PendingGuard {
+            slot: pending_slot(&m, &job_id),
+            generation,
+        };
         loop {
+            if !still_pending(&m, &job_id, generation) {
+                tracing::info!(job_id, "pending modify replaced by a newer one");
+                return;
+            }
             match m.current_status(&job_id) {
                 Ok(DaemonJobStatus::Paused | DaemonJobStatus::Failed) => {}
                 other => {

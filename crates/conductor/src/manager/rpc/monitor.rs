@@ -195,22 +195,48 @@ impl Profiler {
     }
 }
 
-/// The process groups of attempts in flight, from the records the musicians keep
-/// (`<job>.<sheet>.<pgid>` under `inflight/`, see `reaper`).
+/// The process groups of attempts in flight: pgid → (job, sheet), from the records the
+/// musicians keep under `inflight/` (see `reaper`): one `<job>.<sheet>.<pgid>` file per
+/// attempt, or the `journal` of `+ pgid ticks sheet job` / `- pgid` lines.
 fn inflight_groups(dir: &Path) -> HashMap<u32, (String, u32)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return HashMap::new();
     };
-    entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let mut parts = name.rsplitn(3, '.');
-            let pgid = parts.next()?.parse().ok()?;
-            let sheet = parts.next()?.parse().ok()?;
-            Some((pgid, (parts.next()?.to_string(), sheet)))
-        })
-        .collect()
+    let mut groups = HashMap::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == "journal" {
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            for line in text.lines() {
+                let mut f = line.splitn(5, ' ');
+                match (f.next(), f.next().and_then(|p| p.parse::<u32>().ok())) {
+                    (Some("+"), Some(pgid)) => {
+                        let _ticks = f.next();
+                        if let (Some(sheet), Some(job)) =
+                            (f.next().and_then(|s| s.parse().ok()), f.next())
+                        {
+                            groups.insert(pgid, (job.to_string(), sheet));
+                        }
+                    }
+                    (Some("-"), Some(pgid)) => {
+                        groups.remove(&pgid);
+                    }
+                    _ => {}
+                }
+            }
+            continue;
+        }
+        let mut parts = name.rsplitn(3, '.');
+        let (Some(pgid), Some(sheet), Some(job)) = (
+            parts.next().and_then(|p| p.parse().ok()),
+            parts.next().and_then(|s| s.parse().ok()),
+            parts.next(),
+        ) else {
+            continue;
+        };
+        groups.insert(pgid, (job.to_string(), sheet));
+    }
+    groups
 }
 
 fn state_letter(status: ProcessStatus) -> &'static str {
@@ -568,9 +594,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("my.job.3.4242"), "4242 1\n").unwrap();
         std::fs::write(dir.path().join("garbage"), "").unwrap();
+        std::fs::write(
+            dir.path().join("journal"),
+            "+ 100 5 1 job with spaces\n+ 200 6 2 other\n- 200\n",
+        )
+        .unwrap();
         let groups = inflight_groups(dir.path());
         assert_eq!(groups.get(&4242), Some(&("my.job".to_string(), 3)));
-        assert_eq!(groups.len(), 1);
+        assert_eq!(groups.get(&100), Some(&("job with spaces".to_string(), 1)));
+        assert_eq!(groups.len(), 2, "{groups:?}");
     }
 
     #[test]
