@@ -350,9 +350,11 @@ fn sighup_reloads_conductor_yaml_without_dropping_clients() {
         after["max_concurrent_jobs"], 9,
         "reloaded on the same connection"
     );
+    // daemon.config names the socket in use (upstream's model refuses a null path); a
+    // reload does not move it.
     assert_eq!(
         after["socket"]["path"],
-        serde_json::Value::Null,
+        env.socket.display().to_string(),
         "socket is not reloadable"
     );
     assert!(alive(pid));
