@@ -248,6 +248,9 @@ pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
     }
     let rl = &job.rate_limit;
     for (i, p) in rl.detection_patterns.iter().enumerate() {
+        if crate::model::is_default_detection_pattern(p) {
+            continue;
+        }
         if let Err(e) = Checker::regex_ok(p) {
             c.value_error(
                 "rate_limit.detection_patterns",

@@ -5,6 +5,7 @@
 //! only for `str`, numeric-string keys for int-keyed maps) and records the dotted location
 //! and line of the first failure, with pydantic's error type and wording.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, IntoDeserializer, Visitor};
@@ -68,12 +69,12 @@ impl DeError {
         }
     }
 
-    fn at(mut self, path: &[String], node: &Node) -> Self {
+    fn at(mut self, path: &Loc<'_>, node: &Node) -> Self {
         if self.located {
             return self;
         }
         self.located = true;
-        self.error.loc = path.to_vec();
+        self.error.loc = path.parts();
         if let Some(field) = self.pending_field.take() {
             self.error.loc.push(field);
         }
@@ -156,20 +157,46 @@ pub fn from_node<'de, T: de::Deserialize<'de>>(
     node: &'de Node,
     path: &[String],
 ) -> Result<T, Box<FieldError>> {
-    T::deserialize(NodeDe {
-        node,
-        path: path.to_vec(),
-    })
-    .map_err(|e| e.at(path, node).error)
+    let root = Loc::Root(path);
+    T::deserialize(NodeDe { node, path: root }).map_err(|e| e.at(&root, node).error)
+}
+
+/// Where a node sits: a chain of borrowed parts back to the root, turned into pydantic's
+/// location list only when an error is reported (building it for every node was most of
+/// the allocation in loading a large score).
+#[derive(Debug, Clone, Copy)]
+enum Loc<'p> {
+    /// The location the caller started from.
+    Root(&'p [String]),
+    /// A list item.
+    Index(&'p Loc<'p>, usize),
+    /// A mapping value under its key.
+    Key(&'p Loc<'p>, &'p str),
+    /// A mapping key itself (pydantic's `key.[key]`).
+    KeyOf(&'p Loc<'p>, &'p str),
+}
+
+impl Loc<'_> {
+    fn parts(&self) -> Vec<String> {
+        let (parent, part) = match self {
+            Loc::Root(path) => return path.to_vec(),
+            Loc::Index(parent, i) => (parent, i.to_string()),
+            Loc::Key(parent, key) => (parent, key.to_string()),
+            Loc::KeyOf(parent, key) => (parent, format!("{key}.[key]")),
+        };
+        let mut path = parent.parts();
+        path.push(part);
+        path
+    }
 }
 
 /// A deserializer positioned on one node.
-pub struct NodeDe<'a> {
+pub struct NodeDe<'a, 'p> {
     node: &'a Node,
-    path: Vec<String>,
+    path: Loc<'p>,
 }
 
-impl<'a> NodeDe<'a> {
+impl<'a> NodeDe<'a, '_> {
     fn err(&self, kind: &str, message: &str) -> DeError {
         DeError::kind(kind, message, self.node).at(&self.path, self.node)
     }
@@ -295,7 +322,7 @@ macro_rules! forward_int {
     };
 }
 
-impl<'de> de::Deserializer<'de> for NodeDe<'de> {
+impl<'de> de::Deserializer<'de> for NodeDe<'de, '_> {
     type Error = DeError;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
@@ -369,7 +396,7 @@ impl<'de> de::Deserializer<'de> for NodeDe<'de> {
         if matches!(self.node.kind, NodeKind::Null) {
             visitor.visit_none()
         } else {
-            let (path, node) = (self.path.clone(), self.node);
+            let (path, node) = (self.path, self.node);
             visitor.visit_some(self).map_err(|e| e.at(&path, node))
         }
     }
@@ -495,7 +522,7 @@ impl<'de> de::Deserializer<'de> for NodeDe<'de> {
 struct SeqAcc<'a, 'p> {
     items: std::slice::Iter<'a, Node>,
     index: usize,
-    path: &'p [String],
+    path: &'p Loc<'p>,
 }
 
 impl<'de> de::SeqAccess<'de> for SeqAcc<'de, '_> {
@@ -508,13 +535,9 @@ impl<'de> de::SeqAccess<'de> for SeqAcc<'de, '_> {
         let Some(node) = self.items.next() else {
             return Ok(None);
         };
-        let mut path = self.path.to_vec();
-        path.push(self.index.to_string());
+        let path = Loc::Index(self.path, self.index);
         self.index += 1;
-        let de = NodeDe {
-            node,
-            path: path.clone(),
-        };
+        let de = NodeDe { node, path };
         seed.deserialize(de)
             .map(Some)
             .map_err(|e| e.at(&path, node))
@@ -523,8 +546,8 @@ impl<'de> de::SeqAccess<'de> for SeqAcc<'de, '_> {
 
 struct MapAcc<'a, 'p> {
     entries: std::slice::Iter<'a, (Node, Node)>,
-    value: Option<(&'a Node, String)>,
-    path: &'p [String],
+    value: Option<(&'a Node, Cow<'a, str>)>,
+    path: &'p Loc<'p>,
     stringify_keys: bool,
 }
 
@@ -538,17 +561,18 @@ impl<'de> de::MapAccess<'de> for MapAcc<'de, '_> {
         let Some((key, value)) = self.entries.next() else {
             return Ok(None);
         };
-        let part = key.key_text();
+        let part = match &key.kind {
+            NodeKind::Str(s) | NodeKind::Date(s) => Cow::Borrowed(s.as_str()),
+            _ => Cow::Owned(key.key_text()),
+        };
         self.value = Some((value, part.clone()));
         let result = if self.stringify_keys {
-            seed.deserialize(part.clone().into_deserializer())
-                .map_err(|e: DeError| e)
+            let de: de::value::StrDeserializer<'_, DeError> = part.as_ref().into_deserializer();
+            seed.deserialize(de)
         } else {
-            let mut key_path = self.path.to_vec();
-            key_path.push(format!("{part}.[key]"));
             seed.deserialize(NodeDe {
                 node: key,
-                path: key_path,
+                path: Loc::KeyOf(self.path, &part),
             })
         };
         match result {
@@ -558,8 +582,8 @@ impl<'de> de::MapAccess<'de> for MapAcc<'de, '_> {
                     // Unknown field: pydantic locates it at the key and shows the value.
                     e.pending_field = None;
                     e.located = true;
-                    e.error.loc = self.path.to_vec();
-                    e.error.loc.push(part);
+                    e.error.loc = self.path.parts();
+                    e.error.loc.push(part.into_owned());
                     e.error.input = Some(value.repr());
                     e.error.input_type = Some(value.type_name().to_string());
                     e.error.line = Some(key.line);
@@ -573,13 +597,9 @@ impl<'de> de::MapAccess<'de> for MapAcc<'de, '_> {
         let Some((node, part)) = self.value.take() else {
             return Err(de::Error::custom("value requested before key"));
         };
-        let mut path = self.path.to_vec();
-        path.push(part);
-        seed.deserialize(NodeDe {
-            node,
-            path: path.clone(),
-        })
-        .map_err(|e| e.at(&path, node))
+        let path = Loc::Key(self.path, &part);
+        seed.deserialize(NodeDe { node, path })
+            .map_err(|e| e.at(&path, node))
     }
 }
 

@@ -55,7 +55,11 @@ impl Condition {
         let parts = pieces
             .into_iter()
             .filter_map(|part| {
-                let caps = PART.captures(part.trim())?;
+                let part = part.trim();
+                if part.is_ascii() {
+                    return parse_ascii_part(part);
+                }
+                let caps = PART.captures(part)?;
                 let rhs = caps[3].parse::<i64>().ok()?;
                 let op = match &caps[2] {
                     ">=" => CmpOp::Ge,
@@ -99,6 +103,39 @@ impl Condition {
             }
         })
     }
+}
+
+/// `^(\w+)\s*(>=|<=|==|!=|>|<)\s*(\d+)` on ASCII text without the regex engine (its
+/// capture search was most of `Condition::parse`, run for each of a score's rules). On ASCII,
+/// `\w` is `[A-Za-z0-9_]`, `\d` is `[0-9]` and `\s` is `[\t\n\v\f\r ]`.
+fn parse_ascii_part(part: &str) -> Option<(String, CmpOp, i64)> {
+    let b = part.as_bytes();
+    let name_len = b
+        .iter()
+        .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
+        .count();
+    if name_len == 0 {
+        return None;
+    }
+    let is_space = |c: &u8| matches!(c, b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r' | b' ');
+    let mut i = name_len + b[name_len..].iter().take_while(|c| is_space(c)).count();
+    let (op, len) = match (b.get(i), b.get(i + 1)) {
+        (Some(b'>'), Some(b'=')) => (CmpOp::Ge, 2),
+        (Some(b'<'), Some(b'=')) => (CmpOp::Le, 2),
+        (Some(b'='), Some(b'=')) => (CmpOp::Eq, 2),
+        (Some(b'!'), Some(b'=')) => (CmpOp::Ne, 2),
+        (Some(b'>'), _) => (CmpOp::Gt, 1),
+        (Some(b'<'), _) => (CmpOp::Lt, 1),
+        _ => return None,
+    };
+    i += len;
+    i += b[i..].iter().take_while(|c| is_space(c)).count();
+    let digits = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+    if digits == 0 {
+        return None;
+    }
+    let rhs = part[i..i + digits].parse::<i64>().ok()?;
+    Some((part[..name_len].to_string(), op, rhs))
 }
 
 /// A `skip_when` expression could not be evaluated (the runtime then runs the sheet).
@@ -805,6 +842,43 @@ fn call(func: Val, args: Vec<Val>) -> Result<Val, ExprError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ascii_condition_parts_match_the_regex() {
+        let re = Regex::new(r"^(\w+)\s*(>=|<=|==|!=|>|<)\s*(\d+)").unwrap();
+        let op_text = |op: CmpOp| match op {
+            CmpOp::Ge => ">=",
+            CmpOp::Le => "<=",
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+            CmpOp::Gt => ">",
+            CmpOp::Lt => "<",
+        };
+        for text in [
+            "sheet_num >= 3",
+            "stage==2",
+            "x\t<\x0b10",
+            "a > = 3",
+            "a >",
+            "_ < 99999999999999999999",
+            "9 != 0x",
+            ">= 3",
+            "a => 3",
+            "stage == 2 trailing",
+            "a<=-1",
+            "a ! = 1",
+            "n>07",
+            "a\x0c==\x0c1",
+            "a\x1c== 1",
+        ] {
+            let expected = re.captures(text).and_then(|c| {
+                let rhs = c[3].parse::<i64>().ok()?;
+                Some((c[1].to_string(), c[2].to_string(), rhs))
+            });
+            let got = parse_ascii_part(text).map(|(n, op, rhs)| (n, op_text(op).to_string(), rhs));
+            assert_eq!(got, expected, "{text:?}");
+        }
+    }
     use serde_json::json;
 
     fn ctx() -> ExprContext {

@@ -12,6 +12,31 @@ use serde::{Deserialize, Serialize};
 /// A free-form YAML mapping (`instrument_config`, `prompt.variables`, …).
 pub type FreeMap = serde_json::Map<String, serde_json::Value>;
 
+/// `rate_limit.detection_patterns` when a score gives none (score.md §3.9).
+const DEFAULT_DETECTION_PATTERNS: [&str; 7] = [
+    "rate.?limit",
+    "usage.?limit",
+    "quota",
+    "too many requests",
+    "429",
+    "capacity",
+    "try again later",
+];
+
+/// Whether `pattern` is one of the built-in detection patterns: those are known to compile
+/// (a test says so), so loading a score need not compile them again.
+pub fn is_default_detection_pattern(pattern: &str) -> bool {
+    DEFAULT_DETECTION_PATTERNS.contains(&pattern)
+}
+
+#[cfg(test)]
+#[test]
+fn default_detection_patterns_compile() {
+    for p in DEFAULT_DETECTION_PATTERNS {
+        assert!(matches!(crate::pyregex::compile(p), Ok(Some(_))), "{p}");
+    }
+}
+
 macro_rules! defaults {
     ($($name:ident: $ty:ty = $value:expr;)*) => {
         $(fn $name() -> $ty { $value })*
@@ -47,7 +72,7 @@ defaults! {
     d_60i: i64 = 60;
     d_24i: i64 = 24;
     d_48i: i64 = 48;
-    d_patterns: Vec<String> = ["rate.?limit", "usage.?limit", "quota", "too many requests", "429", "capacity", "try again later"].iter().map(|s| s.to_string()).collect();
+    d_patterns: Vec<String> = DEFAULT_DETECTION_PATTERNS.iter().map(|s| s.to_string()).collect();
     d_cost_in: f64 = 0.003;
     d_cost_out: f64 = 0.015;
     d_80f: f64 = 80.0;

@@ -48,6 +48,14 @@ pub struct PromptRenderer {
 
 /// A Jinja environment configured like upstream's `PromptBuilder`.
 pub fn environment(strict: bool) -> Environment<'static> {
+    // Registering the contrib filters costs more than compiling a small template; build the
+    // two configurations once per process and hand out copies.
+    static BASE: std::sync::LazyLock<[Environment<'static>; 2]> =
+        std::sync::LazyLock::new(|| [new_environment(false), new_environment(true)]);
+    BASE[usize::from(strict)].clone()
+}
+
+fn new_environment(strict: bool) -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(if strict {
         UndefinedBehavior::Strict
@@ -159,21 +167,21 @@ impl PromptRenderer {
         sheet: &PlannedSheet,
         ctx: &RenderContext,
     ) -> Result<String, ConfigError> {
-        self.render_with(job, sheet, ctx, &UserVars::new(job))
+        self.render_with(job, sheet, ctx, &ScoreVars::new(job))
     }
 
-    /// [`PromptRenderer::render`] with the score's variables converted once by the caller.
+    /// [`PromptRenderer::render`] with the score-level values computed once by the caller.
     pub fn render_with(
         &self,
         job: &JobConfig,
         sheet: &PlannedSheet,
         ctx: &RenderContext,
-        user: &UserVars,
+        score: &ScoreVars,
     ) -> Result<String, ConfigError> {
         if !self.has_template {
             return Ok(default_prompt(job, sheet));
         }
-        let vars = sheet_vars(job, sheet, ctx, Some(user));
+        let vars = sheet_vars(job, sheet, ctx, score, true);
         let template = self
             .env
             .get_template(TEMPLATE_NAME)
@@ -262,39 +270,55 @@ fn to_value_plain(v: &serde_json::Value) -> Value {
 
 /// The Jinja context of §5.2 for one sheet.
 pub fn template_vars(job: &JobConfig, sheet: &PlannedSheet, ctx: &RenderContext) -> Value {
-    sheet_vars(job, sheet, ctx, Some(&UserVars::new(job)))
+    sheet_vars(job, sheet, ctx, &ScoreVars::new(job), true)
 }
 
-/// A score's `prompt.variables` converted to template values once, for rendering many
-/// sheets of the same score (the conversion is most of the cost of building a context).
+/// The parts of the §5.2 context that are the same for every sheet of a score, computed once
+/// for rendering many sheets: the user variables as template values, and the sheet and
+/// stage totals (counting stages walks the whole fan-out map, so per sheet it was quadratic).
 #[derive(Debug, Clone)]
-pub struct UserVars {
+pub struct ScoreVars {
     variables: Vec<(String, Value)>,
+    total_sheets: i64,
+    total_stages: i64,
 }
 
-impl UserVars {
+impl ScoreVars {
     /// Convert `job.prompt.variables` (§5.2: nested numeric keys become integers).
     pub fn new(job: &JobConfig) -> Self {
-        UserVars {
+        ScoreVars {
             variables: job
                 .prompt
                 .variables
                 .iter()
                 .map(|(k, v)| (k.clone(), to_value(v, true)))
                 .collect(),
+            total_sheets: total_sheets(&job.sheet),
+            total_stages: total_stages(&job.sheet),
+        }
+    }
+
+    /// Only the totals (for contexts without user variables).
+    fn totals(job: &JobConfig) -> Self {
+        ScoreVars {
+            variables: Vec::new(),
+            total_sheets: total_sheets(&job.sheet),
+            total_stages: total_stages(&job.sheet),
         }
     }
 }
 
-/// The context of §5.2; `user: None` leaves the score's variables out (injection paths).
+/// The context of §5.2; without `with_user` the score's variables are left out (injection
+/// paths).
 fn sheet_vars(
     job: &JobConfig,
     sheet: &PlannedSheet,
     ctx: &RenderContext,
-    user: Option<&UserVars>,
+    score: &ScoreVars,
+    with_user: bool,
 ) -> Value {
-    let total = total_sheets(&job.sheet);
-    let stages = total_stages(&job.sheet);
+    let total = score.total_sheets;
+    let stages = score.total_stages;
     let workspace = ctx.workspace.as_ref().unwrap_or(&job.workspace);
     let mut vars: IndexMap<String, Value> = IndexMap::new();
     let mut put = |k: &str, v: Value| {
@@ -344,8 +368,8 @@ fn sheet_vars(
     );
     put("injected_skills", Value::from(ctx.injected_skills.clone()));
     put("injected_tools", Value::from(ctx.injected_tools.clone()));
-    if let Some(user) = user {
-        for (k, v) in &user.variables {
+    if with_user {
+        for (k, v) in &score.variables {
             vars.insert(k.clone(), v.clone());
         }
     }
@@ -371,22 +395,39 @@ pub fn resolve_injections(
     base: &Path,
     ctx: &mut RenderContext,
 ) {
-    // Most scores have neither: skip building an environment and copying the job per sheet.
+    if has_injections(job, sheet) {
+        resolve_injections_with(job, sheet, base, ctx, &ScoreVars::totals(job));
+    }
+}
+
+fn has_injections(job: &JobConfig, sheet: &PlannedSheet) -> bool {
     let cadenzas = job.sheet.cadenzas.get(&i64::from(sheet.num));
-    if job.sheet.prelude.is_empty() && cadenzas.is_none_or(|c| c.is_empty()) {
+    !job.sheet.prelude.is_empty() || cadenzas.is_some_and(|c| !c.is_empty())
+}
+
+/// [`resolve_injections`] with the score-level values computed once by the caller.
+pub fn resolve_injections_with(
+    job: &JobConfig,
+    sheet: &PlannedSheet,
+    base: &Path,
+    ctx: &mut RenderContext,
+    score: &ScoreVars,
+) {
+    // Most scores have neither: skip building a context per sheet.
+    if !has_injections(job, sheet) {
         return;
     }
     // One lenient environment for the process: building one per sheet (with the contrib
     // filters) was a measurable share of rendering a 516-sheet score.
     static LENIENT: std::sync::LazyLock<Environment<'static>> =
-        std::sync::LazyLock::new(|| environment(false));
+        std::sync::LazyLock::new(|| new_environment(false));
     let env = &*LENIENT;
     let lenient = RenderContext {
         workspace: ctx.workspace.clone(),
         ..RenderContext::default()
     };
     // Legacy/preview path: injection paths see the sheet context without user variables.
-    let vars = sheet_vars(job, sheet, &lenient, None);
+    let vars = sheet_vars(job, sheet, &lenient, score, false);
     let items = job.sheet.prelude.iter().chain(
         job.sheet
             .cadenzas

@@ -300,6 +300,7 @@ enum Frame {
         anchor: usize,
         node: Node,
         pending_key: Option<Node>,
+        index: KeyIndex,
     },
 }
 
@@ -353,6 +354,7 @@ impl Builder {
             Some(Frame::Map {
                 node: map,
                 pending_key,
+                index,
                 ..
             }) => match pending_key.take() {
                 None => {
@@ -364,7 +366,7 @@ impl Builder {
                 }
                 Some(key) => {
                     if let NodeKind::Map(entries) = &mut map.kind {
-                        insert_entry(entries, key, node);
+                        index.insert(entries, key, node);
                     }
                 }
             },
@@ -398,6 +400,69 @@ fn insert_entry(entries: &mut Vec<(Node, Node)>, key: Node, value: Node) {
     } else {
         entries.push((key, value));
     }
+}
+
+/// Where a large mapping's keys are, by hash, so PyYAML's last-wins duplicate rule stays
+/// linear: the corpus score's `sheet.dependencies` has 515 keys, and scanning the entries for
+/// each new key was a visible share of parsing it. Small mappings are scanned as before.
+#[derive(Default)]
+struct KeyIndex {
+    by_hash: HashMap<u64, Vec<usize>>,
+    built: bool,
+}
+
+impl KeyIndex {
+    const FROM_LEN: usize = 16;
+
+    fn insert(&mut self, entries: &mut Vec<(Node, Node)>, key: Node, value: Node) {
+        if !self.built {
+            if entries.len() < Self::FROM_LEN {
+                insert_entry(entries, key, value);
+                return;
+            }
+            for (i, (k, _)) in entries.iter().enumerate() {
+                if let Some(h) = key_hash(&k.kind) {
+                    self.by_hash.entry(h).or_default().push(i);
+                }
+            }
+            self.built = true;
+        }
+        let Some(h) = key_hash(&key.kind) else {
+            // A NaN key equals nothing, not even another NaN (Python dict semantics).
+            entries.push((key, value));
+            return;
+        };
+        let slot = self.by_hash.entry(h).or_default();
+        match slot
+            .iter()
+            .find(|i| keys_equal(&entries[**i].0.kind, &key.kind))
+        {
+            Some(&i) => entries[i].1 = value,
+            None => {
+                slot.push(entries.len());
+                entries.push((key, value));
+            }
+        }
+    }
+}
+
+/// A hash consistent with [`keys_equal`] (numbers by value, so `1`, `1.0` and `true` collide
+/// as Python's dict has them); `None` for keys equal to nothing (NaN) or unhashable.
+fn key_hash(k: &NodeKind) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let number = |f: f64| if f == 0.0 { 0 } else { f.to_bits() };
+    match k {
+        NodeKind::Int(i) => (0u8, number(*i as f64)).hash(&mut h),
+        NodeKind::Float(f) if f.is_nan() => return None,
+        NodeKind::Float(f) => (0u8, number(*f)).hash(&mut h),
+        NodeKind::Bool(b) => (0u8, number(f64::from(u8::from(*b)))).hash(&mut h),
+        NodeKind::Null => 1u8.hash(&mut h),
+        NodeKind::Str(s) => (2u8, s).hash(&mut h),
+        NodeKind::Date(s) => (3u8, s).hash(&mut h),
+        NodeKind::Seq(_) | NodeKind::Map(_) => return None,
+    }
+    Some(h.finish())
 }
 
 /// Apply YAML 1.1 `<<` merge keys: merged entries come first, explicit keys override.
@@ -506,6 +571,7 @@ impl MarkedEventReceiver for Builder {
                         col,
                     },
                     pending_key: None,
+                    index: KeyIndex::default(),
                 });
             }
             Event::SequenceEnd => {
@@ -716,7 +782,10 @@ fn resolve_float(v: &str) -> Option<f64> {
         )
         .expect("static regex")
     });
-    if !FLOAT.is_match(v) {
+    // Every form the pattern accepts starts with a sign, a digit or a dot and has a dot:
+    // most plain scalars are words and never reach the regex.
+    let starts_right = matches!(v.as_bytes().first(), Some(b'-' | b'+' | b'.' | b'0'..=b'9'));
+    if !starts_right || !v.contains('.') || !FLOAT.is_match(v) {
         return None;
     }
     let lower = v.to_ascii_lowercase();
@@ -804,6 +873,34 @@ mod tests {
         assert_eq!(entries[0].1.kind, NodeKind::Int(2));
         assert_eq!(entries[1].0.kind, NodeKind::Int(2));
         assert_eq!(entries[1].0.line, 3);
+    }
+
+    #[test]
+    fn large_mappings_keep_python_dict_key_equality() {
+        // Past KeyIndex::FROM_LEN keys: `1`, `1.0` and `true` are one key, `'1'` and NaN are
+        // not, and a duplicate keeps its first position with the last value.
+        let mut text: String = (0..40).map(|i| format!("k{i}: {i}\n")).collect();
+        text.push_str("1: a\n'1': b\n.nan: c\n1.0: d\ntrue: e\n.nan: f\nk3: g\n0: h\n-0.0: i\n");
+        let node = parse(&text).unwrap().unwrap();
+        let NodeKind::Map(entries) = &node.kind else {
+            panic!("not a map")
+        };
+        let mut expected: Vec<(Node, Node)> = Vec::new();
+        for line in text.lines() {
+            let (k, v) = line.split_once(": ").unwrap();
+            let one = parse(&format!("{k}: {v}\n")).unwrap().unwrap();
+            let NodeKind::Map(mut kv) = one.kind else {
+                panic!("not a map")
+            };
+            let (key, value) = kv.remove(0);
+            insert_entry(&mut expected, key, value);
+        }
+        let kinds = |e: &[(Node, Node)]| -> Vec<(String, String)> {
+            e.iter().map(|(k, v)| (k.repr(), v.repr())).collect()
+        };
+        assert_eq!(kinds(entries), kinds(&expected));
+        assert_eq!(entries.len(), 45);
+        assert_eq!(entries[3].1.kind, NodeKind::Str("g".into()));
     }
 
     #[test]

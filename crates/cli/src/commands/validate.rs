@@ -178,6 +178,9 @@ pub fn run(_globals: &Globals, args: Args) -> Result<i32, CliError> {
     } else {
         print_terminal(&score, path, &issues, args.verbose);
     }
+    // The process ends right after this command: freeing the parsed document and the model
+    // value by value is pure overhead (about a millisecond on the 516-sheet corpus score).
+    std::mem::forget(score);
     Ok(i32::from(has_errors))
 }
 
