@@ -643,3 +643,24 @@ fn a_batch_commits_its_writes_together_and_a_failed_write_inside_only_loses_itse
     assert_eq!(loaded.sheets[&3].status, SheetStatus::Completed);
     assert!(reg.integrity_check().unwrap());
 }
+
+#[test]
+fn saving_the_header_keeps_every_sheet_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    reg.create_job(&job("h")).unwrap();
+    let mut cp = sample_checkpoint("h", 2);
+    reg.save_checkpoint(&cp).unwrap();
+    cp.status = JobStatus::Completed;
+    cp.total_estimated_cost = 9.5;
+    reg.save_header(&cp).unwrap();
+    let loaded = reg.load_checkpoint("h").unwrap().unwrap();
+    assert_eq!(loaded.status, JobStatus::Completed);
+    assert!((loaded.total_estimated_cost - 9.5).abs() < 1e-9);
+    assert_eq!(loaded.sheets.len(), cp.sheets.len());
+    assert_eq!(loaded.sheets[&2].status, SheetStatus::Failed);
+    assert!(matches!(
+        reg.save_header(&sample_checkpoint("missing", 1)),
+        Err(StateError::JobNotFound { .. })
+    ));
+}

@@ -300,8 +300,10 @@ impl ConductorHost {
             if daemon == DaemonJobStatus::Failed {
                 live.error_message = change.reason.clone();
             }
+            // Every sheet row was saved with its own transition: only the job-level
+            // document changes here (a full rewrite cost O(sheets) per job transition).
             registry
-                .save_checkpoint(live)
+                .save_header(live)
                 .map_err(|e| HostError::new(format!("saving job '{}'", change.job_id), e))?;
         }
         let error = if daemon == DaemonJobStatus::Failed {

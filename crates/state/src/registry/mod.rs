@@ -510,6 +510,16 @@ impl Registry {
         tx.commit().map_err(self.err(ctx))
     }
 
+    /// Writes only the job-level document (status, totals, timestamps) of a checkpoint
+    /// whose sheet rows are already saved — a job's own transitions, whatever its size.
+    pub fn save_header(&self, state: &CheckpointState) -> Result<()> {
+        let ctx = format!("saving the state of job '{}'", state.job_id);
+        let tx = self.begin(&ctx)?;
+        self.require_job(&tx, &state.job_id)?;
+        write_header(&tx, state, epoch_now()).map_err(|e| self.map_json_or_sql(e, &ctx))?;
+        tx.commit().map_err(self.err(ctx))
+    }
+
     /// The hot path: one sheet transition plus the job-level document, in one transaction.
     /// Cost is independent of how many sheets the job has.
     pub fn save_sheet_transition(&self, state: &CheckpointState, sheet_num: u32) -> Result<()> {
