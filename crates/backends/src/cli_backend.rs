@@ -19,8 +19,12 @@ use crate::types::{
     Backend, BoxFuture, ExecutionRequest, ExecutionResult, ExitReason, HealthStatus,
 };
 
-/// Largest stdout kept whole for `format: json` parsing.
-pub const JSON_DOCUMENT_LIMIT: usize = 64 * 1024 * 1024;
+/// Largest stdout kept whole for `format: json` parsing; a longer document falls back to the
+/// raw tail. Parsing holds a document about four times over (raw bytes, parsed value, the
+/// extracted answer, its redacted copy), so 4 MiB keeps the conductor under issue 4's bar of
+/// 20 MB however much an instrument prints (it was 64 MiB: 64 MB of RSS for a 100 MB answer,
+/// docs/performance.md "Instruments (issue 4)"). AI CLIs' JSON answers are far smaller.
+pub const JSON_DOCUMENT_LIMIT: usize = 4 * 1024 * 1024;
 
 /// A successful run's answer longer than this that mentions a rate limit is an answer.
 pub const RATE_LIMIT_ANSWER_MAX_CHARS: usize = 300;
@@ -399,5 +403,60 @@ impl Backend for ProfileBackend {
                 },
             }
         })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// `sh -c <prompt>` with `format: json` output, answer at `result`.
+    fn json_backend() -> ProfileBackend {
+        let yaml = "name: json-sh\ndisplay_name: JSON sh\nkind: cli\ncli:\n  command:\n    executable: sh\n    prompt_flag: '-c'\n  output:\n    format: json\n    result_path: result\n    output_tokens_path: usage.out\n";
+        ProfileBackend::new(Arc::new(
+            InstrumentProfile::from_yaml(yaml, "test").unwrap(),
+        ))
+        .unwrap()
+    }
+
+    /// A shell command printing `{"result":"xxx…","usage":{"out":7}}` with `n` x's.
+    fn document_of(n: usize) -> String {
+        format!(
+            "printf '{{\"result\":\"'; head -c {n} /dev/zero | tr '\\0' x; printf '\",\"usage\":{{\"out\":7}}}}\\n'"
+        )
+    }
+
+    async fn run(prompt: String) -> ExecutionResult {
+        let dir = tempfile::tempdir().unwrap();
+        json_backend()
+            .execute(ExecutionRequest::new(
+                prompt,
+                dir.path(),
+                Duration::from_secs(60),
+            ))
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_json_answer_under_the_limit_is_parsed() {
+        let result = run(document_of(1_000_000)).await;
+        assert!(result.success, "{:?}", result.error_message);
+        assert_eq!(result.result_text.as_deref().map(str::len), Some(1_000_000));
+        assert_eq!(result.output_tokens, Some(7));
+    }
+
+    #[tokio::test]
+    async fn a_json_document_over_the_limit_is_counted_and_only_its_tail_kept() {
+        // Issue 4: a large output must not be held whole by the conductor (20 MB bar; a
+        // document is held about four times while parsed, so 5 MB is already too much).
+        let result = run(document_of(5_000_000)).await;
+        assert!(result.success, "{:?}", result.error_message);
+        assert!(result.stdout_bytes > JSON_DOCUMENT_LIMIT as u64);
+        assert_eq!(result.result_text, None);
+        assert_eq!(result.output_tokens, None);
+        assert!(result.stdout.len() <= crate::process::TAIL_BYTES);
+        assert!(result.stdout.ends_with("\"usage\":{\"out\":7}}\n"));
     }
 }
