@@ -42,6 +42,11 @@ const SCORE_FANOUT_1000: &str = include_str!("../../bench/bench-fanout-1000.yaml
 const SCORE_SHELL_SEQ_20: &str = include_str!("../../bench/bench-shell-seq-20.yaml");
 const SCORE_CAPTURE_STDOUT: &str = include_str!("../../bench/bench-capture-stdout.yaml");
 const SCORE_CAPTURE_STDERR: &str = include_str!("../../bench/bench-capture-stderr.yaml");
+const SCORE_CAPTURE_JSON: &str = include_str!("../../bench/bench-capture-json.yaml");
+const SCORE_CAPTURE_JSONL: &str = include_str!("../../bench/bench-capture-jsonl.yaml");
+/// `sh` instruments with JSON / JSONL output, for the capture rows of those formats.
+const JSON_SH_PROFILE: &str = include_str!("../../bench/json-sh.instrument.yaml");
+const JSONL_SH_PROFILE: &str = include_str!("../../bench/jsonl-sh.instrument.yaml");
 /// The built-in `shell` instrument's profile, for running its exact command line directly.
 const SHELL_PROFILE: &str = include_str!("../../../crates/backends/profiles/shell.yaml");
 
@@ -654,7 +659,8 @@ fn instruments(env: &Env, conductor: &Conductor, args: &Args, report: &mut Repor
 }
 
 /// Issue 4's memory bar: the conductor's peak RSS over its idle RSS while one sheet prints
-/// 100 MB to stdout, then to stderr (bar < 20 MB). Run first on a fresh conductor.
+/// 100 MB (stdout, stderr, one JSON document, one JSONL line; bar < 20 MB). Run first on a
+/// fresh conductor.
 fn capture_rows(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> Result<()> {
     // Control: the first job of a fresh conductor grows it too (thread pools, SQLite caches,
     // the learning store), output or not. Run it first, so the capture rows show what
@@ -675,14 +681,35 @@ fn capture_rows(env: &Env, conductor: &Conductor, args: &Args, report: &mut Repo
         "MB",
         1,
     ));
-    for (key, yaml, stream) in [
-        ("bench-capture-stdout", SCORE_CAPTURE_STDOUT, "stdout"),
-        ("bench-capture-stderr", SCORE_CAPTURE_STDERR, "stderr"),
+    // `stream` names the row keys; `what` says what the sheet prints.
+    for (key, yaml, stream, what) in [
+        (
+            "bench-capture-stdout",
+            SCORE_CAPTURE_STDOUT,
+            "stdout",
+            "100 MB to stdout",
+        ),
+        (
+            "bench-capture-stderr",
+            SCORE_CAPTURE_STDERR,
+            "stderr",
+            "100 MB to stderr",
+        ),
+        (
+            "bench-capture-json",
+            SCORE_CAPTURE_JSON,
+            "json",
+            "one 100 MB JSON document, format: json",
+        ),
+        (
+            "bench-capture-jsonl",
+            SCORE_CAPTURE_JSONL,
+            "jsonl",
+            "one 100 MB JSONL line, format: jsonl",
+        ),
     ] {
         const CAPTURE_REPS: usize = 3;
-        progress(&format!(
-            "{key} ×{CAPTURE_REPS} (100 MB to {stream}, job.submit)"
-        ));
+        progress(&format!("{key} ×{CAPTURE_REPS} ({what}, job.submit)"));
         let w = Workload {
             key,
             yaml,
@@ -699,7 +726,7 @@ fn capture_rows(env: &Env, conductor: &Conductor, args: &Args, report: &mut Repo
         }
         report.add(Row::ms(
             &format!("capture_{stream}_wall"),
-            &format!("{key}: job.submit → completed (100 MB to {stream})"),
+            &format!("{key}: job.submit → completed ({what})"),
             median(walls),
             CAPTURE_REPS,
         ));
@@ -1003,6 +1030,8 @@ impl Env {
             std::fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
         }
         write_file(&home.join("instruments/instant.yaml"), INSTANT_PROFILE)?;
+        write_file(&home.join("instruments/json-sh.yaml"), JSON_SH_PROFILE)?;
+        write_file(&home.join("instruments/jsonl-sh.yaml"), JSONL_SH_PROFILE)?;
         write_file(&home.join("conductor.yaml"), CONDUCTOR_YAML)?;
         let script = bin.join("mozart-instant");
         write_file(&script, INSTANT_SCRIPT)?;
