@@ -441,9 +441,20 @@ impl BatonHost for ConductorHost {
         let mut jobs = lock(&self.shared.jobs);
         if let Some(entry) = jobs.get_mut(job_id) {
             let run = entry.run.take();
+            // The registry holds every row of the finished job: `job.status` reads it from
+            // there, so a conductor that runs jobs for days does not keep each one's
+            // checkpoint in memory (upstream never lets finished jobs go).
+            let live = entry.live.take();
+            if let Some(live) = &live {
+                entry.final_sheets = live
+                    .sheets
+                    .values()
+                    .map(|s| (s.sheet_num, s.status))
+                    .collect();
+            }
             tracing::info!(job_id, ?outcome, reason, new_work, "job finished");
             let Some(run) = run else { return };
-            if let (Some(learning), Some(live)) = (&self.shared.learning, &entry.live) {
+            if let (Some(learning), Some(live)) = (&self.shared.learning, &live) {
                 if run.config.learning.enabled {
                     let none = super::learning::Injected::default();
                     learning.record_job(mozart_learning::JobOutcome {
@@ -676,11 +687,17 @@ fn finish_worktree(
     };
     tokio::task::spawn_blocking(move || match crate::isolation::finish(&wt, outcome, &cfg) {
         Ok(crate::isolation::Cleanup::Removed) => {
-            let mut jobs = lock(&shared.jobs);
-            if let Some(live) = jobs.get_mut(&job_id).and_then(|e| e.live.as_mut()) {
-                crate::isolation::clear_checkpoint(live);
-                if let Err(e) = lock(&shared.registry).save_checkpoint(live) {
-                    tracing::warn!(job_id, error = %e, "cannot save checkpoint after worktree cleanup");
+            let registry = lock(&shared.registry);
+            match registry.load_checkpoint(&job_id) {
+                Ok(Some(mut cp)) => {
+                    crate::isolation::clear_checkpoint(&mut cp);
+                    if let Err(e) = registry.save_checkpoint(&cp) {
+                        tracing::warn!(job_id, error = %e, "cannot save checkpoint after worktree cleanup");
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(job_id, error = %e, "cannot load checkpoint after worktree cleanup");
                 }
             }
         }

@@ -103,6 +103,9 @@ pub(crate) struct JobEntry {
     /// A checkpoint write failed: the baton stopped dispatching this job until it is
     /// resumed (which re-registers it from its last durable checkpoint).
     pub halted: bool,
+    /// Each sheet's last status once the job has finished (its checkpoint then lives only in
+    /// the registry): what the monitor stream diffs against.
+    pub final_sheets: Vec<(u32, mozart_state::SheetStatus)>,
 }
 
 /// State shared by IPC handlers, the baton host and musicians.
@@ -535,7 +538,13 @@ impl JobManager {
             if let Some(msg) = error {
                 e.record.error_message = Some(msg.to_string());
             }
-            if let Some(live) = e.live.as_mut() {
+            // A finished job's checkpoint lives only in the registry.
+            let mut stored = if e.live.is_none() {
+                registry.load_checkpoint(job_id).ok().flatten()
+            } else {
+                None
+            };
+            if let Some(live) = e.live.as_mut().or(stored.as_mut()) {
                 live.status = match status {
                     DaemonJobStatus::Queued | DaemonJobStatus::Pending => JobStatus::Pending,
                     DaemonJobStatus::Running => JobStatus::Running,

@@ -72,6 +72,7 @@ pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), 
                         live: None,
                         run: None,
                         halted: false,
+                        final_sheets: Vec::new(),
                     },
                 );
             }

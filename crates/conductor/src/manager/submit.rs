@@ -309,6 +309,7 @@ pub(super) async fn submit(
             live: Some(checkpoint),
             run: Some(run),
             halted: false,
+            final_sheets: Vec::new(),
         },
     );
     if let Err(e) = mgr.send(Event::RegisterJob(Box::new(spec))) {

@@ -381,11 +381,10 @@ impl StreamCursor {
         for (id, entry) in jobs.iter() {
             seen_jobs.insert(id.clone());
             let status = entry.record.status;
-            let sheets: BTreeMap<u32, SheetStatus> = entry
-                .live
-                .as_ref()
-                .map(|l| l.sheets.iter().map(|(n, s)| (*n, s.status)).collect())
-                .unwrap_or_default();
+            let sheets: BTreeMap<u32, SheetStatus> = match entry.live.as_ref() {
+                Some(l) => l.sheets.iter().map(|(n, s)| (*n, s.status)).collect(),
+                None => entry.final_sheets.iter().copied().collect(),
+            };
             let before = self.jobs.get(id);
             if !first {
                 let old_sheets = before.map(|b| &b.1);
