@@ -257,3 +257,26 @@ fn mozart_run_submits_and_reports() {
         "{text}"
     );
 }
+
+#[test]
+fn mozart_run_reports_a_score_that_fails_at_once() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let text =
+        score("doomed", 1, 0.0).replace("RUN: sleep 0", "RUN: echo 'cannot work here' >&2; exit 3");
+    let text = format!("{text}retry:\n  max_retries: 0\n");
+    let path = env.write_score("doomed", &text);
+    let out = env.mozart(&["run", path.to_str().unwrap()]);
+    let all = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(all.contains("Score failed: doomed"), "{all}");
+    assert!(all.contains("mozart diagnose doomed"), "{all}");
+    // With --json the failure is the job's status document (upstream skips the early
+    // check for --fresh submissions, so this one resubmits as is).
+    let out = env.mozart(&["run", path.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(doc["job_id"], "doomed", "{doc}");
+    assert_eq!(doc["status"], "failed", "{doc}");
+}

@@ -341,11 +341,23 @@ fn early_failure(globals: &Globals, job_id: &str) -> Option<Value> {
         let Ok(mut client) = mozart_ipc::BlockingClient::connect(&socket) else {
             continue;
         };
-        let Ok(result) = client.call_value(methods::JOB_STATUS, json!({"job_id": job_id})) else {
+        // `job.list` names every job's status without its checkpoint: a poll of a
+        // 1,000-sheet job costs the conductor nothing (`job.status` serialises every sheet).
+        let Ok(list) = client.call_value(methods::JOB_LIST, json!({})) else {
             continue;
         };
-        match result.get("status").and_then(Value::as_str) {
-            Some("failed" | "cancelled") => return Some(result),
+        let status = list.as_array().and_then(|jobs| {
+            jobs.iter()
+                .find(|j| j.get("job_id").and_then(Value::as_str) == Some(job_id))
+                .and_then(|j| j.get("status").and_then(Value::as_str))
+                .map(str::to_string)
+        });
+        match status.as_deref() {
+            Some("failed" | "cancelled") => {
+                return client
+                    .call_value(methods::JOB_STATUS, json!({"job_id": job_id}))
+                    .ok();
+            }
             Some("completed") => return None,
             _ => {}
         }
