@@ -651,7 +651,10 @@ mod tests {
         std::fs::write(&data, "x").unwrap();
         let env = EnvPlan {
             clear: true,
-            set: vec![("PATH".into(), format!("/nonexistent:{}", dir.path().display()))],
+            set: vec![(
+                "PATH".into(),
+                format!("/nonexistent:{}", dir.path().display()),
+            )],
             remove: vec![],
         };
         assert_eq!(resolve_program("my-tool", &env), Some(tool.clone()));
