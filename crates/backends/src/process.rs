@@ -334,12 +334,19 @@ async fn read_stream<R: AsyncRead + Unpin>(
     progress: Arc<Progress>,
     mut log: Option<tokio::fs::File>,
 ) {
-    let mut buf = vec![0u8; 64 * 1024];
+    // Most instruments print little: start small (20 sheets in flight × 2 streams of 64 KiB
+    // each was a measurable share of the conductor's memory) and grow up to a pipe's
+    // capacity only for a stream that keeps filling the buffer.
+    let mut buf = vec![0u8; 4 * 1024];
     loop {
         let n = match reader.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
+        if n == buf.len() && buf.len() < 64 * 1024 {
+            let grown = buf.len() * 2;
+            buf.resize(grown, 0);
+        }
         let chunk = &buf[..n];
         progress.record(kind, n);
         lock(&state).feed(chunk);
