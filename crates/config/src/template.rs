@@ -44,6 +44,9 @@ const TEMPLATE_NAME: &str = "prompt";
 pub struct PromptRenderer {
     env: Environment<'static>,
     has_template: bool,
+    /// The score-level values of the job this renderer was built for (every sheet of it
+    /// shares them; recomputing per sheet walked the whole fan-out map each time).
+    score: ScoreVars,
 }
 
 /// A Jinja environment configured like upstream's `PromptBuilder`.
@@ -157,17 +160,22 @@ impl PromptRenderer {
                     message: jinja_message(&e),
                 })?;
         }
-        Ok(PromptRenderer { env, has_template })
+        Ok(PromptRenderer {
+            env,
+            has_template,
+            score: ScoreVars::new(job),
+        })
     }
 
-    /// Render the template (or the default prompt) for one sheet.
+    /// Render the template (or the default prompt) for one sheet of the job this renderer
+    /// was built for.
     pub fn render(
         &self,
         job: &JobConfig,
         sheet: &PlannedSheet,
         ctx: &RenderContext,
     ) -> Result<String, ConfigError> {
-        self.render_with(job, sheet, ctx, &ScoreVars::new(job))
+        self.render_with(job, sheet, ctx, &self.score)
     }
 
     /// [`PromptRenderer::render`] with the score-level values computed once by the caller.
@@ -516,7 +524,7 @@ pub fn build_sheet_prompt_with(
         prompt.push_str("\n\n");
         prompt.push_str(section);
     }
-    if let Some(req) = requirements_section(job, sheet, ctx, rules) {
+    if let Some(req) = requirements_section_with(job, sheet, ctx, rules, &renderer.score) {
         prompt.push_str("\n\n");
         prompt.push_str(&req);
     }
@@ -530,10 +538,21 @@ pub fn requirements_section(
     ctx: &RenderContext,
     rules: &[&ValidationRule],
 ) -> Option<String> {
+    requirements_section_with(job, sheet, ctx, rules, &ScoreVars::new(job))
+}
+
+/// [`requirements_section`] with the score-level values computed once by the caller.
+pub fn requirements_section_with(
+    job: &JobConfig,
+    sheet: &PlannedSheet,
+    ctx: &RenderContext,
+    rules: &[&ValidationRule],
+    score: &ScoreVars,
+) -> Option<String> {
     if rules.is_empty() {
         return None;
     }
-    let vars = template_vars(job, sheet, ctx);
+    let vars = sheet_vars(job, sheet, ctx, score, true);
     let expand = |text: &str| -> String {
         let mut out = text.to_string();
         if let Ok(iter) = vars.try_iter() {
