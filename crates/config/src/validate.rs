@@ -229,6 +229,15 @@ pub fn run_checks(score: &Score, score_path: &Path, env: &CheckEnv) -> Vec<Issue
     let raw = score.text.as_str();
     let mut out: Vec<Issue> = Vec::new();
     check_templates(c, raw, score_path, &mut out);
+    other_checks(score, score_path, env, &mut out);
+    out.sort_by_key(|i| i.severity);
+    out
+}
+
+/// Every check after V001/V101, in upstream's order.
+fn other_checks(score: &Score, score_path: &Path, env: &CheckEnv, out: &mut Vec<Issue>) {
+    let c = &score.config;
+    let raw = score.text.as_str();
     // V002
     if let Some(parent) = c.workspace.parent() {
         if !parent.exists() {
@@ -478,8 +487,8 @@ pub fn run_checks(score: &Score, score_path: &Path, env: &CheckEnv) -> Vec<Issue
             );
         }
     }
-    check_version_refs(score, score_path, &mut out);
-    check_instruments(c, raw, env, &mut out);
+    check_version_refs(score, score_path, out);
+    check_instruments(c, raw, env, out);
     // V201
     for (i, v) in c.validations.iter().enumerate() {
         if let Some(p) = v.path.as_deref().filter(|p| p.contains("{{")) {
@@ -604,8 +613,6 @@ pub fn run_checks(score: &Score, score_path: &Path, env: &CheckEnv) -> Vec<Issue
             }
         }
     }
-    out.sort_by_key(|i| i.severity);
-    out
 }
 
 /// `{name}` occurrences of built-in names not adjacent to another brace (V202).
