@@ -27,8 +27,10 @@ use crate::types::{epoch_now, Progress};
 /// log file when one is configured).
 pub const TAIL_BYTES: usize = 64 * 1024;
 
-/// Longest line handed to a [`LineSink`]; longer lines are dropped (bounded memory).
-pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+/// Longest line handed to a [`LineSink`]; longer lines are dropped (bounded memory: a line is
+/// held whole until its newline, so 100 MB of JSONL output in one line must not be kept; the
+/// same bound as a `format: json` document, `cli_backend::JSON_DOCUMENT_LIMIT`).
+pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 
 /// Default wait, after the instrument exits, for processes it left in its group to close
 /// their end of the pipes before the group is terminated.
@@ -286,7 +288,8 @@ impl ReaderState {
         }
         if !rest.is_empty() {
             if self.pending.len() + rest.len() > MAX_LINE_BYTES {
-                self.pending.clear();
+                // Free it, not just empty it: the rest of this line is not kept either.
+                self.pending = Vec::new();
                 self.pending_overflow = true;
             } else if !self.pending_overflow {
                 self.pending.extend_from_slice(rest);
@@ -647,6 +650,38 @@ fn resolve_program(program: &str, env: &EnvPlan) -> Option<PathBuf> {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    struct Lines(Arc<Mutex<Vec<usize>>>);
+    impl LineSink for Lines {
+        fn line(&mut self, line: &[u8]) {
+            self.0.lock().unwrap().push(line.len());
+        }
+    }
+
+    #[test]
+    fn a_line_longer_than_the_cap_is_dropped_without_being_kept() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut state = ReaderState {
+            capture: StreamCapture::new(0),
+            sink: Some(Box::new(Lines(seen.clone()))),
+            pending: Vec::new(),
+            pending_overflow: false,
+        };
+        let chunk = vec![b'x'; 64 * 1024];
+        state.feed(b"short\n");
+        for _ in 0..(MAX_LINE_BYTES / chunk.len() + 2) {
+            state.feed(&chunk);
+            assert!(state.pending.capacity() <= MAX_LINE_BYTES * 2);
+        }
+        assert_eq!(state.pending.capacity(), 0, "an overlong line is not held");
+        state.feed(b"\nafter\n");
+        state.finish();
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![5, 5],
+            "the long line dropped, its neighbours kept"
+        );
+    }
 
     #[test]
     fn bare_names_resolve_on_the_childs_path_and_paths_stay_as_given() {
