@@ -396,11 +396,9 @@ fn record_application_tx(
     a: &PatternApplication,
     now: &Now,
 ) -> rusqlite::Result<Option<String>> {
-    let exists: bool = tx.query_row(
-        "SELECT EXISTS(SELECT 1 FROM patterns WHERE id = ?1)",
-        [&a.pattern_id],
-        |r| r.get(0),
-    )?;
+    let exists: bool = tx
+        .prepare_cached("SELECT EXISTS(SELECT 1 FROM patterns WHERE id = ?1)")?
+        .query_row([&a.pattern_id], |r| r.get(0))?;
     if !exists {
         tracing::debug!(pattern_id = %a.pattern_id, "learning.pattern_application_skipped");
         return Ok(None);
@@ -453,9 +451,13 @@ pub(crate) fn refresh_effectiveness_tx(
             [pattern_id],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
         )?;
-    let mut stmt = tx.prepare(
+    // The 5 newest applications. Rows are only ever appended at application time, so rowid
+    // order is applied_at order; it lets SQLite walk idx_app_pattern backwards and stop
+    // after 5 rows, where ORDER BY applied_at sorted every application of the pattern — on
+    // each new application, quadratic over a pattern's life.
+    let mut stmt = tx.prepare_cached(
         "SELECT pattern_led_to_success, grounding_confidence FROM pattern_applications
-          WHERE pattern_id = ?1 ORDER BY applied_at DESC LIMIT 5",
+          WHERE pattern_id = ?1 ORDER BY rowid DESC LIMIT 5",
     )?;
     let recent: Vec<(bool, Option<f64>)> = stmt
         .query_map([pattern_id], |r| {
