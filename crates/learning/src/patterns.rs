@@ -167,8 +167,8 @@ impl LearningStore {
                     Ok(c) => c,
                     Err(_) => return query_patterns(conn, query),
                 };
-                if let Some((v, rows)) = cache.get(&key) {
-                    if *v == version {
+                if let Some((v, at, rows)) = cache.get(&key) {
+                    if v.still_valid(*at, &version) {
                         return Ok(rows.clone());
                     }
                 }
@@ -176,7 +176,7 @@ impl LearningStore {
                 if cache.len() >= 256 {
                     cache.clear();
                 }
-                cache.insert(key, (version, rows.clone()));
+                cache.insert(key, (version, std::time::Instant::now(), rows.clone()));
                 Ok(rows)
             },
         )
@@ -232,7 +232,8 @@ impl LearningStore {
         self.write(
             || format!("soft-deleting pattern {id}"),
             |tx| {
-                Ok(tx.execute(
+                Ok(crate::store::exec(
+                    tx,
                     "UPDATE patterns SET active = 0 WHERE id = ?1 AND COALESCE(active, 1) = 1",
                     [id],
                 )? > 0)
@@ -277,13 +278,15 @@ pub(crate) fn record_pattern_tx(
     let chash = content_hash(&d.pattern_type, &d.pattern_name, d.description.as_deref());
     let ts = now.local_iso();
     let tags = serde_json::to_string(&d.context_tags).unwrap_or_else(|_| "[]".into());
-    let exists: bool = tx.query_row(
+    let exists: bool = crate::store::query_one(
+        tx,
         "SELECT EXISTS(SELECT 1 FROM patterns WHERE id = ?1)",
         [&id],
         |r| r.get(0),
     )?;
     if exists {
-        tx.execute(
+        crate::store::exec(
+            tx,
             "UPDATE patterns SET occurrence_count = occurrence_count + 1, last_seen = ?2,
                     description = COALESCE(?3, description),
                     suggested_action = COALESCE(?4, suggested_action),
@@ -293,15 +296,15 @@ pub(crate) fn record_pattern_tx(
         )?;
         return Ok(id);
     }
-    let by_content: Option<String> = tx
-        .query_row(
-            "SELECT id FROM patterns WHERE content_hash = ?1 ORDER BY priority_score DESC LIMIT 1",
-            [&chash],
-            |r| r.get(0),
-        )
-        .optional()?;
+    let by_content: Option<String> = crate::store::query_one(
+        tx,
+        "SELECT id FROM patterns WHERE content_hash = ?1 ORDER BY priority_score DESC LIMIT 1",
+        [&chash],
+        |r| r.get(0),
+    )
+    .optional()?;
     if let Some(existing) = by_content {
-        tx.execute(
+        crate::store::exec(tx,
             "UPDATE patterns SET occurrence_count = occurrence_count + 1, last_seen = ?2, active = 1
               WHERE id = ?1",
             params![existing, ts],
@@ -313,7 +316,8 @@ pub(crate) fn record_pattern_tx(
         Some((j, s)) => (Some(j.as_str()), Some(*s)),
         None => (None, None),
     };
-    tx.execute(
+    crate::store::exec(
+        tx,
         "INSERT INTO patterns (id, pattern_type, pattern_name, description, occurrence_count,
              first_seen, last_seen, last_confirmed, led_to_success_count, led_to_failure_count,
              effectiveness_score, variance, suggested_action, context_tags, priority_score,
@@ -405,7 +409,8 @@ fn record_application_tx(
     }
     let app_id = new_row_id();
     let ts = now.local_iso();
-    tx.execute(
+    crate::store::exec(
+        tx,
         "INSERT INTO pattern_applications (id, pattern_id, execution_id, applied_at,
              pattern_led_to_success, retry_count_before, retry_count_after, grounding_confidence)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -421,13 +426,15 @@ fn record_application_tx(
         ],
     )?;
     if a.led_to_success {
-        tx.execute(
+        crate::store::exec(
+            tx,
             "UPDATE patterns SET led_to_success_count = COALESCE(led_to_success_count, 0) + 1,
                     last_confirmed = ?2 WHERE id = ?1",
             params![a.pattern_id, ts],
         )?;
     } else {
-        tx.execute(
+        crate::store::exec(
+            tx,
             "UPDATE patterns SET led_to_failure_count = COALESCE(led_to_failure_count, 0) + 1
               WHERE id = ?1",
             [&a.pattern_id],
@@ -443,8 +450,9 @@ pub(crate) fn refresh_effectiveness_tx(
     pattern_id: &str,
     now: &Now,
 ) -> rusqlite::Result<()> {
-    let (s, f, occ, variance, last_confirmed): (i64, i64, i64, f64, Option<String>) = tx
-        .query_row(
+    let (s, f, occ, variance, last_confirmed): (i64, i64, i64, f64, Option<String>) =
+        crate::store::query_one(
+            tx,
             "SELECT COALESCE(led_to_success_count, 0), COALESCE(led_to_failure_count, 0),
                     COALESCE(occurrence_count, 1), COALESCE(variance, 0.0), last_confirmed
                FROM patterns WHERE id = ?1",
@@ -469,7 +477,8 @@ pub(crate) fn refresh_effectiveness_tx(
     let days = now.whole_days_since(last_confirmed.as_deref());
     let eff = effectiveness(s, f, &outcomes, &groundings, days);
     let priority = store_priority(eff, occ, variance);
-    tx.execute(
+    crate::store::exec(
+        tx,
         "UPDATE patterns SET effectiveness_score = ?2, priority_score = ?3 WHERE id = ?1",
         params![pattern_id, eff, priority],
     )?;
@@ -495,7 +504,8 @@ fn reweight_tx(tx: &Connection, now: &Now) -> rusqlite::Result<usize> {
             days,
             p.variance,
         );
-        tx.execute(
+        crate::store::exec(
+            tx,
             "UPDATE patterns SET priority_score = ?2 WHERE id = ?1",
             params![p.id, priority],
         )?;

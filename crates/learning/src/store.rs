@@ -21,24 +21,51 @@ pub struct LearningStore {
     conn: Mutex<Connection>,
     fixed_now: Option<jiff::Timestamp>,
     /// Results of pattern queries, valid while the patterns table is unchanged (see
-    /// [`patterns_version`]); every sheet's prompt asks the same few queries.
-    pub(crate) pattern_cache:
-        Mutex<HashMap<String, (PatternsVersion, Vec<crate::model::PatternRecord>)>>,
+    /// [`PatternsVersion`]); every sheet's prompt asks the same few queries.
+    pub(crate) pattern_cache: Mutex<HashMap<String, CachedPatterns>>,
 }
 
 /// When the `patterns` table last changed: SQLite's `data_version` (moves when another
-/// connection commits) and a counter that temp triggers bump on this connection's writes.
-pub(crate) type PatternsVersion = (i64, i64);
+/// connection commits), and counters that temp triggers bump on this connection's writes —
+/// rows added or removed, rows updated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PatternsVersion {
+    data: i64,
+    rows: i64,
+    updates: i64,
+}
+
+impl PatternsVersion {
+    /// Whether a query answered at `self` (at `then`) still answers at `now`. Every sheet's
+    /// outcome updates the counters of the patterns it applied; those changes reach the
+    /// next selections within a second instead of emptying the cache per sheet. Added or
+    /// removed patterns, and any other process's write, are seen at once.
+    pub(crate) fn still_valid(&self, then: std::time::Instant, now: &PatternsVersion) -> bool {
+        self.data == now.data
+            && self.rows == now.rows
+            && (self.updates == now.updates || then.elapsed() < PATTERN_UPDATE_STALENESS)
+    }
+}
+
+/// How long a cached pattern query may miss counter updates (see [`PatternsVersion`]).
+const PATTERN_UPDATE_STALENESS: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A cached pattern query: the version and time it was answered at, and the rows.
+pub(crate) type CachedPatterns = (
+    PatternsVersion,
+    std::time::Instant,
+    Vec<crate::model::PatternRecord>,
+);
 
 /// Installs the temp triggers behind [`patterns_version`] on this connection only.
 fn install_pattern_triggers(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
-        "CREATE TEMP TABLE IF NOT EXISTS mozart_pattern_gen(n INTEGER NOT NULL);
-         INSERT INTO mozart_pattern_gen SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM mozart_pattern_gen);
+        "CREATE TEMP TABLE IF NOT EXISTS mozart_pattern_gen(n INTEGER NOT NULL, u INTEGER NOT NULL);
+         INSERT INTO mozart_pattern_gen SELECT 0, 0 WHERE NOT EXISTS (SELECT 1 FROM mozart_pattern_gen);
          CREATE TEMP TRIGGER IF NOT EXISTS mozart_pattern_ins AFTER INSERT ON main.patterns
            BEGIN UPDATE mozart_pattern_gen SET n = n + 1; END;
          CREATE TEMP TRIGGER IF NOT EXISTS mozart_pattern_upd AFTER UPDATE ON main.patterns
-           BEGIN UPDATE mozart_pattern_gen SET n = n + 1; END;
+           BEGIN UPDATE mozart_pattern_gen SET u = u + 1; END;
          CREATE TEMP TRIGGER IF NOT EXISTS mozart_pattern_del AFTER DELETE ON main.patterns
            BEGIN UPDATE mozart_pattern_gen SET n = n + 1; END;",
     )
@@ -50,11 +77,34 @@ pub(crate) fn patterns_version(conn: &Connection) -> Option<PatternsVersion> {
         .prepare_cached("PRAGMA data_version")
         .and_then(|mut s| s.query_row([], |r| r.get(0)))
         .ok()?;
-    let local: i64 = conn
-        .prepare_cached("SELECT n FROM temp.mozart_pattern_gen")
-        .and_then(|mut s| s.query_row([], |r| r.get(0)))
+    let (rows, updates): (i64, i64) = conn
+        .prepare_cached("SELECT n, u FROM temp.mozart_pattern_gen")
+        .and_then(|mut s| s.query_row([], |r| Ok((r.get(0)?, r.get(1)?))))
         .ok()?;
-    Some((data, local))
+    Some(PatternsVersion {
+        data,
+        rows,
+        updates,
+    })
+}
+
+/// `conn.execute` through the statement cache (the per-sheet statements are parsed once).
+pub(crate) fn exec(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute(params)
+}
+
+/// `conn.query_row` through the statement cache.
+pub(crate) fn query_one<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    f: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    conn.prepare_cached(sql)?.query_row(params, f)
 }
 
 impl LearningStore {
@@ -207,4 +257,41 @@ fn reclassify(err: LearningError, path: &Path) -> LearningError {
 /// A fresh UUID4 string for row ids (§2.1).
 pub(crate) fn new_row_id() -> String {
     uuid::Uuid::new_v4().to_string()
+}
+
+#[cfg(test)]
+mod cache_tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn counter_updates_may_be_a_second_late_new_rows_and_other_writers_never() {
+        let v = |data, rows, updates| PatternsVersion {
+            data,
+            rows,
+            updates,
+        };
+        let now = Instant::now();
+        let old = now.checked_sub(Duration::from_secs(2)).unwrap_or(now);
+        assert!(v(1, 1, 1).still_valid(now, &v(1, 1, 1)));
+        assert!(
+            v(1, 1, 1).still_valid(now, &v(1, 1, 5)),
+            "fresh answer, counters moved"
+        );
+        if old < now {
+            assert!(
+                !v(1, 1, 1).still_valid(old, &v(1, 1, 5)),
+                "older than a second"
+            );
+            assert!(v(1, 1, 1).still_valid(old, &v(1, 1, 1)), "nothing changed");
+        }
+        assert!(
+            !v(1, 1, 1).still_valid(now, &v(1, 2, 1)),
+            "a pattern was added"
+        );
+        assert!(
+            !v(1, 1, 1).still_valid(now, &v(2, 1, 1)),
+            "another connection wrote"
+        );
+    }
 }

@@ -71,14 +71,14 @@ impl LearningStore {
         self.write(
             || format!("updating success factors of pattern {pattern_id}"),
             |tx| {
-                let row: Option<(Option<String>, i64, i64)> = tx
-                    .query_row(
-                        "SELECT success_factors, COALESCE(led_to_success_count, 0),
+                let row: Option<(Option<String>, i64, i64)> = crate::store::query_one(
+                    tx,
+                    "SELECT success_factors, COALESCE(led_to_success_count, 0),
                                 COALESCE(led_to_failure_count, 0) FROM patterns WHERE id = ?1",
-                        [pattern_id],
-                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                    )
-                    .optional()?;
+                    [pattern_id],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .optional()?;
                 let Some((stored, s, f)) = row else {
                     return Ok(false);
                 };
@@ -114,7 +114,8 @@ impl LearningStore {
                     },
                 };
                 let text = serde_json::to_string(&factors).unwrap_or_else(|_| "{}".into());
-                tx.execute(
+                crate::store::exec(
+                    tx,
                     "UPDATE patterns SET success_factors = ?2, success_factors_updated_at = ?3
                       WHERE id = ?1",
                     params![pattern_id, text, now.local_iso()],
