@@ -89,7 +89,11 @@ pub(crate) fn open_connection(path: &Path) -> Result<Connection> {
     // The first statement that reads the file is where a corrupt or foreign file shows up.
     conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))
         .map_err(not_db)?;
-    conn.execute_batch("PRAGMA foreign_keys=ON;")
+    // WAL with synchronous=NORMAL: a commit survives the conductor being killed, and only a
+    // power loss can take the last outcomes back. Upstream's default (FULL) fsyncs on every
+    // commit, and the learning store commits after every sheet — a sync the next sheet's
+    // pattern selection waited behind.
+    conn.execute_batch("PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;")
         .map_err(not_db)?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(not_db)?;
     conn.set_prepared_statement_cache_capacity(64);
