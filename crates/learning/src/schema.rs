@@ -93,8 +93,12 @@ pub(crate) fn open_connection(path: &Path) -> Result<Connection> {
     // power loss can take the last outcomes back. Upstream's default (FULL) fsyncs on every
     // commit, and the learning store commits after every sheet — a sync the next sheet's
     // pattern selection waited behind.
-    conn.execute_batch("PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;")
-        .map_err(not_db)?;
+    // A 512 KiB page cache (SQLite's default is 2 MiB per connection): the conductor's
+    // writes touch recent pages, and a conductor running for days should not grow by it.
+    conn.execute_batch(
+        "PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-512;",
+    )
+    .map_err(not_db)?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(not_db)?;
     conn.set_prepared_statement_cache_capacity(64);
     Ok(conn)

@@ -96,6 +96,10 @@ impl Registry {
         }
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(err("setting synchronous"))?;
+        // A 512 KiB page cache (SQLite's default is 2 MiB): the hot path writes recent pages
+        // of a few tables, and the conductor's memory should not grow with the registry.
+        conn.pragma_update(None, "cache_size", -512)
+            .map_err(err("setting cache_size"))?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(err("enabling foreign keys"))?;
         migrate::migrate(&mut conn, path)?;
