@@ -280,3 +280,18 @@ fn mozart_run_reports_a_score_that_fails_at_once() {
     assert_eq!(doc["job_id"], "doomed", "{doc}");
     assert_eq!(doc["status"], "failed", "{doc}");
 }
+
+#[test]
+fn the_conductors_allocator_setting_stays_out_of_the_instruments_environment() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let text =
+        score("envdump", 1, 0.0).replace("RUN: sleep 0", "RUN: env > \"{{ workspace }}/env.txt\"");
+    let path = env.write_score("envdump", &text);
+    submit(&env, &path);
+    wait_for(&env, "envdump", 30, |d| d["status"] == "completed");
+    let dump = std::fs::read_to_string(env.work.join("envdump-ws/env.txt")).unwrap();
+    assert!(dump.contains("PATH="), "{dump}");
+    assert!(!dump.contains("MALLOC_ARENA_MAX"), "{dump}");
+    assert!(!dump.contains("MOZART_MALLOC_ARENA_MAX_SET"), "{dump}");
+}

@@ -149,12 +149,7 @@ pub(super) async fn submit(
 
     // Previous progress: kept unless --fresh, or the score changed since a completed run
     // (auto-fresh, §6.4 step 8).
-    let (previous, previous_record) = {
-        let registry = lock(&mgr.shared.registry);
-        let record = registry.get_job(&job_id).ok().flatten();
-        let cp = registry.load_checkpoint(&job_id).ok().flatten();
-        (cp, record)
-    };
+    let previous_record = lock(&mgr.shared.registry).get_job(&job_id).ok().flatten();
     let mut fresh = req.fresh;
     if !fresh {
         if let Some(rec) = &previous_record {
@@ -173,7 +168,17 @@ pub(super) async fn submit(
             }
         }
     }
-    let previous = previous.filter(|cp| !fresh && cp.total_sheets == plan.total_sheets);
+    // Loaded only when it is kept: a fresh run of a 1,000-sheet job does not read the old
+    // run's rows back into memory.
+    let previous = if fresh {
+        None
+    } else {
+        lock(&mgr.shared.registry)
+            .load_checkpoint(&job_id)
+            .ok()
+            .flatten()
+            .filter(|cp| cp.total_sheets == plan.total_sheets)
+    };
     if fresh && config.workspace_lifecycle.archive_on_fresh {
         // The old run's files move to an archive before the fresh run writes anything
         // (execution.md §9.12; upstream does this only in the legacy runner).
