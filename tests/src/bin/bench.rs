@@ -1280,8 +1280,12 @@ impl Conductor {
         let started = Instant::now();
         // Foreground, so the process we time is the conductor itself and `mozart start`'s
         // own 50 ms readiness poll does not round the figure.
+        // With the allocator setting that `mozart start` and the systemd unit give the
+        // conductor (crates/cli/src/commands/start.rs), so the figures are a deployed one's.
         let child = env
             .command(&["start", "--foreground"])
+            .env("MALLOC_ARENA_MAX", "2")
+            .env("MOZART_MALLOC_ARENA_MAX_SET", "1")
             .stdout(out)
             .stderr(err)
             .spawn()
