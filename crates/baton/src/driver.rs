@@ -61,24 +61,7 @@ pub trait BatonHost: Send + 'static {
     /// must not return before they are. Once a change of a job fails, later changes of that
     /// job must not be saved (they are reported failed too).
     fn persist_all(&mut self, changes: &[&StateChange]) -> Vec<Result<(), HostError>> {
-        let mut failed: Vec<String> = Vec::new();
-        changes
-            .iter()
-            .map(|change| {
-                let job = change.job_id();
-                if let Some(job) = job.filter(|j| failed.iter().any(|f| f == j)) {
-                    return Err(HostError::new(
-                        format!("saving a change of job '{job}'"),
-                        "an earlier change of this job could not be saved",
-                    ));
-                }
-                let result = self.persist(change);
-                if let (Err(_), Some(job)) = (&result, job) {
-                    failed.push(job.to_string());
-                }
-                result
-            })
-            .collect()
+        persist_in_order(changes, |change| self.persist(change))
     }
 
     /// Start a musician for one attempt; it must eventually send
@@ -103,6 +86,33 @@ pub trait BatonHost: Send + 'static {
 
     /// Observer stream (status displays, event bus). Default: ignore.
     fn observe(&mut self, _event: &ObserverEvent) {}
+}
+
+/// Save `changes` in order with `save`, one result per change; once a change of a job fails,
+/// its later changes are not saved but reported failed (the rule of
+/// [`BatonHost::persist_all`], for hosts that implement it themselves).
+pub fn persist_in_order(
+    changes: &[&StateChange],
+    mut save: impl FnMut(&StateChange) -> Result<(), HostError>,
+) -> Vec<Result<(), HostError>> {
+    let mut failed: Vec<&str> = Vec::new();
+    changes
+        .iter()
+        .map(|change| {
+            let job = change.job_id();
+            if let Some(job) = job.filter(|j| failed.contains(j)) {
+                return Err(HostError::new(
+                    format!("saving a change of job '{job}'"),
+                    "an earlier change of this job could not be saved",
+                ));
+            }
+            let result = save(change);
+            if let (Err(_), Some(job)) = (&result, job) {
+                failed.push(job);
+            }
+            result
+        })
+        .collect()
 }
 
 /// Handle on a running baton loop.

@@ -368,25 +368,10 @@ impl BatonHost for ConductorHost {
         let shared = self.shared.clone();
         let mut jobs = lock(&shared.jobs);
         let registry = lock(&shared.registry);
-        let mut failed: Vec<String> = Vec::new();
         let batch = registry.batch(|r| {
-            changes
-                .iter()
-                .map(|change| {
-                    let job = change.job_id();
-                    if let Some(job) = job.filter(|j| failed.iter().any(|f| f == j)) {
-                        return Err(HostError::new(
-                            format!("saving a change of job '{job}'"),
-                            "an earlier change of this job could not be saved",
-                        ));
-                    }
-                    let result = self.persist_one(&mut jobs, r, change);
-                    if let (Err(_), Some(job)) = (&result, job) {
-                        failed.push(job.to_string());
-                    }
-                    result
-                })
-                .collect::<Vec<_>>()
+            mozart_baton::driver::persist_in_order(changes, |change| {
+                self.persist_one(&mut jobs, r, change)
+            })
         });
         match batch {
             Ok(results) => results,

@@ -223,26 +223,14 @@ pub(crate) async fn play(
         }
         _ => super::learning::Injected::default(),
     };
-    let prompt = match render_prompt(&shared, &run, sheet, &attempt, &injected) {
+    let prepared = render_prompt(&shared, &run, sheet, &attempt, &injected).and_then(|prompt| {
+        let backend = run.backends.get_or_build(&attempt.instrument, || {
+            super::instruments::backend_for(&shared.instruments, &run, &attempt.instrument)
+        })?;
+        Ok((prompt, backend))
+    });
+    let (prompt, backend) = match prepared {
         Ok(p) => p,
-        Err(message) => {
-            report_failure(
-                &run,
-                &inbox,
-                sheet_num,
-                &attempt,
-                FailureKind::Fatal,
-                message,
-                started_epoch,
-            );
-            return;
-        }
-    };
-
-    let backend = match run.backends.get_or_build(&attempt.instrument, || {
-        super::instruments::backend_for(&shared.instruments, &run, &attempt.instrument)
-    }) {
-        Ok(b) => b,
         Err(message) => {
             report_failure(
                 &run,
@@ -496,8 +484,6 @@ pub(crate) fn preamble(
 
 /// Record the attempt's process group once the instrument has started, and forget it when
 /// the attempt ends — normally or because the musician was aborted (the sender drops).
-use crate::watchdog::start_ticks;
-
 async fn watch_process_group(
     shared: Arc<Shared>,
     job_id: String,
@@ -514,7 +500,9 @@ async fn watch_process_group(
         pid = tokio::time::timeout(Duration::from_secs(30), progress.started_pid()) => pid.ok(),
     };
     // (No start time: the process already ended, nothing to guard.)
-    if let Some((pid, ticks)) = started.and_then(|pid| Some((pid, start_ticks(pid)?))) {
+    if let Some((pid, ticks)) =
+        started.and_then(|pid| Some((pid, crate::watchdog::start_ticks(pid)?)))
+    {
         record = shared.inflight.record(&job_id, sheet_num, pid, ticks);
         if let Some(w) = &shared.watchdog {
             // Our own timer ends the attempt at `timeout`; the watchdog only acts if we

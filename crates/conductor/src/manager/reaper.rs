@@ -128,6 +128,39 @@ impl Drop for InflightRecord {
     }
 }
 
+/// A group the journal says is running.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Recorded {
+    /// Start time of the group's leader (`/proc/<pid>/stat` field 22).
+    pub ticks: u64,
+    pub sheet: u32,
+    pub job: String,
+}
+
+/// The groups still running at the end of a journal's text: `+ pgid ticks sheet job` adds
+/// one, `- pgid` removes it; anything else is skipped.
+pub(crate) fn replay_journal(text: &str) -> HashMap<u32, Recorded> {
+    let mut live = HashMap::new();
+    for line in text.lines() {
+        let mut f = line.splitn(5, ' ');
+        match (f.next(), f.next().and_then(|p| p.parse::<u32>().ok())) {
+            (Some("+"), Some(pgid)) => {
+                let ticks = f.next().and_then(|t| t.parse().ok());
+                let sheet = f.next().and_then(|s| s.parse().ok());
+                if let (Some(ticks), Some(sheet), Some(job)) = (ticks, sheet, f.next()) {
+                    let job = job.to_string();
+                    live.insert(pgid, Recorded { ticks, sheet, job });
+                }
+            }
+            (Some("-"), Some(pgid)) => {
+                live.remove(&pgid);
+            }
+            _ => {}
+        }
+    }
+    live
+}
+
 /// Groups a journal (or a per-attempt record file of an older conductor) says were still
 /// running: (pgid, leader start ticks).
 fn leftovers(dir: &Path) -> Vec<(u32, u64)> {
@@ -140,20 +173,11 @@ fn leftovers(dir: &Path) -> Vec<(u32, u64)> {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         let _ = std::fs::remove_file(&path);
         if path.file_name().is_some_and(|n| n == JOURNAL) {
-            for line in text.lines() {
-                let mut f = line.split(' ');
-                match (f.next(), f.next().and_then(|p| p.parse::<u32>().ok())) {
-                    (Some("+"), Some(pgid)) => {
-                        if let Some(ticks) = f.next().and_then(|t| t.parse::<u64>().ok()) {
-                            live.insert(pgid, ticks);
-                        }
-                    }
-                    (Some("-"), Some(pgid)) => {
-                        live.remove(&pgid);
-                    }
-                    _ => {}
-                }
-            }
+            live.extend(
+                replay_journal(&text)
+                    .into_iter()
+                    .map(|(pgid, r)| (pgid, r.ticks)),
+            );
         } else {
             // `<job>.<sheet>.<pgid>` holding "pgid ticks" (conductors before the journal).
             let mut f = text.split_whitespace();

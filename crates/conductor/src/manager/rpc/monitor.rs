@@ -207,23 +207,12 @@ fn inflight_groups(dir: &Path) -> HashMap<u32, (String, u32)> {
         let name = entry.file_name().to_string_lossy().into_owned();
         if name == "journal" {
             let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
-            for line in text.lines() {
-                let mut f = line.splitn(5, ' ');
-                match (f.next(), f.next().and_then(|p| p.parse::<u32>().ok())) {
-                    (Some("+"), Some(pgid)) => {
-                        let _ticks = f.next();
-                        if let (Some(sheet), Some(job)) =
-                            (f.next().and_then(|s| s.parse().ok()), f.next())
-                        {
-                            groups.insert(pgid, (job.to_string(), sheet));
-                        }
-                    }
-                    (Some("-"), Some(pgid)) => {
-                        groups.remove(&pgid);
-                    }
-                    _ => {}
-                }
-            }
+            let journal = super::super::reaper::replay_journal(&text);
+            groups.extend(
+                journal
+                    .into_iter()
+                    .map(|(pgid, r)| (pgid, (r.job, r.sheet))),
+            );
             continue;
         }
         let mut parts = name.rsplitn(3, '.');
