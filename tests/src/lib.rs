@@ -233,3 +233,52 @@ pub fn alive(pid: u32) -> bool {
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// A score of `sheets` sheets on the built-in `shell` instrument: each sleeps `sleep`
+/// seconds, then writes `out-<n>.txt`, which a `file_exists` validation checks.
+pub fn sleepy_shell_score(name: &str, sheets: u32, sleep: f64) -> String {
+    format!(
+        r#"name: {name}
+workspace: ./{name}-ws
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet:
+  size: 1
+  total_items: {sheets}
+prompt:
+  template: |
+    RUN: sleep {sleep}
+    RUN: echo done > "{{{{ workspace }}}}/out-{{{{ sheet_num }}}}.txt"
+validations:
+  - type: file_exists
+    path: "{{workspace}}/out-{{sheet_num}}.txt"
+"#
+    )
+}
+
+impl TestEnv {
+    /// One JSON-RPC request on its own connection, exactly as upstream's Python client
+    /// writes it (integer id, one line); the whole response object.
+    ///
+    /// # Panics
+    /// If the conductor cannot be reached or answers something that is not JSON.
+    #[allow(clippy::expect_used)]
+    pub fn raw_call(&self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        use std::io::{BufRead, BufReader, Write};
+        let mut stream =
+            std::os::unix::net::UnixStream::connect(&self.socket).expect("connect to conductor");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("set read timeout");
+        let line =
+            serde_json::json!({"jsonrpc": "2.0", "method": method, "params": params, "id": 1});
+        stream
+            .write_all(format!("{line}\n").as_bytes())
+            .expect("send request");
+        let mut reply = String::new();
+        BufReader::new(stream)
+            .read_line(&mut reply)
+            .expect("read response");
+        serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{method}: {e}: {reply}"))
+    }
+}

@@ -9,38 +9,12 @@ use std::time::{Duration, Instant};
 use mozart_tests::TestEnv;
 use serde_json::{json, Value};
 
-/// Sheets that sleep `sleep` seconds inside the instrument, then write their file.
 fn score(name: &str, sheets: u32, sleep: f64) -> String {
-    format!(
-        r#"name: {name}
-workspace: ./{name}-ws
-instrument: shell
-pause_between_sheets_seconds: 0
-sheet:
-  size: 1
-  total_items: {sheets}
-prompt:
-  template: |
-    RUN: sleep {sleep}
-    RUN: echo done > "{{{{ workspace }}}}/out-{{{{ sheet_num }}}}.txt"
-validations:
-  - type: file_exists
-    path: "{{workspace}}/out-{{sheet_num}}.txt"
-"#
-    )
+    mozart_tests::sleepy_shell_score(name, sheets, sleep)
 }
 
-/// One request exactly as upstream's Python client writes it; the raw response object.
 fn raw_call(env: &TestEnv, method: &str, params: Value) -> Value {
-    let mut stream = UnixStream::connect(&env.socket).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let line = json!({"jsonrpc": "2.0", "method": method, "params": params, "id": 1});
-    stream.write_all(format!("{line}\n").as_bytes()).unwrap();
-    let mut reply = String::new();
-    BufReader::new(stream).read_line(&mut reply).unwrap();
-    serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{method}: {e}: {reply}"))
+    env.raw_call(method, params)
 }
 
 fn result(env: &TestEnv, method: &str, params: Value) -> Value {

@@ -5,45 +5,19 @@
 //! where CI has no upstream copy.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use mozart_tests::TestEnv;
 use serde_json::{json, Value};
 
 fn score(name: &str, sheets: u32, sleep: f64) -> String {
-    format!(
-        r#"name: {name}
-workspace: ./{name}-ws
-instrument: shell
-pause_between_sheets_seconds: 0
-sheet:
-  size: 1
-  total_items: {sheets}
-prompt:
-  template: |
-    RUN: sleep {sleep}
-    RUN: echo done > "{{{{ workspace }}}}/out-{{{{ sheet_num }}}}.txt"
-validations:
-  - type: file_exists
-    path: "{{workspace}}/out-{{sheet_num}}.txt"
-"#
-    )
+    mozart_tests::sleepy_shell_score(name, sheets, sleep)
 }
 
 /// One call on its own connection, as upstream's client makes it: `params` null when there
 /// are none, an integer id. Returns the whole response object.
 fn raw(env: &TestEnv, method: &str, params: Value) -> Value {
-    let mut stream = UnixStream::connect(&env.socket).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let line = json!({"jsonrpc": "2.0", "method": method, "params": params, "id": 1});
-    stream.write_all(format!("{line}\n").as_bytes()).unwrap();
-    let mut reply = String::new();
-    BufReader::new(stream).read_line(&mut reply).unwrap();
-    let response: Value = serde_json::from_str(&reply).unwrap();
+    let response = env.raw_call(method, params);
     assert_eq!(response["jsonrpc"], "2.0", "{response}");
     assert_eq!(response["id"], 1, "{response}");
     response
