@@ -189,7 +189,11 @@ impl PromptRenderer {
         if !self.has_template {
             return Ok(default_prompt(job, sheet));
         }
-        let vars = sheet_vars(job, sheet, ctx, score, true);
+        self.render_vars(sheet, sheet_vars(job, sheet, ctx, score, true))
+    }
+
+    /// Render the template with a context already built by [`sheet_vars`].
+    fn render_vars(&self, sheet: &PlannedSheet, vars: Value) -> Result<String, ConfigError> {
         let template = self
             .env
             .get_template(TEMPLATE_NAME)
@@ -289,6 +293,8 @@ pub struct ScoreVars {
     variables: Vec<(String, Value)>,
     total_sheets: i64,
     total_stages: i64,
+    stakes: Value,
+    thinking_method: Value,
 }
 
 impl ScoreVars {
@@ -303,6 +309,8 @@ impl ScoreVars {
                 .collect(),
             total_sheets: total_sheets(&job.sheet),
             total_stages: total_stages(&job.sheet),
+            stakes: text_value(&job.prompt.stakes),
+            thinking_method: text_value(&job.prompt.thinking_method),
         }
     }
 
@@ -312,12 +320,24 @@ impl ScoreVars {
             variables: Vec::new(),
             total_sheets: total_sheets(&job.sheet),
             total_stages: total_stages(&job.sheet),
+            stakes: text_value(&job.prompt.stakes),
+            thinking_method: text_value(&job.prompt.thinking_method),
         }
     }
 }
 
+/// `stakes` / `thinking_method` as template values: the text, or `""` when unset.
+fn text_value(text: &Option<String>) -> Value {
+    Value::from(text.clone().unwrap_or_default())
+}
+
 /// The context of §5.2; without `with_user` the score's variables are left out (injection
 /// paths).
+///
+/// Built as one list of pairs collected straight into the template map (a later pair
+/// replaces an earlier one's value and keeps its position, as an insert into the map
+/// would): no intermediate map with owned keys, and the empty cross-sheet collections most
+/// sheets have are shared values instead of new ones per sheet.
 fn sheet_vars(
     job: &JobConfig,
     sheet: &PlannedSheet,
@@ -325,13 +345,23 @@ fn sheet_vars(
     score: &ScoreVars,
     with_user: bool,
 ) -> Value {
+    static EMPTY_MAP: std::sync::LazyLock<Value> =
+        std::sync::LazyLock::new(|| Value::from_iter(std::iter::empty::<(Value, Value)>()));
+    static EMPTY_SEQ: std::sync::LazyLock<Value> =
+        std::sync::LazyLock::new(|| Value::from(Vec::<Value>::new()));
     let total = score.total_sheets;
     let stages = score.total_stages;
     let workspace = ctx.workspace.as_ref().unwrap_or(&job.workspace);
-    let mut vars: IndexMap<String, Value> = IndexMap::new();
-    let mut put = |k: &str, v: Value| {
-        vars.insert(k.to_string(), v);
+    let seq = |items: &[String]| -> Value {
+        if items.is_empty() {
+            EMPTY_SEQ.clone()
+        } else {
+            Value::from(items.to_vec())
+        }
     };
+    let user = if with_user { score.variables.len() } else { 0 };
+    let mut vars: Vec<(Value, Value)> = Vec::with_capacity(22 + user + ctx.extra.len());
+    let mut put = |k: &str, v: Value| vars.push((Value::from(k), v));
     put("sheet_num", Value::from(sheet.num));
     put("total_sheets", Value::from(total));
     put("start_item", Value::from(sheet.start_item));
@@ -352,46 +382,49 @@ fn sheet_vars(
     put("total_movements", Value::from(stages));
     put(
         "previous_outputs",
-        Value::from_iter(
-            ctx.previous_outputs
-                .iter()
-                .map(|(k, v)| (Value::from(*k), Value::from(v.as_str()))),
-        ),
+        if ctx.previous_outputs.is_empty() {
+            EMPTY_MAP.clone()
+        } else {
+            Value::from_iter(
+                ctx.previous_outputs
+                    .iter()
+                    .map(|(k, v)| (Value::from(*k), Value::from(v.as_str()))),
+            )
+        },
     );
     put(
         "previous_files",
-        Value::from_iter(
-            ctx.previous_files
-                .iter()
-                .map(|(k, v)| (Value::from(k.as_str()), Value::from(v.as_str()))),
-        ),
+        if ctx.previous_files.is_empty() {
+            EMPTY_MAP.clone()
+        } else {
+            Value::from_iter(
+                ctx.previous_files
+                    .iter()
+                    .map(|(k, v)| (Value::from(k.as_str()), Value::from(v.as_str()))),
+            )
+        },
     );
     put(
         "skipped_upstream",
-        Value::from(ctx.skipped_upstream.clone()),
+        if ctx.skipped_upstream.is_empty() {
+            EMPTY_SEQ.clone()
+        } else {
+            Value::from(ctx.skipped_upstream.clone())
+        },
     );
-    put(
-        "injected_context",
-        Value::from(ctx.injected_context.clone()),
-    );
-    put("injected_skills", Value::from(ctx.injected_skills.clone()));
-    put("injected_tools", Value::from(ctx.injected_tools.clone()));
+    put("injected_context", seq(&ctx.injected_context));
+    put("injected_skills", seq(&ctx.injected_skills));
+    put("injected_tools", seq(&ctx.injected_tools));
     if with_user {
         for (k, v) in &score.variables {
-            vars.insert(k.clone(), v.clone());
+            put(k, v.clone());
         }
     }
     for (k, v) in &ctx.extra {
-        vars.insert(k.clone(), to_value(v, true));
+        put(k, to_value(v, true));
     }
-    vars.insert(
-        "stakes".into(),
-        Value::from(job.prompt.stakes.clone().unwrap_or_default()),
-    );
-    vars.insert(
-        "thinking_method".into(),
-        Value::from(job.prompt.thinking_method.clone().unwrap_or_default()),
-    );
+    put("stakes", score.stakes.clone());
+    put("thinking_method", score.thinking_method.clone());
     Value::from_iter(vars)
 }
 
@@ -518,15 +551,23 @@ pub fn build_sheet_prompt_with(
     rules: &[&ValidationRule],
     extra_sections: &[String],
 ) -> Result<String, ConfigError> {
-    let rendered = renderer.render(job, sheet, ctx)?;
+    // The template and the requirements see the same context: build it once per prompt.
+    let vars = (renderer.has_template || !rules.is_empty())
+        .then(|| sheet_vars(job, sheet, ctx, &renderer.score, true));
+    let rendered = match &vars {
+        Some(vars) if renderer.has_template => renderer.render_vars(sheet, vars.clone())?,
+        _ => default_prompt(job, sheet),
+    };
     let mut prompt = assemble_with_injections(rendered, ctx);
     for section in extra_sections {
         prompt.push_str("\n\n");
         prompt.push_str(section);
     }
-    if let Some(req) = requirements_section_with(job, sheet, ctx, rules, &renderer.score) {
-        prompt.push_str("\n\n");
-        prompt.push_str(&req);
+    if let Some(vars) = &vars {
+        if let Some(req) = requirements_from_vars(sheet, rules, vars) {
+            prompt.push_str("\n\n");
+            prompt.push_str(&req);
+        }
     }
     Ok(prompt)
 }
@@ -552,15 +593,36 @@ pub fn requirements_section_with(
     if rules.is_empty() {
         return None;
     }
-    let vars = sheet_vars(job, sheet, ctx, score, true);
+    requirements_from_vars(sheet, rules, &sheet_vars(job, sheet, ctx, score, true))
+}
+
+/// [`requirements_section`] with the sheet's context already built.
+fn requirements_from_vars(
+    sheet: &PlannedSheet,
+    rules: &[&ValidationRule],
+    vars: &Value,
+) -> Option<String> {
+    if rules.is_empty() {
+        return None;
+    }
+    // `{name}` replaced key by key in context order, each replacement seeing the text the
+    // earlier ones left (a value that holds `{other}` is expanded again by a later key).
     let expand = |text: &str| -> String {
         let mut out = text.to_string();
+        if !out.contains('{') {
+            return out;
+        }
+        let mut needle = String::new();
         if let Ok(iter) = vars.try_iter() {
             for key in iter {
-                if let (Some(k), Ok(v)) = (key.as_str(), vars.get_item(&key)) {
-                    let needle = format!("{{{k}}}");
-                    if out.contains(&needle) {
-                        out = out.replace(&needle, &v.to_string());
+                let Some(k) = key.as_str() else { continue };
+                needle.clear();
+                needle.push('{');
+                needle.push_str(k);
+                needle.push('}');
+                if out.contains(needle.as_str()) {
+                    if let Ok(v) = vars.get_item(&key) {
+                        out = out.replace(needle.as_str(), &v.to_string());
                     }
                 }
             }
@@ -687,6 +749,48 @@ mod tests {
             "{err}"
         );
     }
+
+    /// The whole §5.4 prompt of a sheet, byte for byte (the context is built once per
+    /// prompt and shared by the template and the requirements; this pins what both see).
+    #[test]
+    fn sheet_prompt_is_byte_identical() {
+        let j = job(concat!(
+            "name: t\nworkspace: /tmp/ws\n",
+            "sheet: {size: 1, total_items: 3, fan_out: {2: 2}}\n",
+            "prompt:\n",
+            "  stakes: high\n",
+            "  template: \"{{ sheet_num }}/{{ total_sheets }} s{{ stage }}/{{ total_stages }} ",
+            "v{{ voice }}/{{ voice_count }} {{ workspace }} {{ who }} {{ instance }} ",
+            "[{{ previous_outputs[1] | default('-') }}] {{ skipped_upstream | length }} ",
+            "{{ injected_context | length }} {{ stakes }}|{{ thinking_method }}|",
+            "{% for k, v in roles.items() %}{{ k }}={{ v }};{% endfor %}\"\n",
+            "  variables: {who: '{sheet_num}x', instance: 9, roles: {'1': a, '2': b}}\n",
+            "validations:\n",
+            "  - {type: file_exists, path: '{workspace}/out-{sheet_num}.txt', description: out}\n",
+            "  - {type: content_contains, path: '{workspace}/{who}.md', pattern: '{instance}'}\n",
+            "  - {type: command_succeeds, command: 'test -f {workspace}/x', condition: 'sheet_num >= 2'}\n",
+        ));
+        let plan = SheetPlan::build(&j).unwrap();
+        let renderer = PromptRenderer::new(&j, None).unwrap();
+        let rules: Vec<&ValidationRule> = j.validations.iter().collect();
+        let mut ctx = RenderContext::default();
+        ctx.previous_outputs.insert(1, "one".into());
+        ctx.skipped_upstream = vec![1];
+        let sheet = &plan.sheets[1];
+        let out =
+            build_sheet_prompt_with(&renderer, &j, sheet, &ctx, &rules, &["## L".into()]).unwrap();
+        assert_eq!(out, SHEET_PROMPT_GOLDEN, "{out}");
+        assert_eq!(
+            build_sheet_prompt(&j, sheet, &ctx, &rules, &["## L".into()]).unwrap(),
+            out
+        );
+        let first =
+            build_sheet_prompt_with(&renderer, &j, &plan.sheets[0], &ctx, &rules, &[]).unwrap();
+        assert_eq!(first, SHEET_PROMPT_GOLDEN_FIRST, "{first}");
+    }
+
+    const SHEET_PROMPT_GOLDEN: &str = "2/4 s2/3 v1/2 /tmp/ws {sheet_num}x 9 [one] 1 0 high||1=a;2=b;\n\n## L\n\n---\n## Success Requirements (Validated Automatically)\n\nYour output will be checked against these requirements:\n\n1. **Requirement 1**\n   - Command must succeed: `test -f {workspace}/x`\n\n**Also still required** (2 inherited): out; content_contains\n\nEnsure ALL requirements are met before completing this task.";
+    const SHEET_PROMPT_GOLDEN_FIRST: &str = "1/4 s1/3 v1/1 /tmp/ws {sheet_num}x 9 [one] 1 0 high||1=a;2=b;\n\n---\n## Success Requirements (Validated Automatically)\n\nYour output will be checked against these requirements:\n\n1. **out**\n   - Create file: `/tmp/ws/out-1.txt`\n2. **Requirement 2**\n   - File: `/tmp/ws/{sheet_num}x.md`\n   - Must contain: `9`\n\n**Also still required** (1 inherited): command_succeeds\n\nEnsure ALL requirements are met before completing this task.";
 
     #[test]
     fn default_prompt_with_stakes() {
