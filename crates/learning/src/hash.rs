@@ -6,10 +6,13 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 fn sha256_hex_prefix(text: &str, len: usize) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(text.as_bytes());
-    let mut hex = String::with_capacity(64);
-    for byte in digest {
-        hex.push_str(&format!("{byte:02x}"));
+    // Two table lookups per byte: a `format!` per byte was most of the hashing cost.
+    let mut hex = String::with_capacity(len.min(64));
+    for byte in digest.iter().take(len.div_ceil(2)) {
+        hex.push(char::from(HEX[usize::from(byte >> 4)]));
+        hex.push(char::from(HEX[usize::from(byte & 0x0f)]));
     }
     hex.truncate(len);
     hex
@@ -17,10 +20,21 @@ fn sha256_hex_prefix(text: &str, len: usize) -> String {
 
 /// First 16 hex chars of SHA-256 of the resolved absolute workspace path.
 pub fn hash_workspace(path: &Path) -> String {
+    hash_workspace_resolving(path).0
+}
+
+/// [`hash_workspace`], and whether the path resolved to an existing directory (only then is
+/// the hash stable enough to remember: a missing path hashes its unresolved absolute form).
+pub(crate) fn hash_workspace_resolving(path: &Path) -> (String, bool) {
     // Python's `Path.resolve()` is non-strict: a missing path is still made absolute.
-    let resolved = std::fs::canonicalize(path)
-        .unwrap_or_else(|_| std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()));
-    sha256_hex_prefix(&resolved.to_string_lossy(), 16)
+    let (resolved, exists) = match std::fs::canonicalize(path) {
+        Ok(p) => (p, true),
+        Err(_) => (
+            std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
+            false,
+        ),
+    };
+    (sha256_hex_prefix(&resolved.to_string_lossy(), 16), exists)
 }
 
 /// First 16 hex chars of SHA-256 of `"{job_id}:"` (no caller passes a config hash, §5).

@@ -23,7 +23,20 @@ pub struct LearningStore {
     /// Results of pattern queries, valid while the patterns table is unchanged (see
     /// [`PatternsVersion`]); every sheet's prompt asks the same few queries.
     pub(crate) pattern_cache: Mutex<HashMap<String, CachedPatterns>>,
+    /// Job and workspace hashes already computed (§5): every sheet of a job stores the same
+    /// two, and the workspace's one costs a path resolution (a syscall per component).
+    identities: Mutex<Identities>,
 }
+
+/// Remembered [`crate::hash_job`] / [`crate::hash_workspace`] results, bounded.
+#[derive(Debug, Default)]
+struct Identities {
+    jobs: HashMap<String, String>,
+    workspaces: HashMap<PathBuf, String>,
+}
+
+/// Most identities remembered of each kind; a conductor running for days starts over.
+const IDENTITY_CACHE_LIMIT: usize = 256;
 
 /// When the `patterns` table last changed: SQLite's `data_version` (moves when another
 /// connection commits), and counters that temp triggers bump on this connection's writes —
@@ -123,6 +136,7 @@ impl LearningStore {
             conn: Mutex::new(conn),
             fixed_now: None,
             pattern_cache: Mutex::new(HashMap::new()),
+            identities: Mutex::default(),
         })
     }
 
@@ -148,6 +162,42 @@ impl LearningStore {
             Some(ts) => Now::fixed(ts),
             None => Now::system(),
         }
+    }
+
+    /// [`crate::hash_job`] of `job_id`, computed once per job.
+    pub(crate) fn job_hash(&self, job_id: &str) -> String {
+        let Ok(mut ids) = self.identities.lock() else {
+            return crate::hash::hash_job(job_id);
+        };
+        if let Some(h) = ids.jobs.get(job_id) {
+            return h.clone();
+        }
+        let h = crate::hash::hash_job(job_id);
+        if ids.jobs.len() >= IDENTITY_CACHE_LIMIT {
+            ids.jobs.clear();
+        }
+        ids.jobs.insert(job_id.to_string(), h.clone());
+        h
+    }
+
+    /// [`crate::hash_workspace`] of `path`, resolved once per workspace. A path that does
+    /// not resolve yet is hashed again next time (it may exist by then).
+    pub(crate) fn workspace_hash(&self, path: &Path) -> String {
+        if let Ok(ids) = self.identities.lock() {
+            if let Some(h) = ids.workspaces.get(path) {
+                return h.clone();
+            }
+        }
+        let (h, resolved) = crate::hash::hash_workspace_resolving(path);
+        if resolved {
+            if let Ok(mut ids) = self.identities.lock() {
+                if ids.workspaces.len() >= IDENTITY_CACHE_LIMIT {
+                    ids.workspaces.clear();
+                }
+                ids.workspaces.insert(path.to_path_buf(), h.clone());
+            }
+        }
+        h
     }
 
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, Connection>> {

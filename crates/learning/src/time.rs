@@ -91,28 +91,49 @@ impl Now {
 
 /// Formats like Python's `isoformat()` of a naive datetime.
 fn python_iso(dt: DateTime) -> String {
-    let micros = dt.subsec_nanosecond() / 1000;
-    let base = format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-        dt.year(),
-        dt.month(),
-        dt.day(),
-        dt.hour(),
-        dt.minute(),
-        dt.second()
-    );
-    if micros == 0 {
-        base
+    let mut out = String::with_capacity(32);
+    push_python_iso(&mut out, dt);
+    out
+}
+
+/// Appends [`python_iso`] text. Digits are pushed by hand: every sheet outcome formats two
+/// timestamps, and `format!` machinery was a visible share of recording one.
+fn push_python_iso(out: &mut String, dt: DateTime) {
+    fn digits(out: &mut String, value: i32, width: u32) {
+        for place in (0..width).rev() {
+            let d = (value / 10i32.pow(place)) % 10;
+            out.push(char::from(b'0' + d as u8));
+        }
+    }
+    let year = i32::from(dt.year());
+    if (0..=9999).contains(&year) {
+        digits(out, year, 4);
     } else {
-        format!("{base}.{micros:06}")
+        // Out of Python's range; keep the width-padded rendering of the general case.
+        out.push_str(&format!("{year:04}"));
+    }
+    for (sep, value) in [
+        ('-', dt.month()),
+        ('-', dt.day()),
+        ('T', dt.hour()),
+        (':', dt.minute()),
+        (':', dt.second()),
+    ] {
+        out.push(sep);
+        digits(out, i32::from(value), 2);
+    }
+    let micros = dt.subsec_nanosecond() / 1000;
+    if micros != 0 {
+        out.push('.');
+        digits(out, micros, 6);
     }
 }
 
 fn utc_iso(ts: Timestamp) -> String {
-    format!(
-        "{}+00:00",
-        python_iso(ts.to_zoned(TimeZone::UTC).datetime())
-    )
+    let mut out = String::with_capacity(38);
+    push_python_iso(&mut out, ts.to_zoned(TimeZone::UTC).datetime());
+    out.push_str("+00:00");
+    out
 }
 
 /// Reads a stored timestamp of either flavour: with an offset (or `Z`) it is absolute,
@@ -138,6 +159,33 @@ mod tests {
         assert_eq!(now.utc_iso_plus(1.5), "2024-05-01T12:00:01.500000+00:00");
         assert!(!now.local_iso().contains('+'));
         assert_eq!(now.local_iso().len(), 19);
+    }
+
+    #[test]
+    fn hand_formatted_digits_match_format_macro() {
+        for text in [
+            "2024-05-01T12:00:00",
+            "0001-01-01T00:00:00.000001",
+            "1999-12-31T23:59:59.999999",
+            "2026-11-22T03:04:05.120000",
+            "9999-12-31T23:59:59.5",
+        ] {
+            let dt: DateTime = text.parse().unwrap();
+            let micros = dt.subsec_nanosecond() / 1000;
+            let mut expected = format!(
+                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+                dt.year(),
+                dt.month(),
+                dt.day(),
+                dt.hour(),
+                dt.minute(),
+                dt.second()
+            );
+            if micros != 0 {
+                expected.push_str(&format!(".{micros:06}"));
+            }
+            assert_eq!(python_iso(dt), expected, "{text}");
+        }
     }
 
     #[test]

@@ -763,3 +763,83 @@ fn cached_pattern_queries_see_every_change_from_this_and_other_connections() {
         .collect();
     assert_eq!(names, ["second"]);
 }
+
+#[test]
+fn execution_rows_store_exact_identities_and_a_replay_from_another_process_is_stored_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("l.db");
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let fixed: jiff::Timestamp = "2024-05-01T12:00:00Z".parse().unwrap();
+    let store = LearningStore::open(&db).unwrap().with_fixed_time(fixed);
+    let mut outcomes = Vec::new();
+    for sheet in 1..=3 {
+        let mut o = SheetOutcome::new("job-rows", sheet, &workspace);
+        o.status = SheetStatus::Completed;
+        o.validation_pass_rate = Some(1.0);
+        o.finished_at_epoch = 1_700_000_000.25 + f64::from(sheet);
+        outcomes.push(o);
+    }
+    // The writer's batch, as the conductor records outcomes.
+    let ids: Vec<String> = store
+        .batch(|s| {
+            outcomes
+                .iter()
+                .map(|o| s.record_sheet_outcome(o).unwrap())
+                .collect()
+        })
+        .unwrap();
+    let row = |sheet: u32| -> (String, String, String, String, String, String) {
+        Connection::open(&db)
+            .unwrap()
+            .query_row(
+                "SELECT id, workspace_hash, job_hash, started_at, completed_at, error_codes
+                   FROM executions WHERE sheet_num = ?1",
+                [sheet],
+                |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                    ))
+                },
+            )
+            .unwrap()
+    };
+    let (id, ws_hash, job_hash, started, completed, codes) = row(2);
+    assert_eq!(id, ids[1]);
+    assert_eq!(
+        ws_hash,
+        mozart_learning::hash_workspace(&workspace.canonicalize().unwrap())
+    );
+    assert_eq!(job_hash, mozart_learning::hash_job("job-rows"));
+    assert_eq!(started, "2023-11-14T22:13:22.250000+00:00");
+    let local = fixed.to_zoned(jiff::tz::TimeZone::system()).datetime();
+    assert_eq!(
+        completed,
+        local.strftime("%Y-%m-%dT%H:%M:%S").to_string(),
+        "naive local time, no microseconds when zero"
+    );
+    assert_eq!(codes, "[]");
+
+    // A restarted conductor (another connection) replays the same outcomes: nothing new.
+    let again = LearningStore::open(&db).unwrap();
+    assert_eq!(again.record_sheet_outcome(&outcomes[1]).unwrap(), ids[1]);
+    let summary = again
+        .record_job_outcome(&JobOutcome {
+            job_id: "job-rows".into(),
+            sheets: outcomes.clone(),
+            instrument: None,
+        })
+        .unwrap();
+    assert_eq!(summary.outcomes_recorded, 0);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM executions"), 3);
+    // A sheet that ran again (a new finish time) is a new outcome.
+    let mut rerun = outcomes[0].clone();
+    rerun.finished_at_epoch += 60.0;
+    assert_ne!(again.record_sheet_outcome(&rerun).unwrap(), ids[0]);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM executions"), 4);
+}
