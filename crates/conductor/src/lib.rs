@@ -15,6 +15,7 @@ pub mod lifecycle;
 pub mod logging;
 #[cfg(feature = "jobs")]
 pub mod manager;
+pub mod memory;
 pub mod notify;
 pub mod paths;
 pub mod probe;

@@ -16,14 +16,21 @@ struct Migration {
 }
 
 /// Every migration, in order. Append only; never edit a shipped file.
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "0001_initial",
-    sql: include_str!("../migrations/0001_initial.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_initial",
+        sql: include_str!("../migrations/0001_initial.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_small_hot_rows",
+        sql: include_str!("../migrations/0002_small_hot_rows.sql"),
+    },
+];
 
 /// Highest schema version this build knows.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Brings the database up to [`SCHEMA_VERSION`]; a no-op on an up-to-date database.
 pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<u32> {

@@ -35,7 +35,7 @@ fn migrations_apply_once_and_survive_reopen() {
     let applied: i64 = conn
         .query_row("SELECT COUNT(*) FROM schema_migrations", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(applied, 1);
+    assert_eq!(applied, i64::from(mozart_state::SCHEMA_VERSION));
     let mode: String = conn
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .unwrap();
@@ -663,4 +663,60 @@ fn saving_the_header_keeps_every_sheet_row() {
         reg.save_header(&sample_checkpoint("missing", 1)),
         Err(StateError::JobNotFound { .. })
     ));
+}
+
+/// A registry written by schema 1 (score in the `jobs` row, WITHOUT ROWID sheets) opens
+/// with everything kept: the score, the checkpoint's sheets, and writes work afterwards.
+#[test]
+fn schema_1_registry_migrates_keeping_scores_and_sheets() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("home/registry.db");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY NOT NULL, \
+             name TEXT NOT NULL, applied_at REAL NOT NULL);",
+        )
+        .unwrap();
+        conn.execute_batch(include_str!("../migrations/0001_initial.sql"))
+            .unwrap();
+        conn.execute_batch(
+            "INSERT INTO schema_migrations VALUES (1, '0001_initial', 0);
+             INSERT INTO jobs (job_id, config_path, workspace, status, submitted_at, updated_at,
+                 score_yaml, config_snapshot_json, checkpoint_json)
+             VALUES ('old', '/s/old.yaml', '/ws/old', 'completed', 1, 1, 'name: old',
+                 '{\"name\": \"old\"}', NULL);",
+        )
+        .unwrap();
+    }
+    let reg = Registry::open(&path).unwrap();
+    assert_eq!(reg.schema_version().unwrap(), mozart_state::SCHEMA_VERSION);
+    let score = reg.job_score("old").unwrap().unwrap();
+    assert_eq!(score.yaml.as_deref(), Some("name: old"));
+    assert_eq!(score.snapshot, Some(json!({"name": "old"})));
+
+    // The migrated database takes checkpoints and sheet transitions as a new one does.
+    let mut cp = sample_checkpoint("old", 3);
+    reg.save_checkpoint(&cp).unwrap();
+    cp.mark_sheet_started(3);
+    reg.save_sheet_transition(&cp, 3).unwrap();
+    let loaded = reg.load_checkpoint("old").unwrap().unwrap();
+    assert_eq!(loaded.sheets.len(), 3);
+    assert_eq!(loaded.sheets[&3].status, SheetStatus::InProgress);
+    assert_eq!(loaded.config_snapshot, cp.config_snapshot);
+
+    // Deleting the job takes its score and rows with it.
+    let n = reg.delete_jobs(&DeleteFilter::default()).unwrap();
+    assert_eq!(n, 1);
+    assert!(reg.job_score("old").unwrap().is_none());
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let left: i64 = conn
+        .query_row(
+            "SELECT (SELECT COUNT(*) FROM job_scores) + (SELECT COUNT(*) FROM sheets)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(left, 0, "no orphan score or sheet rows");
 }

@@ -178,13 +178,19 @@ impl ConductorHost {
             }
         }
         live.current_sheet = Some(change.sheet_num);
-        live.last_completed_sheet = live
-            .sheets
-            .values()
-            .filter(|s| s.status == SheetStatus::Completed)
-            .map(|s| s.sheet_num)
-            .max()
-            .unwrap_or(0);
+        // Kept incrementally: a scan of every sheet per transition was O(sheets²) per job.
+        if status == SheetStatus::Completed {
+            live.last_completed_sheet = live.last_completed_sheet.max(change.sheet_num);
+        } else if live.last_completed_sheet == change.sheet_num {
+            // The highest completed sheet is running again (a resumed or re-run job).
+            live.last_completed_sheet = live
+                .sheets
+                .values()
+                .filter(|s| s.status == SheetStatus::Completed)
+                .map(|s| s.sheet_num)
+                .max()
+                .unwrap_or(0);
+        }
         live.updated_at = now;
         // A sheet moving between pending and in-progress changes only its own row; the job
         // header (totals, last completed sheet) is rewritten when a sheet ends.
@@ -405,6 +411,10 @@ impl BatonHost for ConductorHost {
             attempt,
             inbox,
         ));
+        // A handle keeps its finished task's allocation (the whole musician future, ~3 KB)
+        // alive: drop the handles of musicians that are done, or a 1,000-sheet job holds
+        // every one of them until it ends.
+        self.inflight.retain(|_, handle| !handle.is_finished());
         self.inflight
             .insert((job_id.to_string(), sheet_num), task.abort_handle());
     }
@@ -419,6 +429,9 @@ impl BatonHost for ConductorHost {
 
     fn job_finished(&mut self, job_id: &str, outcome: JobOutcome, reason: Option<&str>) {
         self.inflight.retain(|(j, _), _| j != job_id);
+        // The job's checkpoint, plan and outcomes are freed below and by the learning
+        // writer: give those pages back once that is done.
+        crate::memory::trim_after_job();
         let new_work = self.new_work.remove(job_id);
         // As upstream: a finished job's events leave the ring buffer (bounded memory over
         // days of jobs); its history stays in the registry.

@@ -390,7 +390,8 @@ impl Registry {
         let row: Option<(Option<String>, Option<String>)> = self
             .conn
             .query_row(
-                "SELECT score_yaml, config_snapshot_json FROM jobs WHERE job_id=?1",
+                "SELECT s.score_yaml, s.config_snapshot_json FROM jobs j \
+                 LEFT JOIN job_scores s ON s.job_id = j.job_id WHERE j.job_id=?1",
                 [job_id],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
@@ -498,7 +499,8 @@ impl Registry {
         write_header(&tx, state, now).map_err(|e| self.map_json_or_sql(e, &ctx))?;
         if let Some(snapshot) = &state.config_snapshot {
             tx.execute(
-                "UPDATE jobs SET config_snapshot_json=?2 WHERE job_id=?1",
+                "INSERT INTO job_scores (job_id, config_snapshot_json) VALUES (?1, ?2) \
+                 ON CONFLICT(job_id) DO UPDATE SET config_snapshot_json=excluded.config_snapshot_json",
                 params![state.job_id, snapshot.to_string()],
             )
             .map_err(self.err(&ctx))?;
@@ -550,7 +552,8 @@ impl Registry {
         let row: Option<(Option<String>, Option<String>)> = self
             .conn
             .query_row(
-                "SELECT checkpoint_json, config_snapshot_json FROM jobs WHERE job_id=?1",
+                "SELECT j.checkpoint_json, s.config_snapshot_json FROM jobs j \
+                 LEFT JOIN job_scores s ON s.job_id = j.job_id WHERE j.job_id=?1",
                 [job_id],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
@@ -979,7 +982,9 @@ fn upsert_job(tx: &Connection, job: &JobRecord) -> rusqlite::Result<usize> {
 
 fn write_score(tx: &Connection, job_id: &str, score: &JobScore) -> Result<(), WriteError> {
     tx.execute(
-        "UPDATE jobs SET score_yaml=?2, config_snapshot_json=?3 WHERE job_id=?1",
+        "INSERT INTO job_scores (job_id, score_yaml, config_snapshot_json) VALUES (?1, ?2, ?3) \
+         ON CONFLICT(job_id) DO UPDATE SET score_yaml=excluded.score_yaml, \
+         config_snapshot_json=excluded.config_snapshot_json",
         params![
             job_id,
             score.yaml,
