@@ -9,7 +9,7 @@
 //! fills `result_text` from `result`; "exit 0 without a result" is a failure in json modes.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -88,12 +88,17 @@ impl Default for ClaudeCliOptions {
 #[derive(Debug, Clone)]
 pub struct ClaudeCliBackend {
     options: ClaudeCliOptions,
+    /// Child environment and program path shared by every spawn (and by clones).
+    spawn: Arc<OnceLock<crate::cli_backend::SpawnBase>>,
 }
 
 impl ClaudeCliBackend {
     /// A backend with these options.
     pub fn new(options: ClaudeCliOptions) -> Self {
-        ClaudeCliBackend { options }
+        ClaudeCliBackend {
+            options,
+            spawn: Arc::default(),
+        }
     }
 
     /// The options.
@@ -163,11 +168,15 @@ impl ClaudeCliBackend {
             req.timeout,
         );
         spec.cwd = Some(req.working_dir.clone());
-        spec.env = EnvPlan {
-            clear: false,
-            set: req.env.clone(),
-            remove: vec![crate::env::NESTING_GUARD_VAR.into()],
-        };
+        self.spawn
+            .get_or_init(|| {
+                crate::cli_backend::SpawnBase::new(&EnvPlan {
+                    clear: false,
+                    set: Vec::new(),
+                    remove: vec![crate::env::NESTING_GUARD_VAR.into()],
+                })
+            })
+            .prepare(&mut spec, &req.env);
         spec.stdin = Some(req.prompt.clone().into_bytes());
         spec.kill_grace = req.kill_grace;
         spec.log_base = req.output_log_base.clone();

@@ -6,13 +6,17 @@
 //! answer is short (an answer that quotes "429" is not a limit, §4.7.1); completion-event
 //! filter keys are dot-paths (fixes codex-cli's never-matching filter).
 
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
 
+use crate::env::ChildEnv;
 use crate::error::BackendError;
 use crate::json_path::{resolve, resolve_all, to_text};
-use crate::process::{run_process, which, LineSink, ProcessOutcome, ProcessSpec};
+use crate::process::{
+    resolve_program, run_process, which, EnvPlan, LineSink, ProcessOutcome, ProcessSpec,
+};
 use crate::profile::{CliOutputConfig, ErrorPatterns, InstrumentProfile, OutputFormat};
 use crate::redact::redact;
 use crate::types::{
@@ -34,6 +38,43 @@ pub const RATE_LIMIT_ANSWER_MAX_CHARS: usize = 300;
 pub struct ProfileBackend {
     profile: Arc<InstrumentProfile>,
     patterns: ErrorPatterns,
+    /// The child environment and program path every spawn of this backend shares (one
+    /// job's), worked out on first use.
+    spawn: OnceLock<SpawnBase>,
+}
+
+/// What the spawns of one backend have in common.
+#[derive(Debug)]
+pub(crate) struct SpawnBase {
+    /// The profile's environment (instruments.md §4.3) without the request's own variables.
+    env: ChildEnv,
+    /// The program found on the child's `PATH`; kept once found (looked for again until then).
+    program: Mutex<Option<PathBuf>>,
+}
+
+impl SpawnBase {
+    pub(crate) fn new(plan: &EnvPlan) -> Self {
+        SpawnBase {
+            env: ChildEnv::resolve(plan),
+            program: Mutex::new(None),
+        }
+    }
+
+    /// Environment and program path for one spawn of `program` with the request's `extra`
+    /// variables applied last.
+    pub(crate) fn prepare(&self, spec: &mut ProcessSpec, extra: &[(String, String)]) {
+        let env = self.env.with_set(extra);
+        spec.program_path = if extra.iter().any(|(k, _)| k == "PATH") {
+            resolve_program(&spec.program, &env)
+        } else {
+            let mut cached = self.program.lock().unwrap_or_else(|p| p.into_inner());
+            if cached.is_none() {
+                *cached = resolve_program(&spec.program, &env);
+            }
+            cached.clone()
+        };
+        spec.child_env = Some(env);
+    }
 }
 
 impl ProfileBackend {
@@ -47,7 +88,11 @@ impl ProfileBackend {
                 reason: "profile has no 'cli' section".into(),
             })?;
         let patterns = ErrorPatterns::compile(&profile.name, &cli.errors)?;
-        Ok(ProfileBackend { profile, patterns })
+        Ok(ProfileBackend {
+            profile,
+            patterns,
+            spawn: OnceLock::new(),
+        })
     }
 
     /// The profile this backend runs.
@@ -121,7 +166,11 @@ impl ProfileBackend {
             req.timeout,
         );
         spec.cwd = Some(req.working_dir.clone());
-        spec.env = crate::env::plan_for(&cli.command, &req.env);
+        // The score's variables come last (plan_for's order), so the profile's part of the
+        // environment is the same for every request.
+        self.spawn
+            .get_or_init(|| SpawnBase::new(&crate::env::plan_for(&cli.command, &[])))
+            .prepare(&mut spec, &req.env);
         spec.kill_grace = req.kill_grace;
         spec.log_base = req.output_log_base.clone();
         let jsonl = Arc::new(Mutex::new(JsonlState::default()));

@@ -1,6 +1,8 @@
 //! Building an instrument's environment (instruments.md §4.3 "Environment").
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
+use std::sync::Arc;
 
 use crate::process::EnvPlan;
 use crate::profile::CliCommand;
@@ -62,11 +64,16 @@ pub fn expand_vars(value: &str, vars: &HashMap<String, String>) -> String {
 
 /// The environment plan for a CLI profile plus the score's env.
 pub fn plan_for(command: &CliCommand, score_env: &[(String, String)]) -> EnvPlan {
-    let parent: HashMap<String, String> = std::env::vars().collect();
     let mut plan = EnvPlan {
         remove: vec![NESTING_GUARD_VAR.to_string()],
         ..Default::default()
     };
+    // Only a restricted environment or `$VAR` expansion needs the parent's variables.
+    if command.required_env.is_none() && command.env.is_empty() {
+        plan.set.extend(score_env.iter().cloned());
+        return plan;
+    }
+    let parent: HashMap<String, String> = std::env::vars().collect();
     if let Some(required) = &command.required_env {
         plan.clear = true;
         for key in SYSTEM_VARS
@@ -84,6 +91,80 @@ pub fn plan_for(command: &CliCommand, score_env: &[(String, String)]) -> EnvPlan
     }
     plan.set.extend(score_env.iter().cloned());
     plan
+}
+
+/// A child's complete environment, worked out before the spawn — once per backend (one job)
+/// rather than by std on every spawn, which otherwise copies and merges the conductor's
+/// whole environment each time any variable is changed (instruments.md §4.3).
+///
+/// The conductor's own environment is fixed once it runs (the CLI adjusts it while still
+/// single-threaded, before the conductor starts), so resolving a plan early gives the child
+/// exactly the variables resolving it at the spawn would.
+#[derive(Debug, Clone)]
+pub enum ChildEnv {
+    /// The conductor's environment, unchanged: nothing to add, and nothing to remove that is
+    /// there. The child receives it as it is (in the conductor's order), without a copy.
+    Inherit,
+    /// Exactly these variables.
+    Exact(Arc<[(OsString, OsString)]>),
+}
+
+impl ChildEnv {
+    /// `plan` applied to the conductor's current environment.
+    pub fn resolve(plan: &EnvPlan) -> ChildEnv {
+        let untouched = !plan.clear
+            && plan.set.is_empty()
+            && plan.remove.iter().all(|k| std::env::var_os(k).is_none());
+        if untouched {
+            return ChildEnv::Inherit;
+        }
+        let mut vars: BTreeMap<OsString, OsString> = if plan.clear {
+            BTreeMap::new()
+        } else {
+            std::env::vars_os().collect()
+        };
+        for key in &plan.remove {
+            vars.remove(std::ffi::OsStr::new(key));
+        }
+        for (key, value) in &plan.set {
+            vars.insert(key.into(), value.into());
+        }
+        ChildEnv::Exact(vars.into_iter().collect())
+    }
+
+    /// This environment with `set` applied on top, in order (later wins).
+    pub fn with_set(&self, set: &[(String, String)]) -> ChildEnv {
+        if set.is_empty() {
+            return self.clone();
+        }
+        let mut vars: BTreeMap<OsString, OsString> = match self {
+            ChildEnv::Inherit => std::env::vars_os().collect(),
+            ChildEnv::Exact(list) => list.iter().cloned().collect(),
+        };
+        for (key, value) in set {
+            vars.insert(key.into(), value.into());
+        }
+        ChildEnv::Exact(vars.into_iter().collect())
+    }
+
+    /// The child's `PATH`, where its program name is looked up.
+    pub fn path(&self) -> Option<OsString> {
+        match self {
+            ChildEnv::Inherit => std::env::var_os("PATH"),
+            ChildEnv::Exact(list) => list
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.clone()),
+        }
+    }
+
+    /// The variables the child gets, as `(name, value)` pairs.
+    pub fn vars(&self) -> Vec<(OsString, OsString)> {
+        match self {
+            ChildEnv::Inherit => std::env::vars_os().collect(),
+            ChildEnv::Exact(list) => list.to_vec(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::task::JoinHandle;
 
+use crate::env::ChildEnv;
 use crate::types::{epoch_now, Progress};
 
 /// Bytes of each stream kept in memory as the tail (the rest is counted, and teed to the
@@ -95,6 +96,12 @@ pub struct ProcessSpec {
     pub result_seen: Option<Arc<tokio::sync::Notify>>,
     /// Wait after `result_seen` before terminating a lingering process.
     pub linger_grace: Duration,
+    /// The child's environment already resolved (by a backend, once per job); when set,
+    /// `env` is not consulted.
+    pub child_env: Option<ChildEnv>,
+    /// Where `program` was found on the child's `PATH` (a backend's cached lookup); when
+    /// set, no lookup is made, unless spawning it finds nothing there any more.
+    pub program_path: Option<PathBuf>,
 }
 
 impl ProcessSpec {
@@ -113,6 +120,8 @@ impl ProcessSpec {
             log_base: None,
             result_seen: None,
             linger_grace: DEFAULT_LINGER_GRACE,
+            child_env: None,
+            program_path: None,
         }
     }
 }
@@ -428,38 +437,22 @@ pub async fn run_process(
     // A bare name is looked up on the PATH the child gets, here: std would otherwise fall
     // back from posix_spawn to fork+exec for it (a changed PATH and a bare name), and
     // forking a busy multi-threaded conductor costs more than the instant instruments run.
-    let mut cmd = match resolve_program(&spec.program, &spec.env) {
-        Some(path) => {
-            let mut cmd = Command::new(path);
-            cmd.arg0(&spec.program);
-            cmd
-        }
-        None => Command::new(&spec.program),
-    };
-    cmd.args(&spec.args);
-    cmd.stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .stdin(if spec.stdin.is_some() {
-            std::process::Stdio::piped()
-        } else {
-            std::process::Stdio::null()
-        })
-        .process_group(0)
-        .kill_on_drop(false);
-    if let Some(cwd) = &spec.cwd {
-        cmd.current_dir(cwd);
+    let child_env = spec
+        .child_env
+        .clone()
+        .unwrap_or_else(|| ChildEnv::resolve(&spec.env));
+    let cached = spec.program_path.is_some();
+    let path = spec
+        .program_path
+        .clone()
+        .or_else(|| resolve_program_on(&spec.program, child_env.path()));
+    let mut spawned = spawn_child(&spec, &child_env, path.as_deref());
+    if cached && matches!(&spawned, Err(e) if e.kind() == io::ErrorKind::NotFound) {
+        // The cached program is gone: look again, as a fresh spawn would.
+        let path = resolve_program_on(&spec.program, child_env.path());
+        spawned = spawn_child(&spec, &child_env, path.as_deref());
     }
-    if spec.env.clear {
-        cmd.env_clear();
-    }
-    for key in &spec.env.remove {
-        cmd.env_remove(key);
-    }
-    for (key, value) in &spec.env.set {
-        cmd.env(key, value);
-    }
-
-    let mut child = match cmd.spawn() {
+    let (mut child, ticks) = match spawned {
         Ok(child) => child,
         Err(err) => {
             return finish(
@@ -481,7 +474,7 @@ pub async fn run_process(
         }
     };
     let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
-    progress.set_pid(u32::try_from(pid).ok());
+    progress.set_started(u32::try_from(pid).ok(), ticks);
     let mut guard = GroupGuard {
         pgid: (pid > 1).then_some(pid),
         grace: spec.kill_grace,
@@ -587,6 +580,93 @@ pub async fn run_process(
     )
 }
 
+/// Spawn the child of `spec` with `env`, running `path` (or `spec.program` as given).
+/// Returns the child and its start time in clock ticks when the spawn pinned it down.
+fn spawn_child(
+    spec: &ProcessSpec,
+    env: &ChildEnv,
+    path: Option<&std::path::Path>,
+) -> io::Result<(tokio::process::Child, Option<u64>)> {
+    let mut cmd = match path {
+        Some(path) => {
+            let mut cmd = Command::new(path);
+            cmd.arg0(&spec.program);
+            cmd
+        }
+        None => Command::new(&spec.program),
+    };
+    cmd.args(&spec.args);
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .stdin(if spec.stdin.is_some() {
+            std::process::Stdio::piped()
+        } else {
+            dev_null()
+        })
+        .process_group(0)
+        .kill_on_drop(false);
+    if let Some(cwd) = &spec.cwd {
+        cmd.current_dir(cwd);
+    }
+    match env {
+        // Untouched, std hands the child the conductor's environment block as it is; any
+        // change makes it copy and merge the whole environment on every spawn.
+        ChildEnv::Inherit => {}
+        ChildEnv::Exact(vars) => {
+            cmd.env_clear();
+            cmd.envs(vars.iter().map(|(k, v)| (k, v)));
+        }
+    }
+    let before = boot_ticks_now();
+    let child = cmd.spawn()?;
+    let after = boot_ticks_now();
+    Ok((child, start_ticks_between(before, after)))
+}
+
+/// `/dev/null` for a child's stdin: one descriptor opened per process and duplicated per
+/// spawn (cheaper than std opening the path for every child; the child sees the same
+/// read-only `/dev/null`).
+fn dev_null() -> std::process::Stdio {
+    static NULL: std::sync::LazyLock<Option<std::fs::File>> =
+        std::sync::LazyLock::new(|| std::fs::File::open("/dev/null").ok());
+    match NULL.as_ref().map(std::fs::File::try_clone) {
+        Some(Ok(file)) => std::process::Stdio::from(file),
+        _ => std::process::Stdio::null(),
+    }
+}
+
+/// Nanoseconds per clock tick (`sysconf(_SC_CLK_TCK)`), when a tick is a whole number of
+/// nanoseconds (the kernel then reports start times as boot-time nanoseconds divided by it).
+fn nanos_per_tick() -> Option<u64> {
+    static NANOS: std::sync::LazyLock<Option<u64>> = std::sync::LazyLock::new(|| {
+        let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok()??;
+        let hz = u64::try_from(hz).ok().filter(|&hz| hz > 0)?;
+        (1_000_000_000 % hz == 0).then(|| 1_000_000_000 / hz)
+    });
+    *NANOS
+}
+
+/// The boot-time clock (`CLOCK_BOOTTIME`, the clock of `/proc/<pid>/stat` field 22) now,
+/// in clock ticks.
+fn boot_ticks_now() -> Option<u64> {
+    let per_tick = nanos_per_tick()?;
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
+    let secs = u64::try_from(now.tv_sec()).ok()?;
+    let nanos = u64::try_from(now.tv_nsec()).ok()?;
+    Some((secs * 1_000_000_000 + nanos) / per_tick)
+}
+
+/// A child's start time in clock ticks — the value `/proc/<pid>/stat` reports — when the
+/// spawn began and returned within the same tick: the kernel stamps the child with the
+/// boot-time clock while forking it, between the two readings. `None` when they straddle a
+/// tick boundary (then `/proc` has to be read).
+fn start_ticks_between(before: Option<u64>, after: Option<u64>) -> Option<u64> {
+    match (before, after) {
+        (Some(b), Some(a)) if a == b => Some(b),
+        _ => None,
+    }
+}
+
 fn finish(
     out_state: &Mutex<ReaderState>,
     err_state: &Mutex<ReaderState>,
@@ -620,23 +700,16 @@ pub fn which(program: &str) -> Option<PathBuf> {
 
 /// The executable a bare `program` name stands for on the child's `PATH` (as `execvp` would
 /// find it); `None` for a path, or when nothing is found (spawning then reports it).
-fn resolve_program(program: &str, env: &EnvPlan) -> Option<PathBuf> {
+pub fn resolve_program(program: &str, env: &ChildEnv) -> Option<PathBuf> {
+    resolve_program_on(program, env.path())
+}
+
+fn resolve_program_on(program: &str, path: Option<std::ffi::OsString>) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     if program.is_empty() || program.contains('/') {
         return None;
     }
-    let set = env
-        .set
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| std::ffi::OsString::from(v));
-    let path = match set {
-        Some(p) => p,
-        None if env.clear || env.remove.iter().any(|k| k == "PATH") => return None,
-        None => std::env::var_os("PATH")?,
-    };
-    std::env::split_paths(&path)
+    std::env::split_paths(&path?)
         .filter(|dir| !dir.as_os_str().is_empty())
         .map(|dir| dir.join(program))
         .find(|candidate| {
@@ -699,6 +772,7 @@ mod tests {
             )],
             remove: vec![],
         };
+        let env = ChildEnv::resolve(&env);
         assert_eq!(resolve_program("my-tool", &env), Some(tool.clone()));
         assert_eq!(resolve_program("not-executable", &env), None);
         assert_eq!(resolve_program("missing", &env), None);
@@ -707,6 +781,9 @@ mod tests {
             clear: true,
             ..EnvPlan::default()
         };
-        assert_eq!(resolve_program("my-tool", &no_path), None);
+        assert_eq!(
+            resolve_program("my-tool", &ChildEnv::resolve(&no_path)),
+            None
+        );
     }
 }

@@ -78,6 +78,8 @@ pub struct Progress {
     /// Milliseconds after `started` of the last output chunk (0 = none yet).
     last_activity_ms: AtomicU64,
     pid: AtomicU32,
+    /// Start time of the process in clock ticks since boot (0 = not known).
+    start_ticks: AtomicU64,
     /// Signalled when the process starts (its pid becomes known).
     pid_set: tokio::sync::Notify,
 }
@@ -97,6 +99,7 @@ impl Progress {
             stderr_bytes: AtomicU64::new(0),
             last_activity_ms: AtomicU64::new(0),
             pid: AtomicU32::new(0),
+            start_ticks: AtomicU64::new(0),
             pid_set: tokio::sync::Notify::new(),
         }
     }
@@ -133,7 +136,7 @@ impl Progress {
 
     /// PID of the instrument process while it runs (`None` before spawn / after exit).
     pub fn pid(&self) -> Option<u32> {
-        match self.pid.load(Ordering::Relaxed) {
+        match self.pid.load(Ordering::Acquire) {
             0 => None,
             pid => Some(pid),
         }
@@ -149,8 +152,26 @@ impl Progress {
         }
     }
 
+    /// The running process's start time (`/proc/<pid>/stat` field 22, clock ticks since
+    /// boot) when the spawn could tell it without reading `/proc`; `None` otherwise, and
+    /// once the process has ended.
+    pub fn start_ticks(&self) -> Option<u64> {
+        match self.start_ticks.load(Ordering::Acquire) {
+            0 => None,
+            ticks => Some(ticks),
+        }
+    }
+
     pub(crate) fn set_pid(&self, pid: Option<u32>) {
-        self.pid.store(pid.unwrap_or(0), Ordering::Relaxed);
+        self.set_started(pid, None);
+    }
+
+    /// Publish the started process (its start time first, so a reader that sees the pid
+    /// sees the time with it).
+    pub(crate) fn set_started(&self, pid: Option<u32>, start_ticks: Option<u64>) {
+        self.start_ticks
+            .store(start_ticks.unwrap_or(0), Ordering::Release);
+        self.pid.store(pid.unwrap_or(0), Ordering::Release);
         if pid.is_some() {
             self.pid_set.notify_one();
         }

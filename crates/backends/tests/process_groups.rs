@@ -194,3 +194,135 @@ async fn builtin_shell_instrument_runs_only_the_run_lines() {
     assert_eq!(r.exit_code, Some(3));
     assert!(dir.path().join("p.txt").exists() && !dir.path().join("n.txt").exists());
 }
+
+/// The variables of `env -0` output.
+fn parse_env0(stdout: &[u8]) -> std::collections::BTreeMap<String, String> {
+    stdout
+        .split(|&b| b == 0)
+        .filter(|entry| !entry.is_empty())
+        .filter_map(|entry| {
+            let text = String::from_utf8_lossy(entry);
+            let (k, v) = text.split_once('=')?;
+            Some((k.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+/// The instrument's environment is the conductor's, minus the nesting guard, plus the
+/// profile's and the score's variables — on the first spawn of a backend and on later ones
+/// (which reuse what the first worked out), with or without score variables.
+#[tokio::test]
+async fn the_childs_environment_is_the_conductors_with_the_profile_and_score_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain_yaml = "name: envdump\ndisplay_name: Env\nkind: cli\ncli:\n  command:\n    executable: sh\n    prompt_flag: '-c'\n";
+    let plain = ProfileBackend::new(Arc::new(
+        InstrumentProfile::from_yaml(plain_yaml, "t").unwrap(),
+    ))
+    .unwrap();
+    let mut expected: std::collections::BTreeMap<String, String> = std::env::vars()
+        .filter(|(k, _)| k != "CLAUDECODE")
+        .collect();
+    for round in 0..2 {
+        // `env -0` in the log file: the child's whole environment, byte for byte.
+        let mut req = request("env -0 > env.out", dir.path(), Duration::from_secs(10));
+        if round == 1 {
+            req.env.push(("FROM_SCORE".into(), "a b".into()));
+            expected.insert("FROM_SCORE".into(), "a b".into());
+        }
+        let result = plain.execute(req).await;
+        assert!(result.success, "{:?}", result.error_message);
+        let seen = parse_env0(&std::fs::read(dir.path().join("env.out")).unwrap());
+        // `sh` itself may add PWD / SHLVL / `_`; everything else must match exactly.
+        let seen: std::collections::BTreeMap<String, String> = seen
+            .into_iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "PWD" | "SHLVL" | "_" | "OLDPWD"))
+            .collect();
+        let want: std::collections::BTreeMap<String, String> = expected
+            .clone()
+            .into_iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "PWD" | "SHLVL" | "_" | "OLDPWD"))
+            .collect();
+        assert_eq!(seen, want, "round {round}");
+    }
+
+    // A restricted profile: system variables plus the required ones, nothing else.
+    let restricted_yaml = "name: envdump2\ndisplay_name: Env\nkind: cli\ncli:\n  command:\n    executable: sh\n    prompt_flag: '-c'\n    required_env: [MOZART_TEST_NOT_SET]\n    env: {EXTRA: '$HOME/x'}\n";
+    let restricted = ProfileBackend::new(Arc::new(
+        InstrumentProfile::from_yaml(restricted_yaml, "t").unwrap(),
+    ))
+    .unwrap();
+    for _ in 0..2 {
+        let result = restricted
+            .execute(request(
+                "env -0 > env.out",
+                dir.path(),
+                Duration::from_secs(10),
+            ))
+            .await;
+        assert!(result.success, "{:?}", result.error_message);
+        let seen = parse_env0(&std::fs::read(dir.path().join("env.out")).unwrap());
+        let mut want: std::collections::BTreeMap<String, String> =
+            mozart_backends::env::SYSTEM_VARS
+                .iter()
+                .filter_map(|k| Some((k.to_string(), std::env::var(k).ok()?)))
+                .collect();
+        let home = std::env::var("HOME").unwrap_or_else(|_| "$HOME".into());
+        want.insert("EXTRA".into(), format!("{home}/x"));
+        let seen: std::collections::BTreeMap<String, String> = seen
+            .into_iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "PWD" | "SHLVL" | "_" | "OLDPWD"))
+            .collect();
+        want.retain(|k, _| !matches!(k.as_str(), "PWD" | "SHLVL" | "_" | "OLDPWD"));
+        assert_eq!(seen, want);
+    }
+}
+
+/// The start time a spawn reports is the one `/proc` has for the process (the in-flight
+/// journal and the watchdog compare it with `/proc` later to recognise the group).
+#[tokio::test]
+async fn a_reported_start_time_is_the_one_proc_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut known = 0;
+    for _ in 0..20 {
+        let req = request("sleep 0.3", dir.path(), Duration::from_secs(10));
+        let progress = Arc::clone(&req.progress);
+        let run = tokio::spawn(async move { shell().execute(req).await });
+        let pid = tokio::time::timeout(Duration::from_secs(5), progress.started_pid())
+            .await
+            .unwrap();
+        let from_proc = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let rest = stat.rsplit_once(')')?.1.to_string();
+                rest.split_whitespace().nth(19)?.parse::<u64>().ok()
+            })
+            .expect("the sleeping instrument is still there");
+        if let Some(ticks) = progress.start_ticks() {
+            assert_eq!(ticks, from_proc);
+            known += 1;
+        }
+        assert!(run.await.unwrap().success);
+        assert_eq!(
+            progress.start_ticks(),
+            None,
+            "forgotten once the process ended"
+        );
+    }
+    assert!(known > 0, "the spawn never knew the start time");
+}
+
+/// A program whose cached location vanished is looked up again; stdin is `/dev/null`.
+#[tokio::test]
+async fn a_stale_cached_program_path_is_looked_up_again() {
+    use mozart_backends::process::{run_process, ProcessSpec};
+    let mut spec = ProcessSpec::new("cat", Vec::new(), Duration::from_secs(10));
+    spec.program_path = Some("/nonexistent/mozart/cat".into());
+    let (outcome, _) = run_process(spec, Arc::new(mozart_backends::Progress::new()), None).await;
+    assert!(outcome.spawn_error.is_none(), "{:?}", outcome.spawn_error);
+    assert_eq!(
+        outcome.exit_code,
+        Some(0),
+        "cat read end-of-file from /dev/null"
+    );
+    assert_eq!(outcome.stdout.total, 0);
+}
