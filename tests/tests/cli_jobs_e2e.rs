@@ -295,3 +295,45 @@ fn the_conductors_allocator_setting_stays_out_of_the_instruments_environment() {
     assert!(!dump.contains("MALLOC_ARENA_MAX"), "{dump}");
     assert!(!dump.contains("MOZART_MALLOC_ARENA_MAX_SET"), "{dump}");
 }
+
+/// Jobs of an earlier conductor run are listed from the registry; `clear` removes them from
+/// the listing at once (the conductor keeps that part of `job.list` between polls).
+#[test]
+fn jobs_of_an_earlier_run_are_listed_and_cleared() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    for name in ["old-a", "old-b"] {
+        let path = env.write_score(name, &score(name, 1, 0.0));
+        assert_eq!(submit(&env, &path)["status"], "accepted");
+        wait_for(&env, name, 30, |d| d["status"] == "completed");
+    }
+    env.stop_conductor();
+    env.start_conductor();
+
+    let list = |env: &TestEnv| -> Vec<String> {
+        let out = env.mozart(&["list", "--all", "--json"]);
+        let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut ids: Vec<String> = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["job_id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(list(&env), ["old-a", "old-b"]);
+    // Listed again (now from what the conductor kept), then a new job joins the listing.
+    assert_eq!(list(&env), ["old-a", "old-b"]);
+    let path = env.write_score("new", &score("new", 1, 0.0));
+    assert_eq!(submit(&env, &path)["status"], "accepted");
+    wait_for(&env, "new", 30, |d| d["status"] == "completed");
+    assert_eq!(list(&env), ["new", "old-a", "old-b"]);
+
+    let out = env.mozart(&["clear", "--yes", "--score", "old-a"]);
+    assert_eq!(stdout(&out), "Cleared 1 score(s).\n");
+    assert_eq!(list(&env), ["new", "old-b"]);
+    let out = env.mozart(&["clear", "--yes"]);
+    assert_eq!(stdout(&out), "Cleared 2 score(s).\n");
+    assert!(list(&env).is_empty());
+}

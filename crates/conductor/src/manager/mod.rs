@@ -129,6 +129,10 @@ pub(crate) struct Shared {
     pub max_concurrent_jobs: u32,
     /// Serialises submissions (conductor.md §6.4 step 8).
     pub submit_lock: tokio::sync::Mutex<()>,
+    /// `job.list`'s registry rows (jobs this conductor has not loaded), read once: only
+    /// `job.clear` changes them, and a watcher polling `job.list` would otherwise take the
+    /// registry lock — which the baton needs for every sheet transition — on every poll.
+    pub listed_rows: Mutex<Option<Arc<Vec<(String, f64, Value)>>>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -196,6 +200,7 @@ impl JobManager {
             hook_tx: OnceLock::new(),
             max_concurrent_jobs: config.max_concurrent_jobs,
             submit_lock: tokio::sync::Mutex::new(()),
+            listed_rows: Mutex::new(None),
         };
         Ok(JobManager {
             shared: Arc::new(shared),
@@ -294,10 +299,23 @@ impl JobManager {
         }
         // At most 50 registry rows besides the jobs in memory (conductor.md §6.12), so a
         // registry of thousands of jobs keeps `status` and `list` instant.
-        let rows = lock(&self.shared.registry).list_jobs_filtered(None, Some(50))?;
-        for row in rows {
-            if !seen.contains(&row.job_id) {
-                out.push((row.submitted_at, row.to_registry_json()));
+        let cached = lock(&self.shared.listed_rows).clone();
+        let rows = match cached {
+            Some(rows) => rows,
+            None => {
+                let rows: Vec<(String, f64, Value)> = lock(&self.shared.registry)
+                    .list_jobs_filtered(None, Some(50))?
+                    .into_iter()
+                    .map(|row| (row.job_id.clone(), row.submitted_at, row.to_registry_json()))
+                    .collect();
+                let rows = Arc::new(rows);
+                *lock(&self.shared.listed_rows) = Some(rows.clone());
+                rows
+            }
+        };
+        for (job_id, submitted_at, json) in rows.iter() {
+            if !seen.contains(job_id) {
+                out.push((*submitted_at, json.clone()));
             }
         }
         out.sort_by(|a, b| b.0.total_cmp(&a.0));
@@ -513,6 +531,7 @@ impl JobManager {
             older_than_seconds,
         };
         let deleted = lock(&self.shared.registry).delete_jobs(&filter)?;
+        *lock(&self.shared.listed_rows) = None;
         Ok(deleted as u64)
     }
 
