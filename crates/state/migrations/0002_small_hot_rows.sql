@@ -7,6 +7,9 @@
 -- 2. `sheets` becomes a rowid table. A WITHOUT ROWID table keeps rows in index b-tree pages,
 --    where only ~1 KB of a row stays on its page; a sheet row (its state document is ~1.5 KB)
 --    spilled onto an overflow page on every write. The unused (job_id, status) index goes.
+-- 3. `attempts` loses AUTOINCREMENT, which updated `sqlite_sequence` on every attempt. Ids
+--    still grow; one could be reused only after the newest attempt rows were deleted, and
+--    then nothing refers to the old ones any more.
 
 CREATE TABLE job_scores (
     job_id               TEXT PRIMARY KEY NOT NULL REFERENCES jobs(job_id) ON DELETE CASCADE,
@@ -61,3 +64,36 @@ INSERT INTO sheets_v2 (job_id, sheet_num, status, attempt_count, completion_atte
 
 DROP TABLE sheets;
 ALTER TABLE sheets_v2 RENAME TO sheets;
+
+CREATE TABLE attempts_v2 (
+    id               INTEGER PRIMARY KEY,
+    job_id           TEXT NOT NULL REFERENCES jobs(job_id) ON DELETE CASCADE,
+    sheet_num        INTEGER NOT NULL CHECK (sheet_num >= 1),
+    attempt_num      INTEGER NOT NULL,
+    mode             TEXT NOT NULL,
+    outcome          TEXT NOT NULL,
+    instrument       TEXT,
+    error_code       TEXT,
+    error_category   TEXT,
+    error_message    TEXT,
+    exit_code        INTEGER,
+    duration_seconds REAL,
+    cost_usd         REAL,
+    input_tokens     INTEGER,
+    output_tokens    INTEGER,
+    prompt           TEXT,
+    output           TEXT,
+    executed_at      REAL NOT NULL
+);
+
+INSERT INTO attempts_v2 (id, job_id, sheet_num, attempt_num, mode, outcome, instrument,
+    error_code, error_category, error_message, exit_code, duration_seconds, cost_usd,
+    input_tokens, output_tokens, prompt, output, executed_at)
+    SELECT id, job_id, sheet_num, attempt_num, mode, outcome, instrument,
+    error_code, error_category, error_message, exit_code, duration_seconds, cost_usd,
+    input_tokens, output_tokens, prompt, output, executed_at
+    FROM attempts ORDER BY id;
+
+DROP TABLE attempts;
+ALTER TABLE attempts_v2 RENAME TO attempts;
+CREATE INDEX idx_attempts_job_sheet ON attempts(job_id, sheet_num, id);

@@ -686,7 +686,9 @@ fn schema_1_registry_migrates_keeping_scores_and_sheets() {
              INSERT INTO jobs (job_id, config_path, workspace, status, submitted_at, updated_at,
                  score_yaml, config_snapshot_json, checkpoint_json)
              VALUES ('old', '/s/old.yaml', '/ws/old', 'completed', 1, 1, 'name: old',
-                 '{\"name\": \"old\"}', NULL);",
+                 '{\"name\": \"old\"}', NULL);
+             INSERT INTO attempts (job_id, sheet_num, attempt_num, mode, outcome, executed_at)
+             VALUES ('old', 1, 1, 'normal', 'failed', 5);",
         )
         .unwrap();
     }
@@ -695,6 +697,13 @@ fn schema_1_registry_migrates_keeping_scores_and_sheets() {
     let score = reg.job_score("old").unwrap().unwrap();
     assert_eq!(score.yaml.as_deref(), Some("name: old"));
     assert_eq!(score.snapshot, Some(json!({"name": "old"})));
+    let kept = reg.attempts("old", None, 10).unwrap();
+    assert_eq!(kept.len(), 1, "attempt history kept");
+    assert_eq!((kept[0].sheet_num, kept[0].outcome.as_str()), (1, "failed"));
+    let mut next = kept[0].clone();
+    next.attempt_num = 2;
+    let id = reg.record_attempt(&next).unwrap();
+    assert!(id > kept[0].id, "new attempt ids follow the old ones");
 
     // The migrated database takes checkpoints and sheet transitions as a new one does.
     let mut cp = sample_checkpoint("old", 3);

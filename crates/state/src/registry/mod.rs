@@ -135,8 +135,22 @@ impl Registry {
         }
     }
 
+    /// [`Registry::err`] whose context is built only when there is an error (the hot paths
+    /// run thousands of times per job; formatting each context up front showed in profiles).
+    fn err_lazy<'a>(
+        &'a self,
+        operation: impl FnOnce() -> String + 'a,
+    ) -> impl FnOnce(rusqlite::Error) -> StateError + 'a {
+        move |source| StateError::Sqlite {
+            path: self.path.clone(),
+            operation: operation(),
+            source,
+        }
+    }
+
     fn begin(&self, operation: &str) -> Result<Tx<'_>> {
-        Tx::begin(&self.conn).map_err(self.err(format!("beginning transaction for {operation}")))
+        Tx::begin(&self.conn)
+            .map_err(self.err_lazy(|| format!("beginning transaction for {operation}")))
     }
 
     /// Runs `f` inside one transaction: every write `f` makes through this registry becomes
@@ -479,14 +493,14 @@ impl Registry {
 
     /// Upserts sheet rows in one transaction: all or none.
     pub fn save_sheets(&self, job_id: &str, sheets: &[SheetState]) -> Result<()> {
-        let ctx = format!("saving {} sheet(s) of job '{job_id}'", sheets.len());
-        let tx = self.begin(&ctx)?;
+        let ctx = || format!("saving {} sheet(s) of job '{job_id}'", sheets.len());
+        let tx = self.begin("saving sheets")?;
         self.require_job(&tx, job_id)?;
         let now = epoch_now();
         for sheet in sheets {
-            write_sheet(&tx, job_id, sheet, now).map_err(|e| self.map_json_or_sql(e, &ctx))?;
+            write_sheet(&tx, job_id, sheet, now).map_err(|e| self.map_json_or_sql(e, &ctx()))?;
         }
-        tx.commit().map_err(self.err(ctx))
+        tx.commit().map_err(self.err_lazy(ctx))
     }
 
     /// Writes the whole checkpoint (job-level document, score snapshot if present, every
@@ -529,7 +543,7 @@ impl Registry {
     /// The hot path: one sheet transition plus the job-level document, in one transaction.
     /// Cost is independent of how many sheets the job has.
     pub fn save_sheet_transition(&self, state: &CheckpointState, sheet_num: u32) -> Result<()> {
-        let ctx = format!("saving sheet {sheet_num} of job '{}'", state.job_id);
+        let ctx = || format!("saving sheet {sheet_num} of job '{}'", state.job_id);
         let sheet = state
             .sheets
             .get(&sheet_num)
@@ -537,12 +551,12 @@ impl Registry {
                 job_id: state.job_id.clone(),
                 reason: format!("sheet {sheet_num} is not in the checkpoint"),
             })?;
-        let tx = self.begin(&ctx)?;
+        let tx = self.begin("saving a sheet transition")?;
         self.require_job(&tx, &state.job_id)?;
         let now = epoch_now();
-        write_header(&tx, state, now).map_err(|e| self.map_json_or_sql(e, &ctx))?;
-        write_sheet(&tx, &state.job_id, sheet, now).map_err(|e| self.map_json_or_sql(e, &ctx))?;
-        tx.commit().map_err(self.err(ctx))
+        write_header(&tx, state, now).map_err(|e| self.map_json_or_sql(e, &ctx()))?;
+        write_sheet(&tx, &state.job_id, sheet, now).map_err(|e| self.map_json_or_sql(e, &ctx()))?;
+        tx.commit().map_err(self.err_lazy(ctx))
     }
 
     /// Reassembles the checkpoint from the job-level document, the score snapshot and the
@@ -627,7 +641,7 @@ impl Registry {
         let exists: bool = tx
             .prepare_cached("SELECT EXISTS(SELECT 1 FROM jobs WHERE job_id=?1)")
             .and_then(|mut stmt| stmt.query_row([job_id], |r| r.get(0)))
-            .map_err(self.err(format!("looking up job '{job_id}'")))?;
+            .map_err(self.err_lazy(|| format!("looking up job '{job_id}'")))?;
         if exists {
             Ok(())
         } else {
@@ -684,10 +698,12 @@ impl Registry {
                     a.executed_at
                 ])
             })
-            .map_err(self.err(format!(
-                "recording attempt {} of sheet {} of job '{}'",
-                a.attempt_num, a.sheet_num, a.job_id
-            )))?;
+            .map_err(self.err_lazy(|| {
+                format!(
+                    "recording attempt {} of sheet {} of job '{}'",
+                    a.attempt_num, a.sheet_num, a.job_id
+                )
+            }))?;
         Ok(self.conn.last_insert_rowid())
     }
 
