@@ -223,12 +223,13 @@ pub(crate) async fn play(
         }
         _ => super::learning::Injected::default(),
     };
-    let prepared = render_prompt(&shared, &run, sheet, &attempt, &injected).and_then(|prompt| {
-        let backend = run.backends.get_or_build(&attempt.instrument, || {
-            super::instruments::backend_for(&shared.instruments, &run, &attempt.instrument)
-        })?;
-        Ok((prompt, backend))
-    });
+    let prepared =
+        render_prompt(&shared, &run, sheet, &rules, &attempt, &injected).and_then(|prompt| {
+            let backend = run.backends.get_or_build(&attempt.instrument, || {
+                super::instruments::backend_for(&shared.instruments, &run, &attempt.instrument)
+            })?;
+            Ok((prompt, backend))
+        });
     let (prompt, backend) = match prepared {
         Ok(p) => p,
         Err(message) => {
@@ -369,6 +370,7 @@ fn render_prompt(
     shared: &Shared,
     run: &JobRun,
     sheet: &PlannedSheet,
+    rules: &[ValidationRule],
     attempt: &AttemptContext,
     injected: &super::learning::Injected,
 ) -> Result<String, String> {
@@ -401,13 +403,15 @@ fn render_prompt(
         }
         context.apply(&mut ctx);
     }
-    // Only the rules that apply to this sheet go into its "Success Requirements".
-    let cond_vars = condition_vars(run, sheet);
+    // Only the rules that apply to this sheet go into its "Success Requirements" (`rules`
+    // are the score's validations in order, their conditions already evaluated).
     let applicable: Vec<&mozart_config::ValidationRule> = run
         .config
         .validations
         .iter()
-        .filter(|r| mozart_config::expr::condition_applies(r.condition.as_deref(), &cond_vars))
+        .zip(rules)
+        .filter(|(_, rule)| rule.applies)
+        .map(|(rule, _)| rule)
         .collect();
     let mut prompt = mozart_config::template::build_sheet_prompt_with(
         &run.renderer,
@@ -418,14 +422,17 @@ fn render_prompt(
         injected.section.as_slice(),
     )
     .map_err(|e| format!("cannot render the prompt of sheet {}: {e}", sheet.num))?;
-    let preamble = preamble(
+    let mut full = preamble(
         sheet.num,
         run.plan.total_sheets,
         &run.workspace,
         attempt.attempt_number.saturating_sub(1),
         run.config.parallel.enabled || sheet.voice_count > 1,
     );
-    prompt = format!("{preamble}\n\n{prompt}");
+    full.reserve(prompt.len() + 2);
+    full.push_str("\n\n");
+    full.push_str(&prompt);
+    prompt = full;
     if let Some(prev) = &attempt.previous_failure {
         prompt.push_str("\n\n---\nThe previous attempt failed: ");
         prompt.push_str(prev);
@@ -448,38 +455,39 @@ pub(crate) fn preamble(
     retry_count: u32,
     parallel: bool,
 ) -> String {
-    let mut lines = vec!["<mozart-preamble>".to_string()];
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(720);
+    out.push_str("<mozart-preamble>\n");
     if retry_count > 0 {
-        lines.push(format!("RETRY #{retry_count}"));
+        let _ = writeln!(out, "RETRY #{retry_count}");
     }
-    lines.push(format!(
+    let _ = writeln!(
+        out,
         "You are sheet {sheet_num} of {total_sheets} in a Mozart concert."
-    ));
-    lines.push(format!("Workspace: {}", workspace.display()));
+    );
+    let _ = writeln!(out, "Workspace: {}", workspace.display());
     if retry_count > 0 {
-        lines.push(String::new());
-        lines.push(
-            "The previous attempt failed validation. Look in the workspace for what went".into(),
-        );
-        lines.push("wrong and do not repeat the same approach.".into());
+        out.push_str(concat!(
+            "\n",
+            "The previous attempt failed validation. Look in the workspace for what went\n",
+            "wrong and do not repeat the same approach.\n",
+        ));
     } else if parallel {
-        lines.push(
-            "Other sheets may run at the same time — coordinate through workspace files.".into(),
+        out.push_str(
+            "Other sheets may run at the same time — coordinate through workspace files.\n",
         );
     }
-    lines.push(String::new());
-    lines.push(
-        "The prompt states intent, not a recipe: use judgment and adapt to what you find.".into(),
-    );
-    lines.push(String::new());
-    lines.push(
-        "Success means every validation requirement at the end of this prompt passes on".into(),
-    );
-    lines.push("the first automated check. Read them before you begin.".into());
-    lines.push(String::new());
-    lines.push("Write all outputs to the workspace. Leave no background processes running.".into());
-    lines.push("</mozart-preamble>".into());
-    lines.join("\n")
+    out.push_str(concat!(
+        "\n",
+        "The prompt states intent, not a recipe: use judgment and adapt to what you find.\n",
+        "\n",
+        "Success means every validation requirement at the end of this prompt passes on\n",
+        "the first automated check. Read them before you begin.\n",
+        "\n",
+        "Write all outputs to the workspace. Leave no background processes running.\n",
+        "</mozart-preamble>",
+    ));
+    out
 }
 
 /// Record the attempt's process group once the instrument has started, and forget it when
@@ -499,10 +507,14 @@ async fn watch_process_group(
         _ = &mut done => return,
         pid = tokio::time::timeout(Duration::from_secs(30), progress.started_pid()) => pid.ok(),
     };
-    // (No start time: the process already ended, nothing to guard.)
-    if let Some((pid, ticks)) =
-        started.and_then(|pid| Some((pid, crate::watchdog::start_ticks(pid)?)))
-    {
+    // The spawn usually knows the start time (the value `/proc/<pid>/stat` shows); read
+    // `/proc` only when it does not. (No start time: the process already ended, nothing to
+    // guard.)
+    let known = progress.start_ticks();
+    if let Some((pid, ticks)) = started.and_then(|pid| {
+        let ticks = known.or_else(|| crate::watchdog::start_ticks(pid))?;
+        Some((pid, ticks))
+    }) {
         record = shared.inflight.record(&job_id, sheet_num, pid, ticks);
         if let Some(w) = &shared.watchdog {
             // Our own timer ends the attempt at `timeout`; the watchdog only acts if we
@@ -534,5 +546,23 @@ mod tests {
         let retry = preamble(2, 5, Path::new("/ws"), 2, true);
         assert!(retry.starts_with("<mozart-preamble>\nRETRY #2\n"));
         assert!(retry.ends_with("</mozart-preamble>"));
+    }
+
+    /// The preamble opens every prompt: byte for byte, in its three shapes.
+    #[test]
+    fn preamble_is_byte_identical() {
+        let tail = "\nThe prompt states intent, not a recipe: use judgment and adapt to what you find.\n\nSuccess means every validation requirement at the end of this prompt passes on\nthe first automated check. Read them before you begin.\n\nWrite all outputs to the workspace. Leave no background processes running.\n</mozart-preamble>";
+        assert_eq!(
+            preamble(1, 3, Path::new("/w s"), 0, false),
+            format!("<mozart-preamble>\nYou are sheet 1 of 3 in a Mozart concert.\nWorkspace: /w s\n{tail}")
+        );
+        assert_eq!(
+            preamble(2, 3, Path::new("/w"), 0, true),
+            format!("<mozart-preamble>\nYou are sheet 2 of 3 in a Mozart concert.\nWorkspace: /w\nOther sheets may run at the same time — coordinate through workspace files.\n{tail}")
+        );
+        assert_eq!(
+            preamble(3, 3, Path::new("/w"), 1, true),
+            format!("<mozart-preamble>\nRETRY #1\nYou are sheet 3 of 3 in a Mozart concert.\nWorkspace: /w\n\nThe previous attempt failed validation. Look in the workspace for what went\nwrong and do not repeat the same approach.\n{tail}")
+        );
     }
 }
