@@ -37,6 +37,40 @@ struct Round {
     job_end: Duration,
 }
 
+/// A clock for one phase: this thread's CPU time where Linux reports it (steadier than wall
+/// time on a shared machine, and what the conductor's CPU-per-sheet figure counts), else
+/// wall time.
+struct Clock {
+    cpu: Option<u64>,
+    wall: Instant,
+}
+
+impl Clock {
+    fn start() -> Clock {
+        Clock {
+            cpu: thread_cpu_ns(),
+            wall: Instant::now(),
+        }
+    }
+
+    fn elapsed(&self) -> Duration {
+        match (self.cpu, thread_cpu_ns()) {
+            (Some(a), Some(b)) => Duration::from_nanos(b.saturating_sub(a)),
+            _ => self.wall.elapsed(),
+        }
+    }
+}
+
+/// Nanoseconds this thread has run on a CPU (`/proc/thread-self/schedstat`, first field).
+fn thread_cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 fn round(dir: &std::path::Path, sheets: u32, n: u32) -> Result<Round> {
     let store = LearningStore::open(dir.join(format!("bench-{n}.db")))?;
     let workspace = dir.join("workspace");
@@ -49,7 +83,7 @@ fn round(dir: &std::path::Path, sheets: u32, n: u32) -> Result<Round> {
     let mut rng = XorShift64::new(7);
     let base = 1.8e9 + f64::from(n) * 10_000.0;
 
-    let started = Instant::now();
+    let started = Clock::start();
     for _ in 0..sheets {
         let selection = store.patterns_for_prompt(&tags, &cfg, &mut rng)?;
         std::hint::black_box(selection.prompt_section());
@@ -59,7 +93,7 @@ fn round(dir: &std::path::Path, sheets: u32, n: u32) -> Result<Round> {
     let outcomes: Vec<SheetOutcome> = (1..=sheets)
         .map(|s| outcome(&job, s, &workspace, base))
         .collect();
-    let started = Instant::now();
+    let started = Clock::start();
     for chunk in outcomes.chunks(BATCH) {
         store.batch(|s| {
             for o in chunk {
@@ -71,7 +105,7 @@ fn round(dir: &std::path::Path, sheets: u32, n: u32) -> Result<Round> {
     }
     let record = started.elapsed();
 
-    let started = Instant::now();
+    let started = Clock::start();
     let summary = store.record_job_outcome(&JobOutcome {
         job_id: job.clone(),
         sheets: outcomes,
@@ -93,7 +127,7 @@ fn round(dir: &std::path::Path, sheets: u32, n: u32) -> Result<Round> {
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let sheets: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
-    let rounds: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
+    let rounds: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(20);
     let dir = tempfile::tempdir().map_err(|e| LearningError::InvalidInput {
         field: "tempdir",
         reason: e.to_string(),
@@ -108,11 +142,17 @@ fn main() -> Result<()> {
     for n in 0..rounds {
         all.push(round(dir.path(), sheets, n)?);
     }
-    // Best of the rounds: the machine is shared, and the minimum is the steadiest figure.
-    let best = |f: fn(&Round) -> Duration| all.iter().map(f).min().unwrap_or_default();
+    // The mean over the rounds: the thread CPU clock advances in scheduler ticks, so one
+    // phase's reading is off by up to a tick, and only the mean evens that out.
+    let mean = |f: fn(&Round) -> Duration| all.iter().map(f).sum::<Duration>() / rounds.max(1);
     let per = |d: Duration| d.as_secs_f64() * 1e6 / f64::from(sheets.max(1));
-    let (s, r, j) = (best(|r| r.select), best(|r| r.record), best(|r| r.job_end));
-    println!("sheets {sheets}, best of {rounds} rounds, µs per sheet:");
+    let (s, r, j) = (mean(|r| r.select), mean(|r| r.record), mean(|r| r.job_end));
+    let clock = if thread_cpu_ns().is_some() {
+        "thread CPU"
+    } else {
+        "wall"
+    };
+    println!("sheets {sheets}, mean of {rounds} rounds, {clock} µs per sheet:");
     println!("  select (patterns_for_prompt)   {:8.2}", per(s));
     println!("  record (record_sheet_outcome)  {:8.2}", per(r));
     println!("  job end (record_job_outcome)   {:8.2}", per(j));

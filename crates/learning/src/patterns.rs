@@ -159,7 +159,7 @@ impl LearningStore {
         self.read(
             || "querying patterns".into(),
             |conn| {
-                let Some(version) = crate::store::patterns_version(conn) else {
+                let Some(version) = self.patterns_version(conn) else {
                     return query_patterns(conn, query);
                 };
                 let key = format!("{query:?}");

@@ -2,13 +2,14 @@
 //! (learning.md §10).
 
 use std::sync::LazyLock;
+use std::time::Instant;
 
 use regex::Regex;
 
 use crate::error::Result;
 use crate::model::{PatternRecord, QuarantineStatus};
 use crate::patterns::{ApplicationMode, PatternQuery};
-use crate::store::LearningStore;
+use crate::store::{LearningStore, PatternsVersion};
 
 /// Most patterns a prompt shows (§10.6).
 pub const MAX_PROMPT_PATTERNS: usize = 5;
@@ -265,6 +266,33 @@ impl LearningStore {
             ApplicationMode::Exploration => config.exploration_min_priority,
             ApplicationMode::Exploitation => EXPLOITATION_MIN_PRIORITY,
         };
+        let key = SelectionKey {
+            tags: &tags.0,
+            min_priority,
+            instrument: config.instrument.as_deref(),
+            auto_apply: config.auto_apply.as_ref(),
+        };
+        // The version is taken before the queries: a change that races them moves it past
+        // what the cached answer is stored at.
+        let version = self.recent_patterns_version();
+        if let Some(version) = &version {
+            if let Some(patterns) = self.cached_selection(&key, version) {
+                return Ok(PatternSelection { mode, patterns });
+            }
+        }
+        let patterns = self.select_uncached(tags, config, min_priority)?;
+        if let Some(version) = version {
+            self.remember_selection(&key, version, &patterns);
+        }
+        Ok(PatternSelection { mode, patterns })
+    }
+
+    fn select_uncached(
+        &self,
+        tags: &ContextTags,
+        config: &SelectionConfig,
+        min_priority: f64,
+    ) -> Result<Vec<PatternGuidance>> {
         let auto: Vec<PatternRecord> = match &config.auto_apply {
             Some(a) => self.get_patterns_for_auto_apply(
                 a.trust_threshold,
@@ -310,11 +338,77 @@ impl LearningStore {
         // Upstream credits every selected pattern, shown or not (§10.6); only the ones the
         // prompt actually shows can have helped, so only those are kept.
         chosen.truncate(MAX_PROMPT_PATTERNS);
-        Ok(PatternSelection {
-            mode,
-            patterns: chosen,
-        })
+        Ok(chosen)
     }
+
+    fn cached_selection(
+        &self,
+        key: &SelectionKey<'_>,
+        version: &PatternsVersion,
+    ) -> Option<Vec<PatternGuidance>> {
+        let cache = self.prompt_cache.lock().ok()?;
+        let hit = cache.iter().find(|c| key.matches(c))?;
+        hit.version
+            .still_valid(hit.at, version)
+            .then(|| hit.patterns.clone())
+    }
+
+    fn remember_selection(
+        &self,
+        key: &SelectionKey<'_>,
+        version: PatternsVersion,
+        patterns: &[PatternGuidance],
+    ) {
+        let Ok(mut cache) = self.prompt_cache.lock() else {
+            return;
+        };
+        cache.retain(|c| !key.matches(c));
+        if cache.len() >= PROMPT_CACHE_LIMIT {
+            cache.remove(0);
+        }
+        cache.push(CachedSelection {
+            tags: key.tags.to_vec(),
+            min_priority: key.min_priority,
+            instrument: key.instrument.map(str::to_string),
+            auto_apply: key.auto_apply.cloned(),
+            version,
+            at: Instant::now(),
+            patterns: patterns.to_vec(),
+        });
+    }
+}
+
+/// Most prompt queries remembered (a job's sheets ask one or two; a few jobs run at once).
+const PROMPT_CACHE_LIMIT: usize = 64;
+
+/// What a prompt's selection depends on besides the store's contents (§10.1–§10.3).
+struct SelectionKey<'a> {
+    tags: &'a [String],
+    min_priority: f64,
+    instrument: Option<&'a str>,
+    auto_apply: Option<&'a AutoApply>,
+}
+
+impl SelectionKey<'_> {
+    fn matches(&self, c: &CachedSelection) -> bool {
+        c.min_priority.to_bits() == self.min_priority.to_bits()
+            && c.tags == self.tags
+            && c.instrument.as_deref() == self.instrument
+            && c.auto_apply.as_ref() == self.auto_apply
+    }
+}
+
+/// A finished selection, valid while the store's [`PatternsVersion`] says so: every sheet
+/// of a job asks the same question, and an empty store answers it the same way each time.
+#[derive(Debug)]
+pub(crate) struct CachedSelection {
+    tags: Vec<String>,
+    min_priority: f64,
+    instrument: Option<String>,
+    auto_apply: Option<AutoApply>,
+    version: PatternsVersion,
+    at: Instant,
+    patterns: Vec<PatternGuidance>,
 }
 
 #[cfg(test)]

@@ -5,7 +5,9 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
@@ -26,6 +28,12 @@ pub struct LearningStore {
     /// Job and workspace hashes already computed (§5): every sheet of a job stores the same
     /// two, and the workspace's one costs a path resolution (a syscall per component).
     identities: Mutex<Identities>,
+    /// This connection's changes to `patterns`.
+    changes: Arc<PatternChanges>,
+    /// The last `data_version` read, and when.
+    data_version_seen: Mutex<Option<(i64, Instant)>>,
+    /// Finished selections per prompt query (see [`crate::select`]).
+    pub(crate) prompt_cache: Mutex<Vec<crate::select::CachedSelection>>,
 }
 
 /// Remembered [`crate::hash_job`] / [`crate::hash_workspace`] results, bounded.
@@ -39,13 +47,13 @@ struct Identities {
 const IDENTITY_CACHE_LIMIT: usize = 256;
 
 /// When the `patterns` table last changed: SQLite's `data_version` (moves when another
-/// connection commits), and counters that temp triggers bump on this connection's writes —
+/// connection commits), and counters that hooks on this connection bump on its writes —
 /// rows added or removed, rows updated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PatternsVersion {
     data: i64,
-    rows: i64,
-    updates: i64,
+    rows: u64,
+    updates: u64,
 }
 
 impl PatternsVersion {
@@ -53,7 +61,7 @@ impl PatternsVersion {
     /// outcome updates the counters of the patterns it applied; those changes reach the
     /// next selections within a second instead of emptying the cache per sheet. Added or
     /// removed patterns, and any other process's write, are seen at once.
-    pub(crate) fn still_valid(&self, then: std::time::Instant, now: &PatternsVersion) -> bool {
+    pub(crate) fn still_valid(&self, then: Instant, now: &PatternsVersion) -> bool {
         self.data == now.data
             && self.rows == now.rows
             && (self.updates == now.updates || then.elapsed() < PATTERN_UPDATE_STALENESS)
@@ -61,44 +69,47 @@ impl PatternsVersion {
 }
 
 /// How long a cached pattern query may miss counter updates (see [`PatternsVersion`]).
-const PATTERN_UPDATE_STALENESS: std::time::Duration = std::time::Duration::from_secs(1);
+const PATTERN_UPDATE_STALENESS: Duration = Duration::from_secs(1);
+
+/// How long a prompt's pattern selection may miss another process's write (see
+/// [`LearningStore::recent_patterns_version`]).
+pub(crate) const FOREIGN_WRITE_STALENESS: Duration = Duration::from_millis(50);
 
 /// A cached pattern query: the version and time it was answered at, and the rows.
-pub(crate) type CachedPatterns = (
-    PatternsVersion,
-    std::time::Instant,
-    Vec<crate::model::PatternRecord>,
-);
+pub(crate) type CachedPatterns = (PatternsVersion, Instant, Vec<crate::model::PatternRecord>);
 
-/// Installs the temp triggers behind [`patterns_version`] on this connection only.
-fn install_pattern_triggers(conn: &Connection) -> rusqlite::Result<()> {
-    conn.execute_batch(
-        "CREATE TEMP TABLE IF NOT EXISTS mozart_pattern_gen(n INTEGER NOT NULL, u INTEGER NOT NULL);
-         INSERT INTO mozart_pattern_gen SELECT 0, 0 WHERE NOT EXISTS (SELECT 1 FROM mozart_pattern_gen);
-         CREATE TEMP TRIGGER IF NOT EXISTS mozart_pattern_ins AFTER INSERT ON main.patterns
-           BEGIN UPDATE mozart_pattern_gen SET n = n + 1; END;
-         CREATE TEMP TRIGGER IF NOT EXISTS mozart_pattern_upd AFTER UPDATE ON main.patterns
-           BEGIN UPDATE mozart_pattern_gen SET u = u + 1; END;
-         CREATE TEMP TRIGGER IF NOT EXISTS mozart_pattern_del AFTER DELETE ON main.patterns
-           BEGIN UPDATE mozart_pattern_gen SET n = n + 1; END;",
-    )
+/// Changes this connection made to `patterns`, counted by SQLite hooks: no statement is
+/// needed to learn that nothing changed.
+#[derive(Debug, Default)]
+struct PatternChanges {
+    /// Rows inserted or deleted, and transactions rolled back (which may undo anything).
+    rows: AtomicU64,
+    /// Rows updated.
+    updates: AtomicU64,
 }
 
-/// The current [`PatternsVersion`], or `None` when it cannot be known (no caching then).
-pub(crate) fn patterns_version(conn: &Connection) -> Option<PatternsVersion> {
-    let data: i64 = conn
-        .prepare_cached("PRAGMA data_version")
-        .and_then(|mut s| s.query_row([], |r| r.get(0)))
-        .ok()?;
-    let (rows, updates): (i64, i64) = conn
-        .prepare_cached("SELECT n, u FROM temp.mozart_pattern_gen")
-        .and_then(|mut s| s.query_row([], |r| Ok((r.get(0)?, r.get(1)?))))
-        .ok()?;
-    Some(PatternsVersion {
-        data,
-        rows,
-        updates,
-    })
+/// Installs the hooks behind [`PatternChanges`]. The counters only grow, so a change that a
+/// savepoint later undoes still moves the version (one needless re-query, never a stale
+/// answer). SQLite skips the update hook for a `DELETE FROM patterns` without `WHERE`
+/// (its truncate shortcut); no code here issues one.
+fn install_change_hooks(conn: &Connection, changes: &Arc<PatternChanges>) {
+    let on_change = changes.clone();
+    conn.update_hook(Some(
+        move |action: rusqlite::hooks::Action, _db: &str, table: &str, _rowid: i64| {
+            if table == "patterns" {
+                let counter = if action == rusqlite::hooks::Action::SQLITE_UPDATE {
+                    &on_change.updates
+                } else {
+                    &on_change.rows
+                };
+                counter.fetch_add(1, Ordering::Release);
+            }
+        },
+    ));
+    let on_rollback = changes.clone();
+    conn.rollback_hook(Some(move || {
+        on_rollback.rows.fetch_add(1, Ordering::Release);
+    }));
 }
 
 /// `conn.execute` through the statement cache (the per-sheet statements are parsed once).
@@ -127,16 +138,17 @@ impl LearningStore {
         let path = path.as_ref().to_path_buf();
         let mut conn = schema::open_connection(&path)?;
         schema::migrate(&mut conn, &path).map_err(|e| reclassify(e, &path))?;
-        if let Err(e) = install_pattern_triggers(&conn) {
-            // Only costs speed: pattern queries are then never cached.
-            tracing::debug!(error = %e, "learning: pattern query cache disabled");
-        }
+        let changes = Arc::new(PatternChanges::default());
+        install_change_hooks(&conn, &changes);
         Ok(LearningStore {
             path,
             conn: Mutex::new(conn),
             fixed_now: None,
             pattern_cache: Mutex::new(HashMap::new()),
             identities: Mutex::default(),
+            changes,
+            data_version_seen: Mutex::new(None),
+            prompt_cache: Mutex::default(),
         })
     }
 
@@ -161,6 +173,42 @@ impl LearningStore {
         match self.fixed_now {
             Some(ts) => Now::fixed(ts),
             None => Now::system(),
+        }
+    }
+
+    /// The current [`PatternsVersion`], or `None` when it cannot be known (no caching then).
+    pub(crate) fn patterns_version(&self, conn: &Connection) -> Option<PatternsVersion> {
+        let data: i64 = conn
+            .prepare_cached("PRAGMA data_version")
+            .and_then(|mut s| s.query_row([], |r| r.get(0)))
+            .ok()?;
+        if let Ok(mut seen) = self.data_version_seen.lock() {
+            *seen = Some((data, Instant::now()));
+        }
+        Some(self.version_with(data))
+    }
+
+    /// [`LearningStore::patterns_version`], except that `data_version` (which only another
+    /// process's commit moves) is read at most every [`FOREIGN_WRITE_STALENESS`]: each
+    /// read is a read transaction, two lock syscalls, and a prompt is built per sheet.
+    /// This connection's own changes are always seen at once.
+    pub(crate) fn recent_patterns_version(&self) -> Option<PatternsVersion> {
+        if let Ok(seen) = self.data_version_seen.lock() {
+            if let Some((data, at)) = *seen {
+                if at.elapsed() < FOREIGN_WRITE_STALENESS {
+                    return Some(self.version_with(data));
+                }
+            }
+        }
+        let conn = self.lock().ok()?;
+        self.patterns_version(&conn)
+    }
+
+    fn version_with(&self, data: i64) -> PatternsVersion {
+        PatternsVersion {
+            data,
+            rows: self.changes.rows.load(Ordering::Acquire),
+            updates: self.changes.updates.load(Ordering::Acquire),
         }
     }
 

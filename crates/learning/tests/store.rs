@@ -843,3 +843,38 @@ fn execution_rows_store_exact_identities_and_a_replay_from_another_process_is_st
     assert_ne!(again.record_sheet_outcome(&rerun).unwrap(), ids[0]);
     assert_eq!(count(&db, "SELECT COUNT(*) FROM executions"), 4);
 }
+
+#[test]
+fn prompt_selection_sees_new_patterns_from_this_store_at_once_and_from_others_within_50_ms() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("l.db");
+    let store = LearningStore::open(&db).unwrap();
+    let tags = ContextTags::for_validations(&["file_exists"]);
+    let cfg = SelectionConfig {
+        exploration_rate: 0.0,
+        instrument: Some("sh".into()),
+        ..SelectionConfig::default()
+    };
+    let mut rng = XorShift64::new(11);
+    let mut select = || store.patterns_for_prompt(&tags, &cfg, &mut rng).unwrap();
+    // An empty store, asked once per sheet: nothing, every time.
+    for _ in 0..100 {
+        assert!(select().patterns.is_empty());
+    }
+    // A pattern this store learns is offered to the very next prompt.
+    let mine = seed_pattern(&store, "mine", "validation:file_exists", 3, 0);
+    assert_eq!(select().pattern_ids(), vec![mine.clone()]);
+    assert_eq!(select().pattern_ids(), vec![mine.clone()], "cached answer");
+
+    // Another process (upstream's tools, a second store) adds one: seen within 50 ms.
+    let other = LearningStore::open(&db).unwrap();
+    let theirs = seed_pattern(&other, "theirs", "validation:file_exists", 3, 0);
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    let ids = select().pattern_ids();
+    assert!(ids.contains(&theirs) && ids.contains(&mine), "{ids:?}");
+
+    // And one it removes from view is gone by then too.
+    other.soft_delete_pattern(&theirs).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    assert_eq!(select().pattern_ids(), vec![mine]);
+}
