@@ -88,5 +88,5 @@ pub use select::{
     PatternSelection, SelectionConfig, XorShift64, MAX_PROMPT_PATTERNS,
 };
 pub use stats::LearningStats;
-pub use store::LearningStore;
+pub use store::{LearningStore, FOREIGN_WRITE_STALENESS};
 pub use success::{analyze_why, time_bucket, SuccessFactors, WhyAnalysis};

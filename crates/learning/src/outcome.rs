@@ -187,7 +187,7 @@ impl LearningStore {
     pub fn record_sheet_outcome(&self, outcome: &SheetOutcome) -> Result<String> {
         let now = self.now();
         let row = self.execution_row(outcome, &now);
-        let (exec_id, fresh) = self.write(
+        let (exec_id, fresh) = self.write_one(
             || {
                 format!(
                     "recording outcome of job {} sheet {}",

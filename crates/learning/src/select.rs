@@ -246,6 +246,18 @@ pub fn dedup_patterns(patterns: Vec<PatternRecord>) -> Vec<PatternRecord> {
     groups.into_values().collect()
 }
 
+/// The epsilon-greedy draw (§10.2) and the priority floor it sets.
+fn draw_mode(config: &SelectionConfig, rng: &mut XorShift64) -> (ApplicationMode, f64) {
+    if rng.next_f64() < config.exploration_rate {
+        (
+            ApplicationMode::Exploration,
+            config.exploration_min_priority,
+        )
+    } else {
+        (ApplicationMode::Exploitation, EXPLOITATION_MIN_PRIORITY)
+    }
+}
+
 impl LearningStore {
     /// Chooses the patterns for one sheet's prompt (§10.2–§10.5): one epsilon-greedy draw,
     /// auto-apply patterns first, then the best tag-matching patterns, falling back to the
@@ -257,21 +269,8 @@ impl LearningStore {
         config: &SelectionConfig,
         rng: &mut XorShift64,
     ) -> Result<PatternSelection> {
-        let mode = if rng.next_f64() < config.exploration_rate {
-            ApplicationMode::Exploration
-        } else {
-            ApplicationMode::Exploitation
-        };
-        let min_priority = match mode {
-            ApplicationMode::Exploration => config.exploration_min_priority,
-            ApplicationMode::Exploitation => EXPLOITATION_MIN_PRIORITY,
-        };
-        let key = SelectionKey {
-            tags: &tags.0,
-            min_priority,
-            instrument: config.instrument.as_deref(),
-            auto_apply: config.auto_apply.as_ref(),
-        };
+        let (mode, min_priority) = draw_mode(config, rng);
+        let key = SelectionKey::new(tags, config, min_priority);
         // The version is taken before the queries: a change that races them moves it past
         // what the cached answer is stored at.
         let version = self.recent_patterns_version();
@@ -285,6 +284,25 @@ impl LearningStore {
             self.remember_selection(&key, version, &patterns);
         }
         Ok(PatternSelection { mode, patterns })
+    }
+
+    /// [`LearningStore::patterns_for_prompt`] when it can be answered from memory — the
+    /// same choice, by the same draw — without a statement or waiting for the connection,
+    /// so an async caller need not move to a blocking thread for it. `None` (and `rng`
+    /// untouched) when SQLite has to be asked.
+    pub fn cached_patterns_for_prompt(
+        &self,
+        tags: &ContextTags,
+        config: &SelectionConfig,
+        rng: &mut XorShift64,
+    ) -> Option<PatternSelection> {
+        let mut draw = rng.clone();
+        let (mode, min_priority) = draw_mode(config, &mut draw);
+        let version = self.known_patterns_version()?;
+        let patterns =
+            self.cached_selection(&SelectionKey::new(tags, config, min_priority), &version)?;
+        *rng = draw;
+        Some(PatternSelection { mode, patterns })
     }
 
     fn select_uncached(
@@ -389,7 +407,16 @@ struct SelectionKey<'a> {
     auto_apply: Option<&'a AutoApply>,
 }
 
-impl SelectionKey<'_> {
+impl<'a> SelectionKey<'a> {
+    fn new(tags: &'a ContextTags, config: &'a SelectionConfig, min_priority: f64) -> Self {
+        SelectionKey {
+            tags: &tags.0,
+            min_priority,
+            instrument: config.instrument.as_deref(),
+            auto_apply: config.auto_apply.as_ref(),
+        }
+    }
+
     fn matches(&self, c: &CachedSelection) -> bool {
         c.min_priority.to_bits() == self.min_priority.to_bits()
             && c.tags == self.tags

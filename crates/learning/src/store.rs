@@ -22,6 +22,9 @@ pub struct LearningStore {
     path: PathBuf,
     conn: Mutex<Connection>,
     fixed_now: Option<jiff::Timestamp>,
+    /// The system time zone, looked up once: naive local timestamps (§2.1) are written per
+    /// sheet, and Python likewise reads the zone once per process.
+    time_zone: jiff::tz::TimeZone,
     /// Results of pattern queries, valid while the patterns table is unchanged (see
     /// [`PatternsVersion`]); every sheet's prompt asks the same few queries.
     pub(crate) pattern_cache: Mutex<HashMap<String, CachedPatterns>>,
@@ -32,6 +35,8 @@ pub struct LearningStore {
     changes: Arc<PatternChanges>,
     /// The last `data_version` read, and when.
     data_version_seen: Mutex<Option<(i64, Instant)>>,
+    /// How often `data_version` is read for prompts.
+    foreign_write_staleness: Duration,
     /// Finished selections per prompt query (see [`crate::select`]).
     pub(crate) prompt_cache: Mutex<Vec<crate::select::CachedSelection>>,
 }
@@ -71,9 +76,9 @@ impl PatternsVersion {
 /// How long a cached pattern query may miss counter updates (see [`PatternsVersion`]).
 const PATTERN_UPDATE_STALENESS: Duration = Duration::from_secs(1);
 
-/// How long a prompt's pattern selection may miss another process's write (see
-/// [`LearningStore::recent_patterns_version`]).
-pub(crate) const FOREIGN_WRITE_STALENESS: Duration = Duration::from_millis(50);
+/// How long a prompt's pattern selection may miss another process's write, by default
+/// (see [`LearningStore::recent_patterns_version`]).
+pub const FOREIGN_WRITE_STALENESS: Duration = Duration::from_millis(50);
 
 /// A cached pattern query: the version and time it was answered at, and the rows.
 pub(crate) type CachedPatterns = (PatternsVersion, Instant, Vec<crate::model::PatternRecord>);
@@ -144,10 +149,12 @@ impl LearningStore {
             path,
             conn: Mutex::new(conn),
             fixed_now: None,
+            time_zone: jiff::tz::TimeZone::system(),
             pattern_cache: Mutex::new(HashMap::new()),
             identities: Mutex::default(),
             changes,
             data_version_seen: Mutex::new(None),
+            foreign_write_staleness: FOREIGN_WRITE_STALENESS,
             prompt_cache: Mutex::default(),
         })
     }
@@ -155,6 +162,13 @@ impl LearningStore {
     /// Freezes the store's clock (deterministic tests and replays of recorded outcomes).
     pub fn with_fixed_time(mut self, now: jiff::Timestamp) -> Self {
         self.fixed_now = Some(now);
+        self
+    }
+
+    /// Sets how long a prompt's pattern selection may miss another process's write
+    /// (default [`FOREIGN_WRITE_STALENESS`]; zero reads `data_version` for every prompt).
+    pub fn with_foreign_write_staleness(mut self, staleness: Duration) -> Self {
+        self.foreign_write_staleness = staleness;
         self
     }
 
@@ -171,8 +185,8 @@ impl LearningStore {
 
     pub(crate) fn now(&self) -> Now {
         match self.fixed_now {
-            Some(ts) => Now::fixed(ts),
-            None => Now::system(),
+            Some(ts) => Now::fixed_in(ts, &self.time_zone),
+            None => Now::system_in(&self.time_zone),
         }
     }
 
@@ -193,15 +207,18 @@ impl LearningStore {
     /// read is a read transaction, two lock syscalls, and a prompt is built per sheet.
     /// This connection's own changes are always seen at once.
     pub(crate) fn recent_patterns_version(&self) -> Option<PatternsVersion> {
-        if let Ok(seen) = self.data_version_seen.lock() {
-            if let Some((data, at)) = *seen {
-                if at.elapsed() < FOREIGN_WRITE_STALENESS {
-                    return Some(self.version_with(data));
-                }
-            }
+        if let Some(known) = self.known_patterns_version() {
+            return Some(known);
         }
         let conn = self.lock().ok()?;
         self.patterns_version(&conn)
+    }
+
+    /// [`LearningStore::recent_patterns_version`] if it needs no statement, else `None`.
+    pub(crate) fn known_patterns_version(&self) -> Option<PatternsVersion> {
+        let seen = *self.data_version_seen.lock().ok()?;
+        let (data, at) = seen?;
+        (at.elapsed() < self.foreign_write_staleness).then(|| self.version_with(data))
     }
 
     fn version_with(&self, data: i64) -> PatternsVersion {
@@ -296,6 +313,23 @@ impl LearningStore {
             }
         };
         run(&conn).map_err(|source| self.sql_error(operation(), source))
+    }
+
+    /// [`LearningStore::write`] for an `f` that changes the database with one statement
+    /// (reads around it are fine). Inside a [`LearningStore::batch`] it needs no savepoint
+    /// of its own: a failed statement undoes only itself. That is two statements fewer per
+    /// sheet outcome.
+    pub(crate) fn write_one<T>(
+        &self,
+        operation: impl FnOnce() -> String,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T> {
+        let conn = self.lock()?;
+        if conn.is_autocommit() {
+            drop(conn);
+            return self.write(operation, f);
+        }
+        f(&conn).map_err(|source| self.sql_error(operation(), source))
     }
 
     /// Runs `f` with every write it makes through this store in one transaction (one commit

@@ -14,17 +14,23 @@ pub(crate) struct Now {
 }
 
 impl Now {
-    /// The current instant in the system time zone.
-    pub(crate) fn system() -> Self {
+    /// The current instant in `tz` (the store's copy of the system time zone).
+    pub(crate) fn system_in(tz: &TimeZone) -> Self {
         Now {
-            zoned: Zoned::now(),
+            zoned: Timestamp::now().to_zoned(tz.clone()),
         }
     }
 
     /// A fixed instant, in the system time zone.
+    #[cfg(test)]
     pub(crate) fn fixed(ts: Timestamp) -> Self {
+        Self::fixed_in(ts, &TimeZone::system())
+    }
+
+    /// A fixed instant, in `tz`.
+    pub(crate) fn fixed_in(ts: Timestamp, tz: &TimeZone) -> Self {
         Now {
-            zoned: ts.to_zoned(TimeZone::system()),
+            zoned: ts.to_zoned(tz.clone()),
         }
     }
 

@@ -878,3 +878,60 @@ fn prompt_selection_sees_new_patterns_from_this_store_at_once_and_from_others_wi
     std::thread::sleep(std::time::Duration::from_millis(60));
     assert_eq!(select().pattern_ids(), vec![mine]);
 }
+
+#[test]
+fn memory_only_selection_answers_like_the_full_one_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("l.db");
+    // A long window, so a slow test machine cannot see it run out mid-comparison.
+    let store = LearningStore::open(&db)
+        .unwrap()
+        .with_foreign_write_staleness(std::time::Duration::from_secs(3600));
+    let tags = ContextTags::for_validations(&["file_exists"]);
+    let cfg = SelectionConfig::default();
+    let good = seed_pattern(&store, "good", "validation:file_exists", 3, 0);
+    // Nothing asked yet: only SQLite can answer, and the draw is left for that call.
+    let mut rng = XorShift64::new(9);
+    assert!(store
+        .cached_patterns_for_prompt(&tags, &cfg, &mut rng)
+        .is_none());
+    let mut twin = XorShift64::new(9);
+    assert_eq!(rng.next_u64(), twin.next_u64(), "rng untouched by a miss");
+
+    // Once both modes were asked, memory answers exactly as the full selection does.
+    let mut warm = XorShift64::new(1);
+    for _ in 0..50 {
+        store.patterns_for_prompt(&tags, &cfg, &mut warm).unwrap();
+    }
+    let (mut a, mut b) = (XorShift64::new(42), XorShift64::new(42));
+    for _ in 0..50 {
+        let full = store.patterns_for_prompt(&tags, &cfg, &mut a).unwrap();
+        let fast = store
+            .cached_patterns_for_prompt(&tags, &cfg, &mut b)
+            .expect("answered from memory");
+        assert_eq!(full, fast);
+    }
+    assert_eq!(a.next_u64(), b.next_u64(), "same draws");
+    assert!(store
+        .cached_patterns_for_prompt(&tags, &cfg, &mut b)
+        .unwrap()
+        .pattern_ids()
+        .contains(&good));
+
+    // A pattern learned since: memory does not know the answer any more.
+    seed_pattern(&store, "newer", "validation:file_exists", 3, 0);
+    assert!(store
+        .cached_patterns_for_prompt(&tags, &cfg, &mut b)
+        .is_none());
+    // Nor once another process may have written (the window is over).
+    let short = LearningStore::open(&db)
+        .unwrap()
+        .with_foreign_write_staleness(std::time::Duration::from_millis(20));
+    for _ in 0..50 {
+        short.patterns_for_prompt(&tags, &cfg, &mut b).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    assert!(short
+        .cached_patterns_for_prompt(&tags, &cfg, &mut b)
+        .is_none());
+}
