@@ -84,8 +84,9 @@ pub trait BatonHost: Send + 'static {
     /// A change could not be saved; dispatching for `job_id` has stopped.
     fn persistence_failed(&mut self, job_id: Option<&str>, error: &HostError);
 
-    /// Observer stream (status displays, event bus). Default: ignore.
-    fn observe(&mut self, _event: &ObserverEvent) {}
+    /// Observer stream (status displays, event bus); the event is handed over, so a host
+    /// that keeps it need not copy it. Default: ignore.
+    fn observe(&mut self, _event: ObserverEvent) {}
 }
 
 /// Save `changes` in order with `save`, one result per change; once a change of a job fails,
@@ -309,7 +310,7 @@ fn carry_out<H: BatonHost>(
                     host.job_finished(&job_id, outcome, reason.as_deref());
                 }
             }
-            Effect::Observer(event) => host.observe(&event),
+            Effect::Observer(event) => host.observe(event),
         }
     }
 }

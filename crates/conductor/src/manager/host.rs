@@ -518,23 +518,21 @@ impl BatonHost for ConductorHost {
         );
     }
 
-    fn observe(&mut self, event: &mozart_baton::ObserverEvent) {
+    fn observe(&mut self, event: mozart_baton::ObserverEvent) {
         if event.job_id.is_empty() {
             return;
         }
-        let record = serde_json::json!({
-            "job_id": event.job_id,
-            "sheet_num": event.sheet_num,
-            "event": event.event,
-            "data": event.data,
-            "timestamp": event.at.as_secs_f64(),
-        });
+        // Kept as the baton made it; turned into JSON only when someone asks
+        // (`daemon.observer_events`, the monitor stream) — most events never are.
         let mut observed = lock(&self.shared.observed);
-        let queue = observed.entry(event.job_id.clone()).or_default();
+        let queue = match observed.get_mut(&event.job_id) {
+            Some(queue) => queue,
+            None => observed.entry(event.job_id.clone()).or_default(),
+        };
         if queue.len() >= 200 {
             queue.pop_front();
         }
-        queue.push_back(record);
+        queue.push_back(event);
     }
 
     fn persistence_failed(&mut self, job_id: Option<&str>, error: &HostError) {

@@ -123,7 +123,7 @@ pub(crate) struct Shared {
     pub watchdog: Option<crate::watchdog::Watchdog>,
     /// Recent observer events per job (the last 200, oldest first) for
     /// `daemon.observer_events` (conductor.md §8.22).
-    pub observed: Mutex<HashMap<String, std::collections::VecDeque<Value>>>,
+    pub observed: Mutex<HashMap<String, std::collections::VecDeque<mozart_baton::ObserverEvent>>>,
     pub inbox: OnceLock<Inbox>,
     pub hook_tx: OnceLock<tokio::sync::mpsc::UnboundedSender<hooks::HookRequest>>,
     pub max_concurrent_jobs: u32,
@@ -698,19 +698,20 @@ impl JobHost for JobManager {
 
     fn observer_events(&self, job_id: Option<&str>, limit: u32) -> Vec<Value> {
         let observed = lock(&self.shared.observed);
-        let mut events: Vec<&Value> = match job_id {
+        let mut events: Vec<&mozart_baton::ObserverEvent> = match job_id {
             Some(id) => observed
                 .get(id)
                 .map(|q| q.iter().collect())
                 .unwrap_or_default(),
             None => observed.values().flatten().collect(),
         };
-        // Newest first (§8.22).
-        events.sort_by(|a, b| {
-            let t = |v: &Value| v["timestamp"].as_f64().unwrap_or(0.0);
-            t(b).total_cmp(&t(a))
-        });
-        events.into_iter().take(limit as usize).cloned().collect()
+        // Newest first (§8.22); stable, so events of the same instant keep their order.
+        events.sort_by(|a, b| b.at.cmp(&a.at));
+        events
+            .into_iter()
+            .take(limit as usize)
+            .map(observed_json)
+            .collect()
     }
 
     fn learning_patterns(&self, limit: u32) -> Vec<Value> {
@@ -729,4 +730,15 @@ impl JobHost for JobManager {
         });
         cleared as u64
     }
+}
+
+/// An observer event as `daemon.observer_events` and the monitor stream show it.
+pub(crate) fn observed_json(event: &mozart_baton::ObserverEvent) -> Value {
+    serde_json::json!({
+        "job_id": event.job_id,
+        "sheet_num": event.sheet_num,
+        "event": event.event,
+        "data": event.data,
+        "timestamp": event.at.as_secs_f64(),
+    })
 }

@@ -412,10 +412,7 @@ impl StreamCursor {
             let (start_last, start_same) = (last, same);
             let mut at_start = 0;
             for record in queue {
-                let ts = record
-                    .get("timestamp")
-                    .and_then(Value::as_f64)
-                    .unwrap_or(0.0);
+                let ts = record.at.as_secs_f64();
                 let fresh = if ts > start_last {
                     true
                 } else if ts == start_last {
@@ -434,9 +431,13 @@ impl StreamCursor {
                     same += 1;
                 }
                 if !first {
-                    if let Ok(event) = serde_json::from_value::<MonitorEvent>(record.clone()) {
-                        out.push(event);
-                    }
+                    out.push(MonitorEvent {
+                        job_id: record.job_id.clone(),
+                        sheet_num: record.sheet_num,
+                        event: record.event.clone(),
+                        data: Some(record.data.clone()),
+                        timestamp: ts,
+                    });
                 }
             }
             self.observed.insert(id.clone(), (last, same));
