@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use mozart_learning::{
-    ApplicationMode, ContextTags, JobOutcome, LearningStore, SelectionConfig, SheetOutcome,
-    SheetStatus as LearnedStatus, ValidationCheck, XorShift64,
+    ApplicationMode, ContextTags, JobOutcome, LearningStore, PatternSelection, SelectionConfig,
+    SheetOutcome, SheetStatus as LearnedStatus, ValidationCheck, XorShift64,
 };
 use mozart_state::{SheetState, SheetStatus};
 
@@ -20,6 +20,16 @@ pub(crate) struct Injected {
     pub section: Option<String>,
     pub pattern_ids: Vec<String>,
     pub exploration: bool,
+}
+
+impl From<PatternSelection> for Injected {
+    fn from(selection: PatternSelection) -> Self {
+        Injected {
+            section: selection.prompt_section(),
+            pattern_ids: selection.pattern_ids(),
+            exploration: selection.mode == ApplicationMode::Exploration,
+        }
+    }
 }
 
 /// The learning store, if it could be opened.
@@ -61,34 +71,63 @@ impl Learning {
     }
 
     /// The "Learned Patterns" section for a sheet whose validations have these types.
-    /// Blocking (SQLite reads): call it from the blocking pool.
+    /// Blocking (SQLite reads): call it from the blocking pool, or try [`Learning::try_select`]
+    /// first.
     pub(crate) fn select(&self, run: &JobRun, rule_types: &[String], instrument: &str) -> Injected {
-        let cfg = &run.config.learning;
-        if !cfg.enabled || !cfg.use_global_patterns {
-            return Injected::default();
+        if let Some(injected) = self.try_select(run, rule_types, instrument) {
+            return injected;
         }
-        let tags = ContextTags::for_validations(rule_types);
-        let selection_cfg = SelectionConfig {
-            exploration_rate: cfg.exploration_rate,
-            exploration_min_priority: cfg.exploration_min_priority,
-            instrument: Some(instrument.to_string()),
-            ..SelectionConfig::default()
+        let Some((tags, selection_cfg)) = Self::query(run, rule_types, instrument) else {
+            return Injected::default();
         };
         let mut rng = lock(&self.rng);
         match self
             .store
             .patterns_for_prompt(&tags, &selection_cfg, &mut rng)
         {
-            Ok(selection) => Injected {
-                section: selection.prompt_section(),
-                pattern_ids: selection.pattern_ids(),
-                exploration: selection.mode == ApplicationMode::Exploration,
-            },
+            Ok(selection) => Injected::from(selection),
             Err(e) => {
                 tracing::warn!(job_id = %run.job_id, error = %e, "learning: pattern selection failed");
                 Injected::default()
             }
         }
+    }
+
+    /// [`Learning::select`] when the store can answer from memory (the usual case: every
+    /// sheet of a job asks the same question), without blocking; `None` when SQLite has to
+    /// be asked — then call `select` on the blocking pool. Same choices either way.
+    pub(crate) fn try_select(
+        &self,
+        run: &JobRun,
+        rule_types: &[String],
+        instrument: &str,
+    ) -> Option<Injected> {
+        let Some((tags, selection_cfg)) = Self::query(run, rule_types, instrument) else {
+            return Some(Injected::default());
+        };
+        let mut rng = lock(&self.rng);
+        self.store
+            .cached_patterns_for_prompt(&tags, &selection_cfg, &mut rng)
+            .map(Injected::from)
+    }
+
+    /// What a sheet's selection asks, or `None` when the score does not use global patterns.
+    fn query(
+        run: &JobRun,
+        rule_types: &[String],
+        instrument: &str,
+    ) -> Option<(ContextTags, SelectionConfig)> {
+        let cfg = &run.config.learning;
+        if !cfg.enabled || !cfg.use_global_patterns {
+            return None;
+        }
+        let selection_cfg = SelectionConfig {
+            exploration_rate: cfg.exploration_rate,
+            exploration_min_priority: cfg.exploration_min_priority,
+            instrument: Some(instrument.to_string()),
+            ..SelectionConfig::default()
+        };
+        Some((ContextTags::for_validations(rule_types), selection_cfg))
     }
 
     /// Learned patterns for `daemon.learning.patterns` (errors give an empty list).
