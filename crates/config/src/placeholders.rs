@@ -76,7 +76,7 @@ pub fn sheet_vars(
     total_sheets: u32,
     total_movements: u32,
 ) -> PlaceholderVars {
-    let mut vars = PlaceholderVars::new();
+    let mut vars = PlaceholderVars::with_capacity(job.prompt.variables.len() + 13);
     for (k, v) in &job.prompt.variables {
         vars.insert(k.clone(), python_str_of(v));
     }
@@ -102,6 +102,36 @@ pub fn sheet_vars(
         job.workspace.to_string_lossy().into_owned(),
     );
     vars
+}
+
+/// The value [`sheet_vars`] holds for `key`, without building the map (a text usually
+/// names one or two placeholders): the same answer for every key, `None` for a name the map
+/// does not have.
+pub fn sheet_value<'a>(
+    job: &'a crate::JobConfig,
+    sheet: &crate::PlannedSheet,
+    total_sheets: u32,
+    total_movements: u32,
+    key: &str,
+) -> Option<Cow<'a, str>> {
+    let number = match key {
+        "sheet_num" => i64::from(sheet.num),
+        "total_sheets" => i64::from(total_sheets),
+        "start_item" => sheet.start_item,
+        "end_item" => sheet.end_item,
+        "stage" | "movement" => i64::from(sheet.movement),
+        "instance" | "voice" => i64::from(sheet.voice),
+        "fan_count" | "voice_count" => i64::from(sheet.voice_count),
+        "total_stages" | "total_movements" => i64::from(total_movements),
+        "workspace" => return Some(job.workspace.to_string_lossy()),
+        _ => {
+            return job.prompt.variables.get(key).map(|v| match v {
+                serde_json::Value::String(s) => Cow::Borrowed(s.as_str()),
+                other => Cow::Owned(python_str_of(other)),
+            })
+        }
+    };
+    Some(Cow::Owned(number.to_string()))
 }
 
 /// Python `str()` of a JSON value (what `str.format` would print for a user variable).
@@ -147,5 +177,40 @@ mod tests {
         assert_eq!(quote("it's"), "'it'\"'\"'s'");
         assert_eq!(quote(""), "''");
         assert_eq!(quote("/plain/path-1.md"), "/plain/path-1.md");
+    }
+
+    #[test]
+    fn one_value_is_the_maps_value() {
+        let score = crate::load_score_str(
+            concat!(
+                "name: t\nworkspace: /tmp/w s\n",
+                "sheet: {size: 1, total_items: 3, fan_out: {2: 3}}\n",
+                "prompt:\n  template: x\n",
+                "  variables: {who: me, n: 3, f: 1.5, b: true, none: null, l: [1, 'a'], ",
+                "m: {k: v}, voice: 99, sheet_num: shadowed}\n",
+            ),
+            std::path::Path::new("t.yaml"),
+        )
+        .unwrap();
+        let job = &score.config;
+        let plan = crate::plan::SheetPlan::build(job).unwrap();
+        for sheet in &plan.sheets {
+            let vars = sheet_vars(job, sheet, plan.total_sheets, plan.total_movements);
+            for (key, value) in &vars {
+                assert_eq!(
+                    sheet_value(job, sheet, plan.total_sheets, plan.total_movements, key)
+                        .as_deref(),
+                    Some(value.as_str()),
+                    "sheet {} key {key}",
+                    sheet.num
+                );
+            }
+            for unknown in ["nope", "", "Workspace"] {
+                assert_eq!(
+                    sheet_value(job, sheet, plan.total_sheets, plan.total_movements, unknown),
+                    None
+                );
+            }
+        }
     }
 }

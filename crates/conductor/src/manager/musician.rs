@@ -1,6 +1,7 @@
 //! The musician: one attempt of one sheet (execution.md §4) — render the prompt, play the
 //! instrument, run the validations, classify what went wrong, report one result.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -77,14 +78,41 @@ pub(crate) fn condition_vars<'a>(
 
 /// Validation rules of `sheet`, with placeholders expanded and conditions evaluated.
 pub(crate) fn sheet_rules(run: &JobRun, sheet: &PlannedSheet) -> Vec<ValidationRule> {
-    let vars = placeholder_vars(run, sheet);
-    let cond_vars = condition_vars(run, sheet);
+    // The values of `placeholder_vars`, looked up only for the names a text uses.
+    let workspace = run.workspace.to_string_lossy();
+    let lookup = |key: &str| -> Option<Cow<'_, str>> {
+        if key == "workspace" {
+            return Some(Cow::Borrowed(workspace.as_ref()));
+        }
+        placeholders::sheet_value(
+            &run.config,
+            sheet,
+            run.plan.total_sheets,
+            run.plan.total_movements,
+            key,
+        )
+    };
+    let expand = |text: &str, shell_quote: bool| -> String {
+        placeholders::expand_with(text, |key| {
+            lookup(key).map(|v| match shell_quote {
+                true => Cow::Owned(placeholders::quote(&v)),
+                false => v,
+            })
+        })
+    };
+    // Without a condition a rule applies whatever the variables are.
+    let conditional = run.config.validations.iter().any(|r| r.condition.is_some());
+    let cond_vars = if conditional {
+        condition_vars(run, sheet)
+    } else {
+        std::collections::HashMap::new()
+    };
     run.config
         .validations
         .iter()
         .map(|rule| {
             let path = |p: &Option<String>| -> PathBuf {
-                let raw = placeholders::expand(p.as_deref().unwrap_or(""), &vars, false);
+                let raw = expand(p.as_deref().unwrap_or(""), false);
                 absolute(&run.workspace, &raw)
             };
             let check = match rule.kind {
@@ -103,15 +131,11 @@ pub(crate) fn sheet_rules(run: &JobRun, sheet: &PlannedSheet) -> Vec<ValidationR
                     pattern: rule.pattern.clone().unwrap_or_default(),
                 },
                 ValidationType::CommandSucceeds => ValidationCheck::CommandSucceeds {
-                    command: placeholders::expand(
-                        rule.command.as_deref().unwrap_or("true"),
-                        &vars,
-                        true,
-                    ),
+                    command: expand(rule.command.as_deref().unwrap_or("true"), true),
                     working_dir: rule
                         .working_directory
                         .as_deref()
-                        .map(|w| absolute(&run.workspace, &placeholders::expand(w, &vars, false)))
+                        .map(|w| absolute(&run.workspace, &expand(w, false)))
                         .unwrap_or_else(|| run.workspace.clone()),
                     timeout: Duration::from_secs_f64(
                         rule.timeout_seconds.unwrap_or(3600.0).max(0.001),
@@ -187,7 +211,13 @@ pub(crate) async fn play(
     let started = Instant::now();
     let started_epoch = mozart_state::epoch_now();
     let job_id = run.job_id.clone();
-    let Some(sheet) = run.plan.sheets.iter().find(|s| s.num == sheet_num) else {
+    // Sheets are planned in order from 1: look at the sheet's own slot before searching.
+    let slot = usize::try_from(sheet_num.saturating_sub(1)).unwrap_or(usize::MAX);
+    let found = match run.plan.sheets.get(slot) {
+        Some(s) if s.num == sheet_num => Some(s),
+        _ => run.plan.sheets.iter().find(|s| s.num == sheet_num),
+    };
+    let Some(sheet) = found else {
         let r = AttemptResult::failed(
             &job_id,
             sheet_num,
