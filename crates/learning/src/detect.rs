@@ -53,7 +53,7 @@ pub struct DetectedPattern {
     pub context_tags: Vec<String>,
     /// Sheet ids that showed it (at most 5).
     pub evidence: Vec<String>,
-    /// Detector confidence in [0,1].
+    /// Detector confidence in 0–1.
     pub confidence: f64,
 }
 

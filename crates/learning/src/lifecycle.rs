@@ -126,7 +126,7 @@ impl LearningStore {
         )
     }
 
-    /// Adds `delta` to a pattern's trust, clamped to [0,1]; `None` for unknown ids.
+    /// Adds `delta` to a pattern's trust, clamped to 0–1; `None` for unknown ids.
     pub fn update_trust_score(&self, id: &str, delta: f64) -> Result<Option<f64>> {
         let ts = self.now().local_iso();
         self.write(

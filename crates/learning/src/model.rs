@@ -112,7 +112,7 @@ pub struct PatternRecord {
     pub led_to_success_count: i64,
     /// Applications that led to failure (`f`).
     pub led_to_failure_count: i64,
-    /// Effectiveness in [0,1] (§9.1).
+    /// Effectiveness in 0–1 (§9.1).
     pub effectiveness_score: f64,
     /// Outcome variance (never updated upstream).
     pub variance: f64,
@@ -134,7 +134,7 @@ pub struct PatternRecord {
     pub validated_at: Option<String>,
     /// Why quarantined.
     pub quarantine_reason: Option<String>,
-    /// Trust in [0,1] (§12.4).
+    /// Trust in 0–1 (§12.4).
     pub trust_score: f64,
     /// When trust was computed.
     pub trust_calculation_date: Option<String>,

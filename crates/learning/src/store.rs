@@ -65,7 +65,9 @@ impl PatternsVersion {
     /// Whether a query answered at `self` (at `then`) still answers at `now`. Every sheet's
     /// outcome updates the counters of the patterns it applied; those changes reach the
     /// next selections within a second instead of emptying the cache per sheet. Added or
-    /// removed patterns, and any other process's write, are seen at once.
+    /// removed patterns are seen at once; another process's write at once by
+    /// [`LearningStore::get_patterns`], within [`FOREIGN_WRITE_STALENESS`] by a prompt's
+    /// selection (see [`LearningStore::recent_patterns_version`]).
     pub(crate) fn still_valid(&self, then: Instant, now: &PatternsVersion) -> bool {
         self.data == now.data
             && self.rows == now.rows
@@ -76,8 +78,8 @@ impl PatternsVersion {
 /// How long a cached pattern query may miss counter updates (see [`PatternsVersion`]).
 const PATTERN_UPDATE_STALENESS: Duration = Duration::from_secs(1);
 
-/// How long a prompt's pattern selection may miss another process's write, by default
-/// (see [`LearningStore::recent_patterns_version`]).
+/// How long a prompt's pattern selection may miss another process's write, by default:
+/// `data_version` is read at most this often for prompts (each read is a read transaction).
 pub const FOREIGN_WRITE_STALENESS: Duration = Duration::from_millis(50);
 
 /// A cached pattern query: the version and time it was answered at, and the rows.
