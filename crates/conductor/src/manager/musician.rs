@@ -240,16 +240,23 @@ pub(crate) async fn play(
 
     let injected = match (&shared.learning, run.config.learning.enabled) {
         (Some(learning), true) => {
-            let (learning, run2) = (learning.clone(), run.clone());
             let types: Vec<String> = rules
                 .iter()
                 .filter(|r| r.applies)
                 .map(|r| r.check.rule_type().to_string())
                 .collect();
-            let instrument = attempt.instrument.clone();
-            tokio::task::spawn_blocking(move || learning.select(&run2, &types, &instrument))
-                .await
-                .unwrap_or_default()
+            // Usually answered from the store's memory in microseconds: only a question
+            // SQLite has to answer goes to the blocking pool.
+            match learning.try_select(&run, &types, &attempt.instrument) {
+                Some(injected) => injected,
+                None => {
+                    let (learning, run2) = (learning.clone(), run.clone());
+                    let instrument = attempt.instrument.clone();
+                    tokio::task::spawn_blocking(move || learning.select(&run2, &types, &instrument))
+                        .await
+                        .unwrap_or_default()
+                }
+            }
         }
         _ => super::learning::Injected::default(),
     };
@@ -281,17 +288,8 @@ pub(crate) async fn play(
     req.sheet_num = sheet_num;
     req.attempt = attempt.attempt_number;
     req.options = sheet.instrument_config.clone().into_iter().collect();
-    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(watch_process_group(
-        shared.clone(),
-        job_id.clone(),
-        sheet_num,
-        req.progress.clone(),
-        attempt.timeout,
-        done_rx,
-    ));
-    let result = backend.execute(req).await;
-    drop(done_tx);
+    let result =
+        execute_watched(&shared, &job_id, sheet_num, attempt.timeout, &*backend, req).await;
 
     let mut details = AttemptDetails {
         attempt_number: attempt.attempt_number,
@@ -520,45 +518,79 @@ pub(crate) fn preamble(
     out
 }
 
-/// Record the attempt's process group once the instrument has started, and forget it when
-/// the attempt ends — normally or because the musician was aborted (the sender drops).
-async fn watch_process_group(
-    shared: Arc<Shared>,
-    job_id: String,
+/// Run the instrument, recording its process group once it has started and forgetting it
+/// when the attempt ends — normally, or because the musician was aborted (then the guard is
+/// dropped with the future). Watched in the attempt's own task: the record is made in the
+/// same poll that spawned the process, with no task or channel per attempt.
+async fn execute_watched(
+    shared: &Arc<Shared>,
+    job_id: &str,
     sheet_num: u32,
-    progress: Arc<mozart_backends::Progress>,
     timeout: Duration,
-    mut done: tokio::sync::oneshot::Receiver<()>,
-) {
-    let mut record = None;
-    let mut tracked = None;
-    // HTTP instruments never report a pid: stop waiting for one after a while.
-    let started = tokio::select! {
-        _ = &mut done => return,
-        pid = tokio::time::timeout(Duration::from_secs(30), progress.started_pid()) => pid.ok(),
+    backend: &dyn mozart_backends::Backend,
+    req: ExecutionRequest,
+) -> ExecutionResult {
+    let progress = Arc::clone(&req.progress);
+    let execution = backend.execute(req);
+    tokio::pin!(execution);
+    // HTTP instruments never report a pid: then the execution simply ends first.
+    let pid = tokio::select! {
+        biased;
+        result = &mut execution => return result,
+        pid = progress.started_pid() => pid,
     };
-    // The spawn usually knows the start time (the value `/proc/<pid>/stat` shows); read
-    // `/proc` only when it does not. (No start time: the process already ended, nothing to
-    // guard.)
-    let known = progress.start_ticks();
-    if let Some((pid, ticks)) = started.and_then(|pid| {
-        let ticks = known.or_else(|| crate::watchdog::start_ticks(pid))?;
-        Some((pid, ticks))
-    }) {
-        record = shared.inflight.record(&job_id, sheet_num, pid, ticks);
+    let _watched = Watched::start(shared, job_id, sheet_num, pid, &progress, timeout);
+    execution.await
+}
+
+/// A started instrument group in the in-flight journal and under the watchdog, until dropped.
+struct Watched<'a> {
+    shared: &'a Shared,
+    tracked: Option<u32>,
+    _record: Option<super::reaper::InflightRecord>,
+}
+
+impl<'a> Watched<'a> {
+    fn start(
+        shared: &'a Arc<Shared>,
+        job_id: &str,
+        sheet_num: u32,
+        pid: u32,
+        progress: &mozart_backends::Progress,
+        timeout: Duration,
+    ) -> Self {
+        let mut watched = Watched {
+            shared,
+            tracked: None,
+            _record: None,
+        };
+        // The spawn usually knows the start time (the value `/proc/<pid>/stat` shows);
+        // read `/proc` only when it does not. (No start time: the process already ended,
+        // nothing to guard.)
+        let Some(ticks) = progress
+            .start_ticks()
+            .or_else(|| crate::watchdog::start_ticks(pid))
+        else {
+            return watched;
+        };
+        watched._record = shared.inflight.record(job_id, sheet_num, pid, ticks);
         if let Some(w) = &shared.watchdog {
             // Our own timer ends the attempt at `timeout`; the watchdog only acts if we
             // cannot (a few seconds later, or at once when the conductor dies).
             let deadline = mozart_state::epoch_now() + timeout.as_secs_f64() + 5.0;
             w.track_started(pid, ticks, deadline);
-            tracked = Some(pid);
+            watched.tracked = Some(pid);
+        }
+        watched
+    }
+}
+
+impl Drop for Watched<'_> {
+    fn drop(&mut self) {
+        if let (Some(w), Some(pid)) = (&self.shared.watchdog, self.tracked) {
+            w.untrack(pid);
         }
     }
-    let _ = done.await;
-    if let (Some(w), Some(pid)) = (&shared.watchdog, tracked) {
-        w.untrack(pid);
-    }
-    drop(record);
 }
 
 #[cfg(test)]
