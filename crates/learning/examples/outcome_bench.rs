@@ -3,7 +3,7 @@
 //! finished sheet (written in small batches, as the conductor's writer drains them), and the
 //! job-end aggregation over all sheets.
 //!
-//! `cargo run --release -p mozart-learning --example outcome_bench [-- SHEETS [ROUNDS]]`
+//! `cargo run --release -p mozart-learning --example outcome_bench [-- SHEETS [ROUNDS [BATCH]]]`
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +12,8 @@ use mozart_learning::{
     SheetStatus, ValidationCheck, XorShift64,
 };
 
-/// Outcomes per writer batch: with 20 sheets in flight, the writer finds a few queued.
+/// Outcomes per writer batch by default: with 20 sheets in flight, the writer finds a few
+/// queued.
 const BATCH: usize = 4;
 
 fn outcome(job: &str, sheet: u32, workspace: &std::path::Path, epoch: f64) -> SheetOutcome {
@@ -71,7 +72,7 @@ fn thread_cpu_ns() -> Option<u64> {
         .ok()
 }
 
-fn round(dir: &std::path::Path, sheets: u32, n: u32) -> Result<Round> {
+fn round(dir: &std::path::Path, sheets: u32, batch: usize, n: u32) -> Result<Round> {
     let store = LearningStore::open(dir.join(format!("bench-{n}.db")))?;
     let workspace = dir.join("workspace");
     let job = format!("bench-job-{n}");
@@ -94,7 +95,7 @@ fn round(dir: &std::path::Path, sheets: u32, n: u32) -> Result<Round> {
         .map(|s| outcome(&job, s, &workspace, base))
         .collect();
     let started = Clock::start();
-    for chunk in outcomes.chunks(BATCH) {
+    for chunk in outcomes.chunks(batch.max(1)) {
         store.batch(|s| {
             for o in chunk {
                 if let Err(e) = s.record_sheet_outcome(o) {
@@ -128,6 +129,7 @@ fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let sheets: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
     let rounds: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(20);
+    let batch: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(BATCH);
     let dir = tempfile::tempdir().map_err(|e| LearningError::InvalidInput {
         field: "tempdir",
         reason: e.to_string(),
@@ -140,7 +142,7 @@ fn main() -> Result<()> {
     })?;
     let mut all = Vec::new();
     for n in 0..rounds {
-        all.push(round(dir.path(), sheets, n)?);
+        all.push(round(dir.path(), sheets, batch, n)?);
     }
     // The mean over the rounds: the thread CPU clock advances in scheduler ticks, so one
     // phase's reading is off by up to a tick, and only the mean evens that out.
@@ -152,7 +154,9 @@ fn main() -> Result<()> {
     } else {
         "wall"
     };
-    println!("sheets {sheets}, mean of {rounds} rounds, {clock} µs per sheet:");
+    println!(
+        "sheets {sheets}, {batch} outcomes per commit, mean of {rounds} rounds, {clock} µs per sheet:"
+    );
     println!("  select (patterns_for_prompt)   {:8.2}", per(s));
     println!("  record (record_sheet_outcome)  {:8.2}", per(r));
     println!("  job end (record_job_outcome)   {:8.2}", per(j));
