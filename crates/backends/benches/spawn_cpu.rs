@@ -67,10 +67,8 @@ fn main() {
                         let (backend, dir, next) =
                             (Arc::clone(&backend), dir.clone(), Arc::clone(&next));
                         tasks.push(tokio::spawn(async move {
-                            while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < count
-                            {
-                                let req =
-                                    ExecutionRequest::new("x", &dir, Duration::from_secs(60));
+                            while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < count {
+                                let req = ExecutionRequest::new("x", &dir, Duration::from_secs(60));
                                 let r = backend.execute(req).await;
                                 assert!(r.success, "{:?}", r.error_message);
                             }

@@ -18,7 +18,7 @@ use crate::process::{
     resolve_program, run_process, which, EnvPlan, LineSink, ProcessOutcome, ProcessSpec,
 };
 use crate::profile::{CliOutputConfig, ErrorPatterns, InstrumentProfile, OutputFormat};
-use crate::redact::redact;
+use crate::redact::redact_owned;
 use crate::types::{
     Backend, BoxFuture, ExecutionRequest, ExecutionResult, ExitReason, HealthStatus,
 };
@@ -244,7 +244,22 @@ impl ProfileBackend {
                 result.output_tokens = jsonl.output_tokens;
             }
         }
-        let combined = format!("{stdout}\n{stderr}");
+        // Only the profile's error patterns read both streams together.
+        let any_pattern = [
+            &self.patterns.rate_limit,
+            &self.patterns.auth,
+            &self.patterns.crash,
+            &self.patterns.stale,
+            &self.patterns.timeout,
+            &self.patterns.capacity,
+        ]
+        .iter()
+        .any(|p| p.is_some());
+        let combined = if any_pattern {
+            format!("{stdout}\n{stderr}")
+        } else {
+            String::new()
+        };
         let answer_len = result
             .result_text
             .as_deref()
@@ -310,10 +325,10 @@ impl ProfileBackend {
             };
         }
         result.success = success;
-        result.stdout = redact(&stdout);
-        result.stderr = redact(&stderr);
-        result.result_text = result.result_text.map(|t| redact(&t));
-        result.error_message = result.error_message.map(|t| redact(&t));
+        result.stdout = redact_owned(stdout);
+        result.stderr = redact_owned(stderr);
+        result.result_text = result.result_text.map(redact_owned);
+        result.error_message = result.error_message.map(redact_owned);
         result
     }
 

@@ -48,6 +48,15 @@ static ANY: LazyLock<RegexSet> = LazyLock::new(|| {
         .unwrap_or_else(|err| panic!("built-in redaction patterns do not compile: {err}"))
 });
 
+/// [`redact`] of an owned text, handed back as it is when it holds nothing to redact.
+pub fn redact_owned(text: String) -> String {
+    if ANY.is_match(&text) {
+        redact(&text)
+    } else {
+        text
+    }
+}
+
 /// Replace API keys, tokens and URL credentials with `[REDACTED_…]` markers.
 pub fn redact(text: &str) -> String {
     // No rule matches the text as given: no rule rewrites it, so none matches afterwards.
@@ -102,6 +111,11 @@ mod tests {
         ];
         for (input, want) in cases {
             assert_eq!(redact(input), want, "input: {input}");
+            assert_eq!(
+                super::redact_owned(input.to_string()),
+                want,
+                "input: {input}"
+            );
         }
     }
 }
