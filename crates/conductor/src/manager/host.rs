@@ -361,6 +361,41 @@ impl ConductorHost {
     }
 }
 
+/// Scores with `state_backend: json` also get upstream's JSON state file in their
+/// workspace (`{workspace}/{safe_id}.json`, execution.md §8.5), rewritten atomically after
+/// each burst that changed the job — still before any consequence is carried out. The
+/// registry stays the conductor's source of truth; the file is for tools and people that
+/// read the workspace (`mozart status --workspace`), so failing to write it is a warning.
+fn mirror_json_state(
+    jobs: &HashMap<String, super::JobEntry>,
+    changes: &[&StateChange],
+    results: &[Result<(), HostError>],
+) {
+    let mut done: Vec<&str> = Vec::new();
+    for (change, result) in changes.iter().zip(results) {
+        let Some(job_id) = change.job_id() else {
+            continue;
+        };
+        if result.is_err() || done.contains(&job_id) {
+            continue;
+        }
+        done.push(job_id);
+        let Some(entry) = jobs.get(job_id) else {
+            continue;
+        };
+        let (Some(run), Some(live)) = (&entry.run, &entry.live) else {
+            continue;
+        };
+        if run.config.state_backend != mozart_config::model::StateBackend::Json {
+            continue;
+        }
+        let path = mozart_state::json_state::state_file_path(&run.workspace, job_id);
+        if let Err(e) = mozart_state::json_state::save(&path, live) {
+            tracing::warn!(job_id, path = %path.display(), error = %e, "cannot write the JSON state file");
+        }
+    }
+}
+
 impl BatonHost for ConductorHost {
     fn persist(&mut self, change: &StateChange) -> Result<(), HostError> {
         self.persist_all(&[change])
@@ -380,7 +415,10 @@ impl BatonHost for ConductorHost {
             })
         });
         match batch {
-            Ok(results) => results,
+            Ok(results) => {
+                mirror_json_state(&jobs, changes, &results);
+                results
+            }
             // The commit failed: none of it is durable.
             Err(e) => {
                 let error = HostError::new("saving the baton's changes", e);
