@@ -729,3 +729,49 @@ fn schema_1_registry_migrates_keeping_scores_and_sheets() {
         .unwrap();
     assert_eq!(left, 0, "no orphan score or sheet rows");
 }
+
+/// A sheet's start is saved as a few columns; loading lays them over the sheet's document,
+/// so the checkpoint reads back exactly as if the whole sheet had been saved.
+#[test]
+fn a_started_sheet_reads_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    reg.create_job(&job("st")).unwrap();
+    let mut cp = sample_checkpoint("st", 3);
+    reg.save_checkpoint(&cp).unwrap();
+
+    // Sheet 2 failed; its retry starts.
+    let sheet = cp.sheets.get_mut(&2).unwrap();
+    sheet.status = SheetStatus::InProgress;
+    sheet.started_at = Some(mozart_state::Timestamp::now());
+    sheet.attempt_count = 2;
+    sheet.completion_attempts = 1;
+    sheet.healing_attempts = 1;
+    sheet.instrument_name = Some("gemini-cli".into());
+    reg.save_sheet_started("st", &cp.sheets[&2]).unwrap();
+    let loaded = reg.load_checkpoint("st").unwrap().unwrap();
+    assert_eq!(loaded.sheets[&2], cp.sheets[&2]);
+    assert_eq!(loaded.sheets[&1], cp.sheets[&1], "other sheets untouched");
+
+    // The sheet then ends with a full save: that wins over the columns it replaces.
+    let sheet = cp.sheets.get_mut(&2).unwrap();
+    sheet.status = SheetStatus::Completed;
+    sheet.attempt_count = 3;
+    reg.save_sheet_transition(&cp, 2).unwrap();
+    assert_eq!(
+        reg.load_checkpoint("st").unwrap().unwrap().sheets[&2],
+        cp.sheets[&2]
+    );
+
+    // A sheet with no row yet is saved whole; an unknown job is an error.
+    let mut fresh = cp.sheets[&2].clone();
+    fresh.sheet_num = 3;
+    fresh.status = SheetStatus::InProgress;
+    reg.save_sheet_started("st", &fresh).unwrap();
+    assert_eq!(
+        reg.load_checkpoint("st").unwrap().unwrap().sheets[&3],
+        fresh
+    );
+    let err = reg.save_sheet_started("nosuch", &fresh).unwrap_err();
+    assert!(matches!(err, StateError::JobNotFound { .. }), "{err}");
+}

@@ -196,6 +196,11 @@ impl ConductorHost {
         // header (totals, last completed sheet) is rewritten when a sheet ends.
         let saved = if matches!(status, SheetStatus::Pending | SheetStatus::InProgress) {
             match live.sheets.get(&change.sheet_num) {
+                // A dispatch changes only the columns save_sheet_started writes; an attempt's
+                // details (a retry reported in the same breath) need the whole document.
+                Some(sheet) if status == SheetStatus::InProgress && details.is_none() => {
+                    registry.save_sheet_started(&change.job_id, sheet)
+                }
                 Some(sheet) => registry.save_sheet(&change.job_id, sheet),
                 None => Ok(()),
             }

@@ -18,10 +18,10 @@ pub use records::{
     RateLimitRecord,
 };
 
-use crate::checkpoint::{CheckpointState, SheetState, ZOMBIE_ON_LOAD_TRIGGER};
+use crate::checkpoint::{CheckpointState, SheetState, SheetStatus, ZOMBIE_ON_LOAD_TRIGGER};
 use crate::error::{Result, StateError};
 use crate::migrate;
-use crate::time::epoch_now;
+use crate::time::{epoch_now, Timestamp};
 
 /// Error message of an orphan that could not be kept (conductor.md §11.1; the daemon
 /// guide's "Conductor restarted ..." wording is wrong).
@@ -491,6 +491,41 @@ impl Registry {
         self.save_sheets(job_id, std::slice::from_ref(sheet))
     }
 
+    /// A sheet's move to in-progress (the hot path, once per attempt): only the columns it
+    /// changes are updated, not the sheet's state document — [`Registry::load_checkpoint`]
+    /// lays these columns over the document. Falls back to a full save when the row does
+    /// not exist yet.
+    pub fn save_sheet_started(&self, job_id: &str, sheet: &SheetState) -> Result<()> {
+        let ctx = || format!("saving sheet {} of job '{job_id}'", sheet.sheet_num);
+        let tx = self.begin("saving a started sheet")?;
+        let updated = tx
+            .prepare_cached(
+                "UPDATE sheets SET status=?3, started_at=?4, attempt_count=?5, \
+                 completion_attempts=?6, healing_attempts=?7, instrument_name=?8, updated_at=?9 \
+                 WHERE job_id=?1 AND sheet_num=?2",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    job_id,
+                    sheet.sheet_num,
+                    sheet.status.as_str(),
+                    sheet.started_at.as_ref().map(|t| t.as_str()),
+                    sheet.attempt_count,
+                    sheet.completion_attempts,
+                    sheet.healing_attempts,
+                    sheet.instrument_name,
+                    epoch_now()
+                ])
+            })
+            .map_err(self.err_lazy(ctx))?;
+        if updated == 0 {
+            self.require_job(&tx, job_id)?;
+            write_sheet(&tx, job_id, sheet, epoch_now())
+                .map_err(|e| self.map_json_or_sql(e, &ctx()))?;
+        }
+        tx.commit().map_err(self.err_lazy(ctx))
+    }
+
     /// Upserts sheet rows in one transaction: all or none.
     pub fn save_sheets(&self, job_id: &str, sheets: &[SheetState]) -> Result<()> {
         let ctx = || format!("saving {} sheet(s) of job '{job_id}'", sheets.len());
@@ -586,18 +621,43 @@ impl Registry {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT sheet_num, state_json FROM sheets WHERE job_id=?1 ORDER BY sheet_num",
+                "SELECT sheet_num, state_json, status, started_at, attempt_count, \
+                 completion_attempts, healing_attempts, instrument_name \
+                 FROM sheets WHERE job_id=?1 ORDER BY sheet_num",
             )
             .map_err(self.err(&ctx))?;
         let rows = stmt
             .query_map([job_id], |r| {
-                Ok((r.get::<_, u32>(0)?, r.get::<_, String>(1)?))
+                Ok((
+                    r.get::<_, u32>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                    (
+                        r.get::<_, u32>(4)?,
+                        r.get::<_, u32>(5)?,
+                        r.get::<_, u32>(6)?,
+                    ),
+                    r.get::<_, Option<String>>(7)?,
+                ))
             })
             .map_err(self.err(&ctx))?;
         for row in rows {
-            let (num, text) = row.map_err(self.err(&ctx))?;
-            let sheet: SheetState =
+            let (num, text, status, started_at, counts, instrument) =
+                row.map_err(self.err(&ctx))?;
+            let mut sheet: SheetState =
                 serde_json::from_str(&text).map_err(|e| corrupt(format!("sheet {num}: {e}")))?;
+            // The columns a started sheet updates on their own (save_sheet_started) are
+            // newer than or equal to the document's copies.
+            sheet.status = SheetStatus::parse(&status)
+                .ok_or_else(|| corrupt(format!("sheet {num}: unknown status '{status}'")))?;
+            sheet.started_at = started_at.map(Timestamp::from_raw);
+            (
+                sheet.attempt_count,
+                sheet.completion_attempts,
+                sheet.healing_attempts,
+            ) = counts;
+            sheet.instrument_name = instrument;
             state.sheets.insert(num, sheet);
         }
         state.normalize_and_validate().map_err(corrupt)?;
