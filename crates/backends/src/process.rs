@@ -490,25 +490,37 @@ pub async fn run_process(
     };
     let out_log = open_log(&spec.log_base, ".stdout.log").await;
     let err_log = open_log(&spec.log_base, ".stderr.log").await;
-    let mut readers = Vec::new();
-    if let Some(stdout) = child.stdout.take() {
-        readers.push(AbortOnDrop(tokio::spawn(read_stream(
-            stdout,
-            StreamKind::Stdout,
-            Arc::clone(&out_state),
-            Arc::clone(&progress),
-            out_log,
-        ))));
-    }
-    if let Some(stderr) = child.stderr.take() {
-        readers.push(AbortOnDrop(tokio::spawn(read_stream(
-            stderr,
-            StreamKind::Stderr,
-            Arc::clone(&err_state),
-            Arc::clone(&progress),
-            err_log,
-        ))));
-    }
+    // Both streams are read inside this future (no task per stream): dropping it — a
+    // cancelled attempt — stops them with everything else.
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let reading = async {
+        let out = async {
+            if let Some(stdout) = stdout {
+                read_stream(
+                    stdout,
+                    StreamKind::Stdout,
+                    Arc::clone(&out_state),
+                    Arc::clone(&progress),
+                    out_log,
+                )
+                .await;
+            }
+        };
+        let err = async {
+            if let Some(stderr) = stderr {
+                read_stream(
+                    stderr,
+                    StreamKind::Stderr,
+                    Arc::clone(&err_state),
+                    Arc::clone(&progress),
+                    err_log,
+                )
+                .await;
+            }
+        };
+        tokio::join!(out, err);
+    };
 
     let deadline = tokio::time::Instant::from_std(started + spec.timeout);
     let result_seen = spec.result_seen.clone();
@@ -522,44 +534,55 @@ pub async fn run_process(
             None => std::future::pending::<()>().await,
         }
     };
-    let (mut status, timed_out, lingered) = tokio::select! {
-        s = child.wait() => (s.ok(), false, false),
-        _ = tokio::time::sleep_until(deadline) => (None, true, false),
-        _ = linger => (None, false, true),
-    };
-    let mut escalated = false;
-    if timed_out || lingered {
-        signal_group(pid, Some(Signal::SIGTERM));
-        status = match tokio::time::timeout(spec.kill_grace, child.wait()).await {
-            Ok(s) => s.ok(),
-            Err(_) => {
-                escalated = true;
-                signal_group(pid, Some(Signal::SIGKILL));
-                let _ = child.start_kill();
-                child.wait().await.ok()
-            }
+    let supervise = async {
+        let (mut status, timed_out, lingered) = tokio::select! {
+            s = child.wait() => (s.ok(), false, false),
+            _ = tokio::time::sleep_until(deadline) => (None, true, false),
+            _ = linger => (None, false, true),
         };
-    }
-    progress.set_pid(None);
-
-    // The leader is gone; whatever it left in its group gets a short drain window, then
-    // the same TERM → grace → KILL sequence (never leave an orphan).
-    if pid > 1 && !wait_group_empty(pid, spec.drain_grace).await {
-        signal_group(pid, Some(Signal::SIGTERM));
-        if !wait_group_empty(pid, spec.kill_grace).await {
-            signal_group(pid, Some(Signal::SIGKILL));
-            wait_group_empty(pid, Duration::from_secs(1)).await;
+        let mut escalated = false;
+        if timed_out || lingered {
+            signal_group(pid, Some(Signal::SIGTERM));
+            status = match tokio::time::timeout(spec.kill_grace, child.wait()).await {
+                Ok(s) => s.ok(),
+                Err(_) => {
+                    escalated = true;
+                    signal_group(pid, Some(Signal::SIGKILL));
+                    let _ = child.start_kill();
+                    child.wait().await.ok()
+                }
+            };
         }
-    }
+        progress.set_pid(None);
+
+        // The leader is gone; whatever it left in its group gets a short drain window, then
+        // the same TERM → grace → KILL sequence (never leave an orphan).
+        if pid > 1 && !wait_group_empty(pid, spec.drain_grace).await {
+            signal_group(pid, Some(Signal::SIGTERM));
+            if !wait_group_empty(pid, spec.kill_grace).await {
+                signal_group(pid, Some(Signal::SIGKILL));
+                wait_group_empty(pid, Duration::from_secs(1)).await;
+            }
+        }
+        (status, timed_out, lingered, escalated)
+    };
+    tokio::pin!(reading);
+    tokio::pin!(supervise);
+    let mut read_all = false;
+    let (status, timed_out, lingered, escalated) = loop {
+        tokio::select! {
+            done = &mut supervise => break done,
+            () = &mut reading, if !read_all => read_all = true,
+        }
+    };
     guard.pgid = None;
 
     // Pipes close when the last writer dies; a process that left our group (setsid) could
     // hold them open, so the readers get a bounded wait.
-    let read_deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-    for reader in &mut readers {
-        let _ = tokio::time::timeout_at(read_deadline, &mut reader.0).await;
+    if !read_all {
+        let read_deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        let _ = tokio::time::timeout_at(read_deadline, &mut reading).await;
     }
-    drop(readers);
 
     let (exit_code, exit_signal) = exit_parts(status);
     finish(
