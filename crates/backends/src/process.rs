@@ -779,6 +779,36 @@ mod tests {
         );
     }
 
+    /// A start time pinned down by the spawn is exactly the one `/proc/<pid>/stat` reports
+    /// (field 22), which the journal and the watchdog compare it with later.
+    #[test]
+    fn start_ticks_from_the_spawn_match_proc() {
+        let (mut known, total) = (0, 200);
+        for _ in 0..total {
+            let before = boot_ticks_now();
+            let mut child = std::process::Command::new("true").spawn().unwrap();
+            let after = boot_ticks_now();
+            // Not reaped yet: a zombie keeps its /proc entry.
+            let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap();
+            let proc_ticks: u64 = stat
+                .rsplit_once(')')
+                .unwrap()
+                .1
+                .split_whitespace()
+                .nth(19)
+                .unwrap()
+                .parse()
+                .unwrap();
+            if let Some(ticks) = start_ticks_between(before, after) {
+                assert_eq!(ticks, proc_ticks);
+                known += 1;
+            }
+            child.wait().unwrap();
+        }
+        eprintln!("start time known from the spawn for {known} of {total} spawns");
+        assert!(known > 0);
+    }
+
     #[test]
     fn bare_names_resolve_on_the_childs_path_and_paths_stay_as_given() {
         let dir = tempfile::tempdir().unwrap();
