@@ -108,6 +108,9 @@ pub(crate) struct JobEntry {
     pub final_sheets: Vec<(u32, mozart_state::SheetStatus)>,
 }
 
+/// A registry row of `job.list`: job id, submission time, the row as upstream shows it.
+pub(crate) type ListedRow = (String, f64, Value);
+
 /// State shared by IPC handlers, the baton host and musicians.
 pub(crate) struct Shared {
     pub registry: Mutex<Registry>,
@@ -132,7 +135,7 @@ pub(crate) struct Shared {
     /// `job.list`'s registry rows (jobs this conductor has not loaded), read once: only
     /// `job.clear` changes them, and a watcher polling `job.list` would otherwise take the
     /// registry lock — which the baton needs for every sheet transition — on every poll.
-    pub listed_rows: Mutex<Option<Arc<Vec<(String, f64, Value)>>>>,
+    pub listed_rows: Mutex<Option<Arc<Vec<ListedRow>>>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -303,7 +306,7 @@ impl JobManager {
         let rows = match cached {
             Some(rows) => rows,
             None => {
-                let rows: Vec<(String, f64, Value)> = lock(&self.shared.registry)
+                let rows: Vec<ListedRow> = lock(&self.shared.registry)
                     .list_jobs_filtered(None, Some(50))?
                     .into_iter()
                     .map(|row| (row.job_id.clone(), row.submitted_at, row.to_registry_json()))
@@ -706,7 +709,7 @@ impl JobHost for JobManager {
             None => observed.values().flatten().collect(),
         };
         // Newest first (§8.22); stable, so events of the same instant keep their order.
-        events.sort_by(|a, b| b.at.cmp(&a.at));
+        events.sort_by_key(|e| std::cmp::Reverse(e.at));
         events
             .into_iter()
             .take(limit as usize)

@@ -21,7 +21,7 @@ use mozart_ipc::types::{
 };
 use mozart_ipc::{methods, parse_params, ErrorObjectOwned, RpcModule};
 use mozart_state::{DaemonJobStatus, SheetStatus};
-use serde_json::{json, Value};
+use serde_json::json;
 use sysinfo::{Pid, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
 
 use super::super::{lock, JobManager};
