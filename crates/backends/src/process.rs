@@ -344,7 +344,7 @@ async fn read_stream<R: AsyncRead + Unpin>(
     kind: StreamKind,
     state: Arc<Mutex<ReaderState>>,
     progress: Arc<Progress>,
-    mut log: Option<tokio::fs::File>,
+    mut log: Option<std::fs::File>,
 ) {
     // Most instruments print little: start small (20 sheets in flight × 2 streams of 64 KiB
     // each was a measurable share of the conductor's memory) and grow up to a pipe's
@@ -362,24 +362,25 @@ async fn read_stream<R: AsyncRead + Unpin>(
         let chunk = &buf[..n];
         progress.record(kind, n);
         lock(&state).feed(chunk);
+        // Written in place: a chunk (at most 64 KiB) lands in the page cache in
+        // microseconds, while tokio::fs sends every write through the blocking pool — a
+        // thread hand-off per chunk, per stream, per sheet.
         if let Some(file) = &mut log {
-            if let Err(err) = file.write_all(chunk).await {
+            if let Err(err) = std::io::Write::write_all(file, chunk) {
                 tracing::warn!(%err, "cannot write instrument output log; continuing without it");
                 log = None;
             }
         }
     }
-    if let Some(file) = &mut log {
-        let _ = file.flush().await;
-    }
     lock(&state).finish();
 }
 
-async fn open_log(base: &Option<PathBuf>, suffix: &str) -> Option<tokio::fs::File> {
+/// Create `{base}{suffix}` (in place, like the writes: one `open` on a local workspace).
+fn open_log(base: &Option<PathBuf>, suffix: &str) -> Option<std::fs::File> {
     let base = base.as_ref()?;
     let mut path = base.clone().into_os_string();
     path.push(suffix);
-    match tokio::fs::File::create(&path).await {
+    match std::fs::File::create(&path) {
         Ok(file) => Some(file),
         Err(err) => {
             tracing::warn!(path = %PathBuf::from(&path).display(), %err, "cannot create instrument output log");
@@ -488,8 +489,8 @@ pub async fn run_process(
         }))),
         _ => None,
     };
-    let out_log = open_log(&spec.log_base, ".stdout.log").await;
-    let err_log = open_log(&spec.log_base, ".stderr.log").await;
+    let out_log = open_log(&spec.log_base, ".stdout.log");
+    let err_log = open_log(&spec.log_base, ".stderr.log");
     // Both streams are read inside this future (no task per stream): dropping it — a
     // cancelled attempt — stops them with everything else.
     let stdout = child.stdout.take();
