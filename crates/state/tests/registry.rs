@@ -775,3 +775,40 @@ fn a_started_sheet_reads_back_whole() {
     let err = reg.save_sheet_started("nosuch", &fresh).unwrap_err();
     assert!(matches!(err, StateError::JobNotFound { .. }), "{err}");
 }
+
+/// With checkpoints moved to their own thread, the writes still reach the database file
+/// itself (not only the WAL), while the writing connection never checkpoints.
+#[test]
+fn background_checkpoints_copy_the_wal_into_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    let checkpointer = reg
+        .checkpoint_in_background(std::time::Duration::from_millis(20))
+        .unwrap();
+    for i in 0..50 {
+        reg.create_job(&job(&format!("job-{i}"))).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // A copy of the database file alone (no WAL beside it) has every job.
+    let copy = dir.path().join("copy.db");
+    std::fs::copy(reg.path(), &copy).unwrap();
+    let conn = rusqlite::Connection::open(&copy).unwrap();
+    let n: i64 = conn
+        .query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 50);
+    drop(conn);
+
+    // More writes after the last periodic run: dropping the checkpointer copies them too.
+    reg.create_job(&job("late")).unwrap();
+    drop(checkpointer);
+    let copy = dir.path().join("copy2.db");
+    std::fs::copy(reg.path(), &copy).unwrap();
+    let conn = rusqlite::Connection::open(&copy).unwrap();
+    let late: i64 = conn
+        .query_row("SELECT COUNT(*) FROM jobs WHERE job_id='late'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(late, 1);
+}

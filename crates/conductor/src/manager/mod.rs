@@ -136,6 +136,9 @@ pub(crate) struct Shared {
     /// `job.clear` changes them, and a watcher polling `job.list` would otherwise take the
     /// registry lock — which the baton needs for every sheet transition — on every poll.
     pub listed_rows: Mutex<Option<Arc<Vec<ListedRow>>>>,
+    /// Checkpoints the registry's WAL every half second (a last one when the conductor
+    /// stops).
+    pub _registry_checkpointer: Option<mozart_state::registry::Checkpointer>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -176,6 +179,15 @@ impl JobManager {
         let config = ctx.config();
         let registry = Registry::open(&ctx.paths.registry_db)
             .map_err(|e| ConductorError::Recovery(format!("cannot open the job registry: {e}")))?;
+        // Checkpoints (two fsyncs) leave the baton's commits for a thread of their own.
+        let registry_checkpointer =
+            match registry.checkpoint_in_background(std::time::Duration::from_millis(500)) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    tracing::warn!(error = %e, "registry checkpoints stay in the baton's commits");
+                    None
+                }
+            };
         let instruments = InstrumentRegistry::load(&ctx.paths.home, None).map_err(|e| {
             ConductorError::Recovery(format!("cannot load instrument profiles: {e}"))
         })?;
@@ -204,6 +216,7 @@ impl JobManager {
             max_concurrent_jobs: config.max_concurrent_jobs,
             submit_lock: tokio::sync::Mutex::new(()),
             listed_rows: Mutex::new(None),
+            _registry_checkpointer: registry_checkpointer,
         };
         Ok(JobManager {
             shared: Arc::new(shared),

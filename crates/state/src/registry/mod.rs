@@ -52,6 +52,23 @@ pub struct Registry {
     path: PathBuf,
 }
 
+/// The thread that checkpoints a registry's WAL (see [`Registry::checkpoint_in_background`]);
+/// dropping it runs a last checkpoint and joins the thread.
+#[derive(Debug)]
+pub struct Checkpointer {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registry")
@@ -112,6 +129,51 @@ impl Registry {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Move WAL checkpoints off this connection onto a thread of their own, run every
+    /// `period` while the returned handle lives (and once more when it is dropped).
+    ///
+    /// A checkpoint copies the WAL back into the database and fsyncs both, several
+    /// milliseconds on an ordinary disk. SQLite runs it inside whichever commit crosses the
+    /// 1,000-page mark — for the conductor, the baton's own transaction, which then holds
+    /// every dispatch of every job for the length of two fsyncs, a few times per 1,000
+    /// sheets. A passive checkpoint on another connection never blocks the writer.
+    pub fn checkpoint_in_background(&self, period: Duration) -> Result<Checkpointer> {
+        let path = self.path.clone();
+        let reader =
+            Connection::open(&path).map_err(self.err("opening the checkpoint connection"))?;
+        reader
+            .busy_timeout(BUSY_TIMEOUT)
+            .map_err(self.err("setting busy_timeout on the checkpoint connection"))?;
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("registry-ckpt".into())
+            .spawn(move || {
+                let checkpoint = || {
+                    if let Err(e) = reader.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                        tracing::warn!(path = %path.display(), error = %e, "registry checkpoint failed");
+                    }
+                };
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(period) {
+                    checkpoint();
+                }
+                checkpoint();
+            })
+            .map_err(|source| StateError::Io {
+                action: "starting the registry checkpoint thread for",
+                path: self.path.clone(),
+                source,
+            })?;
+        let checkpointer = Checkpointer {
+            stop: Some(stop),
+            thread: Some(thread),
+        };
+        // Only once the thread runs: a WAL nobody checkpoints would grow without end.
+        self.conn
+            .pragma_update(None, "wal_autocheckpoint", 0)
+            .map_err(self.err("turning off automatic checkpoints"))?;
+        Ok(checkpointer)
     }
 
     /// Current schema version recorded in the database.
