@@ -400,13 +400,13 @@ fn record_application_tx(
     a: &PatternApplication,
     now: &Now,
 ) -> rusqlite::Result<Option<String>> {
-    let exists: bool = tx
-        .prepare_cached("SELECT EXISTS(SELECT 1 FROM patterns WHERE id = ?1)")?
-        .query_row([&a.pattern_id], |r| r.get(0))?;
-    if !exists {
+    // The pattern's counters, read once: they tell whether it exists and, with the new
+    // application, give the values the refresh of §9.4 computes. One UPDATE then writes
+    // counters, confirmation time, effectiveness and priority together.
+    let Some(mut stats) = pattern_stats_tx(tx, &a.pattern_id)? else {
         tracing::debug!(pattern_id = %a.pattern_id, "learning.pattern_application_skipped");
         return Ok(None);
-    }
+    };
     let app_id = new_row_id();
     let ts = now.local_iso();
     crate::store::exec(
@@ -426,39 +426,68 @@ fn record_application_tx(
         ],
     )?;
     if a.led_to_success {
+        stats.successes += 1;
+        stats.last_confirmed = Some(ts.clone());
+    } else {
+        stats.failures += 1;
+    }
+    let (eff, priority) = refreshed_scores_tx(tx, &a.pattern_id, &stats, now)?;
+    if a.led_to_success {
         crate::store::exec(
             tx,
-            "UPDATE patterns SET led_to_success_count = COALESCE(led_to_success_count, 0) + 1,
-                    last_confirmed = ?2 WHERE id = ?1",
-            params![a.pattern_id, ts],
+            "UPDATE patterns SET led_to_success_count = ?2, last_confirmed = ?3,
+                    effectiveness_score = ?4, priority_score = ?5 WHERE id = ?1",
+            params![a.pattern_id, stats.successes, ts, eff, priority],
         )?;
     } else {
         crate::store::exec(
             tx,
-            "UPDATE patterns SET led_to_failure_count = COALESCE(led_to_failure_count, 0) + 1
-              WHERE id = ?1",
-            [&a.pattern_id],
+            "UPDATE patterns SET led_to_failure_count = ?2,
+                    effectiveness_score = ?3, priority_score = ?4 WHERE id = ?1",
+            params![a.pattern_id, stats.failures, eff, priority],
         )?;
     }
-    refresh_effectiveness_tx(tx, &a.pattern_id, now)?;
     Ok(Some(app_id))
 }
 
-/// Recomputes and stores effectiveness (§9.1) and priority (§9.2) of one pattern.
-pub(crate) fn refresh_effectiveness_tx(
+/// What effectiveness and priority are computed from (§9.1, §9.2).
+struct PatternStats {
+    successes: i64,
+    failures: i64,
+    occurrences: i64,
+    variance: f64,
+    last_confirmed: Option<String>,
+}
+
+/// [`PatternStats`] of one pattern, `None` when there is no such pattern.
+fn pattern_stats_tx(tx: &Connection, pattern_id: &str) -> rusqlite::Result<Option<PatternStats>> {
+    crate::store::query_one(
+        tx,
+        "SELECT COALESCE(led_to_success_count, 0), COALESCE(led_to_failure_count, 0),
+                COALESCE(occurrence_count, 1), COALESCE(variance, 0.0), last_confirmed
+           FROM patterns WHERE id = ?1",
+        [pattern_id],
+        |r| {
+            Ok(PatternStats {
+                successes: r.get(0)?,
+                failures: r.get(1)?,
+                occurrences: r.get(2)?,
+                variance: r.get(3)?,
+                last_confirmed: r.get(4)?,
+            })
+        },
+    )
+    .optional()
+}
+
+/// Effectiveness (§9.1) and priority (§9.2) of a pattern with these stats, from its five
+/// newest applications.
+fn refreshed_scores_tx(
     tx: &Connection,
     pattern_id: &str,
+    stats: &PatternStats,
     now: &Now,
-) -> rusqlite::Result<()> {
-    let (s, f, occ, variance, last_confirmed): (i64, i64, i64, f64, Option<String>) =
-        crate::store::query_one(
-            tx,
-            "SELECT COALESCE(led_to_success_count, 0), COALESCE(led_to_failure_count, 0),
-                    COALESCE(occurrence_count, 1), COALESCE(variance, 0.0), last_confirmed
-               FROM patterns WHERE id = ?1",
-            [pattern_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
-        )?;
+) -> rusqlite::Result<(f64, f64)> {
     // The 5 newest applications. Rows are only ever appended at application time, so rowid
     // order is applied_at order; it lets SQLite walk idx_app_pattern backwards and stop
     // after 5 rows, where ORDER BY applied_at sorted every application of the pattern — on
@@ -474,15 +503,15 @@ pub(crate) fn refresh_effectiveness_tx(
         .collect::<rusqlite::Result<_>>()?;
     let outcomes: Vec<bool> = recent.iter().map(|(ok, _)| *ok).collect();
     let groundings: Vec<f64> = recent.iter().filter_map(|(_, g)| *g).collect();
-    let days = now.whole_days_since(last_confirmed.as_deref());
-    let eff = effectiveness(s, f, &outcomes, &groundings, days);
-    let priority = store_priority(eff, occ, variance);
-    crate::store::exec(
-        tx,
-        "UPDATE patterns SET effectiveness_score = ?2, priority_score = ?3 WHERE id = ?1",
-        params![pattern_id, eff, priority],
-    )?;
-    Ok(())
+    let days = now.whole_days_since(stats.last_confirmed.as_deref());
+    let eff = effectiveness(
+        stats.successes,
+        stats.failures,
+        &outcomes,
+        &groundings,
+        days,
+    );
+    Ok((eff, store_priority(eff, stats.occurrences, stats.variance)))
 }
 
 fn reweight_tx(tx: &Connection, now: &Now) -> rusqlite::Result<usize> {

@@ -345,12 +345,13 @@ impl LearningStore {
                 drop(conn);
                 return Ok(f(self));
             }
-            conn.execute_batch("BEGIN IMMEDIATE")
+            // Through the statement cache: a batch per few sheets should not parse these.
+            exec(&conn, "BEGIN IMMEDIATE", [])
                 .map_err(|source| self.sql_error("beginning a batch".into(), source))?;
         }
         let out = f(self);
         let conn = self.lock()?;
-        if let Err(source) = conn.execute_batch("COMMIT") {
+        if let Err(source) = exec(&conn, "COMMIT", []) {
             let _ = conn.execute_batch("ROLLBACK");
             return Err(self.sql_error("committing a batch".into(), source));
         }

@@ -935,3 +935,73 @@ fn memory_only_selection_answers_like_the_full_one_or_not_at_all() {
         .cached_patterns_for_prompt(&tags, &cfg, &mut b)
         .is_none());
 }
+
+#[test]
+fn each_application_stores_counters_confirmation_and_scores_of_the_spec() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixed: jiff::Timestamp = "2024-05-01T12:00:00Z".parse().unwrap();
+    let store = LearningStore::open(dir.path().join("l.db"))
+        .unwrap()
+        .with_fixed_time(fixed);
+    let id = seed_pattern(&store, "mixed", "validation:file_exists", 0, 0);
+    let apply = |ok: bool, grounding: Option<f64>| {
+        store
+            .record_pattern_application(&PatternApplication {
+                pattern_id: id.clone(),
+                execution_id: "exec".into(),
+                led_to_success: ok,
+                retry_count_before: 0,
+                retry_count_after: u8::from(!ok).into(),
+                grounding_confidence: grounding,
+            })
+            .unwrap()
+            .unwrap()
+    };
+    // (outcome, grounding) in order; expectations from §9.1/§9.2 by hand.
+    let steps = [
+        (false, None),
+        (false, Some(0.5)),
+        (true, None),
+        (false, None),
+        (true, Some(1.0)),
+        (true, None),
+    ];
+    let mut history: Vec<(bool, Option<f64>)> = Vec::new();
+    for (ok, grounding) in steps {
+        apply(ok, grounding);
+        history.push((ok, grounding));
+        let p = store.get_pattern(&id).unwrap().unwrap();
+        let s = history.iter().filter(|(ok, _)| *ok).count() as i64;
+        let f = history.len() as i64 - s;
+        assert_eq!((p.led_to_success_count, p.led_to_failure_count), (s, f));
+        let recent: Vec<&(bool, Option<f64>)> = history.iter().rev().take(5).collect();
+        let outcomes: Vec<bool> = recent.iter().map(|(ok, _)| *ok).collect();
+        let groundings: Vec<f64> = recent.iter().filter_map(|(_, g)| *g).collect();
+        let eff = mozart_learning::effectiveness(s, f, &outcomes, &groundings, 0);
+        assert!((p.effectiveness_score - eff).abs() < 1e-12, "{p:?}");
+        let priority = mozart_learning::store_priority(eff, p.occurrence_count, p.variance);
+        assert!((p.priority_score - priority).abs() < 1e-12, "{p:?}");
+    }
+    // Confirmation time moves only with a success; an unknown pattern stores nothing.
+    let confirmed = store.get_pattern(&id).unwrap().unwrap().last_confirmed;
+    apply(false, None);
+    assert_eq!(
+        store.get_pattern(&id).unwrap().unwrap().last_confirmed,
+        confirmed
+    );
+    assert!(store
+        .record_pattern_application(&PatternApplication {
+            pattern_id: "no-such-pattern".into(),
+            execution_id: "exec".into(),
+            led_to_success: true,
+            retry_count_before: 0,
+            retry_count_after: 0,
+            grounding_confidence: None,
+        })
+        .unwrap()
+        .is_none());
+    assert_eq!(
+        count(store.path(), "SELECT COUNT(*) FROM pattern_applications"),
+        7
+    );
+}
