@@ -191,12 +191,20 @@ validations:
         "the first run's files were archived inside the workspace: {archives:?}"
     );
 
-    // The learning store saw every sheet of both runs.
+    // The learning store saw every sheet of both runs (its writer commits in batches a
+    // moment after the outcomes arrive).
     let db = rusqlite::Connection::open(env.home.join("global-learning.db")).unwrap();
-    let rows: i64 = db
-        .query_row("SELECT COUNT(*) FROM executions", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(rows, 4, "two runs of two sheets recorded once each");
+    let count = || -> i64 {
+        db.query_row("SELECT COUNT(*) FROM executions", [], |r| r.get(0))
+            .unwrap()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while count() < 4 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Settled: nothing is written twice afterwards either.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(count(), 4, "two runs of two sheets recorded once each");
     // ...and its patterns are served over the protocol (conductor.md §8.25).
     let mut client = mozart_ipc::BlockingClient::connect(&env.socket).unwrap();
     let doc = client
@@ -231,5 +239,25 @@ fn observer_events_of_a_running_job_are_served_newest_first() {
     assert!(
         times.windows(2).all(|w| w[0] >= w[1]),
         "newest first: {times:?}"
+    );
+}
+
+/// The learning writer gathers outcomes for a moment before it commits; stopping the
+/// conductor right after a job ends still leaves every outcome in the store.
+#[test]
+fn stopping_the_conductor_flushes_pending_learning_outcomes() {
+    let env = TestEnv::new();
+    let score = env.write_score("flush", &mozart_tests::sleepy_shell_score("flush", 3, 0.0));
+    env.start_conductor();
+    run(&env, &score, &[]);
+    assert_eq!(wait_done(&env, "flush")["status"], "completed");
+    env.stop_conductor();
+    let db = rusqlite::Connection::open(env.home.join("global-learning.db")).unwrap();
+    let rows: i64 = db
+        .query_row("SELECT COUNT(*) FROM executions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        rows, 3,
+        "every sheet's outcome was written before the conductor exited"
     );
 }

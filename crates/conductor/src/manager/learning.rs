@@ -155,6 +155,17 @@ impl Learning {
         self.enqueue(Outcome::Job(job));
     }
 
+    /// Wait (at most `limit`) until every queued outcome is written — at shutdown, so the
+    /// writer's gathering pause loses nothing.
+    pub(crate) async fn flush(&self, limit: std::time::Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        while (self.writing.load(Ordering::Acquire) || !lock(&self.queue).is_empty())
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
     fn enqueue(&self, outcome: Outcome) {
         lock(&self.queue).push_back(outcome);
         if self.writing.swap(true, Ordering::AcqRel) {
@@ -163,6 +174,11 @@ impl Learning {
         let (store, queue, writing) =
             (self.store.clone(), self.queue.clone(), self.writing.clone());
         tokio::task::spawn_blocking(move || loop {
+            // Let outcomes gather: a commit (WAL frames for the executions table and its
+            // indexes) costs about as much as the rows in it, and 20 sheets in flight
+            // finish a few milliseconds apart. An outcome lost to a crash in this window is
+            // written again from the checkpoint when the job ends (the store keeps it once).
+            std::thread::sleep(COALESCE);
             let batch: Vec<Outcome> = lock(&queue).drain(..).collect();
             if batch.is_empty() {
                 writing.store(false, Ordering::Release);
@@ -177,6 +193,9 @@ impl Learning {
         });
     }
 }
+
+/// How long the writer waits for more outcomes before a commit.
+const COALESCE: std::time::Duration = std::time::Duration::from_millis(50);
 
 fn write_outcomes(store: &LearningStore, batch: Vec<Outcome>) {
     let mut sheets: Vec<SheetOutcome> = Vec::new();

@@ -692,6 +692,10 @@ impl JobHost for JobManager {
                     tracing::warn!("baton did not stop within the shutdown timeout");
                 }
             }
+            // Outcomes the learning writer is still gathering go to the store before exit.
+            if let Some(learning) = &self.shared.learning {
+                learning.flush(Duration::from_secs(5)).await;
+            }
         })
     }
 
