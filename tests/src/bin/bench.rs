@@ -75,7 +75,7 @@ struct Args {
     #[arg(long, default_value_t = 20)]
     reps: usize,
     /// Repetitions of the 1,000-sheet run and of its floor (interleaved; median reported).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 5)]
     big_reps: usize,
     /// Interval between completion polls of a job of more than 50 sheets, in milliseconds
     /// (smaller jobs are polled every 2 ms: a 70 ms job measured with a 5 ms poll would be
