@@ -377,7 +377,7 @@ fn runs(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> R
             key: "bench-seq-20",
             yaml: SCORE_SEQ_20,
             sheets: 20,
-            reps: 5,
+            reps: 7,
             outputs: true,
         },
         Workload {
@@ -398,6 +398,7 @@ fn runs(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> R
         });
     }
     let mut walls = BTreeMap::new();
+    let (mut seq_alone, mut seq_walls) = (Vec::new(), Vec::new());
     for w in &workloads {
         progress(&format!(
             "{} ×{} (`mozart run`, then job.submit)",
@@ -408,6 +409,8 @@ fn runs(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> R
         let mut by_rpc = Vec::new();
         let mut floors = Vec::new();
         let mut runs = Vec::new();
+        let seq = w.key == "bench-seq-20";
+        let seq_ws = env.work.join("instrument-alone");
         for rep in 0..w.reps {
             // Interleaved, so load from other work on a shared machine hits all alike.
             let hwm_reset = conductor.reset_peak_rss();
@@ -418,6 +421,11 @@ fn runs(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> R
             by_cli.push(run.wall);
             runs.push(run);
             by_rpc.push(env.run_job(w, rep, conductor, Via::Rpc, args.poll_ms)?.wall);
+            if seq {
+                // The instrument alone, in the same minute as the two runs it is compared to.
+                seq_alone.push(floor(env, &seq_ws, 20, 1, Prompt::Sequential)?.wall);
+                seq_walls.push((by_cli[rep], by_rpc[rep]));
+            }
             if big {
                 let ws = env.work.join(format!("floor-{rep}"));
                 floors.push(floor(env, &ws, w.sheets, FLOOR_WORKERS, Prompt::FanOut)?);
@@ -528,26 +536,34 @@ fn runs(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> R
     }
 
     // Per-sheet overhead of seq-20: what the conductor adds on top of the instrument's own
-    // time on the critical path (bar < 1 ms/sheet).
-    let seq_ws = env.work.join("instrument-alone");
-    let alone = median_of(5, || {
-        Ok(floor(env, &seq_ws, 20, 1, Prompt::Sequential)?.wall)
-    })?;
-    report.add(Row::ms(
-        "instrument_alone_20",
-        "instant instrument alone, 20 calls in sequence",
-        alone,
-        5,
-    ));
-    if let Some((cli, rpc)) = walls.get("bench-seq-20") {
-        let overhead = |wall: &Duration| (wall.as_secs_f64() - alone.as_secs_f64()) * 1000.0 / 20.0;
+    // time on the critical path (bar < 1 ms/sheet). The instrument alone ×20 ran right
+    // after each rep's two runs; the median of the per-rep differences is reported.
+    let n_seq = seq_alone.len();
+    if n_seq > 0 {
+        report.add(Row::ms(
+            "instrument_alone_20",
+            "instant instrument alone, 20 calls in sequence",
+            median(seq_alone.clone()),
+            n_seq,
+        ));
+        let overhead = |pick: fn(&(Duration, Duration)) -> Duration| {
+            median_f64(
+                seq_walls
+                    .iter()
+                    .zip(&seq_alone)
+                    .map(|(walls, alone)| {
+                        (pick(walls).as_secs_f64() - alone.as_secs_f64()) * 1000.0 / 20.0
+                    })
+                    .collect(),
+            )
+        };
         report.add(
             Row::new(
                 "seq20_overhead_per_sheet",
                 "bench-seq-20: overhead per sheet beyond the instrument (`mozart run`)",
-                overhead(cli),
+                overhead(|w| w.0),
                 "ms",
-                5,
+                n_seq,
             )
             .bar_below(1.0),
         );
@@ -555,9 +571,9 @@ fn runs(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> R
             Row::new(
                 "seq20_submit_overhead_per_sheet",
                 "bench-seq-20: overhead per sheet beyond the instrument (job.submit)",
-                overhead(rpc),
+                overhead(|w| w.1),
                 "ms",
-                5,
+                n_seq,
             )
             .bar_below(1.0),
         );
