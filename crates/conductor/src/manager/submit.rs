@@ -274,6 +274,21 @@ pub(super) async fn submit(
 
     {
         let registry = lock(&mgr.shared.registry);
+        // SQLite can still commit on a full disk (it reuses its WAL file's space), and then
+        // the job's logs, workspace files and later checkpoints fail one by one: refuse new
+        // work while the conductor's home has next to no room, and say why.
+        let home = registry.path().parent().unwrap_or(Path::new("."));
+        if let Some(free) = free_bytes(home).filter(|free| *free < MIN_FREE_BYTES) {
+            tracing::error!(job_id, home = %home.display(), free, "job refused: the disk is full");
+            return rejected(
+                &job_id,
+                format!(
+                    "Cannot accept the job: the disk is full ({} has {} KiB free). Free some space, then submit again.",
+                    home.display(),
+                    free / 1024
+                ),
+            );
+        }
         let job_score = JobScore {
             yaml: Some(score.text.clone()),
             snapshot: serde_json::to_value(&config).ok(),
@@ -397,4 +412,13 @@ pub(super) fn build_checkpoint(
     instruments.dedup();
     cp.instruments_used = instruments;
     cp
+}
+
+/// Below this much free space in the conductor's home, new jobs are refused.
+const MIN_FREE_BYTES: u64 = 512 * 1024;
+
+/// Bytes an unprivileged writer can still use on `dir`'s filesystem (`None` if unknown).
+fn free_bytes(dir: &Path) -> Option<u64> {
+    let stat = nix::sys::statvfs::statvfs(dir).ok()?;
+    Some(u64::from(stat.blocks_available()).saturating_mul(u64::from(stat.fragment_size())))
 }
