@@ -150,9 +150,16 @@ impl Registry {
         let thread = std::thread::Builder::new()
             .name("registry-ckpt".into())
             .spawn(move || {
-                let checkpoint = || {
-                    if let Err(e) = reader.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-                        tracing::warn!(path = %path.display(), error = %e, "registry checkpoint failed");
+                // Said once per failing stretch (a full disk fails every run), not twice a second.
+                let mut failing = false;
+                let mut checkpoint = || {
+                    match reader.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                        Err(e) if !failing => {
+                            failing = true;
+                            tracing::warn!(path = %path.display(), error = %e, "registry checkpoint failed");
+                        }
+                        Err(_) => {}
+                        Ok(()) => failing = false,
                     }
                 };
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(period) {
