@@ -418,6 +418,8 @@ pub(super) fn build_checkpoint(
 const MIN_FREE_BYTES: u64 = 512 * 1024;
 
 /// Bytes an unprivileged writer can still use on `dir`'s filesystem (`None` if unknown).
+// The statvfs field types are u64 here but narrower on other targets.
+#[allow(clippy::useless_conversion)]
 fn free_bytes(dir: &Path) -> Option<u64> {
     let stat = nix::sys::statvfs::statvfs(dir).ok()?;
     Some(u64::from(stat.blocks_available()).saturating_mul(u64::from(stat.fragment_size())))
