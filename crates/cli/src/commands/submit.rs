@@ -333,11 +333,12 @@ fn early_failure(globals: &Globals, job_id: &str) -> Option<Value> {
     let socket = conductor_client::paths(globals, None).ok()?.socket;
     let deadline = Instant::now() + EARLY_FAILURE_WINDOW;
     // A short job is often done before the first 0.2 s poll of upstream's schedule: look
-    // almost at once, then at upstream's pace.
+    // almost at once, then less and less often up to upstream's pace (20, 40, 80, 160,
+    // 200 ms …), so `mozart run` returns soon after a quick job ends.
     let mut wait = Duration::from_millis(20);
     while Instant::now() < deadline {
         std::thread::sleep(wait);
-        wait = EARLY_FAILURE_POLL;
+        wait = (wait * 2).min(EARLY_FAILURE_POLL);
         let Ok(mut client) = mozart_ipc::BlockingClient::connect(&socket) else {
             continue;
         };
