@@ -1247,6 +1247,10 @@ impl Env {
                 .map_err(io_err("waiting for", &self.mozart.path))?;
             self.check_run_exit(exit, &job, &score_arg)?;
         }
+        // What the conductor still does for the job after reporting it completed (the
+        // learning writer's job-end rows, freeing memory) belongs to this run: wait for it,
+        // so its CPU is counted here and it does not slow the next run or the floor.
+        settle(pid);
         let cpu_after = proc_cpu_ms(pid);
         run.conductor_cpu_ms = cpu_after.own - cpu_before.own;
         run.children_cpu_ms = cpu_after.children - cpu_before.children;
@@ -1425,6 +1429,19 @@ struct CpuMs {
 
 /// CPU times of `pid` in ms; zero when unreadable. The kernel reports them in USER_HZ ticks,
 /// which Linux fixes at 100 per second for this interface (proc(5)).
+/// Wait until the conductor's own CPU time stops moving (no tick in 150 ms), at most 5 s.
+fn settle(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut last = proc_cpu_ms(pid).own;
+    let mut quiet = 0;
+    while quiet < 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = proc_cpu_ms(pid).own;
+        quiet = if now == last { quiet + 1 } else { 0 };
+        last = now;
+    }
+}
+
 fn proc_cpu_ms(pid: u32) -> CpuMs {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return CpuMs::default();
