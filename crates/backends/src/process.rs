@@ -339,13 +339,15 @@ fn lock(state: &Mutex<ReaderState>) -> MutexGuard<'_, ReaderState> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Read one of the child's streams to its end (nothing when the child has no such pipe).
 async fn read_stream<R: AsyncRead + Unpin>(
-    mut reader: R,
+    reader: Option<R>,
     kind: StreamKind,
-    state: Arc<Mutex<ReaderState>>,
-    progress: Arc<Progress>,
+    state: &Mutex<ReaderState>,
+    progress: &Progress,
     mut log: Option<std::fs::File>,
 ) {
+    let Some(mut reader) = reader else { return };
     // Most instruments print little: start small (20 sheets in flight × 2 streams of 64 KiB
     // each was a measurable share of the conductor's memory) and grow up to a pipe's
     // capacity only for a stream that keeps filling the buffer.
@@ -361,7 +363,7 @@ async fn read_stream<R: AsyncRead + Unpin>(
         }
         let chunk = &buf[..n];
         progress.record(kind, n);
-        lock(&state).feed(chunk);
+        lock(state).feed(chunk);
         // Written in place: a chunk (at most 64 KiB) lands in the page cache in
         // microseconds, while tokio::fs sends every write through the blocking pool — a
         // thread hand-off per chunk, per stream, per sheet.
@@ -372,7 +374,7 @@ async fn read_stream<R: AsyncRead + Unpin>(
             }
         }
     }
-    lock(&state).finish();
+    lock(state).finish();
 }
 
 /// Create `{base}{suffix}` (in place, like the writes: one `open` on a local workspace).
@@ -422,18 +424,19 @@ pub async fn run_process(
 ) -> (ProcessOutcome, Option<Box<dyn LineSink>>) {
     let started = Instant::now();
     let started_at_epoch = epoch_now();
-    let out_state = Arc::new(Mutex::new(ReaderState {
+    // Both readers run inside this future, so their states are plain locals.
+    let out_state = Mutex::new(ReaderState {
         capture: StreamCapture::new(spec.keep_full_stdout),
         sink,
         pending: Vec::new(),
         pending_overflow: false,
-    }));
-    let err_state = Arc::new(Mutex::new(ReaderState {
+    });
+    let err_state = Mutex::new(ReaderState {
         capture: StreamCapture::new(0),
         sink: None,
         pending: Vec::new(),
         pending_overflow: false,
-    }));
+    });
 
     // A bare name is looked up on the PATH the child gets, here: std would otherwise fall
     // back from posix_spawn to fork+exec for it (a changed PATH and a bare name), and
@@ -493,34 +496,12 @@ pub async fn run_process(
     let err_log = open_log(&spec.log_base, ".stderr.log");
     // Both streams are read inside this future (no task per stream): dropping it — a
     // cancelled attempt — stops them with everything else.
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let reading = async {
-        let out = async {
-            if let Some(stdout) = stdout {
-                read_stream(
-                    stdout,
-                    StreamKind::Stdout,
-                    Arc::clone(&out_state),
-                    Arc::clone(&progress),
-                    out_log,
-                )
-                .await;
-            }
-        };
-        let err = async {
-            if let Some(stderr) = stderr {
-                read_stream(
-                    stderr,
-                    StreamKind::Stderr,
-                    Arc::clone(&err_state),
-                    Arc::clone(&progress),
-                    err_log,
-                )
-                .await;
-            }
-        };
-        tokio::join!(out, err);
+        tokio::join!(
+            read_stream(stdout, StreamKind::Stdout, &out_state, &progress, out_log),
+            read_stream(stderr, StreamKind::Stderr, &err_state, &progress, err_log),
+        );
     };
 
     let deadline = tokio::time::Instant::from_std(started + spec.timeout);
