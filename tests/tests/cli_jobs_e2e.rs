@@ -5,31 +5,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use mozart_tests::{stdout, TestEnv};
+use mozart_tests::{sleepy_shell_score as score, stdout, TestEnv};
 use serde_json::{json, Value};
-
-/// A score of `sheets` sheets; each writes `out-<n>.txt` after `sleep` seconds and is
-/// validated on that file.
-fn score(name: &str, sheets: u32, sleep: f64) -> String {
-    format!(
-        r#"name: {name}
-workspace: ./{name}-ws
-instrument: shell
-pause_between_sheets_seconds: 0
-sheet:
-  size: 1
-  total_items: {sheets}
-prompt:
-  template: |
-    Write sheet {{{{ sheet_num }}}}.
-    RUN: sleep {sleep}
-    RUN: echo "sheet {{{{ sheet_num }}}}" > "{{{{ workspace }}}}/out-{{{{ sheet_num }}}}.txt"
-validations:
-  - type: file_exists
-    path: "{{workspace}}/out-{{sheet_num}}.txt"
-"#
-    )
-}
 
 /// Submit through the protocol directly, so these tests do not depend on `mozart run`.
 fn submit(env: &TestEnv, path: &Path) -> Value {
