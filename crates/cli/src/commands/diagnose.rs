@@ -352,7 +352,7 @@ pub fn attach_log_contents(report: &mut Value) {
 /// Add `resource_profile`. This port has no process profiler yet, so the profile is
 /// always unavailable, with the reason (cli.md §5.3 `resource_profile {available, ...}`).
 pub fn attach_resource_profile(report: &mut Value) {
-    let db = mozart_conductor::paths::mozart_home()
+    let db = mozart_ipc::paths::mozart_home()
         .map(|h| h.join("monitor.db"))
         .ok();
     let error = match db {
