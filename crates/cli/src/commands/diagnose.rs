@@ -4,9 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+use mozart_ipc::checkpoint::{JobCheckpoint, SheetStatus};
 use mozart_ipc::methods;
-use mozart_state::checkpoint::{CheckpointState, SheetStatus};
-use mozart_state::time::Timestamp;
+use mozart_ipc::time::Timestamp;
 use serde_json::{json, Map, Value};
 
 use super::errors::{
@@ -123,7 +123,7 @@ fn report_error(e: &ErrorEntry) -> Value {
 
 /// The report as JSON, keys in upstream's order (cli.md §5.3). `now` dates the report and
 /// ends the duration of an unfinished score.
-pub fn build_report(job: &CheckpointState, workspace: Option<&Path>, now: f64) -> Value {
+pub fn build_report(job: &JobCheckpoint, workspace: Option<&Path>, now: f64) -> Value {
     let mut r = Map::new();
     r.insert("job_id".into(), json!(job.job_id));
     r.insert("job_name".into(), json!(job.job_name));
@@ -385,7 +385,7 @@ fn first_chars(v: &Value, n: usize) -> String {
 }
 
 /// The human report (upstream's section order; cli.md §5.3).
-pub fn render_report(job: &CheckpointState, report: &Value, now: f64, style: &Style) -> String {
+pub fn render_report(job: &JobCheckpoint, report: &Value, now: f64, style: &Style) -> String {
     let mut out: Vec<String> = Vec::new();
     let heading = |text: &str, color: Color| style.paint(text, color);
     let status = job.status.as_str();
@@ -687,7 +687,7 @@ mod tests {
     use super::*;
     use crate::render::status_json::parse_checkpoint;
 
-    fn job() -> CheckpointState {
+    fn job() -> JobCheckpoint {
         parse_checkpoint(&json!({
             "job_id": "d", "job_name": "demo", "total_sheets": 3, "status": "failed",
             "created_at": "2026-01-01T10:00:00Z", "updated_at": "2026-01-01T10:01:00Z",
