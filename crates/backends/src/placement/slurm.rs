@@ -34,9 +34,6 @@ use crate::types::{epoch_now, ExecutionRequest, Progress};
 /// Default poll interval of a running attempt.
 pub const DEFAULT_POLL: Duration = Duration::from_millis(500);
 
-/// How often Slurm itself is asked about a job whose `exit` file has not appeared.
-const STATE_CHECK_EVERY: Duration = Duration::from_secs(3);
-
 /// Longest wait for a Slurm command (`sbatch`, `scontrol`, `scancel`).
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -60,6 +57,7 @@ const TERMINAL_STATES: &[&str] = &[
 pub struct SlurmPlacement {
     spec: PlacementSpec,
     poll: Duration,
+    watcher: Arc<Watcher>,
 }
 
 /// What Slurm says about a job.
@@ -95,6 +93,7 @@ impl SlurmPlacement {
         SlurmPlacement {
             spec: spec.clone(),
             poll,
+            watcher: Arc::default(),
         }
     }
 
@@ -218,7 +217,10 @@ impl SlurmPlacement {
         Ok(attempt)
     }
 
-    /// Wait for the job to end, honouring the timeout from the job's start.
+    /// Wait for the job to end, honouring the timeout from the job's start. The attempt
+    /// sleeps until the placement's watcher sees its job change state in `squeue` (one call
+    /// per poll interval for every job of the placement), its deadline comes, or a slow
+    /// housekeeping tick (output growth for stale detection) is due.
     async fn follow(
         &self,
         attempt: &RemoteAttempt,
@@ -226,10 +228,15 @@ impl SlurmPlacement {
         progress: &Progress,
     ) -> Followed {
         let dir = &attempt.dir;
+        let watch = self.watcher.watch(&attempt.remote_id, self.poll);
+        let _unwatch = Unwatch {
+            watcher: &self.watcher,
+            id: &attempt.remote_id,
+        };
         let mut deadline: Option<f64> = None;
-        let mut last_check = Instant::now();
         let mut seen = (0u64, 0u64);
         loop {
+            let notified = watch.changed.notified();
             if let Some(code) = read_exit(dir) {
                 record_growth(dir, progress, &mut seen);
                 return Followed::Exited(code);
@@ -254,32 +261,147 @@ impl SlurmPlacement {
                 }
                 return Followed::TimedOut;
             }
-            if last_check.elapsed() >= STATE_CHECK_EVERY {
-                last_check = Instant::now();
-                match job_state(&attempt.remote_id).await {
-                    JobState::Ended(state) => {
-                        // The exit file may trail the job's end on a network filesystem.
-                        tokio::time::sleep(self.poll.max(Duration::from_secs(1))).await;
-                        if let Some(code) = read_exit(dir) {
-                            record_growth(dir, progress, &mut seen);
-                            return Followed::Exited(code);
-                        }
-                        return Followed::Vanished(state);
+            if watch.gone() {
+                // The exit file may trail the job's end on a network filesystem.
+                for _ in 0..10 {
+                    if let Some(code) = read_exit(dir) {
+                        record_growth(dir, progress, &mut seen);
+                        return Followed::Exited(code);
                     }
-                    JobState::Unknown => {
-                        tokio::time::sleep(self.poll.max(Duration::from_secs(1))).await;
-                        if let Some(code) = read_exit(dir) {
-                            return Followed::Exited(code);
-                        }
-                        return Followed::Vanished("unknown to Slurm".into());
-                    }
-                    JobState::Active(_) => {}
-                    JobState::Unreachable(e) => {
-                        tracing::warn!(slurm_job = %attempt.remote_id, error = %e, "cannot ask Slurm about the job; still waiting");
-                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                let state = match job_state(&attempt.remote_id).await {
+                    JobState::Ended(s) | JobState::Active(s) => s,
+                    JobState::Unknown => "unknown to Slurm".into(),
+                    JobState::Unreachable(e) => e,
+                };
+                return Followed::Vanished(state);
+            }
+            let mut wake = HOUSEKEEPING;
+            if let Some(d) = deadline {
+                let left = (d - epoch_now()).max(0.0);
+                wake = wake.min(Duration::from_secs_f64(left));
+            } else {
+                // Not started yet as far as the files tell: look again at the next state
+                // change (pending -> running) or soon.
+                wake = wake.min(self.poll * 4);
+            }
+            let _ = tokio::time::timeout(wake, notified).await;
+        }
+    }
+}
+
+/// Slow tick of a followed attempt: output growth (stale detection) and the start file.
+const HOUSEKEEPING: Duration = Duration::from_secs(10);
+
+/// The jobs one placement follows, looked at together: one `squeue --me` per poll interval
+/// however many attempts run (per-attempt `scontrol` calls would cost the controller one
+/// RPC per job per interval; docs/design/distributed.md "Conductor load").
+#[derive(Debug, Default)]
+struct Watcher {
+    state: std::sync::Mutex<WatcherState>,
+}
+
+#[derive(Debug, Default)]
+struct WatcherState {
+    jobs: std::collections::HashMap<String, Arc<Watch>>,
+    running: bool,
+}
+
+/// One followed job: its last state in `squeue`, and a signal when that changes.
+#[derive(Debug, Default)]
+struct Watch {
+    /// Last `squeue` state; `None` once the job is no longer listed (it ended).
+    last: std::sync::Mutex<Option<String>>,
+    ended: std::sync::atomic::AtomicBool,
+    changed: tokio::sync::Notify,
+}
+
+impl Watch {
+    fn gone(&self) -> bool {
+        self.ended.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
+/// Removes a job from the watcher when its follower ends (normally or dropped).
+struct Unwatch<'a> {
+    watcher: &'a Arc<Watcher>,
+    id: &'a str,
+}
+
+impl Drop for Unwatch<'_> {
+    fn drop(&mut self) {
+        lock(&self.watcher.state).jobs.remove(self.id);
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Watcher {
+    /// Follow `id`; starts the polling task when it is not running.
+    fn watch(self: &Arc<Self>, id: &str, poll: Duration) -> Arc<Watch> {
+        let mut state = lock(&self.state);
+        let watch = Arc::clone(state.jobs.entry(id.to_string()).or_default());
+        if !state.running {
+            state.running = true;
+            tokio::spawn(Arc::clone(self).poll_loop(poll));
+        }
+        watch
+    }
+
+    /// Every `poll`: list our jobs once, and wake the followers of jobs that changed state
+    /// or left the queue. Ends when nothing is followed (restarted by the next `watch`).
+    async fn poll_loop(self: Arc<Self>, poll: Duration) {
+        // However the task ends (nothing left to follow, or its runtime shut down), the
+        // next `watch` starts a new one.
+        struct Stopped(Arc<Watcher>);
+        impl Drop for Stopped {
+            fn drop(&mut self) {
+                lock(&self.0.state).running = false;
+            }
+        }
+        let _stopped = Stopped(Arc::clone(&self));
+        loop {
+            tokio::time::sleep(poll).await;
+            if lock(&self.state).jobs.is_empty() {
+                let state = lock(&self.state);
+                if state.jobs.is_empty() {
+                    return;
                 }
             }
-            tokio::time::sleep(self.poll).await;
+            let listed = match slurm_command("squeue", &["-h", "--me", "-o", "%i|%T"]).await {
+                Ok(out) => out,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot list Slurm jobs; trying again");
+                    continue;
+                }
+            };
+            let states: std::collections::HashMap<&str, &str> = listed
+                .lines()
+                .filter_map(|l| l.trim().split_once('|'))
+                .collect();
+            let jobs: Vec<(String, Arc<Watch>)> = lock(&self.state)
+                .jobs
+                .iter()
+                .map(|(k, v)| (k.clone(), Arc::clone(v)))
+                .collect();
+            for (id, watch) in jobs {
+                let now = states.get(id.as_str()).map(|s| (*s).to_string());
+                let mut last = lock(&watch.last);
+                let ended =
+                    now.is_none() || now.as_deref().is_some_and(|s| TERMINAL_STATES.contains(&s));
+                if ended {
+                    watch
+                        .ended
+                        .store(true, std::sync::atomic::Ordering::Release);
+                }
+                if *last != now || ended {
+                    *last = now;
+                    watch.changed.notify_one();
+                }
+            }
         }
     }
 }

@@ -2,6 +2,7 @@
 //! `placement`, else the instrument profile's, else `local`; and the sheet's checkpoint as
 //! the journal of its remote attempt (the Slurm job id is durable before the job runs).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use mozart_backends::placement::{Placement, PlacementSpec, RemoteAttempt, RemoteJournal};
@@ -40,7 +41,18 @@ pub(crate) fn placement_for(
             spec.kind.as_str()
         ));
     }
-    Placement::from_spec(&spec).map_err(|e| format!("placement.{e}"))
+    // One placement per distinct spec for the conductor's life: attempts sharing it share
+    // its watcher (one `squeue` per poll interval for all of them, not one per attempt).
+    static CACHE: std::sync::LazyLock<std::sync::Mutex<HashMap<String, Placement>>> =
+        std::sync::LazyLock::new(Default::default);
+    let key = serde_json::to_string(&spec).map_err(|e| format!("placement: {e}"))?;
+    let mut cache = lock(&CACHE);
+    if let Some(p) = cache.get(&key) {
+        return Ok(p.clone());
+    }
+    let placement = Placement::from_spec(&spec).map_err(|e| format!("placement.{e}"))?;
+    cache.insert(key, placement.clone());
+    Ok(placement)
 }
 
 /// The sheet's checkpoint as the record of its remote attempt.
