@@ -199,7 +199,12 @@ impl SlurmPlacement {
             submitted_at: epoch_now(),
         };
         if let Some(journal) = &req.remote {
-            if let Err(e) = journal.record(&attempt) {
+            // A durable write (an fsync): off the async workers, which other attempts share.
+            let (j, a) = (Arc::clone(journal), attempt.clone());
+            let recorded = tokio::task::spawn_blocking(move || j.record(&a))
+                .await
+                .unwrap_or_else(|e| Err(format!("recording task failed: {e}")));
+            if let Err(e) = recorded {
                 let _ = slurm_command("scancel", &[&remote_id]).await;
                 return Err(format!(
                     "cannot record Slurm job {remote_id} in the checkpoint, so it was cancelled: {e}"
