@@ -203,3 +203,25 @@ async fn a_lost_follower_is_replaced_by_reattaching_not_resubmitting() {
     let runs = std::fs::read_to_string(&count).unwrap();
     assert_eq!(runs.lines().count(), 1, "the command ran {runs:?}");
 }
+
+/// A job that never leaves the queue does not hold its sheet forever: the timeout bounds
+/// the wait, and the job is cancelled.
+#[tokio::test]
+async fn a_job_stuck_in_the_queue_times_out_and_is_cancelled() {
+    if !slurm_up() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec: PlacementSpec = serde_yaml::from_str(
+        "type: slurm\npoll_interval_seconds: 0.2\nextra_args: ['--begin=now+3600']\n",
+    )
+    .unwrap();
+    let journal = Arc::new(MemJournal::default());
+    let mut req = request("echo never", dir.path(), Duration::from_secs(2));
+    req.placement = Placement::from_spec(&spec).unwrap();
+    req.remote = Some(journal.clone());
+    let result = backend().execute(req).await;
+    assert!(result.timed_out, "{result:?}");
+    let id = journal.recorded().unwrap().remote_id;
+    assert!(!squeue_has(&id), "job {id} still queued after the timeout");
+}

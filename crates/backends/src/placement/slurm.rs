@@ -250,7 +250,14 @@ impl SlurmPlacement {
             if deadline.is_none() {
                 deadline = read_start(dir).map(|s| s + spec.timeout.as_secs_f64());
             }
-            if deadline.is_some_and(|d| epoch_now() >= d) {
+            // Waiting in the queue is bounded by the timeout too (a job that never starts
+            // must not hold its sheet forever); once started, the timeout counts from the start.
+            let queue_limit = attempt.submitted_at + spec.timeout.as_secs_f64();
+            let over = match deadline {
+                Some(d) => epoch_now() >= d,
+                None => epoch_now() >= queue_limit,
+            };
+            if over {
                 tracing::info!(slurm_job = %attempt.remote_id, "timeout: cancelling the Slurm job");
                 let _ = slurm_command("scancel", &[&attempt.remote_id]).await;
                 // Wait for it to be gone (Slurm sends TERM, then KILL after its KillWait).
@@ -289,7 +296,8 @@ impl SlurmPlacement {
             } else {
                 // Not started yet as far as the files tell: look again at the next state
                 // change (pending -> running) or soon.
-                wake = wake.min(self.poll * 4);
+                let left = (queue_limit - epoch_now()).max(0.0);
+                wake = wake.min(self.poll * 4).min(Duration::from_secs_f64(left));
             }
             let _ = tokio::time::timeout(wake, notified).await;
         }
