@@ -482,6 +482,8 @@ pub(super) fn build_checkpoint(
                     s.attempt_count = p.attempt_count;
                     s.completion_attempts = p.completion_attempts;
                     s.healing_attempts = p.healing_attempts;
+                    // An attempt still running remotely is re-attached to, not run again.
+                    s.remote_attempt = p.remote_attempt.clone();
                 }
                 s
             });
