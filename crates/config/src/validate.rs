@@ -737,6 +737,9 @@ fn check_undefined_vars(
 ) {
     let mut defined: HashSet<String> = V101_BUILTINS.iter().map(|s| s.to_string()).collect();
     defined.extend(c.prompt.variables.keys().cloned());
+    if c.tasks.is_some() {
+        defined.extend(crate::tasks::TASK_VARS.iter().map(|s| s.to_string()));
+    }
     let declared = declared_names(text);
     let mut undefined: Vec<String> = tpl
         .undeclared_variables(false)
