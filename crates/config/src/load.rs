@@ -79,6 +79,7 @@ fn load_inner(text: String, path: &Path, score_dir: Option<&Path>) -> Result<Sco
     if !checker.errors.is_empty() {
         return Err(schema(checker.errors));
     }
+    crate::tasks::check_review(&config).map_err(ConfigError::Tasks)?;
     if config.tasks.is_some() {
         // Relative task files belong to the score's directory (also when the text came
         // from the conductor's registry rather than the file).

@@ -156,6 +156,26 @@ impl ReviewConfig {
     }
 }
 
+/// Reject review settings that cannot work.
+pub(crate) fn check_review(job: &JobConfig) -> Result<(), String> {
+    let Some(r) = &job.review else {
+        return Ok(());
+    };
+    if r.max_iterations < 1 {
+        return Err(format!(
+            "review.max_iterations must be at least 1, got {}",
+            r.max_iterations
+        ));
+    }
+    if r.timeout_seconds.is_some_and(|t| !(t > 0.0)) {
+        return Err("review.timeout_seconds must be greater than 0".into());
+    }
+    if r.instrument.as_deref().is_some_and(|i| i.trim().is_empty()) {
+        return Err("review.instrument must name an instrument".into());
+    }
+    Ok(())
+}
+
 /// The task a sheet plays, if its movement is the task movement.
 pub fn task_of<'a>(job: &'a JobConfig, movement: u32, voice: u32) -> Option<&'a TaskItem> {
     let tasks = job.tasks.as_ref()?;
