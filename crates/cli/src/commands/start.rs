@@ -124,6 +124,7 @@ fn run_here(config: DaemonConfig, paths: ConductorPaths, args: &Args) -> Result<
         // The detached child's stderr already is the log file: log there once.
         foreground: args.foreground && !args.detached_child,
         log_level: args.log_level.clone(),
+        jobs: Some(std::sync::Arc::new(mozart_jobs::Jobs)),
     };
     match mozart_conductor::run_blocking(settings) {
         Ok(()) => Ok(0),

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use mozart_state::{DaemonJobStatus, SheetStatus};
 
 use super::{lock, JobError, JobManager, SubmitRequest};
-use crate::{ConductorCtx, ConductorError};
+use mozart_conductor::{ConductorCtx, ConductorError};
 
 type Ctx = Arc<ConductorCtx>;
 type RpcResult = Result<Value, ErrorObjectOwned>;

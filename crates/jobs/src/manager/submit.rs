@@ -9,7 +9,7 @@ use mozart_ipc::types::{JobResponse, JobResponseStatus};
 use mozart_state::{CheckpointState, DaemonJobStatus, JobRecord, JobScore, JobStatus, SheetState};
 
 use super::{lock, rejected, specs, JobEntry, JobManager, JobRun};
-use crate::ConductorCtx;
+use mozart_conductor::ConductorCtx;
 
 /// What a submission asks for (`JobRequest`, conductor.md §8.1).
 #[derive(Debug, Clone, Default)]

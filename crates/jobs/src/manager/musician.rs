@@ -569,7 +569,7 @@ impl<'a> Watched<'a> {
         // nothing to guard.)
         let Some(ticks) = progress
             .start_ticks()
-            .or_else(|| crate::watchdog::start_ticks(pid))
+            .or_else(|| mozart_conductor::watchdog::start_ticks(pid))
         else {
             return watched;
         };

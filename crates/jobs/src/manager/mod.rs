@@ -32,8 +32,8 @@ use mozart_state::{
 };
 use serde_json::{json, Value};
 
-use crate::ctx::{BoxFuture, JobCounts, JobHost};
-use crate::{ConductorCtx, ConductorError};
+use mozart_conductor::ctx::{BoxFuture, JobCounts, JobHost};
+use mozart_conductor::{ConductorCtx, ConductorError};
 
 pub use rpc::register as register_rpc;
 pub use submit::SubmitRequest;
@@ -123,7 +123,7 @@ pub(crate) struct Shared {
     /// The journal of running instrument groups in `inflight_dir`.
     pub inflight: Arc<reaper::Inflight>,
     /// The companion process that ends instrument groups if the conductor dies.
-    pub watchdog: Option<crate::watchdog::Watchdog>,
+    pub watchdog: Option<mozart_conductor::watchdog::Watchdog>,
     /// Recent observer events per job (the last 200, oldest first) for
     /// `daemon.observer_events` (conductor.md §8.22).
     pub observed: Mutex<HashMap<String, std::collections::VecDeque<mozart_baton::ObserverEvent>>>,
@@ -204,7 +204,7 @@ impl JobManager {
             inflight: reaper::Inflight::new(inflight_dir.clone()),
             inflight_dir,
             observed: Mutex::new(HashMap::new()),
-            watchdog: match crate::watchdog::Watchdog::spawn() {
+            watchdog: match mozart_conductor::watchdog::Watchdog::spawn() {
                 Ok(w) => Some(w),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot start the instrument watchdog; instruments are reaped on restart only");
