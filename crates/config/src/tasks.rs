@@ -44,6 +44,10 @@ pub struct TasksConfig {
     /// `owner/name` for `gh -R` (default: the repository of the current directory).
     #[serde(default)]
     pub repo: Option<String>,
+    /// The git repository the tasks work on (its per-task worktrees and branches); default:
+    /// the directory of `file`, else the score's directory. Relative to the score's directory.
+    #[serde(default)]
+    pub repository: Option<PathBuf>,
     /// Heading of the section (`## <section>`).
     #[serde(default = "d_section")]
     pub section: String,
@@ -365,6 +369,9 @@ pub(crate) fn load(job: &mut JobConfig, base: &Path) -> Result<(), String> {
                 format!("tasks.file: cannot read {}: {e}", path.display())
             })?;
             tasks.file = Some(path.clone());
+            if tasks.repository.is_none() {
+                tasks.repository = path.parent().map(Path::to_path_buf);
+            }
             (text, path.display().to_string())
         }
         (None, Some(issue)) => (
@@ -372,6 +379,11 @@ pub(crate) fn load(job: &mut JobConfig, base: &Path) -> Result<(), String> {
             format!("GitHub issue #{issue}"),
         ),
     };
+    tasks.repository = Some(match tasks.repository.take() {
+        Some(r) if r.is_absolute() => r,
+        Some(r) => crate::resolve_path(&base.join(r)),
+        None => base.to_path_buf(),
+    });
     let mut items = parse_tasks(&text, &tasks.section, &source)?;
     let template = tasks.branch.clone().unwrap_or_else(|| "{prefix}/{slug}".into());
     for item in &mut items {

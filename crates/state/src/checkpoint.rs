@@ -567,6 +567,9 @@ pub struct SheetState {
     /// Structured agent feedback.
     #[serde(default)]
     pub agent_feedback: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Ours: the worker + reviewer loop of this sheet (docs/mochi.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<crate::review::ReviewState>,
 }
 
 impl SheetState {
@@ -623,6 +626,7 @@ impl SheetState {
             estimated_cost: None,
             cost_confidence: 1.0,
             agent_feedback: None,
+            review: None,
         }
     }
 
