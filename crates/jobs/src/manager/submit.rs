@@ -232,10 +232,21 @@ pub(super) async fn submit(
         checkpoint.started_at = Some(mozart_state::Timestamp::now());
     }
 
-    // Isolation (execution.md §9.5): a git worktree per job, reused when resuming.
+    // Isolation (execution.md §9.5): a git worktree per job, reused when resuming. Per-sheet
+    // worktrees are made by each sheet's first attempt; what can be known up front is
+    // checked here, before any agent runs (docs/mochi.md).
     let mut worktree = None;
     let mut working_dir = workspace.clone();
-    if config.isolation.enabled {
+    if crate::sheet_worktrees::per_sheet(&config) {
+        let (cfg, jid) = (config.clone(), job_id.clone());
+        match tokio::task::spawn_blocking(move || crate::sheet_worktrees::preflight(&cfg, &jid))
+            .await
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return rejected(&job_id, format!("Cannot isolate the job's sheets: {e}")),
+            Err(e) => return rejected(&job_id, format!("Cannot isolate the job's sheets: {e}")),
+        }
+    } else if config.isolation.enabled {
         let (cfg, jid, resume) = (
             config.clone(),
             job_id.clone(),
@@ -317,6 +328,7 @@ pub(super) async fn submit(
         renderer,
         working_dir,
         worktree,
+        sheet_worktrees: Mutex::new(Default::default()),
         workspace,
         attempt_details: Mutex::new(Default::default()),
         mtimes: Mutex::new(Default::default()),
@@ -383,6 +395,8 @@ pub(super) fn build_checkpoint(
                 let mut s = SheetState::new(sheet.num);
                 // Keep attempt counts of an unfinished sheet so retries are not refunded.
                 if let Some(p) = previous.and_then(|p| p.sheets.get(&sheet.num)) {
+                    // The reviewer loop resumes at the same iteration with the same feedback.
+                    s.review = p.review.clone();
                     s.attempt_count = p.attempt_count;
                     s.completion_attempts = p.completion_attempts;
                     s.healing_attempts = p.healing_attempts;
