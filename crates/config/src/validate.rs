@@ -517,8 +517,8 @@ fn other_checks(score: &Score, score_path: &Path, env: &CheckEnv, out: &mut Vec<
             let _ = start;
         }
     }
-    // V203
-    if c.validations.is_empty() {
+    // V203 (a reviewer judges every attempt of a `review:` score: docs/mochi.md)
+    if c.validations.is_empty() && c.review.is_none() {
         out.push(
             Issue::new(
                 "V203",
