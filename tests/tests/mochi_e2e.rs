@@ -1,0 +1,241 @@
+//! The maintained `scores/mochi.yaml` end to end (issue #14): a git project with a 3-task
+//! `PRD.md`, one worktree and branch per task, a worker and a reviewer played by the stand-in
+//! CLI (routed by prompt, so the parallel tasks each follow their own script), one reviewer
+//! `RETRY` whose feedback must reach the worker's next iteration through FEEDBACK.md, and the
+//! `pr` dispatch pushing to a local bare repository and calling a stand-in `gh`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../fixtures/e2e/harness.rs"]
+mod harness;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use harness::*;
+use mozart_tests::TestEnv;
+use serde_json::{json, Value};
+
+const TASKS: [(&str, &str); 3] = [
+    ("Fix the bug in auth.go", "fix-the-bug-in-auth-go"),
+    ("Add a --verbose flag", "add-a-verbose-flag"),
+    ("Write the README section", "write-the-readme-section"),
+];
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+struct Project {
+    repo: PathBuf,
+    remote: PathBuf,
+    score: PathBuf,
+    gh_log: PathBuf,
+}
+
+/// A git project with PRD.md and a bare `origin`, the repo's score (instruments swapped for
+/// `claude_cli`, which passes the stand-in its script; short pauses), and a stand-in `gh`.
+fn project(env: &TestEnv) -> Project {
+    let repo = env.work.join("project");
+    std::fs::create_dir_all(repo.join("scores")).unwrap();
+    git(&repo, &["init", "-q", "-b", "main", "."]);
+    std::fs::write(repo.join("README.md"), "a project\n").unwrap();
+    let prd: String = TASKS.iter().map(|(t, _)| format!("- {t}\n")).collect();
+    std::fs::write(
+        repo.join("PRD.md"),
+        format!("# Plan\n\nWhy we do this.\n\n## Tasks\n{prd}\n## Later\n- not now\n"),
+    )
+    .unwrap();
+    git(&repo, &["add", "README.md", "PRD.md"]);
+    git(&repo, &["commit", "-q", "-m", "init"]);
+    let remote = env.work.join("remote.git");
+    git(&env.work, &["init", "-q", "--bare", remote.to_str().unwrap()]);
+    git(&repo, &["remote", "add", "origin", remote.to_str().unwrap()]);
+
+    let score = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../scores/mochi.yaml"),
+    )
+    .unwrap()
+    .replace("instrument: claude-code", "instrument: claude_cli")
+    .replace("base_delay_seconds: 5", "base_delay_seconds: 0.1");
+    let path = repo.join("scores").join("mochi.yaml");
+    std::fs::write(&path, score).unwrap();
+
+    let gh_log = env.work.join("gh.log");
+    let gh = env.bin.join("gh");
+    std::fs::write(
+        &gh,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{log}'\ncase \"$1 $2\" in\n  'pr create') n=$(wc -l < '{log}'); echo \"https://github.com/example/project/pull/$n\" ;;\n  *) echo \"gh stand-in: unexpected $*\" >&2; exit 1 ;;\nesac\n",
+            log = gh_log.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&gh, std::fs::Permissions::from_mode(0o755)).unwrap();
+    Project {
+        repo,
+        remote,
+        score: path,
+        gh_log,
+    }
+}
+
+fn commit_step(slug: &str, extra: &str) -> Value {
+    json!({
+        "run": format!("{extra}echo {slug} >> work.txt && git add work.txt && git -c user.name=w -c user.email=w@example.com commit -qm 'work on {slug}'"),
+        "result": format!("I worked on {slug}"),
+    })
+}
+
+/// Reviewer routes first (their prompt also quotes the task); task 2 needs one RETRY, and
+/// its second worker iteration only succeeds if the feedback is in FEEDBACK.md.
+fn script(slow_second_iteration: f64) -> Value {
+    let mut routes = Vec::new();
+    for (i, (task, _)) in TASKS.iter().enumerate() {
+        let verdicts = if i == 1 {
+            json!([{"result": "RETRY: add a test for the flag"}, {"result": "Looks right now.\nDONE"}])
+        } else {
+            json!([{"result": "DONE"}])
+        };
+        routes.push(json!({"contains": ["You review the work", task], "steps": verdicts}));
+    }
+    for (i, (task, slug)) in TASKS.iter().enumerate() {
+        let mut steps = vec![commit_step(slug, "")];
+        if i == 1 {
+            let mut second = commit_step(slug, "grep -q 'add a test for the flag' FEEDBACK.md && ");
+            second["sleep"] = json!(slow_second_iteration);
+            steps.push(second);
+        }
+        routes.push(json!({"contains": [task], "steps": steps}));
+    }
+    json!({ "routes": routes })
+}
+
+fn check_outcome(env: &TestEnv, p: &Project, doc: &Value) {
+    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
+    // Three branches with the workers' commits; task 2's has both iterations.
+    for (i, (_, slug)) in TASKS.iter().enumerate() {
+        let branch = format!("mochi/{slug}");
+        let ahead: u32 = git(&p.repo, &["rev-list", "--count", &format!("main..{branch}")])
+            .parse()
+            .unwrap();
+        assert_eq!(ahead, if i == 1 { 2 } else { 1 }, "{branch}");
+        // Pushed to the remote by the `pr` dispatch.
+        git(&p.remote, &["rev-parse", "--verify", &format!("refs/heads/{branch}")]);
+    }
+    // The reviewer's retry, visible in status --json.
+    let s2 = sheet(doc, 2);
+    assert_eq!(s2["review"]["iteration"], 2, "{s2:#}");
+    let history = s2["review"]["history"].as_array().unwrap();
+    assert_eq!(history.len(), 2, "{s2:#}");
+    assert_eq!(history[0]["verdict"], "RETRY");
+    assert_eq!(history[0]["feedback"], "add a test for the flag");
+    assert_eq!(history[1]["verdict"], "DONE");
+    for n in [1, 3] {
+        assert_eq!(sheet(doc, n)["review"]["iteration"], 1, "{doc:#}");
+    }
+    // Three pull requests.
+    let prs = std::fs::read_to_string(&p.gh_log).unwrap();
+    let creates: Vec<&str> = prs.lines().filter(|l| l.starts_with("pr create")).collect();
+    assert_eq!(creates.len(), 3, "{prs}");
+    for (_, slug) in TASKS {
+        assert!(
+            creates.iter().any(|l| l.contains(&format!("--head mochi/{slug} --base main"))),
+            "{prs}"
+        );
+    }
+    assert!(prs.contains("Accepted by the reviewer after 2 iterations"), "{prs}");
+    for n in 1..=3 {
+        let dispatched = sheet(doc, n)["review"]["dispatched"].as_str().unwrap_or("");
+        assert!(dispatched.starts_with("https://github.com/example/project/pull/"), "{doc:#}");
+    }
+    // Worktrees cleaned: only the main checkout is left, the manifest lists nothing.
+    let worktrees = git(&p.repo, &["worktree", "list", "--porcelain"]);
+    assert_eq!(
+        worktrees.lines().filter(|l| l.starts_with("worktree ")).count(),
+        1,
+        "{worktrees}"
+    );
+    let manifest = p.repo.join(".mochi-workspace/.worktrees/mochi.manifest.json");
+    let m: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    assert_eq!(m["sheets"], json!({}), "{m:#}");
+}
+
+#[test]
+fn three_tasks_one_retry_three_pull_requests() {
+    let env = TestEnv::new();
+    let p = project(&env);
+    let script = standin_script(&env, "mochi", &script(0.0));
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    run(&env, &p.score, &[]);
+    let doc = wait_terminal(&env, "mochi", 90.0);
+    check_outcome(&env, &p, &doc);
+}
+
+/// `kill -9` of the conductor while task 2's second worker iteration runs: the restarted
+/// conductor resumes the loop at iteration 2 with the same feedback, in the same worktree.
+#[test]
+fn kill_9_mid_loop_resumes_at_the_same_iteration() {
+    let env = TestEnv::new();
+    let p = project(&env);
+    let script = standin_script(&env, "mochi", &script(4.0));
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    run(&env, &p.score, &[]);
+    // Task 2's RETRY is checkpointed and its second worker run has started.
+    wait_status(&env, "mochi", 60.0, |d| sheet(d, 2)["review"]["iteration"] == 1);
+    let claims = PathBuf::from(format!("{}.route4.claim.1", script.display()));
+    poll(&env, 30.0, "the second worker iteration", || claims.exists().then_some(()));
+    let pid = env.conductor_pid().expect("conductor pid");
+    mozart_tests::signal(pid, "KILL");
+    poll(&env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    let doc = wait_terminal(&env, "mochi", 90.0);
+    let history = sheet(&doc, 2)["review"]["history"].clone();
+    assert_eq!(
+        history,
+        json!([
+            {"iteration": 1, "verdict": "RETRY", "feedback": "add a test for the flag"},
+            {"iteration": 2, "verdict": "DONE", "feedback": ""}
+        ]),
+        "{doc:#}\n{}",
+        env.log()
+    );
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+}
+
+/// A score whose tracked files have uncommitted changes is refused before any agent runs.
+#[test]
+fn dirty_checkout_is_refused_up_front() {
+    let env = TestEnv::new();
+    let p = project(&env);
+    std::fs::write(p.repo.join("README.md"), "changed\n").unwrap();
+    let script = standin_script(&env, "mochi", &script(0.0));
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    let out = env.mozart(&["run", p.score.to_str().unwrap()]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("uncommitted changes"), "{text}");
+    assert!(text.contains("README.md"), "{text}");
+    assert!(
+        !PathBuf::from(format!("{}.count", script.display())).exists()
+            && !PathBuf::from(format!("{}.route3.claim.0", script.display())).exists(),
+        "no agent ran"
+    );
+}
