@@ -239,3 +239,40 @@ fn dirty_checkout_is_refused_up_front() {
         "no agent ran"
     );
 }
+
+/// A rate limit on the reviewer is tempo, not failure: the sheet waits (no iteration spent),
+/// and when the limit is lifted the reviewer is asked again without re-running the worker.
+#[test]
+fn a_rate_limited_reviewer_waits_and_the_worker_is_not_run_again() {
+    let env = TestEnv::new();
+    let p = project(&env);
+    let mut routes = script(0.0);
+    routes["routes"][0]["steps"] = json!([
+        {"scenario": "limit-legacy", "reset_in": 2},
+        {"result": "DONE"}
+    ]);
+    let script = standin_script(&env, "mochi", &routes);
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    run(&env, &p.score, &[]);
+    let remaining = || {
+        env.raw_call("daemon.rate_limits", json!({}))["result"]["backends"]["claude_cli"]
+            ["seconds_remaining"]
+            .as_f64()
+    };
+    poll(&env, 30.0, "the reviewer's rate limit", remaining);
+    let doc = status(&env, "mochi");
+    assert_ne!(doc["status"], "failed", "{doc:#}");
+    assert!(sheet(&doc, 1)["review"].is_null(), "no verdict yet: {doc:#}");
+    env.raw_call(
+        "daemon.clear_rate_limits",
+        json!({"instrument": "claude_cli"}),
+    );
+    let doc = wait_terminal(&env, "mochi", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
+    assert_eq!(sheet(&doc, 1)["review"]["iteration"], 1, "{doc:#}");
+    let claim = |route: u32, n: u32| {
+        PathBuf::from(format!("{}.route{route}.claim.{n}", script.display())).exists()
+    };
+    assert!(claim(0, 1), "the reviewer was asked again");
+    assert!(claim(3, 0) && !claim(3, 1), "the worker of task 1 ran once");
+}
