@@ -214,6 +214,72 @@ fn kill_9_mid_loop_resumes_at_the_same_iteration() {
         env.log()
     );
     assert_eq!(doc["status"], "completed", "{doc:#}");
+    // The same worktree and branch were reused (the manifest), not a `-2` twin.
+    let branches = git(&p.repo, &["branch", "--list", "mochi/*"]);
+    assert_eq!(branches.lines().count(), 3, "{branches}");
+    let ahead = git(&p.repo, &["rev-list", "--count", "main..mochi/add-a-verbose-flag"]);
+    assert!(ahead == "2" || ahead == "3", "{ahead}");
+}
+
+/// The other dispatch modes: a research report (final output + memory files) and the raw
+/// output as a file, one per task in the workspace's `output/`.
+#[test]
+fn research_report_and_file_dispatch() {
+    for (mode, check) in [
+        ("research-report", "## Progress (PROGRESS.md)"),
+        ("file", "I worked on"),
+    ] {
+        let env = TestEnv::new();
+        let p = project(&env);
+        let text = std::fs::read_to_string(&p.score)
+            .unwrap()
+            .replace("dispatch: pr ", &format!("dispatch: {mode} "));
+        std::fs::write(&p.score, text).unwrap();
+        let script = standin_script(&env, "mochi", &script(0.0));
+        start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+        run(&env, &p.score, &[]);
+        let doc = wait_terminal(&env, "mochi", 90.0);
+        assert_eq!(doc["status"], "completed", "{mode}: {doc:#}");
+        for (_, slug) in TASKS {
+            let path = p.repo.join(format!(".mochi-workspace/output/{slug}.md"));
+            let body = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(body.contains(check), "{mode}: {}: {body}", path.display());
+            assert!(body.contains(&format!("I worked on {slug}")), "{mode}: {body}");
+        }
+        assert!(!p.gh_log.exists(), "{mode}: no pull request");
+    }
+}
+
+/// A pull request that cannot be opened fails the sheet like a failed hook, with the
+/// command's message; the work stays on the branch.
+#[test]
+fn a_failed_dispatch_keeps_the_work_on_the_branch() {
+    let env = TestEnv::new();
+    let p = project(&env);
+    std::fs::write(
+        env.bin.join("gh"),
+        "#!/bin/sh
+echo 'GraphQL: Resource not accessible by integration' >&2
+exit 1
+",
+    )
+    .unwrap();
+    let script = standin_script(&env, "mochi", &script(0.0));
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    run(&env, &p.score, &[]);
+    let doc = wait_terminal(&env, "mochi", 90.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let message = sheet(&doc, 1)["error_message"].as_str().unwrap_or("").to_string();
+    assert!(
+        message.contains("dispatch pr failed (hook)")
+            && message.contains("Resource not accessible")
+            && message.contains("the work stays on branch mochi/fix-the-bug-in-auth-go"),
+        "{doc:#}"
+    );
+    assert_eq!(
+        git(&p.repo, &["rev-list", "--count", "main..mochi/fix-the-bug-in-auth-go"]),
+        "1"
+    );
 }
 
 /// A score whose tracked files have uncommitted changes is refused before any agent runs.
@@ -275,4 +341,49 @@ fn a_rate_limited_reviewer_waits_and_the_worker_is_not_run_again() {
     };
     assert!(claim(0, 1), "the reviewer was asked again");
     assert!(claim(3, 0) && !claim(3, 1), "the worker of task 1 ran once");
+}
+
+/// A reviewer that never says DONE: the sheet fails after `max_iterations` with the last
+/// feedback in `mozart errors`; its worktree and branch stay for inspection, the other tasks
+/// are dispatched.
+#[test]
+fn max_iterations_fail_the_sheet_with_the_last_feedback() {
+    let env = TestEnv::new();
+    let p = project(&env);
+    let mut routes = script(0.0);
+    routes["routes"][0]["steps"] = json!([
+        {"result": "RETRY: first remark"},
+        {"result": "RETRY: second remark"},
+        {"result": "I cannot tell."}
+    ]);
+    let script = standin_script(&env, "mochi", &routes);
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    run(&env, &p.score, &[]);
+    let doc = wait_terminal(&env, "mochi", 90.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let s1 = sheet(&doc, 1);
+    assert_eq!(s1["status"], "failed", "{s1:#}");
+    assert_eq!(s1["review"]["iteration"], 3, "{s1:#}");
+    // An ambiguous answer is a RETRY with the raw answer as feedback.
+    assert_eq!(s1["review"]["history"][2]["feedback"], "I cannot tell.");
+    let out = env.mozart(&["errors", "mochi", "--json"]);
+    let text = mozart_tests::stdout(&out);
+    assert!(
+        text.contains("reviewer loop: no DONE after 3 iterations; last feedback: I cannot tell."),
+        "{text}"
+    );
+    for n in [2, 3] {
+        assert_eq!(sheet(&doc, n)["status"], "completed", "{doc:#}");
+    }
+    // The failed task's work stays: its branch has the three iterations' commits, its
+    // worktree is kept (unlocked) and still listed in the manifest.
+    let ahead = git(&p.repo, &["rev-list", "--count", "main..mochi/fix-the-bug-in-auth-go"]);
+    assert_eq!(ahead, "3");
+    let manifest = p.repo.join(".mochi-workspace/.worktrees/mochi.manifest.json");
+    let m: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    assert_eq!(m["sheets"]["1"]["status"], "kept", "{m:#}");
+    let kept = m["sheets"]["1"]["path"].as_str().unwrap();
+    assert!(Path::new(kept).join("FEEDBACK.md").exists());
+    let list = git(&p.repo, &["worktree", "list", "--porcelain"]);
+    assert!(!list.contains("locked"), "a failed run's worktree is unlocked: {list}");
 }
