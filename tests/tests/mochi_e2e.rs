@@ -59,15 +59,20 @@ fn project(env: &TestEnv) -> Project {
     git(&repo, &["add", "README.md", "PRD.md"]);
     git(&repo, &["commit", "-q", "-m", "init"]);
     let remote = env.work.join("remote.git");
-    git(&env.work, &["init", "-q", "--bare", remote.to_str().unwrap()]);
-    git(&repo, &["remote", "add", "origin", remote.to_str().unwrap()]);
+    git(
+        &env.work,
+        &["init", "-q", "--bare", remote.to_str().unwrap()],
+    );
+    git(
+        &repo,
+        &["remote", "add", "origin", remote.to_str().unwrap()],
+    );
 
-    let score = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../scores/mochi.yaml"),
-    )
-    .unwrap()
-    .replace("instrument: claude-code", "instrument: claude_cli")
-    .replace("base_delay_seconds: 5", "base_delay_seconds: 0.1");
+    let score =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scores/mochi.yaml"))
+            .unwrap()
+            .replace("instrument: claude-code", "instrument: claude_cli")
+            .replace("base_delay_seconds: 5", "base_delay_seconds: 0.1");
     let path = repo.join("scores").join("mochi.yaml");
     std::fs::write(&path, score).unwrap();
 
@@ -127,12 +132,18 @@ fn check_outcome(env: &TestEnv, p: &Project, doc: &Value) {
     // Three branches with the workers' commits; task 2's has both iterations.
     for (i, (_, slug)) in TASKS.iter().enumerate() {
         let branch = format!("mochi/{slug}");
-        let ahead: u32 = git(&p.repo, &["rev-list", "--count", &format!("main..{branch}")])
-            .parse()
-            .unwrap();
+        let ahead: u32 = git(
+            &p.repo,
+            &["rev-list", "--count", &format!("main..{branch}")],
+        )
+        .parse()
+        .unwrap();
         assert_eq!(ahead, if i == 1 { 2 } else { 1 }, "{branch}");
         // Pushed to the remote by the `pr` dispatch.
-        git(&p.remote, &["rev-parse", "--verify", &format!("refs/heads/{branch}")]);
+        git(
+            &p.remote,
+            &["rev-parse", "--verify", &format!("refs/heads/{branch}")],
+        );
     }
     // The reviewer's retry, visible in status --json.
     let s2 = sheet(doc, 2);
@@ -151,23 +162,36 @@ fn check_outcome(env: &TestEnv, p: &Project, doc: &Value) {
     assert_eq!(creates.len(), 3, "{prs}");
     for (_, slug) in TASKS {
         assert!(
-            creates.iter().any(|l| l.contains(&format!("--head mochi/{slug} --base main"))),
+            creates
+                .iter()
+                .any(|l| l.contains(&format!("--head mochi/{slug} --base main"))),
             "{prs}"
         );
     }
-    assert!(prs.contains("Accepted by the reviewer after 2 iterations"), "{prs}");
+    assert!(
+        prs.contains("Accepted by the reviewer after 2 iterations"),
+        "{prs}"
+    );
     for n in 1..=3 {
         let dispatched = sheet(doc, n)["review"]["dispatched"].as_str().unwrap_or("");
-        assert!(dispatched.starts_with("https://github.com/example/project/pull/"), "{doc:#}");
+        assert!(
+            dispatched.starts_with("https://github.com/example/project/pull/"),
+            "{doc:#}"
+        );
     }
     // Worktrees cleaned: only the main checkout is left, the manifest lists nothing.
     let worktrees = git(&p.repo, &["worktree", "list", "--porcelain"]);
     assert_eq!(
-        worktrees.lines().filter(|l| l.starts_with("worktree ")).count(),
+        worktrees
+            .lines()
+            .filter(|l| l.starts_with("worktree "))
+            .count(),
         1,
         "{worktrees}"
     );
-    let manifest = p.repo.join(".mochi-workspace/.worktrees/mochi.manifest.json");
+    let manifest = p
+        .repo
+        .join(".mochi-workspace/.worktrees/mochi.manifest.json");
     let m: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
     assert_eq!(m["sheets"], json!({}), "{m:#}");
 }
@@ -193,9 +217,13 @@ fn kill_9_mid_loop_resumes_at_the_same_iteration() {
     start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
     run(&env, &p.score, &[]);
     // Task 2's RETRY is checkpointed and its second worker run has started.
-    wait_status(&env, "mochi", 60.0, |d| sheet(d, 2)["review"]["iteration"] == 1);
+    wait_status(&env, "mochi", 60.0, |d| {
+        sheet(d, 2)["review"]["iteration"] == 1
+    });
     let claims = PathBuf::from(format!("{}.route4.claim.1", script.display()));
-    poll(&env, 30.0, "the second worker iteration", || claims.exists().then_some(()));
+    poll(&env, 30.0, "the second worker iteration", || {
+        claims.exists().then_some(())
+    });
     let pid = env.conductor_pid().expect("conductor pid");
     mozart_tests::signal(pid, "KILL");
     poll(&env, 10.0, "the conductor to die", || {
@@ -217,7 +245,10 @@ fn kill_9_mid_loop_resumes_at_the_same_iteration() {
     // The same worktree and branch were reused (the manifest), not a `-2` twin.
     let branches = git(&p.repo, &["branch", "--list", "mochi/*"]);
     assert_eq!(branches.lines().count(), 3, "{branches}");
-    let ahead = git(&p.repo, &["rev-list", "--count", "main..mochi/add-a-verbose-flag"]);
+    let ahead = git(
+        &p.repo,
+        &["rev-list", "--count", "main..mochi/add-a-verbose-flag"],
+    );
     assert!(ahead == "2" || ahead == "3", "{ahead}");
 }
 
@@ -244,7 +275,10 @@ fn research_report_and_file_dispatch() {
             let path = p.repo.join(format!(".mochi-workspace/output/{slug}.md"));
             let body = std::fs::read_to_string(&path).unwrap_or_default();
             assert!(body.contains(check), "{mode}: {}: {body}", path.display());
-            assert!(body.contains(&format!("I worked on {slug}")), "{mode}: {body}");
+            assert!(
+                body.contains(&format!("I worked on {slug}")),
+                "{mode}: {body}"
+            );
         }
         assert!(!p.gh_log.exists(), "{mode}: no pull request");
     }
@@ -269,7 +303,10 @@ exit 1
     run(&env, &p.score, &[]);
     let doc = wait_terminal(&env, "mochi", 90.0);
     assert_eq!(doc["status"], "failed", "{doc:#}");
-    let message = sheet(&doc, 1)["error_message"].as_str().unwrap_or("").to_string();
+    let message = sheet(&doc, 1)["error_message"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
     assert!(
         message.contains("dispatch pr failed (hook)")
             && message.contains("Resource not accessible")
@@ -277,7 +314,10 @@ exit 1
         "{doc:#}"
     );
     assert_eq!(
-        git(&p.repo, &["rev-list", "--count", "main..mochi/fix-the-bug-in-auth-go"]),
+        git(
+            &p.repo,
+            &["rev-list", "--count", "main..mochi/fix-the-bug-in-auth-go"]
+        ),
         "1"
     );
 }
@@ -328,7 +368,10 @@ fn a_rate_limited_reviewer_waits_and_the_worker_is_not_run_again() {
     poll(&env, 30.0, "the reviewer's rate limit", remaining);
     let doc = status(&env, "mochi");
     assert_ne!(doc["status"], "failed", "{doc:#}");
-    assert!(sheet(&doc, 1)["review"].is_null(), "no verdict yet: {doc:#}");
+    assert!(
+        sheet(&doc, 1)["review"].is_null(),
+        "no verdict yet: {doc:#}"
+    );
     env.raw_call(
         "daemon.clear_rate_limits",
         json!({"instrument": "claude_cli"}),
@@ -377,13 +420,21 @@ fn max_iterations_fail_the_sheet_with_the_last_feedback() {
     }
     // The failed task's work stays: its branch has the three iterations' commits, its
     // worktree is kept (unlocked) and still listed in the manifest.
-    let ahead = git(&p.repo, &["rev-list", "--count", "main..mochi/fix-the-bug-in-auth-go"]);
+    let ahead = git(
+        &p.repo,
+        &["rev-list", "--count", "main..mochi/fix-the-bug-in-auth-go"],
+    );
     assert_eq!(ahead, "3");
-    let manifest = p.repo.join(".mochi-workspace/.worktrees/mochi.manifest.json");
+    let manifest = p
+        .repo
+        .join(".mochi-workspace/.worktrees/mochi.manifest.json");
     let m: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
     assert_eq!(m["sheets"]["1"]["status"], "kept", "{m:#}");
     let kept = m["sheets"]["1"]["path"].as_str().unwrap();
     assert!(Path::new(kept).join("FEEDBACK.md").exists());
     let list = git(&p.repo, &["worktree", "list", "--porcelain"]);
-    assert!(!list.contains("locked"), "a failed run's worktree is unlocked: {list}");
+    assert!(
+        !list.contains("locked"),
+        "a failed run's worktree is unlocked: {list}"
+    );
 }

@@ -28,11 +28,18 @@ const PRD: &str = "# Plan\n\n## Tasks\n- Fix the bug in auth.go\n* Add a --verbo
 #[test]
 fn validate_and_dry_run_show_tasks_slugs_branches_models() {
     let env = TestEnv::new();
-    let s = score(&env, "tasks: {file: PRD.md, branch: \"mochi/{slug}\"}", Some(PRD));
+    let s = score(
+        &env,
+        "tasks: {file: PRD.md, branch: \"mochi/{slug}\"}",
+        Some(PRD),
+    );
     let out = env.mozart(&["validate", &s]);
     let text = output(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
-    assert!(text.contains("Sheets: 4"), "three voices + movement 2: {text}");
+    assert!(
+        text.contains("Sheets: 4"),
+        "three voices + movement 2: {text}"
+    );
     for needle in [
         "1      fix-the-bug-in-auth-go  mochi/fix-the-bug-in-auth-go  -",
         "claude-opus-4",
@@ -60,8 +67,16 @@ fn validate_and_dry_run_show_tasks_slugs_branches_models() {
 #[test]
 fn bad_task_lists_name_the_file_and_line() {
     let cases: &[(&str, &str, &[&str])] = &[
-        ("# Plan\n- a\n", "tasks: {file: PRD.md}", &["PRD.md: no `## Tasks` section"]),
-        ("## Tasks\n\nnothing\n", "tasks: {file: PRD.md}", &["PRD.md line 1", "has no tasks"]),
+        (
+            "# Plan\n- a\n",
+            "tasks: {file: PRD.md}",
+            &["PRD.md: no `## Tasks` section"],
+        ),
+        (
+            "## Tasks\n\nnothing\n",
+            "tasks: {file: PRD.md}",
+            &["PRD.md line 1", "has no tasks"],
+        ),
         (
             "## Tasks\n- Fix it\n- fix  it!\n",
             "tasks: {file: PRD.md}",
@@ -75,9 +90,17 @@ fn bad_task_lists_name_the_file_and_line() {
         (
             "## Tasks\n- Fix it\n",
             "tasks: {file: PRD.md, branch: \"my branch/{slug}\"}",
-            &["'my branch/fix-it'", "not a valid git branch name", "line 2"],
+            &[
+                "'my branch/fix-it'",
+                "not a valid git branch name",
+                "line 2",
+            ],
         ),
-        ("## Tasks\n- a\n", "tasks: {file: MISSING.md}", &["tasks.file: cannot read", "MISSING.md"]),
+        (
+            "## Tasks\n- a\n",
+            "tasks: {file: MISSING.md}",
+            &["tasks.file: cannot read", "MISSING.md"],
+        ),
     ];
     for (prd, tasks, needles) in cases {
         let env = TestEnv::new();
@@ -87,7 +110,10 @@ fn bad_task_lists_name_the_file_and_line() {
             let text = output(&out);
             assert_ne!(out.status.code(), Some(0), "{args:?} {prd:?}: {text}");
             for n in *needles {
-                assert!(text.contains(n), "{args:?} {prd:?}: missing {n:?} in {text}");
+                assert!(
+                    text.contains(n),
+                    "{args:?} {prd:?}: missing {n:?} in {text}"
+                );
             }
         }
     }
@@ -108,7 +134,10 @@ fn stand_in_gh(env: &TestEnv, body: &str) {
 #[test]
 fn tasks_from_a_github_issue_through_gh() {
     let env = TestEnv::new();
-    stand_in_gh(&env, "Please do:\r\n\r\n## Tasks\r\n- First thing\r\n- Second thing\r\n");
+    stand_in_gh(
+        &env,
+        "Please do:\r\n\r\n## Tasks\r\n- First thing\r\n- Second thing\r\n",
+    );
     let s = score(&env, "tasks: {issue: 42, repo: example/project}", None);
     let out = env.mozart(&["run", "--dry-run", "--json", &s]);
     let text = output(&out);
@@ -128,7 +157,10 @@ fn tasks_from_a_github_issue_through_gh() {
     // An issue without the section: the error names the issue.
     stand_in_gh(&env, "no list here");
     let text = output(&env.mozart(&["validate", &s]));
-    assert!(text.contains("GitHub issue #42: no `## Tasks` section"), "{text}");
+    assert!(
+        text.contains("GitHub issue #42: no `## Tasks` section"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -148,7 +180,9 @@ fn a_missing_gh_is_a_clear_error() {
     }
     assert_eq!(out.status.code(), Some(2), "{text}");
     assert!(
-        text.contains("`gh issue view 7 --json body` cannot run: the GitHub CLI `gh` is not on PATH"),
+        text.contains(
+            "`gh issue view 7 --json body` cannot run: the GitHub CLI `gh` is not on PATH"
+        ),
         "{text}"
     );
 }

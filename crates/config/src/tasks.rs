@@ -171,7 +171,7 @@ pub(crate) fn check_review(job: &JobConfig) -> Result<(), String> {
             r.max_iterations
         ));
     }
-    if r.timeout_seconds.is_some_and(|t| !(t > 0.0)) {
+    if r.timeout_seconds.is_some_and(|t| t.is_nan() || t <= 0.0) {
         return Err("review.timeout_seconds must be greater than 0".into());
     }
     if r.instrument.as_deref().is_some_and(|i| i.trim().is_empty()) {
@@ -181,12 +181,14 @@ pub(crate) fn check_review(job: &JobConfig) -> Result<(), String> {
 }
 
 /// The task a sheet plays, if its movement is the task movement.
-pub fn task_of<'a>(job: &'a JobConfig, movement: u32, voice: u32) -> Option<&'a TaskItem> {
+pub fn task_of(job: &JobConfig, movement: u32, voice: u32) -> Option<&TaskItem> {
     let tasks = job.tasks.as_ref()?;
     if tasks.movement != i64::from(movement) {
         return None;
     }
-    tasks.items.get(usize::try_from(voice).ok()?.checked_sub(1)?)
+    tasks
+        .items
+        .get(usize::try_from(voice).ok()?.checked_sub(1)?)
 }
 
 /// Names of the task variables (defined on the sheets of the task movement).
@@ -261,8 +263,8 @@ pub fn parse_tasks(text: &str, section: &str, source: &str) -> Result<Vec<TaskIt
         else {
             continue;
         };
-        let (task, model) = strip_model(rest.trim())
-            .map_err(|m| format!("{source} line {}: {m}", i + 1))?;
+        let (task, model) =
+            strip_model(rest.trim()).map_err(|m| format!("{source} line {}: {m}", i + 1))?;
         if task.is_empty() {
             return Err(format!(
                 "{source} line {}: empty task (a bullet with no text)",
@@ -365,9 +367,8 @@ pub(crate) fn load(job: &mut JobConfig, base: &Path) -> Result<(), String> {
             } else {
                 base.join(file)
             };
-            let text = std::fs::read_to_string(&path).map_err(|e| {
-                format!("tasks.file: cannot read {}: {e}", path.display())
-            })?;
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("tasks.file: cannot read {}: {e}", path.display()))?;
             tasks.file = Some(path.clone());
             if tasks.repository.is_none() {
                 tasks.repository = path.parent().map(Path::to_path_buf);
@@ -385,7 +386,10 @@ pub(crate) fn load(job: &mut JobConfig, base: &Path) -> Result<(), String> {
         None => base.to_path_buf(),
     });
     let mut items = parse_tasks(&text, &tasks.section, &source)?;
-    let template = tasks.branch.clone().unwrap_or_else(|| "{prefix}/{slug}".into());
+    let template = tasks
+        .branch
+        .clone()
+        .unwrap_or_else(|| "{prefix}/{slug}".into());
     for item in &mut items {
         item.branch = crate::placeholders::expand_with(&template, |key| match key {
             "slug" => Some(item.slug.clone().into()),
@@ -491,9 +495,8 @@ fn issue_body(issue: u64, repo: Option<&str>) -> Result<String, String> {
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
-        format!("tasks.issue: `{shown}` did not print JSON ({e})")
-    })?;
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("tasks.issue: `{shown}` did not print JSON ({e})"))?;
     doc.get("body")
         .and_then(serde_json::Value::as_str)
         .map(str::to_string)

@@ -1353,6 +1353,7 @@ mod tests {
             workspace: "/w".into(),
             resume_path: None,
             setup: WorktreeSetup::default(),
+            branch: None,
         };
         assert_eq!(req.names(), ("job".into(), "mozart/job".into()));
         assert_eq!(req.base(), PathBuf::from("/w/.worktrees"));
@@ -1362,5 +1363,8 @@ mod tests {
             req.names(),
             ("job-sheet-3".into(), "mozart/job-sheet-3".into())
         );
+        // A task names its branch; the directory stays per sheet.
+        req.branch = Some("mochi/fix-it".into());
+        assert_eq!(req.names(), ("job-sheet-3".into(), "mochi/fix-it".into()));
     }
 }

@@ -224,7 +224,11 @@ fn load_step(prompt: &str) -> Result<Map<String, Value>, String> {
     let (path, steps): (String, Vec<Value>) = match doc {
         Value::Array(steps) => (path, steps),
         Value::Object(obj) => {
-            let routes = obj.get("routes").and_then(Value::as_array).cloned().unwrap_or_default();
+            let routes = obj
+                .get("routes")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
             let found = routes.iter().enumerate().find(|(_, r)| {
                 r.get("contains")
                     .and_then(Value::as_array)
@@ -237,12 +241,19 @@ fn load_step(prompt: &str) -> Result<Map<String, Value>, String> {
             match found {
                 Some((i, r)) => (
                     format!("{path}.route{i}"),
-                    r.get("steps").and_then(Value::as_array).cloned().unwrap_or_default(),
+                    r.get("steps")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default(),
                 ),
                 None => return Ok(Map::new()),
             }
         }
-        _ => return Err(format!("mozart-standin: script {path} is not a JSON list or object")),
+        _ => {
+            return Err(format!(
+                "mozart-standin: script {path} is not a JSON list or object"
+            ))
+        }
     };
     // Claim the invocation number atomically (parallel sheets call the stand-in at once):
     // the first `{path}.claim.N` this process manages to create is its number.

@@ -397,7 +397,11 @@ fn write_json(score: &Score, path: &Path, issues: &[Issue]) -> std::io::Result<(
     root.field(out, "info_count", &count(Severity::Info))?;
     root.field(out, "issues", issues)?;
     if score.config.tasks.is_some() {
-        root.field(out, "tasks", &crate::render::tasks::tasks_json(&score.config))?;
+        root.field(
+            out,
+            "tasks",
+            &crate::render::tasks::tasks_json(&score.config),
+        )?;
     }
     root.key(out, "rendering")?;
     let mut rendering = PyJsonNode::object(out, 1)?;

@@ -96,7 +96,9 @@ pub fn print_tasks(c: &JobConfig) {
         line([&row[0], &row[1], &row[2], &row[3], &row[4]]);
     }
     if c.isolation.enabled && c.isolation.scope == mozart_config::model::IsolationScope::Sheet {
-        println!("  (each task gets its own git worktree; a taken branch name gets a -2, -3 suffix)");
+        println!(
+            "  (each task gets its own git worktree; a taken branch name gets a -2, -3 suffix)"
+        );
     }
     if let Some(r) = &c.review {
         println!(

@@ -235,14 +235,30 @@ pub(crate) async fn play(
     let (workdir, sheet_wt) = match super::review::sheet_dir(&run, sheet).await {
         Ok(d) => d,
         Err(message) => {
-            report_failure(&run, &inbox, sheet_num, &attempt, FailureKind::Fatal, message, started_epoch);
+            report_failure(
+                &run,
+                &inbox,
+                sheet_num,
+                &attempt,
+                FailureKind::Fatal,
+                message,
+                started_epoch,
+            );
             return;
         }
     };
     let mut review_loop = match super::review::begin(&shared, &run, sheet, &workdir) {
         Ok(l) => l,
         Err(message) => {
-            report_failure(&run, &inbox, sheet_num, &attempt, FailureKind::Fatal, message, started_epoch);
+            report_failure(
+                &run,
+                &inbox,
+                sheet_num,
+                &attempt,
+                FailureKind::Fatal,
+                message,
+                started_epoch,
+            );
             return;
         }
     };
@@ -369,7 +385,15 @@ pub(crate) async fn play(
         if let (true, Some(lp)) = (passed, review_loop) {
             let output = result.output_text().to_string();
             super::review::conclude(
-                &shared, &run, sheet, lp, &workdir, sheet_wt, &output, &mut r, &mut details,
+                &shared,
+                &run,
+                sheet,
+                lp,
+                &workdir,
+                sheet_wt,
+                &output,
+                &mut r,
+                &mut details,
             )
             .await;
         }

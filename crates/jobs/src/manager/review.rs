@@ -130,12 +130,19 @@ pub(crate) fn write_memory(
         progress.push_str("\n## Reviews so far\n");
         for v in &state.history {
             let first = v.feedback.lines().next().unwrap_or("");
-            let _ = writeln!(progress, "- iteration {}: {} {first}", v.iteration, v.verdict);
+            let _ = writeln!(
+                progress,
+                "- iteration {}: {} {first}",
+                v.iteration, v.verdict
+            );
         }
     }
     write(dir, "PROGRESS.md", &progress)?;
     let feedback = match state.feedback.as_deref().filter(|f| !f.is_empty()) {
-        Some(f) => format!("# Reviewer feedback (after iteration {})\n\n{f}\n", state.iteration),
+        Some(f) => format!(
+            "# Reviewer feedback (after iteration {})\n\n{f}\n",
+            state.iteration
+        ),
         None => "# Reviewer feedback\n\nNone yet: this is the first iteration.\n".into(),
     };
     write(dir, "FEEDBACK.md", &feedback)?;
@@ -276,7 +283,10 @@ pub(crate) async fn run_reviewer(
         Err(e) => return Outcome::Failed(e),
     };
     // An `instruments:` alias gives a profile and its settings.
-    let named = cfg.instrument.clone().unwrap_or_else(|| sheet.instrument.clone());
+    let named = cfg
+        .instrument
+        .clone()
+        .unwrap_or_else(|| sheet.instrument.clone());
     let mut options = serde_json::Map::new();
     let instrument = match run.config.instruments.get(&named) {
         Some(def) => {
@@ -286,10 +296,12 @@ pub(crate) async fn run_reviewer(
         None => named,
     };
     options.extend(cfg.instrument_config.clone());
-    let model = cfg
-        .model
-        .clone()
-        .or_else(|| options.get("model").and_then(|m| m.as_str()).map(str::to_string));
+    let model = cfg.model.clone().or_else(|| {
+        options
+            .get("model")
+            .and_then(|m| m.as_str())
+            .map(str::to_string)
+    });
     let backend = match run.backends.get_or_build(&instrument, || {
         super::instruments::backend_for(&shared.instruments, run, &instrument)
     }) {
@@ -476,44 +488,13 @@ fn pull_request(f: &Finished<'_>, remote: &str, base: Option<&str>) -> Result<St
     );
     command_output(
         std::process::Command::new("gh")
-            .args(["pr", "create", "--head", branch, "--base", &base, "--title", title, "--body", &body])
+            .args([
+                "pr", "create", "--head", branch, "--base", &base, "--title", title, "--body",
+                &body,
+            ])
             .current_dir(&wt.path),
         &format!("gh pr create --head {branch} --base {base}"),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn verdicts() {
-        assert_eq!(parse_verdict("DONE"), Verdict::Done);
-        assert_eq!(parse_verdict("Looks good.\n**DONE**\n"), Verdict::Done);
-        assert_eq!(
-            parse_verdict("RETRY: add a test\nand docs"),
-            Verdict::Retry("add a test\nand docs".into())
-        );
-        assert_eq!(
-            parse_verdict("retry: x"),
-            Verdict::Retry("x".into())
-        );
-        assert_eq!(
-            parse_verdict("I am not sure what to say"),
-            Verdict::Retry("I am not sure what to say".into())
-        );
-        assert_eq!(
-            parse_verdict("Not DONE yet"),
-            Verdict::Retry("Not DONE yet".into())
-        );
-    }
-
-    #[test]
-    fn memory_keeps_the_last_chars() {
-        let s = "é".repeat(5000);
-        assert_eq!(last_chars(&s, MEMORY_CHARS).chars().count(), MEMORY_CHARS);
-        assert_eq!(last_chars("abc", 2), "bc");
-    }
 }
 
 /// A reviewed sheet's attempt: where the loop stands when it starts.
@@ -630,9 +611,9 @@ pub(crate) async fn conclude(
     use mozart_baton::{Failure, FailureKind};
     let branch = worktree.as_ref().map(|w| w.branch.clone());
     let fail = |r: &mut mozart_baton::AttemptResult,
-                    details: &mut super::musician::AttemptDetails,
-                    kind: FailureKind,
-                    message: String| {
+                details: &mut super::musician::AttemptDetails,
+                kind: FailureKind,
+                message: String| {
         details.error_message = Some(message.clone());
         details.error_category = Some(
             match kind {
@@ -680,7 +661,12 @@ pub(crate) async fn conclude(
             Outcome::RateLimited(wait, message) => {
                 // Tempo, not failure: the sheet waits, then the reviewer is asked again
                 // (the saved output spares the worker).
-                fail(r, details, FailureKind::RateLimited { reset_after: wait }, message);
+                fail(
+                    r,
+                    details,
+                    FailureKind::RateLimited { reset_after: wait },
+                    message,
+                );
                 return;
             }
             Outcome::Failed(message) => {
@@ -780,5 +766,36 @@ pub(crate) async fn conclude(
                 format!("dispatch {mode} failed (hook): {e}{kept}"),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts() {
+        assert_eq!(parse_verdict("DONE"), Verdict::Done);
+        assert_eq!(parse_verdict("Looks good.\n**DONE**\n"), Verdict::Done);
+        assert_eq!(
+            parse_verdict("RETRY: add a test\nand docs"),
+            Verdict::Retry("add a test\nand docs".into())
+        );
+        assert_eq!(parse_verdict("retry: x"), Verdict::Retry("x".into()));
+        assert_eq!(
+            parse_verdict("I am not sure what to say"),
+            Verdict::Retry("I am not sure what to say".into())
+        );
+        assert_eq!(
+            parse_verdict("Not DONE yet"),
+            Verdict::Retry("Not DONE yet".into())
+        );
+    }
+
+    #[test]
+    fn memory_keeps_the_last_chars() {
+        let s = "é".repeat(5000);
+        assert_eq!(last_chars(&s, MEMORY_CHARS).chars().count(), MEMORY_CHARS);
+        assert_eq!(last_chars("abc", 2), "bc");
     }
 }

@@ -73,7 +73,11 @@ fn restored(cp: &CheckpointState, num: u32) -> Option<RestoredSheet> {
 /// the loop itself stops at `max_iterations`.
 fn reviewed_policy(config: &JobConfig, movement: u32, policy: &RetryPolicy) -> RetryPolicy {
     let mut policy = policy.clone();
-    if let Some(r) = config.review.as_ref().filter(|r| r.reviews(config, movement)) {
+    if let Some(r) = config
+        .review
+        .as_ref()
+        .filter(|r| r.reviews(config, movement))
+    {
         let extra = u32::try_from(r.max_iterations.max(1)).unwrap_or(u32::MAX);
         policy.max_retries = policy.max_retries.max(1).saturating_add(extra);
     }

@@ -243,7 +243,9 @@ pub(super) async fn submit(
             .await
         {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => return rejected(&job_id, format!("Cannot isolate the job's sheets: {e}")),
+            Ok(Err(e)) => {
+                return rejected(&job_id, format!("Cannot isolate the job's sheets: {e}"))
+            }
             Err(e) => return rejected(&job_id, format!("Cannot isolate the job's sheets: {e}")),
         }
     } else if config.isolation.enabled {
