@@ -438,3 +438,34 @@ fn max_iterations_fail_the_sheet_with_the_last_feedback() {
         "a failed run's worktree is unlocked: {list}"
     );
 }
+
+/// `review:` without tasks or worktrees: every sheet is reviewed in the shared workspace, and
+/// each keeps its memory files in a directory of its own.
+#[test]
+fn review_without_tasks_keeps_memory_per_sheet() {
+    let env = TestEnv::new();
+    let score = env.write_score(
+        "plain.yaml",
+        "name: plain\nworkspace: ./plain-ws\ninstrument: claude_cli\nsheet: {size: 1, total_items: 2}\nreview: {max_iterations: 2}\nretry: {base_delay_seconds: 0.1}\npause_between_sheets_seconds: 0\nprompt: {template: \"Write part {{ sheet_num }}\"}\n",
+    );
+    let script = standin_script(
+        &env,
+        "plain",
+        &json!({"routes": [
+            {"contains": ["You review the work", "sheet 1 of plain"], "steps": [{"result": "RETRY: shorter"}, {"result": "DONE"}]},
+            {"contains": ["You review the work"], "steps": [{"result": "DONE"}]},
+            {"contains": ["Write part 1"], "steps": [{"result": "long part one"}, {"run": "grep -q shorter ../plain-ws/.mozart-review/sheet-1/FEEDBACK.md || grep -q shorter .mozart-review/sheet-1/FEEDBACK.md", "result": "part one"}]},
+            {"contains": ["Write part 2"], "steps": [{"result": "part two"}]}
+        ]}),
+    );
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "plain", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
+    assert_eq!(sheet(&doc, 1)["review"]["iteration"], 2, "{doc:#}");
+    assert_eq!(sheet(&doc, 2)["review"]["iteration"], 1, "{doc:#}");
+    let ws = env.work.join("plain-ws/.mozart-review");
+    let memory = std::fs::read_to_string(ws.join("sheet-1/MEMORY.md")).unwrap();
+    assert!(memory.contains("part one"), "{memory}");
+    assert!(ws.join("sheet-2/PROGRESS.md").exists());
+}

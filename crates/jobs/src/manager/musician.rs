@@ -247,21 +247,22 @@ pub(crate) async fn play(
             return;
         }
     };
-    let mut review_loop = match super::review::begin(&shared, &run, sheet, &workdir) {
-        Ok(l) => l,
-        Err(message) => {
-            report_failure(
-                &run,
-                &inbox,
-                sheet_num,
-                &attempt,
-                FailureKind::Fatal,
-                message,
-                started_epoch,
-            );
-            return;
-        }
-    };
+    let mut review_loop =
+        match super::review::begin(&shared, &run, sheet, &workdir, sheet_wt.is_some()) {
+            Ok(l) => l,
+            Err(message) => {
+                report_failure(
+                    &run,
+                    &inbox,
+                    sheet_num,
+                    &attempt,
+                    FailureKind::Fatal,
+                    message,
+                    started_epoch,
+                );
+                return;
+            }
+        };
 
     let rules = sheet_rules(&run, sheet);
     let snapshot = {
@@ -316,9 +317,13 @@ pub(crate) async fn play(
             return;
         }
     };
-    if review_loop.as_ref().is_some_and(|l| l.cfg.memory) {
+    if let Some(l) = review_loop.as_ref().filter(|l| l.cfg.memory) {
         let branch = sheet_wt.as_ref().map(|w| w.branch.as_str());
-        prompt.push_str(&super::review::memory_section(&workdir, branch));
+        prompt.push_str(&super::review::memory_section(
+            &l.memory_dir,
+            &workdir,
+            branch,
+        ));
     }
     let pending = review_loop.as_mut().and_then(|l| l.pending.take());
     let replayed = pending.is_some();
@@ -334,8 +339,11 @@ pub(crate) async fn play(
             execute_watched(&shared, &job_id, sheet_num, attempt.timeout, &*backend, req).await
         }
     };
-    if result.success && !replayed && review_loop.as_ref().is_some_and(|l| l.cfg.memory) {
-        if let Err(e) = super::review::write_output_memory(&workdir, result.output_text()) {
+    if let Some(l) = review_loop
+        .as_ref()
+        .filter(|l| l.cfg.memory && result.success && !replayed)
+    {
+        if let Err(e) = super::review::write_output_memory(&l.memory_dir, result.output_text()) {
             tracing::warn!(job_id = %job_id, sheet = sheet_num, error = %e, "review.memory_not_written");
         }
     }

@@ -156,8 +156,9 @@ pub(crate) fn write_memory(
     Ok(())
 }
 
-/// The memory files under clear headers, for the worker's prompt.
-pub(crate) fn memory_section(dir: &Path, branch: Option<&str>) -> String {
+/// The memory files (in `dir`) under clear headers, for the worker's prompt; the worker
+/// works in `workdir`.
+pub(crate) fn memory_section(dir: &Path, workdir: &Path, branch: Option<&str>) -> String {
     let mut out = String::from("\n\n---\n# Memory of earlier iterations\n");
     for (title, file) in [
         ("## Progress", "PROGRESS.md"),
@@ -173,7 +174,7 @@ pub(crate) fn memory_section(dir: &Path, branch: Option<&str>) -> String {
     }
     out.push_str(&format!(
         "\n## How to work\nYou are working in {}{}. Address the reviewer feedback above, if any. When finished, commit all changes with a clear, descriptive commit message. If you cannot complete the task, write MOCHI_NOTES.md explaining why, and commit it.\n",
-        dir.display(),
+        workdir.display(),
         branch.map(|b| format!(" on branch {b}")).unwrap_or_default()
     ));
     out
@@ -510,6 +511,9 @@ pub(crate) struct SheetLoop {
     pub pending: Option<String>,
     /// The reviewer already said `DONE`; only the dispatch is left.
     pub dispatch_only: bool,
+    /// Where the memory files are: the sheet's own worktree, else a directory of its own
+    /// in the workspace (sheets sharing a working directory must not share memory).
+    pub memory_dir: PathBuf,
 }
 
 /// The working directory of a sheet: its own worktree with `isolation.scope: sheet`
@@ -544,7 +548,8 @@ pub(crate) fn begin(
     shared: &Shared,
     run: &JobRun,
     sheet: &PlannedSheet,
-    dir: &Path,
+    workdir: &Path,
+    own_tree: bool,
 ) -> Result<Option<SheetLoop>, String> {
     let Some(cfg) = settings(run, sheet) else {
         return Ok(None);
@@ -568,8 +573,17 @@ pub(crate) fn begin(
     };
     let max = u32::try_from(cfg.max_iterations.max(1)).unwrap_or(u32::MAX);
     let pending = take_pending(run, sheet.num, iteration);
+    let memory_dir = if own_tree {
+        workdir.to_path_buf()
+    } else {
+        run.workspace
+            .join(".mozart-review")
+            .join(format!("sheet-{}", sheet.num))
+    };
     if cfg.memory && pending.is_none() {
-        write_memory(dir, &task_text, iteration, max, &state)?;
+        std::fs::create_dir_all(&memory_dir)
+            .map_err(|e| format!("cannot create {}: {e}", memory_dir.display()))?;
+        write_memory(&memory_dir, &task_text, iteration, max, &state)?;
     }
     Ok(Some(SheetLoop {
         cfg: cfg.clone(),
@@ -579,6 +593,7 @@ pub(crate) fn begin(
         state,
         pending,
         dispatch_only,
+        memory_dir,
     }))
 }
 
@@ -706,7 +721,7 @@ pub(crate) async fn conclude(
     let task = mozart_config::tasks::task_of(&run.config, sheet.movement, sheet.voice).cloned();
     let (run2, dir2, wt2, text, out) = (
         run.clone(),
-        dir.to_path_buf(),
+        lp.memory_dir.clone(),
         worktree.clone(),
         lp.task_text.clone(),
         output.to_string(),
