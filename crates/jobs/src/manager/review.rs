@@ -633,7 +633,7 @@ pub(crate) async fn conclude(
         details.error_category = Some(
             match kind {
                 FailureKind::RateLimited { .. } => "rate_limit",
-                FailureKind::Fatal => "fatal",
+                FailureKind::Fatal | FailureKind::Rejected => "fatal",
                 FailureKind::Validation => "validation",
                 _ => "transient",
             }
@@ -698,7 +698,7 @@ pub(crate) async fn conclude(
                 fail(
                     r,
                     details,
-                    FailureKind::Fatal,
+                    FailureKind::Rejected,
                     format!(
                         "reviewer loop: no DONE after {} iteration{}; last feedback: {feedback}",
                         lp.max,
@@ -777,7 +777,7 @@ pub(crate) async fn conclude(
             fail(
                 r,
                 details,
-                FailureKind::Fatal,
+                FailureKind::Rejected,
                 format!("dispatch {mode} failed (hook): {e}{kept}"),
             );
         }
