@@ -546,6 +546,49 @@ mod tests {
     }
 
     #[test]
+    fn model_annotations_pick_the_sheets_model_or_instrument() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("PRD.md"),
+            "## Tasks\n- plain\n- strong [model:claude-opus-4]\n- wide [model:gemini-2.5-pro]\n- aliased [model:fast]\n",
+        )
+        .unwrap();
+        let score = dir.path().join("s.yaml");
+        std::fs::write(
+            &score,
+            "name: s\ninstrument: claude_cli\ninstruments: {fast: {profile: codex-cli, config: {model: o4-mini}}}\nsheet: {size: 1, total_items: 2}\ntasks: {file: PRD.md}\nprompt: {template: x}\n",
+        )
+        .unwrap();
+        let job = crate::load_score(&score).unwrap().config;
+        let plan = crate::SheetPlan::build(&job).unwrap();
+        let got: Vec<(u32, &str, Option<&str>)> = plan
+            .sheets
+            .iter()
+            .map(|s| (s.num, s.instrument.as_str(), s.model.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (1, "claude_cli", None),
+                (2, "claude_cli", Some("claude-opus-4")),
+                (3, "gemini-cli", Some("gemini-2.5-pro")),
+                (4, "codex-cli", Some("o4-mini")),
+                (5, "claude_cli", None),
+            ]
+        );
+        let t = task_of(&job, 1, 2).unwrap();
+        assert_eq!(
+            (t.slug.as_str(), t.branch.as_str()),
+            ("strong", "mozart/strong")
+        );
+        assert!(task_of(&job, 2, 1).is_none(), "movement 2 plays no task");
+        assert_eq!(
+            job.tasks.as_ref().unwrap().repository.as_deref(),
+            Some(dir.path().canonicalize().unwrap().as_path())
+        );
+    }
+
+    #[test]
     fn branch_names() {
         assert!(valid_branch_name("mochi/fix-it"));
         for bad in ["a b", "a..b", "-x", "x.lock", "x/", "a~b", ""] {
