@@ -397,7 +397,8 @@ fn max_iterations_fail_the_sheet_with_the_last_feedback() {
     routes["routes"][0]["steps"] = json!([
         {"result": "RETRY: first remark"},
         {"result": "RETRY: second remark"},
-        {"result": "I cannot tell."}
+        {"result": "I cannot tell."},
+        {"result": "DONE"}
     ]);
     let script = standin_script(&env, "mochi", &routes);
     start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
@@ -437,6 +438,21 @@ fn max_iterations_fail_the_sheet_with_the_last_feedback() {
         !list.contains("locked"),
         "a failed run's worktree is unlocked: {list}"
     );
+
+    // `mozart resume` gives the loop a fresh budget, in the same worktree and branch.
+    let out = env.mozart(&["resume", "mochi"]);
+    assert_eq!(out.status.code(), Some(0), "{}", mozart_tests::stdout(&out));
+    let doc = wait_status(&env, "mochi", 60.0, |d| d["status"] == "completed");
+    let s1 = sheet(&doc, 1);
+    assert_eq!(s1["review"]["iteration"], 4, "{s1:#}");
+    assert_eq!(s1["review"]["verdict"], "DONE", "{s1:#}");
+    let ahead = git(
+        &p.repo,
+        &["rev-list", "--count", "main..mochi/fix-the-bug-in-auth-go"],
+    );
+    assert_eq!(ahead, "4");
+    let branches = git(&p.repo, &["branch", "--list", "mochi/*"]);
+    assert_eq!(branches.lines().count(), 3, "{branches}");
 }
 
 /// `review:` without tasks or worktrees: every sheet is reviewed in the shared workspace, and

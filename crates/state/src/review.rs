@@ -24,6 +24,14 @@ pub struct ReviewState {
     /// Where the result went (a PR URL, a file), once dispatched.
     #[serde(default)]
     pub dispatched: Option<String>,
+    /// Iterations that belong to earlier runs: `mozart resume` of a failed sheet gives its
+    /// loop a fresh `max_iterations` budget from here.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub budget_from: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One reviewer verdict.

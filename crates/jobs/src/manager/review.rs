@@ -273,12 +273,11 @@ pub(crate) async fn run_reviewer(
     sheet: &PlannedSheet,
     cfg: &ReviewConfig,
     task: &str,
-    iteration: u32,
+    (iteration, max): (u32, u32),
     dir: &Path,
     branch: Option<&str>,
     output: &str,
 ) -> Outcome {
-    let max = u32::try_from(cfg.max_iterations.max(1)).unwrap_or(u32::MAX);
     let prompt = match reviewer_prompt(cfg, task, iteration, max, dir, branch, output) {
         Ok(p) => p,
         Err(e) => return Outcome::Failed(e),
@@ -571,7 +570,10 @@ pub(crate) fn begin(
     } else {
         state.iteration + 1
     };
-    let max = u32::try_from(cfg.max_iterations.max(1)).unwrap_or(u32::MAX);
+    // The last iteration of this run's budget (a resumed failed sheet gets a fresh one).
+    let max = u32::try_from(cfg.max_iterations.max(1))
+        .unwrap_or(u32::MAX)
+        .saturating_add(state.budget_from);
     let pending = take_pending(run, sheet.num, iteration);
     let memory_dir = if own_tree {
         workdir.to_path_buf()
@@ -661,7 +663,7 @@ pub(crate) async fn conclude(
             sheet,
             &lp.cfg,
             &lp.task_text,
-            lp.iteration,
+            (lp.iteration, lp.max),
             dir,
             branch.as_deref(),
             output,
@@ -701,8 +703,8 @@ pub(crate) async fn conclude(
                     FailureKind::Rejected,
                     format!(
                         "reviewer loop: no DONE after {} iteration{}; last feedback: {feedback}",
-                        lp.max,
-                        if lp.max == 1 { "" } else { "s" }
+                        lp.iteration,
+                        if lp.iteration == 1 { "" } else { "s" }
                     ),
                 );
             } else {

@@ -398,7 +398,13 @@ pub(super) fn build_checkpoint(
                 // Keep attempt counts of an unfinished sheet so retries are not refunded.
                 if let Some(p) = previous.and_then(|p| p.sheets.get(&sheet.num)) {
                     // The reviewer loop resumes at the same iteration with the same feedback.
-                    s.review = p.review.clone();
+                    // A failed sheet that is resumed gets a fresh budget of iterations.
+                    s.review = p.review.clone().map(|mut r| {
+                        if p.status == mozart_state::SheetStatus::Failed {
+                            r.budget_from = r.iteration;
+                        }
+                        r
+                    });
                     s.attempt_count = p.attempt_count;
                     s.completion_attempts = p.completion_attempts;
                     s.healing_attempts = p.healing_attempts;
