@@ -78,14 +78,7 @@ fn project(env: &TestEnv) -> Project {
 
     let gh_log = env.work.join("gh.log");
     let gh = env.bin.join("gh");
-    std::fs::write(
-        &gh,
-        format!(
-            "#!/bin/sh\necho \"$*\" >> '{log}'\ncase \"$1 $2\" in\n  'pr create') n=$(wc -l < '{log}'); echo \"https://github.com/example/project/pull/$n\" ;;\n  *) echo \"gh stand-in: unexpected $*\" >&2; exit 1 ;;\nesac\n",
-            log = gh_log.display()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&gh, project_gh_script(&gh_log)).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&gh, std::fs::Permissions::from_mode(0o755)).unwrap();
     Project {
@@ -94,6 +87,14 @@ fn project(env: &TestEnv) -> Project {
         score: path,
         gh_log,
     }
+}
+
+/// A stand-in `gh` that logs its arguments and answers `pr create` with a PR URL.
+fn project_gh_script(log: &Path) -> String {
+    format!(
+        "#!/bin/sh\necho \"$*\" >> '{log}'\ncase \"$1 $2\" in\n  'pr create') n=$(wc -l < '{log}'); echo \"https://github.com/example/project/pull/$n\" ;;\n  *) echo \"gh stand-in: unexpected $*\" >&2; exit 1 ;;\nesac\n",
+        log = log.display()
+    )
 }
 
 fn commit_step(slug: &str, extra: &str) -> Value {
@@ -320,6 +321,34 @@ exit 1
         ),
         "1"
     );
+
+    // Once `gh` works again, `mozart resume` redoes only the dispatch: no agent runs again.
+    let working = project_gh_script(&p.gh_log);
+    std::fs::write(env.bin.join("gh"), working).unwrap();
+    let out = env.mozart(&["resume", "mochi"]);
+    assert_eq!(out.status.code(), Some(0), "{}", mozart_tests::stdout(&out));
+    let doc = wait_status(&env, "mochi", 60.0, |d| d["status"] == "completed");
+    let prs = std::fs::read_to_string(&p.gh_log).unwrap();
+    assert_eq!(
+        prs.lines().filter(|l| l.starts_with("pr create")).count(),
+        3,
+        "{prs}"
+    );
+    for n in 1..=3 {
+        assert_eq!(
+            sheet(&doc, n)["review"]["iteration"],
+            if n == 2 { 2 } else { 1 },
+            "{doc:#}"
+        );
+    }
+    for route in 0..6 {
+        let again = PathBuf::from(format!(
+            "{}.route{route}.claim.{}",
+            script.display(),
+            if route == 1 || route == 4 { 2 } else { 1 }
+        ));
+        assert!(!again.exists(), "route {route} ran again after resume");
+    }
 }
 
 /// A score whose tracked files have uncommitted changes is refused before any agent runs.
