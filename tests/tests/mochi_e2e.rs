@@ -1,5 +1,5 @@
 //! The maintained `scores/mochi.yaml` end to end (issue #14): a git project with a 3-task
-//! `PRD.md`, one worktree and branch per task, a worker and a reviewer played by the stand-in
+//! `scores/PRD.md`, one worktree and branch per task, a worker and a reviewer played by the stand-in
 //! CLI (routed by prompt, so the parallel tasks each follow their own script), one reviewer
 //! `RETRY` whose feedback must reach the worker's next iteration through FEEDBACK.md, and the
 //! `pr` dispatch pushing to a local bare repository and calling a stand-in `gh`.
@@ -52,11 +52,11 @@ fn project(env: &TestEnv) -> Project {
     std::fs::write(repo.join("README.md"), "a project\n").unwrap();
     let prd: String = TASKS.iter().map(|(t, _)| format!("- {t}\n")).collect();
     std::fs::write(
-        repo.join("PRD.md"),
+        repo.join("scores/PRD.md"),
         format!("# Plan\n\nWhy we do this.\n\n## Tasks\n{prd}\n## Later\n- not now\n"),
     )
     .unwrap();
-    git(&repo, &["add", "README.md", "PRD.md"]);
+    git(&repo, &["add", "README.md", "scores/PRD.md"]);
     git(&repo, &["commit", "-q", "-m", "init"]);
     let remote = env.work.join("remote.git");
     git(
