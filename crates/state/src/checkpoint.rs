@@ -252,6 +252,27 @@ pub struct SheetState {
     /// Structured agent feedback.
     #[serde(default)]
     pub agent_feedback: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The remote job (a Slurm job) of the attempt in flight: recorded before the job is
+    /// released to run and cleared in the same write that records the attempt's result, so
+    /// a restarted conductor re-attaches to it instead of running the sheet again
+    /// (docs/design/distributed.md). Not in upstream; absent when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_attempt: Option<RemoteAttemptRef>,
+}
+
+/// A remote attempt as the checkpoint records it (`SheetState::remote_attempt`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RemoteAttemptRef {
+    /// Placement that started it (`slurm`).
+    pub placement: String,
+    /// The scheduler's id (Slurm job id).
+    pub remote_id: String,
+    /// The attempt's directory of wrapper, output and exit files.
+    pub dir: String,
+    /// Submission time, Unix epoch seconds.
+    pub submitted_at: f64,
+    /// Attempt number it was submitted for.
+    pub attempt_number: u32,
 }
 
 impl SheetState {
@@ -308,6 +329,7 @@ impl SheetState {
             estimated_cost: None,
             cost_confidence: 1.0,
             agent_feedback: None,
+            remote_attempt: None,
         }
     }
 
