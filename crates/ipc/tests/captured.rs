@@ -1,14 +1,16 @@
 //! Results captured from the conductor as it was before the wire types existed (raw
 //! `result` text of each method, jobs run by the shell instrument: one completed with two
 //! `run_command` hooks, one failed after retries, one running for the observer events;
-//! `*_after_restart` were answered from the registry). Each parses into its ipc type and
+//! `*_after_restart` were answered from the registry; the monitoring and learning results
+//! after three runs of each). Each parses into its ipc type and
 //! serialises back to the same text, so the types describe exactly what was on the wire.
 #![allow(clippy::unwrap_used)]
 
 use mozart_ipc::status::{
     DiagnoseResult, ErrorsResult, HistoryResult, JobListEntry, JobStatusResult,
-    ObserverEventsResult, RecoverResult,
+    ObserverEventsResult, PatternsResult, RecoverResult,
 };
+use mozart_ipc::types::{EventsResult, TopResult, Unavailable};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -72,4 +74,16 @@ fn the_other_job_methods_round_trip() {
     assert!(!history.records.is_empty());
     let observed: ObserverEventsResult = round_trip("observer_events");
     assert_eq!(observed.events.len(), 2);
+}
+
+#[test]
+fn the_monitoring_and_learning_results_round_trip() {
+    let patterns: PatternsResult = round_trip("learning_patterns");
+    assert!(!patterns.patterns.is_empty());
+    let top: TopResult = round_trip("daemon_top");
+    assert!(matches!(top, TopResult::Snapshot(_)));
+    let stream: Unavailable = round_trip("daemon_top_stream");
+    assert_eq!(stream.error, "JSONL not configured");
+    let events: EventsResult = round_trip("daemon_events");
+    assert!(events.error.is_none());
 }
