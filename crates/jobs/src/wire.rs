@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use mozart_ipc::checkpoint::{HookResult, JobCheckpoint, SheetCheckpoint};
-use mozart_ipc::status::{HistoryRecord, JobSummary, RegistryJob};
+use mozart_ipc::status::{HistoryRecord, JobSummary, LearnedPattern, RegistryJob};
 use mozart_ipc::types::MonitorEvent;
 use mozart_state::{
     AttemptRecord, CheckpointState, HookResultRecord, JobRecord, SheetState, StateError, Timestamp,
@@ -281,6 +281,22 @@ pub fn observer_event(e: &mozart_baton::ObserverEvent) -> MonitorEvent {
         event: e.event.clone(),
         data: Some(e.data.clone()),
         timestamp: e.at.as_secs_f64(),
+    }
+}
+
+/// A learned pattern as `daemon.learning.patterns` lists it (conductor.md §8.25).
+pub fn learned_pattern(p: &mozart_learning::PatternSummary) -> LearnedPattern {
+    LearnedPattern {
+        id: p.id.clone(),
+        pattern_type: p.pattern_type.clone(),
+        pattern_name: p.pattern_name.clone(),
+        description: p.description.clone(),
+        effectiveness_score: p.effectiveness_score,
+        priority_score: p.priority_score,
+        occurrence_count: p.occurrence_count,
+        last_seen: p.last_seen.clone(),
+        quarantine_status: p.quarantine_status.as_str().to_string(),
+        trust_score: p.trust_score,
     }
 }
 

@@ -35,7 +35,6 @@ use mozart_ipc::types::{JobResponse, JobResponseStatus, MonitorEvent};
 use mozart_state::{
     CheckpointState, DaemonJobStatus, DeleteFilter, JobRecord, JobStatus, Registry,
 };
-use serde_json::Value;
 
 use mozart_conductor::ctx::{BoxFuture, JobCounts, JobHost};
 use mozart_conductor::{ConductorCtx, ConductorError};
@@ -713,7 +712,7 @@ impl JobHost for JobManager {
             .collect()
     }
 
-    fn learning_patterns(&self, limit: u32) -> Vec<Value> {
+    fn learning_patterns(&self, limit: u32) -> Vec<mozart_ipc::status::LearnedPattern> {
         let Some(learning) = &self.shared.learning else {
             return Vec::new();
         };
