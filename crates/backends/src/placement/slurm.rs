@@ -101,7 +101,7 @@ impl SlurmPlacement {
     pub(crate) async fn run(
         &self,
         req: &ExecutionRequest,
-        spec: ProcessSpec,
+        mut spec: ProcessSpec,
         sink: Option<Box<dyn LineSink>>,
     ) -> (ProcessOutcome, Option<Box<dyn LineSink>>) {
         let started = Instant::now();
@@ -123,6 +123,11 @@ impl SlurmPlacement {
                 Err(message) => return (failed_to_start(message, started), sink),
             },
         };
+        // The command line (the prompt) and stdin are in the attempt's files now: a follower
+        // parked for hours need not hold them (10,000 of them would).
+        spec.args = Vec::new();
+        spec.stdin = None;
+        spec.child_env = None;
         let mut guard = CancelGuard {
             attempt: Some(attempt.clone()),
             journal: req.remote.clone(),
