@@ -351,6 +351,23 @@ exit 1
     }
 }
 
+/// `dispatch: pr` into a repository without the remote is refused before any agent runs.
+#[test]
+fn a_missing_remote_is_refused_up_front() {
+    let env = TestEnv::new();
+    let p = project(&env);
+    git(&p.repo, &["remote", "remove", "origin"]);
+    start_with_env(&env, &[]);
+    let out = env.mozart(&["run", p.score.to_str().unwrap()]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("has no remote 'origin'"), "{text}");
+}
+
 /// A score whose tracked files have uncommitted changes is refused before any agent runs.
 #[test]
 fn dirty_checkout_is_refused_up_front() {

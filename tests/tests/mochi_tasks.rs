@@ -186,3 +186,21 @@ fn a_missing_gh_is_a_clear_error() {
         "{text}"
     );
 }
+
+#[test]
+fn pr_dispatch_needs_a_worktree_per_task() {
+    let env = TestEnv::new();
+    std::fs::write(env.work.join("PRD.md"), "## Tasks\n- a\n").unwrap();
+    std::fs::write(
+        env.work.join("pr.yaml"),
+        "name: pr\nsheet: {size: 1, total_items: 1}\ntasks: {file: PRD.md, dispatch: pr}\nprompt: {template: x}\n",
+    )
+    .unwrap();
+    let out = env.mozart(&["validate", "pr.yaml"]);
+    let text = output(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("tasks.dispatch `pr`") && text.contains("scope: sheet"),
+        "{text}"
+    );
+}

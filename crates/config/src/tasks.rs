@@ -349,9 +349,15 @@ pub fn valid_branch_name(name: &str) -> bool {
 /// loader before fan-out expansion; `base` is the score's directory.
 pub(crate) fn load(job: &mut JobConfig, base: &Path) -> Result<(), String> {
     let prefix = job.isolation.branch_prefix.clone();
+    let own_trees = job.isolation.enabled
+        && job.isolation.mode == crate::model::IsolationMode::Worktree
+        && job.isolation.scope == crate::model::IsolationScope::Sheet;
     let Some(tasks) = job.tasks.as_mut() else {
         return Ok(());
     };
+    if tasks.dispatch == DispatchMode::Pr && !own_trees {
+        return Err("tasks.dispatch `pr` opens a pull request from each task's own branch: set `isolation: {enabled: true, scope: sheet}`".into());
+    }
     let (text, source) = match (&tasks.file, tasks.issue) {
         (Some(_), Some(_)) => {
             return Err("tasks: give either `file` or `issue`, not both".into());

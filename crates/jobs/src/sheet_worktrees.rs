@@ -94,15 +94,46 @@ fn update(path: &Path, job_id: &str, f: impl FnOnce(&mut Manifest)) -> Result<()
         .map_err(|e| format!("cannot write the worktree manifest {}: {e}", path.display()))
 }
 
-/// Up-front checks for a job with per-sheet worktrees (see [`isolation::preflight`]).
+/// Up-front checks for a job with per-sheet worktrees (see [`isolation::preflight`]); with
+/// `dispatch: pr`, also that the remote exists and `gh` can be run.
 pub fn preflight(job: &JobConfig, job_id: &str) -> Result<(), String> {
-    isolation::preflight(
+    let root = isolation::preflight(
         job_id,
         &repo_dir(job),
         job.isolation.source_branch.as_deref(),
     )
-    .map(|_| ())
-    .map_err(|e| e.to_string())
+    .map_err(|e| e.to_string())?;
+    let Some(tasks) = job
+        .tasks
+        .as_ref()
+        .filter(|t| t.dispatch == mozart_config::tasks::DispatchMode::Pr)
+    else {
+        return Ok(());
+    };
+    let remote = std::process::Command::new("git")
+        .args(["remote", "get-url", &tasks.remote])
+        .current_dir(&root)
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if !remote.status.success() {
+        return Err(format!(
+            "tasks.dispatch is `pr` but the repository {} has no remote '{}' (`git remote get-url {}` failed); add it or set tasks.remote",
+            root.display(),
+            tasks.remote,
+            tasks.remote
+        ));
+    }
+    match std::process::Command::new("gh")
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(
+            "tasks.dispatch is `pr` but the GitHub CLI `gh` is not on the conductor's PATH; install it (https://cli.github.com) and run `gh auth login`, or choose another dispatch".into(),
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// The worktree of `sheet`: the one the manifest records (reused, lock recovered), or a new

@@ -810,6 +810,38 @@ mod tests {
     }
 
     #[test]
+    fn memory_files_go_into_the_prompt_under_headers() {
+        let dir = std::env::temp_dir().join(format!("mozart-review-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let state = after_verdict(
+            ReviewState::default(),
+            1,
+            &Verdict::Retry("add a test".into()),
+            Some("mochi/x"),
+        );
+        write_memory(&dir, "Fix x", 2, 3, &state).unwrap();
+        write_output_memory(&dir, &format!("{}END", "a".repeat(5000))).unwrap();
+        let section = memory_section(&dir, Path::new("/wt"), Some("mochi/x"));
+        for needle in [
+            "## Progress (PROGRESS.md)",
+            "Iteration: 2 of 3",
+            "- iteration 1: RETRY add a test",
+            "## Memory (your previous output) (MEMORY.md)",
+            "aEND",
+            "## Reviewer Feedback (FEEDBACK.md)",
+            "# Reviewer feedback (after iteration 1)\n\nadd a test",
+            "## Agent Notes (AGENTS.md)",
+            "You are working in /wt on branch mochi/x",
+            "commit all changes",
+        ] {
+            assert!(section.contains(needle), "{needle:?} in {section}");
+        }
+        let memory = std::fs::read_to_string(dir.join("MEMORY.md")).unwrap();
+        assert!(memory.chars().count() < MEMORY_CHARS + 100);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn memory_keeps_the_last_chars() {
         let s = "é".repeat(5000);
         assert_eq!(last_chars(&s, MEMORY_CHARS).chars().count(), MEMORY_CHARS);
