@@ -1,6 +1,6 @@
 //! HTTP instruments: the Anthropic Messages API (instruments.md §3.2), a local Ollama
 //! server (§3.3) and OpenAI-compatible chat completions for user profiles, plus what all
-//! three share: the attempt itself ([`HttpApi`] says what differs, [`execute`] runs it), one
+//! three share: the attempt itself (`HttpApi` says what differs, `execute` runs it), one
 //! pooled client, the mapping of HTTP outcomes onto [`ExecutionResult`] fields the
 //! classifier reads (execution.md §7.5), `retry-after` parsing, profile pricing (§4.6) and
 //! the per-attempt log files.
