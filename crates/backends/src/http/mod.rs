@@ -31,8 +31,8 @@ use reqwest::header::HeaderMap;
 use reqwest::{Client, StatusCode, Url};
 use serde_json::Value;
 
-use crate::process::StreamKind;
 use crate::redact::redact;
+use crate::types::StreamKind;
 use crate::types::{epoch_now, ExecutionRequest, ExecutionResult, ExitReason, Progress};
 
 /// How long establishing a TCP/TLS connection may take (upstream Ollama's connect timeout).
