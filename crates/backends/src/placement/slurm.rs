@@ -28,7 +28,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{PlacementSpec, RemoteAttempt, RemoteJournal};
-use crate::process::{capture_reader, LineSink, ProcessOutcome, ProcessSpec, StreamKind};
+use crate::process::{capture_reader, LineSink, ProcessOutcome, ProcessSpec};
+use crate::types::StreamKind;
 use crate::types::{epoch_now, ExecutionRequest, Progress};
 
 /// Default poll interval of a running attempt.
@@ -814,7 +815,7 @@ mod tests {
             ],
             Duration::from_secs(30),
         );
-        spec.env = crate::process::EnvPlan {
+        spec.env = crate::env::EnvPlan {
             clear: true,
             set: vec![
                 ("PATH".into(), "/usr/bin:/bin".into()),
