@@ -2,6 +2,7 @@
 //! real conductor on a temporary socket and Mozart home, with the stand-in AI CLI on `PATH`.
 
 pub mod mock_api;
+pub mod real_cli;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
