@@ -1,8 +1,9 @@
-//! `job.*` methods and the job engine's hooks into the daemon lifecycle.
+//! The seam where a job engine plugs into the daemon.
 //!
-//! With the `jobs` feature (the default build of the `mozart` binary) the [`crate::manager`]
-//! job engine is installed: registry, baton loop, instruments. Without it (a bare daemon used
-//! by lifecycle tests) every `job.*` method answers with an explicit "not implemented" error.
+//! The conductor is the daemon shell (paths, lock, socket, signals, `daemon.*` methods). The
+//! job engine (`mozart-jobs`) is handed to it at `mozart start` as a [`JobEngine`]; without
+//! one (a bare daemon used by lifecycle tests) every `job.*` method answers with an explicit
+//! "not implemented" error.
 
 use std::sync::Arc;
 
@@ -10,26 +11,28 @@ use mozart_ipc::RpcModule;
 
 use crate::{ConductorCtx, ConductorError};
 
-/// Create the job engine, put it on the context with [`ConductorCtx::install_job_host`], and
-/// register every `job.*` method of conductor.md §8 on `module`. Called once at startup
-/// before the socket is bound; the lifecycle then runs the host's `recover` after binding
-/// and before READY.
-#[cfg(feature = "jobs")]
-pub fn install(
+/// A job engine the daemon can run: creates its [`crate::JobHost`], puts it on the context
+/// with [`ConductorCtx::install_job_host`], and registers every `job.*` method of
+/// conductor.md §8 on `module`. Called once at startup before the socket is bound; the
+/// lifecycle then runs the host's `recover` after binding and before READY.
+pub trait JobEngine: Send + Sync + std::fmt::Debug + 'static {
+    /// Install the engine on a fresh conductor.
+    fn install(
+        &self,
+        ctx: &Arc<ConductorCtx>,
+        module: &mut RpcModule<Arc<ConductorCtx>>,
+    ) -> Result<(), ConductorError>;
+}
+
+/// Install `engine`, or, without one, answer every `job.*` method with "not implemented".
+pub(crate) fn install(
+    engine: Option<&dyn JobEngine>,
     ctx: &Arc<ConductorCtx>,
     module: &mut RpcModule<Arc<ConductorCtx>>,
 ) -> Result<(), ConductorError> {
-    let manager = crate::manager::JobManager::open(ctx)?;
-    ctx.install_job_host(Arc::new(manager.clone()))?;
-    crate::manager::register_rpc(module, manager)
-}
-
-/// Without the job engine: every `job.*` method says it is not implemented.
-#[cfg(not(feature = "jobs"))]
-pub fn install(
-    _ctx: &Arc<ConductorCtx>,
-    module: &mut RpcModule<Arc<ConductorCtx>>,
-) -> Result<(), ConductorError> {
+    if let Some(engine) = engine {
+        return engine.install(ctx, module);
+    }
     use mozart_ipc::{methods, ErrorObjectOwned, RpcError};
     for name in methods::JOB_METHODS {
         module

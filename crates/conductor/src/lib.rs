@@ -1,27 +1,19 @@
 //! The Mozart conductor daemon: paths, `conductor.yaml`, single-instance lock, socket,
-//! signals, and the `daemon.*` methods. Jobs plug in through [`jobs`] and [`JobHost`].
+//! signals, and the `daemon.*` methods. A job engine (`mozart-jobs`) plugs in through [`JobEngine`] and [`JobHost`].
 
 pub mod config;
-#[cfg(feature = "jobs")]
-pub mod cross_sheet;
 pub mod ctx;
 pub mod daemon_methods;
 pub mod error;
 pub mod instance;
-#[cfg(feature = "jobs")]
-pub mod isolation;
 pub mod jobs;
 pub mod lifecycle;
 pub mod logging;
-#[cfg(feature = "jobs")]
-pub mod manager;
 pub mod memory;
 pub mod notify;
 pub mod paths;
 pub mod probe;
 pub mod watchdog;
-#[cfg(feature = "jobs")]
-pub mod workspace;
 
 pub use config::DaemonConfig;
 pub use ctx::{BoxFuture, ConductorCtx, JobCounts, JobHost, ShutdownRequest};
@@ -30,5 +22,6 @@ pub use instance::{
     detach_session, pid_alive, pid_running, probe as probe_instance, read_pid, signal_conductor,
     RunState, StopSignal,
 };
+pub use jobs::JobEngine;
 pub use lifecycle::{run_blocking, Conductor, ConductorSettings};
 pub use paths::{mozart_home, ConductorPaths};

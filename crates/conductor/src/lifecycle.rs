@@ -13,7 +13,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use crate::logging::{self, LogHandle};
 use crate::{daemon_methods, instance, jobs, notify};
-use crate::{ConductorCtx, ConductorError, ConductorPaths, DaemonConfig};
+use crate::{ConductorCtx, ConductorError, ConductorPaths, DaemonConfig, JobEngine};
 
 /// Everything needed to run one conductor.
 #[derive(Debug, Clone)]
@@ -26,6 +26,8 @@ pub struct ConductorSettings {
     pub foreground: bool,
     /// `--log-level`, overriding the file's `log_level` at start (§3.1 step 6).
     pub log_level: Option<String>,
+    /// The job engine (`mozart start` wires in `mozart-jobs`); `None` for a bare daemon.
+    pub jobs: Option<Arc<dyn JobEngine>>,
 }
 
 /// The conductor daemon.
@@ -41,6 +43,7 @@ impl Conductor {
             paths,
             foreground,
             log_level,
+            jobs,
         } = settings;
         if let Some(level) = log_level {
             config.log_level = level.to_ascii_lowercase();
@@ -64,7 +67,7 @@ impl Conductor {
         // Always the home's PID file: `mozart stop` must find it without reading the config.
         let pid_file = paths.pid_file.clone();
         instance::write_pid_file(&pid_file, std::process::id())?;
-        let result = run_locked(config, paths.clone(), &log, user_umask).await;
+        let result = run_locked(config, paths.clone(), jobs.as_deref(), &log, user_umask).await;
         remove_quietly(&pid_file);
         drop(lock);
         match &result {
@@ -89,6 +92,7 @@ pub fn run_blocking(settings: ConductorSettings) -> Result<(), ConductorError> {
 async fn run_locked(
     config: DaemonConfig,
     paths: ConductorPaths,
+    engine: Option<&dyn JobEngine>,
     log: &LogHandle,
     user_umask: Mode,
 ) -> Result<(), ConductorError> {
@@ -99,7 +103,7 @@ async fn run_locked(
     let ctx = ConductorCtx::new(config, paths.clone());
     let mut module = RpcModule::new(ctx.clone());
     daemon_methods::register_daemon_methods(&mut module)?;
-    let installed = jobs::install(&ctx, &mut module);
+    let installed = jobs::install(engine, &ctx, &mut module);
     umask(user_umask);
     installed?;
 

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mozart_conductor::{ConductorPaths, ConductorSettings, DaemonConfig, RunState};
+use mozart_conductor::{ConductorSettings, DaemonConfig, RunState};
+use mozart_ipc::paths::ConductorPaths;
 use mozart_ipc::types::ReadyResult;
 use mozart_ipc::{methods, BlockingClient};
 
@@ -59,7 +60,7 @@ pub(crate) fn prepare(
     globals: &Globals,
     args: &Args,
 ) -> Result<(DaemonConfig, ConductorPaths), CliError> {
-    let home = mozart_conductor::mozart_home().map_err(fail)?;
+    let home = mozart_ipc::paths::mozart_home().map_err(fail)?;
     let file = args
         .config
         .clone()
@@ -124,6 +125,7 @@ fn run_here(config: DaemonConfig, paths: ConductorPaths, args: &Args) -> Result<
         // The detached child's stderr already is the log file: log there once.
         foreground: args.foreground && !args.detached_child,
         log_level: args.log_level.clone(),
+        jobs: Some(std::sync::Arc::new(mozart_jobs::Jobs)),
     };
     match mozart_conductor::run_blocking(settings) {
         Ok(()) => Ok(0),

@@ -1,13 +1,12 @@
 //! Cross-sheet context with real files and a real score (score.md §3.13, §5.8.5).
-#![cfg(feature = "jobs")]
 #![allow(clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use mozart_conductor::cross_sheet::{collect, glob, prior_from_checkpoint, CrossSheetInput};
 use mozart_config::{load_score_str, JobConfig, PlannedSheet, RenderContext, SheetPlan};
+use mozart_jobs::cross_sheet::{collect, glob, prior_from_checkpoint, CrossSheetInput};
 
 fn score(workspace: &Path, cross_sheet: &str) -> (JobConfig, SheetPlan) {
     let text = format!(

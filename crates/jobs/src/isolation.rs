@@ -782,7 +782,7 @@ fn lock_owner(reason: &str) -> LockOwner {
     };
     if pid == std::process::id() {
         LockOwner::Us
-    } else if crate::instance::pid_running(pid) {
+    } else if mozart_conductor::instance::pid_running(pid) {
         LockOwner::Live(pid)
     } else {
         LockOwner::Dead(pid)

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
-use crate::watchdog::start_ticks;
+use mozart_conductor::watchdog::start_ticks;
 
 /// The journal file inside the in-flight directory.
 const JOURNAL: &str = "journal";

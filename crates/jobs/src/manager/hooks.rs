@@ -17,7 +17,7 @@ use mozart_state::{DaemonJobStatus, HookResultRecord};
 use serde_json::json;
 
 use super::{lock, JobManager, SubmitRequest};
-use crate::ConductorCtx;
+use mozart_conductor::ConductorCtx;
 
 /// Registry option key marking a completed job whose hooks have not finished.
 pub(crate) const HOOKS_PENDING: &str = "hooks_pending";

@@ -1,11 +1,10 @@
 //! `workspace_lifecycle.archive_on_fresh` on real directories (execution.md §9.12).
-#![cfg(feature = "jobs")]
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 
-use mozart_conductor::workspace::{archive_workspace, on_fresh_start};
 use mozart_config::model::{ArchiveNaming, WorkspaceLifecycleConfig};
+use mozart_jobs::workspace::{archive_workspace, on_fresh_start};
 
 fn config() -> WorkspaceLifecycleConfig {
     WorkspaceLifecycleConfig {

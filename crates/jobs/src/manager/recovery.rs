@@ -5,7 +5,7 @@
 use mozart_state::DaemonJobStatus;
 
 use super::{lock, JobEntry, JobManager, SubmitRequest};
-use crate::{ConductorCtx, ConductorError};
+use mozart_conductor::{ConductorCtx, ConductorError};
 
 pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), ConductorError> {
     let rows = lock(&mgr.shared.registry)

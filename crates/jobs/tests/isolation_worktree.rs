@@ -1,16 +1,15 @@
 //! Worktree isolation on real git repositories in temporary directories (execution.md §9.5).
-#![cfg(feature = "jobs")]
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use mozart_conductor::isolation::{
+use mozart_config::model::IsolationConfig;
+use mozart_jobs::isolation::{
     finish, list_worktrees, prepare, recover_stale_locks, Cleanup, Isolation, IsolationError,
     RunOutcome, Worktree, WorktreeRequest, WorktreeScope, WorktreeSetup,
 };
-use mozart_config::model::IsolationConfig;
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -601,7 +600,7 @@ fn checkpoint_round_trip_rebuilds_the_handle() {
         finish(&wt, RunOutcome::Completed, &cfg).unwrap(),
         Cleanup::Removed
     );
-    mozart_conductor::isolation::clear_checkpoint(&mut cp);
+    mozart_jobs::isolation::clear_checkpoint(&mut cp);
     assert_eq!(cp.worktree_path, None);
     assert_eq!(list_worktrees(&f.repo).unwrap().len(), 1);
 }

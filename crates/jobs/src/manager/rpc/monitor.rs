@@ -25,8 +25,8 @@ use serde_json::json;
 use sysinfo::{Pid, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
 
 use super::super::{lock, JobManager};
-use crate::probe::round1;
-use crate::{ConductorCtx, ConductorError};
+use mozart_conductor::probe::round1;
+use mozart_conductor::{ConductorCtx, ConductorError};
 
 type Ctx = Arc<ConductorCtx>;
 

@@ -144,6 +144,9 @@ impl ConductorHost {
             }
             if let Some(d) = &details {
                 apply_details(sheet, d);
+                // The attempt's result is recorded in this very write: its remote job (if
+                // any) is done with, and a restart must not re-attach to it.
+                sheet.remote_attempt = None;
             }
             if status == SheetStatus::Completed && was != SheetStatus::Completed {
                 self.new_work.insert(change.job_id.clone());
@@ -474,7 +477,7 @@ impl BatonHost for ConductorHost {
         self.inflight.retain(|(j, _), _| j != job_id);
         // The job's checkpoint, plan and outcomes are freed below and by the learning
         // writer: give those pages back once that is done.
-        crate::memory::trim_after_job();
+        mozart_conductor::memory::trim_after_job();
         let new_work = self.new_work.remove(job_id);
         // As upstream: a finished job's events leave the ring buffer (bounded memory over
         // days of jobs); its history stays in the registry.

@@ -1,0 +1,524 @@
+//! `job.submit` (conductor.md §6.4), also used by resume and restart recovery.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use mozart_baton::Event;
+use mozart_config::{load_score, JobConfig, SheetPlan};
+use mozart_ipc::types::{JobResponse, JobResponseStatus};
+use mozart_state::{CheckpointState, DaemonJobStatus, JobRecord, JobScore, JobStatus, SheetState};
+
+use super::{lock, rejected, specs, JobEntry, JobManager, JobRun};
+use mozart_conductor::ConductorCtx;
+
+/// What a submission asks for (`JobRequest`, conductor.md §8.1).
+#[derive(Debug, Clone, Default)]
+pub struct SubmitRequest {
+    /// Score file (absolute).
+    pub config_path: String,
+    /// Workspace override.
+    pub workspace: Option<String>,
+    /// Discard previous state first.
+    pub fresh: bool,
+    /// Start at this sheet: earlier sheets count as skipped.
+    pub start_sheet: Option<u32>,
+    /// Self-healing on exhaustion.
+    pub self_healing: bool,
+    /// Concert depth of a chained job.
+    pub chain_depth: Option<u32>,
+    /// The job whose hook submitted this one.
+    pub parent_job_id: Option<String>,
+    /// Set when this submission resumes an existing job (keeps its id and history).
+    pub resume_of: Option<String>,
+    /// Use the score as it was submitted (the registry's copy), not the file on disk.
+    pub no_reload: bool,
+}
+
+fn job_id_of(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Why a submission was refused: the message `job.submit` answers with. Nothing durable has
+/// been touched when a step returns one (architecture invariant 7).
+struct Rejection(String);
+
+/// One step of the submission pipeline.
+type Step<T> = Result<T, Rejection>;
+
+/// `job.submit`: parse → validate → plan → (under the submit lock) check the job is not
+/// running → carry over the previous run → build the checkpoint → isolate → persist →
+/// register with the baton. Each step is a function below; the first that refuses answers.
+pub(super) async fn submit(
+    mgr: &JobManager,
+    ctx: &ConductorCtx,
+    req: SubmitRequest,
+) -> JobResponse {
+    if ctx.is_shutting_down() {
+        return rejected("", "Daemon is shutting down".into());
+    }
+    let config_path = PathBuf::from(&req.config_path);
+    let job_id = req
+        .resume_of
+        .clone()
+        .unwrap_or_else(|| job_id_of(&config_path));
+    match pipeline(mgr, &job_id, &config_path, req).await {
+        Ok(response) => response,
+        Err(Rejection(message)) => rejected(&job_id, message),
+    }
+}
+
+async fn pipeline(
+    mgr: &JobManager,
+    job_id: &str,
+    config_path: &Path,
+    req: SubmitRequest,
+) -> Step<JobResponse> {
+    let score = parse(mgr, job_id, config_path, &req)?;
+    let mut config = score.config;
+    let workspace = validate_workspace(&mut config, &req)?;
+    let (plan, renderer) = plan(&config, config_path, &workspace)?;
+
+    let _guard = mgr.shared.submit_lock.lock().await;
+    ensure_not_running(mgr, job_id)?;
+    let previous = carry_over(mgr, job_id, config_path, &config, &plan, &workspace, &req);
+    let record = build_record(
+        mgr,
+        job_id,
+        &config,
+        &workspace,
+        &plan,
+        previous.record.as_ref(),
+        &req,
+    );
+    let mut checkpoint =
+        build_checkpoint(job_id, &config, &plan, previous.checkpoint.as_ref(), &req);
+    drop(previous);
+    checkpoint.config_path = Some(req.config_path.clone());
+    // What `mozart status` reads for hooks and sheet descriptions (upstream's snapshot).
+    let snapshot = serde_json::to_value(&config).ok();
+    checkpoint.config_snapshot = snapshot.clone();
+    checkpoint.status = JobStatus::Running;
+    checkpoint.pid = Some(std::process::id());
+    if checkpoint.started_at.is_none() {
+        checkpoint.started_at = Some(mozart_state::Timestamp::now());
+    }
+    let (working_dir, worktree) = isolate(job_id, &config, &workspace, &mut checkpoint).await?;
+    let job_score = JobScore {
+        yaml: Some(score.text),
+        snapshot,
+    };
+    persist(mgr, job_id, &record, &job_score, &checkpoint)?;
+    drop(job_score);
+
+    let run = JobRun {
+        job_id: job_id.to_string(),
+        config,
+        plan,
+        score_dir: config_path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default(),
+        chain_depth: record.chain_depth.unwrap_or(0),
+        renderer,
+        working_dir,
+        worktree,
+        workspace,
+        attempt_details: Mutex::new(Default::default()),
+        mtimes: Mutex::new(Default::default()),
+        backends: Default::default(),
+    };
+    register(mgr, record, checkpoint, run, req.self_healing)
+}
+
+/// Parse: the score file, or the registry's copy of it (`no_reload`).
+fn parse(
+    mgr: &JobManager,
+    job_id: &str,
+    config_path: &Path,
+    req: &SubmitRequest,
+) -> Step<mozart_config::Score> {
+    let snapshot = if req.no_reload {
+        lock(&mgr.shared.registry)
+            .job_score(job_id)
+            .ok()
+            .flatten()
+            .and_then(|s| s.yaml)
+    } else {
+        None
+    };
+    if snapshot.is_none() && !config_path.exists() {
+        return Err(Rejection(format!(
+            "Config file not found: {}",
+            req.config_path
+        )));
+    }
+    let loaded = match &snapshot {
+        Some(text) => mozart_config::load_score_str(text, config_path),
+        None => load_score(config_path),
+    };
+    loaded.map_err(|e| {
+        Rejection(format!(
+            "Failed to parse config file: {} ({e}). Cannot determine workspace. Fix the config or pass --workspace explicitly.",
+            req.config_path
+        ))
+    })
+}
+
+/// Validate: the workspace (the request's override, else the score's) can be created.
+fn validate_workspace(config: &mut JobConfig, req: &SubmitRequest) -> Step<PathBuf> {
+    let workspace = match req.workspace.as_deref().filter(|w| !w.is_empty()) {
+        Some(w) => PathBuf::from(w),
+        None => config.workspace.clone(),
+    };
+    config.workspace = workspace.clone();
+    let Some(parent) = workspace.parent().filter(|p| !p.as_os_str().is_empty()) else {
+        return Ok(workspace);
+    };
+    if !parent.is_dir() {
+        return Err(Rejection(format!(
+            "Workspace parent directory does not exist: {}. Create the parent directory or change the workspace path.",
+            parent.display()
+        )));
+    }
+    if nix::unistd::access(parent, nix::unistd::AccessFlags::W_OK).is_err() {
+        return Err(Rejection(format!(
+            "Workspace parent directory is not writable: {}. Fix permissions or change the workspace path.",
+            parent.display()
+        )));
+    }
+    Ok(workspace)
+}
+
+/// Plan: the sheet plan and the compiled prompt template; creates the workspace.
+fn plan(
+    config: &JobConfig,
+    config_path: &Path,
+    workspace: &Path,
+) -> Step<(SheetPlan, mozart_config::template::PromptRenderer)> {
+    let plan = SheetPlan::build(config)
+        .map_err(|e| Rejection(format!("Failed to plan the score: {e}")))?;
+    let renderer = mozart_config::template::PromptRenderer::new(config, config_path.parent())
+        .map_err(|e| Rejection(format!("The prompt template does not compile: {e}")))?;
+    std::fs::create_dir_all(workspace).map_err(|e| {
+        Rejection(format!(
+            "Cannot create workspace {}: {e}",
+            workspace.display()
+        ))
+    })?;
+    Ok((plan, renderer))
+}
+
+/// Refuse a job that is already queued or running here.
+fn ensure_not_running(mgr: &JobManager, job_id: &str) -> Step<()> {
+    let jobs = lock(&mgr.shared.jobs);
+    let Some(entry) = jobs.get(job_id) else {
+        return Ok(());
+    };
+    let s = entry.record.status;
+    if entry.run.is_some() && matches!(s, DaemonJobStatus::Queued | DaemonJobStatus::Running) {
+        return Err(Rejection(format!(
+            "Job '{job_id}' is already {}. Use 'mozart pause' or 'mozart cancel' first, or wait for it to finish.",
+            s.as_str()
+        )));
+    }
+    Ok(())
+}
+
+/// What a submission keeps of the job's previous run.
+struct Previous {
+    /// The previous registry row (its history: submitted_at, concert, parent).
+    record: Option<JobRecord>,
+    /// The previous checkpoint, when its progress is kept.
+    checkpoint: Option<CheckpointState>,
+}
+
+/// Carry over: previous progress is kept unless --fresh, or the score changed since a
+/// completed run (auto-fresh, §6.4 step 8). A fresh run archives the old workspace first
+/// when the score asks for it.
+fn carry_over(
+    mgr: &JobManager,
+    job_id: &str,
+    config_path: &Path,
+    config: &JobConfig,
+    plan: &SheetPlan,
+    workspace: &Path,
+    req: &SubmitRequest,
+) -> Previous {
+    let record = lock(&mgr.shared.registry).get_job(job_id).ok().flatten();
+    let fresh = req.fresh
+        || record
+            .as_ref()
+            .is_some_and(|rec| score_changed(rec, config_path));
+    if fresh && !req.fresh {
+        tracing::info!(job_id, "auto_fresh.score_changed");
+    }
+    // Loaded only when it is kept: a fresh run of a 1,000-sheet job does not read the old
+    // run's rows back into memory.
+    let checkpoint = if fresh {
+        None
+    } else {
+        lock(&mgr.shared.registry)
+            .load_checkpoint(job_id)
+            .ok()
+            .flatten()
+            .filter(|cp| cp.total_sheets == plan.total_sheets)
+    };
+    if fresh && config.workspace_lifecycle.archive_on_fresh {
+        // The old run's files move to an archive before the fresh run writes anything
+        // (execution.md §9.12; upstream does this only in the legacy runner).
+        let outcome =
+            crate::workspace::on_fresh_start(job_id, workspace, &config.workspace_lifecycle);
+        if let Some(archived) = &outcome.archived {
+            tracing::info!(job_id, archive = %archived.display(), "workspace.archived");
+        }
+        if let Some(warning) = &outcome.warning {
+            tracing::warn!(job_id, warning, "workspace.archive_failed");
+        }
+    }
+    Previous { record, checkpoint }
+}
+
+/// True when a completed job's score file changed after the run completed.
+fn score_changed(rec: &JobRecord, config_path: &Path) -> bool {
+    if rec.status != DaemonJobStatus::Completed {
+        return false;
+    }
+    let mtime = std::fs::metadata(config_path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs_f64());
+    matches!((mtime, rec.completed_at), (Some(mtime), Some(done)) if mtime > done + 1.0)
+}
+
+/// The job's registry row: running now, with its concert lineage.
+fn build_record(
+    mgr: &JobManager,
+    job_id: &str,
+    config: &JobConfig,
+    workspace: &Path,
+    plan: &SheetPlan,
+    previous: Option<&JobRecord>,
+    req: &SubmitRequest,
+) -> JobRecord {
+    let mut record = JobRecord::new(job_id, &req.config_path, workspace.to_string_lossy());
+    record.total_sheets = Some(plan.total_sheets);
+    record.chain_depth = req.chain_depth;
+    if let (Some(prev), Some(_)) = (previous, &req.resume_of) {
+        record.submitted_at = prev.submitted_at;
+        record.chain_depth = record.chain_depth.or(prev.chain_depth);
+        record.concert_id = prev.concert_id.clone();
+        record.parent_job_id = prev.parent_job_id.clone();
+    }
+    if let Some(parent) = &req.parent_job_id {
+        record.parent_job_id = Some(parent.clone());
+        let parent_concert = lock(&mgr.shared.registry)
+            .get_job(parent)
+            .ok()
+            .flatten()
+            .and_then(|p| p.concert_id);
+        record.concert_id = Some(parent_concert.unwrap_or_else(|| parent.clone()));
+    }
+    if !config.on_success.is_empty() {
+        record.hook_config = serde_json::to_value(&config.on_success).ok();
+    }
+    if config.concert.enabled {
+        record.concert_config = serde_json::to_value(&config.concert).ok();
+    }
+    record.status = DaemonJobStatus::Running;
+    record.started_at = Some(mozart_state::epoch_now());
+    record.pid = Some(std::process::id());
+    record
+}
+
+/// Isolate (execution.md §9.5): a git worktree per job, reused when resuming. Returns where
+/// the instrument runs, and the worktree when there is one.
+async fn isolate(
+    job_id: &str,
+    config: &JobConfig,
+    workspace: &Path,
+    checkpoint: &mut CheckpointState,
+) -> Step<(PathBuf, Option<crate::isolation::Worktree>)> {
+    if !config.isolation.enabled {
+        return Ok((workspace.to_path_buf(), None));
+    }
+    let (cfg, jid, resume) = (
+        config.clone(),
+        job_id.to_string(),
+        checkpoint.worktree_path.clone(),
+    );
+    let prepared = tokio::task::spawn_blocking(move || {
+        let iso = &cfg.isolation;
+        let setup = crate::isolation::WorktreeSetup {
+            copy_files: iso.copy_files.clone(),
+            commands: iso.setup_commands.clone(),
+            command_timeout: std::time::Duration::from_secs_f64(
+                iso.setup_timeout_seconds
+                    .unwrap_or(300.0)
+                    .clamp(1.0, 86_400.0),
+            ),
+        };
+        crate::isolation::prepare(
+            &crate::isolation::WorktreeRequest::for_job(&cfg, &jid)
+                .resuming(resume.as_deref().map(Path::new))
+                .with_setup(setup),
+        )
+    })
+    .await
+    .map_err(|e| Rejection(format!("Cannot isolate the job: {e}")))?
+    .map_err(|e| Rejection(format!("Cannot isolate the job: {e}")))?;
+    prepared.record(checkpoint);
+    match prepared {
+        crate::isolation::Isolation::Worktree(wt) => {
+            Ok((wt.working_directory().to_path_buf(), Some(wt)))
+        }
+        _ => Ok((workspace.to_path_buf(), None)),
+    }
+}
+
+/// Persist: the registry row, the score and the first checkpoint, in the registry — refused
+/// while the conductor's home has next to no room.
+fn persist(
+    mgr: &JobManager,
+    job_id: &str,
+    record: &JobRecord,
+    job_score: &JobScore,
+    checkpoint: &CheckpointState,
+) -> Step<()> {
+    let registry = lock(&mgr.shared.registry);
+    // SQLite can still commit on a full disk (it reuses its WAL file's space), and then the
+    // job's logs, workspace files and later checkpoints fail one by one: refuse new work
+    // while the conductor's home has next to no room, and say why.
+    let home = registry.path().parent().unwrap_or(Path::new("."));
+    if let Some(free) = free_bytes(home).filter(|free| *free < MIN_FREE_BYTES) {
+        tracing::error!(job_id, home = %home.display(), free, "job refused: the disk is full");
+        return Err(Rejection(format!(
+            "Cannot accept the job: the disk is full ({} has {} KiB free). Free some space, then submit again.",
+            home.display(),
+            free / 1024
+        )));
+    }
+    registry
+        .create_job_with_score(record, job_score)
+        .map_err(|e| Rejection(format!("Cannot record the job in the registry: {e}")))?;
+    registry
+        .save_checkpoint(checkpoint)
+        .map_err(|e| Rejection(format!("Cannot save the job's checkpoint: {e}")))
+}
+
+/// Register: the job joins the manager's table and the baton loop.
+fn register(
+    mgr: &JobManager,
+    record: JobRecord,
+    checkpoint: CheckpointState,
+    run: JobRun,
+    self_healing: bool,
+) -> Step<JobResponse> {
+    let job_id = run.job_id.clone();
+    let spec = specs::job_spec(&job_id, &run.config, &run.plan, &checkpoint, self_healing);
+    lock(&mgr.shared.jobs).insert(
+        job_id.clone(),
+        JobEntry {
+            record,
+            live: Some(checkpoint),
+            run: Some(Arc::new(run)),
+            halted: false,
+            final_sheets: Vec::new(),
+        },
+    );
+    if let Err(e) = mgr.send(Event::RegisterJob(Box::new(spec))) {
+        mgr.set_status(&job_id, DaemonJobStatus::Failed, Some(&e));
+        return Err(Rejection(e));
+    }
+    Ok(JobResponse {
+        job_id,
+        status: JobResponseStatus::Accepted,
+        message: Some(format!(
+            "Job queued (concurrency limit: {})",
+            mgr.shared.max_concurrent_jobs
+        )),
+    })
+}
+
+/// A checkpoint for the plan, carrying over terminal sheets of a previous run.
+pub(super) fn build_checkpoint(
+    job_id: &str,
+    config: &mozart_config::JobConfig,
+    plan: &SheetPlan,
+    previous: Option<&CheckpointState>,
+    req: &SubmitRequest,
+) -> CheckpointState {
+    let mut cp = CheckpointState::new(job_id, &config.name, plan.total_sheets);
+    cp.total_movements = Some(plan.total_movements);
+    if let Some(prev) = previous {
+        cp.created_at = prev.created_at.clone();
+        cp.started_at = prev.started_at.clone();
+        cp.total_retry_count = prev.total_retry_count;
+        cp.rate_limit_waits = prev.rate_limit_waits;
+        cp.total_input_tokens = prev.total_input_tokens;
+        cp.total_output_tokens = prev.total_output_tokens;
+        cp.total_estimated_cost = prev.total_estimated_cost;
+        // A resumed job goes back into its own worktree.
+        cp.worktree_path = prev.worktree_path.clone();
+        cp.worktree_branch = prev.worktree_branch.clone();
+        cp.worktree_base_commit = prev.worktree_base_commit.clone();
+    }
+    for sheet in &plan.sheets {
+        let mut s = previous
+            .and_then(|p| p.sheets.get(&sheet.num))
+            .filter(|s| {
+                matches!(
+                    s.status,
+                    mozart_state::SheetStatus::Completed | mozart_state::SheetStatus::Skipped
+                )
+            })
+            .cloned()
+            .unwrap_or_else(|| {
+                let mut s = SheetState::new(sheet.num);
+                // Keep attempt counts of an unfinished sheet so retries are not refunded.
+                if let Some(p) = previous.and_then(|p| p.sheets.get(&sheet.num)) {
+                    s.attempt_count = p.attempt_count;
+                    s.completion_attempts = p.completion_attempts;
+                    s.healing_attempts = p.healing_attempts;
+                    // An attempt still running remotely is re-attached to, not run again.
+                    s.remote_attempt = p.remote_attempt.clone();
+                }
+                s
+            });
+        s.instrument_name = Some(sheet.instrument.clone());
+        s.movement = Some(sheet.movement);
+        s.voice = Some(sheet.voice);
+        if let Some(start) = req.start_sheet {
+            if sheet.num < start && s.status == mozart_state::SheetStatus::Pending {
+                s.status = mozart_state::SheetStatus::Skipped;
+                s.error_message = Some(format!("skipped: --start-sheet {start}"));
+            }
+        }
+        cp.sheets.insert(sheet.num, s);
+    }
+    cp.last_completed_sheet = cp
+        .sheets
+        .values()
+        .filter(|s| s.status == mozart_state::SheetStatus::Completed)
+        .map(|s| s.sheet_num)
+        .max()
+        .unwrap_or(0);
+    let mut instruments: Vec<String> = plan.sheets.iter().map(|s| s.instrument.clone()).collect();
+    instruments.sort();
+    instruments.dedup();
+    cp.instruments_used = instruments;
+    cp
+}
+
+/// Below this much free space in the conductor's home, new jobs are refused.
+const MIN_FREE_BYTES: u64 = 512 * 1024;
+
+/// Bytes an unprivileged writer can still use on `dir`'s filesystem (`None` if unknown).
+// The statvfs field types are u64 here but narrower on other targets.
+#[allow(clippy::useless_conversion)]
+fn free_bytes(dir: &Path) -> Option<u64> {
+    let stat = nix::sys::statvfs::statvfs(dir).ok()?;
+    Some(u64::from(stat.blocks_available()).saturating_mul(u64::from(stat.fragment_size())))
+}
