@@ -812,7 +812,10 @@ pub fn classify(result: &ExecutionResult) -> Classification {
     // the profile backend reports as `error_type`. The profile author knows the tool's
     // wording better than our generic patterns do.
     if collected.is_empty() {
-        if let Some(err) = profile_tagged(result.error_type.as_deref(), &combined) {
+        // The backend's own message (the CLI's error, with a hint) reads better than the
+        // start of raw stdout.
+        let text = result.error_message.as_deref().unwrap_or(&combined);
+        if let Some(err) = profile_tagged(result.error_type.as_deref(), text) {
             push(&mut collected, err, ClassificationMethod::RegexFallback);
         }
     }
@@ -845,12 +848,23 @@ pub fn classify(result: &ExecutionResult) -> Classification {
             push(&mut collected, err, ClassificationMethod::RegexFallback);
         }
     }
-    finish(collected)
+    let mut c = finish(collected);
+    // An auth failure is fixed by the user: keep what the backend said (the CLI's own
+    // message and which credentials to check) next to the generic text.
+    if c.category == ErrorCategory::Auth {
+        if let Some(msg) = result.error_message.as_deref().map(str::trim) {
+            if !msg.is_empty() && !c.message.contains(msg) {
+                c.message = format!("{}: {msg}", c.message);
+            }
+        }
+    }
+    c
 }
 
 /// An error matched by an instrument profile's pattern set (instruments.md §4.1 `cli.errors`).
 fn profile_tagged(error_type: Option<&str>, text: &str) -> Option<ClassifiedError> {
-    let snippet: String = text.trim().chars().take(200).collect();
+    // Room for the CLI's message and the hint the backend appended to it.
+    let snippet: String = text.trim().chars().take(600).collect();
     let err = match error_type? {
         "auth" => ClassifiedError::new(
             ErrorCode::E502,
@@ -858,6 +872,14 @@ fn profile_tagged(error_type: Option<&str>, text: &str) -> Option<ClassifiedErro
             false,
             format!("Authentication failed (instrument auth pattern): {snippet}"),
             None,
+        ),
+        // A structured instrument that ended "successfully" without its answer.
+        "no_result" => ClassifiedError::new(
+            ErrorCode::E503,
+            ErrorCategory::Transient,
+            true,
+            format!("Instrument gave no usable answer: {snippet}"),
+            Some(15.0),
         ),
         "capacity" => ClassifiedError::new(
             ErrorCode::E103,
