@@ -66,7 +66,7 @@ impl RealCliEnv {
         // then rejects as "Invalid auth method selected"), no telemetry, no update checks.
         std::fs::write(
             cli_home.join(".gemini/settings.json"),
-            r#"{"security":{"auth":{"selectedType":"gemini-api-key"}},"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"disableAutoUpdate":true,"disableUpdateNag":true}}"#,
+            r#"{"security":{"auth":{"selectedType":"gemini-api-key"}},"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"disableAutoUpdate":true,"disableUpdateNag":true,"maxAttempts":2}}"#,
         )
         .expect("write gemini settings");
         // Codex: a provider pointing at the mock over plain HTTPS-less SSE (no WebSocket).
