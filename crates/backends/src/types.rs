@@ -250,6 +250,9 @@ pub struct ExecutionResult {
     /// HTTP status of the failing API call as reported by the instrument (Claude's
     /// `api_error_status`).
     pub api_error_status: Option<u16>,
+    /// How long the API asked the client to wait before retrying (its `retry-after`), when
+    /// the instrument passed that on (Claude's `api_retry` events).
+    pub retry_after_seconds: Option<f64>,
     /// Input tokens reported by the instrument.
     pub input_tokens: Option<u64>,
     /// Output tokens reported by the instrument.
