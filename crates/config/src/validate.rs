@@ -238,6 +238,17 @@ pub fn run_checks(score: &Score, score_path: &Path, env: &CheckEnv) -> Vec<Issue
 fn other_checks(score: &Score, score_path: &Path, env: &CheckEnv, out: &mut Vec<Issue>) {
     let c = &score.config;
     let raw = score.text.as_str();
+    // V010 (ours, not upstream's): a score that plans no sheet at all.
+    if let Some(message) = crate::plan::impossible_sheet_count(&c.sheet) {
+        out.push(
+            Issue::new("V010", Severity::Error, message)
+                .line(find_line(raw, "start_item:").or_else(|| find_line(raw, "sheet:")))
+                .suggest("Make sheet.start_item at most sheet.total_items")
+                .meta("start_item", c.sheet.start_item.to_string())
+                .meta("total_items", c.sheet.total_items.to_string())
+                .meta("size", c.sheet.size.to_string()),
+        );
+    }
     // V002
     if let Some(parent) = c.workspace.parent() {
         if !parent.exists() {
