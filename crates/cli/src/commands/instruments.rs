@@ -56,7 +56,7 @@ fn mozart_home() -> PathBuf {
     }
 }
 
-fn load_registry() -> Result<InstrumentRegistry, CliError> {
+pub(crate) fn load_registry() -> Result<InstrumentRegistry, CliError> {
     let project = std::env::current_dir().ok();
     let registry = InstrumentRegistry::load(&mozart_home(), project.as_deref()).map_err(|err| {
         CliError::failed(format!("cannot load instrument profiles: {err}"), vec![])
@@ -68,7 +68,7 @@ fn load_registry() -> Result<InstrumentRegistry, CliError> {
 }
 
 /// Binary found on PATH (CLI instruments only).
-fn binary(profile: &InstrumentProfile) -> Option<PathBuf> {
+pub(crate) fn binary(profile: &InstrumentProfile) -> Option<PathBuf> {
     profile
         .cli
         .as_ref()
