@@ -341,3 +341,28 @@ pub fn main() -> i32 {
         Err(err) => err.report(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_tree_is_consistent() {
+        // clap's own checks (unique short options, …) run only when a command is used.
+        super::command().debug_assert();
+    }
+
+    #[test]
+    fn every_visible_command_is_in_a_help_panel() {
+        let cmd = super::command();
+        let placed: Vec<&str> = super::HELP_PANELS
+            .iter()
+            .flat_map(|(_, names)| names.iter().copied())
+            .collect();
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            let name = sub.get_name();
+            assert!(
+                placed.contains(&name) || ["config", "instruments"].contains(&name),
+                "{name} is in no help panel"
+            );
+        }
+    }
+}

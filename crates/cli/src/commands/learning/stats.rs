@@ -104,9 +104,14 @@ pub fn insights(args: InsightsArgs) -> Result<i32, CliError> {
     Ok(0)
 }
 
-/// Arguments of `mozart learning-activity`.
+/// Arguments of `mozart learning-activity` (`-h` is `--hours`, as upstream; help is
+/// `--help` only).
 #[derive(Debug, clap::Args)]
+#[command(disable_help_flag = true)]
 pub struct ActivityArgs {
+    /// Print help.
+    #[arg(long = "help", action = clap::ArgAction::Help)]
+    pub help: Option<bool>,
     /// Look back this many hours.
     #[arg(
         short = 'h',
