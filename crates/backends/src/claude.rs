@@ -25,7 +25,8 @@ use crate::types::{
 pub const ROOT_REFUSAL: &str = "cannot be used with root/sudo privileges";
 
 /// The classified explanation of [`ROOT_REFUSAL`].
-pub const ROOT_REFUSAL_HINT: &str = "Claude Code refuses --dangerously-skip-permissions when run as root \
+pub const ROOT_REFUSAL_HINT: &str =
+    "Claude Code refuses --dangerously-skip-permissions when run as root \
      (it exited 1 before calling the API). Set IS_SANDBOX=1 in the conductor's environment if \
      it runs in a container or CI sandbox, run the conductor as a non-root user, or set \
      `backend.skip_permissions: false` in the score";

@@ -264,9 +264,9 @@ impl ProfileBackend {
                     {
                         no_result = Some(match (&jsonl.error_message, jsonl.events) {
                             (Some(err), _) => format!("{name} reported an error: {err}"),
-                            (None, 0) if stdout.trim().is_empty() => format!(
-                                "{name} exited 0 without printing anything: it did no work"
-                            ),
+                            (None, 0) if stdout.trim().is_empty() => {
+                                format!("{name} exited 0 without printing anything: it did no work")
+                            }
                             (None, 0) => format!(
                                 "{name} printed no JSON lines (the profile expects `jsonl`): {}",
                                 head(&stdout)

@@ -11,6 +11,7 @@ mod host;
 mod instruments;
 mod learning;
 mod musician;
+mod notify;
 mod placement;
 mod reaper;
 mod recovery;
