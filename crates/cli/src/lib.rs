@@ -110,6 +110,10 @@ pub enum Command {
     /// Inspect instruments.
     #[command(subcommand)]
     Instruments(commands::instruments::Command),
+    /// Serve the live web dashboard.
+    Dashboard(commands::dashboard::Args),
+    /// Run a Model Context Protocol server on stdio (for Claude Code and other agents).
+    Mcp(commands::mcp::Args),
 }
 
 /// Parse the process arguments, run the command, and return the exit code.
@@ -161,6 +165,8 @@ pub fn main() -> i32 {
         Command::Restart(a) => commands::restart::run(&globals, a),
         Command::ConductorStatus(a) => commands::conductor_status::run(&globals, a),
         Command::Instruments(c) => commands::instruments::run(&globals, c),
+        Command::Dashboard(a) => commands::dashboard::run(&globals, a),
+        Command::Mcp(a) => commands::mcp::run(&globals, a),
         Command::Watchdog => Ok(mozart_conductor::watchdog::run()),
     };
     match result {

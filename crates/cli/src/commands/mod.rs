@@ -3,12 +3,14 @@
 pub mod cancel;
 pub mod clear;
 pub mod conductor_status;
+pub mod dashboard;
 pub mod diagnose;
 pub mod errors;
 pub mod history;
 pub mod instruments;
 pub mod list;
 pub mod logs;
+pub mod mcp;
 pub mod modify;
 pub mod pause;
 pub mod restart;

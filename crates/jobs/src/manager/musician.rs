@@ -288,6 +288,12 @@ pub(crate) async fn play(
     req.sheet_num = sheet_num;
     req.attempt = attempt.attempt_number;
     req.options = sheet.instrument_config.clone().into_iter().collect();
+    // Upstream's live per-sheet output files (`{workspace}/logs/sheet-NN.stdout.log`), which
+    // `mozart dashboard` tails while the sheet runs.
+    let logs = run.workspace.join("logs");
+    if std::fs::create_dir_all(&logs).is_ok() {
+        req.output_log_base = Some(logs.join(format!("sheet-{sheet_num:02}")));
+    }
     let result =
         execute_watched(&shared, &job_id, sheet_num, attempt.timeout, &*backend, req).await;
 
