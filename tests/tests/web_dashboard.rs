@@ -32,7 +32,10 @@ fn missing_tools() -> Option<String> {
     if !std::path::Path::new("/usr/bin/chromium").exists() {
         return Some("chromium is not installed (tests/web/setup.sh installs it)".into());
     }
-    if !web_dir().join("node_modules/playwright-core/package.json").exists() {
+    if !web_dir()
+        .join("node_modules/playwright-core/package.json")
+        .exists()
+    {
         return Some("playwright-core is not installed (run tests/web/setup.sh)".into());
     }
     if Command::new("node").arg("--version").output().is_err() {
@@ -56,7 +59,12 @@ fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
 }
 
 /// Wait for a line starting with one of `wanted`, collecting everything seen.
-fn wait_for(rx: &mpsc::Receiver<String>, wanted: &[&str], seen: &mut Vec<String>, limit: Duration) -> Option<String> {
+fn wait_for(
+    rx: &mpsc::Receiver<String>,
+    wanted: &[&str],
+    seen: &mut Vec<String>,
+    limit: Duration,
+) -> Option<String> {
     let deadline = Instant::now() + limit;
     while let Some(left) = deadline.checked_duration_since(Instant::now()) {
         match rx.recv_timeout(left) {
@@ -86,9 +94,17 @@ fn the_dashboard_updates_live_and_pauses_and_resumes_a_job_in_a_real_browser() {
     let mut dashboard = Reaped(dashboard.spawn().expect("start mozart dashboard"));
     let dash_lines = lines_of(&mut dashboard.0);
     let mut seen = Vec::new();
-    let line = wait_for(&dash_lines, &["Mozart dashboard: "], &mut seen, Duration::from_secs(30))
-        .unwrap_or_else(|| panic!("the dashboard printed no URL: {seen:?}"));
-    let url = line.trim_start_matches("Mozart dashboard: ").trim().to_string();
+    let line = wait_for(
+        &dash_lines,
+        &["Mozart dashboard: "],
+        &mut seen,
+        Duration::from_secs(30),
+    )
+    .unwrap_or_else(|| panic!("the dashboard printed no URL: {seen:?}"));
+    let url = line
+        .trim_start_matches("Mozart dashboard: ")
+        .trim()
+        .to_string();
 
     let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("web-dashboard");
     std::fs::create_dir_all(&shots).expect("screenshot dir");
@@ -103,8 +119,13 @@ fn the_dashboard_updates_live_and_pauses_and_resumes_a_job_in_a_real_browser() {
     let browser_lines = lines_of(&mut browser.0);
     let mut log = Vec::new();
     assert!(
-        wait_for(&browser_lines, &["READY", "FAIL"], &mut log, Duration::from_secs(90))
-            .is_some_and(|l| l == "READY"),
+        wait_for(
+            &browser_lines,
+            &["READY", "FAIL"],
+            &mut log,
+            Duration::from_secs(90)
+        )
+        .is_some_and(|l| l == "READY"),
         "the browser did not open the jobs page: {log:#?}"
     );
 
@@ -113,11 +134,23 @@ fn the_dashboard_updates_live_and_pauses_and_resumes_a_job_in_a_real_browser() {
     let out = env.mozart(&["run", &score.display().to_string()]);
     assert!(out.status.success(), "mozart run: {out:?}");
 
-    let end = wait_for(&browser_lines, &["OK", "FAIL"], &mut log, Duration::from_secs(150));
+    let end = wait_for(
+        &browser_lines,
+        &["OK", "FAIL"],
+        &mut log,
+        Duration::from_secs(150),
+    );
     println!("{}", log.join("\n"));
-    assert_eq!(end.as_deref(), Some("OK"), "browser run failed:\n{}", log.join("\n"));
+    assert_eq!(
+        end.as_deref(),
+        Some("OK"),
+        "browser run failed:\n{}",
+        log.join("\n")
+    );
     for name in ["jobs.png", "job.png", "validate.png"] {
-        let size = std::fs::metadata(shots.join(name)).map(|m| m.len()).unwrap_or(0);
+        let size = std::fs::metadata(shots.join(name))
+            .map(|m| m.len())
+            .unwrap_or(0);
         assert!(size > 10_000, "{name} is missing or empty ({size} bytes)");
     }
     println!("screenshots: {}", shots.display());

@@ -76,7 +76,11 @@ pub fn timeline(cp: &CheckpointState, now: f64) -> String {
         r#"<svg class="chart" role="img" aria-label="Sheet timeline" viewBox="0 0 {W} {h}" width="{W}" height="{h}">"#
     );
     for (i, s) in started.iter().enumerate() {
-        let st = s.started_at.as_ref().and_then(|t| t.to_epoch()).unwrap_or(t0);
+        let st = s
+            .started_at
+            .as_ref()
+            .and_then(|t| t.to_epoch())
+            .unwrap_or(t0);
         let en = s
             .completed_at
             .as_ref()

@@ -89,7 +89,10 @@ pub fn check_job_id(id: &str) -> Result<(), OpError> {
     if bad {
         return Err(OpError::new(
             format!("Invalid score ID: {id:?}"),
-            &["A score ID is the score file's name without .yaml.", LIST_HINT],
+            &[
+                "A score ID is the score file's name without .yaml.",
+                LIST_HINT,
+            ],
         ));
     }
     Ok(())
@@ -188,8 +191,7 @@ impl Conductor {
     /// `job.pause`, with `mozart pause`'s E501/E502 messages.
     pub async fn pause(&self, id: &str) -> Result<String, OpError> {
         check_job_id(id)?;
-        let result: PauseResult = match self.call(methods::JOB_PAUSE, json!({"job_id": id})).await
-        {
+        let result: PauseResult = match self.call(methods::JOB_PAUSE, json!({"job_id": id})).await {
             Ok(r) => r,
             Err(e) if e.conductor_down => return Err(e),
             Err(e) => return Err(OpError::new(e.message, &[LIST_HINT]).with_code("E501")),
@@ -215,7 +217,8 @@ impl Conductor {
     /// `job.resume`, with `mozart resume`'s messages.
     pub async fn resume(&self, id: &str) -> Result<String, OpError> {
         check_job_id(id)?;
-        let params = json!({"job_id": id, "workspace": null, "config_path": null, "no_reload": false});
+        let params =
+            json!({"job_id": id, "workspace": null, "config_path": null, "no_reload": false});
         let result: JobResponse = match self.call(methods::JOB_RESUME, params).await {
             Ok(r) => r,
             Err(e) if e.conductor_down => return Err(e),
@@ -239,7 +242,10 @@ impl Conductor {
         } else {
             Err(OpError::new(
                 message,
-                &[&format!("Run 'mozart diagnose {id}' for details."), LIST_HINT],
+                &[
+                    &format!("Run 'mozart diagnose {id}' for details."),
+                    LIST_HINT,
+                ],
             ))
         }
     }
@@ -415,9 +421,6 @@ mod tests {
     #[test]
     fn error_text_shows_the_code_and_hints() {
         let e = OpError::new("nope", &["do this"]).with_code("E502");
-        assert_eq!(
-            e.render_text(),
-            "Error [E502]: nope\n\nHints:\n  - do this"
-        );
+        assert_eq!(e.render_text(), "Error [E502]: nope\n\nHints:\n  - do this");
     }
 }

@@ -112,9 +112,11 @@ impl JobRow {
             }
             _ => String::new(),
         };
-        let total = summary
-            .map(|s| s.total)
-            .or_else(|| job.get("total_sheets").and_then(Value::as_u64).map(|n| n as u32));
+        let total = summary.map(|s| s.total).or_else(|| {
+            job.get("total_sheets")
+                .and_then(Value::as_u64)
+                .map(|n| n as u32)
+        });
         let done = summary.map(|s| s.done).or(match status.as_str() {
             "completed" => total,
             _ => None,
@@ -377,7 +379,10 @@ pub fn attempt_rows(cp: &CheckpointState) -> Vec<AttemptRow> {
         if s.error_history.is_empty() && s.status == SheetStatus::Failed {
             let code = s.error_code.clone().unwrap_or_else(|| "E999".into());
             rows.push((
-                s.completed_at.as_ref().and_then(|t| t.to_epoch()).unwrap_or(0.0),
+                s.completed_at
+                    .as_ref()
+                    .and_then(|t| t.to_epoch())
+                    .unwrap_or(0.0),
                 AttemptRow {
                     sheet: s.sheet_num,
                     attempt: s.attempt_count,
@@ -428,8 +433,10 @@ pub fn validation_rows(cp: &CheckpointState) -> Vec<ValidationRow> {
                 }
             }
             _ => {
-                for (list, passed) in [(&s.passed_validations, true), (&s.failed_validations, false)]
-                {
+                for (list, passed) in [
+                    (&s.passed_validations, true),
+                    (&s.failed_validations, false),
+                ] {
                     for v in list {
                         out.push(ValidationRow {
                             sheet: s.sheet_num,

@@ -146,24 +146,24 @@ impl App {
         })
     }
 
-    fn render(&self, name: &str, ctx: JValue) -> Result<String, Response> {
+    /// Render a template; on failure (a defect) log it and name the template.
+    fn render(&self, name: &str, ctx: JValue) -> Result<String, TemplateFailed> {
         self.env
             .get_template(name)
             .and_then(|t| t.render(ctx))
             .map_err(|e| {
                 tracing::error!(template = name, error = %e, "dashboard template failed");
-                (
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    Html(format!(
-                        "<h1>Dashboard error</h1><p>The page template {} could not be rendered. See the dashboard's log.</p>",
-                        chart::esc(name)
-                    )),
-                )
-                    .into_response()
+                TemplateFailed(name.to_string())
             })
     }
 
-    fn page(&self, name: &str, page: &str, flash: Option<(&str, String)>, extra: JValue) -> Response {
+    fn page(
+        &self,
+        name: &str,
+        page: &str,
+        flash: Option<(&str, String)>,
+        extra: JValue,
+    ) -> Response {
         let ctx = context! {
             css => JValue::from_safe_string(CSS.to_string()),
             js => JValue::from_safe_string(JS.to_string()),
@@ -176,7 +176,7 @@ impl App {
         };
         match self.render(name, ctx) {
             Ok(html) => Html(html).into_response(),
-            Err(resp) => resp,
+            Err(failed) => failed.into_response(),
         }
     }
 
@@ -194,8 +194,14 @@ impl App {
     fn op_failure(&self, err: &OpError) -> Response {
         if err.conductor_down {
             self.conductor_up.store(false, Ordering::Relaxed);
-            self.message(StatusCode::SERVICE_UNAVAILABLE, "Conductor not running", err)
-        } else if err.message.starts_with("Score not found") || err.message.starts_with("Invalid score ID") {
+            self.message(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Conductor not running",
+                err,
+            )
+        } else if err.message.starts_with("Score not found")
+            || err.message.starts_with("Invalid score ID")
+        {
             self.message(StatusCode::NOT_FOUND, "Score not found", err)
         } else {
             self.message(StatusCode::BAD_GATEWAY, "Conductor error", err)
@@ -244,9 +250,7 @@ impl App {
             return;
         }
         let fetched = futures_util::future::join_all(
-            wanted
-                .iter()
-                .map(|(id, _)| self.conductor.status_value(id)),
+            wanted.iter().map(|(id, _)| self.conductor.status_value(id)),
         )
         .await;
         let mut cache = lock(&self.summaries);
@@ -260,7 +264,10 @@ impl App {
     }
 
     /// The jobs table rows (or the error to show in their place).
-    async fn rows(&self, filter: Option<&str>) -> (Result<Vec<JobRow>, OpError>, usize, Vec<(String, usize)>) {
+    async fn rows(
+        &self,
+        filter: Option<&str>,
+    ) -> (Result<Vec<JobRow>, OpError>, usize, Vec<(String, usize)>) {
         match self.conductor.list().await {
             Ok(jobs) => {
                 self.set_up(true);
@@ -281,14 +288,23 @@ impl App {
         }
     }
 
-    fn rows_html(&self, rows: &Result<Vec<JobRow>, OpError>, filter: Option<&str>) -> Result<String, Response> {
+    fn rows_html(
+        &self,
+        rows: &Result<Vec<JobRow>, OpError>,
+        filter: Option<&str>,
+        total: usize,
+        counts: &[(String, usize)],
+    ) -> Result<String, TemplateFailed> {
         let (rows, error) = match rows {
             Ok(r) => (r.clone(), None),
             Err(e) => (Vec::new(), Some(e.clone())),
         };
         self.render(
-            "rows.html",
-            context! { rows => rows, filter => filter, error => error.map(|e| context!{ message => e.message, hints => e.hints }) },
+            "jobs_live.html",
+            context! {
+                rows => rows, filter => filter, total => total, counts => counts,
+                error => error.map(|e| context!{ message => e.message, hints => e.hints }),
+            },
         )
     }
 
@@ -300,7 +316,11 @@ impl App {
         let raw = &detail.raw;
         let status = detail.status();
         let active = matches!(status.as_str(), "running" | "queued" | "paused");
-        let workspace = raw.get("workspace").and_then(Value::as_str).unwrap_or("").to_string();
+        let workspace = raw
+            .get("workspace")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let mut ctx = DetailView {
             status: status.clone(),
             workspace: workspace.clone(),
@@ -324,11 +344,15 @@ impl App {
             ctx.percent = (sum.done * 100 / sum.total.max(1)).min(100);
             ctx.progress = Some(format!("{}/{}", sum.done, sum.total));
             ctx.cost = Some(view::format_cost(sum.cost));
-            ctx.tokens = Some(format!("{} / {}", cp.total_input_tokens, cp.total_output_tokens));
+            ctx.tokens = Some(format!(
+                "{} / {}",
+                cp.total_input_tokens, cp.total_output_tokens
+            ));
             let start = cp.started_at.as_ref().and_then(|t| t.to_epoch());
             let end = cp.completed_at.as_ref().and_then(|t| t.to_epoch());
             ctx.started = start.map(view::format_epoch);
-            ctx.elapsed = start.map(|s| view::format_duration(end.filter(|_| !active).unwrap_or(now) - s));
+            ctx.elapsed =
+                start.map(|s| view::format_duration(end.filter(|_| !active).unwrap_or(now) - s));
             ctx.sheets = view::sheet_rows(cp);
             ctx.attempts = view::attempt_rows(cp);
             ctx.validations = view::validation_rows(cp);
@@ -391,6 +415,22 @@ impl App {
                 &["Use the dashboard's own buttons, or send the token in an X-Mozart-Token header."],
             )),
         }
+    }
+}
+
+/// A template that failed to render (a defect): a short page, never a trace.
+struct TemplateFailed(String);
+
+impl IntoResponse for TemplateFailed {
+    fn into_response(self) -> Response {
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Html(format!(
+                "<h1>Dashboard error</h1><p>The page template {} could not be rendered. See the dashboard's log.</p>",
+                chart::esc(&self.0)
+            )),
+        )
+            .into_response()
     }
 }
 
@@ -518,6 +558,7 @@ fn environment() -> Result<Environment<'static>, DashboardError> {
         ("message.html", include_str!("templates/message.html")),
         ("jobs.html", include_str!("templates/jobs.html")),
         ("rows.html", include_str!("templates/rows.html")),
+        ("jobs_live.html", include_str!("templates/jobs_live.html")),
         ("job.html", include_str!("templates/job.html")),
         ("detail.html", include_str!("templates/detail.html")),
         ("prompt.html", include_str!("templates/prompt.html")),
@@ -573,7 +614,9 @@ async fn follow_stream(app: &App, was_up: &mut Option<bool>) -> std::io::Result<
     let stream = tokio::net::UnixStream::connect(app.conductor.socket()).await?;
     let (read, mut write) = stream.into_split();
     write
-        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"daemon.monitor.stream\",\"params\":{},\"id\":1}\n")
+        .write_all(
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"daemon.monitor.stream\",\"params\":{},\"id\":1}\n",
+        )
         .await?;
     let mut lines = BufReader::new(read).lines();
     while let Some(line) = lines.next_line().await? {
@@ -692,7 +735,10 @@ async fn jobs_page(State(app): State<Arc<App>>, Query(q): Query<ListQuery>) -> R
     let (rows, total, counts) = app.rows(filter.as_deref()).await;
     let (rows, error) = match rows {
         Ok(r) => (r, None),
-        Err(e) => (Vec::new(), Some(context! { message => e.message, hints => e.hints })),
+        Err(e) => (
+            Vec::new(),
+            Some(context! { message => e.message, hints => e.hints }),
+        ),
     };
     let flash = app.take_flash(q.flash.as_deref());
     app.page(
@@ -765,7 +811,10 @@ async fn prompt_page(
 fn render_prompt(score: &Path, workspace: Option<PathBuf>, num: u32) -> Result<String, OpError> {
     if score.as_os_str().is_empty() || !score.is_file() {
         return Err(OpError::new(
-            format!("The score file {} is not readable any more.", score.display()),
+            format!(
+                "The score file {} is not readable any more.",
+                score.display()
+            ),
             &[],
         ));
     }
@@ -864,7 +913,10 @@ async fn validate_submit(
         return app.message(
             StatusCode::BAD_REQUEST,
             "Nothing to validate",
-            &OpError::new("The form carried no score.", &["Paste a score and press Validate."]),
+            &OpError::new(
+                "The form carried no score.",
+                &["Paste a score and press Validate."],
+            ),
         );
     };
     // Validation changes nothing, but it reads files a score names: same rules as writes.
@@ -893,7 +945,10 @@ async fn validate_submit(
         Err(_) => app.message(
             StatusCode::INTERNAL_SERVER_ERROR,
             "Validation failed",
-            &OpError::new("The validator stopped unexpectedly on this score.", &["Try mozart validate <file> for details."]),
+            &OpError::new(
+                "The validator stopped unexpectedly on this score.",
+                &["Try mozart validate <file> for details."],
+            ),
         ),
     }
 }
@@ -974,15 +1029,26 @@ impl Live {
     async fn render(&mut self) -> Duration {
         let (html, up, period) = match &self.job {
             None => {
-                let (rows, _, _) = self.app.rows(self.filter.as_deref()).await;
+                let (rows, total, counts) = self.app.rows(self.filter.as_deref()).await;
                 let up = !matches!(&rows, Err(e) if e.conductor_down);
-                let html = self.app.rows_html(&rows, self.filter.as_deref()).unwrap_or_default();
+                let html = self
+                    .app
+                    .rows_html(&rows, self.filter.as_deref(), total, &counts)
+                    .unwrap_or_default();
                 (html, up, IDLE_REFRESH)
             }
             Some(id) => match self.app.detail_ctx(id).await {
                 Ok((ctx, running)) => {
                     let html = self.app.render("detail.html", ctx).unwrap_or_default();
-                    (html, true, if running { RUNNING_REFRESH } else { IDLE_REFRESH })
+                    (
+                        html,
+                        true,
+                        if running {
+                            RUNNING_REFRESH
+                        } else {
+                            IDLE_REFRESH
+                        },
+                    )
                 }
                 Err(e) => {
                     let html = format!(
@@ -1000,10 +1066,15 @@ impl Live {
         if self.last_up != Some(up) {
             self.last_up = Some(up);
             self.queue
-                .push_back(Event::default().event("conductor").data(if up { "up" } else { "down" }));
+                .push_back(Event::default().event("conductor").data(if up {
+                    "up"
+                } else {
+                    "down"
+                }));
         }
         if html != self.last_html {
-            self.queue.push_back(Event::default().event("html").data(&html));
+            self.queue
+                .push_back(Event::default().event("html").data(&html));
             self.last_html = html;
         }
         period
@@ -1064,7 +1135,8 @@ mod tests {
 
     #[test]
     fn the_jobs_page_escapes_what_the_conductor_says() {
-        let jobs = vec![json!({"job_id": "<script>x</script>", "status": "running", "submitted_at": 1.0})];
+        let jobs =
+            vec![json!({"job_id": "<script>x</script>", "status": "running", "submitted_at": 1.0})];
         let html = render_jobs_page_for_bench(&jobs).unwrap();
         assert!(!html.contains("<script>x</script>"));
         assert!(html.contains("&lt;script&gt;"));
@@ -1082,7 +1154,11 @@ mod tests {
     fn a_running_sheets_output_is_tailed_from_upstreams_log_files() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("logs")).unwrap();
-        std::fs::write(dir.path().join("logs/sheet-03.stdout.log"), "hello\nworld\n").unwrap();
+        std::fs::write(
+            dir.path().join("logs/sheet-03.stdout.log"),
+            "hello\nworld\n",
+        )
+        .unwrap();
         let tail = log_tail(dir.path(), 3).unwrap();
         assert_eq!(tail.text, "hello\nworld\n");
         assert!(log_tail(dir.path(), 4).is_none());

@@ -14,13 +14,14 @@ use mozart_dashboard::view::{self, JobDetail, JobSummary};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, ContentBlock, Implementation, ListResourceTemplatesResult,
-    ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, Resource, ResourceContents, ResourceTemplate, ServerCapabilities,
-    ServerConfig,
+    CallToolResult, ContentBlock, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
-use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{
+    schemars, tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler, ServiceExt,
+};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -171,7 +172,10 @@ impl MozartMcp {
     #[tool(
         description = "Validate a Mozart score (YAML) without running it: schema, extended checks (V-codes) and the sheet plan. Give `path` or inline `yaml`."
     )]
-    async fn validate(&self, Parameters(args): Parameters<ScoreArgs>) -> Result<CallToolResult, ErrorData> {
+    async fn validate(
+        &self,
+        Parameters(args): Parameters<ScoreArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
         let report = match (args.path, args.yaml) {
             (Some(path), None) => {
                 let p = PathBuf::from(path);
@@ -179,13 +183,18 @@ impl MozartMcp {
             }
             (None, Some(yaml)) => {
                 let dir = self.scores_dir.clone();
-                tokio::task::spawn_blocking(move || validate_text(&yaml, &dir.join("inline-score.yaml")))
-                    .await
+                tokio::task::spawn_blocking(move || {
+                    validate_text(&yaml, &dir.join("inline-score.yaml"))
+                })
+                .await
             }
             _ => return Ok(op_error(&one_of_path_or_yaml())),
         };
         let Ok(report) = report else {
-            return Ok(op_error(&OpError::new("The validator stopped unexpectedly.", &[])));
+            return Ok(op_error(&OpError::new(
+                "The validator stopped unexpectedly.",
+                &[],
+            )));
         };
         Ok(report_result(&report))
     }
@@ -193,7 +202,10 @@ impl MozartMcp {
     #[tool(
         description = "Submit a score to the Mozart conductor as a job (by `path`, or inline `yaml`). Returns the job ID; poll it with `status`."
     )]
-    async fn run(&self, Parameters(args): Parameters<RunArgs>) -> Result<CallToolResult, ErrorData> {
+    async fn run(
+        &self,
+        Parameters(args): Parameters<RunArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
         let path = match (args.path, args.yaml) {
             (Some(path), None) => PathBuf::from(path),
             (None, Some(yaml)) => {
@@ -211,7 +223,10 @@ impl MozartMcp {
         // Validate first, as `mozart run` does: a broken score never reaches the conductor.
         let p = path.clone();
         let Ok(report) = tokio::task::spawn_blocking(move || validate_file(&p)).await else {
-            return Ok(op_error(&OpError::new("The validator stopped unexpectedly.", &[])));
+            return Ok(op_error(&OpError::new(
+                "The validator stopped unexpectedly.",
+                &[],
+            )));
         };
         if !report.valid {
             return Ok(report_result(&report));
@@ -227,16 +242,26 @@ impl MozartMcp {
         }
     }
 
-    #[tool(description = "One job's status: job status, sheets done, cost, and each sheet's status, attempts and last error (with its E-code).")]
-    async fn status(&self, Parameters(args): Parameters<JobArgs>) -> Result<CallToolResult, ErrorData> {
+    #[tool(
+        description = "One job's status: job status, sheets done, cost, and each sheet's status, attempts and last error (with its E-code)."
+    )]
+    async fn status(
+        &self,
+        Parameters(args): Parameters<JobArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
         match self.conductor.status(&args.job_id).await {
             Ok(d) => Ok(text_result(json_text(&status_json(&d)))),
             Err(e) => Ok(op_error(&e)),
         }
     }
 
-    #[tool(description = "List the conductor's jobs (newest first), optionally only those with one status.")]
-    async fn list(&self, Parameters(args): Parameters<ListArgs>) -> Result<CallToolResult, ErrorData> {
+    #[tool(
+        description = "List the conductor's jobs (newest first), optionally only those with one status."
+    )]
+    async fn list(
+        &self,
+        Parameters(args): Parameters<ListArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
         if let Some(s) = &args.status {
             if !view::STATUSES.contains(&s.to_lowercase().as_str()) {
                 return Ok(op_error(&OpError::new(
@@ -251,7 +276,9 @@ impl MozartMcp {
                     .iter()
                     .filter(|j| {
                         args.status.as_deref().is_none_or(|s| {
-                            j.get("status").and_then(Value::as_str).is_some_and(|v| v.eq_ignore_ascii_case(s))
+                            j.get("status")
+                                .and_then(Value::as_str)
+                                .is_some_and(|v| v.eq_ignore_ascii_case(s))
                         })
                     })
                     .map(|j| {
@@ -271,7 +298,10 @@ impl MozartMcp {
     }
 
     #[tool(description = "Pause a running job at its next sheet boundary.")]
-    async fn pause(&self, Parameters(args): Parameters<JobArgs>) -> Result<CallToolResult, ErrorData> {
+    async fn pause(
+        &self,
+        Parameters(args): Parameters<JobArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
         Ok(match self.conductor.pause(&args.job_id).await {
             Ok(m) => text_result(m),
             Err(e) => op_error(&e),
@@ -279,7 +309,10 @@ impl MozartMcp {
     }
 
     #[tool(description = "Resume a paused, failed or cancelled job.")]
-    async fn resume(&self, Parameters(args): Parameters<JobArgs>) -> Result<CallToolResult, ErrorData> {
+    async fn resume(
+        &self,
+        Parameters(args): Parameters<JobArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
         Ok(match self.conductor.resume(&args.job_id).await {
             Ok(m) => text_result(m),
             Err(e) => op_error(&e),
@@ -287,15 +320,23 @@ impl MozartMcp {
     }
 
     #[tool(description = "Cancel a job (running sheets are stopped).")]
-    async fn cancel(&self, Parameters(args): Parameters<JobArgs>) -> Result<CallToolResult, ErrorData> {
+    async fn cancel(
+        &self,
+        Parameters(args): Parameters<JobArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
         Ok(match self.conductor.cancel(&args.job_id).await {
             Ok(m) => text_result(m),
             Err(e) => op_error(&e),
         })
     }
 
-    #[tool(description = "Every recorded error of a job: sheet, attempt, E-code, type, message and what to do about it.")]
-    async fn errors(&self, Parameters(args): Parameters<JobArgs>) -> Result<CallToolResult, ErrorData> {
+    #[tool(
+        description = "Every recorded error of a job: sheet, attempt, E-code, type, message and what to do about it."
+    )]
+    async fn errors(
+        &self,
+        Parameters(args): Parameters<JobArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
         let detail = match self.conductor.errors(&args.job_id).await {
             Ok(d) => d,
             Err(e) => return Ok(op_error(&e)),
@@ -312,8 +353,13 @@ impl MozartMcp {
         }))))
     }
 
-    #[tool(description = "The tail of a job's sheet output: the live log of running sheets (workspace/logs/sheet-NN.*.log), else the recorded output tail.")]
-    async fn logs(&self, Parameters(args): Parameters<LogsArgs>) -> Result<CallToolResult, ErrorData> {
+    #[tool(
+        description = "The tail of a job's sheet output: the live log of running sheets (workspace/logs/sheet-NN.*.log), else the recorded output tail."
+    )]
+    async fn logs(
+        &self,
+        Parameters(args): Parameters<LogsArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
         let detail = match self.conductor.status(&args.job_id).await {
             Ok(d) => d,
             Err(e) => return Ok(op_error(&e)),
@@ -360,9 +406,8 @@ fn save_inline(dir: &Path, name: Option<&str>, yaml: &str) -> Result<PathBuf, Op
             &["Pass a `name` such as my-score."],
         ));
     }
-    std::fs::create_dir_all(dir).map_err(|e| {
-        OpError::new(format!("Cannot create {}: {e}", dir.display()), &[])
-    })?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| OpError::new(format!("Cannot create {}: {e}", dir.display()), &[]))?;
     let path = dir.join(format!("{id}.yaml"));
     std::fs::write(&path, yaml)
         .map_err(|e| OpError::new(format!("Cannot write {}: {e}", path.display()), &[]))?;
@@ -410,7 +455,10 @@ fn sheet_logs(d: &JobDetail, sheet: Option<u32>, lines: usize) -> Result<String,
         Some(n) if cp.sheets.contains_key(&n) => vec![n],
         Some(n) => {
             return Err(OpError::new(
-                format!("Job '{}' has no sheet {n} (it has {}).", d.job_id, cp.total_sheets),
+                format!(
+                    "Job '{}' has no sheet {n} (it has {}).",
+                    d.job_id, cp.total_sheets
+                ),
                 &[],
             ))
         }
@@ -421,8 +469,16 @@ fn sheet_logs(d: &JobDetail, sheet: Option<u32>, lines: usize) -> Result<String,
                     .values()
                     .filter(|s| s.started_at.is_some())
                     .max_by(|a, b| {
-                        let ta = a.started_at.as_ref().and_then(|t| t.to_epoch()).unwrap_or(0.0);
-                        let tb = b.started_at.as_ref().and_then(|t| t.to_epoch()).unwrap_or(0.0);
+                        let ta = a
+                            .started_at
+                            .as_ref()
+                            .and_then(|t| t.to_epoch())
+                            .unwrap_or(0.0);
+                        let tb = b
+                            .started_at
+                            .as_ref()
+                            .and_then(|t| t.to_epoch())
+                            .unwrap_or(0.0);
                         ta.total_cmp(&tb)
                     })
                     .map(|s| vec![s.sheet_num])
@@ -435,7 +491,11 @@ fn sheet_logs(d: &JobDetail, sheet: Option<u32>, lines: usize) -> Result<String,
     if sheets.is_empty() {
         return Ok(format!("Job '{}': no sheet has output yet.", d.job_id));
     }
-    let workspace = d.raw.get("workspace").and_then(Value::as_str).map(PathBuf::from);
+    let workspace = d
+        .raw
+        .get("workspace")
+        .and_then(Value::as_str)
+        .map(PathBuf::from);
     let mut out = String::new();
     for n in sheets {
         out.push_str(&format!("=== sheet {n} ===\n"));
@@ -443,11 +503,17 @@ fn sheet_logs(d: &JobDetail, sheet: Option<u32>, lines: usize) -> Result<String,
         for stream in ["stdout", "stderr"] {
             let text = workspace
                 .as_ref()
-                .and_then(|w| std::fs::read(w.join("logs").join(format!("sheet-{n:02}.{stream}.log"))).ok())
+                .and_then(|w| {
+                    std::fs::read(w.join("logs").join(format!("sheet-{n:02}.{stream}.log"))).ok()
+                })
                 .map(|b| String::from_utf8_lossy(&b).into_owned())
                 .or_else(|| {
                     let s = cp.sheets.get(&n)?;
-                    if stream == "stdout" { s.stdout_tail.clone() } else { s.stderr_tail.clone() }
+                    if stream == "stdout" {
+                        s.stdout_tail.clone()
+                    } else {
+                        s.stderr_tail.clone()
+                    }
                 });
             if let Some(text) = text.filter(|t| !t.is_empty()) {
                 found = true;
@@ -494,9 +560,11 @@ impl ServerHandler for MozartMcp {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let jobs = self.conductor.list().await.map_err(|e| {
-            ErrorData::internal_error(e.render_text(), None)
-        })?;
+        let jobs = self
+            .conductor
+            .list()
+            .await
+            .map_err(|e| ErrorData::internal_error(e.render_text(), None))?;
         let resources = jobs
             .iter()
             .filter_map(|j| {
@@ -531,7 +599,10 @@ impl ServerHandler for MozartMcp {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let Some(id) = request.uri.strip_prefix(JOB_URI) else {
             return Err(ErrorData::resource_not_found(
-                format!("Unknown resource {}: job resources are {JOB_URI}<job_id>", request.uri),
+                format!(
+                    "Unknown resource {}: job resources are {JOB_URI}<job_id>",
+                    request.uri
+                ),
                 None,
             ));
         };
@@ -542,7 +613,8 @@ impl ServerHandler for MozartMcp {
                 ErrorData::resource_not_found(e.render_text(), None)
             }
         })?;
-        let mut contents = ResourceContents::text(json_text(&status_json(&detail)), request.uri.clone());
+        let mut contents =
+            ResourceContents::text(json_text(&status_json(&detail)), request.uri.clone());
         if let ResourceContents::TextResourceContents { mime_type, .. } = &mut contents {
             *mime_type = Some("application/json".into());
         }
