@@ -26,6 +26,8 @@ use serde_json::{json, Value};
 #[allow(dead_code)]
 #[path = "../../../crates/baton/examples/events_per_sec.rs"]
 mod events_per_sec;
+#[path = "../dashboard_bench.rs"]
+mod dashboard_bench;
 
 /// Set in the environment of every `mozart` command this tool runs: the process then is
 /// `mozart`, not the benchmark (see the module docs).
@@ -85,6 +87,9 @@ struct Args {
     /// Skip the 1,000-sheet run, its floor and the 1,000-job registry (a quick look).
     #[arg(long)]
     quick: bool,
+    /// Measure only the dashboard figures.
+    #[arg(long)]
+    dashboard_only: bool,
 }
 
 /// Everything that can stop a benchmark run, with what was being done.
@@ -133,6 +138,8 @@ enum BenchError {
         #[source]
         source: Box<mozart_state::StateError>,
     },
+    #[error("dashboard: {0}")]
+    Dashboard(String),
     #[error("baseline {path}: {source}")]
     Baseline {
         path: PathBuf,
@@ -171,6 +178,12 @@ fn bench(args: &Args) -> Result<()> {
     let mozart = MozartExe::resolve(args.mozart.as_deref())?;
     let mut report = Report::default();
     let started = Instant::now();
+    if args.dashboard_only {
+        progress("dashboard (issue 16)");
+        dashboard(&mozart, args, &mut report)?;
+        print!("{}", Saved::new(&report, started.elapsed()).table(baseline.as_ref()));
+        return Ok(());
+    }
 
     progress("local commands (no conductor)");
     let env = Env::new(&mozart)?;
@@ -210,6 +223,9 @@ fn bench(args: &Args) -> Result<()> {
     instruments(&env, &conductor, args, &mut report)?;
     conductor.stop(&env)?;
     drop(env);
+
+    progress("dashboard (issue 16)");
+    dashboard(&mozart, args, &mut report)?;
 
     if !args.quick {
         progress("conductor, registry with 1,000 jobs");
@@ -281,6 +297,67 @@ fn bench(args: &Args) -> Result<()> {
         std::fs::write(path, text + "\n").map_err(io_err("writing", path))?;
         progress(&format!("saved this run to {}", path.display()));
     }
+    Ok(())
+}
+
+/// Sheets of the score whose transitions the SSE latency figure times.
+const SSE_SHEETS: u32 = 8;
+
+/// The dashboard's bars: its jobs page with 1,000 jobs, and sheet transition → live list.
+fn dashboard(mozart: &MozartExe, args: &Args, report: &mut Report) -> Result<()> {
+    let page = dashboard_bench::jobs_page_render(args.reps).map_err(BenchError::Dashboard)?;
+    report.add(
+        Row::ms(
+            "dashboard_jobs_page_1000",
+            "dashboard jobs page rendered server-side, 1,000 jobs",
+            page,
+            args.reps,
+        )
+        .bar_below(20.0),
+    );
+    let env = Env::new(mozart)?;
+    let conductor = Conductor::start(&env)?;
+    let score = env.work.join("sse-live.yaml");
+    write_file(
+        &score,
+        &mozart_tests::sleepy_shell_score("sse-live", SSE_SHEETS, 0.3),
+    )?;
+    let latency = dashboard_bench::sse_latency(
+        &env.socket,
+        &env.home.join("global-learning.db"),
+        "sse-live",
+        SSE_SHEETS,
+        || {
+            let status = env
+                .command(&["run", &score.display().to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .map_err(|e| e.to_string())?;
+            if status.success() {
+                Ok(())
+            } else {
+                Err(format!("mozart run sse-live: {status}"))
+            }
+        },
+    )
+    .map_err(BenchError::Dashboard)?;
+    report.add(
+        Row::ms(
+            "dashboard_sse_latency",
+            "sheet transition → live jobs list (SSE), median",
+            latency.median,
+            latency.samples,
+        )
+        .bar_below(200.0),
+    );
+    report.add(Row::ms(
+        "dashboard_sse_latency_max",
+        "sheet transition → live jobs list (SSE), worst",
+        latency.max,
+        latency.samples,
+    ));
+    conductor.stop(&env)?;
     Ok(())
 }
 
