@@ -18,7 +18,14 @@ fn epoch() -> f64 {
 
 /// `n` job dicts in `job.list`'s shape, of every status.
 pub fn synthetic_jobs(n: usize) -> Vec<Value> {
-    let statuses = ["running", "completed", "failed", "queued", "paused", "cancelled"];
+    let statuses = [
+        "running",
+        "completed",
+        "failed",
+        "queued",
+        "paused",
+        "cancelled",
+    ];
     let now = epoch();
     (0..n)
         .map(|i| {
@@ -125,7 +132,10 @@ pub fn sse_latency(
             if !in_row {
                 continue;
             }
-            let done = rest.split("&#x2f;").next().and_then(|k| k.parse::<u32>().ok());
+            let done = rest
+                .split("&#x2f;")
+                .next()
+                .and_then(|k| k.parse::<u32>().ok());
             if let Some(k) = done {
                 if tx.send((k, at)).is_err() {
                     break;

@@ -98,6 +98,46 @@ async fn shutdown_signal() {
     }
 }
 
+/// Serve the dashboard on a thread of its own (the conductor's `dashboard:` setting): the
+/// URL, or why it could not start, goes to the log.
+pub fn spawn_background(options: Options) {
+    let spawned = std::thread::Builder::new()
+        .name("dashboard".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::error!(error = %e, "dashboard.not_started");
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                // Bind once the conductor listens: its logging is set up by then.
+                for _ in 0..600 {
+                    if options.socket.exists() {
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                match Dashboard::bind(options).await {
+                    Ok(d) => {
+                        tracing::info!(url = %d.url(), "dashboard.listening");
+                        if let Err(e) = d.serve_until(std::future::pending()).await {
+                            tracing::error!(error = %e, "dashboard.stopped");
+                        }
+                    }
+                    Err(e) => tracing::error!(error = %e, "dashboard.not_started"),
+                }
+            });
+        });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "dashboard.not_started");
+    }
+}
+
 /// Run [`run`] on a fresh multi-threaded runtime (for the synchronous CLI).
 pub fn run_blocking(options: Options) -> Result<(), DashboardError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -21,13 +21,13 @@ use mozart_state::{CheckpointState, DaemonJobStatus, JobRecord, Registry};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+#[path = "../dashboard_bench.rs"]
+mod dashboard_bench;
 /// The baton's events/s micro-benchmark, shared with `cargo run -p mozart-baton --example
 /// events_per_sec` so both always measure the same workload.
 #[allow(dead_code)]
 #[path = "../../../crates/baton/examples/events_per_sec.rs"]
 mod events_per_sec;
-#[path = "../dashboard_bench.rs"]
-mod dashboard_bench;
 
 /// Set in the environment of every `mozart` command this tool runs: the process then is
 /// `mozart`, not the benchmark (see the module docs).
@@ -181,7 +181,10 @@ fn bench(args: &Args) -> Result<()> {
     if args.dashboard_only {
         progress("dashboard (issue 16)");
         dashboard(&mozart, args, &mut report)?;
-        print!("{}", Saved::new(&report, started.elapsed()).table(baseline.as_ref()));
+        print!(
+            "{}",
+            Saved::new(&report, started.elapsed()).table(baseline.as_ref())
+        );
         return Ok(());
     }
 
