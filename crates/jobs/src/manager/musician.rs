@@ -336,6 +336,12 @@ pub(crate) async fn play(
             req.sheet_num = sheet_num;
             req.attempt = attempt.attempt_number;
             req.options = sheet.instrument_config.clone().into_iter().collect();
+            // Upstream's live per-sheet output files (`{workspace}/logs/sheet-NN.stdout.log`),
+            // which `mozart dashboard` tails while the sheet runs.
+            let logs = run.workspace.join("logs");
+            if std::fs::create_dir_all(&logs).is_ok() {
+                req.output_log_base = Some(logs.join(format!("sheet-{sheet_num:02}")));
+            }
             match super::placement::placement_for(&shared, &run, &attempt.instrument) {
                 Ok(mozart_backends::Placement::Local) => {}
                 Ok(placement) => {
