@@ -246,3 +246,53 @@ fn validate_names_a_bad_placement_field() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `mozart stop` does not take a cluster's running agents down with the conductor: when the
+/// shutdown timeout passes, its Slurm jobs are left running and recorded, and the next
+/// conductor re-attaches to them (every sheet still runs exactly once).
+#[test]
+fn a_stopped_conductor_leaves_its_slurm_jobs_running_for_the_next_one() {
+    if !slurm_up() {
+        return;
+    }
+    let env = TestEnv::new();
+    install_instruments(&env);
+    std::fs::write(
+        env.home.join("conductor.yaml"),
+        "shutdown_timeout_seconds: 10\n",
+    )
+    .unwrap();
+    env.start_conductor();
+    let (path, ws) = score(&env, "slurm-stop", 3, "25");
+    let led = ws.join("ledger");
+    run(&env, &path, &[]);
+    poll(&env, 120.0, "the sheets to start on Slurm", || {
+        (ledger(&led).len() >= 3).then_some(())
+    });
+    let pid = env.conductor_pid().expect("conductor pid");
+    let mut stop = env
+        .command(&["stop"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let _ = stop.stdin.take().unwrap().write_all(b"y\n");
+    }
+    let out = stop.wait_with_output().unwrap();
+    assert!(out.status.success(), "mozart stop: {}", stdout(&out));
+    poll(&env, 60.0, "the conductor to stop", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    let left = squeue("mozart-slurm-stop-");
+    assert_eq!(left.len(), 3, "the Slurm jobs outlive the stop: {left:?}");
+    env.start_conductor();
+    let doc = wait_terminal(&env, "slurm-stop", 120.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    let ran = counts(&led);
+    assert_eq!(ran.len(), 3, "{ran:?}");
+    assert!(ran.values().all(|c| *c == 1), "{ran:?}");
+    let ids: BTreeSet<String> = slurm_ids(&ws, 3).into_iter().collect();
+    assert_eq!(ids.len(), 3, "{ids:?}");
+}
