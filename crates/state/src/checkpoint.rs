@@ -258,6 +258,9 @@ pub struct SheetState {
     /// (docs/design/distributed.md). Not in upstream; absent when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_attempt: Option<RemoteAttemptRef>,
+    /// Ours: the worker + reviewer loop of this sheet (docs/mochi.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<crate::review::ReviewState>,
 }
 
 /// A remote attempt as the checkpoint records it (`SheetState::remote_attempt`).
@@ -330,6 +333,7 @@ impl SheetState {
             cost_confidence: 1.0,
             agent_feedback: None,
             remote_attempt: None,
+            review: None,
         }
     }
 
