@@ -664,6 +664,9 @@ impl JobHost for JobManager {
 
     fn shutdown(&self, graceful: bool, timeout: Duration) -> BoxFuture<'_, ()> {
         Box::pin(async move {
+            // Remote attempts (Slurm jobs) outlive a stopping conductor and are re-attached to
+            // by the next one, instead of being cancelled with it (docs/design/distributed.md).
+            mozart_backends::placement::detach_remote_attempts();
             let _ = self.send(Event::ShutdownRequested { graceful });
             let handle = lock(&self.baton).take();
             if let Some(handle) = handle {
