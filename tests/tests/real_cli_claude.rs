@@ -240,6 +240,14 @@ fn status_shows_tool_calls_and_tokens_while_the_cli_streams() {
     let Some(rc) = sandboxed() else { return };
     // The first turn writes the file at once; the answer after it streams for ~4 s.
     let score = write_file_score("rc-live", &claude(60), 1, "slow mock-ms:1000", "");
+    // `logs --follow` streams from the conductor: the instrument's progress as it happens.
+    let follower = rc
+        .env
+        .command(&["logs", "rc-live", "--follow"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn mozart logs --follow");
+    std::thread::sleep(Duration::from_millis(300));
     rc.run_score("rc-live", &score);
     let doc = rc.wait_for("rc-live", 60, |d| {
         d["sheets"]["1"]["live"]["tool_calls"].as_u64().unwrap_or(0) >= 1
@@ -261,4 +269,18 @@ fn status_shows_tool_calls_and_tokens_while_the_cli_streams() {
         doc["sheets"]["1"].get("live").is_none(),
         "gone once done: {doc:#}"
     );
+    std::thread::sleep(Duration::from_millis(700));
+    mozart_tests::signal(follower.id(), "INT");
+    let out = follower.wait_with_output().unwrap();
+    let text = mozart_tests::stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("Following the conductor's log for score 'rc-live'"),
+        "{text}"
+    );
+    assert!(
+        text.contains("sheet 1: 1 tool call(s) (last: Write)"),
+        "{text}"
+    );
+    assert!(text.contains("Stopped following logs."), "{text}");
 }
