@@ -284,3 +284,27 @@ fn status_shows_tool_calls_and_tokens_while_the_cli_streams() {
     );
     assert!(text.contains("Stopped following logs."), "{text}");
 }
+
+#[test]
+fn the_claude_code_profile_runs_the_real_cli_too() {
+    let Some(rc) = sandboxed() else { return };
+    // The generic profile: prompt as an argument, one JSON document, its environment
+    // filtered to the listed variables (which must include the base URL and IS_SANDBOX).
+    let instrument = "instrument: claude-code\nbackend:\n  timeout_seconds: 60";
+    rc.run_score(
+        "rc-cc",
+        &write_file_score("rc-cc", instrument, 1, "write", ""),
+    );
+    let doc = rc.wait_done("rc-cc", 60);
+    assert_eq!(
+        doc["status"],
+        "completed",
+        "{doc:#}\n{}",
+        rc.errors_text("rc-cc")
+    );
+    assert_eq!(
+        doc["cost"]["total_input_tokens"],
+        2 * INPUT_TOKENS,
+        "{doc:#}"
+    );
+}
