@@ -71,7 +71,7 @@ fn a_429_is_a_rate_limit_waited_out_without_spending_a_retry() {
         "rc-429",
         &claude(60),
         1,
-        "ratelimit mock-ms:3000",
+        "ratelimit mock-ms:4000",
         "retry: {max_retries: 0}\n",
     );
     rc.run_score("rc-429", &score);

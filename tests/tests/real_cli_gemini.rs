@@ -55,7 +55,7 @@ fn a_429_is_a_rate_limit_waited_out_without_spending_a_retry() {
         "rc-429",
         &instrument(90),
         1,
-        "ratelimit mock-ms:8000",
+        "ratelimit mock-ms:7500",
         "retry: {max_retries: 0}\n",
     );
     rc.run_score("rc-429", &score);
