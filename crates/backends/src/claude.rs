@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::process::{which, EnvPlan, LineSink, ProcessSpec};
+use crate::env::EnvPlan;
+use crate::process::{which, LineSink, ProcessSpec};
 use crate::redact::redact;
 use crate::types::{
     Backend, BoxFuture, ExecutionRequest, ExecutionResult, ExitReason, HealthStatus,

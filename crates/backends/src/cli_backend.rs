@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
 
-use crate::env::ChildEnv;
+use crate::env::{ChildEnv, EnvPlan};
 use crate::error::BackendError;
 use crate::json_path::{resolve, resolve_all, to_text};
-use crate::process::{resolve_program, which, EnvPlan, LineSink, ProcessOutcome, ProcessSpec};
+use crate::process::{resolve_program, which, LineSink, ProcessOutcome, ProcessSpec};
 use crate::profile::{CliOutputConfig, ErrorPatterns, InstrumentProfile, OutputFormat};
 use crate::redact::redact_owned;
 use crate::types::{

@@ -11,9 +11,11 @@ mod host;
 mod instruments;
 mod learning;
 mod musician;
+mod notify;
 mod placement;
 mod reaper;
 mod recovery;
+mod review;
 mod rpc;
 mod specs;
 mod submit;
@@ -34,7 +36,6 @@ use mozart_ipc::types::{JobResponse, JobResponseStatus, MonitorEvent};
 use mozart_state::{
     CheckpointState, DaemonJobStatus, DeleteFilter, JobRecord, JobStatus, Registry,
 };
-use serde_json::Value;
 
 use mozart_conductor::ctx::{BoxFuture, JobCounts, JobHost};
 use mozart_conductor::{ConductorCtx, ConductorError};
@@ -55,6 +56,8 @@ pub(crate) struct JobRun {
     pub working_dir: PathBuf,
     /// The job's git worktree, when isolation gave it one.
     pub worktree: Option<crate::isolation::Worktree>,
+    /// Ours: each sheet's own worktree (`isolation.scope: sheet`), once created.
+    pub sheet_worktrees: Mutex<HashMap<u32, crate::isolation::Worktree>>,
     /// Directory of the score file (relative hook paths resolve against it).
     pub score_dir: PathBuf,
     /// Depth of this job in its concert (0 for a user submission).
@@ -744,7 +747,7 @@ impl JobHost for JobManager {
             .collect()
     }
 
-    fn learning_patterns(&self, limit: u32) -> Vec<Value> {
+    fn learning_patterns(&self, limit: u32) -> Vec<mozart_ipc::status::LearnedPattern> {
         let Some(learning) = &self.shared.learning else {
             return Vec::new();
         };
