@@ -102,6 +102,35 @@ impl JobListEntry {
             JobListEntry::Registry(j) => &j.status,
         }
     }
+
+    /// Workspace.
+    pub fn workspace(&self) -> &str {
+        match self {
+            JobListEntry::Live(j) => &j.workspace,
+            JobListEntry::Registry(j) => &j.workspace,
+        }
+    }
+
+    /// Submission time (epoch seconds).
+    pub fn submitted_at(&self) -> f64 {
+        match self {
+            JobListEntry::Live(j) => j.submitted_at,
+            JobListEntry::Registry(j) => j.submitted_at,
+        }
+    }
+
+    /// The rows of a `job.list` answer that parse; a row of unknown shape is left out
+    /// rather than failing the whole listing.
+    pub fn parse_list(value: &serde_json::Value) -> Vec<JobListEntry> {
+        value
+            .as_array()
+            .map(|rows| {
+                rows.iter()
+                    .filter_map(|row| serde_json::from_value(row.clone()).ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 impl<'de> Deserialize<'de> for JobListEntry {
@@ -138,12 +167,11 @@ impl JobStatusResult {
         }
     }
 
-    /// The job's workspace (null in the rare metadata row that has none).
+    /// The job's workspace (`None` only for a checkpoint read from a state file).
     pub fn workspace(&self) -> Option<&str> {
         match self {
             JobStatusResult::Checkpoint(cp) => cp.workspace.as_deref(),
-            JobStatusResult::Record(JobListEntry::Live(j)) => Some(&j.workspace),
-            JobStatusResult::Record(JobListEntry::Registry(j)) => Some(&j.workspace),
+            JobStatusResult::Record(entry) => Some(entry.workspace()),
         }
     }
 
