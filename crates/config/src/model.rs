@@ -216,6 +216,12 @@ pub struct JobConfig {
     /// Not in upstream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<PlacementConfig>,
+    /// Ours: fan a movement out over a markdown task list (docs/mochi.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<crate::tasks::TasksConfig>,
+    /// Ours: a reviewer instrument that loops with the worker until `DONE` (docs/mochi.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<crate::tasks::ReviewConfig>,
 }
 
 /// `placement.type`.
@@ -1060,6 +1066,27 @@ pub struct IsolationConfig {
     /// Ours: time limit of each setup command in seconds (default 300).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup_timeout_seconds: Option<f64>,
+    /// Ours: one worktree for the job (default) or one per sheet.
+    #[serde(default, skip_serializing_if = "IsolationScope::is_job")]
+    pub scope: IsolationScope,
+}
+
+/// Ours: `isolation.scope`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IsolationScope {
+    /// One worktree shared by every sheet (upstream).
+    #[default]
+    Job,
+    /// A worktree and branch of its own for every sheet, so parallel sheets never share a tree.
+    Sheet,
+}
+
+impl IsolationScope {
+    /// Whether this is the default (kept out of serialized configs).
+    pub fn is_job(&self) -> bool {
+        *self == IsolationScope::Job
+    }
 }
 
 impl Default for IsolationConfig {
@@ -1077,6 +1104,7 @@ impl Default for IsolationConfig {
             copy_files: Vec::new(),
             setup_commands: Vec::new(),
             setup_timeout_seconds: None,
+            scope: IsolationScope::Job,
         }
     }
 }

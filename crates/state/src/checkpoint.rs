@@ -25,14 +25,15 @@ pub const UNKNOWN_FAILURE_MESSAGE: &str = "Unknown failure (no error message rec
 /// Zombie trigger text used when a stale running state is found on load (conductor.md §12).
 pub const ZOMBIE_ON_LOAD_TRIGGER: &str = "Detected on state load - process no longer running";
 
-/// Error category as the checkpoint stores it (execution.md §7; the classifier lives in
-/// the backends crate and maps onto this).
+/// Broad kind of an error (execution.md §7.1 `ErrorCategory`), as the classifier in
+/// `mozart-backends` assigns it and the checkpoint stores it. The one definition: it lives
+/// here because this crate is below the backends crate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCategory {
-    /// Retriable with a long wait.
+    /// Rate / usage limit: tempo, not failure; retriable with a long wait.
     RateLimit,
-    /// Retriable with backoff.
+    /// Worth retrying soon, with backoff.
     Transient,
     /// The instrument ran but validations failed.
     Validation,
@@ -258,6 +259,9 @@ pub struct SheetState {
     /// (docs/design/distributed.md). Not in upstream; absent when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_attempt: Option<RemoteAttemptRef>,
+    /// Ours: the worker + reviewer loop of this sheet (docs/mochi.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<crate::review::ReviewState>,
 }
 
 /// A remote attempt as the checkpoint records it (`SheetState::remote_attempt`).
@@ -330,6 +334,7 @@ impl SheetState {
             cost_confidence: 1.0,
             agent_feedback: None,
             remote_attempt: None,
+            review: None,
         }
     }
 

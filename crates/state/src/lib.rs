@@ -10,6 +10,7 @@ pub mod error;
 pub mod json_state;
 mod migrate;
 pub mod registry;
+pub mod review;
 pub mod time;
 
 pub use atomic::atomic_write;

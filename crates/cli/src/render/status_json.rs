@@ -360,6 +360,12 @@ fn sheet_json(sheet: &SheetCheckpoint, now: f64) -> Value {
     if let Some(t) = &sheet.last_activity_at {
         m.insert("last_activity_at".into(), json!(t.as_str()));
     }
+    if let Some(r) = &sheet.review {
+        m.insert(
+            "review".into(),
+            serde_json::to_value(r).unwrap_or(Value::Null),
+        );
+    }
     Value::Object(m)
 }
 

@@ -11,9 +11,11 @@ mod host;
 mod instruments;
 mod learning;
 mod musician;
+mod notify;
 mod placement;
 mod reaper;
 mod recovery;
+mod review;
 mod rpc;
 mod specs;
 mod submit;
@@ -54,6 +56,8 @@ pub(crate) struct JobRun {
     pub working_dir: PathBuf,
     /// The job's git worktree, when isolation gave it one.
     pub worktree: Option<crate::isolation::Worktree>,
+    /// Ours: each sheet's own worktree (`isolation.scope: sheet`), once created.
+    pub sheet_worktrees: Mutex<HashMap<u32, crate::isolation::Worktree>>,
     /// Directory of the score file (relative hook paths resolve against it).
     pub score_dir: PathBuf,
     /// Depth of this job in its concert (0 for a user submission).

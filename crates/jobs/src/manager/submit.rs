@@ -124,6 +124,7 @@ async fn pipeline(
         renderer,
         working_dir,
         worktree,
+        sheet_worktrees: Mutex::new(Default::default()),
         workspace,
         attempt_details: Mutex::new(Default::default()),
         mtimes: Mutex::new(Default::default()),
@@ -341,6 +342,16 @@ async fn isolate(
     workspace: &Path,
     checkpoint: &mut CheckpointState,
 ) -> Step<(PathBuf, Option<crate::isolation::Worktree>)> {
+    if crate::sheet_worktrees::per_sheet(config) {
+        // Per-sheet worktrees are made by each sheet's first attempt; what can be known up
+        // front is checked here, before any agent runs (docs/mochi.md).
+        let (cfg, jid) = (config.clone(), job_id.to_string());
+        tokio::task::spawn_blocking(move || crate::sheet_worktrees::preflight(&cfg, &jid))
+            .await
+            .map_err(|e| Rejection(format!("Cannot isolate the job's sheets: {e}")))?
+            .map_err(|e| Rejection(format!("Cannot isolate the job's sheets: {e}")))?;
+        return Ok((workspace.to_path_buf(), None));
+    }
     if !config.isolation.enabled {
         return Ok((workspace.to_path_buf(), None));
     }
@@ -479,6 +490,14 @@ pub(super) fn build_checkpoint(
                 let mut s = SheetState::new(sheet.num);
                 // Keep attempt counts of an unfinished sheet so retries are not refunded.
                 if let Some(p) = previous.and_then(|p| p.sheets.get(&sheet.num)) {
+                    // The reviewer loop resumes at the same iteration with the same feedback.
+                    // A failed sheet that is resumed gets a fresh budget of iterations.
+                    s.review = p.review.clone().map(|mut r| {
+                        if p.status == mozart_state::SheetStatus::Failed {
+                            r.budget_from = r.iteration;
+                        }
+                        r
+                    });
                     s.attempt_count = p.attempt_count;
                     s.completion_attempts = p.completion_attempts;
                     s.healing_attempts = p.healing_attempts;
