@@ -351,6 +351,21 @@ mod tests {
                                       "sheets": {"1": {"sheet_num": 1}}, "workspace": "/w"});
         let parsed = JobStatusResult::from_value(good).unwrap();
         assert_eq!(parsed.checkpoint().unwrap().sheets[&1].cost_confidence, 1.0);
+        let odd = serde_json::json!({"job_id": "q", "job_name": "q", "total_sheets": 1,
+                                     "created_at": "2026-01-01T00:00:00Z",
+                                     "updated_at": "2026-01-01T00:00:00Z",
+                                     "sheets": {"1": {"sheet_num": 1, "error_category": "cosmic_ray"},
+                                                "2": {"sheet_num": 2, "error_category": "timeout"}}});
+        let odd = JobStatusResult::from_value(odd).unwrap();
+        let sheets = &odd.checkpoint().unwrap().sheets;
+        assert_eq!(
+            sheets[&1].error_category, None,
+            "unknown categories are dropped"
+        );
+        assert_eq!(
+            sheets[&2].error_category,
+            Some(crate::checkpoint::ErrorCategory::Timeout)
+        );
         assert_eq!(parsed.workspace(), Some("/w"));
     }
 

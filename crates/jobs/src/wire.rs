@@ -130,7 +130,7 @@ pub fn sheet(s: &SheetState) -> SheetCheckpoint {
         attempt_count: s.attempt_count,
         exit_code: s.exit_code,
         error_message: s.error_message.clone(),
-        error_category: s.error_category.map(|c| c.as_str().to_string()),
+        error_category: s.error_category,
         error_code: s.error_code.clone(),
         validation_passed: s.validation_passed,
         validation_details: s.validation_details.clone(),
