@@ -285,7 +285,7 @@ pub fn observer_event(e: &mozart_baton::ObserverEvent) -> MonitorEvent {
 }
 
 /// A learned pattern as `daemon.learning.patterns` lists it (conductor.md §8.25).
-pub fn learned_pattern(p: &mozart_learning::PatternSummary) -> LearnedPattern {
+pub fn learned_pattern(p: &mozart_learning::PatternRecord) -> LearnedPattern {
     LearnedPattern {
         id: p.id.clone(),
         pattern_type: p.pattern_type.clone(),
