@@ -130,7 +130,7 @@ pub fn sheet(s: &SheetState) -> SheetCheckpoint {
         attempt_count: s.attempt_count,
         exit_code: s.exit_code,
         error_message: s.error_message.clone(),
-        error_category: s.error_category.map(|c| c.as_str().to_string()),
+        error_category: s.error_category,
         error_code: s.error_code.clone(),
         validation_passed: s.validation_passed,
         validation_details: s.validation_details.clone(),
@@ -286,7 +286,7 @@ pub fn observer_event(e: &mozart_baton::ObserverEvent) -> MonitorEvent {
 }
 
 /// A learned pattern as `daemon.learning.patterns` lists it (conductor.md §8.25).
-pub fn learned_pattern(p: &mozart_learning::PatternSummary) -> LearnedPattern {
+pub fn learned_pattern(p: &mozart_learning::PatternRecord) -> LearnedPattern {
     LearnedPattern {
         id: p.id.clone(),
         pattern_type: p.pattern_type.clone(),

@@ -40,7 +40,7 @@
 //! store.maintain_after_job()?;
 //!
 //! // `daemon.learning.patterns`.
-//! let _patterns: Vec<PatternSummary> = store.patterns(20)?;
+//! let _patterns: Vec<PatternRecord> = store.patterns(20)?;
 //! # Ok(())
 //! # }
 //! ```
@@ -90,8 +90,7 @@ pub use hash::{content_hash, hash_job, hash_workspace, normalize_pattern_name, p
 pub use history::{EntropyResponseRecord, EntropySnapshot, ExecutionRecord};
 pub use lifecycle::{trust_score, PromotionReport};
 pub use model::{
-    ApplicationMode, AutoApply, PatternGuidance, PatternRecord, PatternSummary, PatternType,
-    QuarantineStatus,
+    ApplicationMode, AutoApply, PatternGuidance, PatternRecord, PatternType, QuarantineStatus,
 };
 pub use outcome::{JobLearningSummary, JobOutcome, SheetOutcome, SheetStatus, ValidationCheck};
 pub use patterns::{

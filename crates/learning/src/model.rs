@@ -220,48 +220,6 @@ pub(crate) fn pattern_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Patt
     })
 }
 
-/// One entry of `daemon.learning.patterns` (conductor.md §8.25).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PatternSummary {
-    /// Pattern id.
-    pub id: String,
-    /// Type text.
-    pub pattern_type: String,
-    /// Name.
-    pub pattern_name: String,
-    /// Description.
-    pub description: Option<String>,
-    /// Effectiveness.
-    pub effectiveness_score: f64,
-    /// Priority.
-    pub priority_score: f64,
-    /// Occurrences.
-    pub occurrence_count: i64,
-    /// Last seen, ISO text.
-    pub last_seen: Option<String>,
-    /// `pending|quarantined|validated|retired`.
-    pub quarantine_status: QuarantineStatus,
-    /// Trust.
-    pub trust_score: f64,
-}
-
-impl From<&PatternRecord> for PatternSummary {
-    fn from(r: &PatternRecord) -> Self {
-        PatternSummary {
-            id: r.id.clone(),
-            pattern_type: r.pattern_type.clone(),
-            pattern_name: r.pattern_name.clone(),
-            description: r.description.clone(),
-            effectiveness_score: r.effectiveness_score,
-            priority_score: r.priority_score,
-            occurrence_count: r.occurrence_count,
-            last_seen: r.last_seen.clone(),
-            quarantine_status: r.quarantine_status,
-            trust_score: r.trust_score,
-        }
-    }
-}
-
 /// Whether a pattern was injected because it ranked high or by an exploration draw (§10.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ApplicationMode {
