@@ -43,6 +43,10 @@ pub struct ExecutionRequest {
     pub output_log_base: Option<PathBuf>,
     /// Grace between SIGTERM and SIGKILL on timeout or cancellation.
     pub kill_grace: Duration,
+    /// Where the instrument process runs (CLI instruments; `local` by default).
+    pub placement: crate::placement::Placement,
+    /// Where a remote placement records the attempt's remote id (the sheet's checkpoint).
+    pub remote: Option<Arc<dyn crate::placement::RemoteJournal>>,
 }
 
 impl ExecutionRequest {
@@ -65,6 +69,8 @@ impl ExecutionRequest {
             progress: Arc::new(Progress::new()),
             output_log_base: None,
             kill_grace: DEFAULT_KILL_GRACE,
+            placement: crate::placement::Placement::Local,
+            remote: None,
         }
     }
 }
@@ -244,6 +250,9 @@ pub struct ExecutionResult {
     /// HTTP status of the failing API call as reported by the instrument (Claude's
     /// `api_error_status`).
     pub api_error_status: Option<u16>,
+    /// How long the API asked the client to wait before retrying (its `retry-after`), when
+    /// the instrument passed that on (Claude's `api_retry` events).
+    pub retry_after_seconds: Option<f64>,
     /// Input tokens reported by the instrument.
     pub input_tokens: Option<u64>,
     /// Output tokens reported by the instrument.

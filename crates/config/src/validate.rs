@@ -239,6 +239,7 @@ type Check = fn(&Ctx<'_>, &mut Vec<Issue>);
 
 /// The checks before the version and instrument checks, in upstream's order.
 const CHECKS_BEFORE: &[Check] = &[
+    settings::v010,
     files::v002,
     files::v003,
     files::v004,
@@ -407,6 +408,9 @@ fn check_undefined_vars(
         .map(|s| s.to_string())
         .collect();
     defined.extend(c.prompt.variables.keys().cloned());
+    if c.tasks.is_some() {
+        defined.extend(crate::tasks::TASK_VARS.iter().map(|s| s.to_string()));
+    }
     let declared = declared_names(text);
     let mut undefined: Vec<String> = tpl
         .undeclared_variables(false)

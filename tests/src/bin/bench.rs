@@ -21,6 +21,8 @@ use mozart_state::{CheckpointState, DaemonJobStatus, JobRecord, Registry};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+#[path = "../dashboard_bench.rs"]
+mod dashboard_bench;
 /// The baton's events/s micro-benchmark, shared with `cargo run -p mozart-baton --example
 /// events_per_sec` so both always measure the same workload.
 #[allow(dead_code)]
@@ -85,7 +87,20 @@ struct Args {
     /// Skip the 1,000-sheet run, its floor and the 1,000-job registry (a quick look).
     #[arg(long)]
     quick: bool,
+    /// Measure only the Slurm placement rows (they run whenever a Slurm node answers).
+    #[arg(long)]
+    only_slurm: bool,
+    /// Repetitions of each Slurm placement run and of its plain-sbatch floor.
+    #[arg(long, default_value_t = 5)]
+    slurm_reps: usize,
+    /// Measure only the dashboard figures.
+    #[arg(long)]
+    dashboard_only: bool,
 }
+
+/// The Slurm placement rows (issue 17).
+#[path = "../bench_slurm.rs"]
+mod bench_slurm;
 
 /// Everything that can stop a benchmark run, with what was being done.
 #[derive(Debug, thiserror::Error)]
@@ -133,6 +148,8 @@ enum BenchError {
         #[source]
         source: Box<mozart_state::StateError>,
     },
+    #[error("dashboard: {0}")]
+    Dashboard(String),
     #[error("baseline {path}: {source}")]
     Baseline {
         path: PathBuf,
@@ -171,7 +188,19 @@ fn bench(args: &Args) -> Result<()> {
     let mozart = MozartExe::resolve(args.mozart.as_deref())?;
     let mut report = Report::default();
     let started = Instant::now();
+    if args.dashboard_only {
+        progress("dashboard (issue 16)");
+        dashboard(&mozart, args, &mut report)?;
+        print!(
+            "{}",
+            Saved::new(&report, started.elapsed()).table(baseline.as_ref())
+        );
+        return Ok(());
+    }
 
+    if args.only_slurm {
+        return only_slurm(args, &mozart, baseline.as_ref(), started);
+    }
     progress("local commands (no conductor)");
     let env = Env::new(&mozart)?;
     local_commands(&env, args.reps, &mut report)?;
@@ -211,7 +240,24 @@ fn bench(args: &Args) -> Result<()> {
     conductor.stop(&env)?;
     drop(env);
 
+    progress("conductor, Slurm placement (issue 17)");
+    let env = Env::new(&mozart)?;
+    let conductor = Conductor::start(&env)?;
+    bench_slurm::slurm_rows(&env, &conductor, args.slurm_reps, &mut report)?;
+    conductor.stop(&env)?;
+    drop(env);
+
+    progress("dashboard (issue 16)");
+    dashboard(&mozart, args, &mut report)?;
+
     if !args.quick {
+        progress("fresh conductor, whole-life peak RSS through one 1,000-sheet job");
+        let env = Env::new(&mozart)?;
+        let conductor = Conductor::start(&env)?;
+        whole_life_rss(&env, &conductor, args, &mut report)?;
+        conductor.stop(&env)?;
+        drop(env);
+
         progress("conductor, registry with 1,000 jobs");
         let env = Env::new(&mozart)?;
         seed_registry(&env.home.join("registry.db"), REGISTRY_JOBS)?;
@@ -281,6 +327,91 @@ fn bench(args: &Args) -> Result<()> {
         std::fs::write(path, text + "\n").map_err(io_err("writing", path))?;
         progress(&format!("saved this run to {}", path.display()));
     }
+    Ok(())
+}
+
+/// `--only-slurm`: the Slurm placement rows alone.
+fn only_slurm(
+    args: &Args,
+    mozart: &MozartExe,
+    baseline: Option<&Saved>,
+    started: Instant,
+) -> Result<()> {
+    let mut report = Report::default();
+    let env = Env::new(mozart)?;
+    let conductor = Conductor::start(&env)?;
+    bench_slurm::slurm_rows(&env, &conductor, args.slurm_reps, &mut report)?;
+    conductor.stop(&env)?;
+    let saved = Saved::new(&report, started.elapsed());
+    print!("{}", saved.table(baseline));
+    if let Some(path) = &args.save {
+        let text = serde_json::to_string_pretty(&saved).map_err(|source| BenchError::Baseline {
+            path: path.clone(),
+            source,
+        })?;
+        std::fs::write(path, text + "\n").map_err(io_err("writing", path))?;
+    }
+    Ok(())
+}
+
+/// Sheets of the score whose transitions the SSE latency figure times.
+const SSE_SHEETS: u32 = 8;
+
+/// The dashboard's bars: its jobs page with 1,000 jobs, and sheet transition → live list.
+fn dashboard(mozart: &MozartExe, args: &Args, report: &mut Report) -> Result<()> {
+    let page = dashboard_bench::jobs_page_render(args.reps).map_err(BenchError::Dashboard)?;
+    report.add(
+        Row::ms(
+            "dashboard_jobs_page_1000",
+            "dashboard jobs page rendered server-side, 1,000 jobs",
+            page,
+            args.reps,
+        )
+        .bar_below(20.0),
+    );
+    let env = Env::new(mozart)?;
+    let conductor = Conductor::start(&env)?;
+    let score = env.work.join("sse-live.yaml");
+    write_file(
+        &score,
+        &mozart_tests::sleepy_shell_score("sse-live", SSE_SHEETS, 0.3),
+    )?;
+    let latency = dashboard_bench::sse_latency(
+        &env.socket,
+        &env.home.join("global-learning.db"),
+        "sse-live",
+        SSE_SHEETS,
+        || {
+            let status = env
+                .command(&["run", &score.display().to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .map_err(|e| e.to_string())?;
+            if status.success() {
+                Ok(())
+            } else {
+                Err(format!("mozart run sse-live: {status}"))
+            }
+        },
+    )
+    .map_err(BenchError::Dashboard)?;
+    report.add(
+        Row::ms(
+            "dashboard_sse_latency",
+            "sheet transition → live jobs list (SSE), median",
+            latency.median,
+            latency.samples,
+        )
+        .bar_below(200.0),
+    );
+    report.add(Row::ms(
+        "dashboard_sse_latency_max",
+        "sheet transition → live jobs list (SSE), worst",
+        latency.max,
+        latency.samples,
+    ));
+    conductor.stop(&env)?;
     Ok(())
 }
 
@@ -767,6 +898,37 @@ fn capture_rows(env: &Env, conductor: &Conductor, args: &Args, report: &mut Repo
             CAPTURE_REPS,
         ));
     }
+    Ok(())
+}
+
+/// Issue 12's memory bar: a fresh conductor's peak RSS over its whole life (VmHWM from
+/// start, never reset) through one 1,000-sheet job submitted by `mozart run`, so the
+/// transient peak of the submission itself counts (bar: under 30 MB).
+fn whole_life_rss(
+    env: &Env,
+    conductor: &Conductor,
+    args: &Args,
+    report: &mut Report,
+) -> Result<()> {
+    let w = Workload {
+        key: "bench-fanout-1000",
+        yaml: SCORE_FANOUT_1000,
+        sheets: 1_000,
+        reps: 1,
+        outputs: true,
+    };
+    let run = env.run_job(&w, 0, conductor, Via::Cli, args.poll_ms)?;
+    let peak = conductor.peak_rss_mib().max(run.peak_rss_mib);
+    report.add(
+        Row::new(
+            "fanout_1000_whole_life_peak_rss",
+            "fresh conductor through one 1,000-sheet job: whole-life peak RSS (VmHWM, no reset)",
+            peak * MIB_IN_MB,
+            "MB",
+            1,
+        )
+        .bar_below(30.0),
+    );
     Ok(())
 }
 

@@ -94,6 +94,18 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     for warning in &score.warnings {
         eprintln!("{}: UserWarning: {warning}", path.display());
     }
+    if let Some(message) = mozart_config::plan::impossible_sheet_count(&score.config.sheet) {
+        let message = format!("[V010] {message}");
+        if args.json {
+            print_json(&serde_json::json!({ "error": message }));
+        } else {
+            crate::output::print_error(
+                &message,
+                &["Make sheet.start_item at most sheet.total_items.".to_string()],
+            );
+        }
+        return Ok(1);
+    }
     if let Some(ws) = &args.workspace {
         score.config.workspace = mozart_config::resolve_path(ws);
     }
@@ -157,12 +169,16 @@ fn dry_run(score: &Score, args: &Args) -> Result<i32, CliError> {
     let c = &score.config;
     let total = total_sheets(&c.sheet);
     if args.json {
-        print_json(&serde_json::json!({
+        let mut doc = serde_json::json!({
             "dry_run": true,
             "job_name": c.name,
             "total_sheets": total,
             "workspace": c.workspace.display().to_string(),
-        }));
+        });
+        if c.tasks.is_some() {
+            doc["tasks"] = crate::render::tasks::tasks_json(c);
+        }
+        print_json(&doc);
         return Ok(0);
     }
     println!("\nDry run - not executing");
@@ -180,6 +196,7 @@ fn dry_run(score: &Score, args: &Args) -> Result<i32, CliError> {
         "{}",
         table("Sheet Plan", ["Sheet", "Items", "Validations"], &rows)
     );
+    crate::render::tasks::print_tasks(c);
     let preview = mozart_config::validate::preview(score, &args.config_file, Some(1));
     super::validate::print_preview(&preview, false, console_width());
     if !c.sheet.dependencies.is_empty() {

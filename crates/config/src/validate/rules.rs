@@ -110,10 +110,11 @@ pub(super) fn v201(x: &Ctx<'_>, out: &mut Vec<Issue>) {
     }
 }
 
-/// V203: no validation rules.
+/// V203: no validation rules (a reviewer judges every attempt of a `review:` score:
+/// docs/mochi.md).
 pub(super) fn v203(x: &Ctx<'_>, out: &mut Vec<Issue>) {
     let c = x.c;
-    if c.validations.is_empty() {
+    if c.validations.is_empty() && c.review.is_none() {
         out.push(
             Issue::new(
                 "V203",
