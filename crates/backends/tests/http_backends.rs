@@ -348,7 +348,7 @@ async fn anthropic_500_is_transient() {
 }
 
 #[tokio::test]
-async fn anthropic_529_overload_waits_as_capacity() {
+async fn anthropic_529_overload_is_transient_capacity() {
     let (r, _server) = run_anthropic(Canned::Reply(
         529,
         vec![],
@@ -356,9 +356,10 @@ async fn anthropic_529_overload_waits_as_capacity() {
     ))
     .await;
     let c = classify(&r);
+    // Overload is retried with the score's backoff, not a rate-limit park (de0facb).
     assert_eq!(
         (c.code, c.category),
-        (ErrorCode::E103, ErrorCategory::RateLimit)
+        (ErrorCode::E103, ErrorCategory::Transient)
     );
     assert!(!r.rate_limited, "only a 429 is a rate limit of the account");
 }
