@@ -87,6 +87,13 @@ struct Args {
     /// Skip the 1,000-sheet run, its floor and the 1,000-job registry (a quick look).
     #[arg(long)]
     quick: bool,
+    /// Measure only the real-Claude-Code row (it runs when tests/real-cli/setup.sh has
+    /// installed the CLI).
+    #[arg(long)]
+    only_real_cli: bool,
+    /// Repetitions of the real-Claude-Code sheet and of its direct `claude -p` floor.
+    #[arg(long, default_value_t = 5)]
+    real_cli_reps: usize,
     /// Measure only the Slurm placement rows (they run whenever a Slurm node answers).
     #[arg(long)]
     only_slurm: bool,
@@ -97,6 +104,10 @@ struct Args {
     #[arg(long)]
     dashboard_only: bool,
 }
+
+/// The real Claude Code row (issue 13).
+#[path = "../bench_real_cli.rs"]
+mod bench_real_cli;
 
 /// The Slurm placement rows (issue 17).
 #[path = "../bench_slurm.rs"]
@@ -201,6 +212,13 @@ fn bench(args: &Args) -> Result<()> {
     if args.only_slurm {
         return only_slurm(args, &mozart, baseline.as_ref(), started);
     }
+    if args.only_real_cli {
+        let mut report = Report::default();
+        bench_real_cli::real_cli_rows(&mozart, args.real_cli_reps, &mut report)?;
+        let saved = Saved::new(&report, started.elapsed());
+        print!("{}", saved.table(baseline.as_ref()));
+        return Ok(());
+    }
     progress("local commands (no conductor)");
     let env = Env::new(&mozart)?;
     local_commands(&env, args.reps, &mut report)?;
@@ -239,6 +257,9 @@ fn bench(args: &Args) -> Result<()> {
     instruments(&env, &conductor, args, &mut report)?;
     conductor.stop(&env)?;
     drop(env);
+
+    progress("real Claude Code against the mock API (issue 13)");
+    bench_real_cli::real_cli_rows(&mozart, args.real_cli_reps, &mut report)?;
 
     progress("conductor, Slurm placement (issue 17)");
     let env = Env::new(&mozart)?;
@@ -1479,6 +1500,11 @@ struct Conductor {
 
 impl Conductor {
     fn start(env: &Env) -> Result<Conductor> {
+        Self::start_with(env, &[])
+    }
+
+    /// [`Self::start`] with extra variables in the conductor's (and instruments') environment.
+    fn start_with(env: &Env, vars: &[(String, String)]) -> Result<Conductor> {
         let log = env.home.join("foreground.log");
         let out = std::fs::File::create(&log).map_err(io_err("creating", &log))?;
         let err = out.try_clone().map_err(io_err("opening", &log))?;
@@ -1491,6 +1517,7 @@ impl Conductor {
             .command(&["start", "--foreground"])
             .env("MALLOC_ARENA_MAX", "2")
             .env("MOZART_MALLOC_ARENA_MAX_SET", "1")
+            .envs(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(out)
             .stderr(err)
             .spawn()
