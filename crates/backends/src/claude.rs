@@ -17,9 +17,7 @@ use serde_json::Value;
 use crate::env::EnvPlan;
 use crate::process::{which, LineSink, ProcessSpec};
 use crate::redact::redact;
-use crate::types::{
-    Backend, BoxFuture, ExecutionRequest, ExecutionResult, ExitReason, HealthStatus,
-};
+use crate::types::{Backend, BoxFuture, ExecutionRequest, ExecutionResult, HealthStatus};
 
 /// What Claude Code prints on stderr when run as root with permissions skipped.
 pub const ROOT_REFUSAL: &str = "cannot be used with root/sudo privileges";
@@ -297,25 +295,15 @@ impl ClaudeCliBackend {
             || (!r.success
                 && crate::classify::detect_rate_limit(&answer, &stderr, outcome.exit_code));
 
-        if outcome.timed_out {
-            r.success = false;
-            r.timed_out = true;
-            r.exit_reason = ExitReason::Timeout;
-            r.error_type = Some("timeout".into());
-            let secs = req.timeout.as_secs_f64();
-            r.error_message = Some(format!("Timed out after {secs}s"));
-            stderr = format!("{stderr}\nCommand timed out after {secs}s")
-                .trim()
-                .to_string();
-        } else if let (Some(sig), false) = (outcome.exit_signal, outcome.lingered) {
-            r.exit_reason = ExitReason::Killed;
-            stderr = format!(
-                "{stderr}\n[Process killed by {}]",
-                crate::classify::signal_name(sig)
-            )
-            .trim()
-            .to_string();
-        }
+        // A process that outlived its answer and was then killed ended normally.
+        let signal = outcome.exit_signal.filter(|_| !outcome.lingered);
+        crate::cli_backend::note_abnormal_end(
+            &mut r,
+            &mut stderr,
+            outcome.timed_out,
+            signal,
+            req.timeout,
+        );
         if !r.success && result_event.is_none() && stderr.contains(ROOT_REFUSAL) {
             // claude-code-output.md §11: as root the CLI refuses to skip permissions.
             r.error_type = Some("configuration".into());

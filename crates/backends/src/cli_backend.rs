@@ -342,23 +342,14 @@ impl ProfileBackend {
         }
         if outcome.timed_out {
             success = false;
-            result.timed_out = true;
-            result.exit_reason = ExitReason::Timeout;
-            result.error_type = Some("timeout".into());
-            let secs = req.timeout.as_secs_f64();
-            result.error_message = Some(format!("Timed out after {secs}s"));
-            stderr = format!("{stderr}\nCommand timed out after {secs}s")
-                .trim()
-                .to_string();
-        } else if let Some(sig) = outcome.exit_signal {
-            result.exit_reason = ExitReason::Killed;
-            stderr = format!(
-                "{stderr}\n[Process killed by {}]",
-                crate::classify::signal_name(sig)
-            )
-            .trim()
-            .to_string();
         }
+        note_abnormal_end(
+            &mut result,
+            &mut stderr,
+            outcome.timed_out,
+            outcome.exit_signal,
+            req.timeout,
+        );
         if !success && result.error_message.is_none() {
             result.error_message = match outcome.exit_code {
                 Some(code) => Some(format!(
@@ -627,6 +618,36 @@ impl Backend for ProfileBackend {
                 },
             }
         })
+    }
+}
+
+/// A process that timed out or was killed by `signal`: the result says so (a timeout is a
+/// failure with error type `timeout`), and a line saying so ends its stderr.
+pub(crate) fn note_abnormal_end(
+    result: &mut ExecutionResult,
+    stderr: &mut String,
+    timed_out: bool,
+    signal: Option<i32>,
+    timeout: std::time::Duration,
+) {
+    if timed_out {
+        result.success = false;
+        result.timed_out = true;
+        result.exit_reason = ExitReason::Timeout;
+        result.error_type = Some("timeout".into());
+        let secs = timeout.as_secs_f64();
+        result.error_message = Some(format!("Timed out after {secs}s"));
+        *stderr = format!("{stderr}\nCommand timed out after {secs}s")
+            .trim()
+            .to_string();
+    } else if let Some(sig) = signal {
+        result.exit_reason = ExitReason::Killed;
+        *stderr = format!(
+            "{stderr}\n[Process killed by {}]",
+            crate::classify::signal_name(sig)
+        )
+        .trim()
+        .to_string();
     }
 }
 

@@ -100,24 +100,10 @@ impl Issue {
     }
 }
 
-/// Built-in names accepted by V101.
-const V101_BUILTINS: [&str; 26] = [
-    "sheet_num",
-    "total_sheets",
-    "start_item",
-    "end_item",
-    "workspace",
+/// Names V101 accepts besides [`CORE_BUILTINS`]: template-only variables and Jinja globals.
+const V101_EXTRA_BUILTINS: [&str; 12] = [
     "stakes",
     "thinking_method",
-    "instrument_name",
-    "stage",
-    "instance",
-    "fan_count",
-    "total_stages",
-    "movement",
-    "voice",
-    "voice_count",
-    "total_movements",
     "previous_outputs",
     "previous_files",
     "loop",
@@ -416,7 +402,11 @@ fn check_undefined_vars(
     tpl: &minijinja::Template<'_, '_>,
     out: &mut Vec<Issue>,
 ) {
-    let mut defined: HashSet<String> = V101_BUILTINS.iter().map(|s| s.to_string()).collect();
+    let mut defined: HashSet<String> = CORE_BUILTINS
+        .iter()
+        .chain(&V101_EXTRA_BUILTINS)
+        .map(|s| s.to_string())
+        .collect();
     defined.extend(c.prompt.variables.keys().cloned());
     if c.tasks.is_some() {
         defined.extend(crate::tasks::TASK_VARS.iter().map(|s| s.to_string()));

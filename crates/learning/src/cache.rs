@@ -20,8 +20,9 @@ impl PatternsVersion {
     /// outcome updates the counters of the patterns it applied; those changes reach the
     /// next selections within a second instead of emptying the cache per sheet. Added or
     /// removed patterns are seen at once; another process's write at once by
-    /// [`LearningStore::get_patterns`](crate::LearningStore::get_patterns), within [`FOREIGN_WRITE_STALENESS`](crate::FOREIGN_WRITE_STALENESS) by a prompt's
-    /// selection (see `LearningStore::recent_patterns_version`).
+    /// [`LearningStore::get_patterns`](crate::LearningStore::get_patterns), within
+    /// [`FOREIGN_WRITE_STALENESS`](crate::FOREIGN_WRITE_STALENESS) by a prompt's selection
+    /// (see `LearningStore::recent_patterns_version`).
     pub(crate) fn still_valid(&self, then: Instant, now: &PatternsVersion) -> bool {
         self.data == now.data
             && self.rows == now.rows

@@ -1,4 +1,5 @@
-//! Record types read from and written to the store (learning.md §2.1, §3, §12.1).
+//! Record types read from and written to the store (learning.md §2.1, §3, §12.1), and the
+//! vocabulary of prompt selection (§10) that the caches below the store also hold.
 
 use serde::Serialize;
 

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::options::{lookup_env, price_usd, OptionReader};
-use super::{answered_model, ClientCache, Clock, HttpApi};
+use super::{answered_model, Call, ClientCache, Clock, HttpApi};
 use crate::profile::{InstrumentProfile, ModelCapacity};
 use crate::types::{Backend, BoxFuture, ExecutionRequest, ExecutionResult, HealthStatus};
 
@@ -90,13 +90,11 @@ impl AnthropicApiOptions {
 }
 
 /// One attempt's settings after applying `instrument_config`.
-pub(crate) struct Call {
-    model: String,
+pub(crate) struct Params {
     max_tokens: u64,
     temperature: f64,
     system_prompt: Option<String>,
     api_key_env: String,
-    base_url: String,
 }
 
 /// Calls `POST {base}/v1/messages` with the prompt as one user message.
@@ -122,7 +120,7 @@ impl AnthropicApiBackend {
 }
 
 impl HttpApi for AnthropicApiBackend {
-    type Call = Call;
+    type Params = Params;
 
     fn api_name(&self) -> &str {
         API
@@ -134,7 +132,7 @@ impl HttpApi for AnthropicApiBackend {
             .unwrap_or_else(|| self.options.model.clone())
     }
 
-    fn call_for(&self, req: &ExecutionRequest) -> Result<Call, String> {
+    fn call_for(&self, req: &ExecutionRequest) -> Result<Call<Params>, String> {
         let o = &self.options;
         let r = OptionReader::new(
             "anthropic_api",
@@ -163,24 +161,18 @@ impl HttpApi for AnthropicApiBackend {
         };
         Ok(Call {
             model,
-            max_tokens: r.count("max_tokens", 1)?.unwrap_or(o.max_tokens),
-            temperature: r.number("temperature", 0.0, 1.0)?.unwrap_or(o.temperature),
-            system_prompt: r
-                .string("system_prompt")?
-                .or_else(|| o.system_prompt.clone()),
-            api_key_env: r
-                .string("api_key_env")?
-                .unwrap_or_else(|| o.api_key_env.clone()),
             base_url,
+            params: Params {
+                max_tokens: r.count("max_tokens", 1)?.unwrap_or(o.max_tokens),
+                temperature: r.number("temperature", 0.0, 1.0)?.unwrap_or(o.temperature),
+                system_prompt: r
+                    .string("system_prompt")?
+                    .or_else(|| o.system_prompt.clone()),
+                api_key_env: r
+                    .string("api_key_env")?
+                    .unwrap_or_else(|| o.api_key_env.clone()),
+            },
         })
-    }
-
-    fn call_model(call: &Call) -> &str {
-        &call.model
-    }
-
-    fn call_base_url(call: &Call) -> &str {
-        &call.base_url
     }
 
     fn endpoint(&self) -> &str {
@@ -191,13 +183,17 @@ impl HttpApi for AnthropicApiBackend {
         &self.clients
     }
 
-    fn api_key(&self, req: &ExecutionRequest, call: &Call) -> Result<Option<String>, String> {
-        match lookup_env(&call.api_key_env, &req.env) {
+    fn api_key(
+        &self,
+        req: &ExecutionRequest,
+        call: &Call<Params>,
+    ) -> Result<Option<String>, String> {
+        match lookup_env(&call.params.api_key_env, &req.env) {
             Some(key) => Ok(Some(key)),
             None => Err(format!(
                 "Authentication failed: API key not found in environment variable {} \
                  (set it, or name another variable with backend.api_key_env)",
-                call.api_key_env
+                call.params.api_key_env
             )),
         }
     }
@@ -207,19 +203,19 @@ impl HttpApi for AnthropicApiBackend {
         client: &Client,
         url: Url,
         key: Option<String>,
-        call: &Call,
+        call: &Call<Params>,
         req: &ExecutionRequest,
     ) -> RequestBuilder {
         let mut body = json!({
             "model": call.model,
-            "max_tokens": call.max_tokens,
-            "temperature": call.temperature,
+            "max_tokens": call.params.max_tokens,
+            "temperature": call.params.temperature,
             "messages": [{"role": "user", "content": req.prompt}],
         });
-        if let Some(system) = &call.system_prompt {
+        if let Some(system) = &call.params.system_prompt {
             body["system"] = Value::String(system.clone());
         }
-        tracing::debug!(model = %call.model, max_tokens = call.max_tokens, prompt_len = req.prompt.len(),
+        tracing::debug!(model = %call.model, max_tokens = call.params.max_tokens, prompt_len = req.prompt.len(),
             job = %req.job_id, sheet = req.sheet_num, "anthropic api request");
         let mut builder = client.post(url);
         if let Some(key) = key {
@@ -230,14 +226,14 @@ impl HttpApi for AnthropicApiBackend {
             .json(&body)
     }
 
-    fn auth_hint(&self, call: &Call) -> String {
-        format!(" (key from {})", call.api_key_env)
+    fn auth_hint(&self, call: &Call<Params>) -> String {
+        format!(" (key from {})", call.params.api_key_env)
     }
 
     fn answer(
         &self,
         clock: &Clock,
-        call: &Call,
+        call: &Call<Params>,
         parsed: &Value,
     ) -> Result<ExecutionResult, String> {
         let Some(blocks) = parsed.get("content").and_then(Value::as_array) else {
@@ -255,7 +251,7 @@ impl HttpApi for AnthropicApiBackend {
             .and_then(Value::as_u64);
         let model = answered_model(parsed, &call.model);
         if parsed.get("stop_reason").and_then(Value::as_str) == Some("max_tokens") {
-            tracing::warn!(%model, max_tokens = call.max_tokens, "answer was cut at max_tokens");
+            tracing::warn!(%model, max_tokens = call.params.max_tokens, "answer was cut at max_tokens");
         }
         let cost = price_usd(
             &self.options.models,

@@ -182,43 +182,53 @@ pub(crate) async fn send(
 /// [`execute`] is the attempt they share: resolve the options, find the key, join the URL,
 /// send, and map the reply onto an [`ExecutionResult`].
 pub(crate) trait HttpApi: Sync {
-    /// This attempt's resolved options.
-    type Call: Sync;
+    /// This attempt's API-specific options.
+    type Params: Sync;
 
     /// The API's name in messages ("Anthropic API", a profile's display name, "Ollama").
     fn api_name(&self) -> &str;
     /// The model a result names when the options cannot be resolved.
     fn fallback_model(&self, req: &ExecutionRequest) -> String;
     /// This attempt's options, or why they are invalid.
-    fn call_for(&self, req: &ExecutionRequest) -> Result<Self::Call, String>;
-    /// The model the call asks for.
-    fn call_model(call: &Self::Call) -> &str;
-    /// The base URL the call goes to.
-    fn call_base_url(call: &Self::Call) -> &str;
+    fn call_for(&self, req: &ExecutionRequest) -> Result<Call<Self::Params>, String>;
     /// The endpoint path joined to the base URL.
     fn endpoint(&self) -> &str;
     /// The backend's pooled clients.
     fn clients(&self) -> &ClientCache;
     /// The API key, if the API takes one; `Err` is the message when it is missing.
-    fn api_key(&self, req: &ExecutionRequest, call: &Self::Call) -> Result<Option<String>, String>;
+    fn api_key(
+        &self,
+        req: &ExecutionRequest,
+        call: &Call<Self::Params>,
+    ) -> Result<Option<String>, String>;
     /// The request to send: method, headers and body.
     fn request(
         &self,
         client: &Client,
         url: Url,
         key: Option<String>,
-        call: &Self::Call,
+        call: &Call<Self::Params>,
         req: &ExecutionRequest,
     ) -> reqwest::RequestBuilder;
     /// Appended to a 401/403 message: where the key came from.
-    fn auth_hint(&self, call: &Self::Call) -> String;
+    fn auth_hint(&self, call: &Call<Self::Params>) -> String;
     /// The answer read from a 2xx JSON body; `Err` says what the body lacks.
     fn answer(
         &self,
         clock: &Clock,
-        call: &Self::Call,
+        call: &Call<Self::Params>,
         parsed: &Value,
     ) -> Result<ExecutionResult, String>;
+}
+
+/// One attempt's resolved options: where it goes, and what only its API reads.
+pub(crate) struct Call<P> {
+    /// The model asked for.
+    pub(crate) model: String,
+    /// The server's base URL.
+    pub(crate) base_url: String,
+    /// The API's own settings.
+    pub(crate) params: P,
 }
 
 /// One attempt of an HTTP instrument; the answer or error text goes to the attempt's logs.
@@ -240,17 +250,17 @@ pub(crate) async fn execute<A: HttpApi>(api: &A, req: ExecutionRequest) -> Execu
 async fn call_api<A: HttpApi>(
     api: &A,
     req: &ExecutionRequest,
-    call: &A::Call,
+    call: &Call<A::Params>,
     clock: &Clock,
 ) -> ExecutionResult {
     let name = api.api_name();
-    let model = A::call_model(call);
+    let model = call.model.as_str();
     let key = match api.api_key(req, call) {
         Ok(key) => key,
         // Worded so the classifier's auth patterns fire (E502, not retried).
         Err(message) => return failure(clock, model, Some(1), "authentication", &message),
     };
-    let url = match join_url(A::call_base_url(call), api.endpoint()) {
+    let url = match join_url(&call.base_url, api.endpoint()) {
         Ok(u) => u,
         Err(message) => return configuration_failure(clock, model, &format!("{name}: {message}")),
     };

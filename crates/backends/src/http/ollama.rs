@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::options::{price_usd, OptionReader};
-use super::{answered_model, join_url, send, ClientCache, Clock, HttpApi, Reply};
+use super::{answered_model, join_url, send, Call, ClientCache, Clock, HttpApi, Reply};
 use crate::profile::{InstrumentProfile, ModelCapacity};
 use crate::types::{Backend, BoxFuture, ExecutionRequest, ExecutionResult, HealthStatus, Progress};
 
@@ -91,9 +91,7 @@ impl OllamaOptions {
     }
 }
 
-pub(crate) struct Call {
-    model: String,
-    base_url: String,
+pub(crate) struct Params {
     num_ctx: u64,
     keep_alive: String,
     system_prompt: Option<String>,
@@ -130,21 +128,21 @@ impl OllamaBackend {
             .unwrap_or_else(|| self.options.base_url.clone())
     }
 
-    fn payload(&self, call: &Call, prompt: &str) -> Value {
+    fn payload(&self, call: &Call<Params>, prompt: &str) -> Value {
         let mut body = json!({
             "model": call.model,
             "stream": false,
-            "options": {"num_ctx": call.num_ctx},
-            "keep_alive": call.keep_alive,
+            "options": {"num_ctx": call.params.num_ctx},
+            "keep_alive": call.params.keep_alive,
         });
         if self.options.generate_api() {
             body["prompt"] = Value::String(prompt.to_string());
-            if let Some(system) = &call.system_prompt {
+            if let Some(system) = &call.params.system_prompt {
                 body["system"] = Value::String(system.clone());
             }
         } else {
             let mut messages = Vec::new();
-            if let Some(system) = &call.system_prompt {
+            if let Some(system) = &call.params.system_prompt {
                 messages.push(json!({"role": "system", "content": system}));
             }
             messages.push(json!({"role": "user", "content": prompt}));
@@ -201,7 +199,7 @@ impl OllamaBackend {
 }
 
 impl HttpApi for OllamaBackend {
-    type Call = Call;
+    type Params = Params;
 
     fn api_name(&self) -> &str {
         API
@@ -213,7 +211,7 @@ impl HttpApi for OllamaBackend {
             .unwrap_or_else(|| self.options.model.clone())
     }
 
-    fn call_for(&self, req: &ExecutionRequest) -> Result<Call, String> {
+    fn call_for(&self, req: &ExecutionRequest) -> Result<Call<Params>, String> {
         let o = &self.options;
         let r = OptionReader::new(
             "ollama",
@@ -235,22 +233,16 @@ impl HttpApi for OllamaBackend {
         Ok(Call {
             model,
             base_url: self.base_url(r.string("base_url")?),
-            num_ctx: r.count("num_ctx", 4096)?.unwrap_or(o.num_ctx),
-            keep_alive: r
-                .string("keep_alive")?
-                .unwrap_or_else(|| o.keep_alive.clone()),
-            system_prompt: r
-                .string("system_prompt")?
-                .or_else(|| o.system_prompt.clone()),
+            params: Params {
+                num_ctx: r.count("num_ctx", 4096)?.unwrap_or(o.num_ctx),
+                keep_alive: r
+                    .string("keep_alive")?
+                    .unwrap_or_else(|| o.keep_alive.clone()),
+                system_prompt: r
+                    .string("system_prompt")?
+                    .or_else(|| o.system_prompt.clone()),
+            },
         })
-    }
-
-    fn call_model(call: &Call) -> &str {
-        &call.model
-    }
-
-    fn call_base_url(call: &Call) -> &str {
-        &call.base_url
     }
 
     fn endpoint(&self) -> &str {
@@ -261,7 +253,11 @@ impl HttpApi for OllamaBackend {
         &self.clients
     }
 
-    fn api_key(&self, _req: &ExecutionRequest, _call: &Call) -> Result<Option<String>, String> {
+    fn api_key(
+        &self,
+        _req: &ExecutionRequest,
+        _call: &Call<Params>,
+    ) -> Result<Option<String>, String> {
         Ok(None)
     }
 
@@ -270,7 +266,7 @@ impl HttpApi for OllamaBackend {
         client: &Client,
         url: Url,
         _key: Option<String>,
-        call: &Call,
+        call: &Call<Params>,
         req: &ExecutionRequest,
     ) -> RequestBuilder {
         tracing::debug!(model = %call.model, %url, prompt_len = req.prompt.len(),
@@ -278,14 +274,14 @@ impl HttpApi for OllamaBackend {
         client.post(url).json(&self.payload(call, &req.prompt))
     }
 
-    fn auth_hint(&self, _call: &Call) -> String {
+    fn auth_hint(&self, _call: &Call<Params>) -> String {
         String::new()
     }
 
     fn answer(
         &self,
         clock: &Clock,
-        call: &Call,
+        call: &Call<Params>,
         parsed: &Value,
     ) -> Result<ExecutionResult, String> {
         let pointer = if self.options.generate_api() {

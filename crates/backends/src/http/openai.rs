@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::options::{lookup_env, price_usd, OptionReader};
-use super::{answered_model, join_url, ClientCache, Clock, HttpApi};
+use super::{answered_model, join_url, Call, ClientCache, Clock, HttpApi};
 use crate::profile::{InstrumentProfile, ModelCapacity};
 use crate::types::{Backend, BoxFuture, ExecutionRequest, ExecutionResult, HealthStatus};
 
@@ -76,12 +76,10 @@ impl OpenAiChatOptions {
     }
 }
 
-pub(crate) struct Call {
-    model: String,
+pub(crate) struct Params {
     max_tokens: Option<u64>,
     temperature: Option<f64>,
     system_prompt: Option<String>,
-    base_url: String,
 }
 
 /// Calls `POST {base}/v1/chat/completions` with the prompt as one user message.
@@ -107,7 +105,7 @@ impl OpenAiChatBackend {
 }
 
 impl HttpApi for OpenAiChatBackend {
-    type Call = Call;
+    type Params = Params;
 
     fn api_name(&self) -> &str {
         &self.options.display_name
@@ -120,7 +118,7 @@ impl HttpApi for OpenAiChatBackend {
             .unwrap_or_default()
     }
 
-    fn call_for(&self, req: &ExecutionRequest) -> Result<Call, String> {
+    fn call_for(&self, req: &ExecutionRequest) -> Result<Call<Params>, String> {
         let o = &self.options;
         let r = OptionReader::new(
             &o.display_name,
@@ -148,21 +146,16 @@ impl HttpApi for OpenAiChatBackend {
         };
         Ok(Call {
             model,
-            max_tokens: r.count("max_tokens", 1)?.or(o.max_tokens),
-            temperature: r.number("temperature", 0.0, 2.0)?.or(o.temperature),
-            system_prompt: r
-                .string("system_prompt")?
-                .or_else(|| o.system_prompt.clone()),
+            params: Params {
+                max_tokens: r.count("max_tokens", 1)?.or(o.max_tokens),
+                temperature: r.number("temperature", 0.0, 2.0)?.or(o.temperature),
+                system_prompt: r
+                    .string("system_prompt")?
+                    .or_else(|| o.system_prompt.clone()),
+            },
+            // Read after the other options, so a bad value is reported in the same order.
             base_url: r.string("base_url")?.unwrap_or_else(|| o.base_url.clone()),
         })
-    }
-
-    fn call_model(call: &Call) -> &str {
-        &call.model
-    }
-
-    fn call_base_url(call: &Call) -> &str {
-        &call.base_url
     }
 
     fn endpoint(&self) -> &str {
@@ -173,7 +166,11 @@ impl HttpApi for OpenAiChatBackend {
         &self.clients
     }
 
-    fn api_key(&self, req: &ExecutionRequest, _call: &Call) -> Result<Option<String>, String> {
+    fn api_key(
+        &self,
+        req: &ExecutionRequest,
+        _call: &Call<Params>,
+    ) -> Result<Option<String>, String> {
         match &self.options.api_key_env {
             None => Ok(None),
             Some(var) => match lookup_env(var, &req.env) {
@@ -190,19 +187,19 @@ impl HttpApi for OpenAiChatBackend {
         client: &Client,
         url: Url,
         key: Option<String>,
-        call: &Call,
+        call: &Call<Params>,
         req: &ExecutionRequest,
     ) -> RequestBuilder {
         let mut messages = Vec::new();
-        if let Some(system) = &call.system_prompt {
+        if let Some(system) = &call.params.system_prompt {
             messages.push(json!({"role": "system", "content": system}));
         }
         messages.push(json!({"role": "user", "content": req.prompt}));
         let mut body = json!({"model": call.model, "messages": messages});
-        if let Some(n) = call.max_tokens {
+        if let Some(n) = call.params.max_tokens {
             body["max_tokens"] = json!(n);
         }
-        if let Some(t) = call.temperature {
+        if let Some(t) = call.params.temperature {
             body["temperature"] = json!(t);
         }
         let mut builder = client.post(url).json(&body);
@@ -212,7 +209,7 @@ impl HttpApi for OpenAiChatBackend {
         builder
     }
 
-    fn auth_hint(&self, _call: &Call) -> String {
+    fn auth_hint(&self, _call: &Call<Params>) -> String {
         self.options
             .api_key_env
             .as_ref()
@@ -223,7 +220,7 @@ impl HttpApi for OpenAiChatBackend {
     fn answer(
         &self,
         clock: &Clock,
-        call: &Call,
+        call: &Call<Params>,
         parsed: &Value,
     ) -> Result<ExecutionResult, String> {
         let Some(text) = parsed
