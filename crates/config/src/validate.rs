@@ -528,8 +528,8 @@ fn other_checks(score: &Score, score_path: &Path, env: &CheckEnv, out: &mut Vec<
             let _ = start;
         }
     }
-    // V203
-    if c.validations.is_empty() {
+    // V203 (a reviewer judges every attempt of a `review:` score: docs/mochi.md)
+    if c.validations.is_empty() && c.review.is_none() {
         out.push(
             Issue::new(
                 "V203",
@@ -562,8 +562,14 @@ fn other_checks(score: &Score, score_path: &Path, env: &CheckEnv, out: &mut Vec<
             .meta("validation_count", c.validations.len().to_string()),
         );
     }
-    // V206 / V207
-    if c.sheet.fan_out_stage_map.is_some() && c.sheet.dependencies.is_empty() {
+    // V206 / V207 (a `tasks:` fan-out of a single movement has no stages to misorder)
+    let lone_task_movement = c.tasks.is_some()
+        && c.sheet
+            .fan_out_stage_map
+            .as_ref()
+            .is_some_and(|m| m.values().all(|meta| meta.get("stage") == Some(&1)));
+    if c.sheet.fan_out_stage_map.is_some() && c.sheet.dependencies.is_empty() && !lone_task_movement
+    {
         out.push(Issue::new("V206", Severity::Warning, "Fan-out is configured but no sheet dependencies are declared — stages may run out of order".into())
             .line(find_line(raw, "fan_out"))
             .suggest("Add sheet.dependencies to control stage execution order"));
@@ -748,6 +754,9 @@ fn check_undefined_vars(
 ) {
     let mut defined: HashSet<String> = V101_BUILTINS.iter().map(|s| s.to_string()).collect();
     defined.extend(c.prompt.variables.keys().cloned());
+    if c.tasks.is_some() {
+        defined.extend(crate::tasks::TASK_VARS.iter().map(|s| s.to_string()));
+    }
     let declared = declared_names(text);
     let mut undefined: Vec<String> = tpl
         .undeclared_variables(false)
