@@ -17,6 +17,7 @@ pub mod list;
 pub mod logs;
 pub mod modify;
 pub mod pause;
+pub mod recover;
 pub mod restart;
 pub mod resume;
 pub mod run;
