@@ -88,11 +88,16 @@ struct Args {
     /// Measure only the Slurm placement rows (they run whenever a Slurm node answers).
     #[arg(long)]
     only_slurm: bool,
+    /// Measure only the operator-command rows (issue 15), against 1,000 registry jobs.
+    #[arg(long)]
+    only_cmds: bool,
     /// Repetitions of each Slurm placement run and of its plain-sbatch floor.
     #[arg(long, default_value_t = 5)]
     slurm_reps: usize,
 }
 
+#[path = "../bench_cmds.rs"]
+mod bench_cmds;
 /// The Slurm placement rows (issue 17).
 #[path = "../bench_slurm.rs"]
 mod bench_slurm;
@@ -184,6 +189,9 @@ fn bench(args: &Args) -> Result<()> {
 
     if args.only_slurm {
         return only_slurm(args, &mozart, baseline.as_ref(), started);
+    }
+    if args.only_cmds {
+        return bench_cmds::only_cmds(args, &mozart, baseline.as_ref(), started);
     }
     progress("local commands (no conductor)");
     let env = Env::new(&mozart)?;
@@ -281,6 +289,7 @@ fn bench(args: &Args) -> Result<()> {
             list_all,
             args.reps,
         ));
+        bench_cmds::operator_rows(&env, args.reps, &mut report)?;
         conductor.stop(&env)?;
     }
 

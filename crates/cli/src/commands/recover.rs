@@ -31,12 +31,10 @@ pub fn run(_globals: &Globals, args: Args) -> Result<i32, CliError> {
         .map_err(|e| CliError::Usage(format!("Invalid value: {e}")))?;
     Err(CliError::Failed {
         message: "'mozart recover' is not implemented yet in this port".into(),
-        hints: vec![
-            format!(
-                "To run the failed sheets again: mozart resume {}",
-                args.job_id
-            ),
-        ],
+        hints: vec![format!(
+            "To run the failed sheets again: mozart resume {}",
+            args.job_id
+        )],
         json: false,
     })
 }
