@@ -74,7 +74,7 @@ pub fn checkpoint(cp: &CheckpointState) -> JobCheckpoint {
         job_id: job_id.clone(),
         job_name: job_name.clone(),
         config_hash: config_hash.clone(),
-        config_snapshot: config_snapshot.clone(),
+        config_snapshot: config_snapshot.as_ref().map(redact_snapshot),
         config_path: config_path.clone(),
         created_at: created_at.clone(),
         updated_at: updated_at.clone(),
@@ -382,4 +382,29 @@ mod tests {
         assert_eq!(hist["executed_at"], "2024-02-29T12:34:56.000000Z");
         assert_eq!(hist["prompt"], "do it");
     }
+}
+
+/// The score snapshot as clients see it: notification URLs (they carry secrets) redacted
+/// to `scheme://host/***`. The conductor keeps and uses the full snapshot.
+fn redact_snapshot(snapshot: &serde_json::Value) -> serde_json::Value {
+    let mut out = snapshot.clone();
+    if let Some(list) = out
+        .get_mut("notifications")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        for item in list {
+            let Some(config) = item
+                .get_mut("config")
+                .and_then(serde_json::Value::as_object_mut)
+            else {
+                continue;
+            };
+            for key in ["url", "webhook_url"] {
+                if let Some(serde_json::Value::String(url)) = config.get_mut(key) {
+                    *url = mozart_notify::redact_url(url);
+                }
+            }
+        }
+    }
+    out
 }
