@@ -310,6 +310,31 @@ pub fn load_state_file(
     Ok(mozart_state::json_state::load(&path)?.map(|cp| checkpoint(&cp)))
 }
 
+/// The score snapshot as clients see it: notification URLs (they carry secrets) redacted
+/// to `scheme://host/***`. The conductor keeps and uses the full snapshot.
+fn redact_snapshot(snapshot: &serde_json::Value) -> serde_json::Value {
+    let mut out = snapshot.clone();
+    if let Some(list) = out
+        .get_mut("notifications")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        for item in list {
+            let Some(config) = item
+                .get_mut("config")
+                .and_then(serde_json::Value::as_object_mut)
+            else {
+                continue;
+            };
+            for key in ["url", "webhook_url"] {
+                if let Some(serde_json::Value::String(url)) = config.get_mut(key) {
+                    *url = mozart_notify::redact_url(url);
+                }
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -382,29 +407,4 @@ mod tests {
         assert_eq!(hist["executed_at"], "2024-02-29T12:34:56.000000Z");
         assert_eq!(hist["prompt"], "do it");
     }
-}
-
-/// The score snapshot as clients see it: notification URLs (they carry secrets) redacted
-/// to `scheme://host/***`. The conductor keeps and uses the full snapshot.
-fn redact_snapshot(snapshot: &serde_json::Value) -> serde_json::Value {
-    let mut out = snapshot.clone();
-    if let Some(list) = out
-        .get_mut("notifications")
-        .and_then(serde_json::Value::as_array_mut)
-    {
-        for item in list {
-            let Some(config) = item
-                .get_mut("config")
-                .and_then(serde_json::Value::as_object_mut)
-            else {
-                continue;
-            };
-            for key in ["url", "webhook_url"] {
-                if let Some(serde_json::Value::String(url)) = config.get_mut(key) {
-                    *url = mozart_notify::redact_url(url);
-                }
-            }
-        }
-    }
-    out
 }
