@@ -311,6 +311,15 @@ fn a_server_that_never_answers_holds_up_nothing_and_its_secret_stays_out_of_logs
         "redacted URL logged"
     );
     assert!(!log.contains("SECRETTOKEN42"), "secret in the log:\n{log}");
+    let raw = env.raw_call("job.status", serde_json::json!({"job_id": "hung"}));
+    assert!(
+        !raw.to_string().contains("SECRETTOKEN42"),
+        "secret in job.status"
+    );
+    assert!(
+        raw.to_string().contains("/***"),
+        "redacted URL in the snapshot: {raw}"
+    );
     for args in [
         vec!["status", "hung"],
         vec!["status", "hung", "--json"],

@@ -118,6 +118,9 @@ pub enum Command {
     Init(commands::init::Args),
     /// Check the environment: conductor, instruments, safety.
     Doctor(commands::doctor::Args),
+    /// Re-validate a job's failed sheets (hidden, as upstream).
+    #[command(hide = true)]
+    Recover(commands::recover::Args),
     /// Manage the conductor configuration (conductor.yaml).
     #[command(subcommand)]
     Config(commands::config::Command),
@@ -323,6 +326,7 @@ pub fn main() -> i32 {
         Command::Watchdog => Ok(mozart_conductor::watchdog::run()),
         Command::Init(a) => commands::init::run(a),
         Command::Doctor(a) => commands::doctor::run(&globals, a),
+        Command::Recover(a) => commands::recover::run(&globals, a),
         Command::Config(c) => commands::config::run(&globals, c),
         Command::ClearRateLimits(a) => commands::clear_rate_limits::run(&globals, a),
         Command::Wait(a) => commands::wait::run(&globals, a),

@@ -74,7 +74,7 @@ pub fn checkpoint(cp: &CheckpointState) -> JobCheckpoint {
         job_id: job_id.clone(),
         job_name: job_name.clone(),
         config_hash: config_hash.clone(),
-        config_snapshot: config_snapshot.clone(),
+        config_snapshot: config_snapshot.as_ref().map(redact_snapshot),
         config_path: config_path.clone(),
         created_at: created_at.clone(),
         updated_at: updated_at.clone(),
@@ -309,6 +309,31 @@ pub fn load_state_file(
 ) -> Result<Option<JobCheckpoint>, StateError> {
     let path = mozart_state::json_state::state_file_path(workspace, job_id);
     Ok(mozart_state::json_state::load(&path)?.map(|cp| checkpoint(&cp)))
+}
+
+/// The score snapshot as clients see it: notification URLs (they carry secrets) redacted
+/// to `scheme://host/***`. The conductor keeps and uses the full snapshot.
+fn redact_snapshot(snapshot: &serde_json::Value) -> serde_json::Value {
+    let mut out = snapshot.clone();
+    if let Some(list) = out
+        .get_mut("notifications")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        for item in list {
+            let Some(config) = item
+                .get_mut("config")
+                .and_then(serde_json::Value::as_object_mut)
+            else {
+                continue;
+            };
+            for key in ["url", "webhook_url"] {
+                if let Some(serde_json::Value::String(url)) = config.get_mut(key) {
+                    *url = mozart_notify::redact_url(url);
+                }
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

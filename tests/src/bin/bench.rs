@@ -97,6 +97,9 @@ struct Args {
     /// Measure only the Slurm placement rows (they run whenever a Slurm node answers).
     #[arg(long)]
     only_slurm: bool,
+    /// Measure only the operator-command rows (issue 15), against 1,000 registry jobs.
+    #[arg(long)]
+    only_cmds: bool,
     /// Repetitions of each Slurm placement run and of its plain-sbatch floor.
     #[arg(long, default_value_t = 5)]
     slurm_reps: usize,
@@ -108,6 +111,10 @@ struct Args {
 /// The real Claude Code row (issue 13).
 #[path = "../bench_real_cli.rs"]
 mod bench_real_cli;
+
+/// The operator-command rows (issue 15).
+#[path = "../bench_cmds.rs"]
+mod bench_cmds;
 
 /// The Slurm placement rows (issue 17).
 #[path = "../bench_slurm.rs"]
@@ -219,6 +226,9 @@ fn bench(args: &Args) -> Result<()> {
         print!("{}", saved.table(baseline.as_ref()));
         return Ok(());
     }
+    if args.only_cmds {
+        return bench_cmds::only_cmds(args, &mozart, baseline.as_ref(), started);
+    }
     progress("local commands (no conductor)");
     let env = Env::new(&mozart)?;
     local_commands(&env, args.reps, &mut report)?;
@@ -321,6 +331,7 @@ fn bench(args: &Args) -> Result<()> {
             list_all,
             args.reps,
         ));
+        bench_cmds::operator_rows(&env, args.reps, &mut report)?;
         conductor.stop(&env)?;
     }
 

@@ -19,6 +19,7 @@ pub mod logs;
 pub mod mcp;
 pub mod modify;
 pub mod pause;
+pub mod recover;
 pub mod restart;
 pub mod resume;
 pub mod run;
