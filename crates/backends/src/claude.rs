@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::process::{run_process, which, EnvPlan, LineSink, ProcessSpec};
+use crate::process::{which, EnvPlan, LineSink, ProcessSpec};
 use crate::redact::redact;
 use crate::types::{
     Backend, BoxFuture, ExecutionRequest, ExecutionResult, ExitReason, HealthStatus,
@@ -192,7 +192,7 @@ impl ClaudeCliBackend {
         } else {
             None
         };
-        let (outcome, _) = run_process(spec, Arc::clone(&req.progress), sink).await;
+        let (outcome, _) = crate::placement::run(&req, spec, sink).await;
         let stream = std::mem::take(&mut *state.lock().unwrap_or_else(|p| p.into_inner()));
 
         if let Some(err) = &outcome.spawn_error {

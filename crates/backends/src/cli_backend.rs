@@ -14,9 +14,7 @@ use serde_json::Value;
 use crate::env::ChildEnv;
 use crate::error::BackendError;
 use crate::json_path::{resolve, resolve_all, to_text};
-use crate::process::{
-    resolve_program, run_process, which, EnvPlan, LineSink, ProcessOutcome, ProcessSpec,
-};
+use crate::process::{resolve_program, which, EnvPlan, LineSink, ProcessOutcome, ProcessSpec};
 use crate::profile::{CliOutputConfig, ErrorPatterns, InstrumentProfile, OutputFormat};
 use crate::redact::redact_owned;
 use crate::types::{
@@ -185,7 +183,7 @@ impl ProfileBackend {
             })),
             OutputFormat::Text => None,
         };
-        let (outcome, _) = run_process(spec, Arc::clone(&req.progress), sink).await;
+        let (outcome, _) = crate::placement::run(&req, spec, sink).await;
         let jsonl = std::mem::take(&mut *jsonl.lock().unwrap_or_else(|p| p.into_inner()));
         self.parse(&req, outcome, jsonl, model)
     }

@@ -24,6 +24,7 @@ pub mod cli_backend;
 pub mod env;
 pub mod http;
 pub mod json_path;
+pub mod placement;
 pub mod profile;
 pub mod registry;
 
@@ -33,5 +34,6 @@ pub use http::{
     AnthropicApiBackend, AnthropicApiOptions, OllamaBackend, OllamaOptions, OpenAiChatBackend,
     OpenAiChatOptions,
 };
+pub use placement::{Placement, PlacementKind, PlacementSpec, RemoteAttempt, RemoteJournal};
 pub use profile::{InstrumentKind, InstrumentProfile};
 pub use registry::{InstrumentRegistry, ProfileSource};

@@ -377,6 +377,30 @@ async fn read_stream<R: AsyncRead + Unpin>(
     lock(state).finish();
 }
 
+/// Capture a finished stream read from `reader` (a remote attempt's output file) exactly as a
+/// live pipe is captured: bounded tail, optional full copy, complete lines handed to `sink`.
+pub(crate) fn capture_reader(
+    mut reader: impl std::io::Read,
+    full_limit: usize,
+    sink: Option<Box<dyn LineSink>>,
+) -> (StreamCapture, Option<Box<dyn LineSink>>) {
+    let mut state = ReaderState {
+        capture: StreamCapture::new(full_limit),
+        sink,
+        pending: Vec::new(),
+        pending_overflow: false,
+    };
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => state.feed(&buf[..n]),
+        }
+    }
+    state.finish();
+    (std::mem::take(&mut state.capture), state.sink.take())
+}
+
 /// Create `{base}{suffix}` (in place, like the writes: one `open` on a local workspace).
 fn open_log(base: &Option<PathBuf>, suffix: &str) -> Option<std::fs::File> {
     let base = base.as_ref()?;

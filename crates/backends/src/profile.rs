@@ -66,6 +66,10 @@ pub struct InstrumentProfile {
     /// How to call an HTTP instrument.
     #[serde(default)]
     pub http: Option<HttpProfile>,
+    /// Where the instrument's process runs when the score does not say (`local` when absent;
+    /// docs/instruments.md "Placement").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::placement::PlacementSpec>,
 }
 
 /// `code_mode:` (parsed, unused).
@@ -411,6 +415,14 @@ impl InstrumentProfile {
                 return Err("kind 'http' requires an 'http' section".into())
             }
             _ => {}
+        }
+        if let Some(placement) = &self.placement {
+            placement.validate().map_err(|e| format!("placement.{e}"))?;
+            if self.kind == InstrumentKind::Http
+                && placement.kind != crate::placement::PlacementKind::Local
+            {
+                return Err("placement: only CLI instruments run as processes that can be placed elsewhere; an http instrument is always called from the conductor".into());
+            }
         }
         if self.default_timeout_seconds.is_nan() || self.default_timeout_seconds <= 0.0 {
             return Err("default_timeout_seconds: must be greater than 0".into());

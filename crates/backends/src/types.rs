@@ -43,6 +43,10 @@ pub struct ExecutionRequest {
     pub output_log_base: Option<PathBuf>,
     /// Grace between SIGTERM and SIGKILL on timeout or cancellation.
     pub kill_grace: Duration,
+    /// Where the instrument process runs (CLI instruments; `local` by default).
+    pub placement: crate::placement::Placement,
+    /// Where a remote placement records the attempt's remote id (the sheet's checkpoint).
+    pub remote: Option<Arc<dyn crate::placement::RemoteJournal>>,
 }
 
 impl ExecutionRequest {
@@ -65,6 +69,8 @@ impl ExecutionRequest {
             progress: Arc::new(Progress::new()),
             output_log_base: None,
             kill_grace: DEFAULT_KILL_GRACE,
+            placement: crate::placement::Placement::Local,
+            remote: None,
         }
     }
 }

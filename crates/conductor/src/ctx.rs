@@ -40,7 +40,11 @@ pub trait JobHost: Send + Sync + 'static {
         mozart_ipc::types::RateLimitsResult::default()
     }
     /// `daemon.observer_events`: recent events of one job or all, newest first (§8.22).
-    fn observer_events(&self, _job_id: Option<&str>, _limit: u32) -> Vec<serde_json::Value> {
+    fn observer_events(
+        &self,
+        _job_id: Option<&str>,
+        _limit: u32,
+    ) -> Vec<mozart_ipc::types::MonitorEvent> {
         Vec::new()
     }
     /// `daemon.learning.patterns`: up to `limit` learned patterns (conductor.md §8.25).

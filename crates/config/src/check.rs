@@ -137,8 +137,64 @@ impl<'a> Checker<'a> {
     }
 }
 
+/// `placement` (docs/scores.md "Placement"): the same rules as a profile's placement.
+fn check_placement(c: &mut Checker<'_>, p: &PlacementConfig) {
+    match p.kind {
+        PlacementType::Kubernetes => c.value_error(
+            "placement.type",
+            "placement type 'kubernetes' is designed (docs/design/distributed.md) but not implemented yet; use 'local' or 'slurm'",
+        ),
+        PlacementType::Local => {
+            for (field, set) in [
+                ("partition", p.partition.is_some()),
+                ("account", p.account.is_some()),
+                ("qos", p.qos.is_some()),
+                ("extra_args", !p.extra_args.is_empty()),
+                ("state_dir", p.state_dir.is_some()),
+                ("poll_interval_seconds", p.poll_interval_seconds.is_some()),
+            ] {
+                if set {
+                    c.value_error(
+                        &format!("placement.{field}"),
+                        format!("'{field}' is only used by 'type: slurm' (this placement is local)"),
+                    );
+                }
+            }
+        }
+        PlacementType::Slurm => {}
+    }
+    if let Some(v) = p.poll_interval_seconds {
+        if !(0.05..=60.0).contains(&v) {
+            c.value_error(
+                "placement.poll_interval_seconds",
+                "poll_interval_seconds must be between 0.05 and 60",
+            );
+        }
+    }
+    for (field, value) in [
+        ("partition", &p.partition),
+        ("account", &p.account),
+        ("qos", &p.qos),
+    ] {
+        if let Some(v) = value {
+            c.min_len(&format!("placement.{field}"), v.trim(), 1);
+        }
+    }
+    for (i, arg) in p.extra_args.iter().enumerate() {
+        if !arg.starts_with('-') {
+            c.value_error(
+                &format!("placement.extra_args.{i}"),
+                format!("each extra_args entry is one sbatch option starting with '-' (e.g. '--mem=4G'), got '{arg}'"),
+            );
+        }
+    }
+}
+
 /// Check every constraint of the raw model (before fan-out expansion).
 pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
+    if let Some(p) = &job.placement {
+        check_placement(c, p);
+    }
     if let Some(i) = &job.instrument {
         c.min_len("instrument", i, 1);
     }

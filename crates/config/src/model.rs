@@ -218,6 +218,50 @@ pub struct JobConfig {
     /// Ours: a reviewer instrument that loops with the worker until `DONE` (docs/mochi.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<crate::tasks::ReviewConfig>,
+    /// Where instrument processes run (`local` when absent; docs/scores.md "Placement").
+    /// Not in upstream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementConfig>,
+}
+
+/// `placement.type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlacementType {
+    /// A child process of the conductor (the default).
+    #[default]
+    Local,
+    /// A Slurm batch job per attempt.
+    Slurm,
+    /// A Kubernetes Job per attempt: designed, not implemented (rejected by `validate`).
+    Kubernetes,
+}
+
+/// `placement` (docs/design/distributed.md): the same shape as an instrument profile's.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlacementConfig {
+    /// `local`, `slurm` or `kubernetes`.
+    #[serde(rename = "type", default)]
+    pub kind: PlacementType,
+    /// Slurm partition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    /// Slurm account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    /// Slurm QOS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qos: Option<String>,
+    /// More `sbatch` options.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_args: Vec<String>,
+    /// Shared directory for the attempts' files (default `<workspace>/.mozart-slurm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_dir: Option<PathBuf>,
+    /// Seconds between looks at a running remote attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_interval_seconds: Option<f64>,
 }
 
 /// `state_backend`.

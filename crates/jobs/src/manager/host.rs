@@ -147,6 +147,9 @@ impl ConductorHost {
             }
             if let Some(d) = &details {
                 apply_details(sheet, d);
+                // The attempt's result is recorded in this very write: its remote job (if
+                // any) is done with, and a restart must not re-attach to it.
+                sheet.remote_attempt = None;
             }
             if status == SheetStatus::Completed && was != SheetStatus::Completed {
                 self.new_work.insert(change.job_id.clone());

@@ -336,6 +336,30 @@ pub(crate) async fn play(
             req.sheet_num = sheet_num;
             req.attempt = attempt.attempt_number;
             req.options = sheet.instrument_config.clone().into_iter().collect();
+            match super::placement::placement_for(&shared, &run, &attempt.instrument) {
+                Ok(mozart_backends::Placement::Local) => {}
+                Ok(placement) => {
+                    req.placement = placement;
+                    req.remote = Some(Arc::new(super::placement::SheetJournal {
+                        shared: Arc::clone(&shared),
+                        job_id: job_id.clone(),
+                        sheet_num,
+                        attempt_number: attempt.attempt_number,
+                    }));
+                }
+                Err(message) => {
+                    report_failure(
+                        &run,
+                        &inbox,
+                        sheet_num,
+                        &attempt,
+                        FailureKind::Fatal,
+                        message,
+                        started_epoch,
+                    );
+                    return;
+                }
+            }
             execute_watched(&shared, &job_id, sheet_num, attempt.timeout, &*backend, req).await
         }
     };
