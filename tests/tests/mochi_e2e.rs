@@ -206,6 +206,9 @@ fn three_tasks_one_retry_three_pull_requests() {
     run(&env, &p.score, &[]);
     let doc = wait_terminal(&env, "mochi", 90.0);
     check_outcome(&env, &p, &doc);
+    // The human view shows the loop too.
+    let text = mozart_tests::stdout(&env.mozart(&["status", "mochi"]));
+    assert!(text.contains("review 2: DONE"), "{text}");
 }
 
 /// `kill -9` of the conductor while task 2's second worker iteration runs: the restarted
