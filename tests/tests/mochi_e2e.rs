@@ -534,3 +534,26 @@ fn review_without_tasks_keeps_memory_per_sheet() {
     assert!(memory.contains("part one"), "{memory}");
     assert!(ws.join("sheet-2/PROGRESS.md").exists());
 }
+
+/// A reviewer that cannot run at all (an unknown instrument) fails the sheet at once with a
+/// message naming it, instead of spending the retries.
+#[test]
+fn an_unknown_reviewer_instrument_fails_the_sheet_at_once() {
+    let env = TestEnv::new();
+    let score = env.write_score(
+        "broken.yaml",
+        "name: broken\nworkspace: ./broken-ws\ninstrument: claude_cli\nsheet: {size: 1, total_items: 1}\nreview: {instrument: no-such-reviewer}\nretry: {base_delay_seconds: 0.1, max_retries: 3}\nprompt: {template: \"Write it\"}\n",
+    );
+    let script = standin_script(&env, "broken", &json!([{"result": "written"}]));
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "broken", 60.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let message = sheet(&doc, 1)["error_message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("reviewer") && message.contains("no-such-reviewer"),
+        "{doc:#}"
+    );
+    let count = std::fs::read_to_string(format!("{}.count", script.display())).unwrap();
+    assert_eq!(count.trim(), "1", "the worker ran once");
+}
