@@ -354,6 +354,18 @@ exit 1
     }
 }
 
+/// `mozart run` that must fail: its output.
+fn run_refused(env: &TestEnv, score: &Path) -> String {
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    text
+}
+
 /// `dispatch: pr` into a repository without the remote is refused before any agent runs.
 #[test]
 fn a_missing_remote_is_refused_up_front() {
@@ -361,13 +373,7 @@ fn a_missing_remote_is_refused_up_front() {
     let p = project(&env);
     git(&p.repo, &["remote", "remove", "origin"]);
     start_with_env(&env, &[]);
-    let out = env.mozart(&["run", p.score.to_str().unwrap()]);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_ne!(out.status.code(), Some(0), "{text}");
+    let text = run_refused(&env, &p.score);
     assert!(text.contains("has no remote 'origin'"), "{text}");
 }
 
@@ -379,13 +385,7 @@ fn dirty_checkout_is_refused_up_front() {
     std::fs::write(p.repo.join("README.md"), "changed\n").unwrap();
     let script = standin_script(&env, "mochi", &script(0.0));
     start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
-    let out = env.mozart(&["run", p.score.to_str().unwrap()]);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_ne!(out.status.code(), Some(0), "{text}");
+    let text = run_refused(&env, &p.score);
     assert!(text.contains("uncommitted changes"), "{text}");
     assert!(text.contains("README.md"), "{text}");
     assert!(
