@@ -4,6 +4,13 @@
 //! The baton calls [`Backend::execute`] with an [`ExecutionRequest`] and gets an
 //! [`ExecutionResult`]; [`classify`] turns a failed result into an E-code with a retry
 //! decision input and, for rate limits, a wait.
+//!
+//! Modules depend in one direction, each only on those above it:
+//! 1. leaves: `error`, `redact`, `json_path`, `types` (request, result, progress, stream kind);
+//! 2. `profile` (instrument profiles), then `env` (a child's environment plan from a profile);
+//! 3. `process` (runs a child under that plan), `classify` (E-codes from a result);
+//! 4. the instruments: `cli_backend`, `claude` (on `cli_backend`), `http`;
+//! 5. `registry`, which builds an instrument from a profile.
 
 pub mod error;
 pub mod process;

@@ -463,6 +463,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_profile_placement_is_checked_and_http_profiles_cannot_be_placed() {
+        let cli = "name: x\ndisplay_name: X\nkind: cli\ncli:\n  command:\n    executable: echo\n";
+        let placed = format!("{cli}placement:\n  type: slurm\n  partition: gpu\n");
+        let p = InstrumentProfile::from_yaml(&placed, "x.yaml").unwrap();
+        assert_eq!(
+            p.placement.as_ref().map(|s| s.kind),
+            Some(crate::placement::PlacementKind::Slurm)
+        );
+        let bad = format!("{cli}placement:\n  type: local\n  partition: gpu\n");
+        let err = InstrumentProfile::from_yaml(&bad, "x.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("placement.partition"), "{err}");
+        let http = "name: h\ndisplay_name: H\nkind: http\nhttp:\n  base_url: http://localhost:1\n  schema_family: openai\nplacement: {type: slurm}\n";
+        let err = InstrumentProfile::from_yaml(http, "h.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("placement:"), "{err}");
+    }
+
+    #[test]
     fn unknown_keys_and_missing_sections_are_rejected() {
         let ok = "name: x\ndisplay_name: X\nkind: cli\ncli:\n  command:\n    executable: echo\n";
         let p = InstrumentProfile::from_yaml(ok, "x.yaml").unwrap();

@@ -225,3 +225,62 @@ async fn a_job_stuck_in_the_queue_times_out_and_is_cancelled() {
     let id = journal.recorded().unwrap().remote_id;
     assert!(!squeue_has(&id), "job {id} still queued after the timeout");
 }
+
+/// Credentials reach the job through its private `env` file only: neither Slurm's stored
+/// copy of the job (environment and script, kept by slurmctld while the job exists) nor the
+/// attempt directory after the job started hold them.
+#[tokio::test]
+async fn credentials_stay_out_of_slurms_job_record() {
+    if !slurm_up() {
+        return;
+    }
+    let state = std::path::Path::new("/var/tmp/mozart-slurm/state");
+    if !state.is_dir() {
+        eprintln!("SKIPPED: not the test cluster of tests/slurm/setup.sh (no {state:?})");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "sk-test-0123456789abcdef";
+    let spec: PlacementSpec =
+        serde_yaml::from_str("type: slurm\npoll_interval_seconds: 0.2\n").unwrap();
+    let journal = Arc::new(MemJournal::default());
+    let mut req = request(
+        "echo \"key=$MOZART_TEST_KEY\"; sleep 2",
+        dir.path(),
+        Duration::from_secs(60),
+    );
+    req.placement = Placement::from_spec(&spec).unwrap();
+    req.env = vec![("MOZART_TEST_KEY".into(), secret.into())];
+    req.remote = Some(journal.clone());
+    let b = backend();
+    let mut exec = b.execute(req);
+    let attempt = tokio::select! {
+        _ = &mut exec => panic!("finished early"),
+        a = wait_recorded(&journal) => a,
+    };
+    let id: u64 = attempt.remote_id.parse().unwrap();
+    let job_dir = state.join(format!("hash.{}/job.{id}", id % 10));
+    assert!(
+        job_dir.join("environment").exists(),
+        "Slurm keeps the job's environment in {job_dir:?}"
+    );
+    for name in ["environment", "script"] {
+        if let Ok(bytes) = std::fs::read(job_dir.join(name)) {
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(
+                !text.contains(secret),
+                "{name} of Slurm job {id} holds the key"
+            );
+            assert!(
+                !text.contains("CARGO_MANIFEST_DIR"),
+                "{name} of Slurm job {id} holds the submitter's environment"
+            );
+        }
+    }
+    let result = exec.await;
+    assert!(
+        result.stdout.contains(&format!("key={secret}")),
+        "{result:?}"
+    );
+    assert!(!attempt.dir.join("env").exists(), "the env file is deleted");
+}

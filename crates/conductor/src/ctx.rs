@@ -48,7 +48,7 @@ pub trait JobHost: Send + Sync + 'static {
         Vec::new()
     }
     /// `daemon.learning.patterns`: up to `limit` learned patterns (conductor.md §8.25).
-    fn learning_patterns(&self, _limit: u32) -> Vec<serde_json::Value> {
+    fn learning_patterns(&self, _limit: u32) -> Vec<mozart_ipc::status::LearnedPattern> {
         Vec::new()
     }
     /// Clear rate limits for one instrument (or all); returns how many were cleared.

@@ -140,7 +140,7 @@ pub fn register_daemon_methods(module: &mut RpcModule<Ctx>) -> Result<(), Conduc
                 .job_host()
                 .map(|h| h.learning_patterns(params.limit))
                 .unwrap_or_default();
-            Ok::<_, ErrorObjectOwned>(serde_json::json!({ "patterns": patterns }))
+            to_value(mozart_ipc::status::PatternsResult { patterns })
         })
         .map_err(reg)?;
     Ok(())

@@ -212,16 +212,16 @@ pub struct JobConfig {
     /// Pause between sheets.
     #[serde(default = "d_2i")]
     pub pause_between_sheets_seconds: i64,
+    /// Where instrument processes run (`local` when absent; docs/scores.md "Placement").
+    /// Not in upstream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementConfig>,
     /// Ours: fan a movement out over a markdown task list (docs/mochi.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tasks: Option<crate::tasks::TasksConfig>,
     /// Ours: a reviewer instrument that loops with the worker until `DONE` (docs/mochi.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<crate::tasks::ReviewConfig>,
-    /// Where instrument processes run (`local` when absent; docs/scores.md "Placement").
-    /// Not in upstream.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub placement: Option<PlacementConfig>,
 }
 
 /// `placement.type`.

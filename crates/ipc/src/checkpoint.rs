@@ -494,9 +494,65 @@ pub struct SheetCheckpoint {
     /// Structured agent feedback.
     #[serde(default)]
     pub agent_feedback: Option<serde_json::Map<String, serde_json::Value>>,
-    /// Ours: the worker + reviewer loop of this sheet (docs/mochi.md); absent otherwise.
+    /// Ours: the remote (Slurm) job of the attempt in flight (docs/design/distributed.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub review: Option<ReviewState>,
+    pub remote_attempt: Option<RemoteAttempt>,
+    /// Ours: where the sheet's worker + reviewer loop stands (docs/mochi.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewProgress>,
+}
+
+/// Ours: a remote attempt in flight (`SheetCheckpoint::remote_attempt`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RemoteAttempt {
+    /// Placement that started it (`slurm`).
+    pub placement: String,
+    /// The scheduler's id (Slurm job id).
+    pub remote_id: String,
+    /// The attempt's directory of wrapper, output and exit files.
+    pub dir: String,
+    /// Submission time, Unix epoch seconds.
+    pub submitted_at: f64,
+    /// Attempt number it was submitted for.
+    pub attempt_number: u32,
+}
+
+/// Ours: a reviewed sheet's loop (`SheetCheckpoint::review`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReviewProgress {
+    /// Worker iterations the reviewer has judged so far.
+    #[serde(default)]
+    pub iteration: u32,
+    /// Last verdict: `DONE` or `RETRY`.
+    #[serde(default)]
+    pub verdict: Option<String>,
+    /// The reviewer's last feedback (empty after `DONE`).
+    #[serde(default)]
+    pub feedback: Option<String>,
+    /// Every verdict, oldest first.
+    #[serde(default)]
+    pub history: Vec<ReviewVerdict>,
+    /// The task's branch, when the sheet runs in its own worktree.
+    #[serde(default)]
+    pub branch: Option<String>,
+    /// Where the result went (a PR URL, a file), once dispatched.
+    #[serde(default)]
+    pub dispatched: Option<String>,
+    /// Iterations that belong to earlier runs (a resumed failed loop's fresh budget).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub budget_from: u32,
+}
+
+/// Ours: one reviewer verdict.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReviewVerdict {
+    /// Worker iteration judged (1-based).
+    pub iteration: u32,
+    /// `DONE` or `RETRY`.
+    pub verdict: String,
+    /// Feedback for the worker (empty after `DONE`).
+    #[serde(default)]
+    pub feedback: String,
 }
 
 /// A job's checkpoint as `job.status` returns it and the JSON state file holds it
@@ -677,6 +733,7 @@ impl SheetCheckpoint {
             estimated_cost: None,
             cost_confidence: 1.0,
             agent_feedback: None,
+            remote_attempt: None,
             review: None,
         }
     }
@@ -789,50 +846,4 @@ where
     T: Deserialize<'de>,
 {
     Option::<T>::deserialize(d).map(Some)
-}
-
-// ---- ours: the reviewer loop (docs/mochi.md) ----
-
-/// Where a reviewed sheet's loop stands. Written after every reviewer verdict, so a
-/// restarted conductor resumes at the same iteration with the same feedback.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ReviewState {
-    /// Worker iterations the reviewer has judged so far.
-    #[serde(default)]
-    pub iteration: u32,
-    /// Last verdict: `DONE` or `RETRY`.
-    #[serde(default)]
-    pub verdict: Option<String>,
-    /// The reviewer's last feedback (empty after `DONE`).
-    #[serde(default)]
-    pub feedback: Option<String>,
-    /// Every verdict, oldest first.
-    #[serde(default)]
-    pub history: Vec<ReviewVerdict>,
-    /// The task's branch, when the sheet runs in its own worktree.
-    #[serde(default)]
-    pub branch: Option<String>,
-    /// Where the result went (a PR URL, a file), once dispatched.
-    #[serde(default)]
-    pub dispatched: Option<String>,
-    /// Iterations that belong to earlier runs: `mozart resume` of a failed sheet gives its
-    /// loop a fresh `max_iterations` budget from here.
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
-    pub budget_from: u32,
-}
-
-fn is_zero_u32(n: &u32) -> bool {
-    *n == 0
-}
-
-/// One reviewer verdict.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ReviewVerdict {
-    /// Worker iteration judged (1-based).
-    pub iteration: u32,
-    /// `DONE` or `RETRY`.
-    pub verdict: String,
-    /// Feedback for the worker (empty after `DONE`).
-    #[serde(default)]
-    pub feedback: String,
 }

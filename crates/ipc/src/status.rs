@@ -251,6 +251,38 @@ pub struct ObserverEventsResult {
     pub events: Vec<MonitorEvent>,
 }
 
+/// One learned pattern in `daemon.learning.patterns` (conductor.md §8.25).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LearnedPattern {
+    /// Pattern id (16 hex digits).
+    pub id: String,
+    /// Type text.
+    pub pattern_type: String,
+    /// Name.
+    pub pattern_name: String,
+    /// Description.
+    pub description: Option<String>,
+    /// Effectiveness in 0..1.
+    pub effectiveness_score: f64,
+    /// Selection priority.
+    pub priority_score: f64,
+    /// Times detected.
+    pub occurrence_count: i64,
+    /// Last seen (ISO-8601).
+    pub last_seen: Option<String>,
+    /// `pending`, `quarantined`, `validated` or `retired`.
+    pub quarantine_status: String,
+    /// Trust in 0..1.
+    pub trust_score: f64,
+}
+
+/// `daemon.learning.patterns` result (§8.25): empty without a learning store.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PatternsResult {
+    /// Highest priority first.
+    pub patterns: Vec<LearnedPattern>,
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -313,6 +345,9 @@ mod tests {
     fn job_method_results_keep_their_keys() {
         round_trip::<HistoryResult>(
             r#"{"job_id":"j","has_history":true,"records":[{"id":1,"job_id":"j","sheet_num":1,"attempt_num":1,"prompt":"p","output":null,"exit_code":0,"duration_seconds":0.5,"executed_at":"2026-01-01T00:00:00.000000Z"}]}"#,
+        );
+        round_trip::<PatternsResult>(
+            r#"{"patterns":[{"id":"00aa","pattern_type":"validation_failure","pattern_name":"missing file","description":null,"effectiveness_score":0.55,"priority_score":0.5,"occurrence_count":3,"last_seen":"2026-01-01T00:00:00Z","quarantine_status":"pending","trust_score":0.5}]}"#,
         );
         round_trip::<ObserverEventsResult>(
             r#"{"events":[{"job_id":"j","sheet_num":1,"event":"baton.sheet.attempt_result","data":{"ok":true},"timestamp":1.5},{"job_id":"","sheet_num":0,"event":"x","data":null,"timestamp":2.0}]}"#,

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use mozart_ipc::checkpoint::{HookResult, JobCheckpoint, SheetCheckpoint};
-use mozart_ipc::status::{HistoryRecord, JobSummary, RegistryJob};
+use mozart_ipc::status::{HistoryRecord, JobSummary, LearnedPattern, RegistryJob};
 use mozart_ipc::types::MonitorEvent;
 use mozart_state::{
     AttemptRecord, CheckpointState, HookResultRecord, JobRecord, SheetState, StateError, Timestamp,
@@ -171,7 +171,38 @@ pub fn sheet(s: &SheetState) -> SheetCheckpoint {
         estimated_cost: s.estimated_cost,
         cost_confidence: s.cost_confidence,
         agent_feedback: s.agent_feedback.clone(),
-        review: s.review.clone(),
+        remote_attempt: s.remote_attempt.as_ref().map(remote_attempt),
+        review: s.review.as_ref().map(review),
+    }
+}
+
+fn remote_attempt(r: &mozart_state::RemoteAttemptRef) -> mozart_ipc::checkpoint::RemoteAttempt {
+    mozart_ipc::checkpoint::RemoteAttempt {
+        placement: r.placement.clone(),
+        remote_id: r.remote_id.clone(),
+        dir: r.dir.clone(),
+        submitted_at: r.submitted_at,
+        attempt_number: r.attempt_number,
+    }
+}
+
+fn review(r: &mozart_state::review::ReviewState) -> mozart_ipc::checkpoint::ReviewProgress {
+    mozart_ipc::checkpoint::ReviewProgress {
+        iteration: r.iteration,
+        verdict: r.verdict.clone(),
+        feedback: r.feedback.clone(),
+        history: r
+            .history
+            .iter()
+            .map(|v| mozart_ipc::checkpoint::ReviewVerdict {
+                iteration: v.iteration,
+                verdict: v.verdict.clone(),
+                feedback: v.feedback.clone(),
+            })
+            .collect(),
+        branch: r.branch.clone(),
+        dispatched: r.dispatched.clone(),
+        budget_from: r.budget_from,
     }
 }
 
@@ -250,6 +281,22 @@ pub fn observer_event(e: &mozart_baton::ObserverEvent) -> MonitorEvent {
         event: e.event.clone(),
         data: Some(e.data.clone()),
         timestamp: e.at.as_secs_f64(),
+    }
+}
+
+/// A learned pattern as `daemon.learning.patterns` lists it (conductor.md §8.25).
+pub fn learned_pattern(p: &mozart_learning::PatternSummary) -> LearnedPattern {
+    LearnedPattern {
+        id: p.id.clone(),
+        pattern_type: p.pattern_type.clone(),
+        pattern_name: p.pattern_name.clone(),
+        description: p.description.clone(),
+        effectiveness_score: p.effectiveness_score,
+        priority_score: p.priority_score,
+        occurrence_count: p.occurrence_count,
+        last_seen: p.last_seen.clone(),
+        quarantine_status: p.quarantine_status.as_str().to_string(),
+        trust_score: p.trust_score,
     }
 }
 

@@ -25,14 +25,15 @@ pub const UNKNOWN_FAILURE_MESSAGE: &str = "Unknown failure (no error message rec
 /// Zombie trigger text used when a stale running state is found on load (conductor.md §12).
 pub const ZOMBIE_ON_LOAD_TRIGGER: &str = "Detected on state load - process no longer running";
 
-/// Error category as the checkpoint stores it (execution.md §7; the classifier lives in
-/// the backends crate and maps onto this).
+/// Broad kind of an error (execution.md §7.1 `ErrorCategory`), as the classifier in
+/// `mozart-backends` assigns it and the checkpoint stores it. The one definition: it lives
+/// here because this crate is below the backends crate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCategory {
-    /// Retriable with a long wait.
+    /// Rate / usage limit: tempo, not failure; retriable with a long wait.
     RateLimit,
-    /// Retriable with backoff.
+    /// Worth retrying soon, with backoff.
     Transient,
     /// The instrument ran but validations failed.
     Validation,
@@ -252,15 +253,15 @@ pub struct SheetState {
     /// Structured agent feedback.
     #[serde(default)]
     pub agent_feedback: Option<serde_json::Map<String, serde_json::Value>>,
-    /// Ours: the worker + reviewer loop of this sheet (docs/mochi.md).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub review: Option<crate::review::ReviewState>,
     /// The remote job (a Slurm job) of the attempt in flight: recorded before the job is
     /// released to run and cleared in the same write that records the attempt's result, so
     /// a restarted conductor re-attaches to it instead of running the sheet again
     /// (docs/design/distributed.md). Not in upstream; absent when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_attempt: Option<RemoteAttemptRef>,
+    /// Ours: the worker + reviewer loop of this sheet (docs/mochi.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<crate::review::ReviewState>,
 }
 
 /// A remote attempt as the checkpoint records it (`SheetState::remote_attempt`).
@@ -332,8 +333,8 @@ impl SheetState {
             estimated_cost: None,
             cost_confidence: 1.0,
             agent_feedback: None,
-            review: None,
             remote_attempt: None,
+            review: None,
         }
     }
 

@@ -28,7 +28,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{PlacementSpec, RemoteAttempt, RemoteJournal};
-use crate::process::{capture_reader, LineSink, ProcessOutcome, ProcessSpec, StreamKind};
+use crate::process::{capture_reader, LineSink, ProcessOutcome, ProcessSpec};
+use crate::types::StreamKind;
 use crate::types::{epoch_now, ExecutionRequest, Progress};
 
 /// Default poll interval of a running attempt.
@@ -101,7 +102,7 @@ impl SlurmPlacement {
     pub(crate) async fn run(
         &self,
         req: &ExecutionRequest,
-        spec: ProcessSpec,
+        mut spec: ProcessSpec,
         sink: Option<Box<dyn LineSink>>,
     ) -> (ProcessOutcome, Option<Box<dyn LineSink>>) {
         let started = Instant::now();
@@ -123,6 +124,11 @@ impl SlurmPlacement {
                 Err(message) => return (failed_to_start(message, started), sink),
             },
         };
+        // The command line (the prompt) and stdin are in the attempt's files now: a follower
+        // parked for hours need not hold them (10,000 of them would).
+        spec.args = Vec::new();
+        spec.stdin = None;
+        spec.child_env = None;
         let mut guard = CancelGuard {
             attempt: Some(attempt.clone()),
             journal: req.remote.clone(),
@@ -157,9 +163,11 @@ impl SlurmPlacement {
             "--parsable".to_string(),
             "--hold".into(),
             "--no-requeue".into(),
-            // The job's environment is the `env` file, read by the wrapper: Slurm does not
-            // store the variables (credentials among them) with the job.
-            "--export=NONE".into(),
+            // The job's environment is the `env` file, read by the wrapper. sbatch itself runs
+            // with a scrubbed environment (`slurm_command`), so what Slurm stores with the job
+            // holds no credentials. (`--export=NONE` would do the same but makes slurmd load
+            // the user's login environment on the node: seconds per job.)
+            "--export=ALL".into(),
             format!(
                 "--job-name={}",
                 job_name(&req.job_id, req.sheet_num, req.attempt)
@@ -435,6 +443,11 @@ impl Drop for CancelGuard {
         let journal = self.journal.take();
         let work = move || {
             let status = std::process::Command::new("scancel")
+                .env_clear()
+                .envs(std::env::vars_os().filter(|(k, _)| {
+                    let k = k.to_string_lossy();
+                    SLURM_ENV.contains(&k.as_ref()) || k.starts_with("SLURM_")
+                }))
                 .arg(&attempt.remote_id)
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
@@ -559,9 +572,21 @@ fn failed_to_start(message: String, started: Instant) -> ProcessOutcome {
     }
 }
 
-/// Run a Slurm command; its stdout, or an error with its stderr.
+/// The conductor's variables a Slurm command gets (besides `SLURM_*`, `SBATCH_*`, …): a
+/// submitted job inherits sbatch's environment, and it must not carry the conductor's
+/// credentials into Slurm's job record.
+const SLURM_ENV: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ"];
+
+/// Run a Slurm command (with a scrubbed environment); its stdout, or an error with its stderr.
 pub async fn slurm_command(program: &str, args: &[&str]) -> Result<String, String> {
     let mut cmd = tokio::process::Command::new(program);
+    cmd.env_clear().envs(std::env::vars_os().filter(|(k, _)| {
+        let k = k.to_string_lossy();
+        SLURM_ENV.contains(&k.as_ref())
+            || ["SLURM_", "SBATCH_", "SQUEUE_", "SCANCEL_"]
+                .iter()
+                .any(|p| k.starts_with(p))
+    }));
     cmd.args(args)
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
@@ -790,7 +815,7 @@ mod tests {
             ],
             Duration::from_secs(30),
         );
-        spec.env = crate::process::EnvPlan {
+        spec.env = crate::env::EnvPlan {
             clear: true,
             set: vec![
                 ("PATH".into(), "/usr/bin:/bin".into()),

@@ -15,7 +15,7 @@ use super::errors::{
 };
 use super::status::check_score_id;
 use crate::output::{console_width, print_json};
-use crate::render::status_json::{display_status, normalize_error_code};
+use crate::render::status_json::normalize_error_code;
 use crate::render::style::{job_status_color, sheet_status_color};
 use crate::render::table::{self, Cell};
 use crate::render::time::{format_duration, format_timestamp, now_epoch, thousands};
@@ -189,12 +189,12 @@ fn progress_json(job: &JobCheckpoint) -> Value {
     let completed = job
         .sheets
         .values()
-        .filter(|s| display_status(s) == "completed")
+        .filter(|s| s.display_status() == "completed")
         .count();
     let failed = job
         .sheets
         .values()
-        .filter(|s| display_status(s) == "failed" || s.status == SheetStatus::Failed)
+        .filter(|s| s.display_status() == "failed" || s.status == SheetStatus::Failed)
         .count();
     let percent = if job.total_sheets > 0 {
         json!((completed as f64 / f64::from(job.total_sheets) * 1000.0).round() / 10.0)
@@ -272,7 +272,7 @@ fn timeline_json(job: &JobCheckpoint) -> Vec<Value> {
         .map(|(n, s)| {
             json!({
                 "sheet_num": n,
-                "status": display_status(s),
+                "status": s.display_status(),
                 "started_at": iso(&s.started_at),
                 "completed_at": iso(&s.completed_at),
                 "duration_seconds": s.execution_duration_seconds,

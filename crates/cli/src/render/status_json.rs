@@ -21,15 +21,6 @@ pub fn parse_checkpoint(value: &Value) -> Option<JobCheckpoint> {
     }
 }
 
-/// `failed` for a completed sheet whose validations failed, else the sheet status.
-pub fn display_status(sheet: &SheetCheckpoint) -> &'static str {
-    if sheet.status == SheetStatus::Completed && sheet.validation_passed == Some(false) {
-        "failed"
-    } else {
-        sheet.status.as_str()
-    }
-}
-
 /// Canonical E-code of a legacy category string.
 fn category_code(category: &str) -> Option<&'static str> {
     Some(match category.to_ascii_lowercase().as_str() {
@@ -290,7 +281,7 @@ pub fn movement_groups(job: &JobCheckpoint) -> Vec<Value> {
     groups
         .into_iter()
         .map(|(movement, sheets)| {
-            let labels: Vec<&str> = sheets.iter().map(|(_, s)| display_status(s)).collect();
+            let labels: Vec<&str> = sheets.iter().map(|(_, s)| s.display_status()).collect();
             let voices: std::collections::BTreeSet<u32> =
                 sheets.iter().filter_map(|(_, s)| s.voice).collect();
             let instruments: std::collections::BTreeSet<&str> = sheets
@@ -342,7 +333,7 @@ fn round1(x: f64) -> f64 {
 fn sheet_json(sheet: &SheetCheckpoint, now: f64) -> Value {
     let mut m = Map::new();
     m.insert("status".into(), json!(sheet.status.as_str()));
-    m.insert("display_status".into(), json!(display_status(sheet)));
+    m.insert("display_status".into(), json!(sheet.display_status()));
     m.insert("attempt_count".into(), json!(sheet.attempt_count));
     m.insert("validation_passed".into(), json!(sheet.validation_passed));
     m.insert("error_message".into(), json!(sheet.error_message));

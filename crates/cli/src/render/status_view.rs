@@ -5,8 +5,8 @@ use mozart_ipc::checkpoint::{HookResult, JobCheckpoint, JobStatus, SheetCheckpoi
 use serde_json::Value;
 
 use super::status_json::{
-    circuit_breaker, configured_hooks, cost_confidence, display_status, last_activity,
-    movement_groups, recent_errors, sheet_descriptions, sheet_elapsed,
+    circuit_breaker, configured_hooks, cost_confidence, last_activity, movement_groups,
+    recent_errors, sheet_descriptions, sheet_elapsed,
 };
 use super::style::{sheet_status_color, Color, Style};
 use super::table::{self, Cell};
@@ -40,7 +40,7 @@ pub fn progress_bar(done: u32, total: u32) -> String {
 /// `completed (1.2s)`, `in_progress (3m 4s)` — status plus duration or elapsed time; a
 /// reviewed sheet adds its loop (`· review 2: RETRY`, docs/mochi.md).
 fn sheet_status_text(sheet: &SheetCheckpoint, now: f64) -> String {
-    let label = display_status(sheet);
+    let label = sheet.display_status();
     let mut text = match sheet_elapsed(sheet, now).or(sheet.execution_duration_seconds) {
         Some(secs) => format!("{label} ({})", format_duration(Some(secs))),
         None => label.to_string(),
@@ -234,7 +234,7 @@ impl View<'_> {
                 }
                 row.push(Cell::colored(
                     sheet_status_text(sheet, self.now),
-                    sheet_status_color(display_status(sheet)),
+                    sheet_status_color(sheet.display_status()),
                 ));
                 row.push(Cell::from(sheet.attempt_count.to_string()));
                 row.push(validation_text(sheet.validation_passed));
@@ -257,7 +257,7 @@ impl View<'_> {
         let job = self.job;
         let mut counts: Vec<(&str, usize)> = Vec::new();
         for sheet in job.sheets.values() {
-            let label = display_status(sheet);
+            let label = sheet.display_status();
             match counts.iter_mut().find(|(l, _)| *l == label) {
                 Some((_, n)) => *n += 1,
                 None => counts.push((label, 1)),
@@ -317,7 +317,7 @@ impl View<'_> {
             for (num, sheet) in interesting.iter().take(20) {
                 let status = self.style.paint(
                     &sheet_status_text(sheet, self.now),
-                    sheet_status_color(display_status(sheet)),
+                    sheet_status_color(sheet.display_status()),
                 );
                 let error = sheet
                     .error_message
@@ -426,7 +426,7 @@ impl View<'_> {
                         continue;
                     };
                     let Some(voice) = sheet.voice else { continue };
-                    let label = display_status(sheet);
+                    let label = sheet.display_status();
                     self.line(format!(
                         "      {} Voice {voice}  {}",
                         self.style.paint(icon(label), sheet_status_color(label)),

@@ -11,6 +11,7 @@ mod host;
 mod instruments;
 mod learning;
 mod musician;
+mod notify;
 mod placement;
 mod reaper;
 mod recovery;
@@ -35,7 +36,6 @@ use mozart_ipc::types::{JobResponse, JobResponseStatus, MonitorEvent};
 use mozart_state::{
     CheckpointState, DaemonJobStatus, DeleteFilter, JobRecord, JobStatus, Registry,
 };
-use serde_json::Value;
 
 use mozart_conductor::ctx::{BoxFuture, JobCounts, JobHost};
 use mozart_conductor::{ConductorCtx, ConductorError};
@@ -713,7 +713,7 @@ impl JobHost for JobManager {
             .collect()
     }
 
-    fn learning_patterns(&self, limit: u32) -> Vec<Value> {
+    fn learning_patterns(&self, limit: u32) -> Vec<mozart_ipc::status::LearnedPattern> {
         let Some(learning) = &self.shared.learning else {
             return Vec::new();
         };

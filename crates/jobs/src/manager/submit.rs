@@ -335,9 +335,7 @@ fn build_record(
 }
 
 /// Isolate (execution.md §9.5): a git worktree per job, reused when resuming. Returns where
-/// the instrument runs, and the worktree when there is one. Per-sheet worktrees are made by
-/// each sheet's first attempt; what can be known up front is checked here, before any agent
-/// runs (docs/mochi.md).
+/// the instrument runs, and the worktree when there is one.
 async fn isolate(
     job_id: &str,
     config: &JobConfig,
@@ -345,6 +343,8 @@ async fn isolate(
     checkpoint: &mut CheckpointState,
 ) -> Step<(PathBuf, Option<crate::isolation::Worktree>)> {
     if crate::sheet_worktrees::per_sheet(config) {
+        // Per-sheet worktrees are made by each sheet's first attempt; what can be known up
+        // front is checked here, before any agent runs (docs/mochi.md).
         let (cfg, jid) = (config.clone(), job_id.to_string());
         tokio::task::spawn_blocking(move || crate::sheet_worktrees::preflight(&cfg, &jid))
             .await
@@ -481,19 +481,19 @@ pub(super) fn build_checkpoint(
                 let mut s = SheetState::new(sheet.num);
                 // Keep attempt counts of an unfinished sheet so retries are not refunded.
                 if let Some(p) = previous.and_then(|p| p.sheets.get(&sheet.num)) {
-                    s.attempt_count = p.attempt_count;
-                    s.completion_attempts = p.completion_attempts;
-                    s.healing_attempts = p.healing_attempts;
-                    // An attempt still running remotely is re-attached to, not run again.
-                    s.remote_attempt = p.remote_attempt.clone();
-                    // The reviewer loop resumes at the same iteration with the same feedback;
-                    // a failed sheet that is resumed gets a fresh budget of iterations.
+                    // The reviewer loop resumes at the same iteration with the same feedback.
+                    // A failed sheet that is resumed gets a fresh budget of iterations.
                     s.review = p.review.clone().map(|mut r| {
                         if p.status == mozart_state::SheetStatus::Failed {
                             r.budget_from = r.iteration;
                         }
                         r
                     });
+                    s.attempt_count = p.attempt_count;
+                    s.completion_attempts = p.completion_attempts;
+                    s.healing_attempts = p.healing_attempts;
+                    // An attempt still running remotely is re-attached to, not run again.
+                    s.remote_attempt = p.remote_attempt.clone();
                 }
                 s
             });
