@@ -37,13 +37,22 @@ pub fn progress_bar(done: u32, total: u32) -> String {
     )
 }
 
-/// `completed (1.2s)`, `in_progress (3m 4s)` — status plus duration or elapsed time.
+/// `completed (1.2s)`, `in_progress (3m 4s)` — status plus duration or elapsed time; a
+/// reviewed sheet adds its loop (`· review 2: RETRY`, docs/mochi.md).
 fn sheet_status_text(sheet: &SheetCheckpoint, now: f64) -> String {
     let label = sheet.display_status();
-    match sheet_elapsed(sheet, now).or(sheet.execution_duration_seconds) {
+    let mut text = match sheet_elapsed(sheet, now).or(sheet.execution_duration_seconds) {
         Some(secs) => format!("{label} ({})", format_duration(Some(secs))),
         None => label.to_string(),
+    };
+    if let Some(r) = sheet.review.as_ref().filter(|r| r.iteration > 0) {
+        text.push_str(&format!(
+            " · review {}: {}",
+            r.iteration,
+            r.verdict.as_deref().unwrap_or("?")
+        ));
     }
+    text
 }
 
 fn validation_text(passed: Option<bool>) -> Cell {

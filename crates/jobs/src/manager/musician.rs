@@ -232,8 +232,13 @@ pub(crate) async fn play(
     };
 
     // Ours (docs/mochi.md): the sheet's own worktree, and where its reviewer loop stands.
-    let (workdir, sheet_wt) = match super::review::sheet_dir(&run, sheet).await {
-        Ok(d) => d,
+    let set_up = match super::review::sheet_dir(&run, sheet).await {
+        Ok((dir, wt)) => super::review::begin(&shared, &run, sheet, &dir, wt.is_some())
+            .map(|review_loop| (dir, wt, review_loop)),
+        Err(message) => Err(message),
+    };
+    let (workdir, sheet_wt, mut review_loop) = match set_up {
+        Ok(s) => s,
         Err(message) => {
             report_failure(
                 &run,
@@ -247,22 +252,6 @@ pub(crate) async fn play(
             return;
         }
     };
-    let mut review_loop =
-        match super::review::begin(&shared, &run, sheet, &workdir, sheet_wt.is_some()) {
-            Ok(l) => l,
-            Err(message) => {
-                report_failure(
-                    &run,
-                    &inbox,
-                    sheet_num,
-                    &attempt,
-                    FailureKind::Fatal,
-                    message,
-                    started_epoch,
-                );
-                return;
-            }
-        };
 
     let rules = sheet_rules(&run, sheet);
     let snapshot = {
