@@ -14,11 +14,21 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::process::{run_process, which, EnvPlan, LineSink, ProcessSpec};
+use crate::env::EnvPlan;
+use crate::process::{which, LineSink, ProcessSpec};
 use crate::redact::redact;
 use crate::types::{
     Backend, BoxFuture, ExecutionRequest, ExecutionResult, ExitReason, HealthStatus,
 };
+
+/// What Claude Code prints on stderr when run as root with permissions skipped.
+pub const ROOT_REFUSAL: &str = "cannot be used with root/sudo privileges";
+
+/// The classified explanation of [`ROOT_REFUSAL`].
+pub const ROOT_REFUSAL_HINT: &str = "Claude Code refuses --dangerously-skip-permissions when run as root \
+     (it exited 1 before calling the API). Set IS_SANDBOX=1 in the conductor's environment if \
+     it runs in a container or CI sandbox, run the conductor as a non-root user, or set \
+     `backend.skip_permissions: false` in the score";
 
 /// The JSON string that turns every MCP server off.
 pub const EMPTY_MCP_CONFIG: &str = r#"{"mcpServers":{}}"#;
@@ -192,7 +202,7 @@ impl ClaudeCliBackend {
         } else {
             None
         };
-        let (outcome, _) = run_process(spec, Arc::clone(&req.progress), sink).await;
+        let (outcome, _) = crate::placement::run(&req, spec, sink).await;
         let stream = std::mem::take(&mut *state.lock().unwrap_or_else(|p| p.into_inner()));
 
         if let Some(err) = &outcome.spawn_error {
@@ -274,6 +284,9 @@ impl ClaudeCliBackend {
         r.session_id = r.session_id.or(stream.session_id.clone());
         r.model = stream.model.clone().or(r.model).or(model);
         r.rate_limit_reset = stream.rejected_reset;
+        if r.api_error_status == Some(429) {
+            r.retry_after_seconds = stream.rate_limit_retry_delay;
+        }
         let answer = r.result_text.clone().unwrap_or_else(|| stdout.clone());
         r.rate_limited = stream.rejected
             || r.api_error_status == Some(429)
@@ -299,6 +312,11 @@ impl ClaudeCliBackend {
             )
             .trim()
             .to_string();
+        }
+        if !r.success && result_event.is_none() && stderr.contains(ROOT_REFUSAL) {
+            // claude-code-output.md §11: as root the CLI refuses to skip permissions.
+            r.error_type = Some("configuration".into());
+            r.error_message = Some(ROOT_REFUSAL_HINT.into());
         }
         if !r.success && r.error_type.is_none() {
             let auth = stream.assistant_error.as_deref() == Some("authentication_failed")
@@ -361,6 +379,9 @@ pub struct ClaudeStream {
     pub assistant_error: Option<String>,
     /// Number of `system/api_retry` events.
     pub api_retries: u32,
+    /// `retry_delay_ms` of the last `api_retry` for an HTTP 429 (the CLI honours the API's
+    /// `retry-after` there), in seconds.
+    pub rate_limit_retry_delay: Option<f64>,
 }
 
 impl ClaudeStream {
@@ -397,7 +418,15 @@ impl ClaudeStream {
                         .map(str::to_string);
                     self.model = ev.get("model").and_then(Value::as_str).map(str::to_string);
                 }
-                Some("api_retry") => self.api_retries += 1,
+                Some("api_retry") => {
+                    self.api_retries += 1;
+                    if ev.get("error_status").and_then(Value::as_u64) == Some(429) {
+                        self.rate_limit_retry_delay = ev
+                            .get("retry_delay_ms")
+                            .and_then(Value::as_f64)
+                            .map(|ms| ms / 1000.0);
+                    }
+                }
                 _ => {}
             },
             Some("rate_limit_event") => {

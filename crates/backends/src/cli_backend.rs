@@ -11,12 +11,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
 
-use crate::env::ChildEnv;
+use crate::env::{ChildEnv, EnvPlan};
 use crate::error::BackendError;
 use crate::json_path::{resolve, resolve_all, to_text};
-use crate::process::{
-    resolve_program, run_process, which, EnvPlan, LineSink, ProcessOutcome, ProcessSpec,
-};
+use crate::process::{resolve_program, which, LineSink, ProcessOutcome, ProcessSpec};
 use crate::profile::{CliOutputConfig, ErrorPatterns, InstrumentProfile, OutputFormat};
 use crate::redact::redact_owned;
 use crate::types::{
@@ -185,7 +183,7 @@ impl ProfileBackend {
             })),
             OutputFormat::Text => None,
         };
-        let (outcome, _) = run_process(spec, Arc::clone(&req.progress), sink).await;
+        let (outcome, _) = crate::placement::run(&req, spec, sink).await;
         let jsonl = std::mem::take(&mut *jsonl.lock().unwrap_or_else(|p| p.into_inner()));
         self.parse(&req, outcome, jsonl, model)
     }
@@ -233,16 +231,61 @@ impl ProfileBackend {
             model,
             ..Default::default()
         };
+        let name = &self.profile.display_name;
+        // A structured run that "succeeded" without its answer did nothing we can use
+        // (issue 13: exit 0 with no output, non-JSON, a JSON error object).
+        let mut no_result: Option<String> = None;
         match cli.output.format {
             OutputFormat::Text => {}
-            OutputFormat::Json => self.parse_json_document(&outcome, success, &mut result),
+            OutputFormat::Json => {
+                let doc = self.parse_json_document(&outcome, success, &mut result);
+                if success {
+                    no_result = match doc {
+                        JsonDoc::Answer => None,
+                        JsonDoc::Empty => Some(format!(
+                            "{name} exited 0 without printing anything: it did no work"
+                        )),
+                        JsonDoc::NotJson(head) => Some(format!(
+                            "{name} printed output that is not one JSON document (the profile \
+                             expects `json`): {head}"
+                        )),
+                        JsonDoc::Error(msg) => Some(format!("{name} reported an error: {msg}")),
+                        JsonDoc::NoResult(path) => Some(format!(
+                            "{name} exited 0 but its JSON has no `{path}`: no answer"
+                        )),
+                    };
+                }
+            }
             OutputFormat::Jsonl => {
                 if success {
                     result.result_text = jsonl.result_text;
+                    if let (Some(kind), false) =
+                        (&cli.output.completion_event_type, jsonl.completion_seen)
+                    {
+                        no_result = Some(match (&jsonl.error_message, jsonl.events) {
+                            (Some(err), _) => format!("{name} reported an error: {err}"),
+                            (None, 0) if stdout.trim().is_empty() => format!(
+                                "{name} exited 0 without printing anything: it did no work"
+                            ),
+                            (None, 0) => format!(
+                                "{name} printed no JSON lines (the profile expects `jsonl`): {}",
+                                head(&stdout)
+                            ),
+                            (None, _) => format!(
+                                "{name} exited 0 without its completion event (`{kind}`): no answer"
+                            ),
+                        });
+                    }
+                } else if let Some(err) = &jsonl.error_message {
+                    result.error_message = Some(format!("{name} failed: {err}"));
                 }
                 result.input_tokens = jsonl.input_tokens;
                 result.output_tokens = jsonl.output_tokens;
             }
+        }
+        if let Some(msg) = no_result {
+            success = false;
+            result.error_message = Some(msg);
         }
         // Only the profile's error patterns read both streams together.
         let any_pattern = [
@@ -286,6 +329,9 @@ impl ProfileBackend {
             if result.rate_limited {
                 result.error_type = Some("rate_limit".into());
             }
+            if result.error_type.is_none() && outcome.exit_code == Some(0) {
+                result.error_type = Some("no_result".into());
+            }
         }
         if let (Some(code), true) = (outcome.exit_code, success) {
             // A success code other than 0 is reported as 0 (instruments.md §4.3).
@@ -324,6 +370,27 @@ impl ProfileBackend {
                 )),
             };
         }
+        if result.error_type.as_deref() == Some("auth") {
+            // Name the credentials the profile passes on, so the fix is obvious.
+            let keys: Vec<&str> = cli
+                .command
+                .required_env
+                .iter()
+                .flatten()
+                .map(String::as_str)
+                .filter(|v| v.contains("KEY") || v.contains("TOKEN"))
+                .collect();
+            let what = if keys.is_empty() {
+                "the instrument's credentials".to_string()
+            } else {
+                keys.join(" / ")
+            };
+            let msg = result.error_message.take().unwrap_or_default();
+            result.error_message = Some(format!(
+                "{msg}. Authentication failed: check {what} in the conductor's environment, \
+                 or log the CLI in"
+            ));
+        }
         result.success = success;
         result.stdout = redact_owned(stdout);
         result.stderr = redact_owned(stderr);
@@ -337,31 +404,42 @@ impl ProfileBackend {
         outcome: &ProcessOutcome,
         success: bool,
         result: &mut ExecutionResult,
-    ) {
-        let Some(cli) = &self.profile.cli else { return };
+    ) -> JsonDoc {
+        let Some(cli) = &self.profile.cli else {
+            return JsonDoc::Answer;
+        };
         let out = &cli.output;
         let Some(bytes) = outcome.stdout.full() else {
             if outcome.stdout.full_overflowed() {
                 tracing::warn!(instrument = %self.profile.name, "JSON output larger than {JSON_DOCUMENT_LIMIT} bytes; using raw text");
+                // Too big to parse is not "no answer".
+                return JsonDoc::Answer;
             }
-            return;
+            return JsonDoc::Empty;
         };
         let text = String::from_utf8_lossy(bytes);
         if text.trim().is_empty() {
-            return;
+            return JsonDoc::Empty;
         }
         let doc: Value = match serde_json::from_str(text.trim()) {
             Ok(v) => v,
             Err(err) => {
                 tracing::warn!(instrument = %self.profile.name, %err, "instrument output is not one JSON document; using raw text");
-                return;
+                return JsonDoc::NotJson(head(&text));
             }
         };
+        let error = out.error_path.as_deref().and_then(|p| resolve(&doc, p));
+        let answer = out.result_path.as_deref().and_then(|p| resolve(&doc, p));
+        let state = match (&out.result_path, answer, error) {
+            (_, Some(_), _) | (None, None, None) => JsonDoc::Answer,
+            (_, None, Some(e)) => JsonDoc::Error(to_text(e)),
+            (Some(p), None, None) => JsonDoc::NoResult(p.clone()),
+        };
         if success {
-            if let Some(v) = out.result_path.as_deref().and_then(|p| resolve(&doc, p)) {
+            if let Some(v) = answer {
                 result.result_text = Some(to_text(v));
             }
-        } else if let Some(v) = out.error_path.as_deref().and_then(|p| resolve(&doc, p)) {
+        } else if let Some(v) = error {
             result.error_message = Some(to_text(v));
         }
         let tokens = |path: &Option<String>| -> Option<u64> {
@@ -380,7 +458,32 @@ impl ProfileBackend {
         };
         result.input_tokens = tokens(&out.input_tokens_path);
         result.output_tokens = tokens(&out.output_tokens_path);
+        state
     }
+}
+
+/// What a `json` instrument printed.
+enum JsonDoc {
+    /// The answer (or a document without a result path to check).
+    Answer,
+    /// Nothing at all.
+    Empty,
+    /// Text that is not one JSON document (its start).
+    NotJson(String),
+    /// A document carrying an error at the profile's `error_path`.
+    Error(String),
+    /// A document without the profile's `result_path`.
+    NoResult(String),
+}
+
+/// The first 200 characters of `text`, on one line.
+fn head(text: &str) -> String {
+    let one_line = text.trim().replace('\n', " ");
+    let mut h: String = one_line.chars().take(200).collect();
+    if one_line.chars().count() > 200 {
+        h.push('…');
+    }
+    h
 }
 
 /// What a JSONL stream yielded.
@@ -388,6 +491,11 @@ impl ProfileBackend {
 struct JsonlState {
     result_text: Option<String>,
     completion_seen: bool,
+    /// JSON lines seen.
+    events: u32,
+    /// The last error the stream reported (`{"type":"error","message":…}`, or an
+    /// `error.message` such as Codex's `turn.failed`).
+    error_message: Option<String>,
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
 }
@@ -403,6 +511,18 @@ impl LineSink for JsonlSink {
             return;
         };
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.events += 1;
+        let error = event
+            .pointer("/error/message")
+            .or_else(|| {
+                (event.get("type").and_then(Value::as_str) == Some("error"))
+                    .then(|| event.get("message"))
+                    .flatten()
+            })
+            .and_then(Value::as_str);
+        if let Some(msg) = error {
+            st.error_message = Some(msg.to_string());
+        }
         let c = &self.config;
         if !st.completion_seen {
             if let Some(kind) = &c.completion_event_type {

@@ -4,6 +4,13 @@
 //! The baton calls [`Backend::execute`] with an [`ExecutionRequest`] and gets an
 //! [`ExecutionResult`]; [`classify`] turns a failed result into an E-code with a retry
 //! decision input and, for rate limits, a wait.
+//!
+//! Modules depend in one direction, each only on those above it:
+//! 1. leaves: `error`, `redact`, `json_path`, `types` (request, result, progress, stream kind);
+//! 2. `profile` (instrument profiles), then `env` (a child's environment plan from a profile);
+//! 3. `process` (runs a child under that plan), `classify` (E-codes from a result);
+//! 4. the instruments: `cli_backend`, `claude` (on `cli_backend`), `http`;
+//! 5. `registry`, which builds an instrument from a profile.
 
 pub mod error;
 pub mod process;
@@ -24,6 +31,7 @@ pub mod cli_backend;
 pub mod env;
 pub mod http;
 pub mod json_path;
+pub mod placement;
 pub mod profile;
 pub mod registry;
 
@@ -33,5 +41,6 @@ pub use http::{
     AnthropicApiBackend, AnthropicApiOptions, OllamaBackend, OllamaOptions, OpenAiChatBackend,
     OpenAiChatOptions,
 };
+pub use placement::{Placement, PlacementKind, PlacementSpec, RemoteAttempt, RemoteJournal};
 pub use profile::{InstrumentKind, InstrumentProfile};
 pub use registry::{InstrumentRegistry, ProfileSource};

@@ -66,6 +66,10 @@ pub struct InstrumentProfile {
     /// How to call an HTTP instrument.
     #[serde(default)]
     pub http: Option<HttpProfile>,
+    /// Where the instrument's process runs when the score does not say (`local` when absent;
+    /// docs/instruments.md "Placement").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::placement::PlacementSpec>,
 }
 
 /// `code_mode:` (parsed, unused).
@@ -412,6 +416,14 @@ impl InstrumentProfile {
             }
             _ => {}
         }
+        if let Some(placement) = &self.placement {
+            placement.validate().map_err(|e| format!("placement.{e}"))?;
+            if self.kind == InstrumentKind::Http
+                && placement.kind != crate::placement::PlacementKind::Local
+            {
+                return Err("placement: only CLI instruments run as processes that can be placed elsewhere; an http instrument is always called from the conductor".into());
+            }
+        }
         if self.default_timeout_seconds.is_nan() || self.default_timeout_seconds <= 0.0 {
             return Err("default_timeout_seconds: must be greater than 0".into());
         }
@@ -449,6 +461,27 @@ impl InstrumentProfile {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_profile_placement_is_checked_and_http_profiles_cannot_be_placed() {
+        let cli = "name: x\ndisplay_name: X\nkind: cli\ncli:\n  command:\n    executable: echo\n";
+        let placed = format!("{cli}placement:\n  type: slurm\n  partition: gpu\n");
+        let p = InstrumentProfile::from_yaml(&placed, "x.yaml").unwrap();
+        assert_eq!(
+            p.placement.as_ref().map(|s| s.kind),
+            Some(crate::placement::PlacementKind::Slurm)
+        );
+        let bad = format!("{cli}placement:\n  type: local\n  partition: gpu\n");
+        let err = InstrumentProfile::from_yaml(&bad, "x.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("placement.partition"), "{err}");
+        let http = "name: h\ndisplay_name: H\nkind: http\nhttp:\n  base_url: http://localhost:1\n  schema_family: openai\nplacement: {type: slurm}\n";
+        let err = InstrumentProfile::from_yaml(http, "h.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("placement:"), "{err}");
+    }
 
     #[test]
     fn unknown_keys_and_missing_sections_are_rejected() {

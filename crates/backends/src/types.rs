@@ -43,6 +43,10 @@ pub struct ExecutionRequest {
     pub output_log_base: Option<PathBuf>,
     /// Grace between SIGTERM and SIGKILL on timeout or cancellation.
     pub kill_grace: Duration,
+    /// Where the instrument process runs (CLI instruments; `local` by default).
+    pub placement: crate::placement::Placement,
+    /// Where a remote placement records the attempt's remote id (the sheet's checkpoint).
+    pub remote: Option<Arc<dyn crate::placement::RemoteJournal>>,
 }
 
 impl ExecutionRequest {
@@ -65,6 +69,8 @@ impl ExecutionRequest {
             progress: Arc::new(Progress::new()),
             output_log_base: None,
             kill_grace: DEFAULT_KILL_GRACE,
+            placement: crate::placement::Placement::Local,
+            remote: None,
         }
     }
 }
@@ -177,15 +183,24 @@ impl Progress {
         }
     }
 
-    pub(crate) fn record(&self, stream: crate::process::StreamKind, bytes: usize) {
+    pub(crate) fn record(&self, stream: StreamKind, bytes: usize) {
         let counter = match stream {
-            crate::process::StreamKind::Stdout => &self.stdout_bytes,
-            crate::process::StreamKind::Stderr => &self.stderr_bytes,
+            StreamKind::Stdout => &self.stdout_bytes,
+            StreamKind::Stderr => &self.stderr_bytes,
         };
         counter.fetch_add(bytes as u64, Ordering::Relaxed);
         let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.last_activity_ms.store(ms.max(1), Ordering::Relaxed);
     }
+}
+
+/// Which output stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamKind {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
 }
 
 /// How an execution ended (instruments.md §2.1 `exit_reason`).
@@ -214,7 +229,7 @@ pub struct ExecutionResult {
     pub exit_signal: Option<i32>,
     /// How it ended.
     pub exit_reason: ExitReason,
-    /// Last bytes of raw stdout (bounded; see [`crate::process::TAIL_BYTES`]).
+    /// Last bytes of raw stdout (bounded by the process runner).
     pub stdout: String,
     /// Last bytes of raw stderr (bounded).
     pub stderr: String,
@@ -235,6 +250,9 @@ pub struct ExecutionResult {
     /// HTTP status of the failing API call as reported by the instrument (Claude's
     /// `api_error_status`).
     pub api_error_status: Option<u16>,
+    /// How long the API asked the client to wait before retrying (its `retry-after`), when
+    /// the instrument passed that on (Claude's `api_retry` events).
+    pub retry_after_seconds: Option<f64>,
     /// Input tokens reported by the instrument.
     pub input_tokens: Option<u64>,
     /// Output tokens reported by the instrument.

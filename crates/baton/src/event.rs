@@ -32,17 +32,24 @@ pub enum FailureKind {
     Crash,
     /// The host could not start the attempt (backend acquisition failed, E505).
     Dispatch,
+    /// Ours: the work was refused for good without the instrument being at fault (a
+    /// reviewer loop out of iterations, a result that could not be dispatched): the sheet
+    /// fails at once and the circuit breaker does not count it.
+    Rejected,
 }
 
 impl FailureKind {
     /// Whether this failure counts against the instrument's circuit breaker.
     pub fn counts_for_breaker(&self) -> bool {
-        !matches!(self, Self::RateLimited { .. } | Self::Validation)
+        !matches!(
+            self,
+            Self::RateLimited { .. } | Self::Validation | Self::Rejected
+        )
     }
 
     /// Whether retrying can help.
     pub fn is_retriable(&self) -> bool {
-        !matches!(self, Self::Auth | Self::Fatal)
+        !matches!(self, Self::Auth | Self::Fatal | Self::Rejected)
     }
 
     /// Short stable name for observers and persisted error categories.
@@ -57,6 +64,7 @@ impl FailureKind {
             Self::Validation => "validation",
             Self::Crash => "crash",
             Self::Dispatch => "dispatch",
+            Self::Rejected => "rejected",
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use mozart_conductor::ConductorPaths;
+use mozart_ipc::paths::ConductorPaths;
 use mozart_ipc::types::HealthResult;
 use mozart_ipc::{methods, BlockingClient, IpcError};
 use serde::de::DeserializeOwned;

@@ -621,17 +621,7 @@ impl DaemonConfig {
     }
 }
 
-/// Read only `socket.path` from a conductor.yaml, leniently: clients must find the
-/// conductor even when the rest of the file is invalid.
-pub fn socket_path_from_file(file: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(file).ok()?;
-    let value: serde_yaml::Value = serde_yaml::from_str(&text).ok()?;
-    value
-        .get("socket")?
-        .get("path")?
-        .as_str()
-        .map(PathBuf::from)
-}
+pub use mozart_ipc::paths::socket_path_from_file;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

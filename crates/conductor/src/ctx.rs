@@ -40,11 +40,15 @@ pub trait JobHost: Send + Sync + 'static {
         mozart_ipc::types::RateLimitsResult::default()
     }
     /// `daemon.observer_events`: recent events of one job or all, newest first (§8.22).
-    fn observer_events(&self, _job_id: Option<&str>, _limit: u32) -> Vec<serde_json::Value> {
+    fn observer_events(
+        &self,
+        _job_id: Option<&str>,
+        _limit: u32,
+    ) -> Vec<mozart_ipc::types::MonitorEvent> {
         Vec::new()
     }
     /// `daemon.learning.patterns`: up to `limit` learned patterns (conductor.md §8.25).
-    fn learning_patterns(&self, _limit: u32) -> Vec<serde_json::Value> {
+    fn learning_patterns(&self, _limit: u32) -> Vec<mozart_ipc::status::LearnedPattern> {
         Vec::new()
     }
     /// Clear rate limits for one instrument (or all); returns how many were cleared.

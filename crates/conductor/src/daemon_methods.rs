@@ -128,7 +128,7 @@ pub fn register_daemon_methods(module: &mut RpcModule<Ctx>) -> Result<(), Conduc
                 .job_host()
                 .map(|h| h.observer_events(params.job_id.as_deref(), params.limit))
                 .unwrap_or_default();
-            Ok::<_, ErrorObjectOwned>(serde_json::json!({ "events": events }))
+            to_value(mozart_ipc::status::ObserverEventsResult { events })
         })
         .map_err(reg)?;
     // §8.25: `{"patterns": []}` when there is no learning store.
@@ -140,7 +140,7 @@ pub fn register_daemon_methods(module: &mut RpcModule<Ctx>) -> Result<(), Conduc
                 .job_host()
                 .map(|h| h.learning_patterns(params.limit))
                 .unwrap_or_default();
-            Ok::<_, ErrorObjectOwned>(serde_json::json!({ "patterns": patterns }))
+            to_value(mozart_ipc::status::PatternsResult { patterns })
         })
         .map_err(reg)?;
     Ok(())

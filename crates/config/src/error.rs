@@ -45,6 +45,9 @@ pub enum ConfigError {
     /// The sheet plan cannot be built.
     #[error("{0}")]
     Plan(String),
+    /// Ours: the task list of `tasks:` cannot be read or is malformed (docs/mochi.md).
+    #[error("{0}")]
+    Tasks(String),
     /// A template failed to compile or render.
     #[error("{message}")]
     Template {

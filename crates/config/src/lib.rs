@@ -24,6 +24,7 @@ pub mod model;
 pub mod placeholders;
 pub mod plan;
 pub mod pyregex;
+pub mod tasks;
 pub mod template;
 pub mod validate;
 pub mod yaml;

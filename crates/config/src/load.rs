@@ -79,11 +79,22 @@ fn load_inner(text: String, path: &Path, score_dir: Option<&Path>) -> Result<Sco
     if !checker.errors.is_empty() {
         return Err(schema(checker.errors));
     }
+    crate::tasks::check_review(&config).map_err(ConfigError::Tasks)?;
+    if config.tasks.is_some() {
+        // Relative task files belong to the score's directory (also when the text came
+        // from the conductor's registry rather than the file).
+        let base = match score_dir {
+            Some(dir) => dir.to_path_buf(),
+            None => resolve_path(path.parent().unwrap_or(Path::new(""))),
+        };
+        crate::tasks::load(&mut config, &base).map_err(ConfigError::Tasks)?;
+    }
     if let Err(msg) = expand_sheet(&mut config.sheet) {
         let mut checker = Checker::new(&root);
         checker.value_error("sheet", msg);
         return Err(schema(checker.errors));
     }
+    crate::tasks::assign_models(&mut config);
     config.workspace = resolve_path(&config.workspace);
     if !config.circuit_breaker.cross_workspace_coordination {
         config.circuit_breaker.honor_other_jobs_rate_limits = false;

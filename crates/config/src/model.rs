@@ -212,6 +212,56 @@ pub struct JobConfig {
     /// Pause between sheets.
     #[serde(default = "d_2i")]
     pub pause_between_sheets_seconds: i64,
+    /// Where instrument processes run (`local` when absent; docs/scores.md "Placement").
+    /// Not in upstream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementConfig>,
+    /// Ours: fan a movement out over a markdown task list (docs/mochi.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<crate::tasks::TasksConfig>,
+    /// Ours: a reviewer instrument that loops with the worker until `DONE` (docs/mochi.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<crate::tasks::ReviewConfig>,
+}
+
+/// `placement.type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlacementType {
+    /// A child process of the conductor (the default).
+    #[default]
+    Local,
+    /// A Slurm batch job per attempt.
+    Slurm,
+    /// A Kubernetes Job per attempt: designed, not implemented (rejected by `validate`).
+    Kubernetes,
+}
+
+/// `placement` (docs/design/distributed.md): the same shape as an instrument profile's.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlacementConfig {
+    /// `local`, `slurm` or `kubernetes`.
+    #[serde(rename = "type", default)]
+    pub kind: PlacementType,
+    /// Slurm partition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    /// Slurm account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    /// Slurm QOS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qos: Option<String>,
+    /// More `sbatch` options.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_args: Vec<String>,
+    /// Shared directory for the attempts' files (default `<workspace>/.mozart-slurm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_dir: Option<PathBuf>,
+    /// Seconds between looks at a running remote attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_interval_seconds: Option<f64>,
 }
 
 /// `state_backend`.
@@ -1016,6 +1066,27 @@ pub struct IsolationConfig {
     /// Ours: time limit of each setup command in seconds (default 300).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup_timeout_seconds: Option<f64>,
+    /// Ours: one worktree for the job (default) or one per sheet.
+    #[serde(default, skip_serializing_if = "IsolationScope::is_job")]
+    pub scope: IsolationScope,
+}
+
+/// Ours: `isolation.scope`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IsolationScope {
+    /// One worktree shared by every sheet (upstream).
+    #[default]
+    Job,
+    /// A worktree and branch of its own for every sheet, so parallel sheets never share a tree.
+    Sheet,
+}
+
+impl IsolationScope {
+    /// Whether this is the default (kept out of serialized configs).
+    pub fn is_job(&self) -> bool {
+        *self == IsolationScope::Job
+    }
 }
 
 impl Default for IsolationConfig {
@@ -1033,6 +1104,7 @@ impl Default for IsolationConfig {
             copy_files: Vec::new(),
             setup_commands: Vec::new(),
             setup_timeout_seconds: None,
+            scope: IsolationScope::Job,
         }
     }
 }

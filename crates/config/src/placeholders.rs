@@ -97,6 +97,11 @@ pub fn sheet_vars(
     for (k, v) in builtins {
         vars.insert(k.to_string(), v);
     }
+    if let Some(task) = crate::tasks::task_of(job, sheet.movement, sheet.voice) {
+        for (k, v) in crate::tasks::task_vars(job, task) {
+            vars.insert(k.to_string(), v);
+        }
+    }
     vars.insert(
         "workspace".into(),
         job.workspace.to_string_lossy().into_owned(),
@@ -124,6 +129,20 @@ pub fn sheet_value<'a>(
         "fan_count" | "voice_count" => i64::from(sheet.voice_count),
         "total_stages" | "total_movements" => i64::from(total_movements),
         "workspace" => return Some(job.workspace.to_string_lossy()),
+        _ if key.starts_with("task") => {
+            if let Some(task) = crate::tasks::task_of(job, sheet.movement, sheet.voice) {
+                if let Some((_, v)) = crate::tasks::task_vars(job, task)
+                    .into_iter()
+                    .find(|(k, _)| *k == key)
+                {
+                    return Some(Cow::Owned(v));
+                }
+            }
+            return job.prompt.variables.get(key).map(|v| match v {
+                serde_json::Value::String(s) => Cow::Borrowed(s.as_str()),
+                other => Cow::Owned(python_str_of(other)),
+            });
+        }
         _ => {
             return job.prompt.variables.get(key).map(|v| match v {
                 serde_json::Value::String(s) => Cow::Borrowed(s.as_str()),

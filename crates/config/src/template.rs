@@ -420,6 +420,11 @@ fn sheet_vars(
             put(k, v.clone());
         }
     }
+    if let Some(task) = crate::tasks::task_of(job, sheet.movement, sheet.voice) {
+        for (k, v) in crate::tasks::task_vars(job, task) {
+            put(k, Value::from(v));
+        }
+    }
     for (k, v) in &ctx.extra {
         put(k, to_value(v, true));
     }

@@ -3,12 +3,15 @@
 //!
 //! Dependency-light on purpose so tests and other tools can import it (architecture.md).
 
+pub mod checkpoint;
 pub mod client;
 pub mod error;
 pub mod framing;
 pub mod methods;
 pub mod paths;
 pub mod server;
+pub mod status;
+pub mod time;
 pub mod types;
 
 pub use client::{BlockingClient, Client, ClientTimeouts};

@@ -508,6 +508,29 @@ pub struct ProcessEvent {
 pub struct EventsResult {
     /// The last `limit` events, oldest first.
     pub events: Vec<ProcessEvent>,
+    /// Why there are none (the profiler is off); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A monitoring result the conductor cannot give (`daemon.top`, `daemon.top.stream` with
+/// the profiler off, §8.18–§8.19): the reason, as upstream sends it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unavailable {
+    /// Why.
+    pub error: String,
+}
+
+/// `daemon.top` result (§8.18): the latest snapshot, or why there is none.
+// One value per call: the size difference between the variants costs nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum TopResult {
+    /// The snapshot.
+    Snapshot(SystemSnapshot),
+    /// The profiler is off.
+    Unavailable(Unavailable),
 }
 
 #[cfg(test)]
@@ -527,6 +550,24 @@ mod tests {
     fn shutdown_defaults_to_graceful_when_params_are_empty() {
         let p: ShutdownParams = serde_json::from_str("{}").unwrap();
         assert!(p.graceful);
+    }
+
+    #[test]
+    fn monitoring_results_say_why_when_the_profiler_is_off() {
+        let off: TopResult = serde_json::from_str(r#"{"error":"profiler off"}"#).unwrap();
+        assert!(matches!(&off, TopResult::Unavailable(u) if u.error == "profiler off"));
+        assert_eq!(
+            serde_json::to_string(&off).unwrap(),
+            r#"{"error":"profiler off"}"#
+        );
+        let events = EventsResult {
+            events: Vec::new(),
+            error: Some("profiler off".into()),
+        };
+        assert_eq!(
+            serde_json::to_string(&events).unwrap(),
+            r#"{"events":[],"error":"profiler off"}"#
+        );
     }
 
     #[test]

@@ -118,6 +118,16 @@ pub enum IsolationError {
         /// What git said.
         stderr: String,
     },
+    /// Tracked files have uncommitted changes (per-sheet worktrees would miss them).
+    #[error("job {job_id}: the git repository {repo} has uncommitted changes ({files}); commit or stash them first: every task's worktree starts from a commit")]
+    Dirty {
+        /// Job.
+        job_id: String,
+        /// Repository root.
+        repo: PathBuf,
+        /// The first changed files, as `git status --porcelain` lists them.
+        files: String,
+    },
     /// Every candidate branch or path name is taken.
     #[error(
         "job {job_id}: no free worktree name for '{name}' (tried suffixes -2 … -{MAX_SUFFIX})"
@@ -186,6 +196,61 @@ pub enum IsolationError {
     },
 }
 
+/// Checks made when a job with per-sheet worktrees is submitted, before any agent runs
+/// (docs/mochi.md): `repo_dir` is inside a git repository, its tracked files have no
+/// uncommitted changes (new worktrees start from a commit, so those changes would be
+/// silently missing), and `source_ref` names a commit. Returns the repository root.
+pub fn preflight(
+    job_id: &str,
+    repo_dir: &Path,
+    source_ref: Option<&str>,
+) -> Result<PathBuf, IsolationError> {
+    let probe = Git::new(repo_dir, job_id);
+    let toplevel = probe
+        .capture(["rev-parse", "--show-toplevel"])
+        .map_err(|e| match e {
+            IsolationError::Git { stderr, .. } => IsolationError::NotARepository {
+                job_id: job_id.into(),
+                repo: repo_dir.to_path_buf(),
+                detail: stderr,
+            },
+            IsolationError::GitSpawn { source, .. } if source.kind() == io::ErrorKind::NotFound => {
+                IsolationError::NotARepository {
+                    job_id: job_id.into(),
+                    repo: repo_dir.to_path_buf(),
+                    detail: "the directory (or git itself) does not exist".into(),
+                }
+            }
+            other => other,
+        })?;
+    let root = PathBuf::from(toplevel);
+    let git = Git::new(&root, job_id);
+    git.check_version()?;
+    let dirty = git.capture(["status", "--porcelain", "--untracked-files=no"])?;
+    if !dirty.trim().is_empty() {
+        let files: Vec<&str> = dirty.lines().take(10).collect();
+        return Err(IsolationError::Dirty {
+            job_id: job_id.into(),
+            repo: root,
+            files: files.join(", "),
+        });
+    }
+    let source_ref = source_ref.unwrap_or("HEAD");
+    if let Err(e) = git.capture(["rev-parse", "--verify", &format!("{source_ref}^{{commit}}")]) {
+        let stderr = match e {
+            IsolationError::Git { stderr, .. } => stderr,
+            other => other.to_string(),
+        };
+        return Err(IsolationError::BadSourceRef {
+            job_id: job_id.into(),
+            reference: source_ref.into(),
+            repo: root,
+            stderr,
+        });
+    }
+    Ok(root)
+}
+
 /// Which run a worktree belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorktreeScope {
@@ -240,6 +305,9 @@ pub struct WorktreeRequest<'a> {
     pub resume_path: Option<PathBuf>,
     /// Copies and commands for a newly created worktree.
     pub setup: WorktreeSetup,
+    /// Branch name (before collision suffixes) instead of `{branch_prefix}/{name}`; a
+    /// task's branch (docs/mochi.md).
+    pub branch: Option<String>,
 }
 
 impl<'a> WorktreeRequest<'a> {
@@ -258,6 +326,7 @@ impl<'a> WorktreeRequest<'a> {
             workspace: job.workspace.clone(),
             resume_path: None,
             setup: WorktreeSetup::default(),
+            branch: None,
         }
     }
 
@@ -281,18 +350,27 @@ impl<'a> WorktreeRequest<'a> {
         self
     }
 
+    /// Name the branch (a `-2`, `-3`, … suffix is still added when it exists).
+    pub fn with_branch(mut self, branch: Option<String>) -> Self {
+        self.branch = branch;
+        self
+    }
+
     /// Directory name under the worktree base, and branch name without suffix.
     fn names(&self) -> (String, String) {
         let name = match self.scope {
             WorktreeScope::Job => self.job_id.to_string(),
             WorktreeScope::Sheet(n) => format!("{}-sheet-{n}", self.job_id),
         };
-        let branch = format!("{}/{}", self.config.branch_prefix, name);
+        let branch = self
+            .branch
+            .clone()
+            .unwrap_or_else(|| format!("{}/{}", self.config.branch_prefix, name));
         (name, branch)
     }
 
     /// `worktree_base`, or `<workspace>/.worktrees` (score.md §3.14).
-    fn base(&self) -> PathBuf {
+    pub fn base(&self) -> PathBuf {
         match &self.config.worktree_base {
             Some(b) if b.is_absolute() => b.clone(),
             Some(b) => self.workspace.join(b),
@@ -940,6 +1018,11 @@ fn same_path(a: &Path, b: &Path) -> bool {
 }
 
 /// The main checkout of the repository a worktree belongs to.
+/// The main checkout of the repository a worktree belongs to, if it still exists.
+pub fn main_checkout(path: &Path, job_id: &str) -> Option<PathBuf> {
+    main_checkout_of(path, job_id)
+}
+
 fn main_checkout_of(path: &Path, job_id: &str) -> Option<PathBuf> {
     let common = Git::new(path, job_id)
         .capture(["rev-parse", "--path-format=absolute", "--git-common-dir"])
@@ -1270,6 +1353,7 @@ mod tests {
             workspace: "/w".into(),
             resume_path: None,
             setup: WorktreeSetup::default(),
+            branch: None,
         };
         assert_eq!(req.names(), ("job".into(), "mozart/job".into()));
         assert_eq!(req.base(), PathBuf::from("/w/.worktrees"));
@@ -1279,5 +1363,8 @@ mod tests {
             req.names(),
             ("job-sheet-3".into(), "mozart/job-sheet-3".into())
         );
+        // A task names its branch; the directory stays per sheet.
+        req.branch = Some("mochi/fix-it".into());
+        assert_eq!(req.names(), ("job-sheet-3".into(), "mochi/fix-it".into()));
     }
 }

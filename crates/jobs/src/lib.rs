@@ -14,6 +14,8 @@ use mozart_ipc::RpcModule;
 pub mod cross_sheet;
 pub mod isolation;
 pub mod manager;
+pub mod sheet_worktrees;
+pub mod wire;
 pub mod workspace;
 
 /// The job engine, as `mozart start` wires it into the conductor.

@@ -75,6 +75,7 @@ fn request<'a>(f: &Fixture, cfg: &'a IsolationConfig, job: &'a str) -> WorktreeR
         workspace: f.workspace.clone(),
         resume_path: None,
         setup: WorktreeSetup::default(),
+        branch: None,
     }
 }
 
@@ -545,6 +546,7 @@ fn outside_a_repository_isolation_falls_back_or_fails_as_configured() {
         workspace: tmp.path().to_path_buf(),
         resume_path: None,
         setup: WorktreeSetup::default(),
+        branch: None,
     };
     match prepare(&req).unwrap() {
         Isolation::Fallback { reason } => assert!(reason.contains("git repository"), "{reason}"),
@@ -656,6 +658,7 @@ fn crash_child_helper() {
         workspace: ws.into(),
         resume_path: None,
         setup: WorktreeSetup::default(),
+        branch: None,
     };
     let wt = worktree(prepare(&req).unwrap());
     println!("WORKTREE={}", wt.path.display());

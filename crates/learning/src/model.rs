@@ -261,3 +261,51 @@ impl From<&PatternRecord> for PatternSummary {
         }
     }
 }
+
+/// Whether a pattern was injected because it ranked high or by an exploration draw (§10.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApplicationMode {
+    /// Chosen by priority (≥ 0.3).
+    Exploitation,
+    /// Chosen by the epsilon draw (priority ≥ the exploration floor).
+    Exploration,
+}
+
+/// Auto-apply settings (score `learning.auto_apply`, §10.3 step 1, §12.4).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AutoApply {
+    /// Minimum trust.
+    pub trust_threshold: f64,
+    /// At most this many auto-applied patterns per sheet.
+    pub max_patterns_per_sheet: usize,
+    /// Only `validated` patterns qualify.
+    pub require_validated: bool,
+}
+
+impl Default for AutoApply {
+    fn default() -> Self {
+        AutoApply {
+            trust_threshold: 0.85,
+            max_patterns_per_sheet: 3,
+            require_validated: true,
+        }
+    }
+}
+
+/// One pattern chosen for a prompt.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PatternGuidance {
+    /// Pattern id, for feedback ([`crate::SheetOutcome::applied_patterns`]).
+    pub pattern_id: String,
+    /// The rendered line (§10.5).
+    pub text: String,
+    /// Came from the auto-apply query.
+    pub auto_applied: bool,
+    /// Priority below the exploitation floor (logged as exploration).
+    pub exploration: bool,
+}
+
+/// Python's `{x:.0%}`.
+pub(crate) fn percent(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}

@@ -72,15 +72,6 @@ impl Default for PatternQuery {
     }
 }
 
-/// Whether a pattern was injected because it ranked high or by an exploration draw (§10.2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ApplicationMode {
-    /// Chosen by priority (≥ 0.3).
-    Exploitation,
-    /// Chosen by the epsilon draw (priority ≥ the exploration floor).
-    Exploration,
-}
-
 /// Minimum applications before effectiveness leaves the cold-start value (§9.1).
 const MIN_APPLICATIONS: i64 = 3;
 const COLD_START_EFFECTIVENESS: f64 = 0.55;

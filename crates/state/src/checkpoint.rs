@@ -9,6 +9,13 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::error::{Result, StateError};
 use crate::time::Timestamp;
 
+// The leaf types are wire types: the protocol crate owns them, the storage model uses them.
+pub use mozart_ipc::checkpoint::{
+    AppliedPattern, CheckpointErrorRecord, CircuitBreakerChange, ErrorType, ExecutionMode,
+    ExitReason, FallbackRecord, IsolationMode, JobStatus, OutcomeCategory, OutcomeData,
+    ProgressSnapshot, PromptMetrics, SheetStatus, ValidationDetail,
+};
+
 /// Default size of the captured stdout/stderr tails (execution.md §8.2: 51200 bytes).
 pub const MAX_OUTPUT_CAPTURE_BYTES: usize = 51_200;
 /// Cap on `SheetState::error_history` (execution.md §8.2).
@@ -18,98 +25,15 @@ pub const UNKNOWN_FAILURE_MESSAGE: &str = "Unknown failure (no error message rec
 /// Zombie trigger text used when a stale running state is found on load (conductor.md §12).
 pub const ZOMBIE_ON_LOAD_TRIGGER: &str = "Detected on state load - process no longer running";
 
-/// Status of a whole job run as recorded in its checkpoint.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum JobStatus {
-    /// Not started.
-    #[default]
-    Pending,
-    /// A sheet has been started.
-    Running,
-    /// Every sheet completed.
-    Completed,
-    /// Gave up.
-    Failed,
-    /// Paused by the user, a cost limit, or zombie recovery.
-    Paused,
-    /// Cancelled by the user.
-    Cancelled,
-}
-
-impl JobStatus {
-    /// The lowercase wire string.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobStatus::Pending => "pending",
-            JobStatus::Running => "running",
-            JobStatus::Completed => "completed",
-            JobStatus::Failed => "failed",
-            JobStatus::Paused => "paused",
-            JobStatus::Cancelled => "cancelled",
-        }
-    }
-}
-
-/// Status of one sheet as recorded in the checkpoint (the baton's richer statuses map onto
-/// these, execution.md §2.1).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SheetStatus {
-    /// Not yet run, or re-queued.
-    #[default]
-    Pending,
-    /// Dispatched to a musician.
-    InProgress,
-    /// Passed validation.
-    Completed,
-    /// Gave up.
-    Failed,
-    /// Skipped (condition or escalation).
-    Skipped,
-}
-
-impl SheetStatus {
-    /// The lowercase wire string.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SheetStatus::Pending => "pending",
-            SheetStatus::InProgress => "in_progress",
-            SheetStatus::Completed => "completed",
-            SheetStatus::Failed => "failed",
-            SheetStatus::Skipped => "skipped",
-        }
-    }
-
-    /// Parses the wire string.
-    pub fn parse(text: &str) -> Option<Self> {
-        Some(match text {
-            "pending" => SheetStatus::Pending,
-            "in_progress" => SheetStatus::InProgress,
-            "completed" => SheetStatus::Completed,
-            "failed" => SheetStatus::Failed,
-            "skipped" => SheetStatus::Skipped,
-            _ => return None,
-        })
-    }
-
-    /// Completed, failed and skipped sheets are not run again without `--fresh`.
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            SheetStatus::Completed | SheetStatus::Failed | SheetStatus::Skipped
-        )
-    }
-}
-
-/// Error category as the checkpoint stores it (execution.md §7; the classifier lives in
-/// the backends crate and maps onto this).
+/// Broad kind of an error (execution.md §7.1 `ErrorCategory`), as the classifier in
+/// `mozart-backends` assigns it and the checkpoint stores it. The one definition: it lives
+/// here because this crate is below the backends crate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCategory {
-    /// Retriable with a long wait.
+    /// Rate / usage limit: tempo, not failure; retriable with a long wait.
     RateLimit,
-    /// Retriable with backoff.
+    /// Worth retrying soon, with backoff.
     Transient,
     /// The instrument ran but validations failed.
     Validation,
@@ -153,244 +77,6 @@ impl ErrorCategory {
             ErrorCategory::Escalation => "escalation",
         }
     }
-}
-
-/// Why an execution ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ExitReason {
-    /// Process exited on its own.
-    Completed,
-    /// Killed by our timeout.
-    Timeout,
-    /// Killed by a signal.
-    Killed,
-    /// Failed to run.
-    Error,
-}
-
-/// Mode of the last execution of a sheet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ExecutionMode {
-    /// First or plain attempt.
-    Normal,
-    /// Completion prompt for a partial pass.
-    Completion,
-    /// Retry after failure.
-    Retry,
-}
-
-/// Outcome classification of a sheet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OutcomeCategory {
-    /// Passed on the first attempt.
-    SuccessFirstTry,
-    /// Passed after retries.
-    SuccessRetry,
-    /// Passed through completion mode.
-    SuccessCompletion,
-    /// Retries exhausted.
-    FailedExhausted,
-    /// Fatal error.
-    FailedFatal,
-    /// Skipped by an escalation decision.
-    SkippedByEscalation,
-}
-
-/// Isolation mode recorded for the run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum IsolationMode {
-    /// Ran in a git worktree.
-    Worktree,
-    /// Ran in the workspace.
-    None,
-}
-
-/// Kind of a recorded error.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorType {
-    /// Temporary.
-    Transient,
-    /// Rate limited.
-    RateLimit,
-    /// Will not go away by retrying.
-    Permanent,
-}
-
-/// One validation rule's result (upstream `ValidationDetailDict`; every key but `passed` is
-/// optional and omitted when absent).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ValidationDetail {
-    /// Rule type (`file_exists`, `command_succeeds`, ...).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rule_type: Option<String>,
-    /// Rule description.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// Path checked.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    /// Pattern checked.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pattern: Option<String>,
-    /// Whether the rule passed.
-    pub passed: bool,
-    /// Observed value.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub actual_value: Option<String>,
-    /// Expected value.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expected_value: Option<String>,
-    /// Error text.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error_message: Option<String>,
-    /// When checked (ISO).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checked_at: Option<String>,
-    /// Check duration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub check_duration_ms: Option<f64>,
-    /// Confidence 0..1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub confidence: Option<f64>,
-    /// Confidence factors.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub confidence_factors: Option<BTreeMap<String, f64>>,
-    /// Why it failed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure_reason: Option<String>,
-    /// Failure category.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure_category: Option<String>,
-    /// Suggested fix.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub suggested_fix: Option<String>,
-    /// Error type.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error_type: Option<String>,
-}
-
-/// Prompt analysis metrics.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct PromptMetrics {
-    /// Characters.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub character_count: Option<u64>,
-    /// Estimated tokens.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub estimated_tokens: Option<u64>,
-    /// Lines.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub line_count: Option<u64>,
-    /// Words.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub word_count: Option<u64>,
-    /// Whether the prompt names files.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub has_file_references: Option<bool>,
-    /// Files the prompt names.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub referenced_paths: Option<Vec<String>>,
-}
-
-/// A progress sample taken while a sheet runs.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ProgressSnapshot {
-    /// Sheet.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sheet_num: Option<u32>,
-    /// Output bytes so far.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bytes_received: Option<u64>,
-    /// Output lines so far.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lines_received: Option<u64>,
-    /// Seconds since start.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub elapsed_seconds: Option<f64>,
-    /// `starting` / `executing` / `completed`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
-    /// When sampled (ISO).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub snapshot_at: Option<String>,
-}
-
-/// A learned pattern injected into a sheet's prompt.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AppliedPattern {
-    /// Pattern id.
-    pub id: String,
-    /// Pattern description.
-    pub description: String,
-}
-
-/// Escalation outcome data.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OutcomeData {
-    /// Escalation record id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub escalation_record_id: Option<String>,
-    /// Whether escalation skipped the sheet.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub escalation_skipped: Option<bool>,
-}
-
-/// One instrument fallback event.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FallbackRecord {
-    /// Instrument given up on.
-    pub from: String,
-    /// Instrument switched to.
-    pub to: String,
-    /// Why.
-    pub reason: String,
-    /// When (ISO).
-    pub timestamp: String,
-}
-
-/// One error occurrence on a sheet.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CheckpointErrorRecord {
-    /// When.
-    pub timestamp: Timestamp,
-    /// Kind.
-    pub error_type: ErrorType,
-    /// E-code.
-    pub error_code: String,
-    /// Message.
-    pub error_message: String,
-    /// 1-based attempt number.
-    pub attempt_number: u32,
-    /// Extra context (`exit_code`, `signal`, `category`, ...).
-    #[serde(default)]
-    pub context: serde_json::Map<String, serde_json::Value>,
-    /// stdout tail at the time.
-    #[serde(default)]
-    pub stdout_tail: Option<String>,
-    /// stderr tail at the time.
-    #[serde(default)]
-    pub stderr_tail: Option<String>,
-    /// Stack trace, if any.
-    #[serde(default)]
-    pub stack_trace: Option<String>,
-}
-
-/// One circuit breaker transition.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CircuitBreakerChange {
-    /// `closed` / `open` / `half_open`.
-    pub state: String,
-    /// When (ISO).
-    pub timestamp: String,
-    /// What caused it.
-    pub trigger: String,
-    /// Consecutive failures at the time.
-    pub consecutive_failures: u32,
 }
 
 fn one() -> f64 {
@@ -567,6 +253,30 @@ pub struct SheetState {
     /// Structured agent feedback.
     #[serde(default)]
     pub agent_feedback: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The remote job (a Slurm job) of the attempt in flight: recorded before the job is
+    /// released to run and cleared in the same write that records the attempt's result, so
+    /// a restarted conductor re-attaches to it instead of running the sheet again
+    /// (docs/design/distributed.md). Not in upstream; absent when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_attempt: Option<RemoteAttemptRef>,
+    /// Ours: the worker + reviewer loop of this sheet (docs/mochi.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<crate::review::ReviewState>,
+}
+
+/// A remote attempt as the checkpoint records it (`SheetState::remote_attempt`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RemoteAttemptRef {
+    /// Placement that started it (`slurm`).
+    pub placement: String,
+    /// The scheduler's id (Slurm job id).
+    pub remote_id: String,
+    /// The attempt's directory of wrapper, output and exit files.
+    pub dir: String,
+    /// Submission time, Unix epoch seconds.
+    pub submitted_at: f64,
+    /// Attempt number it was submitted for.
+    pub attempt_number: u32,
 }
 
 impl SheetState {
@@ -623,6 +333,8 @@ impl SheetState {
             estimated_cost: None,
             cost_confidence: 1.0,
             agent_feedback: None,
+            remote_attempt: None,
+            review: None,
         }
     }
 
@@ -657,24 +369,12 @@ impl SheetState {
 
     /// Checks the model's numeric constraints.
     pub fn validate(&self) -> std::result::Result<(), String> {
-        if self.sheet_num < 1 {
-            return Err("sheet_num must be >= 1".into());
-        }
-        for (name, v) in [
-            ("confidence_score", self.confidence_score),
-            ("grounding_confidence", self.grounding_confidence),
-            ("cost_confidence", Some(self.cost_confidence)),
-        ] {
-            if let Some(v) = v {
-                if !(0.0..=1.0).contains(&v) {
-                    return Err(format!(
-                        "sheet {}: {name} must be within 0..1, got {v}",
-                        self.sheet_num
-                    ));
-                }
-            }
-        }
-        Ok(())
+        mozart_ipc::checkpoint::check_sheet_bounds(
+            self.sheet_num,
+            self.confidence_score,
+            self.grounding_confidence,
+            self.cost_confidence,
+        )
     }
 
     /// Keeps the last `max_bytes` bytes of each stream (decoded lossily), passes both through

@@ -10,12 +10,13 @@ pub mod error;
 pub mod json_state;
 mod migrate;
 pub mod registry;
+pub mod review;
 pub mod time;
 
 pub use atomic::atomic_write;
 pub use checkpoint::{
-    CheckpointState, ErrorCategory, ExitReason, JobStatus, SheetFailure, SheetState, SheetStatus,
-    ValidationDetail,
+    CheckpointState, ErrorCategory, ExitReason, JobStatus, RemoteAttemptRef, SheetFailure,
+    SheetState, SheetStatus, ValidationDetail,
 };
 pub use error::StateError;
 pub use migrate::SCHEMA_VERSION;

@@ -99,14 +99,6 @@ fn job_record_round_trips_every_field() {
     assert_eq!(score.yaml.as_deref(), Some("name: chain\n"));
     assert_eq!(score.snapshot, Some(json!({"name": "chain"})));
 
-    let dict = got.to_registry_json();
-    assert_eq!(dict["status"], "queued");
-    assert_eq!(dict["log_path"], "/logs/chain.log");
-    assert!(
-        dict.get("error_message").is_none(),
-        "optional keys only when set"
-    );
-    assert!(dict.get("snapshot_path").is_none());
     assert!(reg.get_job("nope").unwrap().is_none());
 }
 
@@ -419,9 +411,7 @@ fn attempts_hooks_and_rate_limits_round_trip() {
         vec![2, 1]
     );
     assert_eq!(reg.attempts("h", None, 2).unwrap().len(), 2);
-    let hist = s1[0].to_history_json();
-    assert_eq!(hist["executed_at"], "2024-02-29T12:34:56.000000Z");
-    assert_eq!(hist["prompt"], "do it");
+    assert_eq!(s1[0].prompt.as_deref(), Some("do it"));
 
     reg.record_hook_result(
         "h",
@@ -447,22 +437,23 @@ fn attempts_hooks_and_rate_limits_round_trip() {
         },
     )
     .unwrap();
-    let hooks: Vec<_> = reg
-        .hook_results("h")
-        .unwrap()
-        .iter()
-        .map(HookResultRecord::to_json)
-        .collect();
-    // conductor.md §19.5 verified example.
+    // Stored and read back in order (the JSON shape is `mozart_jobs::wire::hook_result`'s).
+    let hooks = reg.hook_results("h").unwrap();
     assert_eq!(
-        serde_json::Value::Array(hooks),
-        json!([
-            {"hook_type": "run_job", "description": "chain it", "success": true,
-             "output": "Chained job submitted (job_id=chain)", "chained_job_id": "chain"},
-            {"hook_type": "run_command", "description": null, "success": true,
-             "exit_code": 0, "output": null}
-        ])
+        hooks
+            .iter()
+            .map(|h| (h.hook_type.as_str(), h.output.as_deref(), h.exit_code))
+            .collect::<Vec<_>>(),
+        [
+            (
+                "run_job",
+                Some("Chained job submitted (job_id=chain)"),
+                None
+            ),
+            ("run_command", None, Some(0))
+        ]
     );
+    assert_eq!(hooks[0].chained_job_id.as_deref(), Some("chain"));
     reg.clear_hook_results("h").unwrap();
     assert!(reg.hook_results("h").unwrap().is_empty());
 

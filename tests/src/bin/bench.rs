@@ -89,8 +89,18 @@ struct Args {
     quick: bool,
     /// Measure only the dashboard figures.
     #[arg(long)]
-    dashboard_only: bool,
+    only_dashboard: bool,
+    /// Measure only the Slurm placement rows (they run whenever a Slurm node answers).
+    #[arg(long)]
+    only_slurm: bool,
+    /// Repetitions of each Slurm placement run and of its plain-sbatch floor.
+    #[arg(long, default_value_t = 5)]
+    slurm_reps: usize,
 }
+
+/// The Slurm placement rows (issue 17).
+#[path = "../bench_slurm.rs"]
+mod bench_slurm;
 
 /// Everything that can stop a benchmark run, with what was being done.
 #[derive(Debug, thiserror::Error)]
@@ -178,7 +188,7 @@ fn bench(args: &Args) -> Result<()> {
     let mozart = MozartExe::resolve(args.mozart.as_deref())?;
     let mut report = Report::default();
     let started = Instant::now();
-    if args.dashboard_only {
+    if args.only_dashboard {
         progress("dashboard (issue 16)");
         dashboard(&mozart, args, &mut report)?;
         print!(
@@ -188,6 +198,9 @@ fn bench(args: &Args) -> Result<()> {
         return Ok(());
     }
 
+    if args.only_slurm {
+        return only_slurm(args, &mozart, baseline.as_ref(), started);
+    }
     progress("local commands (no conductor)");
     let env = Env::new(&mozart)?;
     local_commands(&env, args.reps, &mut report)?;
@@ -229,8 +242,21 @@ fn bench(args: &Args) -> Result<()> {
 
     progress("dashboard (issue 16)");
     dashboard(&mozart, args, &mut report)?;
+    progress("conductor, Slurm placement (issue 17)");
+    let env = Env::new(&mozart)?;
+    let conductor = Conductor::start(&env)?;
+    bench_slurm::slurm_rows(&env, &conductor, args.slurm_reps, &mut report)?;
+    conductor.stop(&env)?;
+    drop(env);
 
     if !args.quick {
+        progress("fresh conductor, whole-life peak RSS through one 1,000-sheet job");
+        let env = Env::new(&mozart)?;
+        let conductor = Conductor::start(&env)?;
+        whole_life_rss(&env, &conductor, args, &mut report)?;
+        conductor.stop(&env)?;
+        drop(env);
+
         progress("conductor, registry with 1,000 jobs");
         let env = Env::new(&mozart)?;
         seed_registry(&env.home.join("registry.db"), REGISTRY_JOBS)?;
@@ -361,6 +387,30 @@ fn dashboard(mozart: &MozartExe, args: &Args, report: &mut Report) -> Result<()>
         latency.samples,
     ));
     conductor.stop(&env)?;
+    Ok(())
+}
+
+/// `--only-slurm`: the Slurm placement rows alone.
+fn only_slurm(
+    args: &Args,
+    mozart: &MozartExe,
+    baseline: Option<&Saved>,
+    started: Instant,
+) -> Result<()> {
+    let mut report = Report::default();
+    let env = Env::new(mozart)?;
+    let conductor = Conductor::start(&env)?;
+    bench_slurm::slurm_rows(&env, &conductor, args.slurm_reps, &mut report)?;
+    conductor.stop(&env)?;
+    let saved = Saved::new(&report, started.elapsed());
+    print!("{}", saved.table(baseline));
+    if let Some(path) = &args.save {
+        let text = serde_json::to_string_pretty(&saved).map_err(|source| BenchError::Baseline {
+            path: path.clone(),
+            source,
+        })?;
+        std::fs::write(path, text + "\n").map_err(io_err("writing", path))?;
+    }
     Ok(())
 }
 
@@ -847,6 +897,37 @@ fn capture_rows(env: &Env, conductor: &Conductor, args: &Args, report: &mut Repo
             CAPTURE_REPS,
         ));
     }
+    Ok(())
+}
+
+/// Issue 12's memory bar: a fresh conductor's peak RSS over its whole life (VmHWM from
+/// start, never reset) through one 1,000-sheet job submitted by `mozart run`, so the
+/// transient peak of the submission itself counts (bar: under 30 MB).
+fn whole_life_rss(
+    env: &Env,
+    conductor: &Conductor,
+    args: &Args,
+    report: &mut Report,
+) -> Result<()> {
+    let w = Workload {
+        key: "bench-fanout-1000",
+        yaml: SCORE_FANOUT_1000,
+        sheets: 1_000,
+        reps: 1,
+        outputs: true,
+    };
+    let run = env.run_job(&w, 0, conductor, Via::Cli, args.poll_ms)?;
+    let peak = conductor.peak_rss_mib().max(run.peak_rss_mib);
+    report.add(
+        Row::new(
+            "fanout_1000_whole_life_peak_rss",
+            "fresh conductor through one 1,000-sheet job: whole-life peak RSS (VmHWM, no reset)",
+            peak * MIB_IN_MB,
+            "MB",
+            1,
+        )
+        .bar_below(30.0),
+    );
     Ok(())
 }
 

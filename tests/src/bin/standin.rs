@@ -33,6 +33,12 @@
 //! | `linger` | seconds to stay alive after the result for `linger` (default 20) |
 //! | `input_tokens` / `output_tokens` / `cost` | usage numbers reported |
 //!
+//! **Routes by prompt**: the script may instead be an object `{"routes": [{"contains":
+//! ["text", …], "steps": [step, …]}, …]}`: the first route whose every `contains` text is in
+//! the prompt plays its own list of steps (counted per route, the last repeating), so parallel
+//! callers with different prompts — a worker and a reviewer, say — each follow their own
+//! script. A prompt no route matches gets the default `ok` step.
+//!
 //! `--version` as the only argument prints a version line and exits 0.
 //!
 //! `hang` sleeps `sleep` seconds (default 3600) without output. `grandchild` starts
@@ -207,14 +213,48 @@ fn parse_args(flavor: Flavor) -> Result<Invocation, String> {
     Ok(inv)
 }
 
-fn load_step() -> Result<Map<String, Value>, String> {
+fn load_step(prompt: &str) -> Result<Map<String, Value>, String> {
     let Ok(path) = std::env::var("MOZART_STANDIN_SCRIPT") else {
         return Ok(Map::new());
     };
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("mozart-standin: cannot read script {path}: {e}"))?;
-    let steps: Vec<Value> = serde_json::from_str(&text)
-        .map_err(|e| format!("mozart-standin: script {path} is not a JSON list: {e}"))?;
+    let doc: Value = serde_json::from_str(&text)
+        .map_err(|e| format!("mozart-standin: script {path} is not JSON: {e}"))?;
+    let (path, steps): (String, Vec<Value>) = match doc {
+        Value::Array(steps) => (path, steps),
+        Value::Object(obj) => {
+            let routes = obj
+                .get("routes")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let found = routes.iter().enumerate().find(|(_, r)| {
+                r.get("contains")
+                    .and_then(Value::as_array)
+                    .is_some_and(|texts| {
+                        texts
+                            .iter()
+                            .all(|t| t.as_str().is_some_and(|t| prompt.contains(t)))
+                    })
+            });
+            match found {
+                Some((i, r)) => (
+                    format!("{path}.route{i}"),
+                    r.get("steps")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default(),
+                ),
+                None => return Ok(Map::new()),
+            }
+        }
+        _ => {
+            return Err(format!(
+                "mozart-standin: script {path} is not a JSON list or object"
+            ))
+        }
+    };
     // Claim the invocation number atomically (parallel sheets call the stand-in at once):
     // the first `{path}.claim.N` this process manages to create is its number.
     let mut n = 0usize;
@@ -353,7 +393,7 @@ fn run() -> Result<i32, String> {
             return Ok(1);
         }
     }
-    let step = load_step()?;
+    let step = load_step(&inv.prompt)?;
     if let Some(files) = step.get("files").and_then(Value::as_object) {
         for (path, content) in files {
             let path = Path::new(path);

@@ -12,14 +12,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use reqwest::{Client, RequestBuilder, Url};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::options::{price_usd, OptionReader};
-use super::{
-    configuration_failure, connection_failure, failure, join_url, malformed, send, status_failure,
-    timeout_failure, write_logs, ClientCache, Clock, Reply,
-};
+use super::{answered_model, join_url, send, ClientCache, Clock, HttpApi, Reply};
 use crate::profile::{InstrumentProfile, ModelCapacity};
 use crate::types::{Backend, BoxFuture, ExecutionRequest, ExecutionResult, HealthStatus, Progress};
 
@@ -93,7 +91,7 @@ impl OllamaOptions {
     }
 }
 
-struct Call {
+pub(crate) struct Call {
     model: String,
     base_url: String,
     num_ctx: u64,
@@ -132,38 +130,6 @@ impl OllamaBackend {
             .unwrap_or_else(|| self.options.base_url.clone())
     }
 
-    fn call_for(&self, req: &ExecutionRequest) -> Result<Call, String> {
-        let o = &self.options;
-        let r = OptionReader::new(
-            "ollama",
-            &req.options,
-            &[
-                "model",
-                "base_url",
-                "num_ctx",
-                "keep_alive",
-                "system_prompt",
-            ],
-            &req.job_id,
-            req.sheet_num,
-        );
-        let model = match req.model.clone() {
-            Some(m) => m,
-            None => r.string("model")?.unwrap_or_else(|| o.model.clone()),
-        };
-        Ok(Call {
-            model,
-            base_url: self.base_url(r.string("base_url")?),
-            num_ctx: r.count("num_ctx", 4096)?.unwrap_or(o.num_ctx),
-            keep_alive: r
-                .string("keep_alive")?
-                .unwrap_or_else(|| o.keep_alive.clone()),
-            system_prompt: r
-                .string("system_prompt")?
-                .or_else(|| o.system_prompt.clone()),
-        })
-    }
-
     fn payload(&self, call: &Call, prompt: &str) -> Value {
         let mut body = json!({
             "model": call.model,
@@ -185,101 +151,6 @@ impl OllamaBackend {
             body["messages"] = Value::Array(messages);
         }
         body
-    }
-
-    async fn run(&self, req: ExecutionRequest) -> ExecutionResult {
-        let clock = Clock::start();
-        let fallback_model = req
-            .model
-            .clone()
-            .unwrap_or_else(|| self.options.model.clone());
-        let call = match self.call_for(&req) {
-            Ok(c) => c,
-            Err(message) => return configuration_failure(&clock, &fallback_model, &message),
-        };
-        let result = self.call(&req, &call, &clock).await;
-        write_logs(
-            req.output_log_base.as_deref(),
-            result.result_text.as_deref().unwrap_or(""),
-            &result.stderr,
-        )
-        .await;
-        result
-    }
-
-    async fn call(&self, req: &ExecutionRequest, call: &Call, clock: &Clock) -> ExecutionResult {
-        let url = match join_url(&call.base_url, &self.options.endpoint) {
-            Ok(u) => u,
-            Err(message) => {
-                return configuration_failure(clock, &call.model, &format!("{API}: {message}"))
-            }
-        };
-        let client = match self.clients.client_for(&url) {
-            Ok(c) => c,
-            Err(message) => return failure(clock, &call.model, None, "exception", &message),
-        };
-        tracing::debug!(model = %call.model, %url, prompt_len = req.prompt.len(),
-            job = %req.job_id, sheet = req.sheet_num, "ollama request");
-        let target = url.clone();
-        let builder = client.post(url).json(&self.payload(call, &req.prompt));
-        match send(builder, req.timeout, &req.progress).await {
-            Reply::TimedOut => timeout_failure(clock, &call.model, API, req.timeout),
-            Reply::Connection(detail) => {
-                connection_failure(clock, &call.model, API, &target, &detail)
-            }
-            Reply::Response {
-                status,
-                headers,
-                body,
-            } if !status.is_success() => {
-                status_failure(clock, &call.model, API, status, &headers, &body, "")
-            }
-            Reply::Response { body, .. } => self.success(clock, call, &body),
-        }
-    }
-
-    fn success(&self, clock: &Clock, call: &Call, body: &str) -> ExecutionResult {
-        let parsed: Value = match serde_json::from_str(body) {
-            Ok(v) => v,
-            Err(err) => return malformed(clock, &call.model, API, body, &err.to_string()),
-        };
-        let pointer = if self.options.generate_api() {
-            "/response"
-        } else {
-            "/message/content"
-        };
-        let Some(text) = parsed.pointer(pointer).and_then(Value::as_str) else {
-            return malformed(
-                clock,
-                &call.model,
-                API,
-                body,
-                &format!("no '{pointer}' text"),
-            );
-        };
-        let text = text.to_string();
-        let input = parsed
-            .get("prompt_eval_count")
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
-        // Upstream estimates output tokens as chars / 4 when the server reports none (§3.3).
-        let output = match parsed.get("eval_count").and_then(Value::as_u64) {
-            Some(n) if n > 0 => n,
-            _ => text.chars().count() as u64 / 4,
-        };
-        let model = parsed
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or(&call.model)
-            .to_string();
-        let cost = price_usd(
-            &self.options.models,
-            Some(&self.options.model),
-            &model,
-            input,
-            output,
-        );
-        clock.answered(&model, text, Some(input), Some(output), cost)
     }
 
     async fn check(&self) -> HealthStatus {
@@ -329,13 +200,131 @@ impl OllamaBackend {
     }
 }
 
+impl HttpApi for OllamaBackend {
+    type Call = Call;
+
+    fn api_name(&self) -> &str {
+        API
+    }
+
+    fn fallback_model(&self, req: &ExecutionRequest) -> String {
+        req.model
+            .clone()
+            .unwrap_or_else(|| self.options.model.clone())
+    }
+
+    fn call_for(&self, req: &ExecutionRequest) -> Result<Call, String> {
+        let o = &self.options;
+        let r = OptionReader::new(
+            "ollama",
+            &req.options,
+            &[
+                "model",
+                "base_url",
+                "num_ctx",
+                "keep_alive",
+                "system_prompt",
+            ],
+            &req.job_id,
+            req.sheet_num,
+        );
+        let model = match req.model.clone() {
+            Some(m) => m,
+            None => r.string("model")?.unwrap_or_else(|| o.model.clone()),
+        };
+        Ok(Call {
+            model,
+            base_url: self.base_url(r.string("base_url")?),
+            num_ctx: r.count("num_ctx", 4096)?.unwrap_or(o.num_ctx),
+            keep_alive: r
+                .string("keep_alive")?
+                .unwrap_or_else(|| o.keep_alive.clone()),
+            system_prompt: r
+                .string("system_prompt")?
+                .or_else(|| o.system_prompt.clone()),
+        })
+    }
+
+    fn call_model(call: &Call) -> &str {
+        &call.model
+    }
+
+    fn call_base_url(call: &Call) -> &str {
+        &call.base_url
+    }
+
+    fn endpoint(&self) -> &str {
+        &self.options.endpoint
+    }
+
+    fn clients(&self) -> &ClientCache {
+        &self.clients
+    }
+
+    fn api_key(&self, _req: &ExecutionRequest, _call: &Call) -> Result<Option<String>, String> {
+        Ok(None)
+    }
+
+    fn request(
+        &self,
+        client: &Client,
+        url: Url,
+        _key: Option<String>,
+        call: &Call,
+        req: &ExecutionRequest,
+    ) -> RequestBuilder {
+        tracing::debug!(model = %call.model, %url, prompt_len = req.prompt.len(),
+            job = %req.job_id, sheet = req.sheet_num, "ollama request");
+        client.post(url).json(&self.payload(call, &req.prompt))
+    }
+
+    fn auth_hint(&self, _call: &Call) -> String {
+        String::new()
+    }
+
+    fn answer(
+        &self,
+        clock: &Clock,
+        call: &Call,
+        parsed: &Value,
+    ) -> Result<ExecutionResult, String> {
+        let pointer = if self.options.generate_api() {
+            "/response"
+        } else {
+            "/message/content"
+        };
+        let Some(text) = parsed.pointer(pointer).and_then(Value::as_str) else {
+            return Err(format!("no '{pointer}' text"));
+        };
+        let text = text.to_string();
+        let input = parsed
+            .get("prompt_eval_count")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        // Upstream estimates output tokens as chars / 4 when the server reports none (§3.3).
+        let output = match parsed.get("eval_count").and_then(Value::as_u64) {
+            Some(n) if n > 0 => n,
+            _ => text.chars().count() as u64 / 4,
+        };
+        let model = answered_model(parsed, &call.model);
+        let cost = price_usd(
+            &self.options.models,
+            Some(&self.options.model),
+            &model,
+            input,
+            output,
+        );
+        Ok(clock.answered(&model, text, Some(input), Some(output), cost))
+    }
+}
+
 impl Backend for OllamaBackend {
     fn name(&self) -> &str {
         &self.options.display_name
     }
 
     fn execute(&self, req: ExecutionRequest) -> BoxFuture<'_, ExecutionResult> {
-        Box::pin(self.run(req))
+        Box::pin(super::execute(self, req))
     }
 
     /// `GET /api/tags`: ready when the server lists the model (spends no tokens).

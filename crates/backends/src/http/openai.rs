@@ -9,14 +9,12 @@
 
 use std::sync::Arc;
 
+use reqwest::{Client, RequestBuilder, Url};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::options::{lookup_env, price_usd, OptionReader};
-use super::{
-    configuration_failure, connection_failure, failure, join_url, malformed, send, status_failure,
-    timeout_failure, write_logs, ClientCache, Clock, Reply,
-};
+use super::{answered_model, join_url, ClientCache, Clock, HttpApi};
 use crate::profile::{InstrumentProfile, ModelCapacity};
 use crate::types::{Backend, BoxFuture, ExecutionRequest, ExecutionResult, HealthStatus};
 
@@ -78,7 +76,7 @@ impl OpenAiChatOptions {
     }
 }
 
-struct Call {
+pub(crate) struct Call {
     model: String,
     max_tokens: Option<u64>,
     temperature: Option<f64>,
@@ -105,6 +103,21 @@ impl OpenAiChatBackend {
     /// The options.
     pub fn options(&self) -> &OpenAiChatOptions {
         &self.options
+    }
+}
+
+impl HttpApi for OpenAiChatBackend {
+    type Call = Call;
+
+    fn api_name(&self) -> &str {
+        &self.options.display_name
+    }
+
+    fn fallback_model(&self, req: &ExecutionRequest) -> String {
+        req.model
+            .clone()
+            .or_else(|| self.options.model.clone())
+            .unwrap_or_default()
     }
 
     fn call_for(&self, req: &ExecutionRequest) -> Result<Call, String> {
@@ -144,50 +157,42 @@ impl OpenAiChatBackend {
         })
     }
 
-    async fn run(&self, req: ExecutionRequest) -> ExecutionResult {
-        let clock = Clock::start();
-        let fallback_model = req
-            .model
-            .clone()
-            .or_else(|| self.options.model.clone())
-            .unwrap_or_default();
-        let result = match self.call_for(&req) {
-            Ok(call) => self.call(&req, &call, &clock).await,
-            Err(message) => configuration_failure(&clock, &fallback_model, &message),
-        };
-        write_logs(
-            req.output_log_base.as_deref(),
-            result.result_text.as_deref().unwrap_or(""),
-            &result.stderr,
-        )
-        .await;
-        result
+    fn call_model(call: &Call) -> &str {
+        &call.model
     }
 
-    async fn call(&self, req: &ExecutionRequest, call: &Call, clock: &Clock) -> ExecutionResult {
-        let api = self.options.display_name.as_str();
-        let key = match &self.options.api_key_env {
-            None => None,
+    fn call_base_url(call: &Call) -> &str {
+        &call.base_url
+    }
+
+    fn endpoint(&self) -> &str {
+        &self.options.endpoint
+    }
+
+    fn clients(&self) -> &ClientCache {
+        &self.clients
+    }
+
+    fn api_key(&self, req: &ExecutionRequest, _call: &Call) -> Result<Option<String>, String> {
+        match &self.options.api_key_env {
+            None => Ok(None),
             Some(var) => match lookup_env(var, &req.env) {
-                Some(key) => Some(key),
-                None => {
-                    let message = format!(
-                        "Authentication failed: API key not found in environment variable {var}"
-                    );
-                    return failure(clock, &call.model, Some(1), "authentication", &message);
-                }
+                Some(key) => Ok(Some(key)),
+                None => Err(format!(
+                    "Authentication failed: API key not found in environment variable {var}"
+                )),
             },
-        };
-        let url = match join_url(&call.base_url, &self.options.endpoint) {
-            Ok(u) => u,
-            Err(message) => {
-                return configuration_failure(clock, &call.model, &format!("{api}: {message}"))
-            }
-        };
-        let client = match self.clients.client_for(&url) {
-            Ok(c) => c,
-            Err(message) => return failure(clock, &call.model, None, "exception", &message),
-        };
+        }
+    }
+
+    fn request(
+        &self,
+        client: &Client,
+        url: Url,
+        key: Option<String>,
+        call: &Call,
+        req: &ExecutionRequest,
+    ) -> RequestBuilder {
         let mut messages = Vec::new();
         if let Some(system) = &call.system_prompt {
             messages.push(json!({"role": "system", "content": system}));
@@ -200,50 +205,32 @@ impl OpenAiChatBackend {
         if let Some(t) = call.temperature {
             body["temperature"] = json!(t);
         }
-        let target = url.clone();
         let mut builder = client.post(url).json(&body);
         if let Some(key) = key {
             builder = builder.bearer_auth(key);
         }
-        let hint = self
-            .options
+        builder
+    }
+
+    fn auth_hint(&self, _call: &Call) -> String {
+        self.options
             .api_key_env
             .as_ref()
             .map(|v| format!(" (key from {v})"))
-            .unwrap_or_default();
-        match send(builder, req.timeout, &req.progress).await {
-            Reply::TimedOut => timeout_failure(clock, &call.model, api, req.timeout),
-            Reply::Connection(detail) => {
-                connection_failure(clock, &call.model, api, &target, &detail)
-            }
-            Reply::Response {
-                status,
-                headers,
-                body,
-            } if !status.is_success() => {
-                status_failure(clock, &call.model, api, status, &headers, &body, &hint)
-            }
-            Reply::Response { body, .. } => self.success(clock, call, &body),
-        }
+            .unwrap_or_default()
     }
 
-    fn success(&self, clock: &Clock, call: &Call, body: &str) -> ExecutionResult {
-        let api = self.options.display_name.as_str();
-        let parsed: Value = match serde_json::from_str(body) {
-            Ok(v) => v,
-            Err(err) => return malformed(clock, &call.model, api, body, &err.to_string()),
-        };
+    fn answer(
+        &self,
+        clock: &Clock,
+        call: &Call,
+        parsed: &Value,
+    ) -> Result<ExecutionResult, String> {
         let Some(text) = parsed
             .pointer("/choices/0/message/content")
             .and_then(Value::as_str)
         else {
-            return malformed(
-                clock,
-                &call.model,
-                api,
-                body,
-                "no 'choices[0].message.content' text",
-            );
+            return Err("no 'choices[0].message.content' text".into());
         };
         let text = text.to_string();
         let input = parsed
@@ -252,11 +239,7 @@ impl OpenAiChatBackend {
         let output = parsed
             .pointer("/usage/completion_tokens")
             .and_then(Value::as_u64);
-        let model = parsed
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or(&call.model)
-            .to_string();
+        let model = answered_model(parsed, &call.model);
         let cost = price_usd(
             &self.options.models,
             self.options.model.as_deref(),
@@ -266,7 +249,7 @@ impl OpenAiChatBackend {
         );
         let mut r = clock.answered(&model, text, input, output, cost);
         r.session_id = parsed.get("id").and_then(Value::as_str).map(str::to_string);
-        r
+        Ok(r)
     }
 }
 
@@ -276,7 +259,7 @@ impl Backend for OpenAiChatBackend {
     }
 
     fn execute(&self, req: ExecutionRequest) -> BoxFuture<'_, ExecutionResult> {
-        Box::pin(self.run(req))
+        Box::pin(super::execute(self, req))
     }
 
     /// Ready when the key variable (if any) is set and the URL is valid; spends nothing.

@@ -4,9 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+use mozart_ipc::checkpoint::{JobCheckpoint, SheetStatus};
 use mozart_ipc::methods;
-use mozart_state::checkpoint::{CheckpointState, SheetStatus};
-use mozart_state::time::Timestamp;
+use mozart_ipc::time::Timestamp;
 use serde_json::{json, Map, Value};
 
 use super::errors::{
@@ -15,7 +15,7 @@ use super::errors::{
 };
 use super::status::check_score_id;
 use crate::output::{console_width, print_json};
-use crate::render::status_json::{display_status, normalize_error_code};
+use crate::render::status_json::normalize_error_code;
 use crate::render::style::{job_status_color, sheet_status_color};
 use crate::render::table::{self, Cell};
 use crate::render::time::{format_duration, format_timestamp, now_epoch, thousands};
@@ -123,7 +123,7 @@ fn report_error(e: &ErrorEntry) -> Value {
 
 /// The report as JSON, keys in upstream's order (cli.md §5.3). `now` dates the report and
 /// ends the duration of an unfinished score.
-pub fn build_report(job: &CheckpointState, workspace: Option<&Path>, now: f64) -> Value {
+pub fn build_report(job: &JobCheckpoint, workspace: Option<&Path>, now: f64) -> Value {
     let mut r = Map::new();
     r.insert("job_id".into(), json!(job.job_id));
     r.insert("job_name".into(), json!(job.job_name));
@@ -133,34 +133,85 @@ pub fn build_report(job: &CheckpointState, workspace: Option<&Path>, now: f64) -
         json!(Timestamp::from_epoch(now).as_str()),
     );
 
+    r.insert("progress".into(), progress_json(job));
+    r.insert("timing".into(), timing_json(job, now));
+    let warnings: Vec<Value> = job
+        .sheets
+        .iter()
+        .flat_map(|(n, s)| {
+            s.preflight_warnings
+                .iter()
+                .map(move |w| json!({"sheet_num": n, "warning": w}))
+        })
+        .collect();
+    r.insert("preflight_warnings".into(), Value::Array(warnings));
+
+    insert_prompt_metrics(&mut r, job);
+    r.insert(
+        "execution_timeline".into(),
+        Value::Array(timeline_json(job)),
+    );
+    r.insert(
+        "execution_stats".into(),
+        json!({
+            "total_retry_count": job.total_retry_count,
+            "rate_limit_waits": job.rate_limit_waits,
+        }),
+    );
+
+    // Upstream's key order: errors, then error_count.
+    let errors = errors_json(job, now);
+    let count = errors.len();
+    r.insert("errors".into(), Value::Array(errors));
+    r.insert("error_count".into(), json!(count));
+    if let Some(e) = &job.error_message {
+        r.insert("job_error".into(), json!(e));
+    }
+
+    let logs = discover_log_files(workspace);
+    let hook_logs = logs.iter().filter(|l| l["category"] == "hook_log").count();
+    r.insert("log_files".into(), Value::Array(logs));
+    if hook_logs > HOOK_LOG_HINT_THRESHOLD {
+        r.insert(
+            "log_rotation_hint".into(),
+            json!(format!(
+                "{hook_logs} hook log files found — consider cleanup"
+            )),
+        );
+    }
+    Value::Object(r)
+}
+
+/// `progress`: sheets completed and failed by display status.
+fn progress_json(job: &JobCheckpoint) -> Value {
     // Display status, so a completed sheet whose validations failed counts as failed
     // (upstream F-065b: the summary and the timeline must agree).
     let completed = job
         .sheets
         .values()
-        .filter(|s| display_status(s) == "completed")
+        .filter(|s| s.display_status() == "completed")
         .count();
     let failed = job
         .sheets
         .values()
-        .filter(|s| display_status(s) == "failed" || s.status == SheetStatus::Failed)
+        .filter(|s| s.display_status() == "failed" || s.status == SheetStatus::Failed)
         .count();
     let percent = if job.total_sheets > 0 {
         json!((completed as f64 / f64::from(job.total_sheets) * 1000.0).round() / 10.0)
     } else {
         json!(0)
     };
-    r.insert(
-        "progress".into(),
-        json!({
-            "total_sheets": job.total_sheets,
-            "completed": completed,
-            "failed": failed,
-            "last_completed": job.last_completed_sheet,
-            "percent": percent,
-        }),
-    );
+    json!({
+        "total_sheets": job.total_sheets,
+        "completed": completed,
+        "failed": failed,
+        "last_completed": job.last_completed_sheet,
+        "percent": percent,
+    })
+}
 
+/// `timing`: the score's times, and its duration once started.
+fn timing_json(job: &JobCheckpoint, now: f64) -> Value {
     let mut timing = Map::new();
     timing.insert("created_at".into(), json!(job.created_at.as_str()));
     timing.insert("started_at".into(), iso(&job.started_at));
@@ -177,19 +228,11 @@ pub fn build_report(job: &CheckpointState, workspace: Option<&Path>, now: f64) -
             json!(((end - start) * 100.0).round() / 100.0),
         );
     }
-    r.insert("timing".into(), Value::Object(timing));
+    Value::Object(timing)
+}
 
-    let warnings: Vec<Value> = job
-        .sheets
-        .iter()
-        .flat_map(|(n, s)| {
-            s.preflight_warnings
-                .iter()
-                .map(move |w| json!({"sheet_num": n, "warning": w}))
-        })
-        .collect();
-    r.insert("preflight_warnings".into(), Value::Array(warnings));
-
+/// `prompt_metrics` per sheet, and `token_statistics` when there are any.
+fn insert_prompt_metrics(r: &mut Map<String, Value>, job: &JobCheckpoint) {
     let metrics: Vec<Value> = job
         .sheets
         .iter()
@@ -220,14 +263,16 @@ pub fn build_report(job: &CheckpointState, workspace: Option<&Path>, now: f64) -
     } else {
         r.insert("prompt_metrics".into(), json!([]));
     }
+}
 
-    let timeline: Vec<Value> = job
-        .sheets
+/// `execution_timeline`: one row per sheet.
+fn timeline_json(job: &JobCheckpoint) -> Vec<Value> {
+    job.sheets
         .iter()
         .map(|(n, s)| {
             json!({
                 "sheet_num": n,
-                "status": display_status(s),
+                "status": s.display_status(),
                 "started_at": iso(&s.started_at),
                 "completed_at": iso(&s.completed_at),
                 "duration_seconds": s.execution_duration_seconds,
@@ -237,19 +282,12 @@ pub fn build_report(job: &CheckpointState, workspace: Option<&Path>, now: f64) -
                 "outcome_category": s.outcome_category.as_ref().and_then(enum_text),
             })
         })
-        .collect();
-    r.insert("execution_timeline".into(), Value::Array(timeline));
-    r.insert(
-        "execution_stats".into(),
-        json!({
-            "total_retry_count": job.total_retry_count,
-            "rate_limit_waits": job.rate_limit_waits,
-        }),
-    );
+        .collect()
+}
 
-    // Per sheet: its history, or one record from its last message when it has none.
-    let errors: Vec<Value> = job
-        .sheets
+/// `errors`: per sheet, its history, or one record from its last message when it has none.
+fn errors_json(job: &JobCheckpoint, now: f64) -> Vec<Value> {
+    job.sheets
         .iter()
         .flat_map(|(n, s)| {
             let history = history_entries(*n, s);
@@ -260,29 +298,7 @@ pub fn build_report(job: &CheckpointState, workspace: Option<&Path>, now: f64) -
             }
         })
         .map(|e| report_error(&e))
-        .collect();
-    r.insert("error_count".into(), json!(errors.len()));
-    r.insert("errors".into(), Value::Array(errors));
-    // Upstream's key order: errors, then error_count.
-    if let Some(count) = r.shift_remove("error_count") {
-        r.insert("error_count".into(), count);
-    }
-    if let Some(e) = &job.error_message {
-        r.insert("job_error".into(), json!(e));
-    }
-
-    let logs = discover_log_files(workspace);
-    let hook_logs = logs.iter().filter(|l| l["category"] == "hook_log").count();
-    r.insert("log_files".into(), Value::Array(logs));
-    if hook_logs > HOOK_LOG_HINT_THRESHOLD {
-        r.insert(
-            "log_rotation_hint".into(),
-            json!(format!(
-                "{hook_logs} hook log files found — consider cleanup"
-            )),
-        );
-    }
-    Value::Object(r)
+        .collect()
 }
 
 /// `*.log` files under `<workspace>/logs` (sheet logs) and `<workspace>/hooks` (hook logs),
@@ -352,7 +368,7 @@ pub fn attach_log_contents(report: &mut Value) {
 /// Add `resource_profile`. This port has no process profiler yet, so the profile is
 /// always unavailable, with the reason (cli.md §5.3 `resource_profile {available, ...}`).
 pub fn attach_resource_profile(report: &mut Value) {
-    let db = mozart_conductor::paths::mozart_home()
+    let db = mozart_ipc::paths::mozart_home()
         .map(|h| h.join("monitor.db"))
         .ok();
     let error = match db {
@@ -384,12 +400,32 @@ fn first_chars(v: &Value, n: usize) -> String {
     v.as_str().unwrap_or("").chars().take(n).collect()
 }
 
-/// The human report (upstream's section order; cli.md §5.3).
-pub fn render_report(job: &CheckpointState, report: &Value, now: f64, style: &Style) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let heading = |text: &str, color: Color| style.paint(text, color);
+/// The human report (upstream's section order; cli.md §5.3): one function per section,
+/// each reading its part of the JSON report.
+pub fn render_report(job: &JobCheckpoint, report: &Value, now: f64, style: &Style) -> String {
+    let mut out = report_header(job, now, style);
+    progress_section(&mut out, report, style);
+    timing_section(&mut out, report, style);
+    preflight_section(&mut out, report, style);
+    prompt_metrics_section(&mut out, report, style);
+    timeline_section(&mut out, report, style);
+    statistics_section(&mut out, report, style);
+    errors_section(&mut out, job, report, style);
+    if let Some(e) = report.get("job_error").and_then(Value::as_str) {
+        out.push(String::new());
+        out.push(format!("{} {e}", style.paint("Score Error:", Color::Red)));
+    }
+    log_files_section(&mut out, job, report, style);
+    let mut text = out.join("\n") + "\n";
+    text.push_str(&log_contents_text(report, style));
+    text.push_str(&resource_profile_text(report, style));
+    text
+}
+
+/// Title, score, ID, status and generation time.
+fn report_header(job: &JobCheckpoint, now: f64, style: &Style) -> Vec<String> {
     let status = job.status.as_str();
-    out.push(heading("Diagnostic Report", Color::Bold));
+    let mut out = vec![style.paint("Diagnostic Report", Color::Bold)];
     out.push(format!("  {}", style.paint(&job.job_name, Color::Bold)));
     out.push(format!("  ID: {}", style.paint(&job.job_id, Color::Cyan)));
     out.push(format!(
@@ -400,10 +436,14 @@ pub fn render_report(job: &CheckpointState, report: &Value, now: f64, style: &St
         "  Generated: {}",
         format_timestamp(Timestamp::from_epoch(now).as_str())
     ));
+    out
+}
 
+/// Sheets completed and failed.
+fn progress_section(out: &mut Vec<String>, report: &Value, style: &Style) {
     let progress = &report["progress"];
     out.push(String::new());
-    out.push(heading("Progress", Color::Cyan));
+    out.push(style.paint("Progress", Color::Cyan));
     out.push(format!(
         "  Sheets: {}/{} completed ({:.1}%)",
         progress["completed"],
@@ -417,11 +457,14 @@ pub fn render_report(job: &CheckpointState, report: &Value, now: f64, style: &St
             style.paint(&failed.to_string(), Color::Red)
         ));
     }
+}
 
+/// Duration and start / end, when the score has run.
+fn timing_section(out: &mut Vec<String>, report: &Value, style: &Style) {
     let timing = &report["timing"];
     if let Some(d) = timing["duration_seconds"].as_f64().filter(|d| *d != 0.0) {
         out.push(String::new());
-        out.push(heading("Timing", Color::Cyan));
+        out.push(style.paint("Timing", Color::Cyan));
         out.push(format!("  Duration: {}", format_duration(Some(d))));
         if timing["started_at"].is_string() {
             out.push(format!(
@@ -436,14 +479,17 @@ pub fn render_report(job: &CheckpointState, report: &Value, now: f64, style: &St
             ));
         }
     }
+}
 
+/// Up to [`TIMELINE_ROWS`] preflight warnings.
+fn preflight_section(out: &mut Vec<String>, report: &Value, style: &Style) {
     let warnings = report["preflight_warnings"]
         .as_array()
         .cloned()
         .unwrap_or_default();
     if !warnings.is_empty() {
         out.push(String::new());
-        out.push(heading(
+        out.push(style.paint(
             &format!("Preflight Warnings ({})", warnings.len()),
             Color::Yellow,
         ));
@@ -462,11 +508,14 @@ pub fn render_report(job: &CheckpointState, report: &Value, now: f64, style: &St
             ));
         }
     }
+}
 
+/// Token statistics, when any sheet has prompt metrics.
+fn prompt_metrics_section(out: &mut Vec<String>, report: &Value, style: &Style) {
     if let Some(t) = report.get("token_statistics") {
         let n = |k: &str| t[k].as_f64().unwrap_or(0.0).max(0.0) as u64;
         out.push(String::new());
-        out.push(heading("Prompt Metrics", Color::Cyan));
+        out.push(style.paint("Prompt Metrics", Color::Cyan));
         out.push(format!(
             "  Tokens: min={}, max={}, avg={}",
             thousands(n("min")),
@@ -478,14 +527,17 @@ pub fn render_report(job: &CheckpointState, report: &Value, now: f64, style: &St
             thousands(n("total"))
         ));
     }
+}
 
+/// The per-sheet timeline table.
+fn timeline_section(out: &mut Vec<String>, report: &Value, style: &Style) {
     let timeline = report["execution_timeline"]
         .as_array()
         .cloned()
         .unwrap_or_default();
     if !timeline.is_empty() {
         out.push(String::new());
-        out.push(heading("Execution Timeline", Color::Cyan));
+        out.push(style.paint("Execution Timeline", Color::Cyan));
         let rows: Vec<Vec<Cell>> = timeline
             .iter()
             .take(TIMELINE_ROWS)
@@ -524,7 +576,10 @@ pub fn render_report(job: &CheckpointState, report: &Value, now: f64, style: &St
             ));
         }
     }
+}
 
+/// Retries, rate-limit waits and the attempt count.
+fn statistics_section(out: &mut Vec<String>, report: &Value, style: &Style) {
     let stats = &report["execution_stats"];
     let retries = stats["total_retry_count"].as_u64().unwrap_or(0);
     let waits = stats["rate_limit_waits"].as_u64().unwrap_or(0);
@@ -533,7 +588,7 @@ pub fn render_report(job: &CheckpointState, report: &Value, now: f64, style: &St
         .and_then(Value::as_i64);
     if retries > 0 || waits > 0 || history_count.is_some() {
         out.push(String::new());
-        out.push(heading("Execution Statistics", Color::Cyan));
+        out.push(style.paint("Execution Statistics", Color::Cyan));
         if let Some(n) = history_count {
             out.push(format!("  Execution History: {n} recorded attempt(s)"));
         }
@@ -547,11 +602,14 @@ pub fn render_report(job: &CheckpointState, report: &Value, now: f64, style: &St
             ));
         }
     }
+}
 
+/// Up to [`ERROR_ROWS`] errors and the hint to `mozart errors`.
+fn errors_section(out: &mut Vec<String>, job: &JobCheckpoint, report: &Value, style: &Style) {
     let errors = report["errors"].as_array().cloned().unwrap_or_default();
     if !errors.is_empty() {
         out.push(String::new());
-        out.push(heading(&format!("Errors ({})", errors.len()), Color::Red));
+        out.push(style.paint(&format!("Errors ({})", errors.len()), Color::Red));
         let rows: Vec<Vec<Cell>> = errors
             .iter()
             .take(ERROR_ROWS)
@@ -590,16 +648,14 @@ pub fn render_report(job: &CheckpointState, report: &Value, now: f64, style: &St
             Color::Dim,
         ));
     }
+}
 
-    if let Some(e) = report.get("job_error").and_then(Value::as_str) {
-        out.push(String::new());
-        out.push(format!("{} {e}", style.paint("Score Error:", Color::Red)));
-    }
-
+/// The workspace's log files and the hint to `--include-logs`.
+fn log_files_section(out: &mut Vec<String>, job: &JobCheckpoint, report: &Value, style: &Style) {
     let logs = report["log_files"].as_array().cloned().unwrap_or_default();
     if !logs.is_empty() {
         out.push(String::new());
-        out.push(heading(&format!("Log Files ({})", logs.len()), Color::Cyan));
+        out.push(style.paint(&format!("Log Files ({})", logs.len()), Color::Cyan));
         let rows: Vec<Vec<Cell>> = logs
             .iter()
             .map(|l| {
@@ -639,12 +695,15 @@ pub fn render_report(job: &CheckpointState, report: &Value, now: f64, style: &St
             Color::Dim,
         ));
     }
+}
 
-    let mut text = out.join("\n") + "\n";
+/// `--include-logs`: each log's tail in a titled panel (empty when not asked for).
+fn log_contents_text(report: &Value, style: &Style) -> String {
+    let mut text = String::new();
     if let Some(contents) = report.get("log_contents").and_then(Value::as_object) {
         if !contents.is_empty() {
             text.push('\n');
-            text.push_str(&heading(
+            text.push_str(&style.paint(
                 &format!("Log Contents (last {LOG_TAIL_LINES} lines each)"),
                 Color::Cyan,
             ));
@@ -663,9 +722,15 @@ pub fn render_report(job: &CheckpointState, report: &Value, now: f64, style: &St
             }
         }
     }
+    text
+}
+
+/// `--resources`: the profile, or why it is unavailable (empty when not asked for).
+fn resource_profile_text(report: &Value, style: &Style) -> String {
+    let mut text = String::new();
     if let Some(profile) = report.get("resource_profile") {
         text.push('\n');
-        text.push_str(&heading("Resource Profile", Color::Cyan));
+        text.push_str(&style.paint("Resource Profile", Color::Cyan));
         text.push('\n');
         let error = profile["error"]
             .as_str()
@@ -687,7 +752,7 @@ mod tests {
     use super::*;
     use crate::render::status_json::parse_checkpoint;
 
-    fn job() -> CheckpointState {
+    fn job() -> JobCheckpoint {
         parse_checkpoint(&json!({
             "job_id": "d", "job_name": "demo", "total_sheets": 3, "status": "failed",
             "created_at": "2026-01-01T10:00:00Z", "updated_at": "2026-01-01T10:01:00Z",

@@ -6,9 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
+use mozart_ipc::checkpoint::{JobCheckpoint, SheetCheckpoint};
 use mozart_ipc::methods;
-use mozart_state::checkpoint::{CheckpointState, SheetState};
-use mozart_state::time::Timestamp;
+use mozart_ipc::time::Timestamp;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
@@ -95,7 +95,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
 #[derive(Debug)]
 pub(crate) struct FetchedState {
     /// The score's checkpoint.
-    pub state: CheckpointState,
+    pub state: JobCheckpoint,
     /// Its workspace directory.
     pub workspace: Option<PathBuf>,
 }
@@ -188,8 +188,7 @@ fn from_workspace(id: &str, dir: &Path, json: bool) -> Result<FetchedState, CliE
             json,
         ));
     }
-    let path = mozart_state::json_state::state_file_path(dir, id);
-    match mozart_state::json_state::load(&path) {
+    match mozart_jobs::wire::load_state_file(dir, id) {
         Ok(Some(state)) => Ok(FetchedState {
             state,
             workspace: Some(absolute(dir)),
@@ -267,7 +266,7 @@ pub(crate) fn enum_text<T: Serialize>(value: &T) -> Option<String> {
 }
 
 /// A sheet's recorded error history, oldest first.
-pub fn history_entries(num: u32, sheet: &SheetState) -> Vec<ErrorEntry> {
+pub fn history_entries(num: u32, sheet: &SheetCheckpoint) -> Vec<ErrorEntry> {
     sheet
         .error_history
         .iter()
@@ -289,9 +288,9 @@ pub fn history_entries(num: u32, sheet: &SheetState) -> Vec<ErrorEntry> {
 
 /// A record made from a sheet's last error message, for sheets without history (upstream's
 /// "synthetic" records). Dated at the sheet's `completed_at`, else `now`.
-pub fn synthetic_entry(num: u32, sheet: &SheetState, now: f64) -> Option<ErrorEntry> {
+pub fn synthetic_entry(num: u32, sheet: &SheetCheckpoint, now: f64) -> Option<ErrorEntry> {
     let message = sheet.error_message.as_ref()?;
-    let category = sheet.error_category.map(|c| c.as_str());
+    let category = sheet.error_category.as_deref();
     let mut context = Map::new();
     context.insert("exit_code".into(), json!(sheet.exit_code));
     context.insert("exit_signal".into(), json!(sheet.exit_signal));
@@ -321,7 +320,7 @@ pub fn synthetic_entry(num: u32, sheet: &SheetState, now: f64) -> Option<ErrorEn
 /// The errors `mozart errors` lists: every sheet's history (filtered); if that is empty,
 /// synthetic records from the sheets' last messages (filtered the same way). Sorted by
 /// sheet, then time (cli.md §5.2).
-pub fn collect_errors(job: &CheckpointState, filter: &ErrorFilter, now: f64) -> Vec<ErrorEntry> {
+pub fn collect_errors(job: &JobCheckpoint, filter: &ErrorFilter, now: f64) -> Vec<ErrorEntry> {
     let sheets = || {
         job.sheets
             .iter()
@@ -550,9 +549,9 @@ pub fn render_errors(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use mozart_state::checkpoint::CheckpointErrorRecord;
+    use mozart_ipc::checkpoint::CheckpointErrorRecord;
 
-    fn job_with(sheets: Vec<SheetState>) -> CheckpointState {
+    fn job_with(sheets: Vec<SheetCheckpoint>) -> JobCheckpoint {
         let mut v = json!({
             "job_id": "j", "job_name": "j", "total_sheets": sheets.len(),
             "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
@@ -574,9 +573,9 @@ mod tests {
         .unwrap()
     }
 
-    fn failed_sheet(num: u32, message: &str, code: Option<&str>) -> SheetState {
-        let mut s = SheetState::new(num);
-        s.status = mozart_state::checkpoint::SheetStatus::Failed;
+    fn failed_sheet(num: u32, message: &str, code: Option<&str>) -> SheetCheckpoint {
+        let mut s = SheetCheckpoint::new(num);
+        s.status = mozart_ipc::checkpoint::SheetStatus::Failed;
         s.error_message = Some(message.into());
         s.error_code = code.map(str::to_string);
         s.attempt_count = 2;
@@ -587,12 +586,12 @@ mod tests {
 
     #[test]
     fn history_is_listed_by_sheet_then_time_and_filtered() {
-        let mut s2 = SheetState::new(2);
+        let mut s2 = SheetCheckpoint::new(2);
         s2.error_history = vec![
             record("2026-01-01T10:00:09Z", "transient", "E001", "timeout", 2),
             record("2026-01-01T10:00:01Z", "rate_limit", "E101", "slow down", 1),
         ];
-        let mut s1 = SheetState::new(1);
+        let mut s1 = SheetCheckpoint::new(1);
         s1.error_history = vec![record(
             "2026-01-01T11:00:00Z",
             "permanent",
@@ -637,7 +636,7 @@ mod tests {
         let job = job_with(vec![
             failed_sheet(1, "validation failed", Some("E900")),
             failed_sheet(2, "rate limited", Some("E101")),
-            SheetState::new(3),
+            SheetCheckpoint::new(3),
         ]);
         let errors = collect_errors(&job, &ErrorFilter::default(), 0.0);
         assert_eq!(errors.len(), 2);

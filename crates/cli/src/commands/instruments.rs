@@ -45,15 +45,10 @@ pub fn run(_globals: &Globals, command: Command) -> Result<i32, CliError> {
     }
 }
 
-/// `$MOZART_HOME`, else `~/.mozart` (architecture.md "Paths").
+/// The Mozart home (`mozart_ipc::paths`), or `.mozart` here when neither `$MOZART_HOME`
+/// nor `$HOME` is set: listing instruments needs no home of its own.
 fn mozart_home() -> PathBuf {
-    match std::env::var_os("MOZART_HOME") {
-        Some(home) if !home.is_empty() => PathBuf::from(home),
-        _ => std::env::var_os("HOME").map_or_else(
-            || PathBuf::from(".mozart"),
-            |h| PathBuf::from(h).join(".mozart"),
-        ),
-    }
+    mozart_ipc::paths::mozart_home().unwrap_or_else(|_| PathBuf::from(".mozart"))
 }
 
 fn load_registry() -> Result<InstrumentRegistry, CliError> {

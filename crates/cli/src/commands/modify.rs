@@ -1,5 +1,6 @@
 //! `mozart modify SCORE_ID --config PATH` (cli.md §3.4).
 
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 use mozart_ipc::methods;
@@ -37,7 +38,8 @@ pub struct Args {
     pub json: bool,
 }
 
-/// Run `mozart modify`.
+/// Run `mozart modify`: load the new score, read the job's status, pause it (or refuse),
+/// then let the conductor resume it with the new score or print how to.
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     check_score_id(&args.score_id)?;
     let id = args.score_id.as_str();
@@ -63,8 +65,41 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         .as_deref()
         .map(|w| absolute(w).display().to_string());
 
-    // 2. Current status. A metadata dict (no checkpoint yet) still carries `status`; upstream
-    //    crashes on it ([BUG] §3.4 step 2).
+    // 2. Current status; 3. pause a running score, refuse states that cannot be modified.
+    let status = match current_status(globals, &args, ws.as_deref())? {
+        ControlFlow::Continue(status) => status,
+        ControlFlow::Break(code) => return Ok(code),
+    };
+    if let ControlFlow::Break(code) = pause_or_refuse(globals, &args, &status)? {
+        return Ok(code);
+    }
+
+    // 4.
+    if !json {
+        println!("Config validated: {config_text}");
+        println!("Score name: {}", score.config.name);
+        println!("Sheets: {total_sheets}");
+    }
+
+    // 5. Let the conductor do pause → resume atomically.
+    if args.resume {
+        return modify_and_resume(globals, &args, ws.as_deref());
+    }
+
+    // 6. Instructions only.
+    print_instructions(id, &status, &config_text, json);
+    Ok(0)
+}
+
+/// The job's status string. A metadata dict (no checkpoint yet) still carries `status`;
+/// upstream crashes on it ([BUG] §3.4 step 2). `Break` carries the exit code of a failure
+/// already printed.
+fn current_status(
+    globals: &Globals,
+    args: &Args,
+    ws: Option<&str>,
+) -> Result<ControlFlow<i32, String>, CliError> {
+    let (id, json) = (args.score_id.as_str(), args.json);
     let current = match job_call(
         globals,
         methods::JOB_STATUS,
@@ -77,7 +112,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         }
         Err(JobCallError::Cli(err)) => return Err(err),
         Err(err) => {
-            return Ok(coded_error(
+            return Ok(ControlFlow::Break(coded_error(
                 "E501",
                 &err.message(),
                 &[
@@ -86,7 +121,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
                 ],
                 json,
                 &[("job_id", json!(id))],
-            ))
+            )))
         }
     };
     let status = current
@@ -95,7 +130,16 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         .unwrap_or("unknown")
         .to_string();
 
-    // 3. Pause a running score; refuse states that cannot be modified.
+    Ok(ControlFlow::Continue(status))
+}
+
+/// Pause a running score; refuse one that is neither running nor stopped.
+fn pause_or_refuse(
+    globals: &Globals,
+    args: &Args,
+    status: &str,
+) -> Result<ControlFlow<i32>, CliError> {
+    let (id, json) = (args.score_id.as_str(), args.json);
     if status == "running" {
         let paused = job_call(globals, methods::JOB_PAUSE, json!({"job_id": id}), json);
         match paused {
@@ -119,7 +163,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
                 {
                     msg.push_str(&format!(": {e}"));
                 }
-                return Ok(coded_error(
+                return Ok(ControlFlow::Break(coded_error(
                     "E503",
                     &msg,
                     &[
@@ -128,10 +172,10 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
                     ],
                     json,
                     &[("job_id", json!(id))],
-                ));
+                )));
             }
             Err(err) => {
-                return Ok(coded_error(
+                return Ok(ControlFlow::Break(coded_error(
                     "E503",
                     &err.message(),
                     &[
@@ -140,85 +184,81 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
                     ],
                     json,
                     &[("job_id", json!(id))],
-                ))
+                )))
             }
         }
-    } else if !matches!(status.as_str(), "paused" | "failed" | "cancelled") {
-        let hint: &[&str] = match status.as_str() {
+    } else if !matches!(status, "paused" | "failed" | "cancelled") {
+        let hint: &[&str] = match status {
             "completed" => &["Score has already completed."],
             "pending" | "queued" => &["Use 'mozart run' to start the score."],
             _ => &[],
         };
-        return Ok(coded_error(
+        return Ok(ControlFlow::Break(coded_error(
             "E502",
             &format!("Score '{id}' is {status}, cannot modify."),
             hint,
             json,
             &[("job_id", json!(id)), ("status", json!(status))],
-        ));
+        )));
     }
 
-    // 4.
-    if !json {
-        println!("Config validated: {config_text}");
-        println!("Score name: {}", score.config.name);
-        println!("Sheets: {total_sheets}");
-    }
+    Ok(ControlFlow::Continue(()))
+}
 
-    // 5. Let the conductor do pause → resume atomically.
-    if args.resume {
-        // Absolute, unlike upstream's as-typed path ([QUIRK] §3.2, §10).
-        let params = json!({
-            "job_id": id,
-            "config_path": absolute(&args.config).display().to_string(),
-            "workspace": ws,
-        });
-        let result = match job_call(globals, methods::JOB_MODIFY, params, json) {
-            Ok(v) => v,
-            Err(JobCallError::Cli(err)) => return Err(err),
-            Err(err) => {
-                return Ok(coded_error(
-                    "E506",
-                    &err.message(),
-                    &[
-                        "Check conductor status: mozart conductor-status",
-                        "The conductor must be running to modify a score.",
-                    ],
-                    json,
-                    &[("job_id", json!(id))],
-                ))
-            }
-        };
-        if result.get("status").and_then(Value::as_str) == Some("rejected") {
-            let msg = result
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("Modify rejected");
-            return Err(failed(
-                msg,
+/// `--resume`: the conductor applies the new score once the paused job's sheets finish.
+fn modify_and_resume(globals: &Globals, args: &Args, ws: Option<&str>) -> Result<i32, CliError> {
+    let (id, json) = (args.score_id.as_str(), args.json);
+    // Absolute, unlike upstream's as-typed path ([QUIRK] §3.2, §10).
+    let params = json!({
+        "job_id": id,
+        "config_path": absolute(&args.config).display().to_string(),
+        "workspace": ws,
+    });
+    let result = match job_call(globals, methods::JOB_MODIFY, params, json) {
+        Ok(v) => v,
+        Err(JobCallError::Cli(err)) => return Err(err),
+        Err(err) => {
+            return Ok(coded_error(
+                "E506",
+                &err.message(),
                 &[
-                    "The score must be paused before modifying its config.",
-                    &format!(
-                        "Try: mozart pause {id} && mozart modify {id} --config <path> --resume"
-                    ),
+                    "Check conductor status: mozart conductor-status",
+                    "The conductor must be running to modify a score.",
                 ],
                 json,
-            ));
+                &[("job_id", json!(id))],
+            ))
         }
-        if json {
-            print_json(&result);
-        } else {
-            let msg = result
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("Modify accepted");
-            println!("{msg}");
-            println!("\nMonitor: mozart status {id}");
-        }
-        return Ok(0);
+    };
+    if result.get("status").and_then(Value::as_str) == Some("rejected") {
+        let msg = result
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("Modify rejected");
+        return Err(failed(
+            msg,
+            &[
+                "The score must be paused before modifying its config.",
+                &format!("Try: mozart pause {id} && mozart modify {id} --config <path> --resume"),
+            ],
+            json,
+        ));
     }
+    if json {
+        print_json(&result);
+    } else {
+        let msg = result
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("Modify accepted");
+        println!("{msg}");
+        println!("\nMonitor: mozart status {id}");
+    }
+    Ok(0)
+}
 
-    // 6. Instructions only.
+/// Without `--resume`: how to resume with the new score (or the old one).
+fn print_instructions(id: &str, status: &str, config_text: &str, json: bool) {
     if json {
         print_json(&json!({
             "success": true,
@@ -236,5 +276,4 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         println!("Or to resume with original config:");
         println!("  mozart resume {id}");
     }
-    Ok(0)
 }

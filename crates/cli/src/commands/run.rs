@@ -157,12 +157,16 @@ fn dry_run(score: &Score, args: &Args) -> Result<i32, CliError> {
     let c = &score.config;
     let total = total_sheets(&c.sheet);
     if args.json {
-        print_json(&serde_json::json!({
+        let mut doc = serde_json::json!({
             "dry_run": true,
             "job_name": c.name,
             "total_sheets": total,
             "workspace": c.workspace.display().to_string(),
-        }));
+        });
+        if c.tasks.is_some() {
+            doc["tasks"] = crate::render::tasks::tasks_json(c);
+        }
+        print_json(&doc);
         return Ok(0);
     }
     println!("\nDry run - not executing");
@@ -180,6 +184,7 @@ fn dry_run(score: &Score, args: &Args) -> Result<i32, CliError> {
         "{}",
         table("Sheet Plan", ["Sheet", "Items", "Validations"], &rows)
     );
+    crate::render::tasks::print_tasks(c);
     let preview = mozart_config::validate::preview(score, &args.config_file, Some(1));
     super::validate::print_preview(&preview, false, console_width());
     if !c.sheet.dependencies.is_empty() {

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mozart_conductor::{ConductorPaths, ConductorSettings, DaemonConfig, RunState};
+use mozart_conductor::{ConductorSettings, DaemonConfig, RunState};
+use mozart_ipc::paths::ConductorPaths;
 use mozart_ipc::types::ReadyResult;
 use mozart_ipc::{methods, BlockingClient};
 
@@ -59,7 +60,7 @@ pub(crate) fn prepare(
     globals: &Globals,
     args: &Args,
 ) -> Result<(DaemonConfig, ConductorPaths), CliError> {
-    let home = mozart_conductor::mozart_home().map_err(fail)?;
+    let home = mozart_ipc::paths::mozart_home().map_err(fail)?;
     let file = args
         .config
         .clone()

@@ -276,8 +276,7 @@ fn from_workspace(id: &str, dir: &Path, json: bool) -> Result<Value, CliError> {
             json,
         });
     }
-    let path = mozart_state::json_state::state_file_path(dir, id);
-    match mozart_state::json_state::load(&path) {
+    match mozart_jobs::wire::load_state_file(dir, id) {
         Ok(Some(state)) => serde_json::to_value(&state)
             .map_err(|e| failed(format!("Cannot encode the state of {id}: {e}"), &[], json)),
         Ok(None) => Err(failed(

@@ -5,7 +5,8 @@ use std::io::BufRead;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use mozart_conductor::{ConductorPaths, RunState, StopSignal};
+use mozart_conductor::{RunState, StopSignal};
+use mozart_ipc::paths::ConductorPaths;
 use mozart_ipc::types::{ReadyResult, ShutdownParams, ShutdownResult};
 use mozart_ipc::{methods, BlockingClient, ClientTimeouts};
 

@@ -294,6 +294,7 @@ fn print_terminal(score: &Score, path: &Path, issues: &[Issue], verbose: bool) {
     if !c.sheet.dependencies.is_empty() {
         print_dag(c);
     }
+    crate::render::tasks::print_tasks(c);
     let preview = checks::preview(score, path, if verbose { None } else { Some(1) });
     print_preview(&preview, verbose, width);
     for s in &preview.sheets {
@@ -395,6 +396,13 @@ fn write_json(score: &Score, path: &Path, issues: &[Issue]) -> std::io::Result<(
     root.field(out, "warning_count", &count(Severity::Warning))?;
     root.field(out, "info_count", &count(Severity::Info))?;
     root.field(out, "issues", issues)?;
+    if score.config.tasks.is_some() {
+        root.field(
+            out,
+            "tasks",
+            &crate::render::tasks::tasks_json(&score.config),
+        )?;
+    }
     root.key(out, "rendering")?;
     let mut rendering = PyJsonNode::object(out, 1)?;
     rendering.field(out, "total_sheets", &preview.total_sheets)?;

@@ -7,6 +7,7 @@ pub mod status_json;
 pub mod status_view;
 pub mod style;
 pub mod table;
+pub mod tasks;
 pub mod time;
 
 pub use score_id::validate_score_id;

@@ -1,9 +1,10 @@
-//! `mozart status <id> --json` derived from a `CheckpointState` (cli.md §4.1), plus the
+//! `mozart status <id> --json` derived from a `JobCheckpoint` (cli.md §4.1), plus the
 //! derivations the human view shares with it (display status, recent errors, circuit
 //! breaker, last activity, movements).
 
-use mozart_state::checkpoint::{CheckpointState, SheetState, SheetStatus};
-use mozart_state::time::Timestamp;
+use mozart_ipc::checkpoint::{JobCheckpoint, SheetCheckpoint, SheetStatus};
+use mozart_ipc::status::JobStatusResult;
+use mozart_ipc::time::Timestamp;
 use serde_json::{json, Map, Value};
 
 /// Trailing failed sheets at which the inferred breaker reads `open` (upstream's
@@ -13,28 +14,10 @@ pub const CIRCUIT_BREAKER_THRESHOLD: u32 = 5;
 /// Whether a `job.status` result is a checkpoint (cli.md §10: `job_name`, `total_sheets`
 /// ≥ 1 and `sheets` present) and, if so, the parsed checkpoint. A metadata dict (conductor.md
 /// §6.10) yields `None`.
-pub fn parse_checkpoint(value: &Value) -> Option<CheckpointState> {
-    let obj = value.as_object()?;
-    let has_shape = obj.get("job_name").is_some_and(Value::is_string)
-        && obj
-            .get("total_sheets")
-            .and_then(Value::as_u64)
-            .is_some_and(|n| n >= 1)
-        && obj.get("sheets").is_some_and(Value::is_object);
-    if !has_shape {
-        return None;
-    }
-    let mut state: CheckpointState = serde_json::from_value(value.clone()).ok()?;
-    state.normalize_and_validate().ok()?;
-    Some(state)
-}
-
-/// `failed` for a completed sheet whose validations failed, else the sheet status.
-pub fn display_status(sheet: &SheetState) -> &'static str {
-    if sheet.status == SheetStatus::Completed && sheet.validation_passed == Some(false) {
-        "failed"
-    } else {
-        sheet.status.as_str()
+pub fn parse_checkpoint(value: &Value) -> Option<JobCheckpoint> {
+    match JobStatusResult::from_value(value.clone())? {
+        JobStatusResult::Checkpoint(state) => Some(*state),
+        JobStatusResult::Record(_) => None,
     }
 }
 
@@ -120,7 +103,7 @@ pub struct RecentError {
 
 /// Newest `limit` errors over all sheets: each sheet's error history, or a synthetic entry
 /// from its last error message when it has no history.
-pub fn recent_errors(job: &CheckpointState, limit: usize, now: f64) -> Vec<RecentError> {
+pub fn recent_errors(job: &JobCheckpoint, limit: usize, now: f64) -> Vec<RecentError> {
     let mut all: Vec<(f64, RecentError)> = Vec::new();
     for (&num, sheet) in &job.sheets {
         for rec in &sheet.error_history {
@@ -147,7 +130,7 @@ pub fn recent_errors(job: &CheckpointState, limit: usize, now: f64) -> Vec<Recen
         }
         if sheet.error_history.is_empty() {
             if let Some(message) = &sheet.error_message {
-                let category = sheet.error_category.map(|c| c.as_str());
+                let category = sheet.error_category.as_deref();
                 let (epoch, timestamp) = match &sheet.completed_at {
                     Some(ts) => (ts.to_epoch().unwrap_or(now), ts.as_str().to_string()),
                     None => (now, Timestamp::from_epoch(now).as_str().to_string()),
@@ -193,7 +176,7 @@ impl CircuitBreaker {
 
 /// The last persisted breaker transition, else an inference from trailing failed sheets,
 /// else none (cli.md §4.1).
-pub fn circuit_breaker(job: &CheckpointState) -> Option<CircuitBreaker> {
+pub fn circuit_breaker(job: &JobCheckpoint) -> Option<CircuitBreaker> {
     if let Some(last) = job.circuit_breaker_history.last() {
         return Some(CircuitBreaker {
             state: last.state.clone(),
@@ -229,7 +212,7 @@ pub fn circuit_breaker(job: &CheckpointState) -> Option<CircuitBreaker> {
 }
 
 /// The latest of the job's `updated_at` and the sheets' `last_activity_at`.
-pub fn last_activity(job: &CheckpointState) -> Option<&Timestamp> {
+pub fn last_activity(job: &JobCheckpoint) -> Option<&Timestamp> {
     std::iter::once(&job.updated_at)
         .chain(
             job.sheets
@@ -243,7 +226,7 @@ pub fn last_activity(job: &CheckpointState) -> Option<&Timestamp> {
 }
 
 /// Lowest cost confidence among sheets that reported a cost, else 1.0.
-pub fn cost_confidence(job: &CheckpointState) -> f64 {
+pub fn cost_confidence(job: &JobCheckpoint) -> f64 {
     job.sheets
         .values()
         .filter(|s| s.estimated_cost.is_some_and(|c| c > 0.0))
@@ -252,7 +235,7 @@ pub fn cost_confidence(job: &CheckpointState) -> f64 {
 }
 
 /// The score's `on_success` hooks from the config snapshot.
-pub fn configured_hooks(job: &CheckpointState) -> &[Value] {
+pub fn configured_hooks(job: &JobCheckpoint) -> &[Value] {
     job.config_snapshot
         .as_ref()
         .and_then(|c| c.get("on_success"))
@@ -262,7 +245,7 @@ pub fn configured_hooks(job: &CheckpointState) -> &[Value] {
 }
 
 /// Sheet descriptions (`sheet.descriptions` in the snapshot), keyed by sheet number.
-pub fn sheet_descriptions(job: &CheckpointState) -> std::collections::BTreeMap<u32, String> {
+pub fn sheet_descriptions(job: &JobCheckpoint) -> std::collections::BTreeMap<u32, String> {
     job.config_snapshot
         .as_ref()
         .and_then(|c| c.get("sheet"))
@@ -277,7 +260,7 @@ pub fn sheet_descriptions(job: &CheckpointState) -> std::collections::BTreeMap<u
 }
 
 /// Seconds a sheet has been in progress.
-pub fn sheet_elapsed(sheet: &SheetState, now: f64) -> Option<f64> {
+pub fn sheet_elapsed(sheet: &SheetCheckpoint, now: f64) -> Option<f64> {
     if sheet.status != SheetStatus::InProgress {
         return None;
     }
@@ -285,8 +268,9 @@ pub fn sheet_elapsed(sheet: &SheetState, now: f64) -> Option<f64> {
 }
 
 /// One movement group for `movements` (cli.md §4.1).
-pub fn movement_groups(job: &CheckpointState) -> Vec<Value> {
-    let mut groups: std::collections::BTreeMap<u32, Vec<(u32, &SheetState)>> = Default::default();
+pub fn movement_groups(job: &JobCheckpoint) -> Vec<Value> {
+    let mut groups: std::collections::BTreeMap<u32, Vec<(u32, &SheetCheckpoint)>> =
+        Default::default();
     for (&num, sheet) in &job.sheets {
         groups
             .entry(sheet.movement.unwrap_or(0))
@@ -297,7 +281,7 @@ pub fn movement_groups(job: &CheckpointState) -> Vec<Value> {
     groups
         .into_iter()
         .map(|(movement, sheets)| {
-            let labels: Vec<&str> = sheets.iter().map(|(_, s)| display_status(s)).collect();
+            let labels: Vec<&str> = sheets.iter().map(|(_, s)| s.display_status()).collect();
             let voices: std::collections::BTreeSet<u32> =
                 sheets.iter().filter_map(|(_, s)| s.voice).collect();
             let instruments: std::collections::BTreeSet<&str> = sheets
@@ -346,16 +330,16 @@ fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
 
-fn sheet_json(sheet: &SheetState, now: f64) -> Value {
+fn sheet_json(sheet: &SheetCheckpoint, now: f64) -> Value {
     let mut m = Map::new();
     m.insert("status".into(), json!(sheet.status.as_str()));
-    m.insert("display_status".into(), json!(display_status(sheet)));
+    m.insert("display_status".into(), json!(sheet.display_status()));
     m.insert("attempt_count".into(), json!(sheet.attempt_count));
     m.insert("validation_passed".into(), json!(sheet.validation_passed));
     m.insert("error_message".into(), json!(sheet.error_message));
     m.insert(
         "error_category".into(),
-        json!(sheet.error_category.map(|c| c.as_str())),
+        json!(sheet.error_category.as_deref()),
     );
     m.insert("error_code".into(), json!(sheet.error_code));
     if let Some(d) = sheet.execution_duration_seconds {
@@ -376,11 +360,17 @@ fn sheet_json(sheet: &SheetState, now: f64) -> Value {
     if let Some(t) = &sheet.last_activity_at {
         m.insert("last_activity_at".into(), json!(t.as_str()));
     }
+    if let Some(r) = &sheet.review {
+        m.insert(
+            "review".into(),
+            serde_json::to_value(r).unwrap_or(Value::Null),
+        );
+    }
     Value::Object(m)
 }
 
 /// The per-score `--json` document, keys in upstream's order.
-pub fn status_json(job: &CheckpointState, now: f64) -> Value {
+pub fn status_json(job: &JobCheckpoint, now: f64) -> Value {
     let completed = job.last_completed_sheet;
     let total = job.total_sheets;
     let percent = if total > 0 {
@@ -438,7 +428,7 @@ pub fn status_json(job: &CheckpointState, now: f64) -> Value {
     out.insert(
         "hooks_interrupted".into(),
         json!(
-            job.status == mozart_state::JobStatus::Completed
+            job.status == mozart_ipc::checkpoint::JobStatus::Completed
                 && !hooks.is_empty()
                 && job.hook_results.is_empty()
         ),
@@ -446,14 +436,15 @@ pub fn status_json(job: &CheckpointState, now: f64) -> Value {
     let failures: Vec<Value> = job
         .hook_results
         .iter()
-        .filter(|h| !h.get("success").and_then(Value::as_bool).unwrap_or(false))
+        .filter(|h| !h.success)
         .map(|h| {
+            let extra = |key: &str| h.extra.get(key).cloned();
             json!({
-                "hook_name": h.get("hook_name").or_else(|| h.get("name"))
-                    .cloned().unwrap_or_else(|| json!("unknown")),
-                "event": h.get("event").cloned().unwrap_or(Value::Null),
-                "error": h.get("error").or_else(|| h.get("error_message"))
-                    .cloned().unwrap_or_else(|| json!("")),
+                "hook_name": extra("hook_name").or_else(|| extra("name"))
+                    .unwrap_or_else(|| json!("unknown")),
+                "event": extra("event").unwrap_or(Value::Null),
+                "error": extra("error").or_else(|| h.error_message.clone().map(Value::from))
+                    .unwrap_or_else(|| json!("")),
             })
         })
         .collect();
@@ -495,7 +486,7 @@ pub(crate) mod tests {
 
     /// A three-sheet checkpoint: sheet 1 passed, 2 completed with failed validations,
     /// 3 failed with a legacy category-only error.
-    pub(crate) fn sample() -> CheckpointState {
+    pub(crate) fn sample() -> JobCheckpoint {
         let v = json!({
             "job_id": "demo", "job_name": "Demo score", "status": "failed",
             "created_at": "2026-01-02T03:04:05.000000Z",
@@ -631,7 +622,7 @@ pub(crate) mod tests {
     fn breaker_prefers_history_and_opens_at_five_trailing_failures() {
         let mut job = sample();
         for n in 4..=8 {
-            let mut s = SheetState::new(n);
+            let mut s = SheetCheckpoint::new(n);
             s.status = SheetStatus::Failed;
             s.error_message = Some("boom".into());
             job.sheets.insert(n, s);
@@ -640,7 +631,7 @@ pub(crate) mod tests {
         assert_eq!((cb.state.as_str(), cb.consecutive_failures), ("open", 6));
         assert!(!cb.is_persisted());
         job.circuit_breaker_history
-            .push(mozart_state::checkpoint::CircuitBreakerChange {
+            .push(mozart_ipc::checkpoint::CircuitBreakerChange {
                 state: "half_open".into(),
                 timestamp: "2026-01-02T03:05:00Z".into(),
                 trigger: "cooldown elapsed".into(),

@@ -1,13 +1,12 @@
 //! The human view of `mozart status <id>` (cli.md §4.1, "Per-score human view"): plain
 //! aligned text in upstream's section order, colour only through [`Style`].
 
-use mozart_state::checkpoint::{CheckpointState, SheetState, SheetStatus};
-use mozart_state::JobStatus;
+use mozart_ipc::checkpoint::{HookResult, JobCheckpoint, JobStatus, SheetCheckpoint, SheetStatus};
 use serde_json::Value;
 
 use super::status_json::{
-    circuit_breaker, configured_hooks, cost_confidence, display_status, last_activity,
-    movement_groups, recent_errors, sheet_descriptions, sheet_elapsed,
+    circuit_breaker, configured_hooks, cost_confidence, last_activity, movement_groups,
+    recent_errors, sheet_descriptions, sheet_elapsed,
 };
 use super::style::{sheet_status_color, Color, Style};
 use super::table::{self, Cell};
@@ -39,8 +38,8 @@ pub fn progress_bar(done: u32, total: u32) -> String {
 }
 
 /// `completed (1.2s)`, `in_progress (3m 4s)` — status plus duration or elapsed time.
-fn sheet_status_text(sheet: &SheetState, now: f64) -> String {
-    let label = display_status(sheet);
+fn sheet_status_text(sheet: &SheetCheckpoint, now: f64) -> String {
+    let label = sheet.display_status();
     match sheet_elapsed(sheet, now).or(sheet.execution_duration_seconds) {
         Some(secs) => format!("{label} ({})", format_duration(Some(secs))),
         None => label.to_string(),
@@ -65,7 +64,7 @@ fn truncate(text: &str, max: usize) -> String {
 }
 
 struct View<'a> {
-    job: &'a CheckpointState,
+    job: &'a JobCheckpoint,
     now: f64,
     style: &'a Style,
     out: Vec<String>,
@@ -226,7 +225,7 @@ impl View<'_> {
                 }
                 row.push(Cell::colored(
                     sheet_status_text(sheet, self.now),
-                    sheet_status_color(display_status(sheet)),
+                    sheet_status_color(sheet.display_status()),
                 ));
                 row.push(Cell::from(sheet.attempt_count.to_string()));
                 row.push(validation_text(sheet.validation_passed));
@@ -249,7 +248,7 @@ impl View<'_> {
         let job = self.job;
         let mut counts: Vec<(&str, usize)> = Vec::new();
         for sheet in job.sheets.values() {
-            let label = display_status(sheet);
+            let label = sheet.display_status();
             match counts.iter_mut().find(|(l, _)| *l == label) {
                 Some((_, n)) => *n += 1,
                 None => counts.push((label, 1)),
@@ -296,7 +295,7 @@ impl View<'_> {
                 .collect();
             self.line(format!("  Instruments: {}", list.join(", ")));
         }
-        let interesting: Vec<(&u32, &SheetState)> = job
+        let interesting: Vec<(&u32, &SheetCheckpoint)> = job
             .sheets
             .iter()
             .filter(|(_, s)| {
@@ -309,7 +308,7 @@ impl View<'_> {
             for (num, sheet) in interesting.iter().take(20) {
                 let status = self.style.paint(
                     &sheet_status_text(sheet, self.now),
-                    sheet_status_color(display_status(sheet)),
+                    sheet_status_color(sheet.display_status()),
                 );
                 let error = sheet
                     .error_message
@@ -418,7 +417,7 @@ impl View<'_> {
                         continue;
                     };
                     let Some(voice) = sheet.voice else { continue };
-                    let label = display_status(sheet);
+                    let label = sheet.display_status();
                     self.line(format!(
                         "      {} Voice {voice}  {}",
                         self.style.paint(icon(label), sheet_status_color(label)),
@@ -680,8 +679,7 @@ impl View<'_> {
             }
             return;
         }
-        let ok = |h: &Value| h.get("success").and_then(Value::as_bool).unwrap_or(false);
-        let passed = job.hook_results.iter().filter(|h| ok(h)).count();
+        let passed = job.hook_results.iter().filter(|h| h.success).count();
         let failed = job.hook_results.len() - passed;
         self.heading("Hook Results");
         self.line(format!(
@@ -695,27 +693,31 @@ impl View<'_> {
                 configured.len() - job.hook_results.len()
             ));
         }
-        let failures: Vec<&Value> = job.hook_results.iter().filter(|h| !ok(h)).collect();
+        let failures: Vec<&HookResult> = job.hook_results.iter().filter(|h| !h.success).collect();
         for hook in failures.iter().rev().take(3).rev() {
-            let text = |keys: &[&str]| {
-                keys.iter()
-                    .find_map(|k| hook.get(*k).and_then(Value::as_str))
-                    .unwrap_or("")
-                    .to_string()
+            let extra = |key: &str| hook.extra.get(key).and_then(Value::as_str);
+            let kind = if hook.hook_type.is_empty() {
+                extra("hook_name").unwrap_or("").to_string()
+            } else {
+                hook.hook_type.clone()
             };
-            let kind = text(&["hook_type", "hook_name"]);
             let kind = if kind.is_empty() {
                 "unknown".to_string()
             } else {
                 kind
             };
-            let desc = text(&["description"]);
+            let desc = hook.description.clone().unwrap_or_default();
             let label = if desc.is_empty() {
                 kind
             } else {
                 format!("{kind}: {desc}")
             };
-            let error = text(&["error_message", "error"]);
+            let error = hook
+                .error_message
+                .as_deref()
+                .or_else(|| extra("error"))
+                .unwrap_or("")
+                .to_string();
             let error = if error.chars().count() > 80 {
                 format!("{}...", error.chars().take(77).collect::<String>())
             } else {
@@ -818,7 +820,7 @@ pub fn format_bytes(n: u64) -> String {
 /// Render the full per-score view. `active_limits` are pre-formatted rate-limit lines
 /// (shown under Execution Stats for running jobs that waited on rate limits).
 pub fn render_status(
-    job: &CheckpointState,
+    job: &JobCheckpoint,
     now: f64,
     active_limits: &[String],
     style: &Style,
@@ -949,7 +951,7 @@ Sheet Details
         job.total_sheets = 60;
         job.config_snapshot = None;
         for n in 4..=60 {
-            job.sheets.insert(n, SheetState::new(n));
+            job.sheets.insert(n, SheetCheckpoint::new(n));
         }
         job.sheets.get_mut(&4).unwrap().status = SheetStatus::InProgress;
         let text = render_status(&job, 1_800_000_000.0, &[], &Style::plain());

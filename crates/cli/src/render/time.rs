@@ -1,7 +1,7 @@
 //! Durations, uptimes and timestamps exactly as upstream prints them (cli.md §4.1,
 //! upstream `cli/output.py`).
 
-use mozart_state::time::{parse_iso8601, Timestamp};
+use mozart_ipc::time::{parse_iso8601, Timestamp};
 
 /// `5.2s` under a minute, `3m 12s` under an hour, else `1h 30m`; `N/A` when unknown.
 pub fn format_duration(seconds: Option<f64>) -> String {
@@ -122,7 +122,7 @@ pub fn thousands(n: u64) -> String {
 
 /// Current time as epoch seconds.
 pub fn now_epoch() -> f64 {
-    mozart_state::time::epoch_now()
+    mozart_ipc::time::epoch_now()
 }
 
 #[cfg(test)]

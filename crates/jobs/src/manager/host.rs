@@ -79,6 +79,9 @@ fn apply_details(sheet: &mut mozart_state::SheetState, d: &AttemptDetails) {
         10_000,
         mozart_backends::redact,
     );
+    if let Some(review) = &d.review {
+        sheet.review = Some(review.clone());
+    }
     if let Some(report) = &d.validation {
         sheet.validation_passed = Some(report.all_passed());
         sheet.last_pass_percentage = Some(report.pass_rate());
@@ -144,6 +147,9 @@ impl ConductorHost {
             }
             if let Some(d) = &details {
                 apply_details(sheet, d);
+                // The attempt's result is recorded in this very write: its remote job (if
+                // any) is done with, and a restart must not re-attach to it.
+                sheet.remote_attempt = None;
             }
             if status == SheetStatus::Completed && was != SheetStatus::Completed {
                 self.new_work.insert(change.job_id.clone());
@@ -175,6 +181,11 @@ impl ConductorHost {
             live.total_estimated_cost += d.cost_usd;
             if d.attempt_number > 1 {
                 live.total_retry_count += 1;
+            }
+            // A rate-limited attempt parks the sheet (baton `waiting`) without spending a
+            // retry: count the wait, which `status` shows.
+            if change.status == mozart_baton::SheetStatus::Waiting {
+                live.rate_limit_waits += 1;
             }
         }
         live.current_sheet = Some(change.sheet_num);
@@ -511,6 +522,17 @@ impl BatonHost for ConductorHost {
             }
             if let Some(wt) = run.worktree.clone() {
                 finish_worktree(self.shared.clone(), job_id.to_string(), wt, outcome, &run);
+            }
+            if crate::sheet_worktrees::per_sheet(&run.config) {
+                let (run2, jid) = (run.clone(), job_id.to_string());
+                let outcome = match outcome {
+                    JobOutcome::Completed => crate::isolation::RunOutcome::Completed,
+                    JobOutcome::Failed => crate::isolation::RunOutcome::Failed,
+                    JobOutcome::Cancelled => crate::isolation::RunOutcome::Cancelled,
+                };
+                tokio::task::spawn_blocking(move || {
+                    crate::sheet_worktrees::finish_all(&run2.config, &jid, outcome)
+                });
             }
             if outcome != JobOutcome::Completed || run.config.on_success.is_empty() {
                 return;

@@ -131,12 +131,9 @@ impl Learning {
     }
 
     /// Learned patterns for `daemon.learning.patterns` (errors give an empty list).
-    pub(crate) fn patterns(&self, limit: u32) -> Vec<serde_json::Value> {
+    pub(crate) fn patterns(&self, limit: u32) -> Vec<mozart_ipc::status::LearnedPattern> {
         match self.store.patterns(limit as usize) {
-            Ok(list) => list
-                .into_iter()
-                .filter_map(|p| serde_json::to_value(p).ok())
-                .collect(),
+            Ok(list) => list.iter().map(crate::wire::learned_pattern).collect(),
             Err(e) => {
                 tracing::warn!(error = %e, "learning: cannot list patterns");
                 Vec::new()

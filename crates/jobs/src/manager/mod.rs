@@ -11,8 +11,10 @@ mod host;
 mod instruments;
 mod learning;
 mod musician;
+mod placement;
 mod reaper;
 mod recovery;
+mod review;
 mod rpc;
 mod specs;
 mod submit;
@@ -22,15 +24,17 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
+use crate::wire;
 use mozart_backends::InstrumentRegistry;
 use mozart_baton::driver::Inbox;
 use mozart_baton::{BatonConfig, BatonCore, Event};
 use mozart_config::{JobConfig, SheetPlan};
-use mozart_ipc::types::{JobResponse, JobResponseStatus};
+use mozart_ipc::checkpoint::HookResult;
+use mozart_ipc::status::{JobListEntry, JobStatusResult};
+use mozart_ipc::types::{JobResponse, JobResponseStatus, MonitorEvent};
 use mozart_state::{
     CheckpointState, DaemonJobStatus, DeleteFilter, JobRecord, JobStatus, Registry,
 };
-use serde_json::{json, Value};
 
 use mozart_conductor::ctx::{BoxFuture, JobCounts, JobHost};
 use mozart_conductor::{ConductorCtx, ConductorError};
@@ -51,6 +55,8 @@ pub(crate) struct JobRun {
     pub working_dir: PathBuf,
     /// The job's git worktree, when isolation gave it one.
     pub worktree: Option<crate::isolation::Worktree>,
+    /// Ours: each sheet's own worktree (`isolation.scope: sheet`), once created.
+    pub sheet_worktrees: Mutex<HashMap<u32, crate::isolation::Worktree>>,
     /// Directory of the score file (relative hook paths resolve against it).
     pub score_dir: PathBuf,
     /// Depth of this job in its concert (0 for a user submission).
@@ -109,7 +115,7 @@ pub(crate) struct JobEntry {
 }
 
 /// A registry row of `job.list`: job id, submission time, the row as upstream shows it.
-pub(crate) type ListedRow = (String, f64, Value);
+pub(crate) type ListedRow = (String, f64, JobListEntry);
 
 /// State shared by IPC handlers, the baton host and musicians.
 pub(crate) struct Shared {
@@ -270,11 +276,14 @@ impl JobManager {
 
     /// `job.status` (conductor.md §6.10): the live checkpoint, else the stored one, else the
     /// registry record.
-    pub fn status(&self, job_id: &str) -> Result<Value, JobError> {
+    pub fn status(&self, job_id: &str) -> Result<JobStatusResult, JobError> {
         let live = {
             let jobs = lock(&self.shared.jobs);
-            jobs.get(job_id)
-                .and_then(|e| e.live.as_ref().map(|cp| checkpoint_json(cp, &e.record)))
+            jobs.get(job_id).and_then(|e| {
+                e.live
+                    .as_ref()
+                    .map(|cp| wire::job_status_checkpoint(cp, &e.record))
+            })
         };
         let registry = lock(&self.shared.registry);
         let mut doc = match live {
@@ -284,33 +293,40 @@ impl JobManager {
                     return Err(JobError::NotFound(job_id.to_string()));
                 };
                 match registry.load_checkpoint(job_id)? {
-                    Some(cp) => checkpoint_json(&cp, &record),
-                    None => return Ok(record.to_registry_json()),
+                    Some(cp) => wire::job_status_checkpoint(&cp, &record),
+                    None => {
+                        return Ok(JobStatusResult::Record(JobListEntry::Registry(
+                            wire::registry_job(&record),
+                        )))
+                    }
                 }
             }
         };
         // Hook results live in the registry (conductor.md §19.5); show them with the job.
-        let hooks: Vec<Value> = registry
+        let hooks: Vec<HookResult> = registry
             .hook_results(job_id)
             .unwrap_or_default()
             .iter()
-            .map(|h| h.to_json())
+            .map(wire::hook_result)
             .collect();
-        if let (Some(obj), false) = (doc.as_object_mut(), hooks.is_empty()) {
-            obj.insert("hook_results".into(), Value::Array(hooks));
+        if !hooks.is_empty() {
+            doc.hook_results = hooks;
         }
-        Ok(doc)
+        Ok(JobStatusResult::Checkpoint(Box::new(doc)))
     }
 
     /// `job.list` (conductor.md §6.12): in-memory jobs, then registry rows, newest first.
-    pub fn list(&self) -> Result<Vec<Value>, JobError> {
-        let mut out: Vec<(f64, Value)> = Vec::new();
+    pub fn list(&self) -> Result<Vec<JobListEntry>, JobError> {
+        let mut out: Vec<(f64, JobListEntry)> = Vec::new();
         let mut seen = std::collections::HashSet::new();
         {
             let jobs = lock(&self.shared.jobs);
             for (id, entry) in jobs.iter() {
                 seen.insert(id.clone());
-                out.push((entry.record.submitted_at, meta_json(&entry.record)));
+                out.push((
+                    entry.record.submitted_at,
+                    JobListEntry::Live(wire::job_summary(&entry.record)),
+                ));
             }
         }
         // At most 50 registry rows besides the jobs in memory (conductor.md §6.12), so a
@@ -322,16 +338,19 @@ impl JobManager {
                 let rows: Vec<ListedRow> = lock(&self.shared.registry)
                     .list_jobs_filtered(None, Some(50))?
                     .into_iter()
-                    .map(|row| (row.job_id.clone(), row.submitted_at, row.to_registry_json()))
+                    .map(|row| {
+                        let entry = JobListEntry::Registry(wire::registry_job(&row));
+                        (row.job_id, row.submitted_at, entry)
+                    })
                     .collect();
                 let rows = Arc::new(rows);
                 *lock(&self.shared.listed_rows) = Some(rows.clone());
                 rows
             }
         };
-        for (job_id, submitted_at, json) in rows.iter() {
+        for (job_id, submitted_at, entry) in rows.iter() {
             if !seen.contains(job_id) {
-                out.push((*submitted_at, json.clone()));
+                out.push((*submitted_at, entry.clone()));
             }
         }
         out.sort_by(|a, b| b.0.total_cmp(&a.0));
@@ -611,47 +630,6 @@ fn rejected(job_id: &str, message: String) -> JobResponse {
     }
 }
 
-/// `JobMeta.to_dict` shape (conductor.md §6.2).
-fn meta_json(r: &JobRecord) -> Value {
-    let mut v = json!({
-        "job_id": r.job_id,
-        "status": r.status.as_str(),
-        "config_path": r.config_path,
-        "workspace": r.workspace,
-        "submitted_at": r.submitted_at,
-        "started_at": r.started_at,
-    });
-    if let Some(obj) = v.as_object_mut() {
-        if let Some(e) = &r.error_message {
-            obj.insert("error_message".into(), json!(e));
-        }
-        if let Some(d) = r.chain_depth {
-            obj.insert("chain_depth".into(), json!(d));
-        }
-        if let Some(t) = r.completed_at {
-            obj.insert("completed_at".into(), json!(t));
-        }
-        if let Some(t) = r.total_sheets {
-            obj.insert("total_sheets".into(), json!(t));
-        }
-    }
-    v
-}
-
-/// The checkpoint as `job.status` returns it, with the registry's error message folded in.
-fn checkpoint_json(cp: &CheckpointState, record: &JobRecord) -> Value {
-    let mut v = serde_json::to_value(cp).unwrap_or_else(|_| meta_json(record));
-    if let Some(obj) = v.as_object_mut() {
-        if obj.get("error_message").is_none_or(Value::is_null) {
-            if let Some(e) = &record.error_message {
-                obj.insert("error_message".into(), json!(e));
-            }
-        }
-        obj.insert("workspace".into(), json!(record.workspace));
-    }
-    v
-}
-
 impl JobHost for JobManager {
     fn recover<'a>(
         &'a self,
@@ -716,7 +694,7 @@ impl JobHost for JobManager {
         result
     }
 
-    fn observer_events(&self, job_id: Option<&str>, limit: u32) -> Vec<Value> {
+    fn observer_events(&self, job_id: Option<&str>, limit: u32) -> Vec<MonitorEvent> {
         let observed = lock(&self.shared.observed);
         let mut events: Vec<&mozart_baton::ObserverEvent> = match job_id {
             Some(id) => observed
@@ -730,11 +708,11 @@ impl JobHost for JobManager {
         events
             .into_iter()
             .take(limit as usize)
-            .map(observed_json)
+            .map(wire::observer_event)
             .collect()
     }
 
-    fn learning_patterns(&self, limit: u32) -> Vec<Value> {
+    fn learning_patterns(&self, limit: u32) -> Vec<mozart_ipc::status::LearnedPattern> {
         let Some(learning) = &self.shared.learning else {
             return Vec::new();
         };
@@ -750,15 +728,4 @@ impl JobHost for JobManager {
         });
         cleared as u64
     }
-}
-
-/// An observer event as `daemon.observer_events` and the monitor stream show it.
-pub(crate) fn observed_json(event: &mozart_baton::ObserverEvent) -> Value {
-    serde_json::json!({
-        "job_id": event.job_id,
-        "sheet_num": event.sheet_num,
-        "event": event.event,
-        "data": event.data,
-        "timestamp": event.at.as_secs_f64(),
-    })
 }

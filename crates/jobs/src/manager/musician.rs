@@ -38,6 +38,8 @@ pub(crate) struct AttemptDetails {
     pub stderr_tail: String,
     /// Learned patterns injected into this attempt's prompt.
     pub applied: super::learning::Injected,
+    /// The reviewer loop after this attempt (reviewed sheets, once a verdict is in).
+    pub review: Option<mozart_state::review::ReviewState>,
 }
 
 /// The context of validation `condition`s (score.md §3.7.2): the user's integer variables
@@ -229,6 +231,39 @@ pub(crate) async fn play(
         return;
     };
 
+    // Ours (docs/mochi.md): the sheet's own worktree, and where its reviewer loop stands.
+    let (workdir, sheet_wt) = match super::review::sheet_dir(&run, sheet).await {
+        Ok(d) => d,
+        Err(message) => {
+            report_failure(
+                &run,
+                &inbox,
+                sheet_num,
+                &attempt,
+                FailureKind::Fatal,
+                message,
+                started_epoch,
+            );
+            return;
+        }
+    };
+    let mut review_loop =
+        match super::review::begin(&shared, &run, sheet, &workdir, sheet_wt.is_some()) {
+            Ok(l) => l,
+            Err(message) => {
+                report_failure(
+                    &run,
+                    &inbox,
+                    sheet_num,
+                    &attempt,
+                    FailureKind::Fatal,
+                    message,
+                    started_epoch,
+                );
+                return;
+            }
+        };
+
     let rules = sheet_rules(&run, sheet);
     let snapshot = {
         let mut mtimes = lock(&run.mtimes);
@@ -267,7 +302,7 @@ pub(crate) async fn play(
             })?;
             Ok((prompt, backend))
         });
-    let (prompt, backend) = match prepared {
+    let (mut prompt, backend) = match prepared {
         Ok(p) => p,
         Err(message) => {
             report_failure(
@@ -282,20 +317,66 @@ pub(crate) async fn play(
             return;
         }
     };
-    let mut req = ExecutionRequest::new(prompt, run.working_dir.clone(), attempt.timeout);
-    req.model = attempt.model.clone();
-    req.job_id = job_id.clone();
-    req.sheet_num = sheet_num;
-    req.attempt = attempt.attempt_number;
-    req.options = sheet.instrument_config.clone().into_iter().collect();
-    // Upstream's live per-sheet output files (`{workspace}/logs/sheet-NN.stdout.log`), which
-    // `mozart dashboard` tails while the sheet runs.
-    let logs = run.workspace.join("logs");
-    if std::fs::create_dir_all(&logs).is_ok() {
-        req.output_log_base = Some(logs.join(format!("sheet-{sheet_num:02}")));
+    if let Some(l) = review_loop.as_ref().filter(|l| l.cfg.memory) {
+        let branch = sheet_wt.as_ref().map(|w| w.branch.as_str());
+        prompt.push_str(&super::review::memory_section(
+            &l.memory_dir,
+            &workdir,
+            branch,
+        ));
     }
-    let result =
-        execute_watched(&shared, &job_id, sheet_num, attempt.timeout, &*backend, req).await;
+    let pending = review_loop.as_mut().and_then(|l| l.pending.take());
+    let replayed = pending.is_some();
+    let result = match pending {
+        Some(output) => super::review::replayed(output),
+        None => {
+            let mut req = ExecutionRequest::new(prompt, workdir.clone(), attempt.timeout);
+            req.model = attempt.model.clone();
+            req.job_id = job_id.clone();
+            req.sheet_num = sheet_num;
+            req.attempt = attempt.attempt_number;
+            req.options = sheet.instrument_config.clone().into_iter().collect();
+            // Upstream's live per-sheet output files (`{workspace}/logs/sheet-NN.stdout.log`),
+            // which `mozart dashboard` tails while the sheet runs.
+            let logs = run.workspace.join("logs");
+            if std::fs::create_dir_all(&logs).is_ok() {
+                req.output_log_base = Some(logs.join(format!("sheet-{sheet_num:02}")));
+            }
+            match super::placement::placement_for(&shared, &run, &attempt.instrument) {
+                Ok(mozart_backends::Placement::Local) => {}
+                Ok(placement) => {
+                    req.placement = placement;
+                    req.remote = Some(Arc::new(super::placement::SheetJournal {
+                        shared: Arc::clone(&shared),
+                        job_id: job_id.clone(),
+                        sheet_num,
+                        attempt_number: attempt.attempt_number,
+                    }));
+                }
+                Err(message) => {
+                    report_failure(
+                        &run,
+                        &inbox,
+                        sheet_num,
+                        &attempt,
+                        FailureKind::Fatal,
+                        message,
+                        started_epoch,
+                    );
+                    return;
+                }
+            }
+            execute_watched(&shared, &job_id, sheet_num, attempt.timeout, &*backend, req).await
+        }
+    };
+    if let Some(l) = review_loop
+        .as_ref()
+        .filter(|l| l.cfg.memory && result.success && !replayed)
+    {
+        if let Err(e) = super::review::write_output_memory(&l.memory_dir, result.output_text()) {
+            tracing::warn!(job_id = %job_id, sheet = sheet_num, error = %e, "review.memory_not_written");
+        }
+    }
 
     let mut details = AttemptDetails {
         attempt_number: attempt.attempt_number,
@@ -337,7 +418,23 @@ pub(crate) async fn play(
                 message: format!("validation failed: {summary}"),
             });
         }
+        let passed = report.all_passed();
         details.validation = Some(report);
+        if let (true, Some(lp)) = (passed, review_loop) {
+            let output = result.output_text().to_string();
+            super::review::conclude(
+                &shared,
+                &run,
+                sheet,
+                lp,
+                &workdir,
+                sheet_wt,
+                &output,
+                &mut r,
+                &mut details,
+            )
+            .await;
+        }
     } else {
         let (kind, message, code, category) = failure_kind(&result);
         r.execution_success = false;
@@ -528,7 +625,7 @@ pub(crate) fn preamble(
 /// when the attempt ends — normally, or because the musician was aborted (then the guard is
 /// dropped with the future). Watched in the attempt's own task: the record is made in the
 /// same poll that spawned the process, with no task or channel per attempt.
-async fn execute_watched(
+pub(crate) async fn execute_watched(
     shared: &Arc<Shared>,
     job_id: &str,
     sheet_num: u32,

@@ -5,16 +5,18 @@ mod monitor;
 
 use std::sync::Arc;
 
+use mozart_ipc::status::{DiagnoseResult, ErrorsResult, HistoryResult, RecoverResult};
 use mozart_ipc::types::{
     CancelResult, ClearParams, ClearResult, HistoryParams, JobIdParams, JobRequest, JobResponse,
     JobResponseStatus, ModifyParams, PauseResult, ResumeParams,
 };
 use mozart_ipc::{methods, parse_params, ErrorObjectOwned, RpcError, RpcModule};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use mozart_state::{DaemonJobStatus, SheetStatus};
 
 use super::{lock, JobError, JobManager, SubmitRequest};
+use crate::wire;
 use mozart_conductor::{ConductorCtx, ConductorError};
 
 type Ctx = Arc<ConductorCtx>;
@@ -215,7 +217,7 @@ pub fn register(module: &mut RpcModule<Ctx>, mgr: JobManager) -> Result<(), Cond
     module
         .register_method(methods::JOB_STATUS, move |params, _, _| {
             let p: JobIdParams = parse_params(&params).map_err(ErrorObjectOwned::from)?;
-            m.status(&p.job_id).map_err(job_error)
+            to_value(m.status(&p.job_id).map_err(job_error)?)
         })
         .map_err(reg)?;
 
@@ -297,7 +299,7 @@ pub fn register(module: &mut RpcModule<Ctx>, mgr: JobManager) -> Result<(), Cond
     let m = mgr.clone();
     module
         .register_method(methods::JOB_LIST, move |_, _, _| {
-            m.list().map(Value::from).map_err(job_error)
+            to_value(m.list().map_err(job_error)?)
         })
         .map_err(reg)?;
 
@@ -322,12 +324,17 @@ pub fn register(module: &mut RpcModule<Ctx>, mgr: JobManager) -> Result<(), Cond
             .register_method(name, move |params, _, _| {
                 let p: JobIdParams = parse_params(&params).map_err(ErrorObjectOwned::from)?;
                 let state = m.status(&p.job_id).map_err(job_error)?;
-                let workspace = state.get("workspace").cloned().unwrap_or(Value::Null);
-                RpcResult::Ok(match name {
-                    methods::JOB_ERRORS => json!({ "state": state }),
-                    methods::JOB_DIAGNOSE => json!({ "state": state, "workspace": workspace }),
-                    _ => json!({ "state": state, "workspace": workspace, "dry_run": true, "sheet_num": null }),
-                })
+                let workspace = state.workspace().map(str::to_owned);
+                match name {
+                    methods::JOB_ERRORS => to_value(ErrorsResult { state }),
+                    methods::JOB_DIAGNOSE => to_value(DiagnoseResult { state, workspace }),
+                    _ => to_value(RecoverResult {
+                        state,
+                        workspace,
+                        dry_run: true,
+                        sheet_num: None,
+                    }),
+                }
             })
             .map_err(reg)?;
     }
@@ -350,9 +357,12 @@ pub fn register(module: &mut RpcModule<Ctx>, mgr: JobManager) -> Result<(), Cond
             let rows = registry
                 .attempts(&p.job_id, p.sheet_num, limit as usize)
                 .map_err(|e| job_error(e.into()))?;
-            let records: Vec<Value> = rows.iter().map(|r| r.to_history_json()).collect();
             // The registry records every attempt, so history always exists (possibly empty).
-            Ok(json!({ "job_id": p.job_id, "has_history": true, "records": records }))
+            to_value(HistoryResult {
+                job_id: p.job_id,
+                has_history: true,
+                records: rows.iter().map(wire::history_record).collect(),
+            })
         })
         .map_err(reg)?;
     Ok(())

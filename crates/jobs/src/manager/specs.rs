@@ -68,6 +68,22 @@ fn restored(cp: &CheckpointState, num: u32) -> Option<RestoredSheet> {
     })
 }
 
+/// A reviewed sheet's `RETRY` verdicts ride on its retries (docs/mochi.md): its budget is
+/// `review.max_iterations` on top of `retry.max_retries` (which stays for worker crashes);
+/// the loop itself stops at `max_iterations`.
+fn reviewed_policy(config: &JobConfig, movement: u32, policy: &RetryPolicy) -> RetryPolicy {
+    let mut policy = policy.clone();
+    if let Some(r) = config
+        .review
+        .as_ref()
+        .filter(|r| r.reviews(config, movement))
+    {
+        let extra = u32::try_from(r.max_iterations.max(1)).unwrap_or(u32::MAX);
+        policy.max_retries = policy.max_retries.max(1).saturating_add(extra);
+    }
+    policy
+}
+
 /// The baton's view of one job.
 pub(super) fn job_spec(
     job_id: &str,
@@ -112,7 +128,7 @@ pub(super) fn job_spec(
                 instrument: sheet.instrument.clone(),
                 model: sheet.model.clone(),
                 fallbacks: sheet.instrument_fallbacks.clone(),
-                retry: policy.clone(),
+                retry: reviewed_policy(config, sheet.movement, &policy),
                 max_completion_attempts: u32::try_from(retry.max_completion_attempts.max(0))
                     .unwrap_or(0),
                 completion_threshold_percent: retry.completion_threshold_percent,

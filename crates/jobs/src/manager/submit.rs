@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use mozart_baton::Event;
-use mozart_config::{load_score, SheetPlan};
+use mozart_config::{load_score, JobConfig, SheetPlan};
 use mozart_ipc::types::{JobResponse, JobResponseStatus};
 use mozart_state::{CheckpointState, DaemonJobStatus, JobRecord, JobScore, JobStatus, SheetState};
 
@@ -40,6 +40,16 @@ fn job_id_of(path: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// Why a submission was refused: the message `job.submit` answers with. Nothing durable has
+/// been touched when a step returns one (architecture invariant 7).
+struct Rejection(String);
+
+/// One step of the submission pipeline.
+type Step<T> = Result<T, Rejection>;
+
+/// `job.submit`: parse → validate → plan → (under the submit lock) check the job is not
+/// running → carry over the previous run → build the checkpoint → isolate → persist →
+/// register with the baton. Each step is a function below; the first that refuses answers.
 pub(super) async fn submit(
     mgr: &JobManager,
     ctx: &ConductorCtx,
@@ -53,9 +63,86 @@ pub(super) async fn submit(
         .resume_of
         .clone()
         .unwrap_or_else(|| job_id_of(&config_path));
+    match pipeline(mgr, &job_id, &config_path, req).await {
+        Ok(response) => response,
+        Err(Rejection(message)) => rejected(&job_id, message),
+    }
+}
+
+async fn pipeline(
+    mgr: &JobManager,
+    job_id: &str,
+    config_path: &Path,
+    req: SubmitRequest,
+) -> Step<JobResponse> {
+    let score = parse(mgr, job_id, config_path, &req)?;
+    let mut config = score.config;
+    let workspace = validate_workspace(&mut config, &req)?;
+    let (plan, renderer) = plan(&config, config_path, &workspace)?;
+
+    let _guard = mgr.shared.submit_lock.lock().await;
+    ensure_not_running(mgr, job_id)?;
+    let previous = carry_over(mgr, job_id, config_path, &config, &plan, &workspace, &req);
+    let record = build_record(
+        mgr,
+        job_id,
+        &config,
+        &workspace,
+        &plan,
+        previous.record.as_ref(),
+        &req,
+    );
+    let mut checkpoint =
+        build_checkpoint(job_id, &config, &plan, previous.checkpoint.as_ref(), &req);
+    drop(previous);
+    checkpoint.config_path = Some(req.config_path.clone());
+    // What `mozart status` reads for hooks and sheet descriptions (upstream's snapshot).
+    let snapshot = serde_json::to_value(&config).ok();
+    checkpoint.config_snapshot = snapshot.clone();
+    checkpoint.status = JobStatus::Running;
+    checkpoint.pid = Some(std::process::id());
+    if checkpoint.started_at.is_none() {
+        checkpoint.started_at = Some(mozart_state::Timestamp::now());
+    }
+    let (working_dir, worktree) = isolate(job_id, &config, &workspace, &mut checkpoint).await?;
+    let job_score = JobScore {
+        yaml: Some(score.text),
+        snapshot,
+    };
+    persist(mgr, job_id, &record, &job_score, &checkpoint)?;
+    drop(job_score);
+
+    let run = JobRun {
+        job_id: job_id.to_string(),
+        config,
+        plan,
+        score_dir: config_path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default(),
+        chain_depth: record.chain_depth.unwrap_or(0),
+        renderer,
+        working_dir,
+        worktree,
+        sheet_worktrees: Mutex::new(Default::default()),
+        workspace,
+        attempt_details: Mutex::new(Default::default()),
+        mtimes: Mutex::new(Default::default()),
+        backends: Default::default(),
+    };
+    register(mgr, record, checkpoint, run, req.self_healing)
+}
+
+/// Parse: the score file, or the registry's copy of it (`no_reload`).
+fn parse(
+    mgr: &JobManager,
+    job_id: &str,
+    config_path: &Path,
+    req: &SubmitRequest,
+) -> Step<mozart_config::Score> {
     let snapshot = if req.no_reload {
         lock(&mgr.shared.registry)
-            .job_score(&job_id)
+            .job_score(job_id)
             .ok()
             .flatten()
             .and_then(|s| s.yaml)
@@ -63,118 +150,118 @@ pub(super) async fn submit(
         None
     };
     if snapshot.is_none() && !config_path.exists() {
-        return rejected(
-            &job_id,
-            format!("Config file not found: {}", req.config_path),
-        );
+        return Err(Rejection(format!(
+            "Config file not found: {}",
+            req.config_path
+        )));
     }
     let loaded = match &snapshot {
-        Some(text) => mozart_config::load_score_str(text, &config_path),
-        None => load_score(&config_path),
+        Some(text) => mozart_config::load_score_str(text, config_path),
+        None => load_score(config_path),
     };
-    let score = match loaded {
-        Ok(s) => s,
-        Err(e) => {
-            return rejected(
-                &job_id,
-                format!(
-                    "Failed to parse config file: {} ({e}). Cannot determine workspace. Fix the config or pass --workspace explicitly.",
-                    req.config_path
-                ),
-            )
-        }
-    };
-    let mut config = score.config;
+    loaded.map_err(|e| {
+        Rejection(format!(
+            "Failed to parse config file: {} ({e}). Cannot determine workspace. Fix the config or pass --workspace explicitly.",
+            req.config_path
+        ))
+    })
+}
+
+/// Validate: the workspace (the request's override, else the score's) can be created.
+fn validate_workspace(config: &mut JobConfig, req: &SubmitRequest) -> Step<PathBuf> {
     let workspace = match req.workspace.as_deref().filter(|w| !w.is_empty()) {
         Some(w) => PathBuf::from(w),
         None => config.workspace.clone(),
     };
     config.workspace = workspace.clone();
-    if let Some(parent) = workspace.parent() {
-        if !parent.as_os_str().is_empty() && !parent.is_dir() {
-            return rejected(
-                &job_id,
-                format!(
-                    "Workspace parent directory does not exist: {}. Create the parent directory or change the workspace path.",
-                    parent.display()
-                ),
-            );
-        }
-        if !parent.as_os_str().is_empty()
-            && nix::unistd::access(parent, nix::unistd::AccessFlags::W_OK).is_err()
-        {
-            return rejected(
-                &job_id,
-                format!(
-                    "Workspace parent directory is not writable: {}. Fix permissions or change the workspace path.",
-                    parent.display()
-                ),
-            );
-        }
-    }
-    let plan = match SheetPlan::build(&config) {
-        Ok(p) => p,
-        Err(e) => return rejected(&job_id, format!("Failed to plan the score: {e}")),
+    let Some(parent) = workspace.parent().filter(|p| !p.as_os_str().is_empty()) else {
+        return Ok(workspace);
     };
-    let renderer = match mozart_config::template::PromptRenderer::new(&config, config_path.parent())
-    {
-        Ok(r) => r,
-        Err(e) => {
-            return rejected(
-                &job_id,
-                format!("The prompt template does not compile: {e}"),
-            )
-        }
+    if !parent.is_dir() {
+        return Err(Rejection(format!(
+            "Workspace parent directory does not exist: {}. Create the parent directory or change the workspace path.",
+            parent.display()
+        )));
+    }
+    if nix::unistd::access(parent, nix::unistd::AccessFlags::W_OK).is_err() {
+        return Err(Rejection(format!(
+            "Workspace parent directory is not writable: {}. Fix permissions or change the workspace path.",
+            parent.display()
+        )));
+    }
+    Ok(workspace)
+}
+
+/// Plan: the sheet plan and the compiled prompt template; creates the workspace.
+fn plan(
+    config: &JobConfig,
+    config_path: &Path,
+    workspace: &Path,
+) -> Step<(SheetPlan, mozart_config::template::PromptRenderer)> {
+    let plan = SheetPlan::build(config)
+        .map_err(|e| Rejection(format!("Failed to plan the score: {e}")))?;
+    let renderer = mozart_config::template::PromptRenderer::new(config, config_path.parent())
+        .map_err(|e| Rejection(format!("The prompt template does not compile: {e}")))?;
+    std::fs::create_dir_all(workspace).map_err(|e| {
+        Rejection(format!(
+            "Cannot create workspace {}: {e}",
+            workspace.display()
+        ))
+    })?;
+    Ok((plan, renderer))
+}
+
+/// Refuse a job that is already queued or running here.
+fn ensure_not_running(mgr: &JobManager, job_id: &str) -> Step<()> {
+    let jobs = lock(&mgr.shared.jobs);
+    let Some(entry) = jobs.get(job_id) else {
+        return Ok(());
     };
-    if let Err(e) = std::fs::create_dir_all(&workspace) {
-        return rejected(
-            &job_id,
-            format!("Cannot create workspace {}: {e}", workspace.display()),
-        );
+    let s = entry.record.status;
+    if entry.run.is_some() && matches!(s, DaemonJobStatus::Queued | DaemonJobStatus::Running) {
+        return Err(Rejection(format!(
+            "Job '{job_id}' is already {}. Use 'mozart pause' or 'mozart cancel' first, or wait for it to finish.",
+            s.as_str()
+        )));
     }
+    Ok(())
+}
 
-    let _guard = mgr.shared.submit_lock.lock().await;
-    if let Some(entry) = lock(&mgr.shared.jobs).get(&job_id) {
-        let s = entry.record.status;
-        if entry.run.is_some() && matches!(s, DaemonJobStatus::Queued | DaemonJobStatus::Running) {
-            return rejected(
-                &job_id,
-                format!(
-                    "Job '{job_id}' is already {}. Use 'mozart pause' or 'mozart cancel' first, or wait for it to finish.",
-                    s.as_str()
-                ),
-            );
-        }
-    }
+/// What a submission keeps of the job's previous run.
+struct Previous {
+    /// The previous registry row (its history: submitted_at, concert, parent).
+    record: Option<JobRecord>,
+    /// The previous checkpoint, when its progress is kept.
+    checkpoint: Option<CheckpointState>,
+}
 
-    // Previous progress: kept unless --fresh, or the score changed since a completed run
-    // (auto-fresh, §6.4 step 8).
-    let previous_record = lock(&mgr.shared.registry).get_job(&job_id).ok().flatten();
-    let mut fresh = req.fresh;
-    if !fresh {
-        if let Some(rec) = &previous_record {
-            if rec.status == DaemonJobStatus::Completed {
-                let mtime = std::fs::metadata(&config_path)
-                    .and_then(|m| m.modified())
-                    .ok()
-                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                    .map(|d| d.as_secs_f64());
-                if let (Some(mtime), Some(done)) = (mtime, rec.completed_at) {
-                    if mtime > done + 1.0 {
-                        tracing::info!(job_id, "auto_fresh.score_changed");
-                        fresh = true;
-                    }
-                }
-            }
-        }
+/// Carry over: previous progress is kept unless --fresh, or the score changed since a
+/// completed run (auto-fresh, §6.4 step 8). A fresh run archives the old workspace first
+/// when the score asks for it.
+fn carry_over(
+    mgr: &JobManager,
+    job_id: &str,
+    config_path: &Path,
+    config: &JobConfig,
+    plan: &SheetPlan,
+    workspace: &Path,
+    req: &SubmitRequest,
+) -> Previous {
+    let record = lock(&mgr.shared.registry).get_job(job_id).ok().flatten();
+    let fresh = req.fresh
+        || record
+            .as_ref()
+            .is_some_and(|rec| score_changed(rec, config_path));
+    if fresh && !req.fresh {
+        tracing::info!(job_id, "auto_fresh.score_changed");
     }
     // Loaded only when it is kept: a fresh run of a 1,000-sheet job does not read the old
     // run's rows back into memory.
-    let previous = if fresh {
+    let checkpoint = if fresh {
         None
     } else {
         lock(&mgr.shared.registry)
-            .load_checkpoint(&job_id)
+            .load_checkpoint(job_id)
             .ok()
             .flatten()
             .filter(|cp| cp.total_sheets == plan.total_sheets)
@@ -183,7 +270,7 @@ pub(super) async fn submit(
         // The old run's files move to an archive before the fresh run writes anything
         // (execution.md §9.12; upstream does this only in the legacy runner).
         let outcome =
-            crate::workspace::on_fresh_start(&job_id, &workspace, &config.workspace_lifecycle);
+            crate::workspace::on_fresh_start(job_id, workspace, &config.workspace_lifecycle);
         if let Some(archived) = &outcome.archived {
             tracing::info!(job_id, archive = %archived.display(), "workspace.archived");
         }
@@ -191,17 +278,40 @@ pub(super) async fn submit(
             tracing::warn!(job_id, warning, "workspace.archive_failed");
         }
     }
+    Previous { record, checkpoint }
+}
 
-    let mut record = JobRecord::new(&job_id, &req.config_path, workspace.to_string_lossy());
+/// True when a completed job's score file changed after the run completed.
+fn score_changed(rec: &JobRecord, config_path: &Path) -> bool {
+    if rec.status != DaemonJobStatus::Completed {
+        return false;
+    }
+    let mtime = std::fs::metadata(config_path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs_f64());
+    matches!((mtime, rec.completed_at), (Some(mtime), Some(done)) if mtime > done + 1.0)
+}
+
+/// The job's registry row: running now, with its concert lineage.
+fn build_record(
+    mgr: &JobManager,
+    job_id: &str,
+    config: &JobConfig,
+    workspace: &Path,
+    plan: &SheetPlan,
+    previous: Option<&JobRecord>,
+    req: &SubmitRequest,
+) -> JobRecord {
+    let mut record = JobRecord::new(job_id, &req.config_path, workspace.to_string_lossy());
     record.total_sheets = Some(plan.total_sheets);
     record.chain_depth = req.chain_depth;
-    if let Some(prev) = &previous_record {
-        if req.resume_of.is_some() {
-            record.submitted_at = prev.submitted_at;
-            record.chain_depth = record.chain_depth.or(prev.chain_depth);
-            record.concert_id = prev.concert_id.clone();
-            record.parent_job_id = prev.parent_job_id.clone();
-        }
+    if let (Some(prev), Some(_)) = (previous, &req.resume_of) {
+        record.submitted_at = prev.submitted_at;
+        record.chain_depth = record.chain_depth.or(prev.chain_depth);
+        record.concert_id = prev.concert_id.clone();
+        record.parent_job_id = prev.parent_job_id.clone();
     }
     if let Some(parent) = &req.parent_job_id {
         record.parent_job_id = Some(parent.clone());
@@ -221,129 +331,126 @@ pub(super) async fn submit(
     record.status = DaemonJobStatus::Running;
     record.started_at = Some(mozart_state::epoch_now());
     record.pid = Some(std::process::id());
+    record
+}
 
-    let mut checkpoint = build_checkpoint(&job_id, &config, &plan, previous.as_ref(), &req);
-    checkpoint.config_path = Some(req.config_path.clone());
-    // What `mozart status` reads for hooks and sheet descriptions (upstream's snapshot).
-    checkpoint.config_snapshot = serde_json::to_value(&config).ok();
-    checkpoint.status = JobStatus::Running;
-    checkpoint.pid = Some(std::process::id());
-    if checkpoint.started_at.is_none() {
-        checkpoint.started_at = Some(mozart_state::Timestamp::now());
+/// Isolate (execution.md §9.5): a git worktree per job, reused when resuming. Returns where
+/// the instrument runs, and the worktree when there is one.
+async fn isolate(
+    job_id: &str,
+    config: &JobConfig,
+    workspace: &Path,
+    checkpoint: &mut CheckpointState,
+) -> Step<(PathBuf, Option<crate::isolation::Worktree>)> {
+    if crate::sheet_worktrees::per_sheet(config) {
+        // Per-sheet worktrees are made by each sheet's first attempt; what can be known up
+        // front is checked here, before any agent runs (docs/mochi.md).
+        let (cfg, jid) = (config.clone(), job_id.to_string());
+        tokio::task::spawn_blocking(move || crate::sheet_worktrees::preflight(&cfg, &jid))
+            .await
+            .map_err(|e| Rejection(format!("Cannot isolate the job's sheets: {e}")))?
+            .map_err(|e| Rejection(format!("Cannot isolate the job's sheets: {e}")))?;
+        return Ok((workspace.to_path_buf(), None));
     }
-
-    // Isolation (execution.md §9.5): a git worktree per job, reused when resuming.
-    let mut worktree = None;
-    let mut working_dir = workspace.clone();
-    if config.isolation.enabled {
-        let (cfg, jid, resume) = (
-            config.clone(),
-            job_id.clone(),
-            checkpoint.worktree_path.clone(),
-        );
-        let prepared = tokio::task::spawn_blocking(move || {
-            let iso = &cfg.isolation;
-            let setup = crate::isolation::WorktreeSetup {
-                copy_files: iso.copy_files.clone(),
-                commands: iso.setup_commands.clone(),
-                command_timeout: std::time::Duration::from_secs_f64(
-                    iso.setup_timeout_seconds
-                        .unwrap_or(300.0)
-                        .clamp(1.0, 86_400.0),
-                ),
-            };
-            crate::isolation::prepare(
-                &crate::isolation::WorktreeRequest::for_job(&cfg, &jid)
-                    .resuming(resume.as_deref().map(Path::new))
-                    .with_setup(setup),
-            )
-        })
-        .await;
-        match prepared {
-            Ok(Ok(isolation)) => {
-                isolation.record(&mut checkpoint);
-                if let crate::isolation::Isolation::Worktree(wt) = isolation {
-                    working_dir = wt.working_directory().to_path_buf();
-                    worktree = Some(wt);
-                }
-            }
-            Ok(Err(e)) => return rejected(&job_id, format!("Cannot isolate the job: {e}")),
-            Err(e) => return rejected(&job_id, format!("Cannot isolate the job: {e}")),
-        }
+    if !config.isolation.enabled {
+        return Ok((workspace.to_path_buf(), None));
     }
-
-    {
-        let registry = lock(&mgr.shared.registry);
-        // SQLite can still commit on a full disk (it reuses its WAL file's space), and then
-        // the job's logs, workspace files and later checkpoints fail one by one: refuse new
-        // work while the conductor's home has next to no room, and say why.
-        let home = registry.path().parent().unwrap_or(Path::new("."));
-        if let Some(free) = free_bytes(home).filter(|free| *free < MIN_FREE_BYTES) {
-            tracing::error!(job_id, home = %home.display(), free, "job refused: the disk is full");
-            return rejected(
-                &job_id,
-                format!(
-                    "Cannot accept the job: the disk is full ({} has {} KiB free). Free some space, then submit again.",
-                    home.display(),
-                    free / 1024
-                ),
-            );
-        }
-        let job_score = JobScore {
-            yaml: Some(score.text.clone()),
-            snapshot: serde_json::to_value(&config).ok(),
+    let (cfg, jid, resume) = (
+        config.clone(),
+        job_id.to_string(),
+        checkpoint.worktree_path.clone(),
+    );
+    let prepared = tokio::task::spawn_blocking(move || {
+        let iso = &cfg.isolation;
+        let setup = crate::isolation::WorktreeSetup {
+            copy_files: iso.copy_files.clone(),
+            commands: iso.setup_commands.clone(),
+            command_timeout: std::time::Duration::from_secs_f64(
+                iso.setup_timeout_seconds
+                    .unwrap_or(300.0)
+                    .clamp(1.0, 86_400.0),
+            ),
         };
-        if let Err(e) = registry.create_job_with_score(&record, &job_score) {
-            return rejected(
-                &job_id,
-                format!("Cannot record the job in the registry: {e}"),
-            );
+        crate::isolation::prepare(
+            &crate::isolation::WorktreeRequest::for_job(&cfg, &jid)
+                .resuming(resume.as_deref().map(Path::new))
+                .with_setup(setup),
+        )
+    })
+    .await
+    .map_err(|e| Rejection(format!("Cannot isolate the job: {e}")))?
+    .map_err(|e| Rejection(format!("Cannot isolate the job: {e}")))?;
+    prepared.record(checkpoint);
+    match prepared {
+        crate::isolation::Isolation::Worktree(wt) => {
+            Ok((wt.working_directory().to_path_buf(), Some(wt)))
         }
-        if let Err(e) = registry.save_checkpoint(&checkpoint) {
-            return rejected(&job_id, format!("Cannot save the job's checkpoint: {e}"));
-        }
+        _ => Ok((workspace.to_path_buf(), None)),
     }
+}
 
-    let spec = specs::job_spec(&job_id, &config, &plan, &checkpoint, req.self_healing);
-    let run = Arc::new(JobRun {
-        job_id: job_id.clone(),
-        config,
-        plan,
-        score_dir: config_path
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default(),
-        chain_depth: record.chain_depth.unwrap_or(0),
-        renderer,
-        working_dir,
-        worktree,
-        workspace,
-        attempt_details: Mutex::new(Default::default()),
-        mtimes: Mutex::new(Default::default()),
-        backends: Default::default(),
-    });
+/// Persist: the registry row, the score and the first checkpoint, in the registry — refused
+/// while the conductor's home has next to no room.
+fn persist(
+    mgr: &JobManager,
+    job_id: &str,
+    record: &JobRecord,
+    job_score: &JobScore,
+    checkpoint: &CheckpointState,
+) -> Step<()> {
+    let registry = lock(&mgr.shared.registry);
+    // SQLite can still commit on a full disk (it reuses its WAL file's space), and then the
+    // job's logs, workspace files and later checkpoints fail one by one: refuse new work
+    // while the conductor's home has next to no room, and say why.
+    let home = registry.path().parent().unwrap_or(Path::new("."));
+    if let Some(free) = free_bytes(home).filter(|free| *free < MIN_FREE_BYTES) {
+        tracing::error!(job_id, home = %home.display(), free, "job refused: the disk is full");
+        return Err(Rejection(format!(
+            "Cannot accept the job: the disk is full ({} has {} KiB free). Free some space, then submit again.",
+            home.display(),
+            free / 1024
+        )));
+    }
+    registry
+        .create_job_with_score(record, job_score)
+        .map_err(|e| Rejection(format!("Cannot record the job in the registry: {e}")))?;
+    registry
+        .save_checkpoint(checkpoint)
+        .map_err(|e| Rejection(format!("Cannot save the job's checkpoint: {e}")))
+}
+
+/// Register: the job joins the manager's table and the baton loop.
+fn register(
+    mgr: &JobManager,
+    record: JobRecord,
+    checkpoint: CheckpointState,
+    run: JobRun,
+    self_healing: bool,
+) -> Step<JobResponse> {
+    let job_id = run.job_id.clone();
+    let spec = specs::job_spec(&job_id, &run.config, &run.plan, &checkpoint, self_healing);
     lock(&mgr.shared.jobs).insert(
         job_id.clone(),
         JobEntry {
             record,
             live: Some(checkpoint),
-            run: Some(run),
+            run: Some(Arc::new(run)),
             halted: false,
             final_sheets: Vec::new(),
         },
     );
     if let Err(e) = mgr.send(Event::RegisterJob(Box::new(spec))) {
         mgr.set_status(&job_id, DaemonJobStatus::Failed, Some(&e));
-        return rejected(&job_id, e);
+        return Err(Rejection(e));
     }
-    JobResponse {
+    Ok(JobResponse {
         job_id,
         status: JobResponseStatus::Accepted,
         message: Some(format!(
             "Job queued (concurrency limit: {})",
             mgr.shared.max_concurrent_jobs
         )),
-    }
+    })
 }
 
 /// A checkpoint for the plan, carrying over terminal sheets of a previous run.
@@ -383,9 +490,19 @@ pub(super) fn build_checkpoint(
                 let mut s = SheetState::new(sheet.num);
                 // Keep attempt counts of an unfinished sheet so retries are not refunded.
                 if let Some(p) = previous.and_then(|p| p.sheets.get(&sheet.num)) {
+                    // The reviewer loop resumes at the same iteration with the same feedback.
+                    // A failed sheet that is resumed gets a fresh budget of iterations.
+                    s.review = p.review.clone().map(|mut r| {
+                        if p.status == mozart_state::SheetStatus::Failed {
+                            r.budget_from = r.iteration;
+                        }
+                        r
+                    });
                     s.attempt_count = p.attempt_count;
                     s.completion_attempts = p.completion_attempts;
                     s.healing_attempts = p.healing_attempts;
+                    // An attempt still running remotely is re-attached to, not run again.
+                    s.remote_attempt = p.remote_attempt.clone();
                 }
                 s
             });

@@ -1,7 +1,7 @@
 //! Plain records stored in the registry: jobs, attempts, hook results, rate limits.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::time::epoch_now;
 
@@ -163,35 +163,6 @@ impl JobRecord {
             options: Map::new(),
         }
     }
-
-    /// Upstream's `JobRecord.to_dict()` shape (conductor.md §9): optional keys only when
-    /// truthy. Used by `job.list` and the `job.status` fallback.
-    pub fn to_registry_json(&self) -> Value {
-        let mut v = json!({
-            "job_id": self.job_id,
-            "config_path": self.config_path,
-            "workspace": self.workspace,
-            "status": self.status.as_str(),
-            "pid": self.pid,
-            "submitted_at": self.submitted_at,
-            "started_at": self.started_at,
-            "completed_at": self.completed_at,
-            "current_sheet": self.current_sheet,
-            "total_sheets": self.total_sheets,
-        });
-        if let Value::Object(map) = &mut v {
-            for (key, val) in [
-                ("error_message", &self.error_message),
-                ("log_path", &self.log_path),
-                ("snapshot_path", &self.snapshot_path),
-            ] {
-                if let Some(s) = val.as_deref().filter(|s| !s.is_empty()) {
-                    map.insert(key.to_owned(), Value::String(s.to_owned()));
-                }
-            }
-        }
-        v
-    }
 }
 
 /// The submitted score, stored once per submission (not rewritten on transitions).
@@ -256,23 +227,6 @@ pub struct AttemptRecord {
     pub executed_at: f64,
 }
 
-impl AttemptRecord {
-    /// The `job.history` record shape (conductor.md §8.11); `executed_at` as ISO-8601.
-    pub fn to_history_json(&self) -> Value {
-        json!({
-            "id": self.id,
-            "job_id": self.job_id,
-            "sheet_num": self.sheet_num,
-            "attempt_num": self.attempt_num,
-            "prompt": self.prompt,
-            "output": self.output,
-            "exit_code": self.exit_code,
-            "duration_seconds": self.duration_seconds,
-            "executed_at": crate::time::Timestamp::from_epoch(self.executed_at).as_str(),
-        })
-    }
-}
-
 /// Result of one `on_success` hook (conductor.md §19.5).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct HookResultRecord {
@@ -296,30 +250,6 @@ pub struct HookResultRecord {
     pub started_at: Option<f64>,
     /// End time (epoch seconds).
     pub finished_at: Option<f64>,
-}
-
-impl HookResultRecord {
-    /// Upstream's `hook_results_json` element shape (conductor.md §19.5).
-    pub fn to_json(&self) -> Value {
-        let mut map = Map::new();
-        map.insert("hook_type".into(), json!(self.hook_type));
-        map.insert("description".into(), json!(self.description));
-        map.insert("success".into(), json!(self.success));
-        if let Some(e) = &self.error_message {
-            map.insert("error_message".into(), json!(e));
-        }
-        if let Some(code) = self.exit_code {
-            map.insert("exit_code".into(), json!(code));
-        }
-        // Command hooks always report `output` (null when empty); run_job only on success.
-        if self.output.is_some() || self.exit_code.is_some() {
-            map.insert("output".into(), json!(self.output));
-        }
-        if let Some(id) = &self.chained_job_id {
-            map.insert("chained_job_id".into(), json!(id));
-        }
-        Value::Object(map)
-    }
 }
 
 /// A persisted instrument rate limit (architecture invariant 2: a restart must not

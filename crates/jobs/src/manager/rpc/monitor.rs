@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use mozart_ipc::types::{
     EventsResult, JobProgress, LimitParams, MonitorEvent, ProcessEvent, ProcessEventType,
-    ProcessMetric, SystemSnapshot,
+    ProcessMetric, SystemSnapshot, TopResult, Unavailable,
 };
 use mozart_ipc::{methods, parse_params, ErrorObjectOwned, RpcModule};
 use mozart_state::{DaemonJobStatus, SheetStatus};
@@ -465,6 +465,17 @@ fn job_event(status: DaemonJobStatus) -> &'static str {
 }
 
 /// Register the monitoring methods, served from `mgr`.
+fn unavailable(error: &str) -> Unavailable {
+    Unavailable {
+        error: error.to_string(),
+    }
+}
+
+fn to_value<T: serde::Serialize>(value: T) -> Result<serde_json::Value, ErrorObjectOwned> {
+    serde_json::to_value(value)
+        .map_err(|e| ErrorObjectOwned::from(mozart_ipc::RpcError::internal(e)))
+}
+
 pub(in crate::manager) fn register(
     module: &mut RpcModule<Ctx>,
     mgr: JobManager,
@@ -477,11 +488,12 @@ pub(in crate::manager) fn register(
     let (p, m) = (profiler.clone(), mgr.clone());
     module
         .register_blocking_method(methods::DAEMON_TOP, move |_, ctx, _| {
-            if !ctx.config().profiler.enabled {
-                return Ok(json!({ "error": PROFILER_OFF }));
-            }
-            serde_json::to_value(snapshot(&p, &ctx, &m))
-                .map_err(|e| ErrorObjectOwned::from(mozart_ipc::RpcError::internal(e)))
+            let result = if ctx.config().profiler.enabled {
+                TopResult::Snapshot(snapshot(&p, &ctx, &m))
+            } else {
+                TopResult::Unavailable(unavailable(PROFILER_OFF))
+            };
+            to_value(result)
         })
         .map_err(reg)?;
 
@@ -493,7 +505,7 @@ pub(in crate::manager) fn register(
             } else {
                 PROFILER_OFF
             };
-            Ok::<_, ErrorObjectOwned>(json!({ "error": error }))
+            to_value(unavailable(error))
         })
         .map_err(reg)?;
 
@@ -502,14 +514,19 @@ pub(in crate::manager) fn register(
         .register_blocking_method(methods::DAEMON_EVENTS, move |params, ctx, _| {
             let params: LimitParams = parse_params(&params).map_err(ErrorObjectOwned::from)?;
             if !ctx.config().profiler.enabled {
-                return Ok(json!({ "events": [], "error": PROFILER_OFF }));
+                return to_value(EventsResult {
+                    events: Vec::new(),
+                    error: Some(PROFILER_OFF.to_string()),
+                });
             }
             let mut profiler = lock(&p);
             profiler.sample(ctx.pid, &m.shared.inflight_dir);
             let skip = profiler.events.len().saturating_sub(params.limit as usize);
             let events = profiler.events.iter().skip(skip).cloned().collect();
-            serde_json::to_value(EventsResult { events })
-                .map_err(|e| ErrorObjectOwned::from(mozart_ipc::RpcError::internal(e)))
+            to_value(EventsResult {
+                events,
+                error: None,
+            })
         })
         .map_err(reg)?;
 

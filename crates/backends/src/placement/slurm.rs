@@ -1,0 +1,850 @@
+//! The Slurm placement: one attempt = one Slurm batch job (docs/design/distributed.md).
+//!
+//! The attempt's directory (on the filesystem the conductor and the compute nodes share)
+//! receives the command line (`argv`, NUL-separated), the environment (`env`, mode 0600,
+//! deleted by the job as soon as it has read it), the stdin bytes and a small wrapper script.
+//! The wrapper runs the very command a local attempt would run, in the same working
+//! directory, and writes `stdout`, `stderr`, `start` (epoch) and finally `exit` (the exit
+//! status, written atomically). The conductor:
+//!
+//! 1. submits it held (`sbatch --parsable --hold`), records the job id in the sheet's
+//!    checkpoint through the [`RemoteJournal`], and only then releases it — so a job that
+//!    runs is always one a restarted conductor knows about, and a sheet never runs twice;
+//! 2. follows it by looking for the `exit` file every poll interval, and asks Slurm
+//!    (`scontrol show job`, which works without `slurmdbd`; `sacct` does not) every few
+//!    seconds whether the job ended without writing one (cancelled, node failure);
+//! 3. on its own timeout — counted from the job's start, as a local timeout is counted from
+//!    the spawn — or when the attempt is cancelled (the future dropped), runs `scancel`.
+//!    `sbatch --time` is set a little past the timeout as a backstop for a conductor that is
+//!    gone;
+//! 4. collects the output files through the same capture as a local pipe, so the backend
+//!    parses them exactly as it parses a local run.
+
+use std::io::Write as _;
+use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{PlacementSpec, RemoteAttempt, RemoteJournal};
+use crate::process::{capture_reader, LineSink, ProcessOutcome, ProcessSpec};
+use crate::types::StreamKind;
+use crate::types::{epoch_now, ExecutionRequest, Progress};
+
+/// Default poll interval of a running attempt.
+pub const DEFAULT_POLL: Duration = Duration::from_millis(500);
+
+/// Longest wait for a Slurm command (`sbatch`, `scontrol`, `scancel`).
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The Slurm job states after which a job runs no more.
+const TERMINAL_STATES: &[&str] = &[
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "REVOKED",
+    "SPECIAL_EXIT",
+];
+
+/// Submits attempts to Slurm; one per job and instrument.
+#[derive(Debug)]
+pub struct SlurmPlacement {
+    spec: PlacementSpec,
+    poll: Duration,
+    watcher: Arc<Watcher>,
+}
+
+/// What Slurm says about a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobState {
+    /// Pending, running, completing, …: not over yet.
+    Active(String),
+    /// Ended (`COMPLETED`, `CANCELLED`, …).
+    Ended(String),
+    /// Slurm no longer knows the job (it ended longer ago than `MinJobAge`).
+    Unknown,
+    /// Slurm could not be asked (controller down): try again later.
+    Unreachable(String),
+}
+
+/// How following a job ended.
+enum Followed {
+    /// The wrapper wrote its exit status.
+    Exited(i32),
+    /// Our timeout fired; the job was cancelled.
+    TimedOut,
+    /// The job ended without an exit status (cancelled from outside, node failure, …).
+    Vanished(String),
+}
+
+impl SlurmPlacement {
+    /// A placement submitting with `spec`'s partition, account and extra arguments.
+    pub fn new(spec: &PlacementSpec) -> Self {
+        let poll = spec
+            .poll_interval_seconds
+            .map(Duration::from_secs_f64)
+            .unwrap_or(DEFAULT_POLL);
+        SlurmPlacement {
+            spec: spec.clone(),
+            poll,
+            watcher: Arc::default(),
+        }
+    }
+
+    /// Run one attempt as a Slurm job (or re-attach to the one the journal recorded).
+    pub(crate) async fn run(
+        &self,
+        req: &ExecutionRequest,
+        mut spec: ProcessSpec,
+        sink: Option<Box<dyn LineSink>>,
+    ) -> (ProcessOutcome, Option<Box<dyn LineSink>>) {
+        let started = Instant::now();
+        let recorded = req
+            .remote
+            .as_ref()
+            .and_then(|j| j.recorded())
+            .filter(|r| r.placement == "slurm");
+        let attempt = match recorded {
+            Some(rec) => {
+                tracing::info!(job_id = %req.job_id, sheet = req.sheet_num, slurm_job = %rec.remote_id,
+                    "re-attaching to the Slurm job of an attempt started before the restart");
+                // A conductor killed between recording and releasing leaves the job held.
+                let _ = slurm_command("scontrol", &["release", &rec.remote_id]).await;
+                rec
+            }
+            None => match self.submit(req, &spec).await {
+                Ok(rec) => rec,
+                Err(message) => return (failed_to_start(message, started), sink),
+            },
+        };
+        // The command line (the prompt) and stdin are in the attempt's files now: a follower
+        // parked for hours need not hold them (10,000 of them would).
+        spec.args = Vec::new();
+        spec.stdin = None;
+        spec.child_env = None;
+        let mut guard = CancelGuard {
+            attempt: Some(attempt.clone()),
+            journal: req.remote.clone(),
+        };
+        let followed = self.follow(&attempt, &spec, &req.progress).await;
+        guard.attempt = None;
+        collect(&attempt, spec, followed, sink, started).await
+    }
+
+    /// Write the attempt's files, submit it held, record it, release it.
+    async fn submit(
+        &self,
+        req: &ExecutionRequest,
+        spec: &ProcessSpec,
+    ) -> Result<RemoteAttempt, String> {
+        let cwd = spec.cwd.clone().unwrap_or_else(|| req.working_dir.clone());
+        let base = self
+            .spec
+            .state_dir
+            .clone()
+            .unwrap_or_else(|| cwd.join(".mozart-slurm"));
+        let dir = base.join(safe_name(&req.job_id)).join(format!(
+            "sheet-{}-attempt-{}-{}",
+            req.sheet_num,
+            req.attempt,
+            (epoch_now() * 1000.0) as u64
+        ));
+        write_attempt_files(&dir, &cwd, spec)
+            .map_err(|e| format!("cannot prepare the Slurm job in {}: {e}", dir.display()))?;
+
+        let mut args = vec![
+            "--parsable".to_string(),
+            "--hold".into(),
+            "--no-requeue".into(),
+            // The job's environment is the `env` file, read by the wrapper. sbatch itself runs
+            // with a scrubbed environment (`slurm_command`), so what Slurm stores with the job
+            // holds no credentials. (`--export=NONE` would do the same but makes slurmd load
+            // the user's login environment on the node: seconds per job.)
+            "--export=ALL".into(),
+            format!(
+                "--job-name={}",
+                job_name(&req.job_id, req.sheet_num, req.attempt)
+            ),
+            format!("--output={}", dir.join("slurm.out").display()),
+            format!("--chdir={}", cwd.display()),
+        ];
+        let has_time = self
+            .spec
+            .extra_args
+            .iter()
+            .any(|a| a == "-t" || a.starts_with("--time") || a.starts_with("-t"));
+        if !has_time {
+            args.push(format!("--time={}", time_limit_minutes(spec)));
+        }
+        for (flag, value) in [
+            ("--partition", &self.spec.partition),
+            ("--account", &self.spec.account),
+            ("--qos", &self.spec.qos),
+        ] {
+            if let Some(v) = value {
+                args.push(format!("{flag}={v}"));
+            }
+        }
+        args.extend(self.spec.extra_args.iter().cloned());
+        args.push(dir.join("run.sh").display().to_string());
+        let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = slurm_command("sbatch", &arg_refs)
+            .await
+            .map_err(|e| format!("sbatch failed: {e}"))?;
+        let remote_id = parse_job_id(&out)
+            .ok_or_else(|| format!("sbatch printed no job id (output: {})", out.trim()))?;
+        let attempt = RemoteAttempt {
+            placement: "slurm".into(),
+            remote_id: remote_id.clone(),
+            dir,
+            submitted_at: epoch_now(),
+        };
+        if let Some(journal) = &req.remote {
+            // A durable write (an fsync): off the async workers, which other attempts share.
+            let (j, a) = (Arc::clone(journal), attempt.clone());
+            let recorded = tokio::task::spawn_blocking(move || j.record(&a))
+                .await
+                .unwrap_or_else(|e| Err(format!("recording task failed: {e}")));
+            if let Err(e) = recorded {
+                let _ = slurm_command("scancel", &[&remote_id]).await;
+                return Err(format!(
+                    "cannot record Slurm job {remote_id} in the checkpoint, so it was cancelled: {e}"
+                ));
+            }
+        }
+        if let Err(e) = slurm_command("scontrol", &["release", &remote_id]).await {
+            let _ = slurm_command("scancel", &[&remote_id]).await;
+            if let Some(journal) = &req.remote {
+                journal.forget(&remote_id);
+            }
+            return Err(format!("cannot release Slurm job {remote_id}: {e}"));
+        }
+        tracing::debug!(job_id = %req.job_id, sheet = req.sheet_num, slurm_job = %remote_id, "submitted to Slurm");
+        Ok(attempt)
+    }
+
+    /// Wait for the job to end, honouring the timeout from the job's start. The attempt
+    /// sleeps until the placement's watcher sees its job change state in `squeue` (one call
+    /// per poll interval for every job of the placement), its deadline comes, or a slow
+    /// housekeeping tick (output growth for stale detection) is due.
+    async fn follow(
+        &self,
+        attempt: &RemoteAttempt,
+        spec: &ProcessSpec,
+        progress: &Progress,
+    ) -> Followed {
+        let dir = &attempt.dir;
+        let watch = self.watcher.watch(&attempt.remote_id, self.poll);
+        let _unwatch = Unwatch {
+            watcher: &self.watcher,
+            id: &attempt.remote_id,
+        };
+        let mut deadline: Option<f64> = None;
+        let mut seen = (0u64, 0u64);
+        loop {
+            let notified = watch.changed.notified();
+            if let Some(code) = read_exit(dir) {
+                record_growth(dir, progress, &mut seen);
+                return Followed::Exited(code);
+            }
+            record_growth(dir, progress, &mut seen);
+            if deadline.is_none() {
+                deadline = read_start(dir).map(|s| s + spec.timeout.as_secs_f64());
+            }
+            // Waiting in the queue is bounded by the timeout too (a job that never starts
+            // must not hold its sheet forever); once started, the timeout counts from the start.
+            let queue_limit = attempt.submitted_at + spec.timeout.as_secs_f64();
+            let over = match deadline {
+                Some(d) => epoch_now() >= d,
+                None => epoch_now() >= queue_limit,
+            };
+            if over {
+                tracing::info!(slurm_job = %attempt.remote_id, "timeout: cancelling the Slurm job");
+                let _ = slurm_command("scancel", &[&attempt.remote_id]).await;
+                // Wait for it to be gone (Slurm sends TERM, then KILL after its KillWait).
+                let until = Instant::now() + spec.kill_grace + Duration::from_secs(30);
+                while Instant::now() < until {
+                    if matches!(
+                        job_state(&attempt.remote_id).await,
+                        JobState::Ended(_) | JobState::Unknown
+                    ) {
+                        break;
+                    }
+                    tokio::time::sleep(self.poll).await;
+                }
+                return Followed::TimedOut;
+            }
+            if watch.gone() {
+                // The exit file may trail the job's end on a network filesystem.
+                for _ in 0..10 {
+                    if let Some(code) = read_exit(dir) {
+                        record_growth(dir, progress, &mut seen);
+                        return Followed::Exited(code);
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                let state = match job_state(&attempt.remote_id).await {
+                    JobState::Ended(s) | JobState::Active(s) => s,
+                    JobState::Unknown => "unknown to Slurm".into(),
+                    JobState::Unreachable(e) => e,
+                };
+                return Followed::Vanished(state);
+            }
+            let mut wake = HOUSEKEEPING;
+            if let Some(d) = deadline {
+                let left = (d - epoch_now()).max(0.0);
+                wake = wake.min(Duration::from_secs_f64(left));
+            } else {
+                // Not started yet as far as the files tell: look again at the next state
+                // change (pending -> running) or soon.
+                let left = (queue_limit - epoch_now()).max(0.0);
+                wake = wake.min(self.poll * 4).min(Duration::from_secs_f64(left));
+            }
+            let _ = tokio::time::timeout(wake, notified).await;
+        }
+    }
+}
+
+/// Slow tick of a followed attempt: output growth (stale detection) and the start file.
+const HOUSEKEEPING: Duration = Duration::from_secs(10);
+
+/// The jobs one placement follows, looked at together: one `squeue --me` per poll interval
+/// however many attempts run (per-attempt `scontrol` calls would cost the controller one
+/// RPC per job per interval; docs/design/distributed.md "Conductor load").
+#[derive(Debug, Default)]
+struct Watcher {
+    state: std::sync::Mutex<WatcherState>,
+}
+
+#[derive(Debug, Default)]
+struct WatcherState {
+    jobs: std::collections::HashMap<String, Arc<Watch>>,
+    running: bool,
+}
+
+/// One followed job: its last state in `squeue`, and a signal when that changes.
+#[derive(Debug, Default)]
+struct Watch {
+    /// Last `squeue` state; `None` once the job is no longer listed (it ended).
+    last: std::sync::Mutex<Option<String>>,
+    ended: std::sync::atomic::AtomicBool,
+    changed: tokio::sync::Notify,
+}
+
+impl Watch {
+    fn gone(&self) -> bool {
+        self.ended.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
+/// Removes a job from the watcher when its follower ends (normally or dropped).
+struct Unwatch<'a> {
+    watcher: &'a Arc<Watcher>,
+    id: &'a str,
+}
+
+impl Drop for Unwatch<'_> {
+    fn drop(&mut self) {
+        lock(&self.watcher.state).jobs.remove(self.id);
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Watcher {
+    /// Follow `id`; starts the polling task when it is not running.
+    fn watch(self: &Arc<Self>, id: &str, poll: Duration) -> Arc<Watch> {
+        let mut state = lock(&self.state);
+        let watch = Arc::clone(state.jobs.entry(id.to_string()).or_default());
+        if !state.running {
+            state.running = true;
+            tokio::spawn(Arc::clone(self).poll_loop(poll));
+        }
+        watch
+    }
+
+    /// Every `poll`: list our jobs once, and wake the followers of jobs that changed state
+    /// or left the queue. Ends when nothing is followed (restarted by the next `watch`).
+    async fn poll_loop(self: Arc<Self>, poll: Duration) {
+        // However the task ends (nothing left to follow, or its runtime shut down), the
+        // next `watch` starts a new one.
+        struct Stopped(Arc<Watcher>);
+        impl Drop for Stopped {
+            fn drop(&mut self) {
+                lock(&self.0.state).running = false;
+            }
+        }
+        let _stopped = Stopped(Arc::clone(&self));
+        loop {
+            tokio::time::sleep(poll).await;
+            if lock(&self.state).jobs.is_empty() {
+                let state = lock(&self.state);
+                if state.jobs.is_empty() {
+                    return;
+                }
+            }
+            let listed = match slurm_command("squeue", &["-h", "--me", "-o", "%i|%T"]).await {
+                Ok(out) => out,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot list Slurm jobs; trying again");
+                    continue;
+                }
+            };
+            let states: std::collections::HashMap<&str, &str> = listed
+                .lines()
+                .filter_map(|l| l.trim().split_once('|'))
+                .collect();
+            let jobs: Vec<(String, Arc<Watch>)> = lock(&self.state)
+                .jobs
+                .iter()
+                .map(|(k, v)| (k.clone(), Arc::clone(v)))
+                .collect();
+            for (id, watch) in jobs {
+                let now = states.get(id.as_str()).map(|s| (*s).to_string());
+                let mut last = lock(&watch.last);
+                let ended =
+                    now.is_none() || now.as_deref().is_some_and(|s| TERMINAL_STATES.contains(&s));
+                if ended {
+                    watch
+                        .ended
+                        .store(true, std::sync::atomic::Ordering::Release);
+                }
+                if *last != now || ended {
+                    *last = now;
+                    watch.changed.notify_one();
+                }
+            }
+        }
+    }
+}
+
+/// Cancels the job when an attempt is abandoned (the musician aborted: `mozart cancel`,
+/// pause, shutdown), and forgets it in the checkpoint. The work runs on a thread of its
+/// own: the drop may happen anywhere, even where the checkpoint's locks are held.
+struct CancelGuard {
+    attempt: Option<RemoteAttempt>,
+    journal: Option<Arc<dyn RemoteJournal>>,
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        let Some(attempt) = self.attempt.take() else {
+            return;
+        };
+        let journal = self.journal.take();
+        let work = move || {
+            let status = std::process::Command::new("scancel")
+                .env_clear()
+                .envs(std::env::vars_os().filter(|(k, _)| {
+                    let k = k.to_string_lossy();
+                    SLURM_ENV.contains(&k.as_ref()) || k.starts_with("SLURM_")
+                }))
+                .arg(&attempt.remote_id)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+            if !status.is_ok_and(|s| s.success()) {
+                tracing::warn!(slurm_job = %attempt.remote_id, "scancel of an abandoned attempt failed");
+            }
+            let _ = std::fs::remove_file(attempt.dir.join("env"));
+            if let Some(journal) = journal {
+                journal.forget(&attempt.remote_id);
+            }
+        };
+        if let Err(e) = std::thread::Builder::new()
+            .name("mozart-scancel".into())
+            .spawn(work)
+        {
+            tracing::warn!(error = %e, "cannot start the scancel thread");
+        }
+    }
+}
+
+/// Turn the job's files into the outcome a local process would have had.
+async fn collect(
+    attempt: &RemoteAttempt,
+    spec: ProcessSpec,
+    followed: Followed,
+    sink: Option<Box<dyn LineSink>>,
+    started: Instant,
+) -> (ProcessOutcome, Option<Box<dyn LineSink>>) {
+    let dir = attempt.dir.clone();
+    let remote_id = attempt.remote_id.clone();
+    let submitted_at = attempt.submitted_at;
+    let work = move || {
+        let _ = std::fs::remove_file(dir.join("env"));
+        let (exit_code, exit_signal, timed_out, note) = match followed {
+            Followed::Exited(code) if code > 128 && code <= 128 + 64 => {
+                (None, Some(code - 128), false, None)
+            }
+            Followed::Exited(code) => (Some(code), None, false, None),
+            Followed::TimedOut => (None, None, true, None),
+            Followed::Vanished(state) => (
+                None,
+                None,
+                false,
+                Some(format!(
+                    "\n[Slurm job {remote_id} ended {state} without an exit status]\n"
+                )),
+            ),
+        };
+        let open = |name: &str| std::fs::File::open(dir.join(name)).ok();
+        let (stdout, sink) = match open("stdout") {
+            Some(f) => capture_reader(f, spec.keep_full_stdout, sink),
+            None => capture_reader(std::io::empty(), spec.keep_full_stdout, sink),
+        };
+        let note_bytes = note.unwrap_or_default().into_bytes();
+        let (stderr, _) = match open("stderr") {
+            Some(f) => capture_reader(std::io::Read::chain(f, note_bytes.as_slice()), 0, None),
+            None => capture_reader(note_bytes.as_slice(), 0, None),
+        };
+        if let Some(base) = &spec.log_base {
+            for (name, suffix) in [("stdout", ".stdout.log"), ("stderr", ".stderr.log")] {
+                let mut target = base.clone().into_os_string();
+                target.push(suffix);
+                if dir.join(name).exists() {
+                    if let Err(e) = std::fs::copy(dir.join(name), &target) {
+                        tracing::warn!(error = %e, "cannot copy the Slurm job's output log");
+                    }
+                }
+            }
+        }
+        let start = read_start(&dir);
+        let end = std::fs::metadata(dir.join("exit"))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_secs_f64())
+            .unwrap_or_else(epoch_now);
+        let duration = match start {
+            Some(s) if end >= s => Duration::from_secs_f64(end - s),
+            _ => started.elapsed(),
+        };
+        (
+            ProcessOutcome {
+                exit_code,
+                exit_signal,
+                timed_out,
+                escalated: false,
+                lingered: false,
+                spawn_error: None,
+                stdout,
+                stderr,
+                duration,
+                started_at_epoch: start.unwrap_or(submitted_at),
+            },
+            sink,
+        )
+    };
+    match tokio::task::spawn_blocking(work).await {
+        Ok(done) => done,
+        Err(e) => (
+            failed_to_start(
+                format!("collecting the Slurm job's output failed: {e}"),
+                started,
+            ),
+            None,
+        ),
+    }
+}
+
+fn failed_to_start(message: String, started: Instant) -> ProcessOutcome {
+    ProcessOutcome {
+        exit_code: None,
+        exit_signal: None,
+        timed_out: false,
+        escalated: false,
+        lingered: false,
+        spawn_error: Some(std::io::Error::other(message)),
+        stdout: Default::default(),
+        stderr: Default::default(),
+        duration: started.elapsed(),
+        started_at_epoch: epoch_now(),
+    }
+}
+
+/// The conductor's variables a Slurm command gets (besides `SLURM_*`, `SBATCH_*`, …): a
+/// submitted job inherits sbatch's environment, and it must not carry the conductor's
+/// credentials into Slurm's job record.
+const SLURM_ENV: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ"];
+
+/// Run a Slurm command (with a scrubbed environment); its stdout, or an error with its stderr.
+pub async fn slurm_command(program: &str, args: &[&str]) -> Result<String, String> {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.env_clear().envs(std::env::vars_os().filter(|(k, _)| {
+        let k = k.to_string_lossy();
+        SLURM_ENV.contains(&k.as_ref())
+            || ["SLURM_", "SBATCH_", "SQUEUE_", "SCANCEL_"]
+                .iter()
+                .any(|p| k.starts_with(p))
+    }));
+    cmd.args(args)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let out = match tokio::time::timeout(COMMAND_TIMEOUT, cmd.output()).await {
+        Ok(Ok(out)) => out,
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!(
+                "{program} not found on PATH (is this machine a Slurm submit host?)"
+            ))
+        }
+        Ok(Err(e)) => return Err(format!("cannot run {program}: {e}")),
+        Err(_) => {
+            return Err(format!(
+                "{program} did not answer within {COMMAND_TIMEOUT:?}"
+            ))
+        }
+    };
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        Err(format!(
+            "{program} {}: {}",
+            out.status,
+            crate::redact::redact(stderr.trim())
+        ))
+    }
+}
+
+/// Ask Slurm about one job (`scontrol show job -o`; no accounting daemon needed).
+pub async fn job_state(id: &str) -> JobState {
+    match slurm_command("scontrol", &["show", "job", "-o", id]).await {
+        Ok(out) => match field(&out, "JobState") {
+            Some(state) if TERMINAL_STATES.contains(&state) => JobState::Ended(state.into()),
+            Some(state) => JobState::Active(state.into()),
+            None => JobState::Unknown,
+        },
+        Err(e) if e.contains("Invalid job id") => JobState::Unknown,
+        Err(e) => JobState::Unreachable(e),
+    }
+}
+
+/// `Key=value` out of `scontrol -o` output.
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// The id in `sbatch --parsable` output (`123` or `123;cluster`).
+fn parse_job_id(out: &str) -> Option<String> {
+    let id = out.lines().last()?.split(';').next()?.trim();
+    (!id.is_empty() && id.chars().all(|c| c.is_ascii_digit() || c == '_')).then(|| id.to_string())
+}
+
+/// `sbatch --time` in minutes: the attempt's timeout and kill grace, plus a minute, so
+/// Slurm ends a job our own timer can no longer end (its conductor is gone).
+fn time_limit_minutes(spec: &ProcessSpec) -> u64 {
+    let secs = spec.timeout.as_secs_f64() + spec.kill_grace.as_secs_f64();
+    (secs / 60.0).ceil() as u64 + 1
+}
+
+/// A Slurm job name naming the Mozart job, sheet and attempt (`squeue` shows it).
+pub fn job_name(job_id: &str, sheet: u32, attempt: u32) -> String {
+    let mut name = format!("mozart-{}", safe_name(job_id));
+    name.truncate(80);
+    format!("{name}-s{sheet}-a{attempt}")
+}
+
+fn safe_name(text: &str) -> String {
+    let s: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() || s.starts_with('.') {
+        format!("_{s}")
+    } else {
+        s
+    }
+}
+
+/// `'text'` for a POSIX shell.
+fn sh_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// The attempt's directory: command line, environment, stdin, wrapper.
+fn write_attempt_files(dir: &Path, cwd: &Path, spec: &ProcessSpec) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    let mut argv = private_file(&dir.join("argv"))?;
+    for arg in std::iter::once(&spec.program).chain(&spec.args) {
+        argv.write_all(arg.as_bytes())?;
+        argv.write_all(b"\0")?;
+    }
+    let env = spec
+        .child_env
+        .clone()
+        .unwrap_or_else(|| crate::env::ChildEnv::resolve(&spec.env));
+    let mut file = private_file(&dir.join("env"))?;
+    for (k, v) in env.vars() {
+        file.write_all(k.as_bytes())?;
+        file.write_all(b"=")?;
+        file.write_all(v.as_bytes())?;
+        file.write_all(b"\0")?;
+    }
+    let stdin = match &spec.stdin {
+        Some(bytes) => {
+            private_file(&dir.join("stdin"))?.write_all(bytes)?;
+            r#""$d/stdin""#
+        }
+        None => "/dev/null",
+    };
+    let script = format!(
+        r#"#!/bin/bash
+# Written by the Mozart conductor: one attempt of one sheet (docs/design/distributed.md).
+PATH=/usr/local/bin:/usr/bin:/bin${{PATH:+:$PATH}}
+d={dir}
+date +%s.%N > "$d/start.tmp" && mv -f "$d/start.tmp" "$d/start"
+mapfile -d '' -t argv < "$d/argv"
+envv=()
+if [ -f "$d/env" ]; then mapfile -d '' -t envv < "$d/env"; rm -f "$d/env"; fi
+done_with() {{ echo "$1" > "$d/exit.tmp" && mv -f "$d/exit.tmp" "$d/exit"; exit "$1"; }}
+cd {cwd} || done_with 126
+env -i "${{envv[@]}}" SLURM_JOB_ID="$SLURM_JOB_ID" "${{argv[@]}}" < {stdin} > "$d/stdout" 2> "$d/stderr"
+done_with $?
+"#,
+        dir = sh_quote(&dir.to_string_lossy()),
+        cwd = sh_quote(&cwd.to_string_lossy()),
+    );
+    let mut run = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o700)
+        .open(dir.join("run.sh"))?;
+    run.write_all(script.as_bytes())?;
+    Ok(())
+}
+
+fn read_exit(dir: &Path) -> Option<i32> {
+    std::fs::read_to_string(dir.join("exit"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn read_start(dir: &Path) -> Option<f64> {
+    std::fs::read_to_string(dir.join("start"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Count output the job wrote since the last look, for stale detection and `mozart status`.
+fn record_growth(dir: &Path, progress: &Progress, seen: &mut (u64, u64)) {
+    let size = |name: &str| std::fs::metadata(dir.join(name)).map_or(0, |m| m.len());
+    let (out, err) = (size("stdout"), size("stderr"));
+    if out > seen.0 {
+        progress.record(
+            StreamKind::Stdout,
+            usize::try_from(out - seen.0).unwrap_or(0),
+        );
+        seen.0 = out;
+    }
+    if err > seen.1 {
+        progress.record(
+            StreamKind::Stderr,
+            usize::try_from(err - seen.1).unwrap_or(0),
+        );
+        seen.1 = err;
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sbatch_output_and_scontrol_fields_parse() {
+        assert_eq!(parse_job_id("123\n").as_deref(), Some("123"));
+        assert_eq!(parse_job_id("77;cluster\n").as_deref(), Some("77"));
+        assert_eq!(parse_job_id("Submitted batch job 5\n"), None);
+        let line = "JobId=9 JobName=x JobState=CANCELLED Reason=None ExitCode=0:15";
+        assert_eq!(field(line, "JobState"), Some("CANCELLED"));
+        assert_eq!(field(line, "JobId"), Some("9"));
+        assert_eq!(field(line, "Job"), None);
+    }
+
+    #[test]
+    fn names_and_limits() {
+        assert_eq!(job_name("my job/1", 3, 2), "mozart-my_job_1-s3-a2");
+        let mut spec = ProcessSpec::new("x", vec![], Duration::from_secs(30));
+        spec.kill_grace = Duration::from_secs(5);
+        assert_eq!(time_limit_minutes(&spec), 2);
+        assert_eq!(sh_quote("a'b"), r"'a'\''b'");
+    }
+
+    /// The wrapper runs the command with exactly the given environment, stdin and working
+    /// directory, and writes its outputs and exit status (bash is all it needs: run here).
+    #[test]
+    fn the_wrapper_runs_the_command_like_a_local_spawn() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cwd = tmp.path().join("work");
+        std::fs::create_dir_all(&cwd).unwrap();
+        let mut spec = ProcessSpec::new(
+            "sh",
+            vec![
+                "-c".into(),
+                "pwd; echo \"$SECRET\"; cat; echo oops >&2; exit 3".into(),
+            ],
+            Duration::from_secs(30),
+        );
+        spec.env = crate::env::EnvPlan {
+            clear: true,
+            set: vec![
+                ("PATH".into(), "/usr/bin:/bin".into()),
+                ("SECRET".into(), "it's \"s3cret\"\nline2".into()),
+            ],
+            remove: vec![],
+        };
+        spec.stdin = Some(b"from stdin".to_vec());
+        let dir = tmp.path().join("attempt");
+        write_attempt_files(&dir, &cwd, &spec).unwrap();
+        let status = std::process::Command::new("bash")
+            .arg(dir.join("run.sh"))
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(3));
+        assert_eq!(read_exit(&dir), Some(3));
+        assert!(read_start(&dir).is_some());
+        assert!(!dir.join("env").exists(), "the environment file is gone");
+        let out = std::fs::read_to_string(dir.join("stdout")).unwrap();
+        assert_eq!(
+            out,
+            format!(
+                "{}\nit's \"s3cret\"\nline2\nfrom stdin",
+                cwd.canonicalize().unwrap().display()
+            )
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("stderr")).unwrap(),
+            "oops\n"
+        );
+    }
+}

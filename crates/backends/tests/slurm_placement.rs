@@ -1,0 +1,286 @@
+//! The Slurm placement against a real Slurm (tests/slurm/setup.sh starts a single-node one;
+//! without it these tests print why and pass without running).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mozart_backends::placement::{Placement, PlacementSpec, RemoteAttempt, RemoteJournal};
+use mozart_backends::{Backend, ExecutionRequest, InstrumentProfile, ProfileBackend};
+
+fn slurm_up() -> bool {
+    let out = std::process::Command::new("sinfo")
+        .args(["-h", "-o", "%T"])
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {
+            let text = String::from_utf8_lossy(&o.stdout);
+            if ["idle", "mixed", "allocated"]
+                .iter()
+                .any(|s| text.contains(s))
+            {
+                return true;
+            }
+            eprintln!(
+                "SKIPPED: Slurm node not idle ({}); run tests/slurm/setup.sh",
+                text.trim()
+            );
+            false
+        }
+        _ => {
+            eprintln!(
+                "SKIPPED: Slurm is not running here (no sinfo answer); run tests/slurm/setup.sh"
+            );
+            false
+        }
+    }
+}
+
+fn backend() -> ProfileBackend {
+    let yaml = "name: sh\ndisplay_name: sh\nkind: cli\ncli:\n  command:\n    executable: sh\n    prompt_flag: '-c'\n";
+    ProfileBackend::new(Arc::new(
+        InstrumentProfile::from_yaml(yaml, "test").unwrap(),
+    ))
+    .unwrap()
+}
+
+fn placement() -> Placement {
+    let spec: PlacementSpec =
+        serde_yaml::from_str("type: slurm\npoll_interval_seconds: 0.2\n").unwrap();
+    Placement::from_spec(&spec).unwrap()
+}
+
+#[derive(Debug, Default)]
+struct MemJournal(Mutex<Option<RemoteAttempt>>);
+
+impl RemoteJournal for MemJournal {
+    fn recorded(&self) -> Option<RemoteAttempt> {
+        self.0.lock().unwrap().clone()
+    }
+    fn record(&self, attempt: &RemoteAttempt) -> Result<(), String> {
+        *self.0.lock().unwrap() = Some(attempt.clone());
+        Ok(())
+    }
+    fn forget(&self, remote_id: &str) {
+        let mut slot = self.0.lock().unwrap();
+        if slot.as_ref().is_some_and(|a| a.remote_id == remote_id) {
+            *slot = None;
+        }
+    }
+}
+
+fn request(prompt: &str, dir: &std::path::Path, timeout: Duration) -> ExecutionRequest {
+    let mut req = ExecutionRequest::new(prompt, dir, timeout);
+    req.job_id = "slurm-backend-test".into();
+    req.sheet_num = 1;
+    req.attempt = 1;
+    req.kill_grace = Duration::from_secs(1);
+    req.placement = placement();
+    req
+}
+
+fn squeue_has(id: &str) -> bool {
+    let out = std::process::Command::new("squeue")
+        .args(["-h", "-o", "%i", "-j", id])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l.trim() == id)
+}
+
+async fn wait_recorded(journal: &MemJournal) -> RemoteAttempt {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(a) = journal.recorded() {
+            return a;
+        }
+        assert!(Instant::now() < until, "the job was never recorded");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn output_exit_code_and_working_dir_come_back_from_the_job() {
+    if !slurm_up() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let result = backend()
+        .execute(request(
+            "pwd; echo out-line; echo err-line >&2; exit 4",
+            dir.path(),
+            Duration::from_secs(60),
+        ))
+        .await;
+    assert_eq!(result.exit_code, Some(4), "{result:?}");
+    assert!(!result.success);
+    assert!(result.stdout.contains("out-line"), "{result:?}");
+    assert!(result.stdout.contains(&dir.path().display().to_string()));
+    assert!(result.stderr.contains("err-line"));
+
+    let ok = backend()
+        .execute(request("echo fine", dir.path(), Duration::from_secs(60)))
+        .await;
+    assert!(ok.success, "{ok:?}");
+    assert_eq!(ok.exit_code, Some(0));
+}
+
+#[tokio::test]
+async fn our_timeout_cancels_the_job() {
+    if !slurm_up() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Arc::new(MemJournal::default());
+    let mut req = request("sleep 60", dir.path(), Duration::from_secs(2));
+    req.remote = Some(journal.clone());
+    let started = Instant::now();
+    let result = backend().execute(req).await;
+    assert!(result.timed_out, "{result:?}");
+    assert!(!result.success);
+    assert!(started.elapsed() < Duration::from_secs(40));
+    let id = journal.recorded().unwrap().remote_id;
+    assert!(!squeue_has(&id), "job {id} still queued after the timeout");
+}
+
+#[tokio::test]
+async fn a_dropped_attempt_is_scancelled_and_forgotten() {
+    if !slurm_up() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Arc::new(MemJournal::default());
+    let mut req = request("sleep 60", dir.path(), Duration::from_secs(120));
+    req.remote = Some(journal.clone());
+    let b = backend();
+    let mut exec = b.execute(req);
+    let attempt = tokio::select! {
+        _ = &mut exec => panic!("finished early"),
+        a = wait_recorded(&journal) => a,
+    };
+    drop(exec);
+    let until = Instant::now() + Duration::from_secs(20);
+    while squeue_has(&attempt.remote_id) {
+        assert!(Instant::now() < until, "job still in squeue after cancel");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    while journal.recorded().is_some() {
+        assert!(Instant::now() < until, "the journal still has the job");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A conductor that vanishes (no drop, no clean-up) leaves the job running; the next
+/// execution of the same attempt finds it in the journal and collects it: one run.
+#[tokio::test]
+async fn a_lost_follower_is_replaced_by_reattaching_not_resubmitting() {
+    if !slurm_up() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let count = dir.path().join("runs");
+    let prompt = format!("echo run >> {}; sleep 3; echo finished", count.display());
+    let journal = Arc::new(MemJournal::default());
+    let b = backend();
+    let mut req = request(&prompt, dir.path(), Duration::from_secs(60));
+    req.remote = Some(journal.clone());
+    let mut exec = b.execute(req);
+    let first = tokio::select! {
+        _ = &mut exec => panic!("finished early"),
+        a = wait_recorded(&journal) => a,
+    };
+    // A crash: the follower disappears without running any destructor.
+    std::mem::forget(exec);
+
+    let mut req = request(&prompt, dir.path(), Duration::from_secs(60));
+    req.remote = Some(journal.clone());
+    let result = b.execute(req).await;
+    assert!(result.success, "{result:?}");
+    assert!(result.stdout.contains("finished"));
+    assert_eq!(journal.recorded().unwrap().remote_id, first.remote_id);
+    let runs = std::fs::read_to_string(&count).unwrap();
+    assert_eq!(runs.lines().count(), 1, "the command ran {runs:?}");
+}
+
+/// A job that never leaves the queue does not hold its sheet forever: the timeout bounds
+/// the wait, and the job is cancelled.
+#[tokio::test]
+async fn a_job_stuck_in_the_queue_times_out_and_is_cancelled() {
+    if !slurm_up() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec: PlacementSpec = serde_yaml::from_str(
+        "type: slurm\npoll_interval_seconds: 0.2\nextra_args: ['--begin=now+3600']\n",
+    )
+    .unwrap();
+    let journal = Arc::new(MemJournal::default());
+    let mut req = request("echo never", dir.path(), Duration::from_secs(2));
+    req.placement = Placement::from_spec(&spec).unwrap();
+    req.remote = Some(journal.clone());
+    let result = backend().execute(req).await;
+    assert!(result.timed_out, "{result:?}");
+    let id = journal.recorded().unwrap().remote_id;
+    assert!(!squeue_has(&id), "job {id} still queued after the timeout");
+}
+
+/// Credentials reach the job through its private `env` file only: neither Slurm's stored
+/// copy of the job (environment and script, kept by slurmctld while the job exists) nor the
+/// attempt directory after the job started hold them.
+#[tokio::test]
+async fn credentials_stay_out_of_slurms_job_record() {
+    if !slurm_up() {
+        return;
+    }
+    let state = std::path::Path::new("/var/tmp/mozart-slurm/state");
+    if !state.is_dir() {
+        eprintln!("SKIPPED: not the test cluster of tests/slurm/setup.sh (no {state:?})");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "sk-test-0123456789abcdef";
+    let spec: PlacementSpec =
+        serde_yaml::from_str("type: slurm\npoll_interval_seconds: 0.2\n").unwrap();
+    let journal = Arc::new(MemJournal::default());
+    let mut req = request(
+        "echo \"key=$MOZART_TEST_KEY\"; sleep 2",
+        dir.path(),
+        Duration::from_secs(60),
+    );
+    req.placement = Placement::from_spec(&spec).unwrap();
+    req.env = vec![("MOZART_TEST_KEY".into(), secret.into())];
+    req.remote = Some(journal.clone());
+    let b = backend();
+    let mut exec = b.execute(req);
+    let attempt = tokio::select! {
+        _ = &mut exec => panic!("finished early"),
+        a = wait_recorded(&journal) => a,
+    };
+    let id: u64 = attempt.remote_id.parse().unwrap();
+    let job_dir = state.join(format!("hash.{}/job.{id}", id % 10));
+    assert!(
+        job_dir.join("environment").exists(),
+        "Slurm keeps the job's environment in {job_dir:?}"
+    );
+    for name in ["environment", "script"] {
+        if let Ok(bytes) = std::fs::read(job_dir.join(name)) {
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(
+                !text.contains(secret),
+                "{name} of Slurm job {id} holds the key"
+            );
+            assert!(
+                !text.contains("CARGO_MANIFEST_DIR"),
+                "{name} of Slurm job {id} holds the submitter's environment"
+            );
+        }
+    }
+    let result = exec.await;
+    assert!(
+        result.stdout.contains(&format!("key={secret}")),
+        "{result:?}"
+    );
+    assert!(!attempt.dir.join("env").exists(), "the env file is deleted");
+}

@@ -1,0 +1,849 @@
+//! The checkpoint as it crosses the socket: the document `job.status` returns and the JSON
+//! state file holds (execution.md §8.1–8.4). Field names, order and null-versus-absent are
+//! upstream's `CheckpointState.model_dump(mode="json")`, so upstream's own CLI parses it.
+//!
+//! The leaf types (statuses, error records, validation details, ...) are shared with the
+//! storage model in `mozart-state`, which re-exports them; the two top-level documents,
+//! [`JobCheckpoint`] and [`SheetCheckpoint`], are plain data the conductor fills from its
+//! storage model.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::time::Timestamp;
+
+/// Status of a whole job run as recorded in its checkpoint.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    /// Not started.
+    #[default]
+    Pending,
+    /// A sheet has been started.
+    Running,
+    /// Every sheet completed.
+    Completed,
+    /// Gave up.
+    Failed,
+    /// Paused by the user, a cost limit, or zombie recovery.
+    Paused,
+    /// Cancelled by the user.
+    Cancelled,
+}
+
+impl JobStatus {
+    /// The lowercase wire string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Pending => "pending",
+            JobStatus::Running => "running",
+            JobStatus::Completed => "completed",
+            JobStatus::Failed => "failed",
+            JobStatus::Paused => "paused",
+            JobStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Status of one sheet as recorded in the checkpoint (the baton's richer statuses map onto
+/// these, execution.md §2.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SheetStatus {
+    /// Not yet run, or re-queued.
+    #[default]
+    Pending,
+    /// Dispatched to a musician.
+    InProgress,
+    /// Passed validation.
+    Completed,
+    /// Gave up.
+    Failed,
+    /// Skipped (condition or escalation).
+    Skipped,
+}
+
+impl SheetStatus {
+    /// The lowercase wire string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SheetStatus::Pending => "pending",
+            SheetStatus::InProgress => "in_progress",
+            SheetStatus::Completed => "completed",
+            SheetStatus::Failed => "failed",
+            SheetStatus::Skipped => "skipped",
+        }
+    }
+
+    /// Parses the wire string.
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "pending" => SheetStatus::Pending,
+            "in_progress" => SheetStatus::InProgress,
+            "completed" => SheetStatus::Completed,
+            "failed" => SheetStatus::Failed,
+            "skipped" => SheetStatus::Skipped,
+            _ => return None,
+        })
+    }
+
+    /// Completed, failed and skipped sheets are not run again without `--fresh`.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            SheetStatus::Completed | SheetStatus::Failed | SheetStatus::Skipped
+        )
+    }
+}
+
+/// Why an execution ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitReason {
+    /// Process exited on its own.
+    Completed,
+    /// Killed by our timeout.
+    Timeout,
+    /// Killed by a signal.
+    Killed,
+    /// Failed to run.
+    Error,
+}
+
+/// Mode of the last execution of a sheet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutionMode {
+    /// First or plain attempt.
+    Normal,
+    /// Completion prompt for a partial pass.
+    Completion,
+    /// Retry after failure.
+    Retry,
+}
+
+/// Outcome classification of a sheet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeCategory {
+    /// Passed on the first attempt.
+    SuccessFirstTry,
+    /// Passed after retries.
+    SuccessRetry,
+    /// Passed through completion mode.
+    SuccessCompletion,
+    /// Retries exhausted.
+    FailedExhausted,
+    /// Fatal error.
+    FailedFatal,
+    /// Skipped by an escalation decision.
+    SkippedByEscalation,
+}
+
+/// Isolation mode recorded for the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IsolationMode {
+    /// Ran in a git worktree.
+    Worktree,
+    /// Ran in the workspace.
+    None,
+}
+
+/// Kind of a recorded error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorType {
+    /// Temporary.
+    Transient,
+    /// Rate limited.
+    RateLimit,
+    /// Will not go away by retrying.
+    Permanent,
+}
+
+/// One validation rule's result (upstream `ValidationDetailDict`; every key but `passed` is
+/// optional and omitted when absent).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ValidationDetail {
+    /// Rule type (`file_exists`, `command_succeeds`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_type: Option<String>,
+    /// Rule description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Path checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Pattern checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// Whether the rule passed.
+    pub passed: bool,
+    /// Observed value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actual_value: Option<String>,
+    /// Expected value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_value: Option<String>,
+    /// Error text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+    /// When checked (ISO).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_at: Option<String>,
+    /// Check duration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_duration_ms: Option<f64>,
+    /// Confidence 0..1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
+    /// Confidence factors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence_factors: Option<BTreeMap<String, f64>>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_reason: Option<String>,
+    /// Failure category.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_category: Option<String>,
+    /// Suggested fix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggested_fix: Option<String>,
+    /// Error type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_type: Option<String>,
+}
+
+/// Prompt analysis metrics.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PromptMetrics {
+    /// Characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub character_count: Option<u64>,
+    /// Estimated tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_tokens: Option<u64>,
+    /// Lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_count: Option<u64>,
+    /// Words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub word_count: Option<u64>,
+    /// Whether the prompt names files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub has_file_references: Option<bool>,
+    /// Files the prompt names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub referenced_paths: Option<Vec<String>>,
+}
+
+/// A progress sample taken while a sheet runs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProgressSnapshot {
+    /// Sheet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sheet_num: Option<u32>,
+    /// Output bytes so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_received: Option<u64>,
+    /// Output lines so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines_received: Option<u64>,
+    /// Seconds since start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elapsed_seconds: Option<f64>,
+    /// `starting` / `executing` / `completed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// When sampled (ISO).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_at: Option<String>,
+}
+
+/// A learned pattern injected into a sheet's prompt.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppliedPattern {
+    /// Pattern id.
+    pub id: String,
+    /// Pattern description.
+    pub description: String,
+}
+
+/// Escalation outcome data.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutcomeData {
+    /// Escalation record id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation_record_id: Option<String>,
+    /// Whether escalation skipped the sheet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation_skipped: Option<bool>,
+}
+
+/// One instrument fallback event.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FallbackRecord {
+    /// Instrument given up on.
+    pub from: String,
+    /// Instrument switched to.
+    pub to: String,
+    /// Why.
+    pub reason: String,
+    /// When (ISO).
+    pub timestamp: String,
+}
+
+/// One error occurrence on a sheet.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointErrorRecord {
+    /// When.
+    pub timestamp: Timestamp,
+    /// Kind.
+    pub error_type: ErrorType,
+    /// E-code.
+    pub error_code: String,
+    /// Message.
+    pub error_message: String,
+    /// 1-based attempt number.
+    pub attempt_number: u32,
+    /// Extra context (`exit_code`, `signal`, `category`, ...).
+    #[serde(default)]
+    pub context: serde_json::Map<String, serde_json::Value>,
+    /// stdout tail at the time.
+    #[serde(default)]
+    pub stdout_tail: Option<String>,
+    /// stderr tail at the time.
+    #[serde(default)]
+    pub stderr_tail: Option<String>,
+    /// Stack trace, if any.
+    #[serde(default)]
+    pub stack_trace: Option<String>,
+}
+
+/// One circuit breaker transition.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CircuitBreakerChange {
+    /// `closed` / `open` / `half_open`.
+    pub state: String,
+    /// When (ISO).
+    pub timestamp: String,
+    /// What caused it.
+    pub trigger: String,
+    /// Consecutive failures at the time.
+    pub consecutive_failures: u32,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+fn one_u32() -> u32 {
+    1
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// One sheet of a [`JobCheckpoint`] (upstream `SheetState`, execution.md §8.2).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SheetCheckpoint {
+    /// 1-based sheet number.
+    pub sheet_num: u32,
+    /// Status.
+    #[serde(default)]
+    pub status: SheetStatus,
+    /// When the last attempt started.
+    #[serde(default)]
+    pub started_at: Option<Timestamp>,
+    /// When it reached a terminal status.
+    #[serde(default)]
+    pub completed_at: Option<Timestamp>,
+    /// Attempts started.
+    #[serde(default)]
+    pub attempt_count: u32,
+    /// Exit code of the last execution.
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    /// Last error message.
+    #[serde(default)]
+    pub error_message: Option<String>,
+    /// Last error category.
+    #[serde(default)]
+    pub error_category: Option<String>,
+    /// Last E-code.
+    #[serde(default)]
+    pub error_code: Option<String>,
+    /// Tri-state validation result.
+    #[serde(default)]
+    pub validation_passed: Option<bool>,
+    /// Per-rule results.
+    #[serde(default)]
+    pub validation_details: Option<Vec<ValidationDetail>>,
+    /// Instrument used.
+    #[serde(default)]
+    pub instrument_name: Option<String>,
+    /// Model used.
+    #[serde(default)]
+    pub instrument_model: Option<String>,
+    /// Movement number.
+    #[serde(default)]
+    pub movement: Option<u32>,
+    /// Voice within a harmonized movement.
+    #[serde(default)]
+    pub voice: Option<u32>,
+    /// Signal that killed the process.
+    #[serde(default)]
+    pub exit_signal: Option<i32>,
+    /// Why execution ended.
+    #[serde(default)]
+    pub exit_reason: Option<ExitReason>,
+    /// Duration of the last execution.
+    #[serde(default)]
+    pub execution_duration_seconds: Option<f64>,
+    /// Completion-mode attempts.
+    #[serde(default)]
+    pub completion_attempts: u32,
+    /// Self-healing attempts. Port extension (the baton counts healing separately,
+    /// execution.md §2.2); omitted when zero so the document stays upstream-shaped.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub healing_attempts: u32,
+    /// Descriptions of passed validations.
+    #[serde(default)]
+    pub passed_validations: Vec<String>,
+    /// Descriptions of failed validations.
+    #[serde(default)]
+    pub failed_validations: Vec<String>,
+    /// Last validation pass percentage.
+    #[serde(default)]
+    pub last_pass_percentage: Option<f64>,
+    /// Last execution mode.
+    #[serde(default)]
+    pub execution_mode: Option<ExecutionMode>,
+    /// Escalation outcome data.
+    #[serde(default)]
+    pub outcome_data: Option<OutcomeData>,
+    /// Confidence 0..1.
+    #[serde(default)]
+    pub confidence_score: Option<f64>,
+    /// Patterns recognised.
+    #[serde(default)]
+    pub learned_patterns: Vec<String>,
+    /// Always 0 (kept for compatibility).
+    #[serde(default)]
+    pub similar_outcomes_count: u32,
+    /// Passed without retry or completion.
+    #[serde(default)]
+    pub success_without_retry: bool,
+    /// Outcome classification.
+    #[serde(default)]
+    pub outcome_category: Option<OutcomeCategory>,
+    /// Tail of stdout.
+    #[serde(default)]
+    pub stdout_tail: Option<String>,
+    /// Tail of stderr.
+    #[serde(default)]
+    pub stderr_tail: Option<String>,
+    /// Whether a tail was cut.
+    #[serde(default)]
+    pub output_truncated: bool,
+    /// Prompt metrics.
+    #[serde(default)]
+    pub prompt_metrics: Option<PromptMetrics>,
+    /// Preflight warnings.
+    #[serde(default)]
+    pub preflight_warnings: Vec<String>,
+    /// Progress samples.
+    #[serde(default)]
+    pub progress_snapshots: Vec<ProgressSnapshot>,
+    /// Last observed activity.
+    #[serde(default)]
+    pub last_activity_at: Option<Timestamp>,
+    /// Error history (≤ `MAX_ERROR_HISTORY`).
+    #[serde(default)]
+    pub error_history: Vec<CheckpointErrorRecord>,
+    /// Instrument fallbacks taken.
+    #[serde(default)]
+    pub instrument_fallback_history: Vec<FallbackRecord>,
+    /// Learned patterns injected.
+    #[serde(default)]
+    pub applied_patterns: Vec<AppliedPattern>,
+    /// Grounding result.
+    #[serde(default)]
+    pub grounding_passed: Option<bool>,
+    /// Grounding confidence.
+    #[serde(default)]
+    pub grounding_confidence: Option<f64>,
+    /// Grounding guidance.
+    #[serde(default)]
+    pub grounding_guidance: Option<String>,
+    /// Input tokens.
+    #[serde(default)]
+    pub input_tokens: Option<u64>,
+    /// Output tokens.
+    #[serde(default)]
+    pub output_tokens: Option<u64>,
+    /// Estimated cost, USD.
+    #[serde(default)]
+    pub estimated_cost: Option<f64>,
+    /// Confidence of the cost estimate.
+    #[serde(default = "one")]
+    pub cost_confidence: f64,
+    /// Structured agent feedback.
+    #[serde(default)]
+    pub agent_feedback: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Ours: the remote (Slurm) job of the attempt in flight (docs/design/distributed.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_attempt: Option<RemoteAttempt>,
+    /// Ours: where the sheet's worker + reviewer loop stands (docs/mochi.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewProgress>,
+}
+
+/// Ours: a remote attempt in flight (`SheetCheckpoint::remote_attempt`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RemoteAttempt {
+    /// Placement that started it (`slurm`).
+    pub placement: String,
+    /// The scheduler's id (Slurm job id).
+    pub remote_id: String,
+    /// The attempt's directory of wrapper, output and exit files.
+    pub dir: String,
+    /// Submission time, Unix epoch seconds.
+    pub submitted_at: f64,
+    /// Attempt number it was submitted for.
+    pub attempt_number: u32,
+}
+
+/// Ours: a reviewed sheet's loop (`SheetCheckpoint::review`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReviewProgress {
+    /// Worker iterations the reviewer has judged so far.
+    #[serde(default)]
+    pub iteration: u32,
+    /// Last verdict: `DONE` or `RETRY`.
+    #[serde(default)]
+    pub verdict: Option<String>,
+    /// The reviewer's last feedback (empty after `DONE`).
+    #[serde(default)]
+    pub feedback: Option<String>,
+    /// Every verdict, oldest first.
+    #[serde(default)]
+    pub history: Vec<ReviewVerdict>,
+    /// The task's branch, when the sheet runs in its own worktree.
+    #[serde(default)]
+    pub branch: Option<String>,
+    /// Where the result went (a PR URL, a file), once dispatched.
+    #[serde(default)]
+    pub dispatched: Option<String>,
+    /// Iterations that belong to earlier runs (a resumed failed loop's fresh budget).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub budget_from: u32,
+}
+
+/// Ours: one reviewer verdict.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReviewVerdict {
+    /// Worker iteration judged (1-based).
+    pub iteration: u32,
+    /// `DONE` or `RETRY`.
+    pub verdict: String,
+    /// Feedback for the worker (empty after `DONE`).
+    #[serde(default)]
+    pub feedback: String,
+}
+
+/// A job's checkpoint as `job.status` returns it and the JSON state file holds it
+/// (upstream `CheckpointState`, execution.md §8.1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobCheckpoint {
+    /// Conductor job id.
+    pub job_id: String,
+    /// Score name.
+    pub job_name: String,
+    /// Hash of the score for change detection.
+    #[serde(default)]
+    pub config_hash: Option<String>,
+    /// Full score as JSON, for resume without the file.
+    #[serde(default)]
+    pub config_snapshot: Option<serde_json::Value>,
+    /// Score file path.
+    #[serde(default)]
+    pub config_path: Option<String>,
+    /// Creation time.
+    #[serde(default = "Timestamp::now")]
+    pub created_at: Timestamp,
+    /// Last mutation time.
+    #[serde(default = "Timestamp::now")]
+    pub updated_at: Timestamp,
+    /// Never set by upstream; kept for shape.
+    #[serde(default)]
+    pub started_at: Option<Timestamp>,
+    /// When the job reached completed/failed.
+    #[serde(default)]
+    pub completed_at: Option<Timestamp>,
+    /// Number of sheets (≥ 1).
+    pub total_sheets: u32,
+    /// High-water mark; never decreases.
+    #[serde(default)]
+    pub last_completed_sheet: u32,
+    /// Sheet being processed.
+    #[serde(default)]
+    pub current_sheet: Option<u32>,
+    /// Job status.
+    #[serde(default)]
+    pub status: JobStatus,
+    /// Sheets by number (JSON keys are strings).
+    #[serde(default)]
+    pub sheets: BTreeMap<u32, SheetCheckpoint>,
+    /// Distinct instruments used.
+    #[serde(default)]
+    pub instruments_used: Vec<String>,
+    /// Movement count for display.
+    #[serde(default)]
+    pub total_movements: Option<u32>,
+    /// PID of the process running the job (the conductor in daemon mode).
+    #[serde(default)]
+    pub pid: Option<u32>,
+    /// Job-level error.
+    #[serde(default)]
+    pub error_message: Option<String>,
+    /// Incremented by every `mark_sheet_failed`.
+    #[serde(default)]
+    pub total_retry_count: u32,
+    /// Rate-limit waits.
+    #[serde(default)]
+    pub rate_limit_waits: u32,
+    /// Token quota waits.
+    #[serde(default)]
+    pub quota_waits: u32,
+    /// ISO time to resume after a rate-limit pause.
+    #[serde(default)]
+    pub resume_at: Option<String>,
+    /// Total input tokens.
+    #[serde(default)]
+    pub total_input_tokens: u64,
+    /// Total output tokens.
+    #[serde(default)]
+    pub total_output_tokens: u64,
+    /// Total estimated cost, USD.
+    #[serde(default)]
+    pub total_estimated_cost: f64,
+    /// Whether a cost limit paused the job.
+    #[serde(default)]
+    pub cost_limit_reached: bool,
+    /// Worktree path.
+    #[serde(default)]
+    pub worktree_path: Option<String>,
+    /// Worktree branch.
+    #[serde(default)]
+    pub worktree_branch: Option<String>,
+    /// Whether the worktree is locked.
+    #[serde(default)]
+    pub worktree_locked: bool,
+    /// Worktree base commit.
+    #[serde(default)]
+    pub worktree_base_commit: Option<String>,
+    /// Isolation mode used.
+    #[serde(default)]
+    pub isolation_mode: Option<IsolationMode>,
+    /// Whether isolation fell back to the workspace.
+    #[serde(default)]
+    pub isolation_fallback_used: bool,
+    /// Parallel mode enabled.
+    #[serde(default)]
+    pub parallel_enabled: bool,
+    /// Parallel limit.
+    #[serde(default = "one_u32")]
+    pub parallel_max_concurrent: u32,
+    /// Parallel batches executed.
+    #[serde(default)]
+    pub parallel_batches_executed: u32,
+    /// Sheets running now.
+    #[serde(default)]
+    pub sheets_in_progress: Vec<u32>,
+    /// Synthesis results by batch id.
+    #[serde(default)]
+    pub synthesis_results: serde_json::Map<String, serde_json::Value>,
+    /// Hook results: the registry's rows in daemon mode (conductor.md §19.5).
+    #[serde(default)]
+    pub hook_results: Vec<HookResult>,
+    /// Spec corpus hash.
+    #[serde(default)]
+    pub spec_corpus_hash: String,
+    /// Circuit breaker transitions.
+    #[serde(default)]
+    pub circuit_breaker_history: Vec<CircuitBreakerChange>,
+    /// The job's workspace: added by the conductor (`job.status`), absent in a state file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+}
+
+impl SheetCheckpoint {
+    /// A pending sheet with upstream's defaults.
+    pub fn new(sheet_num: u32) -> Self {
+        SheetCheckpoint {
+            sheet_num,
+            status: SheetStatus::Pending,
+            started_at: None,
+            completed_at: None,
+            attempt_count: 0,
+            exit_code: None,
+            error_message: None,
+            error_category: None,
+            error_code: None,
+            validation_passed: None,
+            validation_details: None,
+            instrument_name: None,
+            instrument_model: None,
+            movement: None,
+            voice: None,
+            exit_signal: None,
+            exit_reason: None,
+            execution_duration_seconds: None,
+            completion_attempts: 0,
+            healing_attempts: 0,
+            passed_validations: Vec::new(),
+            failed_validations: Vec::new(),
+            last_pass_percentage: None,
+            execution_mode: None,
+            outcome_data: None,
+            confidence_score: None,
+            learned_patterns: Vec::new(),
+            similar_outcomes_count: 0,
+            success_without_retry: false,
+            outcome_category: None,
+            stdout_tail: None,
+            stderr_tail: None,
+            output_truncated: false,
+            prompt_metrics: None,
+            preflight_warnings: Vec::new(),
+            progress_snapshots: Vec::new(),
+            last_activity_at: None,
+            error_history: Vec::new(),
+            instrument_fallback_history: Vec::new(),
+            applied_patterns: Vec::new(),
+            grounding_passed: None,
+            grounding_confidence: None,
+            grounding_guidance: None,
+            input_tokens: None,
+            output_tokens: None,
+            estimated_cost: None,
+            cost_confidence: 1.0,
+            agent_feedback: None,
+            remote_attempt: None,
+            review: None,
+        }
+    }
+
+    /// `failed` for a completed sheet whose validations failed, else the sheet status
+    /// (what every status view shows).
+    pub fn display_status(&self) -> &'static str {
+        if self.status == SheetStatus::Completed && self.validation_passed == Some(false) {
+            "failed"
+        } else {
+            self.status.as_str()
+        }
+    }
+
+    fn check(&self) -> Result<(), String> {
+        check_sheet_bounds(
+            self.sheet_num,
+            self.confidence_score,
+            self.grounding_confidence,
+            self.cost_confidence,
+        )
+    }
+}
+
+/// A sheet's numeric constraints (upstream's pydantic bounds): `sheet_num ≥ 1`, the three
+/// scores within 0..1. Shared with the storage model, which checks them on load.
+pub fn check_sheet_bounds(
+    sheet_num: u32,
+    confidence_score: Option<f64>,
+    grounding_confidence: Option<f64>,
+    cost_confidence: f64,
+) -> Result<(), String> {
+    if sheet_num < 1 {
+        return Err("sheet_num must be >= 1".into());
+    }
+    for (name, v) in [
+        ("confidence_score", confidence_score),
+        ("grounding_confidence", grounding_confidence),
+        ("cost_confidence", Some(cost_confidence)),
+    ] {
+        if let Some(v) = v.filter(|v| !(0.0..=1.0).contains(v)) {
+            return Err(format!(
+                "sheet {sheet_num}: {name} must be within 0..1, got {v}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl JobCheckpoint {
+    /// The constraints a reader checks before trusting a document as a checkpoint:
+    /// `total_sheets ≥ 1`, each sheet's key equals its `sheet_num`, scores within 0..1.
+    pub fn check(&self) -> Result<(), String> {
+        if self.total_sheets < 1 {
+            return Err("total_sheets must be >= 1".into());
+        }
+        for (key, sheet) in &self.sheets {
+            if *key != sheet.sheet_num {
+                return Err(format!(
+                    "sheets key {key} holds sheet_num {}",
+                    sheet.sheet_num
+                ));
+            }
+            sheet.check()?;
+        }
+        Ok(())
+    }
+}
+
+/// One `on_success` hook's result as `job.status` shows it (upstream's `hook_results_json`
+/// element, conductor.md §19.5). `output` is present (possibly null) for command hooks and
+/// absent otherwise; keys this port does not write (from an upstream state file) are kept
+/// in `extra`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HookResult {
+    /// `run_job`, `run_command`, `run_script`.
+    #[serde(default)]
+    pub hook_type: String,
+    /// The hook's description (null when it has none).
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Whether it succeeded.
+    #[serde(default)]
+    pub success: bool,
+    /// Failure text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+    /// Exit code of a command hook.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Output tail: `Some(None)` is written as `null`, `None` leaves the key out.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub output: Option<Option<String>>,
+    /// Id of the job a `run_job` hook submitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chained_job_id: Option<String>,
+    /// Any other keys (upstream's `hook_name`, `event`, `duration_seconds`, ...).
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A key that is present deserializes to `Some`, even when its value is null.
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}

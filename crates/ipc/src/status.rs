@@ -1,0 +1,356 @@
+//! Results of the job-reading methods: `job.status`, `job.list`, `job.errors`,
+//! `job.diagnose`, `job.recover`, `job.history` (conductor.md §8.2, §8.7, §8.9–§8.12) and
+//! `daemon.observer_events` (§8.22). Each serialises to the exact JSON this port has always
+//! sent (key order included), which upstream's CLI parses.
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::checkpoint::JobCheckpoint;
+use crate::types::MonitorEvent;
+
+/// A job as the conductor holds it in memory, before or beside its checkpoint (`job.list`
+/// rows of live jobs; `job.status` when a checkpoint cannot be encoded). Optional keys are
+/// left out when unset.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobSummary {
+    /// The job ID.
+    pub job_id: String,
+    /// Conductor-level status (`queued`, `running`, `completed`, ...).
+    pub status: String,
+    /// Score file.
+    pub config_path: String,
+    /// Workspace.
+    pub workspace: String,
+    /// Submission time (epoch seconds).
+    pub submitted_at: f64,
+    /// Start time (epoch seconds), null until started.
+    pub started_at: Option<f64>,
+    /// Job-level error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+    /// Concert depth of a chained job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain_depth: Option<u32>,
+    /// End time (epoch seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<f64>,
+    /// Sheets in the job, once known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_sheets: Option<u32>,
+}
+
+/// A job's registry row (upstream's `JobRecord.to_dict()`, conductor.md §10.2): `job.list`
+/// rows of jobs not in memory, and `job.status` of a job without a checkpoint. Every key up
+/// to `total_sheets` is always present; the three text fields are left out when empty.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RegistryJob {
+    /// The job ID.
+    pub job_id: String,
+    /// Score file.
+    pub config_path: String,
+    /// Workspace.
+    pub workspace: String,
+    /// Conductor-level status.
+    pub status: String,
+    /// PID of the process that ran it.
+    pub pid: Option<u32>,
+    /// Submission time (epoch seconds).
+    pub submitted_at: f64,
+    /// Start time (epoch seconds).
+    pub started_at: Option<f64>,
+    /// End time (epoch seconds).
+    pub completed_at: Option<f64>,
+    /// Sheet being processed.
+    pub current_sheet: Option<u32>,
+    /// Sheets in the job.
+    pub total_sheets: Option<u32>,
+    /// Job-level error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+    /// Conductor log of the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_path: Option<String>,
+    /// Config snapshot file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_path: Option<String>,
+}
+
+/// One `job.list` row: a live job's summary or a registry row (told apart by `pid`, which
+/// only registry rows carry).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum JobListEntry {
+    /// A job the conductor holds in memory.
+    Live(JobSummary),
+    /// A job known only to the registry.
+    Registry(RegistryJob),
+}
+
+impl JobListEntry {
+    /// The job ID.
+    pub fn job_id(&self) -> &str {
+        match self {
+            JobListEntry::Live(j) => &j.job_id,
+            JobListEntry::Registry(j) => &j.job_id,
+        }
+    }
+
+    /// Conductor-level status.
+    pub fn status(&self) -> &str {
+        match self {
+            JobListEntry::Live(j) => &j.status,
+            JobListEntry::Registry(j) => &j.status,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for JobListEntry {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(d)?;
+        let registry = value.get("pid").is_some();
+        let parsed = if registry {
+            serde_json::from_value(value).map(JobListEntry::Registry)
+        } else {
+            serde_json::from_value(value).map(JobListEntry::Live)
+        };
+        parsed.map_err(serde::de::Error::custom)
+    }
+}
+
+/// `job.status` result (§8.2): the checkpoint when the job has one, else its metadata.
+// One value per call: the size difference between the variants costs nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum JobStatusResult {
+    /// The checkpoint, with the job's `workspace` and registry hook results.
+    Checkpoint(Box<JobCheckpoint>),
+    /// A job without a checkpoint yet (queued, or rejected before it ran).
+    Record(JobListEntry),
+}
+
+impl JobStatusResult {
+    /// The checkpoint, if this is one.
+    pub fn checkpoint(&self) -> Option<&JobCheckpoint> {
+        match self {
+            JobStatusResult::Checkpoint(cp) => Some(cp),
+            JobStatusResult::Record(_) => None,
+        }
+    }
+
+    /// The job's workspace (null in the rare metadata row that has none).
+    pub fn workspace(&self) -> Option<&str> {
+        match self {
+            JobStatusResult::Checkpoint(cp) => cp.workspace.as_deref(),
+            JobStatusResult::Record(JobListEntry::Live(j)) => Some(&j.workspace),
+            JobStatusResult::Record(JobListEntry::Registry(j)) => Some(&j.workspace),
+        }
+    }
+
+    /// Read a result as upstream's CLI does (cli.md §10): a checkpoint needs a string
+    /// `job_name`, `total_sheets ≥ 1` and a `sheets` object, and must satisfy the model's
+    /// constraints; anything else is metadata. `None` when it is neither.
+    pub fn from_value(value: serde_json::Value) -> Option<JobStatusResult> {
+        let obj = value.as_object()?;
+        let has_shape = obj
+            .get("job_name")
+            .is_some_and(serde_json::Value::is_string)
+            && obj
+                .get("total_sheets")
+                .and_then(serde_json::Value::as_u64)
+                .is_some_and(|n| n >= 1)
+            && obj.get("sheets").is_some_and(serde_json::Value::is_object);
+        if has_shape {
+            if let Ok(cp) = serde_json::from_value::<JobCheckpoint>(value.clone()) {
+                if cp.check().is_ok() {
+                    return Some(JobStatusResult::Checkpoint(Box::new(cp)));
+                }
+            }
+        }
+        serde_json::from_value(value)
+            .ok()
+            .map(JobStatusResult::Record)
+    }
+}
+
+impl<'de> Deserialize<'de> for JobStatusResult {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(d)?;
+        JobStatusResult::from_value(value)
+            .ok_or_else(|| serde::de::Error::custom("neither a checkpoint nor a job record"))
+    }
+}
+
+/// `job.errors` result (§8.9).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorsResult {
+    /// What `job.status` returns for the job.
+    pub state: JobStatusResult,
+}
+
+/// `job.diagnose` result (§8.10).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DiagnoseResult {
+    /// What `job.status` returns for the job.
+    pub state: JobStatusResult,
+    /// The job's workspace.
+    pub workspace: Option<String>,
+}
+
+/// `job.recover` result (§8.12): the state for the CLI's local recovery.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecoverResult {
+    /// What `job.status` returns for the job.
+    pub state: JobStatusResult,
+    /// The job's workspace.
+    pub workspace: Option<String>,
+    /// Always true: the conductor only reports, the CLI recovers.
+    pub dry_run: bool,
+    /// Always null.
+    pub sheet_num: Option<u32>,
+}
+
+/// One attempt in `job.history` (§8.11).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryRecord {
+    /// Row id.
+    pub id: i64,
+    /// The job.
+    pub job_id: String,
+    /// The sheet.
+    pub sheet_num: u32,
+    /// 1-based attempt.
+    pub attempt_num: u32,
+    /// Prompt sent.
+    pub prompt: Option<String>,
+    /// Output tail.
+    pub output: Option<String>,
+    /// Exit code.
+    pub exit_code: Option<i32>,
+    /// Duration.
+    pub duration_seconds: Option<f64>,
+    /// When (ISO-8601).
+    pub executed_at: String,
+}
+
+/// `job.history` result (§8.11).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryResult {
+    /// The job.
+    pub job_id: String,
+    /// Always true here: the registry records every attempt.
+    pub has_history: bool,
+    /// Newest first, at most `limit`.
+    pub records: Vec<HistoryRecord>,
+}
+
+/// `daemon.observer_events` result (§8.22): events newest first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ObserverEventsResult {
+    /// The events (the monitor stream's shape).
+    pub events: Vec<MonitorEvent>,
+}
+
+/// One learned pattern in `daemon.learning.patterns` (conductor.md §8.25).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LearnedPattern {
+    /// Pattern id (16 hex digits).
+    pub id: String,
+    /// Type text.
+    pub pattern_type: String,
+    /// Name.
+    pub pattern_name: String,
+    /// Description.
+    pub description: Option<String>,
+    /// Effectiveness in 0..1.
+    pub effectiveness_score: f64,
+    /// Selection priority.
+    pub priority_score: f64,
+    /// Times detected.
+    pub occurrence_count: i64,
+    /// Last seen (ISO-8601).
+    pub last_seen: Option<String>,
+    /// `pending`, `quarantined`, `validated` or `retired`.
+    pub quarantine_status: String,
+    /// Trust in 0..1.
+    pub trust_score: f64,
+}
+
+/// `daemon.learning.patterns` result (§8.25): empty without a learning store.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PatternsResult {
+    /// Highest priority first.
+    pub patterns: Vec<LearnedPattern>,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn round_trip<T: Serialize + for<'de> Deserialize<'de>>(text: &str) {
+        let parsed: T = serde_json::from_str(text).unwrap();
+        assert_eq!(serde_json::to_string(&parsed).unwrap(), text);
+    }
+
+    #[test]
+    fn list_rows_keep_their_own_shapes() {
+        let live = r#"{"job_id":"a","status":"running","config_path":"/s/a.yaml","workspace":"/w","submitted_at":1.5,"started_at":null,"total_sheets":3}"#;
+        let row = r#"{"job_id":"b","config_path":"/s/b.yaml","workspace":"/w","status":"failed","pid":null,"submitted_at":1.0,"started_at":2.0,"completed_at":3.0,"current_sheet":null,"total_sheets":2,"error_message":"boom"}"#;
+        round_trip::<JobListEntry>(live);
+        round_trip::<JobListEntry>(row);
+        round_trip::<Vec<JobListEntry>>(&format!("[{live},{row}]"));
+        let parsed: JobListEntry = serde_json::from_str(row).unwrap();
+        assert_eq!((parsed.job_id(), parsed.status()), ("b", "failed"));
+    }
+
+    #[test]
+    fn a_status_result_is_a_checkpoint_only_with_the_checkpoint_shape() {
+        let row = r#"{"job_id":"q","config_path":"/s/q.yaml","workspace":"/w","status":"queued","pid":null,"submitted_at":1.0,"started_at":null,"completed_at":null,"current_sheet":null,"total_sheets":null}"#;
+        round_trip::<JobStatusResult>(row);
+        let zero = serde_json::json!({"job_id": "q", "job_name": "q", "total_sheets": 0,
+                                      "sheets": {}, "status": "pending",
+                                      "config_path": "/q", "workspace": "/w",
+                                      "submitted_at": 1.0, "started_at": null});
+        let parsed = JobStatusResult::from_value(zero).unwrap();
+        assert!(parsed.checkpoint().is_none());
+        let bad_key = serde_json::json!({"job_id": "q", "job_name": "q", "total_sheets": 1,
+                                         "sheets": {"2": {"sheet_num": 1}}});
+        assert!(JobStatusResult::from_value(bad_key).is_none());
+        let good = serde_json::json!({"job_id": "q", "job_name": "q", "total_sheets": 1,
+                                      "created_at": "2026-01-01T00:00:00Z",
+                                      "updated_at": "2026-01-01T00:00:00Z",
+                                      "sheets": {"1": {"sheet_num": 1}}, "workspace": "/w"});
+        let parsed = JobStatusResult::from_value(good).unwrap();
+        assert_eq!(parsed.checkpoint().unwrap().sheets[&1].cost_confidence, 1.0);
+        assert_eq!(parsed.workspace(), Some("/w"));
+    }
+
+    #[test]
+    fn hook_output_is_null_for_command_hooks_and_absent_otherwise() {
+        round_trip::<crate::checkpoint::HookResult>(
+            r#"{"hook_type":"run_command","description":null,"success":false,"error_message":"exit 1","exit_code":1,"output":null}"#,
+        );
+        round_trip::<crate::checkpoint::HookResult>(
+            r#"{"hook_type":"run_job","description":"next","success":true,"chained_job_id":"n"}"#,
+        );
+        let upstream: crate::checkpoint::HookResult = serde_json::from_str(
+            r#"{"hook_type":"run_job","success":false,"hook_name":"h","error":"no"}"#,
+        )
+        .unwrap();
+        assert_eq!(upstream.extra["hook_name"], "h");
+    }
+
+    #[test]
+    fn job_method_results_keep_their_keys() {
+        round_trip::<HistoryResult>(
+            r#"{"job_id":"j","has_history":true,"records":[{"id":1,"job_id":"j","sheet_num":1,"attempt_num":1,"prompt":"p","output":null,"exit_code":0,"duration_seconds":0.5,"executed_at":"2026-01-01T00:00:00.000000Z"}]}"#,
+        );
+        round_trip::<PatternsResult>(
+            r#"{"patterns":[{"id":"00aa","pattern_type":"validation_failure","pattern_name":"missing file","description":null,"effectiveness_score":0.55,"priority_score":0.5,"occurrence_count":3,"last_seen":"2026-01-01T00:00:00Z","quarantine_status":"pending","trust_score":0.5}]}"#,
+        );
+        round_trip::<ObserverEventsResult>(
+            r#"{"events":[{"job_id":"j","sheet_num":1,"event":"baton.sheet.attempt_result","data":{"ok":true},"timestamp":1.5},{"job_id":"","sheet_num":0,"event":"x","data":null,"timestamp":2.0}]}"#,
+        );
+    }
+}

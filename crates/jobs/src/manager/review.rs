@@ -1,0 +1,850 @@
+//! Ours: the worker + reviewer loop of a sheet (`review:`, docs/mochi.md): memory files,
+//! the reviewer call and its verdict, the pending-review record that spares a worker re-run,
+//! and the dispatch of a finished task.
+//!
+//! The loop rides on the baton's retries: a `RETRY` verdict is reported as a failed attempt
+//! whose message carries the feedback, so the next attempt is the next iteration. What the
+//! loop needs to survive a crash is checkpointed with the sheet (`SheetState::review`) and
+//! kept in the sheet's directory (the memory files).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mozart_backends::{ExecutionRequest, ExecutionResult};
+use mozart_config::tasks::{DispatchMode, ReviewConfig, TaskItem};
+use mozart_config::PlannedSheet;
+use mozart_state::review::{ReviewState, ReviewVerdict};
+
+use super::{lock, JobRun, Shared};
+
+/// `MEMORY.md` keeps this much of the worker's last output (seed 004).
+pub(crate) const MEMORY_CHARS: usize = 4000;
+
+/// What the reviewer said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// The task is done.
+    Done,
+    /// Another iteration, with this feedback.
+    Retry(String),
+}
+
+/// How a reviewer call ended.
+pub(crate) enum Outcome {
+    /// A verdict (and what the call cost).
+    Verdict(Verdict, f64),
+    /// The reviewer's instrument is rate limited: wait, then ask again.
+    RateLimited(Option<Duration>, String),
+    /// The reviewer could not run or failed.
+    Failed(String),
+}
+
+/// The review settings for `sheet`, when it is reviewed.
+pub(crate) fn settings<'a>(run: &'a JobRun, sheet: &PlannedSheet) -> Option<&'a ReviewConfig> {
+    run.config
+        .review
+        .as_ref()
+        .filter(|r| r.reviews(&run.config, sheet.movement))
+}
+
+/// The sheet's loop state from the live checkpoint.
+pub(crate) fn state(shared: &Shared, job_id: &str, sheet: u32) -> ReviewState {
+    lock(&shared.jobs)
+        .get(job_id)
+        .and_then(|e| e.live.as_ref())
+        .and_then(|cp| cp.sheets.get(&sheet))
+        .and_then(|s| s.review.clone())
+        .unwrap_or_default()
+}
+
+/// Parse a reviewer's answer: the first line that reads `DONE` or starts with `RETRY:`
+/// decides (markdown emphasis around it is ignored); `RETRY:`'s feedback runs to the end of
+/// the answer. Anything else is a `RETRY` with the whole answer as feedback.
+pub(crate) fn parse_verdict(text: &str) -> Verdict {
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        let t = line
+            .trim()
+            .trim_matches(|c: char| matches!(c, '*' | '_' | '`' | '#' | '>') || c.is_whitespace());
+        if t.len() >= 6 && t[..6].eq_ignore_ascii_case("RETRY:") {
+            let mut feedback = t[6..].trim().to_string();
+            for rest in &lines[i + 1..] {
+                feedback.push('\n');
+                feedback.push_str(rest);
+            }
+            let feedback = feedback.trim().to_string();
+            return Verdict::Retry(if feedback.is_empty() {
+                text.trim().to_string()
+            } else {
+                feedback
+            });
+        }
+        let word = t.trim_end_matches(['.', '!']);
+        if word.eq_ignore_ascii_case("DONE") {
+            return Verdict::Done;
+        }
+    }
+    let raw = text.trim();
+    Verdict::Retry(if raw.is_empty() {
+        "the reviewer gave no answer".into()
+    } else {
+        raw.to_string()
+    })
+}
+
+/// The last `max` characters of `s`.
+pub(crate) fn last_chars(s: &str, max: usize) -> &str {
+    let n = s.chars().count();
+    if n <= max {
+        return s;
+    }
+    let skip = n - max;
+    let at = s.char_indices().nth(skip).map_or(s.len(), |(i, _)| i);
+    &s[at..]
+}
+
+fn read(dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(dir.join(name)).unwrap_or_default()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> Result<(), String> {
+    std::fs::write(dir.join(name), text)
+        .map_err(|e| format!("cannot write {}: {e}", dir.join(name).display()))
+}
+
+/// Bring PROGRESS.md, FEEDBACK.md and AGENTS.md up to date before a worker iteration
+/// (MEMORY.md is written after each worker run).
+pub(crate) fn write_memory(
+    dir: &Path,
+    task: &str,
+    iteration: u32,
+    max: u32,
+    state: &ReviewState,
+) -> Result<(), String> {
+    use std::fmt::Write as _;
+    let mut progress = format!(
+        "# Progress\n\nTask: {task}\nIteration: {iteration} of {max}\nStatus: in-progress\n"
+    );
+    if !state.history.is_empty() {
+        progress.push_str("\n## Reviews so far\n");
+        for v in &state.history {
+            let first = v.feedback.lines().next().unwrap_or("");
+            let _ = writeln!(
+                progress,
+                "- iteration {}: {} {first}",
+                v.iteration, v.verdict
+            );
+        }
+    }
+    write(dir, "PROGRESS.md", &progress)?;
+    let feedback = match state.feedback.as_deref().filter(|f| !f.is_empty()) {
+        Some(f) => format!(
+            "# Reviewer feedback (after iteration {})\n\n{f}\n",
+            state.iteration
+        ),
+        None => "# Reviewer feedback\n\nNone yet: this is the first iteration.\n".into(),
+    };
+    write(dir, "FEEDBACK.md", &feedback)?;
+    if !dir.join("AGENTS.md").exists() {
+        write(
+            dir,
+            "AGENTS.md",
+            "# Notes for agents\n\nWork only inside this directory. Keep PROGRESS.md, MEMORY.md and FEEDBACK.md as they are; add what the next agent should know (learnings, dead ends) below.\n",
+        )?;
+    }
+    Ok(())
+}
+
+/// The memory files (in `dir`) under clear headers, for the worker's prompt; the worker
+/// works in `workdir`.
+pub(crate) fn memory_section(dir: &Path, workdir: &Path, branch: Option<&str>) -> String {
+    let mut out = String::from("\n\n---\n# Memory of earlier iterations\n");
+    for (title, file) in [
+        ("## Progress", "PROGRESS.md"),
+        ("## Memory (your previous output)", "MEMORY.md"),
+        ("## Reviewer Feedback", "FEEDBACK.md"),
+        ("## Agent Notes", "AGENTS.md"),
+    ] {
+        let text = read(dir, file);
+        if text.trim().is_empty() {
+            continue;
+        }
+        out.push_str(&format!("\n{title} ({file})\n\n{}\n", text.trim_end()));
+    }
+    out.push_str(&format!(
+        "\n## How to work\nYou are working in {}{}. Address the reviewer feedback above, if any. When finished, commit all changes with a clear, descriptive commit message. If you cannot complete the task, write MOCHI_NOTES.md explaining why, and commit it.\n",
+        workdir.display(),
+        branch.map(|b| format!(" on branch {b}")).unwrap_or_default()
+    ));
+    out
+}
+
+/// Record the worker's output in MEMORY.md (its last 4,000 characters).
+pub(crate) fn write_output_memory(dir: &Path, output: &str) -> Result<(), String> {
+    write(
+        dir,
+        "MEMORY.md",
+        &format!(
+            "# Memory: the end of the worker's last output\n\n{}\n",
+            last_chars(output.trim_end(), MEMORY_CHARS)
+        ),
+    )
+}
+
+/// A worker output waiting for its review (so a reviewer that was rate limited, crashed or
+/// was interrupted does not make the worker run again).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Pending {
+    pub iteration: u32,
+    pub output: String,
+}
+
+fn pending_path(run: &JobRun, sheet: u32) -> PathBuf {
+    run.workspace
+        .join(".mozart-review")
+        .join(format!("sheet-{sheet}.json"))
+}
+
+/// The pending output of `iteration`, if the last worker run of it was not reviewed yet.
+pub(crate) fn take_pending(run: &JobRun, sheet: u32, iteration: u32) -> Option<String> {
+    let bytes = std::fs::read(pending_path(run, sheet)).ok()?;
+    let p: Pending = serde_json::from_slice(&bytes).ok()?;
+    (p.iteration == iteration).then_some(p.output)
+}
+
+/// Remember a worker output until its review is checkpointed.
+pub(crate) fn save_pending(run: &JobRun, sheet: u32, iteration: u32, output: &str) {
+    let path = pending_path(run, sheet);
+    let p = Pending {
+        iteration,
+        output: output.to_string(),
+    };
+    let saved = path
+        .parent()
+        .map(std::fs::create_dir_all)
+        .transpose()
+        .map_err(|e| e.to_string())
+        .and_then(|_| serde_json::to_vec(&p).map_err(|e| e.to_string()))
+        .and_then(|b| mozart_state::atomic_write(&path, &b).map_err(|e| e.to_string()));
+    if let Err(e) = saved {
+        tracing::warn!(job_id = %run.job_id, sheet, error = %e, "review.pending_not_saved");
+    }
+}
+
+/// Forget the pending output (its verdict is in the checkpoint).
+pub(crate) fn clear_pending(run: &JobRun, sheet: u32) {
+    let _ = std::fs::remove_file(pending_path(run, sheet));
+}
+
+/// The reviewer's prompt.
+fn reviewer_prompt(
+    cfg: &ReviewConfig,
+    task: &str,
+    iteration: u32,
+    max: u32,
+    dir: &Path,
+    branch: Option<&str>,
+    output: &str,
+) -> Result<String, String> {
+    let output = last_chars(output, MEMORY_CHARS);
+    if let Some(template) = &cfg.template {
+        let ctx = serde_json::json!({
+            "task": task, "iteration": iteration, "max_iterations": max,
+            "working_directory": dir.display().to_string(), "branch": branch.unwrap_or(""),
+            "output": output,
+        });
+        return mozart_config::template::environment(true)
+            .render_str(template, ctx)
+            .map_err(|e| format!("cannot render review.template: {e}"));
+    }
+    Ok(format!(
+        "You review the work of a coding agent (iteration {iteration} of {max}).\n\n## Task\n{task}\n\n## Where the work is\nDirectory: {}{}. Inspect the files and `git log` there.\n\n## The agent's output (its last {MEMORY_CHARS} characters)\n{output}\n\n## Your answer\nIf the task is complete and correct, answer with the single line\nDONE\nOtherwise answer with one line\nRETRY: <what the agent must fix>\n",
+        dir.display(),
+        branch.map(|b| format!(", branch {b}")).unwrap_or_default(),
+    ))
+}
+
+/// Run the reviewer on a worker's output.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn run_reviewer(
+    shared: &Arc<Shared>,
+    run: &Arc<JobRun>,
+    sheet: &PlannedSheet,
+    cfg: &ReviewConfig,
+    task: &str,
+    (iteration, max): (u32, u32),
+    dir: &Path,
+    branch: Option<&str>,
+    output: &str,
+) -> Outcome {
+    let prompt = match reviewer_prompt(cfg, task, iteration, max, dir, branch, output) {
+        Ok(p) => p,
+        Err(e) => return Outcome::Failed(e),
+    };
+    // An `instruments:` alias gives a profile and its settings.
+    let named = cfg
+        .instrument
+        .clone()
+        .unwrap_or_else(|| sheet.instrument.clone());
+    let mut options = serde_json::Map::new();
+    let instrument = match run.config.instruments.get(&named) {
+        Some(def) => {
+            options.extend(def.config.clone());
+            def.profile.clone()
+        }
+        None => named,
+    };
+    options.extend(cfg.instrument_config.clone());
+    let model = cfg.model.clone().or_else(|| {
+        options
+            .get("model")
+            .and_then(|m| m.as_str())
+            .map(str::to_string)
+    });
+    let backend = match run.backends.get_or_build(&instrument, || {
+        super::instruments::backend_for(&shared.instruments, run, &instrument)
+    }) {
+        Ok(b) => b,
+        Err(e) => return Outcome::Failed(format!("reviewer: {e}")),
+    };
+    let timeout = Duration::from_secs_f64(
+        cfg.timeout_seconds
+            .unwrap_or(sheet.timeout_seconds)
+            .clamp(1.0, 7.0 * 86_400.0),
+    );
+    let mut req = ExecutionRequest::new(prompt, dir.to_path_buf(), timeout);
+    req.model = model;
+    req.job_id = run.job_id.clone();
+    req.sheet_num = sheet.num;
+    req.attempt = iteration;
+    req.options = options;
+    let result: ExecutionResult =
+        super::musician::execute_watched(shared, &run.job_id, sheet.num, timeout, &*backend, req)
+            .await;
+    if !result.success {
+        let c = mozart_backends::classify(&result);
+        if c.category == mozart_backends::ErrorCategory::RateLimit {
+            let wait = c
+                .rate_limit
+                .as_ref()
+                .map(|r| Duration::from_secs_f64(r.wait_seconds.max(0.0)));
+            return Outcome::RateLimited(wait, format!("reviewer ({instrument}): {}", c.message));
+        }
+        return Outcome::Failed(format!(
+            "reviewer ({instrument}) failed: {}",
+            mozart_backends::redact(&c.message)
+        ));
+    }
+    Outcome::Verdict(
+        parse_verdict(result.output_text()),
+        result.cost_usd.unwrap_or(0.0),
+    )
+}
+
+/// The loop state after a verdict on `iteration`.
+pub(crate) fn after_verdict(
+    mut state: ReviewState,
+    iteration: u32,
+    verdict: &Verdict,
+    branch: Option<&str>,
+) -> ReviewState {
+    let (word, feedback) = match verdict {
+        Verdict::Done => ("DONE", String::new()),
+        Verdict::Retry(f) => ("RETRY", f.clone()),
+    };
+    state.iteration = iteration;
+    state.verdict = Some(word.into());
+    state.feedback = Some(feedback.clone());
+    state.history.push(ReviewVerdict {
+        iteration,
+        verdict: word.into(),
+        feedback,
+    });
+    if let Some(b) = branch {
+        state.branch = Some(b.to_string());
+    }
+    state
+}
+
+/// What dispatch needs to know about the finished task.
+pub(crate) struct Finished<'a> {
+    pub run: &'a JobRun,
+    pub sheet: u32,
+    pub task: Option<&'a TaskItem>,
+    pub task_text: &'a str,
+    pub dir: &'a Path,
+    pub worktree: Option<&'a crate::isolation::Worktree>,
+    pub iterations: u32,
+    pub output: &'a str,
+}
+
+impl Finished<'_> {
+    fn slug(&self) -> String {
+        self.task
+            .map_or_else(|| format!("sheet-{}", self.sheet), |t| t.slug.clone())
+    }
+
+    fn output_file(&self) -> Result<PathBuf, String> {
+        let dir = self.run.workspace.join("output");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        Ok(dir.join(format!("{}.md", self.slug())))
+    }
+}
+
+/// Deliver a finished task's result (`tasks.dispatch`). Returns where it went. Blocking.
+pub(crate) fn dispatch(f: &Finished<'_>) -> Result<Option<String>, String> {
+    let Some(tasks) = f.run.config.tasks.as_ref() else {
+        return Ok(None);
+    };
+    match tasks.dispatch {
+        DispatchMode::None => Ok(None),
+        DispatchMode::File => {
+            let path = f.output_file()?;
+            std::fs::write(&path, f.output)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            Ok(Some(path.display().to_string()))
+        }
+        DispatchMode::ResearchReport => {
+            let path = f.output_file()?;
+            let mut text = format!(
+                "# Research report: {}\n\nJob `{}`, sheet {}, {} iteration{}.\n\n## Final output\n\n{}\n",
+                f.task_text,
+                f.run.job_id,
+                f.sheet,
+                f.iterations,
+                if f.iterations == 1 { "" } else { "s" },
+                f.output.trim_end()
+            );
+            for (title, file) in [
+                ("Progress", "PROGRESS.md"),
+                ("Memory", "MEMORY.md"),
+                ("Agent notes", "AGENTS.md"),
+            ] {
+                let body = read(f.dir, file);
+                if !body.trim().is_empty() {
+                    text.push_str(&format!("\n## {title} ({file})\n\n{}\n", body.trim_end()));
+                }
+            }
+            std::fs::write(&path, text)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            Ok(Some(path.display().to_string()))
+        }
+        DispatchMode::Pr => pull_request(f, &tasks.remote, tasks.pr_base.as_deref()).map(Some),
+    }
+}
+
+fn command_output(cmd: &mut std::process::Command, shown: &str) -> Result<String, String> {
+    let out = cmd.output().map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            format!("`{shown}` cannot run: the program is not on PATH")
+        } else {
+            format!("cannot run `{shown}`: {e}")
+        }
+    })?;
+    if !out.status.success() {
+        return Err(format!(
+            "`{shown}` failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Push the task's branch and open a pull request through `gh`.
+fn pull_request(f: &Finished<'_>, remote: &str, base: Option<&str>) -> Result<String, String> {
+    let Some(wt) = f.worktree else {
+        return Err("dispatch `pr` needs the task's own branch: set `isolation: {enabled: true, scope: sheet}`".into());
+    };
+    let branch = wt.branch.as_str();
+    let base = match base.or(f.run.config.isolation.source_branch.as_deref()) {
+        Some(b) => b.to_string(),
+        None => command_output(
+            std::process::Command::new("git")
+                .args(["rev-parse", "--abbrev-ref", "HEAD"])
+                .current_dir(&wt.repo_root),
+            "git rev-parse --abbrev-ref HEAD",
+        )?,
+    };
+    command_output(
+        std::process::Command::new("git")
+            .args(["push", "--set-upstream", remote, branch])
+            .current_dir(&wt.path),
+        &format!("git push --set-upstream {remote} {branch}"),
+    )?;
+    let title = f.task_text.lines().next().unwrap_or(f.task_text);
+    let body = format!(
+        "## Task\n\n{}\n\n## Review\n\nAccepted by the reviewer after {} iteration{}.\n\n## Logs\n\nMozart job `{}`, sheet {}: `mozart status {} --json`, `mozart logs {}`; workspace `{}`.\n",
+        f.task_text,
+        f.iterations,
+        if f.iterations == 1 { "" } else { "s" },
+        f.run.job_id,
+        f.sheet,
+        f.run.job_id,
+        f.run.job_id,
+        f.run.workspace.display()
+    );
+    command_output(
+        std::process::Command::new("gh")
+            .args([
+                "pr", "create", "--head", branch, "--base", &base, "--title", title, "--body",
+                &body,
+            ])
+            .current_dir(&wt.path),
+        &format!("gh pr create --head {branch} --base {base}"),
+    )
+}
+
+/// A reviewed sheet's attempt: where the loop stands when it starts.
+pub(crate) struct SheetLoop {
+    pub cfg: ReviewConfig,
+    pub task_text: String,
+    /// The worker iteration this attempt plays (1-based).
+    pub iteration: u32,
+    pub max: u32,
+    pub state: ReviewState,
+    /// A worker output of this iteration still waiting for its verdict (or, after `DONE`,
+    /// for its dispatch): the worker does not run again.
+    pub pending: Option<String>,
+    /// The reviewer already said `DONE`; only the dispatch is left.
+    pub dispatch_only: bool,
+    /// Where the memory files are: the sheet's own worktree, else a directory of its own
+    /// in the workspace (sheets sharing a working directory must not share memory).
+    pub memory_dir: PathBuf,
+}
+
+/// The working directory of a sheet: its own worktree with `isolation.scope: sheet`
+/// (created, or reused from the manifest, on its first attempt), else the job's.
+pub(crate) async fn sheet_dir(
+    run: &Arc<JobRun>,
+    sheet: &PlannedSheet,
+) -> Result<(PathBuf, Option<crate::isolation::Worktree>), String> {
+    if !crate::sheet_worktrees::per_sheet(&run.config) {
+        return Ok((run.working_dir.clone(), None));
+    }
+    if let Some(wt) = lock(&run.sheet_worktrees).get(&sheet.num) {
+        return Ok((wt.working_directory().to_path_buf(), Some(wt.clone())));
+    }
+    let task = mozart_config::tasks::task_of(&run.config, sheet.movement, sheet.voice);
+    let branch = task.map(|t| t.branch.clone());
+    let slug = task.map(|t| t.slug.clone());
+    let (run2, num) = (run.clone(), sheet.num);
+    let wt = tokio::task::spawn_blocking(move || {
+        crate::sheet_worktrees::prepare(&run2.config, &run2.job_id, num, branch, slug)
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| format!("cannot create the worktree of sheet {}: {e}", sheet.num))?;
+    lock(&run.sheet_worktrees).insert(sheet.num, wt.clone());
+    Ok((wt.working_directory().to_path_buf(), Some(wt)))
+}
+
+/// Start a reviewed sheet's attempt: read the loop state, pick up a pending output, bring
+/// the memory files up to date. `None` when the sheet is not reviewed.
+pub(crate) fn begin(
+    shared: &Shared,
+    run: &JobRun,
+    sheet: &PlannedSheet,
+    workdir: &Path,
+    own_tree: bool,
+) -> Result<Option<SheetLoop>, String> {
+    let Some(cfg) = settings(run, sheet) else {
+        return Ok(None);
+    };
+    let task_text = mozart_config::tasks::task_of(&run.config, sheet.movement, sheet.voice)
+        .map_or_else(
+            || {
+                sheet
+                    .description
+                    .clone()
+                    .unwrap_or_else(|| format!("sheet {} of {}", sheet.num, run.config.name))
+            },
+            |t| t.text.clone(),
+        );
+    let state = state(shared, &run.job_id, sheet.num);
+    let dispatch_only = state.verdict.as_deref() == Some("DONE") && state.dispatched.is_none();
+    let iteration = if dispatch_only {
+        state.iteration
+    } else {
+        state.iteration + 1
+    };
+    // The last iteration of this run's budget (a resumed failed sheet gets a fresh one).
+    let max = u32::try_from(cfg.max_iterations.max(1))
+        .unwrap_or(u32::MAX)
+        .saturating_add(state.budget_from);
+    let pending = take_pending(run, sheet.num, iteration);
+    let memory_dir = if own_tree {
+        workdir.to_path_buf()
+    } else {
+        run.workspace
+            .join(".mozart-review")
+            .join(format!("sheet-{}", sheet.num))
+    };
+    if cfg.memory && pending.is_none() {
+        std::fs::create_dir_all(&memory_dir)
+            .map_err(|e| format!("cannot create {}: {e}", memory_dir.display()))?;
+        write_memory(&memory_dir, &task_text, iteration, max, &state)?;
+    }
+    Ok(Some(SheetLoop {
+        cfg: cfg.clone(),
+        task_text,
+        iteration,
+        max,
+        state,
+        pending,
+        dispatch_only,
+        memory_dir,
+    }))
+}
+
+/// The result of a worker run that already happened (its output was saved for review).
+pub(crate) fn replayed(output: String) -> ExecutionResult {
+    ExecutionResult {
+        success: true,
+        exit_code: Some(0),
+        result_text: Some(output.clone()),
+        stdout: output,
+        ..ExecutionResult::default()
+    }
+}
+
+/// After the worker's attempt passed its validations: ask the reviewer (unless only the
+/// dispatch is left), record the verdict, dispatch on `DONE`, and turn the attempt result
+/// into what the baton must do next.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn conclude(
+    shared: &Arc<Shared>,
+    run: &Arc<JobRun>,
+    sheet: &PlannedSheet,
+    lp: SheetLoop,
+    dir: &Path,
+    worktree: Option<crate::isolation::Worktree>,
+    output: &str,
+    r: &mut mozart_baton::AttemptResult,
+    details: &mut super::musician::AttemptDetails,
+) {
+    use mozart_baton::{Failure, FailureKind};
+    let branch = worktree.as_ref().map(|w| w.branch.clone());
+    let fail = |r: &mut mozart_baton::AttemptResult,
+                details: &mut super::musician::AttemptDetails,
+                kind: FailureKind,
+                message: String| {
+        details.error_message = Some(message.clone());
+        details.error_category = Some(
+            match kind {
+                FailureKind::RateLimited { .. } => "rate_limit",
+                FailureKind::Fatal | FailureKind::Rejected => "fatal",
+                FailureKind::Validation => "validation",
+                _ => "transient",
+            }
+            .into(),
+        );
+        if !matches!(kind, FailureKind::Validation) {
+            r.execution_success = false;
+        }
+        r.validations_total = r.validations_total.max(1);
+        r.validations_passed = 0;
+        r.validation_pass_rate = 0.0;
+        r.failure = Some(Failure {
+            kind,
+            code: None,
+            message,
+        });
+    };
+    let state = if lp.dispatch_only {
+        lp.state.clone()
+    } else {
+        save_pending(run, sheet.num, lp.iteration, output);
+        let verdict = match run_reviewer(
+            shared,
+            run,
+            sheet,
+            &lp.cfg,
+            &lp.task_text,
+            (lp.iteration, lp.max),
+            dir,
+            branch.as_deref(),
+            output,
+        )
+        .await
+        {
+            Outcome::Verdict(v, cost) => {
+                r.cost_usd += cost;
+                details.cost_usd += cost;
+                v
+            }
+            Outcome::RateLimited(wait, message) => {
+                // Tempo, not failure: the sheet waits, then the reviewer is asked again
+                // (the saved output spares the worker).
+                fail(
+                    r,
+                    details,
+                    FailureKind::RateLimited { reset_after: wait },
+                    message,
+                );
+                return;
+            }
+            Outcome::Failed(message) => {
+                fail(r, details, FailureKind::Transient, message);
+                return;
+            }
+        };
+        let state = after_verdict(lp.state.clone(), lp.iteration, &verdict, branch.as_deref());
+        tracing::info!(job_id = %run.job_id, sheet = sheet.num, iteration = lp.iteration, verdict = ?state.verdict, "review.verdict");
+        details.review = Some(state.clone());
+        if let Verdict::Retry(feedback) = &verdict {
+            clear_pending(run, sheet.num);
+            if lp.iteration >= lp.max {
+                fail(
+                    r,
+                    details,
+                    FailureKind::Rejected,
+                    format!(
+                        "reviewer loop: no DONE after {} iteration{}; last feedback: {feedback}",
+                        lp.iteration,
+                        if lp.iteration == 1 { "" } else { "s" }
+                    ),
+                );
+            } else {
+                fail(
+                    r,
+                    details,
+                    FailureKind::Validation,
+                    format!("reviewer: RETRY (iteration {}): {feedback}", lp.iteration),
+                );
+            }
+            return;
+        }
+        state
+    };
+    // DONE: dispatch, then release the task's worktree (its branch stays).
+    let task = mozart_config::tasks::task_of(&run.config, sheet.movement, sheet.voice).cloned();
+    let (run2, dir2, wt2, text, out) = (
+        run.clone(),
+        lp.memory_dir.clone(),
+        worktree.clone(),
+        lp.task_text.clone(),
+        output.to_string(),
+    );
+    let (num, iterations) = (sheet.num, state.iteration);
+    let dispatched = tokio::task::spawn_blocking(move || {
+        let f = Finished {
+            run: &run2,
+            sheet: num,
+            task: task.as_ref(),
+            task_text: &text,
+            dir: &dir2,
+            worktree: wt2.as_ref(),
+            iterations,
+            output: &out,
+        };
+        let result = dispatch(&f);
+        if result.is_ok() {
+            if let Some(wt) = &wt2 {
+                if let Err(e) = crate::sheet_worktrees::finish(
+                    &run2.config,
+                    &run2.job_id,
+                    num,
+                    wt,
+                    crate::isolation::RunOutcome::Completed,
+                ) {
+                    tracing::warn!(job_id = %run2.job_id, sheet = num, error = %e, "isolation.sheet_worktree_cleanup_failed");
+                }
+            }
+        }
+        result
+    })
+    .await
+    .unwrap_or_else(|e| Err(e.to_string()));
+    let mut state = state;
+    match dispatched {
+        Ok(place) => {
+            clear_pending(run, sheet.num);
+            lock(&run.sheet_worktrees).remove(&sheet.num);
+            state.dispatched = Some(place.unwrap_or_else(|| "none".into()));
+            details.review = Some(state);
+        }
+        Err(e) => {
+            details.review = Some(state);
+            let mode = run
+                .config
+                .tasks
+                .as_ref()
+                .map_or("none", |t| t.dispatch.as_str());
+            let kept = branch
+                .map(|b| format!("; the work stays on branch {b}"))
+                .unwrap_or_default();
+            fail(
+                r,
+                details,
+                FailureKind::Rejected,
+                format!("dispatch {mode} failed (hook): {e}{kept}"),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts() {
+        assert_eq!(parse_verdict("DONE"), Verdict::Done);
+        assert_eq!(parse_verdict("Looks good.\n**DONE**\n"), Verdict::Done);
+        assert_eq!(
+            parse_verdict("RETRY: add a test\nand docs"),
+            Verdict::Retry("add a test\nand docs".into())
+        );
+        assert_eq!(parse_verdict("retry: x"), Verdict::Retry("x".into()));
+        assert_eq!(
+            parse_verdict("I am not sure what to say"),
+            Verdict::Retry("I am not sure what to say".into())
+        );
+        assert_eq!(
+            parse_verdict("Not DONE yet"),
+            Verdict::Retry("Not DONE yet".into())
+        );
+    }
+
+    #[test]
+    fn memory_files_go_into_the_prompt_under_headers() {
+        let dir = std::env::temp_dir().join(format!("mozart-review-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let state = after_verdict(
+            ReviewState::default(),
+            1,
+            &Verdict::Retry("add a test".into()),
+            Some("mochi/x"),
+        );
+        write_memory(&dir, "Fix x", 2, 3, &state).unwrap();
+        write_output_memory(&dir, &format!("{}END", "a".repeat(5000))).unwrap();
+        let section = memory_section(&dir, Path::new("/wt"), Some("mochi/x"));
+        for needle in [
+            "## Progress (PROGRESS.md)",
+            "Iteration: 2 of 3",
+            "- iteration 1: RETRY add a test",
+            "## Memory (your previous output) (MEMORY.md)",
+            "aEND",
+            "## Reviewer Feedback (FEEDBACK.md)",
+            "# Reviewer feedback (after iteration 1)\n\nadd a test",
+            "## Agent Notes (AGENTS.md)",
+            "You are working in /wt on branch mochi/x",
+            "commit all changes",
+        ] {
+            assert!(section.contains(needle), "{needle:?} in {section}");
+        }
+        let memory = std::fs::read_to_string(dir.join("MEMORY.md")).unwrap();
+        assert!(memory.chars().count() < MEMORY_CHARS + 100);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn memory_keeps_the_last_chars() {
+        let s = "é".repeat(5000);
+        assert_eq!(last_chars(&s, MEMORY_CHARS).chars().count(), MEMORY_CHARS);
+        assert_eq!(last_chars("abc", 2), "bc");
+    }
+}

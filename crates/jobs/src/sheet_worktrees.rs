@@ -1,0 +1,237 @@
+//! Ours: a git worktree per sheet (`isolation.scope: sheet`, docs/mochi.md) and the manifest
+//! that remembers them.
+//!
+//! Each sheet of such a job gets its own worktree and branch (a task's branch when the sheet
+//! plays a task) the first time it is dispatched, so sheets running side by side never share
+//! a working tree. The manifest, `<worktree base>/<job_id>.manifest.json`, is written as soon
+//! as a worktree exists (before any agent runs in it): after a crash, the restarted conductor
+//! reuses each recorded worktree instead of creating a `-2` twin, and the job's end removes or
+//! unlocks every worktree the manifest still lists (MOCHI's `.mochi_manifest.json`).
+//!
+//! Blocking (git, file writes): call from `spawn_blocking`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use mozart_config::model::IsolationScope;
+use mozart_config::JobConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::isolation::{self, Cleanup, Isolation, RunOutcome, Worktree, WorktreeRequest};
+
+/// Serializes manifest read-modify-writes inside this process.
+static MANIFEST: Mutex<()> = Mutex::new(());
+
+/// One recorded worktree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestEntry {
+    /// Worktree root.
+    pub path: PathBuf,
+    /// Its branch.
+    pub branch: String,
+    /// The task's slug, when the sheet plays a task.
+    #[serde(default)]
+    pub slug: Option<String>,
+    /// `active` while the sheet runs; `kept` once the job ended and the tree stayed.
+    pub status: String,
+}
+
+/// The manifest file: sheet number → worktree.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Owning job.
+    pub job_id: String,
+    /// Recorded worktrees.
+    pub sheets: BTreeMap<u32, ManifestEntry>,
+}
+
+/// Whether the score asks for a worktree per sheet.
+pub fn per_sheet(job: &JobConfig) -> bool {
+    job.isolation.enabled
+        && job.isolation.mode == mozart_config::model::IsolationMode::Worktree
+        && job.isolation.scope == IsolationScope::Sheet
+}
+
+/// The directory inside the repository the sheets isolate: `tasks.repository`, else
+/// `backend.working_directory`, else the workspace.
+pub fn repo_dir(job: &JobConfig) -> PathBuf {
+    job.tasks
+        .as_ref()
+        .and_then(|t| t.repository.clone())
+        .or_else(|| job.backend.working_directory.clone())
+        .unwrap_or_else(|| job.workspace.clone())
+}
+
+/// Where the job's manifest lives.
+pub fn manifest_path(job: &JobConfig, job_id: &str) -> PathBuf {
+    WorktreeRequest::for_job(job, job_id)
+        .base()
+        .join(format!("{job_id}.manifest.json"))
+}
+
+/// Read the manifest (empty when missing or unreadable).
+pub fn load(path: &Path) -> Manifest {
+    std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+fn update(path: &Path, job_id: &str, f: impl FnOnce(&mut Manifest)) -> Result<(), String> {
+    let _guard = MANIFEST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut m = load(path);
+    m.job_id = job_id.to_string();
+    f(&mut m);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let bytes = serde_json::to_vec_pretty(&m).map_err(|e| e.to_string())?;
+    mozart_state::atomic_write(path, &bytes)
+        .map_err(|e| format!("cannot write the worktree manifest {}: {e}", path.display()))
+}
+
+/// Up-front checks for a job with per-sheet worktrees (see [`isolation::preflight`]); with
+/// `dispatch: pr`, also that the remote exists and `gh` can be run.
+pub fn preflight(job: &JobConfig, job_id: &str) -> Result<(), String> {
+    let root = isolation::preflight(
+        job_id,
+        &repo_dir(job),
+        job.isolation.source_branch.as_deref(),
+    )
+    .map_err(|e| e.to_string())?;
+    let Some(tasks) = job
+        .tasks
+        .as_ref()
+        .filter(|t| t.dispatch == mozart_config::tasks::DispatchMode::Pr)
+    else {
+        return Ok(());
+    };
+    let remote = std::process::Command::new("git")
+        .args(["remote", "get-url", &tasks.remote])
+        .current_dir(&root)
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if !remote.status.success() {
+        return Err(format!(
+            "tasks.dispatch is `pr` but the repository {} has no remote '{}' (`git remote get-url {}` failed); add it or set tasks.remote",
+            root.display(),
+            tasks.remote,
+            tasks.remote
+        ));
+    }
+    match std::process::Command::new("gh")
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(
+            "tasks.dispatch is `pr` but the GitHub CLI `gh` is not on the conductor's PATH; install it (https://cli.github.com) and run `gh auth login`, or choose another dispatch".into(),
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// The worktree of `sheet`: the one the manifest records (reused, lock recovered), or a new
+/// one on the sheet's branch (`branch`, else `{prefix}/{job_id}-sheet-{n}`), recorded in the
+/// manifest before it is returned. Never falls back to a shared directory.
+pub fn prepare(
+    job: &JobConfig,
+    job_id: &str,
+    sheet: u32,
+    branch: Option<String>,
+    slug: Option<String>,
+) -> Result<Worktree, String> {
+    let manifest = manifest_path(job, job_id);
+    let previous = load(&manifest).sheets.get(&sheet).map(|e| e.path.clone());
+    let mut cfg = job.isolation.clone();
+    cfg.fallback_on_error = false;
+    let iso = &job.isolation;
+    let setup = isolation::WorktreeSetup {
+        copy_files: iso.copy_files.clone(),
+        commands: iso.setup_commands.clone(),
+        command_timeout: std::time::Duration::from_secs_f64(
+            iso.setup_timeout_seconds
+                .unwrap_or(300.0)
+                .clamp(1.0, 86_400.0),
+        ),
+    };
+    let mut req = WorktreeRequest::for_sheet(job, job_id, sheet)
+        .resuming(previous.as_deref())
+        .with_setup(setup)
+        .with_branch(branch);
+    req.config = &cfg;
+    req.repo_dir = repo_dir(job);
+    let wt = match isolation::prepare(&req) {
+        Ok(Isolation::Worktree(wt)) => wt,
+        Ok(Isolation::Disabled) => return Err("worktree isolation is disabled".into()),
+        Ok(Isolation::Fallback { reason }) => return Err(reason),
+        Err(e) => return Err(e.to_string()),
+    };
+    update(&manifest, job_id, |m| {
+        m.sheets.insert(
+            sheet,
+            ManifestEntry {
+                path: wt.path.clone(),
+                branch: wt.branch.clone(),
+                slug,
+                status: "active".into(),
+            },
+        );
+    })?;
+    Ok(wt)
+}
+
+/// Remove (or keep and unlock) one sheet's worktree as `outcome` and the score's cleanup
+/// settings say; a removed one leaves the manifest.
+pub fn finish(
+    job: &JobConfig,
+    job_id: &str,
+    sheet: u32,
+    wt: &Worktree,
+    outcome: RunOutcome,
+) -> Result<Cleanup, String> {
+    let cleanup = isolation::finish(wt, outcome, &job.isolation).map_err(|e| e.to_string())?;
+    let manifest = manifest_path(job, job_id);
+    update(&manifest, job_id, |m| match cleanup {
+        Cleanup::Removed => {
+            m.sheets.remove(&sheet);
+        }
+        Cleanup::Kept { .. } => {
+            if let Some(e) = m.sheets.get_mut(&sheet) {
+                e.status = "kept".into();
+            }
+        }
+    })?;
+    Ok(cleanup)
+}
+
+/// At the job's end: finish every worktree the manifest still lists (sheets that did not
+/// finish theirs, or whose worktrees a crash left behind). Failures are logged.
+pub fn finish_all(job: &JobConfig, job_id: &str, outcome: RunOutcome) {
+    let manifest = load(&manifest_path(job, job_id));
+    for (sheet, entry) in manifest.sheets {
+        if outcome != RunOutcome::Paused && entry.status == "kept" {
+            continue;
+        }
+        let wt = Worktree {
+            job_id: job_id.to_string(),
+            working_directory: entry.path.clone(),
+            path: entry.path.clone(),
+            branch: entry.branch.clone(),
+            base_commit: String::new(),
+            // A lock the conductor took is ours to drop (`finish` unlocks kept trees).
+            locked: true,
+            reused: true,
+            repo_root: isolation::main_checkout(&entry.path, job_id)
+                .unwrap_or_else(|| repo_dir(job)),
+        };
+        if let Err(e) = finish(job, job_id, sheet, &wt, outcome) {
+            tracing::warn!(job_id, sheet, error = %e, "isolation.sheet_worktree_cleanup_failed");
+        }
+    }
+}

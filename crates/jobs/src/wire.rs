@@ -1,0 +1,385 @@
+//! The storage model (`mozart-state`) as the protocol (`mozart-ipc`) shows it: every
+//! document the job methods return is built here, so the ipc types stay the one definition
+//! of the wire and the storage model stays free to change.
+//!
+//! The JSON state file is the same document as `job.status`'s checkpoint, so
+//! [`load_state_file`] serves the CLI's conductor-less `--workspace` reads too.
+
+use std::path::Path;
+
+use mozart_ipc::checkpoint::{HookResult, JobCheckpoint, SheetCheckpoint};
+use mozart_ipc::status::{HistoryRecord, JobSummary, LearnedPattern, RegistryJob};
+use mozart_ipc::types::MonitorEvent;
+use mozart_state::{
+    AttemptRecord, CheckpointState, HookResultRecord, JobRecord, SheetState, StateError, Timestamp,
+};
+
+/// The checkpoint as `job.status` returns it: the job's `workspace` added, and the
+/// registry's error message when the checkpoint has none.
+pub fn job_status_checkpoint(cp: &CheckpointState, record: &JobRecord) -> JobCheckpoint {
+    let mut doc = checkpoint(cp);
+    if doc.error_message.is_none() {
+        doc.error_message.clone_from(&record.error_message);
+    }
+    doc.workspace = Some(record.workspace.clone());
+    doc
+}
+
+/// A checkpoint as the state file holds it (no `workspace`).
+pub fn checkpoint(cp: &CheckpointState) -> JobCheckpoint {
+    // Destructured exhaustively so a field added to the storage model cannot be forgotten.
+    let CheckpointState {
+        job_id,
+        job_name,
+        config_hash,
+        config_snapshot,
+        config_path,
+        created_at,
+        updated_at,
+        started_at,
+        completed_at,
+        total_sheets,
+        last_completed_sheet,
+        current_sheet,
+        status,
+        sheets,
+        instruments_used,
+        total_movements,
+        pid,
+        error_message,
+        total_retry_count,
+        rate_limit_waits,
+        quota_waits,
+        resume_at,
+        total_input_tokens,
+        total_output_tokens,
+        total_estimated_cost,
+        cost_limit_reached,
+        worktree_path,
+        worktree_branch,
+        worktree_locked,
+        worktree_base_commit,
+        isolation_mode,
+        isolation_fallback_used,
+        parallel_enabled,
+        parallel_max_concurrent,
+        parallel_batches_executed,
+        sheets_in_progress,
+        synthesis_results,
+        hook_results,
+        spec_corpus_hash,
+        circuit_breaker_history,
+    } = cp;
+    JobCheckpoint {
+        job_id: job_id.clone(),
+        job_name: job_name.clone(),
+        config_hash: config_hash.clone(),
+        config_snapshot: config_snapshot.clone(),
+        config_path: config_path.clone(),
+        created_at: created_at.clone(),
+        updated_at: updated_at.clone(),
+        started_at: started_at.clone(),
+        completed_at: completed_at.clone(),
+        total_sheets: *total_sheets,
+        last_completed_sheet: *last_completed_sheet,
+        current_sheet: *current_sheet,
+        status: *status,
+        sheets: sheets.iter().map(|(n, s)| (*n, sheet(s))).collect(),
+        instruments_used: instruments_used.clone(),
+        total_movements: *total_movements,
+        pid: *pid,
+        error_message: error_message.clone(),
+        total_retry_count: *total_retry_count,
+        rate_limit_waits: *rate_limit_waits,
+        quota_waits: *quota_waits,
+        resume_at: resume_at.clone(),
+        total_input_tokens: *total_input_tokens,
+        total_output_tokens: *total_output_tokens,
+        total_estimated_cost: *total_estimated_cost,
+        cost_limit_reached: *cost_limit_reached,
+        worktree_path: worktree_path.clone(),
+        worktree_branch: worktree_branch.clone(),
+        worktree_locked: *worktree_locked,
+        worktree_base_commit: worktree_base_commit.clone(),
+        isolation_mode: *isolation_mode,
+        isolation_fallback_used: *isolation_fallback_used,
+        parallel_enabled: *parallel_enabled,
+        parallel_max_concurrent: *parallel_max_concurrent,
+        parallel_batches_executed: *parallel_batches_executed,
+        sheets_in_progress: sheets_in_progress.clone(),
+        synthesis_results: synthesis_results.clone(),
+        // Only an upstream-written state file has any; ours keeps them in the registry.
+        hook_results: hook_results
+            .iter()
+            .filter_map(|h| serde_json::from_value(h.clone()).ok())
+            .collect(),
+        spec_corpus_hash: spec_corpus_hash.clone(),
+        circuit_breaker_history: circuit_breaker_history.clone(),
+        workspace: None,
+    }
+}
+
+/// One sheet. (The storage model's legacy input fields are private and never written;
+/// `tests/wire_shape.rs` in `mozart-state` catches a public field missing here.)
+pub fn sheet(s: &SheetState) -> SheetCheckpoint {
+    SheetCheckpoint {
+        sheet_num: s.sheet_num,
+        status: s.status,
+        started_at: s.started_at.clone(),
+        completed_at: s.completed_at.clone(),
+        attempt_count: s.attempt_count,
+        exit_code: s.exit_code,
+        error_message: s.error_message.clone(),
+        error_category: s.error_category.map(|c| c.as_str().to_string()),
+        error_code: s.error_code.clone(),
+        validation_passed: s.validation_passed,
+        validation_details: s.validation_details.clone(),
+        instrument_name: s.instrument_name.clone(),
+        instrument_model: s.instrument_model.clone(),
+        movement: s.movement,
+        voice: s.voice,
+        exit_signal: s.exit_signal,
+        exit_reason: s.exit_reason,
+        execution_duration_seconds: s.execution_duration_seconds,
+        completion_attempts: s.completion_attempts,
+        healing_attempts: s.healing_attempts,
+        passed_validations: s.passed_validations.clone(),
+        failed_validations: s.failed_validations.clone(),
+        last_pass_percentage: s.last_pass_percentage,
+        execution_mode: s.execution_mode,
+        outcome_data: s.outcome_data.clone(),
+        confidence_score: s.confidence_score,
+        learned_patterns: s.learned_patterns.clone(),
+        similar_outcomes_count: s.similar_outcomes_count,
+        success_without_retry: s.success_without_retry,
+        outcome_category: s.outcome_category,
+        stdout_tail: s.stdout_tail.clone(),
+        stderr_tail: s.stderr_tail.clone(),
+        output_truncated: s.output_truncated,
+        prompt_metrics: s.prompt_metrics.clone(),
+        preflight_warnings: s.preflight_warnings.clone(),
+        progress_snapshots: s.progress_snapshots.clone(),
+        last_activity_at: s.last_activity_at.clone(),
+        error_history: s.error_history.clone(),
+        instrument_fallback_history: s.instrument_fallback_history.clone(),
+        applied_patterns: s.applied_patterns.clone(),
+        grounding_passed: s.grounding_passed,
+        grounding_confidence: s.grounding_confidence,
+        grounding_guidance: s.grounding_guidance.clone(),
+        input_tokens: s.input_tokens,
+        output_tokens: s.output_tokens,
+        estimated_cost: s.estimated_cost,
+        cost_confidence: s.cost_confidence,
+        agent_feedback: s.agent_feedback.clone(),
+        remote_attempt: s.remote_attempt.as_ref().map(remote_attempt),
+        review: s.review.as_ref().map(review),
+    }
+}
+
+fn remote_attempt(r: &mozart_state::RemoteAttemptRef) -> mozart_ipc::checkpoint::RemoteAttempt {
+    mozart_ipc::checkpoint::RemoteAttempt {
+        placement: r.placement.clone(),
+        remote_id: r.remote_id.clone(),
+        dir: r.dir.clone(),
+        submitted_at: r.submitted_at,
+        attempt_number: r.attempt_number,
+    }
+}
+
+fn review(r: &mozart_state::review::ReviewState) -> mozart_ipc::checkpoint::ReviewProgress {
+    mozart_ipc::checkpoint::ReviewProgress {
+        iteration: r.iteration,
+        verdict: r.verdict.clone(),
+        feedback: r.feedback.clone(),
+        history: r
+            .history
+            .iter()
+            .map(|v| mozart_ipc::checkpoint::ReviewVerdict {
+                iteration: v.iteration,
+                verdict: v.verdict.clone(),
+                feedback: v.feedback.clone(),
+            })
+            .collect(),
+        branch: r.branch.clone(),
+        dispatched: r.dispatched.clone(),
+        budget_from: r.budget_from,
+    }
+}
+
+/// A registry hook row as `job.status` shows it (conductor.md §19.5): command hooks always
+/// carry `output` (null when empty); a `run_job` hook only on success.
+pub fn hook_result(h: &HookResultRecord) -> HookResult {
+    HookResult {
+        hook_type: h.hook_type.clone(),
+        description: h.description.clone(),
+        success: h.success,
+        error_message: h.error_message.clone(),
+        exit_code: h.exit_code,
+        output: (h.output.is_some() || h.exit_code.is_some()).then(|| h.output.clone()),
+        chained_job_id: h.chained_job_id.clone(),
+        extra: serde_json::Map::new(),
+    }
+}
+
+/// A job the conductor holds in memory (`JobMeta.to_dict`, conductor.md §6.2).
+pub fn job_summary(r: &JobRecord) -> JobSummary {
+    JobSummary {
+        job_id: r.job_id.clone(),
+        status: r.status.as_str().to_string(),
+        config_path: r.config_path.clone(),
+        workspace: r.workspace.clone(),
+        submitted_at: r.submitted_at,
+        started_at: r.started_at,
+        error_message: r.error_message.clone(),
+        chain_depth: r.chain_depth,
+        completed_at: r.completed_at,
+        total_sheets: r.total_sheets,
+    }
+}
+
+/// A registry row (upstream `JobRecord.to_dict()`, conductor.md §10.2); empty text fields
+/// are left out.
+pub fn registry_job(r: &JobRecord) -> RegistryJob {
+    let text = |v: &Option<String>| v.as_deref().filter(|s| !s.is_empty()).map(str::to_owned);
+    RegistryJob {
+        job_id: r.job_id.clone(),
+        config_path: r.config_path.clone(),
+        workspace: r.workspace.clone(),
+        status: r.status.as_str().to_string(),
+        pid: r.pid,
+        submitted_at: r.submitted_at,
+        started_at: r.started_at,
+        completed_at: r.completed_at,
+        current_sheet: r.current_sheet,
+        total_sheets: r.total_sheets,
+        error_message: text(&r.error_message),
+        log_path: text(&r.log_path),
+        snapshot_path: text(&r.snapshot_path),
+    }
+}
+
+/// One attempt row of `job.history` (conductor.md §8.11).
+pub fn history_record(a: &AttemptRecord) -> HistoryRecord {
+    HistoryRecord {
+        id: a.id,
+        job_id: a.job_id.clone(),
+        sheet_num: a.sheet_num,
+        attempt_num: a.attempt_num,
+        prompt: a.prompt.clone(),
+        output: a.output.clone(),
+        exit_code: a.exit_code,
+        duration_seconds: a.duration_seconds,
+        executed_at: Timestamp::from_epoch(a.executed_at).as_str().to_string(),
+    }
+}
+
+/// An observer event as `daemon.observer_events` and the monitor stream show it.
+pub fn observer_event(e: &mozart_baton::ObserverEvent) -> MonitorEvent {
+    MonitorEvent {
+        job_id: e.job_id.clone(),
+        sheet_num: e.sheet_num,
+        event: e.event.clone(),
+        data: Some(e.data.clone()),
+        timestamp: e.at.as_secs_f64(),
+    }
+}
+
+/// A learned pattern as `daemon.learning.patterns` lists it (conductor.md §8.25).
+pub fn learned_pattern(p: &mozart_learning::PatternSummary) -> LearnedPattern {
+    LearnedPattern {
+        id: p.id.clone(),
+        pattern_type: p.pattern_type.clone(),
+        pattern_name: p.pattern_name.clone(),
+        description: p.description.clone(),
+        effectiveness_score: p.effectiveness_score,
+        priority_score: p.priority_score,
+        occurrence_count: p.occurrence_count,
+        last_seen: p.last_seen.clone(),
+        quarantine_status: p.quarantine_status.as_str().to_string(),
+        trust_score: p.trust_score,
+    }
+}
+
+/// Read a JSON state file as the checkpoint document (`Ok(None)` when absent), through the
+/// storage model's loader so its load-time fix-ups and checks apply (execution.md §8.2).
+pub fn load_state_file(
+    workspace: &Path,
+    job_id: &str,
+) -> Result<Option<JobCheckpoint>, StateError> {
+    let path = mozart_state::json_state::state_file_path(workspace, job_id);
+    Ok(mozart_state::json_state::load(&path)?.map(|cp| checkpoint(&cp)))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_adds_the_workspace_and_the_registry_error() {
+        let cp = CheckpointState::new("j", "J", 2);
+        let mut record = JobRecord::new("j", "/s/j.yaml", "/w");
+        record.error_message = Some("registry says".into());
+        let doc = job_status_checkpoint(&cp, &record);
+        let text = serde_json::to_string(&doc).unwrap();
+        let mut want = serde_json::to_value(&cp).unwrap();
+        want["error_message"] = "registry says".into();
+        want["workspace"] = "/w".into();
+        assert_eq!(text, want.to_string());
+    }
+
+    #[test]
+    fn rows_match_the_registry_shapes() {
+        let mut r = JobRecord::new("j", "/s/j.yaml", "/w");
+        r.log_path = Some(String::new());
+        r.total_sheets = Some(3);
+        assert_eq!(
+            serde_json::to_value(registry_job(&r)).unwrap(),
+            serde_json::json!({"job_id": "j", "config_path": "/s/j.yaml", "workspace": "/w",
+                "status": "queued", "pid": null, "submitted_at": r.submitted_at,
+                "started_at": null, "completed_at": null, "current_sheet": null,
+                "total_sheets": 3})
+        );
+        r.log_path = Some("/logs/j.log".into());
+        let row = serde_json::to_value(registry_job(&r)).unwrap();
+        assert_eq!(row["log_path"], "/logs/j.log");
+        assert!(
+            row.get("snapshot_path").is_none(),
+            "optional keys only when set"
+        );
+
+        // conductor.md §19.5 verified example.
+        let chained = HookResultRecord {
+            hook_type: "run_job".into(),
+            description: Some("chain it".into()),
+            success: true,
+            output: Some("Chained job submitted (job_id=chain)".into()),
+            chained_job_id: Some("chain".into()),
+            ..Default::default()
+        };
+        let command = HookResultRecord {
+            hook_index: 1,
+            hook_type: "run_command".into(),
+            exit_code: Some(0),
+            success: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            serde_json::to_value([hook_result(&chained), hook_result(&command)]).unwrap(),
+            serde_json::json!([
+                {"hook_type": "run_job", "description": "chain it", "success": true,
+                 "output": "Chained job submitted (job_id=chain)", "chained_job_id": "chain"},
+                {"hook_type": "run_command", "description": null, "success": true,
+                 "exit_code": 0, "output": null}
+            ])
+        );
+        let attempt = AttemptRecord {
+            prompt: Some("do it".into()),
+            executed_at: 1_709_210_096.0,
+            ..Default::default()
+        };
+        let hist = serde_json::to_value(history_record(&attempt)).unwrap();
+        assert_eq!(hist["executed_at"], "2024-02-29T12:34:56.000000Z");
+        assert_eq!(hist["prompt"], "do it");
+    }
+}

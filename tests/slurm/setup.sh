@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Brings up a single-node Slurm (slurmctld + slurmd on this machine) for the Slurm placement
+# tests (tests/tests/slurm_*.rs). Idempotent: when the node already answers `sinfo` as idle it
+# returns at once. When Slurm cannot be started here (not root, no apt, ...), it prints why and
+# exits 0: the tests then skip with their own printed reason. On CI (CI is set) a failure to
+# start is an error, because the tests must run there.
+#
+# Layout (recipe: docs/design/distributed.md, "Testing on a real Slurm"):
+#   /etc/slurm/slurm.conf          written by this script (marked "# mozart-test-cluster");
+#                                  a slurm.conf without the mark is never overwritten
+#   $MOZART_SLURM_DIR (/var/tmp/mozart-slurm)  state, spool, pid and log files
+set -uo pipefail
+
+DIR="${MOZART_SLURM_DIR:-/var/tmp/mozart-slurm}"
+CONF=/etc/slurm/slurm.conf
+MARK="# mozart-test-cluster"
+
+say() { echo "slurm setup: $*"; }
+# Cannot start: a plain note locally, an error on CI.
+give_up() {
+  if [ -n "${CI:-}" ]; then
+    say "FAILED on CI: $*" >&2
+    [ -f "$DIR/log/ctld.log" ] && tail -n 20 "$DIR/log/ctld.log" >&2
+    [ -f "$DIR/log/d.log" ] && tail -n 20 "$DIR/log/d.log" >&2
+    exit 1
+  fi
+  say "not started ($*); the Slurm tests will skip"
+  exit 0
+}
+
+node_state() { timeout 10 sinfo -h -o '%T' 2>/dev/null | head -n1; }
+
+# Fast path: already up.
+if command -v sinfo >/dev/null 2>&1; then
+  case "$(node_state)" in
+    idle | mixed | allocated | completing) say "already up ($(node_state))"; exit 0 ;;
+  esac
+fi
+
+[ "$(id -u)" -eq 0 ] || give_up "needs root to install packages and run slurmd"
+
+# 1. Packages (one apt-get update, only when something is missing).
+if ! command -v slurmctld >/dev/null 2>&1 || ! command -v slurmd >/dev/null 2>&1 \
+  || ! command -v sbatch >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1; then
+  command -v apt-get >/dev/null 2>&1 || give_up "no apt-get to install slurm-wlm and munge"
+  say "installing slurm-wlm and munge"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null || give_up "apt-get update failed"
+  apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null \
+    || give_up "apt-get install slurm-wlm munge failed"
+fi
+
+# 2. munge (authentication between the Slurm commands and the daemons).
+if [ ! -s /etc/munge/munge.key ]; then
+  if command -v mungekey >/dev/null 2>&1; then mungekey -c >/dev/null 2>&1; fi
+  chown munge:munge /etc/munge/munge.key 2>/dev/null
+  chmod 0400 /etc/munge/munge.key 2>/dev/null
+fi
+if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+  mkdir -p /run/munge && chown munge:munge /run/munge
+  su -s /bin/sh munge -c /usr/sbin/munged || give_up "munged did not start"
+  for _ in $(seq 1 50); do
+    munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  munge -n 2>/dev/null | unmunge >/dev/null 2>&1 || give_up "munge does not answer"
+fi
+
+# 3. slurm.conf: one node, one partition, no cgroups, no accounting daemon.
+H="$(hostname -s)"
+mkdir -p "$DIR/state" "$DIR/spool" "$DIR/log" /etc/slurm
+if [ -f "$CONF" ] && ! grep -q "^$MARK" "$CONF"; then
+  give_up "$CONF exists and was not written by this script; not touching it"
+fi
+# CPUs=16 on a 2-core machine (config_overrides): the test jobs mostly sleep, and a 20-sheet
+# fan-out should not queue behind two cores. The scheduler knobs shorten Slurm's own
+# submit-to-start latency (batch jobs are otherwise scheduled in passes seconds apart).
+NEW_CONF="$(
+  cat <<EOF
+$MARK (tests/slurm/setup.sh): single-node test cluster
+ClusterName=local
+SlurmctldHost=$H
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+StateSaveLocation=$DIR/state
+SlurmdSpoolDir=$DIR/spool
+SlurmctldPidFile=$DIR/slurmctld.pid
+SlurmdPidFile=$DIR/slurmd.pid
+SlurmctldLogFile=$DIR/log/ctld.log
+SlurmdLogFile=$DIR/log/d.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SchedulerType=sched/backfill
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=100000,default_queue_depth=200
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+JobAcctGatherType=jobacct_gather/none
+MpiDefault=none
+ReturnToService=2
+MinJobAge=600
+SlurmdParameters=config_overrides
+NodeName=$H CPUs=16 State=UNKNOWN
+PartitionName=debug Nodes=$H Default=YES MaxTime=INFINITE State=UP
+EOF
+)"
+if [ ! -f "$CONF" ] || [ "$(cat "$CONF")" != "$NEW_CONF" ]; then
+  printf '%s\n' "$NEW_CONF" >"$CONF"
+  # A changed config needs fresh daemons.
+  for p in slurmd slurmctld; do
+    [ -f "$DIR/$p.pid" ] && kill "$(cat "$DIR/$p.pid")" 2>/dev/null
+  done
+  sleep 1
+fi
+
+# 4. Daemons: controller first, then the node daemon.
+alive() { [ -f "$DIR/$1.pid" ] && kill -0 "$(cat "$DIR/$1.pid")" 2>/dev/null; }
+alive slurmctld || slurmctld -f "$CONF" || give_up "slurmctld did not start (see $DIR/log/ctld.log)"
+alive slurmd || slurmd -f "$CONF" || give_up "slurmd did not start (see $DIR/log/d.log)"
+
+# 5. Wait for the node to be idle (~3 s on these machines); resume it if it came up down.
+for i in $(seq 1 60); do
+  case "$(node_state)" in
+    idle | mixed | allocated) say "up ($(node_state)) after ${i} checks"; exit 0 ;;
+    down* | drain* | drained*) scontrol update NodeName="$H" State=RESUME >/dev/null 2>&1 ;;
+  esac
+  sleep 0.5
+done
+give_up "node not idle after 30 s (state: $(node_state); logs in $DIR/log)"

@@ -1,0 +1,533 @@
+//! The maintained `scores/mochi.yaml` end to end (issue #14): a git project with a 3-task
+//! `scores/PRD.md`, one worktree and branch per task, a worker and a reviewer played by the stand-in
+//! CLI (routed by prompt, so the parallel tasks each follow their own script), one reviewer
+//! `RETRY` whose feedback must reach the worker's next iteration through FEEDBACK.md, and the
+//! `pr` dispatch pushing to a local bare repository and calling a stand-in `gh`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../fixtures/e2e/harness.rs"]
+mod harness;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use harness::*;
+use mozart_tests::TestEnv;
+use serde_json::{json, Value};
+
+const TASKS: [(&str, &str); 3] = [
+    ("Fix the bug in auth.go", "fix-the-bug-in-auth-go"),
+    ("Add a --verbose flag", "add-a-verbose-flag"),
+    ("Write the README section", "write-the-readme-section"),
+];
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+struct Project {
+    repo: PathBuf,
+    remote: PathBuf,
+    score: PathBuf,
+    gh_log: PathBuf,
+}
+
+/// A git project with PRD.md and a bare `origin`, the repo's score (instruments swapped for
+/// `claude_cli`, which passes the stand-in its script; short pauses), and a stand-in `gh`.
+fn project(env: &TestEnv) -> Project {
+    let repo = env.work.join("project");
+    std::fs::create_dir_all(repo.join("scores")).unwrap();
+    git(&repo, &["init", "-q", "-b", "main", "."]);
+    std::fs::write(repo.join("README.md"), "a project\n").unwrap();
+    let prd: String = TASKS.iter().map(|(t, _)| format!("- {t}\n")).collect();
+    std::fs::write(
+        repo.join("scores/PRD.md"),
+        format!("# Plan\n\nWhy we do this.\n\n## Tasks\n{prd}\n## Later\n- not now\n"),
+    )
+    .unwrap();
+    git(&repo, &["add", "README.md", "scores/PRD.md"]);
+    git(&repo, &["commit", "-q", "-m", "init"]);
+    let remote = env.work.join("remote.git");
+    git(
+        &env.work,
+        &["init", "-q", "--bare", remote.to_str().unwrap()],
+    );
+    git(
+        &repo,
+        &["remote", "add", "origin", remote.to_str().unwrap()],
+    );
+
+    let score =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scores/mochi.yaml"))
+            .unwrap()
+            .replace("instrument: claude-code", "instrument: claude_cli")
+            .replace("base_delay_seconds: 5", "base_delay_seconds: 0.1");
+    let path = repo.join("scores").join("mochi.yaml");
+    std::fs::write(&path, score).unwrap();
+
+    let gh_log = env.work.join("gh.log");
+    let gh = env.bin.join("gh");
+    std::fs::write(&gh, project_gh_script(&gh_log)).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&gh, std::fs::Permissions::from_mode(0o755)).unwrap();
+    Project {
+        repo,
+        remote,
+        score: path,
+        gh_log,
+    }
+}
+
+/// A stand-in `gh` that logs its arguments and answers `pr create` with a PR URL.
+fn project_gh_script(log: &Path) -> String {
+    format!(
+        "#!/bin/sh\necho \"$*\" >> '{log}'\ncase \"$1 $2\" in\n  'pr create') n=$(wc -l < '{log}'); echo \"https://github.com/example/project/pull/$n\" ;;\n  *) echo \"gh stand-in: unexpected $*\" >&2; exit 1 ;;\nesac\n",
+        log = log.display()
+    )
+}
+
+fn commit_step(slug: &str, extra: &str) -> Value {
+    json!({
+        "run": format!("{extra}echo {slug} >> work.txt && git add work.txt && git -c user.name=w -c user.email=w@example.com commit -qm 'work on {slug}'"),
+        "result": format!("I worked on {slug}"),
+    })
+}
+
+/// Reviewer routes first (their prompt also quotes the task); task 2 needs one RETRY, and
+/// its second worker iteration only succeeds if the feedback is in FEEDBACK.md.
+fn script(slow_second_iteration: f64) -> Value {
+    let mut routes = Vec::new();
+    for (i, (task, _)) in TASKS.iter().enumerate() {
+        let verdicts = if i == 1 {
+            json!([{"result": "RETRY: add a test for the flag"}, {"result": "Looks right now.\nDONE"}])
+        } else {
+            json!([{"result": "DONE"}])
+        };
+        routes.push(json!({"contains": ["You review the work", task], "steps": verdicts}));
+    }
+    for (i, (task, slug)) in TASKS.iter().enumerate() {
+        let mut steps = vec![commit_step(slug, "")];
+        if i == 1 {
+            let mut second = commit_step(slug, "grep -q 'add a test for the flag' FEEDBACK.md && ");
+            second["sleep"] = json!(slow_second_iteration);
+            steps.push(second);
+        }
+        routes.push(json!({"contains": [task], "steps": steps}));
+    }
+    json!({ "routes": routes })
+}
+
+fn check_outcome(env: &TestEnv, p: &Project, doc: &Value) {
+    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
+    // Three branches with the workers' commits; task 2's has both iterations.
+    for (i, (_, slug)) in TASKS.iter().enumerate() {
+        let branch = format!("mochi/{slug}");
+        let ahead: u32 = git(
+            &p.repo,
+            &["rev-list", "--count", &format!("main..{branch}")],
+        )
+        .parse()
+        .unwrap();
+        assert_eq!(ahead, if i == 1 { 2 } else { 1 }, "{branch}");
+        // Pushed to the remote by the `pr` dispatch.
+        git(
+            &p.remote,
+            &["rev-parse", "--verify", &format!("refs/heads/{branch}")],
+        );
+    }
+    // The reviewer's retry, visible in status --json.
+    let s2 = sheet(doc, 2);
+    assert_eq!(s2["review"]["iteration"], 2, "{s2:#}");
+    let history = s2["review"]["history"].as_array().unwrap();
+    assert_eq!(history.len(), 2, "{s2:#}");
+    assert_eq!(history[0]["verdict"], "RETRY");
+    assert_eq!(history[0]["feedback"], "add a test for the flag");
+    assert_eq!(history[1]["verdict"], "DONE");
+    for n in [1, 3] {
+        assert_eq!(sheet(doc, n)["review"]["iteration"], 1, "{doc:#}");
+    }
+    // Three pull requests.
+    let prs = std::fs::read_to_string(&p.gh_log).unwrap();
+    let creates: Vec<&str> = prs.lines().filter(|l| l.starts_with("pr create")).collect();
+    assert_eq!(creates.len(), 3, "{prs}");
+    for (_, slug) in TASKS {
+        assert!(
+            creates
+                .iter()
+                .any(|l| l.contains(&format!("--head mochi/{slug} --base main"))),
+            "{prs}"
+        );
+    }
+    assert!(
+        prs.contains("Accepted by the reviewer after 2 iterations"),
+        "{prs}"
+    );
+    for n in 1..=3 {
+        let dispatched = sheet(doc, n)["review"]["dispatched"].as_str().unwrap_or("");
+        assert!(
+            dispatched.starts_with("https://github.com/example/project/pull/"),
+            "{doc:#}"
+        );
+    }
+    // Worktrees cleaned: only the main checkout is left, the manifest lists nothing.
+    let worktrees = git(&p.repo, &["worktree", "list", "--porcelain"]);
+    assert_eq!(
+        worktrees
+            .lines()
+            .filter(|l| l.starts_with("worktree "))
+            .count(),
+        1,
+        "{worktrees}"
+    );
+    let manifest = p
+        .repo
+        .join(".mochi-workspace/.worktrees/mochi.manifest.json");
+    let m: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    assert_eq!(m["sheets"], json!({}), "{m:#}");
+}
+
+#[test]
+fn three_tasks_one_retry_three_pull_requests() {
+    let env = TestEnv::new();
+    let p = project(&env);
+    let script = standin_script(&env, "mochi", &script(0.0));
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    run(&env, &p.score, &[]);
+    let doc = wait_terminal(&env, "mochi", 90.0);
+    check_outcome(&env, &p, &doc);
+}
+
+/// `kill -9` of the conductor while task 2's second worker iteration runs: the restarted
+/// conductor resumes the loop at iteration 2 with the same feedback, in the same worktree.
+#[test]
+fn kill_9_mid_loop_resumes_at_the_same_iteration() {
+    let env = TestEnv::new();
+    let p = project(&env);
+    let script = standin_script(&env, "mochi", &script(4.0));
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    run(&env, &p.score, &[]);
+    // Task 2's RETRY is checkpointed and its second worker run has started.
+    wait_status(&env, "mochi", 60.0, |d| {
+        sheet(d, 2)["review"]["iteration"] == 1
+    });
+    let claims = PathBuf::from(format!("{}.route4.claim.1", script.display()));
+    poll(&env, 30.0, "the second worker iteration", || {
+        claims.exists().then_some(())
+    });
+    let pid = env.conductor_pid().expect("conductor pid");
+    mozart_tests::signal(pid, "KILL");
+    poll(&env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    let doc = wait_terminal(&env, "mochi", 90.0);
+    let history = sheet(&doc, 2)["review"]["history"].clone();
+    assert_eq!(
+        history,
+        json!([
+            {"iteration": 1, "verdict": "RETRY", "feedback": "add a test for the flag"},
+            {"iteration": 2, "verdict": "DONE", "feedback": ""}
+        ]),
+        "{doc:#}\n{}",
+        env.log()
+    );
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    // The same worktree and branch were reused (the manifest), not a `-2` twin.
+    let branches = git(&p.repo, &["branch", "--list", "mochi/*"]);
+    assert_eq!(branches.lines().count(), 3, "{branches}");
+    let ahead = git(
+        &p.repo,
+        &["rev-list", "--count", "main..mochi/add-a-verbose-flag"],
+    );
+    assert!(ahead == "2" || ahead == "3", "{ahead}");
+}
+
+/// The other dispatch modes: a research report (final output + memory files) and the raw
+/// output as a file, one per task in the workspace's `output/`.
+#[test]
+fn research_report_and_file_dispatch() {
+    for (mode, check) in [
+        ("research-report", "## Progress (PROGRESS.md)"),
+        ("file", "I worked on"),
+    ] {
+        let env = TestEnv::new();
+        let p = project(&env);
+        let text = std::fs::read_to_string(&p.score)
+            .unwrap()
+            .replace("dispatch: pr ", &format!("dispatch: {mode} "));
+        std::fs::write(&p.score, text).unwrap();
+        let script = standin_script(&env, "mochi", &script(0.0));
+        start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+        run(&env, &p.score, &[]);
+        let doc = wait_terminal(&env, "mochi", 90.0);
+        assert_eq!(doc["status"], "completed", "{mode}: {doc:#}");
+        for (_, slug) in TASKS {
+            let path = p.repo.join(format!(".mochi-workspace/output/{slug}.md"));
+            let body = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(body.contains(check), "{mode}: {}: {body}", path.display());
+            assert!(
+                body.contains(&format!("I worked on {slug}")),
+                "{mode}: {body}"
+            );
+        }
+        assert!(!p.gh_log.exists(), "{mode}: no pull request");
+    }
+}
+
+/// A pull request that cannot be opened fails the sheet like a failed hook, with the
+/// command's message; the work stays on the branch.
+#[test]
+fn a_failed_dispatch_keeps_the_work_on_the_branch() {
+    let env = TestEnv::new();
+    let p = project(&env);
+    std::fs::write(
+        env.bin.join("gh"),
+        "#!/bin/sh
+echo 'GraphQL: Resource not accessible by integration' >&2
+exit 1
+",
+    )
+    .unwrap();
+    let script = standin_script(&env, "mochi", &script(0.0));
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    run(&env, &p.score, &[]);
+    let doc = wait_terminal(&env, "mochi", 90.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let message = sheet(&doc, 1)["error_message"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        message.contains("dispatch pr failed (hook)")
+            && message.contains("Resource not accessible")
+            && message.contains("the work stays on branch mochi/fix-the-bug-in-auth-go"),
+        "{doc:#}"
+    );
+    assert_eq!(
+        git(
+            &p.repo,
+            &["rev-list", "--count", "main..mochi/fix-the-bug-in-auth-go"]
+        ),
+        "1"
+    );
+
+    // Once `gh` works again, `mozart resume` redoes only the dispatch: no agent runs again.
+    let working = project_gh_script(&p.gh_log);
+    std::fs::write(env.bin.join("gh"), working).unwrap();
+    let out = env.mozart(&["resume", "mochi"]);
+    assert_eq!(out.status.code(), Some(0), "{}", mozart_tests::stdout(&out));
+    let doc = wait_status(&env, "mochi", 60.0, |d| d["status"] == "completed");
+    let prs = std::fs::read_to_string(&p.gh_log).unwrap();
+    assert_eq!(
+        prs.lines().filter(|l| l.starts_with("pr create")).count(),
+        3,
+        "{prs}"
+    );
+    for n in 1..=3 {
+        assert_eq!(
+            sheet(&doc, n)["review"]["iteration"],
+            if n == 2 { 2 } else { 1 },
+            "{doc:#}"
+        );
+    }
+    for route in 0..6 {
+        let again = PathBuf::from(format!(
+            "{}.route{route}.claim.{}",
+            script.display(),
+            if route == 1 || route == 4 { 2 } else { 1 }
+        ));
+        assert!(!again.exists(), "route {route} ran again after resume");
+    }
+}
+
+/// `dispatch: pr` into a repository without the remote is refused before any agent runs.
+#[test]
+fn a_missing_remote_is_refused_up_front() {
+    let env = TestEnv::new();
+    let p = project(&env);
+    git(&p.repo, &["remote", "remove", "origin"]);
+    start_with_env(&env, &[]);
+    let out = env.mozart(&["run", p.score.to_str().unwrap()]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("has no remote 'origin'"), "{text}");
+}
+
+/// A score whose tracked files have uncommitted changes is refused before any agent runs.
+#[test]
+fn dirty_checkout_is_refused_up_front() {
+    let env = TestEnv::new();
+    let p = project(&env);
+    std::fs::write(p.repo.join("README.md"), "changed\n").unwrap();
+    let script = standin_script(&env, "mochi", &script(0.0));
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    let out = env.mozart(&["run", p.score.to_str().unwrap()]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("uncommitted changes"), "{text}");
+    assert!(text.contains("README.md"), "{text}");
+    assert!(
+        !PathBuf::from(format!("{}.count", script.display())).exists()
+            && !PathBuf::from(format!("{}.route3.claim.0", script.display())).exists(),
+        "no agent ran"
+    );
+}
+
+/// A rate limit on the reviewer is tempo, not failure: the sheet waits (no iteration spent),
+/// and when the limit is lifted the reviewer is asked again without re-running the worker.
+#[test]
+fn a_rate_limited_reviewer_waits_and_the_worker_is_not_run_again() {
+    let env = TestEnv::new();
+    let p = project(&env);
+    let mut routes = script(0.0);
+    routes["routes"][0]["steps"] = json!([
+        {"scenario": "limit-legacy", "reset_in": 2},
+        {"result": "DONE"}
+    ]);
+    let script = standin_script(&env, "mochi", &routes);
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    run(&env, &p.score, &[]);
+    let remaining = || {
+        env.raw_call("daemon.rate_limits", json!({}))["result"]["backends"]["claude_cli"]
+            ["seconds_remaining"]
+            .as_f64()
+    };
+    poll(&env, 30.0, "the reviewer's rate limit", remaining);
+    let doc = status(&env, "mochi");
+    assert_ne!(doc["status"], "failed", "{doc:#}");
+    assert!(
+        sheet(&doc, 1)["review"].is_null(),
+        "no verdict yet: {doc:#}"
+    );
+    env.raw_call(
+        "daemon.clear_rate_limits",
+        json!({"instrument": "claude_cli"}),
+    );
+    let doc = wait_terminal(&env, "mochi", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
+    assert_eq!(sheet(&doc, 1)["review"]["iteration"], 1, "{doc:#}");
+    let claim = |route: u32, n: u32| {
+        PathBuf::from(format!("{}.route{route}.claim.{n}", script.display())).exists()
+    };
+    assert!(claim(0, 1), "the reviewer was asked again");
+    assert!(claim(3, 0) && !claim(3, 1), "the worker of task 1 ran once");
+}
+
+/// A reviewer that never says DONE: the sheet fails after `max_iterations` with the last
+/// feedback in `mozart errors`; its worktree and branch stay for inspection, the other tasks
+/// are dispatched.
+#[test]
+fn max_iterations_fail_the_sheet_with_the_last_feedback() {
+    let env = TestEnv::new();
+    let p = project(&env);
+    let mut routes = script(0.0);
+    routes["routes"][0]["steps"] = json!([
+        {"result": "RETRY: first remark"},
+        {"result": "RETRY: second remark"},
+        {"result": "I cannot tell."},
+        {"result": "DONE"}
+    ]);
+    let script = standin_script(&env, "mochi", &routes);
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    run(&env, &p.score, &[]);
+    let doc = wait_terminal(&env, "mochi", 90.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let s1 = sheet(&doc, 1);
+    assert_eq!(s1["status"], "failed", "{s1:#}");
+    assert_eq!(s1["review"]["iteration"], 3, "{s1:#}");
+    // An ambiguous answer is a RETRY with the raw answer as feedback.
+    assert_eq!(s1["review"]["history"][2]["feedback"], "I cannot tell.");
+    let out = env.mozart(&["errors", "mochi", "--json"]);
+    let text = mozart_tests::stdout(&out);
+    assert!(
+        text.contains("reviewer loop: no DONE after 3 iterations; last feedback: I cannot tell."),
+        "{text}"
+    );
+    for n in [2, 3] {
+        assert_eq!(sheet(&doc, n)["status"], "completed", "{doc:#}");
+    }
+    // The failed task's work stays: its branch has the three iterations' commits, its
+    // worktree is kept (unlocked) and still listed in the manifest.
+    let ahead = git(
+        &p.repo,
+        &["rev-list", "--count", "main..mochi/fix-the-bug-in-auth-go"],
+    );
+    assert_eq!(ahead, "3");
+    let manifest = p
+        .repo
+        .join(".mochi-workspace/.worktrees/mochi.manifest.json");
+    let m: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    assert_eq!(m["sheets"]["1"]["status"], "kept", "{m:#}");
+    let kept = m["sheets"]["1"]["path"].as_str().unwrap();
+    assert!(Path::new(kept).join("FEEDBACK.md").exists());
+    let list = git(&p.repo, &["worktree", "list", "--porcelain"]);
+    assert!(
+        !list.contains("locked"),
+        "a failed run's worktree is unlocked: {list}"
+    );
+
+    // `mozart resume` gives the loop a fresh budget, in the same worktree and branch.
+    let out = env.mozart(&["resume", "mochi"]);
+    assert_eq!(out.status.code(), Some(0), "{}", mozart_tests::stdout(&out));
+    let doc = wait_status(&env, "mochi", 60.0, |d| d["status"] == "completed");
+    let s1 = sheet(&doc, 1);
+    assert_eq!(s1["review"]["iteration"], 4, "{s1:#}");
+    assert_eq!(s1["review"]["verdict"], "DONE", "{s1:#}");
+    let ahead = git(
+        &p.repo,
+        &["rev-list", "--count", "main..mochi/fix-the-bug-in-auth-go"],
+    );
+    assert_eq!(ahead, "4");
+    let branches = git(&p.repo, &["branch", "--list", "mochi/*"]);
+    assert_eq!(branches.lines().count(), 3, "{branches}");
+}
+
+/// `review:` without tasks or worktrees: every sheet is reviewed in the shared workspace, and
+/// each keeps its memory files in a directory of its own.
+#[test]
+fn review_without_tasks_keeps_memory_per_sheet() {
+    let env = TestEnv::new();
+    let score = env.write_score(
+        "plain.yaml",
+        "name: plain\nworkspace: ./plain-ws\ninstrument: claude_cli\nsheet: {size: 1, total_items: 2}\nreview: {max_iterations: 2}\nretry: {base_delay_seconds: 0.1}\npause_between_sheets_seconds: 0\nprompt: {template: \"Write part {{ sheet_num }}\"}\n",
+    );
+    let script = standin_script(
+        &env,
+        "plain",
+        &json!({"routes": [
+            {"contains": ["You review the work", "sheet 1 of plain"], "steps": [{"result": "RETRY: shorter"}, {"result": "DONE"}]},
+            {"contains": ["You review the work"], "steps": [{"result": "DONE"}]},
+            {"contains": ["Write part 1"], "steps": [{"result": "long part one"}, {"run": "grep -q shorter ../plain-ws/.mozart-review/sheet-1/FEEDBACK.md || grep -q shorter .mozart-review/sheet-1/FEEDBACK.md", "result": "part one"}]},
+            {"contains": ["Write part 2"], "steps": [{"result": "part two"}]}
+        ]}),
+    );
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "plain", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
+    assert_eq!(sheet(&doc, 1)["review"]["iteration"], 2, "{doc:#}");
+    assert_eq!(sheet(&doc, 2)["review"]["iteration"], 1, "{doc:#}");
+    let ws = env.work.join("plain-ws/.mozart-review");
+    let memory = std::fs::read_to_string(ws.join("sheet-1/MEMORY.md")).unwrap();
+    assert!(memory.contains("part one"), "{memory}");
+    assert!(ws.join("sheet-2/PROGRESS.md").exists());
+}

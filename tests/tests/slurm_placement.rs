@@ -1,0 +1,248 @@
+//! Sheets placed on a real Slurm (issue 17; docs/design/distributed.md): a 20-sheet fan-out
+//! through the stand-in CLI, `kill -9` of the conductor while Slurm jobs run (restart
+//! re-attaches, every sheet runs exactly once), and `mozart cancel` → `scancel`.
+//!
+//! `tests/slurm/setup.sh` (run by `.ci/run`) starts a single-node Slurm; without one these
+//! tests print why and pass without running.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../fixtures/e2e/harness.rs"]
+mod harness;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use harness::*;
+use mozart_tests::{stdout, TestEnv};
+
+/// Whether a Slurm node is up; prints why not.
+fn slurm_up() -> bool {
+    match Command::new("sinfo").args(["-h", "-o", "%T"]).output() {
+        Ok(o) if o.status.success() => {
+            let text = String::from_utf8_lossy(&o.stdout);
+            let up = ["idle", "mixed", "allocated"]
+                .iter()
+                .any(|s| text.contains(s));
+            if !up {
+                eprintln!(
+                    "SKIPPED: the Slurm node is not idle ({}); run tests/slurm/setup.sh",
+                    text.trim()
+                );
+            }
+            up
+        }
+        _ => {
+            eprintln!("SKIPPED: Slurm is not running here (sinfo does not answer); run tests/slurm/setup.sh");
+            false
+        }
+    }
+}
+
+/// Slurm jobs (id, name, state) whose name starts with `prefix`.
+fn squeue(prefix: &str) -> Vec<(String, String, String)> {
+    let out = Command::new("squeue")
+        .args(["-h", "-o", "%i|%j|%T"])
+        .output()
+        .unwrap();
+    stdout(&out)
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.split('|');
+            Some((
+                parts.next()?.trim().to_string(),
+                parts.next()?.trim().to_string(),
+                parts.next()?.trim().to_string(),
+            ))
+        })
+        .filter(|(_, name, _)| name.starts_with(prefix))
+        .collect()
+}
+
+/// A fan-out of `voices` sheets on the stand-in CLI, placed on Slurm. Each sheet appends
+/// its number to `ledger` when it starts (the count of executions), sleeps `sleep`
+/// seconds (a template expression), then writes its Slurm job id to `out-<n>.txt`.
+fn score(env: &TestEnv, name: &str, voices: u32, sleep: &str) -> (PathBuf, PathBuf) {
+    let ws = env.work.join(format!("{name}-ws"));
+    let yaml = format!(
+        r#"name: {name}
+workspace: {ws}
+instrument: standin-text
+pause_between_sheets_seconds: 0
+parallel: {{enabled: true, max_concurrent: {voices}}}
+retry: {{max_retries: 0}}
+placement:
+  type: slurm
+  poll_interval_seconds: 0.2
+sheet:
+  size: 1
+  total_items: 1
+  fan_out: {{1: {voices}}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+    RUN: sleep {sleep}
+    RUN: echo "slurm:$SLURM_JOB_ID" > "{{{{ workspace }}}}/out-{{{{ sheet_num }}}}.txt"
+validations:
+  - type: file_exists
+    path: "{{workspace}}/out-{{sheet_num}}.txt"
+"#,
+        ws = ws.display(),
+    );
+    let path = env.write_score(name, &yaml);
+    (path, ws)
+}
+
+fn counts(ledger_path: &Path) -> BTreeMap<u32, u32> {
+    let mut counts = BTreeMap::new();
+    for line in ledger(ledger_path) {
+        *counts
+            .entry(line.trim().parse::<u32>().unwrap())
+            .or_default() += 1;
+    }
+    counts
+}
+
+/// The Slurm job id each sheet's output names (`slurm:<id>`).
+fn slurm_ids(ws: &Path, sheets: u32) -> Vec<String> {
+    (1..=sheets)
+        .map(|n| {
+            let text = std::fs::read_to_string(ws.join(format!("out-{n}.txt")))
+                .unwrap_or_else(|e| panic!("out-{n}.txt: {e}"));
+            let id = text.trim().strip_prefix("slurm:").unwrap().to_string();
+            assert!(
+                !id.is_empty() && id.chars().all(|c| c.is_ascii_digit()),
+                "sheet {n} did not run inside a Slurm job: {text:?}"
+            );
+            id
+        })
+        .collect()
+}
+
+fn env_with_standin() -> TestEnv {
+    let env = TestEnv::new();
+    install_instruments(&env);
+    env.start_conductor();
+    env
+}
+
+#[test]
+fn a_twenty_sheet_fan_out_runs_as_slurm_jobs() {
+    if !slurm_up() {
+        return;
+    }
+    let env = env_with_standin();
+    let (path, ws) = score(&env, "slurm-fan", 20, "1");
+    run(&env, &path, &[]);
+    let doc = wait_terminal(&env, "slurm-fan", 240.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    for n in 1..=20 {
+        assert_eq!(sheet(&doc, n)["status"], "completed", "sheet {n}: {doc:#}");
+    }
+    let ran = counts(&ws.join("ledger"));
+    assert_eq!(ran.len(), 20, "{ran:?}");
+    assert!(ran.values().all(|c| *c == 1), "a sheet ran twice: {ran:?}");
+    let ids: BTreeSet<String> = slurm_ids(&ws, 20).into_iter().collect();
+    assert_eq!(ids.len(), 20, "one Slurm job per sheet: {ids:?}");
+    // A job can still be completing for a moment after its command's exit was collected.
+    poll(&env, 30.0, "no job of ours left in the queue", || {
+        squeue("mozart-slurm-fan-").is_empty().then_some(())
+    });
+}
+
+#[test]
+fn kill_9_of_the_conductor_reattaches_to_running_slurm_jobs() {
+    if !slurm_up() {
+        return;
+    }
+    let env = env_with_standin();
+    // Sheet n sleeps 2n seconds: while the conductor is down some jobs finish (collected on
+    // restart) and others are still running (re-attached to).
+    let (path, ws) = score(&env, "slurm-crash", 6, "{{ sheet_num * 2 }}");
+    let led = ws.join("ledger");
+    run(&env, &path, &[]);
+    poll(&env, 120.0, "every sheet to start on Slurm", || {
+        (ledger(&led).len() >= 6).then_some(())
+    });
+    let pid = env.conductor_pid().expect("conductor pid");
+    mozart_tests::signal(pid, "KILL");
+    poll(&env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    let running_at_kill = squeue("mozart-slurm-crash-");
+    assert!(
+        !running_at_kill.is_empty(),
+        "the Slurm jobs outlive the conductor"
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    env.start_conductor();
+    let doc = wait_terminal(&env, "slurm-crash", 180.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    let ran = counts(&led);
+    assert_eq!(ran.len(), 6, "{ran:?}");
+    assert!(
+        ran.values().all(|c| *c == 1),
+        "every sheet ran exactly once: {ran:?}"
+    );
+    let ids: BTreeSet<String> = slurm_ids(&ws, 6).into_iter().collect();
+    assert_eq!(ids.len(), 6, "no sheet was submitted twice: {ids:?}");
+    assert!(
+        env.log().contains("re-attaching"),
+        "the restarted conductor re-attached:\n{}",
+        tail(&env.log(), 4000)
+    );
+}
+
+#[test]
+fn mozart_cancel_scancels_the_slurm_jobs() {
+    if !slurm_up() {
+        return;
+    }
+    let env = env_with_standin();
+    let (path, ws) = score(&env, "slurm-cancel", 4, "120");
+    run(&env, &path, &[]);
+    poll(&env, 120.0, "the sheets to start on Slurm", || {
+        (ledger(&ws.join("ledger")).len() >= 4).then_some(())
+    });
+    assert_eq!(squeue("mozart-slurm-cancel-").len(), 4);
+    let out = env.mozart(&["cancel", "slurm-cancel"]);
+    assert!(out.status.success(), "mozart cancel: {}", stdout(&out));
+    poll(&env, 60.0, "the Slurm jobs to leave the queue", || {
+        squeue("mozart-slurm-cancel-").is_empty().then_some(())
+    });
+    let doc = wait_terminal(&env, "slurm-cancel", 30.0);
+    assert_eq!(doc["status"], "cancelled", "{doc:#}");
+}
+
+#[test]
+fn validate_names_a_bad_placement_field() {
+    let env = TestEnv::new();
+    let bad = env.write_score(
+        "bad-placement",
+        "name: bad\ninstrument: shell\nplacement:\n  type: slurm\n  extra_args: ['mem=4G']\nsheet: {size: 1, total_items: 1}\nprompt: {template: hi}\n",
+    );
+    let out = env.mozart(&["validate", bad.to_str().unwrap()]);
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("placement.extra_args"), "{text}");
+    let k8s = env.write_score(
+        "k8s-placement",
+        "name: k8s\ninstrument: shell\nplacement: {type: kubernetes}\nsheet: {size: 1, total_items: 1}\nprompt: {template: hi}\n",
+    );
+    let out = env.mozart(&["validate", k8s.to_str().unwrap()]);
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("not implemented"), "{text}");
+    let good = env.write_score(
+        "good-placement",
+        "name: good\ninstrument: shell\nplacement: {type: slurm, partition: debug, extra_args: ['--mem=1G']}\nsheet: {size: 1, total_items: 1}\nprompt: {template: hi}\n",
+    );
+    let out = env.mozart(&["validate", good.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        stdout(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
