@@ -91,7 +91,6 @@ impl RealCliEnv {
             ("CLAUDE_CODE_MAX_RETRIES", "1"),
             ("GEMINI_API_KEY", "mock-key"),
             ("GOOGLE_GEMINI_BASE_URL", base.as_str()),
-            
             ("OPENAI_API_KEY", "sk-mock"),
         ]
         .iter()

@@ -34,9 +34,17 @@ fn is_root() -> bool {
 #[test]
 fn two_sheets_write_files_and_report_tokens_and_cost() {
     let Some(rc) = sandboxed() else { return };
-    rc.run_score("rc-claude", &write_file_score("rc-claude", &claude(60), 2, "write", ""));
+    rc.run_score(
+        "rc-claude",
+        &write_file_score("rc-claude", &claude(60), 2, "write", ""),
+    );
     let doc = rc.wait_done("rc-claude", 120);
-    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", rc.errors_text("rc-claude"));
+    assert_eq!(
+        doc["status"],
+        "completed",
+        "{doc:#}\n{}",
+        rc.errors_text("rc-claude")
+    );
     let ws = rc.env.work.join("rc-claude-ws");
     for n in 1..=2 {
         let text = std::fs::read_to_string(ws.join(format!("out-{n}.txt"))).unwrap();
@@ -46,7 +54,10 @@ fn two_sheets_write_files_and_report_tokens_and_cost() {
     assert_eq!(doc["cost"]["total_input_tokens"], 2 * 2 * INPUT_TOKENS);
     assert_eq!(doc["cost"]["total_output_tokens"], 2 * 2 * OUTPUT_TOKENS);
     let cost = doc["cost"]["total_estimated_cost"].as_f64().unwrap();
-    assert!(cost > 0.0, "the CLI's own cost estimate is recorded: {doc:#}");
+    assert!(
+        cost > 0.0,
+        "the CLI's own cost estimate is recorded: {doc:#}"
+    );
     assert_eq!(rc.mock.requests().len(), 4, "one POST per turn");
 }
 
@@ -65,8 +76,16 @@ fn a_429_is_a_rate_limit_waited_out_without_spending_a_retry() {
     );
     rc.run_score("rc-429", &score);
     let doc = rc.wait_done("rc-429", 90);
-    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", rc.errors_text("rc-429"));
-    assert!(doc["execution"]["rate_limit_waits"].as_u64().unwrap() >= 1, "{doc:#}");
+    assert_eq!(
+        doc["status"],
+        "completed",
+        "{doc:#}\n{}",
+        rc.errors_text("rc-429")
+    );
+    assert!(
+        doc["execution"]["rate_limit_waits"].as_u64().unwrap() >= 1,
+        "{doc:#}"
+    );
     assert_eq!(doc["execution"]["total_retry_count"], 0, "{doc:#}");
     assert!(rc.mock.requests().iter().any(|r| r.status == 429));
 }
@@ -83,9 +102,17 @@ fn an_overloaded_api_is_retried() {
     );
     rc.run_score("rc-529", &score);
     let doc = rc.wait_done("rc-529", 90);
-    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", rc.errors_text("rc-529"));
+    assert_eq!(
+        doc["status"],
+        "completed",
+        "{doc:#}\n{}",
+        rc.errors_text("rc-529")
+    );
     assert!(rc.mock.requests().iter().any(|r| r.status == 529));
-    assert!(doc["sheets"]["1"]["attempt_count"].as_u64().unwrap() >= 2, "{doc:#}");
+    assert!(
+        doc["sheets"]["1"]["attempt_count"].as_u64().unwrap() >= 2,
+        "{doc:#}"
+    );
 }
 
 #[test]
@@ -103,18 +130,32 @@ fn a_bad_api_key_fails_fast_with_a_hint() {
     let doc = rc.wait_done("rc-401", 60);
     assert_eq!(doc["status"], "failed", "{doc:#}");
     // One attempt: the CLI's own request and its one capped retry.
-    let calls = rc.mock.requests().iter().filter(|r| r.status == 401).count();
+    let calls = rc
+        .mock
+        .requests()
+        .iter()
+        .filter(|r| r.status == 401)
+        .count();
     assert!(calls <= 2, "no retry of a bad key: {calls} calls\n{doc:#}");
     assert_eq!(doc["sheets"]["1"]["error_category"], "auth", "{doc:#}");
     assert!(started.elapsed() < Duration::from_secs(30));
     let errors = rc.errors_text("rc-401");
-    assert!(errors.contains("ANTHROPIC_API_KEY"), "a hint names the key: {errors}");
+    assert!(
+        errors.contains("ANTHROPIC_API_KEY"),
+        "a hint names the key: {errors}"
+    );
 }
 
 #[test]
 fn a_hang_hits_the_timeout_and_leaves_no_process() {
     let Some(rc) = sandboxed() else { return };
-    let score = write_file_score("rc-hang", &claude(4), 1, "hang", "retry: {max_retries: 0}\n");
+    let score = write_file_score(
+        "rc-hang",
+        &claude(4),
+        1,
+        "hang",
+        "retry: {max_retries: 0}\n",
+    );
     rc.run_score("rc-hang", &score);
     let doc = rc.wait_done("rc-hang", 60);
     assert_eq!(doc["status"], "failed", "{doc:#}");
@@ -134,7 +175,10 @@ fn cancel_leaves_no_process() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let ws = rc.env.work.join("rc-cancel-ws");
-    assert!(!processes_mentioning(&ws).is_empty(), "claude runs in the workspace");
+    assert!(
+        !processes_mentioning(&ws).is_empty(),
+        "claude runs in the workspace"
+    );
     let out = rc.mozart(&["cancel", "rc-cancel"]);
     assert_eq!(out.status.code(), Some(0));
     rc.wait_done("rc-cancel", 30);
@@ -147,16 +191,33 @@ fn as_root_without_is_sandbox_the_refusal_is_explained() {
         eprintln!("SKIPPED: not running as root, so Claude Code does not refuse");
         return;
     }
-    let Some(rc) = RealCliEnv::new("claude") else { return };
+    let Some(rc) = RealCliEnv::new("claude") else {
+        return;
+    };
     rc.start_conductor();
-    let score = write_file_score("rc-root", &claude(60), 1, "write", "retry: {max_retries: 2}\n");
+    let score = write_file_score(
+        "rc-root",
+        &claude(60),
+        1,
+        "write",
+        "retry: {max_retries: 2}\n",
+    );
     rc.run_score("rc-root", &score);
     let doc = rc.wait_done("rc-root", 60);
     assert_eq!(doc["status"], "failed", "{doc:#}");
-    assert!(doc["sheets"]["1"]["attempt_count"].as_u64().unwrap() <= 1, "not retried: {doc:#}");
-    assert_eq!(doc["sheets"]["1"]["error_category"], "configuration", "{doc:#}");
+    assert!(
+        doc["sheets"]["1"]["attempt_count"].as_u64().unwrap() <= 1,
+        "not retried: {doc:#}"
+    );
+    assert_eq!(
+        doc["sheets"]["1"]["error_category"], "configuration",
+        "{doc:#}"
+    );
     let errors = rc.errors_text("rc-root");
-    assert!(errors.contains("IS_SANDBOX=1"), "the fix is named: {errors}");
+    assert!(
+        errors.contains("IS_SANDBOX=1"),
+        "the fix is named: {errors}"
+    );
     assert!(errors.contains("root"), "the cause is named: {errors}");
     assert!(rc.mock.requests().is_empty(), "refused before any API call");
 }

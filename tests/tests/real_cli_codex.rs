@@ -20,16 +20,32 @@ fn started() -> Option<RealCliEnv> {
 #[test]
 fn two_sheets_write_files_and_report_tokens() {
     let Some(rc) = started() else { return };
-    rc.run_score("rc-codex", &write_file_score("rc-codex", &instrument(90), 2, "write", ""));
+    rc.run_score(
+        "rc-codex",
+        &write_file_score("rc-codex", &instrument(90), 2, "write", ""),
+    );
     let doc = rc.wait_done("rc-codex", 150);
-    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", rc.errors_text("rc-codex"));
+    assert_eq!(
+        doc["status"],
+        "completed",
+        "{doc:#}\n{}",
+        rc.errors_text("rc-codex")
+    );
     let ws = rc.env.work.join("rc-codex-ws");
     for n in 1..=2 {
         let text = std::fs::read_to_string(ws.join(format!("out-{n}.txt"))).unwrap();
         assert_eq!(text, FILE_CONTENT);
     }
-    assert_eq!(doc["cost"]["total_input_tokens"], 2 * 2 * INPUT_TOKENS, "{doc:#}");
-    assert_eq!(doc["cost"]["total_output_tokens"], 2 * 2 * OUTPUT_TOKENS, "{doc:#}");
+    assert_eq!(
+        doc["cost"]["total_input_tokens"],
+        2 * 2 * INPUT_TOKENS,
+        "{doc:#}"
+    );
+    assert_eq!(
+        doc["cost"]["total_output_tokens"],
+        2 * 2 * OUTPUT_TOKENS,
+        "{doc:#}"
+    );
 }
 
 #[test]
@@ -49,13 +65,23 @@ fn a_429_is_a_rate_limit_that_parks_the_sheet_without_spending_a_retry() {
     let doc = rc.wait_for("rc-429", 60, |d| {
         d["execution"]["rate_limit_waits"].as_u64().unwrap_or(0) >= 1
     });
-    assert_eq!(doc["sheets"]["1"]["error_category"], "rate_limit", "{doc:#}");
+    assert_eq!(
+        doc["sheets"]["1"]["error_category"], "rate_limit",
+        "{doc:#}"
+    );
     assert!(rc.mock.requests().iter().any(|r| r.status == 429));
     std::thread::sleep(Duration::from_secs(6));
-    let reply = rc.env.raw_call("daemon.clear_rate_limits", serde_json::json!({}));
+    let reply = rc
+        .env
+        .raw_call("daemon.clear_rate_limits", serde_json::json!({}));
     assert!(reply.get("result").is_some(), "{reply}");
     let doc = rc.wait_done("rc-429", 60);
-    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", rc.errors_text("rc-429"));
+    assert_eq!(
+        doc["status"],
+        "completed",
+        "{doc:#}\n{}",
+        rc.errors_text("rc-429")
+    );
     assert_eq!(doc["execution"]["total_retry_count"], 0, "{doc:#}");
 }
 
@@ -73,8 +99,16 @@ fn a_bad_api_key_fails_fast_with_a_hint() {
     rc.run_score("rc-401", &score);
     let doc = rc.wait_done("rc-401", 90);
     assert_eq!(doc["status"], "failed", "{doc:#}");
-    assert_eq!(doc["sheets"]["1"]["error_category"], "auth", "{doc:#}\n{}", rc.errors_text("rc-401"));
+    assert_eq!(
+        doc["sheets"]["1"]["error_category"],
+        "auth",
+        "{doc:#}\n{}",
+        rc.errors_text("rc-401")
+    );
     assert!(t0.elapsed() < Duration::from_secs(60));
     let errors = rc.errors_text("rc-401");
-    assert!(errors.contains("OPENAI_API_KEY"), "a hint names the key: {errors}");
+    assert!(
+        errors.contains("OPENAI_API_KEY"),
+        "a hint names the key: {errors}"
+    );
 }

@@ -20,16 +20,32 @@ fn started() -> Option<RealCliEnv> {
 #[test]
 fn two_sheets_write_files_and_report_tokens() {
     let Some(rc) = started() else { return };
-    rc.run_score("rc-gemini", &write_file_score("rc-gemini", &instrument(90), 2, "write", ""));
+    rc.run_score(
+        "rc-gemini",
+        &write_file_score("rc-gemini", &instrument(90), 2, "write", ""),
+    );
     let doc = rc.wait_done("rc-gemini", 150);
-    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", rc.errors_text("rc-gemini"));
+    assert_eq!(
+        doc["status"],
+        "completed",
+        "{doc:#}\n{}",
+        rc.errors_text("rc-gemini")
+    );
     let ws = rc.env.work.join("rc-gemini-ws");
     for n in 1..=2 {
         let text = std::fs::read_to_string(ws.join(format!("out-{n}.txt"))).unwrap();
         assert_eq!(text, FILE_CONTENT);
     }
-    assert_eq!(doc["cost"]["total_input_tokens"], 2 * 2 * INPUT_TOKENS, "{doc:#}");
-    assert_eq!(doc["cost"]["total_output_tokens"], 2 * 2 * OUTPUT_TOKENS, "{doc:#}");
+    assert_eq!(
+        doc["cost"]["total_input_tokens"],
+        2 * 2 * INPUT_TOKENS,
+        "{doc:#}"
+    );
+    assert_eq!(
+        doc["cost"]["total_output_tokens"],
+        2 * 2 * OUTPUT_TOKENS,
+        "{doc:#}"
+    );
 }
 
 #[test]
@@ -44,8 +60,16 @@ fn a_429_is_a_rate_limit_waited_out_without_spending_a_retry() {
     );
     rc.run_score("rc-429", &score);
     let doc = rc.wait_done("rc-429", 120);
-    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", rc.errors_text("rc-429"));
-    assert!(doc["execution"]["rate_limit_waits"].as_u64().unwrap() >= 1, "{doc:#}");
+    assert_eq!(
+        doc["status"],
+        "completed",
+        "{doc:#}\n{}",
+        rc.errors_text("rc-429")
+    );
+    assert!(
+        doc["execution"]["rate_limit_waits"].as_u64().unwrap() >= 1,
+        "{doc:#}"
+    );
     assert!(rc.mock.requests().iter().any(|r| r.status == 429));
 }
 
@@ -63,8 +87,16 @@ fn a_bad_api_key_fails_fast_with_a_hint() {
     rc.run_score("rc-401", &score);
     let doc = rc.wait_done("rc-401", 90);
     assert_eq!(doc["status"], "failed", "{doc:#}");
-    assert_eq!(doc["sheets"]["1"]["error_category"], "auth", "{doc:#}\n{}", rc.errors_text("rc-401"));
+    assert_eq!(
+        doc["sheets"]["1"]["error_category"],
+        "auth",
+        "{doc:#}\n{}",
+        rc.errors_text("rc-401")
+    );
     assert!(t0.elapsed() < Duration::from_secs(60));
     let errors = rc.errors_text("rc-401");
-    assert!(errors.contains("GEMINI_API_KEY"), "a hint names the key: {errors}");
+    assert!(
+        errors.contains("GEMINI_API_KEY"),
+        "a hint names the key: {errors}"
+    );
 }
