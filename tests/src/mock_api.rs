@@ -590,7 +590,10 @@ const SLOW_PIECES: [&str; 4] = ["MOCK ", "SLOW ", "ANSWER ", "DONE."];
 
 // ---- Anthropic Messages ----------------------------------------------------------------
 
+static MESSAGE_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 fn anthropic(out: &mut TcpStream, turn: &Turn, what: &Answer, file: &str) -> bool {
+    let id = format!("msg_mock_{}", MESSAGE_IDS.fetch_add(1, Ordering::Relaxed));
     let usage_in = json!({"input_tokens": INPUT_TOKENS, "output_tokens": 1,
         "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0});
     let (block, stop_reason) = match what {
@@ -606,7 +609,7 @@ fn anthropic(out: &mut TcpStream, turn: &Turn, what: &Answer, file: &str) -> boo
         ),
     };
     if !turn.stream {
-        let body = json!({"id": "msg_mock", "type": "message", "role": "assistant",
+        let body = json!({"id": id, "type": "message", "role": "assistant",
             "model": turn.model, "content": [block], "stop_reason": stop_reason,
             "stop_sequence": null,
             "usage": {"input_tokens": INPUT_TOKENS, "output_tokens": OUTPUT_TOKENS}});
@@ -618,7 +621,7 @@ fn anthropic(out: &mut TcpStream, turn: &Turn, what: &Answer, file: &str) -> boo
     let mut ok = sse(
         out,
         Some("message_start"),
-        &json!({"type": "message_start", "message": {"id": "msg_mock", "type": "message",
+        &json!({"type": "message_start", "message": {"id": id, "type": "message",
             "role": "assistant", "model": turn.model, "content": [], "stop_reason": null,
             "stop_sequence": null, "usage": usage_in}}),
     );

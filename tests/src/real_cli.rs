@@ -110,7 +110,8 @@ impl RealCliEnv {
         self.vars.push((key.into(), value.into()));
     }
 
-    /// Start the conductor with [`Self::vars`]; panics with its log unless it starts.
+    /// Start the conductor with [`Self::vars`] (an empty value removes the variable);
+    /// panics with its log unless it starts.
     ///
     /// # Panics
     /// If the conductor does not start.
@@ -119,7 +120,13 @@ impl RealCliEnv {
         let out = self
             .env
             .command(&["start"])
-            .envs(self.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env_remove("IS_SANDBOX")
+            .envs(
+                self.vars
+                    .iter()
+                    .filter(|(_, v)| !v.is_empty())
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            )
             .output()
             .expect("run mozart start");
         assert!(

@@ -205,3 +205,28 @@ fn hostile_input_fails_fast_with_a_clear_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stdout(&out).contains("scores are limited to"));
 }
+
+#[test]
+fn a_score_planning_no_sheet_is_refused_with_v010_naming_the_fields() {
+    let env = TestEnv::new();
+    let path = env.write_score(
+        "nosheets",
+        "name: nosheets\nworkspace: ./ws\nsheet: {size: 2, total_items: 3, start_item: 9}\nprompt: {template: hi}\n",
+    );
+    let p = path.to_str().unwrap();
+    let out = env.mozart(&["validate", p]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    for needle in [
+        "V010",
+        "sheet.start_item (9)",
+        "sheet.total_items (3)",
+        "sheet.size 2",
+    ] {
+        assert!(text.contains(needle), "missing {needle}: {text}");
+    }
+    let out = env.mozart(&["run", p, "--dry-run"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("[V010]"), "{text}");
+}

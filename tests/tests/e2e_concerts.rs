@@ -98,8 +98,20 @@ fn a_fresh_self_chain_stops_at_max_chain_depth() {
     // Depths 0, 1, 2 and 3 run; the hook of depth 3 is refused.
     let lines = ledger_settles(&env, &led, 4, 40.0, 2.0);
     assert_eq!(lines, ["loop"; 4], "the chain stopped at the depth limit");
-    let doc = wait_terminal(&env, "loop", 10.0);
-    assert_ne!(doc["status"], "running", "{doc:#}");
+    wait_terminal(&env, "loop", 10.0);
+    // Reaching the limit is the designed end of the concert: the last link stays completed,
+    // its hook counts as a success, and waiting on it exits 0.
+    let doc = poll(&env, 10.0, "the last link's hook result", || {
+        let d = status(&env, "loop");
+        (d["hook_results_count"].as_u64().unwrap_or(0) >= 1).then_some(d)
+    });
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert_eq!(doc["hook_failures"], serde_json::json!([]), "{doc:#}");
+    let raw = env.raw_call("job.status", serde_json::json!({"job_id": "loop"}));
+    let hooks = raw["result"]["hook_results"].to_string();
+    assert!(hooks.contains("stopped at its depth limit (3)"), "{raw:#}");
+    let waited = env.mozart(&["wait", "loop"]);
+    assert_eq!(waited.status.code(), Some(0), "{waited:?}");
 }
 
 #[test]

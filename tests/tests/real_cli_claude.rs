@@ -71,7 +71,7 @@ fn a_429_is_a_rate_limit_waited_out_without_spending_a_retry() {
         "rc-429",
         &claude(60),
         1,
-        "ratelimit mock-ms:3000",
+        "ratelimit mock-ms:4000",
         "retry: {max_retries: 0}\n",
     );
     rc.run_score("rc-429", &score);
@@ -233,4 +233,78 @@ fn assert_no_process(ws: &std::path::Path) {
         assert!(Instant::now() < deadline, "orphan processes: {left:#?}");
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+#[test]
+fn status_shows_tool_calls_and_tokens_while_the_cli_streams() {
+    let Some(rc) = sandboxed() else { return };
+    // The first turn writes the file at once; the answer after it streams for ~4 s.
+    let score = write_file_score("rc-live", &claude(60), 1, "slow mock-ms:1000", "");
+    // `logs --follow` streams from the conductor: the instrument's progress as it happens.
+    let follower = rc
+        .env
+        .command(&["logs", "rc-live", "--follow"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn mozart logs --follow");
+    std::thread::sleep(Duration::from_millis(300));
+    rc.run_score("rc-live", &score);
+    let doc = rc.wait_for("rc-live", 60, |d| {
+        d["sheets"]["1"]["live"]["tool_calls"].as_u64().unwrap_or(0) >= 1
+            || d["status"] != "running" && d["status"] != "queued"
+    });
+    assert_eq!(doc["status"], "running", "seen before the end: {doc:#}");
+    let live = &doc["sheets"]["1"]["live"];
+    assert_eq!(live["last_tool"], "Write", "{doc:#}");
+    assert!(
+        live["input_tokens"].as_u64().unwrap() >= INPUT_TOKENS,
+        "{doc:#}"
+    );
+    let text = mozart_tests::stdout(&rc.mozart(&["status", "rc-live"]));
+    assert!(text.contains("Tool calls: 1 (last: Write)"), "{text}");
+    assert!(text.contains("Tokens so far: 1,200 in"), "{text}");
+    let doc = rc.wait_done("rc-live", 60);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert!(
+        doc["sheets"]["1"].get("live").is_none(),
+        "gone once done: {doc:#}"
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    mozart_tests::signal(follower.id(), "INT");
+    let out = follower.wait_with_output().unwrap();
+    let text = mozart_tests::stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("Following the conductor's log for score 'rc-live'"),
+        "{text}"
+    );
+    assert!(
+        text.contains("sheet 1: 1 tool call(s) (last: Write)"),
+        "{text}"
+    );
+    assert!(text.contains("Stopped following logs."), "{text}");
+}
+
+#[test]
+fn the_claude_code_profile_runs_the_real_cli_too() {
+    let Some(rc) = sandboxed() else { return };
+    // The generic profile: prompt as an argument, one JSON document, its environment
+    // filtered to the listed variables (which must include the base URL and IS_SANDBOX).
+    let instrument = "instrument: claude-code\nbackend:\n  timeout_seconds: 60";
+    rc.run_score(
+        "rc-cc",
+        &write_file_score("rc-cc", instrument, 1, "write", ""),
+    );
+    let doc = rc.wait_done("rc-cc", 60);
+    assert_eq!(
+        doc["status"],
+        "completed",
+        "{doc:#}\n{}",
+        rc.errors_text("rc-cc")
+    );
+    assert_eq!(
+        doc["cost"]["total_input_tokens"],
+        2 * INPUT_TOKENS,
+        "{doc:#}"
+    );
 }

@@ -112,3 +112,30 @@ fn a_bad_api_key_fails_fast_with_a_hint() {
         "a hint names the key: {errors}"
     );
 }
+
+#[test]
+fn a_hang_hits_the_timeout_and_leaves_no_process() {
+    let Some(rc) = started() else { return };
+    let score = write_file_score(
+        "rc-hang",
+        &instrument(8),
+        1,
+        "hang",
+        "retry: {max_retries: 0}\n",
+    );
+    rc.run_score("rc-hang", &score);
+    let doc = rc.wait_done("rc-hang", 90);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    assert_eq!(doc["sheets"]["1"]["error_category"], "timeout", "{doc:#}");
+    assert!(rc.mock.requests().iter().any(|r| r.scenario == "hang"));
+    let ws = rc.env.work.join("rc-hang-ws");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = mozart_tests::real_cli::processes_mentioning(&ws);
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "orphan processes: {left:#?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -25,7 +25,8 @@ use crate::types::{
 pub const ROOT_REFUSAL: &str = "cannot be used with root/sudo privileges";
 
 /// The classified explanation of [`ROOT_REFUSAL`].
-pub const ROOT_REFUSAL_HINT: &str = "Claude Code refuses --dangerously-skip-permissions when run as root \
+pub const ROOT_REFUSAL_HINT: &str =
+    "Claude Code refuses --dangerously-skip-permissions when run as root \
      (it exited 1 before calling the API). Set IS_SANDBOX=1 in the conductor's environment if \
      it runs in a container or CI sandbox, run the conductor as a non-root user, or set \
      `backend.skip_permissions: false` in the score";
@@ -198,6 +199,8 @@ impl ClaudeCliBackend {
             Some(Box::new(ClaudeSink {
                 state: Arc::clone(&state),
                 result_seen: notify,
+                progress: Arc::clone(&req.progress),
+                seen_messages: Vec::new(),
             }))
         } else {
             None
@@ -470,10 +473,99 @@ impl ClaudeStream {
 struct ClaudeSink {
     state: Arc<Mutex<ClaudeStream>>,
     result_seen: Arc<tokio::sync::Notify>,
+    /// Where `mozart status` reads the run's activity while it streams.
+    progress: Arc<crate::types::Progress>,
+    /// Ids of the API messages whose usage is already counted (one message can span
+    /// several `assistant` lines, one per content block).
+    seen_messages: Vec<String>,
+}
+
+impl ClaudeSink {
+    /// Live progress from one stream-json line (tool calls, tokens, CLI retries).
+    fn note_activity(&mut self, line: &[u8]) {
+        let trimmed = line.trim_ascii();
+        if !trimmed.starts_with(b"{") {
+            return;
+        }
+        let Ok(ev) = serde_json::from_slice::<Value>(trimmed) else {
+            return;
+        };
+        match ev.get("type").and_then(Value::as_str) {
+            Some("assistant") => {
+                let id = ev
+                    .pointer("/message/id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                let new_message = !self.seen_messages.contains(&id);
+                if new_message {
+                    self.seen_messages.push(id);
+                }
+                let tools: Vec<String> = ev
+                    .pointer("/message/content")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+                    .filter_map(|b| b.get("name").and_then(Value::as_str).map(str::to_string))
+                    .collect();
+                let usage = |k: &str| {
+                    ev.pointer(&format!("/message/usage/{k}"))
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0)
+                };
+                let (input, output) = (usage("input_tokens"), usage("output_tokens"));
+                self.progress.update_activity(|a| {
+                    if new_message {
+                        a.input_tokens += input;
+                        a.output_tokens += output;
+                    }
+                    for t in &tools {
+                        a.tool_calls += 1;
+                        a.last_event = Some(format!("tool call: {t}"));
+                    }
+                    if let Some(t) = tools.last() {
+                        a.last_tool = Some(t.clone());
+                    } else if a.last_event.is_none() {
+                        a.last_event = Some("model answering".into());
+                    }
+                });
+            }
+            Some("system") if ev.get("subtype").and_then(Value::as_str) == Some("api_retry") => {
+                let n = |k: &str| ev.get(k).and_then(Value::as_u64).unwrap_or(0);
+                let status = ev
+                    .get("error_status")
+                    .and_then(Value::as_u64)
+                    .map_or_else(|| "a connection error".to_string(), |s| format!("HTTP {s}"));
+                let text = format!(
+                    "API retry {}/{} after {status}, in {:.1}s",
+                    n("attempt"),
+                    n("max_retries"),
+                    n("retry_delay_ms") as f64 / 1000.0
+                );
+                self.progress.update_activity(|a| {
+                    a.api_retries += 1;
+                    a.last_event = Some(text);
+                });
+            }
+            Some("result") => {
+                let usage = |k: &str| ev.pointer(&format!("/usage/{k}")).and_then(Value::as_u64);
+                let (input, output) = (usage("input_tokens"), usage("output_tokens"));
+                self.progress.update_activity(|a| {
+                    // The result's totals are authoritative.
+                    a.input_tokens = input.unwrap_or(a.input_tokens);
+                    a.output_tokens = output.unwrap_or(a.output_tokens);
+                    a.last_event = Some("finished".into());
+                });
+            }
+            _ => {}
+        }
+    }
 }
 
 impl LineSink for ClaudeSink {
     fn line(&mut self, line: &[u8]) {
+        self.note_activity(line);
         let done = self
             .state
             .lock()

@@ -180,6 +180,7 @@ impl ProfileBackend {
             OutputFormat::Jsonl => Some(Box::new(JsonlSink {
                 config: cli.output.clone(),
                 state: Arc::clone(&jsonl),
+                progress: Arc::clone(&req.progress),
             })),
             OutputFormat::Text => None,
         };
@@ -264,9 +265,9 @@ impl ProfileBackend {
                     {
                         no_result = Some(match (&jsonl.error_message, jsonl.events) {
                             (Some(err), _) => format!("{name} reported an error: {err}"),
-                            (None, 0) if stdout.trim().is_empty() => format!(
-                                "{name} exited 0 without printing anything: it did no work"
-                            ),
+                            (None, 0) if stdout.trim().is_empty() => {
+                                format!("{name} exited 0 without printing anything: it did no work")
+                            }
                             (None, 0) => format!(
                                 "{name} printed no JSON lines (the profile expects `jsonl`): {}",
                                 head(&stdout)
@@ -503,6 +504,44 @@ struct JsonlState {
 struct JsonlSink {
     config: CliOutputConfig,
     state: Arc<Mutex<JsonlState>>,
+    /// Where `mozart status` reads the run's activity while it streams.
+    progress: Arc<crate::types::Progress>,
+}
+
+/// Live progress from one JSONL event: tokens at the profile's paths, and tool items
+/// (Codex's `item.started` of a command, file change or MCP call).
+fn note_jsonl_activity(progress: &crate::types::Progress, c: &CliOutputConfig, event: &Value) {
+    let number = |path: &Option<String>| {
+        path.as_deref()
+            .and_then(|p| resolve(event, p))
+            .and_then(Value::as_u64)
+    };
+    let (input, output) = (number(&c.input_tokens_path), number(&c.output_tokens_path));
+    let tool = (event.get("type").and_then(Value::as_str) == Some("item.started"))
+        .then(|| event.pointer("/item/type").and_then(Value::as_str))
+        .flatten()
+        .filter(|t| !matches!(*t, "agent_message" | "reasoning" | "error"))
+        .map(str::to_string);
+    let error = (event.get("type").and_then(Value::as_str) == Some("error"))
+        .then(|| event.get("message").and_then(Value::as_str))
+        .flatten()
+        .map(str::to_string);
+    progress.update_activity(|a| {
+        if let Some(i) = input {
+            a.input_tokens += i;
+        }
+        if let Some(o) = output {
+            a.output_tokens += o;
+        }
+        if let Some(t) = tool {
+            a.tool_calls += 1;
+            a.last_event = Some(format!("tool call: {t}"));
+            a.last_tool = Some(t);
+        }
+        if let Some(e) = error {
+            a.last_event = Some(e);
+        }
+    });
 }
 
 impl LineSink for JsonlSink {
@@ -510,6 +549,7 @@ impl LineSink for JsonlSink {
         let Ok(event) = serde_json::from_slice::<Value>(line) else {
             return;
         };
+        note_jsonl_activity(&self.progress, &self.config, &event);
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.events += 1;
         let error = event

@@ -18,8 +18,8 @@ pub mod types;
 
 pub use error::BackendError;
 pub use types::{
-    epoch_now, Backend, BoxFuture, ExecutionRequest, ExecutionResult, ExitReason, HealthStatus,
-    Progress, DEFAULT_KILL_GRACE,
+    epoch_now, Activity, Backend, BoxFuture, ExecutionRequest, ExecutionResult, ExitReason,
+    HealthStatus, Progress, DEFAULT_KILL_GRACE,
 };
 pub mod classify;
 pub mod redact;

@@ -114,11 +114,164 @@ pub enum Command {
     Dashboard(commands::dashboard::Args),
     /// Run a Model Context Protocol server on stdio (for Claude Code and other agents).
     Mcp(commands::mcp::Args),
+    /// Create a new Mozart project with a starter score.
+    Init(commands::init::Args),
+    /// Check the environment: conductor, instruments, safety.
+    Doctor(commands::doctor::Args),
+    /// Manage the conductor configuration (conductor.yaml).
+    #[command(subcommand)]
+    Config(commands::config::Command),
+    /// Clear the conductor's active rate limits.
+    #[command(name = "clear-rate-limits")]
+    ClearRateLimits(commands::clear_rate_limits::Args),
+    /// Wait until a job ends; the exit code is its outcome.
+    Wait(commands::wait::Args),
+    /// Print a shell completion script (bash, zsh or fish).
+    Completion(commands::completion::Args),
+    /// Print the man page (or write every page with --out-dir).
+    Man(commands::completion::ManArgs),
+    /// Internal: score IDs for shell completion.
+    #[command(name = "__complete-jobs", hide = true)]
+    CompleteJobs,
+    /// List patterns in the global learning store.
+    #[command(name = "patterns-list")]
+    PatternsList(commands::learning::patterns::ListArgs),
+    /// Explain WHY patterns succeed (their captured success factors).
+    #[command(name = "patterns-why")]
+    PatternsWhy(commands::learning::patterns::WhyArgs),
+    /// Measure the diversity (entropy) of pattern usage.
+    #[command(name = "patterns-entropy")]
+    PatternsEntropy(commands::learning::entropy::EntropyArgs),
+    /// Show the exploration budget and its adjustments.
+    #[command(name = "patterns-budget")]
+    PatternsBudget(commands::learning::entropy::BudgetArgs),
+    /// Show global learning statistics.
+    #[command(name = "learning-stats")]
+    LearningStats(commands::learning::stats::StatsArgs),
+    /// Show the patterns learned so far.
+    #[command(name = "learning-insights")]
+    LearningInsights(commands::learning::stats::InsightsArgs),
+    /// Find patterns whose effectiveness is drifting.
+    #[command(name = "learning-drift")]
+    LearningDrift(commands::learning::drift::DriftArgs),
+    /// Find patterns whose grounding confidence is drifting.
+    #[command(name = "learning-epistemic-drift")]
+    LearningEpistemicDrift(commands::learning::drift::EpistemicArgs),
+    /// Show recent learning activity.
+    #[command(name = "learning-activity")]
+    LearningActivity(commands::learning::stats::ActivityArgs),
+    /// Export learning data as Markdown or JSON files.
+    #[command(name = "learning-export")]
+    LearningExport(commands::learning::export::ExportArgs),
+    /// Record one evolution cycle in the trajectory.
+    #[command(name = "learning-record-evolution")]
+    LearningRecordEvolution(commands::learning::export::RecordEvolutionArgs),
+    /// Show the entropy response system's status.
+    #[command(name = "entropy-status")]
+    EntropyStatus(commands::learning::entropy::StatusArgs),
+}
+
+/// Help panels of `mozart --help`, as upstream groups its commands (cli.md §1.3); `wait`,
+/// `completion` and `man` are ours. Visible commands in no panel are listed under
+/// "Commands".
+pub const HELP_PANELS: &[(&str, &[&str])] = &[
+    ("Getting Started", &["init"]),
+    (
+        "Jobs",
+        &[
+            "run", "resume", "pause", "modify", "cancel", "validate", "wait",
+        ],
+    ),
+    ("Monitoring", &["status", "list", "top", "clear"]),
+    (
+        "Diagnostics",
+        &["logs", "errors", "diagnose", "history", "doctor", "recover"],
+    ),
+    ("Services", &["dashboard", "mcp"]),
+    (
+        "Conductor",
+        &[
+            "start",
+            "stop",
+            "restart",
+            "conductor-status",
+            "clear-rate-limits",
+        ],
+    ),
+    (
+        "Learning",
+        &[
+            "patterns-list",
+            "patterns-why",
+            "patterns-entropy",
+            "patterns-budget",
+            "learning-stats",
+            "learning-insights",
+            "learning-drift",
+            "learning-epistemic-drift",
+            "learning-activity",
+            "learning-export",
+            "learning-record-evolution",
+            "entropy-status",
+        ],
+    ),
+    ("Shell", &["completion", "man"]),
+];
+
+/// The `Commands` part of `mozart --help`, panel by panel.
+fn command_panels(cmd: &clap::Command) -> String {
+    let visible: Vec<&clap::Command> = cmd.get_subcommands().filter(|s| !s.is_hide_set()).collect();
+    let width = visible
+        .iter()
+        .map(|s| s.get_name().len())
+        .max()
+        .unwrap_or(0);
+    let about = |s: &clap::Command| s.get_about().map(|a| a.to_string()).unwrap_or_default();
+    let mut out = String::new();
+    let mut placed: Vec<&str> = Vec::new();
+    let mut panel = |title: &str, names: Vec<&clap::Command>| {
+        if names.is_empty() {
+            return;
+        }
+        out.push_str(&format!("\n{title}:\n"));
+        for s in names {
+            out.push_str(&format!("  {:<width$}  {}\n", s.get_name(), about(s)));
+        }
+    };
+    for (title, names) in HELP_PANELS {
+        let members: Vec<&clap::Command> = names
+            .iter()
+            .filter_map(|n| visible.iter().find(|s| s.get_name() == *n).copied())
+            .collect();
+        placed.extend(names.iter().copied());
+        panel(title, members);
+    }
+    let rest: Vec<&clap::Command> = visible
+        .iter()
+        .filter(|s| !placed.contains(&s.get_name()))
+        .copied()
+        .collect();
+    panel("Commands", rest);
+    out
+}
+
+/// The clap command with upstream's help panels in its top-level help.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let panels = command_panels(&cmd);
+    cmd.help_template(format!(
+        "{{about-with-newline}}\n{{usage-heading}} {{usage}}\n\nOptions:\n{{options}}\n{panels}"
+    ))
 }
 
 /// Parse the process arguments, run the command, and return the exit code.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
+    use clap::FromArgMatches;
+    let parsed = command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => {
             let code = if err.use_stderr() { 2 } else { 0 };
@@ -168,9 +321,54 @@ pub fn main() -> i32 {
         Command::Dashboard(a) => commands::dashboard::run(&globals, a),
         Command::Mcp(a) => commands::mcp::run(&globals, a),
         Command::Watchdog => Ok(mozart_conductor::watchdog::run()),
+        Command::Init(a) => commands::init::run(a),
+        Command::Doctor(a) => commands::doctor::run(&globals, a),
+        Command::Config(c) => commands::config::run(&globals, c),
+        Command::ClearRateLimits(a) => commands::clear_rate_limits::run(&globals, a),
+        Command::Wait(a) => commands::wait::run(&globals, a),
+        Command::Completion(a) => commands::completion::run(a),
+        Command::Man(a) => commands::completion::man(a),
+        Command::CompleteJobs => commands::completion::complete_jobs(&globals),
+        Command::PatternsList(a) => commands::learning::patterns::list(a),
+        Command::PatternsWhy(a) => commands::learning::patterns::why(a),
+        Command::PatternsEntropy(a) => commands::learning::entropy::entropy(a),
+        Command::PatternsBudget(a) => commands::learning::entropy::budget(a),
+        Command::LearningStats(a) => commands::learning::stats::stats(a),
+        Command::LearningInsights(a) => commands::learning::stats::insights(a),
+        Command::LearningDrift(a) => commands::learning::drift::drift(a),
+        Command::LearningEpistemicDrift(a) => commands::learning::drift::epistemic(a),
+        Command::LearningActivity(a) => commands::learning::stats::activity(a),
+        Command::LearningExport(a) => commands::learning::export::export(a),
+        Command::LearningRecordEvolution(a) => commands::learning::export::record_evolution(a),
+        Command::EntropyStatus(a) => commands::learning::entropy::status(a),
     };
     match result {
         Ok(code) => code,
         Err(err) => err.report(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_tree_is_consistent() {
+        // clap's own checks (unique short options, …) run only when a command is used.
+        super::command().debug_assert();
+    }
+
+    #[test]
+    fn every_visible_command_is_in_a_help_panel() {
+        let cmd = super::command();
+        let placed: Vec<&str> = super::HELP_PANELS
+            .iter()
+            .flat_map(|(_, names)| names.iter().copied())
+            .collect();
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            let name = sub.get_name();
+            assert!(
+                placed.contains(&name) || ["config", "instruments"].contains(&name),
+                "{name} is in no help panel"
+            );
+        }
     }
 }

@@ -174,10 +174,16 @@ async fn run_locked(
 /// upstream's [BUG] of adopting the file's socket/PID paths).
 fn reload(ctx: &Arc<ConductorCtx>, log: &LogHandle) {
     let current = ctx.config();
-    let Some(file) = current.config_file.clone() else {
+    // A conductor started without a file still reloads one created since (`mozart config
+    // set` writes `<home>/conductor.yaml`).
+    let file = current
+        .config_file
+        .clone()
+        .unwrap_or_else(|| ctx.paths.config_file.clone());
+    if !file.exists() {
         tracing::info!("daemon.sighup_no_config_file");
         return;
-    };
+    }
     let mut fresh = match DaemonConfig::load(Some(&file), None) {
         Ok(config) => config,
         Err(err) => {
@@ -192,7 +198,7 @@ fn reload(ctx: &Arc<ConductorCtx>, log: &LogHandle) {
     fresh.pid_file = current.pid_file.clone();
     fresh.state_db_path = current.state_db_path.clone();
     fresh.log_file = current.log_file.clone();
-    fresh.config_file = current.config_file.clone();
+    fresh.config_file = current.config_file.clone().or(fresh.config_file);
     if fresh.log_level != current.log_level {
         log.set_level(&fresh.log_level);
     }

@@ -18,6 +18,20 @@ pub fn total_sheets(sheet: &SheetConfig) -> i64 {
     i64::try_from(n).unwrap_or(if n < 0 { i64::MIN } else { i64::MAX })
 }
 
+/// Why the sheet arithmetic gives no sheet at all, or `None` when it gives one or more.
+/// Upstream accepts such scores (`validate` passes and shows a negative count); we refuse
+/// them with check V010 in `validate`, `run` and the conductor (docs/differences.md).
+pub fn impossible_sheet_count(sheet: &SheetConfig) -> Option<String> {
+    let n = total_sheets(sheet);
+    (n < 1).then(|| {
+        format!(
+            "Sheet count computes to {n}: sheet.start_item ({}) is past sheet.total_items ({}) \
+             (sheets = (total_items - start_item + size) // size with sheet.size {})",
+            sheet.start_item, sheet.total_items, sheet.size
+        )
+    })
+}
+
 /// Most concrete sheets one score may plan. Upstream has no limit, but a score asking for
 /// a hundred million sheets made load and planning run out of memory or never finish, in
 /// `validate` and inside the conductor alike (found by fuzzing, docs/reliability.md). The
@@ -318,11 +332,8 @@ impl SheetPlan {
     /// Build the plan of an already loaded (expanded) score.
     pub fn build(job: &JobConfig) -> Result<SheetPlan, ConfigError> {
         let n = total_sheets(&job.sheet);
-        if n < 0 {
-            return Err(ConfigError::Plan(format!(
-                "sheet arithmetic gives {n} sheets (start_item {} is past total_items {})",
-                job.sheet.start_item, job.sheet.total_items
-            )));
+        if let Some(message) = impossible_sheet_count(&job.sheet) {
+            return Err(ConfigError::Plan(format!("[V010] {message}")));
         }
         if n > MAX_SHEETS {
             return Err(ConfigError::Plan(too_many_sheets(i128::from(n))));

@@ -253,6 +253,7 @@ type Check = fn(&Ctx<'_>, &mut Vec<Issue>);
 
 /// The checks before the version and instrument checks, in upstream's order.
 const CHECKS_BEFORE: &[Check] = &[
+    settings::v010,
     files::v002,
     files::v003,
     files::v004,

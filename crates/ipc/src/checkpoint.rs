@@ -347,6 +347,31 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+/// Progress of a running sheet's instrument, as its structured output reports it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LiveProgress {
+    /// Seconds since the attempt started.
+    pub elapsed_seconds: f64,
+    /// Seconds since the instrument last printed anything.
+    pub idle_seconds: f64,
+    /// Bytes of output so far.
+    pub output_bytes: u64,
+    /// Tool calls the model made so far.
+    pub tool_calls: u32,
+    /// The last tool called.
+    #[serde(default)]
+    pub last_tool: Option<String>,
+    /// Input tokens so far.
+    pub input_tokens: u64,
+    /// Output tokens so far.
+    pub output_tokens: u64,
+    /// API retries the CLI made by itself.
+    pub api_retries: u32,
+    /// The latest notable event, in words.
+    #[serde(default)]
+    pub last_event: Option<String>,
+}
+
 /// One sheet of a [`JobCheckpoint`] (upstream `SheetState`, execution.md §8.2).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SheetCheckpoint {
@@ -494,6 +519,10 @@ pub struct SheetCheckpoint {
     /// Structured agent feedback.
     #[serde(default)]
     pub agent_feedback: Option<serde_json::Map<String, serde_json::Value>>,
+    /// What the running attempt's instrument reported so far (`job.status` of a running
+    /// sheet only; never in a state file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveProgress>,
     /// Ours: the remote (Slurm) job of the attempt in flight (docs/design/distributed.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_attempt: Option<RemoteAttempt>,
@@ -716,6 +745,7 @@ impl SheetCheckpoint {
             success_without_retry: false,
             outcome_category: None,
             stdout_tail: None,
+            live: None,
             stderr_tail: None,
             output_truncated: false,
             prompt_metrics: None,

@@ -154,6 +154,7 @@ pub fn sheet(s: &SheetState) -> SheetCheckpoint {
         success_without_retry: s.success_without_retry,
         outcome_category: s.outcome_category,
         stdout_tail: s.stdout_tail.clone(),
+        live: None,
         stderr_tail: s.stderr_tail.clone(),
         output_truncated: s.output_truncated,
         prompt_metrics: s.prompt_metrics.clone(),

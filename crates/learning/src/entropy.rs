@@ -41,7 +41,10 @@ pub fn entropy_of_counts(counts: &[i64]) -> EntropyMetrics {
     let probs: Vec<f64> = used.iter().map(|c| *c as f64 / total as f64).collect();
     m.shannon_entropy = -probs.iter().map(|p| p * p.log2()).sum::<f64>();
     // Python's sum of -p·log2(p) gives exactly 0 for one pattern; avoid a "-0".
-    m.shannon_entropy = m.shannon_entropy.max(0.0);
+    // (`f64::max` may keep -0.0: it treats the two zeros as equal.)
+    if m.shannon_entropy <= 0.0 {
+        m.shannon_entropy = 0.0;
+    }
     m.effective_pattern_count = used.len() as i64;
     m.max_possible_entropy = if used.len() > 1 {
         (used.len() as f64).log2()

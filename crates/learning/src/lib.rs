@@ -62,6 +62,7 @@ mod detect;
 mod drift;
 mod entropy;
 mod error;
+mod evolution;
 mod hash;
 mod history;
 mod lifecycle;
@@ -84,6 +85,7 @@ pub use entropy::{
     EntropyResponseConfig,
 };
 pub use error::{LearningError, Result};
+pub use evolution::EvolutionEntry;
 pub use hash::{content_hash, hash_job, hash_workspace, normalize_pattern_name, pattern_id};
 pub use history::{EntropyResponseRecord, EntropySnapshot, ExecutionRecord};
 pub use lifecycle::{trust_score, PromotionReport};

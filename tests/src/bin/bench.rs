@@ -87,16 +87,27 @@ struct Args {
     /// Skip the 1,000-sheet run, its floor and the 1,000-job registry (a quick look).
     #[arg(long)]
     quick: bool,
-    /// Measure only the dashboard figures.
+    /// Measure only the real-Claude-Code row (it runs when tests/real-cli/setup.sh has
+    /// installed the CLI).
     #[arg(long)]
-    only_dashboard: bool,
+    only_real_cli: bool,
+    /// Repetitions of the real-Claude-Code sheet and of its direct `claude -p` floor.
+    #[arg(long, default_value_t = 5)]
+    real_cli_reps: usize,
     /// Measure only the Slurm placement rows (they run whenever a Slurm node answers).
     #[arg(long)]
     only_slurm: bool,
     /// Repetitions of each Slurm placement run and of its plain-sbatch floor.
     #[arg(long, default_value_t = 5)]
     slurm_reps: usize,
+    /// Measure only the dashboard figures.
+    #[arg(long)]
+    dashboard_only: bool,
 }
+
+/// The real Claude Code row (issue 13).
+#[path = "../bench_real_cli.rs"]
+mod bench_real_cli;
 
 /// The Slurm placement rows (issue 17).
 #[path = "../bench_slurm.rs"]
@@ -188,7 +199,7 @@ fn bench(args: &Args) -> Result<()> {
     let mozart = MozartExe::resolve(args.mozart.as_deref())?;
     let mut report = Report::default();
     let started = Instant::now();
-    if args.only_dashboard {
+    if args.dashboard_only {
         progress("dashboard (issue 16)");
         dashboard(&mozart, args, &mut report)?;
         print!(
@@ -200,6 +211,13 @@ fn bench(args: &Args) -> Result<()> {
 
     if args.only_slurm {
         return only_slurm(args, &mozart, baseline.as_ref(), started);
+    }
+    if args.only_real_cli {
+        let mut report = Report::default();
+        bench_real_cli::real_cli_rows(&mozart, args.real_cli_reps, &mut report)?;
+        let saved = Saved::new(&report, started.elapsed());
+        print!("{}", saved.table(baseline.as_ref()));
+        return Ok(());
     }
     progress("local commands (no conductor)");
     let env = Env::new(&mozart)?;
@@ -240,14 +258,18 @@ fn bench(args: &Args) -> Result<()> {
     conductor.stop(&env)?;
     drop(env);
 
-    progress("dashboard (issue 16)");
-    dashboard(&mozart, args, &mut report)?;
+    progress("real Claude Code against the mock API (issue 13)");
+    bench_real_cli::real_cli_rows(&mozart, args.real_cli_reps, &mut report)?;
+
     progress("conductor, Slurm placement (issue 17)");
     let env = Env::new(&mozart)?;
     let conductor = Conductor::start(&env)?;
     bench_slurm::slurm_rows(&env, &conductor, args.slurm_reps, &mut report)?;
     conductor.stop(&env)?;
     drop(env);
+
+    progress("dashboard (issue 16)");
+    dashboard(&mozart, args, &mut report)?;
 
     if !args.quick {
         progress("fresh conductor, whole-life peak RSS through one 1,000-sheet job");
@@ -329,6 +351,30 @@ fn bench(args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// `--only-slurm`: the Slurm placement rows alone.
+fn only_slurm(
+    args: &Args,
+    mozart: &MozartExe,
+    baseline: Option<&Saved>,
+    started: Instant,
+) -> Result<()> {
+    let mut report = Report::default();
+    let env = Env::new(mozart)?;
+    let conductor = Conductor::start(&env)?;
+    bench_slurm::slurm_rows(&env, &conductor, args.slurm_reps, &mut report)?;
+    conductor.stop(&env)?;
+    let saved = Saved::new(&report, started.elapsed());
+    print!("{}", saved.table(baseline));
+    if let Some(path) = &args.save {
+        let text = serde_json::to_string_pretty(&saved).map_err(|source| BenchError::Baseline {
+            path: path.clone(),
+            source,
+        })?;
+        std::fs::write(path, text + "\n").map_err(io_err("writing", path))?;
+    }
+    Ok(())
+}
+
 /// Sheets of the score whose transitions the SSE latency figure times.
 const SSE_SHEETS: u32 = 8;
 
@@ -387,30 +433,6 @@ fn dashboard(mozart: &MozartExe, args: &Args, report: &mut Report) -> Result<()>
         latency.samples,
     ));
     conductor.stop(&env)?;
-    Ok(())
-}
-
-/// `--only-slurm`: the Slurm placement rows alone.
-fn only_slurm(
-    args: &Args,
-    mozart: &MozartExe,
-    baseline: Option<&Saved>,
-    started: Instant,
-) -> Result<()> {
-    let mut report = Report::default();
-    let env = Env::new(mozart)?;
-    let conductor = Conductor::start(&env)?;
-    bench_slurm::slurm_rows(&env, &conductor, args.slurm_reps, &mut report)?;
-    conductor.stop(&env)?;
-    let saved = Saved::new(&report, started.elapsed());
-    print!("{}", saved.table(baseline));
-    if let Some(path) = &args.save {
-        let text = serde_json::to_string_pretty(&saved).map_err(|source| BenchError::Baseline {
-            path: path.clone(),
-            source,
-        })?;
-        std::fs::write(path, text + "\n").map_err(io_err("writing", path))?;
-    }
     Ok(())
 }
 
@@ -1478,6 +1500,11 @@ struct Conductor {
 
 impl Conductor {
     fn start(env: &Env) -> Result<Conductor> {
+        Self::start_with(env, &[])
+    }
+
+    /// [`Self::start`] with extra variables in the conductor's (and instruments') environment.
+    fn start_with(env: &Env, vars: &[(String, String)]) -> Result<Conductor> {
         let log = env.home.join("foreground.log");
         let out = std::fs::File::create(&log).map_err(io_err("creating", &log))?;
         let err = out.try_clone().map_err(io_err("opening", &log))?;
@@ -1490,6 +1517,7 @@ impl Conductor {
             .command(&["start", "--foreground"])
             .env("MALLOC_ARENA_MAX", "2")
             .env("MOZART_MALLOC_ARENA_MAX_SET", "1")
+            .envs(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(out)
             .stderr(err)
             .spawn()

@@ -851,6 +851,16 @@ pub fn classify(result: &ExecutionResult) -> Classification {
     let mut c = finish(collected);
     // An auth failure is fixed by the user: keep what the backend said (the CLI's own
     // message and which credentials to check) next to the generic text.
+    if c.code == ErrorCode::E505 {
+        if let Some(msg) = result.error_message.as_deref().map(str::trim) {
+            if !msg.is_empty() && !c.message.contains(msg) {
+                c.message = format!(
+                    "{msg}: install the CLI, or put it on the PATH the conductor was started \
+                     with (mozart instruments check)"
+                );
+            }
+        }
+    }
     if c.category == ErrorCategory::Auth {
         if let Some(msg) = result.error_message.as_deref().map(str::trim) {
             if !msg.is_empty() && !c.message.contains(msg) {

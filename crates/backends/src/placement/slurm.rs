@@ -440,6 +440,12 @@ impl Drop for CancelGuard {
         let Some(attempt) = self.attempt.take() else {
             return;
         };
+        if super::detaching() {
+            // The conductor is stopping: the job runs on, its record stays, and the next
+            // conductor re-attaches to it.
+            tracing::info!(slurm_job = %attempt.remote_id, "conductor stopping: leaving the Slurm job running");
+            return;
+        }
         let journal = self.journal.take();
         let work = move || {
             let status = std::process::Command::new("scancel")

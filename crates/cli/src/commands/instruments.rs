@@ -51,7 +51,7 @@ fn mozart_home() -> PathBuf {
     mozart_ipc::paths::mozart_home().unwrap_or_else(|_| PathBuf::from(".mozart"))
 }
 
-fn load_registry() -> Result<InstrumentRegistry, CliError> {
+pub(crate) fn load_registry() -> Result<InstrumentRegistry, CliError> {
     let project = std::env::current_dir().ok();
     let registry = InstrumentRegistry::load(&mozart_home(), project.as_deref()).map_err(|err| {
         CliError::failed(format!("cannot load instrument profiles: {err}"), vec![])
@@ -63,7 +63,7 @@ fn load_registry() -> Result<InstrumentRegistry, CliError> {
 }
 
 /// Binary found on PATH (CLI instruments only).
-fn binary(profile: &InstrumentProfile) -> Option<PathBuf> {
+pub(crate) fn binary(profile: &InstrumentProfile) -> Option<PathBuf> {
     profile
         .cli
         .as_ref()

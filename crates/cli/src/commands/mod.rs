@@ -2,12 +2,18 @@
 
 pub mod cancel;
 pub mod clear;
+pub mod clear_rate_limits;
+pub mod completion;
 pub mod conductor_status;
+pub mod config;
 pub mod dashboard;
 pub mod diagnose;
+pub mod doctor;
 pub mod errors;
 pub mod history;
+pub mod init;
 pub mod instruments;
+pub mod learning;
 pub mod list;
 pub mod logs;
 pub mod mcp;
@@ -22,3 +28,4 @@ pub mod stop;
 pub mod submit;
 pub mod top;
 pub mod validate;
+pub mod wait;

@@ -94,6 +94,18 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     for warning in &score.warnings {
         eprintln!("{}: UserWarning: {warning}", path.display());
     }
+    if let Some(message) = mozart_config::plan::impossible_sheet_count(&score.config.sheet) {
+        let message = format!("[V010] {message}");
+        if args.json {
+            print_json(&serde_json::json!({ "error": message }));
+        } else {
+            crate::output::print_error(
+                &message,
+                &["Make sheet.start_item at most sheet.total_items.".to_string()],
+            );
+        }
+        return Ok(1);
+    }
     if let Some(ws) = &args.workspace {
         score.config.workspace = mozart_config::resolve_path(ws);
     }

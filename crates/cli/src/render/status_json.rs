@@ -351,6 +351,9 @@ fn sheet_json(sheet: &SheetCheckpoint, now: f64) -> Value {
     if let Some(e) = sheet_elapsed(sheet, now) {
         m.insert("elapsed_seconds".into(), json!(round1(e)));
     }
+    if let Some(live) = &sheet.live {
+        m.insert("live".into(), json!(live));
+    }
     if !sheet.progress_snapshots.is_empty() {
         m.insert(
             "progress_snapshots".into(),

@@ -483,6 +483,39 @@ impl View<'_> {
             if sheet.status != SheetStatus::InProgress {
                 continue;
             }
+            // What the running instrument reported so far (the conductor's own view).
+            if let Some(live) = &sheet.live {
+                self.heading(&format!("Live Progress — Sheet {num}"));
+                self.line(format!(
+                    "  Running for: {}",
+                    format_duration(Some(live.elapsed_seconds))
+                ));
+                self.line(format!(
+                    "  Tool calls: {}{}",
+                    live.tool_calls,
+                    live.last_tool
+                        .as_deref()
+                        .map(|t| format!(" (last: {t})"))
+                        .unwrap_or_default()
+                ));
+                self.line(format!(
+                    "  Tokens so far: {} in / {} out",
+                    thousands(live.input_tokens),
+                    thousands(live.output_tokens)
+                ));
+                if live.api_retries > 0 {
+                    self.line(format!("  API retries by the CLI: {}", live.api_retries));
+                }
+                if let Some(e) = &live.last_event {
+                    self.line(format!("  Latest: {e}"));
+                }
+                self.line(format!(
+                    "  Output received: {} (idle {})",
+                    format_bytes(live.output_bytes),
+                    format_duration(Some(live.idle_seconds))
+                ));
+                continue;
+            }
             let Some(latest) = sheet.progress_snapshots.last() else {
                 continue;
             };

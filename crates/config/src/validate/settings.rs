@@ -58,6 +58,21 @@ pub(super) fn v202(x: &Ctx<'_>, out: &mut Vec<Issue>) {
 }
 
 /// V204: Claude CLI without `skip_permissions`.
+/// V010 (ours, not upstream's): a score that plans no sheet at all.
+pub(super) fn v010(x: &Ctx<'_>, out: &mut Vec<Issue>) {
+    let (c, raw) = (x.c, x.raw);
+    if let Some(message) = crate::plan::impossible_sheet_count(&c.sheet) {
+        out.push(
+            Issue::new("V010", Severity::Error, message)
+                .line(find_line(raw, "start_item:").or_else(|| find_line(raw, "sheet:")))
+                .suggest("Make sheet.start_item at most sheet.total_items")
+                .meta("start_item", c.sheet.start_item.to_string())
+                .meta("total_items", c.sheet.total_items.to_string())
+                .meta("size", c.sheet.size.to_string()),
+        );
+    }
+}
+
 pub(super) fn v204(x: &Ctx<'_>, out: &mut Vec<Issue>) {
     let c = x.c;
     let raw = x.raw;

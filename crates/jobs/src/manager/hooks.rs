@@ -167,7 +167,17 @@ async fn run_job(
     if req.concert.enabled {
         let max = u32::try_from(req.concert.max_chain_depth.max(0)).unwrap_or(u32::MAX);
         if req.chain_depth >= max {
-            return failure(format!("Concert chain depth limit reached ({max})"));
+            // The designed end of a self-chaining concert, not a failure: the job stays
+            // completed and `mozart run` exits 0 (upstream fails the last link; see
+            // docs/differences.md).
+            tracing::info!(job_id = %req.job_id, max, "hooks.chain_depth_limit_reached");
+            return HookResultRecord {
+                success: true,
+                output: Some(format!(
+                    "Concert chain stopped at its depth limit ({max}); no further job submitted"
+                )),
+                ..HookResultRecord::default()
+            };
         }
         let cooldown = req.concert.cooldown_between_jobs_seconds;
         if cooldown.is_finite() && cooldown > 0.0 {

@@ -219,6 +219,9 @@ impl ConductorHost {
             registry.save_sheet_transition(live, change.sheet_num)
         };
         saved.map_err(|e| HostError::new(ctx(), e))?;
+        if let Some(run) = &entry.run {
+            super::notify::sheet_changed(run, live, change.sheet_num, status);
+        }
         if matches!(
             status,
             SheetStatus::Completed | SheetStatus::Failed | SheetStatus::Skipped
@@ -336,6 +339,9 @@ impl ConductorHost {
         registry
             .set_job_status(&change.job_id, daemon, error)
             .map_err(|e| HostError::new(format!("saving status of job '{}'", change.job_id), e))?;
+        if let (Some(run), Some(live)) = (&entry.run, &entry.live) {
+            super::notify::job_changed(run, live, daemon, change.reason.as_deref());
+        }
         if daemon == DaemonJobStatus::Completed {
             if let Ok(Some(mut stored)) = registry.get_job(&change.job_id) {
                 stored.completed_new_work = entry.record.completed_new_work;

@@ -366,6 +366,8 @@ pub(crate) async fn play(
                     return;
                 }
             }
+            // Shown by `job.status` while it runs; removed even when the attempt is aborted.
+            let _live = LiveEntry::new(&run, sheet_num, &req.progress);
             execute_watched(&shared, &job_id, sheet_num, attempt.timeout, &*backend, req).await
         }
     };
@@ -644,6 +646,25 @@ pub(crate) async fn execute_watched(
     };
     let _watched = Watched::start(shared, job_id, sheet_num, pid, &progress, timeout);
     execution.await
+}
+
+/// A running attempt's progress in [`JobRun::live`], until dropped.
+struct LiveEntry<'a> {
+    run: &'a JobRun,
+    sheet_num: u32,
+}
+
+impl<'a> LiveEntry<'a> {
+    fn new(run: &'a JobRun, sheet_num: u32, progress: &Arc<mozart_backends::Progress>) -> Self {
+        lock(&run.live).insert(sheet_num, Arc::clone(progress));
+        LiveEntry { run, sheet_num }
+    }
+}
+
+impl Drop for LiveEntry<'_> {
+    fn drop(&mut self) {
+        lock(&self.run.live).remove(&self.sheet_num);
+    }
 }
 
 /// A started instrument group in the in-flight journal and under the watchdog, until dropped.

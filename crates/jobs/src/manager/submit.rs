@@ -128,6 +128,7 @@ async fn pipeline(
         workspace,
         attempt_details: Mutex::new(Default::default()),
         mtimes: Mutex::new(Default::default()),
+        live: Mutex::new(Default::default()),
         backends: Default::default(),
     };
     register(mgr, record, checkpoint, run, req.self_healing)

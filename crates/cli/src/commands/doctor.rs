@@ -1,0 +1,115 @@
+//! `mozart doctor` (cli.md §5.6): is this machine ready to run scores? Never fails.
+
+use mozart_backends::InstrumentKind;
+use mozart_conductor::RunState;
+use serde_json::{json, Value};
+
+use super::instruments::{binary, load_registry};
+use crate::conductor_client;
+use crate::{CliError, Globals};
+
+/// The fixed safety warning upstream prints (no conductor-wide cost limit exists).
+const SAFETY_WARNING: &str = "No cost limits configured. Recommend: cost_limits.max_cost_per_job";
+
+/// Arguments of `mozart doctor`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Output as JSON.
+    #[arg(long = "json")]
+    pub json: bool,
+}
+
+/// Run `mozart doctor`.
+pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
+    let version = env!("CARGO_PKG_VERSION");
+    let (status, pid) = match conductor_client::paths(globals, None) {
+        Ok(paths) => match conductor_client::conductor_state(&paths) {
+            RunState::Running { pid } => ("running", pid),
+            RunState::Stopped { .. } => ("not running", None),
+        },
+        Err(_) => ("not running", None),
+    };
+    let mut instruments: Vec<Value> = Vec::new();
+    let mut errors = 0usize;
+    match load_registry() {
+        Ok(registry) => {
+            for p in registry.profiles() {
+                let (state, detail) = match p.kind {
+                    InstrumentKind::Cli => match binary(p) {
+                        Some(path) => ("ok", path.display().to_string()),
+                        None => ("optional", "not installed".to_string()),
+                    },
+                    InstrumentKind::Http => ("ok", "HTTP instrument".to_string()),
+                };
+                instruments.push(json!({
+                    "name": p.name,
+                    "display_name": p.display_name,
+                    "kind": p.kind.as_str(),
+                    "status": state,
+                    "detail": detail,
+                }));
+            }
+        }
+        Err(err) => {
+            errors += 1;
+            instruments.push(json!({
+                "name": "instrument profiles",
+                "display_name": "Instrument profiles",
+                "kind": "cli",
+                "status": "error",
+                "detail": err.to_string(),
+            }));
+        }
+    }
+    let warnings = 1usize;
+    if args.json {
+        crate::output::print_json(&json!({
+            // Upstream reports its Python version; this build has no Python, so the key
+            // stays (for tools reading it) and says so.
+            "python_version": Value::Null,
+            "runtime": format!("rust (mozart {version})"),
+            "mozart_version": version,
+            "conductor": {"status": status, "pid": pid},
+            "instruments": instruments,
+            "safety_warnings": [SAFETY_WARNING],
+            "warnings_count": warnings,
+            "errors_count": errors,
+        }));
+        return Ok(0);
+    }
+    let line = |icon: &str, name: &str, detail: &str| println!("  {icon} {name:<24} {detail}");
+    println!("Mozart Doctor\n");
+    line("✓", "Runtime", &format!("Rust build of mozart {version}"));
+    line("✓", "Mozart", version);
+    let conductor = match (status, pid) {
+        ("running", Some(pid)) => format!("running (pid {pid})"),
+        (s, _) => s.to_string(),
+    };
+    line(
+        if status == "running" { "✓" } else { "!" },
+        "Conductor",
+        &conductor,
+    );
+    println!("\nInstruments:");
+    for i in &instruments {
+        let icon = match i["status"].as_str() {
+            Some("ok") => "✓",
+            Some("optional") => "·",
+            _ => "✗",
+        };
+        line(
+            icon,
+            i["name"].as_str().unwrap_or(""),
+            i["detail"].as_str().unwrap_or(""),
+        );
+    }
+    println!("\nSafety:");
+    line("!", "Cost limits", SAFETY_WARNING);
+    println!();
+    if errors > 0 {
+        println!("{errors} error(s), {warnings} warning(s). Mozart is not ready.");
+    } else {
+        println!("{warnings} warning(s). Mozart is ready.");
+    }
+    Ok(0)
+}

@@ -1,0 +1,93 @@
+//! The learning commands (cli.md §8, learning.md §19): read and write the global learning
+//! store `<MOZART_HOME>/global-learning.db` directly, no conductor needed.
+
+pub mod drift;
+pub mod entropy;
+pub mod export;
+pub mod patterns;
+pub mod stats;
+
+use mozart_learning::LearningStore;
+
+use crate::CliError;
+
+/// Open the global learning store (created if missing, as upstream does).
+pub(crate) fn open_store() -> Result<LearningStore, CliError> {
+    let home =
+        mozart_conductor::mozart_home().map_err(|e| CliError::failed(e.to_string(), vec![]))?;
+    let path = home.join("global-learning.db");
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    LearningStore::open(&path).map_err(|e| {
+        CliError::failed(
+            format!("Cannot open the learning store {}: {e}", path.display()),
+            vec!["Check that the file is a Mozart learning database and is readable.".into()],
+        )
+    })
+}
+
+/// A learning store failure as a CLI error.
+pub(crate) fn store_error(err: mozart_learning::LearningError) -> CliError {
+    CliError::failed(format!("Learning store error: {err}"), vec![])
+}
+
+/// Round to `dp` decimals (Python `round`, near enough for display and JSON).
+pub(crate) fn round(x: f64, dp: i32) -> f64 {
+    let f = 10f64.powi(dp);
+    (x * f).round() / f
+}
+
+/// Left-aligned columns with a title line, two spaces between columns.
+pub(crate) fn table(title: &str, headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate().take(widths.len()) {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| -> String {
+        let mut out = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i > 0 {
+                out.push_str("  ");
+            }
+            out.push_str(cell);
+            let pad = widths.get(i).copied().unwrap_or(0);
+            out.push_str(&" ".repeat(pad.saturating_sub(cell.chars().count())));
+        }
+        out.trim_end().to_string()
+    };
+    let mut out = String::new();
+    if !title.is_empty() {
+        out.push_str(title);
+        out.push('\n');
+    }
+    let heads: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
+    out.push_str(&line(&heads));
+    out.push('\n');
+    let rule: Vec<String> = widths.iter().map(|w| "─".repeat(*w)).collect();
+    out.push_str(&line(&rule));
+    out.push('\n');
+    for row in rows {
+        out.push_str(&line(row));
+        out.push('\n');
+    }
+    out
+}
+
+/// At most `n` characters of `text`, with `...` when cut.
+pub(crate) fn cut(text: &str, n: usize) -> String {
+    if text.chars().count() <= n {
+        text.to_string()
+    } else {
+        let mut s: String = text.chars().take(n).collect();
+        s.push_str("...");
+        s
+    }
+}
+
+/// First `n` characters, no ellipsis (upstream's ID and type columns).
+pub(crate) fn head(text: &str, n: usize) -> String {
+    text.chars().take(n).collect()
+}

@@ -1,0 +1,207 @@
+//! `mozart learning-stats`, `learning-insights` and `learning-activity` (learning.md §19).
+
+use mozart_learning::PatternQuery;
+use serde_json::json;
+
+use super::{cut, open_store, round, store_error, table};
+use crate::output::print_json;
+use crate::CliError;
+
+/// Arguments of `mozart learning-stats`.
+#[derive(Debug, clap::Args)]
+pub struct StatsArgs {
+    /// Output as JSON.
+    #[arg(short = 'j', long = "json")]
+    pub json: bool,
+}
+
+/// Run `mozart learning-stats`.
+pub fn stats(args: StatsArgs) -> Result<i32, CliError> {
+    let store = open_store()?;
+    let s = store.stats().map_err(store_error)?;
+    if args.json {
+        print_json(&s.to_cli_json());
+        return Ok(0);
+    }
+    println!("Global Learning Statistics\n");
+    println!("Executions");
+    println!("  Total recorded: {}", s.total_executions);
+    println!(
+        "  First-attempt success: {:.1}%",
+        s.success_without_retry_rate * 100.0
+    );
+    println!("\nPatterns");
+    println!("  Total learned: {}", s.total_patterns);
+    println!("  Avg effectiveness: {:.2}", s.avg_pattern_effectiveness);
+    println!("\nData Sources");
+    println!("  Output patterns: {}", s.output_patterns);
+    println!("  Error code patterns: {}", s.error_code_patterns);
+    println!(
+        "  Semantic failure patterns: {}",
+        s.semantic_failure_patterns
+    );
+    println!("\nWorkspaces");
+    println!("  Unique workspaces: {}", s.unique_workspaces);
+    println!("\nError Recovery Learning");
+    println!("  Recoveries recorded: {}", s.total_error_recoveries);
+    println!(
+        "  Recovery success rate: {:.1}%",
+        s.error_recovery_success_rate * 100.0
+    );
+    if s.migration_needed() {
+        println!("\nNo executions recorded yet: run some scores to start learning.");
+    }
+    Ok(0)
+}
+
+/// Arguments of `mozart learning-insights`.
+#[derive(Debug, clap::Args)]
+pub struct InsightsArgs {
+    /// Maximum number of patterns.
+    #[arg(long = "limit", default_value_t = 10, value_name = "INTEGER")]
+    pub limit: usize,
+    /// Only this pattern type.
+    #[arg(long = "pattern-type", value_name = "TEXT")]
+    pub pattern_type: Option<String>,
+}
+
+/// Run `mozart learning-insights`.
+pub fn insights(args: InsightsArgs) -> Result<i32, CliError> {
+    let store = open_store()?;
+    let query = PatternQuery {
+        limit: args.limit,
+        pattern_type: args.pattern_type,
+        ..PatternQuery::default()
+    };
+    let patterns = store.get_patterns(&query).map_err(store_error)?;
+    if patterns.is_empty() {
+        println!("No patterns learned yet. Run some jobs!");
+        return Ok(0);
+    }
+    let rows: Vec<Vec<String>> = patterns
+        .iter()
+        .map(|p| {
+            vec![
+                p.pattern_type.clone(),
+                cut(p.description.as_deref().unwrap_or(&p.pattern_name), 45),
+                p.occurrence_count.to_string(),
+                if p.effectiveness_score == 0.0 {
+                    "-".into()
+                } else {
+                    format!("{:.0}%", p.effectiveness_score * 100.0)
+                },
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table(
+            "Learned Patterns",
+            &["Type", "Description", "Freq", "Effectiveness"],
+            &rows
+        )
+    );
+    Ok(0)
+}
+
+/// Arguments of `mozart learning-activity` (`-h` is `--hours`, as upstream; help is
+/// `--help` only).
+#[derive(Debug, clap::Args)]
+#[command(disable_help_flag = true)]
+pub struct ActivityArgs {
+    /// Print help.
+    #[arg(long = "help", action = clap::ArgAction::Help)]
+    pub help: Option<bool>,
+    /// Look back this many hours.
+    #[arg(
+        short = 'h',
+        long = "hours",
+        default_value_t = 24,
+        value_name = "INTEGER"
+    )]
+    pub hours: i64,
+    /// Output as JSON.
+    #[arg(short = 'j', long = "json")]
+    pub json: bool,
+}
+
+/// Run `mozart learning-activity`.
+pub fn activity(args: ActivityArgs) -> Result<i32, CliError> {
+    let store = open_store()?;
+    // Upstream counts, among the 20 most recent executions, those completed in the window.
+    let recent = store.recent_executions(20).map_err(store_error)?;
+    let cutoff = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+        - (args.hours as f64) * 3600.0;
+    let in_window: Vec<_> = recent
+        .iter()
+        .filter(|e| {
+            e.completed_at
+                .as_deref()
+                .and_then(parse_epoch)
+                .is_some_and(|t| t >= cutoff)
+        })
+        .collect();
+    let first_try = in_window.iter().filter(|e| e.success_without_retry).count();
+    let rate = if in_window.is_empty() {
+        0.0
+    } else {
+        first_try as f64 / in_window.len() as f64 * 100.0
+    };
+    let s = store.stats().map_err(store_error)?;
+    let window = store.optimal_execution_window(None).map_err(store_error)?;
+    if args.json {
+        print_json(&json!({
+            "period_hours": args.hours,
+            "recent_executions": in_window.len(),
+            "success_without_retry_rate": round(rate, 1),
+            "patterns_active": s.total_patterns,
+            "optimal_hours": window.optimal_hours,
+            "avoid_hours": window.avoid_hours,
+            "scheduling_confidence": round(window.confidence, 3),
+        }));
+        return Ok(0);
+    }
+    println!("Learning Activity (last {} hours)\n", args.hours);
+    println!("  Recent executions: {}", in_window.len());
+    println!("  First-attempt success: {rate:.1}%");
+    println!("  Patterns: {}", s.total_patterns);
+    println!("  Avg effectiveness: {:.2}", s.avg_pattern_effectiveness);
+    if window.confidence > 0.3 {
+        let hours = |h: &[i64]| {
+            h.iter()
+                .map(|x| format!("{x:02}:00"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if !window.optimal_hours.is_empty() {
+            println!("  Optimal hours: {}", hours(&window.optimal_hours));
+        }
+        if !window.avoid_hours.is_empty() {
+            println!("  Avoid hours: {}", hours(&window.avoid_hours));
+        }
+    }
+    let status = match s.total_executions {
+        n if n >= 50 => "well-trained",
+        n if n >= 10 => "gathering data",
+        _ => "early training",
+    };
+    println!(
+        "\nTraining status: {status} ({} executions)",
+        s.total_executions
+    );
+    Ok(0)
+}
+
+/// Seconds since the epoch of a stored timestamp (ISO 8601, with or without offset; no
+/// offset means local time, as upstream writes it).
+pub(crate) fn parse_epoch(text: &str) -> Option<f64> {
+    if let Ok(ts) = text.parse::<jiff::Timestamp>() {
+        return Some(ts.as_millisecond() as f64 / 1000.0);
+    }
+    let dt = text.parse::<jiff::civil::DateTime>().ok()?;
+    let zoned = dt.to_zoned(jiff::tz::TimeZone::system()).ok()?;
+    Some(zoned.timestamp().as_millisecond() as f64 / 1000.0)
+}

@@ -1,0 +1,79 @@
+//! Score notifications from the job engine: turn job and sheet transitions into
+//! `mozart_notify` events. Delivery runs in tasks of its own (never blocks the baton) and
+//! never changes a job's outcome.
+
+use mozart_config::model::NotificationEvent;
+use mozart_state::{CheckpointState, SheetStatus};
+
+use super::JobRun;
+
+fn base(run: &JobRun, live: &CheckpointState, event: NotificationEvent) -> mozart_notify::Context {
+    let mut ctx = mozart_notify::Context::new(event, &run.job_id, &live.job_name);
+    ctx.total_sheets = Some(live.total_sheets);
+    ctx
+}
+
+/// A job moved to `status` (`Running`, `Paused`, `Completed`, `Failed`…).
+pub(crate) fn job_changed(
+    run: &JobRun,
+    live: &CheckpointState,
+    status: mozart_state::DaemonJobStatus,
+    reason: Option<&str>,
+) {
+    use mozart_state::DaemonJobStatus as S;
+    if run.config.notifications.is_empty() {
+        return;
+    }
+    let event = match status {
+        S::Running => NotificationEvent::JobStart,
+        S::Paused => NotificationEvent::JobPaused,
+        S::Completed => NotificationEvent::JobComplete,
+        S::Failed => NotificationEvent::JobFailed,
+        _ => return,
+    };
+    let mut ctx = base(run, live, event);
+    if matches!(
+        event,
+        NotificationEvent::JobComplete | NotificationEvent::JobFailed
+    ) {
+        let count = |s: SheetStatus| live.sheets.values().filter(|x| x.status == s).count() as u32;
+        ctx.success_count = Some(count(SheetStatus::Completed));
+        ctx.failure_count = Some(count(SheetStatus::Failed));
+        ctx.duration_seconds = live
+            .started_at
+            .as_ref()
+            .and_then(|t| t.to_epoch())
+            .map(|t| (ctx.timestamp - t).max(0.0));
+    }
+    if event == NotificationEvent::JobFailed {
+        ctx.error_message = reason.map(str::to_string);
+    }
+    mozart_notify::notify(&run.config.notifications, &ctx);
+}
+
+/// Sheet `sheet_num` moved to `status`.
+pub(crate) fn sheet_changed(
+    run: &JobRun,
+    live: &CheckpointState,
+    sheet_num: u32,
+    status: SheetStatus,
+) {
+    if run.config.notifications.is_empty() {
+        return;
+    }
+    let event = match status {
+        SheetStatus::InProgress => NotificationEvent::SheetStart,
+        SheetStatus::Completed => NotificationEvent::SheetComplete,
+        SheetStatus::Failed => NotificationEvent::SheetFailed,
+        _ => return,
+    };
+    let mut ctx = base(run, live, event);
+    ctx.sheet_num = Some(sheet_num);
+    if event == NotificationEvent::SheetFailed {
+        ctx.error_message = live
+            .sheets
+            .get(&sheet_num)
+            .and_then(|s| s.error_message.clone());
+    }
+    mozart_notify::notify(&run.config.notifications, &ctx);
+}

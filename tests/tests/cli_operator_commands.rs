@@ -1,0 +1,547 @@
+//! The operator commands of issue 15 as a user types them, against the real binary:
+//! `init`, `doctor`, `config …`, `clear-rate-limits`, `wait`, `completion`, `man`, the help
+//! panels, and the 12 learning commands over a store filled by running a score twice
+//! through the stand-in AI CLI (cli.md §2.5, §5.6, §6.1, §6.2, §8).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../fixtures/e2e/harness.rs"]
+mod harness;
+
+use harness::*;
+use mozart_tests::{sleepy_shell_score, stdout, TestEnv};
+use serde_json::{json, Value};
+
+fn json_of(out: &std::process::Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}{}",
+            stdout(out),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn keys(v: &Value) -> Vec<String> {
+    let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+    k.sort();
+    k
+}
+
+#[test]
+fn help_lists_every_command_in_upstreams_panels() {
+    let env = TestEnv::new();
+    let out = env.mozart(&["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = stdout(&out);
+    let panels = [
+        "Getting Started:",
+        "Jobs:",
+        "Monitoring:",
+        "Diagnostics:",
+        "Conductor:",
+        "Learning:",
+    ];
+    let mut last = 0;
+    for p in panels {
+        let at = text
+            .find(p)
+            .unwrap_or_else(|| panic!("no panel {p}: {text}"));
+        assert!(at >= last, "{p} out of order");
+        last = at;
+    }
+    let learning = &text[text.find("Learning:").unwrap()..];
+    for cmd in [
+        "patterns-list",
+        "patterns-why",
+        "patterns-entropy",
+        "patterns-budget",
+        "learning-stats",
+        "learning-insights",
+        "learning-drift",
+        "learning-epistemic-drift",
+        "learning-activity",
+        "learning-export",
+        "learning-record-evolution",
+        "entropy-status",
+    ] {
+        assert!(learning.contains(cmd), "{cmd} not under Learning: {text}");
+    }
+    for cmd in [
+        "init",
+        "doctor",
+        "clear-rate-limits",
+        "config",
+        "wait",
+        "completion",
+        "man",
+    ] {
+        assert!(
+            text.contains(&format!("\n  {cmd} ")),
+            "{cmd} missing: {text}"
+        );
+    }
+    assert!(!text.contains("__complete-jobs"), "hidden command shown");
+}
+
+#[test]
+fn init_creates_a_project_whose_score_validates_and_refuses_bad_names() {
+    let env = TestEnv::new();
+    let out = env.mozart(&["init", "demo", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let doc = json_of(&out);
+    assert_eq!(keys(&doc), ["name", "score_file", "success", "target_path"]);
+    assert_eq!(doc["name"], "demo");
+    assert!(env.work.join(".mozart").is_dir());
+    assert!(env.work.join("workspaces").is_dir());
+    let out = env.mozart(&["validate", "demo.yaml"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(stdout(&out).contains("Sheets: 3"), "{}", stdout(&out));
+    // Again without --force: refused, exit 1.
+    let out = env.mozart(&["init", "demo"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("Score already exists"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(
+        env.mozart(&["init", "demo", "--force"]).status.code(),
+        Some(0)
+    );
+    for (name, message) in [
+        ("my score", "cannot contain spaces"),
+        (".hidden", "cannot start with a dot"),
+        ("a/b", "path separators"),
+    ] {
+        let out = env.mozart(&["init", "--name", name]);
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        assert!(stdout(&out).contains(message), "{name}: {}", stdout(&out));
+    }
+}
+
+#[test]
+fn doctor_reports_conductor_and_instruments_and_never_fails() {
+    let env = TestEnv::new();
+    let out = env.mozart(&["doctor", "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let doc = json_of(&out);
+    for k in [
+        "python_version",
+        "mozart_version",
+        "conductor",
+        "instruments",
+        "safety_warnings",
+        "warnings_count",
+        "errors_count",
+    ] {
+        assert!(doc.get(k).is_some(), "missing {k}: {doc:#}");
+    }
+    assert_eq!(
+        doc["conductor"],
+        json!({"status": "not running", "pid": null})
+    );
+    let claude = doc["instruments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "claude_cli")
+        .expect("claude_cli listed");
+    // The test PATH has the stand-in as `claude`.
+    assert_eq!(claude["status"], "ok", "{claude}");
+    env.start_conductor();
+    let doc = json_of(&env.mozart(&["doctor", "--json"]));
+    assert_eq!(doc["conductor"]["status"], "running");
+    assert_eq!(
+        doc["conductor"]["pid"].as_u64(),
+        env.conductor_pid().map(u64::from)
+    );
+    let text = stdout(&env.mozart(&["doctor"]));
+    assert!(
+        text.contains("Mozart Doctor") && text.contains("Mozart is ready."),
+        "{text}"
+    );
+}
+
+#[test]
+fn config_commands_edit_the_file_the_conductor_loads() {
+    let env = TestEnv::new();
+    let file = env.home.join("conductor.yaml");
+    let out = env.mozart(&["config", "path"]);
+    assert_eq!(
+        stdout(&out).trim(),
+        format!("{}  (not created)", file.display())
+    );
+    let out = env.mozart(&["config", "check"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("Config file not found"),
+        "{}",
+        stdout(&out)
+    );
+    let out = env.mozart(&["config", "set", "max_concurrent_jobs", "12"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(
+        stdout(&out).starts_with(&format!(
+            "Set max_concurrent_jobs = 12 in {}",
+            file.display()
+        )),
+        "{}",
+        stdout(&out)
+    );
+    // An out-of-range value is refused and the file keeps the old one.
+    let out = env.mozart(&["config", "set", "max_concurrent_jobs", "99"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("max_concurrent_jobs"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(std::fs::read_to_string(&file).unwrap().contains("12"));
+    assert_eq!(env.mozart(&["config", "check"]).status.code(), Some(0));
+    let out = env.mozart(&["config", "show", "--json"]);
+    let doc = json_of(&out);
+    let row = doc["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == "max_concurrent_jobs")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        row,
+        json!({"key": "max_concurrent_jobs", "value": 12, "source": "file"})
+    );
+    // The conductor really loads it; a `set` reaches it on SIGHUP.
+    env.start_conductor();
+    let live = json_of(&env.mozart(&["config", "show", "--json", "--all"]));
+    assert_eq!(live["source"], "[live] from running conductor");
+    let value = |doc: &Value, key: &str| {
+        doc["settings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["key"] == key)
+            .map(|r| r["value"].clone())
+    };
+    assert_eq!(value(&live, "max_concurrent_jobs"), Some(json!(12)));
+    assert_eq!(
+        env.mozart(&["config", "set", "max_concurrent_jobs", "7"])
+            .status
+            .code(),
+        Some(0)
+    );
+    mozart_tests::signal(env.conductor_pid().unwrap(), "HUP");
+    poll(&env, 10.0, "the conductor to reload its config", || {
+        let live = json_of(&env.mozart(&["config", "show", "--json", "--all"]));
+        (value(&live, "max_concurrent_jobs") == Some(json!(7))).then_some(())
+    });
+    // `config init` refuses to overwrite without --force; the defaults it writes are valid.
+    let out = env.mozart(&["config", "init"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains("Config file already exists"));
+    assert_eq!(
+        env.mozart(&["config", "init", "--force"]).status.code(),
+        Some(0)
+    );
+    assert_eq!(env.mozart(&["config", "check"]).status.code(), Some(0));
+    std::fs::write(&file, "max_concurrent_jobs: [1\n").unwrap();
+    let out = env.mozart(&["config", "check"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains("Invalid config"), "{}", stdout(&out));
+}
+
+#[test]
+fn clear_rate_limits_needs_the_conductor_and_reports_what_it_cleared() {
+    let env = TestEnv::new();
+    let out = env.mozart(&["clear-rate-limits"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).starts_with("Error: Mozart conductor is not running\n"),
+        "{}",
+        stdout(&out)
+    );
+    env.start_conductor();
+    let out = env.mozart(&["clear-rate-limits"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        stdout(&out).trim(),
+        "No active rate limits on all instruments"
+    );
+    let doc = json_of(&env.mozart(&["clear-rate-limits", "-i", "claude-code", "--json"]));
+    assert_eq!(doc, json!({"cleared": 0, "instrument": "claude-code"}));
+}
+
+#[test]
+fn wait_blocks_until_the_job_ends_and_exits_with_its_outcome() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ok = env.write_score("slowok", &sleepy_shell_score("slowok", 1, 1.0));
+    let bad = env.write_score(
+        "bad",
+        "name: bad\nworkspace: ./bad-ws\ninstrument: shell\nretry: {max_retries: 0}\nsheet: {size: 1, total_items: 1}\nprompt:\n  template: \"RUN: exit 3\"\n",
+    );
+    let started = std::time::Instant::now();
+    run(&env, &ok, &[]);
+    let out = env.mozart(&["wait", "slowok"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(
+        started.elapsed().as_secs_f64() >= 1.0,
+        "returned before the job ended"
+    );
+    assert_eq!(status(&env, "slowok")["status"], "completed");
+    let out = env.mozart(&["run", bad.to_str().unwrap(), "--json"]);
+    let _ = out;
+    let out = env.mozart(&["wait", "bad", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert_eq!(json_of(&out)["status"], "failed");
+    let out = env.mozart(&["wait", "nosuchjob"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains("Score not found: nosuchjob"));
+    let long = env.write_score("long", &sleepy_shell_score("long", 1, 30.0));
+    run(&env, &long, &[]);
+    let out = env.mozart(&["wait", "long", "--timeout", "0.5"]);
+    assert_eq!(out.status.code(), Some(124), "{}", stdout(&out));
+    env.mozart(&["cancel", "long"]);
+    let out = env.mozart(&["wait", "long", "--timeout", "20"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stdout(&out));
+}
+
+#[test]
+fn completion_scripts_and_man_pages_come_from_the_command_tree() {
+    let env = TestEnv::new();
+    for shell in ["bash", "zsh", "fish"] {
+        let out = env.mozart(&["completion", shell]);
+        assert_eq!(out.status.code(), Some(0), "{shell}");
+        let text = stdout(&out);
+        for needle in ["patterns-list", "clear-rate-limits", "__complete-jobs"] {
+            assert!(text.contains(needle), "{shell} lacks {needle}");
+        }
+    }
+    let out = env.mozart(&["completion", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2));
+    // Live score IDs: nothing (and no error) without a conductor, the jobs with one.
+    let out = env.mozart(&["__complete-jobs"]);
+    assert_eq!((out.status.code(), stdout(&out)), (Some(0), String::new()));
+    env.start_conductor();
+    let s = env.write_score("listed", &sleepy_shell_score("listed", 1, 0.0));
+    run(&env, &s, &[]);
+    assert_eq!(stdout(&env.mozart(&["__complete-jobs"])).trim(), "listed");
+    let out = env.mozart(&["man"]);
+    let page = stdout(&out);
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH mozart"),
+        "{page}"
+    );
+    assert!(page.contains("patterns\\-list"), "man page lists commands");
+    let dir = env.work.join("man");
+    let out = env.mozart(&["man", "--out-dir", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(dir.join("mozart.1").is_file());
+    assert!(dir.join("mozart-run.1").is_file());
+    assert!(dir.join("mozart-patterns-list.1").is_file());
+}
+
+/// A five-sheet score on the stand-in AI CLI (it runs the prompt's `RUN:` lines): sheets 1
+/// and 2 write their output only on their second attempt (the first fails validation and
+/// is retried), sheets 3-5 on the first. Run twice, as a user re-running a score would.
+fn learn_twice(env: &TestEnv) {
+    install_instruments(env);
+    env.start_conductor();
+    let yaml = format!(
+        r#"name: learner
+workspace: {}
+instrument: claude_cli
+pause_between_sheets_seconds: 0
+retry: {{max_retries: 3, base_delay_seconds: 0.1, jitter: false}}
+sheet: {{size: 1, total_items: 5}}
+prompt:
+  template: |
+    {{% if sheet_num <= 2 %}}
+    RUN: if [ -f "{{{{ workspace }}}}/m-{{{{ sheet_num }}}}" ]; then echo ok > "{{{{ workspace }}}}/out-{{{{ sheet_num }}}}.txt"; fi; touch "{{{{ workspace }}}}/m-{{{{ sheet_num }}}}"
+    {{% else %}}
+    RUN: echo ok > "{{{{ workspace }}}}/out-{{{{ sheet_num }}}}.txt"
+    {{% endif %}}
+validations:
+  - type: file_exists
+    path: "{{workspace}}/out-{{sheet_num}}.txt"
+"#,
+        env.work.join("learner-ws").display()
+    );
+    let path = env.write_score("learner", &yaml);
+    run(env, &path, &[]);
+    let out = env.mozart(&["wait", "learner"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&out),
+        env.log()
+    );
+    run(env, &path, &["--fresh"]);
+    let out = env.mozart(&["wait", "learner"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+#[test]
+fn learning_commands_show_the_patterns_of_real_runs() {
+    let env = TestEnv::new();
+    learn_twice(&env);
+    // Job-end learning runs right after the job ends.
+    let patterns = poll(&env, 10.0, "patterns in the learning store", || {
+        let doc = json_of(&env.mozart(&["patterns-list", "--json", "-p", "0"]));
+        (doc.as_array().is_some_and(|a| !a.is_empty())).then_some(doc)
+    });
+    let first = &patterns[0];
+    assert_eq!(
+        keys(first),
+        [
+            "context_tags",
+            "description",
+            "effectiveness_score",
+            "id",
+            "occurrence_count",
+            "pattern_name",
+            "pattern_type",
+            "priority_score",
+            "quarantine_status",
+            "trust_score"
+        ]
+    );
+    let table = stdout(&env.mozart(&["patterns-list", "-p", "0"]));
+    assert!(table.contains("Global Learning Patterns"), "{table}");
+    assert!(table.contains(&format!(
+        "Showing {} pattern(s)",
+        patterns.as_array().unwrap().len()
+    )));
+
+    let stats = json_of(&env.mozart(&["learning-stats", "--json"]));
+    assert_eq!(
+        keys(&stats),
+        [
+            "error_recoveries",
+            "executions",
+            "migration_needed",
+            "patterns",
+            "workspaces"
+        ]
+    );
+    assert!(
+        stats["executions"]["total"].as_i64().unwrap() >= 4,
+        "{stats:#}"
+    );
+    assert_eq!(stats["migration_needed"], false);
+    assert!(stats["patterns"]["total"].as_i64().unwrap() >= 1);
+
+    let why = json_of(&env.mozart(&["patterns-why", "--json"]));
+    let with_factors = why.as_array().unwrap();
+    assert!(!with_factors.is_empty(), "successes captured factors");
+    assert_eq!(
+        keys(&with_factors[0]),
+        ["analysis", "pattern_id", "pattern_name"]
+    );
+    let id = with_factors[0]["pattern_id"].as_str().unwrap();
+    let one = json_of(&env.mozart(&["patterns-why", &id[..8], "--json"]));
+    assert_eq!(one["has_factors"], true);
+    let out = env.mozart(&["patterns-why", "zzzz"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains("No pattern found with ID starting with 'zzzz'"));
+
+    let entropy = json_of(&env.mozart(&["patterns-entropy", "--json", "--record"]));
+    assert_eq!(
+        keys(&entropy),
+        [
+            "alert_threshold",
+            "calculated_at",
+            "diversity_index",
+            "dominant_pattern_share",
+            "effective_pattern_count",
+            "max_possible_entropy",
+            "shannon_entropy",
+            "threshold_exceeded",
+            "total_applications",
+            "unique_pattern_count"
+        ]
+    );
+    assert!(
+        entropy["total_applications"].as_i64().unwrap() >= 1,
+        "{entropy:#}"
+    );
+    let history = json_of(&env.mozart(&["patterns-entropy", "--history", "--json"]));
+    assert_eq!(
+        history.as_array().unwrap().len(),
+        1,
+        "--record stored a snapshot"
+    );
+
+    let budget = json_of(&env.mozart(&["patterns-budget", "--json"]));
+    assert!(budget.get("current").is_some() && budget.get("statistics").is_some());
+    let insights = stdout(&env.mozart(&["learning-insights"]));
+    assert!(insights.contains("Learned Patterns"), "{insights}");
+    let drift = json_of(&env.mozart(&["learning-drift", "--json"]));
+    assert_eq!(keys(&drift), ["patterns", "threshold", "window_size"]);
+    let summary = json_of(&env.mozart(&["learning-drift", "--summary", "--json"]));
+    assert!(summary.get("patterns_drifting").is_some());
+    let epi = json_of(&env.mozart(&["learning-epistemic-drift", "--json"]));
+    assert_eq!(epi["threshold"], 0.15);
+    let activity = json_of(&env.mozart(&["learning-activity", "--json", "-h", "1"]));
+    assert_eq!(
+        keys(&activity),
+        [
+            "avoid_hours",
+            "optimal_hours",
+            "patterns_active",
+            "period_hours",
+            "recent_executions",
+            "scheduling_confidence",
+            "success_without_retry_rate"
+        ]
+    );
+    assert!(
+        activity["recent_executions"].as_i64().unwrap() >= 4,
+        "{activity:#}"
+    );
+    let status = json_of(&env.mozart(&["entropy-status", "--json"]));
+    assert_eq!(keys(&status), ["last_response", "statistics"]);
+    let check = json_of(&env.mozart(&["entropy-status", "--check", "--json"]));
+    assert_eq!(
+        keys(&check),
+        ["current_entropy", "needs_response", "reason"]
+    );
+
+    let out = env.mozart(&[
+        "learning-record-evolution",
+        "--cycle",
+        "1",
+        "--evolutions-completed",
+        "2",
+        "--issue-classes",
+        "cli,docs",
+        "--implementation-loc",
+        "300",
+        "--test-loc",
+        "120",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(stdout(&out).starts_with("Recorded evolution cycle 1"));
+    let dir = env.work.join("export");
+    let out = env.mozart(&["learning-export", "-o", dir.to_str().unwrap(), "-f", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    for f in [
+        "semantic-insights",
+        "drift-report",
+        "entropy-state",
+        "pattern-health",
+        "evolution-history",
+        "error-landscape",
+    ] {
+        let text = std::fs::read_to_string(dir.join(format!("{f}.json"))).unwrap();
+        let _: Value = serde_json::from_str(&text).unwrap();
+    }
+    let evo: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("evolution-history.json")).unwrap())
+            .unwrap();
+    assert_eq!(evo[0]["issue_classes"], json!(["cli", "docs"]));
+    let md = env.work.join("export-md");
+    env.mozart(&["learning-export", "-o", md.to_str().unwrap()]);
+    assert!(md.join("semantic-insights.md").is_file());
+}

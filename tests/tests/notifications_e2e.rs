@@ -1,0 +1,360 @@
+//! Score notifications delivered by the conductor (execution.md §9.11) to a local HTTP
+//! server on 127.0.0.1: upstream's webhook payload and headers, event filtering, a 500
+//! then a success (retried), a server that never answers (the job is not held up), Slack's
+//! message, secrets in URLs kept out of logs and status, and a desktop notification without
+//! a session bus (a warning, never a failed job).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../fixtures/e2e/harness.rs"]
+mod harness;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use harness::*;
+use mozart_tests::{stdout, TestEnv};
+use serde_json::Value;
+
+/// How the server answers the n-th request (0-based).
+#[derive(Clone, Copy)]
+enum Reply {
+    Status(u16),
+    Hang,
+}
+
+/// One received request.
+#[derive(Debug, Clone)]
+struct Request {
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+struct Server {
+    url: String,
+    seen: Arc<Mutex<Vec<Request>>>,
+}
+
+impl Server {
+    fn start(plan: fn(usize) -> Reply) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen: Arc<Mutex<Vec<Request>>> = Arc::default();
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for (n, stream) in listener.incoming().enumerate() {
+                let Ok(stream) = stream else { continue };
+                let log = log.clone();
+                std::thread::spawn(move || serve(stream, plan(n), &log));
+            }
+        });
+        Server { url, seen }
+    }
+
+    fn requests(&self) -> Vec<Request> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    fn wait_for(&self, n: usize, secs: f64) -> Vec<Request> {
+        let deadline = Instant::now() + Duration::from_secs_f64(secs);
+        loop {
+            let r = self.requests();
+            if r.len() >= n || Instant::now() > deadline {
+                return r;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn serve(stream: TcpStream, reply: Reply, log: &Mutex<Vec<Request>>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut line = String::new();
+    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+        return;
+    }
+    let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+    let mut headers = Vec::new();
+    let mut length = 0usize;
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h).unwrap_or(0) == 0 || h.trim().is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.trim_end().split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                length = v.trim().parse().unwrap_or(0);
+            }
+            headers.push((k.to_ascii_lowercase(), v.trim().to_string()));
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    log.lock().unwrap().push(Request {
+        path,
+        headers,
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    });
+    let mut stream = stream;
+    match reply {
+        Reply::Status(code) => {
+            let text = if code == 200 { "ok" } else { "boom" };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {code} X\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+                text.len()
+            );
+        }
+        Reply::Hang => std::thread::sleep(Duration::from_secs(60)),
+    }
+}
+
+fn score(env: &TestEnv, name: &str, command: &str, notifications: &str) -> std::path::PathBuf {
+    let yaml = format!(
+        r#"name: {name}
+workspace: {ws}
+instrument: shell
+pause_between_sheets_seconds: 0
+retry: {{max_retries: 0}}
+sheet: {{size: 1, total_items: 2}}
+prompt:
+  template: "RUN: {command}"
+notifications:
+{notifications}
+"#,
+        ws = env.work.join(format!("{name}-ws")).display()
+    );
+    env.write_score(name, &yaml)
+}
+
+fn events(reqs: &[Request]) -> Vec<String> {
+    let mut e: Vec<String> = reqs
+        .iter()
+        .map(|r| r.body["event_type"].as_str().unwrap_or("?").to_string())
+        .collect();
+    e.sort();
+    e
+}
+
+fn start(env: &TestEnv) {
+    let mut cmd = env.command(&["start"]);
+    cmd.env("MOZART_TEST_TOKEN", "s3cret")
+        .env_remove("DBUS_SESSION_BUS_ADDRESS");
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", stdout(&out));
+}
+
+#[test]
+fn webhook_gets_upstreams_payload_and_headers_for_the_events_named_only() {
+    let env = TestEnv::new();
+    start(&env);
+    let server = Server::start(|_| Reply::Status(200));
+    let ok = score(
+        &env,
+        "hooked",
+        "true",
+        &format!(
+            "  - type: webhook\n    on_events: [job_start, job_complete]\n    config:\n      url: {}/hook\n      headers: {{X-Token: \"Bearer ${{MOZART_TEST_TOKEN}}\"}}\n",
+            server.url
+        ),
+    );
+    run(&env, &ok, &[]);
+    assert_eq!(env.mozart(&["wait", "hooked"]).status.code(), Some(0));
+    let reqs = server.wait_for(2, 10.0);
+    std::thread::sleep(Duration::from_millis(500));
+    let reqs = if reqs.len() >= 2 {
+        server.requests()
+    } else {
+        reqs
+    };
+    assert_eq!(events(&reqs), ["job_complete", "job_start"], "{reqs:#?}");
+    let done = reqs
+        .iter()
+        .find(|r| r.body["event_type"] == "job_complete")
+        .unwrap();
+    assert_eq!(done.path, "/hook");
+    let header = |k: &str| {
+        done.headers
+            .iter()
+            .find(|(h, _)| h == k)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(header("x-token").as_deref(), Some("Bearer s3cret"));
+    assert!(header("content-type")
+        .unwrap()
+        .starts_with("application/json"));
+    let ctx = &done.body["context"];
+    let mut keys: Vec<&String> = ctx.as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "duration_seconds",
+            "error_message",
+            "event",
+            "extra",
+            "failure_count",
+            "job_id",
+            "job_name",
+            "sheet_num",
+            "success_count",
+            "timestamp",
+            "total_sheets"
+        ]
+    );
+    assert_eq!(ctx["job_id"], "hooked");
+    assert_eq!(ctx["success_count"], 2);
+    assert_eq!(ctx["failure_count"], 0);
+    assert_eq!(
+        done.body["metadata"],
+        serde_json::json!({"source": "mozart-ai-compose", "version": "1.0.0"})
+    );
+
+    // A failing job: sheet_failed and job_failed only (default job_* events are not named).
+    let server2 = Server::start(|_| Reply::Status(204));
+    let bad = score(
+        &env,
+        "broken",
+        "exit 7",
+        &format!(
+            "  - type: webhook\n    on_events: [sheet_failed, job_failed]\n    config: {{url: \"{}/x\"}}\n",
+            server2.url
+        ),
+    );
+    env.mozart(&["run", bad.to_str().unwrap(), "--json"]);
+    assert_eq!(env.mozart(&["wait", "broken"]).status.code(), Some(1));
+    let reqs = server2.wait_for(2, 10.0);
+    let ev = events(&reqs);
+    assert!(ev.contains(&"job_failed".to_string()), "{ev:?}");
+    assert!(ev.contains(&"sheet_failed".to_string()), "{ev:?}");
+    assert!(
+        ev.iter().all(|e| e == "job_failed" || e == "sheet_failed"),
+        "{ev:?}"
+    );
+    let failed = reqs
+        .iter()
+        .find(|r| r.body["event_type"] == "job_failed")
+        .unwrap();
+    assert!(
+        failed.body["context"]["error_message"].is_string(),
+        "{:#}",
+        failed.body
+    );
+}
+
+#[test]
+fn a_500_is_retried_until_the_server_takes_it() {
+    let env = TestEnv::new();
+    start(&env);
+    let server = Server::start(|n| {
+        if n == 0 {
+            Reply::Status(500)
+        } else {
+            Reply::Status(200)
+        }
+    });
+    let path = score(
+        &env,
+        "retried",
+        "true",
+        &format!(
+            "  - type: webhook\n    on_events: [job_complete]\n    config: {{url: \"{}/h\", retry_delay: 0.2}}\n",
+            server.url
+        ),
+    );
+    run(&env, &path, &[]);
+    assert_eq!(env.mozart(&["wait", "retried"]).status.code(), Some(0));
+    let reqs = server.wait_for(2, 10.0);
+    std::thread::sleep(Duration::from_millis(700));
+    let reqs = if reqs.len() == 2 {
+        server.requests()
+    } else {
+        reqs
+    };
+    assert_eq!(reqs.len(), 2, "one 500, one success, no more: {reqs:#?}");
+    assert_eq!(reqs[0].body, reqs[1].body);
+}
+
+#[test]
+fn a_server_that_never_answers_holds_up_nothing_and_its_secret_stays_out_of_logs() {
+    let env = TestEnv::new();
+    start(&env);
+    let server = Server::start(|_| Reply::Hang);
+    let path = score(
+        &env,
+        "hung",
+        "true",
+        &format!(
+            "  - type: webhook\n    on_events: [job_start, sheet_start, sheet_complete, job_complete]\n    config: {{url: \"{}/hook/SECRETTOKEN42?key=SECRETTOKEN42\", timeout: 2, max_retries: 0}}\n",
+            server.url
+        ),
+    );
+    let started = Instant::now();
+    run(&env, &path, &[]);
+    assert_eq!(env.mozart(&["wait", "hung"]).status.code(), Some(0));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "notifications held the job up: {:?}",
+        started.elapsed()
+    );
+    assert!(!server.wait_for(1, 5.0).is_empty(), "the server was called");
+    poll(&env, 15.0, "the delivery failure in the log", || {
+        env.log()
+            .contains("notification delivery failed")
+            .then_some(())
+    });
+    let log = env.log();
+    assert!(
+        log.contains(&format!("{}/***", server.url)),
+        "redacted URL logged"
+    );
+    assert!(!log.contains("SECRETTOKEN42"), "secret in the log:\n{log}");
+    for args in [
+        vec!["status", "hung"],
+        vec!["status", "hung", "--json"],
+        vec!["diagnose", "hung"],
+    ] {
+        let out = env.mozart(&args);
+        assert!(
+            !stdout(&out).contains("SECRETTOKEN42"),
+            "secret in `mozart {}`",
+            args.join(" ")
+        );
+    }
+}
+
+#[test]
+fn slack_gets_an_attachment_and_a_desktop_without_a_bus_is_only_a_warning() {
+    let env = TestEnv::new();
+    start(&env);
+    let server = Server::start(|_| Reply::Status(200));
+    let path = score(
+        &env,
+        "chatty",
+        "true",
+        &format!(
+            "  - type: slack\n    on_events: [job_complete]\n    config: {{webhook_url: \"{}/services/T/B/X\", channel: \"#ops\"}}\n  - type: desktop\n    on_events: [job_complete]\n",
+            server.url
+        ),
+    );
+    run(&env, &path, &[]);
+    assert_eq!(env.mozart(&["wait", "chatty"]).status.code(), Some(0));
+    let reqs = server.wait_for(1, 10.0);
+    assert_eq!(reqs.len(), 1);
+    let body = &reqs[0].body;
+    assert_eq!(body["username"], "Mozart AI Compose");
+    assert_eq!(body["channel"], "#ops");
+    let a = &body["attachments"][0];
+    assert_eq!(a["color"], "#36a64f");
+    assert_eq!(
+        a["title"],
+        ":white_check_mark: Mozart: Job 'chatty' Complete ✓"
+    );
+    assert_eq!(a["footer"], "Job: chatty (chatty)");
+    poll(&env, 10.0, "the desktop warning", || {
+        env.log().contains("no D-Bus session bus").then_some(())
+    });
+    assert_eq!(status(&env, "chatty")["status"], "completed");
+}
