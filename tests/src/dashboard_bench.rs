@@ -16,8 +16,8 @@ fn epoch() -> f64 {
         .unwrap_or(0.0)
 }
 
-/// `n` job dicts in `job.list`'s shape, of every status.
-pub fn synthetic_jobs(n: usize) -> Vec<Value> {
+/// `n` `job.list` rows (live jobs), of every status.
+pub fn synthetic_jobs(n: usize) -> Vec<mozart_ipc::status::JobListEntry> {
     let statuses = [
         "running",
         "completed",
@@ -42,12 +42,16 @@ pub fn synthetic_jobs(n: usize) -> Vec<Value> {
                 "error_message": if status == "failed" { json!("sheet 3 failed validation") } else { Value::Null },
             })
         })
+        .filter_map(|v| serde_json::from_value(v).ok())
         .collect()
 }
 
 /// Median time to render the jobs page for 1,000 jobs.
 pub fn jobs_page_render(reps: usize) -> Result<Duration, String> {
     let jobs = synthetic_jobs(1_000);
+    if jobs.len() != 1_000 {
+        return Err("the synthetic job rows do not parse as job.list rows".into());
+    }
     let page = mozart_dashboard::render_jobs_page_for_bench(&jobs).map_err(|e| e.to_string())?;
     if page.matches("<tr data-job=").count() != 1_000 {
         return Err("the bench page does not show 1,000 rows".into());

@@ -147,7 +147,7 @@ fn the_dashboard_updates_live_and_pauses_and_resumes_a_job_in_a_real_browser() {
         "browser run failed:\n{}",
         log.join("\n")
     );
-    for name in ["jobs.png", "job.png", "validate.png"] {
+    for name in ["jobs.png", "job.png", "validate.png", "learning.png"] {
         let size = std::fs::metadata(shots.join(name))
             .map(|m| m.len())
             .unwrap_or(0);

@@ -32,9 +32,10 @@ fn dashboard(env: &TestEnv, extra: &[&str]) -> (Reaped, String) {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    out.read_line(&mut line).unwrap();
+    // Keep its stdout open: the CLI dies of SIGPIPE when it prints into a closed pipe.
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
     let addr = line
         .trim()
         .trim_start_matches("Mozart dashboard: http://")

@@ -72,6 +72,11 @@ try {
   step('validator shows a 3-sheet plan');
   await page.screenshot({ path: path.join(outDir, 'validate.png'), fullPage: true });
 
+  await page.goto(new URL('/learning', url).toString());
+  await page.waitForSelector('h1:text("Learning")');
+  await page.screenshot({ path: path.join(outDir, 'learning.png'), fullPage: true });
+  step('learning page rendered');
+
   const missing = await page.goto(new URL('/jobs/no-such-job', url).toString());
   if (missing.status() !== 404) fail(`unknown job answered ${missing.status()}`);
   step(`unknown job: ${(await page.textContent('#error .message')).trim()}`);

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use mozart_state::checkpoint::{CheckpointState, SheetStatus};
+use mozart_ipc::checkpoint::{JobCheckpoint as CheckpointState, SheetStatus};
 
 const W: f64 = 760.0;
 const PAD_L: f64 = 52.0;

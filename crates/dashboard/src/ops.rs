@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use mozart_ipc::status::{JobListEntry, JobStatusResult};
 use mozart_ipc::types::{CancelResult, HealthResult, JobResponse, JobResponseStatus, PauseResult};
 use mozart_ipc::{error as rpc, methods, Client, ClientTimeouts, IpcError};
 use serde::de::DeserializeOwned;
@@ -146,46 +147,29 @@ impl Conductor {
         self.call(methods::DAEMON_HEALTH, json!({})).await
     }
 
-    /// `job.list`: job dicts, newest first.
-    pub async fn list(&self) -> Result<Vec<Value>, OpError> {
-        let value: Value = self.call(methods::JOB_LIST, json!({})).await?;
-        Ok(match value {
-            Value::Array(items) => items,
-            _ => Vec::new(),
-        })
+    /// `job.list`: the jobs, newest first.
+    pub async fn list(&self) -> Result<Vec<JobListEntry>, OpError> {
+        self.call(methods::JOB_LIST, json!({})).await
     }
 
-    /// `job.status` as raw JSON (a checkpoint, or a metadata dict for a job not yet started).
-    pub async fn status_value(&self, id: &str) -> Result<Value, OpError> {
+    /// `job.status`: the checkpoint, or metadata for a job not yet started.
+    pub async fn status(&self, id: &str) -> Result<JobDetail, OpError> {
         check_job_id(id)?;
         let value: Value = self
             .call(methods::JOB_STATUS, json!({"job_id": id}))
             .await
             .map_err(|e| not_found_as(id, e))?;
-        if value.is_null() {
-            return Err(score_not_found(id));
-        }
-        Ok(value)
+        detail(id, value)
     }
 
-    /// `job.status`, decoded for display.
-    pub async fn status(&self, id: &str) -> Result<JobDetail, OpError> {
-        let value = self.status_value(id).await?;
-        Ok(JobDetail::from_value(id, value))
-    }
-
-    /// `job.errors`: the job's checkpoint (its `state`), decoded for display.
+    /// `job.errors`: the job's state, as `job.status` gives it.
     pub async fn errors(&self, id: &str) -> Result<JobDetail, OpError> {
         check_job_id(id)?;
         let value: Value = self
             .call(methods::JOB_ERRORS, json!({"job_id": id}))
             .await
             .map_err(|e| not_found_as(id, e))?;
-        let state = value.get("state").cloned().unwrap_or(value);
-        if state.is_null() {
-            return Err(score_not_found(id));
-        }
-        Ok(JobDetail::from_value(id, state))
+        detail(id, value.get("state").cloned().unwrap_or(Value::Null))
     }
 
     /// `job.pause`, with `mozart pause`'s E501/E502 messages.
@@ -347,6 +331,25 @@ fn rejection_hints(message: &str, job_id: &str, file: &str, fresh: bool) -> Vec<
         ])
     } else {
         vec![format!("Validate it with: mozart validate {file}")]
+    }
+}
+
+/// Decode a `job.status`-shaped answer (null = unknown job).
+fn detail(id: &str, value: Value) -> Result<JobDetail, OpError> {
+    if value.is_null() {
+        return Err(score_not_found(id));
+    }
+    match JobStatusResult::from_value(value) {
+        Some(result) => Ok(JobDetail {
+            job_id: id.to_string(),
+            result,
+        }),
+        None => Err(OpError::new(
+            format!(
+                "The conductor's answer about '{id}' is neither a checkpoint nor a job record."
+            ),
+            &["Check conductor logs: tail -f ~/.mozart/mozart.log"],
+        )),
     }
 }
 

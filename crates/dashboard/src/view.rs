@@ -1,12 +1,12 @@
-//! What the pages show, decoded from the conductor's answers in this one module: job list
-//! rows from `job.list` dicts, job details from the `job.status` checkpoint
-//! ([`mozart_state::checkpoint::CheckpointState`], the same struct the CLI renders).
+//! What the pages show, built from the conductor's typed answers (`mozart_ipc::status`:
+//! [`JobListEntry`] rows of `job.list`, [`JobStatusResult`] of `job.status` with its
+//! [`JobCheckpoint`]), the same structs the CLI reads.
 
 use std::collections::HashMap;
 
-use mozart_state::checkpoint::{CheckpointState, SheetState, SheetStatus};
+use mozart_ipc::checkpoint::{HookResult, JobCheckpoint, SheetCheckpoint, SheetStatus};
+use mozart_ipc::status::{JobListEntry, JobStatusResult};
 use serde::Serialize;
-use serde_json::Value;
 
 /// Statuses a job can be filtered by on the jobs page.
 pub const STATUSES: [&str; 6] = [
@@ -35,7 +35,7 @@ pub struct JobSummary {
 
 impl JobSummary {
     /// Summarise a checkpoint.
-    pub fn of(cp: &CheckpointState) -> JobSummary {
+    pub fn of(cp: &JobCheckpoint) -> JobSummary {
         let done = cp
             .sheets
             .values()
@@ -87,24 +87,54 @@ pub struct JobRow {
     pub error: Option<String>,
 }
 
-fn text(v: &Value, key: &str) -> String {
-    match v.get(key) {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) | None => String::new(),
-        Some(other) => other.to_string(),
+/// The `job.list` fields a row shows, whichever shape the row has.
+struct ListFields<'a> {
+    id: &'a str,
+    status: &'a str,
+    submitted: f64,
+    started: Option<f64>,
+    completed: Option<f64>,
+    total: Option<u32>,
+    config_path: &'a str,
+    workspace: &'a str,
+    error: Option<&'a str>,
+}
+
+fn fields(job: &JobListEntry) -> ListFields<'_> {
+    match job {
+        JobListEntry::Live(j) => ListFields {
+            id: &j.job_id,
+            status: &j.status,
+            submitted: j.submitted_at,
+            started: j.started_at,
+            completed: j.completed_at,
+            total: j.total_sheets,
+            config_path: &j.config_path,
+            workspace: &j.workspace,
+            error: j.error_message.as_deref(),
+        },
+        JobListEntry::Registry(j) => ListFields {
+            id: &j.job_id,
+            status: &j.status,
+            submitted: j.submitted_at,
+            started: j.started_at,
+            completed: j.completed_at,
+            total: j.total_sheets,
+            config_path: &j.config_path,
+            workspace: &j.workspace,
+            error: j.error_message.as_deref(),
+        },
     }
 }
 
-fn epoch(v: &Value, key: &str) -> Option<f64> {
-    v.get(key).and_then(Value::as_f64).filter(|t| *t > 0.0)
-}
-
 impl JobRow {
-    /// A row from a `job.list` dict and the job's summary when one is known.
-    pub fn from_list(job: &Value, summary: Option<&JobSummary>, now: f64) -> JobRow {
-        let status = text(job, "status").to_lowercase();
-        let started = epoch(job, "started_at").or_else(|| epoch(job, "submitted_at"));
-        let end = epoch(job, "completed_at");
+    /// A row from a `job.list` entry and the job's summary when one is known.
+    pub fn from_list(job: &JobListEntry, summary: Option<&JobSummary>, now: f64) -> JobRow {
+        let f = fields(job);
+        let status = f.status.to_lowercase();
+        let positive = |t: Option<f64>| t.filter(|t| *t > 0.0);
+        let started = positive(f.started).or(positive(Some(f.submitted)));
+        let end = positive(f.completed);
         let elapsed = match (started, end) {
             (Some(s), Some(e)) => format_duration(e - s),
             (Some(s), None) if matches!(status.as_str(), "running" | "queued" | "paused") => {
@@ -112,11 +142,7 @@ impl JobRow {
             }
             _ => String::new(),
         };
-        let total = summary.map(|s| s.total).or_else(|| {
-            job.get("total_sheets")
-                .and_then(Value::as_u64)
-                .map(|n| n as u32)
-        });
+        let total = summary.map(|s| s.total).or(f.total);
         let done = summary.map(|s| s.done).or(match status.as_str() {
             "completed" => total,
             _ => None,
@@ -126,98 +152,107 @@ impl JobRow {
             _ => (None, None),
         };
         JobRow {
-            job_id: text(job, "job_id"),
+            job_id: f.id.to_string(),
             status,
             percent,
             progress,
             cost: summary.map(|s| format_cost(s.cost)),
             started: started.map(format_epoch).unwrap_or_default(),
             elapsed,
-            config_path: text(job, "config_path"),
-            workspace: text(job, "workspace"),
-            error: job
-                .get("error_message")
-                .and_then(Value::as_str)
-                .map(str::to_string),
+            config_path: f.config_path.to_string(),
+            workspace: f.workspace.to_string(),
+            error: f.error.map(str::to_string),
         }
     }
 }
 
 /// Build the rows of the jobs table, filtered by status (`None` = all).
 pub fn job_rows(
-    jobs: &[Value],
+    jobs: &[JobListEntry],
     summaries: &HashMap<String, JobSummary>,
     filter: Option<&str>,
     now: f64,
 ) -> Vec<JobRow> {
     jobs.iter()
-        .filter(|j| filter.is_none_or(|f| text(j, "status").eq_ignore_ascii_case(f)))
-        .map(|j| JobRow::from_list(j, summaries.get(&text(j, "job_id")), now))
+        .filter(|j| filter.is_none_or(|f| j.status().eq_ignore_ascii_case(f)))
+        .map(|j| JobRow::from_list(j, summaries.get(j.job_id()), now))
         .collect()
 }
 
 /// Counts per status for the filter bar.
-pub fn status_counts(jobs: &[Value]) -> Vec<(String, usize)> {
+pub fn status_counts(jobs: &[JobListEntry]) -> Vec<(String, usize)> {
     STATUSES
         .iter()
         .map(|s| {
             let n = jobs
                 .iter()
-                .filter(|j| text(j, "status").eq_ignore_ascii_case(s))
+                .filter(|j| j.status().eq_ignore_ascii_case(s))
                 .count();
             (s.to_string(), n)
         })
         .collect()
 }
 
-/// A `job.status` answer decoded for the job page.
+/// A `job.status` answer for the job page.
 #[derive(Debug, Clone)]
 pub struct JobDetail {
     /// Score ID.
     pub job_id: String,
-    /// The checkpoint, when the job has one (a queued job may only have metadata).
-    pub checkpoint: Option<CheckpointState>,
-    /// The raw answer (metadata dict, or the checkpoint's extra keys like `hook_results`).
-    pub raw: Value,
+    /// The answer: the checkpoint, or metadata for a job that has none yet.
+    pub result: JobStatusResult,
 }
 
 impl JobDetail {
-    /// Decode; a document that is not a checkpoint is kept as metadata only.
-    pub fn from_value(id: &str, raw: Value) -> JobDetail {
-        let is_checkpoint = raw.get("job_name").is_some_and(Value::is_string)
-            && raw.get("sheets").is_some_and(Value::is_object);
-        let checkpoint = if is_checkpoint {
-            serde_json::from_value::<CheckpointState>(raw.clone())
-                .ok()
-                .map(|mut cp| {
-                    let _ = cp.normalize_and_validate();
-                    cp
-                })
-        } else {
-            None
-        };
-        JobDetail {
-            job_id: id.to_string(),
-            checkpoint,
-            raw,
+    /// The checkpoint, when the job has one (a queued job may only have metadata).
+    pub fn checkpoint(&self) -> Option<&JobCheckpoint> {
+        self.result.checkpoint()
+    }
+
+    fn record(&self) -> Option<ListFields<'_>> {
+        match &self.result {
+            JobStatusResult::Record(entry) => Some(fields(entry)),
+            JobStatusResult::Checkpoint(_) => None,
         }
     }
 
     /// Lower-case job status.
     pub fn status(&self) -> String {
-        match &self.checkpoint {
+        match self.checkpoint() {
             Some(cp) => cp.status.as_str().to_string(),
-            None => text(&self.raw, "status").to_lowercase(),
+            None => self
+                .record()
+                .map(|f| f.status.to_lowercase())
+                .unwrap_or_default(),
         }
     }
 
-    /// Hook results the conductor attached (`hook_results`).
-    pub fn hook_results(&self) -> Vec<Value> {
-        self.raw
-            .get("hook_results")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
+    /// The job's workspace.
+    pub fn workspace(&self) -> Option<&str> {
+        self.result.workspace().filter(|w| !w.is_empty())
+    }
+
+    /// The score file.
+    pub fn config_path(&self) -> Option<&str> {
+        match self.checkpoint() {
+            Some(cp) => cp.config_path.as_deref(),
+            None => self.record().map(|f| f.config_path),
+        }
+        .filter(|p| !p.is_empty())
+    }
+
+    /// The job-level error.
+    pub fn error_message(&self) -> Option<&str> {
+        match self.checkpoint() {
+            Some(cp) => cp.error_message.as_deref(),
+            None => self.record().and_then(|f| f.error),
+        }
+    }
+
+    /// Hook results the conductor attached.
+    pub fn hook_results(&self) -> &[HookResult] {
+        self.checkpoint()
+            .map(|cp| cp.hook_results.as_slice())
+            .unwrap_or(&[])
     }
 }
 
@@ -285,26 +320,18 @@ pub struct ValidationRow {
 }
 
 /// Sheet rows of a checkpoint.
-pub fn sheet_rows(cp: &CheckpointState) -> Vec<SheetRow> {
+pub fn sheet_rows(cp: &JobCheckpoint) -> Vec<SheetRow> {
     cp.sheets.values().map(sheet_row).collect()
 }
 
-fn display_status(s: &SheetState) -> &'static str {
-    if s.status == SheetStatus::Completed && s.validation_passed == Some(false) {
-        "failed"
-    } else {
-        s.status.as_str()
-    }
-}
-
-fn sheet_row(s: &SheetState) -> SheetRow {
+fn sheet_row(s: &SheetCheckpoint) -> SheetRow {
     let duration = s.execution_duration_seconds.or_else(|| {
         let start = s.started_at.as_ref()?.to_epoch()?;
         let end = s
             .completed_at
             .as_ref()
             .and_then(|t| t.to_epoch())
-            .unwrap_or_else(mozart_state::epoch_now);
+            .unwrap_or_else(mozart_ipc::time::epoch_now);
         (s.status == SheetStatus::InProgress || s.completed_at.is_some()).then_some(end - start)
     });
     let passed = s.passed_validations.len();
@@ -326,7 +353,7 @@ fn sheet_row(s: &SheetState) -> SheetRow {
         num: s.sheet_num,
         movement: s.movement,
         voice: s.voice,
-        status: display_status(s).to_string(),
+        status: s.display_status().to_string(),
         attempts: s.attempt_count,
         instrument: match (&s.instrument_name, &s.instrument_model) {
             (Some(i), Some(m)) => format!("{i} ({m})"),
@@ -350,7 +377,7 @@ fn sheet_row(s: &SheetState) -> SheetRow {
 }
 
 /// Every recorded attempt error, oldest first.
-pub fn attempt_rows(cp: &CheckpointState) -> Vec<AttemptRow> {
+pub fn attempt_rows(cp: &JobCheckpoint) -> Vec<AttemptRow> {
     let mut rows: Vec<(f64, AttemptRow)> = Vec::new();
     for s in cp.sheets.values() {
         for e in &s.error_history {
@@ -393,10 +420,7 @@ pub fn attempt_rows(cp: &CheckpointState) -> Vec<AttemptRow> {
                         .map(format_epoch)
                         .unwrap_or_default(),
                     hint: code_hint(&code).to_string(),
-                    kind: s
-                        .error_category
-                        .map(|c| c.as_str().to_string())
-                        .unwrap_or_default(),
+                    kind: s.error_category.clone().unwrap_or_default(),
                     code,
                     message: s.error_message.clone().unwrap_or_default(),
                 },
@@ -408,7 +432,7 @@ pub fn attempt_rows(cp: &CheckpointState) -> Vec<AttemptRow> {
 }
 
 /// Every validation result recorded on the sheets.
-pub fn validation_rows(cp: &CheckpointState) -> Vec<ValidationRow> {
+pub fn validation_rows(cp: &JobCheckpoint) -> Vec<ValidationRow> {
     let mut out = Vec::new();
     for s in cp.sheets.values() {
         match &s.validation_details {
@@ -545,10 +569,14 @@ mod tests {
 
     #[test]
     fn rows_filter_by_status_and_show_progress() {
-        let jobs = vec![
-            json!({"job_id": "a", "status": "running", "submitted_at": 100.0, "started_at": 100.0}),
-            json!({"job_id": "b", "status": "completed", "submitted_at": 50.0, "started_at": 50.0, "completed_at": 60.0, "total_sheets": 4}),
-        ];
+        let jobs: Vec<JobListEntry> = serde_json::from_value(json!([
+            {"job_id": "a", "status": "running", "config_path": "/a.yaml", "workspace": "/w",
+             "submitted_at": 100.0, "started_at": 100.0},
+            {"job_id": "b", "status": "completed", "config_path": "/b.yaml", "workspace": "/w",
+             "pid": null, "submitted_at": 50.0, "started_at": 50.0, "completed_at": 60.0,
+             "current_sheet": null, "total_sheets": 4},
+        ]))
+        .unwrap();
         let mut sums = HashMap::new();
         sums.insert(
             "a".to_string(),

@@ -16,6 +16,8 @@ use axum::routing::{get, post};
 use axum::Router;
 use futures_util::Stream;
 use minijinja::{context, Environment, Value as JValue};
+use mozart_ipc::checkpoint::HookResult;
+use mozart_ipc::status::JobListEntry;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -230,13 +232,13 @@ impl App {
     }
 
     /// Refresh the summaries of active jobs (always) and of finished jobs not yet known.
-    async fn refresh_summaries(&self, jobs: &[Value]) {
+    async fn refresh_summaries(&self, jobs: &[JobListEntry]) {
         let wanted: Vec<(String, String)> = {
             let cache = lock(&self.summaries);
             jobs.iter()
                 .filter_map(|j| {
-                    let id = j.get("job_id")?.as_str()?.to_string();
-                    let status = j.get("status")?.as_str()?.to_lowercase();
+                    let id = j.job_id().to_string();
+                    let status = j.status().to_lowercase();
                     let finished = matches!(status.as_str(), "completed" | "failed" | "cancelled");
                     match cache.get(&id) {
                         Some((known, _)) if finished && *known == status => None,
@@ -249,16 +251,13 @@ impl App {
         if wanted.is_empty() {
             return;
         }
-        let fetched = futures_util::future::join_all(
-            wanted.iter().map(|(id, _)| self.conductor.status_value(id)),
-        )
-        .await;
+        let fetched =
+            futures_util::future::join_all(wanted.iter().map(|(id, _)| self.conductor.status(id)))
+                .await;
         let mut cache = lock(&self.summaries);
         for ((id, status), result) in wanted.into_iter().zip(fetched) {
-            if let Ok(value) = result {
-                if let Some(cp) = JobDetail::from_value(&id, value).checkpoint {
-                    cache.insert(id, (status, JobSummary::of(&cp)));
-                }
+            if let Some(cp) = result.as_ref().ok().and_then(JobDetail::checkpoint) {
+                cache.insert(id, (status, JobSummary::of(cp)));
             }
         }
     }
@@ -276,7 +275,7 @@ impl App {
                     .iter()
                     .map(|(k, v)| (k.clone(), v.1.clone()))
                     .collect();
-                let rows = view::job_rows(&jobs, &sums, filter, mozart_state::epoch_now());
+                let rows = view::job_rows(&jobs, &sums, filter, mozart_ipc::time::epoch_now());
                 (Ok(rows), jobs.len(), view::status_counts(&jobs))
             }
             Err(e) => {
@@ -312,33 +311,21 @@ impl App {
     async fn detail_ctx(&self, id: &str) -> Result<(JValue, bool), OpError> {
         let detail = self.conductor.status(id).await?;
         self.set_up(true);
-        let now = mozart_state::epoch_now();
-        let raw = &detail.raw;
+        let now = mozart_ipc::time::epoch_now();
         let status = detail.status();
         let active = matches!(status.as_str(), "running" | "queued" | "paused");
-        let workspace = raw
-            .get("workspace")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let workspace = detail.workspace().unwrap_or("").to_string();
         let mut ctx = DetailView {
             status: status.clone(),
             workspace: workspace.clone(),
-            config_path: raw
-                .get("config_path")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string(),
-            error: raw
-                .get("error_message")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            hooks: detail.hook_results(),
+            config_path: detail.config_path().unwrap_or("").to_string(),
+            error: detail.error_message().map(str::to_string),
+            hooks: detail.hook_results().to_vec(),
             ..DetailView::default()
         };
         let (mut progress_svg, mut timeline_svg) = (String::new(), String::new());
         let mut running_sheet = false;
-        if let Some(cp) = &detail.checkpoint {
+        if let Some(cp) = detail.checkpoint() {
             let sum = JobSummary::of(cp);
             ctx.has_checkpoint = true;
             ctx.percent = (sum.done * 100 / sum.total.max(1)).min(100);
@@ -451,7 +438,7 @@ struct DetailView {
     sheets: Vec<view::SheetRow>,
     attempts: Vec<view::AttemptRow>,
     validations: Vec<view::ValidationRow>,
-    hooks: Vec<Value>,
+    hooks: Vec<HookResult>,
     logs: Vec<LogTail>,
 }
 
@@ -573,9 +560,9 @@ fn environment() -> Result<Environment<'static>, DashboardError> {
 
 /// Render the jobs page for `jobs` (a `job.list` answer) without a conductor: what the
 /// benchmark times (the page's server-side cost with many jobs).
-pub fn render_jobs_page_for_bench(jobs: &[Value]) -> Result<String, DashboardError> {
+pub fn render_jobs_page_for_bench(jobs: &[JobListEntry]) -> Result<String, DashboardError> {
     let env = environment()?;
-    let rows = view::job_rows(jobs, &HashMap::new(), None, mozart_state::epoch_now());
+    let rows = view::job_rows(jobs, &HashMap::new(), None, mozart_ipc::time::epoch_now());
     env.get_template("jobs.html")
         .and_then(|t| {
             t.render(context! {
@@ -781,17 +768,8 @@ async fn prompt_page(
         Ok(d) => d,
         Err(e) => return app.op_failure(&e),
     };
-    let score_path = detail
-        .raw
-        .get("config_path")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    let workspace = detail
-        .raw
-        .get("workspace")
-        .and_then(Value::as_str)
-        .map(PathBuf::from);
+    let score_path = detail.config_path().unwrap_or("").to_string();
+    let workspace = detail.workspace().map(PathBuf::from);
     let path = PathBuf::from(&score_path);
     let rendered = tokio::task::spawn_blocking(move || render_prompt(&path, workspace, sheet))
         .await
@@ -1135,8 +1113,11 @@ mod tests {
 
     #[test]
     fn the_jobs_page_escapes_what_the_conductor_says() {
-        let jobs =
-            vec![json!({"job_id": "<script>x</script>", "status": "running", "submitted_at": 1.0})];
+        let jobs: Vec<JobListEntry> = serde_json::from_value(json!([{
+            "job_id": "<script>x</script>", "status": "running", "config_path": "/x.yaml",
+            "workspace": "/w", "submitted_at": 1.0, "started_at": null
+        }]))
+        .unwrap();
         let html = render_jobs_page_for_bench(&jobs).unwrap();
         assert!(!html.contains("<script>x</script>"));
         assert!(html.contains("&lt;script&gt;"));

@@ -275,21 +275,11 @@ impl MozartMcp {
                 let rows: Vec<Value> = jobs
                     .iter()
                     .filter(|j| {
-                        args.status.as_deref().is_none_or(|s| {
-                            j.get("status")
-                                .and_then(Value::as_str)
-                                .is_some_and(|v| v.eq_ignore_ascii_case(s))
-                        })
+                        args.status
+                            .as_deref()
+                            .is_none_or(|s| j.status().eq_ignore_ascii_case(s))
                     })
-                    .map(|j| {
-                        json!({
-                            "job_id": j.get("job_id"),
-                            "status": j.get("status"),
-                            "submitted_at": j.get("submitted_at"),
-                            "config_path": j.get("config_path"),
-                            "workspace": j.get("workspace"),
-                        })
-                    })
+                    .filter_map(|j| serde_json::to_value(j).ok())
                     .collect();
                 Ok(text_result(json_text(&Value::Array(rows))))
             }
@@ -342,8 +332,7 @@ impl MozartMcp {
             Err(e) => return Ok(op_error(&e)),
         };
         let rows = detail
-            .checkpoint
-            .as_ref()
+            .checkpoint()
             .map(view::attempt_rows)
             .unwrap_or_default();
         Ok(text_result(json_text(&json!({
@@ -425,8 +414,8 @@ fn serde_yaml_name(yaml: &str) -> Option<String> {
 
 /// The `status` tool's document.
 fn status_json(d: &JobDetail) -> Value {
-    let Some(cp) = &d.checkpoint else {
-        return json!({"job_id": d.job_id, "status": d.status(), "sheets": [], "detail": d.raw});
+    let Some(cp) = d.checkpoint() else {
+        return json!({"job_id": d.job_id, "status": d.status(), "sheets": [], "detail": d.result});
     };
     let sum = JobSummary::of(cp);
     json!({
@@ -437,15 +426,15 @@ fn status_json(d: &JobDetail) -> Value {
         "running_sheets": sum.running,
         "estimated_cost_usd": sum.cost,
         "tokens": sum.tokens,
-        "error_message": d.raw.get("error_message"),
-        "workspace": d.raw.get("workspace"),
+        "error_message": d.error_message(),
+        "workspace": d.workspace(),
         "sheets": view::sheet_rows(cp),
     })
 }
 
 /// Tail of sheet output: live log files, else the checkpoint's recorded tails.
 fn sheet_logs(d: &JobDetail, sheet: Option<u32>, lines: usize) -> Result<String, OpError> {
-    let cp = d.checkpoint.as_ref().ok_or_else(|| {
+    let cp = d.checkpoint().ok_or_else(|| {
         OpError::new(
             format!("Job '{}' has not started a sheet yet.", d.job_id),
             &[],
@@ -491,11 +480,7 @@ fn sheet_logs(d: &JobDetail, sheet: Option<u32>, lines: usize) -> Result<String,
     if sheets.is_empty() {
         return Ok(format!("Job '{}': no sheet has output yet.", d.job_id));
     }
-    let workspace = d
-        .raw
-        .get("workspace")
-        .and_then(Value::as_str)
-        .map(PathBuf::from);
+    let workspace = d.workspace().map(PathBuf::from);
     let mut out = String::new();
     for n in sheets {
         out.push_str(&format!("=== sheet {n} ===\n"));
@@ -567,14 +552,11 @@ impl ServerHandler for MozartMcp {
             .map_err(|e| ErrorData::internal_error(e.render_text(), None))?;
         let resources = jobs
             .iter()
-            .filter_map(|j| {
-                let id = j.get("job_id")?.as_str()?;
-                let status = j.get("status").and_then(Value::as_str).unwrap_or("?");
-                Some(
-                    Resource::new(format!("{JOB_URI}{id}"), id.to_string())
-                        .with_description(format!("Mozart job {id} ({status})"))
-                        .with_mime_type("application/json"),
-                )
+            .map(|j| {
+                let (id, status) = (j.job_id(), j.status());
+                Resource::new(format!("{JOB_URI}{id}"), id.to_string())
+                    .with_description(format!("Mozart job {id} ({status})"))
+                    .with_mime_type("application/json")
             })
             .collect();
         Ok(ListResourcesResult::with_all_items(resources))
