@@ -420,7 +420,10 @@ pub fn attempt_rows(cp: &JobCheckpoint) -> Vec<AttemptRow> {
                         .map(format_epoch)
                         .unwrap_or_default(),
                     hint: code_hint(&code).to_string(),
-                    kind: s.error_category.clone().unwrap_or_default(),
+                    kind: s
+                        .error_category
+                        .map(|c| c.as_str().to_string())
+                        .unwrap_or_default(),
                     code,
                     message: s.error_message.clone().unwrap_or_default(),
                 },

@@ -172,38 +172,8 @@ pub fn sheet(s: &SheetState) -> SheetCheckpoint {
         estimated_cost: s.estimated_cost,
         cost_confidence: s.cost_confidence,
         agent_feedback: s.agent_feedback.clone(),
-        remote_attempt: s.remote_attempt.as_ref().map(remote_attempt),
-        review: s.review.as_ref().map(review),
-    }
-}
-
-fn remote_attempt(r: &mozart_state::RemoteAttemptRef) -> mozart_ipc::checkpoint::RemoteAttempt {
-    mozart_ipc::checkpoint::RemoteAttempt {
-        placement: r.placement.clone(),
-        remote_id: r.remote_id.clone(),
-        dir: r.dir.clone(),
-        submitted_at: r.submitted_at,
-        attempt_number: r.attempt_number,
-    }
-}
-
-fn review(r: &mozart_state::review::ReviewState) -> mozart_ipc::checkpoint::ReviewProgress {
-    mozart_ipc::checkpoint::ReviewProgress {
-        iteration: r.iteration,
-        verdict: r.verdict.clone(),
-        feedback: r.feedback.clone(),
-        history: r
-            .history
-            .iter()
-            .map(|v| mozart_ipc::checkpoint::ReviewVerdict {
-                iteration: v.iteration,
-                verdict: v.verdict.clone(),
-                feedback: v.feedback.clone(),
-            })
-            .collect(),
-        branch: r.branch.clone(),
-        dispatched: r.dispatched.clone(),
-        budget_from: r.budget_from,
+        remote_attempt: s.remote_attempt.clone(),
+        review: s.review.clone(),
     }
 }
 

@@ -197,20 +197,9 @@ pub struct SheetState {
     pub review: Option<crate::review::ReviewState>,
 }
 
-/// A remote attempt as the checkpoint records it (`SheetState::remote_attempt`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RemoteAttemptRef {
-    /// Placement that started it (`slurm`).
-    pub placement: String,
-    /// The scheduler's id (Slurm job id).
-    pub remote_id: String,
-    /// The attempt's directory of wrapper, output and exit files.
-    pub dir: String,
-    /// Submission time, Unix epoch seconds.
-    pub submitted_at: f64,
-    /// Attempt number it was submitted for.
-    pub attempt_number: u32,
-}
+/// A remote attempt as the checkpoint records it (`SheetState::remote_attempt`): the wire
+/// type.
+pub use mozart_ipc::checkpoint::RemoteAttempt as RemoteAttemptRef;
 
 impl SheetState {
     /// A pending sheet with upstream's defaults.
