@@ -1,6 +1,9 @@
 //! Shared helpers for black-box tests: [`TestEnv`] runs the real `mozart` binary against a
 //! real conductor on a temporary socket and Mozart home, with the stand-in AI CLI on `PATH`.
 
+pub mod mock_api;
+pub mod real_cli;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};

@@ -170,8 +170,12 @@ fn diagnose_reports_progress_timeline_errors_and_workspace_logs() {
         "{text}"
     );
     assert!(text.contains("\nScore Error: "), "{text}");
-    assert!(text.contains("\nLog Files (1)\n"), "{text}");
+    // The score's own log, and the live output files every sheet writes (upstream's
+    // `logs/sheet-NN.stdout.log` / `.stderr.log`).
+    assert!(text.contains("\nLog Files (3)\n"), "{text}");
     assert!(text.contains("  sheet-1.log  "), "{text}");
+    assert!(text.contains("  sheet-01.stdout.log  "), "{text}");
+    assert!(text.contains("  sheet-01.stderr.log  "), "{text}");
     assert!(text.contains("sheet_log"), "{text}");
 
     let out = env.mozart(&["diagnose", "diag", "--json", "--include-logs"]);
@@ -209,8 +213,12 @@ fn diagnose_reports_progress_timeline_errors_and_workspace_logs() {
     assert!(report["errors"][0].get("stack_trace").is_some());
     assert_eq!(report["execution_timeline"][0]["attempt_count"], 1);
     assert_eq!(report["execution_timeline"][1]["attempt_count"], 0);
-    let log = &report["log_files"][0];
-    assert_eq!(log["name"], "sheet-1.log");
+    let log = report["log_files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == "sheet-1.log")
+        .unwrap();
     assert_eq!(log["category"], "sheet_log");
     let path = log["path"].as_str().unwrap();
     assert!(path.ends_with("diag-ws/logs/sheet-1.log"), "{path}");

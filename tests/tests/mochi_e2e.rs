@@ -206,6 +206,9 @@ fn three_tasks_one_retry_three_pull_requests() {
     run(&env, &p.score, &[]);
     let doc = wait_terminal(&env, "mochi", 90.0);
     check_outcome(&env, &p, &doc);
+    // The human view shows the loop too.
+    let text = mozart_tests::stdout(&env.mozart(&["status", "mochi"]));
+    assert!(text.contains("review 2: DONE"), "{text}");
 }
 
 /// `kill -9` of the conductor while task 2's second worker iteration runs: the restarted
@@ -351,6 +354,18 @@ exit 1
     }
 }
 
+/// `mozart run` that must fail: its output.
+fn run_refused(env: &TestEnv, score: &Path) -> String {
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    text
+}
+
 /// `dispatch: pr` into a repository without the remote is refused before any agent runs.
 #[test]
 fn a_missing_remote_is_refused_up_front() {
@@ -358,13 +373,7 @@ fn a_missing_remote_is_refused_up_front() {
     let p = project(&env);
     git(&p.repo, &["remote", "remove", "origin"]);
     start_with_env(&env, &[]);
-    let out = env.mozart(&["run", p.score.to_str().unwrap()]);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_ne!(out.status.code(), Some(0), "{text}");
+    let text = run_refused(&env, &p.score);
     assert!(text.contains("has no remote 'origin'"), "{text}");
 }
 
@@ -376,13 +385,7 @@ fn dirty_checkout_is_refused_up_front() {
     std::fs::write(p.repo.join("README.md"), "changed\n").unwrap();
     let script = standin_script(&env, "mochi", &script(0.0));
     start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
-    let out = env.mozart(&["run", p.score.to_str().unwrap()]);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_ne!(out.status.code(), Some(0), "{text}");
+    let text = run_refused(&env, &p.score);
     assert!(text.contains("uncommitted changes"), "{text}");
     assert!(text.contains("README.md"), "{text}");
     assert!(
@@ -530,4 +533,27 @@ fn review_without_tasks_keeps_memory_per_sheet() {
     let memory = std::fs::read_to_string(ws.join("sheet-1/MEMORY.md")).unwrap();
     assert!(memory.contains("part one"), "{memory}");
     assert!(ws.join("sheet-2/PROGRESS.md").exists());
+}
+
+/// A reviewer that cannot run at all (an unknown instrument) fails the sheet at once with a
+/// message naming it, instead of spending the retries.
+#[test]
+fn an_unknown_reviewer_instrument_fails_the_sheet_at_once() {
+    let env = TestEnv::new();
+    let score = env.write_score(
+        "broken.yaml",
+        "name: broken\nworkspace: ./broken-ws\ninstrument: claude_cli\nsheet: {size: 1, total_items: 1}\nreview: {instrument: no-such-reviewer}\nretry: {base_delay_seconds: 0.1, max_retries: 3}\nprompt: {template: \"Write it\"}\n",
+    );
+    let script = standin_script(&env, "broken", &json!([{"result": "written"}]));
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "broken", 60.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let message = sheet(&doc, 1)["error_message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("reviewer") && message.contains("no-such-reviewer"),
+        "{doc:#}"
+    );
+    let count = std::fs::read_to_string(format!("{}.count", script.display())).unwrap();
+    assert_eq!(count.trim(), "1", "the worker ran once");
 }

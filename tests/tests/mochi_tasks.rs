@@ -193,7 +193,7 @@ fn pr_dispatch_needs_a_worktree_per_task() {
     std::fs::write(env.work.join("PRD.md"), "## Tasks\n- a\n").unwrap();
     std::fs::write(
         env.work.join("pr.yaml"),
-        "name: pr\nsheet: {size: 1, total_items: 1}\ntasks: {file: PRD.md, dispatch: pr}\nprompt: {template: x}\n",
+        "name: pr\nsheet: {size: 1, total_items: 1}\ntasks: {file: PRD.md, dispatch: pr}\nreview: {}\nprompt: {template: x}\n",
     )
     .unwrap();
     let out = env.mozart(&["validate", "pr.yaml"]);
@@ -203,4 +203,19 @@ fn pr_dispatch_needs_a_worktree_per_task() {
         text.contains("tasks.dispatch `pr`") && text.contains("scope: sheet"),
         "{text}"
     );
+}
+
+#[test]
+fn dispatch_needs_a_reviewer() {
+    let env = TestEnv::new();
+    std::fs::write(env.work.join("PRD.md"), "## Tasks\n- a\n").unwrap();
+    std::fs::write(
+        env.work.join("file.yaml"),
+        "name: f\nsheet: {size: 1, total_items: 1}\ntasks: {file: PRD.md, dispatch: file}\nprompt: {template: x}\n",
+    )
+    .unwrap();
+    let out = env.mozart(&["validate", "file.yaml"]);
+    let text = output(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("add a `review:` section"), "{text}");
 }

@@ -94,6 +94,12 @@ validations:
     (path, ws)
 }
 
+/// `base` made unique to this test process: the Slurm cluster may be shared with other test
+/// runs at the same time, and jobs are told apart by name (`mozart-<job>-s<n>-a<k>`).
+fn unique(base: &str) -> String {
+    format!("{base}-{}", std::process::id())
+}
+
 fn counts(ledger_path: &Path) -> BTreeMap<u32, u32> {
     let mut counts = BTreeMap::new();
     for line in ledger(ledger_path) {
@@ -133,9 +139,10 @@ fn a_twenty_sheet_fan_out_runs_as_slurm_jobs() {
         return;
     }
     let env = env_with_standin();
-    let (path, ws) = score(&env, "slurm-fan", 20, "1");
+    let job = unique("slurm-fan");
+    let (path, ws) = score(&env, &job, 20, "1");
     run(&env, &path, &[]);
-    let doc = wait_terminal(&env, "slurm-fan", 240.0);
+    let doc = wait_terminal(&env, &job, 240.0);
     assert_eq!(doc["status"], "completed", "{doc:#}");
     for n in 1..=20 {
         assert_eq!(sheet(&doc, n)["status"], "completed", "sheet {n}: {doc:#}");
@@ -147,7 +154,7 @@ fn a_twenty_sheet_fan_out_runs_as_slurm_jobs() {
     assert_eq!(ids.len(), 20, "one Slurm job per sheet: {ids:?}");
     // A job can still be completing for a moment after its command's exit was collected.
     poll(&env, 30.0, "no job of ours left in the queue", || {
-        squeue("mozart-slurm-fan-").is_empty().then_some(())
+        squeue(&format!("mozart-{job}-")).is_empty().then_some(())
     });
 }
 
@@ -159,7 +166,8 @@ fn kill_9_of_the_conductor_reattaches_to_running_slurm_jobs() {
     let env = env_with_standin();
     // Sheet n sleeps 2n seconds: while the conductor is down some jobs finish (collected on
     // restart) and others are still running (re-attached to).
-    let (path, ws) = score(&env, "slurm-crash", 6, "{{ sheet_num * 2 }}");
+    let job = unique("slurm-crash");
+    let (path, ws) = score(&env, &job, 6, "{{ sheet_num * 2 }}");
     let led = ws.join("ledger");
     run(&env, &path, &[]);
     poll(&env, 120.0, "every sheet to start on Slurm", || {
@@ -170,14 +178,14 @@ fn kill_9_of_the_conductor_reattaches_to_running_slurm_jobs() {
     poll(&env, 10.0, "the conductor to die", || {
         (!mozart_tests::alive(pid)).then_some(())
     });
-    let running_at_kill = squeue("mozart-slurm-crash-");
+    let running_at_kill = squeue(&format!("mozart-{job}-"));
     assert!(
         !running_at_kill.is_empty(),
         "the Slurm jobs outlive the conductor"
     );
     std::thread::sleep(Duration::from_secs(5));
     env.start_conductor();
-    let doc = wait_terminal(&env, "slurm-crash", 180.0);
+    let doc = wait_terminal(&env, &job, 180.0);
     assert_eq!(doc["status"], "completed", "{doc:#}");
     let ran = counts(&led);
     assert_eq!(ran.len(), 6, "{ran:?}");
@@ -200,18 +208,19 @@ fn mozart_cancel_scancels_the_slurm_jobs() {
         return;
     }
     let env = env_with_standin();
-    let (path, ws) = score(&env, "slurm-cancel", 4, "120");
+    let job = unique("slurm-cancel");
+    let (path, ws) = score(&env, &job, 4, "120");
     run(&env, &path, &[]);
     poll(&env, 120.0, "the sheets to start on Slurm", || {
         (ledger(&ws.join("ledger")).len() >= 4).then_some(())
     });
-    assert_eq!(squeue("mozart-slurm-cancel-").len(), 4);
-    let out = env.mozart(&["cancel", "slurm-cancel"]);
+    assert_eq!(squeue(&format!("mozart-{job}-")).len(), 4);
+    let out = env.mozart(&["cancel", &job]);
     assert!(out.status.success(), "mozart cancel: {}", stdout(&out));
     poll(&env, 60.0, "the Slurm jobs to leave the queue", || {
-        squeue("mozart-slurm-cancel-").is_empty().then_some(())
+        squeue(&format!("mozart-{job}-")).is_empty().then_some(())
     });
-    let doc = wait_terminal(&env, "slurm-cancel", 30.0);
+    let doc = wait_terminal(&env, &job, 30.0);
     assert_eq!(doc["status"], "cancelled", "{doc:#}");
 }
 
@@ -245,4 +254,55 @@ fn validate_names_a_bad_placement_field() {
         stdout(&out),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `mozart stop` does not take a cluster's running agents down with the conductor: when the
+/// shutdown timeout passes, its Slurm jobs are left running and recorded, and the next
+/// conductor re-attaches to them (every sheet still runs exactly once).
+#[test]
+fn a_stopped_conductor_leaves_its_slurm_jobs_running_for_the_next_one() {
+    if !slurm_up() {
+        return;
+    }
+    let env = TestEnv::new();
+    install_instruments(&env);
+    std::fs::write(
+        env.home.join("conductor.yaml"),
+        "shutdown_timeout_seconds: 10\n",
+    )
+    .unwrap();
+    env.start_conductor();
+    let job = unique("slurm-stop");
+    let (path, ws) = score(&env, &job, 3, "25");
+    let led = ws.join("ledger");
+    run(&env, &path, &[]);
+    poll(&env, 120.0, "the sheets to start on Slurm", || {
+        (ledger(&led).len() >= 3).then_some(())
+    });
+    let pid = env.conductor_pid().expect("conductor pid");
+    let mut stop = env
+        .command(&["stop"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let _ = stop.stdin.take().unwrap().write_all(b"y\n");
+    }
+    let out = stop.wait_with_output().unwrap();
+    assert!(out.status.success(), "mozart stop: {}", stdout(&out));
+    poll(&env, 60.0, "the conductor to stop", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    let left = squeue(&format!("mozart-{job}-"));
+    assert_eq!(left.len(), 3, "the Slurm jobs outlive the stop: {left:?}");
+    env.start_conductor();
+    let doc = wait_terminal(&env, &job, 120.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    let ran = counts(&led);
+    assert_eq!(ran.len(), 3, "{ran:?}");
+    assert!(ran.values().all(|c| *c == 1), "{ran:?}");
+    let ids: BTreeSet<String> = slurm_ids(&ws, 3).into_iter().collect();
+    assert_eq!(ids.len(), 3, "{ids:?}");
 }

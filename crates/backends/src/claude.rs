@@ -14,11 +14,20 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::process::{which, EnvPlan, LineSink, ProcessSpec};
+use crate::env::EnvPlan;
+use crate::process::{which, LineSink, ProcessSpec};
 use crate::redact::redact;
-use crate::types::{
-    Backend, BoxFuture, ExecutionRequest, ExecutionResult, ExitReason, HealthStatus,
-};
+use crate::types::{Backend, BoxFuture, ExecutionRequest, ExecutionResult, HealthStatus};
+
+/// What Claude Code prints on stderr when run as root with permissions skipped.
+pub const ROOT_REFUSAL: &str = "cannot be used with root/sudo privileges";
+
+/// The classified explanation of [`ROOT_REFUSAL`].
+pub const ROOT_REFUSAL_HINT: &str =
+    "Claude Code refuses --dangerously-skip-permissions when run as root \
+     (it exited 1 before calling the API). Set IS_SANDBOX=1 in the conductor's environment if \
+     it runs in a container or CI sandbox, run the conductor as a non-root user, or set \
+     `backend.skip_permissions: false` in the score";
 
 /// The JSON string that turns every MCP server off.
 pub const EMPTY_MCP_CONFIG: &str = r#"{"mcpServers":{}}"#;
@@ -188,6 +197,8 @@ impl ClaudeCliBackend {
             Some(Box::new(ClaudeSink {
                 state: Arc::clone(&state),
                 result_seen: notify,
+                progress: Arc::clone(&req.progress),
+                seen_messages: Vec::new(),
             }))
         } else {
             None
@@ -274,6 +285,9 @@ impl ClaudeCliBackend {
         r.session_id = r.session_id.or(stream.session_id.clone());
         r.model = stream.model.clone().or(r.model).or(model);
         r.rate_limit_reset = stream.rejected_reset;
+        if r.api_error_status == Some(429) {
+            r.retry_after_seconds = stream.rate_limit_retry_delay;
+        }
         let answer = r.result_text.clone().unwrap_or_else(|| stdout.clone());
         r.rate_limited = stream.rejected
             || r.api_error_status == Some(429)
@@ -281,24 +295,19 @@ impl ClaudeCliBackend {
             || (!r.success
                 && crate::classify::detect_rate_limit(&answer, &stderr, outcome.exit_code));
 
-        if outcome.timed_out {
-            r.success = false;
-            r.timed_out = true;
-            r.exit_reason = ExitReason::Timeout;
-            r.error_type = Some("timeout".into());
-            let secs = req.timeout.as_secs_f64();
-            r.error_message = Some(format!("Timed out after {secs}s"));
-            stderr = format!("{stderr}\nCommand timed out after {secs}s")
-                .trim()
-                .to_string();
-        } else if let (Some(sig), false) = (outcome.exit_signal, outcome.lingered) {
-            r.exit_reason = ExitReason::Killed;
-            stderr = format!(
-                "{stderr}\n[Process killed by {}]",
-                crate::classify::signal_name(sig)
-            )
-            .trim()
-            .to_string();
+        // A process that outlived its answer and was then killed ended normally.
+        let signal = outcome.exit_signal.filter(|_| !outcome.lingered);
+        crate::cli_backend::note_abnormal_end(
+            &mut r,
+            &mut stderr,
+            outcome.timed_out,
+            signal,
+            req.timeout,
+        );
+        if !r.success && result_event.is_none() && stderr.contains(ROOT_REFUSAL) {
+            // claude-code-output.md §11: as root the CLI refuses to skip permissions.
+            r.error_type = Some("configuration".into());
+            r.error_message = Some(ROOT_REFUSAL_HINT.into());
         }
         if !r.success && r.error_type.is_none() {
             let auth = stream.assistant_error.as_deref() == Some("authentication_failed")
@@ -361,6 +370,9 @@ pub struct ClaudeStream {
     pub assistant_error: Option<String>,
     /// Number of `system/api_retry` events.
     pub api_retries: u32,
+    /// `retry_delay_ms` of the last `api_retry` for an HTTP 429 (the CLI honours the API's
+    /// `retry-after` there), in seconds.
+    pub rate_limit_retry_delay: Option<f64>,
 }
 
 impl ClaudeStream {
@@ -397,7 +409,15 @@ impl ClaudeStream {
                         .map(str::to_string);
                     self.model = ev.get("model").and_then(Value::as_str).map(str::to_string);
                 }
-                Some("api_retry") => self.api_retries += 1,
+                Some("api_retry") => {
+                    self.api_retries += 1;
+                    if ev.get("error_status").and_then(Value::as_u64) == Some(429) {
+                        self.rate_limit_retry_delay = ev
+                            .get("retry_delay_ms")
+                            .and_then(Value::as_f64)
+                            .map(|ms| ms / 1000.0);
+                    }
+                }
                 _ => {}
             },
             Some("rate_limit_event") => {
@@ -441,10 +461,99 @@ impl ClaudeStream {
 struct ClaudeSink {
     state: Arc<Mutex<ClaudeStream>>,
     result_seen: Arc<tokio::sync::Notify>,
+    /// Where `mozart status` reads the run's activity while it streams.
+    progress: Arc<crate::types::Progress>,
+    /// Ids of the API messages whose usage is already counted (one message can span
+    /// several `assistant` lines, one per content block).
+    seen_messages: Vec<String>,
+}
+
+impl ClaudeSink {
+    /// Live progress from one stream-json line (tool calls, tokens, CLI retries).
+    fn note_activity(&mut self, line: &[u8]) {
+        let trimmed = line.trim_ascii();
+        if !trimmed.starts_with(b"{") {
+            return;
+        }
+        let Ok(ev) = serde_json::from_slice::<Value>(trimmed) else {
+            return;
+        };
+        match ev.get("type").and_then(Value::as_str) {
+            Some("assistant") => {
+                let id = ev
+                    .pointer("/message/id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                let new_message = !self.seen_messages.contains(&id);
+                if new_message {
+                    self.seen_messages.push(id);
+                }
+                let tools: Vec<String> = ev
+                    .pointer("/message/content")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+                    .filter_map(|b| b.get("name").and_then(Value::as_str).map(str::to_string))
+                    .collect();
+                let usage = |k: &str| {
+                    ev.pointer(&format!("/message/usage/{k}"))
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0)
+                };
+                let (input, output) = (usage("input_tokens"), usage("output_tokens"));
+                self.progress.update_activity(|a| {
+                    if new_message {
+                        a.input_tokens += input;
+                        a.output_tokens += output;
+                    }
+                    for t in &tools {
+                        a.tool_calls += 1;
+                        a.last_event = Some(format!("tool call: {t}"));
+                    }
+                    if let Some(t) = tools.last() {
+                        a.last_tool = Some(t.clone());
+                    } else if a.last_event.is_none() {
+                        a.last_event = Some("model answering".into());
+                    }
+                });
+            }
+            Some("system") if ev.get("subtype").and_then(Value::as_str) == Some("api_retry") => {
+                let n = |k: &str| ev.get(k).and_then(Value::as_u64).unwrap_or(0);
+                let status = ev
+                    .get("error_status")
+                    .and_then(Value::as_u64)
+                    .map_or_else(|| "a connection error".to_string(), |s| format!("HTTP {s}"));
+                let text = format!(
+                    "API retry {}/{} after {status}, in {:.1}s",
+                    n("attempt"),
+                    n("max_retries"),
+                    n("retry_delay_ms") as f64 / 1000.0
+                );
+                self.progress.update_activity(|a| {
+                    a.api_retries += 1;
+                    a.last_event = Some(text);
+                });
+            }
+            Some("result") => {
+                let usage = |k: &str| ev.pointer(&format!("/usage/{k}")).and_then(Value::as_u64);
+                let (input, output) = (usage("input_tokens"), usage("output_tokens"));
+                self.progress.update_activity(|a| {
+                    // The result's totals are authoritative.
+                    a.input_tokens = input.unwrap_or(a.input_tokens);
+                    a.output_tokens = output.unwrap_or(a.output_tokens);
+                    a.last_event = Some("finished".into());
+                });
+            }
+            _ => {}
+        }
+    }
 }
 
 impl LineSink for ClaudeSink {
     fn line(&mut self, line: &[u8]) {
+        self.note_activity(line);
         let done = self
             .state
             .lock()

@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
 
-use crate::env::ChildEnv;
+use crate::env::{ChildEnv, EnvPlan};
 use crate::error::BackendError;
 use crate::json_path::{resolve, resolve_all, to_text};
-use crate::process::{resolve_program, which, EnvPlan, LineSink, ProcessOutcome, ProcessSpec};
+use crate::process::{resolve_program, which, LineSink, ProcessOutcome, ProcessSpec};
 use crate::profile::{CliOutputConfig, ErrorPatterns, InstrumentProfile, OutputFormat};
 use crate::redact::redact_owned;
 use crate::types::{
@@ -180,6 +180,7 @@ impl ProfileBackend {
             OutputFormat::Jsonl => Some(Box::new(JsonlSink {
                 config: cli.output.clone(),
                 state: Arc::clone(&jsonl),
+                progress: Arc::clone(&req.progress),
             })),
             OutputFormat::Text => None,
         };
@@ -231,16 +232,61 @@ impl ProfileBackend {
             model,
             ..Default::default()
         };
+        let name = &self.profile.display_name;
+        // A structured run that "succeeded" without its answer did nothing we can use
+        // (issue 13: exit 0 with no output, non-JSON, a JSON error object).
+        let mut no_result: Option<String> = None;
         match cli.output.format {
             OutputFormat::Text => {}
-            OutputFormat::Json => self.parse_json_document(&outcome, success, &mut result),
+            OutputFormat::Json => {
+                let doc = self.parse_json_document(&outcome, success, &mut result);
+                if success {
+                    no_result = match doc {
+                        JsonDoc::Answer => None,
+                        JsonDoc::Empty => Some(format!(
+                            "{name} exited 0 without printing anything: it did no work"
+                        )),
+                        JsonDoc::NotJson(head) => Some(format!(
+                            "{name} printed output that is not one JSON document (the profile \
+                             expects `json`): {head}"
+                        )),
+                        JsonDoc::Error(msg) => Some(format!("{name} reported an error: {msg}")),
+                        JsonDoc::NoResult(path) => Some(format!(
+                            "{name} exited 0 but its JSON has no `{path}`: no answer"
+                        )),
+                    };
+                }
+            }
             OutputFormat::Jsonl => {
                 if success {
                     result.result_text = jsonl.result_text;
+                    if let (Some(kind), false) =
+                        (&cli.output.completion_event_type, jsonl.completion_seen)
+                    {
+                        no_result = Some(match (&jsonl.error_message, jsonl.events) {
+                            (Some(err), _) => format!("{name} reported an error: {err}"),
+                            (None, 0) if stdout.trim().is_empty() => {
+                                format!("{name} exited 0 without printing anything: it did no work")
+                            }
+                            (None, 0) => format!(
+                                "{name} printed no JSON lines (the profile expects `jsonl`): {}",
+                                head(&stdout)
+                            ),
+                            (None, _) => format!(
+                                "{name} exited 0 without its completion event (`{kind}`): no answer"
+                            ),
+                        });
+                    }
+                } else if let Some(err) = &jsonl.error_message {
+                    result.error_message = Some(format!("{name} failed: {err}"));
                 }
                 result.input_tokens = jsonl.input_tokens;
                 result.output_tokens = jsonl.output_tokens;
             }
+        }
+        if let Some(msg) = no_result {
+            success = false;
+            result.error_message = Some(msg);
         }
         // Only the profile's error patterns read both streams together.
         let any_pattern = [
@@ -284,6 +330,9 @@ impl ProfileBackend {
             if result.rate_limited {
                 result.error_type = Some("rate_limit".into());
             }
+            if result.error_type.is_none() && outcome.exit_code == Some(0) {
+                result.error_type = Some("no_result".into());
+            }
         }
         if let (Some(code), true) = (outcome.exit_code, success) {
             // A success code other than 0 is reported as 0 (instruments.md §4.3).
@@ -293,23 +342,14 @@ impl ProfileBackend {
         }
         if outcome.timed_out {
             success = false;
-            result.timed_out = true;
-            result.exit_reason = ExitReason::Timeout;
-            result.error_type = Some("timeout".into());
-            let secs = req.timeout.as_secs_f64();
-            result.error_message = Some(format!("Timed out after {secs}s"));
-            stderr = format!("{stderr}\nCommand timed out after {secs}s")
-                .trim()
-                .to_string();
-        } else if let Some(sig) = outcome.exit_signal {
-            result.exit_reason = ExitReason::Killed;
-            stderr = format!(
-                "{stderr}\n[Process killed by {}]",
-                crate::classify::signal_name(sig)
-            )
-            .trim()
-            .to_string();
         }
+        note_abnormal_end(
+            &mut result,
+            &mut stderr,
+            outcome.timed_out,
+            outcome.exit_signal,
+            req.timeout,
+        );
         if !success && result.error_message.is_none() {
             result.error_message = match outcome.exit_code {
                 Some(code) => Some(format!(
@@ -321,6 +361,27 @@ impl ProfileBackend {
                     self.profile.display_name
                 )),
             };
+        }
+        if result.error_type.as_deref() == Some("auth") {
+            // Name the credentials the profile passes on, so the fix is obvious.
+            let keys: Vec<&str> = cli
+                .command
+                .required_env
+                .iter()
+                .flatten()
+                .map(String::as_str)
+                .filter(|v| v.contains("KEY") || v.contains("TOKEN"))
+                .collect();
+            let what = if keys.is_empty() {
+                "the instrument's credentials".to_string()
+            } else {
+                keys.join(" / ")
+            };
+            let msg = result.error_message.take().unwrap_or_default();
+            result.error_message = Some(format!(
+                "{msg}. Authentication failed: check {what} in the conductor's environment, \
+                 or log the CLI in"
+            ));
         }
         result.success = success;
         result.stdout = redact_owned(stdout);
@@ -335,31 +396,42 @@ impl ProfileBackend {
         outcome: &ProcessOutcome,
         success: bool,
         result: &mut ExecutionResult,
-    ) {
-        let Some(cli) = &self.profile.cli else { return };
+    ) -> JsonDoc {
+        let Some(cli) = &self.profile.cli else {
+            return JsonDoc::Answer;
+        };
         let out = &cli.output;
         let Some(bytes) = outcome.stdout.full() else {
             if outcome.stdout.full_overflowed() {
                 tracing::warn!(instrument = %self.profile.name, "JSON output larger than {JSON_DOCUMENT_LIMIT} bytes; using raw text");
+                // Too big to parse is not "no answer".
+                return JsonDoc::Answer;
             }
-            return;
+            return JsonDoc::Empty;
         };
         let text = String::from_utf8_lossy(bytes);
         if text.trim().is_empty() {
-            return;
+            return JsonDoc::Empty;
         }
         let doc: Value = match serde_json::from_str(text.trim()) {
             Ok(v) => v,
             Err(err) => {
                 tracing::warn!(instrument = %self.profile.name, %err, "instrument output is not one JSON document; using raw text");
-                return;
+                return JsonDoc::NotJson(head(&text));
             }
         };
+        let error = out.error_path.as_deref().and_then(|p| resolve(&doc, p));
+        let answer = out.result_path.as_deref().and_then(|p| resolve(&doc, p));
+        let state = match (&out.result_path, answer, error) {
+            (_, Some(_), _) | (None, None, None) => JsonDoc::Answer,
+            (_, None, Some(e)) => JsonDoc::Error(to_text(e)),
+            (Some(p), None, None) => JsonDoc::NoResult(p.clone()),
+        };
         if success {
-            if let Some(v) = out.result_path.as_deref().and_then(|p| resolve(&doc, p)) {
+            if let Some(v) = answer {
                 result.result_text = Some(to_text(v));
             }
-        } else if let Some(v) = out.error_path.as_deref().and_then(|p| resolve(&doc, p)) {
+        } else if let Some(v) = error {
             result.error_message = Some(to_text(v));
         }
         let tokens = |path: &Option<String>| -> Option<u64> {
@@ -378,7 +450,32 @@ impl ProfileBackend {
         };
         result.input_tokens = tokens(&out.input_tokens_path);
         result.output_tokens = tokens(&out.output_tokens_path);
+        state
     }
+}
+
+/// What a `json` instrument printed.
+enum JsonDoc {
+    /// The answer (or a document without a result path to check).
+    Answer,
+    /// Nothing at all.
+    Empty,
+    /// Text that is not one JSON document (its start).
+    NotJson(String),
+    /// A document carrying an error at the profile's `error_path`.
+    Error(String),
+    /// A document without the profile's `result_path`.
+    NoResult(String),
+}
+
+/// The first 200 characters of `text`, on one line.
+fn head(text: &str) -> String {
+    let one_line = text.trim().replace('\n', " ");
+    let mut h: String = one_line.chars().take(200).collect();
+    if one_line.chars().count() > 200 {
+        h.push('…');
+    }
+    h
 }
 
 /// What a JSONL stream yielded.
@@ -386,6 +483,11 @@ impl ProfileBackend {
 struct JsonlState {
     result_text: Option<String>,
     completion_seen: bool,
+    /// JSON lines seen.
+    events: u32,
+    /// The last error the stream reported (`{"type":"error","message":…}`, or an
+    /// `error.message` such as Codex's `turn.failed`).
+    error_message: Option<String>,
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
 }
@@ -393,6 +495,44 @@ struct JsonlState {
 struct JsonlSink {
     config: CliOutputConfig,
     state: Arc<Mutex<JsonlState>>,
+    /// Where `mozart status` reads the run's activity while it streams.
+    progress: Arc<crate::types::Progress>,
+}
+
+/// Live progress from one JSONL event: tokens at the profile's paths, and tool items
+/// (Codex's `item.started` of a command, file change or MCP call).
+fn note_jsonl_activity(progress: &crate::types::Progress, c: &CliOutputConfig, event: &Value) {
+    let number = |path: &Option<String>| {
+        path.as_deref()
+            .and_then(|p| resolve(event, p))
+            .and_then(Value::as_u64)
+    };
+    let (input, output) = (number(&c.input_tokens_path), number(&c.output_tokens_path));
+    let tool = (event.get("type").and_then(Value::as_str) == Some("item.started"))
+        .then(|| event.pointer("/item/type").and_then(Value::as_str))
+        .flatten()
+        .filter(|t| !matches!(*t, "agent_message" | "reasoning" | "error"))
+        .map(str::to_string);
+    let error = (event.get("type").and_then(Value::as_str) == Some("error"))
+        .then(|| event.get("message").and_then(Value::as_str))
+        .flatten()
+        .map(str::to_string);
+    progress.update_activity(|a| {
+        if let Some(i) = input {
+            a.input_tokens += i;
+        }
+        if let Some(o) = output {
+            a.output_tokens += o;
+        }
+        if let Some(t) = tool {
+            a.tool_calls += 1;
+            a.last_event = Some(format!("tool call: {t}"));
+            a.last_tool = Some(t);
+        }
+        if let Some(e) = error {
+            a.last_event = Some(e);
+        }
+    });
 }
 
 impl LineSink for JsonlSink {
@@ -400,7 +540,20 @@ impl LineSink for JsonlSink {
         let Ok(event) = serde_json::from_slice::<Value>(line) else {
             return;
         };
+        note_jsonl_activity(&self.progress, &self.config, &event);
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.events += 1;
+        let error = event
+            .pointer("/error/message")
+            .or_else(|| {
+                (event.get("type").and_then(Value::as_str) == Some("error"))
+                    .then(|| event.get("message"))
+                    .flatten()
+            })
+            .and_then(Value::as_str);
+        if let Some(msg) = error {
+            st.error_message = Some(msg.to_string());
+        }
         let c = &self.config;
         if !st.completion_seen {
             if let Some(kind) = &c.completion_event_type {
@@ -465,6 +618,36 @@ impl Backend for ProfileBackend {
                 },
             }
         })
+    }
+}
+
+/// A process that timed out or was killed by `signal`: the result says so (a timeout is a
+/// failure with error type `timeout`), and a line saying so ends its stderr.
+pub(crate) fn note_abnormal_end(
+    result: &mut ExecutionResult,
+    stderr: &mut String,
+    timed_out: bool,
+    signal: Option<i32>,
+    timeout: std::time::Duration,
+) {
+    if timed_out {
+        result.success = false;
+        result.timed_out = true;
+        result.exit_reason = ExitReason::Timeout;
+        result.error_type = Some("timeout".into());
+        let secs = timeout.as_secs_f64();
+        result.error_message = Some(format!("Timed out after {secs}s"));
+        *stderr = format!("{stderr}\nCommand timed out after {secs}s")
+            .trim()
+            .to_string();
+    } else if let Some(sig) = signal {
+        result.exit_reason = ExitReason::Killed;
+        *stderr = format!(
+            "{stderr}\n[Process killed by {}]",
+            crate::classify::signal_name(sig)
+        )
+        .trim()
+        .to_string();
     }
 }
 

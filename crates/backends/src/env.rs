@@ -4,7 +4,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::sync::Arc;
 
-use crate::process::EnvPlan;
 use crate::profile::CliCommand;
 
 /// Variables kept when a profile restricts the environment with `required_env`.
@@ -91,6 +90,17 @@ pub fn plan_for(command: &CliCommand, score_env: &[(String, String)]) -> EnvPlan
     }
     plan.set.extend(score_env.iter().cloned());
     plan
+}
+
+/// How the child's environment is built from the conductor's.
+#[derive(Debug, Clone, Default)]
+pub struct EnvPlan {
+    /// Start from an empty environment instead of the parent's.
+    pub clear: bool,
+    /// Variables to set, in order (later wins).
+    pub set: Vec<(String, String)>,
+    /// Variables to remove from the inherited environment.
+    pub remove: Vec<String>,
 }
 
 /// A child's complete environment, worked out before the spawn — once per backend (one job)

@@ -4,6 +4,13 @@
 //! The baton calls [`Backend::execute`] with an [`ExecutionRequest`] and gets an
 //! [`ExecutionResult`]; [`classify`] turns a failed result into an E-code with a retry
 //! decision input and, for rate limits, a wait.
+//!
+//! Modules depend in one direction, each only on those above it:
+//! 1. leaves: `error`, `redact`, `json_path`, `types` (request, result, progress, stream kind);
+//! 2. `profile` (instrument profiles), then `env` (a child's environment plan from a profile);
+//! 3. `process` (runs a child under that plan), `classify` (E-codes from a result);
+//! 4. the instruments: `cli_backend`, `claude` (on `cli_backend`), `http`;
+//! 5. `registry`, which builds an instrument from a profile.
 
 pub mod error;
 pub mod process;
@@ -11,8 +18,8 @@ pub mod types;
 
 pub use error::BackendError;
 pub use types::{
-    epoch_now, Backend, BoxFuture, ExecutionRequest, ExecutionResult, ExitReason, HealthStatus,
-    Progress, DEFAULT_KILL_GRACE,
+    epoch_now, Activity, Backend, BoxFuture, ExecutionRequest, ExecutionResult, ExitReason,
+    HealthStatus, Progress, DEFAULT_KILL_GRACE,
 };
 pub mod classify;
 pub mod redact;

@@ -21,8 +21,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::task::JoinHandle;
 
-use crate::env::ChildEnv;
-use crate::types::{epoch_now, Progress};
+use crate::env::{ChildEnv, EnvPlan};
+use crate::types::{epoch_now, Progress, StreamKind};
 
 /// Bytes of each stream kept in memory as the tail (the rest is counted, and teed to the
 /// log file when one is configured).
@@ -40,31 +40,11 @@ pub const DEFAULT_DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// Default wait after an instrument's final result before a lingering process is stopped.
 pub const DEFAULT_LINGER_GRACE: Duration = Duration::from_secs(15);
 
-/// Which output stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StreamKind {
-    /// Standard output.
-    Stdout,
-    /// Standard error.
-    Stderr,
-}
-
 /// Receives each complete stdout line as it arrives (stream-json / JSONL parsing without
 /// holding the whole output).
 pub trait LineSink: Send {
     /// One line, without its trailing newline.
     fn line(&mut self, line: &[u8]);
-}
-
-/// How the child's environment is built from the conductor's.
-#[derive(Debug, Clone, Default)]
-pub struct EnvPlan {
-    /// Start from an empty environment instead of the parent's.
-    pub clear: bool,
-    /// Variables to set, in order (later wins).
-    pub set: Vec<(String, String)>,
-    /// Variables to remove from the inherited environment.
-    pub remove: Vec<String>,
 }
 
 /// Everything needed to run one instrument process.

@@ -88,6 +88,28 @@ pub struct Progress {
     start_ticks: AtomicU64,
     /// Signalled when the process starts (its pid becomes known).
     pid_set: tokio::sync::Notify,
+    /// What the instrument's structured output said so far (issue 13: live progress).
+    activity: std::sync::Mutex<Activity>,
+}
+
+/// What a running instrument has reported so far through its structured output (Claude's
+/// stream-json, a JSONL profile's events): shown by `mozart status` while the sheet runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Activity {
+    /// Tool calls the model made.
+    pub tool_calls: u32,
+    /// Name of the last tool called.
+    pub last_tool: Option<String>,
+    /// Input tokens so far.
+    pub input_tokens: u64,
+    /// Output tokens so far.
+    pub output_tokens: u64,
+    /// Retries of the model API the CLI made by itself (Claude's `api_retry`).
+    pub api_retries: u32,
+    /// The latest notable event, in words (e.g. "API retry 1/2 after HTTP 429").
+    pub last_event: Option<String>,
+    /// Structured events seen.
+    pub events: u64,
 }
 
 impl Default for Progress {
@@ -107,7 +129,26 @@ impl Progress {
             pid: AtomicU32::new(0),
             start_ticks: AtomicU64::new(0),
             pid_set: tokio::sync::Notify::new(),
+            activity: std::sync::Mutex::new(Activity::default()),
         }
+    }
+
+    /// A copy of what the instrument reported so far.
+    pub fn activity(&self) -> Activity {
+        self.activity
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Update the reported activity (called by the backends' output parsers).
+    pub fn update_activity(&self, f: impl FnOnce(&mut Activity)) {
+        let mut a = self
+            .activity
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        a.events += 1;
+        f(&mut a);
     }
 
     /// Bytes of stdout seen so far.
@@ -183,15 +224,24 @@ impl Progress {
         }
     }
 
-    pub(crate) fn record(&self, stream: crate::process::StreamKind, bytes: usize) {
+    pub(crate) fn record(&self, stream: StreamKind, bytes: usize) {
         let counter = match stream {
-            crate::process::StreamKind::Stdout => &self.stdout_bytes,
-            crate::process::StreamKind::Stderr => &self.stderr_bytes,
+            StreamKind::Stdout => &self.stdout_bytes,
+            StreamKind::Stderr => &self.stderr_bytes,
         };
         counter.fetch_add(bytes as u64, Ordering::Relaxed);
         let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.last_activity_ms.store(ms.max(1), Ordering::Relaxed);
     }
+}
+
+/// Which output stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamKind {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
 }
 
 /// How an execution ended (instruments.md §2.1 `exit_reason`).
@@ -220,7 +270,7 @@ pub struct ExecutionResult {
     pub exit_signal: Option<i32>,
     /// How it ended.
     pub exit_reason: ExitReason,
-    /// Last bytes of raw stdout (bounded; see [`crate::process::TAIL_BYTES`]).
+    /// Last bytes of raw stdout (bounded by the process runner).
     pub stdout: String,
     /// Last bytes of raw stderr (bounded).
     pub stderr: String,
@@ -241,6 +291,9 @@ pub struct ExecutionResult {
     /// HTTP status of the failing API call as reported by the instrument (Claude's
     /// `api_error_status`).
     pub api_error_status: Option<u16>,
+    /// How long the API asked the client to wait before retrying (its `retry-after`), when
+    /// the instrument passed that on (Claude's `api_retry` events).
+    pub retry_after_seconds: Option<f64>,
     /// Input tokens reported by the instrument.
     pub input_tokens: Option<u64>,
     /// Output tokens reported by the instrument.

@@ -348,7 +348,7 @@ async fn anthropic_500_is_transient() {
 }
 
 #[tokio::test]
-async fn anthropic_529_overload_waits_as_capacity() {
+async fn anthropic_529_overload_is_retried_as_transient() {
     let (r, _server) = run_anthropic(Canned::Reply(
         529,
         vec![],
@@ -356,10 +356,12 @@ async fn anthropic_529_overload_waits_as_capacity() {
     ))
     .await;
     let c = classify(&r);
+    // claude-code-output.md §6.5: retry with a short backoff, no plan-window park.
     assert_eq!(
         (c.code, c.category),
-        (ErrorCode::E103, ErrorCategory::RateLimit)
+        (ErrorCode::E103, ErrorCategory::Transient)
     );
+    assert!(c.should_retry());
     assert!(!r.rate_limited, "only a 429 is a rate limit of the account");
 }
 

@@ -110,6 +110,10 @@ pub enum Command {
     /// Inspect instruments.
     #[command(subcommand)]
     Instruments(commands::instruments::Command),
+    /// Serve the live web dashboard.
+    Dashboard(commands::dashboard::Args),
+    /// Run a Model Context Protocol server on stdio (for Claude Code and other agents).
+    Mcp(commands::mcp::Args),
     /// Create a new Mozart project with a starter score.
     Init(commands::init::Args),
     /// Check the environment: conductor, instruments, safety.
@@ -317,6 +321,8 @@ pub fn main() -> i32 {
         Command::Restart(a) => commands::restart::run(&globals, a),
         Command::ConductorStatus(a) => commands::conductor_status::run(&globals, a),
         Command::Instruments(c) => commands::instruments::run(&globals, c),
+        Command::Dashboard(a) => commands::dashboard::run(&globals, a),
+        Command::Mcp(a) => commands::mcp::run(&globals, a),
         Command::Watchdog => Ok(mozart_conductor::watchdog::run()),
         Command::Init(a) => commands::init::run(a),
         Command::Doctor(a) => commands::doctor::run(&globals, a),

@@ -12,8 +12,8 @@ pub fn print_error(message: &str, hints: &[String]) {
     }
 }
 
-/// Print a JSON value pretty-printed with 2-space indentation.
-pub fn print_json(value: &serde_json::Value) {
+/// Print a JSON document pretty-printed with 2-space indentation.
+pub fn print_json<T: serde::Serialize + ?Sized>(value: &T) {
     match serde_json::to_string_pretty(value) {
         Ok(text) => println!("{text}"),
         Err(err) => {

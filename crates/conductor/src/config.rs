@@ -52,6 +52,10 @@ pub struct DaemonConfig {
     pub preflight: PreflightConfig,
     /// Baton engine (the only engine in this port).
     pub use_baton: bool,
+    /// Ours: serve the web dashboard from the conductor process (docs/dashboard.md). Never
+    /// sent by `daemon.config`: upstream's model has no such key, and the token stays here.
+    #[serde(skip_serializing)]
+    pub dashboard: DashboardConfig,
     /// The file this config came from (set on load).
     pub config_file: Option<PathBuf>,
 }
@@ -78,7 +82,33 @@ impl Default for DaemonConfig {
             profiler: ProfilerConfig::default(),
             preflight: PreflightConfig::default(),
             use_baton: true,
+            dashboard: DashboardConfig::default(),
             config_file: None,
+        }
+    }
+}
+
+/// `dashboard:` (ours): the web dashboard inside the conductor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DashboardConfig {
+    /// Serve it.
+    pub enabled: bool,
+    /// Address to bind; anything but loopback needs `token`.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// Access token (at least 16 characters).
+    pub token: Option<String>,
+}
+
+impl Default for DashboardConfig {
+    fn default() -> Self {
+        DashboardConfig {
+            enabled: false,
+            host: "127.0.0.1".into(),
+            port: 8000,
+            token: None,
         }
     }
 }
@@ -537,6 +567,23 @@ impl DaemonConfig {
             return Err(fail(
                 "learning.entropy_threshold",
                 "must be in 0..=1".into(),
+            ));
+        }
+        let d = &self.dashboard;
+        match d.host.parse::<std::net::IpAddr>() {
+            Err(_) => return Err(fail("dashboard.host", "must be an IP address".into())),
+            Ok(ip) if d.enabled && !ip.is_loopback() && d.token.is_none() => {
+                return Err(fail(
+                    "dashboard.token",
+                    "is required when dashboard.host is not a loopback address".into(),
+                ))
+            }
+            Ok(_) => {}
+        }
+        if d.token.as_ref().is_some_and(|t| t.len() < 16) {
+            return Err(fail(
+                "dashboard.token",
+                "must be at least 16 characters".into(),
             ));
         }
         Ok(())

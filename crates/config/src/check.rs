@@ -195,6 +195,39 @@ pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
     if let Some(p) = &job.placement {
         check_placement(c, p);
     }
+    check_instruments(c, job);
+    check_sheet(c, &job.sheet);
+    check_prompt(c, &job.prompt);
+    check_backend(c, &job.backend);
+    check_bridge(c, job);
+    for (i, v) in job.validations.iter().enumerate() {
+        check_validation(c, &format!("validations.{i}"), v);
+    }
+    check_retry(c, job);
+    check_rate_limit(c, job);
+    check_circuit_breaker(c, job);
+    check_cost_limits(c, job);
+    check_learning(c, &job.learning);
+    check_grounding(c, job);
+    check_ai_review(c, job);
+    check_logging(c, job);
+    check_workspace_lifecycle(c, job);
+    check_isolation(c, job);
+    check_conductor(c, job);
+    check_parallel(c, job);
+    check_stale_detection(c, job);
+    check_checkpoints(c, job);
+    check_cross_sheet(c, job);
+    check_feedback(c, job);
+    check_notifications(c, job);
+    check_on_success(c, job);
+    check_concert(c, job);
+    check_spec_fragments(c, job);
+    check_top_level(c, job);
+}
+
+/// `instrument`, `instruments` profiles and `movements`.
+fn check_instruments(c: &mut Checker<'_>, job: &JobConfig) {
     if let Some(i) = &job.instrument {
         c.min_len("instrument", i, 1);
     }
@@ -218,9 +251,10 @@ pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
             break;
         }
     }
-    check_sheet(c, &job.sheet);
-    check_prompt(c, &job.prompt);
-    check_backend(c, &job.backend);
+}
+
+/// `bridge`: thresholds and MCP server env that must not override secrets.
+fn check_bridge(c: &mut Checker<'_>, job: &JobConfig) {
     if let Some(bridge) = &job.bridge {
         c.range(
             "bridge.complexity_threshold",
@@ -261,9 +295,10 @@ pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
             }
         }
     }
-    for (i, v) in job.validations.iter().enumerate() {
-        check_validation(c, &format!("validations.{i}"), v);
-    }
+}
+
+/// `retry`: delays, attempts and the completion threshold.
+fn check_retry(c: &mut Checker<'_>, job: &JobConfig) {
     let r = &job.retry;
     c.ge("retry.max_retries", r.max_retries as f64, 0.0);
     c.gt("retry.base_delay_seconds", r.base_delay_seconds, 0.0);
@@ -302,6 +337,10 @@ pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
             ),
         );
     }
+}
+
+/// `rate_limit`: user detection patterns compile, waits are positive.
+fn check_rate_limit(c: &mut Checker<'_>, job: &JobConfig) {
     let rl = &job.rate_limit;
     for (i, p) in rl.detection_patterns.iter().enumerate() {
         if crate::model::is_default_detection_pattern(p) {
@@ -320,6 +359,10 @@ pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
     c.ge("rate_limit.wait_minutes", rl.wait_minutes as f64, 1.0);
     c.ge("rate_limit.max_waits", rl.max_waits as f64, 1.0);
     c.ge("rate_limit.max_quota_waits", rl.max_quota_waits as f64, 1.0);
+}
+
+/// `circuit_breaker` bounds.
+fn check_circuit_breaker(c: &mut Checker<'_>, job: &JobConfig) {
     let cb = &job.circuit_breaker;
     c.range(
         "circuit_breaker.failure_threshold",
@@ -337,6 +380,10 @@ pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
         cb.recovery_timeout_seconds,
         3600.0,
     );
+}
+
+/// `cost_limits`: positive prices, and limits when enabled.
+fn check_cost_limits(c: &mut Checker<'_>, job: &JobConfig) {
     let cl = &job.cost_limits;
     if let Some(v) = cl.max_cost_per_sheet {
         c.gt("cost_limits.max_cost_per_sheet", v, 0.0);
@@ -359,12 +406,19 @@ pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
     if cl.enabled && cl.max_cost_per_sheet.is_none() && cl.max_cost_per_job.is_none() {
         c.value_error("cost_limits", "CostLimitConfig has enabled=True but no limits set. Set max_cost_per_sheet and/or max_cost_per_job, or disable cost limits.");
     }
-    check_learning(c, &job.learning);
+}
+
+/// `grounding`: timeout, and hooks when enabled.
+fn check_grounding(c: &mut Checker<'_>, job: &JobConfig) {
     let g = &job.grounding;
     c.gt("grounding.timeout_seconds", g.timeout_seconds, 0.0);
     if g.enabled && g.hooks.is_empty() {
         c.value_error("grounding", "GroundingConfig has enabled=True but no hooks configured. Add at least one hook or set enabled=False.");
     }
+}
+
+/// `ai_review` score bounds.
+fn check_ai_review(c: &mut Checker<'_>, job: &JobConfig) {
     let ar = &job.ai_review;
     c.range("ai_review.min_score", ar.min_score as f64, 0.0, 100.0);
     c.range("ai_review.target_score", ar.target_score as f64, 0.0, 100.0);
@@ -383,6 +437,10 @@ pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
             ),
         );
     }
+}
+
+/// `logging`: file size, backups, and a file for `format: both`.
+fn check_logging(c: &mut Checker<'_>, job: &JobConfig) {
     let lg = &job.logging;
     c.gt("logging.max_file_size_mb", lg.max_file_size_mb as f64, 0.0);
     c.le(
@@ -394,6 +452,10 @@ pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
     if lg.format == LogFormat::Both && lg.file_path.is_none() {
         c.value_error("logging", "file_path is required when format='both'");
     }
+}
+
+/// `workspace_lifecycle`: archives, non-empty preserve patterns.
+fn check_workspace_lifecycle(c: &mut Checker<'_>, job: &JobConfig) {
     let wl = &job.workspace_lifecycle;
     c.ge(
         "workspace_lifecycle.max_archives",
@@ -406,6 +468,10 @@ pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
             "preserve_patterns must not contain empty strings",
         );
     }
+}
+
+/// `isolation.branch_prefix` is a valid git branch prefix.
+fn check_isolation(c: &mut Checker<'_>, job: &JobConfig) {
     static BRANCH: std::sync::LazyLock<Regex> =
         std::sync::LazyLock::new(|| Regex::new(r"^[a-zA-Z][a-zA-Z0-9_-]*$").expect("static regex"));
     if !BRANCH.is_match(&job.isolation.branch_prefix) {
@@ -415,6 +481,10 @@ pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
             "String should match pattern '^[a-zA-Z][a-zA-Z0-9_-]*$'".into(),
         );
     }
+}
+
+/// `conductor` identity lengths and escalation timeout.
+fn check_conductor(c: &mut Checker<'_>, job: &JobConfig) {
     let cd = &job.conductor;
     c.min_len("conductor.name", &cd.name, 1);
     c.max_len("conductor.name", &cd.name, 100);
@@ -426,6 +496,10 @@ pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
         cd.preferences.escalation_response_timeout_seconds,
         0.0,
     );
+}
+
+/// `parallel` bounds; `budget_partition: false` is not implemented.
+fn check_parallel(c: &mut Checker<'_>, job: &JobConfig) {
     let p = &job.parallel;
     c.range(
         "parallel.max_concurrent",
@@ -442,6 +516,10 @@ pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
     if !p.budget_partition {
         c.value_error("parallel", "ParallelConfig.budget_partition=False is not yet implemented. Cost checks currently use global total regardless of this setting. Remove 'budget_partition: false' from your config or keep the default (true).");
     }
+}
+
+/// `stale_detection`: the check interval is shorter than the idle timeout.
+fn check_stale_detection(c: &mut Checker<'_>, job: &JobConfig) {
     let sd = &job.stale_detection;
     c.gt(
         "stale_detection.idle_timeout_seconds",
@@ -463,6 +541,10 @@ pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
             ),
         );
     }
+}
+
+/// `checkpoints`: every trigger has a condition, triggers when enabled.
+fn check_checkpoints(c: &mut Checker<'_>, job: &JobConfig) {
     let cp = &job.checkpoints;
     for (i, t) in cp.triggers.iter().enumerate() {
         if let Some(n) = t.min_retry_count {
@@ -485,6 +567,10 @@ pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
     if cp.enabled && cp.triggers.is_empty() {
         c.value_error("checkpoints", "CheckpointConfig has enabled=True but no triggers configured. Add at least one trigger or set enabled=False.");
     }
+}
+
+/// `cross_sheet` bounds.
+fn check_cross_sheet(c: &mut Checker<'_>, job: &JobConfig) {
     if let Some(cs) = &job.cross_sheet {
         c.gt(
             "cross_sheet.max_output_chars",
@@ -497,6 +583,10 @@ pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
             0.0,
         );
     }
+}
+
+/// `feedback.pattern` compiles.
+fn check_feedback(c: &mut Checker<'_>, job: &JobConfig) {
     if let Err(e) = Checker::regex_ok(&job.feedback.pattern) {
         c.value_error(
             "feedback.pattern",
@@ -506,6 +596,10 @@ pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
             ),
         );
     }
+}
+
+/// `notifications`: each kind has its destination.
+fn check_notifications(c: &mut Checker<'_>, job: &JobConfig) {
     for (i, n) in job.notifications.iter().enumerate() {
         let truthy = |k: &str| {
             n.config.get(k).is_some_and(|v| match v {
@@ -531,6 +625,10 @@ pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
             _ => {}
         }
     }
+}
+
+/// `on_success` hooks carry the field their type needs.
+fn check_on_success(c: &mut Checker<'_>, job: &JobConfig) {
     for (i, h) in job.on_success.iter().enumerate() {
         let path = format!("on_success.{i}");
         c.gt(&format!("{path}.timeout_seconds"), h.timeout_seconds, 0.0);
@@ -545,6 +643,10 @@ pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
             _ => {}
         }
     }
+}
+
+/// `concert` bounds.
+fn check_concert(c: &mut Checker<'_>, job: &JobConfig) {
     let co = &job.concert;
     c.range(
         "concert.max_chain_depth",
@@ -557,6 +659,10 @@ pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
         co.cooldown_between_jobs_seconds,
         0.0,
     );
+}
+
+/// `spec.fragments` have a name and content.
+fn check_spec_fragments(c: &mut Checker<'_>, job: &JobConfig) {
     for (i, f) in job.spec.fragments.iter().enumerate() {
         if f.name.trim().is_empty() {
             c.value_error(
@@ -571,6 +677,10 @@ pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
             );
         }
     }
+}
+
+/// Top-level pause, and `instrument:` together with a non-default `backend.type`.
+fn check_top_level(c: &mut Checker<'_>, job: &JobConfig) {
     c.ge(
         "pause_between_sheets_seconds",
         job.pause_between_sheets_seconds as f64,

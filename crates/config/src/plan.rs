@@ -185,34 +185,8 @@ fn expand_fan_out(sheet: &mut SheetConfig) -> Result<(), String> {
             }
         }
     }
-    let rekey = |map: &IndexMap<i64, String>| -> IndexMap<i64, String> {
-        let mut out = IndexMap::new();
-        for (k, v) in map {
-            if *k >= 1 && *k <= stages {
-                for s in sheets_of(*k) {
-                    out.insert(*s, v.clone());
-                }
-            } else {
-                out.insert(*k, v.clone());
-            }
-        }
-        out
-    };
-    let rekey_cmd = |map: &IndexMap<i64, SkipWhenCommand>| -> IndexMap<i64, SkipWhenCommand> {
-        let mut out = IndexMap::new();
-        for (k, v) in map {
-            if *k >= 1 && *k <= stages {
-                for s in sheets_of(*k) {
-                    out.insert(*s, v.clone());
-                }
-            } else {
-                out.insert(*k, v.clone());
-            }
-        }
-        out
-    };
-    sheet.skip_when = rekey(&sheet.skip_when);
-    sheet.skip_when_command = rekey_cmd(&sheet.skip_when_command);
+    sheet.skip_when = rekey_stages(&sheet.skip_when, &stage_sheets);
+    sheet.skip_when_command = rekey_stages(&sheet.skip_when_command, &stage_sheets);
     sheet.total_items = next - 1;
     sheet.dependencies = deps;
     sheet.fan_out_stage_map = Some(stage_map);
@@ -448,6 +422,28 @@ fn plan_sheet(job: &JobConfig, num: i64) -> PlannedSheet {
         description: sheet.descriptions.get(&num).cloned(),
         movement_name: movement.and_then(|m| m.name.clone()),
     }
+}
+
+/// A map keyed by stage, re-keyed by the sheets of each stage; keys that are not a stage
+/// stay as they are.
+fn rekey_stages<V: Clone>(map: &IndexMap<i64, V>, stage_sheets: &[Vec<i64>]) -> IndexMap<i64, V> {
+    let mut out = IndexMap::new();
+    for (k, v) in map {
+        match usize::try_from(*k - 1)
+            .ok()
+            .and_then(|i| stage_sheets.get(i))
+        {
+            Some(sheets) => {
+                for s in sheets {
+                    out.insert(*s, v.clone());
+                }
+            }
+            None => {
+                out.insert(*k, v.clone());
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

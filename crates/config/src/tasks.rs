@@ -352,9 +352,19 @@ pub(crate) fn load(job: &mut JobConfig, base: &Path) -> Result<(), String> {
     let own_trees = job.isolation.enabled
         && job.isolation.mode == crate::model::IsolationMode::Worktree
         && job.isolation.scope == crate::model::IsolationScope::Sheet;
+    let reviewed = job.review.as_ref().is_some_and(|r| {
+        r.movement
+            .is_none_or(|m| job.tasks.as_ref().is_some_and(|t| t.movement == m))
+    });
     let Some(tasks) = job.tasks.as_mut() else {
         return Ok(());
     };
+    if tasks.dispatch != DispatchMode::None && !reviewed {
+        return Err(format!(
+            "tasks.dispatch `{}` happens when the reviewer answers DONE: add a `review:` section for the task movement",
+            tasks.dispatch.as_str()
+        ));
+    }
     if tasks.dispatch == DispatchMode::Pr && !own_trees {
         return Err("tasks.dispatch `pr` opens a pull request from each task's own branch: set `isolation: {enabled: true, scope: sheet}`".into());
     }

@@ -8,11 +8,15 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde::Serialize;
 
-use crate::model::{BackendType, JobConfig, ValidationType};
+use crate::model::JobConfig;
 use crate::placeholders::PlaceholderVars;
 use crate::plan::{fan_meta, item_range, total_sheets, total_stages, SheetPlan};
 use crate::template::{self, PromptRenderer, RenderContext};
 use crate::Score;
+
+mod files;
+mod rules;
+mod settings;
 
 /// Issue severity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -96,24 +100,10 @@ impl Issue {
     }
 }
 
-/// Built-in names accepted by V101.
-const V101_BUILTINS: [&str; 26] = [
-    "sheet_num",
-    "total_sheets",
-    "start_item",
-    "end_item",
-    "workspace",
+/// Names V101 accepts besides [`CORE_BUILTINS`]: template-only variables and Jinja globals.
+const V101_EXTRA_BUILTINS: [&str; 12] = [
     "stakes",
     "thinking_method",
-    "instrument_name",
-    "stage",
-    "instance",
-    "fan_count",
-    "total_stages",
-    "movement",
-    "voice",
-    "voice_count",
-    "total_movements",
     "previous_outputs",
     "previous_files",
     "loop",
@@ -234,401 +224,61 @@ pub fn run_checks(score: &Score, score_path: &Path, env: &CheckEnv) -> Vec<Issue
     out
 }
 
+/// What every extended check reads.
+struct Ctx<'a> {
+    /// The validated configuration.
+    c: &'a JobConfig,
+    /// The score's raw text, for line numbers.
+    raw: &'a str,
+    /// CONFIG_FILE as given on the command line.
+    score_path: &'a Path,
+}
+
+/// One extended check.
+type Check = fn(&Ctx<'_>, &mut Vec<Issue>);
+
+/// The checks before the version and instrument checks, in upstream's order.
+const CHECKS_BEFORE: &[Check] = &[
+    settings::v010,
+    files::v002,
+    files::v003,
+    files::v004,
+    files::v005,
+    files::v107,
+    files::v108,
+    rules::v007,
+    rules::v008,
+    settings::v103_v104,
+    rules::v106,
+];
+
+/// The checks after the version and instrument checks, in upstream's order.
+const CHECKS_AFTER: &[Check] = &[
+    rules::v201,
+    settings::v202,
+    rules::v203,
+    settings::v204,
+    rules::v205,
+    settings::v206_v207,
+    settings::v208,
+    settings::v209,
+    settings::v212,
+];
+
 /// Every check after V001/V101, in upstream's order.
 fn other_checks(score: &Score, score_path: &Path, env: &CheckEnv, out: &mut Vec<Issue>) {
-    let c = &score.config;
-    let raw = score.text.as_str();
-    // V010 (ours, not upstream's): a score that plans no sheet at all.
-    if let Some(message) = crate::plan::impossible_sheet_count(&c.sheet) {
-        out.push(
-            Issue::new("V010", Severity::Error, message)
-                .line(find_line(raw, "start_item:").or_else(|| find_line(raw, "sheet:")))
-                .suggest("Make sheet.start_item at most sheet.total_items")
-                .meta("start_item", c.sheet.start_item.to_string())
-                .meta("total_items", c.sheet.total_items.to_string())
-                .meta("size", c.sheet.size.to_string()),
-        );
-    }
-    // V002
-    if let Some(parent) = c.workspace.parent() {
-        if !parent.exists() {
-            let p = parent.display().to_string();
-            let mut i = Issue::new(
-                "V002",
-                Severity::Error,
-                format!("Workspace parent directory does not exist: {p}"),
-            )
-            .line(find_line(raw, "workspace:"))
-            .suggest(format!("Create parent directory: mkdir -p {p}"))
-            .meta("path", p)
-            .meta("workspace", c.workspace.display().to_string());
-            i.auto_fixable = true;
-            out.push(i);
-        }
-    }
-    // V003
-    if let Some(tf) = &c.prompt.template_file {
-        let p = relative_to_score(tf, score_path);
-        if !p.exists() {
-            out.push(
-                Issue::new(
-                    "V003",
-                    Severity::Error,
-                    format!("Template file not found: {}", p.display()),
-                )
-                .line(find_line(raw, "template_file:"))
-                .suggest("Create the template file or fix the path")
-                .meta("expected_path", p.display().to_string()),
-            );
-        } else if !p.is_file() {
-            out.push(
-                Issue::new(
-                    "V003",
-                    Severity::Error,
-                    format!("Template path is not a file: {}", p.display()),
-                )
-                .line(find_line(raw, "template_file:"))
-                .suggest("Ensure template_file points to a file, not a directory"),
-            );
-        }
-    }
-    // V004
-    if let Some(sp) = &c.backend.system_prompt_file {
-        let p = relative_to_score(sp, score_path);
-        if !p.exists() {
-            out.push(
-                Issue::new(
-                    "V004",
-                    Severity::Error,
-                    format!("System prompt file not found: {}", p.display()),
-                )
-                .line(find_line(raw, "system_prompt_file:"))
-                .suggest("Create the system prompt file or fix the path")
-                .meta("expected_path", p.display().to_string()),
-            );
-        }
-    }
-    // V005
-    if let Some(wd) = &c.backend.working_directory {
-        let p = relative_to_score(wd, score_path);
-        if !p.exists() {
-            let mut i = Issue::new(
-                "V005",
-                Severity::Error,
-                format!("Working directory does not exist: {}", p.display()),
-            )
-            .line(find_line(raw, "working_directory:"))
-            .suggest(format!("Create directory: mkdir -p {}", p.display()))
-            .meta("path", p.display().to_string());
-            i.auto_fixable = true;
-            out.push(i);
-        } else if !p.is_dir() {
-            out.push(
-                Issue::new(
-                    "V005",
-                    Severity::Error,
-                    format!("Working directory path is not a directory: {}", p.display()),
-                )
-                .line(find_line(raw, "working_directory:"))
-                .suggest("Ensure path points to a directory, not a file"),
-            );
-        }
-    }
-    // V107
-    for (i, v) in c.validations.iter().enumerate() {
-        if !v.kind.needs_pattern() {
-            continue;
-        }
-        let Some(path) = v.path.as_deref().filter(|p| !p.contains('{')) else {
-            continue;
-        };
-        let p = relative_to_score(Path::new(path), score_path);
-        if p.is_absolute() && !p.exists() {
-            out.push(
-                Issue::new(
-                    "V107",
-                    Severity::Warning,
-                    format!(
-                        "File referenced in validation {} does not exist: {}",
-                        i + 1,
-                        p.display()
-                    ),
-                )
-                .suggest("Ensure file will be created before this validation runs")
-                .meta("validation_index", i.to_string())
-                .meta("path", p.display().to_string()),
-            );
-        }
-    }
-    // V108
-    let mut injections: Vec<(String, &str)> = c
-        .sheet
-        .prelude
-        .iter()
-        .map(|p| ("prelude".to_string(), p.file.as_str()))
-        .collect();
-    for (n, items) in &c.sheet.cadenzas {
-        injections.extend(
-            items
-                .iter()
-                .map(|p| (format!("cadenza (sheet {n})"), p.file.as_str())),
-        );
-    }
-    for (source, file) in injections {
-        if file.contains("{{") {
-            continue;
-        }
-        let p = relative_to_score(Path::new(file), score_path);
-        if !p.exists() {
-            out.push(
-                Issue::new(
-                    "V108",
-                    Severity::Warning,
-                    format!("Injection file from {source} not found: {}", p.display()),
-                )
-                .line(find_line(raw, file))
-                .suggest("Create the file or fix the path")
-                .meta("source", source)
-                .meta("path", p.display().to_string()),
-            );
-        }
-    }
-    // V007 (the schema already rejects both cases, kept for parity)
-    for (i, v) in c.validations.iter().enumerate() {
-        if v.kind == ValidationType::ContentRegex {
-            if let Some(Err(e)) = v.pattern.as_deref().map(crate::pyregex::compile) {
-                out.push(Issue::new(
-                    "V007",
-                    Severity::Error,
-                    format!("Invalid regex pattern in validation[{i}].pattern: {e}"),
-                ));
-            }
-        }
-    }
-    for (i, p) in c.rate_limit.detection_patterns.iter().enumerate() {
-        if crate::model::is_default_detection_pattern(p) {
-            continue;
-        }
-        if let Err(e) = crate::pyregex::compile(p) {
-            out.push(Issue::new(
-                "V007",
-                Severity::Error,
-                format!("Invalid regex pattern in rate_limit.detection_patterns[{i}]: {e}"),
-            ));
-        }
-    }
-    // V008
-    for (i, v) in c.validations.iter().enumerate() {
-        let blank = |f: &Option<String>| f.as_deref().is_none_or(|s| s.trim().is_empty());
-        let mut missing = Vec::new();
-        if v.kind.needs_path() && blank(&v.path) {
-            missing.push("path");
-        }
-        if v.kind.needs_pattern() && blank(&v.pattern) {
-            missing.push("pattern");
-        }
-        if v.kind == ValidationType::CommandSucceeds && blank(&v.command) {
-            missing.push("command");
-        }
-        if !missing.is_empty() {
-            out.push(
-                Issue::new(
-                    "V008",
-                    Severity::Error,
-                    format!(
-                        "Validation rule {} ({}) missing required fields: {}",
-                        i + 1,
-                        v.kind.as_str(),
-                        missing.join(", ")
-                    ),
-                )
-                .suggest(format!("Add {} to the validation rule", missing.join(", ")))
-                .meta("validation_index", i.to_string())
-                .meta("validation_type", v.kind.as_str())
-                .meta("missing_fields", missing.join(",")),
-            );
-        }
-    }
-    // V103 / V104
-    let t = c.backend.timeout_seconds;
-    let ts = crate::yaml::python_float(t);
-    if t < 60.0 {
-        out.push(
-            Issue::new(
-                "V103",
-                Severity::Warning,
-                format!("Very short timeout ({ts}s) may cause premature failures"),
-            )
-            .line(find_line(raw, "timeout_seconds:"))
-            .suggest("Consider timeout_seconds >= 60 for Claude CLI operations")
-            .meta("timeout", ts.clone())
-            .meta("threshold", "60"),
-        );
-    }
-    if t > 7200.0 {
-        out.push(
-            Issue::new(
-                "V104",
-                Severity::Info,
-                format!(
-                    "Very long timeout ({ts}s = {:.1}h) - consider if this is necessary",
-                    t / 3600.0
-                ),
-            )
-            .line(find_line(raw, "timeout_seconds:"))
-            .suggest("Long timeouts can tie up resources; consider breaking into smaller tasks")
-            .meta("timeout", ts)
-            .meta("threshold", "7200"),
-        );
-    }
-    // V106
-    for (i, v) in c.validations.iter().enumerate() {
-        if v.kind.needs_pattern() && v.pattern.as_deref().is_some_and(|p| p.trim().is_empty()) {
-            out.push(
-                Issue::new(
-                    "V106",
-                    Severity::Warning,
-                    format!(
-                        "Empty pattern in validation rule {} will match any content",
-                        i + 1
-                    ),
-                )
-                .suggest("Add a meaningful pattern or remove this validation")
-                .meta("validation_index", i.to_string()),
-            );
-        }
+    let x = Ctx {
+        c: &score.config,
+        raw: score.text.as_str(),
+        score_path,
+    };
+    for check in CHECKS_BEFORE {
+        check(&x, out);
     }
     check_version_refs(score, score_path, out);
-    check_instruments(c, raw, env, out);
-    // V201
-    for (i, v) in c.validations.iter().enumerate() {
-        if let Some(p) = v.path.as_deref().filter(|p| p.contains("{{")) {
-            out.push(
-                Issue::new(
-                    "V201",
-                    Severity::Warning,
-                    format!("Validation rule {} uses Jinja syntax in path: {p}", i + 1),
-                )
-                .line(find_line(raw, p))
-                .context(p)
-                .suggest("Use {workspace} not {{ workspace }} in validation paths")
-                .meta("validation_index", i.to_string())
-                .meta("path", p),
-            );
-        }
-    }
-    // V202
-    if let Some(tpl) = c.prompt.template.as_deref().filter(|t| !t.is_empty()) {
-        for (start, name) in format_placeholders(tpl) {
-            out.push(Issue::new("V202", Severity::Warning, format!("Format-string syntax '{{{name}}}' found in prompt template — use Jinja '{{{{ {name} }}}}'"))
-                .line(find_line(raw, &format!("{{{name}}}")))
-                .context(format!("{{{name}}}"))
-                .suggest(format!("Use {{{{ {name} }}}} not {{{name}}} in Jinja templates"))
-                .meta("variable", name.clone()));
-            let _ = start;
-        }
-    }
-    // V203 (a reviewer judges every attempt of a `review:` score: docs/mochi.md)
-    if c.validations.is_empty() && c.review.is_none() {
-        out.push(
-            Issue::new(
-                "V203",
-                Severity::Warning,
-                "No validation rules configured".into(),
-            )
-            .suggest("Add at least one validation rule — see docs/score-writing-guide.md"),
-        );
-    }
-    // V204
-    if c.backend.kind == BackendType::ClaudeCli && !c.backend.skip_permissions {
-        out.push(Issue::new("V204", Severity::Warning, "Claude CLI backend without skip_permissions will hang waiting for permission approval".into())
-            .line(find_line(raw, "skip_permissions"))
-            .suggest("Set backend.skip_permissions: true for unattended execution")
-            .meta("backend_type", "claude_cli"));
-    }
-    // V205
-    if !c.validations.is_empty()
-        && c.validations
-            .iter()
-            .all(|v| v.kind == ValidationType::FileExists)
-    {
-        out.push(
-            Issue::new(
-                "V205",
-                Severity::Info,
-                "All validations are file_exists — stale files from previous runs will pass".into(),
-            )
-            .suggest("Consider adding file_modified or content checks to detect stale files")
-            .meta("validation_count", c.validations.len().to_string()),
-        );
-    }
-    // V206 / V207 (a `tasks:` fan-out of a single movement has no stages to misorder)
-    let lone_task_movement = c.tasks.is_some()
-        && c.sheet
-            .fan_out_stage_map
-            .as_ref()
-            .is_some_and(|m| m.values().all(|meta| meta.get("stage") == Some(&1)));
-    if c.sheet.fan_out_stage_map.is_some() && c.sheet.dependencies.is_empty() && !lone_task_movement
-    {
-        out.push(Issue::new("V206", Severity::Warning, "Fan-out is configured but no sheet dependencies are declared — stages may run out of order".into())
-            .line(find_line(raw, "fan_out"))
-            .suggest("Add sheet.dependencies to control stage execution order"));
-    }
-    if c.sheet.fan_out_stage_map.is_some() && !c.parallel.enabled {
-        out.push(Issue::new("V207", Severity::Info, "Fan-out is configured but parallel execution is disabled — instances will run sequentially".into())
-            .line(find_line(raw, "parallel"))
-            .suggest("Enable parallel.enabled: true to run fan-out instances concurrently"));
-    }
-    // V208
-    for name in c.prompt.variables.keys() {
-        if CORE_BUILTINS.contains(&name.as_str()) {
-            out.push(
-                Issue::new(
-                    "V208",
-                    Severity::Warning,
-                    format!("Variable '{name}' shadows the built-in {name}"),
-                )
-                .line(find_line(raw, &format!("{name}:")))
-                .suggest(format!(
-                    "Rename variable '{name}' — it shadows the built-in {name}"
-                ))
-                .meta("variable", name.clone()),
-            );
-        }
-    }
-    // V209
-    if c.backend.kind == BackendType::ClaudeCli && !c.backend.disable_mcp {
-        out.push(
-            Issue::new(
-                "V209",
-                Severity::Info,
-                "Claude CLI backend without disable_mcp may experience MCP deadlocks".into(),
-            )
-            .line(find_line(raw, "disable_mcp"))
-            .suggest("Set backend.disable_mcp: true to prevent MCP deadlocks")
-            .meta("backend_type", "claude_cli"),
-        );
-    }
-    // V212
-    let total = total_sheets(&c.sheet);
-    for (source, keys) in [
-        (
-            "skip_when",
-            c.sheet.skip_when.keys().copied().collect::<Vec<_>>(),
-        ),
-        (
-            "skip_when_command",
-            c.sheet.skip_when_command.keys().copied().collect(),
-        ),
-    ] {
-        for k in keys {
-            if !(1..=total).contains(&k) {
-                out.push(Issue::new("V212", Severity::Warning, format!("{source} key {k} is out of range (valid: 1\u{2013}{total}); this rule will never fire"))
-                    .suggest(format!("Remove sheet {k} or adjust total_sheets / fan-out"))
-                    .meta("sheet_num", k.to_string())
-                    .meta("source", source));
-            }
-        }
+    check_instruments(x.c, x.raw, env, out);
+    for check in CHECKS_AFTER {
+        check(&x, out);
     }
 }
 
@@ -752,7 +402,11 @@ fn check_undefined_vars(
     tpl: &minijinja::Template<'_, '_>,
     out: &mut Vec<Issue>,
 ) {
-    let mut defined: HashSet<String> = V101_BUILTINS.iter().map(|s| s.to_string()).collect();
+    let mut defined: HashSet<String> = CORE_BUILTINS
+        .iter()
+        .chain(&V101_EXTRA_BUILTINS)
+        .map(|s| s.to_string())
+        .collect();
     defined.extend(c.prompt.variables.keys().cloned());
     if c.tasks.is_some() {
         defined.extend(crate::tasks::TASK_VARS.iter().map(|s| s.to_string()));

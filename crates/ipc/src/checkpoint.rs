@@ -97,6 +97,75 @@ impl SheetStatus {
     }
 }
 
+/// Broad kind of an error (execution.md §7.1 `ErrorCategory`), as the classifier in
+/// `mozart-backends` assigns it and the checkpoint stores it. The one definition: it lives
+/// here, below the storage model and the backends, which re-export it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCategory {
+    /// Rate / usage limit: tempo, not failure; retriable with a long wait.
+    RateLimit,
+    /// Worth retrying soon, with backoff.
+    Transient,
+    /// The instrument ran but validations failed.
+    Validation,
+    /// Authentication failure; needs the user.
+    Auth,
+    /// Network connectivity.
+    Network,
+    /// Timed out.
+    Timeout,
+    /// Killed by a signal.
+    Signal,
+    /// Non-retriable.
+    Fatal,
+    /// Configuration problem.
+    Configuration,
+    /// Pre-execution check failure.
+    Preflight,
+    /// Escalation / grounding abort.
+    Escalation,
+}
+
+impl ErrorCategory {
+    /// Parses the wire string.
+    pub fn parse(text: &str) -> Option<Self> {
+        serde_json::from_value(serde_json::Value::String(text.to_owned())).ok()
+    }
+
+    /// The wire string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCategory::RateLimit => "rate_limit",
+            ErrorCategory::Transient => "transient",
+            ErrorCategory::Validation => "validation",
+            ErrorCategory::Auth => "auth",
+            ErrorCategory::Network => "network",
+            ErrorCategory::Timeout => "timeout",
+            ErrorCategory::Signal => "signal",
+            ErrorCategory::Fatal => "fatal",
+            ErrorCategory::Configuration => "configuration",
+            ErrorCategory::Preflight => "preflight",
+            ErrorCategory::Escalation => "escalation",
+        }
+    }
+}
+
+/// Reads an optional category leniently: upstream drops an unknown category string with a
+/// warning instead of rejecting the whole state (execution.md §8.2).
+pub fn lenient_category<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<ErrorCategory>, D::Error> {
+    let raw: Option<String> = Option::deserialize(d)?;
+    Ok(raw.and_then(|s| {
+        let parsed = ErrorCategory::parse(&s);
+        if parsed.is_none() {
+            tracing::warn!(value = %s, "unknown_error_category");
+        }
+        parsed
+    }))
+}
+
 /// Why an execution ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -347,6 +416,31 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+/// Progress of a running sheet's instrument, as its structured output reports it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LiveProgress {
+    /// Seconds since the attempt started.
+    pub elapsed_seconds: f64,
+    /// Seconds since the instrument last printed anything.
+    pub idle_seconds: f64,
+    /// Bytes of output so far.
+    pub output_bytes: u64,
+    /// Tool calls the model made so far.
+    pub tool_calls: u32,
+    /// The last tool called.
+    #[serde(default)]
+    pub last_tool: Option<String>,
+    /// Input tokens so far.
+    pub input_tokens: u64,
+    /// Output tokens so far.
+    pub output_tokens: u64,
+    /// API retries the CLI made by itself.
+    pub api_retries: u32,
+    /// The latest notable event, in words.
+    #[serde(default)]
+    pub last_event: Option<String>,
+}
+
 /// One sheet of a [`JobCheckpoint`] (upstream `SheetState`, execution.md §8.2).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SheetCheckpoint {
@@ -371,8 +465,8 @@ pub struct SheetCheckpoint {
     #[serde(default)]
     pub error_message: Option<String>,
     /// Last error category.
-    #[serde(default)]
-    pub error_category: Option<String>,
+    #[serde(default, deserialize_with = "lenient_category")]
+    pub error_category: Option<ErrorCategory>,
     /// Last E-code.
     #[serde(default)]
     pub error_code: Option<String>,
@@ -494,6 +588,10 @@ pub struct SheetCheckpoint {
     /// Structured agent feedback.
     #[serde(default)]
     pub agent_feedback: Option<serde_json::Map<String, serde_json::Value>>,
+    /// What the running attempt's instrument reported so far (`job.status` of a running
+    /// sheet only; never in a state file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveProgress>,
     /// Ours: the remote (Slurm) job of the attempt in flight (docs/design/distributed.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_attempt: Option<RemoteAttempt>,
@@ -716,6 +814,7 @@ impl SheetCheckpoint {
             success_without_retry: false,
             outcome_category: None,
             stdout_tail: None,
+            live: None,
             stderr_tail: None,
             output_truncated: false,
             prompt_metrics: None,

@@ -1,6 +1,12 @@
 //! The Mozart conductor protocol: method names, typed params and results, JSON-RPC error
 //! codes, exit codes, NDJSON framing over a Unix socket, the server loop and the client.
 //!
+//! Every machine-readable document that crosses the socket is typed here (as
+//! nextest-metadata does for nextest): [`checkpoint`] (the job checkpoint, which is also the
+//! JSON state file), [`status`] (the job-reading results), [`types`] (params and the other
+//! results); [`time`] holds their ISO-8601 timestamps and [`paths`] where a client finds
+//! the conductor. The conductor converts its storage model into these types.
+//!
 //! Dependency-light on purpose so tests and other tools can import it (architecture.md).
 
 pub mod checkpoint;

@@ -55,6 +55,14 @@ pub const DAEMON_LEARNING_PATTERNS: &str = "daemon.learning.patterns";
 /// Ours, not upstream's: version handshake returning [`crate::types::HelloResult`].
 pub const DAEMON_HELLO: &str = "daemon.hello";
 
+/// Ours, not upstream's: subscription streaming the conductor's log lines about one job
+/// (or all) and the live progress of its running sheets (`mozart logs --follow`).
+pub const JOB_LOGS_FOLLOW: &str = "job.logs.follow";
+/// Unsubscribe method of [`JOB_LOGS_FOLLOW`].
+pub const JOB_LOGS_UNFOLLOW: &str = "job.logs.unfollow";
+/// Server → client notification of [`JOB_LOGS_FOLLOW`]: a [`crate::types::LogFollowItem`].
+pub const JOB_LOGS_NOTIFICATION: &str = "job.logs.entry";
+
 /// Server → client notification carrying a monitor event (§7.7).
 pub const MONITOR_EVENT_NOTIFICATION: &str = "monitor.event";
 

@@ -102,6 +102,35 @@ impl JobListEntry {
             JobListEntry::Registry(j) => &j.status,
         }
     }
+
+    /// Workspace.
+    pub fn workspace(&self) -> &str {
+        match self {
+            JobListEntry::Live(j) => &j.workspace,
+            JobListEntry::Registry(j) => &j.workspace,
+        }
+    }
+
+    /// Submission time (epoch seconds).
+    pub fn submitted_at(&self) -> f64 {
+        match self {
+            JobListEntry::Live(j) => j.submitted_at,
+            JobListEntry::Registry(j) => j.submitted_at,
+        }
+    }
+
+    /// The rows of a `job.list` answer that parse; a row of unknown shape is left out
+    /// rather than failing the whole listing.
+    pub fn parse_list(value: &serde_json::Value) -> Vec<JobListEntry> {
+        value
+            .as_array()
+            .map(|rows| {
+                rows.iter()
+                    .filter_map(|row| serde_json::from_value(row.clone()).ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 impl<'de> Deserialize<'de> for JobListEntry {
@@ -138,12 +167,11 @@ impl JobStatusResult {
         }
     }
 
-    /// The job's workspace (null in the rare metadata row that has none).
+    /// The job's workspace (`None` only for a checkpoint read from a state file).
     pub fn workspace(&self) -> Option<&str> {
         match self {
             JobStatusResult::Checkpoint(cp) => cp.workspace.as_deref(),
-            JobStatusResult::Record(JobListEntry::Live(j)) => Some(&j.workspace),
-            JobStatusResult::Record(JobListEntry::Registry(j)) => Some(&j.workspace),
+            JobStatusResult::Record(entry) => Some(entry.workspace()),
         }
     }
 
@@ -323,6 +351,21 @@ mod tests {
                                       "sheets": {"1": {"sheet_num": 1}}, "workspace": "/w"});
         let parsed = JobStatusResult::from_value(good).unwrap();
         assert_eq!(parsed.checkpoint().unwrap().sheets[&1].cost_confidence, 1.0);
+        let odd = serde_json::json!({"job_id": "q", "job_name": "q", "total_sheets": 1,
+                                     "created_at": "2026-01-01T00:00:00Z",
+                                     "updated_at": "2026-01-01T00:00:00Z",
+                                     "sheets": {"1": {"sheet_num": 1, "error_category": "cosmic_ray"},
+                                                "2": {"sheet_num": 2, "error_category": "timeout"}}});
+        let odd = JobStatusResult::from_value(odd).unwrap();
+        let sheets = &odd.checkpoint().unwrap().sheets;
+        assert_eq!(
+            sheets[&1].error_category, None,
+            "unknown categories are dropped"
+        );
+        assert_eq!(
+            sheets[&2].error_category,
+            Some(crate::checkpoint::ErrorCategory::Timeout)
+        );
         assert_eq!(parsed.workspace(), Some("/w"));
     }
 

@@ -583,3 +583,27 @@ mod tests {
         );
     }
 }
+
+/// `job.logs.follow` params (ours): which job's log to stream (all when absent).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LogFollowParams {
+    /// Only lines mentioning this job, and its sheets' progress.
+    #[serde(default)]
+    pub job_id: Option<String>,
+    /// Lines already in the log to send first.
+    #[serde(default)]
+    pub backlog_lines: usize,
+}
+
+/// One `job.logs.entry` notification: a raw conductor log line, or a progress entry of a
+/// running sheet (a log-shaped object: `timestamp`, `level`, `event`, `job_id`, …).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFollowItem {
+    /// First item of every stream: the log file the conductor follows.
+    Started(String),
+    /// A line of the conductor's log file, as written.
+    Line(String),
+    /// A structured entry made by the conductor (sheet progress).
+    Entry(serde_json::Map<String, serde_json::Value>),
+}

@@ -275,6 +275,22 @@ pub struct WorktreeSetup {
     pub command_timeout: Duration,
 }
 
+impl WorktreeSetup {
+    /// The score's `isolation.copy_files`, `setup_commands` and `setup_timeout_seconds`
+    /// (default 300 s).
+    pub fn from_config(iso: &IsolationConfig) -> Self {
+        WorktreeSetup {
+            copy_files: iso.copy_files.clone(),
+            commands: iso.setup_commands.clone(),
+            command_timeout: Duration::from_secs_f64(
+                iso.setup_timeout_seconds
+                    .unwrap_or(300.0)
+                    .clamp(1.0, 86_400.0),
+            ),
+        }
+    }
+}
+
 impl Default for WorktreeSetup {
     fn default() -> Self {
         WorktreeSetup {

@@ -150,16 +150,7 @@ pub fn prepare(
     let previous = load(&manifest).sheets.get(&sheet).map(|e| e.path.clone());
     let mut cfg = job.isolation.clone();
     cfg.fallback_on_error = false;
-    let iso = &job.isolation;
-    let setup = isolation::WorktreeSetup {
-        copy_files: iso.copy_files.clone(),
-        commands: iso.setup_commands.clone(),
-        command_timeout: std::time::Duration::from_secs_f64(
-            iso.setup_timeout_seconds
-                .unwrap_or(300.0)
-                .clamp(1.0, 86_400.0),
-        ),
-    };
+    let setup = isolation::WorktreeSetup::from_config(&job.isolation);
     let mut req = WorktreeRequest::for_sheet(job, job_id, sheet)
         .resuming(previous.as_deref())
         .with_setup(setup)

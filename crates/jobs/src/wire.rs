@@ -130,7 +130,7 @@ pub fn sheet(s: &SheetState) -> SheetCheckpoint {
         attempt_count: s.attempt_count,
         exit_code: s.exit_code,
         error_message: s.error_message.clone(),
-        error_category: s.error_category.map(|c| c.as_str().to_string()),
+        error_category: s.error_category,
         error_code: s.error_code.clone(),
         validation_passed: s.validation_passed,
         validation_details: s.validation_details.clone(),
@@ -154,6 +154,7 @@ pub fn sheet(s: &SheetState) -> SheetCheckpoint {
         success_without_retry: s.success_without_retry,
         outcome_category: s.outcome_category,
         stdout_tail: s.stdout_tail.clone(),
+        live: None,
         stderr_tail: s.stderr_tail.clone(),
         output_truncated: s.output_truncated,
         prompt_metrics: s.prompt_metrics.clone(),
@@ -171,38 +172,8 @@ pub fn sheet(s: &SheetState) -> SheetCheckpoint {
         estimated_cost: s.estimated_cost,
         cost_confidence: s.cost_confidence,
         agent_feedback: s.agent_feedback.clone(),
-        remote_attempt: s.remote_attempt.as_ref().map(remote_attempt),
-        review: s.review.as_ref().map(review),
-    }
-}
-
-fn remote_attempt(r: &mozart_state::RemoteAttemptRef) -> mozart_ipc::checkpoint::RemoteAttempt {
-    mozart_ipc::checkpoint::RemoteAttempt {
-        placement: r.placement.clone(),
-        remote_id: r.remote_id.clone(),
-        dir: r.dir.clone(),
-        submitted_at: r.submitted_at,
-        attempt_number: r.attempt_number,
-    }
-}
-
-fn review(r: &mozart_state::review::ReviewState) -> mozart_ipc::checkpoint::ReviewProgress {
-    mozart_ipc::checkpoint::ReviewProgress {
-        iteration: r.iteration,
-        verdict: r.verdict.clone(),
-        feedback: r.feedback.clone(),
-        history: r
-            .history
-            .iter()
-            .map(|v| mozart_ipc::checkpoint::ReviewVerdict {
-                iteration: v.iteration,
-                verdict: v.verdict.clone(),
-                feedback: v.feedback.clone(),
-            })
-            .collect(),
-        branch: r.branch.clone(),
-        dispatched: r.dispatched.clone(),
-        budget_from: r.budget_from,
+        remote_attempt: s.remote_attempt.clone(),
+        review: s.review.clone(),
     }
 }
 
@@ -285,7 +256,7 @@ pub fn observer_event(e: &mozart_baton::ObserverEvent) -> MonitorEvent {
 }
 
 /// A learned pattern as `daemon.learning.patterns` lists it (conductor.md §8.25).
-pub fn learned_pattern(p: &mozart_learning::PatternSummary) -> LearnedPattern {
+pub fn learned_pattern(p: &mozart_learning::PatternRecord) -> LearnedPattern {
     LearnedPattern {
         id: p.id.clone(),
         pattern_type: p.pattern_type.clone(),

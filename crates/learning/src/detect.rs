@@ -3,6 +3,7 @@
 
 use indexmap::IndexMap;
 
+use crate::model::percent;
 use crate::model::PatternType;
 use crate::outcome::SheetOutcome;
 use crate::patterns::PatternDraft;
@@ -106,11 +107,6 @@ impl DetectedPattern {
             instrument_name: instrument,
         }
     }
-}
-
-/// Python's `{x:.0%}`.
-pub(crate) fn percent(x: f64) -> String {
-    format!("{:.0}%", x * 100.0)
 }
 
 fn sheet_id(o: &SheetOutcome) -> String {

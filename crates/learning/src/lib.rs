@@ -40,13 +40,24 @@
 //! store.maintain_after_job()?;
 //!
 //! // `daemon.learning.patterns`.
-//! let _patterns: Vec<PatternSummary> = store.patterns(20)?;
+//! let _patterns: Vec<PatternRecord> = store.patterns(20)?;
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! Modules depend in one direction, each only on those above it:
+//! 1. leaves: `error`, `hash`, `time`, `schema` (tables and migrations), `model` (pattern
+//!    records and the selection vocabulary), `outcome` (what the conductor reports);
+//! 2. `cache` (remembered query answers and their validity), then `store` (the connection
+//!    and its caches);
+//! 3. `patterns` (pattern rows, effectiveness and priority), `detect` (patterns found in a
+//!    finished job's outcomes), and the store's other tables: `rate_limits`, `history`,
+//!    `entropy`, `drift`, `lifecycle`, `stats`, `success`;
+//! 4. `select` (a prompt's patterns) and `record` (outcomes in, detection and feedback).
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used))] // tests may unwrap (common.md rule 5)
 
+mod cache;
 mod detect;
 mod drift;
 mod entropy;
@@ -59,6 +70,7 @@ mod model;
 mod outcome;
 mod patterns;
 mod rate_limits;
+mod record;
 mod schema;
 mod select;
 mod stats;
@@ -77,17 +89,19 @@ pub use evolution::EvolutionEntry;
 pub use hash::{content_hash, hash_job, hash_workspace, normalize_pattern_name, pattern_id};
 pub use history::{EntropyResponseRecord, EntropySnapshot, ExecutionRecord};
 pub use lifecycle::{trust_score, PromotionReport};
-pub use model::{PatternRecord, PatternSummary, PatternType, QuarantineStatus};
+pub use model::{
+    ApplicationMode, AutoApply, PatternGuidance, PatternRecord, PatternType, QuarantineStatus,
+};
 pub use outcome::{JobLearningSummary, JobOutcome, SheetOutcome, SheetStatus, ValidationCheck};
 pub use patterns::{
-    effectiveness, store_priority, weighter_priority, ApplicationMode, PatternApplication,
-    PatternDraft, PatternQuery,
+    effectiveness, store_priority, weighter_priority, PatternApplication, PatternDraft,
+    PatternQuery,
 };
 pub use rate_limits::{ExecutionWindow, LearnedDelay, RateLimitEvent};
 pub use schema::{BUSY_TIMEOUT, SCHEMA_VERSION};
 pub use select::{
-    dedup_patterns, render_pattern, render_prompt_section, AutoApply, ContextTags, PatternGuidance,
-    PatternSelection, SelectionConfig, XorShift64, MAX_PROMPT_PATTERNS,
+    dedup_patterns, render_pattern, render_prompt_section, ContextTags, PatternSelection,
+    SelectionConfig, XorShift64, MAX_PROMPT_PATTERNS,
 };
 pub use stats::LearningStats;
 pub use store::{LearningStore, FOREIGN_WRITE_STALENESS};

@@ -1,4 +1,5 @@
-//! Record types read from and written to the store (learning.md §2.1, §3, §12.1).
+//! Record types read from and written to the store (learning.md §2.1, §3, §12.1), and the
+//! vocabulary of prompt selection (§10) that the caches below the store also hold.
 
 use serde::Serialize;
 
@@ -220,44 +221,50 @@ pub(crate) fn pattern_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Patt
     })
 }
 
-/// One entry of `daemon.learning.patterns` (conductor.md §8.25).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PatternSummary {
-    /// Pattern id.
-    pub id: String,
-    /// Type text.
-    pub pattern_type: String,
-    /// Name.
-    pub pattern_name: String,
-    /// Description.
-    pub description: Option<String>,
-    /// Effectiveness.
-    pub effectiveness_score: f64,
-    /// Priority.
-    pub priority_score: f64,
-    /// Occurrences.
-    pub occurrence_count: i64,
-    /// Last seen, ISO text.
-    pub last_seen: Option<String>,
-    /// `pending|quarantined|validated|retired`.
-    pub quarantine_status: QuarantineStatus,
-    /// Trust.
-    pub trust_score: f64,
+/// Whether a pattern was injected because it ranked high or by an exploration draw (§10.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApplicationMode {
+    /// Chosen by priority (≥ 0.3).
+    Exploitation,
+    /// Chosen by the epsilon draw (priority ≥ the exploration floor).
+    Exploration,
 }
 
-impl From<&PatternRecord> for PatternSummary {
-    fn from(r: &PatternRecord) -> Self {
-        PatternSummary {
-            id: r.id.clone(),
-            pattern_type: r.pattern_type.clone(),
-            pattern_name: r.pattern_name.clone(),
-            description: r.description.clone(),
-            effectiveness_score: r.effectiveness_score,
-            priority_score: r.priority_score,
-            occurrence_count: r.occurrence_count,
-            last_seen: r.last_seen.clone(),
-            quarantine_status: r.quarantine_status,
-            trust_score: r.trust_score,
+/// Auto-apply settings (score `learning.auto_apply`, §10.3 step 1, §12.4).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AutoApply {
+    /// Minimum trust.
+    pub trust_threshold: f64,
+    /// At most this many auto-applied patterns per sheet.
+    pub max_patterns_per_sheet: usize,
+    /// Only `validated` patterns qualify.
+    pub require_validated: bool,
+}
+
+impl Default for AutoApply {
+    fn default() -> Self {
+        AutoApply {
+            trust_threshold: 0.85,
+            max_patterns_per_sheet: 3,
+            require_validated: true,
         }
     }
+}
+
+/// One pattern chosen for a prompt.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PatternGuidance {
+    /// Pattern id, for feedback ([`crate::SheetOutcome::applied_patterns`]).
+    pub pattern_id: String,
+    /// The rendered line (§10.5).
+    pub text: String,
+    /// Came from the auto-apply query.
+    pub auto_applied: bool,
+    /// Priority below the exploitation floor (logged as exploration).
+    pub exploration: bool,
+}
+
+/// Python's `{x:.0%}`.
+pub(crate) fn percent(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
 }

@@ -5,9 +5,7 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
 use crate::error::Result;
 use crate::hash::{content_hash, pattern_id};
-use crate::model::{
-    pattern_from_row, PatternRecord, PatternSummary, QuarantineStatus, PATTERN_COLUMNS,
-};
+use crate::model::{pattern_from_row, PatternRecord, QuarantineStatus, PATTERN_COLUMNS};
 use crate::store::{new_row_id, LearningStore};
 use crate::time::Now;
 
@@ -70,15 +68,6 @@ impl Default for PatternQuery {
             include_inactive: false,
         }
     }
-}
-
-/// Whether a pattern was injected because it ranked high or by an exploration draw (§10.2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ApplicationMode {
-    /// Chosen by priority (≥ 0.3).
-    Exploitation,
-    /// Chosen by the epsilon draw (priority ≥ the exploration floor).
-    Exploration,
 }
 
 /// Minimum applications before effectiveness leaves the cold-start value (§9.1).
@@ -197,15 +186,15 @@ impl LearningStore {
         )
     }
 
-    /// The `daemon.learning.patterns` result (conductor.md §8.25): active patterns of any
-    /// priority, highest first.
-    pub fn patterns(&self, limit: usize) -> Result<Vec<PatternSummary>> {
-        let rows = self.get_patterns(&PatternQuery {
+    /// The patterns `daemon.learning.patterns` lists (conductor.md §8.25; the conductor
+    /// shapes them as `mozart_ipc::status::LearnedPattern`): active patterns of any priority,
+    /// highest first.
+    pub fn patterns(&self, limit: usize) -> Result<Vec<PatternRecord>> {
+        self.get_patterns(&PatternQuery {
             min_priority: 0.0,
             limit,
             ..PatternQuery::default()
-        })?;
-        Ok(rows.iter().map(PatternSummary::from).collect())
+        })
     }
 
     /// Records that a pattern was applied to a sheet and whether it helped, then recomputes

@@ -6,10 +6,13 @@ use std::time::Instant;
 
 use regex::Regex;
 
+use crate::cache::{CachedSelection, PatternsVersion};
 use crate::error::Result;
-use crate::model::{PatternRecord, QuarantineStatus};
-use crate::patterns::{ApplicationMode, PatternQuery};
-use crate::store::{LearningStore, PatternsVersion};
+use crate::model::{
+    percent, ApplicationMode, AutoApply, PatternGuidance, PatternRecord, QuarantineStatus,
+};
+use crate::patterns::PatternQuery;
+use crate::store::LearningStore;
 
 /// Most patterns a prompt shows (§10.6).
 pub const MAX_PROMPT_PATTERNS: usize = 5;
@@ -86,27 +89,6 @@ impl ContextTags {
     }
 }
 
-/// Auto-apply settings (score `learning.auto_apply`, §10.3 step 1, §12.4).
-#[derive(Clone, Debug, PartialEq)]
-pub struct AutoApply {
-    /// Minimum trust.
-    pub trust_threshold: f64,
-    /// At most this many auto-applied patterns per sheet.
-    pub max_patterns_per_sheet: usize,
-    /// Only `validated` patterns qualify.
-    pub require_validated: bool,
-}
-
-impl Default for AutoApply {
-    fn default() -> Self {
-        AutoApply {
-            trust_threshold: 0.85,
-            max_patterns_per_sheet: 3,
-            require_validated: true,
-        }
-    }
-}
-
 /// How a sheet's patterns are chosen (score `learning:` keys, §18).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SelectionConfig {
@@ -129,19 +111,6 @@ impl Default for SelectionConfig {
             auto_apply: None,
         }
     }
-}
-
-/// One pattern chosen for a prompt.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PatternGuidance {
-    /// Pattern id, for feedback ([`crate::SheetOutcome::applied_patterns`]).
-    pub pattern_id: String,
-    /// The rendered line (§10.5).
-    pub text: String,
-    /// Came from the auto-apply query.
-    pub auto_applied: bool,
-    /// Priority below the exploitation floor (logged as exploration).
-    pub exploration: bool,
 }
 
 /// The patterns chosen for one sheet.
@@ -201,7 +170,7 @@ pub fn render_pattern(p: &PatternRecord) -> String {
     format!(
         "{indicator} {what} (seen {}x, {} effective)",
         p.occurrence_count,
-        crate::detect::percent(eff)
+        percent(eff)
     )
 }
 
@@ -423,19 +392,6 @@ impl<'a> SelectionKey<'a> {
             && c.instrument.as_deref() == self.instrument
             && c.auto_apply.as_ref() == self.auto_apply
     }
-}
-
-/// A finished selection, valid while the store's [`PatternsVersion`] says so: every sheet
-/// of a job asks the same question, and an empty store answers it the same way each time.
-#[derive(Debug)]
-pub(crate) struct CachedSelection {
-    tags: Vec<String>,
-    min_priority: f64,
-    instrument: Option<String>,
-    auto_apply: Option<AutoApply>,
-    version: PatternsVersion,
-    at: Instant,
-    patterns: Vec<PatternGuidance>,
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
+use crate::cache::{CachedPatterns, CachedSelection, PatternsVersion};
 use crate::error::{LearningError, Result};
 use crate::schema;
 use crate::time::Now;
@@ -37,8 +38,8 @@ pub struct LearningStore {
     data_version_seen: Mutex<Option<(i64, Instant)>>,
     /// How often `data_version` is read for prompts.
     foreign_write_staleness: Duration,
-    /// Finished selections per prompt query (see [`crate::select`]).
-    pub(crate) prompt_cache: Mutex<Vec<crate::select::CachedSelection>>,
+    /// Finished selections per prompt query (see the `select` module).
+    pub(crate) prompt_cache: Mutex<Vec<CachedSelection>>,
 }
 
 /// Remembered [`crate::hash_job`] / [`crate::hash_workspace`] results, bounded.
@@ -51,39 +52,9 @@ struct Identities {
 /// Most identities remembered of each kind; a conductor running for days starts over.
 const IDENTITY_CACHE_LIMIT: usize = 256;
 
-/// When the `patterns` table last changed: SQLite's `data_version` (moves when another
-/// connection commits), and counters that hooks on this connection bump on its writes —
-/// rows added or removed, rows updated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct PatternsVersion {
-    data: i64,
-    rows: u64,
-    updates: u64,
-}
-
-impl PatternsVersion {
-    /// Whether a query answered at `self` (at `then`) still answers at `now`. Every sheet's
-    /// outcome updates the counters of the patterns it applied; those changes reach the
-    /// next selections within a second instead of emptying the cache per sheet. Added or
-    /// removed patterns are seen at once; another process's write at once by
-    /// [`LearningStore::get_patterns`], within [`FOREIGN_WRITE_STALENESS`] by a prompt's
-    /// selection (see [`LearningStore::recent_patterns_version`]).
-    pub(crate) fn still_valid(&self, then: Instant, now: &PatternsVersion) -> bool {
-        self.data == now.data
-            && self.rows == now.rows
-            && (self.updates == now.updates || then.elapsed() < PATTERN_UPDATE_STALENESS)
-    }
-}
-
-/// How long a cached pattern query may miss counter updates (see [`PatternsVersion`]).
-const PATTERN_UPDATE_STALENESS: Duration = Duration::from_secs(1);
-
 /// How long a prompt's pattern selection may miss another process's write, by default:
 /// `data_version` is read at most this often for prompts (each read is a read transaction).
 pub const FOREIGN_WRITE_STALENESS: Duration = Duration::from_millis(50);
-
-/// A cached pattern query: the version and time it was answered at, and the rows.
-pub(crate) type CachedPatterns = (PatternsVersion, Instant, Vec<crate::model::PatternRecord>);
 
 /// Changes this connection made to `patterns`, counted by SQLite hooks: no statement is
 /// needed to learn that nothing changed.

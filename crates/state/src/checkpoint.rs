@@ -4,16 +4,16 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, StateError};
 use crate::time::Timestamp;
 
 // The leaf types are wire types: the protocol crate owns them, the storage model uses them.
 pub use mozart_ipc::checkpoint::{
-    AppliedPattern, CheckpointErrorRecord, CircuitBreakerChange, ErrorType, ExecutionMode,
-    ExitReason, FallbackRecord, IsolationMode, JobStatus, OutcomeCategory, OutcomeData,
-    ProgressSnapshot, PromptMetrics, SheetStatus, ValidationDetail,
+    AppliedPattern, CheckpointErrorRecord, CircuitBreakerChange, ErrorCategory, ErrorType,
+    ExecutionMode, ExitReason, FallbackRecord, IsolationMode, JobStatus, OutcomeCategory,
+    OutcomeData, ProgressSnapshot, PromptMetrics, SheetStatus, ValidationDetail,
 };
 
 /// Default size of the captured stdout/stderr tails (execution.md §8.2: 51200 bytes).
@@ -25,78 +25,12 @@ pub const UNKNOWN_FAILURE_MESSAGE: &str = "Unknown failure (no error message rec
 /// Zombie trigger text used when a stale running state is found on load (conductor.md §12).
 pub const ZOMBIE_ON_LOAD_TRIGGER: &str = "Detected on state load - process no longer running";
 
-/// Error category as the checkpoint stores it (execution.md §7; the classifier lives in
-/// the backends crate and maps onto this).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorCategory {
-    /// Retriable with a long wait.
-    RateLimit,
-    /// Retriable with backoff.
-    Transient,
-    /// The instrument ran but validations failed.
-    Validation,
-    /// Authentication failure; needs the user.
-    Auth,
-    /// Network connectivity.
-    Network,
-    /// Timed out.
-    Timeout,
-    /// Killed by a signal.
-    Signal,
-    /// Non-retriable.
-    Fatal,
-    /// Configuration problem.
-    Configuration,
-    /// Pre-execution check failure.
-    Preflight,
-    /// Escalation / grounding abort.
-    Escalation,
-}
-
-impl ErrorCategory {
-    /// Parses the wire string.
-    pub fn parse(text: &str) -> Option<Self> {
-        serde_json::from_value(serde_json::Value::String(text.to_owned())).ok()
-    }
-
-    /// The wire string.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCategory::RateLimit => "rate_limit",
-            ErrorCategory::Transient => "transient",
-            ErrorCategory::Validation => "validation",
-            ErrorCategory::Auth => "auth",
-            ErrorCategory::Network => "network",
-            ErrorCategory::Timeout => "timeout",
-            ErrorCategory::Signal => "signal",
-            ErrorCategory::Fatal => "fatal",
-            ErrorCategory::Configuration => "configuration",
-            ErrorCategory::Preflight => "preflight",
-            ErrorCategory::Escalation => "escalation",
-        }
-    }
-}
-
 fn one() -> f64 {
     1.0
 }
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
-}
-
-// Upstream drops unknown category strings with a warning instead of rejecting the whole
-// state (execution.md §8.2).
-fn lenient_category<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ErrorCategory>, D::Error> {
-    let raw: Option<String> = Option::deserialize(d)?;
-    Ok(raw.and_then(|s| {
-        let parsed = ErrorCategory::parse(&s);
-        if parsed.is_none() {
-            tracing::warn!(value = %s, "unknown_error_category");
-        }
-        parsed
-    }))
 }
 
 /// State of one sheet (execution.md §8.2).
@@ -123,7 +57,7 @@ pub struct SheetState {
     #[serde(default)]
     pub error_message: Option<String>,
     /// Last error category.
-    #[serde(default, deserialize_with = "lenient_category")]
+    #[serde(default, deserialize_with = "mozart_ipc::checkpoint::lenient_category")]
     pub error_category: Option<ErrorCategory>,
     /// Last E-code.
     #[serde(default)]
@@ -263,20 +197,9 @@ pub struct SheetState {
     pub review: Option<crate::review::ReviewState>,
 }
 
-/// A remote attempt as the checkpoint records it (`SheetState::remote_attempt`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RemoteAttemptRef {
-    /// Placement that started it (`slurm`).
-    pub placement: String,
-    /// The scheduler's id (Slurm job id).
-    pub remote_id: String,
-    /// The attempt's directory of wrapper, output and exit files.
-    pub dir: String,
-    /// Submission time, Unix epoch seconds.
-    pub submitted_at: f64,
-    /// Attempt number it was submitted for.
-    pub attempt_number: u32,
-}
+/// A remote attempt as the checkpoint records it (`SheetState::remote_attempt`): the wire
+/// type.
+pub use mozart_ipc::checkpoint::RemoteAttempt as RemoteAttemptRef;
 
 impl SheetState {
     /// A pending sheet with upstream's defaults.

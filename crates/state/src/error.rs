@@ -1,6 +1,6 @@
 //! The one error type of this crate; every variant names the file, job or sheet involved.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Everything that can go wrong reading or writing Mozart state.
 #[derive(Debug, thiserror::Error)]
@@ -107,3 +107,19 @@ pub enum StateError {
 
 /// Result alias for this crate.
 pub type Result<T, E = StateError> = std::result::Result<T, E>;
+
+impl StateError {
+    /// The `map_err` adapter for a SQLite error of `operation` on the database at `path`.
+    pub(crate) fn sqlite(
+        path: &Path,
+        operation: impl Into<String>,
+    ) -> impl FnOnce(rusqlite::Error) -> StateError {
+        let path = path.to_path_buf();
+        let operation = operation.into();
+        move |source| StateError::Sqlite {
+            path,
+            operation,
+            source,
+        }
+    }
+}

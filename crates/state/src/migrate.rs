@@ -34,15 +34,7 @@ pub const SCHEMA_VERSION: u32 = 2;
 
 /// Brings the database up to [`SCHEMA_VERSION`]; a no-op on an up-to-date database.
 pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<u32> {
-    let sql_err = |operation: &str| {
-        let path = path.to_path_buf();
-        let operation = operation.to_owned();
-        move |source| StateError::Sqlite {
-            path,
-            operation,
-            source,
-        }
-    };
+    let sql_err = |operation: &str| StateError::sqlite(path, operation.to_owned());
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS schema_migrations (
              version    INTEGER PRIMARY KEY NOT NULL,

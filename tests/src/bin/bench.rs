@@ -21,6 +21,8 @@ use mozart_state::{CheckpointState, DaemonJobStatus, JobRecord, Registry};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+#[path = "../dashboard_bench.rs"]
+mod dashboard_bench;
 /// The baton's events/s micro-benchmark, shared with `cargo run -p mozart-baton --example
 /// events_per_sec` so both always measure the same workload.
 #[allow(dead_code)]
@@ -85,6 +87,13 @@ struct Args {
     /// Skip the 1,000-sheet run, its floor and the 1,000-job registry (a quick look).
     #[arg(long)]
     quick: bool,
+    /// Measure only the real-Claude-Code row (it runs when tests/real-cli/setup.sh has
+    /// installed the CLI).
+    #[arg(long)]
+    only_real_cli: bool,
+    /// Repetitions of the real-Claude-Code sheet and of its direct `claude -p` floor.
+    #[arg(long, default_value_t = 5)]
+    real_cli_reps: usize,
     /// Measure only the Slurm placement rows (they run whenever a Slurm node answers).
     #[arg(long)]
     only_slurm: bool,
@@ -94,10 +103,19 @@ struct Args {
     /// Repetitions of each Slurm placement run and of its plain-sbatch floor.
     #[arg(long, default_value_t = 5)]
     slurm_reps: usize,
+    /// Measure only the dashboard figures.
+    #[arg(long)]
+    dashboard_only: bool,
 }
 
+/// The real Claude Code row (issue 13).
+#[path = "../bench_real_cli.rs"]
+mod bench_real_cli;
+
+/// The operator-command rows (issue 15).
 #[path = "../bench_cmds.rs"]
 mod bench_cmds;
+
 /// The Slurm placement rows (issue 17).
 #[path = "../bench_slurm.rs"]
 mod bench_slurm;
@@ -148,6 +166,8 @@ enum BenchError {
         #[source]
         source: Box<mozart_state::StateError>,
     },
+    #[error("dashboard: {0}")]
+    Dashboard(String),
     #[error("baseline {path}: {source}")]
     Baseline {
         path: PathBuf,
@@ -186,9 +206,25 @@ fn bench(args: &Args) -> Result<()> {
     let mozart = MozartExe::resolve(args.mozart.as_deref())?;
     let mut report = Report::default();
     let started = Instant::now();
+    if args.dashboard_only {
+        progress("dashboard (issue 16)");
+        dashboard(&mozart, args, &mut report)?;
+        print!(
+            "{}",
+            Saved::new(&report, started.elapsed()).table(baseline.as_ref())
+        );
+        return Ok(());
+    }
 
     if args.only_slurm {
         return only_slurm(args, &mozart, baseline.as_ref(), started);
+    }
+    if args.only_real_cli {
+        let mut report = Report::default();
+        bench_real_cli::real_cli_rows(&mozart, args.real_cli_reps, &mut report)?;
+        let saved = Saved::new(&report, started.elapsed());
+        print!("{}", saved.table(baseline.as_ref()));
+        return Ok(());
     }
     if args.only_cmds {
         return bench_cmds::only_cmds(args, &mozart, baseline.as_ref(), started);
@@ -232,12 +268,18 @@ fn bench(args: &Args) -> Result<()> {
     conductor.stop(&env)?;
     drop(env);
 
+    progress("real Claude Code against the mock API (issue 13)");
+    bench_real_cli::real_cli_rows(&mozart, args.real_cli_reps, &mut report)?;
+
     progress("conductor, Slurm placement (issue 17)");
     let env = Env::new(&mozart)?;
     let conductor = Conductor::start(&env)?;
     bench_slurm::slurm_rows(&env, &conductor, args.slurm_reps, &mut report)?;
     conductor.stop(&env)?;
     drop(env);
+
+    progress("dashboard (issue 16)");
+    dashboard(&mozart, args, &mut report)?;
 
     if !args.quick {
         progress("fresh conductor, whole-life peak RSS through one 1,000-sheet job");
@@ -341,6 +383,67 @@ fn only_slurm(
         })?;
         std::fs::write(path, text + "\n").map_err(io_err("writing", path))?;
     }
+    Ok(())
+}
+
+/// Sheets of the score whose transitions the SSE latency figure times.
+const SSE_SHEETS: u32 = 8;
+
+/// The dashboard's bars: its jobs page with 1,000 jobs, and sheet transition → live list.
+fn dashboard(mozart: &MozartExe, args: &Args, report: &mut Report) -> Result<()> {
+    let page = dashboard_bench::jobs_page_render(args.reps).map_err(BenchError::Dashboard)?;
+    report.add(
+        Row::ms(
+            "dashboard_jobs_page_1000",
+            "dashboard jobs page rendered server-side, 1,000 jobs",
+            page,
+            args.reps,
+        )
+        .bar_below(20.0),
+    );
+    let env = Env::new(mozart)?;
+    let conductor = Conductor::start(&env)?;
+    let score = env.work.join("sse-live.yaml");
+    write_file(
+        &score,
+        &mozart_tests::sleepy_shell_score("sse-live", SSE_SHEETS, 0.3),
+    )?;
+    let latency = dashboard_bench::sse_latency(
+        &env.socket,
+        &env.home.join("global-learning.db"),
+        "sse-live",
+        SSE_SHEETS,
+        || {
+            let status = env
+                .command(&["run", &score.display().to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .map_err(|e| e.to_string())?;
+            if status.success() {
+                Ok(())
+            } else {
+                Err(format!("mozart run sse-live: {status}"))
+            }
+        },
+    )
+    .map_err(BenchError::Dashboard)?;
+    report.add(
+        Row::ms(
+            "dashboard_sse_latency",
+            "sheet transition → live jobs list (SSE), median",
+            latency.median,
+            latency.samples,
+        )
+        .bar_below(200.0),
+    );
+    report.add(Row::ms(
+        "dashboard_sse_latency_max",
+        "sheet transition → live jobs list (SSE), worst",
+        latency.max,
+        latency.samples,
+    ));
+    conductor.stop(&env)?;
     Ok(())
 }
 
@@ -1408,6 +1511,11 @@ struct Conductor {
 
 impl Conductor {
     fn start(env: &Env) -> Result<Conductor> {
+        Self::start_with(env, &[])
+    }
+
+    /// [`Self::start`] with extra variables in the conductor's (and instruments') environment.
+    fn start_with(env: &Env, vars: &[(String, String)]) -> Result<Conductor> {
         let log = env.home.join("foreground.log");
         let out = std::fs::File::create(&log).map_err(io_err("creating", &log))?;
         let err = out.try_clone().map_err(io_err("opening", &log))?;
@@ -1420,6 +1528,7 @@ impl Conductor {
             .command(&["start", "--foreground"])
             .env("MALLOC_ARENA_MAX", "2")
             .env("MOZART_MALLOC_ARENA_MAX_SET", "1")
+            .envs(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(out)
             .stderr(err)
             .spawn()

@@ -145,10 +145,10 @@ fn parse_args(flavor: Flavor) -> Result<Invocation, String> {
         ),
         Flavor::Gemini => (
             &["-m", "--model", "-o", "--output-format", "-p", "--prompt"],
-            &["--yolo", "-y", "--debug"],
+            &["--yolo", "-y", "--debug", "--skip-trust"],
         ),
         Flavor::Codex => (
-            &["--model", "-m"],
+            &["--model", "-m", "--sandbox"],
             &["--full-auto", "--json", "--skip-git-repo-check"],
         ),
         Flavor::Text => (&[], &[]),

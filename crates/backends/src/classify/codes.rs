@@ -2,52 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Broad kind of an error (execution.md §7.1 `ErrorCategory`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorCategory {
-    /// Rate / usage limit: tempo, not failure.
-    RateLimit,
-    /// Worth retrying soon.
-    Transient,
-    /// Output did not pass validation.
-    Validation,
-    /// Credentials missing or rejected.
-    Auth,
-    /// Network trouble.
-    Network,
-    /// Timed out.
-    Timeout,
-    /// Ended by a signal.
-    Signal,
-    /// Will not get better by retrying.
-    Fatal,
-    /// Score / instrument configuration problem.
-    Configuration,
-    /// Preflight check failed.
-    Preflight,
-    /// Needs a human.
-    Escalation,
-}
-
-impl ErrorCategory {
-    /// The snake_case name upstream uses.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCategory::RateLimit => "rate_limit",
-            ErrorCategory::Transient => "transient",
-            ErrorCategory::Validation => "validation",
-            ErrorCategory::Auth => "auth",
-            ErrorCategory::Network => "network",
-            ErrorCategory::Timeout => "timeout",
-            ErrorCategory::Signal => "signal",
-            ErrorCategory::Fatal => "fatal",
-            ErrorCategory::Configuration => "configuration",
-            ErrorCategory::Preflight => "preflight",
-            ErrorCategory::Escalation => "escalation",
-        }
-    }
-}
+/// Broad kind of an error (execution.md §7.1): defined once, in `mozart-state`, because the
+/// checkpoint stores it and the state crate sits below this one.
+pub use mozart_state::ErrorCategory;
 
 /// How bad an error is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -237,6 +237,19 @@ fn timeout_error(combined_lower: &str) -> ClassifiedError {
 fn rate_limit_from_text(combined: &str, forced: bool) -> Option<ClassifiedError> {
     let limited = forced || patterns::RATE_LIMIT.is_match(combined);
     let reset = parse_reset_time(combined);
+    // A server rate limit that says when to come back ("Please try again in 2s", Gemini's
+    // "Please retry in 2s" / `retryDelay`): wait that, not an hour.
+    if limited && reset.is_none() {
+        if let Some(secs) = retry_hint_seconds(combined) {
+            return Some(ClassifiedError::new(
+                ErrorCode::E101,
+                ErrorCategory::RateLimit,
+                true,
+                format!("API rate limit, the API asked to retry after {secs:.0}s"),
+                Some(secs.clamp(MIN_RETRY_AFTER_SECONDS, MAX_WAIT_SECONDS)),
+            ));
+        }
+    }
     if patterns::QUOTA_EXHAUSTION.is_match(combined) || (limited && reset.is_some()) {
         let mut err = ClassifiedError::new(
             ErrorCode::E104,
@@ -568,6 +581,37 @@ fn classify_json_error(err: &JsonError) -> ClassifiedError {
     }
 }
 
+/// Shortest wait taken from an API's retry-after hint.
+pub const MIN_RETRY_AFTER_SECONDS: f64 = 1.0;
+
+static RETRY_HINT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(
+        r#"(?i)(?:try again|retry) in (\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?)\b|"retryDelay"\s*:\s*"(\d+(?:\.\d+)?)s""#,
+    )
+    .unwrap_or_else(|err| panic!("retry-hint pattern does not compile: {err}"))
+});
+
+/// Seconds an API error text asks the client to wait ("Please try again in 2s",
+/// "retry in 1.5 seconds", `"retryDelay": "2s"`), if it says.
+pub fn retry_hint_seconds(text: &str) -> Option<f64> {
+    let c = RETRY_HINT.captures(text)?;
+    if let Some(n) = c.get(3) {
+        return n.as_str().parse().ok();
+    }
+    let n: f64 = c.get(1)?.as_str().parse().ok()?;
+    let unit = c.get(2).map_or("s", |u| u.as_str()).to_ascii_lowercase();
+    Some(if unit.starts_with("ms") || unit.starts_with("milli") {
+        n / 1000.0
+    } else {
+        n
+    })
+}
+
+/// True when the text names no reset time (so a retry-after hint is the best signal).
+fn reset_text_absent(text: &str) -> bool {
+    parse_reset_time(text).is_none()
+}
+
 /// Errors from the instrument's structured signals (Claude's rate-limit event and
 /// `api_error_status`), before any prose is read.
 fn structured_signals(result: &ExecutionResult, combined: &str) -> Vec<ClassifiedError> {
@@ -588,24 +632,53 @@ fn structured_signals(result: &ExecutionResult, combined: &str) -> Vec<Classifie
         found.push(err);
         return found;
     }
+    let said = result
+        .result_text
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(|t| format!(": {}", t.chars().take(200).collect::<String>()))
+        .unwrap_or_default();
     match result.api_error_status {
+        // A server rate limit with the API's own retry-after: wait that long (a plan
+        // limit names its reset and is read from the text instead).
+        Some(429) if result.retry_after_seconds.is_some() && reset_text_absent(combined) => {
+            let secs = result
+                .retry_after_seconds
+                .unwrap_or(0.0)
+                .clamp(MIN_RETRY_AFTER_SECONDS, MAX_WAIT_SECONDS);
+            found.push(ClassifiedError::new(
+                E::E101,
+                C::RateLimit,
+                true,
+                format!("API rate limit (HTTP 429), the API asked to retry after {secs:.0}s{said}"),
+                Some(secs),
+            ));
+        }
         Some(429) => {
             if let Some(err) = rate_limit_from_text(combined, true) {
                 found.push(err);
             }
         }
-        Some(529 | 503) => found.push(ClassifiedError::new(
+        // Overload is transient (claude-code-output.md §6.5): the CLI has already retried
+        // with its own backoff; retry the sheet with the score's backoff, do not park the
+        // instrument for a plan window.
+        Some(status @ (529 | 503)) => found.push(ClassifiedError::new(
             E::E103,
-            C::RateLimit,
+            C::Transient,
             true,
-            "API overloaded",
-            Some(300.0),
+            format!("API overloaded (HTTP {status}){said}"),
+            Some(30.0),
         )),
-        Some(401 | 403) => found.push(ClassifiedError::new(
+        Some(status @ (401 | 403)) => found.push(ClassifiedError::new(
             E::E502,
             C::Auth,
             false,
-            "API authentication failed",
+            format!(
+                "API authentication failed (HTTP {status}){said}. Check the key the instrument \
+                 reads (ANTHROPIC_API_KEY for Claude Code) in the conductor's environment, \
+                 or log the CLI in"
+            ),
             None,
         )),
         // Any other server-side failure is worth another try (upstream made HTTP 500 a
@@ -677,6 +750,24 @@ pub fn classify(result: &ExecutionResult) -> Classification {
         );
     }
 
+    // The backend recognised a refusal to run as configured (e.g. Claude Code as root
+    // without IS_SANDBOX): not worth a retry, and its message says what to change.
+    if result.error_type.as_deref() == Some("configuration") && exit_signal.is_none() {
+        if let Some(msg) = &result.error_message {
+            push(
+                &mut collected,
+                ClassifiedError::new(
+                    ErrorCode::E306,
+                    ErrorCategory::Configuration,
+                    false,
+                    msg.clone(),
+                    None,
+                ),
+                ClassificationMethod::Structured,
+            );
+        }
+    }
+
     // Phase 2: structured output.
     for err in structured_signals(result, &combined) {
         push(&mut collected, err, ClassificationMethod::Structured);
@@ -721,7 +812,10 @@ pub fn classify(result: &ExecutionResult) -> Classification {
     // the profile backend reports as `error_type`. The profile author knows the tool's
     // wording better than our generic patterns do.
     if collected.is_empty() {
-        if let Some(err) = profile_tagged(result.error_type.as_deref(), &combined) {
+        // The backend's own message (the CLI's error, with a hint) reads better than the
+        // start of raw stdout.
+        let text = result.error_message.as_deref().unwrap_or(&combined);
+        if let Some(err) = profile_tagged(result.error_type.as_deref(), text) {
             push(&mut collected, err, ClassificationMethod::RegexFallback);
         }
     }
@@ -754,12 +848,33 @@ pub fn classify(result: &ExecutionResult) -> Classification {
             push(&mut collected, err, ClassificationMethod::RegexFallback);
         }
     }
-    finish(collected)
+    let mut c = finish(collected);
+    // An auth failure is fixed by the user: keep what the backend said (the CLI's own
+    // message and which credentials to check) next to the generic text.
+    if c.code == ErrorCode::E505 {
+        if let Some(msg) = result.error_message.as_deref().map(str::trim) {
+            if !msg.is_empty() && !c.message.contains(msg) {
+                c.message = format!(
+                    "{msg}: install the CLI, or put it on the PATH the conductor was started \
+                     with (mozart instruments check)"
+                );
+            }
+        }
+    }
+    if c.category == ErrorCategory::Auth {
+        if let Some(msg) = result.error_message.as_deref().map(str::trim) {
+            if !msg.is_empty() && !c.message.contains(msg) {
+                c.message = format!("{}: {msg}", c.message);
+            }
+        }
+    }
+    c
 }
 
 /// An error matched by an instrument profile's pattern set (instruments.md §4.1 `cli.errors`).
 fn profile_tagged(error_type: Option<&str>, text: &str) -> Option<ClassifiedError> {
-    let snippet: String = text.trim().chars().take(200).collect();
+    // Room for the CLI's message and the hint the backend appended to it.
+    let snippet: String = text.trim().chars().take(600).collect();
     let err = match error_type? {
         "auth" => ClassifiedError::new(
             ErrorCode::E502,
@@ -767,6 +882,14 @@ fn profile_tagged(error_type: Option<&str>, text: &str) -> Option<ClassifiedErro
             false,
             format!("Authentication failed (instrument auth pattern): {snippet}"),
             None,
+        ),
+        // A structured instrument that ended "successfully" without its answer.
+        "no_result" => ClassifiedError::new(
+            ErrorCode::E503,
+            ErrorCategory::Transient,
+            true,
+            format!("Instrument gave no usable answer: {snippet}"),
+            Some(15.0),
         ),
         "capacity" => ClassifiedError::new(
             ErrorCode::E103,

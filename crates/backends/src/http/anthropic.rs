@@ -6,14 +6,12 @@
 
 use std::sync::Arc;
 
+use reqwest::{Client, RequestBuilder, Url};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::options::{lookup_env, price_usd, OptionReader};
-use super::{
-    configuration_failure, connection_failure, failure, join_url, malformed, send, status_failure,
-    timeout_failure, write_logs, ClientCache, Clock, Reply,
-};
+use super::{answered_model, Call, ClientCache, Clock, HttpApi};
 use crate::profile::{InstrumentProfile, ModelCapacity};
 use crate::types::{Backend, BoxFuture, ExecutionRequest, ExecutionResult, HealthStatus};
 
@@ -92,13 +90,11 @@ impl AnthropicApiOptions {
 }
 
 /// One attempt's settings after applying `instrument_config`.
-struct Call {
-    model: String,
+pub(crate) struct Params {
     max_tokens: u64,
     temperature: f64,
     system_prompt: Option<String>,
     api_key_env: String,
-    base_url: String,
 }
 
 /// Calls `POST {base}/v1/messages` with the prompt as one user message.
@@ -121,8 +117,22 @@ impl AnthropicApiBackend {
     pub fn options(&self) -> &AnthropicApiOptions {
         &self.options
     }
+}
 
-    fn call_for(&self, req: &ExecutionRequest) -> Result<Call, String> {
+impl HttpApi for AnthropicApiBackend {
+    type Params = Params;
+
+    fn api_name(&self) -> &str {
+        API
+    }
+
+    fn fallback_model(&self, req: &ExecutionRequest) -> String {
+        req.model
+            .clone()
+            .unwrap_or_else(|| self.options.model.clone())
+    }
+
+    fn call_for(&self, req: &ExecutionRequest) -> Result<Call<Params>, String> {
         let o = &self.options;
         let r = OptionReader::new(
             "anthropic_api",
@@ -151,106 +161,83 @@ impl AnthropicApiBackend {
         };
         Ok(Call {
             model,
-            max_tokens: r.count("max_tokens", 1)?.unwrap_or(o.max_tokens),
-            temperature: r.number("temperature", 0.0, 1.0)?.unwrap_or(o.temperature),
-            system_prompt: r
-                .string("system_prompt")?
-                .or_else(|| o.system_prompt.clone()),
-            api_key_env: r
-                .string("api_key_env")?
-                .unwrap_or_else(|| o.api_key_env.clone()),
             base_url,
+            params: Params {
+                max_tokens: r.count("max_tokens", 1)?.unwrap_or(o.max_tokens),
+                temperature: r.number("temperature", 0.0, 1.0)?.unwrap_or(o.temperature),
+                system_prompt: r
+                    .string("system_prompt")?
+                    .or_else(|| o.system_prompt.clone()),
+                api_key_env: r
+                    .string("api_key_env")?
+                    .unwrap_or_else(|| o.api_key_env.clone()),
+            },
         })
     }
 
-    async fn run(&self, req: ExecutionRequest) -> ExecutionResult {
-        let clock = Clock::start();
-        let fallback_model = req
-            .model
-            .clone()
-            .unwrap_or_else(|| self.options.model.clone());
-        let call = match self.call_for(&req) {
-            Ok(c) => c,
-            Err(message) => return configuration_failure(&clock, &fallback_model, &message),
-        };
-        let result = self.call(&req, &call, &clock).await;
-        write_logs(
-            req.output_log_base.as_deref(),
-            result.result_text.as_deref().unwrap_or(""),
-            &result.stderr,
-        )
-        .await;
-        result
+    fn endpoint(&self) -> &str {
+        &self.options.endpoint
     }
 
-    async fn call(&self, req: &ExecutionRequest, call: &Call, clock: &Clock) -> ExecutionResult {
-        let Some(key) = lookup_env(&call.api_key_env, &req.env) else {
-            // Worded so the classifier's auth patterns fire (E502, not retried).
-            let message = format!(
+    fn clients(&self) -> &ClientCache {
+        &self.clients
+    }
+
+    fn api_key(
+        &self,
+        req: &ExecutionRequest,
+        call: &Call<Params>,
+    ) -> Result<Option<String>, String> {
+        match lookup_env(&call.params.api_key_env, &req.env) {
+            Some(key) => Ok(Some(key)),
+            None => Err(format!(
                 "Authentication failed: API key not found in environment variable {} \
                  (set it, or name another variable with backend.api_key_env)",
-                call.api_key_env
-            );
-            return failure(clock, &call.model, Some(1), "authentication", &message);
-        };
-        let url = match join_url(&call.base_url, &self.options.endpoint) {
-            Ok(u) => u,
-            Err(message) => {
-                return configuration_failure(clock, &call.model, &format!("{API}: {message}"))
-            }
-        };
-        let client = match self.clients.client_for(&url) {
-            Ok(c) => c,
-            Err(message) => return failure(clock, &call.model, None, "exception", &message),
-        };
-        let mut body = json!({
-            "model": call.model,
-            "max_tokens": call.max_tokens,
-            "temperature": call.temperature,
-            "messages": [{"role": "user", "content": req.prompt}],
-        });
-        if let Some(system) = &call.system_prompt {
-            body["system"] = Value::String(system.clone());
-        }
-        tracing::debug!(model = %call.model, max_tokens = call.max_tokens, prompt_len = req.prompt.len(),
-            job = %req.job_id, sheet = req.sheet_num, "anthropic api request");
-        let target = url.clone();
-        let builder = client
-            .post(url)
-            .header("x-api-key", key)
-            .header("anthropic-version", &self.options.anthropic_version)
-            .json(&body);
-        match send(builder, req.timeout, &req.progress).await {
-            Reply::TimedOut => timeout_failure(clock, &call.model, API, req.timeout),
-            Reply::Connection(detail) => {
-                connection_failure(clock, &call.model, API, &target, &detail)
-            }
-            Reply::Response {
-                status,
-                headers,
-                body,
-            } if !status.is_success() => status_failure(
-                clock,
-                &call.model,
-                API,
-                status,
-                &headers,
-                &body,
-                &format!(" (key from {})", call.api_key_env),
-            ),
-            Reply::Response { body, .. } => self.success(clock, call, &body),
+                call.params.api_key_env
+            )),
         }
     }
 
-    fn success(&self, clock: &Clock, call: &Call, body: &str) -> ExecutionResult {
-        let parsed: Value = match serde_json::from_str(body) {
-            Ok(v) => v,
-            Err(err) => {
-                return malformed(clock, &call.model, API, body, &err.to_string());
-            }
-        };
+    fn request(
+        &self,
+        client: &Client,
+        url: Url,
+        key: Option<String>,
+        call: &Call<Params>,
+        req: &ExecutionRequest,
+    ) -> RequestBuilder {
+        let mut body = json!({
+            "model": call.model,
+            "max_tokens": call.params.max_tokens,
+            "temperature": call.params.temperature,
+            "messages": [{"role": "user", "content": req.prompt}],
+        });
+        if let Some(system) = &call.params.system_prompt {
+            body["system"] = Value::String(system.clone());
+        }
+        tracing::debug!(model = %call.model, max_tokens = call.params.max_tokens, prompt_len = req.prompt.len(),
+            job = %req.job_id, sheet = req.sheet_num, "anthropic api request");
+        let mut builder = client.post(url);
+        if let Some(key) = key {
+            builder = builder.header("x-api-key", key);
+        }
+        builder
+            .header("anthropic-version", &self.options.anthropic_version)
+            .json(&body)
+    }
+
+    fn auth_hint(&self, call: &Call<Params>) -> String {
+        format!(" (key from {})", call.params.api_key_env)
+    }
+
+    fn answer(
+        &self,
+        clock: &Clock,
+        call: &Call<Params>,
+        parsed: &Value,
+    ) -> Result<ExecutionResult, String> {
         let Some(blocks) = parsed.get("content").and_then(Value::as_array) else {
-            return malformed(clock, &call.model, API, body, "no 'content' list");
+            return Err("no 'content' list".into());
         };
         let text: String = blocks
             .iter()
@@ -262,13 +249,9 @@ impl AnthropicApiBackend {
         let output = parsed
             .pointer("/usage/output_tokens")
             .and_then(Value::as_u64);
-        let model = parsed
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or(&call.model)
-            .to_string();
+        let model = answered_model(parsed, &call.model);
         if parsed.get("stop_reason").and_then(Value::as_str) == Some("max_tokens") {
-            tracing::warn!(%model, max_tokens = call.max_tokens, "answer was cut at max_tokens");
+            tracing::warn!(%model, max_tokens = call.params.max_tokens, "answer was cut at max_tokens");
         }
         let cost = price_usd(
             &self.options.models,
@@ -279,7 +262,7 @@ impl AnthropicApiBackend {
         );
         let mut r = clock.answered(&model, text, input, output, cost);
         r.session_id = parsed.get("id").and_then(Value::as_str).map(str::to_string);
-        r
+        Ok(r)
     }
 }
 
@@ -289,7 +272,7 @@ impl Backend for AnthropicApiBackend {
     }
 
     fn execute(&self, req: ExecutionRequest) -> BoxFuture<'_, ExecutionResult> {
-        Box::pin(self.run(req))
+        Box::pin(super::execute(self, req))
     }
 
     /// Ready when the key variable is set; never calls the API (no quota spent).

@@ -1,7 +1,9 @@
 //! HTTP instruments: the Anthropic Messages API (instruments.md §3.2), a local Ollama
-//! server (§3.3) and OpenAI-compatible chat completions for user profiles, plus what both share — one pooled client, the mapping of HTTP outcomes
-//! onto [`ExecutionResult`] fields the classifier reads (execution.md §7.5), `retry-after`
-//! parsing, profile pricing (§4.6) and the per-attempt log files.
+//! server (§3.3) and OpenAI-compatible chat completions for user profiles, plus what all
+//! three share: the attempt itself (`HttpApi` says what differs, `execute` runs it), one
+//! pooled client, the mapping of HTTP outcomes onto [`ExecutionResult`] fields the
+//! classifier reads (execution.md §7.5), `retry-after` parsing, profile pricing (§4.6) and
+//! the per-attempt log files.
 //!
 //! Deliberate differences from upstream (see the crate report / `docs/differences.md`):
 //! * The request's timeout bounds the whole call (upstream ignored per-call timeouts).
@@ -29,9 +31,9 @@ use reqwest::header::HeaderMap;
 use reqwest::{Client, StatusCode, Url};
 use serde_json::Value;
 
-use crate::process::StreamKind;
 use crate::redact::redact;
-use crate::types::{epoch_now, ExecutionResult, ExitReason, Progress};
+use crate::types::StreamKind;
+use crate::types::{epoch_now, ExecutionRequest, ExecutionResult, ExitReason, Progress};
 
 /// How long establishing a TCP/TLS connection may take (upstream Ollama's connect timeout).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -174,6 +176,127 @@ pub(crate) async fn send(
             body,
         },
     }
+}
+
+/// What differs between the HTTP instruments (Anthropic, OpenAI-compatible, Ollama);
+/// [`execute`] is the attempt they share: resolve the options, find the key, join the URL,
+/// send, and map the reply onto an [`ExecutionResult`].
+pub(crate) trait HttpApi: Sync {
+    /// This attempt's API-specific options.
+    type Params: Sync;
+
+    /// The API's name in messages ("Anthropic API", a profile's display name, "Ollama").
+    fn api_name(&self) -> &str;
+    /// The model a result names when the options cannot be resolved.
+    fn fallback_model(&self, req: &ExecutionRequest) -> String;
+    /// This attempt's options, or why they are invalid.
+    fn call_for(&self, req: &ExecutionRequest) -> Result<Call<Self::Params>, String>;
+    /// The endpoint path joined to the base URL.
+    fn endpoint(&self) -> &str;
+    /// The backend's pooled clients.
+    fn clients(&self) -> &ClientCache;
+    /// The API key, if the API takes one; `Err` is the message when it is missing.
+    fn api_key(
+        &self,
+        req: &ExecutionRequest,
+        call: &Call<Self::Params>,
+    ) -> Result<Option<String>, String>;
+    /// The request to send: method, headers and body.
+    fn request(
+        &self,
+        client: &Client,
+        url: Url,
+        key: Option<String>,
+        call: &Call<Self::Params>,
+        req: &ExecutionRequest,
+    ) -> reqwest::RequestBuilder;
+    /// Appended to a 401/403 message: where the key came from.
+    fn auth_hint(&self, call: &Call<Self::Params>) -> String;
+    /// The answer read from a 2xx JSON body; `Err` says what the body lacks.
+    fn answer(
+        &self,
+        clock: &Clock,
+        call: &Call<Self::Params>,
+        parsed: &Value,
+    ) -> Result<ExecutionResult, String>;
+}
+
+/// One attempt's resolved options: where it goes, and what only its API reads.
+pub(crate) struct Call<P> {
+    /// The model asked for.
+    pub(crate) model: String,
+    /// The server's base URL.
+    pub(crate) base_url: String,
+    /// The API's own settings.
+    pub(crate) params: P,
+}
+
+/// One attempt of an HTTP instrument; the answer or error text goes to the attempt's logs.
+pub(crate) async fn execute<A: HttpApi>(api: &A, req: ExecutionRequest) -> ExecutionResult {
+    let clock = Clock::start();
+    let result = match api.call_for(&req) {
+        Ok(call) => call_api(api, &req, &call, &clock).await,
+        Err(message) => configuration_failure(&clock, &api.fallback_model(&req), &message),
+    };
+    write_logs(
+        req.output_log_base.as_deref(),
+        result.result_text.as_deref().unwrap_or(""),
+        &result.stderr,
+    )
+    .await;
+    result
+}
+
+async fn call_api<A: HttpApi>(
+    api: &A,
+    req: &ExecutionRequest,
+    call: &Call<A::Params>,
+    clock: &Clock,
+) -> ExecutionResult {
+    let name = api.api_name();
+    let model = call.model.as_str();
+    let key = match api.api_key(req, call) {
+        Ok(key) => key,
+        // Worded so the classifier's auth patterns fire (E502, not retried).
+        Err(message) => return failure(clock, model, Some(1), "authentication", &message),
+    };
+    let url = match join_url(&call.base_url, api.endpoint()) {
+        Ok(u) => u,
+        Err(message) => return configuration_failure(clock, model, &format!("{name}: {message}")),
+    };
+    let client = match api.clients().client_for(&url) {
+        Ok(c) => c,
+        Err(message) => return failure(clock, model, None, "exception", &message),
+    };
+    let target = url.clone();
+    let builder = api.request(&client, url, key, call, req);
+    match send(builder, req.timeout, &req.progress).await {
+        Reply::TimedOut => timeout_failure(clock, model, name, req.timeout),
+        Reply::Connection(detail) => connection_failure(clock, model, name, &target, &detail),
+        Reply::Response {
+            status,
+            headers,
+            body,
+        } if !status.is_success() => {
+            let hint = api.auth_hint(call);
+            status_failure(clock, model, name, status, &headers, &body, &hint)
+        }
+        Reply::Response { body, .. } => {
+            let answer = serde_json::from_str::<Value>(&body)
+                .map_err(|err| err.to_string())
+                .and_then(|parsed| api.answer(clock, call, &parsed));
+            answer.unwrap_or_else(|why| malformed(clock, model, name, &body, &why))
+        }
+    }
+}
+
+/// The model an answer names, else the one asked for.
+pub(crate) fn answered_model(parsed: &Value, asked: &str) -> String {
+    parsed
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or(asked)
+        .to_string()
 }
 
 /// The start of an attempt, for durations and `started_at_epoch`.

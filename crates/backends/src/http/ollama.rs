@@ -12,14 +12,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use reqwest::{Client, RequestBuilder, Url};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::options::{price_usd, OptionReader};
-use super::{
-    configuration_failure, connection_failure, failure, join_url, malformed, send, status_failure,
-    timeout_failure, write_logs, ClientCache, Clock, Reply,
-};
+use super::{answered_model, join_url, send, Call, ClientCache, Clock, HttpApi, Reply};
 use crate::profile::{InstrumentProfile, ModelCapacity};
 use crate::types::{Backend, BoxFuture, ExecutionRequest, ExecutionResult, HealthStatus, Progress};
 
@@ -93,9 +91,7 @@ impl OllamaOptions {
     }
 }
 
-struct Call {
-    model: String,
-    base_url: String,
+pub(crate) struct Params {
     num_ctx: u64,
     keep_alive: String,
     system_prompt: Option<String>,
@@ -132,154 +128,27 @@ impl OllamaBackend {
             .unwrap_or_else(|| self.options.base_url.clone())
     }
 
-    fn call_for(&self, req: &ExecutionRequest) -> Result<Call, String> {
-        let o = &self.options;
-        let r = OptionReader::new(
-            "ollama",
-            &req.options,
-            &[
-                "model",
-                "base_url",
-                "num_ctx",
-                "keep_alive",
-                "system_prompt",
-            ],
-            &req.job_id,
-            req.sheet_num,
-        );
-        let model = match req.model.clone() {
-            Some(m) => m,
-            None => r.string("model")?.unwrap_or_else(|| o.model.clone()),
-        };
-        Ok(Call {
-            model,
-            base_url: self.base_url(r.string("base_url")?),
-            num_ctx: r.count("num_ctx", 4096)?.unwrap_or(o.num_ctx),
-            keep_alive: r
-                .string("keep_alive")?
-                .unwrap_or_else(|| o.keep_alive.clone()),
-            system_prompt: r
-                .string("system_prompt")?
-                .or_else(|| o.system_prompt.clone()),
-        })
-    }
-
-    fn payload(&self, call: &Call, prompt: &str) -> Value {
+    fn payload(&self, call: &Call<Params>, prompt: &str) -> Value {
         let mut body = json!({
             "model": call.model,
             "stream": false,
-            "options": {"num_ctx": call.num_ctx},
-            "keep_alive": call.keep_alive,
+            "options": {"num_ctx": call.params.num_ctx},
+            "keep_alive": call.params.keep_alive,
         });
         if self.options.generate_api() {
             body["prompt"] = Value::String(prompt.to_string());
-            if let Some(system) = &call.system_prompt {
+            if let Some(system) = &call.params.system_prompt {
                 body["system"] = Value::String(system.clone());
             }
         } else {
             let mut messages = Vec::new();
-            if let Some(system) = &call.system_prompt {
+            if let Some(system) = &call.params.system_prompt {
                 messages.push(json!({"role": "system", "content": system}));
             }
             messages.push(json!({"role": "user", "content": prompt}));
             body["messages"] = Value::Array(messages);
         }
         body
-    }
-
-    async fn run(&self, req: ExecutionRequest) -> ExecutionResult {
-        let clock = Clock::start();
-        let fallback_model = req
-            .model
-            .clone()
-            .unwrap_or_else(|| self.options.model.clone());
-        let call = match self.call_for(&req) {
-            Ok(c) => c,
-            Err(message) => return configuration_failure(&clock, &fallback_model, &message),
-        };
-        let result = self.call(&req, &call, &clock).await;
-        write_logs(
-            req.output_log_base.as_deref(),
-            result.result_text.as_deref().unwrap_or(""),
-            &result.stderr,
-        )
-        .await;
-        result
-    }
-
-    async fn call(&self, req: &ExecutionRequest, call: &Call, clock: &Clock) -> ExecutionResult {
-        let url = match join_url(&call.base_url, &self.options.endpoint) {
-            Ok(u) => u,
-            Err(message) => {
-                return configuration_failure(clock, &call.model, &format!("{API}: {message}"))
-            }
-        };
-        let client = match self.clients.client_for(&url) {
-            Ok(c) => c,
-            Err(message) => return failure(clock, &call.model, None, "exception", &message),
-        };
-        tracing::debug!(model = %call.model, %url, prompt_len = req.prompt.len(),
-            job = %req.job_id, sheet = req.sheet_num, "ollama request");
-        let target = url.clone();
-        let builder = client.post(url).json(&self.payload(call, &req.prompt));
-        match send(builder, req.timeout, &req.progress).await {
-            Reply::TimedOut => timeout_failure(clock, &call.model, API, req.timeout),
-            Reply::Connection(detail) => {
-                connection_failure(clock, &call.model, API, &target, &detail)
-            }
-            Reply::Response {
-                status,
-                headers,
-                body,
-            } if !status.is_success() => {
-                status_failure(clock, &call.model, API, status, &headers, &body, "")
-            }
-            Reply::Response { body, .. } => self.success(clock, call, &body),
-        }
-    }
-
-    fn success(&self, clock: &Clock, call: &Call, body: &str) -> ExecutionResult {
-        let parsed: Value = match serde_json::from_str(body) {
-            Ok(v) => v,
-            Err(err) => return malformed(clock, &call.model, API, body, &err.to_string()),
-        };
-        let pointer = if self.options.generate_api() {
-            "/response"
-        } else {
-            "/message/content"
-        };
-        let Some(text) = parsed.pointer(pointer).and_then(Value::as_str) else {
-            return malformed(
-                clock,
-                &call.model,
-                API,
-                body,
-                &format!("no '{pointer}' text"),
-            );
-        };
-        let text = text.to_string();
-        let input = parsed
-            .get("prompt_eval_count")
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
-        // Upstream estimates output tokens as chars / 4 when the server reports none (§3.3).
-        let output = match parsed.get("eval_count").and_then(Value::as_u64) {
-            Some(n) if n > 0 => n,
-            _ => text.chars().count() as u64 / 4,
-        };
-        let model = parsed
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or(&call.model)
-            .to_string();
-        let cost = price_usd(
-            &self.options.models,
-            Some(&self.options.model),
-            &model,
-            input,
-            output,
-        );
-        clock.answered(&model, text, Some(input), Some(output), cost)
     }
 
     async fn check(&self) -> HealthStatus {
@@ -329,13 +198,129 @@ impl OllamaBackend {
     }
 }
 
+impl HttpApi for OllamaBackend {
+    type Params = Params;
+
+    fn api_name(&self) -> &str {
+        API
+    }
+
+    fn fallback_model(&self, req: &ExecutionRequest) -> String {
+        req.model
+            .clone()
+            .unwrap_or_else(|| self.options.model.clone())
+    }
+
+    fn call_for(&self, req: &ExecutionRequest) -> Result<Call<Params>, String> {
+        let o = &self.options;
+        let r = OptionReader::new(
+            "ollama",
+            &req.options,
+            &[
+                "model",
+                "base_url",
+                "num_ctx",
+                "keep_alive",
+                "system_prompt",
+            ],
+            &req.job_id,
+            req.sheet_num,
+        );
+        let model = match req.model.clone() {
+            Some(m) => m,
+            None => r.string("model")?.unwrap_or_else(|| o.model.clone()),
+        };
+        Ok(Call {
+            model,
+            base_url: self.base_url(r.string("base_url")?),
+            params: Params {
+                num_ctx: r.count("num_ctx", 4096)?.unwrap_or(o.num_ctx),
+                keep_alive: r
+                    .string("keep_alive")?
+                    .unwrap_or_else(|| o.keep_alive.clone()),
+                system_prompt: r
+                    .string("system_prompt")?
+                    .or_else(|| o.system_prompt.clone()),
+            },
+        })
+    }
+
+    fn endpoint(&self) -> &str {
+        &self.options.endpoint
+    }
+
+    fn clients(&self) -> &ClientCache {
+        &self.clients
+    }
+
+    fn api_key(
+        &self,
+        _req: &ExecutionRequest,
+        _call: &Call<Params>,
+    ) -> Result<Option<String>, String> {
+        Ok(None)
+    }
+
+    fn request(
+        &self,
+        client: &Client,
+        url: Url,
+        _key: Option<String>,
+        call: &Call<Params>,
+        req: &ExecutionRequest,
+    ) -> RequestBuilder {
+        tracing::debug!(model = %call.model, %url, prompt_len = req.prompt.len(),
+            job = %req.job_id, sheet = req.sheet_num, "ollama request");
+        client.post(url).json(&self.payload(call, &req.prompt))
+    }
+
+    fn auth_hint(&self, _call: &Call<Params>) -> String {
+        String::new()
+    }
+
+    fn answer(
+        &self,
+        clock: &Clock,
+        call: &Call<Params>,
+        parsed: &Value,
+    ) -> Result<ExecutionResult, String> {
+        let pointer = if self.options.generate_api() {
+            "/response"
+        } else {
+            "/message/content"
+        };
+        let Some(text) = parsed.pointer(pointer).and_then(Value::as_str) else {
+            return Err(format!("no '{pointer}' text"));
+        };
+        let text = text.to_string();
+        let input = parsed
+            .get("prompt_eval_count")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        // Upstream estimates output tokens as chars / 4 when the server reports none (§3.3).
+        let output = match parsed.get("eval_count").and_then(Value::as_u64) {
+            Some(n) if n > 0 => n,
+            _ => text.chars().count() as u64 / 4,
+        };
+        let model = answered_model(parsed, &call.model);
+        let cost = price_usd(
+            &self.options.models,
+            Some(&self.options.model),
+            &model,
+            input,
+            output,
+        );
+        Ok(clock.answered(&model, text, Some(input), Some(output), cost))
+    }
+}
+
 impl Backend for OllamaBackend {
     fn name(&self) -> &str {
         &self.options.display_name
     }
 
     fn execute(&self, req: ExecutionRequest) -> BoxFuture<'_, ExecutionResult> {
-        Box::pin(self.run(req))
+        Box::pin(super::execute(self, req))
     }
 
     /// `GET /api/tags`: ready when the server lists the model (spends no tokens).

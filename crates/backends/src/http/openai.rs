@@ -9,14 +9,12 @@
 
 use std::sync::Arc;
 
+use reqwest::{Client, RequestBuilder, Url};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::options::{lookup_env, price_usd, OptionReader};
-use super::{
-    configuration_failure, connection_failure, failure, join_url, malformed, send, status_failure,
-    timeout_failure, write_logs, ClientCache, Clock, Reply,
-};
+use super::{answered_model, join_url, Call, ClientCache, Clock, HttpApi};
 use crate::profile::{InstrumentProfile, ModelCapacity};
 use crate::types::{Backend, BoxFuture, ExecutionRequest, ExecutionResult, HealthStatus};
 
@@ -78,12 +76,10 @@ impl OpenAiChatOptions {
     }
 }
 
-struct Call {
-    model: String,
+pub(crate) struct Params {
     max_tokens: Option<u64>,
     temperature: Option<f64>,
     system_prompt: Option<String>,
-    base_url: String,
 }
 
 /// Calls `POST {base}/v1/chat/completions` with the prompt as one user message.
@@ -106,8 +102,23 @@ impl OpenAiChatBackend {
     pub fn options(&self) -> &OpenAiChatOptions {
         &self.options
     }
+}
 
-    fn call_for(&self, req: &ExecutionRequest) -> Result<Call, String> {
+impl HttpApi for OpenAiChatBackend {
+    type Params = Params;
+
+    fn api_name(&self) -> &str {
+        &self.options.display_name
+    }
+
+    fn fallback_model(&self, req: &ExecutionRequest) -> String {
+        req.model
+            .clone()
+            .or_else(|| self.options.model.clone())
+            .unwrap_or_default()
+    }
+
+    fn call_for(&self, req: &ExecutionRequest) -> Result<Call<Params>, String> {
         let o = &self.options;
         let r = OptionReader::new(
             &o.display_name,
@@ -135,115 +146,88 @@ impl OpenAiChatBackend {
         };
         Ok(Call {
             model,
-            max_tokens: r.count("max_tokens", 1)?.or(o.max_tokens),
-            temperature: r.number("temperature", 0.0, 2.0)?.or(o.temperature),
-            system_prompt: r
-                .string("system_prompt")?
-                .or_else(|| o.system_prompt.clone()),
+            params: Params {
+                max_tokens: r.count("max_tokens", 1)?.or(o.max_tokens),
+                temperature: r.number("temperature", 0.0, 2.0)?.or(o.temperature),
+                system_prompt: r
+                    .string("system_prompt")?
+                    .or_else(|| o.system_prompt.clone()),
+            },
+            // Read after the other options, so a bad value is reported in the same order.
             base_url: r.string("base_url")?.unwrap_or_else(|| o.base_url.clone()),
         })
     }
 
-    async fn run(&self, req: ExecutionRequest) -> ExecutionResult {
-        let clock = Clock::start();
-        let fallback_model = req
-            .model
-            .clone()
-            .or_else(|| self.options.model.clone())
-            .unwrap_or_default();
-        let result = match self.call_for(&req) {
-            Ok(call) => self.call(&req, &call, &clock).await,
-            Err(message) => configuration_failure(&clock, &fallback_model, &message),
-        };
-        write_logs(
-            req.output_log_base.as_deref(),
-            result.result_text.as_deref().unwrap_or(""),
-            &result.stderr,
-        )
-        .await;
-        result
+    fn endpoint(&self) -> &str {
+        &self.options.endpoint
     }
 
-    async fn call(&self, req: &ExecutionRequest, call: &Call, clock: &Clock) -> ExecutionResult {
-        let api = self.options.display_name.as_str();
-        let key = match &self.options.api_key_env {
-            None => None,
+    fn clients(&self) -> &ClientCache {
+        &self.clients
+    }
+
+    fn api_key(
+        &self,
+        req: &ExecutionRequest,
+        _call: &Call<Params>,
+    ) -> Result<Option<String>, String> {
+        match &self.options.api_key_env {
+            None => Ok(None),
             Some(var) => match lookup_env(var, &req.env) {
-                Some(key) => Some(key),
-                None => {
-                    let message = format!(
-                        "Authentication failed: API key not found in environment variable {var}"
-                    );
-                    return failure(clock, &call.model, Some(1), "authentication", &message);
-                }
+                Some(key) => Ok(Some(key)),
+                None => Err(format!(
+                    "Authentication failed: API key not found in environment variable {var}"
+                )),
             },
-        };
-        let url = match join_url(&call.base_url, &self.options.endpoint) {
-            Ok(u) => u,
-            Err(message) => {
-                return configuration_failure(clock, &call.model, &format!("{api}: {message}"))
-            }
-        };
-        let client = match self.clients.client_for(&url) {
-            Ok(c) => c,
-            Err(message) => return failure(clock, &call.model, None, "exception", &message),
-        };
+        }
+    }
+
+    fn request(
+        &self,
+        client: &Client,
+        url: Url,
+        key: Option<String>,
+        call: &Call<Params>,
+        req: &ExecutionRequest,
+    ) -> RequestBuilder {
         let mut messages = Vec::new();
-        if let Some(system) = &call.system_prompt {
+        if let Some(system) = &call.params.system_prompt {
             messages.push(json!({"role": "system", "content": system}));
         }
         messages.push(json!({"role": "user", "content": req.prompt}));
         let mut body = json!({"model": call.model, "messages": messages});
-        if let Some(n) = call.max_tokens {
+        if let Some(n) = call.params.max_tokens {
             body["max_tokens"] = json!(n);
         }
-        if let Some(t) = call.temperature {
+        if let Some(t) = call.params.temperature {
             body["temperature"] = json!(t);
         }
-        let target = url.clone();
         let mut builder = client.post(url).json(&body);
         if let Some(key) = key {
             builder = builder.bearer_auth(key);
         }
-        let hint = self
-            .options
+        builder
+    }
+
+    fn auth_hint(&self, _call: &Call<Params>) -> String {
+        self.options
             .api_key_env
             .as_ref()
             .map(|v| format!(" (key from {v})"))
-            .unwrap_or_default();
-        match send(builder, req.timeout, &req.progress).await {
-            Reply::TimedOut => timeout_failure(clock, &call.model, api, req.timeout),
-            Reply::Connection(detail) => {
-                connection_failure(clock, &call.model, api, &target, &detail)
-            }
-            Reply::Response {
-                status,
-                headers,
-                body,
-            } if !status.is_success() => {
-                status_failure(clock, &call.model, api, status, &headers, &body, &hint)
-            }
-            Reply::Response { body, .. } => self.success(clock, call, &body),
-        }
+            .unwrap_or_default()
     }
 
-    fn success(&self, clock: &Clock, call: &Call, body: &str) -> ExecutionResult {
-        let api = self.options.display_name.as_str();
-        let parsed: Value = match serde_json::from_str(body) {
-            Ok(v) => v,
-            Err(err) => return malformed(clock, &call.model, api, body, &err.to_string()),
-        };
+    fn answer(
+        &self,
+        clock: &Clock,
+        call: &Call<Params>,
+        parsed: &Value,
+    ) -> Result<ExecutionResult, String> {
         let Some(text) = parsed
             .pointer("/choices/0/message/content")
             .and_then(Value::as_str)
         else {
-            return malformed(
-                clock,
-                &call.model,
-                api,
-                body,
-                "no 'choices[0].message.content' text",
-            );
+            return Err("no 'choices[0].message.content' text".into());
         };
         let text = text.to_string();
         let input = parsed
@@ -252,11 +236,7 @@ impl OpenAiChatBackend {
         let output = parsed
             .pointer("/usage/completion_tokens")
             .and_then(Value::as_u64);
-        let model = parsed
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or(&call.model)
-            .to_string();
+        let model = answered_model(parsed, &call.model);
         let cost = price_usd(
             &self.options.models,
             self.options.model.as_deref(),
@@ -266,7 +246,7 @@ impl OpenAiChatBackend {
         );
         let mut r = clock.answered(&model, text, input, output, cost);
         r.session_id = parsed.get("id").and_then(Value::as_str).map(str::to_string);
-        r
+        Ok(r)
     }
 }
 
@@ -276,7 +256,7 @@ impl Backend for OpenAiChatBackend {
     }
 
     fn execute(&self, req: ExecutionRequest) -> BoxFuture<'_, ExecutionResult> {
-        Box::pin(self.run(req))
+        Box::pin(super::execute(self, req))
     }
 
     /// Ready when the key variable (if any) is set and the URL is valid; spends nothing.

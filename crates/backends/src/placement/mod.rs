@@ -184,6 +184,20 @@ pub trait RemoteJournal: Send + Sync + std::fmt::Debug {
     fn forget(&self, remote_id: &str);
 }
 
+/// Set when the conductor is stopping: an abandoned remote attempt is then left running and
+/// recorded (the next conductor re-attaches to it, as after a crash) instead of cancelled.
+static DETACH_ON_DROP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// From now on, remote attempts whose followers are dropped keep running (conductor stop).
+pub fn detach_remote_attempts() {
+    DETACH_ON_DROP.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Whether dropped remote attempts are left running (see [`detach_remote_attempts`]).
+pub fn detaching() -> bool {
+    DETACH_ON_DROP.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// Run `spec` where `req.placement` says; the drop-in replacement for
 /// [`run_process`] in the CLI backends.
 pub async fn run(

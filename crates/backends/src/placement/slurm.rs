@@ -28,7 +28,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{PlacementSpec, RemoteAttempt, RemoteJournal};
-use crate::process::{capture_reader, LineSink, ProcessOutcome, ProcessSpec, StreamKind};
+use crate::process::{capture_reader, LineSink, ProcessOutcome, ProcessSpec};
+use crate::types::StreamKind;
 use crate::types::{epoch_now, ExecutionRequest, Progress};
 
 /// Default poll interval of a running attempt.
@@ -439,6 +440,12 @@ impl Drop for CancelGuard {
         let Some(attempt) = self.attempt.take() else {
             return;
         };
+        if super::detaching() {
+            // The conductor is stopping: the job runs on, its record stays, and the next
+            // conductor re-attaches to it.
+            tracing::info!(slurm_job = %attempt.remote_id, "conductor stopping: leaving the Slurm job running");
+            return;
+        }
         let journal = self.journal.take();
         let work = move || {
             let status = std::process::Command::new("scancel")
@@ -814,7 +821,7 @@ mod tests {
             ],
             Duration::from_secs(30),
         );
-        spec.env = crate::process::EnvPlan {
+        spec.env = crate::env::EnvPlan {
             clear: true,
             set: vec![
                 ("PATH".into(), "/usr/bin:/bin".into()),

@@ -8,7 +8,7 @@ use crate::effect::Effect;
 use crate::event::{
     AttemptResult, EscalationDecision, Event, Failure, FailureKind, ResourceSeverity,
 };
-use crate::spec::CostLimitsUpdate;
+use crate::spec::{CostLimitsUpdate, InstrumentSpec};
 use crate::status::{AttemptMode, CircuitState, JobStatus, SheetStatus};
 use crate::time::Millis;
 
@@ -26,18 +26,7 @@ impl BatonCore {
                 job_id,
                 sheet_num,
                 reason,
-            } => {
-                if let Some((ji, si)) = self.locate(&job_id, sheet_num) {
-                    self.kill_if_dispatched(ji, si, out);
-                    self.finish_sheet(
-                        ji,
-                        si,
-                        Ending::not_run(SheetStatus::Skipped, Some(reason)),
-                        now,
-                        out,
-                    );
-                }
-            }
+            } => self.on_sheet_skipped(&job_id, sheet_num, reason, now, out),
             Event::RateLimitHit {
                 instrument, wait, ..
             } => {
@@ -45,178 +34,268 @@ impl BatonCore {
                 self.park_instrument(ii, wait, now, out);
             }
             Event::RateLimitExpired { instrument } => {
-                if let Some(&ii) = self.instrument_index.get(&instrument) {
-                    if !self.instruments[ii].rate_limited(now) {
-                        self.instruments[ii].rate_timer = None;
-                        self.unpark_instrument(ii, out);
-                    }
-                }
+                self.on_rate_limit_expired(&instrument, now, out)
             }
-            Event::ClearRateLimit { instrument } => {
-                let targets: Vec<usize> = match instrument {
-                    Some(name) => self
-                        .instrument_index
-                        .get(&name)
-                        .copied()
-                        .into_iter()
-                        .collect(),
-                    None => (0..self.instruments.len()).collect(),
-                };
-                for ii in targets {
-                    if self.instruments[ii].rate_limited_until.is_some() {
-                        let mut slot = self.instruments[ii].rate_timer.take();
-                        Self::cancel_timer(out, &mut slot);
-                        self.unpark_instrument(ii, out);
-                    }
-                }
-            }
-            Event::RetryDue { job_id, sheet_num } => {
-                if let Some((ji, si)) = self.locate(&job_id, sheet_num) {
-                    let sheet = &mut self.jobs[ji].sheets[si];
-                    if sheet.status == SheetStatus::RetryScheduled {
-                        sheet.retry_timer = None;
-                        let mode = sheet.next_mode;
-                        self.requeue(ji, si, mode, out);
-                    }
-                }
-            }
+            Event::ClearRateLimit { instrument } => self.on_clear_rate_limit(instrument, out),
+            Event::RetryDue { job_id, sheet_num } => self.on_retry_due(&job_id, sheet_num, out),
             Event::StaleCheck {
                 job_id,
                 sheet_num,
                 dispatch_id,
             } => self.on_stale_check(&job_id, sheet_num, dispatch_id, now, out),
             Event::JobTimeout { job_id } => self.on_job_timeout(&job_id, now, out),
-            Event::PacingComplete { job_id } => {
-                if let Some(ji) = self.job_index(&job_id) {
-                    let job = &mut self.jobs[ji];
-                    if job.pacing_until.is_some_and(|until| until <= now) {
-                        job.pacing_until = None;
-                        job.pacing_timer = None;
-                    }
-                }
-            }
+            Event::PacingComplete { job_id } => self.on_pacing_complete(&job_id, now),
             Event::EscalationNeeded {
                 job_id,
                 sheet_num,
                 reason,
-            } => {
-                if let Some((ji, si)) = self.locate(&job_id, sheet_num) {
-                    if !self.jobs[ji].sheets[si].status.is_terminal() {
-                        self.kill_if_dispatched(ji, si, out);
-                        self.enter_fermata(ji, si, reason, now, out);
-                    }
-                }
-            }
+            } => self.on_escalation_needed(&job_id, sheet_num, reason, now, out),
             Event::EscalationResolved {
                 job_id,
                 sheet_num,
                 decision,
             } => self.on_escalation_resolved(&job_id, sheet_num, decision, now, out),
             Event::EscalationTimeout { job_id, sheet_num } => {
-                if let Some((ji, si)) = self.locate(&job_id, sheet_num) {
-                    if self.jobs[ji].sheets[si].status == SheetStatus::Fermata {
-                        // The sheet fails, not the job (brief: escalation timeout).
-                        self.jobs[ji].sheets[si].escalation_timer = None;
-                        let reason = Some("Escalation timed out without a decision".to_owned());
-                        self.finish_sheet(
-                            ji,
-                            si,
-                            Ending::not_run(SheetStatus::Failed, reason),
-                            now,
-                            out,
-                        );
-                    }
-                }
+                self.on_escalation_timeout(&job_id, sheet_num, now, out)
             }
             Event::CircuitBreakerRecovery { instrument } => {
-                if let Some(&ii) = self.instrument_index.get(&instrument) {
-                    let inst = &mut self.instruments[ii];
-                    inst.recovery_timer = None;
-                    if inst.circuit == CircuitState::Open {
-                        inst.circuit = CircuitState::HalfOpen;
-                        inst.probe_in_flight = false;
-                        self.persist_instrument(ii, out);
-                    }
-                }
+                self.on_circuit_breaker_recovery(&instrument, out)
             }
-            Event::PauseJob { job_id } => {
-                if let Some(ji) = self.job_index(&job_id) {
-                    if !self.jobs[ji].user_paused {
-                        self.jobs[ji].user_paused = true;
-                        self.persist_job(
-                            ji,
-                            JobStatus::Paused,
-                            Some("Paused by user".to_owned()),
-                            out,
-                        );
-                    }
-                }
-            }
+            Event::PauseJob { job_id } => self.on_pause(&job_id, out),
             Event::ResumeJob { job_id, new_limits } => self.on_resume(&job_id, new_limits, out),
-            Event::CancelJob { job_id } => {
-                if let Some(ji) = self.job_index(&job_id) {
-                    self.jobs[ji].cancelled = true;
-                    self.end_all_sheets(ji, SheetStatus::Cancelled, "Job cancelled", now, out);
-                }
-            }
-            Event::ShutdownRequested { graceful } => {
-                self.shutting_down = true;
-                if !graceful {
-                    // In-flight sheets are killed but stay `dispatched` in the checkpoint, so a
-                    // restart re-runs them without spending a retry (invariant 1).
-                    for ji in 0..self.jobs.len() {
-                        for si in 0..self.jobs[ji].sheets.len() {
-                            if self.jobs[ji].sheets[si].status == SheetStatus::Dispatched {
-                                self.kill_if_dispatched(ji, si, out);
-                                self.release(ji, si);
-                            }
-                        }
-                    }
-                }
-            }
+            Event::CancelJob { job_id } => self.on_cancel(&job_id, now, out),
+            Event::ShutdownRequested { graceful } => self.on_shutdown_requested(graceful, out),
             Event::ProcessExited {
                 job_id,
                 sheet_num,
                 pid,
                 exit_code,
-            } => {
-                if let Some((ji, si)) = self.locate(&job_id, sheet_num) {
-                    let sheet = &self.jobs[ji].sheets[si];
-                    if sheet.status == SheetStatus::Dispatched {
-                        let mut message = format!("Backend process {pid} exited unexpectedly");
-                        if let Some(code) = exit_code {
-                            message.push_str(&format!(" with code {code}"));
-                        }
-                        let mut r = AttemptResult::failed(
-                            job_id,
-                            sheet_num,
-                            sheet.dispatch_id,
-                            FailureKind::Crash,
-                            message,
-                        );
-                        r.exit_code = exit_code;
-                        r.instrument = self.instruments[sheet.instrument].name.clone();
-                        self.on_attempt_result(r, now, out);
-                    }
-                }
-            }
+            } => self.on_process_exited(job_id, sheet_num, pid, exit_code, now, out),
             Event::ConfigReloaded {
                 max_concurrent_sheets,
                 instruments,
-            } => {
-                if let Some(limit) = max_concurrent_sheets {
-                    self.max_concurrent_sheets = limit.max(1);
-                }
-                for spec in &instruments {
-                    self.upsert_instrument(spec);
-                }
-            }
+            } => self.on_config_reloaded(max_concurrent_sheets, &instruments),
             Event::ResourceAnomaly { severity, .. } => match severity {
                 ResourceSeverity::Critical => self.backpressure = true,
                 ResourceSeverity::Normal => self.backpressure = false,
                 ResourceSeverity::Warning => {}
             },
             Event::DispatchRetry => {}
+        }
+    }
+
+    // ---- small event handlers -------------------------------------------------------------
+
+    /// `SheetSkipped`: a skip decided outside the baton ends the sheet.
+    fn on_sheet_skipped(
+        &mut self,
+        job_id: &str,
+        sheet_num: u32,
+        reason: String,
+        now: Millis,
+        out: &mut Vec<Effect>,
+    ) {
+        if let Some((ji, si)) = self.locate(job_id, sheet_num) {
+            self.kill_if_dispatched(ji, si, out);
+            self.finish_sheet(
+                ji,
+                si,
+                Ending::not_run(SheetStatus::Skipped, Some(reason)),
+                now,
+                out,
+            );
+        }
+    }
+
+    /// `RateLimitExpired`: unpark the instrument unless a later hit extended the wait.
+    fn on_rate_limit_expired(&mut self, instrument: &str, now: Millis, out: &mut Vec<Effect>) {
+        if let Some(&ii) = self.instrument_index.get(instrument) {
+            if !self.instruments[ii].rate_limited(now) {
+                self.instruments[ii].rate_timer = None;
+                self.unpark_instrument(ii, out);
+            }
+        }
+    }
+
+    /// `ClearRateLimit`: lift the wait of one instrument, or of all.
+    fn on_clear_rate_limit(&mut self, instrument: Option<String>, out: &mut Vec<Effect>) {
+        let targets: Vec<usize> = match instrument {
+            Some(name) => self
+                .instrument_index
+                .get(&name)
+                .copied()
+                .into_iter()
+                .collect(),
+            None => (0..self.instruments.len()).collect(),
+        };
+        for ii in targets {
+            if self.instruments[ii].rate_limited_until.is_some() {
+                let mut slot = self.instruments[ii].rate_timer.take();
+                Self::cancel_timer(out, &mut slot);
+                self.unpark_instrument(ii, out);
+            }
+        }
+    }
+
+    /// `RetryDue`: a sheet whose backoff ended goes back to the queue.
+    fn on_retry_due(&mut self, job_id: &str, sheet_num: u32, out: &mut Vec<Effect>) {
+        if let Some((ji, si)) = self.locate(job_id, sheet_num) {
+            let sheet = &mut self.jobs[ji].sheets[si];
+            if sheet.status == SheetStatus::RetryScheduled {
+                sheet.retry_timer = None;
+                let mode = sheet.next_mode;
+                self.requeue(ji, si, mode, out);
+            }
+        }
+    }
+
+    /// `PacingComplete`: the pause between sheets is over.
+    fn on_pacing_complete(&mut self, job_id: &str, now: Millis) {
+        if let Some(ji) = self.job_index(job_id) {
+            let job = &mut self.jobs[ji];
+            if job.pacing_until.is_some_and(|until| until <= now) {
+                job.pacing_until = None;
+                job.pacing_timer = None;
+            }
+        }
+    }
+
+    /// `EscalationNeeded`: a live sheet stops and waits for a decision.
+    fn on_escalation_needed(
+        &mut self,
+        job_id: &str,
+        sheet_num: u32,
+        reason: String,
+        now: Millis,
+        out: &mut Vec<Effect>,
+    ) {
+        if let Some((ji, si)) = self.locate(job_id, sheet_num) {
+            if !self.jobs[ji].sheets[si].status.is_terminal() {
+                self.kill_if_dispatched(ji, si, out);
+                self.enter_fermata(ji, si, reason, now, out);
+            }
+        }
+    }
+
+    /// `EscalationTimeout`: no decision came in time.
+    fn on_escalation_timeout(
+        &mut self,
+        job_id: &str,
+        sheet_num: u32,
+        now: Millis,
+        out: &mut Vec<Effect>,
+    ) {
+        if let Some((ji, si)) = self.locate(job_id, sheet_num) {
+            if self.jobs[ji].sheets[si].status == SheetStatus::Fermata {
+                // The sheet fails, not the job (brief: escalation timeout).
+                self.jobs[ji].sheets[si].escalation_timer = None;
+                let reason = Some("Escalation timed out without a decision".to_owned());
+                self.finish_sheet(
+                    ji,
+                    si,
+                    Ending::not_run(SheetStatus::Failed, reason),
+                    now,
+                    out,
+                );
+            }
+        }
+    }
+
+    /// `CircuitBreakerRecovery`: an open breaker lets one probe through.
+    fn on_circuit_breaker_recovery(&mut self, instrument: &str, out: &mut Vec<Effect>) {
+        if let Some(&ii) = self.instrument_index.get(instrument) {
+            let inst = &mut self.instruments[ii];
+            inst.recovery_timer = None;
+            if inst.circuit == CircuitState::Open {
+                inst.circuit = CircuitState::HalfOpen;
+                inst.probe_in_flight = false;
+                self.persist_instrument(ii, out);
+            }
+        }
+    }
+
+    /// `PauseJob`: no new dispatches; running sheets finish.
+    fn on_pause(&mut self, job_id: &str, out: &mut Vec<Effect>) {
+        if let Some(ji) = self.job_index(job_id) {
+            if !self.jobs[ji].user_paused {
+                self.jobs[ji].user_paused = true;
+                self.persist_job(
+                    ji,
+                    JobStatus::Paused,
+                    Some("Paused by user".to_owned()),
+                    out,
+                );
+            }
+        }
+    }
+
+    /// `CancelJob`: every sheet that has not ended is cancelled.
+    fn on_cancel(&mut self, job_id: &str, now: Millis, out: &mut Vec<Effect>) {
+        if let Some(ji) = self.job_index(job_id) {
+            self.jobs[ji].cancelled = true;
+            self.end_all_sheets(ji, SheetStatus::Cancelled, "Job cancelled", now, out);
+        }
+    }
+
+    /// `ShutdownRequested`: stop dispatching; a forced shutdown kills in-flight sheets.
+    fn on_shutdown_requested(&mut self, graceful: bool, out: &mut Vec<Effect>) {
+        self.shutting_down = true;
+        if !graceful {
+            // In-flight sheets are killed but stay `dispatched` in the checkpoint, so a
+            // restart re-runs them without spending a retry (invariant 1).
+            for ji in 0..self.jobs.len() {
+                for si in 0..self.jobs[ji].sheets.len() {
+                    if self.jobs[ji].sheets[si].status == SheetStatus::Dispatched {
+                        self.kill_if_dispatched(ji, si, out);
+                        self.release(ji, si);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `ProcessExited`: a backend that died without a result counts as a crashed attempt.
+    fn on_process_exited(
+        &mut self,
+        job_id: String,
+        sheet_num: u32,
+        pid: u32,
+        exit_code: Option<i32>,
+        now: Millis,
+        out: &mut Vec<Effect>,
+    ) {
+        if let Some((ji, si)) = self.locate(&job_id, sheet_num) {
+            let sheet = &self.jobs[ji].sheets[si];
+            if sheet.status == SheetStatus::Dispatched {
+                let mut message = format!("Backend process {pid} exited unexpectedly");
+                if let Some(code) = exit_code {
+                    message.push_str(&format!(" with code {code}"));
+                }
+                let mut r = AttemptResult::failed(
+                    job_id,
+                    sheet_num,
+                    sheet.dispatch_id,
+                    FailureKind::Crash,
+                    message,
+                );
+                r.exit_code = exit_code;
+                r.instrument = self.instruments[sheet.instrument].name.clone();
+                self.on_attempt_result(r, now, out);
+            }
+        }
+    }
+
+    /// `ConfigReloaded`: new global limit and instrument settings.
+    fn on_config_reloaded(
+        &mut self,
+        max_concurrent_sheets: Option<u32>,
+        instruments: &[InstrumentSpec],
+    ) {
+        if let Some(limit) = max_concurrent_sheets {
+            self.max_concurrent_sheets = limit.max(1);
+        }
+        for spec in instruments {
+            self.upsert_instrument(spec);
         }
     }
 

@@ -285,26 +285,8 @@ impl Instrument {
     }
 }
 
-/// Snapshot of one sheet, for status queries and tests.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SheetView {
-    /// Sheet number.
-    pub num: u32,
-    /// Baton status.
-    pub status: SheetStatus,
-    /// Failed normal attempts.
-    pub normal_attempts: u32,
-    /// Completion attempts.
-    pub completion_attempts: u32,
-    /// Healing attempts.
-    pub healing_attempts: u32,
-    /// Instrument currently assigned.
-    pub instrument: String,
-    /// Total cost.
-    pub total_cost_usd: f64,
-    /// Failure, skip or wait reason.
-    pub reason: Option<String>,
-}
+/// Snapshot of one sheet, for status queries and tests: the fields the baton persists.
+pub type SheetView = SheetChange;
 
 /// The baton: per-job, per-sheet and per-instrument state machines plus dispatch.
 #[derive(Debug)]
@@ -434,18 +416,9 @@ impl BatonCore {
 
     /// Snapshot of one sheet of a live job.
     pub fn sheet(&self, job_id: &str, sheet_num: u32) -> Option<SheetView> {
-        let job = self.jobs.get(job_id)?;
-        let sheet = &job.sheets[*job.index.get(&sheet_num)?];
-        Some(SheetView {
-            num: sheet.num,
-            status: sheet.status,
-            normal_attempts: sheet.normal_attempts,
-            completion_attempts: sheet.completion_attempts,
-            healing_attempts: sheet.healing_attempts,
-            instrument: self.instruments[sheet.instrument].name.clone(),
-            total_cost_usd: sheet.total_cost,
-            reason: sheet.reason.clone(),
-        })
+        let (ji, _, job) = self.jobs.get_full(job_id)?;
+        let si = *job.index.get(&sheet_num)?;
+        Some(self.sheet_change(ji, si))
     }
 
     /// Circuit-breaker state of an instrument, if known.
@@ -531,9 +504,16 @@ impl BatonCore {
     }
 
     fn persist_sheet(&self, ji: usize, si: usize, out: &mut Vec<Effect>) {
+        out.push(Effect::Persist(StateChange::Sheet(
+            self.sheet_change(ji, si),
+        )));
+    }
+
+    /// A sheet's persisted fields as they are now.
+    fn sheet_change(&self, ji: usize, si: usize) -> SheetChange {
         let job = &self.jobs[ji];
         let sheet = &job.sheets[si];
-        out.push(Effect::Persist(StateChange::Sheet(SheetChange {
+        SheetChange {
             job_id: job.id.clone(),
             sheet_num: sheet.num,
             status: sheet.status,
@@ -543,7 +523,7 @@ impl BatonCore {
             instrument: self.instruments[sheet.instrument].name.clone(),
             total_cost_usd: sheet.total_cost,
             reason: sheet.reason.clone(),
-        })));
+        }
     }
 
     fn persist_job(

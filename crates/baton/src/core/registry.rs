@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::{BatonCore, Ending, Job, Sheet, SkipState};
 use crate::effect::{Effect, JobOutcome};
-use crate::spec::JobSpec;
+use crate::spec::{JobSpec, SheetSpec};
 use crate::status::{AttemptMode, JobStatus, SheetStatus};
 use crate::time::Millis;
 
@@ -32,121 +32,15 @@ impl BatonCore {
         for (i, s) in spec.sheets.iter().enumerate() {
             index.insert(s.num, i);
         }
-        let mut sheets = Vec::with_capacity(spec.sheets.len());
         let mut restored_in_flight = Vec::new();
-        for (i, s) in spec.sheets.iter().enumerate() {
-            let mut instrument = self.instrument_idx(&s.instrument);
-            let mut fallback_pos = 0;
-            let mut status = SheetStatus::Pending;
-            let (mut normal, mut completion, mut healing, mut cost) = (0, 0, 0, 0.0);
-            if let Some(r) = &s.restored {
-                status = match r.status {
-                    // Terminal sheets stay terminal: a completed sheet never runs again
-                    // (invariant 1).
-                    st if st.is_terminal() => st,
-                    SheetStatus::Pending => SheetStatus::Pending,
-                    _ => {
-                        // In flight when the conductor stopped: re-run without spending a retry.
-                        restored_in_flight.push(i);
-                        SheetStatus::Pending
-                    }
-                };
-                normal = r.normal_attempts;
-                completion = r.completion_attempts;
-                healing = r.healing_attempts;
-                cost = r.total_cost_usd;
-                if let Some(name) = &r.instrument {
-                    if let Some(pos) = s.fallbacks.iter().position(|f| f == name) {
-                        fallback_pos = pos + 1;
-                        instrument = self.instrument_idx(name);
-                    }
-                }
-            }
-            let next_mode = if completion > 0 {
-                AttemptMode::Completion
-            } else if healing > 0 {
-                AttemptMode::Healing
-            } else {
-                AttemptMode::Normal
-            };
-            sheets.push(Sheet {
-                num: s.num,
-                status,
-                dependents: Vec::new(),
-                unmet: 0,
-                instrument,
-                model: s.model.clone(),
-                fallbacks: s.fallbacks.clone(),
-                fallback_pos,
-                retry: s.retry.clone(),
-                max_completion: s.max_completion_attempts,
-                completion_threshold: s.completion_threshold_percent,
-                skip: s.skip.clone(),
-                skip_state: if s.skip.is_some() {
-                    SkipState::Unevaluated
-                } else {
-                    SkipState::Clear
-                },
-                timeout: s.timeout,
-                cost_limit: s.max_cost_usd,
-                normal_attempts: normal,
-                completion_attempts: completion,
-                healing_attempts: healing,
-                total_cost: cost,
-                next_mode,
-                dispatch_id: 0,
-                in_flight: None,
-                last_failure: None,
-                reason: None,
-                retry_timer: None,
-                stale_timer: None,
-                escalation_timer: None,
-            });
-        }
-        for (i, s) in spec.sheets.iter().enumerate() {
-            let mut seen = BTreeSet::new();
-            for dep in &s.dependencies {
-                // §2.8: a dependency number not in the job counts as satisfied.
-                let Some(&d) = index.get(dep) else { continue };
-                if !seen.insert(d) {
-                    continue;
-                }
-                sheets[d].dependents.push(i);
-                if !sheets[d].status.satisfies_dependents() {
-                    sheets[i].unmet += 1;
-                }
-            }
-        }
-        let total_cost = sheets.iter().map(|s| s.total_cost).sum();
-        let terminal = sheets.iter().filter(|s| s.status.is_terminal()).count();
-        let job = Job {
-            id: spec.job_id.clone(),
-            sheets,
-            index,
-            ready: BTreeSet::new(),
-            ready_per_instrument: Vec::new(),
-            running: 0,
-            max_concurrent: spec.max_concurrent_sheets.max(1),
-            pause_between: spec.pause_between_sheets,
-            pacing_until: None,
-            pacing_timer: None,
-            user_paused: false,
-            cost_paused: false,
-            escalation_paused: false,
-            cost_limit: spec.max_cost_usd,
-            total_cost,
-            escalation_enabled: spec.escalation_enabled,
-            self_healing_enabled: spec.self_healing_enabled,
-            escalation_timeout: spec.escalation_timeout,
-            timeout: spec.timeout,
-            timeout_timer: None,
-            started_at: now,
-            terminal,
-            cancelled: false,
-            failure_reason: None,
-            halted: false,
-            finished: false,
-        };
+        let mut sheets: Vec<Sheet> = spec
+            .sheets
+            .iter()
+            .enumerate()
+            .map(|(i, s)| self.build_sheet(i, s, &mut restored_in_flight))
+            .collect();
+        link_dependencies(&spec, &index, &mut sheets);
+        let job = new_job(&spec, sheets, index, now);
         // A finished job with the same id may still sit in the map until reaped; replace it.
         let (ji, _) = self.jobs.insert_full(spec.job_id.clone(), job);
 
@@ -164,7 +58,93 @@ impl BatonCore {
             );
             self.jobs[ji].timeout_timer = Some(id);
         }
-        // F-440: failures restored from a checkpoint still block their dependents.
+        self.block_restored_failures(ji, now, out);
+        for i in 0..self.jobs[ji].sheets.len() {
+            self.make_ready(ji, i, out);
+        }
+        self.check_job_cost(ji, out);
+        self.check_job_done(ji, now, out);
+    }
+
+    /// The baton's sheet for a spec, restored from its checkpoint state if it has one; a
+    /// sheet that was in flight is added to `restored_in_flight`.
+    fn build_sheet(
+        &mut self,
+        i: usize,
+        s: &SheetSpec,
+        restored_in_flight: &mut Vec<usize>,
+    ) -> Sheet {
+        let mut instrument = self.instrument_idx(&s.instrument);
+        let mut fallback_pos = 0;
+        let mut status = SheetStatus::Pending;
+        let (mut normal, mut completion, mut healing, mut cost) = (0, 0, 0, 0.0);
+        if let Some(r) = &s.restored {
+            status = match r.status {
+                // Terminal sheets stay terminal: a completed sheet never runs again
+                // (invariant 1).
+                st if st.is_terminal() => st,
+                SheetStatus::Pending => SheetStatus::Pending,
+                _ => {
+                    // In flight when the conductor stopped: re-run without spending a retry.
+                    restored_in_flight.push(i);
+                    SheetStatus::Pending
+                }
+            };
+            normal = r.normal_attempts;
+            completion = r.completion_attempts;
+            healing = r.healing_attempts;
+            cost = r.total_cost_usd;
+            if let Some(name) = &r.instrument {
+                if let Some(pos) = s.fallbacks.iter().position(|f| f == name) {
+                    fallback_pos = pos + 1;
+                    instrument = self.instrument_idx(name);
+                }
+            }
+        }
+        let next_mode = if completion > 0 {
+            AttemptMode::Completion
+        } else if healing > 0 {
+            AttemptMode::Healing
+        } else {
+            AttemptMode::Normal
+        };
+        Sheet {
+            num: s.num,
+            status,
+            dependents: Vec::new(),
+            unmet: 0,
+            instrument,
+            model: s.model.clone(),
+            fallbacks: s.fallbacks.clone(),
+            fallback_pos,
+            retry: s.retry.clone(),
+            max_completion: s.max_completion_attempts,
+            completion_threshold: s.completion_threshold_percent,
+            skip: s.skip.clone(),
+            skip_state: if s.skip.is_some() {
+                SkipState::Unevaluated
+            } else {
+                SkipState::Clear
+            },
+            timeout: s.timeout,
+            cost_limit: s.max_cost_usd,
+            normal_attempts: normal,
+            completion_attempts: completion,
+            healing_attempts: healing,
+            total_cost: cost,
+            next_mode,
+            dispatch_id: 0,
+            in_flight: None,
+            last_failure: None,
+            reason: None,
+            retry_timer: None,
+            stale_timer: None,
+            escalation_timer: None,
+        }
+    }
+
+    /// F-440: failures restored from a checkpoint still block their dependents.
+    fn block_restored_failures(&mut self, ji: usize, now: Millis, out: &mut Vec<Effect>) {
         let failed: Vec<usize> = (0..self.jobs[ji].sheets.len())
             .filter(|&i| self.jobs[ji].sheets[i].status == SheetStatus::Failed)
             .collect();
@@ -181,11 +161,6 @@ impl BatonCore {
                 );
             }
         }
-        for i in 0..self.jobs[ji].sheets.len() {
-            self.make_ready(ji, i, out);
-        }
-        self.check_job_cost(ji, out);
-        self.check_job_done(ji, now, out);
     }
 
     /// Refuse a malformed job: persist it as failed and announce why.
@@ -274,4 +249,56 @@ fn check_shape(spec: &JobSpec) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Wire each sheet to its dependents and count the dependencies not yet satisfied.
+fn link_dependencies(spec: &JobSpec, index: &HashMap<u32, usize>, sheets: &mut [Sheet]) {
+    for (i, s) in spec.sheets.iter().enumerate() {
+        let mut seen = BTreeSet::new();
+        for dep in &s.dependencies {
+            // §2.8: a dependency number not in the job counts as satisfied.
+            let Some(&d) = index.get(dep) else { continue };
+            if !seen.insert(d) {
+                continue;
+            }
+            sheets[d].dependents.push(i);
+            if !sheets[d].status.satisfies_dependents() {
+                sheets[i].unmet += 1;
+            }
+        }
+    }
+}
+
+/// The baton's job for a spec whose sheets are built.
+fn new_job(spec: &JobSpec, sheets: Vec<Sheet>, index: HashMap<u32, usize>, now: Millis) -> Job {
+    let total_cost = sheets.iter().map(|s| s.total_cost).sum();
+    let terminal = sheets.iter().filter(|s| s.status.is_terminal()).count();
+    Job {
+        id: spec.job_id.clone(),
+        sheets,
+        index,
+        ready: BTreeSet::new(),
+        ready_per_instrument: Vec::new(),
+        running: 0,
+        max_concurrent: spec.max_concurrent_sheets.max(1),
+        pause_between: spec.pause_between_sheets,
+        pacing_until: None,
+        pacing_timer: None,
+        user_paused: false,
+        cost_paused: false,
+        escalation_paused: false,
+        cost_limit: spec.max_cost_usd,
+        total_cost,
+        escalation_enabled: spec.escalation_enabled,
+        self_healing_enabled: spec.self_healing_enabled,
+        escalation_timeout: spec.escalation_timeout,
+        timeout: spec.timeout,
+        timeout_timer: None,
+        started_at: now,
+        terminal,
+        cancelled: false,
+        failure_reason: None,
+        halted: false,
+        finished: false,
+    }
 }

@@ -290,7 +290,7 @@ pub fn history_entries(num: u32, sheet: &SheetCheckpoint) -> Vec<ErrorEntry> {
 /// "synthetic" records). Dated at the sheet's `completed_at`, else `now`.
 pub fn synthetic_entry(num: u32, sheet: &SheetCheckpoint, now: f64) -> Option<ErrorEntry> {
     let message = sheet.error_message.as_ref()?;
-    let category = sheet.error_category.as_deref();
+    let category = sheet.error_category.map(|c| c.as_str());
     let mut context = Map::new();
     context.insert("exit_code".into(), json!(sheet.exit_code));
     context.insert("exit_signal".into(), json!(sheet.exit_signal));

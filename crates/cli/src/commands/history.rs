@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use mozart_ipc::methods;
+use mozart_ipc::status::{HistoryRecord, HistoryResult};
 use serde_json::{json, Value};
 
 use super::status::{absolute, check_score_id, failed, ipc_text, job_call, JobCallError};
@@ -46,7 +47,7 @@ pub struct Args {
 #[derive(Debug, Clone, PartialEq)]
 pub struct History {
     /// The attempt records, newest first, as the conductor sent them.
-    pub records: Vec<Value>,
+    pub records: Vec<HistoryRecord>,
     /// False when there is no history store at all.
     pub has_history: bool,
 }
@@ -101,17 +102,17 @@ fn fetch(globals: &Globals, id: &str, args: &Args) -> Result<History, CliError> 
         "limit": args.limit,
     });
     match job_call(globals, methods::JOB_HISTORY, params, args.json) {
-        Ok(result) => Ok(History {
-            records: result
-                .get("records")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default(),
-            has_history: result
-                .get("has_history")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-        }),
+        Ok(result) => match serde_json::from_value::<HistoryResult>(result) {
+            Ok(result) => Ok(History {
+                records: result.records,
+                has_history: result.has_history,
+            }),
+            Err(err) => Err(failed(
+                format!("Unexpected job.history answer from the conductor: {err}"),
+                &[],
+                args.json,
+            )),
+        },
         Err(JobCallError::Job(_)) => Err(failed(
             format!("Score not found: {id}"),
             &["Run 'mozart list' to see available scores."],
@@ -144,7 +145,7 @@ fn fetch(globals: &Globals, id: &str, args: &Args) -> Result<History, CliError> 
 }
 
 /// `mozart history --json`: records as the conductor sent them, plus the sheet filter.
-pub fn history_json(id: &str, records: &[Value], sheet: Option<u32>) -> Value {
+pub fn history_json(id: &str, records: &[HistoryRecord], sheet: Option<u32>) -> Value {
     let mut doc = json!({
         "job_id": id,
         "total_records": records.len(),
@@ -157,7 +158,12 @@ pub fn history_json(id: &str, records: &[Value], sheet: Option<u32>) -> Value {
 }
 
 /// The human table: Sheet, Attempt, Exit Code, Duration, Timestamp (cli.md §5.4).
-pub fn render_history(id: &str, records: &[Value], sheet: Option<u32>, style: &Style) -> String {
+pub fn render_history(
+    id: &str,
+    records: &[HistoryRecord],
+    sheet: Option<u32>,
+    style: &Style,
+) -> String {
     let mut out: Vec<String> = Vec::new();
     if records.is_empty() {
         out.push(format!(
@@ -174,28 +180,22 @@ pub fn render_history(id: &str, records: &[Value], sheet: Option<u32>, style: &S
         ));
         return out.join("\n") + "\n";
     }
-    let text = |r: &Value, key: &str| match r.get(key) {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) | None => String::new(),
-        Some(v) => v.to_string(),
-    };
     let rows: Vec<Vec<Cell>> = records
         .iter()
         .map(|r| {
-            let exit = match r.get("exit_code").and_then(Value::as_i64) {
+            let exit = match r.exit_code {
                 Some(0) => Cell::colored("0", Color::Green),
                 Some(code) => Cell::colored(code.to_string(), Color::Red),
                 None => Cell::colored("-", Color::Dim),
             };
             let duration = r
-                .get("duration_seconds")
-                .and_then(Value::as_f64)
+                .duration_seconds
                 .map(|d| format!("{d:.1}s"))
                 .unwrap_or_else(|| "-".into());
-            let timestamp: String = text(r, "executed_at").chars().take(19).collect();
+            let timestamp: String = r.executed_at.chars().take(19).collect();
             vec![
-                Cell::colored(text(r, "sheet_num"), Color::Cyan),
-                Cell::from(text(r, "attempt_num")),
+                Cell::colored(r.sheet_num.to_string(), Color::Cyan),
+                Cell::from(r.attempt_num.to_string()),
                 exit,
                 Cell::from(duration),
                 Cell::colored(timestamp, Color::Dim),
@@ -220,12 +220,18 @@ pub fn render_history(id: &str, records: &[Value], sheet: Option<u32>, style: &S
 mod tests {
     use super::*;
 
-    fn record(sheet: u32, attempt: u32, exit: Option<i32>, secs: Option<f64>) -> Value {
-        json!({
-            "id": 1, "job_id": "j", "sheet_num": sheet, "attempt_num": attempt,
-            "prompt": null, "output": "x", "exit_code": exit, "duration_seconds": secs,
-            "executed_at": "2026-11-21T22:27:24.622150Z"
-        })
+    fn record(sheet: u32, attempt: u32, exit: Option<i32>, secs: Option<f64>) -> HistoryRecord {
+        HistoryRecord {
+            id: 1,
+            job_id: "j".into(),
+            sheet_num: sheet,
+            attempt_num: attempt,
+            prompt: None,
+            output: Some("x".into()),
+            exit_code: exit,
+            duration_seconds: secs,
+            executed_at: "2026-11-21T22:27:24.622150Z".into(),
+        }
     }
 
     #[test]

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use mozart_ipc::methods;
-use serde_json::{json, Value};
+use mozart_ipc::status::JobListEntry;
+use serde_json::json;
 
 use super::status::job_call;
 use crate::output::print_json;
@@ -34,10 +35,10 @@ pub struct Args {
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let result = job_call(globals, methods::JOB_LIST, json!({}), args.json)
         .map_err(|e| e.into_cli(args.json))?;
-    let all: Vec<Value> = result.as_array().cloned().unwrap_or_default();
+    let all = JobListEntry::parse_list(&result);
     let shown = jobs::filter_list(&all, args.all, args.status.as_deref(), args.limit);
     if args.json {
-        print_json(&Value::Array(shown));
+        print_json(&shown);
     } else {
         print!(
             "{}",

@@ -84,6 +84,23 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         check_score_id(id)?;
     }
     let style = Style::for_stdout();
+    if args.follow && args.file.is_none() && args.workspace.is_none() {
+        // Streamed by the conductor itself (with its running sheets' progress); a file
+        // tail only when no conductor answers.
+        let min_level = match &args.level {
+            Some(level) => level_index(&level.to_uppercase()).unwrap_or(usize::MAX),
+            None => 0,
+        };
+        if min_level != usize::MAX {
+            let filter = LogFilter {
+                job_id: args.score_id.clone(),
+                min_level,
+            };
+            if let Some(code) = follow_conductor(globals, &filter, args.json, &style)? {
+                return Ok(code);
+            }
+        }
+    }
     let (target, from_conductor) = default_target(globals, &args)?;
     let path = match locate(&target) {
         Some(p) => p,
@@ -667,6 +684,107 @@ impl Tail {
         }
         Ok(lines)
     }
+}
+
+/// `--follow` through the conductor's `job.logs.follow` stream. `None` when no conductor
+/// answers or it does not know the method (then the file is tailed instead).
+fn follow_conductor(
+    globals: &Globals,
+    filter: &LogFilter,
+    json: bool,
+    style: &Style,
+) -> Result<Option<i32>, CliError> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let paths = crate::conductor_client::paths(globals, None)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| failed(format!("cannot start the follow stream: {e}"), &[], false))?;
+    runtime.block_on(async {
+        let Ok(stream) = tokio::net::UnixStream::connect(&paths.socket).await else {
+            return Ok(None);
+        };
+        let (read, mut write) = stream.into_split();
+        let request = serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": mozart_ipc::methods::JOB_LOGS_FOLLOW,
+            "params": {"job_id": filter.job_id, "backlog_lines": 0},
+        });
+        if write
+            .write_all(format!("{request}\n").as_bytes())
+            .await
+            .is_err()
+        {
+            return Ok(None);
+        }
+        let mut lines = tokio::io::BufReader::new(read).lines();
+        let first = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await;
+        // The stream starts with a `started` item; an older conductor answers "method not
+        // found" instead.
+        let started = match first {
+            Ok(Ok(Some(line))) => serde_json::from_str::<Value>(&line).ok().and_then(|v| {
+                v.pointer("/params/started")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            }),
+            _ => None,
+        };
+        let Some(log_file) = started else {
+            return Ok(None);
+        };
+        let mut interrupt =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+                .map_err(|e| failed(format!("cannot listen for Ctrl-C: {e}"), &[], false))?;
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        let what = filter
+            .job_id
+            .as_deref()
+            .map_or_else(|| "all scores".to_string(), |j| format!("score '{j}'"));
+        emit(
+            &mut out,
+            &style.paint(
+                &format!("Following the conductor's log for {what} ({log_file})"),
+                Color::Dim,
+            ),
+        );
+        emit(&mut out, &style.paint("Press Ctrl+C to stop", Color::Dim));
+        emit(&mut out, "");
+        loop {
+            let line = tokio::select! {
+                line = lines.next_line() => line,
+                _ = interrupt.recv() => {
+                    emit(&mut out, "");
+                    emit(&mut out, &style.paint("Stopped following logs.", Color::Dim));
+                    return Ok(Some(0));
+                }
+            };
+            let Ok(Some(line)) = line else {
+                emit(&mut out, "");
+                emit(
+                    &mut out,
+                    &style.paint("The conductor stopped; no more log entries.", Color::Yellow),
+                );
+                return Ok(Some(0));
+            };
+            let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            let item = message
+                .get("params")
+                .cloned()
+                .and_then(|r| serde_json::from_value::<mozart_ipc::types::LogFollowItem>(r).ok());
+            let entry = match item {
+                Some(mozart_ipc::types::LogFollowItem::Line(l)) => parse_line(&l),
+                Some(mozart_ipc::types::LogFollowItem::Entry(e)) => Some(e),
+                Some(mozart_ipc::types::LogFollowItem::Started(_)) | None => None,
+            };
+            if let Some(entry) = entry.filter(|e| should_include(e, filter)) {
+                if !emit(&mut out, &render(&entry, json, style)) {
+                    return Ok(Some(0));
+                }
+            }
+        }
+    })
 }
 
 fn follow(path: &Path, filter: &LogFilter, json: bool, style: &Style) -> Result<i32, CliError> {

@@ -119,6 +119,9 @@ fn run_here(config: DaemonConfig, paths: ConductorPaths, args: &Args) -> Result<
     if args.detached_child {
         mozart_conductor::detach_session().map_err(fail)?;
     }
+    if config.dashboard.enabled {
+        start_dashboard(&config.dashboard, &paths);
+    }
     let settings = ConductorSettings {
         config,
         paths,
@@ -135,6 +138,23 @@ fn run_here(config: DaemonConfig, paths: ConductorPaths, args: &Args) -> Result<
         }
         Err(err) => Err(fail(err)),
     }
+}
+
+/// Serve the dashboard from this process (`dashboard:` in conductor.yaml), on its own
+/// thread and runtime so it never competes with the conductor's; it finds the socket once
+/// the conductor listens. A dashboard that cannot start is logged, not fatal.
+fn start_dashboard(d: &mozart_conductor::config::DashboardConfig, paths: &ConductorPaths) {
+    let Ok(host) = d.host.parse() else {
+        return;
+    };
+    let options = mozart_dashboard::Options {
+        host,
+        port: d.port,
+        token: d.token.clone(),
+        socket: paths.socket.clone(),
+        learning_db: paths.learning_db.clone(),
+    };
+    mozart_dashboard::spawn_background(options);
 }
 
 fn start_detached(

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use mozart_ipc::status::JobListEntry;
 use mozart_ipc::{error as rpc, methods, IpcError};
 use serde_json::{json, Value};
 
@@ -199,8 +200,7 @@ fn overview(globals: &Globals, json: bool) -> Result<i32, CliError> {
     // A failing job.list shows an empty overview rather than an error (§4.1).
     let list = client
         .call_value(methods::JOB_LIST, json!({}))
-        .ok()
-        .and_then(|v| v.as_array().cloned())
+        .map(|v| JobListEntry::parse_list(&v))
         .unwrap_or_default();
     let (active, recent) = jobs::split_overview(&list);
     if json {

@@ -1,7 +1,8 @@
-//! Job-dict listings: the `mozart status` overview and `mozart list` (cli.md §4.1, §4.2).
-//! Job dicts come in two shapes (conductor.md §6.2 and §9); only `job_id`, `status`,
-//! `config_path`, `workspace`, `submitted_at`, `started_at` are relied upon.
+//! Job listings: the `mozart status` overview and `mozart list` (cli.md §4.1, §4.2), from
+//! the `job.list` rows of `mozart_ipc::status` (two shapes, conductor.md §6.2 and §9; only
+//! `job_id`, `status`, `workspace` and `submitted_at` are relied upon).
 
+use mozart_ipc::status::JobListEntry;
 use serde_json::{json, Value};
 
 use super::style::{job_status_color, Color, Style};
@@ -14,35 +15,25 @@ pub const RECENT_STATUSES: [&str; 3] = ["completed", "failed", "cancelled"];
 /// How many recent jobs the overview shows.
 pub const RECENT_LIMIT: usize = 5;
 
-fn status_of(job: &Value) -> String {
-    match job.get("status") {
-        Some(Value::String(s)) => s.to_lowercase(),
-        Some(Value::Null) | None => String::new(),
-        Some(other) => other.to_string().to_lowercase(),
-    }
-}
-
-fn submitted_at(job: &Value) -> f64 {
-    job.get("submitted_at")
-        .and_then(Value::as_f64)
-        .unwrap_or(0.0)
+fn status_of(job: &JobListEntry) -> String {
+    job.status().to_lowercase()
 }
 
 /// Split `job.list` into active jobs (conductor order) and the newest five finished ones.
-pub fn split_overview(jobs: &[Value]) -> (Vec<Value>, Vec<Value>) {
-    let active: Vec<Value> = jobs
+pub fn split_overview(jobs: &[JobListEntry]) -> (Vec<JobListEntry>, Vec<JobListEntry>) {
+    let active: Vec<JobListEntry> = jobs
         .iter()
         .filter(|j| ACTIVE_STATUSES.contains(&status_of(j).as_str()))
         .cloned()
         .collect();
-    let mut recent: Vec<Value> = jobs
+    let mut recent: Vec<JobListEntry> = jobs
         .iter()
         .filter(|j| RECENT_STATUSES.contains(&status_of(j).as_str()))
         .cloned()
         .collect();
     recent.sort_by(|a, b| {
-        submitted_at(b)
-            .partial_cmp(&submitted_at(a))
+        b.submitted_at()
+            .partial_cmp(&a.submitted_at())
             .unwrap_or(std::cmp::Ordering::Equal)
     });
     recent.truncate(RECENT_LIMIT);
@@ -50,7 +41,7 @@ pub fn split_overview(jobs: &[Value]) -> (Vec<Value>, Vec<Value>) {
 }
 
 /// The overview's `--json` document.
-pub fn overview_json(active: &[Value], recent: &[Value]) -> Value {
+pub fn overview_json(active: &[JobListEntry], recent: &[JobListEntry]) -> Value {
     json!({
         "conductor": "running",
         "active_count": active.len(),
@@ -60,8 +51,8 @@ pub fn overview_json(active: &[Value], recent: &[Value]) -> Value {
     })
 }
 
-fn overview_line(job: &Value, show_elapsed: bool, now: f64, style: &Style) -> String {
-    let id = job.get("job_id").and_then(Value::as_str).unwrap_or("?");
+fn overview_line(job: &JobListEntry, show_elapsed: bool, now: f64, style: &Style) -> String {
+    let id = job.job_id();
     let status = {
         let s = status_of(job);
         if s.is_empty() {
@@ -74,15 +65,13 @@ fn overview_line(job: &Value, show_elapsed: bool, now: f64, style: &Style) -> St
         "  {id:<24} {}",
         style.paint(&status.to_uppercase(), job_status_color(&status))
     );
-    let submitted = job.get("submitted_at").and_then(Value::as_f64);
-    match submitted {
-        Some(ts) if show_elapsed && status == "running" && ts != 0.0 => {
+    let ts = job.submitted_at();
+    if ts != 0.0 {
+        if !show_elapsed {
+            line.push_str(&format!("  {}", format_epoch_minute(Some(ts))));
+        } else if status == "running" {
             line.push_str(&format!("  {} elapsed", format_duration(Some(now - ts))));
         }
-        Some(ts) if !show_elapsed && ts != 0.0 => {
-            line.push_str(&format!("  {}", format_epoch_minute(Some(ts))));
-        }
-        _ => {}
     }
     line
 }
@@ -90,8 +79,8 @@ fn overview_line(job: &Value, show_elapsed: bool, now: f64, style: &Style) -> St
 /// The human overview (cli.md §4.1 **[verified]** layout).
 pub fn render_overview(
     uptime_seconds: Option<f64>,
-    active: &[Value],
-    recent: &[Value],
+    active: &[JobListEntry],
+    recent: &[JobListEntry],
     now: f64,
     style: &Style,
 ) -> String {
@@ -135,7 +124,12 @@ pub fn render_overview(
 
 /// `list`'s filter: `--status` (case-insensitive) wins over `--all`; by default only active
 /// jobs; then the first `limit` in conductor order.
-pub fn filter_list(jobs: &[Value], all: bool, status: Option<&str>, limit: usize) -> Vec<Value> {
+pub fn filter_list(
+    jobs: &[JobListEntry],
+    all: bool,
+    status: Option<&str>,
+    limit: usize,
+) -> Vec<JobListEntry> {
     jobs.iter()
         .filter(|j| match status {
             Some(s) if !s.is_empty() => status_of(j) == s.to_lowercase(),
@@ -147,7 +141,12 @@ pub fn filter_list(jobs: &[Value], all: bool, status: Option<&str>, limit: usize
 }
 
 /// The human `list` output for already-filtered jobs.
-pub fn render_list(jobs: &[Value], all: bool, status: Option<&str>, style: &Style) -> String {
+pub fn render_list(
+    jobs: &[JobListEntry],
+    all: bool,
+    status: Option<&str>,
+    style: &Style,
+) -> String {
     if jobs.is_empty() {
         let text = match status {
             Some(s) if !s.is_empty() => style.paint(&format!("No {s} scores found."), Color::Dim),
@@ -163,22 +162,13 @@ pub fn render_list(jobs: &[Value], all: bool, status: Option<&str>, style: &Styl
     let rows: Vec<Vec<super::table::Cell>> = jobs
         .iter()
         .map(|j| {
-            let status = match j.get("status") {
-                Some(Value::String(s)) => s.clone(),
-                _ => "unknown".to_string(),
-            };
+            let status = j.status().to_string();
             let color = job_status_color(&status);
             vec![
-                j.get("job_id")
-                    .and_then(Value::as_str)
-                    .unwrap_or("?")
-                    .into(),
+                j.job_id().into(),
                 super::table::Cell::colored(status, color),
-                j.get("workspace")
-                    .and_then(Value::as_str)
-                    .unwrap_or("-")
-                    .into(),
-                format_epoch_minute(j.get("submitted_at").and_then(Value::as_f64)).into(),
+                j.workspace().into(),
+                format_epoch_minute(Some(j.submitted_at())).into(),
             ]
         })
         .collect();
@@ -201,9 +191,11 @@ pub fn render_list(jobs: &[Value], all: bool, status: Option<&str>, style: &Styl
 mod tests {
     use super::*;
 
-    fn job(id: &str, status: &str, submitted: f64) -> Value {
-        json!({"job_id": id, "status": status, "config_path": format!("/s/{id}.yaml"),
-               "workspace": format!("/w/{id}"), "submitted_at": submitted, "started_at": null})
+    fn job(id: &str, status: &str, submitted: f64) -> JobListEntry {
+        serde_json::from_value(json!({"job_id": id, "status": status,
+            "config_path": format!("/s/{id}.yaml"), "workspace": format!("/w/{id}"),
+            "submitted_at": submitted, "started_at": null}))
+        .unwrap()
     }
 
     #[test]
@@ -236,13 +228,14 @@ No active scores. Use 'mozart status <score>' for details.
 
     #[test]
     fn overview_lists_active_jobs_with_elapsed_time() {
-        let jobs: Vec<Value> = vec![job("run", "running", 1000.0), job("wait", "queued", 1010.0)]
-            .into_iter()
-            .chain((0..7).map(|i| job(&format!("old{i}"), "failed", f64::from(i))))
-            .collect();
+        let jobs: Vec<JobListEntry> =
+            vec![job("run", "running", 1000.0), job("wait", "queued", 1010.0)]
+                .into_iter()
+                .chain((0..7).map(|i| job(&format!("old{i}"), "failed", f64::from(i))))
+                .collect();
         let (active, recent) = split_overview(&jobs);
         assert_eq!(recent.len(), 5);
-        assert_eq!(recent[0]["job_id"], "old6");
+        assert_eq!(recent[0].job_id(), "old6");
         let text = render_overview(None, &active, &recent, 1192.5, &Style::plain());
         assert!(text.starts_with("Mozart Conductor: RUNNING\n\nACTIVE\n  run                      RUNNING  3m 12s elapsed\n  wait                     QUEUED\n"), "{text}");
         assert!(text.ends_with("\n2 scores active. Use 'mozart status <score>' for details.\n"));

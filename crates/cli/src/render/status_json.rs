@@ -130,7 +130,7 @@ pub fn recent_errors(job: &JobCheckpoint, limit: usize, now: f64) -> Vec<RecentE
         }
         if sheet.error_history.is_empty() {
             if let Some(message) = &sheet.error_message {
-                let category = sheet.error_category.as_deref();
+                let category = sheet.error_category.map(|c| c.as_str());
                 let (epoch, timestamp) = match &sheet.completed_at {
                     Some(ts) => (ts.to_epoch().unwrap_or(now), ts.as_str().to_string()),
                     None => (now, Timestamp::from_epoch(now).as_str().to_string()),
@@ -339,7 +339,7 @@ fn sheet_json(sheet: &SheetCheckpoint, now: f64) -> Value {
     m.insert("error_message".into(), json!(sheet.error_message));
     m.insert(
         "error_category".into(),
-        json!(sheet.error_category.as_deref()),
+        json!(sheet.error_category.map(|c| c.as_str())),
     );
     m.insert("error_code".into(), json!(sheet.error_code));
     if let Some(d) = sheet.execution_duration_seconds {
@@ -350,6 +350,9 @@ fn sheet_json(sheet: &SheetCheckpoint, now: f64) -> Value {
     }
     if let Some(e) = sheet_elapsed(sheet, now) {
         m.insert("elapsed_seconds".into(), json!(round1(e)));
+    }
+    if let Some(live) = &sheet.live {
+        m.insert("live".into(), json!(live));
     }
     if !sheet.progress_snapshots.is_empty() {
         m.insert(

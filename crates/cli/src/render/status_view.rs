@@ -37,13 +37,22 @@ pub fn progress_bar(done: u32, total: u32) -> String {
     )
 }
 
-/// `completed (1.2s)`, `in_progress (3m 4s)` — status plus duration or elapsed time.
+/// `completed (1.2s)`, `in_progress (3m 4s)` — status plus duration or elapsed time; a
+/// reviewed sheet adds its loop (`· review 2: RETRY`, docs/mochi.md).
 fn sheet_status_text(sheet: &SheetCheckpoint, now: f64) -> String {
     let label = sheet.display_status();
-    match sheet_elapsed(sheet, now).or(sheet.execution_duration_seconds) {
+    let mut text = match sheet_elapsed(sheet, now).or(sheet.execution_duration_seconds) {
         Some(secs) => format!("{label} ({})", format_duration(Some(secs))),
         None => label.to_string(),
+    };
+    if let Some(r) = sheet.review.as_ref().filter(|r| r.iteration > 0) {
+        text.push_str(&format!(
+            " · review {}: {}",
+            r.iteration,
+            r.verdict.as_deref().unwrap_or("?")
+        ));
     }
+    text
 }
 
 fn validation_text(passed: Option<bool>) -> Cell {
@@ -481,6 +490,39 @@ impl View<'_> {
     fn live_progress(&mut self) {
         for (num, sheet) in &self.job.sheets {
             if sheet.status != SheetStatus::InProgress {
+                continue;
+            }
+            // What the running instrument reported so far (the conductor's own view).
+            if let Some(live) = &sheet.live {
+                self.heading(&format!("Live Progress — Sheet {num}"));
+                self.line(format!(
+                    "  Running for: {}",
+                    format_duration(Some(live.elapsed_seconds))
+                ));
+                self.line(format!(
+                    "  Tool calls: {}{}",
+                    live.tool_calls,
+                    live.last_tool
+                        .as_deref()
+                        .map(|t| format!(" (last: {t})"))
+                        .unwrap_or_default()
+                ));
+                self.line(format!(
+                    "  Tokens so far: {} in / {} out",
+                    thousands(live.input_tokens),
+                    thousands(live.output_tokens)
+                ));
+                if live.api_retries > 0 {
+                    self.line(format!("  API retries by the CLI: {}", live.api_retries));
+                }
+                if let Some(e) = &live.last_event {
+                    self.line(format!("  Latest: {e}"));
+                }
+                self.line(format!(
+                    "  Output received: {} (idle {})",
+                    format_bytes(live.output_bytes),
+                    format_duration(Some(live.idle_seconds))
+                ));
                 continue;
             }
             let Some(latest) = sheet.progress_snapshots.last() else {

@@ -182,6 +182,11 @@ impl ConductorHost {
             if d.attempt_number > 1 {
                 live.total_retry_count += 1;
             }
+            // A rate-limited attempt parks the sheet (baton `waiting`) without spending a
+            // retry: count the wait, which `status` shows.
+            if change.status == mozart_baton::SheetStatus::Waiting {
+                live.rate_limit_waits += 1;
+            }
         }
         live.current_sheet = Some(change.sheet_num);
         // Kept incrementally: a scan of every sheet per transition was O(sheets²) per job.

@@ -67,6 +67,8 @@ pub(crate) struct JobRun {
     pub attempt_details: Mutex<HashMap<u32, musician::AttemptDetails>>,
     /// mtimes taken before a sheet's first attempt, for `file_modified` validations.
     pub mtimes: Mutex<HashMap<u32, mozart_baton::validation::MtimeSnapshot>>,
+    /// Progress of the attempts running now, by sheet (read by `job.status`).
+    pub live: Mutex<HashMap<u32, Arc<mozart_backends::Progress>>>,
     /// Backends built for this job, per instrument: building one compiles its profile's
     /// error patterns, so it happens once per job, not once per attempt (the backend pool of
     /// instruments.md §1.2; per-attempt settings travel in the request).
@@ -313,7 +315,39 @@ impl JobManager {
         if !hooks.is_empty() {
             doc.hook_results = hooks;
         }
+        drop(registry);
+        self.add_live_progress(job_id, &mut doc);
         Ok(JobStatusResult::Checkpoint(Box::new(doc)))
+    }
+
+    /// What the running sheets' instruments reported so far (issue 13: progress while a
+    /// CLI streams, not only after it exits).
+    fn add_live_progress(&self, job_id: &str, doc: &mut mozart_ipc::checkpoint::JobCheckpoint) {
+        let running: Vec<(u32, Arc<mozart_backends::Progress>)> = {
+            let jobs = lock(&self.shared.jobs);
+            let Some(run) = jobs.get(job_id).and_then(|e| e.run.clone()) else {
+                return;
+            };
+            let live = lock(&run.live);
+            live.iter().map(|(n, p)| (*n, Arc::clone(p))).collect()
+        };
+        for (num, progress) in running {
+            let Some(sheet) = doc.sheets.get_mut(&num) else {
+                continue;
+            };
+            let a = progress.activity();
+            sheet.live = Some(mozart_ipc::checkpoint::LiveProgress {
+                elapsed_seconds: progress.elapsed().as_secs_f64(),
+                idle_seconds: progress.idle_for().as_secs_f64(),
+                output_bytes: progress.bytes_seen(),
+                tool_calls: a.tool_calls,
+                last_tool: a.last_tool,
+                input_tokens: a.input_tokens,
+                output_tokens: a.output_tokens,
+                api_retries: a.api_retries,
+                last_event: a.last_event,
+            });
+        }
     }
 
     /// `job.list` (conductor.md §6.12): in-memory jobs, then registry rows, newest first.
@@ -664,6 +698,9 @@ impl JobHost for JobManager {
 
     fn shutdown(&self, graceful: bool, timeout: Duration) -> BoxFuture<'_, ()> {
         Box::pin(async move {
+            // Remote attempts (Slurm jobs) outlive a stopping conductor and are re-attached to
+            // by the next one, instead of being cancelled with it (docs/design/distributed.md).
+            mozart_backends::placement::detach_remote_attempts();
             let _ = self.send(Event::ShutdownRequested { graceful });
             let handle = lock(&self.baton).take();
             if let Some(handle) = handle {

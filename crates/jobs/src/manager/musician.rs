@@ -232,8 +232,13 @@ pub(crate) async fn play(
     };
 
     // Ours (docs/mochi.md): the sheet's own worktree, and where its reviewer loop stands.
-    let (workdir, sheet_wt) = match super::review::sheet_dir(&run, sheet).await {
-        Ok(d) => d,
+    let set_up = match super::review::sheet_dir(&run, sheet).await {
+        Ok((dir, wt)) => super::review::begin(&shared, &run, sheet, &dir, wt.is_some())
+            .map(|review_loop| (dir, wt, review_loop)),
+        Err(message) => Err(message),
+    };
+    let (workdir, sheet_wt, mut review_loop) = match set_up {
+        Ok(s) => s,
         Err(message) => {
             report_failure(
                 &run,
@@ -247,22 +252,6 @@ pub(crate) async fn play(
             return;
         }
     };
-    let mut review_loop =
-        match super::review::begin(&shared, &run, sheet, &workdir, sheet_wt.is_some()) {
-            Ok(l) => l,
-            Err(message) => {
-                report_failure(
-                    &run,
-                    &inbox,
-                    sheet_num,
-                    &attempt,
-                    FailureKind::Fatal,
-                    message,
-                    started_epoch,
-                );
-                return;
-            }
-        };
 
     let rules = sheet_rules(&run, sheet);
     let snapshot = {
@@ -336,6 +325,12 @@ pub(crate) async fn play(
             req.sheet_num = sheet_num;
             req.attempt = attempt.attempt_number;
             req.options = sheet.instrument_config.clone().into_iter().collect();
+            // Upstream's live per-sheet output files (`{workspace}/logs/sheet-NN.stdout.log`),
+            // which `mozart dashboard` tails while the sheet runs.
+            let logs = run.workspace.join("logs");
+            if std::fs::create_dir_all(&logs).is_ok() {
+                req.output_log_base = Some(logs.join(format!("sheet-{sheet_num:02}")));
+            }
             match super::placement::placement_for(&shared, &run, &attempt.instrument) {
                 Ok(mozart_backends::Placement::Local) => {}
                 Ok(placement) => {
@@ -360,6 +355,8 @@ pub(crate) async fn play(
                     return;
                 }
             }
+            // Shown by `job.status` while it runs; removed even when the attempt is aborted.
+            let _live = LiveEntry::new(&run, sheet_num, &req.progress);
             execute_watched(&shared, &job_id, sheet_num, attempt.timeout, &*backend, req).await
         }
     };
@@ -638,6 +635,25 @@ pub(crate) async fn execute_watched(
     };
     let _watched = Watched::start(shared, job_id, sheet_num, pid, &progress, timeout);
     execution.await
+}
+
+/// A running attempt's progress in [`JobRun::live`], until dropped.
+struct LiveEntry<'a> {
+    run: &'a JobRun,
+    sheet_num: u32,
+}
+
+impl<'a> LiveEntry<'a> {
+    fn new(run: &'a JobRun, sheet_num: u32, progress: &Arc<mozart_backends::Progress>) -> Self {
+        lock(&run.live).insert(sheet_num, Arc::clone(progress));
+        LiveEntry { run, sheet_num }
+    }
+}
+
+impl Drop for LiveEntry<'_> {
+    fn drop(&mut self) {
+        lock(&self.run.live).remove(&self.sheet_num);
+    }
 }
 
 /// A started instrument group in the in-flight journal and under the watchdog, until dropped.

@@ -36,8 +36,11 @@ pub(crate) enum Outcome {
     Verdict(Verdict, f64),
     /// The reviewer's instrument is rate limited: wait, then ask again.
     RateLimited(Option<Duration>, String),
-    /// The reviewer could not run or failed.
+    /// The reviewer ran and failed (retried like a failed attempt).
     Failed(String),
+    /// The reviewer cannot run at all (unknown instrument, a template that does not
+    /// render): retrying cannot help.
+    Broken(String),
 }
 
 /// The review settings for `sheet`, when it is reviewed.
@@ -280,7 +283,7 @@ pub(crate) async fn run_reviewer(
 ) -> Outcome {
     let prompt = match reviewer_prompt(cfg, task, iteration, max, dir, branch, output) {
         Ok(p) => p,
-        Err(e) => return Outcome::Failed(e),
+        Err(e) => return Outcome::Broken(e),
     };
     // An `instruments:` alias gives a profile and its settings.
     let named = cfg
@@ -306,7 +309,7 @@ pub(crate) async fn run_reviewer(
         super::instruments::backend_for(&shared.instruments, run, &instrument)
     }) {
         Ok(b) => b,
-        Err(e) => return Outcome::Failed(format!("reviewer: {e}")),
+        Err(e) => return Outcome::Broken(format!("reviewer: {e}")),
     };
     let timeout = Duration::from_secs_f64(
         cfg.timeout_seconds
@@ -331,10 +334,16 @@ pub(crate) async fn run_reviewer(
                 .map(|r| Duration::from_secs_f64(r.wait_seconds.max(0.0)));
             return Outcome::RateLimited(wait, format!("reviewer ({instrument}): {}", c.message));
         }
-        return Outcome::Failed(format!(
+        let message = format!(
             "reviewer ({instrument}) failed: {}",
             mozart_backends::redact(&c.message)
-        ));
+        );
+        // A missing executable or bad credentials do not heal with a retry.
+        return if c.retriable {
+            Outcome::Failed(message)
+        } else {
+            Outcome::Broken(message)
+        };
     }
     Outcome::Verdict(
         parse_verdict(result.output_text()),
@@ -688,6 +697,10 @@ pub(crate) async fn conclude(
             }
             Outcome::Failed(message) => {
                 fail(r, details, FailureKind::Transient, message);
+                return;
+            }
+            Outcome::Broken(message) => {
+                fail(r, details, FailureKind::Rejected, message);
                 return;
             }
         };

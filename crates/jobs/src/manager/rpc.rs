@@ -1,6 +1,7 @@
 //! The `job.*` JSON-RPC methods (conductor.md §8.1–§8.12), delegating to the [`JobManager`],
 //! and the monitoring `daemon.*` methods that need the jobs' live state (`monitor`).
 
+mod logs;
 mod monitor;
 
 use std::sync::Arc;
@@ -340,6 +341,7 @@ pub fn register(module: &mut RpcModule<Ctx>, mgr: JobManager) -> Result<(), Cond
     }
 
     monitor::register(module, mgr.clone())?;
+    logs::register(module, mgr.clone())?;
 
     let m = mgr;
     module

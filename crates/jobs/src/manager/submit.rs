@@ -128,6 +128,7 @@ async fn pipeline(
         workspace,
         attempt_details: Mutex::new(Default::default()),
         mtimes: Mutex::new(Default::default()),
+        live: Mutex::new(Default::default()),
         backends: Default::default(),
     };
     register(mgr, record, checkpoint, run, req.self_healing)
@@ -361,16 +362,7 @@ async fn isolate(
         checkpoint.worktree_path.clone(),
     );
     let prepared = tokio::task::spawn_blocking(move || {
-        let iso = &cfg.isolation;
-        let setup = crate::isolation::WorktreeSetup {
-            copy_files: iso.copy_files.clone(),
-            commands: iso.setup_commands.clone(),
-            command_timeout: std::time::Duration::from_secs_f64(
-                iso.setup_timeout_seconds
-                    .unwrap_or(300.0)
-                    .clamp(1.0, 86_400.0),
-            ),
-        };
+        let setup = crate::isolation::WorktreeSetup::from_config(&cfg.isolation);
         crate::isolation::prepare(
             &crate::isolation::WorktreeRequest::for_job(&cfg, &jid)
                 .resuming(resume.as_deref().map(Path::new))

@@ -87,15 +87,7 @@ impl Registry {
                 source,
             })?;
         }
-        let err = |operation: &str| {
-            let path = path.to_path_buf();
-            let operation = operation.to_owned();
-            move |source| StateError::Sqlite {
-                path,
-                operation,
-                source,
-            }
-        };
+        let err = |operation: &str| StateError::sqlite(path, operation.to_owned());
         let mut conn = Connection::open(path).map_err(err("opening"))?;
         // Room for every statement of the hot path (sheet, header, attempt, transaction).
         conn.set_prepared_statement_cache_capacity(64);
@@ -195,13 +187,7 @@ impl Registry {
     }
 
     fn err(&self, operation: impl Into<String>) -> impl FnOnce(rusqlite::Error) -> StateError {
-        let path = self.path.clone();
-        let operation = operation.into();
-        move |source| StateError::Sqlite {
-            path,
-            operation,
-            source,
-        }
+        StateError::sqlite(&self.path, operation)
     }
 
     /// [`Registry::err`] whose context is built only when there is an error (the hot paths

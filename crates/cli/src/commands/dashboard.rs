@@ -1,0 +1,34 @@
+//! `mozart dashboard`: serve the live web UI (crate `mozart-dashboard`).
+
+use std::net::IpAddr;
+
+use crate::{conductor_client, CliError, Globals};
+
+/// Arguments of `mozart dashboard`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Port to listen on (0 = any free port; the URL is printed).
+    #[arg(short = 'p', long = "port", default_value_t = 8000)]
+    pub port: u16,
+    /// Address to bind. Anything but loopback requires --token.
+    #[arg(long = "host", default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// Access token (at least 16 characters): every request must carry it. Required to
+    /// bind a non-loopback address.
+    #[arg(long = "token", env = "MOZART_DASHBOARD_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+/// Run `mozart dashboard` until Ctrl-C.
+pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
+    let paths = conductor_client::paths(globals, None)?;
+    let options = mozart_dashboard::Options {
+        host: args.host,
+        port: args.port,
+        token: args.token,
+        socket: paths.socket,
+        learning_db: paths.learning_db,
+    };
+    mozart_dashboard::run_blocking(options).map_err(|e| CliError::failed(e.to_string(), vec![]))?;
+    Ok(0)
+}

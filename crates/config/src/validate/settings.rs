@@ -1,0 +1,173 @@
+//! Checks of backend, prompt and sheet settings that are legal but likely mistakes.
+
+use super::{find_line, format_placeholders, Ctx, Issue, Severity, CORE_BUILTINS};
+use crate::model::BackendType;
+use crate::plan::total_sheets;
+
+/// V103 / V104: very short or very long backend timeouts.
+pub(super) fn v103_v104(x: &Ctx<'_>, out: &mut Vec<Issue>) {
+    let c = x.c;
+    let raw = x.raw;
+    let t = c.backend.timeout_seconds;
+    let ts = crate::yaml::python_float(t);
+    if t < 60.0 {
+        out.push(
+            Issue::new(
+                "V103",
+                Severity::Warning,
+                format!("Very short timeout ({ts}s) may cause premature failures"),
+            )
+            .line(find_line(raw, "timeout_seconds:"))
+            .suggest("Consider timeout_seconds >= 60 for Claude CLI operations")
+            .meta("timeout", ts.clone())
+            .meta("threshold", "60"),
+        );
+    }
+    if t > 7200.0 {
+        out.push(
+            Issue::new(
+                "V104",
+                Severity::Info,
+                format!(
+                    "Very long timeout ({ts}s = {:.1}h) - consider if this is necessary",
+                    t / 3600.0
+                ),
+            )
+            .line(find_line(raw, "timeout_seconds:"))
+            .suggest("Long timeouts can tie up resources; consider breaking into smaller tasks")
+            .meta("timeout", ts)
+            .meta("threshold", "7200"),
+        );
+    }
+}
+
+/// V202: format-string placeholders in the prompt template.
+pub(super) fn v202(x: &Ctx<'_>, out: &mut Vec<Issue>) {
+    let c = x.c;
+    let raw = x.raw;
+    if let Some(tpl) = c.prompt.template.as_deref().filter(|t| !t.is_empty()) {
+        for (start, name) in format_placeholders(tpl) {
+            out.push(Issue::new("V202", Severity::Warning, format!("Format-string syntax '{{{name}}}' found in prompt template — use Jinja '{{{{ {name} }}}}'"))
+                .line(find_line(raw, &format!("{{{name}}}")))
+                .context(format!("{{{name}}}"))
+                .suggest(format!("Use {{{{ {name} }}}} not {{{name}}} in Jinja templates"))
+                .meta("variable", name.clone()));
+            let _ = start;
+        }
+    }
+}
+
+/// V204: Claude CLI without `skip_permissions`.
+/// V010 (ours, not upstream's): a score that plans no sheet at all.
+pub(super) fn v010(x: &Ctx<'_>, out: &mut Vec<Issue>) {
+    let (c, raw) = (x.c, x.raw);
+    if let Some(message) = crate::plan::impossible_sheet_count(&c.sheet) {
+        out.push(
+            Issue::new("V010", Severity::Error, message)
+                .line(find_line(raw, "start_item:").or_else(|| find_line(raw, "sheet:")))
+                .suggest("Make sheet.start_item at most sheet.total_items")
+                .meta("start_item", c.sheet.start_item.to_string())
+                .meta("total_items", c.sheet.total_items.to_string())
+                .meta("size", c.sheet.size.to_string()),
+        );
+    }
+}
+
+pub(super) fn v204(x: &Ctx<'_>, out: &mut Vec<Issue>) {
+    let c = x.c;
+    let raw = x.raw;
+    if c.backend.kind == BackendType::ClaudeCli && !c.backend.skip_permissions {
+        out.push(Issue::new("V204", Severity::Warning, "Claude CLI backend without skip_permissions will hang waiting for permission approval".into())
+            .line(find_line(raw, "skip_permissions"))
+            .suggest("Set backend.skip_permissions: true for unattended execution")
+            .meta("backend_type", "claude_cli"));
+    }
+}
+
+/// V206 / V207: fan-out without dependencies or without parallel execution.
+pub(super) fn v206_v207(x: &Ctx<'_>, out: &mut Vec<Issue>) {
+    let c = x.c;
+    let raw = x.raw;
+    // A `tasks:` fan-out of a single movement has no stages to misorder.
+    let lone_task_movement = c.tasks.is_some()
+        && c.sheet
+            .fan_out_stage_map
+            .as_ref()
+            .is_some_and(|m| m.values().all(|meta| meta.get("stage") == Some(&1)));
+    if c.sheet.fan_out_stage_map.is_some() && c.sheet.dependencies.is_empty() && !lone_task_movement
+    {
+        out.push(Issue::new("V206", Severity::Warning, "Fan-out is configured but no sheet dependencies are declared — stages may run out of order".into())
+            .line(find_line(raw, "fan_out"))
+            .suggest("Add sheet.dependencies to control stage execution order"));
+    }
+    if c.sheet.fan_out_stage_map.is_some() && !c.parallel.enabled {
+        out.push(Issue::new("V207", Severity::Info, "Fan-out is configured but parallel execution is disabled — instances will run sequentially".into())
+            .line(find_line(raw, "parallel"))
+            .suggest("Enable parallel.enabled: true to run fan-out instances concurrently"));
+    }
+}
+
+/// V208: prompt variables that shadow built-ins.
+pub(super) fn v208(x: &Ctx<'_>, out: &mut Vec<Issue>) {
+    let c = x.c;
+    let raw = x.raw;
+    for name in c.prompt.variables.keys() {
+        if CORE_BUILTINS.contains(&name.as_str()) {
+            out.push(
+                Issue::new(
+                    "V208",
+                    Severity::Warning,
+                    format!("Variable '{name}' shadows the built-in {name}"),
+                )
+                .line(find_line(raw, &format!("{name}:")))
+                .suggest(format!(
+                    "Rename variable '{name}' — it shadows the built-in {name}"
+                ))
+                .meta("variable", name.clone()),
+            );
+        }
+    }
+}
+
+/// V209: Claude CLI without `disable_mcp`.
+pub(super) fn v209(x: &Ctx<'_>, out: &mut Vec<Issue>) {
+    let c = x.c;
+    let raw = x.raw;
+    if c.backend.kind == BackendType::ClaudeCli && !c.backend.disable_mcp {
+        out.push(
+            Issue::new(
+                "V209",
+                Severity::Info,
+                "Claude CLI backend without disable_mcp may experience MCP deadlocks".into(),
+            )
+            .line(find_line(raw, "disable_mcp"))
+            .suggest("Set backend.disable_mcp: true to prevent MCP deadlocks")
+            .meta("backend_type", "claude_cli"),
+        );
+    }
+}
+
+/// V212: skip rules keyed on sheets that do not exist.
+pub(super) fn v212(x: &Ctx<'_>, out: &mut Vec<Issue>) {
+    let c = x.c;
+    let total = total_sheets(&c.sheet);
+    for (source, keys) in [
+        (
+            "skip_when",
+            c.sheet.skip_when.keys().copied().collect::<Vec<_>>(),
+        ),
+        (
+            "skip_when_command",
+            c.sheet.skip_when_command.keys().copied().collect(),
+        ),
+    ] {
+        for k in keys {
+            if !(1..=total).contains(&k) {
+                out.push(Issue::new("V212", Severity::Warning, format!("{source} key {k} is out of range (valid: 1\u{2013}{total}); this rule will never fire"))
+                    .suggest(format!("Remove sheet {k} or adjust total_sheets / fan-out"))
+                    .meta("sheet_num", k.to_string())
+                    .meta("source", source));
+            }
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! Small inline SVG pictures, drawn server-side: a job's sheet timeline, its progress and
+//! cost over time, and the learning entropy history. No script, no external library.
+
+use std::fmt::Write;
+
+use mozart_ipc::checkpoint::{JobCheckpoint as CheckpointState, SheetStatus};
+
+const W: f64 = 760.0;
+const PAD_L: f64 = 52.0;
+const PAD_R: f64 = 52.0;
+
+/// Escape text for SVG/HTML.
+pub fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn color(status: SheetStatus, validation_failed: bool) -> &'static str {
+    match status {
+        SheetStatus::Completed if validation_failed => "#d9534f",
+        SheetStatus::Completed => "#3c9d5d",
+        SheetStatus::Failed => "#d9534f",
+        SheetStatus::InProgress => "#2f7ed8",
+        SheetStatus::Skipped => "#aaaaaa",
+        SheetStatus::Pending => "#dddddd",
+    }
+}
+
+/// Start and end (epoch seconds) of the job's activity, if any sheet started.
+fn span(cp: &CheckpointState, now: f64) -> Option<(f64, f64)> {
+    let mut start = f64::MAX;
+    let mut end = f64::MIN;
+    for s in cp.sheets.values() {
+        let Some(st) = s.started_at.as_ref().and_then(|t| t.to_epoch()) else {
+            continue;
+        };
+        start = start.min(st);
+        let en = s
+            .completed_at
+            .as_ref()
+            .and_then(|t| t.to_epoch())
+            .unwrap_or(now);
+        end = end.max(en);
+    }
+    (start < f64::MAX).then(|| (start, end.max(start + 1.0)))
+}
+
+/// One bar per started sheet, on a shared time axis.
+pub fn timeline(cp: &CheckpointState, now: f64) -> String {
+    let Some((t0, t1)) = span(cp, now) else {
+        return String::new();
+    };
+    let started: Vec<_> = cp
+        .sheets
+        .values()
+        .filter(|s| s.started_at.is_some())
+        .take(200)
+        .collect();
+    let row = 14.0;
+    let h = 24.0 + row * started.len() as f64;
+    let plot = W - PAD_L - PAD_R;
+    let x = |t: f64| PAD_L + (t - t0) / (t1 - t0) * plot;
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r#"<svg class="chart" role="img" aria-label="Sheet timeline" viewBox="0 0 {W} {h}" width="{W}" height="{h}">"#
+    );
+    for (i, s) in started.iter().enumerate() {
+        let st = s
+            .started_at
+            .as_ref()
+            .and_then(|t| t.to_epoch())
+            .unwrap_or(t0);
+        let en = s
+            .completed_at
+            .as_ref()
+            .and_then(|t| t.to_epoch())
+            .unwrap_or(now);
+        let y = 4.0 + i as f64 * row;
+        let (x0, x1) = (x(st), x(en).max(x(st) + 2.0));
+        let c = color(s.status, s.validation_passed == Some(false));
+        let _ = write!(
+            svg,
+            r#"<text x="{}" y="{}" font-size="10" text-anchor="end">#{}</text><rect x="{x0:.1}" y="{y:.1}" width="{:.1}" height="{}" fill="{c}"><title>Sheet {}: {} ({:.1}s)</title></rect>"#,
+            PAD_L - 4.0,
+            y + 10.0,
+            s.sheet_num,
+            x1 - x0,
+            row - 3.0,
+            s.sheet_num,
+            s.status.as_str(),
+            en - st
+        );
+    }
+    let _ = write!(
+        svg,
+        r#"<text x="{PAD_L}" y="{}" font-size="10">0s</text><text x="{}" y="{}" font-size="10" text-anchor="end">{:.1}s</text></svg>"#,
+        h - 4.0,
+        W - PAD_R,
+        h - 4.0,
+        t1 - t0
+    );
+    svg
+}
+
+/// Sheets finished (step line, left axis) and cumulative cost (dashed line, right axis)
+/// over time.
+pub fn progress(cp: &CheckpointState, now: f64) -> String {
+    let Some((t0, t1)) = span(cp, now) else {
+        return String::new();
+    };
+    let mut ends: Vec<(f64, f64)> = cp
+        .sheets
+        .values()
+        .filter(|s| s.status.is_terminal())
+        .filter_map(|s| {
+            let t = s.completed_at.as_ref()?.to_epoch()?;
+            Some((t, s.estimated_cost.unwrap_or(0.0)))
+        })
+        .collect();
+    ends.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total = f64::from(cp.total_sheets.max(1));
+    let max_cost = ends.iter().map(|e| e.1).sum::<f64>().max(1e-9);
+    let h = 160.0;
+    let (top, bottom) = (10.0, h - 22.0);
+    let plot = W - PAD_L - PAD_R;
+    let x = |t: f64| PAD_L + (t - t0) / (t1 - t0) * plot;
+    let y_sheets = |n: f64| bottom - n / total * (bottom - top);
+    let y_cost = |c: f64| bottom - c / max_cost * (bottom - top);
+    let mut steps = format!("{PAD_L:.1},{bottom:.1}");
+    let mut cost_line = format!("{PAD_L:.1},{bottom:.1}");
+    let (mut n, mut cost) = (0.0, 0.0);
+    for (t, c) in &ends {
+        let _ = write!(steps, " {:.1},{:.1}", x(*t), y_sheets(n));
+        n += 1.0;
+        cost += c;
+        let _ = write!(steps, " {:.1},{:.1}", x(*t), y_sheets(n));
+        let _ = write!(cost_line, " {:.1},{:.1}", x(*t), y_cost(cost));
+    }
+    let _ = write!(steps, " {:.1},{:.1}", x(t1), y_sheets(n));
+    let _ = write!(cost_line, " {:.1},{:.1}", x(t1), y_cost(cost));
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r##"<svg class="chart" role="img" aria-label="Progress and cost" viewBox="0 0 {W} {h}" width="{W}" height="{h}">
+<line x1="{PAD_L}" y1="{bottom}" x2="{}" y2="{bottom}" stroke="#999"/>
+<line x1="{PAD_L}" y1="{top}" x2="{PAD_L}" y2="{bottom}" stroke="#999"/>
+<polyline fill="none" stroke="#2f7ed8" stroke-width="2" points="{steps}"/>
+<polyline fill="none" stroke="#e08a00" stroke-width="2" stroke-dasharray="5 3" points="{cost_line}"/>
+<text x="{}" y="{}" font-size="10" text-anchor="end">{}</text>
+<text x="{}" y="{bottom}" font-size="10" text-anchor="end">0</text>
+<text x="{}" y="{}" font-size="10">${:.4}</text>
+<text x="{PAD_L}" y="{}" font-size="10">0s</text>
+<text x="{}" y="{}" font-size="10" text-anchor="end">{:.1}s</text>
+<text x="{}" y="{}" font-size="10" fill="#2f7ed8">sheets done</text>
+<text x="{}" y="{}" font-size="10" fill="#e08a00">cost</text>
+</svg>"##,
+        W - PAD_R,
+        PAD_L - 4.0,
+        top + 8.0,
+        cp.total_sheets,
+        PAD_L - 4.0,
+        W - PAD_R + 4.0,
+        top + 8.0,
+        cost,
+        h - 6.0,
+        W - PAD_R,
+        h - 6.0,
+        t1 - t0,
+        PAD_L + 8.0,
+        top + 10.0,
+        PAD_L + 90.0,
+        top + 10.0,
+    );
+    svg
+}
+
+/// Diversity index (0–1) over recorded entropy snapshots.
+pub fn entropy(history: &[(String, f64)]) -> String {
+    if history.len() < 2 {
+        return String::new();
+    }
+    let h = 120.0;
+    let (top, bottom) = (10.0, h - 20.0);
+    let plot = W - PAD_L - PAD_R;
+    let step = plot / (history.len() - 1) as f64;
+    let mut points = String::new();
+    for (i, (_, d)) in history.iter().enumerate() {
+        let _ = write!(
+            points,
+            "{:.1},{:.1} ",
+            PAD_L + i as f64 * step,
+            bottom - d.clamp(0.0, 1.0) * (bottom - top)
+        );
+    }
+    format!(
+        r##"<svg class="chart" role="img" aria-label="Entropy history" viewBox="0 0 {W} {h}" width="{W}" height="{h}"><line x1="{PAD_L}" y1="{bottom}" x2="{}" y2="{bottom}" stroke="#999"/><polyline fill="none" stroke="#7a4fd1" stroke-width="2" points="{points}"/><text x="{}" y="{}" font-size="10" text-anchor="end">1.0</text><text x="{}" y="{bottom}" font-size="10" text-anchor="end">0</text><text x="{PAD_L}" y="{}" font-size="10">{}</text><text x="{}" y="{}" font-size="10" text-anchor="end">{}</text></svg>"##,
+        W - PAD_R,
+        PAD_L - 4.0,
+        top + 8.0,
+        PAD_L - 4.0,
+        h - 4.0,
+        esc(&history[0].0),
+        W - PAD_R,
+        h - 4.0,
+        esc(&history[history.len() - 1].0),
+    )
+}

@@ -1,0 +1,429 @@
+//! Conductor operations shared by the dashboard and the MCP server: the same `job.*` calls
+//! the CLI makes, over the same Unix socket, with the CLI's messages and hints on failure.
+//!
+//! Every failure is an [`OpError`]: a one-line message plus hints, never a panic or a raw
+//! protocol dump, so a page or a tool result can show it as is.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use mozart_ipc::status::{JobListEntry, JobStatusResult};
+use mozart_ipc::types::{CancelResult, HealthResult, JobResponse, JobResponseStatus, PauseResult};
+use mozart_ipc::{error as rpc, methods, Client, ClientTimeouts, IpcError};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::view::JobDetail;
+
+/// The CLI's message when no conductor answers.
+pub const NOT_RUNNING: &str = "Mozart conductor is not running.";
+/// The CLI's hint that goes with it.
+pub const START_HINT: &str = "Start it with: mozart start";
+/// The CLI's hint after an unknown score.
+pub const LIST_HINT: &str = "Run 'mozart list' to see available scores.";
+
+/// A failed operation as a user should see it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct OpError {
+    /// What went wrong, one line.
+    pub message: String,
+    /// What to do about it.
+    pub hints: Vec<String>,
+    /// The CLI's error code where it shows one (`E501`, `E502`).
+    pub code: Option<String>,
+    /// True when the conductor could not be reached at all.
+    pub conductor_down: bool,
+}
+
+impl OpError {
+    /// An error with hints.
+    pub fn new(message: impl Into<String>, hints: &[&str]) -> OpError {
+        OpError {
+            message: message.into(),
+            hints: hints.iter().map(|h| h.to_string()).collect(),
+            code: None,
+            conductor_down: false,
+        }
+    }
+
+    /// The standard "not running" error.
+    pub fn not_running() -> OpError {
+        OpError {
+            conductor_down: true,
+            ..OpError::new(NOT_RUNNING, &[START_HINT])
+        }
+    }
+
+    fn with_code(mut self, code: &str) -> OpError {
+        self.code = Some(code.to_string());
+        self
+    }
+
+    /// `Error [E502]: message` style text with hints on following lines (tool results).
+    pub fn render_text(&self) -> String {
+        let mut out = match &self.code {
+            Some(code) => format!("Error [{code}]: {}", self.message),
+            None => format!("Error: {}", self.message),
+        };
+        if !self.hints.is_empty() {
+            out.push_str("\n\nHints:");
+            for h in &self.hints {
+                out.push_str("\n  - ");
+                out.push_str(h);
+            }
+        }
+        out
+    }
+}
+
+/// Check a score ID the way the CLI does before sending it (cli.md §1.7).
+pub fn check_job_id(id: &str) -> Result<(), OpError> {
+    let bad = id.is_empty()
+        || id.len() > 255
+        || id.contains('/')
+        || id.contains('\0')
+        || id.chars().any(char::is_control)
+        || id == "."
+        || id == "..";
+    if bad {
+        return Err(OpError::new(
+            format!("Invalid score ID: {id:?}"),
+            &[
+                "A score ID is the score file's name without .yaml.",
+                LIST_HINT,
+            ],
+        ));
+    }
+    Ok(())
+}
+
+/// A handle on one conductor socket. Each call opens its own connection, as the CLI does,
+/// so a slow call never blocks another and a restarted conductor is picked up at once.
+#[derive(Debug, Clone)]
+pub struct Conductor {
+    socket: PathBuf,
+    timeouts: ClientTimeouts,
+}
+
+impl Conductor {
+    /// The conductor listening on `socket`.
+    pub fn new(socket: impl Into<PathBuf>) -> Conductor {
+        Conductor {
+            socket: socket.into(),
+            // Short connect: a page must say "not running" quickly, not hang.
+            timeouts: ClientTimeouts {
+                connect: Duration::from_secs(2),
+                response: Duration::from_secs(30),
+            },
+        }
+    }
+
+    /// The socket path.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// A fresh connection.
+    pub async fn connect(&self) -> Result<Client, OpError> {
+        Client::connect_with(&self.socket, self.timeouts)
+            .await
+            .map_err(|_| OpError::not_running())
+    }
+
+    /// Call one method and decode its result.
+    pub async fn call<P: Serialize, R: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: P,
+    ) -> Result<R, OpError> {
+        let mut client = self.connect().await?;
+        client.call(method, params).await.map_err(call_error)
+    }
+
+    /// Liveness probe.
+    pub async fn health(&self) -> Result<HealthResult, OpError> {
+        self.call(methods::DAEMON_HEALTH, json!({})).await
+    }
+
+    /// `job.list`: the jobs, newest first.
+    pub async fn list(&self) -> Result<Vec<JobListEntry>, OpError> {
+        self.call(methods::JOB_LIST, json!({})).await
+    }
+
+    /// `job.status`: the checkpoint, or metadata for a job not yet started.
+    pub async fn status(&self, id: &str) -> Result<JobDetail, OpError> {
+        check_job_id(id)?;
+        let value: Value = self
+            .call(methods::JOB_STATUS, json!({"job_id": id}))
+            .await
+            .map_err(|e| not_found_as(id, e))?;
+        detail(id, value)
+    }
+
+    /// `job.errors`: the job's state, as `job.status` gives it.
+    pub async fn errors(&self, id: &str) -> Result<JobDetail, OpError> {
+        check_job_id(id)?;
+        let value: Value = self
+            .call(methods::JOB_ERRORS, json!({"job_id": id}))
+            .await
+            .map_err(|e| not_found_as(id, e))?;
+        detail(id, value.get("state").cloned().unwrap_or(Value::Null))
+    }
+
+    /// `job.pause`, with `mozart pause`'s E501/E502 messages.
+    pub async fn pause(&self, id: &str) -> Result<String, OpError> {
+        check_job_id(id)?;
+        let result: PauseResult = match self.call(methods::JOB_PAUSE, json!({"job_id": id})).await {
+            Ok(r) => r,
+            Err(e) if e.conductor_down => return Err(e),
+            Err(e) => return Err(OpError::new(e.message, &[LIST_HINT]).with_code("E501")),
+        };
+        if result.paused {
+            return Ok(format!(
+                "Pause signal sent to score '{id}'. Score will pause at next sheet boundary."
+            ));
+        }
+        let message = result
+            .error
+            .unwrap_or_else(|| format!("Failed to pause score '{id}'"));
+        Err(OpError::new(
+            message,
+            &[
+                &format!("Check score status: mozart status {id}"),
+                "Only running scores can be paused.",
+            ],
+        )
+        .with_code("E502"))
+    }
+
+    /// `job.resume`, with `mozart resume`'s messages.
+    pub async fn resume(&self, id: &str) -> Result<String, OpError> {
+        check_job_id(id)?;
+        let params =
+            json!({"job_id": id, "workspace": null, "config_path": null, "no_reload": false});
+        let result: JobResponse = match self.call(methods::JOB_RESUME, params).await {
+            Ok(r) => r,
+            Err(e) if e.conductor_down => return Err(e),
+            Err(e) => return Err(OpError::new(e.message, &[LIST_HINT])),
+        };
+        let message = result.message.unwrap_or_default();
+        if result.status == JobResponseStatus::Accepted {
+            return Ok(if message.is_empty() {
+                format!("Resume accepted for score '{id}'.")
+            } else {
+                format!("Resume accepted for score '{id}'. {message}")
+            });
+        }
+        let message = if message.is_empty() {
+            format!("Failed to resume score '{id}'")
+        } else {
+            message
+        };
+        if message.to_lowercase().contains("not found") {
+            Err(OpError::new(message, &[LIST_HINT]))
+        } else {
+            Err(OpError::new(
+                message,
+                &[
+                    &format!("Run 'mozart diagnose {id}' for details."),
+                    LIST_HINT,
+                ],
+            ))
+        }
+    }
+
+    /// `job.cancel`, with `mozart cancel`'s messages.
+    pub async fn cancel(&self, id: &str) -> Result<String, OpError> {
+        check_job_id(id)?;
+        let result: CancelResult = match self.call(methods::JOB_CANCEL, json!({"job_id": id})).await
+        {
+            Ok(r) => r,
+            Err(e) if e.conductor_down => return Err(e),
+            Err(e) => {
+                return Err(OpError::new(
+                    e.message,
+                    &["Check conductor status: mozart conductor-status"],
+                ))
+            }
+        };
+        if result.cancelled {
+            Ok(format!("Score '{id}' cancelled."))
+        } else {
+            Err(OpError::new(
+                format!("Score '{id}' not found or already stopped."),
+                &[LIST_HINT],
+            ))
+        }
+    }
+
+    /// `job.submit` of a score file (absolute path), with `mozart run`'s rejection hints.
+    pub async fn submit(&self, score: &Path, fresh: bool) -> Result<JobResponse, OpError> {
+        let path = std::path::absolute(score).unwrap_or_else(|_| score.to_path_buf());
+        if !path.is_file() {
+            return Err(OpError::new(
+                format!("Score file not found: {}", path.display()),
+                &["Check the file path and try again."],
+            ));
+        }
+        let params = json!({"config_path": path.display().to_string(), "fresh": fresh});
+        let response: JobResponse = self.call(methods::JOB_SUBMIT, params).await?;
+        match response.status {
+            JobResponseStatus::Accepted | JobResponseStatus::Pending => Ok(response),
+            JobResponseStatus::Rejected | JobResponseStatus::Error => {
+                let message = response.message.unwrap_or_default();
+                let id = if response.job_id.is_empty() {
+                    path.file_stem()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .unwrap_or_default()
+                } else {
+                    response.job_id
+                };
+                Err(OpError {
+                    message: if message.is_empty() {
+                        "Conductor rejected score.".to_string()
+                    } else {
+                        format!("Conductor rejected score: {message}")
+                    },
+                    hints: rejection_hints(&message, &id, &path.display().to_string(), fresh),
+                    code: None,
+                    conductor_down: false,
+                })
+            }
+        }
+    }
+}
+
+/// Hints for a rejected submission, in the order `mozart run` picks them (cli.md §3.1).
+fn rejection_hints(message: &str, job_id: &str, file: &str, fresh: bool) -> Vec<String> {
+    let m = message.to_lowercase();
+    let v = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    if m.contains("shutting down") {
+        v(&[
+            "The conductor is shutting down.",
+            "Wait for shutdown to complete, then restart: mozart start",
+        ])
+    } else if m.contains("pressure") {
+        v(&[
+            "The system is under heavy load.",
+            "Wait for running jobs to complete or reduce concurrent work.",
+        ])
+    } else if m.contains("already") && (m.contains("running") || m.contains("queued")) {
+        vec![
+            "A score with this name is already active.".to_string(),
+            format!("Pause or cancel it first: mozart pause {job_id} / mozart cancel {job_id}"),
+            if fresh {
+                format!("Clear the stale entry: mozart clear --score {job_id}")
+            } else {
+                "Or wait for it to finish.".to_string()
+            },
+        ]
+    } else if m.contains("parse") {
+        vec![
+            "The score file has errors.".to_string(),
+            format!("Validate it with: mozart validate {file}"),
+        ]
+    } else if m.contains("workspace") && (m.contains("not exist") || m.contains("not writable")) {
+        v(&[
+            "The workspace path is invalid.",
+            "Create the directory or use --workspace to override.",
+        ])
+    } else {
+        vec![format!("Validate it with: mozart validate {file}")]
+    }
+}
+
+/// Decode a `job.status`-shaped answer (null = unknown job).
+fn detail(id: &str, value: Value) -> Result<JobDetail, OpError> {
+    if value.is_null() {
+        return Err(score_not_found(id));
+    }
+    match JobStatusResult::from_value(value) {
+        Some(result) => Ok(JobDetail {
+            job_id: id.to_string(),
+            result,
+        }),
+        None => Err(OpError::new(
+            format!(
+                "The conductor's answer about '{id}' is neither a checkpoint nor a job record."
+            ),
+            &["Check conductor logs: tail -f ~/.mozart/mozart.log"],
+        )),
+    }
+}
+
+fn score_not_found(id: &str) -> OpError {
+    OpError::new(format!("Score not found: {id}"), &[LIST_HINT])
+}
+
+/// A job error from the conductor (unknown job, no state) becomes "Score not found".
+fn not_found_as(id: &str, err: OpError) -> OpError {
+    if err.code.as_deref() == Some("job") {
+        score_not_found(id)
+    } else {
+        err
+    }
+}
+
+/// Translate a failed call the way the CLI's `call_error` does (cli.md §1.5).
+fn call_error(err: IpcError) -> OpError {
+    match &err {
+        IpcError::NotRunning { .. } => OpError::not_running(),
+        IpcError::Rpc { error, .. }
+            if matches!(
+                error.code,
+                rpc::JOB_NOT_FOUND | rpc::JOB_NOT_RESUMABLE | rpc::WORKSPACE_NOT_FOUND
+            ) =>
+        {
+            // Marked so callers can turn it into their own "not found" text.
+            OpError::new(error.message.clone(), &[LIST_HINT]).with_code("job")
+        }
+        IpcError::Rpc { method, error } if error.is_method_not_found() => OpError::new(
+            format!("Conductor does not support '{method}'."),
+            &["Restart the conductor to pick up code changes: mozart restart"],
+        ),
+        IpcError::Rpc { error, .. } => OpError::new(error.message.clone(), &[]),
+        IpcError::Timeout { .. } => OpError::new(
+            err.to_string(),
+            &["Check conductor health: mozart conductor-status"],
+        ),
+        IpcError::Io { .. } => OpError {
+            conductor_down: true,
+            ..OpError::new(err.to_string(), &[START_HINT])
+        },
+        other => OpError::new(
+            other.to_string(),
+            &["Check conductor logs: tail -f ~/.mozart/mozart.log"],
+        ),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_missing_socket_is_the_clis_not_running_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Conductor::new(dir.path().join("none.sock"));
+        let err = c.list().await.unwrap_err();
+        assert_eq!(err.message, NOT_RUNNING);
+        assert_eq!(err.hints, vec![START_HINT.to_string()]);
+        assert!(err.conductor_down);
+    }
+
+    #[test]
+    fn bad_job_ids_are_refused_before_any_call() {
+        assert!(check_job_id("../etc").is_err());
+        assert!(check_job_id("").is_err());
+        assert!(check_job_id("my-score").is_ok());
+    }
+
+    #[test]
+    fn error_text_shows_the_code_and_hints() {
+        let e = OpError::new("nope", &["do this"]).with_code("E502");
+        assert_eq!(e.render_text(), "Error [E502]: nope\n\nHints:\n  - do this");
+    }
+}

@@ -1,0 +1,603 @@
+//! What the pages show, built from the conductor's typed answers (`mozart_ipc::status`:
+//! [`JobListEntry`] rows of `job.list`, [`JobStatusResult`] of `job.status` with its
+//! [`JobCheckpoint`]), the same structs the CLI reads.
+
+use std::collections::HashMap;
+
+use mozart_ipc::checkpoint::{HookResult, JobCheckpoint, SheetCheckpoint, SheetStatus};
+use mozart_ipc::status::{JobListEntry, JobStatusResult};
+use serde::Serialize;
+
+/// Statuses a job can be filtered by on the jobs page.
+pub const STATUSES: [&str; 6] = [
+    "queued",
+    "running",
+    "paused",
+    "completed",
+    "failed",
+    "cancelled",
+];
+
+/// Progress and cost of one job, kept between renders (a finished job's never change).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct JobSummary {
+    /// Sheets finished (completed, failed or skipped).
+    pub done: u32,
+    /// Sheets in the job.
+    pub total: u32,
+    /// Estimated cost in USD.
+    pub cost: f64,
+    /// Input + output tokens.
+    pub tokens: u64,
+    /// Sheets running now.
+    pub running: Vec<u32>,
+}
+
+impl JobSummary {
+    /// Summarise a checkpoint.
+    pub fn of(cp: &JobCheckpoint) -> JobSummary {
+        let done = cp
+            .sheets
+            .values()
+            .filter(|s| s.status.is_terminal())
+            .count() as u32;
+        let sheet_cost: f64 = cp.sheets.values().filter_map(|s| s.estimated_cost).sum();
+        let sheet_tokens: u64 = cp
+            .sheets
+            .values()
+            .map(|s| s.input_tokens.unwrap_or(0) + s.output_tokens.unwrap_or(0))
+            .sum();
+        JobSummary {
+            done,
+            total: cp.total_sheets.max(1),
+            cost: cp.total_estimated_cost.max(sheet_cost),
+            tokens: (cp.total_input_tokens + cp.total_output_tokens).max(sheet_tokens),
+            running: cp
+                .sheets
+                .values()
+                .filter(|s| s.status == SheetStatus::InProgress)
+                .map(|s| s.sheet_num)
+                .collect(),
+        }
+    }
+}
+
+/// One row of the jobs table.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobRow {
+    /// Score ID.
+    pub job_id: String,
+    /// Lower-case status.
+    pub status: String,
+    /// Percent done (0–100), when known.
+    pub percent: Option<u32>,
+    /// `3/10`, when known.
+    pub progress: Option<String>,
+    /// `$0.0123`, when known.
+    pub cost: Option<String>,
+    /// Start time, `YYYY-MM-DD HH:MM:SS` UTC.
+    pub started: String,
+    /// Elapsed (running) or total (finished) time.
+    pub elapsed: String,
+    /// Score file.
+    pub config_path: String,
+    /// Workspace directory.
+    pub workspace: String,
+    /// Job error, if any.
+    pub error: Option<String>,
+}
+
+/// The `job.list` fields a row shows, whichever shape the row has.
+struct ListFields<'a> {
+    id: &'a str,
+    status: &'a str,
+    submitted: f64,
+    started: Option<f64>,
+    completed: Option<f64>,
+    total: Option<u32>,
+    config_path: &'a str,
+    workspace: &'a str,
+    error: Option<&'a str>,
+}
+
+fn fields(job: &JobListEntry) -> ListFields<'_> {
+    match job {
+        JobListEntry::Live(j) => ListFields {
+            id: &j.job_id,
+            status: &j.status,
+            submitted: j.submitted_at,
+            started: j.started_at,
+            completed: j.completed_at,
+            total: j.total_sheets,
+            config_path: &j.config_path,
+            workspace: &j.workspace,
+            error: j.error_message.as_deref(),
+        },
+        JobListEntry::Registry(j) => ListFields {
+            id: &j.job_id,
+            status: &j.status,
+            submitted: j.submitted_at,
+            started: j.started_at,
+            completed: j.completed_at,
+            total: j.total_sheets,
+            config_path: &j.config_path,
+            workspace: &j.workspace,
+            error: j.error_message.as_deref(),
+        },
+    }
+}
+
+impl JobRow {
+    /// A row from a `job.list` entry and the job's summary when one is known.
+    pub fn from_list(job: &JobListEntry, summary: Option<&JobSummary>, now: f64) -> JobRow {
+        let f = fields(job);
+        let status = f.status.to_lowercase();
+        let positive = |t: Option<f64>| t.filter(|t| *t > 0.0);
+        let started = positive(f.started).or(positive(Some(f.submitted)));
+        let end = positive(f.completed);
+        let elapsed = match (started, end) {
+            (Some(s), Some(e)) => format_duration(e - s),
+            (Some(s), None) if matches!(status.as_str(), "running" | "queued" | "paused") => {
+                format_duration(now - s)
+            }
+            _ => String::new(),
+        };
+        let total = summary.map(|s| s.total).or(f.total);
+        let done = summary.map(|s| s.done).or(match status.as_str() {
+            "completed" => total,
+            _ => None,
+        });
+        let (percent, progress) = match (done, total) {
+            (Some(d), Some(t)) if t > 0 => (Some((d * 100 / t).min(100)), Some(format!("{d}/{t}"))),
+            _ => (None, None),
+        };
+        JobRow {
+            job_id: f.id.to_string(),
+            status,
+            percent,
+            progress,
+            cost: summary.map(|s| format_cost(s.cost)),
+            started: started.map(format_epoch).unwrap_or_default(),
+            elapsed,
+            config_path: f.config_path.to_string(),
+            workspace: f.workspace.to_string(),
+            error: f.error.map(str::to_string),
+        }
+    }
+}
+
+/// Build the rows of the jobs table, filtered by status (`None` = all).
+pub fn job_rows(
+    jobs: &[JobListEntry],
+    summaries: &HashMap<String, JobSummary>,
+    filter: Option<&str>,
+    now: f64,
+) -> Vec<JobRow> {
+    jobs.iter()
+        .filter(|j| filter.is_none_or(|f| j.status().eq_ignore_ascii_case(f)))
+        .map(|j| JobRow::from_list(j, summaries.get(j.job_id()), now))
+        .collect()
+}
+
+/// Counts per status for the filter bar.
+pub fn status_counts(jobs: &[JobListEntry]) -> Vec<(String, usize)> {
+    STATUSES
+        .iter()
+        .map(|s| {
+            let n = jobs
+                .iter()
+                .filter(|j| j.status().eq_ignore_ascii_case(s))
+                .count();
+            (s.to_string(), n)
+        })
+        .collect()
+}
+
+/// A `job.status` answer for the job page.
+#[derive(Debug, Clone)]
+pub struct JobDetail {
+    /// Score ID.
+    pub job_id: String,
+    /// The answer: the checkpoint, or metadata for a job that has none yet.
+    pub result: JobStatusResult,
+}
+
+impl JobDetail {
+    /// The checkpoint, when the job has one (a queued job may only have metadata).
+    pub fn checkpoint(&self) -> Option<&JobCheckpoint> {
+        self.result.checkpoint()
+    }
+
+    fn record(&self) -> Option<ListFields<'_>> {
+        match &self.result {
+            JobStatusResult::Record(entry) => Some(fields(entry)),
+            JobStatusResult::Checkpoint(_) => None,
+        }
+    }
+
+    /// Lower-case job status.
+    pub fn status(&self) -> String {
+        match self.checkpoint() {
+            Some(cp) => cp.status.as_str().to_string(),
+            None => self
+                .record()
+                .map(|f| f.status.to_lowercase())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The job's workspace.
+    pub fn workspace(&self) -> Option<&str> {
+        self.result.workspace().filter(|w| !w.is_empty())
+    }
+
+    /// The score file.
+    pub fn config_path(&self) -> Option<&str> {
+        match self.checkpoint() {
+            Some(cp) => cp.config_path.as_deref(),
+            None => self.record().map(|f| f.config_path),
+        }
+        .filter(|p| !p.is_empty())
+    }
+
+    /// The job-level error.
+    pub fn error_message(&self) -> Option<&str> {
+        match self.checkpoint() {
+            Some(cp) => cp.error_message.as_deref(),
+            None => self.record().and_then(|f| f.error),
+        }
+    }
+
+    /// Hook results the conductor attached.
+    pub fn hook_results(&self) -> &[HookResult] {
+        self.checkpoint()
+            .map(|cp| cp.hook_results.as_slice())
+            .unwrap_or(&[])
+    }
+}
+
+/// One sheet row of the job page.
+#[derive(Debug, Clone, Serialize)]
+pub struct SheetRow {
+    /// Sheet number.
+    pub num: u32,
+    /// Movement (stage), if known.
+    pub movement: Option<u32>,
+    /// Voice (instance), if known.
+    pub voice: Option<u32>,
+    /// Display status (`failed` for a completed sheet whose validations failed).
+    pub status: String,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Instrument (and model).
+    pub instrument: String,
+    /// Duration.
+    pub duration: String,
+    /// Cost.
+    pub cost: String,
+    /// Tokens in/out.
+    pub tokens: String,
+    /// `2/3 passed`.
+    pub validation: String,
+    /// E-code of the last error.
+    pub error_code: Option<String>,
+    /// Last error message.
+    pub error: Option<String>,
+}
+
+/// An attempt (error record) of a sheet.
+#[derive(Debug, Clone, Serialize)]
+pub struct AttemptRow {
+    /// Sheet.
+    pub sheet: u32,
+    /// Attempt number.
+    pub attempt: u32,
+    /// When.
+    pub at: String,
+    /// E-code.
+    pub code: String,
+    /// Error type (`transient`, `rate_limit`, `permanent`).
+    pub kind: String,
+    /// Message.
+    pub message: String,
+    /// What to do about this code.
+    pub hint: String,
+}
+
+/// One validation result.
+#[derive(Debug, Clone, Serialize)]
+pub struct ValidationRow {
+    /// Sheet.
+    pub sheet: u32,
+    /// Rule type.
+    pub rule: String,
+    /// Description or path.
+    pub target: String,
+    /// Passed?
+    pub passed: bool,
+    /// Why not.
+    pub detail: String,
+}
+
+/// Sheet rows of a checkpoint.
+pub fn sheet_rows(cp: &JobCheckpoint) -> Vec<SheetRow> {
+    cp.sheets.values().map(sheet_row).collect()
+}
+
+fn sheet_row(s: &SheetCheckpoint) -> SheetRow {
+    let duration = s.execution_duration_seconds.or_else(|| {
+        let start = s.started_at.as_ref()?.to_epoch()?;
+        let end = s
+            .completed_at
+            .as_ref()
+            .and_then(|t| t.to_epoch())
+            .unwrap_or_else(mozart_ipc::time::epoch_now);
+        (s.status == SheetStatus::InProgress || s.completed_at.is_some()).then_some(end - start)
+    });
+    let passed = s.passed_validations.len();
+    let failed = s.failed_validations.len();
+    let validation = match (&s.validation_details, passed + failed) {
+        (Some(d), _) if !d.is_empty() => {
+            let ok = d.iter().filter(|v| v.passed).count();
+            format!("{ok}/{} passed", d.len())
+        }
+        (_, 0) => match s.validation_passed {
+            Some(true) => "passed".into(),
+            Some(false) => "failed".into(),
+            None => String::new(),
+        },
+        (_, n) => format!("{passed}/{n} passed"),
+    };
+    let last = s.error_history.last();
+    SheetRow {
+        num: s.sheet_num,
+        movement: s.movement,
+        voice: s.voice,
+        status: s.display_status().to_string(),
+        attempts: s.attempt_count,
+        instrument: match (&s.instrument_name, &s.instrument_model) {
+            (Some(i), Some(m)) => format!("{i} ({m})"),
+            (Some(i), None) => i.clone(),
+            _ => String::new(),
+        },
+        duration: duration.map(format_duration).unwrap_or_default(),
+        cost: s.estimated_cost.map(format_cost).unwrap_or_default(),
+        tokens: match (s.input_tokens, s.output_tokens) {
+            (None, None) => String::new(),
+            (i, o) => format!("{} / {}", i.unwrap_or(0), o.unwrap_or(0)),
+        },
+        validation,
+        error_code: s
+            .error_code
+            .clone()
+            .or_else(|| last.map(|e| e.error_code.clone()))
+            .filter(|_| s.error_message.is_some() || s.status == SheetStatus::Failed),
+        error: s.error_message.clone(),
+    }
+}
+
+/// Every recorded attempt error, oldest first.
+pub fn attempt_rows(cp: &JobCheckpoint) -> Vec<AttemptRow> {
+    let mut rows: Vec<(f64, AttemptRow)> = Vec::new();
+    for s in cp.sheets.values() {
+        for e in &s.error_history {
+            let code = e.error_code.clone();
+            rows.push((
+                e.timestamp.to_epoch().unwrap_or(0.0),
+                AttemptRow {
+                    sheet: s.sheet_num,
+                    attempt: e.attempt_number,
+                    at: e
+                        .timestamp
+                        .to_epoch()
+                        .map(format_epoch)
+                        .unwrap_or_else(|| e.timestamp.to_string()),
+                    hint: code_hint(&code).to_string(),
+                    kind: serde_json::to_value(e.error_type)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
+                    code,
+                    message: e.error_message.clone(),
+                },
+            ));
+        }
+        // A failed sheet without history still shows its final error.
+        if s.error_history.is_empty() && s.status == SheetStatus::Failed {
+            let code = s.error_code.clone().unwrap_or_else(|| "E999".into());
+            rows.push((
+                s.completed_at
+                    .as_ref()
+                    .and_then(|t| t.to_epoch())
+                    .unwrap_or(0.0),
+                AttemptRow {
+                    sheet: s.sheet_num,
+                    attempt: s.attempt_count,
+                    at: s
+                        .completed_at
+                        .as_ref()
+                        .and_then(|t| t.to_epoch())
+                        .map(format_epoch)
+                        .unwrap_or_default(),
+                    hint: code_hint(&code).to_string(),
+                    kind: s
+                        .error_category
+                        .map(|c| c.as_str().to_string())
+                        .unwrap_or_default(),
+                    code,
+                    message: s.error_message.clone().unwrap_or_default(),
+                },
+            ));
+        }
+    }
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    rows.into_iter().map(|(_, r)| r).collect()
+}
+
+/// Every validation result recorded on the sheets.
+pub fn validation_rows(cp: &JobCheckpoint) -> Vec<ValidationRow> {
+    let mut out = Vec::new();
+    for s in cp.sheets.values() {
+        match &s.validation_details {
+            Some(details) if !details.is_empty() => {
+                for d in details {
+                    out.push(ValidationRow {
+                        sheet: s.sheet_num,
+                        rule: d.rule_type.clone().unwrap_or_default(),
+                        target: d
+                            .description
+                            .clone()
+                            .or_else(|| d.path.clone())
+                            .or_else(|| d.pattern.clone())
+                            .unwrap_or_default(),
+                        passed: d.passed,
+                        detail: d
+                            .error_message
+                            .clone()
+                            .or_else(|| d.failure_reason.clone())
+                            .unwrap_or_default(),
+                    });
+                }
+            }
+            _ => {
+                for (list, passed) in [
+                    (&s.passed_validations, true),
+                    (&s.failed_validations, false),
+                ] {
+                    for v in list {
+                        out.push(ValidationRow {
+                            sheet: s.sheet_num,
+                            rule: String::new(),
+                            target: v.clone(),
+                            passed,
+                            detail: String::new(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What to do about an error code (the families of execution.md §7.1).
+pub fn code_hint(code: &str) -> &'static str {
+    match code.get(..2) {
+        Some("E0") if code == "E001" => {
+            "The instrument timed out: raise the sheet timeout or split the work."
+        }
+        Some("E0") if code == "E006" => {
+            "No output for too long: check the instrument, or raise stale_detection.idle_timeout_seconds."
+        }
+        Some("E0") => "The instrument process failed; it is retried. Check its stderr tail.",
+        Some("E1") => "Rate or quota limit: Mozart waits and retries. See: mozart clear-rate-limits",
+        Some("E2") => "Validation failed: compare the sheet's output with the score's validations.",
+        Some("E3") => "Score or instrument configuration problem: run mozart validate <score>.",
+        Some("E4") => "Checkpoint state problem: run mozart diagnose <score>.",
+        Some("E5") => "The instrument's backend refused or was unreachable: check credentials and network.",
+        Some("E6") => "A preflight check failed: fix the reported prerequisite, then mozart resume.",
+        _ => "Run mozart diagnose <score> for details.",
+    }
+}
+
+/// `1h 02m 03s`-style duration.
+pub fn format_duration(secs: f64) -> String {
+    if !secs.is_finite() || secs < 0.0 {
+        return String::new();
+    }
+    let total = secs.round() as u64;
+    let (h, m, s) = (total / 3600, (total % 3600) / 60, total % 60);
+    if h > 0 {
+        format!("{h}h {m:02}m {s:02}s")
+    } else if m > 0 {
+        format!("{m}m {s:02}s")
+    } else if secs < 10.0 {
+        format!("{secs:.1}s")
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// `$1.2345`.
+pub fn format_cost(cost: f64) -> String {
+    format!("${cost:.4}")
+}
+
+/// Epoch seconds as `YYYY-MM-DD HH:MM:SS` (UTC).
+pub fn format_epoch(secs: f64) -> String {
+    let total = secs.floor() as i64;
+    let days = total.div_euclid(86_400);
+    let rem = total.rem_euclid(86_400);
+    let (y, mo, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day) (H. Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn epochs_format_as_utc_dates() {
+        assert_eq!(format_epoch(0.0), "1970-01-01 00:00:00");
+        assert_eq!(format_epoch(1_700_000_000.0), "2023-11-14 22:13:20");
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(format_duration(3.25), "3.2s");
+        assert_eq!(format_duration(75.0), "1m 15s");
+        assert_eq!(format_duration(3723.0), "1h 02m 03s");
+    }
+
+    #[test]
+    fn rows_filter_by_status_and_show_progress() {
+        let jobs: Vec<JobListEntry> = serde_json::from_value(json!([
+            {"job_id": "a", "status": "running", "config_path": "/a.yaml", "workspace": "/w",
+             "submitted_at": 100.0, "started_at": 100.0},
+            {"job_id": "b", "status": "completed", "config_path": "/b.yaml", "workspace": "/w",
+             "pid": null, "submitted_at": 50.0, "started_at": 50.0, "completed_at": 60.0,
+             "current_sheet": null, "total_sheets": 4},
+        ]))
+        .unwrap();
+        let mut sums = HashMap::new();
+        sums.insert(
+            "a".to_string(),
+            JobSummary {
+                done: 1,
+                total: 4,
+                cost: 0.5,
+                ..JobSummary::default()
+            },
+        );
+        let rows = job_rows(&jobs, &sums, None, 130.0);
+        assert_eq!(rows[0].percent, Some(25));
+        assert_eq!(rows[0].elapsed, "30s");
+        assert_eq!(rows[0].cost.as_deref(), Some("$0.5000"));
+        assert_eq!(rows[1].progress.as_deref(), Some("4/4"));
+        assert_eq!(rows[1].elapsed, "10s");
+        let only = job_rows(&jobs, &sums, Some("completed"), 130.0);
+        assert_eq!(only.len(), 1);
+        assert_eq!(only[0].job_id, "b");
+    }
+}

@@ -1,0 +1,1147 @@
+//! The HTTP side: routes, pages, the live SSE streams, tokens and same-origin checks.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::extract::{Form, Path as UrlPath, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use futures_util::Stream;
+use minijinja::{context, Environment, Value as JValue};
+use mozart_ipc::checkpoint::HookResult;
+use mozart_ipc::status::JobListEntry;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::broadcast;
+
+use crate::ops::{Conductor, OpError};
+use crate::view::{self, JobDetail, JobRow, JobSummary};
+use crate::{chart, learning, validate, DashboardError, Options};
+
+const CSS: &str = include_str!("style.css");
+const JS: &str = include_str!("app.js");
+/// Most job summaries fetched per render (the rest come on later renders).
+const SUMMARY_FETCHES: usize = 16;
+/// How often an open page is refreshed without any event (elapsed times, log tails).
+const IDLE_REFRESH: Duration = Duration::from_secs(5);
+/// How often a job page with a running sheet is refreshed (its live output).
+const RUNNING_REFRESH: Duration = Duration::from_secs(1);
+/// Bytes of a running sheet's output shown.
+const LOG_TAIL_BYTES: u64 = 4096;
+/// Flash messages kept.
+const FLASH_LIMIT: usize = 64;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Shared state of one dashboard.
+struct App {
+    conductor: Conductor,
+    learning_db: PathBuf,
+    env: Environment<'static>,
+    /// Token every state-changing request carries (the user's, or a random one).
+    token: String,
+    /// The user gave a token: every request needs it.
+    token_required: bool,
+    /// Host header values accepted (DNS-rebinding guard on loopback binds).
+    allowed_hosts: Vec<String>,
+    summaries: Mutex<HashMap<String, (String, JobSummary)>>,
+    /// Job ids that changed (empty = everything, e.g. the conductor came or went).
+    changes: broadcast::Sender<Arc<str>>,
+    conductor_up: AtomicBool,
+    flashes: Mutex<VecDeque<(String, &'static str, String)>>,
+}
+
+/// A bound, not yet serving, dashboard.
+pub struct Dashboard {
+    app: Arc<App>,
+    listener: tokio::net::TcpListener,
+    addr: SocketAddr,
+}
+
+impl Dashboard {
+    /// Check the options, load the templates and bind the address.
+    pub async fn bind(options: Options) -> Result<Dashboard, DashboardError> {
+        options.check()?;
+        let addr = SocketAddr::new(options.host, options.port);
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| DashboardError::Bind { addr, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| DashboardError::Bind { addr, source })?;
+        let app = Arc::new(App::new(&options, addr)?);
+        Ok(Dashboard {
+            app,
+            listener,
+            addr,
+        })
+    }
+
+    /// The URL served.
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Whether every request needs the token.
+    pub fn token_required(&self) -> bool {
+        self.app.token_required
+    }
+
+    /// Serve until `shutdown` completes.
+    pub async fn serve_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), DashboardError> {
+        let watcher = tokio::spawn(watch_monitor(self.app.clone()));
+        let router = router(self.app);
+        let result = axum::serve(self.listener, router)
+            .with_graceful_shutdown(shutdown)
+            .await
+            .map_err(DashboardError::Serve);
+        watcher.abort();
+        result
+    }
+}
+
+impl App {
+    fn new(options: &Options, addr: SocketAddr) -> Result<App, DashboardError> {
+        let (changes, _) = broadcast::channel(256);
+        let port = addr.port();
+        let mut allowed_hosts = vec![addr.to_string()];
+        if options.host.is_loopback() {
+            allowed_hosts.extend([
+                format!("localhost:{port}"),
+                format!("127.0.0.1:{port}"),
+                format!("[::1]:{port}"),
+            ]);
+        } else if options.host.is_unspecified() {
+            // Bound to every interface (token required): any Host the client used.
+            allowed_hosts.clear();
+        }
+        Ok(App {
+            conductor: Conductor::new(&options.socket),
+            learning_db: options.learning_db.clone(),
+            env: environment()?,
+            token: options.token.clone().unwrap_or_else(random_token),
+            token_required: options.token.is_some(),
+            allowed_hosts,
+            summaries: Mutex::new(HashMap::new()),
+            changes,
+            conductor_up: AtomicBool::new(false),
+            flashes: Mutex::new(VecDeque::new()),
+        })
+    }
+
+    /// Render a template; on failure (a defect) log it and name the template.
+    fn render(&self, name: &str, ctx: JValue) -> Result<String, TemplateFailed> {
+        self.env
+            .get_template(name)
+            .and_then(|t| t.render(ctx))
+            .map_err(|e| {
+                tracing::error!(template = name, error = %e, "dashboard template failed");
+                TemplateFailed(name.to_string())
+            })
+    }
+
+    fn page(
+        &self,
+        name: &str,
+        page: &str,
+        flash: Option<(&str, String)>,
+        extra: JValue,
+    ) -> Response {
+        let ctx = context! {
+            css => JValue::from_safe_string(CSS.to_string()),
+            js => JValue::from_safe_string(JS.to_string()),
+            page => page,
+            csrf => self.token.clone(),
+            conductor_up => self.conductor_up.load(Ordering::Relaxed),
+            flash => flash.as_ref().map(|f| f.1.clone()),
+            flash_kind => flash.as_ref().map(|f| f.0.to_string()),
+            ..extra
+        };
+        match self.render(name, ctx) {
+            Ok(html) => Html(html).into_response(),
+            Err(failed) => failed.into_response(),
+        }
+    }
+
+    fn message(&self, status: StatusCode, title: &str, err: &OpError) -> Response {
+        let mut resp = self.page(
+            "message.html",
+            "",
+            None,
+            context! { title => title, message => err.message.clone(), hints => err.hints.clone() },
+        );
+        *resp.status_mut() = status;
+        resp
+    }
+
+    fn op_failure(&self, err: &OpError) -> Response {
+        if err.conductor_down {
+            self.conductor_up.store(false, Ordering::Relaxed);
+            self.message(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Conductor not running",
+                err,
+            )
+        } else if err.message.starts_with("Score not found")
+            || err.message.starts_with("Invalid score ID")
+        {
+            self.message(StatusCode::NOT_FOUND, "Score not found", err)
+        } else {
+            self.message(StatusCode::BAD_GATEWAY, "Conductor error", err)
+        }
+    }
+
+    fn set_up(&self, up: bool) {
+        self.conductor_up.store(up, Ordering::Relaxed);
+    }
+
+    fn push_flash(&self, kind: &'static str, text: String) -> String {
+        let id = random_token()[..12].to_string();
+        let mut f = lock(&self.flashes);
+        if f.len() >= FLASH_LIMIT {
+            f.pop_front();
+        }
+        f.push_back((id.clone(), kind, text));
+        id
+    }
+
+    fn take_flash(&self, id: Option<&str>) -> Option<(&'static str, String)> {
+        let id = id?;
+        let mut f = lock(&self.flashes);
+        let pos = f.iter().position(|(i, _, _)| i == id)?;
+        f.remove(pos).map(|(_, k, t)| (k, t))
+    }
+
+    /// Refresh the summaries of active jobs (always) and of finished jobs not yet known.
+    async fn refresh_summaries(&self, jobs: &[JobListEntry]) {
+        let wanted: Vec<(String, String)> = {
+            let cache = lock(&self.summaries);
+            jobs.iter()
+                .filter_map(|j| {
+                    let id = j.job_id().to_string();
+                    let status = j.status().to_lowercase();
+                    let finished = matches!(status.as_str(), "completed" | "failed" | "cancelled");
+                    match cache.get(&id) {
+                        Some((known, _)) if finished && *known == status => None,
+                        _ => Some((id, status)),
+                    }
+                })
+                .take(SUMMARY_FETCHES)
+                .collect()
+        };
+        if wanted.is_empty() {
+            return;
+        }
+        let fetched =
+            futures_util::future::join_all(wanted.iter().map(|(id, _)| self.conductor.status(id)))
+                .await;
+        let mut cache = lock(&self.summaries);
+        for ((id, status), result) in wanted.into_iter().zip(fetched) {
+            if let Some(cp) = result.as_ref().ok().and_then(JobDetail::checkpoint) {
+                cache.insert(id, (status, JobSummary::of(cp)));
+            }
+        }
+    }
+
+    /// The jobs table rows (or the error to show in their place).
+    async fn rows(
+        &self,
+        filter: Option<&str>,
+    ) -> (Result<Vec<JobRow>, OpError>, usize, Vec<(String, usize)>) {
+        match self.conductor.list().await {
+            Ok(jobs) => {
+                self.set_up(true);
+                self.refresh_summaries(&jobs).await;
+                let sums: HashMap<String, JobSummary> = lock(&self.summaries)
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.1.clone()))
+                    .collect();
+                let rows = view::job_rows(&jobs, &sums, filter, mozart_ipc::time::epoch_now());
+                (Ok(rows), jobs.len(), view::status_counts(&jobs))
+            }
+            Err(e) => {
+                if e.conductor_down {
+                    self.set_up(false);
+                }
+                (Err(e), 0, view::status_counts(&[]))
+            }
+        }
+    }
+
+    fn rows_html(
+        &self,
+        rows: &Result<Vec<JobRow>, OpError>,
+        filter: Option<&str>,
+        total: usize,
+        counts: &[(String, usize)],
+    ) -> Result<String, TemplateFailed> {
+        let (rows, error) = match rows {
+            Ok(r) => (r.clone(), None),
+            Err(e) => (Vec::new(), Some(e.clone())),
+        };
+        self.render(
+            "jobs_live.html",
+            context! {
+                rows => rows, filter => filter, total => total, counts => counts,
+                error => error.map(|e| context!{ message => e.message, hints => e.hints }),
+            },
+        )
+    }
+
+    /// Everything the job page shows, as a template context.
+    async fn detail_ctx(&self, id: &str) -> Result<(JValue, bool), OpError> {
+        let detail = self.conductor.status(id).await?;
+        self.set_up(true);
+        let now = mozart_ipc::time::epoch_now();
+        let status = detail.status();
+        let active = matches!(status.as_str(), "running" | "queued" | "paused");
+        let workspace = detail.workspace().unwrap_or("").to_string();
+        let mut ctx = DetailView {
+            status: status.clone(),
+            workspace: workspace.clone(),
+            config_path: detail.config_path().unwrap_or("").to_string(),
+            error: detail.error_message().map(str::to_string),
+            hooks: detail.hook_results().to_vec(),
+            ..DetailView::default()
+        };
+        let (mut progress_svg, mut timeline_svg) = (String::new(), String::new());
+        let mut running_sheet = false;
+        if let Some(cp) = detail.checkpoint() {
+            let sum = JobSummary::of(cp);
+            ctx.has_checkpoint = true;
+            ctx.percent = (sum.done * 100 / sum.total.max(1)).min(100);
+            ctx.progress = Some(format!("{}/{}", sum.done, sum.total));
+            ctx.cost = Some(view::format_cost(sum.cost));
+            ctx.tokens = Some(format!(
+                "{} / {}",
+                cp.total_input_tokens, cp.total_output_tokens
+            ));
+            let start = cp.started_at.as_ref().and_then(|t| t.to_epoch());
+            let end = cp.completed_at.as_ref().and_then(|t| t.to_epoch());
+            ctx.started = start.map(view::format_epoch);
+            ctx.elapsed =
+                start.map(|s| view::format_duration(end.filter(|_| !active).unwrap_or(now) - s));
+            ctx.sheets = view::sheet_rows(cp);
+            ctx.attempts = view::attempt_rows(cp);
+            ctx.validations = view::validation_rows(cp);
+            progress_svg = chart::progress(cp, now);
+            timeline_svg = chart::timeline(cp, now);
+            running_sheet = !sum.running.is_empty();
+            if !workspace.is_empty() {
+                ctx.logs = sum
+                    .running
+                    .iter()
+                    .filter_map(|n| log_tail(Path::new(&workspace), *n))
+                    .collect();
+            }
+        }
+        let value = context! {
+            d => JValue::from_serialize(&ctx),
+            job_id => id,
+            progress_svg => JValue::from_safe_string(progress_svg),
+            timeline_svg => JValue::from_safe_string(timeline_svg),
+        };
+        Ok((value, running_sheet))
+    }
+
+    /// Same-origin and token checks of a state-changing request.
+    fn check_write(&self, headers: &HeaderMap, form_token: Option<&str>) -> Result<(), OpError> {
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        let same = |url: &str| {
+            url.strip_prefix("http://")
+                .or_else(|| url.strip_prefix("https://"))
+                .map(|rest| rest.split('/').next() == Some(host))
+                .unwrap_or(false)
+        };
+        let origin = headers.get(header::ORIGIN).and_then(|h| h.to_str().ok());
+        let referer = headers.get(header::REFERER).and_then(|h| h.to_str().ok());
+        let cross = match (origin, referer) {
+            (Some(o), _) => !same(o),
+            (None, Some(r)) => !same(r),
+            (None, None) => false,
+        };
+        if cross {
+            return Err(OpError::new(
+                "Refused: this request came from another site (Origin/Referer does not match the dashboard).",
+                &["Use the dashboard's own buttons."],
+            ));
+        }
+        let given = form_token
+            .map(str::to_string)
+            .or_else(|| header_token(headers));
+        match given {
+            Some(t) if constant_eq(&t, &self.token) => Ok(()),
+            Some(_) => Err(OpError::new(
+                "Refused: the dashboard token is wrong.",
+                &["Reload the page and try again."],
+            )),
+            None => Err(OpError::new(
+                "Refused: this request carries no dashboard token.",
+                &["Use the dashboard's own buttons, or send the token in an X-Mozart-Token header."],
+            )),
+        }
+    }
+}
+
+/// A template that failed to render (a defect): a short page, never a trace.
+struct TemplateFailed(String);
+
+impl IntoResponse for TemplateFailed {
+    fn into_response(self) -> Response {
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Html(format!(
+                "<h1>Dashboard error</h1><p>The page template {} could not be rendered. See the dashboard's log.</p>",
+                chart::esc(&self.0)
+            )),
+        )
+            .into_response()
+    }
+}
+
+/// The job page's data.
+#[derive(Debug, Default, Serialize)]
+struct DetailView {
+    status: String,
+    has_checkpoint: bool,
+    percent: u32,
+    progress: Option<String>,
+    cost: Option<String>,
+    tokens: Option<String>,
+    started: Option<String>,
+    elapsed: Option<String>,
+    workspace: String,
+    config_path: String,
+    error: Option<String>,
+    sheets: Vec<view::SheetRow>,
+    attempts: Vec<view::AttemptRow>,
+    validations: Vec<view::ValidationRow>,
+    hooks: Vec<HookResult>,
+    logs: Vec<LogTail>,
+}
+
+/// The end of a running sheet's output file.
+#[derive(Debug, Serialize)]
+struct LogTail {
+    sheet: u32,
+    path: String,
+    text: String,
+}
+
+/// Tail of `{workspace}/logs/sheet-NN.stdout.log` (and its stderr), upstream's live files.
+fn log_tail(workspace: &Path, sheet: u32) -> Option<LogTail> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut text = String::new();
+    let mut shown = None;
+    for suffix in ["stdout", "stderr"] {
+        let path = workspace
+            .join("logs")
+            .join(format!("sheet-{sheet:02}.{suffix}.log"));
+        let Ok(mut file) = std::fs::File::open(&path) else {
+            continue;
+        };
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let start = len.saturating_sub(LOG_TAIL_BYTES);
+        if file.seek(SeekFrom::Start(start)).is_err() {
+            continue;
+        }
+        let mut buf = Vec::new();
+        let _ = file.take(LOG_TAIL_BYTES).read_to_end(&mut buf);
+        let mut chunk = String::from_utf8_lossy(&buf).into_owned();
+        if start > 0 {
+            if let Some(nl) = chunk.find('\n') {
+                chunk.drain(..=nl);
+            }
+        }
+        if !chunk.is_empty() {
+            if suffix == "stderr" {
+                text.push_str("--- stderr ---\n");
+            }
+            text.push_str(&chunk);
+        }
+        shown.get_or_insert(path.display().to_string());
+    }
+    let path = shown?;
+    if text.is_empty() {
+        text = "(no output yet)".into();
+    }
+    Some(LogTail { sheet, path, text })
+}
+
+fn header_token(headers: &HeaderMap) -> Option<String> {
+    if let Some(t) = headers.get("x-mozart-token").and_then(|h| h.to_str().ok()) {
+        return Some(t.to_string());
+    }
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .map(str::to_string)
+}
+
+fn cookie_token(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|h| h.to_str().ok())
+        .flat_map(|h| h.split(';'))
+        .find_map(|kv| kv.trim().strip_prefix("mozart_token=").map(str::to_string))
+}
+
+/// Compare without an early exit on the first differing byte.
+fn constant_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn random_token() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    let filled = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .is_ok();
+    if !filled {
+        // No /dev/urandom: mix the clock and pid (still unguessable enough for a CSRF token
+        // on a loopback-only dashboard; a user-given token is required elsewhere).
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+            ^ u128::from(std::process::id()) << 64;
+        bytes = seed.to_le_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn environment() -> Result<Environment<'static>, DashboardError> {
+    let mut env = Environment::new();
+    for (name, source) in [
+        ("base.html", include_str!("templates/base.html")),
+        ("message.html", include_str!("templates/message.html")),
+        ("jobs.html", include_str!("templates/jobs.html")),
+        ("rows.html", include_str!("templates/rows.html")),
+        ("jobs_live.html", include_str!("templates/jobs_live.html")),
+        ("job.html", include_str!("templates/job.html")),
+        ("detail.html", include_str!("templates/detail.html")),
+        ("prompt.html", include_str!("templates/prompt.html")),
+        ("validate.html", include_str!("templates/validate.html")),
+        ("learning.html", include_str!("templates/learning.html")),
+    ] {
+        env.add_template(name, source)
+            .map_err(|e| DashboardError::Template(format!("{name}: {e}")))?;
+    }
+    Ok(env)
+}
+
+/// Render the jobs page for `jobs` (a `job.list` answer) without a conductor: what the
+/// benchmark times (the page's server-side cost with many jobs).
+pub fn render_jobs_page_for_bench(jobs: &[JobListEntry]) -> Result<String, DashboardError> {
+    let env = environment()?;
+    let rows = view::job_rows(jobs, &HashMap::new(), None, mozart_ipc::time::epoch_now());
+    env.get_template("jobs.html")
+        .and_then(|t| {
+            t.render(context! {
+                css => JValue::from_safe_string(CSS.to_string()),
+                js => JValue::from_safe_string(JS.to_string()),
+                page => "jobs", csrf => "x", conductor_up => true,
+                rows => rows, total => jobs.len(), counts => view::status_counts(jobs),
+            })
+        })
+        .map_err(|e| DashboardError::Template(e.to_string()))
+}
+
+// ---------------------------------------------------------------------------------------
+// The conductor's event stream.
+// ---------------------------------------------------------------------------------------
+
+/// Follow `daemon.monitor.stream`, announcing each job that changed; reconnect every second
+/// while the conductor is away.
+async fn watch_monitor(app: Arc<App>) {
+    let mut was_up: Option<bool> = None;
+    loop {
+        let outcome = follow_stream(&app, &mut was_up).await;
+        if was_up != Some(false) {
+            was_up = Some(false);
+            app.set_up(false);
+            let _ = app.changes.send(Arc::from(""));
+        }
+        if let Err(e) = outcome {
+            tracing::debug!(error = %e, "monitor stream unavailable");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+async fn follow_stream(app: &App, was_up: &mut Option<bool>) -> std::io::Result<()> {
+    let stream = tokio::net::UnixStream::connect(app.conductor.socket()).await?;
+    let (read, mut write) = stream.into_split();
+    write
+        .write_all(
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"daemon.monitor.stream\",\"params\":{},\"id\":1}\n",
+        )
+        .await?;
+    let mut lines = BufReader::new(read).lines();
+    while let Some(line) = lines.next_line().await? {
+        if *was_up != Some(true) {
+            *was_up = Some(true);
+            app.set_up(true);
+            let _ = app.changes.send(Arc::from(""));
+        }
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        if msg.get("method").and_then(Value::as_str) != Some("monitor.event") {
+            continue;
+        }
+        let params = msg.get("params").unwrap_or(&Value::Null);
+        let params = params.get("result").unwrap_or(params);
+        if params.get("event").and_then(Value::as_str) == Some("monitor.snapshot") {
+            continue;
+        }
+        let job = params.get("job_id").and_then(Value::as_str).unwrap_or("");
+        let _ = app.changes.send(Arc::from(job));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Routes.
+// ---------------------------------------------------------------------------------------
+
+fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/", get(jobs_page))
+        .route("/jobs", get(jobs_page))
+        .route("/jobs/{id}", get(job_page))
+        .route("/jobs/{id}/sheets/{sheet}/prompt", get(prompt_page))
+        .route("/jobs/{id}/{action}", post(job_action))
+        .route("/events/jobs", get(jobs_events))
+        .route("/events/jobs/{id}", get(job_events))
+        .route("/validate", get(validate_page).post(validate_submit))
+        .route("/learning", get(learning_page))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(app.clone(), guard))
+        .with_state(app)
+}
+
+/// Host check on every request; the user's token on every request when one was given.
+async fn guard(
+    State(app): State<Arc<App>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let headers = req.headers();
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    if !app.allowed_hosts.is_empty() && !app.allowed_hosts.iter().any(|h| h == host) {
+        return (
+            StatusCode::MISDIRECTED_REQUEST,
+            "Refused: unexpected Host header (open the dashboard by the address it printed).",
+        )
+            .into_response();
+    }
+    if app.token_required {
+        let query_token = req.uri().query().and_then(|q| {
+            q.split('&')
+                .find_map(|kv| kv.strip_prefix("token=").map(str::to_string))
+        });
+        if let Some(t) = query_token {
+            if constant_eq(&t, &app.token) {
+                // Log in: remember the token in a cookie and drop it from the address bar.
+                let mut resp = Redirect::to(req.uri().path()).into_response();
+                if let Ok(v) = HeaderValue::from_str(&format!(
+                    "mozart_token={t}; HttpOnly; SameSite=Strict; Path=/"
+                )) {
+                    resp.headers_mut().insert(header::SET_COOKIE, v);
+                }
+                return resp;
+            }
+        }
+        let ok = cookie_token(headers)
+            .or_else(|| header_token(headers))
+            .is_some_and(|t| constant_eq(&t, &app.token));
+        if !ok {
+            return (
+                StatusCode::UNAUTHORIZED,
+                Html("<h1>Token required</h1><p>This dashboard needs its access token: open it as <code>/?token=&lt;TOKEN&gt;</code>, or send <code>Authorization: Bearer &lt;TOKEN&gt;</code>.</p>"),
+            )
+                .into_response();
+        }
+    }
+    next.run(req).await
+}
+
+async fn not_found(State(app): State<Arc<App>>) -> Response {
+    app.message(
+        StatusCode::NOT_FOUND,
+        "Page not found",
+        &OpError::new("There is no such page.", &["Start from the jobs list."]),
+    )
+}
+
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    status: Option<String>,
+    flash: Option<String>,
+}
+
+fn clean_filter(status: Option<&str>) -> Option<String> {
+    let s = status?.to_lowercase();
+    view::STATUSES.contains(&s.as_str()).then_some(s)
+}
+
+async fn jobs_page(State(app): State<Arc<App>>, Query(q): Query<ListQuery>) -> Response {
+    let filter = clean_filter(q.status.as_deref());
+    let (rows, total, counts) = app.rows(filter.as_deref()).await;
+    let (rows, error) = match rows {
+        Ok(r) => (r, None),
+        Err(e) => (
+            Vec::new(),
+            Some(context! { message => e.message, hints => e.hints }),
+        ),
+    };
+    let flash = app.take_flash(q.flash.as_deref());
+    app.page(
+        "jobs.html",
+        "jobs",
+        flash,
+        context! { rows => rows, error => error, filter => filter, total => total, counts => counts },
+    )
+}
+
+#[derive(Debug, Deserialize)]
+struct FlashQuery {
+    flash: Option<String>,
+}
+
+async fn job_page(
+    State(app): State<Arc<App>>,
+    UrlPath(id): UrlPath<String>,
+    Query(q): Query<FlashQuery>,
+) -> Response {
+    let flash = app.take_flash(q.flash.as_deref());
+    match app.detail_ctx(&id).await {
+        Ok((ctx, _)) => app.page("job.html", "jobs", flash, context! { job_id => id, ..ctx }),
+        Err(e) => app.op_failure(&e),
+    }
+}
+
+async fn prompt_page(
+    State(app): State<Arc<App>>,
+    UrlPath((id, sheet)): UrlPath<(String, String)>,
+) -> Response {
+    let Ok(sheet) = sheet.parse::<u32>() else {
+        return app.message(
+            StatusCode::NOT_FOUND,
+            "No such sheet",
+            &OpError::new(format!("'{sheet}' is not a sheet number."), &[]),
+        );
+    };
+    let detail = match app.conductor.status(&id).await {
+        Ok(d) => d,
+        Err(e) => return app.op_failure(&e),
+    };
+    let score_path = detail.config_path().unwrap_or("").to_string();
+    let workspace = detail.workspace().map(PathBuf::from);
+    let path = PathBuf::from(&score_path);
+    let rendered = tokio::task::spawn_blocking(move || render_prompt(&path, workspace, sheet))
+        .await
+        .unwrap_or_else(|_| Err(OpError::new("The prompt renderer stopped.", &[])));
+    match rendered {
+        Ok(prompt) => app.page(
+            "prompt.html",
+            "jobs",
+            None,
+            context! { job_id => id, sheet => sheet, prompt => prompt, score_path => score_path },
+        ),
+        Err(e) => app.message(StatusCode::UNPROCESSABLE_ENTITY, "Prompt not available", &e),
+    }
+}
+
+/// Render sheet `num`'s prompt template from the score file (as it is now).
+fn render_prompt(score: &Path, workspace: Option<PathBuf>, num: u32) -> Result<String, OpError> {
+    if score.as_os_str().is_empty() || !score.is_file() {
+        return Err(OpError::new(
+            format!(
+                "The score file {} is not readable any more.",
+                score.display()
+            ),
+            &[],
+        ));
+    }
+    let loaded = mozart_config::load_score(score)
+        .map_err(|e| OpError::new(format!("The score no longer loads: {e}"), &[]))?;
+    let plan = mozart_config::SheetPlan::build(&loaded.config)
+        .map_err(|e| OpError::new(e.to_string(), &[]))?;
+    let sheet = plan
+        .sheets
+        .iter()
+        .find(|s| s.num == num)
+        .ok_or_else(|| OpError::new(format!("The score has no sheet {num}."), &[]))?;
+    let ctx = mozart_config::RenderContext {
+        workspace,
+        template_dir: score.parent().map(Path::to_path_buf),
+        ..Default::default()
+    };
+    mozart_config::template::render_prompt(&loaded.config, sheet, &ctx)
+        .map_err(|e| OpError::new(e.to_string(), &[]))
+}
+
+#[derive(Debug, Deserialize)]
+struct TokenForm {
+    token: Option<String>,
+}
+
+async fn job_action(
+    State(app): State<Arc<App>>,
+    UrlPath((id, action)): UrlPath<(String, String)>,
+    headers: HeaderMap,
+    form: Result<Form<TokenForm>, axum::extract::rejection::FormRejection>,
+) -> Response {
+    let token = form.as_ref().ok().and_then(|f| f.token.clone());
+    if let Err(e) = app.check_write(&headers, token.as_deref()) {
+        return app.message(StatusCode::FORBIDDEN, "Request refused", &e);
+    }
+    let result = match action.as_str() {
+        "pause" => app.conductor.pause(&id).await,
+        "resume" => app.conductor.resume(&id).await,
+        "cancel" => app.conductor.cancel(&id).await,
+        _ => {
+            return app.message(
+                StatusCode::NOT_FOUND,
+                "Unknown action",
+                &OpError::new(format!("'{action}' is not pause, resume or cancel."), &[]),
+            )
+        }
+    };
+    let flash = match result {
+        Ok(text) => app.push_flash("ok", text),
+        Err(e) if e.conductor_down => return app.op_failure(&e),
+        Err(e) => {
+            let mut text = match &e.code {
+                Some(c) if c != "job" => format!("Error [{c}]: {}", e.message),
+                _ => format!("Error: {}", e.message),
+            };
+            for h in &e.hints {
+                text.push_str(" — ");
+                text.push_str(h);
+            }
+            app.push_flash("error", text)
+        }
+    };
+    let _ = app.changes.send(Arc::from(id.as_str()));
+    let target = format!("/jobs/{}?flash={flash}", url_segment(&id));
+    Redirect::to(&target).into_response()
+}
+
+fn url_segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+async fn validate_page(State(app): State<Arc<App>>) -> Response {
+    app.page("validate.html", "validate", None, context! { yaml => "" })
+}
+
+#[derive(Debug, Deserialize)]
+struct ValidateForm {
+    token: Option<String>,
+    yaml: Option<String>,
+}
+
+async fn validate_submit(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    form: Result<Form<ValidateForm>, axum::extract::rejection::FormRejection>,
+) -> Response {
+    let Ok(Form(form)) = form else {
+        return app.message(
+            StatusCode::BAD_REQUEST,
+            "Nothing to validate",
+            &OpError::new(
+                "The form carried no score.",
+                &["Paste a score and press Validate."],
+            ),
+        );
+    };
+    // Validation changes nothing, but it reads files a score names: same rules as writes.
+    if let Err(e) = app.check_write(&headers, form.token.as_deref()) {
+        return app.message(StatusCode::FORBIDDEN, "Request refused", &e);
+    }
+    let yaml = form.yaml.unwrap_or_default();
+    let text = yaml.clone();
+    let report = tokio::task::spawn_blocking(move || {
+        // A scratch directory stands in for the score's own: relative paths stay inside it.
+        let dir = tempfile::tempdir().ok();
+        let path = dir
+            .as_ref()
+            .map(|d| d.path().join("pasted-score.yaml"))
+            .unwrap_or_else(|| PathBuf::from("pasted-score.yaml"));
+        validate::validate_text(&text, &path)
+    })
+    .await;
+    match report {
+        Ok(report) => app.page(
+            "validate.html",
+            "validate",
+            None,
+            context! { yaml => yaml, report => JValue::from_serialize(&report) },
+        ),
+        Err(_) => app.message(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Validation failed",
+            &OpError::new(
+                "The validator stopped unexpectedly on this score.",
+                &["Try mozart validate <file> for details."],
+            ),
+        ),
+    }
+}
+
+async fn learning_page(State(app): State<Arc<App>>) -> Response {
+    let db = app.learning_db.clone();
+    let view = tokio::task::spawn_blocking(move || learning::read(&db)).await;
+    let view = match view {
+        Ok(v) => v,
+        Err(_) => learning::LearningView {
+            missing: false,
+            error: Some("Reading the learning database stopped unexpectedly.".into()),
+            patterns: Vec::new(),
+            entropy: None,
+        },
+    };
+    let svg = view
+        .entropy
+        .as_ref()
+        .map(|e| chart::entropy(&e.history))
+        .unwrap_or_default();
+    app.page(
+        "learning.html",
+        "learning",
+        None,
+        context! {
+            l => JValue::from_serialize(&view),
+            db => app.learning_db.display().to_string(),
+            entropy_svg => JValue::from_safe_string(svg),
+        },
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// Live streams.
+// ---------------------------------------------------------------------------------------
+
+/// What a live stream remembers between events.
+struct Live {
+    app: Arc<App>,
+    rx: broadcast::Receiver<Arc<str>>,
+    job: Option<String>,
+    filter: Option<String>,
+    last_html: String,
+    last_up: Option<bool>,
+    first: bool,
+    queue: VecDeque<Event>,
+}
+
+impl Live {
+    /// Wait for a change that concerns this stream (or the refresh period).
+    async fn wait(&mut self, period: Duration) {
+        let deadline = tokio::time::sleep(period);
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                _ = &mut deadline => return,
+                got = self.rx.recv() => match got {
+                    Ok(id) => {
+                        let concerns = id.is_empty() || self.job.as_deref().is_none_or(|j| j == &*id);
+                        if concerns {
+                            // Coalesce a burst (a fan-out finishing) into one render.
+                            while self.rx.try_recv().is_ok() {}
+                            return;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => return,
+                    Err(broadcast::error::RecvError::Closed) => {
+                        deadline.as_mut().await;
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Render this stream's fragment; the refresh period that fits what it shows.
+    async fn render(&mut self) -> Duration {
+        let (html, up, period) = match &self.job {
+            None => {
+                let (rows, total, counts) = self.app.rows(self.filter.as_deref()).await;
+                let up = !matches!(&rows, Err(e) if e.conductor_down);
+                let html = self
+                    .app
+                    .rows_html(&rows, self.filter.as_deref(), total, &counts)
+                    .unwrap_or_default();
+                (html, up, IDLE_REFRESH)
+            }
+            Some(id) => match self.app.detail_ctx(id).await {
+                Ok((ctx, running)) => {
+                    let html = self.app.render("detail.html", ctx).unwrap_or_default();
+                    (
+                        html,
+                        true,
+                        if running {
+                            RUNNING_REFRESH
+                        } else {
+                            IDLE_REFRESH
+                        },
+                    )
+                }
+                Err(e) => {
+                    let html = format!(
+                        "<div class=\"error-box\"><p class=\"message\">{}</p>{}</div>",
+                        chart::esc(&e.message),
+                        e.hints
+                            .iter()
+                            .map(|h| format!("<p class=\"hint\">{}</p>", chart::esc(h)))
+                            .collect::<String>()
+                    );
+                    (html, !e.conductor_down, IDLE_REFRESH)
+                }
+            },
+        };
+        if self.last_up != Some(up) {
+            self.last_up = Some(up);
+            self.queue
+                .push_back(Event::default().event("conductor").data(if up {
+                    "up"
+                } else {
+                    "down"
+                }));
+        }
+        if html != self.last_html {
+            self.queue
+                .push_back(Event::default().event("html").data(&html));
+            self.last_html = html;
+        }
+        period
+    }
+}
+
+fn live_stream(live: Live) -> impl Stream<Item = Result<Event, std::convert::Infallible>> {
+    futures_util::stream::unfold((live, IDLE_REFRESH), |(mut live, mut period)| async move {
+        loop {
+            if let Some(event) = live.queue.pop_front() {
+                return Some((Ok(event), (live, period)));
+            }
+            if live.first {
+                // Render at once: whatever changed between the page load and this stream's
+                // start reaches the page now, not at the next event.
+                live.first = false;
+            } else {
+                live.wait(period).await;
+            }
+            period = live.render().await;
+        }
+    })
+}
+
+fn new_live(app: Arc<App>, job: Option<String>, filter: Option<String>) -> Live {
+    Live {
+        rx: app.changes.subscribe(),
+        app,
+        job,
+        filter,
+        last_html: String::new(),
+        last_up: None,
+        first: true,
+        queue: VecDeque::new(),
+    }
+}
+
+async fn jobs_events(
+    State(app): State<Arc<App>>,
+    Query(q): Query<ListQuery>,
+) -> Sse<impl Stream<Item = Result<Event, std::convert::Infallible>>> {
+    let filter = clean_filter(q.status.as_deref());
+    Sse::new(live_stream(new_live(app, None, filter))).keep_alive(KeepAlive::default())
+}
+
+async fn job_events(
+    State(app): State<Arc<App>>,
+    UrlPath(id): UrlPath<String>,
+) -> Sse<impl Stream<Item = Result<Event, std::convert::Infallible>>> {
+    Sse::new(live_stream(new_live(app, Some(id), None))).keep_alive(KeepAlive::default())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_jobs_page_escapes_what_the_conductor_says() {
+        let jobs: Vec<JobListEntry> = serde_json::from_value(json!([{
+            "job_id": "<script>x</script>", "status": "running", "config_path": "/x.yaml",
+            "workspace": "/w", "submitted_at": 1.0, "started_at": null
+        }]))
+        .unwrap();
+        let html = render_jobs_page_for_bench(&jobs).unwrap();
+        assert!(!html.contains("<script>x</script>"));
+        assert!(html.contains("&lt;script&gt;"));
+    }
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(constant_eq("abc", "abc"));
+        assert!(!constant_eq("abc", "abd"));
+        assert!(!constant_eq("abc", "ab"));
+        assert_eq!(random_token().len(), 32);
+    }
+
+    #[test]
+    fn a_running_sheets_output_is_tailed_from_upstreams_log_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+        std::fs::write(
+            dir.path().join("logs/sheet-03.stdout.log"),
+            "hello\nworld\n",
+        )
+        .unwrap();
+        let tail = log_tail(dir.path(), 3).unwrap();
+        assert_eq!(tail.text, "hello\nworld\n");
+        assert!(log_tail(dir.path(), 4).is_none());
+    }
+}

@@ -1,0 +1,625 @@
+//! `mozart mcp`: a Model Context Protocol server over stdio (the official Rust SDK, `rmcp`).
+//!
+//! Tools drive the conductor over its Unix socket exactly as the CLI does (through
+//! [`mozart_dashboard::ops`]): `validate`, `run`, `status`, `list`, `pause`, `resume`,
+//! `cancel`, `errors`, `logs`. Each job's status is also a resource (`mozart://jobs/{id}`).
+//! A failed operation is an MCP tool error (`isError: true`) whose text carries the CLI's
+//! message and hints; protocol errors are left to the SDK.
+
+use std::path::{Path, PathBuf};
+
+use mozart_dashboard::ops::{check_job_id, Conductor, OpError};
+use mozart_dashboard::validate::{validate_file, validate_text, ValidationReport};
+use mozart_dashboard::view::{self, JobDetail, JobSummary};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolResult, ContentBlock, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{
+    schemars, tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler, ServiceExt,
+};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+/// URI prefix of job resources.
+pub const JOB_URI: &str = "mozart://jobs/";
+/// Lines `logs` returns by default.
+const DEFAULT_LOG_LINES: usize = 50;
+
+/// Where the server finds the conductor and keeps inline scores.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The conductor's socket.
+    pub socket: PathBuf,
+    /// Directory inline scores of `run` are written to when the call names none.
+    pub scores_dir: PathBuf,
+}
+
+/// Why the server stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    /// The MCP session could not start or failed.
+    #[error("MCP server error: {0}")]
+    Serve(String),
+    /// The runtime could not start.
+    #[error("cannot start the MCP runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// Serve MCP on stdin/stdout until the client disconnects.
+pub async fn serve_stdio(options: Options) -> Result<(), McpError> {
+    let server = MozartMcp::new(options);
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| McpError::Serve(e.to_string()))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| McpError::Serve(e.to_string()))?;
+    Ok(())
+}
+
+/// [`serve_stdio`] on its own runtime (for the synchronous CLI).
+pub fn run_blocking(options: Options) -> Result<(), McpError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(McpError::Runtime)?;
+    let result = runtime.block_on(serve_stdio(options));
+    // stdin's blocking reader thread would keep the runtime's shutdown waiting for input.
+    runtime.shutdown_background();
+    result
+}
+
+/// The MCP server.
+#[derive(Debug, Clone)]
+pub struct MozartMcp {
+    conductor: Conductor,
+    scores_dir: PathBuf,
+    tool_router: ToolRouter<MozartMcp>,
+}
+
+/// A score given by path or inline.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ScoreArgs {
+    /// Path of a score YAML file (absolute, or relative to the server's directory).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// The score's YAML text, instead of a path.
+    #[serde(default)]
+    pub yaml: Option<String>,
+}
+
+/// Arguments of `run`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct RunArgs {
+    /// Path of a score YAML file (absolute, or relative to the server's directory).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// The score's YAML text, instead of a path. It is saved as `<directory>/<name>.yaml`;
+    /// the file name is the job ID, and a relative `workspace:` resolves against that
+    /// directory.
+    #[serde(default)]
+    pub yaml: Option<String>,
+    /// Job ID for an inline score (default: the score's `name`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Directory an inline score is saved in (default: `$MOZART_HOME/mcp-scores`).
+    #[serde(default)]
+    pub directory: Option<String>,
+    /// Discard previous state of a job with the same ID.
+    #[serde(default)]
+    pub fresh: bool,
+}
+
+/// A job ID.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct JobArgs {
+    /// The job (score) ID, as `list` shows it.
+    pub job_id: String,
+}
+
+/// Arguments of `list`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ListArgs {
+    /// Only jobs with this status: queued, running, paused, completed, failed, cancelled.
+    #[serde(default)]
+    pub status: Option<String>,
+}
+
+/// Arguments of `logs`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct LogsArgs {
+    /// The job ID.
+    pub job_id: String,
+    /// Only this sheet (default: the running sheets, else the last sheet that ran).
+    #[serde(default)]
+    pub sheet: Option<u32>,
+    /// How many lines from the end (default 50).
+    #[serde(default)]
+    pub lines: Option<usize>,
+}
+
+fn text_result(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(text.into())])
+}
+
+fn op_error(err: &OpError) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(err.render_text())])
+}
+
+fn json_text(value: &Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+#[tool_router]
+impl MozartMcp {
+    /// A server for these options.
+    pub fn new(options: Options) -> MozartMcp {
+        MozartMcp {
+            conductor: Conductor::new(options.socket),
+            scores_dir: options.scores_dir,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    #[tool(
+        description = "Validate a Mozart score (YAML) without running it: schema, extended checks (V-codes) and the sheet plan. Give `path` or inline `yaml`."
+    )]
+    async fn validate(
+        &self,
+        Parameters(args): Parameters<ScoreArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let report = match (args.path, args.yaml) {
+            (Some(path), None) => {
+                let p = PathBuf::from(path);
+                tokio::task::spawn_blocking(move || validate_file(&p)).await
+            }
+            (None, Some(yaml)) => {
+                let dir = self.scores_dir.clone();
+                tokio::task::spawn_blocking(move || {
+                    validate_text(&yaml, &dir.join("inline-score.yaml"))
+                })
+                .await
+            }
+            _ => return Ok(op_error(&one_of_path_or_yaml())),
+        };
+        let Ok(report) = report else {
+            return Ok(op_error(&OpError::new(
+                "The validator stopped unexpectedly.",
+                &[],
+            )));
+        };
+        Ok(report_result(&report))
+    }
+
+    #[tool(
+        description = "Submit a score to the Mozart conductor as a job (by `path`, or inline `yaml`). Returns the job ID; poll it with `status`."
+    )]
+    async fn run(
+        &self,
+        Parameters(args): Parameters<RunArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let path = match (args.path, args.yaml) {
+            (Some(path), None) => PathBuf::from(path),
+            (None, Some(yaml)) => {
+                let dir = args
+                    .directory
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| self.scores_dir.clone());
+                match save_inline(&dir, args.name.as_deref(), &yaml) {
+                    Ok(p) => p,
+                    Err(e) => return Ok(op_error(&e)),
+                }
+            }
+            _ => return Ok(op_error(&one_of_path_or_yaml())),
+        };
+        // Validate first, as `mozart run` does: a broken score never reaches the conductor.
+        let p = path.clone();
+        let Ok(report) = tokio::task::spawn_blocking(move || validate_file(&p)).await else {
+            return Ok(op_error(&OpError::new(
+                "The validator stopped unexpectedly.",
+                &[],
+            )));
+        };
+        if !report.valid {
+            return Ok(report_result(&report));
+        }
+        match self.conductor.submit(&path, args.fresh).await {
+            Ok(resp) => Ok(text_result(json_text(&json!({
+                "job_id": resp.job_id,
+                "status": resp.status,
+                "message": resp.message,
+                "score": path.display().to_string(),
+            })))),
+            Err(e) => Ok(op_error(&e)),
+        }
+    }
+
+    #[tool(
+        description = "One job's status: job status, sheets done, cost, and each sheet's status, attempts and last error (with its E-code)."
+    )]
+    async fn status(
+        &self,
+        Parameters(args): Parameters<JobArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        match self.conductor.status(&args.job_id).await {
+            Ok(d) => Ok(text_result(json_text(&status_json(&d)))),
+            Err(e) => Ok(op_error(&e)),
+        }
+    }
+
+    #[tool(
+        description = "List the conductor's jobs (newest first), optionally only those with one status."
+    )]
+    async fn list(
+        &self,
+        Parameters(args): Parameters<ListArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        if let Some(s) = &args.status {
+            if !view::STATUSES.contains(&s.to_lowercase().as_str()) {
+                return Ok(op_error(&OpError::new(
+                    format!("Unknown status '{s}'."),
+                    &["Use one of: queued, running, paused, completed, failed, cancelled."],
+                )));
+            }
+        }
+        match self.conductor.list().await {
+            Ok(jobs) => {
+                let rows: Vec<Value> = jobs
+                    .iter()
+                    .filter(|j| {
+                        args.status
+                            .as_deref()
+                            .is_none_or(|s| j.status().eq_ignore_ascii_case(s))
+                    })
+                    .filter_map(|j| serde_json::to_value(j).ok())
+                    .collect();
+                Ok(text_result(json_text(&Value::Array(rows))))
+            }
+            Err(e) => Ok(op_error(&e)),
+        }
+    }
+
+    #[tool(description = "Pause a running job at its next sheet boundary.")]
+    async fn pause(
+        &self,
+        Parameters(args): Parameters<JobArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        Ok(match self.conductor.pause(&args.job_id).await {
+            Ok(m) => text_result(m),
+            Err(e) => op_error(&e),
+        })
+    }
+
+    #[tool(description = "Resume a paused, failed or cancelled job.")]
+    async fn resume(
+        &self,
+        Parameters(args): Parameters<JobArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        Ok(match self.conductor.resume(&args.job_id).await {
+            Ok(m) => text_result(m),
+            Err(e) => op_error(&e),
+        })
+    }
+
+    #[tool(description = "Cancel a job (running sheets are stopped).")]
+    async fn cancel(
+        &self,
+        Parameters(args): Parameters<JobArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        Ok(match self.conductor.cancel(&args.job_id).await {
+            Ok(m) => text_result(m),
+            Err(e) => op_error(&e),
+        })
+    }
+
+    #[tool(
+        description = "Every recorded error of a job: sheet, attempt, E-code, type, message and what to do about it."
+    )]
+    async fn errors(
+        &self,
+        Parameters(args): Parameters<JobArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let detail = match self.conductor.errors(&args.job_id).await {
+            Ok(d) => d,
+            Err(e) => return Ok(op_error(&e)),
+        };
+        let rows = detail
+            .checkpoint()
+            .map(view::attempt_rows)
+            .unwrap_or_default();
+        Ok(text_result(json_text(&json!({
+            "job_id": args.job_id,
+            "error_count": rows.len(),
+            "errors": rows,
+        }))))
+    }
+
+    #[tool(
+        description = "The tail of a job's sheet output: the live log of running sheets (workspace/logs/sheet-NN.*.log), else the recorded output tail."
+    )]
+    async fn logs(
+        &self,
+        Parameters(args): Parameters<LogsArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let detail = match self.conductor.status(&args.job_id).await {
+            Ok(d) => d,
+            Err(e) => return Ok(op_error(&e)),
+        };
+        let lines = args.lines.unwrap_or(DEFAULT_LOG_LINES).clamp(1, 2000);
+        match sheet_logs(&detail, args.sheet, lines) {
+            Ok(text) => Ok(text_result(text)),
+            Err(e) => Ok(op_error(&e)),
+        }
+    }
+}
+
+fn one_of_path_or_yaml() -> OpError {
+    OpError::new(
+        "Give exactly one of `path` (a score file) or `yaml` (the score's text).",
+        &[],
+    )
+}
+
+fn report_result(report: &ValidationReport) -> CallToolResult {
+    let text = report.to_text();
+    if report.valid {
+        text_result(text)
+    } else {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    }
+}
+
+/// Save an inline score as `<dir>/<id>.yaml` (the file name is the job ID).
+fn save_inline(dir: &Path, name: Option<&str>, yaml: &str) -> Result<PathBuf, OpError> {
+    let id = match name {
+        Some(n) => n.to_string(),
+        None => serde_yaml_name(yaml).ok_or_else(|| {
+            OpError::new(
+                "The inline score has no `name:` and the call gave no `name`.",
+                &["Add `name: my-score` to the score, or pass `name`."],
+            )
+        })?,
+    };
+    check_job_id(&id)?;
+    if id.starts_with('.') || id.contains(char::is_whitespace) {
+        return Err(OpError::new(
+            format!("'{id}' cannot be a job ID (no leading dot, no spaces)."),
+            &["Pass a `name` such as my-score."],
+        ));
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|e| OpError::new(format!("Cannot create {}: {e}", dir.display()), &[]))?;
+    let path = dir.join(format!("{id}.yaml"));
+    std::fs::write(&path, yaml)
+        .map_err(|e| OpError::new(format!("Cannot write {}: {e}", path.display()), &[]))?;
+    Ok(path)
+}
+
+/// The top-level `name:` of a score, read without a YAML parser (validation comes next).
+fn serde_yaml_name(yaml: &str) -> Option<String> {
+    yaml.lines().find_map(|line| {
+        let rest = line.strip_prefix("name:")?;
+        let v = rest.trim().trim_matches(|c| c == '"' || c == '\'').trim();
+        (!v.is_empty()).then(|| v.to_string())
+    })
+}
+
+/// The `status` tool's document.
+fn status_json(d: &JobDetail) -> Value {
+    let Some(cp) = d.checkpoint() else {
+        return json!({"job_id": d.job_id, "status": d.status(), "sheets": [], "detail": d.result});
+    };
+    let sum = JobSummary::of(cp);
+    json!({
+        "job_id": d.job_id,
+        "status": d.status(),
+        "sheets_done": sum.done,
+        "total_sheets": sum.total,
+        "running_sheets": sum.running,
+        "estimated_cost_usd": sum.cost,
+        "tokens": sum.tokens,
+        "error_message": d.error_message(),
+        "workspace": d.workspace(),
+        "sheets": view::sheet_rows(cp),
+    })
+}
+
+/// Tail of sheet output: live log files, else the checkpoint's recorded tails.
+fn sheet_logs(d: &JobDetail, sheet: Option<u32>, lines: usize) -> Result<String, OpError> {
+    let cp = d.checkpoint().ok_or_else(|| {
+        OpError::new(
+            format!("Job '{}' has not started a sheet yet.", d.job_id),
+            &[],
+        )
+    })?;
+    let sheets: Vec<u32> = match sheet {
+        Some(n) if cp.sheets.contains_key(&n) => vec![n],
+        Some(n) => {
+            return Err(OpError::new(
+                format!(
+                    "Job '{}' has no sheet {n} (it has {}).",
+                    d.job_id, cp.total_sheets
+                ),
+                &[],
+            ))
+        }
+        None => {
+            let running = JobSummary::of(cp).running;
+            if running.is_empty() {
+                cp.sheets
+                    .values()
+                    .filter(|s| s.started_at.is_some())
+                    .max_by(|a, b| {
+                        let ta = a
+                            .started_at
+                            .as_ref()
+                            .and_then(|t| t.to_epoch())
+                            .unwrap_or(0.0);
+                        let tb = b
+                            .started_at
+                            .as_ref()
+                            .and_then(|t| t.to_epoch())
+                            .unwrap_or(0.0);
+                        ta.total_cmp(&tb)
+                    })
+                    .map(|s| vec![s.sheet_num])
+                    .unwrap_or_default()
+            } else {
+                running
+            }
+        }
+    };
+    if sheets.is_empty() {
+        return Ok(format!("Job '{}': no sheet has output yet.", d.job_id));
+    }
+    let workspace = d.workspace().map(PathBuf::from);
+    let mut out = String::new();
+    for n in sheets {
+        out.push_str(&format!("=== sheet {n} ===\n"));
+        let mut found = false;
+        for stream in ["stdout", "stderr"] {
+            let text = workspace
+                .as_ref()
+                .and_then(|w| {
+                    std::fs::read(w.join("logs").join(format!("sheet-{n:02}.{stream}.log"))).ok()
+                })
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .or_else(|| {
+                    let s = cp.sheets.get(&n)?;
+                    if stream == "stdout" {
+                        s.stdout_tail.clone()
+                    } else {
+                        s.stderr_tail.clone()
+                    }
+                });
+            if let Some(text) = text.filter(|t| !t.is_empty()) {
+                found = true;
+                if stream == "stderr" {
+                    out.push_str("--- stderr ---\n");
+                }
+                out.push_str(&last_lines(&text, lines));
+                if !out.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+        }
+        if !found {
+            out.push_str("(no output recorded)\n");
+        }
+    }
+    Ok(out)
+}
+
+fn last_lines(text: &str, n: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(n)..].join("\n")
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for MozartMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new("mozart", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Mozart orchestrates AI pipelines: a score (YAML) becomes a job of sheets run by the \
+             conductor. Validate a score, run it, then poll status/logs/errors; pause, resume or \
+             cancel jobs. Each job's status is also the resource mozart://jobs/{job_id}.",
+        )
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let jobs = self
+            .conductor
+            .list()
+            .await
+            .map_err(|e| ErrorData::internal_error(e.render_text(), None))?;
+        let resources = jobs
+            .iter()
+            .map(|j| {
+                let (id, status) = (j.job_id(), j.status());
+                Resource::new(format!("{JOB_URI}{id}"), id.to_string())
+                    .with_description(format!("Mozart job {id} ({status})"))
+                    .with_mime_type("application/json")
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            ResourceTemplate::new(format!("{JOB_URI}{{job_id}}"), "job-status")
+                .with_description("A Mozart job's status (as the status tool returns it)")
+                .with_mime_type("application/json"),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let Some(id) = request.uri.strip_prefix(JOB_URI) else {
+            return Err(ErrorData::resource_not_found(
+                format!(
+                    "Unknown resource {}: job resources are {JOB_URI}<job_id>",
+                    request.uri
+                ),
+                None,
+            ));
+        };
+        let detail = self.conductor.status(id).await.map_err(|e| {
+            if e.conductor_down {
+                ErrorData::internal_error(e.render_text(), None)
+            } else {
+                ErrorData::resource_not_found(e.render_text(), None)
+            }
+        })?;
+        let mut contents =
+            ResourceContents::text(json_text(&status_json(&detail)), request.uri.clone());
+        if let ResourceContents::TextResourceContents { mime_type, .. } = &mut contents {
+            *mime_type = Some("application/json".into());
+        }
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inline_scores_take_their_name_as_job_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = save_inline(dir.path(), None, "name: \"demo\"\nsheet: {}\n").unwrap();
+        assert_eq!(p, dir.path().join("demo.yaml"));
+        assert!(save_inline(dir.path(), None, "sheet: {}\n").is_err());
+        assert!(save_inline(dir.path(), Some("../x"), "name: a\n").is_err());
+    }
+
+    #[test]
+    fn last_lines_keeps_the_end() {
+        assert_eq!(last_lines("a\nb\nc\n", 2), "b\nc");
+    }
+}

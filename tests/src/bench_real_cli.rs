@@ -1,0 +1,193 @@
+//! The real-CLI row of `mozart-bench` (issue 13; docs/performance.md "Real Claude Code"):
+//! one sheet through the real `claude` (installed by tests/real-cli/setup.sh) under the
+//! conductor, against the local mock API, versus the same `claude -p` call made directly.
+//! The difference is the conductor's cost per sheet (submit, prompt, spawn, parse,
+//! validation, checkpoint); the bar is 5 % of the CLI's own time.
+
+use super::*;
+use mozart_tests::mock_api::MockApi;
+
+/// The installed `claude`, next to the target directory of this executable.
+fn real_claude() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("MOZART_REAL_CLI_DIR") {
+        return Some(PathBuf::from(dir).join("claude")).filter(|p| p.exists());
+    }
+    let exe = std::env::current_exe().ok()?;
+    // target/<profile>/mozart-bench → target/real-cli/node_modules/.bin/claude
+    let path = exe
+        .parent()?
+        .parent()?
+        .join("real-cli/node_modules/.bin/claude");
+    path.exists().then_some(path)
+}
+
+/// The environment `claude` needs to run offline against the mock (§11 of the spec).
+fn claude_env(mock: &MockApi, home: &Path) -> Vec<(String, String)> {
+    [
+        ("HOME", home.display().to_string()),
+        ("ANTHROPIC_BASE_URL", mock.base_url()),
+        ("ANTHROPIC_API_KEY", "sk-mock".into()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+        ("DISABLE_AUTOUPDATER", "1".into()),
+        ("DISABLE_TELEMETRY", "1".into()),
+        ("IS_SANDBOX", "1".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+fn prompt(dir: &Path) -> String {
+    format!(
+        "Write the file. mock-scenario:write mock-file:{}/out-1.txt\n",
+        dir.display()
+    )
+}
+
+/// The floor: the same call the conductor makes (claude_cli, stream-json), made directly.
+fn direct(claude: &Path, vars: &[(String, String)], dir: &Path) -> Result<Duration> {
+    std::fs::create_dir_all(dir).map_err(io_err("creating", dir))?;
+    let started = Instant::now();
+    let mut child = Command::new(claude)
+        .args([
+            "-p",
+            "--dangerously-skip-permissions",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--strict-mcp-config",
+            "--mcp-config",
+            r#"{"mcpServers":{}}"#,
+        ])
+        .current_dir(dir)
+        .envs(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(io_err("running", claude))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(prompt(dir).as_bytes());
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(io_err("waiting for", claude))?;
+    let wall = started.elapsed();
+    if !out.status.success() || !dir.join("out-1.txt").exists() {
+        return Err(BenchError::JobFailed {
+            job: "claude -p (direct)".into(),
+            status: format!("{} / file missing", out.status),
+            workspace: dir.to_path_buf(),
+        });
+    }
+    Ok(wall)
+}
+
+/// One 1-sheet score through the conductor: `job.submit` → `completed`, polled every 2 ms.
+fn through_conductor(env: &Env, rep: usize) -> Result<Duration> {
+    let job = format!("bench-claude-{rep}");
+    let ws = env.work.join(format!("{job}-ws"));
+    let score = env.work.join(format!("{job}.yaml"));
+    let yaml = format!(
+        "name: {job}\nworkspace: {ws}\ninstrument: claude_cli\nbackend:\n  output_format: stream-json\n  timeout_seconds: 120\npause_between_sheets_seconds: 0\nsheet: {{size: 1, total_items: 1}}\nprompt:\n  template: \"Write the file. mock-scenario:write mock-file:{{{{ workspace }}}}/out-1.txt\"\nvalidations:\n  - type: file_exists\n    path: \"{{workspace}}/out-1.txt\"\n",
+        ws = ws.display()
+    );
+    write_file(&score, &yaml)?;
+    let ipc = |method: &'static str| move |source| BenchError::Ipc { method, source };
+    let mut client = BlockingClient::connect(&env.socket).map_err(ipc(methods::JOB_SUBMIT))?;
+    let started = Instant::now();
+    let answer = client
+        .call_value(
+            methods::JOB_SUBMIT,
+            json!({ "config_path": score.display().to_string(), "fresh": false }),
+        )
+        .map_err(ipc(methods::JOB_SUBMIT))?;
+    if answer.get("status").and_then(Value::as_str) != Some("accepted") {
+        return Err(BenchError::Mozart {
+            args: format!("(job.submit) {}", score.display()),
+            status: "not accepted".into(),
+            output: answer.to_string(),
+        });
+    }
+    let status = loop {
+        if let Some(status) = job_list_status(&mut client, &job)? {
+            if matches!(status.as_str(), "completed" | "failed" | "cancelled") {
+                break status;
+            }
+        }
+        if started.elapsed() > JOB_DEADLINE {
+            return Err(BenchError::Timeout {
+                what: format!("job '{job}' to finish"),
+                secs: JOB_DEADLINE.as_secs(),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let wall = started.elapsed();
+    if status != "completed" {
+        return Err(BenchError::JobFailed {
+            job,
+            status,
+            workspace: ws,
+        });
+    }
+    Ok(wall)
+}
+
+/// The rows, when the real `claude` is installed.
+pub(super) fn real_cli_rows(mozart: &MozartExe, reps: usize, report: &mut Report) -> Result<()> {
+    let Some(claude) = real_claude() else {
+        progress("real Claude Code row skipped: claude is not installed (tests/real-cli/setup.sh)");
+        return Ok(());
+    };
+    let mock =
+        MockApi::start().map_err(io_err("starting the mock API on", Path::new("127.0.0.1")))?;
+    let env = Env::new(mozart)?;
+    let home = env.work.join("claude-home");
+    std::fs::create_dir_all(&home).map_err(io_err("creating", &home))?;
+    let vars = claude_env(&mock, &home);
+    let link = env.bin.join("claude");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&claude, &link).map_err(io_err("linking", &link))?;
+    let conductor = Conductor::start_with(&env, &vars)?;
+    // One unmeasured run each: the first start of the 400 MB binary reads it from disk.
+    direct(&claude, &vars, &env.work.join("direct-warm"))?;
+    through_conductor(&env, 0)?;
+    progress(&format!(
+        "1 sheet on the real claude ×{reps}, interleaved with `claude -p` run directly"
+    ));
+    let (mut floors, mut walls, mut overheads) = (Vec::new(), Vec::new(), Vec::new());
+    for rep in 1..=reps {
+        let floor = direct(&claude, &vars, &env.work.join(format!("direct-{rep}")))?;
+        let wall = through_conductor(&env, rep)?;
+        overheads.push((wall.as_secs_f64() - floor.as_secs_f64()) * 1000.0);
+        floors.push(floor);
+        walls.push(wall);
+    }
+    conductor.stop(&env)?;
+    let floor = median(floors);
+    let overhead = median_f64(overheads);
+    report.add(Row::ms(
+        "real_claude_direct",
+        "real `claude -p` (2 API turns, writes a file) run directly, mock API",
+        floor,
+        reps,
+    ));
+    report.add(Row::ms(
+        "real_claude_mozart",
+        "the same sheet through the conductor: submit → completed",
+        median(walls),
+        reps,
+    ));
+    report.add(
+        Row::new(
+            "real_claude_overhead_pct",
+            "conductor's added cost per real-claude sheet, % of the CLI's own time",
+            overhead / (floor.as_secs_f64() * 1000.0) * 100.0,
+            "%",
+            reps,
+        )
+        .bar_below(5.0),
+    );
+    Ok(())
+}
