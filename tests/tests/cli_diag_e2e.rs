@@ -353,3 +353,48 @@ fn unknown_scores_are_reported_by_every_diagnostic_command() {
         stdout(&out)
     );
 }
+
+#[test]
+fn recover_revalidates_failed_sheets_and_saves_the_ones_that_pass() {
+    let env = failed_job("fixme");
+    let ws = env.work.join("fixme-ws");
+    // The work of sheet 1 turns up after the job failed (done by hand, say).
+    std::fs::write(ws.join("never-1.txt"), "done").unwrap();
+
+    let out = env.mozart(&["recover", "fixme", "--dry-run"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("Sheet 1:\n  ✓ "), "{text}");
+    assert!(text.contains("Sheet 2:\n  ✗ "), "{text}");
+    assert!(
+        text.contains("1 sheet(s) would be recovered\nDry run complete - no changes made\n"),
+        "{text}"
+    );
+    let doc = json_of(&env.mozart(&["status", "fixme", "--json"]), "status --json");
+    assert_eq!(
+        doc["sheets"]["1"]["status"], "failed",
+        "a dry run changes nothing"
+    );
+
+    let out = env.mozart(&["recover", "fixme"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("Recovered 1 sheet(s)\n"), "{text}");
+    let doc = json_of(&env.mozart(&["status", "fixme", "--json"]), "status --json");
+    assert_eq!(doc["sheets"]["1"]["status"], "completed", "{doc:#}");
+    assert_eq!(doc["sheets"]["2"]["status"], "failed", "{doc:#}");
+
+    // Saved in the registry: still there after a restart.
+    env.mozart(&["stop"]);
+    env.start_conductor();
+    let doc = json_of(&env.mozart(&["status", "fixme", "--json"]), "status --json");
+    assert_eq!(doc["sheets"]["1"]["status"], "completed", "{doc:#}");
+
+    let out = env.mozart(&["recover", "fixme", "-s", "2"]);
+    assert_eq!(
+        stdout(&out).lines().last(),
+        Some("No sheets could be recovered")
+    );
+    let out = env.mozart(&["recover", "nosuchjob"]);
+    assert_eq!(out.status.code(), Some(1));
+}

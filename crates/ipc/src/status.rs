@@ -225,17 +225,49 @@ pub struct DiagnoseResult {
     pub workspace: Option<String>,
 }
 
-/// `job.recover` result (§8.12): the state for the CLI's local recovery.
+/// `job.recover` result (§8.12): the job's state, and (ours) what the conductor's own
+/// recovery found and saved — upstream's conductor only reported and its CLI's recovery was
+/// never saved ([BUG] cli.md §5.5).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecoverResult {
-    /// What `job.status` returns for the job.
+    /// What `job.status` returns for the job (after the recovery).
     pub state: JobStatusResult,
     /// The job's workspace.
     pub workspace: Option<String>,
-    /// Always true: the conductor only reports, the CLI recovers.
+    /// True when nothing was changed.
     pub dry_run: bool,
-    /// Always null.
+    /// The one sheet asked about, if any.
     pub sheet_num: Option<u32>,
+    /// Ours: each failed sheet's validations, re-run by the conductor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<Vec<SheetRecovery>>,
+}
+
+/// Ours: one failed sheet re-validated by `job.recover`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SheetRecovery {
+    /// The sheet.
+    pub sheet_num: u32,
+    /// Every rule that applies to it, in rule order.
+    pub checks: Vec<RecoveryCheck>,
+    /// Every rule passed.
+    pub passed: bool,
+    /// Marked completed and saved (passed and not a dry run).
+    pub recovered: bool,
+}
+
+/// Ours: one validation rule of a [`SheetRecovery`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecoveryCheck {
+    /// `file_exists`, `command_succeeds`, …
+    pub rule_type: String,
+    /// The rule's description, else what it checks.
+    pub description: String,
+    /// `passed`, `failed` or `skipped`.
+    pub status: String,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One attempt in `job.history` (§8.11).

@@ -1,11 +1,13 @@
 //! `mozart recover SCORE_ID` (hidden upstream, cli.md §5.5): re-run the validations of a
-//! job's failed sheets and mark those that now pass as completed.
-//!
-//! Not in this port yet: upstream's version changes only a local copy of the state when
-//! routed through the conductor ([BUG] §5.5), so a faithful port needs a conductor method
-//! that re-validates and saves; until it exists the command says so plainly (exit 1)
-//! instead of pretending to recover anything.
+//! finished job's failed sheets and mark those that now pass as completed, so `mozart resume`
+//! runs only what is left. The conductor runs the validations and saves the result
+//! (`job.recover`); upstream changed a local copy that was never saved ([BUG] §5.5).
 
+use mozart_ipc::methods;
+use mozart_ipc::status::RecoverResult;
+use serde_json::json;
+
+use super::status::{absolute, check_score_id, job_call};
 use crate::{CliError, Globals};
 
 /// Arguments of `mozart recover` (upstream's options, so scripts parse).
@@ -26,15 +28,55 @@ pub struct Args {
 }
 
 /// Run `mozart recover`.
-pub fn run(_globals: &Globals, args: Args) -> Result<i32, CliError> {
-    crate::render::validate_score_id(&args.job_id)
-        .map_err(|e| CliError::Usage(format!("Invalid value: {e}")))?;
-    Err(CliError::Failed {
-        message: "'mozart recover' is not implemented yet in this port".into(),
-        hints: vec![format!(
-            "To run the failed sheets again: mozart resume {}",
-            args.job_id
-        )],
+pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
+    check_score_id(&args.job_id)?;
+    let params = json!({
+        "job_id": args.job_id,
+        "workspace": args.workspace.as_deref().map(|w| absolute(w).display().to_string()),
+        "sheet_num": args.sheet,
+        "dry_run": args.dry_run,
+    });
+    let value =
+        job_call(globals, methods::JOB_RECOVER, params, false).map_err(|e| e.into_cli(false))?;
+    let result: RecoverResult = serde_json::from_value(value).map_err(|e| CliError::Failed {
+        message: format!("The conductor's job.recover answer does not parse: {e}"),
+        hints: vec!["Is the conductor the same version as this mozart?".into()],
         json: false,
-    })
+    })?;
+    let sheets = result.recovery.unwrap_or_default();
+    if sheets.is_empty() {
+        println!("No failed sheets to recover");
+        return Ok(0);
+    }
+    for sheet in &sheets {
+        println!("Sheet {}:", sheet.sheet_num);
+        for check in &sheet.checks {
+            let mark = match check.status.as_str() {
+                "passed" => "✓",
+                "skipped" => "-",
+                _ => "✗",
+            };
+            match &check.error {
+                Some(error) if check.status != "passed" => {
+                    println!("  {mark} {}: {error}", check.description)
+                }
+                _ => println!("  {mark} {}", check.description),
+            }
+        }
+        if sheet.checks.is_empty() {
+            println!("  (no validation rules apply: nothing proves the sheet's work)");
+        }
+    }
+    let recovered = sheets.iter().filter(|s| s.recovered).count();
+    if args.dry_run {
+        let would = sheets.iter().filter(|s| s.passed).count();
+        println!("{would} sheet(s) would be recovered");
+        println!("Dry run complete - no changes made");
+    } else if recovered > 0 {
+        println!("Recovered {recovered} sheet(s)");
+        println!("Run 'mozart resume {}' to run what is left.", args.job_id);
+    } else {
+        println!("No sheets could be recovered");
+    }
+    Ok(0)
 }

@@ -14,6 +14,7 @@ mod musician;
 mod notify;
 mod placement;
 mod reaper;
+mod recover_sheets;
 mod recovery;
 mod review;
 mod rpc;
@@ -177,6 +178,9 @@ pub enum JobError {
     /// No such job.
     #[error("Job '{0}' not found")]
     NotFound(String),
+    /// The request cannot be done in the job's present state (the message says why).
+    #[error("{0}")]
+    Busy(String),
     /// The registry failed.
     #[error("registry error: {0}")]
     Registry(#[from] mozart_state::StateError),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use mozart_ipc::status::{DiagnoseResult, ErrorsResult, HistoryResult, RecoverResult};
 use mozart_ipc::types::{
     CancelResult, ClearParams, ClearResult, HistoryParams, JobIdParams, JobRequest, JobResponse,
-    JobResponseStatus, ModifyParams, PauseResult, ResumeParams,
+    JobResponseStatus, ModifyParams, PauseResult, RecoverParams, ResumeParams,
 };
 use mozart_ipc::{methods, parse_params, ErrorObjectOwned, RpcError, RpcModule};
 use serde_json::Value;
@@ -31,6 +31,9 @@ fn job_error(e: JobError) -> ErrorObjectOwned {
     match e {
         JobError::NotFound(_) => RpcError::job_not_found(e.to_string()).into(),
         JobError::Registry(err) => RpcError::internal(err).into(),
+        JobError::Busy(message) => {
+            RpcError::new(mozart_ipc::error::JOB_NOT_RESUMABLE, message).into()
+        }
     }
 }
 
@@ -315,11 +318,31 @@ pub fn register(module: &mut RpcModule<Ctx>, mgr: JobManager) -> Result<(), Cond
         })
         .map_err(reg)?;
 
-    for name in [
-        methods::JOB_ERRORS,
-        methods::JOB_DIAGNOSE,
-        methods::JOB_RECOVER,
-    ] {
+    let m = mgr.clone();
+    module
+        .register_async_method(methods::JOB_RECOVER, move |params, _, _| {
+            let m = m.clone();
+            async move {
+                let p: RecoverParams = parse_params(&params).map_err(ErrorObjectOwned::from)?;
+                // Unknown jobs answer as every job-reading method does.
+                m.status(&p.job_id).map_err(job_error)?;
+                let recovery = super::recover_sheets::recover(&m, &p)
+                    .await
+                    .map_err(job_error)?;
+                let state = m.status(&p.job_id).map_err(job_error)?;
+                let workspace = state.workspace().map(str::to_owned);
+                to_value(RecoverResult {
+                    state,
+                    workspace,
+                    dry_run: p.dry_run || !recovery.iter().any(|s| s.recovered),
+                    sheet_num: p.sheet_num,
+                    recovery: Some(recovery),
+                })
+            }
+        })
+        .map_err(reg)?;
+
+    for name in [methods::JOB_ERRORS, methods::JOB_DIAGNOSE] {
         let m = mgr.clone();
         module
             .register_method(name, move |params, _, _| {
@@ -328,13 +351,7 @@ pub fn register(module: &mut RpcModule<Ctx>, mgr: JobManager) -> Result<(), Cond
                 let workspace = state.workspace().map(str::to_owned);
                 match name {
                     methods::JOB_ERRORS => to_value(ErrorsResult { state }),
-                    methods::JOB_DIAGNOSE => to_value(DiagnoseResult { state, workspace }),
-                    _ => to_value(RecoverResult {
-                        state,
-                        workspace,
-                        dry_run: true,
-                        sheet_num: None,
-                    }),
+                    _ => to_value(DiagnoseResult { state, workspace }),
                 }
             })
             .map_err(reg)?;

@@ -1,0 +1,169 @@
+//! `job.recover` (cli.md §5.5, conductor.md §8.12): re-run the validations of a finished
+//! job's failed sheets and, unless it is a dry run, mark the sheets that now pass completed —
+//! saved in the registry, so `mozart resume` then runs only what is left. Upstream's
+//! conductor only reported the state and its CLI changed a copy that was never saved ([BUG]).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use mozart_baton::validation::{run_validations, CheckStatus, MtimeSnapshot};
+use mozart_config::SheetPlan;
+use mozart_ipc::status::{RecoveryCheck, SheetRecovery};
+use mozart_ipc::types::RecoverParams;
+use mozart_state::{CheckpointState, SheetStatus, Timestamp};
+
+use super::{lock, musician, JobError, JobManager, JobRun};
+
+/// Re-validate the failed sheets of `p.job_id` (all, or `p.sheet_num`); `None` when the job
+/// has no failed sheet to look at.
+pub(super) async fn recover(
+    mgr: &JobManager,
+    p: &RecoverParams,
+) -> Result<Vec<SheetRecovery>, JobError> {
+    let (run, mut checkpoint) = prepare(mgr, p)?;
+    let failed: Vec<u32> = checkpoint
+        .sheets
+        .values()
+        .filter(|s| s.status == SheetStatus::Failed)
+        .map(|s| s.sheet_num)
+        .filter(|n| p.sheet_num.is_none_or(|only| only == *n))
+        .collect();
+    let mut out = Vec::with_capacity(failed.len());
+    for num in failed {
+        let Some(planned) = run.plan.sheets.iter().find(|s| s.num == num) else {
+            continue;
+        };
+        let rules = musician::sheet_rules(&run, planned);
+        let report = run_validations(&rules, &MtimeSnapshot::default()).await;
+        let checks: Vec<RecoveryCheck> = report
+            .results
+            .iter()
+            .map(|r| RecoveryCheck {
+                rule_type: r.rule_type.clone(),
+                description: r
+                    .description
+                    .clone()
+                    .unwrap_or_else(|| match (&r.path, &r.pattern) {
+                        (Some(path), _) => format!("{} {}", r.rule_type, path.display()),
+                        (None, Some(pattern)) => format!("{} {pattern}", r.rule_type),
+                        _ => r.rule_type.clone(),
+                    }),
+                status: match r.status {
+                    CheckStatus::Passed => "passed",
+                    CheckStatus::Failed => "failed",
+                    CheckStatus::Skipped => "skipped",
+                }
+                .to_string(),
+                error: r.error_message.clone(),
+            })
+            .collect();
+        // No rule proves nothing: a sheet without applicable validations is not recovered.
+        let passed =
+            !checks.is_empty() && report.failed_count() == 0 && report.skipped_count() == 0;
+        let recovered = passed && !p.dry_run;
+        if recovered {
+            mark_completed(&mut checkpoint, num);
+        }
+        out.push(SheetRecovery {
+            sheet_num: num,
+            checks,
+            passed,
+            recovered,
+        });
+    }
+    if out.iter().any(|s| s.recovered) {
+        lock(&mgr.shared.registry).save_checkpoint(&checkpoint)?;
+        tracing::info!(
+            job_id = %p.job_id,
+            sheets = ?out.iter().filter(|s| s.recovered).map(|s| s.sheet_num).collect::<Vec<_>>(),
+            "job.recovered_sheets"
+        );
+    }
+    Ok(out)
+}
+
+/// The job as it was submitted (its stored score) and its stored checkpoint; refuses a job
+/// the baton still holds (running or paused: the baton owns its sheets' state).
+fn prepare(mgr: &JobManager, p: &RecoverParams) -> Result<(JobRun, CheckpointState), JobError> {
+    let id = &p.job_id;
+    if lock(&mgr.shared.jobs)
+        .get(id)
+        .is_some_and(|e| e.run.is_some())
+    {
+        return Err(JobError::Busy(format!(
+            "Job '{id}' is still running or paused: its sheets belong to the running job. Cancel it or wait for it to finish, then recover."
+        )));
+    }
+    let registry = lock(&mgr.shared.registry);
+    let record = registry
+        .get_job(id)?
+        .ok_or_else(|| JobError::NotFound(id.clone()))?;
+    let checkpoint = registry
+        .load_checkpoint(id)?
+        .ok_or_else(|| JobError::NotFound(id.clone()))?;
+    let no_snapshot =
+        || JobError::Busy("No config snapshot in state — cannot run validations".into());
+    let text = registry
+        .job_score(id)?
+        .and_then(|s| s.yaml)
+        .ok_or_else(no_snapshot)?;
+    drop(registry);
+    let config_path = PathBuf::from(&record.config_path);
+    let mut config = mozart_config::load_score_str(&text, &config_path)
+        .map_err(|e| JobError::Busy(format!("The stored score does not load: {e}")))?
+        .config;
+    let workspace = p
+        .workspace
+        .as_deref()
+        .filter(|w| !w.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(&record.workspace));
+    config.workspace = workspace.clone();
+    let plan = SheetPlan::build(&config)
+        .map_err(|e| JobError::Busy(format!("The stored score does not plan: {e}")))?;
+    let renderer = mozart_config::template::PromptRenderer::new(&config, config_path.parent())
+        .map_err(|e| JobError::Busy(format!("The stored score's template: {e}")))?;
+    let run = JobRun {
+        job_id: id.clone(),
+        config,
+        plan,
+        working_dir: checkpoint
+            .worktree_path
+            .as_deref()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace.clone()),
+        workspace,
+        renderer,
+        worktree: None,
+        sheet_worktrees: Mutex::new(HashMap::new()),
+        score_dir: config_path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default(),
+        chain_depth: record.chain_depth.unwrap_or(0),
+        attempt_details: Mutex::new(HashMap::new()),
+        mtimes: Mutex::new(HashMap::new()),
+        live: Mutex::new(HashMap::new()),
+        backends: Default::default(),
+    };
+    Ok((run, checkpoint))
+}
+
+/// The sheet passed its validations after all: completed, as a run would have left it.
+fn mark_completed(cp: &mut CheckpointState, num: u32) {
+    if let Some(sheet) = cp.sheets.get_mut(&num) {
+        sheet.status = SheetStatus::Completed;
+        sheet.completed_at = Some(Timestamp::now());
+        sheet.validation_passed = Some(true);
+        sheet.error_message = None;
+        sheet.error_category = None;
+    }
+    cp.last_completed_sheet = cp
+        .sheets
+        .values()
+        .filter(|s| s.status == SheetStatus::Completed)
+        .map(|s| s.sheet_num)
+        .max()
+        .unwrap_or(0);
+}
