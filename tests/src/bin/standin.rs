@@ -145,10 +145,12 @@ fn parse_args(flavor: Flavor) -> Result<Invocation, String> {
         ),
         Flavor::Gemini => (
             &["-m", "--model", "-o", "--output-format", "-p", "--prompt"],
+            // --skip-trust: Gemini CLI 0.61 (issue 13).
             &["--yolo", "-y", "--debug", "--skip-trust"],
         ),
         Flavor::Codex => (
-            &["--model", "-m", "--sandbox"],
+            // Codex 0.169 has --sandbox MODE and no longer --full-auto (issue 13).
+            &["--model", "-m", "--sandbox", "-s"],
             &["--full-auto", "--json", "--skip-git-repo-check"],
         ),
         Flavor::Text => (&[], &[]),
