@@ -368,6 +368,34 @@ fn compile_set(
 }
 
 impl ErrorPatterns {
+    /// Check the syntax of a profile's error patterns without compiling them: loading every
+    /// profile (each CLI command that lists instruments, `doctor`, the conductor's start)
+    /// must not pay for automata that only a job's backend uses (`compile`, once per job).
+    pub fn check(profile: &str, errors: &CliErrorConfig) -> Result<(), BackendError> {
+        let sets = [
+            ("rate_limit_patterns", &errors.rate_limit_patterns),
+            ("auth_error_patterns", &errors.auth_error_patterns),
+            ("capacity_patterns", &errors.capacity_patterns),
+            ("timeout_patterns", &errors.timeout_patterns),
+            ("crash_patterns", &errors.crash_patterns),
+            ("stale_patterns", &errors.stale_patterns),
+        ];
+        for (field, patterns) in sets {
+            for (i, p) in patterns.iter().enumerate() {
+                regex_syntax::ParserBuilder::new()
+                    .case_insensitive(true)
+                    .build()
+                    .parse(p)
+                    .map_err(|err| BackendError::InvalidPattern {
+                        profile: profile.to_string(),
+                        field: format!("cli.errors.{field}[{i}]"),
+                        message: format!("regex parse error:\n{err}"),
+                    })?;
+            }
+        }
+        Ok(())
+    }
+
     /// Compile a profile's error patterns.
     pub fn compile(profile: &str, errors: &CliErrorConfig) -> Result<Self, BackendError> {
         Ok(ErrorPatterns {
@@ -397,7 +425,7 @@ impl InstrumentProfile {
             serde_yaml::from_value(value).map_err(|e| invalid(e.to_string()))?;
         profile.validate().map_err(invalid)?;
         if let Some(cli) = &profile.cli {
-            ErrorPatterns::compile(&profile.name, &cli.errors)?;
+            ErrorPatterns::check(&profile.name, &cli.errors)?;
         }
         Ok(profile)
     }
