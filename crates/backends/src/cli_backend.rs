@@ -260,9 +260,14 @@ impl ProfileBackend {
             OutputFormat::Jsonl => {
                 if success {
                     result.result_text = jsonl.result_text;
-                    if let (Some(kind), false) =
-                        (&cli.output.completion_event_type, jsonl.completion_seen)
-                    {
+                    // Output past the capture cap may have held the completion event in a
+                    // line too long to parse (bounded memory): no verdict without seeing it.
+                    let unseen = outcome.stdout.full_overflowed();
+                    if let (Some(kind), false, false) = (
+                        &cli.output.completion_event_type,
+                        jsonl.completion_seen,
+                        unseen,
+                    ) {
                         no_result = Some(match (&jsonl.error_message, jsonl.events) {
                             (Some(err), _) => format!("{name} reported an error: {err}"),
                             (None, 0) if stdout.trim().is_empty() => {
