@@ -139,3 +139,32 @@ fn a_hang_hits_the_timeout_and_leaves_no_process() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+#[test]
+fn cancel_leaves_no_process() {
+    let Some(rc) = started() else { return };
+    let score = write_file_score("rc-cancel", &instrument(120), 1, "hang", "");
+    rc.run_score("rc-cancel", &score);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !rc.mock.requests().iter().any(|r| r.scenario == "hang") {
+        assert!(Instant::now() < deadline, "the CLI never called the API");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let ws = rc.env.work.join("rc-cancel-ws");
+    assert!(
+        !mozart_tests::real_cli::processes_mentioning(&ws).is_empty(),
+        "the CLI runs in the workspace"
+    );
+    let out = rc.mozart(&["cancel", "rc-cancel"]);
+    assert_eq!(out.status.code(), Some(0));
+    rc.wait_done("rc-cancel", 30);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = mozart_tests::real_cli::processes_mentioning(&ws);
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "orphan processes: {left:#?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
