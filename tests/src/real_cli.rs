@@ -263,3 +263,16 @@ pub fn processes_mentioning(needle: &Path) -> Vec<(u32, String)> {
     }
     found
 }
+
+/// Waits up to 10 s for every process mentioning `ws` to be gone; fails naming the ones left.
+pub fn assert_no_process(ws: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = processes_mentioning(ws);
+        if left.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "orphan processes: {left:#?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -6,7 +6,9 @@
 use std::time::{Duration, Instant};
 
 use mozart_tests::mock_api::{INPUT_TOKENS, OUTPUT_TOKENS};
-use mozart_tests::real_cli::{processes_mentioning, write_file_score, RealCliEnv};
+use mozart_tests::real_cli::{
+    assert_no_process, processes_mentioning, write_file_score, RealCliEnv,
+};
 
 fn claude(timeout: u32) -> String {
     format!(
@@ -223,17 +225,6 @@ fn as_root_without_is_sandbox_the_refusal_is_explained() {
 }
 
 /// Within a few seconds no process runs in (or names) the workspace.
-fn assert_no_process(ws: &std::path::Path) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let left = processes_mentioning(ws);
-        if left.is_empty() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "orphan processes: {left:#?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
 
 #[test]
 fn status_shows_tool_calls_and_tokens_while_the_cli_streams() {

@@ -129,15 +129,7 @@ fn a_hang_hits_the_timeout_and_leaves_no_process() {
     assert_eq!(doc["sheets"]["1"]["error_category"], "timeout", "{doc:#}");
     assert!(rc.mock.requests().iter().any(|r| r.scenario == "hang"));
     let ws = rc.env.work.join("rc-hang-ws");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let left = mozart_tests::real_cli::processes_mentioning(&ws);
-        if left.is_empty() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "orphan processes: {left:#?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    mozart_tests::real_cli::assert_no_process(&ws);
 }
 
 #[test]
@@ -158,13 +150,5 @@ fn cancel_leaves_no_process() {
     let out = rc.mozart(&["cancel", "rc-cancel"]);
     assert_eq!(out.status.code(), Some(0));
     rc.wait_done("rc-cancel", 30);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let left = mozart_tests::real_cli::processes_mentioning(&ws);
-        if left.is_empty() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "orphan processes: {left:#?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    mozart_tests::real_cli::assert_no_process(&ws);
 }
