@@ -15,6 +15,14 @@ use crate::timer::TimerWheel;
 /// Sender half of the baton inbox; musicians report results through it.
 pub type Inbox = UnboundedSender<Event>;
 
+/// Work to run on the baton task with the host: how other tasks read or change state the
+/// host owns (architecture invariant 4 — one task owns it, everyone else sends messages).
+pub type HostCall<H> = Box<dyn FnOnce(&mut H) + Send>;
+
+/// Sender of [`HostCall`]s. A call sent before an event (from the same task) runs before the
+/// baton handles that event: the driver drains the calls before each event it takes.
+pub type HostCaller<H> = UnboundedSender<HostCall<H>>;
+
 /// An error the host reports, typically a failed checkpoint write.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{context}: {message}")]
@@ -120,6 +128,7 @@ pub fn persist_in_order(
 #[derive(Debug)]
 pub struct BatonHandle<H> {
     inbox: Inbox,
+    calls: HostCaller<H>,
     task: JoinHandle<H>,
 }
 
@@ -136,6 +145,11 @@ impl<H> BatonHandle<H> {
         self.inbox.clone()
     }
 
+    /// A sender of calls that run on the baton task with the host.
+    pub fn caller(&self) -> HostCaller<H> {
+        self.calls.clone()
+    }
+
     /// Wait for the loop to end (after [`Event::ShutdownRequested`]) and get the host back.
     pub async fn join(self) -> Result<H, DriverError> {
         self.task
@@ -150,8 +164,20 @@ impl<H> BatonHandle<H> {
 /// is in flight any more.
 pub fn spawn<H: BatonHost>(core: BatonCore, host: H) -> BatonHandle<H> {
     let (tx, rx) = unbounded_channel();
-    let task = tokio::spawn(run(core, host, rx, tx.clone()));
-    BatonHandle { inbox: tx, task }
+    let (calls, calls_rx) = unbounded_channel();
+    let task = tokio::spawn(run(core, host, rx, calls_rx, tx.clone()));
+    BatonHandle {
+        inbox: tx,
+        calls,
+        task,
+    }
+}
+
+/// Run every call already queued, in order.
+fn drain_calls<H>(host: &mut H, calls: &mut UnboundedReceiver<HostCall<H>>) {
+    while let Ok(call) = calls.try_recv() {
+        call(host);
+    }
 }
 
 /// Most events handled before their effects are carried out together.
@@ -161,6 +187,7 @@ async fn run<H: BatonHost>(
     mut core: BatonCore,
     mut host: H,
     mut rx: UnboundedReceiver<Event>,
+    mut calls: UnboundedReceiver<HostCall<H>>,
     tx: Inbox,
 ) -> H {
     let clock = AnchoredClock::new();
@@ -176,6 +203,8 @@ async fn run<H: BatonHost>(
             let mut next = Some(event);
             let mut burst = 0;
             while let Some(event) = next.take() {
+                // What was sent before the event is in place before the event is handled.
+                drain_calls(&mut host, &mut calls);
                 if matches!(event, Event::ShutdownRequested { graceful: false }) {
                     hard_stop = true;
                 }
@@ -207,6 +236,10 @@ async fn run<H: BatonHost>(
                 Some(event) => pending = Some(event),
                 None => break,
             },
+            Some(call) = calls.recv() => {
+                call(&mut host);
+                drain_calls(&mut host, &mut calls);
+            }
             () = sleep_until(deadline), if deadline.is_some() => {}
         }
     }

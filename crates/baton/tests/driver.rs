@@ -9,7 +9,8 @@ use std::time::Duration;
 use mozart_baton::validation::{run_validations, MtimeSnapshot, ValidationCheck, ValidationRule};
 use mozart_baton::{
     spawn, AttemptContext, AttemptResult, BatonConfig, BatonCore, BatonHost, Event, Failure,
-    FailureKind, HostError, JobOutcome, JobSpec, SheetSpec, SheetStatus, SkipSpec, StateChange,
+    FailureKind, HostCaller, HostError, JobOutcome, JobSpec, SheetSpec, SheetStatus, SkipSpec,
+    StateChange,
 };
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
@@ -21,6 +22,11 @@ struct Host {
     refuse_completion_of: Option<u32>,
     log: Vec<String>,
     done: UnboundedSender<(String, JobOutcome, Option<String>)>,
+    /// When set, each musician hands its sheet number to the host with a call just before it
+    /// reports (as the conductor's musicians hand over their attempt's details).
+    caller: Option<HostCaller<Host>>,
+    /// Sheets whose musician's call has run.
+    noted: Vec<u32>,
 }
 
 impl BatonHost for Host {
@@ -32,6 +38,11 @@ impl BatonHost for Host {
             }
             self.log
                 .push(format!("persist {} {}", c.sheet_num, c.status.as_str()));
+            if self.caller.is_some() && c.status == SheetStatus::Completed {
+                let noted = self.noted.contains(&c.sheet_num);
+                self.log
+                    .push(format!("sheet {} noted: {noted}", c.sheet_num));
+            }
         }
         Ok(())
     }
@@ -54,6 +65,7 @@ impl BatonHost for Host {
         });
         let workspace = self.workspace.clone();
         let job_id = job_id.to_owned();
+        let caller = self.caller.clone();
         tokio::spawn(async move {
             let script = if fail {
                 "exit 1".to_owned()
@@ -86,6 +98,9 @@ impl BatonHost for Host {
                     code: None,
                     message: "exit 1".into(),
                 });
+            }
+            if let Some(caller) = caller {
+                let _ = caller.send(Box::new(move |h: &mut Host| h.noted.push(sheet_num)));
             }
             let _ = inbox.send(Event::SheetAttemptResult(Box::new(r)));
         });
@@ -140,6 +155,8 @@ fn host(
             refuse_completion_of: None,
             log: Vec::new(),
             done,
+            caller: None,
+            noted: Vec::new(),
         },
         rx,
     )
@@ -204,6 +221,49 @@ async fn a_job_runs_through_retries_and_skips_to_completion() {
     assert!(pos("dispatch 2 attempt 1") < pos("persist 2 retry_scheduled"));
     assert!(pos("persist 2 retry_scheduled") < pos("dispatch 2 attempt 2"));
     assert!(pos("persist 3 skipped") < pos("dispatch 4 attempt 1"));
+}
+
+#[tokio::test]
+async fn a_host_call_sent_before_a_result_runs_before_the_result_is_persisted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (h, mut done) = host(dir.path().to_path_buf());
+    let baton = spawn(BatonCore::new(BatonConfig::default()), h);
+    let caller = baton.caller();
+    let own = caller.clone();
+    caller
+        .send(Box::new(move |h: &mut Host| h.caller = Some(own)))
+        .unwrap();
+    let mut spec = chain(6);
+    // Independent sheets: their musicians report at the same time, in bursts.
+    for s in &mut spec.sheets {
+        s.dependencies.clear();
+    }
+    baton.send(Event::RegisterJob(Box::new(spec))).unwrap();
+    let (_, outcome, _) = tokio::time::timeout(Duration::from_secs(20), done.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(outcome, JobOutcome::Completed);
+
+    // A call answers on a channel of its own: how a reader asks the host.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    caller
+        .send(Box::new(move |h: &mut Host| {
+            let _ = tx.send(h.noted.len());
+        }))
+        .unwrap();
+    assert_eq!(rx.await.unwrap(), 6, "every musician's call ran");
+
+    baton
+        .send(Event::ShutdownRequested { graceful: true })
+        .unwrap();
+    let h = baton.join().await.unwrap();
+    let noted: Vec<&String> = h.log.iter().filter(|l| l.contains("noted")).collect();
+    assert_eq!(noted.len(), 6, "{:#?}", h.log);
+    assert!(
+        noted.iter().all(|l| l.ends_with("noted: true")),
+        "each sheet's call ran before its completion was persisted: {noted:#?}"
+    );
 }
 
 #[tokio::test]

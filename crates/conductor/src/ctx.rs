@@ -31,8 +31,8 @@ pub trait JobHost: Send + Sync + 'static {
         &'a self,
         ctx: &'a Arc<ConductorCtx>,
     ) -> BoxFuture<'a, Result<(), ConductorError>>;
-    /// Current job counts (cheap: `daemon.health`/`daemon.status` call it).
-    fn counts(&self) -> JobCounts;
+    /// Current job counts (cheap: `daemon.ready`/`daemon.status` ask for them).
+    fn counts(&self) -> BoxFuture<'_, JobCounts>;
     /// Stop running jobs: graceful waits up to `timeout`, then cancels (§5.2).
     fn shutdown(&self, graceful: bool, timeout: Duration) -> BoxFuture<'_, ()>;
     /// `daemon.rate_limits` result.
@@ -40,12 +40,12 @@ pub trait JobHost: Send + Sync + 'static {
         mozart_ipc::types::RateLimitsResult::default()
     }
     /// `daemon.observer_events`: recent events of one job or all, newest first (§8.22).
-    fn observer_events(
-        &self,
-        _job_id: Option<&str>,
+    fn observer_events<'a>(
+        &'a self,
+        _job_id: Option<&'a str>,
         _limit: u32,
-    ) -> Vec<mozart_ipc::types::MonitorEvent> {
-        Vec::new()
+    ) -> BoxFuture<'a, Vec<mozart_ipc::types::MonitorEvent>> {
+        Box::pin(async { Vec::new() })
     }
     /// `daemon.learning.patterns`: up to `limit` learned patterns (conductor.md §8.25).
     fn learning_patterns(&self, _limit: u32) -> Vec<mozart_ipc::status::LearnedPattern> {
@@ -169,7 +169,10 @@ impl ConductorCtx {
     }
 
     /// Job counts, zero without a job host.
-    pub fn job_counts(&self) -> JobCounts {
-        self.job_host().map(|h| h.counts()).unwrap_or_default()
+    pub async fn job_counts(&self) -> JobCounts {
+        match self.job_host() {
+            Some(h) => h.counts().await,
+            None => JobCounts::default(),
+        }
     }
 }

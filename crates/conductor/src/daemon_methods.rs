@@ -46,11 +46,12 @@ pub fn register_daemon_methods(module: &mut RpcModule<Ctx>) -> Result<(), Conduc
         .map_err(reg)?;
 
     module
-        .register_blocking_method(methods::DAEMON_READY, |_, ctx, _| {
+        .register_async_method(methods::DAEMON_READY, |_, ctx, _| async move {
             let ready = ctx.is_ready();
+            let running_jobs = ctx.job_counts().await.running;
             to_value(ReadyResult {
                 status: if ready { "ready" } else { "not_ready" }.into(),
-                running_jobs: ctx.job_counts().running,
+                running_jobs,
                 memory_mb: probe::rss_mb(ctx.pid),
                 child_processes: probe::child_count(ctx.pid),
                 accepting_work: ready,
@@ -63,8 +64,8 @@ pub fn register_daemon_methods(module: &mut RpcModule<Ctx>) -> Result<(), Conduc
         .map_err(reg)?;
 
     module
-        .register_blocking_method(methods::DAEMON_STATUS, |_, ctx, _| {
-            let counts = ctx.job_counts();
+        .register_async_method(methods::DAEMON_STATUS, |_, ctx, _| async move {
+            let counts = ctx.job_counts().await;
             to_value(DaemonStatus {
                 pid: ctx.pid,
                 uptime_seconds: ctx.uptime_seconds(),
@@ -121,15 +122,21 @@ pub fn register_daemon_methods(module: &mut RpcModule<Ctx>) -> Result<(), Conduc
     // live state: the job manager registers them (manager/rpc/monitor.rs).
     // §8.22: `{"events": []}` without a job engine.
     module
-        .register_method(methods::DAEMON_OBSERVER_EVENTS, |params, ctx, _| {
-            let params: mozart_ipc::types::ObserverEventsParams =
-                parse_params(&params).map_err(ErrorObjectOwned::from)?;
-            let events = ctx
-                .job_host()
-                .map(|h| h.observer_events(params.job_id.as_deref(), params.limit))
-                .unwrap_or_default();
-            to_value(mozart_ipc::status::ObserverEventsResult { events })
-        })
+        .register_async_method(
+            methods::DAEMON_OBSERVER_EVENTS,
+            |params, ctx, _| async move {
+                let params: mozart_ipc::types::ObserverEventsParams =
+                    parse_params(&params).map_err(ErrorObjectOwned::from)?;
+                let events = match ctx.job_host() {
+                    Some(h) => {
+                        h.observer_events(params.job_id.as_deref(), params.limit)
+                            .await
+                    }
+                    None => Vec::new(),
+                };
+                to_value(mozart_ipc::status::ObserverEventsResult { events })
+            },
+        )
         .map_err(reg)?;
     // §8.25: `{"patterns": []}` when there is no learning store.
     module

@@ -95,7 +95,8 @@ pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: Hook
             &req.job_id,
             DaemonJobStatus::Failed,
             Some("Post-success hook failed"),
-        );
+        )
+        .await;
     }
 }
 

@@ -16,11 +16,15 @@ use mozart_state::{
 use tokio::task::AbortHandle;
 
 use super::musician::{self, AttemptDetails};
+use super::table::JobTable;
 use super::{lock, Shared};
 
 /// Implements [`BatonHost`] for the conductor.
 pub(crate) struct ConductorHost {
     shared: Arc<Shared>,
+    /// Every loaded job: owned here, on the baton task (others reach it through
+    /// [`super::table::Table`]).
+    pub(crate) table: JobTable,
     inflight: HashMap<(String, u32), AbortHandle>,
     /// Jobs in which at least one sheet moved to completed during this run (the zero-work
     /// guard of conductor.md §19.1, done right).
@@ -42,6 +46,7 @@ impl ConductorHost {
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
         ConductorHost {
             shared,
+            table: JobTable::default(),
             inflight: HashMap::new(),
             new_work: std::collections::HashSet::new(),
             clock: mozart_baton::AnchoredClock::new(),
@@ -104,121 +109,70 @@ fn apply_details(sheet: &mut mozart_state::SheetState, d: &AttemptDetails) {
 }
 
 impl ConductorHost {
+    /// A dispatched attempt's job and what the table knows for it (None: not loaded).
+    fn given(
+        &self,
+        job_id: &str,
+        sheet_num: u32,
+        instrument: &str,
+    ) -> Option<(Arc<super::JobRun>, musician::Given)> {
+        let entry = self.table.jobs.get(job_id)?;
+        let run = entry.run.clone()?;
+        let live_sheet = entry.live.as_ref().and_then(|l| l.sheets.get(&sheet_num));
+        let reviewed = run.config.review.is_some();
+        let given = musician::Given {
+            // The worker's instrument and (reviewed sheets) the reviewer's.
+            backends: entry
+                .rt
+                .backends
+                .iter()
+                .filter(|(name, _)| reviewed || name.as_str() == instrument)
+                .map(|(name, b)| (name.clone(), Arc::clone(b)))
+                .collect(),
+            mtimes: entry.rt.mtimes.get(&sheet_num).cloned(),
+            worktree: entry.rt.sheet_worktrees.get(&sheet_num).cloned(),
+            review: match reviewed {
+                true => live_sheet
+                    .and_then(|s| s.review.clone())
+                    .unwrap_or_default(),
+                false => Default::default(),
+            },
+            prior: match (&run.config.cross_sheet, &entry.live) {
+                (Some(_), Some(live)) => Some(crate::cross_sheet::prior_from_checkpoint(live)),
+                _ => None,
+            },
+            remote: live_sheet.and_then(|s| s.remote_attempt.clone()),
+        };
+        Some((run, given))
+    }
+
     fn persist_sheet(
         &mut self,
         jobs: &mut HashMap<String, super::JobEntry>,
         registry: &Registry,
         change: &mozart_baton::SheetChange,
     ) -> Result<(), HostError> {
-        let ctx = || {
-            format!(
-                "saving sheet {} of job '{}'",
-                change.sheet_num, change.job_id
-            )
-        };
         let Some(entry) = jobs.get_mut(&change.job_id) else {
             return Ok(());
         };
-        let details = entry
-            .run
-            .as_ref()
-            .and_then(|run| lock(&run.attempt_details).remove(&change.sheet_num));
+        let details = entry.rt.attempt_details.remove(&change.sheet_num);
         let Some(live) = entry.live.as_mut() else {
             return Ok(());
         };
         let status = sheet_status(change.status.checkpoint_status());
-        let now = Timestamp::now();
-        {
-            let sheet = live
-                .sheets
-                .entry(change.sheet_num)
-                .or_insert_with(|| mozart_state::SheetState::new(change.sheet_num));
-            let was = sheet.status;
-            sheet.status = status;
-            sheet.instrument_name = Some(change.instrument.clone());
-            sheet.attempt_count = change.normal_attempts
-                + change.completion_attempts
-                + change.healing_attempts
-                + u32::from(status == SheetStatus::Completed);
-            sheet.completion_attempts = change.completion_attempts;
-            sheet.healing_attempts = change.healing_attempts;
-            if status == SheetStatus::InProgress && was != SheetStatus::InProgress {
-                sheet.started_at = Some(now.clone());
-            }
-            if let Some(d) = &details {
-                apply_details(sheet, d);
-                // The attempt's result is recorded in this very write: its remote job (if
-                // any) is done with, and a restart must not re-attach to it.
-                sheet.remote_attempt = None;
-            }
-            if status == SheetStatus::Completed && was != SheetStatus::Completed {
-                self.new_work.insert(change.job_id.clone());
-            }
-            match status {
-                SheetStatus::Completed => {
-                    sheet.completed_at = Some(now.clone());
-                    sheet.error_message = None;
-                    sheet.success_without_retry = change.normal_attempts == 0;
-                }
-                SheetStatus::Failed | SheetStatus::Skipped => {
-                    sheet.completed_at = Some(now.clone());
-                    if let Some(reason) = &change.reason {
-                        sheet.error_message = Some(reason.clone());
-                    } else if let Some(d) = &details {
-                        sheet.error_message = d.error_message.clone();
-                    }
-                }
-                _ => {
-                    if let Some(d) = &details {
-                        sheet.error_message = d.error_message.clone();
-                    }
-                }
-            }
+        if update_sheet(live, change, status, details.as_ref()) {
+            self.new_work.insert(change.job_id.clone());
         }
-        if let Some(d) = &details {
-            live.total_input_tokens += d.input_tokens;
-            live.total_output_tokens += d.output_tokens;
-            live.total_estimated_cost += d.cost_usd;
-            if d.attempt_number > 1 {
-                live.total_retry_count += 1;
-            }
-            // A rate-limited attempt parks the sheet (baton `waiting`) without spending a
-            // retry: count the wait, which `status` shows.
-            if change.status == mozart_baton::SheetStatus::Waiting {
-                live.rate_limit_waits += 1;
-            }
-        }
-        live.current_sheet = Some(change.sheet_num);
-        // Kept incrementally: a scan of every sheet per transition was O(sheets²) per job.
-        if status == SheetStatus::Completed {
-            live.last_completed_sheet = live.last_completed_sheet.max(change.sheet_num);
-        } else if live.last_completed_sheet == change.sheet_num {
-            // The highest completed sheet is running again (a resumed or re-run job).
-            live.last_completed_sheet = live
-                .sheets
-                .values()
-                .filter(|s| s.status == SheetStatus::Completed)
-                .map(|s| s.sheet_num)
-                .max()
-                .unwrap_or(0);
-        }
-        live.updated_at = now;
-        // A sheet moving between pending and in-progress changes only its own row; the job
-        // header (totals, last completed sheet) is rewritten when a sheet ends.
-        let saved = if matches!(status, SheetStatus::Pending | SheetStatus::InProgress) {
-            match live.sheets.get(&change.sheet_num) {
-                // A dispatch changes only the columns save_sheet_started writes; an attempt's
-                // details (a retry reported in the same breath) need the whole document.
-                Some(sheet) if status == SheetStatus::InProgress && details.is_none() => {
-                    registry.save_sheet_started(&change.job_id, sheet)
-                }
-                Some(sheet) => registry.save_sheet(&change.job_id, sheet),
-                None => Ok(()),
-            }
-        } else {
-            registry.save_sheet_transition(live, change.sheet_num)
-        };
-        saved.map_err(|e| HostError::new(ctx(), e))?;
+        update_totals(live, change, status, details.as_ref());
+        save_sheet(registry, live, change, status, details.is_some()).map_err(|e| {
+            HostError::new(
+                format!(
+                    "saving sheet {} of job '{}'",
+                    change.sheet_num, change.job_id
+                ),
+                e,
+            )
+        })?;
         if let Some(run) = &entry.run {
             super::notify::sheet_changed(run, live, change.sheet_num, status);
         }
@@ -239,30 +193,7 @@ impl ConductorHost {
             }
         }
         if let Some(d) = details {
-            let record = AttemptRecord {
-                job_id: change.job_id.clone(),
-                sheet_num: change.sheet_num,
-                attempt_num: d.attempt_number,
-                mode: d.mode.clone(),
-                outcome: change.status.as_str().to_string(),
-                // The attempt history is what tells a rate-limited attempt (tempo) from a
-                // failed one (budget) after the fact; keep the category with it.
-                instrument: Some(change.instrument.clone()),
-                error_category: d.error_category.clone(),
-                input_tokens: Some(d.input_tokens),
-                output_tokens: Some(d.output_tokens),
-                error_code: d.error_code.clone(),
-                error_message: d.error_message.clone(),
-                exit_code: d.exit_code,
-                duration_seconds: Some(d.duration_seconds),
-                cost_usd: Some(d.cost_usd),
-                output: Some(format!("{}{}", d.stdout_tail, d.stderr_tail)),
-                executed_at: d.started_at,
-                ..AttemptRecord::default()
-            };
-            if let Err(e) = registry.record_attempt(&record) {
-                tracing::warn!(job_id = %change.job_id, error = %e, "cannot record attempt history");
-            }
+            record_attempt(registry, change, &d);
         }
         Ok(())
     }
@@ -418,6 +349,148 @@ fn mirror_json_state(
     }
 }
 
+/// The sheet's row after `change` (and the attempt's details, when one just ended). True
+/// when the sheet has just completed.
+fn update_sheet(
+    live: &mut mozart_state::CheckpointState,
+    change: &mozart_baton::SheetChange,
+    status: SheetStatus,
+    details: Option<&AttemptDetails>,
+) -> bool {
+    let now = Timestamp::now();
+    let sheet = live
+        .sheets
+        .entry(change.sheet_num)
+        .or_insert_with(|| mozart_state::SheetState::new(change.sheet_num));
+    let was = sheet.status;
+    sheet.status = status;
+    sheet.instrument_name = Some(change.instrument.clone());
+    sheet.attempt_count = change.normal_attempts
+        + change.completion_attempts
+        + change.healing_attempts
+        + u32::from(status == SheetStatus::Completed);
+    sheet.completion_attempts = change.completion_attempts;
+    sheet.healing_attempts = change.healing_attempts;
+    if status == SheetStatus::InProgress && was != SheetStatus::InProgress {
+        sheet.started_at = Some(now.clone());
+    }
+    if let Some(d) = details {
+        apply_details(sheet, d);
+        // The attempt's result is recorded in this very write: its remote job (if any) is
+        // done with, and a restart must not re-attach to it.
+        sheet.remote_attempt = None;
+    }
+    match status {
+        SheetStatus::Completed => {
+            sheet.completed_at = Some(now);
+            sheet.error_message = None;
+            sheet.success_without_retry = change.normal_attempts == 0;
+        }
+        SheetStatus::Failed | SheetStatus::Skipped => {
+            sheet.completed_at = Some(now);
+            if let Some(reason) = &change.reason {
+                sheet.error_message = Some(reason.clone());
+            } else if let Some(d) = details {
+                sheet.error_message = d.error_message.clone();
+            }
+        }
+        _ => {
+            if let Some(d) = details {
+                sheet.error_message = d.error_message.clone();
+            }
+        }
+    }
+    status == SheetStatus::Completed && was != SheetStatus::Completed
+}
+
+/// The job's totals and position after `change`.
+fn update_totals(
+    live: &mut mozart_state::CheckpointState,
+    change: &mozart_baton::SheetChange,
+    status: SheetStatus,
+    details: Option<&AttemptDetails>,
+) {
+    if let Some(d) = details {
+        live.total_input_tokens += d.input_tokens;
+        live.total_output_tokens += d.output_tokens;
+        live.total_estimated_cost += d.cost_usd;
+        if d.attempt_number > 1 {
+            live.total_retry_count += 1;
+        }
+        // A rate-limited attempt parks the sheet (baton `waiting`) without spending a
+        // retry: count the wait, which `status` shows.
+        if change.status == mozart_baton::SheetStatus::Waiting {
+            live.rate_limit_waits += 1;
+        }
+    }
+    live.current_sheet = Some(change.sheet_num);
+    // Kept incrementally: a scan of every sheet per transition was O(sheets²) per job.
+    if status == SheetStatus::Completed {
+        live.last_completed_sheet = live.last_completed_sheet.max(change.sheet_num);
+    } else if live.last_completed_sheet == change.sheet_num {
+        // The highest completed sheet is running again (a resumed or re-run job).
+        live.last_completed_sheet = live
+            .sheets
+            .values()
+            .filter(|s| s.status == SheetStatus::Completed)
+            .map(|s| s.sheet_num)
+            .max()
+            .unwrap_or(0);
+    }
+    live.updated_at = Timestamp::now();
+}
+
+/// Write what `change` changed: a sheet moving between pending and in-progress changes only
+/// its own row; the job header (totals, last completed sheet) is rewritten when a sheet ends.
+fn save_sheet(
+    registry: &Registry,
+    live: &mozart_state::CheckpointState,
+    change: &mozart_baton::SheetChange,
+    status: SheetStatus,
+    with_details: bool,
+) -> Result<(), mozart_state::StateError> {
+    if !matches!(status, SheetStatus::Pending | SheetStatus::InProgress) {
+        return registry.save_sheet_transition(live, change.sheet_num);
+    }
+    match live.sheets.get(&change.sheet_num) {
+        // A dispatch changes only the columns save_sheet_started writes; an attempt's details
+        // (a retry reported in the same breath) need the whole document.
+        Some(sheet) if status == SheetStatus::InProgress && !with_details => {
+            registry.save_sheet_started(&change.job_id, sheet)
+        }
+        Some(sheet) => registry.save_sheet(&change.job_id, sheet),
+        None => Ok(()),
+    }
+}
+
+/// The attempt in the registry's history.
+fn record_attempt(registry: &Registry, change: &mozart_baton::SheetChange, d: &AttemptDetails) {
+    let record = AttemptRecord {
+        job_id: change.job_id.clone(),
+        sheet_num: change.sheet_num,
+        attempt_num: d.attempt_number,
+        mode: d.mode.clone(),
+        outcome: change.status.as_str().to_string(),
+        // The attempt history is what tells a rate-limited attempt (tempo) from a failed
+        // one (budget) after the fact; keep the category with it.
+        instrument: Some(change.instrument.clone()),
+        error_category: d.error_category.clone(),
+        input_tokens: Some(d.input_tokens),
+        output_tokens: Some(d.output_tokens),
+        error_code: d.error_code.clone(),
+        error_message: d.error_message.clone(),
+        exit_code: d.exit_code,
+        duration_seconds: Some(d.duration_seconds),
+        cost_usd: Some(d.cost_usd),
+        output: Some(format!("{}{}", d.stdout_tail, d.stderr_tail)),
+        executed_at: d.started_at,
+        ..AttemptRecord::default()
+    };
+    if let Err(e) = registry.record_attempt(&record) {
+        tracing::warn!(job_id = %change.job_id, error = %e, "cannot record attempt history");
+    }
+}
+
 impl BatonHost for ConductorHost {
     fn persist(&mut self, change: &StateChange) -> Result<(), HostError> {
         self.persist_all(&[change])
@@ -429,18 +502,21 @@ impl BatonHost for ConductorHost {
     /// in its own savepoint; durable before any consequence is carried out.
     fn persist_all(&mut self, changes: &[&StateChange]) -> Vec<Result<(), HostError>> {
         let shared = self.shared.clone();
-        let mut jobs = lock(&shared.jobs);
+        // Out of `self` while the changes are saved (they need `self` too); put back below.
+        let mut jobs = std::mem::take(&mut self.table.jobs);
         let registry = lock(&shared.registry);
         let batch = registry.batch(|r| {
             mozart_baton::driver::persist_in_order(changes, |change| {
                 self.persist_one(&mut jobs, r, change)
             })
         });
+        drop(registry);
+        if let Ok(results) = &batch {
+            mirror_json_state(&jobs, changes, results);
+        }
+        self.table.jobs = jobs;
         match batch {
-            Ok(results) => {
-                mirror_json_state(&jobs, changes, &results);
-                results
-            }
+            Ok(results) => results,
             // The commit failed: none of it is durable.
             Err(e) => {
                 let error = HostError::new("saving the baton's changes", e);
@@ -450,10 +526,7 @@ impl BatonHost for ConductorHost {
     }
 
     fn dispatch(&mut self, job_id: &str, sheet_num: u32, attempt: AttemptContext, inbox: Inbox) {
-        let run = lock(&self.shared.jobs)
-            .get(job_id)
-            .and_then(|e| e.run.clone());
-        let Some(run) = run else {
+        let Some((run, given)) = self.given(job_id, sheet_num, &attempt.instrument) else {
             let r = mozart_baton::AttemptResult::failed(
                 job_id,
                 sheet_num,
@@ -470,6 +543,7 @@ impl BatonHost for ConductorHost {
             sheet_num,
             attempt,
             inbox,
+            given,
         ));
         // A handle keeps its finished task's allocation (the whole musician future, ~3 KB)
         // alive: drop the handles of musicians that are done, or a 1,000-sheet job holds
@@ -495,10 +569,10 @@ impl BatonHost for ConductorHost {
         let new_work = self.new_work.remove(job_id);
         // As upstream: a finished job's events leave the ring buffer (bounded memory over
         // days of jobs); its history stays in the registry.
-        lock(&self.shared.observed).remove(job_id);
-        let mut jobs = lock(&self.shared.jobs);
-        if let Some(entry) = jobs.get_mut(job_id) {
+        self.table.observed.remove(job_id);
+        if let Some(entry) = self.table.jobs.get_mut(job_id) {
             let run = entry.run.take();
+            entry.rt = super::table::RunState::default();
             // The registry holds every row of the finished job: `job.status` reads it from
             // there, so a conductor that runs jobs for days does not keep each one's
             // checkpoint in memory (upstream never lets finished jobs go).
@@ -562,12 +636,13 @@ impl BatonHost for ConductorHost {
     }
 
     fn evaluate_skip(&mut self, job_id: &str, sheet_num: u32, rule: &SkipSpec, inbox: Inbox) {
-        let run = lock(&self.shared.jobs)
-            .get(job_id)
-            .and_then(|e| e.run.clone());
-        let sheets_state = lock(&self.shared.jobs)
-            .get(job_id)
-            .and_then(|e| e.live.clone());
+        let entry = self.table.jobs.get(job_id);
+        let run = entry.and_then(|e| e.run.clone());
+        // Only `skip_when` expressions read the sheets' states.
+        let sheets_state = match rule.when {
+            Some(_) => entry.and_then(|e| e.live.clone()),
+            None => None,
+        };
         let rule = rule.clone();
         let job_id = job_id.to_string();
         tokio::spawn(async move {
@@ -595,7 +670,7 @@ impl BatonHost for ConductorHost {
         }
         // Kept as the baton made it; turned into JSON only when someone asks
         // (`daemon.observer_events`, the monitor stream) — most events never are.
-        let mut observed = lock(&self.shared.observed);
+        let observed = &mut self.table.observed;
         let queue = match observed.get_mut(&event.job_id) {
             Some(queue) => queue,
             None => observed.entry(event.job_id.clone()).or_default(),
@@ -614,8 +689,7 @@ impl BatonHost for ConductorHost {
         let message = format!(
             "Paused: a checkpoint could not be saved ({error}). Fix the cause (e.g. free disk space), then run: mozart resume {job_id}"
         );
-        let mut jobs = lock(&self.shared.jobs);
-        if let Some(entry) = jobs.get_mut(job_id) {
+        if let Some(entry) = self.table.jobs.get_mut(job_id) {
             entry.halted = true;
             entry.record.status = DaemonJobStatus::Paused;
             entry.record.error_message = Some(message.clone());
@@ -624,7 +698,6 @@ impl BatonHost for ConductorHost {
                 live.error_message = Some(message.clone());
             }
         }
-        drop(jobs);
         if let Err(e) = lock(&self.shared.registry).set_job_status(
             job_id,
             DaemonJobStatus::Paused,

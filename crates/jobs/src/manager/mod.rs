@@ -20,8 +20,8 @@ mod review;
 mod rpc;
 mod specs;
 mod submit;
+mod table;
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
@@ -57,49 +57,10 @@ pub(crate) struct JobRun {
     pub working_dir: PathBuf,
     /// The job's git worktree, when isolation gave it one.
     pub worktree: Option<crate::isolation::Worktree>,
-    /// Ours: each sheet's own worktree (`isolation.scope: sheet`), once created.
-    pub sheet_worktrees: Mutex<HashMap<u32, crate::isolation::Worktree>>,
     /// Directory of the score file (relative hook paths resolve against it).
     pub score_dir: PathBuf,
     /// Depth of this job in its concert (0 for a user submission).
     pub chain_depth: u32,
-    /// Per-sheet details of the last attempt, written by the musician just before it reports,
-    /// merged into the checkpoint when the baton persists the transition.
-    pub attempt_details: Mutex<HashMap<u32, musician::AttemptDetails>>,
-    /// mtimes taken before a sheet's first attempt, for `file_modified` validations.
-    pub mtimes: Mutex<HashMap<u32, mozart_baton::validation::MtimeSnapshot>>,
-    /// Progress of the attempts running now, by sheet (read by `job.status`).
-    pub live: Mutex<HashMap<u32, Arc<mozart_backends::Progress>>>,
-    /// Backends built for this job, per instrument: building one compiles its profile's
-    /// error patterns, so it happens once per job, not once per attempt (the backend pool of
-    /// instruments.md §1.2; per-attempt settings travel in the request).
-    pub backends: BackendCache,
-}
-
-/// The backends of one job, by instrument name.
-#[derive(Default)]
-pub(crate) struct BackendCache(Mutex<HashMap<String, Arc<dyn mozart_backends::Backend>>>);
-
-impl std::fmt::Debug for BackendCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(lock(&self.0).keys()).finish()
-    }
-}
-
-impl BackendCache {
-    /// The backend for `instrument`, built by `build` the first time it is asked for.
-    pub(crate) fn get_or_build(
-        &self,
-        instrument: &str,
-        build: impl FnOnce() -> Result<Arc<dyn mozart_backends::Backend>, String>,
-    ) -> Result<Arc<dyn mozart_backends::Backend>, String> {
-        if let Some(b) = lock(&self.0).get(instrument) {
-            return Ok(b.clone());
-        }
-        let b = build()?;
-        lock(&self.0).insert(instrument.to_string(), b.clone());
-        Ok(b)
-    }
 }
 
 /// One job as the manager knows it.
@@ -116,6 +77,26 @@ pub(crate) struct JobEntry {
     /// Each sheet's last status once the job has finished (its checkpoint then lives only in
     /// the registry): what the monitor stream diffs against.
     pub final_sheets: Vec<(u32, mozart_state::SheetStatus)>,
+    /// What the running job's attempts hand over to the baton task.
+    pub rt: table::RunState,
+}
+
+impl JobEntry {
+    /// A job entering the table (`run` when the baton is to run it).
+    pub(crate) fn new(
+        record: JobRecord,
+        live: Option<CheckpointState>,
+        run: Option<Arc<JobRun>>,
+    ) -> JobEntry {
+        JobEntry {
+            record,
+            live,
+            run,
+            halted: false,
+            final_sheets: Vec::new(),
+            rt: table::RunState::default(),
+        }
+    }
 }
 
 /// A registry row of `job.list`: job id, submission time, the row as upstream shows it.
@@ -124,7 +105,8 @@ pub(crate) type ListedRow = (String, f64, JobListEntry);
 /// State shared by IPC handlers, the baton host and musicians.
 pub(crate) struct Shared {
     pub registry: Mutex<Registry>,
-    pub jobs: Mutex<HashMap<String, JobEntry>>,
+    /// The job table, owned by the baton task.
+    pub table: table::Table,
     pub instruments: InstrumentRegistry,
     /// The global learning store (None when it could not be opened).
     pub learning: Option<Arc<learning::Learning>>,
@@ -134,18 +116,11 @@ pub(crate) struct Shared {
     pub inflight: Arc<reaper::Inflight>,
     /// The companion process that ends instrument groups if the conductor dies.
     pub watchdog: Option<mozart_conductor::watchdog::Watchdog>,
-    /// Recent observer events per job (the last 200, oldest first) for
-    /// `daemon.observer_events` (conductor.md §8.22).
-    pub observed: Mutex<HashMap<String, std::collections::VecDeque<mozart_baton::ObserverEvent>>>,
     pub inbox: OnceLock<Inbox>,
     pub hook_tx: OnceLock<tokio::sync::mpsc::UnboundedSender<hooks::HookRequest>>,
     pub max_concurrent_jobs: u32,
     /// Serialises submissions (conductor.md §6.4 step 8).
     pub submit_lock: tokio::sync::Mutex<()>,
-    /// `job.list`'s registry rows (jobs this conductor has not loaded), read once: only
-    /// `job.clear` changes them, and a watcher polling `job.list` would otherwise take the
-    /// registry lock — which the baton needs for every sheet transition — on every poll.
-    pub listed_rows: Mutex<Option<Arc<Vec<ListedRow>>>>,
     /// Checkpoints the registry's WAL every half second (a last one when the conductor
     /// stops).
     pub _registry_checkpointer: Option<mozart_state::registry::Checkpointer>,
@@ -211,12 +186,11 @@ impl JobManager {
         }
         let shared = Shared {
             registry: Mutex::new(registry),
-            jobs: Mutex::new(HashMap::new()),
+            table: table::Table::default(),
             instruments,
             learning: learning::Learning::open(&ctx.paths.learning_db),
             inflight: reaper::Inflight::new(inflight_dir.clone()),
             inflight_dir,
-            observed: Mutex::new(HashMap::new()),
             watchdog: match mozart_conductor::watchdog::Watchdog::spawn() {
                 Ok(w) => Some(w),
                 Err(e) => {
@@ -228,7 +202,6 @@ impl JobManager {
             hook_tx: OnceLock::new(),
             max_concurrent_jobs: config.max_concurrent_jobs,
             submit_lock: tokio::sync::Mutex::new(()),
-            listed_rows: Mutex::new(None),
             _registry_checkpointer: registry_checkpointer,
         };
         Ok(JobManager {
@@ -264,6 +237,7 @@ impl JobManager {
         let host = host::ConductorHost::new(self.shared.clone());
         let handle = mozart_baton::spawn(core, host);
         let _ = self.shared.inbox.set(handle.inbox());
+        self.shared.table.connect(handle.caller());
         *slot = Some(handle);
     }
 
@@ -283,24 +257,31 @@ impl JobManager {
 
     /// `job.status` (conductor.md §6.10): the live checkpoint, else the stored one, else the
     /// registry record.
-    pub fn status(&self, job_id: &str) -> Result<JobStatusResult, JobError> {
-        let live = {
-            let jobs = lock(&self.shared.jobs);
-            jobs.get(job_id).and_then(|e| {
-                e.live
-                    .as_ref()
-                    .map(|cp| wire::job_status_checkpoint(cp, &e.record))
+    pub async fn status(&self, job_id: &str) -> Result<JobStatusResult, JobError> {
+        let id = job_id.to_string();
+        // The live document and the running sheets' progress, in one visit to the table.
+        let live = self
+            .shared
+            .table
+            .call(move |h| {
+                let e = h.table.jobs.get(&id)?;
+                let doc = wire::job_status_checkpoint(e.live.as_ref()?, &e.record);
+                let progress: Vec<(u32, Arc<mozart_backends::Progress>)> =
+                    e.rt.live.iter().map(|(n, p)| (*n, Arc::clone(p))).collect();
+                Some((doc, progress))
             })
-        };
+            .await
+            .ok()
+            .flatten();
         let registry = lock(&self.shared.registry);
-        let mut doc = match live {
-            Some(doc) => doc,
+        let (mut doc, progress) = match live {
+            Some(found) => found,
             None => {
                 let Some(record) = registry.get_job(job_id)? else {
                     return Err(JobError::NotFound(job_id.to_string()));
                 };
                 match registry.load_checkpoint(job_id)? {
-                    Some(cp) => wire::job_status_checkpoint(&cp, &record),
+                    Some(cp) => (wire::job_status_checkpoint(&cp, &record), Vec::new()),
                     None => {
                         return Ok(JobStatusResult::Record(JobListEntry::Registry(
                             wire::registry_job(&record),
@@ -320,57 +301,31 @@ impl JobManager {
             doc.hook_results = hooks;
         }
         drop(registry);
-        self.add_live_progress(job_id, &mut doc);
+        add_live_progress(&mut doc, progress);
         Ok(JobStatusResult::Checkpoint(Box::new(doc)))
     }
 
-    /// What the running sheets' instruments reported so far (issue 13: progress while a
-    /// CLI streams, not only after it exits).
-    fn add_live_progress(&self, job_id: &str, doc: &mut mozart_ipc::checkpoint::JobCheckpoint) {
-        let running: Vec<(u32, Arc<mozart_backends::Progress>)> = {
-            let jobs = lock(&self.shared.jobs);
-            let Some(run) = jobs.get(job_id).and_then(|e| e.run.clone()) else {
-                return;
-            };
-            let live = lock(&run.live);
-            live.iter().map(|(n, p)| (*n, Arc::clone(p))).collect()
-        };
-        for (num, progress) in running {
-            let Some(sheet) = doc.sheets.get_mut(&num) else {
-                continue;
-            };
-            let a = progress.activity();
-            sheet.live = Some(mozart_ipc::checkpoint::LiveProgress {
-                elapsed_seconds: progress.elapsed().as_secs_f64(),
-                idle_seconds: progress.idle_for().as_secs_f64(),
-                output_bytes: progress.bytes_seen(),
-                tool_calls: a.tool_calls,
-                last_tool: a.last_tool,
-                input_tokens: a.input_tokens,
-                output_tokens: a.output_tokens,
-                api_retries: a.api_retries,
-                last_event: a.last_event,
-            });
-        }
-    }
-
     /// `job.list` (conductor.md §6.12): in-memory jobs, then registry rows, newest first.
-    pub fn list(&self) -> Result<Vec<JobListEntry>, JobError> {
-        let mut out: Vec<(f64, JobListEntry)> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        {
-            let jobs = lock(&self.shared.jobs);
-            for (id, entry) in jobs.iter() {
-                seen.insert(id.clone());
-                out.push((
-                    entry.record.submitted_at,
-                    JobListEntry::Live(wire::job_summary(&entry.record)),
-                ));
-            }
-        }
+    pub async fn list(&self) -> Result<Vec<JobListEntry>, JobError> {
+        let (mut out, seen, cached) = self
+            .shared
+            .table
+            .call(|h| {
+                let mut out: Vec<(f64, JobListEntry)> = Vec::with_capacity(h.table.jobs.len());
+                let mut seen = std::collections::HashSet::new();
+                for (id, entry) in &h.table.jobs {
+                    seen.insert(id.clone());
+                    out.push((
+                        entry.record.submitted_at,
+                        JobListEntry::Live(wire::job_summary(&entry.record)),
+                    ));
+                }
+                (out, seen, h.table.listed_rows.clone())
+            })
+            .await
+            .unwrap_or_default();
         // At most 50 registry rows besides the jobs in memory (conductor.md §6.12), so a
         // registry of thousands of jobs keeps `status` and `list` instant.
-        let cached = lock(&self.shared.listed_rows).clone();
         let rows = match cached {
             Some(rows) => rows,
             None => {
@@ -383,7 +338,10 @@ impl JobManager {
                     })
                     .collect();
                 let rows = Arc::new(rows);
-                *lock(&self.shared.listed_rows) = Some(rows.clone());
+                let keep = rows.clone();
+                self.shared
+                    .table
+                    .tell(move |h| h.table.listed_rows = Some(keep));
                 rows
             }
         };
@@ -396,9 +354,25 @@ impl JobManager {
         Ok(out.into_iter().map(|(_, v)| v).collect())
     }
 
+    /// Run `f` on the entry of `job_id` in the table (None when the job is not loaded or the
+    /// baton is not running).
+    pub(crate) async fn with_entry<R: Send + 'static>(
+        &self,
+        job_id: &str,
+        f: impl FnOnce(&mut JobEntry) -> R + Send + 'static,
+    ) -> Option<R> {
+        let id = job_id.to_string();
+        self.shared
+            .table
+            .call(move |h| h.table.jobs.get_mut(&id).map(f))
+            .await
+            .ok()
+            .flatten()
+    }
+
     /// `job.pause` (conductor.md §6.6): stop new dispatches; in-flight sheets finish.
-    pub fn pause(&self, job_id: &str) -> Result<(), String> {
-        let status = self.current_status(job_id)?;
+    pub async fn pause(&self, job_id: &str) -> Result<(), String> {
+        let status = self.current_status(job_id).await?;
         if status != DaemonJobStatus::Running && status != DaemonJobStatus::Queued {
             return Err(format!(
                 "Job '{job_id}' is {}, not running",
@@ -408,7 +382,7 @@ impl JobManager {
         self.send(Event::PauseJob {
             job_id: job_id.to_string(),
         })?;
-        self.set_status(job_id, DaemonJobStatus::Paused, None);
+        self.set_status(job_id, DaemonJobStatus::Paused, None).await;
         Ok(())
     }
 
@@ -422,27 +396,30 @@ impl JobManager {
         workspace: Option<String>,
         no_reload: bool,
     ) -> JobResponse {
-        let status = match self.current_status(job_id) {
+        let status = match self.current_status(job_id).await {
             Ok(s) => s,
             Err(_) => return rejected(job_id, format!("Score '{job_id}' not found")),
         };
-        let (in_baton, halted) = lock(&self.shared.jobs)
-            .get(job_id)
-            .map_or((false, false), |e| (e.run.is_some(), e.halted));
+        let in_baton = self
+            .with_entry(job_id, |e| e.run.is_some())
+            .await
+            .unwrap_or(false);
         match status {
             DaemonJobStatus::Paused if in_baton && config_path.is_none() => {
-                if halted {
-                    if let Some(e) = lock(&self.shared.jobs).get_mut(job_id) {
+                // Told before the event: a halted job dispatches again once resumed.
+                let id = job_id.to_string();
+                self.shared.table.tell(move |h| {
+                    if let Some(e) = h.table.jobs.get_mut(&id) {
                         e.halted = false;
                     }
-                }
+                });
                 if let Err(e) = self.send(Event::ResumeJob {
                     job_id: job_id.to_string(),
                     new_limits: None,
                 }) {
                     return rejected(job_id, e);
                 }
-                self.set_status(job_id, DaemonJobStatus::Running, None);
+                self.set_status(job_id, DaemonJobStatus::Running, None).await;
                 JobResponse {
                     job_id: job_id.to_string(),
                     status: JobResponseStatus::Accepted,
@@ -456,7 +433,7 @@ impl JobManager {
                     // would land on the new registration.
                     let _ = self.send(Event::CancelJob { job_id: job_id.to_string() });
                     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-                    while lock(&self.shared.jobs).get(job_id).is_some_and(|e| e.run.is_some()) {
+                    while self.with_entry(job_id, |e| e.run.is_some()).await == Some(true) {
                         if tokio::time::Instant::now() >= deadline {
                             return rejected(
                                 job_id,
@@ -466,10 +443,10 @@ impl JobManager {
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
                 }
-                let record = lock(&self.shared.jobs)
-                    .get(job_id)
-                    .map(|e| e.record.clone())
-                    .or_else(|| lock(&self.shared.registry).get_job(job_id).ok().flatten());
+                let record = match self.with_entry(job_id, |e| e.record.clone()).await {
+                    Some(r) => Some(r),
+                    None => lock(&self.shared.registry).get_job(job_id).ok().flatten(),
+                };
                 let Some(record) = record else {
                     return rejected(job_id, format!("Score '{job_id}' not found"));
                 };
@@ -507,12 +484,12 @@ impl JobManager {
         config_path: String,
         workspace: Option<String>,
     ) -> JobResponse {
-        match self.current_status(job_id) {
+        match self.current_status(job_id).await {
             Err(_) => rejected(job_id, format!("Job '{job_id}' not found")),
             Ok(DaemonJobStatus::Paused | DaemonJobStatus::Failed | DaemonJobStatus::Cancelled) => {
                 self.resume(ctx, job_id, Some(config_path), workspace, false).await
             }
-            Ok(DaemonJobStatus::Running) => match self.pause(job_id) {
+            Ok(DaemonJobStatus::Running) => match self.pause(job_id).await {
                 Ok(()) => rejected(
                     job_id,
                     format!(
@@ -526,15 +503,19 @@ impl JobManager {
     }
 
     /// `job.cancel` (conductor.md §6.9): false when nothing is running for the job.
-    pub fn cancel(&self, job_id: &str) -> bool {
-        let active = lock(&self.shared.jobs).get(job_id).is_some_and(|e| {
-            e.run.is_some()
-                && matches!(
-                    e.record.status,
-                    DaemonJobStatus::Running | DaemonJobStatus::Queued | DaemonJobStatus::Paused
-                )
-        });
-        if !active {
+    pub async fn cancel(&self, job_id: &str) -> bool {
+        let active = self
+            .with_entry(job_id, |e| {
+                e.run.is_some()
+                    && matches!(
+                        e.record.status,
+                        DaemonJobStatus::Running
+                            | DaemonJobStatus::Queued
+                            | DaemonJobStatus::Paused
+                    )
+            })
+            .await;
+        if active != Some(true) {
             return false;
         }
         if self
@@ -547,12 +528,13 @@ impl JobManager {
         }
         // Cancelled from the caller's point of view at once (conductor.md §6.9); the baton
         // kills the in-flight attempts and persists the final state right after.
-        self.set_status(job_id, DaemonJobStatus::Cancelled, None);
+        self.set_status(job_id, DaemonJobStatus::Cancelled, None)
+            .await;
         true
     }
 
     /// `job.clear` (conductor.md §6.12).
-    pub fn clear(
+    pub async fn clear(
         &self,
         statuses: Option<Vec<String>>,
         older_than_seconds: Option<f64>,
@@ -570,23 +552,30 @@ impl JobManager {
         }
         let now = mozart_state::epoch_now();
         let ids = job_ids.filter(|ids| !ids.is_empty());
-        {
-            let mut jobs = lock(&self.shared.jobs);
-            jobs.retain(|id, entry| {
-                let matches = wanted.contains(&entry.record.status)
-                    && entry.run.is_none()
-                    && ids.as_ref().is_none_or(|ids| ids.contains(id))
-                    && older_than_seconds.is_none_or(|age| entry.record.submitted_at <= now - age);
-                !matches
-            });
-        }
         // Never delete a job the baton is still running (e.g. `--status paused` on a paused
         // job that is still loaded): resolve the victims first and leave live ones out.
-        let live: Vec<String> = lock(&self.shared.jobs)
-            .iter()
-            .filter(|(_, e)| e.run.is_some())
-            .map(|(id, _)| id.clone())
-            .collect();
+        let (w, i) = (wanted.clone(), ids.clone());
+        let live: Vec<String> = self
+            .shared
+            .table
+            .call(move |h| {
+                h.table.jobs.retain(|id, entry| {
+                    let matches = w.contains(&entry.record.status)
+                        && entry.run.is_none()
+                        && i.as_ref().is_none_or(|ids| ids.contains(id))
+                        && older_than_seconds
+                            .is_none_or(|age| entry.record.submitted_at <= now - age);
+                    !matches
+                });
+                h.table
+                    .jobs
+                    .iter()
+                    .filter(|(_, e)| e.run.is_some())
+                    .map(|(id, _)| id.clone())
+                    .collect()
+            })
+            .await
+            .unwrap_or_default();
         let victims: Vec<String> = lock(&self.shared.registry)
             .list_jobs(true)?
             .into_iter()
@@ -605,13 +594,13 @@ impl JobManager {
             older_than_seconds,
         };
         let deleted = lock(&self.shared.registry).delete_jobs(&filter)?;
-        *lock(&self.shared.listed_rows) = None;
+        self.shared.table.tell(|h| h.table.listed_rows = None);
         Ok(deleted as u64)
     }
 
-    fn current_status(&self, job_id: &str) -> Result<DaemonJobStatus, String> {
-        if let Some(e) = lock(&self.shared.jobs).get(job_id) {
-            return Ok(e.record.status);
+    async fn current_status(&self, job_id: &str) -> Result<DaemonJobStatus, String> {
+        if let Some(status) = self.with_entry(job_id, |e| e.record.status).await {
+            return Ok(status);
         }
         match lock(&self.shared.registry).get_job(job_id) {
             Ok(Some(r)) => Ok(r.status),
@@ -621,43 +610,91 @@ impl JobManager {
     }
 
     /// Set a job's registry + memory status (for transitions the baton does not report).
-    fn set_status(&self, job_id: &str, status: DaemonJobStatus, error: Option<&str>) {
-        // The record and the checkpoint must agree, or `list` and `status` contradict each
-        // other (e.g. a job downgraded to failed by a failing hook).
-        let mut jobs = lock(&self.shared.jobs);
-        let registry = lock(&self.shared.registry);
-        if let Some(e) = jobs.get_mut(job_id) {
-            e.record.status = status;
-            if let Some(msg) = error {
-                e.record.error_message = Some(msg.to_string());
+    async fn set_status(&self, job_id: &str, status: DaemonJobStatus, error: Option<&str>) {
+        let (id, message) = (job_id.to_string(), error.map(str::to_string));
+        let shared = Arc::clone(&self.shared);
+        let done = self
+            .shared
+            .table
+            .call(move |h| set_status_in(&mut h.table, &shared, &id, status, message.as_deref()))
+            .await;
+        if done.is_err() {
+            // Nobody owns a table: the registry is all there is.
+            let registry = lock(&self.shared.registry);
+            if let Err(err) = registry.set_job_status(job_id, status, error) {
+                tracing::error!(job_id, error = %err, "cannot update job status in the registry");
             }
-            // A finished job's checkpoint lives only in the registry.
-            let mut stored = if e.live.is_none() {
-                registry.load_checkpoint(job_id).ok().flatten()
-            } else {
-                None
+        }
+    }
+}
+
+/// [`JobManager::set_status`] on the table's side. The record and the checkpoint must agree,
+/// or `list` and `status` contradict each other (e.g. a job downgraded to failed by a
+/// failing hook).
+fn set_status_in(
+    table: &mut table::JobTable,
+    shared: &Shared,
+    job_id: &str,
+    status: DaemonJobStatus,
+    error: Option<&str>,
+) {
+    let registry = lock(&shared.registry);
+    if let Some(e) = table.jobs.get_mut(job_id) {
+        e.record.status = status;
+        if let Some(msg) = error {
+            e.record.error_message = Some(msg.to_string());
+        }
+        // A finished job's checkpoint lives only in the registry.
+        let mut stored = if e.live.is_none() {
+            registry.load_checkpoint(job_id).ok().flatten()
+        } else {
+            None
+        };
+        if let Some(live) = e.live.as_mut().or(stored.as_mut()) {
+            live.status = match status {
+                DaemonJobStatus::Queued | DaemonJobStatus::Pending => JobStatus::Pending,
+                DaemonJobStatus::Running => JobStatus::Running,
+                DaemonJobStatus::Paused => JobStatus::Paused,
+                DaemonJobStatus::Completed => JobStatus::Completed,
+                DaemonJobStatus::Failed => JobStatus::Failed,
+                DaemonJobStatus::Cancelled => JobStatus::Cancelled,
             };
-            if let Some(live) = e.live.as_mut().or(stored.as_mut()) {
-                live.status = match status {
-                    DaemonJobStatus::Queued | DaemonJobStatus::Pending => JobStatus::Pending,
-                    DaemonJobStatus::Running => JobStatus::Running,
-                    DaemonJobStatus::Paused => JobStatus::Paused,
-                    DaemonJobStatus::Completed => JobStatus::Completed,
-                    DaemonJobStatus::Failed => JobStatus::Failed,
-                    DaemonJobStatus::Cancelled => JobStatus::Cancelled,
-                };
-                if let Some(msg) = error {
-                    live.error_message = Some(msg.to_string());
-                }
-                live.updated_at = mozart_state::Timestamp::now();
-                if let Err(err) = registry.save_checkpoint(live) {
-                    tracing::error!(job_id, error = %err, "cannot save the job's checkpoint");
-                }
+            if let Some(msg) = error {
+                live.error_message = Some(msg.to_string());
+            }
+            live.updated_at = mozart_state::Timestamp::now();
+            if let Err(err) = registry.save_checkpoint(live) {
+                tracing::error!(job_id, error = %err, "cannot save the job's checkpoint");
             }
         }
-        if let Err(err) = registry.set_job_status(job_id, status, error) {
-            tracing::error!(job_id, error = %err, "cannot update job status in the registry");
-        }
+    }
+    if let Err(err) = registry.set_job_status(job_id, status, error) {
+        tracing::error!(job_id, error = %err, "cannot update job status in the registry");
+    }
+}
+
+/// What the running sheets' instruments reported so far (issue 13: progress while a CLI
+/// streams, not only after it exits).
+fn add_live_progress(
+    doc: &mut mozart_ipc::checkpoint::JobCheckpoint,
+    running: Vec<(u32, Arc<mozart_backends::Progress>)>,
+) {
+    for (num, progress) in running {
+        let Some(sheet) = doc.sheets.get_mut(&num) else {
+            continue;
+        };
+        let a = progress.activity();
+        sheet.live = Some(mozart_ipc::checkpoint::LiveProgress {
+            elapsed_seconds: progress.elapsed().as_secs_f64(),
+            idle_seconds: progress.idle_for().as_secs_f64(),
+            output_bytes: progress.bytes_seen(),
+            tool_calls: a.tool_calls,
+            last_tool: a.last_tool,
+            input_tokens: a.input_tokens,
+            output_tokens: a.output_tokens,
+            api_retries: a.api_retries,
+            last_event: a.last_event,
+        });
     }
 }
 
@@ -687,17 +724,24 @@ impl JobHost for JobManager {
         })
     }
 
-    fn counts(&self) -> JobCounts {
-        let jobs = lock(&self.shared.jobs);
-        let mut counts = JobCounts::default();
-        for entry in jobs.values() {
-            let s = entry.record.status;
-            if s == DaemonJobStatus::Running {
-                counts.running += 1;
-            }
-            *counts.by_status.entry(s.as_str().to_string()).or_default() += 1;
-        }
-        counts
+    fn counts(&self) -> BoxFuture<'_, JobCounts> {
+        Box::pin(async move {
+            self.shared
+                .table
+                .call(|h| {
+                    let mut counts = JobCounts::default();
+                    for entry in h.table.jobs.values() {
+                        let s = entry.record.status;
+                        if s == DaemonJobStatus::Running {
+                            counts.running += 1;
+                        }
+                        *counts.by_status.entry(s.as_str().to_string()).or_default() += 1;
+                    }
+                    counts
+                })
+                .await
+                .unwrap_or_default()
+        })
     }
 
     fn shutdown(&self, graceful: bool, timeout: Duration) -> BoxFuture<'_, ()> {
@@ -736,22 +780,36 @@ impl JobHost for JobManager {
         result
     }
 
-    fn observer_events(&self, job_id: Option<&str>, limit: u32) -> Vec<MonitorEvent> {
-        let observed = lock(&self.shared.observed);
-        let mut events: Vec<&mozart_baton::ObserverEvent> = match job_id {
-            Some(id) => observed
-                .get(id)
-                .map(|q| q.iter().collect())
-                .unwrap_or_default(),
-            None => observed.values().flatten().collect(),
-        };
-        // Newest first (§8.22); stable, so events of the same instant keep their order.
-        events.sort_by_key(|e| std::cmp::Reverse(e.at));
-        events
-            .into_iter()
-            .take(limit as usize)
-            .map(wire::observer_event)
-            .collect()
+    fn observer_events<'a>(
+        &'a self,
+        job_id: Option<&'a str>,
+        limit: u32,
+    ) -> BoxFuture<'a, Vec<MonitorEvent>> {
+        let job_id = job_id.map(str::to_string);
+        Box::pin(async move {
+            self.shared
+                .table
+                .call(move |h| {
+                    let observed = &h.table.observed;
+                    let mut events: Vec<&mozart_baton::ObserverEvent> = match &job_id {
+                        Some(id) => observed
+                            .get(id)
+                            .map(|q| q.iter().collect())
+                            .unwrap_or_default(),
+                        None => observed.values().flatten().collect(),
+                    };
+                    // Newest first (§8.22); stable, so events of the same instant keep
+                    // their order.
+                    events.sort_by_key(|e| std::cmp::Reverse(e.at));
+                    events
+                        .into_iter()
+                        .take(limit as usize)
+                        .map(wire::observer_event)
+                        .collect()
+                })
+                .await
+                .unwrap_or_default()
+        })
     }
 
     fn learning_patterns(&self, limit: u32) -> Vec<mozart_ipc::status::LearnedPattern> {

@@ -15,7 +15,12 @@ use mozart_baton::{AttemptContext, AttemptMode, AttemptResult, Event, Failure, F
 use mozart_config::placeholders::{self, PlaceholderVars};
 use mozart_config::{PlannedSheet, ValidationType};
 
-use super::{lock, JobRun, Shared};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use mozart_baton::validation::MtimeSnapshot;
+use mozart_state::review::ReviewState;
+
+use super::{JobRun, Shared};
 
 /// What the checkpoint records about an attempt beyond what the baton tracks.
 #[derive(Debug, Clone, Default)]
@@ -201,6 +206,67 @@ fn failure_kind(result: &ExecutionResult) -> (FailureKind, String, Option<String
     (kind, c.message, code, category)
 }
 
+/// What the baton task hands a musician from the job table when it dispatches it, so the
+/// musician never has to ask.
+#[derive(Default)]
+pub(crate) struct Given {
+    /// The job's backends built so far, by instrument.
+    pub backends: HashMap<String, Arc<dyn mozart_backends::Backend>>,
+    /// The sheet's mtimes, taken before its first attempt.
+    pub mtimes: Option<MtimeSnapshot>,
+    /// The sheet's own worktree (`isolation.scope: sheet`), once created.
+    pub worktree: Option<crate::isolation::Worktree>,
+    /// The sheet's reviewer loop as the live checkpoint has it.
+    pub review: ReviewState,
+    /// Earlier sheets' output tails and skips (`cross_sheet` scores only).
+    pub prior: Option<(BTreeMap<u32, String>, BTreeSet<u32>)>,
+    /// The sheet's remote attempt (a Slurm job) a previous conductor started and whose
+    /// result was never recorded.
+    pub remote: Option<mozart_state::RemoteAttemptRef>,
+}
+
+impl std::fmt::Debug for Given {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Given")
+            .field("backends", &self.backends.keys().collect::<Vec<_>>())
+            .field("worktree", &self.worktree)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The backend for `instrument`: the job's own, or built now (building compiles the
+/// profile's error patterns) and handed to the table for the job's later attempts.
+pub(crate) fn backend(
+    shared: &Shared,
+    run: &JobRun,
+    built: &HashMap<String, Arc<dyn mozart_backends::Backend>>,
+    instrument: &str,
+) -> Result<Arc<dyn mozart_backends::Backend>, String> {
+    if let Some(b) = built.get(instrument) {
+        return Ok(Arc::clone(b));
+    }
+    let b = super::instruments::backend_for(&shared.instruments, run, instrument)?;
+    let (keep, name) = (Arc::clone(&b), instrument.to_string());
+    shared.table.tell_rt(&run.job_id, move |rt| {
+        rt.backends.entry(name).or_insert(keep);
+    });
+    Ok(b)
+}
+
+/// Everything an attempt needs before its instrument runs.
+struct Prepared {
+    workdir: PathBuf,
+    sheet_wt: Option<crate::isolation::Worktree>,
+    review_loop: Option<super::review::SheetLoop>,
+    rules: Vec<ValidationRule>,
+    snapshot: MtimeSnapshot,
+    injected: super::learning::Injected,
+    prompt: String,
+    backend: Arc<dyn mozart_backends::Backend>,
+    backends: HashMap<String, Arc<dyn mozart_backends::Backend>>,
+    remote: Option<mozart_state::RemoteAttemptRef>,
+}
+
 /// Play one attempt and report it to the baton. Never panics on I/O; every failure becomes
 /// a reported result.
 pub(crate) async fn play(
@@ -209,10 +275,10 @@ pub(crate) async fn play(
     sheet_num: u32,
     attempt: AttemptContext,
     inbox: Inbox,
+    given: Given,
 ) {
     let started = Instant::now();
     let started_epoch = mozart_state::epoch_now();
-    let job_id = run.job_id.clone();
     // Sheets are planned in order from 1: look at the sheet's own slot before searching.
     let slot = usize::try_from(sheet_num.saturating_sub(1)).unwrap_or(usize::MAX);
     let found = match run.plan.sheets.get(slot) {
@@ -221,7 +287,7 @@ pub(crate) async fn play(
     };
     let Some(sheet) = found else {
         let r = AttemptResult::failed(
-            &job_id,
+            &run.job_id,
             sheet_num,
             attempt.dispatch_id,
             FailureKind::Dispatch,
@@ -230,82 +296,83 @@ pub(crate) async fn play(
         let _ = inbox.send(Event::SheetAttemptResult(Box::new(r)));
         return;
     };
-
-    // Ours (docs/mochi.md): the sheet's own worktree, and where its reviewer loop stands.
-    let set_up = match super::review::sheet_dir(&run, sheet).await {
-        Ok((dir, wt)) => super::review::begin(&shared, &run, sheet, &dir, wt.is_some())
-            .map(|review_loop| (dir, wt, review_loop)),
-        Err(message) => Err(message),
-    };
-    let (workdir, sheet_wt, mut review_loop) = match set_up {
-        Ok(s) => s,
-        Err(message) => {
-            report_failure(
-                &run,
-                &inbox,
-                sheet_num,
-                &attempt,
-                FailureKind::Fatal,
-                message,
-                started_epoch,
-            );
-            return;
-        }
-    };
-
-    let rules = sheet_rules(&run, sheet);
-    let snapshot = {
-        let mut mtimes = lock(&run.mtimes);
-        mtimes
-            .entry(sheet_num)
-            .or_insert_with(|| snapshot_mtimes(&rules))
-            .clone()
-    };
-
-    let injected = match (&shared.learning, run.config.learning.enabled) {
-        (Some(learning), true) => {
-            let types: Vec<String> = rules
-                .iter()
-                .filter(|r| r.applies)
-                .map(|r| r.check.rule_type().to_string())
-                .collect();
-            // Usually answered from the store's memory in microseconds: only a question
-            // SQLite has to answer goes to the blocking pool.
-            match learning.try_select(&run, &types, &attempt.instrument) {
-                Some(injected) => injected,
-                None => {
-                    let (learning, run2) = (learning.clone(), run.clone());
-                    let instrument = attempt.instrument.clone();
-                    tokio::task::spawn_blocking(move || learning.select(&run2, &types, &instrument))
-                        .await
-                        .unwrap_or_default()
-                }
-            }
-        }
-        _ => super::learning::Injected::default(),
-    };
-    let prepared =
-        render_prompt(&shared, &run, sheet, &rules, &attempt, &injected).and_then(|prompt| {
-            let backend = run.backends.get_or_build(&attempt.instrument, || {
-                super::instruments::backend_for(&shared.instruments, &run, &attempt.instrument)
-            })?;
-            Ok((prompt, backend))
-        });
-    let (mut prompt, backend) = match prepared {
+    let prepared = match prepare(&shared, &run, sheet, &attempt, given).await {
         Ok(p) => p,
         Err(message) => {
             report_failure(
+                &shared,
                 &run,
                 &inbox,
                 sheet_num,
                 &attempt,
-                FailureKind::Fatal,
                 message,
                 started_epoch,
             );
             return;
         }
     };
+    let Some((prepared, result)) = perform(&shared, &run, sheet, &attempt, &inbox, prepared).await
+    else {
+        return;
+    };
+    let (mut r, mut details) = judge(
+        &shared,
+        &run,
+        sheet,
+        &attempt,
+        prepared,
+        &result,
+        started_epoch,
+    )
+    .await;
+    details.duration_seconds = started.elapsed().as_secs_f64();
+    r.duration = started.elapsed();
+    report(&shared, &run.job_id, &inbox, sheet_num, details, r);
+}
+
+/// Hand the attempt's details to the table, then its result to the baton: the call runs
+/// before the event, so the details are there when the baton persists the transition.
+fn report(
+    shared: &Shared,
+    job_id: &str,
+    inbox: &Inbox,
+    sheet_num: u32,
+    details: AttemptDetails,
+    r: AttemptResult,
+) {
+    shared.table.tell_rt(job_id, move |rt| {
+        rt.attempt_details.insert(sheet_num, details);
+    });
+    let _ = inbox.send(Event::SheetAttemptResult(Box::new(r)));
+}
+
+/// Working directory, reviewer loop, validation rules, mtimes, learned patterns, prompt
+/// and backend of the attempt; an error fails the attempt as fatal.
+async fn prepare(
+    shared: &Arc<Shared>,
+    run: &Arc<JobRun>,
+    sheet: &PlannedSheet,
+    attempt: &AttemptContext,
+    given: Given,
+) -> Result<Prepared, String> {
+    // Ours (docs/mochi.md): the sheet's own worktree, and where its reviewer loop stands.
+    let (workdir, sheet_wt) = super::review::sheet_dir(shared, run, sheet, given.worktree).await?;
+    let review_loop = super::review::begin(run, sheet, &workdir, sheet_wt.is_some(), given.review)?;
+    let rules = sheet_rules(run, sheet);
+    let snapshot = match given.mtimes {
+        Some(snapshot) => snapshot,
+        None => {
+            let snapshot = snapshot_mtimes(&rules);
+            let (keep, num) = (snapshot.clone(), sheet.num);
+            shared.table.tell_rt(&run.job_id, move |rt| {
+                rt.mtimes.entry(num).or_insert(keep);
+            });
+            snapshot
+        }
+    };
+    let injected = learned(shared, run, &rules, &attempt.instrument).await;
+    let mut prompt = render_prompt(run, sheet, &rules, attempt, &injected, given.prior)?;
+    let backend = backend(shared, run, &given.backends, &attempt.instrument)?;
     if let Some(l) = review_loop.as_ref().filter(|l| l.cfg.memory) {
         let branch = sheet_wt.as_ref().map(|w| w.branch.as_str());
         prompt.push_str(&super::review::memory_section(
@@ -314,61 +381,154 @@ pub(crate) async fn play(
             branch,
         ));
     }
-    let pending = review_loop.as_mut().and_then(|l| l.pending.take());
+    Ok(Prepared {
+        workdir,
+        sheet_wt,
+        review_loop,
+        rules,
+        snapshot,
+        injected,
+        prompt,
+        backend,
+        backends: given.backends,
+        remote: given.remote,
+    })
+}
+
+/// The learned patterns to inject into the attempt's prompt.
+async fn learned(
+    shared: &Shared,
+    run: &Arc<JobRun>,
+    rules: &[ValidationRule],
+    instrument: &str,
+) -> super::learning::Injected {
+    let (Some(learning), true) = (&shared.learning, run.config.learning.enabled) else {
+        return super::learning::Injected::default();
+    };
+    let types: Vec<String> = rules
+        .iter()
+        .filter(|r| r.applies)
+        .map(|r| r.check.rule_type().to_string())
+        .collect();
+    // Usually answered from the store's memory in microseconds: only a question SQLite has
+    // to answer goes to the blocking pool.
+    match learning.try_select(run, &types, instrument) {
+        Some(injected) => injected,
+        None => {
+            let (learning, run2) = (learning.clone(), run.clone());
+            let instrument = instrument.to_string();
+            tokio::task::spawn_blocking(move || learning.select(&run2, &types, &instrument))
+                .await
+                .unwrap_or_default()
+        }
+    }
+}
+
+/// Run the instrument (or replay the output a reviewer has still to judge). None when the
+/// attempt could not start; the failure is reported then.
+async fn perform(
+    shared: &Arc<Shared>,
+    run: &Arc<JobRun>,
+    sheet: &PlannedSheet,
+    attempt: &AttemptContext,
+    inbox: &Inbox,
+    mut p: Prepared,
+) -> Option<(Prepared, ExecutionResult)> {
+    let started_epoch = mozart_state::epoch_now();
+    let pending = p.review_loop.as_mut().and_then(|l| l.pending.take());
     let replayed = pending.is_some();
     let result = match pending {
         Some(output) => super::review::replayed(output),
         None => {
-            let mut req = ExecutionRequest::new(prompt, workdir.clone(), attempt.timeout);
+            let prompt = std::mem::take(&mut p.prompt);
+            let mut req = ExecutionRequest::new(prompt, p.workdir.clone(), attempt.timeout);
             req.model = attempt.model.clone();
-            req.job_id = job_id.clone();
-            req.sheet_num = sheet_num;
+            req.job_id = run.job_id.clone();
+            req.sheet_num = sheet.num;
             req.attempt = attempt.attempt_number;
             req.options = sheet.instrument_config.clone().into_iter().collect();
             // Upstream's live per-sheet output files (`{workspace}/logs/sheet-NN.stdout.log`),
             // which `mozart dashboard` tails while the sheet runs.
             let logs = run.workspace.join("logs");
             if std::fs::create_dir_all(&logs).is_ok() {
-                req.output_log_base = Some(logs.join(format!("sheet-{sheet_num:02}")));
+                req.output_log_base = Some(logs.join(format!("sheet-{:02}", sheet.num)));
             }
-            match super::placement::placement_for(&shared, &run, &attempt.instrument) {
-                Ok(mozart_backends::Placement::Local) => {}
-                Ok(placement) => {
-                    req.placement = placement;
-                    req.remote = Some(Arc::new(super::placement::SheetJournal {
-                        shared: Arc::clone(&shared),
-                        job_id: job_id.clone(),
-                        sheet_num,
-                        attempt_number: attempt.attempt_number,
-                    }));
-                }
-                Err(message) => {
-                    report_failure(
-                        &run,
-                        &inbox,
-                        sheet_num,
-                        &attempt,
-                        FailureKind::Fatal,
-                        message,
-                        started_epoch,
-                    );
-                    return;
-                }
+            let recorded = p.remote.take();
+            if let Err(message) = place(shared, run, sheet.num, attempt, recorded, &mut req) {
+                report_failure(
+                    shared,
+                    run,
+                    inbox,
+                    sheet.num,
+                    attempt,
+                    message,
+                    started_epoch,
+                );
+                return None;
             }
             // Shown by `job.status` while it runs; removed even when the attempt is aborted.
-            let _live = LiveEntry::new(&run, sheet_num, &req.progress);
-            execute_watched(&shared, &job_id, sheet_num, attempt.timeout, &*backend, req).await
+            let _live = LiveEntry::new(shared, &run.job_id, sheet.num, &req.progress);
+            let backend = Arc::clone(&p.backend);
+            execute_watched(
+                shared,
+                &run.job_id,
+                sheet.num,
+                attempt.timeout,
+                &*backend,
+                req,
+            )
+            .await
         }
     };
-    if let Some(l) = review_loop
+    if let Some(l) = p
+        .review_loop
         .as_ref()
         .filter(|l| l.cfg.memory && result.success && !replayed)
     {
         if let Err(e) = super::review::write_output_memory(&l.memory_dir, result.output_text()) {
-            tracing::warn!(job_id = %job_id, sheet = sheet_num, error = %e, "review.memory_not_written");
+            tracing::warn!(job_id = %run.job_id, sheet = sheet.num, error = %e, "review.memory_not_written");
         }
     }
+    Some((p, result))
+}
 
+/// Where the attempt runs: here, or on a cluster with its remote job journaled in the
+/// sheet's checkpoint.
+fn place(
+    shared: &Arc<Shared>,
+    run: &JobRun,
+    sheet_num: u32,
+    attempt: &AttemptContext,
+    recorded: Option<mozart_state::RemoteAttemptRef>,
+    req: &mut ExecutionRequest,
+) -> Result<(), String> {
+    match super::placement::placement_for(shared, run, &attempt.instrument)? {
+        mozart_backends::Placement::Local => {}
+        placement => {
+            req.placement = placement;
+            req.remote = Some(Arc::new(super::placement::SheetJournal::new(
+                Arc::clone(shared),
+                &run.job_id,
+                sheet_num,
+                attempt.attempt_number,
+                recorded,
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Turn the instrument's result into the attempt's result and details: validations, the
+/// reviewer (reviewed sheets), or the classified failure.
+async fn judge(
+    shared: &Arc<Shared>,
+    run: &Arc<JobRun>,
+    sheet: &PlannedSheet,
+    attempt: &AttemptContext,
+    p: Prepared,
+    result: &ExecutionResult,
+    started_epoch: f64,
+) -> (AttemptResult, AttemptDetails) {
     let mut details = AttemptDetails {
         attempt_number: attempt.attempt_number,
         mode: mode_str(attempt.mode).into(),
@@ -381,53 +541,18 @@ pub(crate) async fn play(
         model: result.model.clone(),
         stdout_tail: tail(&result.stdout, 4000),
         stderr_tail: tail(&result.stderr, 4000),
-        applied: injected,
+        applied: p.injected,
         ..AttemptDetails::default()
     };
-
-    let mut r = AttemptResult::success(&job_id, sheet_num, attempt.dispatch_id);
+    let mut r = AttemptResult::success(&run.job_id, sheet.num, attempt.dispatch_id);
     r.instrument = attempt.instrument.clone();
     r.exit_code = result.exit_code;
     r.cost_usd = details.cost_usd;
     r.input_tokens = details.input_tokens;
     r.output_tokens = details.output_tokens;
     r.model_used = result.model.clone();
-
-    if result.success {
-        let report = run_validations(&rules, &snapshot).await;
-        r.validations_total = u32::try_from(report.results.len()).unwrap_or(u32::MAX);
-        r.validations_passed = u32::try_from(report.passed_count()).unwrap_or(u32::MAX);
-        r.validation_pass_rate = report.pass_rate();
-        if !report.all_passed() {
-            let summary = report.failure_summaries().join("; ");
-            details.error_message = Some(format!("validation failed: {summary}"));
-            details.error_category = Some("validation".into());
-            details.error_code = Some("E900".into());
-            r.failure = Some(Failure {
-                kind: FailureKind::Validation,
-                code: Some("E900".into()),
-                message: format!("validation failed: {summary}"),
-            });
-        }
-        let passed = report.all_passed();
-        details.validation = Some(report);
-        if let (true, Some(lp)) = (passed, review_loop) {
-            let output = result.output_text().to_string();
-            super::review::conclude(
-                &shared,
-                &run,
-                sheet,
-                lp,
-                &workdir,
-                sheet_wt,
-                &output,
-                &mut r,
-                &mut details,
-            )
-            .await;
-        }
-    } else {
-        let (kind, message, code, category) = failure_kind(&result);
+    if !result.success {
+        let (kind, message, code, category) = failure_kind(result);
         r.execution_success = false;
         r.validation_pass_rate = 0.0;
         details.error_message = Some(mozart_backends::redact(&message));
@@ -438,19 +563,45 @@ pub(crate) async fn play(
             code: details.error_code.clone(),
             message: mozart_backends::redact(&message),
         });
+        return (r, details);
     }
-    details.duration_seconds = started.elapsed().as_secs_f64();
-    r.duration = started.elapsed();
-    lock(&run.attempt_details).insert(sheet_num, details);
-    let _ = inbox.send(Event::SheetAttemptResult(Box::new(r)));
+    let report = run_validations(&p.rules, &p.snapshot).await;
+    r.validations_total = u32::try_from(report.results.len()).unwrap_or(u32::MAX);
+    r.validations_passed = u32::try_from(report.passed_count()).unwrap_or(u32::MAX);
+    r.validation_pass_rate = report.pass_rate();
+    if !report.all_passed() {
+        let summary = report.failure_summaries().join("; ");
+        details.error_message = Some(format!("validation failed: {summary}"));
+        details.error_category = Some("validation".into());
+        details.error_code = Some("E900".into());
+        r.failure = Some(Failure {
+            kind: FailureKind::Validation,
+            code: Some("E900".into()),
+            message: format!("validation failed: {summary}"),
+        });
+    }
+    let passed = report.all_passed();
+    details.validation = Some(report);
+    if let (true, Some(lp)) = (passed, p.review_loop) {
+        let review = super::review::Review {
+            shared,
+            run,
+            sheet,
+            backends: &p.backends,
+            dir: &p.workdir,
+            output: result.output_text(),
+        };
+        review.conclude(lp, p.sheet_wt, &mut r, &mut details).await;
+    }
+    (r, details)
 }
 
 fn report_failure(
+    shared: &Shared,
     run: &JobRun,
     inbox: &Inbox,
     sheet_num: u32,
     attempt: &AttemptContext,
-    kind: FailureKind,
     message: String,
     started_epoch: f64,
 ) {
@@ -462,10 +613,15 @@ fn report_failure(
         error_category: Some("configuration".into()),
         ..AttemptDetails::default()
     };
-    lock(&run.attempt_details).insert(sheet_num, details);
-    let mut r = AttemptResult::failed(&run.job_id, sheet_num, attempt.dispatch_id, kind, message);
+    let mut r = AttemptResult::failed(
+        &run.job_id,
+        sheet_num,
+        attempt.dispatch_id,
+        FailureKind::Fatal,
+        message,
+    );
     r.instrument = attempt.instrument.clone();
-    let _ = inbox.send(Event::SheetAttemptResult(Box::new(r)));
+    report(shared, &run.job_id, inbox, sheet_num, details, r);
 }
 
 fn mode_str(mode: AttemptMode) -> &'static str {
@@ -489,12 +645,12 @@ fn tail(s: &str, max: usize) -> String {
 
 /// The full prompt of one attempt (score.md §5.4 / execution.md §5).
 fn render_prompt(
-    shared: &Shared,
     run: &JobRun,
     sheet: &PlannedSheet,
     rules: &[ValidationRule],
     attempt: &AttemptContext,
     injected: &super::learning::Injected,
+    prior: Option<(BTreeMap<u32, String>, BTreeSet<u32>)>,
 ) -> Result<String, String> {
     // Relative `template_file`, prelude and cadenza paths belong to the score's directory,
     // not the conductor's.
@@ -506,11 +662,6 @@ fn render_prompt(
     mozart_config::template::resolve_injections(&run.config, sheet, &run.score_dir, &mut ctx);
     if run.config.cross_sheet.is_some() {
         // Earlier sheets' output and files (execution.md §9.1), from the live checkpoint.
-        let prior = lock(&shared.jobs).get(&run.job_id).and_then(|e| {
-            e.live
-                .as_ref()
-                .map(crate::cross_sheet::prior_from_checkpoint)
-        });
         let (tails, skipped) = prior.unwrap_or_default();
         let context = crate::cross_sheet::collect(&crate::cross_sheet::CrossSheetInput {
             job: &run.config,
@@ -637,22 +788,38 @@ pub(crate) async fn execute_watched(
     execution.await
 }
 
-/// A running attempt's progress in [`JobRun::live`], until dropped.
+/// A running attempt's progress in the job table (`RunState::live`), until dropped.
 struct LiveEntry<'a> {
-    run: &'a JobRun,
+    shared: &'a Shared,
+    job_id: &'a str,
     sheet_num: u32,
 }
 
 impl<'a> LiveEntry<'a> {
-    fn new(run: &'a JobRun, sheet_num: u32, progress: &Arc<mozart_backends::Progress>) -> Self {
-        lock(&run.live).insert(sheet_num, Arc::clone(progress));
-        LiveEntry { run, sheet_num }
+    fn new(
+        shared: &'a Shared,
+        job_id: &'a str,
+        sheet_num: u32,
+        progress: &Arc<mozart_backends::Progress>,
+    ) -> Self {
+        let progress = Arc::clone(progress);
+        shared.table.tell_rt(job_id, move |rt| {
+            rt.live.insert(sheet_num, progress);
+        });
+        LiveEntry {
+            shared,
+            job_id,
+            sheet_num,
+        }
     }
 }
 
 impl Drop for LiveEntry<'_> {
     fn drop(&mut self) {
-        lock(&self.run.live).remove(&self.sheet_num);
+        let sheet_num = self.sheet_num;
+        self.shared.table.tell_rt(self.job_id, move |rt| {
+            rt.live.remove(&sheet_num);
+        });
     }
 }
 

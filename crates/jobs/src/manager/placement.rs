@@ -58,46 +58,64 @@ pub(crate) fn placement_for(
 /// The sheet's checkpoint as the record of its remote attempt.
 #[derive(Debug)]
 pub(crate) struct SheetJournal {
-    pub shared: Arc<Shared>,
-    pub job_id: String,
-    pub sheet_num: u32,
-    pub attempt_number: u32,
+    shared: Arc<Shared>,
+    job_id: String,
+    sheet_num: u32,
+    attempt_number: u32,
+    /// The remote attempt the checkpoint held when the attempt was dispatched.
+    recorded: Option<RemoteAttemptRef>,
 }
 
 impl SheetJournal {
-    /// Change the sheet's `remote_attempt` in the live checkpoint and write the sheet's row
-    /// (the same lock order as the baton's persistence: jobs, then registry).
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        job_id: &str,
+        sheet_num: u32,
+        attempt_number: u32,
+        recorded: Option<RemoteAttemptRef>,
+    ) -> SheetJournal {
+        SheetJournal {
+            shared,
+            job_id: job_id.to_string(),
+            sheet_num,
+            attempt_number,
+            recorded,
+        }
+    }
+
+    /// Change the sheet's `remote_attempt` in the live checkpoint and write the sheet's row,
+    /// on the baton task (as every change of the checkpoint).
     fn update(
         &self,
-        change: impl FnOnce(&mut Option<RemoteAttemptRef>) -> bool,
-    ) -> Result<(), String> {
-        let mut jobs = lock(&self.shared.jobs);
-        let sheet = jobs
-            .get_mut(&self.job_id)
-            .and_then(|e| e.live.as_mut())
-            .and_then(|live| live.sheets.get_mut(&self.sheet_num))
-            .ok_or_else(|| format!("job '{}' is no longer loaded", self.job_id))?;
-        if !change(&mut sheet.remote_attempt) {
-            return Ok(());
+        change: impl FnOnce(&mut Option<RemoteAttemptRef>) -> bool + Send + 'static,
+    ) -> impl FnOnce(&mut super::host::ConductorHost) -> Result<(), String> + Send + 'static {
+        let (shared, job_id, num) = (
+            Arc::clone(&self.shared),
+            self.job_id.clone(),
+            self.sheet_num,
+        );
+        move |h| {
+            let sheet = h
+                .table
+                .jobs
+                .get_mut(&job_id)
+                .and_then(|e| e.live.as_mut())
+                .and_then(|live| live.sheets.get_mut(&num))
+                .ok_or_else(|| format!("job '{job_id}' is no longer loaded"))?;
+            if !change(&mut sheet.remote_attempt) {
+                return Ok(());
+            }
+            let registry = lock(&shared.registry);
+            registry
+                .save_sheet(&job_id, sheet)
+                .map_err(|e| e.to_string())
         }
-        let registry = lock(&self.shared.registry);
-        registry
-            .save_sheet(&self.job_id, sheet)
-            .map_err(|e| e.to_string())
     }
 }
 
 impl RemoteJournal for SheetJournal {
     fn recorded(&self) -> Option<RemoteAttempt> {
-        let jobs = lock(&self.shared.jobs);
-        let r = jobs
-            .get(&self.job_id)?
-            .live
-            .as_ref()?
-            .sheets
-            .get(&self.sheet_num)?
-            .remote_attempt
-            .clone()?;
+        let r = self.recorded.clone()?;
         Some(RemoteAttempt {
             placement: r.placement,
             remote_id: r.remote_id,
@@ -106,6 +124,7 @@ impl RemoteJournal for SheetJournal {
         })
     }
 
+    /// Called from a blocking thread: waits until the record is durable.
     fn record(&self, attempt: &RemoteAttempt) -> Result<(), String> {
         let record = RemoteAttemptRef {
             placement: attempt.placement.clone(),
@@ -114,22 +133,30 @@ impl RemoteJournal for SheetJournal {
             submitted_at: attempt.submitted_at,
             attempt_number: self.attempt_number,
         };
-        self.update(|slot| {
+        let update = self.update(|slot| {
             *slot = Some(record);
             true
-        })
+        });
+        self.shared
+            .table
+            .call_blocking(update)
+            .map_err(|e| e.to_string())?
     }
 
     fn forget(&self, remote_id: &str) {
-        let result = self.update(|slot| {
+        let remote_id = remote_id.to_string();
+        let update = self.update(move |slot| {
             let ours = slot.as_ref().is_some_and(|r| r.remote_id == remote_id);
             if ours {
                 *slot = None;
             }
             ours
         });
-        if let Err(e) = result {
-            tracing::debug!(job_id = %self.job_id, sheet = self.sheet_num, error = %e, "remote attempt not forgotten");
-        }
+        let (job_id, sheet) = (self.job_id.clone(), self.sheet_num);
+        self.shared.table.tell(move |h| {
+            if let Err(e) = update(h) {
+                tracing::debug!(job_id = %job_id, sheet, error = %e, "remote attempt not forgotten");
+            }
+        });
     }
 }

@@ -3,9 +3,7 @@
 //! saved in the registry, so `mozart resume` then runs only what is left. Upstream's
 //! conductor only reported the state and its CLI changed a copy that was never saved ([BUG]).
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use mozart_baton::validation::{run_validations, CheckStatus, MtimeSnapshot};
 use mozart_config::SheetPlan;
@@ -21,7 +19,7 @@ pub(super) async fn recover(
     mgr: &JobManager,
     p: &RecoverParams,
 ) -> Result<Vec<SheetRecovery>, JobError> {
-    let (run, mut checkpoint) = prepare(mgr, p)?;
+    let (run, mut checkpoint) = prepare(mgr, p).await?;
     let failed: Vec<u32> = checkpoint
         .sheets
         .values()
@@ -85,12 +83,12 @@ pub(super) async fn recover(
 
 /// The job as it was submitted (its stored score) and its stored checkpoint; refuses a job
 /// the baton still holds (running or paused: the baton owns its sheets' state).
-fn prepare(mgr: &JobManager, p: &RecoverParams) -> Result<(JobRun, CheckpointState), JobError> {
+async fn prepare(
+    mgr: &JobManager,
+    p: &RecoverParams,
+) -> Result<(JobRun, CheckpointState), JobError> {
     let id = &p.job_id;
-    if lock(&mgr.shared.jobs)
-        .get(id)
-        .is_some_and(|e| e.run.is_some())
-    {
+    if mgr.with_entry(id, |e| e.run.is_some()).await == Some(true) {
         return Err(JobError::Busy(format!(
             "Job '{id}' is still running or paused: its sheets belong to the running job. Cancel it or wait for it to finish, then recover."
         )));
@@ -136,16 +134,11 @@ fn prepare(mgr: &JobManager, p: &RecoverParams) -> Result<(JobRun, CheckpointSta
         workspace,
         renderer,
         worktree: None,
-        sheet_worktrees: Mutex::new(HashMap::new()),
         score_dir: config_path
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_default(),
         chain_depth: record.chain_depth.unwrap_or(0),
-        attempt_details: Mutex::new(HashMap::new()),
-        mtimes: Mutex::new(HashMap::new()),
-        live: Mutex::new(HashMap::new()),
-        backends: Default::default(),
     };
     Ok((run, checkpoint))
 }

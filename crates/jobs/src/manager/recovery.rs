@@ -34,7 +34,8 @@ pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), 
                         "Conductor restarted while job was active and it could not be resumed: {}",
                         resp.message.unwrap_or_default()
                     );
-                    mgr.set_status(&job_id, DaemonJobStatus::Failed, Some(&msg));
+                    mgr.set_status(&job_id, DaemonJobStatus::Failed, Some(&msg))
+                        .await;
                 }
             }
             DaemonJobStatus::Completed
@@ -65,16 +66,10 @@ pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), 
                 }
             }
             DaemonJobStatus::Paused => {
-                lock(&mgr.shared.jobs).insert(
-                    record.job_id.clone(),
-                    JobEntry {
-                        record,
-                        live: None,
-                        run: None,
-                        halted: false,
-                        final_sheets: Vec::new(),
-                    },
-                );
+                let entry = JobEntry::new(record, None, None);
+                mgr.shared.table.tell(move |h| {
+                    h.table.jobs.insert(entry.record.job_id.clone(), entry);
+                });
             }
             _ => {}
         }

@@ -16,7 +16,11 @@ use mozart_config::tasks::{DispatchMode, ReviewConfig, TaskItem};
 use mozart_config::PlannedSheet;
 use mozart_state::review::{ReviewState, ReviewVerdict};
 
-use super::{lock, JobRun, Shared};
+use std::collections::HashMap;
+
+use mozart_baton::{Failure, FailureKind};
+
+use super::{JobRun, Shared};
 
 /// `MEMORY.md` keeps this much of the worker's last output (seed 004).
 pub(crate) const MEMORY_CHARS: usize = 4000;
@@ -49,16 +53,6 @@ pub(crate) fn settings<'a>(run: &'a JobRun, sheet: &PlannedSheet) -> Option<&'a 
         .review
         .as_ref()
         .filter(|r| r.reviews(&run.config, sheet.movement))
-}
-
-/// The sheet's loop state from the live checkpoint.
-pub(crate) fn state(shared: &Shared, job_id: &str, sheet: u32) -> ReviewState {
-    lock(&shared.jobs)
-        .get(job_id)
-        .and_then(|e| e.live.as_ref())
-        .and_then(|cp| cp.sheets.get(&sheet))
-        .and_then(|s| s.review.clone())
-        .unwrap_or_default()
 }
 
 /// Parse a reviewer's answer: the first line that reads `DONE` or starts with `RETRY:`
@@ -269,18 +263,21 @@ fn reviewer_prompt(
 }
 
 /// Run the reviewer on a worker's output.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn run_reviewer(
-    shared: &Arc<Shared>,
-    run: &Arc<JobRun>,
-    sheet: &PlannedSheet,
+async fn run_reviewer(
+    rv: &Review<'_>,
     cfg: &ReviewConfig,
     task: &str,
     (iteration, max): (u32, u32),
-    dir: &Path,
     branch: Option<&str>,
-    output: &str,
 ) -> Outcome {
+    let Review {
+        shared,
+        run,
+        sheet,
+        dir,
+        output,
+        ..
+    } = *rv;
     let prompt = match reviewer_prompt(cfg, task, iteration, max, dir, branch, output) {
         Ok(p) => p,
         Err(e) => return Outcome::Broken(e),
@@ -305,9 +302,7 @@ pub(crate) async fn run_reviewer(
             .and_then(|m| m.as_str())
             .map(str::to_string)
     });
-    let backend = match run.backends.get_or_build(&instrument, || {
-        super::instruments::backend_for(&shared.instruments, run, &instrument)
-    }) {
+    let backend = match super::musician::backend(shared, run, rv.backends, &instrument) {
         Ok(b) => b,
         Err(e) => return Outcome::Broken(format!("reviewer: {e}")),
     };
@@ -527,14 +522,16 @@ pub(crate) struct SheetLoop {
 /// The working directory of a sheet: its own worktree with `isolation.scope: sheet`
 /// (created, or reused from the manifest, on its first attempt), else the job's.
 pub(crate) async fn sheet_dir(
+    shared: &Shared,
     run: &Arc<JobRun>,
     sheet: &PlannedSheet,
+    known: Option<crate::isolation::Worktree>,
 ) -> Result<(PathBuf, Option<crate::isolation::Worktree>), String> {
     if !crate::sheet_worktrees::per_sheet(&run.config) {
         return Ok((run.working_dir.clone(), None));
     }
-    if let Some(wt) = lock(&run.sheet_worktrees).get(&sheet.num) {
-        return Ok((wt.working_directory().to_path_buf(), Some(wt.clone())));
+    if let Some(wt) = known {
+        return Ok((wt.working_directory().to_path_buf(), Some(wt)));
     }
     let task = mozart_config::tasks::task_of(&run.config, sheet.movement, sheet.voice);
     let branch = task.map(|t| t.branch.clone());
@@ -546,18 +543,21 @@ pub(crate) async fn sheet_dir(
     .await
     .map_err(|e| e.to_string())?
     .map_err(|e| format!("cannot create the worktree of sheet {}: {e}", sheet.num))?;
-    lock(&run.sheet_worktrees).insert(sheet.num, wt.clone());
+    let (keep, num) = (wt.clone(), sheet.num);
+    shared.table.tell_rt(&run.job_id, move |rt| {
+        rt.sheet_worktrees.insert(num, keep);
+    });
     Ok((wt.working_directory().to_path_buf(), Some(wt)))
 }
 
 /// Start a reviewed sheet's attempt: read the loop state, pick up a pending output, bring
 /// the memory files up to date. `None` when the sheet is not reviewed.
 pub(crate) fn begin(
-    shared: &Shared,
     run: &JobRun,
     sheet: &PlannedSheet,
     workdir: &Path,
     own_tree: bool,
+    state: ReviewState,
 ) -> Result<Option<SheetLoop>, String> {
     let Some(cfg) = settings(run, sheet) else {
         return Ok(None);
@@ -572,7 +572,6 @@ pub(crate) fn begin(
             },
             |t| t.text.clone(),
         );
-    let state = state(shared, &run.job_id, sheet.num);
     let dispatch_only = state.verdict.as_deref() == Some("DONE") && state.dispatched.is_none();
     let iteration = if dispatch_only {
         state.iteration
@@ -619,66 +618,86 @@ pub(crate) fn replayed(output: String) -> ExecutionResult {
     }
 }
 
-/// After the worker's attempt passed its validations: ask the reviewer (unless only the
-/// dispatch is left), record the verdict, dispatch on `DONE`, and turn the attempt result
-/// into what the baton must do next.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn conclude(
-    shared: &Arc<Shared>,
-    run: &Arc<JobRun>,
-    sheet: &PlannedSheet,
-    lp: SheetLoop,
-    dir: &Path,
-    worktree: Option<crate::isolation::Worktree>,
-    output: &str,
+/// A worker's attempt that passed its validations, on its way to the reviewer.
+#[derive(Clone, Copy)]
+pub(crate) struct Review<'a> {
+    pub shared: &'a Arc<Shared>,
+    pub run: &'a Arc<JobRun>,
+    pub sheet: &'a PlannedSheet,
+    /// The job's backends built so far (the reviewer's instrument may be among them).
+    pub backends: &'a HashMap<String, Arc<dyn mozart_backends::Backend>>,
+    /// Where the worker worked.
+    pub dir: &'a Path,
+    /// The worker's output.
+    pub output: &'a str,
+}
+
+/// Fail the attempt with `kind`: what the baton does next (wait, retry, give up) follows
+/// from it.
+fn fail(
     r: &mut mozart_baton::AttemptResult,
     details: &mut super::musician::AttemptDetails,
+    kind: FailureKind,
+    message: String,
 ) {
-    use mozart_baton::{Failure, FailureKind};
-    let branch = worktree.as_ref().map(|w| w.branch.clone());
-    let fail = |r: &mut mozart_baton::AttemptResult,
-                details: &mut super::musician::AttemptDetails,
-                kind: FailureKind,
-                message: String| {
-        details.error_message = Some(message.clone());
-        details.error_category = Some(
-            match kind {
-                FailureKind::RateLimited { .. } => "rate_limit",
-                FailureKind::Fatal | FailureKind::Rejected => "fatal",
-                FailureKind::Validation => "validation",
-                _ => "transient",
-            }
-            .into(),
-        );
-        if !matches!(kind, FailureKind::Validation) {
-            r.execution_success = false;
+    details.error_message = Some(message.clone());
+    details.error_category = Some(
+        match kind {
+            FailureKind::RateLimited { .. } => "rate_limit",
+            FailureKind::Fatal | FailureKind::Rejected => "fatal",
+            FailureKind::Validation => "validation",
+            _ => "transient",
         }
-        r.validations_total = r.validations_total.max(1);
-        r.validations_passed = 0;
-        r.validation_pass_rate = 0.0;
-        r.failure = Some(Failure {
-            kind,
-            code: None,
-            message,
-        });
-    };
-    let state = if lp.dispatch_only {
-        lp.state.clone()
-    } else {
-        save_pending(run, sheet.num, lp.iteration, output);
-        let verdict = match run_reviewer(
-            shared,
-            run,
-            sheet,
-            &lp.cfg,
-            &lp.task_text,
-            (lp.iteration, lp.max),
-            dir,
-            branch.as_deref(),
-            output,
-        )
-        .await
-        {
+        .into(),
+    );
+    if !matches!(kind, FailureKind::Validation) {
+        r.execution_success = false;
+    }
+    r.validations_total = r.validations_total.max(1);
+    r.validations_passed = 0;
+    r.validation_pass_rate = 0.0;
+    r.failure = Some(Failure {
+        kind,
+        code: None,
+        message,
+    });
+}
+
+impl Review<'_> {
+    /// Ask the reviewer (unless only the dispatch is left), record the verdict, dispatch on
+    /// `DONE`, and turn the attempt result into what the baton must do next.
+    pub(crate) async fn conclude(
+        self,
+        lp: SheetLoop,
+        worktree: Option<crate::isolation::Worktree>,
+        r: &mut mozart_baton::AttemptResult,
+        details: &mut super::musician::AttemptDetails,
+    ) {
+        let branch = worktree.as_ref().map(|w| w.branch.clone());
+        let state = if lp.dispatch_only {
+            lp.state.clone()
+        } else {
+            match self.verdict(&lp, branch.as_deref(), r, details).await {
+                Some(state) => state,
+                None => return,
+            }
+        };
+        self.deliver(&lp, state, worktree, r, details).await;
+    }
+
+    /// The reviewer's verdict on this iteration: the loop state on `DONE`; None when the
+    /// attempt ends here (a `RETRY`, or the reviewer could not answer).
+    async fn verdict(
+        &self,
+        lp: &SheetLoop,
+        branch: Option<&str>,
+        r: &mut mozart_baton::AttemptResult,
+        details: &mut super::musician::AttemptDetails,
+    ) -> Option<ReviewState> {
+        let (run, sheet) = (self.run, self.sheet);
+        save_pending(run, sheet.num, lp.iteration, self.output);
+        let iterations = (lp.iteration, lp.max);
+        let verdict = match run_reviewer(self, &lp.cfg, &lp.task_text, iterations, branch).await {
             Outcome::Verdict(v, cost) => {
                 r.cost_usd += cost;
                 details.cost_usd += cost;
@@ -687,75 +706,72 @@ pub(crate) async fn conclude(
             Outcome::RateLimited(wait, message) => {
                 // Tempo, not failure: the sheet waits, then the reviewer is asked again
                 // (the saved output spares the worker).
-                fail(
-                    r,
-                    details,
-                    FailureKind::RateLimited { reset_after: wait },
-                    message,
-                );
-                return;
+                let kind = FailureKind::RateLimited { reset_after: wait };
+                fail(r, details, kind, message);
+                return None;
             }
             Outcome::Failed(message) => {
                 fail(r, details, FailureKind::Transient, message);
-                return;
+                return None;
             }
             Outcome::Broken(message) => {
                 fail(r, details, FailureKind::Rejected, message);
-                return;
+                return None;
             }
         };
-        let state = after_verdict(lp.state.clone(), lp.iteration, &verdict, branch.as_deref());
+        let state = after_verdict(lp.state.clone(), lp.iteration, &verdict, branch);
         tracing::info!(job_id = %run.job_id, sheet = sheet.num, iteration = lp.iteration, verdict = ?state.verdict, "review.verdict");
         details.review = Some(state.clone());
-        if let Verdict::Retry(feedback) = &verdict {
-            clear_pending(run, sheet.num);
-            if lp.iteration >= lp.max {
-                fail(
-                    r,
-                    details,
-                    FailureKind::Rejected,
-                    format!(
-                        "reviewer loop: no DONE after {} iteration{}; last feedback: {feedback}",
-                        lp.iteration,
-                        if lp.iteration == 1 { "" } else { "s" }
-                    ),
-                );
-            } else {
-                fail(
-                    r,
-                    details,
-                    FailureKind::Validation,
-                    format!("reviewer: RETRY (iteration {}): {feedback}", lp.iteration),
-                );
-            }
-            return;
-        }
-        state
-    };
-    // DONE: dispatch, then release the task's worktree (its branch stays).
-    let task = mozart_config::tasks::task_of(&run.config, sheet.movement, sheet.voice).cloned();
-    let (run2, dir2, wt2, text, out) = (
-        run.clone(),
-        lp.memory_dir.clone(),
-        worktree.clone(),
-        lp.task_text.clone(),
-        output.to_string(),
-    );
-    let (num, iterations) = (sheet.num, state.iteration);
-    let dispatched = tokio::task::spawn_blocking(move || {
-        let f = Finished {
-            run: &run2,
-            sheet: num,
-            task: task.as_ref(),
-            task_text: &text,
-            dir: &dir2,
-            worktree: wt2.as_ref(),
-            iterations,
-            output: &out,
+        let Verdict::Retry(feedback) = &verdict else {
+            return Some(state);
         };
-        let result = dispatch(&f);
-        if result.is_ok() {
-            if let Some(wt) = &wt2 {
+        clear_pending(run, sheet.num);
+        if lp.iteration >= lp.max {
+            let message = format!(
+                "reviewer loop: no DONE after {} iteration{}; last feedback: {feedback}",
+                lp.iteration,
+                if lp.iteration == 1 { "" } else { "s" }
+            );
+            fail(r, details, FailureKind::Rejected, message);
+        } else {
+            let message = format!("reviewer: RETRY (iteration {}): {feedback}", lp.iteration);
+            fail(r, details, FailureKind::Validation, message);
+        }
+        None
+    }
+
+    /// `DONE`: dispatch the result, then release the task's worktree (its branch stays).
+    async fn deliver(
+        &self,
+        lp: &SheetLoop,
+        mut state: ReviewState,
+        worktree: Option<crate::isolation::Worktree>,
+        r: &mut mozart_baton::AttemptResult,
+        details: &mut super::musician::AttemptDetails,
+    ) {
+        let (run, sheet) = (self.run, self.sheet);
+        let branch = worktree.as_ref().map(|w| w.branch.clone());
+        let task = mozart_config::tasks::task_of(&run.config, sheet.movement, sheet.voice).cloned();
+        let (run2, dir2, text, out) = (
+            run.clone(),
+            lp.memory_dir.clone(),
+            lp.task_text.clone(),
+            self.output.to_string(),
+        );
+        let (num, iterations) = (sheet.num, state.iteration);
+        let dispatched = tokio::task::spawn_blocking(move || {
+            let f = Finished {
+                run: &run2,
+                sheet: num,
+                task: task.as_ref(),
+                task_text: &text,
+                dir: &dir2,
+                worktree: worktree.as_ref(),
+                iterations,
+                output: &out,
+            };
+            let result = dispatch(&f);
+            if let (Ok(_), Some(wt)) = (&result, &worktree) {
                 if let Err(e) = crate::sheet_worktrees::finish(
                     &run2.config,
                     &run2.job_id,
@@ -766,35 +782,32 @@ pub(crate) async fn conclude(
                     tracing::warn!(job_id = %run2.job_id, sheet = num, error = %e, "isolation.sheet_worktree_cleanup_failed");
                 }
             }
-        }
-        result
-    })
-    .await
-    .unwrap_or_else(|e| Err(e.to_string()));
-    let mut state = state;
-    match dispatched {
-        Ok(place) => {
-            clear_pending(run, sheet.num);
-            lock(&run.sheet_worktrees).remove(&sheet.num);
-            state.dispatched = Some(place.unwrap_or_else(|| "none".into()));
-            details.review = Some(state);
-        }
-        Err(e) => {
-            details.review = Some(state);
-            let mode = run
-                .config
-                .tasks
-                .as_ref()
-                .map_or("none", |t| t.dispatch.as_str());
-            let kept = branch
-                .map(|b| format!("; the work stays on branch {b}"))
-                .unwrap_or_default();
-            fail(
-                r,
-                details,
-                FailureKind::Rejected,
-                format!("dispatch {mode} failed (hook): {e}{kept}"),
-            );
+            result
+        })
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()));
+        match dispatched {
+            Ok(place) => {
+                clear_pending(run, sheet.num);
+                self.shared.table.tell_rt(&run.job_id, move |rt| {
+                    rt.sheet_worktrees.remove(&num);
+                });
+                state.dispatched = Some(place.unwrap_or_else(|| "none".into()));
+                details.review = Some(state);
+            }
+            Err(e) => {
+                details.review = Some(state);
+                let mode = run
+                    .config
+                    .tasks
+                    .as_ref()
+                    .map_or("none", |t| t.dispatch.as_str());
+                let kept = branch
+                    .map(|b| format!("; the work stays on branch {b}"))
+                    .unwrap_or_default();
+                let message = format!("dispatch {mode} failed (hook): {e}{kept}");
+                fail(r, details, FailureKind::Rejected, message);
+            }
         }
     }
 }

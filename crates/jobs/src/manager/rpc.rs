@@ -46,18 +46,21 @@ fn rejected(job_id: &str, message: impl Into<String>) -> JobResponse {
 }
 
 /// Sheets of `job_id` still running an attempt (the live checkpoint's `in_progress` ones).
-fn in_flight(m: &JobManager, job_id: &str) -> Vec<u32> {
-    lock(&m.shared.jobs)
-        .get(job_id)
-        .and_then(|e| e.live.as_ref())
-        .map(|live| {
-            live.sheets
-                .values()
-                .filter(|s| s.status == SheetStatus::InProgress)
-                .map(|s| s.sheet_num)
-                .collect()
-        })
-        .unwrap_or_default()
+async fn in_flight(m: &JobManager, job_id: &str) -> Vec<u32> {
+    m.with_entry(job_id, |e| {
+        e.live
+            .as_ref()
+            .map(|live| {
+                live.sheets
+                    .values()
+                    .filter(|s| s.status == SheetStatus::InProgress)
+                    .map(|s| s.sheet_num)
+                    .collect()
+            })
+            .unwrap_or_default()
+    })
+    .await
+    .unwrap_or_default()
 }
 
 /// `job.modify` (conductor.md §6.8). A running job is paused and, once the sheets already
@@ -70,9 +73,9 @@ async fn modify(
     config: String,
     workspace: Option<String>,
 ) -> JobResponse {
-    match m.current_status(&job_id) {
+    match m.current_status(&job_id).await {
         Ok(DaemonJobStatus::Running) => {
-            if let Err(e) = m.pause(&job_id) {
+            if let Err(e) = m.pause(&job_id).await {
                 return rejected(&job_id, e);
             }
             let file_name = std::path::Path::new(&config)
@@ -88,7 +91,7 @@ async fn modify(
                 )),
             }
         }
-        Ok(DaemonJobStatus::Paused) if !in_flight(m, &job_id).is_empty() => {
+        Ok(DaemonJobStatus::Paused) if !in_flight(m, &job_id).await.is_empty() => {
             resume_when_settled(m.clone(), ctx.clone(), job_id.clone(), config, workspace);
             JobResponse {
                 job_id,
@@ -163,14 +166,14 @@ fn resume_when_settled(
                 tracing::info!(job_id, "pending modify replaced by a newer one");
                 return;
             }
-            match m.current_status(&job_id) {
+            match m.current_status(&job_id).await {
                 Ok(DaemonJobStatus::Paused | DaemonJobStatus::Failed) => {}
                 other => {
                     tracing::info!(job_id, status = ?other, "pending modify dropped: the job is no longer paused");
                     return;
                 }
             }
-            if in_flight(&m, &job_id).is_empty() {
+            if in_flight(&m, &job_id).await.is_empty() {
                 break;
             }
             tokio::time::sleep(SETTLE_POLL).await;
@@ -189,47 +192,66 @@ fn resume_when_settled(
     });
 }
 
-/// Register every `job.*` method of conductor.md §8, served by `mgr`.
-pub fn register(module: &mut RpcModule<Ctx>, mgr: JobManager) -> Result<(), ConductorError> {
-    let reg = |err: mozart_ipc::jsonrpsee::core::RegisterMethodError| {
-        ConductorError::Register(err.to_string())
-    };
-
-    let m = mgr.clone();
+/// Register `name`, served by `handle` with the manager, the context and typed parameters.
+fn job_method<P, F, Fut>(
+    module: &mut RpcModule<Ctx>,
+    name: &'static str,
+    mgr: &JobManager,
+    handle: F,
+) -> Result<(), ConductorError>
+where
+    P: serde::de::DeserializeOwned + Send + 'static,
+    F: Fn(JobManager, Ctx, P) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = RpcResult> + Send + 'static,
+{
+    let mgr = mgr.clone();
     module
-        .register_async_method(methods::JOB_SUBMIT, move |params, ctx, _| {
-            let m = m.clone();
+        .register_async_method(name, move |params, ctx, _| {
+            let (m, handle) = (mgr.clone(), handle.clone());
             async move {
-                let p: JobRequest = parse_params(&params).map_err(ErrorObjectOwned::from)?;
-                let req = SubmitRequest {
-                    config_path: p.config_path,
-                    workspace: p.workspace,
-                    fresh: p.fresh,
-                    start_sheet: p.start_sheet,
-                    self_healing: p.self_healing,
-                    chain_depth: p.chain_depth,
-                    resume_of: None,
-                    parent_job_id: None,
-                    no_reload: false,
-                };
-                to_value(m.submit(&ctx, req).await)
+                let p: P = parse_params(&params).map_err(ErrorObjectOwned::from)?;
+                handle(m, Arc::clone(&ctx), p).await
             }
         })
-        .map_err(reg)?;
+        .map(|_| ())
+        .map_err(|err| ConductorError::Register(err.to_string()))
+}
 
-    let m = mgr.clone();
-    module
-        .register_method(methods::JOB_STATUS, move |params, _, _| {
-            let p: JobIdParams = parse_params(&params).map_err(ErrorObjectOwned::from)?;
-            to_value(m.status(&p.job_id).map_err(job_error)?)
-        })
-        .map_err(reg)?;
+/// Register every `job.*` method of conductor.md §8, served by `mgr`.
+pub fn register(module: &mut RpcModule<Ctx>, mgr: JobManager) -> Result<(), ConductorError> {
+    register_lifecycle(module, &mgr)?;
+    register_reports(module, &mgr)?;
+    monitor::register(module, mgr.clone())?;
+    logs::register(module, mgr)
+}
 
-    let m = mgr.clone();
-    module
-        .register_method(methods::JOB_PAUSE, move |params, _, _| {
-            let p: JobIdParams = parse_params(&params).map_err(ErrorObjectOwned::from)?;
-            to_value(match m.pause(&p.job_id) {
+/// Methods that change a job: submit, pause, resume, modify, cancel, clear.
+fn register_lifecycle(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(), ConductorError> {
+    job_method(
+        module,
+        methods::JOB_SUBMIT,
+        mgr,
+        |m, ctx, p: JobRequest| async move {
+            let req = SubmitRequest {
+                config_path: p.config_path,
+                workspace: p.workspace,
+                fresh: p.fresh,
+                start_sheet: p.start_sheet,
+                self_healing: p.self_healing,
+                chain_depth: p.chain_depth,
+                resume_of: None,
+                parent_job_id: None,
+                no_reload: false,
+            };
+            to_value(m.submit(&ctx, req).await)
+        },
+    )?;
+    job_method(
+        module,
+        methods::JOB_PAUSE,
+        mgr,
+        |m, _, p: JobIdParams| async move {
+            to_value(match m.pause(&p.job_id).await {
                 Ok(()) => PauseResult {
                     paused: true,
                     error: None,
@@ -239,150 +261,148 @@ pub fn register(module: &mut RpcModule<Ctx>, mgr: JobManager) -> Result<(), Cond
                     error: Some(e),
                 },
             })
-        })
-        .map_err(reg)?;
-
-    let m = mgr.clone();
-    module
-        .register_async_method(methods::JOB_RESUME, move |params, ctx, _| {
-            let m = m.clone();
-            async move {
-                let p: ResumeParams = parse_params(&params).map_err(ErrorObjectOwned::from)?;
-                let ws = p.workspace.filter(|w| !w.is_empty());
-                let config = p.config_path.filter(|c| !c.is_empty());
-                if let Some(config) = config.clone() {
-                    if m.current_status(&p.job_id) == Ok(DaemonJobStatus::Paused)
-                        && !in_flight(&m, &p.job_id).is_empty()
-                    {
-                        // A new score replaces the job's registration; doing that now would
-                        // kill the sheets still finishing after the pause.
-                        resume_when_settled(
-                            m.clone(),
-                            Arc::clone(&ctx),
-                            p.job_id.clone(),
-                            config,
-                            ws,
-                        );
-                        return to_value(JobResponse {
-                            job_id: p.job_id,
-                            status: JobResponseStatus::Accepted,
-                            message: Some("Job resume queued".into()),
-                        });
-                    }
+        },
+    )?;
+    job_method(
+        module,
+        methods::JOB_RESUME,
+        mgr,
+        |m, ctx, p: ResumeParams| async move {
+            let ws = p.workspace.filter(|w| !w.is_empty());
+            let config = p.config_path.filter(|c| !c.is_empty());
+            if let Some(config) = config.clone() {
+                if m.current_status(&p.job_id).await == Ok(DaemonJobStatus::Paused)
+                    && !in_flight(&m, &p.job_id).await.is_empty()
+                {
+                    // A new score replaces the job's registration; doing that now would kill
+                    // the sheets still finishing after the pause.
+                    resume_when_settled(m.clone(), Arc::clone(&ctx), p.job_id.clone(), config, ws);
+                    return to_value(JobResponse {
+                        job_id: p.job_id,
+                        status: JobResponseStatus::Accepted,
+                        message: Some("Job resume queued".into()),
+                    });
                 }
-                to_value(m.resume(&ctx, &p.job_id, config, ws, p.no_reload).await)
             }
-        })
-        .map_err(reg)?;
-
-    let m = mgr.clone();
-    module
-        .register_async_method(methods::JOB_MODIFY, move |params, ctx, _| {
-            let m = m.clone();
-            async move {
-                let p: ModifyParams = parse_params(&params).map_err(ErrorObjectOwned::from)?;
-                let Some(config) = p.config_path.filter(|c| !c.is_empty()) else {
-                    return to_value(rejected(&p.job_id, "config_path required"));
-                };
-                let ws = p.workspace.filter(|w| !w.is_empty());
-                to_value(modify(&m, &ctx, p.job_id, config, ws).await)
-            }
-        })
-        .map_err(reg)?;
-
-    let m = mgr.clone();
-    module
-        .register_method(methods::JOB_CANCEL, move |params, _, _| {
-            let p: JobIdParams = parse_params(&params).map_err(ErrorObjectOwned::from)?;
+            to_value(m.resume(&ctx, &p.job_id, config, ws, p.no_reload).await)
+        },
+    )?;
+    job_method(
+        module,
+        methods::JOB_MODIFY,
+        mgr,
+        |m, ctx, p: ModifyParams| async move {
+            let Some(config) = p.config_path.filter(|c| !c.is_empty()) else {
+                return to_value(rejected(&p.job_id, "config_path required"));
+            };
+            let ws = p.workspace.filter(|w| !w.is_empty());
+            to_value(modify(&m, &ctx, p.job_id, config, ws).await)
+        },
+    )?;
+    job_method(
+        module,
+        methods::JOB_CANCEL,
+        mgr,
+        |m, _, p: JobIdParams| async move {
             to_value(CancelResult {
-                cancelled: m.cancel(&p.job_id),
+                cancelled: m.cancel(&p.job_id).await,
             })
-        })
-        .map_err(reg)?;
-
-    let m = mgr.clone();
-    module
-        .register_method(methods::JOB_LIST, move |_, _, _| {
-            to_value(m.list().map_err(job_error)?)
-        })
-        .map_err(reg)?;
-
-    let m = mgr.clone();
-    module
-        .register_method(methods::JOB_CLEAR, move |params, _, _| {
-            let p: ClearParams = parse_params(&params).map_err(ErrorObjectOwned::from)?;
+        },
+    )?;
+    job_method(
+        module,
+        methods::JOB_CLEAR,
+        mgr,
+        |m, _, p: ClearParams| async move {
             let deleted = m
                 .clear(p.statuses, p.older_than_seconds, p.job_ids)
+                .await
                 .map_err(job_error)?;
             to_value(ClearResult { deleted })
-        })
-        .map_err(reg)?;
+        },
+    )
+}
 
-    let m = mgr.clone();
-    module
-        .register_async_method(methods::JOB_RECOVER, move |params, _, _| {
-            let m = m.clone();
-            async move {
-                let p: RecoverParams = parse_params(&params).map_err(ErrorObjectOwned::from)?;
-                // Unknown jobs answer as every job-reading method does.
-                m.status(&p.job_id).map_err(job_error)?;
-                let recovery = super::recover_sheets::recover(&m, &p)
-                    .await
-                    .map_err(job_error)?;
-                let state = m.status(&p.job_id).map_err(job_error)?;
-                let workspace = state.workspace().map(str::to_owned);
-                to_value(RecoverResult {
-                    state,
-                    workspace,
-                    dry_run: p.dry_run || !recovery.iter().any(|s| s.recovered),
-                    sheet_num: p.sheet_num,
-                    recovery: Some(recovery),
-                })
-            }
-        })
-        .map_err(reg)?;
-
-    for name in [methods::JOB_ERRORS, methods::JOB_DIAGNOSE] {
-        let m = mgr.clone();
-        module
-            .register_method(name, move |params, _, _| {
-                let p: JobIdParams = parse_params(&params).map_err(ErrorObjectOwned::from)?;
-                let state = m.status(&p.job_id).map_err(job_error)?;
-                let workspace = state.workspace().map(str::to_owned);
-                match name {
-                    methods::JOB_ERRORS => to_value(ErrorsResult { state }),
-                    _ => to_value(DiagnoseResult { state, workspace }),
-                }
+/// Methods that report on jobs: status, list, errors, diagnose, history, recover.
+fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(), ConductorError> {
+    job_method(
+        module,
+        methods::JOB_STATUS,
+        mgr,
+        |m, _, p: JobIdParams| async move { to_value(m.status(&p.job_id).await.map_err(job_error)?) },
+    )?;
+    job_method(
+        module,
+        methods::JOB_LIST,
+        mgr,
+        |m, _, _: serde::de::IgnoredAny| async move { to_value(m.list().await.map_err(job_error)?) },
+    )?;
+    job_method(
+        module,
+        methods::JOB_RECOVER,
+        mgr,
+        |m, _, p: RecoverParams| async move {
+            // Unknown jobs answer as every job-reading method does.
+            m.status(&p.job_id).await.map_err(job_error)?;
+            let recovery = super::recover_sheets::recover(&m, &p)
+                .await
+                .map_err(job_error)?;
+            let state = m.status(&p.job_id).await.map_err(job_error)?;
+            let workspace = state.workspace().map(str::to_owned);
+            to_value(RecoverResult {
+                state,
+                workspace,
+                dry_run: p.dry_run || !recovery.iter().any(|s| s.recovered),
+                sheet_num: p.sheet_num,
+                recovery: Some(recovery),
             })
-            .map_err(reg)?;
+        },
+    )?;
+    job_method(
+        module,
+        methods::JOB_ERRORS,
+        mgr,
+        |m, _, p: JobIdParams| async move {
+            let state = m.status(&p.job_id).await.map_err(job_error)?;
+            to_value(ErrorsResult { state })
+        },
+    )?;
+    job_method(
+        module,
+        methods::JOB_DIAGNOSE,
+        mgr,
+        |m, _, p: JobIdParams| async move {
+            let state = m.status(&p.job_id).await.map_err(job_error)?;
+            let workspace = state.workspace().map(str::to_owned);
+            to_value(DiagnoseResult { state, workspace })
+        },
+    )?;
+    job_method(
+        module,
+        methods::JOB_HISTORY,
+        mgr,
+        |m, _, p: HistoryParams| async move { history(&m, p) },
+    )
+}
+
+/// `job.history` (ours: `mozart history` through the conductor): the job's attempts, newest first.
+fn history(m: &JobManager, p: HistoryParams) -> RpcResult {
+    let limit = if p.limit == 0 { 50 } else { p.limit };
+    let registry = lock(&m.shared.registry);
+    if registry
+        .get_job(&p.job_id)
+        .map_err(|e| job_error(e.into()))?
+        .is_none()
+    {
+        return Err(job_error(JobError::NotFound(p.job_id)));
     }
-
-    monitor::register(module, mgr.clone())?;
-    logs::register(module, mgr.clone())?;
-
-    let m = mgr;
-    module
-        .register_method(methods::JOB_HISTORY, move |params, _, _| {
-            let p: HistoryParams = parse_params(&params).map_err(ErrorObjectOwned::from)?;
-            let limit = if p.limit == 0 { 50 } else { p.limit };
-            let registry = lock(&m.shared.registry);
-            if registry
-                .get_job(&p.job_id)
-                .map_err(|e| job_error(e.into()))?
-                .is_none()
-            {
-                return Err(job_error(JobError::NotFound(p.job_id)));
-            }
-            let rows = registry
-                .attempts(&p.job_id, p.sheet_num, limit as usize)
-                .map_err(|e| job_error(e.into()))?;
-            // The registry records every attempt, so history always exists (possibly empty).
-            to_value(HistoryResult {
-                job_id: p.job_id,
-                has_history: true,
-                records: rows.iter().map(wire::history_record).collect(),
-            })
-        })
-        .map_err(reg)?;
-    Ok(())
+    let rows = registry
+        .attempts(&p.job_id, p.sheet_num, limit as usize)
+        .map_err(|e| job_error(e.into()))?;
+    // The registry records every attempt, so history always exists (possibly empty).
+    to_value(HistoryResult {
+        job_id: p.job_id,
+        has_history: true,
+        records: rows.iter().map(wire::history_record).collect(),
+    })
 }

@@ -1,7 +1,7 @@
 //! `job.submit` (conductor.md §6.4), also used by resume and restart recovery.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use mozart_baton::Event;
 use mozart_config::{load_score, JobConfig, SheetPlan};
@@ -81,7 +81,7 @@ async fn pipeline(
     let (plan, renderer) = plan(&config, config_path, &workspace)?;
 
     let _guard = mgr.shared.submit_lock.lock().await;
-    ensure_not_running(mgr, job_id)?;
+    ensure_not_running(mgr, job_id).await?;
     let previous = carry_over(mgr, job_id, config_path, &config, &plan, &workspace, &req);
     let record = build_record(
         mgr,
@@ -124,14 +124,9 @@ async fn pipeline(
         renderer,
         working_dir,
         worktree,
-        sheet_worktrees: Mutex::new(Default::default()),
         workspace,
-        attempt_details: Mutex::new(Default::default()),
-        mtimes: Mutex::new(Default::default()),
-        live: Mutex::new(Default::default()),
-        backends: Default::default(),
     };
-    register(mgr, record, checkpoint, run, req.self_healing)
+    register(mgr, record, checkpoint, run, req.self_healing).await
 }
 
 /// Parse: the score file, or the registry's copy of it (`no_reload`).
@@ -213,13 +208,14 @@ fn plan(
 }
 
 /// Refuse a job that is already queued or running here.
-fn ensure_not_running(mgr: &JobManager, job_id: &str) -> Step<()> {
-    let jobs = lock(&mgr.shared.jobs);
-    let Some(entry) = jobs.get(job_id) else {
+async fn ensure_not_running(mgr: &JobManager, job_id: &str) -> Step<()> {
+    let Some((running, s)) = mgr
+        .with_entry(job_id, |e| (e.run.is_some(), e.record.status))
+        .await
+    else {
         return Ok(());
     };
-    let s = entry.record.status;
-    if entry.run.is_some() && matches!(s, DaemonJobStatus::Queued | DaemonJobStatus::Running) {
+    if running && matches!(s, DaemonJobStatus::Queued | DaemonJobStatus::Running) {
         return Err(Rejection(format!(
             "Job '{job_id}' is already {}. Use 'mozart pause' or 'mozart cancel' first, or wait for it to finish.",
             s.as_str()
@@ -412,7 +408,7 @@ fn persist(
 }
 
 /// Register: the job joins the manager's table and the baton loop.
-fn register(
+async fn register(
     mgr: &JobManager,
     record: JobRecord,
     checkpoint: CheckpointState,
@@ -421,18 +417,15 @@ fn register(
 ) -> Step<JobResponse> {
     let job_id = run.job_id.clone();
     let spec = specs::job_spec(&job_id, &run.config, &run.plan, &checkpoint, self_healing);
-    lock(&mgr.shared.jobs).insert(
-        job_id.clone(),
-        JobEntry {
-            record,
-            live: Some(checkpoint),
-            run: Some(Arc::new(run)),
-            halted: false,
-            final_sheets: Vec::new(),
-        },
-    );
+    // Into the table before the baton hears of the job (a call runs before a later event).
+    let entry = JobEntry::new(record, Some(checkpoint), Some(Arc::new(run)));
+    let id = job_id.clone();
+    mgr.shared.table.tell(move |h| {
+        h.table.jobs.insert(id, entry);
+    });
     if let Err(e) = mgr.send(Event::RegisterJob(Box::new(spec))) {
-        mgr.set_status(&job_id, DaemonJobStatus::Failed, Some(&e));
+        mgr.set_status(&job_id, DaemonJobStatus::Failed, Some(&e))
+            .await;
         return Err(Rejection(e));
     }
     Ok(JobResponse {

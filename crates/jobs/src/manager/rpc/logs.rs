@@ -12,7 +12,7 @@ use mozart_ipc::types::{LogFollowItem, LogFollowParams};
 use mozart_ipc::{methods, parse_params, RpcModule};
 use serde_json::{json, Map, Value};
 
-use super::super::{lock, JobManager};
+use super::super::JobManager;
 use mozart_conductor::{ConductorCtx, ConductorError};
 
 type Ctx = Arc<ConductorCtx>;
@@ -93,24 +93,29 @@ fn backlog(path: &std::path::Path, job: Option<&str>, n: usize) -> Vec<String> {
 }
 
 /// Progress entries for the running sheets of `job` whose activity changed since `seen`.
-fn progress_entries(
+async fn progress_entries(
     mgr: &JobManager,
     job: Option<&str>,
     seen: &mut std::collections::HashMap<(String, u32), u64>,
 ) -> Vec<Map<String, Value>> {
-    let running: Vec<(String, u32, Arc<mozart_backends::Progress>)> = {
-        let jobs = lock(&mgr.shared.jobs);
-        jobs.iter()
-            .filter(|(id, _)| job.is_none_or(|j| j == id.as_str()))
-            .filter_map(|(id, e)| Some((id.clone(), e.run.clone()?)))
-            .flat_map(|(id, run)| {
-                lock(&run.live)
-                    .iter()
-                    .map(|(n, p)| (id.clone(), *n, Arc::clone(p)))
-                    .collect::<Vec<_>>()
-            })
-            .collect()
-    };
+    let job = job.map(str::to_string);
+    let running: Vec<(String, u32, Arc<mozart_backends::Progress>)> = mgr
+        .shared
+        .table
+        .call(move |h| {
+            h.table
+                .jobs
+                .iter()
+                .filter(|(id, _)| job.as_deref().is_none_or(|j| j == id.as_str()))
+                .flat_map(|(id, e)| {
+                    e.rt.live
+                        .iter()
+                        .map(|(n, p)| (id.clone(), *n, Arc::clone(p)))
+                })
+                .collect()
+        })
+        .await
+        .unwrap_or_default();
     let mut out = Vec::new();
     for (id, sheet, progress) in running {
         let a = progress.activity();
@@ -221,7 +226,7 @@ pub(in crate::manager) fn register(
                                 return;
                             }
                         }
-                        for entry in progress_entries(&mgr, job.as_deref(), &mut seen) {
+                        for entry in progress_entries(&mgr, job.as_deref(), &mut seen).await {
                             if !send(&mut sink, LogFollowItem::Entry(entry)) {
                                 return;
                             }

@@ -24,6 +24,7 @@ use mozart_state::{DaemonJobStatus, SheetStatus};
 use serde_json::json;
 use sysinfo::{Pid, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
 
+use super::super::table::JobTable;
 use super::super::{lock, JobManager};
 use mozart_conductor::probe::round1;
 use mozart_conductor::{ConductorCtx, ConductorError};
@@ -314,7 +315,14 @@ fn snapshot(profiler: &Mutex<Profiler>, ctx: &ConductorCtx, mgr: &JobManager) ->
 
 /// Running jobs, sheets in flight, and the progress of every job not yet finished.
 fn job_figures(mgr: &JobManager) -> (u64, u64, Vec<JobProgress>) {
-    let jobs = lock(&mgr.shared.jobs);
+    mgr.shared
+        .table
+        .call_blocking(|h| table_figures(&h.table))
+        .unwrap_or_default()
+}
+
+fn table_figures(table: &JobTable) -> (u64, u64, Vec<JobProgress>) {
+    let jobs = &table.jobs;
     let mut running = 0;
     let mut active_sheets = 0;
     let mut progress = Vec::new();
@@ -363,10 +371,24 @@ struct StreamCursor {
 
 impl StreamCursor {
     /// Collect the events since the previous poll (none on the first: a stream starts now).
-    fn poll(&mut self, mgr: &JobManager, first: bool) -> Vec<MonitorEvent> {
+    /// Poll on the table's side: the cursor goes to the baton task and comes back with the
+    /// events (None once the baton loop has stopped).
+    async fn poll_table(self, mgr: &JobManager, first: bool) -> Option<(Self, Vec<MonitorEvent>)> {
+        mgr.shared
+            .table
+            .call(move |h| {
+                let mut cursor = self;
+                let events = cursor.poll(&h.table, first);
+                (cursor, events)
+            })
+            .await
+            .ok()
+    }
+
+    fn poll(&mut self, table: &JobTable, first: bool) -> Vec<MonitorEvent> {
         let now = mozart_state::epoch_now();
         let mut out = Vec::new();
-        let jobs = lock(&mgr.shared.jobs);
+        let jobs = &table.jobs;
         let mut seen_jobs = HashSet::new();
         for (id, entry) in jobs.iter() {
             seen_jobs.insert(id.clone());
@@ -405,10 +427,8 @@ impl StreamCursor {
             self.jobs.insert(id.clone(), (status, sheets));
         }
         self.jobs.retain(|id, _| seen_jobs.contains(id));
-        drop(jobs);
 
-        let observed = lock(&mgr.shared.observed);
-        for (id, queue) in observed.iter() {
+        for (id, queue) in table.observed.iter() {
             let (mut last, mut same) = self.observed.get(id).copied().unwrap_or((f64::MIN, 0));
             let (start_last, start_same) = (last, same);
             let mut at_start = 0;
@@ -549,14 +569,19 @@ pub(in crate::manager) fn register(
                     // own profiler never publishes; ours sends one per profiler interval.
                     let period = Duration::from_secs_f64(profiler.interval_seconds.max(1.0));
                     let mut next_snapshot = profiler.enabled.then(tokio::time::Instant::now);
-                    let mut cursor = StreamCursor::default();
-                    cursor.poll(&m, true);
+                    let Some((mut cursor, _)) = StreamCursor::default().poll_table(&m, true).await
+                    else {
+                        return;
+                    };
                     loop {
                         tokio::select! {
                             _ = sink.closed() => return,
                             _ = tokio::time::sleep(STREAM_POLL) => {}
                         }
-                        let mut events = cursor.poll(&m, false);
+                        let Some((next, mut events)) = cursor.poll_table(&m, false).await else {
+                            return;
+                        };
+                        cursor = next;
                         if next_snapshot.is_some_and(|at| tokio::time::Instant::now() >= at) {
                             next_snapshot = Some(tokio::time::Instant::now() + period);
                             let (p, c, mm) = (p.clone(), ctx.clone(), m.clone());
