@@ -12,7 +12,7 @@ use mozart_ipc::types::{
     JobResponseStatus, ModifyParams, PauseResult, RecoverParams, ResumeParams,
 };
 use mozart_ipc::{methods, parse_params, ErrorObjectOwned, RpcError, RpcModule};
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use mozart_state::{DaemonJobStatus, SheetStatus};
 
@@ -21,10 +21,13 @@ use crate::wire;
 use mozart_conductor::{ConductorCtx, ConductorError};
 
 type Ctx = Arc<ConductorCtx>;
-type RpcResult = Result<Value, ErrorObjectOwned>;
+/// A result already serialised: a 1,000-sheet job's status goes straight from the typed
+/// document to its JSON text, with no `serde_json::Value` tree in between (that tree was
+/// most of `job.status`'s transient memory on a big job).
+type RpcResult = Result<Box<RawValue>, ErrorObjectOwned>;
 
 fn to_value<T: serde::Serialize>(value: T) -> RpcResult {
-    serde_json::to_value(value).map_err(|err| RpcError::internal(err).into())
+    serde_json::value::to_raw_value(&value).map_err(|err| RpcError::internal(err).into())
 }
 
 fn job_error(e: JobError) -> ErrorObjectOwned {
