@@ -33,3 +33,21 @@ pub fn trim() {
         nix::libc::malloc_trim(0);
     }
 }
+
+/// Keep glibc to one heap arena (unless the user chose `MALLOC_ARENA_MAX`): a conductor's
+/// threads hand data to each other, so with an arena per thread memory freed in one arena
+/// stays resident while another grows. One arena keeps the conductor's peak over three
+/// 1,000-sheet jobs ~8 MiB lower than two did, at no measurable CPU cost (tcache serves most
+/// allocations without the arena lock; docs/performance.md). Call it before the runtime
+/// starts its threads.
+pub fn one_arena() {
+    if std::env::var_os("MALLOC_ARENA_MAX").is_some() {
+        return;
+    }
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt takes plain integers and only changes glibc's allocator settings.
+    #[allow(unsafe_code)]
+    unsafe {
+        nix::libc::mallopt(nix::libc::M_ARENA_MAX, 1);
+    }
+}

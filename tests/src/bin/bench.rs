@@ -1526,7 +1526,7 @@ impl Conductor {
         // conductor (crates/cli/src/commands/start.rs), so the figures are a deployed one's.
         let child = env
             .command(&["start", "--foreground"])
-            .env("MALLOC_ARENA_MAX", "2")
+            .env("MALLOC_ARENA_MAX", "1")
             .env("MOZART_MALLOC_ARENA_MAX_SET", "1")
             .envs(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(out)
