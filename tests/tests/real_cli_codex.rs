@@ -152,3 +152,55 @@ fn cancel_leaves_no_process() {
     rc.wait_done("rc-cancel", 30);
     mozart_tests::real_cli::assert_no_process(&ws);
 }
+
+#[test]
+fn an_overloaded_api_is_retried_with_backoff_not_parked_as_a_rate_limit() {
+    let Some(rc) = started() else { return };
+    // Each sheet's API answers 503 "overloaded" for 2.5 s. Codex retries by itself (capped
+    // to one retry of each kind here, ~1.5 s), reports "unexpected status 503", and the
+    // conductor retries the sheet with the score's backoff. It used to read "overloaded" as
+    // a rate limit and park the instrument for 5 minutes.
+    let t0 = Instant::now();
+    let score = write_file_score(
+        "rc-overload",
+        &instrument(90),
+        2,
+        "overload mock-ms:2500",
+        "retry: {max_retries: 5, base_delay_seconds: 1, jitter: false}\n",
+    );
+    rc.run_score("rc-overload", &score);
+    // Between the attempts the sheet shows why it is retried.
+    let failed_once = |d: &serde_json::Value| d["sheets"]["1"]["error_code"] == "E103";
+    let doc = rc.wait_for("rc-overload", 40, |d| {
+        failed_once(d) || d["status"] != "running" && d["status"] != "queued"
+    });
+    assert!(failed_once(&doc), "{doc:#}");
+    let sheet = &doc["sheets"]["1"];
+    assert_eq!(sheet["error_category"], "transient", "{doc:#}");
+    let msg = sheet["error_message"].as_str().unwrap();
+    assert!(
+        msg.contains("API overloaded (HTTP 503)") && msg.contains("The server is overloaded"),
+        "{msg}"
+    );
+    let doc = rc.wait_done("rc-overload", 40);
+    assert_eq!(
+        doc["status"],
+        "completed",
+        "{doc:#}\n{}",
+        rc.errors_text("rc-overload")
+    );
+    assert!(t0.elapsed() < Duration::from_secs(50));
+    // Retried, never parked: no rate-limit wait.
+    assert_eq!(doc["execution"]["rate_limit_waits"], 0, "{doc:#}");
+    assert!(
+        doc["execution"]["total_retry_count"].as_u64().unwrap() >= 2,
+        "{doc:#}"
+    );
+    for n in ["1", "2"] {
+        let attempts = doc["sheets"][n]["attempt_count"].as_u64().unwrap();
+        assert!(attempts >= 2, "sheet {n} was retried: {doc:#}");
+    }
+    let statuses: Vec<u16> = rc.mock.requests().iter().map(|r| r.status).collect();
+    assert!(statuses.contains(&503), "{statuses:?}");
+    assert!(statuses.contains(&200), "{statuses:?}");
+}
