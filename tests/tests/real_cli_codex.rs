@@ -204,3 +204,55 @@ fn an_overloaded_api_is_retried_with_backoff_not_parked_as_a_rate_limit() {
     assert!(statuses.contains(&503), "{statuses:?}");
     assert!(statuses.contains(&200), "{statuses:?}");
 }
+
+#[test]
+fn status_and_logs_follow_show_tool_calls_while_the_cli_streams() {
+    let Some(rc) = started() else { return };
+    // The first turn runs the file-writing command at once; the answer after it streams
+    // for ~4 s.
+    let score = write_file_score("rc-live", &instrument(60), 1, "slow mock-ms:1000", "");
+    let follower = rc
+        .env
+        .command(&["logs", "rc-live", "--follow"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn mozart logs --follow");
+    std::thread::sleep(Duration::from_millis(300));
+    rc.run_score("rc-live", &score);
+    let doc = rc.wait_for("rc-live", 60, |d| {
+        d["sheets"]["1"]["live"]["tool_calls"].as_u64().unwrap_or(0) >= 1
+            || d["status"] != "running" && d["status"] != "queued"
+    });
+    assert_eq!(doc["status"], "running", "seen before the end: {doc:#}");
+    let live = &doc["sheets"]["1"]["live"];
+    assert_eq!(live["last_tool"], "command_execution", "{doc:#}");
+    // Codex 0.169 reports tokens only in `turn.completed`, at the end of the run.
+    assert_eq!(live["input_tokens"], 0, "{doc:#}");
+    let text = mozart_tests::stdout(&rc.mozart(&["status", "rc-live"]));
+    assert!(
+        text.contains("Tool calls: 1 (last: command_execution)"),
+        "{text}"
+    );
+    let doc = rc.wait_done("rc-live", 60);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert!(
+        doc["sheets"]["1"].get("live").is_none(),
+        "gone once done: {doc:#}"
+    );
+    // Two API turns (the command, then the answer), counted once the turn completed.
+    assert_eq!(
+        doc["cost"]["total_input_tokens"],
+        2 * INPUT_TOKENS,
+        "{doc:#}"
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    mozart_tests::signal(follower.id(), "INT");
+    let out = follower.wait_with_output().unwrap();
+    let text = mozart_tests::stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("sheet 1: 1 tool call(s) (last: command_execution)"),
+        "{text}"
+    );
+    assert!(text.contains("Stopped following logs."), "{text}");
+}
