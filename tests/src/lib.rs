@@ -1,6 +1,7 @@
 //! Shared helpers for black-box tests: [`TestEnv`] runs the real `mozart` binary against a
 //! real conductor on a temporary socket and Mozart home, with the stand-in AI CLI on `PATH`.
 
+pub mod mochi;
 pub mod mock_api;
 pub mod real_cli;
 
