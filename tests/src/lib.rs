@@ -233,6 +233,27 @@ pub fn alive(pid: u32) -> bool {
     }
 }
 
+/// `git <args>` in `dir` (with a committer identity), its stdout trimmed; panics unless it
+/// succeeds.
+///
+/// # Panics
+/// If git fails.
+#[allow(clippy::expect_used)]
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 /// Stdout of an [`Output`] as text.
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()

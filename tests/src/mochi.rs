@@ -4,10 +4,10 @@
 //! (`tests/mochi_e2e.rs`) and the real Claude Code's (`tests/real_cli_mochi.rs`).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::{json, Value};
 
+use crate::git;
 use crate::TestEnv;
 
 /// The tasks of PRD.md and their slugs; task 2 gets one reviewer `RETRY`.
@@ -22,26 +22,6 @@ pub const FEEDBACK: &str = "add a test for the flag";
 
 /// Text that only the reviewer's prompt holds (its default template's first words).
 pub const REVIEWER_PROMPT: &str = "You review the work";
-
-/// `git <args>` in `dir` (with a committer identity); panics unless it succeeds.
-///
-/// # Panics
-/// If git fails.
-#[allow(clippy::expect_used)]
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 /// A MOCHI project in a test environment.
 #[derive(Debug)]

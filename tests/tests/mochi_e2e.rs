@@ -11,10 +11,8 @@ mod harness;
 use std::path::{Path, PathBuf};
 
 use harness::*;
-use mozart_tests::mochi::{
-    check_outcome, gh_script, git, Project, FEEDBACK, REVIEWER_PROMPT, TASKS,
-};
-use mozart_tests::TestEnv;
+use mozart_tests::mochi::{check_outcome, gh_script, Project, FEEDBACK, REVIEWER_PROMPT, TASKS};
+use mozart_tests::{git, TestEnv};
 use serde_json::{json, Value};
 
 /// The project, its score played by `claude_cli` (which passes the stand-in its script).

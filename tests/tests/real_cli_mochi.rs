@@ -72,7 +72,7 @@ fn three_tasks_one_retry_three_pull_requests() {
     check_outcome(&rc.env, &p, &doc);
     // The worker wrote through Claude Code's `Write` into its own worktree, by the path the
     // prompt named, and committed with `Bash`.
-    let shown = mozart_tests::mochi::git(&p.repo, &["show", "mochi/add-a-verbose-flag:work-2.txt"]);
+    let shown = mozart_tests::git(&p.repo, &["show", "mochi/add-a-verbose-flag:work-2.txt"]);
     assert_eq!(shown, "add-a-verbose-flag 2");
     assert_eq!(
         sheet(&doc, 2)["review"]["history"][0]["feedback"],
