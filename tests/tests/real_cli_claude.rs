@@ -117,3 +117,19 @@ fn the_claude_code_profile_runs_the_real_cli_too() {
         "{doc:#}"
     );
 }
+
+#[test]
+fn the_claude_code_profile_retries_an_overloaded_api_instead_of_waiting() {
+    let Some(rc) = RealCliEnv::start(&CLAUDE) else {
+        return;
+    };
+    // The profile reads the result's `api_error_status` (529): a transient error retried
+    // with the score's backoff. Reading "Overloaded" as a rate limit parked it for 5 minutes.
+    let instrument = "instrument: claude-code\nbackend:\n  timeout_seconds: 60";
+    let retries = "retry: {max_retries: 5, base_delay_seconds: 1, jitter: false}\n";
+    let score = write_file_score("rc-cc529", instrument, 1, "overload mock-ms:2500", retries);
+    rc.run_score("rc-cc529", &score);
+    let doc = rc.check_overload_retried("rc-cc529");
+    let attempts = doc["sheets"]["1"]["attempt_count"].as_u64().unwrap();
+    assert!(attempts >= 2, "{doc:#}");
+}

@@ -456,6 +456,12 @@ impl ProfileBackend {
         };
         result.input_tokens = tokens(&out.input_tokens_path);
         result.output_tokens = tokens(&out.output_tokens_path);
+        result.api_error_status = out
+            .api_status_path
+            .as_deref()
+            .and_then(|p| resolve(&doc, p))
+            .and_then(Value::as_u64)
+            .and_then(|s| u16::try_from(s).ok());
         state
     }
 }
