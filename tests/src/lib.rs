@@ -1,6 +1,7 @@
 //! Shared helpers for black-box tests: [`TestEnv`] runs the real `mozart` binary against a
 //! real conductor on a temporary socket and Mozart home, with the stand-in AI CLI on `PATH`.
 
+pub mod mochi;
 pub mod mock_api;
 pub mod real_cli;
 
@@ -230,6 +231,27 @@ pub fn alive(pid: u32) -> bool {
         }),
         Err(_) => false,
     }
+}
+
+/// `git <args>` in `dir` (with a committer identity), its stdout trimmed; panics unless it
+/// succeeds.
+///
+/// # Panics
+/// If git fails.
+#[allow(clippy::expect_used)]
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// Stdout of an [`Output`] as text.

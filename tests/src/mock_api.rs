@@ -18,6 +18,12 @@
 //!
 //! A `write` turn answers with the CLI's file-writing tool call; once the request carries the
 //! tool's result, it answers with the final text [`FINAL_TEXT`].
+//!
+//! # Scripted conversations
+//! [`MockApi::route`] scripts whole conversations instead, for prompts the test does not
+//! write itself (a reviewer's, say): a request whose body contains every given text plays
+//! the route's next [`Step`] — an answer, a file write or a shell command through the CLI's
+//! own tools. Routes are tried in the order they were added, before the directives.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -73,6 +79,8 @@ pub struct MockRequest {
     pub stream: bool,
     /// The status the mock answered (0 for a hang or a cut).
     pub status: u16,
+    /// The scripted route that answered and its step (both from 0), if any.
+    pub routed: Option<(usize, usize)>,
     /// Request headers, names in lower case.
     pub headers: Vec<(String, String)>,
 }
@@ -81,6 +89,32 @@ pub struct MockRequest {
 struct State {
     requests: Vec<MockRequest>,
     first_seen: HashMap<String, Instant>,
+    routes: Vec<Route>,
+}
+
+/// One scripted answer of a [`MockApi::route`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Answer with this text.
+    Text(String),
+    /// Call the CLI's file-writing tool (Codex: a `printf` through its shell). `{dir}` in the
+    /// path stands for the request's `mock-dir:` directive (say, `mock-dir:{{ working_directory }}`
+    /// in the template), as a model takes a path from its prompt.
+    Write {
+        /// The file, absolute once `{dir}` is replaced.
+        path: String,
+        /// Its content.
+        content: String,
+    },
+    /// Call the CLI's shell tool with this command (it runs in the CLI's working directory).
+    Shell(String),
+}
+
+#[derive(Debug)]
+struct Route {
+    contains: Vec<String>,
+    steps: Vec<Step>,
+    played: usize,
 }
 
 /// A running mock server; stops when dropped.
@@ -152,6 +186,30 @@ impl MockApi {
     pub fn requests(&self) -> Vec<MockRequest> {
         lock(&self.state).0.requests.clone()
     }
+
+    /// Answer every model request whose body contains all of `contains` with the next of
+    /// `steps` (one per request, tool results included; the last one repeats when they run
+    /// out, so end with a [`Step::Text`]).
+    pub fn route(&self, contains: &[&str], steps: Vec<Step>) {
+        lock(&self.state).0.routes.push(Route {
+            contains: contains.iter().map(|c| (*c).to_string()).collect(),
+            steps,
+            played: 0,
+        });
+    }
+}
+
+/// The step the first matching route plays for `body`, with the route's and step's index.
+fn next_step(state: &Mutex<StateBox>, body: &str) -> Option<(usize, usize, Step)> {
+    let mut st = lock(state);
+    let (i, route) =
+        st.0.routes
+            .iter_mut()
+            .enumerate()
+            .find(|(_, r)| r.contains.iter().all(|c| body.contains(c.as_str())))?;
+    let n = route.played.min(route.steps.len().checked_sub(1)?);
+    route.played += 1;
+    Some((i, n, route.steps[n].clone()))
 }
 
 impl Drop for MockApi {
@@ -383,6 +441,7 @@ fn respond(req: &Request, out: &mut TcpStream, state: &Mutex<StateBox>) -> bool 
         tools: turn.tools.clone(),
         stream,
         status: 0,
+        routed: None,
         headers: req.headers.clone(),
     };
     if std::env::var_os("MOCK_API_DEBUG").is_some() {
@@ -403,6 +462,25 @@ fn respond(req: &Request, out: &mut TcpStream, state: &Mutex<StateBox>) -> bool 
         record.status = status;
         lock(state).0.requests.push(record);
         return write_json(out, status, &[], &body, req.method == "HEAD");
+    }
+
+    if let Some((route, step, what)) = next_step(state, &text) {
+        if std::env::var_os("MOCK_API_DEBUG").is_some() {
+            eprintln!("mock-api: route {route} step {step}: {what:?}");
+        }
+        record.routed = Some((route, step));
+        let what = match what {
+            Step::Text(t) => Answer::Text(t),
+            Step::Write { path, content } => Answer::Write {
+                path: path.replace("{dir}", &directive(&text, "mock-dir:").unwrap_or_default()),
+                content,
+            },
+            Step::Shell(command) => Answer::Shell(command),
+        };
+        let keep = answer(out, &turn, &what);
+        record.status = 200;
+        lock(state).0.requests.push(record);
+        return keep;
     }
 
     // Windowed failures: fail while the key's window is open, then play `write`.
@@ -436,15 +514,16 @@ fn respond(req: &Request, out: &mut TcpStream, state: &Mutex<StateBox>) -> bool 
             cut_stream(out, &turn);
             return false;
         }
-        "write" if !turn.tool_result && turn.file.is_some() => {
-            (200, answer(out, &turn, Answer::WriteFile))
+        "write" | "slow" if !turn.tool_result && turn.file.is_some() => {
+            let what = Answer::Write {
+                path: turn.file.clone().unwrap_or_default(),
+                content: FILE_CONTENT.into(),
+            };
+            (200, answer(out, &turn, &what))
         }
-        "write" => (200, answer(out, &turn, Answer::Text(FINAL_TEXT))),
-        "slow" if !turn.tool_result && turn.file.is_some() => {
-            (200, answer(out, &turn, Answer::WriteFile))
-        }
-        "slow" => (200, answer(out, &turn, Answer::Slow)),
-        _ => (200, answer(out, &turn, Answer::Text(TEXT_ANSWER))),
+        "write" => (200, answer(out, &turn, &Answer::Text(FINAL_TEXT.into()))),
+        "slow" => (200, answer(out, &turn, &Answer::Slow)),
+        _ => (200, answer(out, &turn, &Answer::Text(TEXT_ANSWER.into()))),
     };
     record.status = status;
     lock(state).0.requests.push(record);
@@ -560,23 +639,43 @@ fn error_response(out: &mut TcpStream, turn: &Turn, status: u16) -> bool {
     write_json(out, status, &headers, &body.to_string(), false)
 }
 
+/// What one mocked turn answers.
 enum Answer {
-    Text(&'static str),
-    WriteFile,
+    Text(String),
+    Write { path: String, content: String },
+    Shell(String),
     Slow,
+}
+
+impl Answer {
+    fn is_tool_call(&self) -> bool {
+        matches!(self, Answer::Write { .. } | Answer::Shell(_))
+    }
+
+    /// The shell command that does it, for a CLI whose one tool is a shell (Codex).
+    fn command(&self) -> Option<String> {
+        match self {
+            Answer::Write { path, content } => Some(format!(
+                "printf %s {} > {}",
+                shell_quote(content),
+                shell_quote(path)
+            )),
+            Answer::Shell(command) => Some(command.clone()),
+            Answer::Text(_) | Answer::Slow => None,
+        }
+    }
 }
 
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
-fn answer(out: &mut TcpStream, turn: &Turn, what: Answer) -> bool {
-    let file = turn.file.clone().unwrap_or_default();
+fn answer(out: &mut TcpStream, turn: &Turn, what: &Answer) -> bool {
     match turn.api {
-        Api::Anthropic => anthropic(out, turn, &what, &file),
-        Api::Gemini => gemini(out, turn, &what, &file),
-        Api::OpenAiResponses => responses(out, turn, &what, &file),
-        Api::OpenAiChat => chat(out, turn, &what, &file),
+        Api::Anthropic => anthropic(out, turn, what),
+        Api::Gemini => gemini(out, turn, what),
+        Api::OpenAiResponses => responses(out, turn, what),
+        Api::OpenAiChat => chat(out, turn, what),
         Api::Other => false,
     }
 }
@@ -592,14 +691,22 @@ const SLOW_PIECES: [&str; 4] = ["MOCK ", "SLOW ", "ANSWER ", "DONE."];
 
 static MESSAGE_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
-fn anthropic(out: &mut TcpStream, turn: &Turn, what: &Answer, file: &str) -> bool {
-    let id = format!("msg_mock_{}", MESSAGE_IDS.fetch_add(1, Ordering::Relaxed));
+fn anthropic(out: &mut TcpStream, turn: &Turn, what: &Answer) -> bool {
+    let n = MESSAGE_IDS.fetch_add(1, Ordering::Relaxed);
+    let id = format!("msg_mock_{n}");
     let usage_in = json!({"input_tokens": INPUT_TOKENS, "output_tokens": 1,
         "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0});
+    let tool = |name: &str, input: Value| json!({"type": "tool_use", "id": format!("toolu_mock_{n}"), "name": name, "input": input});
     let (block, stop_reason) = match what {
-        Answer::WriteFile => (
-            json!({"type": "tool_use", "id": "toolu_mock_1", "name": "Write",
-                "input": {"file_path": file, "content": FILE_CONTENT}}),
+        Answer::Write { path, content } => (
+            tool("Write", json!({"file_path": path, "content": content})),
+            "tool_use",
+        ),
+        Answer::Shell(command) => (
+            tool(
+                "Bash",
+                json!({"command": command, "description": "Run the scripted command"}),
+            ),
             "tool_use",
         ),
         Answer::Text(t) => (json!({"type": "text", "text": t}), "end_turn"),
@@ -625,52 +732,39 @@ fn anthropic(out: &mut TcpStream, turn: &Turn, what: &Answer, file: &str) -> boo
             "role": "assistant", "model": turn.model, "content": [], "stop_reason": null,
             "stop_sequence": null, "usage": usage_in}}),
     );
-    match what {
-        Answer::WriteFile => {
-            let input = json!({"file_path": file, "content": FILE_CONTENT}).to_string();
-            ok &= sse(
-                out,
-                Some("content_block_start"),
-                &json!({"type": "content_block_start", "index": 0,
-                    "content_block": {"type": "tool_use", "id": "toolu_mock_1", "name": "Write", "input": {}}}),
-            );
-            ok &= sse(
-                out,
-                Some("content_block_delta"),
-                &json!({"type": "content_block_delta", "index": 0,
-                    "delta": {"type": "input_json_delta", "partial_json": input}}),
-            );
-        }
-        Answer::Text(t) => {
-            ok &= sse(
-                out,
-                Some("content_block_start"),
-                &json!({"type": "content_block_start", "index": 0,
-                    "content_block": {"type": "text", "text": ""}}),
-            );
-            ok &= sse(
-                out,
-                Some("content_block_delta"),
-                &json!({"type": "content_block_delta", "index": 0,
-                    "delta": {"type": "text_delta", "text": t}}),
-            );
-        }
-        Answer::Slow => {
-            ok &= sse(
-                out,
-                Some("content_block_start"),
-                &json!({"type": "content_block_start", "index": 0,
-                    "content_block": {"type": "text", "text": ""}}),
-            );
-            for piece in SLOW_PIECES {
+    let delta = |out: &mut TcpStream, delta: Value| {
+        sse(
+            out,
+            Some("content_block_delta"),
+            &json!({"type": "content_block_delta", "index": 0, "delta": delta}),
+        )
+    };
+    let start = |out: &mut TcpStream, block: Value| {
+        sse(
+            out,
+            Some("content_block_start"),
+            &json!({"type": "content_block_start", "index": 0, "content_block": block}),
+        )
+    };
+    if what.is_tool_call() {
+        // The input arrives as JSON text after an empty start, as the API streams it.
+        let input = block["input"].to_string();
+        let mut empty = block.clone();
+        empty["input"] = json!({});
+        ok &= start(out, empty);
+        ok &= delta(
+            out,
+            json!({"type": "input_json_delta", "partial_json": input}),
+        );
+    } else {
+        ok &= start(out, json!({"type": "text", "text": ""}));
+        let slow = matches!(what, Answer::Slow);
+        let whole = [block["text"].as_str().unwrap_or_default()];
+        for piece in if slow { &SLOW_PIECES[..] } else { &whole[..] } {
+            if slow {
                 slow_pause(turn);
-                ok &= sse(
-                    out,
-                    Some("content_block_delta"),
-                    &json!({"type": "content_block_delta", "index": 0,
-                        "delta": {"type": "text_delta", "text": piece}}),
-                );
             }
+            ok &= delta(out, json!({"type": "text_delta", "text": piece}));
         }
     }
     ok &= sse(
@@ -701,16 +795,18 @@ fn gemini_chunk(parts: Value, finish: Option<&str>, model: &str) -> Value {
         "modelVersion": model, "responseId": "mock-response"})
 }
 
-fn gemini(out: &mut TcpStream, turn: &Turn, what: &Answer, file: &str) -> bool {
+fn gemini(out: &mut TcpStream, turn: &Turn, what: &Answer) -> bool {
     let parts = match what {
-        Answer::WriteFile => json!([{"functionCall": {"name": "write_file",
-            "args": {"file_path": file, "content": FILE_CONTENT}}}]),
+        Answer::Write { path, content } => json!([{"functionCall": {"name": "write_file",
+            "args": {"file_path": path, "content": content}}}]),
+        Answer::Shell(command) => json!([{"functionCall": {"name": "run_shell_command",
+            "args": {"command": command, "description": "Run the scripted command"}}}]),
         Answer::Text(t) => json!([{"text": t}]),
         Answer::Slow => json!([{"text": SLOW_PIECES.concat()}]),
     };
     if !turn.stream {
         // The CLI's side calls (routing, next-speaker checks) ask for JSON: give one.
-        let parts = if turn.tools.is_empty() && !matches!(what, Answer::WriteFile) {
+        let parts = if turn.tools.is_empty() && !what.is_tool_call() {
             json!([{"text": "{\"reasoning\": \"mock\", \"model_choice\": \"flash\", \"next_speaker\": \"user\"}"}])
         } else {
             parts
@@ -745,11 +841,13 @@ fn gemini(out: &mut TcpStream, turn: &Turn, what: &Answer, file: &str) -> bool {
 
 // ---- OpenAI Responses --------------------------------------------------------------------
 
-fn responses(out: &mut TcpStream, turn: &Turn, what: &Answer, file: &str) -> bool {
+fn responses(out: &mut TcpStream, turn: &Turn, what: &Answer) -> bool {
+    let n = MESSAGE_IDS.fetch_add(1, Ordering::Relaxed);
     let item = match what {
-        Answer::WriteFile => json!({"type": "function_call", "id": "fc_mock_1",
-            "call_id": "call_mock_1", "name": "exec_command", "status": "completed",
-            "arguments": json!({"cmd": format!("printf %s {} > {}", shell_quote(FILE_CONTENT), shell_quote(file))}).to_string()}),
+        Answer::Write { .. } | Answer::Shell(_) => json!({"type": "function_call",
+            "id": format!("fc_mock_{n}"), "call_id": format!("call_mock_{n}"),
+            "name": "exec_command", "status": "completed",
+            "arguments": json!({"cmd": what.command()}).to_string()}),
         Answer::Text(t) => json!({"type": "message", "id": "msg_mock_1", "role": "assistant",
             "status": "completed", "content": [{"type": "output_text", "text": t, "annotations": []}]}),
         Answer::Slow => json!({"type": "message", "id": "msg_mock_1", "role": "assistant",
@@ -806,15 +904,17 @@ fn responses(out: &mut TcpStream, turn: &Turn, what: &Answer, file: &str) -> boo
 
 // ---- OpenAI Chat Completions -------------------------------------------------------------
 
-fn chat(out: &mut TcpStream, turn: &Turn, what: &Answer, file: &str) -> bool {
+fn chat(out: &mut TcpStream, turn: &Turn, what: &Answer) -> bool {
+    let n = MESSAGE_IDS.fetch_add(1, Ordering::Relaxed);
     let message = match what {
-        Answer::WriteFile => json!({"role": "assistant", "content": null, "tool_calls": [{
-            "id": "call_mock_1", "type": "function", "function": {"name": "shell",
-            "arguments": json!({"command": ["bash", "-lc", format!("printf %s {} > {}", shell_quote(FILE_CONTENT), shell_quote(file))]}).to_string()}}]}),
+        Answer::Write { .. } | Answer::Shell(_) => json!({"role": "assistant", "content": null,
+            "tool_calls": [{"id": format!("call_mock_{n}"), "type": "function",
+            "function": {"name": "shell",
+            "arguments": json!({"command": ["bash", "-lc", what.command()]}).to_string()}}]}),
         Answer::Text(t) => json!({"role": "assistant", "content": t}),
         Answer::Slow => json!({"role": "assistant", "content": SLOW_PIECES.concat()}),
     };
-    let finish = if matches!(what, Answer::WriteFile) {
+    let finish = if what.is_tool_call() {
         "tool_calls"
     } else {
         "stop"

@@ -1,5 +1,7 @@
 //! Running the real AI CLIs (installed by `tests/real-cli/setup.sh`) under a real conductor
-//! against [`crate::mock_api::MockApi`] (issue 13).
+//! against [`crate::mock_api::MockApi`] (issue 13), and the checks every CLI's tests share:
+//! each `tests/real_cli_<cli>.rs` names its [`RealCli`], generates the common tests with
+//! [`real_cli_tests!`](crate::real_cli_tests) and adds what only that CLI does.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -7,8 +9,71 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::mock_api::MockApi;
+use crate::mock_api::{MockApi, FILE_CONTENT, INPUT_TOKENS, OUTPUT_TOKENS};
 use crate::{stdout, TestEnv};
+
+/// One of the real CLIs, the instrument that plays it, and what its tests expect of it.
+#[derive(Debug, Clone, Copy)]
+pub struct RealCli {
+    /// The executable (`claude`, `gemini`, `codex`).
+    pub program: &'static str,
+    /// The instrument of the scores.
+    pub instrument: &'static str,
+    /// More `backend:` settings of its scores (lines, indented).
+    pub backend: &'static str,
+    /// Extra environment of the conductor (empty value: removed).
+    pub vars: &'static [(&'static str, &'static str)],
+    /// The API key variable an auth failure's hint names.
+    pub key_var: &'static str,
+    /// Sheet timeout of the hang test: long enough for the CLI to start and call the API.
+    pub hang_timeout: u32,
+    /// The CLI reports its own cost estimate.
+    pub reports_cost: bool,
+}
+
+/// Claude Code on the `claude_cli` instrument (stream-json, so progress is live).
+pub const CLAUDE: RealCli = RealCli {
+    program: "claude",
+    instrument: "claude_cli",
+    backend: "\n  output_format: stream-json",
+    // As root the CLI refuses to skip permissions unless told it runs in a sandbox.
+    vars: &[("IS_SANDBOX", "1")],
+    key_var: "ANTHROPIC_API_KEY",
+    hang_timeout: 4,
+    reports_cost: true,
+};
+
+/// Gemini CLI on the `gemini-cli` profile.
+pub const GEMINI: RealCli = RealCli {
+    program: "gemini",
+    instrument: "gemini-cli",
+    backend: "",
+    vars: &[],
+    key_var: "GEMINI_API_KEY",
+    hang_timeout: 12,
+    reports_cost: false,
+};
+
+/// Codex CLI on the `codex-cli` profile.
+pub const CODEX: RealCli = RealCli {
+    program: "codex",
+    instrument: "codex-cli",
+    backend: "",
+    vars: &[],
+    key_var: "OPENAI_API_KEY",
+    hang_timeout: 8,
+    reports_cost: false,
+};
+
+impl RealCli {
+    /// The score lines choosing this instrument with a sheet timeout of `timeout` seconds.
+    pub fn instrument(&self, timeout: u32) -> String {
+        format!(
+            "instrument: {}\nbackend:\n  timeout_seconds: {timeout}{}",
+            self.instrument, self.backend
+        )
+    }
+}
 
 /// `node_modules/.bin` of the installed CLIs (`$MOZART_REAL_CLI_DIR` overrides).
 pub fn real_cli_bin_dir() -> PathBuf {
@@ -102,6 +167,17 @@ impl RealCliEnv {
             cli_home,
             vars,
         })
+    }
+
+    /// Set up for `cli` with its variables and start the conductor, or print why the test
+    /// is skipped and return `None`.
+    pub fn start(cli: &RealCli) -> Option<RealCliEnv> {
+        let mut rc = RealCliEnv::new(cli.program)?;
+        for (k, v) in cli.vars {
+            rc.set_var(k, v);
+        }
+        rc.start_conductor();
+        Some(rc)
     }
 
     /// Set (or replace) a variable of the conductor's environment.
@@ -213,6 +289,264 @@ impl RealCliEnv {
         let out = self.mozart(&["errors", id, "--verbose"]);
         format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr))
     }
+
+    /// Panics with the status and `mozart errors` unless `doc` says completed.
+    pub fn assert_completed(&self, id: &str, doc: &Value) {
+        assert_eq!(
+            doc["status"],
+            "completed",
+            "{doc:#}\n{}",
+            self.errors_text(id)
+        );
+    }
+
+    /// Two sheets each make the CLI write a file through its own tool: both files are there,
+    /// and the tokens (and the CLI's cost estimate, when it makes one) of both turns of both
+    /// sheets are counted. Returns the final status.
+    ///
+    /// # Panics
+    /// When any of it is not so.
+    pub fn check_two_sheets_write_files(&self, cli: &RealCli) -> Value {
+        let name = format!("rc-{}", cli.program);
+        let score = write_file_score(&name, &cli.instrument(90), 2, "write", "");
+        self.run_score(&name, &score);
+        let doc = self.wait_done(&name, 150);
+        self.assert_completed(&name, &doc);
+        let ws = self.env.work.join(format!("{name}-ws"));
+        for n in 1..=2 {
+            let text = std::fs::read_to_string(ws.join(format!("out-{n}.txt")));
+            assert_eq!(text.ok().as_deref(), Some(FILE_CONTENT), "out-{n}.txt");
+        }
+        // Two sheets of two API turns each (the tool call, then the answer).
+        let cost = &doc["cost"];
+        assert_eq!(cost["total_input_tokens"], 2 * 2 * INPUT_TOKENS, "{doc:#}");
+        assert_eq!(
+            cost["total_output_tokens"],
+            2 * 2 * OUTPUT_TOKENS,
+            "{doc:#}"
+        );
+        if cli.reports_cost {
+            let usd = cost["total_estimated_cost"].as_f64().unwrap_or(0.0);
+            assert!(
+                usd > 0.0,
+                "the CLI's own cost estimate is recorded: {doc:#}"
+            );
+        }
+        assert_eq!(self.mock.requests().len(), 2 * 2, "one request per turn");
+        doc
+    }
+
+    /// The API rejects the key: the sheet fails at once (one attempt, though retries are
+    /// allowed) as an auth error, and `mozart errors` names the key to check.
+    ///
+    /// # Panics
+    /// When any of it is not so.
+    pub fn check_bad_key_fails_fast(&self, cli: &RealCli) -> Value {
+        let retries = "retry: {max_retries: 3, base_delay_seconds: 1}\n";
+        let score = write_file_score("rc-401", &cli.instrument(90), 1, "auth", retries);
+        let t0 = Instant::now();
+        self.run_score("rc-401", &score);
+        let doc = self.wait_done("rc-401", 90);
+        let errors = self.errors_text("rc-401");
+        assert_eq!(doc["status"], "failed", "{doc:#}");
+        let sheet = &doc["sheets"]["1"];
+        assert_eq!(sheet["error_category"], "auth", "{doc:#}\n{errors}");
+        let retries = &doc["execution"]["total_retry_count"];
+        assert_eq!(retries, 0, "a key is not retried: {doc:#}");
+        assert!(t0.elapsed() < Duration::from_secs(60));
+        assert!(
+            errors.contains(cli.key_var),
+            "a hint names the key: {errors}"
+        );
+        doc
+    }
+
+    /// The API never answers: the sheet fails at its timeout and no process is left.
+    ///
+    /// # Panics
+    /// When any of it is not so.
+    pub fn check_hang_times_out(&self, cli: &RealCli) {
+        let once = "retry: {max_retries: 0}\n";
+        let score = write_file_score(
+            "rc-hang",
+            &cli.instrument(cli.hang_timeout),
+            1,
+            "hang",
+            once,
+        );
+        self.run_score("rc-hang", &score);
+        let doc = self.wait_done("rc-hang", 90);
+        assert_eq!(doc["status"], "failed", "{doc:#}");
+        assert_eq!(doc["sheets"]["1"]["error_category"], "timeout", "{doc:#}");
+        assert!(self.mock.requests().iter().any(|r| r.scenario == "hang"));
+        assert_no_process(&self.env.work.join("rc-hang-ws"));
+    }
+
+    /// `mozart cancel` while the CLI waits on the API leaves no process behind.
+    ///
+    /// # Panics
+    /// When a process is left, or the CLI never called the API.
+    pub fn check_cancel_leaves_no_process(&self, cli: &RealCli) {
+        let score = write_file_score("rc-cancel", &cli.instrument(120), 1, "hang", "");
+        self.run_score("rc-cancel", &score);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self.mock.requests().iter().any(|r| r.scenario == "hang") {
+            assert!(Instant::now() < deadline, "the CLI never called the API");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let ws = self.env.work.join("rc-cancel-ws");
+        assert!(
+            !processes_mentioning(&ws).is_empty(),
+            "the CLI runs in the workspace"
+        );
+        let out = self.mozart(&["cancel", "rc-cancel"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+        self.wait_done("rc-cancel", 30);
+        assert_no_process(&ws);
+    }
+
+    /// The API answers 429 for `window_ms` from the first request: the job completes after
+    /// the window without spending a retry (none is allowed), having waited the limit out.
+    /// Returns the final status.
+    ///
+    /// # Panics
+    /// When any of it is not so.
+    pub fn check_rate_limit_waited_out(&self, cli: &RealCli, window_ms: u64) -> Value {
+        let scenario = format!("ratelimit mock-ms:{window_ms}");
+        let none = "retry: {max_retries: 0}\n";
+        let score = write_file_score("rc-429", &cli.instrument(90), 1, &scenario, none);
+        self.run_score("rc-429", &score);
+        let doc = self.wait_done("rc-429", 120);
+        self.assert_completed("rc-429", &doc);
+        let waits = doc["execution"]["rate_limit_waits"].as_u64().unwrap_or(0);
+        assert!(waits >= 1, "{doc:#}");
+        assert_eq!(doc["execution"]["total_retry_count"], 0, "{doc:#}");
+        assert!(self.mock.requests().iter().any(|r| r.status == 429));
+        doc
+    }
+
+    /// Submit `name`: `sheets` sheets whose API answers "overloaded" (Anthropic 529, others
+    /// 503) for their first 2.5 s, with retries allowed (1 s apart).
+    pub fn run_overloaded(&self, cli: &RealCli, name: &str, sheets: u32) {
+        let retries = "retry: {max_retries: 5, base_delay_seconds: 1, jitter: false}\n";
+        let scenario = "overload mock-ms:2500";
+        let score = write_file_score(name, &cli.instrument(90), sheets, scenario, retries);
+        self.run_score(name, &score);
+    }
+
+    /// The job of [`Self::run_overloaded`] completes within a minute, retried (by the CLI or
+    /// the conductor) and never parked as rate limited. Returns the final status.
+    ///
+    /// # Panics
+    /// When any of it is not so.
+    pub fn check_overload_retried(&self, name: &str) -> Value {
+        let doc = self.wait_done(name, 60);
+        self.assert_completed(name, &doc);
+        assert_eq!(
+            doc["execution"]["rate_limit_waits"], 0,
+            "not parked: {doc:#}"
+        );
+        let statuses: Vec<u16> = self.mock.requests().iter().map(|r| r.status).collect();
+        assert!(
+            statuses.iter().any(|s| *s == 503 || *s == 529),
+            "{statuses:?}"
+        );
+        assert!(statuses.contains(&200), "{statuses:?}");
+        doc
+    }
+
+    /// A sheet whose first turn calls the CLI's file-writing tool at once and whose answer
+    /// then streams for ~4 s, watched by `mozart logs --follow`. While it streams, `status
+    /// --json` shows the tool call (`sheets.1.live.last_tool` = `tool`) and `mozart status`
+    /// says so; once done the live part is gone and the follower saw the tool call.
+    ///
+    /// # Panics
+    /// When any of it is not so.
+    #[allow(clippy::expect_used)]
+    pub fn check_live_progress(&self, cli: &RealCli, tool: &str) -> LiveProgress {
+        let score = write_file_score("rc-live", &cli.instrument(60), 1, "slow mock-ms:1000", "");
+        // `logs --follow` streams from the conductor: the instrument's progress as it happens.
+        let follower = self
+            .env
+            .command(&["logs", "rc-live", "--follow"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn mozart logs --follow");
+        std::thread::sleep(Duration::from_millis(300));
+        self.run_score("rc-live", &score);
+        let running = self.wait_for("rc-live", 60, |d| {
+            d["sheets"]["1"]["live"]["tool_calls"].as_u64().unwrap_or(0) >= 1
+                || d["status"] != "running" && d["status"] != "queued"
+        });
+        assert_eq!(
+            running["status"], "running",
+            "seen before the end: {running:#}"
+        );
+        assert_eq!(
+            running["sheets"]["1"]["live"]["last_tool"], tool,
+            "{running:#}"
+        );
+        let status_text = stdout(&self.mozart(&["status", "rc-live"]));
+        let line = format!("Tool calls: 1 (last: {tool})");
+        assert!(status_text.contains(&line), "{status_text}");
+        let done = self.wait_done("rc-live", 60);
+        self.assert_completed("rc-live", &done);
+        assert!(
+            done["sheets"]["1"].get("live").is_none(),
+            "gone once done: {done:#}"
+        );
+        std::thread::sleep(Duration::from_millis(700));
+        crate::signal(follower.id(), "INT");
+        let out = follower.wait_with_output().expect("wait for logs --follow");
+        let followed = stdout(&out);
+        assert_eq!(out.status.code(), Some(0), "{followed}");
+        for expected in [
+            "Following the conductor's log for score 'rc-live'".to_string(),
+            format!("sheet 1: 1 tool call(s) (last: {tool})"),
+            "Stopped following logs.".to_string(),
+        ] {
+            assert!(followed.contains(&expected), "{followed}");
+        }
+        LiveProgress {
+            running,
+            status_text,
+            done,
+        }
+    }
+}
+
+/// What [`RealCliEnv::check_live_progress`] saw.
+#[derive(Debug)]
+pub struct LiveProgress {
+    /// `status --json` while the CLI streamed.
+    pub running: Value,
+    /// `mozart status` then.
+    pub status_text: String,
+    /// `status --json` at the end.
+    pub done: Value,
+}
+
+/// The tests every real CLI passes alike, for the [`RealCli`] `$cli`; each skips with a
+/// printed reason when the CLI is not installed.
+#[macro_export]
+macro_rules! real_cli_tests {
+    ($cli:expr) => {
+        $crate::real_cli_tests!(@each $cli,
+            two_sheets_write_files_and_report_tokens => check_two_sheets_write_files,
+            a_bad_api_key_fails_fast_with_a_hint => check_bad_key_fails_fast,
+            a_hang_hits_the_timeout_and_leaves_no_process => check_hang_times_out,
+            cancel_leaves_no_process => check_cancel_leaves_no_process);
+    };
+    (@each $cli:expr, $($test:ident => $check:ident),*) => {
+        $(
+            #[test]
+            fn $test() {
+                if let Some(rc) = $crate::real_cli::RealCliEnv::start(&$cli) {
+                    rc.$check(&$cli);
+                }
+            }
+        )*
+    };
 }
 
 /// A score of `sheets` sheets on `instrument`, each of which asks the CLI (through the mock's

@@ -7,25 +7,10 @@
 mod harness;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use harness::*;
-use mozart_tests::TestEnv;
+use mozart_tests::{git, TestEnv};
 use serde_json::{json, Value};
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// The repo's score, placed in a fresh git project, played by the stand-in (`claude_cli`
 /// passes the conductor's environment through, so the stand-in sees its script) with short

@@ -9,92 +9,17 @@
 mod harness;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use harness::*;
-use mozart_tests::TestEnv;
+use mozart_tests::mochi::{check_outcome, gh_script, Project, FEEDBACK, REVIEWER_PROMPT, TASKS};
+use mozart_tests::{git, TestEnv};
 use serde_json::{json, Value};
 
-const TASKS: [(&str, &str); 3] = [
-    ("Fix the bug in auth.go", "fix-the-bug-in-auth-go"),
-    ("Add a --verbose flag", "add-a-verbose-flag"),
-    ("Write the README section", "write-the-readme-section"),
-];
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-struct Project {
-    repo: PathBuf,
-    remote: PathBuf,
-    score: PathBuf,
-    gh_log: PathBuf,
-}
-
-/// A git project with PRD.md and a bare `origin`, the repo's score (instruments swapped for
-/// `claude_cli`, which passes the stand-in its script; short pauses), and a stand-in `gh`.
+/// The project, its score played by `claude_cli` (which passes the stand-in its script).
 fn project(env: &TestEnv) -> Project {
-    let repo = env.work.join("project");
-    std::fs::create_dir_all(repo.join("scores")).unwrap();
-    git(&repo, &["init", "-q", "-b", "main", "."]);
-    std::fs::write(repo.join("README.md"), "a project\n").unwrap();
-    let prd: String = TASKS.iter().map(|(t, _)| format!("- {t}\n")).collect();
-    std::fs::write(
-        repo.join("scores/PRD.md"),
-        format!("# Plan\n\nWhy we do this.\n\n## Tasks\n{prd}\n## Later\n- not now\n"),
-    )
-    .unwrap();
-    git(&repo, &["add", "README.md", "scores/PRD.md"]);
-    git(&repo, &["commit", "-q", "-m", "init"]);
-    let remote = env.work.join("remote.git");
-    git(
-        &env.work,
-        &["init", "-q", "--bare", remote.to_str().unwrap()],
-    );
-    git(
-        &repo,
-        &["remote", "add", "origin", remote.to_str().unwrap()],
-    );
-
-    let score =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scores/mochi.yaml"))
-            .unwrap()
-            .replace("instrument: claude-code", "instrument: claude_cli")
-            .replace("base_delay_seconds: 5", "base_delay_seconds: 0.1");
-    let path = repo.join("scores").join("mochi.yaml");
-    std::fs::write(&path, score).unwrap();
-
-    let gh_log = env.work.join("gh.log");
-    let gh = env.bin.join("gh");
-    std::fs::write(&gh, project_gh_script(&gh_log)).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&gh, std::fs::Permissions::from_mode(0o755)).unwrap();
-    Project {
-        repo,
-        remote,
-        score: path,
-        gh_log,
-    }
-}
-
-/// A stand-in `gh` that logs its arguments and answers `pr create` with a PR URL.
-fn project_gh_script(log: &Path) -> String {
-    format!(
-        "#!/bin/sh\necho \"$*\" >> '{log}'\ncase \"$1 $2\" in\n  'pr create') n=$(wc -l < '{log}'); echo \"https://github.com/example/project/pull/$n\" ;;\n  *) echo \"gh stand-in: unexpected $*\" >&2; exit 1 ;;\nesac\n",
-        log = log.display()
-    )
+    mozart_tests::mochi::project(env, |score| {
+        score.replace("instrument: claude-code", "instrument: claude_cli")
+    })
 }
 
 fn commit_step(slug: &str, extra: &str) -> Value {
@@ -110,91 +35,22 @@ fn script(slow_second_iteration: f64) -> Value {
     let mut routes = Vec::new();
     for (i, (task, _)) in TASKS.iter().enumerate() {
         let verdicts = if i == 1 {
-            json!([{"result": "RETRY: add a test for the flag"}, {"result": "Looks right now.\nDONE"}])
+            json!([{"result": format!("RETRY: {FEEDBACK}")}, {"result": "Looks right now.\nDONE"}])
         } else {
             json!([{"result": "DONE"}])
         };
-        routes.push(json!({"contains": ["You review the work", task], "steps": verdicts}));
+        routes.push(json!({"contains": [REVIEWER_PROMPT, task], "steps": verdicts}));
     }
     for (i, (task, slug)) in TASKS.iter().enumerate() {
         let mut steps = vec![commit_step(slug, "")];
         if i == 1 {
-            let mut second = commit_step(slug, "grep -q 'add a test for the flag' FEEDBACK.md && ");
+            let mut second = commit_step(slug, &format!("grep -q '{FEEDBACK}' FEEDBACK.md && "));
             second["sleep"] = json!(slow_second_iteration);
             steps.push(second);
         }
         routes.push(json!({"contains": [task], "steps": steps}));
     }
     json!({ "routes": routes })
-}
-
-fn check_outcome(env: &TestEnv, p: &Project, doc: &Value) {
-    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
-    // Three branches with the workers' commits; task 2's has both iterations.
-    for (i, (_, slug)) in TASKS.iter().enumerate() {
-        let branch = format!("mochi/{slug}");
-        let ahead: u32 = git(
-            &p.repo,
-            &["rev-list", "--count", &format!("main..{branch}")],
-        )
-        .parse()
-        .unwrap();
-        assert_eq!(ahead, if i == 1 { 2 } else { 1 }, "{branch}");
-        // Pushed to the remote by the `pr` dispatch.
-        git(
-            &p.remote,
-            &["rev-parse", "--verify", &format!("refs/heads/{branch}")],
-        );
-    }
-    // The reviewer's retry, visible in status --json.
-    let s2 = sheet(doc, 2);
-    assert_eq!(s2["review"]["iteration"], 2, "{s2:#}");
-    let history = s2["review"]["history"].as_array().unwrap();
-    assert_eq!(history.len(), 2, "{s2:#}");
-    assert_eq!(history[0]["verdict"], "RETRY");
-    assert_eq!(history[0]["feedback"], "add a test for the flag");
-    assert_eq!(history[1]["verdict"], "DONE");
-    for n in [1, 3] {
-        assert_eq!(sheet(doc, n)["review"]["iteration"], 1, "{doc:#}");
-    }
-    // Three pull requests.
-    let prs = std::fs::read_to_string(&p.gh_log).unwrap();
-    let creates: Vec<&str> = prs.lines().filter(|l| l.starts_with("pr create")).collect();
-    assert_eq!(creates.len(), 3, "{prs}");
-    for (_, slug) in TASKS {
-        assert!(
-            creates
-                .iter()
-                .any(|l| l.contains(&format!("--head mochi/{slug} --base main"))),
-            "{prs}"
-        );
-    }
-    assert!(
-        prs.contains("Accepted by the reviewer after 2 iterations"),
-        "{prs}"
-    );
-    for n in 1..=3 {
-        let dispatched = sheet(doc, n)["review"]["dispatched"].as_str().unwrap_or("");
-        assert!(
-            dispatched.starts_with("https://github.com/example/project/pull/"),
-            "{doc:#}"
-        );
-    }
-    // Worktrees cleaned: only the main checkout is left, the manifest lists nothing.
-    let worktrees = git(&p.repo, &["worktree", "list", "--porcelain"]);
-    assert_eq!(
-        worktrees
-            .lines()
-            .filter(|l| l.starts_with("worktree "))
-            .count(),
-        1,
-        "{worktrees}"
-    );
-    let manifest = p
-        .repo
-        .join(".mochi-workspace/.worktrees/mochi.manifest.json");
-    let m: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
-    assert_eq!(m["sheets"], json!({}), "{m:#}");
 }
 
 #[test]
@@ -326,7 +182,7 @@ exit 1
     );
 
     // Once `gh` works again, `mozart resume` redoes only the dispatch: no agent runs again.
-    let working = project_gh_script(&p.gh_log);
+    let working = gh_script(&p.gh_log);
     std::fs::write(env.bin.join("gh"), working).unwrap();
     let out = env.mozart(&["resume", "mochi"]);
     assert_eq!(out.status.code(), Some(0), "{}", mozart_tests::stdout(&out));

@@ -4,26 +4,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use mozart_tests::{stdout, TestEnv};
+use mozart_tests::{git, stdout, TestEnv};
 use serde_json::Value;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn wait_done(env: &TestEnv, job: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);

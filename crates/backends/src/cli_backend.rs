@@ -7,7 +7,7 @@
 //! filter keys are dot-paths (fixes codex-cli's never-matching filter).
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
 use serde_json::Value;
 
@@ -284,6 +284,7 @@ impl ProfileBackend {
                     }
                 } else if let Some(err) = &jsonl.error_message {
                     result.error_message = Some(format!("{name} failed: {err}"));
+                    result.api_error_status = api_status_in(err);
                 }
                 result.input_tokens = jsonl.input_tokens;
                 result.output_tokens = jsonl.output_tokens;
@@ -455,6 +456,12 @@ impl ProfileBackend {
         };
         result.input_tokens = tokens(&out.input_tokens_path);
         result.output_tokens = tokens(&out.output_tokens_path);
+        result.api_error_status = out
+            .api_status_path
+            .as_deref()
+            .and_then(|p| resolve(&doc, p))
+            .and_then(Value::as_u64)
+            .and_then(|s| u16::try_from(s).ok());
         state
     }
 }
@@ -497,6 +504,41 @@ struct JsonlState {
     output_tokens: Option<u64>,
 }
 
+static STATUS_IN_TEXT: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(r"(?i)\bstatus:?\s+(\d{3})\b")
+        .unwrap_or_else(|err| panic!("status pattern does not compile: {err}"))
+});
+
+/// The HTTP status an instrument's error message names, when it is a rate limit (429) or a
+/// server-side failure (5xx): Codex 0.169 says "unexpected status 503 Service Unavailable: …"
+/// and "exceeded retry limit, last status: 429 Too Many Requests". The classifier then reads
+/// it as the API's status, as it reads Claude's `api_error_status`: an overloaded API is
+/// retried with the score's backoff instead of parking the instrument as rate limited.
+/// (401 / 403 stay with the profile's auth patterns, whose hint names the profile's keys.)
+pub fn api_status_in(message: &str) -> Option<u16> {
+    STATUS_IN_TEXT
+        .captures_iter(message)
+        .filter_map(|c| c.get(1)?.as_str().parse::<u16>().ok())
+        .find(|s| *s == 429 || (500..=599).contains(s))
+}
+
+/// Codex's own retry of the model API ("Reconnecting... 2/5 (unexpected status 503 …)"),
+/// in the words of Claude's `api_retry` progress: "API retry 2/5 after HTTP 503".
+fn cli_retry_in(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("Reconnecting... ")?;
+    let counts = rest.split_whitespace().next()?;
+    let (n, max) = counts.split_once('/')?;
+    let (n, max) = (n.parse::<u32>().ok()?, max.parse::<u32>().ok()?);
+    let cause = STATUS_IN_TEXT
+        .captures(rest)
+        .and_then(|c| c.get(1))
+        .map_or_else(
+            || "an error".to_string(),
+            |s| format!("HTTP {}", s.as_str()),
+        );
+    Some(format!("API retry {n}/{max} after {cause}"))
+}
+
 struct JsonlSink {
     config: CliOutputConfig,
     state: Arc<Mutex<JsonlState>>,
@@ -522,6 +564,7 @@ fn note_jsonl_activity(progress: &crate::types::Progress, c: &CliOutputConfig, e
         .then(|| event.get("message").and_then(Value::as_str))
         .flatten()
         .map(str::to_string);
+    let retry = error.as_deref().and_then(cli_retry_in);
     progress.update_activity(|a| {
         if let Some(i) = input {
             a.input_tokens += i;
@@ -534,7 +577,10 @@ fn note_jsonl_activity(progress: &crate::types::Progress, c: &CliOutputConfig, e
             a.last_event = Some(format!("tool call: {t}"));
             a.last_tool = Some(t);
         }
-        if let Some(e) = error {
+        if let Some(r) = retry {
+            a.api_retries += 1;
+            a.last_event = Some(r);
+        } else if let Some(e) = error {
             a.last_event = Some(e);
         }
     });
@@ -708,5 +754,37 @@ mod tests {
         assert_eq!(result.output_tokens, None);
         assert!(result.stdout.len() <= crate::process::TAIL_BYTES);
         assert!(result.stdout.ends_with("\"usage\":{\"out\":7}}\n"));
+    }
+
+    #[test]
+    fn codex_failures_name_the_api_status_of_limits_and_server_errors_only() {
+        let overload = "unexpected status 503 Service Unavailable: The server is overloaded \
+                        or not ready yet., url: http://127.0.0.1:4290/v1/responses";
+        assert_eq!(api_status_in(overload), Some(503));
+        assert_eq!(
+            api_status_in("exceeded retry limit, last status: 429 Too Many Requests"),
+            Some(429)
+        );
+        assert_eq!(
+            api_status_in("unexpected status 401 Unauthorized: Incorrect API key provided"),
+            None
+        );
+        assert_eq!(api_status_in("thread 01a21274-4290-7f03 failed"), None);
+    }
+
+    #[test]
+    fn codex_reconnects_read_as_api_retries() {
+        assert_eq!(
+            cli_retry_in(
+                "Reconnecting... 2/5 (unexpected status 503 Service Unavailable: overloaded)"
+            )
+            .as_deref(),
+            Some("API retry 2/5 after HTTP 503")
+        );
+        assert_eq!(
+            cli_retry_in("Reconnecting... 1/1 (stream disconnected before completion)").as_deref(),
+            Some("API retry 1/1 after an error")
+        );
+        assert_eq!(cli_retry_in("unexpected status 503"), None);
     }
 }

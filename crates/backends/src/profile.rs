@@ -227,6 +227,11 @@ pub struct CliOutputConfig {
     /// Sum every match of a wildcard token path.
     #[serde(default)]
     pub aggregate_tokens: bool,
+    /// Dot-path of the HTTP status of the API call that failed (ours; Claude Code's
+    /// `api_error_status`): the classifier reads it as a structured signal, so an overloaded
+    /// API (529/503) is retried with backoff instead of parked as a rate limit.
+    #[serde(default)]
+    pub api_status_path: Option<String>,
 }
 
 fn default_success_codes() -> Vec<i32> {

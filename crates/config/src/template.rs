@@ -19,6 +19,9 @@ use crate::plan::{total_sheets, total_stages, PlannedSheet};
 pub struct RenderContext {
     /// Workspace override (e.g. `run --workspace`); default the score's workspace.
     pub workspace: Option<PathBuf>,
+    /// The directory the instrument runs in (the sheet's git worktree under isolation);
+    /// default the workspace.
+    pub working_directory: Option<PathBuf>,
     /// Cross-sheet stdout tails by sheet number.
     pub previous_outputs: BTreeMap<u32, String>,
     /// Cross-sheet captured files by absolute path.
@@ -360,7 +363,7 @@ fn sheet_vars(
         }
     };
     let user = if with_user { score.variables.len() } else { 0 };
-    let mut vars: Vec<(Value, Value)> = Vec::with_capacity(22 + user + ctx.extra.len());
+    let mut vars: Vec<(Value, Value)> = Vec::with_capacity(23 + user + ctx.extra.len());
     let mut put = |k: &str, v: Value| vars.push((Value::from(k), v));
     put("sheet_num", Value::from(sheet.num));
     put("total_sheets", Value::from(total));
@@ -369,6 +372,11 @@ fn sheet_vars(
     put(
         "workspace",
         Value::from(workspace.to_string_lossy().into_owned()),
+    );
+    let working_directory = ctx.working_directory.as_ref().unwrap_or(workspace);
+    put(
+        "working_directory",
+        Value::from(working_directory.to_string_lossy().into_owned()),
     );
     for (a, b, v) in [
         ("stage", "movement", sheet.movement),
@@ -803,5 +811,22 @@ mod tests {
         let plan = SheetPlan::build(&j).unwrap();
         let out = render_prompt(&j, &plan.sheets[1], &RenderContext::default()).unwrap();
         assert_eq!(out, "Processing sheet 2 of 2 (items 3-3)\n\nhigh");
+    }
+
+    #[test]
+    fn working_directory_is_the_instrument_s_directory_else_the_workspace() {
+        let j = job(
+            "name: t\nworkspace: /tmp/ws\nsheet: {size: 1, total_items: 1}\nprompt: {template: 'in {{ working_directory }}'}\n",
+        );
+        let plan = SheetPlan::build(&j).unwrap();
+        let sheet = &plan.sheets[0];
+        let out = render_prompt(&j, sheet, &RenderContext::default()).unwrap();
+        assert_eq!(out, "in /tmp/ws");
+        let ctx = RenderContext {
+            working_directory: Some("/tmp/ws/.worktrees/t-sheet-1".into()),
+            ..RenderContext::default()
+        };
+        let out = render_prompt(&j, sheet, &ctx).unwrap();
+        assert_eq!(out, "in /tmp/ws/.worktrees/t-sheet-1");
     }
 }

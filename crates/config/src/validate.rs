@@ -101,7 +101,8 @@ impl Issue {
 }
 
 /// Names V101 accepts besides [`CORE_BUILTINS`]: template-only variables and Jinja globals.
-const V101_EXTRA_BUILTINS: [&str; 12] = [
+const V101_EXTRA_BUILTINS: [&str; 13] = [
+    "working_directory",
     "stakes",
     "thinking_method",
     "previous_outputs",

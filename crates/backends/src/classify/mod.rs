@@ -632,13 +632,18 @@ fn structured_signals(result: &ExecutionResult, combined: &str) -> Vec<Classifie
         found.push(err);
         return found;
     }
-    let said = result
-        .result_text
-        .as_deref()
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(|t| format!(": {}", t.chars().take(200).collect::<String>()))
-        .unwrap_or_default();
+    // What the instrument said about it: Claude's result text, else the backend's message
+    // (Codex's "unexpected status 503 …").
+    let said = [
+        result.result_text.as_deref(),
+        result.error_message.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .map(str::trim)
+    .find(|t| !t.is_empty())
+    .map(|t| format!(": {}", t.chars().take(200).collect::<String>()))
+    .unwrap_or_default();
     match result.api_error_status {
         // A server rate limit with the API's own retry-after: wait that long (a plan
         // limit names its reset and is read from the text instead).

@@ -371,7 +371,15 @@ async fn prepare(
         }
     };
     let injected = learned(shared, run, &rules, &attempt.instrument).await;
-    let mut prompt = render_prompt(run, sheet, &rules, attempt, &injected, given.prior)?;
+    let mut prompt = render_prompt(
+        run,
+        sheet,
+        &workdir,
+        &rules,
+        attempt,
+        &injected,
+        given.prior,
+    )?;
     let backend = backend(shared, run, &given.backends, &attempt.instrument)?;
     if let Some(l) = review_loop.as_ref().filter(|l| l.cfg.memory) {
         let branch = sheet_wt.as_ref().map(|w| w.branch.as_str());
@@ -647,6 +655,7 @@ fn tail(s: &str, max: usize) -> String {
 fn render_prompt(
     run: &JobRun,
     sheet: &PlannedSheet,
+    workdir: &Path,
     rules: &[ValidationRule],
     attempt: &AttemptContext,
     injected: &super::learning::Injected,
@@ -656,6 +665,7 @@ fn render_prompt(
     // not the conductor's.
     let mut ctx = mozart_config::RenderContext {
         workspace: Some(run.workspace.clone()),
+        working_directory: Some(workdir.to_path_buf()),
         template_dir: Some(run.score_dir.clone()),
         ..mozart_config::RenderContext::default()
     };
