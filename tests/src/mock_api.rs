@@ -12,7 +12,7 @@
 //!   `hang`, `slow`;
 //! - `mock-file:/abs/path`: the file a `write` turn makes the CLI create;
 //! - `mock-key:KEY`: names the state of windowed scenarios (one per test);
-//! - `mock-ms:N`: for `ratelimit` / `overload`, the window (from the first request with that
+//! - `mock-ms:N`: for `ratelimit` / `overload` / `cut`, the window (from the first request with that
 //!   key) during which every request fails, after which the turn behaves like `write`; for
 //!   `slow`, the pause between streamed pieces.
 //!
@@ -485,7 +485,7 @@ fn respond(req: &Request, out: &mut TcpStream, state: &Mutex<StateBox>) -> bool 
 
     // Windowed failures: fail while the key's window is open, then play `write`.
     let mut scenario = turn.scenario.as_str();
-    if matches!(scenario, "ratelimit" | "overload") {
+    if matches!(scenario, "ratelimit" | "overload" | "cut") {
         let key = format!("{scenario}/{}", turn.key);
         let first = *lock(state)
             .0

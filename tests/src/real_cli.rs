@@ -425,6 +425,38 @@ impl RealCliEnv {
         doc
     }
 
+    /// The API cuts its answer mid-stream (the connection closes after half a sentence) for
+    /// the first 1.5 s: the attempt fails as a transient error — retried by the CLI or by the
+    /// conductor, never parked as a rate limit — and the job completes once the API answers
+    /// whole again.
+    ///
+    /// # Panics
+    /// When any of it is not so.
+    pub fn check_cut_stream_recovers(&self, cli: &RealCli) {
+        let retries = "retry: {max_retries: 5, base_delay_seconds: 1, jitter: false}\n";
+        let score = write_file_score(
+            "rc-cut",
+            &cli.instrument(60),
+            1,
+            "cut mock-ms:1500",
+            retries,
+        );
+        self.run_score("rc-cut", &score);
+        let doc = self.wait_done("rc-cut", 90);
+        self.assert_completed("rc-cut", &doc);
+        assert_eq!(
+            doc["execution"]["rate_limit_waits"], 0,
+            "a cut stream is not a rate limit: {doc:#}"
+        );
+        let requests = self.mock.requests();
+        let cut = requests
+            .iter()
+            .filter(|r| r.scenario == "cut" && r.status == 0)
+            .count();
+        assert!(cut >= 1, "the mock cut at least one answer: {requests:#?}");
+        assert!(requests.iter().any(|r| r.status == 200), "{requests:#?}");
+    }
+
     /// Submit `name`: `sheets` sheets whose API answers "overloaded" (Anthropic 529, others
     /// 503) for their first 2.5 s, with retries allowed (1 s apart).
     pub fn run_overloaded(&self, cli: &RealCli, name: &str, sheets: u32) {
@@ -535,6 +567,7 @@ macro_rules! real_cli_tests {
             two_sheets_write_files_and_report_tokens => check_two_sheets_write_files,
             a_bad_api_key_fails_fast_with_a_hint => check_bad_key_fails_fast,
             a_hang_hits_the_timeout_and_leaves_no_process => check_hang_times_out,
+            a_stream_cut_mid_answer_is_retried_and_the_job_completes => check_cut_stream_recovers,
             cancel_leaves_no_process => check_cancel_leaves_no_process);
     };
     (@each $cli:expr, $($test:ident => $check:ident),*) => {
