@@ -353,6 +353,7 @@ impl RealCliEnv {
         assert_eq!(sheet["error_category"], "auth", "{doc:#}\n{errors}");
         let retries = &doc["execution"]["total_retry_count"];
         assert_eq!(retries, 0, "a key is not retried: {doc:#}");
+        assert_eq!(sheet["attempt_count"], 1, "the one attempt counts: {doc:#}");
         assert!(t0.elapsed() < Duration::from_secs(60));
         assert!(
             errors.contains(cli.key_var),

@@ -375,6 +375,9 @@ fn update_sheet(
         sheet.started_at = Some(now.clone());
     }
     if let Some(d) = details {
+        // An attempt that ended the sheet without spending a retry (a non-retriable failure)
+        // is not in the baton's counts, but it was started.
+        sheet.attempt_count = sheet.attempt_count.max(d.attempt_number);
         apply_details(sheet, d);
         // The attempt's result is recorded in this very write: its remote job (if any) is
         // done with, and a restart must not re-attach to it.
