@@ -12,28 +12,13 @@ use crate::CliError;
 #[derive(Debug, clap::Args)]
 pub struct ExportArgs {
     /// Directory to write the files into.
-    #[arg(
-        short = 'o',
-        long = "output-dir",
-        default_value = "./learning-export",
-        value_name = "TEXT"
-    )]
+    #[arg(short, long, default_value = "./learning-export", value_name = "TEXT")]
     pub output_dir: PathBuf,
     /// `markdown` or `json`.
-    #[arg(
-        short = 'f',
-        long = "format",
-        default_value = "markdown",
-        value_name = "TEXT"
-    )]
+    #[arg(short, long, default_value = "markdown", value_name = "TEXT")]
     pub format: String,
     /// Days of history (accepted; upstream does not use it either).
-    #[arg(
-        short = 's',
-        long = "since",
-        default_value_t = 30,
-        value_name = "INTEGER"
-    )]
+    #[arg(short, long, default_value_t = 30, value_name = "INTEGER")]
     pub since: i64,
     /// Include patterns still pending validation.
     #[arg(long = "include-pending", overrides_with = "no_include_pending")]
@@ -42,11 +27,7 @@ pub struct ExportArgs {
     #[arg(long = "no-include-pending")]
     pub no_include_pending: bool,
     /// Minimum effectiveness of exported patterns.
-    #[arg(
-        long = "min-effectiveness",
-        default_value_t = 0.0,
-        value_name = "FLOAT"
-    )]
+    #[arg(long, default_value_t = 0.0, value_name = "FLOAT")]
     pub min_effectiveness: f64,
 }
 
@@ -230,11 +211,7 @@ pub struct RecordEvolutionArgs {
     #[arg(long = "test-loc", value_name = "INTEGER")]
     pub test_loc: i64,
     /// Evolutions deferred.
-    #[arg(
-        long = "evolutions-deferred",
-        default_value_t = 0,
-        value_name = "INTEGER"
-    )]
+    #[arg(long, default_value_t = 0, value_name = "INTEGER")]
     pub evolutions_deferred: i64,
     /// Average consciousness volume.
     #[arg(long = "cv-avg", default_value_t = 0.0, value_name = "FLOAT")]
