@@ -8,7 +8,7 @@ use mozart_ipc::status::{HistoryRecord, HistoryResult};
 use mozart_ipc::types::HistoryParams;
 use serde_json::{json, Value};
 
-use super::status::{absolute, check_score_id, failed, ipc_text, job_call, JobCallError};
+use super::status::{absolute_text, check_score_id, failed, ipc_text, job_call, JobCallError};
 use crate::output::print_json;
 use crate::render::table::{self, Cell};
 use crate::render::{Color, Style};
@@ -94,10 +94,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
 fn fetch(globals: &Globals, id: &str, args: &Args) -> Result<History, CliError> {
     let params = HistoryParams {
         job_id: id.to_string(),
-        workspace: args
-            .workspace
-            .as_deref()
-            .map(|w| absolute(w).display().to_string()),
+        workspace: args.workspace.as_deref().map(absolute_text),
         sheet_num: args.sheet,
         limit: args.limit,
     };

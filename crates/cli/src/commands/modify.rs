@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::resume::{existing_file, no_workspace_fallback};
 use super::status::{
-    absolute, check_score_id, coded_error, failed, job_call, job_params, JobCallError,
+    absolute_text, check_score_id, coded_error, failed, job_call, job_params, JobCallError,
 };
 use crate::output::print_json;
 use crate::{CliError, Globals};
@@ -64,10 +64,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         }
     };
     let total_sheets = mozart_config::plan::total_sheets(&score.config.sheet);
-    let ws = args
-        .workspace
-        .as_deref()
-        .map(|w| absolute(w).display().to_string());
+    let ws = args.workspace.as_deref().map(absolute_text);
 
     // 2. Current status; 3. pause a running score, refuse states that cannot be modified.
     let status = match current_status(globals, &args, ws.as_deref())? {
@@ -205,7 +202,7 @@ fn modify_and_resume(globals: &Globals, args: &Args, ws: Option<&str>) -> Result
     // Absolute, unlike upstream's as-typed path ([QUIRK] §3.2, §10).
     let params = ModifyParams {
         job_id: id.to_string(),
-        config_path: Some(absolute(&args.config).display().to_string()),
+        config_path: Some(absolute_text(&args.config)),
         workspace: ws.map(str::to_string),
     };
     let result: JobResponse = match job_call(globals, methods::JOB_MODIFY, params, json) {

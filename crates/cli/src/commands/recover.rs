@@ -7,7 +7,7 @@ use mozart_ipc::methods;
 use mozart_ipc::status::RecoverResult;
 use mozart_ipc::types::RecoverParams;
 
-use super::status::{absolute, check_score_id, job_call};
+use super::status::{absolute_text, check_score_id, job_call};
 use crate::{CliError, Globals};
 
 /// Arguments of `mozart recover` (upstream's options, so scripts parse).
@@ -32,10 +32,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     check_score_id(&args.job_id)?;
     let params = RecoverParams {
         job_id: args.job_id.clone(),
-        workspace: args
-            .workspace
-            .as_deref()
-            .map(|w| absolute(w).display().to_string()),
+        workspace: args.workspace.as_deref().map(absolute_text),
         sheet_num: args.sheet,
         dry_run: args.dry_run,
     };

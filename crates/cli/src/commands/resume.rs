@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use mozart_ipc::methods;
 use mozart_ipc::types::{JobResponse, JobResponseStatus, ResumeParams};
 
-use super::status::{absolute, check_score_id, failed, job_call, JobCallError};
+use super::status::{absolute_text, check_score_id, failed, job_call, JobCallError};
 use crate::{CliError, Globals};
 
 /// Arguments of `mozart resume`.
@@ -67,14 +67,8 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     // in the conductor's directory, so this port sends it absolute (§10).
     let params = ResumeParams {
         job_id: id.to_string(),
-        workspace: args
-            .workspace
-            .as_deref()
-            .map(|w| absolute(w).display().to_string()),
-        config_path: args
-            .config
-            .as_deref()
-            .map(|c| absolute(c).display().to_string()),
+        workspace: args.workspace.as_deref().map(absolute_text),
+        config_path: args.config.as_deref().map(absolute_text),
         no_reload: args.no_reload,
     };
     let list_hint = "Run 'mozart list' to see available scores.";

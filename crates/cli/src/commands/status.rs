@@ -194,6 +194,11 @@ pub(crate) fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
+/// A user-given path as the absolute text sent to the conductor (§10).
+pub(crate) fn absolute_text(path: &Path) -> String {
+    absolute(path).display().to_string()
+}
+
 // ---------------------------------------------------------------------------------------
 // Overview.
 // ---------------------------------------------------------------------------------------
@@ -250,7 +255,7 @@ fn fetch(
 pub(crate) fn job_params(id: &str, workspace: Option<&Path>) -> JobIdParams {
     JobIdParams {
         job_id: id.to_string(),
-        workspace: workspace.map(|w| absolute(w).display().to_string()),
+        workspace: workspace.map(absolute_text),
     }
 }
 

@@ -10,7 +10,9 @@ use mozart_ipc::status::{JobList, JobStatusResult};
 use mozart_ipc::types::{JobRequest, JobResponse, JobResponseStatus, RateLimitsResult};
 use serde_json::json;
 
-use super::status::{absolute, job_call, job_params, rate_limit_lines, JobCallError};
+use super::status::{
+    absolute, absolute_text, job_call, job_params, rate_limit_lines, JobCallError,
+};
 use crate::conductor_client;
 use crate::output::{print_error, print_json};
 use crate::{CliError, Globals};
@@ -85,7 +87,7 @@ pub fn submit(globals: &Globals, args: &SubmitArgs) -> Result<i32, CliError> {
         None => score.config.workspace.clone(),
     };
     let params = JobRequest {
-        config_path: absolute(&args.config_file).display().to_string(),
+        config_path: absolute_text(&args.config_file),
         workspace: Some(workspace.display().to_string()),
         fresh: args.fresh,
         self_healing: args.self_healing,

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use mozart_learning::{EvolutionEntry, LearningStore, PatternQuery, QuarantineStatus};
 use serde_json::{json, Value};
 
+use super::shared::pattern_head;
 use super::{open_store, round, store_error};
 use crate::CliError;
 
@@ -49,17 +50,14 @@ fn sections(
         .filter(|p| include_pending || p.quarantine_status != QuarantineStatus::Pending)
         .collect();
     let pattern_json = |p: &&mozart_learning::PatternRecord| {
-        json!({
-            "id": p.id,
-            "pattern_type": p.pattern_type,
-            "pattern_name": p.pattern_name,
-            "description": p.description,
-            "occurrence_count": p.occurrence_count,
-            "effectiveness_score": round(p.effectiveness_score, 3),
-            "trust_score": round(p.trust_score, 3),
-            "quarantine_status": p.quarantine_status.as_str(),
-            "context_tags": p.context_tags,
-        })
+        let mut doc = pattern_head(p);
+        doc.insert("trust_score".into(), json!(round(p.trust_score, 3)));
+        doc.insert(
+            "quarantine_status".into(),
+            json!(p.quarantine_status.as_str()),
+        );
+        doc.insert("context_tags".into(), json!(p.context_tags));
+        Value::Object(doc)
     };
     let semantic = json!({
         "patterns": exported.iter().map(pattern_json).collect::<Vec<_>>(),

@@ -3,7 +3,7 @@
 use mozart_learning::{PatternQuery, PatternRecord, QuarantineStatus, WhyAnalysis};
 use serde_json::{json, Value};
 
-use super::shared::Listing;
+use super::shared::{pattern_head, Listing};
 use super::{cut, head, open_store, round, store_error, table};
 use crate::output::print_json;
 use crate::CliError;
@@ -59,18 +59,15 @@ pub fn list(args: ListArgs) -> Result<i32, CliError> {
 }
 
 fn pattern_json(p: &PatternRecord) -> Value {
-    json!({
-        "id": p.id,
-        "pattern_type": p.pattern_type,
-        "pattern_name": p.pattern_name,
-        "description": p.description,
-        "occurrence_count": p.occurrence_count,
-        "effectiveness_score": round(p.effectiveness_score, 3),
-        "priority_score": round(p.priority_score, 3),
-        "context_tags": p.context_tags,
-        "quarantine_status": p.quarantine_status.as_str(),
-        "trust_score": round(p.trust_score, 3),
-    })
+    let mut doc = pattern_head(p);
+    doc.insert("priority_score".into(), json!(round(p.priority_score, 3)));
+    doc.insert("context_tags".into(), json!(p.context_tags));
+    doc.insert(
+        "quarantine_status".into(),
+        json!(p.quarantine_status.as_str()),
+    );
+    doc.insert("trust_score".into(), json!(round(p.trust_score, 3)));
+    Value::Object(doc)
 }
 
 const PATTERNS: Listing<'static, PatternRecord> = Listing {

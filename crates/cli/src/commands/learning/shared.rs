@@ -2,9 +2,10 @@
 //! command's arguments, in the place the spec lists them, cli.md §8) and the way they show a
 //! list of store rows.
 
-use serde_json::Value;
+use mozart_learning::PatternRecord;
+use serde_json::{json, Map, Value};
 
-use super::table;
+use super::{round, table};
 use crate::output::print_json;
 
 /// `--window`, `--limit`, `--json` of `learning-drift` and `learning-epistemic-drift`.
@@ -56,6 +57,22 @@ impl JobHistory {
             10_000
         }
     }
+}
+
+/// The keys every pattern document starts with (`patterns-list --json`, the export's
+/// semantic insights); each adds its own after them.
+pub fn pattern_head(p: &PatternRecord) -> Map<String, Value> {
+    let mut doc = Map::new();
+    doc.insert("id".into(), json!(p.id));
+    doc.insert("pattern_type".into(), json!(p.pattern_type));
+    doc.insert("pattern_name".into(), json!(p.pattern_name));
+    doc.insert("description".into(), json!(p.description));
+    doc.insert("occurrence_count".into(), json!(p.occurrence_count));
+    doc.insert(
+        "effectiveness_score".into(),
+        json!(round(p.effectiveness_score, 3)),
+    );
+    doc
 }
 
 /// How a command shows a list of store rows: a titled table, or `none` when there are no
