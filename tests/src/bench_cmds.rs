@@ -42,27 +42,11 @@ pub(crate) fn operator_rows(env: &Env, reps: usize, report: &mut Report) -> Resu
 }
 
 /// `--only-cmds`: a conductor over 1,000 seeded jobs and the operator rows alone.
-pub(crate) fn only_cmds(
-    args: &Args,
-    mozart: &MozartExe,
-    baseline: Option<&Saved>,
-    started: Instant,
-) -> Result<()> {
-    let mut report = Report::default();
+pub(crate) fn only_cmds(args: &Args, mozart: &MozartExe, report: &mut Report) -> Result<()> {
     let env = Env::new(mozart)?;
     seed_registry(&env.home.join("registry.db"), REGISTRY_JOBS)?;
     let conductor = Conductor::start(&env)?;
     std::thread::sleep(Duration::from_millis(300));
-    operator_rows(&env, args.reps, &mut report)?;
-    conductor.stop(&env)?;
-    let saved = Saved::new(&report, started.elapsed());
-    print!("{}", saved.table(baseline));
-    if let Some(path) = &args.save {
-        let text = serde_json::to_string_pretty(&saved).map_err(|source| BenchError::Baseline {
-            path: path.clone(),
-            source,
-        })?;
-        std::fs::write(path, text + "\n").map_err(io_err("writing", path))?;
-    }
-    Ok(())
+    operator_rows(&env, args.reps, report)?;
+    conductor.stop(&env)
 }

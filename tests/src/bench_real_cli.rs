@@ -94,37 +94,11 @@ fn through_conductor(env: &Env, rep: usize) -> Result<Duration> {
         ws = ws.display()
     );
     write_file(&score, &yaml)?;
-    let ipc = |method: &'static str| move |source| BenchError::Ipc { method, source };
-    let mut client = BlockingClient::connect(&env.socket).map_err(ipc(methods::JOB_SUBMIT))?;
-    let started = Instant::now();
-    let answer = client
-        .call_value(
-            methods::JOB_SUBMIT,
-            json!({ "config_path": score.display().to_string(), "fresh": false }),
-        )
-        .map_err(ipc(methods::JOB_SUBMIT))?;
-    if answer.get("status").and_then(Value::as_str) != Some("accepted") {
-        return Err(BenchError::Mozart {
-            args: format!("(job.submit) {}", score.display()),
-            status: "not accepted".into(),
-            output: answer.to_string(),
-        });
-    }
-    let status = loop {
-        if let Some(status) = job_list_status(&mut client, &job)? {
-            if matches!(status.as_str(), "completed" | "failed" | "cancelled") {
-                break status;
-            }
-        }
-        if started.elapsed() > JOB_DEADLINE {
-            return Err(BenchError::Timeout {
-                what: format!("job '{job}' to finish"),
-                secs: JOB_DEADLINE.as_secs(),
-            });
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let wall = started.elapsed();
+    let mut client = BlockingClient::connect(&env.socket).map_err(|source| BenchError::Ipc {
+        method: methods::JOB_SUBMIT,
+        source,
+    })?;
+    let (wall, status) = submit_and_wait(&mut client, &score, &job, Duration::from_millis(10))?;
     if status != "completed" {
         return Err(BenchError::JobFailed {
             job,

@@ -80,16 +80,7 @@ fn sbatch_floor(env: &Env, key: &str, rep: usize, sheets: u32) -> Result<Duratio
         std::thread::sleep(Duration::from_millis(10));
     }
     let wall = started.elapsed();
-    let missing = (1..=sheets)
-        .filter(|n| !dir.join(format!("out-{n}.txt")).exists())
-        .count();
-    if missing > 0 {
-        return Err(BenchError::MissingOutput {
-            job: format!("{key} (plain sbatch)"),
-            missing,
-            sheets,
-        });
-    }
+    check_outputs(&dir, &format!("{key} (plain sbatch)"), sheets)?;
     Ok(wall)
 }
 
@@ -110,38 +101,12 @@ fn placed_run(
     std::fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
     let score = dir.join(format!("{job}.yaml"));
     write_file(&score, yaml)?;
-    let ipc = |method: &'static str| move |source| BenchError::Ipc { method, source };
-    let mut client = BlockingClient::connect(&env.socket).map_err(ipc(methods::JOB_SUBMIT))?;
+    let mut client = BlockingClient::connect(&env.socket).map_err(|source| BenchError::Ipc {
+        method: methods::JOB_SUBMIT,
+        source,
+    })?;
     let cpu_before = proc_cpu_ms(conductor.pid);
-    let started = Instant::now();
-    let answer = client
-        .call_value(
-            methods::JOB_SUBMIT,
-            json!({ "config_path": score.display().to_string(), "fresh": false }),
-        )
-        .map_err(ipc(methods::JOB_SUBMIT))?;
-    if answer.get("status").and_then(Value::as_str) != Some("accepted") {
-        return Err(BenchError::Mozart {
-            args: format!("(job.submit) {}", score.display()),
-            status: "not accepted".into(),
-            output: answer.to_string(),
-        });
-    }
-    let status = loop {
-        if let Some(status) = job_list_status(&mut client, &job)? {
-            if matches!(status.as_str(), "completed" | "failed" | "cancelled") {
-                break status;
-            }
-        }
-        if started.elapsed() > JOB_DEADLINE {
-            return Err(BenchError::Timeout {
-                what: format!("job '{job}' to finish"),
-                secs: JOB_DEADLINE.as_secs(),
-            });
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let wall = started.elapsed();
+    let (wall, status) = submit_and_wait(&mut client, &score, &job, Duration::from_millis(20))?;
     settle(conductor.pid);
     let cpu_after = proc_cpu_ms(conductor.pid);
     let own = cpu_after.own - cpu_before.own;
@@ -154,16 +119,7 @@ fn placed_run(
             workspace,
         });
     }
-    let missing = (1..=sheets)
-        .filter(|n| !workspace.join(format!("out-{n}.txt")).exists())
-        .count();
-    if missing > 0 {
-        return Err(BenchError::MissingOutput {
-            job,
-            missing,
-            sheets,
-        });
-    }
+    check_outputs(&workspace, &job, sheets)?;
     Ok((wall, own, children))
 }
 

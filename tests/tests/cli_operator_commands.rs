@@ -496,6 +496,43 @@ fn learning_commands_show_the_patterns_of_real_runs() {
         1,
         "--record stored a snapshot"
     );
+    // The tables (their rows are unit-tested next to each command).
+    let snapshots = stdout(&env.mozart(&["patterns-entropy", "--history"]));
+    assert!(
+        snapshots.starts_with("Pattern Entropy History\nTime                 Shannon H  Diversity"),
+        "{snapshots}"
+    );
+    assert_eq!(snapshots.lines().count(), 4, "{snapshots}");
+    let why_table = stdout(&env.mozart(&["patterns-why"]));
+    assert!(
+        why_table.starts_with("Patterns with WHY Analysis\nPattern "),
+        "{why_table}"
+    );
+    for (args, title, none) in [
+        (
+            &["learning-drift"][..],
+            "Patterns with Effectiveness Drift\nPattern ",
+            "✓ No patterns exceeding drift threshold (0.2)\n",
+        ),
+        (
+            &["learning-epistemic-drift"][..],
+            "Patterns with Epistemic Drift\nPattern ",
+            "✓ No patterns exceeding epistemic drift threshold (0.15)\n",
+        ),
+        (
+            &["patterns-budget", "--history"][..],
+            "Exploration Budget History\nTime ",
+            "No exploration budget history.\n",
+        ),
+        (
+            &["entropy-status", "--history"][..],
+            "Entropy Response History\nTime ",
+            "No entropy responses recorded.\n",
+        ),
+    ] {
+        let text = stdout(&env.mozart(args));
+        assert!(text.starts_with(title) || text == none, "{args:?}: {text}");
+    }
 
     let budget = json_of(&env.mozart(&["patterns-budget", "--json"]));
     assert!(budget.get("current").is_some() && budget.get("statistics").is_some());

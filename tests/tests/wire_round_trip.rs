@@ -1,15 +1,21 @@
 //! The typed protocol of `mozart-ipc` is exactly what the conductor sends: the raw results
 //! of `job.status`, `job.list`, `job.errors`, `job.diagnose`, `job.recover`, `job.history`
 //! and `daemon.observer_events` for real jobs (one completed with a `run_command` hook, one
-//! failed after retries) parse into the ipc types and serialise back to the same bytes.
+//! failed after retries), and of the job-control and `daemon.*` methods the operator
+//! commands call, parse into the ipc types and serialise back to the same bytes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::time::{Duration, Instant};
 
 use mozart_ipc::status::{
-    DiagnoseResult, ErrorsResult, HistoryResult, JobListEntry, JobStatusResult,
+    DiagnoseResult, ErrorsResult, HistoryResult, JobList, JobListEntry, JobStatusResult,
     ObserverEventsResult, RecoverResult,
+};
+use mozart_ipc::types::{
+    CancelResult, ClearRateLimitsResult, ClearResult, DaemonStatus, HealthResult, HelloResult,
+    JobResponse, JobResponseStatus, PauseResult, RateLimitsResult, ReadyResult, ShutdownResult,
+    TopResult,
 };
 use mozart_tests::TestEnv;
 use serde::de::DeserializeOwned;
@@ -160,4 +166,70 @@ fn every_job_reading_result_parses_into_the_ipc_types_and_back_byte_for_byte() {
         let status: JobStatusResult = round_trip(&env, "job.status", json!({"job_id": id}));
         assert!(status.checkpoint().is_some());
     }
+}
+
+#[test]
+fn job_control_and_conductor_results_parse_into_the_ipc_types_and_back_byte_for_byte() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let slow = env.write_score("slow", &mozart_tests::sleepy_shell_score("slow", 3, 2.0));
+    let slow = slow.to_str().unwrap();
+    let submit = |path: &str| json!({"config_path": path, "workspace": null, "fresh": false});
+
+    let health: HealthResult = round_trip(&env, "daemon.health", json!({}));
+    assert_eq!(health.status, "ok");
+    let _: ReadyResult = round_trip(&env, "daemon.ready", json!({}));
+    let _: HelloResult = round_trip(&env, "daemon.hello", json!({}));
+    let _: RateLimitsResult = round_trip(&env, "daemon.rate_limits", json!({}));
+    let _: ClearRateLimitsResult = round_trip(
+        &env,
+        "daemon.clear_rate_limits",
+        json!({"instrument": "claude-code"}),
+    );
+    let _: TopResult = round_trip(&env, "daemon.top", json!({}));
+
+    let accepted: JobResponse = round_trip(&env, "job.submit", submit(slow));
+    assert_eq!(accepted.status, JobResponseStatus::Accepted, "{accepted:?}");
+    let twice: JobResponse = round_trip(&env, "job.submit", submit(slow));
+    assert_eq!(twice.status, JobResponseStatus::Rejected, "{twice:?}");
+    let missing: JobResponse = round_trip(&env, "job.submit", submit("/nowhere/x.yaml"));
+    assert_eq!(missing.status, JobResponseStatus::Rejected);
+    wait_for(&env, "slow", "running");
+    let status: DaemonStatus = round_trip(&env, "daemon.status", json!({}));
+    assert_eq!(status.running_jobs, 1);
+    let _: JobList = round_trip(&env, "job.list", json!({}));
+
+    let paused: PauseResult = round_trip(&env, "job.pause", json!({"job_id": "slow"}));
+    assert!(paused.paused, "{paused:?}");
+    let resumed: JobResponse = round_trip(
+        &env,
+        "job.resume",
+        json!({"job_id": "slow", "workspace": null, "config_path": null, "no_reload": false}),
+    );
+    assert_eq!(resumed.status, JobResponseStatus::Accepted, "{resumed:?}");
+    let modified: JobResponse = round_trip(
+        &env,
+        "job.modify",
+        json!({"job_id": "slow", "config_path": slow}),
+    );
+    assert_eq!(modified.status, JobResponseStatus::Accepted, "{modified:?}");
+    let refused: JobResponse = round_trip(&env, "job.modify", json!({"job_id": "slow"}));
+    assert_eq!(refused.status, JobResponseStatus::Rejected);
+    let again: PauseResult = round_trip(&env, "job.pause", json!({"job_id": "nope"}));
+    assert!(!again.paused && again.error.is_some());
+    let resumed: JobResponse = round_trip(&env, "job.resume", json!({"job_id": "nope"}));
+    assert_eq!(resumed.status, JobResponseStatus::Rejected);
+
+    // Whether the paused job still has a task to cancel depends on timing; the shape not.
+    let _: CancelResult = round_trip(&env, "job.cancel", json!({"job_id": "slow"}));
+    let unknown: CancelResult = round_trip(&env, "job.cancel", json!({"job_id": "nope"}));
+    assert!(!unknown.cancelled);
+    let cleared: ClearResult = round_trip(
+        &env,
+        "job.clear",
+        json!({"statuses": ["completed"], "job_ids": ["nope"]}),
+    );
+    assert_eq!(cleared.deleted, 0);
+    let shutdown: ShutdownResult = round_trip(&env, "daemon.shutdown", json!({"graceful": true}));
+    assert!(shutdown.shutting_down);
 }

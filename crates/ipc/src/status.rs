@@ -111,6 +111,14 @@ impl JobListEntry {
         }
     }
 
+    /// Score file.
+    pub fn config_path(&self) -> &str {
+        match self {
+            JobListEntry::Live(j) => &j.config_path,
+            JobListEntry::Registry(j) => &j.config_path,
+        }
+    }
+
     /// Submission time (epoch seconds).
     pub fn submitted_at(&self) -> f64 {
         match self {
@@ -119,17 +127,30 @@ impl JobListEntry {
         }
     }
 
-    /// The rows of a `job.list` answer that parse; a row of unknown shape is left out
-    /// rather than failing the whole listing.
-    pub fn parse_list(value: &serde_json::Value) -> Vec<JobListEntry> {
-        value
-            .as_array()
-            .map(|rows| {
-                rows.iter()
-                    .filter_map(|row| serde_json::from_value(row.clone()).ok())
-                    .collect()
-            })
-            .unwrap_or_default()
+    /// Job-level error.
+    pub fn error_message(&self) -> Option<&str> {
+        match self {
+            JobListEntry::Live(j) => j.error_message.as_deref(),
+            JobListEntry::Registry(j) => j.error_message.as_deref(),
+        }
+    }
+}
+
+/// `job.list` result (§8.7) as a client reads it: the rows that parse, in order. A row of
+/// unknown shape is left out rather than failing the whole listing (cli.md §10: only six
+/// keys are guaranteed, and upstream's conductor mixes two row shapes).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct JobList(pub Vec<JobListEntry>);
+
+impl<'de> Deserialize<'de> for JobList {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let rows = Vec::<serde_json::Value>::deserialize(d)?;
+        Ok(JobList(
+            rows.into_iter()
+                .filter_map(|row| serde_json::from_value(row).ok())
+                .collect(),
+        ))
     }
 }
 
@@ -164,6 +185,22 @@ impl JobStatusResult {
         match self {
             JobStatusResult::Checkpoint(cp) => Some(cp),
             JobStatusResult::Record(_) => None,
+        }
+    }
+
+    /// The job's status (`queued`, `running`, `completed`, …).
+    pub fn status(&self) -> &str {
+        match self {
+            JobStatusResult::Checkpoint(cp) => cp.status.as_str(),
+            JobStatusResult::Record(entry) => entry.status(),
+        }
+    }
+
+    /// The job-level error, if any.
+    pub fn error_message(&self) -> Option<&str> {
+        match self {
+            JobStatusResult::Checkpoint(cp) => cp.error_message.as_deref(),
+            JobStatusResult::Record(entry) => entry.error_message(),
         }
     }
 
@@ -362,6 +399,15 @@ mod tests {
         round_trip::<Vec<JobListEntry>>(&format!("[{live},{row}]"));
         let parsed: JobListEntry = serde_json::from_str(row).unwrap();
         assert_eq!((parsed.job_id(), parsed.status()), ("b", "failed"));
+        assert_eq!(parsed.error_message(), Some("boom"));
+        let list: JobList =
+            serde_json::from_str(&format!(r#"[{live},{{"job_id":1}},{row}]"#)).unwrap();
+        assert_eq!(
+            list.0.iter().map(JobListEntry::job_id).collect::<Vec<_>>(),
+            ["a", "b"],
+            "a row of unknown shape is left out"
+        );
+        assert!(serde_json::from_str::<JobList>(r#"{"jobs":[]}"#).is_err());
     }
 
     #[test]
@@ -374,6 +420,7 @@ mod tests {
                                       "submitted_at": 1.0, "started_at": null});
         let parsed = JobStatusResult::from_value(zero).unwrap();
         assert!(parsed.checkpoint().is_none());
+        assert_eq!((parsed.status(), parsed.error_message()), ("pending", None));
         let bad_key = serde_json::json!({"job_id": "q", "job_name": "q", "total_sheets": 1,
                                          "sheets": {"2": {"sheet_num": 1}}});
         assert!(JobStatusResult::from_value(bad_key).is_none());

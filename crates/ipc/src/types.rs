@@ -134,10 +134,11 @@ pub struct ClearParams {
     #[serde(default)]
     pub statuses: Option<Vec<String>>,
     /// Only jobs submitted at least this long ago.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub older_than_seconds: Option<f64>,
-    /// Only these jobs.
-    #[serde(default)]
+    /// Only these jobs. Left out when unset: upstream's conductor turns an empty list into
+    /// invalid SQL ([BUG] conductor.md §6.12), so a client sends the key only with IDs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_ids: Option<Vec<String>>,
 }
 
@@ -571,6 +572,27 @@ mod tests {
     }
 
     #[test]
+    fn clear_params_name_job_ids_only_when_given() {
+        let all = ClearParams {
+            statuses: Some(vec!["failed".into()]),
+            ..ClearParams::default()
+        };
+        assert_eq!(
+            serde_json::to_string(&all).unwrap(),
+            r#"{"statuses":["failed"]}"#
+        );
+        let some = ClearParams {
+            statuses: None,
+            older_than_seconds: Some(60.0),
+            job_ids: Some(vec!["a".into()]),
+        };
+        assert_eq!(
+            serde_json::to_string(&some).unwrap(),
+            r#"{"statuses":null,"older_than_seconds":60.0,"job_ids":["a"]}"#
+        );
+    }
+
+    #[test]
     fn job_response_status_is_lowercase_on_the_wire() {
         let r = JobResponse {
             job_id: "a".into(),
@@ -606,4 +628,16 @@ pub enum LogFollowItem {
     Line(String),
     /// A structured entry made by the conductor (sheet progress).
     Entry(serde_json::Map<String, serde_json::Value>),
+}
+
+/// A server → client notification as the conductor writes it on a streaming connection
+/// (upstream's shape, §7.7: `{"jsonrpc":"2.0","method":M,"params":<event>}`), e.g. a
+/// [`MonitorEvent`] or a [`LogFollowItem`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Notification<T> {
+    /// [`crate::methods::MONITOR_EVENT_NOTIFICATION`] or
+    /// [`crate::methods::JOB_LOGS_NOTIFICATION`].
+    pub method: String,
+    /// The event.
+    pub params: T,
 }

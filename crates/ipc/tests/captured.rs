@@ -7,10 +7,14 @@
 #![allow(clippy::unwrap_used)]
 
 use mozart_ipc::status::{
-    DiagnoseResult, ErrorsResult, HistoryResult, JobListEntry, JobStatusResult,
+    DiagnoseResult, ErrorsResult, HistoryResult, JobList, JobListEntry, JobStatusResult,
     ObserverEventsResult, PatternsResult, RecoverResult,
 };
-use mozart_ipc::types::{EventsResult, TopResult, Unavailable};
+use mozart_ipc::types::{
+    CancelResult, ClearRateLimitsResult, ClearResult, DaemonStatus, EventsResult, HealthResult,
+    HelloResult, JobResponse, JobResponseStatus, PauseResult, RateLimitsResult, ReadyResult,
+    ShutdownResult, TopResult, Unavailable,
+};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -60,6 +64,8 @@ fn job_lists_round_trip_with_live_and_registry_rows() {
         .iter()
         .all(|j| matches!(j, JobListEntry::Registry(_))));
     assert_eq!(stored.len(), 3);
+    let lenient: JobList = round_trip("job_list_after_restart");
+    assert_eq!(lenient.0, stored);
 }
 
 #[test]
@@ -86,4 +92,59 @@ fn the_monitoring_and_learning_results_round_trip() {
     assert_eq!(stream.error, "JSONL not configured");
     let events: EventsResult = round_trip("daemon_events");
     assert!(events.error.is_none());
+}
+
+// Captured from the conductor at d1829d3 (shell-instrument jobs: `slow` submitted, paused
+// and resumed, `other` modified while running then cancelled, `nope` unknown), the answers
+// the operator commands read.
+
+#[test]
+fn job_control_results_round_trip() {
+    let accepted: JobResponse = round_trip("job_submit_accepted");
+    assert_eq!(accepted.status, JobResponseStatus::Accepted);
+    for name in [
+        "job_submit_rejected",
+        "job_submit_rejected_duplicate",
+        "job_resume_rejected",
+        "job_modify_rejected",
+    ] {
+        let rejected: JobResponse = round_trip(name);
+        assert_eq!(rejected.status, JobResponseStatus::Rejected, "{name}");
+        assert!(rejected.message.is_some(), "{name}");
+    }
+    let resumed: JobResponse = round_trip("job_resume_accepted");
+    assert_eq!(resumed.message.as_deref(), Some("Job resume queued"));
+    let modified: JobResponse = round_trip("job_modify_accepted");
+    assert_eq!(modified.status, JobResponseStatus::Accepted);
+
+    let paused: PauseResult = round_trip("job_pause");
+    assert!(paused.paused && paused.error.is_none());
+    let refused: PauseResult = round_trip("job_pause_failed");
+    assert_eq!(refused.error.as_deref(), Some("Job 'nope' not found"));
+    let cancelled: CancelResult = round_trip("job_cancel");
+    assert!(cancelled.cancelled);
+    let unknown: CancelResult = round_trip("job_cancel_false");
+    assert!(!unknown.cancelled);
+    let cleared: ClearResult = round_trip("job_clear");
+    assert_eq!(cleared.deleted, 2);
+}
+
+#[test]
+fn conductor_results_round_trip() {
+    let health: HealthResult = round_trip("daemon_health");
+    assert_eq!(health.status, "ok");
+    let ready: ReadyResult = round_trip("daemon_ready");
+    assert!(ready.is_ready());
+    let status: DaemonStatus = round_trip("daemon_status");
+    assert_eq!(status.jobs_by_status.get("running"), Some(&2));
+    let hello: HelloResult = round_trip("daemon_hello");
+    assert_eq!(hello.protocol_version, mozart_ipc::PROTOCOL_VERSION);
+    let limits: RateLimitsResult = round_trip("daemon_rate_limits");
+    assert!(limits.backends.is_empty());
+    let all: ClearRateLimitsResult = round_trip("daemon_clear_rate_limits");
+    assert_eq!(all.instrument, None);
+    let one: ClearRateLimitsResult = round_trip("daemon_clear_rate_limits_instrument");
+    assert_eq!(one.instrument.as_deref(), Some("claude-code"));
+    let shutdown: ShutdownResult = round_trip("daemon_shutdown");
+    assert!(shutdown.shutting_down);
 }

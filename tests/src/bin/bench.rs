@@ -209,39 +209,32 @@ fn bench(args: &Args) -> Result<()> {
     if args.dashboard_only {
         progress("dashboard (issue 16)");
         dashboard(&mozart, args, &mut report)?;
-        print!(
-            "{}",
-            Saved::new(&report, started.elapsed()).table(baseline.as_ref())
-        );
-        return Ok(());
+        return finish(&report, args, baseline.as_ref(), started);
     }
 
     if args.only_slurm {
-        return only_slurm(args, &mozart, baseline.as_ref(), started);
+        only_slurm(args, &mozart, &mut report)?;
+        return finish(&report, args, baseline.as_ref(), started);
     }
     if args.only_real_cli {
-        let mut report = Report::default();
         bench_real_cli::real_cli_rows(&mozart, args.real_cli_reps, &mut report)?;
-        let saved = Saved::new(&report, started.elapsed());
-        print!("{}", saved.table(baseline.as_ref()));
-        return Ok(());
+        return finish(&report, args, baseline.as_ref(), started);
     }
     if args.only_cmds {
-        return bench_cmds::only_cmds(args, &mozart, baseline.as_ref(), started);
+        bench_cmds::only_cmds(args, &mozart, &mut report)?;
+        return finish(&report, args, baseline.as_ref(), started);
     }
     progress("local commands (no conductor)");
     let env = Env::new(&mozart)?;
     local_commands(&env, args.reps, &mut report)?;
 
     progress("conductor, empty registry");
-    let conductor = Conductor::start(&env)?;
-    report.add(Row::ms(
+    let conductor = Conductor::start_timed(
+        &env,
+        &mut report,
         "start_ready_empty",
         "conductor start → ready, empty registry",
-        conductor.ready_in,
-        1,
-    ));
-    std::thread::sleep(Duration::from_millis(300));
+    )?;
     report.add(
         Row::new(
             "idle_rss",
@@ -292,14 +285,12 @@ fn bench(args: &Args) -> Result<()> {
         progress("conductor, registry with 1,000 jobs");
         let env = Env::new(&mozart)?;
         seed_registry(&env.home.join("registry.db"), REGISTRY_JOBS)?;
-        let conductor = Conductor::start(&env)?;
-        report.add(Row::ms(
+        let conductor = Conductor::start_timed(
+            &env,
+            &mut report,
             "start_ready_1000",
             "conductor start → ready, 1,000 jobs in registry",
-            conductor.ready_in,
-            1,
-        ));
-        std::thread::sleep(Duration::from_millis(300));
+        )?;
         report.add(Row::new(
             "idle_rss_1000",
             "conductor idle RSS, 1,000 jobs in registry",
@@ -349,8 +340,13 @@ fn bench(args: &Args) -> Result<()> {
         .bar_above(100_000.0),
     );
 
-    let saved = Saved::new(&report, started.elapsed());
-    print!("{}", saved.table(baseline.as_ref()));
+    finish(&report, args, baseline.as_ref(), started)
+}
+
+/// Print the report's table (against the baseline, if any) and save it with `--save`.
+fn finish(report: &Report, args: &Args, baseline: Option<&Saved>, started: Instant) -> Result<()> {
+    let saved = Saved::new(report, started.elapsed());
+    print!("{}", saved.table(baseline));
     if let Some(path) = &args.save {
         let text = serde_json::to_string_pretty(&saved).map_err(|source| BenchError::Baseline {
             path: path.clone(),
@@ -363,27 +359,11 @@ fn bench(args: &Args) -> Result<()> {
 }
 
 /// `--only-slurm`: the Slurm placement rows alone.
-fn only_slurm(
-    args: &Args,
-    mozart: &MozartExe,
-    baseline: Option<&Saved>,
-    started: Instant,
-) -> Result<()> {
-    let mut report = Report::default();
+fn only_slurm(args: &Args, mozart: &MozartExe, report: &mut Report) -> Result<()> {
     let env = Env::new(mozart)?;
     let conductor = Conductor::start(&env)?;
-    bench_slurm::slurm_rows(&env, &conductor, args.slurm_reps, &mut report)?;
-    conductor.stop(&env)?;
-    let saved = Saved::new(&report, started.elapsed());
-    print!("{}", saved.table(baseline));
-    if let Some(path) = &args.save {
-        let text = serde_json::to_string_pretty(&saved).map_err(|source| BenchError::Baseline {
-            path: path.clone(),
-            source,
-        })?;
-        std::fs::write(path, text + "\n").map_err(io_err("writing", path))?;
-    }
-    Ok(())
+    bench_slurm::slurm_rows(&env, &conductor, args.slurm_reps, report)?;
+    conductor.stop(&env)
 }
 
 /// Sheets of the score whose transitions the SSE latency figure times.
@@ -1381,19 +1361,7 @@ impl Env {
                 let mut client =
                     BlockingClient::connect(&self.socket).map_err(ipc(methods::JOB_SUBMIT))?;
                 let started = Instant::now();
-                let answer = client
-                    .call_value(
-                        methods::JOB_SUBMIT,
-                        json!({ "config_path": score_arg, "fresh": false }),
-                    )
-                    .map_err(ipc(methods::JOB_SUBMIT))?;
-                if answer.get("status").and_then(Value::as_str) != Some("accepted") {
-                    return Err(BenchError::Mozart {
-                        args: format!("(job.submit) {score_arg}"),
-                        status: "not accepted".into(),
-                        output: answer.to_string(),
-                    });
-                }
+                submit_score(&mut client, &score_arg)?;
                 (started, None, Some(client))
             }
         };
@@ -1456,17 +1424,8 @@ impl Env {
                 workspace,
             });
         }
-        // Validation is success (architecture invariant 3): check the work really happened.
-        let missing = (1..=w.sheets)
-            .filter(|_| w.outputs)
-            .filter(|n| !workspace.join(format!("out-{n}.txt")).exists())
-            .count();
-        if missing > 0 {
-            return Err(BenchError::MissingOutput {
-                job,
-                missing,
-                sheets: w.sheets,
-            });
+        if w.outputs {
+            check_outputs(&workspace, &job, w.sheets)?;
         }
         Ok(run)
     }
@@ -1482,6 +1441,71 @@ struct JobRun {
     conductor_cpu_ms: f64,
     /// CPU of the conductor's reaped children (instrument processes and their wrappers).
     children_cpu_ms: f64,
+}
+
+/// `job.submit` of `score`; any answer but `accepted` is an error.
+fn submit_score(client: &mut BlockingClient, score: &str) -> Result<()> {
+    let answer = client
+        .call_value(
+            methods::JOB_SUBMIT,
+            json!({ "config_path": score, "fresh": false }),
+        )
+        .map_err(|source| BenchError::Ipc {
+            method: methods::JOB_SUBMIT,
+            source,
+        })?;
+    if answer.get("status").and_then(Value::as_str) != Some("accepted") {
+        return Err(BenchError::Mozart {
+            args: format!("(job.submit) {score}"),
+            status: "not accepted".into(),
+            output: answer.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// The timed run of one score through the conductor: `job.submit` on `client` (connected
+/// before the clock starts), then `job.list` every `poll` until `job` ended. The wall time
+/// from the submission to the end, and the final status.
+fn submit_and_wait(
+    client: &mut BlockingClient,
+    score: &Path,
+    job: &str,
+    poll: Duration,
+) -> Result<(Duration, String)> {
+    let started = Instant::now();
+    submit_score(client, &score.display().to_string())?;
+    let status = loop {
+        if let Some(status) = job_list_status(client, job)? {
+            if matches!(status.as_str(), "completed" | "failed" | "cancelled") {
+                break status;
+            }
+        }
+        if started.elapsed() > JOB_DEADLINE {
+            return Err(BenchError::Timeout {
+                what: format!("job '{job}' to finish"),
+                secs: JOB_DEADLINE.as_secs(),
+            });
+        }
+        std::thread::sleep(poll);
+    };
+    Ok((started.elapsed(), status))
+}
+
+/// Validation is success (architecture invariant 3): every sheet's `out-N.txt` must be in
+/// `workspace`.
+fn check_outputs(workspace: &Path, job: &str, sheets: u32) -> Result<()> {
+    let missing = (1..=sheets)
+        .filter(|n| !workspace.join(format!("out-{n}.txt")).exists())
+        .count();
+    if missing > 0 {
+        return Err(BenchError::MissingOutput {
+            job: job.to_string(),
+            missing,
+            sheets,
+        });
+    }
+    Ok(())
 }
 
 /// The job's status as `job.list` reports it — a small answer, unlike `job.status`, whose
@@ -1512,6 +1536,15 @@ struct Conductor {
 impl Conductor {
     fn start(env: &Env) -> Result<Conductor> {
         Self::start_with(env, &[])
+    }
+
+    /// [`Self::start`], reporting its start → ready time as row `key`, then 300 ms of idling
+    /// so what is measured next (idle RSS, commands) does not see the start-up.
+    fn start_timed(env: &Env, report: &mut Report, key: &str, what: &str) -> Result<Conductor> {
+        let conductor = Self::start(env)?;
+        report.add(Row::ms(key, what, conductor.ready_in, 1));
+        std::thread::sleep(Duration::from_millis(300));
+        Ok(conductor)
     }
 
     /// [`Self::start`] with extra variables in the conductor's (and instruments') environment.

@@ -1,9 +1,10 @@
 //! `mozart cancel SCORE_ID` (cli.md §3.5).
 
 use mozart_ipc::methods;
-use serde_json::{json, Value};
+use mozart_ipc::types::CancelResult;
+use serde_json::json;
 
-use super::status::{check_score_id, failed, job_call, JobCallError};
+use super::status::{check_score_id, failed, job_call, job_params, JobCallError};
 use crate::output::print_json;
 use crate::{CliError, Globals};
 
@@ -26,18 +27,19 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
 
 /// Cancel one score (also `pause --force`, §3.3).
 pub(crate) fn cancel(globals: &Globals, id: &str, json: bool) -> Result<i32, CliError> {
-    let result = match job_call(globals, methods::JOB_CANCEL, json!({"job_id": id}), json) {
-        Ok(v) => v,
-        Err(JobCallError::Cli(err)) => return Err(err),
-        Err(err) => {
-            return Err(failed(
-                err.message(),
-                &["Check conductor status: mozart conductor-status"],
-                json,
-            ))
-        }
-    };
-    if result.get("cancelled").and_then(Value::as_bool) == Some(true) {
+    let result: CancelResult =
+        match job_call(globals, methods::JOB_CANCEL, job_params(id, None), json) {
+            Ok(result) => result,
+            Err(JobCallError::Cli(err)) => return Err(err),
+            Err(err) => {
+                return Err(failed(
+                    err.message(),
+                    &["Check conductor status: mozart conductor-status"],
+                    json,
+                ))
+            }
+        };
+    if result.cancelled {
         if json {
             print_json(&json!({"success": true, "job_id": id}));
         } else {

@@ -3,7 +3,7 @@
 use std::io::{BufRead, Write};
 
 use mozart_ipc::methods;
-use serde_json::{json, Value};
+use mozart_ipc::types::{ClearParams, ClearResult};
 
 use super::status::{failed, job_call, JobCallError};
 use crate::{CliError, Globals};
@@ -89,17 +89,14 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         println!("Cancelled.");
         return Ok(0);
     }
-    let mut params = json!({"statuses": statuses});
-    // An empty `job_ids` list breaks upstream's SQL ([BUG] conductor.md §6.12): send the
-    // key only when IDs were given.
-    if !args.score.is_empty() {
-        params["job_ids"] = json!(args.score);
-    }
-    if let Some(age) = args.older_than {
-        params["older_than_seconds"] = json!(age);
-    }
-    let result = match job_call(globals, methods::JOB_CLEAR, params, false) {
-        Ok(v) => v,
+    let params = ClearParams {
+        statuses: Some(statuses),
+        older_than_seconds: args.older_than,
+        // An empty `job_ids` list breaks upstream's SQL ([BUG] conductor.md §6.12).
+        job_ids: (!args.score.is_empty()).then(|| args.score.clone()),
+    };
+    let result: ClearResult = match job_call(globals, methods::JOB_CLEAR, params, false) {
+        Ok(result) => result,
         Err(JobCallError::Cli(err)) => return Err(err),
         Err(err) => {
             return Err(failed(
@@ -112,7 +109,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             ))
         }
     };
-    match result.get("deleted").and_then(Value::as_u64).unwrap_or(0) {
+    match result.deleted {
         0 => println!("No matching scores to clear."),
         n => println!("Cleared {n} score(s)."),
     }

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use clap::CommandFactory;
 use clap_complete::Shell;
+use mozart_ipc::status::JobList;
 
 use crate::{CliError, Globals};
 
@@ -96,21 +97,13 @@ pub fn complete_jobs(globals: &Globals) -> Result<i32, CliError> {
     let Ok(mut client) = mozart_ipc::BlockingClient::connect_with(&paths.socket, timeouts) else {
         return Ok(0);
     };
-    let Ok(list) = client.call_value(mozart_ipc::methods::JOB_LIST, serde_json::json!({})) else {
+    let Ok(list) = client.call::<_, JobList>(mozart_ipc::methods::JOB_LIST, ()) else {
         return Ok(0);
     };
-    let items = list
-        .get("jobs")
-        .and_then(|j| j.as_array())
-        .or_else(|| list.as_array())
-        .cloned()
-        .unwrap_or_default();
     let mut out = String::new();
-    for item in items {
-        if let Some(id) = item.get("job_id").and_then(|v| v.as_str()) {
-            out.push_str(id);
-            out.push('\n');
-        }
+    for job in &list.0 {
+        out.push_str(job.job_id());
+        out.push('\n');
     }
     let _ = std::io::stdout().write_all(out.as_bytes());
     Ok(0)

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use mozart_conductor::RunState;
 use mozart_ipc::types::{DaemonStatus, HealthResult, ReadyResult};
 use mozart_ipc::{methods, BlockingClient};
+use serde::de::DeserializeOwned;
 
 use crate::conductor_client::{self, conductor_state};
 use crate::{CliError, Globals};
@@ -40,23 +41,10 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         }
         RunState::Running { pid } => pid,
     };
-    // Each probe on its own connection; a failed one just drops its lines (§2.4).
-    let ask = |method: &str| -> Option<serde_json::Value> {
-        BlockingClient::connect(&paths.socket)
-            .ok()?
-            .call_value(method, ())
-            .ok()
-    };
-    let health = ask(methods::DAEMON_HEALTH);
-    let ready = ask(methods::DAEMON_READY);
-    let status = ask(methods::DAEMON_STATUS);
-    let pid = pid.or_else(|| {
-        health
-            .as_ref()
-            .and_then(|h| h.get("pid"))
-            .and_then(|p| p.as_u64())
-            .and_then(|p| u32::try_from(p).ok())
-    });
+    let health: Option<HealthResult> = ask(&paths.socket, methods::DAEMON_HEALTH);
+    let ready: Option<ReadyResult> = ask(&paths.socket, methods::DAEMON_READY);
+    let status: Option<DaemonStatus> = ask(&paths.socket, methods::DAEMON_STATUS);
+    let pid = pid.or_else(|| health.as_ref().map(|h| h.pid));
     if args.json {
         crate::output::print_json(&serde_json::json!({
             "running": true,
@@ -70,7 +58,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     }
     let shown = pid.map_or_else(|| "unknown".to_string(), |p| p.to_string());
     println!("{} is running (PID {shown})", paths.who());
-    if let Some(h) = health.and_then(|v| serde_json::from_value::<HealthResult>(v).ok()) {
+    if let Some(h) = health {
         let secs = h.uptime_seconds.max(0.0) as u64;
         println!(
             "  Uptime: {}h {}m {}s",
@@ -79,7 +67,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             secs % 60
         );
     }
-    if let Some(r) = ready.and_then(|v| serde_json::from_value::<ReadyResult>(v).ok()) {
+    if let Some(r) = ready {
         if r.is_ready() {
             println!("  [+] Readiness: ready");
         } else {
@@ -93,11 +81,17 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             if r.accepting_work { "True" } else { "False" }
         );
     }
-    if let Some(s) = status.and_then(|v| serde_json::from_value::<DaemonStatus>(v).ok()) {
+    if let Some(s) = status {
         println!("  Version: {}", s.version);
         if let Some(socket) = &s.socket {
             println!("  Socket: {socket}");
         }
     }
     Ok(0)
+}
+
+/// One probe on its own connection; a failed one (or an answer of another shape) just drops
+/// its lines (§2.4).
+fn ask<R: DeserializeOwned>(socket: &std::path::Path, method: &str) -> Option<R> {
+    BlockingClient::connect(socket).ok()?.call(method, ()).ok()
 }

@@ -8,13 +8,16 @@ use std::path::{Path, PathBuf};
 
 use mozart_ipc::checkpoint::{JobCheckpoint, SheetCheckpoint};
 use mozart_ipc::methods;
+use mozart_ipc::status::{DiagnoseResult, JobStatusResult};
 use mozart_ipc::time::Timestamp;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use super::status::{absolute, check_score_id, failed, ipc_text, job_call, JobCallError};
+use super::status::{
+    absolute, check_score_id, failed, ipc_text, job_call, job_params, JobCallError,
+};
 use crate::output::{boxed, console_width, print_json};
-use crate::render::status_json::{infer_error_type, normalize_error_code, parse_checkpoint};
+use crate::render::status_json::{infer_error_type, normalize_error_code};
 use crate::render::table::{self, Cell};
 use crate::render::time::{format_clock, format_timestamp, now_epoch};
 use crate::render::{Color, Style};
@@ -119,7 +122,6 @@ pub(crate) fn fetch_checkpoint(
     json: bool,
     lookup: &StateLookup<'_>,
 ) -> Result<FetchedState, CliError> {
-    let ws = workspace.map(|w| absolute(w).display().to_string());
     let not_found = || {
         failed(
             format!("Score not found: {id}"),
@@ -127,12 +129,8 @@ pub(crate) fn fetch_checkpoint(
             json,
         )
     };
-    let result = match job_call(
-        globals,
-        method,
-        json!({"job_id": id, "workspace": ws}),
-        json,
-    ) {
+    // `job.errors` answers `{"state"}`, `job.diagnose` adds `workspace` (§8.9–§8.10).
+    let result: DiagnoseResult = match job_call(globals, method, job_params(id, workspace), json) {
         Ok(result) => result,
         Err(JobCallError::Job(_)) => {
             return match workspace {
@@ -154,11 +152,7 @@ pub(crate) fn fetch_checkpoint(
             ))
         }
     };
-    let state_value = result.get("state").cloned().unwrap_or(Value::Null);
-    if state_value.is_null() {
-        return Err(not_found());
-    }
-    let Some(state) = parse_checkpoint(&state_value) else {
+    let JobStatusResult::Checkpoint(state) = result.state else {
         // A job the conductor knows but that has no checkpoint yet (queued, or only its
         // registry row survived): upstream crashes validating the metadata dict.
         return Err(failed(
@@ -168,13 +162,12 @@ pub(crate) fn fetch_checkpoint(
         ));
     };
     let answered_ws = result
-        .get("workspace")
-        .or_else(|| state_value.get("workspace"))
-        .and_then(Value::as_str)
+        .workspace
+        .or_else(|| state.workspace.clone())
         .filter(|w| !w.is_empty())
         .map(PathBuf::from);
     Ok(FetchedState {
-        state,
+        state: *state,
         workspace: answered_ws.or_else(|| workspace.map(absolute)),
     })
 }
@@ -549,6 +542,7 @@ pub fn render_errors(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::render::status_json::parse_checkpoint;
     use mozart_ipc::checkpoint::CheckpointErrorRecord;
 
     fn job_with(sheets: Vec<SheetCheckpoint>) -> JobCheckpoint {

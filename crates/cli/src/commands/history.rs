@@ -5,9 +5,10 @@ use std::path::PathBuf;
 
 use mozart_ipc::methods;
 use mozart_ipc::status::{HistoryRecord, HistoryResult};
+use mozart_ipc::types::HistoryParams;
 use serde_json::{json, Value};
 
-use super::status::{absolute, check_score_id, failed, ipc_text, job_call, JobCallError};
+use super::status::{absolute_text, check_score_id, failed, ipc_text, job_call, JobCallError};
 use crate::output::print_json;
 use crate::render::table::{self, Cell};
 use crate::render::{Color, Style};
@@ -91,28 +92,17 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
 }
 
 fn fetch(globals: &Globals, id: &str, args: &Args) -> Result<History, CliError> {
-    let ws = args
-        .workspace
-        .as_deref()
-        .map(|w| absolute(w).display().to_string());
-    let params = json!({
-        "job_id": id,
-        "workspace": ws,
-        "sheet_num": args.sheet,
-        "limit": args.limit,
-    });
-    match job_call(globals, methods::JOB_HISTORY, params, args.json) {
-        Ok(result) => match serde_json::from_value::<HistoryResult>(result) {
-            Ok(result) => Ok(History {
-                records: result.records,
-                has_history: result.has_history,
-            }),
-            Err(err) => Err(failed(
-                format!("Unexpected job.history answer from the conductor: {err}"),
-                &[],
-                args.json,
-            )),
-        },
+    let params = HistoryParams {
+        job_id: id.to_string(),
+        workspace: args.workspace.as_deref().map(absolute_text),
+        sheet_num: args.sheet,
+        limit: args.limit,
+    };
+    match job_call::<_, HistoryResult>(globals, methods::JOB_HISTORY, params, args.json) {
+        Ok(result) => Ok(History {
+            records: result.records,
+            has_history: result.has_history,
+        }),
         Err(JobCallError::Job(_)) => Err(failed(
             format!("Score not found: {id}"),
             &["Run 'mozart list' to see available scores."],

@@ -3,8 +3,7 @@
 use std::path::PathBuf;
 
 use mozart_ipc::methods;
-use mozart_ipc::status::JobListEntry;
-use serde_json::json;
+use mozart_ipc::status::JobList;
 
 use super::status::job_call;
 use crate::output::print_json;
@@ -33,10 +32,9 @@ pub struct Args {
 
 /// Run `mozart list`.
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
-    let result = job_call(globals, methods::JOB_LIST, json!({}), args.json)
-        .map_err(|e| e.into_cli(args.json))?;
-    let all = JobListEntry::parse_list(&result);
-    let shown = jobs::filter_list(&all, args.all, args.status.as_deref(), args.limit);
+    let all: JobList =
+        job_call(globals, methods::JOB_LIST, (), args.json).map_err(|e| e.into_cli(args.json))?;
+    let shown = jobs::filter_list(&all.0, args.all, args.status.as_deref(), args.limit);
     if args.json {
         print_json(&shown);
     } else {

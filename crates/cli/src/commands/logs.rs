@@ -12,6 +12,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use mozart_ipc::types::{LogFollowItem, LogFollowParams, Notification};
 use serde_json::{Map, Value};
 
 use super::status::{check_score_id, failed};
@@ -705,9 +706,13 @@ fn follow_conductor(
             return Ok(None);
         };
         let (read, mut write) = stream.into_split();
+        let params = LogFollowParams {
+            job_id: filter.job_id.clone(),
+            backlog_lines: 0,
+        };
         let request = serde_json::json!({
             "jsonrpc": "2.0", "id": 1, "method": mozart_ipc::methods::JOB_LOGS_FOLLOW,
-            "params": {"job_id": filter.job_id, "backlog_lines": 0},
+            "params": params,
         });
         if write
             .write_all(format!("{request}\n").as_bytes())
@@ -721,11 +726,15 @@ fn follow_conductor(
         // The stream starts with a `started` item; an older conductor answers "method not
         // found" instead.
         let started = match first {
-            Ok(Ok(Some(line))) => serde_json::from_str::<Value>(&line).ok().and_then(|v| {
-                v.pointer("/params/started")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-            }),
+            Ok(Ok(Some(line))) => {
+                match serde_json::from_str::<Notification<LogFollowItem>>(&line) {
+                    Ok(Notification {
+                        params: LogFollowItem::Started(log_file),
+                        ..
+                    }) => Some(log_file),
+                    _ => None,
+                }
+            }
             _ => None,
         };
         let Some(log_file) = started else {
@@ -766,17 +775,13 @@ fn follow_conductor(
                 );
                 return Ok(Some(0));
             };
-            let Ok(message) = serde_json::from_str::<Value>(&line) else {
+            let Ok(message) = serde_json::from_str::<Notification<LogFollowItem>>(&line) else {
                 continue;
             };
-            let item = message
-                .get("params")
-                .cloned()
-                .and_then(|r| serde_json::from_value::<mozart_ipc::types::LogFollowItem>(r).ok());
-            let entry = match item {
-                Some(mozart_ipc::types::LogFollowItem::Line(l)) => parse_line(&l),
-                Some(mozart_ipc::types::LogFollowItem::Entry(e)) => Some(e),
-                Some(mozart_ipc::types::LogFollowItem::Started(_)) | None => None,
+            let entry = match message.params {
+                LogFollowItem::Line(l) => parse_line(&l),
+                LogFollowItem::Entry(e) => Some(e),
+                LogFollowItem::Started(_) => None,
             };
             if let Some(entry) = entry.filter(|e| should_include(e, filter)) {
                 if !emit(&mut out, &render(&entry, json, style)) {

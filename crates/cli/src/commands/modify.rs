@@ -4,10 +4,14 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 use mozart_ipc::methods;
-use serde_json::{json, Value};
+use mozart_ipc::status::JobStatusResult;
+use mozart_ipc::types::{JobIdParams, JobResponse, JobResponseStatus, ModifyParams, PauseResult};
+use serde_json::json;
 
 use super::resume::{existing_file, no_workspace_fallback};
-use super::status::{absolute, check_score_id, coded_error, failed, job_call, JobCallError};
+use super::status::{
+    absolute_text, check_score_id, coded_error, failed, job_call, job_params, JobCallError,
+};
 use crate::output::print_json;
 use crate::{CliError, Globals};
 
@@ -60,10 +64,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         }
     };
     let total_sheets = mozart_config::plan::total_sheets(&score.config.sheet);
-    let ws = args
-        .workspace
-        .as_deref()
-        .map(|w| absolute(w).display().to_string());
+    let ws = args.workspace.as_deref().map(absolute_text);
 
     // 2. Current status; 3. pause a running score, refuse states that cannot be modified.
     let status = match current_status(globals, &args, ws.as_deref())? {
@@ -100,13 +101,12 @@ fn current_status(
     ws: Option<&str>,
 ) -> Result<ControlFlow<i32, String>, CliError> {
     let (id, json) = (args.score_id.as_str(), args.json);
-    let current = match job_call(
-        globals,
-        methods::JOB_STATUS,
-        json!({"job_id": id, "workspace": ws}),
-        json,
-    ) {
-        Ok(v) => v,
+    let params = JobIdParams {
+        job_id: id.to_string(),
+        workspace: ws.map(str::to_string),
+    };
+    let current: JobStatusResult = match job_call(globals, methods::JOB_STATUS, params, json) {
+        Ok(current) => current,
         Err(JobCallError::Cli(_)) if args.workspace.is_some() => {
             return Err(no_workspace_fallback("modify", json))
         }
@@ -124,13 +124,7 @@ fn current_status(
             )))
         }
     };
-    let status = current
-        .get("status")
-        .and_then(Value::as_str)
-        .unwrap_or("unknown")
-        .to_string();
-
-    Ok(ControlFlow::Continue(status))
+    Ok(ControlFlow::Continue(current.status().to_string()))
 }
 
 /// Pause a running score; refuse one that is neither running nor stopped.
@@ -141,9 +135,10 @@ fn pause_or_refuse(
 ) -> Result<ControlFlow<i32>, CliError> {
     let (id, json) = (args.score_id.as_str(), args.json);
     if status == "running" {
-        let paused = job_call(globals, methods::JOB_PAUSE, json!({"job_id": id}), json);
+        let paused: Result<PauseResult, _> =
+            job_call(globals, methods::JOB_PAUSE, job_params(id, None), json);
         match paused {
-            Ok(r) if r.get("paused").and_then(Value::as_bool) == Some(true) => {
+            Ok(r) if r.paused => {
                 if !json {
                     println!("Pause signal sent to score '{id}'.");
                 }
@@ -156,11 +151,7 @@ fn pause_or_refuse(
             }
             Ok(r) => {
                 let mut msg = format!("Failed to pause score '{id}'");
-                if let Some(e) = r
-                    .get("error")
-                    .and_then(Value::as_str)
-                    .filter(|e| !e.is_empty())
-                {
+                if let Some(e) = r.error.filter(|e| !e.is_empty()) {
                     msg.push_str(&format!(": {e}"));
                 }
                 return Ok(ControlFlow::Break(coded_error(
@@ -209,13 +200,13 @@ fn pause_or_refuse(
 fn modify_and_resume(globals: &Globals, args: &Args, ws: Option<&str>) -> Result<i32, CliError> {
     let (id, json) = (args.score_id.as_str(), args.json);
     // Absolute, unlike upstream's as-typed path ([QUIRK] §3.2, §10).
-    let params = json!({
-        "job_id": id,
-        "config_path": absolute(&args.config).display().to_string(),
-        "workspace": ws,
-    });
-    let result = match job_call(globals, methods::JOB_MODIFY, params, json) {
-        Ok(v) => v,
+    let params = ModifyParams {
+        job_id: id.to_string(),
+        config_path: Some(absolute_text(&args.config)),
+        workspace: ws.map(str::to_string),
+    };
+    let result: JobResponse = match job_call(globals, methods::JOB_MODIFY, params, json) {
+        Ok(result) => result,
         Err(JobCallError::Cli(err)) => return Err(err),
         Err(err) => {
             return Ok(coded_error(
@@ -230,11 +221,8 @@ fn modify_and_resume(globals: &Globals, args: &Args, ws: Option<&str>) -> Result
             ))
         }
     };
-    if result.get("status").and_then(Value::as_str) == Some("rejected") {
-        let msg = result
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or("Modify rejected");
+    if result.status == JobResponseStatus::Rejected {
+        let msg = result.message.as_deref().unwrap_or("Modify rejected");
         return Err(failed(
             msg,
             &[
@@ -247,10 +235,7 @@ fn modify_and_resume(globals: &Globals, args: &Args, ws: Option<&str>) -> Result
     if json {
         print_json(&result);
     } else {
-        let msg = result
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or("Modify accepted");
+        let msg = result.message.as_deref().unwrap_or("Modify accepted");
         println!("{msg}");
         println!("\nMonitor: mozart status {id}");
     }

@@ -3,9 +3,10 @@
 use std::path::PathBuf;
 
 use mozart_ipc::methods;
-use serde_json::{json, Value};
+use mozart_ipc::types::PauseResult;
+use serde_json::json;
 
-use super::status::{check_score_id, coded_error, job_call, JobCallError};
+use super::status::{check_score_id, coded_error, job_call, job_params, JobCallError};
 use crate::output::print_json;
 use crate::{CliError, Globals};
 
@@ -42,28 +43,24 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     if args.force {
         return super::cancel::cancel(globals, id, args.json);
     }
-    let result = match job_call(
-        globals,
-        methods::JOB_PAUSE,
-        json!({"job_id": id}),
-        args.json,
-    ) {
-        Ok(v) => v,
-        Err(JobCallError::Cli(_)) if args.workspace.is_some() => {
-            return Err(super::resume::no_workspace_fallback("pause", args.json));
-        }
-        Err(JobCallError::Cli(err)) => return Err(err),
-        Err(err) => {
-            return Ok(coded_error(
-                "E501",
-                &err.message(),
-                &["Run 'mozart list' to see available scores."],
-                args.json,
-                &[],
-            ))
-        }
-    };
-    if result.get("paused").and_then(Value::as_bool) == Some(true) {
+    let result: PauseResult =
+        match job_call(globals, methods::JOB_PAUSE, job_params(id, None), args.json) {
+            Ok(result) => result,
+            Err(JobCallError::Cli(_)) if args.workspace.is_some() => {
+                return Err(super::resume::no_workspace_fallback("pause", args.json));
+            }
+            Err(JobCallError::Cli(err)) => return Err(err),
+            Err(err) => {
+                return Ok(coded_error(
+                    "E501",
+                    &err.message(),
+                    &["Run 'mozart list' to see available scores."],
+                    args.json,
+                    &[],
+                ))
+            }
+        };
+    if result.paused {
         if args.json {
             print_json(&json!({
                 "success": true,
@@ -82,9 +79,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         return Ok(0);
     }
     let message = result
-        .get("error")
-        .and_then(Value::as_str)
-        .map(str::to_string)
+        .error
         .unwrap_or_else(|| format!("Failed to pause score '{id}'"));
     Ok(coded_error(
         "E502",

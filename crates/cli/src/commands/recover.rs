@@ -5,9 +5,9 @@
 
 use mozart_ipc::methods;
 use mozart_ipc::status::RecoverResult;
-use serde_json::json;
+use mozart_ipc::types::RecoverParams;
 
-use super::status::{absolute, check_score_id, job_call};
+use super::status::{absolute_text, check_score_id, job_call};
 use crate::{CliError, Globals};
 
 /// Arguments of `mozart recover` (upstream's options, so scripts parse).
@@ -30,19 +30,14 @@ pub struct Args {
 /// Run `mozart recover`.
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     check_score_id(&args.job_id)?;
-    let params = json!({
-        "job_id": args.job_id,
-        "workspace": args.workspace.as_deref().map(|w| absolute(w).display().to_string()),
-        "sheet_num": args.sheet,
-        "dry_run": args.dry_run,
-    });
-    let value =
+    let params = RecoverParams {
+        job_id: args.job_id.clone(),
+        workspace: args.workspace.as_deref().map(absolute_text),
+        sheet_num: args.sheet,
+        dry_run: args.dry_run,
+    };
+    let result: RecoverResult =
         job_call(globals, methods::JOB_RECOVER, params, false).map_err(|e| e.into_cli(false))?;
-    let result: RecoverResult = serde_json::from_value(value).map_err(|e| CliError::Failed {
-        message: format!("The conductor's job.recover answer does not parse: {e}"),
-        hints: vec!["Is the conductor the same version as this mozart?".into()],
-        json: false,
-    })?;
     let sheets = result.recovery.unwrap_or_default();
     if sheets.is_empty() {
         println!("No failed sheets to recover");

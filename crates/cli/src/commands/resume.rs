@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 
 use mozart_ipc::methods;
-use serde_json::{json, Value};
+use mozart_ipc::types::{JobResponse, JobResponseStatus, ResumeParams};
 
-use super::status::{absolute, check_score_id, failed, job_call, JobCallError};
+use super::status::{absolute_text, check_score_id, failed, job_call, JobCallError};
 use crate::{CliError, Globals};
 
 /// Arguments of `mozart resume`.
@@ -65,27 +65,23 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let id = args.score_id.as_str();
     // Upstream sends `--config` as typed ([QUIRK] §3.2); a relative path would then resolve
     // in the conductor's directory, so this port sends it absolute (§10).
-    let params = json!({
-        "job_id": id,
-        "workspace": args.workspace.as_deref().map(|w| absolute(w).display().to_string()),
-        "config_path": args.config.as_deref().map(|c| absolute(c).display().to_string()),
-        "no_reload": args.no_reload,
-    });
+    let params = ResumeParams {
+        job_id: id.to_string(),
+        workspace: args.workspace.as_deref().map(absolute_text),
+        config_path: args.config.as_deref().map(absolute_text),
+        no_reload: args.no_reload,
+    };
     let list_hint = "Run 'mozart list' to see available scores.";
-    let result = match job_call(globals, methods::JOB_RESUME, params, false) {
-        Ok(v) => v,
+    let result: JobResponse = match job_call(globals, methods::JOB_RESUME, params, false) {
+        Ok(result) => result,
         Err(JobCallError::Cli(_)) if args.workspace.is_some() => {
             return Err(no_workspace_fallback("resume", false))
         }
         Err(JobCallError::Cli(err)) => return Err(err),
         Err(err) => return Err(failed(err.message(), &[list_hint], false)),
     };
-    let message = result
-        .get("message")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    if result.get("status").and_then(Value::as_str) == Some("accepted") {
+    let message = result.message.unwrap_or_default();
+    if result.status == JobResponseStatus::Accepted {
         println!("Resume accepted for score '{id}'.");
         if !message.is_empty() {
             println!("{message}");

@@ -4,13 +4,17 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use mozart_ipc::status::JobListEntry;
+use mozart_ipc::checkpoint::JobStatus;
+use mozart_ipc::status::{JobList, JobStatusResult};
+use mozart_ipc::types::{HealthResult, JobIdParams, RateLimitsResult};
 use mozart_ipc::{error as rpc, methods, IpcError};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::conductor_client;
 use crate::output::print_json;
-use crate::render::status_json::{parse_checkpoint, status_json};
+use crate::render::status_json::status_json;
 use crate::render::status_view::{render_meta_status, render_status};
 use crate::render::time::{format_clock, format_compact_duration, now_epoch};
 use crate::render::{jobs, validate_score_id, Style};
@@ -112,16 +116,18 @@ pub(crate) fn ipc_text(err: IpcError) -> String {
     cli_message(conductor_client::call_error(err, false))
 }
 
-/// Probe the conductor (health on its own connection), then call `method` on a fresh one.
-pub(crate) fn job_call(
+/// Probe the conductor (health on its own connection), then call `method` on a fresh one
+/// and decode its result as the `mozart-ipc` type `R` (an answer of another shape is a
+/// protocol failure, [`JobCallError::Other`]).
+pub(crate) fn job_call<P: Serialize, R: DeserializeOwned>(
     globals: &Globals,
     method: &str,
-    params: Value,
+    params: P,
     json: bool,
-) -> Result<Value, JobCallError> {
+) -> Result<R, JobCallError> {
     let mut client = conductor_client::connect_json(globals, json).map_err(JobCallError::Cli)?;
     client
-        .call_value(method, params)
+        .call(method, params)
         .map_err(|err| classify(err, json))
 }
 
@@ -188,25 +194,27 @@ pub(crate) fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
+/// A user-given path as the absolute text sent to the conductor (§10).
+pub(crate) fn absolute_text(path: &Path) -> String {
+    absolute(path).display().to_string()
+}
+
 // ---------------------------------------------------------------------------------------
 // Overview.
 // ---------------------------------------------------------------------------------------
 
 fn overview(globals: &Globals, json: bool) -> Result<i32, CliError> {
     let mut client = conductor_client::connect_json(globals, json)?;
-    let health: Value = client
-        .call_value(methods::DAEMON_HEALTH, json!({}))
+    let health: HealthResult = client
+        .call(methods::DAEMON_HEALTH, ())
         .map_err(|_| conductor_client::not_running(json))?;
     // A failing job.list shows an empty overview rather than an error (§4.1).
-    let list = client
-        .call_value(methods::JOB_LIST, json!({}))
-        .map(|v| JobListEntry::parse_list(&v))
-        .unwrap_or_default();
-    let (active, recent) = jobs::split_overview(&list);
+    let list: JobList = client.call(methods::JOB_LIST, ()).unwrap_or_default();
+    let (active, recent) = jobs::split_overview(&list.0);
     if json {
         print_json(&jobs::overview_json(&active, &recent));
     } else {
-        let uptime = health.get("uptime_seconds").and_then(Value::as_f64);
+        let uptime = Some(health.uptime_seconds);
         print!(
             "{}",
             jobs::render_overview(uptime, &active, &recent, now_epoch(), &Style::for_stdout())
@@ -226,21 +234,28 @@ fn fetch(
     id: &str,
     workspace: Option<&Path>,
     json: bool,
-) -> Result<Value, CliError> {
-    let ws = workspace.map(|w| absolute(w).display().to_string());
+) -> Result<JobStatusResult, CliError> {
     match job_call(
         globals,
         methods::JOB_STATUS,
-        json!({"job_id": id, "workspace": ws}),
+        job_params(id, workspace),
         json,
     ) {
-        Ok(Value::Null) | Err(JobCallError::Job(_)) => Err(not_found(id, json)),
-        Ok(value) => Ok(value),
+        Ok(None) | Err(JobCallError::Job(_)) => Err(not_found(id, json)),
+        Ok(Some(result)) => Ok(result),
         Err(JobCallError::Cli(err)) => match workspace {
             Some(dir) => from_workspace(id, dir, json),
             None => Err(err),
         },
         Err(JobCallError::Other(err)) => Err(conductor_error(err, json)),
+    }
+}
+
+/// Params naming one job (`job.status`, `job.pause`, …); the workspace goes absolute (§10).
+pub(crate) fn job_params(id: &str, workspace: Option<&Path>) -> JobIdParams {
+    JobIdParams {
+        job_id: id.to_string(),
+        workspace: workspace.map(absolute_text),
     }
 }
 
@@ -268,7 +283,7 @@ fn conductor_error(err: IpcError, json: bool) -> CliError {
 }
 
 /// Debug escape hatch (cli.md §1.4): read `<workspace>/<id>.json` directly.
-fn from_workspace(id: &str, dir: &Path, json: bool) -> Result<Value, CliError> {
+fn from_workspace(id: &str, dir: &Path, json: bool) -> Result<JobStatusResult, CliError> {
     if !dir.is_dir() {
         return Err(CliError::Failed {
             message: format!("Workspace not found: {}", dir.display()),
@@ -277,8 +292,7 @@ fn from_workspace(id: &str, dir: &Path, json: bool) -> Result<Value, CliError> {
         });
     }
     match mozart_jobs::wire::load_state_file(dir, id) {
-        Ok(Some(state)) => serde_json::to_value(&state)
-            .map_err(|e| failed(format!("Cannot encode the state of {id}: {e}"), &[], json)),
+        Ok(Some(state)) => Ok(JobStatusResult::Checkpoint(Box::new(state))),
         Ok(None) => Err(failed(
             format!("Score not found: {id}"),
             &[
@@ -293,56 +307,49 @@ fn from_workspace(id: &str, dir: &Path, json: bool) -> Result<Value, CliError> {
 
 /// Render a `job.status` result: a checkpoint as the full view, a metadata dict as the
 /// short one (conductor.md §6.10).
-fn show(result: &Value, json: bool, active_limits: &[String]) {
-    match parse_checkpoint(result) {
-        Some(state) if json => print_json(&status_json(&state, now_epoch())),
-        Some(state) => print!(
+fn show(result: &JobStatusResult, json: bool, active_limits: &[String]) {
+    match result {
+        JobStatusResult::Checkpoint(state) if json => print_json(&status_json(state, now_epoch())),
+        JobStatusResult::Checkpoint(state) => print!(
             "{}",
-            render_status(&state, now_epoch(), active_limits, &Style::for_stdout())
+            render_status(state, now_epoch(), active_limits, &Style::for_stdout())
         ),
-        None if json => print_json(result),
-        None => print!("{}", render_meta_status(result, &Style::for_stdout())),
+        JobStatusResult::Record(meta) if json => print_json(meta),
+        JobStatusResult::Record(meta) => {
+            print!("{}", render_meta_status(meta, &Style::for_stdout()))
+        }
     }
 }
 
 /// `Rate limit on <name> — clears in <time>` lines, only worth a round trip for a running
 /// job that has waited on rate limits (§4.1 Execution Stats). Never fails the command.
-fn active_limit_lines(globals: &Globals, result: &Value) -> Vec<String> {
-    let waited = result
-        .get("rate_limit_waits")
-        .and_then(Value::as_u64)
-        .unwrap_or(0)
-        > 0;
-    let running = result.get("status").and_then(Value::as_str) == Some("running");
-    if !(waited && running) {
+fn active_limit_lines(globals: &Globals, result: &JobStatusResult) -> Vec<String> {
+    let waiting = result
+        .checkpoint()
+        .is_some_and(|cp| cp.rate_limit_waits > 0 && cp.status == JobStatus::Running);
+    if !waiting {
         return Vec::new();
     }
     let Ok(mut client) = conductor_client::connect(globals) else {
         return Vec::new();
     };
-    let Ok(limits) = client.call_value(methods::DAEMON_RATE_LIMITS, json!({})) else {
+    let Ok(limits) = client.call(methods::DAEMON_RATE_LIMITS, ()) else {
         return Vec::new();
     };
     rate_limit_lines(&limits)
 }
 
 /// Format `daemon.rate_limits` backends, sorted by name, skipping expired ones.
-pub(crate) fn rate_limit_lines(limits: &Value) -> Vec<String> {
-    let Some(backends) = limits.get("backends").and_then(Value::as_object) else {
-        return Vec::new();
-    };
-    let mut names: Vec<&String> = backends.keys().collect();
-    names.sort();
-    names
-        .into_iter()
-        .filter_map(|name| {
-            let secs = backends[name].get("seconds_remaining")?.as_f64()?;
-            (secs > 0.0).then(|| {
-                format!(
-                    "Rate limit on {name} — clears in {}",
-                    format_compact_duration(secs)
-                )
-            })
+pub(crate) fn rate_limit_lines(limits: &RateLimitsResult) -> Vec<String> {
+    limits
+        .backends
+        .iter()
+        .filter(|(_, window)| window.seconds_remaining > 0.0)
+        .map(|(name, window)| {
+            format!(
+                "Rate limit on {name} — clears in {}",
+                format_compact_duration(window.seconds_remaining)
+            )
         })
         .collect()
 }
@@ -372,19 +379,11 @@ fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
     };
     println!("Watching score {id} (Ctrl+C to stop)\n");
     loop {
-        let ws = args
-            .workspace
-            .as_deref()
-            .map(|w| absolute(w).display().to_string());
-        let outcome = job_call(
-            globals,
-            methods::JOB_STATUS,
-            json!({"job_id": id, "workspace": ws}),
-            args.json,
-        );
+        let params = job_params(id, args.workspace.as_deref());
+        let outcome = job_call(globals, methods::JOB_STATUS, params, args.json);
         let mut finished = false;
         match outcome {
-            Ok(Value::Null) | Err(JobCallError::Job(_)) => {
+            Ok(None) | Err(JobCallError::Job(_)) => {
                 clear();
                 if args.json {
                     print_json(&json!({"error": format!("Score not found: {id}")}));
@@ -410,7 +409,7 @@ fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
                     ],
                 );
             }
-            Ok(result) => {
+            Ok(Some(result)) => {
                 let limits = active_limit_lines(globals, &result);
                 clear();
                 finished = render_watch_frame(&result, args, &limits);
@@ -435,9 +434,9 @@ fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
 
 /// Render one frame; true when the job reached `completed` or `failed` (watch ends there,
 /// not on paused/cancelled).
-fn render_watch_frame(result: &Value, args: &Args, limits: &[String]) -> bool {
+fn render_watch_frame(result: &JobStatusResult, args: &Args, limits: &[String]) -> bool {
     show(result, args.json, limits);
-    let Some(state) = parse_checkpoint(result) else {
+    let Some(state) = result.checkpoint() else {
         return false;
     };
     println!(
@@ -460,11 +459,12 @@ mod tests {
 
     #[test]
     fn rate_limit_lines_are_sorted_and_skip_expired_limits() {
-        let limits = json!({"backends": {
+        let limits = serde_json::from_value(json!({"backends": {
             "zeta": {"seconds_remaining": 150.0},
             "alpha": {"seconds_remaining": 45.2},
             "gone": {"seconds_remaining": 0.0}
-        }, "active_limits": 2, "recent_events_count": 3});
+        }, "active_limits": 2, "recent_events_count": 3}))
+        .unwrap();
         assert_eq!(
             rate_limit_lines(&limits),
             vec![
@@ -472,7 +472,7 @@ mod tests {
                 "Rate limit on zeta — clears in 2m 30s"
             ]
         );
-        assert!(rate_limit_lines(&json!({})).is_empty());
+        assert!(rate_limit_lines(&RateLimitsResult::default()).is_empty());
     }
 
     #[test]

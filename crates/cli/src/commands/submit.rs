@@ -6,9 +6,13 @@ use std::time::{Duration, Instant};
 
 use mozart_config::ConfigError;
 use mozart_ipc::methods;
-use serde_json::{json, Value};
+use mozart_ipc::status::{JobList, JobStatusResult};
+use mozart_ipc::types::{JobRequest, JobResponse, JobResponseStatus, RateLimitsResult};
+use serde_json::json;
 
-use super::status::{absolute, job_call, rate_limit_lines, JobCallError};
+use super::status::{
+    absolute, absolute_text, job_call, job_params, rate_limit_lines, JobCallError,
+};
 use crate::conductor_client;
 use crate::output::{print_error, print_json};
 use crate::{CliError, Globals};
@@ -75,12 +79,6 @@ pub fn submit(globals: &Globals, args: &SubmitArgs) -> Result<i32, CliError> {
     }
 
     // 5. Paths go absolute: the conductor resolves relative ones in its own directory (§10).
-    let mut params = json!({
-        "config_path": absolute(&args.config_file).display().to_string(),
-        "fresh": args.fresh,
-        "self_healing": args.self_healing,
-        "self_healing_auto_confirm": args.yes,
-    });
     // The workspace as this command resolved it — also when the score has no `workspace:`
     // key, whose default `./workspace` would otherwise resolve in the conductor's directory
     // and differ from what `mozart run --dry-run` showed.
@@ -88,12 +86,17 @@ pub fn submit(globals: &Globals, args: &SubmitArgs) -> Result<i32, CliError> {
         Some(ws) => absolute(ws),
         None => score.config.workspace.clone(),
     };
-    params["workspace"] = json!(workspace.display().to_string());
-    if let Some(n) = args.start_sheet {
-        params["start_sheet"] = json!(n);
-    }
-    let response = match job_call(globals, methods::JOB_SUBMIT, params, args.json) {
-        Ok(v) => v,
+    let params = JobRequest {
+        config_path: absolute_text(&args.config_file),
+        workspace: Some(workspace.display().to_string()),
+        fresh: args.fresh,
+        self_healing: args.self_healing,
+        self_healing_auto_confirm: args.yes,
+        start_sheet: args.start_sheet,
+        ..JobRequest::default()
+    };
+    let response: JobResponse = match job_call(globals, methods::JOB_SUBMIT, params, args.json) {
+        Ok(response) => response,
         Err(JobCallError::Cli(_)) if args.json => {
             print_json(&json!({ "error": RUN_NOT_RUNNING_JSON }));
             return Ok(1);
@@ -108,21 +111,12 @@ pub fn submit(globals: &Globals, args: &SubmitArgs) -> Result<i32, CliError> {
             ))
         }
     };
-    let status = response.get("status").and_then(Value::as_str).unwrap_or("");
-    let job_id = response
-        .get("job_id")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    let message = response
-        .get("message")
-        .and_then(Value::as_str)
-        .filter(|m| !m.is_empty())
-        .map(str::to_string);
+    let job_id = response.job_id.clone();
+    let message = response.message.clone().filter(|m| !m.is_empty());
 
-    match status {
+    match response.status {
         // 6.
-        "pending" => {
+        JobResponseStatus::Pending => {
             if args.json {
                 print_json(&json!({"job_id": job_id, "status": "pending", "message": message}));
             } else {
@@ -139,7 +133,7 @@ pub fn submit(globals: &Globals, args: &SubmitArgs) -> Result<i32, CliError> {
             Ok(0)
         }
         // 8.
-        "accepted" => {
+        JobResponseStatus::Accepted => {
             if !args.fresh {
                 if let Some(failed) = early_failure(globals, &job_id) {
                     return Ok(report_early_failure(&job_id, &failed, args.json));
@@ -158,7 +152,7 @@ pub fn submit(globals: &Globals, args: &SubmitArgs) -> Result<i32, CliError> {
             Ok(0)
         }
         // 7.
-        _ => {
+        JobResponseStatus::Rejected | JobResponseStatus::Error => {
             if args.json {
                 print_json(&response);
                 return Ok(1);
@@ -314,7 +308,7 @@ fn print_active_limits(globals: &Globals) {
     let Ok(mut client) = conductor_client::connect(globals) else {
         return;
     };
-    let Ok(limits) = client.call_value(methods::DAEMON_RATE_LIMITS, json!({})) else {
+    let Ok(limits) = client.call::<_, RateLimitsResult>(methods::DAEMON_RATE_LIMITS, ()) else {
         return;
     };
     let lines = rate_limit_lines(&limits);
@@ -329,7 +323,7 @@ fn print_active_limits(globals: &Globals) {
 
 /// Watch a just-accepted job briefly; the status result if it already failed or was
 /// cancelled. Errors are ignored: the submission itself succeeded.
-fn early_failure(globals: &Globals, job_id: &str) -> Option<Value> {
+fn early_failure(globals: &Globals, job_id: &str) -> Option<JobStatusResult> {
     let socket = conductor_client::paths(globals, None).ok()?.socket;
     let deadline = Instant::now() + EARLY_FAILURE_WINDOW;
     // A short job is often done before the first 0.2 s poll of upstream's schedule: look
@@ -344,19 +338,18 @@ fn early_failure(globals: &Globals, job_id: &str) -> Option<Value> {
         };
         // `job.list` names every job's status without its checkpoint: a poll of a
         // 1,000-sheet job costs the conductor nothing (`job.status` serialises every sheet).
-        let Ok(list) = client.call_value(methods::JOB_LIST, json!({})) else {
+        let Ok(list) = client.call::<_, JobList>(methods::JOB_LIST, ()) else {
             continue;
         };
-        let status = list.as_array().and_then(|jobs| {
-            jobs.iter()
-                .find(|j| j.get("job_id").and_then(Value::as_str) == Some(job_id))
-                .and_then(|j| j.get("status").and_then(Value::as_str))
-                .map(str::to_string)
-        });
+        let status = list
+            .0
+            .iter()
+            .find(|j| j.job_id() == job_id)
+            .map(|j| j.status().to_string());
         match status.as_deref() {
             Some("failed" | "cancelled") => {
                 return client
-                    .call_value(methods::JOB_STATUS, json!({"job_id": job_id}))
+                    .call(methods::JOB_STATUS, job_params(job_id, None))
                     .ok();
             }
             Some("completed") => return None,
@@ -366,17 +359,13 @@ fn early_failure(globals: &Globals, job_id: &str) -> Option<Value> {
     None
 }
 
-fn report_early_failure(job_id: &str, status: &Value, json: bool) -> i32 {
+fn report_early_failure(job_id: &str, status: &JobStatusResult, json: bool) -> i32 {
     if json {
         print_json(status);
         return 1;
     }
     let mut hints = Vec::new();
-    if let Some(e) = status
-        .get("error_message")
-        .and_then(Value::as_str)
-        .filter(|e| !e.is_empty())
-    {
+    if let Some(e) = status.error_message().filter(|e| !e.is_empty()) {
         hints.push(e.to_string());
     }
     hints.push(format!("Run: mozart diagnose {job_id}"));

@@ -9,8 +9,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use mozart_ipc::methods;
-use mozart_ipc::types::{ProcessMetric, SystemSnapshot};
-use serde_json::Value;
+use mozart_ipc::types::{ProcessMetric, SystemSnapshot, TopResult};
 
 use crate::conductor_client;
 use crate::{CliError, Globals};
@@ -70,27 +69,28 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         eprintln!("Streaming NDJSON snapshots (Ctrl+C to stop)...");
     }
     loop {
-        let snapshot: Value = {
+        let mut result: TopResult = {
             let mut client = conductor_client::connect_socket(&paths.socket, args.json)?;
             client
-                .call_value(methods::DAEMON_TOP, ())
+                .call(methods::DAEMON_TOP, ())
                 .map_err(|e| conductor_client::call_error(e, args.json))?
         };
-        let snapshot = filter(snapshot, args.score.as_deref());
+        if let TopResult::Snapshot(snapshot) = &mut result {
+            filter(snapshot, args.score.as_deref());
+        }
         let mut out = std::io::stdout().lock();
         let written = if args.json {
-            writeln!(out, "{snapshot}")
+            let line = serde_json::to_string(&result).map_err(|e| {
+                CliError::failed(format!("Cannot encode the snapshot: {e}"), vec![])
+            })?;
+            writeln!(out, "{line}")
         } else {
-            match serde_json::from_value::<SystemSnapshot>(snapshot.clone()) {
-                Ok(s) => write!(out, "{}", render(&s)),
+            match &result {
+                TopResult::Snapshot(s) => write!(out, "{}", render(s)),
                 // `{"error": "profiler not enabled"}` and the like (a result, §8.18).
-                Err(_) => {
-                    let reason = snapshot
-                        .get("error")
-                        .and_then(Value::as_str)
-                        .unwrap_or("the conductor sent no snapshot");
+                TopResult::Unavailable(why) => {
                     return Err(CliError::failed(
-                        format!("No snapshot: {reason}."),
+                        format!("No snapshot: {}.", why.error),
                         vec!["Enable it in conductor.yaml: profiler: {enabled: true}".into()],
                     ));
                 }
@@ -105,13 +105,13 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     }
 }
 
-/// Keep only `job`'s processes; a snapshot without any processes passes as is (§4.4).
-fn filter(mut snapshot: Value, job: Option<&str>) -> Value {
-    let Some(job) = job else { return snapshot };
-    if let Some(Value::Array(processes)) = snapshot.get_mut("processes") {
-        processes.retain(|p| p.get("job_id").and_then(Value::as_str) == Some(job));
+/// Keep only `job`'s processes (§4.4).
+fn filter(snapshot: &mut SystemSnapshot, job: Option<&str>) {
+    if let Some(job) = job {
+        snapshot
+            .processes
+            .retain(|p| p.job_id.as_deref() == Some(job));
     }
-    snapshot
 }
 
 /// One plain-text frame: conductor line, jobs, processes.
@@ -182,14 +182,29 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn score_filter_keeps_that_jobs_processes_and_passes_empty_snapshots() {
-        let snap = json!({"processes": [{"pid": 1, "job_id": null}, {"pid": 2, "job_id": "a"}]});
-        assert_eq!(
-            filter(snap.clone(), Some("a"))["processes"],
-            json!([{"pid": 2, "job_id": "a"}])
-        );
-        assert_eq!(filter(snap.clone(), None), snap);
-        let empty = json!({"processes": []});
-        assert_eq!(filter(empty.clone(), Some("a")), empty);
+    fn score_filter_keeps_that_jobs_processes() {
+        let process = |pid: u32, job: Option<&str>| {
+            json!({"pid": pid, "ppid": 1, "command": "sh", "state": "S", "cpu_percent": 0.0,
+                   "rss_mb": 1.0, "vms_mb": 2.0, "threads": 1, "open_fds": 3,
+                   "age_seconds": 1.0, "job_id": job, "sheet_num": null})
+        };
+        let snapshot: SystemSnapshot = serde_json::from_value(json!({
+            "timestamp": 1.0, "daemon_pid": 1, "system_memory_total_mb": 1.0,
+            "system_memory_available_mb": 1.0, "system_memory_used_mb": 0.0,
+            "daemon_rss_mb": 1.0, "load_avg_1": 0.0, "load_avg_5": 0.0, "load_avg_15": 0.0,
+            "processes": [process(1, None), process(2, Some("a"))], "gpus": [],
+            "pressure_level": "none", "running_jobs": 1, "active_sheets": 1,
+            "zombie_count": 0, "zombie_pids": [], "job_progress": [],
+            "conductor_uptime_seconds": 1.0
+        }))
+        .unwrap();
+        let pids = |job: Option<&str>| {
+            let mut s = snapshot.clone();
+            filter(&mut s, job);
+            s.processes.iter().map(|p| p.pid).collect::<Vec<_>>()
+        };
+        assert_eq!(pids(Some("a")), [2]);
+        assert_eq!(pids(None), [1, 2]);
+        assert!(pids(Some("b")).is_empty());
     }
 }

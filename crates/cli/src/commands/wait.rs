@@ -3,8 +3,10 @@
 
 use std::time::{Duration, Instant};
 
+use mozart_ipc::status::JobStatusResult;
+use mozart_ipc::types::JobIdParams;
 use mozart_ipc::{methods, BlockingClient, IpcError};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::conductor_client;
 use crate::{CliError, Globals};
@@ -61,7 +63,11 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             None => conductor_client::connect_json(globals, args.json)?,
         };
         let mut c = c;
-        let doc = c.call_value(methods::JOB_STATUS, json!({"job_id": args.job_id}));
+        let params = JobIdParams {
+            job_id: args.job_id.clone(),
+            workspace: None,
+        };
+        let doc = c.call::<_, JobStatusResult>(methods::JOB_STATUS, params);
         let doc = match doc {
             Ok(d) => d,
             Err(IpcError::Rpc { error, .. })
@@ -79,11 +85,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             Err(err) => return Err(conductor_client::call_error(err, args.json)),
         };
         client = Some(c);
-        let status = doc
-            .get("status")
-            .and_then(Value::as_str)
-            .unwrap_or("unknown")
-            .to_string();
+        let status = doc.status().to_string();
         if let Some(code) = outcome(&status) {
             report(&args, &status, &doc);
             return Ok(code);
@@ -103,17 +105,16 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     }
 }
 
-fn report(args: &Args, status: &str, doc: &Value) {
+fn report(args: &Args, status: &str, doc: &JobStatusResult) {
     if args.json {
         crate::output::print_json(&json!({
             "job_id": args.job_id,
             "status": status,
-            "error_message": doc.get("error_message").cloned().unwrap_or(Value::Null),
+            "error_message": doc.error_message(),
         }));
     } else if !matches!(status, "completed") {
         let why = doc
-            .get("error_message")
-            .and_then(Value::as_str)
+            .error_message()
             .map(|m| format!(": {m}"))
             .unwrap_or_default();
         println!("{} {status}{why}", args.job_id);

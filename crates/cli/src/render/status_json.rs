@@ -3,7 +3,6 @@
 //! breaker, last activity, movements).
 
 use mozart_ipc::checkpoint::{JobCheckpoint, SheetCheckpoint, SheetStatus};
-use mozart_ipc::status::JobStatusResult;
 use mozart_ipc::time::Timestamp;
 use serde_json::{json, Map, Value};
 
@@ -13,8 +12,11 @@ pub const CIRCUIT_BREAKER_THRESHOLD: u32 = 5;
 
 /// Whether a `job.status` result is a checkpoint (cli.md §10: `job_name`, `total_sheets`
 /// ≥ 1 and `sheets` present) and, if so, the parsed checkpoint. A metadata dict (conductor.md
-/// §6.10) yields `None`.
+/// §6.10) yields `None`. Tests build their checkpoints with it; the commands decode
+/// [`mozart_ipc::status::JobStatusResult`] directly.
+#[cfg(test)]
 pub fn parse_checkpoint(value: &Value) -> Option<JobCheckpoint> {
+    use mozart_ipc::status::JobStatusResult;
     match JobStatusResult::from_value(value.clone())? {
         JobStatusResult::Checkpoint(state) => Some(*state),
         JobStatusResult::Record(_) => None,

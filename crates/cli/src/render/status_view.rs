@@ -2,6 +2,7 @@
 //! aligned text in upstream's section order, colour only through [`Style`].
 
 use mozart_ipc::checkpoint::{HookResult, JobCheckpoint, JobStatus, SheetCheckpoint, SheetStatus};
+use mozart_ipc::status::JobListEntry;
 use serde_json::Value;
 
 use super::status_json::{
@@ -903,10 +904,8 @@ pub fn render_status(
 }
 
 /// The view for a metadata dict (no checkpoint yet, conductor.md §6.10).
-pub fn render_meta_status(meta: &Value, style: &Style) -> String {
-    let text = |k: &str| meta.get(k).and_then(Value::as_str);
-    let id = text("job_id").unwrap_or("unknown");
-    let status = text("status").unwrap_or("unknown");
+pub fn render_meta_status(meta: &JobListEntry, style: &Style) -> String {
+    let (id, status) = (meta.job_id(), meta.status());
     let color = match status {
         "running" => Color::Green,
         "queued" => Color::Blue,
@@ -919,11 +918,12 @@ pub fn render_meta_status(meta: &Value, style: &Style) -> String {
         format!("  ID: {id}"),
         format!("  Status: {}", style.paint(&status.to_uppercase(), color)),
         String::new(),
-        format!("  Config: {}", text("config_path").unwrap_or("-")),
+        format!("  Config: {}", meta.config_path()),
+        format!(
+            "  Submitted: {}",
+            format_epoch_minute(Some(meta.submitted_at()))
+        ),
     ];
-    if let Some(ts) = meta.get("submitted_at").and_then(Value::as_f64) {
-        out.push(format!("  Submitted: {}", format_epoch_minute(Some(ts))));
-    }
     out.push(String::new());
     out.push(style.paint(
         "Full status unavailable — state file not yet written or workspace path mismatch.",
@@ -1020,8 +1020,9 @@ Sheet Details
 
     #[test]
     fn metadata_view_says_full_status_is_unavailable() {
-        let meta = serde_json::json!({"job_id": "q", "status": "queued",
-            "config_path": "/x/q.yaml", "workspace": "/w", "submitted_at": 1_795_294_390.0});
+        let meta = serde_json::from_value(serde_json::json!({"job_id": "q", "status": "queued",
+            "config_path": "/x/q.yaml", "workspace": "/w", "submitted_at": 1_795_294_390.0}))
+        .unwrap();
         assert_eq!(
             render_meta_status(&meta, &Style::plain()),
             "Score Status\n  q\n  ID: q\n  Status: QUEUED\n\n  Config: /x/q.yaml\n  Submitted: 2026-11-21 20:53\n\nFull status unavailable — state file not yet written or workspace path mismatch.\n"

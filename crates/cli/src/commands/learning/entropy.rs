@@ -1,101 +1,83 @@
 //! `mozart patterns-entropy`, `patterns-budget` and `entropy-status` (learning.md §13).
 
+use mozart_learning::{BudgetRecord, EntropyResponseRecord, EntropySnapshot};
 use serde_json::{json, Value};
 
-use super::{head, open_store, round, store_error, table};
+use super::shared::{History, JobHistory, Listing};
+use super::{head, open_store, round, store_error};
 use crate::output::print_json;
 use crate::CliError;
 
 /// Arguments of `mozart patterns-entropy`.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("history", |a| a.help("Show recorded snapshots instead")))]
 pub struct EntropyArgs {
     /// Alert when the diversity index is below this.
-    #[arg(
-        short = 't',
-        long = "threshold",
-        default_value_t = 0.5,
-        value_name = "FLOAT"
-    )]
+    #[arg(short, long, default_value_t = 0.5, value_name = "FLOAT")]
     pub threshold: f64,
-    /// Show recorded snapshots instead.
-    #[arg(short = 'H', long = "history")]
-    pub history: bool,
-    /// Maximum history rows.
-    #[arg(
-        short = 'n',
-        long = "limit",
-        default_value_t = 20,
-        value_name = "INTEGER"
-    )]
-    pub limit: usize,
+    #[command(flatten)]
+    pub rows: History,
     /// Output as JSON.
-    #[arg(short = 'j', long = "json")]
+    #[arg(short, long)]
     pub json: bool,
     /// Record this measurement in the history.
-    #[arg(short = 'r', long = "record")]
+    #[arg(short, long)]
     pub record: bool,
 }
+
+fn snapshot_json(h: &EntropySnapshot) -> Value {
+    json!({
+        "calculated_at": h.calculated_at,
+        "shannon_entropy": round(h.shannon_entropy, 4),
+        "max_possible_entropy": round(h.max_possible_entropy, 4),
+        "diversity_index": round(h.diversity_index, 4),
+        "unique_pattern_count": h.unique_pattern_count,
+        "effective_pattern_count": h.effective_pattern_count,
+        "total_applications": h.total_applications,
+        "dominant_pattern_share": round(h.dominant_pattern_share, 4),
+        "threshold_exceeded": h.threshold_exceeded,
+    })
+}
+
+const SNAPSHOTS: Listing<'static, EntropySnapshot> = Listing {
+    title: "Pattern Entropy History",
+    headers: &[
+        "Time",
+        "Shannon H",
+        "Diversity",
+        "Unique",
+        "Effective",
+        "Applications",
+        "Dominant %",
+    ],
+    none: &[
+        "No entropy history recorded.",
+        "Record a snapshot with: mozart patterns-entropy --record",
+    ],
+    cells: |h| {
+        vec![
+            head(&h.calculated_at, 19),
+            format!("{:.3}", h.shannon_entropy),
+            format!("{:.3}", h.diversity_index),
+            h.unique_pattern_count.to_string(),
+            h.effective_pattern_count.to_string(),
+            h.total_applications.to_string(),
+            format!("{:.1}%", h.dominant_pattern_share * 100.0),
+        ]
+    },
+};
 
 /// Run `mozart patterns-entropy`.
 pub fn entropy(args: EntropyArgs) -> Result<i32, CliError> {
     let store = open_store()?;
-    if args.history {
-        let rows = store.entropy_history(args.limit).map_err(store_error)?;
-        if args.json {
-            let items: Vec<Value> = rows
-                .iter()
-                .map(|h| {
-                    json!({
-                        "calculated_at": h.calculated_at,
-                        "shannon_entropy": round(h.shannon_entropy, 4),
-                        "max_possible_entropy": round(h.max_possible_entropy, 4),
-                        "diversity_index": round(h.diversity_index, 4),
-                        "unique_pattern_count": h.unique_pattern_count,
-                        "effective_pattern_count": h.effective_pattern_count,
-                        "total_applications": h.total_applications,
-                        "dominant_pattern_share": round(h.dominant_pattern_share, 4),
-                        "threshold_exceeded": h.threshold_exceeded,
-                    })
-                })
-                .collect();
-            print_json(&Value::Array(items));
-            return Ok(0);
-        }
-        if rows.is_empty() {
-            println!("No entropy history recorded.");
-            println!("Record a snapshot with: mozart patterns-entropy --record");
-            return Ok(0);
-        }
-        let lines: Vec<Vec<String>> = rows
-            .iter()
-            .map(|h| {
-                vec![
-                    head(&h.calculated_at, 19),
-                    format!("{:.3}", h.shannon_entropy),
-                    format!("{:.3}", h.diversity_index),
-                    h.unique_pattern_count.to_string(),
-                    h.effective_pattern_count.to_string(),
-                    h.total_applications.to_string(),
-                    format!("{:.1}%", h.dominant_pattern_share * 100.0),
-                ]
-            })
-            .collect();
-        print!(
-            "{}",
-            table(
-                "Pattern Entropy History",
-                &[
-                    "Time",
-                    "Shannon H",
-                    "Diversity",
-                    "Unique",
-                    "Effective",
-                    "Applications",
-                    "Dominant %"
-                ],
-                &lines
-            )
-        );
+    if args.rows.history {
+        let rows = store
+            .entropy_history(args.rows.limit)
+            .map_err(store_error)?;
+        let json = args
+            .json
+            .then(|| Value::Array(rows.iter().map(snapshot_json).collect()));
+        SNAPSHOTS.print(&rows, json);
         return Ok(0);
     }
     let m = store.pattern_entropy().map_err(store_error)?;
@@ -155,62 +137,39 @@ pub fn entropy(args: EntropyArgs) -> Result<i32, CliError> {
 
 /// Arguments of `mozart patterns-budget`.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("history", |a| a.help("Show the adjustment history")))]
 pub struct BudgetArgs {
-    /// Only this job hash (the conductor records `daemon-entropy-check`).
-    #[arg(short = 'j', long = "job", value_name = "TEXT")]
-    pub job: Option<String>,
-    /// Show the adjustment history.
-    #[arg(short = 'H', long = "history")]
-    pub history: bool,
-    /// Maximum history rows.
-    #[arg(
-        short = 'n',
-        long = "limit",
-        default_value_t = 20,
-        value_name = "INTEGER"
-    )]
-    pub limit: usize,
-    /// Output as JSON.
-    #[arg(long = "json")]
-    pub json: bool,
+    #[command(flatten)]
+    pub select: JobHistory,
 }
+
+const ADJUSTMENTS: Listing<'static, BudgetRecord> = Listing {
+    title: "Exploration Budget History",
+    headers: &["Time", "Budget", "Entropy", "Type", "Reason"],
+    none: &["No exploration budget history."],
+    cells: |b| {
+        vec![
+            head(&b.recorded_at, 19),
+            format!("{:.1}%", b.budget_value * 100.0),
+            b.entropy_at_time.map_or("-".into(), |e| format!("{e:.3}")),
+            b.adjustment_type.clone(),
+            b.adjustment_reason.clone().unwrap_or_default(),
+        ]
+    },
+};
 
 /// Run `mozart patterns-budget`.
 pub fn budget(args: BudgetArgs) -> Result<i32, CliError> {
+    let args = args.select;
     let store = open_store()?;
-    let limit = if args.history { args.limit } else { 10_000 };
     let rows = store
-        .exploration_budget_history(args.job.as_deref(), limit)
+        .exploration_budget_history(args.job.as_deref(), args.read_limit())
         .map_err(store_error)?;
-    if args.history {
-        if args.json {
-            print_json(&serde_json::to_value(&rows).unwrap_or(Value::Null));
-            return Ok(0);
-        }
-        if rows.is_empty() {
-            println!("No exploration budget history.");
-            return Ok(0);
-        }
-        let lines: Vec<Vec<String>> = rows
-            .iter()
-            .map(|b| {
-                vec![
-                    head(&b.recorded_at, 19),
-                    format!("{:.1}%", b.budget_value * 100.0),
-                    b.entropy_at_time.map_or("-".into(), |e| format!("{e:.3}")),
-                    b.adjustment_type.clone(),
-                    b.adjustment_reason.clone().unwrap_or_default(),
-                ]
-            })
-            .collect();
-        print!(
-            "{}",
-            table(
-                "Exploration Budget History",
-                &["Time", "Budget", "Entropy", "Type", "Reason"],
-                &lines
-            )
-        );
+    if args.rows.history {
+        let json = args
+            .json
+            .then(|| serde_json::to_value(&rows).unwrap_or(Value::Null));
+        ADJUSTMENTS.print(&rows, json);
         return Ok(0);
     }
     let Some(current) = rows.first() else {
@@ -280,33 +239,57 @@ pub fn budget(args: BudgetArgs) -> Result<i32, CliError> {
 
 /// Arguments of `mozart entropy-status`.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("job", |a| a.help("Only this job hash")))]
+#[command(mut_arg("history", |a| a.help("Show the response history")))]
 pub struct StatusArgs {
-    /// Only this job hash.
-    #[arg(short = 'j', long = "job", value_name = "TEXT")]
-    pub job: Option<String>,
-    /// Show the response history.
-    #[arg(short = 'H', long = "history")]
-    pub history: bool,
-    /// Maximum history rows.
-    #[arg(
-        short = 'n',
-        long = "limit",
-        default_value_t = 20,
-        value_name = "INTEGER"
-    )]
-    pub limit: usize,
-    /// Output as JSON.
-    #[arg(long = "json")]
-    pub json: bool,
+    #[command(flatten)]
+    pub select: JobHistory,
     /// Check whether a response is needed now.
-    #[arg(short = 'c', long = "check")]
+    #[arg(short, long)]
     pub check: bool,
 }
 
+fn response_json(r: &EntropyResponseRecord) -> Value {
+    json!({
+        "id": r.id,
+        "job_hash": r.job_hash,
+        "recorded_at": r.recorded_at,
+        "entropy_at_trigger": r.entropy_at_trigger,
+        "threshold_used": r.threshold_used,
+        "actions_taken": r.actions_taken,
+        "budget_boosted": r.budget_boosted,
+        "quarantine_revisits": r.quarantine_revisits,
+    })
+}
+
+const RESPONSES: Listing<'static, EntropyResponseRecord> = Listing {
+    title: "Entropy Response History",
+    headers: &[
+        "Time",
+        "Entropy",
+        "Threshold",
+        "Budget+",
+        "Revisits",
+        "Actions",
+    ],
+    none: &["No entropy responses recorded."],
+    cells: |r| {
+        vec![
+            head(&r.recorded_at, 19),
+            format!("{:.3}", r.entropy_at_trigger),
+            format!("{:.3}", r.threshold_used),
+            if r.budget_boosted { "yes" } else { "no" }.into(),
+            r.quarantine_revisits.to_string(),
+            r.actions_taken.join(", "),
+        ]
+    },
+};
+
 /// Run `mozart entropy-status`.
 pub fn status(args: StatusArgs) -> Result<i32, CliError> {
+    let (check, args) = (args.check, args.select);
     let store = open_store()?;
-    if args.check {
+    if check {
         let job = args.job.as_deref().unwrap_or("default");
         let c = store
             .check_entropy_response_needed(job, 0.3, 3600.0)
@@ -334,59 +317,14 @@ pub fn status(args: StatusArgs) -> Result<i32, CliError> {
         }
         return Ok(0);
     }
-    let limit = if args.history { args.limit } else { 10_000 };
     let rows = store
-        .entropy_response_history(args.job.as_deref(), limit)
+        .entropy_response_history(args.job.as_deref(), args.read_limit())
         .map_err(store_error)?;
-    let row_json = |r: &mozart_learning::EntropyResponseRecord| {
-        json!({
-            "id": r.id,
-            "job_hash": r.job_hash,
-            "recorded_at": r.recorded_at,
-            "entropy_at_trigger": r.entropy_at_trigger,
-            "threshold_used": r.threshold_used,
-            "actions_taken": r.actions_taken,
-            "budget_boosted": r.budget_boosted,
-            "quarantine_revisits": r.quarantine_revisits,
-        })
-    };
-    if args.history {
-        if args.json {
-            print_json(&Value::Array(rows.iter().map(row_json).collect()));
-            return Ok(0);
-        }
-        if rows.is_empty() {
-            println!("No entropy responses recorded.");
-            return Ok(0);
-        }
-        let lines: Vec<Vec<String>> = rows
-            .iter()
-            .map(|r| {
-                vec![
-                    head(&r.recorded_at, 19),
-                    format!("{:.3}", r.entropy_at_trigger),
-                    format!("{:.3}", r.threshold_used),
-                    if r.budget_boosted { "yes" } else { "no" }.into(),
-                    r.quarantine_revisits.to_string(),
-                    r.actions_taken.join(", "),
-                ]
-            })
-            .collect();
-        print!(
-            "{}",
-            table(
-                "Entropy Response History",
-                &[
-                    "Time",
-                    "Entropy",
-                    "Threshold",
-                    "Budget+",
-                    "Revisits",
-                    "Actions"
-                ],
-                &lines
-            )
-        );
+    if args.rows.history {
+        let json = args
+            .json
+            .then(|| Value::Array(rows.iter().map(response_json).collect()));
+        RESPONSES.print(&rows, json);
         return Ok(0);
     }
     let total = rows.len();
@@ -407,7 +345,7 @@ pub fn status(args: StatusArgs) -> Result<i32, CliError> {
                 "quarantine_revisits": revisits,
                 "last_response": last.map(|r| r.recorded_at.clone()),
             },
-            "last_response": last.map(row_json),
+            "last_response": last.map(response_json),
         }));
         return Ok(0);
     }
@@ -436,4 +374,78 @@ pub fn status(args: StatusArgs) -> Result<i32, CliError> {
         println!("\n✓ Entropy response system active");
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn history_tables_keep_their_columns() {
+        let snapshot = |at: &str, h: f64, d: f64, share: f64| EntropySnapshot {
+            id: "h".into(),
+            calculated_at: at.into(),
+            shannon_entropy: h,
+            max_possible_entropy: 1.58,
+            diversity_index: d,
+            unique_pattern_count: 3,
+            effective_pattern_count: 2,
+            total_applications: 31,
+            dominant_pattern_share: share,
+            threshold_exceeded: false,
+        };
+        assert_eq!(
+            SNAPSHOTS.render(&[snapshot("2026-11-21T12:00:00.123456", 2.2, 0.4, 0.6)]),
+            "Pattern Entropy History\n\
+             Time                 Shannon H  Diversity  Unique  Effective  Applications  Dominant %\n\
+             ───────────────────  ─────────  ─────────  ──────  ─────────  ────────────  ──────────\n\
+             2026-11-21T12:00:00  2.200      0.400      3       2          31            60.0%\n"
+        );
+        assert_eq!(
+            SNAPSHOTS.render(&[]),
+            "No entropy history recorded.\nRecord a snapshot with: mozart patterns-entropy --record\n"
+        );
+
+        let budget =
+            |value: f64, entropy: Option<f64>, kind: &str, why: Option<&str>| BudgetRecord {
+                id: "b".into(),
+                job_hash: "daemon-entropy-check".into(),
+                recorded_at: "2026-11-22T10:00:00".into(),
+                budget_value: value,
+                entropy_at_time: entropy,
+                adjustment_type: kind.into(),
+                adjustment_reason: why.map(str::to_string),
+            };
+        assert_eq!(
+            ADJUSTMENTS.render(&[
+                budget(0.35, Some(0.6), "decay", Some("reason 2")),
+                budget(0.05, None, "floor_enforced", None),
+            ]),
+            "Exploration Budget History\n\
+             Time                 Budget  Entropy  Type            Reason\n\
+             ───────────────────  ──────  ───────  ──────────────  ────────\n\
+             2026-11-22T10:00:00  35.0%   0.600    decay           reason 2\n\
+             2026-11-22T10:00:00  5.0%    -        floor_enforced\n"
+        );
+
+        let response = EntropyResponseRecord {
+            id: "r".into(),
+            job_hash: "daemon-entropy-check".into(),
+            recorded_at: "2026-11-21T11:00:00".into(),
+            entropy_at_trigger: 0.26,
+            threshold_used: 0.3,
+            actions_taken: vec!["boost_budget".into(), "revisit_quarantine".into()],
+            budget_boosted: true,
+            quarantine_revisits: 2,
+            patterns_revisited: vec![],
+        };
+        assert_eq!(
+            RESPONSES.render(&[response]),
+            "Entropy Response History\n\
+             Time                 Entropy  Threshold  Budget+  Revisits  Actions\n\
+             ───────────────────  ───────  ─────────  ───────  ────────  ────────────────────────────────\n\
+             2026-11-21T11:00:00  0.260    0.300      yes      2         boost_budget, revisit_quarantine\n"
+        );
+        assert_eq!(RESPONSES.render(&[]), "No entropy responses recorded.\n");
+    }
 }

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use mozart_learning::{EvolutionEntry, LearningStore, PatternQuery, QuarantineStatus};
 use serde_json::{json, Value};
 
+use super::shared::pattern_head;
 use super::{open_store, round, store_error};
 use crate::CliError;
 
@@ -12,28 +13,13 @@ use crate::CliError;
 #[derive(Debug, clap::Args)]
 pub struct ExportArgs {
     /// Directory to write the files into.
-    #[arg(
-        short = 'o',
-        long = "output-dir",
-        default_value = "./learning-export",
-        value_name = "TEXT"
-    )]
+    #[arg(short, long, default_value = "./learning-export", value_name = "TEXT")]
     pub output_dir: PathBuf,
     /// `markdown` or `json`.
-    #[arg(
-        short = 'f',
-        long = "format",
-        default_value = "markdown",
-        value_name = "TEXT"
-    )]
+    #[arg(short, long, default_value = "markdown", value_name = "TEXT")]
     pub format: String,
     /// Days of history (accepted; upstream does not use it either).
-    #[arg(
-        short = 's',
-        long = "since",
-        default_value_t = 30,
-        value_name = "INTEGER"
-    )]
+    #[arg(short, long, default_value_t = 30, value_name = "INTEGER")]
     pub since: i64,
     /// Include patterns still pending validation.
     #[arg(long = "include-pending", overrides_with = "no_include_pending")]
@@ -42,11 +28,7 @@ pub struct ExportArgs {
     #[arg(long = "no-include-pending")]
     pub no_include_pending: bool,
     /// Minimum effectiveness of exported patterns.
-    #[arg(
-        long = "min-effectiveness",
-        default_value_t = 0.0,
-        value_name = "FLOAT"
-    )]
+    #[arg(long, default_value_t = 0.0, value_name = "FLOAT")]
     pub min_effectiveness: f64,
 }
 
@@ -68,17 +50,14 @@ fn sections(
         .filter(|p| include_pending || p.quarantine_status != QuarantineStatus::Pending)
         .collect();
     let pattern_json = |p: &&mozart_learning::PatternRecord| {
-        json!({
-            "id": p.id,
-            "pattern_type": p.pattern_type,
-            "pattern_name": p.pattern_name,
-            "description": p.description,
-            "occurrence_count": p.occurrence_count,
-            "effectiveness_score": round(p.effectiveness_score, 3),
-            "trust_score": round(p.trust_score, 3),
-            "quarantine_status": p.quarantine_status.as_str(),
-            "context_tags": p.context_tags,
-        })
+        let mut doc = pattern_head(p);
+        doc.insert("trust_score".into(), json!(round(p.trust_score, 3)));
+        doc.insert(
+            "quarantine_status".into(),
+            json!(p.quarantine_status.as_str()),
+        );
+        doc.insert("context_tags".into(), json!(p.context_tags));
+        Value::Object(doc)
     };
     let semantic = json!({
         "patterns": exported.iter().map(pattern_json).collect::<Vec<_>>(),
@@ -230,11 +209,7 @@ pub struct RecordEvolutionArgs {
     #[arg(long = "test-loc", value_name = "INTEGER")]
     pub test_loc: i64,
     /// Evolutions deferred.
-    #[arg(
-        long = "evolutions-deferred",
-        default_value_t = 0,
-        value_name = "INTEGER"
-    )]
+    #[arg(long, default_value_t = 0, value_name = "INTEGER")]
     pub evolutions_deferred: i64,
     /// Average consciousness volume.
     #[arg(long = "cv-avg", default_value_t = 0.0, value_name = "FLOAT")]

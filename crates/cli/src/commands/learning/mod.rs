@@ -5,6 +5,7 @@ pub mod drift;
 pub mod entropy;
 pub mod export;
 pub mod patterns;
+pub mod shared;
 pub mod stats;
 
 use mozart_learning::LearningStore;

@@ -1,8 +1,9 @@
 //! `mozart patterns-list` and `mozart patterns-why` (learning.md §19).
 
-use mozart_learning::{PatternQuery, QuarantineStatus, WhyAnalysis};
+use mozart_learning::{PatternQuery, PatternRecord, QuarantineStatus, WhyAnalysis};
 use serde_json::{json, Value};
 
+use super::shared::{pattern_head, Listing};
 use super::{cut, head, open_store, round, store_error, table};
 use crate::output::print_json;
 use crate::CliError;
@@ -17,26 +18,16 @@ pub struct ListArgs {
     #[arg(short = 'l', long = "local")]
     pub local: bool,
     /// Minimum priority score.
-    #[arg(
-        short = 'p',
-        long = "min-priority",
-        default_value_t = 0.0,
-        value_name = "FLOAT"
-    )]
+    #[arg(short = 'p', long, default_value_t = 0.0, value_name = "FLOAT")]
     pub min_priority: f64,
     /// Maximum number of patterns.
-    #[arg(
-        short = 'n',
-        long = "limit",
-        default_value_t = 20,
-        value_name = "INTEGER"
-    )]
+    #[arg(short = 'n', long, default_value_t = 20, value_name = "INTEGER")]
     pub limit: usize,
     /// Output as JSON.
-    #[arg(short = 'j', long = "json")]
+    #[arg(short, long)]
     pub json: bool,
     /// Only quarantined patterns.
-    #[arg(short = 'q', long = "quarantined")]
+    #[arg(short, long)]
     pub quarantined: bool,
     /// Only patterns with trust >= 0.7.
     #[arg(long = "high-trust")]
@@ -58,64 +49,55 @@ pub fn list(args: ListArgs) -> Result<i32, CliError> {
         ..PatternQuery::default()
     };
     let patterns = store.get_patterns(&query).map_err(store_error)?;
-    if args.json {
-        let items: Vec<Value> = patterns
-            .iter()
-            .map(|p| {
-                json!({
-                    "id": p.id,
-                    "pattern_type": p.pattern_type,
-                    "pattern_name": p.pattern_name,
-                    "description": p.description,
-                    "occurrence_count": p.occurrence_count,
-                    "effectiveness_score": round(p.effectiveness_score, 3),
-                    "priority_score": round(p.priority_score, 3),
-                    "context_tags": p.context_tags,
-                    "quarantine_status": p.quarantine_status.as_str(),
-                    "trust_score": round(p.trust_score, 3),
-                })
-            })
-            .collect();
-        print_json(&Value::Array(items));
-        return Ok(0);
+    let json = args
+        .json
+        .then(|| Value::Array(patterns.iter().map(pattern_json).collect()));
+    if PATTERNS.print(&patterns, json) {
+        println!("\nShowing {} pattern(s)", patterns.len());
     }
-    if patterns.is_empty() {
-        println!("No patterns found in global learning store.");
-        println!("Patterns are learned as jobs run; run some scores first.");
-        return Ok(0);
-    }
-    let rows: Vec<Vec<String>> = patterns
-        .iter()
-        .map(|p| {
-            let auto = p.trust_score >= 0.85
-                && matches!(
-                    p.quarantine_status,
-                    QuarantineStatus::Validated | QuarantineStatus::Active
-                );
-            vec![
-                head(&p.id, 10),
-                head(&p.pattern_type, 12),
-                head(&p.pattern_name, 20),
-                p.quarantine_status.as_str().to_string(),
-                format!("{:.2}", p.trust_score),
-                if auto { "⚡".into() } else { String::new() },
-                p.occurrence_count.to_string(),
-                format!("{:.2}", p.effectiveness_score),
-                format!("{:.2}", p.priority_score),
-            ]
-        })
-        .collect();
-    print!(
-        "{}",
-        table(
-            "Global Learning Patterns",
-            &["ID", "Type", "Name", "Status", "Trust", "Auto", "Count", "Effect", "Prior"],
-            &rows
-        )
-    );
-    println!("\nShowing {} pattern(s)", patterns.len());
     Ok(0)
 }
+
+fn pattern_json(p: &PatternRecord) -> Value {
+    let mut doc = pattern_head(p);
+    doc.insert("priority_score".into(), json!(round(p.priority_score, 3)));
+    doc.insert("context_tags".into(), json!(p.context_tags));
+    doc.insert(
+        "quarantine_status".into(),
+        json!(p.quarantine_status.as_str()),
+    );
+    doc.insert("trust_score".into(), json!(round(p.trust_score, 3)));
+    Value::Object(doc)
+}
+
+const PATTERNS: Listing<'static, PatternRecord> = Listing {
+    title: "Global Learning Patterns",
+    headers: &[
+        "ID", "Type", "Name", "Status", "Trust", "Auto", "Count", "Effect", "Prior",
+    ],
+    none: &[
+        "No patterns found in global learning store.",
+        "Patterns are learned as jobs run; run some scores first.",
+    ],
+    cells: |p| {
+        let auto = p.trust_score >= 0.85
+            && matches!(
+                p.quarantine_status,
+                QuarantineStatus::Validated | QuarantineStatus::Active
+            );
+        vec![
+            head(&p.id, 10),
+            head(&p.pattern_type, 12),
+            head(&p.pattern_name, 20),
+            p.quarantine_status.as_str().to_string(),
+            format!("{:.2}", p.trust_score),
+            if auto { "⚡".into() } else { String::new() },
+            p.occurrence_count.to_string(),
+            format!("{:.2}", p.effectiveness_score),
+            format!("{:.2}", p.priority_score),
+        ]
+    },
+};
 
 /// Arguments of `mozart patterns-why`.
 #[derive(Debug, clap::Args)]
@@ -124,23 +106,13 @@ pub struct WhyArgs {
     #[arg(value_name = "PATTERN_ID")]
     pub pattern_id: Option<String>,
     /// Minimum observations.
-    #[arg(
-        short = 'm',
-        long = "min-obs",
-        default_value_t = 1,
-        value_name = "INTEGER"
-    )]
+    #[arg(short, long = "min-obs", default_value_t = 1, value_name = "INTEGER")]
     pub min_obs: i64,
     /// Maximum number of patterns.
-    #[arg(
-        short = 'n',
-        long = "limit",
-        default_value_t = 10,
-        value_name = "INTEGER"
-    )]
+    #[arg(short = 'n', long, default_value_t = 10, value_name = "INTEGER")]
     pub limit: usize,
     /// Output as JSON.
-    #[arg(short = 'j', long = "json")]
+    #[arg(short, long)]
     pub json: bool,
 }
 
@@ -160,6 +132,29 @@ fn why_json(w: &WhyAnalysis) -> Value {
     })
 }
 
+const WITH_FACTORS: Listing<'static, WhyAnalysis> = Listing {
+    title: "Patterns with WHY Analysis",
+    headers: &["Pattern", "Obs", "Success%", "Confidence", "Key Insight"],
+    none: &[
+        "No patterns with captured success factors found.",
+        "Success factors are captured when patterns lead to successful sheets.",
+    ],
+    cells: |w| {
+        let insight = w
+            .key_conditions
+            .first()
+            .cloned()
+            .unwrap_or_else(|| w.factors_summary.clone());
+        vec![
+            head(&w.pattern_name, 25),
+            w.observation_count.to_string(),
+            format!("{:.0}%", w.success_rate * 100.0),
+            format!("{:.2}", w.confidence),
+            cut(&insight, 35),
+        ]
+    },
+};
+
 /// Run `mozart patterns-why`.
 pub fn why(args: WhyArgs) -> Result<i32, CliError> {
     let store = open_store()?;
@@ -167,44 +162,13 @@ pub fn why(args: WhyArgs) -> Result<i32, CliError> {
         let all = store
             .patterns_with_why(args.min_obs, args.limit)
             .map_err(store_error)?;
-        if args.json {
-            let items: Vec<Value> = all
-                .iter()
-                .map(|w| json!({"pattern_id": w.pattern_id, "pattern_name": w.pattern_name, "analysis": why_json(w)}))
-                .collect();
-            print_json(&Value::Array(items));
-            return Ok(0);
-        }
-        if all.is_empty() {
-            println!("No patterns with captured success factors found.");
-            println!("Success factors are captured when patterns lead to successful sheets.");
-            return Ok(0);
-        }
-        let rows: Vec<Vec<String>> = all
-            .iter()
-            .map(|w| {
-                let insight = w
-                    .key_conditions
-                    .first()
-                    .cloned()
-                    .unwrap_or_else(|| w.factors_summary.clone());
-                vec![
-                    head(&w.pattern_name, 25),
-                    w.observation_count.to_string(),
-                    format!("{:.0}%", w.success_rate * 100.0),
-                    format!("{:.2}", w.confidence),
-                    cut(&insight, 35),
-                ]
-            })
-            .collect();
-        print!(
-            "{}",
-            table(
-                "Patterns with WHY Analysis",
-                &["Pattern", "Obs", "Success%", "Confidence", "Key Insight"],
-                &rows
-            )
-        );
+        let json = args.json.then(|| {
+            let items = all.iter().map(|w| {
+                json!({"pattern_id": w.pattern_id, "pattern_name": w.pattern_name, "analysis": why_json(w)})
+            });
+            Value::Array(items.collect())
+        });
+        WITH_FACTORS.print(&all, json);
         return Ok(0);
     };
     let query = PatternQuery {
@@ -282,4 +246,43 @@ pub fn why(args: WhyArgs) -> Result<i32, CliError> {
         }
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_why_table_shows_the_first_key_condition_else_the_summary() {
+        let why = |name: &str, conditions: &[&str]| WhyAnalysis {
+            pattern_id: "p".into(),
+            pattern_name: name.into(),
+            pattern_type: "t".into(),
+            has_factors: true,
+            trust_score: 0.5,
+            effectiveness_score: 0.5,
+            factors_summary: "Succeeds on first attempt".into(),
+            key_conditions: conditions.iter().map(|c| c.to_string()).collect(),
+            confidence: 0.22,
+            recommendations: vec![],
+            observation_count: 3,
+            success_rate: 0.75,
+        };
+        assert_eq!(
+            WITH_FACTORS.render(&[
+                why("missing output file", &[]),
+                why("slow network retry", &["Often succeeds after 1 retries, when the network is back"]),
+            ]),
+            "Patterns with WHY Analysis\n\
+             Pattern              Obs  Success%  Confidence  Key Insight\n\
+             ───────────────────  ───  ────────  ──────────  ──────────────────────────────────────\n\
+             missing output file  3    75%       0.22        Succeeds on first attempt\n\
+             slow network retry   3    75%       0.22        Often succeeds after 1 retries, whe...\n"
+        );
+        assert_eq!(
+            WITH_FACTORS.render(&[]),
+            "No patterns with captured success factors found.\n\
+             Success factors are captured when patterns lead to successful sheets.\n"
+        );
+    }
 }

@@ -113,12 +113,7 @@ pub struct ActivityArgs {
     #[arg(long = "help", action = clap::ArgAction::Help)]
     pub help: Option<bool>,
     /// Look back this many hours.
-    #[arg(
-        short = 'h',
-        long = "hours",
-        default_value_t = 24,
-        value_name = "INTEGER"
-    )]
+    #[arg(short, long, default_value_t = 24, value_name = "INTEGER")]
     pub hours: i64,
     /// Output as JSON.
     #[arg(short = 'j', long = "json")]
