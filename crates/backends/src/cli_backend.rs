@@ -260,9 +260,9 @@ impl ProfileBackend {
             OutputFormat::Jsonl => {
                 if success {
                     result.result_text = jsonl.result_text;
-                    // Output past the capture cap may have held the completion event in a
-                    // line too long to parse (bounded memory): no verdict without seeing it.
-                    let unseen = outcome.stdout.full_overflowed();
+                    // A line too long to parse (bounded memory) may have been the
+                    // completion event: no verdict without seeing it.
+                    let unseen = outcome.stdout.lines_dropped();
                     if let (Some(kind), false, false) = (
                         &cli.output.completion_event_type,
                         jsonl.completion_seen,
@@ -754,6 +754,42 @@ mod tests {
         assert_eq!(result.output_tokens, None);
         assert!(result.stdout.len() <= crate::process::TAIL_BYTES);
         assert!(result.stdout.ends_with("\"usage\":{\"out\":7}}\n"));
+    }
+
+    /// `sh -c <prompt>` with `format: jsonl` output and a `result` completion event.
+    fn jsonl_backend() -> ProfileBackend {
+        let yaml = "name: jsonl-sh\ndisplay_name: JSONL sh\nkind: cli\ncli:\n  command:\n    executable: sh\n    prompt_flag: '-c'\n  output:\n    format: jsonl\n    completion_event_type: result\n    result_path: result\n";
+        ProfileBackend::new(Arc::new(
+            InstrumentProfile::from_yaml(yaml, "test").unwrap(),
+        ))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_jsonl_completion_event_too_long_to_parse_is_not_a_missing_answer() {
+        // The bench's capture-jsonl job: one 100 MB event line. It is dropped unparsed
+        // (bounded memory), so whether it was the completion event is unknown — the run
+        // is judged by its exit code and validations, not failed as "no JSON lines".
+        let n = crate::process::MAX_LINE_BYTES + 1_000;
+        let prompt = format!(
+            "printf '{{\"type\":\"result\",\"result\":\"'; head -c {n} /dev/zero | tr '\\0' x; printf '\"}}\\n'"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let req = ExecutionRequest::new(prompt, dir.path(), Duration::from_secs(60));
+        let result = jsonl_backend().execute(req).await;
+        assert!(result.success, "{:?}", result.error_message);
+        assert!(result.stdout_bytes > crate::process::MAX_LINE_BYTES as u64);
+
+        // A short output with no JSON at all is still the bad input it was.
+        let req = ExecutionRequest::new(
+            "echo plain text".to_string(),
+            dir.path(),
+            Duration::from_secs(60),
+        );
+        let result = jsonl_backend().execute(req).await;
+        assert!(!result.success);
+        let message = result.error_message.unwrap_or_default();
+        assert!(message.contains("printed no JSON lines"), "{message}");
     }
 
     #[test]

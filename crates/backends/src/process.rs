@@ -115,6 +115,7 @@ pub struct StreamCapture {
     full: Option<Vec<u8>>,
     full_limit: usize,
     full_overflowed: bool,
+    lines_dropped: bool,
 }
 
 impl StreamCapture {
@@ -167,6 +168,12 @@ impl StreamCapture {
     /// Full capture was requested but the stream was larger than the limit.
     pub fn full_overflowed(&self) -> bool {
         self.full_overflowed
+    }
+
+    /// A line longer than the line limit was dropped unparsed (bounded memory): what it
+    /// held was never seen by the line sink.
+    pub fn lines_dropped(&self) -> bool {
+        self.lines_dropped
     }
 }
 
@@ -296,12 +303,16 @@ impl ReaderState {
             }
         } else {
             tracing::warn!("dropping an output line longer than {MAX_LINE_BYTES} bytes");
+            self.capture.lines_dropped = true;
         }
         self.pending.clear();
         self.pending_overflow = false;
     }
 
     fn finish(&mut self) {
+        if self.pending_overflow {
+            self.capture.lines_dropped = true;
+        }
         if !self.pending.is_empty() && !self.pending_overflow {
             let line = std::mem::take(&mut self.pending);
             if let Some(sink) = &mut self.sink {
