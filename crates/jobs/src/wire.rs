@@ -74,7 +74,9 @@ pub fn checkpoint(cp: &CheckpointState) -> JobCheckpoint {
         job_id: job_id.clone(),
         job_name: job_name.clone(),
         config_hash: config_hash.clone(),
-        config_snapshot: config_snapshot.as_ref().map(redact_snapshot),
+        config_snapshot: config_snapshot
+            .as_ref()
+            .map(|s| redact_snapshot(s.to_value())),
         config_path: config_path.clone(),
         created_at: created_at.clone(),
         updated_at: updated_at.clone(),
@@ -283,8 +285,7 @@ pub fn load_state_file(
 
 /// The score snapshot as clients see it: notification URLs (they carry secrets) redacted
 /// to `scheme://host/***`. The conductor keeps and uses the full snapshot.
-fn redact_snapshot(snapshot: &serde_json::Value) -> serde_json::Value {
-    let mut out = snapshot.clone();
+fn redact_snapshot(mut out: serde_json::Value) -> serde_json::Value {
     if let Some(list) = out
         .get_mut("notifications")
         .and_then(serde_json::Value::as_array_mut)

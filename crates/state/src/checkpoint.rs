@@ -367,7 +367,7 @@ pub struct CheckpointState {
     pub config_hash: Option<String>,
     /// Full score as JSON, for resume without the file.
     #[serde(default)]
-    pub config_snapshot: Option<serde_json::Value>,
+    pub config_snapshot: Option<crate::ConfigSnapshot>,
     /// Score file path.
     #[serde(default)]
     pub config_path: Option<String>,

@@ -11,6 +11,7 @@ pub mod json_state;
 mod migrate;
 pub mod registry;
 pub mod review;
+mod snapshot;
 pub mod time;
 
 pub use atomic::atomic_write;
@@ -24,4 +25,5 @@ pub use registry::{
     AttemptRecord, DaemonJobStatus, DeleteFilter, HookResultRecord, JobRecord, JobScore,
     OrphanRecovery, RateLimitRecord, Registry,
 };
+pub use snapshot::ConfigSnapshot;
 pub use time::{epoch_now, Timestamp};

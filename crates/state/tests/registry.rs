@@ -83,7 +83,7 @@ fn job_record_round_trips_every_field() {
         &rec,
         &JobScore {
             yaml: Some("name: chain\n".into()),
-            snapshot: Some(json!({"name": "chain"})),
+            snapshot: Some((&json!({"name": "chain"})).into()),
         },
     )
     .unwrap();
@@ -97,7 +97,10 @@ fn job_record_round_trips_every_field() {
     );
     let score = reg.job_score("chain").unwrap().unwrap();
     assert_eq!(score.yaml.as_deref(), Some("name: chain\n"));
-    assert_eq!(score.snapshot, Some(json!({"name": "chain"})));
+    assert_eq!(
+        score.snapshot.map(|s| s.to_value()),
+        Some(json!({"name": "chain"}))
+    );
 
     assert!(reg.get_job("nope").unwrap().is_none());
 }
@@ -232,7 +235,7 @@ fn delete_never_touches_active_jobs_and_cascades() {
 
 fn sample_checkpoint(id: &str, sheets: u32) -> CheckpointState {
     let mut cp = CheckpointState::new(id, "Sample", sheets);
-    cp.config_snapshot = Some(json!({"name": "Sample", "sheet": {"size": 1}}));
+    cp.config_snapshot = Some((&json!({"name": "Sample", "sheet": {"size": 1}})).into());
     cp.set_running_pid(None);
     cp.mark_sheet_started(1);
     cp.mark_sheet_completed(1, true, None, Some(2.5));
@@ -687,7 +690,10 @@ fn schema_1_registry_migrates_keeping_scores_and_sheets() {
     assert_eq!(reg.schema_version().unwrap(), mozart_state::SCHEMA_VERSION);
     let score = reg.job_score("old").unwrap().unwrap();
     assert_eq!(score.yaml.as_deref(), Some("name: old"));
-    assert_eq!(score.snapshot, Some(json!({"name": "old"})));
+    assert_eq!(
+        score.snapshot.map(|s| s.to_value()),
+        Some(json!({"name": "old"}))
+    );
     let kept = reg.attempts("old", None, 10).unwrap();
     assert_eq!(kept.len(), 1, "attempt history kept");
     assert_eq!((kept[0].sheet_num, kept[0].outcome.as_str()), (1, "failed"));

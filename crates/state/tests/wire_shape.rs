@@ -9,7 +9,7 @@ use mozart_state::{CheckpointState, ErrorCategory, Timestamp, ValidationDetail};
 
 fn busy_checkpoint() -> CheckpointState {
     let mut cp = CheckpointState::new("wire", "Wire shape", 3);
-    cp.config_snapshot = Some(serde_json::json!({"name": "wire", "sheet": {"size": 1}}));
+    cp.config_snapshot = Some((&serde_json::json!({"name": "wire", "sheet": {"size": 1}})).into());
     cp.config_path = Some("/s/wire.yaml".into());
     cp.mark_sheet_started(1);
     cp.mark_sheet_completed(

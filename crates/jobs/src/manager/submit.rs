@@ -97,7 +97,7 @@ async fn pipeline(
     drop(previous);
     checkpoint.config_path = Some(req.config_path.clone());
     // What `mozart status` reads for hooks and sheet descriptions (upstream's snapshot).
-    let snapshot = serde_json::to_value(&config).ok();
+    let snapshot = mozart_state::ConfigSnapshot::of(&config);
     checkpoint.config_snapshot = snapshot.clone();
     checkpoint.status = JobStatus::Running;
     checkpoint.pid = Some(std::process::id());

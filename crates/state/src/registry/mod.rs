@@ -469,7 +469,7 @@ impl Registry {
         let Some((yaml, snap)) = row else {
             return Ok(None);
         };
-        let snapshot = parse_json_col(job_id, "config_snapshot_json", snap)?;
+        let snapshot = parse_snapshot(job_id, snap)?;
         Ok(Some(JobScore { yaml, snapshot }))
     }
 
@@ -605,7 +605,7 @@ impl Registry {
             tx.execute(
                 "INSERT INTO job_scores (job_id, config_snapshot_json) VALUES (?1, ?2) \
                  ON CONFLICT(job_id) DO UPDATE SET config_snapshot_json=excluded.config_snapshot_json",
-                params![state.job_id, snapshot.to_string()],
+                params![state.job_id, snapshot.as_str()],
             )
             .map_err(self.err(&ctx))?;
         }
@@ -672,7 +672,7 @@ impl Registry {
         };
         let mut state: CheckpointState =
             serde_json::from_str(&header).map_err(|e| corrupt(e.to_string()))?;
-        state.config_snapshot = parse_json_col(job_id, "config_snapshot_json", snapshot)?;
+        state.config_snapshot = parse_snapshot(job_id, snapshot)?;
         let mut stmt = self
             .conn
             .prepare_cached(
@@ -1119,7 +1119,7 @@ fn write_score(tx: &Connection, job_id: &str, score: &JobScore) -> Result<(), Wr
         params![
             job_id,
             score.yaml,
-            score.snapshot.as_ref().map(Value::to_string)
+            score.snapshot.as_ref().map(crate::ConfigSnapshot::as_str)
         ],
     )?;
     Ok(())
@@ -1193,6 +1193,18 @@ fn write_sheet(tx: &Connection, job_id: &str, s: &SheetState, now: f64) -> Resul
         now
     ])?;
     Ok(())
+}
+
+/// A stored `config_snapshot_json`, kept as text (checked to be JSON).
+fn parse_snapshot(job_id: &str, text: Option<String>) -> Result<Option<crate::ConfigSnapshot>> {
+    text.map(|t| {
+        crate::ConfigSnapshot::parse(t).map_err(|e| StateError::BadRow {
+            job_id: job_id.to_owned(),
+            column: "config_snapshot_json",
+            reason: e.to_string(),
+        })
+    })
+    .transpose()
 }
 
 fn parse_json_col(

@@ -171,7 +171,7 @@ pub struct JobScore {
     /// The score file's text as submitted.
     pub yaml: Option<String>,
     /// The validated score as JSON (upstream's `config_snapshot`).
-    pub snapshot: Option<Value>,
+    pub snapshot: Option<crate::ConfigSnapshot>,
 }
 
 /// Which jobs `delete_jobs` removes (conductor.md §6.12). Active jobs (`queued`,
