@@ -271,8 +271,9 @@ pub struct PlannedSheet {
     pub dependencies: Vec<u32>,
     /// Resolved instrument profile name (§3.5).
     pub instrument: String,
-    /// Merged instrument config.
-    pub instrument_config: FreeMap,
+    /// Merged instrument config (shared by consecutive sheets whose merge came out the same:
+    /// a 1,000-voice fan-out holds one copy, not a thousand).
+    pub instrument_config: std::sync::Arc<FreeMap>,
     /// `model` from the merged instrument config, if any.
     pub model: Option<String>,
     /// Fallback chain.
@@ -321,7 +322,13 @@ impl SheetPlan {
         }
         let mut sheets = Vec::with_capacity(n as usize);
         for num in 1..=n {
-            sheets.push(plan_sheet(job, num));
+            let mut planned = plan_sheet(job, num);
+            if let Some(prev) = sheets.last().map(|p: &PlannedSheet| &p.instrument_config) {
+                if *prev == planned.instrument_config {
+                    planned.instrument_config = std::sync::Arc::clone(prev);
+                }
+            }
+            sheets.push(planned);
         }
         Ok(SheetPlan {
             sheets,
@@ -413,7 +420,7 @@ fn plan_sheet(job: &JobConfig, num: i64) -> PlannedSheet {
             .map(|d| d.iter().map(|x| *x as u32).collect())
             .unwrap_or_default(),
         instrument: name,
-        instrument_config: cfg,
+        instrument_config: std::sync::Arc::new(cfg),
         model,
         instrument_fallbacks: fallbacks,
         skip_when: sheet.skip_when.get(&num).cloned(),

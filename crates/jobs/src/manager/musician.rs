@@ -454,7 +454,7 @@ async fn perform(
             req.job_id = run.job_id.clone();
             req.sheet_num = sheet.num;
             req.attempt = attempt.attempt_number;
-            req.options = sheet.instrument_config.clone().into_iter().collect();
+            req.options = (*sheet.instrument_config).clone().into_iter().collect();
             // Upstream's live per-sheet output files (`{workspace}/logs/sheet-NN.stdout.log`),
             // which `mozart dashboard` tails while the sheet runs.
             let logs = run.workspace.join("logs");
