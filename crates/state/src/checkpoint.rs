@@ -816,6 +816,16 @@ impl CheckpointState {
         self.touch();
     }
 
+    /// The highest sheet number that is completed (0 when none is).
+    pub fn highest_completed(&self) -> u32 {
+        self.sheets
+            .values()
+            .filter(|s| s.status == SheetStatus::Completed)
+            .map(|s| s.sheet_num)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// (completed sheets, total sheets).
     pub fn progress(&self) -> (u32, u32) {
         let done = self

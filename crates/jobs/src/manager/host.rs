@@ -375,9 +375,12 @@ fn update_sheet(
         sheet.started_at = Some(now.clone());
     }
     if let Some(d) = details {
-        // An attempt that ended the sheet without spending a retry (a non-retriable failure)
-        // is not in the baton's counts, but it was started.
-        sheet.attempt_count = sheet.attempt_count.max(d.attempt_number);
+        // An attempt that failed the sheet without spending a retry (a non-retriable
+        // failure) is not in the baton's counts, but it was started. (A rate-limited one
+        // is not an attempt: the sheet waits and runs it again.)
+        if status == SheetStatus::Failed {
+            sheet.attempt_count = sheet.attempt_count.max(d.attempt_number);
+        }
         apply_details(sheet, d);
         // The attempt's result is recorded in this very write: its remote job (if any) is
         // done with, and a restart must not re-attach to it.
@@ -432,13 +435,7 @@ fn update_totals(
         live.last_completed_sheet = live.last_completed_sheet.max(change.sheet_num);
     } else if live.last_completed_sheet == change.sheet_num {
         // The highest completed sheet is running again (a resumed or re-run job).
-        live.last_completed_sheet = live
-            .sheets
-            .values()
-            .filter(|s| s.status == SheetStatus::Completed)
-            .map(|s| s.sheet_num)
-            .max()
-            .unwrap_or(0);
+        live.last_completed_sheet = live.highest_completed();
     }
     live.updated_at = Timestamp::now();
 }

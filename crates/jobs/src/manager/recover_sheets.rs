@@ -152,11 +152,5 @@ fn mark_completed(cp: &mut CheckpointState, num: u32) {
         sheet.error_message = None;
         sheet.error_category = None;
     }
-    cp.last_completed_sheet = cp
-        .sheets
-        .values()
-        .filter(|s| s.status == SheetStatus::Completed)
-        .map(|s| s.sheet_num)
-        .max()
-        .unwrap_or(0);
+    cp.last_completed_sheet = cp.highest_completed();
 }

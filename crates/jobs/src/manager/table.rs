@@ -87,11 +87,7 @@ impl Table {
         &self,
         f: impl FnOnce(&mut ConductorHost) -> R + Send + 'static,
     ) -> Result<R, Stopped> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        self.send(move |host| {
-            let _ = tx.send(f(host));
-        })?;
-        rx.await.map_err(|_| Stopped)
+        self.ask(f)?.await.map_err(|_| Stopped)
     }
 
     /// Run `f` on the table and wait for its answer, from a thread that may block (never a
@@ -100,11 +96,19 @@ impl Table {
         &self,
         f: impl FnOnce(&mut ConductorHost) -> R + Send + 'static,
     ) -> Result<R, Stopped> {
+        self.ask(f)?.blocking_recv().map_err(|_| Stopped)
+    }
+
+    /// Send `f`; its answer comes on the returned channel.
+    fn ask<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut ConductorHost) -> R + Send + 'static,
+    ) -> Result<tokio::sync::oneshot::Receiver<R>, Stopped> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.send(move |host| {
             let _ = tx.send(f(host));
         })?;
-        rx.blocking_recv().map_err(|_| Stopped)
+        Ok(rx)
     }
 
     /// Run `f` on the table without waiting (it still runs before any event sent later).
