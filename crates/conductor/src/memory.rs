@@ -41,13 +41,16 @@ pub fn trim() {
 /// allocations without the arena lock; docs/performance.md). Call it before the runtime
 /// starts its threads.
 pub fn one_arena() {
-    if std::env::var_os("MALLOC_ARENA_MAX").is_some() {
-        return;
-    }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt takes plain integers and only changes glibc's allocator settings.
     #[allow(unsafe_code)]
     unsafe {
-        nix::libc::mallopt(nix::libc::M_ARENA_MAX, 1);
+        if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+            nix::libc::mallopt(nix::libc::M_ARENA_MAX, 1);
+        }
+        // Fixed thresholds: glibc otherwise raises them after the first large block is freed
+        // (up to 32 MiB), after which big buffers come from the heap and stay resident.
+        nix::libc::mallopt(nix::libc::M_MMAP_THRESHOLD, 256 * 1024);
+        nix::libc::mallopt(nix::libc::M_TRIM_THRESHOLD, 512 * 1024);
     }
 }
