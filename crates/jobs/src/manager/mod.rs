@@ -1,9 +1,10 @@
 //! The job manager: submit, status, list, pause, resume, cancel, clear, and restart recovery
 //! (conductor.md §6, §11), wired to the baton loop, the SQLite registry and the instruments.
 //!
-//! Ownership: the baton loop owns sheet state transitions; this module keeps a mirror of each
-//! job's checkpoint (`live`) that the baton host updates *and persists* on every transition,
-//! so `job.status` never has to ask the baton task anything.
+//! Ownership: the baton loop owns sheet state transitions, and its host owns the job table
+//! (`table.rs`): each loaded job's record and live checkpoint, which the host updates *and
+//! persists* on every transition. Everything else (IPC handlers, musicians, hooks) reads and
+//! changes the table through host calls that run on the baton task; no lock guards it.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod hooks;
