@@ -111,13 +111,20 @@ fn apply_details(sheet: &mut mozart_state::SheetState, d: &AttemptDetails) {
 impl ConductorHost {
     /// A dispatched attempt's job and what the table knows for it (None: not loaded).
     fn given(
-        &self,
+        &mut self,
         job_id: &str,
         sheet_num: u32,
         instrument: &str,
     ) -> Option<(Arc<super::JobRun>, musician::Given)> {
+        let run = self.table.jobs.get(job_id)?.run.clone()?;
+        // Where the attempt runs (a Slurm placement's watcher is made once and shared).
+        let placement = super::placement::placement_for(
+            &mut self.table.placements,
+            &self.shared.instruments,
+            &run,
+            instrument,
+        );
         let entry = self.table.jobs.get(job_id)?;
-        let run = entry.run.clone()?;
         let live_sheet = entry.live.as_ref().and_then(|l| l.sheets.get(&sheet_num));
         let reviewed = run.config.review.is_some();
         let given = musician::Given {
@@ -142,6 +149,7 @@ impl ConductorHost {
                 _ => None,
             },
             remote: live_sheet.and_then(|s| s.remote_attempt.clone()),
+            placement,
         };
         Some((run, given))
     }

@@ -208,7 +208,6 @@ fn failure_kind(result: &ExecutionResult) -> (FailureKind, String, Option<String
 
 /// What the baton task hands a musician from the job table when it dispatches it, so the
 /// musician never has to ask.
-#[derive(Default)]
 pub(crate) struct Given {
     /// The job's backends built so far, by instrument.
     pub backends: HashMap<String, Arc<dyn mozart_backends::Backend>>,
@@ -223,6 +222,8 @@ pub(crate) struct Given {
     /// The sheet's remote attempt (a Slurm job) a previous conductor started and whose
     /// result was never recorded.
     pub remote: Option<mozart_state::RemoteAttemptRef>,
+    /// Where the attempt runs (or why it cannot be placed).
+    pub placement: Result<mozart_backends::Placement, String>,
 }
 
 impl std::fmt::Debug for Given {
@@ -265,6 +266,7 @@ struct Prepared {
     backend: Arc<dyn mozart_backends::Backend>,
     backends: HashMap<String, Arc<dyn mozart_backends::Backend>>,
     remote: Option<mozart_state::RemoteAttemptRef>,
+    placement: Result<mozart_backends::Placement, String>,
 }
 
 /// Play one attempt and report it to the baton. Never panics on I/O; every failure becomes
@@ -400,6 +402,7 @@ async fn prepare(
         backend,
         backends: given.backends,
         remote: given.remote,
+        placement: given.placement,
     })
 }
 
@@ -462,7 +465,11 @@ async fn perform(
                 req.output_log_base = Some(logs.join(format!("sheet-{:02}", sheet.num)));
             }
             let recorded = p.remote.take();
-            if let Err(message) = place(shared, run, sheet.num, attempt, recorded, &mut req) {
+            let placement =
+                std::mem::replace(&mut p.placement, Ok(mozart_backends::Placement::Local));
+            if let Err(message) = place(
+                shared, run, sheet.num, attempt, placement, recorded, &mut req,
+            ) {
                 report_failure(
                     shared,
                     run,
@@ -507,10 +514,11 @@ fn place(
     run: &JobRun,
     sheet_num: u32,
     attempt: &AttemptContext,
+    placement: Result<mozart_backends::Placement, String>,
     recorded: Option<mozart_state::RemoteAttemptRef>,
     req: &mut ExecutionRequest,
 ) -> Result<(), String> {
-    match super::placement::placement_for(shared, run, &attempt.instrument)? {
+    match placement? {
         mozart_backends::Placement::Local => {}
         placement => {
             req.placement = placement;

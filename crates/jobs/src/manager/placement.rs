@@ -13,13 +13,16 @@ use super::{lock, JobRun, Shared};
 /// Instruments the conductor calls over HTTP itself: there is no process to place.
 const HTTP_NATIVE: &[&str] = &["anthropic_api", "ollama"];
 
-/// The placement of `instrument`'s attempts in `run`.
+/// The placement of `instrument`'s attempts in `run`. `known` holds one placement per
+/// distinct spec for the conductor's life (the job table's): attempts sharing it share its
+/// watcher (one `squeue` per poll interval for all of them, not one per attempt).
 pub(crate) fn placement_for(
-    shared: &Shared,
+    known: &mut HashMap<String, Placement>,
+    instruments: &mozart_backends::InstrumentRegistry,
     run: &JobRun,
     instrument: &str,
 ) -> Result<Placement, String> {
-    let profile = shared.instruments.get(instrument);
+    let profile = instruments.get(instrument);
     let spec = match (
         &run.config.placement,
         profile.and_then(|p| p.placement.as_ref()),
@@ -41,17 +44,12 @@ pub(crate) fn placement_for(
             spec.kind.as_str()
         ));
     }
-    // One placement per distinct spec for the conductor's life: attempts sharing it share
-    // its watcher (one `squeue` per poll interval for all of them, not one per attempt).
-    static CACHE: std::sync::LazyLock<std::sync::Mutex<HashMap<String, Placement>>> =
-        std::sync::LazyLock::new(Default::default);
     let key = serde_json::to_string(&spec).map_err(|e| format!("placement: {e}"))?;
-    let mut cache = lock(&CACHE);
-    if let Some(p) = cache.get(&key) {
+    if let Some(p) = known.get(&key) {
         return Ok(p.clone());
     }
     let placement = Placement::from_spec(&spec).map_err(|e| format!("placement.{e}"))?;
-    cache.insert(key, placement.clone());
+    known.insert(key, placement.clone());
     Ok(placement)
 }
 

@@ -27,6 +27,9 @@ pub(crate) struct JobTable {
     /// `job.clear` changes them, and a watcher polling `job.list` would otherwise read the
     /// registry on every poll.
     pub listed_rows: Option<Arc<Vec<ListedRow>>>,
+    /// One placement per distinct placement spec, for the conductor's life (its watcher is
+    /// shared by every attempt placed alike).
+    pub placements: HashMap<String, mozart_backends::Placement>,
 }
 
 /// What a running job's attempts hand over to the baton task, by sheet. Emptied when the
