@@ -109,43 +109,49 @@ async fn modify(
 /// How often the pending modify looks at the paused job.
 const SETTLE_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// The newest pending modify per (job manager, job): one slot per job, as upstream's
-/// `_pending_modify` — a second modify before the first applied replaces it.
-static PENDING_MODIFY: std::sync::OnceLock<
-    std::sync::Mutex<std::collections::HashMap<(usize, String), u64>>,
-> = std::sync::OnceLock::new();
-
-fn pending_slot(m: &JobManager, job_id: &str) -> (usize, String) {
-    (Arc::as_ptr(&m.shared) as usize, job_id.to_string())
-}
-
-/// Claim the job's pending-modify slot; the number identifies this claim.
-fn claim_pending(m: &JobManager, job_id: &str) -> u64 {
-    let mut slots = lock(PENDING_MODIFY.get_or_init(Default::default));
-    let generation = slots.get(&pending_slot(m, job_id)).map_or(1, |g| g + 1);
-    slots.insert(pending_slot(m, job_id), generation);
-    generation
+/// Claim the job's pending-modify slot (the job table's `pending_modify`: one slot per job,
+/// as upstream's `_pending_modify` — a second modify before the first applied replaces it).
+/// The claim is sent now, so claims keep the order of the requests; the answer is this
+/// claim's number.
+fn claim_pending(
+    m: &JobManager,
+    job_id: &str,
+) -> Result<tokio::sync::oneshot::Receiver<u64>, super::table::Stopped> {
+    let id = job_id.to_string();
+    m.shared.table.ask(move |h| {
+        let slots = &mut h.table.pending_modify;
+        let generation = slots.get(&id).map_or(1, |g| g + 1);
+        slots.insert(id, generation);
+        generation
+    })
 }
 
 /// Frees the job's slot when its pending modify ends, unless a newer one holds it.
 struct PendingGuard {
-    slot: (usize, String),
+    manager: JobManager,
+    job_id: String,
     generation: u64,
 }
 
 impl Drop for PendingGuard {
     fn drop(&mut self) {
-        let mut slots = lock(PENDING_MODIFY.get_or_init(Default::default));
-        if slots.get(&self.slot) == Some(&self.generation) {
-            slots.remove(&self.slot);
-        }
+        let (id, generation) = (std::mem::take(&mut self.job_id), self.generation);
+        self.manager.shared.table.tell(move |h| {
+            if h.table.pending_modify.get(&id) == Some(&generation) {
+                h.table.pending_modify.remove(&id);
+            }
+        });
     }
 }
 
 /// True while `generation` is still the job's newest pending modify.
-fn still_pending(m: &JobManager, job_id: &str, generation: u64) -> bool {
-    lock(PENDING_MODIFY.get_or_init(Default::default)).get(&pending_slot(m, job_id))
-        == Some(&generation)
+async fn still_pending(m: &JobManager, job_id: &str, generation: u64) -> bool {
+    let id = job_id.to_string();
+    m.shared
+        .table
+        .call(move |h| h.table.pending_modify.get(&id) == Some(&generation))
+        .await
+        .unwrap_or(false)
 }
 
 /// Resume `job_id` with `config` once no sheet of it is in flight (§6.5 step 4: a pending
@@ -158,14 +164,17 @@ fn resume_when_settled(
     config: String,
     workspace: Option<String>,
 ) {
-    let generation = claim_pending(&m, &job_id);
+    let claim = claim_pending(&m, &job_id);
     tokio::spawn(async move {
+        let Ok(rx) = claim else { return };
+        let Ok(generation) = rx.await else { return };
         let _slot = PendingGuard {
-            slot: pending_slot(&m, &job_id),
+            manager: m.clone(),
+            job_id: job_id.clone(),
             generation,
         };
         loop {
-            if !still_pending(&m, &job_id, generation) {
+            if !still_pending(&m, &job_id, generation).await {
                 tracing::info!(job_id, "pending modify replaced by a newer one");
                 return;
             }

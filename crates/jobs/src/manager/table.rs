@@ -30,6 +30,8 @@ pub(crate) struct JobTable {
     /// One placement per distinct placement spec, for the conductor's life (its watcher is
     /// shared by every attempt placed alike).
     pub placements: HashMap<String, mozart_backends::Placement>,
+    /// The newest pending `job.modify` per job (its claim number).
+    pub pending_modify: HashMap<String, u64>,
 }
 
 /// What a running job's attempts hand over to the baton task, by sheet. Emptied when the
@@ -103,7 +105,7 @@ impl Table {
     }
 
     /// Send `f`; its answer comes on the returned channel.
-    fn ask<R: Send + 'static>(
+    pub(crate) fn ask<R: Send + 'static>(
         &self,
         f: impl FnOnce(&mut ConductorHost) -> R + Send + 'static,
     ) -> Result<tokio::sync::oneshot::Receiver<R>, Stopped> {
