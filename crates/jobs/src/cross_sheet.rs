@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
 
+use mozart_config::model::CrossSheetConfig;
 use mozart_config::{placeholders, plan, template, JobConfig, PlannedSheet, RenderContext};
 use mozart_state::{CheckpointState, SheetStatus};
 
@@ -81,9 +82,30 @@ impl CrossSheetContext {
 /// Stdout tails of completed sheets and the set of skipped sheets, from a checkpoint (the
 /// baton's rule: only completed sheets contribute output, §9.1).
 pub fn prior_from_checkpoint(cp: &CheckpointState) -> (BTreeMap<u32, String>, BTreeSet<u32>) {
+    prior_in(cp, ..)
+}
+
+/// What [`collect`] reads for sheet `n` of `job`: the tails and skips of its lookback window
+/// only (nothing without `auto_capture_stdout`), so a dispatch copies a few tails, not every
+/// completed sheet's.
+pub fn prior_for_sheet(
+    cp: &CheckpointState,
+    job: &JobConfig,
+    n: u32,
+) -> (BTreeMap<u32, String>, BTreeSet<u32>) {
+    match &job.cross_sheet {
+        Some(cfg) if cfg.auto_capture_stdout => prior_in(cp, window(cfg, n)),
+        _ => Default::default(),
+    }
+}
+
+fn prior_in(
+    cp: &CheckpointState,
+    sheets: impl std::ops::RangeBounds<u32>,
+) -> (BTreeMap<u32, String>, BTreeSet<u32>) {
     let mut tails = BTreeMap::new();
     let mut skipped = BTreeSet::new();
-    for (num, sheet) in &cp.sheets {
+    for (num, sheet) in cp.sheets.range(sheets) {
         match sheet.status {
             SheetStatus::Completed => {
                 if let Some(tail) = sheet.stdout_tail.as_ref().filter(|t| !t.is_empty()) {
@@ -99,6 +121,16 @@ pub fn prior_from_checkpoint(cp: &CheckpointState) -> (BTreeMap<u32, String>, BT
     (tails, skipped)
 }
 
+/// The sheets whose output sheet `n` sees: max(1, n - lookback) .. n-1; lookback 0 means
+/// from sheet 1 (§3.13).
+fn window(cfg: &CrossSheetConfig, n: u32) -> std::ops::Range<u32> {
+    let start = match u32::try_from(cfg.lookback_sheets) {
+        Ok(lb) if lb > 0 => n.saturating_sub(lb).max(1),
+        _ => 1,
+    };
+    start..n
+}
+
 /// Compute `previous_outputs`, `previous_files` and `skipped_upstream` for a sheet. Empty
 /// when the score has no `cross_sheet` section.
 pub fn collect(input: &CrossSheetInput<'_>) -> CrossSheetContext {
@@ -109,12 +141,7 @@ pub fn collect(input: &CrossSheetInput<'_>) -> CrossSheetContext {
     let max_chars = usize::try_from(cfg.max_output_chars).unwrap_or(usize::MAX);
     let n = input.sheet.num;
     if cfg.auto_capture_stdout {
-        // Window max(1, n - lookback) .. n-1; lookback 0 means from sheet 1 (§3.13).
-        let start = match u32::try_from(cfg.lookback_sheets) {
-            Ok(lb) if lb > 0 => n.saturating_sub(lb).max(1),
-            _ => 1,
-        };
-        for prev in start..n {
+        for prev in window(cfg, n) {
             if input.skipped.contains(&prev) {
                 out.previous_outputs.insert(prev, "[SKIPPED]".into());
                 out.skipped_upstream.push(prev);

@@ -145,7 +145,11 @@ impl ConductorHost {
                 false => Default::default(),
             },
             prior: match (&run.config.cross_sheet, &entry.live) {
-                (Some(_), Some(live)) => Some(crate::cross_sheet::prior_from_checkpoint(live)),
+                (Some(_), Some(live)) => Some(crate::cross_sheet::prior_for_sheet(
+                    live,
+                    &run.config,
+                    sheet_num,
+                )),
                 _ => None,
             },
             remote: live_sheet.and_then(|s| s.remote_attempt.clone()),
