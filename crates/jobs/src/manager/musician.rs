@@ -266,7 +266,7 @@ struct Prepared {
     backend: Arc<dyn mozart_backends::Backend>,
     backends: HashMap<String, Arc<dyn mozart_backends::Backend>>,
     remote: Option<mozart_state::RemoteAttemptRef>,
-    placement: Result<mozart_backends::Placement, String>,
+    placement: mozart_backends::Placement,
 }
 
 /// Play one attempt and report it to the baton. Never panics on I/O; every failure becomes
@@ -313,10 +313,7 @@ pub(crate) async fn play(
             return;
         }
     };
-    let Some((prepared, result)) = perform(&shared, &run, sheet, &attempt, &inbox, prepared).await
-    else {
-        return;
-    };
+    let (prepared, result) = perform(&shared, &run, sheet, &attempt, prepared).await;
     let (mut r, mut details) = judge(
         &shared,
         &run,
@@ -383,6 +380,7 @@ async fn prepare(
         given.prior,
     )?;
     let backend = backend(shared, run, &given.backends, &attempt.instrument)?;
+    let placement = given.placement?;
     if let Some(l) = review_loop.as_ref().filter(|l| l.cfg.memory) {
         let branch = sheet_wt.as_ref().map(|w| w.branch.as_str());
         prompt.push_str(&super::review::memory_section(
@@ -402,7 +400,7 @@ async fn prepare(
         backend,
         backends: given.backends,
         remote: given.remote,
-        placement: given.placement,
+        placement,
     })
 }
 
@@ -435,17 +433,14 @@ async fn learned(
     }
 }
 
-/// Run the instrument (or replay the output a reviewer has still to judge). None when the
-/// attempt could not start; the failure is reported then.
+/// Run the instrument (or replay the output a reviewer has still to judge).
 async fn perform(
     shared: &Arc<Shared>,
     run: &Arc<JobRun>,
     sheet: &PlannedSheet,
     attempt: &AttemptContext,
-    inbox: &Inbox,
     mut p: Prepared,
-) -> Option<(Prepared, ExecutionResult)> {
-    let started_epoch = mozart_state::epoch_now();
+) -> (Prepared, ExecutionResult) {
     let pending = p.review_loop.as_mut().and_then(|l| l.pending.take());
     let replayed = pending.is_some();
     let result = match pending {
@@ -464,23 +459,16 @@ async fn perform(
             if std::fs::create_dir_all(&logs).is_ok() {
                 req.output_log_base = Some(logs.join(format!("sheet-{:02}", sheet.num)));
             }
-            let recorded = p.remote.take();
-            let placement =
-                std::mem::replace(&mut p.placement, Ok(mozart_backends::Placement::Local));
-            if let Err(message) = place(
-                shared, run, sheet.num, attempt, placement, recorded, &mut req,
-            ) {
-                report_failure(
-                    shared,
-                    run,
-                    inbox,
-                    sheet.num,
-                    attempt,
-                    message,
-                    started_epoch,
-                );
-                return None;
-            }
+            let placement = std::mem::replace(&mut p.placement, mozart_backends::Placement::Local);
+            place(
+                shared,
+                run,
+                sheet.num,
+                attempt,
+                placement,
+                p.remote.take(),
+                &mut req,
+            );
             // Shown by `job.status` while it runs; removed even when the attempt is aborted.
             let _live = LiveEntry::new(shared, &run.job_id, sheet.num, &req.progress);
             let backend = Arc::clone(&p.backend);
@@ -504,7 +492,7 @@ async fn perform(
             tracing::warn!(job_id = %run.job_id, sheet = sheet.num, error = %e, "review.memory_not_written");
         }
     }
-    Some((p, result))
+    (p, result)
 }
 
 /// Where the attempt runs: here, or on a cluster with its remote job journaled in the
@@ -514,11 +502,11 @@ fn place(
     run: &JobRun,
     sheet_num: u32,
     attempt: &AttemptContext,
-    placement: Result<mozart_backends::Placement, String>,
+    placement: mozart_backends::Placement,
     recorded: Option<mozart_state::RemoteAttemptRef>,
     req: &mut ExecutionRequest,
-) -> Result<(), String> {
-    match placement? {
+) {
+    match placement {
         mozart_backends::Placement::Local => {}
         placement => {
             req.placement = placement;
@@ -531,7 +519,6 @@ fn place(
             )));
         }
     }
-    Ok(())
 }
 
 /// Turn the instrument's result into the attempt's result and details: validations, the
