@@ -34,13 +34,14 @@ pub fn trim() {
     }
 }
 
-/// Keep glibc to one heap arena (unless the user chose `MALLOC_ARENA_MAX`): a conductor's
-/// threads hand data to each other, so with an arena per thread memory freed in one arena
-/// stays resident while another grows. One arena keeps the conductor's peak over three
-/// 1,000-sheet jobs ~8 MiB lower than two did, at no measurable CPU cost (tcache serves most
-/// allocations without the arena lock; docs/performance.md). Call it before the runtime
-/// starts its threads.
-pub fn one_arena() {
+/// Tune glibc for a long-running conductor. One heap arena (unless the user chose
+/// `MALLOC_ARENA_MAX`): a conductor's threads hand data to each other, so with an arena per
+/// thread memory freed in one arena stays resident while another grows; one arena keeps the
+/// peak over three 1,000-sheet jobs several MiB lower, at no measurable CPU cost (tcache
+/// serves most allocations without the arena lock). Fixed mmap / trim thresholds, so large
+/// buffers are returned when freed (docs/performance.md). Call it before the runtime starts
+/// its threads.
+pub fn tune_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt takes plain integers and only changes glibc's allocator settings.
     #[allow(unsafe_code)]

@@ -116,7 +116,7 @@ fn run_here(config: DaemonConfig, paths: ConductorPaths, args: &Args) -> Result<
         std::env::remove_var("MALLOC_ARENA_MAX");
         std::env::remove_var(ARENA_MARKER);
     }
-    mozart_conductor::memory::one_arena();
+    mozart_conductor::memory::tune_allocator();
     if args.detached_child {
         mozart_conductor::detach_session().map_err(fail)?;
     }
@@ -208,7 +208,7 @@ fn start_detached(
     // glibc gives every thread that allocates its own heap arena; a conductor's threads
     // hand data to each other, so memory freed in one arena stays resident while another
     // grows. One arena keeps a long-running conductor smaller (docs/performance.md); the
-    // child also calls `one_arena`, this covers glibc's start-up before it does.
+    // child also calls `tune_allocator`, this covers glibc's start-up before it does.
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
         command.env("MALLOC_ARENA_MAX", "1");
         command.env(ARENA_MARKER, "1");
