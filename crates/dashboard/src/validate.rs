@@ -1,7 +1,7 @@
 //! Validating a score (pasted text or a file) the way `mozart validate` does, into one
 //! report the dashboard page and the MCP `validate` tool both show.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use mozart_config::de::FieldError;
 use mozart_config::error::schema_text;
@@ -218,14 +218,7 @@ fn report(score: &Score, path: &Path) -> ValidationReport {
 
 /// Instrument names the checks know: profile directories plus this build's built-ins.
 fn check_env() -> CheckEnv {
-    let mut dirs = Vec::new();
-    if let Some(home) = std::env::var_os("MOZART_HOME") {
-        dirs.push(PathBuf::from(home).join("instruments"));
-    } else if let Some(home) = std::env::var_os("HOME") {
-        dirs.push(PathBuf::from(home).join(".mozart").join("instruments"));
-    }
-    dirs.push(PathBuf::from(".mozart").join("instruments"));
-    let mut env = CheckEnv::with_profile_dirs(&dirs);
+    let mut env = CheckEnv::with_profile_dirs(&mozart_ipc::paths::instrument_profile_dirs());
     if let Ok(builtin) = mozart_backends::InstrumentRegistry::builtin() {
         env.known_instruments.extend(builtin.names());
     }

@@ -25,6 +25,17 @@ pub fn mozart_home() -> Result<PathBuf, NoHome> {
         .ok_or(NoHome)
 }
 
+/// Where user instrument profiles live, in the order they are read: the Mozart home's
+/// `instruments/`, then the project's `./.mozart/instruments/`.
+pub fn instrument_profile_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = mozart_home()
+        .map(|h| h.join("instruments"))
+        .into_iter()
+        .collect();
+    dirs.push(PathBuf::from(".mozart").join("instruments"));
+    dirs
+}
+
 /// Every path one conductor (production or a clone) uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConductorPaths {

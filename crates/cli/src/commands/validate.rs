@@ -140,14 +140,7 @@ fn check_env_for(score: &Score) -> CheckEnv {
 }
 
 fn profile_dir_env() -> CheckEnv {
-    let mut dirs = Vec::new();
-    if let Some(home) = std::env::var_os("MOZART_HOME") {
-        dirs.push(PathBuf::from(home).join("instruments"));
-    } else if let Some(home) = std::env::var_os("HOME") {
-        dirs.push(PathBuf::from(home).join(".mozart").join("instruments"));
-    }
-    dirs.push(PathBuf::from(".mozart").join("instruments"));
-    CheckEnv::with_profile_dirs(&dirs)
+    CheckEnv::with_profile_dirs(&mozart_ipc::paths::instrument_profile_dirs())
 }
 
 fn add_builtin_instruments(env: &mut CheckEnv) {
