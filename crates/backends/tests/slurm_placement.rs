@@ -172,6 +172,55 @@ async fn a_dropped_attempt_is_scancelled_and_forgotten() {
     }
 }
 
+/// A journal whose durable write takes a while (a slow disk): the attempt is abandoned
+/// while the job is recorded but still held, before its release.
+#[derive(Debug, Default)]
+struct SlowJournal(MemJournal);
+
+impl RemoteJournal for SlowJournal {
+    fn recorded(&self) -> Option<RemoteAttempt> {
+        self.0.recorded()
+    }
+    fn record(&self, attempt: &RemoteAttempt) -> Result<(), String> {
+        self.0.record(attempt)?;
+        std::thread::sleep(Duration::from_millis(1500));
+        Ok(())
+    }
+    fn forget(&self, remote_id: &str) {
+        self.0.forget(remote_id)
+    }
+}
+
+#[tokio::test]
+async fn an_attempt_dropped_before_its_release_leaves_no_held_job() {
+    if !slurm_up() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Arc::new(SlowJournal::default());
+    let mut req = request("sleep 60", dir.path(), Duration::from_secs(120));
+    req.remote = Some(journal.clone());
+    let b = backend();
+    let mut exec = b.execute(req);
+    let attempt = tokio::select! {
+        _ = &mut exec => panic!("finished early"),
+        a = wait_recorded(&journal.0) => a,
+    };
+    // Still inside the record (held in Slurm, not yet released).
+    drop(exec);
+    let until = Instant::now() + Duration::from_secs(30);
+    while squeue_has(&attempt.remote_id) {
+        assert!(
+            Instant::now() < until,
+            "job {} left in squeue (held) after the attempt was dropped",
+            attempt.remote_id
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The record finishes on its blocking thread after the forget; only the job matters
+    // here: the next conductor re-attaches to a record of a cancelled job and sees it ended.
+}
+
 /// A conductor that vanishes (no drop, no clean-up) leaves the job running; the next
 /// execution of the same attempt finds it in the journal and collects it: one run.
 #[tokio::test]

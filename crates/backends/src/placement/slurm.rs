@@ -111,17 +111,28 @@ impl SlurmPlacement {
             .as_ref()
             .and_then(|j| j.recorded())
             .filter(|r| r.placement == "slurm");
+        // Armed as soon as a job id is known: an attempt abandoned between the submission
+        // and the follow (the record's fsync, the release) must not leave a held job behind.
+        let mut guard = CancelGuard {
+            attempt: None,
+            journal: req.remote.clone(),
+        };
         let attempt = match recorded {
             Some(rec) => {
+                guard.attempt = Some(rec.clone());
                 tracing::info!(job_id = %req.job_id, sheet = req.sheet_num, slurm_job = %rec.remote_id,
                     "re-attaching to the Slurm job of an attempt started before the restart");
                 // A conductor killed between recording and releasing leaves the job held.
                 let _ = slurm_command("scontrol", &["release", &rec.remote_id]).await;
                 rec
             }
-            None => match self.submit(req, &spec).await {
+            None => match self.submit(req, &spec, &mut guard).await {
                 Ok(rec) => rec,
-                Err(message) => return (failed_to_start(message, started), sink),
+                Err(message) => {
+                    // submit cancelled (and forgot) what it had started.
+                    guard.attempt = None;
+                    return (failed_to_start(message, started), sink);
+                }
             },
         };
         // The command line (the prompt) and stdin are in the attempt's files now: a follower
@@ -129,10 +140,6 @@ impl SlurmPlacement {
         spec.args = Vec::new();
         spec.stdin = None;
         spec.child_env = None;
-        let mut guard = CancelGuard {
-            attempt: Some(attempt.clone()),
-            journal: req.remote.clone(),
-        };
         let followed = self.follow(&attempt, &spec, &req.progress).await;
         guard.attempt = None;
         collect(&attempt, spec, followed, sink, started).await
@@ -143,6 +150,7 @@ impl SlurmPlacement {
         &self,
         req: &ExecutionRequest,
         spec: &ProcessSpec,
+        guard: &mut CancelGuard,
     ) -> Result<RemoteAttempt, String> {
         let cwd = spec.cwd.clone().unwrap_or_else(|| req.working_dir.clone());
         let base = self
@@ -206,6 +214,7 @@ impl SlurmPlacement {
             dir,
             submitted_at: epoch_now(),
         };
+        guard.attempt = Some(attempt.clone());
         if let Some(journal) = &req.remote {
             // A durable write (an fsync): off the async workers, which other attempts share.
             let (j, a) = (Arc::clone(journal), attempt.clone());
