@@ -3,103 +3,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::{Arc, Mutex};
+mod slurm;
+
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mozart_backends::placement::{Placement, PlacementSpec, RemoteAttempt, RemoteJournal};
-use mozart_backends::{Backend, ExecutionRequest, InstrumentProfile, ProfileBackend};
-
-fn slurm_up() -> bool {
-    let out = std::process::Command::new("sinfo")
-        .args(["-h", "-o", "%T"])
-        .output();
-    match out {
-        Ok(o) if o.status.success() => {
-            let text = String::from_utf8_lossy(&o.stdout);
-            if ["idle", "mixed", "allocated"]
-                .iter()
-                .any(|s| text.contains(s))
-            {
-                return true;
-            }
-            eprintln!(
-                "SKIPPED: Slurm node not idle ({}); run tests/slurm/setup.sh",
-                text.trim()
-            );
-            false
-        }
-        _ => {
-            eprintln!(
-                "SKIPPED: Slurm is not running here (no sinfo answer); run tests/slurm/setup.sh"
-            );
-            false
-        }
-    }
-}
-
-fn backend() -> ProfileBackend {
-    let yaml = "name: sh\ndisplay_name: sh\nkind: cli\ncli:\n  command:\n    executable: sh\n    prompt_flag: '-c'\n";
-    ProfileBackend::new(Arc::new(
-        InstrumentProfile::from_yaml(yaml, "test").unwrap(),
-    ))
-    .unwrap()
-}
-
-fn placement() -> Placement {
-    let spec: PlacementSpec =
-        serde_yaml::from_str("type: slurm\npoll_interval_seconds: 0.2\n").unwrap();
-    Placement::from_spec(&spec).unwrap()
-}
-
-#[derive(Debug, Default)]
-struct MemJournal(Mutex<Option<RemoteAttempt>>);
-
-impl RemoteJournal for MemJournal {
-    fn recorded(&self) -> Option<RemoteAttempt> {
-        self.0.lock().unwrap().clone()
-    }
-    fn record(&self, attempt: &RemoteAttempt) -> Result<(), String> {
-        *self.0.lock().unwrap() = Some(attempt.clone());
-        Ok(())
-    }
-    fn forget(&self, remote_id: &str) {
-        let mut slot = self.0.lock().unwrap();
-        if slot.as_ref().is_some_and(|a| a.remote_id == remote_id) {
-            *slot = None;
-        }
-    }
-}
-
-fn request(prompt: &str, dir: &std::path::Path, timeout: Duration) -> ExecutionRequest {
-    let mut req = ExecutionRequest::new(prompt, dir, timeout);
-    req.job_id = "slurm-backend-test".into();
-    req.sheet_num = 1;
-    req.attempt = 1;
-    req.kill_grace = Duration::from_secs(1);
-    req.placement = placement();
-    req
-}
-
-fn squeue_has(id: &str) -> bool {
-    let out = std::process::Command::new("squeue")
-        .args(["-h", "-o", "%i", "-j", id])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .any(|l| l.trim() == id)
-}
-
-async fn wait_recorded(journal: &MemJournal) -> RemoteAttempt {
-    let until = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(a) = journal.recorded() {
-            return a;
-        }
-        assert!(Instant::now() < until, "the job was never recorded");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+use mozart_backends::Backend;
+use slurm::{backend, request, slurm_up, squeue_has, wait_recorded, MemJournal};
 
 #[tokio::test]
 async fn output_exit_code_and_working_dir_come_back_from_the_job() {

@@ -202,12 +202,7 @@ impl SlurmPlacement {
         }
         args.extend(self.spec.extra_args.iter().cloned());
         args.push(dir.join("run.sh").display().to_string());
-        let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = slurm_command("sbatch", &arg_refs)
-            .await
-            .map_err(|e| format!("sbatch failed: {e}"))?;
-        let remote_id = parse_job_id(&out)
-            .ok_or_else(|| format!("sbatch printed no job id (output: {})", out.trim()))?;
+        let remote_id = submit_held(args).await?;
         let attempt = RemoteAttempt {
             placement: "slurm".into(),
             remote_id: remote_id.clone(),
@@ -434,6 +429,26 @@ impl Watcher {
             }
         }
     }
+}
+
+/// `sbatch --hold` in a task of its own: an attempt abandoned while sbatch runs cannot
+/// know the job's id, so the task itself cancels the held job it was not asked for.
+async fn submit_held(args: Vec<String>) -> Result<String, String> {
+    let (tx, rx) = tokio::sync::oneshot::channel::<Result<String, String>>();
+    tokio::spawn(async move {
+        let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let submitted = match slurm_command("sbatch", &arg_refs).await {
+            Ok(out) => parse_job_id(&out)
+                .ok_or_else(|| format!("sbatch printed no job id (output: {})", out.trim())),
+            Err(e) => Err(format!("sbatch failed: {e}")),
+        };
+        if let Err(Ok(orphan)) = tx.send(submitted) {
+            tracing::info!(slurm_job = %orphan, "attempt abandoned during sbatch: cancelling its held job");
+            let _ = slurm_command("scancel", &[&orphan]).await;
+        }
+    });
+    rx.await
+        .unwrap_or_else(|_| Err("the sbatch task ended without an answer".into()))
 }
 
 /// Cancels the job when an attempt is abandoned (the musician aborted: `mozart cancel`,
