@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use mozart_backends::placement::{Placement, PlacementSpec, RemoteAttempt, RemoteJournal};
 use mozart_backends::Backend;
-use slurm::{backend, request, slurm_up, squeue_has, wait_recorded, MemJournal};
+use slurm::{
+    backend, request, slurm_up, squeue_has, wait_gone_from_queue, wait_recorded, MemJournal,
+};
 
 #[tokio::test]
 async fn output_exit_code_and_working_dir_come_back_from_the_job() {
@@ -56,13 +58,11 @@ async fn our_timeout_cancels_the_job() {
     assert!(!squeue_has(&id), "job {id} still queued after the timeout");
 }
 
-#[tokio::test]
-async fn a_dropped_attempt_is_scancelled_and_forgotten() {
-    if !slurm_up() {
-        return;
-    }
+/// Start a `sleep 60` attempt and drop it (a cancel) as soon as its job is recorded; the
+/// journal's write takes `record_delay`, so a long one drops it before the release.
+async fn drop_once_recorded(record_delay: Duration) -> (RemoteAttempt, Arc<MemJournal>) {
     let dir = tempfile::tempdir().unwrap();
-    let journal = Arc::new(MemJournal::default());
+    let journal = Arc::new(MemJournal::slow(record_delay));
     let mut req = request("sleep 60", dir.path(), Duration::from_secs(120));
     req.remote = Some(journal.clone());
     let b = backend();
@@ -72,64 +72,33 @@ async fn a_dropped_attempt_is_scancelled_and_forgotten() {
         a = wait_recorded(&journal) => a,
     };
     drop(exec);
-    let until = Instant::now() + Duration::from_secs(20);
-    while squeue_has(&attempt.remote_id) {
-        assert!(Instant::now() < until, "job still in squeue after cancel");
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    (attempt, journal)
+}
+
+#[tokio::test]
+async fn a_dropped_attempt_is_scancelled_and_forgotten() {
+    if !slurm_up() {
+        return;
     }
+    let (attempt, journal) = drop_once_recorded(Duration::ZERO).await;
+    let within = Duration::from_secs(30);
+    wait_gone_from_queue(&attempt.remote_id, within, "after its attempt was dropped").await;
+    let until = Instant::now() + within;
     while journal.recorded().is_some() {
         assert!(Instant::now() < until, "the journal still has the job");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
-/// A journal whose durable write takes a while (a slow disk): the attempt is abandoned
-/// while the job is recorded but still held, before its release.
-#[derive(Debug, Default)]
-struct SlowJournal(MemJournal);
-
-impl RemoteJournal for SlowJournal {
-    fn recorded(&self) -> Option<RemoteAttempt> {
-        self.0.recorded()
-    }
-    fn record(&self, attempt: &RemoteAttempt) -> Result<(), String> {
-        self.0.record(attempt)?;
-        std::thread::sleep(Duration::from_millis(1500));
-        Ok(())
-    }
-    fn forget(&self, remote_id: &str) {
-        self.0.forget(remote_id)
-    }
-}
-
+/// Dropped inside the record's durable write: the job is held in Slurm, not yet released.
 #[tokio::test]
 async fn an_attempt_dropped_before_its_release_leaves_no_held_job() {
     if !slurm_up() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let journal = Arc::new(SlowJournal::default());
-    let mut req = request("sleep 60", dir.path(), Duration::from_secs(120));
-    req.remote = Some(journal.clone());
-    let b = backend();
-    let mut exec = b.execute(req);
-    let attempt = tokio::select! {
-        _ = &mut exec => panic!("finished early"),
-        a = wait_recorded(&journal.0) => a,
-    };
-    // Still inside the record (held in Slurm, not yet released).
-    drop(exec);
-    let until = Instant::now() + Duration::from_secs(30);
-    while squeue_has(&attempt.remote_id) {
-        assert!(
-            Instant::now() < until,
-            "job {} left in squeue (held) after the attempt was dropped",
-            attempt.remote_id
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    // The record finishes on its blocking thread after the forget; only the job matters
-    // here: the next conductor re-attaches to a record of a cancelled job and sees it ended.
+    let (attempt, _journal) = drop_once_recorded(Duration::from_millis(1500)).await;
+    let what = "held after its attempt was dropped before the release";
+    wait_gone_from_queue(&attempt.remote_id, Duration::from_secs(30), what).await;
 }
 
 /// A conductor that vanishes (no drop, no clean-up) leaves the job running; the next

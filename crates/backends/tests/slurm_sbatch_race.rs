@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use mozart_backends::placement::RemoteJournal;
 use mozart_backends::Backend;
-use slurm::{backend, request, slurm_up, squeue_has, MemJournal};
+use slurm::{backend, request, slurm_up, wait_gone_from_queue, MemJournal};
 
 #[test]
 fn an_attempt_dropped_while_sbatch_runs_leaves_no_held_job() {
@@ -80,13 +80,7 @@ fn an_attempt_dropped_while_sbatch_runs_leaves_no_held_job() {
         // sbatch has submitted the held job but not yet answered.
         drop(exec);
         assert!(journal.recorded().is_none());
-        let until = Instant::now() + Duration::from_secs(30);
-        while squeue_has(&id) {
-            assert!(
-                Instant::now() < until,
-                "job {id} left in squeue (held) after its attempt was dropped during sbatch"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let what = "held after its attempt was dropped during sbatch";
+        wait_gone_from_queue(&id, Duration::from_secs(30), what).await;
     });
 }

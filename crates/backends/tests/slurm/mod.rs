@@ -51,19 +51,34 @@ pub fn placement() -> Placement {
     Placement::from_spec(&spec).unwrap()
 }
 
+/// The checkpoint's record of the attempt's Slurm job, in memory. `record_delay` makes its
+/// durable write slow (a slow disk): the record is visible at once, the write returns later.
 #[derive(Debug, Default)]
-pub struct MemJournal(Mutex<Option<RemoteAttempt>>);
+pub struct MemJournal {
+    slot: Mutex<Option<RemoteAttempt>>,
+    record_delay: Duration,
+}
+
+impl MemJournal {
+    pub fn slow(record_delay: Duration) -> Self {
+        Self {
+            record_delay,
+            ..Self::default()
+        }
+    }
+}
 
 impl RemoteJournal for MemJournal {
     fn recorded(&self) -> Option<RemoteAttempt> {
-        self.0.lock().unwrap().clone()
+        self.slot.lock().unwrap().clone()
     }
     fn record(&self, attempt: &RemoteAttempt) -> Result<(), String> {
-        *self.0.lock().unwrap() = Some(attempt.clone());
+        *self.slot.lock().unwrap() = Some(attempt.clone());
+        std::thread::sleep(self.record_delay);
         Ok(())
     }
     fn forget(&self, remote_id: &str) {
-        let mut slot = self.0.lock().unwrap();
+        let mut slot = self.slot.lock().unwrap();
         if slot.as_ref().is_some_and(|a| a.remote_id == remote_id) {
             *slot = None;
         }
@@ -98,5 +113,14 @@ pub async fn wait_recorded(journal: &MemJournal) -> RemoteAttempt {
         }
         assert!(Instant::now() < until, "the job was never recorded");
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Wait until Slurm's queue no longer lists the job (cancelled and gone).
+pub async fn wait_gone_from_queue(id: &str, within: Duration, what: &str) {
+    let until = Instant::now() + within;
+    while squeue_has(id) {
+        assert!(Instant::now() < until, "job {id} still in squeue: {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
