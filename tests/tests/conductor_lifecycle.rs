@@ -1,9 +1,11 @@
 //! The conductor's lifecycle and protocol, through the real binary and a real socket.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use mozart_ipc::types::DaemonStatus;
@@ -374,4 +376,134 @@ fn wait_threads_gone(pid: u32) {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A FIFO at `path` open for reading, without blocking: once it has no writer left, a read
+/// returns end-of-file; while anyone holds its write end, a read would block.
+fn fifo_reader(path: &std::path::Path) -> std::fs::File {
+    let made = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(made.success(), "mkfifo {}", path.display());
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)
+        .unwrap()
+}
+
+/// True once nobody holds the FIFO's write end (waits up to 5 s for stragglers).
+fn writers_gone(reader: &mut std::fs::File) -> bool {
+    let until = Instant::now() + Duration::from_secs(5);
+    let mut buf = [0u8; 64];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => panic!("reading the FIFO: {e}"),
+        }
+        if Instant::now() > until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `mozart start` under a caller that handed it an extra descriptor (a CI runner's or a
+/// supervisor's pipe, here fd 9 on a FIFO): the detached conductor outlives the command and
+/// must not hold that pipe open, or the caller waits for its end as long as the daemon lives.
+#[test]
+fn the_detached_conductor_holds_none_of_its_callers_descriptors() {
+    let env = TestEnv::new();
+    let fifo = env.work.join("caller-pipe");
+    let mut reader = fifo_reader(&fifo);
+    let cmd = env.command(&["start"]);
+    let program = cmd.get_program().to_owned();
+    let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
+    // `sh` opens the write end as fd 9 (not close-on-exec) and becomes `mozart start`.
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("exec 9>\"$0\"; exec \"$@\"")
+        .arg(&fifo)
+        .arg(&program)
+        .args(&args)
+        .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .current_dir(&env.work)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stdout(&out));
+    let pid = env.conductor_pid().expect("PID file written");
+    assert!(alive(pid));
+    let held = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .any(|target| target == fifo)
+        })
+        .unwrap_or(false);
+    assert!(!held, "the conductor (PID {pid}) holds the caller's pipe");
+    assert!(
+        writers_gone(&mut reader),
+        "the caller's pipe is still held open after `mozart start` returned"
+    );
+    env.stop_conductor();
+}
+
+/// A conductor run in the foreground (systemd, a terminal) keeps what it was started with,
+/// but its instruments get none of it: a sheet lists its shell's descriptors.
+#[test]
+fn instruments_get_none_of_the_conductors_inherited_descriptors() {
+    let env = TestEnv::new();
+    let fifo = env.work.join("caller-pipe");
+    let mut reader = fifo_reader(&fifo);
+    let cmd = env.command(&["start", "--foreground"]);
+    let mut conductor = Command::new("sh")
+        .arg("-c")
+        .arg("exec 9>\"$0\"; exec \"$@\"")
+        .arg(&fifo)
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .current_dir(&env.work)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    let ready = || {
+        mozart_ipc::BlockingClient::connect(&env.socket)
+            .and_then(|mut c| c.call_value("daemon.ready", serde_json::json!({})))
+            .is_ok_and(|r| r["status"] == "ready")
+    };
+    while !ready() {
+        assert!(Instant::now() < until, "the conductor did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let score = env.write_score(
+        "fds",
+        "name: fds\nworkspace: ./fds-ws\ninstrument: shell\nsheet: {size: 1, total_items: 1}\nprompt:\n  template: |\n    RUN: ls -l /proc/$$/fd > \"{{ workspace }}/fds.txt\"\nvalidations:\n  - type: file_exists\n    path: \"{workspace}/fds.txt\"\n",
+    );
+    let out = env.mozart(&["run", &score.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let out = env.mozart(&["wait", "fds"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&out),
+        env.log()
+    );
+    let listing = std::fs::read_to_string(env.work.join("fds-ws/fds.txt")).unwrap();
+    assert!(
+        !listing.contains(&fifo.display().to_string()),
+        "the instrument inherited the conductor's caller's pipe:\n{listing}"
+    );
+    // The conductor itself still holds it, as any foreground program would.
+    assert!(!writers_gone_quickly(&mut reader));
+    let _ = env.mozart(&["stop"]);
+    let _ = conductor.wait();
+    assert!(writers_gone(&mut reader), "the pipe outlived the conductor");
+}
+
+fn writers_gone_quickly(reader: &mut std::fs::File) -> bool {
+    let mut buf = [0u8; 64];
+    matches!(reader.read(&mut buf), Ok(0))
 }

@@ -183,6 +183,32 @@ pub fn detach_session() -> Result<(), ConductorError> {
     })
 }
 
+/// Mark every file descriptor above stderr close-on-exec, so what the conductor was started
+/// with (a terminal's, a CI runner's or a supervisor's pipes) reaches no instrument and no
+/// detached conductor: an instrument holding a stranger's pipe open keeps whoever waits for
+/// that pipe's end waiting for as long as the instrument lives. Call it before any thread
+/// exists and before the conductor opens its own files (those are close-on-exec already).
+pub fn keep_inherited_fds_from_children() {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let fds: Vec<i32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    for fd in fds {
+        // SAFETY: fcntl on a plain descriptor number touches no memory; a number that closed
+        // since the listing (the listing's own) just fails with EBADF.
+        #[allow(unsafe_code)]
+        unsafe {
+            let flags = nix::libc::fcntl(fd, nix::libc::F_GETFD);
+            if flags >= 0 && flags & nix::libc::FD_CLOEXEC == 0 {
+                nix::libc::fcntl(fd, nix::libc::F_SETFD, flags | nix::libc::FD_CLOEXEC);
+            }
+        }
+    }
+}
+
 /// True if the process exists and has not exited: unlike [`pid_alive`], an exited but
 /// unreaped (zombie) conductor counts as gone, since an orphaned conductor may never be
 /// reaped by a minimal init.

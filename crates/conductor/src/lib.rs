@@ -19,8 +19,8 @@ pub use config::DaemonConfig;
 pub use ctx::{BoxFuture, ConductorCtx, JobCounts, JobHost, ShutdownRequest};
 pub use error::ConductorError;
 pub use instance::{
-    detach_session, pid_alive, pid_running, probe as probe_instance, read_pid, signal_conductor,
-    RunState, StopSignal,
+    detach_session, keep_inherited_fds_from_children, pid_alive, pid_running,
+    probe as probe_instance, read_pid, signal_conductor, RunState, StopSignal,
 };
 pub use jobs::JobEngine;
 pub use lifecycle::{run_blocking, Conductor, ConductorSettings};

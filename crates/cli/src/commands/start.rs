@@ -117,6 +117,7 @@ fn run_here(config: DaemonConfig, paths: ConductorPaths, args: &Args) -> Result<
         std::env::remove_var(ARENA_MARKER);
     }
     mozart_conductor::memory::tune_allocator();
+    mozart_conductor::keep_inherited_fds_from_children();
     if args.detached_child {
         mozart_conductor::detach_session().map_err(fail)?;
     }
@@ -217,6 +218,9 @@ fn start_detached(
         .stdin(Stdio::null())
         .stdout(open_log()?)
         .stderr(open_log()?);
+    // The daemon outlives this command: it must not hold the caller's other descriptors
+    // (a CI runner or `$(…)` waiting for a pipe's end would wait for the daemon's).
+    mozart_conductor::keep_inherited_fds_from_children();
     let mut child = command
         .spawn()
         .map_err(|e| fail(format!("cannot start the conductor: {e}")))?;
