@@ -116,10 +116,12 @@ impl SlurmPlacement {
         let mut guard = CancelGuard {
             attempt: None,
             journal: req.remote.clone(),
+            recorded: false,
         };
         let attempt = match recorded {
             Some(rec) => {
                 guard.attempt = Some(rec.clone());
+                guard.recorded = true;
                 tracing::info!(job_id = %req.job_id, sheet = req.sheet_num, slurm_job = %rec.remote_id,
                     "re-attaching to the Slurm job of an attempt started before the restart");
                 // A conductor killed between recording and releasing leaves the job held.
@@ -222,6 +224,7 @@ impl SlurmPlacement {
                     "cannot record Slurm job {remote_id} in the checkpoint, so it was cancelled: {e}"
                 ));
             }
+            guard.recorded = true;
         }
         if let Err(e) = slurm_command("scontrol", &["release", &remote_id]).await {
             let _ = slurm_command("scancel", &[&remote_id]).await;
@@ -457,6 +460,8 @@ async fn submit_held(args: Vec<String>) -> Result<String, String> {
 struct CancelGuard {
     attempt: Option<RemoteAttempt>,
     journal: Option<Arc<dyn RemoteJournal>>,
+    /// The checkpoint holds the job's record, so a next conductor can re-attach to it.
+    recorded: bool,
 }
 
 impl Drop for CancelGuard {
@@ -464,9 +469,10 @@ impl Drop for CancelGuard {
         let Some(attempt) = self.attempt.take() else {
             return;
         };
-        if super::detaching() {
+        if super::detaching() && self.recorded {
             // The conductor is stopping: the job runs on, its record stays, and the next
-            // conductor re-attaches to it.
+            // conductor re-attaches to it. (A job not yet recorded is cancelled: nobody
+            // could find it again.)
             tracing::info!(slurm_job = %attempt.remote_id, "conductor stopping: leaving the Slurm job running");
             return;
         }
