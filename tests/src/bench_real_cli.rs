@@ -186,18 +186,31 @@ pub(super) fn real_cli_rows(mozart: &MozartExe, reps: usize, report: &mut Report
     let floor_ms = floor.as_secs_f64() * 1000.0;
     let wall = median(walls);
     let cost = median_f64(costs);
-    report.add(Row::ms(
-        "real_claude_direct",
-        "real `claude -p` (2 API turns, writes a file) run directly, mock API",
-        floor,
-        reps,
-    ));
-    report.add(Row::ms(
-        "real_claude_mozart",
-        "the same sheet through the conductor: submit → completed",
-        wall,
-        reps,
-    ));
+    let (life_direct, life_under) = (median(lives_direct), median(lives_under));
+    for (key, what, value) in [
+        (
+            "real_claude_direct",
+            "real `claude -p` (2 API turns, writes a file) run directly, mock API",
+            floor,
+        ),
+        (
+            "real_claude_mozart",
+            "the same sheet through the conductor: submit → completed",
+            wall,
+        ),
+        (
+            "real_claude_life_direct",
+            "the claude process's own lifetime, run directly (median)",
+            life_direct,
+        ),
+        (
+            "real_claude_life_under",
+            "the claude process's own lifetime, run by the conductor (median)",
+            life_under,
+        ),
+    ] {
+        report.add(Row::ms(key, what, value, reps));
+    }
     report.add(Row::new(
         "real_claude_conductor_ms",
         "conductor's own time per real-claude sheet (submit → completed minus the claude process's lifetime, same run)",
@@ -215,19 +228,6 @@ pub(super) fn real_cli_rows(mozart: &MozartExe, reps: usize, report: &mut Report
         )
         .bar_below(5.0),
     );
-    let (life_direct, life_under) = (median(lives_direct), median(lives_under));
-    report.add(Row::ms(
-        "real_claude_life_direct",
-        "the claude process's own lifetime, run directly (median)",
-        life_direct,
-        reps,
-    ));
-    report.add(Row::ms(
-        "real_claude_life_under",
-        "the claude process's own lifetime, run by the conductor (median)",
-        life_under,
-        reps,
-    ));
     report.add(Row::new(
         "real_claude_median_diff_pct",
         "difference of the medians (through the conductor − direct), % (includes the CLI's run-to-run spread)",
