@@ -140,6 +140,22 @@ impl TestEnv {
         out
     }
 
+    /// `mozart wait JOB`; panics with its output and the conductor's log unless the job
+    /// completed (exit 0).
+    ///
+    /// # Panics
+    /// If the job did not complete.
+    pub fn wait_completed(&self, job: &str) {
+        let out = self.mozart(&["wait", job]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}\n{}",
+            stdout(&out),
+            self.log()
+        );
+    }
+
     /// `mozart stop`.
     pub fn stop_conductor(&self) -> Output {
         self.mozart(&["stop"])

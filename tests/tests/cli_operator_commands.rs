@@ -369,14 +369,7 @@ validations:
     );
     let path = env.write_score("learner", &yaml);
     run(env, &path, &[]);
-    let out = env.mozart(&["wait", "learner"]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}\n{}",
-        stdout(&out),
-        env.log()
-    );
+    env.wait_completed("learner");
     // The conductor learns from a job just after it ends: let it finish, so the second run
     // is offered the patterns of the first.
     poll(env, 15.0, "patterns of the first run", || {
@@ -384,8 +377,7 @@ validations:
         doc.as_array().is_some_and(|a| !a.is_empty()).then_some(())
     });
     run(env, &path, &["--fresh"]);
-    let out = env.mozart(&["wait", "learner"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    env.wait_completed("learner");
 }
 
 #[test]

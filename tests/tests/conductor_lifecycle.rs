@@ -390,9 +390,9 @@ fn fifo_reader(path: &std::path::Path) -> std::fs::File {
         .unwrap()
 }
 
-/// True once nobody holds the FIFO's write end (waits up to 5 s for stragglers).
-fn writers_gone(reader: &mut std::fs::File) -> bool {
-    let until = Instant::now() + Duration::from_secs(5);
+/// True once nobody holds the FIFO's write end (waits up to `within` for stragglers).
+fn writers_gone(reader: &mut std::fs::File, within: Duration) -> bool {
+    let until = Instant::now() + within;
     let mut buf = [0u8; 64];
     loop {
         match reader.read(&mut buf) {
@@ -408,6 +408,21 @@ fn writers_gone(reader: &mut std::fs::File) -> bool {
     }
 }
 
+/// `mozart ARGS` as run by a caller holding `fifo`'s write end as fd 9, not close-on-exec:
+/// `sh` opens it, then becomes `mozart`.
+fn mozart_holding_fd9(env: &TestEnv, args: &[&str], fifo: &std::path::Path) -> Command {
+    let cmd = env.command(args);
+    let mut sh = Command::new("sh");
+    sh.arg("-c")
+        .arg("exec 9>\"$0\"; exec \"$@\"")
+        .arg(fifo)
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .current_dir(&env.work);
+    sh
+}
+
 /// `mozart start` under a caller that handed it an extra descriptor (a CI runner's or a
 /// supervisor's pipe, here fd 9 on a FIFO): the detached conductor outlives the command and
 /// must not hold that pipe open, or the caller waits for its end as long as the daemon lives.
@@ -416,18 +431,7 @@ fn the_detached_conductor_holds_none_of_its_callers_descriptors() {
     let env = TestEnv::new();
     let fifo = env.work.join("caller-pipe");
     let mut reader = fifo_reader(&fifo);
-    let cmd = env.command(&["start"]);
-    let program = cmd.get_program().to_owned();
-    let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
-    // `sh` opens the write end as fd 9 (not close-on-exec) and becomes `mozart start`.
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg("exec 9>\"$0\"; exec \"$@\"")
-        .arg(&fifo)
-        .arg(&program)
-        .args(&args)
-        .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
-        .current_dir(&env.work)
+    let out = mozart_holding_fd9(&env, &["start"], &fifo)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stdout(&out));
@@ -441,7 +445,7 @@ fn the_detached_conductor_holds_none_of_its_callers_descriptors() {
         .unwrap_or(false);
     assert!(!held, "the conductor (PID {pid}) holds the caller's pipe");
     assert!(
-        writers_gone(&mut reader),
+        writers_gone(&mut reader, Duration::from_secs(5)),
         "the caller's pipe is still held open after `mozart start` returned"
     );
     env.stop_conductor();
@@ -454,15 +458,7 @@ fn instruments_get_none_of_the_conductors_inherited_descriptors() {
     let env = TestEnv::new();
     let fifo = env.work.join("caller-pipe");
     let mut reader = fifo_reader(&fifo);
-    let cmd = env.command(&["start", "--foreground"]);
-    let mut conductor = Command::new("sh")
-        .arg("-c")
-        .arg("exec 9>\"$0\"; exec \"$@\"")
-        .arg(&fifo)
-        .arg(cmd.get_program())
-        .args(cmd.get_args())
-        .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
-        .current_dir(&env.work)
+    let mut conductor = mozart_holding_fd9(&env, &["start", "--foreground"], &fifo)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -483,27 +479,18 @@ fn instruments_get_none_of_the_conductors_inherited_descriptors() {
     );
     let out = env.mozart(&["run", &score.display().to_string()]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
-    let out = env.mozart(&["wait", "fds"]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}\n{}",
-        stdout(&out),
-        env.log()
-    );
+    env.wait_completed("fds");
     let listing = std::fs::read_to_string(env.work.join("fds-ws/fds.txt")).unwrap();
     assert!(
         !listing.contains(&fifo.display().to_string()),
         "the instrument inherited the conductor's caller's pipe:\n{listing}"
     );
     // The conductor itself still holds it, as any foreground program would.
-    assert!(!writers_gone_quickly(&mut reader));
-    let _ = env.mozart(&["stop"]);
+    assert!(!writers_gone(&mut reader, Duration::ZERO));
+    env.stop_conductor();
     let _ = conductor.wait();
-    assert!(writers_gone(&mut reader), "the pipe outlived the conductor");
-}
-
-fn writers_gone_quickly(reader: &mut std::fs::File) -> bool {
-    let mut buf = [0u8; 64];
-    matches!(reader.read(&mut buf), Ok(0))
+    assert!(
+        writers_gone(&mut reader, Duration::from_secs(5)),
+        "the pipe outlived the conductor"
+    );
 }
