@@ -4,6 +4,7 @@
 pub mod mochi;
 pub mod mock_api;
 pub mod real_cli;
+pub mod users;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,0 +1,94 @@
+//! Other local accounts for the adversarial tests (issue 21): a hostile second user and an
+//! unprivileged owner, created by `tests/security/setup.sh` (CI runs it as root).
+
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+/// The hostile second user on the same machine.
+pub const INTRUDER: &str = "mozart-intruder";
+/// An unprivileged owner, for cases where the owner must not be root.
+pub const VICTIM: &str = "mozart-victim";
+
+/// A local account a test runs commands as.
+#[derive(Debug, Clone)]
+pub struct LocalUser {
+    /// The account's name.
+    pub name: String,
+    /// Its uid.
+    pub uid: u32,
+    /// Its primary gid.
+    pub gid: u32,
+    /// Its home directory.
+    pub home: std::path::PathBuf,
+}
+
+impl LocalUser {
+    /// A command run as this user (no supplementary groups, `HOME` and `USER` set to its own,
+    /// `XDG_RUNTIME_DIR` removed). The test process must be root.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.uid(self.uid)
+            .gid(self.gid)
+            .groups(&[])
+            .env("HOME", &self.home)
+            .env("USER", &self.name)
+            .env("LOGNAME", &self.name)
+            .env_remove("XDG_RUNTIME_DIR")
+            .env_remove("MOZART_SOCKET")
+            .env_remove("MOZART_HOME")
+            .current_dir(&self.home);
+        cmd
+    }
+}
+
+/// Whether this run is on CI, where a missing tool or account fails the test instead of
+/// skipping it.
+pub fn on_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "0" && v != "false")
+}
+
+/// Skip (outside CI) or fail (on CI) a test whose prerequisite is missing.
+///
+/// # Panics
+/// On CI, always: a test that did not run must not count as passed there.
+pub fn missing(what: &str, fix: &str) {
+    assert!(!on_ci(), "{what} is missing on CI: {fix}");
+    eprintln!("SKIPPED: {what} ({fix})");
+}
+
+/// The account `name`, when this process is root and the account exists; otherwise `None`
+/// after [`missing`] (which fails the test on CI).
+pub fn local_user(name: &str) -> Option<LocalUser> {
+    if !nix::unistd::geteuid().is_root() {
+        missing(
+            &format!("root, to act as the local user {name}"),
+            "run the adversarial tests as root",
+        );
+        return None;
+    }
+    match nix::unistd::User::from_name(name) {
+        Ok(Some(user)) => Some(LocalUser {
+            name: name.to_string(),
+            uid: user.uid.as_raw(),
+            gid: user.gid.as_raw(),
+            home: user.dir,
+        }),
+        _ => {
+            missing(
+                &format!("the local user {name}"),
+                "run tests/security/setup.sh as root",
+            );
+            None
+        }
+    }
+}
+
+/// The hostile second user ([`INTRUDER`]).
+pub fn intruder() -> Option<LocalUser> {
+    local_user(INTRUDER)
+}
+
+/// The unprivileged owner ([`VICTIM`]).
+pub fn victim() -> Option<LocalUser> {
+    local_user(VICTIM)
+}
