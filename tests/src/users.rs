@@ -1,7 +1,6 @@
 //! Other local accounts for the adversarial tests (issue 21): a hostile second user and an
 //! unprivileged owner, created by `tests/security/setup.sh` (CI runs it as root).
 
-use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 /// The hostile second user on the same machine.
@@ -23,13 +22,16 @@ pub struct LocalUser {
 }
 
 impl LocalUser {
-    /// A command run as this user (no supplementary groups, `HOME` and `USER` set to its own,
-    /// `XDG_RUNTIME_DIR` removed). The test process must be root.
+    /// A command run as this user through `setpriv` (its uid and gid, no supplementary
+    /// groups; `HOME` and `USER` its own; no `XDG_RUNTIME_DIR`, `MOZART_SOCKET` or
+    /// `MOZART_HOME`). The test process must be root.
     pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
-        let mut cmd = Command::new(program);
-        cmd.uid(self.uid)
-            .gid(self.gid)
-            .groups(&[])
+        let mut cmd = Command::new("setpriv");
+        cmd.arg(format!("--reuid={}", self.uid))
+            .arg(format!("--regid={}", self.gid))
+            .arg("--clear-groups")
+            .arg("--")
+            .arg(program)
             .env("HOME", &self.home)
             .env("USER", &self.name)
             .env("LOGNAME", &self.name)
