@@ -114,9 +114,9 @@ impl RealCliEnv {
     #[allow(clippy::expect_used)]
     pub fn new(cli: &str) -> Option<RealCliEnv> {
         let Some(path) = real_cli(cli) else {
-            eprintln!(
-                "SKIPPED: the real `{cli}` CLI is not installed in {} (run tests/real-cli/setup.sh)",
-                real_cli_bin_dir().display()
+            crate::users::missing(
+                &format!("the real `{cli}` CLI in {}", real_cli_bin_dir().display()),
+                "run tests/real-cli/setup.sh",
             );
             return None;
         };

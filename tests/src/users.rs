@@ -51,12 +51,32 @@ pub fn on_ci() -> bool {
 
 /// Skip (outside CI) or fail (on CI) a test whose prerequisite is missing.
 ///
+/// A skip is also appended to `skipped-tests.log` next to the test binaries, which `tests/run`
+/// counts at the end of the run (cargo itself reports a skipped test as "ok").
+///
 /// # Panics
 /// On CI, always: a test that did not run must not count as passed there.
 pub fn missing(what: &str, fix: &str) {
     assert!(!on_ci(), "{what} is missing on CI: {fix}");
     eprintln!("SKIPPED: {what} ({fix})");
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("unnamed test")
+        .to_string();
+    let line = format!("{test}: {what} ({fix})\n");
+    // One write of one short line with O_APPEND: lines from parallel tests do not interleave.
+    let log = crate::bin_dir().join(SKIP_LOG);
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+    {
+        let _ = std::io::Write::write_all(&mut file, line.as_bytes());
+    }
 }
+
+/// The file, next to the test binaries, that lists this run's skipped tests.
+pub const SKIP_LOG: &str = "skipped-tests.log";
 
 /// The account `name`, when this process is root and the account exists; otherwise `None`
 /// after [`missing`] (which fails the test on CI).

@@ -132,7 +132,7 @@ fn a_peer_with_another_uid_is_refused_even_if_modes_allow_it() {
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
     if !is_root || Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: needs root and setpriv");
+        mozart_tests::users::missing("root and setpriv", "run the tests as root");
         return;
     }
     env.start_conductor();

@@ -15,6 +15,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use harness::*;
+use mozart_tests::users::missing;
 use mozart_tests::{stdout, TestEnv};
 
 /// Whether a Slurm node is up; prints why not.
@@ -26,15 +27,18 @@ fn slurm_up() -> bool {
                 .iter()
                 .any(|s| text.contains(s));
             if !up {
-                eprintln!(
-                    "SKIPPED: the Slurm node is not idle ({}); run tests/slurm/setup.sh",
-                    text.trim()
+                missing(
+                    &format!("an idle Slurm node (it is {})", text.trim()),
+                    "run tests/slurm/setup.sh",
                 );
             }
             up
         }
         _ => {
-            eprintln!("SKIPPED: Slurm is not running here (sinfo does not answer); run tests/slurm/setup.sh");
+            missing(
+                "a running Slurm (sinfo does not answer)",
+                "run tests/slurm/setup.sh",
+            );
             false
         }
     }

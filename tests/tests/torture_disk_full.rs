@@ -36,9 +36,12 @@ impl<'a> SmallHome<'a> {
             .output()
             .ok()?;
         if !out.status.success() {
-            eprintln!(
-                "SKIPPED: cannot mount a tmpfs on the Mozart home (needs root): {}",
-                String::from_utf8_lossy(&out.stderr)
+            mozart_tests::users::missing(
+                &format!(
+                    "a tmpfs on the Mozart home: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+                "run the tests as root",
             );
             return None;
         }

@@ -83,7 +83,7 @@ fn wait_for(
 #[test]
 fn the_dashboard_updates_live_and_pauses_and_resumes_a_job_in_a_real_browser() {
     if let Some(why) = missing_tools() {
-        println!("SKIPPED: {why}");
+        mozart_tests::users::missing(&why, "run tests/web/setup.sh");
         return;
     }
     let env = TestEnv::new();

@@ -14,9 +14,9 @@ fn the_official_python_mcp_client_drives_jobs_through_mozart_mcp() {
     let web = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("web");
     let python = web.join(".venv/bin/python");
     if !python.exists() {
-        println!(
-            "SKIPPED: no MCP venv at {} (run tests/web/setup.sh)",
-            python.display()
+        mozart_tests::users::missing(
+            &format!("the MCP venv at {}", python.display()),
+            "run tests/web/setup.sh",
         );
         return;
     }
