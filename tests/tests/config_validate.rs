@@ -230,3 +230,50 @@ fn a_score_planning_no_sheet_is_refused_with_v010_naming_the_fields() {
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("[V010]"), "{text}");
 }
+
+/// Issue 23: a prompt that compiles but cannot render is an error (V011), naming the sheet
+/// and the variable; a loop too large for a prompt is refused in bounded time.
+#[test]
+fn a_prompt_that_cannot_render_fails_validation_naming_sheet_and_variable() {
+    let env = TestEnv::new();
+    let cases = [
+        (
+            "undefined-var",
+            "RUN: echo {{ sheet_num }} {{ nonexistent_var }}",
+            "The prompt cannot be rendered for sheet 1: undefined variable 'nonexistent_var' (line 1)",
+        ),
+        (
+            "range-bomb",
+            "RUN: echo {% for i in range(99999) %}{% for j in range(99999) %}x{% endfor %}{% endfor %}",
+            "The prompt cannot be rendered for sheet 1: the template takes more than",
+        ),
+    ];
+    for (name, template, expected) in cases {
+        let score = format!(
+            "name: {name}\nworkspace: ./ws-{name}\ninstrument: shell\nsheet:\n  size: 1\n  total_items: 3\nprompt:\n  template: |\n    {template}\n"
+        );
+        let path = env.write_score(&format!("{name}.yaml"), &score);
+        let out = env.mozart(&["validate", path.to_str().unwrap()]);
+        let text = stdout(&out);
+        assert_eq!(out.status.code(), Some(1), "{name}: {text}");
+        assert!(
+            text.contains("[V011]") && text.contains(expected),
+            "{name}: {text}"
+        );
+        assert!(text.contains("Validation: FAILED"), "{name}: {text}");
+        assert!(!text.contains("PASSED"), "{name}: {text}");
+
+        let json = env.mozart(&["validate", "--json", path.to_str().unwrap()]);
+        assert_eq!(json.status.code(), Some(1), "{name} --json");
+        let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        assert_eq!(doc["valid"], false, "{name}: {doc}");
+        assert!(
+            doc["issues"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|i| i["check_id"] == "V011" && i["severity"] == "error"),
+            "{name}: {doc}"
+        );
+    }
+}

@@ -61,8 +61,15 @@ pub fn environment(strict: bool) -> Environment<'static> {
     BASE[usize::from(strict)].clone()
 }
 
+/// How many template steps one render may take. A prompt is text for an AI: even the largest
+/// upstream example (516 sheets, loops over its items) takes a few thousand steps per sheet.
+/// Without a bound, `{% for i in range(99999) %}{% for j in range(99999) %}` spins a core
+/// of the conductor (and `mozart validate`) for hours.
+pub const TEMPLATE_FUEL: u64 = 5_000_000;
+
 fn new_environment(strict: bool) -> Environment<'static> {
     let mut env = Environment::new();
+    env.set_fuel(Some(TEMPLATE_FUEL));
     env.set_undefined_behavior(if strict {
         UndefinedBehavior::Strict
     } else {
@@ -204,9 +211,20 @@ impl PromptRenderer {
                 sheet: sheet.num,
                 message: jinja_message(&e),
             })?;
-        template.render(vars).map_err(|e| ConfigError::Template {
-            sheet: sheet.num,
-            message: jinja_message(&e),
+        template.render(&vars).map_err(|e| {
+            let mut message = jinja_message(&e);
+            if e.kind() == minijinja::ErrorKind::UndefinedError {
+                let names = undefined_names(&self.env, &template, &vars);
+                if !names.is_empty() {
+                    let line = e.line().map(|l| format!(" (line {l})")).unwrap_or_default();
+                    let plural = if names.len() == 1 { "" } else { "s" };
+                    message = format!("undefined variable{plural} {}{line}", names.join(", "));
+                }
+            }
+            ConfigError::Template {
+                sheet: sheet.num,
+                message,
+            }
         })
     }
 }
@@ -221,7 +239,33 @@ pub fn render_prompt(
 }
 
 /// The message of a minijinja error without its debug trailer.
+/// The names a template reads that neither the sheet's values nor the environment define,
+/// quoted and sorted: Jinja's own message says only "undefined value".
+fn undefined_names(
+    env: &Environment<'static>,
+    template: &minijinja::Template<'_, '_>,
+    vars: &Value,
+) -> Vec<String> {
+    let mut names: Vec<String> = template
+        .undeclared_variables(false)
+        .into_iter()
+        .filter(|name| vars.get_attr(name).map_or(true, |v| v.is_undefined()))
+        .filter(|name| !env.globals().any(|(global, _)| global == name))
+        .map(|name| format!("'{name}'"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Jinja's message for `e`, with its line; a template that ran out of steps says so plainly.
 pub fn jinja_message(e: &minijinja::Error) -> String {
+    if e.kind() == minijinja::ErrorKind::OutOfFuel {
+        return format!(
+            "the template takes more than {TEMPLATE_FUEL} steps to render (a loop or range \
+             too large for a prompt?){}",
+            e.line().map(|l| format!(" (line {l})")).unwrap_or_default()
+        );
+    }
     let mut msg = e
         .detail()
         .map(str::to_string)

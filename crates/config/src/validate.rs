@@ -221,6 +221,7 @@ pub fn run_checks(score: &Score, score_path: &Path, env: &CheckEnv) -> Vec<Issue
     let mut out: Vec<Issue> = Vec::new();
     check_templates(c, raw, score_path, &mut out);
     other_checks(score, score_path, env, &mut out);
+    check_render(score, score_path, &mut out);
     out.sort_by_key(|i| i.severity);
     out
 }
@@ -344,6 +345,40 @@ fn check_templates(c: &JobConfig, raw: &str, score_path: &Path, out: &mut Vec<Is
     }
 }
 
+/// V011 (ours, not upstream's): a prompt that compiles but cannot render for some sheet (an
+/// undefined variable under strict rendering, a filter error, a loop too large). Upstream
+/// passes such a score and every sheet then fails at run time (docs/differences.md). Skipped
+/// when V001 already reports the template itself.
+fn check_render(score: &Score, score_path: &Path, out: &mut Vec<Issue>) {
+    if out.iter().any(|i| i.check_id == "V001") {
+        return;
+    }
+    // The first failure is enough: a template that runs out of steps takes a while to do so,
+    // and it would on every sheet.
+    let preview = preview_until(score, score_path, None, true);
+    let Some((first, error)) = preview
+        .sheets
+        .iter()
+        .find_map(|s| s.render_error.as_deref().map(|e| (s.sheet_num, e)))
+    else {
+        return;
+    };
+    out.push(
+        Issue::new(
+            "V011",
+            Severity::Error,
+            format!("The prompt cannot be rendered for sheet {first}: {error}"),
+        )
+        .suggest(if error.starts_with("undefined variable") {
+            "Define it in prompt.variables (or fix its name): a sheet that cannot render \
+             fails with E301 when the score runs"
+        } else {
+            "Fix the template: a sheet that cannot render fails with E301 when the score runs"
+        })
+        .meta("sheet", first.to_string()),
+    );
+}
+
 fn jinja_syntax_issue(source: &str, text: &str, raw: &str, e: &minijinja::Error) -> Issue {
     let lineno = e.line().unwrap_or(1);
     let line = text.split('\n').nth(lineno - 1).unwrap_or("");
@@ -422,6 +457,11 @@ fn check_undefined_vars(
     for var in undefined {
         let suggestion = match close_match(&var, &defined) {
             Some(m) => format!("Did you mean '{m}'?"),
+            // Upstream prints "Available variables: []" here, which leads nowhere.
+            None if c.prompt.variables.is_empty() => format!(
+                "Define '{var}' in prompt.variables, or use a built-in such as sheet_num, \
+                 total_sheets, start_item, end_item or workspace"
+            ),
             None if c.prompt.variables.len() <= 5 => {
                 let mut names: Vec<&String> = c.prompt.variables.keys().collect();
                 names.sort();
@@ -851,6 +891,16 @@ impl<'a> Preview<'a> {
 
 /// Build the preview for sheets `1..=limit` (all when `None`); `score_path` as given.
 pub fn preview<'a>(score: &'a Score, score_path: &Path, limit: Option<i64>) -> Preview<'a> {
+    preview_until(score, score_path, limit, false)
+}
+
+/// [`preview`], stopping after the first sheet that cannot render when `stop_at_error`.
+fn preview_until<'a>(
+    score: &'a Score,
+    score_path: &Path,
+    limit: Option<i64>,
+    stop_at_error: bool,
+) -> Preview<'a> {
     let c = &score.config;
     let total = total_sheets(&c.sheet);
     let stages = total_stages(&c.sheet);
@@ -976,6 +1026,9 @@ pub fn preview<'a>(score: &'a Score, score_path: &Path, limit: Option<i64>) -> P
                 fan_count: i64::from(sheet.voice_count),
             },
         });
+        if stop_at_error && !render_errors.is_empty() {
+            break;
+        }
     }
     Preview {
         total_sheets: total,
