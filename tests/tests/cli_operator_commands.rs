@@ -598,3 +598,54 @@ fn learning_commands_show_the_patterns_of_real_runs() {
     env.mozart(&["learning-export", "-o", md.to_str().unwrap()]);
     assert!(md.join("semantic-insights.md").is_file());
 }
+
+/// Issue 23: `doctor` puts ✓ only next to an instrument a sheet could start on: not next to
+/// an API this build refuses, an API whose key is unset, or a local server that is not there.
+#[test]
+fn doctor_marks_http_instruments_ready_only_when_they_could_run() {
+    let env = TestEnv::new();
+    let out = env
+        .command(&["doctor"])
+        .env_remove("ANTHROPIC_API_KEY")
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(name))
+            .unwrap_or_else(|| panic!("no {name} line in:\n{text}"))
+            .to_string()
+    };
+    assert!(
+        line("recursive_light").contains("· recursive_light")
+            && line("recursive_light").contains("not supported"),
+        "{text}"
+    );
+    assert!(
+        line("anthropic_api").contains("ANTHROPIC_API_KEY is not set"),
+        "{text}"
+    );
+    assert!(
+        line("ollama").contains("no server at http://localhost:11434"),
+        "{text}"
+    );
+    assert!(line("shell").contains("✓ shell"), "{text}");
+
+    let with_key = env
+        .command(&["doctor", "--json"])
+        .env("ANTHROPIC_API_KEY", "sk-ant-doctor-test")
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&with_key.stdout).unwrap();
+    let status = |name: &str| {
+        doc["instruments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"] == name)
+            .map(|i| i["status"].as_str().unwrap_or("").to_string())
+            .unwrap()
+    };
+    assert_eq!(status("anthropic_api"), "ok", "{doc}");
+    assert_ne!(status("recursive_light"), "ok", "{doc}");
+}

@@ -17,11 +17,13 @@ mod anthropic;
 mod ollama;
 mod openai;
 mod options;
+mod readiness;
 
 pub use anthropic::{AnthropicApiBackend, AnthropicApiOptions};
 pub use ollama::{OllamaBackend, OllamaOptions};
 pub use openai::{OpenAiChatBackend, OpenAiChatOptions};
 pub use options::{parse_retry_after, price_usd, FALLBACK_PRICING_PER_MILLION};
+pub use readiness::{http_readiness, HttpReadiness};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};

@@ -39,7 +39,17 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
                         Some(path) => ("ok", path.display().to_string()),
                         None => ("optional", "not installed".to_string()),
                     },
-                    InstrumentKind::Http => ("ok", "HTTP instrument".to_string()),
+                    // Not "ok" just for being HTTP: a refused API, an unset key or a local
+                    // server that is not running would fail every sheet.
+                    InstrumentKind::Http => {
+                        let r = mozart_backends::http::http_readiness(
+                            &registry,
+                            p,
+                            std::time::Duration::from_millis(500),
+                        );
+                        let state = if r.is_ready() { "ok" } else { "optional" };
+                        (state, r.describe())
+                    }
                 };
                 instruments.push(json!({
                     "name": p.name,
