@@ -48,10 +48,14 @@ pub fn start_dashboard(env: &TestEnv, extra: &[&str]) -> Dashboard {
         .expect("start mozart dashboard");
     let mut line = String::new();
     let mut out = BufReader::new(child.stdout.take().expect("piped stdout"));
-    out.read_line(&mut line).expect("read the dashboard's first line");
+    out.read_line(&mut line)
+        .expect("read the dashboard's first line");
     // Keep its stdout open: the CLI dies of SIGPIPE when it prints into a closed pipe.
     std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    let url = line.trim().trim_start_matches("Mozart dashboard: ").to_string();
+    let url = line
+        .trim()
+        .trim_start_matches("Mozart dashboard: ")
+        .to_string();
     let addr = url
         .trim_start_matches("http://")
         .split('/')

@@ -87,7 +87,10 @@ fn another_local_user_gets_401_everywhere_and_the_owner_gets_in_with_the_printed
         ("/events/jobs", vec![]),
         ("/learning", vec![]),
         ("/static/app.js", vec![]),
-        ("/jobs/held/cancel", vec!["-X", "POST", "-H", &origin, "-d", "token=x"]),
+        (
+            "/jobs/held/cancel",
+            vec!["-X", "POST", "-H", &origin, "-d", "token=x"],
+        ),
         (
             "/validate",
             vec!["-X", "POST", "-H", &origin, "-d", "yaml=name%3A+x"],
@@ -96,12 +99,23 @@ fn another_local_user_gets_401_everywhere_and_the_owner_gets_in_with_the_printed
     for (path, args) in &tries {
         let r = curl_as(&intruder, args, &format!("{base}{path}"));
         assert_eq!(r.status, 401, "{path} answered the other user: {}", r.raw);
-        assert!(!r.body.contains("held"), "{path} leaked the job: {}", r.body);
+        assert!(
+            !r.body.contains("held"),
+            "{path} leaked the job: {}",
+            r.body
+        );
     }
     // A guessed token and a forged session cookie fare no better.
-    let r = curl_as(&intruder, &[], &format!("{base}/?token=0123456789abcdef0123"));
+    let r = curl_as(
+        &intruder,
+        &[],
+        &format!("{base}/?token=0123456789abcdef0123"),
+    );
     assert_eq!(r.status, 401, "{}", r.raw);
-    let forged = format!("Cookie: mozart_session_{}=00.00", dash.addr.split(':').nth(1).unwrap());
+    let forged = format!(
+        "Cookie: mozart_session_{}=00.00",
+        dash.addr.split(':').nth(1).unwrap()
+    );
     let r = curl_as(&intruder, &["-H", &forged], &format!("{base}/"));
     assert_eq!(r.status, 401, "{}", r.raw);
     assert_eq!(job_status(&env, "held"), "running", "the job was touched");
@@ -118,7 +132,10 @@ fn another_local_user_gets_401_everywhere_and_the_owner_gets_in_with_the_printed
     assert_eq!(login_resp.status, 303, "{}", login_resp.raw);
     assert_eq!(login_resp.header("location"), Some("/"));
     let set = login_resp.header("set-cookie").unwrap_or_default();
-    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"), "{set}");
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+        "{set}"
+    );
     let token = dash.url.split("token=").nth(1).unwrap().to_string();
     assert!(!set.contains(&token), "the cookie is not the token: {set}");
     let cookie = set.split(';').next().unwrap().to_string();
@@ -170,7 +187,9 @@ fn the_token_file_is_private_and_a_file_others_could_know_is_refused() {
             "printed: {}",
             dash.printed
         );
-        assert!(dash.printed.starts_with("Mozart dashboard: http://127.0.0.1:"));
+        assert!(dash
+            .printed
+            .starts_with("Mozart dashboard: http://127.0.0.1:"));
     }
     // Started again: the same token.
     let again = start_dashboard(&env, &[]);
@@ -184,7 +203,10 @@ fn the_token_file_is_private_and_a_file_others_could_know_is_refused() {
         assert_eq!(out.status.code(), Some(1), "{text}");
         assert!(text.contains(want), "{text}");
         assert!(text.contains(&file.display().to_string()), "{text}");
-        assert!(!text.contains(token.trim()), "the refusal shows the token: {text}");
+        assert!(
+            !text.contains(token.trim()),
+            "the refusal shows the token: {text}"
+        );
     };
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
     refused("other users can read or change it");
@@ -211,7 +233,11 @@ fn a_posted_score_shows_nothing_of_the_files_it_names() {
     std::fs::create_dir(&secret_dir).unwrap();
     std::fs::set_permissions(&secret_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     let secret = secret_dir.join("secret.txt");
-    std::fs::write(&secret, "TOP-SECRET-5f2c first line\nTOP-SECRET-5f2c second\n").unwrap();
+    std::fs::write(
+        &secret,
+        "TOP-SECRET-5f2c first line\nTOP-SECRET-5f2c second\n",
+    )
+    .unwrap();
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
     let shadow: Vec<String> = std::fs::read_to_string("/etc/shadow")
         .unwrap_or_default()
@@ -266,7 +292,10 @@ fn a_posted_score_shows_nothing_of_the_files_it_names() {
     let body = post(&format!(
         "name: peek\nsheet: {{size: 1, total_items: 2}}\nprompt: {{template_file: {s}}}\n"
     ));
-    assert!(body.contains(&format!("prompt.template_file ({s})")), "{body}");
+    assert!(
+        body.contains(&format!("prompt.template_file ({s})")),
+        "{body}"
+    );
     assert!(body.contains("prompt.template_file not read"), "{body}");
 }
 
@@ -279,21 +308,38 @@ fn every_answer_carries_a_strict_page_policy_and_pages_hold_no_inline_script() {
         let csp = r.header("content-security-policy").unwrap_or_else(|| {
             panic!("{what}: no Content-Security-Policy: {}", r.raw);
         });
-        for part in ["default-src 'self'", "script-src 'self'", "frame-ancestors 'none'"] {
+        for part in [
+            "default-src 'self'",
+            "script-src 'self'",
+            "frame-ancestors 'none'",
+        ] {
             assert!(csp.contains(part), "{what}: {csp}");
         }
         assert!(!csp.contains("unsafe"), "{what}: {csp}");
         assert_eq!(r.header("x-frame-options"), Some("DENY"), "{what}");
-        assert_eq!(r.header("x-content-type-options"), Some("nosniff"), "{what}");
+        assert_eq!(
+            r.header("x-content-type-options"),
+            Some("nosniff"),
+            "{what}"
+        );
         assert_eq!(r.header("referrer-policy"), Some("no-referrer"), "{what}");
     };
     check("a refusal", &web::http(&dash.addr, "GET", "/", &[], ""));
-    let path = dash.url.trim_start_matches(&format!("http://{}", dash.addr));
+    let path = dash
+        .url
+        .trim_start_matches(&format!("http://{}", dash.addr));
     check("the login", &web::http(&dash.addr, "GET", path, &[], ""));
     let inline_script = regex::Regex::new(r"(?i)<script(\s[^>]*)?>\s*[^<\s]").unwrap();
     let handler = regex::Regex::new(r#"(?i)\son[a-z]+\s*="#).unwrap();
     let style_attr = regex::Regex::new(r#"(?i)(\sstyle\s*=|<style)"#).unwrap();
-    for page in ["/", "/jobs/held", "/validate", "/learning", "/jobs/nope", "/nowhere"] {
+    for page in [
+        "/",
+        "/jobs/held",
+        "/validate",
+        "/learning",
+        "/jobs/nope",
+        "/nowhere",
+    ] {
         let r = web::http(&dash.addr, "GET", page, &[("Cookie", &cookie)], "");
         check(page, &r);
         assert!(!inline_script.is_match(&r.body), "{page}: inline script");
@@ -301,10 +347,23 @@ fn every_answer_carries_a_strict_page_policy_and_pages_hold_no_inline_script() {
         assert!(!style_attr.is_match(&r.body), "{page}: inline style");
     }
     let job = web::http(&dash.addr, "GET", "/jobs/held", &[("Cookie", &cookie)], "");
-    assert!(job.body.contains("data-confirm=\"Cancel held?\""), "{}", job.body);
-    let js = web::http(&dash.addr, "GET", "/static/app.js", &[("Cookie", &cookie)], "");
+    assert!(
+        job.body.contains("data-confirm=\"Cancel held?\""),
+        "{}",
+        job.body
+    );
+    let js = web::http(
+        &dash.addr,
+        "GET",
+        "/static/app.js",
+        &[("Cookie", &cookie)],
+        "",
+    );
     check("app.js", &js);
-    assert!(js.body.contains("data-confirm"), "app.js asks before a cancel");
+    assert!(
+        js.body.contains("data-confirm"),
+        "app.js asks before a cancel"
+    );
     let sse = web::http_with(
         &dash.addr,
         "GET",
@@ -333,9 +392,15 @@ fn a_job_id_that_could_carry_script_is_refused_by_run_by_job_submit_and_by_mcp()
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains(rule), "{text}");
-    assert!(text.contains("Rename the score file (for example to q.yaml)"), "{text}");
+    assert!(
+        text.contains("Rename the score file (for example to q.yaml)"),
+        "{text}"
+    );
     // A dry run submits nothing: it still works, as upstream's.
-    assert_eq!(env.mozart(&["run", &path, "--dry-run"]).status.code(), Some(0));
+    assert_eq!(
+        env.mozart(&["run", &path, "--dry-run"]).status.code(),
+        Some(0)
+    );
 
     // The raw protocol, as any client could send it.
     let resp = env.raw_call("job.submit", json!({"config_path": path, "fresh": false}));
@@ -360,7 +425,10 @@ fn a_job_id_that_could_carry_script_is_refused_by_run_by_job_submit_and_by_mcp()
         assert!(text.contains(rule), "{text}");
     }
     assert!(
-        !env.home.join("mcp-scores").join(format!("{HOSTILE}.yaml")).exists(),
+        !env.home
+            .join("mcp-scores")
+            .join(format!("{HOSTILE}.yaml"))
+            .exists(),
         "the refused inline score was written"
     );
 
@@ -393,9 +461,11 @@ fn mcp_calls(env: &TestEnv, calls: &[Value]) -> Vec<Value> {
         }
         panic!("mozart mcp closed without answering request {id}");
     };
-    send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-03-26", "capabilities": {},
-        "clientInfo": {"name": "security-test", "version": "1"}}}));
+        "clientInfo": {"name": "security-test", "version": "1"}}}),
+    );
     let init = reply_to(0);
     assert!(init.get("result").is_some(), "{init}");
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
@@ -405,7 +475,7 @@ fn mcp_calls(env: &TestEnv, calls: &[Value]) -> Vec<Value> {
         send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": call}));
         replies.push(reply_to(id));
     }
-    drop(send);
+    drop(stdin);
     let _ = child.kill();
     let _ = child.wait();
     replies
@@ -426,7 +496,12 @@ fn the_other_user_cannot_read_the_token_file() {
     let file = env.home.join("dashboard.token");
     let out = intruder.command("cat").arg(&file).output().unwrap();
     assert!(!out.status.success(), "the other user read the token file");
-    let token = dash.url.split("token=").nth(1).unwrap_or_default().to_string();
+    let token = dash
+        .url
+        .split("token=")
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
     assert!(!token.is_empty());
     assert!(!String::from_utf8_lossy(&out.stdout).contains(&token));
 }

@@ -68,12 +68,7 @@ fn bad_input_is_a_clear_page_and_writes_need_the_token_and_same_origin() {
     let origin = format!("http://{addr}");
 
     // No token / wrong token / another site: refused, the job untouched.
-    let (code, body) = http(
-        "POST",
-        "/jobs/held/cancel",
-        &[("Origin", &origin)],
-        "",
-    );
+    let (code, body) = http("POST", "/jobs/held/cancel", &[("Origin", &origin)], "");
     assert_eq!(code, 403, "{body}");
     assert!(body.contains("carries no dashboard token"), "{body}");
     let (code, body) = http(
@@ -100,12 +95,7 @@ fn bad_input_is_a_clear_page_and_writes_need_the_token_and_same_origin() {
     assert!(String::from_utf8_lossy(&status.stdout).contains("\"running\""));
 
     // The real thing: same origin, right token.
-    let (code, body) = http(
-        "POST",
-        "/jobs/held/cancel",
-        &[("Origin", &origin)],
-        &evil,
-    );
+    let (code, body) = http("POST", "/jobs/held/cancel", &[("Origin", &origin)], &evil);
     assert_eq!(code, 303, "{body}");
     let flash = body
         .lines()
@@ -119,12 +109,7 @@ fn bad_input_is_a_clear_page_and_writes_need_the_token_and_same_origin() {
     let (_, page) = http("GET", &flash, &[], "");
     assert!(page.contains("Score &#x27;held&#x27; cancelled."), "{page}");
     // Cancelling again is the CLI's error, shown in the page.
-    let (_, body) = http(
-        "POST",
-        "/jobs/held/cancel",
-        &[("Origin", &origin)],
-        &evil,
-    );
+    let (_, body) = http("POST", "/jobs/held/cancel", &[("Origin", &origin)], &evil);
     let again = body
         .lines()
         .find_map(|l| {
@@ -167,7 +152,10 @@ fn a_non_loopback_dashboard_needs_a_token_and_then_every_request_carries_it() {
     let resp = get(&[], &format!("/?token={token}"));
     assert_eq!(resp.status, 303, "{}", resp.raw);
     let set = resp.header("set-cookie").unwrap_or_default().to_string();
-    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"), "{set}");
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+        "{set}"
+    );
     // The session cookie is not the token.
     assert!(!set.contains(token), "{set}");
     let cookie = set.split(';').next().unwrap().to_string();

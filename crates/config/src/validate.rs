@@ -254,12 +254,7 @@ const FILE_CHECKS: &[Check] = &[
 ];
 
 /// The checks after the file checks and before the version and instrument checks.
-const CHECKS_BEFORE: &[Check] = &[
-    rules::v007,
-    rules::v008,
-    settings::v103_v104,
-    rules::v106,
-];
+const CHECKS_BEFORE: &[Check] = &[rules::v007, rules::v008, settings::v103_v104, rules::v106];
 
 /// The checks after the version and instrument checks, in upstream's order.
 const CHECKS_AFTER: &[Check] = &[
@@ -1148,7 +1143,10 @@ mod tests {
         // What the same text does with file access: it reads the secret (the test's premise).
         let files = crate::load_score_str(&text, path).unwrap();
         let shown = preview(&files, path, None);
-        assert!(shown.sheets.iter().any(|p| p.prompt_snippet.contains("SECRET-LINE")));
+        assert!(shown
+            .sheets
+            .iter()
+            .any(|p| p.prompt_snippet.contains("SECRET-LINE")));
 
         let score = crate::load_score_text_only(&text, path).unwrap();
         assert_eq!(score.file_access, FileAccess::TextOnly);
@@ -1159,7 +1157,11 @@ mod tests {
             assert!(!issues.iter().any(|i| i.check_id == id), "{id}: {all}");
         }
         let shown = preview(&score, path, None);
-        assert_eq!(shown.sheets.len(), 2, "the task list is not read: one voice");
+        assert_eq!(
+            shown.sheets.len(),
+            2,
+            "the task list is not read: one voice"
+        );
         for sheet in &shown.sheets {
             assert_eq!(sheet.prompt_snippet, UNREAD_TEMPLATE);
         }

@@ -69,9 +69,8 @@ impl Keys {
     /// The nonce of a genuine session cookie value.
     pub fn check_session<'a>(&self, value: &'a str) -> Option<&'a str> {
         let (nonce, mac) = value.split_once('.')?;
-        let well_formed = !nonce.is_empty()
-            && nonce.len() <= 64
-            && nonce.bytes().all(|b| b.is_ascii_hexdigit());
+        let well_formed =
+            !nonce.is_empty() && nonce.len() <= 64 && nonce.bytes().all(|b| b.is_ascii_hexdigit());
         (well_formed && constant_eq(mac, &self.mac("session", nonce))).then_some(nonce)
     }
 
@@ -116,8 +115,11 @@ mod tests {
         let keys = Keys::new("0123456789abcdef0123");
         let cookie = keys.session("abcd");
         assert_eq!(keys.check_session(&cookie), Some("abcd"));
-        assert_eq!(Keys::new("another-token-0123456").check_session(&cookie), None);
-        assert_eq!(keys.check_session("abce.") , None);
+        assert_eq!(
+            Keys::new("another-token-0123456").check_session(&cookie),
+            None
+        );
+        assert_eq!(keys.check_session("abce."), None);
         let forged = cookie.replace("abcd.", "abce.");
         assert_eq!(keys.check_session(&forged), None);
         assert_ne!(keys.csrf("abcd"), keys.csrf("abce"));

@@ -74,10 +74,12 @@ fn read(path: &Path) -> Result<String, DashboardError> {
                 }
             }
         })?;
-    let meta = file.metadata().map_err(|source| DashboardError::TokenFileIo {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let meta = file
+        .metadata()
+        .map_err(|source| DashboardError::TokenFileIo {
+            path: path.to_path_buf(),
+            source,
+        })?;
     if !meta.is_file() {
         return Err(DashboardError::TokenFileNotRegular {
             path: path.to_path_buf(),

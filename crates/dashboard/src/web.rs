@@ -710,7 +710,10 @@ async fn security_headers(mut resp: Response) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     // Pages hold the session's form token: never kept by a cache.
     h.entry(header::CACHE_CONTROL)
         .or_insert(HeaderValue::from_static("no-store"));
@@ -745,9 +748,10 @@ fn unauthorized() -> Response {
         StatusCode::UNAUTHORIZED,
         Html(
             "<!doctype html><title>Token required</title><h1>Token required</h1>\
-<p>This dashboard serves only its owner. Open the address <code>mozart dashboard</code> printed \
-(<code>http://HOST:PORT/?token=&lt;TOKEN&gt;</code>; the token is in <code>dashboard.token</code> \
-in the Mozart home of the user who started it), or send <code>Authorization: Bearer &lt;TOKEN&gt;</code>.</p>",
+<p>This dashboard serves only its owner. Open the address <code>mozart dashboard</code> printed, \
+<code>http://HOST:PORT/?token=&lt;TOKEN&gt;</code> (the token given with <code>--token</code>, or else \
+the contents of <code>dashboard.token</code> in the Mozart home of the user who started it), \
+or send <code>Authorization: Bearer &lt;TOKEN&gt;</code>.</p>",
         ),
     )
         .into_response();
@@ -783,12 +787,14 @@ async fn guard(
             return resp;
         }
     }
-    let visitor = if let Some(nonce) =
+    // The access token in a header first: a script that also holds a cookie is still the
+    // token's holder, whatever its cookie's session.
+    let visitor = if header_token(headers).is_some_and(|t| app.keys.is_token(&t)) {
+        Visitor::Header
+    } else if let Some(nonce) =
         cookie(headers, &app.cookie_name).and_then(|v| app.keys.check_session(v))
     {
         Visitor::Session(nonce.to_string())
-    } else if header_token(headers).is_some_and(|t| app.keys.is_token(&t)) {
-        Visitor::Header
     } else {
         return unauthorized();
     };
@@ -800,9 +806,7 @@ async fn guard(
 /// address without the token (out of the address bar and the history).
 fn login(app: &App, uri: &axum::http::Uri) -> Option<Response> {
     let query = uri.query()?;
-    let given = query
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("token="))?;
+    let given = query.split('&').find_map(|kv| kv.strip_prefix("token="))?;
     if !app.keys.is_token(given) {
         return None;
     }

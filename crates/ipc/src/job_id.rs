@@ -73,7 +73,13 @@ mod tests {
 
     #[test]
     fn the_clis_alphabet_and_nothing_else() {
-        for ok in ["a", "hello-mozart", "Review-2.v1_x", "9lives", &"x".repeat(100)] {
+        for ok in [
+            "a",
+            "hello-mozart",
+            "Review-2.v1_x",
+            "9lives",
+            &"x".repeat(100),
+        ] {
             assert!(is_valid(ok), "{ok}");
             assert_eq!(refusal(ok), None);
             assert_eq!(file_refusal(ok), None);

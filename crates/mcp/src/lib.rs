@@ -629,7 +629,9 @@ mod tests {
         assert!(save_inline(dir.path(), None, "sheet: {}\n").is_err());
         assert!(save_inline(dir.path(), Some("../x"), "name: a\n").is_err());
         let refused = save_inline(dir.path(), Some("q'<>\""), "name: a\n").unwrap_err();
-        assert!(refused.message.contains("must start with a letter or digit"));
+        assert!(refused
+            .message
+            .contains("must start with a letter or digit"));
         assert!(!dir.path().join("q'<>\".yaml").exists());
     }
 
