@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+/// The access token of the benchmark's dashboard.
+const BENCH_TOKEN: &str = "mozart-bench-token-0123456789";
+
 /// Epoch seconds now.
 fn epoch() -> f64 {
     std::time::SystemTime::now()
@@ -98,7 +101,9 @@ pub fn sse_latency(
     let options = mozart_dashboard::Options {
         host: std::net::IpAddr::from([127, 0, 0, 1]),
         port: 0,
-        token: None,
+        // The bench's own token, sent as a header (the page is served only with it).
+        token: Some(BENCH_TOKEN.to_string()),
+        home: std::env::temp_dir(),
         socket: socket.to_path_buf(),
         learning_db: learning_db.to_path_buf(),
     };
@@ -117,7 +122,7 @@ pub fn sse_latency(
         .map_err(|e| e.to_string())?;
     write!(
         stream,
-        "GET /events/jobs HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n"
+        "GET /events/jobs HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {BENCH_TOKEN}\r\nAccept: text/event-stream\r\n\r\n"
     )
     .map_err(|e| e.to_string())?;
     let reader = BufReader::new(stream);

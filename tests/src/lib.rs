@@ -5,6 +5,7 @@ pub mod mochi;
 pub mod mock_api;
 pub mod real_cli;
 pub mod users;
+pub mod web;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

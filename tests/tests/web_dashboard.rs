@@ -1,6 +1,7 @@
 //! `mozart dashboard` in a real browser: a real conductor runs a slow score while headless
 //! Debian chromium (driven by npm's playwright-core, tests/web/browser.mjs) watches the jobs
-//! list update live, pauses and resumes the job from its page, and uses the validator.
+//! list update live, pauses, resumes and (after its confirmation) cancels the job from its
+//! page, and uses the validator, with nothing blocked by the pages' Content-Security-Policy.
 //! Screenshots land in `target/tmp/web-dashboard/`. Skips when chromium or playwright-core
 //! is absent (tests/web/setup.sh installs them).
 

@@ -5,93 +5,49 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use mozart_tests::web::{self, form_token, login, start_dashboard};
 use mozart_tests::{sleepy_shell_score, TestEnv};
 
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// A dashboard started with its defaults, logged in with the address it printed: its
+/// address and a request function carrying the session cookie.
+fn dashboard(env: &TestEnv) -> (web::Dashboard, String) {
+    let dash = start_dashboard(env, &[]);
+    let cookie = login(&dash.addr, &dash.url);
+    (dash, cookie)
 }
 
-/// Start `mozart dashboard --port 0` and return it with its `host:port`.
-fn dashboard(env: &TestEnv, extra: &[&str]) -> (Reaped, String) {
-    let mut args = vec!["dashboard", "--port", "0"];
-    args.extend_from_slice(extra);
-    let mut child = env
-        .command(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    out.read_line(&mut line).unwrap();
-    // Keep its stdout open: the CLI dies of SIGPIPE when it prints into a closed pipe.
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    let addr = line
-        .trim()
-        .trim_start_matches("Mozart dashboard: http://")
-        .trim_end_matches('/')
-        .to_string();
-    assert!(addr.starts_with("127.0.0.1:"), "printed: {line:?}");
-    (Reaped(child), addr)
-}
-
-/// One HTTP/1.1 request; the status code and the body.
+/// A request with the session cookie: status and the whole answer.
 fn http(
     addr: &str,
+    cookie: &str,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
     body: &str,
 ) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
-    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
-        req.push_str(&format!("Host: {addr}\r\n"));
-    }
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    if !body.is_empty() {
-        req.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
-    }
-    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
-    s.write_all(req.as_bytes()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let code = out
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, out)
-}
-
-fn csrf_token(page: &str) -> String {
-    let at = page.find("name=\"token\" value=\"").expect("a form token") + 20;
-    page[at..].split('"').next().unwrap().to_string()
+    let mut all = vec![("Cookie", cookie)];
+    all.extend_from_slice(headers);
+    let r = web::http(addr, method, path, &all, body);
+    (r.status, r.raw)
 }
 
 #[test]
 fn bad_input_is_a_clear_page_and_writes_need_the_token_and_same_origin() {
     let env = TestEnv::new();
     // No conductor yet: the page says so and what to do, with 503.
-    let (_dash, addr) = dashboard(&env, &[]);
-    let (code, body) = http(&addr, "GET", "/jobs/anything", &[], "");
+    let (dash, cookie) = dashboard(&env);
+    let addr = dash.addr.clone();
+    let http = |method: &str, path: &str, headers: &[(&str, &str)], body: &str| {
+        http(&addr, &cookie, method, path, headers, body)
+    };
+    let (code, body) = http("GET", "/jobs/anything", &[], "");
     assert_eq!(code, 503, "{body}");
     assert!(body.contains("Mozart conductor is not running."), "{body}");
     assert!(body.contains("Start it with: mozart start"), "{body}");
-    let (code, body) = http(&addr, "GET", "/", &[], "");
+    let (code, body) = http("GET", "/", &[], "");
     assert_eq!(code, 200);
     assert!(body.contains("Mozart conductor is not running."), "{body}");
 
@@ -101,28 +57,21 @@ fn bad_input_is_a_clear_page_and_writes_need_the_token_and_same_origin() {
         .mozart(&["run", &score.display().to_string()])
         .status
         .success());
-    let (code, body) = http(&addr, "GET", "/jobs/no-such-job", &[], "");
+    let (code, body) = http("GET", "/jobs/no-such-job", &[], "");
     assert_eq!(code, 404);
     assert!(body.contains("Score not found: no-such-job"), "{body}");
     assert!(!body.to_lowercase().contains("panicked") && !body.contains("backtrace"));
 
-    let (code, page) = http(&addr, "GET", "/jobs/held", &[], "");
+    let (code, page) = http("GET", "/jobs/held", &[], "");
     assert_eq!(code, 200, "{page}");
-    let token = csrf_token(&page);
+    let token = form_token(&page);
     let origin = format!("http://{addr}");
 
     // No token / wrong token / another site: refused, the job untouched.
-    let (code, body) = http(
-        &addr,
-        "POST",
-        "/jobs/held/cancel",
-        &[("Origin", &origin)],
-        "",
-    );
+    let (code, body) = http("POST", "/jobs/held/cancel", &[("Origin", &origin)], "");
     assert_eq!(code, 403, "{body}");
     assert!(body.contains("carries no dashboard token"), "{body}");
     let (code, body) = http(
-        &addr,
         "POST",
         "/jobs/held/cancel",
         &[("Origin", &origin)],
@@ -132,7 +81,6 @@ fn bad_input_is_a_clear_page_and_writes_need_the_token_and_same_origin() {
     assert!(body.contains("token is wrong"), "{body}");
     let evil = format!("token={token}");
     let (code, body) = http(
-        &addr,
         "POST",
         "/jobs/held/cancel",
         &[("Origin", "http://evil.example")],
@@ -141,19 +89,13 @@ fn bad_input_is_a_clear_page_and_writes_need_the_token_and_same_origin() {
     assert_eq!(code, 403);
     assert!(body.contains("came from another site"), "{body}");
     // DNS rebinding: a foreign Host name is refused outright.
-    let (code, _) = http(&addr, "GET", "/", &[("Host", "evil.example")], "");
+    let (code, _) = http("GET", "/", &[("Host", "evil.example")], "");
     assert_eq!(code, 421);
     let status = env.mozart(&["status", "held", "--json"]);
     assert!(String::from_utf8_lossy(&status.stdout).contains("\"running\""));
 
     // The real thing: same origin, right token.
-    let (code, body) = http(
-        &addr,
-        "POST",
-        "/jobs/held/cancel",
-        &[("Origin", &origin)],
-        &evil,
-    );
+    let (code, body) = http("POST", "/jobs/held/cancel", &[("Origin", &origin)], &evil);
     assert_eq!(code, 303, "{body}");
     let flash = body
         .lines()
@@ -164,16 +106,10 @@ fn bad_input_is_a_clear_page_and_writes_need_the_token_and_same_origin() {
         .unwrap()
         .trim()
         .to_string();
-    let (_, page) = http(&addr, "GET", &flash, &[], "");
+    let (_, page) = http("GET", &flash, &[], "");
     assert!(page.contains("Score &#x27;held&#x27; cancelled."), "{page}");
     // Cancelling again is the CLI's error, shown in the page.
-    let (_, body) = http(
-        &addr,
-        "POST",
-        "/jobs/held/cancel",
-        &[("Origin", &origin)],
-        &evil,
-    );
+    let (_, body) = http("POST", "/jobs/held/cancel", &[("Origin", &origin)], &evil);
     let again = body
         .lines()
         .find_map(|l| {
@@ -182,12 +118,11 @@ fn bad_input_is_a_clear_page_and_writes_need_the_token_and_same_origin() {
                 .map(str::to_string)
         })
         .unwrap();
-    let (_, page) = http(&addr, "GET", again.trim(), &[], "");
+    let (_, page) = http("GET", again.trim(), &[], "");
     assert!(page.contains("not found or already stopped"), "{page}");
 
     // The validator: broken YAML names the problem; a missing form is a 400, not a 500.
     let (code, body) = http(
-        &addr,
         "POST",
         "/validate",
         &[("Origin", &origin)],
@@ -195,7 +130,7 @@ fn bad_input_is_a_clear_page_and_writes_need_the_token_and_same_origin() {
     );
     assert_eq!(code, 200);
     assert!(body.contains("YAML syntax error"), "{body}");
-    let (code, _) = http(&addr, "POST", "/validate", &[("Origin", &origin)], "");
+    let (code, _) = http("POST", "/validate", &[("Origin", &origin)], "");
     assert_eq!(code, 400);
 }
 
@@ -208,28 +143,28 @@ fn a_non_loopback_dashboard_needs_a_token_and_then_every_request_carries_it() {
     assert!(text.contains("pass --token"), "{text}");
 
     let token = "0123456789abcdef0123";
-    let (_dash, addr) = dashboard(&env, &["--token", token]);
-    let (code, _) = http(&addr, "GET", "/", &[], "");
-    assert_eq!(code, 401);
-    let (code, body) = http(&addr, "GET", &format!("/?token={token}"), &[], "");
-    assert_eq!(code, 303, "{body}");
-    assert!(body.contains(&format!("mozart_token={token}")), "{body}");
-    let (code, _) = http(
-        &addr,
-        "GET",
-        "/",
-        &[("Cookie", &format!("mozart_token={token}"))],
-        "",
+    let dash = start_dashboard(&env, &["--token", token]);
+    // A token the user gave is not printed back.
+    assert!(!dash.printed.contains(token), "{}", dash.printed);
+    let addr = dash.addr.clone();
+    let get = |headers: &[(&str, &str)], path: &str| web::http(&addr, "GET", path, headers, "");
+    assert_eq!(get(&[], "/").status, 401);
+    let resp = get(&[], &format!("/?token={token}"));
+    assert_eq!(resp.status, 303, "{}", resp.raw);
+    let set = resp.header("set-cookie").unwrap_or_default().to_string();
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+        "{set}"
     );
-    assert_eq!(code, 200);
-    let (code, _) = http(
-        &addr,
-        "GET",
-        "/",
-        &[("Authorization", &format!("Bearer {token}"))],
-        "",
-    );
-    assert_eq!(code, 200);
+    // The session cookie is not the token.
+    assert!(!set.contains(token), "{set}");
+    let cookie = set.split(';').next().unwrap().to_string();
+    assert_eq!(get(&[("Cookie", &cookie)], "/").status, 200);
+    let bearer = format!("Bearer {token}");
+    assert_eq!(get(&[("Authorization", &bearer)], "/").status, 200);
+    // The token itself is no cookie.
+    let as_cookie = format!("{}={token}", cookie.split('=').next().unwrap());
+    assert_eq!(get(&[("Cookie", &as_cookie)], "/").status, 401);
 }
 
 #[test]
@@ -256,11 +191,16 @@ fn conductor_yaml_can_serve_the_dashboard_from_the_conductor() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let (code, body) = http(&addr, "GET", "/", &[], "");
+    // The conductor's dashboard is its owner's too: the token file in the Mozart home.
+    assert_eq!(web::http(&addr, "GET", "/", &[], "").status, 401);
+    let token = std::fs::read_to_string(env.home.join("dashboard.token")).unwrap();
+    let cookie = login(&addr, &format!("http://{addr}/?token={}", token.trim()));
+    let (code, body) = http(&addr, &cookie, "GET", "/", &[], "");
     assert_eq!(code, 200);
     assert!(
         body.contains("conductor connected") || body.contains("No jobs"),
         "{body}"
     );
+    assert!(!env.log().contains(token.trim()), "the token is not logged");
     assert!(env.log().contains("dashboard.listening"), "{}", env.log());
 }

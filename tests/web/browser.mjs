@@ -22,8 +22,18 @@ const context = await chromium.launchPersistentContext(profile, {
 try {
   const page = context.pages()[0] || await context.newPage();
   page.setDefaultTimeout(30000);
+  // Anything the page's Content-Security-Policy blocks (an inline script or style left
+  // behind) shows up as a console error: the run fails on any.
+  const blocked = [];
+  page.on('console', (m) => {
+    if (/Content Security Policy|Refused to (execute|apply|load)/i.test(m.text())) blocked.push(m.text());
+  });
+  // The printed address carries the token: the dashboard trades it for a cookie and
+  // redirects to the bare address.
   await page.goto(url);
   await page.waitForSelector('#rows');
+  if (page.url().includes('token=')) fail(`the token stayed in the address bar: ${page.url()}`);
+  step('logged in with the printed address; the token left the address bar');
   // A marker that a reload would wipe: the list must update without one.
   await page.evaluate(() => { window.__sameDocument = 'yes'; });
   console.log('READY');
@@ -57,6 +67,23 @@ try {
   await page.waitForSelector('h2:text("Timeline")');
   await page.screenshot({ path: path.join(outDir, 'job.png'), fullPage: true });
 
+  // Cancel asks first (app.js, from the form's data-confirm): dismissed, nothing happens;
+  // accepted, the job is cancelled.
+  const questions = [];
+  let answer = false;
+  page.on('dialog', async (d) => { questions.push(d.message()); if (answer) await d.accept(); else await d.dismiss(); });
+  await page.click('#cancel-btn');
+  await page.waitForTimeout(500);
+  if (questions.length !== 1) fail(`cancel asked ${questions.length} questions`);
+  if (await page.$('#flash')) {
+    const f = await page.textContent('#flash');
+    if (f.includes('cancelled')) fail('a dismissed cancel still cancelled the job');
+  }
+  answer = true;
+  await page.click('#cancel-btn');
+  await page.waitForSelector('#flash:has-text("cancelled")');
+  step(`cancel asked "${questions[0]}" and then: ${await page.textContent('#flash')}`);
+
   await page.goto(new URL('/validate', url).toString());
   await page.fill('textarea[name=yaml]', 'name: [broken\n');
   await page.click('#validate-btn');
@@ -80,6 +107,8 @@ try {
   const missing = await page.goto(new URL('/jobs/no-such-job', url).toString());
   if (missing.status() !== 404) fail(`unknown job answered ${missing.status()}`);
   step(`unknown job: ${(await page.textContent('#error .message')).trim()}`);
+  if (blocked.length) fail(`the page policy blocked: ${blocked.join(' | ')}`);
+  step('nothing was blocked by the page policy');
   console.log('OK');
 } catch (e) {
   fail(e && e.stack ? e.stack : String(e));

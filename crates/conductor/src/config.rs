@@ -98,7 +98,8 @@ pub struct DashboardConfig {
     pub host: String,
     /// Port.
     pub port: u16,
-    /// Access token (at least 16 characters).
+    /// Access token (at least 16 characters); without it the owner's token file
+    /// (`dashboard.token` in the Mozart home) guards the dashboard.
     pub token: Option<String>,
 }
 

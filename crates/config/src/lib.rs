@@ -33,7 +33,7 @@ mod load;
 
 pub use de::FieldError;
 pub use error::ConfigError;
-pub use load::{load_score, load_score_str, resolve_path, Score};
+pub use load::{load_score, load_score_str, load_score_text_only, resolve_path, FileAccess, Score};
 pub use model::{JobConfig, SkipWhenCommand, ValidationRule, ValidationType};
 pub use plan::{PlannedSheet, SheetPlan};
 pub use template::RenderContext;

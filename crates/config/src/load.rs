@@ -22,6 +22,24 @@ pub struct Score {
     pub document: Node,
     /// Non-fatal warnings (upstream's `UserWarning`s), to print on stderr.
     pub warnings: Vec<String>,
+    /// What loading, checking and previewing this score may read besides its text.
+    pub file_access: FileAccess,
+    /// What the score names that was neither read nor checked because of
+    /// [`FileAccess::TextOnly`], one line each (empty otherwise).
+    pub not_read: Vec<String>,
+}
+
+/// What loading, checking and previewing a score may read besides the score's own text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FileAccess {
+    /// Whatever the score names: its task list, template file and injection files, and the
+    /// existence checks of its paths (`mozart validate`, `mozart run`, the conductor).
+    #[default]
+    Files,
+    /// Nothing but the text (a score pasted into the dashboard, whose process may see files
+    /// its user should not): no file the score names is read or even checked for
+    /// existence, no command runs; [`Score::not_read`] lists what was left out.
+    TextOnly,
 }
 
 /// Load and validate a score file.
@@ -35,16 +53,29 @@ pub fn load_score(path: &Path) -> Result<Score, ConfigError> {
         source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
     })?;
     let score_dir = resolve_path(path.parent().unwrap_or(Path::new("")));
-    load_inner(text, path, Some(&score_dir))
+    load_inner(text, path, Some(&score_dir), FileAccess::Files)
 }
 
 /// Load a score from text; a relative workspace resolves against the process CWD
 /// (upstream's `from_yaml_string`).
 pub fn load_score_str(text: &str, path: &Path) -> Result<Score, ConfigError> {
-    load_inner(text.to_string(), path, None)
+    load_inner(text.to_string(), path, None, FileAccess::Files)
 }
 
-fn load_inner(text: String, path: &Path, score_dir: Option<&Path>) -> Result<Score, ConfigError> {
+/// Load a score from its text alone ([`FileAccess::TextOnly`]): its task list is not read
+/// (a `tasks:` movement stays one voice), a relative workspace is made absolute against the
+/// process CWD without looking at the filesystem, and [`crate::validate::run_checks`] and
+/// [`crate::validate::preview`] then read no template or injection file and check no path.
+pub fn load_score_text_only(text: &str, path: &Path) -> Result<Score, ConfigError> {
+    load_inner(text.to_string(), path, None, FileAccess::TextOnly)
+}
+
+fn load_inner(
+    text: String,
+    path: &Path,
+    score_dir: Option<&Path>,
+    access: FileAccess,
+) -> Result<Score, ConfigError> {
     let root = yaml::parse(&text).map_err(|error| ConfigError::Yaml {
         path: path.to_path_buf(),
         error,
@@ -80,7 +111,23 @@ fn load_inner(text: String, path: &Path, score_dir: Option<&Path>) -> Result<Sco
         return Err(schema(checker.errors));
     }
     crate::tasks::check_review(&config).map_err(ConfigError::Tasks)?;
-    if config.tasks.is_some() {
+    let mut not_read = Vec::new();
+    if access == FileAccess::TextOnly {
+        if let Some(tasks) = &config.tasks {
+            not_read.push(match (&tasks.file, tasks.issue) {
+                (Some(file), _) => format!(
+                    "tasks.file ({}): the task list, so movement {} shows one voice",
+                    file.display(),
+                    tasks.movement
+                ),
+                (None, Some(issue)) => format!(
+                    "tasks.issue (#{issue}): the task list, so movement {} shows one voice",
+                    tasks.movement
+                ),
+                (None, None) => "tasks: the task list".to_string(),
+            });
+        }
+    } else if config.tasks.is_some() {
         // Relative task files belong to the score's directory (also when the text came
         // from the conductor's registry rather than the file).
         let base = match score_dir {
@@ -95,7 +142,14 @@ fn load_inner(text: String, path: &Path, score_dir: Option<&Path>) -> Result<Sco
         return Err(schema(checker.errors));
     }
     crate::tasks::assign_models(&mut config);
-    config.workspace = resolve_path(&config.workspace);
+    config.workspace = match access {
+        FileAccess::Files => resolve_path(&config.workspace),
+        // Resolving symlinks would reveal where paths the text names lead.
+        FileAccess::TextOnly => lexical_absolute(&config.workspace),
+    };
+    if access == FileAccess::TextOnly {
+        not_read.extend(text_only_omissions(&config));
+    }
     if !config.circuit_breaker.cross_workspace_coordination {
         config.circuit_breaker.honor_other_jobs_rate_limits = false;
     }
@@ -107,7 +161,52 @@ fn load_inner(text: String, path: &Path, score_dir: Option<&Path>) -> Result<Sco
         text,
         document: root,
         warnings,
+        file_access: access,
+        not_read,
     })
+}
+
+/// What a text-only score names that checks and previews would otherwise read or check.
+fn text_only_omissions(config: &JobConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(file) = &config.prompt.template_file {
+        out.push(format!("prompt.template_file ({})", file.display()));
+    }
+    for item in &config.sheet.prelude {
+        out.push(format!("sheet.prelude file ({})", item.file));
+    }
+    for (sheet, items) in &config.sheet.cadenzas {
+        for item in items {
+            out.push(format!("sheet.cadenzas.{sheet} file ({})", item.file));
+        }
+    }
+    out.push(
+        "the existence checks of the paths it names (V002, V003, V004, V005, V107, V108)"
+            .to_string(),
+    );
+    out
+}
+
+/// `path` made absolute against the CWD with `.` and `..` collapsed, touching nothing.
+fn lexical_absolute(path: &Path) -> PathBuf {
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .unwrap_or_else(|_| PathBuf::from("/"))
+            .join(path)
+    };
+    let mut out = PathBuf::from("/");
+    for comp in absolute.components() {
+        match comp {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(part) => out.push(part),
+            Component::RootDir | Component::Prefix(_) | Component::CurDir => {}
+        }
+    }
+    out
 }
 
 fn map_entries(node: &mut Node) -> Option<&mut Vec<(Node, Node)>> {

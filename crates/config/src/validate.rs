@@ -12,7 +12,7 @@ use crate::model::JobConfig;
 use crate::placeholders::PlaceholderVars;
 use crate::plan::{fan_meta, item_range, total_sheets, total_stages, SheetPlan};
 use crate::template::{self, PromptRenderer, RenderContext};
-use crate::Score;
+use crate::{FileAccess, Score};
 
 mod files;
 mod rules;
@@ -219,7 +219,7 @@ pub fn run_checks(score: &Score, score_path: &Path, env: &CheckEnv) -> Vec<Issue
     let c = &score.config;
     let raw = score.text.as_str();
     let mut out: Vec<Issue> = Vec::new();
-    check_templates(c, raw, score_path, &mut out);
+    check_templates(c, raw, score_path, score.file_access, &mut out);
     other_checks(score, score_path, env, &mut out);
     check_render(score, score_path, &mut out);
     out.sort_by_key(|i| i.severity);
@@ -239,20 +239,23 @@ struct Ctx<'a> {
 /// One extended check.
 type Check = fn(&Ctx<'_>, &mut Vec<Issue>);
 
-/// The checks before the version and instrument checks, in upstream's order.
-const CHECKS_BEFORE: &[Check] = &[
-    settings::v010,
+/// The checks before the version and instrument checks, in upstream's order: the first,
+/// then the file checks (which look at the filesystem, so a text-only score skips them),
+/// then the rest.
+const CHECKS_FIRST: &[Check] = &[settings::v010];
+
+/// The checks that look at the paths a score names (upstream runs them after V010).
+const FILE_CHECKS: &[Check] = &[
     files::v002,
     files::v003,
     files::v004,
     files::v005,
     files::v107,
     files::v108,
-    rules::v007,
-    rules::v008,
-    settings::v103_v104,
-    rules::v106,
 ];
+
+/// The checks after the file checks and before the version and instrument checks.
+const CHECKS_BEFORE: &[Check] = &[rules::v007, rules::v008, settings::v103_v104, rules::v106];
 
 /// The checks after the version and instrument checks, in upstream's order.
 const CHECKS_AFTER: &[Check] = &[
@@ -274,6 +277,14 @@ fn other_checks(score: &Score, score_path: &Path, env: &CheckEnv, out: &mut Vec<
         raw: score.text.as_str(),
         score_path,
     };
+    for check in CHECKS_FIRST {
+        check(&x, out);
+    }
+    if score.file_access == FileAccess::Files {
+        for check in FILE_CHECKS {
+            check(&x, out);
+        }
+    }
     for check in CHECKS_BEFORE {
         check(&x, out);
     }
@@ -300,12 +311,21 @@ fn format_placeholders(tpl: &str) -> Vec<(usize, String)> {
         .collect()
 }
 
-fn template_sources(c: &JobConfig, score_path: &Path) -> Vec<(String, Result<String, String>)> {
+fn template_sources(
+    c: &JobConfig,
+    score_path: &Path,
+    access: FileAccess,
+) -> Vec<(String, Result<String, String>)> {
     let mut out = Vec::new();
     if let Some(t) = c.prompt.template.as_deref().filter(|t| !t.is_empty()) {
         out.push(("prompt.template".to_string(), Ok(t.to_string())));
     }
-    if let Some(tf) = &c.prompt.template_file {
+    let template_file = c
+        .prompt
+        .template_file
+        .as_ref()
+        .filter(|_| access == FileAccess::Files);
+    if let Some(tf) = template_file {
         let p = relative_to_score(tf, score_path);
         if p.exists() {
             let name = p
@@ -324,9 +344,15 @@ fn template_sources(c: &JobConfig, score_path: &Path) -> Vec<(String, Result<Str
 /// V001 (syntax) and V101 (undefined variables) for each template source, compiling each
 /// template once for both checks. After the severity sort the issues come out as if all
 /// V001s were checked first, as upstream does.
-fn check_templates(c: &JobConfig, raw: &str, score_path: &Path, out: &mut Vec<Issue>) {
+fn check_templates(
+    c: &JobConfig,
+    raw: &str,
+    score_path: &Path,
+    access: FileAccess,
+    out: &mut Vec<Issue>,
+) {
     let env = template::environment(false);
-    for (source, text) in template_sources(c, score_path) {
+    for (source, text) in template_sources(c, score_path, access) {
         let text = match text {
             Ok(t) => t,
             Err(e) => {
@@ -906,7 +932,12 @@ fn preview_until<'a>(
     let stages = total_stages(&c.sheet);
     let has_fan_out = c.sheet.fan_out_stage_map.is_some();
     let score_dir = score_path.parent().unwrap_or(Path::new("")).to_path_buf();
-    let renderer = PromptRenderer::new(c, Some(&score_dir));
+    let text_only = score.file_access == FileAccess::TextOnly;
+    // A text-only score whose prompt is only in its template file has no prompt to show.
+    let unread_template = text_only
+        && c.prompt.template.as_deref().is_none_or(str::is_empty)
+        && c.prompt.template_file.is_some();
+    let renderer = (!unread_template).then(|| PromptRenderer::new(c, Some(&score_dir)));
     let score_vars = template::ScoreVars::new(c);
     let mut render_errors = Vec::new();
     let mut sheets = Vec::new();
@@ -985,10 +1016,13 @@ fn preview_until<'a>(
             template_dir: Some(score_dir.clone()),
             ..RenderContext::default()
         };
-        template::resolve_injections_with(c, &sheet, &score_dir, &mut ctx, &score_vars);
+        if !text_only {
+            template::resolve_injections_with(c, &sheet, &score_dir, &mut ctx, &score_vars);
+        }
         let rendered = match &renderer {
-            Ok(r) => r.render_with(c, &sheet, &ctx, &score_vars),
-            Err(e) => Err(match e {
+            None => Ok(UNREAD_TEMPLATE.to_string()),
+            Some(Ok(r)) => r.render_with(c, &sheet, &ctx, &score_vars),
+            Some(Err(e)) => Err(match e {
                 crate::ConfigError::Template { message, .. } => crate::ConfigError::Template {
                     sheet: sheet.num,
                     message: message.clone(),
@@ -1041,6 +1075,10 @@ fn preview_until<'a>(
         total_stages: stages,
     }
 }
+
+/// The preview's prompt of a text-only score whose prompt is only in its template file.
+pub const UNREAD_TEMPLATE: &str =
+    "(prompt.template_file not read: this preview uses only the score's own text)";
 
 /// The names whose placeholder value differs from sheet to sheet.
 const PER_SHEET_NAMES: [&str; 6] = [
@@ -1142,5 +1180,49 @@ mod tests {
             dag_levels(&score.config),
             vec![vec![1, 5], vec![2, 3], vec![4], vec![6]]
         );
+    }
+
+    #[test]
+    fn a_text_only_score_reads_and_checks_nothing_it_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret.md");
+        std::fs::write(&secret, "## Tasks\n- SECRET-LINE-1 {{ sheet_num }}\n").unwrap();
+        let s = secret.display();
+        let text = format!(
+            "name: t\nworkspace: {d}/missing/ws\nsheet:\n  size: 1\n  total_items: 2\n  prelude:\n    - file: {s}\n      as: context\nprompt:\n  template_file: {s}\ntasks: {{file: {s}, movement: 1}}\nvalidations:\n  - type: content_contains\n    path: {s}-gone\n    pattern: x\n",
+            d = dir.path().display()
+        );
+        let path = Path::new("pasted.yaml");
+        // What the same text does with file access: it reads the secret (the test's premise).
+        let files = crate::load_score_str(&text, path).unwrap();
+        let shown = preview(&files, path, None);
+        assert!(shown
+            .sheets
+            .iter()
+            .any(|p| p.prompt_snippet.contains("SECRET-LINE")));
+
+        let score = crate::load_score_text_only(&text, path).unwrap();
+        assert_eq!(score.file_access, FileAccess::TextOnly);
+        let issues = run_checks(&score, path, &CheckEnv::default());
+        let all = format!("{issues:?}");
+        assert!(!all.contains("SECRET-LINE"), "{all}");
+        for id in ["V002", "V003", "V107", "V108"] {
+            assert!(!issues.iter().any(|i| i.check_id == id), "{id}: {all}");
+        }
+        let shown = preview(&score, path, None);
+        assert_eq!(
+            shown.sheets.len(),
+            2,
+            "the task list is not read: one voice"
+        );
+        for sheet in &shown.sheets {
+            assert_eq!(sheet.prompt_snippet, UNREAD_TEMPLATE);
+        }
+        let notes = score.not_read.join("\n");
+        assert!(notes.contains("prompt.template_file"), "{notes}");
+        assert!(notes.contains("sheet.prelude file"), "{notes}");
+        assert!(notes.contains("tasks.file"), "{notes}");
+        assert!(notes.contains("V002"), "{notes}");
+        assert!(!notes.contains("SECRET-LINE"), "{notes}");
     }
 }

@@ -8,6 +8,8 @@
 pub mod chart;
 pub mod learning;
 pub mod ops;
+pub mod session;
+pub mod token;
 pub mod validate;
 pub mod view;
 mod web;
@@ -24,10 +26,13 @@ pub struct Options {
     pub host: IpAddr,
     /// Port (0 = any free port).
     pub port: u16,
-    /// Access token. Required to bind a non-loopback address; when given, every request
-    /// needs it (a `?token=` visit sets a cookie). Without it a random per-process token
-    /// still guards every state-changing request.
+    /// Access token given by the user (`--token`). Required to bind a non-loopback
+    /// address. Without it the owner's token file in `home` ([`token`]) is used. Either
+    /// way every request needs the token (a `?token=` visit exchanges it for a session
+    /// cookie) or that session cookie.
     pub token: Option<String>,
+    /// The Mozart home, where the owner's token file lives.
+    pub home: PathBuf,
     /// The conductor's socket.
     pub socket: PathBuf,
     /// The global learning database.
@@ -57,6 +62,49 @@ pub enum DashboardError {
     /// The templates could not be loaded (a build defect).
     #[error("Dashboard templates are broken: {0}")]
     Template(String),
+    /// The token file could not be read or created.
+    #[error("Cannot read or create the dashboard token file {}: {source}", path.display())]
+    TokenFileIo {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The token file is a symlink, directory or other non-file.
+    #[error("The dashboard token file {} is not a regular file (a symbolic link or a directory): remove it and run mozart dashboard again to create a new one.", path.display())]
+    TokenFileNotRegular {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The token file belongs to another account.
+    #[error("The dashboard token file {} belongs to uid {owner}, not to you (uid {you}): that account could know the token. Remove the file and run mozart dashboard again to create your own.", path.display())]
+    TokenFileNotOwned {
+        /// The file.
+        path: PathBuf,
+        /// Its owner's uid.
+        owner: u32,
+        /// This process's uid.
+        you: u32,
+    },
+    /// The token file can be read or written by others.
+    #[error("The dashboard token file {} has mode {mode:o}: other users can read or change it, so they may know the token. Delete it (rm {}) and run mozart dashboard again: a new token is made that only you can read.", path.display(), path.display())]
+    TokenFileExposed {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The token file's content is no usable token.
+    #[error("The dashboard token file {} holds no usable token ({why}): delete it and run mozart dashboard again to create a new one.", path.display())]
+    TokenFileBad {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+    /// No random bytes for a new token.
+    #[error("Cannot make a dashboard token: reading /dev/urandom failed: {0}")]
+    NoRandom(std::io::Error),
 }
 
 impl Options {
@@ -64,7 +112,7 @@ impl Options {
     pub fn check(&self) -> Result<(), DashboardError> {
         match &self.token {
             None if !self.host.is_loopback() => Err(DashboardError::TokenRequired(self.host)),
-            Some(t) if t.len() < 16 => Err(DashboardError::WeakToken),
+            Some(t) if t.len() < token::MIN_TOKEN_LEN => Err(DashboardError::WeakToken),
             _ => Ok(()),
         }
     }
@@ -74,9 +122,18 @@ impl Options {
 /// it serves on stdout first.
 pub async fn run(options: Options) -> Result<(), DashboardError> {
     let dashboard = Dashboard::bind(options).await?;
-    println!("Mozart dashboard: {}", dashboard.url());
-    if dashboard.token_required() {
-        println!("Open it once with ?token=<TOKEN> to log in.");
+    match dashboard.token_file() {
+        Some(file) => {
+            println!("Mozart dashboard: {}", dashboard.login_url());
+            println!(
+                "Open that address to log in; its token is kept in {} (readable by you only). Anyone who has it can control your jobs.",
+                file.display()
+            );
+        }
+        None => {
+            println!("Mozart dashboard: {}", dashboard.url());
+            println!("Open it once with ?token=<TOKEN> to log in.");
+        }
     }
     use std::io::Write;
     let _ = std::io::stdout().flush();
@@ -124,7 +181,12 @@ pub fn spawn_background(options: Options) {
                 }
                 match Dashboard::bind(options).await {
                     Ok(d) => {
-                        tracing::info!(url = %d.url(), "dashboard.listening");
+                        // The token stays out of the log: the log says where it is kept.
+                        let token_file = d
+                            .token_file()
+                            .map(|p| p.display().to_string())
+                            .unwrap_or_else(|| "the dashboard.token setting".into());
+                        tracing::info!(url = %d.url(), token_file = %token_file, "dashboard.listening");
                         if let Err(e) = d.serve_until(std::future::pending()).await {
                             tracing::error!(error = %e, "dashboard.stopped");
                         }

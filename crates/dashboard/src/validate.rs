@@ -6,7 +6,7 @@ use std::path::Path;
 use mozart_config::de::FieldError;
 use mozart_config::error::schema_text;
 use mozart_config::validate::{self as checks, CheckEnv, Severity};
-use mozart_config::{ConfigError, Score};
+use mozart_config::{ConfigError, FileAccess, Score};
 use serde::Serialize;
 
 /// Largest score text accepted from a form or a tool call.
@@ -71,6 +71,8 @@ pub struct ValidationReport {
     pub plan: Vec<PlanSheet>,
     /// True when the plan was cut at [`PLAN_LIMIT`].
     pub plan_truncated: bool,
+    /// What the score names that was not read or checked ([`validate_posted`]).
+    pub not_read: Vec<String>,
 }
 
 impl ValidationReport {
@@ -87,6 +89,7 @@ impl ValidationReport {
             dag_levels: Vec::new(),
             plan: Vec::new(),
             plan_truncated: false,
+            not_read: Vec::new(),
         }
     }
 
@@ -99,6 +102,12 @@ impl ValidationReport {
                 out.push_str(&format!("  - {h}\n"));
             }
             return out;
+        }
+        if !self.not_read.is_empty() {
+            out.push_str("Not read (this preview uses only the score's text):\n");
+            for n in &self.not_read {
+                out.push_str(&format!("  - {n}\n"));
+            }
         }
         let name = self.name.as_deref().unwrap_or("?");
         for i in &self.issues {
@@ -141,6 +150,20 @@ pub fn validate_file(path: &Path) -> ValidationReport {
 /// Validate score text as if it were the file `path` (relative paths in the score resolve
 /// against that file's directory).
 pub fn validate_text(yaml: &str, path: &Path) -> ValidationReport {
+    validate_str(yaml, path, FileAccess::Files)
+}
+
+/// Validate score text posted to the dashboard from that text alone: no file the score
+/// names is read or checked and no command runs (the dashboard's process may see files its
+/// visitor should not); the report lists what was left out.
+pub fn validate_posted(yaml: &str) -> ValidationReport {
+    validate_str(yaml, Path::new(POSTED_NAME), FileAccess::TextOnly)
+}
+
+/// The file name a posted score is validated as.
+pub const POSTED_NAME: &str = "pasted-score.yaml";
+
+fn validate_str(yaml: &str, path: &Path, access: FileAccess) -> ValidationReport {
     if yaml.len() > MAX_SCORE_BYTES {
         return ValidationReport::failed(
             format!(
@@ -156,7 +179,11 @@ pub fn validate_text(yaml: &str, path: &Path) -> ValidationReport {
             vec!["Paste a score: at minimum name, sheet and prompt sections.".into()],
         );
     }
-    match mozart_config::load_score_str(yaml, path) {
+    let loaded = match access {
+        FileAccess::Files => mozart_config::load_score_str(yaml, path),
+        FileAccess::TextOnly => mozart_config::load_score_text_only(yaml, path),
+    };
+    match loaded {
         Ok(score) => report(&score, path),
         Err(err) => load_failure(err),
     }
@@ -213,6 +240,7 @@ fn report(score: &Score, path: &Path) -> ValidationReport {
             })
             .collect(),
         plan_truncated: total > PLAN_LIMIT,
+        not_read: score.not_read.clone(),
     }
 }
 

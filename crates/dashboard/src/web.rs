@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use axum::extract::{Form, Path as UrlPath, Query, State};
+use axum::extract::{Extension, Form, Path as UrlPath, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -24,8 +24,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::broadcast;
 
 use crate::ops::{Conductor, OpError};
+use crate::session::{constant_eq, Keys};
 use crate::view::{self, JobDetail, JobRow, JobSummary};
-use crate::{chart, learning, validate, DashboardError, Options};
+use crate::{chart, learning, token, validate, DashboardError, Options};
 
 const CSS: &str = include_str!("style.css");
 const JS: &str = include_str!("app.js");
@@ -49,10 +50,14 @@ struct App {
     conductor: Conductor,
     learning_db: PathBuf,
     env: Environment<'static>,
-    /// Token every state-changing request carries (the user's, or a random one).
+    /// Keys derived from the access token (the user's `--token`, or the owner's file).
+    keys: Keys,
+    /// The access token, for the login URL printed to the owner.
     token: String,
-    /// The user gave a token: every request needs it.
-    token_required: bool,
+    /// The owner's token file, when the token came from it.
+    token_file: Option<PathBuf>,
+    /// Name of this dashboard's session cookie (cookies ignore ports: one per port).
+    cookie_name: String,
     /// Host header values accepted (DNS-rebinding guard on loopback binds).
     allowed_hosts: Vec<String>,
     summaries: Mutex<HashMap<String, (String, JobSummary)>>,
@@ -98,9 +103,15 @@ impl Dashboard {
         self.addr
     }
 
-    /// Whether every request needs the token.
-    pub fn token_required(&self) -> bool {
-        self.app.token_required
+    /// The URL with the access token: opening it logs in (the owner's token file only;
+    /// a `--token` given by the user is never printed back).
+    pub fn login_url(&self) -> String {
+        format!("http://{}/?token={}", self.addr, self.app.token)
+    }
+
+    /// The owner's token file, when the token came from it (no `--token`).
+    pub fn token_file(&self) -> Option<&Path> {
+        self.app.token_file.as_deref()
     }
 
     /// Serve until `shutdown` completes.
@@ -134,12 +145,21 @@ impl App {
             // Bound to every interface (token required): any Host the client used.
             allowed_hosts.clear();
         }
+        let (secret, token_file) = match &options.token {
+            Some(t) => (t.clone(), None),
+            None => {
+                let owner = token::owner_token(&options.home)?;
+                (owner.token, Some(owner.path))
+            }
+        };
         Ok(App {
             conductor: Conductor::new(&options.socket),
             learning_db: options.learning_db.clone(),
             env: environment()?,
-            token: options.token.clone().unwrap_or_else(random_token),
-            token_required: options.token.is_some(),
+            keys: Keys::new(&secret),
+            token: secret,
+            token_file,
+            cookie_name: format!("mozart_session_{port}"),
             allowed_hosts,
             summaries: Mutex::new(HashMap::new()),
             changes,
@@ -167,10 +187,7 @@ impl App {
         extra: JValue,
     ) -> Response {
         let ctx = context! {
-            css => JValue::from_safe_string(CSS.to_string()),
-            js => JValue::from_safe_string(JS.to_string()),
             page => page,
-            csrf => self.token.clone(),
             conductor_up => self.conductor_up.load(Ordering::Relaxed),
             flash => flash.as_ref().map(|f| f.1.clone()),
             flash_kind => flash.as_ref().map(|f| f.0.to_string()),
@@ -364,7 +381,12 @@ impl App {
     }
 
     /// Same-origin and token checks of a state-changing request.
-    fn check_write(&self, headers: &HeaderMap, form_token: Option<&str>) -> Result<(), OpError> {
+    fn check_write(
+        &self,
+        headers: &HeaderMap,
+        visitor: &Visitor,
+        form_token: Option<&str>,
+    ) -> Result<(), OpError> {
         let host = headers
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
@@ -375,7 +397,13 @@ impl App {
                 .map(|rest| rest.split('/').next() == Some(host))
                 .unwrap_or(false)
         };
-        let origin = headers.get(header::ORIGIN).and_then(|h| h.to_str().ok());
+        // `Origin: null` is what a browser sends for a form of a page with
+        // `Referrer-Policy: no-referrer` (ours): no evidence either way, the session's form
+        // token decides.
+        let origin = headers
+            .get(header::ORIGIN)
+            .and_then(|h| h.to_str().ok())
+            .filter(|o| *o != "null");
         let referer = headers.get(header::REFERER).and_then(|h| h.to_str().ok());
         let cross = match (origin, referer) {
             (Some(o), _) => !same(o),
@@ -388,11 +416,14 @@ impl App {
                 &["Use the dashboard's own buttons."],
             ));
         }
-        let given = form_token
-            .map(str::to_string)
-            .or_else(|| header_token(headers));
-        match given {
-            Some(t) if constant_eq(&t, &self.token) => Ok(()),
+        let Visitor::Session(nonce) = visitor else {
+            // The access token itself came in a header, which no other site can make a
+            // browser send.
+            return Ok(());
+        };
+        let expected = self.keys.csrf(nonce);
+        match form_token.map(str::to_string).or_else(|| header_token(headers)) {
+            Some(t) if constant_eq(&t, &expected) => Ok(()),
             Some(_) => Err(OpError::new(
                 "Refused: the dashboard token is wrong.",
                 &["Reload the page and try again."],
@@ -403,6 +434,23 @@ impl App {
             )),
         }
     }
+
+    /// The form token to put in `visitor`'s pages.
+    fn csrf(&self, visitor: &Visitor) -> String {
+        match visitor {
+            Visitor::Session(nonce) => self.keys.csrf(nonce),
+            Visitor::Header => String::new(),
+        }
+    }
+}
+
+/// Who a request comes from (the guard lets only these through).
+#[derive(Debug, Clone)]
+enum Visitor {
+    /// A browser session (its cookie's nonce).
+    Session(String),
+    /// A client that sent the access token in a header.
+    Header,
 }
 
 /// A template that failed to render (a defect): a short page, never a trace.
@@ -501,22 +549,17 @@ fn header_token(headers: &HeaderMap) -> Option<String> {
         .map(str::to_string)
 }
 
-fn cookie_token(headers: &HeaderMap) -> Option<String> {
+/// The value of the cookie `name`.
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|h| h.to_str().ok())
         .flat_map(|h| h.split(';'))
-        .find_map(|kv| kv.trim().strip_prefix("mozart_token=").map(str::to_string))
-}
-
-/// Compare without an early exit on the first differing byte.
-fn constant_eq(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+        .find_map(|kv| {
+            let (k, v) = kv.trim().split_once('=')?;
+            (k == name).then_some(v)
+        })
 }
 
 fn random_token() -> String {
@@ -566,9 +609,7 @@ pub fn render_jobs_page_for_bench(jobs: &[JobListEntry]) -> Result<String, Dashb
     env.get_template("jobs.html")
         .and_then(|t| {
             t.render(context! {
-                css => JValue::from_safe_string(CSS.to_string()),
-                js => JValue::from_safe_string(JS.to_string()),
-                page => "jobs", csrf => "x", conductor_up => true,
+                page => "jobs", conductor_up => true,
                 rows => rows, total => jobs.len(), counts => view::status_counts(jobs),
             })
         })
@@ -644,15 +685,89 @@ fn router(app: Arc<App>) -> Router {
         .route("/events/jobs/{id}", get(job_events))
         .route("/validate", get(validate_page).post(validate_submit))
         .route("/learning", get(learning_page))
+        .route("/static/app.js", get(app_js))
+        .route("/static/style.css", get(style_css))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(app.clone(), guard))
+        .layer(axum::middleware::map_response(security_headers))
         .with_state(app)
 }
 
-/// Host check on every request; the user's token on every request when one was given.
+/// The policy every response carries: nothing but this origin's own files (no inline
+/// script or style, no plugin, no other site), never inside a frame, forms only to us.
+const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; \
+connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'";
+
+/// Security headers on every response (pages, streams, refusals, redirects).
+async fn security_headers(mut resp: Response) -> Response {
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    // Pages hold the session's form token: never kept by a cache.
+    h.entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    resp
+}
+
+async fn app_js() -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/javascript; charset=utf-8"),
+        )],
+        JS,
+    )
+        .into_response()
+}
+
+async fn style_css() -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/css; charset=utf-8"),
+        )],
+        CSS,
+    )
+        .into_response()
+}
+
+/// The answer to a request without the token or a session: nothing of the dashboard.
+fn unauthorized() -> Response {
+    let mut resp = (
+        StatusCode::UNAUTHORIZED,
+        Html(
+            "<!doctype html><title>Token required</title><h1>Token required</h1>\
+<p>This dashboard serves only its owner. Open the address <code>mozart dashboard</code> printed, \
+<code>http://HOST:PORT/?token=&lt;TOKEN&gt;</code> (the token given with <code>--token</code>, or else \
+the contents of <code>dashboard.token</code> in the Mozart home of the user who started it), \
+or send <code>Authorization: Bearer &lt;TOKEN&gt;</code>.</p>",
+        ),
+    )
+        .into_response();
+    resp.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"mozart-dashboard\""),
+    );
+    resp
+}
+
+/// Host check, then the token on every request: a `?token=` visit (GET) is exchanged for
+/// a session cookie and redirected without it; otherwise a genuine session cookie, or the
+/// token in a header. Anything else is a 401 (pages, streams, actions, files alike).
 async fn guard(
     State(app): State<Arc<App>>,
-    req: axum::extract::Request,
+    mut req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
     let headers = req.headers();
@@ -667,35 +782,66 @@ async fn guard(
         )
             .into_response();
     }
-    if app.token_required {
-        let query_token = req.uri().query().and_then(|q| {
-            q.split('&')
-                .find_map(|kv| kv.strip_prefix("token=").map(str::to_string))
-        });
-        if let Some(t) = query_token {
-            if constant_eq(&t, &app.token) {
-                // Log in: remember the token in a cookie and drop it from the address bar.
-                let mut resp = Redirect::to(req.uri().path()).into_response();
-                if let Ok(v) = HeaderValue::from_str(&format!(
-                    "mozart_token={t}; HttpOnly; SameSite=Strict; Path=/"
-                )) {
-                    resp.headers_mut().insert(header::SET_COOKIE, v);
-                }
-                return resp;
-            }
-        }
-        let ok = cookie_token(headers)
-            .or_else(|| header_token(headers))
-            .is_some_and(|t| constant_eq(&t, &app.token));
-        if !ok {
-            return (
-                StatusCode::UNAUTHORIZED,
-                Html("<h1>Token required</h1><p>This dashboard needs its access token: open it as <code>/?token=&lt;TOKEN&gt;</code>, or send <code>Authorization: Bearer &lt;TOKEN&gt;</code>.</p>"),
-            )
-                .into_response();
+    if req.method() == axum::http::Method::GET {
+        if let Some(resp) = login(&app, req.uri()) {
+            return resp;
         }
     }
+    // The access token in a header first: a script that also holds a cookie is still the
+    // token's holder, whatever its cookie's session.
+    let visitor = if header_token(headers).is_some_and(|t| app.keys.is_token(&t)) {
+        Visitor::Header
+    } else if let Some(nonce) =
+        cookie(headers, &app.cookie_name).and_then(|v| app.keys.check_session(v))
+    {
+        Visitor::Session(nonce.to_string())
+    } else {
+        return unauthorized();
+    };
+    req.extensions_mut().insert(visitor);
     next.run(req).await
+}
+
+/// A GET carrying the right `token=`: a new session cookie, and a redirect to the same
+/// address without the token (out of the address bar and the history).
+fn login(app: &App, uri: &axum::http::Uri) -> Option<Response> {
+    let query = uri.query()?;
+    let given = query.split('&').find_map(|kv| kv.strip_prefix("token="))?;
+    if !app.keys.is_token(given) {
+        return None;
+    }
+    let nonce = match token::random_hex(16) {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::error!(error = %e, "dashboard: no random bytes for a session");
+            return Some(
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "The dashboard cannot start a session: reading /dev/urandom failed.",
+                )
+                    .into_response(),
+            );
+        }
+    };
+    let rest: Vec<&str> = query
+        .split('&')
+        .filter(|kv| !kv.starts_with("token=") && !kv.is_empty())
+        .collect();
+    let target = if rest.is_empty() {
+        uri.path().to_string()
+    } else {
+        format!("{}?{}", uri.path(), rest.join("&"))
+    };
+    let mut resp = Redirect::to(&target).into_response();
+    let cookie = format!(
+        "{}={}; HttpOnly; SameSite=Strict; Path=/",
+        app.cookie_name,
+        app.keys.session(&nonce)
+    );
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        resp.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    Some(resp)
 }
 
 async fn not_found(State(app): State<Arc<App>>) -> Response {
@@ -743,12 +889,18 @@ struct FlashQuery {
 
 async fn job_page(
     State(app): State<Arc<App>>,
+    Extension(visitor): Extension<Visitor>,
     UrlPath(id): UrlPath<String>,
     Query(q): Query<FlashQuery>,
 ) -> Response {
     let flash = app.take_flash(q.flash.as_deref());
     match app.detail_ctx(&id).await {
-        Ok((ctx, _)) => app.page("job.html", "jobs", flash, context! { job_id => id, ..ctx }),
+        Ok((ctx, _)) => app.page(
+            "job.html",
+            "jobs",
+            flash,
+            context! { job_id => id, csrf => app.csrf(&visitor), ..ctx },
+        ),
         Err(e) => app.op_failure(&e),
     }
 }
@@ -821,12 +973,13 @@ struct TokenForm {
 
 async fn job_action(
     State(app): State<Arc<App>>,
+    Extension(visitor): Extension<Visitor>,
     UrlPath((id, action)): UrlPath<(String, String)>,
     headers: HeaderMap,
     form: Result<Form<TokenForm>, axum::extract::rejection::FormRejection>,
 ) -> Response {
     let token = form.as_ref().ok().and_then(|f| f.token.clone());
-    if let Err(e) = app.check_write(&headers, token.as_deref()) {
+    if let Err(e) = app.check_write(&headers, &visitor, token.as_deref()) {
         return app.message(StatusCode::FORBIDDEN, "Request refused", &e);
     }
     let result = match action.as_str() {
@@ -872,8 +1025,16 @@ fn url_segment(s: &str) -> String {
         .collect()
 }
 
-async fn validate_page(State(app): State<Arc<App>>) -> Response {
-    app.page("validate.html", "validate", None, context! { yaml => "" })
+async fn validate_page(
+    State(app): State<Arc<App>>,
+    Extension(visitor): Extension<Visitor>,
+) -> Response {
+    app.page(
+        "validate.html",
+        "validate",
+        None,
+        context! { yaml => "", csrf => app.csrf(&visitor) },
+    )
 }
 
 #[derive(Debug, Deserialize)]
@@ -884,6 +1045,7 @@ struct ValidateForm {
 
 async fn validate_submit(
     State(app): State<Arc<App>>,
+    Extension(visitor): Extension<Visitor>,
     headers: HeaderMap,
     form: Result<Form<ValidateForm>, axum::extract::rejection::FormRejection>,
 ) -> Response {
@@ -897,28 +1059,25 @@ async fn validate_submit(
             ),
         );
     };
-    // Validation changes nothing, but it reads files a score names: same rules as writes.
-    if let Err(e) = app.check_write(&headers, form.token.as_deref()) {
+    // Validation changes nothing, but it costs work: same rules as writes.
+    if let Err(e) = app.check_write(&headers, &visitor, form.token.as_deref()) {
         return app.message(StatusCode::FORBIDDEN, "Request refused", &e);
     }
     let yaml = form.yaml.unwrap_or_default();
     let text = yaml.clone();
-    let report = tokio::task::spawn_blocking(move || {
-        // A scratch directory stands in for the score's own: relative paths stay inside it.
-        let dir = tempfile::tempdir().ok();
-        let path = dir
-            .as_ref()
-            .map(|d| d.path().join("pasted-score.yaml"))
-            .unwrap_or_else(|| PathBuf::from("pasted-score.yaml"));
-        validate::validate_text(&text, &path)
-    })
-    .await;
+    // From the posted text alone: the dashboard may run with more rights than its visitor,
+    // so no file the score names is read (issue 21).
+    let report = tokio::task::spawn_blocking(move || validate::validate_posted(&text)).await;
     match report {
         Ok(report) => app.page(
             "validate.html",
             "validate",
             None,
-            context! { yaml => yaml, report => JValue::from_serialize(&report) },
+            context! {
+                yaml => yaml,
+                report => JValue::from_serialize(&report),
+                csrf => app.csrf(&visitor),
+            },
         ),
         Err(_) => app.message(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -13,6 +13,7 @@ pub mod checkpoint;
 pub mod client;
 pub mod error;
 pub mod framing;
+pub mod job_id;
 pub mod methods;
 pub mod paths;
 pub mod server;

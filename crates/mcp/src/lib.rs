@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use mozart_dashboard::ops::{check_job_id, Conductor, OpError};
+use mozart_dashboard::ops::{Conductor, OpError};
 use mozart_dashboard::validate::{validate_file, validate_text, ValidationReport};
 use mozart_dashboard::view::{self, JobDetail, JobSummary};
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -207,7 +207,17 @@ impl MozartMcp {
         Parameters(args): Parameters<RunArgs>,
     ) -> Result<CallToolResult, ErrorData> {
         let path = match (args.path, args.yaml) {
-            (Some(path), None) => PathBuf::from(path),
+            (Some(path), None) => {
+                let path = PathBuf::from(path);
+                let id = path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                if let Some(message) = mozart_ipc::job_id::file_refusal(&id) {
+                    return Ok(op_error(&OpError::new(message, &[])));
+                }
+                path
+            }
             (None, Some(yaml)) => {
                 let dir = args
                     .directory
@@ -388,12 +398,14 @@ fn save_inline(dir: &Path, name: Option<&str>, yaml: &str) -> Result<PathBuf, Op
             )
         })?,
     };
-    check_job_id(&id)?;
-    if id.starts_with('.') || id.contains(char::is_whitespace) {
-        return Err(OpError::new(
-            format!("'{id}' cannot be a job ID (no leading dot, no spaces)."),
-            &["Pass a `name` such as my-score."],
-        ));
+    // The name becomes the file name and so the job ID: the conductor's alphabet only
+    // (checked before anything is written).
+    if let Some(message) = mozart_ipc::job_id::refusal(&id) {
+        let hint = format!(
+            "Pass a `name` such as {}.",
+            mozart_ipc::job_id::suggestion(&id)
+        );
+        return Err(OpError::new(message, &[&hint]));
     }
     std::fs::create_dir_all(dir)
         .map_err(|e| OpError::new(format!("Cannot create {}: {e}", dir.display()), &[]))?;
@@ -616,6 +628,11 @@ mod tests {
         assert_eq!(p, dir.path().join("demo.yaml"));
         assert!(save_inline(dir.path(), None, "sheet: {}\n").is_err());
         assert!(save_inline(dir.path(), Some("../x"), "name: a\n").is_err());
+        let refused = save_inline(dir.path(), Some("q'<>\""), "name: a\n").unwrap_err();
+        assert!(refused
+            .message
+            .contains("must start with a letter or digit"));
+        assert!(!dir.path().join("q'<>\".yaml").exists());
     }
 
     #[test]

@@ -13,8 +13,9 @@ pub struct Args {
     /// Address to bind. Anything but loopback requires --token.
     #[arg(long = "host", default_value = "127.0.0.1")]
     pub host: IpAddr,
-    /// Access token (at least 16 characters): every request must carry it. Required to
-    /// bind a non-loopback address.
+    /// Access token (at least 16 characters) to use instead of the owner's token file
+    /// ($MOZART_HOME/dashboard.token, made on first use, readable by you only). Every
+    /// request needs the token either way. Required to bind a non-loopback address.
     #[arg(long = "token", env = "MOZART_DASHBOARD_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
 }
@@ -26,6 +27,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         host: args.host,
         port: args.port,
         token: args.token,
+        home: paths.home,
         socket: paths.socket,
         learning_db: paths.learning_db,
     };

@@ -87,6 +87,22 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         );
         return Ok(2);
     }
+    if !args.dry_run {
+        // The job ID is the file's stem: refuse an unsafe one before anything is printed or
+        // sent (the conductor refuses it too). A dry run submits nothing, as upstream.
+        let id = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if let Some(message) = mozart_ipc::job_id::file_refusal(&id) {
+            if args.json {
+                print_json(&serde_json::json!({ "error": message }));
+            } else {
+                crate::output::print_error(&message, &[]);
+            }
+            return Ok(1);
+        }
+    }
     let mut score = match mozart_config::load_score(path) {
         Ok(score) => score,
         Err(err) => return load_failure(args.json, &path.display().to_string(), err),

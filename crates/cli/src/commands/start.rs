@@ -153,6 +153,7 @@ fn start_dashboard(d: &mozart_conductor::config::DashboardConfig, paths: &Conduc
         host,
         port: d.port,
         token: d.token.clone(),
+        home: paths.home.clone(),
         socket: paths.socket.clone(),
         learning_db: paths.learning_db.clone(),
     };

@@ -59,10 +59,19 @@ pub(super) async fn submit(
         return rejected("", "Daemon is shutting down".into());
     }
     let config_path = PathBuf::from(&req.config_path);
-    let job_id = req
-        .resume_of
-        .clone()
-        .unwrap_or_else(|| job_id_of(&config_path));
+    let job_id = match req.resume_of.clone() {
+        Some(id) => id,
+        None => {
+            let id = job_id_of(&config_path);
+            // A new job's ID goes into pages, URLs and shell hints: the safe alphabet only.
+            // (A resumed job keeps the ID it already has.) The response carries no ID: the
+            // refused one is not a job.
+            if let Some(message) = mozart_ipc::job_id::file_refusal(&id) {
+                return rejected("", message);
+            }
+            id
+        }
+    };
     match pipeline(mgr, &job_id, &config_path, req).await {
         Ok(response) => response,
         Err(Rejection(message)) => rejected(&job_id, message),
