@@ -44,7 +44,7 @@ fn start_status_second_start_refused_stop() {
         "{text}"
     );
     assert!(text.contains("[+] Readiness: ready"), "{text}");
-    assert!(text.contains("Accepting work: True"), "{text}");
+    assert!(text.contains("Accepting work: yes"), "{text}");
 
     let out = env.mozart(&["conductor-status", "--json"]);
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -28,7 +28,7 @@ fn validate_exit_codes_messages_and_field_paths() {
             "typo-field.yaml",
             2,
             &[
-                "Schema validation failed: 1 validation error for JobConfig\ninsturment\n  Extra inputs are not permitted",
+                "Schema validation failed: 1 error in the score\ninsturment\n  Extra inputs are not permitted",
                 "in typo-field.yaml, line 4",
                 "Unknown field 'insturment' — did you mean 'instrument'?",
             ],
@@ -275,5 +275,37 @@ fn a_prompt_that_cannot_render_fails_validation_naming_sheet_and_variable() {
                 .any(|i| i["check_id"] == "V011" && i["severity"] == "error"),
             "{name}: {doc}"
         );
+    }
+}
+
+/// Issue 23: hints lead somewhere — no Python words, no link to a guide that does not
+/// exist, and no "minimum sections" hint for a score whose sections are all there.
+#[test]
+fn validate_hints_lead_somewhere() {
+    let env = TestEnv::new();
+    let cycle = stage(&env, "cycle.yaml");
+    let out = env.mozart(&["validate", &cycle]);
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("Circular dependency detected"), "{text}");
+    assert!(!text.contains("at minimum"), "{text}");
+    let typo = stage(&env, "typo-field.yaml");
+    let valid = stage(&env, "valid-fanout.yaml");
+    for score in [&cycle, &typo, &valid] {
+        let out = env.mozart(&["validate", score]);
+        let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+        for python in ["Pydantic", "JobConfig", "score-writing-guide"] {
+            assert!(!text.contains(python), "{score}: {python} in {text}");
+        }
+        for doc in text.split_whitespace().filter(|w| w.starts_with("docs/")) {
+            let doc = doc.trim_end_matches(|c: char| !c.is_alphanumeric());
+            let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join(doc);
+            assert!(
+                path.exists(),
+                "{score}: the hint names {doc}, which does not exist"
+            );
+        }
     }
 }

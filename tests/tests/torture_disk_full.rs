@@ -134,6 +134,14 @@ fn a_full_mozart_home_is_reported_and_survived() {
         log_tail(&env, 20_000).contains("disk is full"),
         "the log names the cause"
     );
+    // conductor-status does not say "ready, accepting work" while submissions are refused.
+    let cs = env.mozart(&["conductor-status"]);
+    let text = mozart_tests::stdout(&cs);
+    assert!(
+        text.contains("Readiness: not_ready — the disk is full")
+            && text.contains("Accepting work: no"),
+        "{text}"
+    );
     assert_eq!(integrity_check(&env.home.join("registry.db")), "ok");
 
     // Space returns. A restart (here the worst kind, kill -9) resumes the job from what was

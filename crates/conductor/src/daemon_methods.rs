@@ -47,8 +47,17 @@ pub fn register_daemon_methods(module: &mut RpcModule<Ctx>) -> Result<(), Conduc
 
     module
         .register_async_method(methods::DAEMON_READY, |_, ctx, _| async move {
-            let ready = ctx.is_ready();
+            let started = ctx.is_ready();
             let running_jobs = ctx.job_counts().await.running;
+            // Submissions are refused on a full disk: "ready" would be untrue then.
+            let reason = if started {
+                probe::disk_full(&ctx.paths.home)
+            } else if ctx.is_shutting_down() {
+                Some("shutting down".into())
+            } else {
+                Some("starting up".into())
+            };
+            let ready = started && reason.is_none();
             to_value(ReadyResult {
                 status: if ready { "ready" } else { "not_ready" }.into(),
                 running_jobs,
@@ -59,6 +68,7 @@ pub fn register_daemon_methods(module: &mut RpcModule<Ctx>) -> Result<(), Conduc
                 failure_rate_elevated: false,
                 notifications_degraded: false,
                 uptime_seconds: ctx.uptime_seconds(),
+                reason,
             })
         })
         .map_err(reg)?;

@@ -48,3 +48,24 @@ mod tests {
         assert!(rss_mb(std::process::id()) > 0.0);
     }
 }
+
+/// Below this much free space in the conductor's home, new jobs are refused.
+pub const MIN_FREE_BYTES: u64 = 512 * 1024;
+
+/// Bytes an unprivileged writer can still use on `dir`'s filesystem (`None` if unknown).
+// The statvfs field types are u64 here but narrower on other targets.
+#[allow(clippy::useless_conversion)]
+pub fn free_bytes(dir: &std::path::Path) -> Option<u64> {
+    let stat = nix::sys::statvfs::statvfs(dir).ok()?;
+    Some(u64::from(stat.blocks_available()).saturating_mul(u64::from(stat.fragment_size())))
+}
+
+/// Why new jobs are refused for lack of space in `home`, or `None` while there is room.
+pub fn disk_full(home: &std::path::Path) -> Option<String> {
+    let free = free_bytes(home).filter(|free| *free < MIN_FREE_BYTES)?;
+    Some(format!(
+        "the disk is full ({} has {} KiB free): new jobs are refused until space is freed",
+        home.display(),
+        free / 1024
+    ))
+}

@@ -58,16 +58,14 @@ pub enum ConfigError {
     },
 }
 
-/// pydantic's error text: `N validation error(s) for JobConfig`, then per error the dotted
+/// pydantic's error layout (its heading `N validation error(s) for JobConfig` says
+/// `N error(s) in the score` here), then per error the dotted
 /// location on its own line and the message indented below it (score.md §1.3). With
 /// `details`, the `[type=…, input_value=…, input_type=…]` suffix is kept; the line of each
 /// error is added as `    in FILE, line N`.
 pub fn schema_text(errors: &[FieldError], path: Option<&std::path::Path>, details: bool) -> String {
     let n = errors.len();
-    let mut out = format!(
-        "{n} validation error{} for JobConfig",
-        if n == 1 { "" } else { "s" }
-    );
+    let mut out = format!("{n} error{} in the score", if n == 1 { "" } else { "s" });
     for e in errors {
         out.push('\n');
         out.push_str(&e.loc_text());
@@ -105,4 +103,77 @@ fn truncate_repr(repr: &str) -> String {
     let head: String = chars[..25].iter().collect();
     let tail: String = chars[chars.len() - 24..].iter().collect();
     format!("{head}...{tail}")
+}
+
+/// Typo table of score.md §6.3 (top-level keys only).
+const TYPOS: [(&str, &str); 17] = [
+    ("retries", "retry"),
+    ("paralel", "parallel"),
+    ("parralel", "parallel"),
+    ("parrallel", "parallel"),
+    ("backend_type", "instrument (or backend.type)"),
+    ("max_retries", "retry.max_retries"),
+    ("timeout", "stale_detection.idle_timeout_seconds"),
+    (
+        "preamble",
+        "prompt.template (preamble is set automatically by Mozart)",
+    ),
+    ("task", "prompt.template"),
+    ("stager_delay_ms", "parallel.stagger_delay_ms"),
+    ("stagger_delay", "parallel.stagger_delay_ms"),
+    ("insturment", "instrument"),
+    ("instrumnet", "instrument"),
+    ("insturment_config", "instrument_config"),
+    ("instrumnet_config", "instrument_config"),
+    ("validation", "validations"),
+    ("notification", "notifications"),
+];
+
+/// Hints for a schema failure (score.md §6.3).
+pub fn schema_hints(errors: &[FieldError]) -> Vec<String> {
+    let extra: Vec<String> = errors
+        .iter()
+        .filter(|e| e.kind == "extra_forbidden")
+        .map(FieldError::loc_text)
+        .collect();
+    if !extra.is_empty() {
+        let mut hints: Vec<String> = extra
+            .iter()
+            .map(|loc| match TYPOS.iter().find(|(k, _)| k == loc) {
+                Some((_, s)) => format!("Unknown field '{loc}' — did you mean '{s}'?"),
+                None => format!("Unknown field '{loc}' — this is not a valid score field."),
+            })
+            .collect();
+        hints.push("See: docs/scores.md in Mozart's source for every score field.".into());
+        return hints;
+    }
+    if errors
+        .iter()
+        .any(|e| e.kind == "model_type" && e.message.contains("PromptConfig"))
+    {
+        return vec![
+            "The 'prompt' field must be a mapping, not a string.".into(),
+            "Use:  prompt:  /  template: \"your prompt text here\"".into(),
+            "See: docs/scores.md in Mozart's source.".into(),
+        ];
+    }
+    let missing: Vec<String> = errors
+        .iter()
+        .filter(|e| e.kind == "missing")
+        .map(FieldError::loc_text)
+        .collect();
+    // The "minimum sections" hint only when a section is missing: for a value error such as
+    // a dependency cycle it led nowhere.
+    let mut hints = Vec::new();
+    if !missing.is_empty() {
+        hints.push("Ensure your score has at minimum: name, sheet, and prompt sections.".into());
+        if missing.iter().any(|m| m.contains("sheet")) {
+            hints.push("Add a 'sheet' section with total_items and size.".into());
+        }
+        if missing.iter().any(|m| m.contains("prompt")) {
+            hints.push("Add a 'prompt' section with a 'template' or 'template_file'.".into());
+        }
+    }
+    hints.push("See: docs/scores.md in Mozart's source.".into());
+    hints
 }

@@ -3,8 +3,7 @@
 
 use std::path::Path;
 
-use mozart_config::de::FieldError;
-use mozart_config::error::schema_text;
+use mozart_config::error::{schema_hints, schema_text};
 use mozart_config::validate::{self as checks, CheckEnv, Severity};
 use mozart_config::{ConfigError, FileAccess, Score};
 use serde::Serialize;
@@ -280,38 +279,6 @@ fn load_failure(err: ConfigError) -> ValidationReport {
         other => (other.to_string(), Vec::new()),
     };
     ValidationReport::failed(message, hints)
-}
-
-/// The CLI's schema hints, short form (score.md §6.3).
-fn schema_hints(errors: &[FieldError]) -> Vec<String> {
-    let extra: Vec<String> = errors
-        .iter()
-        .filter(|e| e.kind == "extra_forbidden")
-        .map(FieldError::loc_text)
-        .collect();
-    if !extra.is_empty() {
-        return extra
-            .iter()
-            .map(|loc| format!("Unknown field '{loc}' — this is not a valid score field."))
-            .chain(std::iter::once(
-                "See: docs/score-writing-guide.md for the complete field reference.".into(),
-            ))
-            .collect();
-    }
-    let mut hints =
-        vec!["Ensure your score has at minimum: name, sheet, and prompt sections.".to_string()];
-    let missing: Vec<String> = errors
-        .iter()
-        .filter(|e| e.kind == "missing")
-        .map(FieldError::loc_text)
-        .collect();
-    if missing.iter().any(|m| m.contains("sheet")) {
-        hints.push("Add a 'sheet' section with total_items and size.".into());
-    }
-    if missing.iter().any(|m| m.contains("prompt")) {
-        hints.push("Add a 'prompt' section with a 'template' or 'template_file'.".into());
-    }
-    hints
 }
 
 #[cfg(test)]

@@ -392,7 +392,7 @@ pub fn attempt_rows(cp: &JobCheckpoint) -> Vec<AttemptRow> {
                         .to_epoch()
                         .map(format_epoch)
                         .unwrap_or_else(|| e.timestamp.to_string()),
-                    hint: code_hint(&code).to_string(),
+                    hint: code_hint(&code, &cp.job_id),
                     kind: serde_json::to_value(e.error_type)
                         .ok()
                         .and_then(|v| v.as_str().map(str::to_string))
@@ -419,7 +419,7 @@ pub fn attempt_rows(cp: &JobCheckpoint) -> Vec<AttemptRow> {
                         .and_then(|t| t.to_epoch())
                         .map(format_epoch)
                         .unwrap_or_default(),
-                    hint: code_hint(&code).to_string(),
+                    hint: code_hint(&code, &cp.job_id),
                     kind: s
                         .error_category
                         .map(|c| c.as_str().to_string())
@@ -480,9 +480,10 @@ pub fn validation_rows(cp: &JobCheckpoint) -> Vec<ValidationRow> {
     out
 }
 
-/// What to do about an error code (the families of execution.md §7.1).
-pub fn code_hint(code: &str) -> &'static str {
-    match code.get(..2) {
+/// What to do about an error code (the families of execution.md §7.1), with the job's own
+/// id in the commands it names.
+pub fn code_hint(code: &str, job_id: &str) -> String {
+    let generic = match code.get(..2) {
         Some("E0") if code == "E001" => {
             "The instrument timed out: raise the sheet timeout or split the work."
         }
@@ -492,12 +493,13 @@ pub fn code_hint(code: &str) -> &'static str {
         Some("E0") => "The instrument process failed; it is retried. Check its stderr tail.",
         Some("E1") => "Rate or quota limit: Mozart waits and retries. See: mozart clear-rate-limits",
         Some("E2") => "Validation failed: compare the sheet's output with the score's validations.",
-        Some("E3") => "Score or instrument configuration problem: run mozart validate <score>.",
-        Some("E4") => "Checkpoint state problem: run mozart diagnose <score>.",
+        Some("E3") => "Score or instrument configuration problem: fix the score, then check it with mozart validate.",
+        Some("E4") => return format!("Checkpoint state problem: run mozart diagnose {job_id}."),
         Some("E5") => "The instrument's backend refused or was unreachable: check credentials and network.",
         Some("E6") => "A preflight check failed: fix the reported prerequisite, then mozart resume.",
-        _ => "Run mozart diagnose <score> for details.",
-    }
+        _ => return format!("Run mozart diagnose {job_id} for details."),
+    };
+    generic.to_string()
 }
 
 /// `1h 02m 03s`-style duration.

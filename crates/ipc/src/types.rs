@@ -242,6 +242,9 @@ pub struct ReadyResult {
     pub notifications_degraded: bool,
     /// Seconds since start (1 decimal).
     pub uptime_seconds: f64,
+    /// Ours: why the conductor is not accepting work (e.g. the disk is full), when it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl ReadyResult {

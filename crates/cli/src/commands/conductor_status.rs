@@ -71,14 +71,17 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         if r.is_ready() {
             println!("  [+] Readiness: ready");
         } else {
-            println!("  [-] Readiness: {}", r.status);
+            match &r.reason {
+                Some(why) => println!("  [-] Readiness: {} — {why}", r.status),
+                None => println!("  [-] Readiness: {}", r.status),
+            }
         }
         println!("  Running jobs: {}", r.running_jobs);
         println!("  Memory: {:.1} MB", r.memory_mb);
         println!("  Child processes: {}", r.child_processes);
         println!(
             "  Accepting work: {}",
-            if r.accepting_work { "True" } else { "False" }
+            if r.accepting_work { "yes" } else { "no" }
         );
     }
     if let Some(s) = status {

@@ -3,8 +3,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use mozart_config::de::FieldError;
-use mozart_config::error::schema_text;
+use mozart_config::error::{schema_hints, schema_text};
 use mozart_config::validate::{self as checks, CheckEnv, Issue, Severity};
 use mozart_config::{ConfigError, Score};
 
@@ -23,77 +22,6 @@ pub struct Args {
     /// Preview every sheet, not just the first.
     #[arg(short = 'v', long)]
     pub verbose: bool,
-}
-
-/// Typo table of score.md §6.3 (top-level keys only).
-const TYPOS: [(&str, &str); 17] = [
-    ("retries", "retry"),
-    ("paralel", "parallel"),
-    ("parralel", "parallel"),
-    ("parrallel", "parallel"),
-    ("backend_type", "instrument (or backend.type)"),
-    ("max_retries", "retry.max_retries"),
-    ("timeout", "stale_detection.idle_timeout_seconds"),
-    (
-        "preamble",
-        "prompt.template (preamble is set automatically by Mozart)",
-    ),
-    ("task", "prompt.template"),
-    ("stager_delay_ms", "parallel.stagger_delay_ms"),
-    ("stagger_delay", "parallel.stagger_delay_ms"),
-    ("insturment", "instrument"),
-    ("instrumnet", "instrument"),
-    ("insturment_config", "instrument_config"),
-    ("instrumnet_config", "instrument_config"),
-    ("validation", "validations"),
-    ("notification", "notifications"),
-];
-
-/// Hints for a schema failure (score.md §6.3).
-pub fn schema_hints(errors: &[FieldError]) -> Vec<String> {
-    let extra: Vec<String> = errors
-        .iter()
-        .filter(|e| e.kind == "extra_forbidden")
-        .map(FieldError::loc_text)
-        .collect();
-    if !extra.is_empty() {
-        let mut hints: Vec<String> = extra
-            .iter()
-            .map(|loc| match TYPOS.iter().find(|(k, _)| k == loc) {
-                Some((_, s)) => format!("Unknown field '{loc}' — did you mean '{s}'?"),
-                None => format!("Unknown field '{loc}' — this is not a valid score field."),
-            })
-            .collect();
-        hints.push("See: docs/score-writing-guide.md for the complete field reference.".into());
-        return hints;
-    }
-    if errors
-        .iter()
-        .any(|e| e.kind == "model_type" && e.message.contains("PromptConfig"))
-    {
-        return vec![
-            "The 'prompt' field must be a mapping, not a string.".into(),
-            "Use:  prompt:  /  template: \"your prompt text here\"".into(),
-            "See: docs/score-writing-guide.md".into(),
-        ];
-    }
-    let mut hints =
-        vec!["Ensure your score has at minimum: name, sheet, and prompt sections.".to_string()];
-    let missing: Vec<String> = errors
-        .iter()
-        .filter(|e| e.kind == "missing")
-        .map(FieldError::loc_text)
-        .collect();
-    if !missing.is_empty() {
-        if missing.iter().any(|m| m.contains("sheet")) {
-            hints.push("Add a 'sheet' section with total_items and size.".into());
-        }
-        if missing.iter().any(|m| m.contains("prompt")) {
-            hints.push("Add a 'prompt' section with a 'template' or 'template_file'.".into());
-        }
-    }
-    hints.push("See: docs/score-writing-guide.md".into());
-    hints
 }
 
 fn fail(json: bool, message: String, hints: Vec<String>) -> Result<i32, CliError> {
@@ -195,7 +123,7 @@ fn report_load_error(err: ConfigError, json: bool) -> Result<i32, CliError> {
             vec![
                 "A Mozart score needs key-value fields like: name: my-score".into(),
                 "Check that your file isn't plain text, a list, or empty.".into(),
-                "See: docs/score-writing-guide.md".into(),
+                "See: docs/scores.md in Mozart's source.".into(),
             ],
         ),
         ConfigError::Schema { path, errors } => {
@@ -215,7 +143,7 @@ fn print_terminal(score: &Score, path: &Path, issues: &[Issue], verbose: bool) {
     let width = console_width();
     println!("\nValidating {}...\n", c.name);
     println!("✓ YAML syntax valid");
-    println!("✓ Schema validation passed (Pydantic)\n");
+    println!("✓ Schema valid\n");
     println!("Running extended validation checks...");
     println!();
     if issues.is_empty() {

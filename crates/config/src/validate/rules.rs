@@ -121,7 +121,7 @@ pub(super) fn v203(x: &Ctx<'_>, out: &mut Vec<Issue>) {
                 Severity::Warning,
                 "No validation rules configured".into(),
             )
-            .suggest("Add at least one validation rule — see docs/score-writing-guide.md"),
+            .suggest("Add at least one validation rule — see 'Validations' in docs/scores.md"),
         );
     }
 }

@@ -400,7 +400,9 @@ fn persist(
     // job's logs, workspace files and later checkpoints fail one by one: refuse new work
     // while the conductor's home has next to no room, and say why.
     let home = registry.path().parent().unwrap_or(Path::new("."));
-    if let Some(free) = free_bytes(home).filter(|free| *free < MIN_FREE_BYTES) {
+    if let Some(free) = mozart_conductor::probe::free_bytes(home)
+        .filter(|free| *free < mozart_conductor::probe::MIN_FREE_BYTES)
+    {
         tracing::error!(job_id, home = %home.display(), free, "job refused: the disk is full");
         return Err(Rejection(format!(
             "Cannot accept the job: the disk is full ({} has {} KiB free). Free some space, then submit again.",
@@ -523,15 +525,4 @@ pub(super) fn build_checkpoint(
     instruments.dedup();
     cp.instruments_used = instruments;
     cp
-}
-
-/// Below this much free space in the conductor's home, new jobs are refused.
-const MIN_FREE_BYTES: u64 = 512 * 1024;
-
-/// Bytes an unprivileged writer can still use on `dir`'s filesystem (`None` if unknown).
-// The statvfs field types are u64 here but narrower on other targets.
-#[allow(clippy::useless_conversion)]
-fn free_bytes(dir: &Path) -> Option<u64> {
-    let stat = nix::sys::statvfs::statvfs(dir).ok()?;
-    Some(u64::from(stat.blocks_available()).saturating_mul(u64::from(stat.fragment_size())))
 }
