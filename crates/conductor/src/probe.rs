@@ -39,16 +39,6 @@ pub fn round1(value: f64) -> f64 {
     (value * 10.0).round() / 10.0
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn our_own_memory_is_measured() {
-        assert!(rss_mb(std::process::id()) > 0.0);
-    }
-}
-
 /// Below this much free space in the conductor's home, new jobs are refused.
 pub const MIN_FREE_BYTES: u64 = 512 * 1024;
 
@@ -68,4 +58,14 @@ pub fn disk_full(home: &std::path::Path) -> Option<String> {
         home.display(),
         free / 1024
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_own_memory_is_measured() {
+        assert!(rss_mb(std::process::id()) > 0.0);
+    }
 }
