@@ -220,6 +220,13 @@ fn secure_socket_dir(dir: &Path, is_default: bool) -> Result<(), ConductorError>
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(dir)
         .map_err(|e| ConductorError::io("cannot inspect socket directory", dir, e))?;
+    if !meta.is_dir() {
+        return Err(ConductorError::io(
+            "cannot use socket directory",
+            dir,
+            std::io::Error::from(std::io::ErrorKind::NotADirectory),
+        ));
+    }
     let mode = meta.mode();
     let owner = meta.uid();
     let me = mozart_ipc::trust::current_uid();
