@@ -229,7 +229,7 @@ pub fn check_peer_uid(peer_uid: Option<u32>, allowed: u32, allow_root: bool) -> 
         Some(uid) => Err(format!(
             "permission denied: this conductor belongs to {} and serves only that user{}; you are {}",
             crate::trust::describe_user(allowed),
-            if allow_root { " and root" } else { "" },
+            if allow_root && allowed != 0 { " and root" } else { "" },
             crate::trust::describe_user(uid),
         )),
         None => Err("permission denied: cannot determine the peer's uid".to_string()),
