@@ -93,7 +93,11 @@ fn rogue_listener(user: &LocalUser, socket: &Path, record: &Path, dir_mode: &str
     let mut line = String::new();
     let out = child.stdout.take().unwrap();
     std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).unwrap();
-    assert_eq!(line.trim(), "listening", "mozart-rogue did not start: {line}");
+    assert_eq!(
+        line.trim(),
+        "listening",
+        "mozart-rogue did not start: {line}"
+    );
     Running(child)
 }
 
@@ -157,7 +161,10 @@ fn a_squatted_fallback_directory_receives_nothing_and_is_named() {
             "MOZART_SOCKET",
             "nothing was sent",
         ] {
-            assert!(said.contains(needle), "mozart {args:?} lacks {needle:?}: {said}");
+            assert!(
+                said.contains(needle),
+                "mozart {args:?} lacks {needle:?}: {said}"
+            );
         }
     }
     assert_eq!(

@@ -378,11 +378,19 @@ mod tests {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         secure_socket_dir(&dir, false).unwrap();
         let mode = |d: &Path| std::fs::metadata(d).unwrap().permissions().mode() & 0o7777;
-        assert_eq!(mode(&dir), 0o755, "a directory nobody else can write stays as is");
+        assert_eq!(
+            mode(&dir),
+            0o755,
+            "a directory nobody else can write stays as is"
+        );
         secure_socket_dir(&dir, true).unwrap();
         assert_eq!(mode(&dir), 0o700, "the default directory is always private");
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
         secure_socket_dir(&dir, false).unwrap();
-        assert_eq!(mode(&dir), 0o700, "a directory others could write is tightened");
+        assert_eq!(
+            mode(&dir),
+            0o700,
+            "a directory others could write is tightened"
+        );
     }
 }

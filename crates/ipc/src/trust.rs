@@ -161,7 +161,12 @@ pub fn check_socket(socket: &Path) -> Result<SocketTrust, IpcError> {
     let me = current_uid();
     let dir_meta = match std::fs::metadata(&dir) {
         Ok(meta) => meta,
-        Err(err) => return Err(not_running(format!("socket directory {}: {err}", dir.display()))),
+        Err(err) => {
+            return Err(not_running(format!(
+                "socket directory {}: {err}",
+                dir.display()
+            )))
+        }
     };
     let mode = dir_meta.mode();
     let loose = writable_by_others(mode);
@@ -258,7 +263,10 @@ mod tests {
         if me != 0 {
             let err = trust.check_peer(Some((me + 1, Some(42)))).unwrap_err();
             let text = err.to_string();
-            assert!(text.contains("(PID 42)") && text.contains("nothing was sent"), "{text}");
+            assert!(
+                text.contains("(PID 42)") && text.contains("nothing was sent"),
+                "{text}"
+            );
         }
         assert!(trust.check_peer(None).is_err());
     }
