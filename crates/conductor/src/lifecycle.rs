@@ -216,7 +216,7 @@ fn reload(ctx: &Arc<ConductorCtx>, log: &LogHandle) {
 /// default `/tmp/mozart-$UID` or `$XDG_RUNTIME_DIR/mozart`, which must be ours: another user
 /// who created it first would otherwise receive every `mozart` command of ours.
 fn secure_socket_dir(dir: &Path, is_default: bool) -> Result<(), ConductorError> {
-    use mozart_ipc::trust::{describe_user, sticky, user_name, writable_by_others};
+    use mozart_ipc::trust::{describe_user, describe_you, sticky, user_name, writable_by_others};
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(dir)
         .map_err(|e| ConductorError::io("cannot inspect socket directory", dir, e))?;
@@ -243,9 +243,9 @@ fn secure_socket_dir(dir: &Path, is_default: bool) -> Result<(), ConductorError>
             dir: dir.to_path_buf(),
             owner,
             problem: format!(
-                "Refusing to start: the socket directory {shown} belongs to {}, not to you ({}); {why}.",
+                "Refusing to start: the socket directory {shown} belongs to {}, not to {}; {why}.",
                 describe_user(owner),
-                describe_user(me)
+                describe_you(me)
             ),
             fix: format!("Have {shown} removed ({owner_name} or root can), {private_fix}."),
         });

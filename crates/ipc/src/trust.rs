@@ -36,6 +36,14 @@ pub fn describe_user(uid: u32) -> String {
     }
 }
 
+/// The user this process runs as, addressed: `you (alice, uid 1000)`.
+pub fn describe_you(uid: u32) -> String {
+    match user_name(uid) {
+        Some(name) => format!("you ({name}, uid {uid})"),
+        None => format!("you (uid {uid})"),
+    }
+}
+
 /// The account name of `uid`, if it has one.
 pub fn user_name(uid: u32) -> Option<String> {
     nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
@@ -99,9 +107,9 @@ impl SocketTrust {
     /// "you (mozart-victim, uid 1002) or root", the owners this client accepts.
     fn accepted(&self) -> String {
         let me = if self.me == 0 {
-            "you (root)".to_string()
+            describe_you(0)
         } else {
-            format!("you ({}) or root", describe_user(self.me))
+            format!("{} or root", describe_you(self.me))
         };
         match self.foreign {
             Some(uid) => format!("{me} or {}", describe_user(uid)),
