@@ -34,6 +34,19 @@ pub fn not_running(json: bool) -> CliError {
     }
 }
 
+/// The failure for a connection that did not happen: the refusal of an untrusted socket
+/// (who owns it, what to do), else the standard "not running".
+pub fn connect_error(err: IpcError, json: bool) -> CliError {
+    match err {
+        IpcError::Untrusted { problem, fix, .. } => CliError::Untrusted {
+            message: problem,
+            hints: vec![fix],
+            json,
+        },
+        _ => not_running(json),
+    }
+}
+
 /// Connect to the conductor for these globals (human error output).
 pub fn connect(globals: &Globals) -> Result<BlockingClient, CliError> {
     connect_json(globals, false)
@@ -47,11 +60,11 @@ pub fn connect_json(globals: &Globals, json: bool) -> Result<BlockingClient, Cli
 
 /// Connect to a specific socket, after a `daemon.health` probe on its own connection.
 pub fn connect_socket(socket: &Path, json: bool) -> Result<BlockingClient, CliError> {
-    let mut probe = BlockingClient::connect(socket).map_err(|_| not_running(json))?;
+    let mut probe = BlockingClient::connect(socket).map_err(|e| connect_error(e, json))?;
     probe
         .call::<_, HealthResult>(methods::DAEMON_HEALTH, ())
         .map_err(|_| not_running(json))?;
-    BlockingClient::connect(socket).map_err(|_| not_running(json))
+    BlockingClient::connect(socket).map_err(|e| connect_error(e, json))
 }
 
 /// Connect and make one call, mapping every failure to a CLI error.
@@ -70,7 +83,9 @@ pub fn call<P: Serialize, R: DeserializeOwned>(
 /// Translate a failed call into what the user sees (cli.md §1.5 table).
 pub fn call_error(err: IpcError, json: bool) -> CliError {
     let message = match &err {
-        IpcError::NotRunning { .. } => return not_running(json),
+        IpcError::NotRunning { .. } | IpcError::Untrusted { .. } => {
+            return connect_error(err, json)
+        }
         IpcError::Rpc { method, error } if error.is_method_not_found() => {
             let not_implemented = error
                 .data
@@ -96,11 +111,16 @@ pub fn call_error(err: IpcError, json: bool) -> CliError {
 }
 
 /// Is a conductor running at these paths? The instance lock decides; a conductor that
-/// holds no lock of ours but answers on the socket (e.g. upstream's) counts as running.
-pub fn conductor_state(paths: &ConductorPaths) -> mozart_conductor::RunState {
+/// holds no lock of ours but answers on the socket (e.g. upstream's) counts as running. A
+/// socket another user controls is an error (`json` selects its format): it is neither
+/// our conductor nor free.
+pub fn conductor_state(
+    paths: &ConductorPaths,
+    json: bool,
+) -> Result<mozart_conductor::RunState, CliError> {
     use mozart_conductor::RunState;
     match mozart_conductor::probe_instance(paths) {
-        RunState::Running { pid } => RunState::Running { pid },
+        RunState::Running { pid } => Ok(RunState::Running { pid }),
         stopped @ RunState::Stopped { .. } => {
             let answered = BlockingClient::connect_with(
                 &paths.socket,
@@ -111,10 +131,11 @@ pub fn conductor_state(paths: &ConductorPaths) -> mozart_conductor::RunState {
             )
             .and_then(|mut c| c.call::<_, HealthResult>(methods::DAEMON_HEALTH, ()));
             match answered {
-                Ok(health) => RunState::Running {
+                Ok(health) => Ok(RunState::Running {
                     pid: Some(health.pid),
-                },
-                Err(_) => stopped,
+                }),
+                Err(err @ IpcError::Untrusted { .. }) => Err(connect_error(err, json)),
+                Err(_) => Ok(stopped),
             }
         }
     }

@@ -18,6 +18,19 @@ pub enum CliError {
         /// Print as a JSON error object instead of text.
         json: bool,
     },
+    /// The conductor's socket, its directory or the process behind it belongs to another
+    /// user (issue 21): nothing was sent. Printed like [`CliError::Failed`], exit 1 (the
+    /// code of "conductor not usable"); a variant of its own so commands that word "not
+    /// running" their own way never hide it.
+    #[error("{message}")]
+    Untrusted {
+        /// Who owns what, and why that is refused.
+        message: String,
+        /// What to do about it.
+        hints: Vec<String>,
+        /// Print as a JSON error object instead of text.
+        json: bool,
+    },
     /// The command exists upstream but this port does not have it yet.
     #[error("'mozart {0}' is not implemented yet in this port")]
     NotImplemented(&'static str),
@@ -33,6 +46,11 @@ impl CliError {
         }
     }
 
+    /// True for [`CliError::Untrusted`].
+    pub fn is_untrusted(&self) -> bool {
+        matches!(self, CliError::Untrusted { .. })
+    }
+
     /// Print the error the way upstream does and return the exit code.
     pub fn report(&self) -> i32 {
         match self {
@@ -41,6 +59,11 @@ impl CliError {
                 2
             }
             CliError::Failed {
+                message,
+                hints,
+                json,
+            }
+            | CliError::Untrusted {
                 message,
                 hints,
                 json,

@@ -57,6 +57,19 @@ pub enum ConductorError {
         /// The path.
         path: PathBuf,
     },
+    /// The socket's directory belongs to another user or others can write it (issue 21):
+    /// whoever controls it could put their own program where clients look for the conductor.
+    #[error("{problem}")]
+    UnsafeSocketDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Its owner's uid.
+        owner: u32,
+        /// Who owns it, and why that is refused.
+        problem: String,
+        /// What to do about it.
+        fix: String,
+    },
     /// A file-system operation failed.
     #[error("{action} {path}: {source}")]
     Io {
@@ -88,6 +101,15 @@ pub enum ConductorError {
 }
 
 impl ConductorError {
+    /// What the user can do about this error, when there is something specific.
+    pub fn hint(&self) -> Option<&str> {
+        match self {
+            ConductorError::UnsafeSocketDir { fix, .. } => Some(fix),
+            ConductorError::Ipc(mozart_ipc::IpcError::Untrusted { fix, .. }) => Some(fix),
+            _ => None,
+        }
+    }
+
     /// Wrap an I/O error with what we were doing and where.
     pub fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         ConductorError::Io {

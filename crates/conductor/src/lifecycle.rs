@@ -206,32 +206,74 @@ fn reload(ctx: &Arc<ConductorCtx>, log: &LogHandle) {
     tracing::info!(file = %file.display(), "daemon.config_reloaded");
 }
 
-/// Bind the socket privately: directory 0700 when we create it (or it is our default
-/// directory), socket 0600, stale file removed, a live one refused (§4.2 step 6, §4.3).
-/// Someone who can write the socket's directory can swap the socket for their own. A
-/// directory others may write to is made private when it is ours, and refused otherwise;
-/// sticky directories such as `/tmp` are fine (others cannot remove our socket there).
-fn secure_socket_dir(dir: &Path) -> Result<(), ConductorError> {
+/// Make sure the socket's directory is ours and private before binding in it (§4.2 step 6,
+/// invariant 6, issue 21).
+///
+/// Whoever can write the directory can swap the socket for their own, and whoever owns it
+/// can chmod it so: the directory must belong to us, or to root and then be writable by
+/// nobody else unless sticky (like `/tmp`, where nobody can remove our socket). Our own
+/// directory is made private (0700) when others could write it, and always when it is the
+/// default `/tmp/mozart-$UID` or `$XDG_RUNTIME_DIR/mozart`, which must be ours: another user
+/// who created it first would otherwise receive every `mozart` command of ours.
+fn secure_socket_dir(dir: &Path, is_default: bool) -> Result<(), ConductorError> {
+    use mozart_ipc::trust::{describe_user, describe_you, sticky, user_name, writable_by_others};
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(dir)
         .map_err(|e| ConductorError::io("cannot inspect socket directory", dir, e))?;
+    if !meta.is_dir() {
+        return Err(ConductorError::io(
+            "cannot use socket directory",
+            dir,
+            std::io::Error::from(std::io::ErrorKind::NotADirectory),
+        ));
+    }
     let mode = meta.mode();
-    let others_can_write = mode & 0o022 != 0;
-    let sticky = mode & 0o1000 != 0;
-    if !others_can_write || sticky {
+    let owner = meta.uid();
+    let me = mozart_ipc::trust::current_uid();
+    let shown = dir.display();
+    let private_fix = "or set MOZART_SOCKET to a socket in a directory only you can write (e.g. MOZART_SOCKET=$HOME/.mozart/mozart.sock, for every mozart command you run)";
+    if owner != me && (is_default || owner != 0) {
+        let owner_name = user_name(owner).unwrap_or_else(|| format!("uid {owner}"));
+        let why = if is_default {
+            "another user created it before you did, and whatever they put there would receive your mozart commands"
+        } else {
+            "its owner could replace the socket with a program of their own that receives your mozart commands"
+        };
+        return Err(ConductorError::UnsafeSocketDir {
+            dir: dir.to_path_buf(),
+            owner,
+            problem: format!(
+                "Refusing to start: the socket directory {shown} belongs to {}, not to {}; {why}.",
+                describe_user(owner),
+                describe_you(me)
+            ),
+            fix: format!("Have {shown} removed ({owner_name} or root can), {private_fix}."),
+        });
+    }
+    if owner == me {
+        if (is_default && mode & 0o7777 != 0o700) || writable_by_others(mode) {
+            if writable_by_others(mode) {
+                tracing::warn!(dir = %shown, mode = format!("{:04o}", mode & 0o7777), "socket directory was writable by others; made it private (0700)");
+            }
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| ConductorError::io("cannot restrict socket directory", dir, e))?;
+        }
         return Ok(());
     }
-    if meta.uid() == nix::unistd::getuid().as_raw() {
-        tracing::warn!(dir = %dir.display(), "socket directory was writable by others; made it private (0700)");
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| ConductorError::io("cannot restrict socket directory", dir, e))
-    } else {
-        Err(ConductorError::io(
-            "refusing a socket directory another user owns and others can write",
-            dir,
-            std::io::Error::from(std::io::ErrorKind::PermissionDenied),
-        ))
+    // Root's directory: usable if nobody else can swap our socket in it.
+    if writable_by_others(mode) && !sticky(mode) {
+        return Err(ConductorError::UnsafeSocketDir {
+            dir: dir.to_path_buf(),
+            owner,
+            problem: format!(
+                "Refusing to start: the socket directory {shown} (owner {}) can be written by other users (mode {:04o}) and is not sticky, so any of them could replace the socket.",
+                describe_user(owner),
+                mode & 0o7777
+            ),
+            fix: format!("Have root run chmod go-w {shown} (or chmod +t), {private_fix}."),
+        });
     }
+    Ok(())
 }
 
 fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener, ConductorError> {
@@ -250,11 +292,9 @@ fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener, ConductorError> 
                 .create(dir)
                 .map_err(|e| ConductorError::io("cannot create socket directory", dir, e))?;
         }
-        if dir == mozart_ipc::paths::default_socket_dir() {
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-                .map_err(|e| ConductorError::io("cannot restrict socket directory", dir, e))?;
-        }
-        secure_socket_dir(dir)?;
+        // Checked after creating it too: another user may have created it first (the
+        // recursive create succeeds on an existing directory), and that is what to catch.
+        secure_socket_dir(dir, dir == mozart_ipc::paths::default_socket_dir())?;
     }
     if path.exists() {
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
@@ -294,5 +334,63 @@ fn remove_quietly(path: &Path) {
         if err.kind() != std::io::ErrorKind::NotFound {
             tracing::warn!(path = %path.display(), error = %err, "daemon.cleanup_failed");
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// The directory belongs to another (non-root) user: refused, naming that user and the
+    /// way out. Needs root to hand a directory to someone else.
+    #[test]
+    fn a_socket_directory_of_another_user_is_refused_with_its_owner() {
+        if !nix::unistd::geteuid().is_root() {
+            // CI runs the tests as root: there a skip would hide a missing check.
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "needs root to give a directory to another user"
+            );
+            eprintln!("SKIPPED: needs root to give a directory to another user");
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("squatted");
+        std::fs::create_dir(&dir).unwrap();
+        std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap();
+        for is_default in [false, true] {
+            let err = secure_socket_dir(&dir, is_default).unwrap_err();
+            let text = err.to_string();
+            assert!(
+                text.contains("uid 65534") && text.contains("Refusing to start"),
+                "{text}"
+            );
+            assert!(err.hint().unwrap().contains("MOZART_SOCKET"), "{err:?}");
+        }
+    }
+
+    #[test]
+    fn our_own_default_directory_is_made_private() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("mine");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        secure_socket_dir(&dir, false).unwrap();
+        let mode = |d: &Path| std::fs::metadata(d).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(
+            mode(&dir),
+            0o755,
+            "a directory nobody else can write stays as is"
+        );
+        secure_socket_dir(&dir, true).unwrap();
+        assert_eq!(mode(&dir), 0o700, "the default directory is always private");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        secure_socket_dir(&dir, false).unwrap();
+        assert_eq!(
+            mode(&dir),
+            0o700,
+            "a directory others could write is tightened"
+        );
     }
 }

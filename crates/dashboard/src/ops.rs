@@ -129,7 +129,10 @@ impl Conductor {
     pub async fn connect(&self) -> Result<Client, OpError> {
         Client::connect_with(&self.socket, self.timeouts)
             .await
-            .map_err(|_| OpError::not_running())
+            .map_err(|err| match err {
+                IpcError::Untrusted { .. } => call_error(err),
+                _ => OpError::not_running(),
+            })
     }
 
     /// Call one method and decode its result.
@@ -370,6 +373,11 @@ fn not_found_as(id: &str, err: OpError) -> OpError {
 fn call_error(err: IpcError) -> OpError {
     match &err {
         IpcError::NotRunning { .. } => OpError::not_running(),
+        // Another user's socket (issue 21): nothing was sent; say whose and what to do.
+        IpcError::Untrusted { problem, fix, .. } => OpError {
+            conductor_down: true,
+            ..OpError::new(problem.clone(), &[fix.as_str()])
+        },
         IpcError::Rpc { error, .. }
             if matches!(
                 error.code,

@@ -213,11 +213,13 @@ impl App {
     fn op_failure(&self, err: &OpError) -> Response {
         if err.conductor_down {
             self.conductor_up.store(false, Ordering::Relaxed);
-            self.message(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Conductor not running",
-                err,
-            )
+            // Unreachable, or refused because another user controls the socket (issue 21).
+            let title = if err.message == crate::ops::NOT_RUNNING {
+                "Conductor not running"
+            } else {
+                "Conductor not usable"
+            };
+            self.message(StatusCode::SERVICE_UNAVAILABLE, title, err)
         } else if err.message.starts_with("Score not found")
             || err.message.starts_with("Invalid score ID")
         {
@@ -639,7 +641,9 @@ async fn watch_monitor(app: Arc<App>) {
 }
 
 async fn follow_stream(app: &App, was_up: &mut Option<bool>) -> std::io::Result<()> {
-    let stream = tokio::net::UnixStream::connect(app.conductor.socket()).await?;
+    let stream = mozart_ipc::connect_stream(app.conductor.socket(), Duration::from_secs(2))
+        .await
+        .map_err(std::io::Error::other)?;
     let (read, mut write) = stream.into_split();
     write
         .write_all(

@@ -44,6 +44,48 @@ async fn connect_patiently(path: &Path) -> std::io::Result<UnixStream> {
     }
 }
 
+/// Open a connection to the conductor at `socket`, the one way every client (the CLI, the
+/// dashboard, the MCP server, streams) connects.
+///
+/// Before connecting it checks the socket's directory and file, after connecting the
+/// listening process's uid ([`crate::trust`], architecture invariant 6): a socket another
+/// user controls is [`IpcError::Untrusted`] and nothing is sent on it. A missing socket, a
+/// refused connection or no connection within `connect_timeout` is [`IpcError::NotRunning`].
+pub async fn connect_stream(
+    socket: &Path,
+    connect_timeout: Duration,
+) -> Result<UnixStream, IpcError> {
+    crate::paths::check_socket_path(socket)?;
+    let trust = crate::trust::check_socket(socket)?;
+    let not_running = |reason: String| IpcError::NotRunning {
+        socket: socket.to_path_buf(),
+        reason,
+    };
+    let stream = match tokio::time::timeout(connect_timeout, connect_patiently(socket)).await {
+        Err(_) => return Err(not_running("connect timed out".into())),
+        Ok(Err(err))
+            if matches!(
+                err.kind(),
+                std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound
+            ) =>
+        {
+            return Err(not_running(err.to_string()))
+        }
+        Ok(Err(err)) => {
+            return Err(IpcError::Io {
+                context: format!("cannot connect to {}", socket.display()),
+                source: err,
+            })
+        }
+        Ok(Ok(stream)) => stream,
+    };
+    // The listener's credentials as the kernel recorded them when it called listen(): a
+    // socket swapped in by another user shows that user here, whatever the file says.
+    let peer = stream.peer_cred().ok().map(|c| (c.uid(), c.pid()));
+    trust.check_peer(peer)?;
+    Ok(stream)
+}
+
 /// A connection to the conductor.
 #[derive(Debug)]
 pub struct Client {
@@ -62,39 +104,14 @@ impl Client {
     }
 
     /// Connect with explicit timeouts. A missing socket file, a refused connection or a
-    /// connect timeout are all [`IpcError::NotRunning`].
+    /// connect timeout are all [`IpcError::NotRunning`]; a socket another user controls is
+    /// [`IpcError::Untrusted`] (see [`connect_stream`]).
     pub async fn connect_with(
         path: impl AsRef<Path>,
         timeouts: ClientTimeouts,
     ) -> Result<Client, IpcError> {
         let socket = path.as_ref().to_path_buf();
-        crate::paths::check_socket_path(&socket)?;
-        let not_running = |reason: String| IpcError::NotRunning {
-            socket: socket.clone(),
-            reason,
-        };
-        if !socket.exists() {
-            return Err(not_running("no socket file".into()));
-        }
-        let stream = match tokio::time::timeout(timeouts.connect, connect_patiently(&socket)).await
-        {
-            Err(_) => return Err(not_running("connect timed out".into())),
-            Ok(Err(err))
-                if matches!(
-                    err.kind(),
-                    std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound
-                ) =>
-            {
-                return Err(not_running(err.to_string()))
-            }
-            Ok(Err(err)) => {
-                return Err(IpcError::Io {
-                    context: format!("cannot connect to {}", socket.display()),
-                    source: err,
-                })
-            }
-            Ok(Ok(stream)) => stream,
-        };
+        let stream = connect_stream(&socket, timeouts.connect).await?;
         let (read_half, writer) = stream.into_split();
         Ok(Client {
             socket,

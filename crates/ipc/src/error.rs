@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use jsonrpsee::types::ErrorObjectOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::trust::TrustSubject;
+
 /// The line is not valid JSON (or not UTF-8, or too long).
 pub const PARSE_ERROR: i32 = -32700;
 /// Not a JSON-RPC request object.
@@ -185,6 +187,21 @@ pub enum IpcError {
         /// What was wrong.
         detail: String,
     },
+    /// The socket's directory, the socket file or the process listening on it belongs to a
+    /// user this client does not trust (issue 21, [`crate::trust`]): nothing was sent.
+    #[error("{problem} {fix}")]
+    Untrusted {
+        /// The socket we were about to use.
+        socket: PathBuf,
+        /// Which part failed the check.
+        subject: TrustSubject,
+        /// The uid owning that part (the peer's uid for [`TrustSubject::Peer`]), when known.
+        owner: Option<u32>,
+        /// What is wrong: who owns what, and why that is refused.
+        problem: String,
+        /// What to do about it.
+        fix: String,
+    },
     /// An I/O error, with what we were doing.
     #[error("{context}: {source}")]
     Io {
@@ -200,6 +217,11 @@ impl IpcError {
     /// True when the error means "no conductor at this socket".
     pub fn is_not_running(&self) -> bool {
         matches!(self, IpcError::NotRunning { .. })
+    }
+
+    /// True when the way to the conductor belongs to a user this client does not trust.
+    pub fn is_untrusted(&self) -> bool {
+        matches!(self, IpcError::Untrusted { .. })
     }
 
     /// The JSON-RPC error if the conductor answered with one.

@@ -4,8 +4,9 @@
 //! Every machine-readable document that crosses the socket is typed here (as
 //! nextest-metadata does for nextest): [`checkpoint`] (the job checkpoint, which is also the
 //! JSON state file), [`status`] (the job-reading results), [`types`] (params and the other
-//! results); [`time`] holds their ISO-8601 timestamps and [`paths`] where a client finds
-//! the conductor. The conductor converts its storage model into these types.
+//! results); [`time`] holds their ISO-8601 timestamps, [`paths`] where a client finds
+//! the conductor and [`trust`] whether it may talk to what it
+//! found. The conductor converts its storage model into these types.
 //!
 //! Dependency-light on purpose so tests and other tools can import it (architecture.md).
 
@@ -19,9 +20,10 @@ pub mod paths;
 pub mod server;
 pub mod status;
 pub mod time;
+pub mod trust;
 pub mod types;
 
-pub use client::{BlockingClient, Client, ClientTimeouts};
+pub use client::{connect_stream, BlockingClient, Client, ClientTimeouts};
 pub use error::{IpcError, RpcError};
 pub use server::{parse_params, serve, ServerLimits};
 

@@ -30,6 +30,10 @@ pub struct ServerLimits {
     pub line_timeout: Duration,
     /// Only peers with this uid are served (invariant 6); `None` serves everyone.
     pub allowed_uid: Option<u32>,
+    /// Serve root as well as `allowed_uid`: root can read the owner's files and signal its
+    /// processes anyway, so refusing it protects nothing and only stops an administrator
+    /// from running `mozart status` against a user's conductor.
+    pub allow_root: bool,
 }
 
 impl Default for ServerLimits {
@@ -39,7 +43,8 @@ impl Default for ServerLimits {
             max_connections: 64,
             idle_timeout: Duration::from_secs(300),
             line_timeout: Duration::from_secs(15),
-            allowed_uid: Some(nix::unistd::getuid().as_raw()),
+            allowed_uid: Some(nix::unistd::geteuid().as_raw()),
+            allow_root: true,
         }
     }
 }
@@ -101,7 +106,7 @@ async fn handle_connection(stream: UnixStream, methods: Methods, limits: &Server
     let peer = stream.peer_cred().map(|cred| cred.uid());
     let (read_half, mut write_half) = stream.into_split();
     if let Some(allowed) = limits.allowed_uid {
-        if let Err(reason) = check_peer_uid(peer.ok(), allowed) {
+        if let Err(reason) = check_peer_uid(peer.ok(), allowed, limits.allow_root) {
             tracing::warn!(%reason, "ipc.peer_refused");
             let error = RpcError::invalid_request(reason);
             let _ = write_line(
@@ -216,12 +221,16 @@ pub fn upstream_notification(raw: &str) -> Option<String> {
     Some(serde_json::json!({ "jsonrpc": "2.0", "method": method, "params": params }).to_string())
 }
 
-/// Refuse a peer whose uid is unknown or differs from `allowed` (invariant 6).
-pub fn check_peer_uid(peer_uid: Option<u32>, allowed: u32) -> Result<(), String> {
+/// Refuse a peer whose uid is unknown or differs from `allowed` (invariant 6), unless it is
+/// root and `allow_root`. The reason names both users, so the refused side learns why.
+pub fn check_peer_uid(peer_uid: Option<u32>, allowed: u32, allow_root: bool) -> Result<(), String> {
     match peer_uid {
-        Some(uid) if uid == allowed => Ok(()),
+        Some(uid) if uid == allowed || (allow_root && uid == 0) => Ok(()),
         Some(uid) => Err(format!(
-            "permission denied: peer uid {uid} may not use this conductor (owned by uid {allowed})"
+            "permission denied: this conductor belongs to {} and serves only that user{}; you are {}",
+            crate::trust::describe_user(allowed),
+            if allow_root && allowed != 0 { " and root" } else { "" },
+            crate::trust::describe_user(uid),
         )),
         None => Err("permission denied: cannot determine the peer's uid".to_string()),
     }
@@ -579,10 +588,14 @@ mod tests {
 
     #[test]
     fn peer_uid_must_match() {
-        assert!(check_peer_uid(Some(1000), 1000).is_ok());
-        assert!(check_peer_uid(Some(1001), 1000)
-            .unwrap_err()
-            .contains("1001"));
-        assert!(check_peer_uid(None, 1000).is_err());
+        assert!(check_peer_uid(Some(1000), 1000, true).is_ok());
+        let refused = check_peer_uid(Some(1001), 1000, true).unwrap_err();
+        assert!(
+            refused.contains("uid 1001") && refused.contains("uid 1000"),
+            "{refused}"
+        );
+        assert!(check_peer_uid(None, 1000, true).is_err());
+        assert!(check_peer_uid(Some(0), 1000, true).is_ok());
+        assert!(check_peer_uid(Some(0), 1000, false).is_err());
     }
 }

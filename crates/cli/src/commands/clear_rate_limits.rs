@@ -28,8 +28,13 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         ],
         json: args.json,
     };
-    let mut client =
-        conductor_client::connect_json(globals, args.json).map_err(|_| not_running())?;
+    let mut client = conductor_client::connect_json(globals, args.json).map_err(|err| {
+        if err.is_untrusted() {
+            err
+        } else {
+            not_running()
+        }
+    })?;
     let params = ClearRateLimitsParams {
         instrument: args.instrument.clone(),
     };

@@ -24,7 +24,7 @@ pub struct Args {
 /// Run `mozart conductor-status`.
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let paths = conductor_client::paths(globals, args.socket.as_deref())?;
-    let pid = match conductor_state(&paths) {
+    let pid = match conductor_state(&paths, args.json)? {
         RunState::Stopped { stale_pid } => {
             if stale_pid.is_some() {
                 let _ = std::fs::remove_file(&paths.pid_file);

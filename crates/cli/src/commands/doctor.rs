@@ -22,15 +22,22 @@ pub struct Args {
 /// Run `mozart doctor`.
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let version = env!("CARGO_PKG_VERSION");
+    let mut errors = 0usize;
+    // A socket another user controls (issue 21) is an error, with who owns it.
+    let mut refused: Option<String> = None;
     let (status, pid) = match conductor_client::paths(globals, None) {
-        Ok(paths) => match conductor_client::conductor_state(&paths) {
-            RunState::Running { pid } => ("running", pid),
-            RunState::Stopped { .. } => ("not running", None),
+        Ok(paths) => match conductor_client::conductor_state(&paths, false) {
+            Ok(RunState::Running { pid }) => ("running", pid),
+            Ok(RunState::Stopped { .. }) => ("not running", None),
+            Err(err) => {
+                errors += 1;
+                refused = Some(err.to_string());
+                ("untrusted socket", None)
+            }
         },
         Err(_) => ("not running", None),
     };
     let mut instruments: Vec<Value> = Vec::new();
-    let mut errors = 0usize;
     match load_registry() {
         Ok(registry) => {
             for p in registry.profiles() {
@@ -79,7 +86,11 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             "python_version": Value::Null,
             "runtime": format!("rust (mozart {version})"),
             "mozart_version": version,
-            "conductor": {"status": status, "pid": pid},
+            "conductor": match &refused {
+                // Upstream's shape, plus the reason only when there is one.
+                None => json!({"status": status, "pid": pid}),
+                Some(detail) => json!({"status": status, "pid": pid, "detail": detail}),
+            },
             "instruments": instruments,
             "safety_warnings": [SAFETY_WARNING],
             "warnings_count": warnings,
@@ -96,10 +107,17 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         (s, _) => s.to_string(),
     };
     line(
-        if status == "running" { "✓" } else { "!" },
+        match status {
+            "running" => "✓",
+            "untrusted socket" => "✗",
+            _ => "!",
+        },
         "Conductor",
         &conductor,
     );
+    if let Some(detail) = &refused {
+        println!("      {detail}");
+    }
     println!("\nInstruments:");
     for i in &instruments {
         let icon = match i["status"].as_str() {

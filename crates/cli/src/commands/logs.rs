@@ -702,8 +702,12 @@ fn follow_conductor(
         .build()
         .map_err(|e| failed(format!("cannot start the follow stream: {e}"), &[], false))?;
     runtime.block_on(async {
-        let Ok(stream) = tokio::net::UnixStream::connect(&paths.socket).await else {
-            return Ok(None);
+        let stream = match mozart_ipc::connect_stream(&paths.socket, Duration::from_secs(5)).await {
+            Ok(stream) => stream,
+            Err(err) if err.is_untrusted() => {
+                return Err(crate::conductor_client::connect_error(err, json))
+            }
+            Err(_) => return Ok(None),
         };
         let (read, mut write) = stream.into_split();
         let params = LogFollowParams {

@@ -82,7 +82,7 @@ fn fail(err: impl std::fmt::Display) -> CliError {
 
 /// Print the "already running" line and return true, or clean a stale PID file.
 fn refuse_if_running(paths: &ConductorPaths) -> Result<bool, CliError> {
-    match conductor_state(paths) {
+    match conductor_state(paths, false)? {
         RunState::Running { pid } => {
             let pid = pid.map_or_else(|| "unknown".to_string(), |p| p.to_string());
             println!("{} is already running (PID {pid})", paths.who());
@@ -138,7 +138,10 @@ fn run_here(config: DaemonConfig, paths: ConductorPaths, args: &Args) -> Result<
             println!("{who} is already running (PID {pid})");
             Ok(1)
         }
-        Err(err) => Err(fail(err)),
+        Err(err) => Err(CliError::failed(
+            err.to_string(),
+            err.hint().map(str::to_string).into_iter().collect(),
+        )),
     }
 }
 
@@ -222,6 +225,9 @@ fn start_detached(
     // The daemon outlives this command: it must not hold the caller's other descriptors
     // (a CI runner or `$(…)` waiting for a pipe's end would wait for the daemon's).
     mozart_conductor::keep_inherited_fds_from_children();
+    // Where this start's lines begin in the (appended) log: a child that fails prints its
+    // error there, and that is what the user must see.
+    let log_start = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
     let mut child = command
         .spawn()
         .map_err(|e| fail(format!("cannot start the conductor: {e}")))?;
@@ -229,10 +235,17 @@ fn start_detached(
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
         if let Ok(Some(status)) = child.try_wait() {
-            return Err(CliError::failed(
-                format!("The conductor exited during startup ({status})."),
-                vec![format!("See the log: {}", log.display())],
-            ));
+            let see_log = format!("See the log: {}", log.display());
+            return Err(match startup_error(&log, log_start) {
+                Some((message, mut hints)) => {
+                    hints.push(see_log);
+                    CliError::failed(format!("The conductor did not start: {message}"), hints)
+                }
+                None => CliError::failed(
+                    format!("The conductor exited during startup ({status})."),
+                    vec![see_log],
+                ),
+            });
         }
         if let Some(ready) = probe_ready(&paths.socket) {
             if ready.is_ready() {
@@ -254,6 +267,27 @@ fn start_detached(
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The error a failed detached child printed to the log after `from` (its last
+/// `Error: <message>` line and the `  - <hint>` lines under it, as [`CliError::report`]
+/// writes them), so `mozart start` says why instead of only that the conductor exited.
+fn startup_error(log: &Path, from: u64) -> Option<(String, Vec<String>)> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(log).ok()?;
+    file.seek(SeekFrom::Start(from)).ok()?;
+    let mut text = String::new();
+    // Bounded: a startup writes a few lines; a huge tail is not worth reading.
+    file.take(1 << 20).read_to_string(&mut text).ok()?;
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines.iter().rposition(|l| l.starts_with("Error: "))?;
+    let message = lines[at].trim_start_matches("Error: ").to_string();
+    let hints = lines[at + 1..]
+        .iter()
+        .filter_map(|l| l.strip_prefix("  - "))
+        .map(str::to_string)
+        .collect();
+    Some((message, hints))
 }
 
 fn probe_ready(socket: &Path) -> Option<ReadyResult> {

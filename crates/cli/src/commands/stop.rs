@@ -53,7 +53,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
 
 /// Stop the conductor at `paths` and wait until it has released its lock.
 pub(crate) fn stop_conductor(paths: &ConductorPaths, force: bool) -> Result<StopOutcome, CliError> {
-    let pid = match conductor_state(paths) {
+    let pid = match conductor_state(paths, false)? {
         RunState::Stopped { stale_pid } => {
             if stale_pid.is_some() {
                 let _ = std::fs::remove_file(&paths.pid_file);

@@ -97,7 +97,7 @@ pub fn submit(globals: &Globals, args: &SubmitArgs) -> Result<i32, CliError> {
     };
     let response: JobResponse = match job_call(globals, methods::JOB_SUBMIT, params, args.json) {
         Ok(response) => response,
-        Err(JobCallError::Cli(_)) if args.json => {
+        Err(JobCallError::Cli(err)) if args.json && !err.is_untrusted() => {
             print_json(&json!({ "error": RUN_NOT_RUNNING_JSON }));
             return Ok(1);
         }

@@ -59,7 +59,10 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let paths = conductor_client::paths(globals, None)?;
     // Reachability first, as upstream's `daemon.status` probe; without a conductor there
     // is no monitor file to tail either (upstream's fallback).
-    if conductor_client::connect_socket(&paths.socket, false).is_err() {
+    if let Err(err) = conductor_client::connect_socket(&paths.socket, false) {
+        if err.is_untrusted() {
+            return Err(err);
+        }
         return Err(CliError::failed(
             "No monitor data available.",
             vec!["Ensure the conductor is running: mozart start".into()],
