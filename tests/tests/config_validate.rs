@@ -309,3 +309,19 @@ fn validate_hints_lead_somewhere() {
         }
     }
 }
+
+/// Issue 23: an unknown instrument is upstream's warning (V210, exit 0: a profile can still be
+/// added before the run), and it names the instrument the user most likely meant.
+#[test]
+fn an_unknown_instrument_gets_a_did_you_mean() {
+    let env = TestEnv::new();
+    let path = env.write_score(
+        "typo-instrument.yaml",
+        "name: typo-instrument\nworkspace: ./ws\ninstrument: claude_cl\nsheet:\n  size: 1\n  total_items: 1\nprompt:\n  template: hi\n",
+    );
+    let out = env.mozart(&["validate", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("[V210]"), "{text}");
+    assert!(text.contains("Did you mean 'claude_cli'?"), "{text}");
+}

@@ -675,7 +675,13 @@ fn check_instruments(c: &JobConfig, raw: &str, env: &CheckEnv, out: &mut Vec<Iss
         "Available instruments: {}. Run 'mozart instruments list' to see all instruments.",
         valid.iter().cloned().collect::<Vec<_>>().join(", ")
     );
+    let candidates: HashSet<String> = valid.iter().cloned().collect();
     let mut issue = |id: &'static str, name: &str, location: String, line: Option<usize>| {
+        // Ours: upstream lists every instrument; the likely one comes first.
+        let suggestion = match close_match(name, &candidates) {
+            Some(m) => format!("Did you mean '{m}'? {suggestion}"),
+            None => suggestion.clone(),
+        };
         out.push(
             Issue::new(
                 id,
@@ -683,7 +689,7 @@ fn check_instruments(c: &JobConfig, raw: &str, env: &CheckEnv, out: &mut Vec<Iss
                 format!("Unknown {location}: '{name}' not found in instrument registry"),
             )
             .line(line)
-            .suggest(suggestion.clone())
+            .suggest(suggestion)
             .meta("instrument_name", name)
             .meta("location", location),
         );
