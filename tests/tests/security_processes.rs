@@ -28,25 +28,54 @@ const ESCAPES: &[(&str, &str)] = &[
     ("double-fork", "( ( sh -c 'echo $$ > {ws}/pid-double-fork; exec sleep {m}' > /dev/null 2>&1 < /dev/null & ) & )"),
 ];
 
+/// The marker of each escape; whatever still runs with one is killed when dropped, so a
+/// failing test leaves nothing behind.
+struct Markers(Vec<(&'static str, String)>);
+
+impl std::ops::Deref for Markers {
+    type Target = [(&'static str, String)];
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl Drop for Markers {
+    fn drop(&mut self) {
+        for (_, marker) in &self.0 {
+            for pid in running_with(marker) {
+                mozart_tests::signal(pid, "KILL");
+            }
+        }
+    }
+}
+
 /// A marker sleep duration per escape, unique to this test process and case: seconds
 /// enough to outlive any test, with a fraction nobody else uses.
-fn markers() -> Vec<(&'static str, String)> {
+fn markers() -> Markers {
     static CASE: AtomicU32 = AtomicU32::new(0);
     let case = CASE.fetch_add(1, Ordering::Relaxed);
-    ESCAPES
-        .iter()
-        .enumerate()
-        .map(|(i, (name, _))| {
-            (
-                *name,
-                format!("{}.{}{case}{i}", 3000 + i, std::process::id()),
-            )
-        })
-        .collect()
+    Markers(
+        ESCAPES
+            .iter()
+            .enumerate()
+            .map(|(i, (name, _))| {
+                (
+                    *name,
+                    format!("{}.{}{case}{i}", 3000 + i, std::process::id()),
+                )
+            })
+            .collect(),
+    )
 }
 
 /// A one-sheet `shell` score that starts every escape, then runs `then` (its last lines).
-fn score(env: &TestEnv, name: &str, markers: &[(&str, String)], extra: &str, then: &str) -> std::path::PathBuf {
+fn score(
+    env: &TestEnv,
+    name: &str,
+    markers: &[(&str, String)],
+    extra: &str,
+    then: &str,
+) -> std::path::PathBuf {
     let ws = env.work.join(format!("{name}-ws"));
     let mut lines = String::new();
     for ((_, template), (_, marker)) in ESCAPES.iter().zip(markers) {
@@ -74,7 +103,11 @@ fn running_with(marker: &str) -> Vec<u32> {
         return found;
     };
     for entry in dir.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
             continue;
         };
         let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
@@ -102,8 +135,8 @@ fn wait_started(ws: &Path, markers: &[(&str, String)]) {
     }
 }
 
-/// Assert that no process with any marker runs within `within`; the survivors are named,
-/// and killed so a failing run leaves nothing behind.
+/// Assert that no process with any marker runs within `within`; the survivors are named
+/// (and killed when their [`Markers`] are dropped).
 fn assert_none_left(markers: &[(&str, String)], within: Duration, when: &str) {
     let deadline = Instant::now() + within;
     loop {
@@ -116,12 +149,9 @@ fn assert_none_left(markers: &[(&str, String)], within: Duration, when: &str) {
             return;
         }
         if Instant::now() >= deadline {
-            for (_, pids) in &left {
-                for pid in pids {
-                    mozart_tests::signal(*pid, "KILL");
-                }
-            }
-            panic!("{when}: processes the sheet started are still running {within:?} later: {left:?}");
+            panic!(
+                "{when}: processes the sheet started are still running {within:?} later: {left:?}"
+            );
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -138,7 +168,10 @@ fn assert_no_zombie_children(conductor: u32, within: Duration) {
             .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
             .filter(|pid| {
                 std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-                    let mut f = stat.rsplit_once(')').map_or("", |(_, r)| r).split_whitespace();
+                    let mut f = stat
+                        .rsplit_once(')')
+                        .map_or("", |(_, r)| r)
+                        .split_whitespace();
                     let state = f.next();
                     let ppid = f.next().and_then(|p| p.parse::<u32>().ok());
                     state == Some("Z") && ppid == Some(conductor)
@@ -177,14 +210,21 @@ fn processes_a_sheet_detached_end_when_it_completes() {
         "done",
         &markers,
         "",
-        &format!("while [ ! -e {} ]; do sleep 0.05; done", ws.join("go").display()),
+        &format!(
+            "while [ ! -e {} ]; do sleep 0.05; done",
+            ws.join("go").display()
+        ),
     );
     let out = env.mozart(&["run", score.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "run: {}", stdout(&out));
     wait_started(&ws, &markers);
     std::fs::write(ws.join("go"), "").unwrap();
     env.wait_completed("done");
-    assert_none_left(&markers, Duration::from_secs(15), "after the sheet completed");
+    assert_none_left(
+        &markers,
+        Duration::from_secs(15),
+        "after the sheet completed",
+    );
     assert_no_zombie_children(env.conductor_pid().unwrap(), Duration::from_secs(5));
 }
 
@@ -231,13 +271,17 @@ fn processes_a_sheet_detached_end_when_it_times_out() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    for (name, _) in &markers {
+    for (name, _) in markers.iter() {
         assert!(
             ws.join(format!("pid-{name}")).exists(),
             "the sheet never started its '{name}' process"
         );
     }
-    assert_none_left(&markers, Duration::from_secs(10), "after the sheet timed out");
+    assert_none_left(
+        &markers,
+        Duration::from_secs(10),
+        "after the sheet timed out",
+    );
     assert_no_zombie_children(env.conductor_pid().unwrap(), Duration::from_secs(5));
 }
 
@@ -294,5 +338,77 @@ fn stop_confirmed(env: &TestEnv) {
         .unwrap();
     child.stdin.take().unwrap().write_all(b"y\n").unwrap();
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "stop: {}\n{}", stdout(&out), env.log());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stop: {}\n{}",
+        stdout(&out),
+        env.log()
+    );
+}
+
+/// Architecture invariant 5: only processes the conductor started are signalled. Processes
+/// elsewhere on the machine that copy a running attempt's tag — the test's own, and one of
+/// another local user — are left alone when the attempt's processes are ended.
+#[test]
+fn a_copied_attempt_tag_does_not_make_a_stranger_the_conductors() {
+    let Some(intruder) = mozart_tests::users::intruder() else {
+        return;
+    };
+    let env = TestEnv::new();
+    env.start_conductor();
+    let markers = markers();
+    let ws = env.work.join("tagged-ws");
+    let score = score(
+        &env,
+        "tagged",
+        &markers,
+        "",
+        &format!(
+            "echo \"$MOZART_ATTEMPT\" > {}\nwhile [ ! -e {} ]; do sleep 0.05; done",
+            ws.join("tag").display(),
+            ws.join("go").display()
+        ),
+    );
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "run: {}", stdout(&out));
+    wait_started(&ws, &markers);
+    let tag = std::fs::read_to_string(ws.join("tag"))
+        .unwrap()
+        .trim()
+        .to_string();
+    assert!(!tag.is_empty(), "the instrument has no MOZART_ATTEMPT");
+
+    let stranger_marker = format!("3999.{}7", std::process::id());
+    let mut mine = std::process::Command::new("sleep")
+        .arg(&stranger_marker)
+        .env("MOZART_ATTEMPT", &tag)
+        .spawn()
+        .unwrap();
+    let mut theirs = intruder
+        .command("sleep")
+        .arg(&stranger_marker)
+        .env("MOZART_ATTEMPT", &tag)
+        .spawn()
+        .unwrap();
+
+    std::fs::write(ws.join("go"), "").unwrap();
+    env.wait_completed("tagged");
+    assert_none_left(
+        &markers,
+        Duration::from_secs(15),
+        "after the sheet completed",
+    );
+    let alive = (
+        mine.try_wait().unwrap().is_none(),
+        theirs.try_wait().unwrap().is_none(),
+    );
+    let _ = mine.kill();
+    let _ = theirs.kill();
+    let _ = (mine.wait(), theirs.wait());
+    assert_eq!(
+        alive,
+        (true, true),
+        "(test's process, intruder's process) alive after the sheet ended: a process the conductor did not start was signalled"
+    );
 }
