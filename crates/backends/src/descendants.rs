@@ -138,7 +138,10 @@ impl Tree {
         let mut map: HashMap<i32, Vec<i32>> = HashMap::new();
         if let Ok(dir) = std::fs::read_dir("/proc") {
             for entry in dir.flatten() {
-                let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok())
+                let Some(pid) = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|n| n.parse::<i32>().ok())
                 else {
                     continue;
                 };
@@ -168,7 +171,10 @@ impl Tree {
                 };
                 for task in tasks.flatten() {
                     if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-                        out.extend(text.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+                        out.extend(
+                            text.split_whitespace()
+                                .filter_map(|p| p.parse::<i32>().ok()),
+                        );
                     }
                 }
                 out
@@ -487,7 +493,10 @@ mod tests {
         // this test process): the tag alone must not make it ours.
         let marker = format!("/tmp/mozart-desc-{}", tag.as_str());
         let _ = std::process::Command::new("sh")
-            .args(["-c", &format!("setsid -f sh -c 'echo $$ > {marker}; exec sleep 30'")])
+            .args([
+                "-c",
+                &format!("setsid -f sh -c 'echo $$ > {marker}; exec sleep 30'"),
+            ])
             .env(ATTEMPT_VAR, tag.as_str())
             .status()
             .unwrap();
@@ -506,7 +515,11 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(5);
         let root = i32::try_from(ours.id()).unwrap();
         while find(&tag, Some(root)).len() < 3 {
-            assert!(Instant::now() < deadline, "found {:?}", find(&tag, Some(root)));
+            assert!(
+                Instant::now() < deadline,
+                "found {:?}",
+                find(&tag, Some(root))
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         let found: Vec<i32> = find(&tag, Some(root)).iter().map(|s| s.pid).collect();

@@ -105,9 +105,7 @@ pub fn install() {
     tokio::spawn(async move {
         while sigchld.recv().await.is_some() {
             // Off the async workers: a look at /proc per wake-up.
-            let reaped = tokio::task::spawn_blocking(reap_adopted)
-                .await
-                .unwrap_or(0);
+            let reaped = tokio::task::spawn_blocking(reap_adopted).await.unwrap_or(0);
             if reaped > 0 {
                 tracing::debug!(reaped, "reaped adopted processes");
             }

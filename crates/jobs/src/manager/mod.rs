@@ -766,7 +766,10 @@ impl JobHost for JobManager {
             .await
             .unwrap_or(0);
             if ended > 0 {
-                tracing::info!(attempts = ended, "ended the processes of unfinished attempts");
+                tracing::info!(
+                    attempts = ended,
+                    "ended the processes of unfinished attempts"
+                );
             }
             // Outcomes the learning writer is still gathering go to the store before exit.
             if let Some(learning) = &self.shared.learning {
