@@ -125,7 +125,7 @@ fn running_with(marker: &str) -> Vec<u32> {
 fn wait_started(ws: &Path, markers: &[(&str, String)]) {
     let deadline = Instant::now() + Duration::from_secs(30);
     for (name, marker) in markers {
-        while !(ws.join(format!("pid-{name}")).exists() && !running_with(marker).is_empty()) {
+        while !ws.join(format!("pid-{name}")).exists() || running_with(marker).is_empty() {
             assert!(
                 Instant::now() < deadline,
                 "the sheet never started its '{name}' process"
