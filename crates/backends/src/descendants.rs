@@ -74,11 +74,6 @@ impl AttemptTag {
     pub fn as_str(&self) -> &str {
         &self.0
     }
-
-    /// `MOZART_ATTEMPT=<tag>` as it appears in `/proc/<pid>/environ`.
-    fn entry(&self) -> Vec<u8> {
-        format!("{ATTEMPT_VAR}={}", self.0).into_bytes()
-    }
 }
 
 impl Default for AttemptTag {
@@ -183,18 +178,69 @@ impl Tree {
     }
 }
 
-fn environ_has(pid: i32, entry: &[u8]) -> bool {
-    std::fs::read(format!("/proc/{pid}/environ"))
-        .is_ok_and(|env| env.split(|b| *b == 0).any(|e| e == entry))
-}
-
 /// The attempt tag in `pid`'s environment, if any.
-pub(crate) fn environ_tag(pid: i32) -> Option<AttemptTag> {
+fn environ_tag(pid: i32) -> Option<AttemptTag> {
     let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
     let prefix = format!("{ATTEMPT_VAR}=").into_bytes();
     env.split(|b| *b == 0)
         .find_map(|e| e.strip_prefix(prefix.as_slice()))
         .map(|v| AttemptTag(String::from_utf8_lossy(v).into_owned()))
+}
+
+/// What is known of one of our direct children: its start time and its attempt tag.
+#[derive(Debug, Clone)]
+struct Known {
+    start: u64,
+    tag: Option<AttemptTag>,
+}
+
+/// Our direct children's tags, by pid. Reading another process's environment (its memory)
+/// is the dearest part of a look at the process tree, and a child's tag does not change, so
+/// each child is read once and later looks cost one `children` file per thread. A pid is
+/// forgotten by the first look that does not list it — every child that ends sends a
+/// SIGCHLD after which the subreaper looks, long before its pid could be handed out again.
+/// A child without a tag is remembered only once it is a second old: a child just forked
+/// still has the conductor's environment until its `exec`.
+fn known() -> MutexGuard<'static, HashMap<i32, Known>> {
+    static KNOWN: std::sync::LazyLock<Mutex<HashMap<i32, Known>>> =
+        std::sync::LazyLock::new(Mutex::default);
+    KNOWN.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The start time and attempt tag of our direct child `pid` (`None` when it is gone).
+pub(crate) fn child_tag(pid: i32) -> Option<(u64, Option<AttemptTag>)> {
+    if let Some(k) = known().get(&pid) {
+        return Some((k.start, k.tag.clone()));
+    }
+    let stat = read_stat(pid)?;
+    if stat.zombie {
+        return Some((stat.start, None));
+    }
+    let tag = environ_tag(pid);
+    let settled = || {
+        let per_second = crate::process::nanos_per_tick().map(|n| 1_000_000_000 / n.max(1));
+        match (crate::process::boot_ticks_now(), per_second) {
+            (Some(now), Some(hz)) => now.saturating_sub(stat.start) > hz,
+            _ => false,
+        }
+    };
+    if tag.is_some() || settled() {
+        let known_child = Known {
+            start: stat.start,
+            tag: tag.clone(),
+        };
+        known().insert(pid, known_child);
+    }
+    Some((stat.start, tag))
+}
+
+/// Forget what was known of processes that are no longer our children.
+pub(crate) fn forget_children_except(children: &[i32]) {
+    let mut known = known();
+    if !known.is_empty() {
+        let current: HashSet<i32> = children.iter().copied().collect();
+        known.retain(|pid, _| current.contains(pid));
+    }
 }
 
 /// This process's id.
@@ -223,18 +269,19 @@ pub(crate) fn registered_root(tag: &AttemptTag) -> Option<Option<i32>> {
 /// it is noted for the subreaper.
 fn find(tag: &AttemptTag, root: Option<i32>) -> Vec<Stat> {
     let me = me();
-    let entry = tag.entry();
     let tree = Tree::new();
-    let mut stack: Vec<i32> = tree
-        .children(me)
-        .into_iter()
-        .filter(|c| *c > 1 && environ_has(*c, &entry))
-        .collect();
-    for pid in &stack {
-        if Some(*pid) != root {
-            if let Some(stat) = read_stat(*pid) {
-                adopted().insert((*pid, stat.start));
+    let children = tree.children(me);
+    let mut stack = Vec::new();
+    forget_children_except(&children);
+    for &pid in &children {
+        let Some((start, child)) = child_tag(pid).filter(|_| pid > 1) else {
+            continue;
+        };
+        if child.as_ref() == Some(tag) {
+            if Some(pid) != root {
+                adopted().insert((pid, start));
             }
+            stack.push(pid);
         }
     }
     let mut seen = HashSet::new();

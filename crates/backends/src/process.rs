@@ -651,7 +651,7 @@ fn dev_null() -> std::process::Stdio {
 
 /// Nanoseconds per clock tick (`sysconf(_SC_CLK_TCK)`), when a tick is a whole number of
 /// nanoseconds (the kernel then reports start times as boot-time nanoseconds divided by it).
-fn nanos_per_tick() -> Option<u64> {
+pub(crate) fn nanos_per_tick() -> Option<u64> {
     static NANOS: std::sync::LazyLock<Option<u64>> = std::sync::LazyLock::new(|| {
         let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok()??;
         let hz = u64::try_from(hz).ok().filter(|&hz| hz > 0)?;
@@ -662,7 +662,7 @@ fn nanos_per_tick() -> Option<u64> {
 
 /// The boot-time clock (`CLOCK_BOOTTIME`, the clock of `/proc/<pid>/stat` field 22) now,
 /// in clock ticks.
-fn boot_ticks_now() -> Option<u64> {
+pub(crate) fn boot_ticks_now() -> Option<u64> {
     let per_tick = nanos_per_tick()?;
     let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
     let secs = u64::try_from(now.tv_sec()).ok()?;

@@ -30,7 +30,12 @@ use nix::sys::wait::{waitpid, WaitPidFlag};
 use nix::unistd::{getpgrp, getsid, Pid};
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::descendants::{adopted, environ_tag, me, read_stat, registered_root, Stat, Tree};
+use crate::descendants::{
+    adopted, child_tag, forget_children_except, me, read_stat, registered_root, Stat, Tree,
+};
+
+/// Pause after a SIGCHLD before looking at the children, so a burst of exits costs one look.
+const REAP_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Whether a zombie direct child with `stat` was adopted rather than spawned by a conductor
 /// in session `our_sid` and process group `our_pgid` (see the module documentation).
@@ -58,15 +63,17 @@ pub fn reap_adopted() -> usize {
     };
     let (sid, pgid) = (sid.as_raw(), pgid.as_raw());
     let children = Tree::new().children(me());
-    let mut reaped = 0;
-    for pid in children {
+    let mut reaped = Vec::new();
+    for &pid in &children {
         let Some(stat) = read_stat(pid) else { continue };
         if !stat.zombie {
             // A group leader in our session: adopted only if it carries the tag of a running
             // attempt whose instrument it is not. (An attempt not registered yet may be the
             // one just spawned: left alone.)
             if stat.pgid == pid && stat.sid == sid && !adopted().contains(&(pid, stat.start)) {
-                let tag_root = environ_tag(pid).and_then(|t| registered_root(&t));
+                let tag_root = child_tag(pid)
+                    .and_then(|(_, tag)| tag)
+                    .and_then(|t| registered_root(&t));
                 if let Some(root) = tag_root {
                     if root != Some(pid) {
                         adopted().insert((pid, stat.start));
@@ -79,14 +86,18 @@ pub fn reap_adopted() -> usize {
         if noted || adopted_by_ids(&stat, sid, pgid) {
             // By pid, not -1: only this zombie's status is taken.
             if waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)).is_ok() {
-                reaped += 1;
+                reaped.push(pid);
             }
         }
     }
-    // Forget what is no longer our child (reaped, or a pid noted but gone another way).
-    let still: std::collections::HashSet<i32> = Tree::new().children(me()).into_iter().collect();
+    // Forget what is no longer our child (reaped now, or gone another way).
+    let still: Vec<i32> = children
+        .into_iter()
+        .filter(|p| !reaped.contains(p))
+        .collect();
     adopted().retain(|(pid, _)| still.contains(pid));
-    reaped
+    forget_children_except(&still);
+    reaped.len()
 }
 
 /// Become the subreaper and reap adopted children as they end (a task on the current
@@ -104,6 +115,9 @@ pub fn install() {
     };
     tokio::spawn(async move {
         while sigchld.recv().await.is_some() {
+            // One look per burst of exits (instruments end by the hundred per second in a
+            // busy conductor): the signals of the pause are taken by the next `recv`.
+            tokio::time::sleep(REAP_PAUSE).await;
             // Off the async workers: a look at /proc per wake-up.
             let reaped = tokio::task::spawn_blocking(reap_adopted).await.unwrap_or(0);
             if reaped > 0 {
