@@ -23,8 +23,10 @@
 //!   instrument (a job-control shell's background job leads its own group in our session,
 //!   like a spawned child; its tag tells it apart).
 //!
-//! A process of the last kind that ends before the conductor ever saw it alive stays a
-//! zombie until the conductor exits (harmless: it holds a pid, no memory).
+//! Two kinds stay zombies until the conductor exits (harmless: a zombie holds a pid, no
+//! memory): a process of the last kind that ends before the conductor ever saw it alive,
+//! and a daemon that a tool the conductor runs itself (git, gh) leaves behind in the
+//! conductor's own process group without a session of its own.
 
 use nix::sys::wait::{waitpid, WaitPidFlag};
 use nix::unistd::{getpgrp, getsid, Pid};
