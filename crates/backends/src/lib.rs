@@ -8,10 +8,13 @@
 //! Modules depend in one direction, each only on those above it:
 //! 1. leaves: `error`, `redact`, `json_path`, `types` (request, result, progress, stream kind);
 //! 2. `profile` (instrument profiles), then `env` (a child's environment plan from a profile);
-//! 3. `process` (runs a child under that plan), `classify` (E-codes from a result);
+//! 3. `process` (runs a child under that plan; `descendants` finds and ends everything it
+//!    started, `subreaper` keeps what it detaches within the conductor's reach),
+//!    `classify` (E-codes from a result);
 //! 4. the instruments: `cli_backend`, `claude` (on `cli_backend`), `http`;
 //! 5. `registry`, which builds an instrument from a profile.
 
+pub mod descendants;
 pub mod error;
 pub mod process;
 pub mod types;
@@ -34,6 +37,7 @@ pub mod json_path;
 pub mod placement;
 pub mod profile;
 pub mod registry;
+pub mod subreaper;
 
 pub use claude::{ClaudeCliBackend, ClaudeCliOptions, ClaudeOutputFormat};
 pub use cli_backend::ProfileBackend;

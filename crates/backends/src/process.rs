@@ -2,13 +2,15 @@
 //! stdout/stderr, timeout and cancellation by group signals (architecture invariant 5).
 //!
 //! Every child is spawned with `process_group(0)`, so it and everything it forks share a
-//! process group whose id is the child's pid. Timeout, cancellation (dropping the future)
-//! and the clean-up after a normal exit all signal that group: SIGTERM, a grace period,
-//! then SIGKILL. We deliberately do not set `PR_SET_PDEATHSIG`: it fires when the *thread*
-//! that forked exits, and tokio may spawn from short-lived blocking-pool threads, which
-//! would kill healthy instruments; it would also need `unsafe` `pre_exec`. A conductor
-//! that is SIGKILLed can therefore leave instrument groups behind; every normal, timeout
-//! and cancel path reaps them.
+//! process group whose id is the child's pid, and with the attempt's tag in its environment
+//! ([`crate::descendants`]), so what leaves the group (`setsid`, a double fork, `nohup … &`)
+//! is still found. Timeout, cancellation (dropping the future) and the clean-up after a
+//! normal exit all end both: SIGTERM, a grace period, then SIGKILL. We deliberately do not
+//! set `PR_SET_PDEATHSIG`: it fires when the *thread* that forked exits, and tokio may spawn
+//! from short-lived blocking-pool threads, which would kill healthy instruments; it would
+//! also need `unsafe` `pre_exec`. A conductor that is SIGKILLed can therefore leave
+//! instrument groups behind (its watchdog ends them); every normal, timeout and cancel path
+//! reaps them.
 
 use std::io;
 use std::path::PathBuf;
@@ -21,6 +23,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::task::JoinHandle;
 
+use crate::descendants::{AttemptTag, Cleanup, Registered, ATTEMPT_VAR};
 use crate::env::{ChildEnv, EnvPlan};
 use crate::types::{epoch_now, Progress, StreamKind};
 
@@ -221,32 +224,30 @@ pub fn group_alive(pgid: i32) -> bool {
     signal_group(pgid, None)
 }
 
-/// Terminates the group when dropped while armed: SIGTERM now, SIGKILL after the grace
-/// from a detached thread, so a cancelled execution never leaves an orphan.
+/// Ends the attempt when dropped while armed — its group and its tagged processes:
+/// SIGTERM now, SIGKILL after the grace from a detached thread, so a cancelled execution
+/// never leaves an orphan. The attempt stays registered for [`crate::descendants::end_all`]
+/// until that thread is done.
 struct GroupGuard {
-    pgid: Option<i32>,
+    armed: Option<(i32, AttemptTag, Registered)>,
     grace: Duration,
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            if signal_group(pgid, Some(Signal::SIGTERM)) {
+        if let Some((pgid, tag, registered)) = self.armed.take() {
+            let mut cleanup = Cleanup::new(Some(pgid), Some(tag.clone()));
+            if cleanup.term() {
                 let grace = self.grace;
                 let spawned = std::thread::Builder::new()
                     .name("mozart-reaper".into())
                     .spawn(move || {
-                        let deadline = Instant::now() + grace;
-                        while Instant::now() < deadline {
-                            if !group_alive(pgid) {
-                                return;
-                            }
-                            std::thread::sleep(Duration::from_millis(50));
-                        }
-                        signal_group(pgid, Some(Signal::SIGKILL));
+                        cleanup.terminate_blocking(grace);
+                        drop(registered);
                     });
-                if spawned.is_err() {
-                    signal_group(pgid, Some(Signal::SIGKILL));
+                if let Err(e) = spawned {
+                    tracing::warn!(error = %e, "cannot start a thread to end a cancelled instrument; killing it at once");
+                    Cleanup::new(Some(pgid), Some(tag)).kill();
                 }
             }
         }
@@ -414,20 +415,6 @@ fn exit_parts(status: Option<std::process::ExitStatus>) -> (Option<i32>, Option<
     }
 }
 
-/// Wait up to `limit` for the group to be empty; true if it emptied.
-async fn wait_group_empty(pgid: i32, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if !group_alive(pgid) {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
 /// Run the process to completion (or timeout), capturing output.
 ///
 /// Returns the outcome and the line sink (with whatever it parsed). Dropping the returned
@@ -465,11 +452,12 @@ pub async fn run_process(
         .program_path
         .clone()
         .or_else(|| resolve_program_on(&spec.program, child_env.path()));
-    let mut spawned = spawn_child(&spec, &child_env, path.as_deref());
+    let tag = AttemptTag::new();
+    let mut spawned = spawn_child(&spec, &child_env, path.as_deref(), &tag);
     if cached && matches!(&spawned, Err(e) if e.kind() == io::ErrorKind::NotFound) {
         // The cached program is gone: look again, as a fresh spawn would.
         let path = resolve_program_on(&spec.program, child_env.path());
-        spawned = spawn_child(&spec, &child_env, path.as_deref());
+        spawned = spawn_child(&spec, &child_env, path.as_deref(), &tag);
     }
     let (mut child, ticks) = match spawned {
         Ok(child) => child,
@@ -494,8 +482,10 @@ pub async fn run_process(
     };
     let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
     progress.set_started(u32::try_from(pid).ok(), ticks);
+    let pgid = (pid > 1).then_some(pid);
+    let registered = crate::descendants::register(&tag, pgid);
     let mut guard = GroupGuard {
-        pgid: (pid > 1).then_some(pid),
+        armed: Some((pid, tag.clone(), registered)),
         grace: spec.kill_grace,
     };
 
@@ -531,6 +521,8 @@ pub async fn run_process(
             None => std::future::pending::<()>().await,
         }
     };
+    // The attempt's group and every process carrying its tag, wherever it went.
+    let mut cleanup = Cleanup::new(pgid, Some(tag));
     let supervise = async {
         let (mut status, timed_out, lingered) = tokio::select! {
             s = child.wait() => (s.ok(), false, false),
@@ -539,12 +531,12 @@ pub async fn run_process(
         };
         let mut escalated = false;
         if timed_out || lingered {
-            signal_group(pid, Some(Signal::SIGTERM));
+            cleanup.term();
             status = match tokio::time::timeout(spec.kill_grace, child.wait()).await {
                 Ok(s) => s.ok(),
                 Err(_) => {
                     escalated = true;
-                    signal_group(pid, Some(Signal::SIGKILL));
+                    cleanup.kill();
                     let _ = child.start_kill();
                     child.wait().await.ok()
                 }
@@ -552,14 +544,11 @@ pub async fn run_process(
         }
         progress.set_pid(None);
 
-        // The leader is gone; whatever it left in its group gets a short drain window, then
-        // the same TERM → grace → KILL sequence (never leave an orphan).
-        if pid > 1 && !wait_group_empty(pid, spec.drain_grace).await {
-            signal_group(pid, Some(Signal::SIGTERM));
-            if !wait_group_empty(pid, spec.kill_grace).await {
-                signal_group(pid, Some(Signal::SIGKILL));
-                wait_group_empty(pid, Duration::from_secs(1)).await;
-            }
+        // The leader is gone; whatever it left — in its group, or outside it (`setsid`, a
+        // double fork) — gets a short drain window, then the same TERM → grace → KILL
+        // sequence (never leave an orphan).
+        if !cleanup.wait_gone(spec.drain_grace).await {
+            cleanup.terminate(spec.kill_grace).await;
         }
         (status, timed_out, lingered, escalated)
     };
@@ -572,10 +561,11 @@ pub async fn run_process(
             () = &mut reading, if !read_all => read_all = true,
         }
     };
-    guard.pgid = None;
+    // Everything is ended: the attempt is over (dropping the registration).
+    guard.armed = None;
 
-    // Pipes close when the last writer dies; a process that left our group (setsid) could
-    // hold them open, so the readers get a bounded wait.
+    // Pipes close when the last writer dies; a process out of our reach (another user's,
+    // one that dropped the tag) could hold them open, so the readers get a bounded wait.
     if !read_all {
         let read_deadline = tokio::time::Instant::now() + Duration::from_secs(2);
         let _ = tokio::time::timeout_at(read_deadline, &mut reading).await;
@@ -606,6 +596,7 @@ fn spawn_child(
     spec: &ProcessSpec,
     env: &ChildEnv,
     path: Option<&std::path::Path>,
+    tag: &AttemptTag,
 ) -> io::Result<(tokio::process::Child, Option<u64>)> {
     let mut cmd = match path {
         Some(path) => {
@@ -637,6 +628,9 @@ fn spawn_child(
             cmd.envs(vars.iter().map(|(k, v)| (k, v)));
         }
     }
+    // The attempt's tag, inherited by everything the instrument starts (crate::descendants).
+    // (With an inherited environment this costs std one copy of it per spawn.)
+    cmd.env(ATTEMPT_VAR, tag.as_str());
     let before = boot_ticks_now();
     let child = cmd.spawn()?;
     let after = boot_ticks_now();
@@ -657,7 +651,7 @@ fn dev_null() -> std::process::Stdio {
 
 /// Nanoseconds per clock tick (`sysconf(_SC_CLK_TCK)`), when a tick is a whole number of
 /// nanoseconds (the kernel then reports start times as boot-time nanoseconds divided by it).
-fn nanos_per_tick() -> Option<u64> {
+pub(crate) fn nanos_per_tick() -> Option<u64> {
     static NANOS: std::sync::LazyLock<Option<u64>> = std::sync::LazyLock::new(|| {
         let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok()??;
         let hz = u64::try_from(hz).ok().filter(|&hz| hz > 0)?;
@@ -668,7 +662,7 @@ fn nanos_per_tick() -> Option<u64> {
 
 /// The boot-time clock (`CLOCK_BOOTTIME`, the clock of `/proc/<pid>/stat` field 22) now,
 /// in clock ticks.
-fn boot_ticks_now() -> Option<u64> {
+pub(crate) fn boot_ticks_now() -> Option<u64> {
     let per_tick = nanos_per_tick()?;
     let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
     let secs = u64::try_from(now.tv_sec()).ok()?;

@@ -208,6 +208,19 @@ fn parse_env0(stdout: &[u8]) -> std::collections::BTreeMap<String, String> {
         .collect()
 }
 
+/// Every instrument carries its attempt's tag (`MOZART_ATTEMPT=<our pid>.<n>`), by which
+/// the processes it detaches are found (mozart_backends::descendants).
+fn assert_attempt_tag(seen: &std::collections::BTreeMap<String, String>) {
+    let tag = seen
+        .get(mozart_backends::descendants::ATTEMPT_VAR)
+        .map(String::as_str);
+    let prefix = format!("{}.", std::process::id());
+    assert!(
+        tag.is_some_and(|t| t.starts_with(&prefix)),
+        "attempt tag: {tag:?}"
+    );
+}
+
 /// The instrument's environment is the conductor's, minus the nesting guard, plus the
 /// profile's and the score's variables — on the first spawn of a backend and on later ones
 /// (which reuse what the first worked out), with or without score variables.
@@ -232,10 +245,16 @@ async fn the_childs_environment_is_the_conductors_with_the_profile_and_score_cha
         let result = plain.execute(req).await;
         assert!(result.success, "{:?}", result.error_message);
         let seen = parse_env0(&std::fs::read(dir.path().join("env.out")).unwrap());
+        assert_attempt_tag(&seen);
         // `sh` itself may add PWD / SHLVL / `_`; everything else must match exactly.
         let seen: std::collections::BTreeMap<String, String> = seen
             .into_iter()
-            .filter(|(k, _)| !matches!(k.as_str(), "PWD" | "SHLVL" | "_" | "OLDPWD"))
+            .filter(|(k, _)| {
+                !matches!(
+                    k.as_str(),
+                    "PWD" | "SHLVL" | "_" | "OLDPWD" | mozart_backends::descendants::ATTEMPT_VAR
+                )
+            })
             .collect();
         let want: std::collections::BTreeMap<String, String> = expected
             .clone()
@@ -261,6 +280,7 @@ async fn the_childs_environment_is_the_conductors_with_the_profile_and_score_cha
             .await;
         assert!(result.success, "{:?}", result.error_message);
         let seen = parse_env0(&std::fs::read(dir.path().join("env.out")).unwrap());
+        assert_attempt_tag(&seen);
         let mut want: std::collections::BTreeMap<String, String> =
             mozart_backends::env::SYSTEM_VARS
                 .iter()
@@ -270,7 +290,12 @@ async fn the_childs_environment_is_the_conductors_with_the_profile_and_score_cha
         want.insert("EXTRA".into(), format!("{home}/x"));
         let seen: std::collections::BTreeMap<String, String> = seen
             .into_iter()
-            .filter(|(k, _)| !matches!(k.as_str(), "PWD" | "SHLVL" | "_" | "OLDPWD"))
+            .filter(|(k, _)| {
+                !matches!(
+                    k.as_str(),
+                    "PWD" | "SHLVL" | "_" | "OLDPWD" | mozart_backends::descendants::ATTEMPT_VAR
+                )
+            })
             .collect();
         want.retain(|k, _| !matches!(k.as_str(), "PWD" | "SHLVL" | "_" | "OLDPWD"));
         assert_eq!(seen, want);

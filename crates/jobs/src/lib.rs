@@ -28,6 +28,10 @@ impl JobEngine for Jobs {
         ctx: &Arc<ConductorCtx>,
         module: &mut RpcModule<Arc<ConductorCtx>>,
     ) -> Result<(), ConductorError> {
+        // At daemon start, before any instrument runs: what an instrument detaches (setsid,
+        // a double fork, nohup) is re-parented to the conductor instead of init, where its
+        // attempt's clean-up finds it (mozart_backends::descendants).
+        mozart_backends::subreaper::install();
         let manager = manager::JobManager::open(ctx)?;
         ctx.install_job_host(Arc::new(manager.clone()))?;
         manager::register_rpc(module, manager)

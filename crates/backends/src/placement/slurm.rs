@@ -22,7 +22,7 @@
 
 use std::io::Write as _;
 use std::os::unix::ffi::OsStrExt as _;
-use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -117,11 +117,13 @@ impl SlurmPlacement {
             attempt: None,
             journal: req.remote.clone(),
             recorded: false,
+            dir: None,
         };
         let attempt = match recorded {
             Some(rec) => {
                 guard.attempt = Some(rec.clone());
                 guard.recorded = true;
+                guard.dir = Some(rec.dir.clone());
                 tracing::info!(job_id = %req.job_id, sheet = req.sheet_num, slurm_job = %rec.remote_id,
                     "re-attaching to the Slurm job of an attempt started before the restart");
                 // A conductor killed between recording and releasing leaves the job held.
@@ -143,7 +145,9 @@ impl SlurmPlacement {
         spec.stdin = None;
         spec.child_env = None;
         let followed = self.follow(&attempt, &spec, &req.progress).await;
+        // Followed to its end: `collect` takes care of the files from here.
         guard.attempt = None;
+        guard.dir = None;
         collect(&attempt, spec, followed, sink, started).await
     }
 
@@ -166,9 +170,35 @@ impl SlurmPlacement {
             req.attempt,
             (epoch_now() * 1000.0) as u64
         ));
-        write_attempt_files(&dir, &cwd, spec)
-            .map_err(|e| format!("cannot prepare the Slurm job in {}: {e}", dir.display()))?;
+        // From now on an abandoned attempt removes its files (its cancel guard).
+        guard.dir = Some(dir.clone());
+        if let Err(e) = write_attempt_files(&dir, &cwd, spec) {
+            guard.dir = None;
+            remove_attempt_dir(&dir).await;
+            return Err(format!(
+                "cannot prepare the Slurm job in {}: {e}",
+                dir.display()
+            ));
+        }
+        // Whatever stops the submission, the files written for it (the environment holds
+        // API keys) do not stay on the shared filesystem.
+        let submitted = self.submit_files(req, spec, guard, &cwd, dir.clone()).await;
+        if submitted.is_err() {
+            guard.dir = None;
+            remove_attempt_dir(&dir).await;
+        }
+        submitted
+    }
 
+    /// Submit the attempt whose files are in `dir` held, record it, release it.
+    async fn submit_files(
+        &self,
+        req: &ExecutionRequest,
+        spec: &ProcessSpec,
+        guard: &mut CancelGuard,
+        cwd: &Path,
+        dir: std::path::PathBuf,
+    ) -> Result<RemoteAttempt, String> {
         let mut args = vec![
             "--parsable".to_string(),
             "--hold".into(),
@@ -204,7 +234,11 @@ impl SlurmPlacement {
         }
         args.extend(self.spec.extra_args.iter().cloned());
         args.push(dir.join("run.sh").display().to_string());
-        let remote_id = submit_held(args).await?;
+        let submitted = submit_held(args).await;
+        // sbatch sent the script's text to slurmctld, which keeps its own copy: the file is
+        // not needed any more.
+        let _ = std::fs::remove_file(dir.join("run.sh"));
+        let remote_id = submitted?;
         let attempt = RemoteAttempt {
             placement: "slurm".into(),
             remote_id: remote_id.clone(),
@@ -462,11 +496,19 @@ struct CancelGuard {
     journal: Option<Arc<dyn RemoteJournal>>,
     /// The checkpoint holds the job's record, so a next conductor can re-attach to it.
     recorded: bool,
+    /// The attempt's directory: removed with everything in it when the attempt is abandoned
+    /// (unless its job runs on for the next conductor).
+    dir: Option<std::path::PathBuf>,
 }
 
 impl Drop for CancelGuard {
     fn drop(&mut self) {
+        let dir = self.dir.take();
         let Some(attempt) = self.attempt.take() else {
+            // Abandoned before a job existed: only the files are left to remove.
+            if let Some(dir) = dir {
+                in_thread("mozart-slurm-files", move || remove_attempt_files(&dir));
+            }
             return;
         };
         if super::detaching() && self.recorded {
@@ -491,17 +533,56 @@ impl Drop for CancelGuard {
             if !status.is_ok_and(|s| s.success()) {
                 tracing::warn!(slurm_job = %attempt.remote_id, "scancel of an abandoned attempt failed");
             }
-            let _ = std::fs::remove_file(attempt.dir.join("env"));
+            // Cancelled: no conductor will collect it, so nothing of it is kept.
+            remove_attempt_files(dir.as_deref().unwrap_or(&attempt.dir));
             if let Some(journal) = journal {
                 journal.forget(&attempt.remote_id);
             }
         };
-        if let Err(e) = std::thread::Builder::new()
-            .name("mozart-scancel".into())
-            .spawn(work)
-        {
-            tracing::warn!(error = %e, "cannot start the scancel thread");
+        in_thread("mozart-scancel", work);
+    }
+}
+
+/// Run `work` on a thread of its own (a drop may happen anywhere, even under the
+/// checkpoint's locks); logged when no thread can be started.
+fn in_thread(name: &str, work: impl FnOnce() + Send + 'static) {
+    if let Err(e) = std::thread::Builder::new().name(name.into()).spawn(work) {
+        tracing::warn!(error = %e, thread = name, "cannot start a clean-up thread");
+    }
+}
+
+/// The files of an attempt the conductor writes for the job: the command line (the prompt),
+/// the environment (API keys), stdin, the wrapper. Removed when the attempt ends; what the
+/// job wrote stays until its result is recorded ([`remove_finished_attempt`]).
+const INPUT_FILES: &[&str] = &["argv", "env", "stdin", "run.sh"];
+
+/// Remove an attempt's directory and everything in it.
+fn remove_attempt_files(dir: &Path) {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot remove a Slurm attempt's files")
         }
+    }
+}
+
+/// [`remove_attempt_files`] off the async workers.
+async fn remove_attempt_dir(dir: &Path) {
+    let dir = dir.to_path_buf();
+    let _ = tokio::task::spawn_blocking(move || remove_attempt_files(&dir)).await;
+}
+
+/// Remove the directory of a remote attempt whose result is recorded (durably: a restart
+/// will not re-attach to it, so its output files are no longer needed). Only a directory
+/// named as the placement names attempts (`sheet-<n>-attempt-<k>-<ms>`) is touched.
+pub fn remove_finished_attempt(dir: &Path) {
+    let ours = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("sheet-") && n.contains("-attempt-"));
+    if ours {
+        remove_attempt_files(dir);
     }
 }
 
@@ -517,7 +598,12 @@ async fn collect(
     let remote_id = attempt.remote_id.clone();
     let submitted_at = attempt.submitted_at;
     let work = move || {
-        let _ = std::fs::remove_file(dir.join("env"));
+        // The attempt is over: what the conductor wrote for it goes now; the outputs stay
+        // until its result is recorded (a conductor restarted before that re-attaches and
+        // collects them again).
+        for name in INPUT_FILES {
+            let _ = std::fs::remove_file(dir.join(name));
+        }
         let (exit_code, exit_signal, timed_out, note) = match followed {
             Followed::Exited(code) if code > 128 && code <= 128 + 64 => {
                 (None, Some(code - 128), false, None)
@@ -724,7 +810,12 @@ fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
 
 /// The attempt's directory: command line, environment, stdin, wrapper.
 fn write_attempt_files(dir: &Path, cwd: &Path, spec: &ProcessSpec) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
+    // Directories we create (the state directory, the job's) are private too: their names
+    // say which jobs and sheets run.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     let mut argv = private_file(&dir.join("argv"))?;
     for arg in std::iter::once(&spec.program).chain(&spec.args) {
@@ -742,12 +833,14 @@ fn write_attempt_files(dir: &Path, cwd: &Path, spec: &ProcessSpec) -> std::io::R
         file.write_all(v.as_bytes())?;
         file.write_all(b"\0")?;
     }
-    let stdin = match &spec.stdin {
+    // The prompt (in argv or stdin) and the environment are deleted as soon as the job has
+    // them open or read; the conductor deletes whatever is left when the attempt ends.
+    let (open_stdin, stdin) = match &spec.stdin {
         Some(bytes) => {
             private_file(&dir.join("stdin"))?.write_all(bytes)?;
-            r#""$d/stdin""#
+            ("exec 3< \"$d/stdin\" && rm -f \"$d/stdin\"\n", "<&3 3<&-")
         }
-        None => "/dev/null",
+        None => ("", "< /dev/null"),
     };
     let script = format!(
         r#"#!/bin/bash
@@ -755,12 +848,12 @@ fn write_attempt_files(dir: &Path, cwd: &Path, spec: &ProcessSpec) -> std::io::R
 PATH=/usr/local/bin:/usr/bin:/bin${{PATH:+:$PATH}}
 d={dir}
 date +%s.%N > "$d/start.tmp" && mv -f "$d/start.tmp" "$d/start"
-mapfile -d '' -t argv < "$d/argv"
+mapfile -d '' -t argv < "$d/argv"; rm -f "$d/argv"
 envv=()
 if [ -f "$d/env" ]; then mapfile -d '' -t envv < "$d/env"; rm -f "$d/env"; fi
-done_with() {{ echo "$1" > "$d/exit.tmp" && mv -f "$d/exit.tmp" "$d/exit"; exit "$1"; }}
+{open_stdin}done_with() {{ echo "$1" > "$d/exit.tmp" && mv -f "$d/exit.tmp" "$d/exit"; exit "$1"; }}
 cd {cwd} || done_with 126
-env -i "${{envv[@]}}" SLURM_JOB_ID="$SLURM_JOB_ID" "${{argv[@]}}" < {stdin} > "$d/stdout" 2> "$d/stderr"
+env -i "${{envv[@]}}" SLURM_JOB_ID="$SLURM_JOB_ID" "${{argv[@]}}" {stdin} > "$d/stdout" 2> "$d/stderr"
 done_with $?
 "#,
         dir = sh_quote(&dir.to_string_lossy()),
@@ -860,8 +953,22 @@ mod tests {
             remove: vec![],
         };
         spec.stdin = Some(b"from stdin".to_vec());
-        let dir = tmp.path().join("attempt");
+        let dir = tmp.path().join("state").join("job").join("attempt");
         write_attempt_files(&dir, &cwd, &spec).unwrap();
+        // Nobody but the conductor's user can read what it wrote (the environment holds API
+        // keys), nor list the directories it created.
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        for name in ["env", "argv", "stdin"] {
+            assert_eq!(mode(&dir.join(name)), 0o600, "{name}");
+        }
+        assert_eq!(mode(&dir.join("run.sh")), 0o700);
+        for d in [
+            &dir,
+            &dir.parent().unwrap().to_path_buf(),
+            &tmp.path().join("state"),
+        ] {
+            assert_eq!(mode(d) & 0o077, 0, "{}", d.display());
+        }
         let status = std::process::Command::new("bash")
             .arg(dir.join("run.sh"))
             .status()
@@ -869,7 +976,9 @@ mod tests {
         assert_eq!(status.code(), Some(3));
         assert_eq!(read_exit(&dir), Some(3));
         assert!(read_start(&dir).is_some());
-        assert!(!dir.join("env").exists(), "the environment file is gone");
+        for name in ["env", "argv", "stdin"] {
+            assert!(!dir.join(name).exists(), "the job deleted {name} once read");
+        }
         let out = std::fs::read_to_string(dir.join("stdout")).unwrap();
         assert_eq!(
             out,

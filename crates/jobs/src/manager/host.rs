@@ -32,6 +32,9 @@ pub(crate) struct ConductorHost {
     /// Anchored when the baton loop starts (within microseconds of the driver's own clock),
     /// to turn the baton's monotonic deadlines into wall time for the registry.
     clock: mozart_baton::AnchoredClock,
+    /// Directories of remote attempts whose results this burst records: removed once the
+    /// burst is committed (before that, a restart re-attaches to them and needs their files).
+    finished_remote: Vec<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for ConductorHost {
@@ -50,6 +53,7 @@ impl ConductorHost {
             inflight: HashMap::new(),
             new_work: std::collections::HashSet::new(),
             clock: mozart_baton::AnchoredClock::new(),
+            finished_remote: Vec::new(),
         }
     }
 }
@@ -172,6 +176,13 @@ impl ConductorHost {
             return Ok(());
         };
         let status = sheet_status(change.status.checkpoint_status());
+        // The remote attempt whose result this write records (update_sheet clears it).
+        let finished_remote = details.as_ref().and_then(|_| {
+            let sheet = live.sheets.get(&change.sheet_num)?;
+            Some(std::path::PathBuf::from(
+                &sheet.remote_attempt.as_ref()?.dir,
+            ))
+        });
         if update_sheet(live, change, status, details.as_ref()) {
             self.new_work.insert(change.job_id.clone());
         }
@@ -185,6 +196,7 @@ impl ConductorHost {
                 e,
             )
         })?;
+        self.finished_remote.extend(finished_remote);
         if let Some(run) = &entry.run {
             super::notify::sheet_changed(run, live, change.sheet_num, status);
         }
@@ -525,6 +537,21 @@ impl BatonHost for ConductorHost {
         drop(registry);
         if let Ok(results) = &batch {
             mirror_json_state(&jobs, changes, results);
+        }
+        let finished_remote = std::mem::take(&mut self.finished_remote);
+        if batch.is_ok() && !finished_remote.is_empty() {
+            // The results are durable: no restart will re-attach to these attempts, so their
+            // files (on a shared filesystem, possibly slow) go, off the baton task.
+            let removing = std::thread::Builder::new()
+                .name("mozart-slurm-files".into())
+                .spawn(move || {
+                    for dir in &finished_remote {
+                        mozart_backends::placement::slurm::remove_finished_attempt(dir);
+                    }
+                });
+            if let Err(e) = removing {
+                tracing::warn!(error = %e, "cannot start a thread to remove finished Slurm attempts' files");
+            }
         }
         self.table.jobs = jobs;
         match batch {

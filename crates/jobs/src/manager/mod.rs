@@ -757,6 +757,20 @@ impl JobHost for JobManager {
                     tracing::warn!("baton did not stop within the shutdown timeout");
                 }
             }
+            // Attempts still running (the shutdown timeout passed, or a forced stop) and
+            // what their instruments detached (setsid, double fork) end with the conductor,
+            // not after it: SIGTERM, the kill grace, SIGKILL.
+            let ended = tokio::task::spawn_blocking(|| {
+                mozart_backends::descendants::end_all(mozart_backends::DEFAULT_KILL_GRACE)
+            })
+            .await
+            .unwrap_or(0);
+            if ended > 0 {
+                tracing::info!(
+                    attempts = ended,
+                    "ended the processes of unfinished attempts"
+                );
+            }
             // Outcomes the learning writer is still gathering go to the store before exit.
             if let Some(learning) = &self.shared.learning {
                 learning.flush(Duration::from_secs(5)).await;

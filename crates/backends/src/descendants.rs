@@ -1,0 +1,590 @@
+//! Every process an attempt started, wherever it went (issue 21: no process outlives its
+//! sheet).
+//!
+//! An instrument's process group holds what it forks, until one of those processes leaves
+//! it: `setsid cmd &` starts a new session, a double fork `( (cmd &) & )` or `nohup cmd &`
+//! leaves a process whose parent is gone. Signalling the group misses the first; once their
+//! parents exit, all of them used to be re-parented to init, out of the conductor's sight.
+//!
+//! Two things find them:
+//!
+//! - **The conductor is a child subreaper** (`prctl(PR_SET_CHILD_SUBREAPER)`, set at daemon
+//!   start by [`crate::subreaper::install`]): a process whose parent dies is re-parented to
+//!   the conductor instead of init, so every process an instrument ever started stays a
+//!   descendant of the conductor (which reaps them when they end).
+//! - **Every attempt's processes carry its tag**: the instrument is spawned with
+//!   `MOZART_ATTEMPT=<tag>` ([`ATTEMPT_VAR`]) in its environment, which its descendants
+//!   inherit. A process the conductor adopted is attributed to an attempt by its tag
+//!   (`/proc/<pid>/environ`).
+//!
+//! An attempt's processes are then: each *direct* child of this process whose environment
+//! holds the attempt's tag (the instrument itself while it runs, and every adopted orphan of
+//! the attempt), with everything below it. Only this process's descendants are ever
+//! considered, so a process elsewhere on the machine that copies the variable is never
+//! touched (architecture invariant 5: never signal processes the conductor did not start),
+//! and a process is signalled only while it still has the start time it was found with (a
+//! reused pid is left alone).
+//!
+//! Not covered: a descendant that leaves the attempt's tree *and* drops the tag (`env -i`,
+//! or a program that overwrites its environment block for its process title) before the
+//! attempt ends; a process that runs as another user (a setuid program; its environment
+//! cannot be read, nor can it be signalled); a process started through another service
+//! (`systemd-run`, `at`, `ssh host`), which is not a descendant; and everything outside the
+//! conductor's process tree when the conductor itself is killed with SIGKILL (the watchdog
+//! then ends the attempts' process groups, not escaped processes). A cgroup per attempt would
+//! close the first gap, but needs a delegated cgroup v2 subtree that most conductors (a user
+//! session, a container) do not have, and placing a child into it before it runs needs
+//! `clone3(CLONE_INTO_CGROUP)` or a pre-exec hook.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::process::signal_group;
+
+/// The variable holding an attempt's tag in its instrument's environment.
+pub const ATTEMPT_VAR: &str = "MOZART_ATTEMPT";
+
+/// Pause between looks while waiting for an attempt's processes to end.
+const POLL: Duration = Duration::from_millis(25);
+
+/// Rounds of SIGKILL for processes that keep forking after the grace period.
+const KILL_ROUNDS: u32 = 40;
+
+/// The tag of one attempt: unique within this process for its life.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AttemptTag(String);
+
+impl AttemptTag {
+    /// A fresh tag (`<pid>.<counter>`).
+    pub fn new() -> AttemptTag {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        AttemptTag(format!(
+            "{}.{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ))
+    }
+
+    /// The value of [`ATTEMPT_VAR`].
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for AttemptTag {
+    fn default() -> Self {
+        AttemptTag::new()
+    }
+}
+
+/// One process as `/proc/<pid>/stat` shows it (a zombie's entry keeps all of these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stat {
+    pub pid: i32,
+    pub zombie: bool,
+    pub pgid: i32,
+    pub sid: i32,
+    /// Start time in clock ticks since boot (field 22): with the pid, names one process.
+    pub start: u64,
+}
+
+pub(crate) fn read_stat(pid: i32) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = text.rsplit_once(')')?.1;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?;
+    let _ppid = fields.next()?;
+    let pgid = fields.next()?.parse().ok()?;
+    let sid = fields.next()?.parse().ok()?;
+    let start = fields.nth(15)?.parse().ok()?;
+    Some(Stat {
+        pid,
+        zombie: matches!(state, "Z" | "X"),
+        pgid,
+        sid,
+        start,
+    })
+}
+
+/// Whether `/proc/<pid>/task/<tid>/children` exists here (`CONFIG_PROC_CHILDREN`).
+fn children_files() -> bool {
+    static HAVE: std::sync::LazyLock<bool> =
+        std::sync::LazyLock::new(|| std::path::Path::new("/proc/thread-self/children").exists());
+    *HAVE
+}
+
+/// Who is whose child: read per process from `/proc/<pid>/task/*/children` when the kernel
+/// offers it (a few small files), else from one pass over every `/proc/<pid>/stat`.
+pub(crate) enum Tree {
+    Files,
+    Scanned(HashMap<i32, Vec<i32>>),
+}
+
+impl Tree {
+    pub(crate) fn new() -> Tree {
+        if children_files() {
+            return Tree::Files;
+        }
+        let mut map: HashMap<i32, Vec<i32>> = HashMap::new();
+        if let Ok(dir) = std::fs::read_dir("/proc") {
+            for entry in dir.flatten() {
+                let Some(pid) = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|n| n.parse::<i32>().ok())
+                else {
+                    continue;
+                };
+                let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                    continue;
+                };
+                let ppid = text
+                    .rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<i32>().ok());
+                if let Some(ppid) = ppid {
+                    map.entry(ppid).or_default().push(pid);
+                }
+            }
+        }
+        Tree::Scanned(map)
+    }
+
+    pub(crate) fn children(&self, pid: i32) -> Vec<i32> {
+        match self {
+            Tree::Scanned(map) => map.get(&pid).cloned().unwrap_or_default(),
+            Tree::Files => {
+                // A child belongs to the thread that forked it (or to another thread of the
+                // process once that one ended): every thread's list counts.
+                let mut out = Vec::new();
+                let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+                    return out;
+                };
+                for task in tasks.flatten() {
+                    if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+                        out.extend(
+                            text.split_whitespace()
+                                .filter_map(|p| p.parse::<i32>().ok()),
+                        );
+                    }
+                }
+                out
+            }
+        }
+    }
+}
+
+/// The attempt tag in `pid`'s environment, if any.
+fn environ_tag(pid: i32) -> Option<AttemptTag> {
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let prefix = format!("{ATTEMPT_VAR}=").into_bytes();
+    env.split(|b| *b == 0)
+        .find_map(|e| e.strip_prefix(prefix.as_slice()))
+        .map(|v| AttemptTag(String::from_utf8_lossy(v).into_owned()))
+}
+
+/// What is known of one of our direct children: its start time and its attempt tag.
+#[derive(Debug, Clone)]
+struct Known {
+    start: u64,
+    tag: Option<AttemptTag>,
+}
+
+/// Our direct children's tags, by pid. Reading another process's environment (its memory)
+/// is the dearest part of a look at the process tree, and a child's tag does not change, so
+/// each child is read once and later looks cost one `children` file per thread. A pid is
+/// forgotten by the first look that does not list it — every child that ends sends a
+/// SIGCHLD after which the subreaper looks, long before its pid could be handed out again.
+/// A child without a tag is remembered only once it is a second old: a child just forked
+/// still has the conductor's environment until its `exec`.
+fn known() -> MutexGuard<'static, HashMap<i32, Known>> {
+    static KNOWN: std::sync::LazyLock<Mutex<HashMap<i32, Known>>> =
+        std::sync::LazyLock::new(Mutex::default);
+    KNOWN.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The start time and attempt tag of our direct child `pid` (`None` when it is gone).
+pub(crate) fn child_tag(pid: i32) -> Option<(u64, Option<AttemptTag>)> {
+    if let Some(k) = known().get(&pid) {
+        return Some((k.start, k.tag.clone()));
+    }
+    let stat = read_stat(pid)?;
+    if stat.zombie {
+        return Some((stat.start, None));
+    }
+    let tag = environ_tag(pid);
+    let settled = || {
+        let per_second = crate::process::nanos_per_tick().map(|n| 1_000_000_000 / n.max(1));
+        match (crate::process::boot_ticks_now(), per_second) {
+            (Some(now), Some(hz)) => now.saturating_sub(stat.start) > hz,
+            _ => false,
+        }
+    };
+    if tag.is_some() || settled() {
+        let known_child = Known {
+            start: stat.start,
+            tag: tag.clone(),
+        };
+        known().insert(pid, known_child);
+    }
+    Some((stat.start, tag))
+}
+
+/// Forget what was known of processes that are no longer our children.
+pub(crate) fn forget_children_except(children: &[i32]) {
+    let mut known = known();
+    if !known.is_empty() {
+        let current: HashSet<i32> = children.iter().copied().collect();
+        known.retain(|pid, _| current.contains(pid));
+    }
+}
+
+/// This process's id.
+pub(crate) fn me() -> i32 {
+    i32::try_from(std::process::id()).unwrap_or(0)
+}
+
+/// Direct children of ours that an attempt's processes left to us (their parent died; we
+/// are the subreaper): (pid, start time). The subreaper reaps them once they end, since
+/// nothing else waits for them; a child we spawned ourselves is never in here.
+pub(crate) fn adopted() -> MutexGuard<'static, HashSet<(i32, u64)>> {
+    static ADOPTED: std::sync::LazyLock<Mutex<HashSet<(i32, u64)>>> =
+        std::sync::LazyLock::new(Mutex::default);
+    ADOPTED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The root (instrument) pid of the registered attempt `tag`: `Some(None)` when registered
+/// without one, `None` when not registered.
+pub(crate) fn registered_root(tag: &AttemptTag) -> Option<Option<i32>> {
+    live().get(tag).copied()
+}
+
+/// The live processes of the attempt tagged `tag` (instrument pid `root`): every direct
+/// child of this process whose environment holds the tag, and everything below those
+/// (zombies left out: they are dead). A tagged direct child other than `root` was adopted:
+/// it is noted for the subreaper.
+fn find(tag: &AttemptTag, root: Option<i32>) -> Vec<Stat> {
+    let me = me();
+    let tree = Tree::new();
+    let children = tree.children(me);
+    let mut stack = Vec::new();
+    forget_children_except(&children);
+    for &pid in &children {
+        let Some((start, child)) = child_tag(pid).filter(|_| pid > 1) else {
+            continue;
+        };
+        if child.as_ref() == Some(tag) {
+            if Some(pid) != root {
+                adopted().insert((pid, start));
+            }
+            stack.push(pid);
+        }
+    }
+    let mut seen = HashSet::new();
+    let mut found = Vec::new();
+    while let Some(pid) = stack.pop() {
+        if pid <= 1 || pid == me || !seen.insert(pid) {
+            continue;
+        }
+        let Some(stat) = read_stat(pid) else { continue };
+        if !stat.zombie {
+            found.push(stat);
+        }
+        stack.extend(tree.children(pid));
+    }
+    found
+}
+
+/// Signal `stat`'s process if it is still the one that was found (same start time, alive).
+fn signal_same(stat: &Stat, sig: Signal) {
+    if read_stat(stat.pid).is_some_and(|now| now.start == stat.start && !now.zombie) {
+        let _ = kill(Pid::from_raw(stat.pid), sig);
+    }
+}
+
+/// The attempts whose processes may still run, for [`end_all`] (conductor shutdown).
+fn live() -> MutexGuard<'static, HashMap<AttemptTag, Option<i32>>> {
+    static LIVE: std::sync::LazyLock<Mutex<HashMap<AttemptTag, Option<i32>>>> =
+        std::sync::LazyLock::new(Mutex::default);
+    LIVE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// An attempt registered for [`end_all`] until dropped (its clean-up is over).
+#[derive(Debug)]
+pub(crate) struct Registered(AttemptTag);
+
+/// Register the attempt `tag` (process group `pgid`) as possibly running.
+pub(crate) fn register(tag: &AttemptTag, pgid: Option<i32>) -> Registered {
+    live().insert(tag.clone(), pgid);
+    Registered(tag.clone())
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        live().remove(&self.0);
+    }
+}
+
+/// The clean-up of one attempt: its process group and the processes carrying its tag.
+#[derive(Debug)]
+pub(crate) struct Cleanup {
+    pgid: Option<i32>,
+    tag: Option<AttemptTag>,
+    group_termed: bool,
+    termed: HashSet<(i32, u64)>,
+}
+
+impl Cleanup {
+    /// The clean-up of group `pgid` (when > 1) and of the processes tagged `tag`.
+    pub(crate) fn new(pgid: Option<i32>, tag: Option<AttemptTag>) -> Cleanup {
+        Cleanup {
+            pgid: pgid.filter(|g| *g > 1),
+            tag,
+            group_termed: false,
+            termed: HashSet::new(),
+        }
+    }
+
+    fn remaining(&self) -> (bool, Vec<Stat>) {
+        let group = self.pgid.is_some_and(|g| signal_group(g, None));
+        let procs = self
+            .tag
+            .as_ref()
+            .map(|t| find(t, self.pgid))
+            .unwrap_or_default();
+        (group, procs)
+    }
+
+    /// Nothing of the attempt is left (a group of zombies still counts as left).
+    pub(crate) fn gone(&self) -> bool {
+        let (group, procs) = self.remaining();
+        !group && procs.is_empty()
+    }
+
+    /// SIGTERM to the group (once) and to every tagged process not sent one yet; whether
+    /// anything is left.
+    pub(crate) fn term(&mut self) -> bool {
+        let (group, procs) = self.remaining();
+        if group && !self.group_termed {
+            if let Some(g) = self.pgid {
+                signal_group(g, Some(Signal::SIGTERM));
+            }
+            self.group_termed = true;
+        }
+        for p in &procs {
+            if self.termed.insert((p.pid, p.start)) {
+                if self.termed.len() == 1 {
+                    tracing::info!(
+                        attempt = self.tag.as_ref().map(AttemptTag::as_str),
+                        pid = p.pid,
+                        "ending processes the instrument left outside its process group"
+                    );
+                }
+                signal_same(p, Signal::SIGTERM);
+            }
+        }
+        group || !procs.is_empty()
+    }
+
+    /// SIGKILL to the group and every tagged process; whether anything was left.
+    pub(crate) fn kill(&mut self) -> bool {
+        let (group, procs) = self.remaining();
+        if group {
+            if let Some(g) = self.pgid {
+                signal_group(g, Some(Signal::SIGKILL));
+            }
+        }
+        for p in &procs {
+            signal_same(p, Signal::SIGKILL);
+        }
+        group || !procs.is_empty()
+    }
+
+    /// Wait up to `limit` for everything to end by itself; whether it did.
+    pub(crate) async fn wait_gone(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        loop {
+            if self.gone() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// SIGTERM, up to `grace` for everything to end, then SIGKILL until nothing is left.
+    pub(crate) async fn terminate(&mut self, grace: Duration) {
+        if !self.term() {
+            return;
+        }
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            tokio::time::sleep(POLL).await;
+            if !self.term() {
+                return;
+            }
+        }
+        for _ in 0..KILL_ROUNDS {
+            if !self.kill() {
+                return;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        self.report_survivors();
+    }
+
+    /// [`Cleanup::terminate`] for a thread of its own (no runtime needed).
+    pub(crate) fn terminate_blocking(&mut self, grace: Duration) {
+        terminate_all_blocking(std::slice::from_mut(self), grace);
+    }
+
+    fn report_survivors(&self) {
+        let (group, procs) = self.remaining();
+        if group || !procs.is_empty() {
+            tracing::warn!(
+                pgid = self.pgid,
+                attempt = self.tag.as_ref().map(AttemptTag::as_str),
+                left = procs.len(),
+                "instrument processes still present after SIGKILL (zombies not reaped yet, or a process forking faster than it is killed)"
+            );
+        }
+    }
+}
+
+/// SIGTERM to every clean-up's processes, up to `grace` for them all, then SIGKILL.
+fn terminate_all_blocking(cleanups: &mut [Cleanup], grace: Duration) {
+    let mut any = false;
+    for c in cleanups.iter_mut() {
+        any |= c.term();
+    }
+    if !any {
+        return;
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        std::thread::sleep(POLL);
+        let mut left = false;
+        for c in cleanups.iter_mut() {
+            left |= c.term();
+        }
+        if !left {
+            return;
+        }
+    }
+    for _ in 0..KILL_ROUNDS {
+        let mut left = false;
+        for c in cleanups.iter_mut() {
+            left |= c.kill();
+        }
+        if !left {
+            return;
+        }
+        std::thread::sleep(POLL);
+    }
+    for c in cleanups.iter() {
+        c.report_survivors();
+    }
+}
+
+/// End every attempt still registered — its process group and every process carrying its
+/// tag: SIGTERM, up to `grace`, SIGKILL. For the conductor's last moments (`mozart stop`,
+/// SIGTERM), after the running sheets had their chance to finish. Returns how many attempts
+/// had anything left.
+pub fn end_all(grace: Duration) -> usize {
+    let attempts: Vec<(AttemptTag, Option<i32>)> =
+        live().iter().map(|(t, g)| (t.clone(), *g)).collect();
+    let mut cleanups: Vec<Cleanup> = attempts
+        .into_iter()
+        .map(|(tag, pgid)| Cleanup::new(pgid, Some(tag)))
+        .filter(|c| !c.gone())
+        .collect();
+    let n = cleanups.len();
+    if n > 0 {
+        tracing::info!(
+            attempts = n,
+            "conductor stopping: ending the processes of attempts still running"
+        );
+        terminate_all_blocking(&mut cleanups, grace);
+    }
+    n
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+
+    fn tagged(tag: &AttemptTag, script: &str) -> std::process::Child {
+        std::process::Command::new("sh")
+            .args(["-c", script])
+            .env(ATTEMPT_VAR, tag.as_str())
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    }
+
+    /// A tagged child and its whole tree are found; a process that merely carries the tag
+    /// but is not our child is not (it could be anyone's).
+    #[test]
+    fn the_attempts_tree_is_found_and_strangers_with_the_tag_are_not() {
+        let tag = AttemptTag::new();
+        let mut ours = tagged(&tag, "sleep 30 & sleep 30 & wait");
+        // Not our descendant once `setsid -f` hands it to init (we are not a subreaper in
+        // this test process): the tag alone must not make it ours.
+        let marker = format!("/tmp/mozart-desc-{}", tag.as_str());
+        let _ = std::process::Command::new("sh")
+            .args([
+                "-c",
+                &format!("setsid -f sh -c 'echo $$ > {marker}; exec sleep 30'"),
+            ])
+            .env(ATTEMPT_VAR, tag.as_str())
+            .status()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let stranger: i32 = loop {
+            if let Some(p) = std::fs::read_to_string(&marker)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+            {
+                break p;
+            }
+            assert!(Instant::now() < deadline, "the stranger did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let _ = std::fs::remove_file(&marker);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let root = i32::try_from(ours.id()).unwrap();
+        while find(&tag, Some(root)).len() < 3 {
+            assert!(
+                Instant::now() < deadline,
+                "found {:?}",
+                find(&tag, Some(root))
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let found: Vec<i32> = find(&tag, Some(root)).iter().map(|s| s.pid).collect();
+        assert!(found.contains(&root));
+        assert!(!found.contains(&stranger), "a stranger was taken for ours");
+        assert!(
+            find(&AttemptTag::new(), Some(root)).is_empty(),
+            "another tag finds nothing"
+        );
+
+        let mut cleanup = Cleanup::new(None, Some(tag.clone()));
+        cleanup.terminate_blocking(Duration::from_secs(2));
+        assert!(ours.wait().is_ok());
+        assert!(find(&tag, Some(root)).is_empty());
+        assert!(
+            read_stat(stranger).is_some_and(|s| !s.zombie),
+            "the stranger was signalled"
+        );
+        let _ = kill(Pid::from_raw(stranger), Signal::SIGKILL);
+    }
+}

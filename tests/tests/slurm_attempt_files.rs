@@ -1,0 +1,196 @@
+//! A Slurm attempt leaves nothing on the shared filesystem (issue 21 part 4): its files —
+//! the environment (API keys), the command line (the prompt), stdin, the wrapper script, the
+//! outputs — are removed when the attempt ends, however it ends: success, failure, timeout,
+//! `mozart cancel`, or `sbatch` refusing the job.
+//!
+//! The conductor runs with a secret in its environment (as an API key would be); after each
+//! job no file under the attempts' state directory remains, and none holds the secret.
+//! `tests/slurm/setup.sh` (run by `.ci/run`) starts a single-node Slurm; without one these
+//! tests print why and pass without running.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../fixtures/e2e/harness.rs"]
+mod harness;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use harness::*;
+use mozart_tests::{stdout, TestEnv};
+
+/// Whether a Slurm node is up; prints why not.
+fn slurm_up() -> bool {
+    match Command::new("sinfo").args(["-h", "-o", "%T"]).output() {
+        Ok(o) if o.status.success() => {
+            let text = String::from_utf8_lossy(&o.stdout);
+            let up = ["idle", "mixed", "allocated"]
+                .iter()
+                .any(|s| text.contains(s));
+            if !up {
+                eprintln!(
+                    "SKIPPED: the Slurm node is not idle ({}); run tests/slurm/setup.sh",
+                    text.trim()
+                );
+            }
+            up
+        }
+        _ => {
+            eprintln!("SKIPPED: Slurm is not running here (sinfo does not answer); run tests/slurm/setup.sh");
+            false
+        }
+    }
+}
+
+const SECRET: &str = "sk-mozart-test-key-never-left-on-disk";
+
+/// A conductor whose environment holds [`SECRET`] (every instrument inherits it).
+fn conductor() -> TestEnv {
+    let env = TestEnv::new();
+    let out = env
+        .command(&["start"])
+        .env("MOZART_TEST_API_KEY", SECRET)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "start: {}{}", stdout(&out), env.log());
+    env
+}
+
+/// A job of `voices` parallel `shell` sheets placed on Slurm; `body` is the sheets' `RUN:`
+/// lines (a template: `{{ sheet_num }}` tells the voices apart).
+fn score(
+    env: &TestEnv,
+    name: &str,
+    voices: u32,
+    placement: &str,
+    extra: &str,
+    body: &str,
+) -> (PathBuf, PathBuf) {
+    let ws = env.work.join(format!("{name}-ws"));
+    let yaml = format!(
+        r#"name: {name}
+workspace: {ws}
+instrument: shell
+pause_between_sheets_seconds: 0
+parallel: {{enabled: true, max_concurrent: {voices}}}
+retry: {{max_retries: 0}}
+placement: {{type: slurm, poll_interval_seconds: 0.2{placement}}}
+{extra}sheet:
+  size: 1
+  total_items: 1
+  fan_out: {{1: {voices}}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+{body}"#,
+        ws = ws.display(),
+    );
+    (env.write_score(name, &yaml), ws)
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Within a few seconds, no file is left under the workspace's Slurm state directory; the
+/// message names what is left, and which of it holds the secret.
+fn assert_no_attempt_files(ws: &Path, when: &str) {
+    let state = ws.join(".mozart-slurm");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = files_under(&state);
+        if left.is_empty() {
+            return;
+        }
+        if Instant::now() >= deadline {
+            let secret: Vec<&PathBuf> = left
+                .iter()
+                .filter(|p| {
+                    std::fs::read(p)
+                        .is_ok_and(|b| b.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()))
+                })
+                .collect();
+            panic!("{when}: attempt files left on the shared filesystem: {left:#?}\nholding the API key: {secret:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Success, failure and timeout: three sheets of one job.
+#[test]
+fn attempt_files_are_removed_when_attempts_succeed_fail_or_time_out() {
+    if !slurm_up() {
+        return;
+    }
+    let env = conductor();
+    let job = format!("slurm-files-{}", std::process::id());
+    let (path, ws) = score(
+        &env,
+        &job,
+        3,
+        "",
+        "backend: {timeout_seconds: 600, timeout_overrides: {3: 8}}\n",
+        "    RUN: if [ {{ sheet_num }} = 2 ]; then exit 3; fi\n    RUN: if [ {{ sheet_num }} = 3 ]; then sleep 120; fi\n",
+    );
+    run(&env, &path, &[]);
+    let doc = wait_terminal(&env, &job, 180.0);
+    assert_eq!(sheet(&doc, 1)["status"], "completed", "{doc:#}");
+    assert_eq!(sheet(&doc, 2)["status"], "failed", "{doc:#}");
+    assert_eq!(sheet(&doc, 3)["status"], "failed", "{doc:#}");
+    assert_eq!(
+        ledger(&ws.join("ledger")).len(),
+        3,
+        "every sheet ran on Slurm"
+    );
+    assert_no_attempt_files(&ws, "after success, failure and timeout");
+}
+
+#[test]
+fn attempt_files_are_removed_when_the_job_is_cancelled() {
+    if !slurm_up() {
+        return;
+    }
+    let env = conductor();
+    let job = format!("slurm-files-cancel-{}", std::process::id());
+    let (path, ws) = score(&env, &job, 2, "", "", "    RUN: sleep 120\n");
+    run(&env, &path, &[]);
+    poll(&env, 120.0, "the sheets to start on Slurm", || {
+        (ledger(&ws.join("ledger")).len() >= 2).then_some(())
+    });
+    let out = env.mozart(&["cancel", &job]);
+    assert!(out.status.success(), "mozart cancel: {}", stdout(&out));
+    let doc = wait_terminal(&env, &job, 60.0);
+    assert_eq!(doc["status"], "cancelled", "{doc:#}");
+    assert_no_attempt_files(&ws, "after mozart cancel");
+}
+
+/// `sbatch` refuses the job (no such partition): the files written for it go too.
+#[test]
+fn attempt_files_are_removed_when_sbatch_refuses_the_job() {
+    if !slurm_up() {
+        return;
+    }
+    let env = conductor();
+    let job = format!("slurm-files-refused-{}", std::process::id());
+    let (path, ws) = score(&env, &job, 1, ", partition: no-such-partition", "", "");
+    run(&env, &path, &[]);
+    let doc = wait_terminal(&env, &job, 60.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    assert_no_attempt_files(&ws, "after sbatch refused the job");
+}
