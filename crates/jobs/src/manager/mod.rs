@@ -80,6 +80,8 @@ pub(crate) struct JobEntry {
     pub final_sheets: Vec<(u32, mozart_state::SheetStatus)>,
     /// What the running job's attempts hand over to the baton task.
     pub rt: table::RunState,
+    /// Why a queued job does not run yet (`waiting for a job slot (…)`), shown by `status`.
+    pub waiting: Option<String>,
 }
 
 impl JobEntry {
@@ -96,6 +98,7 @@ impl JobEntry {
             halted: false,
             final_sheets: Vec::new(),
             rt: table::RunState::default(),
+            waiting: None,
         }
     }
 }
@@ -119,7 +122,8 @@ pub(crate) struct Shared {
     pub watchdog: Option<mozart_conductor::watchdog::Watchdog>,
     pub inbox: OnceLock<Inbox>,
     pub hook_tx: OnceLock<tokio::sync::mpsc::UnboundedSender<hooks::HookRequest>>,
-    pub max_concurrent_jobs: u32,
+    /// Job slots (`max_concurrent_jobs`), as last configured (start or reload).
+    pub max_concurrent_jobs: std::sync::atomic::AtomicU32,
     /// Serialises submissions (conductor.md §6.4 step 8).
     pub submit_lock: tokio::sync::Mutex<()>,
     /// Checkpoints the registry's WAL every half second (a last one when the conductor
@@ -201,7 +205,7 @@ impl JobManager {
             },
             inbox: OnceLock::new(),
             hook_tx: OnceLock::new(),
-            max_concurrent_jobs: config.max_concurrent_jobs,
+            max_concurrent_jobs: std::sync::atomic::AtomicU32::new(config.max_concurrent_jobs),
             submit_lock: tokio::sync::Mutex::new(()),
             _registry_checkpointer: registry_checkpointer,
         };
@@ -228,6 +232,7 @@ impl JobManager {
         let config = ctx.config();
         let baton_config = BatonConfig {
             max_concurrent_sheets: config.max_concurrent_sheets,
+            max_concurrent_jobs: config.max_concurrent_jobs,
             // Upstream caps every instrument at 4 whatever the score asks (bench README);
             // ours lets one instrument use every global slot unless its profile says less.
             default_instrument_concurrency: config.max_concurrent_sheets,
@@ -266,7 +271,8 @@ impl JobManager {
             .table
             .call(move |h| {
                 let e = h.table.jobs.get(&id)?;
-                let doc = wire::job_status_checkpoint(e.live.as_ref()?, &e.record);
+                let mut doc = wire::job_status_checkpoint(e.live.as_ref()?, &e.record);
+                doc.waiting_reason.clone_from(&e.waiting);
                 let progress: Vec<(u32, Arc<mozart_backends::Progress>)> =
                     e.rt.live.iter().map(|(n, p)| (*n, Arc::clone(p))).collect();
                 Some((doc, progress))
@@ -414,13 +420,17 @@ impl JobManager {
                         e.halted = false;
                     }
                 });
+                // Running from the caller's point of view at once; set before the event so
+                // that the baton's answer (still `queued` when no job slot is free) lands
+                // after it, not under it.
+                self.set_status(job_id, DaemonJobStatus::Running, None).await;
                 if let Err(e) = self.send(Event::ResumeJob {
                     job_id: job_id.to_string(),
                     new_limits: None,
                 }) {
+                    self.set_status(job_id, DaemonJobStatus::Paused, None).await;
                     return rejected(job_id, e);
                 }
-                self.set_status(job_id, DaemonJobStatus::Running, None).await;
                 JobResponse {
                     job_id: job_id.to_string(),
                     status: JobResponseStatus::Accepted,
@@ -642,6 +652,9 @@ fn set_status_in(
     let registry = lock(&shared.registry);
     if let Some(e) = table.jobs.get_mut(job_id) {
         e.record.status = status;
+        if status != DaemonJobStatus::Queued {
+            e.waiting = None;
+        }
         if let Some(msg) = error {
             e.record.error_message = Some(msg.to_string());
         }
@@ -818,6 +831,29 @@ impl JobHost for JobManager {
             return Vec::new();
         };
         learning.patterns(limit)
+    }
+
+    fn config_reloaded(&self, config: &mozart_conductor::DaemonConfig) {
+        use std::sync::atomic::Ordering;
+        let before = self
+            .shared
+            .max_concurrent_jobs
+            .swap(config.max_concurrent_jobs, Ordering::SeqCst);
+        if before != config.max_concurrent_jobs {
+            tracing::info!(
+                from = before,
+                to = config.max_concurrent_jobs,
+                "manager.max_concurrent_jobs_changed"
+            );
+        }
+        // The baton applies the limit to its next admissions; what holds a slot now keeps
+        // it. (`max_concurrent_sheets` also sizes each instrument's default limit when the
+        // instrument is first used, so it changes on restart only.)
+        let _ = self.send(Event::ConfigReloaded {
+            max_concurrent_sheets: None,
+            max_concurrent_jobs: Some(config.max_concurrent_jobs),
+            instruments: Vec::new(),
+        });
     }
 
     fn clear_rate_limits(&self, instrument: Option<&str>) -> u64 {

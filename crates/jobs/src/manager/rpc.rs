@@ -255,7 +255,23 @@ fn register_lifecycle(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(
                 parent_job_id: None,
                 no_reload: false,
             };
-            to_value(m.submit(&ctx, req).await)
+            if p.dry_run {
+                return to_value(super::submit::dry_run(&m, &ctx, req).await);
+            }
+            let mut response = m.submit(&ctx, req).await;
+            if p.self_healing_auto_confirm && response.status == JobResponseStatus::Accepted {
+                // Every field this method accepts does something or says why not.
+                let note = if p.self_healing {
+                    "self-healing fixes apply without confirmation here, so self_healing_auto_confirm changes nothing"
+                } else {
+                    "self_healing_auto_confirm has no effect without self_healing"
+                };
+                response.message = Some(match response.message.take() {
+                    Some(m) => format!("{m}; {note}"),
+                    None => note.to_string(),
+                });
+            }
+            to_value(response)
         },
     )?;
     job_method(

@@ -40,6 +40,39 @@ fn job_id_of(path: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// `job.submit` with `dry_run` (conductor.md §8.1): every check a submission makes —
+/// parse, validate, plan, the prompt template — and nothing else: no workspace is created,
+/// nothing is recorded, nothing runs. Upstream's legacy engine recorded a job that then
+/// "completed" without running [QUIRK]; a job that never ran is not shown as completed here.
+pub(super) async fn dry_run(mgr: &JobManager, ctx: &ConductorCtx, req: SubmitRequest) -> JobResponse {
+    if ctx.is_shutting_down() {
+        return rejected("", "Daemon is shutting down".into());
+    }
+    let config_path = PathBuf::from(&req.config_path);
+    let job_id = job_id_of(&config_path);
+    let checked = (|| {
+        let score = parse(mgr, &job_id, &config_path, &req)?;
+        let mut config = score.config;
+        let workspace = validate_workspace(&mut config, &req)?;
+        let plan = SheetPlan::build(&config)
+            .map_err(|e| Rejection(format!("Failed to plan the score: {e}")))?;
+        mozart_config::template::PromptRenderer::new(&config, config_path.parent())
+            .map_err(|e| Rejection(format!("The prompt template does not compile: {e}")))?;
+        Ok::<_, Rejection>((plan.total_sheets, workspace))
+    })();
+    match checked {
+        Ok((sheets, workspace)) => JobResponse {
+            job_id,
+            status: JobResponseStatus::Accepted,
+            message: Some(format!(
+                "Dry run: the score is valid ({sheets} sheet(s), workspace {}); nothing was run or recorded",
+                workspace.display()
+            )),
+        },
+        Err(Rejection(message)) => rejected(&job_id, message),
+    }
+}
+
 /// Why a submission was refused: the message `job.submit` answers with. Nothing durable has
 /// been touched when a step returns one (architecture invariant 7).
 struct Rejection(String);
@@ -428,13 +461,16 @@ async fn register(
             .await;
         return Err(Rejection(e));
     }
+    // Upstream's words: the job joins the queue of job slots (it runs at once when one is
+    // free; `mozart status` says `queued` and why while it waits).
+    let limit = mgr
+        .shared
+        .max_concurrent_jobs
+        .load(std::sync::atomic::Ordering::SeqCst);
     Ok(JobResponse {
         job_id,
         status: JobResponseStatus::Accepted,
-        message: Some(format!(
-            "Job queued (concurrency limit: {})",
-            mgr.shared.max_concurrent_jobs
-        )),
+        message: Some(format!("Job queued (concurrency limit: {limit})")),
     })
 }
 
