@@ -204,6 +204,46 @@ impl JobStatusResult {
         }
     }
 
+    /// Ours: what an accepted job that does not run waits for, when it will go on by itself
+    /// (a job slot while queued; its pending `modify --resume` while paused).
+    pub fn waiting_reason(&self) -> Option<&str> {
+        match self {
+            JobStatusResult::Checkpoint(cp) => cp.waiting_reason.as_deref(),
+            JobStatusResult::Record(_) => None,
+        }
+    }
+
+    /// The job's status as a person or a script should read it: `queued` for a job waiting
+    /// for a job slot (its checkpoint says `pending`, upstream's checkpoint has no queued
+    /// state), else [`JobStatusResult::status`].
+    pub fn shown_status(&self) -> &str {
+        match self {
+            JobStatusResult::Checkpoint(cp)
+                if cp.status == crate::checkpoint::JobStatus::Pending
+                    && cp.waiting_reason.is_some() =>
+            {
+                "queued"
+            }
+            other => other.status(),
+        }
+    }
+
+    /// The exit code a job's outcome maps to for `mozart wait` and `mozart status --watch`
+    /// (0 completed, 1 failed, 3 cancelled, 4 paused), or `None` while it goes on by itself —
+    /// running, queued, or paused/failed with a resume pending.
+    pub fn outcome_code(&self) -> Option<i32> {
+        if self.waiting_reason().is_some() {
+            return None;
+        }
+        match self.status() {
+            "completed" => Some(0),
+            "failed" => Some(1),
+            "cancelled" => Some(3),
+            "paused" => Some(4),
+            _ => None,
+        }
+    }
+
     /// The job's workspace (`None` only for a checkpoint read from a state file).
     pub fn workspace(&self) -> Option<&str> {
         match self {

@@ -233,6 +233,11 @@ impl ConductorHost {
         let Some(entry) = jobs.get_mut(&change.job_id) else {
             return Ok(());
         };
+        if entry.replacing && daemon == DaemonJobStatus::Cancelled {
+            // The end of a registration being replaced (a resume with a new score): the job
+            // itself goes on, paused until the new registration takes over.
+            return Ok(());
+        }
         if daemon == DaemonJobStatus::Running && entry.record.status == DaemonJobStatus::Queued {
             // It got its job slot now: that is when it started.
             entry.record.started_at = Some(mozart_state::epoch_now());

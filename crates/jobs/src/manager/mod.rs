@@ -82,6 +82,10 @@ pub(crate) struct JobEntry {
     pub rt: table::RunState,
     /// Why a queued job does not run yet (`waiting for a job slot (…)`), shown by `status`.
     pub waiting: Option<String>,
+    /// The job's registration is being replaced by one with a new score (a resume with
+    /// `--config`, `modify --resume`): the old registration's end is not the job's end, so
+    /// it is not recorded as `cancelled`.
+    pub replacing: bool,
 }
 
 impl JobEntry {
@@ -99,6 +103,7 @@ impl JobEntry {
             final_sheets: Vec::new(),
             rt: table::RunState::default(),
             waiting: None,
+            replacing: false,
         }
     }
 }
@@ -265,21 +270,36 @@ impl JobManager {
     /// registry record.
     pub async fn status(&self, job_id: &str) -> Result<JobStatusResult, JobError> {
         let id = job_id.to_string();
-        // The live document and the running sheets' progress, in one visit to the table.
-        let live = self
+        // The live document, the running sheets' progress and what the job waits for, in
+        // one visit to the table.
+        let (live, waiting) = self
             .shared
             .table
             .call(move |h| {
-                let e = h.table.jobs.get(&id)?;
-                let mut doc = wire::job_status_checkpoint(e.live.as_ref()?, &e.record);
-                doc.waiting_reason.clone_from(&e.waiting);
-                let progress: Vec<(u32, Arc<mozart_backends::Progress>)> =
-                    e.rt.live.iter().map(|(n, p)| (*n, Arc::clone(p))).collect();
-                Some((doc, progress))
+                let e = h.table.jobs.get(&id);
+                // A pending modify resumes a paused (or just failed) job by itself.
+                let settling = e.is_some_and(|e| {
+                    matches!(
+                        e.record.status,
+                        DaemonJobStatus::Paused | DaemonJobStatus::Failed
+                    )
+                });
+                let waiting = e.and_then(|e| e.waiting.clone()).or_else(|| {
+                    (settling && h.table.pending_modify.contains_key(&id)).then(|| {
+                        "resuming with its new score (modify --resume) once its running sheets finish"
+                            .to_string()
+                    })
+                });
+                let live = e.and_then(|e| {
+                    let doc = wire::job_status_checkpoint(e.live.as_ref()?, &e.record);
+                    let progress: Vec<(u32, Arc<mozart_backends::Progress>)> =
+                        e.rt.live.iter().map(|(n, p)| (*n, Arc::clone(p))).collect();
+                    Some((doc, progress))
+                });
+                (live, waiting)
             })
             .await
-            .ok()
-            .flatten();
+            .unwrap_or_default();
         let registry = lock(&self.shared.registry);
         let (mut doc, progress) = match live {
             Some(found) => found,
@@ -308,6 +328,7 @@ impl JobManager {
             doc.hook_results = hooks;
         }
         drop(registry);
+        doc.waiting_reason = waiting;
         add_live_progress(&mut doc, progress);
         Ok(JobStatusResult::Checkpoint(Box::new(doc)))
     }
@@ -441,7 +462,14 @@ impl JobManager {
                 if in_baton {
                     // A paused job getting a new score: end the old registration first, and
                     // wait until the baton has let go of it — otherwise its late "finished"
-                    // would land on the new registration.
+                    // would land on the new registration. Meanwhile the job stays paused
+                    // (its end is not recorded as a cancel).
+                    let id = job_id.to_string();
+                    self.shared.table.tell(move |h| {
+                        if let Some(e) = h.table.jobs.get_mut(&id) {
+                            e.replacing = true;
+                        }
+                    });
                     let _ = self.send(Event::CancelJob { job_id: job_id.to_string() });
                     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
                     while self.with_entry(job_id, |e| e.run.is_some()).await == Some(true) {
