@@ -167,6 +167,20 @@ impl<'de> Deserialize<'de> for JobListEntry {
     }
 }
 
+/// `job.list_page` result (ours): one page of jobs, newest first, and how many match in all,
+/// so a listing that is cut can say so.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobPage {
+    /// The rows of this page, as `job.list` shows them.
+    pub jobs: JobList,
+    /// Jobs matching the filter, on every page.
+    pub total: u64,
+    /// Rows skipped before this page.
+    pub offset: u64,
+    /// The page size asked for (`None`: no limit).
+    pub limit: Option<u64>,
+}
+
 /// `job.status` result (§8.2): the checkpoint when the job has one, else its metadata.
 // One value per call: the size difference between the variants costs nothing.
 #[allow(clippy::large_enum_variant)]

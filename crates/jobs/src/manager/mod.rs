@@ -382,6 +382,47 @@ impl JobManager {
         Ok(out.into_iter().map(|(_, v)| v).collect())
     }
 
+    /// `job.list_page` (ours): one page of the registry's jobs, newest first, with how many
+    /// match in all. The registry holds every job and each transition's status; a job loaded
+    /// here is shown as `job.list` shows it.
+    pub async fn list_page(
+        &self,
+        p: mozart_ipc::types::ListPageParams,
+    ) -> Result<mozart_ipc::status::JobPage, JobError> {
+        let statuses: Option<Vec<String>> = p
+            .statuses
+            .map(|v| v.iter().map(|s| s.trim().to_lowercase()).collect());
+        let (rows, total) =
+            lock(&self.shared.registry).page_jobs(statuses.as_deref(), p.limit, p.offset)?;
+        let ids: Vec<String> = rows.iter().map(|r| r.job_id.clone()).collect();
+        let live: std::collections::HashMap<String, mozart_ipc::status::JobSummary> = self
+            .shared
+            .table
+            .call(move |h| {
+                ids.iter()
+                    .filter_map(|id| {
+                        let e = h.table.jobs.get(id)?;
+                        Some((id.clone(), wire::job_summary(&e.record)))
+                    })
+                    .collect()
+            })
+            .await
+            .unwrap_or_default();
+        let jobs = rows
+            .iter()
+            .map(|row| match live.get(&row.job_id) {
+                Some(summary) => JobListEntry::Live(summary.clone()),
+                None => JobListEntry::Registry(wire::registry_job(row)),
+            })
+            .collect();
+        Ok(mozart_ipc::status::JobPage {
+            jobs: mozart_ipc::status::JobList(jobs),
+            total,
+            offset: p.offset,
+            limit: p.limit.filter(|n| *n > 0),
+        })
+    }
+
     /// Run `f` on the entry of `job_id` in the table (None when the job is not loaded or the
     /// baton is not running).
     pub(crate) async fn with_entry<R: Send + 'static>(

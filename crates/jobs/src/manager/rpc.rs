@@ -383,6 +383,14 @@ fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(),
     )?;
     job_method(
         module,
+        methods::JOB_LIST_PAGE,
+        mgr,
+        |m, _, p: mozart_ipc::types::ListPageParams| async move {
+            to_value(m.list_page(p).await.map_err(job_error)?)
+        },
+    )?;
+    job_method(
+        module,
         methods::JOB_RECOVER,
         mgr,
         |m, _, p: RecoverParams| async move {
