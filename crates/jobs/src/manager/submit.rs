@@ -96,7 +96,10 @@ pub(super) async fn submit(
         .resume_of
         .clone()
         .unwrap_or_else(|| job_id_of(&config_path));
-    match pipeline(mgr, &job_id, &config_path, req).await {
+    // `job_timeout_seconds` as configured now (a reload applies to the next jobs); the
+    // clock starts when the job gets its job slot.
+    let timeout = std::time::Duration::from_secs_f64(ctx.config().job_timeout_seconds.max(1.0));
+    match pipeline(mgr, &job_id, &config_path, req, timeout).await {
         Ok(response) => response,
         Err(Rejection(message)) => rejected(&job_id, message),
     }
@@ -107,6 +110,7 @@ async fn pipeline(
     job_id: &str,
     config_path: &Path,
     req: SubmitRequest,
+    timeout: std::time::Duration,
 ) -> Step<JobResponse> {
     let score = parse(mgr, job_id, config_path, &req)?;
     let mut config = score.config;
@@ -159,7 +163,7 @@ async fn pipeline(
         worktree,
         workspace,
     };
-    register(mgr, record, checkpoint, run, req.self_healing).await
+    register(mgr, record, checkpoint, run, req.self_healing, timeout).await
 }
 
 /// Parse: the score file, or the registry's copy of it (`no_reload`).
@@ -447,9 +451,11 @@ async fn register(
     checkpoint: CheckpointState,
     run: JobRun,
     self_healing: bool,
+    timeout: std::time::Duration,
 ) -> Step<JobResponse> {
     let job_id = run.job_id.clone();
-    let spec = specs::job_spec(&job_id, &run.config, &run.plan, &checkpoint, self_healing);
+    let mut spec = specs::job_spec(&job_id, &run.config, &run.plan, &checkpoint, self_healing);
+    spec.timeout = Some(timeout);
     // Into the table before the baton hears of the job (a call runs before a later event).
     let entry = JobEntry::new(record, Some(checkpoint), Some(Arc::new(run)));
     let id = job_id.clone();
