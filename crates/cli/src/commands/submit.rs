@@ -376,6 +376,8 @@ struct Cause {
     sheet_num: u32,
     error_code: Option<String>,
     message: String,
+    /// The last line the instrument wrote to stderr, when the message does not carry it.
+    stderr: Option<String>,
     /// Failed sheets besides this one (most were blocked by it).
     others: usize,
 }
@@ -386,6 +388,7 @@ impl Cause {
             "sheet_num": self.sheet_num,
             "error_code": self.error_code,
             "error_message": self.message,
+            "stderr": self.stderr,
         })
     }
 }
@@ -404,13 +407,22 @@ fn first_failure(status: &JobStatusResult) -> Option<Cause> {
         .iter()
         .find(|s| s.error_message.as_deref().is_some_and(|m| !blocked(m)))
         .or_else(|| failed.first())?;
+    let message = root
+        .error_message
+        .clone()
+        .unwrap_or_else(|| "no error message was recorded".to_string());
+    // What the instrument said is often the real reason ("exit 3" is not).
+    let stderr = root
+        .stderr_tail
+        .as_deref()
+        .and_then(|t| t.lines().rev().map(str::trim).find(|l| !l.is_empty()))
+        .filter(|line| !message.contains(line))
+        .map(|line| line.chars().take(300).collect());
     Some(Cause {
         sheet_num: root.sheet_num,
         error_code: root.error_code.clone(),
-        message: root
-            .error_message
-            .clone()
-            .unwrap_or_else(|| "no error message was recorded".to_string()),
+        message,
+        stderr,
         others: failed.len() - 1,
     })
 }
@@ -426,6 +438,9 @@ fn report_early_failure(job_id: &str, status: &JobStatusResult) {
                 .map(|c| format!(" [{c}]"))
                 .unwrap_or_default();
             println!("  Sheet {} failed{code}: {}", cause.sheet_num, cause.message);
+            if let Some(line) = &cause.stderr {
+                println!("  Its instrument said: {line}");
+            }
             if cause.others > 0 {
                 println!("  {} more sheet(s) failed or did not run.", cause.others);
             }
