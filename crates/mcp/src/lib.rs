@@ -647,4 +647,27 @@ mod tests {
     fn last_lines_keeps_the_end() {
         assert_eq!(last_lines("a\nb\nc\n", 2), "b\nc");
     }
+
+    #[test]
+    fn a_cut_page_says_where_the_next_one_starts() {
+        let row = |i: u64| {
+            serde_json::from_value::<mozart_ipc::status::JobListEntry>(json!({
+                "job_id": format!("j{i}"), "status": "completed", "config_path": "/s.yaml",
+                "workspace": "/w", "submitted_at": 1.0, "started_at": null}))
+            .unwrap()
+        };
+        let page = |shown: u64, total: u64, offset: u64| mozart_ipc::status::JobPage {
+            jobs: mozart_ipc::status::JobList((0..shown).map(row).collect()),
+            total,
+            offset,
+            limit: Some(50),
+        };
+        let doc = page_json(&page(50, 315, 0));
+        assert_eq!(doc["total"], 315);
+        assert_eq!(doc["jobs"].as_array().unwrap().len(), 50);
+        assert_eq!(doc["next_offset"], 50);
+        assert!(doc["note"].as_str().unwrap().starts_with("Showing 50 of 315 job(s)"));
+        let last = page_json(&page(15, 315, 300));
+        assert!(last.get("next_offset").is_none() && last.get("note").is_none());
+    }
 }
