@@ -249,7 +249,10 @@ fn mozart_run_reports_a_score_that_fails_at_once() {
     // Accepted is exit 0 however fast the job fails (`mozart wait` gives the outcome); the
     // failure and its cause are reported.
     assert_eq!(out.status.code(), Some(0), "{all}");
-    assert!(all.contains("The score has already failed: doomed"), "{all}");
+    assert!(
+        all.contains("The score has already failed: doomed"),
+        "{all}"
+    );
     assert!(all.contains("Sheet 1 failed"), "{all}");
     assert!(all.contains("cannot work here"), "{all}");
     assert!(all.contains("mozart diagnose doomed"), "{all}");

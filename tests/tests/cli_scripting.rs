@@ -124,7 +124,10 @@ fn max_concurrent_jobs_caps_the_jobs_running_at_once_and_queues_the_rest_in_orde
     free.start_conductor();
     let names = run_timed_jobs(&free, "free", 5, 2.0);
     let overlap = max_overlap(&intervals(&free, &names));
-    assert!(overlap > 2, "with the default limit they overlap: {overlap}");
+    assert!(
+        overlap > 2,
+        "with the default limit they overlap: {overlap}"
+    );
     drop(free);
 
     let env = TestEnv::new();
@@ -251,10 +254,7 @@ fn list_all_pages_through_every_job_and_says_how_many_there_are() {
     env.start_conductor();
     for i in 1..=25 {
         let name = format!("many-{i:02}");
-        submit(
-            &env,
-            &env.write_score(&name, &long_score(&name, 1, 0.0)),
-        );
+        submit(&env, &env.write_score(&name, &long_score(&name, 1, 0.0)));
     }
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
@@ -378,11 +378,20 @@ fn stop_and_restart_need_yes_without_a_terminal_and_then_lose_nothing() {
         );
         assert!(text.contains("Nothing is lost"), "{text}");
         assert!(!text.contains("corrupt"), "{text}");
-        assert!(alive(pid), "{command} without --yes leaves the conductor running");
+        assert!(
+            alive(pid),
+            "{command} without --yes leaves the conductor running"
+        );
     }
 
     let out = env.mozart(&["restart", "--yes"]);
-    assert_eq!(out.status.code(), Some(0), "{}\n{}", stdout(&out), env.log());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&out),
+        env.log()
+    );
     assert!(!alive(pid));
     let second = env.conductor_pid().unwrap();
     assert_ne!(second, pid);
@@ -441,10 +450,16 @@ fn status_watch_exits_with_the_jobs_outcome() {
     let child = spawn(&env, &["status", "broken", "--watch", "-i", "1"]);
     let (code, text) = exit_within(&env, child, 20, "watch of a failed job");
     assert_eq!(code, 1, "{text}");
-    assert!(text.ends_with("Score failed - exiting watch mode\n"), "{text}");
+    assert!(
+        text.ends_with("Score failed - exiting watch mode\n"),
+        "{text}"
+    );
 
     // Cancelled: 3.
-    submit(&env, &env.write_score("doomed", &long_score("doomed", 3, 20.0)));
+    submit(
+        &env,
+        &env.write_score("doomed", &long_score("doomed", 3, 20.0)),
+    );
     wait_for(&env, "doomed", 30, |d| d["status"] == "running");
     let child = spawn(&env, &["status", "doomed", "--watch", "-i", "1"]);
     std::thread::sleep(Duration::from_millis(500));
@@ -453,7 +468,10 @@ fn status_watch_exits_with_the_jobs_outcome() {
     assert_eq!(code, 3, "{text}");
 
     // Paused: 4.
-    submit(&env, &env.write_score("napping", &long_score("napping", 3, 1.0)));
+    submit(
+        &env,
+        &env.write_score("napping", &long_score("napping", 3, 1.0)),
+    );
     wait_for(&env, "napping", 30, |d| d["status"] == "running");
     let child = spawn(&env, &["status", "napping", "--watch", "-i", "1"]);
     std::thread::sleep(Duration::from_millis(500));
@@ -508,7 +526,10 @@ fn wait_keeps_waiting_through_the_pause_of_modify_resume() {
         );
     }
     let (code, text) = exit_within(&env, waiter, 90, "mozart wait");
-    assert_eq!(code, 0, "wait ends with the job, not with its pause: {text}");
+    assert_eq!(
+        code, 0,
+        "wait ends with the job, not with its pause: {text}"
+    );
     assert_eq!(text, "tagged completed\n");
     let out4 = std::fs::read_to_string(env.work.join("tagged-ws/out-4.txt")).unwrap();
     assert_eq!(out4.trim(), "new");
@@ -524,7 +545,10 @@ fn logs_of_a_job_the_conductor_does_not_know_is_an_error() {
         stdout(&out),
         "Error: Score not found: nosuch\n\nHints:\n  - Run 'mozart list --all' to see available scores.\n"
     );
-    submit(&env, &env.write_score("known", &long_score("known", 1, 0.0)));
+    submit(
+        &env,
+        &env.write_score("known", &long_score("known", 1, 0.0)),
+    );
     wait_for(&env, "known", 30, |d| d["status"] == "completed");
     let out = env.mozart(&["logs", "known"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
@@ -587,7 +611,12 @@ fn run_yes_needs_self_healing_and_the_conductor_answers_for_what_it_accepts() {
         "{message}"
     );
     let out = env.mozart(&["status", "healing"]);
-    assert_eq!(out.status.code(), Some(1), "nothing recorded: {}", stdout(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "nothing recorded: {}",
+        stdout(&out)
+    );
     assert!(!env.work.join("healing-ws").exists(), "no workspace made");
 
     let r = env.raw_call(

@@ -647,9 +647,10 @@ impl Applies {
 pub fn applies(key: &str) -> Applies {
     let under = |section: &str| key == section || key.starts_with(&format!("{section}."));
     match key {
-        "max_concurrent_jobs" | "log_level" | "job_timeout_seconds" | "shutdown_timeout_seconds" => {
-            Applies::Reload
-        }
+        "max_concurrent_jobs"
+        | "log_level"
+        | "job_timeout_seconds"
+        | "shutdown_timeout_seconds" => Applies::Reload,
         // They set the pressure level `top` and the dashboard report (nothing is refused).
         "resource_limits.max_memory_mb" | "resource_limits.max_processes" => Applies::Reload,
         "resource_limits.max_api_calls_per_minute" => Applies::Unused("no API-call limiter"),

@@ -666,7 +666,10 @@ mod tests {
         assert_eq!(doc["total"], 315);
         assert_eq!(doc["jobs"].as_array().unwrap().len(), 50);
         assert_eq!(doc["next_offset"], 50);
-        assert!(doc["note"].as_str().unwrap().starts_with("Showing 50 of 315 job(s)"));
+        assert!(doc["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("Showing 50 of 315 job(s)"));
         let last = page_json(&page(15, 315, 300));
         assert!(last.get("next_offset").is_none() && last.get("note").is_none());
     }

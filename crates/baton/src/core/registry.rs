@@ -180,7 +180,6 @@ impl BatonCore {
     }
 }
 
-
 /// Reject jobs the dependency counters cannot run: duplicate numbers, self-dependencies and
 /// cycles would otherwise leave sheets pending forever.
 fn check_shape(spec: &JobSpec) -> Result<(), String> {

@@ -1214,7 +1214,10 @@ fn job_slots_queue_jobs_beyond_the_limit_and_admit_them_in_order() {
     let e = rig.succeed("b", 1, &b);
     assert_eq!(dispatched(&e), vec![("c".to_string(), 1)]);
     assert_eq!(job_persists(&e, "c"), vec![(JobStatus::Running, None)]);
-    assert!(job_persists(&e, "d").is_empty(), "d is still queued, said once");
+    assert!(
+        job_persists(&e, "d").is_empty(),
+        "d is still queued, said once"
+    );
     let e = rig.succeed("a", 1, &a);
     assert_eq!(dispatched(&e), vec![("d".to_string(), 1)]);
 }

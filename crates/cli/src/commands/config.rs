@@ -253,14 +253,13 @@ fn show(
         .collect();
     print!(
         "{}",
-        super::learning::table(
-            "",
-            &["Key", "Value", "Source", "Takes effect"],
-            &table_rows
-        )
+        super::learning::table("", &["Key", "Value", "Source", "Takes effect"], &table_rows)
     );
     if !pending.is_empty() {
-        println!("\n{} has values the running conductor does not use yet:", path.display());
+        println!(
+            "\n{} has values the running conductor does not use yet:",
+            path.display()
+        );
         for (key, value) in &pending {
             let when = match applies(key) {
                 mozart_conductor::config::Applies::Reload => {
@@ -443,7 +442,9 @@ fn apply_live(globals: &Globals, pid: u32, key: &str, path: &Path) -> Result<(),
     )
     .map_err(|e| {
         CliError::failed(
-            format!("The file is saved, but the conductor (PID {pid}) could not be told to reload: {e}"),
+            format!(
+                "The file is saved, but the conductor (PID {pid}) could not be told to reload: {e}"
+            ),
             vec![format!("Reload it by hand: kill -HUP {pid}")],
         )
     })?;
@@ -459,7 +460,9 @@ fn apply_live(globals: &Globals, pid: u32, key: &str, path: &Path) -> Result<(),
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     Err(CliError::failed(
-        format!("The file is saved, but the running conductor (PID {pid}) did not take the new {key}."),
+        format!(
+            "The file is saved, but the running conductor (PID {pid}) did not take the new {key}."
+        ),
         vec![
             "Check its log: mozart logs".to_string(),
             "Or restart it: mozart restart".to_string(),

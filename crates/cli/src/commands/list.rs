@@ -118,7 +118,14 @@ fn page_of(all: &[JobListEntry], p: &ListPageParams) -> JobPage {
         .limit
         .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
     JobPage {
-        jobs: JobList(matching.iter().skip(skip).take(take).map(|j| (*j).clone()).collect()),
+        jobs: JobList(
+            matching
+                .iter()
+                .skip(skip)
+                .take(take)
+                .map(|j| (*j).clone())
+                .collect(),
+        ),
         total: matching.len() as u64,
         offset: p.offset,
         limit: p.limit,

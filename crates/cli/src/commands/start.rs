@@ -55,7 +55,9 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     if let Some(pid) = already_running(&paths)? {
         if args.foreground || args.detached_child {
             println!("{} is already running (PID {pid})", paths.who());
-            println!("  A foreground conductor cannot start beside it: stop it first (mozart stop).");
+            println!(
+                "  A foreground conductor cannot start beside it: stop it first (mozart stop)."
+            );
             return Ok(1);
         }
         return report_already_running(&paths, &pid);

@@ -437,7 +437,10 @@ fn report_early_failure(job_id: &str, status: &JobStatusResult) {
                 .as_deref()
                 .map(|c| format!(" [{c}]"))
                 .unwrap_or_default();
-            println!("  Sheet {} failed{code}: {}", cause.sheet_num, cause.message);
+            println!(
+                "  Sheet {} failed{code}: {}",
+                cause.sheet_num, cause.message
+            );
             if let Some(line) = &cause.stderr {
                 println!("  Its instrument said: {line}");
             }

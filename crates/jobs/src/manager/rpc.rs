@@ -84,7 +84,14 @@ async fn modify(
             let paused = m.pause(&job_id).await;
             // Started either way: if the pause failed, it sees the job is not paused and
             // frees the claim.
-            resume_when_settled(m.clone(), ctx.clone(), job_id.clone(), config.clone(), workspace, claim);
+            resume_when_settled(
+                m.clone(),
+                ctx.clone(),
+                job_id.clone(),
+                config.clone(),
+                workspace,
+                claim,
+            );
             if let Err(e) = paused {
                 return rejected(&job_id, e);
             }
@@ -102,7 +109,14 @@ async fn modify(
         }
         Ok(DaemonJobStatus::Paused) if !in_flight(m, &job_id).await.is_empty() => {
             let claim = claim_pending(m, &job_id);
-            resume_when_settled(m.clone(), ctx.clone(), job_id.clone(), config, workspace, claim);
+            resume_when_settled(
+                m.clone(),
+                ctx.clone(),
+                job_id.clone(),
+                config,
+                workspace,
+                claim,
+            );
             JobResponse {
                 job_id,
                 status: JobResponseStatus::Accepted,

@@ -44,7 +44,11 @@ fn job_id_of(path: &Path) -> String {
 /// parse, validate, plan, the prompt template — and nothing else: no workspace is created,
 /// nothing is recorded, nothing runs. Upstream's legacy engine recorded a job that then
 /// "completed" without running [QUIRK]; a job that never ran is not shown as completed here.
-pub(super) async fn dry_run(mgr: &JobManager, ctx: &ConductorCtx, req: SubmitRequest) -> JobResponse {
+pub(super) async fn dry_run(
+    mgr: &JobManager,
+    ctx: &ConductorCtx,
+    req: SubmitRequest,
+) -> JobResponse {
     if ctx.is_shutting_down() {
         return rejected("", "Daemon is shutting down".into());
     }
