@@ -26,7 +26,8 @@ pub struct Args {
     #[arg(long = "force")]
     pub force: bool,
     /// Stop even when jobs are running, without asking (needed when there is no terminal
-    /// to ask on). Their running sheets are stopped and run again on the next start.
+    /// to ask on). Running sheets get shutdown_timeout_seconds to finish; one still running
+    /// then runs again on the next start.
     #[arg(short = 'y', long = "yes")]
     pub yes: bool,
     /// Socket path of the conductor to stop.
