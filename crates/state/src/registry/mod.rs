@@ -416,14 +416,15 @@ impl Registry {
             .prepare_cached(&format!("SELECT COUNT(*) FROM jobs{filter}"))
             .and_then(|mut stmt| stmt.query_row(params_from_iter(args.iter()), |r| r.get(0)))
             .map_err(self.err("counting jobs"))?;
-        // SQLite: LIMIT -1 is no limit. Both numbers are ours, not user text.
+        // SQLite: LIMIT -1 is no limit. Both numbers are ours, not user text. The job id
+        // breaks ties, so pages neither repeat nor skip a row.
         let limit = limit
             .filter(|n| *n > 0)
             .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
         let offset = i64::try_from(offset).unwrap_or(i64::MAX);
         let rows = self.query_jobs(
             &format!(
-                "SELECT {JOB_COLUMNS} FROM jobs{filter} ORDER BY submitted_at DESC LIMIT {limit} OFFSET {offset}"
+                "SELECT {JOB_COLUMNS} FROM jobs{filter} ORDER BY submitted_at DESC, job_id LIMIT {limit} OFFSET {offset}"
             ),
             &args,
         )?;
