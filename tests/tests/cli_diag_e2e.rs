@@ -316,11 +316,11 @@ fn logs_show_the_conductor_log_and_filter_by_score_and_level() {
             log_path.display()
         )
     );
+    // A job the running conductor does not know is an error, not an empty listing.
     let out = env.mozart(&["logs", "someone-else"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     assert!(
-        stdout(&out).ends_with(
-            "No log entries match the specified filters.\nScore ID filter: someone-else\n"
-        ),
+        stdout(&out).starts_with("Error: Score not found: someone-else\n"),
         "{}",
         stdout(&out)
     );

@@ -209,7 +209,8 @@ fn config_commands_edit_the_file_the_conductor_loads() {
         .unwrap();
     assert_eq!(
         row,
-        json!({"key": "max_concurrent_jobs", "value": 12, "source": "file"})
+        json!({"key": "max_concurrent_jobs", "value": 12, "source": "file",
+               "takes_effect": "reload"})
     );
     // The conductor really loads it; a `set` reaches it on SIGHUP.
     env.start_conductor();

@@ -284,17 +284,8 @@ fn a_stopped_conductor_leaves_its_slurm_jobs_running_for_the_next_one() {
         (ledger(&led).len() >= 3).then_some(())
     });
     let pid = env.conductor_pid().expect("conductor pid");
-    let mut stop = env
-        .command(&["stop"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write as _;
-        let _ = stop.stdin.take().unwrap().write_all(b"y\n");
-    }
-    let out = stop.wait_with_output().unwrap();
+    // Jobs are running and there is no terminal to ask on: --yes answers for the script.
+    let out = env.command(&["stop", "--yes"]).output().unwrap();
     assert!(out.status.success(), "mozart stop: {}", stdout(&out));
     poll(&env, 60.0, "the conductor to stop", || {
         (!mozart_tests::alive(pid)).then_some(())

@@ -78,7 +78,8 @@ async def main():
             print("step: polled quick to completed", flush=True)
 
             listed = json.loads(text(await call(session, "list")))
-            check(any(j["job_id"] == "quick" for j in listed), f"list: {listed}")
+            check(any(j["job_id"] == "quick" for j in listed["jobs"]), f"list: {listed}")
+            check(listed["total"] >= 1 and "next_offset" not in listed, f"list page: {listed}")
             logs = await call(session, "logs", job_id="quick", sheet=2)
             check("hello from sheet 2" in text(logs), f"logs: {text(logs)}")
             resource = await session.read_resource("mozart://jobs/quick")

@@ -338,6 +338,9 @@ pub enum Event {
     ConfigReloaded {
         /// New global limit, if changed.
         max_concurrent_sheets: Option<u32>,
+        /// New job-slot limit (`max_concurrent_jobs`, 0 = none), if changed: it applies to
+        /// the next admissions; jobs already holding a slot keep it.
+        max_concurrent_jobs: Option<u32>,
         /// Instruments to add or update (rate-limit state is kept).
         instruments: Vec<InstrumentSpec>,
     },

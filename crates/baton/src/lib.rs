@@ -25,7 +25,9 @@ mod time;
 mod timer;
 pub mod validation;
 
-pub use crate::core::{breaker_recovery_delay, jitter_sample, retry_delay, BatonCore, SheetView};
+pub use crate::core::{
+    breaker_recovery_delay, jitter_sample, queued_reason, retry_delay, BatonCore, SheetView,
+};
 pub use driver::{spawn, BatonHandle, BatonHost, DriverError, HostCall, HostCaller, HostError};
 pub use effect::{
     AttemptContext, Effect, InstrumentChange, JobChange, JobOutcome, ObserverEvent, SheetChange,

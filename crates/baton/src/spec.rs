@@ -200,6 +200,10 @@ impl InstrumentSpec {
 pub struct BatonConfig {
     /// Sheets running at once across all jobs (`max_concurrent_sheets`, default 10).
     pub max_concurrent_sheets: u32,
+    /// Jobs holding a slot at once (`max_concurrent_jobs`; 0 = no limit). A job holds its
+    /// slot from admission until it ends, or until it is paused with nothing in flight;
+    /// the others wait, queued, and are admitted in registration order.
+    pub max_concurrent_jobs: u32,
     /// Known instruments; unknown ones are auto-registered with `default_instrument_concurrency`.
     pub instruments: Vec<InstrumentSpec>,
     /// Limit for auto-registered instruments (upstream: 4).
@@ -219,6 +223,7 @@ impl Default for BatonConfig {
     fn default() -> Self {
         BatonConfig {
             max_concurrent_sheets: 10,
+            max_concurrent_jobs: 0,
             instruments: Vec::new(),
             default_instrument_concurrency: 4,
             default_rate_limit_wait: Duration::from_secs(60),

@@ -87,6 +87,8 @@ pub enum CheckpointSheetStatus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobStatus {
+    /// Waiting for a job slot (`max_concurrent_jobs`): nothing of it is dispatched yet.
+    Queued,
     /// Sheets may be dispatched.
     Running,
     /// Paused by the user, a cost limit or a fermata; in-flight sheets finish.

@@ -70,10 +70,18 @@ pub enum Command {
     /// Validate a score file without running it.
     Validate(commands::validate::Args),
     /// Submit a score to the conductor (or show its plan with --dry-run).
+    ///
+    /// Exit 0 once the conductor accepted the job, also when the job has already failed by
+    /// the time `run` looked (it then prints the cause: the failed sheet, its error code and
+    /// message); `mozart wait JOB` exits with the job's outcome. Exit 1 when nothing was
+    /// submitted (the score does not load, no conductor, rejected), 2 for usage errors.
     Run(commands::run::Args),
     /// Show the conductor overview or one job's progress.
     Status(commands::status::Args),
     /// List jobs known to the conductor.
+    ///
+    /// Newest first, 20 a page: when more match, the last line says how many and how to see
+    /// them (--offset, --limit 0).
     List(commands::list::Args),
     /// Pause a running job.
     Pause(commands::pause::Args),
@@ -88,6 +96,8 @@ pub enum Command {
     /// Real-time system monitor for Mozart: the conductor's processes and jobs.
     Top(commands::top::Args),
     /// Show or tail log files (the conductor log by default).
+    ///
+    /// With a conductor running, a SCORE_ID it does not know is an error (exit 1).
     Logs(commands::logs::Args),
     /// List all errors for a score with detailed information.
     Errors(commands::errors::Args),
@@ -96,10 +106,22 @@ pub enum Command {
     /// Show execution history for a score.
     History(commands::history::Args),
     /// Start the conductor daemon.
+    ///
+    /// Returns once the conductor is ready. With one already running it prints its PID and
+    /// socket and exits 0 (so `mozart start && mozart run …` works every time); a foreground
+    /// start beside it exits 1.
     Start(commands::start::Args),
     /// Stop the conductor daemon.
+    ///
+    /// With jobs running it asks first; without a terminal to ask on, pass --yes or it
+    /// refuses (exit 1). Nothing is lost: nothing new starts, running sheets get
+    /// shutdown_timeout_seconds to finish, and a sheet still running then runs again on the
+    /// next start without spending a retry.
     Stop(commands::stop::Args),
     /// Restart the conductor daemon.
+    ///
+    /// Stops it as `mozart stop` does (with jobs running: asks, or needs --yes without a
+    /// terminal), then starts it; the jobs go on from their checkpoints.
     Restart(commands::restart::Args),
     /// Show the conductor's status.
     #[command(name = "conductor-status")]

@@ -612,9 +612,6 @@ impl DaemonConfig {
         if self.profiler != d.profiler {
             out.push(("profiler", "no profiler in this port yet"));
         }
-        if self.max_concurrent_sheets != d.max_concurrent_sheets {
-            out.push(("max_concurrent_sheets", "reserved upstream; not enforced"));
-        }
         if !self.use_baton {
             out.push(("use_baton", "the baton is the only engine in this port"));
         }
@@ -623,6 +620,59 @@ impl DaemonConfig {
 }
 
 pub use mozart_ipc::paths::socket_path_from_file;
+
+/// When a `conductor.yaml` key takes effect in this conductor — what `mozart config show`
+/// and `config set` say about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applies {
+    /// Read again on a reload (SIGHUP, or `mozart config set` with the conductor running).
+    Reload,
+    /// Read once at start: takes effect on `mozart restart`.
+    Restart,
+    /// Accepted for upstream's files, but nothing here uses it (the text says why).
+    Unused(&'static str),
+}
+
+impl Applies {
+    /// `reload`, `restart` or `not used`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Applies::Reload => "reload",
+            Applies::Restart => "restart",
+            Applies::Unused(_) => "not used",
+        }
+    }
+}
+
+/// When the dotted `key` takes effect (unknown keys count as read at start).
+pub fn applies(key: &str) -> Applies {
+    let under = |section: &str| key == section || key.starts_with(&format!("{section}."));
+    match key {
+        "max_concurrent_jobs"
+        | "log_level"
+        | "job_timeout_seconds"
+        | "shutdown_timeout_seconds" => Applies::Reload,
+        // They set the pressure level `top` and the dashboard report (nothing is refused).
+        "resource_limits.max_memory_mb" | "resource_limits.max_processes" => Applies::Reload,
+        "resource_limits.max_api_calls_per_minute" => Applies::Unused("no API-call limiter"),
+        // Read when `top` or a monitor stream asks.
+        "profiler.enabled" | "profiler.interval_seconds" => Applies::Reload,
+        "socket.permissions" => Applies::Unused("the socket is always 0600"),
+        "pid_file" | "state_db_path" => Applies::Unused("always in the Mozart home"),
+        "state_backend_type" => Applies::Unused("the SQLite registry is the only store"),
+        "use_baton" => Applies::Unused("the baton is the only engine"),
+        "monitor_interval_seconds" | "max_job_history" | "default_thinking_method" => {
+            Applies::Unused("not read by this conductor")
+        }
+        _ if under("profiler") => Applies::Unused("no profiler storage in this port"),
+        _ if under("observer") => Applies::Unused("no file-system observer in this port"),
+        _ if under("preflight") => Applies::Unused("no prompt preflight in this port"),
+        _ if under("learning") => {
+            Applies::Unused("each score's learning: section decides; the store is always on")
+        }
+        _ => Applies::Restart,
+    }
+}
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

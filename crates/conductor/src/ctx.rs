@@ -55,6 +55,9 @@ pub trait JobHost: Send + Sync + 'static {
     fn clear_rate_limits(&self, _instrument: Option<&str>) -> u64 {
         0
     }
+    /// The configuration was reloaded (SIGHUP): apply what the engine reads at run time
+    /// (`max_concurrent_jobs`).
+    fn config_reloaded(&self, _config: &DaemonConfig) {}
 }
 
 /// A request to stop, from a signal or `daemon.shutdown`.

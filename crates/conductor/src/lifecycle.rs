@@ -202,6 +202,9 @@ fn reload(ctx: &Arc<ConductorCtx>, log: &LogHandle) {
     if fresh.log_level != current.log_level {
         log.set_level(&fresh.log_level);
     }
+    if let Some(host) = ctx.job_host() {
+        host.config_reloaded(&fresh);
+    }
     ctx.set_config(fresh);
     tracing::info!(file = %file.display(), "daemon.config_reloaded");
 }

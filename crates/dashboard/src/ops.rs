@@ -155,6 +155,14 @@ impl Conductor {
         self.call(methods::JOB_LIST, json!({})).await
     }
 
+    /// `job.list_page` (ours): one page of jobs, newest first, with how many match in all.
+    pub async fn list_page(
+        &self,
+        params: &mozart_ipc::types::ListPageParams,
+    ) -> Result<mozart_ipc::status::JobPage, OpError> {
+        self.call(methods::JOB_LIST_PAGE, params).await
+    }
+
     /// `job.status`: the checkpoint, or metadata for a job not yet started.
     pub async fn status(&self, id: &str) -> Result<JobDetail, OpError> {
         check_job_id(id)?;

@@ -777,6 +777,11 @@ pub struct JobCheckpoint {
     /// The job's workspace: added by the conductor (`job.status`), absent in a state file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
+    /// Ours: why a job that was accepted does not run yet — `waiting for a job slot
+    /// (max_concurrent_jobs: N)` while it is queued (its `status` is then `pending`).
+    /// Added by the conductor (`job.status`), absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_reason: Option<String>,
 }
 
 impl SheetCheckpoint {

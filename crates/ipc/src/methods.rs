@@ -63,6 +63,10 @@ pub const JOB_LOGS_UNFOLLOW: &str = "job.logs.unfollow";
 /// Server → client notification of [`JOB_LOGS_FOLLOW`]: a [`crate::types::LogFollowItem`].
 pub const JOB_LOGS_NOTIFICATION: &str = "job.logs.entry";
 
+/// Ours, not upstream's: one page of `job.list` with the total — params
+/// [`crate::types::ListPageParams`], result [`crate::status::JobPage`].
+pub const JOB_LIST_PAGE: &str = "job.list_page";
+
 /// Server → client notification carrying a monitor event (§7.7).
 pub const MONITOR_EVENT_NOTIFICATION: &str = "monitor.event";
 

@@ -167,6 +167,20 @@ impl<'de> Deserialize<'de> for JobListEntry {
     }
 }
 
+/// `job.list_page` result (ours): one page of jobs, newest first, and how many match in all,
+/// so a listing that is cut can say so.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobPage {
+    /// The rows of this page, as `job.list` shows them.
+    pub jobs: JobList,
+    /// Jobs matching the filter, on every page.
+    pub total: u64,
+    /// Rows skipped before this page.
+    pub offset: u64,
+    /// The page size asked for (`None`: no limit).
+    pub limit: Option<u64>,
+}
+
 /// `job.status` result (§8.2): the checkpoint when the job has one, else its metadata.
 // One value per call: the size difference between the variants costs nothing.
 #[allow(clippy::large_enum_variant)]
@@ -201,6 +215,46 @@ impl JobStatusResult {
         match self {
             JobStatusResult::Checkpoint(cp) => cp.error_message.as_deref(),
             JobStatusResult::Record(entry) => entry.error_message(),
+        }
+    }
+
+    /// Ours: what an accepted job that does not run waits for, when it will go on by itself
+    /// (a job slot while queued; its pending `modify --resume` while paused).
+    pub fn waiting_reason(&self) -> Option<&str> {
+        match self {
+            JobStatusResult::Checkpoint(cp) => cp.waiting_reason.as_deref(),
+            JobStatusResult::Record(_) => None,
+        }
+    }
+
+    /// The job's status as a person or a script should read it: `queued` for a job waiting
+    /// for a job slot (its checkpoint says `pending`, upstream's checkpoint has no queued
+    /// state), else [`JobStatusResult::status`].
+    pub fn shown_status(&self) -> &str {
+        match self {
+            JobStatusResult::Checkpoint(cp)
+                if cp.status == crate::checkpoint::JobStatus::Pending
+                    && cp.waiting_reason.is_some() =>
+            {
+                "queued"
+            }
+            other => other.status(),
+        }
+    }
+
+    /// The exit code a job's outcome maps to for `mozart wait` and `mozart status --watch`
+    /// (0 completed, 1 failed, 3 cancelled, 4 paused), or `None` while it goes on by itself —
+    /// running, queued, or paused/failed with a resume pending.
+    pub fn outcome_code(&self) -> Option<i32> {
+        if self.waiting_reason().is_some() {
+            return None;
+        }
+        match self.status() {
+            "completed" => Some(0),
+            "failed" => Some(1),
+            "cancelled" => Some(3),
+            "paused" => Some(4),
+            _ => None,
         }
     }
 

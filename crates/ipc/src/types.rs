@@ -127,6 +127,20 @@ pub struct CancelResult {
     pub cancelled: bool,
 }
 
+/// `job.list_page` params (ours): which jobs, and which slice of them, newest first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ListPageParams {
+    /// Only jobs with one of these statuses (lower case); `None` for every status.
+    #[serde(default)]
+    pub statuses: Option<Vec<String>>,
+    /// At most this many rows; `None` (or 0) for all of them.
+    #[serde(default)]
+    pub limit: Option<u64>,
+    /// Rows to skip first.
+    #[serde(default)]
+    pub offset: u64,
+}
+
 /// `job.clear` params (§8.8).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClearParams {

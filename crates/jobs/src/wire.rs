@@ -118,6 +118,7 @@ pub fn checkpoint(cp: &CheckpointState) -> JobCheckpoint {
         spec_corpus_hash: spec_corpus_hash.clone(),
         circuit_breaker_history: circuit_breaker_history.clone(),
         workspace: None,
+        waiting_reason: None,
     }
 }
 

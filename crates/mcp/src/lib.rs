@@ -131,7 +131,17 @@ pub struct ListArgs {
     /// Only jobs with this status: queued, running, paused, completed, failed, cancelled.
     #[serde(default)]
     pub status: Option<String>,
+    /// At most this many jobs, newest first (default 50; 0 for every one).
+    #[serde(default)]
+    pub limit: Option<u64>,
+    /// Skip this many jobs first (the next page: the `next_offset` of the previous answer).
+    #[serde(default)]
+    pub offset: Option<u64>,
 }
+
+/// Jobs `list` returns when the call names no limit: a conductor with hundreds of jobs
+/// would otherwise answer with a document too big for an agent's context.
+const DEFAULT_LIST_LIMIT: u64 = 50;
 
 /// Arguments of `logs`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -152,6 +162,27 @@ fn text_result(text: impl Into<String>) -> CallToolResult {
 
 fn op_error(err: &OpError) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(err.render_text())])
+}
+
+/// A page of `list` as the tool answers it: the rows, the total, and — when the page does
+/// not show every match — `next_offset` and a sentence saying so.
+fn page_json(page: &mozart_ipc::status::JobPage) -> Value {
+    let shown = page.jobs.0.len() as u64;
+    let end = page.offset + shown;
+    let mut doc = json!({
+        "jobs": page.jobs,
+        "total": page.total,
+        "offset": page.offset,
+        "limit": page.limit,
+    });
+    if end < page.total {
+        doc["next_offset"] = json!(end);
+        doc["note"] = json!(format!(
+            "Showing {shown} of {} job(s); call list with offset {end} for the next page, or limit 0 for all.",
+            page.total
+        ));
+    }
+    doc
 }
 
 fn json_text(value: &Value) -> String {
@@ -266,7 +297,7 @@ impl MozartMcp {
     }
 
     #[tool(
-        description = "List the conductor's jobs (newest first), optionally only those with one status."
+        description = "List the conductor's jobs, newest first, in pages: `limit` (default 50, 0 = all) and `offset`, optionally only one `status`. The answer has `jobs`, `total` (how many match), and `next_offset` when more are left."
     )]
     async fn list(
         &self,
@@ -280,19 +311,13 @@ impl MozartMcp {
                 )));
             }
         }
-        match self.conductor.list().await {
-            Ok(jobs) => {
-                let rows: Vec<Value> = jobs
-                    .iter()
-                    .filter(|j| {
-                        args.status
-                            .as_deref()
-                            .is_none_or(|s| j.status().eq_ignore_ascii_case(s))
-                    })
-                    .filter_map(|j| serde_json::to_value(j).ok())
-                    .collect();
-                Ok(text_result(json_text(&Value::Array(rows))))
-            }
+        let params = mozart_ipc::types::ListPageParams {
+            statuses: args.status.map(|s| vec![s.to_lowercase()]),
+            limit: Some(args.limit.unwrap_or(DEFAULT_LIST_LIMIT)).filter(|n| *n > 0),
+            offset: args.offset.unwrap_or(0),
+        };
+        match self.conductor.list_page(&params).await {
+            Ok(page) => Ok(text_result(json_text(&page_json(&page)))),
             Err(e) => Ok(op_error(&e)),
         }
     }
@@ -638,5 +663,31 @@ mod tests {
     #[test]
     fn last_lines_keeps_the_end() {
         assert_eq!(last_lines("a\nb\nc\n", 2), "b\nc");
+    }
+
+    #[test]
+    fn a_cut_page_says_where_the_next_one_starts() {
+        let row = |i: u64| {
+            serde_json::from_value::<mozart_ipc::status::JobListEntry>(json!({
+                "job_id": format!("j{i}"), "status": "completed", "config_path": "/s.yaml",
+                "workspace": "/w", "submitted_at": 1.0, "started_at": null}))
+            .unwrap()
+        };
+        let page = |shown: u64, total: u64, offset: u64| mozart_ipc::status::JobPage {
+            jobs: mozart_ipc::status::JobList((0..shown).map(row).collect()),
+            total,
+            offset,
+            limit: Some(50),
+        };
+        let doc = page_json(&page(50, 315, 0));
+        assert_eq!(doc["total"], 315);
+        assert_eq!(doc["jobs"].as_array().unwrap().len(), 50);
+        assert_eq!(doc["next_offset"], 50);
+        assert!(doc["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("Showing 50 of 315 job(s)"));
+        let last = page_json(&page(15, 315, 300));
+        assert!(last.get("next_offset").is_none() && last.get("note").is_none());
     }
 }

@@ -168,6 +168,19 @@ fn listing_a_thousand_jobs_is_fast_and_newest_first() {
     let page = reg.list_jobs_filtered(None, Some(50)).unwrap();
     assert_eq!(page.len(), 50);
     assert_eq!(reg.orphaned_jobs().unwrap().len(), 500);
+
+    // Pages say how many rows match in all, so a listing that is cut can tell.
+    let (rows, total) = reg.page_jobs(None, Some(20), 0).unwrap();
+    assert_eq!((rows.len(), total), (20, 1000));
+    assert_eq!(rows[0].job_id, "job-0999");
+    let (rows, total) = reg
+        .page_jobs(Some(&["completed".to_string()]), Some(20), 490)
+        .unwrap();
+    assert_eq!((rows.len(), total), (10, 500));
+    assert!(rows.iter().all(|j| j.status == DaemonJobStatus::Completed));
+    let (rows, _) = reg.page_jobs(None, None, 990).unwrap();
+    assert_eq!(rows.len(), 10);
+    assert_eq!(rows[9].job_id, "job-0000");
 }
 
 #[test]

@@ -32,6 +32,7 @@ impl BatonCore {
             {
                 let job = &self.jobs[ji];
                 if job.finished
+                    || !job.admitted
                     || job.halted
                     || job.paused()
                     || job.ready.is_empty()

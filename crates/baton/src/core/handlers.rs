@@ -73,8 +73,14 @@ impl BatonCore {
             } => self.on_process_exited(job_id, sheet_num, pid, exit_code, now, out),
             Event::ConfigReloaded {
                 max_concurrent_sheets,
+                max_concurrent_jobs,
                 instruments,
-            } => self.on_config_reloaded(max_concurrent_sheets, &instruments),
+            } => {
+                if let Some(limit) = max_concurrent_jobs {
+                    self.set_job_limit(limit);
+                }
+                self.on_config_reloaded(max_concurrent_sheets, &instruments)
+            }
             Event::ResourceAnomaly { severity, .. } => match severity {
                 ResourceSeverity::Critical => self.backpressure = true,
                 ResourceSeverity::Normal => self.backpressure = false,
@@ -878,7 +884,10 @@ impl BatonCore {
         job.cost_paused = false;
         job.escalation_paused = false;
         self.check_job_cost(ji, out);
-        if was_paused && !self.jobs[ji].paused() {
+        // Still holding its slot (sheets were in flight): running again at once. Otherwise
+        // it asks for a slot like any waiting job, and `admit_jobs` persists running or
+        // queued.
+        if was_paused && !self.jobs[ji].paused() && self.jobs[ji].admitted {
             self.persist_job(ji, JobStatus::Running, None, out);
         }
     }

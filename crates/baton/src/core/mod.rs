@@ -7,6 +7,7 @@ mod backoff;
 mod dispatch;
 mod handlers;
 mod registry;
+mod slots;
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -23,6 +24,7 @@ use crate::status::{AttemptMode, CircuitState, JobStatus, SheetStatus};
 use crate::time::Millis;
 
 pub use backoff::{breaker_recovery_delay, jitter_sample, retry_delay};
+pub use slots::queued_reason;
 
 /// Whether a sheet's skip rule still has to be asked about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,6 +155,14 @@ struct Job {
     /// if saved).
     halted: bool,
     finished: bool,
+    /// Holds one of the `max_concurrent_jobs` slots: only such a job dispatches.
+    admitted: bool,
+    /// The job's clock (`started_at`, the job timeout) runs from its first admission, not
+    /// from the time it spent queued.
+    clock_started: bool,
+    /// The job status last persisted by the baton (what the registry shows), so the slot
+    /// bookkeeping persists each queued/running transition once.
+    shown: Option<JobStatus>,
 }
 
 impl Job {
@@ -163,8 +173,10 @@ impl Job {
     fn status(&self) -> JobStatus {
         if self.paused() {
             JobStatus::Paused
-        } else {
+        } else if self.admitted {
             JobStatus::Running
+        } else {
+            JobStatus::Queued
         }
     }
 
@@ -292,6 +304,8 @@ pub type SheetView = SheetChange;
 #[derive(Debug)]
 pub struct BatonCore {
     max_concurrent_sheets: u32,
+    /// Job slots (0 = no limit).
+    max_concurrent_jobs: u32,
     default_instrument_concurrency: u32,
     default_rate_limit_wait: Duration,
     stale_grace: Option<Duration>,
@@ -315,6 +329,7 @@ impl BatonCore {
     pub fn new(config: BatonConfig) -> Self {
         let mut core = BatonCore {
             max_concurrent_sheets: config.max_concurrent_sheets.max(1),
+            max_concurrent_jobs: config.max_concurrent_jobs,
             default_instrument_concurrency: config.default_instrument_concurrency.max(1),
             default_rate_limit_wait: config.default_rate_limit_wait,
             stale_grace: config.stale_grace,
@@ -348,6 +363,7 @@ impl BatonCore {
             out.push(Effect::Observer(observer_for(&event, now)));
         }
         self.apply(event, now, out);
+        self.admit_jobs(now, out);
         self.dispatch_cycle(now, out, 0);
         self.reap_finished();
     }
@@ -527,13 +543,14 @@ impl BatonCore {
     }
 
     fn persist_job(
-        &self,
+        &mut self,
         ji: usize,
         status: JobStatus,
         reason: Option<String>,
         out: &mut Vec<Effect>,
     ) {
-        let job = &self.jobs[ji];
+        let job = &mut self.jobs[ji];
+        job.shown = Some(status);
         out.push(Effect::Persist(StateChange::Job(JobChange {
             job_id: job.id.clone(),
             status,

@@ -44,19 +44,10 @@ impl BatonCore {
         // A finished job with the same id may still sit in the map until reaped; replace it.
         let (ji, _) = self.jobs.insert_full(spec.job_id.clone(), job);
 
-        self.persist_job(ji, JobStatus::Running, None, out);
+        // Running or queued is persisted by the job-slot step after this event
+        // (`admit_jobs`), which also starts the job's clock when it gets a slot.
         for &i in &restored_in_flight {
             self.persist_sheet(ji, i, out);
-        }
-        if let Some(t) = spec.timeout {
-            let id = self.timer(
-                out,
-                now.plus(t),
-                Event::JobTimeout {
-                    job_id: spec.job_id.clone(),
-                },
-            );
-            self.jobs[ji].timeout_timer = Some(id);
         }
         self.block_restored_failures(ji, now, out);
         for i in 0..self.jobs[ji].sheets.len() {
@@ -189,8 +180,6 @@ impl BatonCore {
     }
 }
 
-use crate::event::Event;
-
 /// Reject jobs the dependency counters cannot run: duplicate numbers, self-dependencies and
 /// cycles would otherwise leave sheets pending forever.
 fn check_shape(spec: &JobSpec) -> Result<(), String> {
@@ -300,5 +289,8 @@ fn new_job(spec: &JobSpec, sheets: Vec<Sheet>, index: HashMap<u32, usize>, now: 
         failure_reason: None,
         halted: false,
         finished: false,
+        admitted: false,
+        clock_started: false,
+        shown: None,
     }
 }

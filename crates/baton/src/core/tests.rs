@@ -996,6 +996,7 @@ fn config_reload_and_backpressure_change_dispatch() {
     assert_eq!(nums(&e), vec![1]);
     let e = rig.send(Event::ConfigReloaded {
         max_concurrent_sheets: Some(3),
+        max_concurrent_jobs: None,
         instruments: vec![],
     });
     assert_eq!(nums(&e), vec![2, 3]);
@@ -1166,4 +1167,128 @@ fn events_and_effects_round_trip_through_json() {
         let back: Effect = serde_json::from_str(&json).expect("deserialize effect");
         assert_eq!(back, effect);
     }
+}
+
+fn job_persists(effects: &[Effect], job: &str) -> Vec<(JobStatus, Option<String>)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Persist(StateChange::Job(c)) if c.job_id == job => {
+                Some((c.status, c.reason.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn slots(limit: u32) -> Rig {
+    Rig::with(BatonConfig {
+        jitter_seed: 1,
+        max_concurrent_jobs: limit,
+        ..BatonConfig::default()
+    })
+}
+
+#[test]
+fn job_slots_queue_jobs_beyond_the_limit_and_admit_them_in_order() {
+    let mut rig = slots(2);
+    let a = rig.register(chain("a", 1));
+    let b = rig.register(chain("b", 1));
+    assert_eq!(job_persists(&a, "a"), vec![(JobStatus::Running, None)]);
+    assert_eq!(nums(&a), vec![1]);
+    assert_eq!(nums(&b), vec![1]);
+    let c = rig.register(chain("c", 1));
+    assert!(dispatched(&c).is_empty(), "no slot for c: {c:#?}");
+    assert_eq!(
+        job_persists(&c, "c"),
+        vec![(
+            JobStatus::Queued,
+            Some("waiting for a job slot (max_concurrent_jobs: 2)".to_string())
+        )]
+    );
+    let d = rig.register(chain("d", 1));
+    assert!(dispatched(&d).is_empty());
+    assert_eq!(rig.core.job_status("d"), Some(JobStatus::Queued));
+    assert_eq!(rig.core.jobs_admitted(), 2);
+    // b ends first: c (submitted before d) takes the slot, and says so.
+    let e = rig.succeed("b", 1, &b);
+    assert_eq!(dispatched(&e), vec![("c".to_string(), 1)]);
+    assert_eq!(job_persists(&e, "c"), vec![(JobStatus::Running, None)]);
+    assert!(
+        job_persists(&e, "d").is_empty(),
+        "d is still queued, said once"
+    );
+    let e = rig.succeed("a", 1, &a);
+    assert_eq!(dispatched(&e), vec![("d".to_string(), 1)]);
+}
+
+#[test]
+fn a_paused_job_frees_its_slot_once_nothing_runs_and_queues_again_on_resume() {
+    let mut rig = slots(1);
+    let a = rig.register(chain("a", 2));
+    rig.register(chain("b", 1));
+    rig.send(Event::PauseJob { job_id: "a".into() });
+    assert_eq!(rig.core.job_status("b"), Some(JobStatus::Queued));
+    // a's sheet 1 was still running: the slot is freed when it ends.
+    let e = rig.succeed("a", 1, &a);
+    assert_eq!(dispatched(&e), vec![("b".to_string(), 1)]);
+    let e = rig.send(Event::ResumeJob {
+        job_id: "a".into(),
+        new_limits: None,
+    });
+    assert!(dispatched(&e).is_empty());
+    assert_eq!(rig.core.job_status("a"), Some(JobStatus::Queued));
+    assert_eq!(job_persists(&e, "a")[0].0, JobStatus::Queued);
+}
+
+#[test]
+fn a_reloaded_job_limit_applies_to_the_next_admissions() {
+    let mut rig = slots(1);
+    rig.register(chain("a", 1));
+    rig.register(chain("b", 1));
+    rig.register(chain("c", 1));
+    let e = rig.send(Event::ConfigReloaded {
+        max_concurrent_sheets: None,
+        max_concurrent_jobs: Some(2),
+        instruments: vec![],
+    });
+    assert_eq!(dispatched(&e), vec![("b".to_string(), 1)]);
+    assert_eq!(
+        job_persists(&e, "c"),
+        vec![(
+            JobStatus::Queued,
+            Some("waiting for a job slot (max_concurrent_jobs: 2)".to_string())
+        )],
+        "the queued job's reason names the new limit"
+    );
+}
+
+#[test]
+fn a_queued_job_can_be_cancelled_and_its_timeout_starts_only_with_its_slot() {
+    let mut rig = slots(1);
+    let a = rig.register(chain("a", 1));
+    let mut spec = chain("b", 1);
+    spec.timeout = Some(secs(10));
+    rig.register(spec);
+    rig.register(chain("c", 1));
+    // Queued longer than its timeout: it must not fail for time it never had.
+    rig.advance(secs(60));
+    assert_eq!(rig.core.job_status("b"), Some(JobStatus::Queued));
+    let e = rig.send(Event::CancelJob { job_id: "c".into() });
+    assert_eq!(finished(&e).map(|f| f.0), Some(JobOutcome::Cancelled));
+    let e = rig.succeed("a", 1, &a);
+    assert_eq!(dispatched(&e), vec![("b".to_string(), 1)]);
+    let e = rig.advance(secs(11));
+    assert_eq!(finished(&e).map(|f| f.0), Some(JobOutcome::Failed));
+}
+
+#[test]
+fn no_job_is_admitted_once_a_shutdown_began() {
+    let mut rig = slots(1);
+    let a = rig.register(chain("a", 1));
+    rig.register(chain("b", 1));
+    rig.send(Event::ShutdownRequested { graceful: true });
+    let e = rig.succeed("a", 1, &a);
+    assert!(dispatched(&e).is_empty());
+    assert_eq!(rig.core.job_status("b"), Some(JobStatus::Queued));
 }

@@ -80,7 +80,7 @@ pub fn run(globals: &Globals, command: Command) -> Result<i32, CliError> {
             section,
             json,
         } => show(globals, file(config)?, all, section, json),
-        Command::Set { key, value, config } => set(&file(config)?, &key, &value),
+        Command::Set { key, value, config } => set(globals, &file(config)?, &key, &value),
         Command::Path { config } => {
             let path = file(config)?;
             let state = if path.exists() {
@@ -144,6 +144,12 @@ fn show(
     let live = conductor_client::connect_json(globals, json)
         .ok()
         .and_then(|mut c| c.call_value(mozart_ipc::methods::DAEMON_CONFIG, ()).ok());
+    // The file too, when a conductor runs: a value changed since it last read the file is
+    // not in effect yet, and the user must be told.
+    let file_doc = live
+        .as_ref()
+        .and_then(|_| DaemonConfig::load(Some(&path), None).ok())
+        .and_then(|c| serde_json::to_value(&c).ok());
     let (doc, label, from_file) = match live {
         Some(doc) => (doc, "[live] from running conductor".to_string(), None),
         None => {
@@ -202,10 +208,34 @@ fn show(
             }
         }
     };
+    // Keys whose file value differs from the running one: (key, file value).
+    let mut pending: Vec<(String, Value)> = Vec::new();
+    if let Some(file_doc) = &file_doc {
+        let mut file_rows = Vec::new();
+        flatten("", file_doc, &mut file_rows);
+        for (key, value) in file_rows {
+            let differs = rows.iter().any(|(k, v)| *k == key && *v != value);
+            if differs && filtered.iter().any(|(k, _)| *k == key) {
+                pending.push((key, value));
+            }
+        }
+    }
+    let applies = |key: &str| mozart_conductor::config::applies(key);
     if json {
         let items: Vec<Value> = filtered
             .iter()
-            .map(|(k, v)| serde_json::json!({"key": k, "value": v, "source": source(k)}))
+            .map(|(k, v)| {
+                let a = applies(k);
+                let mut item = serde_json::json!({"key": k, "value": v, "source": source(k),
+                    "takes_effect": a.label()});
+                if let mozart_conductor::config::Applies::Unused(why) = a {
+                    item["note"] = serde_json::json!(why);
+                }
+                if let Some((_, file_value)) = pending.iter().find(|(pk, _)| pk == k) {
+                    item["file_value"] = file_value.clone();
+                }
+                item
+            })
             .collect();
         crate::output::print_json(&serde_json::json!({"source": label, "settings": items}));
         return Ok(0);
@@ -213,14 +243,39 @@ fn show(
     println!("Daemon configuration — {label}");
     let table_rows: Vec<Vec<String>> = filtered
         .iter()
-        .map(|(k, v)| vec![k.clone(), shown(v), source(k).to_string()])
+        .map(|(k, v)| {
+            let effect = match applies(k) {
+                mozart_conductor::config::Applies::Unused(why) => format!("not used: {why}"),
+                a => a.label().to_string(),
+            };
+            vec![k.clone(), shown(v), source(k).to_string(), effect]
+        })
         .collect();
     print!(
         "{}",
-        super::learning::table("", &["Key", "Value", "Source"], &table_rows)
+        super::learning::table("", &["Key", "Value", "Source", "Takes effect"], &table_rows)
+    );
+    if !pending.is_empty() {
+        println!(
+            "\n{} has values the running conductor does not use yet:",
+            path.display()
+        );
+        for (key, value) in &pending {
+            let when = match applies(key) {
+                mozart_conductor::config::Applies::Reload => {
+                    "on reload: kill -HUP <conductor pid>, or set it with mozart config set"
+                }
+                mozart_conductor::config::Applies::Restart => "on mozart restart",
+                mozart_conductor::config::Applies::Unused(_) => "never (not used)",
+            };
+            println!("  {key} = {} — {when}", shown(value));
+        }
+    }
+    println!(
+        "\nTakes effect: reload = on SIGHUP or 'mozart config set' while the conductor runs; restart = on 'mozart restart'."
     );
     if section.is_none() && !all {
-        println!("\nShowing essential settings. Use --all to see every key, --section NAME for one section.");
+        println!("Showing essential settings. Use --all to see every key, --section NAME for one section.");
     }
     Ok(0)
 }
@@ -302,7 +357,7 @@ fn write_atomic(path: &Path, text: &str) -> Result<(), CliError> {
         })
 }
 
-fn set(path: &Path, key: &str, raw: &str) -> Result<i32, CliError> {
+fn set(globals: &Globals, path: &Path, key: &str, raw: &str) -> Result<i32, CliError> {
     let mut doc = read_mapping(path)?;
     let value = coerce(raw);
     let parts: Vec<&str> = key.split('.').collect();
@@ -334,8 +389,90 @@ fn set(path: &Path, key: &str, raw: &str) -> Result<i32, CliError> {
     }
     write_atomic(path, &text)?;
     println!("Set {key} = {} in {}", py_repr(&value), path.display());
-    println!("Takes effect on 'mozart restart' (most keys also on SIGHUP to the conductor).");
+    let applies = mozart_conductor::config::applies(key);
+    if let mozart_conductor::config::Applies::Unused(why) = applies {
+        println!("Note: this conductor does not use {key} ({why}).");
+        return Ok(0);
+    }
+    match running_conductor(globals, path) {
+        None => println!("Takes effect when the conductor starts."),
+        Some(_) if applies == mozart_conductor::config::Applies::Restart => {
+            println!("The running conductor keeps its current value until 'mozart restart'.")
+        }
+        Some(pid) => apply_live(globals, pid, key, path)?,
+    }
     Ok(0)
+}
+
+/// The PID of a running conductor that reads `path` on reload (from its own answer, not a
+/// PID file that may be stale).
+fn running_conductor(globals: &Globals, path: &Path) -> Option<u32> {
+    let mut client = conductor_client::connect(globals).ok()?;
+    let config = client
+        .call_value(mozart_ipc::methods::DAEMON_CONFIG, ())
+        .ok()?;
+    let reads = match config.get("config_file").and_then(Value::as_str) {
+        Some(file) => Path::new(file) == path,
+        // Started without a file: a reload reads <home>/conductor.yaml.
+        None => mozart_conductor::mozart_home()
+            .map(|home| home.join("conductor.yaml") == path)
+            .unwrap_or(false),
+    };
+    if !reads {
+        return None;
+    }
+    let status = client
+        .call_value(mozart_ipc::methods::DAEMON_STATUS, ())
+        .ok()?;
+    status
+        .get("pid")
+        .and_then(Value::as_u64)
+        .and_then(|p| u32::try_from(p).ok())
+}
+
+/// Reload the running conductor (SIGHUP) and confirm it now runs with the file's value.
+fn apply_live(globals: &Globals, pid: u32, key: &str, path: &Path) -> Result<(), CliError> {
+    let wanted = DaemonConfig::load(Some(path), None)
+        .ok()
+        .and_then(|c| serde_json::to_value(&c).ok())
+        .and_then(|doc| lookup(&doc, key).cloned());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX)),
+        nix::sys::signal::Signal::SIGHUP,
+    )
+    .map_err(|e| {
+        CliError::failed(
+            format!(
+                "The file is saved, but the conductor (PID {pid}) could not be told to reload: {e}"
+            ),
+            vec![format!("Reload it by hand: kill -HUP {pid}")],
+        )
+    })?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        let live = conductor_client::connect(globals)
+            .ok()
+            .and_then(|mut c| c.call_value(mozart_ipc::methods::DAEMON_CONFIG, ()).ok());
+        if live.as_ref().and_then(|doc| lookup(doc, key)) == wanted.as_ref() {
+            println!("Applied to the running conductor (PID {pid}).");
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Err(CliError::failed(
+        format!(
+            "The file is saved, but the running conductor (PID {pid}) did not take the new {key}."
+        ),
+        vec![
+            "Check its log: mozart logs".to_string(),
+            "Or restart it: mozart restart".to_string(),
+        ],
+    ))
+}
+
+/// The value at a dotted key of a JSON document.
+fn lookup<'a>(doc: &'a Value, key: &str) -> Option<&'a Value> {
+    key.split('.').try_fold(doc, |node, part| node.get(part))
 }
 
 /// Set `parts` (a dotted key) in `node`, turning anything on the way into a mapping.

@@ -83,6 +83,13 @@ pub struct LogFilter {
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     if let Some(id) = args.score_id.as_deref() {
         check_score_id(id)?;
+        if args.file.is_none() && args.workspace.is_none() && unknown_to_conductor(globals, id) {
+            return Err(failed(
+                format!("Score not found: {id}"),
+                &["Run 'mozart list --all' to see available scores."],
+                args.json,
+            ));
+        }
     }
     let style = Style::for_stdout();
     if args.follow && args.file.is_none() && args.workspace.is_none() {
@@ -159,6 +166,28 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     } else {
         display(&path, &filter, args.lines, args.json, &style)
     }
+}
+
+/// True when a running conductor says it has no job `id` (its registry holds every job it
+/// ever ran). Without a conductor nobody can tell, and the log is read as is.
+fn unknown_to_conductor(globals: &Globals, id: &str) -> bool {
+    let Ok(paths) = crate::conductor_client::paths(globals, None) else {
+        return false;
+    };
+    let Ok(mut client) = mozart_ipc::BlockingClient::connect(&paths.socket) else {
+        return false;
+    };
+    // The cheapest question that names an unknown job: one row of its attempt history.
+    let params = mozart_ipc::types::HistoryParams {
+        job_id: id.to_string(),
+        workspace: None,
+        sheet_num: None,
+        limit: 1,
+    };
+    matches!(
+        client.call_value(mozart_ipc::methods::JOB_HISTORY, params),
+        Err(mozart_ipc::IpcError::Rpc { error, .. }) if error.code == mozart_ipc::error::JOB_NOT_FOUND
+    )
 }
 
 /// The file the user asked for, and whether it is the conductor's log.

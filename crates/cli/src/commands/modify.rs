@@ -134,6 +134,12 @@ fn pause_or_refuse(
     status: &str,
 ) -> Result<ControlFlow<i32>, CliError> {
     let (id, json) = (args.score_id.as_str(), args.json);
+    if status == "running" && args.resume {
+        // `job.modify` pauses a running job and books its resume in one step: nobody (a
+        // `mozart wait`, a watcher) sees it paused with nothing pending in between, as they
+        // would after a separate `job.pause`.
+        return Ok(ControlFlow::Continue(()));
+    }
     if status == "running" {
         let paused: Result<PauseResult, _> =
             job_call(globals, methods::JOB_PAUSE, job_params(id, None), json);

@@ -14,16 +14,22 @@ pub struct Args {
     /// Stop with SIGKILL instead of a graceful shutdown.
     #[arg(long = "force")]
     pub force: bool,
+    /// Restart even when jobs are running, without asking (needed when there is no
+    /// terminal to ask on). Their running sheets are stopped and run again once the new
+    /// conductor has started.
+    #[arg(short = 'y', long = "yes")]
+    pub yes: bool,
 }
 
 /// Run `mozart restart`.
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let (_, paths) = start::prepare(globals, &args.start)?;
-    match stop::stop_conductor(&paths, args.force)? {
+    match stop::stop_conductor(&paths, args.force, args.yes, "restart")? {
         stop::StopOutcome::Aborted => {
             println!("Aborted.");
             return Ok(1);
         }
+        stop::StopOutcome::Refused => return Ok(1),
         stop::StopOutcome::NotRunning => println!("{} was not running", paths.who()),
         stop::StopOutcome::Stopped => {}
     }

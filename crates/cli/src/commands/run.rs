@@ -36,11 +36,13 @@ pub struct Args {
     /// Escalation prompts (not supported in daemon mode; always rejected).
     #[arg(short = 'e', long)]
     pub escalation: bool,
-    /// Enable self-healing.
+    /// Self-healing: a sheet that used up its retries gets one extra attempt.
     #[arg(short = 'H', long = "self-healing")]
     pub self_healing: bool,
-    /// Auto-confirm self-healing fixes.
-    #[arg(short = 'y', long)]
+    /// Confirm self-healing fixes without asking (needs --self-healing). This conductor never
+    /// asks (the extra attempt is automatic), so it changes nothing here; kept for upstream's
+    /// command lines, and passed on to the conductor.
+    #[arg(short = 'y', long, requires = "self_healing")]
     pub yes: bool,
     /// Start fresh, discarding previous state.
     #[arg(long)]

@@ -1,7 +1,9 @@
 //! `mozart start` (cli.md §2.1): start the conductor, in the foreground or detached.
 //!
 //! Unlike upstream (which returns before the daemon is up, §4.1 [QUIRK]), the background
-//! start waits until `daemon.ready` answers, so a failure is reported to the user.
+//! start waits until `daemon.ready` answers, so a failure is reported to the user. It is
+//! idempotent: with a conductor already running it says so (PID, socket) and succeeds, so
+//! `mozart start && mozart run …` works the second time too (upstream exits 1).
 
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -20,6 +22,11 @@ use crate::{CliError, Globals};
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Arguments of `mozart start`.
+///
+/// In the background (the default) the command returns once the conductor is ready; when one
+/// is already running it prints its PID and socket and exits 0 (upstream exits 1), so
+/// scripts can start it unconditionally. A foreground start (`-f`) beside a running conductor
+/// exits 1: it cannot run.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
     /// Conductor config file (default: <MOZART_HOME>/conductor.yaml).
@@ -45,8 +52,15 @@ pub struct Args {
 /// Run `mozart start`.
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let (config, paths) = prepare(globals, &args)?;
-    if refuse_if_running(&paths)? {
-        return Ok(1);
+    if let Some(pid) = already_running(&paths)? {
+        if args.foreground || args.detached_child {
+            println!("{} is already running (PID {pid})", paths.who());
+            println!(
+                "  A foreground conductor cannot start beside it: stop it first (mozart stop)."
+            );
+            return Ok(1);
+        }
+        return report_already_running(&paths, &pid);
     }
     if args.foreground || args.detached_child {
         run_here(config, paths, &args)
@@ -80,20 +94,46 @@ fn fail(err: impl std::fmt::Display) -> CliError {
     CliError::failed(err.to_string(), vec![])
 }
 
-/// Print the "already running" line and return true, or clean a stale PID file.
-fn refuse_if_running(paths: &ConductorPaths) -> Result<bool, CliError> {
+/// The running conductor's PID (as text, `unknown` when it has none), or None after
+/// cleaning a stale PID file.
+fn already_running(paths: &ConductorPaths) -> Result<Option<String>, CliError> {
     match conductor_state(paths, false)? {
-        RunState::Running { pid } => {
-            let pid = pid.map_or_else(|| "unknown".to_string(), |p| p.to_string());
-            println!("{} is already running (PID {pid})", paths.who());
-            Ok(true)
-        }
+        RunState::Running { pid } => Ok(Some(
+            pid.map_or_else(|| "unknown".to_string(), |p| p.to_string()),
+        )),
         RunState::Stopped { stale_pid } => {
             if let Some(pid) = stale_pid {
                 let _ = std::fs::remove_file(&paths.pid_file);
                 println!("Cleaned up stale PID file (PID {pid} is no longer running)");
             }
-            Ok(false)
+            Ok(None)
+        }
+    }
+}
+
+/// A background start with a conductor already running succeeds once that conductor is
+/// ready (it may still be recovering its jobs), so the next command of a script finds it
+/// accepting work.
+fn report_already_running(paths: &ConductorPaths, pid: &str) -> Result<i32, CliError> {
+    println!("{} is already running (PID {pid})", paths.who());
+    println!("  Socket: {}", paths.socket.display());
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        match probe_ready(&paths.socket) {
+            Some(ready) if ready.is_ready() => return Ok(0),
+            _ if Instant::now() >= deadline => {
+                return Err(CliError::failed(
+                    format!(
+                        "The running conductor (PID {pid}) did not become ready within {} seconds.",
+                        READY_TIMEOUT.as_secs()
+                    ),
+                    vec![
+                        "Check it with: mozart conductor-status".to_string(),
+                        "Restart it with: mozart restart".to_string(),
+                    ],
+                ));
+            }
+            _ => std::thread::sleep(Duration::from_millis(50)),
         }
     }
 }

@@ -29,7 +29,9 @@ pub struct Args {
     /// Output status as JSON for machine parsing.
     #[arg(short = 'j', long = "json")]
     pub json: bool,
-    /// Continuously monitor status with live updates.
+    /// Continuously monitor status with live updates. Exits when the job has an outcome,
+    /// with the codes of `mozart wait`: 0 completed, 1 failed (or unknown), 3 cancelled,
+    /// 4 paused (not the pause of `modify --resume`, which resumes by itself); Ctrl+C exits 0.
     #[arg(short = 'W', long = "watch")]
     pub watch: bool,
     /// Refresh interval in seconds for --watch mode.
@@ -381,7 +383,7 @@ fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
     loop {
         let params = job_params(id, args.workspace.as_deref());
         let outcome = job_call(globals, methods::JOB_STATUS, params, args.json);
-        let mut finished = false;
+        let mut finished = None;
         match outcome {
             Ok(None) | Err(JobCallError::Job(_)) => {
                 clear();
@@ -390,6 +392,8 @@ fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
                 } else {
                     not_found(id, false).report();
                 }
+                // Nothing to watch: waiting would never end (upstream loops forever).
+                finished = Some(super::wait::EXIT_FAILED);
             }
             Err(JobCallError::Cli(err)) => match args.workspace.as_deref() {
                 Some(dir) => {
@@ -416,8 +420,8 @@ fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
             }
         }
         let _ = std::io::stdout().flush();
-        if finished {
-            return Ok(0);
+        if let Some(code) = finished {
+            return Ok(code);
         }
         let stopped = runtime.block_on(async {
             tokio::select! {
@@ -432,24 +436,22 @@ fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
     }
 }
 
-/// Render one frame; true when the job reached `completed` or `failed` (watch ends there,
-/// not on paused/cancelled).
-fn render_watch_frame(result: &JobStatusResult, args: &Args, limits: &[String]) -> bool {
+/// Render one frame; the exit code once the job has an outcome — the codes of `mozart
+/// wait`: completed 0, failed 1, cancelled 3, paused 4 (upstream exits 0 on completed and
+/// failed and never on cancelled or paused). A pause that resumes by itself (`modify
+/// --resume`) is no outcome.
+fn render_watch_frame(result: &JobStatusResult, args: &Args, limits: &[String]) -> Option<i32> {
     show(result, args.json, limits);
-    let Some(state) = result.checkpoint() else {
-        return false;
-    };
-    println!(
-        "\nLast updated: {} | Refreshing every {}s | Press Ctrl+C to stop",
-        format_clock(now_epoch()),
-        args.interval
-    );
-    let status = state.status.as_str();
-    if matches!(status, "completed" | "failed") {
-        println!("\nScore {status} - exiting watch mode");
-        return true;
+    if result.checkpoint().is_some() {
+        println!(
+            "\nLast updated: {} | Refreshing every {}s | Press Ctrl+C to stop",
+            format_clock(now_epoch()),
+            args.interval
+        );
     }
-    false
+    let code = super::wait::outcome(result)?;
+    println!("\nScore {} - exiting watch mode", result.status());
+    Some(code)
 }
 
 #[cfg(test)]

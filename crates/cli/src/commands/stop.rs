@@ -1,5 +1,11 @@
 //! `mozart stop` (cli.md §2.2): graceful stop via `daemon.shutdown`, SIGTERM as fallback,
 //! SIGKILL with `--force`; waits until the conductor is gone (upstream does not wait).
+//!
+//! With jobs running it asks first; `--yes` answers for a script, and without a terminal
+//! and without `--yes` it refuses and names `--yes` (upstream reads an empty answer and
+//! prints "Aborted."). The prompt says what really happens — upstream's "may corrupt job
+//! state" is not true here: every transition is checkpointed, and an interrupted sheet runs
+//! again on the next start without spending a retry.
 
 use std::io::BufRead;
 use std::path::PathBuf;
@@ -19,6 +25,11 @@ pub struct Args {
     /// Kill immediately (SIGKILL) and skip the running-jobs prompt.
     #[arg(long = "force")]
     pub force: bool,
+    /// Stop even when jobs are running, without asking (needed when there is no terminal
+    /// to ask on). Running sheets get shutdown_timeout_seconds to finish; one still running
+    /// then runs again on the next start.
+    #[arg(short = 'y', long = "yes")]
+    pub yes: bool,
     /// Socket path of the conductor to stop.
     #[arg(long = "socket", value_name = "PATH")]
     pub socket: Option<PathBuf>,
@@ -33,12 +44,15 @@ pub(crate) enum StopOutcome {
     Stopped,
     /// The user declined the prompt.
     Aborted,
+    /// Jobs are running, nobody can be asked (no terminal) and `--yes` was not given: the
+    /// refusal was printed.
+    Refused,
 }
 
 /// Run `mozart stop`.
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let paths = conductor_client::paths(globals, args.socket.as_deref())?;
-    match stop_conductor(&paths, args.force)? {
+    match stop_conductor(&paths, args.force, args.yes, "stop")? {
         StopOutcome::NotRunning => {
             println!("{} is not running", paths.who());
             Ok(1)
@@ -47,12 +61,19 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             println!("Aborted.");
             Ok(1)
         }
+        StopOutcome::Refused => Ok(1),
         StopOutcome::Stopped => Ok(0),
     }
 }
 
-/// Stop the conductor at `paths` and wait until it has released its lock.
-pub(crate) fn stop_conductor(paths: &ConductorPaths, force: bool) -> Result<StopOutcome, CliError> {
+/// Stop the conductor at `paths` and wait until it has released its lock. `yes` skips the
+/// running-jobs question; `command` (`stop`, `restart`) is named in the refusal.
+pub(crate) fn stop_conductor(
+    paths: &ConductorPaths,
+    force: bool,
+    yes: bool,
+    command: &str,
+) -> Result<StopOutcome, CliError> {
     let pid = match conductor_state(paths, false)? {
         RunState::Stopped { stale_pid } => {
             if stale_pid.is_some() {
@@ -80,8 +101,10 @@ pub(crate) fn stop_conductor(paths: &ConductorPaths, force: bool) -> Result<Stop
             .map_err(|e| CliError::failed(e.to_string(), vec![]))?;
         println!("Sent SIGKILL to {} (PID {pid})", paths.who());
     } else {
-        if !confirm_if_jobs_running(paths)? {
-            return Ok(StopOutcome::Aborted);
+        match confirm_if_jobs_running(paths, yes, command) {
+            Confirm::Go => {}
+            Confirm::Declined => return Ok(StopOutcome::Aborted),
+            Confirm::Refused => return Ok(StopOutcome::Refused),
         }
         if !ask_to_shut_down(paths) {
             let pid = pid.ok_or_else(|| {
@@ -118,29 +141,67 @@ fn quick_client(paths: &ConductorPaths) -> Option<BlockingClient> {
     .ok()
 }
 
-/// cli.md §2.2 step 2: warn and ask before orphaning running jobs; no answer means no.
-fn confirm_if_jobs_running(paths: &ConductorPaths) -> Result<bool, CliError> {
+/// The answer to "stop with jobs running?".
+enum Confirm {
+    /// Stop.
+    Go,
+    /// The user answered no (or nothing).
+    Declined,
+    /// No terminal to ask on and no `--yes`: the refusal was printed.
+    Refused,
+}
+
+/// What stopping does to running jobs, in words that are true of this conductor.
+fn consequences(paths: &ConductorPaths) -> String {
+    let grace = mozart_conductor::DaemonConfig::load(Some(&paths.config_file), None)
+        .unwrap_or_default()
+        .shutdown_timeout_seconds;
+    format!(
+        "Nothing new starts; running sheets get up to {grace:.0}s (shutdown_timeout_seconds) to finish, then are stopped."
+    )
+}
+
+/// cli.md §2.2 step 2: with jobs running, ask (a terminal), take `--yes`, or refuse.
+fn confirm_if_jobs_running(paths: &ConductorPaths, yes: bool, command: &str) -> Confirm {
+    use std::io::IsTerminal;
+    if yes {
+        return Confirm::Go;
+    }
     let Some(mut client) = quick_client(paths) else {
-        return Ok(true);
+        return Confirm::Go;
     };
     let Ok(ready) = client.call::<_, ReadyResult>(methods::DAEMON_READY, ()) else {
-        return Ok(true);
+        return Confirm::Go;
     };
     if ready.running_jobs == 0 {
-        return Ok(true);
+        return Confirm::Go;
     }
-    println!(
-        "⚠ Warning: {} job(s) currently running. Stopping the conductor will orphan active agents and may corrupt job state.",
-        ready.running_jobs
+    let n = ready.running_jobs;
+    let what = format!(
+        "{} Nothing is lost: completed sheets stay completed, and an interrupted sheet runs again on the next 'mozart start' without spending a retry.",
+        consequences(paths)
     );
+    if !std::io::stdin().is_terminal() {
+        crate::output::print_error(
+            &format!("{n} job(s) are running; not stopping the conductor without confirmation."),
+            &[
+                format!("Go ahead anyway: mozart {command} --yes"),
+                what,
+                "See what runs: mozart list".to_string(),
+            ],
+        );
+        return Confirm::Refused;
+    }
+    println!("⚠ Warning: {n} job(s) currently running. {what}");
     print!("Proceed with stop? [y/N]: ");
     let _ = std::io::Write::flush(&mut std::io::stdout());
     let mut answer = String::new();
     let _ = std::io::stdin().lock().read_line(&mut answer);
-    Ok(matches!(
-        answer.trim().to_ascii_lowercase().as_str(),
-        "y" | "yes"
-    ))
+    if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
+        Confirm::Go
+    } else {
+        Confirm::Declined
+    }
 }
 
 fn ask_to_shut_down(paths: &ConductorPaths) -> bool {

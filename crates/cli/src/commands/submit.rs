@@ -133,21 +133,32 @@ pub fn submit(globals: &Globals, args: &SubmitArgs) -> Result<i32, CliError> {
             Ok(0)
         }
         // 8.
+        // Accepted is exit 0 however soon the job ends: `run`'s exit code says whether the
+        // conductor took the job, never how fast the job failed (upstream exits 1 only when
+        // the failure came within 1.5 s). A job that already ended is reported with its
+        // cause; its outcome as an exit code is `mozart wait`'s.
         JobResponseStatus::Accepted => {
-            if !args.fresh {
-                if let Some(failed) = early_failure(globals, &job_id) {
-                    return Ok(report_early_failure(&job_id, &failed, args.json));
-                }
-            }
+            let ended = early_failure(globals, &job_id);
             if args.json {
-                print_json(&response);
+                let mut doc = serde_json::to_value(&response).unwrap_or_else(|_| json!({}));
+                if let (Some(ended), Some(obj)) = (&ended, doc.as_object_mut()) {
+                    obj.insert("job_status".into(), json!(ended.status()));
+                    obj.insert("error".into(), json!(ended.error_message()));
+                    if let Some(cause) = first_failure(ended) {
+                        obj.insert("failure".into(), cause.to_json());
+                    }
+                }
+                print_json(&doc);
             } else {
                 println!("Score submitted to conductor: {job_id}");
                 if let Some(m) = &message {
                     println!("  {m}");
                 }
                 println!();
-                println!("Monitor with: mozart status {job_id} --watch");
+                match &ended {
+                    Some(ended) => report_early_failure(&job_id, ended),
+                    None => println!("Monitor with: mozart status {job_id} --watch"),
+                }
             }
             Ok(0)
         }
@@ -359,18 +370,92 @@ fn early_failure(globals: &Globals, job_id: &str) -> Option<JobStatusResult> {
     None
 }
 
-fn report_early_failure(job_id: &str, status: &JobStatusResult, json: bool) -> i32 {
-    if json {
-        print_json(status);
-        return 1;
+/// The sheet failure that explains a failed job: the first failed sheet that was not just
+/// blocked by another one (the root cause), else the first failed sheet.
+struct Cause {
+    sheet_num: u32,
+    error_code: Option<String>,
+    message: String,
+    /// The last line the instrument wrote to stderr, when the message does not carry it.
+    stderr: Option<String>,
+    /// Failed sheets besides this one (most were blocked by it).
+    others: usize,
+}
+
+impl Cause {
+    fn to_json(&self) -> serde_json::Value {
+        json!({
+            "sheet_num": self.sheet_num,
+            "error_code": self.error_code,
+            "error_message": self.message,
+            "stderr": self.stderr,
+        })
     }
-    let mut hints = Vec::new();
-    if let Some(e) = status.error_message().filter(|e| !e.is_empty()) {
-        hints.push(e.to_string());
+}
+
+/// Why a job failed, from its checkpoint (None when it has none or no sheet failed).
+fn first_failure(status: &JobStatusResult) -> Option<Cause> {
+    use mozart_ipc::checkpoint::SheetStatus;
+    let cp = status.checkpoint()?;
+    let failed: Vec<_> = cp
+        .sheets
+        .values()
+        .filter(|s| s.status == SheetStatus::Failed)
+        .collect();
+    let blocked = |m: &str| m.starts_with("Blocked by failed dependency");
+    let root = failed
+        .iter()
+        .find(|s| s.error_message.as_deref().is_some_and(|m| !blocked(m)))
+        .or_else(|| failed.first())?;
+    let message = root
+        .error_message
+        .clone()
+        .unwrap_or_else(|| "no error message was recorded".to_string());
+    // What the instrument said is often the real reason ("exit 3" is not).
+    let stderr = root
+        .stderr_tail
+        .as_deref()
+        .and_then(|t| t.lines().rev().map(str::trim).find(|l| !l.is_empty()))
+        .filter(|line| !message.contains(line))
+        .map(|line| line.chars().take(300).collect());
+    Some(Cause {
+        sheet_num: root.sheet_num,
+        error_code: root.error_code.clone(),
+        message,
+        stderr,
+        others: failed.len() - 1,
+    })
+}
+
+/// A job that ended during `run`'s short look: what happened and why, then where to look.
+fn report_early_failure(job_id: &str, status: &JobStatusResult) {
+    println!("The score has already {}: {job_id}", status.status());
+    match first_failure(status) {
+        Some(cause) => {
+            let code = cause
+                .error_code
+                .as_deref()
+                .map(|c| format!(" [{c}]"))
+                .unwrap_or_default();
+            println!(
+                "  Sheet {} failed{code}: {}",
+                cause.sheet_num, cause.message
+            );
+            if let Some(line) = &cause.stderr {
+                println!("  Its instrument said: {line}");
+            }
+            if cause.others > 0 {
+                println!("  {} more sheet(s) failed or did not run.", cause.others);
+            }
+        }
+        None => {
+            if let Some(e) = status.error_message().filter(|e| !e.is_empty()) {
+                println!("  {e}");
+            }
+        }
     }
-    hints.push(format!("Run: mozart diagnose {job_id}"));
-    print_error(&format!("Score failed: {job_id}"), &hints);
-    1
+    println!();
+    println!("Errors: mozart errors {job_id}   Full report: mozart diagnose {job_id}");
 }
 
 #[cfg(test)]

@@ -36,15 +36,13 @@ pub struct Args {
     pub json: bool,
 }
 
-/// The exit code of a job status, or `None` while the job is still going.
-pub fn outcome(status: &str) -> Option<i32> {
-    match status {
-        "completed" => Some(EXIT_COMPLETED),
-        "failed" => Some(EXIT_FAILED),
-        "cancelled" => Some(EXIT_CANCELLED),
-        "paused" => Some(EXIT_PAUSED),
-        _ => None,
-    }
+/// The exit code of a job's status document, or `None` while the job goes on by itself
+/// (running, queued for a job slot, or paused by `modify --resume` until its new score takes
+/// over).
+pub fn outcome(doc: &JobStatusResult) -> Option<i32> {
+    let code = doc.outcome_code()?;
+    debug_assert!([EXIT_COMPLETED, EXIT_FAILED, EXIT_CANCELLED, EXIT_PAUSED].contains(&code));
+    Some(code)
 }
 
 /// Run `mozart wait`.
@@ -85,8 +83,8 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             Err(err) => return Err(conductor_client::call_error(err, args.json)),
         };
         client = Some(c);
-        let status = doc.status().to_string();
-        if let Some(code) = outcome(&status) {
+        let status = doc.shown_status().to_string();
+        if let Some(code) = outcome(&doc) {
             report(&args, &status, &doc);
             return Ok(code);
         }

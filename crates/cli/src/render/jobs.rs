@@ -147,6 +147,18 @@ pub fn render_list(
     status: Option<&str>,
     style: &Style,
 ) -> String {
+    render_list_page(jobs, all, status, None, style)
+}
+
+/// [`render_list`] with the footer replaced (a page that does not show every match says
+/// so there instead of `N score(s)`).
+pub fn render_list_page(
+    jobs: &[JobListEntry],
+    all: bool,
+    status: Option<&str>,
+    footer: Option<&str>,
+    style: &Style,
+) -> String {
     if jobs.is_empty() {
         let text = match status {
             Some(s) if !s.is_empty() => style.paint(&format!("No {s} scores found."), Color::Dim),
@@ -180,7 +192,8 @@ pub fn render_list(
         style,
     );
     lines.push(String::new());
-    lines.push(style.paint(&format!("{} score(s)", jobs.len()), Color::Dim));
+    let count = format!("{} score(s)", jobs.len());
+    lines.push(style.paint(footer.unwrap_or(&count), Color::Dim));
     let mut text = lines.join("\n");
     text.push('\n');
     text

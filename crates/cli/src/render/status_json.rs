@@ -374,6 +374,16 @@ fn sheet_json(sheet: &SheetCheckpoint, now: f64) -> Value {
     Value::Object(m)
 }
 
+/// The job's status as shown: `queued` while it waits for a job slot (the checkpoint says
+/// `pending`, which upstream's checkpoint model also uses for "not started").
+pub fn shown_status(job: &JobCheckpoint) -> &'static str {
+    if job.status == mozart_ipc::checkpoint::JobStatus::Pending && job.waiting_reason.is_some() {
+        "queued"
+    } else {
+        job.status.as_str()
+    }
+}
+
 /// The per-score `--json` document, keys in upstream's order.
 pub fn status_json(job: &JobCheckpoint, now: f64) -> Value {
     let completed = job.last_completed_sheet;
@@ -388,7 +398,12 @@ pub fn status_json(job: &JobCheckpoint, now: f64) -> Value {
     let mut out = Map::new();
     out.insert("job_id".into(), json!(job.job_id));
     out.insert("job_name".into(), json!(job.job_name));
-    out.insert("status".into(), json!(job.status.as_str()));
+    out.insert("status".into(), json!(shown_status(job)));
+    if let Some(reason) = &job.waiting_reason {
+        // Ours: what the job waits for while it goes on by itself (a job slot, a pending
+        // `modify --resume`).
+        out.insert("waiting_reason".into(), json!(reason));
+    }
     out.insert(
         "progress".into(),
         json!({"completed": completed, "total": total, "percent": round1(percent)}),

@@ -18,10 +18,6 @@ pub const LARGE_SCORE_THRESHOLD: usize = 50;
 /// Width of the progress bar in cells.
 pub const PROGRESS_BAR_WIDTH: usize = 40;
 
-fn job_color(status: JobStatus) -> Color {
-    super::style::job_status_color(status.as_str())
-}
-
 /// `Sheets  ████░░░░  50% (2/4)`.
 pub fn progress_bar(done: u32, total: u32) -> String {
     let fraction = if total == 0 {
@@ -101,11 +97,16 @@ impl View<'_> {
             "  ID: {}",
             self.style.paint(&job.job_id, Color::Cyan)
         ));
-        let status = job.status.as_str().to_uppercase();
+        let shown = super::status_json::shown_status(job);
+        let status = shown.to_uppercase();
         self.line(format!(
             "  Status: {}",
-            self.style.paint(&status, job_color(job.status))
+            self.style
+                .paint(&status, super::style::job_status_color(shown))
         ));
+        if let Some(reason) = &job.waiting_reason {
+            self.line(format!("  Waiting: {reason}"));
+        }
         // Upstream never sets `started_at` (execution.md §8.1), so it never shows a
         // duration; falling back to `created_at` gives the user the obvious number.
         let start = job

@@ -229,6 +229,9 @@ impl ConductorHost {
         change: &mozart_baton::JobChange,
     ) -> Result<(), HostError> {
         let (daemon, cp) = match change.status {
+            // A queued job has no sheet started: its checkpoint is `pending` (upstream's
+            // checkpoint has no queued state); the registry row says `queued`.
+            mozart_baton::JobStatus::Queued => (DaemonJobStatus::Queued, JobStatus::Pending),
             mozart_baton::JobStatus::Running => (DaemonJobStatus::Running, JobStatus::Running),
             mozart_baton::JobStatus::Paused => (DaemonJobStatus::Paused, JobStatus::Paused),
             mozart_baton::JobStatus::Completed => {
@@ -241,6 +244,19 @@ impl ConductorHost {
         };
         let Some(entry) = jobs.get_mut(&change.job_id) else {
             return Ok(());
+        };
+        if entry.replacing && daemon == DaemonJobStatus::Cancelled {
+            // The end of a registration being replaced (a resume with a new score): the job
+            // itself goes on, paused until the new registration takes over.
+            return Ok(());
+        }
+        if daemon == DaemonJobStatus::Running && entry.record.status == DaemonJobStatus::Queued {
+            // It got its job slot now: that is when it started.
+            entry.record.started_at = Some(mozart_state::epoch_now());
+        }
+        entry.waiting = match daemon {
+            DaemonJobStatus::Queued => change.reason.clone(),
+            _ => None,
         };
         entry.record.status = daemon;
         if daemon == DaemonJobStatus::Completed {

@@ -80,6 +80,12 @@ pub(crate) struct JobEntry {
     pub final_sheets: Vec<(u32, mozart_state::SheetStatus)>,
     /// What the running job's attempts hand over to the baton task.
     pub rt: table::RunState,
+    /// Why a queued job does not run yet (`waiting for a job slot (…)`), shown by `status`.
+    pub waiting: Option<String>,
+    /// The job's registration is being replaced by one with a new score (a resume with
+    /// `--config`, `modify --resume`): the old registration's end is not the job's end, so
+    /// it is not recorded as `cancelled`.
+    pub replacing: bool,
 }
 
 impl JobEntry {
@@ -96,6 +102,8 @@ impl JobEntry {
             halted: false,
             final_sheets: Vec::new(),
             rt: table::RunState::default(),
+            waiting: None,
+            replacing: false,
         }
     }
 }
@@ -119,7 +127,8 @@ pub(crate) struct Shared {
     pub watchdog: Option<mozart_conductor::watchdog::Watchdog>,
     pub inbox: OnceLock<Inbox>,
     pub hook_tx: OnceLock<tokio::sync::mpsc::UnboundedSender<hooks::HookRequest>>,
-    pub max_concurrent_jobs: u32,
+    /// Job slots (`max_concurrent_jobs`), as last configured (start or reload).
+    pub max_concurrent_jobs: std::sync::atomic::AtomicU32,
     /// Serialises submissions (conductor.md §6.4 step 8).
     pub submit_lock: tokio::sync::Mutex<()>,
     /// Checkpoints the registry's WAL every half second (a last one when the conductor
@@ -201,7 +210,7 @@ impl JobManager {
             },
             inbox: OnceLock::new(),
             hook_tx: OnceLock::new(),
-            max_concurrent_jobs: config.max_concurrent_jobs,
+            max_concurrent_jobs: std::sync::atomic::AtomicU32::new(config.max_concurrent_jobs),
             submit_lock: tokio::sync::Mutex::new(()),
             _registry_checkpointer: registry_checkpointer,
         };
@@ -228,6 +237,7 @@ impl JobManager {
         let config = ctx.config();
         let baton_config = BatonConfig {
             max_concurrent_sheets: config.max_concurrent_sheets,
+            max_concurrent_jobs: config.max_concurrent_jobs,
             // Upstream caps every instrument at 4 whatever the score asks (bench README);
             // ours lets one instrument use every global slot unless its profile says less.
             default_instrument_concurrency: config.max_concurrent_sheets,
@@ -260,20 +270,36 @@ impl JobManager {
     /// registry record.
     pub async fn status(&self, job_id: &str) -> Result<JobStatusResult, JobError> {
         let id = job_id.to_string();
-        // The live document and the running sheets' progress, in one visit to the table.
-        let live = self
+        // The live document, the running sheets' progress and what the job waits for, in
+        // one visit to the table.
+        let (live, waiting) = self
             .shared
             .table
             .call(move |h| {
-                let e = h.table.jobs.get(&id)?;
-                let doc = wire::job_status_checkpoint(e.live.as_ref()?, &e.record);
-                let progress: Vec<(u32, Arc<mozart_backends::Progress>)> =
-                    e.rt.live.iter().map(|(n, p)| (*n, Arc::clone(p))).collect();
-                Some((doc, progress))
+                let e = h.table.jobs.get(&id);
+                // A pending modify resumes a paused (or just failed) job by itself.
+                let settling = e.is_some_and(|e| {
+                    matches!(
+                        e.record.status,
+                        DaemonJobStatus::Paused | DaemonJobStatus::Failed
+                    )
+                });
+                let waiting = e.and_then(|e| e.waiting.clone()).or_else(|| {
+                    (settling && h.table.pending_modify.contains_key(&id)).then(|| {
+                        "resuming with its new score (modify --resume) once its running sheets finish"
+                            .to_string()
+                    })
+                });
+                let live = e.and_then(|e| {
+                    let doc = wire::job_status_checkpoint(e.live.as_ref()?, &e.record);
+                    let progress: Vec<(u32, Arc<mozart_backends::Progress>)> =
+                        e.rt.live.iter().map(|(n, p)| (*n, Arc::clone(p))).collect();
+                    Some((doc, progress))
+                });
+                (live, waiting)
             })
             .await
-            .ok()
-            .flatten();
+            .unwrap_or_default();
         let registry = lock(&self.shared.registry);
         let (mut doc, progress) = match live {
             Some(found) => found,
@@ -302,6 +328,7 @@ impl JobManager {
             doc.hook_results = hooks;
         }
         drop(registry);
+        doc.waiting_reason = waiting;
         add_live_progress(&mut doc, progress);
         Ok(JobStatusResult::Checkpoint(Box::new(doc)))
     }
@@ -353,6 +380,47 @@ impl JobManager {
         }
         out.sort_by(|a, b| b.0.total_cmp(&a.0));
         Ok(out.into_iter().map(|(_, v)| v).collect())
+    }
+
+    /// `job.list_page` (ours): one page of the registry's jobs, newest first, with how many
+    /// match in all. The registry holds every job and each transition's status; a job loaded
+    /// here is shown as `job.list` shows it.
+    pub async fn list_page(
+        &self,
+        p: mozart_ipc::types::ListPageParams,
+    ) -> Result<mozart_ipc::status::JobPage, JobError> {
+        let statuses: Option<Vec<String>> = p
+            .statuses
+            .map(|v| v.iter().map(|s| s.trim().to_lowercase()).collect());
+        let (rows, total) =
+            lock(&self.shared.registry).page_jobs(statuses.as_deref(), p.limit, p.offset)?;
+        let ids: Vec<String> = rows.iter().map(|r| r.job_id.clone()).collect();
+        let live: std::collections::HashMap<String, mozart_ipc::status::JobSummary> = self
+            .shared
+            .table
+            .call(move |h| {
+                ids.iter()
+                    .filter_map(|id| {
+                        let e = h.table.jobs.get(id)?;
+                        Some((id.clone(), wire::job_summary(&e.record)))
+                    })
+                    .collect()
+            })
+            .await
+            .unwrap_or_default();
+        let jobs = rows
+            .iter()
+            .map(|row| match live.get(&row.job_id) {
+                Some(summary) => JobListEntry::Live(summary.clone()),
+                None => JobListEntry::Registry(wire::registry_job(row)),
+            })
+            .collect();
+        Ok(mozart_ipc::status::JobPage {
+            jobs: mozart_ipc::status::JobList(jobs),
+            total,
+            offset: p.offset,
+            limit: p.limit.filter(|n| *n > 0),
+        })
     }
 
     /// Run `f` on the entry of `job_id` in the table (None when the job is not loaded or the
@@ -414,13 +482,17 @@ impl JobManager {
                         e.halted = false;
                     }
                 });
+                // Running from the caller's point of view at once; set before the event so
+                // that the baton's answer (still `queued` when no job slot is free) lands
+                // after it, not under it.
+                self.set_status(job_id, DaemonJobStatus::Running, None).await;
                 if let Err(e) = self.send(Event::ResumeJob {
                     job_id: job_id.to_string(),
                     new_limits: None,
                 }) {
+                    self.set_status(job_id, DaemonJobStatus::Paused, None).await;
                     return rejected(job_id, e);
                 }
-                self.set_status(job_id, DaemonJobStatus::Running, None).await;
                 JobResponse {
                     job_id: job_id.to_string(),
                     status: JobResponseStatus::Accepted,
@@ -431,7 +503,14 @@ impl JobManager {
                 if in_baton {
                     // A paused job getting a new score: end the old registration first, and
                     // wait until the baton has let go of it — otherwise its late "finished"
-                    // would land on the new registration.
+                    // would land on the new registration. Meanwhile the job stays paused
+                    // (its end is not recorded as a cancel).
+                    let id = job_id.to_string();
+                    self.shared.table.tell(move |h| {
+                        if let Some(e) = h.table.jobs.get_mut(&id) {
+                            e.replacing = true;
+                        }
+                    });
                     let _ = self.send(Event::CancelJob { job_id: job_id.to_string() });
                     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
                     while self.with_entry(job_id, |e| e.run.is_some()).await == Some(true) {
@@ -642,6 +721,9 @@ fn set_status_in(
     let registry = lock(&shared.registry);
     if let Some(e) = table.jobs.get_mut(job_id) {
         e.record.status = status;
+        if status != DaemonJobStatus::Queued {
+            e.waiting = None;
+        }
         if let Some(msg) = error {
             e.record.error_message = Some(msg.to_string());
         }
@@ -832,6 +914,29 @@ impl JobHost for JobManager {
             return Vec::new();
         };
         learning.patterns(limit)
+    }
+
+    fn config_reloaded(&self, config: &mozart_conductor::DaemonConfig) {
+        use std::sync::atomic::Ordering;
+        let before = self
+            .shared
+            .max_concurrent_jobs
+            .swap(config.max_concurrent_jobs, Ordering::SeqCst);
+        if before != config.max_concurrent_jobs {
+            tracing::info!(
+                from = before,
+                to = config.max_concurrent_jobs,
+                "manager.max_concurrent_jobs_changed"
+            );
+        }
+        // The baton applies the limit to its next admissions; what holds a slot now keeps
+        // it. (`max_concurrent_sheets` also sizes each instrument's default limit when the
+        // instrument is first used, so it changes on restart only.)
+        let _ = self.send(Event::ConfigReloaded {
+            max_concurrent_sheets: None,
+            max_concurrent_jobs: Some(config.max_concurrent_jobs),
+            instruments: Vec::new(),
+        });
     }
 
     fn clear_rate_limits(&self, instrument: Option<&str>) -> u64 {

@@ -8,9 +8,18 @@ use super::{lock, JobEntry, JobManager, SubmitRequest};
 use mozart_conductor::{ConductorCtx, ConductorError};
 
 pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), ConductorError> {
-    let rows = lock(&mgr.shared.registry)
+    let mut rows = lock(&mgr.shared.registry)
         .list_jobs(true)
         .map_err(|e| ConductorError::Recovery(format!("cannot read the job registry: {e}")))?;
+    // Jobs are re-registered in the order they take job slots (`max_concurrent_jobs`): the
+    // ones that held a slot (running) first, then the queued ones, each oldest submission
+    // first — so a queued job stays queued behind them, in its place.
+    rows.sort_by(|a, b| {
+        let rank = |s: DaemonJobStatus| u8::from(s != DaemonJobStatus::Running);
+        rank(a.status)
+            .cmp(&rank(b.status))
+            .then(a.submitted_at.total_cmp(&b.submitted_at))
+    });
     park_rate_limited_instruments(mgr);
     let mut resumed = 0usize;
     let mut failed = 0usize;

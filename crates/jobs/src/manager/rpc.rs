@@ -78,14 +78,27 @@ async fn modify(
 ) -> JobResponse {
     match m.current_status(&job_id).await {
         Ok(DaemonJobStatus::Running) => {
-            if let Err(e) = m.pause(&job_id).await {
+            // Claimed before the pause: nobody sees the job paused without its pending
+            // resume (`mozart wait` keeps waiting through it).
+            let claim = claim_pending(m, &job_id);
+            let paused = m.pause(&job_id).await;
+            // Started either way: if the pause failed, it sees the job is not paused and
+            // frees the claim.
+            resume_when_settled(
+                m.clone(),
+                ctx.clone(),
+                job_id.clone(),
+                config.clone(),
+                workspace,
+                claim,
+            );
+            if let Err(e) = paused {
                 return rejected(&job_id, e);
             }
             let file_name = std::path::Path::new(&config)
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| config.clone());
-            resume_when_settled(m.clone(), ctx.clone(), job_id.clone(), config, workspace);
             JobResponse {
                 job_id,
                 status: JobResponseStatus::Accepted,
@@ -95,7 +108,15 @@ async fn modify(
             }
         }
         Ok(DaemonJobStatus::Paused) if !in_flight(m, &job_id).await.is_empty() => {
-            resume_when_settled(m.clone(), ctx.clone(), job_id.clone(), config, workspace);
+            let claim = claim_pending(m, &job_id);
+            resume_when_settled(
+                m.clone(),
+                ctx.clone(),
+                job_id.clone(),
+                config,
+                workspace,
+                claim,
+            );
             JobResponse {
                 job_id,
                 status: JobResponseStatus::Accepted,
@@ -156,15 +177,16 @@ async fn still_pending(m: &JobManager, job_id: &str, generation: u64) -> bool {
 
 /// Resume `job_id` with `config` once no sheet of it is in flight (§6.5 step 4: a pending
 /// modify applies when the job ends paused or failed). Given up when the job is resumed,
-/// cancelled or completes meanwhile — the user or the score decided otherwise.
+/// cancelled or completes meanwhile — the user or the score decided otherwise. `claim` is
+/// the job's pending-modify slot, claimed by the caller ([`claim_pending`]).
 fn resume_when_settled(
     m: JobManager,
     ctx: Arc<ConductorCtx>,
     job_id: String,
     config: String,
     workspace: Option<String>,
+    claim: Result<tokio::sync::oneshot::Receiver<u64>, super::table::Stopped>,
 ) {
-    let claim = claim_pending(&m, &job_id);
     tokio::spawn(async move {
         let Ok(rx) = claim else { return };
         let Ok(generation) = rx.await else { return };
@@ -255,7 +277,23 @@ fn register_lifecycle(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(
                 parent_job_id: None,
                 no_reload: false,
             };
-            to_value(m.submit(&ctx, req).await)
+            if p.dry_run {
+                return to_value(super::submit::dry_run(&m, &ctx, req).await);
+            }
+            let mut response = m.submit(&ctx, req).await;
+            if p.self_healing_auto_confirm && response.status == JobResponseStatus::Accepted {
+                // Every field this method accepts does something or says why not.
+                let note = if p.self_healing {
+                    "self-healing fixes apply without confirmation here, so self_healing_auto_confirm changes nothing"
+                } else {
+                    "self_healing_auto_confirm has no effect without self_healing"
+                };
+                response.message = Some(match response.message.take() {
+                    Some(m) => format!("{m}; {note}"),
+                    None => note.to_string(),
+                });
+            }
+            to_value(response)
         },
     )?;
     job_method(
@@ -288,7 +326,15 @@ fn register_lifecycle(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(
                 {
                     // A new score replaces the job's registration; doing that now would kill
                     // the sheets still finishing after the pause.
-                    resume_when_settled(m.clone(), Arc::clone(&ctx), p.job_id.clone(), config, ws);
+                    let claim = claim_pending(&m, &p.job_id);
+                    resume_when_settled(
+                        m.clone(),
+                        Arc::clone(&ctx),
+                        p.job_id.clone(),
+                        config,
+                        ws,
+                        claim,
+                    );
                     return to_value(JobResponse {
                         job_id: p.job_id,
                         status: JobResponseStatus::Accepted,
@@ -348,6 +394,14 @@ fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(),
         methods::JOB_LIST,
         mgr,
         |m, _, _: serde::de::IgnoredAny| async move { to_value(m.list().await.map_err(job_error)?) },
+    )?;
+    job_method(
+        module,
+        methods::JOB_LIST_PAGE,
+        mgr,
+        |m, _, p: mozart_ipc::types::ListPageParams| async move {
+            to_value(m.list_page(p).await.map_err(job_error)?)
+        },
     )?;
     job_method(
         module,

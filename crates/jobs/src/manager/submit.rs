@@ -40,6 +40,43 @@ fn job_id_of(path: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// `job.submit` with `dry_run` (conductor.md §8.1): every check a submission makes —
+/// parse, validate, plan, the prompt template — and nothing else: no workspace is created,
+/// nothing is recorded, nothing runs. Upstream's legacy engine recorded a job that then
+/// "completed" without running [QUIRK]; a job that never ran is not shown as completed here.
+pub(super) async fn dry_run(
+    mgr: &JobManager,
+    ctx: &ConductorCtx,
+    req: SubmitRequest,
+) -> JobResponse {
+    if ctx.is_shutting_down() {
+        return rejected("", "Daemon is shutting down".into());
+    }
+    let config_path = PathBuf::from(&req.config_path);
+    let job_id = job_id_of(&config_path);
+    let checked = (|| {
+        let score = parse(mgr, &job_id, &config_path, &req)?;
+        let mut config = score.config;
+        let workspace = validate_workspace(&mut config, &req)?;
+        let plan = SheetPlan::build(&config)
+            .map_err(|e| Rejection(format!("Failed to plan the score: {e}")))?;
+        mozart_config::template::PromptRenderer::new(&config, config_path.parent())
+            .map_err(|e| Rejection(format!("The prompt template does not compile: {e}")))?;
+        Ok::<_, Rejection>((plan.total_sheets, workspace))
+    })();
+    match checked {
+        Ok((sheets, workspace)) => JobResponse {
+            job_id,
+            status: JobResponseStatus::Accepted,
+            message: Some(format!(
+                "Dry run: the score is valid ({sheets} sheet(s), workspace {}); nothing was run or recorded",
+                workspace.display()
+            )),
+        },
+        Err(Rejection(message)) => rejected(&job_id, message),
+    }
+}
+
 /// Why a submission was refused: the message `job.submit` answers with. Nothing durable has
 /// been touched when a step returns one (architecture invariant 7).
 struct Rejection(String);
@@ -72,7 +109,10 @@ pub(super) async fn submit(
             id
         }
     };
-    match pipeline(mgr, &job_id, &config_path, req).await {
+    // `job_timeout_seconds` as configured now (a reload applies to the next jobs); the
+    // clock starts when the job gets its job slot.
+    let timeout = std::time::Duration::from_secs_f64(ctx.config().job_timeout_seconds.max(1.0));
+    match pipeline(mgr, &job_id, &config_path, req, timeout).await {
         Ok(response) => response,
         Err(Rejection(message)) => rejected(&job_id, message),
     }
@@ -83,6 +123,7 @@ async fn pipeline(
     job_id: &str,
     config_path: &Path,
     req: SubmitRequest,
+    timeout: std::time::Duration,
 ) -> Step<JobResponse> {
     let score = parse(mgr, job_id, config_path, &req)?;
     let mut config = score.config;
@@ -135,7 +176,7 @@ async fn pipeline(
         worktree,
         workspace,
     };
-    register(mgr, record, checkpoint, run, req.self_healing).await
+    register(mgr, record, checkpoint, run, req.self_healing, timeout).await
 }
 
 /// Parse: the score file, or the registry's copy of it (`no_reload`).
@@ -425,9 +466,11 @@ async fn register(
     checkpoint: CheckpointState,
     run: JobRun,
     self_healing: bool,
+    timeout: std::time::Duration,
 ) -> Step<JobResponse> {
     let job_id = run.job_id.clone();
-    let spec = specs::job_spec(&job_id, &run.config, &run.plan, &checkpoint, self_healing);
+    let mut spec = specs::job_spec(&job_id, &run.config, &run.plan, &checkpoint, self_healing);
+    spec.timeout = Some(timeout);
     // Into the table before the baton hears of the job (a call runs before a later event).
     let entry = JobEntry::new(record, Some(checkpoint), Some(Arc::new(run)));
     let id = job_id.clone();
@@ -439,13 +482,16 @@ async fn register(
             .await;
         return Err(Rejection(e));
     }
+    // Upstream's words: the job joins the queue of job slots (it runs at once when one is
+    // free; `mozart status` says `queued` and why while it waits).
+    let limit = mgr
+        .shared
+        .max_concurrent_jobs
+        .load(std::sync::atomic::Ordering::SeqCst);
     Ok(JobResponse {
         job_id,
         status: JobResponseStatus::Accepted,
-        message: Some(format!(
-            "Job queued (concurrency limit: {})",
-            mgr.shared.max_concurrent_jobs
-        )),
+        message: Some(format!("Job queued (concurrency limit: {limit})")),
     })
 }
 

@@ -393,6 +393,44 @@ impl Registry {
         self.query_jobs(&sql, &args)
     }
 
+    /// One page of jobs, newest first: rows whose status is one of `statuses` (lower-case
+    /// strings; `None` for all), `offset` rows skipped, at most `limit` (`None` for all),
+    /// and how many rows match in all.
+    pub fn page_jobs(
+        &self,
+        statuses: Option<&[String]>,
+        limit: Option<u64>,
+        offset: u64,
+    ) -> Result<(Vec<JobRecord>, u64)> {
+        let mut filter = String::new();
+        let mut args: Vec<String> = Vec::new();
+        if let Some(st) = statuses {
+            if st.is_empty() {
+                return Ok((Vec::new(), 0));
+            }
+            filter = format!(" WHERE status IN ({})", placeholders(st.len()));
+            args.extend(st.iter().cloned());
+        }
+        let total: i64 = self
+            .conn
+            .prepare_cached(&format!("SELECT COUNT(*) FROM jobs{filter}"))
+            .and_then(|mut stmt| stmt.query_row(params_from_iter(args.iter()), |r| r.get(0)))
+            .map_err(self.err("counting jobs"))?;
+        // SQLite: LIMIT -1 is no limit. Both numbers are ours, not user text. The job id
+        // breaks ties, so pages neither repeat nor skip a row.
+        let limit = limit
+            .filter(|n| *n > 0)
+            .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        let offset = i64::try_from(offset).unwrap_or(i64::MAX);
+        let rows = self.query_jobs(
+            &format!(
+                "SELECT {JOB_COLUMNS} FROM jobs{filter} ORDER BY submitted_at DESC, job_id LIMIT {limit} OFFSET {offset}"
+            ),
+            &args,
+        )?;
+        Ok((rows, u64::try_from(total).unwrap_or(0)))
+    }
+
     /// `queued`/`running` rows: orphans when the conductor starts (conductor.md §11.1).
     pub fn orphaned_jobs(&self) -> Result<Vec<JobRecord>> {
         self.list_jobs_filtered(
