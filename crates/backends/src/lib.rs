@@ -31,6 +31,7 @@ pub mod cli_backend;
 pub mod env;
 pub mod http;
 pub mod json_path;
+pub mod live;
 pub mod placement;
 pub mod profile;
 pub mod registry;
