@@ -350,7 +350,10 @@ impl ClaudeCliBackend {
                 (_, None, Some(code)) if structured && result_event.is_none() => {
                     format!("Claude Code exited with code {code} without a result")
                 }
-                (_, None, Some(code)) => format!("Claude Code exited with code {code}"),
+                (_, None, Some(code)) => match crate::classify::cause_line(&stdout, "") {
+                    Some(line) => format!("Claude Code exited with code {code}: {line}"),
+                    None => format!("Claude Code exited with code {code}"),
+                },
                 (_, None, None) => "Claude Code was killed by a signal".into(),
             });
         }

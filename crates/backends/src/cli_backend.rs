@@ -378,10 +378,11 @@ impl ProfileBackend {
         );
         if !success && result.error_message.is_none() {
             result.error_message = match outcome.exit_code {
-                Some(code) => Some(format!(
-                    "{} exited with code {code}",
-                    self.profile.display_name
-                )),
+                // With the line that says why (issue 22: "exit code 1" alone did not).
+                Some(code) => Some(match crate::classify::cause_line(&stdout, &stderr) {
+                    Some(line) => format!("{} exited with code {code}: {line}", name),
+                    None => format!("{} exited with code {code}", name),
+                }),
                 None => Some(format!(
                     "{} was killed by a signal",
                     self.profile.display_name

@@ -33,6 +33,11 @@ pub struct RateLimitInfo {
     pub reset_at_epoch: Option<f64>,
     /// Seconds to wait from the moment of classification.
     pub wait_seconds: f64,
+    /// The wait is what the API or the CLI said (a `retry-after`, a reset time, "retry in
+    /// 3s"); when false it is only this classifier's guess for the kind of limit, and the
+    /// conductor probes on its own schedule instead (docs/differences.md).
+    #[serde(default)]
+    pub stated: bool,
 }
 
 /// One classified error (upstream `ClassifiedError`).
@@ -50,6 +55,9 @@ pub struct ClassifiedError {
     pub suggested_wait_seconds: Option<f64>,
     /// Reset instant for rate limits, when known.
     pub reset_at_epoch: Option<f64>,
+    /// The suggested wait is what the API or the CLI said, not a default.
+    #[serde(default)]
+    pub wait_stated: bool,
 }
 
 impl ClassifiedError {
@@ -67,7 +75,14 @@ impl ClassifiedError {
             message: message.into(),
             suggested_wait_seconds: wait,
             reset_at_epoch: None,
+            wait_stated: false,
         }
+    }
+
+    /// The same error, its wait being what the API or the CLI said.
+    fn stated(mut self) -> Self {
+        self.wait_stated = true;
+        self
     }
 
     /// `retriable && category ∉ {auth, fatal}`.
@@ -241,13 +256,16 @@ fn rate_limit_from_text(combined: &str, forced: bool) -> Option<ClassifiedError>
     // "Please retry in 2s" / `retryDelay`): wait that, not an hour.
     if limited && reset.is_none() {
         if let Some(secs) = retry_hint_seconds(combined) {
-            return Some(ClassifiedError::new(
-                ErrorCode::E101,
-                ErrorCategory::RateLimit,
-                true,
-                format!("API rate limit, the API asked to retry after {secs:.0}s"),
-                Some(secs.clamp(MIN_RETRY_AFTER_SECONDS, MAX_WAIT_SECONDS)),
-            ));
+            return Some(
+                ClassifiedError::new(
+                    ErrorCode::E101,
+                    ErrorCategory::RateLimit,
+                    true,
+                    format!("API rate limit, the API asked to retry after {secs:.0}s"),
+                    Some(secs.clamp(MIN_RETRY_AFTER_SECONDS, MAX_WAIT_SECONDS)),
+                )
+                .stated(),
+            );
         }
     }
     if patterns::QUOTA_EXHAUSTION.is_match(combined) || (limited && reset.is_some()) {
@@ -259,6 +277,7 @@ fn rate_limit_from_text(combined: &str, forced: bool) -> Option<ClassifiedError>
             Some(reset.map_or(DEFAULT_RATE_LIMIT_WAIT_SECONDS, |r| r.wait_seconds)),
         );
         err.reset_at_epoch = reset.map(|r| r.reset_at_epoch);
+        err.wait_stated = reset.is_some();
         return Some(err);
     }
     if limited {
@@ -629,7 +648,7 @@ fn structured_signals(result: &ExecutionResult, combined: &str) -> Vec<Classifie
             Some(wait),
         );
         err.reset_at_epoch = Some(reset);
-        found.push(err);
+        found.push(err.stated());
         return found;
     }
     // What the instrument said about it: Claude's result text, else the backend's message
@@ -652,13 +671,18 @@ fn structured_signals(result: &ExecutionResult, combined: &str) -> Vec<Classifie
                 .retry_after_seconds
                 .unwrap_or(0.0)
                 .clamp(MIN_RETRY_AFTER_SECONDS, MAX_WAIT_SECONDS);
-            found.push(ClassifiedError::new(
-                E::E101,
-                C::RateLimit,
-                true,
-                format!("API rate limit (HTTP 429), the API asked to retry after {secs:.0}s{said}"),
-                Some(secs),
-            ));
+            found.push(
+                ClassifiedError::new(
+                    E::E101,
+                    C::RateLimit,
+                    true,
+                    format!(
+                        "API rate limit (HTTP 429), the API asked to retry after {secs:.0}s{said}"
+                    ),
+                    Some(secs),
+                )
+                .stated(),
+            );
         }
         Some(429) => {
             if let Some(err) = rate_limit_from_text(combined, true) {
@@ -866,14 +890,60 @@ pub fn classify(result: &ExecutionResult) -> Classification {
             }
         }
     }
-    if c.category == ErrorCategory::Auth {
+    // An auth failure is fixed by the user, a rate limit is waited out: either way the
+    // instrument's own words (and the key to check) belong next to the generic text.
+    if matches!(c.category, ErrorCategory::Auth | ErrorCategory::RateLimit) {
         if let Some(msg) = result.error_message.as_deref().map(str::trim) {
-            if !msg.is_empty() && !c.message.contains(msg) {
-                c.message = format!("{}: {msg}", c.message);
+            // The structured messages quote the start of it already.
+            let head: String = msg.chars().take(100).collect();
+            if !msg.is_empty() && !c.message.contains(&head) {
+                c.message = crate::redact::redact(&format!("{}: {msg}", c.message));
+            }
+        }
+    }
+    // "exit code 1" alone does not say why: add the line of the CLI's output that does.
+    if matches!(c.code, ErrorCode::E009 | ErrorCode::E999)
+        && c.method == ClassificationMethod::ExitCode
+        && result.exit_code.is_some_and(|code| code != 0)
+    {
+        if let Some(line) = cause_line(&result.stdout, &result.stderr) {
+            if !c.message.contains(&line) {
+                c.message = crate::redact::redact(&format!("{}: {line}", c.message));
             }
         }
     }
     c
+}
+
+/// The line of a failed CLI's output that names the cause: the last line that mentions an
+/// error, else the last line with any text, from stderr first, then stdout. Stack frames,
+/// bare brackets and the conductor's own notes (`[Process killed by …]`) are skipped; at most
+/// 300 characters.
+pub fn cause_line(stdout: &str, stderr: &str) -> Option<String> {
+    fn pick(text: &str) -> Option<&str> {
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| {
+                l.chars().any(char::is_alphanumeric)
+                    && !l.starts_with("at ")
+                    && !(l.starts_with('[') && l.ends_with(']'))
+                    && !l.starts_with("Command timed out after")
+            })
+            .collect();
+        let recent = &lines[lines.len().saturating_sub(20)..];
+        recent
+            .iter()
+            .rev()
+            .find(|l| {
+                let lower = l.to_lowercase();
+                lower.contains("error") || lower.contains("fatal") || lower.contains("failed")
+            })
+            .or_else(|| recent.last())
+            .copied()
+    }
+    let line = pick(stderr).or_else(|| pick(stdout))?;
+    Some(crate::live::short(line, 300))
 }
 
 /// An error matched by an instrument profile's pattern set (instruments.md §4.1 `cli.errors`).
@@ -1012,6 +1082,7 @@ fn finish(collected: Vec<(ClassifiedError, ClassificationMethod)>) -> Classifica
         )
     });
     let rate_limit = err.is_rate_limit().then(|| RateLimitInfo {
+        stated: err.wait_stated,
         reset_at_epoch: err.reset_at_epoch,
         wait_seconds: err
             .suggested_wait_seconds
