@@ -339,21 +339,22 @@ impl ClaudeCliBackend {
             r.error_type = Some("rate_limit".into());
         }
         if !r.success && r.error_message.is_none() {
-            let last_stderr = stderr
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .map(str::to_string);
-            r.error_message = Some(match (&r.result_text, last_stderr, outcome.exit_code) {
+            // In text mode a failed run prints its error as its answer, on stdout
+            // (claude-code-output.md §3); stderr holds flag errors and warnings.
+            let answer = (!structured)
+                .then(|| crate::classify::cause_line(&stdout, ""))
+                .flatten();
+            let said = answer.or_else(|| crate::classify::cause_line("", &stderr));
+            r.error_message = Some(match (&r.result_text, said, outcome.exit_code) {
                 (Some(text), _, _) if !text.trim().is_empty() => text.clone(),
-                (_, Some(line), _) => line,
+                (_, Some(line), Some(code)) => {
+                    format!("Claude Code exited with code {code}: {line}")
+                }
+                (_, Some(line), None) => line,
                 (_, None, Some(code)) if structured && result_event.is_none() => {
                     format!("Claude Code exited with code {code} without a result")
                 }
-                (_, None, Some(code)) => match crate::classify::cause_line(&stdout, "") {
-                    Some(line) => format!("Claude Code exited with code {code}: {line}"),
-                    None => format!("Claude Code exited with code {code}"),
-                },
+                (_, None, Some(code)) => format!("Claude Code exited with code {code}"),
                 (_, None, None) => "Claude Code was killed by a signal".into(),
             });
         }

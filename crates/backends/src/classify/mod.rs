@@ -442,10 +442,12 @@ struct JsonError {
     message: String,
 }
 
-/// Find JSON objects in text by brace counting (strings and escapes honoured; an
-/// unbalanced object runs to the end of the text) and return the errors of the first
-/// object carrying an `errors` list.
-fn json_errors(text: &str) -> Vec<JsonError> {
+/// Each JSON object in `text`, found by brace counting (strings and escapes honoured; an
+/// unbalanced object runs to the end of the text), until `f` returns true.
+fn scan_json_objects(
+    text: &str,
+    mut f: impl FnMut(&serde_json::Map<String, serde_json::Value>) -> bool,
+) {
     let bytes = text.as_bytes();
     let mut start = 0;
     while let Some(rel) = text[start..].find('{') {
@@ -475,40 +477,48 @@ fn json_errors(text: &str) -> Vec<JsonError> {
             }
         }
         if let Ok(serde_json::Value::Object(obj)) = serde_json::from_str(&text[open..end]) {
-            if let Some(serde_json::Value::Array(items)) = obj.get("errors") {
-                let found: Vec<JsonError> = items
-                    .iter()
-                    .filter_map(|item| match item {
-                        serde_json::Value::Object(o) => Some(JsonError {
-                            kind: o
-                                .get("type")
-                                .and_then(|v| v.as_str())
-                                .unwrap_or("unknown")
-                                .to_string(),
-                            message: o
-                                .get("message")
-                                .and_then(|v| v.as_str())
-                                .unwrap_or("")
-                                .to_string(),
-                        }),
-                        // Claude's error subtypes carry plain strings (claude-code-output.md §4).
-                        serde_json::Value::String(s) => Some(JsonError {
-                            kind: "unknown".into(),
-                            message: s.clone(),
-                        }),
-                        _ => None,
-                    })
-                    .collect();
-                if !found.is_empty() {
-                    return found;
-                }
+            if f(&obj) {
+                return;
             }
             start = end;
         } else {
             start = open + 1;
         }
     }
-    Vec::new()
+}
+
+/// The errors of the first JSON object in `text` carrying an `errors` list.
+fn json_errors(text: &str) -> Vec<JsonError> {
+    let mut found = Vec::new();
+    scan_json_objects(text, |obj| {
+        if let Some(serde_json::Value::Array(items)) = obj.get("errors") {
+            found = items
+                .iter()
+                .filter_map(|item| match item {
+                    serde_json::Value::Object(o) => Some(JsonError {
+                        kind: o
+                            .get("type")
+                            .and_then(|v| v.as_str())
+                            .unwrap_or("unknown")
+                            .to_string(),
+                        message: o
+                            .get("message")
+                            .and_then(|v| v.as_str())
+                            .unwrap_or("")
+                            .to_string(),
+                    }),
+                    // Claude's error subtypes carry plain strings (claude-code-output.md §4).
+                    serde_json::Value::String(s) => Some(JsonError {
+                        kind: "unknown".into(),
+                        message: s.clone(),
+                    }),
+                    _ => None,
+                })
+                .collect();
+        }
+        !found.is_empty()
+    });
+    found
 }
 
 fn contains_any(haystack: &str, needles: &[&str]) -> bool {
@@ -901,49 +911,86 @@ pub fn classify(result: &ExecutionResult) -> Classification {
             }
         }
     }
-    // "exit code 1" alone does not say why: add the line of the CLI's output that does.
+    // "exit code 1" alone does not say why (issue 22): add what the instrument said — the
+    // backend's message, which names the cause, else the line of output that does.
     if matches!(c.code, ErrorCode::E009 | ErrorCode::E999)
         && c.method == ClassificationMethod::ExitCode
         && result.exit_code.is_some_and(|code| code != 0)
     {
-        if let Some(line) = cause_line(&result.stdout, &result.stderr) {
-            if !c.message.contains(&line) {
-                c.message = crate::redact::redact(&format!("{}: {line}", c.message));
-            }
+        let said = result
+            .error_message
+            .as_deref()
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+            .map(str::to_string)
+            .or_else(|| cause_line(&result.stdout, &result.stderr));
+        if let Some(said) = said.filter(|s| !c.message.contains(s.as_str())) {
+            // A backend message that names the exit code already says all of it.
+            c.message = if said.contains("exited with code") {
+                crate::redact::redact(&said)
+            } else {
+                crate::redact::redact(&format!("{}: {said}", c.message))
+            };
         }
     }
     c
 }
 
-/// The line of a failed CLI's output that names the cause: the last line that mentions an
-/// error, else the last line with any text, from stderr first, then stdout. Stack frames,
-/// bare brackets and the conductor's own notes (`[Process killed by …]`) are skipped; at most
-/// 300 characters.
+/// What a failed CLI's output says the cause was: the message of the last JSON error it
+/// printed (`{"error": {"message": …}}`, `{"type": "error", "message": …}` — Gemini CLI's
+/// error document, Codex's `turn.failed`), else the last line that mentions an error, else
+/// the last line with any text; at each step stderr first, then stdout. Stack frames, JSON fragments,
+/// bare brackets and the conductor's own notes (`[Process killed by …]`) are skipped; at
+/// most 300 characters.
 pub fn cause_line(stdout: &str, stderr: &str) -> Option<String> {
-    fn pick(text: &str) -> Option<&str> {
+    fn json_error(text: &str) -> Option<String> {
+        let mut last = None;
+        scan_json_objects(text, |obj| {
+            let message = match obj.get("error") {
+                Some(serde_json::Value::Object(e)) => e.get("message").and_then(|m| m.as_str()),
+                Some(serde_json::Value::String(e)) => Some(e.as_str()),
+                _ if obj.get("type").and_then(|t| t.as_str()) == Some("error") => {
+                    obj.get("message").and_then(|m| m.as_str())
+                }
+                _ => None,
+            };
+            if let Some(m) = message.map(str::trim).filter(|m| !m.is_empty()) {
+                last = Some(m.to_string());
+            }
+            false
+        });
+        last
+    }
+    /// The last line mentioning an error (`errors_only`), else the last line with text.
+    fn line(text: &str, errors_only: bool) -> Option<String> {
         let lines: Vec<&str> = text
             .lines()
             .map(str::trim)
             .filter(|l| {
                 l.chars().any(char::is_alphanumeric)
                     && !l.starts_with("at ")
-                    && !(l.starts_with('[') && l.ends_with(']'))
+                    && !l.starts_with(['"', '{', '}', '[', ']'])
                     && !l.starts_with("Command timed out after")
             })
             .collect();
         let recent = &lines[lines.len().saturating_sub(20)..];
-        recent
-            .iter()
-            .rev()
-            .find(|l| {
+        let found = if errors_only {
+            recent.iter().rev().find(|l| {
                 let lower = l.to_lowercase();
                 lower.contains("error") || lower.contains("fatal") || lower.contains("failed")
             })
-            .or_else(|| recent.last())
-            .copied()
+        } else {
+            recent.last()
+        };
+        found.map(|l| (*l).to_string())
     }
-    let line = pick(stderr).or_else(|| pick(stdout))?;
-    Some(crate::live::short(line, 300))
+    let cause = json_error(stderr)
+        .or_else(|| json_error(stdout))
+        .or_else(|| line(stderr, true))
+        .or_else(|| line(stdout, true))
+        .or_else(|| line(stderr, false))
+        .or_else(|| line(stdout, false))?;
+    Some(crate::live::short(&cause, 300))
 }
 
 /// An error matched by an instrument profile's pattern set (instruments.md §4.1 `cli.errors`).

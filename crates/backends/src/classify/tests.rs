@@ -398,3 +398,20 @@ fn a_wait_is_stated_only_when_the_api_or_cli_said_it() {
     let info = c.rate_limit.unwrap();
     assert!(info.stated && info.wait_seconds == 3.0, "{c:?}");
 }
+
+#[test]
+fn the_cause_of_a_json_error_document_is_its_message() {
+    // Gemini CLI 0.61 on an unknown model: its error document on stderr, after a stack.
+    let stderr = "Error when talking to Gemini API Full report available at: /tmp/x.json ModelNotFoundError: models/x is not found\n  code: 404\n}\n{\n  \"session_id\": \"7\",\n  \"error\": {\n    \"type\": \"Error\",\n    \"message\": \"models/x is not found for API version v1beta.\",\n    \"code\": 1\n  }\n}\n";
+    assert_eq!(
+        cause_line("", stderr).as_deref(),
+        Some("models/x is not found for API version v1beta.")
+    );
+    // Codex's JSONL ends with `turn.failed`.
+    let stdout = "{\"type\":\"turn.started\"}\n{\"type\":\"error\",\"message\":\"first\"}\n{\"type\":\"turn.failed\",\"error\":{\"message\":\"The model `x` does not exist.\"}}\n";
+    assert_eq!(
+        cause_line(stdout, "Reading additional input from stdin...").as_deref(),
+        Some("The model `x` does not exist."),
+        "an error the CLI reported outranks its chatter"
+    );
+}
