@@ -505,7 +505,7 @@ impl RealCliEnv {
         let (seen, text) = loop {
             let doc = self.status("rc-429");
             let text = stdout(&self.mozart(&["status", "rc-429"]));
-            if doc["sheets"]["1"]["rate_limit"].is_object() && text.contains("waiting (rate limit")
+            if doc["sheets"]["1"]["rate_limit"].is_object() && text.contains("Rate Limit — Sheet 1")
             {
                 break (doc, text);
             }
