@@ -321,7 +321,9 @@ impl ClaudeCliBackend {
         if !r.success && r.error_type.is_none() {
             let auth = stream.assistant_error.as_deref() == Some("authentication_failed")
                 || r.api_error_status == Some(401)
-                || answer.contains("Please run /login");
+                || answer.contains("Please run /login")
+                // "Invalid API key · Fix external API key" (2.1.331, text mode).
+                || crate::classify::patterns::AUTH.is_match(&answer);
             r.error_type = Some(
                 if r.rate_limited {
                     "rate_limit"
@@ -358,6 +360,13 @@ impl ClaudeCliBackend {
                 (_, None, None) => "Claude Code was killed by a signal".into(),
             });
         }
+        if r.error_type.as_deref() == Some("auth") && r.api_error_status.is_none() {
+            // Text mode names no HTTP status, so the classifier cannot add its hint: say here
+            // which key to check (with a status, the classifier says it).
+            if let Some(msg) = r.error_message.take() {
+                r.error_message = Some(format!("{msg}. {AUTH_HINT}"));
+            }
+        }
         r.stdout = redact(&stdout);
         r.stderr = redact(&stderr);
         r.result_text = r.result_text.map(|t| redact(&t));
@@ -365,6 +374,10 @@ impl ClaudeCliBackend {
         r
     }
 }
+
+/// What to check after Claude Code's API refused the credentials.
+pub const AUTH_HINT: &str = "Check the key Claude Code reads (ANTHROPIC_API_KEY) in the \
+     conductor's environment, or log the CLI in";
 
 /// The variable that caps Claude Code's own API retries (claude-code-output.md §11).
 pub const MAX_RETRIES_VAR: &str = "CLAUDE_CODE_MAX_RETRIES";
