@@ -5,7 +5,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mozart_tests::mock_api::INPUT_TOKENS;
-use mozart_tests::real_cli::{write_file_score, RealCliEnv, CLAUDE, CLAUDE_JSON, CLAUDE_TEXT};
+use mozart_tests::real_cli::{
+    write_file_score, RealCli, RealCliEnv, CLAUDE, CLAUDE_JSON, CLAUDE_TEXT,
+};
 use mozart_tests::real_cli_tests;
 
 real_cli_tests!(CLAUDE);
@@ -182,4 +184,22 @@ fn the_claude_code_profile_retries_an_overloaded_api_instead_of_waiting() {
     let doc = rc.check_overload_retried("rc-cc529");
     let attempts = doc["sheets"]["1"]["attempt_count"].as_u64().unwrap();
     assert!(attempts >= 2, "{doc:#}");
+}
+
+/// Claude Code on the generic `claude-code` profile (one JSON document at the end).
+const CLAUDE_CODE_PROFILE: RealCli = RealCli {
+    instrument: "claude-code",
+    backend: "",
+    reports_cost: false,
+    ..CLAUDE_JSON
+};
+
+#[test]
+fn the_claude_code_profile_fails_fast_on_a_bad_key_too() {
+    // The profile caps the CLI's own retries (unless the conductor's environment sets
+    // CLAUDE_CODE_MAX_RETRIES): its ten retries of a 401 took ~3 minutes.
+    let Some(rc) = RealCliEnv::start(&CLAUDE_CODE_PROFILE) else {
+        return;
+    };
+    rc.check_bad_key_fails_fast(&CLAUDE_CODE_PROFILE);
 }
