@@ -54,12 +54,10 @@ pub fn expand_vars(value: &str, vars: &HashMap<String, String>) -> String {
         };
         match (name.is_empty(), vars.get(name), name.split_once(":-")) {
             (false, Some(v), _) => out.push_str(v),
-            (false, None, Some((var, default))) => {
-                match vars.get(var).filter(|v| !v.is_empty()) {
-                    Some(v) => out.push_str(v),
-                    None => out.push_str(default),
-                }
-            }
+            (false, None, Some((var, default))) => match vars.get(var).filter(|v| !v.is_empty()) {
+                Some(v) => out.push_str(v),
+                None => out.push_str(default),
+            },
             _ => out.push_str(&rest[pos..pos + 1 + consumed]),
         }
         rest = &after[consumed..];

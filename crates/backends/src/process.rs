@@ -90,9 +90,12 @@ pub struct ProcessSpec {
     pub stderr_lines: Option<LineHook>,
 }
 
+/// A function called with each complete line of a stream.
+pub type LineFn = dyn Fn(&[u8]) + Send + Sync;
+
 /// A callback for each complete line of a stream.
 #[derive(Clone)]
-pub struct LineHook(pub Arc<dyn Fn(&[u8]) + Send + Sync>);
+pub struct LineHook(pub Arc<LineFn>);
 
 impl std::fmt::Debug for LineHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
