@@ -8,7 +8,8 @@
 //! Modules depend in one direction, each only on those above it:
 //! 1. leaves: `error`, `redact`, `json_path`, `types` (request, result, progress, stream kind);
 //! 2. `profile` (instrument profiles), then `env` (a child's environment plan from a profile);
-//! 3. `process` (runs a child under that plan), `classify` (E-codes from a result);
+//! 3. `process` (runs a child under that plan), `classify` (E-codes from a result), then
+//!    `live` (a CLI's retry announcements judged as they come: stop it, or let it retry);
 //! 4. the instruments: `cli_backend`, `claude` (on `cli_backend`), `http`;
 //! 5. `registry`, which builds an instrument from a profile.
 
