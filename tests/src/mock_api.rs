@@ -9,12 +9,16 @@
 //! # Scripting a turn
 //! The prompt carries directives, found anywhere in the request body:
 //! - `mock-scenario:NAME`: `text` (default), `write`, `ratelimit`, `overload`, `auth`, `cut`,
-//!   `hang`, `slow`;
+//!   `hang`, `slow`, `badmodel`;
 //! - `mock-file:/abs/path`: the file a `write` turn makes the CLI create;
 //! - `mock-key:KEY`: names the state of windowed scenarios (one per test);
 //! - `mock-ms:N`: for `ratelimit` / `overload` / `cut`, the window (from the first request with that
 //!   key) during which every request fails, after which the turn behaves like `write`; for
-//!   `slow`, the pause between streamed pieces.
+//!   `slow`, the pause between streamed pieces;
+//! - `mock-retry:N`: the seconds a `ratelimit` answer asks the client to wait (its
+//!   `retry-after` header and the API's own words; default 2).
+//!
+//! `badmodel` answers 404 "model not found" in each API's words, for good.
 //!
 //! A `write` turn answers with the CLI's file-writing tool call; once the request carries the
 //! tool's result, it answers with the final text [`FINAL_TEXT`].
@@ -310,6 +314,7 @@ struct Turn {
     file: Option<String>,
     key: String,
     ms: u64,
+    retry_secs: u64,
     tool_result: bool,
     stream: bool,
     tools: Vec<String>,
@@ -427,6 +432,9 @@ fn respond(req: &Request, out: &mut TcpStream, state: &Mutex<StateBox>) -> bool 
         ms: directive(&text, "mock-ms:")
             .and_then(|v| v.parse().ok())
             .unwrap_or(u64::MAX),
+        retry_secs: directive(&text, "mock-retry:")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2),
         tool_result: has_tool_result(api, &body),
         stream,
         tools: tool_names(api, &body),
@@ -503,6 +511,7 @@ fn respond(req: &Request, out: &mut TcpStream, state: &Mutex<StateBox>) -> bool 
             (status, error_response(out, &turn, status))
         }
         "auth" => (401, error_response(out, &turn, 401)),
+        "badmodel" => (404, error_response(out, &turn, 404)),
         "hang" => {
             lock(state).0.requests.push(record);
             // Hold the connection open without a byte until the client goes away.
@@ -534,6 +543,7 @@ fn write_head(out: &mut TcpStream, status: u16, headers: &[(&str, String)]) -> b
     let reason = match status {
         200 => "OK",
         401 => "Unauthorized",
+        403 => "Forbidden",
         404 => "Not Found",
         429 => "Too Many Requests",
         503 => "Service Unavailable",
@@ -593,8 +603,17 @@ fn sse(out: &mut TcpStream, event: Option<&str>, data: &Value) -> bool {
 }
 
 fn error_response(out: &mut TcpStream, turn: &Turn, status: u16) -> bool {
-    let retry_secs = 2;
+    let retry_secs = turn.retry_secs;
     let body = match (turn.api, status) {
+        (Api::Anthropic, 404) => json!({"type": "error", "error": {"type": "not_found_error",
+            "message": format!("model: {}", turn.model)}}),
+        (Api::Gemini, 404) => json!({"error": {"code": 404,
+            "message": format!("models/{} is not found for API version v1beta, or is not supported for generateContent.", turn.model),
+            "status": "NOT_FOUND"}}),
+        (_, 404) => {
+            json!({"error": {"message": format!("The model `{}` does not exist or you do not have access to it.", turn.model),
+            "type": "invalid_request_error", "param": null, "code": "model_not_found"}})
+        }
         (Api::Anthropic, 429) => json!({"type": "error", "error": {"type": "rate_limit_error",
             "message": "This request would exceed your account's rate limit. Please try again later."}}),
         (Api::Anthropic, 401) => json!({"type": "error", "error": {"type": "authentication_error",

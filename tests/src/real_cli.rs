@@ -17,7 +17,7 @@ use crate::{stdout, TestEnv};
 pub struct RealCli {
     /// The executable (`claude`, `gemini`, `codex`).
     pub program: &'static str,
-    /// The instrument of the scores.
+    /// The instrument of the scores; empty: none named, the default (`claude_cli`).
     pub instrument: &'static str,
     /// More `backend:` settings of its scores (lines, indented).
     pub backend: &'static str,
@@ -31,12 +31,36 @@ pub struct RealCli {
     pub reports_cost: bool,
 }
 
-/// Claude Code on the `claude_cli` instrument (stream-json, so progress is live).
+/// Claude Code as a new user runs it: a score that names no instrument (`claude_cli`, with
+/// its default `output_format`, stream-json, so progress, tokens and cost are live).
 pub const CLAUDE: RealCli = RealCli {
     program: "claude",
-    instrument: "claude_cli",
-    backend: "\n  output_format: stream-json",
+    instrument: "",
+    backend: "",
     // As root the CLI refuses to skip permissions unless told it runs in a sandbox.
+    vars: &[("IS_SANDBOX", "1")],
+    key_var: "ANTHROPIC_API_KEY",
+    hang_timeout: 4,
+    reports_cost: true,
+};
+
+/// Claude Code on `claude_cli` with `output_format: text` (upstream's default): nothing is
+/// reported until the CLI exits.
+pub const CLAUDE_TEXT: RealCli = RealCli {
+    program: "claude",
+    instrument: "claude_cli",
+    backend: "\n  output_format: text",
+    vars: &[("IS_SANDBOX", "1")],
+    key_var: "ANTHROPIC_API_KEY",
+    hang_timeout: 4,
+    reports_cost: false,
+};
+
+/// Claude Code on `claude_cli` with `output_format: json`: one result object at the end.
+pub const CLAUDE_JSON: RealCli = RealCli {
+    program: "claude",
+    instrument: "claude_cli",
+    backend: "\n  output_format: json",
     vars: &[("IS_SANDBOX", "1")],
     key_var: "ANTHROPIC_API_KEY",
     hang_timeout: 4,
@@ -68,9 +92,13 @@ pub const CODEX: RealCli = RealCli {
 impl RealCli {
     /// The score lines choosing this instrument with a sheet timeout of `timeout` seconds.
     pub fn instrument(&self, timeout: u32) -> String {
+        let named = match self.instrument {
+            "" => String::new(),
+            name => format!("instrument: {name}\n"),
+        };
         format!(
-            "instrument: {}\nbackend:\n  timeout_seconds: {timeout}{}",
-            self.instrument, self.backend
+            "{named}backend:\n  timeout_seconds: {timeout}{}",
+            self.backend
         )
     }
 }
@@ -131,16 +159,15 @@ impl RealCliEnv {
         // then rejects as "Invalid auth method selected"), no telemetry, no update checks.
         std::fs::write(
             cli_home.join(".gemini/settings.json"),
-            r#"{"security":{"auth":{"selectedType":"gemini-api-key"}},"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"disableAutoUpdate":true,"disableUpdateNag":true,"maxAttempts":2}}"#,
+            r#"{"security":{"auth":{"selectedType":"gemini-api-key"}},"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"disableAutoUpdate":true,"disableUpdateNag":true}}"#,
         )
         .expect("write gemini settings");
         // Codex: a provider pointing at the mock over plain HTTPS-less SSE (no WebSocket).
+        // Every CLI keeps its own default retries, as a user's does (issue 22): the
+        // conductor, not a test setting, must make a refused key or a rate limit fast.
         std::fs::write(
             cli_home.join("config.toml"),
-            format!(
-                "model = \"gpt-mock\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\nname = \"mock\"\nbase_url = \"{}/v1\"\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\nsupports_websockets = false\nrequest_max_retries = 1\nstream_max_retries = 1\n",
-                mock.base_url()
-            ),
+            codex_config(&mock.base_url(), ""),
         )
         .expect("write codex config");
         let base = mock.base_url();
@@ -153,7 +180,6 @@ impl RealCliEnv {
             ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
             ("DISABLE_AUTOUPDATER", "1"),
             ("DISABLE_TELEMETRY", "1"),
-            ("CLAUDE_CODE_MAX_RETRIES", "1"),
             ("GEMINI_API_KEY", "mock-key"),
             ("GOOGLE_GEMINI_BASE_URL", base.as_str()),
             ("OPENAI_API_KEY", "sk-mock"),
@@ -178,6 +204,42 @@ impl RealCliEnv {
         }
         rc.start_conductor();
         Some(rc)
+    }
+
+    /// [`Self::start`] with the CLIs' own retries capped ([`Self::cap_cli_retries`]).
+    pub fn start_capped(cli: &RealCli) -> Option<RealCliEnv> {
+        let mut rc = RealCliEnv::new(cli.program)?;
+        for (k, v) in cli.vars {
+            rc.set_var(k, v);
+        }
+        rc.cap_cli_retries();
+        rc.start_conductor();
+        Some(rc)
+    }
+
+    /// Cap every CLI's own retries at one (`CLAUDE_CODE_MAX_RETRIES`, Gemini's
+    /// `general.maxAttempts`, Codex's `request_max_retries` / `stream_max_retries`), for the
+    /// cases about what the conductor does once a CLI has given up; call before
+    /// [`Self::start_conductor`]. Every other case runs the CLIs' defaults.
+    ///
+    /// # Panics
+    /// If the CLIs' settings cannot be written.
+    #[allow(clippy::expect_used)]
+    pub fn cap_cli_retries(&mut self) {
+        self.set_var("CLAUDE_CODE_MAX_RETRIES", "1");
+        std::fs::write(
+            self.cli_home.join(".gemini/settings.json"),
+            r#"{"security":{"auth":{"selectedType":"gemini-api-key"}},"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"disableAutoUpdate":true,"disableUpdateNag":true,"maxAttempts":2}}"#,
+        )
+        .expect("write gemini settings");
+        std::fs::write(
+            self.cli_home.join("config.toml"),
+            codex_config(
+                &self.mock.base_url(),
+                "request_max_retries = 1\nstream_max_retries = 1\n",
+            ),
+        )
+        .expect("write codex config");
     }
 
     /// Set (or replace) a variable of the conductor's environment.
@@ -336,8 +398,10 @@ impl RealCliEnv {
         doc
     }
 
-    /// The API rejects the key: the sheet fails at once (one attempt, though retries are
-    /// allowed) as an auth error, and `mozart errors` names the key to check.
+    /// The API rejects the key (HTTP 401) and the CLI keeps its own retry settings (Claude
+    /// Code retries a 401 ten times over ~3 minutes, Codex five times): the conductor stops
+    /// the CLI at its first retry, and the sheet fails as an auth error within seconds — one
+    /// attempt, though retries are allowed — with a hint naming the key to check.
     ///
     /// # Panics
     /// When any of it is not so.
@@ -347,6 +411,7 @@ impl RealCliEnv {
         let t0 = Instant::now();
         self.run_score("rc-401", &score);
         let doc = self.wait_done("rc-401", 90);
+        let took = t0.elapsed();
         let errors = self.errors_text("rc-401");
         assert_eq!(doc["status"], "failed", "{doc:#}");
         let sheet = &doc["sheets"]["1"];
@@ -354,10 +419,24 @@ impl RealCliEnv {
         let retries = &doc["execution"]["total_retry_count"];
         assert_eq!(retries, 0, "a key is not retried: {doc:#}");
         assert_eq!(sheet["attempt_count"], 1, "the one attempt counts: {doc:#}");
-        assert!(t0.elapsed() < Duration::from_secs(60));
+        assert!(
+            took < Duration::from_secs(15),
+            "failed within seconds, not after the CLI's own retries: {took:?}"
+        );
         assert!(
             errors.contains(cli.key_var),
             "a hint names the key: {errors}"
+        );
+        let refused = self
+            .mock
+            .requests()
+            .iter()
+            .filter(|r| r.status == 401)
+            .count();
+        assert!(
+            (1..=3).contains(&refused),
+            "the CLI was stopped, not left to send the refused key again and again: {refused} \
+             requests"
         );
         doc
     }
@@ -406,24 +485,111 @@ impl RealCliEnv {
         assert_no_process(&ws);
     }
 
-    /// The API answers 429 for `window_ms` from the first request: the job completes after
-    /// the window without spending a retry (none is allowed), having waited the limit out.
-    /// Returns the final status.
+    /// The API answers 429 with `retry-after: 3` (Gemini: "Please retry in 3s") for `window_ms`
+    /// from the first request, then answers normally; the CLI keeps its own retry settings.
+    /// Within seconds `mozart status` shows the sheet waiting on a rate limit, in the API's
+    /// or CLI's words, with the time left (the conductor stopped the CLI instead of letting
+    /// it retry); then the job completes by itself — no `clear-rate-limits` — without
+    /// spending an attempt (none is allowed). Returns the final status.
     ///
     /// # Panics
     /// When any of it is not so.
     pub fn check_rate_limit_waited_out(&self, cli: &RealCli, window_ms: u64) -> Value {
-        let scenario = format!("ratelimit mock-ms:{window_ms}");
+        let scenario = format!("ratelimit mock-ms:{window_ms} mock-retry:3");
         let none = "retry: {max_retries: 0}\n";
         let score = write_file_score("rc-429", &cli.instrument(90), 1, &scenario, none);
+        let t0 = Instant::now();
         self.run_score("rc-429", &score);
-        let doc = self.wait_done("rc-429", 120);
+        // Seen in the text view too: the sheet waits, with the API's words and time left.
+        let deadline = t0 + Duration::from_secs(25);
+        let (seen, text) = loop {
+            let doc = self.status("rc-429");
+            let text = stdout(&self.mozart(&["status", "rc-429"]));
+            if doc["sheets"]["1"]["rate_limit"].is_object() && text.contains("Rate Limit — Sheet 1")
+            {
+                break (doc, text);
+            }
+            assert!(
+                Instant::now() < deadline
+                    && !matches!(doc["status"].as_str(), Some("completed" | "failed")),
+                "status never showed the rate limit: {doc:#}\n{text}\nmock: {:?}\nlog:\n{}",
+                self.mock
+                    .requests()
+                    .iter()
+                    .map(|r| r.status)
+                    .collect::<Vec<_>>(),
+                self.env.log()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        let shown = Instant::now();
+        let wait = &seen["sheets"]["1"]["rate_limit"];
+        let reason = wait["reason"].as_str().unwrap_or_default().to_lowercase();
+        assert!(
+            ["429", "rate", "exhausted"]
+                .iter()
+                .any(|w| reason.contains(w)),
+            "in the API's or CLI's words: {wait:#}"
+        );
+        assert!(
+            reason.contains("no retry spent"),
+            "and what happens: {wait:#}"
+        );
+        assert!(text.contains("Rate Limit — Sheet 1"), "{text}");
+        assert!(
+            text.contains("Runs again in") || text.contains("runs again now"),
+            "{text}"
+        );
+        let doc = self.wait_done("rc-429", 60);
         self.assert_completed("rc-429", &doc);
+        assert!(
+            shown.elapsed() < Duration::from_secs(30),
+            "the job went on by itself soon after the API recovered: {:?}",
+            shown.elapsed()
+        );
         let waits = doc["execution"]["rate_limit_waits"].as_u64().unwrap_or(0);
         assert!(waits >= 1, "{doc:#}");
         assert_eq!(doc["execution"]["total_retry_count"], 0, "{doc:#}");
+        assert_eq!(doc["sheets"]["1"]["attempt_count"], 1, "{doc:#}");
+        assert!(doc["sheets"]["1"].get("rate_limit").is_none(), "{doc:#}");
         assert!(self.mock.requests().iter().any(|r| r.status == 429));
         doc
+    }
+
+    /// The API answers "overloaded" (Anthropic 529, others 503) for its first 5 s, and the
+    /// CLI keeps its own retries (the right remedy for an overload): while it retries, the
+    /// sheet's live progress says the API is overloaded and the CLI retries; the job then
+    /// completes without being parked as rate limited.
+    ///
+    /// # Panics
+    /// When any of it is not so.
+    pub fn check_overload_shows_in_status(&self, cli: &RealCli) -> Value {
+        let retries = "retry: {max_retries: 5, base_delay_seconds: 1, jitter: false}\n";
+        let scenario = "overload mock-ms:5000";
+        let score = write_file_score("rc-busy", &cli.instrument(90), 1, scenario, retries);
+        self.run_score("rc-busy", &score);
+        let running = self.wait_for("rc-busy", 60, |d| {
+            d["sheets"]["1"]["live"]["last_event"]
+                .as_str()
+                .is_some_and(|e| e.contains("API overloaded"))
+                || matches!(d["status"].as_str(), Some("completed" | "failed"))
+        });
+        let event = running["sheets"]["1"]["live"]["last_event"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            event.contains("the CLI retries by itself"),
+            "while it runs: {running:#}"
+        );
+        self.check_overload_retried("rc-busy")
+    }
+
+    /// [`Self::check_rate_limit_waited_out`] with a 4 s window (the macro's common case).
+    ///
+    /// # Panics
+    /// When any of it is not so.
+    pub fn check_rate_limit_default(&self, cli: &RealCli) {
+        self.check_rate_limit_waited_out(cli, 4000);
     }
 
     /// The API cuts its answer mid-stream (the connection closes after half a sentence) for
@@ -486,6 +652,36 @@ impl RealCliEnv {
         );
         assert!(statuses.contains(&200), "{statuses:?}");
         doc
+    }
+
+    /// The API answers 404 "model not found" (in its own words): the CLI exits 1 saying so,
+    /// and `mozart errors` shows that cause (`expected`), not only "exit code 1".
+    ///
+    /// # Panics
+    /// When any of it is not so.
+    pub fn check_failure_names_its_cause(&self, cli: &RealCli, expected: &str) {
+        let once = "retry: {max_retries: 0}\n";
+        let score = write_file_score("rc-crash", &cli.instrument(60), 1, "badmodel", once);
+        self.run_score("rc-crash", &score);
+        let doc = self.wait_done("rc-crash", 90);
+        assert_eq!(doc["status"], "failed", "{doc:#}");
+        let out = self.mozart(&["errors", "rc-crash", "--json"]);
+        let errors: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("errors --json is JSON: {e}: {}", stdout(&out)));
+        let messages: Vec<&str> = errors["errors"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e["error_message"].as_str())
+            .collect();
+        assert!(
+            messages.iter().any(|m| m.contains(expected)),
+            "the cause, not just the exit code: {messages:#?}"
+        );
+        let sheet = doc["sheets"]["1"]["error_message"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(sheet.contains(expected), "{doc:#}");
     }
 
     /// A sheet whose first turn calls the CLI's file-writing tool at once and whose answer
@@ -559,6 +755,13 @@ pub struct LiveProgress {
     pub done: Value,
 }
 
+/// Codex's `config.toml`: the mock as its model provider, with `extra` provider settings.
+fn codex_config(base_url: &str, extra: &str) -> String {
+    format!(
+        "model = \"gpt-mock\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\nname = \"mock\"\nbase_url = \"{base_url}/v1\"\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\nsupports_websockets = false\n{extra}"
+    )
+}
+
 /// The tests every real CLI passes alike, for the [`RealCli`] `$cli`; each skips with a
 /// printed reason when the CLI is not installed.
 #[macro_export]
@@ -567,6 +770,8 @@ macro_rules! real_cli_tests {
         $crate::real_cli_tests!(@each $cli,
             two_sheets_write_files_and_report_tokens => check_two_sheets_write_files,
             a_bad_api_key_fails_fast_with_a_hint => check_bad_key_fails_fast,
+            a_429_stops_the_cli_shows_in_status_and_ends_on_time => check_rate_limit_default,
+            an_overload_is_the_clis_to_retry_and_shows_in_status => check_overload_shows_in_status,
             a_hang_hits_the_timeout_and_leaves_no_process => check_hang_times_out,
             a_stream_cut_mid_answer_is_retried_and_the_job_completes => check_cut_stream_recovers,
             cancel_leaves_no_process => check_cancel_leaves_no_process);

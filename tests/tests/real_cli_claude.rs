@@ -5,7 +5,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mozart_tests::mock_api::INPUT_TOKENS;
-use mozart_tests::real_cli::{write_file_score, RealCliEnv, CLAUDE};
+use mozart_tests::real_cli::{
+    write_file_score, RealCli, RealCliEnv, CLAUDE, CLAUDE_JSON, CLAUDE_TEXT,
+};
 use mozart_tests::real_cli_tests;
 
 real_cli_tests!(CLAUDE);
@@ -20,25 +22,74 @@ fn is_root() -> bool {
 }
 
 #[test]
-fn a_429_is_a_rate_limit_waited_out_without_spending_a_retry() {
-    let Some(rc) = RealCliEnv::start(&CLAUDE) else {
-        return;
-    };
-    // The API refuses for 4 s (retry-after: 2); the CLI retries once by itself, gives up,
-    // and the conductor waits the API's hint out (its `api_retry` delay).
-    rc.check_rate_limit_waited_out(&CLAUDE, 4000);
-}
-
-#[test]
-fn an_overloaded_api_is_retried() {
-    let Some(rc) = RealCliEnv::start(&CLAUDE) else {
+fn an_overloaded_api_is_retried_by_the_conductor_once_the_cli_gives_up() {
+    // With its retries capped the CLI gives up on 529 within seconds; the conductor then
+    // retries the sheet with the score's backoff. (With its defaults it retries a 529 ten
+    // times by itself: `an_overload_is_the_clis_to_retry_and_shows_in_status`.)
+    let Some(rc) = RealCliEnv::start_capped(&CLAUDE) else {
         return;
     };
     rc.run_overloaded(&CLAUDE, "rc-529", 1);
     let doc = rc.check_overload_retried("rc-529");
-    // 529 makes the CLI give up within seconds: the conductor retried the sheet.
     let attempts = doc["sheets"]["1"]["attempt_count"].as_u64().unwrap();
     assert!(attempts >= 2, "{doc:#}");
+}
+
+#[test]
+fn a_score_without_an_instrument_gets_tokens_cost_and_live_progress() {
+    // Issue 22: the default instrument ran the CLI in text mode — 0 tokens, $0.00 and no
+    // live progress for every score that names no instrument.
+    let Some(rc) = RealCliEnv::start(&CLAUDE) else {
+        return;
+    };
+    assert!(!CLAUDE.instrument(60).contains("instrument:"));
+    let doc = rc.check_two_sheets_write_files(&CLAUDE);
+    let usd = doc["cost"]["total_estimated_cost"].as_f64().unwrap_or(0.0);
+    assert!(usd > 0.0, "{doc:#}");
+    let text = mozart_tests::stdout(&rc.mozart(&["status", "rc-claude"]));
+    assert!(!text.contains("$0.00"), "{text}");
+}
+
+#[test]
+fn a_failed_cli_names_its_cause() {
+    let Some(rc) = RealCliEnv::start(&CLAUDE) else {
+        return;
+    };
+    rc.check_failure_names_its_cause(&CLAUDE, "There's an issue with the selected model");
+}
+
+#[test]
+fn in_text_mode_a_bad_key_fails_fast_too() {
+    // No live events in text mode: the conductor caps the CLI's own retries instead.
+    let Some(rc) = RealCliEnv::start(&CLAUDE_TEXT) else {
+        return;
+    };
+    rc.check_bad_key_fails_fast(&CLAUDE_TEXT);
+}
+
+#[test]
+fn in_json_mode_a_bad_key_fails_fast_too() {
+    let Some(rc) = RealCliEnv::start(&CLAUDE_JSON) else {
+        return;
+    };
+    rc.check_bad_key_fails_fast(&CLAUDE_JSON);
+}
+
+#[test]
+fn in_text_mode_a_429_is_waited_out_and_shown() {
+    // The capped CLI gives up after ~6 s of 429s (retry-after 3); the API recovers after 12 s.
+    let Some(rc) = RealCliEnv::start(&CLAUDE_TEXT) else {
+        return;
+    };
+    rc.check_rate_limit_waited_out(&CLAUDE_TEXT, 12_000);
+}
+
+#[test]
+fn in_text_mode_a_failed_cli_names_its_cause() {
+    let Some(rc) = RealCliEnv::start(&CLAUDE_TEXT) else {
+        return;
+    };
+    rc.check_failure_names_its_cause(&CLAUDE_TEXT, "There's an issue with the selected model");
 }
 
 #[test]
@@ -120,7 +171,8 @@ fn the_claude_code_profile_runs_the_real_cli_too() {
 
 #[test]
 fn the_claude_code_profile_retries_an_overloaded_api_instead_of_waiting() {
-    let Some(rc) = RealCliEnv::start(&CLAUDE) else {
+    // The CLI's retries capped, so that it gives up on the 529 within seconds.
+    let Some(rc) = RealCliEnv::start_capped(&CLAUDE) else {
         return;
     };
     // The profile reads the result's `api_error_status` (529): a transient error retried
@@ -132,4 +184,22 @@ fn the_claude_code_profile_retries_an_overloaded_api_instead_of_waiting() {
     let doc = rc.check_overload_retried("rc-cc529");
     let attempts = doc["sheets"]["1"]["attempt_count"].as_u64().unwrap();
     assert!(attempts >= 2, "{doc:#}");
+}
+
+/// Claude Code on the generic `claude-code` profile (one JSON document at the end).
+const CLAUDE_CODE_PROFILE: RealCli = RealCli {
+    instrument: "claude-code",
+    backend: "",
+    reports_cost: false,
+    ..CLAUDE_JSON
+};
+
+#[test]
+fn the_claude_code_profile_fails_fast_on_a_bad_key_too() {
+    // The profile caps the CLI's own retries (unless the conductor's environment sets
+    // CLAUDE_CODE_MAX_RETRIES): its ten retries of a 401 took ~3 minutes.
+    let Some(rc) = RealCliEnv::start(&CLAUDE_CODE_PROFILE) else {
+        return;
+    };
+    rc.check_bad_key_fails_fast(&CLAUDE_CODE_PROFILE);
 }

@@ -12,13 +12,13 @@ use mozart_tests::real_cli_tests;
 real_cli_tests!(CODEX);
 
 #[test]
-fn a_429_is_a_rate_limit_that_parks_the_sheet_without_spending_a_retry() {
+fn clear_rate_limits_ends_a_wait_early() {
     let Some(rc) = RealCliEnv::start(&CODEX) else {
         return;
     };
     // Codex 0.169 reports only "exceeded retry limit, last status: 429 Too Many Requests"
-    // (no retry-after), so the conductor parks the instrument for the default wait; the
-    // test ends the wait with `mozart clear-rate-limits` once the API recovered.
+    // (no retry-after), so the conductor probes again after its first step (15 s); the test
+    // ends the wait sooner with `mozart clear-rate-limits` once the API recovered.
     let score = write_file_score(
         "rc-429",
         &CODEX.instrument(90),
@@ -47,7 +47,9 @@ fn a_429_is_a_rate_limit_that_parks_the_sheet_without_spending_a_retry() {
 
 #[test]
 fn an_overloaded_api_is_retried_with_backoff_not_parked_as_a_rate_limit() {
-    let Some(rc) = RealCliEnv::start(&CODEX) else {
+    // The CLI's retries capped, so that it gives up on the 503 within seconds (with its
+    // defaults it retries by itself: `an_overload_is_the_clis_to_retry_and_shows_in_status`).
+    let Some(rc) = RealCliEnv::start_capped(&CODEX) else {
         return;
     };
     // Codex retries a 503 by itself (capped to one retry of each kind here, ~1.5 s), then
@@ -79,6 +81,14 @@ fn an_overloaded_api_is_retried_with_backoff_not_parked_as_a_rate_limit() {
         let attempts = doc["sheets"][n]["attempt_count"].as_u64().unwrap();
         assert!(attempts >= 2, "sheet {n} was retried: {doc:#}");
     }
+}
+
+#[test]
+fn a_failed_cli_names_its_cause() {
+    let Some(rc) = RealCliEnv::start(&CODEX) else {
+        return;
+    };
+    rc.check_failure_names_its_cause(&CODEX, "does not exist or you do not have access");
 }
 
 #[test]

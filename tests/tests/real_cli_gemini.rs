@@ -9,11 +9,12 @@ use mozart_tests::real_cli_tests;
 real_cli_tests!(GEMINI);
 
 #[test]
-fn a_429_is_a_rate_limit_waited_out_without_spending_a_retry() {
+fn a_failed_cli_names_its_cause() {
     let Some(rc) = RealCliEnv::start(&GEMINI) else {
         return;
     };
-    rc.check_rate_limit_waited_out(&GEMINI, 7500);
+    // Gemini CLI prints its error document on stderr and exits 1.
+    rc.check_failure_names_its_cause(&GEMINI, "is not found for API version");
 }
 
 #[test]

@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::env::EnvPlan;
-use crate::process::{which, LineSink, ProcessSpec};
+use crate::live::{Judgement, Verdict, Watch};
+use crate::process::{which, LineSink, ProcessOutcome, ProcessSpec};
 use crate::redact::redact;
 use crate::types::{Backend, BoxFuture, ExecutionRequest, ExecutionResult, HealthStatus};
 
@@ -37,11 +38,12 @@ pub const EMPTY_MCP_CONFIG: &str = r#"{"mcpServers":{}}"#;
 #[serde(rename_all = "kebab-case")]
 pub enum ClaudeOutputFormat {
     /// Plain answer text.
-    #[default]
     Text,
     /// One result object.
     Json,
-    /// NDJSON events (carries `rate_limit_event`).
+    /// NDJSON events (carries `rate_limit_event`, `api_retry`, tokens and cost as they
+    /// come): the default (upstream's is `text`, which reports none of them).
+    #[default]
     StreamJson,
 }
 
@@ -84,7 +86,7 @@ impl Default for ClaudeCliOptions {
             executable: "claude".into(),
             skip_permissions: true,
             disable_mcp: true,
-            output_format: ClaudeOutputFormat::Text,
+            output_format: ClaudeOutputFormat::StreamJson,
             cli_model: None,
             allowed_tools: None,
             system_prompt_file: None,
@@ -177,11 +179,12 @@ impl ClaudeCliBackend {
             req.timeout,
         );
         spec.cwd = Some(req.working_dir.clone());
+        let live = self.options.output_format == ClaudeOutputFormat::StreamJson;
         self.spawn
             .get_or_init(|| {
                 crate::cli_backend::SpawnBase::new(&EnvPlan {
                     clear: false,
-                    set: Vec::new(),
+                    set: retry_cap(live, std::env::var_os(MAX_RETRIES_VAR).is_some()),
                     remove: vec![crate::env::NESTING_GUARD_VAR.into()],
                 })
             })
@@ -191,20 +194,26 @@ impl ClaudeCliBackend {
         spec.log_base = req.output_log_base.clone();
         let state = Arc::new(Mutex::new(ClaudeStream::default()));
         let structured = self.options.output_format != ClaudeOutputFormat::Text;
+        let watch = Watch::new();
         let sink: Option<Box<dyn LineSink>> = if structured {
             let notify = Arc::new(tokio::sync::Notify::new());
             spec.result_seen = Some(Arc::clone(&notify));
+            spec.stop = Some(watch.stop_signal());
             Some(Box::new(ClaudeSink {
                 state: Arc::clone(&state),
                 result_seen: notify,
                 progress: Arc::clone(&req.progress),
                 seen_messages: Vec::new(),
+                watch: Arc::clone(&watch),
             }))
         } else {
             None
         };
         let (outcome, _) = crate::placement::run(&req, spec, sink).await;
         let stream = std::mem::take(&mut *state.lock().unwrap_or_else(|p| p.into_inner()));
+        if let (Some(verdict), true) = (watch.verdict(), outcome.stopped) {
+            return stopped_result(&outcome, verdict, stream, model);
+        }
 
         if let Some(err) = &outcome.spawn_error {
             let mut r = if err.kind() == std::io::ErrorKind::NotFound {
@@ -312,7 +321,9 @@ impl ClaudeCliBackend {
         if !r.success && r.error_type.is_none() {
             let auth = stream.assistant_error.as_deref() == Some("authentication_failed")
                 || r.api_error_status == Some(401)
-                || answer.contains("Please run /login");
+                || answer.contains("Please run /login")
+                // "Invalid API key · Fix external API key" (2.1.331, text mode).
+                || crate::classify::patterns::AUTH.is_match(&answer);
             r.error_type = Some(
                 if r.rate_limited {
                     "rate_limit"
@@ -330,14 +341,18 @@ impl ClaudeCliBackend {
             r.error_type = Some("rate_limit".into());
         }
         if !r.success && r.error_message.is_none() {
-            let last_stderr = stderr
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .map(str::to_string);
-            r.error_message = Some(match (&r.result_text, last_stderr, outcome.exit_code) {
+            // In text mode a failed run prints its error as its answer, on stdout
+            // (claude-code-output.md §3); stderr holds flag errors and warnings.
+            let answer = (!structured)
+                .then(|| crate::classify::cause_line(&stdout, ""))
+                .flatten();
+            let said = answer.or_else(|| crate::classify::cause_line("", &stderr));
+            r.error_message = Some(match (&r.result_text, said, outcome.exit_code) {
                 (Some(text), _, _) if !text.trim().is_empty() => text.clone(),
-                (_, Some(line), _) => line,
+                (_, Some(line), Some(code)) => {
+                    format!("Claude Code exited with code {code}: {line}")
+                }
+                (_, Some(line), None) => line,
                 (_, None, Some(code)) if structured && result_event.is_none() => {
                     format!("Claude Code exited with code {code} without a result")
                 }
@@ -345,12 +360,92 @@ impl ClaudeCliBackend {
                 (_, None, None) => "Claude Code was killed by a signal".into(),
             });
         }
+        if r.error_type.as_deref() == Some("auth") && r.api_error_status.is_none() {
+            // Text mode names no HTTP status, so the classifier cannot add its hint: say here
+            // which key to check (with a status, the classifier says it).
+            if let Some(msg) = r.error_message.take() {
+                r.error_message = Some(format!("{msg}. {AUTH_HINT}"));
+            }
+        }
         r.stdout = redact(&stdout);
         r.stderr = redact(&stderr);
         r.result_text = r.result_text.map(|t| redact(&t));
         r.error_message = r.error_message.map(|t| redact(&t));
         r
     }
+}
+
+/// What to check after Claude Code's API refused the credentials.
+pub const AUTH_HINT: &str = "Check the key Claude Code reads (ANTHROPIC_API_KEY) in the \
+     conductor's environment, or log the CLI in";
+
+/// The variable that caps Claude Code's own API retries (claude-code-output.md §11).
+pub const MAX_RETRIES_VAR: &str = "CLAUDE_CODE_MAX_RETRIES";
+
+/// The cap on the CLI's own retries in `text` and `json` mode, where it reports nothing until
+/// it gives up: 2 retries (three requests) make a refused key fail in about 2 s and a 429 in
+/// about 10 s, where the CLI's default ten take minutes; the conductor then decides.
+pub const TEXT_MODE_MAX_RETRIES: &str = "2";
+
+/// The environment the conductor adds for Claude Code: in `text` / `json` mode the retry cap,
+/// unless the conductor's environment sets its own. In `stream-json` mode the CLI keeps its
+/// defaults: the conductor watches each retry as it happens.
+fn retry_cap(live: bool, set_by_user: bool) -> Vec<(String, String)> {
+    if live || set_by_user {
+        Vec::new()
+    } else {
+        vec![(MAX_RETRIES_VAR.into(), TEXT_MODE_MAX_RETRIES.into())]
+    }
+}
+
+/// The result of a run the conductor stopped on `verdict` (an `api_retry` for a refused key
+/// or a rate limit): not the CLI's failure but the API's answer, classified as such.
+fn stopped_result(
+    outcome: &ProcessOutcome,
+    verdict: Verdict,
+    stream: ClaudeStream,
+    model: Option<String>,
+) -> ExecutionResult {
+    let mut r = ExecutionResult {
+        success: false,
+        exit_reason: crate::types::ExitReason::Killed,
+        stdout: redact(&outcome.stdout.tail_string()),
+        stderr: redact(&outcome.stderr.tail_string()),
+        stdout_bytes: outcome.stdout.total,
+        stderr_bytes: outcome.stderr.total,
+        duration_seconds: outcome.duration.as_secs_f64(),
+        started_at_epoch: outcome.started_at_epoch,
+        session_id: stream.session_id,
+        model: stream.model.or(model),
+        ..Default::default()
+    };
+    match verdict {
+        Verdict::Auth { status, said } => {
+            r.api_error_status = Some(status.unwrap_or(401));
+            r.error_type = Some("auth".into());
+            r.error_message = Some(format!(
+                "Claude Code was stopped at its first retry: {said}; retrying cannot help"
+            ));
+        }
+        Verdict::RateLimit {
+            status,
+            retry_after,
+            said,
+        } => {
+            r.rate_limited = true;
+            r.api_error_status = Some(status.unwrap_or(429));
+            r.retry_after_seconds = retry_after;
+            r.error_type = Some("rate_limit".into());
+            r.error_message = Some(format!(
+                "Claude Code was stopped at its first retry: {said}{}",
+                retry_after
+                    .map(|s| format!(", retry after {s:.1}s"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    r.error_message = r.error_message.map(|m| redact(&m));
+    r
 }
 
 /// What a json / stream-json run reported, accumulated line by line.
@@ -466,6 +561,8 @@ struct ClaudeSink {
     /// Ids of the API messages whose usage is already counted (one message can span
     /// several `assistant` lines, one per content block).
     seen_messages: Vec<String>,
+    /// Where an `api_retry` the conductor will not let the CLI make is decided.
+    watch: Arc<Watch>,
 }
 
 impl ClaudeSink {
@@ -520,17 +617,7 @@ impl ClaudeSink {
                 });
             }
             Some("system") if ev.get("subtype").and_then(Value::as_str) == Some("api_retry") => {
-                let n = |k: &str| ev.get(k).and_then(Value::as_u64).unwrap_or(0);
-                let status = ev
-                    .get("error_status")
-                    .and_then(Value::as_u64)
-                    .map_or_else(|| "a connection error".to_string(), |s| format!("HTTP {s}"));
-                let text = format!(
-                    "API retry {}/{} after {status}, in {:.1}s",
-                    n("attempt"),
-                    n("max_retries"),
-                    n("retry_delay_ms") as f64 / 1000.0
-                );
+                let text = self.judge_retry(&ev);
                 self.progress.update_activity(|a| {
                     a.api_retries += 1;
                     a.last_event = Some(text);
@@ -548,6 +635,63 @@ impl ClaudeSink {
             }
             _ => {}
         }
+    }
+}
+
+impl ClaudeSink {
+    /// The conductor's decision on one `system/api_retry` event (claude-code-output.md §11:
+    /// the CLI retries 401 and 429 ten times over minutes by itself): an auth failure or a
+    /// rate limit stops the CLI now; anything else is the CLI's to retry. Returns the live
+    /// progress words.
+    fn judge_retry(&self, ev: &Value) -> String {
+        let n = |k: &str| ev.get(k).and_then(Value::as_u64);
+        let status = n("error_status").and_then(|s| u16::try_from(s).ok());
+        let category = ev.get("error").and_then(Value::as_str).unwrap_or_default();
+        let judgement = match (status, category) {
+            (Some(401 | 403), _) | (None, "authentication_failed") => Judgement::Auth,
+            (Some(429), _) | (None, "rate_limit") => Judgement::RateLimit,
+            (Some(500..=599), _) | (None, "overloaded") => Judgement::Overload,
+            _ => Judgement::Other,
+        };
+        let delay = n("retry_delay_ms").map(|ms| ms as f64 / 1000.0);
+        let notice = crate::live::RetryNotice {
+            attempt: n("attempt")
+                .and_then(|a| u32::try_from(a).ok())
+                .map(|a| (a, n("max_retries").and_then(|m| u32::try_from(m).ok()))),
+            status,
+            cause: category.to_string(),
+            retry_after: delay.filter(|_| judgement == Judgement::RateLimit),
+        };
+        let what = match status {
+            Some(s) if category.is_empty() => format!("HTTP {s}"),
+            Some(s) => format!("HTTP {s} ({category})"),
+            None if category.is_empty() => "a connection error".to_string(),
+            None => category.to_string(),
+        };
+        match judgement {
+            Judgement::Auth => self.watch.decide(Verdict::Auth {
+                status,
+                said: format!("the API refused the credentials ({what})"),
+            }),
+            Judgement::RateLimit => self.watch.decide(Verdict::RateLimit {
+                status: status.or(Some(429)),
+                retry_after: delay,
+                said: format!("the API rate-limited the request ({what})"),
+            }),
+            Judgement::Overload | Judgement::Other => {}
+        }
+        if judgement == Judgement::Other {
+            // The CLI retries a dropped connection or a server error by itself.
+            let counts = notice
+                .attempt
+                .map(|(a, m)| format!(" {a}/{}", m.unwrap_or(0)))
+                .unwrap_or_default();
+            return format!(
+                "API retry{counts} after {what}, in {:.1}s",
+                delay.unwrap_or(0.0)
+            );
+        }
+        crate::live::retry_progress(judgement, &notice, delay)
     }
 }
 
@@ -628,6 +772,7 @@ mod tests {
         let plain = ClaudeCliBackend::new(ClaudeCliOptions {
             skip_permissions: false,
             disable_mcp: false,
+            output_format: ClaudeOutputFormat::Text,
             ..Default::default()
         });
         assert_eq!(plain.build_args(None), ["-p", "--output-format", "text"]);

@@ -14,6 +14,7 @@ use serde_json::Value;
 use crate::env::{ChildEnv, EnvPlan};
 use crate::error::BackendError;
 use crate::json_path::{resolve, resolve_all, to_text};
+use crate::live::{judge, retry_notice, retry_progress, Judgement, Verdict, Watch};
 use crate::process::{resolve_program, which, LineSink, ProcessOutcome, ProcessSpec};
 use crate::profile::{CliOutputConfig, ErrorPatterns, InstrumentProfile, OutputFormat};
 use crate::redact::redact_owned;
@@ -172,6 +173,19 @@ impl ProfileBackend {
         spec.kill_grace = req.kill_grace;
         spec.log_base = req.output_log_base.clone();
         let jsonl = Arc::new(Mutex::new(JsonlState::default()));
+        // The CLI's retry announcements, on stderr (Gemini CLI) or as JSONL error events
+        // (Codex): a refused key or a rate limit stops it (crate::live).
+        let watch = Watch::new();
+        let retries = RetryWatch {
+            watch: Arc::clone(&watch),
+            patterns: self.patterns.clone(),
+            progress: Arc::clone(&req.progress),
+        };
+        spec.stop = Some(watch.stop_signal());
+        let on_stderr = retries.clone();
+        spec.stderr_lines = Some(crate::process::LineHook(Arc::new(move |line: &[u8]| {
+            on_stderr.line(&String::from_utf8_lossy(line));
+        })));
         let sink: Option<Box<dyn LineSink>> = match cli.output.format {
             OutputFormat::Json => {
                 spec.keep_full_stdout = JSON_DOCUMENT_LIMIT;
@@ -181,12 +195,14 @@ impl ProfileBackend {
                 config: cli.output.clone(),
                 state: Arc::clone(&jsonl),
                 progress: Arc::clone(&req.progress),
+                retries,
             })),
             OutputFormat::Text => None,
         };
         let (outcome, _) = crate::placement::run(&req, spec, sink).await;
         let jsonl = std::mem::take(&mut *jsonl.lock().unwrap_or_else(|p| p.into_inner()));
-        self.parse(&req, outcome, jsonl, model)
+        let verdict = watch.verdict().filter(|_| outcome.stopped);
+        self.parse(&req, outcome, jsonl, model, verdict)
     }
 
     fn parse(
@@ -195,6 +211,7 @@ impl ProfileBackend {
         outcome: ProcessOutcome,
         jsonl: JsonlState,
         model: Option<String>,
+        verdict: Option<Verdict>,
     ) -> ExecutionResult {
         let Some(cli) = &self.profile.cli else {
             return ExecutionResult::default();
@@ -294,6 +311,9 @@ impl ProfileBackend {
             success = false;
             result.error_message = Some(msg);
         }
+        if let Some(verdict) = verdict {
+            return self.stopped(result, verdict, stdout, stderr);
+        }
         // Only the profile's error patterns read both streams together.
         let any_pattern = [
             &self.patterns.rate_limit,
@@ -358,10 +378,11 @@ impl ProfileBackend {
         );
         if !success && result.error_message.is_none() {
             result.error_message = match outcome.exit_code {
-                Some(code) => Some(format!(
-                    "{} exited with code {code}",
-                    self.profile.display_name
-                )),
+                // With the line that says why (issue 22: "exit code 1" alone did not).
+                Some(code) => Some(match crate::classify::cause_line(&stdout, &stderr) {
+                    Some(line) => format!("{} exited with code {code}: {line}", name),
+                    None => format!("{} exited with code {code}", name),
+                }),
                 None => Some(format!(
                     "{} was killed by a signal",
                     self.profile.display_name
@@ -369,30 +390,79 @@ impl ProfileBackend {
             };
         }
         if result.error_type.as_deref() == Some("auth") {
-            // Name the credentials the profile passes on, so the fix is obvious.
-            let keys: Vec<&str> = cli
-                .command
-                .required_env
-                .iter()
-                .flatten()
-                .map(String::as_str)
-                .filter(|v| v.contains("KEY") || v.contains("TOKEN"))
-                .collect();
-            let what = if keys.is_empty() {
-                "the instrument's credentials".to_string()
-            } else {
-                keys.join(" / ")
-            };
-            let msg = result.error_message.take().unwrap_or_default();
-            result.error_message = Some(format!(
-                "{msg}. Authentication failed: check {what} in the conductor's environment, \
-                 or log the CLI in"
-            ));
+            self.add_key_hint(&mut result);
         }
         result.success = success;
         result.stdout = redact_owned(stdout);
         result.stderr = redact_owned(stderr);
         result.result_text = result.result_text.map(redact_owned);
+        result.error_message = result.error_message.map(redact_owned);
+        result
+    }
+
+    /// Name the credentials the profile passes on after an auth failure's message, so the
+    /// fix is obvious.
+    fn add_key_hint(&self, result: &mut ExecutionResult) {
+        let keys: Vec<&str> = self
+            .profile
+            .cli
+            .iter()
+            .flat_map(|cli| cli.command.required_env.iter().flatten())
+            .map(String::as_str)
+            .filter(|v| v.contains("KEY") || v.contains("TOKEN"))
+            .collect();
+        let what = if keys.is_empty() {
+            "the instrument's credentials".to_string()
+        } else {
+            keys.join(" / ")
+        };
+        let msg = result.error_message.take().unwrap_or_default();
+        result.error_message = Some(format!(
+            "{msg}. Authentication failed: check {what} in the conductor's environment, \
+             or log the CLI in"
+        ));
+    }
+
+    /// The result of a run the conductor stopped on `verdict`, from the CLI's retry line.
+    fn stopped(
+        &self,
+        mut result: ExecutionResult,
+        verdict: Verdict,
+        stdout: String,
+        stderr: String,
+    ) -> ExecutionResult {
+        let name = &self.profile.display_name;
+        result.success = false;
+        result.exit_code = None;
+        result.exit_signal = None;
+        result.exit_reason = ExitReason::Killed;
+        result.result_text = None;
+        match verdict {
+            Verdict::Auth { status, said } => {
+                let status = status.map(|s| format!(" (HTTP {s})")).unwrap_or_default();
+                result.error_type = Some("auth".into());
+                result.error_message = Some(format!(
+                    "{name} was stopped at its first retry: the API refused the \
+                     credentials{status}, and retrying cannot help: {said}"
+                ));
+                self.add_key_hint(&mut result);
+            }
+            Verdict::RateLimit {
+                status,
+                retry_after,
+                said,
+            } => {
+                result.rate_limited = true;
+                result.api_error_status = Some(status.unwrap_or(429));
+                result.retry_after_seconds = retry_after;
+                result.error_type = Some("rate_limit".into());
+                result.error_message = Some(format!(
+                    "{name} was stopped at its first retry: rate limited: {said}"
+                ));
+            }
+        }
+        result.stdout = redact_owned(stdout);
+        result.stderr = redact_owned(stderr);
         result.error_message = result.error_message.map(redact_owned);
         result
     }
@@ -522,21 +592,42 @@ pub fn api_status_in(message: &str) -> Option<u16> {
         .find(|s| *s == 429 || (500..=599).contains(s))
 }
 
-/// Codex's own retry of the model API ("Reconnecting... 2/5 (unexpected status 503 …)"),
-/// in the words of Claude's `api_retry` progress: "API retry 2/5 after HTTP 503".
-fn cli_retry_in(message: &str) -> Option<String> {
-    let rest = message.strip_prefix("Reconnecting... ")?;
-    let counts = rest.split_whitespace().next()?;
-    let (n, max) = counts.split_once('/')?;
-    let (n, max) = (n.parse::<u32>().ok()?, max.parse::<u32>().ok()?);
-    let cause = STATUS_IN_TEXT
-        .captures(rest)
-        .and_then(|c| c.get(1))
-        .map_or_else(
-            || "an error".to_string(),
-            |s| format!("HTTP {}", s.as_str()),
-        );
-    Some(format!("API retry {n}/{max} after {cause}"))
+/// Reads a CLI's retry announcements (stderr lines, JSONL error messages): progress for the
+/// retries the CLI may make, a verdict that stops it for those it may not (crate::live).
+#[derive(Clone)]
+struct RetryWatch {
+    watch: Arc<Watch>,
+    patterns: ErrorPatterns,
+    progress: Arc<crate::types::Progress>,
+}
+
+impl RetryWatch {
+    /// Handle one line; true when it was a retry announcement.
+    fn line(&self, line: &str) -> bool {
+        let Some(notice) = retry_notice(line.trim()) else {
+            return false;
+        };
+        let judgement = judge(notice.status, &notice.cause, Some(&self.patterns));
+        let said = || crate::live::short(line.trim(), 300);
+        match judgement {
+            Judgement::Auth => self.watch.decide(Verdict::Auth {
+                status: notice.status,
+                said: said(),
+            }),
+            Judgement::RateLimit => self.watch.decide(Verdict::RateLimit {
+                status: notice.status,
+                retry_after: notice.retry_after,
+                said: said(),
+            }),
+            Judgement::Overload | Judgement::Other => {}
+        }
+        let text = retry_progress(judgement, &notice, None);
+        self.progress.update_activity(|a| {
+            a.api_retries += 1;
+            a.last_event = Some(text);
+        });
+        true
+    }
 }
 
 struct JsonlSink {
@@ -544,11 +635,19 @@ struct JsonlSink {
     state: Arc<Mutex<JsonlState>>,
     /// Where `mozart status` reads the run's activity while it streams.
     progress: Arc<crate::types::Progress>,
+    /// The CLI's retry announcements among its error events (Codex's reconnects).
+    retries: RetryWatch,
 }
 
-/// Live progress from one JSONL event: tokens at the profile's paths, and tool items
-/// (Codex's `item.started` of a command, file change or MCP call).
-fn note_jsonl_activity(progress: &crate::types::Progress, c: &CliOutputConfig, event: &Value) {
+/// Live progress from one JSONL event: tokens at the profile's paths, tool items (Codex's
+/// `item.started` of a command, file change or MCP call) and error events (a retry
+/// announcement among them is the [`RetryWatch`]'s).
+fn note_jsonl_activity(
+    progress: &crate::types::Progress,
+    c: &CliOutputConfig,
+    event: &Value,
+    retries: &RetryWatch,
+) {
     let number = |path: &Option<String>| {
         path.as_deref()
             .and_then(|p| resolve(event, p))
@@ -564,7 +663,7 @@ fn note_jsonl_activity(progress: &crate::types::Progress, c: &CliOutputConfig, e
         .then(|| event.get("message").and_then(Value::as_str))
         .flatten()
         .map(str::to_string);
-    let retry = error.as_deref().and_then(cli_retry_in);
+    let error = error.filter(|e| !retries.line(e));
     progress.update_activity(|a| {
         if let Some(i) = input {
             a.input_tokens += i;
@@ -577,10 +676,7 @@ fn note_jsonl_activity(progress: &crate::types::Progress, c: &CliOutputConfig, e
             a.last_event = Some(format!("tool call: {t}"));
             a.last_tool = Some(t);
         }
-        if let Some(r) = retry {
-            a.api_retries += 1;
-            a.last_event = Some(r);
-        } else if let Some(e) = error {
+        if let Some(e) = error {
             a.last_event = Some(e);
         }
     });
@@ -591,7 +687,7 @@ impl LineSink for JsonlSink {
         let Ok(event) = serde_json::from_slice::<Value>(line) else {
             return;
         };
-        note_jsonl_activity(&self.progress, &self.config, &event);
+        note_jsonl_activity(&self.progress, &self.config, &event, &self.retries);
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.events += 1;
         let error = event
@@ -809,18 +905,38 @@ mod tests {
     }
 
     #[test]
-    fn codex_reconnects_read_as_api_retries() {
+    fn codex_reconnects_read_as_retries_and_stop_it_on_a_refused_key() {
+        let retries = RetryWatch {
+            watch: Watch::new(),
+            patterns: codex_patterns(),
+            progress: Arc::new(crate::types::Progress::new()),
+        };
+        assert!(retries
+            .line("Reconnecting... 2/5 (unexpected status 503 Service Unavailable: overloaded)"));
         assert_eq!(
-            cli_retry_in(
-                "Reconnecting... 2/5 (unexpected status 503 Service Unavailable: overloaded)"
-            )
-            .as_deref(),
-            Some("API retry 2/5 after HTTP 503")
+            retries.progress.activity().last_event.as_deref(),
+            Some("API overloaded (HTTP 503): the CLI retries by itself (retry 2/5)")
         );
-        assert_eq!(
-            cli_retry_in("Reconnecting... 1/1 (stream disconnected before completion)").as_deref(),
-            Some("API retry 1/1 after an error")
+        assert!(
+            retries.watch.verdict().is_none(),
+            "an overload is the CLI's to retry"
         );
-        assert_eq!(cli_retry_in("unexpected status 503"), None);
+        assert!(!retries.line("unexpected status 503"));
+        assert!(retries.line(
+            "Reconnecting... 1/5 (unexpected status 401 Unauthorized: Incorrect API key provided)"
+        ));
+        assert!(matches!(
+            retries.watch.verdict(),
+            Some(Verdict::Auth {
+                status: Some(401),
+                ..
+            })
+        ));
+    }
+
+    fn codex_patterns() -> ErrorPatterns {
+        let yaml = "name: c\ndisplay_name: C\nkind: cli\ncli:\n  command:\n    executable: codex\n  errors:\n    auth_error_patterns: [\"incorrect api key\"]\n";
+        let profile = InstrumentProfile::from_yaml(yaml, "test").unwrap();
+        ErrorPatterns::compile("c", &profile.cli.unwrap().errors).unwrap()
     }
 }

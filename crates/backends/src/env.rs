@@ -30,7 +30,8 @@ pub const SYSTEM_VARS: &[&str] = &[
 /// started from inside a Claude session would otherwise break every Claude instrument.
 pub const NESTING_GUARD_VAR: &str = "CLAUDECODE";
 
-/// Expand `$VAR` and `${VAR}` from `vars`; unknown variables stay verbatim.
+/// Expand `$VAR`, `${VAR}` and `${VAR:-default}` (the default when `VAR` is unset or empty)
+/// from `vars`; other unknown variables stay verbatim.
 pub fn expand_vars(value: &str, vars: &HashMap<String, String>) -> String {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
@@ -51,8 +52,12 @@ pub fn expand_vars(value: &str, vars: &HashMap<String, String>) -> String {
                 .map_or(after.len(), |(i, _)| i);
             (&after[..end], end)
         };
-        match (name.is_empty(), vars.get(name)) {
-            (false, Some(v)) => out.push_str(v),
+        match (name.is_empty(), vars.get(name), name.split_once(":-")) {
+            (false, Some(v), _) => out.push_str(v),
+            (false, None, Some((var, default))) => match vars.get(var).filter(|v| !v.is_empty()) {
+                Some(v) => out.push_str(v),
+                None => out.push_str(default),
+            },
             _ => out.push_str(&rest[pos..pos + 1 + consumed]),
         }
         rest = &after[consumed..];
@@ -190,5 +195,17 @@ mod tests {
             "$NOPE ${NOPE} $ 5$"
         );
         assert_eq!(expand_vars("${HOME", &vars), "${HOME");
+    }
+
+    #[test]
+    fn a_default_applies_when_the_variable_is_unset_or_empty() {
+        let vars: HashMap<String, String> = [
+            ("SET".to_string(), "5".to_string()),
+            ("EMPTY".to_string(), String::new()),
+        ]
+        .into();
+        assert_eq!(expand_vars("${SET:-2}", &vars), "5");
+        assert_eq!(expand_vars("${UNSET:-2}", &vars), "2");
+        assert_eq!(expand_vars("${EMPTY:-2}", &vars), "2");
     }
 }

@@ -10,7 +10,8 @@
 //! 2. `profile` (instrument profiles), then `env` (a child's environment plan from a profile);
 //! 3. `process` (runs a child under that plan; `descendants` finds and ends everything it
 //!    started, `subreaper` keeps what it detaches within the conductor's reach),
-//!    `classify` (E-codes from a result);
+//!    `classify` (E-codes from a result), then `live` (a CLI's retry announcements judged as
+//!    they come: stop it, or let it retry);
 //! 4. the instruments: `cli_backend`, `claude` (on `cli_backend`), `http`;
 //! 5. `registry`, which builds an instrument from a profile.
 
@@ -34,6 +35,7 @@ pub mod cli_backend;
 pub mod env;
 pub mod http;
 pub mod json_path;
+pub mod live;
 pub mod placement;
 pub mod profile;
 pub mod registry;

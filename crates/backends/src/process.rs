@@ -85,6 +85,31 @@ pub struct ProcessSpec {
     /// Where `program` was found on the child's `PATH` (a backend's cached lookup); when
     /// set, no lookup is made, unless spawning it finds nothing there any more.
     pub program_path: Option<PathBuf>,
+    /// Notified when the conductor has decided the run's outcome from its live output (an
+    /// API that refused the key, a rate limit: [`crate::live`]): the process group is then
+    /// terminated at once instead of waiting for the CLI's own retries to run out.
+    pub stop: Option<Arc<tokio::sync::Notify>>,
+    /// Receives each complete stderr line as it arrives (a CLI's retry announcements).
+    pub stderr_lines: Option<LineHook>,
+}
+
+/// A function called with each complete line of a stream.
+pub type LineFn = dyn Fn(&[u8]) + Send + Sync;
+
+/// A callback for each complete line of a stream.
+#[derive(Clone)]
+pub struct LineHook(pub Arc<LineFn>);
+
+impl std::fmt::Debug for LineHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LineHook")
+    }
+}
+
+impl LineSink for LineHook {
+    fn line(&mut self, line: &[u8]) {
+        (self.0)(line);
+    }
 }
 
 impl ProcessSpec {
@@ -105,6 +130,8 @@ impl ProcessSpec {
             linger_grace: DEFAULT_LINGER_GRACE,
             child_env: None,
             program_path: None,
+            stop: None,
+            stderr_lines: None,
         }
     }
 }
@@ -193,6 +220,9 @@ pub struct ProcessOutcome {
     pub escalated: bool,
     /// The process outlived its final result by the linger grace and was stopped.
     pub lingered: bool,
+    /// The conductor stopped the process on a verdict from its live output
+    /// ([`ProcessSpec::stop`]).
+    pub stopped: bool,
     /// The process could not be spawned.
     pub spawn_error: Option<io::Error>,
     /// stdout capture.
@@ -435,7 +465,10 @@ pub async fn run_process(
     });
     let err_state = Mutex::new(ReaderState {
         capture: StreamCapture::new(0),
-        sink: None,
+        sink: spec
+            .stderr_lines
+            .clone()
+            .map(|hook| Box::new(hook) as Box<dyn LineSink>),
         pending: Vec::new(),
         pending_overflow: false,
     });
@@ -471,6 +504,7 @@ pub async fn run_process(
                     timed_out: false,
                     escalated: false,
                     lingered: false,
+                    stopped: false,
                     spawn_error: Some(err),
                     stdout: StreamCapture::default(),
                     stderr: StreamCapture::default(),
@@ -523,14 +557,22 @@ pub async fn run_process(
     };
     // The attempt's group and every process carrying its tag, wherever it went.
     let mut cleanup = Cleanup::new(pgid, Some(tag));
+    let stop = spec.stop.clone();
+    let stopping = async move {
+        match stop {
+            Some(notify) => notify.notified().await,
+            None => std::future::pending::<()>().await,
+        }
+    };
     let supervise = async {
-        let (mut status, timed_out, lingered) = tokio::select! {
-            s = child.wait() => (s.ok(), false, false),
-            _ = tokio::time::sleep_until(deadline) => (None, true, false),
-            _ = linger => (None, false, true),
+        let (mut status, timed_out, lingered, stopped) = tokio::select! {
+            s = child.wait() => (s.ok(), false, false, false),
+            _ = tokio::time::sleep_until(deadline) => (None, true, false, false),
+            _ = linger => (None, false, true, false),
+            _ = stopping => (None, false, false, true),
         };
         let mut escalated = false;
-        if timed_out || lingered {
+        if timed_out || lingered || stopped {
             cleanup.term();
             status = match tokio::time::timeout(spec.kill_grace, child.wait()).await {
                 Ok(s) => s.ok(),
@@ -550,12 +592,12 @@ pub async fn run_process(
         if !cleanup.wait_gone(spec.drain_grace).await {
             cleanup.terminate(spec.kill_grace).await;
         }
-        (status, timed_out, lingered, escalated)
+        (status, timed_out, lingered, stopped, escalated)
     };
     tokio::pin!(reading);
     tokio::pin!(supervise);
     let mut read_all = false;
-    let (status, timed_out, lingered, escalated) = loop {
+    let (status, timed_out, lingered, stopped, escalated) = loop {
         tokio::select! {
             done = &mut supervise => break done,
             () = &mut reading, if !read_all => read_all = true,
@@ -581,6 +623,7 @@ pub async fn run_process(
             timed_out,
             escalated,
             lingered,
+            stopped,
             spawn_error: None,
             stdout: StreamCapture::default(),
             stderr: StreamCapture::default(),

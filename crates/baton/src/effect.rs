@@ -81,6 +81,9 @@ pub struct InstrumentChange {
     pub instrument: String,
     /// Parked until this time, or not rate-limited.
     pub rate_limited_until: Option<Millis>,
+    /// Why it is parked, in the API's or CLI's own words, with how the wait was chosen.
+    #[serde(default)]
+    pub rate_limit_reason: Option<String>,
     /// Breaker state.
     pub circuit: CircuitState,
 }

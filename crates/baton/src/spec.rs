@@ -195,6 +195,10 @@ impl InstrumentSpec {
     }
 }
 
+/// [`BatonConfig::rate_limit_probe`] by default, in seconds: 15 s, 30 s, 1, 2, 5, 10 minutes,
+/// then every 15 minutes.
+pub const DEFAULT_RATE_LIMIT_PROBE: [u64; 7] = [15, 30, 60, 120, 300, 600, 900];
+
 /// Baton-wide settings (from conductor.yaml).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BatonConfig {
@@ -208,8 +212,12 @@ pub struct BatonConfig {
     pub instruments: Vec<InstrumentSpec>,
     /// Limit for auto-registered instruments (upstream: 4).
     pub default_instrument_concurrency: u32,
-    /// Wait when a rate limit gives no reset time (§2.4 \[LATER\]: 60 s).
-    pub default_rate_limit_wait: Duration,
+    /// Waits when a rate limit names no time (ours; upstream waited a flat 60 minutes, its
+    /// \[LATER\] design 60 s): the n-th limit in a row on an instrument waits the n-th step,
+    /// the last step repeating. A limit that names its time waits that long, and from the
+    /// second limit in a row at least the step before it, so a CLI that keeps being limited
+    /// after a short `retry-after` backs off.
+    pub rate_limit_probe: Vec<Duration>,
     /// A dispatched sheet with no result after `timeout + stale_grace` is killed and counted as
     /// a timeout; `None` disables the check.
     pub stale_grace: Option<Duration>,
@@ -226,7 +234,10 @@ impl Default for BatonConfig {
             max_concurrent_jobs: 0,
             instruments: Vec::new(),
             default_instrument_concurrency: 4,
-            default_rate_limit_wait: Duration::from_secs(60),
+            rate_limit_probe: DEFAULT_RATE_LIMIT_PROBE
+                .iter()
+                .map(|s| Duration::from_secs(*s))
+                .collect(),
             stale_grace: Some(Duration::from_secs(60)),
             emit_observer_events: true,
             jitter_seed: 0,

@@ -45,6 +45,22 @@ pub fn secs(s: f64) -> Duration {
     }
 }
 
+/// A duration in words for messages: `2.5s`, `15s`, `2m`, `1h 30m`.
+pub fn words(d: Duration) -> String {
+    let secs = d.as_secs_f64();
+    if secs < 10.0 && secs.fract() > 0.05 {
+        return format!("{secs:.1}s");
+    }
+    let s = d.as_secs() + u64::from(d.subsec_millis() >= 500);
+    match (s / 3600, (s % 3600) / 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, 0) => format!("{m}m"),
+        (0, m, s) => format!("{m}m {s}s"),
+        (h, 0, _) => format!("{h}h"),
+        (h, m, _) => format!("{h}h {m}m"),
+    }
+}
+
 /// A clock for drivers: monotonic (`Instant`) but anchored to wall time at creation.
 #[derive(Debug, Clone, Copy)]
 pub struct AnchoredClock {

@@ -5,7 +5,7 @@ use std::path::{Component, Path, PathBuf};
 use crate::check::{check_job, Checker};
 use crate::de::{from_node, FieldError};
 use crate::error::ConfigError;
-use crate::model::{BackendType, JobConfig, OutputFormat};
+use crate::model::{BackendType, JobConfig};
 use crate::plan::expand_sheet;
 use crate::yaml::{self, python_float, Node, NodeKind};
 
@@ -342,7 +342,7 @@ fn collect_warnings(c: &JobConfig) -> Vec<String> {
         if b.disable_mcp != defaults.disable_mcp {
             foreign.push("disable_mcp");
         }
-        if b.output_format != OutputFormat::Text {
+        if b.output_format != defaults.output_format {
             foreign.push("output_format");
         }
         if b.cli_model.is_some() {

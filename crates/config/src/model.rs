@@ -456,10 +456,11 @@ pub enum OutputFormat {
     #[serde(rename = "json")]
     Json,
     /// Plain text.
-    #[default]
     #[serde(rename = "text")]
     Text,
-    /// Stream JSON.
+    /// Stream JSON: the default (ours; upstream's is `text`), the one format in which Claude
+    /// Code reports its progress, tokens, cost and API retries while it runs.
+    #[default]
     #[serde(rename = "stream-json")]
     StreamJson,
 }
@@ -533,7 +534,7 @@ impl Default for BackendConfig {
             kind: BackendType::ClaudeCli,
             skip_permissions: true,
             disable_mcp: true,
-            output_format: OutputFormat::Text,
+            output_format: OutputFormat::StreamJson,
             cli_model: None,
             allowed_tools: None,
             system_prompt_file: None,

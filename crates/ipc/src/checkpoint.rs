@@ -592,12 +592,33 @@ pub struct SheetCheckpoint {
     /// sheet only; never in a state file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<LiveProgress>,
+    /// Ours: the rate limit a waiting sheet is parked on (`job.status` only; never in a
+    /// state file): it runs again, without spending a retry, when the limit ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimitWait>,
     /// Ours: the remote (Slurm) job of the attempt in flight (docs/design/distributed.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_attempt: Option<RemoteAttempt>,
     /// Ours: where the sheet's worker + reviewer loop stands (docs/mochi.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<ReviewProgress>,
+}
+
+/// Ours: the rate limit a sheet waits for (`SheetCheckpoint::rate_limit`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RateLimitWait {
+    /// The parked instrument.
+    pub instrument: String,
+    /// When the wait ends (Unix epoch seconds); `None` once it has ended and the sheet is
+    /// about to run again.
+    #[serde(default)]
+    pub until: Option<f64>,
+    /// Seconds left (0 once it has ended).
+    #[serde(default)]
+    pub seconds_left: f64,
+    /// What the API or CLI said, and how the wait was chosen.
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 /// Ours: a remote attempt in flight (`SheetCheckpoint::remote_attempt`).
@@ -820,6 +841,7 @@ impl SheetCheckpoint {
             outcome_category: None,
             stdout_tail: None,
             live: None,
+            rate_limit: None,
             stderr_tail: None,
             output_truncated: false,
             prompt_metrics: None,

@@ -158,6 +158,7 @@ pub fn sheet(s: &SheetState) -> SheetCheckpoint {
         outcome_category: s.outcome_category,
         stdout_tail: s.stdout_tail.clone(),
         live: None,
+        rate_limit: None,
         stderr_tail: s.stderr_tail.clone(),
         output_truncated: s.output_truncated,
         prompt_metrics: s.prompt_metrics.clone(),

@@ -33,6 +33,11 @@ pub struct RateLimitInfo {
     pub reset_at_epoch: Option<f64>,
     /// Seconds to wait from the moment of classification.
     pub wait_seconds: f64,
+    /// The wait is what the API or the CLI said (a `retry-after`, a reset time, "retry in
+    /// 3s"); when false it is only this classifier's guess for the kind of limit, and the
+    /// conductor probes on its own schedule instead (docs/differences.md).
+    #[serde(default)]
+    pub stated: bool,
 }
 
 /// One classified error (upstream `ClassifiedError`).
@@ -50,6 +55,9 @@ pub struct ClassifiedError {
     pub suggested_wait_seconds: Option<f64>,
     /// Reset instant for rate limits, when known.
     pub reset_at_epoch: Option<f64>,
+    /// The suggested wait is what the API or the CLI said, not a default.
+    #[serde(default)]
+    pub wait_stated: bool,
 }
 
 impl ClassifiedError {
@@ -67,7 +75,14 @@ impl ClassifiedError {
             message: message.into(),
             suggested_wait_seconds: wait,
             reset_at_epoch: None,
+            wait_stated: false,
         }
+    }
+
+    /// The same error, its wait being what the API or the CLI said.
+    fn stated(mut self) -> Self {
+        self.wait_stated = true;
+        self
     }
 
     /// `retriable && category ∉ {auth, fatal}`.
@@ -241,13 +256,16 @@ fn rate_limit_from_text(combined: &str, forced: bool) -> Option<ClassifiedError>
     // "Please retry in 2s" / `retryDelay`): wait that, not an hour.
     if limited && reset.is_none() {
         if let Some(secs) = retry_hint_seconds(combined) {
-            return Some(ClassifiedError::new(
-                ErrorCode::E101,
-                ErrorCategory::RateLimit,
-                true,
-                format!("API rate limit, the API asked to retry after {secs:.0}s"),
-                Some(secs.clamp(MIN_RETRY_AFTER_SECONDS, MAX_WAIT_SECONDS)),
-            ));
+            return Some(
+                ClassifiedError::new(
+                    ErrorCode::E101,
+                    ErrorCategory::RateLimit,
+                    true,
+                    format!("API rate limit, the API asked to retry after {secs:.0}s"),
+                    Some(secs.clamp(MIN_RETRY_AFTER_SECONDS, MAX_WAIT_SECONDS)),
+                )
+                .stated(),
+            );
         }
     }
     if patterns::QUOTA_EXHAUSTION.is_match(combined) || (limited && reset.is_some()) {
@@ -259,6 +277,7 @@ fn rate_limit_from_text(combined: &str, forced: bool) -> Option<ClassifiedError>
             Some(reset.map_or(DEFAULT_RATE_LIMIT_WAIT_SECONDS, |r| r.wait_seconds)),
         );
         err.reset_at_epoch = reset.map(|r| r.reset_at_epoch);
+        err.wait_stated = reset.is_some();
         return Some(err);
     }
     if limited {
@@ -423,10 +442,12 @@ struct JsonError {
     message: String,
 }
 
-/// Find JSON objects in text by brace counting (strings and escapes honoured; an
-/// unbalanced object runs to the end of the text) and return the errors of the first
-/// object carrying an `errors` list.
-fn json_errors(text: &str) -> Vec<JsonError> {
+/// Each JSON object in `text`, found by brace counting (strings and escapes honoured; an
+/// unbalanced object runs to the end of the text), until `f` returns true.
+fn scan_json_objects(
+    text: &str,
+    mut f: impl FnMut(&serde_json::Map<String, serde_json::Value>) -> bool,
+) {
     let bytes = text.as_bytes();
     let mut start = 0;
     while let Some(rel) = text[start..].find('{') {
@@ -456,40 +477,48 @@ fn json_errors(text: &str) -> Vec<JsonError> {
             }
         }
         if let Ok(serde_json::Value::Object(obj)) = serde_json::from_str(&text[open..end]) {
-            if let Some(serde_json::Value::Array(items)) = obj.get("errors") {
-                let found: Vec<JsonError> = items
-                    .iter()
-                    .filter_map(|item| match item {
-                        serde_json::Value::Object(o) => Some(JsonError {
-                            kind: o
-                                .get("type")
-                                .and_then(|v| v.as_str())
-                                .unwrap_or("unknown")
-                                .to_string(),
-                            message: o
-                                .get("message")
-                                .and_then(|v| v.as_str())
-                                .unwrap_or("")
-                                .to_string(),
-                        }),
-                        // Claude's error subtypes carry plain strings (claude-code-output.md §4).
-                        serde_json::Value::String(s) => Some(JsonError {
-                            kind: "unknown".into(),
-                            message: s.clone(),
-                        }),
-                        _ => None,
-                    })
-                    .collect();
-                if !found.is_empty() {
-                    return found;
-                }
+            if f(&obj) {
+                return;
             }
             start = end;
         } else {
             start = open + 1;
         }
     }
-    Vec::new()
+}
+
+/// The errors of the first JSON object in `text` carrying an `errors` list.
+fn json_errors(text: &str) -> Vec<JsonError> {
+    let mut found = Vec::new();
+    scan_json_objects(text, |obj| {
+        if let Some(serde_json::Value::Array(items)) = obj.get("errors") {
+            found = items
+                .iter()
+                .filter_map(|item| match item {
+                    serde_json::Value::Object(o) => Some(JsonError {
+                        kind: o
+                            .get("type")
+                            .and_then(|v| v.as_str())
+                            .unwrap_or("unknown")
+                            .to_string(),
+                        message: o
+                            .get("message")
+                            .and_then(|v| v.as_str())
+                            .unwrap_or("")
+                            .to_string(),
+                    }),
+                    // Claude's error subtypes carry plain strings (claude-code-output.md §4).
+                    serde_json::Value::String(s) => Some(JsonError {
+                        kind: "unknown".into(),
+                        message: s.clone(),
+                    }),
+                    _ => None,
+                })
+                .collect();
+        }
+        !found.is_empty()
+    });
+    found
 }
 
 fn contains_any(haystack: &str, needles: &[&str]) -> bool {
@@ -629,7 +658,7 @@ fn structured_signals(result: &ExecutionResult, combined: &str) -> Vec<Classifie
             Some(wait),
         );
         err.reset_at_epoch = Some(reset);
-        found.push(err);
+        found.push(err.stated());
         return found;
     }
     // What the instrument said about it: Claude's result text, else the backend's message
@@ -652,13 +681,18 @@ fn structured_signals(result: &ExecutionResult, combined: &str) -> Vec<Classifie
                 .retry_after_seconds
                 .unwrap_or(0.0)
                 .clamp(MIN_RETRY_AFTER_SECONDS, MAX_WAIT_SECONDS);
-            found.push(ClassifiedError::new(
-                E::E101,
-                C::RateLimit,
-                true,
-                format!("API rate limit (HTTP 429), the API asked to retry after {secs:.0}s{said}"),
-                Some(secs),
-            ));
+            found.push(
+                ClassifiedError::new(
+                    E::E101,
+                    C::RateLimit,
+                    true,
+                    format!(
+                        "API rate limit (HTTP 429), the API asked to retry after {secs:.0}s{said}"
+                    ),
+                    Some(secs),
+                )
+                .stated(),
+            );
         }
         Some(429) => {
             if let Some(err) = rate_limit_from_text(combined, true) {
@@ -866,14 +900,97 @@ pub fn classify(result: &ExecutionResult) -> Classification {
             }
         }
     }
-    if c.category == ErrorCategory::Auth {
+    // An auth failure is fixed by the user, a rate limit is waited out: either way the
+    // instrument's own words (and the key to check) belong next to the generic text.
+    if matches!(c.category, ErrorCategory::Auth | ErrorCategory::RateLimit) {
         if let Some(msg) = result.error_message.as_deref().map(str::trim) {
-            if !msg.is_empty() && !c.message.contains(msg) {
-                c.message = format!("{}: {msg}", c.message);
+            // The structured messages quote the start of it already.
+            let head: String = msg.chars().take(100).collect();
+            if !msg.is_empty() && !c.message.contains(&head) {
+                c.message = crate::redact::redact(&format!("{}: {msg}", c.message));
             }
         }
     }
+    // "exit code 1" alone does not say why (issue 22): add what the instrument said — the
+    // backend's message, which names the cause, else the line of output that does.
+    if matches!(c.code, ErrorCode::E009 | ErrorCode::E999)
+        && c.method == ClassificationMethod::ExitCode
+        && result.exit_code.is_some_and(|code| code != 0)
+    {
+        let said = result
+            .error_message
+            .as_deref()
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+            .map(str::to_string)
+            .or_else(|| cause_line(&result.stdout, &result.stderr));
+        if let Some(said) = said.filter(|s| !c.message.contains(s.as_str())) {
+            // A backend message that names the exit code already says all of it.
+            c.message = if said.contains("exited with code") {
+                crate::redact::redact(&said)
+            } else {
+                crate::redact::redact(&format!("{}: {said}", c.message))
+            };
+        }
+    }
     c
+}
+
+/// What a failed CLI's output says the cause was: the message of the last JSON error it
+/// printed (`{"error": {"message": …}}`, `{"type": "error", "message": …}` — Gemini CLI's
+/// error document, Codex's `turn.failed`), else the last line that mentions an error, else
+/// the last line with any text; at each step stderr first, then stdout. Stack frames, JSON fragments,
+/// bare brackets and the conductor's own notes (`[Process killed by …]`) are skipped; at
+/// most 300 characters.
+pub fn cause_line(stdout: &str, stderr: &str) -> Option<String> {
+    fn json_error(text: &str) -> Option<String> {
+        let mut last = None;
+        scan_json_objects(text, |obj| {
+            let message = match obj.get("error") {
+                Some(serde_json::Value::Object(e)) => e.get("message").and_then(|m| m.as_str()),
+                Some(serde_json::Value::String(e)) => Some(e.as_str()),
+                _ if obj.get("type").and_then(|t| t.as_str()) == Some("error") => {
+                    obj.get("message").and_then(|m| m.as_str())
+                }
+                _ => None,
+            };
+            if let Some(m) = message.map(str::trim).filter(|m| !m.is_empty()) {
+                last = Some(m.to_string());
+            }
+            false
+        });
+        last
+    }
+    /// The last line mentioning an error (`errors_only`), else the last line with text.
+    fn line(text: &str, errors_only: bool) -> Option<String> {
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| {
+                l.chars().any(char::is_alphanumeric)
+                    && !l.starts_with("at ")
+                    && !l.starts_with(['"', '{', '}', '[', ']'])
+                    && !l.starts_with("Command timed out after")
+            })
+            .collect();
+        let recent = &lines[lines.len().saturating_sub(20)..];
+        let found = if errors_only {
+            recent.iter().rev().find(|l| {
+                let lower = l.to_lowercase();
+                lower.contains("error") || lower.contains("fatal") || lower.contains("failed")
+            })
+        } else {
+            recent.last()
+        };
+        found.map(|l| (*l).to_string())
+    }
+    let cause = json_error(stderr)
+        .or_else(|| json_error(stdout))
+        .or_else(|| line(stderr, true))
+        .or_else(|| line(stdout, true))
+        .or_else(|| line(stderr, false))
+        .or_else(|| line(stdout, false))?;
+    Some(crate::live::short(&cause, 300))
 }
 
 /// An error matched by an instrument profile's pattern set (instruments.md §4.1 `cli.errors`).
@@ -1012,6 +1129,7 @@ fn finish(collected: Vec<(ClassifiedError, ClassificationMethod)>) -> Classifica
         )
     });
     let rate_limit = err.is_rate_limit().then(|| RateLimitInfo {
+        stated: err.wait_stated,
         reset_at_epoch: err.reset_at_epoch,
         wait_seconds: err
             .suggested_wait_seconds

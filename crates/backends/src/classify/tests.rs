@@ -347,3 +347,71 @@ fn http_server_errors_are_transient_backend_responses() {
     );
     assert!(c.should_retry());
 }
+
+#[test]
+fn a_non_zero_exit_names_the_line_that_says_why() {
+    // Issue 22: "exit code 1" alone did not say why a CLI failed.
+    let stderr = "Warning: 256-color support not detected.\nError: Invalid model name 'x'\n    at main (cli.js:10:3)\n}\n";
+    let c = classify(&failed("", stderr, Some(1)));
+    assert_eq!(c.code, ErrorCode::E009);
+    assert_eq!(
+        c.message,
+        "Command failed with exit code 1: Error: Invalid model name 'x'"
+    );
+    // Without an error line, the last line with text; stdout when stderr is empty.
+    assert_eq!(
+        cause_line("nothing here\nmodel x is unavailable\n", "").as_deref(),
+        Some("model x is unavailable")
+    );
+    // A key in the cause is redacted.
+    let c = classify(&failed(
+        "",
+        "Error: bad key sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789",
+        Some(2),
+    ));
+    assert!(!c.message.contains("abcdefghijklmnop"), "{}", c.message);
+    assert_eq!(cause_line("", "[Process killed by SIGTERM]"), None);
+}
+
+#[test]
+fn a_wait_is_stated_only_when_the_api_or_cli_said_it() {
+    let mut r = failed("", "", Some(1));
+    r.rate_limited = true;
+    r.api_error_status = Some(429);
+    r.retry_after_seconds = Some(3.0);
+    let c = classify(&r);
+    let info = c.rate_limit.unwrap();
+    assert!(info.stated, "{c:?}");
+    assert_eq!(info.wait_seconds, 3.0);
+    // Codex's words name no wait: the classifier's default is only a guess.
+    let c = classify(&failed(
+        "",
+        "exceeded retry limit, last status: 429 Too Many Requests",
+        Some(1),
+    ));
+    assert!(!c.rate_limit.unwrap().stated, "{c:?}");
+    let c = classify(&failed(
+        "",
+        "Resource has been exhausted (e.g. check quota). Please retry in 3s.",
+        Some(1),
+    ));
+    let info = c.rate_limit.unwrap();
+    assert!(info.stated && info.wait_seconds == 3.0, "{c:?}");
+}
+
+#[test]
+fn the_cause_of_a_json_error_document_is_its_message() {
+    // Gemini CLI 0.61 on an unknown model: its error document on stderr, after a stack.
+    let stderr = "Error when talking to Gemini API Full report available at: /tmp/x.json ModelNotFoundError: models/x is not found\n  code: 404\n}\n{\n  \"session_id\": \"7\",\n  \"error\": {\n    \"type\": \"Error\",\n    \"message\": \"models/x is not found for API version v1beta.\",\n    \"code\": 1\n  }\n}\n";
+    assert_eq!(
+        cause_line("", stderr).as_deref(),
+        Some("models/x is not found for API version v1beta.")
+    );
+    // Codex's JSONL ends with `turn.failed`.
+    let stdout = "{\"type\":\"turn.started\"}\n{\"type\":\"error\",\"message\":\"first\"}\n{\"type\":\"turn.failed\",\"error\":{\"message\":\"The model `x` does not exist.\"}}\n";
+    assert_eq!(
+        cause_line(stdout, "Reading additional input from stdin...").as_deref(),
+        Some("The model `x` does not exist."),
+        "an error the CLI reported outranks its chatter"
+    );
+}

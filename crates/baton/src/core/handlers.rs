@@ -31,7 +31,7 @@ impl BatonCore {
                 instrument, wait, ..
             } => {
                 let ii = self.instrument_idx(&instrument);
-                self.park_instrument(ii, wait, now, out);
+                self.park_instrument(ii, wait, None, now, out);
             }
             Event::RateLimitExpired { instrument } => {
                 self.on_rate_limit_expired(&instrument, now, out)
@@ -135,6 +135,8 @@ impl BatonCore {
             None => (0..self.instruments.len()).collect(),
         };
         for ii in targets {
+            // The user says the limit is over: the next one starts a new run.
+            self.instruments[ii].limit_streak = 0;
             if self.instruments[ii].rate_limited_until.is_some() {
                 let mut slot = self.instruments[ii].rate_timer.take();
                 Self::cancel_timer(out, &mut slot);
@@ -335,29 +337,35 @@ impl BatonCore {
         // Rate limits are tempo, not failure (invariant 2): park the instrument, keep the
         // retry budget, re-dispatch when the wait is over.
         if r.is_rate_limited_failure() {
-            let wait = match &r.failure {
+            let (stated, said) = match &r.failure {
                 Some(Failure {
-                    kind:
-                        FailureKind::RateLimited {
-                            reset_after: Some(d),
-                        },
+                    kind: FailureKind::RateLimited { reset_after },
+                    message,
                     ..
-                }) => *d,
-                _ => self.default_rate_limit_wait,
+                }) => (*reset_after, message.clone()),
+                _ => (None, String::new()),
             };
+            let (wait, how) = self.rate_limit_wait(ii, stated, now);
             let instrument = self.instruments[ii].name.clone();
+            let reason = if said.is_empty() {
+                how
+            } else {
+                format!("{said} — {how}")
+            };
             {
                 let sheet = &mut self.jobs[ji].sheets[si];
                 sheet.status = SheetStatus::Waiting;
-                sheet.reason = Some(format!("Rate limited on {instrument}"));
+                sheet.reason = Some(format!("Rate limited on {instrument}: {reason}"));
             }
             self.persist_sheet(ji, si, out);
             let job_id = self.jobs[ji].id.clone();
             self.instruments[ii].waiting.push((job_id, r.sheet_num));
-            self.park_instrument(ii, wait, now, out);
+            self.park_instrument(ii, wait, Some(reason), now, out);
             self.check_job_cost(ji, out);
             return;
         }
+        // Any other outcome on the instrument ends a run of rate limits.
+        self.instruments[ii].limit_streak = 0;
 
         let rate = if r.execution_success && r.validations_total == 0 {
             100.0 // F-018: no validations means nothing to fail.
@@ -567,15 +575,77 @@ impl BatonCore {
 
     // ---- instruments ----------------------------------------------------------------------
 
+    /// How long a rate limit on instrument `ii` parks it, and why, in words: what the API or
+    /// CLI said (`stated`), else the probe schedule's step for this run of limits; from the
+    /// second limit in a row at least the previous step, so a short `retry-after` that keeps
+    /// being refused backs off. A limit reported while the instrument is already parked (a
+    /// concurrent sheet's) does not lengthen the run.
+    fn rate_limit_wait(
+        &mut self,
+        ii: usize,
+        stated: Option<Duration>,
+        now: Millis,
+    ) -> (Duration, String) {
+        let inst = &mut self.instruments[ii];
+        if !inst.rate_limited(now) {
+            inst.limit_streak = inst.limit_streak.saturating_add(1);
+        }
+        let n = inst.limit_streak.max(1) as usize;
+        let step = |i: usize| {
+            self.rate_limit_probe
+                .get(i.min(self.rate_limit_probe.len().saturating_sub(1)))
+                .copied()
+                .unwrap_or(Duration::from_secs(60))
+        };
+        let words = crate::time::words;
+        match stated {
+            Some(d) if n == 1 || step(n - 2) <= d => (
+                d,
+                format!("waiting {}, as the API said; no retry spent", words(d)),
+            ),
+            Some(d) => {
+                let probe = step(n - 2);
+                (
+                    probe,
+                    format!(
+                        "rate limited {n} times in a row: waiting {} (the API said {}); no \
+                         retry spent",
+                        words(probe),
+                        words(d)
+                    ),
+                )
+            }
+            None => {
+                let probe = step(n - 1);
+                (
+                    probe,
+                    format!(
+                        "no wait named by the API: trying again in {} (probe {n}); no retry \
+                         spent",
+                        words(probe)
+                    ),
+                )
+            }
+        }
+    }
+
     /// Park an instrument until `now + wait` (extending, never shortening, an existing wait),
     /// persisted so a restart does not stampede (invariant 2).
-    fn park_instrument(&mut self, ii: usize, wait: Duration, now: Millis, out: &mut Vec<Effect>) {
+    fn park_instrument(
+        &mut self,
+        ii: usize,
+        wait: Duration,
+        reason: Option<String>,
+        now: Millis,
+        out: &mut Vec<Effect>,
+    ) {
         let until = now.plus(wait);
         let inst = &mut self.instruments[ii];
         if inst.rate_limited_until.is_some_and(|u| u >= until) {
             return;
         }
         inst.rate_limited_until = Some(until);
+        inst.rate_limit_reason = reason;
         let mut slot = inst.rate_timer.take();
         let name = inst.name.clone();
         Self::cancel_timer(out, &mut slot);
@@ -587,6 +657,7 @@ impl BatonCore {
     /// Clear a rate limit and send its waiting sheets back to `pending` (no retry spent).
     fn unpark_instrument(&mut self, ii: usize, out: &mut Vec<Effect>) {
         self.instruments[ii].rate_limited_until = None;
+        self.instruments[ii].rate_limit_reason = None;
         self.persist_instrument(ii, out);
         let waiting = std::mem::take(&mut self.instruments[ii].waiting);
         for (job_id, sheet_num) in waiting {

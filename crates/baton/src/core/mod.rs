@@ -227,6 +227,11 @@ struct Instrument {
     running: u32,
     models: Vec<ModelSlot>,
     rate_limited_until: Option<Millis>,
+    /// What parked it (shown by `status`; persisted with the limit).
+    rate_limit_reason: Option<String>,
+    /// Rate limits in a row (each hit while not already parked counts), for the probe
+    /// schedule; any other result on the instrument ends the streak.
+    limit_streak: u32,
     rate_timer: Option<TimerId>,
     circuit: CircuitState,
     consecutive_failures: u32,
@@ -255,6 +260,8 @@ impl Instrument {
                 })
                 .collect(),
             rate_limited_until: spec.rate_limited_until,
+            rate_limit_reason: None,
+            limit_streak: 0,
             rate_timer: None,
             circuit: CircuitState::Closed,
             consecutive_failures: 0,
@@ -292,6 +299,10 @@ impl Instrument {
         InstrumentChange {
             instrument: self.name.clone(),
             rate_limited_until: self.rate_limited_until,
+            rate_limit_reason: self
+                .rate_limit_reason
+                .clone()
+                .filter(|_| self.rate_limited_until.is_some()),
             circuit: self.circuit,
         }
     }
@@ -307,7 +318,7 @@ pub struct BatonCore {
     /// Job slots (0 = no limit).
     max_concurrent_jobs: u32,
     default_instrument_concurrency: u32,
-    default_rate_limit_wait: Duration,
+    rate_limit_probe: Vec<Duration>,
     stale_grace: Option<Duration>,
     emit_observer: bool,
     jitter_seed: u64,
@@ -331,7 +342,7 @@ impl BatonCore {
             max_concurrent_sheets: config.max_concurrent_sheets.max(1),
             max_concurrent_jobs: config.max_concurrent_jobs,
             default_instrument_concurrency: config.default_instrument_concurrency.max(1),
-            default_rate_limit_wait: config.default_rate_limit_wait,
+            rate_limit_probe: config.rate_limit_probe,
             stale_grace: config.stale_grace,
             emit_observer: config.emit_observer_events,
             jitter_seed: config.jitter_seed,

@@ -335,15 +335,95 @@ fn rate_limit_parks_the_instrument_without_spending_a_retry_and_redispatches_on_
 }
 
 #[test]
-fn rate_limit_without_reset_time_uses_the_default_wait() {
+fn rate_limits_without_a_stated_time_probe_on_a_short_escalating_schedule() {
+    // Issue 22: a limit that named no time parked the instrument for an hour; the job must
+    // go on by itself soon after the API recovers.
     let mut rig = Rig::new();
     let e = rig.register(independent("j", 1, 1));
     rig.fail("j", 1, &e, FailureKind::RateLimited { reset_after: None });
     assert_eq!(
         rig.core.rate_limited_until("claude-code"),
-        Some(rig.now.plus(secs(60)))
+        Some(rig.now.plus(secs(15)))
     );
-    assert_eq!(nums(&rig.advance(secs(60))), vec![1]);
+    let e = rig.advance(secs(15));
+    assert_eq!(nums(&e), vec![1]);
+    // Limited again: the next step, 30 s; then 60 s.
+    rig.fail("j", 1, &e, FailureKind::RateLimited { reset_after: None });
+    assert_eq!(
+        rig.core.rate_limited_until("claude-code"),
+        Some(rig.now.plus(secs(30)))
+    );
+    let e = rig.advance(secs(30));
+    let persisted = |e: &[Effect]| {
+        e.iter().find_map(|x| match x {
+            Effect::Persist(StateChange::Instrument(c)) => c.rate_limit_reason.clone(),
+            _ => None,
+        })
+    };
+    let e2 = rig.fail("j", 1, &e, FailureKind::RateLimited { reset_after: None });
+    let reason = persisted(&e2).unwrap_or_default();
+    assert!(
+        reason.contains("no wait named by the API: trying again in 1m (probe 3)"),
+        "{reason}"
+    );
+    // Any other outcome ends the run: the next limit starts at the first step again.
+    let e = rig.advance(secs(60));
+    assert_eq!(nums(&e), vec![1]);
+    rig.fail("j", 1, &e, FailureKind::Transient);
+    let mut e = Vec::new();
+    for _ in 0..600 {
+        e = rig.advance(secs(1));
+        if !nums(&e).is_empty() {
+            break;
+        }
+    }
+    assert_eq!(nums(&e), vec![1], "the retry after the backoff");
+    rig.fail("j", 1, &e, FailureKind::RateLimited { reset_after: None });
+    assert_eq!(
+        rig.core.rate_limited_until("claude-code"),
+        Some(rig.now.plus(secs(15)))
+    );
+}
+
+#[test]
+fn a_stated_wait_is_honoured_then_backs_off_when_refused_again() {
+    let mut rig = Rig::new();
+    let e = rig.register(independent("j", 1, 1));
+    let limited = FailureKind::RateLimited {
+        reset_after: Some(secs(3)),
+    };
+    let id = dispatch_id(&e, "j", 1);
+    let e = rig.result(AttemptResult::failed(
+        "j",
+        1,
+        id,
+        limited.clone(),
+        "HTTP 429: retry after 3s",
+    ));
+    assert_eq!(
+        rig.core.rate_limited_until("claude-code"),
+        Some(rig.now.plus(secs(3)))
+    );
+    let reason = e
+        .iter()
+        .find_map(|x| match x {
+            Effect::Persist(StateChange::Instrument(c)) => c.rate_limit_reason.clone(),
+            _ => None,
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        reason,
+        "HTTP 429: retry after 3s — waiting 3s, as the API said; no retry spent"
+    );
+    let e = rig.advance(secs(3));
+    assert_eq!(nums(&e), vec![1]);
+    // Refused again at once: at least the first probe step now.
+    rig.fail("j", 1, &e, limited);
+    assert_eq!(
+        rig.core.rate_limited_until("claude-code"),
+        Some(rig.now.plus(secs(15)))
+    );
+    assert_eq!(rig.core.sheet("j", 1).map(|s| s.normal_attempts), Some(0));
 }
 
 #[test]

@@ -356,6 +356,9 @@ fn sheet_json(sheet: &SheetCheckpoint, now: f64) -> Value {
     if let Some(live) = &sheet.live {
         m.insert("live".into(), json!(live));
     }
+    if let Some(wait) = &sheet.rate_limit {
+        m.insert("rate_limit".into(), json!(wait));
+    }
     if !sheet.progress_snapshots.is_empty() {
         m.insert(
             "progress_snapshots".into(),

@@ -11,7 +11,9 @@ use super::status_json::{
 };
 use super::style::{sheet_status_color, Color, Style};
 use super::table::{self, Cell};
-use super::time::{format_duration, format_epoch_minute, format_timestamp, thousands};
+use super::time::{
+    format_compact_duration, format_duration, format_epoch_minute, format_timestamp, thousands,
+};
 
 /// Scores with at least this many sheets get the compact summary instead of the table.
 pub const LARGE_SCORE_THRESHOLD: usize = 50;
@@ -37,6 +39,17 @@ pub fn progress_bar(done: u32, total: u32) -> String {
 /// `completed (1.2s)`, `in_progress (3m 4s)` — status plus duration or elapsed time; a
 /// reviewed sheet adds its loop (`· review 2: RETRY`, docs/mochi.md).
 fn sheet_status_text(sheet: &SheetCheckpoint, now: f64) -> String {
+    // Parked on a rate limit: not running, and not failed either.
+    if let Some(wait) = &sheet.rate_limit {
+        return if wait.seconds_left > 0.0 {
+            format!(
+                "waiting (rate limit, {} left)",
+                format_compact_duration(wait.seconds_left)
+            )
+        } else {
+            "waiting (rate limit over, starting)".to_string()
+        };
+    }
     let label = sheet.display_status();
     let mut text = match sheet_elapsed(sheet, now).or(sheet.execution_duration_seconds) {
         Some(secs) => format!("{label} ({})", format_duration(Some(secs))),
@@ -492,6 +505,23 @@ impl View<'_> {
     fn live_progress(&mut self) {
         for (num, sheet) in &self.job.sheets {
             if sheet.status != SheetStatus::InProgress {
+                continue;
+            }
+            if let Some(wait) = &sheet.rate_limit {
+                self.heading(&format!("Rate Limit — Sheet {num}"));
+                self.line(format!(
+                    "  Waiting on {}: {}",
+                    wait.instrument,
+                    wait.reason.as_deref().unwrap_or("rate limited")
+                ));
+                self.line(if wait.seconds_left > 0.0 {
+                    format!(
+                        "  Runs again in {} (no retry spent)",
+                        format_compact_duration(wait.seconds_left)
+                    )
+                } else {
+                    "  The wait is over: it runs again now (no retry spent)".to_string()
+                });
                 continue;
             }
             // What the running instrument reported so far (the conductor's own view).

@@ -172,6 +172,14 @@ impl ConductorHost {
             return Ok(());
         };
         let details = entry.rt.attempt_details.remove(&change.sheet_num);
+        if change.status == mozart_baton::SheetStatus::Waiting {
+            entry
+                .rt
+                .waiting
+                .insert(change.sheet_num, change.instrument.clone());
+        } else {
+            entry.rt.waiting.remove(&change.sheet_num);
+        }
         let Some(live) = entry.live.as_mut() else {
             return Ok(());
         };
@@ -342,7 +350,8 @@ impl ConductorHost {
                         // The baton's clock is monotonic; persist wall time for restarts.
                         let wall =
                             mozart_state::epoch_now() + until.since(self.clock.now()).as_secs_f64();
-                        registry.set_rate_limit(&i.instrument, wall, Some("rate limited"))
+                        let reason = i.rate_limit_reason.as_deref().unwrap_or("rate limited");
+                        registry.set_rate_limit(&i.instrument, wall, Some(reason))
                     }
                     None => registry.clear_rate_limit(Some(&i.instrument)).map(|_| ()),
                 };

@@ -294,21 +294,28 @@ impl JobManager {
                     let doc = wire::job_status_checkpoint(e.live.as_ref()?, &e.record);
                     let progress: Vec<(u32, Arc<mozart_backends::Progress>)> =
                         e.rt.live.iter().map(|(n, p)| (*n, Arc::clone(p))).collect();
-                    Some((doc, progress))
+                    // Sheets parked on an instrument's rate limit.
+                    let sheet_waits: Vec<(u32, String)> =
+                        e.rt.waiting.iter().map(|(n, i)| (*n, i.clone())).collect();
+                    Some((doc, progress, sheet_waits))
                 });
                 (live, waiting)
             })
             .await
             .unwrap_or_default();
         let registry = lock(&self.shared.registry);
-        let (mut doc, progress) = match live {
+        let (mut doc, progress, sheet_waits) = match live {
             Some(found) => found,
             None => {
                 let Some(record) = registry.get_job(job_id)? else {
                     return Err(JobError::NotFound(job_id.to_string()));
                 };
                 match registry.load_checkpoint(job_id)? {
-                    Some(cp) => (wire::job_status_checkpoint(&cp, &record), Vec::new()),
+                    Some(cp) => (
+                        wire::job_status_checkpoint(&cp, &record),
+                        Vec::new(),
+                        Vec::new(),
+                    ),
                     None => {
                         return Ok(JobStatusResult::Record(JobListEntry::Registry(
                             wire::registry_job(&record),
@@ -326,6 +333,12 @@ impl JobManager {
             .collect();
         if !hooks.is_empty() {
             doc.hook_results = hooks;
+        }
+        if !sheet_waits.is_empty() {
+            let limits = registry
+                .active_rate_limits(mozart_state::epoch_now())
+                .unwrap_or_default();
+            add_rate_limit_waits(&mut doc, sheet_waits, &limits, mozart_state::epoch_now());
         }
         drop(registry);
         doc.waiting_reason = waiting;
@@ -753,6 +766,28 @@ fn set_status_in(
     }
     if let Err(err) = registry.set_job_status(job_id, status, error) {
         tracing::error!(job_id, error = %err, "cannot update job status in the registry");
+    }
+}
+
+/// The sheets parked on a rate limit: which instrument, until when, and why in the API's or
+/// CLI's own words (issue 22: `status` said nothing about a limit while a job waited on it).
+fn add_rate_limit_waits(
+    doc: &mut mozart_ipc::checkpoint::JobCheckpoint,
+    waiting: Vec<(u32, String)>,
+    limits: &[mozart_state::RateLimitRecord],
+    now: f64,
+) {
+    for (num, instrument) in waiting {
+        let Some(sheet) = doc.sheets.get_mut(&num) else {
+            continue;
+        };
+        let limit = limits.iter().find(|l| l.instrument == instrument);
+        sheet.rate_limit = Some(mozart_ipc::checkpoint::RateLimitWait {
+            until: limit.map(|l| l.until),
+            seconds_left: limit.map_or(0.0, |l| ((l.until - now).max(0.0) * 10.0).round() / 10.0),
+            reason: limit.and_then(|l| l.reason.clone()),
+            instrument,
+        });
     }
 }
 

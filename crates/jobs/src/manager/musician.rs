@@ -191,10 +191,13 @@ fn failure_kind(result: &ExecutionResult) -> (FailureKind, String, Option<String
     let code = Some(c.code.as_str().to_string());
     let category = Some(c.category.as_str().to_string());
     let kind = match c.category {
+        // Only a wait the API or the CLI named is passed on; otherwise the baton probes on
+        // its own short schedule (the classifier's per-kind default was up to an hour).
         ErrorCategory::RateLimit => FailureKind::RateLimited {
             reset_after: c
                 .rate_limit
                 .as_ref()
+                .filter(|r| r.stated)
                 .map(|r| Duration::from_secs_f64(r.wait_seconds.max(0.0))),
         },
         ErrorCategory::Timeout => FailureKind::Timeout,

@@ -51,6 +51,9 @@ pub(crate) struct RunState {
     pub backends: HashMap<String, Arc<dyn mozart_backends::Backend>>,
     /// Ours: each sheet's own worktree (`isolation.scope: sheet`), once created.
     pub sheet_worktrees: HashMap<u32, crate::isolation::Worktree>,
+    /// Sheets parked on a rate limit (baton `waiting`), by the instrument they wait for:
+    /// `job.status` shows them waiting with the limit's words and time left.
+    pub waiting: HashMap<u32, String>,
 }
 
 impl std::fmt::Debug for RunState {
