@@ -7,6 +7,7 @@
 //! changes the table through host calls that run on the baton task; no lock guards it.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod events;
 mod hooks;
 mod host;
 mod instruments;
@@ -80,6 +81,8 @@ pub(crate) struct JobEntry {
     pub final_sheets: Vec<(u32, mozart_state::SheetStatus)>,
     /// What the running job's attempts hand over to the baton task.
     pub rt: table::RunState,
+    /// What the conductor log has said about the job (its job events).
+    pub log: events::JobLog,
 }
 
 impl JobEntry {
@@ -96,6 +99,7 @@ impl JobEntry {
             halted: false,
             final_sheets: Vec::new(),
             rt: table::RunState::default(),
+            log: events::JobLog::default(),
         }
     }
 }

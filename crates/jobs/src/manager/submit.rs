@@ -72,9 +72,13 @@ pub(super) async fn submit(
             id
         }
     };
+    let config_text = req.config_path.clone();
     match pipeline(mgr, &job_id, &config_path, req).await {
         Ok(response) => response,
-        Err(Rejection(message)) => rejected(&job_id, message),
+        Err(Rejection(message)) => {
+            super::events::rejected(&job_id, &config_text, &message);
+            rejected(&job_id, message)
+        }
     }
 }
 
@@ -120,6 +124,10 @@ async fn pipeline(
     };
     persist(mgr, job_id, &record, &job_score, &checkpoint)?;
     drop(job_score);
+    let from_checkpoint = req.resume_of.is_some();
+    if !from_checkpoint {
+        super::events::submitted(job_id, &req.config_path, &workspace, plan.total_sheets);
+    }
 
     let run = JobRun {
         job_id: job_id.to_string(),
@@ -135,7 +143,7 @@ async fn pipeline(
         worktree,
         workspace,
     };
-    register(mgr, record, checkpoint, run, req.self_healing).await
+    register(mgr, record, checkpoint, run, req.self_healing, from_checkpoint).await
 }
 
 /// Parse: the score file, or the registry's copy of it (`no_reload`).
@@ -423,11 +431,13 @@ async fn register(
     checkpoint: CheckpointState,
     run: JobRun,
     self_healing: bool,
+    from_checkpoint: bool,
 ) -> Step<JobResponse> {
     let job_id = run.job_id.clone();
     let spec = specs::job_spec(&job_id, &run.config, &run.plan, &checkpoint, self_healing);
     // Into the table before the baton hears of the job (a call runs before a later event).
-    let entry = JobEntry::new(record, Some(checkpoint), Some(Arc::new(run)));
+    let mut entry = JobEntry::new(record, Some(checkpoint), Some(Arc::new(run)));
+    entry.log.from_checkpoint = from_checkpoint;
     let id = job_id.clone();
     mgr.shared.table.tell(move |h| {
         h.table.jobs.insert(id, entry);
