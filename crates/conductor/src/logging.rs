@@ -176,7 +176,10 @@ pub fn json_line(event: &Event<'_>) -> String {
     let mut timestamp = String::new();
     let _ = SystemTime.format_time(&mut Writer::new(&mut timestamp));
     map.insert("timestamp".into(), Value::String(timestamp));
-    map.insert("level".into(), Value::String(level_name(meta.level()).into()));
+    map.insert(
+        "level".into(),
+        Value::String(level_name(meta.level()).into()),
+    );
     let message = fields.message.take();
     // A job event names itself (`event = "sheet.completed"`) and its message is the human
     // sentence; anything else is named by its message, as upstream's log lines are.
@@ -238,7 +241,10 @@ impl FieldMap {
 
 impl Visit for FieldMap {
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.put(field, serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number));
+        self.put(
+            field,
+            serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number),
+        );
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
         self.put(field, Value::from(value));

@@ -426,6 +426,34 @@ pub(crate) fn summary(text: &str) -> String {
     format!("{head} … {tail} ({hidden} more chars, -V for all)")
 }
 
+/// The last meaningful line of the attempt's stderr (else stdout), when the message does not
+/// already say it: what a failing command prints last usually names the cause.
+pub(crate) fn cause_line(e: &ErrorEntry) -> Option<String> {
+    let last = |t: &Option<String>| {
+        t.as_deref().and_then(|t| {
+            t.lines()
+                .map(str::trim)
+                .rfind(|l| !l.is_empty())
+                .map(str::to_string)
+        })
+    };
+    let (stream, line) = match last(&e.stderr_tail) {
+        Some(l) => ("stderr", l),
+        None => ("stdout", last(&e.stdout_tail)?),
+    };
+    if e.error_message.contains(&line) {
+        return None;
+    }
+    let count = line.chars().count();
+    let line: String = if count > MESSAGE_TAIL_CHARS {
+        let tail: String = line.chars().skip(count - MESSAGE_TAIL_CHARS).collect();
+        format!("…{tail}")
+    } else {
+        line
+    };
+    Some(format!("{stream}: {line}"))
+}
+
 /// The first `max` characters, with `...` replacing the tail when cut (`max` includes it).
 pub(crate) fn cut(text: &str, max: usize) -> String {
     if text.chars().count() > max {
@@ -546,7 +574,10 @@ pub fn render_errors(
             let message = if verbose {
                 e.error_message.clone()
             } else {
-                summary(&e.error_message)
+                match cause_line(e) {
+                    Some(cause) => format!("{} — {cause}", summary(&e.error_message)),
+                    None => summary(&e.error_message),
+                }
             };
             vec![
                 Cell::colored(e.sheet_num.to_string(), Color::Cyan),
@@ -742,6 +773,40 @@ mod tests {
         assert!(verbose.contains("\nError Details\n╭"), "{verbose}");
         assert!(verbose.contains(" Sheet 1 - E900 "), "{verbose}");
         assert!(verbose.contains("│ Context: exit_code=3"), "{verbose}");
+    }
+
+    #[test]
+    fn the_last_output_line_names_the_cause_unless_the_message_does() {
+        let job = job_with(vec![failed_sheet(
+            1,
+            "Command failed with exit code 1",
+            Some("E009"),
+        )]);
+        let mut e = collect_errors(&job, &ErrorFilter::default(), 0.0).remove(0);
+        assert_eq!(cause_line(&e), None);
+        e.stdout_tail = Some("progress\n".into());
+        assert_eq!(cause_line(&e).as_deref(), Some("stdout: progress"));
+        e.stderr_tail = Some(format!(
+            "{}\nfatal: no db password\n\n",
+            "noise ".repeat(50)
+        ));
+        assert_eq!(
+            cause_line(&e).as_deref(),
+            Some("stderr: fatal: no db password")
+        );
+        let text = render_errors(
+            "j",
+            &[e.clone()],
+            &ErrorFilter::default(),
+            false,
+            &Style::plain(),
+        );
+        assert!(
+            text.contains("  Command failed with exit code 1 — stderr: fatal: no db password\n"),
+            "{text}"
+        );
+        e.error_message = "died: fatal: no db password".into();
+        assert_eq!(cause_line(&e), None);
     }
 
     #[test]

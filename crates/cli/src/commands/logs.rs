@@ -371,7 +371,9 @@ pub fn format_entry(entry: &Map<String, Value>, style: &Style) -> String {
     let extras: Vec<String> = entry
         .iter()
         .filter(|(k, _)| !COLUMN_KEYS.contains(&k.as_str()))
-        .filter(|(k, v)| message.is_none() || (MESSAGE_EXTRAS.contains(&k.as_str()) && !v.is_null()))
+        .filter(|(k, v)| {
+            message.is_none() || (MESSAGE_EXTRAS.contains(&k.as_str()) && !v.is_null())
+        })
         .filter(|(k, _)| message.is_none() || k.as_str() != "message")
         .map(|(k, v)| format!("{k}={}", python_text(v)))
         .collect();
@@ -411,7 +413,9 @@ fn render(entry: &Map<String, Value>, json: bool, style: &Style) -> String {
 }
 
 /// Where the job's per-sheet output files are, as its events say (`sheet_logs`).
-pub fn sheet_logs_of<'a>(entries: impl IntoIterator<Item = &'a Map<String, Value>>) -> Option<String> {
+pub fn sheet_logs_of<'a>(
+    entries: impl IntoIterator<Item = &'a Map<String, Value>>,
+) -> Option<String> {
     entries
         .into_iter()
         .filter_map(|e| e.get("sheet_logs").and_then(Value::as_str))
@@ -454,7 +458,15 @@ fn display(
             .lines()
             .filter_map(parse_line)
             .filter(|e| e.get("sheet_logs").is_some())
-            .filter(|e| should_include(e, &LogFilter { min_level: 0, ..filter.clone() }))
+            .filter(|e| {
+                should_include(
+                    e,
+                    &LogFilter {
+                        min_level: 0,
+                        ..filter.clone()
+                    },
+                )
+            })
             .collect();
         if let Some(dir) = sheet_logs_of(&job_entries) {
             emit(&mut out, &sheet_logs_line(&dir, style));

@@ -35,6 +35,33 @@ pub(crate) struct FailedAttempt {
     pub attempt: Option<u32>,
     pub error_code: Option<String>,
     pub message: Option<String>,
+    /// The output's last line ([`last_output_line`]).
+    pub cause: Option<String>,
+}
+
+/// `stderr: <line>` (else `stdout: <line>`): the last non-blank line an attempt printed,
+/// where a failing command usually says why.
+pub(crate) fn last_output_line(stderr: &str, stdout: &str) -> Option<String> {
+    let last = |t: &str| {
+        t.lines()
+            .map(str::trim)
+            .rfind(|l| !l.is_empty())
+            .map(str::to_string)
+    };
+    match last(stderr) {
+        Some(l) => Some(format!("stderr: {l}")),
+        None => last(stdout).map(|l| format!("stdout: {l}")),
+    }
+}
+
+/// `message`, followed by the output's last line when the message does not say it.
+fn with_cause(message: &str, cause: Option<&str>) -> String {
+    match cause {
+        Some(c) if !message.contains(c.split_once(": ").map_or(c, |(_, l)| l)) => {
+            clean(&format!("{message} — {c}"))
+        }
+        _ => clean(message),
+    }
 }
 
 /// Redacted, and cut to [`MAX_MESSAGE`] keeping the end.
@@ -173,11 +200,7 @@ pub(crate) fn maybe_paused(log: &mut JobLog, job_id: &str, running_sheets: usize
 }
 
 /// `sheet.started`: a musician was handed the attempt.
-pub(crate) fn sheet_started(
-    job_id: &str,
-    sheet_num: u32,
-    attempt: &mozart_baton::AttemptContext,
-) {
+pub(crate) fn sheet_started(job_id: &str, sheet_num: u32, attempt: &mozart_baton::AttemptContext) {
     let mode = match attempt.mode {
         mozart_baton::AttemptMode::Normal => "normal",
         mozart_baton::AttemptMode::Completion => "completion",
@@ -207,6 +230,8 @@ pub(crate) struct Outcome<'a> {
     pub exit_code: Option<i32>,
     pub error_code: Option<&'a str>,
     pub error_message: Option<&'a str>,
+    /// The output's last line ([`last_output_line`]).
+    pub cause: Option<&'a str>,
     /// (passed, total) validations.
     pub validations: Option<(usize, usize)>,
     pub cost_usd: Option<f64>,
@@ -215,7 +240,12 @@ pub(crate) struct Outcome<'a> {
 }
 
 /// `sheet.completed`.
-pub(crate) fn sheet_completed(job_id: &str, sheet_num: u32, o: &Outcome<'_>, workspace: Option<&Path>) {
+pub(crate) fn sheet_completed(
+    job_id: &str,
+    sheet_num: u32,
+    o: &Outcome<'_>,
+    workspace: Option<&Path>,
+) {
     let validation = match o.validations {
         Some((passed, total)) if total > 0 => format!("; validations {passed}/{total} passed"),
         _ => String::new(),
@@ -249,7 +279,7 @@ pub(crate) fn sheet_failed(
     reason: Option<&str>,
     workspace: Option<&Path>,
 ) {
-    let message = clean(o.error_message.or(reason).unwrap_or("failed"));
+    let message = with_cause(o.error_message.or(reason).unwrap_or("failed"), o.cause);
     let code = o.error_code;
     tracing::error!(
         event = "sheet.failed",
@@ -274,7 +304,12 @@ pub(crate) fn sheet_skipped(job_id: &str, sheet_num: u32, reason: Option<&str>) 
 
 /// `sheet.cancelled`.
 pub(crate) fn sheet_cancelled(job_id: &str, sheet_num: u32) {
-    tracing::info!(event = "sheet.cancelled", job_id, sheet_num, "sheet {sheet_num} cancelled");
+    tracing::info!(
+        event = "sheet.cancelled",
+        job_id,
+        sheet_num,
+        "sheet {sheet_num} cancelled"
+    );
 }
 
 /// `sheet.retry_scheduled`: the attempt failed and the sheet runs again after `delay`.
@@ -284,7 +319,10 @@ pub(crate) fn sheet_retry_scheduled(
     failed: &FailedAttempt,
     delay_seconds: Option<f64>,
 ) {
-    let message = clean(failed.message.as_deref().unwrap_or("attempt failed"));
+    let message = with_cause(
+        failed.message.as_deref().unwrap_or("attempt failed"),
+        failed.cause.as_deref(),
+    );
     let code = failed.error_code.as_deref();
     let retry_at = delay_seconds.map(|d| wall_time_in(d));
     tracing::warn!(
@@ -296,7 +334,10 @@ pub(crate) fn sheet_retry_scheduled(
         delay_seconds,
         retry_at,
         "sheet {sheet_num} attempt {} failed{}: {message}; retry in {}",
-        failed.attempt.map(|a| a.to_string()).unwrap_or_else(|| "?".into()),
+        failed
+            .attempt
+            .map(|a| a.to_string())
+            .unwrap_or_else(|| "?".into()),
         code.map(|c| format!(" [{c}]")).unwrap_or_default(),
         delay_seconds
             .map(|d| format!("{d:.1}s"))

@@ -245,10 +245,12 @@ impl ConductorHost {
         use mozart_baton::SheetStatus as S;
         let key = (change.job_id.clone(), change.sheet_num);
         let attempt_ended = change.status != S::Dispatched;
+        let cause = details.and_then(|d| events::last_output_line(&d.stderr_tail, &d.stdout_tail));
         let failed = details.map(|d| events::FailedAttempt {
             attempt: Some(d.attempt_number),
             error_code: d.error_code.clone(),
             message: d.error_message.clone(),
+            cause: cause.clone(),
         });
         let outcome_data = details.map(|d| {
             (
@@ -275,6 +277,7 @@ impl ConductorHost {
                 exit_code: o.and_then(|o| o.2),
                 error_code: o.and_then(|o| o.3.as_deref()),
                 error_message: o.and_then(|o| o.4.as_deref()),
+                cause: cause.as_deref(),
                 validations,
                 cost_usd: o.map(|o| o.5),
                 input_tokens: o.map(|o| o.6),
@@ -290,8 +293,7 @@ impl ConductorHost {
                 S::Cancelled => events::sheet_cancelled(job_id, sheet),
                 S::RetryScheduled => {
                     // Logged when the baton says when the retry runs (`observe`).
-                    if let (Some(failed), Some(entry)) = (failed, host.table.jobs.get_mut(job_id))
-                    {
+                    if let (Some(failed), Some(entry)) = (failed, host.table.jobs.get_mut(job_id)) {
                         entry.log.retries.insert(sheet, failed);
                     }
                 }

@@ -143,7 +143,15 @@ async fn pipeline(
         worktree,
         workspace,
     };
-    register(mgr, record, checkpoint, run, req.self_healing, from_checkpoint).await
+    register(
+        mgr,
+        record,
+        checkpoint,
+        run,
+        req.self_healing,
+        from_checkpoint,
+    )
+    .await
 }
 
 /// Parse: the score file, or the registry's copy of it (`no_reload`).

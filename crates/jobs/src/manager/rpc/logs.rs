@@ -200,7 +200,9 @@ async fn output_entries(
     for ((sheet, stream), tail) in tails.iter_mut() {
         for line in tail.read_lines() {
             let trimmed = line.trim();
-            if trimmed.is_empty() || (trimmed.starts_with('{') && serde_json::from_str::<Value>(trimmed).is_ok()) {
+            if trimmed.is_empty()
+                || (trimmed.starts_with('{') && serde_json::from_str::<Value>(trimmed).is_ok())
+            {
                 continue;
             }
             let mut text: String = trimmed.chars().take(MAX_OUTPUT_LINE).collect();
