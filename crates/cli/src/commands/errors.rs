@@ -426,9 +426,13 @@ pub(crate) fn summary(text: &str) -> String {
     format!("{head} … {tail} ({hidden} more chars, -V for all)")
 }
 
-/// The last meaningful line of the attempt's stderr (else stdout), when the message does not
-/// already say it: what a failing command prints last usually names the cause.
+/// The last meaningful line of a failed command's stderr (else stdout), when the message
+/// does not already say it: what a failing command prints last usually names the cause.
 pub(crate) fn cause_line(e: &ErrorEntry) -> Option<String> {
+    // A command that exited 0 did not fail (a validation did): its last line is no cause.
+    if e.context.get("exit_code").and_then(Value::as_i64) == Some(0) {
+        return None;
+    }
     let last = |t: &Option<String>| {
         t.as_deref().and_then(|t| {
             t.lines()
@@ -784,6 +788,10 @@ mod tests {
         )]);
         let mut e = collect_errors(&job, &ErrorFilter::default(), 0.0).remove(0);
         assert_eq!(cause_line(&e), None);
+        e.context.insert("exit_code".into(), json!(0));
+        e.stdout_tail = Some("all good\n".into());
+        assert_eq!(cause_line(&e), None, "a validation failure has no failing command");
+        e.context.insert("exit_code".into(), json!(1));
         e.stdout_tail = Some("progress\n".into());
         assert_eq!(cause_line(&e).as_deref(), Some("stdout: progress"));
         e.stderr_tail = Some(format!(

@@ -245,7 +245,10 @@ impl ConductorHost {
         use mozart_baton::SheetStatus as S;
         let key = (change.job_id.clone(), change.sheet_num);
         let attempt_ended = change.status != S::Dispatched;
-        let cause = details.and_then(|d| events::last_output_line(&d.stderr_tail, &d.stdout_tail));
+        // A command that exited 0 did not fail (a validation did): its last line is no cause.
+        let cause = details
+            .filter(|d| d.exit_code != Some(0))
+            .and_then(|d| events::last_output_line(&d.stderr_tail, &d.stdout_tail));
         let failed = details.map(|d| events::FailedAttempt {
             attempt: Some(d.attempt_number),
             error_code: d.error_code.clone(),
