@@ -119,9 +119,12 @@ impl Drop for Follower {
     }
 }
 
+/// A test of one human log line.
+type LinePredicate = Box<dyn Fn(&str) -> bool>;
+
 /// The events a job's life must show, in order: (what, predicate on a human log line).
-fn story(job: &str) -> Vec<(&'static str, Box<dyn Fn(&str) -> bool>)> {
-    let has = move |parts: Vec<String>| -> Box<dyn Fn(&str) -> bool> {
+fn story(job: &str) -> Vec<(&'static str, LinePredicate)> {
+    let has = move |parts: Vec<String>| -> LinePredicate {
         Box::new(move |l: &str| parts.iter().all(|p| l.contains(p.as_str())))
     };
     let j = format!(" {job} ");

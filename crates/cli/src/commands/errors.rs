@@ -790,7 +790,11 @@ mod tests {
         assert_eq!(cause_line(&e), None);
         e.context.insert("exit_code".into(), json!(0));
         e.stdout_tail = Some("all good\n".into());
-        assert_eq!(cause_line(&e), None, "a validation failure has no failing command");
+        assert_eq!(
+            cause_line(&e),
+            None,
+            "a validation failure has no failing command"
+        );
         e.context.insert("exit_code".into(), json!(1));
         e.stdout_tail = Some("progress\n".into());
         assert_eq!(cause_line(&e).as_deref(), Some("stdout: progress"));

@@ -726,9 +726,16 @@ fn follow(path: &Path, filter: &LogFilter, json: bool, style: &Style) -> Result<
             }
         })
     };
+    let mut logs_said = json || filter.job_id.is_none();
     loop {
         for line in tail.read_lines().map_err(cannot)? {
             if let Some(entry) = parse_line(&line).filter(|e| should_include(e, filter)) {
+                if !logs_said {
+                    if let Some(dir) = sheet_logs_of([&entry]) {
+                        emit(&mut out, &sheet_logs_line(&dir, style));
+                        logs_said = true;
+                    }
+                }
                 if !emit(&mut out, &render(&entry, json, style)) {
                     return Ok(0);
                 }

@@ -324,7 +324,7 @@ pub(crate) fn sheet_retry_scheduled(
         failed.cause.as_deref(),
     );
     let code = failed.error_code.as_deref();
-    let retry_at = delay_seconds.map(|d| wall_time_in(d));
+    let retry_at = delay_seconds.map(wall_time_in);
     tracing::warn!(
         event = "sheet.retry_scheduled",
         job_id,
