@@ -87,7 +87,7 @@ pub enum Command {
     Clear(commands::clear::Args),
     /// Real-time system monitor for Mozart: the conductor's processes and jobs.
     Top(commands::top::Args),
-    /// Show or tail log files (the conductor log by default).
+    /// Show or follow a job's events in the conductor log, and where its sheet logs are.
     Logs(commands::logs::Args),
     /// List all errors for a score with detailed information.
     Errors(commands::errors::Args),

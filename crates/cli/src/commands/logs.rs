@@ -55,7 +55,7 @@ pub struct Args {
     /// Specific log file path (overrides the conductor log).
     #[arg(short = 'f', long = "file", value_name = "PATH")]
     pub file: Option<PathBuf>,
-    /// Follow the log file for new entries (like tail -f).
+    /// Follow new entries as they are written (with a job: its sheets' progress and output).
     #[arg(short = 'F', long = "follow")]
     pub follow: bool,
     /// Number of lines to show (0 for all).
