@@ -409,3 +409,74 @@ prompt:
         "{text}"
     );
 }
+
+#[test]
+fn a_retry_is_logged_with_the_failed_attempts_cause_and_its_delay() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let job = "retried";
+    let score = format!(
+        r#"name: {job}
+workspace: ./{job}-ws
+instrument: shell
+retry: {{max_retries: 2, base_delay_seconds: 0.3, jitter: false}}
+sheet:
+  size: 1
+  total_items: 1
+prompt:
+  template: |
+    RUN: if [ -f tried ]; then echo ok; else touch tried; echo 'first try: cache is cold' >&2; exit 1; fi
+"#
+    );
+    let path = env.write_score(job, &score);
+    let _ = env.mozart(&["run", path.to_str().unwrap()]);
+    env.wait_completed(job);
+
+    let log = env.log();
+    let events: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|e: &Value| e["job_id"] == job)
+        .collect();
+    let names: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "job.submitted",
+            "job.started",
+            "sheet.started",
+            "sheet.retry_scheduled",
+            "sheet.started",
+            "sheet.completed",
+            "job.completed"
+        ],
+        "{log}"
+    );
+    let retry = &events[3];
+    assert_eq!(retry["level"], "warning");
+    assert_eq!(retry["sheet_num"], 1);
+    assert_eq!(retry["attempt"], 1);
+    assert!(retry["error_code"].is_string(), "{retry}");
+    let delay = retry["delay_seconds"].as_f64().unwrap();
+    assert!((0.2..=1.0).contains(&delay), "{retry}");
+    assert!(
+        retry["retry_at"].as_str().is_some_and(|t| t.ends_with('Z')),
+        "{retry}"
+    );
+    let message = retry["message"].as_str().unwrap();
+    assert!(
+        message.contains("first try: cache is cold") && message.contains("retry in"),
+        "{retry}"
+    );
+    assert_eq!(events[4]["attempt"], 2);
+    assert_eq!(events[5]["attempt"], 2);
+
+    let out = env.mozart(&["logs", job]);
+    let text = stdout(&out);
+    assert!(
+        text.lines().any(|l| l.contains(&format!(
+            " WARNING jobs {job} sheet:1 sheet.retry_scheduled sheet 1 attempt 1 failed"
+        ))),
+        "{text}"
+    );
+}
