@@ -89,13 +89,21 @@ fn errors_list_the_validation_failure_and_the_blocked_sheet() {
     assert!(lines[2].starts_with("1  "), "{text}");
     assert!(lines[2].contains("  permanent  E900  1  "), "{text}");
     assert!(lines[2].contains("validation failed"), "{text}");
-    assert!(lines[2].ends_with("..."), "long messages are cut: {text}");
+    // Shown whole up to a few lines' length: the file that is missing is the cause.
+    assert!(lines[2].contains("never-1.txt"), "{text}");
     assert!(lines[3].starts_with("2  "), "{text}");
     assert!(
         lines[3].ends_with("Blocked by failed dependency: sheet 1 failed"),
         "{text}"
     );
-    assert!(text.ends_with("\nTotal: 2 error(s)\n"), "{text}");
+    let sheet_logs = env.work.join("broken-ws").join("logs");
+    assert!(
+        text.ends_with(&format!(
+            "\nTotal: 2 error(s)\nSheet logs: {} (full output of each sheet)\n",
+            sheet_logs.display()
+        )),
+        "{text}"
+    );
 
     let out = env.mozart(&["errors", "broken", "--json"]);
     assert_eq!(out.status.code(), Some(0));
@@ -281,13 +289,20 @@ fn logs_show_the_conductor_log_and_filter_by_score_and_level() {
     assert!(text.contains(" INFO    "), "{text}");
     assert!(text.contains("daemon.started"), "{text}");
     assert!(
-        text.contains("logged job finished outcome=Failed"),
+        text.contains(" ERROR   jobs logged job.failed failed: sheets [1, 2] failed"),
         "{text}"
     );
 
     let out = env.mozart(&["logs", "logged"]);
     let text = stdout(&out);
-    let body: Vec<&str> = text.lines().skip(1).collect();
+    let sheet_logs = env.work.join("logged-ws").join("logs");
+    assert!(
+        text.lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with(&format!("Sheet logs: {} ", sheet_logs.display()))),
+        "{text}"
+    );
+    let body: Vec<&str> = text.lines().skip(2).collect();
     assert!(!body.is_empty(), "{text}");
     assert!(
         body.iter().all(|l| l.contains(" logged ")),
@@ -308,14 +323,15 @@ fn logs_show_the_conductor_log_and_filter_by_score_and_level() {
     let out = env.mozart(&["-q", "logs", "-n", "1"]);
     assert_eq!(stdout(&out).lines().count(), 1, "{}", stdout(&out));
 
+    // The failures are errors: each sheet's and the job's.
     let out = env.mozart(&["logs", "--level", "error"]);
-    assert_eq!(
-        stdout(&out),
-        format!(
-            "Log file: {}\nNo log entries match the specified filters.\n",
-            log_path.display()
-        )
-    );
+    let text = stdout(&out);
+    let body: Vec<&str> = text.lines().skip(1).collect();
+    assert_eq!(body.len(), 3, "{text}");
+    assert!(body.iter().all(|l| l.contains(" ERROR   ")), "{text}");
+    assert!(body[0].contains(" logged sheet:1 sheet.failed "), "{text}");
+    assert!(body[1].contains(" logged sheet:2 sheet.failed "), "{text}");
+    assert!(body[2].contains(" logged job.failed "), "{text}");
     // A job the running conductor does not know is an error, not an empty listing.
     let out = env.mozart(&["logs", "someone-else"]);
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));

@@ -95,7 +95,10 @@ fn workspace_escape_hatch_reads_the_state_file_without_a_conductor() {
     let out = env.mozart(&["errors", "old", "-w", ws_arg]);
     let text = stdout(&out);
     assert!(
-        text.contains("\n1      09:01:00  transient  E001  1        timed out after 30s\n"),
+        // The attempt's last stderr line follows the message (the cause, without -V).
+        text.contains(
+            "\n1      09:01:00  transient  E001  1        timed out after 30s — stderr: killed\n"
+        ),
         "{text}"
     );
 

@@ -95,7 +95,7 @@ pub enum Command {
     Clear(commands::clear::Args),
     /// Real-time system monitor for Mozart: the conductor's processes and jobs.
     Top(commands::top::Args),
-    /// Show or tail log files (the conductor log by default).
+    /// Show or follow a job's events in the conductor log, and where its sheet logs are.
     ///
     /// With a conductor running, a SCORE_ID it does not know is an error (exit 1).
     Logs(commands::logs::Args),

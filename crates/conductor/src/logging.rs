@@ -1,14 +1,26 @@
-//! Conductor logging: tracing to the log file (and stderr in the foreground), with a level
-//! that SIGHUP can change (conductor.md §5.3 step 6).
+//! Conductor logging: tracing to the log file as JSON lines (and, in the foreground, to
+//! stderr in a human format), with a level that SIGHUP can change (conductor.md §5.3 step 6).
+//!
+//! Every line of the log file is one JSON object in upstream's shape (conductor.md §4.4):
+//! `timestamp` (ISO-8601 UTC), `level` (`debug`, `info`, `warning`, `error`), `event`,
+//! `component`, then the event's own fields. A job event names itself with an `event`
+//! field (`job.submitted`, `sheet.completed`, …) and carries its human sentence as
+//! `message`; any other line's `event` is its message, as upstream's structlog writes it.
+//! Nobody has to parse text back into fields: `mozart logs` reads these objects.
 
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
 use std::path::Path;
 use std::sync::Mutex;
 
-use tracing_subscriber::fmt::writer::MakeWriterExt;
-use tracing_subscriber::layer::SubscriberExt;
+use serde_json::{Map, Value};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
+use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::{reload, EnvFilter, Registry};
+use tracing_subscriber::{reload, EnvFilter, Layer, Registry};
 
 use crate::ConductorError;
 
@@ -46,9 +58,9 @@ impl LogHandle {
     }
 }
 
-/// Install the global subscriber writing to `log_file` (created, appended) and, when
-/// `foreground`, to stderr too. If a subscriber is already installed (the conductor runs
-/// inside another program), that one is kept.
+/// Install the global subscriber writing JSON lines to `log_file` (created, appended) and,
+/// when `foreground`, human lines to stderr too. If a subscriber is already installed (the
+/// conductor runs inside another program), that one is kept.
 pub fn init(log_file: &Path, level: &str, foreground: bool) -> Result<LogHandle, ConductorError> {
     if let Some(dir) = log_file.parent() {
         std::fs::create_dir_all(dir).map_err(|err| ConductorError::Logging {
@@ -65,28 +77,269 @@ pub fn init(log_file: &Path, level: &str, foreground: bool) -> Result<LogHandle,
             message: err.to_string(),
         })?;
     let (filter, handle) = reload::Layer::new(filter_for(level));
-    let file = Mutex::new(file);
-    let installed = if foreground {
-        let writer = file.and(std::io::stderr);
-        tracing_subscriber::registry()
-            .with(filter)
-            .with(
-                tracing_subscriber::fmt::layer()
-                    .with_ansi(false)
-                    .with_writer(writer),
-            )
-            .try_init()
-    } else {
-        tracing_subscriber::registry()
-            .with(filter)
-            .with(
-                tracing_subscriber::fmt::layer()
-                    .with_ansi(false)
-                    .with_writer(file),
-            )
-            .try_init()
-    };
+    let json = JsonLines::new(file);
+    let console = foreground.then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_ansi(false)
+            .with_writer(std::io::stderr)
+    });
+    let installed = tracing_subscriber::registry()
+        .with(filter)
+        .with(json)
+        .with(console)
+        .try_init();
     Ok(LogHandle {
         reload: installed.is_ok().then_some(handle),
     })
+}
+
+/// The layer that writes each event as one JSON object on its own line.
+pub struct JsonLines<W: Write + Send + 'static> {
+    out: Mutex<W>,
+}
+
+impl<W: Write + Send + 'static> JsonLines<W> {
+    /// A layer appending to `out`.
+    pub fn new(out: W) -> Self {
+        JsonLines {
+            out: Mutex::new(out),
+        }
+    }
+}
+
+impl JsonLines<File> {
+    /// A layer appending to the file at `path` (for tests and embedders).
+    pub fn to_file(path: &Path) -> std::io::Result<Self> {
+        Ok(Self::new(
+            OpenOptions::new().create(true).append(true).open(path)?,
+        ))
+    }
+}
+
+impl<S: Subscriber, W: Write + Send + 'static> Layer<S> for JsonLines<W> {
+    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+        let line = json_line(event);
+        // One write per line on a file opened for appending: lines of concurrent writers
+        // never interleave. A failed write cannot be logged anywhere better; it is dropped.
+        if let Ok(mut out) = self.out.lock() {
+            let _ = out.write_all(line.as_bytes());
+            let _ = out.flush();
+        }
+    }
+}
+
+/// Upstream's level names.
+fn level_name(level: &Level) -> &'static str {
+    match *level {
+        Level::ERROR => "error",
+        Level::WARN => "warning",
+        Level::INFO => "info",
+        Level::DEBUG | Level::TRACE => "debug",
+    }
+}
+
+/// `mozart_jobs::manager::host` → `jobs`: the part of the conductor that spoke.
+fn component(target: &str) -> &str {
+    let krate = target.split("::").next().unwrap_or(target);
+    krate.strip_prefix("mozart_").unwrap_or(krate)
+}
+
+/// Whether a field's value is a secret (upstream redacts these keys). Token *counts*
+/// (`input_tokens`, …) are numbers worth keeping.
+fn is_secret_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    if key.ends_with("tokens") {
+        return false;
+    }
+    [
+        "api_key",
+        "apikey",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "credential",
+        "authorization",
+        "bearer",
+        "auth_header",
+    ]
+    .iter()
+    .any(|s| key.contains(s))
+}
+
+/// The JSON line (with its newline) for one tracing event.
+pub fn json_line(event: &Event<'_>) -> String {
+    let meta = event.metadata();
+    let mut fields = FieldMap::default();
+    event.record(&mut fields);
+    let mut map = Map::new();
+    let mut timestamp = String::new();
+    let _ = SystemTime.format_time(&mut Writer::new(&mut timestamp));
+    map.insert("timestamp".into(), Value::String(timestamp));
+    map.insert(
+        "level".into(),
+        Value::String(level_name(meta.level()).into()),
+    );
+    let message = fields.message.take();
+    // A job event names itself (`event = "sheet.completed"`) and its message is the human
+    // sentence; anything else is named by its message, as upstream's log lines are.
+    let named = match fields.map.remove("event") {
+        Some(Value::String(name)) => Some(name),
+        Some(other) => Some(other.to_string()),
+        None => None,
+    };
+    match (named, message) {
+        (Some(name), message) => {
+            map.insert("event".into(), Value::String(name));
+            if let Some(message) = message {
+                map.insert("message".into(), Value::String(message));
+            }
+        }
+        (None, Some(message)) => {
+            map.insert("event".into(), Value::String(message));
+        }
+        (None, None) => {
+            map.insert("event".into(), Value::String(String::new()));
+        }
+    }
+    map.insert(
+        "component".into(),
+        Value::String(component(meta.target()).into()),
+    );
+    for (key, value) in fields.map {
+        let value = if is_secret_key(&key) && !value.is_null() {
+            Value::String("[REDACTED]".into())
+        } else {
+            value
+        };
+        map.entry(key).or_insert(value);
+    }
+    let mut line = Value::Object(map).to_string();
+    line.push('\n');
+    line
+}
+
+/// Collects an event's fields as JSON values.
+#[derive(Default)]
+struct FieldMap {
+    message: Option<String>,
+    map: Map<String, Value>,
+}
+
+impl FieldMap {
+    fn put(&mut self, field: &Field, value: Value) {
+        if field.name() == "message" {
+            self.message = Some(match value {
+                Value::String(s) => s,
+                other => other.to_string(),
+            });
+        } else {
+            self.map.insert(field.name().to_string(), value);
+        }
+    }
+}
+
+impl Visit for FieldMap {
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.put(
+            field,
+            serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number),
+        );
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.put(field, Value::from(value));
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.put(field, Value::from(value));
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.put(field, Value::Bool(value));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.put(field, Value::String(value.to_string()));
+    }
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.put(field, Value::String(value.to_string()));
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        // `%display` values and `?debug` values both arrive here.
+        self.put(field, Value::String(format!("{value:?}")));
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// A writer the test can read back.
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Buffer {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn lines(run: impl FnOnce()) -> Vec<Value> {
+        let buffer = Buffer::default();
+        let subscriber = tracing_subscriber::registry().with(JsonLines::new(buffer.clone()));
+        tracing::subscriber::with_default(subscriber, run);
+        let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn job_events_and_plain_messages_are_json_lines_in_upstreams_shape() {
+        let got = lines(|| {
+            tracing::info!(
+                event = "sheet.completed",
+                job_id = "j",
+                sheet_num = 2u32,
+                attempt = 1u32,
+                duration_seconds = 0.5,
+                validation_passed = true,
+                "sheet 2 completed"
+            );
+            tracing::warn!(path = %"/x", error = ?"disk \"full\"", "cannot write");
+            tracing::error!(api_key = "sk-secret", input_tokens = 7u64, "auth");
+        });
+        assert_eq!(got.len(), 3);
+        let e = &got[0];
+        assert!(e["timestamp"].as_str().unwrap().ends_with('Z'), "{e}");
+        assert_eq!(e["level"], "info");
+        assert_eq!(e["event"], "sheet.completed");
+        assert_eq!(e["message"], "sheet 2 completed");
+        assert_eq!(e["component"], "conductor");
+        assert_eq!(e["job_id"], "j");
+        assert_eq!(e["sheet_num"], 2);
+        assert_eq!(e["attempt"], 1);
+        assert_eq!(e["duration_seconds"], 0.5);
+        assert_eq!(e["validation_passed"], true);
+        let w = &got[1];
+        assert_eq!(w["level"], "warning");
+        assert_eq!(w["event"], "cannot write");
+        assert!(w.get("message").is_none(), "{w}");
+        assert_eq!(w["path"], "/x");
+        assert_eq!(w["error"], "\"disk \\\"full\\\"\"");
+        let r = &got[2];
+        assert_eq!(r["level"], "error");
+        assert_eq!(r["api_key"], "[REDACTED]");
+        assert_eq!(r["input_tokens"], 7);
+    }
+
+    #[test]
+    fn targets_become_short_components() {
+        assert_eq!(component("mozart_jobs::manager::host"), "jobs");
+        assert_eq!(component("mozart_conductor"), "conductor");
+        assert_eq!(component("other::x"), "other");
+    }
 }

@@ -23,8 +23,12 @@ use crate::render::time::{format_clock, format_timestamp, now_epoch};
 use crate::render::{Color, Style};
 use crate::{CliError, Globals};
 
-/// Longest message shown in the table before it is cut with `...` (upstream: 60).
-pub const TABLE_MESSAGE_CHARS: usize = 60;
+/// Longest message shown whole in the table (upstream cuts at 60, which hides the cause).
+pub const TABLE_MESSAGE_CHARS: usize = 240;
+/// Of a longer message, the start kept (what kind of failure)…
+const MESSAGE_HEAD_CHARS: usize = 60;
+/// …and the end of its last line kept (where a failing command says why).
+const MESSAGE_TAIL_CHARS: usize = 160;
 /// How much of an output tail the verbose details show (upstream
 /// `TRUNCATE_STDOUT_TAIL_CHARS`).
 pub const DETAIL_TAIL_CHARS: usize = 500;
@@ -81,10 +85,28 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     if args.json {
         print_json(&errors_json(id, &errors, args.verbose));
     } else {
+        let style = Style::for_stdout();
         print!(
             "{}",
-            render_errors(id, &errors, &filter, args.verbose, &Style::for_stdout())
+            render_errors(id, &errors, &filter, args.verbose, &style)
         );
+        let workspace = fetched.workspace.as_deref().or(fetched
+            .state
+            .workspace
+            .as_deref()
+            .map(Path::new));
+        if let Some(ws) = workspace.filter(|_| !errors.is_empty()) {
+            println!(
+                "{}",
+                style.paint(
+                    &format!(
+                        "Sheet logs: {} (full output of each sheet)",
+                        ws.join("logs").display()
+                    ),
+                    Color::Dim
+                )
+            );
+        }
     }
     Ok(0)
 }
@@ -379,6 +401,63 @@ pub(crate) fn type_cell(error_type: &str) -> Cell {
     }
 }
 
+/// An error message for one table cell: whole (on one line) up to [`TABLE_MESSAGE_CHARS`];
+/// a longer one keeps its start and the end of its last line, where a failing command
+/// names the cause, and says how much is left out.
+pub(crate) fn summary(text: &str) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let whole = lines.join(" ⏎ ");
+    let total = whole.chars().count();
+    if total <= TABLE_MESSAGE_CHARS {
+        return whole;
+    }
+    let last = lines.last().copied().unwrap_or("");
+    let last_len = last.chars().count();
+    let tail: String = last
+        .chars()
+        .skip(last_len.saturating_sub(MESSAGE_TAIL_CHARS))
+        .collect();
+    let head: String = whole.chars().take(MESSAGE_HEAD_CHARS).collect();
+    let hidden = total.saturating_sub(head.chars().count() + tail.chars().count());
+    format!("{head} … {tail} ({hidden} more chars, -V for all)")
+}
+
+/// The last meaningful line of a failed command's stderr (else stdout), when the message
+/// does not already say it: what a failing command prints last usually names the cause.
+pub(crate) fn cause_line(e: &ErrorEntry) -> Option<String> {
+    // A command that exited 0 did not fail (a validation did): its last line is no cause.
+    if e.context.get("exit_code").and_then(Value::as_i64) == Some(0) {
+        return None;
+    }
+    let last = |t: &Option<String>| {
+        t.as_deref().and_then(|t| {
+            t.lines()
+                .map(str::trim)
+                .rfind(|l| !l.is_empty())
+                .map(str::to_string)
+        })
+    };
+    let (stream, line) = match last(&e.stderr_tail) {
+        Some(l) => ("stderr", l),
+        None => ("stdout", last(&e.stdout_tail)?),
+    };
+    if e.error_message.contains(&line) {
+        return None;
+    }
+    let count = line.chars().count();
+    let line: String = if count > MESSAGE_TAIL_CHARS {
+        let tail: String = line.chars().skip(count - MESSAGE_TAIL_CHARS).collect();
+        format!("…{tail}")
+    } else {
+        line
+    };
+    Some(format!("{stream}: {line}"))
+}
+
 /// The first `max` characters, with `...` replacing the tail when cut (`max` includes it).
 pub(crate) fn cut(text: &str, max: usize) -> String {
     if text.chars().count() > max {
@@ -499,7 +578,10 @@ pub fn render_errors(
             let message = if verbose {
                 e.error_message.clone()
             } else {
-                cut(&e.error_message, TABLE_MESSAGE_CHARS)
+                match cause_line(e) {
+                    Some(cause) => format!("{} — {cause}", summary(&e.error_message)),
+                    None => summary(&e.error_message),
+                }
             };
             vec![
                 Cell::colored(e.sheet_num.to_string(), Color::Cyan),
@@ -665,7 +747,7 @@ mod tests {
 
     #[test]
     fn table_cuts_long_messages_and_counts_errors() {
-        let long = "x".repeat(70);
+        let long = format!("{}\nthe real cause", "x".repeat(300));
         let job = job_with(vec![failed_sheet(1, &long, Some("E900"))]);
         let errors = collect_errors(&job, &ErrorFilter::default(), 0.0);
         let text = render_errors(
@@ -679,7 +761,10 @@ mod tests {
         assert_eq!(lines[0], "Errors for Score: j");
         assert!(lines[1].starts_with("Sheet  Time      Type       Code  Attempt  Message"));
         assert!(
-            lines[2].ends_with(&format!("{}...", "x".repeat(57))),
+            lines[2].ends_with(&format!(
+                "{} … the real cause (243 more chars, -V for all)",
+                "x".repeat(60)
+            )),
             "{}",
             lines[2]
         );
@@ -692,6 +777,48 @@ mod tests {
         assert!(verbose.contains("\nError Details\n╭"), "{verbose}");
         assert!(verbose.contains(" Sheet 1 - E900 "), "{verbose}");
         assert!(verbose.contains("│ Context: exit_code=3"), "{verbose}");
+    }
+
+    #[test]
+    fn the_last_output_line_names_the_cause_unless_the_message_does() {
+        let job = job_with(vec![failed_sheet(
+            1,
+            "Command failed with exit code 1",
+            Some("E009"),
+        )]);
+        let mut e = collect_errors(&job, &ErrorFilter::default(), 0.0).remove(0);
+        assert_eq!(cause_line(&e), None);
+        e.context.insert("exit_code".into(), json!(0));
+        e.stdout_tail = Some("all good\n".into());
+        assert_eq!(
+            cause_line(&e),
+            None,
+            "a validation failure has no failing command"
+        );
+        e.context.insert("exit_code".into(), json!(1));
+        e.stdout_tail = Some("progress\n".into());
+        assert_eq!(cause_line(&e).as_deref(), Some("stdout: progress"));
+        e.stderr_tail = Some(format!(
+            "{}\nfatal: no db password\n\n",
+            "noise ".repeat(50)
+        ));
+        assert_eq!(
+            cause_line(&e).as_deref(),
+            Some("stderr: fatal: no db password")
+        );
+        let text = render_errors(
+            "j",
+            &[e.clone()],
+            &ErrorFilter::default(),
+            false,
+            &Style::plain(),
+        );
+        assert!(
+            text.contains("  Command failed with exit code 1 — stderr: fatal: no db password\n"),
+            "{text}"
+        );
+        e.error_message = "died: fatal: no db password".into();
+        assert_eq!(cause_line(&e), None);
     }
 
     #[test]

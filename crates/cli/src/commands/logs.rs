@@ -3,8 +3,9 @@
 //!
 //! The default file is the conductor's own log (`$MOZART_HOME/logs/conductor.log`, clone
 //! aware); `-w DIR` reads upstream's per-workspace `DIR/logs/mozart.log`, `--file` any
-//! file. Lines are upstream's JSON log lines or our conductor's `tracing` lines; both
-//! become one entry shape (`timestamp`, `level`, `component`, `event`, fields).
+//! file. Both are JSON lines of one shape (`timestamp`, `level`, `event`, `component`,
+//! fields; our job events add `message`): nothing is parsed out of text. A line that is
+//! not JSON (an older conductor's text log) is shown as it is.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -34,6 +35,9 @@ const COLUMN_KEYS: [&str; 9] = [
     "parent_run_id",
     "_raw",
 ];
+/// Fields still shown as `k=v` on an entry that carries its own `message` (the rest are in
+/// the sentence, and in `--json`): where the sheet's output is.
+const MESSAGE_EXTRAS: [&str; 2] = ["stdout_log", "stderr_log"];
 /// How often `--follow` polls the file.
 const FOLLOW_POLL: Duration = Duration::from_millis(500);
 /// How long `--follow` waits for a rotated-away file to reappear.
@@ -51,7 +55,7 @@ pub struct Args {
     /// Specific log file path (overrides the conductor log).
     #[arg(short = 'f', long = "file", value_name = "PATH")]
     pub file: Option<PathBuf>,
-    /// Follow the log file for new entries (like tail -f).
+    /// Follow new entries as they are written (with a job: its sheets' progress and output).
     #[arg(short = 'F', long = "follow")]
     pub follow: bool,
     /// Number of lines to show (0 for all).
@@ -155,7 +159,8 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             false,
         ));
     }
-    if !globals.quiet && !args.json {
+    let header = !globals.quiet && !args.json;
+    if header {
         println!(
             "{}",
             style.paint(&format!("Log file: {}", path.display()), Color::Dim)
@@ -164,7 +169,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     if args.follow {
         follow(&path, &filter, args.json, &style)
     } else {
-        display(&path, &filter, args.lines, args.json, &style)
+        display(&path, &filter, args.lines, args.json, header, &style)
     }
 }
 
@@ -230,8 +235,9 @@ pub fn level_index(level: &str) -> Option<usize> {
 // Parsing.
 // ---------------------------------------------------------------------------------------
 
-/// Parse one log line: a JSON object, a `tracing` line, or (anything else) a raw entry
-/// `{"event": <line>, "_raw": true}`. Blank lines give `None`.
+/// Parse one log line: a JSON object (the conductor's log and upstream's are JSON lines),
+/// or (anything else, e.g. a line an older conductor wrote as text) a raw entry
+/// `{"event": <line>, "_raw": true}`, shown as it is. Blank lines give `None`.
 pub fn parse_line(line: &str) -> Option<Map<String, Value>> {
     let line = line.trim();
     if line.is_empty() {
@@ -240,206 +246,10 @@ pub fn parse_line(line: &str) -> Option<Map<String, Value>> {
     if let Ok(Value::Object(map)) = serde_json::from_str::<Value>(line) {
         return Some(map);
     }
-    if let Some(map) = parse_tracing_line(line) {
-        return Some(map);
-    }
     let mut raw = Map::new();
     raw.insert("event".into(), Value::String(line.to_string()));
     raw.insert("_raw".into(), Value::Bool(true));
     Some(raw)
-}
-
-/// `2026-01-01T10:00:00.123Z  INFO span{k=v}: target: message k=v ...` (tracing-subscriber's
-/// default format, which the conductor writes).
-fn parse_tracing_line(line: &str) -> Option<Map<String, Value>> {
-    let (timestamp, rest) = line.split_once(' ')?;
-    if !timestamp.contains('T') || !timestamp.starts_with(|c: char| c.is_ascii_digit()) {
-        return None;
-    }
-    let rest = rest.trim_start();
-    let (level, rest) = rest.split_once(' ').unwrap_or((rest, ""));
-    let level = match level {
-        "WARN" => "WARNING",
-        "TRACE" | "DEBUG" | "INFO" | "ERROR" => level,
-        _ => return None,
-    };
-    let mut map = Map::new();
-    map.insert("timestamp".into(), Value::String(timestamp.to_string()));
-    map.insert("level".into(), Value::String(level.to_string()));
-    let mut rest = rest.trim_start();
-    let mut span_fields = Map::new();
-    // Span context comes first, as `name{fields}:name{fields}: `; a target never has braces.
-    if let Some(end) = split_point(rest) {
-        let head = &rest[..end];
-        if head.contains('{') {
-            for (_, body) in spans(head) {
-                if let Some(fields) = parse_fields(body) {
-                    span_fields.extend(fields);
-                }
-            }
-            rest = rest[end + 1..].trim_start();
-        }
-    }
-    let mut message = rest;
-    if let Some(end) = split_point(rest) {
-        let target = &rest[..end];
-        if !target.contains(' ') {
-            map.insert("component".into(), Value::String(target.to_string()));
-            message = rest[end + 1..].trim_start();
-        }
-    }
-    // The message runs until the first position from which the rest is all `k=v` fields.
-    let mut event = message.to_string();
-    let mut fields = Map::new();
-    let candidates = std::iter::once(0).chain(message.match_indices(' ').map(|(i, _)| i + 1));
-    for start in candidates {
-        if let Some(parsed) = parse_fields(&message[start..]) {
-            event = message[..start].trim_end().to_string();
-            fields = parsed;
-            break;
-        }
-    }
-    map.insert("event".into(), Value::String(event));
-    for (k, v) in span_fields.into_iter().chain(fields) {
-        map.entry(k).or_insert(v);
-    }
-    Some(map)
-}
-
-/// Byte index of the first `:` followed by a space (or the end), outside braces and
-/// quotes, that is not part of a `::` path.
-fn split_point(text: &str) -> Option<usize> {
-    let bytes = text.as_bytes();
-    let (mut depth, mut quoted, mut escaped) = (0i32, false, false);
-    for (i, &b) in bytes.iter().enumerate() {
-        if quoted {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => quoted = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => quoted = true,
-            b'{' => depth += 1,
-            b'}' => depth -= 1,
-            b':' if depth == 0 => {
-                let next = bytes.get(i + 1).copied();
-                let prev = if i > 0 { Some(bytes[i - 1]) } else { None };
-                if next != Some(b':') && prev != Some(b':') && matches!(next, None | Some(b' ')) {
-                    return Some(i);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
-}
-
-/// `(name, body)` of each `name{body}` in a span chain.
-fn spans(head: &str) -> Vec<(&str, &str)> {
-    let mut out = Vec::new();
-    let mut rest = head;
-    while let Some(open) = rest.find('{') {
-        let name = rest[..open].trim_start_matches(':');
-        let mut depth = 0;
-        let mut close = None;
-        for (i, c) in rest[open..].char_indices() {
-            match c {
-                '{' => depth += 1,
-                '}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        close = Some(open + i);
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
-        let Some(close) = close else { break };
-        out.push((name, &rest[open + 1..close]));
-        rest = &rest[close + 1..];
-    }
-    out
-}
-
-/// Parse `k=v k2="quoted \"v\""` completely, or `None` if any part is not a field.
-fn parse_fields(text: &str) -> Option<Map<String, Value>> {
-    let mut map = Map::new();
-    let mut chars = text.trim().chars().peekable();
-    chars.peek()?;
-    while chars.peek().is_some() {
-        let mut key = String::new();
-        while let Some(&c) = chars.peek() {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '.' {
-                key.push(c);
-                chars.next();
-            } else {
-                break;
-            }
-        }
-        if key.is_empty() || chars.next() != Some('=') {
-            return None;
-        }
-        let value = if chars.peek() == Some(&'"') {
-            chars.next();
-            let mut s = String::new();
-            loop {
-                match chars.next()? {
-                    '"' => break,
-                    '\\' => match chars.next()? {
-                        'n' => s.push('\n'),
-                        't' => s.push('\t'),
-                        'r' => s.push('\r'),
-                        other => s.push(other),
-                    },
-                    c => s.push(c),
-                }
-            }
-            Value::String(s)
-        } else {
-            let mut s = String::new();
-            while let Some(&c) = chars.peek() {
-                if c == ' ' {
-                    break;
-                }
-                s.push(c);
-                chars.next();
-            }
-            scalar(&s)
-        };
-        match chars.peek() {
-            None => {}
-            Some(' ') => {
-                while chars.peek() == Some(&' ') {
-                    chars.next();
-                }
-            }
-            Some(_) => return None,
-        }
-        map.insert(key, value);
-    }
-    Some(map)
-}
-
-/// An unquoted field value: integer, float, boolean, else text.
-fn scalar(text: &str) -> Value {
-    if let Ok(i) = text.parse::<i64>() {
-        return Value::from(i);
-    }
-    if let Ok(f) = text.parse::<f64>() {
-        if f.is_finite() && text.contains('.') {
-            return Value::from(f);
-        }
-    }
-    match text {
-        "true" => Value::Bool(true),
-        "false" => Value::Bool(false),
-        _ => Value::String(text.to_string()),
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -582,9 +392,18 @@ pub fn format_entry(entry: &Map<String, Value>, style: &Style) -> String {
         Some(v) => python_text(v),
         None => String::new(),
     });
+    // Our job events say what happened in a sentence; the fields behind it are in `--json`.
+    let message = entry.get("message").and_then(Value::as_str);
+    if let Some(message) = message {
+        parts.push(message.to_string());
+    }
     let extras: Vec<String> = entry
         .iter()
         .filter(|(k, _)| !COLUMN_KEYS.contains(&k.as_str()))
+        .filter(|(k, v)| {
+            message.is_none() || (MESSAGE_EXTRAS.contains(&k.as_str()) && !v.is_null())
+        })
+        .filter(|(k, _)| message.is_none() || k.as_str() != "message")
         .map(|(k, v)| format!("{k}={}", python_text(v)))
         .collect();
     if !extras.is_empty() {
@@ -622,11 +441,31 @@ fn render(entry: &Map<String, Value>, json: bool, style: &Style) -> String {
     }
 }
 
+/// Where the job's per-sheet output files are, as its events say (`sheet_logs`).
+pub fn sheet_logs_of<'a>(
+    entries: impl IntoIterator<Item = &'a Map<String, Value>>,
+) -> Option<String> {
+    entries
+        .into_iter()
+        .filter_map(|e| e.get("sheet_logs").and_then(Value::as_str))
+        .last()
+        .map(str::to_string)
+}
+
+/// The line that says where a job's full per-sheet output is.
+fn sheet_logs_line(dir: &str, style: &Style) -> String {
+    style.paint(
+        &format!("Sheet logs: {dir} (full output of each sheet: sheet-NN.stdout.log, sheet-NN.stderr.log)"),
+        Color::Dim,
+    )
+}
+
 fn display(
     path: &Path,
     filter: &LogFilter,
     lines: i64,
     json: bool,
+    header: bool,
     style: &Style,
 ) -> Result<i32, CliError> {
     let bytes = std::fs::read(path).map_err(|e| {
@@ -642,6 +481,25 @@ fn display(
     if content.trim().is_empty() {
         emit(&mut out, &style.paint("No log entries found.", Color::Dim));
         return Ok(0);
+    }
+    if header && filter.job_id.is_some() {
+        let job_entries: Vec<Map<String, Value>> = content
+            .lines()
+            .filter_map(parse_line)
+            .filter(|e| e.get("sheet_logs").is_some())
+            .filter(|e| {
+                should_include(
+                    e,
+                    &LogFilter {
+                        min_level: 0,
+                        ..filter.clone()
+                    },
+                )
+            })
+            .collect();
+        if let Some(dir) = sheet_logs_of(&job_entries) {
+            emit(&mut out, &sheet_logs_line(&dir, style));
+        }
     }
     let entries = select_entries(&content, filter, lines);
     if entries.is_empty() {
@@ -726,6 +584,11 @@ fn follow_conductor(
 ) -> Result<Option<i32>, CliError> {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let paths = crate::conductor_client::paths(globals, None)?;
+    let sheet_logs = if paths.socket.exists() {
+        sheet_logs_from_conductor(globals, filter.job_id.as_deref())
+    } else {
+        None
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -789,6 +652,15 @@ fn follow_conductor(
                 Color::Dim,
             ),
         );
+        // Where the job's full output is: known now for a job the conductor has, else said
+        // as soon as its submission comes by.
+        let mut logs_said = match &sheet_logs {
+            Some(dir) if !json => {
+                emit(&mut out, &sheet_logs_line(dir, style));
+                true
+            }
+            _ => json || filter.job_id.is_none(),
+        };
         emit(&mut out, &style.paint("Press Ctrl+C to stop", Color::Dim));
         emit(&mut out, "");
         loop {
@@ -817,12 +689,35 @@ fn follow_conductor(
                 LogFollowItem::Started(_) => None,
             };
             if let Some(entry) = entry.filter(|e| should_include(e, filter)) {
+                if !logs_said {
+                    if let Some(dir) = sheet_logs_of([&entry]) {
+                        emit(&mut out, &sheet_logs_line(&dir, style));
+                        logs_said = true;
+                    }
+                }
                 if !emit(&mut out, &render(&entry, json, style)) {
                     return Ok(Some(0));
                 }
             }
         }
     })
+}
+
+/// The job's sheet-log directory as the conductor knows it (`job.status`'s workspace).
+fn sheet_logs_from_conductor(globals: &Globals, job_id: Option<&str>) -> Option<String> {
+    let id = job_id?;
+    let mut client = crate::conductor_client::connect(globals).ok()?;
+    let status: mozart_ipc::status::JobStatusResult = client
+        .call(
+            mozart_ipc::methods::JOB_STATUS,
+            super::status::job_params(id, None),
+        )
+        .ok()?;
+    let workspace = match &status {
+        mozart_ipc::status::JobStatusResult::Checkpoint(cp) => cp.workspace.clone(),
+        mozart_ipc::status::JobStatusResult::Record(meta) => Some(meta.workspace().to_string()),
+    }?;
+    Some(Path::new(&workspace).join("logs").display().to_string())
 }
 
 fn follow(path: &Path, filter: &LogFilter, json: bool, style: &Style) -> Result<i32, CliError> {
@@ -864,9 +759,16 @@ fn follow(path: &Path, filter: &LogFilter, json: bool, style: &Style) -> Result<
             }
         })
     };
+    let mut logs_said = json || filter.job_id.is_none();
     loop {
         for line in tail.read_lines().map_err(cannot)? {
             if let Some(entry) = parse_line(&line).filter(|e| should_include(e, filter)) {
+                if !logs_said {
+                    if let Some(dir) = sheet_logs_of([&entry]) {
+                        emit(&mut out, &sheet_logs_line(&dir, style));
+                        logs_said = true;
+                    }
+                }
                 if !emit(&mut out, &render(&entry, json, style)) {
                     return Ok(0);
                 }
@@ -931,48 +833,48 @@ fn follow(path: &Path, filter: &LogFilter, json: bool, style: &Style) -> Result<
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
-    const CONDUCTOR_LINE: &str = "2026-11-21T22:27:25.272153Z  INFO mozart_conductor::manager::host: job finished job_id=\"bad\" outcome=Failed reason=\"sheets [1, 2] failed\" new_work=false";
+    const CONDUCTOR_LINE: &str = r#"{"timestamp":"2026-11-21T22:27:25.272153Z","level":"error","event":"sheet.failed","message":"sheet 2 failed [E009]: boom","component":"jobs","job_id":"bad","sheet_num":2,"attempt":1,"error_code":"E009","exit_code":1,"stderr_log":"/w/logs/sheet-02.stderr.log","stdout_log":null}"#;
 
     #[test]
-    fn conductor_tracing_lines_become_structured_entries() {
+    fn conductor_events_show_their_sentence_and_where_the_output_is() {
         let e = parse_line(CONDUCTOR_LINE).unwrap();
-        assert_eq!(
-            Value::Object(e.clone()),
-            json!({
-                "timestamp": "2026-11-21T22:27:25.272153Z",
-                "level": "INFO",
-                "component": "mozart_conductor::manager::host",
-                "event": "job finished",
-                "job_id": "bad",
-                "outcome": "Failed",
-                "reason": "sheets [1, 2] failed",
-                "new_work": false
-            })
-        );
+        assert_eq!(e["job_id"], "bad");
         assert_eq!(
             format_entry(&e, &Style::plain()),
-            "22:27:25 INFO    mozart_conductor::manager::host bad job finished outcome=Failed reason=sheets [1, 2] failed new_work=False"
+            "22:27:25 ERROR   jobs bad sheet:2 sheet.failed sheet 2 failed [E009]: boom stderr_log=/w/logs/sheet-02.stderr.log"
+        );
+        let e = parse_line(r#"{"timestamp":"2026-01-01T00:00:00Z","level":"warning","event":"cannot write","component":"jobs","path":"/x"}"#).unwrap();
+        assert_eq!(
+            format_entry(&e, &Style::plain()),
+            "00:00:00 WARNING jobs cannot write path=/x"
         );
     }
 
     #[test]
-    fn span_fields_warn_levels_and_escaped_quotes_are_understood() {
-        let line = "2026-01-01T00:00:00Z  WARN job{job_id=\"a.b\" sheet_num=3}: mozart_baton::x: cannot \"go\" error=\"said \\\"no\\\"\" n=1.5";
+    fn text_lines_of_an_older_conductor_are_shown_as_they_are() {
+        let line = "2026-01-01T00:00:00Z  WARN mozart_baton::x: cannot go job_id=\"a.b\"";
         let e = parse_line(line).unwrap();
-        assert_eq!(e["level"], "WARNING");
-        assert_eq!(e["job_id"], "a.b");
-        assert_eq!(e["sheet_num"], 3);
-        assert_eq!(e["component"], "mozart_baton::x");
-        assert_eq!(e["event"], "cannot \"go\"");
-        assert_eq!(e["error"], "said \"no\"");
-        assert_eq!(e["n"], 1.5);
-        let text = format_entry(&e, &Style::plain());
-        assert_eq!(
-            text,
-            "00:00:00 WARNING mozart_baton::x a.b sheet:3 cannot \"go\" error=said \"no\" n=1.5"
-        );
+        assert_eq!(e["_raw"], true);
+        assert_eq!(format_entry(&e, &Style::plain()), line);
+        let only = |id: &str| LogFilter {
+            job_id: Some(id.into()),
+            min_level: 0,
+        };
+        assert!(should_include(&e, &only("a.b")));
+        assert!(!should_include(&e, &only("a")));
+    }
+
+    #[test]
+    fn the_sheet_log_directory_comes_from_the_jobs_events() {
+        let log = [
+            r#"{"event":"job.submitted","job_id":"j","sheet_logs":"/old/logs"}"#,
+            r#"{"event":"sheet.started","job_id":"j"}"#,
+            r#"{"event":"job.submitted","job_id":"j","sheet_logs":"/new/logs"}"#,
+        ];
+        let entries: Vec<Map<String, Value>> = log.iter().filter_map(|l| parse_line(l)).collect();
+        assert_eq!(sheet_logs_of(&entries).as_deref(), Some("/new/logs"));
+        assert_eq!(sheet_logs_of(&entries[1..2]), None);
     }
 
     #[test]
@@ -998,10 +900,10 @@ mod tests {
     #[test]
     fn filters_match_the_job_and_minimum_level_then_keep_the_last_lines() {
         let log = [
-            "2026-01-01T00:00:01Z  INFO m: a job_id=\"one\"",
-            "2026-01-01T00:00:02Z  INFO m: b job_id=\"two\"",
-            "2026-01-01T00:00:03Z ERROR m: c job_id=\"one\"",
-            "2026-01-01T00:00:04Z DEBUG m: d job_id=\"one\"",
+            r#"{"timestamp":"2026-01-01T00:00:01Z","level":"info","event":"a","job_id":"one"}"#,
+            r#"{"timestamp":"2026-01-01T00:00:02Z","level":"info","event":"b","job_id":"two"}"#,
+            r#"{"timestamp":"2026-01-01T00:00:03Z","level":"error","event":"c","job_id":"one"}"#,
+            r#"{"timestamp":"2026-01-01T00:00:04Z","level":"debug","event":"d","job_id":"one"}"#,
             "stray line about one-more",
             "stray line about one",
             "{\"event\": \"e\", \"level\": \"strange\", \"job_id\": \"one\"}",

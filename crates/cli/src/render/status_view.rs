@@ -142,6 +142,11 @@ impl View<'_> {
                 ));
             }
         }
+        // Where each sheet's full output is (the conductor adds the workspace).
+        if let Some(ws) = job.workspace.as_deref() {
+            let dir = std::path::Path::new(ws).join("logs");
+            self.line(format!("  Sheet logs: {}", dir.display()));
+        }
     }
 
     fn progress(&mut self) {
@@ -1016,6 +1021,17 @@ Sheet Details
         ));
         assert!(text.ends_with("Run 'mozart diagnose demo' for a full diagnostic report.\n"));
         assert!(!text.contains('\x1b'));
+    }
+
+    #[test]
+    fn the_header_says_where_the_sheet_logs_are() {
+        let mut job = sample();
+        job.workspace = Some("/w".into());
+        let text = render_status(&job, 1_800_000_000.0, &[], &Style::plain());
+        assert!(
+            text.starts_with("Score Status\n  Demo score\n  ID: demo\n  Status: FAILED\n  Duration: 55.0s\n  Sheet logs: /w/logs\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ use mozart_state::{
 };
 use tokio::task::AbortHandle;
 
+use super::events;
 use super::musician::{self, AttemptDetails};
 use super::table::JobTable;
 use super::{lock, Shared};
@@ -35,7 +36,17 @@ pub(crate) struct ConductorHost {
     /// Directories of remote attempts whose results this burst records: removed once the
     /// burst is committed (before that, a restart re-attaches to them and needs their files).
     finished_remote: Vec<std::path::PathBuf>,
+    /// Attempts handed to musicians whose result is not persisted yet (what a pause waits for).
+    running: std::collections::HashSet<(String, u32)>,
+    /// Each parked instrument's wall-clock end of its rate-limit wait (for the log).
+    rate_limits: HashMap<String, f64>,
+    /// Job events of the burst being saved, logged once it is durable: keyed by the change
+    /// they belong to (its address in the burst), so a change that was not saved logs nothing.
+    staged: Vec<(usize, Staged)>,
 }
+
+/// A job event waiting for its change to be committed.
+type Staged = Box<dyn FnOnce(&mut ConductorHost) + Send>;
 
 impl std::fmt::Debug for ConductorHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -54,6 +65,9 @@ impl ConductorHost {
             new_work: std::collections::HashSet::new(),
             clock: mozart_baton::AnchoredClock::new(),
             finished_remote: Vec::new(),
+            running: std::collections::HashSet::new(),
+            rate_limits: HashMap::new(),
+            staged: Vec::new(),
         }
     }
 }
@@ -180,6 +194,7 @@ impl ConductorHost {
         } else {
             entry.rt.waiting.remove(&change.sheet_num);
         }
+        let workspace = entry.run.as_ref().map(|r| r.workspace.clone());
         let Some(live) = entry.live.as_mut() else {
             return Ok(());
         };
@@ -224,10 +239,114 @@ impl ConductorHost {
                 }
             }
         }
-        if let Some(d) = details {
-            record_attempt(registry, change, &d);
+        if let Some(d) = &details {
+            record_attempt(registry, change, d);
         }
+        let validations = live
+            .sheets
+            .get(&change.sheet_num)
+            .filter(|_| details.as_ref().is_some_and(|d| d.validation.is_some()))
+            .map(|s| {
+                let passed = s.passed_validations.len();
+                (passed, passed + s.failed_validations.len())
+            });
+        self.stage_sheet_event(change, details.as_ref(), validations, workspace);
         Ok(())
+    }
+
+    /// The job event of a sheet's transition, logged once the change is committed.
+    fn stage_sheet_event(
+        &mut self,
+        change: &mozart_baton::SheetChange,
+        details: Option<&AttemptDetails>,
+        validations: Option<(usize, usize)>,
+        workspace: Option<std::path::PathBuf>,
+    ) {
+        use mozart_baton::SheetStatus as S;
+        let key = (change.job_id.clone(), change.sheet_num);
+        let attempt_ended = change.status != S::Dispatched;
+        // A command that exited 0 did not fail (a validation did): its last line is no cause.
+        let cause = details
+            .filter(|d| d.exit_code != Some(0))
+            .and_then(|d| events::last_output_line(&d.stderr_tail, &d.stdout_tail));
+        let failed = details.map(|d| events::FailedAttempt {
+            attempt: Some(d.attempt_number),
+            error_code: d.error_code.clone(),
+            message: d.error_message.clone(),
+            cause: cause.clone(),
+        });
+        let outcome_data = details.map(|d| {
+            (
+                d.attempt_number,
+                d.duration_seconds,
+                d.exit_code,
+                d.error_code.clone(),
+                d.error_message.clone(),
+                d.cost_usd,
+                d.input_tokens,
+                d.output_tokens,
+            )
+        });
+        let change = change.clone();
+        let event: Staged = Box::new(move |host: &mut ConductorHost| {
+            if attempt_ended {
+                host.running.remove(&key);
+            }
+            let (job_id, sheet) = (change.job_id.as_str(), change.sheet_num);
+            let o = outcome_data.as_ref();
+            let outcome = events::Outcome {
+                attempt: o.map(|o| o.0),
+                duration_seconds: o.map(|o| o.1),
+                exit_code: o.and_then(|o| o.2),
+                error_code: o.and_then(|o| o.3.as_deref()),
+                error_message: o.and_then(|o| o.4.as_deref()),
+                cause: cause.as_deref(),
+                validations,
+                cost_usd: o.map(|o| o.5),
+                input_tokens: o.map(|o| o.6),
+                output_tokens: o.map(|o| o.7),
+            };
+            let ws = workspace.as_deref();
+            match change.status {
+                S::Completed => events::sheet_completed(job_id, sheet, &outcome, ws),
+                S::Failed => {
+                    events::sheet_failed(job_id, sheet, &outcome, change.reason.as_deref(), ws)
+                }
+                S::Skipped => events::sheet_skipped(job_id, sheet, change.reason.as_deref()),
+                S::Cancelled => events::sheet_cancelled(job_id, sheet),
+                S::RetryScheduled => {
+                    // Logged when the baton says when the retry runs (`observe`).
+                    if let (Some(failed), Some(entry)) = (failed, host.table.jobs.get_mut(job_id)) {
+                        entry.log.retries.insert(sheet, failed);
+                    }
+                }
+                S::Waiting => {
+                    if let Some(failed) = failed {
+                        let until = host.rate_limits.get(&change.instrument).copied();
+                        events::sheet_rate_limited(
+                            job_id,
+                            sheet,
+                            &change.instrument,
+                            &failed,
+                            until,
+                        );
+                    }
+                }
+                S::Pending | S::Dispatched | S::Fermata => {}
+            }
+            if attempt_ended {
+                let running = host.running_sheets(job_id);
+                if let Some(entry) = host.table.jobs.get_mut(job_id) {
+                    events::maybe_paused(&mut entry.log, job_id, running);
+                }
+            }
+        });
+        self.staged.push((0, event));
+    }
+
+    /// Attempts of `job_id` still with their musicians.
+    fn running_sheets(&self, job_id: &str) -> usize {
+        self.running.iter().filter(|(j, _)| j == job_id).count()
     }
 
     fn persist_job(
@@ -321,6 +440,24 @@ impl ConductorHost {
         if let (Some(run), Some(live)) = (&entry.run, &entry.live) {
             super::notify::job_changed(run, live, daemon, change.reason.as_deref());
         }
+        let workspace = entry.run.as_ref().map(|r| r.workspace.clone());
+        let job_change = change.clone();
+        self.staged.push((
+            0,
+            Box::new(move |host: &mut ConductorHost| {
+                let running = host.running_sheets(&job_change.job_id);
+                if let Some(entry) = host.table.jobs.get_mut(&job_change.job_id) {
+                    events::job_status(
+                        &mut entry.log,
+                        &job_change.job_id,
+                        job_change.status,
+                        job_change.reason.as_deref(),
+                        workspace.as_deref(),
+                        running,
+                    );
+                }
+            }),
+        ));
         if daemon == DaemonJobStatus::Completed {
             if let Ok(Some(mut stored)) = registry.get_job(&change.job_id) {
                 stored.completed_new_work = entry.record.completed_new_work;
@@ -341,6 +478,21 @@ impl ConductorHost {
         registry: &Registry,
         change: &StateChange,
     ) -> Result<(), HostError> {
+        let first = self.staged.len();
+        let result = self.persist_change(jobs, registry, change);
+        let key = std::ptr::from_ref(change) as usize;
+        for staged in &mut self.staged[first..] {
+            staged.0 = key;
+        }
+        result
+    }
+
+    fn persist_change(
+        &mut self,
+        jobs: &mut HashMap<String, super::JobEntry>,
+        registry: &Registry,
+        change: &StateChange,
+    ) -> Result<(), HostError> {
         match change {
             StateChange::Sheet(s) => self.persist_sheet(jobs, registry, s),
             StateChange::Job(j) => self.persist_job(jobs, registry, j),
@@ -351,9 +503,13 @@ impl ConductorHost {
                         let wall =
                             mozart_state::epoch_now() + until.since(self.clock.now()).as_secs_f64();
                         let reason = i.rate_limit_reason.as_deref().unwrap_or("rate limited");
+                        self.rate_limits.insert(i.instrument.clone(), wall);
                         registry.set_rate_limit(&i.instrument, wall, Some(reason))
                     }
-                    None => registry.clear_rate_limit(Some(&i.instrument)).map(|_| ()),
+                    None => {
+                        self.rate_limits.remove(&i.instrument);
+                        registry.clear_rate_limit(Some(&i.instrument)).map(|_| ())
+                    }
                 };
                 result.map_err(|e| {
                     HostError::new(format!("saving rate limit of '{}'", i.instrument), e)
@@ -579,6 +735,21 @@ impl BatonHost for ConductorHost {
             }
         }
         self.table.jobs = jobs;
+        // The burst is durable (or not at all): log what was saved, in order.
+        let staged = std::mem::take(&mut self.staged);
+        if let Ok(results) = &batch {
+            let saved: std::collections::HashSet<usize> = changes
+                .iter()
+                .zip(results)
+                .filter(|(_, r)| r.is_ok())
+                .map(|(c, _)| std::ptr::from_ref::<StateChange>(c) as usize)
+                .collect();
+            for (key, event) in staged {
+                if saved.contains(&key) {
+                    event(self);
+                }
+            }
+        }
         match batch {
             Ok(results) => results,
             // The commit failed: none of it is durable.
@@ -601,6 +772,8 @@ impl BatonHost for ConductorHost {
             let _ = inbox.send(Event::SheetAttemptResult(Box::new(r)));
             return;
         };
+        events::sheet_started(job_id, sheet_num, &attempt);
+        self.running.insert((job_id.to_string(), sheet_num));
         let task = tokio::spawn(musician::play(
             self.shared.clone(),
             run,
@@ -627,6 +800,7 @@ impl BatonHost for ConductorHost {
 
     fn job_finished(&mut self, job_id: &str, outcome: JobOutcome, reason: Option<&str>) {
         self.inflight.retain(|(j, _), _| j != job_id);
+        self.running.retain(|(j, _)| j != job_id);
         // The job's checkpoint, plan and outcomes are freed below and by the learning
         // writer: give those pages back once that is done.
         mozart_conductor::memory::trim_after_job();
@@ -648,7 +822,7 @@ impl BatonHost for ConductorHost {
                     .map(|s| (s.sheet_num, s.status))
                     .collect();
             }
-            tracing::info!(job_id, ?outcome, reason, new_work, "job finished");
+            tracing::debug!(job_id, ?outcome, reason, new_work, "job finished");
             let Some(run) = run else { return };
             if let (Some(learning), Some(live)) = (&self.shared.learning, &live) {
                 if run.config.learning.enabled {
@@ -720,17 +894,30 @@ impl BatonHost for ConductorHost {
     }
 
     fn escalate(&mut self, job_id: &str, sheet_num: u32, reason: &str) {
-        tracing::warn!(
-            job_id,
-            sheet_num,
-            reason,
-            "sheet needs a decision (fermata); resume the job to continue"
-        );
+        events::sheet_escalated(job_id, sheet_num, reason);
     }
 
     fn observe(&mut self, event: mozart_baton::ObserverEvent) {
         if event.job_id.is_empty() {
             return;
+        }
+        // The retry's delay is known once the baton scheduled it (its timer is not ours).
+        if event.event == "baton.sheet.retry_scheduled" {
+            if let Some(delay) = event.data.get("delay_seconds").and_then(|d| d.as_f64()) {
+                let failed = self
+                    .table
+                    .jobs
+                    .get_mut(&event.job_id)
+                    .and_then(|e| e.log.retries.remove(&event.sheet_num));
+                if let Some(failed) = failed {
+                    events::sheet_retry_scheduled(
+                        &event.job_id,
+                        event.sheet_num,
+                        &failed,
+                        Some(delay),
+                    );
+                }
+            }
         }
         // Kept as the baton made it; turned into JSON only when someone asks
         // (`daemon.observer_events`, the monitor stream) — most events never are.

@@ -7,6 +7,7 @@
 //! changes the table through host calls that run on the baton task; no lock guards it.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod events;
 mod hooks;
 mod host;
 mod instruments;
@@ -86,6 +87,8 @@ pub(crate) struct JobEntry {
     /// `--config`, `modify --resume`): the old registration's end is not the job's end, so
     /// it is not recorded as `cancelled`.
     pub replacing: bool,
+    /// What the conductor log has said about the job (its job events).
+    pub log: events::JobLog,
 }
 
 impl JobEntry {
@@ -104,6 +107,7 @@ impl JobEntry {
             rt: table::RunState::default(),
             waiting: None,
             replacing: false,
+            log: events::JobLog::default(),
         }
     }
 }

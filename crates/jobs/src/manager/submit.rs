@@ -109,12 +109,16 @@ pub(super) async fn submit(
             id
         }
     };
+    let config_text = req.config_path.clone();
     // `job_timeout_seconds` as configured now (a reload applies to the next jobs); the
     // clock starts when the job gets its job slot.
     let timeout = std::time::Duration::from_secs_f64(ctx.config().job_timeout_seconds.max(1.0));
     match pipeline(mgr, &job_id, &config_path, req, timeout).await {
         Ok(response) => response,
-        Err(Rejection(message)) => rejected(&job_id, message),
+        Err(Rejection(message)) => {
+            super::events::rejected(&job_id, &config_text, &message);
+            rejected(&job_id, message)
+        }
     }
 }
 
@@ -161,6 +165,10 @@ async fn pipeline(
     };
     persist(mgr, job_id, &record, &job_score, &checkpoint)?;
     drop(job_score);
+    let from_checkpoint = req.resume_of.is_some();
+    if !from_checkpoint {
+        super::events::submitted(job_id, &req.config_path, &workspace, plan.total_sheets);
+    }
 
     let run = JobRun {
         job_id: job_id.to_string(),
@@ -176,7 +184,16 @@ async fn pipeline(
         worktree,
         workspace,
     };
-    register(mgr, record, checkpoint, run, req.self_healing, timeout).await
+    register(
+        mgr,
+        record,
+        checkpoint,
+        run,
+        req.self_healing,
+        timeout,
+        from_checkpoint,
+    )
+    .await
 }
 
 /// Parse: the score file, or the registry's copy of it (`no_reload`).
@@ -467,12 +484,14 @@ async fn register(
     run: JobRun,
     self_healing: bool,
     timeout: std::time::Duration,
+    from_checkpoint: bool,
 ) -> Step<JobResponse> {
     let job_id = run.job_id.clone();
     let mut spec = specs::job_spec(&job_id, &run.config, &run.plan, &checkpoint, self_healing);
     spec.timeout = Some(timeout);
     // Into the table before the baton hears of the job (a call runs before a later event).
-    let entry = JobEntry::new(record, Some(checkpoint), Some(Arc::new(run)));
+    let mut entry = JobEntry::new(record, Some(checkpoint), Some(Arc::new(run)));
+    entry.log.from_checkpoint = from_checkpoint;
     let id = job_id.clone();
     mgr.shared.table.tell(move |h| {
         h.table.jobs.insert(id, entry);

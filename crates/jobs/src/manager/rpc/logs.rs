@@ -76,7 +76,20 @@ impl LogTail {
     }
 }
 
-/// The last `n` lines of the file that mention `job`.
+/// Whether a log line belongs to `job`: a JSON line by its `job_id`, any other line (an
+/// older conductor's text) when it mentions the job.
+fn about(line: &str, job: Option<&str>) -> bool {
+    let Some(job) = job else { return true };
+    if !line.contains(job) {
+        return false;
+    }
+    match serde_json::from_str::<Value>(line) {
+        Ok(Value::Object(map)) => map.get("job_id").and_then(Value::as_str) == Some(job),
+        _ => true,
+    }
+}
+
+/// The last `n` lines of the file about `job`.
 fn backlog(path: &std::path::Path, job: Option<&str>, n: usize) -> Vec<String> {
     if n == 0 {
         return Vec::new();
@@ -84,12 +97,140 @@ fn backlog(path: &std::path::Path, job: Option<&str>, n: usize) -> Vec<String> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let mut lines: Vec<String> = text
         .lines()
-        .filter(|l| job.is_none_or(|j| l.contains(j)))
+        .filter(|l| about(l, job))
         .map(str::to_string)
         .collect();
     let skip = lines.len().saturating_sub(n.min(MAX_BACKLOG));
     lines.drain(..skip);
     lines
+}
+
+/// Longest output line streamed (the file has it whole).
+const MAX_OUTPUT_LINE: usize = 500;
+
+/// One running sheet's live output file (`{workspace}/logs/sheet-NN.<stream>.log`), read
+/// from where the last poll stopped. The instrument recreates it for each attempt.
+struct OutputTail {
+    path: PathBuf,
+    inode: u64,
+    pos: u64,
+    partial: Vec<u8>,
+}
+
+impl OutputTail {
+    fn new(path: PathBuf) -> OutputTail {
+        OutputTail {
+            path,
+            inode: 0,
+            pos: 0,
+            partial: Vec::new(),
+        }
+    }
+
+    /// Complete lines added since the last call.
+    fn read_lines(&mut self) -> Vec<String> {
+        use std::io::Read;
+        use std::os::unix::fs::MetadataExt;
+        let Ok(mut file) = std::fs::File::open(&self.path) else {
+            return Vec::new();
+        };
+        let Ok(meta) = file.metadata() else {
+            return Vec::new();
+        };
+        if meta.ino() != self.inode || meta.len() < self.pos {
+            // A new attempt's file: from its start.
+            self.inode = meta.ino();
+            self.pos = 0;
+            self.partial.clear();
+        }
+        if file.seek(SeekFrom::Start(self.pos)).is_err() {
+            return Vec::new();
+        }
+        let mut buf = Vec::new();
+        // At most 1 MiB a poll: a chatty instrument cannot stall the stream.
+        let _ = file.by_ref().take(1 << 20).read_to_end(&mut buf);
+        self.pos += buf.len() as u64;
+        self.partial.extend_from_slice(&buf);
+        let mut lines = Vec::new();
+        while let Some(nl) = self.partial.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.partial.drain(..=nl).collect();
+            lines.push(String::from_utf8_lossy(&line).trim_end().to_string());
+        }
+        lines
+    }
+}
+
+/// The running sheets of `job` and where their output files are.
+async fn running_sheets(mgr: &JobManager, job: &str) -> Vec<(u32, PathBuf)> {
+    let job = job.to_string();
+    mgr.shared
+        .table
+        .call(move |h| {
+            let Some(entry) = h.table.jobs.get(&job) else {
+                return Vec::new();
+            };
+            let Some(run) = &entry.run else {
+                return Vec::new();
+            };
+            let logs = run.workspace.join("logs");
+            entry.rt.live.keys().map(|n| (*n, logs.clone())).collect()
+        })
+        .await
+        .unwrap_or_default()
+}
+
+/// New lines of the running sheets' output (`sheet.output` entries): tails are opened for
+/// sheets that run and read one last time once they stop. Lines that are JSON events of a
+/// streaming instrument are left out (their gist arrives as progress entries).
+async fn output_entries(
+    mgr: &JobManager,
+    job: &str,
+    tails: &mut std::collections::BTreeMap<(u32, &'static str), OutputTail>,
+) -> Vec<Map<String, Value>> {
+    let running = running_sheets(mgr, job).await;
+    for (sheet, logs) in &running {
+        for stream in ["stdout", "stderr"] {
+            tails.entry((*sheet, stream)).or_insert_with(|| {
+                OutputTail::new(logs.join(format!("sheet-{sheet:02}.{stream}.log")))
+            });
+        }
+    }
+    let mut out = Vec::new();
+    let mut done = Vec::new();
+    for ((sheet, stream), tail) in tails.iter_mut() {
+        for line in tail.read_lines() {
+            let trimmed = line.trim();
+            if trimmed.is_empty()
+                || (trimmed.starts_with('{') && serde_json::from_str::<Value>(trimmed).is_ok())
+            {
+                continue;
+            }
+            let mut text: String = trimmed.chars().take(MAX_OUTPUT_LINE).collect();
+            if text.len() < trimmed.len() {
+                text.push('…');
+            }
+            let entry = json!({
+                "timestamp": mozart_state::Timestamp::now().to_string(),
+                "level": "info",
+                "event": "sheet.output",
+                "message": mozart_backends::redact(&text),
+                "component": "output",
+                "job_id": job,
+                "sheet_num": sheet,
+                "stream": stream,
+            });
+            if let Value::Object(m) = entry {
+                out.push(m);
+            }
+        }
+        if !running.iter().any(|(n, _)| n == sheet) {
+            done.push((*sheet, *stream));
+        }
+    }
+    for key in done {
+        tails.remove(&key);
+    }
+    out
 }
 
 /// Progress entries for the running sheets of `job` whose activity changed since `seen`.
@@ -213,13 +354,14 @@ pub(in crate::manager) fn register(
                     }
                     let mut tail = LogTail::open(path, true);
                     let mut seen = std::collections::HashMap::new();
+                    let mut outputs = std::collections::BTreeMap::new();
                     loop {
                         tokio::select! {
                             _ = sink.closed() => return,
                             _ = tokio::time::sleep(POLL) => {}
                         }
                         for line in tail.read_lines() {
-                            if job.as_deref().is_some_and(|j| !line.contains(j)) {
+                            if !about(&line, job.as_deref()) {
                                 continue;
                             }
                             if !send(&mut sink, LogFollowItem::Line(line)) {
@@ -229,6 +371,14 @@ pub(in crate::manager) fn register(
                         for entry in progress_entries(&mgr, job.as_deref(), &mut seen).await {
                             if !send(&mut sink, LogFollowItem::Entry(entry)) {
                                 return;
+                            }
+                        }
+                        // One job's output as it is written (all jobs' would drown the log).
+                        if let Some(job) = job.as_deref() {
+                            for entry in output_entries(&mgr, job, &mut outputs).await {
+                                if !send(&mut sink, LogFollowItem::Entry(entry)) {
+                                    return;
+                                }
                             }
                         }
                     }
