@@ -97,7 +97,8 @@ pub enum Command {
     Top(commands::top::Args),
     /// Show or follow a job's events in the conductor log, and where its sheet logs are.
     ///
-    /// With a conductor running, a SCORE_ID it does not know is an error (exit 1).
+    /// With a conductor running, a SCORE_ID it does not know is an error (exit 1), except
+    /// with --follow, which waits for the job to be submitted.
     Logs(commands::logs::Args),
     /// List all errors for a score with detailed information.
     Errors(commands::errors::Args),

@@ -87,7 +87,12 @@ pub struct LogFilter {
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     if let Some(id) = args.score_id.as_deref() {
         check_score_id(id)?;
-        if args.file.is_none() && args.workspace.is_none() && unknown_to_conductor(globals, id) {
+        // `--follow` may start before the job is submitted (it waits for `job.submitted`).
+        if !args.follow
+            && args.file.is_none()
+            && args.workspace.is_none()
+            && unknown_to_conductor(globals, id)
+        {
             return Err(failed(
                 format!("Score not found: {id}"),
                 &["Run 'mozart list --all' to see available scores."],
