@@ -834,7 +834,13 @@ pub fn plan(
     base: &Path,
     wanted: &[PlanRequest],
 ) -> Result<Vec<PlannedWorktree>, IsolationError> {
-    let probe = Git::new(repo_dir, job_id);
+    // A workspace that does not exist yet is created before `prepare` runs: its repository
+    // is the one of its nearest existing parent.
+    let existing = repo_dir
+        .ancestors()
+        .find(|d| d.is_dir())
+        .unwrap_or(repo_dir);
+    let probe = Git::new(existing, job_id);
     let toplevel = probe
         .capture(["rev-parse", "--show-toplevel"])
         .map_err(|e| match e {

@@ -1184,6 +1184,42 @@ mod tests {
     }
 
     #[test]
+    fn changed_files_lists_committed_and_uncommitted_work_without_memory_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(repo)
+                .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        };
+        git(&["init", "-q", "-b", "main", "."]);
+        std::fs::write(repo.join("README.md"), "x\n").unwrap();
+        git(&["add", "README.md"]);
+        git(&["commit", "-qm", "init"]);
+        let base = git(&["rev-parse", "--short", "HEAD"]);
+        std::fs::write(repo.join("auth.go"), "package auth\n").unwrap();
+        git(&["add", "auth.go"]);
+        git(&["commit", "-qm", "auth"]);
+        std::fs::write(repo.join("notes.txt"), "later\n").unwrap();
+        std::fs::write(repo.join("PROGRESS.md"), "ours\n").unwrap();
+        let listed = changed_files(repo, Some(&base), true);
+        assert!(listed.contains("A\tauth.go"), "{listed}");
+        assert!(listed.contains("?? notes.txt"), "{listed}");
+        assert!(!listed.contains("PROGRESS.md"), "{listed}");
+        let listed = changed_files(repo, None, false);
+        assert!(!listed.contains("auth.go") && listed.contains("?? PROGRESS.md"), "{listed}");
+        let elsewhere = tempfile::tempdir().unwrap();
+        let listed = changed_files(elsewhere.path(), None, false);
+        assert!(listed.contains("is not in a git repository"), "{listed}");
+    }
+
+    #[test]
     fn memory_keeps_the_last_chars() {
         let s = "é".repeat(5000);
         assert_eq!(last_chars(&s, MEMORY_CHARS).chars().count(), MEMORY_CHARS);
