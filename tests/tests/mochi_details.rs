@@ -93,10 +93,7 @@ fn a_taken_branch_gets_dash_2_everywhere() {
         "the taken branch is left alone"
     );
     let prs = std::fs::read_to_string(&p.gh_log).unwrap();
-    assert!(
-        prs.contains(&format!("--head {real} --base main")),
-        "{prs}"
-    );
+    assert!(prs.contains(&format!("--head {real} --base main")), "{prs}");
     assert_eq!(sheet(&doc, 1)["review"]["branch"], real.as_str(), "{doc:#}");
 }
 
@@ -114,10 +111,16 @@ fn dry_run_shows_the_branch_a_task_will_really_get() {
     assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
     let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
     let tasks = doc["tasks"].as_array().unwrap();
-    assert_eq!(tasks[0]["branch"], "mochi/fix-the-bug-in-auth-go", "{doc:#}");
+    assert_eq!(
+        tasks[0]["branch"], "mochi/fix-the-bug-in-auth-go",
+        "{doc:#}"
+    );
     assert_eq!(tasks[1]["branch"], "mochi/add-a-verbose-flag-2", "{doc:#}");
     assert_eq!(tasks[1]["requested_branch"], taken, "{doc:#}");
-    assert_eq!(doc["worktrees"][1]["branch"], "mochi/add-a-verbose-flag-2", "{doc:#}");
+    assert_eq!(
+        doc["worktrees"][1]["branch"], "mochi/add-a-verbose-flag-2",
+        "{doc:#}"
+    );
     assert_eq!(doc["worktrees"][1]["reused"], false, "{doc:#}");
 
     for args in [vec!["run", "--dry-run", score], vec!["validate", score]] {
@@ -139,7 +142,9 @@ fn dry_run_shows_the_branch_a_task_will_really_get() {
     );
     // Nothing was created.
     assert_eq!(
-        git(&p.repo, &["branch", "--list", "mochi/*"]).lines().count(),
+        git(&p.repo, &["branch", "--list", "mochi/*"])
+            .lines()
+            .count(),
         1
     );
 }
@@ -210,7 +215,10 @@ fn progress_records_the_final_outcome() {
         progress.contains("Status: failed (no DONE after 2 iterations"),
         "{progress}"
     );
-    assert!(progress.contains("- iteration 2: RETRY still wrong"), "{progress}");
+    assert!(
+        progress.contains("- iteration 2: RETRY still wrong"),
+        "{progress}"
+    );
     let feedback = std::fs::read_to_string(kept.join("FEEDBACK.md")).unwrap();
     assert!(feedback.contains("(after iteration 2)"), "{feedback}");
 }

@@ -496,6 +496,12 @@ pub fn code_hint(code: &str) -> &'static str {
         Some("E4") => "Checkpoint state problem: run mozart diagnose <score>.",
         Some("E5") => "The instrument's backend refused or was unreachable: check credentials and network.",
         Some("E6") => "A preflight check failed: fix the reported prerequisite, then mozart resume.",
+        Some("E7") if code == "E701" => {
+            "The reviewer never answered DONE: read its last feedback, then mozart resume <score> for more iterations."
+        }
+        Some("E7") => {
+            "The reviewer accepted the work but its dispatch failed: fix the cause, then mozart resume <score>."
+        }
         _ => "Run mozart diagnose <score> for details.",
     }
 }

@@ -902,8 +902,7 @@ pub fn plan(
                             Some(LockOwner::Live(_) | LockOwner::Foreign)
                         ))
             });
-            if registered || path.exists() || paths.contains(&path) || branches.contains(&branch)
-            {
+            if registered || path.exists() || paths.contains(&path) || branches.contains(&branch) {
                 continue;
             }
             paths.push(path.clone());

@@ -170,10 +170,7 @@ pub fn prepare(
     };
     // A reused tree (only ever the recorded one) reports its HEAD as base; the commit it
     // was created from is in the manifest.
-    if let Some(base) = recorded
-        .filter(|_| wt.reused)
-        .and_then(|e| e.base_commit)
-    {
+    if let Some(base) = recorded.filter(|_| wt.reused).and_then(|e| e.base_commit) {
         wt.base_commit = base;
     }
     update(&manifest, job_id, |m| {

@@ -296,7 +296,12 @@ fn git_in(dir: &Path, args: &[&str]) -> Option<String> {
     let mut cmd = std::process::Command::new("git");
     cmd.arg("-C").arg(dir).args(args);
     // A conductor started from a git hook must not look at that hook's repository.
-    for var in ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR"] {
+    for var in [
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_COMMON_DIR",
+    ] {
         cmd.env_remove(var);
     }
     let out = cmd.stdin(std::process::Stdio::null()).output().ok()?;
@@ -355,7 +360,10 @@ pub(crate) fn changed_files(dir: &Path, base: Option<&str>, memory_here: bool) -
         }
     }
     let ours: Vec<String> = if memory_here {
-        MEMORY_FILES.iter().map(|f| format!("{prefix}{f}")).collect()
+        MEMORY_FILES
+            .iter()
+            .map(|f| format!("{prefix}{f}"))
+            .collect()
     } else {
         Vec::new()
     };
@@ -1133,20 +1141,38 @@ mod tests {
         let failed = after_verdict(state.clone(), 2, &retry, None);
         write_memory(dir.path(), "Fix x", (2, 2), &failed, Stage::Failed).unwrap();
         let progress = read(dir.path(), "PROGRESS.md");
-        assert!(progress.contains("Status: failed (no DONE after 2 iterations"), "{progress}");
-        assert!(progress.contains("- iteration 2: RETRY add a test"), "{progress}");
+        assert!(
+            progress.contains("Status: failed (no DONE after 2 iterations"),
+            "{progress}"
+        );
+        assert!(
+            progress.contains("- iteration 2: RETRY add a test"),
+            "{progress}"
+        );
         let done = after_verdict(state, 2, &Verdict::Done, None);
         for (stage, want) in [
-            (Stage::Done, "Status: done (the reviewer answered DONE after iteration 2;"),
-            (Stage::Dispatched("https://x/pull/1"), "dispatched: https://x/pull/1)"),
-            (Stage::DispatchFailed("gh: no"), "Status: done, dispatch failed"),
+            (
+                Stage::Done,
+                "Status: done (the reviewer answered DONE after iteration 2;",
+            ),
+            (
+                Stage::Dispatched("https://x/pull/1"),
+                "dispatched: https://x/pull/1)",
+            ),
+            (
+                Stage::DispatchFailed("gh: no"),
+                "Status: done, dispatch failed",
+            ),
         ] {
             write_memory(dir.path(), "Fix x", (2, 3), &done, stage).unwrap();
             let progress = read(dir.path(), "PROGRESS.md");
             assert!(progress.contains(want), "{want:?} in {progress}");
             assert!(progress.contains("- iteration 2: DONE"), "{progress}");
             let feedback = read(dir.path(), "FEEDBACK.md");
-            assert!(feedback.contains("answered DONE after iteration 2"), "{feedback}");
+            assert!(
+                feedback.contains("answered DONE after iteration 2"),
+                "{feedback}"
+            );
         }
     }
 
@@ -1159,8 +1185,15 @@ mod tests {
             stderr: "warning: slow disk",
             changes: "Not committed (`git status --porcelain`):\n?? new.rs\n",
         };
-        let prompt =
-            reviewer_prompt(&cfg, "Fix x", (1, 3), Path::new("/wt"), Some("b-2"), &worker).unwrap();
+        let prompt = reviewer_prompt(
+            &cfg,
+            "Fix x",
+            (1, 3),
+            Path::new("/wt"),
+            Some("b-2"),
+            &worker,
+        )
+        .unwrap();
         for needle in [
             "## Files changed\nNot committed",
             "?? new.rs",
@@ -1178,7 +1211,8 @@ mod tests {
             stderr: "",
             ..worker
         };
-        let prompt = reviewer_prompt(&cfg, "Fix x", (1, 3), Path::new("/wt"), None, &plain).unwrap();
+        let prompt =
+            reviewer_prompt(&cfg, "Fix x", (1, 3), Path::new("/wt"), None, &plain).unwrap();
         assert!(!prompt.contains("## The agent's stdout"), "{prompt}");
         assert!(!prompt.contains("## The agent's stderr"), "{prompt}");
     }
@@ -1213,7 +1247,10 @@ mod tests {
         assert!(listed.contains("?? notes.txt"), "{listed}");
         assert!(!listed.contains("PROGRESS.md"), "{listed}");
         let listed = changed_files(repo, None, false);
-        assert!(!listed.contains("auth.go") && listed.contains("?? PROGRESS.md"), "{listed}");
+        assert!(
+            !listed.contains("auth.go") && listed.contains("?? PROGRESS.md"),
+            "{listed}"
+        );
         let elsewhere = tempfile::tempdir().unwrap();
         let listed = changed_files(elsewhere.path(), None, false);
         assert!(listed.contains("is not in a git repository"), "{listed}");
