@@ -66,7 +66,7 @@ pub(crate) enum Stage<'a> {
     InProgress,
     /// The reviewer answered `DONE`; the dispatch is next.
     Done,
-    /// `DONE`, and the result went here (`none` when it stays on its branch).
+    /// `DONE`, and the result went here (`none`: `tasks.dispatch: none`, nothing went anywhere).
     Dispatched(&'a str),
     /// `DONE`, but the dispatch failed with this message.
     DispatchFailed(&'a str),
@@ -155,7 +155,7 @@ pub(crate) fn write_memory(
             "done (the reviewer answered DONE after iteration {iteration}; the result is being dispatched)"
         ),
         Stage::Dispatched("none") => format!(
-            "done (the reviewer answered DONE after iteration {iteration}; the work stays on its branch)"
+            "done (the reviewer answered DONE after iteration {iteration}; dispatch none: the work stays where the worker left it)"
         ),
         Stage::Dispatched(place) => format!(
             "done (the reviewer answered DONE after iteration {iteration}; dispatched: {place})"
