@@ -318,7 +318,7 @@ fn max_iterations_fail_the_sheet_with_the_last_feedback() {
     let out = env.mozart(&["errors", "mochi", "--json"]);
     let text = mozart_tests::stdout(&out);
     assert!(
-        text.contains("reviewer loop: no DONE after 3 iterations; last feedback: I cannot tell."),
+        text.contains("reviewer loop: no DONE after 3 iterations; the work stays on branch mochi/fix-the-bug-in-auth-go; `mozart resume mochi` gives it 3 more iterations (review.max_iterations); last feedback: I cannot tell."),
         "{text}"
     );
     for n in [2, 3] {

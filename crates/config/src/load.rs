@@ -385,7 +385,13 @@ fn collect_warnings(c: &JobConfig) -> Vec<String> {
             out.push("GroundingHookConfig type='file_checksum' with empty expected_checksums will not validate any files.".into());
         }
     }
-    if c.parallel.enabled && c.isolation.enabled {
+    // Only a job-wide worktree is shared: with `scope: sheet` each sheet has its own, and
+    // `mode: none` makes no worktree at all (upstream warns whenever both are enabled).
+    if c.parallel.enabled
+        && c.isolation.enabled
+        && c.isolation.mode == crate::model::IsolationMode::Worktree
+        && c.isolation.scope == crate::model::IsolationScope::Job
+    {
         out.push("parallel.enabled and isolation.enabled are both set. Parallel sheets will share the same worktree — ensure they don't write to overlapping paths.".into());
     }
     out

@@ -85,8 +85,9 @@ pub struct TaskItem {
     /// The `[model:NAME]` annotation, if any.
     #[serde(default)]
     pub model: Option<String>,
-    /// Branch name from the template (a `-2`, `-3` suffix is added at run time when the
-    /// branch already exists).
+    /// Branch name from the template. When that branch (or the worktree directory) is
+    /// taken, the task's worktree gets `-2`, `-3`, … at run time: the prompt's
+    /// `task_branch` then holds the real name, and `mozart run --dry-run` shows it.
     pub branch: String,
     /// Line of the bullet in its source.
     pub line: usize,

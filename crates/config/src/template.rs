@@ -22,6 +22,9 @@ pub struct RenderContext {
     /// The directory the instrument runs in (the sheet's git worktree under isolation);
     /// default the workspace.
     pub working_directory: Option<PathBuf>,
+    /// The branch the sheet's own worktree really checked out (docs/mochi.md): it replaces
+    /// the planned `task_branch`, which lacks the `-2` a taken name gets.
+    pub task_branch: Option<String>,
     /// Cross-sheet stdout tails by sheet number.
     pub previous_outputs: BTreeMap<u32, String>,
     /// Cross-sheet captured files by absolute path.
@@ -474,7 +477,10 @@ fn sheet_vars(
     }
     if let Some(task) = crate::tasks::task_of(job, sheet.movement, sheet.voice) {
         for (k, v) in crate::tasks::task_vars(job, task) {
-            put(k, Value::from(v));
+            match (k, &ctx.task_branch) {
+                ("task_branch", Some(real)) => put(k, Value::from(real.as_str())),
+                _ => put(k, Value::from(v)),
+            }
         }
     }
     for (k, v) in &ctx.extra {

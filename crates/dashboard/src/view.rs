@@ -497,6 +497,12 @@ pub fn code_hint(code: &str, job_id: &str) -> String {
         Some("E4") => return format!("Checkpoint state problem: run mozart diagnose {job_id}."),
         Some("E5") => "The instrument's backend refused or was unreachable: check credentials and network.",
         Some("E6") => "A preflight check failed: fix the reported prerequisite, then mozart resume.",
+        Some("E7") if code == "E701" => {
+            return format!("The reviewer never answered DONE: read its last feedback, then mozart resume {job_id} for more iterations.")
+        }
+        Some("E7") => {
+            return format!("The reviewer accepted the work but its dispatch failed: fix the cause, then mozart resume {job_id}.")
+        }
         _ => return format!("Run mozart diagnose {job_id} for details."),
     };
     generic.to_string()

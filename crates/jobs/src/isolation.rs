@@ -373,7 +373,7 @@ impl<'a> WorktreeRequest<'a> {
     }
 
     /// Directory name under the worktree base, and branch name without suffix.
-    fn names(&self) -> (String, String) {
+    pub(crate) fn names(&self) -> (String, String) {
         let name = match self.scope {
             WorktreeScope::Job => self.job_id.to_string(),
             WorktreeScope::Sheet(n) => format!("{}-sheet-{n}", self.job_id),
@@ -799,6 +799,127 @@ fn free_names(
         job_id: git.job_id.into(),
         name: name.into(),
     })
+}
+
+/// One worktree to plan with [`plan`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanRequest {
+    /// Directory name under `base` (before collision suffixes).
+    pub name: String,
+    /// Branch name (before collision suffixes).
+    pub branch: String,
+    /// A worktree an earlier run recorded (the manifest): reused when it is still there.
+    pub resume_path: Option<PathBuf>,
+}
+
+/// Where a planned worktree will be (see [`plan`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedWorktree {
+    /// Its root.
+    pub path: PathBuf,
+    /// Its branch, with the suffix a taken name gets.
+    pub branch: String,
+    /// An earlier run's worktree, reused as it is.
+    pub reused: bool,
+}
+
+/// The worktrees [`prepare`] would use for `wanted`, created in that order under `base` in
+/// the repository containing `repo_dir`, without changing anything (no prune, no unlock):
+/// what `mozart run --dry-run` shows. The names are picked as [`prepare`] picks them — the
+/// first of plain, `-2`, `-3`, … whose branch does not exist and whose directory is free —
+/// and an earlier request's pick counts as taken for the later ones.
+pub fn plan(
+    job_id: &str,
+    repo_dir: &Path,
+    base: &Path,
+    wanted: &[PlanRequest],
+) -> Result<Vec<PlannedWorktree>, IsolationError> {
+    // A workspace that does not exist yet is created before `prepare` runs: its repository
+    // is the one of its nearest existing parent.
+    let existing = repo_dir
+        .ancestors()
+        .find(|d| d.is_dir())
+        .unwrap_or(repo_dir);
+    let probe = Git::new(existing, job_id);
+    let toplevel = probe
+        .capture(["rev-parse", "--show-toplevel"])
+        .map_err(|e| match e {
+            IsolationError::Git { stderr, .. } => IsolationError::NotARepository {
+                job_id: job_id.into(),
+                repo: repo_dir.to_path_buf(),
+                detail: stderr,
+            },
+            IsolationError::GitSpawn { source, .. } if source.kind() == io::ErrorKind::NotFound => {
+                IsolationError::NotARepository {
+                    job_id: job_id.into(),
+                    repo: repo_dir.to_path_buf(),
+                    detail: "the directory (or git itself) does not exist".into(),
+                }
+            }
+            other => other,
+        })?;
+    let root = PathBuf::from(toplevel);
+    let git = Git::new(&root, job_id);
+    let entries = list_worktrees_with(&git)?;
+    // One `for-each-ref` instead of a `show-ref` per candidate: a fan-out can plan hundreds.
+    let mut branches: std::collections::HashSet<String> = git
+        .capture(["for-each-ref", "--format=%(refname)", "refs/heads"])?
+        .lines()
+        .filter_map(|l| l.strip_prefix("refs/heads/"))
+        .map(str::to_string)
+        .collect();
+    let mut paths: Vec<PathBuf> = Vec::new();
+    let mut out = Vec::with_capacity(wanted.len());
+    'requests: for w in wanted {
+        if let Some(previous) = &w.resume_path {
+            if let Some(e) = entries
+                .iter()
+                .find(|e| same_path(&e.path, previous) && e.path.exists())
+            {
+                out.push(PlannedWorktree {
+                    path: e.path.clone(),
+                    branch: e.branch.clone().unwrap_or_else(|| "(detached)".into()),
+                    reused: true,
+                });
+                continue;
+            }
+        }
+        for n in 1..=MAX_SUFFIX {
+            let suffix = if n == 1 {
+                String::new()
+            } else {
+                format!("-{n}")
+            };
+            let path = base.join(format!("{}{suffix}", w.name));
+            let branch = format!("{}{suffix}", w.branch);
+            // A registered worktree blocks its name unless `prepare` would prune it (its
+            // directory is gone and no live or foreign lock holds it).
+            let registered = entries.iter().any(|e| {
+                same_path(&e.path, &path)
+                    && (e.path.exists()
+                        || matches!(
+                            e.lock_reason.as_deref().map(lock_owner),
+                            Some(LockOwner::Live(_) | LockOwner::Foreign)
+                        ))
+            });
+            if registered || path.exists() || paths.contains(&path) || branches.contains(&branch) {
+                continue;
+            }
+            paths.push(path.clone());
+            branches.insert(branch.clone());
+            out.push(PlannedWorktree {
+                path,
+                branch,
+                reused: false,
+            });
+            continue 'requests;
+        }
+        return Err(IsolationError::NoFreeName {
+            job_id: job_id.into(),
+            name: w.name.clone(),
+        });
+    }
+    Ok(out)
 }
 
 /// Prune a registered worktree whose directory is gone, unless a live process locked it.

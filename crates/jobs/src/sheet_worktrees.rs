@@ -35,6 +35,10 @@ pub struct ManifestEntry {
     pub slug: Option<String>,
     /// `active` while the sheet runs; `kept` once the job ended and the tree stayed.
     pub status: String,
+    /// The commit the worktree was created from: what the reviewer's list of changed files
+    /// compares against, also after a restart reuses the worktree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_commit: Option<String>,
 }
 
 /// The manifest file: sheet number → worktree.
@@ -147,7 +151,8 @@ pub fn prepare(
     slug: Option<String>,
 ) -> Result<Worktree, String> {
     let manifest = manifest_path(job, job_id);
-    let previous = load(&manifest).sheets.get(&sheet).map(|e| e.path.clone());
+    let recorded = load(&manifest).sheets.get(&sheet).cloned();
+    let previous = recorded.as_ref().map(|e| e.path.clone());
     let mut cfg = job.isolation.clone();
     cfg.fallback_on_error = false;
     let setup = isolation::WorktreeSetup::from_config(&job.isolation);
@@ -157,12 +162,17 @@ pub fn prepare(
         .with_branch(branch);
     req.config = &cfg;
     req.repo_dir = repo_dir(job);
-    let wt = match isolation::prepare(&req) {
+    let mut wt = match isolation::prepare(&req) {
         Ok(Isolation::Worktree(wt)) => wt,
         Ok(Isolation::Disabled) => return Err("worktree isolation is disabled".into()),
         Ok(Isolation::Fallback { reason }) => return Err(reason),
         Err(e) => return Err(e.to_string()),
     };
+    // A reused tree (only ever the recorded one) reports its HEAD as base; the commit it
+    // was created from is in the manifest.
+    if let Some(base) = recorded.filter(|_| wt.reused).and_then(|e| e.base_commit) {
+        wt.base_commit = base;
+    }
     update(&manifest, job_id, |m| {
         m.sheets.insert(
             sheet,
@@ -171,10 +181,46 @@ pub fn prepare(
                 branch: wt.branch.clone(),
                 slug,
                 status: "active".into(),
+                base_commit: Some(wt.base_commit.clone()).filter(|b| !b.is_empty()),
             },
         );
     })?;
     Ok(wt)
+}
+
+/// The branch the manifest records for `sheet` (its worktree exists or existed), if any.
+pub fn recorded_branch(job: &JobConfig, job_id: &str, sheet: u32) -> Option<String> {
+    load(&manifest_path(job, job_id))
+        .sheets
+        .remove(&sheet)
+        .map(|e| e.branch)
+}
+
+/// The worktree and branch each of `sheets` (sheet number, task branch if it plays a task)
+/// will use when the job `job_id` runs, in that order: the manifest's worktree when it is
+/// still there, else the first free name (`-2`, `-3`, … when taken). Changes nothing: for
+/// `mozart run --dry-run` and `mozart validate`.
+pub fn plan(
+    job: &JobConfig,
+    job_id: &str,
+    sheets: &[(u32, Option<String>)],
+) -> Result<Vec<isolation::PlannedWorktree>, String> {
+    let manifest = load(&manifest_path(job, job_id));
+    let wanted: Vec<isolation::PlanRequest> = sheets
+        .iter()
+        .map(|(n, branch)| {
+            let (name, branch) = WorktreeRequest::for_sheet(job, job_id, *n)
+                .with_branch(branch.clone())
+                .names();
+            isolation::PlanRequest {
+                name,
+                branch,
+                resume_path: manifest.sheets.get(n).map(|e| e.path.clone()),
+            }
+        })
+        .collect();
+    let base = WorktreeRequest::for_job(job, job_id).base();
+    isolation::plan(job_id, &repo_dir(job), &base, &wanted).map_err(|e| e.to_string())
 }
 
 /// Remove (or keep and unlock) one sheet's worktree as `outcome` and the score's cleanup
@@ -214,7 +260,7 @@ pub fn finish_all(job: &JobConfig, job_id: &str, outcome: RunOutcome) {
             working_directory: entry.path.clone(),
             path: entry.path.clone(),
             branch: entry.branch.clone(),
-            base_commit: String::new(),
+            base_commit: entry.base_commit.clone().unwrap_or_default(),
             // A lock the conductor took is ours to drop (`finish` unlocks kept trees).
             locked: true,
             reused: true,

@@ -20,7 +20,8 @@ pub enum Severity {
 
 macro_rules! error_codes {
     ($($variant:ident = $code:literal, $name:literal, $retriable:literal, $delay:literal, $sev:ident, $root:literal;)*) => {
-        /// Every error code of execution.md §7.1 (40 codes).
+        /// Every error code of execution.md §7.1 (40 codes), and ours: E7xx, the reviewer
+        /// loop (docs/mochi.md).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
         pub enum ErrorCode {
             $(
@@ -103,6 +104,8 @@ error_codes! {
     E602 = "E602", "PREFLIGHT_PROMPT_TOO_LARGE", false, 0, Error, 85;
     E603 = "E603", "PREFLIGHT_WORKING_DIR_INVALID", false, 0, Error, 12;
     E604 = "E604", "PREFLIGHT_VALIDATION_SETUP", false, 0, Error, 86;
+    E701 = "E701", "REVIEW_LOOP_EXHAUSTED", false, 0, Error, 87;
+    E702 = "E702", "REVIEW_DISPATCH_FAILED", false, 0, Error, 88;
     E901 = "E901", "NETWORK_CONNECTION_FAILED", true, 30, Error, 40;
     E902 = "E902", "NETWORK_DNS_ERROR", true, 30, Error, 41;
     E903 = "E903", "NETWORK_SSL_ERROR", true, 30, Error, 42;

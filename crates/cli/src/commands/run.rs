@@ -140,7 +140,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         return Ok(1);
     }
     if args.dry_run {
-        return dry_run(&score, &args);
+        return dry_run(score, &args);
     }
     submit(globals, &args, &score)
 }
@@ -183,7 +183,15 @@ fn print_config_panel(score: &Score) {
     }
 }
 
-fn dry_run(score: &Score, args: &Args) -> Result<i32, CliError> {
+fn dry_run(mut score: Score, args: &Args) -> Result<i32, CliError> {
+    // The job ID a run of this file gets: it names the worktrees and their manifest.
+    let job_id = args
+        .config_file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let plan = crate::render::tasks::plan_branches(&mut score.config, &job_id);
+    let score = &score;
     let c = &score.config;
     let total = total_sheets(&c.sheet);
     if args.json {
@@ -194,7 +202,11 @@ fn dry_run(score: &Score, args: &Args) -> Result<i32, CliError> {
             "workspace": c.workspace.display().to_string(),
         });
         if c.tasks.is_some() {
-            doc["tasks"] = crate::render::tasks::tasks_json(c);
+            doc["tasks"] = crate::render::tasks::tasks_json(c, &plan);
+        }
+        let worktrees = crate::render::tasks::worktrees_json(&plan);
+        if !worktrees.is_null() {
+            doc["worktrees"] = worktrees;
         }
         print_json(&doc);
         return Ok(0);
@@ -214,7 +226,7 @@ fn dry_run(score: &Score, args: &Args) -> Result<i32, CliError> {
         "{}",
         table("Sheet Plan", ["Sheet", "Items", "Validations"], &rows)
     );
-    crate::render::tasks::print_tasks(c);
+    crate::render::tasks::print_tasks(c, &plan);
     let preview = mozart_config::validate::preview(score, &args.config_file, Some(1));
     super::validate::print_preview(&preview, false, console_width());
     if !c.sheet.dependencies.is_empty() {

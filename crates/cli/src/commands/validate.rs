@@ -85,7 +85,7 @@ pub fn run(_globals: &Globals, args: Args) -> Result<i32, CliError> {
     if !path.exists() {
         return Ok(missing_file("validate", path));
     }
-    let score = match mozart_config::load_score(path) {
+    let mut score = match mozart_config::load_score(path) {
         Ok(score) => score,
         Err(err) => return report_load_error(err, args.json),
     };
@@ -94,10 +94,17 @@ pub fn run(_globals: &Globals, args: Args) -> Result<i32, CliError> {
     }
     let issues = checks::run_checks(&score, path, &check_env_for(&score));
     let has_errors = issues.iter().any(|i| i.severity == Severity::Error);
+    // The branches the tasks will really get (the job ID is the file's stem).
+    let job_id = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let plan = crate::render::tasks::plan_branches(&mut score.config, &job_id);
     if args.json {
-        write_json(&score, path, &issues).map_err(|e| CliError::failed(e.to_string(), vec![]))?;
+        write_json(&score, path, &issues, &plan)
+            .map_err(|e| CliError::failed(e.to_string(), vec![]))?;
     } else {
-        print_terminal(&score, path, &issues, args.verbose);
+        print_terminal(&score, path, &issues, args.verbose, &plan);
     }
     // The process ends right after this command: freeing the parsed document and the model
     // value by value is pure overhead (about a millisecond on the 516-sheet corpus score).
@@ -138,7 +145,13 @@ fn report_load_error(err: ConfigError, json: bool) -> Result<i32, CliError> {
     }
 }
 
-fn print_terminal(score: &Score, path: &Path, issues: &[Issue], verbose: bool) {
+fn print_terminal(
+    score: &Score,
+    path: &Path,
+    issues: &[Issue],
+    verbose: bool,
+    plan: &crate::render::tasks::BranchPlan,
+) {
     let c = &score.config;
     let width = console_width();
     println!("\nValidating {}...\n", c.name);
@@ -215,7 +228,7 @@ fn print_terminal(score: &Score, path: &Path, issues: &[Issue], verbose: bool) {
     if !c.sheet.dependencies.is_empty() {
         print_dag(c);
     }
-    crate::render::tasks::print_tasks(c);
+    crate::render::tasks::print_tasks(c, plan);
     let preview = checks::preview(score, path, if verbose { None } else { Some(1) });
     print_preview(&preview, verbose, width);
     for s in &preview.sheets {
@@ -305,7 +318,12 @@ pub fn print_preview(preview: &checks::Preview<'_>, verbose: bool, width: usize)
 /// Stream the `--json` report (score.md §6.5) in upstream's exact layout. On the 516-sheet
 /// corpus score it is 155 MB, nearly all of it 923 rules repeated for every sheet, so each
 /// rule's JSON text is made once per distinct (applicable, expanded path) and copied.
-fn write_json(score: &Score, path: &Path, issues: &[Issue]) -> std::io::Result<()> {
+fn write_json(
+    score: &Score,
+    path: &Path,
+    issues: &[Issue],
+    plan: &crate::render::tasks::BranchPlan,
+) -> std::io::Result<()> {
     let count = |s: Severity| issues.iter().filter(|i| i.severity == s).count();
     let preview = checks::preview(score, path, None);
     let stdout = std::io::stdout();
@@ -321,7 +339,7 @@ fn write_json(score: &Score, path: &Path, issues: &[Issue]) -> std::io::Result<(
         root.field(
             out,
             "tasks",
-            &crate::render::tasks::tasks_json(&score.config),
+            &crate::render::tasks::tasks_json(&score.config, plan),
         )?;
     }
     root.key(out, "rendering")?;

@@ -881,10 +881,14 @@ impl BatonHost for ConductorHost {
             Some(_) => entry.and_then(|e| e.live.clone()),
             None => None,
         };
+        // A sheet's own worktree, once it has one, gives `{task_branch}` its real name.
+        let branch = entry
+            .and_then(|e| e.rt.sheet_worktrees.get(&sheet_num))
+            .map(|w| w.branch.clone());
         let rule = rule.clone();
         let job_id = job_id.to_string();
         tokio::spawn(async move {
-            let reason = evaluate_skip(run, sheets_state, sheet_num, &rule).await;
+            let reason = evaluate_skip(run, sheets_state, (sheet_num, branch), &rule).await;
             let _ = inbox.send(Event::SkipEvaluated {
                 job_id,
                 sheet_num,
@@ -963,7 +967,7 @@ impl BatonHost for ConductorHost {
 async fn evaluate_skip(
     run: Option<Arc<super::JobRun>>,
     state: Option<mozart_state::CheckpointState>,
-    sheet_num: u32,
+    (sheet_num, branch): (u32, Option<String>),
     rule: &SkipSpec,
 ) -> Option<String> {
     if let Some(expr) = &rule.when {
@@ -980,7 +984,7 @@ async fn evaluate_skip(
         return None;
     };
     let sheet = run.plan.sheets.iter().find(|s| s.num == sheet_num)?;
-    let vars = musician::placeholder_vars(&run, sheet);
+    let vars = musician::placeholder_vars(&run, sheet, branch.as_deref());
     let command = mozart_config::placeholders::expand(command, &vars, true);
     let timeout = rule.command_timeout.unwrap_or(Duration::from_secs(10));
     let mut cmd = tokio::process::Command::new("bash");

@@ -84,12 +84,22 @@ pub(crate) fn condition_vars<'a>(
 }
 
 /// Validation rules of `sheet`, with placeholders expanded and conditions evaluated.
-pub(crate) fn sheet_rules(run: &JobRun, sheet: &PlannedSheet) -> Vec<ValidationRule> {
+/// `branch` is the branch of the sheet's own worktree, the real `{task_branch}`.
+pub(crate) fn sheet_rules(
+    run: &JobRun,
+    sheet: &PlannedSheet,
+    branch: Option<&str>,
+) -> Vec<ValidationRule> {
     // The values of `placeholder_vars`, looked up only for the names a text uses.
     let workspace = run.workspace.to_string_lossy();
+    let plays_task =
+        mozart_config::tasks::task_of(&run.config, sheet.movement, sheet.voice).is_some();
     let lookup = |key: &str| -> Option<Cow<'_, str>> {
         if key == "workspace" {
             return Some(Cow::Borrowed(workspace.as_ref()));
+        }
+        if let (true, "task_branch", Some(real)) = (plays_task, key, branch) {
+            return Some(Cow::Borrowed(real));
         }
         placeholders::sheet_value(
             &run.config,
@@ -172,7 +182,12 @@ fn absolute(workspace: &Path, raw: &str) -> PathBuf {
     }
 }
 
-pub(crate) fn placeholder_vars(run: &JobRun, sheet: &PlannedSheet) -> PlaceholderVars {
+/// `branch` is the branch of the sheet's own worktree, the real `{task_branch}`.
+pub(crate) fn placeholder_vars(
+    run: &JobRun,
+    sheet: &PlannedSheet,
+    branch: Option<&str>,
+) -> PlaceholderVars {
     let mut vars = placeholders::sheet_vars(
         &run.config,
         sheet,
@@ -183,6 +198,9 @@ pub(crate) fn placeholder_vars(run: &JobRun, sheet: &PlannedSheet) -> Placeholde
         "workspace".into(),
         run.workspace.to_string_lossy().into_owned(),
     );
+    if let (Some(real), Some(planned)) = (branch, vars.get_mut("task_branch")) {
+        *planned = real.to_string();
+    }
     vars
 }
 
@@ -360,7 +378,8 @@ async fn prepare(
     // Ours (docs/mochi.md): the sheet's own worktree, and where its reviewer loop stands.
     let (workdir, sheet_wt) = super::review::sheet_dir(shared, run, sheet, given.worktree).await?;
     let review_loop = super::review::begin(run, sheet, &workdir, sheet_wt.is_some(), given.review)?;
-    let rules = sheet_rules(run, sheet);
+    let branch = sheet_wt.as_ref().map(|w| w.branch.as_str());
+    let rules = sheet_rules(run, sheet, branch);
     let snapshot = match given.mtimes {
         Some(snapshot) => snapshot,
         None => {
@@ -376,7 +395,7 @@ async fn prepare(
     let mut prompt = render_prompt(
         run,
         sheet,
-        &workdir,
+        (&workdir, branch),
         &rules,
         attempt,
         &injected,
@@ -447,7 +466,7 @@ async fn perform(
     let pending = p.review_loop.as_mut().and_then(|l| l.pending.take());
     let replayed = pending.is_some();
     let result = match pending {
-        Some(output) => super::review::replayed(output),
+        Some(pending) => super::review::replayed(pending),
         None => {
             let prompt = std::mem::take(&mut p.prompt);
             let mut req = ExecutionRequest::new(prompt, p.workdir.clone(), attempt.timeout);
@@ -596,6 +615,8 @@ async fn judge(
             backends: &p.backends,
             dir: &p.workdir,
             output: result.output_text(),
+            stdout: &result.stdout,
+            stderr: &result.stderr,
         };
         review.conclude(lp, p.sheet_wt, &mut r, &mut details).await;
     }
@@ -653,7 +674,7 @@ fn tail(s: &str, max: usize) -> String {
 fn render_prompt(
     run: &JobRun,
     sheet: &PlannedSheet,
-    workdir: &Path,
+    (workdir, branch): (&Path, Option<&str>),
     rules: &[ValidationRule],
     attempt: &AttemptContext,
     injected: &super::learning::Injected,
@@ -664,6 +685,7 @@ fn render_prompt(
     let mut ctx = mozart_config::RenderContext {
         workspace: Some(run.workspace.clone()),
         working_directory: Some(workdir.to_path_buf()),
+        task_branch: branch.map(str::to_string),
         template_dir: Some(run.score_dir.clone()),
         ..mozart_config::RenderContext::default()
     };

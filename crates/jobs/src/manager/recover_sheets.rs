@@ -32,7 +32,11 @@ pub(super) async fn recover(
         let Some(planned) = run.plan.sheets.iter().find(|s| s.num == num) else {
             continue;
         };
-        let rules = musician::sheet_rules(&run, planned);
+        // The branch its worktree really got (`-2` when the name was taken).
+        let branch = crate::sheet_worktrees::per_sheet(&run.config)
+            .then(|| crate::sheet_worktrees::recorded_branch(&run.config, &run.job_id, num))
+            .flatten();
+        let rules = musician::sheet_rules(&run, planned, branch.as_deref());
         let report = run_validations(&rules, &MtimeSnapshot::default()).await;
         let checks: Vec<RecoveryCheck> = report
             .results

@@ -40,11 +40,38 @@ pub(crate) enum Outcome {
     Verdict(Verdict, f64),
     /// The reviewer's instrument is rate limited: wait, then ask again.
     RateLimited(Option<Duration>, String),
-    /// The reviewer ran and failed (retried like a failed attempt).
-    Failed(String),
+    /// The reviewer ran and failed (retried like a failed attempt), with its E-code.
+    Failed(String, &'static str),
     /// The reviewer cannot run at all (unknown instrument, a template that does not
-    /// render): retrying cannot help.
-    Broken(String),
+    /// render): retrying cannot help. With its E-code.
+    Broken(String, &'static str),
+}
+
+/// E-code of a reviewer loop that ran out of iterations without `DONE` (docs/mochi.md).
+pub(crate) const E_LOOP_EXHAUSTED: &str = "E701";
+/// E-code of a task the reviewer accepted whose dispatch failed (docs/mochi.md).
+pub(crate) const E_DISPATCH_FAILED: &str = "E702";
+/// E-code of a reviewer that cannot run because of the score (unknown instrument, a
+/// `review.template` that does not render).
+const E_CONFIG: &str = "E301";
+
+/// The memory files Mozart writes (kept out of the reviewer's list of changed files).
+const MEMORY_FILES: [&str; 4] = ["PROGRESS.md", "MEMORY.md", "FEEDBACK.md", "AGENTS.md"];
+
+/// Where a task stands, as the `Status:` line of PROGRESS.md says it (seed 004: `in-progress`,
+/// `done`, …).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Stage<'a> {
+    /// A worker iteration is about to run.
+    InProgress,
+    /// The reviewer answered `DONE`; the dispatch is next.
+    Done,
+    /// `DONE`, and the result went here (`none`: `tasks.dispatch: none`, nothing went anywhere).
+    Dispatched(&'a str),
+    /// `DONE`, but the dispatch failed with this message.
+    DispatchFailed(&'a str),
+    /// No `DONE` within the iterations.
+    Failed,
 }
 
 /// The review settings for `sheet`, when it is reviewed.
@@ -110,19 +137,39 @@ fn write(dir: &Path, name: &str, text: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot write {}: {e}", dir.join(name).display()))
 }
 
-/// Bring PROGRESS.md, FEEDBACK.md and AGENTS.md up to date before a worker iteration
-/// (MEMORY.md is written after each worker run).
+/// Bring PROGRESS.md, FEEDBACK.md and AGENTS.md up to date: before a worker iteration
+/// (`stage` in-progress), and when the task's outcome is known (done, dispatched, failed).
+/// MEMORY.md is written after each worker run.
 pub(crate) fn write_memory(
     dir: &Path,
     task: &str,
-    iteration: u32,
-    max: u32,
+    (iteration, max): (u32, u32),
     state: &ReviewState,
+    stage: Stage<'_>,
 ) -> Result<(), String> {
     use std::fmt::Write as _;
-    let mut progress = format!(
-        "# Progress\n\nTask: {task}\nIteration: {iteration} of {max}\nStatus: in-progress\n"
-    );
+    let plural = |n: u32| if n == 1 { "" } else { "s" };
+    let status = match stage {
+        Stage::InProgress => "in-progress".to_string(),
+        Stage::Done => format!(
+            "done (the reviewer answered DONE after iteration {iteration}; the result is being dispatched)"
+        ),
+        Stage::Dispatched("none") => format!(
+            "done (the reviewer answered DONE after iteration {iteration}; dispatch none: the work stays where the worker left it)"
+        ),
+        Stage::Dispatched(place) => format!(
+            "done (the reviewer answered DONE after iteration {iteration}; dispatched: {place})"
+        ),
+        Stage::DispatchFailed(e) => format!(
+            "done, dispatch failed (the reviewer answered DONE after iteration {iteration}; the dispatch failed: {e})"
+        ),
+        Stage::Failed => format!(
+            "failed (no DONE after {iteration} iteration{}; the last feedback is in FEEDBACK.md)",
+            plural(iteration)
+        ),
+    };
+    let mut progress =
+        format!("# Progress\n\nTask: {task}\nIteration: {iteration} of {max}\nStatus: {status}\n");
     if !state.history.is_empty() {
         progress.push_str("\n## Reviews so far\n");
         for v in &state.history {
@@ -136,6 +183,10 @@ pub(crate) fn write_memory(
     }
     write(dir, "PROGRESS.md", &progress)?;
     let feedback = match state.feedback.as_deref().filter(|f| !f.is_empty()) {
+        _ if state.verdict.as_deref() == Some("DONE") => format!(
+            "# Reviewer feedback\n\nThe reviewer answered DONE after iteration {}.\n",
+            state.iteration
+        ),
         Some(f) => format!(
             "# Reviewer feedback (after iteration {})\n\n{f}\n",
             state.iteration
@@ -194,7 +245,14 @@ pub(crate) fn write_output_memory(dir: &Path, output: &str) -> Result<(), String
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Pending {
     pub iteration: u32,
+    /// The worker's answer (`ExecutionResult::output_text`).
     pub output: String,
+    /// Its raw stdout and stderr, which the reviewer sees too (absent in a record an older
+    /// conductor wrote).
+    #[serde(default)]
+    pub stdout: String,
+    #[serde(default)]
+    pub stderr: String,
 }
 
 fn pending_path(run: &JobRun, sheet: u32) -> PathBuf {
@@ -204,25 +262,21 @@ fn pending_path(run: &JobRun, sheet: u32) -> PathBuf {
 }
 
 /// The pending output of `iteration`, if the last worker run of it was not reviewed yet.
-pub(crate) fn take_pending(run: &JobRun, sheet: u32, iteration: u32) -> Option<String> {
+pub(crate) fn take_pending(run: &JobRun, sheet: u32, iteration: u32) -> Option<Pending> {
     let bytes = std::fs::read(pending_path(run, sheet)).ok()?;
     let p: Pending = serde_json::from_slice(&bytes).ok()?;
-    (p.iteration == iteration).then_some(p.output)
+    (p.iteration == iteration).then_some(p)
 }
 
 /// Remember a worker output until its review is checkpointed.
-pub(crate) fn save_pending(run: &JobRun, sheet: u32, iteration: u32, output: &str) {
+pub(crate) fn save_pending(run: &JobRun, sheet: u32, p: &Pending) {
     let path = pending_path(run, sheet);
-    let p = Pending {
-        iteration,
-        output: output.to_string(),
-    };
     let saved = path
         .parent()
         .map(std::fs::create_dir_all)
         .transpose()
         .map_err(|e| e.to_string())
-        .and_then(|_| serde_json::to_vec(&p).map_err(|e| e.to_string()))
+        .and_then(|_| serde_json::to_vec(p).map_err(|e| e.to_string()))
         .and_then(|b| mozart_state::atomic_write(&path, &b).map_err(|e| e.to_string()));
     if let Err(e) = saved {
         tracing::warn!(job_id = %run.job_id, sheet, error = %e, "review.pending_not_saved");
@@ -234,32 +288,157 @@ pub(crate) fn clear_pending(run: &JobRun, sheet: u32) {
     let _ = std::fs::remove_file(pending_path(run, sheet));
 }
 
+/// Entries of each list of changed files the reviewer is shown.
+const CHANGES_SHOWN: usize = 100;
+
+/// `git -C dir args…`: its stdout when it succeeds.
+fn git_in(dir: &Path, args: &[&str]) -> Option<String> {
+    let mut cmd = std::process::Command::new("git");
+    cmd.arg("-C").arg(dir).args(args);
+    // A conductor started from a git hook must not look at that hook's repository.
+    for var in [
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_COMMON_DIR",
+    ] {
+        cmd.env_remove(var);
+    }
+    let out = cmd.stdin(std::process::Stdio::null()).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// At most [`CHANGES_SHOWN`] lines of `lines`, `(none)` when there are none.
+fn change_list(lines: &[&str], more: &str) -> String {
+    if lines.is_empty() {
+        return "(none)\n".into();
+    }
+    let mut out: String = lines
+        .iter()
+        .take(CHANGES_SHOWN)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    if lines.len() > CHANGES_SHOWN {
+        out.push_str(&format!(
+            "… and {} more ({more})\n",
+            lines.len() - CHANGES_SHOWN
+        ));
+    }
+    out
+}
+
+/// What the worker changed in `dir`, for the reviewer: the files committed since `base` (the
+/// commit the task's worktree was created from) and the changes not committed, as git
+/// lists them. Mozart's own memory files are left out when `memory_here`. Blocking.
+pub(crate) fn changed_files(dir: &Path, base: Option<&str>, memory_here: bool) -> String {
+    let Some(prefix) = git_in(dir, &["rev-parse", "--show-prefix"]) else {
+        return format!(
+            "({} is not in a git repository: no list of changed files)\n",
+            dir.display()
+        );
+    };
+    let prefix = prefix.trim();
+    let mut out = String::new();
+    if let Some(base) = base.filter(|b| !b.is_empty()) {
+        let range = format!("{base}..HEAD");
+        match git_in(dir, &["diff", "--name-status", &range]) {
+            Some(text) => {
+                let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+                out.push_str(&format!(
+                    "Committed on the branch since {base} (`git diff --name-status {range}`):\n"
+                ));
+                out.push_str(&change_list(
+                    &lines,
+                    &format!("git diff --name-status {range}"),
+                ));
+            }
+            None => out.push_str(&format!(
+                "(`git diff --name-status {range}` failed: no list of committed changes)\n"
+            )),
+        }
+    }
+    let ours: Vec<String> = if memory_here {
+        MEMORY_FILES
+            .iter()
+            .map(|f| format!("{prefix}{f}"))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    match git_in(
+        dir,
+        &["status", "--porcelain", "--untracked-files=all", "--", "."],
+    ) {
+        Some(text) => {
+            let lines: Vec<&str> = text
+                .lines()
+                .filter(|l| l.len() > 3 && !ours.iter().any(|o| &l[3..] == o.as_str()))
+                .collect();
+            out.push_str("Not committed (`git status --porcelain`):\n");
+            out.push_str(&change_list(&lines, "git status --porcelain"));
+        }
+        None => out.push_str("(`git status --porcelain` failed: no list of uncommitted changes)\n"),
+    }
+    out
+}
+
+/// What the reviewer is shown of the worker's attempt.
+pub(crate) struct WorkerRun<'a> {
+    /// The worker's answer (the extracted result of structured output, else its stdout).
+    pub output: &'a str,
+    /// Its raw stdout.
+    pub stdout: &'a str,
+    /// Its stderr.
+    pub stderr: &'a str,
+    /// The files it changed ([`changed_files`]).
+    pub changes: &'a str,
+}
+
 /// The reviewer's prompt.
 fn reviewer_prompt(
     cfg: &ReviewConfig,
     task: &str,
-    iteration: u32,
-    max: u32,
+    (iteration, max): (u32, u32),
     dir: &Path,
     branch: Option<&str>,
-    output: &str,
+    worker: &WorkerRun<'_>,
 ) -> Result<String, String> {
-    let output = last_chars(output, MEMORY_CHARS);
+    let output = last_chars(worker.output, MEMORY_CHARS);
+    let stdout = last_chars(worker.stdout, MEMORY_CHARS);
+    let stderr = last_chars(worker.stderr, MEMORY_CHARS);
     if let Some(template) = &cfg.template {
         let ctx = serde_json::json!({
             "task": task, "iteration": iteration, "max_iterations": max,
             "working_directory": dir.display().to_string(), "branch": branch.unwrap_or(""),
-            "output": output,
+            "output": output, "stdout": stdout, "stderr": stderr,
+            "changed_files": worker.changes,
         });
         return mozart_config::template::environment(true)
             .render_str(template, ctx)
             .map_err(|e| format!("cannot render review.template: {e}"));
     }
-    Ok(format!(
-        "You review the work of a coding agent (iteration {iteration} of {max}).\n\n## Task\n{task}\n\n## Where the work is\nDirectory: {}{}. Inspect the files and `git log` there.\n\n## The agent's output (its last {MEMORY_CHARS} characters)\n{output}\n\n## Your answer\nIf the task is complete and correct, answer with the single line\nDONE\nOtherwise answer with one line\nRETRY: <what the agent must fix>\n",
+    let mut prompt = format!(
+        "You review the work of a coding agent (iteration {iteration} of {max}).\n\n## Task\n{task}\n\n## Where the work is\nDirectory: {}{}. Inspect the files and `git log` there.\n\n## Files changed\n{}\n## The agent's output (its last {MEMORY_CHARS} characters)\n{output}\n",
         dir.display(),
         branch.map(|b| format!(", branch {b}")).unwrap_or_default(),
-    ))
+        worker.changes,
+    );
+    // Raw stdout differs from the answer when the answer was extracted from structured
+    // output (JSON events: the tools the agent ran); otherwise it would repeat it.
+    if !worker.stdout.trim().is_empty() && worker.stdout.trim() != worker.output.trim() {
+        prompt.push_str(&format!(
+            "\n## The agent's stdout (its last {MEMORY_CHARS} characters)\n{stdout}\n"
+        ));
+    }
+    if !worker.stderr.trim().is_empty() {
+        prompt.push_str(&format!(
+            "\n## The agent's stderr (its last {MEMORY_CHARS} characters)\n{stderr}\n"
+        ));
+    }
+    prompt.push_str("\n## Your answer\nIf the task is complete and correct, answer with the single line\nDONE\nOtherwise answer with one line\nRETRY: <what the agent must fix>\n");
+    Ok(prompt)
 }
 
 /// Run the reviewer on a worker's output.
@@ -269,6 +448,7 @@ async fn run_reviewer(
     task: &str,
     (iteration, max): (u32, u32),
     branch: Option<&str>,
+    changes: &str,
 ) -> Outcome {
     let Review {
         shared,
@@ -276,11 +456,19 @@ async fn run_reviewer(
         sheet,
         dir,
         output,
+        stdout,
+        stderr,
         ..
     } = *rv;
-    let prompt = match reviewer_prompt(cfg, task, iteration, max, dir, branch, output) {
+    let worker = WorkerRun {
+        output,
+        stdout,
+        stderr,
+        changes,
+    };
+    let prompt = match reviewer_prompt(cfg, task, (iteration, max), dir, branch, &worker) {
         Ok(p) => p,
-        Err(e) => return Outcome::Broken(e),
+        Err(e) => return Outcome::Broken(e, E_CONFIG),
     };
     // An `instruments:` alias gives a profile and its settings.
     let named = cfg
@@ -304,7 +492,7 @@ async fn run_reviewer(
     });
     let backend = match super::musician::backend(shared, run, rv.backends, &instrument) {
         Ok(b) => b,
-        Err(e) => return Outcome::Broken(format!("reviewer: {e}")),
+        Err(e) => return Outcome::Broken(format!("reviewer: {e}"), E_CONFIG),
     };
     let timeout = Duration::from_secs_f64(
         cfg.timeout_seconds
@@ -335,9 +523,9 @@ async fn run_reviewer(
         );
         // A missing executable or bad credentials do not heal with a retry.
         return if c.retriable {
-            Outcome::Failed(message)
+            Outcome::Failed(message, c.code.as_str())
         } else {
-            Outcome::Broken(message)
+            Outcome::Broken(message, c.code.as_str())
         };
     }
     Outcome::Verdict(
@@ -511,7 +699,7 @@ pub(crate) struct SheetLoop {
     pub state: ReviewState,
     /// A worker output of this iteration still waiting for its verdict (or, after `DONE`,
     /// for its dispatch): the worker does not run again.
-    pub pending: Option<String>,
+    pub pending: Option<Pending>,
     /// The reviewer already said `DONE`; only the dispatch is left.
     pub dispatch_only: bool,
     /// Where the memory files are: the sheet's own worktree, else a directory of its own
@@ -590,10 +778,18 @@ pub(crate) fn begin(
             .join(".mozart-review")
             .join(format!("sheet-{}", sheet.num))
     };
-    if cfg.memory && pending.is_none() {
+    // Only a worker about to run needs fresh memory; a task waiting for its dispatch keeps
+    // its `done` status.
+    if cfg.memory && pending.is_none() && !dispatch_only {
         std::fs::create_dir_all(&memory_dir)
             .map_err(|e| format!("cannot create {}: {e}", memory_dir.display()))?;
-        write_memory(&memory_dir, &task_text, iteration, max, &state)?;
+        write_memory(
+            &memory_dir,
+            &task_text,
+            (iteration, max),
+            &state,
+            Stage::InProgress,
+        )?;
     }
     Ok(Some(SheetLoop {
         cfg: cfg.clone(),
@@ -608,12 +804,19 @@ pub(crate) fn begin(
 }
 
 /// The result of a worker run that already happened (its output was saved for review).
-pub(crate) fn replayed(output: String) -> ExecutionResult {
+pub(crate) fn replayed(p: Pending) -> ExecutionResult {
+    // A record without stdout (an older conductor's) had only the answer.
+    let stdout = if p.stdout.is_empty() {
+        p.output.clone()
+    } else {
+        p.stdout
+    };
     ExecutionResult {
         success: true,
         exit_code: Some(0),
-        result_text: Some(output.clone()),
-        stdout: output,
+        result_text: Some(p.output),
+        stdout,
+        stderr: p.stderr,
         ..ExecutionResult::default()
     }
 }
@@ -628,8 +831,12 @@ pub(crate) struct Review<'a> {
     pub backends: &'a HashMap<String, Arc<dyn mozart_backends::Backend>>,
     /// Where the worker worked.
     pub dir: &'a Path,
-    /// The worker's output.
+    /// The worker's answer (`ExecutionResult::output_text`).
     pub output: &'a str,
+    /// The worker's raw stdout.
+    pub stdout: &'a str,
+    /// The worker's stderr.
+    pub stderr: &'a str,
 }
 
 /// Fail the attempt with `kind`: what the baton does next (wait, retry, give up) follows
@@ -637,10 +844,11 @@ pub(crate) struct Review<'a> {
 fn fail(
     r: &mut mozart_baton::AttemptResult,
     details: &mut super::musician::AttemptDetails,
-    kind: FailureKind,
+    (kind, code): (FailureKind, Option<&str>),
     message: String,
 ) {
     details.error_message = Some(message.clone());
+    details.error_code = code.map(str::to_string);
     details.error_category = Some(
         match kind {
             FailureKind::RateLimited { .. } => "rate_limit",
@@ -658,7 +866,7 @@ fn fail(
     r.validation_pass_rate = 0.0;
     r.failure = Some(Failure {
         kind,
-        code: None,
+        code: code.map(str::to_string),
         message,
     });
 }
@@ -677,12 +885,42 @@ impl Review<'_> {
         let state = if lp.dispatch_only {
             lp.state.clone()
         } else {
-            match self.verdict(&lp, branch.as_deref(), r, details).await {
+            let base = worktree.as_ref().map(|w| w.base_commit.clone());
+            let (dir, memory_here) = (self.dir.to_path_buf(), lp.memory_dir == self.dir);
+            let changes = tokio::task::spawn_blocking(move || {
+                changed_files(&dir, base.as_deref(), memory_here)
+            })
+            .await
+            .unwrap_or_else(|e| format!("(the list of changed files failed: {e})\n"));
+            match self
+                .verdict(&lp, branch.as_deref(), &changes, r, details)
+                .await
+            {
                 Some(state) => state,
                 None => return,
             }
         };
         self.deliver(&lp, state, worktree, r, details).await;
+    }
+
+    /// Where the work stays when the task fails: its branch, else its directory.
+    fn kept(&self, branch: Option<&str>) -> String {
+        match branch {
+            Some(b) => format!("the work stays on branch {b}"),
+            None => format!("the work stays in {}", self.dir.display()),
+        }
+    }
+
+    /// Write the memory files for the task's outcome (a failure to write is logged: the
+    /// verdict is in the checkpoint either way).
+    fn record_outcome(&self, lp: &SheetLoop, state: &ReviewState, stage: Stage<'_>) {
+        if !lp.cfg.memory {
+            return;
+        }
+        let iterations = (state.iteration, lp.max);
+        if let Err(e) = write_memory(&lp.memory_dir, &lp.task_text, iterations, state, stage) {
+            tracing::warn!(job_id = %self.run.job_id, sheet = self.sheet.num, error = %e, "review.memory_not_written");
+        }
     }
 
     /// The reviewer's verdict on this iteration: the loop state on `DONE`; None when the
@@ -691,13 +929,21 @@ impl Review<'_> {
         &self,
         lp: &SheetLoop,
         branch: Option<&str>,
+        changes: &str,
         r: &mut mozart_baton::AttemptResult,
         details: &mut super::musician::AttemptDetails,
     ) -> Option<ReviewState> {
         let (run, sheet) = (self.run, self.sheet);
-        save_pending(run, sheet.num, lp.iteration, self.output);
+        let pending = Pending {
+            iteration: lp.iteration,
+            output: self.output.to_string(),
+            stdout: self.stdout.to_string(),
+            stderr: self.stderr.to_string(),
+        };
+        save_pending(run, sheet.num, &pending);
         let iterations = (lp.iteration, lp.max);
-        let verdict = match run_reviewer(self, &lp.cfg, &lp.task_text, iterations, branch).await {
+        let outcome = run_reviewer(self, &lp.cfg, &lp.task_text, iterations, branch, changes).await;
+        let verdict = match outcome {
             Outcome::Verdict(v, cost) => {
                 r.cost_usd += cost;
                 details.cost_usd += cost;
@@ -707,15 +953,15 @@ impl Review<'_> {
                 // Tempo, not failure: the sheet waits, then the reviewer is asked again
                 // (the saved output spares the worker).
                 let kind = FailureKind::RateLimited { reset_after: wait };
-                fail(r, details, kind, message);
+                fail(r, details, (kind, None), message);
                 return None;
             }
-            Outcome::Failed(message) => {
-                fail(r, details, FailureKind::Transient, message);
+            Outcome::Failed(message, code) => {
+                fail(r, details, (FailureKind::Transient, Some(code)), message);
                 return None;
             }
-            Outcome::Broken(message) => {
-                fail(r, details, FailureKind::Rejected, message);
+            Outcome::Broken(message, code) => {
+                fail(r, details, (FailureKind::Rejected, Some(code)), message);
                 return None;
             }
         };
@@ -727,15 +973,21 @@ impl Review<'_> {
         };
         clear_pending(run, sheet.num);
         if lp.iteration >= lp.max {
+            self.record_outcome(lp, &state, Stage::Failed);
+            let budget = u32::try_from(lp.cfg.max_iterations.max(1)).unwrap_or(u32::MAX);
             let message = format!(
-                "reviewer loop: no DONE after {} iteration{}; last feedback: {feedback}",
+                "reviewer loop: no DONE after {} iteration{}; {}; `mozart resume {}` gives it {budget} more iteration{} (review.max_iterations); last feedback: {feedback}",
                 lp.iteration,
-                if lp.iteration == 1 { "" } else { "s" }
+                if lp.iteration == 1 { "" } else { "s" },
+                self.kept(branch),
+                run.job_id,
+                if budget == 1 { "" } else { "s" },
             );
-            fail(r, details, FailureKind::Rejected, message);
+            let kind = (FailureKind::Rejected, Some(E_LOOP_EXHAUSTED));
+            fail(r, details, kind, message);
         } else {
             let message = format!("reviewer: RETRY (iteration {}): {feedback}", lp.iteration);
-            fail(r, details, FailureKind::Validation, message);
+            fail(r, details, (FailureKind::Validation, None), message);
         }
         None
     }
@@ -751,6 +1003,8 @@ impl Review<'_> {
     ) {
         let (run, sheet) = (self.run, self.sheet);
         let branch = worktree.as_ref().map(|w| w.branch.clone());
+        // Before the dispatch: a research report carries PROGRESS.md.
+        self.record_outcome(lp, &state, Stage::Done);
         let task = mozart_config::tasks::task_of(&run.config, sheet.movement, sheet.voice).cloned();
         let (run2, dir2, text, out) = (
             run.clone(),
@@ -759,6 +1013,7 @@ impl Review<'_> {
             self.output.to_string(),
         );
         let (num, iterations) = (sheet.num, state.iteration);
+        let (memory, max, state2) = (lp.cfg.memory, lp.max, state.clone());
         let dispatched = tokio::task::spawn_blocking(move || {
             let f = Finished {
                 run: &run2,
@@ -771,6 +1026,15 @@ impl Review<'_> {
                 output: &out,
             };
             let result = dispatch(&f);
+            // Before the worktree goes: a kept one (or a memory directory of the
+            // workspace) shows where the result went.
+            if memory {
+                let stage = match &result {
+                    Ok(place) => Stage::Dispatched(place.as_deref().unwrap_or("none")),
+                    Err(e) => Stage::DispatchFailed(e),
+                };
+                let _ = write_memory(&dir2, &text, (iterations, max), &state2, stage);
+            }
             if let (Ok(_), Some(wt)) = (&result, &worktree) {
                 if let Err(e) = crate::sheet_worktrees::finish(
                     &run2.config,
@@ -802,11 +1066,13 @@ impl Review<'_> {
                     .tasks
                     .as_ref()
                     .map_or("none", |t| t.dispatch.as_str());
-                let kept = branch
-                    .map(|b| format!("; the work stays on branch {b}"))
-                    .unwrap_or_default();
-                let message = format!("dispatch {mode} failed (hook): {e}{kept}");
-                fail(r, details, FailureKind::Rejected, message);
+                let message = format!(
+                    "dispatch {mode} failed (hook): {e}; {}; fix the cause, then `mozart resume {}` retries only the dispatch (the reviewer's DONE is kept)",
+                    self.kept(branch.as_deref()),
+                    run.job_id
+                );
+                let kind = (FailureKind::Rejected, Some(E_DISPATCH_FAILED));
+                fail(r, details, kind, message);
             }
         }
     }
@@ -845,7 +1111,7 @@ mod tests {
             &Verdict::Retry("add a test".into()),
             Some("mochi/x"),
         );
-        write_memory(&dir, "Fix x", 2, 3, &state).unwrap();
+        write_memory(&dir, "Fix x", (2, 3), &state, Stage::InProgress).unwrap();
         write_output_memory(&dir, &format!("{}END", "a".repeat(5000))).unwrap();
         let section = memory_section(&dir, Path::new("/wt"), Some("mochi/x"));
         for needle in [
@@ -865,6 +1131,129 @@ mod tests {
         let memory = std::fs::read_to_string(dir.join("MEMORY.md")).unwrap();
         assert!(memory.chars().count() < MEMORY_CHARS + 100);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn progress_records_the_outcome() {
+        let dir = tempfile::tempdir().unwrap();
+        let retry = Verdict::Retry("add a test".into());
+        let state = after_verdict(ReviewState::default(), 1, &retry, None);
+        let failed = after_verdict(state.clone(), 2, &retry, None);
+        write_memory(dir.path(), "Fix x", (2, 2), &failed, Stage::Failed).unwrap();
+        let progress = read(dir.path(), "PROGRESS.md");
+        assert!(
+            progress.contains("Status: failed (no DONE after 2 iterations"),
+            "{progress}"
+        );
+        assert!(
+            progress.contains("- iteration 2: RETRY add a test"),
+            "{progress}"
+        );
+        let done = after_verdict(state, 2, &Verdict::Done, None);
+        for (stage, want) in [
+            (
+                Stage::Done,
+                "Status: done (the reviewer answered DONE after iteration 2;",
+            ),
+            (
+                Stage::Dispatched("https://x/pull/1"),
+                "dispatched: https://x/pull/1)",
+            ),
+            (
+                Stage::DispatchFailed("gh: no"),
+                "Status: done, dispatch failed",
+            ),
+        ] {
+            write_memory(dir.path(), "Fix x", (2, 3), &done, stage).unwrap();
+            let progress = read(dir.path(), "PROGRESS.md");
+            assert!(progress.contains(want), "{want:?} in {progress}");
+            assert!(progress.contains("- iteration 2: DONE"), "{progress}");
+            let feedback = read(dir.path(), "FEEDBACK.md");
+            assert!(
+                feedback.contains("answered DONE after iteration 2"),
+                "{feedback}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_reviewer_sees_stderr_stdout_and_the_changed_files() {
+        let cfg: ReviewConfig = serde_json::from_str("{}").unwrap();
+        let worker = WorkerRun {
+            output: "the answer",
+            stdout: "{\"result\": \"the answer\"}",
+            stderr: "warning: slow disk",
+            changes: "Not committed (`git status --porcelain`):\n?? new.rs\n",
+        };
+        let prompt = reviewer_prompt(
+            &cfg,
+            "Fix x",
+            (1, 3),
+            Path::new("/wt"),
+            Some("b-2"),
+            &worker,
+        )
+        .unwrap();
+        for needle in [
+            "## Files changed\nNot committed",
+            "?? new.rs",
+            "## The agent's output",
+            "## The agent's stdout",
+            "{\"result\"",
+            "## The agent's stderr (its last 4000 characters)\nwarning: slow disk",
+            "Directory: /wt, branch b-2.",
+        ] {
+            assert!(prompt.contains(needle), "{needle:?} in {prompt}");
+        }
+        // Plain-text stdout is the answer itself: not repeated.
+        let plain = WorkerRun {
+            stdout: "the answer",
+            stderr: "",
+            ..worker
+        };
+        let prompt =
+            reviewer_prompt(&cfg, "Fix x", (1, 3), Path::new("/wt"), None, &plain).unwrap();
+        assert!(!prompt.contains("## The agent's stdout"), "{prompt}");
+        assert!(!prompt.contains("## The agent's stderr"), "{prompt}");
+    }
+
+    #[test]
+    fn changed_files_lists_committed_and_uncommitted_work_without_memory_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(repo)
+                .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        };
+        git(&["init", "-q", "-b", "main", "."]);
+        std::fs::write(repo.join("README.md"), "x\n").unwrap();
+        git(&["add", "README.md"]);
+        git(&["commit", "-qm", "init"]);
+        let base = git(&["rev-parse", "--short", "HEAD"]);
+        std::fs::write(repo.join("auth.go"), "package auth\n").unwrap();
+        git(&["add", "auth.go"]);
+        git(&["commit", "-qm", "auth"]);
+        std::fs::write(repo.join("notes.txt"), "later\n").unwrap();
+        std::fs::write(repo.join("PROGRESS.md"), "ours\n").unwrap();
+        let listed = changed_files(repo, Some(&base), true);
+        assert!(listed.contains("A\tauth.go"), "{listed}");
+        assert!(listed.contains("?? notes.txt"), "{listed}");
+        assert!(!listed.contains("PROGRESS.md"), "{listed}");
+        let listed = changed_files(repo, None, false);
+        assert!(
+            !listed.contains("auth.go") && listed.contains("?? PROGRESS.md"),
+            "{listed}"
+        );
+        let elsewhere = tempfile::tempdir().unwrap();
+        let listed = changed_files(elsewhere.path(), None, false);
+        assert!(listed.contains("is not in a git repository"), "{listed}");
     }
 
     #[test]
