@@ -204,3 +204,54 @@ pub fn form_encode(s: &str) -> String {
         })
         .collect()
 }
+
+/// Drive `mozart mcp` over stdio (newline-delimited JSON-RPC, the MCP stdio transport):
+/// initialize, then one `tools/call` per entry; the replies to the calls.
+///
+/// # Panics
+/// If `mozart mcp` cannot be run or answers out of protocol.
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+pub fn mcp_calls(env: &TestEnv, calls: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    let mut child = env
+        .command(&["mcp"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start mozart mcp");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = |v: serde_json::Value| {
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    };
+    let mut reply_to = |id: u64| -> serde_json::Value {
+        for line in lines.by_ref() {
+            let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+        panic!("mozart mcp closed without answering request {id}");
+    };
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {},
+        "clientInfo": {"name": "security-test", "version": "1"}}}),
+    );
+    let init = reply_to(0);
+    assert!(init.get("result").is_some(), "{init}");
+    send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let mut replies = Vec::new();
+    for (i, call) in calls.iter().enumerate() {
+        let id = i as u64 + 1;
+        send(
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": call}),
+        );
+        replies.push(reply_to(id));
+    }
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    replies
+}

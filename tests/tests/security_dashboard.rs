@@ -13,7 +13,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use mozart_tests::users::{self, LocalUser};
-use mozart_tests::web::{self, form_encode, form_token, login, start_dashboard, HttpResponse};
+use mozart_tests::web::{
+    self, form_encode, form_token, login, mcp_calls, start_dashboard, HttpResponse,
+};
 use mozart_tests::{sleepy_shell_score, stdout, TestEnv};
 use serde_json::{json, Value};
 
@@ -434,51 +436,6 @@ fn a_job_id_that_could_carry_script_is_refused_by_run_by_job_submit_and_by_mcp()
 
     let list = env.raw_call("job.list", json!({}));
     assert!(!list.to_string().contains("q'"), "a job was made: {list}");
-}
-
-/// Drive `mozart mcp` over stdio (newline-delimited JSON-RPC, the MCP stdio transport):
-/// initialize, then one `tools/call` per entry; the replies to the calls.
-fn mcp_calls(env: &TestEnv, calls: &[Value]) -> Vec<Value> {
-    let mut child = env
-        .command(&["mcp"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start mozart mcp");
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut send = |v: Value| {
-        writeln!(stdin, "{v}").unwrap();
-        stdin.flush().unwrap();
-    };
-    let mut reply_to = |id: u64| -> Value {
-        for line in lines.by_ref() {
-            let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
-            if v["id"] == id {
-                return v;
-            }
-        }
-        panic!("mozart mcp closed without answering request {id}");
-    };
-    send(
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-03-26", "capabilities": {},
-        "clientInfo": {"name": "security-test", "version": "1"}}}),
-    );
-    let init = reply_to(0);
-    assert!(init.get("result").is_some(), "{init}");
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    let mut replies = Vec::new();
-    for (i, call) in calls.iter().enumerate() {
-        let id = i as u64 + 1;
-        send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": call}));
-        replies.push(reply_to(id));
-    }
-    drop(stdin);
-    let _ = child.kill();
-    let _ = child.wait();
-    replies
 }
 
 /// The other user cannot read the token file (its directory and the file are private).

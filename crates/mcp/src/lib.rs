@@ -237,6 +237,9 @@ impl MozartMcp {
         &self,
         Parameters(args): Parameters<RunArgs>,
     ) -> Result<CallToolResult, ErrorData> {
+        // An inline score replaces `<dir>/<id>.yaml` only if its run is accepted: a refused
+        // run (invalid score, the job already running, no conductor) puts the file back.
+        let mut restore: Option<InlineFile> = None;
         let path = match (args.path, args.yaml) {
             (Some(path), None) => {
                 let path = PathBuf::from(path);
@@ -255,7 +258,13 @@ impl MozartMcp {
                     .map(PathBuf::from)
                     .unwrap_or_else(|| self.scores_dir.clone());
                 match save_inline(&dir, args.name.as_deref(), &yaml) {
-                    Ok(p) => p,
+                    Ok((p, previous)) => {
+                        restore = Some(InlineFile {
+                            path: p.clone(),
+                            previous,
+                        });
+                        p
+                    }
                     Err(e) => return Ok(op_error(&e)),
                 }
             }
@@ -270,9 +279,17 @@ impl MozartMcp {
             )));
         };
         if !report.valid {
+            put_back(restore);
             return Ok(report_result(&report));
         }
-        match self.conductor.submit(&path, args.fresh).await {
+        let submitted = self.conductor.submit(&path, args.fresh).await;
+        if !matches!(
+            &submitted,
+            Ok(r) if r.status == mozart_ipc::types::JobResponseStatus::Accepted
+        ) {
+            put_back(restore);
+        }
+        match submitted {
             Ok(resp) => Ok(text_result(json_text(&json!({
                 "job_id": resp.job_id,
                 "status": resp.status,
@@ -412,8 +429,28 @@ fn report_result(report: &ValidationReport) -> CallToolResult {
     }
 }
 
-/// Save an inline score as `<dir>/<id>.yaml` (the file name is the job ID).
-fn save_inline(dir: &Path, name: Option<&str>, yaml: &str) -> Result<PathBuf, OpError> {
+/// An inline score's file and what it held before (`None`: it did not exist).
+struct InlineFile {
+    path: PathBuf,
+    previous: Option<Vec<u8>>,
+}
+
+/// Undo [`save_inline`]: the file's earlier content, or no file.
+fn put_back(saved: Option<InlineFile>) {
+    let Some(saved) = saved else { return };
+    let _ = match saved.previous {
+        Some(bytes) => std::fs::write(&saved.path, bytes),
+        None => std::fs::remove_file(&saved.path),
+    };
+}
+
+/// Save an inline score as `<dir>/<id>.yaml` (the file name is the job ID); also returns
+/// what the file held before, so a refused run can put it back.
+fn save_inline(
+    dir: &Path,
+    name: Option<&str>,
+    yaml: &str,
+) -> Result<(PathBuf, Option<Vec<u8>>), OpError> {
     let id = match name {
         Some(n) => n.to_string(),
         None => serde_yaml_name(yaml).ok_or_else(|| {
@@ -435,9 +472,10 @@ fn save_inline(dir: &Path, name: Option<&str>, yaml: &str) -> Result<PathBuf, Op
     std::fs::create_dir_all(dir)
         .map_err(|e| OpError::new(format!("Cannot create {}: {e}", dir.display()), &[]))?;
     let path = dir.join(format!("{id}.yaml"));
+    let previous = std::fs::read(&path).ok();
     std::fs::write(&path, yaml)
         .map_err(|e| OpError::new(format!("Cannot write {}: {e}", path.display()), &[]))?;
-    Ok(path)
+    Ok((path, previous))
 }
 
 /// The top-level `name:` of a score, read without a YAML parser (validation comes next).
@@ -649,7 +687,7 @@ mod tests {
     #[test]
     fn inline_scores_take_their_name_as_job_id() {
         let dir = tempfile::tempdir().unwrap();
-        let p = save_inline(dir.path(), None, "name: \"demo\"\nsheet: {}\n").unwrap();
+        let (p, _) = save_inline(dir.path(), None, "name: \"demo\"\nsheet: {}\n").unwrap();
         assert_eq!(p, dir.path().join("demo.yaml"));
         assert!(save_inline(dir.path(), None, "sheet: {}\n").is_err());
         assert!(save_inline(dir.path(), Some("../x"), "name: a\n").is_err());
