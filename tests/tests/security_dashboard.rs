@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::BufRead;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -17,7 +17,7 @@ use mozart_tests::web::{
     self, form_encode, form_token, login, mcp_calls, start_dashboard, HttpResponse,
 };
 use mozart_tests::{sleepy_shell_score, stdout, TestEnv};
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// `curl` as `user` against the dashboard: the whole answer (status, headers, body).
 fn curl_as(user: &LocalUser, args: &[&str], url: &str) -> HttpResponse {
