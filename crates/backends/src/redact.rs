@@ -534,61 +534,82 @@ fn named_marker(value: &str) -> String {
     }
 }
 
+/// `text` with every match of `re` replaced by `replace` (the text itself when none).
 fn apply<'t>(
     text: Cow<'t, str>,
     re: &Regex,
     replace: impl Fn(&Captures<'_>) -> String,
 ) -> Cow<'t, str> {
-    if !re.is_match(&text) {
-        return text;
+    let replaced = match re.replace_all(&text, |c: &Captures<'_>| replace(c)) {
+        Cow::Borrowed(_) => None,
+        Cow::Owned(s) => Some(s),
+    };
+    match replaced {
+        Some(s) => Cow::Owned(s),
+        None => text,
     }
-    Cow::Owned(
-        re.replace_all(&text, |c: &Captures<'_>| replace(c))
-            .into_owned(),
-    )
 }
 
 fn redact_cow(text: &str) -> Cow<'_, str> {
     let scanner = Scanner::current();
-    // No rule matches the text as given: no rule rewrites it, so none matches afterwards.
-    if !scanner.any.is_match(text) {
+    // One pass says which rules match (usually none: the text is handed back as it is).
+    // A rule that does not match the text as given does not match after the others have
+    // replaced what they match either (their markers hold nothing a rule matches), so only
+    // the matching rules run.
+    let hits = scanner.any.matches(text);
+    if !hits.matched_any() {
         return Cow::Borrowed(text);
     }
+    let rules = &*RULES;
+    let provider = rules.provider.len();
     let mut out = Cow::Borrowed(text);
-    if let Some(values) = &scanner.values {
+    if let Some(values) = scanner
+        .values
+        .as_ref()
+        .filter(|_| hits.matched(provider + 3))
+    {
         out = apply(out, values, |c| {
             let name = scanner.names.get(&c[0]).map_or("SECRET", String::as_str);
             format!("[REDACTED_ENV:{name}]")
         });
     }
-    let rules = &*RULES;
-    for (re, replacement) in &rules.provider {
-        if re.is_match(&out) {
-            out = Cow::Owned(re.replace_all(&out, *replacement).into_owned());
+    for (i, (re, replacement)) in rules.provider.iter().enumerate() {
+        if hits.matched(i) {
+            out = apply(out, re, |c| {
+                let mut to = String::new();
+                c.expand(replacement, &mut to);
+                to
+            });
         }
     }
     let [plain, json, flag] = &rules.named;
-    out = apply(out, plain, |c| {
-        if redact_named(&c[1], &c[2], &c[4]) {
-            format!("{}{}{}{}", &c[1], &c[2], &c[3], named_marker(&c[4]))
-        } else {
-            c[0].to_string()
-        }
-    });
-    out = apply(out, json, |c| {
-        if redact_named(&c[2], "=", &c[4]) {
-            format!("{}{}{}{NAMED}", &c[1], &c[2], &c[3])
-        } else {
-            c[0].to_string()
-        }
-    });
-    out = apply(out, flag, |c| {
-        if redact_named(&c[2], "=", &c[4]) {
-            format!("{}{}{}{}", &c[1], &c[2], &c[3], named_marker(&c[4]))
-        } else {
-            c[0].to_string()
-        }
-    });
+    if hits.matched(provider) {
+        out = apply(out, plain, |c| {
+            if redact_named(&c[1], &c[2], &c[4]) {
+                format!("{}{}{}{}", &c[1], &c[2], &c[3], named_marker(&c[4]))
+            } else {
+                c[0].to_string()
+            }
+        });
+    }
+    if hits.matched(provider + 1) {
+        out = apply(out, json, |c| {
+            if redact_named(&c[2], "=", &c[4]) {
+                format!("{}{}{}{NAMED}", &c[1], &c[2], &c[3])
+            } else {
+                c[0].to_string()
+            }
+        });
+    }
+    if hits.matched(provider + 2) {
+        out = apply(out, flag, |c| {
+            if redact_named(&c[2], "=", &c[4]) {
+                format!("{}{}{}{}", &c[1], &c[2], &c[3], named_marker(&c[4]))
+            } else {
+                c[0].to_string()
+            }
+        });
+    }
     out
 }
 
