@@ -563,7 +563,8 @@ fn note_jsonl_activity(progress: &crate::types::Progress, c: &CliOutputConfig, e
     let error = (event.get("type").and_then(Value::as_str) == Some("error"))
         .then(|| event.get("message").and_then(Value::as_str))
         .flatten()
-        .map(str::to_string);
+        // Shown live by `status` and `logs --follow`: an error text is the instrument's.
+        .map(crate::redact::redact);
     let retry = error.as_deref().and_then(cli_retry_in);
     progress.update_activity(|a| {
         if let Some(i) = input {

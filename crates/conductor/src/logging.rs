@@ -5,7 +5,7 @@ use std::fs::OpenOptions;
 use std::path::Path;
 use std::sync::Mutex;
 
-use tracing_subscriber::fmt::writer::MakeWriterExt;
+use tracing_subscriber::fmt::writer::{MakeWriter, MakeWriterExt};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{reload, EnvFilter, Registry};
@@ -46,10 +46,62 @@ impl LogHandle {
     }
 }
 
+/// Rewrites every log line through a redaction function before it is written: the
+/// conductor's log quotes instrument errors, hook failures and paths, and must not keep a
+/// credential any of them held (issue 21).
+struct Redacting<M> {
+    inner: M,
+    redact: Redactor,
+}
+
+/// One write of [`Redacting`].
+struct RedactingWriter<W> {
+    inner: W,
+    redact: Redactor,
+}
+
+/// Replaces the secrets in a text (the conductor knows no rules itself: `mozart start`
+/// hands it the backends' redaction).
+pub type Redactor = fn(&str) -> String;
+
+impl<'a, M: MakeWriter<'a>> MakeWriter<'a> for Redacting<M> {
+    type Writer = RedactingWriter<M::Writer>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        RedactingWriter {
+            inner: self.inner.make_writer(),
+            redact: self.redact,
+        }
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for RedactingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // The formatter writes each event whole, in one call.
+        let redacted = (self.redact)(&String::from_utf8_lossy(buf));
+        self.inner.write_all(redacted.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn no_redaction(text: &str) -> String {
+    text.to_string()
+}
+
 /// Install the global subscriber writing to `log_file` (created, appended) and, when
-/// `foreground`, to stderr too. If a subscriber is already installed (the conductor runs
-/// inside another program), that one is kept.
-pub fn init(log_file: &Path, level: &str, foreground: bool) -> Result<LogHandle, ConductorError> {
+/// `foreground`, to stderr too, every line passed through `redact`. If a subscriber is
+/// already installed (the conductor runs inside another program), that one is kept.
+pub fn init(
+    log_file: &Path,
+    level: &str,
+    foreground: bool,
+    redact: Option<Redactor>,
+) -> Result<LogHandle, ConductorError> {
+    let redact = redact.unwrap_or(no_redaction);
     if let Some(dir) = log_file.parent() {
         std::fs::create_dir_all(dir).map_err(|err| ConductorError::Logging {
             path: log_file.to_path_buf(),
@@ -67,7 +119,10 @@ pub fn init(log_file: &Path, level: &str, foreground: bool) -> Result<LogHandle,
     let (filter, handle) = reload::Layer::new(filter_for(level));
     let file = Mutex::new(file);
     let installed = if foreground {
-        let writer = file.and(std::io::stderr);
+        let writer = Redacting {
+            inner: file.and(std::io::stderr),
+            redact,
+        };
         tracing_subscriber::registry()
             .with(filter)
             .with(
@@ -82,7 +137,10 @@ pub fn init(log_file: &Path, level: &str, foreground: bool) -> Result<LogHandle,
             .with(
                 tracing_subscriber::fmt::layer()
                     .with_ansi(false)
-                    .with_writer(file),
+                    .with_writer(Redacting {
+                        inner: file,
+                        redact,
+                    }),
             )
             .try_init()
     };

@@ -234,10 +234,15 @@ pub(crate) struct Call<P> {
 /// One attempt of an HTTP instrument; the answer or error text goes to the attempt's logs.
 pub(crate) async fn execute<A: HttpApi>(api: &A, req: ExecutionRequest) -> ExecutionResult {
     let clock = Clock::start();
-    let result = match api.call_for(&req) {
+    let mut result = match api.call_for(&req) {
         Ok(call) => call_api(api, &req, &call, &clock).await,
         Err(message) => configuration_failure(&clock, &api.fallback_model(&req), &message),
     };
+    // Like every instrument's result: what the model answered is kept and shown redacted.
+    result.stdout = crate::redact::redact_owned(std::mem::take(&mut result.stdout));
+    result.stderr = crate::redact::redact_owned(std::mem::take(&mut result.stderr));
+    result.result_text = result.result_text.map(crate::redact::redact_owned);
+    result.error_message = result.error_message.map(crate::redact::redact_owned);
     write_logs(
         req.output_log_base.as_deref(),
         result.result_text.as_deref().unwrap_or(""),

@@ -204,6 +204,9 @@ pub fn level_index(level: &str) -> Option<usize> {
 /// Parse one log line: a JSON object, a `tracing` line, or (anything else) a raw entry
 /// `{"event": <line>, "_raw": true}`. Blank lines give `None`.
 pub fn parse_line(line: &str) -> Option<Map<String, Value>> {
+    // Any file can be shown (`--file`); the conductor's own log is written redacted, other
+    // files are redacted here (issue 21).
+    let line = mozart_backends::redact(line);
     let line = line.trim();
     if line.is_empty() {
         return None;
