@@ -123,8 +123,14 @@ impl ProfileBackend {
             args.push(flag.clone());
             args.push(req.working_dir.display().to_string());
         }
-        args.extend(c.prompt_flag.clone());
-        args.push(req.prompt.clone());
+        match &c.prompt_stdin_args {
+            // The prompt goes to stdin (`run`): it stays off the command line.
+            Some(stdin_args) => args.extend(stdin_args.iter().cloned()),
+            None => {
+                args.extend(c.prompt_flag.clone());
+                args.push(req.prompt.clone());
+            }
+        }
         args.extend(c.mcp_disable_args.iter().cloned());
         args.extend(c.extra_flags.iter().cloned());
         args
@@ -169,6 +175,9 @@ impl ProfileBackend {
         self.spawn
             .get_or_init(|| SpawnBase::new(&crate::env::plan_for(&cli.command, &[])))
             .prepare(&mut spec, &req.env);
+        if cli.command.prompt_stdin_args.is_some() {
+            spec.stdin = Some(req.prompt.clone().into_bytes());
+        }
         spec.kill_grace = req.kill_grace;
         spec.log_base = req.output_log_base.clone();
         let jsonl = Arc::new(Mutex::new(JsonlState::default()));
