@@ -833,4 +833,25 @@ mod tests {
         );
         assert_eq!(cli_retry_in("unexpected status 503"), None);
     }
+
+    #[tokio::test]
+    async fn a_stdin_profile_writes_the_prompt_to_stdin_and_not_the_command_line() {
+        // `sh -c 'echo "args: $*"; cat' sh --flag`: prints its arguments, then its stdin.
+        let yaml = "name: stdin-sh\ndisplay_name: stdin sh\nkind: cli\ncli:\n  command:\n    executable: sh\n    subcommand: '-c'\n    auto_approve_flag: 'echo \"args: $*\"; cat'\n    prompt_flag: '-p'\n    prompt_stdin_args: ['sh', '--flag']\n";
+        let backend = ProfileBackend::new(Arc::new(
+            InstrumentProfile::from_yaml(yaml, "test").unwrap(),
+        ))
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let prompt = "the secret plan\nRUN: nothing".to_string();
+        let req = ExecutionRequest::new(prompt.clone(), dir.path(), Duration::from_secs(60));
+        let args = backend.build_args(&req, None);
+        assert!(
+            !args.iter().any(|a| a.contains("secret plan")) && !args.contains(&"-p".to_string()),
+            "{args:?}"
+        );
+        let result = backend.execute(req).await;
+        assert!(result.success, "{result:?}");
+        assert_eq!(result.stdout, format!("args: --flag\n{prompt}"));
+    }
 }
