@@ -275,7 +275,8 @@ validations:
         assert!(seen[i], "{instrument} was never seen running");
         let doc = status(&env, &ids[i]).unwrap();
         assert_eq!(
-            doc["status"], "completed",
+            doc["status"],
+            "completed",
             "{instrument} got its prompt on stdin and ran it: {doc:#}\n{}",
             env.log()
         );
