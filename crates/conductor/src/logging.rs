@@ -148,3 +148,36 @@ pub fn init(
         reload: installed.is_ok().then_some(handle),
     })
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn mask(text: &str) -> String {
+        text.replace("hunter2", "[REDACTED]")
+    }
+
+    #[test]
+    fn every_line_goes_through_the_redactor() {
+        let make = Redacting {
+            inner: Mutex::new(Vec::<u8>::new()),
+            redact: mask,
+        };
+        let line = b"WARN hook failed: password hunter2 refused\n";
+        {
+            let mut writer = make.make_writer();
+            assert_eq!(
+                writer.write(line).unwrap(),
+                line.len(),
+                "the whole line is taken"
+            );
+            writer.flush().unwrap();
+        }
+        assert_eq!(
+            String::from_utf8(make.inner.into_inner().unwrap()).unwrap(),
+            "WARN hook failed: password [REDACTED] refused\n"
+        );
+    }
+}
