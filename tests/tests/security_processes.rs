@@ -326,18 +326,10 @@ fn processes_a_sheet_detached_end_when_the_conductor_stops_before_the_sheet_does
     );
 }
 
-/// `mozart stop`, answering its "jobs are running" question with yes; waits until the
+/// `mozart stop --yes` (jobs are running, and a script has no terminal to confirm); waits until the
 /// conductor is gone.
 fn stop_confirmed(env: &TestEnv) {
-    use std::io::Write;
-    let mut child = env
-        .command(&["stop"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(b"y\n").unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = env.command(&["stop", "--yes"]).output().unwrap();
     assert_eq!(
         out.status.code(),
         Some(0),

@@ -124,8 +124,14 @@ impl ProfileBackend {
             args.push(flag.clone());
             args.push(req.working_dir.display().to_string());
         }
-        args.extend(c.prompt_flag.clone());
-        args.push(req.prompt.clone());
+        match &c.prompt_stdin_args {
+            // The prompt goes to stdin (`run`): it stays off the command line.
+            Some(stdin_args) => args.extend(stdin_args.iter().cloned()),
+            None => {
+                args.extend(c.prompt_flag.clone());
+                args.push(req.prompt.clone());
+            }
+        }
         args.extend(c.mcp_disable_args.iter().cloned());
         args.extend(c.extra_flags.iter().cloned());
         args
@@ -170,6 +176,9 @@ impl ProfileBackend {
         self.spawn
             .get_or_init(|| SpawnBase::new(&crate::env::plan_for(&cli.command, &[])))
             .prepare(&mut spec, &req.env);
+        if cli.command.prompt_stdin_args.is_some() {
+            spec.stdin = Some(req.prompt.clone().into_bytes());
+        }
         spec.kill_grace = req.kill_grace;
         spec.log_base = req.output_log_base.clone();
         let jsonl = Arc::new(Mutex::new(JsonlState::default()));
@@ -662,7 +671,8 @@ fn note_jsonl_activity(
     let error = (event.get("type").and_then(Value::as_str) == Some("error"))
         .then(|| event.get("message").and_then(Value::as_str))
         .flatten()
-        .map(str::to_string);
+        // Shown live by `status` and `logs --follow`: an error text is the instrument's.
+        .map(crate::redact::redact);
     let error = error.filter(|e| !retries.line(e));
     progress.update_activity(|a| {
         if let Some(i) = input {
@@ -938,5 +948,26 @@ mod tests {
         let yaml = "name: c\ndisplay_name: C\nkind: cli\ncli:\n  command:\n    executable: codex\n  errors:\n    auth_error_patterns: [\"incorrect api key\"]\n";
         let profile = InstrumentProfile::from_yaml(yaml, "test").unwrap();
         ErrorPatterns::compile("c", &profile.cli.unwrap().errors).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_stdin_profile_writes_the_prompt_to_stdin_and_not_the_command_line() {
+        // `sh -c 'echo "args: $*"; cat' sh --flag`: prints its arguments, then its stdin.
+        let yaml = "name: stdin-sh\ndisplay_name: stdin sh\nkind: cli\ncli:\n  command:\n    executable: sh\n    subcommand: '-c'\n    auto_approve_flag: 'echo \"args: $*\"; cat'\n    prompt_flag: '-p'\n    prompt_stdin_args: ['sh', '--flag']\n";
+        let backend = ProfileBackend::new(Arc::new(
+            InstrumentProfile::from_yaml(yaml, "test").unwrap(),
+        ))
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let prompt = "the secret plan\nRUN: nothing".to_string();
+        let req = ExecutionRequest::new(prompt.clone(), dir.path(), Duration::from_secs(60));
+        let args = backend.build_args(&req, None);
+        assert!(
+            !args.iter().any(|a| a.contains("secret plan")) && !args.contains(&"-p".to_string()),
+            "{args:?}"
+        );
+        let result = backend.execute(req).await;
+        assert!(result.success, "{result:?}");
+        assert_eq!(result.stdout, format!("args: --flag\n{prompt}"));
     }
 }

@@ -127,6 +127,9 @@ pub enum ChildEnv {
 impl ChildEnv {
     /// `plan` applied to the conductor's current environment.
     pub fn resolve(plan: &EnvPlan) -> ChildEnv {
+        // The conductor's own variables are known to the redaction already; what the
+        // profile and the score add becomes known here, before the child can print it.
+        crate::redact::register_env(plan.set.iter().map(|(k, v)| (k, v)));
         let untouched = !plan.clear
             && plan.set.is_empty()
             && plan.remove.iter().all(|k| std::env::var_os(k).is_none());
@@ -152,6 +155,7 @@ impl ChildEnv {
         if set.is_empty() {
             return self.clone();
         }
+        crate::redact::register_env(set.iter().map(|(k, v)| (k, v)));
         let mut vars: BTreeMap<OsString, OsString> = match self {
             ChildEnv::Inherit => std::env::vars_os().collect(),
             ChildEnv::Exact(list) => list.iter().cloned().collect(),

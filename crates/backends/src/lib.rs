@@ -6,7 +6,8 @@
 //! decision input and, for rate limits, a wait.
 //!
 //! Modules depend in one direction, each only on those above it:
-//! 1. leaves: `error`, `redact`, `json_path`, `types` (request, result, progress, stream kind);
+//! 1. leaves: `error`, `redact`, `json_path`, `types` (request, result, progress, stream kind),
+//!    `output_log` (private, redacted output logs, on `redact`);
 //! 2. `profile` (instrument profiles), then `env` (a child's environment plan from a profile);
 //! 3. `process` (runs a child under that plan; `descendants` finds and ends everything it
 //!    started, `subreaper` keeps what it detaches within the conductor's reach),
@@ -26,6 +27,7 @@ pub use types::{
     HealthStatus, Progress, DEFAULT_KILL_GRACE,
 };
 pub mod classify;
+pub mod output_log;
 pub mod redact;
 
 pub use classify::{classify, Classification, ErrorCategory, ErrorCode, RateLimitInfo};

@@ -25,6 +25,7 @@ use tokio::task::JoinHandle;
 
 use crate::descendants::{AttemptTag, Cleanup, Registered, ATTEMPT_VAR};
 use crate::env::{ChildEnv, EnvPlan};
+use crate::output_log::RedactingLog;
 use crate::types::{epoch_now, Progress, StreamKind};
 
 /// Bytes of each stream kept in memory as the tail (the rest is counted, and teed to the
@@ -367,7 +368,7 @@ async fn read_stream<R: AsyncRead + Unpin>(
     kind: StreamKind,
     state: &Mutex<ReaderState>,
     progress: &Progress,
-    mut log: Option<std::fs::File>,
+    mut log: Option<RedactingLog>,
 ) {
     let Some(mut reader) = reader else { return };
     // Most instruments print little: start small (20 sheets in flight × 2 streams of 64 KiB
@@ -390,13 +391,16 @@ async fn read_stream<R: AsyncRead + Unpin>(
         // microseconds, while tokio::fs sends every write through the blocking pool — a
         // thread hand-off per chunk, per stream, per sheet.
         if let Some(file) = &mut log {
-            if let Err(err) = std::io::Write::write_all(file, chunk) {
+            if let Err(err) = file.write(chunk) {
                 tracing::warn!(%err, "cannot write instrument output log; continuing without it");
                 log = None;
             }
         }
     }
     lock(state).finish();
+    if let Some(Err(err)) = log.as_mut().map(RedactingLog::finish) {
+        tracing::warn!(%err, "cannot write instrument output log");
+    }
 }
 
 /// Capture a finished stream read from `reader` (a remote attempt's output file) exactly as a
@@ -423,13 +427,14 @@ pub(crate) fn capture_reader(
     (std::mem::take(&mut state.capture), state.sink.take())
 }
 
-/// Create `{base}{suffix}` (in place, like the writes: one `open` on a local workspace).
-fn open_log(base: &Option<PathBuf>, suffix: &str) -> Option<std::fs::File> {
+/// Create `{base}{suffix}` (in place, like the writes: one `open` on a local workspace):
+/// private to the user and redacted as it is written (issue 21).
+fn open_log(base: &Option<PathBuf>, suffix: &str) -> Option<RedactingLog> {
     let base = base.as_ref()?;
     let mut path = base.clone().into_os_string();
     path.push(suffix);
-    match std::fs::File::create(&path) {
-        Ok(file) => Some(file),
+    match RedactingLog::create(std::path::Path::new(&path)) {
+        Ok(log) => Some(log),
         Err(err) => {
             tracing::warn!(path = %PathBuf::from(&path).display(), %err, "cannot create instrument output log");
             None

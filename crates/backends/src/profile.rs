@@ -145,6 +145,12 @@ pub struct CliCommand {
     /// Flag before the prompt; `None` → positional prompt.
     #[serde(default)]
     pub prompt_flag: Option<String>,
+    /// Ours (issue 21): write the prompt to the CLI's stdin instead of its command line,
+    /// which every local user can read (`ps`, `/proc/*/cmdline`); these arguments stand
+    /// where `prompt_flag <prompt>` would (`["-p"]` for Claude Code, `[]` for Gemini CLI,
+    /// `["-"]` for `codex exec`). `None` → the prompt is an argument (upstream).
+    #[serde(default)]
+    pub prompt_stdin_args: Option<Vec<String>>,
     /// Flag before the model.
     #[serde(default)]
     pub model_flag: Option<String>,

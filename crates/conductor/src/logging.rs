@@ -58,10 +58,65 @@ impl LogHandle {
     }
 }
 
+/// Replaces the secrets in a text (the conductor knows no rules itself: `mozart start`
+/// hands it the backends' redaction).
+pub type Redactor = fn(&str) -> String;
+
+fn no_redaction(text: &str) -> String {
+    text.to_string()
+}
+
+/// Rewrites every line of the human console log through a redaction function before it is
+/// written: the log quotes instrument errors, hook failures and paths, and must not keep a
+/// credential any of them held (issue 21).
+struct Redacting<M> {
+    inner: M,
+    redact: Redactor,
+}
+
+/// One write of [`Redacting`].
+struct RedactingWriter<W> {
+    inner: W,
+    redact: Redactor,
+}
+
+impl<'a, M: tracing_subscriber::fmt::MakeWriter<'a>> tracing_subscriber::fmt::MakeWriter<'a>
+    for Redacting<M>
+{
+    type Writer = RedactingWriter<M::Writer>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        RedactingWriter {
+            inner: self.inner.make_writer(),
+            redact: self.redact,
+        }
+    }
+}
+
+impl<W: Write> Write for RedactingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // The formatter writes each event whole, in one call.
+        let redacted = (self.redact)(&String::from_utf8_lossy(buf));
+        self.inner.write_all(redacted.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// Install the global subscriber writing JSON lines to `log_file` (created, appended) and,
-/// when `foreground`, human lines to stderr too. If a subscriber is already installed (the
-/// conductor runs inside another program), that one is kept.
-pub fn init(log_file: &Path, level: &str, foreground: bool) -> Result<LogHandle, ConductorError> {
+/// when `foreground`, human lines to stderr too, every line passed through `redact`. If a
+/// subscriber is already installed (the conductor runs inside another program), that one is
+/// kept.
+pub fn init(
+    log_file: &Path,
+    level: &str,
+    foreground: bool,
+    redact: Option<Redactor>,
+) -> Result<LogHandle, ConductorError> {
+    let redact = redact.unwrap_or(no_redaction);
     if let Some(dir) = log_file.parent() {
         std::fs::create_dir_all(dir).map_err(|err| ConductorError::Logging {
             path: log_file.to_path_buf(),
@@ -77,11 +132,14 @@ pub fn init(log_file: &Path, level: &str, foreground: bool) -> Result<LogHandle,
             message: err.to_string(),
         })?;
     let (filter, handle) = reload::Layer::new(filter_for(level));
-    let json = JsonLines::new(file);
+    let json = JsonLines::new(file).with_redactor(redact);
     let console = foreground.then(|| {
         tracing_subscriber::fmt::layer()
             .with_ansi(false)
-            .with_writer(std::io::stderr)
+            .with_writer(Redacting {
+                inner: std::io::stderr,
+                redact,
+            })
     });
     let installed = tracing_subscriber::registry()
         .with(filter)
@@ -96,6 +154,7 @@ pub fn init(log_file: &Path, level: &str, foreground: bool) -> Result<LogHandle,
 /// The layer that writes each event as one JSON object on its own line.
 pub struct JsonLines<W: Write + Send + 'static> {
     out: Mutex<W>,
+    redact: Redactor,
 }
 
 impl<W: Write + Send + 'static> JsonLines<W> {
@@ -103,7 +162,14 @@ impl<W: Write + Send + 'static> JsonLines<W> {
     pub fn new(out: W) -> Self {
         JsonLines {
             out: Mutex::new(out),
+            redact: no_redaction,
         }
+    }
+
+    /// The same layer, each line passed through `redact` before it is written.
+    pub fn with_redactor(mut self, redact: Redactor) -> Self {
+        self.redact = redact;
+        self
     }
 }
 
@@ -118,7 +184,7 @@ impl JsonLines<File> {
 
 impl<S: Subscriber, W: Write + Send + 'static> Layer<S> for JsonLines<W> {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        let line = json_line(event);
+        let line = (self.redact)(&json_line(event));
         // One write per line on a file opened for appending: lines of concurrent writers
         // never interleave. A failed write cannot be logged anywhere better; it is dropped.
         if let Ok(mut out) = self.out.lock() {
@@ -271,6 +337,37 @@ impl Visit for FieldMap {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    fn mask(text: &str) -> String {
+        text.replace("hunter2", "[REDACTED]")
+    }
+
+    #[test]
+    fn every_line_goes_through_the_redactor() {
+        let buffer = std::sync::Arc::new(Mutex::new(Vec::<u8>::new()));
+        let shared = SharedBuf(buffer.clone());
+        let subscriber =
+            tracing_subscriber::registry().with(JsonLines::new(shared).with_redactor(mask));
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::warn!(event = "hook.failed", "password hunter2 refused");
+        });
+        let text = String::from_utf8(buffer.lock().unwrap().clone()).unwrap();
+        assert!(text.contains("password [REDACTED] refused"), "{text}");
+        assert!(!text.contains("hunter2"), "{text}");
+    }
+
+    /// A writer into a shared buffer.
+    struct SharedBuf(std::sync::Arc<Mutex<Vec<u8>>>);
+
+    impl Write for SharedBuf {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
     use std::sync::Arc;
 
     /// A writer the test can read back.

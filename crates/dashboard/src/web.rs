@@ -525,6 +525,8 @@ fn log_tail(workspace: &Path, sheet: u32) -> Option<LogTail> {
                 chunk.drain(..=nl);
             }
         }
+        // Written redacted; redacted again for logs an older Mozart wrote (issue 21).
+        let chunk = mozart_backends::redact::redact_owned(chunk);
         if !chunk.is_empty() {
             if suffix == "stderr" {
                 text.push_str("--- stderr ---\n");

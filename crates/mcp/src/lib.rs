@@ -566,7 +566,10 @@ fn sheet_logs(d: &JobDetail, sheet: Option<u32>, lines: usize) -> Result<String,
                 .and_then(|w| {
                     std::fs::read(w.join("logs").join(format!("sheet-{n:02}.{stream}.log"))).ok()
                 })
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                // Written redacted; redacted again for logs an older Mozart wrote (issue 21).
+                .map(|b| {
+                    mozart_backends::redact::redact_owned(String::from_utf8_lossy(&b).into_owned())
+                })
                 .or_else(|| {
                     let s = cp.sheets.get(&n)?;
                     if stream == "stdout" {

@@ -5,8 +5,10 @@
 //! the real flags of each CLI and prints their output formats:
 //! * claude: `--output-format text|json|stream-json` (stream-json needs `--verbose`, as the
 //!   real CLI does); the prompt is the positional argument and/or stdin.
-//! * gemini: `-o json` → `{"response", "stats": {"models": {...}}}`.
-//! * codex: `exec --json` → JSONL events ending in `item.completed` / `turn.completed`.
+//! * gemini: `-o json` → `{"response", "stats": {"models": {...}}}`; the prompt is `-p`'s
+//!   value and/or stdin.
+//! * codex: `exec --json` → JSONL events ending in `item.completed` / `turn.completed`; the
+//!   prompt is the positional argument, or stdin when it is `-` or absent.
 //! * text (any other name): prints the answer as text.
 //!
 //! Every `RUN: <command>` line of the prompt runs through `sh -ec` in the current directory
@@ -192,6 +194,8 @@ fn parse_args(flavor: Flavor) -> Result<Invocation, String> {
                 "--json" => inv.format = "json".into(),
                 _ => {}
             }
+        } else if a == "-" && flavor == Flavor::Codex {
+            // `codex exec -`: the prompt is on stdin (read below).
         } else if a.starts_with('-') && a.len() > 1 && flavor != Flavor::Text {
             return Err(format!("error: unknown option '{a}'"));
         } else {

@@ -236,10 +236,15 @@ pub(crate) struct Call<P> {
 /// One attempt of an HTTP instrument; the answer or error text goes to the attempt's logs.
 pub(crate) async fn execute<A: HttpApi>(api: &A, req: ExecutionRequest) -> ExecutionResult {
     let clock = Clock::start();
-    let result = match api.call_for(&req) {
+    let mut result = match api.call_for(&req) {
         Ok(call) => call_api(api, &req, &call, &clock).await,
         Err(message) => configuration_failure(&clock, &api.fallback_model(&req), &message),
     };
+    // Like every instrument's result: what the model answered is kept and shown redacted.
+    result.stdout = crate::redact::redact_owned(std::mem::take(&mut result.stdout));
+    result.stderr = crate::redact::redact_owned(std::mem::take(&mut result.stderr));
+    result.result_text = result.result_text.map(crate::redact::redact_owned);
+    result.error_message = result.error_message.map(crate::redact::redact_owned);
     write_logs(
         req.output_log_base.as_deref(),
         result.result_text.as_deref().unwrap_or(""),
@@ -258,7 +263,14 @@ async fn call_api<A: HttpApi>(
     let name = api.api_name();
     let model = call.model.as_str();
     let key = match api.api_key(req, call) {
-        Ok(key) => key,
+        Ok(key) => {
+            // Read from the variable the score named, whatever its name looks like: an error
+            // body that echoes it back is redacted all the same.
+            if let Some(k) = &key {
+                crate::redact::register_value("API_KEY", k);
+            }
+            key
+        }
         // Worded so the classifier's auth patterns fire (E502, not retried).
         Err(message) => return failure(clock, model, Some(1), "authentication", &message),
     };
@@ -552,14 +564,20 @@ pub(crate) async fn write_logs(base: Option<&Path>, stdout: &str, stderr: &str) 
     for (suffix, text) in [(".stdout.log", stdout), (".stderr.log", stderr)] {
         let mut path: PathBuf = base.to_path_buf().into_os_string().into();
         path.as_mut_os_string().push(suffix);
-        if let Some(parent) = path.parent() {
-            if let Err(err) = tokio::fs::create_dir_all(parent).await {
-                tracing::warn!(path = %path.display(), %err, "cannot create the output log directory");
-                continue;
+        let text = text.to_string();
+        // Private and redacted like the process instruments' logs (issue 21); small files,
+        // written off the runtime's threads.
+        let written = tokio::task::spawn_blocking(move || {
+            if let Some(parent) = path.parent() {
+                crate::output_log::private_dir(parent)
+                    .map_err(|err| (path.clone(), "cannot create the output log directory", err))?;
             }
-        }
-        if let Err(err) = tokio::fs::write(&path, text.as_bytes()).await {
-            tracing::warn!(path = %path.display(), %err, "cannot write the output log");
+            crate::output_log::write_redacted(&path, &text)
+                .map_err(|err| (path, "cannot write the output log", err))
+        })
+        .await;
+        if let Ok(Err((path, what, err))) = written {
+            tracing::warn!(path = %path.display(), %err, "{what}");
         }
     }
 }

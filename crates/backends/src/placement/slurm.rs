@@ -634,7 +634,9 @@ async fn collect(
                 let mut target = base.clone().into_os_string();
                 target.push(suffix);
                 if dir.join(name).exists() {
-                    if let Err(e) = std::fs::copy(dir.join(name), &target) {
+                    // Private and redacted like a local attempt's log (issue 21).
+                    let target = std::path::Path::new(&target);
+                    if let Err(e) = crate::output_log::copy_redacted(&dir.join(name), target) {
                         tracing::warn!(error = %e, "cannot copy the Slurm job's output log");
                     }
                 }

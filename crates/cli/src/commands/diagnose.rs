@@ -356,7 +356,11 @@ pub fn attach_log_contents(report: &mut Value) {
             Ok(bytes) => {
                 let text = String::from_utf8_lossy(&bytes);
                 let lines: Vec<&str> = text.lines().collect();
-                lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
+                // The conductor writes these redacted; logs an older Mozart (or a hook)
+                // wrote are redacted here (issue 21).
+                mozart_backends::redact::redact_owned(
+                    lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n"),
+                )
             }
             Err(_) => "<read error>".to_string(),
         };

@@ -244,6 +244,9 @@ pub fn level_index(level: &str) -> Option<usize> {
 /// or (anything else, e.g. a line an older conductor wrote as text) a raw entry
 /// `{"event": <line>, "_raw": true}`, shown as it is. Blank lines give `None`.
 pub fn parse_line(line: &str) -> Option<Map<String, Value>> {
+    // Any file can be shown (`--file`); the conductor's own log is written redacted, other
+    // files are redacted here (issue 21).
+    let line = mozart_backends::redact(line);
     let line = line.trim();
     if line.is_empty() {
         return None;

@@ -74,6 +74,13 @@ pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: Hook
         record.description = hook.description.clone();
         record.started_at = Some(started);
         record.finished_at = Some(mozart_state::epoch_now());
+        // What every hook leaves in the registry is redacted here, whatever the hook was.
+        for text in [&mut record.output, &mut record.error_message]
+            .into_iter()
+            .flatten()
+        {
+            mozart_backends::redact::redact_in_place(text);
+        }
         if let Err(e) = lock(&mgr.shared.registry).record_hook_result(&req.job_id, &record) {
             tracing::error!(job_id = %req.job_id, error = %e, "cannot store hook result");
         }
@@ -268,6 +275,8 @@ async fn run_command(
         Ok(Ok(out)) => {
             let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
             text.push_str(&String::from_utf8_lossy(&out.stderr));
+            // Redacted whole, then cut: a cut through a secret would leave half of it.
+            let text = mozart_backends::redact::redact_owned(text);
             let tail: String = {
                 let chars: Vec<char> = text.chars().collect();
                 chars[chars.len().saturating_sub(2000)..].iter().collect()
@@ -275,7 +284,7 @@ async fn run_command(
             HookResultRecord {
                 success: out.status.success(),
                 exit_code: out.status.code(),
-                output: (!tail.is_empty()).then_some(mozart_backends::redact(&tail)),
+                output: (!tail.is_empty()).then_some(tail),
                 error_message: (!out.status.success())
                     .then(|| format!("exit code {}", out.status.code().unwrap_or(-1))),
                 ..HookResultRecord::default()

@@ -352,18 +352,56 @@ pub(crate) async fn play(
 
 /// Hand the attempt's details to the table, then its result to the baton: the call runs
 /// before the event, so the details are there when the baton persists the transition.
+///
+/// Every attempt passes here, so this is where its text is redacted (issue 21): nothing of
+/// it reaches the checkpoint, the registry's history, `status`, `errors`, `diagnose`, the
+/// notifications or the learning store unredacted.
 fn report(
     shared: &Shared,
     job_id: &str,
     inbox: &Inbox,
     sheet_num: u32,
-    details: AttemptDetails,
-    r: AttemptResult,
+    mut details: AttemptDetails,
+    mut r: AttemptResult,
 ) {
+    redact_attempt(&mut details, &mut r);
     shared.table.tell_rt(job_id, move |rt| {
         rt.attempt_details.insert(sheet_num, details);
     });
     let _ = inbox.send(Event::SheetAttemptResult(Box::new(r)));
+}
+
+/// Redact every text of an attempt the conductor keeps or shows: output tails, error
+/// message, validation findings, the reviewer's feedback.
+fn redact_attempt(details: &mut AttemptDetails, r: &mut AttemptResult) {
+    use mozart_backends::redact::redact_in_place as scrub;
+    let scrub_opt = |s: &mut Option<String>| {
+        if let Some(s) = s.as_mut() {
+            scrub(s);
+        }
+    };
+    scrub(&mut details.stdout_tail);
+    scrub(&mut details.stderr_tail);
+    scrub_opt(&mut details.error_message);
+    if let Some(report) = details.validation.as_mut() {
+        for c in &mut report.results {
+            scrub_opt(&mut c.description);
+            scrub_opt(&mut c.pattern);
+            scrub_opt(&mut c.actual_value);
+            scrub_opt(&mut c.expected_value);
+            scrub_opt(&mut c.error_message);
+            scrub_opt(&mut c.suggested_fix);
+        }
+    }
+    if let Some(review) = details.review.as_mut() {
+        scrub_opt(&mut review.feedback);
+        for v in &mut review.history {
+            scrub(&mut v.feedback);
+        }
+    }
+    if let Some(f) = r.failure.as_mut() {
+        scrub(&mut f.message);
+    }
 }
 
 /// Working directory, reviewer loop, validation rules, mtimes, learned patterns, prompt
@@ -477,8 +515,9 @@ async fn perform(
             req.options = (*sheet.instrument_config).clone().into_iter().collect();
             // Upstream's live per-sheet output files (`{workspace}/logs/sheet-NN.stdout.log`),
             // which `mozart dashboard` tails while the sheet runs.
+            // Private (0700): what instruments print is the user's (issue 21).
             let logs = run.workspace.join("logs");
-            if std::fs::create_dir_all(&logs).is_ok() {
+            if mozart_backends::output_log::private_dir(&logs).is_ok() {
                 req.output_log_base = Some(logs.join(format!("sheet-{:02}", sheet.num)));
             }
             let placement = std::mem::replace(&mut p.placement, mozart_backends::Placement::Local);
@@ -580,13 +619,13 @@ async fn judge(
         let (kind, message, code, category) = failure_kind(result);
         r.execution_success = false;
         r.validation_pass_rate = 0.0;
-        details.error_message = Some(mozart_backends::redact(&message));
+        details.error_message = Some(message.clone());
         details.error_code = code;
         details.error_category = category;
         r.failure = Some(Failure {
             kind,
             code: details.error_code.clone(),
-            message: mozart_backends::redact(&message),
+            message,
         });
         return (r, details);
     }
