@@ -206,23 +206,7 @@ pub fn preflight(
     source_ref: Option<&str>,
 ) -> Result<PathBuf, IsolationError> {
     let probe = Git::new(repo_dir, job_id);
-    let toplevel = probe
-        .capture(["rev-parse", "--show-toplevel"])
-        .map_err(|e| match e {
-            IsolationError::Git { stderr, .. } => IsolationError::NotARepository {
-                job_id: job_id.into(),
-                repo: repo_dir.to_path_buf(),
-                detail: stderr,
-            },
-            IsolationError::GitSpawn { source, .. } if source.kind() == io::ErrorKind::NotFound => {
-                IsolationError::NotARepository {
-                    job_id: job_id.into(),
-                    repo: repo_dir.to_path_buf(),
-                    detail: "the directory (or git itself) does not exist".into(),
-                }
-            }
-            other => other,
-        })?;
+    let toplevel = repository_root(&probe, job_id, repo_dir)?;
     let root = PathBuf::from(toplevel);
     let git = Git::new(&root, job_id);
     git.check_version()?;
@@ -249,6 +233,31 @@ pub fn preflight(
         });
     }
     Ok(root)
+}
+
+/// The top of the git repository holding `repo_dir`, or why it is not a repository.
+fn repository_root(
+    probe: &Git<'_>,
+    job_id: &str,
+    repo_dir: &Path,
+) -> Result<String, IsolationError> {
+    probe
+        .capture(["rev-parse", "--show-toplevel"])
+        .map_err(|e| match e {
+            IsolationError::Git { stderr, .. } => IsolationError::NotARepository {
+                job_id: job_id.into(),
+                repo: repo_dir.to_path_buf(),
+                detail: stderr,
+            },
+            IsolationError::GitSpawn { source, .. } if source.kind() == io::ErrorKind::NotFound => {
+                IsolationError::NotARepository {
+                    job_id: job_id.into(),
+                    repo: repo_dir.to_path_buf(),
+                    detail: "the directory (or git itself) does not exist".into(),
+                }
+            }
+            other => other,
+        })
 }
 
 /// Which run a worktree belongs to.
@@ -841,23 +850,7 @@ pub fn plan(
         .find(|d| d.is_dir())
         .unwrap_or(repo_dir);
     let probe = Git::new(existing, job_id);
-    let toplevel = probe
-        .capture(["rev-parse", "--show-toplevel"])
-        .map_err(|e| match e {
-            IsolationError::Git { stderr, .. } => IsolationError::NotARepository {
-                job_id: job_id.into(),
-                repo: repo_dir.to_path_buf(),
-                detail: stderr,
-            },
-            IsolationError::GitSpawn { source, .. } if source.kind() == io::ErrorKind::NotFound => {
-                IsolationError::NotARepository {
-                    job_id: job_id.into(),
-                    repo: repo_dir.to_path_buf(),
-                    detail: "the directory (or git itself) does not exist".into(),
-                }
-            }
-            other => other,
-        })?;
+    let toplevel = repository_root(&probe, job_id, repo_dir)?;
     let root = PathBuf::from(toplevel);
     let git = Git::new(&root, job_id);
     let entries = list_worktrees_with(&git)?;
