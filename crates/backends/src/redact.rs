@@ -516,6 +516,20 @@ fn redact_named(name: &str, separator: &str, value: &str) -> bool {
     let prose_name = name.chars().all(|c| c.is_ascii_alphabetic())
         && name.chars().skip(1).all(|c| c.is_ascii_lowercase());
     let colon = separator.contains(':');
+    // `auth.go:3: unused variable`, `token_server:8443`: a line number or a port after a
+    // colon is a location, not a credential (a password is one whatever follows).
+    let strong = STRONG_WORDS
+        .iter()
+        .any(|w| name.to_ascii_lowercase().contains(w));
+    let digits = inner.trim_end_matches(':');
+    if colon
+        && !strong
+        && !digits.is_empty()
+        && digits.len() <= 6
+        && digits.chars().all(|c| c.is_ascii_digit())
+    {
+        return false;
+    }
     if colon && prose_name && !STRONG_WORDS.contains(&name.to_ascii_lowercase().as_str()) {
         // "Invalid token: expired" keeps its word; "token: 4f9a…" loses its value.
         let prose_value = inner.chars().all(|c| c.is_ascii_alphabetic()) && inner.len() < 20;

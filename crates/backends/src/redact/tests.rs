@@ -249,3 +249,17 @@ fn registered_environment_values_are_redacted_bare() {
         assert_eq!(redact(kept), kept);
     }
 }
+
+#[test]
+fn a_source_location_or_port_after_a_secret_word_is_kept() {
+    assert_eq!(
+        redact("warning: auth.go:3: unused variable"),
+        "warning: auth.go:3: unused variable"
+    );
+    assert_eq!(
+        redact("token_server:8443 refused"),
+        "token_server:8443 refused"
+    );
+    assert_ne!(redact("password: 123456"), "password: 123456");
+    assert_ne!(redact("API_TOKEN=123456"), "API_TOKEN=123456");
+}

@@ -397,6 +397,29 @@ pub(crate) struct WorkerRun<'a> {
 }
 
 /// The reviewer's prompt.
+/// The worker's stdout as the reviewer needs it. A streaming CLI's stdout is JSON events,
+/// the first of which (`"type": "system"`: the session's tools and settings) can fill the
+/// whole window by itself: it is left out, and what the agent printed outside the events
+/// comes last, where the window keeps it.
+fn stdout_for_review(raw: &str) -> String {
+    let mut events = String::new();
+    let mut printed = String::new();
+    for line in raw.lines() {
+        let trimmed = line.trim();
+        let json = trimmed.starts_with('{') && trimmed.ends_with('}');
+        if !json {
+            printed.push_str(line);
+            printed.push('\n');
+        } else if !trimmed.contains(r#""type":"system""#)
+            && !trimmed.contains(r#""type": "system""#)
+        {
+            events.push_str(line);
+            events.push('\n');
+        }
+    }
+    events + &printed
+}
+
 fn reviewer_prompt(
     cfg: &ReviewConfig,
     task: &str,
@@ -406,7 +429,8 @@ fn reviewer_prompt(
     worker: &WorkerRun<'_>,
 ) -> Result<String, String> {
     let output = last_chars(worker.output, MEMORY_CHARS);
-    let stdout = last_chars(worker.stdout, MEMORY_CHARS);
+    let shown_stdout = stdout_for_review(worker.stdout);
+    let stdout = last_chars(&shown_stdout, MEMORY_CHARS);
     let stderr = last_chars(worker.stderr, MEMORY_CHARS);
     if let Some(template) = &cfg.template {
         let ctx = serde_json::json!({
