@@ -187,15 +187,20 @@ fn text_only_omissions(config: &JobConfig) -> Vec<String> {
     out
 }
 
-/// `path` made absolute against the CWD with `.` and `..` collapsed, touching nothing.
-fn lexical_absolute(path: &Path) -> PathBuf {
-    let absolute = if path.is_absolute() {
+/// `path` joined to the current directory when relative (`/` when there is none).
+fn against_cwd(path: &Path) -> PathBuf {
+    if path.is_absolute() {
         path.to_path_buf()
     } else {
         std::env::current_dir()
             .unwrap_or_else(|_| PathBuf::from("/"))
             .join(path)
-    };
+    }
+}
+
+/// `path` made absolute against the CWD with `.` and `..` collapsed, touching nothing.
+fn lexical_absolute(path: &Path) -> PathBuf {
+    let absolute = against_cwd(path);
     let mut out = PathBuf::from("/");
     for comp in absolute.components() {
         match comp {
@@ -285,13 +290,7 @@ fn python_str(node: &Node) -> String {
 /// Python `Path.resolve()` (non-strict): absolute against the CWD, symlinks of existing
 /// components resolved, `.`/`..` collapsed.
 pub fn resolve_path(path: &Path) -> PathBuf {
-    let absolute = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        std::env::current_dir()
-            .unwrap_or_else(|_| PathBuf::from("/"))
-            .join(path)
-    };
+    let absolute = against_cwd(path);
     let mut out = PathBuf::from("/");
     for comp in absolute.components() {
         match comp {
