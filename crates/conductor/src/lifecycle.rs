@@ -258,7 +258,9 @@ fn secure_socket_dir(dir: &Path, is_default: bool) -> Result<(), ConductorError>
         });
     }
     if owner == me {
-        if (is_default && mode & 0o7777 != 0o700) || writable_by_others(mode) {
+        // A sticky directory others can write (`/tmp` itself, for a root conductor with
+        // MOZART_SOCKET=/tmp/x.sock) is safe as it is and shared: never chmod it.
+        if (is_default && mode & 0o7777 != 0o700) || (writable_by_others(mode) && !sticky(mode)) {
             if writable_by_others(mode) {
                 tracing::warn!(dir = %shown, mode = format!("{:04o}", mode & 0o7777), "socket directory was writable by others; made it private (0700)");
             }
@@ -398,6 +400,15 @@ mod tests {
             mode(&dir),
             0o700,
             "a directory others could write is tightened"
+        );
+        // A shared sticky directory of ours (`/tmp` for root) is safe and never chmodded:
+        // tightening /tmp to 0700 locked every other user out of it.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        secure_socket_dir(&dir, false).unwrap();
+        assert_eq!(
+            mode(&dir),
+            0o1777,
+            "a sticky shared directory stays as it is"
         );
     }
 }
