@@ -93,3 +93,34 @@ fn shell_score_gets_no_cost_limit_tip() {
     let text = stdout(&out);
     assert!(!text.contains("cost_limits.enabled"), "{text}");
 }
+
+#[test]
+fn a_skipped_sheet_counts_as_done_for_progress() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml = r#"name: skippy
+workspace: ./skippy-ws
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet:
+  size: 1
+  total_items: 3
+  skip_when_command:
+    2:
+      command: 'true'
+      description: "Nothing to do"
+prompt:
+  template: |
+    RUN: echo done
+"#;
+    let path = env.write_score("skippy", yaml);
+    assert_eq!(submit(&env, &path)["status"], "accepted");
+    let doc = wait_for(&env, "skippy", 30, |d| d["status"] == "completed");
+    assert_eq!(doc["sheets"]["2"]["status"], "skipped", "{doc:#}");
+    assert_eq!(doc["progress"]["percent"], 100.0, "{doc:#}");
+    assert_eq!(doc["progress"]["skipped"], 1, "{doc:#}");
+
+    let text = stdout(&env.mozart(&["status", "skippy"]));
+    assert!(text.contains("100%"), "{text}");
+    assert!(text.contains("2 completed, 1 skipped"), "{text}");
+}

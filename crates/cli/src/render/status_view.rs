@@ -151,8 +151,19 @@ impl View<'_> {
 
     fn progress(&mut self) {
         self.heading("Progress");
-        let bar = progress_bar(self.job.last_completed_sheet, self.job.total_sheets);
-        self.line(format!("  {bar}"));
+        // Skipped sheets are done: they count towards the bar, and the line says how many
+        // of the done sheets were skipped rather than run (issue 23).
+        let skipped = super::status_json::skipped_sheets(self.job);
+        let completed = super::status_json::completed_sheets(self.job);
+        let bar = progress_bar(
+            super::status_json::done_sheets(self.job),
+            self.job.total_sheets,
+        );
+        if skipped > 0 {
+            self.line(format!("  {bar}  {completed} completed, {skipped} skipped"));
+        } else {
+            self.line(format!("  {bar}"));
+        }
     }
 
     fn parallel(&mut self) {
