@@ -1,5 +1,6 @@
 //! Status says what the job's state is (issue 23, "States that are not the state"):
 //! cancel is not failure, and free instruments get no cost tip.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::time::{Duration, Instant};
