@@ -36,10 +36,12 @@ pub struct JobSummary {
 impl JobSummary {
     /// Summarise a checkpoint.
     pub fn of(cp: &JobCheckpoint) -> JobSummary {
+        // Done means completed or skipped: a failed sheet is not done, so a failed job's
+        // bar is not full (issue 23).
         let done = cp
             .sheets
             .values()
-            .filter(|s| s.status.is_terminal())
+            .filter(|s| matches!(s.status, SheetStatus::Completed | SheetStatus::Skipped))
             .count() as u32;
         let sheet_cost: f64 = cp.sheets.values().filter_map(|s| s.estimated_cost).sum();
         let sheet_tokens: u64 = cp
@@ -607,5 +609,21 @@ mod tests {
         let only = job_rows(&jobs, &sums, Some("completed"), 130.0);
         assert_eq!(only.len(), 1);
         assert_eq!(only[0].job_id, "b");
+    }
+
+    #[test]
+    fn a_failed_sheet_does_not_fill_the_bar() {
+        let cp: JobCheckpoint = serde_json::from_value(serde_json::json!({
+            "job_id": "j", "job_name": "j", "status": "failed",
+            "created_at": "2026-01-02T03:04:05.000000Z",
+            "updated_at": "2026-01-02T03:05:00.000000Z",
+            "total_sheets": 2, "last_completed_sheet": 1,
+            "sheets": {
+                "1": {"sheet_num": 1, "status": "completed"},
+                "2": {"sheet_num": 2, "status": "failed"}
+            }
+        }))
+        .unwrap();
+        assert_eq!(JobSummary::of(&cp).done, 1);
     }
 }

@@ -227,7 +227,9 @@ fn print_panel(config: &mozart_config::JobConfig) {
     println!("  Instrument: {instrument}");
     println!("  Sheets: {total} ({} items each)", config.sheet.size);
     println!("  Workspace: {}", config.workspace.display());
-    if !config.cost_limits.enabled {
+    // The tip is about money: a score that only runs the free `shell` instrument has none
+    // to lose, so it is not told to guard against charges (issue 23).
+    if !config.cost_limits.enabled && !only_free_instruments(config) {
         println!();
         println!(
             "Note: Cost tracking is disabled for this score. API calls will not be monitored or limited."
@@ -237,6 +239,34 @@ fn print_panel(config: &mozart_config::JobConfig) {
         );
     }
     println!();
+}
+
+/// Whether every instrument the score can run is the free built-in `shell` (no API
+/// charges): the score-level one, movements, per-sheet choices, aliases and fallbacks.
+fn only_free_instruments(config: &mozart_config::JobConfig) -> bool {
+    let top = config
+        .instrument
+        .clone()
+        .unwrap_or_else(|| config.backend.kind.as_str().to_string());
+    std::iter::once(top.as_str())
+        .chain(config.instrument_fallbacks.iter().map(String::as_str))
+        .chain(
+            config
+                .movements
+                .values()
+                .flat_map(|m| m.instrument.iter().chain(m.instrument_fallbacks.iter()))
+                .map(String::as_str),
+        )
+        .chain(
+            config
+                .sheet
+                .per_sheet_instruments
+                .values()
+                .map(String::as_str),
+        )
+        .chain(config.sheet.instrument_map.keys().map(String::as_str))
+        .all(|name| name == "shell")
+        && config.instruments.is_empty()
 }
 
 /// Hints for a rejected submission, chosen by message content in the spec's order

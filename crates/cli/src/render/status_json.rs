@@ -387,12 +387,47 @@ pub fn shown_status(job: &JobCheckpoint) -> &'static str {
     }
 }
 
+/// How many of the job's sheets were skipped (they count as done for progress).
+pub fn skipped_sheets(job: &JobCheckpoint) -> u32 {
+    let n = job
+        .sheets
+        .values()
+        .filter(|s| s.status == SheetStatus::Skipped)
+        .count();
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// How many sheets ran to completion (`last_completed_sheet` is upstream's high-water
+/// sheet number, which a skipped sheet also advances; it is the count only when the job
+/// has no sheet rows yet).
+pub fn completed_sheets(job: &JobCheckpoint) -> u32 {
+    if job.sheets.is_empty() {
+        return job.last_completed_sheet;
+    }
+    let n = job
+        .sheets
+        .values()
+        .filter(|s| s.status == SheetStatus::Completed)
+        .count();
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// Sheets that are done: completed or skipped.
+pub fn done_sheets(job: &JobCheckpoint) -> u32 {
+    if job.sheets.is_empty() {
+        return job.last_completed_sheet;
+    }
+    completed_sheets(job).saturating_add(skipped_sheets(job))
+}
+
 /// The per-score `--json` document, keys in upstream's order.
 pub fn status_json(job: &JobCheckpoint, now: f64) -> Value {
-    let completed = job.last_completed_sheet;
+    let completed = completed_sheets(job);
     let total = job.total_sheets;
+    let skipped = skipped_sheets(job);
+    // A skipped sheet is done (issue 23): a completed job with a skipped sheet is 100 %.
     let percent = if total > 0 {
-        f64::from(completed) / f64::from(total) * 100.0
+        (f64::from(done_sheets(job)) / f64::from(total) * 100.0).min(100.0)
     } else {
         0.0
     };
@@ -409,7 +444,7 @@ pub fn status_json(job: &JobCheckpoint, now: f64) -> Value {
     }
     out.insert(
         "progress".into(),
-        json!({"completed": completed, "total": total, "percent": round1(percent)}),
+        json!({"completed": completed, "total": total, "percent": round1(percent), "skipped": skipped}),
     );
     out.insert(
         "timing".into(),
@@ -591,7 +626,7 @@ pub(crate) mod tests {
         );
         assert_eq!(
             doc["progress"],
-            json!({"completed": 2, "total": 3, "percent": 66.7})
+            json!({"completed": 2, "total": 3, "percent": 66.7, "skipped": 0})
         );
         assert_eq!(
             doc["timing"]["last_activity"],

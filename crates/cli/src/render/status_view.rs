@@ -151,8 +151,19 @@ impl View<'_> {
 
     fn progress(&mut self) {
         self.heading("Progress");
-        let bar = progress_bar(self.job.last_completed_sheet, self.job.total_sheets);
-        self.line(format!("  {bar}"));
+        // Skipped sheets are done: they count towards the bar, and the line says how many
+        // of the done sheets were skipped rather than run (issue 23).
+        let skipped = super::status_json::skipped_sheets(self.job);
+        let completed = super::status_json::completed_sheets(self.job);
+        let bar = progress_bar(
+            super::status_json::done_sheets(self.job),
+            self.job.total_sheets,
+        );
+        if skipped > 0 {
+            self.line(format!("  {bar}  {completed} completed, {skipped} skipped"));
+        } else {
+            self.line(format!("  {bar}"));
+        }
     }
 
     fn parallel(&mut self) {
@@ -718,7 +729,8 @@ impl View<'_> {
         } else {
             self.line(format!("  Cost: $0.00 {limit_text}"));
         }
-        if !enabled {
+        // Only a job that can spend money is told to cap its spending (issue 23).
+        if !enabled && !only_free_instruments(job) {
             self.line(self.style.paint(
                 "  Tip: Set cost_limits.enabled: true in your score to prevent unexpected charges",
                 Color::Dim,
@@ -968,6 +980,43 @@ pub fn render_meta_status(meta: &JobListEntry, style: &Style) -> String {
     let mut s = out.join("\n");
     s.push('\n');
     s
+}
+
+/// Whether every instrument the job names is the free built-in `shell` (no API charges):
+/// the snapshot's score-level instrument (or backend type), movement and per-sheet choices,
+/// and the instrument each sheet ran on.
+fn only_free_instruments(job: &JobCheckpoint) -> bool {
+    let mut names: Vec<String> = job
+        .sheets
+        .values()
+        .filter_map(|s| s.instrument_name.clone())
+        .collect();
+    if let Some(c) = job.config_snapshot.as_ref() {
+        let top = c
+            .get("instrument")
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .or_else(|| {
+                c.get("backend")
+                    .and_then(|b| b.get("type").and_then(Value::as_str).map(str::to_owned))
+            });
+        names.extend(top);
+        if let Some(movements) = c.get("movements").and_then(|m| m.as_object().cloned()) {
+            names.extend(
+                movements
+                    .values()
+                    .filter_map(|m| m.get("instrument").and_then(Value::as_str))
+                    .map(str::to_owned),
+            );
+        }
+        if let Some(per) = c
+            .get("sheet")
+            .and_then(|s| s.get("per_sheet_instruments").cloned())
+            .and_then(|p| p.as_object().cloned())
+        {
+            names.extend(per.values().filter_map(Value::as_str).map(str::to_owned));
+        }
+    }
+    !names.is_empty() && names.iter().all(|n| n == "shell")
 }
 
 #[cfg(test)]

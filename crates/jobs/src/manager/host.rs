@@ -198,7 +198,16 @@ impl ConductorHost {
         let Some(live) = entry.live.as_mut() else {
             return Ok(());
         };
-        let status = sheet_status(change.status.checkpoint_status());
+        // Cancel is not failure (issue 23): a sheet the cancel stopped (never started, or
+        // killed mid-run) is recorded as not run, `pending`, with no error, so status shows
+        // no fake error, no attempt and no inferred circuit breaker for it. Upstream's table
+        // maps `cancelled` to `failed`; `pending` is in its vocabulary, so its readers cope.
+        let cancelled = change.status == mozart_baton::SheetStatus::Cancelled;
+        let status = if cancelled {
+            SheetStatus::Pending
+        } else {
+            sheet_status(change.status.checkpoint_status())
+        };
         // The remote attempt whose result this write records (update_sheet clears it).
         let finished_remote = details.as_ref().and_then(|_| {
             let sheet = live.sheets.get(&change.sheet_num)?;
@@ -208,6 +217,11 @@ impl ConductorHost {
         });
         if update_sheet(live, change, status, details.as_ref()) {
             self.new_work.insert(change.job_id.clone());
+        }
+        if cancelled {
+            if let Some(sheet) = live.sheets.get_mut(&change.sheet_num) {
+                sheet.error_message = None;
+            }
         }
         update_totals(live, change, status, details.as_ref());
         save_sheet(registry, live, change, status, details.is_some()).map_err(|e| {
