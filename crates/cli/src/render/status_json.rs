@@ -442,10 +442,12 @@ pub fn status_json(job: &JobCheckpoint, now: f64) -> Value {
         // `modify --resume`).
         out.insert("waiting_reason".into(), json!(reason));
     }
-    out.insert(
-        "progress".into(),
-        json!({"completed": completed, "total": total, "percent": round1(percent), "skipped": skipped}),
-    );
+    // Upstream's three progress keys; `skipped` (ours) only when a sheet was skipped.
+    let mut progress = json!({"completed": completed, "total": total, "percent": round1(percent)});
+    if skipped > 0 {
+        progress["skipped"] = json!(skipped);
+    }
+    out.insert("progress".into(), progress);
     out.insert(
         "timing".into(),
         json!({
@@ -626,7 +628,7 @@ pub(crate) mod tests {
         );
         assert_eq!(
             doc["progress"],
-            json!({"completed": 2, "total": 3, "percent": 66.7, "skipped": 0})
+            json!({"completed": 2, "total": 3, "percent": 66.7})
         );
         assert_eq!(
             doc["timing"]["last_activity"],
