@@ -7,6 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "../fixtures/e2e/harness.rs"]
+mod harness;
+
+use harness::{status, submit_now, wait_status};
 use mozart_tests::{alive, mozart_bin, stdout, TestEnv};
 use serde_json::{json, Value};
 
@@ -35,36 +39,6 @@ validations:
 /// `sheets` sheets one after another, each sleeping `sleep` seconds.
 fn long_score(name: &str, sheets: u32, sleep: f64) -> String {
     mozart_tests::sleepy_shell_score(name, sheets, sleep)
-}
-
-fn submit(env: &TestEnv, path: &Path) {
-    let r = env.raw_call(
-        "job.submit",
-        json!({"config_path": path.display().to_string()}),
-    );
-    assert_eq!(r["result"]["status"], "accepted", "{r}");
-}
-
-fn status_json(env: &TestEnv, id: &str) -> Value {
-    let out = env.mozart(&["status", id, "--json"]);
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
-}
-
-/// Poll `mozart status <id> --json` until `pred` holds, or panic after `secs`.
-fn wait_for(env: &TestEnv, id: &str, secs: u64, pred: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let doc = status_json(env, id);
-        if pred(&doc) {
-            return doc;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting on {id}; last status: {doc:#}\nlog:\n{}",
-            env.log()
-        );
-        std::thread::sleep(Duration::from_millis(150));
-    }
 }
 
 fn read_time(path: &Path) -> f64 {
@@ -101,10 +75,10 @@ fn run_timed_jobs(env: &TestEnv, prefix: &str, count: usize, sleep: f64) -> Vec<
     let names: Vec<String> = (1..=count).map(|i| format!("{prefix}-{i}")).collect();
     for name in &names {
         let path = env.write_score(name, &timed_score(name, sleep));
-        submit(env, &path);
+        submit_now(env, &path);
     }
     for name in &names {
-        wait_for(env, name, 120, |d| d["status"] == "completed");
+        wait_status(env, name, 120.0, |d| d["status"] == "completed");
     }
     names
 }
@@ -136,10 +110,10 @@ fn max_concurrent_jobs_caps_the_jobs_running_at_once_and_queues_the_rest_in_orde
     let names: Vec<String> = (1..=5).map(|i| format!("cap-{i}")).collect();
     for name in &names {
         let path = env.write_score(name, &timed_score(name, 2.0));
-        submit(&env, &path);
+        submit_now(&env, &path);
     }
     // The waiting ones say so, and why.
-    let queued = wait_for(&env, "cap-5", 30, |d| d["status"] == "queued");
+    let queued = wait_status(&env, "cap-5", 30.0, |d| d["status"] == "queued");
     assert_eq!(
         queued["waiting_reason"], "waiting for a job slot (max_concurrent_jobs: 2)",
         "{queued:#}"
@@ -161,7 +135,7 @@ fn max_concurrent_jobs_caps_the_jobs_running_at_once_and_queues_the_rest_in_orde
         .count();
     assert!(queued_rows >= 1, "{list:#}");
     for name in &names {
-        wait_for(&env, name, 120, |d| d["status"] == "completed");
+        wait_status(&env, name, 120.0, |d| d["status"] == "completed");
     }
     let spans = intervals(&env, &names);
     assert!(
@@ -183,15 +157,15 @@ fn a_reloaded_max_concurrent_jobs_lets_waiting_jobs_start() {
     env.start_conductor();
     let names: Vec<String> = (1..=3).map(|i| format!("grow-{i}")).collect();
     for name in &names {
-        submit(&env, &env.write_score(name, &timed_score(name, 6.0)));
+        submit_now(&env, &env.write_score(name, &timed_score(name, 6.0)));
     }
-    wait_for(&env, "grow-1", 30, |d| d["status"] == "running");
-    let doc = wait_for(&env, "grow-3", 30, |d| d["status"] == "queued");
+    wait_status(&env, "grow-1", 30.0, |d| d["status"] == "running");
+    let doc = wait_status(&env, "grow-3", 30.0, |d| d["status"] == "queued");
     assert_eq!(
         doc["waiting_reason"],
         "waiting for a job slot (max_concurrent_jobs: 1)"
     );
-    assert_eq!(status_json(&env, "grow-2")["status"], "queued");
+    assert_eq!(status(&env, "grow-2")["status"], "queued");
 
     // `config set` on a reloadable key applies it to the running conductor.
     let out = env.mozart(&["config", "set", "max_concurrent_jobs", "3"]);
@@ -199,8 +173,8 @@ fn a_reloaded_max_concurrent_jobs_lets_waiting_jobs_start() {
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("Applied to the running conductor"), "{text}");
     // The queued jobs start at once, well before grow-1's 6 s are over.
-    wait_for(&env, "grow-3", 5, |d| d["status"] == "running");
-    assert_eq!(status_json(&env, "grow-1")["status"], "running");
+    wait_status(&env, "grow-3", 5.0, |d| d["status"] == "running");
+    assert_eq!(status(&env, "grow-1")["status"], "running");
     let out = env.mozart(&["config", "show", "--json"]);
     let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
     let row = shown["settings"]
@@ -220,10 +194,10 @@ fn queued_jobs_stay_queued_in_their_place_across_a_kill_9() {
     set_max_jobs(&env, 1);
     env.start_conductor();
     for name in ["k-1", "k-2", "k-3"] {
-        submit(&env, &env.write_score(name, &long_score(name, 3, 2.0)));
+        submit_now(&env, &env.write_score(name, &long_score(name, 3, 2.0)));
     }
-    wait_for(&env, "k-1", 30, |d| d["status"] == "running");
-    wait_for(&env, "k-3", 30, |d| d["status"] == "queued");
+    wait_status(&env, "k-1", 30.0, |d| d["status"] == "running");
+    wait_status(&env, "k-3", 30.0, |d| d["status"] == "queued");
     let pid = env.conductor_pid().unwrap();
     mozart_tests::signal(pid, "KILL");
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -231,9 +205,9 @@ fn queued_jobs_stay_queued_in_their_place_across_a_kill_9() {
         std::thread::sleep(Duration::from_millis(50));
     }
     env.start_conductor();
-    wait_for(&env, "k-1", 30, |d| d["status"] == "running");
+    wait_status(&env, "k-1", 30.0, |d| d["status"] == "running");
     for name in ["k-2", "k-3"] {
-        let doc = status_json(&env, name);
+        let doc = status(&env, name);
         assert_eq!(doc["status"], "queued", "{name} after the restart: {doc:#}");
         assert_eq!(
             doc["waiting_reason"], "waiting for a job slot (max_concurrent_jobs: 1)",
@@ -241,9 +215,9 @@ fn queued_jobs_stay_queued_in_their_place_across_a_kill_9() {
         );
     }
     // k-2 was submitted before k-3: it gets the slot first.
-    let doc = wait_for(&env, "k-2", 60, |d| d["status"] != "queued");
+    let doc = wait_status(&env, "k-2", 60.0, |d| d["status"] != "queued");
     assert_eq!(doc["status"], "running", "{doc:#}");
-    assert_eq!(status_json(&env, "k-3")["status"], "queued");
+    assert_eq!(status(&env, "k-3")["status"], "queued");
     for name in ["k-1", "k-2", "k-3"] {
         env.mozart(&["cancel", name]);
     }
@@ -255,7 +229,7 @@ fn list_all_pages_through_every_job_and_says_how_many_there_are() {
     env.start_conductor();
     for i in 1..=25 {
         let name = format!("many-{i:02}");
-        submit(&env, &env.write_score(&name, &long_score(&name, 1, 0.0)));
+        submit_now(&env, &env.write_score(&name, &long_score(&name, 1, 0.0)));
     }
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
@@ -359,8 +333,8 @@ fn the_readme_one_liner_works_the_first_time_and_the_second() {
 fn stop_and_restart_need_yes_without_a_terminal_and_then_lose_nothing() {
     let env = TestEnv::new();
     env.start_conductor();
-    submit(&env, &env.write_score("busy", &long_score("busy", 6, 1.0)));
-    wait_for(&env, "busy", 30, |d| d["status"] == "running");
+    submit_now(&env, &env.write_score("busy", &long_score("busy", 6, 1.0)));
+    wait_status(&env, "busy", 30.0, |d| d["status"] == "running");
     let pid = env.conductor_pid().unwrap();
 
     for command in ["stop", "restart"] {
@@ -397,13 +371,13 @@ fn stop_and_restart_need_yes_without_a_terminal_and_then_lose_nothing() {
     let second = env.conductor_pid().unwrap();
     assert_ne!(second, pid);
     // The job goes on from its checkpoint under the new conductor.
-    wait_for(&env, "busy", 30, |d| d["status"] == "running");
+    wait_status(&env, "busy", 30.0, |d| d["status"] == "running");
 
     let out = env.mozart(&["stop", "-y"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     assert!(!alive(second));
     env.start_conductor();
-    let done = wait_for(&env, "busy", 90, |d| d["status"] == "completed");
+    let done = wait_status(&env, "busy", 90.0, |d| d["status"] == "completed");
     assert_eq!(done["progress"]["completed"], 6, "{done:#}");
 }
 
@@ -446,8 +420,8 @@ fn status_watch_exits_with_the_jobs_outcome() {
     // Failed: 1.
     let text = long_score("broken", 1, 0.0).replace("RUN: sleep 0", "RUN: exit 3");
     let text = format!("{text}retry:\n  max_retries: 0\n");
-    submit(&env, &env.write_score("broken", &text));
-    wait_for(&env, "broken", 30, |d| d["status"] == "failed");
+    submit_now(&env, &env.write_score("broken", &text));
+    wait_status(&env, "broken", 30.0, |d| d["status"] == "failed");
     let child = spawn(&env, &["status", "broken", "--watch", "-i", "1"]);
     let (code, text) = exit_within(&env, child, 20, "watch of a failed job");
     assert_eq!(code, 1, "{text}");
@@ -457,11 +431,11 @@ fn status_watch_exits_with_the_jobs_outcome() {
     );
 
     // Cancelled: 3.
-    submit(
+    submit_now(
         &env,
         &env.write_score("doomed", &long_score("doomed", 3, 20.0)),
     );
-    wait_for(&env, "doomed", 30, |d| d["status"] == "running");
+    wait_status(&env, "doomed", 30.0, |d| d["status"] == "running");
     let child = spawn(&env, &["status", "doomed", "--watch", "-i", "1"]);
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(env.mozart(&["cancel", "doomed"]).status.code(), Some(0));
@@ -469,11 +443,11 @@ fn status_watch_exits_with_the_jobs_outcome() {
     assert_eq!(code, 3, "{text}");
 
     // Paused: 4.
-    submit(
+    submit_now(
         &env,
         &env.write_score("napping", &long_score("napping", 3, 1.0)),
     );
-    wait_for(&env, "napping", 30, |d| d["status"] == "running");
+    wait_status(&env, "napping", 30.0, |d| d["status"] == "running");
     let child = spawn(&env, &["status", "napping", "--watch", "-i", "1"]);
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(env.mozart(&["pause", "napping"]).status.code(), Some(0));
@@ -508,8 +482,8 @@ fn wait_keeps_waiting_through_the_pause_of_modify_resume() {
     env.start_conductor();
     let old = env.write_score("tagged", &tagged_score("old", 2.0));
     let new: PathBuf = env.write_score("tagged-v2", &tagged_score("new", 0.2));
-    submit(&env, &old);
-    wait_for(&env, "tagged", 30, |d| {
+    submit_now(&env, &old);
+    wait_status(&env, "tagged", 30.0, |d| {
         d["sheets"]["1"]["status"] == "in_progress"
     });
     let waiter = spawn(&env, &["wait", "tagged"]);
@@ -517,7 +491,7 @@ fn wait_keeps_waiting_through_the_pause_of_modify_resume() {
     let out = env.mozart(&["modify", "tagged", "-c", new.to_str().unwrap(), "--resume"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     // Paused until sheet 1 finishes, and it says it goes on by itself.
-    let doc = status_json(&env, "tagged");
+    let doc = status(&env, "tagged");
     if doc["status"] == "paused" {
         assert!(
             doc["waiting_reason"]
@@ -546,11 +520,11 @@ fn logs_of_a_job_the_conductor_does_not_know_is_an_error() {
         stdout(&out),
         "Error: Score not found: nosuch\n\nHints:\n  - Run 'mozart list --all' to see available scores.\n"
     );
-    submit(
+    submit_now(
         &env,
         &env.write_score("known", &long_score("known", 1, 0.0)),
     );
-    wait_for(&env, "known", 30, |d| d["status"] == "completed");
+    wait_status(&env, "known", 30.0, |d| d["status"] == "completed");
     let out = env.mozart(&["logs", "known"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
