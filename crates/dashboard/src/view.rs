@@ -69,8 +69,10 @@ impl JobSummary {
 pub struct JobRow {
     /// Score ID.
     pub job_id: String,
-    /// Lower-case status.
+    /// Lower-case status as a person reads it (`pausing` while a paused job's sheets run).
     pub status: String,
+    /// The status with what it waits for: `pausing (1 running)`.
+    pub label: String,
     /// Percent done (0–100), when known.
     pub percent: Option<u32>,
     /// `3/10`, when known.
@@ -134,6 +136,11 @@ impl JobRow {
     pub fn from_list(job: &JobListEntry, summary: Option<&JobSummary>, now: f64) -> JobRow {
         let f = fields(job);
         let status = f.status.to_lowercase();
+        let shown = job.shown_status().to_lowercase();
+        let label = match job.pausing() {
+            Some(n) => format!("pausing ({n} running)"),
+            None => shown.clone(),
+        };
         let positive = |t: Option<f64>| t.filter(|t| *t > 0.0);
         let started = positive(f.started).or(positive(Some(f.submitted)));
         let end = positive(f.completed);
@@ -155,7 +162,8 @@ impl JobRow {
         };
         JobRow {
             job_id: f.id.to_string(),
-            status,
+            status: shown,
+            label,
             percent,
             progress,
             cost: summary.map(|s| format_cost(s.cost)),
@@ -226,6 +234,17 @@ impl JobDetail {
                 .map(|f| f.status.to_lowercase())
                 .unwrap_or_default(),
         }
+    }
+
+    /// The status as a person reads it (`queued`, `pausing` …) and its label with what it
+    /// waits for (`pausing (1 running)`).
+    pub fn shown_status(&self) -> (String, String) {
+        let shown = self.result.shown_status().to_lowercase();
+        let label = match self.result.pausing() {
+            Some(n) => format!("pausing ({n} running)"),
+            None => shown.clone(),
+        };
+        (shown, label)
     }
 
     /// The job's workspace.

@@ -378,13 +378,10 @@ fn sheet_json(sheet: &SheetCheckpoint, now: f64) -> Value {
 }
 
 /// The job's status as shown: `queued` while it waits for a job slot (the checkpoint says
-/// `pending`, which upstream's checkpoint model also uses for "not started").
+/// `pending`, which upstream's checkpoint model also uses for "not started"), `pausing`
+/// while a paused job's sheets still run.
 pub fn shown_status(job: &JobCheckpoint) -> &'static str {
-    if job.status == mozart_ipc::checkpoint::JobStatus::Pending && job.waiting_reason.is_some() {
-        "queued"
-    } else {
-        job.status.as_str()
-    }
+    job.shown_status()
 }
 
 /// How many of the job's sheets were skipped (they count as done for progress).
@@ -441,6 +438,10 @@ pub fn status_json(job: &JobCheckpoint, now: f64) -> Value {
         // Ours: what the job waits for while it goes on by itself (a job slot, a pending
         // `modify --resume`).
         out.insert("waiting_reason".into(), json!(reason));
+    }
+    if let Some(n) = job.pausing_sheets() {
+        // Ours: paused, but these sheets still run (and spend) until they finish.
+        out.insert("running_sheets".into(), json!(n));
     }
     // Upstream's three progress keys; `skipped` (ours) only when a sheet was skipped.
     let mut progress = json!({"completed": completed, "total": total, "percent": round1(percent)});

@@ -111,7 +111,10 @@ impl View<'_> {
             self.style.paint(&job.job_id, Color::Cyan)
         ));
         let shown = super::status_json::shown_status(job);
-        let status = shown.to_uppercase();
+        let status = match job.pausing_sheets() {
+            Some(n) => format!("PAUSING ({n} running)"),
+            None => shown.to_uppercase(),
+        };
         self.line(format!(
             "  Status: {}",
             self.style
@@ -119,6 +122,11 @@ impl View<'_> {
         ));
         if let Some(reason) = &job.waiting_reason {
             self.line(format!("  Waiting: {reason}"));
+        }
+        if let Some(n) = job.pausing_sheets() {
+            self.line(format!(
+                "  Pausing: {n} running sheet(s) finish their attempt first; then the job is paused"
+            ));
         }
         // Upstream never sets `started_at` (execution.md §8.1), so it never shows a
         // duration; falling back to `created_at` gives the user the obvious number.
