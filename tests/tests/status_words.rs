@@ -74,3 +74,89 @@ fn a_paused_job_is_pausing_until_its_running_sheet_finishes() {
     let waited = env.mozart(&["wait", "slowp", "--timeout", "10"]);
     assert_eq!(waited.status.code(), Some(4), "{}", stdout(&waited));
 }
+
+fn web_dir() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("web")
+}
+
+/// Why the browser cannot run here, if it cannot.
+fn missing_browser() -> Option<String> {
+    if !std::path::Path::new("/usr/bin/chromium").exists() {
+        return Some("chromium is not installed".into());
+    }
+    if !web_dir()
+        .join("node_modules/playwright-core/package.json")
+        .exists()
+    {
+        return Some("playwright-core is not installed".into());
+    }
+    None
+}
+
+#[test]
+fn the_dashboard_draws_each_jobs_bar_in_the_colour_and_words_of_its_state() {
+    if let Some(why) = missing_browser() {
+        mozart_tests::users::missing(&why, "run tests/web/setup.sh");
+        return;
+    }
+    let env = TestEnv::new();
+    env.start_conductor();
+    let done = env.write_score("done3", &score("done3", 3, 0.0));
+    submit_now(&env, &done);
+    let failing = env.write_score(
+        "fail3",
+        "name: fail3\nworkspace: ./fail3-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         retry: {max_retries: 0}\nsheet: {size: 1, total_items: 3}\n\
+         prompt:\n  template: \"RUN: test {{ sheet_num }} != 2\"\n",
+    );
+    submit_now(&env, &failing);
+    let stopped = env.write_score("stop3", &score("stop3", 3, 5.0));
+    submit_now(&env, &stopped);
+    wait_status(&env, "done3", 30.0, |d| d["status"] == "completed");
+    wait_status(&env, "fail3", 30.0, |d| d["status"] == "failed");
+    wait_status(&env, "stop3", 30.0, |d| d["status"] == "running");
+    assert!(env.mozart(&["cancel", "stop3"]).status.success());
+    wait_status(&env, "stop3", 30.0, |d| d["status"] == "cancelled");
+
+    let dash = start_dashboard(&env, &[]);
+    let out = std::process::Command::new("node")
+        .arg(web_dir().join("bars.mjs"))
+        .arg(&dash.url)
+        .current_dir(web_dir())
+        .output()
+        .expect("run node");
+    let text = stdout(&out);
+    assert!(
+        text.lines().any(|l| l == "OK"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let row = |id: &str| {
+        rows.iter()
+            .find(|r| r["job"] == id)
+            .unwrap_or_else(|| panic!("no row for {id}: {text}"))
+    };
+    // The page's own colours (style.css): green done, red failed, slate cancelled.
+    let r = row("done3");
+    assert_eq!(r["width"], 100, "{r}");
+    assert_eq!(r["fill"], "rgb(60, 157, 93)", "{r}");
+    assert_eq!(r["label"], "3/3 done", "{r}");
+    let r = row("fail3");
+    assert!(r["width"].as_u64().unwrap() < 100, "{r}");
+    assert_eq!(r["fill"], "rgb(217, 83, 79)", "{r}");
+    assert!(
+        r["label"].as_str().unwrap().ends_with("done, failed"),
+        "{r}"
+    );
+    let r = row("stop3");
+    assert!(r["width"].as_u64().unwrap() < 100, "{r}");
+    assert_eq!(r["fill"], "rgb(82, 96, 109)", "{r}");
+    assert!(
+        r["label"].as_str().unwrap().ends_with("done, cancelled"),
+        "{r}"
+    );
+}
