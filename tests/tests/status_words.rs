@@ -160,3 +160,73 @@ fn the_dashboard_draws_each_jobs_bar_in_the_colour_and_words_of_its_state() {
         "{r}"
     );
 }
+
+/// Seconds in a `format_duration` text (`4.9s`, `1m 3s`).
+fn seconds(text: &str) -> f64 {
+    let mut total = 0.0;
+    for part in text.split_whitespace() {
+        let (num, unit) = part.split_at(part.len() - 1);
+        let n: f64 = num.parse().unwrap_or_else(|_| panic!("a duration: {text}"));
+        total += n * match unit {
+            "h" => 3600.0,
+            "m" => 60.0,
+            _ => 1.0,
+        };
+    }
+    total
+}
+
+#[test]
+fn a_movement_takes_the_wall_time_from_its_first_sheet_to_its_last() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    // Four voices of movement 1 run one after another (the default: no parallel sheets),
+    // 1.2 s each: the movement takes ≥ 4.8 s though its longest sheet took 1.2 s.
+    let yaml =
+        "name: fan\nworkspace: ./fan-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+                sheet:\n  size: 1\n  total_items: 2\n  fan_out: {1: 4}\n\
+                prompt:\n  template: \"RUN: sleep 1.2\"\n";
+    let path = env.write_score("fan", yaml);
+    submit_now(&env, &path);
+    let doc = wait_status(&env, "fan", 60.0, |d| d["status"] == "completed");
+    let m1 = &doc["movements"][0];
+    assert_eq!(m1["sheets"], serde_json::json!([1, 2, 3, 4]), "{doc:#}");
+    let wall = m1["duration_seconds"].as_f64().expect("movement duration");
+    assert!(wall >= 4.7, "movement 1 took {wall}s: {doc:#}");
+    let longest = (1..=4)
+        .map(|n| {
+            doc["sheets"][n.to_string()]["execution_duration_seconds"]
+                .as_f64()
+                .unwrap()
+        })
+        .fold(0.0, f64::max);
+    assert!(longest < 3.0, "{doc:#}");
+
+    let text = stdout(&env.mozart(&["status", "fan"]));
+    let line = text
+        .lines()
+        .find(|l| l.contains("Movement 1"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let shown = line
+        .split("completed (")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(seconds(shown) >= 4.7, "{line}\n{text}");
+    let total = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Duration: "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(seconds(total) >= seconds(shown), "{text}");
+
+    // The dashboard's elapsed time of the finished job is its run time too.
+    let dash = start_dashboard(&env, &[]);
+    let cookie = login(&dash.addr, &dash.url);
+    let job = page(&dash.addr, &cookie, "/jobs/fan");
+    let elapsed = job
+        .split("<span class=\"label\">Elapsed</span> ")
+        .nth(1)
+        .and_then(|r| r.split('<').next())
+        .unwrap_or_else(|| panic!("{job}"));
+    assert!(seconds(elapsed.trim()) >= 4.7, "{elapsed}");
+}

@@ -291,7 +291,11 @@ pub fn movement_groups(job: &JobCheckpoint) -> Vec<Value> {
                 .filter_map(|(_, s)| s.instrument_name.as_deref())
                 .filter(|n| !n.is_empty())
                 .collect();
-            let status = if labels.iter().all(|l| *l == "completed") {
+            // A skipped sheet is done: a movement of completed and skipped sheets is
+            // completed (issue 23).
+            let status = if labels.iter().all(|l| matches!(*l, "completed" | "skipped"))
+                && labels.contains(&"completed")
+            {
                 "completed"
             } else if labels.contains(&"failed") {
                 "failed"
@@ -313,9 +317,28 @@ pub fn movement_groups(job: &JobCheckpoint) -> Vec<Value> {
             } else {
                 Vec::new()
             };
+            // Ours: the movement's wall time, from its first sheet's start to its last
+            // sheet's end (not its longest sheet: voices may run one after another), once
+            // none of its sheets is still to run.
+            let finished = !labels
+                .iter()
+                .any(|l| matches!(*l, "pending" | "in_progress" | "running"));
+            let first_start = sheets
+                .iter()
+                .filter_map(|(_, s)| s.started_at.as_ref()?.to_epoch())
+                .reduce(f64::min);
+            let last_end = sheets
+                .iter()
+                .filter_map(|(_, s)| s.completed_at.as_ref()?.to_epoch())
+                .reduce(f64::max);
+            let duration = match (finished, first_start, last_end) {
+                (true, Some(a), Some(b)) if b >= a => Some(round1(b - a)),
+                _ => None,
+            };
             json!({
                 "movement": movement,
                 "status": status,
+                "duration_seconds": duration,
                 "sheet_count": sheets.len(),
                 "voice_count": voices.len(),
                 "completed_count": labels.iter().filter(|l| **l == "completed").count(),
@@ -671,7 +694,8 @@ pub(crate) mod tests {
         let doc = status_json(&job, 0.0);
         assert_eq!(
             doc["movements"][0],
-            json!({"movement": 1, "status": "completed", "sheet_count": 1, "voice_count": 0,
+            json!({"movement": 1, "status": "completed", "duration_seconds": 1.0,
+                   "sheet_count": 1, "voice_count": 0,
                    "completed_count": 1, "instrument": "command", "instruments": [],
                    "description": "Draft", "sheets": [1]})
         );

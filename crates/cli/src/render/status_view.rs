@@ -425,13 +425,8 @@ impl View<'_> {
             let detail = if status == "running" && voices > 1 {
                 format!("{}/{} complete", g["completed_count"], g["sheet_count"])
             } else if status == "completed" {
-                let longest = sheet_nums
-                    .iter()
-                    .filter_map(|n| self.job.sheets.get(n)?.execution_duration_seconds)
-                    .fold(None, |acc: Option<f64>, d| {
-                        Some(acc.map_or(d, |a| a.max(d)))
-                    });
-                match longest {
+                // Wall time: first sheet's start to last sheet's end.
+                match g["duration_seconds"].as_f64() {
                     Some(d) => format!("completed ({})", format_duration(Some(d))),
                     None => "completed".to_string(),
                 }
