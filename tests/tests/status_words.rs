@@ -230,3 +230,68 @@ fn a_movement_takes_the_wall_time_from_its_first_sheet_to_its_last() {
         .unwrap_or_else(|| panic!("{job}"));
     assert!(seconds(elapsed.trim()) >= 4.7, "{elapsed}");
 }
+
+#[test]
+fn a_completed_job_with_a_skipped_sheet_is_done_everywhere() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    // Movement 1 has three voices; the stage's skip command succeeds once (`mkdir` of one
+    // directory), so exactly one voice is skipped and the other two run.
+    let yaml = r#"name: skippy
+workspace: ./skippy-ws
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet:
+  size: 1
+  total_items: 2
+  fan_out: {1: 3}
+  skip_when_command:
+    1:
+      command: 'mkdir {workspace}/token'
+      description: "Nothing to do"
+prompt:
+  template: |
+    RUN: echo done
+"#;
+    let path = env.write_score("skippy", yaml);
+    submit_now(&env, &path);
+    let doc = wait_status(&env, "skippy", 30.0, |d| d["status"] == "completed");
+    let skipped: Vec<u32> = (1..=4)
+        .filter(|n| doc["sheets"][n.to_string()]["status"] == "skipped")
+        .collect();
+    assert_eq!(skipped.len(), 1, "{doc:#}");
+    assert!(skipped[0] <= 3, "{doc:#}");
+    assert_eq!(doc["progress"]["percent"], 100.0, "{doc:#}");
+    assert_eq!(doc["movements"][0]["status"], "completed", "{doc:#}");
+    let text = stdout(&env.mozart(&["status", "skippy"]));
+    assert!(text.contains("100% (4/4)"), "{text}");
+    let m1 = text.lines().find(|l| l.contains("Movement 1")).unwrap();
+    assert!(m1.contains("completed"), "{text}");
+
+    let out = env.mozart(&["diagnose", "skippy", "--json"]);
+    let diag: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(diag["progress"]["percent"], 100.0, "{diag:#}");
+    assert_eq!(diag["progress"]["skipped"], 1, "{diag:#}");
+    let text = stdout(&env.mozart(&["diagnose", "skippy"]));
+    assert!(
+        text.contains("Sheets: 4/4 done (100.0%): 3 completed, 1 skipped"),
+        "{text}"
+    );
+
+    let row = list_all(&env)
+        .into_iter()
+        .find(|j| j["job_id"] == "skippy")
+        .unwrap();
+    assert_eq!(row["status"], "completed", "{row:#}");
+    let text = stdout(&env.mozart(&["list", "--all"]));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("skippy") && l.contains("completed")),
+        "{text}"
+    );
+    let dash = start_dashboard(&env, &[]);
+    let cookie = login(&dash.addr, &dash.url);
+    let jobs = page(&dash.addr, &cookie, "/jobs");
+    assert!(jobs.contains("<rect width=\"100\""), "{jobs}");
+    assert!(jobs.contains("4&#x2f;4 done"), "{jobs}");
+}

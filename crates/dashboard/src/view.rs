@@ -540,6 +540,9 @@ pub fn format_duration(secs: f64) -> String {
         format!("{h}h {m:02}m {s:02}s")
     } else if m > 0 {
         format!("{m}m {s:02}s")
+    } else if secs > 0.0 && secs < 0.05 {
+        // A run of a few milliseconds did take time: "0.0s" reads as "never ran".
+        "<0.1s".to_string()
     } else if secs < 10.0 {
         format!("{secs:.1}s")
     } else {

@@ -196,18 +196,29 @@ fn progress_json(job: &JobCheckpoint) -> Value {
         .values()
         .filter(|s| s.display_status() == "failed" || s.status == SheetStatus::Failed)
         .count();
+    // A skipped sheet is done, as in `status` (issue 23): a completed score with a skipped
+    // sheet is at 100 %.
+    let skipped = job
+        .sheets
+        .values()
+        .filter(|s| s.status == SheetStatus::Skipped)
+        .count();
     let percent = if job.total_sheets > 0 {
-        json!((completed as f64 / f64::from(job.total_sheets) * 1000.0).round() / 10.0)
+        json!(((completed + skipped) as f64 / f64::from(job.total_sheets) * 1000.0).round() / 10.0)
     } else {
         json!(0)
     };
-    json!({
+    let mut progress = json!({
         "total_sheets": job.total_sheets,
         "completed": completed,
         "failed": failed,
         "last_completed": job.last_completed_sheet,
         "percent": percent,
-    })
+    });
+    if skipped > 0 {
+        progress["skipped"] = json!(skipped);
+    }
+    progress
 }
 
 /// `timing`: the score's times, and its duration once started.
@@ -448,12 +459,19 @@ fn progress_section(out: &mut Vec<String>, report: &Value, style: &Style) {
     let progress = &report["progress"];
     out.push(String::new());
     out.push(style.paint("Progress", Color::Cyan));
-    out.push(format!(
-        "  Sheets: {}/{} completed ({:.1}%)",
-        progress["completed"],
-        progress["total_sheets"],
-        progress["percent"].as_f64().unwrap_or(0.0)
-    ));
+    let percent = progress["percent"].as_f64().unwrap_or(0.0);
+    match progress["skipped"].as_u64() {
+        Some(skipped) => out.push(format!(
+            "  Sheets: {}/{} done ({percent:.1}%): {} completed, {skipped} skipped",
+            progress["completed"].as_u64().unwrap_or(0) + skipped,
+            progress["total_sheets"],
+            progress["completed"],
+        )),
+        None => out.push(format!(
+            "  Sheets: {}/{} completed ({percent:.1}%)",
+            progress["completed"], progress["total_sheets"],
+        )),
+    }
     let failed = progress["failed"].as_u64().unwrap_or(0);
     if failed > 0 {
         out.push(format!(
