@@ -640,7 +640,11 @@ fn errors_section(out: &mut Vec<String>, job: &JobCheckpoint, report: &Value, st
                     Cell::colored(e["sheet_num"].to_string(), Color::Cyan),
                     type_cell(e["error_type"].as_str().unwrap_or("unknown")),
                     Cell::from(e["error_code"].as_str().unwrap_or("")),
-                    Cell::from(e["attempt_number"].to_string()),
+                    Cell::from(match e["attempt_number"].as_u64() {
+                        // A sheet blocked by a failed dependency never ran.
+                        Some(0) => "not run".to_string(),
+                        _ => e["attempt_number"].to_string(),
+                    }),
                     Cell::from(cut(
                         e["error_message"].as_str().unwrap_or(""),
                         ERROR_MESSAGE_CHARS + 3,

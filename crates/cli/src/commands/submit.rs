@@ -243,7 +243,7 @@ fn print_panel(config: &mozart_config::JobConfig) {
 
 /// Whether every instrument the score can run is the free built-in `shell` (no API
 /// charges): the score-level one, movements, per-sheet choices, aliases and fallbacks.
-fn only_free_instruments(config: &mozart_config::JobConfig) -> bool {
+pub(crate) fn only_free_instruments(config: &mozart_config::JobConfig) -> bool {
     let top = config
         .instrument
         .clone()

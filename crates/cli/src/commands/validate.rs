@@ -293,7 +293,13 @@ pub fn print_preview(preview: &checks::Preview<'_>, verbose: bool, width: usize)
         if validations.len() > 0 {
             println!("  Validations (expanded for sheet {}):", sp.sheet_num);
             for v in validations {
-                let path = v.expanded_path.unwrap_or_default();
+                // A rule without a path (`command_succeeds`) is named by its description.
+                let path = v
+                    .expanded_path
+                    .map(|p| p.into_owned())
+                    .filter(|p| !p.is_empty())
+                    .or_else(|| v.description.map(str::to_string))
+                    .unwrap_or_default();
                 if v.applicable {
                     println!("    {}. {}: {path}", v.index + 1, v.kind);
                 } else {

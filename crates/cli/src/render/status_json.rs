@@ -146,7 +146,8 @@ pub fn recent_errors(job: &JobCheckpoint, limit: usize, now: f64) -> Vec<RecentE
                             .to_string(),
                         error_code: normalize_error_code(sheet.error_code.as_deref(), category),
                         error_message: message.clone(),
-                        attempt_number: sheet.attempt_count.max(1),
+                        // 0: the sheet never ran (blocked by a failed dependency).
+                        attempt_number: sheet.attempt_count,
                         backend: None,
                     },
                 ));
@@ -332,7 +333,7 @@ pub fn movement_groups(job: &JobCheckpoint) -> Vec<Value> {
                 .filter_map(|(_, s)| s.completed_at.as_ref()?.to_epoch())
                 .reduce(f64::max);
             let duration = match (finished, first_start, last_end) {
-                (true, Some(a), Some(b)) if b >= a => Some(round1(b - a)),
+                (true, Some(a), Some(b)) if b >= a => Some(((b - a) * 1000.0).round() / 1000.0),
                 _ => None,
             };
             json!({

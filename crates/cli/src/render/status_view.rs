@@ -839,7 +839,11 @@ impl View<'_> {
             } else {
                 e.error_message.clone()
             };
-            let mut source = format!("Sheet {}, attempt {}", e.sheet_num, e.attempt_number);
+            let mut source = if e.attempt_number == 0 {
+                format!("Sheet {}, not run", e.sheet_num)
+            } else {
+                format!("Sheet {}, attempt {}", e.sheet_num, e.attempt_number)
+            };
             if let Some(b) = &e.backend {
                 source.push_str(&format!(", {b}"));
             }
