@@ -23,7 +23,7 @@ fn a_paused_job_is_pausing_until_its_running_sheet_finishes() {
     env.start_conductor();
     let dash = start_dashboard(&env, &[]);
     let cookie = login(&dash.addr, &dash.url);
-    let path = env.write_score("slowp", &score("slowp", 2, 6.0));
+    let path = env.write_score("slowp", &score("slowp", 2, 8.0));
     submit_now(&env, &path);
     wait_status(&env, "slowp", 30.0, |d| {
         d["sheets"]["1"]["status"] == "in_progress"
@@ -51,6 +51,15 @@ fn a_paused_job_is_pausing_until_its_running_sheet_finishes() {
     assert!(jobs.contains("pausing (1 running)"), "{jobs}");
     let job = page(&dash.addr, &cookie, "/jobs/slowp");
     assert!(job.contains("pausing (1 running)"), "{job}");
+    let mcp = web::mcp_calls(
+        &env,
+        &[serde_json::json!({"name": "status", "arguments": {"job_id": "slowp"}})],
+    );
+    let text = mcp[0]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    let doc: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+    assert_eq!(doc["status"], "pausing", "{}", mcp[0]);
     // A script waiting for the pause does not return while the sheet still works.
     let waited = env.mozart(&["wait", "slowp", "--timeout", "1"]);
     assert_ne!(waited.status.code(), Some(4), "{}", stdout(&waited));
@@ -294,4 +303,54 @@ prompt:
     let jobs = page(&dash.addr, &cookie, "/jobs");
     assert!(jobs.contains("<rect width=\"100\""), "{jobs}");
     assert!(jobs.contains("4&#x2f;4 done"), "{jobs}");
+}
+
+#[test]
+fn a_failed_job_names_its_cause_and_a_blocked_sheet_is_not_run() {
+    let env = TestEnv::new();
+    // No conductor: doctor counts both of its `!` lines.
+    let text = stdout(&env.mozart(&["doctor"]));
+    let warnings = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("! "))
+        .count();
+    assert!(
+        text.contains(&format!("{warnings} warning(s)")),
+        "{warnings} warnings shown:\n{text}"
+    );
+    env.start_conductor();
+    let yaml = "name: broken\nworkspace: ./broken-ws\ninstrument: shell\n\
+                retry: {max_retries: 0}\nsheet: {size: 1, total_items: 3}\n\
+                prompt:\n  template: |\n    \
+                RUN: test {{ sheet_num }} != 2 || { echo 'no such file: input-2.csv' >&2; exit 3; }\n";
+    let path = env.write_score("broken", yaml);
+    submit_now(&env, &path);
+    let out = env.mozart(&["wait", "broken"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.contains("sheet 2: "), "{text}");
+    assert!(text.contains("no such file: input-2.csv"), "{text}");
+
+    // Sheet 3 never ran: no "attempt 1" for it anywhere.
+    let text = stdout(&env.mozart(&["status", "broken"]));
+    assert!(text.contains("(Sheet 3, not run)"), "{text}");
+    assert!(!text.contains("Sheet 3, attempt"), "{text}");
+    let text = stdout(&env.mozart(&["errors", "broken"]));
+    let row = text
+        .lines()
+        .find(|l| l.starts_with('3'))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("not run"), "{text}");
+
+    // The dashboard calls the error's type what the CLI calls it.
+    let dash = start_dashboard(&env, &[]);
+    let cookie = login(&dash.addr, &dash.url);
+    let job = page(&dash.addr, &cookie, "/jobs/broken");
+    assert!(job.contains("<td>permanent</td>"), "{job}");
+    assert!(!job.contains("<td>fatal</td>"), "{job}");
+    assert!(job.contains("<td>not run</td>"), "{job}");
+
+    // Settings in conductor.yaml's words, not Python's.
+    let text = stdout(&env.mozart(&["config", "show"]));
+    assert!(!text.contains("True") && !text.contains("None"), "{text}");
 }

@@ -441,10 +441,13 @@ pub fn attempt_rows(cp: &JobCheckpoint) -> Vec<AttemptRow> {
                         .map(format_epoch)
                         .unwrap_or_default(),
                     hint: code_hint(&code, &cp.job_id),
-                    kind: s
-                        .error_category
-                        .map(|c| c.as_str().to_string())
-                        .unwrap_or_default(),
+                    // The same type the CLI shows (`permanent`, not the category `fatal`).
+                    kind: mozart_ipc::checkpoint::error_type_of(
+                        s.error_code
+                            .as_deref()
+                            .or(s.error_category.map(|c| c.as_str())),
+                    )
+                    .to_string(),
                     code,
                     message: s.error_message.clone().unwrap_or_default(),
                 },

@@ -997,3 +997,30 @@ where
 {
     Option::<T>::deserialize(d).map(Some)
 }
+
+/// The error type (`transient` / `rate_limit` / `permanent`) of an E-code or error category,
+/// as `status`, `errors` and the dashboard all show it.
+pub fn error_type_of(code_or_category: Option<&str>) -> &'static str {
+    let Some(text) = code_or_category else {
+        return "permanent";
+    };
+    let lower = text.to_ascii_lowercase();
+    let b = lower.as_bytes();
+    if b.len() == 4 && b[0] == b'e' && b[1..].iter().all(u8::is_ascii_digit) {
+        return match b[1] {
+            b'0' => "transient",
+            b'1' => "rate_limit",
+            _ => "permanent",
+        };
+    }
+    if lower.contains("rate") || lower.contains("limit") {
+        "rate_limit"
+    } else if matches!(
+        lower.as_str(),
+        "transient" | "timeout" | "network" | "signal"
+    ) {
+        "transient"
+    } else {
+        "permanent"
+    }
+}

@@ -60,28 +60,7 @@ pub fn normalize_error_code(code: Option<&str>, category: Option<&str>) -> Strin
 
 /// `transient` (E0xx), `rate_limit` (E1xx) or `permanent`, from a code or category.
 pub fn infer_error_type(code_or_category: Option<&str>) -> &'static str {
-    let Some(text) = code_or_category else {
-        return "permanent";
-    };
-    let lower = text.to_ascii_lowercase();
-    let b = lower.as_bytes();
-    if b.len() == 4 && b[0] == b'e' && b[1..].iter().all(u8::is_ascii_digit) {
-        return match b[1] {
-            b'0' => "transient",
-            b'1' => "rate_limit",
-            _ => "permanent",
-        };
-    }
-    if lower.contains("rate") || lower.contains("limit") {
-        "rate_limit"
-    } else if matches!(
-        lower.as_str(),
-        "transient" | "timeout" | "network" | "signal"
-    ) {
-        "transient"
-    } else {
-        "permanent"
-    }
+    mozart_ipc::checkpoint::error_type_of(code_or_category)
 }
 
 /// One entry of the recent-errors list.
