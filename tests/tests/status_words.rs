@@ -354,3 +354,38 @@ fn a_failed_job_names_its_cause_and_a_blocked_sheet_is_not_run() {
     let text = stdout(&env.mozart(&["config", "show"]));
     assert!(!text.contains("True") && !text.contains("None"), "{text}");
 }
+
+#[test]
+fn validate_warns_when_an_instruments_program_is_not_on_the_path() {
+    let env = TestEnv::new();
+    let profiles = env.home.join("instruments");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("ghost.yaml"),
+        "name: ghost\ndisplay_name: Ghost\nkind: cli\ncli:\n  command:\n    \
+         executable: mozart-no-such-program-h23\n    prompt_flag: \"-p\"\n  output:\n    format: text\n",
+    )
+    .unwrap();
+    let yaml = "name: ghostly\nworkspace: ./ghost-ws\ninstrument: ghost\n\
+                sheet: {size: 1, total_items: 1}\nprompt:\n  template: hello\n";
+    let path = env.write_score("ghostly", yaml);
+    let out = env.mozart(&["validate", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a warning, not an error: {text}"
+    );
+    assert!(text.contains("[V213] Instrument 'ghost' runs `mozart-no-such-program-h23`, which is not on this PATH"), "{text}");
+    assert!(text.contains("mozart instruments check ghost"), "{text}");
+    assert!(
+        text.contains("Validation: PASSED (with warnings)"),
+        "{text}"
+    );
+
+    // The shell example needs no program: no V213, and a note alone is not a warning.
+    let path = env.write_score("plain", &score("plain", 1, 0.0));
+    let text = stdout(&env.mozart(&["validate", path.to_str().unwrap()]));
+    assert!(!text.contains("V213"), "{text}");
+    assert!(!text.contains("(with warnings)"), "{text}");
+}

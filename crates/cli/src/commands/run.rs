@@ -110,7 +110,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         Err(err) => return load_failure(args.json, &path.display().to_string(), err),
     };
     for warning in &score.warnings {
-        eprintln!("{}: UserWarning: {warning}", path.display());
+        eprintln!("{}: warning: {warning}", path.display());
     }
     if let Some(message) = mozart_config::plan::impossible_sheet_count(&score.config.sheet) {
         let message = format!("[V010] {message}");
