@@ -568,7 +568,10 @@ fn timeline_section(out: &mut Vec<String>, report: &Value, style: &Style) {
                 let duration = e["duration_seconds"]
                     .as_f64()
                     .filter(|d| *d != 0.0)
-                    .map_or_else(|| "-".to_string(), |d| format!("{d:.1}s"));
+                    .map_or_else(
+                        || "-".to_string(),
+                        |d| crate::render::time::format_duration(Some(d)),
+                    );
                 let mut attempts = e["attempt_count"].as_u64().unwrap_or(0).to_string();
                 let completion = e["completion_attempts"].as_u64().unwrap_or(0);
                 if completion > 0 {
