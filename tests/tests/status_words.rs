@@ -389,3 +389,18 @@ fn validate_warns_when_an_instruments_program_is_not_on_the_path() {
     assert!(!text.contains("V213"), "{text}");
     assert!(!text.contains("(with warnings)"), "{text}");
 }
+
+#[test]
+fn run_does_not_call_a_job_that_starts_at_once_queued() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("now", &score("now", 1, 0.0));
+    let out = env.mozart(&["run", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains("Job queued"), "{text}");
+    assert!(
+        text.contains("Job accepted (up to 15 jobs run at once; more wait for a free slot)"),
+        "{text}"
+    );
+}

@@ -152,7 +152,17 @@ pub fn submit(globals: &Globals, args: &SubmitArgs) -> Result<i32, CliError> {
             } else {
                 println!("Score submitted to conductor: {job_id}");
                 if let Some(m) = &message {
-                    println!("  {m}");
+                    // Upstream's wire words say "queued" for every accepted job, also one that
+                    // starts at once: say what the limit means instead.
+                    match m
+                        .strip_prefix("Job queued (concurrency limit: ")
+                        .and_then(|r| r.strip_suffix(')'))
+                    {
+                        Some(limit) => println!(
+                            "  Job accepted (up to {limit} jobs run at once; more wait for a free slot)"
+                        ),
+                        None => println!("  {m}"),
+                    }
                 }
                 println!();
                 match &ended {
