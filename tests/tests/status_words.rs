@@ -404,3 +404,46 @@ fn run_does_not_call_a_job_that_starts_at_once_queued() {
         "{text}"
     );
 }
+
+#[test]
+fn the_dashboard_list_and_job_page_give_a_resumed_job_the_same_elapsed_time() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    // Fails until `go` exists; resumed two seconds later, it completes.
+    let yaml = "name: again\nworkspace: ./again-ws\ninstrument: shell\n\
+                retry: {max_retries: 0}\nsheet: {size: 1, total_items: 1}\n\
+                prompt:\n  template: \"RUN: test -f '{{ workspace }}/../go'\"\n";
+    let path = env.write_score("again", yaml);
+    submit_now(&env, &path);
+    wait_status(&env, "again", 30.0, |d| d["status"] == "failed");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    std::fs::write(env.work.join("go"), "").unwrap();
+    assert!(env.mozart(&["resume", "again"]).status.success());
+    wait_status(&env, "again", 30.0, |d| d["status"] == "completed");
+
+    let dash = start_dashboard(&env, &[]);
+    let cookie = login(&dash.addr, &dash.url);
+    let job = page(&dash.addr, &cookie, "/jobs/again");
+    let on_page = job
+        .split("<span class=\"label\">Elapsed</span> ")
+        .nth(1)
+        .and_then(|r| r.split('<').next())
+        .unwrap_or_else(|| panic!("{job}"))
+        .trim()
+        .to_string();
+    let jobs = page(&dash.addr, &cookie, "/jobs");
+    let row = jobs
+        .split("data-job=\"again\"")
+        .nth(1)
+        .and_then(|r| r.split("</tr>").next())
+        .unwrap_or_else(|| panic!("{jobs}"));
+    let in_list = row
+        .rsplit("<td>")
+        .next()
+        .and_then(|c| c.split('<').next())
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    assert!(seconds(&on_page) >= 2.0, "{on_page}");
+    assert_eq!(in_list, on_page, "list row: {row}");
+}

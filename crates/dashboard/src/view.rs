@@ -31,6 +31,12 @@ pub struct JobSummary {
     pub tokens: u64,
     /// Sheets running now.
     pub running: Vec<u32>,
+    /// The checkpoint's start and end (epoch seconds): the times `mozart status` and the job
+    /// page measure the job by, so the list's elapsed time agrees with them (a resumed
+    /// job's registry row starts at its resume).
+    pub started: Option<f64>,
+    /// See [`JobSummary::started`].
+    pub completed: Option<f64>,
 }
 
 impl JobSummary {
@@ -50,6 +56,8 @@ impl JobSummary {
             .map(|s| s.input_tokens.unwrap_or(0) + s.output_tokens.unwrap_or(0))
             .sum();
         JobSummary {
+            started: cp.started_at.as_ref().and_then(|t| t.to_epoch()),
+            completed: cp.completed_at.as_ref().and_then(|t| t.to_epoch()),
             done,
             total: cp.total_sheets.max(1),
             cost: cp.total_estimated_cost.max(sheet_cost),
@@ -142,8 +150,13 @@ impl JobRow {
             None => shown.clone(),
         };
         let positive = |t: Option<f64>| t.filter(|t| *t > 0.0);
-        let started = positive(f.started).or(positive(Some(f.submitted)));
-        let end = positive(f.completed);
+        let started = positive(summary.and_then(|s| s.started))
+            .or(positive(f.started))
+            .or(positive(Some(f.submitted)));
+        // An active job has no end yet (a resumed job's checkpoint may keep its last one).
+        let end = positive(summary.and_then(|s| s.completed))
+            .or(positive(f.completed))
+            .filter(|_| !matches!(status.as_str(), "running" | "queued" | "paused"));
         let elapsed = match (started, end) {
             (Some(s), Some(e)) => format_duration(e - s),
             (Some(s), None) if matches!(status.as_str(), "running" | "queued" | "paused") => {
