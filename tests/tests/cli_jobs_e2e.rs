@@ -157,7 +157,7 @@ fn pause_resume_and_cancel_a_running_score() {
     let out = env.mozart(&["pause", "slow"]);
     assert_eq!(
         stdout(&out),
-        "Pause signal sent to score 'slow'.\nScore will pause at next sheet boundary.\n\nTo resume: mozart resume slow\nTo resume with new config: mozart resume slow --config new.yaml\n"
+        "Pause signal sent to score 'slow'.\nNo new sheet starts; running sheets finish their attempt first ('mozart status slow' says pausing until then).\n\nTo resume: mozart resume slow\nTo resume with new config: mozart resume slow --config new.yaml\n"
     );
     assert_eq!(out.status.code(), Some(0));
     let paused = wait_for(&env, "slow", 30, |d| d["status"] == "paused");

@@ -42,12 +42,12 @@ fn validate_exit_codes_messages_and_field_paths() {
         (
             "range-error.yaml",
             2,
-            &["retry\n  Value error, base_delay_seconds (100.0) must not exceed max_delay_seconds (10.0)"],
+            &["retry\n  base_delay_seconds (100.0) must not exceed max_delay_seconds (10.0)"],
         ),
         (
             "cycle.yaml",
             2,
-            &["sheet\n  Value error, Circular dependency detected: 2 -> 3 -> 2"],
+            &["sheet\n  Circular dependency detected: 2 -> 3 -> 2"],
         ),
         (
             "fanout-bad-size.yaml",
@@ -58,7 +58,7 @@ fn validate_exit_codes_messages_and_field_paths() {
             "prompt-string.yaml",
             2,
             &[
-                "Input should be a valid dictionary or instance of PromptConfig",
+                "Input should be a mapping (`key: value` lines), not a single value",
                 "The 'prompt' field must be a mapping, not a string.",
             ],
         ),

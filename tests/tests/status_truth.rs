@@ -55,9 +55,11 @@ fn shell_score_gets_no_cost_limit_tip() {
     let text = stdout(&out);
     assert!(!text.contains("cost_limits.enabled"), "{text}");
 
+    // `run` words the tip differently ("Cost tracking is disabled … cost_limits: {enabled:").
     let out = env.mozart(&["run", path.to_str().unwrap(), "--dry-run"]);
     let text = stdout(&out);
-    assert!(!text.contains("cost_limits.enabled"), "{text}");
+    assert!(!text.contains("cost_limits"), "{text}");
+    assert!(!text.contains("Cost tracking is disabled"), "{text}");
 }
 
 #[test]

@@ -68,7 +68,7 @@ impl<'a> Checker<'a> {
 
     /// A custom validator's `ValueError` (`Value error, {msg}`).
     pub fn value_error(&mut self, path: &str, msg: impl Into<String>) {
-        self.push(path, "value_error", format!("Value error, {}", msg.into()));
+        self.push(path, "value_error", msg.into());
     }
 
     fn ge(&mut self, path: &str, v: f64, min: f64) {
@@ -791,7 +791,7 @@ fn check_prompt(c: &mut Checker<'_>, p: &PromptConfig) {
     if p.template.is_some() && p.template_file.is_some() {
         c.value_error(
             "prompt",
-            "PromptConfig accepts 'template' or 'template_file', not both",
+            "prompt accepts 'template' or 'template_file', not both",
         );
     }
 }

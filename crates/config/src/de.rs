@@ -100,7 +100,8 @@ impl de::Error for DeError {
         DeError {
             error: Box::new(FieldError::new(
                 "value_error",
-                format!("Value error, {msg}"),
+                // The message alone: pydantic's "Value error, " prefix says nothing to a user.
+                msg.to_string(),
             )),
             located: false,
             pending_field: None,
@@ -470,7 +471,7 @@ impl<'de> de::Deserializer<'de> for NodeDe<'de, '_> {
 
     fn deserialize_struct<V: Visitor<'de>>(
         self,
-        name: &'static str,
+        _name: &'static str,
         _fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, DeError> {
@@ -485,7 +486,8 @@ impl<'de> de::Deserializer<'de> for NodeDe<'de, '_> {
                 .map_err(|e| e.at(&self.path, self.node)),
             _ => Err(self.err(
                 "model_type",
-                &format!("Input should be a valid dictionary or instance of {name}"),
+                // Not the model's type name (`PromptConfig`): the user wrote YAML.
+                "Input should be a mapping (`key: value` lines), not a single value",
             )),
         }
     }

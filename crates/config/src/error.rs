@@ -149,7 +149,7 @@ pub fn schema_hints(errors: &[FieldError]) -> Vec<String> {
     }
     if errors
         .iter()
-        .any(|e| e.kind == "model_type" && e.message.contains("PromptConfig"))
+        .any(|e| e.kind == "model_type" && e.loc_text() == "prompt")
     {
         return vec![
             "The 'prompt' field must be a mapping, not a string.".into(),
@@ -173,6 +173,14 @@ pub fn schema_hints(errors: &[FieldError]) -> Vec<String> {
         if missing.iter().any(|m| m.contains("prompt")) {
             hints.push("Add a 'prompt' section with a 'template' or 'template_file'.".into());
         }
+    }
+    if errors
+        .iter()
+        .any(|e| e.message.contains("Circular dependency"))
+    {
+        hints.push(
+            "Remove one of the dependencies in the cycle (sheet.dependencies: a sheet may only wait for sheets that do not wait for it).".into(),
+        );
     }
     hints.push("See: docs/scores.md in Mozart's source.".into());
     hints

@@ -329,7 +329,7 @@ fn sync_auto_apply(config: &mut JobConfig) {
 fn collect_warnings(c: &JobConfig) -> Vec<String> {
     let mut out = Vec::new();
     if c.prompt.template.is_none() && c.prompt.template_file.is_none() {
-        out.push("PromptConfig has neither 'template' nor 'template_file'. The default preamble prompt will be used.".into());
+        out.push("prompt has neither 'template' nor 'template_file'. The default preamble prompt will be used.".into());
     }
     let b = &c.backend;
     let defaults = crate::model::BackendConfig::default();

@@ -22,6 +22,10 @@ pub struct PatternView {
     pub description: String,
     /// Effectiveness 0–1.
     pub effectiveness: f64,
+    /// Success rate as every surface prints it (`66.7% (2 of 3 applications)`).
+    pub success_rate: String,
+    /// Effectiveness score as every surface prints it (`0.65`).
+    pub effectiveness_text: String,
     /// Priority.
     pub priority: f64,
     /// Occurrences.
@@ -108,17 +112,22 @@ pub fn read(path: &Path) -> LearningView {
         error: None,
         patterns: patterns
             .into_iter()
-            .map(|p| PatternView {
-                id: p.id,
-                kind: p.pattern_type,
-                name: p.pattern_name,
-                description: p.description.unwrap_or_default(),
-                effectiveness: p.effectiveness_score,
-                priority: p.priority_score,
-                occurrences: p.occurrence_count,
-                trust: p.trust_score,
-                status: p.quarantine_status.as_str().to_string(),
-                last_seen: p.last_seen.unwrap_or_default(),
+            .map(|p| {
+                let success_rate = p.success_rate_text();
+                PatternView {
+                    id: p.id,
+                    kind: p.pattern_type,
+                    name: p.pattern_name,
+                    description: p.description.unwrap_or_default(),
+                    effectiveness: p.effectiveness_score,
+                    success_rate,
+                    effectiveness_text: format!("{:.2}", p.effectiveness_score),
+                    priority: p.priority_score,
+                    occurrences: p.occurrence_count,
+                    trust: p.trust_score,
+                    status: p.quarantine_status.as_str().to_string(),
+                    last_seen: p.last_seen.unwrap_or_default(),
+                }
             })
             .collect(),
         entropy,

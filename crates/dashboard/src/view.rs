@@ -31,6 +31,12 @@ pub struct JobSummary {
     pub tokens: u64,
     /// Sheets running now.
     pub running: Vec<u32>,
+    /// The checkpoint's start and end (epoch seconds): the times `mozart status` and the job
+    /// page measure the job by, so the list's elapsed time agrees with them (a resumed
+    /// job's registry row starts at its resume).
+    pub started: Option<f64>,
+    /// See [`JobSummary::started`].
+    pub completed: Option<f64>,
 }
 
 impl JobSummary {
@@ -50,6 +56,8 @@ impl JobSummary {
             .map(|s| s.input_tokens.unwrap_or(0) + s.output_tokens.unwrap_or(0))
             .sum();
         JobSummary {
+            started: cp.started_at.as_ref().and_then(|t| t.to_epoch()),
+            completed: cp.completed_at.as_ref().and_then(|t| t.to_epoch()),
             done,
             total: cp.total_sheets.max(1),
             cost: cp.total_estimated_cost.max(sheet_cost),
@@ -69,8 +77,10 @@ impl JobSummary {
 pub struct JobRow {
     /// Score ID.
     pub job_id: String,
-    /// Lower-case status.
+    /// Lower-case status as a person reads it (`pausing` while a paused job's sheets run).
     pub status: String,
+    /// The status with what it waits for: `pausing (1 running)`.
+    pub label: String,
     /// Percent done (0–100), when known.
     pub percent: Option<u32>,
     /// `3/10`, when known.
@@ -134,9 +144,19 @@ impl JobRow {
     pub fn from_list(job: &JobListEntry, summary: Option<&JobSummary>, now: f64) -> JobRow {
         let f = fields(job);
         let status = f.status.to_lowercase();
+        let shown = job.shown_status().to_lowercase();
+        let label = match job.pausing() {
+            Some(n) => format!("pausing ({n} running)"),
+            None => shown.clone(),
+        };
         let positive = |t: Option<f64>| t.filter(|t| *t > 0.0);
-        let started = positive(f.started).or(positive(Some(f.submitted)));
-        let end = positive(f.completed);
+        let started = positive(summary.and_then(|s| s.started))
+            .or(positive(f.started))
+            .or(positive(Some(f.submitted)));
+        // An active job has no end yet (a resumed job's checkpoint may keep its last one).
+        let end = positive(summary.and_then(|s| s.completed))
+            .or(positive(f.completed))
+            .filter(|_| !matches!(status.as_str(), "running" | "queued" | "paused"));
         let elapsed = match (started, end) {
             (Some(s), Some(e)) => format_duration(e - s),
             (Some(s), None) if matches!(status.as_str(), "running" | "queued" | "paused") => {
@@ -155,7 +175,8 @@ impl JobRow {
         };
         JobRow {
             job_id: f.id.to_string(),
-            status,
+            status: shown,
+            label,
             percent,
             progress,
             cost: summary.map(|s| format_cost(s.cost)),
@@ -226,6 +247,17 @@ impl JobDetail {
                 .map(|f| f.status.to_lowercase())
                 .unwrap_or_default(),
         }
+    }
+
+    /// The status as a person reads it (`queued`, `pausing` …) and its label with what it
+    /// waits for (`pausing (1 running)`).
+    pub fn shown_status(&self) -> (String, String) {
+        let shown = self.result.shown_status().to_lowercase();
+        let label = match self.result.pausing() {
+            Some(n) => format!("pausing ({n} running)"),
+            None => shown.clone(),
+        };
+        (shown, label)
     }
 
     /// The job's workspace.
@@ -422,10 +454,13 @@ pub fn attempt_rows(cp: &JobCheckpoint) -> Vec<AttemptRow> {
                         .map(format_epoch)
                         .unwrap_or_default(),
                     hint: code_hint(&code, &cp.job_id),
-                    kind: s
-                        .error_category
-                        .map(|c| c.as_str().to_string())
-                        .unwrap_or_default(),
+                    // The same type the CLI shows (`permanent`, not the category `fatal`).
+                    kind: mozart_ipc::checkpoint::error_type_of(
+                        s.error_code
+                            .as_deref()
+                            .or(s.error_category.map(|c| c.as_str())),
+                    )
+                    .to_string(),
                     code,
                     message: s.error_message.clone().unwrap_or_default(),
                 },
@@ -521,6 +556,9 @@ pub fn format_duration(secs: f64) -> String {
         format!("{h}h {m:02}m {s:02}s")
     } else if m > 0 {
         format!("{m}m {s:02}s")
+    } else if secs > 0.0 && secs < 0.05 {
+        // A run of a few milliseconds did take time: "0.0s" reads as "never ran".
+        "<0.1s".to_string()
     } else if secs < 10.0 {
         format!("{secs:.1}s")
     } else {

@@ -334,8 +334,10 @@ impl App {
         let status = detail.status();
         let active = matches!(status.as_str(), "running" | "queued" | "paused");
         let workspace = detail.workspace().unwrap_or("").to_string();
+        let (shown, label) = detail.shown_status();
         let mut ctx = DetailView {
-            status: status.clone(),
+            status: shown,
+            label,
             workspace: workspace.clone(),
             config_path: detail.config_path().unwrap_or("").to_string(),
             error: detail.error_message().map(str::to_string),
@@ -475,6 +477,7 @@ impl IntoResponse for TemplateFailed {
 #[derive(Debug, Default, Serialize)]
 struct DetailView {
     status: String,
+    label: String,
     has_checkpoint: bool,
     percent: u32,
     progress: Option<String>,

@@ -803,6 +803,11 @@ pub struct JobCheckpoint {
     /// Added by the conductor (`job.status`), absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_reason: Option<String>,
+    /// Ours: the job is paused but this many sheets still run an attempt; it is `pausing`
+    /// until they finish (their work and cost go on). Added by the conductor (`job.status`);
+    /// `status` stays `paused`, the value upstream's CLI reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pausing: Option<u32>,
 }
 
 impl SheetCheckpoint {
@@ -910,6 +915,25 @@ pub fn check_sheet_bounds(
 }
 
 impl JobCheckpoint {
+    /// Ours: sheets still running while the job is paused (`None` unless it is pausing).
+    pub fn pausing_sheets(&self) -> Option<u32> {
+        self.pausing
+            .filter(|n| *n > 0 && self.status == JobStatus::Paused)
+    }
+
+    /// The status as a person or a script should read it: `queued` while the job waits for
+    /// a job slot (the checkpoint says `pending`: upstream's has no queued state), `pausing`
+    /// while a paused job's sheets still run, else the checkpoint's `status`.
+    pub fn shown_status(&self) -> &'static str {
+        if self.status == JobStatus::Pending && self.waiting_reason.is_some() {
+            "queued"
+        } else if self.pausing_sheets().is_some() {
+            "pausing"
+        } else {
+            self.status.as_str()
+        }
+    }
+
     /// The constraints a reader checks before trusting a document as a checkpoint:
     /// `total_sheets ≥ 1`, each sheet's key equals its `sheet_num`, scores within 0..1.
     pub fn check(&self) -> Result<(), String> {
@@ -972,4 +996,31 @@ where
     T: Deserialize<'de>,
 {
     Option::<T>::deserialize(d).map(Some)
+}
+
+/// The error type (`transient` / `rate_limit` / `permanent`) of an E-code or error category,
+/// as `status`, `errors` and the dashboard all show it.
+pub fn error_type_of(code_or_category: Option<&str>) -> &'static str {
+    let Some(text) = code_or_category else {
+        return "permanent";
+    };
+    let lower = text.to_ascii_lowercase();
+    let b = lower.as_bytes();
+    if b.len() == 4 && b[0] == b'e' && b[1..].iter().all(u8::is_ascii_digit) {
+        return match b[1] {
+            b'0' => "transient",
+            b'1' => "rate_limit",
+            _ => "permanent",
+        };
+    }
+    if lower.contains("rate") || lower.contains("limit") {
+        "rate_limit"
+    } else if matches!(
+        lower.as_str(),
+        "transient" | "timeout" | "network" | "signal"
+    ) {
+        "transient"
+    } else {
+        "permanent"
+    }
 }

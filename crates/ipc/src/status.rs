@@ -37,6 +37,10 @@ pub struct JobSummary {
     /// Sheets in the job, once known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_sheets: Option<u32>,
+    /// Ours: paused, but this many sheets still run an attempt (`pausing` until they end);
+    /// `status` stays `paused` for upstream's CLI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pausing: Option<u32>,
 }
 
 /// A job's registry row (upstream's `JobRecord.to_dict()`, conductor.md §10.2): `job.list`
@@ -100,6 +104,24 @@ impl JobListEntry {
         match self {
             JobListEntry::Live(j) => &j.status,
             JobListEntry::Registry(j) => &j.status,
+        }
+    }
+
+    /// Ours: sheets still running while the job is paused (`None` unless it is pausing).
+    pub fn pausing(&self) -> Option<u32> {
+        match self {
+            JobListEntry::Live(j) => j.pausing.filter(|n| *n > 0 && j.status == "paused"),
+            JobListEntry::Registry(_) => None,
+        }
+    }
+
+    /// The status as a person or a script should read it: `pausing` while a paused job's
+    /// sheets still run, else [`JobListEntry::status`].
+    pub fn shown_status(&self) -> &str {
+        if self.pausing().is_some() {
+            "pausing"
+        } else {
+            self.status()
         }
     }
 
@@ -229,24 +251,29 @@ impl JobStatusResult {
 
     /// The job's status as a person or a script should read it: `queued` for a job waiting
     /// for a job slot (its checkpoint says `pending`, upstream's checkpoint has no queued
-    /// state), else [`JobStatusResult::status`].
+    /// state), `pausing` for a paused job whose sheets still run, else
+    /// [`JobStatusResult::status`].
     pub fn shown_status(&self) -> &str {
         match self {
-            JobStatusResult::Checkpoint(cp)
-                if cp.status == crate::checkpoint::JobStatus::Pending
-                    && cp.waiting_reason.is_some() =>
-            {
-                "queued"
-            }
-            other => other.status(),
+            JobStatusResult::Checkpoint(cp) => cp.shown_status(),
+            JobStatusResult::Record(entry) => entry.shown_status(),
+        }
+    }
+
+    /// Ours: sheets still running while the job is paused (`None` unless it is pausing).
+    pub fn pausing(&self) -> Option<u32> {
+        match self {
+            JobStatusResult::Checkpoint(cp) => cp.pausing_sheets(),
+            JobStatusResult::Record(entry) => entry.pausing(),
         }
     }
 
     /// The exit code a job's outcome maps to for `mozart wait` and `mozart status --watch`
     /// (0 completed, 1 failed, 3 cancelled, 4 paused), or `None` while it goes on by itself —
-    /// running, queued, or paused/failed with a resume pending.
+    /// running, queued, pausing, or paused/failed with a resume pending.
     pub fn outcome_code(&self) -> Option<i32> {
-        if self.waiting_reason().is_some() {
+        // Pausing is not paused yet: the running sheets still work (and spend).
+        if self.waiting_reason().is_some() || self.pausing().is_some() {
             return None;
         }
         match self.status() {

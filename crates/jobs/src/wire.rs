@@ -119,6 +119,7 @@ pub fn checkpoint(cp: &CheckpointState) -> JobCheckpoint {
         circuit_breaker_history: circuit_breaker_history.clone(),
         workspace: None,
         waiting_reason: None,
+        pausing: None,
     }
 }
 
@@ -209,6 +210,7 @@ pub fn job_summary(r: &JobRecord) -> JobSummary {
         chain_depth: r.chain_depth,
         completed_at: r.completed_at,
         total_sheets: r.total_sheets,
+        pausing: None,
     }
 }
 

@@ -238,7 +238,9 @@ fn first_attempt_successes(outcomes: &[SheetOutcome]) -> Vec<DetectedPattern> {
     let rate = hits.len() as f64 / outcomes.len() as f64;
     vec![DetectedPattern {
         pattern_type: PatternType::FirstAttemptSuccess,
-        description: format!("First-attempt success rate: {}", percent(rate)),
+        // "at detection": the share in the job it was detected in, not the pattern's
+        // success rate over its applications (a different figure, issue 23).
+        description: format!("First-attempt success rate at detection: {}", percent(rate)),
         frequency: hits.len(),
         success_rate: rate,
         context_tags: vec!["success:first_attempt".into()],
@@ -442,7 +444,7 @@ mod tests {
             "{descs:?}"
         );
         assert!(descs.contains(&"Retrying works: avg 1.5 retries lead to success"));
-        assert!(descs.contains(&"First-attempt success rate: 43%"));
+        assert!(descs.contains(&"First-attempt success rate at detection: 43%"));
         assert!(descs.contains(&"2 validations have low confidence - review needed"));
         assert!(descs.contains(&"'missing' failures are common (2x)"));
         assert!(descs.contains(&"Recurring issue: 'file not created' (2x)"));

@@ -154,6 +154,29 @@ impl PatternRecord {
     pub fn applications(&self) -> i64 {
         self.led_to_success_count + self.led_to_failure_count
     }
+
+    /// Success rate: the share of recorded applications that led to success, `s / (s + f)`
+    /// (`None` before the first application). Every surface shows this figure as "success
+    /// rate"; `effectiveness_score` is a different figure (weighted, decayed, cold-start
+    /// 0.55) and is shown as a 0–1 score, never as a percentage.
+    pub fn success_rate(&self) -> Option<f64> {
+        let n = self.applications();
+        (n > 0).then(|| (self.led_to_success_count.max(0) as f64 / n as f64).clamp(0.0, 1.0))
+    }
+
+    /// The success rate as every surface prints it: `66.7% (2 of 3 applications)`, or
+    /// `no applications yet`.
+    pub fn success_rate_text(&self) -> String {
+        match self.success_rate() {
+            Some(r) => format!(
+                "{:.1}% ({} of {} applications)",
+                r * 100.0,
+                self.led_to_success_count,
+                self.applications()
+            ),
+            None => "no applications yet".to_string(),
+        }
+    }
 }
 
 /// The column list every pattern query selects, in [`PatternRecord`] field order.

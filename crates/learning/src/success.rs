@@ -151,8 +151,11 @@ pub struct WhyAnalysis {
     pub recommendations: Vec<String>,
     /// Successful applications observed.
     pub observation_count: i64,
-    /// Success rate from the factors.
+    /// Success rate: the pattern's applications that led to success, `s / (s + f)` (the
+    /// same figure `patterns-list` and the dashboard show), else the factors' own rate.
     pub success_rate: f64,
+    /// The success rate as every surface prints it (`66.7% (2 of 3 applications)`).
+    pub success_rate_text: String,
 }
 
 /// Builds the WHY analysis of one pattern from its record.
@@ -173,11 +176,17 @@ pub fn analyze_why(p: &crate::model::PatternRecord) -> WhyAnalysis {
         confidence: 0.0,
         recommendations: vec!["Apply this pattern more times to capture success factors".into()],
         observation_count: 0,
-        success_rate: 0.0,
+        success_rate: p.success_rate().unwrap_or(0.0),
+        success_rate_text: p.success_rate_text(),
     };
     let Some(f) = factors else { return out };
     let occurrences = f.occurrence_count.max(1);
-    let rate = f.success_rate.clamp(0.0, 1.0);
+    // The pattern's current counts, not the rate the factors stored at their last update
+    // (upstream's, taken before that application was counted: 100 % while the pattern
+    // stood at 2 of 3).
+    let rate = p
+        .success_rate()
+        .unwrap_or_else(|| f.success_rate.clamp(0.0, 1.0));
     let mut parts = Vec::new();
     if !f.validation_types.is_empty() {
         parts.push(format!(
@@ -212,9 +221,10 @@ pub fn analyze_why(p: &crate::model::PatternRecord) -> WhyAnalysis {
         format!("Often succeeds after {} retries", f.retry_iteration)
     });
     if !f.validation_types.is_empty() {
+        let n = f.validation_types.len();
         out.key_conditions.push(format!(
-            "Works with {} validation types",
-            f.validation_types.len()
+            "Works with {n} validation type{}",
+            if n == 1 { "" } else { "s" }
         ));
     }
     if !f.escalation_was_pending {
@@ -239,6 +249,9 @@ pub fn analyze_why(p: &crate::model::PatternRecord) -> WhyAnalysis {
     }
     out.observation_count = occurrences;
     out.success_rate = rate;
+    if p.success_rate().is_none() {
+        out.success_rate_text = format!("{:.1}% (from its success factors)", rate * 100.0);
+    }
     out
 }
 

@@ -339,7 +339,9 @@ impl MozartMcp {
         }
     }
 
-    #[tool(description = "Pause a running job at its next sheet boundary.")]
+    #[tool(
+        description = "Pause a running job: no new sheet starts; running sheets finish their attempt (the job is `pausing` until then, `paused` after)."
+    )]
     async fn pause(
         &self,
         Parameters(args): Parameters<JobArgs>,
@@ -495,7 +497,9 @@ fn status_json(d: &JobDetail) -> Value {
     let sum = JobSummary::of(cp);
     json!({
         "job_id": d.job_id,
-        "status": d.status(),
+        // As `mozart status --json` says it: `queued`, or `pausing` while a paused job's
+        // sheets still run.
+        "status": d.shown_status().0,
         "sheets_done": sum.done,
         "total_sheets": sum.total,
         "running_sheets": sum.running,

@@ -895,7 +895,7 @@ pub fn classify(result: &ExecutionResult) -> Classification {
             if !msg.is_empty() && !c.message.contains(msg) {
                 c.message = format!(
                     "{msg}: install the CLI, or put it on the PATH the conductor was started \
-                     with (mozart instruments check)"
+                     with (check: mozart instruments check <instrument name>)"
                 );
             }
         }

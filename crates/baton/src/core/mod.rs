@@ -793,9 +793,21 @@ impl BatonCore {
             if failed.is_empty() {
                 (JobOutcome::Completed, None)
             } else {
+                // Say why: the first sheet that failed by itself (the others may only be
+                // blocked by it), so `run`, `wait` and `status` name the cause.
+                let cause = job
+                    .sheets
+                    .iter()
+                    .filter(|s| s.status == SheetStatus::Failed)
+                    .find_map(|s| Some((s.num, s.last_failure.as_deref()?)))
+                    .map(|(num, why)| {
+                        let why: String = why.chars().take(300).collect();
+                        format!(" — sheet {num}: {why}")
+                    })
+                    .unwrap_or_default();
                 (
                     JobOutcome::Failed,
-                    Some(format!("sheets {failed:?} failed")),
+                    Some(format!("sheets {failed:?} failed{cause}")),
                 )
             }
         };

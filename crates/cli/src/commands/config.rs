@@ -124,10 +124,11 @@ fn flatten(prefix: &str, value: &Value, out: &mut Vec<(String, Value)>) {
     }
 }
 
+/// A value as conductor.yaml spells it (not Python's `True`/`None`, issue 23).
 fn shown(v: &Value) -> String {
     match v {
-        Value::Null => "None".into(),
-        Value::Bool(b) => if *b { "True" } else { "False" }.into(),
+        Value::Null => "(not set)".into(),
+        Value::Bool(b) => if *b { "true" } else { "false" }.into(),
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
@@ -298,18 +299,19 @@ pub fn coerce(raw: &str) -> serde_yaml::Value {
     serde_yaml::Value::String(raw.to_string())
 }
 
-/// Python `repr` of a coerced value, as upstream prints it.
+/// A coerced value as conductor.yaml spells it (upstream printed Python's `repr`: `True`,
+/// `None`, `'debug'`).
 fn py_repr(v: &serde_yaml::Value) -> String {
     match v {
-        serde_yaml::Value::Null => "None".into(),
-        serde_yaml::Value::Bool(b) => if *b { "True" } else { "False" }.into(),
+        serde_yaml::Value::Null => "null".into(),
+        serde_yaml::Value::Bool(b) => if *b { "true" } else { "false" }.into(),
         serde_yaml::Value::Number(n) => match (n.as_i64(), n.as_f64()) {
             (Some(i), _) => i.to_string(),
             (None, Some(f)) if f.fract() == 0.0 && f.is_finite() => format!("{f:.1}"),
             (None, Some(f)) => f.to_string(),
             _ => n.to_string(),
         },
-        serde_yaml::Value::String(s) => format!("'{s}'"),
+        serde_yaml::Value::String(s) => s.clone(),
         other => serde_yaml::to_string(other)
             .unwrap_or_default()
             .trim()
@@ -553,11 +555,11 @@ mod tests {
 
     #[test]
     fn values_are_coerced_like_upstream() {
-        assert_eq!(py_repr(&coerce("YES")), "True");
-        assert_eq!(py_repr(&coerce("none")), "None");
+        assert_eq!(py_repr(&coerce("YES")), "true");
+        assert_eq!(py_repr(&coerce("none")), "null");
         assert_eq!(py_repr(&coerce("12")), "12");
         assert_eq!(py_repr(&coerce("2.5")), "2.5");
-        assert_eq!(py_repr(&coerce("debug")), "'debug'");
+        assert_eq!(py_repr(&coerce("debug")), "debug");
     }
 
     #[test]

@@ -196,18 +196,29 @@ fn progress_json(job: &JobCheckpoint) -> Value {
         .values()
         .filter(|s| s.display_status() == "failed" || s.status == SheetStatus::Failed)
         .count();
+    // A skipped sheet is done, as in `status` (issue 23): a completed score with a skipped
+    // sheet is at 100 %.
+    let skipped = job
+        .sheets
+        .values()
+        .filter(|s| s.status == SheetStatus::Skipped)
+        .count();
     let percent = if job.total_sheets > 0 {
-        json!((completed as f64 / f64::from(job.total_sheets) * 1000.0).round() / 10.0)
+        json!(((completed + skipped) as f64 / f64::from(job.total_sheets) * 1000.0).round() / 10.0)
     } else {
         json!(0)
     };
-    json!({
+    let mut progress = json!({
         "total_sheets": job.total_sheets,
         "completed": completed,
         "failed": failed,
         "last_completed": job.last_completed_sheet,
         "percent": percent,
-    })
+    });
+    if skipped > 0 {
+        progress["skipped"] = json!(skipped);
+    }
+    progress
 }
 
 /// `timing`: the score's times, and its duration once started.
@@ -448,12 +459,19 @@ fn progress_section(out: &mut Vec<String>, report: &Value, style: &Style) {
     let progress = &report["progress"];
     out.push(String::new());
     out.push(style.paint("Progress", Color::Cyan));
-    out.push(format!(
-        "  Sheets: {}/{} completed ({:.1}%)",
-        progress["completed"],
-        progress["total_sheets"],
-        progress["percent"].as_f64().unwrap_or(0.0)
-    ));
+    let percent = progress["percent"].as_f64().unwrap_or(0.0);
+    match progress["skipped"].as_u64() {
+        Some(skipped) => out.push(format!(
+            "  Sheets: {}/{} done ({percent:.1}%): {} completed, {skipped} skipped",
+            progress["completed"].as_u64().unwrap_or(0) + skipped,
+            progress["total_sheets"],
+            progress["completed"],
+        )),
+        None => out.push(format!(
+            "  Sheets: {}/{} completed ({percent:.1}%)",
+            progress["completed"], progress["total_sheets"],
+        )),
+    }
     let failed = progress["failed"].as_u64().unwrap_or(0);
     if failed > 0 {
         out.push(format!(
@@ -550,7 +568,10 @@ fn timeline_section(out: &mut Vec<String>, report: &Value, style: &Style) {
                 let duration = e["duration_seconds"]
                     .as_f64()
                     .filter(|d| *d != 0.0)
-                    .map_or_else(|| "-".to_string(), |d| format!("{d:.1}s"));
+                    .map_or_else(
+                        || "-".to_string(),
+                        |d| crate::render::time::format_duration(Some(d)),
+                    );
                 let mut attempts = e["attempt_count"].as_u64().unwrap_or(0).to_string();
                 let completion = e["completion_attempts"].as_u64().unwrap_or(0);
                 if completion > 0 {
@@ -622,7 +643,11 @@ fn errors_section(out: &mut Vec<String>, job: &JobCheckpoint, report: &Value, st
                     Cell::colored(e["sheet_num"].to_string(), Color::Cyan),
                     type_cell(e["error_type"].as_str().unwrap_or("unknown")),
                     Cell::from(e["error_code"].as_str().unwrap_or("")),
-                    Cell::from(e["attempt_number"].to_string()),
+                    Cell::from(match e["attempt_number"].as_u64() {
+                        // A sheet blocked by a failed dependency never ran.
+                        Some(0) => "not run".to_string(),
+                        _ => e["attempt_number"].to_string(),
+                    }),
                     Cell::from(cut(
                         e["error_message"].as_str().unwrap_or(""),
                         ERROR_MESSAGE_CHARS + 3,

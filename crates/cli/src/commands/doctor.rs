@@ -78,7 +78,8 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             }));
         }
     }
-    let warnings = 1usize;
+    // Every `!` line is a warning: the cost-limit one, and a conductor that is not running.
+    let warnings = 1 + usize::from(status != "running" && refused.is_none());
     if args.json {
         crate::output::print_json(&json!({
             // Upstream reports its Python version; this build has no Python, so the key

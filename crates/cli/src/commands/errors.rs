@@ -301,6 +301,15 @@ pub fn history_entries(num: u32, sheet: &SheetCheckpoint) -> Vec<ErrorEntry> {
         .collect()
 }
 
+/// An attempt number as printed: `not run` for a sheet that never started one.
+fn attempt_text(n: u32) -> String {
+    if n == 0 {
+        "not run".into()
+    } else {
+        n.to_string()
+    }
+}
+
 /// A record made from a sheet's last error message, for sheets without history (upstream's
 /// "synthetic" records). Dated at the sheet's `completed_at`, else `now`.
 pub fn synthetic_entry(num: u32, sheet: &SheetCheckpoint, now: f64) -> Option<ErrorEntry> {
@@ -323,7 +332,8 @@ pub fn synthetic_entry(num: u32, sheet: &SheetCheckpoint, now: f64) -> Option<Er
         error_type: infer_error_type(sheet.error_code.as_deref().or(category)).to_string(),
         error_code: normalize_error_code(sheet.error_code.as_deref(), category),
         error_message: message.clone(),
-        attempt_number: sheet.attempt_count.max(1),
+        // 0 for a sheet that never ran (blocked by a failed dependency): no attempt made.
+        attempt_number: sheet.attempt_count,
         context,
         stdout_tail: sheet.stdout_tail.clone(),
         stderr_tail: sheet.stderr_tail.clone(),
@@ -513,7 +523,7 @@ pub fn detail_lines(e: &ErrorEntry) -> Vec<String> {
         format!("Message: {message}"),
         format!("Type: {}", e.error_type),
         format!("Code: {}", normalize_error_code(Some(&e.error_code), None)),
-        format!("Attempt: {}", e.attempt_number),
+        format!("Attempt: {}", attempt_text(e.attempt_number)),
     ];
     if let Some(ts) = &e.timestamp {
         lines.push(format!("Time: {}", format_timestamp(ts)));
@@ -588,7 +598,7 @@ pub fn render_errors(
                 Cell::colored(time, Color::Dim),
                 type_cell(&e.error_type),
                 Cell::from(normalize_error_code(Some(&e.error_code), None)),
-                Cell::from(e.attempt_number.to_string()),
+                Cell::from(attempt_text(e.attempt_number)),
                 Cell::from(message),
             ]
         })

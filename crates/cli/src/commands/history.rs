@@ -180,7 +180,14 @@ pub fn render_history(
             };
             let duration = r
                 .duration_seconds
-                .map(|d| format!("{d:.1}s"))
+                .map(|d| {
+                    // A run of a few milliseconds did take time: not "0.0s".
+                    if d > 0.0 && d < 0.05 {
+                        "<0.1s".to_string()
+                    } else {
+                        format!("{d:.1}s")
+                    }
+                })
                 .unwrap_or_else(|| "-".into());
             let timestamp: String = r.executed_at.chars().take(19).collect();
             vec![

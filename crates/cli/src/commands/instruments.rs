@@ -167,11 +167,13 @@ fn list(registry: &InstrumentRegistry, as_json: bool) {
 }
 
 /// `<binary> --version`, first line, with a short timeout; `None` when it fails.
-fn version_probe(path: &std::path::Path) -> Option<String> {
+/// The first line `--version` prints, or why there is none (said as it happened: a binary
+/// that refuses the flag is not one that hung).
+fn version_probe(path: &std::path::Path) -> Result<String, String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .ok()?;
+        .map_err(|e| format!("cannot run it: {e}"))?;
     let mut spec = ProcessSpec::new(
         path.display().to_string(),
         vec!["--version".into()],
@@ -180,14 +182,26 @@ fn version_probe(path: &std::path::Path) -> Option<String> {
     spec.kill_grace = Duration::from_secs(1);
     spec.drain_grace = Duration::from_millis(200);
     let (outcome, _) = runtime.block_on(run_process(spec, Arc::new(Progress::new()), None));
-    if outcome.exit_code != Some(0) {
-        return None;
+    if outcome.timed_out {
+        return Err(format!(
+            "no answer to --version within {}s",
+            VERSION_PROBE_TIMEOUT.as_secs()
+        ));
+    }
+    if let Some(e) = &outcome.spawn_error {
+        return Err(format!("cannot run it: {e}"));
+    }
+    match outcome.exit_code {
+        Some(0) => {}
+        Some(code) => return Err(format!("it has no --version (exit {code})")),
+        None => return Err("--version was ended by a signal".into()),
     }
     let text = outcome.stdout.tail_string();
     text.lines()
         .map(str::trim)
         .find(|l| !l.is_empty())
         .map(str::to_string)
+        .ok_or_else(|| "--version printed nothing".to_string())
 }
 
 fn check(registry: &InstrumentRegistry, name: &str, as_json: bool) -> Result<i32, CliError> {
@@ -252,11 +266,8 @@ fn check(registry: &InstrumentRegistry, name: &str, as_json: bool) -> Result<i32
             Some(p) => {
                 println!("  Binary:        {} ✓", p.display());
                 match version_probe(p) {
-                    Some(v) => println!("  Version:       {v}"),
-                    None => println!(
-                        "  Version:       (no answer to --version within {}s)",
-                        VERSION_PROBE_TIMEOUT.as_secs()
-                    ),
+                    Ok(v) => println!("  Version:       {v}"),
+                    Err(why) => println!("  Version:       ({why})"),
                 }
             }
             None => {

@@ -39,8 +39,15 @@ pub struct Args {
 
 /// Run `mozart list`.
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
-    let page = fetch(globals, &args)?;
+    let mut page = fetch(globals, &args)?;
     if args.json {
+        // A paused job whose sheets still run reads `pausing`, as in `status --json`; the
+        // `pausing` key says how many still run.
+        for job in &mut page.jobs.0 {
+            if let (Some(_), JobListEntry::Live(j)) = (job.pausing(), &mut *job) {
+                j.status = "pausing".into();
+            }
+        }
         print_json(&json!({
             "jobs": page.jobs,
             "total": page.total,

@@ -71,7 +71,9 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             }));
         } else {
             println!("Pause signal sent to score '{id}'.");
-            println!("Score will pause at next sheet boundary.");
+            println!(
+                "No new sheet starts; running sheets finish their attempt first ('mozart status {id}' says pausing until then)."
+            );
             println!();
             println!("To resume: mozart resume {id}");
             println!("To resume with new config: mozart resume {id} --config new.yaml");

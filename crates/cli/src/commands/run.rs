@@ -110,7 +110,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         Err(err) => return load_failure(args.json, &path.display().to_string(), err),
     };
     for warning in &score.warnings {
-        eprintln!("{}: UserWarning: {warning}", path.display());
+        eprintln!("{}: warning: {warning}", path.display());
     }
     if let Some(message) = mozart_config::plan::impossible_sheet_count(&score.config.sheet) {
         let message = format!("[V010] {message}");
@@ -177,7 +177,8 @@ fn print_config_panel(score: &Score) {
         panel = format!("{top}\n{}", panel.split_once('\n').map_or("", |(_, r)| r));
     }
     print!("{panel}");
-    if !c.cost_limits.enabled {
+    // No money to guard on a score that only runs the free `shell` instrument (issue 23).
+    if !c.cost_limits.enabled && !super::submit::only_free_instruments(c) {
         println!("\nNote: Cost tracking is disabled for this score. API calls will not be monitored or limited.");
         println!("  To enable, add to your score: cost_limits: {{enabled: true, max_cost_per_job: 10.00}}");
     }

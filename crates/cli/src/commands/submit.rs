@@ -152,7 +152,17 @@ pub fn submit(globals: &Globals, args: &SubmitArgs) -> Result<i32, CliError> {
             } else {
                 println!("Score submitted to conductor: {job_id}");
                 if let Some(m) = &message {
-                    println!("  {m}");
+                    // Upstream's wire words say "queued" for every accepted job, also one that
+                    // starts at once: say what the limit means instead.
+                    match m
+                        .strip_prefix("Job queued (concurrency limit: ")
+                        .and_then(|r| r.strip_suffix(')'))
+                    {
+                        Some(limit) => println!(
+                            "  Job accepted (up to {limit} jobs run at once; more wait for a free slot)"
+                        ),
+                        None => println!("  {m}"),
+                    }
                 }
                 println!();
                 match &ended {
@@ -243,7 +253,7 @@ fn print_panel(config: &mozart_config::JobConfig) {
 
 /// Whether every instrument the score can run is the free built-in `shell` (no API
 /// charges): the score-level one, movements, per-sheet choices, aliases and fallbacks.
-fn only_free_instruments(config: &mozart_config::JobConfig) -> bool {
+pub(crate) fn only_free_instruments(config: &mozart_config::JobConfig) -> bool {
     let top = config
         .instrument
         .clone()

@@ -79,6 +79,66 @@ fn add_builtin_instruments(env: &mut CheckEnv) {
     }
 }
 
+/// Every instrument name the score can play: score-level, movements, per-sheet choices,
+/// aliases and fallbacks.
+fn instrument_names(c: &mozart_config::JobConfig) -> Vec<String> {
+    let top = c
+        .instrument
+        .clone()
+        .unwrap_or_else(|| c.backend.kind.as_str().to_string());
+    let mut names: Vec<String> = std::iter::once(top)
+        .chain(c.instrument_fallbacks.iter().cloned())
+        .chain(
+            c.movements
+                .values()
+                .flat_map(|m| m.instrument.iter().chain(m.instrument_fallbacks.iter()))
+                .cloned(),
+        )
+        .chain(c.sheet.per_sheet_instruments.values().cloned())
+        .chain(c.sheet.instrument_map.keys().cloned())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// V213 (ours): an instrument the score plays is a command-line program that is not on this
+/// PATH, so each of its sheets would fail to start. A warning, not an error: the score may
+/// be meant for another machine, and the conductor uses the PATH it was started with.
+fn missing_programs(score: &Score) -> Vec<Issue> {
+    let project = std::env::current_dir().ok();
+    let home = mozart_ipc::paths::mozart_home().unwrap_or_else(|_| PathBuf::from(".mozart"));
+    let Ok(registry) = mozart_backends::InstrumentRegistry::load(&home, project.as_deref()) else {
+        return Vec::new();
+    };
+    instrument_names(&score.config)
+        .iter()
+        .filter_map(|name| {
+            let profile = registry.get(name)?;
+            let cli = profile.cli.as_ref()?;
+            if super::instruments::binary(profile).is_some() {
+                return None;
+            }
+            Some(Issue {
+                check_id: "V213",
+                severity: Severity::Warning,
+                message: format!(
+                    "Instrument '{name}' runs `{}`, which is not on this PATH: each of its sheets would fail to start",
+                    cli.command.executable
+                ),
+                line: None,
+                column: None,
+                context: None,
+                suggestion: Some(format!(
+                    "Install it and check with 'mozart instruments check {name}' (the conductor uses the PATH it was started with), or try the score with 'instrument: shell'"
+                )),
+                auto_fixable: false,
+                metadata: Vec::new(),
+            })
+        })
+        .collect()
+}
+
 /// Run `mozart validate`.
 pub fn run(_globals: &Globals, args: Args) -> Result<i32, CliError> {
     let path = &args.config_file;
@@ -90,9 +150,10 @@ pub fn run(_globals: &Globals, args: Args) -> Result<i32, CliError> {
         Err(err) => return report_load_error(err, args.json),
     };
     for warning in &score.warnings {
-        eprintln!("{}: UserWarning: {warning}", path.display());
+        eprintln!("{}: warning: {warning}", path.display());
     }
-    let issues = checks::run_checks(&score, path, &check_env_for(&score));
+    let mut issues = checks::run_checks(&score, path, &check_env_for(&score));
+    issues.extend(missing_programs(&score));
     let has_errors = issues.iter().any(|i| i.severity == Severity::Error);
     // The branches the tasks will really get (the job ID is the file's stem).
     let job_id = path
@@ -214,7 +275,10 @@ fn print_terminal(
             println!("\nValidation: FAILED");
             return;
         }
-        println!("\nValidation: PASSED (with warnings)");
+        println!(
+            "\nValidation: PASSED (with {})",
+            if w > 0 { "warnings" } else { "notes" }
+        );
     }
     println!();
     println!("Configuration summary:");
@@ -293,7 +357,13 @@ pub fn print_preview(preview: &checks::Preview<'_>, verbose: bool, width: usize)
         if validations.len() > 0 {
             println!("  Validations (expanded for sheet {}):", sp.sheet_num);
             for v in validations {
-                let path = v.expanded_path.unwrap_or_default();
+                // A rule without a path (`command_succeeds`) is named by its description.
+                let path = v
+                    .expanded_path
+                    .map(|p| p.into_owned())
+                    .filter(|p| !p.is_empty())
+                    .or_else(|| v.description.map(str::to_string))
+                    .unwrap_or_default();
                 if v.applicable {
                     println!("    {}. {}: {path}", v.index + 1, v.kind);
                 } else {

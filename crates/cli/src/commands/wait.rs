@@ -17,7 +17,8 @@ pub const EXIT_COMPLETED: i32 = 0;
 pub const EXIT_FAILED: i32 = 1;
 /// Exit code when the job was cancelled.
 pub const EXIT_CANCELLED: i32 = 3;
-/// Exit code when the job paused (it waits for an operator, so waiting ends).
+/// Exit code when the job paused (it waits for an operator, so waiting ends) — once its
+/// running sheets have finished: while `pausing` they still work.
 pub const EXIT_PAUSED: i32 = 4;
 /// Exit code when `--timeout` ran out first (as `timeout(1)`).
 pub const EXIT_TIMEOUT: i32 = 124;

@@ -19,6 +19,14 @@ fn status_of(job: &JobListEntry) -> String {
     job.status().to_lowercase()
 }
 
+/// The status a person reads: `pausing (N running)` while a paused job's sheets still run.
+fn shown_status(job: &JobListEntry) -> String {
+    match job.pausing() {
+        Some(n) => format!("pausing ({n} running)"),
+        None => status_of(job),
+    }
+}
+
 /// Split `job.list` into active jobs (conductor order) and the newest five finished ones.
 pub fn split_overview(jobs: &[JobListEntry]) -> (Vec<JobListEntry>, Vec<JobListEntry>) {
     let active: Vec<JobListEntry> = jobs
@@ -54,7 +62,7 @@ pub fn overview_json(active: &[JobListEntry], recent: &[JobListEntry]) -> Value 
 fn overview_line(job: &JobListEntry, show_elapsed: bool, now: f64, style: &Style) -> String {
     let id = job.job_id();
     let status = {
-        let s = status_of(job);
+        let s = shown_status(job);
         if s.is_empty() {
             "unknown".to_string()
         } else {
@@ -63,7 +71,13 @@ fn overview_line(job: &JobListEntry, show_elapsed: bool, now: f64, style: &Style
     };
     let mut line = format!(
         "  {id:<24} {}",
-        style.paint(&status.to_uppercase(), job_status_color(&status))
+        style.paint(
+            &match job.pausing() {
+                Some(n) => format!("PAUSING ({n} running)"),
+                None => status.to_uppercase(),
+            },
+            job_status_color(job.shown_status())
+        )
     );
     let ts = job.submitted_at();
     if ts != 0.0 {
@@ -174,8 +188,8 @@ pub fn render_list_page(
     let rows: Vec<Vec<super::table::Cell>> = jobs
         .iter()
         .map(|j| {
-            let status = j.status().to_string();
-            let color = job_status_color(&status);
+            let status = shown_status(j);
+            let color = job_status_color(j.shown_status());
             vec![
                 j.job_id().into(),
                 super::table::Cell::colored(status, color),

@@ -60,28 +60,7 @@ pub fn normalize_error_code(code: Option<&str>, category: Option<&str>) -> Strin
 
 /// `transient` (E0xx), `rate_limit` (E1xx) or `permanent`, from a code or category.
 pub fn infer_error_type(code_or_category: Option<&str>) -> &'static str {
-    let Some(text) = code_or_category else {
-        return "permanent";
-    };
-    let lower = text.to_ascii_lowercase();
-    let b = lower.as_bytes();
-    if b.len() == 4 && b[0] == b'e' && b[1..].iter().all(u8::is_ascii_digit) {
-        return match b[1] {
-            b'0' => "transient",
-            b'1' => "rate_limit",
-            _ => "permanent",
-        };
-    }
-    if lower.contains("rate") || lower.contains("limit") {
-        "rate_limit"
-    } else if matches!(
-        lower.as_str(),
-        "transient" | "timeout" | "network" | "signal"
-    ) {
-        "transient"
-    } else {
-        "permanent"
-    }
+    mozart_ipc::checkpoint::error_type_of(code_or_category)
 }
 
 /// One entry of the recent-errors list.
@@ -146,7 +125,8 @@ pub fn recent_errors(job: &JobCheckpoint, limit: usize, now: f64) -> Vec<RecentE
                             .to_string(),
                         error_code: normalize_error_code(sheet.error_code.as_deref(), category),
                         error_message: message.clone(),
-                        attempt_number: sheet.attempt_count.max(1),
+                        // 0: the sheet never ran (blocked by a failed dependency).
+                        attempt_number: sheet.attempt_count,
                         backend: None,
                     },
                 ));
@@ -291,7 +271,11 @@ pub fn movement_groups(job: &JobCheckpoint) -> Vec<Value> {
                 .filter_map(|(_, s)| s.instrument_name.as_deref())
                 .filter(|n| !n.is_empty())
                 .collect();
-            let status = if labels.iter().all(|l| *l == "completed") {
+            // A skipped sheet is done: a movement of completed and skipped sheets is
+            // completed (issue 23).
+            let status = if labels.iter().all(|l| matches!(*l, "completed" | "skipped"))
+                && labels.contains(&"completed")
+            {
                 "completed"
             } else if labels.contains(&"failed") {
                 "failed"
@@ -313,9 +297,28 @@ pub fn movement_groups(job: &JobCheckpoint) -> Vec<Value> {
             } else {
                 Vec::new()
             };
+            // Ours: the movement's wall time, from its first sheet's start to its last
+            // sheet's end (not its longest sheet: voices may run one after another), once
+            // none of its sheets is still to run.
+            let finished = !labels
+                .iter()
+                .any(|l| matches!(*l, "pending" | "in_progress" | "running"));
+            let first_start = sheets
+                .iter()
+                .filter_map(|(_, s)| s.started_at.as_ref()?.to_epoch())
+                .reduce(f64::min);
+            let last_end = sheets
+                .iter()
+                .filter_map(|(_, s)| s.completed_at.as_ref()?.to_epoch())
+                .reduce(f64::max);
+            let duration = match (finished, first_start, last_end) {
+                (true, Some(a), Some(b)) if b >= a => Some(((b - a) * 1000.0).round() / 1000.0),
+                _ => None,
+            };
             json!({
                 "movement": movement,
                 "status": status,
+                "duration_seconds": duration,
                 "sheet_count": sheets.len(),
                 "voice_count": voices.len(),
                 "completed_count": labels.iter().filter(|l| **l == "completed").count(),
@@ -378,13 +381,10 @@ fn sheet_json(sheet: &SheetCheckpoint, now: f64) -> Value {
 }
 
 /// The job's status as shown: `queued` while it waits for a job slot (the checkpoint says
-/// `pending`, which upstream's checkpoint model also uses for "not started").
+/// `pending`, which upstream's checkpoint model also uses for "not started"), `pausing`
+/// while a paused job's sheets still run.
 pub fn shown_status(job: &JobCheckpoint) -> &'static str {
-    if job.status == mozart_ipc::checkpoint::JobStatus::Pending && job.waiting_reason.is_some() {
-        "queued"
-    } else {
-        job.status.as_str()
-    }
+    job.shown_status()
 }
 
 /// How many of the job's sheets were skipped (they count as done for progress).
@@ -441,6 +441,10 @@ pub fn status_json(job: &JobCheckpoint, now: f64) -> Value {
         // Ours: what the job waits for while it goes on by itself (a job slot, a pending
         // `modify --resume`).
         out.insert("waiting_reason".into(), json!(reason));
+    }
+    if let Some(n) = job.pausing_sheets() {
+        // Ours: paused, but these sheets still run (and spend) until they finish.
+        out.insert("running_sheets".into(), json!(n));
     }
     // Upstream's three progress keys; `skipped` (ours) only when a sheet was skipped.
     let mut progress = json!({"completed": completed, "total": total, "percent": round1(percent)});
@@ -670,7 +674,8 @@ pub(crate) mod tests {
         let doc = status_json(&job, 0.0);
         assert_eq!(
             doc["movements"][0],
-            json!({"movement": 1, "status": "completed", "sheet_count": 1, "voice_count": 0,
+            json!({"movement": 1, "status": "completed", "duration_seconds": 1.0,
+                   "sheet_count": 1, "voice_count": 0,
                    "completed_count": 1, "instrument": "command", "instruments": [],
                    "description": "Draft", "sheets": [1]})
         );

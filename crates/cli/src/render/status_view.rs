@@ -111,7 +111,10 @@ impl View<'_> {
             self.style.paint(&job.job_id, Color::Cyan)
         ));
         let shown = super::status_json::shown_status(job);
-        let status = shown.to_uppercase();
+        let status = match job.pausing_sheets() {
+            Some(n) => format!("PAUSING ({n} running)"),
+            None => shown.to_uppercase(),
+        };
         self.line(format!(
             "  Status: {}",
             self.style
@@ -119,6 +122,11 @@ impl View<'_> {
         ));
         if let Some(reason) = &job.waiting_reason {
             self.line(format!("  Waiting: {reason}"));
+        }
+        if let Some(n) = job.pausing_sheets() {
+            self.line(format!(
+                "  Pausing: {n} running sheet(s) finish their attempt first; then the job is paused"
+            ));
         }
         // Upstream never sets `started_at` (execution.md §8.1), so it never shows a
         // duration; falling back to `created_at` gives the user the obvious number.
@@ -417,13 +425,8 @@ impl View<'_> {
             let detail = if status == "running" && voices > 1 {
                 format!("{}/{} complete", g["completed_count"], g["sheet_count"])
             } else if status == "completed" {
-                let longest = sheet_nums
-                    .iter()
-                    .filter_map(|n| self.job.sheets.get(n)?.execution_duration_seconds)
-                    .fold(None, |acc: Option<f64>, d| {
-                        Some(acc.map_or(d, |a| a.max(d)))
-                    });
-                match longest {
+                // Wall time: first sheet's start to last sheet's end.
+                match g["duration_seconds"].as_f64() {
                     Some(d) => format!("completed ({})", format_duration(Some(d))),
                     None => "completed".to_string(),
                 }
@@ -836,7 +839,11 @@ impl View<'_> {
             } else {
                 e.error_message.clone()
             };
-            let mut source = format!("Sheet {}, attempt {}", e.sheet_num, e.attempt_number);
+            let mut source = if e.attempt_number == 0 {
+                format!("Sheet {}, not run", e.sheet_num)
+            } else {
+                format!("Sheet {}, attempt {}", e.sheet_num, e.attempt_number)
+            };
             if let Some(b) = &e.backend {
                 source.push_str(&format!(", {b}"));
             }

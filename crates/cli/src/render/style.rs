@@ -75,7 +75,7 @@ pub fn job_status_color(status: &str) -> Color {
         "running" => Color::Green,
         "completed" => Color::BrightGreen,
         "failed" => Color::Red,
-        "queued" | "paused" | "pending" => Color::Yellow,
+        "queued" | "paused" | "pausing" | "pending" => Color::Yellow,
         _ => Color::Dim,
     }
 }

@@ -8,7 +8,10 @@ pub fn format_duration(seconds: Option<f64>) -> String {
     let Some(s) = seconds else {
         return "N/A".to_string();
     };
-    if s < 60.0 {
+    if s > 0.0 && s < 0.05 {
+        // A run of a few milliseconds did take time: "0.0s" reads as "never ran".
+        "<0.1s".to_string()
+    } else if s < 60.0 {
         format!("{s:.1}s")
     } else if s < 3600.0 {
         format!(

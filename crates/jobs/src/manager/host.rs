@@ -363,6 +363,22 @@ impl ConductorHost {
         self.running.iter().filter(|(j, _)| j == job_id).count()
     }
 
+    /// Sheets of `job_id` still running while the job is paused: it is `pausing` until they
+    /// end (`None` when it is not paused or nothing runs).
+    pub(super) fn pausing(&self, job_id: &str) -> Option<u32> {
+        let paused = self
+            .table
+            .jobs
+            .get(job_id)
+            .is_some_and(|e| e.record.status == DaemonJobStatus::Paused);
+        let n = if paused {
+            self.running_sheets(job_id)
+        } else {
+            0
+        };
+        (n > 0).then(|| u32::try_from(n).unwrap_or(u32::MAX))
+    }
+
     fn persist_job(
         &mut self,
         jobs: &mut HashMap<String, super::JobEntry>,

@@ -294,8 +294,10 @@ impl JobManager {
                             .to_string()
                     })
                 });
+                let pausing = h.pausing(&id);
                 let live = e.and_then(|e| {
-                    let doc = wire::job_status_checkpoint(e.live.as_ref()?, &e.record);
+                    let mut doc = wire::job_status_checkpoint(e.live.as_ref()?, &e.record);
+                    doc.pausing = pausing;
                     let progress: Vec<(u32, Arc<mozart_backends::Progress>)> =
                         e.rt.live.iter().map(|(n, p)| (*n, Arc::clone(p))).collect();
                     // Sheets parked on an instrument's rate limit.
@@ -360,10 +362,9 @@ impl JobManager {
                 let mut seen = std::collections::HashSet::new();
                 for (id, entry) in &h.table.jobs {
                     seen.insert(id.clone());
-                    out.push((
-                        entry.record.submitted_at,
-                        JobListEntry::Live(wire::job_summary(&entry.record)),
-                    ));
+                    let mut summary = wire::job_summary(&entry.record);
+                    summary.pausing = h.pausing(id);
+                    out.push((entry.record.submitted_at, JobListEntry::Live(summary)));
                 }
                 (out, seen, h.table.listed_rows.clone())
             })
@@ -419,7 +420,9 @@ impl JobManager {
                 ids.iter()
                     .filter_map(|id| {
                         let e = h.table.jobs.get(id)?;
-                        Some((id.clone(), wire::job_summary(&e.record)))
+                        let mut summary = wire::job_summary(&e.record);
+                        summary.pausing = h.pausing(id);
+                        Some((id.clone(), summary))
                     })
                     .collect()
             })

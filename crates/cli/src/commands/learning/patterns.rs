@@ -73,7 +73,16 @@ fn pattern_json(p: &PatternRecord) -> Value {
 const PATTERNS: Listing<'static, PatternRecord> = Listing {
     title: "Global Learning Patterns",
     headers: &[
-        "ID", "Type", "Name", "Status", "Trust", "Auto", "Count", "Effect", "Prior",
+        "ID",
+        "Type",
+        "Name",
+        "Status",
+        "Trust",
+        "Auto",
+        "Count",
+        "Success rate",
+        "Effectiveness score",
+        "Prior",
     ],
     none: &[
         "No patterns found in global learning store.",
@@ -93,6 +102,7 @@ const PATTERNS: Listing<'static, PatternRecord> = Listing {
             format!("{:.2}", p.trust_score),
             if auto { "⚡".into() } else { String::new() },
             p.occurrence_count.to_string(),
+            p.success_rate_text(),
             format!("{:.2}", p.effectiveness_score),
             format!("{:.2}", p.priority_score),
         ]
@@ -134,7 +144,13 @@ fn why_json(w: &WhyAnalysis) -> Value {
 
 const WITH_FACTORS: Listing<'static, WhyAnalysis> = Listing {
     title: "Patterns with WHY Analysis",
-    headers: &["Pattern", "Obs", "Success%", "Confidence", "Key Insight"],
+    headers: &[
+        "Pattern",
+        "Obs",
+        "Success rate",
+        "Confidence",
+        "Key Insight",
+    ],
     none: &[
         "No patterns with captured success factors found.",
         "Success factors are captured when patterns lead to successful sheets.",
@@ -148,7 +164,7 @@ const WITH_FACTORS: Listing<'static, WhyAnalysis> = Listing {
         vec![
             head(&w.pattern_name, 25),
             w.observation_count.to_string(),
-            format!("{:.0}%", w.success_rate * 100.0),
+            w.success_rate_text.clone(),
             format!("{:.2}", w.confidence),
             cut(&insight, 35),
         ]
@@ -226,15 +242,12 @@ pub fn why(args: WhyArgs) -> Result<i32, CliError> {
     }
     println!();
     let rows = vec![
-        vec!["Observations".into(), w.observation_count.to_string()],
-        vec![
-            "Success Rate".into(),
-            format!("{:.1}%", w.success_rate * 100.0),
-        ],
+        vec!["Successes observed".into(), w.observation_count.to_string()],
+        vec!["Success rate".into(), w.success_rate_text.clone()],
         vec!["Confidence".into(), format!("{:.2}", w.confidence)],
-        vec!["Trust Score".into(), format!("{:.2}", w.trust_score)],
+        vec!["Trust score".into(), format!("{:.2}", w.trust_score)],
         vec![
-            "Effectiveness".into(),
+            "Effectiveness score".into(),
             format!("{:.2}", w.effectiveness_score),
         ],
     ];
@@ -267,6 +280,7 @@ mod tests {
             recommendations: vec![],
             observation_count: 3,
             success_rate: 0.75,
+            success_rate_text: "75.0% (3 of 4 applications)".into(),
         };
         assert_eq!(
             WITH_FACTORS.render(&[
@@ -274,10 +288,10 @@ mod tests {
                 why("slow network retry", &["Often succeeds after 1 retries, when the network is back"]),
             ]),
             "Patterns with WHY Analysis\n\
-             Pattern              Obs  Success%  Confidence  Key Insight\n\
-             ───────────────────  ───  ────────  ──────────  ──────────────────────────────────────\n\
-             missing output file  3    75%       0.22        Succeeds on first attempt\n\
-             slow network retry   3    75%       0.22        Often succeeds after 1 retries, whe...\n"
+             Pattern              Obs  Success rate                 Confidence  Key Insight\n\
+             ───────────────────  ───  ───────────────────────────  ──────────  ──────────────────────────────────────\n\
+             missing output file  3    75.0% (3 of 4 applications)  0.22        Succeeds on first attempt\n\
+             slow network retry   3    75.0% (3 of 4 applications)  0.22        Often succeeds after 1 retries, whe...\n"
         );
         assert_eq!(
             WITH_FACTORS.render(&[]),

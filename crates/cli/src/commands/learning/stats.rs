@@ -85,10 +85,12 @@ pub fn insights(args: InsightsArgs) -> Result<i32, CliError> {
                 p.pattern_type.clone(),
                 cut(p.description.as_deref().unwrap_or(&p.pattern_name), 45),
                 p.occurrence_count.to_string(),
+                p.success_rate_text(),
+                // A 0–1 score, as everywhere: it is not a percentage of anything.
                 if p.effectiveness_score == 0.0 {
                     "-".into()
                 } else {
-                    format!("{:.0}%", p.effectiveness_score * 100.0)
+                    format!("{:.2}", p.effectiveness_score)
                 },
             ]
         })
@@ -97,7 +99,13 @@ pub fn insights(args: InsightsArgs) -> Result<i32, CliError> {
         "{}",
         table(
             "Learned Patterns",
-            &["Type", "Description", "Freq", "Effectiveness"],
+            &[
+                "Type",
+                "Description",
+                "Freq",
+                "Success rate",
+                "Effectiveness score"
+            ],
             &rows
         )
     );

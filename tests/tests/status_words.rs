@@ -1,0 +1,449 @@
+//! What `status`, `list` and the dashboard say is what happens (issue 23, "States that are
+//! not the state"): a paused job whose sheet still runs is *pausing*, a failed or cancelled
+//! job's progress bar says so, durations are wall time, a skipped sheet is done.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../fixtures/e2e/harness.rs"]
+mod harness;
+
+use harness::{list_all, submit_now, wait_status};
+use mozart_tests::web::{self, login, start_dashboard};
+use mozart_tests::{sleepy_shell_score as score, stdout, TestEnv};
+
+/// A dashboard page's body, logged in with the session cookie.
+fn page(addr: &str, cookie: &str, path: &str) -> String {
+    let r = web::http(addr, "GET", path, &[("Cookie", cookie)], "");
+    assert_eq!(r.status, 200, "{path}: {}", r.raw);
+    r.body
+}
+
+#[test]
+fn a_paused_job_is_pausing_until_its_running_sheet_finishes() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let dash = start_dashboard(&env, &[]);
+    let cookie = login(&dash.addr, &dash.url);
+    let path = env.write_score("slowp", &score("slowp", 2, 8.0));
+    submit_now(&env, &path);
+    wait_status(&env, "slowp", 30.0, |d| {
+        d["sheets"]["1"]["status"] == "in_progress"
+    });
+    let out = env.mozart(&["pause", "slowp"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+
+    // Sheet 1 still sleeps: the job is pausing, not paused, on every surface.
+    let doc = harness::status(&env, "slowp");
+    assert_eq!(doc["status"], "pausing", "{doc:#}");
+    assert_eq!(doc["running_sheets"], 1, "{doc:#}");
+    let text = stdout(&env.mozart(&["status", "slowp"]));
+    assert!(text.contains("PAUSING (1 running)"), "{text}");
+    let text = stdout(&env.mozart(&["list"]));
+    assert!(text.contains("pausing (1 running)"), "{text}");
+    let text = stdout(&env.mozart(&["status"]));
+    assert!(text.contains("PAUSING (1 running)"), "{text}");
+    let row = list_all(&env)
+        .into_iter()
+        .find(|j| j["job_id"] == "slowp")
+        .expect("slowp listed");
+    assert_eq!(row["status"], "pausing", "{row:#}");
+    assert_eq!(row["pausing"], 1, "{row:#}");
+    let jobs = page(&dash.addr, &cookie, "/jobs");
+    assert!(jobs.contains("pausing (1 running)"), "{jobs}");
+    let job = page(&dash.addr, &cookie, "/jobs/slowp");
+    assert!(job.contains("pausing (1 running)"), "{job}");
+    let mcp = web::mcp_calls(
+        &env,
+        &[serde_json::json!({"name": "status", "arguments": {"job_id": "slowp"}})],
+    );
+    let text = mcp[0]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    let doc: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+    assert_eq!(doc["status"], "pausing", "{}", mcp[0]);
+    // A script waiting for the pause does not return while the sheet still works.
+    let waited = env.mozart(&["wait", "slowp", "--timeout", "1"]);
+    assert_ne!(waited.status.code(), Some(4), "{}", stdout(&waited));
+
+    // Once the sheet has finished, the job is paused.
+    let doc = wait_status(&env, "slowp", 30.0, |d| d["status"] == "paused");
+    assert_eq!(doc["sheets"]["1"]["status"], "completed", "{doc:#}");
+    assert!(doc.get("running_sheets").is_none(), "{doc:#}");
+    let text = stdout(&env.mozart(&["status", "slowp"]));
+    assert!(
+        text.contains("PAUSED") && !text.contains("PAUSING"),
+        "{text}"
+    );
+    let text = stdout(&env.mozart(&["list"]));
+    assert!(
+        text.contains("paused") && !text.contains("pausing"),
+        "{text}"
+    );
+    let jobs = page(&dash.addr, &cookie, "/jobs");
+    assert!(!jobs.contains("pausing"), "{jobs}");
+    let waited = env.mozart(&["wait", "slowp", "--timeout", "10"]);
+    assert_eq!(waited.status.code(), Some(4), "{}", stdout(&waited));
+}
+
+fn web_dir() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("web")
+}
+
+/// Why the browser cannot run here, if it cannot.
+fn missing_browser() -> Option<String> {
+    if !std::path::Path::new("/usr/bin/chromium").exists() {
+        return Some("chromium is not installed".into());
+    }
+    if !web_dir()
+        .join("node_modules/playwright-core/package.json")
+        .exists()
+    {
+        return Some("playwright-core is not installed".into());
+    }
+    None
+}
+
+#[test]
+fn the_dashboard_draws_each_jobs_bar_in_the_colour_and_words_of_its_state() {
+    if let Some(why) = missing_browser() {
+        mozart_tests::users::missing(&why, "run tests/web/setup.sh");
+        return;
+    }
+    let env = TestEnv::new();
+    env.start_conductor();
+    let done = env.write_score("done3", &score("done3", 3, 0.0));
+    submit_now(&env, &done);
+    let failing = env.write_score(
+        "fail3",
+        "name: fail3\nworkspace: ./fail3-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         retry: {max_retries: 0}\nsheet: {size: 1, total_items: 3}\n\
+         prompt:\n  template: \"RUN: test {{ sheet_num }} != 2\"\n",
+    );
+    submit_now(&env, &failing);
+    let stopped = env.write_score("stop3", &score("stop3", 3, 5.0));
+    submit_now(&env, &stopped);
+    wait_status(&env, "done3", 30.0, |d| d["status"] == "completed");
+    wait_status(&env, "fail3", 30.0, |d| d["status"] == "failed");
+    wait_status(&env, "stop3", 30.0, |d| d["status"] == "running");
+    assert!(env.mozart(&["cancel", "stop3"]).status.success());
+    wait_status(&env, "stop3", 30.0, |d| d["status"] == "cancelled");
+
+    let dash = start_dashboard(&env, &[]);
+    let out = std::process::Command::new("node")
+        .arg(web_dir().join("bars.mjs"))
+        .arg(&dash.url)
+        .current_dir(web_dir())
+        .output()
+        .expect("run node");
+    let text = stdout(&out);
+    assert!(
+        text.lines().any(|l| l == "OK"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let row = |id: &str| {
+        rows.iter()
+            .find(|r| r["job"] == id)
+            .unwrap_or_else(|| panic!("no row for {id}: {text}"))
+    };
+    // The page's own colours (style.css): green done, red failed, slate cancelled.
+    let r = row("done3");
+    assert_eq!(r["width"], 100, "{r}");
+    assert_eq!(r["fill"], "rgb(60, 157, 93)", "{r}");
+    assert_eq!(r["label"], "3/3 done", "{r}");
+    let r = row("fail3");
+    assert!(r["width"].as_u64().unwrap() < 100, "{r}");
+    assert_eq!(r["fill"], "rgb(217, 83, 79)", "{r}");
+    assert!(
+        r["label"].as_str().unwrap().ends_with("done, failed"),
+        "{r}"
+    );
+    let r = row("stop3");
+    assert!(r["width"].as_u64().unwrap() < 100, "{r}");
+    assert_eq!(r["fill"], "rgb(82, 96, 109)", "{r}");
+    assert!(
+        r["label"].as_str().unwrap().ends_with("done, cancelled"),
+        "{r}"
+    );
+}
+
+/// Seconds in a `format_duration` text (`4.9s`, `1m 3s`).
+fn seconds(text: &str) -> f64 {
+    let mut total = 0.0;
+    for part in text.split_whitespace() {
+        let (num, unit) = part.split_at(part.len() - 1);
+        let n: f64 = num.parse().unwrap_or_else(|_| panic!("a duration: {text}"));
+        total += n * match unit {
+            "h" => 3600.0,
+            "m" => 60.0,
+            _ => 1.0,
+        };
+    }
+    total
+}
+
+#[test]
+fn a_movement_takes_the_wall_time_from_its_first_sheet_to_its_last() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    // Four voices of movement 1 run one after another (the default: no parallel sheets),
+    // 1.2 s each: the movement takes ≥ 4.8 s though its longest sheet took 1.2 s.
+    let yaml =
+        "name: fan\nworkspace: ./fan-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+                sheet:\n  size: 1\n  total_items: 2\n  fan_out: {1: 4}\n\
+                prompt:\n  template: \"RUN: sleep 1.2\"\n";
+    let path = env.write_score("fan", yaml);
+    submit_now(&env, &path);
+    let doc = wait_status(&env, "fan", 60.0, |d| d["status"] == "completed");
+    let m1 = &doc["movements"][0];
+    assert_eq!(m1["sheets"], serde_json::json!([1, 2, 3, 4]), "{doc:#}");
+    let wall = m1["duration_seconds"].as_f64().expect("movement duration");
+    assert!(wall >= 4.7, "movement 1 took {wall}s: {doc:#}");
+    let longest = (1..=4)
+        .map(|n| {
+            doc["sheets"][n.to_string()]["execution_duration_seconds"]
+                .as_f64()
+                .unwrap()
+        })
+        .fold(0.0, f64::max);
+    assert!(longest < 3.0, "{doc:#}");
+
+    let text = stdout(&env.mozart(&["status", "fan"]));
+    let line = text
+        .lines()
+        .find(|l| l.contains("Movement 1"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let shown = line
+        .split("completed (")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(seconds(shown) >= 4.7, "{line}\n{text}");
+    let total = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Duration: "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(seconds(total) >= seconds(shown), "{text}");
+
+    // The dashboard's elapsed time of the finished job is its run time too.
+    let dash = start_dashboard(&env, &[]);
+    let cookie = login(&dash.addr, &dash.url);
+    let job = page(&dash.addr, &cookie, "/jobs/fan");
+    let elapsed = job
+        .split("<span class=\"label\">Elapsed</span> ")
+        .nth(1)
+        .and_then(|r| r.split('<').next())
+        .unwrap_or_else(|| panic!("{job}"));
+    assert!(seconds(elapsed.trim()) >= 4.7, "{elapsed}");
+}
+
+#[test]
+fn a_completed_job_with_a_skipped_sheet_is_done_everywhere() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    // Movement 1 has three voices; the stage's skip command succeeds once (`mkdir` of one
+    // directory), so exactly one voice is skipped and the other two run.
+    let yaml = r#"name: skippy
+workspace: ./skippy-ws
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet:
+  size: 1
+  total_items: 2
+  fan_out: {1: 3}
+  skip_when_command:
+    1:
+      command: 'mkdir {workspace}/token'
+      description: "Nothing to do"
+prompt:
+  template: |
+    RUN: echo done
+"#;
+    let path = env.write_score("skippy", yaml);
+    submit_now(&env, &path);
+    let doc = wait_status(&env, "skippy", 30.0, |d| d["status"] == "completed");
+    let skipped: Vec<u32> = (1..=4)
+        .filter(|n| doc["sheets"][n.to_string()]["status"] == "skipped")
+        .collect();
+    assert_eq!(skipped.len(), 1, "{doc:#}");
+    assert!(skipped[0] <= 3, "{doc:#}");
+    assert_eq!(doc["progress"]["percent"], 100.0, "{doc:#}");
+    assert_eq!(doc["movements"][0]["status"], "completed", "{doc:#}");
+    let text = stdout(&env.mozart(&["status", "skippy"]));
+    assert!(text.contains("100% (4/4)"), "{text}");
+    let m1 = text.lines().find(|l| l.contains("Movement 1")).unwrap();
+    assert!(m1.contains("completed"), "{text}");
+
+    let out = env.mozart(&["diagnose", "skippy", "--json"]);
+    let diag: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(diag["progress"]["percent"], 100.0, "{diag:#}");
+    assert_eq!(diag["progress"]["skipped"], 1, "{diag:#}");
+    let text = stdout(&env.mozart(&["diagnose", "skippy"]));
+    assert!(
+        text.contains("Sheets: 4/4 done (100.0%): 3 completed, 1 skipped"),
+        "{text}"
+    );
+
+    let row = list_all(&env)
+        .into_iter()
+        .find(|j| j["job_id"] == "skippy")
+        .unwrap();
+    assert_eq!(row["status"], "completed", "{row:#}");
+    let text = stdout(&env.mozart(&["list", "--all"]));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("skippy") && l.contains("completed")),
+        "{text}"
+    );
+    let dash = start_dashboard(&env, &[]);
+    let cookie = login(&dash.addr, &dash.url);
+    let jobs = page(&dash.addr, &cookie, "/jobs");
+    assert!(jobs.contains("<rect width=\"100\""), "{jobs}");
+    assert!(jobs.contains("4&#x2f;4 done"), "{jobs}");
+}
+
+#[test]
+fn a_failed_job_names_its_cause_and_a_blocked_sheet_is_not_run() {
+    let env = TestEnv::new();
+    // No conductor: doctor counts both of its `!` lines.
+    let text = stdout(&env.mozart(&["doctor"]));
+    let warnings = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("! "))
+        .count();
+    assert!(
+        text.contains(&format!("{warnings} warning(s)")),
+        "{warnings} warnings shown:\n{text}"
+    );
+    env.start_conductor();
+    let yaml = "name: broken\nworkspace: ./broken-ws\ninstrument: shell\n\
+                retry: {max_retries: 0}\nsheet: {size: 1, total_items: 3}\n\
+                prompt:\n  template: |\n    \
+                RUN: test {{ sheet_num }} != 2 || { echo 'no such file: input-2.csv' >&2; exit 3; }\n";
+    let path = env.write_score("broken", yaml);
+    submit_now(&env, &path);
+    let out = env.mozart(&["wait", "broken"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.contains("sheet 2: "), "{text}");
+    assert!(text.contains("no such file: input-2.csv"), "{text}");
+
+    // Sheet 3 never ran: no "attempt 1" for it anywhere.
+    let text = stdout(&env.mozart(&["status", "broken"]));
+    assert!(text.contains("(Sheet 3, not run)"), "{text}");
+    assert!(!text.contains("Sheet 3, attempt"), "{text}");
+    let text = stdout(&env.mozart(&["errors", "broken"]));
+    let row = text
+        .lines()
+        .find(|l| l.starts_with('3'))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("not run"), "{text}");
+
+    // The dashboard calls the error's type what the CLI calls it.
+    let dash = start_dashboard(&env, &[]);
+    let cookie = login(&dash.addr, &dash.url);
+    let job = page(&dash.addr, &cookie, "/jobs/broken");
+    assert!(job.contains("<td>permanent</td>"), "{job}");
+    assert!(!job.contains("<td>fatal</td>"), "{job}");
+    assert!(job.contains("<td>not run</td>"), "{job}");
+
+    // Settings in conductor.yaml's words, not Python's.
+    let text = stdout(&env.mozart(&["config", "show"]));
+    assert!(!text.contains("True") && !text.contains("None"), "{text}");
+}
+
+#[test]
+fn validate_warns_when_an_instruments_program_is_not_on_the_path() {
+    let env = TestEnv::new();
+    let profiles = env.home.join("instruments");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("ghost.yaml"),
+        "name: ghost\ndisplay_name: Ghost\nkind: cli\ncli:\n  command:\n    \
+         executable: mozart-no-such-program-h23\n    prompt_flag: \"-p\"\n  output:\n    format: text\n",
+    )
+    .unwrap();
+    let yaml = "name: ghostly\nworkspace: ./ghost-ws\ninstrument: ghost\n\
+                sheet: {size: 1, total_items: 1}\nprompt:\n  template: hello\n";
+    let path = env.write_score("ghostly", yaml);
+    let out = env.mozart(&["validate", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a warning, not an error: {text}"
+    );
+    assert!(text.contains("[V213] Instrument 'ghost' runs `mozart-no-such-program-h23`, which is not on this PATH"), "{text}");
+    assert!(text.contains("mozart instruments check ghost"), "{text}");
+    assert!(
+        text.contains("Validation: PASSED (with warnings)"),
+        "{text}"
+    );
+
+    // The shell example needs no program: no V213, and a note alone is not a warning.
+    let path = env.write_score("plain", &score("plain", 1, 0.0));
+    let text = stdout(&env.mozart(&["validate", path.to_str().unwrap()]));
+    assert!(!text.contains("V213"), "{text}");
+    assert!(!text.contains("(with warnings)"), "{text}");
+}
+
+#[test]
+fn run_does_not_call_a_job_that_starts_at_once_queued() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("now", &score("now", 1, 0.0));
+    let out = env.mozart(&["run", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains("Job queued"), "{text}");
+    assert!(
+        text.contains("Job accepted (up to 15 jobs run at once; more wait for a free slot)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_dashboard_list_and_job_page_give_a_resumed_job_the_same_elapsed_time() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    // Fails until `go` exists; resumed two seconds later, it completes.
+    let yaml = "name: again\nworkspace: ./again-ws\ninstrument: shell\n\
+                retry: {max_retries: 0}\nsheet: {size: 1, total_items: 1}\n\
+                prompt:\n  template: \"RUN: test -f '{{ workspace }}/../go'\"\n";
+    let path = env.write_score("again", yaml);
+    submit_now(&env, &path);
+    wait_status(&env, "again", 30.0, |d| d["status"] == "failed");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    std::fs::write(env.work.join("go"), "").unwrap();
+    assert!(env.mozart(&["resume", "again"]).status.success());
+    wait_status(&env, "again", 30.0, |d| d["status"] == "completed");
+
+    let dash = start_dashboard(&env, &[]);
+    let cookie = login(&dash.addr, &dash.url);
+    let job = page(&dash.addr, &cookie, "/jobs/again");
+    let on_page = job
+        .split("<span class=\"label\">Elapsed</span> ")
+        .nth(1)
+        .and_then(|r| r.split('<').next())
+        .unwrap_or_else(|| panic!("{job}"))
+        .trim()
+        .to_string();
+    let jobs = page(&dash.addr, &cookie, "/jobs");
+    let row = jobs
+        .split("data-job=\"again\"")
+        .nth(1)
+        .and_then(|r| r.split("</tr>").next())
+        .unwrap_or_else(|| panic!("{jobs}"));
+    let in_list = row
+        .rsplit("<td>")
+        .next()
+        .and_then(|c| c.split('<').next())
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    assert!(seconds(&on_page) >= 2.0, "{on_page}");
+    assert_eq!(in_list, on_page, "list row: {row}");
+}
