@@ -203,3 +203,21 @@ fn the_claude_code_profile_fails_fast_on_a_bad_key_too() {
     };
     rc.check_bad_key_fails_fast(&CLAUDE_CODE_PROFILE);
 }
+
+#[test]
+fn in_text_mode_the_cost_is_unknown_not_zero() {
+    // Issue 22: text mode reports neither cost nor tokens; the job said "$0.00" with
+    // cost_confidence 1.0, as if the work had been free.
+    let Some(rc) = RealCliEnv::start(&CLAUDE_TEXT) else {
+        return;
+    };
+    let score = write_file_score("rc-text", &CLAUDE_TEXT.instrument(90), 1, "write", "");
+    rc.run_score("rc-text", &score);
+    let doc = rc.wait_done("rc-text", 120);
+    rc.assert_completed("rc-text", &doc);
+    assert_eq!(doc["cost"]["cost_confidence"], 0.0, "{doc:#}");
+    assert_eq!(doc["sheets"]["1"]["cost_confidence"], 0.0, "{doc:#}");
+    let text = mozart_tests::stdout(&rc.mozart(&["status", "rc-text"]));
+    assert!(text.contains("Cost: unknown"), "{text}");
+    assert!(!text.contains("$0.00"), "{text}");
+}

@@ -72,6 +72,10 @@ pub struct JobChange {
     pub reason: Option<String>,
     /// Total cost so far.
     pub total_cost_usd: f64,
+    /// The job is paused because its cost exceeded `cost_limits.max_cost_per_job` (the
+    /// checkpoint's `cost_limit_reached`).
+    #[serde(default)]
+    pub cost_limit_reached: bool,
 }
 
 /// An instrument's durable state (rate limits survive restarts, invariant 2).

@@ -567,6 +567,7 @@ impl BatonCore {
             status,
             reason,
             total_cost_usd: job.total_cost,
+            cost_limit_reached: job.cost_paused,
         })));
     }
 

@@ -227,11 +227,14 @@ pub fn last_activity(job: &JobCheckpoint) -> Option<&Timestamp> {
         })
 }
 
-/// Lowest cost confidence among sheets that reported a cost, else 1.0.
+/// Lowest cost confidence among the sheets, else 1.0. Upstream counts only sheets with a
+/// cost above 0; ours also counts a sheet whose cost is unknown (0.0: it reported no cost and
+/// no tokens), so that a job of such sheets is not "$0.00, certain" (issue 22). A sheet that
+/// never ran keeps 1.0.
 pub fn cost_confidence(job: &JobCheckpoint) -> f64 {
     job.sheets
         .values()
-        .filter(|s| s.estimated_cost.is_some_and(|c| c > 0.0))
+        .filter(|s| s.estimated_cost.is_some_and(|c| c > 0.0) || s.cost_confidence == 0.0)
         .map(|s| s.cost_confidence)
         .fold(1.0, f64::min)
 }
@@ -349,6 +352,17 @@ fn sheet_json(sheet: &SheetCheckpoint, now: f64) -> Value {
     }
     if let Some(c) = sheet.estimated_cost {
         m.insert("estimated_cost".into(), json!(c));
+    }
+    // Ours (issue 22): the sheet's own tokens, and how sure its cost is (0: unknown, the
+    // instrument reported neither its cost nor its tokens).
+    if let Some(t) = sheet.input_tokens {
+        m.insert("input_tokens".into(), json!(t));
+    }
+    if let Some(t) = sheet.output_tokens {
+        m.insert("output_tokens".into(), json!(t));
+    }
+    if sheet.estimated_cost.is_some() || sheet.cost_confidence < 1.0 {
+        m.insert("cost_confidence".into(), json!(sheet.cost_confidence));
     }
     if let Some(e) = sheet_elapsed(sheet, now) {
         m.insert("elapsed_seconds".into(), json!(round1(e)));

@@ -679,9 +679,15 @@ impl View<'_> {
             (Some(l), false) => format!("(limit: ${l:.2}, not enforced)"),
             (None, _) => "(no limit set)".to_string(),
         };
-        let estimated = cost_confidence(job) < 0.9;
+        let confidence = cost_confidence(job);
+        // Some sheet reported neither its cost nor its tokens (issue 22): what is shown is
+        // only what the others reported.
+        let unknown = confidence == 0.0;
+        let estimated = confidence < 0.9;
         let money = |v: f64| {
-            if estimated {
+            if unknown {
+                format!("at least ${v:.2} (some sheets' cost is unknown)")
+            } else if estimated {
                 format!("~${v:.2} (est.)")
             } else {
                 format!("${v:.2}")
@@ -708,11 +714,11 @@ impl View<'_> {
                 "  Output tokens: {}",
                 thousands(job.total_output_tokens)
             ));
-            if estimated {
-                self.line(
-                    "  Cost is estimated from output size — actual cost may be 10-100x \
-                     higher. Use JSON output format for accurate tracking.",
-                );
+            if estimated && !unknown {
+                self.line(format!(
+                    "  Cost is estimated (confidence {confidence:.2}): a model that ran is not \
+                     in its instrument profile's price list, so a default price was used."
+                ));
             }
             if job.cost_limit_reached {
                 self.line(format!(
@@ -725,6 +731,11 @@ impl View<'_> {
             self.line(format!(
                 "  Cost: {} {limit_text} (from sheets)",
                 self.style.paint(&money(sheet_total), Color::Yellow)
+            ));
+        } else if unknown {
+            self.line(format!(
+                "  Cost: unknown {limit_text} — the instrument reported neither its cost nor \
+                 its tokens (claude_cli with output_format: text does not; stream-json does)"
             ));
         } else {
             self.line(format!("  Cost: $0.00 {limit_text}"));

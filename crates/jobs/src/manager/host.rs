@@ -95,6 +95,16 @@ fn apply_details(sheet: &mut mozart_state::SheetState, d: &AttemptDetails) {
     if let Some(model) = &d.model {
         sheet.instrument_model = Some(model.clone());
     }
+    // The sheet's tokens and cost add up over its attempts; its confidence is its least sure
+    // attempt's (an attempt whose cost is unknown makes the sheet's unknown, 0.0).
+    if d.input_tokens > 0 || d.output_tokens > 0 {
+        sheet.input_tokens = Some(sheet.input_tokens.unwrap_or(0) + d.input_tokens);
+        sheet.output_tokens = Some(sheet.output_tokens.unwrap_or(0) + d.output_tokens);
+    }
+    if d.cost_confidence > 0.0 {
+        sheet.estimated_cost = Some(sheet.estimated_cost.unwrap_or(0.0) + d.cost_usd);
+    }
+    sheet.cost_confidence = sheet.cost_confidence.min(d.cost_confidence);
     // Kept (redacted) for `mozart errors` and for cross-sheet context (`previous_outputs`).
     sheet.capture_output(
         &d.stdout_tail,
@@ -436,6 +446,16 @@ impl ConductorHost {
             }
             if daemon == DaemonJobStatus::Failed {
                 live.error_message = change.reason.clone();
+            }
+            // Upstream's cost-limit rule (execution.md §9.6): paused, `cost_limit_reached`,
+            // and the reason ("Cost limit: …") as the job's error message. A resume (which
+            // lifts the pause with a new limit) clears both.
+            if change.cost_limit_reached && daemon == DaemonJobStatus::Paused {
+                live.cost_limit_reached = true;
+                live.error_message = change.reason.clone();
+            } else if live.cost_limit_reached && daemon == DaemonJobStatus::Running {
+                live.cost_limit_reached = false;
+                live.error_message = None;
             }
             // Every sheet row was saved with its own transition: only the job-level
             // document changes here (a full rewrite cost O(sheets) per job transition).
