@@ -90,6 +90,15 @@ pub struct InstrumentChange {
     pub rate_limit_reason: Option<String>,
     /// Breaker state.
     pub circuit: CircuitState,
+    /// Why the breaker is not closed: the failures in a row and the last one's message.
+    #[serde(default)]
+    pub circuit_reason: Option<String>,
+    /// When an open breaker lets its next probe through.
+    #[serde(default)]
+    pub circuit_until: Option<Millis>,
+    /// Failures in a row on the instrument.
+    #[serde(default)]
+    pub consecutive_failures: u32,
 }
 
 /// A change to persist before anything that depends on it.

@@ -119,6 +119,7 @@ pub fn checkpoint(cp: &CheckpointState) -> JobCheckpoint {
         circuit_breaker_history: circuit_breaker_history.clone(),
         workspace: None,
         waiting_reason: None,
+        instrument_holds: Vec::new(),
     }
 }
 

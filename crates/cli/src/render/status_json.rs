@@ -174,11 +174,28 @@ impl CircuitBreaker {
     pub fn is_persisted(&self) -> bool {
         self.reason.starts_with("Persisted:")
     }
+
+    /// Whether it is the conductor's own breaker on one of the job's instruments.
+    pub fn is_live(&self) -> bool {
+        self.reason.starts_with("Conductor:")
+    }
 }
 
-/// The last persisted breaker transition, else an inference from trailing failed sheets,
-/// else none (cli.md §4.1).
+/// The conductor's open (or half-open) breaker on an instrument the job plays, from
+/// `instrument_holds` (ours, issue 22); else the last persisted breaker transition, else an
+/// inference from trailing failed sheets, else none (cli.md §4.1).
 pub fn circuit_breaker(job: &JobCheckpoint) -> Option<CircuitBreaker> {
+    if let Some(hold) = job
+        .instrument_holds
+        .iter()
+        .find(|h| h.kind == "circuit_breaker")
+    {
+        return Some(CircuitBreaker {
+            state: hold.state.clone().unwrap_or_else(|| "open".into()),
+            consecutive_failures: hold.consecutive_failures.unwrap_or(0),
+            reason: format!("Conductor: {}", hold_text(hold)),
+        });
+    }
     if let Some(last) = job.circuit_breaker_history.last() {
         return Some(CircuitBreaker {
             state: last.state.clone(),
@@ -225,6 +242,11 @@ pub fn last_activity(job: &JobCheckpoint) -> Option<&Timestamp> {
             let (ea, eb) = (a.to_epoch().unwrap_or(0.0), b.to_epoch().unwrap_or(0.0));
             ea.partial_cmp(&eb).unwrap_or(std::cmp::Ordering::Equal)
         })
+}
+
+/// One instrument hold in words: what holds which instrument, why, and for how long.
+pub fn hold_text(hold: &mozart_ipc::checkpoint::InstrumentHold) -> String {
+    hold.describe()
 }
 
 /// Lowest cost confidence among the sheets, else 1.0. Upstream counts only sheets with a
@@ -497,6 +519,10 @@ pub fn status_json(job: &JobCheckpoint, now: f64) -> Value {
                    "reason": cb.reason})
         }),
     );
+    // Ours (issue 22): what holds the job's instruments, why, and the time left.
+    if !job.instrument_holds.is_empty() {
+        out.insert("instrument_holds".into(), json!(job.instrument_holds));
+    }
     out.insert("hook_results_count".into(), json!(job.hook_results.len()));
     out.insert("hooks_configured".into(), json!(hooks.len()));
     out.insert(

@@ -518,6 +518,19 @@ impl View<'_> {
         }
     }
 
+    /// Holds on the job's instruments (issue 22): an open circuit breaker or a rate limit,
+    /// with the failure or the API's words and the time left.
+    fn instrument_holds(&mut self) {
+        if self.job.instrument_holds.is_empty() {
+            return;
+        }
+        self.heading("Instrument Holds");
+        for hold in &self.job.instrument_holds {
+            let text = super::status_json::hold_text(hold);
+            self.line(format!("  {}", self.style.paint(&text, Color::Yellow)));
+        }
+    }
+
     fn live_progress(&mut self) {
         for (num, sheet) in &self.job.sheets {
             if sheet.status != SheetStatus::InProgress {
@@ -873,7 +886,8 @@ impl View<'_> {
             self.heading("Last Activity");
             self.line(format!("  {}", format_timestamp(t.as_str())));
         }
-        if let Some(cb) = circuit_breaker(self.job) {
+        // The conductor's own breaker is shown with the other holds (`instrument_holds`).
+        if let Some(cb) = circuit_breaker(self.job).filter(|cb| !cb.is_live()) {
             let source = if cb.is_persisted() {
                 "persisted"
             } else {
@@ -950,6 +964,7 @@ pub fn render_status(
         }
     }
     v.live_progress();
+    v.instrument_holds();
     v.job_message();
     v.timing();
     v.execution_stats(active_limits);
