@@ -28,10 +28,13 @@ impl BatonCore {
                 reason,
             } => self.on_sheet_skipped(&job_id, sheet_num, reason, now, out),
             Event::RateLimitHit {
-                instrument, wait, ..
+                instrument,
+                wait,
+                reason,
+                ..
             } => {
                 let ii = self.instrument_idx(&instrument);
-                self.park_instrument(ii, wait, None, now, out);
+                self.park_instrument(ii, wait, reason, now, out);
             }
             Event::RateLimitExpired { instrument } => {
                 self.on_rate_limit_expired(&instrument, now, out)

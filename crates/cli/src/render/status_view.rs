@@ -533,10 +533,12 @@ impl View<'_> {
 
     fn live_progress(&mut self) {
         for (num, sheet) in &self.job.sheets {
-            if sheet.status != SheetStatus::InProgress {
-                continue;
-            }
-            if let Some(wait) = &sheet.rate_limit {
+            // A wait restored after a restart is on a sheet back to `pending`.
+            if let Some(wait) = sheet
+                .rate_limit
+                .as_ref()
+                .filter(|_| matches!(sheet.status, SheetStatus::InProgress | SheetStatus::Pending))
+            {
                 self.heading(&format!("Rate Limit — Sheet {num}"));
                 self.line(format!(
                     "  Waiting on {}: {}",
@@ -551,6 +553,9 @@ impl View<'_> {
                 } else {
                     "  The wait is over: it runs again now (no retry spent)".to_string()
                 });
+                continue;
+            }
+            if sheet.status != SheetStatus::InProgress {
                 continue;
             }
             // What the running instrument reported so far (the conductor's own view).

@@ -352,6 +352,10 @@ impl JobManager {
         } else {
             Vec::new()
         };
+        let mut sheet_waits = sheet_waits;
+        if unfinished && !limits.is_empty() {
+            restored_waits(&doc, &progress, &limits, &mut sheet_waits);
+        }
         if !sheet_waits.is_empty() {
             add_rate_limit_waits(&mut doc, sheet_waits, &limits, mozart_state::epoch_now());
         }
@@ -810,6 +814,34 @@ fn add_rate_limit_waits(
             reason: limit.and_then(|l| l.reason.clone()),
             instrument,
         });
+    }
+}
+
+/// Sheets that waited on a rate limit when the conductor stopped (or died) and wait on it
+/// again after the restart: the baton re-queued them behind the restored park, so they are
+/// not among the waits it reports; `status` still shows them waiting, in the API's words
+/// and with the time left (issue 22).
+fn restored_waits(
+    doc: &mozart_ipc::checkpoint::JobCheckpoint,
+    running: &[(u32, Arc<mozart_backends::Progress>)],
+    limits: &[mozart_state::RateLimitRecord],
+    waits: &mut Vec<(u32, String)>,
+) {
+    use mozart_ipc::checkpoint::SheetStatus as S;
+    for (num, sheet) in &doc.sheets {
+        let parked = matches!(sheet.status, S::Pending | S::InProgress)
+            && sheet.error_category.map(|c| c.as_str()) == Some("rate_limit");
+        if !parked || waits.iter().any(|(n, _)| n == num) || running.iter().any(|(n, _)| n == num)
+        {
+            continue;
+        }
+        if let Some(instrument) = sheet
+            .instrument_name
+            .as_ref()
+            .filter(|i| limits.iter().any(|l| &&l.instrument == i))
+        {
+            waits.push((*num, instrument.clone()));
+        }
     }
 }
 
