@@ -425,7 +425,10 @@ impl RealCliEnv {
             let usd = sheet["estimated_cost"].as_f64().unwrap_or(0.0);
             assert!(usd > 0.0 || cli.cost_confidence == 0.0, "{doc:#}");
             if let Some(expected) = sheet_usd {
-                assert!((usd - expected).abs() < 1e-9, "sheet {n}: {usd} vs {expected}");
+                assert!(
+                    (usd - expected).abs() < 1e-9,
+                    "sheet {n}: {usd} vs {expected}"
+                );
             }
         }
         assert_eq!(cost["cost_confidence"], cli.cost_confidence, "{doc:#}");

@@ -86,7 +86,9 @@ fn an_open_circuit_breaker_shows_with_its_cause_and_time_left_and_the_job_goes_o
     let second = score(&env, "crash-b", 2);
     env.mozart(&["run", &second]);
     let doc = wait_for(&env, "crash-b", 20, |d| {
-        d["instrument_holds"].as_array().is_some_and(|h| !h.is_empty())
+        d["instrument_holds"]
+            .as_array()
+            .is_some_and(|h| !h.is_empty())
     });
     let hold = &doc["instrument_holds"][0];
     assert_eq!(hold["instrument"], "crashy", "{doc:#}");
@@ -104,7 +106,8 @@ fn an_open_circuit_breaker_shows_with_its_cause_and_time_left_and_the_job_goes_o
     assert_eq!(doc["sheets"]["1"]["status"], "pending", "{doc:#}");
     let waiting = doc["waiting_reason"].as_str().unwrap_or_default();
     assert!(
-        waiting.contains("circuit breaker open on crashy") && waiting.contains("next probe attempt in"),
+        waiting.contains("circuit breaker open on crashy")
+            && waiting.contains("next probe attempt in"),
         "{doc:#}"
     );
 
@@ -129,7 +132,13 @@ fn an_open_circuit_breaker_shows_with_its_cause_and_time_left_and_the_job_goes_o
     // The dashboard's job page too.
     let dash = web::start_dashboard(&env, &[]);
     let cookie = web::login(&dash.addr, &dash.url);
-    let page = web::http(&dash.addr, "GET", "/jobs/crash-b", &[("Cookie", &cookie)], "");
+    let page = web::http(
+        &dash.addr,
+        "GET",
+        "/jobs/crash-b",
+        &[("Cookie", &cookie)],
+        "",
+    );
     assert_eq!(page.status, 200, "{}", page.raw);
     assert!(page.body.contains("Instrument holds"), "{}", page.body);
     assert!(

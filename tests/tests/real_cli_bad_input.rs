@@ -178,10 +178,15 @@ fn a_claude_that_prints_garbage_says_what_it_printed_and_what_to_check() {
     let (doc, errors) = run_two_sheets(&env, "bad-claude", "claude_cli");
     assert_first_sheet_kept(&env, "bad-claude", &doc);
     assert!(errors.contains("E503"), "{errors}");
-    let message = doc["sheets"]["2"]["error_message"].as_str().unwrap_or_default();
+    let message = doc["sheets"]["2"]["error_message"]
+        .as_str()
+        .unwrap_or_default();
     assert!(
         message.contains("printed no `stream-json` output") && message.contains("chatty CLI"),
         "shows what it printed: {doc:#}"
     );
-    assert!(message.contains("claude --version"), "says what to check: {doc:#}");
+    assert!(
+        message.contains("claude --version"),
+        "says what to check: {doc:#}"
+    );
 }

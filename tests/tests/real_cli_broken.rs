@@ -73,7 +73,10 @@ fn check_no_key(cli: &RealCli) {
     assert_first_sheet_kept(&rc, "rc-nokey", &doc);
     let sheet = &doc["sheets"]["2"];
     assert_eq!(sheet["error_category"], "auth", "{doc:#}\n{errors}");
-    assert_eq!(sheet["attempt_count"], 1, "a missing key is not retried: {doc:#}");
+    assert_eq!(
+        sheet["attempt_count"], 1,
+        "a missing key is not retried: {doc:#}"
+    );
     let message = sheet["error_message"].as_str().unwrap_or_default();
     assert!(
         message.contains(cli.key_var),

@@ -40,20 +40,29 @@ fn a_rate_limit_wait_survives_a_kill_9_of_the_conductor_and_ends_on_time() {
     let none = "retry: {max_retries: 0}\n";
     let score = write_file_score("rc-restart", &GEMINI.instrument(90), 1, scenario, none);
     rc.run_score("rc-restart", &score);
-    let before = rc.wait_for("rc-restart", 30, |d| d["sheets"]["1"]["rate_limit"].is_object());
-    let until = before["sheets"]["1"]["rate_limit"]["until"].as_f64().unwrap();
+    let before = rc.wait_for("rc-restart", 30, |d| {
+        d["sheets"]["1"]["rate_limit"].is_object()
+    });
+    let until = before["sheets"]["1"]["rate_limit"]["until"]
+        .as_f64()
+        .unwrap();
     let pid = rc.env.conductor_pid().expect("conductor pid");
     mozart_tests::signal(pid, "KILL");
     let deadline = Instant::now() + Duration::from_secs(10);
     while mozart_tests::alive(pid) {
-        assert!(Instant::now() < deadline, "conductor {pid} survived SIGKILL");
+        assert!(
+            Instant::now() < deadline,
+            "conductor {pid} survived SIGKILL"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     rc.start_conductor();
 
     // After the restart the sheet still shows the wait, in the API's words, with the time
     // left to the same deadline (issue 22: the restored wait was invisible).
-    let doc = rc.wait_for("rc-restart", 15, |d| d["sheets"]["1"]["rate_limit"].is_object());
+    let doc = rc.wait_for("rc-restart", 15, |d| {
+        d["sheets"]["1"]["rate_limit"].is_object()
+    });
     let wait = &doc["sheets"]["1"]["rate_limit"];
     assert_eq!(wait["instrument"], "gemini-cli", "{doc:#}");
     let reason = wait["reason"].as_str().unwrap_or_default();
@@ -76,6 +85,10 @@ fn a_rate_limit_wait_survives_a_kill_9_of_the_conductor_and_ends_on_time() {
     rc.assert_completed("rc-restart", &doc);
     let now = mozart_state::epoch_now();
     assert!(now >= until - 1.0, "not before the deadline");
-    assert!(now < until + 15.0, "soon after the deadline: {}s late", now - until);
+    assert!(
+        now < until + 15.0,
+        "soon after the deadline: {}s late",
+        now - until
+    );
     assert_eq!(doc["execution"]["total_retry_count"], 0, "{doc:#}");
 }

@@ -361,7 +361,8 @@ impl ClaudeCliBackend {
                         && !stdout.trim().is_empty()
                         && !stdout.lines().any(|l| l.trim_start().starts_with('{')) =>
                 {
-                    let shown: String = stdout.trim().replace('\n', " ").chars().take(200).collect();
+                    let shown: String =
+                        stdout.trim().replace('\n', " ").chars().take(200).collect();
                     format!(
                         "Claude Code exited with code {code} and printed no `{format}` output \
                          (check that `claude --version` is Claude Code, or set \

@@ -873,9 +873,10 @@ mod tests {
     /// A priced `json` profile reading `usage.in` / `usage.out`, with `default_model`.
     async fn priced(default_model: &str, model: Option<&str>) -> ExecutionResult {
         let yaml = format!("name: priced\ndisplay_name: Priced\nkind: cli\ndefault_model: {default_model}\nmodels:\n  - {{name: m1, context_window: 1000, cost_per_1k_input: 0.01, cost_per_1k_output: 0.1}}\ncli:\n  command:\n    executable: sh\n    prompt_flag: '-c'\n  output:\n    format: json\n    result_path: result\n    input_tokens_path: usage.in\n    output_tokens_path: usage.out\n");
-        let backend =
-            ProfileBackend::new(Arc::new(InstrumentProfile::from_yaml(&yaml, "test").unwrap()))
-                .unwrap();
+        let backend = ProfileBackend::new(Arc::new(
+            InstrumentProfile::from_yaml(&yaml, "test").unwrap(),
+        ))
+        .unwrap();
         let dir = tempfile::tempdir().unwrap();
         let mut req = ExecutionRequest::new(
             r#"echo '{"result":"ok","usage":{"in":1000,"out":100}}'"#.to_string(),

@@ -831,8 +831,7 @@ fn restored_waits(
     for (num, sheet) in &doc.sheets {
         let parked = matches!(sheet.status, S::Pending | S::InProgress)
             && sheet.error_category.map(|c| c.as_str()) == Some("rate_limit");
-        if !parked || waits.iter().any(|(n, _)| n == num) || running.iter().any(|(n, _)| n == num)
-        {
+        if !parked || waits.iter().any(|(n, _)| n == num) || running.iter().any(|(n, _)| n == num) {
             continue;
         }
         if let Some(instrument) = sheet
@@ -865,7 +864,8 @@ fn add_instrument_holds(
             }
         }
     }
-    let left = |until: Option<f64>| until.map_or(0.0, |u| ((u - now).max(0.0) * 10.0).round() / 10.0);
+    let left =
+        |until: Option<f64>| until.map_or(0.0, |u| ((u - now).max(0.0) * 10.0).round() / 10.0);
     let mut holds: Vec<mozart_ipc::checkpoint::InstrumentHold> = breakers
         .into_iter()
         .filter(|b| playing.contains(&b.instrument.as_str()))

@@ -591,7 +591,9 @@ fn place(
 /// refused with a rate limit; anything else is unknown (0.0).
 fn cost_confidence(result: &ExecutionResult, instrument: &str) -> f64 {
     if result.cost_usd.is_some() {
-        return result.cost_confidence.unwrap_or(mozart_backends::COST_EXACT);
+        return result
+            .cost_confidence
+            .unwrap_or(mozart_backends::COST_EXACT);
     }
     let free = instrument == "shell"
         || result.rate_limited
