@@ -78,6 +78,20 @@ pub const CLAUDE_JSON: RealCli = RealCli {
     cost_confidence: 1.0,
 };
 
+/// Claude Code on the generic `claude-code` profile (`json`): tokens, and the CLI's own
+/// cost read at `total_cost_usd`.
+pub const CLAUDE_CODE: RealCli = RealCli {
+    program: "claude",
+    instrument: "claude-code",
+    backend: "",
+    vars: &[("IS_SANDBOX", "1")],
+    key_var: "ANTHROPIC_API_KEY",
+    hang_timeout: 4,
+    reports_cost: true,
+    priced_at: None,
+    cost_confidence: 1.0,
+};
+
 /// Gemini CLI on the `gemini-cli` profile: its tokens priced exactly (the profile's
 /// default model, `gemini-2.5-pro`, is the one it runs and is in its price list).
 pub const GEMINI: RealCli = RealCli {

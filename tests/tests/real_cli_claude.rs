@@ -6,7 +6,7 @@
 
 use mozart_tests::mock_api::INPUT_TOKENS;
 use mozart_tests::real_cli::{
-    write_file_score, RealCli, RealCliEnv, CLAUDE, CLAUDE_JSON, CLAUDE_TEXT,
+    write_file_score, RealCli, RealCliEnv, CLAUDE, CLAUDE_CODE, CLAUDE_JSON, CLAUDE_TEXT,
 };
 use mozart_tests::real_cli_tests;
 
@@ -220,4 +220,14 @@ fn in_text_mode_the_cost_is_unknown_not_zero() {
     let text = mozart_tests::stdout(&rc.mozart(&["status", "rc-text"]));
     assert!(text.contains("Cost: unknown"), "{text}");
     assert!(!text.contains("$0.00"), "{text}");
+}
+
+#[test]
+fn the_claude_code_profile_reports_the_clis_own_cost() {
+    // Issue 22: the generic profile reported tokens but $0.00, though Claude Code's JSON
+    // says what the run cost.
+    let Some(rc) = RealCliEnv::start(&CLAUDE_CODE) else {
+        return;
+    };
+    rc.check_two_sheets_write_files(&CLAUDE_CODE);
 }

@@ -569,6 +569,12 @@ impl ProfileBackend {
             .and_then(|p| resolve(&doc, p))
             .and_then(Value::as_u64)
             .and_then(|s| u16::try_from(s).ok());
+        result.cost_usd = out
+            .cost_path
+            .as_deref()
+            .and_then(|p| resolve(&doc, p))
+            .and_then(Value::as_f64)
+            .filter(|c| c.is_finite() && *c >= 0.0);
         state
     }
 }
