@@ -854,6 +854,10 @@ fn add_instrument_holds(
     now: f64,
 ) {
     use mozart_ipc::checkpoint::SheetStatus as S;
+    // Nothing is held: no scan of the job's sheets (status of a 100k-sheet job stays cheap).
+    if breakers.is_empty() && limits.is_empty() {
+        return;
+    }
     let mut playing: Vec<&str> = Vec::new();
     for sheet in doc.sheets.values() {
         if matches!(sheet.status, S::Pending | S::InProgress) {
