@@ -158,3 +158,78 @@ fn an_open_circuit_breaker_shows_with_its_cause_and_time_left_and_the_job_goes_o
     assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
     assert!(doc.get("instrument_holds").is_none(), "{doc:#}");
 }
+
+#[test]
+fn a_job_held_back_by_another_jobs_rate_limit_says_so() {
+    let env = TestEnv::new();
+    let ok = env.bin.join("api-ok");
+    let path = env.bin.join("limited-cli");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\nif [ -f '{}' ]; then echo '{{\"result\": \"done\"}}'; exit 0; fi\n\
+             echo 'Error: 429 Too Many Requests: rate limit reached, please retry in 12s' >&2\nexit 1\n",
+            ok.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = env.home.join("instruments");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("limited.yaml"),
+        format!(
+            "name: limited\ndisplay_name: \"Limited CLI\"\nkind: cli\ndefault_timeout_seconds: 30\ncli:\n  command:\n    executable: {}\n    prompt_flag: \"-p\"\n  output:\n    format: json\n    result_path: result\n  errors:\n    rate_limit_patterns: [\"\\\\b429\\\\b\", \"rate.?limit\"]\n",
+            path.display()
+        ),
+    )
+    .unwrap();
+    env.start_conductor();
+    let yaml = |id: &str| {
+        format!(
+            "name: {id}\nworkspace: ./{id}-ws\ninstrument: limited\npause_between_sheets_seconds: 0\n\
+             sheet:\n  size: 1\n  total_items: 1\nprompt:\n  template: \"do it\"\n"
+        )
+    };
+    let a = env.write_score("limit-a", &yaml("limit-a"));
+    env.mozart(&["run", a.to_str().unwrap()]);
+    wait_for(&env, "limit-a", 30, |d| {
+        d["sheets"]["1"]["rate_limit"].is_object()
+    });
+    let b = env.write_score("limit-b", &yaml("limit-b"));
+    env.mozart(&["run", b.to_str().unwrap()]);
+    // Job B has not run anything: the limit another job hit holds its instrument.
+    let doc = wait_for(&env, "limit-b", 20, |d| {
+        d["instrument_holds"]
+            .as_array()
+            .is_some_and(|h| !h.is_empty())
+    });
+    let hold = &doc["instrument_holds"][0];
+    assert_eq!(hold["kind"], "rate_limit", "{doc:#}");
+    assert_eq!(hold["instrument"], "limited", "{doc:#}");
+    assert!(
+        hold["reason"].as_str().unwrap().contains("retry in 12s"),
+        "in the CLI's words: {doc:#}"
+    );
+    let left = hold["seconds_left"].as_f64().unwrap();
+    assert!(left > 0.0 && left <= 12.0, "{doc:#}");
+    assert_eq!(doc["sheets"]["1"]["status"], "pending", "{doc:#}");
+    let waiting = doc["waiting_reason"].as_str().unwrap_or_default();
+    assert!(
+        waiting.contains("rate limit on limited") && waiting.contains("run again in"),
+        "{doc:#}"
+    );
+    let text = stdout(&env.mozart(&["status", "limit-b"]));
+    assert!(text.contains("Instrument Holds"), "{text}");
+    assert!(text.contains("rate limit on limited"), "{text}");
+
+    // The API recovers: both jobs go on by themselves once the wait is over.
+    std::fs::write(&ok, "").unwrap();
+    for id in ["limit-a", "limit-b"] {
+        let doc = wait_for(&env, id, 60, |d| {
+            matches!(d["status"].as_str(), Some("completed" | "failed"))
+        });
+        assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
+        assert!(doc.get("instrument_holds").is_none(), "{doc:#}");
+    }
+}
