@@ -29,6 +29,11 @@ pub struct RealCli {
     pub hang_timeout: u32,
     /// The CLI reports its own cost estimate.
     pub reports_cost: bool,
+    /// USD per 1k (input, output) tokens the conductor prices the CLI's tokens at (from the
+    /// instrument profile), when the CLI reports tokens but no cost.
+    pub priced_at: Option<(f64, f64)>,
+    /// The `cost_confidence` its sheets get: 1.0 exact, 0.5 estimated, 0.0 unknown.
+    pub cost_confidence: f64,
 }
 
 /// Claude Code as a new user runs it: a score that names no instrument (`claude_cli`, with
@@ -42,6 +47,8 @@ pub const CLAUDE: RealCli = RealCli {
     key_var: "ANTHROPIC_API_KEY",
     hang_timeout: 4,
     reports_cost: true,
+    priced_at: None,
+    cost_confidence: 1.0,
 };
 
 /// Claude Code on `claude_cli` with `output_format: text` (upstream's default): nothing is
@@ -54,6 +61,8 @@ pub const CLAUDE_TEXT: RealCli = RealCli {
     key_var: "ANTHROPIC_API_KEY",
     hang_timeout: 4,
     reports_cost: false,
+    priced_at: None,
+    cost_confidence: 0.0,
 };
 
 /// Claude Code on `claude_cli` with `output_format: json`: one result object at the end.
@@ -65,9 +74,26 @@ pub const CLAUDE_JSON: RealCli = RealCli {
     key_var: "ANTHROPIC_API_KEY",
     hang_timeout: 4,
     reports_cost: true,
+    priced_at: None,
+    cost_confidence: 1.0,
 };
 
-/// Gemini CLI on the `gemini-cli` profile.
+/// Claude Code on the generic `claude-code` profile (`json`): tokens, and the CLI's own
+/// cost read at `total_cost_usd`.
+pub const CLAUDE_CODE: RealCli = RealCli {
+    program: "claude",
+    instrument: "claude-code",
+    backend: "",
+    vars: &[("IS_SANDBOX", "1")],
+    key_var: "ANTHROPIC_API_KEY",
+    hang_timeout: 4,
+    reports_cost: true,
+    priced_at: None,
+    cost_confidence: 1.0,
+};
+
+/// Gemini CLI on the `gemini-cli` profile: its tokens priced exactly (the profile's
+/// default model, `gemini-2.5-pro`, is the one it runs and is in its price list).
 pub const GEMINI: RealCli = RealCli {
     program: "gemini",
     instrument: "gemini-cli",
@@ -76,9 +102,13 @@ pub const GEMINI: RealCli = RealCli {
     key_var: "GEMINI_API_KEY",
     hang_timeout: 12,
     reports_cost: false,
+    priced_at: Some((0.00125, 0.005)),
+    cost_confidence: 1.0,
 };
 
-/// Codex CLI on the `codex-cli` profile.
+/// Codex CLI on the `codex-cli` profile: exact tokens, but the model comes from its own
+/// `config.toml` and is not reported, so the cost is an estimate at the profile's first
+/// model (`o3`).
 pub const CODEX: RealCli = RealCli {
     program: "codex",
     instrument: "codex-cli",
@@ -87,6 +117,8 @@ pub const CODEX: RealCli = RealCli {
     key_var: "OPENAI_API_KEY",
     hang_timeout: 8,
     reports_cost: false,
+    priced_at: Some((0.01, 0.04)),
+    cost_confidence: 0.5,
 };
 
 impl RealCli {
@@ -394,7 +426,62 @@ impl RealCliEnv {
                 "the CLI's own cost estimate is recorded: {doc:#}"
             );
         }
+        // Issue 22: gemini-cli and codex-cli jobs showed $0.00 with confidence 1.0 and no
+        // per-sheet tokens. Each sheet has its tokens and cost, priced from the profile.
+        let sheet_usd = cli.priced_at.map(|(i, o)| {
+            (2 * INPUT_TOKENS) as f64 * i / 1000.0 + (2 * OUTPUT_TOKENS) as f64 * o / 1000.0
+        });
+        for n in ["1", "2"] {
+            let sheet = &doc["sheets"][n];
+            assert_eq!(sheet["input_tokens"], 2 * INPUT_TOKENS, "{doc:#}");
+            assert_eq!(sheet["output_tokens"], 2 * OUTPUT_TOKENS, "{doc:#}");
+            assert_eq!(sheet["cost_confidence"], cli.cost_confidence, "{doc:#}");
+            let usd = sheet["estimated_cost"].as_f64().unwrap_or(0.0);
+            assert!(usd > 0.0 || cli.cost_confidence == 0.0, "{doc:#}");
+            if let Some(expected) = sheet_usd {
+                assert!(
+                    (usd - expected).abs() < 1e-9,
+                    "sheet {n}: {usd} vs {expected}"
+                );
+            }
+        }
+        assert_eq!(cost["cost_confidence"], cli.cost_confidence, "{doc:#}");
+        if let Some(expected) = sheet_usd {
+            let usd = cost["total_estimated_cost"].as_f64().unwrap_or(0.0);
+            assert!((usd - 2.0 * expected).abs() < 1e-9, "{doc:#}");
+        }
         assert_eq!(self.mock.requests().len(), 2 * 2, "one request per turn");
+        doc
+    }
+
+    /// A two-sheet job with `cost_limits.max_cost_per_job` below what one sheet costs: once
+    /// sheet 1 has cost more than the limit the job is paused (upstream's cost-limit rule,
+    /// execution.md §9.6), `cost.cost_limit_reached` is set, the error names the limit, and
+    /// sheet 2 never runs. Returns the final status.
+    ///
+    /// # Panics
+    /// When any of it is not so.
+    pub fn check_cost_limit_pauses_the_job(&self, cli: &RealCli) -> Value {
+        let limit = "cost_limits: {enabled: true, max_cost_per_job: 0.0001}\n";
+        let score = write_file_score("rc-budget", &cli.instrument(90), 2, "write", limit);
+        self.run_score("rc-budget", &score);
+        let doc = self.wait_for("rc-budget", 120, |d| {
+            d["status"] != "running" && d["status"] != "queued" && d["status"] != "pending"
+        });
+        assert_eq!(doc["status"], "paused", "{doc:#}\n{}", self.env.log());
+        assert_eq!(doc["cost"]["cost_limit_reached"], true, "{doc:#}");
+        let usd = doc["cost"]["total_estimated_cost"].as_f64().unwrap_or(0.0);
+        assert!(usd > 0.0001, "{doc:#}");
+        let error = doc["error"].as_str().unwrap_or_default();
+        assert!(error.starts_with("Cost limit: job cost $"), "{doc:#}");
+        assert_eq!(doc["sheets"]["1"]["status"], "completed", "{doc:#}");
+        assert_eq!(doc["sheets"]["2"]["status"], "pending", "{doc:#}");
+        let text = stdout(&self.mozart(&["status", "rc-budget"]));
+        assert!(text.contains("Cost limit reached"), "{text}");
+        // Sheet 2 stays unplayed: only sheet 1's turns reached the API.
+        std::thread::sleep(Duration::from_secs(2));
+        assert_eq!(self.status("rc-budget")["sheets"]["2"]["status"], "pending");
+        assert_eq!(self.mock.requests().len(), 2, "one sheet of two turns");
         doc
     }
 
@@ -774,7 +861,8 @@ macro_rules! real_cli_tests {
             an_overload_is_the_clis_to_retry_and_shows_in_status => check_overload_shows_in_status,
             a_hang_hits_the_timeout_and_leaves_no_process => check_hang_times_out,
             a_stream_cut_mid_answer_is_retried_and_the_job_completes => check_cut_stream_recovers,
-            cancel_leaves_no_process => check_cancel_leaves_no_process);
+            cancel_leaves_no_process => check_cancel_leaves_no_process,
+            a_low_cost_limit_pauses_the_job => check_cost_limit_pauses_the_job);
     };
     (@each $cli:expr, $($test:ident => $check:ident),*) => {
         $(

@@ -160,3 +160,33 @@ fn broken_instruments_get_clear_classified_errors_and_keep_completed_sheets() {
     assert_first_sheet_kept(&env, "bad-noevent", &doc);
     assert!(errors.contains("without its completion event"), "{errors}");
 }
+
+#[test]
+fn a_claude_that_prints_garbage_says_what_it_printed_and_what_to_check() {
+    // The default instrument (`claude_cli`, stream-json) with a `claude` that is not Claude
+    // Code: it said only "exited with code 0 without a result" (issue 22, bad input).
+    let env = TestEnv::new();
+    let claude = env.bin.join("claude");
+    let _ = std::fs::remove_file(&claude);
+    std::fs::write(
+        &claude,
+        "#!/bin/sh\necho 'Hello! I am a chatty CLI, not JSON.'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    env.start_conductor();
+    let (doc, errors) = run_two_sheets(&env, "bad-claude", "claude_cli");
+    assert_first_sheet_kept(&env, "bad-claude", &doc);
+    assert!(errors.contains("E503"), "{errors}");
+    let message = doc["sheets"]["2"]["error_message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("printed no `stream-json` output") && message.contains("chatty CLI"),
+        "shows what it printed: {doc:#}"
+    );
+    assert!(
+        message.contains("claude --version"),
+        "says what to check: {doc:#}"
+    );
+}

@@ -6,7 +6,7 @@
 
 use mozart_tests::mock_api::INPUT_TOKENS;
 use mozart_tests::real_cli::{
-    write_file_score, RealCli, RealCliEnv, CLAUDE, CLAUDE_JSON, CLAUDE_TEXT,
+    write_file_score, RealCli, RealCliEnv, CLAUDE, CLAUDE_CODE, CLAUDE_JSON, CLAUDE_TEXT,
 };
 use mozart_tests::real_cli_tests;
 
@@ -202,4 +202,32 @@ fn the_claude_code_profile_fails_fast_on_a_bad_key_too() {
         return;
     };
     rc.check_bad_key_fails_fast(&CLAUDE_CODE_PROFILE);
+}
+
+#[test]
+fn in_text_mode_the_cost_is_unknown_not_zero() {
+    // Issue 22: text mode reports neither cost nor tokens; the job said "$0.00" with
+    // cost_confidence 1.0, as if the work had been free.
+    let Some(rc) = RealCliEnv::start(&CLAUDE_TEXT) else {
+        return;
+    };
+    let score = write_file_score("rc-text", &CLAUDE_TEXT.instrument(90), 1, "write", "");
+    rc.run_score("rc-text", &score);
+    let doc = rc.wait_done("rc-text", 120);
+    rc.assert_completed("rc-text", &doc);
+    assert_eq!(doc["cost"]["cost_confidence"], 0.0, "{doc:#}");
+    assert_eq!(doc["sheets"]["1"]["cost_confidence"], 0.0, "{doc:#}");
+    let text = mozart_tests::stdout(&rc.mozart(&["status", "rc-text"]));
+    assert!(text.contains("Cost: unknown"), "{text}");
+    assert!(!text.contains("$0.00"), "{text}");
+}
+
+#[test]
+fn the_claude_code_profile_reports_the_clis_own_cost() {
+    // Issue 22: the generic profile reported tokens but $0.00, though Claude Code's JSON
+    // says what the run cost.
+    let Some(rc) = RealCliEnv::start(&CLAUDE_CODE) else {
+        return;
+    };
+    rc.check_two_sheets_write_files(&CLAUDE_CODE);
 }

@@ -353,6 +353,23 @@ impl ClaudeCliBackend {
                     format!("Claude Code exited with code {code}: {line}")
                 }
                 (_, Some(line), None) => line,
+                // Not one JSON line: whatever answered is not Claude Code speaking its
+                // structured output (issue 22, "prints garbage"): show what it printed.
+                (_, None, Some(code))
+                    if structured
+                        && result_event.is_none()
+                        && !stdout.trim().is_empty()
+                        && !stdout.lines().any(|l| l.trim_start().starts_with('{')) =>
+                {
+                    let shown: String =
+                        stdout.trim().replace('\n', " ").chars().take(200).collect();
+                    format!(
+                        "Claude Code exited with code {code} and printed no `{format}` output \
+                         (check that `claude --version` is Claude Code, or set \
+                         backend.output_format: text): {shown}",
+                        format = self.options.output_format.as_str()
+                    )
+                }
                 (_, None, Some(code)) if structured && result_event.is_none() => {
                     format!("Claude Code exited with code {code} without a result")
                 }

@@ -316,6 +316,7 @@ impl ProfileBackend {
                 result.output_tokens = jsonl.output_tokens;
             }
         }
+        self.price(&mut result);
         if let Some(msg) = no_result {
             success = false;
             result.error_message = Some(msg);
@@ -407,6 +408,33 @@ impl ProfileBackend {
         result.result_text = result.result_text.map(redact_owned);
         result.error_message = result.error_message.map(redact_owned);
         result
+    }
+
+    /// Price the attempt from the profile's models when the CLI reported its tokens but no
+    /// cost (Gemini CLI, Codex; issue 22): exact when the model that ran is listed, else an
+    /// estimate at the profile's pricing model (or the fallback price) with a lower
+    /// confidence. Without both token counts the cost stays unknown (`None`).
+    fn price(&self, result: &mut ExecutionResult) {
+        if result.cost_usd.is_some() {
+            return;
+        }
+        let (Some(input), Some(output)) = (result.input_tokens, result.output_tokens) else {
+            return;
+        };
+        let model = result.model.as_deref().unwrap_or_default();
+        let listed = self.profile.models.iter().any(|m| m.name == model);
+        result.cost_usd = Some(crate::http::price_usd(
+            &self.profile.models,
+            self.profile.default_model.as_deref(),
+            model,
+            input,
+            output,
+        ));
+        result.cost_confidence = Some(if listed {
+            crate::types::COST_EXACT
+        } else {
+            crate::types::COST_ESTIMATED
+        });
     }
 
     /// Name the credentials the profile passes on after an auth failure's message, so the
@@ -541,6 +569,12 @@ impl ProfileBackend {
             .and_then(|p| resolve(&doc, p))
             .and_then(Value::as_u64)
             .and_then(|s| u16::try_from(s).ok());
+        result.cost_usd = out
+            .cost_path
+            .as_deref()
+            .and_then(|p| resolve(&doc, p))
+            .and_then(Value::as_f64)
+            .filter(|c| c.is_finite() && *c >= 0.0);
         state
     }
 }
@@ -812,6 +846,7 @@ pub(crate) fn note_abnormal_end(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::types::{COST_ESTIMATED, COST_EXACT};
     use std::time::Duration;
 
     /// `sh -c <prompt>` with `format: json` output, answer at `result`.
@@ -839,6 +874,36 @@ mod tests {
                 Duration::from_secs(60),
             ))
             .await
+    }
+
+    /// A priced `json` profile reading `usage.in` / `usage.out`, with `default_model`.
+    async fn priced(default_model: &str, model: Option<&str>) -> ExecutionResult {
+        let yaml = format!("name: priced\ndisplay_name: Priced\nkind: cli\ndefault_model: {default_model}\nmodels:\n  - {{name: m1, context_window: 1000, cost_per_1k_input: 0.01, cost_per_1k_output: 0.1}}\ncli:\n  command:\n    executable: sh\n    prompt_flag: '-c'\n  output:\n    format: json\n    result_path: result\n    input_tokens_path: usage.in\n    output_tokens_path: usage.out\n");
+        let backend = ProfileBackend::new(Arc::new(
+            InstrumentProfile::from_yaml(&yaml, "test").unwrap(),
+        ))
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut req = ExecutionRequest::new(
+            r#"echo '{"result":"ok","usage":{"in":1000,"out":100}}'"#.to_string(),
+            dir.path(),
+            Duration::from_secs(60),
+        );
+        req.model = model.map(str::to_string);
+        backend.execute(req).await
+    }
+
+    #[tokio::test]
+    async fn reported_tokens_are_priced_from_the_profile_and_say_how_sure() {
+        // The model that ran is listed: exact. ($0.01 for 1000 in + $0.01 for 100 out.)
+        let exact = priced("m1", None).await;
+        assert!(exact.success, "{:?}", exact.error_message);
+        assert!((exact.cost_usd.unwrap() - 0.02).abs() < 1e-9, "{exact:?}");
+        assert_eq!(exact.cost_confidence, Some(COST_EXACT));
+        // Another model ran: priced at the profile's pricing model, as an estimate.
+        let other = priced("m1", Some("unlisted")).await;
+        assert!((other.cost_usd.unwrap() - 0.02).abs() < 1e-9, "{other:?}");
+        assert_eq!(other.cost_confidence, Some(COST_ESTIMATED));
     }
 
     #[tokio::test]

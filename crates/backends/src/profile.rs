@@ -238,6 +238,11 @@ pub struct CliOutputConfig {
     /// API (529/503) is retried with backoff instead of parked as a rate limit.
     #[serde(default)]
     pub api_status_path: Option<String>,
+    /// Dot-path of the cost in USD the CLI reports itself (ours; Claude Code's
+    /// `total_cost_usd`, `json` output): used as the attempt's exact cost instead of pricing
+    /// its tokens from `models`.
+    #[serde(default)]
+    pub cost_path: Option<String>,
 }
 
 fn default_success_codes() -> Vec<i32> {

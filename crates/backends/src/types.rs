@@ -259,6 +259,14 @@ pub enum ExitReason {
     Error,
 }
 
+/// Confidence of a cost the instrument reported, or priced from exact tokens of a model its
+/// profile lists.
+pub const COST_EXACT: f64 = 1.0;
+/// Confidence of a cost priced from exact tokens at a price that may not be the model's
+/// (the model that ran is not in the profile's list: its default or first model, or the
+/// fallback $3 / $15 per million).
+pub const COST_ESTIMATED: f64 = 0.5;
+
 /// The outcome of one execution (instruments.md §2.1), never an `Err`.
 #[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
 pub struct ExecutionResult {
@@ -298,8 +306,14 @@ pub struct ExecutionResult {
     pub input_tokens: Option<u64>,
     /// Output tokens reported by the instrument.
     pub output_tokens: Option<u64>,
-    /// Cost reported by the instrument (Claude's `total_cost_usd`).
+    /// Cost reported by the instrument (Claude's `total_cost_usd`), or priced from the
+    /// profile's models when the instrument reported only its tokens.
     pub cost_usd: Option<f64>,
+    /// How sure `cost_usd` is (checkpoint `cost_confidence`): `None` with a cost means the
+    /// instrument or the API reported it ([`COST_EXACT`]); [`COST_ESTIMATED`] when the tokens
+    /// were exact but the model that ran is not priced in its profile.
+    #[serde(default)]
+    pub cost_confidence: Option<f64>,
     /// Model that ran.
     pub model: Option<String>,
     /// Instrument session id (telemetry only; claude-code-output.md §8.1).

@@ -72,6 +72,10 @@ pub struct JobChange {
     pub reason: Option<String>,
     /// Total cost so far.
     pub total_cost_usd: f64,
+    /// The job is paused because its cost exceeded `cost_limits.max_cost_per_job` (the
+    /// checkpoint's `cost_limit_reached`).
+    #[serde(default)]
+    pub cost_limit_reached: bool,
 }
 
 /// An instrument's durable state (rate limits survive restarts, invariant 2).
@@ -86,6 +90,15 @@ pub struct InstrumentChange {
     pub rate_limit_reason: Option<String>,
     /// Breaker state.
     pub circuit: CircuitState,
+    /// Why the breaker is not closed: the failures in a row and the last one's message.
+    #[serde(default)]
+    pub circuit_reason: Option<String>,
+    /// When an open breaker lets its next probe through.
+    #[serde(default)]
+    pub circuit_until: Option<Millis>,
+    /// Failures in a row on the instrument.
+    #[serde(default)]
+    pub consecutive_failures: u32,
 }
 
 /// A change to persist before anything that depends on it.

@@ -233,6 +233,10 @@ pub enum Event {
         job_id: Option<String>,
         /// Sheet that observed it, if any.
         sheet_num: Option<u32>,
+        /// What the API or CLI said and how the wait was chosen (a wait restored after a
+        /// restart keeps the words it was persisted with).
+        #[serde(default)]
+        reason: Option<String>,
     },
     /// The rate-limit wait of an instrument is over (timer).
     RateLimitExpired {

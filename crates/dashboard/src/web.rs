@@ -349,6 +349,8 @@ impl App {
         if let Some(cp) = detail.checkpoint() {
             let sum = JobSummary::of(cp);
             ctx.has_checkpoint = true;
+            ctx.waiting = cp.waiting_reason.clone();
+            ctx.holds = cp.instrument_holds.iter().map(|h| h.describe()).collect();
             ctx.percent = (sum.done * 100 / sum.total.max(1)).min(100);
             ctx.progress = Some(format!("{}/{}", sum.done, sum.total));
             ctx.cost = Some(view::format_cost(sum.cost));
@@ -488,6 +490,9 @@ struct DetailView {
     workspace: String,
     config_path: String,
     error: Option<String>,
+    /// What the job waits for, and the holds on its instruments (issue 22).
+    waiting: Option<String>,
+    holds: Vec<String>,
     sheets: Vec<view::SheetRow>,
     attempts: Vec<view::AttemptRow>,
     validations: Vec<view::ValidationRow>,

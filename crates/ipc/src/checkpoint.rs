@@ -621,6 +621,50 @@ pub struct RateLimitWait {
     pub reason: Option<String>,
 }
 
+impl InstrumentHold {
+    /// The hold in words, as `status`, `diagnose` and the dashboard show it: what holds
+    /// which instrument, why, and for how long.
+    pub fn describe(&self) -> String {
+        let left = compact_seconds(self.seconds_left);
+        let (kind, state) = (self.kind.as_str(), self.state.as_deref());
+        let (instrument, reason) = (&self.instrument, &self.reason);
+        match (kind, state, self.seconds_left > 0.0) {
+            ("circuit_breaker", Some("half_open"), _) => format!(
+                "circuit breaker half-open on {instrument}: one probe attempt decides whether it closes ({reason})"
+            ),
+            ("circuit_breaker", _, true) => format!(
+                "circuit breaker open on {instrument} ({reason}); next probe attempt in {left}"
+            ),
+            ("circuit_breaker", _, false) => format!(
+                "circuit breaker open on {instrument} ({reason}); a probe attempt goes out now"
+            ),
+            (_, _, true) => {
+                format!("rate limit on {instrument} ({reason}); its sheets run again in {left}")
+            }
+            (_, _, false) => {
+                format!("rate limit on {instrument} ({reason}); its sheets run again now")
+            }
+        }
+    }
+}
+
+/// Whole seconds without zero parts: `1h 5m`, `2m 30s`, `45s`.
+fn compact_seconds(seconds: f64) -> String {
+    let total = if seconds.is_finite() && seconds > 0.0 {
+        seconds.ceil() as u64
+    } else {
+        0
+    };
+    let (h, m, s) = (total / 3600, (total % 3600) / 60, total % 60);
+    match (h, m, s) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, 0) => format!("{m}m"),
+        (0, m, s) => format!("{m}m {s}s"),
+        (h, 0, _) => format!("{h}h"),
+        (h, m, _) => format!("{h}h {m}m"),
+    }
+}
+
 /// Ours: a remote attempt in flight (`SheetCheckpoint::remote_attempt`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RemoteAttempt {
@@ -808,6 +852,36 @@ pub struct JobCheckpoint {
     /// `status` stays `paused`, the value upstream's CLI reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pausing: Option<u32>,
+    /// Ours (issue 22): holds on the instruments the job's unfinished sheets play — an open
+    /// circuit breaker, a rate-limit park — with the reason and the time left. Added by the
+    /// conductor (`job.status`), absent when there is none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instrument_holds: Vec<InstrumentHold>,
+}
+
+/// Ours: a hold on an instrument (`JobCheckpoint::instrument_holds`): no sheet is sent to it
+/// until the hold ends by itself.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InstrumentHold {
+    /// The held instrument.
+    pub instrument: String,
+    /// `circuit_breaker` or `rate_limit`.
+    pub kind: String,
+    /// For a breaker: `open` (nothing is sent until `until`) or `half_open` (one probe
+    /// attempt is out; the others wait for its result).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Why: the failure that opened the breaker, or the API's / CLI's words about the limit.
+    pub reason: String,
+    /// When the hold ends (Unix epoch seconds), when known.
+    #[serde(default)]
+    pub until: Option<f64>,
+    /// Seconds left (0 once it has ended or when not known).
+    #[serde(default)]
+    pub seconds_left: f64,
+    /// Failures in a row on the instrument (breakers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consecutive_failures: Option<u32>,
 }
 
 impl SheetCheckpoint {

@@ -120,6 +120,7 @@ pub fn checkpoint(cp: &CheckpointState) -> JobCheckpoint {
         workspace: None,
         waiting_reason: None,
         pausing: None,
+        instrument_holds: Vec::new(),
     }
 }
 

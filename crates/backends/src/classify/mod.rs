@@ -196,11 +196,17 @@ fn signal_error(sig: i32, exit_reason: ExitReason, combined_lower: &str) -> Clas
                 None,
             )
         }
+        // Mozart's own SIGKILL (timeout escalation) is the Timeout case above, and a
+        // cancelled or stopped attempt never gets here: say so, and where to look.
         9 => ClassifiedError::new(
             E::E002,
             C::Signal,
             true,
-            format!("Process killed by {name}"),
+            format!(
+                "Process killed by {name}, not by Mozart (no timeout or cancel): a user, \
+                 another program or the kernel's out-of-memory killer ended it (check \
+                 `dmesg`); retried while the sheet has retries left"
+            ),
             Some(30.0),
         ),
         15 | 1 | 13 => ClassifiedError::new(

@@ -28,10 +28,13 @@ impl BatonCore {
                 reason,
             } => self.on_sheet_skipped(&job_id, sheet_num, reason, now, out),
             Event::RateLimitHit {
-                instrument, wait, ..
+                instrument,
+                wait,
+                reason,
+                ..
             } => {
                 let ii = self.instrument_idx(&instrument);
-                self.park_instrument(ii, wait, None, now, out);
+                self.park_instrument(ii, wait, reason, now, out);
             }
             Event::RateLimitExpired { instrument } => {
                 self.on_rate_limit_expired(&instrument, now, out)
@@ -217,6 +220,7 @@ impl BatonCore {
             if inst.circuit == CircuitState::Open {
                 inst.circuit = CircuitState::HalfOpen;
                 inst.probe_in_flight = false;
+                inst.breaker_until = None;
                 self.persist_instrument(ii, out);
             }
         }
@@ -406,7 +410,7 @@ impl BatonCore {
         let kind = r.failure.as_ref().map(|f| f.kind.clone());
         if !r.execution_success {
             if kind.as_ref().is_none_or(FailureKind::counts_for_breaker) {
-                self.breaker_failure(ii, now, out);
+                self.breaker_failure(ii, message.as_deref(), now, out);
             }
             if kind.as_ref().is_some_and(|k| !k.is_retriable()) {
                 let why = message.unwrap_or_else(|| "Non-retriable failure".to_owned());
@@ -677,14 +681,26 @@ impl BatonCore {
         inst.consecutive_failures = 0;
         if inst.circuit == CircuitState::HalfOpen {
             inst.circuit = CircuitState::Closed;
+            inst.breaker_reason = None;
+            inst.breaker_until = None;
             self.persist_instrument(ii, out);
         }
     }
 
     /// Count a failure; on opening, schedule the recovery probe (\[LATER\] §2.2 formula).
-    fn breaker_failure(&mut self, ii: usize, now: Millis, out: &mut Vec<Effect>) {
+    /// `message` (the failure's) becomes the reason `status` gives for the open breaker.
+    fn breaker_failure(
+        &mut self,
+        ii: usize,
+        message: Option<&str>,
+        now: Millis,
+        out: &mut Vec<Effect>,
+    ) {
         let inst = &mut self.instruments[ii];
         inst.consecutive_failures += 1;
+        if let Some(m) = message {
+            inst.last_failure = Some(m.to_owned());
+        }
         let opens = match inst.circuit {
             CircuitState::HalfOpen => true,
             CircuitState::Closed => inst.consecutive_failures >= inst.threshold,
@@ -700,6 +716,14 @@ impl BatonCore {
             inst.consecutive_failures,
             inst.threshold,
         );
+        inst.breaker_until = Some(now.plus(delay));
+        inst.breaker_reason = Some(match &inst.last_failure {
+            Some(last) => format!(
+                "{} failures in a row; the last: {last}",
+                inst.consecutive_failures
+            ),
+            None => format!("{} failures in a row", inst.consecutive_failures),
+        });
         let name = inst.name.clone();
         let mut slot = inst.recovery_timer.take();
         Self::cancel_timer(out, &mut slot);

@@ -240,6 +240,11 @@ struct Instrument {
     max_recovery: Duration,
     probe_in_flight: bool,
     recovery_timer: Option<TimerId>,
+    /// The last counted failure's message, and why the breaker opened (shown by `status`).
+    last_failure: Option<String>,
+    breaker_reason: Option<String>,
+    /// When the open breaker lets its probe through.
+    breaker_until: Option<Millis>,
     /// Sheets parked in `waiting` on this instrument's rate limit.
     waiting: Vec<(String, u32)>,
 }
@@ -270,6 +275,9 @@ impl Instrument {
             max_recovery: spec.circuit_breaker_max_recovery,
             probe_in_flight: false,
             recovery_timer: None,
+            last_failure: None,
+            breaker_reason: None,
+            breaker_until: None,
             waiting: Vec::new(),
         }
     }
@@ -304,6 +312,14 @@ impl Instrument {
                 .clone()
                 .filter(|_| self.rate_limited_until.is_some()),
             circuit: self.circuit,
+            circuit_reason: self
+                .breaker_reason
+                .clone()
+                .filter(|_| self.circuit != CircuitState::Closed),
+            circuit_until: self
+                .breaker_until
+                .filter(|_| self.circuit == CircuitState::Open),
+            consecutive_failures: self.consecutive_failures,
         }
     }
 }
@@ -567,6 +583,7 @@ impl BatonCore {
             status,
             reason,
             total_cost_usd: job.total_cost,
+            cost_limit_reached: job.cost_paused,
         })));
     }
 

@@ -162,6 +162,7 @@ impl BatonCore {
                 status: JobStatus::Failed,
                 reason: Some(reason.clone()),
                 total_cost_usd: 0.0,
+                cost_limit_reached: false,
             },
         )));
         self.observe(

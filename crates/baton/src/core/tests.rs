@@ -434,6 +434,7 @@ fn external_rate_limit_hit_and_clear() {
         wait: secs(300),
         job_id: None,
         sheet_num: None,
+        reason: None,
     });
     let e = rig.register(independent("j", 1, 1));
     assert!(nums(&e).is_empty(), "instrument is parked");

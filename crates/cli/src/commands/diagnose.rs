@@ -159,6 +159,13 @@ pub fn build_report(job: &JobCheckpoint, workspace: Option<&Path>, now: f64) -> 
         }),
     );
 
+    // Ours (issue 22): what holds the job's instruments now, and what the job waits for.
+    if !job.instrument_holds.is_empty() {
+        r.insert("instrument_holds".into(), json!(job.instrument_holds));
+    }
+    if let Some(w) = &job.waiting_reason {
+        r.insert("waiting_reason".into(), json!(w));
+    }
     // Upstream's key order: errors, then error_count.
     let errors = errors_json(job, now);
     let count = errors.len();
@@ -425,6 +432,7 @@ pub fn render_report(job: &JobCheckpoint, report: &Value, now: f64, style: &Styl
     prompt_metrics_section(&mut out, report, style);
     timeline_section(&mut out, report, style);
     statistics_section(&mut out, report, style);
+    holds_section(&mut out, job, style);
     errors_section(&mut out, job, report, style);
     if let Some(e) = report.get("job_error").and_then(Value::as_str) {
         out.push(String::new());
@@ -435,6 +443,23 @@ pub fn render_report(job: &JobCheckpoint, report: &Value, now: f64, style: &Styl
     text.push_str(&log_contents_text(report, style));
     text.push_str(&resource_profile_text(report, style));
     text
+}
+
+/// Holds on the job's instruments (an open circuit breaker, a rate limit) and what the job
+/// waits for.
+fn holds_section(out: &mut Vec<String>, job: &JobCheckpoint, style: &Style) {
+    if job.instrument_holds.is_empty() && job.waiting_reason.is_none() {
+        return;
+    }
+    out.push(String::new());
+    out.push(style.paint("Instrument Holds", Color::Bold));
+    for hold in &job.instrument_holds {
+        let text = crate::render::status_json::hold_text(hold);
+        out.push(format!("  {}", style.paint(&text, Color::Yellow)));
+    }
+    if let Some(w) = &job.waiting_reason {
+        out.push(format!("  Waiting: {w}"));
+    }
 }
 
 /// Title, score, ID, status and generation time.

@@ -154,11 +154,28 @@ impl CircuitBreaker {
     pub fn is_persisted(&self) -> bool {
         self.reason.starts_with("Persisted:")
     }
+
+    /// Whether it is the conductor's own breaker on one of the job's instruments.
+    pub fn is_live(&self) -> bool {
+        self.reason.starts_with("Conductor:")
+    }
 }
 
-/// The last persisted breaker transition, else an inference from trailing failed sheets,
-/// else none (cli.md §4.1).
+/// The conductor's open (or half-open) breaker on an instrument the job plays, from
+/// `instrument_holds` (ours, issue 22); else the last persisted breaker transition, else an
+/// inference from trailing failed sheets, else none (cli.md §4.1).
 pub fn circuit_breaker(job: &JobCheckpoint) -> Option<CircuitBreaker> {
+    if let Some(hold) = job
+        .instrument_holds
+        .iter()
+        .find(|h| h.kind == "circuit_breaker")
+    {
+        return Some(CircuitBreaker {
+            state: hold.state.clone().unwrap_or_else(|| "open".into()),
+            consecutive_failures: hold.consecutive_failures.unwrap_or(0),
+            reason: format!("Conductor: {}", hold_text(hold)),
+        });
+    }
     if let Some(last) = job.circuit_breaker_history.last() {
         return Some(CircuitBreaker {
             state: last.state.clone(),
@@ -207,11 +224,19 @@ pub fn last_activity(job: &JobCheckpoint) -> Option<&Timestamp> {
         })
 }
 
-/// Lowest cost confidence among sheets that reported a cost, else 1.0.
+/// One instrument hold in words: what holds which instrument, why, and for how long.
+pub fn hold_text(hold: &mozart_ipc::checkpoint::InstrumentHold) -> String {
+    hold.describe()
+}
+
+/// Lowest cost confidence among the sheets, else 1.0. Upstream counts only sheets with a
+/// cost above 0; ours also counts a sheet whose cost is unknown (0.0: it reported no cost and
+/// no tokens), so that a job of such sheets is not "$0.00, certain" (issue 22). A sheet that
+/// never ran keeps 1.0.
 pub fn cost_confidence(job: &JobCheckpoint) -> f64 {
     job.sheets
         .values()
-        .filter(|s| s.estimated_cost.is_some_and(|c| c > 0.0))
+        .filter(|s| s.estimated_cost.is_some_and(|c| c > 0.0) || s.cost_confidence == 0.0)
         .map(|s| s.cost_confidence)
         .fold(1.0, f64::min)
 }
@@ -353,6 +378,17 @@ fn sheet_json(sheet: &SheetCheckpoint, now: f64) -> Value {
     if let Some(c) = sheet.estimated_cost {
         m.insert("estimated_cost".into(), json!(c));
     }
+    // Ours (issue 22): the sheet's own tokens, and how sure its cost is (0: unknown, the
+    // instrument reported neither its cost nor its tokens).
+    if let Some(t) = sheet.input_tokens {
+        m.insert("input_tokens".into(), json!(t));
+    }
+    if let Some(t) = sheet.output_tokens {
+        m.insert("output_tokens".into(), json!(t));
+    }
+    if sheet.estimated_cost.is_some() || sheet.cost_confidence < 1.0 {
+        m.insert("cost_confidence".into(), json!(sheet.cost_confidence));
+    }
     if let Some(e) = sheet_elapsed(sheet, now) {
         m.insert("elapsed_seconds".into(), json!(round1(e)));
     }
@@ -487,6 +523,10 @@ pub fn status_json(job: &JobCheckpoint, now: f64) -> Value {
                    "reason": cb.reason})
         }),
     );
+    // Ours (issue 22): what holds the job's instruments, why, and the time left.
+    if !job.instrument_holds.is_empty() {
+        out.insert("instrument_holds".into(), json!(job.instrument_holds));
+    }
     out.insert("hook_results_count".into(), json!(job.hook_results.len()));
     out.insert("hooks_configured".into(), json!(hooks.len()));
     out.insert(

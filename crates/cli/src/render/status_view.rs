@@ -521,12 +521,27 @@ impl View<'_> {
         }
     }
 
+    /// Holds on the job's instruments (issue 22): an open circuit breaker or a rate limit,
+    /// with the failure or the API's words and the time left.
+    fn instrument_holds(&mut self) {
+        if self.job.instrument_holds.is_empty() {
+            return;
+        }
+        self.heading("Instrument Holds");
+        for hold in &self.job.instrument_holds {
+            let text = super::status_json::hold_text(hold);
+            self.line(format!("  {}", self.style.paint(&text, Color::Yellow)));
+        }
+    }
+
     fn live_progress(&mut self) {
         for (num, sheet) in &self.job.sheets {
-            if sheet.status != SheetStatus::InProgress {
-                continue;
-            }
-            if let Some(wait) = &sheet.rate_limit {
+            // A wait restored after a restart is on a sheet back to `pending`.
+            if let Some(wait) = sheet
+                .rate_limit
+                .as_ref()
+                .filter(|_| matches!(sheet.status, SheetStatus::InProgress | SheetStatus::Pending))
+            {
                 self.heading(&format!("Rate Limit — Sheet {num}"));
                 self.line(format!(
                     "  Waiting on {}: {}",
@@ -541,6 +556,9 @@ impl View<'_> {
                 } else {
                     "  The wait is over: it runs again now (no retry spent)".to_string()
                 });
+                continue;
+            }
+            if sheet.status != SheetStatus::InProgress {
                 continue;
             }
             // What the running instrument reported so far (the conductor's own view).
@@ -682,9 +700,15 @@ impl View<'_> {
             (Some(l), false) => format!("(limit: ${l:.2}, not enforced)"),
             (None, _) => "(no limit set)".to_string(),
         };
-        let estimated = cost_confidence(job) < 0.9;
+        let confidence = cost_confidence(job);
+        // Some sheet reported neither its cost nor its tokens (issue 22): what is shown is
+        // only what the others reported.
+        let unknown = confidence == 0.0;
+        let estimated = confidence < 0.9;
         let money = |v: f64| {
-            if estimated {
+            if unknown {
+                format!("at least ${v:.2} (some sheets' cost is unknown)")
+            } else if estimated {
                 format!("~${v:.2} (est.)")
             } else {
                 format!("${v:.2}")
@@ -711,11 +735,11 @@ impl View<'_> {
                 "  Output tokens: {}",
                 thousands(job.total_output_tokens)
             ));
-            if estimated {
-                self.line(
-                    "  Cost is estimated from output size — actual cost may be 10-100x \
-                     higher. Use JSON output format for accurate tracking.",
-                );
+            if estimated && !unknown {
+                self.line(format!(
+                    "  Cost is estimated (confidence {confidence:.2}): a model that ran is not \
+                     in its instrument profile's price list, so a default price was used."
+                ));
             }
             if job.cost_limit_reached {
                 self.line(format!(
@@ -728,6 +752,11 @@ impl View<'_> {
             self.line(format!(
                 "  Cost: {} {limit_text} (from sheets)",
                 self.style.paint(&money(sheet_total), Color::Yellow)
+            ));
+        } else if unknown {
+            self.line(format!(
+                "  Cost: unknown {limit_text} — the instrument reported neither its cost nor \
+                 its tokens (claude_cli with output_format: text does not; stream-json does)"
             ));
         } else {
             self.line(format!("  Cost: $0.00 {limit_text}"));
@@ -869,7 +898,8 @@ impl View<'_> {
             self.heading("Last Activity");
             self.line(format!("  {}", format_timestamp(t.as_str())));
         }
-        if let Some(cb) = circuit_breaker(self.job) {
+        // The conductor's own breaker is shown with the other holds (`instrument_holds`).
+        if let Some(cb) = circuit_breaker(self.job).filter(|cb| !cb.is_live()) {
             let source = if cb.is_persisted() {
                 "persisted"
             } else {
@@ -946,6 +976,7 @@ pub fn render_status(
         }
     }
     v.live_progress();
+    v.instrument_holds();
     v.job_message();
     v.timing();
     v.execution_stats(active_limits);

@@ -40,6 +40,10 @@ pub(crate) struct ConductorHost {
     running: std::collections::HashSet<(String, u32)>,
     /// Each parked instrument's wall-clock end of its rate-limit wait (for the log).
     rate_limits: HashMap<String, f64>,
+    /// Instruments whose circuit breaker is not closed, as `status` shows them (issue 22:
+    /// a job waited ~100 s on an open breaker with no reason shown). Not persisted: a new
+    /// conductor starts with every breaker closed.
+    pub(crate) breakers: HashMap<String, mozart_ipc::checkpoint::InstrumentHold>,
     /// Job events of the burst being saved, logged once it is durable: keyed by the change
     /// they belong to (its address in the burst), so a change that was not saved logs nothing.
     staged: Vec<(usize, Staged)>,
@@ -67,6 +71,7 @@ impl ConductorHost {
             finished_remote: Vec::new(),
             running: std::collections::HashSet::new(),
             rate_limits: HashMap::new(),
+            breakers: HashMap::new(),
             staged: Vec::new(),
         }
     }
@@ -95,6 +100,16 @@ fn apply_details(sheet: &mut mozart_state::SheetState, d: &AttemptDetails) {
     if let Some(model) = &d.model {
         sheet.instrument_model = Some(model.clone());
     }
+    // The sheet's tokens and cost add up over its attempts; its confidence is its least sure
+    // attempt's (an attempt whose cost is unknown makes the sheet's unknown, 0.0).
+    if d.input_tokens > 0 || d.output_tokens > 0 {
+        sheet.input_tokens = Some(sheet.input_tokens.unwrap_or(0) + d.input_tokens);
+        sheet.output_tokens = Some(sheet.output_tokens.unwrap_or(0) + d.output_tokens);
+    }
+    if d.cost_confidence > 0.0 {
+        sheet.estimated_cost = Some(sheet.estimated_cost.unwrap_or(0.0) + d.cost_usd);
+    }
+    sheet.cost_confidence = sheet.cost_confidence.min(d.cost_confidence);
     // Kept (redacted) for `mozart errors` and for cross-sheet context (`previous_outputs`).
     sheet.capture_output(
         &d.stdout_tail,
@@ -358,6 +373,38 @@ impl ConductorHost {
         self.staged.push((0, event));
     }
 
+    /// Keep [`Self::breakers`] in step with an instrument's breaker.
+    fn note_breaker(&mut self, i: &mozart_baton::InstrumentChange) {
+        let state = match i.circuit {
+            mozart_baton::CircuitState::Closed => {
+                self.breakers.remove(&i.instrument);
+                return;
+            }
+            mozart_baton::CircuitState::Open => "open",
+            mozart_baton::CircuitState::HalfOpen => "half_open",
+        };
+        // The baton's clock is monotonic; status shows wall time.
+        let until = i
+            .circuit_until
+            .map(|t| mozart_state::epoch_now() + t.since(self.clock.now()).as_secs_f64());
+        let reason = i
+            .circuit_reason
+            .clone()
+            .unwrap_or_else(|| format!("{} failures in a row", i.consecutive_failures));
+        self.breakers.insert(
+            i.instrument.clone(),
+            mozart_ipc::checkpoint::InstrumentHold {
+                instrument: i.instrument.clone(),
+                kind: "circuit_breaker".into(),
+                state: Some(state.into()),
+                reason,
+                until,
+                seconds_left: 0.0,
+                consecutive_failures: Some(i.consecutive_failures),
+            },
+        );
+    }
+
     /// Attempts of `job_id` still with their musicians.
     fn running_sheets(&self, job_id: &str) -> usize {
         self.running.iter().filter(|(j, _)| j == job_id).count()
@@ -453,6 +500,16 @@ impl ConductorHost {
             if daemon == DaemonJobStatus::Failed {
                 live.error_message = change.reason.clone();
             }
+            // Upstream's cost-limit rule (execution.md §9.6): paused, `cost_limit_reached`,
+            // and the reason ("Cost limit: …") as the job's error message. A resume (which
+            // lifts the pause with a new limit) clears both.
+            if change.cost_limit_reached && daemon == DaemonJobStatus::Paused {
+                live.cost_limit_reached = true;
+                live.error_message = change.reason.clone();
+            } else if live.cost_limit_reached && daemon == DaemonJobStatus::Running {
+                live.cost_limit_reached = false;
+                live.error_message = None;
+            }
             // Every sheet row was saved with its own transition: only the job-level
             // document changes here (a full rewrite cost O(sheets) per job transition).
             registry
@@ -527,6 +584,7 @@ impl ConductorHost {
             StateChange::Sheet(s) => self.persist_sheet(jobs, registry, s),
             StateChange::Job(j) => self.persist_job(jobs, registry, j),
             StateChange::Instrument(i) => {
+                self.note_breaker(i);
                 let result = match i.rate_limited_until {
                     Some(until) => {
                         // The baton's clock is monotonic; persist wall time for restarts.

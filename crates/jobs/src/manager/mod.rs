@@ -276,7 +276,7 @@ impl JobManager {
         let id = job_id.to_string();
         // The live document, the running sheets' progress and what the job waits for, in
         // one visit to the table.
-        let (live, waiting) = self
+        let (live, waiting, breakers) = self
             .shared
             .table
             .call(move |h| {
@@ -305,10 +305,13 @@ impl JobManager {
                         e.rt.waiting.iter().map(|(n, i)| (*n, i.clone())).collect();
                     Some((doc, progress, sheet_waits))
                 });
-                (live, waiting)
+                let breakers: Vec<mozart_ipc::checkpoint::InstrumentHold> =
+                    h.breakers.values().cloned().collect();
+                (live, waiting, breakers)
             })
             .await
             .unwrap_or_default();
+        let (live, mut waiting, breakers) = (live, waiting, breakers);
         let registry = lock(&self.shared.registry);
         let (mut doc, progress, sheet_waits) = match live {
             Some(found) => found,
@@ -340,13 +343,32 @@ impl JobManager {
         if !hooks.is_empty() {
             doc.hook_results = hooks;
         }
-        if !sheet_waits.is_empty() {
-            let limits = registry
+        let unfinished = matches!(
+            doc.status,
+            mozart_state::JobStatus::Pending | mozart_state::JobStatus::Running
+        );
+        let limits = if !sheet_waits.is_empty() || unfinished {
+            registry
                 .active_rate_limits(mozart_state::epoch_now())
-                .unwrap_or_default();
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let mut sheet_waits = sheet_waits;
+        if unfinished && !limits.is_empty() {
+            restored_waits(&doc, &progress, &limits, &mut sheet_waits);
+        }
+        if !sheet_waits.is_empty() {
             add_rate_limit_waits(&mut doc, sheet_waits, &limits, mozart_state::epoch_now());
         }
         drop(registry);
+        if unfinished {
+            add_instrument_holds(&mut doc, breakers, &limits, mozart_state::epoch_now());
+            // Nothing of it runs and a hold keeps its next sheet back: say so (issue 22).
+            if waiting.is_none() && progress.is_empty() {
+                waiting = doc.instrument_holds.first().map(hold_waiting_reason);
+            }
+        }
         doc.waiting_reason = waiting;
         add_live_progress(&mut doc, progress);
         Ok(JobStatusResult::Checkpoint(Box::new(doc)))
@@ -796,6 +818,90 @@ fn add_rate_limit_waits(
             instrument,
         });
     }
+}
+
+/// Sheets that waited on a rate limit when the conductor stopped (or died) and wait on it
+/// again after the restart: the baton re-queued them behind the restored park, so they are
+/// not among the waits it reports; `status` still shows them waiting, in the API's words
+/// and with the time left (issue 22).
+fn restored_waits(
+    doc: &mozart_ipc::checkpoint::JobCheckpoint,
+    running: &[(u32, Arc<mozart_backends::Progress>)],
+    limits: &[mozart_state::RateLimitRecord],
+    waits: &mut Vec<(u32, String)>,
+) {
+    use mozart_ipc::checkpoint::SheetStatus as S;
+    for (num, sheet) in &doc.sheets {
+        let parked = matches!(sheet.status, S::Pending | S::InProgress)
+            && sheet.error_category.map(|c| c.as_str()) == Some("rate_limit");
+        if !parked || waits.iter().any(|(n, _)| n == num) || running.iter().any(|(n, _)| n == num) {
+            continue;
+        }
+        if let Some(instrument) = sheet
+            .instrument_name
+            .as_ref()
+            .filter(|i| limits.iter().any(|l| &&l.instrument == i))
+        {
+            waits.push((*num, instrument.clone()));
+        }
+    }
+}
+
+/// The holds (an open circuit breaker, a rate-limit park) on the instruments the job's
+/// unfinished sheets play, with the time left (issue 22: a job sat "pending" behind an open
+/// breaker with no reason shown).
+fn add_instrument_holds(
+    doc: &mut mozart_ipc::checkpoint::JobCheckpoint,
+    breakers: Vec<mozart_ipc::checkpoint::InstrumentHold>,
+    limits: &[mozart_state::RateLimitRecord],
+    now: f64,
+) {
+    use mozart_ipc::checkpoint::SheetStatus as S;
+    // Nothing is held: no scan of the job's sheets (status of a 100k-sheet job stays cheap).
+    if breakers.is_empty() && limits.is_empty() {
+        return;
+    }
+    let mut playing: Vec<&str> = Vec::new();
+    for sheet in doc.sheets.values() {
+        if matches!(sheet.status, S::Pending | S::InProgress) {
+            if let Some(name) = sheet.instrument_name.as_deref() {
+                if !playing.contains(&name) {
+                    playing.push(name);
+                }
+            }
+        }
+    }
+    let left =
+        |until: Option<f64>| until.map_or(0.0, |u| ((u - now).max(0.0) * 10.0).round() / 10.0);
+    let mut holds: Vec<mozart_ipc::checkpoint::InstrumentHold> = breakers
+        .into_iter()
+        .filter(|b| playing.contains(&b.instrument.as_str()))
+        .map(|mut b| {
+            b.seconds_left = left(b.until);
+            b
+        })
+        .collect();
+    holds.extend(
+        limits
+            .iter()
+            .filter(|l| playing.contains(&l.instrument.as_str()))
+            .map(|l| mozart_ipc::checkpoint::InstrumentHold {
+                instrument: l.instrument.clone(),
+                kind: "rate_limit".into(),
+                state: None,
+                reason: l.reason.clone().unwrap_or_else(|| "rate limited".into()),
+                until: Some(l.until),
+                seconds_left: left(Some(l.until)),
+                consecutive_failures: None,
+            }),
+    );
+    holds.sort_by(|a, b| (&a.instrument, &a.kind).cmp(&(&b.instrument, &b.kind)));
+    doc.instrument_holds = holds;
+}
+
+/// The job's waiting reason while `hold` keeps its sheets back.
+fn hold_waiting_reason(hold: &mozart_ipc::checkpoint::InstrumentHold) -> String {
+    hold.describe()
 }
 
 /// What the running sheets' instruments reported so far (issue 13: progress while a CLI

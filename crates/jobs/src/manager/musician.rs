@@ -36,6 +36,9 @@ pub(crate) struct AttemptDetails {
     pub error_category: Option<String>,
     pub validation: Option<ValidationReport>,
     pub cost_usd: f64,
+    /// How sure `cost_usd` is: 1.0 exact, lower when estimated, 0.0 unknown (the instrument
+    /// reported neither a cost nor its tokens: `cost_usd` is then 0 for lack of a figure).
+    pub cost_confidence: f64,
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub model: Option<String>,
@@ -582,6 +585,26 @@ fn place(
     }
 }
 
+/// How sure the attempt's cost is (issue 22: never "$0.00, certain" for work that cost
+/// money). A reported or priced cost carries its own confidence; nothing reported is known to
+/// be free only for the `shell` instrument, a CLI that never started and a call the API
+/// refused with a rate limit; anything else is unknown (0.0).
+fn cost_confidence(result: &ExecutionResult, instrument: &str) -> f64 {
+    if result.cost_usd.is_some() {
+        return result
+            .cost_confidence
+            .unwrap_or(mozart_backends::COST_EXACT);
+    }
+    let free = instrument == "shell"
+        || result.rate_limited
+        || matches!(result.error_type.as_deref(), Some("not_found"));
+    if free {
+        mozart_backends::COST_EXACT
+    } else {
+        0.0
+    }
+}
+
 /// Turn the instrument's result into the attempt's result and details: validations, the
 /// reviewer (reviewed sheets), or the classified failure.
 async fn judge(
@@ -600,6 +623,7 @@ async fn judge(
         exit_code: result.exit_code,
         exit_signal: result.exit_signal,
         cost_usd: result.cost_usd.unwrap_or(0.0),
+        cost_confidence: cost_confidence(result, &attempt.instrument),
         input_tokens: result.input_tokens.unwrap_or(0),
         output_tokens: result.output_tokens.unwrap_or(0),
         model: result.model.clone(),
@@ -677,6 +701,8 @@ fn report_failure(
         started_at: started_epoch,
         error_message: Some(message.clone()),
         error_category: Some("configuration".into()),
+        // Nothing ran: nothing was spent.
+        cost_confidence: mozart_backends::COST_EXACT,
         ..AttemptDetails::default()
     };
     let mut r = AttemptResult::failed(

@@ -107,6 +107,9 @@ fn park_rate_limited_instruments(mgr: &JobManager) {
             wait,
             job_id: None,
             sheet_num: None,
+            // The API's words and how the wait was chosen, as persisted: the registry row
+            // is rewritten when the baton parks the instrument again.
+            reason: limit.reason.clone(),
         }) {
             tracing::error!(instrument = %limit.instrument, error = %e, "cannot restore rate limit");
         }

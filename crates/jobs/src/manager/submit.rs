@@ -564,6 +564,18 @@ pub(super) fn build_checkpoint(
                     s.healing_attempts = p.healing_attempts;
                     // An attempt still running remotely is re-attached to, not run again.
                     s.remote_attempt = p.remote_attempt.clone();
+                    // What its attempts already spent stays counted (issue 22).
+                    s.input_tokens = p.input_tokens;
+                    s.output_tokens = p.output_tokens;
+                    s.estimated_cost = p.estimated_cost;
+                    s.cost_confidence = p.cost_confidence;
+                    // A sheet that waited on a rate limit waits on it again behind the
+                    // restored limit: `status` keeps showing why (issue 22).
+                    if p.error_category == Some(mozart_state::ErrorCategory::RateLimit) {
+                        s.error_category = p.error_category;
+                        s.error_code = p.error_code.clone();
+                        s.error_message = p.error_message.clone();
+                    }
                 }
                 s
             });

@@ -1,0 +1,235 @@
+//! Holds on an instrument (issue 22): after a CLI crashed often enough to open the
+//! instrument's circuit breaker, the next job on that instrument sat "pending" with no
+//! reason shown. Its `status` (human and `--json`), `diagnose` and the dashboard's job page
+//! now name the breaker, the failure that opened it and the time left, and the job goes on
+//! by itself once the breaker lets a probe through. A small shell script stands in for the
+//! crashing CLI.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use mozart_tests::{stdout, web, TestEnv};
+use serde_json::Value;
+
+/// A CLI that crashes (exit 1, the cause on stderr) until `ok` exists in its directory.
+fn crashing_cli(env: &TestEnv) -> std::path::PathBuf {
+    let ok = env.bin.join("cli-ok");
+    let path = env.bin.join("crashy-cli");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\nif [ -f '{}' ]; then echo '{{\"result\": \"done\"}}'; exit 0; fi\n\
+             echo 'Error: model client crashed: ECONNRESET while reading the stream' >&2\nexit 1\n",
+            ok.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = env.home.join("instruments");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("crashy.yaml"),
+        format!(
+            "name: crashy\ndisplay_name: \"Crashy CLI\"\nkind: cli\ndefault_timeout_seconds: 30\ncli:\n  command:\n    executable: {}\n    prompt_flag: \"-p\"\n  output:\n    format: json\n    result_path: result\n",
+            path.display()
+        ),
+    )
+    .unwrap();
+    ok
+}
+
+fn score(env: &TestEnv, id: &str, retries: u32) -> String {
+    let yaml = format!(
+        "name: {id}\nworkspace: ./{id}-ws\ninstrument: crashy\npause_between_sheets_seconds: 0\n\
+         retry: {{max_retries: {retries}, base_delay_seconds: 0.1, jitter: false}}\n\
+         sheet:\n  size: 1\n  total_items: 1\nprompt:\n  template: \"do it\"\n"
+    );
+    env.write_score(id, &yaml).display().to_string()
+}
+
+fn status(env: &TestEnv, id: &str) -> Value {
+    serde_json::from_slice(&env.mozart(&["status", id, "--json"]).stdout).unwrap_or(Value::Null)
+}
+
+fn wait_for(env: &TestEnv, id: &str, secs: u64, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let doc = status(env, id);
+        if pred(&doc) {
+            return doc;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out on {id}: {doc:#}\n{}",
+            env.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn an_open_circuit_breaker_shows_with_its_cause_and_time_left_and_the_job_goes_on() {
+    let env = TestEnv::new();
+    let ok = crashing_cli(&env);
+    env.start_conductor();
+
+    // Five crashes in a row (one sheet, `max_retries: 5` attempts) open the breaker
+    // (threshold 5).
+    let first = score(&env, "crash-a", 5);
+    let out = env.mozart(&["run", &first]);
+    assert!(out.status.code().is_some(), "{}", stdout(&out));
+    let doc = wait_for(&env, "crash-a", 60, |d| d["status"] == "failed");
+    assert_eq!(doc["sheets"]["1"]["attempt_count"], 5, "{doc:#}");
+
+    // The next job on the same instrument waits for the breaker, and says so.
+    let second = score(&env, "crash-b", 2);
+    env.mozart(&["run", &second]);
+    let doc = wait_for(&env, "crash-b", 20, |d| {
+        d["instrument_holds"]
+            .as_array()
+            .is_some_and(|h| !h.is_empty())
+    });
+    let hold = &doc["instrument_holds"][0];
+    assert_eq!(hold["instrument"], "crashy", "{doc:#}");
+    assert_eq!(hold["kind"], "circuit_breaker", "{doc:#}");
+    assert_eq!(hold["state"], "open", "{doc:#}");
+    assert_eq!(hold["consecutive_failures"], 5, "{doc:#}");
+    let reason = hold["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("5 failures in a row") && reason.contains("ECONNRESET"),
+        "the failure that opened it: {doc:#}"
+    );
+    let left = hold["seconds_left"].as_f64().unwrap();
+    assert!(left > 0.0 && left <= 30.0, "{doc:#}");
+    assert_eq!(doc["circuit_breaker"]["state"], "open", "{doc:#}");
+    assert_eq!(doc["sheets"]["1"]["status"], "pending", "{doc:#}");
+    let waiting = doc["waiting_reason"].as_str().unwrap_or_default();
+    assert!(
+        waiting.contains("circuit breaker open on crashy")
+            && waiting.contains("next probe attempt in"),
+        "{doc:#}"
+    );
+
+    let text = stdout(&env.mozart(&["status", "crash-b"]));
+    assert!(text.contains("Instrument Holds"), "{text}");
+    assert!(text.contains("circuit breaker open on crashy"), "{text}");
+    assert!(text.contains("ECONNRESET"), "{text}");
+    assert!(text.contains("next probe attempt in"), "{text}");
+    assert!(text.contains("Waiting: "), "{text}");
+
+    let diag = stdout(&env.mozart(&["diagnose", "crash-b"]));
+    assert!(diag.contains("Instrument Holds"), "{diag}");
+    assert!(diag.contains("circuit breaker open on crashy"), "{diag}");
+    assert!(diag.contains("ECONNRESET"), "{diag}");
+    let diag: Value =
+        serde_json::from_slice(&env.mozart(&["diagnose", "crash-b", "--json"]).stdout).unwrap();
+    assert_eq!(
+        diag["instrument_holds"][0]["kind"], "circuit_breaker",
+        "{diag:#}"
+    );
+
+    // The dashboard's job page too.
+    let dash = web::start_dashboard(&env, &[]);
+    let cookie = web::login(&dash.addr, &dash.url);
+    let page = web::http(
+        &dash.addr,
+        "GET",
+        "/jobs/crash-b",
+        &[("Cookie", &cookie)],
+        "",
+    );
+    assert_eq!(page.status, 200, "{}", page.raw);
+    assert!(page.body.contains("Instrument holds"), "{}", page.body);
+    assert!(
+        page.body.contains("circuit breaker open on crashy") && page.body.contains("ECONNRESET"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("next probe attempt in"), "{}", page.body);
+    drop(dash);
+
+    // The CLI works again: the breaker's probe runs the sheet and the job completes by
+    // itself, the hold gone.
+    std::fs::write(&ok, "").unwrap();
+    let doc = wait_for(&env, "crash-b", 60, |d| {
+        matches!(d["status"].as_str(), Some("completed" | "failed"))
+    });
+    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
+    assert!(doc.get("instrument_holds").is_none(), "{doc:#}");
+}
+
+#[test]
+fn a_job_held_back_by_another_jobs_rate_limit_says_so() {
+    let env = TestEnv::new();
+    let ok = env.bin.join("api-ok");
+    let path = env.bin.join("limited-cli");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\nif [ -f '{}' ]; then echo '{{\"result\": \"done\"}}'; exit 0; fi\n\
+             echo 'Error: 429 Too Many Requests: rate limit reached, please retry in 12s' >&2\nexit 1\n",
+            ok.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = env.home.join("instruments");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("limited.yaml"),
+        format!(
+            "name: limited\ndisplay_name: \"Limited CLI\"\nkind: cli\ndefault_timeout_seconds: 30\ncli:\n  command:\n    executable: {}\n    prompt_flag: \"-p\"\n  output:\n    format: json\n    result_path: result\n  errors:\n    rate_limit_patterns: [\"\\\\b429\\\\b\", \"rate.?limit\"]\n",
+            path.display()
+        ),
+    )
+    .unwrap();
+    env.start_conductor();
+    let yaml = |id: &str| {
+        format!(
+            "name: {id}\nworkspace: ./{id}-ws\ninstrument: limited\npause_between_sheets_seconds: 0\n\
+             sheet:\n  size: 1\n  total_items: 1\nprompt:\n  template: \"do it\"\n"
+        )
+    };
+    let a = env.write_score("limit-a", &yaml("limit-a"));
+    env.mozart(&["run", a.to_str().unwrap()]);
+    wait_for(&env, "limit-a", 30, |d| {
+        d["sheets"]["1"]["rate_limit"].is_object()
+    });
+    let b = env.write_score("limit-b", &yaml("limit-b"));
+    env.mozart(&["run", b.to_str().unwrap()]);
+    // Job B has not run anything: the limit another job hit holds its instrument.
+    let doc = wait_for(&env, "limit-b", 20, |d| {
+        d["instrument_holds"]
+            .as_array()
+            .is_some_and(|h| !h.is_empty())
+    });
+    let hold = &doc["instrument_holds"][0];
+    assert_eq!(hold["kind"], "rate_limit", "{doc:#}");
+    assert_eq!(hold["instrument"], "limited", "{doc:#}");
+    assert!(
+        hold["reason"].as_str().unwrap().contains("retry in 12s"),
+        "in the CLI's words: {doc:#}"
+    );
+    let left = hold["seconds_left"].as_f64().unwrap();
+    assert!(left > 0.0 && left <= 12.0, "{doc:#}");
+    assert_eq!(doc["sheets"]["1"]["status"], "pending", "{doc:#}");
+    let waiting = doc["waiting_reason"].as_str().unwrap_or_default();
+    assert!(
+        waiting.contains("rate limit on limited") && waiting.contains("run again in"),
+        "{doc:#}"
+    );
+    let text = stdout(&env.mozart(&["status", "limit-b"]));
+    assert!(text.contains("Instrument Holds"), "{text}");
+    assert!(text.contains("rate limit on limited"), "{text}");
+
+    // The API recovers: both jobs go on by themselves once the wait is over.
+    std::fs::write(&ok, "").unwrap();
+    for id in ["limit-a", "limit-b"] {
+        let doc = wait_for(&env, id, 60, |d| {
+            matches!(d["status"].as_str(), Some("completed" | "failed"))
+        });
+        assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
+        assert!(doc.get("instrument_holds").is_none(), "{doc:#}");
+    }
+}
