@@ -165,8 +165,12 @@ fn unreachable_kubernetes() -> Placement {
 pub struct RemoteAttempt {
     /// Placement kind that started it (`slurm`).
     pub placement: String,
-    /// The scheduler's id (Slurm job id).
+    /// The scheduler's id (Slurm job id); empty while the submission is in flight (the
+    /// job, if `sbatch` created one, is then found by `name`).
     pub remote_id: String,
+    /// The scheduler's job name, unique to the job, sheet and attempt.
+    #[serde(default)]
+    pub name: String,
     /// The attempt's directory of wrapper, output and exit files.
     pub dir: PathBuf,
     /// When it was submitted (Unix epoch seconds).

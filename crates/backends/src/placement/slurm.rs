@@ -111,8 +111,9 @@ impl SlurmPlacement {
             .as_ref()
             .and_then(|j| j.recorded())
             .filter(|r| r.placement == "slurm");
-        // Armed as soon as a job id is known: an attempt abandoned between the submission
-        // and the follow (the record's fsync, the release) must not leave a held job behind.
+        // Armed as soon as a job name is recorded: an attempt abandoned anywhere between the
+        // record and the follow (sbatch, the record's fsync, the release) must not leave a
+        // held job behind.
         let mut guard = CancelGuard {
             attempt: None,
             journal: req.remote.clone(),
@@ -120,23 +121,51 @@ impl SlurmPlacement {
             dir: None,
         };
         let attempt = match recorded {
-            Some(rec) => {
+            Some(rec) if !rec.remote_id.is_empty() => {
                 guard.attempt = Some(rec.clone());
                 guard.recorded = true;
                 guard.dir = Some(rec.dir.clone());
                 tracing::info!(job_id = %req.job_id, sheet = req.sheet_num, slurm_job = %rec.remote_id,
                     "re-attaching to the Slurm job of an attempt started before the restart");
-                // A conductor killed between recording and releasing leaves the job held.
-                let _ = slurm_command("scontrol", &["release", &rec.remote_id]).await;
+                if let Err(e) = self.adopt(req, &rec, &spec, true).await {
+                    return (failed_to_start(e, started), sink);
+                }
                 rec
+            }
+            Some(pending) => {
+                // The previous conductor recorded the name and died before it learnt the id
+                // (during sbatch, or before the id's record): Slurm's queue says whether
+                // sbatch created the job.
+                guard.attempt = Some(pending.clone());
+                guard.recorded = true;
+                guard.dir = Some(pending.dir.clone());
+                match self.resolve_pending(req, &spec, &pending).await {
+                    Ok(Some(rec)) => {
+                        guard.attempt = Some(rec.clone());
+                        rec
+                    }
+                    Ok(None) => {
+                        // sbatch never created it: forget the old record, submit anew.
+                        guard.attempt = None;
+                        guard.dir = None;
+                        if let Some(j) = &req.remote {
+                            j.forget("");
+                        }
+                        remove_attempt_dir(&pending.dir).await;
+                        match self.submit(req, &spec, &mut guard).await {
+                            Ok(rec) => rec,
+                            // What submit recorded and may have created is the guard's now.
+                            Err(message) => return (failed_to_start(message, started), sink),
+                        }
+                    }
+                    Err(message) => return (failed_to_start(message, started), sink),
+                }
             }
             None => match self.submit(req, &spec, &mut guard).await {
                 Ok(rec) => rec,
-                Err(message) => {
-                    // submit cancelled (and forgot) what it had started.
-                    guard.attempt = None;
-                    return (failed_to_start(message, started), sink);
-                }
+                // What submit recorded and may have created is the guard's now (cancelled
+                // by name, forgotten); a refused submission left it nothing.
+                Err(message) => return (failed_to_start(message, started), sink),
             },
         };
         // The command line (the prompt) and stdin are in the attempt's files now: a follower
@@ -151,7 +180,8 @@ impl SlurmPlacement {
         collect(&attempt, spec, followed, sink, started).await
     }
 
-    /// Write the attempt's files, submit it held, record it, release it.
+    /// Write the attempt's files, record its job name, submit it held, record its id,
+    /// release it.
     async fn submit(
         &self,
         req: &ExecutionRequest,
@@ -182,7 +212,7 @@ impl SlurmPlacement {
         }
         // Whatever stops the submission, the files written for it (the environment holds
         // API keys) do not stay on the shared filesystem.
-        let submitted = self.submit_files(req, spec, guard, &cwd, dir.clone()).await;
+        let submitted = self.submit_files(req, spec, guard, &cwd, &base, dir.clone()).await;
         if submitted.is_err() {
             guard.dir = None;
             remove_attempt_dir(&dir).await;
@@ -190,15 +220,18 @@ impl SlurmPlacement {
         submitted
     }
 
-    /// Submit the attempt whose files are in `dir` held, record it, release it.
+    /// Submit the attempt whose files are in `dir`: its name recorded first, then sbatch
+    /// (held), then its id recorded, then the release.
     async fn submit_files(
         &self,
         req: &ExecutionRequest,
         spec: &ProcessSpec,
         guard: &mut CancelGuard,
         cwd: &Path,
+        base: &Path,
         dir: std::path::PathBuf,
     ) -> Result<RemoteAttempt, String> {
+        let name = job_name(&req.job_id, req.sheet_num, req.attempt, base);
         let mut args = vec![
             "--parsable".to_string(),
             "--hold".into(),
@@ -208,10 +241,7 @@ impl SlurmPlacement {
             // holds no credentials. (`--export=NONE` would do the same but makes slurmd load
             // the user's login environment on the node: seconds per job.)
             "--export=ALL".into(),
-            format!(
-                "--job-name={}",
-                job_name(&req.job_id, req.sheet_num, req.attempt)
-            ),
+            format!("--job-name={name}"),
             format!("--output={}", dir.join("slurm.out").display()),
             format!("--chdir={}", cwd.display()),
         ];
@@ -234,41 +264,216 @@ impl SlurmPlacement {
         }
         args.extend(self.spec.extra_args.iter().cloned());
         args.push(dir.join("run.sh").display().to_string());
-        let submitted = submit_held(args).await;
+        let pending = RemoteAttempt {
+            placement: "slurm".into(),
+            remote_id: String::new(),
+            name: name.clone(),
+            dir: dir.clone(),
+            submitted_at: epoch_now(),
+        };
+        // A new submission of a name used before (the job run again, attempt numbers from 1)
+        // is not a late duplicate of the old one: the old job is no longer claimed.
+        self.watcher.unclaim(&name);
+        // The name is durable before sbatch runs: whatever happens to this conductor or to
+        // sbatch's answer, the job it may create can be found again (exactly once).
+        record(req, &pending).await.map_err(|e| {
+            format!("cannot record the Slurm job name {name} in the checkpoint, so nothing was submitted: {e}")
+        })?;
+        guard.attempt = Some(pending.clone());
+        guard.recorded = req.remote.is_some();
+        let remote_id = loop {
+            match submit_held(args.clone()).await {
+                Ok(id) => break id,
+                Err(e) => {
+                    // sbatch may have created the job even though it reported a failure
+                    // (its client timed out, the controller accepted later): ask by name.
+                    match self.find_held(req, spec, &name).await? {
+                        Some(id) => break id,
+                        None if controller_unreachable(&e) => {
+                            self.wait_for_controller(req, spec, &e).await?;
+                        }
+                        None => {
+                            if let Some(j) = &req.remote {
+                                j.forget("");
+                            }
+                            guard.attempt = None;
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+        };
         // sbatch sent the script's text to slurmctld, which keeps its own copy: the file is
         // not needed any more.
         let _ = std::fs::remove_file(dir.join("run.sh"));
-        let remote_id = submitted?;
         let attempt = RemoteAttempt {
-            placement: "slurm".into(),
             remote_id: remote_id.clone(),
-            dir,
-            submitted_at: epoch_now(),
+            ..pending
         };
         guard.attempt = Some(attempt.clone());
-        if let Some(journal) = &req.remote {
-            // A durable write (an fsync): off the async workers, which other attempts share.
-            let (j, a) = (Arc::clone(journal), attempt.clone());
-            let recorded = tokio::task::spawn_blocking(move || j.record(&a))
-                .await
-                .unwrap_or_else(|e| Err(format!("recording task failed: {e}")));
-            if let Err(e) = recorded {
-                let _ = slurm_command("scancel", &[&remote_id]).await;
-                return Err(format!(
-                    "cannot record Slurm job {remote_id} in the checkpoint, so it was cancelled: {e}"
-                ));
-            }
-            guard.recorded = true;
-        }
-        if let Err(e) = slurm_command("scontrol", &["release", &remote_id]).await {
+        if let Err(e) = record(req, &attempt).await {
             let _ = slurm_command("scancel", &[&remote_id]).await;
-            if let Some(journal) = &req.remote {
-                journal.forget(&remote_id);
-            }
-            return Err(format!("cannot release Slurm job {remote_id}: {e}"));
+            return Err(format!(
+                "cannot record Slurm job {remote_id} in the checkpoint, so it was cancelled: {e}"
+            ));
         }
+        self.adopt(req, &attempt, spec, false).await?;
         tracing::debug!(job_id = %req.job_id, sheet = req.sheet_num, slurm_job = %remote_id, "submitted to Slurm");
         Ok(attempt)
+    }
+
+    /// Make `attempt`'s job the only one of its name that runs the sheet and release it:
+    /// its id goes into the attempt's `adopted` file (the wrapper of any other job of the
+    /// same name exits without running anything), other jobs of the name are cancelled,
+    /// and the watcher keeps cancelling late ones (an sbatch the controller accepted after
+    /// its client gave up).
+    async fn adopt(
+        &self,
+        req: &ExecutionRequest,
+        attempt: &RemoteAttempt,
+        spec: &ProcessSpec,
+        reattach: bool,
+    ) -> Result<(), String> {
+        let adopted = attempt.dir.join("adopted");
+        if read_adopted(&attempt.dir).as_deref() != Some(attempt.remote_id.as_str()) {
+            let tmp = attempt.dir.join("adopted.tmp");
+            let written = std::fs::write(&tmp, format!("{}\n", attempt.remote_id))
+                .and_then(|()| std::fs::rename(&tmp, &adopted));
+            if let Err(e) = written {
+                if attempt.dir.exists() {
+                    return Err(format!(
+                        "cannot write {}: {e}",
+                        adopted.display()
+                    ));
+                }
+                // A job whose files are gone cannot run the sheet anyway (it finds no
+                // command line); following it ends with its exit status or its absence.
+            }
+        }
+        if !attempt.name.is_empty() {
+            self.watcher.claim(&attempt.name, &attempt.remote_id);
+            if let Ok(jobs) = jobs_named(&attempt.name).await {
+                for (id, state) in jobs {
+                    if id != attempt.remote_id && !TERMINAL_STATES.contains(&state.as_str()) {
+                        tracing::info!(slurm_job = %id, name = %attempt.name, "cancelling a duplicate Slurm job of an attempt");
+                        let _ = slurm_command("scancel", &[&id]).await;
+                    }
+                }
+            }
+        }
+        loop {
+            match slurm_command("scontrol", &["release", &attempt.remote_id]).await {
+                Ok(_) => return Ok(()),
+                Err(e) if controller_unreachable(&e) => {
+                    self.wait_for_controller(req, spec, &e).await?;
+                }
+                // Re-attached to a job the previous conductor released already (it runs,
+                // or ran): the follow tells what it does.
+                Err(_) if reattach => return Ok(()),
+                Err(e) => {
+                    let _ = slurm_command("scancel", &[&attempt.remote_id]).await;
+                    if let Some(journal) = &req.remote {
+                        journal.forget(&attempt.remote_id);
+                    }
+                    return Err(format!(
+                        "cannot release Slurm job {}: {e}",
+                        attempt.remote_id
+                    ));
+                }
+            }
+        }
+    }
+
+    /// The pending record of a conductor that died during the submission: the job sbatch
+    /// created under its name (adopted, recorded, released), or `None` when there is none.
+    async fn resolve_pending(
+        &self,
+        req: &ExecutionRequest,
+        spec: &ProcessSpec,
+        pending: &RemoteAttempt,
+    ) -> Result<Option<RemoteAttempt>, String> {
+        if pending.name.is_empty() {
+            return Ok(None);
+        }
+        let Some(id) = self.find_held(req, spec, &pending.name).await? else {
+            tracing::info!(job_id = %req.job_id, sheet = req.sheet_num, name = %pending.name,
+                "no Slurm job was created before the restart: submitting the attempt");
+            return Ok(None);
+        };
+        tracing::info!(job_id = %req.job_id, sheet = req.sheet_num, slurm_job = %id,
+            "re-attaching to the Slurm job of an attempt started before the restart (found by name)");
+        let attempt = RemoteAttempt {
+            remote_id: id.clone(),
+            ..pending.clone()
+        };
+        if let Err(e) = record(req, &attempt).await {
+            let _ = slurm_command("scancel", &[&id]).await;
+            return Err(format!(
+                "cannot record Slurm job {id} in the checkpoint, so it was cancelled: {e}"
+            ));
+        }
+        self.adopt(req, &attempt, spec, false).await?;
+        Ok(Some(attempt))
+    }
+
+    /// The job sbatch created under `name` and that never ran (it is held): the oldest one
+    /// (the others are cancelled by [`Self::adopt`]). Waits while the controller cannot be
+    /// asked. A job of the name looked for twice, a little apart: a submission the
+    /// controller accepts late is then seen more often than not (and if not, the watcher
+    /// cancels it when it appears, and its wrapper would not run it).
+    async fn find_held(
+        &self,
+        req: &ExecutionRequest,
+        spec: &ProcessSpec,
+        name: &str,
+    ) -> Result<Option<String>, String> {
+        for look in 0..2 {
+            if look > 0 {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            let jobs = loop {
+                match jobs_named(name).await {
+                    Ok(jobs) => break jobs,
+                    Err(e) => self.wait_for_controller(req, spec, &e).await?,
+                }
+            };
+            let mut held: Vec<u64> = jobs
+                .iter()
+                .filter(|(_, state)| state == "PENDING")
+                .filter_map(|(id, _)| id.parse().ok())
+                .collect();
+            held.sort_unstable();
+            if let Some(id) = held.first() {
+                return Ok(Some(id.to_string()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Sleep a while because the Slurm controller does not answer; `Err` once it has not
+    /// answered for longer than the attempt's timeout (or an hour at most).
+    async fn wait_for_controller(
+        &self,
+        req: &ExecutionRequest,
+        spec: &ProcessSpec,
+        error: &str,
+    ) -> Result<(), String> {
+        let limit = spec.timeout.min(Duration::from_secs(3600));
+        let waited = req.progress.elapsed();
+        if waited > limit {
+            return Err(format!(
+                "the Slurm controller did not answer for {}s: {error}",
+                waited.as_secs()
+            ));
+        }
+        req.progress.update_activity(|a| {
+            a.last_event = Some(format!(
+                "waiting for the Slurm controller (not an attempt spent): {error}"
+            ));
+        });
+        tracing::warn!(job_id = %req.job_id, sheet = req.sheet_num, error = %error, "Slurm controller unavailable; waiting");
+        tokio::time::sleep(self.poll.max(Duration::from_secs(2))).await;
+        Ok(())
     }
 
     /// Wait for the job to end, honouring the timeout from the job's start. The attempt
@@ -370,6 +575,20 @@ struct WatcherState {
     running: bool,
 }
 
+/// Job name -> the id adopted for it, and until when other jobs of that name are
+/// cancelled (`None`: while the adopted job is followed). A late duplicate (an sbatch the
+/// controller accepted after its client gave up) is cancelled by the watcher that lists it.
+/// One map for the process: every placement's watcher enforces every claim.
+type Claims = std::collections::HashMap<String, (String, Option<Instant>)>;
+
+fn claims() -> std::sync::MutexGuard<'static, Claims> {
+    static CLAIMS: std::sync::OnceLock<std::sync::Mutex<Claims>> = std::sync::OnceLock::new();
+    lock(CLAIMS.get_or_init(Default::default))
+}
+
+/// How long after its attempt ended a job name is still watched for late duplicates.
+const CLAIM_AFTER_END: Duration = Duration::from_secs(600);
+
 /// One followed job: its last state in `squeue`, and a signal when that changes.
 #[derive(Debug, Default)]
 struct Watch {
@@ -394,6 +613,11 @@ struct Unwatch<'a> {
 impl Drop for Unwatch<'_> {
     fn drop(&mut self) {
         lock(&self.watcher.state).jobs.remove(self.id);
+        for (id, until) in claims().values_mut() {
+            if id == self.id {
+                *until = Some(Instant::now() + CLAIM_AFTER_END);
+            }
+        }
     }
 }
 
@@ -402,6 +626,19 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Watcher {
+    /// `id` is the job of `name`: cancel any other job of that name seen while it is
+    /// followed and for [`CLAIM_AFTER_END`] after.
+    fn claim(&self, name: &str, id: &str) {
+        let _ = self;
+        claims().insert(name.to_string(), (id.to_string(), None));
+    }
+
+    /// Stop cancelling jobs named `name` (a new submission of that name begins).
+    fn unclaim(&self, name: &str) {
+        let _ = self;
+        claims().remove(name);
+    }
+
     /// Follow `id`; starts the polling task when it is not running.
     fn watch(self: &Arc<Self>, id: &str, poll: Duration) -> Arc<Watch> {
         let mut state = lock(&self.state);
@@ -427,23 +664,49 @@ impl Watcher {
         let _stopped = Stopped(Arc::clone(&self));
         loop {
             tokio::time::sleep(poll).await;
-            if lock(&self.state).jobs.is_empty() {
+            {
+                let now = Instant::now();
+                let mut claims = claims();
+                claims.retain(|_, (_, until)| until.is_none_or(|u| u > now));
+                // Claims keep the watcher polling after its last job ended (for at most
+                // CLAIM_AFTER_END): late duplicates come after the attempt's own job.
                 let state = lock(&self.state);
-                if state.jobs.is_empty() {
+                if state.jobs.is_empty() && claims.is_empty() {
                     return;
                 }
             }
-            let listed = match slurm_command("squeue", &["-h", "--me", "-o", "%i|%T"]).await {
-                Ok(out) => out,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot list Slurm jobs; trying again");
-                    continue;
+            let listed =
+                match slurm_command("squeue", &["-h", "--me", "-o", "%i|%T|%j"]).await {
+                    Ok(out) => out,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot list Slurm jobs; trying again");
+                        continue;
+                    }
+                };
+            let mut states: std::collections::HashMap<&str, &str> =
+                std::collections::HashMap::new();
+            let mut duplicates = Vec::new();
+            {
+                let claims = claims();
+                for line in listed.lines() {
+                    let mut parts = line.trim().splitn(3, '|');
+                    let (Some(id), Some(st), name) = (parts.next(), parts.next(), parts.next())
+                    else {
+                        continue;
+                    };
+                    states.insert(id, st);
+                    let claimed = name.and_then(|n| claims.get(n));
+                    if claimed.is_some_and(|(ours, _)| ours != id)
+                        && !TERMINAL_STATES.contains(&st)
+                    {
+                        duplicates.push(id.to_string());
+                    }
                 }
-            };
-            let states: std::collections::HashMap<&str, &str> = listed
-                .lines()
-                .filter_map(|l| l.trim().split_once('|'))
-                .collect();
+            }
+            for id in duplicates {
+                tracing::info!(slurm_job = %id, "cancelling a late duplicate Slurm job of an attempt");
+                let _ = slurm_command("scancel", &[&id]).await;
+            }
             let jobs: Vec<(String, Arc<Watch>)> = lock(&self.state)
                 .jobs
                 .iter()
@@ -520,18 +783,36 @@ impl Drop for CancelGuard {
         }
         let journal = self.journal.take();
         let work = move || {
-            let status = std::process::Command::new("scancel")
-                .env_clear()
-                .envs(std::env::vars_os().filter(|(k, _)| {
-                    let k = k.to_string_lossy();
-                    SLURM_ENV.contains(&k.as_ref()) || k.starts_with("SLURM_")
-                }))
-                .arg(&attempt.remote_id)
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .status();
-            if !status.is_ok_and(|s| s.success()) {
-                tracing::warn!(slurm_job = %attempt.remote_id, "scancel of an abandoned attempt failed");
+            let scancel = |args: &[String]| {
+                std::process::Command::new("scancel")
+                    .env_clear()
+                    .envs(std::env::vars_os().filter(|(k, _)| {
+                        let k = k.to_string_lossy();
+                        SLURM_ENV.contains(&k.as_ref()) || k.starts_with("SLURM_")
+                    }))
+                    .args(args)
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            };
+            let mut cancelled = attempt.remote_id.is_empty() || scancel(&[attempt.remote_id.clone()]);
+            if !attempt.name.is_empty() {
+                // By name as well: the job sbatch may have created without telling us its
+                // id (abandoned during sbatch), and any duplicate of it.
+                let uid = std::fs::metadata("/proc/self").map(|m| {
+                    use std::os::unix::fs::MetadataExt as _;
+                    m.uid()
+                });
+                if let Ok(uid) = uid {
+                    cancelled &= scancel(&[
+                        format!("--name={}", attempt.name),
+                        format!("--user={uid}"),
+                    ]);
+                }
+            }
+            if !cancelled {
+                tracing::warn!(slurm_job = %attempt.remote_id, name = %attempt.name, "scancel of an abandoned attempt failed");
             }
             // Cancelled: no conductor will collect it, so nothing of it is kept.
             remove_attempt_files(dir.as_deref().unwrap_or(&attempt.dir));
@@ -755,6 +1036,55 @@ pub async fn job_state(id: &str) -> JobState {
     }
 }
 
+/// Write `attempt` to the request's journal durably (off the async workers: an fsync).
+async fn record(req: &ExecutionRequest, attempt: &RemoteAttempt) -> Result<(), String> {
+    let Some(journal) = &req.remote else {
+        return Ok(());
+    };
+    let (j, a) = (Arc::clone(journal), attempt.clone());
+    tokio::task::spawn_blocking(move || j.record(&a))
+        .await
+        .unwrap_or_else(|e| Err(format!("recording task failed: {e}")))
+}
+
+/// Our jobs named `name` that Slurm still lists, as (id, state).
+async fn jobs_named(name: &str) -> Result<Vec<(String, String)>, String> {
+    let out = slurm_command(
+        "squeue",
+        &["-h", "--me", "-t", "all", "--name", name, "-o", "%i|%T"],
+    )
+    .await?;
+    Ok(out
+        .lines()
+        .filter_map(|l| l.trim().split_once('|'))
+        .map(|(id, st)| (id.to_string(), st.to_string()))
+        .collect())
+}
+
+/// Whether a Slurm command failed because the controller could not be reached (or is
+/// too busy): worth waiting for, not a failure of the attempt.
+pub fn controller_unreachable(message: &str) -> bool {
+    [
+        "Unable to contact slurm controller",
+        "Socket timed out",
+        "Zero Bytes were transmitted",
+        "Connection refused",
+        "did not answer within",
+        "Slurm temporarily unable",
+        "temporarily unavailable",
+        "Communication connection failure",
+        "Transport endpoint is not connected",
+        "in standby mode",
+        "slurm_receive_msg",
+        "MaxSubmitJobs",
+        "MaxSubmitJobsPerUser",
+        "QOSMaxSubmitJob",
+        "AssocMaxSubmitJob",
+    ]
+    .iter()
+    .any(|p| message.contains(p))
+}
+
 /// `Key=value` out of `scontrol -o` output.
 fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     line.split_whitespace()
@@ -774,11 +1104,20 @@ fn time_limit_minutes(spec: &ProcessSpec) -> u64 {
     (secs / 60.0).ceil() as u64 + 1
 }
 
-/// A Slurm job name naming the Mozart job, sheet and attempt (`squeue` shows it).
-pub fn job_name(job_id: &str, sheet: u32, attempt: u32) -> String {
+/// A Slurm job name naming the Mozart job, sheet and attempt (`squeue` shows it), made
+/// unique to the state directory (`base`, under the job's workspace by default) by a short
+/// hash of it: two conductors, or two runs of a job name in different workspaces, never
+/// find each other's jobs by name.
+pub fn job_name(job_id: &str, sheet: u32, attempt: u32, base: &Path) -> String {
     let mut name = format!("mozart-{}", safe_name(job_id));
     name.truncate(80);
-    format!("{name}-s{sheet}-a{attempt}")
+    // FNV-1a: stable across releases and machines (the name outlives the conductor).
+    let mut hash: u32 = 0x811c_9dc5;
+    for b in base.as_os_str().as_bytes() {
+        hash ^= u32::from(*b);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    format!("{name}-s{sheet}-a{attempt}-{hash:08x}")
 }
 
 fn safe_name(text: &str) -> String {
@@ -851,6 +1190,12 @@ fn write_attempt_files(dir: &Path, cwd: &Path, spec: &ProcessSpec) -> std::io::R
 # Written by the Mozart conductor: one attempt of one sheet (docs/design/distributed.md).
 PATH=/usr/local/bin:/usr/bin:/bin${{PATH:+:$PATH}}
 d={dir}
+# Only the job the conductor adopted runs the sheet: a duplicate of the same name (an sbatch
+# the controller accepted after its client gave up, then released by someone) does nothing.
+if [ "$(cat "$d/adopted" 2>/dev/null)" != "$SLURM_JOB_ID" ]; then
+  echo "mozart: Slurm job $SLURM_JOB_ID is not the adopted job of this attempt; not running it" >&2
+  exit 0
+fi
 date +%s.%N > "$d/start.tmp" && mv -f "$d/start.tmp" "$d/start"
 mapfile -d '' -t argv < "$d/argv"; rm -f "$d/argv"
 envv=()
@@ -878,6 +1223,14 @@ fn read_exit(dir: &Path) -> Option<i32> {
         .trim()
         .parse()
         .ok()
+}
+
+/// The id of the job the conductor chose to run the attempt (`adopted`, written before
+/// the release).
+fn read_adopted(dir: &Path) -> Option<String> {
+    std::fs::read_to_string(dir.join("adopted"))
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 fn read_start(dir: &Path) -> Option<f64> {
@@ -926,7 +1279,9 @@ mod tests {
 
     #[test]
     fn names_and_limits() {
-        assert_eq!(job_name("my job/1", 3, 2), "mozart-my_job_1-s3-a2");
+        let name = job_name("my job/1", 3, 2, Path::new("/ws/.mozart-slurm"));
+        assert!(name.starts_with("mozart-my_job_1-s3-a2-"), "{name}");
+        assert_ne!(name, job_name("my job/1", 3, 2, Path::new("/other/.mozart-slurm")));
         let mut spec = ProcessSpec::new("x", vec![], Duration::from_secs(30));
         spec.kill_grace = Duration::from_secs(5);
         assert_eq!(time_limit_minutes(&spec), 2);
@@ -973,8 +1328,10 @@ mod tests {
         ] {
             assert_eq!(mode(d) & 0o077, 0, "{}", d.display());
         }
+        std::fs::write(dir.join("adopted"), "4242\n").unwrap();
         let status = std::process::Command::new("bash")
             .arg(dir.join("run.sh"))
+            .env("SLURM_JOB_ID", "4242")
             .status()
             .unwrap();
         assert_eq!(status.code(), Some(3));

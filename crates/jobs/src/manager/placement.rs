@@ -117,6 +117,7 @@ impl RemoteJournal for SheetJournal {
         Some(RemoteAttempt {
             placement: r.placement,
             remote_id: r.remote_id,
+            name: r.job_name,
             dir: r.dir.into(),
             submitted_at: r.submitted_at,
         })
@@ -130,6 +131,7 @@ impl RemoteJournal for SheetJournal {
             dir: attempt.dir.to_string_lossy().into_owned(),
             submitted_at: attempt.submitted_at,
             attempt_number: self.attempt_number,
+            job_name: attempt.name.clone(),
         };
         let update = self.update(|slot| {
             *slot = Some(record);
