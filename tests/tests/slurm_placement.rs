@@ -301,3 +301,45 @@ fn a_stopped_conductor_leaves_its_slurm_jobs_running_for_the_next_one() {
     let ids: BTreeSet<String> = slurm_ids(&ws, 3).into_iter().collect();
     assert_eq!(ids.len(), 3, "{ids:?}");
 }
+
+/// The sheet sees its allocation (issue 25): Slurm's own variables (job id, cpus per task,
+/// node list) reach the instrument alongside its filtered environment, as they reach a
+/// plain `sbatch` job.
+#[test]
+fn the_sheet_sees_its_slurm_allocation() {
+    if !slurm_up() {
+        return;
+    }
+    let env = env_with_standin();
+    let job = unique("slurm-env");
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+retry: {{max_retries: 0}}
+placement:
+  type: slurm
+  poll_interval_seconds: 0.2
+  extra_args: ['--cpus-per-task=2']
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: |
+    RUN: env > "{{{{ workspace }}}}/env.txt"
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    run(&env, &path, &[]);
+    let doc = wait_terminal(&env, &job, 120.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    let text = std::fs::read_to_string(ws.join("env.txt")).unwrap();
+    let vars: BTreeMap<&str, &str> = text.lines().filter_map(|l| l.split_once('=')).collect();
+    let id = vars.get("SLURM_JOB_ID").copied().unwrap_or_default();
+    assert!(
+        !id.is_empty() && id.chars().all(|c| c.is_ascii_digit()),
+        "{text}"
+    );
+    assert_eq!(vars.get("SLURM_CPUS_PER_TASK"), Some(&"2"), "{text}");
+    assert!(vars.contains_key("SLURM_JOB_NODELIST"), "{text}");
+}

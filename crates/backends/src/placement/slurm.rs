@@ -1202,7 +1202,15 @@ envv=()
 if [ -f "$d/env" ]; then mapfile -d '' -t envv < "$d/env"; rm -f "$d/env"; fi
 {open_stdin}done_with() {{ echo "$1" > "$d/exit.tmp" && mv -f "$d/exit.tmp" "$d/exit"; exit "$1"; }}
 cd {cwd} || done_with 126
-env -i "${{envv[@]}}" SLURM_JOB_ID="$SLURM_JOB_ID" "${{argv[@]}}" {stdin} > "$d/stdout" 2> "$d/stderr"
+# The allocation as Slurm describes it (job id, node list, cpus, GPUs, per-job TMPDIR) on top
+# of the instrument's own environment: the sheet sees what it was given.
+alloc=()
+while IFS= read -r -d '' kv; do
+  case "$kv" in
+    SLURM_*=* | SLURMD_*=* | CUDA_VISIBLE_DEVICES=* | GPU_DEVICE_ORDINAL=* | ROCR_VISIBLE_DEVICES=* | ZE_AFFINITY_MASK=* | TMPDIR=*) alloc+=("$kv") ;;
+  esac
+done < <(env -0)
+env -i "${{envv[@]}}" "${{alloc[@]}}" "${{argv[@]}}" {stdin} > "$d/stdout" 2> "$d/stderr"
 done_with $?
 "#,
         dir = sh_quote(&dir.to_string_lossy()),
