@@ -343,3 +343,104 @@ prompt:
     assert_eq!(vars.get("SLURM_CPUS_PER_TASK"), Some(&"2"), "{text}");
     assert!(vars.contains_key("SLURM_JOB_NODELIST"), "{text}");
 }
+
+/// Resources in the score (issue 25): `placement` fields at score, movement and sheet level
+/// merged field by field over the instrument profile's placement, the most specific level
+/// winning. The profile says `type: slurm`; the score sets only `cpus` (and does not turn
+/// the profile's Slurm placement back into a local one); movement 2 and sheet 3 override
+/// `cpus`, and sheet 3's own setting beats its movement's.
+#[test]
+fn placement_fields_merge_from_profile_to_score_movement_and_sheet() {
+    if !slurm_up() {
+        return;
+    }
+    let env = TestEnv::new();
+    install_instruments(&env);
+    let profile = std::fs::read_to_string(env.home.join("instruments/standin-text.yaml"))
+        .unwrap()
+        .replace("name: standin-text", "name: standin-slurm")
+        + "placement: {type: slurm, poll_interval_seconds: 0.2}\n";
+    std::fs::write(env.home.join("instruments/standin-slurm.yaml"), profile).unwrap();
+    env.start_conductor();
+    let job = unique("slurm-merge");
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-slurm
+pause_between_sheets_seconds: 0
+retry: {{max_retries: 0}}
+placement: {{cpus: 2}}
+movements:
+  2: {{placement: {{cpus: 3}}}}
+  3: {{placement: {{cpus: 4}}}}
+sheet:
+  size: 1
+  total_items: 3
+  per_sheet_placement:
+    3: {{cpus: 1}}
+prompt:
+  template: |
+    RUN: env > "{{{{ workspace }}}}/env-{{{{ sheet_num }}}}.txt"
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    run(&env, &path, &[]);
+    let doc = wait_terminal(&env, &job, 180.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    for (n, cpus) in [(1, "2"), (2, "3"), (3, "1")] {
+        let text = std::fs::read_to_string(ws.join(format!("env-{n}.txt"))).unwrap();
+        let vars: BTreeMap<&str, &str> =
+            text.lines().filter_map(|l| l.split_once('=')).collect();
+        assert!(
+            vars.contains_key("SLURM_JOB_ID"),
+            "sheet {n} ran on Slurm (the profile's type): {text}"
+        );
+        assert_eq!(vars.get("SLURM_CPUS_PER_TASK"), Some(&cpus), "sheet {n}");
+    }
+}
+
+/// `extra_args` that would break the placement's contract are refused by `validate`, at
+/// any level, with the field and the reason.
+#[test]
+fn validate_refuses_extra_args_that_break_the_contract() {
+    let env = TestEnv::new();
+    for (placement, field, reason) in [
+        (
+            "placement: {type: slurm, extra_args: ['--array=1-4']}\n",
+            "placement.extra_args.0",
+            "job array",
+        ),
+        (
+            "placement: {type: slurm, extra_args: ['--mem=1G', '--requeue']}\n",
+            "placement.extra_args.1",
+            "requeue_on_preemption",
+        ),
+        (
+            "placement: {type: slurm}\nmovements: {1: {placement: {extra_args: ['--output=/tmp/x']}}}\n",
+            "movements.1.placement.extra_args.0",
+            "output",
+        ),
+        (
+            "placement: {type: slurm}\nsheet: {size: 1, total_items: 1, per_sheet_placement: {1: {extra_args: ['--wrap=true']}}}\n",
+            "sheet.per_sheet_placement.1.extra_args.0",
+            "wrapper",
+        ),
+    ] {
+        let sheet = if placement.contains("sheet:") {
+            ""
+        } else {
+            "sheet: {size: 1, total_items: 1}\n"
+        };
+        let score = env.write_score(
+            "refused",
+            &format!("name: refused\ninstrument: shell\n{placement}{sheet}prompt: {{template: hi}}\n"),
+        );
+        let out = env.mozart(&["validate", score.to_str().unwrap()]);
+        let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+        assert!(!out.status.success(), "{placement}: {text}");
+        assert!(text.contains(field), "{placement}: names {field}: {text}");
+        assert!(text.contains(reason), "{placement}: says why: {text}");
+    }
+}

@@ -232,10 +232,13 @@ impl SlurmPlacement {
         dir: std::path::PathBuf,
     ) -> Result<RemoteAttempt, String> {
         let name = job_name(&req.job_id, req.sheet_num, req.attempt, base);
+        let requeue = self.spec.requeue_on_preemption.unwrap_or(false);
         let mut args = vec![
             "--parsable".to_string(),
             "--hold".into(),
-            "--no-requeue".into(),
+            // A requeued job runs its script again: only when the score asks for it
+            // (`requeue_on_preemption`), and then the follower waits for the new run.
+            if requeue { "--requeue" } else { "--no-requeue" }.into(),
             // The job's environment is the `env` file, read by the wrapper. sbatch itself runs
             // with a scrubbed environment (`slurm_command`), so what Slurm stores with the job
             // holds no credentials. (`--export=NONE` would do the same but makes slurmd load
@@ -245,18 +248,26 @@ impl SlurmPlacement {
             format!("--output={}", dir.join("slurm.out").display()),
             format!("--chdir={}", cwd.display()),
         ];
-        let has_time = self
-            .spec
-            .extra_args
-            .iter()
-            .any(|a| a == "-t" || a.starts_with("--time") || a.starts_with("-t"));
+        let has_time = self.spec.time.is_some()
+            || self
+                .spec
+                .extra_args
+                .iter()
+                .any(|a| a == "-t" || a.starts_with("--time") || a.starts_with("-t"));
         if !has_time {
             args.push(format!("--time={}", time_limit_minutes(spec)));
         }
+        let cpus = self.spec.cpus.map(|c| c.to_string());
         for (flag, value) in [
             ("--partition", &self.spec.partition),
             ("--account", &self.spec.account),
             ("--qos", &self.spec.qos),
+            ("--time", &self.spec.time),
+            ("--cpus-per-task", &cpus),
+            ("--mem", &self.spec.memory),
+            ("--gpus", &self.spec.gpus),
+            ("--gres", &self.spec.gres),
+            ("--constraint", &self.spec.constraint),
         ] {
             if let Some(v) = value {
                 args.push(format!("{flag}={v}"));
