@@ -504,7 +504,13 @@ impl SlurmPlacement {
             id: &attempt.remote_id,
         };
         let mut deadline: Option<f64> = None;
+        let mut started_at: Option<f64> = None;
         let mut seen = (0u64, 0u64);
+        let queue_timeout = self.spec.queue_timeout_seconds;
+        let grace = self
+            .spec
+            .exit_file_grace_seconds
+            .map_or(DEFAULT_EXIT_FILE_GRACE, Duration::from_secs_f64);
         loop {
             let notified = watch.changed.notified();
             if let Some(code) = read_exit(dir) {
@@ -512,18 +518,42 @@ impl SlurmPlacement {
                 return Followed::Exited(code);
             }
             record_growth(dir, progress, &mut seen);
-            if deadline.is_none() {
-                deadline = read_start(dir).map(|s| s + spec.timeout.as_secs_f64());
+            // The sheet's timeout counts from the job's start, not its submission: time in
+            // the queue is the cluster's, not the sheet's. (A job Slurm requeued — with
+            // `requeue_on_preemption` — writes a new start: the timeout counts from it.)
+            let start = read_start(dir);
+            if start != started_at {
+                started_at = start;
+                deadline = start.map(|s| s + spec.timeout.as_secs_f64());
+                if let Some(s) = start {
+                    let queued = (s - attempt.submitted_at).max(0.0);
+                    progress.update_activity(|a| {
+                        a.last_event = Some(format!(
+                            "running as Slurm job {} (queued {queued:.0}s)",
+                            attempt.remote_id
+                        ));
+                    });
+                }
             }
-            // Waiting in the queue is bounded by the timeout too (a job that never starts
-            // must not hold its sheet forever); once started, the timeout counts from the start.
-            let queue_limit = attempt.submitted_at + spec.timeout.as_secs_f64();
-            let over = match deadline {
-                Some(d) => epoch_now() >= d,
-                None => epoch_now() >= queue_limit,
+            if deadline.is_none() {
+                let queued = (epoch_now() - attempt.submitted_at).max(0.0);
+                let state = watch.state().unwrap_or_else(|| "PENDING".into());
+                progress.update_activity(|a| {
+                    a.last_event = Some(format!(
+                        "in Slurm's queue as job {} ({state}) for {queued:.0}s",
+                        attempt.remote_id
+                    ));
+                });
+            }
+            // Waiting in the queue is bounded only by `queue_timeout_seconds` when set.
+            let queue_limit = queue_timeout.map(|q| attempt.submitted_at + q);
+            let over = match (deadline, queue_limit) {
+                (Some(d), _) => epoch_now() >= d,
+                (None, Some(q)) => epoch_now() >= q,
+                (None, None) => false,
             };
             if over {
-                tracing::info!(slurm_job = %attempt.remote_id, "timeout: cancelling the Slurm job");
+                tracing::info!(slurm_job = %attempt.remote_id, queued = deadline.is_none(), "timeout: cancelling the Slurm job");
                 let _ = slurm_command("scancel", &[&attempt.remote_id]).await;
                 // Wait for it to be gone (Slurm sends TERM, then KILL after its KillWait).
                 let until = Instant::now() + spec.kill_grace + Duration::from_secs(30);
@@ -539,17 +569,26 @@ impl SlurmPlacement {
                 return Followed::TimedOut;
             }
             if watch.gone() {
-                // The exit file may trail the job's end on a network filesystem.
-                for _ in 0..10 {
+                // The exit file may trail the job's end on a network filesystem
+                // (`exit_file_grace_seconds`).
+                let until = Instant::now() + grace;
+                loop {
                     if let Some(code) = read_exit(dir) {
                         record_growth(dir, progress, &mut seen);
                         return Followed::Exited(code);
+                    }
+                    if Instant::now() >= until {
+                        break;
                     }
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
                 let state = match job_state(&attempt.remote_id).await {
                     JobState::Ended(s) | JobState::Active(s) => s,
-                    JobState::Unknown => "unknown to Slurm".into(),
+                    // Purged from the controller's memory: the accounting database (when
+                    // the cluster has one) still knows how it ended.
+                    JobState::Unknown => accounting_state(&attempt.remote_id)
+                        .await
+                        .unwrap_or_else(|| "unknown to Slurm".into()),
                     JobState::Unreachable(e) => e,
                 };
                 return Followed::Vanished(state);
@@ -561,12 +600,45 @@ impl SlurmPlacement {
             } else {
                 // Not started yet as far as the files tell: look again at the next state
                 // change (pending -> running) or soon.
-                let left = (queue_limit - epoch_now()).max(0.0);
-                wake = wake.min(self.poll * 4).min(Duration::from_secs_f64(left));
+                wake = wake.min(self.poll * 4);
+                if let Some(q) = queue_limit {
+                    wake = wake.min(Duration::from_secs_f64((q - epoch_now()).max(0.0)));
+                }
             }
             let _ = tokio::time::timeout(wake, notified).await;
         }
     }
+}
+
+/// How long a finished job's exit file may trail its end by default (a local or fast
+/// shared filesystem; `exit_file_grace_seconds` for slower ones).
+const DEFAULT_EXIT_FILE_GRACE: Duration = Duration::from_secs(2);
+
+/// The final state and reason of a job from Slurm's accounting (`sacct`), when the
+/// cluster keeps one (`None` without `slurmdbd`, or when it does not know the job).
+async fn accounting_state(id: &str) -> Option<String> {
+    let out = slurm_command(
+        "sacct",
+        &["-n", "-X", "-P", "-j", id, "-o", "State,ExitCode,Reason"],
+    )
+    .await
+    .ok()?;
+    let line = out.lines().find(|l| !l.trim().is_empty())?;
+    let mut parts = line.split('|');
+    let state = parts.next()?.trim();
+    if state.is_empty() {
+        return None;
+    }
+    let exit = parts.next().unwrap_or("").trim();
+    let reason = parts.next().unwrap_or("").trim();
+    Some(format!(
+        "{state} (exit {exit}{})",
+        if reason.is_empty() || reason == "None" {
+            String::new()
+        } else {
+            format!(", reason {reason}")
+        }
+    ))
 }
 
 /// Slow tick of a followed attempt: output growth (stale detection) and the start file.
@@ -610,6 +682,11 @@ struct Watch {
 }
 
 impl Watch {
+    /// The job's last state in `squeue`.
+    fn state(&self) -> Option<String> {
+        lock(&self.last).clone()
+    }
+
     fn gone(&self) -> bool {
         self.ended.load(std::sync::atomic::Ordering::Acquire)
     }
