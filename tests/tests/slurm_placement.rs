@@ -444,3 +444,52 @@ fn validate_refuses_extra_args_that_break_the_contract() {
         assert!(text.contains(reason), "{placement}: says why: {text}");
     }
 }
+
+/// A partition Slurm does not have (issue 25): `validate` says so in Slurm's terms when
+/// Slurm is reachable, and a run fails at once — one attempt, not retried, with Slurm's
+/// own words and no hint to install the CLI.
+#[test]
+fn a_bad_partition_fails_fast_in_slurms_words() {
+    if !slurm_up() {
+        return;
+    }
+    let env = env_with_standin();
+    let job = unique("slurm-badpart");
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+retry: {{max_retries: 3, base_delay_seconds: 1}}
+placement: {{type: slurm, partition: nosuchpart, poll_interval_seconds: 0.2}}
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    let out = env.mozart(&["validate", path.to_str().unwrap()]);
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "validate: {text}");
+    assert!(
+        text.contains("placement.partition") && text.contains("nosuchpart"),
+        "validate names the field and the partition: {text}"
+    );
+    let started = std::time::Instant::now();
+    run(&env, &path, &[]);
+    let doc = wait_terminal(&env, &job, 120.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let s = sheet(&doc, 1);
+    let all = s.to_string();
+    assert!(all.contains("Invalid partition"), "Slurm's words: {s:#}");
+    assert!(!all.contains("install the CLI"), "{s:#}");
+    assert_eq!(s["attempt_count"], 1, "not retried: {s:#}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "failed fast: {:?}",
+        started.elapsed()
+    );
+    assert!(ledger(&ws.join("ledger")).is_empty());
+}

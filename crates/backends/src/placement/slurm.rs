@@ -1052,6 +1052,13 @@ async fn collect(
 }
 
 fn failed_to_start(message: String, started: Instant) -> ProcessOutcome {
+    // Slurm refused the job as configured (bad partition, account, QOS, resources): the
+    // backends report it as a configuration error, not retried, in Slurm's own words.
+    let kind = if slurm_refused(&message) {
+        std::io::ErrorKind::InvalidInput
+    } else {
+        std::io::ErrorKind::Other
+    };
     ProcessOutcome {
         exit_code: None,
         exit_signal: None,
@@ -1059,7 +1066,7 @@ fn failed_to_start(message: String, started: Instant) -> ProcessOutcome {
         escalated: false,
         lingered: false,
         stopped: false,
-        spawn_error: Some(std::io::Error::other(message)),
+        spawn_error: Some(std::io::Error::new(kind, message)),
         stdout: Default::default(),
         stderr: Default::default(),
         duration: started.elapsed(),
@@ -1147,6 +1154,15 @@ async fn jobs_named(name: &str) -> Result<Vec<(String, String)>, String> {
         .filter_map(|l| l.trim().split_once('|'))
         .map(|(id, st)| (id.to_string(), st.to_string()))
         .collect())
+}
+
+/// Whether Slurm refused a submission as configured (invalid partition, account, QOS,
+/// resources; sbatch missing on this host): the same submission would be refused again.
+pub fn slurm_refused(message: &str) -> bool {
+    !controller_unreachable(message)
+        && (message.contains("Batch job submission failed")
+            || message.contains("sbatch: error:")
+            || message.contains("sbatch not found on PATH"))
 }
 
 /// Whether a Slurm command failed because the controller could not be reached (or is
