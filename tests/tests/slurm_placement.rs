@@ -493,3 +493,58 @@ prompt:
     );
     assert!(ledger(&ws.join("ledger")).is_empty());
 }
+
+/// `mozart pause` on Slurm (issue 25; docs/design/distributed.md): as for local sheets,
+/// running sheets finish — their Slurm jobs run on and are collected — and no new job is
+/// submitted until `mozart resume`; every sheet then runs once.
+#[test]
+fn pause_lets_running_slurm_jobs_finish_and_submits_no_new_ones() {
+    if !slurm_up() {
+        return;
+    }
+    let env = env_with_standin();
+    let job = unique("slurm-pause");
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+pause_between_sheets_seconds: 0
+parallel: {{enabled: true, max_concurrent: 2}}
+retry: {{max_retries: 0}}
+placement: {{type: slurm, poll_interval_seconds: 0.2}}
+sheet: {{size: 1, total_items: 1, fan_out: {{1: 4}}}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+    RUN: sleep 6
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    let led = ws.join("ledger");
+    run(&env, &path, &[]);
+    poll(&env, 60.0, "two sheets to start on Slurm", || {
+        (ledger(&led).len() >= 2).then_some(())
+    });
+    let out = env.mozart(&["pause", &job]);
+    assert!(out.status.success(), "pause: {}", stdout(&out));
+    let running = squeue(&format!("mozart-{job}-"));
+    assert_eq!(running.len(), 2, "the running jobs are not cancelled: {running:?}");
+    let doc = wait_status(&env, &job, 60.0, |d| {
+        d["sheets"]
+            .as_object()
+            .is_some_and(|s| s.values().filter(|sh| sh["status"] == "completed").count() == 2)
+    });
+    assert_eq!(doc["status"], "paused", "{doc:#}");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(ledger(&led).len(), 2, "nothing new was submitted while paused");
+    assert!(squeue(&format!("mozart-{job}-")).is_empty());
+    let out = env.mozart(&["resume", &job]);
+    assert!(out.status.success(), "resume: {}", stdout(&out));
+    let doc = wait_terminal(&env, &job, 120.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    let ran = counts(&led);
+    assert_eq!(ran.len(), 4, "{ran:?}");
+    assert!(ran.values().all(|c| *c == 1), "{ran:?}");
+}
