@@ -37,7 +37,10 @@ fn slurm_up() -> bool {
             o.status.success() && ["idle", "mixed", "allocated"].iter().any(|s| t.contains(s))
         });
     if !ok {
-        missing("a running Slurm with an idle node", "run tests/slurm/setup.sh");
+        missing(
+            "a running Slurm with an idle node",
+            "run tests/slurm/setup.sh",
+        );
         return false;
     }
     if !Path::new(SLURM_DIR).join("slurmctld.pid").exists() {
@@ -113,7 +116,11 @@ fn squeue(prefix: &str) -> Vec<(String, String, String)> {
             Some((
                 parts.next()?.trim().to_string(),
                 parts.next()?.trim().to_string(),
-                format!("{} {}", parts.next()?.trim(), parts.next().unwrap_or("").trim()),
+                format!(
+                    "{} {}",
+                    parts.next()?.trim(),
+                    parts.next().unwrap_or("").trim()
+                ),
             ))
         })
         .filter(|(_, name, _)| name.starts_with(prefix))
@@ -264,15 +271,13 @@ fn a_frozen_then_restarted_controller_costs_no_attempt_and_no_duplicate() {
     run(&env, &path, &[]);
     // sbatch's own timeout (MessageTimeout, 10 s) passes while the controller is frozen.
     let waiting = wait_status(&env, &job, 60.0, |d| {
-        d["sheets"]
-            .as_object()
-            .is_some_and(|s| {
-                s.values().any(|sh| {
-                    sh["live"]["last_event"]
-                        .as_str()
-                        .is_some_and(|e| e.contains("waiting for the Slurm controller"))
-                })
+        d["sheets"].as_object().is_some_and(|s| {
+            s.values().any(|sh| {
+                sh["live"]["last_event"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("waiting for the Slurm controller"))
             })
+        })
     });
     assert_ne!(waiting["status"], "failed", "{waiting:#}");
     std::thread::sleep(Duration::from_secs(15));

@@ -391,8 +391,7 @@ prompt:
     assert_eq!(doc["status"], "completed", "{doc:#}");
     for (n, cpus) in [(1, "2"), (2, "3"), (3, "1")] {
         let text = std::fs::read_to_string(ws.join(format!("env-{n}.txt"))).unwrap();
-        let vars: BTreeMap<&str, &str> =
-            text.lines().filter_map(|l| l.split_once('=')).collect();
+        let vars: BTreeMap<&str, &str> = text.lines().filter_map(|l| l.split_once('=')).collect();
         assert!(
             vars.contains_key("SLURM_JOB_ID"),
             "sheet {n} ran on Slurm (the profile's type): {text}"
@@ -530,7 +529,11 @@ prompt:
     let out = env.mozart(&["pause", &job]);
     assert!(out.status.success(), "pause: {}", stdout(&out));
     let running = squeue(&format!("mozart-{job}-"));
-    assert_eq!(running.len(), 2, "the running jobs are not cancelled: {running:?}");
+    assert_eq!(
+        running.len(),
+        2,
+        "the running jobs are not cancelled: {running:?}"
+    );
     let doc = wait_status(&env, &job, 60.0, |d| {
         d["sheets"]
             .as_object()
@@ -538,7 +541,11 @@ prompt:
     });
     assert_eq!(doc["status"], "paused", "{doc:#}");
     std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(ledger(&led).len(), 2, "nothing new was submitted while paused");
+    assert_eq!(
+        ledger(&led).len(),
+        2,
+        "nothing new was submitted while paused"
+    );
     assert!(squeue(&format!("mozart-{job}-")).is_empty());
     let out = env.mozart(&["resume", &job]);
     assert!(out.status.success(), "resume: {}", stdout(&out));

@@ -204,7 +204,9 @@ impl PlacementSpec {
                 ));
             }
             if let Some(why) = refused_sbatch_option(arg) {
-                return Err(format!("extra_args[{i}]: '{arg}' is not allowed here: {why}"));
+                return Err(format!(
+                    "extra_args[{i}]: '{arg}' is not allowed here: {why}"
+                ));
             }
         }
         Ok(())
@@ -339,13 +341,17 @@ mod tests {
         assert!(parse("type: slurm\nextra_args: ['--array=1-9']\n")
             .unwrap_err()
             .starts_with("extra_args[0]"));
-        assert!(parse("type: slurm\ncpus: 0\n").unwrap_err().starts_with("cpus"));
+        assert!(parse("type: slurm\ncpus: 0\n")
+            .unwrap_err()
+            .starts_with("cpus"));
     }
 
     /// Most specific wins field by field; a layer never wipes what it does not set.
     #[test]
     fn layers_merge_field_by_field() {
-        let v = |y: &str| serde_json::to_value(serde_yaml::from_str::<serde_yaml::Value>(y).unwrap()).unwrap();
+        let v = |y: &str| {
+            serde_json::to_value(serde_yaml::from_str::<serde_yaml::Value>(y).unwrap()).unwrap()
+        };
         let spec = merge_layers(&[
             v("{type: slurm, partition: gpu, account: lab, extra_args: ['--exclusive']}"),
             v("{cpus: 4, partition: null}"),

@@ -212,7 +212,9 @@ impl SlurmPlacement {
         }
         // Whatever stops the submission, the files written for it (the environment holds
         // API keys) do not stay on the shared filesystem.
-        let submitted = self.submit_files(req, spec, guard, &cwd, &base, dir.clone()).await;
+        let submitted = self
+            .submit_files(req, spec, guard, &cwd, &base, dir.clone())
+            .await;
         if submitted.is_err() {
             guard.dir = None;
             remove_attempt_dir(&dir).await;
@@ -352,10 +354,7 @@ impl SlurmPlacement {
                 .and_then(|()| std::fs::rename(&tmp, &adopted));
             if let Err(e) = written {
                 if attempt.dir.exists() {
-                    return Err(format!(
-                        "cannot write {}: {e}",
-                        adopted.display()
-                    ));
+                    return Err(format!("cannot write {}: {e}", adopted.display()));
                 }
                 // A job whose files are gone cannot run the sheet anyway (it finds no
                 // command line); following it ends with its exit status or its absence.
@@ -763,14 +762,13 @@ impl Watcher {
                     return;
                 }
             }
-            let listed =
-                match slurm_command("squeue", &["-h", "--me", "-o", "%i|%T|%j"]).await {
-                    Ok(out) => out,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot list Slurm jobs; trying again");
-                        continue;
-                    }
-                };
+            let listed = match slurm_command("squeue", &["-h", "--me", "-o", "%i|%T|%j"]).await {
+                Ok(out) => out,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot list Slurm jobs; trying again");
+                    continue;
+                }
+            };
             let mut states: std::collections::HashMap<&str, &str> =
                 std::collections::HashMap::new();
             let mut duplicates = Vec::new();
@@ -784,8 +782,7 @@ impl Watcher {
                     };
                     states.insert(id, st);
                     let claimed = name.and_then(|n| claims.get(n));
-                    if claimed.is_some_and(|(ours, _)| ours != id)
-                        && !TERMINAL_STATES.contains(&st)
+                    if claimed.is_some_and(|(ours, _)| ours != id) && !TERMINAL_STATES.contains(&st)
                     {
                         duplicates.push(id.to_string());
                     }
@@ -884,7 +881,8 @@ impl Drop for CancelGuard {
                     .status()
                     .is_ok_and(|s| s.success())
             };
-            let mut cancelled = attempt.remote_id.is_empty() || scancel(&[attempt.remote_id.clone()]);
+            let mut cancelled =
+                attempt.remote_id.is_empty() || scancel(std::slice::from_ref(&attempt.remote_id));
             if !attempt.name.is_empty() {
                 // By name as well: the job sbatch may have created without telling us its
                 // id (abandoned during sbatch), and any duplicate of it.
@@ -893,10 +891,8 @@ impl Drop for CancelGuard {
                     m.uid()
                 });
                 if let Ok(uid) = uid {
-                    cancelled &= scancel(&[
-                        format!("--name={}", attempt.name),
-                        format!("--user={uid}"),
-                    ]);
+                    cancelled &=
+                        scancel(&[format!("--name={}", attempt.name), format!("--user={uid}")]);
                 }
             }
             if !cancelled {
@@ -1393,7 +1389,10 @@ mod tests {
     fn names_and_limits() {
         let name = job_name("my job/1", 3, 2, Path::new("/ws/.mozart-slurm"));
         assert!(name.starts_with("mozart-my_job_1-s3-a2-"), "{name}");
-        assert_ne!(name, job_name("my job/1", 3, 2, Path::new("/other/.mozart-slurm")));
+        assert_ne!(
+            name,
+            job_name("my job/1", 3, 2, Path::new("/other/.mozart-slurm"))
+        );
         let mut spec = ProcessSpec::new("x", vec![], Duration::from_secs(30));
         spec.kill_grace = Duration::from_secs(5);
         assert_eq!(time_limit_minutes(&spec), 2);

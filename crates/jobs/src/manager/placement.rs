@@ -59,8 +59,8 @@ pub(crate) fn placement_for(
     if layers.is_empty() {
         return Ok(Placement::Local);
     }
-    let spec = mozart_backends::placement::merge_layers(&layers)
-        .map_err(|e| format!("placement: {e}"))?;
+    let spec =
+        mozart_backends::placement::merge_layers(&layers).map_err(|e| format!("placement: {e}"))?;
     if spec.kind == mozart_backends::PlacementKind::Local {
         return Ok(Placement::Local);
     }
