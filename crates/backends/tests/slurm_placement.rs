@@ -251,3 +251,73 @@ async fn credentials_stay_out_of_slurms_job_record() {
     );
     assert!(!attempt.dir.join("env").exists(), "the env file is deleted");
 }
+
+/// `requeue_on_preemption` (issue 25): a job Slurm requeues (a preemption; here `scontrol
+/// requeue`) runs again under the same id and the attempt follows it to its end — not a
+/// failed attempt — with its command and environment still there for the new run.
+#[tokio::test]
+async fn a_requeued_job_is_followed_to_its_end_without_failing_the_attempt() {
+    if !slurm_up() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let count = dir.path().join("runs");
+    let spec: PlacementSpec = serde_yaml::from_str(
+        "type: slurm\npoll_interval_seconds: 0.2\nrequeue_on_preemption: true\n",
+    )
+    .unwrap();
+    let journal = Arc::new(MemJournal::default());
+    let mut req = request(
+        &format!(
+            "echo run >> {}; sleep 4; echo \"finished $KEEP\"",
+            count.display()
+        ),
+        dir.path(),
+        Duration::from_secs(120),
+    );
+    req.env = vec![("KEEP".into(), "env-kept".into())];
+    req.placement = Placement::from_spec(&spec).unwrap();
+    req.remote = Some(journal.clone());
+    let b = backend();
+    let exec = b.execute(req);
+    tokio::pin!(exec);
+    let attempt = tokio::select! {
+        _ = &mut exec => panic!("finished early"),
+        a = wait_recorded(&journal) => a,
+    };
+    let until = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(&count)
+        .unwrap_or_default()
+        .is_empty()
+    {
+        assert!(Instant::now() < until, "the job never started");
+        tokio::select! {
+            _ = &mut exec => panic!("finished early"),
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
+    let out = std::process::Command::new("scontrol")
+        .args(["requeue", &attempt.remote_id])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result = tokio::time::timeout(Duration::from_secs(300), exec)
+        .await
+        .expect("the requeued job ends (Slurm delays a requeued job by about two minutes)");
+    assert!(result.success, "{result:?}");
+    assert!(result.stdout.contains("finished env-kept"), "{result:?}");
+    let runs = std::fs::read_to_string(&count).unwrap();
+    assert_eq!(
+        runs.lines().count(),
+        2,
+        "ran, was requeued, ran again: {runs:?}"
+    );
+    assert!(
+        !attempt.dir.join("env").exists(),
+        "the env file is gone once the attempt ended"
+    );
+}

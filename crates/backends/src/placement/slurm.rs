@@ -202,7 +202,8 @@ impl SlurmPlacement {
         ));
         // From now on an abandoned attempt removes its files (its cancel guard).
         guard.dir = Some(dir.clone());
-        if let Err(e) = write_attempt_files(&dir, &cwd, spec) {
+        let keep_inputs = self.spec.requeue_on_preemption.unwrap_or(false);
+        if let Err(e) = write_attempt_files(&dir, &cwd, spec, keep_inputs) {
             guard.dir = None;
             remove_attempt_dir(&dir).await;
             return Err(format!(
@@ -510,9 +511,17 @@ impl SlurmPlacement {
             .spec
             .exit_file_grace_seconds
             .map_or(DEFAULT_EXIT_FILE_GRACE, Duration::from_secs_f64);
+        let requeue = self.spec.requeue_on_preemption.unwrap_or(false);
         loop {
             let notified = watch.changed.notified();
             if let Some(code) = read_exit(dir) {
+                if requeue && code > 128 && requeued(&attempt.remote_id).await {
+                    // Killed because Slurm requeued it (a preemption): it runs again under
+                    // the same id; this exit status was not the attempt's end.
+                    tracing::info!(slurm_job = %attempt.remote_id, "Slurm requeued the job; following its next run");
+                    let _ = std::fs::remove_file(dir.join("exit"));
+                    continue;
+                }
                 record_growth(dir, progress, &mut seen);
                 return Followed::Exited(code);
             }
@@ -533,6 +542,11 @@ impl SlurmPlacement {
                         ));
                     });
                 }
+            }
+            if deadline.is_some() && watch.state().as_deref() == Some("PENDING") {
+                // Requeued (a preemption, with `requeue_on_preemption`): back in the queue,
+                // whose time is not the sheet's; the next start restarts the timeout.
+                deadline = None;
             }
             if deadline.is_none() {
                 let queued = (epoch_now() - attempt.submitted_at).max(0.0);
@@ -607,6 +621,11 @@ impl SlurmPlacement {
             let _ = tokio::time::timeout(wake, notified).await;
         }
     }
+}
+
+/// Whether Slurm put the job back in the queue (requeued after a preemption).
+async fn requeued(id: &str) -> bool {
+    matches!(job_state(id).await, JobState::Active(s) if s == "PENDING" || s.starts_with("REQUEUE"))
 }
 
 /// How long a finished job's exit file may trail its end by default (a local or fast
@@ -1252,7 +1271,12 @@ fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
 }
 
 /// The attempt's directory: command line, environment, stdin, wrapper.
-fn write_attempt_files(dir: &Path, cwd: &Path, spec: &ProcessSpec) -> std::io::Result<()> {
+fn write_attempt_files(
+    dir: &Path,
+    cwd: &Path,
+    spec: &ProcessSpec,
+    keep_inputs: bool,
+) -> std::io::Result<()> {
     // Directories we create (the state directory, the job's) are private too: their names
     // say which jobs and sheets run.
     std::fs::DirBuilder::new()
@@ -1277,13 +1301,19 @@ fn write_attempt_files(dir: &Path, cwd: &Path, spec: &ProcessSpec) -> std::io::R
         file.write_all(b"\0")?;
     }
     // The prompt (in argv or stdin) and the environment are deleted as soon as the job has
-    // them open or read; the conductor deletes whatever is left when the attempt ends.
+    // them open or read; the conductor deletes whatever is left when the attempt ends. A job
+    // Slurm may requeue (`requeue_on_preemption`) runs this script again: it keeps them
+    // (private, 0600) until the attempt ends.
+    let rm = if keep_inputs { ":" } else { "rm -f" };
     let (open_stdin, stdin) = match &spec.stdin {
         Some(bytes) => {
             private_file(&dir.join("stdin"))?.write_all(bytes)?;
-            ("exec 3< \"$d/stdin\" && rm -f \"$d/stdin\"\n", "<&3 3<&-")
+            (
+                format!("exec 3< \"$d/stdin\" && {rm} \"$d/stdin\"\n"),
+                "<&3 3<&-",
+            )
         }
-        None => ("", "< /dev/null"),
+        None => (String::new(), "< /dev/null"),
     };
     let script = format!(
         r#"#!/bin/bash
@@ -1297,9 +1327,9 @@ if [ "$(cat "$d/adopted" 2>/dev/null)" != "$SLURM_JOB_ID" ]; then
   exit 0
 fi
 date +%s.%N > "$d/start.tmp" && mv -f "$d/start.tmp" "$d/start"
-mapfile -d '' -t argv < "$d/argv"; rm -f "$d/argv"
+mapfile -d '' -t argv < "$d/argv"; {rm} "$d/argv"
 envv=()
-if [ -f "$d/env" ]; then mapfile -d '' -t envv < "$d/env"; rm -f "$d/env"; fi
+if [ -f "$d/env" ]; then mapfile -d '' -t envv < "$d/env"; {rm} "$d/env"; fi
 {open_stdin}done_with() {{ echo "$1" > "$d/exit.tmp" && mv -f "$d/exit.tmp" "$d/exit"; exit "$1"; }}
 cd {cwd} || done_with 126
 # The allocation as Slurm describes it (job id, node list, cpus, GPUs, per-job TMPDIR) on top
@@ -1424,7 +1454,7 @@ mod tests {
         };
         spec.stdin = Some(b"from stdin".to_vec());
         let dir = tmp.path().join("state").join("job").join("attempt");
-        write_attempt_files(&dir, &cwd, &spec).unwrap();
+        write_attempt_files(&dir, &cwd, &spec, false).unwrap();
         // Nobody but the conductor's user can read what it wrote (the environment holds API
         // keys), nor list the directories it created.
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
