@@ -301,3 +301,257 @@ fn a_stopped_conductor_leaves_its_slurm_jobs_running_for_the_next_one() {
     let ids: BTreeSet<String> = slurm_ids(&ws, 3).into_iter().collect();
     assert_eq!(ids.len(), 3, "{ids:?}");
 }
+
+/// The sheet sees its allocation (issue 25): Slurm's own variables (job id, cpus per task,
+/// node list) reach the instrument alongside its filtered environment, as they reach a
+/// plain `sbatch` job.
+#[test]
+fn the_sheet_sees_its_slurm_allocation() {
+    if !slurm_up() {
+        return;
+    }
+    let env = env_with_standin();
+    let job = unique("slurm-env");
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+retry: {{max_retries: 0}}
+placement:
+  type: slurm
+  poll_interval_seconds: 0.2
+  extra_args: ['--cpus-per-task=2']
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: |
+    RUN: env > "{{{{ workspace }}}}/env.txt"
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    run(&env, &path, &[]);
+    let doc = wait_terminal(&env, &job, 120.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    let text = std::fs::read_to_string(ws.join("env.txt")).unwrap();
+    let vars: BTreeMap<&str, &str> = text.lines().filter_map(|l| l.split_once('=')).collect();
+    let id = vars.get("SLURM_JOB_ID").copied().unwrap_or_default();
+    assert!(
+        !id.is_empty() && id.chars().all(|c| c.is_ascii_digit()),
+        "{text}"
+    );
+    assert_eq!(vars.get("SLURM_CPUS_PER_TASK"), Some(&"2"), "{text}");
+    assert!(vars.contains_key("SLURM_JOB_NODELIST"), "{text}");
+}
+
+/// Resources in the score (issue 25): `placement` fields at score, movement and sheet level
+/// merged field by field over the instrument profile's placement, the most specific level
+/// winning. The profile says `type: slurm`; the score sets only `cpus` (and does not turn
+/// the profile's Slurm placement back into a local one); movement 2 and sheet 3 override
+/// `cpus`, and sheet 3's own setting beats its movement's.
+#[test]
+fn placement_fields_merge_from_profile_to_score_movement_and_sheet() {
+    if !slurm_up() {
+        return;
+    }
+    let env = TestEnv::new();
+    install_instruments(&env);
+    let profile = std::fs::read_to_string(env.home.join("instruments/standin-text.yaml"))
+        .unwrap()
+        .replace("name: standin-text", "name: standin-slurm")
+        + "placement: {type: slurm, poll_interval_seconds: 0.2}\n";
+    std::fs::write(env.home.join("instruments/standin-slurm.yaml"), profile).unwrap();
+    env.start_conductor();
+    let job = unique("slurm-merge");
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-slurm
+pause_between_sheets_seconds: 0
+retry: {{max_retries: 0}}
+placement: {{cpus: 2}}
+movements:
+  2: {{placement: {{cpus: 3}}}}
+  3: {{placement: {{cpus: 4}}}}
+sheet:
+  size: 1
+  total_items: 3
+  per_sheet_placement:
+    3: {{cpus: 1}}
+prompt:
+  template: |
+    RUN: env > "{{{{ workspace }}}}/env-{{{{ sheet_num }}}}.txt"
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    run(&env, &path, &[]);
+    let doc = wait_terminal(&env, &job, 180.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    for (n, cpus) in [(1, "2"), (2, "3"), (3, "1")] {
+        let text = std::fs::read_to_string(ws.join(format!("env-{n}.txt"))).unwrap();
+        let vars: BTreeMap<&str, &str> = text.lines().filter_map(|l| l.split_once('=')).collect();
+        assert!(
+            vars.contains_key("SLURM_JOB_ID"),
+            "sheet {n} ran on Slurm (the profile's type): {text}"
+        );
+        assert_eq!(vars.get("SLURM_CPUS_PER_TASK"), Some(&cpus), "sheet {n}");
+    }
+}
+
+/// `extra_args` that would break the placement's contract are refused by `validate`, at
+/// any level, with the field and the reason.
+#[test]
+fn validate_refuses_extra_args_that_break_the_contract() {
+    let env = TestEnv::new();
+    for (placement, field, reason) in [
+        (
+            "placement: {type: slurm, extra_args: ['--array=1-4']}\n",
+            "placement.extra_args.0",
+            "job array",
+        ),
+        (
+            "placement: {type: slurm, extra_args: ['--mem=1G', '--requeue']}\n",
+            "placement.extra_args.1",
+            "requeue_on_preemption",
+        ),
+        (
+            "placement: {type: slurm}\nmovements: {1: {placement: {extra_args: ['--output=/tmp/x']}}}\n",
+            "movements.1.placement.extra_args.0",
+            "output",
+        ),
+        (
+            "placement: {type: slurm}\nsheet: {size: 1, total_items: 1, per_sheet_placement: {1: {extra_args: ['--wrap=true']}}}\n",
+            "sheet.per_sheet_placement.1.extra_args.0",
+            "wrapper",
+        ),
+    ] {
+        let sheet = if placement.contains("sheet:") {
+            ""
+        } else {
+            "sheet: {size: 1, total_items: 1}\n"
+        };
+        let score = env.write_score(
+            "refused",
+            &format!("name: refused\ninstrument: shell\n{placement}{sheet}prompt: {{template: hi}}\n"),
+        );
+        let out = env.mozart(&["validate", score.to_str().unwrap()]);
+        let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+        assert!(!out.status.success(), "{placement}: {text}");
+        assert!(text.contains(field), "{placement}: names {field}: {text}");
+        assert!(text.contains(reason), "{placement}: says why: {text}");
+    }
+}
+
+/// A partition Slurm does not have (issue 25): `validate` says so in Slurm's terms when
+/// Slurm is reachable, and a run fails at once — one attempt, not retried, with Slurm's
+/// own words and no hint to install the CLI.
+#[test]
+fn a_bad_partition_fails_fast_in_slurms_words() {
+    if !slurm_up() {
+        return;
+    }
+    let env = env_with_standin();
+    let job = unique("slurm-badpart");
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+retry: {{max_retries: 3, base_delay_seconds: 1}}
+placement: {{type: slurm, partition: nosuchpart, poll_interval_seconds: 0.2}}
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    let out = env.mozart(&["validate", path.to_str().unwrap()]);
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "validate: {text}");
+    assert!(
+        text.contains("placement.partition") && text.contains("nosuchpart"),
+        "validate names the field and the partition: {text}"
+    );
+    let started = std::time::Instant::now();
+    run(&env, &path, &[]);
+    let doc = wait_terminal(&env, &job, 120.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let s = sheet(&doc, 1);
+    let all = s.to_string();
+    assert!(all.contains("Invalid partition"), "Slurm's words: {s:#}");
+    assert!(!all.contains("install the CLI"), "{s:#}");
+    assert_eq!(s["attempt_count"], 1, "not retried: {s:#}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "failed fast: {:?}",
+        started.elapsed()
+    );
+    assert!(ledger(&ws.join("ledger")).is_empty());
+}
+
+/// `mozart pause` on Slurm (issue 25; docs/design/distributed.md): as for local sheets,
+/// running sheets finish — their Slurm jobs run on and are collected — and no new job is
+/// submitted until `mozart resume`; every sheet then runs once.
+#[test]
+fn pause_lets_running_slurm_jobs_finish_and_submits_no_new_ones() {
+    if !slurm_up() {
+        return;
+    }
+    let env = env_with_standin();
+    let job = unique("slurm-pause");
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+pause_between_sheets_seconds: 0
+parallel: {{enabled: true, max_concurrent: 2}}
+retry: {{max_retries: 0}}
+placement: {{type: slurm, poll_interval_seconds: 0.2}}
+sheet: {{size: 1, total_items: 1, fan_out: {{1: 4}}}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+    RUN: sleep 6
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    let led = ws.join("ledger");
+    run(&env, &path, &[]);
+    poll(&env, 60.0, "two sheets to start on Slurm", || {
+        (ledger(&led).len() >= 2).then_some(())
+    });
+    let out = env.mozart(&["pause", &job]);
+    assert!(out.status.success(), "pause: {}", stdout(&out));
+    let running = squeue(&format!("mozart-{job}-"));
+    assert_eq!(
+        running.len(),
+        2,
+        "the running jobs are not cancelled: {running:?}"
+    );
+    let doc = wait_status(&env, &job, 60.0, |d| {
+        d["sheets"]
+            .as_object()
+            .is_some_and(|s| s.values().filter(|sh| sh["status"] == "completed").count() == 2)
+    });
+    assert_eq!(doc["status"], "paused", "{doc:#}");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        ledger(&led).len(),
+        2,
+        "nothing new was submitted while paused"
+    );
+    assert!(squeue(&format!("mozart-{job}-")).is_empty());
+    let out = env.mozart(&["resume", &job]);
+    assert!(out.status.success(), "resume: {}", stdout(&out));
+    let doc = wait_terminal(&env, &job, 120.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    let ran = counts(&led);
+    assert_eq!(ran.len(), 4, "{ran:?}");
+    assert!(ran.values().all(|c| *c == 1), "{ran:?}");
+}

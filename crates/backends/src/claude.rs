@@ -224,6 +224,9 @@ impl ClaudeCliBackend {
                 );
                 r.stderr = "claude CLI not found".into();
                 r
+            } else if err.kind() == std::io::ErrorKind::InvalidInput {
+                // Refused as configured (a Slurm placement's bad partition or account).
+                ExecutionResult::start_failure(None, "configuration", err.to_string())
             } else {
                 ExecutionResult::start_failure(
                     None,

@@ -233,6 +233,10 @@ impl ProfileBackend {
                     "not_found",
                     format!("Executable not found: {exe}"),
                 )
+            } else if err.kind() == std::io::ErrorKind::InvalidInput {
+                // Refused as configured (a Slurm placement's bad partition or account, in
+                // Slurm's words): a retry would be refused the same way.
+                (None, "configuration", err.to_string())
             } else {
                 (None, "exception", format!("Failed to start process: {err}"))
             };

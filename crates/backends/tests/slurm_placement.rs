@@ -133,8 +133,8 @@ async fn a_lost_follower_is_replaced_by_reattaching_not_resubmitting() {
     assert_eq!(runs.lines().count(), 1, "the command ran {runs:?}");
 }
 
-/// A job that never leaves the queue does not hold its sheet forever: the timeout bounds
-/// the wait, and the job is cancelled.
+/// A job that never leaves the queue does not hold its sheet forever when the placement
+/// bounds the wait (`queue_timeout_seconds`): the job is cancelled.
 #[tokio::test]
 async fn a_job_stuck_in_the_queue_times_out_and_is_cancelled() {
     if !slurm_up() {
@@ -142,7 +142,7 @@ async fn a_job_stuck_in_the_queue_times_out_and_is_cancelled() {
     }
     let dir = tempfile::tempdir().unwrap();
     let spec: PlacementSpec = serde_yaml::from_str(
-        "type: slurm\npoll_interval_seconds: 0.2\nextra_args: ['--begin=now+3600']\n",
+        "type: slurm\npoll_interval_seconds: 0.2\nqueue_timeout_seconds: 2\nextra_args: ['--begin=now+3600']\n",
     )
     .unwrap();
     let journal = Arc::new(MemJournal::default());
@@ -153,6 +153,43 @@ async fn a_job_stuck_in_the_queue_times_out_and_is_cancelled() {
     assert!(result.timed_out, "{result:?}");
     let id = journal.recorded().unwrap().remote_id;
     assert!(!squeue_has(&id), "job {id} still queued after the timeout");
+}
+
+/// Time in the queue is not the sheet's (issue 25): a job that waits in the queue longer
+/// than the sheet's timeout, then runs briefly, succeeds; status meanwhile says it is
+/// queued.
+#[tokio::test]
+async fn queue_time_does_not_count_against_the_sheet_timeout() {
+    if !slurm_up() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec: PlacementSpec = serde_yaml::from_str(
+        "type: slurm\npoll_interval_seconds: 0.2\nextra_args: ['--begin=now+8']\n",
+    )
+    .unwrap();
+    let mut req = request("echo ran", dir.path(), Duration::from_secs(3));
+    req.placement = Placement::from_spec(&spec).unwrap();
+    let progress = Arc::clone(&req.progress);
+    let b = backend();
+    let exec = b.execute(req);
+    tokio::pin!(exec);
+    let mut said_queued = false;
+    let result = loop {
+        tokio::select! {
+            r = &mut exec => break r,
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {
+                said_queued |= progress
+                    .activity()
+                    .last_event
+                    .is_some_and(|e| e.contains("in Slurm's queue"));
+            }
+        }
+    };
+    assert!(!result.timed_out, "{result:?}");
+    assert!(result.success, "{result:?}");
+    assert!(result.stdout.contains("ran"));
+    assert!(said_queued, "the queue wait was shown");
 }
 
 /// Credentials reach the job through its private `env` file only: neither Slurm's stored
@@ -213,4 +250,74 @@ async fn credentials_stay_out_of_slurms_job_record() {
         "{result:?}"
     );
     assert!(!attempt.dir.join("env").exists(), "the env file is deleted");
+}
+
+/// `requeue_on_preemption` (issue 25): a job Slurm requeues (a preemption; here `scontrol
+/// requeue`) runs again under the same id and the attempt follows it to its end — not a
+/// failed attempt — with its command and environment still there for the new run.
+#[tokio::test]
+async fn a_requeued_job_is_followed_to_its_end_without_failing_the_attempt() {
+    if !slurm_up() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let count = dir.path().join("runs");
+    let spec: PlacementSpec = serde_yaml::from_str(
+        "type: slurm\npoll_interval_seconds: 0.2\nrequeue_on_preemption: true\n",
+    )
+    .unwrap();
+    let journal = Arc::new(MemJournal::default());
+    let mut req = request(
+        &format!(
+            "echo run >> {}; sleep 4; echo \"finished $KEEP\"",
+            count.display()
+        ),
+        dir.path(),
+        Duration::from_secs(120),
+    );
+    req.env = vec![("KEEP".into(), "env-kept".into())];
+    req.placement = Placement::from_spec(&spec).unwrap();
+    req.remote = Some(journal.clone());
+    let b = backend();
+    let exec = b.execute(req);
+    tokio::pin!(exec);
+    let attempt = tokio::select! {
+        _ = &mut exec => panic!("finished early"),
+        a = wait_recorded(&journal) => a,
+    };
+    let until = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(&count)
+        .unwrap_or_default()
+        .is_empty()
+    {
+        assert!(Instant::now() < until, "the job never started");
+        tokio::select! {
+            _ = &mut exec => panic!("finished early"),
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
+    let out = std::process::Command::new("scontrol")
+        .args(["requeue", &attempt.remote_id])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result = tokio::time::timeout(Duration::from_secs(300), exec)
+        .await
+        .expect("the requeued job ends (Slurm delays a requeued job by about two minutes)");
+    assert!(result.success, "{result:?}");
+    assert!(result.stdout.contains("finished env-kept"), "{result:?}");
+    let runs = std::fs::read_to_string(&count).unwrap();
+    assert_eq!(
+        runs.lines().count(),
+        2,
+        "ran, was requeued, ran again: {runs:?}"
+    );
+    assert!(
+        !attempt.dir.join("env").exists(),
+        "the env file is gone once the attempt ended"
+    );
 }

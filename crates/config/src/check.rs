@@ -137,54 +137,132 @@ impl<'a> Checker<'a> {
     }
 }
 
-/// `placement` (docs/scores.md "Placement"): the same rules as a profile's placement.
-fn check_placement(c: &mut Checker<'_>, p: &PlacementConfig) {
+/// `sbatch` options the Slurm placement sets itself or that would break its contract (one
+/// attempt = one job that runs once, whose output files the conductor reads), with the
+/// reason given when a score's `extra_args` has one. (The same list guards instrument
+/// profiles in mozart-backends' `placement` module.)
+pub const REFUSED_SBATCH_OPTIONS: &[(&str, &str)] = &[
+    ("--array", "one attempt is one Slurm job; a job array would run the sheet many times"),
+    ("-a", "one attempt is one Slurm job; a job array would run the sheet many times"),
+    ("--requeue", "a requeued job runs the sheet again; use 'requeue_on_preemption: true' to let Slurm requeue a preempted job"),
+    ("--no-requeue", "the placement sets it (see 'requeue_on_preemption')"),
+    ("--wrap", "the placement submits its own wrapper script"),
+    ("--output", "the placement reads the job's output from its own files"),
+    ("-o", "the placement reads the job's output from its own files"),
+    ("--error", "the placement reads the job's output from its own files"),
+    ("-e", "the placement reads the job's output from its own files"),
+    ("--input", "the sheet's stdin comes from the placement's own files"),
+    ("-i", "the sheet's stdin comes from the placement's own files"),
+    ("--parsable", "the placement sets it to read the job id"),
+    ("--hold", "the placement holds and releases the job itself (exactly once)"),
+    ("-H", "the placement holds and releases the job itself (exactly once)"),
+    ("--job-name", "the job name identifies the attempt (exactly once)"),
+    ("-J", "the job name identifies the attempt (exactly once)"),
+    ("--chdir", "the job runs in the sheet's working directory"),
+    ("-D", "the job runs in the sheet's working directory"),
+    ("--export", "the job's environment is the instrument's (and Slurm's allocation)"),
+    ("--export-file", "the job's environment is the instrument's (and Slurm's allocation)"),
+    ("--wait", "the conductor follows the job itself"),
+    ("-W", "the conductor follows the job itself"),
+    ("--test-only", "the job would never run"),
+];
+
+/// Why `arg` (one `extra_args` entry) is refused, if it is.
+pub fn refused_sbatch_option(arg: &str) -> Option<&'static str> {
+    let flag = arg.split_once('=').map_or(arg, |(f, _)| f);
+    REFUSED_SBATCH_OPTIONS.iter().find_map(|(opt, why)| {
+        let hit = if opt.starts_with("--") {
+            flag == *opt
+        } else {
+            // Short options take their value attached too (`-oout.txt`).
+            flag == *opt || (arg.starts_with(opt) && !arg.starts_with("--"))
+        };
+        hit.then_some(*why)
+    })
+}
+
+/// `placement` (docs/scores.md "Placement") at `at` (`placement`,
+/// `movements.2.placement`, `sheet.per_sheet_placement.3`): the same rules as a profile's.
+fn check_placement(c: &mut Checker<'_>, at: &str, p: &PlacementConfig) {
     match p.kind {
-        PlacementType::Kubernetes => c.value_error(
-            "placement.type",
+        Some(PlacementType::Kubernetes) => c.value_error(
+            &format!("{at}.type"),
             "placement type 'kubernetes' is designed (docs/design/distributed.md) but not implemented yet; use 'local' or 'slurm'",
         ),
-        PlacementType::Local => {
+        Some(PlacementType::Local) => {
             for (field, set) in [
                 ("partition", p.partition.is_some()),
                 ("account", p.account.is_some()),
                 ("qos", p.qos.is_some()),
+                ("time", p.time.is_some()),
+                ("cpus", p.cpus.is_some()),
+                ("memory", p.memory.is_some()),
+                ("gpus", p.gpus.is_some()),
+                ("gres", p.gres.is_some()),
+                ("constraint", p.constraint.is_some()),
                 ("extra_args", !p.extra_args.is_empty()),
                 ("state_dir", p.state_dir.is_some()),
                 ("poll_interval_seconds", p.poll_interval_seconds.is_some()),
+                ("queue_timeout_seconds", p.queue_timeout_seconds.is_some()),
+                ("exit_file_grace_seconds", p.exit_file_grace_seconds.is_some()),
+                ("requeue_on_preemption", p.requeue_on_preemption.is_some()),
             ] {
                 if set {
                     c.value_error(
-                        &format!("placement.{field}"),
+                        &format!("{at}.{field}"),
                         format!("'{field}' is only used by 'type: slurm' (this placement is local)"),
                     );
                 }
             }
         }
-        PlacementType::Slurm => {}
+        Some(PlacementType::Slurm) | None => {}
     }
     if let Some(v) = p.poll_interval_seconds {
         if !(0.05..=60.0).contains(&v) {
             c.value_error(
-                "placement.poll_interval_seconds",
+                &format!("{at}.poll_interval_seconds"),
                 "poll_interval_seconds must be between 0.05 and 60",
             );
         }
+    }
+    for (field, v) in [
+        ("queue_timeout_seconds", p.queue_timeout_seconds),
+        ("exit_file_grace_seconds", p.exit_file_grace_seconds),
+    ] {
+        if v.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
+            c.value_error(
+                &format!("{at}.{field}"),
+                format!("{field} must be a number of seconds, 0 or more"),
+            );
+        }
+    }
+    if p.cpus == Some(0) {
+        c.value_error(&format!("{at}.cpus"), "cpus must be 1 or more");
     }
     for (field, value) in [
         ("partition", &p.partition),
         ("account", &p.account),
         ("qos", &p.qos),
+        ("time", &p.time),
+        ("memory", &p.memory),
+        ("gpus", &p.gpus),
+        ("gres", &p.gres),
+        ("constraint", &p.constraint),
     ] {
         if let Some(v) = value {
-            c.min_len(&format!("placement.{field}"), v.trim(), 1);
+            c.min_len(&format!("{at}.{field}"), v.trim(), 1);
         }
     }
     for (i, arg) in p.extra_args.iter().enumerate() {
         if !arg.starts_with('-') {
             c.value_error(
-                &format!("placement.extra_args.{i}"),
+                &format!("{at}.extra_args.{i}"),
                 format!("each extra_args entry is one sbatch option starting with '-' (e.g. '--mem=4G'), got '{arg}'"),
+            );
+        } else if let Some(why) = refused_sbatch_option(arg) {
+            c.value_error(
+                &format!("{at}.extra_args.{i}"),
+                format!("'{arg}' is not allowed here: {why}"),
             );
         }
     }
@@ -193,7 +271,15 @@ fn check_placement(c: &mut Checker<'_>, p: &PlacementConfig) {
 /// Check every constraint of the raw model (before fan-out expansion).
 pub fn check_job(c: &mut Checker<'_>, job: &JobConfig) {
     if let Some(p) = &job.placement {
-        check_placement(c, p);
+        check_placement(c, "placement", p);
+    }
+    for (n, m) in &job.movements {
+        if let Some(p) = &m.placement {
+            check_placement(c, &format!("movements.{n}.placement"), p);
+        }
+    }
+    for (n, p) in &job.sheet.per_sheet_placement {
+        check_placement(c, &format!("sheet.per_sheet_placement.{n}"), p);
     }
     check_instruments(c, job);
     check_sheet(c, &job.sheet);

@@ -238,12 +238,16 @@ pub enum PlacementType {
 }
 
 /// `placement` (docs/design/distributed.md): the same shape as an instrument profile's.
+/// Given at score level (`placement`), per movement (`movements.<n>.placement`) and per
+/// sheet (`sheet.per_sheet_placement.<n>`); merged field by field over the instrument
+/// profile's placement, the most specific level winning (docs/scores.md "Placement").
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlacementConfig {
-    /// `local`, `slurm` or `kubernetes`.
-    #[serde(rename = "type", default)]
-    pub kind: PlacementType,
+    /// `local`, `slurm` or `kubernetes`; when absent, the less specific level's (the
+    /// profile's, else `local`).
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<PlacementType>,
     /// Slurm partition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition: Option<String>,
@@ -253,6 +257,24 @@ pub struct PlacementConfig {
     /// Slurm QOS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qos: Option<String>,
+    /// Slurm wall-time limit (`sbatch --time`, Slurm's format: minutes, `H:MM:SS`, `D-HH`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+    /// CPUs per task (`sbatch --cpus-per-task`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<u32>,
+    /// Memory per node (`sbatch --mem`, e.g. `16G`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// GPUs (`sbatch --gpus`, e.g. `1` or `a100:2`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<String>,
+    /// Generic resources (`sbatch --gres`, e.g. `gpu:1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gres: Option<String>,
+    /// Node features (`sbatch --constraint`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constraint: Option<String>,
     /// More `sbatch` options.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extra_args: Vec<String>,
@@ -262,6 +284,16 @@ pub struct PlacementConfig {
     /// Seconds between looks at a running remote attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll_interval_seconds: Option<f64>,
+    /// Longest wait in Slurm's queue before the job starts (none: no limit; the sheet's
+    /// timeout counts from the job's start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_timeout_seconds: Option<f64>,
+    /// How long to wait for a finished job's exit file to appear (shared filesystems).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_file_grace_seconds: Option<f64>,
+    /// Let Slurm requeue a preempted job (`sbatch --requeue`) instead of failing the attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requeue_on_preemption: Option<bool>,
 }
 
 /// `state_backend`.
@@ -327,6 +359,9 @@ pub struct SheetConfig {
     /// Instrument → sheets.
     #[serde(default)]
     pub instrument_map: IndexMap<String, Vec<i64>>,
+    /// Ours: placement of single sheets, over their movement's (docs/scores.md "Placement").
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub per_sheet_placement: IndexMap<i64, PlacementConfig>,
 }
 
 /// `sheet.prelude[]` / `sheet.cadenzas.*[]`.
@@ -420,6 +455,10 @@ pub struct MovementDef {
     /// Fallback chain.
     #[serde(default)]
     pub instrument_fallbacks: Vec<String>,
+    /// Ours: placement of this movement's sheets, over the score's (docs/scores.md
+    /// "Placement").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementConfig>,
 }
 
 /// `backend.type`.

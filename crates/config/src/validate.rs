@@ -252,6 +252,7 @@ const FILE_CHECKS: &[Check] = &[
     files::v005,
     files::v107,
     files::v108,
+    settings::v012,
 ];
 
 /// The checks after the file checks and before the version and instrument checks.

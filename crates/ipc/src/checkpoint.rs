@@ -678,6 +678,11 @@ pub struct RemoteAttempt {
     pub submitted_at: f64,
     /// Attempt number it was submitted for.
     pub attempt_number: u32,
+    /// The Slurm job name, unique to the job, sheet and attempt: recorded before `sbatch`
+    /// runs, so a restarted conductor finds the job by name even when its id never came
+    /// back (empty in records written before names were recorded).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub job_name: String,
 }
 
 /// Ours: a reviewed sheet's loop (`SheetCheckpoint::review`).

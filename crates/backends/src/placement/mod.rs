@@ -45,7 +45,8 @@ impl PlacementKind {
     }
 }
 
-/// `placement:` of a score, of one of its instruments, or of an instrument profile.
+/// `placement:` of a score, of one of its instruments, or of an instrument profile; the
+/// effective placement of a sheet is these merged field by field ([`merge_layers`]).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlacementSpec {
@@ -61,7 +62,27 @@ pub struct PlacementSpec {
     /// Slurm quality of service (`sbatch --qos`).
     #[serde(default)]
     pub qos: Option<String>,
-    /// More `sbatch` arguments, passed as given (e.g. `["--mem=4G", "--gres=gpu:1"]`).
+    /// Wall-time limit (`sbatch --time`); default: the sheet's timeout and kill grace plus a
+    /// minute.
+    #[serde(default)]
+    pub time: Option<String>,
+    /// CPUs per task (`sbatch --cpus-per-task`).
+    #[serde(default)]
+    pub cpus: Option<u32>,
+    /// Memory per node (`sbatch --mem`).
+    #[serde(default)]
+    pub memory: Option<String>,
+    /// GPUs (`sbatch --gpus`).
+    #[serde(default)]
+    pub gpus: Option<String>,
+    /// Generic resources (`sbatch --gres`).
+    #[serde(default)]
+    pub gres: Option<String>,
+    /// Node features (`sbatch --constraint`).
+    #[serde(default)]
+    pub constraint: Option<String>,
+    /// More `sbatch` arguments, passed as given (e.g. `["--exclusive"]`); options that
+    /// break the placement's contract are refused ([`refused_sbatch_option`]).
     #[serde(default)]
     pub extra_args: Vec<String>,
     /// Directory on the shared filesystem for each attempt's wrapper script and output
@@ -71,6 +92,46 @@ pub struct PlacementSpec {
     /// How often a running remote attempt is looked at, in seconds (default 0.5).
     #[serde(default)]
     pub poll_interval_seconds: Option<f64>,
+    /// Longest wait in the queue before the job starts, in seconds (default: no limit).
+    #[serde(default)]
+    pub queue_timeout_seconds: Option<f64>,
+    /// How long a finished job's exit file may trail its end (default 2 s).
+    #[serde(default)]
+    pub exit_file_grace_seconds: Option<f64>,
+    /// Let Slurm requeue a preempted job instead of failing the attempt (default false).
+    #[serde(default)]
+    pub requeue_on_preemption: Option<bool>,
+}
+
+pub use mozart_config::check::refused_sbatch_option;
+
+/// Merge placement layers, least specific first (the profile's, the score's, the
+/// movement's, the sheet's), each a JSON object of the fields it sets: a field a more
+/// specific layer sets wins; `extra_args` are concatenated; a layer does not wipe what it
+/// does not set.
+pub fn merge_layers(layers: &[serde_json::Value]) -> Result<PlacementSpec, String> {
+    let mut merged = serde_json::Map::new();
+    for layer in layers {
+        let Some(obj) = layer.as_object() else {
+            continue;
+        };
+        for (k, v) in obj {
+            if v.is_null() {
+                continue;
+            }
+            if k == "extra_args" {
+                let mut all = merged
+                    .get(k)
+                    .and_then(|a| a.as_array().cloned())
+                    .unwrap_or_default();
+                all.extend(v.as_array().cloned().unwrap_or_default());
+                merged.insert(k.clone(), serde_json::Value::Array(all));
+            } else {
+                merged.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    serde_json::from_value(serde_json::Value::Object(merged)).map_err(|e| e.to_string())
 }
 
 impl PlacementSpec {
@@ -85,9 +146,18 @@ impl PlacementSpec {
                     ("partition", self.partition.is_some()),
                     ("account", self.account.is_some()),
                     ("qos", self.qos.is_some()),
+                    ("time", self.time.is_some()),
+                    ("cpus", self.cpus.is_some()),
+                    ("memory", self.memory.is_some()),
+                    ("gpus", self.gpus.is_some()),
+                    ("gres", self.gres.is_some()),
+                    ("constraint", self.constraint.is_some()),
                     ("extra_args", !self.extra_args.is_empty()),
                     ("state_dir", self.state_dir.is_some()),
                     ("poll_interval_seconds", self.poll_interval_seconds.is_some()),
+                    ("queue_timeout_seconds", self.queue_timeout_seconds.is_some()),
+                    ("exit_file_grace_seconds", self.exit_file_grace_seconds.is_some()),
+                    ("requeue_on_preemption", self.requeue_on_preemption.is_some()),
                 ];
                 if let Some((field, _)) = slurm_only.iter().find(|(_, set)| *set) {
                     return Err(format!(
@@ -102,24 +172,42 @@ impl PlacementSpec {
                 return Err("poll_interval_seconds: must be between 0.05 and 60".into());
             }
         }
+        for (field, v) in [
+            ("queue_timeout_seconds", self.queue_timeout_seconds),
+            ("exit_file_grace_seconds", self.exit_file_grace_seconds),
+        ] {
+            if v.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
+                return Err(format!("{field}: must be a number of seconds, 0 or more"));
+            }
+        }
+        if self.cpus == Some(0) {
+            return Err("cpus: must be 1 or more".into());
+        }
         for (field, value) in [
             ("partition", &self.partition),
             ("account", &self.account),
             ("qos", &self.qos),
+            ("time", &self.time),
+            ("memory", &self.memory),
+            ("gpus", &self.gpus),
+            ("gres", &self.gres),
+            ("constraint", &self.constraint),
         ] {
             if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
                 return Err(format!("{field}: must not be empty"));
             }
         }
-        if let Some((i, _)) = self
-            .extra_args
-            .iter()
-            .enumerate()
-            .find(|(_, a)| !a.starts_with('-'))
-        {
-            return Err(format!(
-                "extra_args[{i}]: each entry is one sbatch option starting with '-' (e.g. '--mem=4G')"
-            ));
+        for (i, arg) in self.extra_args.iter().enumerate() {
+            if !arg.starts_with('-') {
+                return Err(format!(
+                    "extra_args[{i}]: each entry is one sbatch option starting with '-' (e.g. '--mem=4G')"
+                ));
+            }
+            if let Some(why) = refused_sbatch_option(arg) {
+                return Err(format!(
+                    "extra_args[{i}]: '{arg}' is not allowed here: {why}"
+                ));
+            }
         }
         Ok(())
     }
@@ -165,8 +253,12 @@ fn unreachable_kubernetes() -> Placement {
 pub struct RemoteAttempt {
     /// Placement kind that started it (`slurm`).
     pub placement: String,
-    /// The scheduler's id (Slurm job id).
+    /// The scheduler's id (Slurm job id); empty while the submission is in flight (the
+    /// job, if `sbatch` created one, is then found by `name`).
     pub remote_id: String,
+    /// The scheduler's job name, unique to the job, sheet and attempt.
+    #[serde(default)]
+    pub name: String,
     /// The attempt's directory of wrapper, output and exit files.
     pub dir: PathBuf,
     /// When it was submitted (Unix epoch seconds).
@@ -243,5 +335,34 @@ mod tests {
             .unwrap_err()
             .starts_with("poll_interval_seconds"));
         assert!(parse("type: nomad\n").is_err());
+        assert!(parse("type: slurm\nextra_args: ['-o', 'x']\n")
+            .unwrap_err()
+            .contains("output"));
+        assert!(parse("type: slurm\nextra_args: ['--array=1-9']\n")
+            .unwrap_err()
+            .starts_with("extra_args[0]"));
+        assert!(parse("type: slurm\ncpus: 0\n")
+            .unwrap_err()
+            .starts_with("cpus"));
+    }
+
+    /// Most specific wins field by field; a layer never wipes what it does not set.
+    #[test]
+    fn layers_merge_field_by_field() {
+        let v = |y: &str| {
+            serde_json::to_value(serde_yaml::from_str::<serde_yaml::Value>(y).unwrap()).unwrap()
+        };
+        let spec = merge_layers(&[
+            v("{type: slurm, partition: gpu, account: lab, extra_args: ['--exclusive']}"),
+            v("{cpus: 4, partition: null}"),
+            v("{partition: debug, extra_args: ['--nice=5']}"),
+            v("{cpus: 1}"),
+        ])
+        .unwrap();
+        assert_eq!(spec.kind, PlacementKind::Slurm);
+        assert_eq!(spec.partition.as_deref(), Some("debug"));
+        assert_eq!(spec.account.as_deref(), Some("lab"));
+        assert_eq!(spec.cpus, Some(1));
+        assert_eq!(spec.extra_args, vec!["--exclusive", "--nice=5"]);
     }
 }

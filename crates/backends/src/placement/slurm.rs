@@ -111,8 +111,9 @@ impl SlurmPlacement {
             .as_ref()
             .and_then(|j| j.recorded())
             .filter(|r| r.placement == "slurm");
-        // Armed as soon as a job id is known: an attempt abandoned between the submission
-        // and the follow (the record's fsync, the release) must not leave a held job behind.
+        // Armed as soon as a job name is recorded: an attempt abandoned anywhere between the
+        // record and the follow (sbatch, the record's fsync, the release) must not leave a
+        // held job behind.
         let mut guard = CancelGuard {
             attempt: None,
             journal: req.remote.clone(),
@@ -120,23 +121,51 @@ impl SlurmPlacement {
             dir: None,
         };
         let attempt = match recorded {
-            Some(rec) => {
+            Some(rec) if !rec.remote_id.is_empty() => {
                 guard.attempt = Some(rec.clone());
                 guard.recorded = true;
                 guard.dir = Some(rec.dir.clone());
                 tracing::info!(job_id = %req.job_id, sheet = req.sheet_num, slurm_job = %rec.remote_id,
                     "re-attaching to the Slurm job of an attempt started before the restart");
-                // A conductor killed between recording and releasing leaves the job held.
-                let _ = slurm_command("scontrol", &["release", &rec.remote_id]).await;
+                if let Err(e) = self.adopt(req, &rec, &spec, true).await {
+                    return (failed_to_start(e, started), sink);
+                }
                 rec
+            }
+            Some(pending) => {
+                // The previous conductor recorded the name and died before it learnt the id
+                // (during sbatch, or before the id's record): Slurm's queue says whether
+                // sbatch created the job.
+                guard.attempt = Some(pending.clone());
+                guard.recorded = true;
+                guard.dir = Some(pending.dir.clone());
+                match self.resolve_pending(req, &spec, &pending).await {
+                    Ok(Some(rec)) => {
+                        guard.attempt = Some(rec.clone());
+                        rec
+                    }
+                    Ok(None) => {
+                        // sbatch never created it: forget the old record, submit anew.
+                        guard.attempt = None;
+                        guard.dir = None;
+                        if let Some(j) = &req.remote {
+                            j.forget("");
+                        }
+                        remove_attempt_dir(&pending.dir).await;
+                        match self.submit(req, &spec, &mut guard).await {
+                            Ok(rec) => rec,
+                            // What submit recorded and may have created is the guard's now.
+                            Err(message) => return (failed_to_start(message, started), sink),
+                        }
+                    }
+                    Err(message) => return (failed_to_start(message, started), sink),
+                }
             }
             None => match self.submit(req, &spec, &mut guard).await {
                 Ok(rec) => rec,
-                Err(message) => {
-                    // submit cancelled (and forgot) what it had started.
-                    guard.attempt = None;
-                    return (failed_to_start(message, started), sink);
-                }
+                // What submit recorded and may have created is the guard's now (cancelled
+                // by name, forgotten); a refused submission left it nothing.
+                Err(message) => return (failed_to_start(message, started), sink),
             },
         };
         // The command line (the prompt) and stdin are in the attempt's files now: a follower
@@ -151,7 +180,8 @@ impl SlurmPlacement {
         collect(&attempt, spec, followed, sink, started).await
     }
 
-    /// Write the attempt's files, submit it held, record it, release it.
+    /// Write the attempt's files, record its job name, submit it held, record its id,
+    /// release it.
     async fn submit(
         &self,
         req: &ExecutionRequest,
@@ -172,7 +202,8 @@ impl SlurmPlacement {
         ));
         // From now on an abandoned attempt removes its files (its cancel guard).
         guard.dir = Some(dir.clone());
-        if let Err(e) = write_attempt_files(&dir, &cwd, spec) {
+        let keep_inputs = self.spec.requeue_on_preemption.unwrap_or(false);
+        if let Err(e) = write_attempt_files(&dir, &cwd, spec, keep_inputs) {
             guard.dir = None;
             remove_attempt_dir(&dir).await;
             return Err(format!(
@@ -182,7 +213,9 @@ impl SlurmPlacement {
         }
         // Whatever stops the submission, the files written for it (the environment holds
         // API keys) do not stay on the shared filesystem.
-        let submitted = self.submit_files(req, spec, guard, &cwd, dir.clone()).await;
+        let submitted = self
+            .submit_files(req, spec, guard, &cwd, &base, dir.clone())
+            .await;
         if submitted.is_err() {
             guard.dir = None;
             remove_attempt_dir(&dir).await;
@@ -190,43 +223,54 @@ impl SlurmPlacement {
         submitted
     }
 
-    /// Submit the attempt whose files are in `dir` held, record it, release it.
+    /// Submit the attempt whose files are in `dir`: its name recorded first, then sbatch
+    /// (held), then its id recorded, then the release.
     async fn submit_files(
         &self,
         req: &ExecutionRequest,
         spec: &ProcessSpec,
         guard: &mut CancelGuard,
         cwd: &Path,
+        base: &Path,
         dir: std::path::PathBuf,
     ) -> Result<RemoteAttempt, String> {
+        let name = job_name(&req.job_id, req.sheet_num, req.attempt, base);
+        let requeue = self.spec.requeue_on_preemption.unwrap_or(false);
         let mut args = vec![
             "--parsable".to_string(),
             "--hold".into(),
-            "--no-requeue".into(),
+            // A requeued job runs its script again: only when the score asks for it
+            // (`requeue_on_preemption`), and then the follower waits for the new run.
+            if requeue { "--requeue" } else { "--no-requeue" }.into(),
             // The job's environment is the `env` file, read by the wrapper. sbatch itself runs
             // with a scrubbed environment (`slurm_command`), so what Slurm stores with the job
             // holds no credentials. (`--export=NONE` would do the same but makes slurmd load
             // the user's login environment on the node: seconds per job.)
             "--export=ALL".into(),
-            format!(
-                "--job-name={}",
-                job_name(&req.job_id, req.sheet_num, req.attempt)
-            ),
+            format!("--job-name={name}"),
             format!("--output={}", dir.join("slurm.out").display()),
             format!("--chdir={}", cwd.display()),
         ];
-        let has_time = self
-            .spec
-            .extra_args
-            .iter()
-            .any(|a| a == "-t" || a.starts_with("--time") || a.starts_with("-t"));
+        let has_time = self.spec.time.is_some()
+            || self
+                .spec
+                .extra_args
+                .iter()
+                .any(|a| a == "-t" || a.starts_with("--time") || a.starts_with("-t"));
         if !has_time {
             args.push(format!("--time={}", time_limit_minutes(spec)));
         }
+        let cpus = self.spec.cpus.map(|c| c.to_string());
         for (flag, value) in [
             ("--partition", &self.spec.partition),
             ("--account", &self.spec.account),
             ("--qos", &self.spec.qos),
+            ("--time", &self.spec.time),
+            ("--cpus-per-task", &cpus),
+            ("--mem", &self.spec.memory),
+            ("--gpus", &self.spec.gpus),
+            ("--gres", &self.spec.gres),
+            ("--constraint", &self.spec.constraint),
         ] {
             if let Some(v) = value {
                 args.push(format!("{flag}={v}"));
@@ -234,41 +278,213 @@ impl SlurmPlacement {
         }
         args.extend(self.spec.extra_args.iter().cloned());
         args.push(dir.join("run.sh").display().to_string());
-        let submitted = submit_held(args).await;
+        let pending = RemoteAttempt {
+            placement: "slurm".into(),
+            remote_id: String::new(),
+            name: name.clone(),
+            dir: dir.clone(),
+            submitted_at: epoch_now(),
+        };
+        // A new submission of a name used before (the job run again, attempt numbers from 1)
+        // is not a late duplicate of the old one: the old job is no longer claimed.
+        self.watcher.unclaim(&name);
+        // The name is durable before sbatch runs: whatever happens to this conductor or to
+        // sbatch's answer, the job it may create can be found again (exactly once).
+        record(req, &pending).await.map_err(|e| {
+            format!("cannot record the Slurm job name {name} in the checkpoint, so nothing was submitted: {e}")
+        })?;
+        guard.attempt = Some(pending.clone());
+        guard.recorded = req.remote.is_some();
+        let remote_id = loop {
+            match submit_held(args.clone()).await {
+                Ok(id) => break id,
+                Err(e) => {
+                    // sbatch may have created the job even though it reported a failure
+                    // (its client timed out, the controller accepted later): ask by name.
+                    match self.find_held(req, spec, &name).await? {
+                        Some(id) => break id,
+                        None if controller_unreachable(&e) => {
+                            self.wait_for_controller(req, spec, &e).await?;
+                        }
+                        None => {
+                            if let Some(j) = &req.remote {
+                                j.forget("");
+                            }
+                            guard.attempt = None;
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+        };
         // sbatch sent the script's text to slurmctld, which keeps its own copy: the file is
         // not needed any more.
         let _ = std::fs::remove_file(dir.join("run.sh"));
-        let remote_id = submitted?;
         let attempt = RemoteAttempt {
-            placement: "slurm".into(),
             remote_id: remote_id.clone(),
-            dir,
-            submitted_at: epoch_now(),
+            ..pending
         };
         guard.attempt = Some(attempt.clone());
-        if let Some(journal) = &req.remote {
-            // A durable write (an fsync): off the async workers, which other attempts share.
-            let (j, a) = (Arc::clone(journal), attempt.clone());
-            let recorded = tokio::task::spawn_blocking(move || j.record(&a))
-                .await
-                .unwrap_or_else(|e| Err(format!("recording task failed: {e}")));
-            if let Err(e) = recorded {
-                let _ = slurm_command("scancel", &[&remote_id]).await;
-                return Err(format!(
-                    "cannot record Slurm job {remote_id} in the checkpoint, so it was cancelled: {e}"
-                ));
-            }
-            guard.recorded = true;
-        }
-        if let Err(e) = slurm_command("scontrol", &["release", &remote_id]).await {
+        if let Err(e) = record(req, &attempt).await {
             let _ = slurm_command("scancel", &[&remote_id]).await;
-            if let Some(journal) = &req.remote {
-                journal.forget(&remote_id);
-            }
-            return Err(format!("cannot release Slurm job {remote_id}: {e}"));
+            return Err(format!(
+                "cannot record Slurm job {remote_id} in the checkpoint, so it was cancelled: {e}"
+            ));
         }
+        self.adopt(req, &attempt, spec, false).await?;
         tracing::debug!(job_id = %req.job_id, sheet = req.sheet_num, slurm_job = %remote_id, "submitted to Slurm");
         Ok(attempt)
+    }
+
+    /// Make `attempt`'s job the only one of its name that runs the sheet and release it:
+    /// its id goes into the attempt's `adopted` file (the wrapper of any other job of the
+    /// same name exits without running anything), other jobs of the name are cancelled,
+    /// and the watcher keeps cancelling late ones (an sbatch the controller accepted after
+    /// its client gave up).
+    async fn adopt(
+        &self,
+        req: &ExecutionRequest,
+        attempt: &RemoteAttempt,
+        spec: &ProcessSpec,
+        reattach: bool,
+    ) -> Result<(), String> {
+        let adopted = attempt.dir.join("adopted");
+        if read_adopted(&attempt.dir).as_deref() != Some(attempt.remote_id.as_str()) {
+            let tmp = attempt.dir.join("adopted.tmp");
+            let written = std::fs::write(&tmp, format!("{}\n", attempt.remote_id))
+                .and_then(|()| std::fs::rename(&tmp, &adopted));
+            if let Err(e) = written {
+                if attempt.dir.exists() {
+                    return Err(format!("cannot write {}: {e}", adopted.display()));
+                }
+                // A job whose files are gone cannot run the sheet anyway (it finds no
+                // command line); following it ends with its exit status or its absence.
+            }
+        }
+        if !attempt.name.is_empty() {
+            self.watcher.claim(&attempt.name, &attempt.remote_id);
+            if let Ok(jobs) = jobs_named(&attempt.name).await {
+                for (id, state) in jobs {
+                    if id != attempt.remote_id && !TERMINAL_STATES.contains(&state.as_str()) {
+                        tracing::info!(slurm_job = %id, name = %attempt.name, "cancelling a duplicate Slurm job of an attempt");
+                        let _ = slurm_command("scancel", &[&id]).await;
+                    }
+                }
+            }
+        }
+        loop {
+            match slurm_command("scontrol", &["release", &attempt.remote_id]).await {
+                Ok(_) => return Ok(()),
+                Err(e) if controller_unreachable(&e) => {
+                    self.wait_for_controller(req, spec, &e).await?;
+                }
+                // Re-attached to a job the previous conductor released already (it runs,
+                // or ran): the follow tells what it does.
+                Err(_) if reattach => return Ok(()),
+                Err(e) => {
+                    let _ = slurm_command("scancel", &[&attempt.remote_id]).await;
+                    if let Some(journal) = &req.remote {
+                        journal.forget(&attempt.remote_id);
+                    }
+                    return Err(format!(
+                        "cannot release Slurm job {}: {e}",
+                        attempt.remote_id
+                    ));
+                }
+            }
+        }
+    }
+
+    /// The pending record of a conductor that died during the submission: the job sbatch
+    /// created under its name (adopted, recorded, released), or `None` when there is none.
+    async fn resolve_pending(
+        &self,
+        req: &ExecutionRequest,
+        spec: &ProcessSpec,
+        pending: &RemoteAttempt,
+    ) -> Result<Option<RemoteAttempt>, String> {
+        if pending.name.is_empty() {
+            return Ok(None);
+        }
+        let Some(id) = self.find_held(req, spec, &pending.name).await? else {
+            tracing::info!(job_id = %req.job_id, sheet = req.sheet_num, name = %pending.name,
+                "no Slurm job was created before the restart: submitting the attempt");
+            return Ok(None);
+        };
+        tracing::info!(job_id = %req.job_id, sheet = req.sheet_num, slurm_job = %id,
+            "re-attaching to the Slurm job of an attempt started before the restart (found by name)");
+        let attempt = RemoteAttempt {
+            remote_id: id.clone(),
+            ..pending.clone()
+        };
+        if let Err(e) = record(req, &attempt).await {
+            let _ = slurm_command("scancel", &[&id]).await;
+            return Err(format!(
+                "cannot record Slurm job {id} in the checkpoint, so it was cancelled: {e}"
+            ));
+        }
+        self.adopt(req, &attempt, spec, false).await?;
+        Ok(Some(attempt))
+    }
+
+    /// The job sbatch created under `name` and that never ran (it is held): the oldest one
+    /// (the others are cancelled by [`Self::adopt`]). Waits while the controller cannot be
+    /// asked. A job of the name looked for twice, a little apart: a submission the
+    /// controller accepts late is then seen more often than not (and if not, the watcher
+    /// cancels it when it appears, and its wrapper would not run it).
+    async fn find_held(
+        &self,
+        req: &ExecutionRequest,
+        spec: &ProcessSpec,
+        name: &str,
+    ) -> Result<Option<String>, String> {
+        for look in 0..2 {
+            if look > 0 {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            let jobs = loop {
+                match jobs_named(name).await {
+                    Ok(jobs) => break jobs,
+                    Err(e) => self.wait_for_controller(req, spec, &e).await?,
+                }
+            };
+            let mut held: Vec<u64> = jobs
+                .iter()
+                .filter(|(_, state)| state == "PENDING")
+                .filter_map(|(id, _)| id.parse().ok())
+                .collect();
+            held.sort_unstable();
+            if let Some(id) = held.first() {
+                return Ok(Some(id.to_string()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Sleep a while because the Slurm controller does not answer; `Err` once it has not
+    /// answered for longer than the attempt's timeout (or an hour at most).
+    async fn wait_for_controller(
+        &self,
+        req: &ExecutionRequest,
+        spec: &ProcessSpec,
+        error: &str,
+    ) -> Result<(), String> {
+        let limit = spec.timeout.min(Duration::from_secs(3600));
+        let waited = req.progress.elapsed();
+        if waited > limit {
+            return Err(format!(
+                "the Slurm controller did not answer for {}s: {error}",
+                waited.as_secs()
+            ));
+        }
+        req.progress.update_activity(|a| {
+            a.last_event = Some(format!(
+                "waiting for the Slurm controller (not an attempt spent): {error}"
+            ));
+        });
+        tracing::warn!(job_id = %req.job_id, sheet = req.sheet_num, error = %error, "Slurm controller unavailable; waiting");
+        tokio::time::sleep(self.poll.max(Duration::from_secs(2))).await;
+        Ok(())
     }
 
     /// Wait for the job to end, honouring the timeout from the job's start. The attempt
@@ -288,26 +504,69 @@ impl SlurmPlacement {
             id: &attempt.remote_id,
         };
         let mut deadline: Option<f64> = None;
+        let mut started_at: Option<f64> = None;
         let mut seen = (0u64, 0u64);
+        let queue_timeout = self.spec.queue_timeout_seconds;
+        let grace = self
+            .spec
+            .exit_file_grace_seconds
+            .map_or(DEFAULT_EXIT_FILE_GRACE, Duration::from_secs_f64);
+        let requeue = self.spec.requeue_on_preemption.unwrap_or(false);
         loop {
             let notified = watch.changed.notified();
             if let Some(code) = read_exit(dir) {
+                if requeue && code > 128 && requeued(&attempt.remote_id).await {
+                    // Killed because Slurm requeued it (a preemption): it runs again under
+                    // the same id; this exit status was not the attempt's end.
+                    tracing::info!(slurm_job = %attempt.remote_id, "Slurm requeued the job; following its next run");
+                    let _ = std::fs::remove_file(dir.join("exit"));
+                    continue;
+                }
                 record_growth(dir, progress, &mut seen);
                 return Followed::Exited(code);
             }
             record_growth(dir, progress, &mut seen);
-            if deadline.is_none() {
-                deadline = read_start(dir).map(|s| s + spec.timeout.as_secs_f64());
+            // The sheet's timeout counts from the job's start, not its submission: time in
+            // the queue is the cluster's, not the sheet's. (A job Slurm requeued — with
+            // `requeue_on_preemption` — writes a new start: the timeout counts from it.)
+            let start = read_start(dir);
+            if start != started_at {
+                started_at = start;
+                deadline = start.map(|s| s + spec.timeout.as_secs_f64());
+                if let Some(s) = start {
+                    let queued = (s - attempt.submitted_at).max(0.0);
+                    progress.update_activity(|a| {
+                        a.last_event = Some(format!(
+                            "running as Slurm job {} (queued {queued:.0}s)",
+                            attempt.remote_id
+                        ));
+                    });
+                }
             }
-            // Waiting in the queue is bounded by the timeout too (a job that never starts
-            // must not hold its sheet forever); once started, the timeout counts from the start.
-            let queue_limit = attempt.submitted_at + spec.timeout.as_secs_f64();
-            let over = match deadline {
-                Some(d) => epoch_now() >= d,
-                None => epoch_now() >= queue_limit,
+            if deadline.is_some() && watch.state().as_deref() == Some("PENDING") {
+                // Requeued (a preemption, with `requeue_on_preemption`): back in the queue,
+                // whose time is not the sheet's; the next start restarts the timeout.
+                deadline = None;
+            }
+            if deadline.is_none() {
+                let queued = (epoch_now() - attempt.submitted_at).max(0.0);
+                let state = watch.state().unwrap_or_else(|| "PENDING".into());
+                progress.update_activity(|a| {
+                    a.last_event = Some(format!(
+                        "in Slurm's queue as job {} ({state}) for {queued:.0}s",
+                        attempt.remote_id
+                    ));
+                });
+            }
+            // Waiting in the queue is bounded only by `queue_timeout_seconds` when set.
+            let queue_limit = queue_timeout.map(|q| attempt.submitted_at + q);
+            let over = match (deadline, queue_limit) {
+                (Some(d), _) => epoch_now() >= d,
+                (None, Some(q)) => epoch_now() >= q,
+                (None, None) => false,
             };
             if over {
-                tracing::info!(slurm_job = %attempt.remote_id, "timeout: cancelling the Slurm job");
+                tracing::info!(slurm_job = %attempt.remote_id, queued = deadline.is_none(), "timeout: cancelling the Slurm job");
                 let _ = slurm_command("scancel", &[&attempt.remote_id]).await;
                 // Wait for it to be gone (Slurm sends TERM, then KILL after its KillWait).
                 let until = Instant::now() + spec.kill_grace + Duration::from_secs(30);
@@ -323,17 +582,26 @@ impl SlurmPlacement {
                 return Followed::TimedOut;
             }
             if watch.gone() {
-                // The exit file may trail the job's end on a network filesystem.
-                for _ in 0..10 {
+                // The exit file may trail the job's end on a network filesystem
+                // (`exit_file_grace_seconds`).
+                let until = Instant::now() + grace;
+                loop {
                     if let Some(code) = read_exit(dir) {
                         record_growth(dir, progress, &mut seen);
                         return Followed::Exited(code);
+                    }
+                    if Instant::now() >= until {
+                        break;
                     }
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
                 let state = match job_state(&attempt.remote_id).await {
                     JobState::Ended(s) | JobState::Active(s) => s,
-                    JobState::Unknown => "unknown to Slurm".into(),
+                    // Purged from the controller's memory: the accounting database (when
+                    // the cluster has one) still knows how it ended.
+                    JobState::Unknown => accounting_state(&attempt.remote_id)
+                        .await
+                        .unwrap_or_else(|| "unknown to Slurm".into()),
                     JobState::Unreachable(e) => e,
                 };
                 return Followed::Vanished(state);
@@ -345,12 +613,50 @@ impl SlurmPlacement {
             } else {
                 // Not started yet as far as the files tell: look again at the next state
                 // change (pending -> running) or soon.
-                let left = (queue_limit - epoch_now()).max(0.0);
-                wake = wake.min(self.poll * 4).min(Duration::from_secs_f64(left));
+                wake = wake.min(self.poll * 4);
+                if let Some(q) = queue_limit {
+                    wake = wake.min(Duration::from_secs_f64((q - epoch_now()).max(0.0)));
+                }
             }
             let _ = tokio::time::timeout(wake, notified).await;
         }
     }
+}
+
+/// Whether Slurm put the job back in the queue (requeued after a preemption).
+async fn requeued(id: &str) -> bool {
+    matches!(job_state(id).await, JobState::Active(s) if s == "PENDING" || s.starts_with("REQUEUE"))
+}
+
+/// How long a finished job's exit file may trail its end by default (a local or fast
+/// shared filesystem; `exit_file_grace_seconds` for slower ones).
+const DEFAULT_EXIT_FILE_GRACE: Duration = Duration::from_secs(2);
+
+/// The final state and reason of a job from Slurm's accounting (`sacct`), when the
+/// cluster keeps one (`None` without `slurmdbd`, or when it does not know the job).
+async fn accounting_state(id: &str) -> Option<String> {
+    let out = slurm_command(
+        "sacct",
+        &["-n", "-X", "-P", "-j", id, "-o", "State,ExitCode,Reason"],
+    )
+    .await
+    .ok()?;
+    let line = out.lines().find(|l| !l.trim().is_empty())?;
+    let mut parts = line.split('|');
+    let state = parts.next()?.trim();
+    if state.is_empty() {
+        return None;
+    }
+    let exit = parts.next().unwrap_or("").trim();
+    let reason = parts.next().unwrap_or("").trim();
+    Some(format!(
+        "{state} (exit {exit}{})",
+        if reason.is_empty() || reason == "None" {
+            String::new()
+        } else {
+            format!(", reason {reason}")
+        }
+    ))
 }
 
 /// Slow tick of a followed attempt: output growth (stale detection) and the start file.
@@ -370,6 +676,20 @@ struct WatcherState {
     running: bool,
 }
 
+/// Job name -> the id adopted for it, and until when other jobs of that name are
+/// cancelled (`None`: while the adopted job is followed). A late duplicate (an sbatch the
+/// controller accepted after its client gave up) is cancelled by the watcher that lists it.
+/// One map for the process: every placement's watcher enforces every claim.
+type Claims = std::collections::HashMap<String, (String, Option<Instant>)>;
+
+fn claims() -> std::sync::MutexGuard<'static, Claims> {
+    static CLAIMS: std::sync::OnceLock<std::sync::Mutex<Claims>> = std::sync::OnceLock::new();
+    lock(CLAIMS.get_or_init(Default::default))
+}
+
+/// How long after its attempt ended a job name is still watched for late duplicates.
+const CLAIM_AFTER_END: Duration = Duration::from_secs(600);
+
 /// One followed job: its last state in `squeue`, and a signal when that changes.
 #[derive(Debug, Default)]
 struct Watch {
@@ -380,6 +700,11 @@ struct Watch {
 }
 
 impl Watch {
+    /// The job's last state in `squeue`.
+    fn state(&self) -> Option<String> {
+        lock(&self.last).clone()
+    }
+
     fn gone(&self) -> bool {
         self.ended.load(std::sync::atomic::Ordering::Acquire)
     }
@@ -394,6 +719,11 @@ struct Unwatch<'a> {
 impl Drop for Unwatch<'_> {
     fn drop(&mut self) {
         lock(&self.watcher.state).jobs.remove(self.id);
+        for (id, until) in claims().values_mut() {
+            if id == self.id {
+                *until = Some(Instant::now() + CLAIM_AFTER_END);
+            }
+        }
     }
 }
 
@@ -402,6 +732,19 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Watcher {
+    /// `id` is the job of `name`: cancel any other job of that name seen while it is
+    /// followed and for [`CLAIM_AFTER_END`] after.
+    fn claim(&self, name: &str, id: &str) {
+        let _ = self;
+        claims().insert(name.to_string(), (id.to_string(), None));
+    }
+
+    /// Stop cancelling jobs named `name` (a new submission of that name begins).
+    fn unclaim(&self, name: &str) {
+        let _ = self;
+        claims().remove(name);
+    }
+
     /// Follow `id`; starts the polling task when it is not running.
     fn watch(self: &Arc<Self>, id: &str, poll: Duration) -> Arc<Watch> {
         let mut state = lock(&self.state);
@@ -427,23 +770,47 @@ impl Watcher {
         let _stopped = Stopped(Arc::clone(&self));
         loop {
             tokio::time::sleep(poll).await;
-            if lock(&self.state).jobs.is_empty() {
+            {
+                let now = Instant::now();
+                let mut claims = claims();
+                claims.retain(|_, (_, until)| until.is_none_or(|u| u > now));
+                // Claims keep the watcher polling after its last job ended (for at most
+                // CLAIM_AFTER_END): late duplicates come after the attempt's own job.
                 let state = lock(&self.state);
-                if state.jobs.is_empty() {
+                if state.jobs.is_empty() && claims.is_empty() {
                     return;
                 }
             }
-            let listed = match slurm_command("squeue", &["-h", "--me", "-o", "%i|%T"]).await {
+            let listed = match slurm_command("squeue", &["-h", "--me", "-o", "%i|%T|%j"]).await {
                 Ok(out) => out,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot list Slurm jobs; trying again");
                     continue;
                 }
             };
-            let states: std::collections::HashMap<&str, &str> = listed
-                .lines()
-                .filter_map(|l| l.trim().split_once('|'))
-                .collect();
+            let mut states: std::collections::HashMap<&str, &str> =
+                std::collections::HashMap::new();
+            let mut duplicates = Vec::new();
+            {
+                let claims = claims();
+                for line in listed.lines() {
+                    let mut parts = line.trim().splitn(3, '|');
+                    let (Some(id), Some(st), name) = (parts.next(), parts.next(), parts.next())
+                    else {
+                        continue;
+                    };
+                    states.insert(id, st);
+                    let claimed = name.and_then(|n| claims.get(n));
+                    if claimed.is_some_and(|(ours, _)| ours != id) && !TERMINAL_STATES.contains(&st)
+                    {
+                        duplicates.push(id.to_string());
+                    }
+                }
+            }
+            for id in duplicates {
+                tracing::info!(slurm_job = %id, "cancelling a late duplicate Slurm job of an attempt");
+                let _ = slurm_command("scancel", &[&id]).await;
+            }
             let jobs: Vec<(String, Arc<Watch>)> = lock(&self.state)
                 .jobs
                 .iter()
@@ -520,18 +887,35 @@ impl Drop for CancelGuard {
         }
         let journal = self.journal.take();
         let work = move || {
-            let status = std::process::Command::new("scancel")
-                .env_clear()
-                .envs(std::env::vars_os().filter(|(k, _)| {
-                    let k = k.to_string_lossy();
-                    SLURM_ENV.contains(&k.as_ref()) || k.starts_with("SLURM_")
-                }))
-                .arg(&attempt.remote_id)
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .status();
-            if !status.is_ok_and(|s| s.success()) {
-                tracing::warn!(slurm_job = %attempt.remote_id, "scancel of an abandoned attempt failed");
+            let scancel = |args: &[String]| {
+                std::process::Command::new("scancel")
+                    .env_clear()
+                    .envs(std::env::vars_os().filter(|(k, _)| {
+                        let k = k.to_string_lossy();
+                        SLURM_ENV.contains(&k.as_ref()) || k.starts_with("SLURM_")
+                    }))
+                    .args(args)
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            };
+            let mut cancelled =
+                attempt.remote_id.is_empty() || scancel(std::slice::from_ref(&attempt.remote_id));
+            if !attempt.name.is_empty() {
+                // By name as well: the job sbatch may have created without telling us its
+                // id (abandoned during sbatch), and any duplicate of it.
+                let uid = std::fs::metadata("/proc/self").map(|m| {
+                    use std::os::unix::fs::MetadataExt as _;
+                    m.uid()
+                });
+                if let Ok(uid) = uid {
+                    cancelled &=
+                        scancel(&[format!("--name={}", attempt.name), format!("--user={uid}")]);
+                }
+            }
+            if !cancelled {
+                tracing::warn!(slurm_job = %attempt.remote_id, name = %attempt.name, "scancel of an abandoned attempt failed");
             }
             // Cancelled: no conductor will collect it, so nothing of it is kept.
             remove_attempt_files(dir.as_deref().unwrap_or(&attempt.dir));
@@ -683,6 +1067,13 @@ async fn collect(
 }
 
 fn failed_to_start(message: String, started: Instant) -> ProcessOutcome {
+    // Slurm refused the job as configured (bad partition, account, QOS, resources): the
+    // backends report it as a configuration error, not retried, in Slurm's own words.
+    let kind = if slurm_refused(&message) {
+        std::io::ErrorKind::InvalidInput
+    } else {
+        std::io::ErrorKind::Other
+    };
     ProcessOutcome {
         exit_code: None,
         exit_signal: None,
@@ -690,7 +1081,7 @@ fn failed_to_start(message: String, started: Instant) -> ProcessOutcome {
         escalated: false,
         lingered: false,
         stopped: false,
-        spawn_error: Some(std::io::Error::other(message)),
+        spawn_error: Some(std::io::Error::new(kind, message)),
         stdout: Default::default(),
         stderr: Default::default(),
         duration: started.elapsed(),
@@ -755,6 +1146,64 @@ pub async fn job_state(id: &str) -> JobState {
     }
 }
 
+/// Write `attempt` to the request's journal durably (off the async workers: an fsync).
+async fn record(req: &ExecutionRequest, attempt: &RemoteAttempt) -> Result<(), String> {
+    let Some(journal) = &req.remote else {
+        return Ok(());
+    };
+    let (j, a) = (Arc::clone(journal), attempt.clone());
+    tokio::task::spawn_blocking(move || j.record(&a))
+        .await
+        .unwrap_or_else(|e| Err(format!("recording task failed: {e}")))
+}
+
+/// Our jobs named `name` that Slurm still lists, as (id, state).
+async fn jobs_named(name: &str) -> Result<Vec<(String, String)>, String> {
+    let out = slurm_command(
+        "squeue",
+        &["-h", "--me", "-t", "all", "--name", name, "-o", "%i|%T"],
+    )
+    .await?;
+    Ok(out
+        .lines()
+        .filter_map(|l| l.trim().split_once('|'))
+        .map(|(id, st)| (id.to_string(), st.to_string()))
+        .collect())
+}
+
+/// Whether Slurm refused a submission as configured (invalid partition, account, QOS,
+/// resources; sbatch missing on this host): the same submission would be refused again.
+pub fn slurm_refused(message: &str) -> bool {
+    !controller_unreachable(message)
+        && (message.contains("Batch job submission failed")
+            || message.contains("sbatch: error:")
+            || message.contains("sbatch not found on PATH"))
+}
+
+/// Whether a Slurm command failed because the controller could not be reached (or is
+/// too busy): worth waiting for, not a failure of the attempt.
+pub fn controller_unreachable(message: &str) -> bool {
+    [
+        "Unable to contact slurm controller",
+        "Socket timed out",
+        "Zero Bytes were transmitted",
+        "Connection refused",
+        "did not answer within",
+        "Slurm temporarily unable",
+        "temporarily unavailable",
+        "Communication connection failure",
+        "Transport endpoint is not connected",
+        "in standby mode",
+        "slurm_receive_msg",
+        "MaxSubmitJobs",
+        "MaxSubmitJobsPerUser",
+        "QOSMaxSubmitJob",
+        "AssocMaxSubmitJob",
+    ]
+    .iter()
+    .any(|p| message.contains(p))
+}
+
 /// `Key=value` out of `scontrol -o` output.
 fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     line.split_whitespace()
@@ -774,11 +1223,20 @@ fn time_limit_minutes(spec: &ProcessSpec) -> u64 {
     (secs / 60.0).ceil() as u64 + 1
 }
 
-/// A Slurm job name naming the Mozart job, sheet and attempt (`squeue` shows it).
-pub fn job_name(job_id: &str, sheet: u32, attempt: u32) -> String {
+/// A Slurm job name naming the Mozart job, sheet and attempt (`squeue` shows it), made
+/// unique to the state directory (`base`, under the job's workspace by default) by a short
+/// hash of it: two conductors, or two runs of a job name in different workspaces, never
+/// find each other's jobs by name.
+pub fn job_name(job_id: &str, sheet: u32, attempt: u32, base: &Path) -> String {
     let mut name = format!("mozart-{}", safe_name(job_id));
     name.truncate(80);
-    format!("{name}-s{sheet}-a{attempt}")
+    // FNV-1a: stable across releases and machines (the name outlives the conductor).
+    let mut hash: u32 = 0x811c_9dc5;
+    for b in base.as_os_str().as_bytes() {
+        hash ^= u32::from(*b);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    format!("{name}-s{sheet}-a{attempt}-{hash:08x}")
 }
 
 fn safe_name(text: &str) -> String {
@@ -813,7 +1271,12 @@ fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
 }
 
 /// The attempt's directory: command line, environment, stdin, wrapper.
-fn write_attempt_files(dir: &Path, cwd: &Path, spec: &ProcessSpec) -> std::io::Result<()> {
+fn write_attempt_files(
+    dir: &Path,
+    cwd: &Path,
+    spec: &ProcessSpec,
+    keep_inputs: bool,
+) -> std::io::Result<()> {
     // Directories we create (the state directory, the job's) are private too: their names
     // say which jobs and sheets run.
     std::fs::DirBuilder::new()
@@ -838,26 +1301,46 @@ fn write_attempt_files(dir: &Path, cwd: &Path, spec: &ProcessSpec) -> std::io::R
         file.write_all(b"\0")?;
     }
     // The prompt (in argv or stdin) and the environment are deleted as soon as the job has
-    // them open or read; the conductor deletes whatever is left when the attempt ends.
+    // them open or read; the conductor deletes whatever is left when the attempt ends. A job
+    // Slurm may requeue (`requeue_on_preemption`) runs this script again: it keeps them
+    // (private, 0600) until the attempt ends.
+    let rm = if keep_inputs { ":" } else { "rm -f" };
     let (open_stdin, stdin) = match &spec.stdin {
         Some(bytes) => {
             private_file(&dir.join("stdin"))?.write_all(bytes)?;
-            ("exec 3< \"$d/stdin\" && rm -f \"$d/stdin\"\n", "<&3 3<&-")
+            (
+                format!("exec 3< \"$d/stdin\" && {rm} \"$d/stdin\"\n"),
+                "<&3 3<&-",
+            )
         }
-        None => ("", "< /dev/null"),
+        None => (String::new(), "< /dev/null"),
     };
     let script = format!(
         r#"#!/bin/bash
 # Written by the Mozart conductor: one attempt of one sheet (docs/design/distributed.md).
 PATH=/usr/local/bin:/usr/bin:/bin${{PATH:+:$PATH}}
 d={dir}
+# Only the job the conductor adopted runs the sheet: a duplicate of the same name (an sbatch
+# the controller accepted after its client gave up, then released by someone) does nothing.
+if [ "$(cat "$d/adopted" 2>/dev/null)" != "$SLURM_JOB_ID" ]; then
+  echo "mozart: Slurm job $SLURM_JOB_ID is not the adopted job of this attempt; not running it" >&2
+  exit 0
+fi
 date +%s.%N > "$d/start.tmp" && mv -f "$d/start.tmp" "$d/start"
-mapfile -d '' -t argv < "$d/argv"; rm -f "$d/argv"
+mapfile -d '' -t argv < "$d/argv"; {rm} "$d/argv"
 envv=()
-if [ -f "$d/env" ]; then mapfile -d '' -t envv < "$d/env"; rm -f "$d/env"; fi
+if [ -f "$d/env" ]; then mapfile -d '' -t envv < "$d/env"; {rm} "$d/env"; fi
 {open_stdin}done_with() {{ echo "$1" > "$d/exit.tmp" && mv -f "$d/exit.tmp" "$d/exit"; exit "$1"; }}
 cd {cwd} || done_with 126
-env -i "${{envv[@]}}" SLURM_JOB_ID="$SLURM_JOB_ID" "${{argv[@]}}" {stdin} > "$d/stdout" 2> "$d/stderr"
+# The allocation as Slurm describes it (job id, node list, cpus, GPUs, per-job TMPDIR) on top
+# of the instrument's own environment: the sheet sees what it was given.
+alloc=()
+while IFS= read -r -d '' kv; do
+  case "$kv" in
+    SLURM_*=* | SLURMD_*=* | CUDA_VISIBLE_DEVICES=* | GPU_DEVICE_ORDINAL=* | ROCR_VISIBLE_DEVICES=* | ZE_AFFINITY_MASK=* | TMPDIR=*) alloc+=("$kv") ;;
+  esac
+done < <(env -0)
+env -i "${{envv[@]}}" "${{alloc[@]}}" "${{argv[@]}}" {stdin} > "$d/stdout" 2> "$d/stderr"
 done_with $?
 "#,
         dir = sh_quote(&dir.to_string_lossy()),
@@ -878,6 +1361,14 @@ fn read_exit(dir: &Path) -> Option<i32> {
         .trim()
         .parse()
         .ok()
+}
+
+/// The id of the job the conductor chose to run the attempt (`adopted`, written before
+/// the release).
+fn read_adopted(dir: &Path) -> Option<String> {
+    std::fs::read_to_string(dir.join("adopted"))
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 fn read_start(dir: &Path) -> Option<f64> {
@@ -926,7 +1417,12 @@ mod tests {
 
     #[test]
     fn names_and_limits() {
-        assert_eq!(job_name("my job/1", 3, 2), "mozart-my_job_1-s3-a2");
+        let name = job_name("my job/1", 3, 2, Path::new("/ws/.mozart-slurm"));
+        assert!(name.starts_with("mozart-my_job_1-s3-a2-"), "{name}");
+        assert_ne!(
+            name,
+            job_name("my job/1", 3, 2, Path::new("/other/.mozart-slurm"))
+        );
         let mut spec = ProcessSpec::new("x", vec![], Duration::from_secs(30));
         spec.kill_grace = Duration::from_secs(5);
         assert_eq!(time_limit_minutes(&spec), 2);
@@ -958,7 +1454,7 @@ mod tests {
         };
         spec.stdin = Some(b"from stdin".to_vec());
         let dir = tmp.path().join("state").join("job").join("attempt");
-        write_attempt_files(&dir, &cwd, &spec).unwrap();
+        write_attempt_files(&dir, &cwd, &spec, false).unwrap();
         // Nobody but the conductor's user can read what it wrote (the environment holds API
         // keys), nor list the directories it created.
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
@@ -973,8 +1469,10 @@ mod tests {
         ] {
             assert_eq!(mode(d) & 0o077, 0, "{}", d.display());
         }
+        std::fs::write(dir.join("adopted"), "4242\n").unwrap();
         let status = std::process::Command::new("bash")
             .arg(dir.join("run.sh"))
+            .env("SLURM_JOB_ID", "4242")
             .status()
             .unwrap();
         assert_eq!(status.code(), Some(3));

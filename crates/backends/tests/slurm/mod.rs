@@ -108,7 +108,8 @@ pub fn squeue_has(id: &str) -> bool {
 pub async fn wait_recorded(journal: &MemJournal) -> RemoteAttempt {
     let until = Instant::now() + Duration::from_secs(30);
     loop {
-        if let Some(a) = journal.recorded() {
+        // The name is recorded first (before sbatch), the id once sbatch answered.
+        if let Some(a) = journal.recorded().filter(|a| !a.remote_id.is_empty()) {
             return a;
         }
         assert!(Instant::now() < until, "the job was never recorded");

@@ -171,3 +171,79 @@ pub(super) fn v212(x: &Ctx<'_>, out: &mut Vec<Issue>) {
         }
     }
 }
+
+/// V012 (ours): a Slurm partition the cluster does not have. Asked of Slurm itself
+/// (`sinfo`) only when it answers within a few seconds: on a machine without Slurm, or
+/// with its controller down, there is nothing to check against.
+pub(super) fn v012(x: &Ctx<'_>, out: &mut Vec<Issue>) {
+    let c = x.c;
+    let mut wanted: Vec<(String, &str)> = Vec::new();
+    if let Some(p) = c.placement.as_ref().and_then(|p| p.partition.as_deref()) {
+        wanted.push(("placement.partition".into(), p));
+    }
+    for (n, m) in &c.movements {
+        if let Some(p) = m.placement.as_ref().and_then(|p| p.partition.as_deref()) {
+            wanted.push((format!("movements.{n}.placement.partition"), p));
+        }
+    }
+    for (n, p) in &c.sheet.per_sheet_placement {
+        if let Some(p) = p.partition.as_deref() {
+            wanted.push((format!("sheet.per_sheet_placement.{n}.partition"), p));
+        }
+    }
+    if wanted.is_empty() {
+        return;
+    }
+    let Some(known) = slurm_partitions() else {
+        return;
+    };
+    for (field, partition) in wanted {
+        if !known.iter().any(|k| k == partition) {
+            out.push(
+                Issue::new(
+                    "V012",
+                    Severity::Error,
+                    format!(
+                        "{field}: Slurm has no partition '{partition}' (sinfo lists: {})",
+                        known.join(", ")
+                    ),
+                )
+                .line(find_line(x.raw, "partition:"))
+                .suggest("Use one of the partitions sinfo lists, or leave partition out for the cluster's default")
+                .meta("partition", partition.to_string()),
+            );
+        }
+    }
+}
+
+/// The partitions `sinfo` lists, or `None` when Slurm does not answer within 10 s.
+fn slurm_partitions() -> Option<Vec<String>> {
+    let mut child = std::process::Command::new("sinfo")
+        .args(["-h", "-o", "%R"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => break,
+            Ok(Some(_)) | Err(_) => return None,
+            Ok(None) if std::time::Instant::now() >= until => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take()?, &mut text).ok()?;
+    let parts: Vec<String> = text
+        .lines()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect();
+    (!parts.is_empty()).then_some(parts)
+}

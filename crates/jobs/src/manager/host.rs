@@ -155,6 +155,7 @@ impl ConductorHost {
             &mut self.table.placements,
             &self.shared.instruments,
             &run,
+            sheet_num,
             instrument,
         );
         let entry = self.table.jobs.get(job_id)?;

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use mozart_backends::placement::{Placement, PlacementSpec, RemoteAttempt, RemoteJournal};
+use mozart_backends::placement::{Placement, RemoteAttempt, RemoteJournal};
 use mozart_state::RemoteAttemptRef;
 
 use super::{lock, JobRun, Shared};
@@ -13,26 +13,54 @@ use super::{lock, JobRun, Shared};
 /// Instruments the conductor calls over HTTP itself: there is no process to place.
 const HTTP_NATIVE: &[&str] = &["anthropic_api", "ollama"];
 
-/// The placement of `instrument`'s attempts in `run`. `known` holds one placement per
-/// distinct spec for the conductor's life (the job table's): attempts sharing it share its
-/// watcher (one `squeue` per poll interval for all of them, not one per attempt).
+/// The placement of sheet `sheet_num`'s attempts on `instrument` in `run`: the layers
+/// merged field by field, most specific winning — the instrument profile's `placement`,
+/// the score's, the sheet's movement's (`movements.<n>.placement`), the sheet's own
+/// (`sheet.per_sheet_placement.<n>`); `local` when none is given. `known` holds one
+/// placement per distinct merged spec for the conductor's life (the job table's):
+/// attempts sharing it share its watcher (one `squeue` per poll interval for all of them,
+/// not one per attempt).
 pub(crate) fn placement_for(
     known: &mut HashMap<String, Placement>,
     instruments: &mozart_backends::InstrumentRegistry,
     run: &JobRun,
+    sheet_num: u32,
     instrument: &str,
 ) -> Result<Placement, String> {
     let profile = instruments.get(instrument);
-    let spec = match (
-        &run.config.placement,
-        profile.and_then(|p| p.placement.as_ref()),
-    ) {
-        (None, None) => return Ok(Placement::Local),
-        (Some(score), _) => serde_json::to_value(score)
-            .and_then(serde_json::from_value::<PlacementSpec>)
-            .map_err(|e| format!("placement: {e}"))?,
-        (None, Some(from_profile)) => from_profile.clone(),
-    };
+    let to_value = |v: &dyn erased::Ser| v.value().map_err(|e| format!("placement: {e}"));
+    let mut layers = Vec::new();
+    if let Some(p) = profile.and_then(|p| p.placement.as_ref()) {
+        layers.push(to_value(p)?);
+    }
+    if let Some(p) = &run.config.placement {
+        layers.push(to_value(p)?);
+    }
+    let movement = run
+        .plan
+        .sheets
+        .iter()
+        .find(|s| s.num == sheet_num)
+        .map(|s| i64::from(s.movement));
+    if let Some(p) = movement
+        .and_then(|m| run.config.movements.get(&m))
+        .and_then(|m| m.placement.as_ref())
+    {
+        layers.push(to_value(p)?);
+    }
+    if let Some(p) = run
+        .config
+        .sheet
+        .per_sheet_placement
+        .get(&i64::from(sheet_num))
+    {
+        layers.push(to_value(p)?);
+    }
+    if layers.is_empty() {
+        return Ok(Placement::Local);
+    }
+    let spec =
+        mozart_backends::placement::merge_layers(&layers).map_err(|e| format!("placement: {e}"))?;
     if spec.kind == mozart_backends::PlacementKind::Local {
         return Ok(Placement::Local);
     }
@@ -117,6 +145,7 @@ impl RemoteJournal for SheetJournal {
         Some(RemoteAttempt {
             placement: r.placement,
             remote_id: r.remote_id,
+            name: r.job_name,
             dir: r.dir.into(),
             submitted_at: r.submitted_at,
         })
@@ -130,6 +159,7 @@ impl RemoteJournal for SheetJournal {
             dir: attempt.dir.to_string_lossy().into_owned(),
             submitted_at: attempt.submitted_at,
             attempt_number: self.attempt_number,
+            job_name: attempt.name.clone(),
         };
         let update = self.update(|slot| {
             *slot = Some(record);
@@ -156,5 +186,19 @@ impl RemoteJournal for SheetJournal {
                 tracing::debug!(job_id = %job_id, sheet, error = %e, "remote attempt not forgotten");
             }
         });
+    }
+}
+
+/// Serialize any placement layer (the profile's spec, a score's config) to JSON.
+mod erased {
+    /// A placement layer that serializes to a JSON object of the fields it sets.
+    pub(crate) trait Ser {
+        /// The layer as JSON.
+        fn value(&self) -> Result<serde_json::Value, serde_json::Error>;
+    }
+    impl<T: serde::Serialize> Ser for T {
+        fn value(&self) -> Result<serde_json::Value, serde_json::Error> {
+            serde_json::to_value(self)
+        }
     }
 }

@@ -1,0 +1,291 @@
+//! Exactly once on a real Slurm (issue 25): the conductor killed (`kill -9`) at points of the
+//! submit path, the controller frozen (`SIGSTOP slurmctld`) across a submission, and the
+//! controller restarted while jobs run — every sheet's ledger shows exactly one run, and no
+//! job of ours (held or otherwise) is left in the queue.
+//!
+//! These tests stop and restart the test cluster's `slurmctld`, so they live in a binary of
+//! their own and run one at a time ([`CLUSTER`]); a guard always resumes (or restarts) the
+//! controller, even when a test fails. `tests/slurm/setup.sh` starts the cluster; without one
+//! these tests print why and pass without running (on CI they fail).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../fixtures/e2e/harness.rs"]
+mod harness;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use harness::*;
+use mozart_tests::users::missing;
+use mozart_tests::{stdout, TestEnv};
+
+/// One test at a time: they freeze and restart the one controller.
+static CLUSTER: Mutex<()> = Mutex::new(());
+
+/// The test cluster's state directory (tests/slurm/setup.sh).
+const SLURM_DIR: &str = "/var/tmp/mozart-slurm";
+
+fn slurm_up() -> bool {
+    let ok = Command::new("sinfo")
+        .args(["-h", "-o", "%T"])
+        .output()
+        .is_ok_and(|o| {
+            let t = String::from_utf8_lossy(&o.stdout).to_string();
+            o.status.success() && ["idle", "mixed", "allocated"].iter().any(|s| t.contains(s))
+        });
+    if !ok {
+        missing(
+            "a running Slurm with an idle node",
+            "run tests/slurm/setup.sh",
+        );
+        return false;
+    }
+    if !Path::new(SLURM_DIR).join("slurmctld.pid").exists() {
+        missing(
+            "the test cluster of tests/slurm/setup.sh (these tests stop its controller)",
+            "run tests/slurm/setup.sh",
+        );
+        return false;
+    }
+    true
+}
+
+fn ctld_pid() -> u32 {
+    std::fs::read_to_string(Path::new(SLURM_DIR).join("slurmctld.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// The controller frozen or stopped by a test: resumed (SIGCONT) and, if it is gone,
+/// restarted by tests/slurm/setup.sh when the guard drops — whatever the test did.
+struct Controller;
+
+impl Controller {
+    fn freeze(&self) {
+        mozart_tests::signal(ctld_pid(), "STOP");
+    }
+    fn thaw(&self) {
+        mozart_tests::signal(ctld_pid(), "CONT");
+    }
+    /// Stop slurmctld (its state is saved), wait `down`, start it again.
+    fn restart(&self, down: Duration) {
+        let pid = ctld_pid();
+        mozart_tests::signal(pid, "TERM");
+        let until = Instant::now() + Duration::from_secs(30);
+        while mozart_tests::alive(pid) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::sleep(down);
+        start_cluster();
+    }
+}
+
+fn start_cluster() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("slurm/setup.sh");
+    let out = Command::new("bash").arg(script).output().unwrap();
+    assert!(out.status.success(), "setup.sh: {}", stdout(&out));
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        if let Ok(text) = std::fs::read_to_string(Path::new(SLURM_DIR).join("slurmctld.pid")) {
+            if let Ok(pid) = text.trim().parse::<u32>() {
+                mozart_tests::signal(pid, "CONT");
+            }
+        }
+        start_cluster();
+    }
+}
+
+/// Our Slurm jobs (id, name, state) whose name starts with `prefix`, in any state Slurm
+/// still lists (held ones included).
+fn squeue(prefix: &str) -> Vec<(String, String, String)> {
+    let out = Command::new("squeue")
+        .args(["-h", "-o", "%i|%j|%T|%r"])
+        .output()
+        .unwrap();
+    stdout(&out)
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.split('|');
+            Some((
+                parts.next()?.trim().to_string(),
+                parts.next()?.trim().to_string(),
+                format!(
+                    "{} {}",
+                    parts.next()?.trim(),
+                    parts.next().unwrap_or("").trim()
+                ),
+            ))
+        })
+        .filter(|(_, name, _)| name.starts_with(prefix))
+        .collect()
+}
+
+/// A fan-out of `voices` sheets placed on Slurm, no retries: each sheet appends its number
+/// to `<ws>/ledger` (one line per execution), sleeps `sleep` seconds, then writes its
+/// Slurm job id to `out-<n>.txt`.
+fn score(env: &TestEnv, name: &str, voices: u32, sleep: u32) -> (PathBuf, PathBuf) {
+    let ws = env.work.join(format!("{name}-ws"));
+    let yaml = format!(
+        r#"name: {name}
+workspace: {ws}
+instrument: standin-text
+pause_between_sheets_seconds: 0
+parallel: {{enabled: true, max_concurrent: {voices}}}
+retry: {{max_retries: 0}}
+placement:
+  type: slurm
+  poll_interval_seconds: 0.2
+sheet:
+  size: 1
+  total_items: 1
+  fan_out: {{1: {voices}}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+    RUN: sleep {sleep}
+    RUN: echo "slurm:$SLURM_JOB_ID" > "{{{{ workspace }}}}/out-{{{{ sheet_num }}}}.txt"
+validations:
+  - type: file_exists
+    path: "{{workspace}}/out-{{sheet_num}}.txt"
+"#,
+        ws = ws.display(),
+    );
+    (env.write_score(name, &yaml), ws)
+}
+
+fn counts(ledger_path: &Path) -> BTreeMap<u32, u32> {
+    let mut counts = BTreeMap::new();
+    for line in ledger(ledger_path) {
+        *counts
+            .entry(line.trim().parse::<u32>().unwrap())
+            .or_default() += 1;
+    }
+    counts
+}
+
+/// The job completed, each of its `voices` sheets ran exactly once, and within a while no
+/// job of it is left in Slurm's queue (a held duplicate would stay there forever).
+fn assert_exactly_once(env: &TestEnv, job: &str, ws: &Path, voices: u32) {
+    let doc = wait_terminal(env, job, 240.0);
+    assert_eq!(doc["status"], "completed", "{job}: {doc:#}");
+    let ran = counts(&ws.join("ledger"));
+    assert_eq!(ran.len() as u32, voices, "{job}: every sheet ran: {ran:?}");
+    assert!(
+        ran.values().all(|c| *c == 1),
+        "{job}: a sheet ran more than once: {ran:?}"
+    );
+    // A duplicate released by hand later must not run either: none may be left.
+    let prefix = format!("mozart-{job}-");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left: Vec<_> = squeue(&prefix)
+            .into_iter()
+            .filter(|(_, _, st)| !st.starts_with("COMPLET"))
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{job}: Slurm jobs left behind: {left:?}\nconductor log:\n{}",
+            tail(&env.log(), 4000)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn kill_conductor(env: &TestEnv) {
+    let pid = env.conductor_pid().expect("conductor pid");
+    mozart_tests::signal(pid, "KILL");
+    poll(env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+}
+
+/// `kill -9` of the conductor at points of the submit path: while its `sbatch` calls wait on
+/// a frozen controller (the jobs are created held after the conductor is gone), and at
+/// timed moments after `mozart run` (before, during and after the submissions). The
+/// restarted conductor finds each attempt's job by the name it recorded before `sbatch`:
+/// every sheet runs once, no held job is left.
+#[test]
+fn kill_9_anywhere_in_the_submit_path_runs_each_sheet_once() {
+    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    if !slurm_up() {
+        return;
+    }
+    let env = TestEnv::new();
+    install_instruments(&env);
+    let ctl = Controller;
+    let tag = std::process::id();
+    // 1. sbatch in flight against a frozen controller when the conductor dies.
+    env.start_conductor();
+    let job = format!("once-frozen-{tag}");
+    let (path, ws) = score(&env, &job, 4, 1);
+    ctl.freeze();
+    run(&env, &path, &[]);
+    std::thread::sleep(Duration::from_secs(3));
+    kill_conductor(&env);
+    ctl.thaw();
+    // The orphaned sbatch calls get their answers: held jobs nobody released.
+    std::thread::sleep(Duration::from_secs(3));
+    env.start_conductor();
+    assert_exactly_once(&env, &job, &ws, 4);
+    // 2. Timed kills: right after the submission was accepted, while the sheets are
+    //    submitted, while they are being recorded and released.
+    for (i, delay_ms) in [150u64, 400, 800, 1500].into_iter().enumerate() {
+        let job = format!("once-kill{i}-{tag}");
+        let (path, ws) = score(&env, &job, 4, 1);
+        run(&env, &path, &[]);
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        kill_conductor(&env);
+        env.start_conductor();
+        assert_exactly_once(&env, &job, &ws, 4);
+    }
+}
+
+/// The controller frozen for longer than sbatch waits for an answer (its client gives up
+/// with "Socket timed out", the controller accepts the job when it resumes), then, while
+/// the jobs run, stopped and started again. No attempt is spent on the outage (the score
+/// allows no retry), status says the conductor waits for the controller, and every sheet
+/// runs once.
+#[test]
+fn a_frozen_then_restarted_controller_costs_no_attempt_and_no_duplicate() {
+    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    if !slurm_up() {
+        return;
+    }
+    let env = TestEnv::new();
+    install_instruments(&env);
+    env.start_conductor();
+    let ctl = Controller;
+    let job = format!("once-paused-{}", std::process::id());
+    let (path, ws) = score(&env, &job, 4, 12);
+    ctl.freeze();
+    run(&env, &path, &[]);
+    // sbatch's own timeout (MessageTimeout, 10 s) passes while the controller is frozen.
+    let waiting = wait_status(&env, &job, 60.0, |d| {
+        d["sheets"].as_object().is_some_and(|s| {
+            s.values().any(|sh| {
+                sh["live"]["last_event"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("waiting for the Slurm controller"))
+            })
+        })
+    });
+    assert_ne!(waiting["status"], "failed", "{waiting:#}");
+    std::thread::sleep(Duration::from_secs(15));
+    ctl.thaw();
+    poll(&env, 120.0, "every sheet to start on Slurm", || {
+        (ledger(&ws.join("ledger")).len() >= 4).then_some(())
+    });
+    ctl.restart(Duration::from_secs(3));
+    assert_exactly_once(&env, &job, &ws, 4);
+    drop(ctl);
+}
