@@ -134,6 +134,30 @@ fn disk_rows(env: &Env, key: &str, what: &str, report: &mut Report) {
         "MB",
         1,
     ));
+    let (logs, _) = tree_size(&env.home.join("logs"));
+    report.add(Row::new(
+        &format!("{key}_logs_mb"),
+        &format!("{what}: the home's logs/ after it"),
+        logs as f64 / 1e6,
+        "MB",
+        1,
+    ));
+    let learning: u64 = std::fs::read_dir(&env.home)
+        .map(|dir| {
+            dir.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("global-learning"))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0);
+    report.add(Row::new(
+        &format!("{key}_learning_mb"),
+        &format!("{what}: the learning store after it"),
+        learning as f64 / 1e6,
+        "MB",
+        1,
+    ));
     report.add(Row::new(
         &format!("{key}_registry_mb"),
         &format!("{what}: registry.db after it"),
