@@ -145,7 +145,11 @@ fn disk_rows(env: &Env, key: &str, what: &str, report: &mut Report) {
     let learning: u64 = std::fs::read_dir(&env.home)
         .map(|dir| {
             dir.flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with("global-learning"))
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with("global-learning")
+                })
                 .filter_map(|e| e.metadata().ok())
                 .map(|m| m.len())
                 .sum()

@@ -108,3 +108,64 @@ fn the_registry_wal_is_truncated_once_the_conductor_is_quiet() {
     assert_eq!(doc["status"], "completed", "{doc}");
     env.stop_conductor();
 }
+
+/// `job.watch` — `mozart run`'s early-failure look in one call (issue 24): it answers as soon
+/// as the job's first sheet completed, or at once for a job waiting for a job slot, instead
+/// of `run` polling for 1.5 s per score.
+#[test]
+fn job_watch_answers_when_the_first_sheet_completes_or_the_job_waits_for_a_slot() {
+    let env = TestEnv::new();
+    std::fs::write(env.home.join("conductor.yaml"), "max_concurrent_jobs: 1\n").unwrap();
+    env.start_conductor();
+    let yaml = |name: &str| {
+        format!(
+            "name: {name}\nworkspace: ./{name}-ws\ninstrument: shell\n\
+             pause_between_sheets_seconds: 0\n\
+             sheet: {{size: 1, total_items: 2}}\n\
+             prompt:\n  template: |\n    \
+             {{% if sheet_num == 2 %}}RUN: sleep 30{{% else %}}RUN: true{{% endif %}}\n"
+        )
+    };
+    let watch = |job: &str| {
+        let started = Instant::now();
+        let doc = env.raw_call(
+            "job.watch",
+            serde_json::json!({"job_id": job, "timeout_ms": 5000}),
+        );
+        (doc, started.elapsed())
+    };
+    let first = env.write_score("first", &yaml("first"));
+    let out = env.mozart(&["run", first.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let (doc, took) = watch("first");
+    let result = &doc["result"];
+    assert_eq!(result["sheet_completed"], true, "{doc}");
+    assert_eq!(result["status"], "running", "{doc}");
+    assert_eq!(result["timed_out"], false, "{doc}");
+    assert!(took < Duration::from_secs(4), "answered at once: {took:?}");
+
+    // One job slot, taken by `first` (its sheet 2 sleeps): `second` waits for it.
+    let second = env.write_score("second", &yaml("second"));
+    let out = env.mozart(&["run", second.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let (doc, took) = watch("second");
+    let result = &doc["result"];
+    assert_eq!(result["status"], "queued", "{doc}");
+    assert_eq!(result["sheet_completed"], false, "{doc}");
+    assert_eq!(result["timed_out"], false, "{doc}");
+    assert!(took < Duration::from_secs(4), "answered at once: {took:?}");
+
+    let doc = env.raw_call(
+        "job.watch",
+        serde_json::json!({"job_id": "nosuch", "timeout_ms": 100}),
+    );
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("nosuch")),
+        "{doc}"
+    );
+    env.mozart(&["cancel", "first"]);
+    env.mozart(&["cancel", "second"]);
+    env.stop_conductor();
+}
