@@ -763,7 +763,7 @@ impl Registry {
             .conn
             .prepare_cached(
                 "SELECT sheet_num, state_json, status, started_at, attempt_count, \
-                 completion_attempts, healing_attempts, instrument_name \
+                 completion_attempts, healing_attempts, instrument_name, validation_details_json \
                  FROM sheets WHERE job_id=?1 ORDER BY sheet_num",
             )
             .map_err(self.err(&ctx))?;
@@ -780,11 +780,12 @@ impl Registry {
                         r.get::<_, u32>(6)?,
                     ),
                     r.get::<_, Option<String>>(7)?,
+                    r.get::<_, Option<String>>(8)?,
                 ))
             })
             .map_err(self.err(&ctx))?;
         for row in rows {
-            let (num, text, status, started_at, counts, instrument) =
+            let (num, text, status, started_at, counts, instrument, details) =
                 row.map_err(self.err(&ctx))?;
             let mut sheet: SheetState =
                 serde_json::from_str(&text).map_err(|e| corrupt(format!("sheet {num}: {e}")))?;
@@ -799,6 +800,12 @@ impl Registry {
                 sheet.healing_attempts,
             ) = counts;
             sheet.instrument_name = instrument;
+            // Rows written before the compact form carry the details in the document too;
+            // the column has them either way.
+            sheet.validation_details = details
+                .map(|d| serde_json::from_str(&d))
+                .transpose()
+                .map_err(|e| corrupt(format!("sheet {num}: validation details: {e}")))?;
             state.sheets.insert(num, sheet);
         }
         state.normalize_and_validate().map_err(corrupt)?;
@@ -1233,13 +1240,33 @@ fn write_header(tx: &Connection, state: &CheckpointState, now: f64) -> Result<()
 /// A sheet's document is ~60 fields, most of them null until something happens: 1.5 KB
 /// written as is, ~0.2 KB without them — the bulk of a 100,000-sheet job's registry.
 /// The JSON state file and the wire checkpoint keep upstream's whole document.
+///
+/// Fields the row keeps in columns of their own, which [`Registry::load_checkpoint`] lays
+/// over the document, are left out of it too ([`COLUMN_FIELDS`]): the validation details
+/// (the paths they name, twice each) were a third of a completed sheet's row.
 fn compact_sheet_json(s: &SheetState) -> serde_json::Result<String> {
     let mut doc = serde_json::to_value(s)?;
     if let Value::Object(fields) = &mut doc {
-        fields.retain(|_, v| !(v.is_null() || v.as_array().is_some_and(Vec::is_empty)));
+        fields.retain(|k, v| {
+            !(v.is_null()
+                || v.as_array().is_some_and(Vec::is_empty)
+                || COLUMN_FIELDS.contains(&k.as_str()))
+        });
     }
     serde_json::to_string(&doc)
 }
+
+/// Sheet fields stored only in their own columns of the `sheets` row (see
+/// [`compact_sheet_json`]); loading reads them from there.
+const COLUMN_FIELDS: [&str; 7] = [
+    "status",
+    "started_at",
+    "attempt_count",
+    "completion_attempts",
+    "healing_attempts",
+    "instrument_name",
+    "validation_details",
+];
 
 fn write_sheet(tx: &Connection, job_id: &str, s: &SheetState, now: f64) -> Result<(), WriteError> {
     let json_err = |e| WriteError::Json(job_id.to_owned(), "sheet state", e);
