@@ -41,6 +41,9 @@ pub struct OrphanRecovery {
 /// How long a writer waits for another connection's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long the background checkpointer waits for a lock before trying again next period.
+const CHECKPOINT_BUSY_TIMEOUT: Duration = Duration::from_millis(100);
+
 /// WAL size past which the background checkpointer truncates it (see
 /// [`Registry::checkpoint_in_background`]).
 const WAL_TRUNCATE_AT: u64 = 16 * 1024 * 1024;
@@ -155,8 +158,12 @@ impl Registry {
         let path = self.path.clone();
         let reader =
             Connection::open(&path).map_err(self.err("opening the checkpoint connection"))?;
+        // Short: a truncating checkpoint holds the write lock while it waits for the writer
+        // and readers to finish; giving up after 100 ms (and trying again next period)
+        // bounds how long the baton's commits can wait behind it, far below their own
+        // BUSY_TIMEOUT.
         reader
-            .busy_timeout(BUSY_TIMEOUT)
+            .busy_timeout(CHECKPOINT_BUSY_TIMEOUT)
             .map_err(self.err("setting busy_timeout on the checkpoint connection"))?;
         let wal = wal_path(&path);
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
