@@ -336,8 +336,10 @@ fn shell_loop(mozart: &MozartExe, jobs: u32, sheets: u32, report: &mut Report) -
     std::thread::sleep(Duration::from_millis(300));
     let scores = write_scores(&env, "loop", jobs, sheets)?;
     let dir = env.work.join("loop");
+    // A failing `mozart run` stops the loop with its output, for the error below.
     let script = format!(
-        "for f in {}/*/*.yaml; do \"$MOZART\" run \"$f\" >/dev/null || exit 1; done",
+        "for f in {}/*/*.yaml; do out=$(\"$MOZART\" run \"$f\" 2>&1) || \
+         {{ printf '%s: %s\\n' \"$f\" \"$out\"; exit 1; }}; done",
         dir.display()
     );
     let started_loop = Instant::now();
@@ -350,7 +352,7 @@ fn shell_loop(mozart: &MozartExe, jobs: u32, sheets: u32, report: &mut Report) -
         .arg(&script)
         .current_dir(&env.work)
         .env("MOZART", program)
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .stdin(Stdio::null());
     for (k, v) in cmd.get_envs() {
@@ -359,13 +361,13 @@ fn shell_loop(mozart: &MozartExe, jobs: u32, sheets: u32, report: &mut Report) -
             None => sh.env_remove(k),
         };
     }
-    let status = sh.status().map_err(io_err("running", Path::new("sh")))?;
+    let done = sh.output().map_err(io_err("running", Path::new("sh")))?;
     let loop_took = started_loop.elapsed();
-    if !status.success() {
+    if !done.status.success() {
         return Err(BenchError::Mozart {
             args: format!("run (shell loop of {jobs})"),
-            status: status.to_string(),
-            output: String::new(),
+            status: done.status.to_string(),
+            output: String::from_utf8_lossy(&done.stdout).into_owned(),
         });
     }
     let names: Vec<String> = scores.into_iter().map(|(n, _)| n).collect();
