@@ -128,7 +128,7 @@ fn absurd_sheet_counts_are_refused_quickly_by_validate_and_the_conductor() {
             "{name}: validate must fail cleanly, got {:?}: {text}",
             out.status
         );
-        assert!(text.contains("at most 10000"), "{name}: {text}");
+        assert!(text.contains("at most 100000"), "{name}: {text}");
 
         let resp = submit(&env, &score);
         assert_ne!(resp["status"], "accepted", "{name}: {resp}");

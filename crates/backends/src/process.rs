@@ -368,9 +368,17 @@ async fn read_stream<R: AsyncRead + Unpin>(
     kind: StreamKind,
     state: &Mutex<ReaderState>,
     progress: &Progress,
-    mut log: Option<RedactingLog>,
+    log: Option<(RedactingLog, PathBuf)>,
 ) {
-    let Some(mut reader) = reader else { return };
+    let (mut log, log_path) = match log {
+        Some((log, path)) => (Some(log), Some(path)),
+        None => (None, None),
+    };
+    let Some(mut reader) = reader else {
+        remove_empty_log(log, log_path);
+        return;
+    };
+    let mut silent = true;
     // Most instruments print little: start small (20 sheets in flight × 2 streams of 64 KiB
     // each was a measurable share of the conductor's memory) and grow up to a pipe's
     // capacity only for a stream that keeps filling the buffer.
@@ -385,6 +393,7 @@ async fn read_stream<R: AsyncRead + Unpin>(
             buf.resize(grown, 0);
         }
         let chunk = &buf[..n];
+        silent = false;
         progress.record(kind, n);
         lock(state).feed(chunk);
         // Written in place: a chunk (at most 64 KiB) lands in the page cache in
@@ -398,8 +407,29 @@ async fn read_stream<R: AsyncRead + Unpin>(
         }
     }
     lock(state).finish();
+    if silent {
+        remove_empty_log(log, log_path);
+        return;
+    }
     if let Some(Err(err)) = log.as_mut().map(RedactingLog::finish) {
         tracing::warn!(%err, "cannot write instrument output log");
+    }
+}
+
+/// A stream that printed nothing leaves no log file: an empty `sheet-NN.stderr.log` per
+/// sheet says nothing (readers treat a missing log as no output: `logs`, the dashboard,
+/// the `stderr_log` field of `sheet.failed`), and a 100,000-sheet job's workspace would
+/// otherwise hold 100,000 of them. The file existed, empty, while the instrument ran, so a
+/// live tail finds it; removing it also clears an earlier attempt's log of the same sheet,
+/// as the truncation at its creation did.
+fn remove_empty_log(log: Option<RedactingLog>, path: Option<PathBuf>) {
+    drop(log);
+    if let Some(path) = path {
+        if let Err(err) = std::fs::remove_file(&path) {
+            if err.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(path = %path.display(), %err, "cannot remove an empty instrument output log");
+            }
+        }
     }
 }
 
@@ -429,12 +459,12 @@ pub(crate) fn capture_reader(
 
 /// Create `{base}{suffix}` (in place, like the writes: one `open` on a local workspace):
 /// private to the user and redacted as it is written (issue 21).
-fn open_log(base: &Option<PathBuf>, suffix: &str) -> Option<RedactingLog> {
+fn open_log(base: &Option<PathBuf>, suffix: &str) -> Option<(RedactingLog, PathBuf)> {
     let base = base.as_ref()?;
     let mut path = base.clone().into_os_string();
     path.push(suffix);
     match RedactingLog::create(std::path::Path::new(&path)) {
-        Ok(log) => Some(log),
+        Ok(log) => Some((log, PathBuf::from(path))),
         Err(err) => {
             tracing::warn!(path = %PathBuf::from(&path).display(), %err, "cannot create instrument output log");
             None

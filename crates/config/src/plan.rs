@@ -34,12 +34,19 @@ pub fn impossible_sheet_count(sheet: &SheetConfig) -> Option<String> {
 
 /// Most concrete sheets one score may plan. Upstream has no limit, but a score asking for
 /// a hundred million sheets made load and planning run out of memory or never finish, in
-/// `validate` and inside the conductor alike (found by fuzzing, docs/reliability.md). The
-/// largest real score we know plans 516.
-pub const MAX_SHEETS: i64 = 10_000;
+/// `validate` and inside the conductor alike (found by fuzzing, docs/reliability.md). A
+/// job of 100,000 sheets runs in well under 200 MB of conductor memory
+/// (docs/performance.md, session 8); every planned sheet costs a row in the registry and a
+/// few hundred bytes in the conductor for the whole job, so far beyond that it is several
+/// jobs' work.
+pub const MAX_SHEETS: i64 = 100_000;
 
 fn too_many_sheets(n: i128) -> String {
-    format!("score plans {n} sheets; at most {MAX_SHEETS} are supported")
+    format!(
+        "score plans {n} sheets; at most {MAX_SHEETS} are supported in one job (every planned \
+         sheet is tracked by the conductor and the registry until the job ends): split the \
+         work over several scores, or give each sheet more items with sheet.size"
+    )
 }
 
 /// `(stage, instance, fan_count)` of a concrete sheet (§4.2).

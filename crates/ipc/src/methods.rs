@@ -67,6 +67,12 @@ pub const JOB_LOGS_NOTIFICATION: &str = "job.logs.entry";
 /// [`crate::types::ListPageParams`], result [`crate::status::JobPage`].
 pub const JOB_LIST_PAGE: &str = "job.list_page";
 
+/// Ours, not upstream's: wait (a bounded time) until a just-submitted job shows whether it
+/// runs — its first sheet completed, it ended, paused or waits for a job slot — params
+/// [`crate::types::JobWatchParams`], result [`crate::types::JobWatchResult`]. `mozart run`'s
+/// early-failure watch (cli.md §3.1 step 8) in one call instead of a poll loop.
+pub const JOB_WATCH: &str = "job.watch";
+
 /// Server → client notification carrying a monitor event (§7.7).
 pub const MONITOR_EVENT_NOTIFICATION: &str = "monitor.event";
 

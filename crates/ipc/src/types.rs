@@ -81,6 +81,28 @@ pub struct JobIdParams {
     pub workspace: Option<String>,
 }
 
+/// `job.watch` params (ours).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobWatchParams {
+    /// The job ID.
+    pub job_id: String,
+    /// Longest wait in milliseconds (the conductor caps it at 5,000).
+    pub timeout_ms: u64,
+}
+
+/// `job.watch` result (ours): where the job stands when the watch ended.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobWatchResult {
+    /// The job ID.
+    pub job_id: String,
+    /// Conductor-level status (`queued`, `running`, `completed`, `failed`, ...).
+    pub status: String,
+    /// At least one sheet of the job has completed.
+    pub sheet_completed: bool,
+    /// The watch ended because its time ran out, not because the job showed how it goes.
+    pub timed_out: bool,
+}
+
 /// `job.pause` result (§8.3): failures are results, not errors.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PauseResult {

@@ -163,7 +163,7 @@ pub fn sheet(s: &SheetState) -> SheetCheckpoint {
         rate_limit: None,
         stderr_tail: s.stderr_tail.clone(),
         output_truncated: s.output_truncated,
-        prompt_metrics: s.prompt_metrics.clone(),
+        prompt_metrics: s.prompt_metrics.as_deref().cloned(),
         preflight_warnings: s.preflight_warnings.clone(),
         progress_snapshots: s.progress_snapshots.clone(),
         last_activity_at: s.last_activity_at.clone(),
@@ -177,9 +177,9 @@ pub fn sheet(s: &SheetState) -> SheetCheckpoint {
         output_tokens: s.output_tokens,
         estimated_cost: s.estimated_cost,
         cost_confidence: s.cost_confidence,
-        agent_feedback: s.agent_feedback.clone(),
-        remote_attempt: s.remote_attempt.clone(),
-        review: s.review.clone(),
+        agent_feedback: s.agent_feedback.as_deref().cloned(),
+        remote_attempt: s.remote_attempt.as_deref().cloned(),
+        review: s.review.as_deref().cloned(),
     }
 }
 

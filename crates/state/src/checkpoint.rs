@@ -2,8 +2,6 @@
 //! (execution.md §8.1–8.4). JSON field names and enum strings match upstream's
 //! `model_dump(mode="json")`, so upstream's own CLI can parse what we publish.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, StateError};
@@ -137,7 +135,7 @@ pub struct SheetState {
     pub output_truncated: bool,
     /// Prompt metrics.
     #[serde(default)]
-    pub prompt_metrics: Option<PromptMetrics>,
+    pub prompt_metrics: Option<Box<PromptMetrics>>,
     /// Preflight warnings.
     #[serde(default)]
     pub preflight_warnings: Vec<String>,
@@ -185,16 +183,16 @@ pub struct SheetState {
     pub cost_confidence: f64,
     /// Structured agent feedback.
     #[serde(default)]
-    pub agent_feedback: Option<serde_json::Map<String, serde_json::Value>>,
+    pub agent_feedback: Option<Box<serde_json::Map<String, serde_json::Value>>>,
     /// The remote job (a Slurm job) of the attempt in flight: recorded before the job is
     /// released to run and cleared in the same write that records the attempt's result, so
     /// a restarted conductor re-attaches to it instead of running the sheet again
     /// (docs/design/distributed.md). Not in upstream; absent when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub remote_attempt: Option<RemoteAttemptRef>,
+    pub remote_attempt: Option<Box<RemoteAttemptRef>>,
     /// Ours: the worker + reviewer loop of this sheet (docs/mochi.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub review: Option<crate::review::ReviewState>,
+    pub review: Option<Box<crate::review::ReviewState>>,
 }
 
 /// A remote attempt as the checkpoint records it (`SheetState::remote_attempt`): the wire
@@ -396,7 +394,7 @@ pub struct CheckpointState {
     pub status: JobStatus,
     /// Sheets by number (JSON keys are strings).
     #[serde(default)]
-    pub sheets: BTreeMap<u32, SheetState>,
+    pub sheets: crate::sheet_map::SheetMap,
     /// Distinct instruments used.
     #[serde(default)]
     pub instruments_used: Vec<String>,
@@ -499,7 +497,7 @@ impl CheckpointState {
             last_completed_sheet: 0,
             current_sheet: None,
             status: JobStatus::Pending,
-            sheets: BTreeMap::new(),
+            sheets: crate::sheet_map::SheetMap::new(),
             instruments_used: Vec::new(),
             total_movements: None,
             pid: None,
@@ -651,7 +649,7 @@ impl CheckpointState {
             hook_results: hook_results.clone(),
             spec_corpus_hash: spec_corpus_hash.clone(),
             circuit_breaker_history: circuit_breaker_history.clone(),
-            sheets: BTreeMap::new(),
+            sheets: crate::sheet_map::SheetMap::new(),
             config_snapshot: None,
         }
     }
@@ -662,8 +660,7 @@ impl CheckpointState {
 
     fn sheet_mut(&mut self, sheet_num: u32) -> &mut SheetState {
         self.sheets
-            .entry(sheet_num)
-            .or_insert_with(|| SheetState::new(sheet_num))
+            .get_or_insert_with(sheet_num, || SheetState::new(sheet_num))
     }
 
     /// Next sheet to run in sequential order (in-progress first, then the first pending or

@@ -11,6 +11,7 @@ pub mod json_state;
 mod migrate;
 pub mod registry;
 pub mod review;
+pub mod sheet_map;
 mod snapshot;
 pub mod time;
 

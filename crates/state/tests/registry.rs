@@ -822,3 +822,54 @@ fn background_checkpoints_copy_the_wal_into_the_database() {
         .unwrap();
     assert_eq!(late, 1);
 }
+
+/// Sheet rows are stored compactly (issue 24: a 100,000-sheet job's registry): no null or
+/// empty fields and nothing a column of the row already holds in the state document — and
+/// a sheet comes back exactly as it was saved.
+#[test]
+fn compact_sheet_rows_round_trip_every_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    reg.create_job(&job("c")).unwrap();
+    let mut cp = CheckpointState::new("c", "c", 2);
+    cp.mark_sheet_started(1);
+    cp.mark_sheet_completed(
+        1,
+        true,
+        Some(vec![mozart_state::ValidationDetail {
+            rule_type: Some("file_exists".into()),
+            path: Some("/ws/out-1.txt".into()),
+            passed: true,
+            confidence: Some(1.0),
+            ..Default::default()
+        }]),
+        Some(0.5),
+    );
+    {
+        let s = cp.sheets.get_mut(&1).unwrap();
+        s.instrument_name = Some("instant".into());
+        s.healing_attempts = 1;
+        s.stdout_tail = Some("ok\n".into());
+    }
+    cp.sheets.insert(2, mozart_state::SheetState::new(2));
+    reg.save_checkpoint(&cp).unwrap();
+    let back = reg.load_checkpoint("c").unwrap().unwrap();
+    assert_eq!(back.sheets[&1], cp.sheets[&1]);
+    assert_eq!(back.sheets[&2], cp.sheets[&2]);
+
+    let conn = rusqlite::Connection::open(reg.path()).unwrap();
+    let doc: String = conn
+        .query_row(
+            "SELECT state_json FROM sheets WHERE job_id='c' AND sheet_num=1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(!doc.contains("null"), "{doc}");
+    assert!(!doc.contains("validation_details"), "{doc}");
+    assert!(
+        !doc.contains("out-1.txt"),
+        "the details are in their column: {doc}"
+    );
+    assert!(doc.len() < 500, "{} bytes: {doc}", doc.len());
+}

@@ -106,6 +106,16 @@ struct Args {
     /// Measure only the dashboard figures.
     #[arg(long)]
     dashboard_only: bool,
+    /// Measure only the scale rows (issue 24): one job of each --scale-sheets size, then
+    /// --scale-jobs jobs of 10 sheets at once and from a shell loop of `mozart run`.
+    #[arg(long)]
+    only_scale: bool,
+    /// Sheet counts of the one-job scale rows (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = [1_000u32, 10_000, 100_000])]
+    scale_sheets: Vec<u32>,
+    /// Jobs of the many-jobs scale rows (0 skips them).
+    #[arg(long, default_value_t = 1_000)]
+    scale_jobs: u32,
 }
 
 /// The real Claude Code row (issue 13).
@@ -119,6 +129,10 @@ mod bench_cmds;
 /// The Slurm placement rows (issue 17).
 #[path = "../bench_slurm.rs"]
 mod bench_slurm;
+
+/// The scale rows (issue 24): 100,000-sheet jobs, 1,000 jobs.
+#[path = "../bench_scale.rs"]
+mod bench_scale;
 
 /// Everything that can stop a benchmark run, with what was being done.
 #[derive(Debug, thiserror::Error)]
@@ -222,6 +236,10 @@ fn bench(args: &Args) -> Result<()> {
     }
     if args.only_cmds {
         bench_cmds::only_cmds(args, &mozart, &mut report)?;
+        return finish(&report, args, baseline.as_ref(), started);
+    }
+    if args.only_scale {
+        bench_scale::only_scale(args, &mozart, &mut report)?;
         return finish(&report, args, baseline.as_ref(), started);
     }
     progress("local commands (no conductor)");

@@ -376,6 +376,30 @@ fn print_active_limits(globals: &Globals) {
 /// cancelled. Errors are ignored: the submission itself succeeded.
 fn early_failure(globals: &Globals, job_id: &str) -> Option<JobStatusResult> {
     let socket = conductor_client::paths(globals, None).ok()?.socket;
+    // One call the conductor answers as soon as the job shows how it goes: its first
+    // sheet completed (the instrument works: nothing to report), it ended, paused or
+    // waits for a job slot. A shell loop of `mozart run` then costs each score about one
+    // sheet's time instead of 1.5 s (issue 24). An older conductor without `job.watch`
+    // gets the poll below.
+    if let Ok(mut client) = mozart_ipc::BlockingClient::connect(&socket) {
+        let params = mozart_ipc::types::JobWatchParams {
+            job_id: job_id.to_string(),
+            timeout_ms: EARLY_FAILURE_WINDOW.as_millis() as u64,
+        };
+        match client.call::<_, mozart_ipc::types::JobWatchResult>(methods::JOB_WATCH, &params) {
+            Ok(seen) => {
+                return matches!(seen.status.as_str(), "failed" | "cancelled")
+                    .then(|| {
+                        client
+                            .call(methods::JOB_STATUS, job_params(job_id, None))
+                            .ok()
+                    })
+                    .flatten();
+            }
+            Err(mozart_ipc::IpcError::Rpc { error, .. }) if error.is_method_not_found() => {}
+            Err(_) => return None,
+        }
+    }
     let deadline = Instant::now() + EARLY_FAILURE_WINDOW;
     // A short job is often done before the first 0.2 s poll of upstream's schedule: look
     // almost at once, then less and less often up to upstream's pace (20, 40, 80, 160,

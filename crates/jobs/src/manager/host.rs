@@ -118,7 +118,7 @@ fn apply_details(sheet: &mut mozart_state::SheetState, d: &AttemptDetails) {
         mozart_backends::redact,
     );
     if let Some(review) = &d.review {
-        sheet.review = Some(review.clone());
+        sheet.review = Some(Box::new(review.clone()));
     }
     if let Some(report) = &d.validation {
         sheet.validation_passed = Some(report.all_passed());
@@ -174,7 +174,7 @@ impl ConductorHost {
             worktree: entry.rt.sheet_worktrees.get(&sheet_num).cloned(),
             review: match reviewed {
                 true => live_sheet
-                    .and_then(|s| s.review.clone())
+                    .and_then(|s| s.review.as_deref().cloned())
                     .unwrap_or_default(),
                 false => Default::default(),
             },
@@ -186,7 +186,7 @@ impl ConductorHost {
                 )),
                 _ => None,
             },
-            remote: live_sheet.and_then(|s| s.remote_attempt.clone()),
+            remote: live_sheet.and_then(|s| s.remote_attempt.as_deref().cloned()),
             placement,
         };
         Some((run, given))
@@ -233,6 +233,12 @@ impl ConductorHost {
         });
         if update_sheet(live, change, status, details.as_ref()) {
             self.new_work.insert(change.job_id.clone());
+        }
+        if status == SheetStatus::Completed {
+            // `job.watch` waits for the first completed sheet (the list is empty after).
+            for watcher in entry.watchers.drain(..) {
+                let _ = watcher.send(());
+            }
         }
         if cancelled {
             if let Some(sheet) = live.sheets.get_mut(&change.sheet_num) {
@@ -464,6 +470,9 @@ impl ConductorHost {
             _ => None,
         };
         entry.record.status = daemon;
+        for watcher in entry.watchers.drain(..) {
+            let _ = watcher.send(());
+        }
         if daemon == DaemonJobStatus::Completed {
             let new_work = self.new_work.contains(&change.job_id);
             entry.record.completed_new_work = new_work;
@@ -652,10 +661,9 @@ fn update_sheet(
     details: Option<&AttemptDetails>,
 ) -> bool {
     let now = Timestamp::now();
-    let sheet = live
-        .sheets
-        .entry(change.sheet_num)
-        .or_insert_with(|| mozart_state::SheetState::new(change.sheet_num));
+    let sheet = live.sheets.get_or_insert_with(change.sheet_num, || {
+        mozart_state::SheetState::new(change.sheet_num)
+    });
     let was = sheet.status;
     sheet.status = status;
     sheet.instrument_name = Some(change.instrument.clone());

@@ -89,6 +89,9 @@ pub(crate) struct JobEntry {
     pub replacing: bool,
     /// What the conductor log has said about the job (its job events).
     pub log: events::JobLog,
+    /// `job.watch` calls waiting for the job to show how it goes: woken when one of its
+    /// sheets completes or its status changes (see [`JobManager::watch`]).
+    pub watchers: Vec<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl JobEntry {
@@ -108,6 +111,7 @@ impl JobEntry {
             waiting: None,
             replacing: false,
             log: events::JobLog::default(),
+            watchers: Vec::new(),
         }
     }
 }
@@ -372,6 +376,73 @@ impl JobManager {
         doc.waiting_reason = waiting;
         add_live_progress(&mut doc, progress);
         Ok(JobStatusResult::Checkpoint(Box::new(doc)))
+    }
+
+    /// `job.watch` (ours): wait at most `timeout` (capped at 5 s) until `job_id` shows how it
+    /// goes — a sheet completed, or it is no longer simply running (it ended, paused, or waits
+    /// for a job slot) — woken by the baton task when that happens, not by polling.
+    pub async fn watch(
+        &self,
+        job_id: &str,
+        timeout: std::time::Duration,
+    ) -> Result<mozart_ipc::types::JobWatchResult, JobError> {
+        let deadline = tokio::time::Instant::now() + timeout.min(std::time::Duration::from_secs(5));
+        loop {
+            let id = job_id.to_string();
+            let seen = self
+                .shared
+                .table
+                .call(move |h| {
+                    let entry = h.table.jobs.get_mut(&id)?;
+                    let status = entry.record.status;
+                    let sheet_completed = entry
+                        .live
+                        .as_ref()
+                        .is_some_and(|l| l.last_completed_sheet > 0);
+                    let settled = sheet_completed
+                        || status.is_terminal()
+                        || status == DaemonJobStatus::Paused
+                        || entry.waiting.is_some();
+                    let wake = if settled {
+                        None
+                    } else {
+                        let (tx, rx) = tokio::sync::oneshot::channel();
+                        entry.watchers.push(tx);
+                        Some(rx)
+                    };
+                    Some((status, sheet_completed, wake))
+                })
+                .await
+                .ok()
+                .flatten();
+            let Some((status, sheet_completed, wake)) = seen else {
+                // Not loaded: a finished job the registry knows, or none at all.
+                let record = lock(&self.shared.registry).get_job(job_id)?;
+                let Some(record) = record else {
+                    return Err(JobError::NotFound(job_id.to_string()));
+                };
+                return Ok(mozart_ipc::types::JobWatchResult {
+                    job_id: job_id.to_string(),
+                    status: record.status.as_str().to_string(),
+                    sheet_completed: false,
+                    timed_out: false,
+                });
+            };
+            let result = |timed_out| mozart_ipc::types::JobWatchResult {
+                job_id: job_id.to_string(),
+                status: status.as_str().to_string(),
+                sheet_completed,
+                timed_out,
+            };
+            let Some(wake) = wake else {
+                return Ok(result(false));
+            };
+            match tokio::time::timeout_at(deadline, wake).await {
+                // Woken (or the job left the table, dropping the sender): look again.
+                Ok(_) => continue,
+                Err(_) => return Ok(result(true)),
+            }
+        }
     }
 
     /// `job.list` (conductor.md §6.12): in-memory jobs, then registry rows, newest first.

@@ -128,7 +128,10 @@ impl SheetJournal {
                 .and_then(|e| e.live.as_mut())
                 .and_then(|live| live.sheets.get_mut(&num))
                 .ok_or_else(|| format!("job '{job_id}' is no longer loaded"))?;
-            if !change(&mut sheet.remote_attempt) {
+            let mut remote = sheet.remote_attempt.take().map(|b| *b);
+            let changed = change(&mut remote);
+            sheet.remote_attempt = remote.map(Box::new);
+            if !changed {
                 return Ok(());
             }
             let registry = lock(&shared.registry);

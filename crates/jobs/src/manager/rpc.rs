@@ -397,6 +397,15 @@ fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(),
     )?;
     job_method(
         module,
+        methods::JOB_WATCH,
+        mgr,
+        |m, _, p: mozart_ipc::types::JobWatchParams| async move {
+            let timeout = std::time::Duration::from_millis(p.timeout_ms);
+            to_value(m.watch(&p.job_id, timeout).await.map_err(job_error)?)
+        },
+    )?;
+    job_method(
+        module,
         methods::JOB_LIST_PAGE,
         mgr,
         |m, _, p: mozart_ipc::types::ListPageParams| async move {

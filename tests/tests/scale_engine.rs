@@ -1,0 +1,171 @@
+//! Issue 24, the engine half: what a user sees of the limits and the disk when jobs get
+//! large — the sheet limit at `validate`, the per-sheet log files left in the workspace,
+//! and the registry's WAL after a job.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use mozart_tests::{stdout, TestEnv};
+
+fn fan_out_score(name: &str, voices: u64) -> String {
+    format!(
+        "name: {name}\nworkspace: ./{name}-ws\ninstrument: shell\n\
+         sheet:\n  size: 1\n  total_items: 1\n  fan_out:\n    1: {voices}\n\
+         prompt:\n  template: \"RUN: true\"\n"
+    )
+}
+
+/// The limit is 100,000 sheets: a score of exactly that many validates, one more is refused
+/// by `validate` naming the limit, why it exists and what to do instead.
+#[test]
+fn a_score_over_the_sheet_limit_is_refused_at_validate_with_the_limit_and_the_reason() {
+    let env = TestEnv::new();
+    let at = env.write_score("at-limit", &fan_out_score("at-limit", 100_000));
+    let out = env.mozart(&["validate", at.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "100,000 sheets are within the limit:\n{}{}",
+        stdout(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let over = env.write_score("over-limit", &fan_out_score("over-limit", 100_001));
+    let out = env.mozart(&["validate", over.to_str().unwrap()]);
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        matches!(out.status.code(), Some(1 | 2)),
+        "refused: {:?}\n{text}",
+        out.status
+    );
+    assert!(text.contains("score plans 100001 sheets"), "{text}");
+    assert!(text.contains("at most 100000 are supported"), "{text}");
+    assert!(
+        text.contains("tracked by the conductor and the registry"),
+        "the reason: {text}"
+    );
+    assert!(
+        text.contains("split the work over several scores"),
+        "{text}"
+    );
+}
+
+/// A sheet whose instrument printed nothing on a stream leaves no empty log file for it
+/// (a 100,000-sheet job left 200,000 files, half of them empty); what was printed is kept.
+#[test]
+fn silent_streams_leave_no_empty_log_files_and_printed_output_stays() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml = "name: quiet\nworkspace: ./quiet-ws\ninstrument: shell\n\
+                pause_between_sheets_seconds: 0\n\
+                sheet: {size: 1, total_items: 2}\n\
+                prompt:\n  template: |\n    \
+                {% if sheet_num == 1 %}RUN: echo hello-out{% else %}RUN: echo hello-err >&2{% endif %}\n";
+    let score = env.write_score("quiet", yaml);
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    env.wait_completed("quiet");
+    let logs = env.work.join("quiet-ws/logs");
+    let out1 = std::fs::read_to_string(logs.join("sheet-01.stdout.log")).unwrap();
+    assert!(out1.contains("hello-out"), "{out1}");
+    assert!(
+        !logs.join("sheet-01.stderr.log").exists(),
+        "sheet 1 printed nothing on stderr: no stderr log"
+    );
+    let err2 = std::fs::read_to_string(logs.join("sheet-02.stderr.log")).unwrap();
+    assert!(err2.contains("hello-err"), "{err2}");
+    // The shell instrument says `shell: ok` on stdout after the commands.
+    let out2 = std::fs::read_to_string(logs.join("sheet-02.stdout.log")).unwrap();
+    assert!(out2.contains("shell: ok"), "{out2}");
+    env.stop_conductor();
+}
+
+/// After a job, once the conductor has gone quiet, the registry's WAL does not keep the
+/// size the job's writes gave it (it stayed at 104 MB after a 10,000-sheet job).
+#[test]
+fn the_registry_wal_is_truncated_once_the_conductor_is_quiet() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml = "name: walgrow\nworkspace: ./walgrow-ws\ninstrument: shell\n\
+                pause_between_sheets_seconds: 0\n\
+                parallel: {enabled: true, max_concurrent: 20}\n\
+                sheet: {size: 1, total_items: 1, fan_out: {1: 300}}\n\
+                prompt:\n  template: \"RUN: true\"\n";
+    let score = env.write_score("walgrow", yaml);
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    env.wait_completed("walgrow");
+    let wal = env.home.join("registry.db-wal");
+    let size = || std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while size() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(size(), 0, "the WAL is emptied once nothing is written");
+    // Nothing was lost by it: the job and its sheets are still there.
+    let out = env.mozart(&["status", "walgrow", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["status"], "completed", "{doc}");
+    env.stop_conductor();
+}
+
+/// `job.watch` — `mozart run`'s early-failure look in one call (issue 24): it answers as soon
+/// as the job's first sheet completed, or at once for a job waiting for a job slot, instead
+/// of `run` polling for 1.5 s per score.
+#[test]
+fn job_watch_answers_when_the_first_sheet_completes_or_the_job_waits_for_a_slot() {
+    let env = TestEnv::new();
+    std::fs::write(env.home.join("conductor.yaml"), "max_concurrent_jobs: 1\n").unwrap();
+    env.start_conductor();
+    let yaml = |name: &str| {
+        format!(
+            "name: {name}\nworkspace: ./{name}-ws\ninstrument: shell\n\
+             pause_between_sheets_seconds: 0\n\
+             sheet: {{size: 1, total_items: 2}}\n\
+             prompt:\n  template: |\n    \
+             {{% if sheet_num == 2 %}}RUN: sleep 30{{% else %}}RUN: true{{% endif %}}\n"
+        )
+    };
+    let watch = |job: &str| {
+        let started = Instant::now();
+        let doc = env.raw_call(
+            "job.watch",
+            serde_json::json!({"job_id": job, "timeout_ms": 5000}),
+        );
+        (doc, started.elapsed())
+    };
+    let first = env.write_score("first", &yaml("first"));
+    let out = env.mozart(&["run", first.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let (doc, took) = watch("first");
+    let result = &doc["result"];
+    assert_eq!(result["sheet_completed"], true, "{doc}");
+    assert_eq!(result["status"], "running", "{doc}");
+    assert_eq!(result["timed_out"], false, "{doc}");
+    assert!(took < Duration::from_secs(4), "answered at once: {took:?}");
+
+    // One job slot, taken by `first` (its sheet 2 sleeps): `second` waits for it.
+    let second = env.write_score("second", &yaml("second"));
+    let out = env.mozart(&["run", second.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let (doc, took) = watch("second");
+    let result = &doc["result"];
+    assert_eq!(result["status"], "queued", "{doc}");
+    assert_eq!(result["sheet_completed"], false, "{doc}");
+    assert_eq!(result["timed_out"], false, "{doc}");
+    assert!(took < Duration::from_secs(4), "answered at once: {took:?}");
+
+    let doc = env.raw_call(
+        "job.watch",
+        serde_json::json!({"job_id": "nosuch", "timeout_ms": 100}),
+    );
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("nosuch")),
+        "{doc}"
+    );
+    env.mozart(&["cancel", "first"]);
+    env.mozart(&["cancel", "second"]);
+    env.stop_conductor();
+}
