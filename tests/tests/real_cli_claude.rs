@@ -220,6 +220,27 @@ fn in_text_mode_the_cost_is_unknown_not_zero() {
     let text = mozart_tests::stdout(&rc.mozart(&["status", "rc-text"]));
     assert!(text.contains("Cost: unknown"), "{text}");
     assert!(!text.contains("$0.00"), "{text}");
+    // The dashboard and MCP say the same, not "$0.0000".
+    let dash = mozart_tests::web::start_dashboard(&rc.env, &[]);
+    let cookie = mozart_tests::web::login(&dash.addr, &dash.url);
+    for path in ["/jobs/rc-text", "/"] {
+        let page = mozart_tests::web::http(&dash.addr, "GET", path, &[("Cookie", &cookie)], "");
+        assert_eq!(page.status, 200, "{}", page.raw);
+        assert!(page.body.contains("unknown"), "{path}: {}", page.body);
+        assert!(!page.body.contains("$0.0000"), "{path}: {}", page.body);
+    }
+    drop(dash);
+    let mcp = mozart_tests::web::mcp_calls(
+        &rc.env,
+        &[serde_json::json!({"name": "status", "arguments": {"job_id": "rc-text"}})],
+    );
+    let text = mcp[0]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    let doc: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+    assert_eq!(doc["cost_confidence"], 0.0, "{}", mcp[0]);
+    assert_eq!(doc["cost"], "unknown", "{}", mcp[0]);
+    assert_eq!(doc["sheets"][0]["cost"], "unknown", "{}", mcp[0]);
 }
 
 #[test]

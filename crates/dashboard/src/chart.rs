@@ -149,6 +149,13 @@ pub fn progress(cp: &CheckpointState, now: f64) -> String {
     }
     let _ = write!(steps, " {:.1},{:.1}", x(t1), y_sheets(n));
     let _ = write!(cost_line, " {:.1},{:.1}", x(t1), y_cost(cost));
+    // Not "$0.0000" when the instrument reported no cost (issue 22).
+    let cost_label = match cp.cost_confidence() {
+        c if c == 0.0 && cost == 0.0 => "unknown".to_string(),
+        c if c == 0.0 => format!("≥ ${cost:.4}"),
+        c if c < 0.9 => format!("~${cost:.4}"),
+        _ => format!("${cost:.4}"),
+    };
     let mut svg = String::new();
     let _ = write!(
         svg,
@@ -159,7 +166,7 @@ pub fn progress(cp: &CheckpointState, now: f64) -> String {
 <polyline fill="none" stroke="#e08a00" stroke-width="2" stroke-dasharray="5 3" points="{cost_line}"/>
 <text x="{}" y="{}" font-size="10" text-anchor="end">{}</text>
 <text x="{}" y="{bottom}" font-size="10" text-anchor="end">0</text>
-<text x="{}" y="{}" font-size="10">${:.4}</text>
+<text x="{}" y="{}" font-size="10">{}</text>
 <text x="{PAD_L}" y="{}" font-size="10">0s</text>
 <text x="{}" y="{}" font-size="10" text-anchor="end">{:.1}s</text>
 <text x="{}" y="{}" font-size="10" fill="#2f7ed8">sheets done</text>
@@ -172,7 +179,7 @@ pub fn progress(cp: &CheckpointState, now: f64) -> String {
         PAD_L - 4.0,
         W - PAD_R + 4.0,
         top + 8.0,
-        cost,
+        esc(&cost_label),
         h - 6.0,
         W - PAD_R,
         h - 6.0,

@@ -29,6 +29,9 @@ pub struct JobSummary {
     pub cost: f64,
     /// Input + output tokens.
     pub tokens: u64,
+    /// How sure the cost is ([`JobCheckpoint::cost_confidence`]): 0.0 when some sheet
+    /// reported neither cost nor tokens, below 0.9 when priced at a default.
+    pub cost_confidence: f64,
     /// Sheets running now.
     pub running: Vec<u32>,
     /// The checkpoint's start and end (epoch seconds): the times `mozart status` and the job
@@ -62,6 +65,7 @@ impl JobSummary {
             total: cp.total_sheets.max(1),
             cost: cp.total_estimated_cost.max(sheet_cost),
             tokens: (cp.total_input_tokens + cp.total_output_tokens).max(sheet_tokens),
+            cost_confidence: cp.cost_confidence(),
             running: cp
                 .sheets
                 .values()
@@ -179,7 +183,7 @@ impl JobRow {
             label,
             percent,
             progress,
-            cost: summary.map(|s| format_cost(s.cost)),
+            cost: summary.map(|s| format_job_cost(s.cost, s.cost_confidence)),
             started: started.map(format_epoch).unwrap_or_default(),
             elapsed,
             config_path: f.config_path.to_string(),
@@ -395,7 +399,7 @@ fn sheet_row(s: &SheetCheckpoint) -> SheetRow {
             _ => String::new(),
         },
         duration: duration.map(format_duration).unwrap_or_default(),
-        cost: s.estimated_cost.map(format_cost).unwrap_or_default(),
+        cost: sheet_cost(s),
         tokens: match (s.input_tokens, s.output_tokens) {
             (None, None) => String::new(),
             (i, o) => format!("{} / {}", i.unwrap_or(0), o.unwrap_or(0)),
@@ -571,6 +575,38 @@ pub fn format_cost(cost: f64) -> String {
     format!("${cost:.4}")
 }
 
+/// A job's cost as `mozart status` words it (issue 22): `unknown` when nothing was
+/// reported, `≥ $x` when some sheets' cost is unknown, `~$x` when priced at a default.
+pub fn format_job_cost(cost: f64, confidence: f64) -> String {
+    if confidence == 0.0 {
+        if cost > 0.0 {
+            format!("≥ {} (some sheets' cost unknown)", format_cost(cost))
+        } else {
+            "unknown".to_string()
+        }
+    } else if confidence < 0.9 {
+        format!("~{} (est.)", format_cost(cost))
+    } else {
+        format_cost(cost)
+    }
+}
+
+/// A sheet's cost: blank before it ran, `unknown` when its instrument reported neither
+/// cost nor tokens, `~$x` when estimated.
+fn sheet_cost(s: &SheetCheckpoint) -> String {
+    if s.attempt_count == 0 && s.estimated_cost.is_none() {
+        return String::new();
+    }
+    if s.cost_confidence == 0.0 {
+        return "unknown".to_string();
+    }
+    match s.estimated_cost {
+        Some(c) if s.cost_confidence < 0.9 => format!("~{} (est.)", format_cost(c)),
+        Some(c) => format_cost(c),
+        None => String::new(),
+    }
+}
+
 /// Epoch seconds as `YYYY-MM-DD HH:MM:SS` (UTC).
 pub fn format_epoch(secs: f64) -> String {
     let total = secs.floor() as i64;
@@ -635,6 +671,7 @@ mod tests {
                 done: 1,
                 total: 4,
                 cost: 0.5,
+                cost_confidence: 1.0,
                 ..JobSummary::default()
             },
         );

@@ -353,7 +353,7 @@ impl App {
             ctx.holds = cp.instrument_holds.iter().map(|h| h.describe()).collect();
             ctx.percent = (sum.done * 100 / sum.total.max(1)).min(100);
             ctx.progress = Some(format!("{}/{}", sum.done, sum.total));
-            ctx.cost = Some(view::format_cost(sum.cost));
+            ctx.cost = Some(view::format_job_cost(sum.cost, sum.cost_confidence));
             ctx.tokens = Some(format!(
                 "{} / {}",
                 cp.total_input_tokens, cp.total_output_tokens

@@ -994,6 +994,18 @@ pub fn check_sheet_bounds(
 }
 
 impl JobCheckpoint {
+    /// Lowest cost confidence among the sheets, else 1.0. Upstream counts only sheets with
+    /// a cost above 0; ours also counts a sheet whose cost is unknown (0.0: it reported no
+    /// cost and no tokens), so that a job of such sheets is not "$0.00, certain" (issue 22).
+    /// A sheet that never ran keeps 1.0. Every surface (status, dashboard, MCP) uses this.
+    pub fn cost_confidence(&self) -> f64 {
+        self.sheets
+            .values()
+            .filter(|s| s.estimated_cost.is_some_and(|c| c > 0.0) || s.cost_confidence == 0.0)
+            .map(|s| s.cost_confidence)
+            .fold(1.0, f64::min)
+    }
+
     /// Ours: sheets still running while the job is paused (`None` unless it is pausing).
     pub fn pausing_sheets(&self) -> Option<u32> {
         self.pausing

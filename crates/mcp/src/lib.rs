@@ -504,6 +504,10 @@ fn status_json(d: &JobDetail) -> Value {
         "total_sheets": sum.total,
         "running_sheets": sum.running,
         "estimated_cost_usd": sum.cost,
+        // 0.0: some sheet reported neither cost nor tokens, so the figure above is only a
+        // floor; below 0.9: priced at a default (issue 22). `cost` words it as status does.
+        "cost_confidence": sum.cost_confidence,
+        "cost": view::format_job_cost(sum.cost, sum.cost_confidence),
         "tokens": sum.tokens,
         "error_message": d.error_message(),
         "workspace": d.workspace(),

@@ -229,16 +229,9 @@ pub fn hold_text(hold: &mozart_ipc::checkpoint::InstrumentHold) -> String {
     hold.describe()
 }
 
-/// Lowest cost confidence among the sheets, else 1.0. Upstream counts only sheets with a
-/// cost above 0; ours also counts a sheet whose cost is unknown (0.0: it reported no cost and
-/// no tokens), so that a job of such sheets is not "$0.00, certain" (issue 22). A sheet that
-/// never ran keeps 1.0.
+/// Lowest cost confidence among the sheets ([`JobCheckpoint::cost_confidence`]).
 pub fn cost_confidence(job: &JobCheckpoint) -> f64 {
-    job.sheets
-        .values()
-        .filter(|s| s.estimated_cost.is_some_and(|c| c > 0.0) || s.cost_confidence == 0.0)
-        .map(|s| s.cost_confidence)
-        .fold(1.0, f64::min)
+    job.cost_confidence()
 }
 
 /// The score's `on_success` hooks from the config snapshot.
