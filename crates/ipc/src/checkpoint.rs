@@ -803,6 +803,10 @@ pub struct JobCheckpoint {
     /// Added by the conductor (`job.status`), absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_reason: Option<String>,
+    /// Ours (issue 24): present when `sheets` holds only some of the job's sheets (or a
+    /// client asked for a view): the counts of every sheet and how to page the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sheets_view: Option<crate::sheet_view::SheetsView>,
 }
 
 impl SheetCheckpoint {

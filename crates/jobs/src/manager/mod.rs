@@ -34,6 +34,7 @@ use mozart_baton::driver::Inbox;
 use mozart_baton::{BatonConfig, BatonCore, Event};
 use mozart_config::{JobConfig, SheetPlan};
 use mozart_ipc::checkpoint::HookResult;
+use mozart_ipc::sheet_view::{SheetQuery, DEFAULT_FULL_SHEETS};
 use mozart_ipc::status::{JobListEntry, JobStatusResult};
 use mozart_ipc::types::{JobResponse, JobResponseStatus, MonitorEvent};
 use mozart_state::{
@@ -273,7 +274,19 @@ impl JobManager {
     /// `job.status` (conductor.md §6.10): the live checkpoint, else the stored one, else the
     /// registry record.
     pub async fn status(&self, job_id: &str) -> Result<JobStatusResult, JobError> {
+        self.status_with(job_id, None).await
+    }
+
+    /// `job.status` with our optional sheet query (issue 24): without one, every sheet of a
+    /// job of up to [`DEFAULT_FULL_SHEETS`] sheets (upstream's shape), else the summary;
+    /// with one, the sheets it chooses and the counts of all.
+    pub async fn status_with(
+        &self,
+        job_id: &str,
+        sheets: Option<SheetQuery>,
+    ) -> Result<JobStatusResult, JobError> {
         let id = job_id.to_string();
+        let live_query = sheets.clone();
         // The live document, the running sheets' progress and what the job waits for, in
         // one visit to the table.
         let (live, waiting) = self
@@ -295,7 +308,7 @@ impl JobManager {
                     })
                 });
                 let live = e.and_then(|e| {
-                    let doc = wire::job_status_checkpoint(e.live.as_ref()?, &e.record);
+                    let doc = status_doc(e.live.as_ref()?, &e.record, live_query);
                     let progress: Vec<(u32, Arc<mozart_backends::Progress>)> =
                         e.rt.live.iter().map(|(n, p)| (*n, Arc::clone(p))).collect();
                     // Sheets parked on an instrument's rate limit.
@@ -316,7 +329,7 @@ impl JobManager {
                 };
                 match registry.load_checkpoint(job_id)? {
                     Some(cp) => (
-                        wire::job_status_checkpoint(&cp, &record),
+                        status_doc(&cp, &record, sheets),
                         Vec::new(),
                         Vec::new(),
                     ),
@@ -792,6 +805,25 @@ fn add_rate_limit_waits(
             reason: limit.and_then(|l| l.reason.clone()),
             instrument,
         });
+    }
+}
+
+/// The `job.status` document of a checkpoint: with a query, the sheets it chooses; without
+/// one, every sheet of a job of up to [`DEFAULT_FULL_SHEETS`] sheets (upstream's shape), the
+/// summary of a larger one, marked as cut (issue 24).
+fn status_doc(
+    cp: &CheckpointState,
+    record: &JobRecord,
+    query: Option<SheetQuery>,
+) -> mozart_ipc::checkpoint::JobCheckpoint {
+    match query {
+        Some(q) => wire::job_status_view(cp, record, q),
+        None if cp.total_sheets > DEFAULT_FULL_SHEETS
+            || cp.sheets.len() > DEFAULT_FULL_SHEETS as usize =>
+        {
+            wire::job_status_view(cp, record, SheetQuery::summary(DEFAULT_FULL_SHEETS))
+        }
+        None => wire::job_status_checkpoint(cp, record),
     }
 }
 
