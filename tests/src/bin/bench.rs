@@ -106,6 +106,11 @@ struct Args {
     /// Measure only the dashboard figures.
     #[arg(long)]
     dashboard_only: bool,
+    /// Measure only the 100× views rows (issue 24): status / list / dashboard of a
+    /// 100,000- and a 10,000-sheet job and of 1,000 jobs × 10 sheets, then a real
+    /// 10,000-sheet run (skipped with --quick).
+    #[arg(long)]
+    only_views: bool,
 }
 
 /// The real Claude Code row (issue 13).
@@ -115,6 +120,10 @@ mod bench_real_cli;
 /// The operator-command rows (issue 15).
 #[path = "../bench_cmds.rs"]
 mod bench_cmds;
+
+/// The 100× views rows (issue 24).
+#[path = "../bench_views.rs"]
+mod bench_views;
 
 /// The Slurm placement rows (issue 17).
 #[path = "../bench_slurm.rs"]
@@ -212,6 +221,11 @@ fn bench(args: &Args) -> Result<()> {
         return finish(&report, args, baseline.as_ref(), started);
     }
 
+    if args.only_views {
+        progress("100× views (issue 24)");
+        bench_views::view_rows(&mozart, args, &mut report)?;
+        return finish(&report, args, baseline.as_ref(), started);
+    }
     if args.only_slurm {
         only_slurm(args, &mozart, &mut report)?;
         return finish(&report, args, baseline.as_ref(), started);
@@ -324,6 +338,10 @@ fn bench(args: &Args) -> Result<()> {
         ));
         bench_cmds::operator_rows(&env, args.reps, &mut report)?;
         conductor.stop(&env)?;
+        drop(env);
+
+        progress("100× views (issue 24)");
+        bench_views::view_rows(&mozart, args, &mut report)?;
     }
 
     progress("baton core events/s");
