@@ -88,6 +88,28 @@ fn status_of_a_large_job_is_a_bounded_summary_with_true_counts() {
         text.contains("mozart status wide --sheets"),
         "says how to see every sheet:\n{text}"
     );
+
+    // After a restart the job is read from the registry, not memory: the same truth.
+    env.stop_conductor();
+    env.start_conductor();
+    let again = stdout(&env.mozart(&["status", "wide"]));
+    assert!(
+        again.contains("1,200 sheets: 1,188 completed, 12 failed"),
+        "true counts from the registry:\n{again}"
+    );
+    assert!(again.contains("Failed Sheets (12 of 12)"), "{again}");
+    let doc = status_json(
+        &env,
+        &["status", "wide", "--json", "--state", "failed", "--limit", "1000"],
+    );
+    let failed: BTreeSet<u32> = doc["sheets"]
+        .as_object()
+        .expect("sheets map")
+        .keys()
+        .map(|k| k.parse().expect("sheet number"))
+        .collect();
+    assert_eq!(failed, failing(), "the failed sheets, from the registry");
+    assert_eq!(doc["sheets"]["100"]["error_message"], "Shell exited with code 3");
 }
 
 #[test]

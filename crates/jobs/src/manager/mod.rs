@@ -17,6 +17,7 @@ mod notify;
 mod placement;
 mod reaper;
 mod recover_sheets;
+mod status_view;
 mod recovery;
 mod review;
 mod rpc;
@@ -327,6 +328,34 @@ impl JobManager {
                 let Some(record) = registry.get_job(job_id)? else {
                     return Err(JobError::NotFound(job_id.to_string()));
                 };
+                // A view of a stored job is read without building every sheet (issue 24).
+                let view = sheets.clone().or_else(|| {
+                    record
+                        .total_sheets
+                        .is_some_and(|n| n > DEFAULT_FULL_SHEETS)
+                        .then(|| SheetQuery::summary(DEFAULT_FULL_SHEETS))
+                });
+                if let Some(query) = view {
+                    return match status_view::from_registry(&registry, &record, query)? {
+                        Some(mut doc) => {
+                            let hooks: Vec<HookResult> = registry
+                                .hook_results(job_id)
+                                .unwrap_or_default()
+                                .iter()
+                                .map(wire::hook_result)
+                                .collect();
+                            if !hooks.is_empty() {
+                                doc.hook_results = hooks;
+                            }
+                            drop(registry);
+                            doc.waiting_reason = waiting;
+                            Ok(JobStatusResult::Checkpoint(Box::new(doc)))
+                        }
+                        None => Ok(JobStatusResult::Record(JobListEntry::Registry(
+                            wire::registry_job(&record),
+                        ))),
+                    };
+                }
                 match registry.load_checkpoint(job_id)? {
                     Some(cp) => (
                         status_doc(&cp, &record, sheets),
