@@ -260,9 +260,11 @@ pub struct ViewBuilder {
     query: SheetQuery,
     total: u32,
     full: bool,
-    counts: BTreeMap<String, u32>,
+    /// By [`state_index`] of the stored state.
+    counts: [u32; 5],
     failed_validation: u32,
-    movements: BTreeMap<u32, (MovementSummary, std::collections::BTreeSet<u32>)>,
+    /// Movement → its summary (counts kept in `Tally`), voices seen.
+    movements: BTreeMap<u32, (MovementSummary, Tally, Vec<u32>)>,
     chosen: Vec<u32>,
     running_kept: u32,
     failed_kept: u32,
@@ -278,7 +280,7 @@ impl ViewBuilder {
             query,
             total,
             full,
-            counts: BTreeMap::new(),
+            counts: [0; 5],
             failed_validation: 0,
             movements: BTreeMap::new(),
             chosen: Vec::new(),
@@ -290,12 +292,12 @@ impl ViewBuilder {
 
     /// Count one sheet, and keep its number if the answer holds it.
     pub fn add(&mut self, s: &SheetFacts<'_>) {
-        *self.counts.entry(s.status.as_str().to_owned()).or_default() += 1;
+        self.counts[state_index(s.status)] += 1;
         if s.failed_validation && s.status == SheetStatus::Completed {
             self.failed_validation += 1;
         }
         let shown = s.shown();
-        let (m, voices) = self
+        let (m, tally, voices) = self
             .movements
             .entry(s.movement.unwrap_or(0))
             .or_insert_with(|| {
@@ -306,15 +308,24 @@ impl ViewBuilder {
                         last_sheet: s.num,
                         ..MovementSummary::default()
                     },
-                    Default::default(),
+                    [0; 5],
+                    Vec::new(),
                 )
             });
         m.sheet_count += 1;
-        *m.counts.entry(shown.to_owned()).or_default() += 1;
+        let shown_status = if shown == "failed" {
+            SheetStatus::Failed
+        } else {
+            s.status
+        };
+        tally[state_index(shown_status)] += 1;
         m.first_sheet = m.first_sheet.min(s.num);
         m.last_sheet = m.last_sheet.max(s.num);
         if let Some(v) = s.voice {
-            voices.insert(v);
+            // Sorted and deduplicated once, in finish().
+            if voices.last() != Some(&v) {
+                voices.push(v);
+            }
         }
         if let Some(d) = s.duration {
             m.total_seconds += d;
@@ -363,17 +374,20 @@ impl ViewBuilder {
         let movements = self
             .movements
             .into_values()
-            .map(|(mut m, voices)| {
+            .map(|(mut m, tally, mut voices)| {
+                voices.sort_unstable();
+                voices.dedup();
                 m.voice_count = u32::try_from(voices.len()).unwrap_or(u32::MAX);
+                m.counts = count_map(&tally);
                 m.status = movement_status(&m).to_owned();
                 m
             })
             .collect();
-        let counted: u32 = self.counts.values().sum();
+        let counted: u32 = self.counts.iter().sum();
         let mut view = SheetsView {
             mode: self.query.mode,
             total: self.total.max(counted),
-            counts: self.counts,
+            counts: count_map(&self.counts),
             failed_validation: self.failed_validation,
             movements,
             returned,
@@ -395,6 +409,35 @@ impl ViewBuilder {
         }
         view
     }
+}
+
+/// Counts by state, kept in an array while sheets are added (no allocation per sheet).
+type Tally = [u32; 5];
+
+/// The slot of a state in a [`Tally`].
+fn state_index(status: SheetStatus) -> usize {
+    match status {
+        SheetStatus::Pending => 0,
+        SheetStatus::InProgress => 1,
+        SheetStatus::Completed => 2,
+        SheetStatus::Failed => 3,
+        SheetStatus::Skipped => 4,
+    }
+}
+
+/// A [`Tally`] as the wire's map, states with no sheet left out.
+fn count_map(tally: &Tally) -> BTreeMap<String, u32> {
+    [
+        SheetStatus::Pending,
+        SheetStatus::InProgress,
+        SheetStatus::Completed,
+        SheetStatus::Failed,
+        SheetStatus::Skipped,
+    ]
+    .into_iter()
+    .filter(|st| tally[state_index(*st)] > 0)
+    .map(|st| (st.as_str().to_owned(), tally[state_index(st)]))
+    .collect()
 }
 
 /// A movement's state as the movement view shows it: completed when every sheet is,

@@ -13,6 +13,8 @@ use crate::wire;
 
 /// Jobs whose sheet facts are kept (the largest are ~10 MB each at 100,000 sheets).
 const CACHED_JOBS: usize = 4;
+/// Only jobs of at least this many sheets are cached.
+const CACHE_FROM_SHEETS: usize = 1_000;
 
 /// (registry path, job id) → (sheets stamp, facts), most recently used last.
 type Cache = Vec<((String, String), (u64, f64), Arc<Vec<StoredSheetFacts>>)>;
@@ -35,6 +37,10 @@ fn facts(registry: &Registry, job_id: &str) -> Result<Arc<Vec<StoredSheetFacts>>
     }
     drop(cache);
     let facts = Arc::new(registry.sheet_facts(job_id)?);
+    // Small jobs are cheap to read again; caching them would push the large ones out.
+    if facts.len() < CACHE_FROM_SHEETS {
+        return Ok(facts);
+    }
     let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
     cache.retain(|(k, _, _)| *k != key);
     cache.push((key, stamp, Arc::clone(&facts)));
