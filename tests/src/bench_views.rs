@@ -36,7 +36,11 @@ fn seed_big_job(registry: &Registry, id: &str, sheets: u32, submitted: f64) -> R
         path: registry.path().to_path_buf(),
         source: Box::new(source),
     };
-    let mut record = JobRecord::new(id, format!("/srv/scores/{id}.yaml"), format!("/srv/ws/{id}"));
+    let mut record = JobRecord::new(
+        id,
+        format!("/srv/scores/{id}.yaml"),
+        format!("/srv/ws/{id}"),
+    );
     record.status = DaemonJobStatus::Paused;
     record.submitted_at = submitted;
     record.started_at = Some(submitted + 1.0);
@@ -84,8 +88,11 @@ fn seed_many_jobs(registry: &Registry, now: f64) -> Result<()> {
     };
     for i in 0..MANY_JOBS {
         let id = format!("many-{i:04}");
-        let mut record =
-            JobRecord::new(&id, format!("/srv/scores/{id}.yaml"), format!("/srv/ws/{id}"));
+        let mut record = JobRecord::new(
+            &id,
+            format!("/srv/scores/{id}.yaml"),
+            format!("/srv/ws/{id}"),
+        );
         record.status = if i % 20 == 0 {
             DaemonJobStatus::Failed
         } else {
@@ -160,7 +167,10 @@ impl Web {
             .map_err(io_err("reading the dashboard's URL from", &env.mozart.path))?;
         // Keep its stdout open: it dies of SIGPIPE when it prints into a closed pipe.
         std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-        let url = line.trim().trim_start_matches("Mozart dashboard: ").to_string();
+        let url = line
+            .trim()
+            .trim_start_matches("Mozart dashboard: ")
+            .to_string();
         let addr = url
             .trim_start_matches("http://")
             .split('/')
@@ -298,12 +308,16 @@ pub(crate) fn view_rows(mozart: &MozartExe, args: &Args, report: &mut Report) ->
             "KiB",
             1,
         ));
-        let page = ["status", job, "--sheets", "--state", "failed", "--limit", "100"];
+        let page = [
+            "status", job, "--sheets", "--state", "failed", "--limit", "100",
+        ];
         let took = median_of(reps, || env.time_ok(&page))?;
         report.add(
             Row::ms(
                 &format!("views_status_page_{key}"),
-                &format!("`mozart status JOB --sheets --state failed --limit 100`, {what}-sheet job"),
+                &format!(
+                    "`mozart status JOB --sheets --state failed --limit 100`, {what}-sheet job"
+                ),
                 took,
                 reps,
             )
@@ -332,7 +346,11 @@ pub(crate) fn view_rows(mozart: &MozartExe, args: &Args, report: &mut Report) ->
     for (key, cmd, what) in [
         ("list", vec!["list"], "`mozart list`"),
         ("overview", vec!["status"], "`mozart status` (overview)"),
-        ("list_page_json", vec!["list", "--all", "--json", "--limit", "50"], "`mozart list --all --json --limit 50`"),
+        (
+            "list_page_json",
+            vec!["list", "--all", "--json", "--limit", "50"],
+            "`mozart list --all --json --limit 50`",
+        ),
     ] {
         let took = match median_of(reps, || env.time_ok(&cmd)) {
             Ok(t) => t,

@@ -68,7 +68,10 @@ fn status_of_a_large_job_is_a_bounded_summary_with_true_counts() {
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     let text = stdout(&out);
     let lines = text.lines().count();
-    assert!(lines <= 60, "a summary that fits a screen, got {lines} lines:\n{text}");
+    assert!(
+        lines <= 60,
+        "a summary that fits a screen, got {lines} lines:\n{text}"
+    );
     assert!(
         text.contains("1,200 sheets: 1,188 completed, 12 failed"),
         "true counts:\n{text}"
@@ -100,7 +103,9 @@ fn status_of_a_large_job_is_a_bounded_summary_with_true_counts() {
     assert!(again.contains("Failed Sheets (12 of 12)"), "{again}");
     let doc = status_json(
         &env,
-        &["status", "wide", "--json", "--state", "failed", "--limit", "1000"],
+        &[
+            "status", "wide", "--json", "--state", "failed", "--limit", "1000",
+        ],
     );
     let failed: BTreeSet<u32> = doc["sheets"]
         .as_object()
@@ -109,7 +114,10 @@ fn status_of_a_large_job_is_a_bounded_summary_with_true_counts() {
         .map(|k| k.parse().expect("sheet number"))
         .collect();
     assert_eq!(failed, failing(), "the failed sheets, from the registry");
-    assert_eq!(doc["sheets"]["100"]["error_message"], "Shell exited with code 3");
+    assert_eq!(
+        doc["sheets"]["100"]["error_message"],
+        "Shell exited with code 3"
+    );
 }
 
 #[test]
@@ -131,7 +139,11 @@ fn paging_returns_every_sheet_exactly_once() {
         assert_eq!(view["matched"], SHEETS, "{view:#}");
         let sheets = doc["sheets"].as_object().expect("sheets map");
         assert!(sheets.len() <= 500, "a page holds at most --limit sheets");
-        seen.extend(sheets.keys().map(|k| k.parse::<u32>().expect("sheet number")));
+        seen.extend(
+            sheets
+                .keys()
+                .map(|k| k.parse::<u32>().expect("sheet number")),
+        );
         pages += 1;
         match view["next_offset"].as_u64() {
             Some(next) => offset = next,
@@ -146,7 +158,9 @@ fn paging_returns_every_sheet_exactly_once() {
     // Filtered: exactly the failed sheets, and the human page says where it is.
     let doc = status_json(
         &env,
-        &["status", "paged", "--json", "--state", "failed", "--limit", "1000"],
+        &[
+            "status", "paged", "--json", "--state", "failed", "--limit", "1000",
+        ],
     );
     let failed: BTreeSet<u32> = doc["sheets"]
         .as_object()
@@ -155,14 +169,18 @@ fn paging_returns_every_sheet_exactly_once() {
         .map(|k| k.parse().expect("sheet number"))
         .collect();
     assert_eq!(failed, failing());
-    let out = env.mozart(&["status", "paged", "--sheets", "--state", "failed", "--limit", "5"]);
+    let out = env.mozart(&[
+        "status", "paged", "--sheets", "--state", "failed", "--limit", "5",
+    ]);
     let text = stdout(&out);
     assert!(
         text.contains("Sheets 1–5 of 12 matching state failed (1,200 sheets in the job)."),
         "{text}"
     );
     assert!(
-        text.contains("Next page: mozart status paged --sheets --state failed --offset 5 --limit 5"),
+        text.contains(
+            "Next page: mozart status paged --sheets --state failed --offset 5 --limit 5"
+        ),
         "{text}"
     );
     // A state that is not one is refused, naming the flag's values.
@@ -177,7 +195,12 @@ fn json_status_of_a_large_job_reports_total_and_what_was_cut() {
     assert_eq!(out.status.code(), Some(0));
     let size = out.stdout.len();
     let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
-    assert_eq!(doc["progress"]["completed"], SHEETS - 12, "{}", doc["progress"]);
+    assert_eq!(
+        doc["progress"]["completed"],
+        SHEETS - 12,
+        "{}",
+        doc["progress"]
+    );
     assert_eq!(doc["progress"]["total"], SHEETS);
     let view = &doc["sheets_view"];
     assert_eq!(view["total"], SHEETS, "{view:#}");

@@ -566,10 +566,16 @@ fn sheets_note(id: &str, v: &SheetsView) -> (Option<String>, Vec<(String, String
                 .unwrap_or_default();
             if offset > 0 {
                 let prev = offset.saturating_sub(v.limit.unwrap_or(SHEET_PAGE));
-                links.push(("previous page".into(), format!("{base}?{state_arg}offset={prev}")));
+                links.push((
+                    "previous page".into(),
+                    format!("{base}?{state_arg}offset={prev}"),
+                ));
             }
             if let Some(next) = v.next_offset {
-                links.push(("next page".into(), format!("{base}?{state_arg}offset={next}")));
+                links.push((
+                    "next page".into(),
+                    format!("{base}?{state_arg}offset={next}"),
+                ));
             }
             links.push(("summary".into(), base.clone()));
             format!(

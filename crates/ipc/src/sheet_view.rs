@@ -246,10 +246,12 @@ impl SheetFacts<'_> {
 
     fn matches(&self, states: &[String]) -> bool {
         let shown = self.shown();
-        states.iter().any(|s| match s.trim().to_lowercase().as_str() {
-            "running" | "in_progress" => self.status == SheetStatus::InProgress,
-            other => other == shown,
-        })
+        states
+            .iter()
+            .any(|s| match s.trim().to_lowercase().as_str() {
+                "running" | "in_progress" => self.status == SheetStatus::InProgress,
+                other => other == shown,
+            })
     }
 }
 
@@ -332,7 +334,8 @@ impl ViewBuilder {
             m.longest_seconds = Some(m.longest_seconds.map_or(d, |l: f64| l.max(d)));
         }
         if let Some(i) = s.instrument.filter(|i| !i.is_empty()) {
-            if m.instruments.len() < MAX_MOVEMENT_INSTRUMENTS && !m.instruments.iter().any(|x| x == i)
+            if m.instruments.len() < MAX_MOVEMENT_INSTRUMENTS
+                && !m.instruments.iter().any(|x| x == i)
             {
                 m.instruments.push(i.to_owned());
             }

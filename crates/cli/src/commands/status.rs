@@ -71,8 +71,7 @@ impl Args {
     /// The sheets to ask the conductor for: a page with --sheets (or a paging flag), else the
     /// summary (every sheet of a small score).
     fn sheet_query(&self) -> SheetQuery {
-        if self.sheets || !self.state.is_empty() || self.offset.is_some() || self.limit.is_some()
-        {
+        if self.sheets || !self.state.is_empty() || self.offset.is_some() || self.limit.is_some() {
             SheetQuery {
                 mode: SheetMode::Page,
                 states: (!self.state.is_empty()).then(|| self.state.clone()),

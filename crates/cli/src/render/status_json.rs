@@ -3,8 +3,8 @@
 //! breaker, last activity, movements).
 
 use mozart_ipc::checkpoint::{JobCheckpoint, SheetCheckpoint, SheetStatus};
-use mozart_ipc::time::Timestamp;
 use mozart_ipc::sheet_view::SheetMode;
+use mozart_ipc::time::Timestamp;
 use serde_json::{json, Map, Value};
 
 /// Trailing failed sheets at which the inferred breaker reads `open` (upstream's

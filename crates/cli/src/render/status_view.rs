@@ -416,7 +416,10 @@ impl View<'_> {
                         format_duration(Some(m.total_seconds))
                     ));
                 }
-                line.push_str(&format!("    {}", self.style.paint(&detail.join(", "), color)));
+                line.push_str(&format!(
+                    "    {}",
+                    self.style.paint(&detail.join(", "), color)
+                ));
                 self.line(line);
             }
             if view.movements.len() > MAX_MOVEMENT_LINES {
@@ -453,7 +456,12 @@ impl View<'_> {
             .filter(|(_, s)| s.display_status() == "failed")
             .collect();
         let groups = [
-            ("Running Sheets", running, view.count("in_progress"), "running"),
+            (
+                "Running Sheets",
+                running,
+                view.count("in_progress"),
+                "running",
+            ),
             (
                 "Failed Sheets",
                 failed,
@@ -1116,7 +1124,11 @@ pub fn render_status(
         out: Vec::new(),
     };
     v.header();
-    if let Some(view) = job.sheets_view.as_ref().filter(|v| v.mode == SheetMode::Page) {
+    if let Some(view) = job
+        .sheets_view
+        .as_ref()
+        .filter(|v| v.mode == SheetMode::Page)
+    {
         // `status --sheets`: the page, and how to get the next one.
         v.progress();
         if !job.sheets.is_empty() {
@@ -1146,7 +1158,11 @@ pub fn render_status(
     }
     // A large job's summary shows a few running sheets' progress, not twenty screens.
     let large = job.sheets_view.as_ref().is_some_and(|v| v.truncated);
-    v.live_progress(if large { LARGE_LIVE_PROGRESS } else { usize::MAX });
+    v.live_progress(if large {
+        LARGE_LIVE_PROGRESS
+    } else {
+        usize::MAX
+    });
     v.job_message();
     v.timing();
     v.execution_stats(active_limits);

@@ -17,11 +17,11 @@ mod notify;
 mod placement;
 mod reaper;
 mod recover_sheets;
-mod status_view;
 mod recovery;
 mod review;
 mod rpc;
 mod specs;
+mod status_view;
 mod submit;
 mod table;
 
@@ -357,11 +357,7 @@ impl JobManager {
                     };
                 }
                 match registry.load_checkpoint(job_id)? {
-                    Some(cp) => (
-                        status_doc(&cp, &record, sheets),
-                        Vec::new(),
-                        Vec::new(),
-                    ),
+                    Some(cp) => (status_doc(&cp, &record, sheets), Vec::new(), Vec::new()),
                     None => {
                         return Ok(JobStatusResult::Record(JobListEntry::Registry(
                             wire::registry_job(&record),

@@ -388,7 +388,12 @@ fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(),
         methods::JOB_STATUS,
         mgr,
         |m, _, p: mozart_ipc::sheet_view::StatusParams| async move {
-            if let Some(unknown) = p.sheets.as_ref().map(|q| q.unknown_states()).filter(|u| !u.is_empty()) {
+            if let Some(unknown) = p
+                .sheets
+                .as_ref()
+                .map(|q| q.unknown_states())
+                .filter(|u| !u.is_empty())
+            {
                 return Err(RpcError::new(
                     mozart_ipc::error::INVALID_PARAMS,
                     format!(
@@ -399,7 +404,11 @@ fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(),
                 )
                 .into());
             }
-            to_value(m.status_with(&p.job_id, p.sheets).await.map_err(job_error)?)
+            to_value(
+                m.status_with(&p.job_id, p.sheets)
+                    .await
+                    .map_err(job_error)?,
+            )
         },
     )?;
     job_method(

@@ -70,7 +70,9 @@ impl Registry {
     /// any sheet row does (a cache of [`Registry::sheet_facts`] is valid while it holds).
     pub fn sheets_stamp(&self, job_id: &str) -> Result<(u64, f64)> {
         self.conn
-            .prepare_cached("SELECT COUNT(*), COALESCE(MAX(updated_at), 0) FROM sheets WHERE job_id=?1")
+            .prepare_cached(
+                "SELECT COUNT(*), COALESCE(MAX(updated_at), 0) FROM sheets WHERE job_id=?1",
+            )
             .and_then(|mut stmt| {
                 stmt.query_row([job_id], |r| {
                     Ok((
@@ -143,7 +145,11 @@ impl Registry {
                  FROM sheets WHERE job_id=? AND sheet_num IN ({marks}) ORDER BY sheet_num"
             );
             let mut args: Vec<rusqlite::types::Value> = vec![job_id.to_owned().into()];
-            args.extend(chunk.iter().map(|n| rusqlite::types::Value::from(i64::from(*n))));
+            args.extend(
+                chunk
+                    .iter()
+                    .map(|n| rusqlite::types::Value::from(i64::from(*n))),
+            );
             let mut stmt = self.conn.prepare(&sql).map_err(self.err(&ctx))?;
             let mut rows = stmt
                 .query(params_from_iter(args.iter()))
