@@ -497,5 +497,109 @@ fn live_run(mozart: &MozartExe, args: &Args, report: &mut Report) -> Result<()> 
     ));
     let _ = args;
     conductor.stop(&env)?;
+    drop(env);
+    many_live(mozart, report)
+}
+
+/// Jobs still queued or running, from one `job.list_page` row.
+fn active_jobs(client: &mut BlockingClient) -> Result<u64> {
+    let page = client
+        .call_value(
+            methods::JOB_LIST_PAGE,
+            json!({"statuses": ["queued", "running"], "limit": 1}),
+        )
+        .map_err(|source| BenchError::Ipc {
+            method: methods::JOB_LIST_PAGE,
+            source,
+        })?;
+    Ok(page.get("total").and_then(Value::as_u64).unwrap_or(0))
+}
+
+/// 1,000 jobs × 10 instant sheets submitted at once (straight to the socket); `list`,
+/// `status` and the dashboard's jobs page timed while they run.
+fn many_live(mozart: &MozartExe, report: &mut Report) -> Result<()> {
+    progress("views: 1,000 jobs × 10 sheets submitted at once, list/status while they run");
+    let env = Env::new(mozart)?;
+    let conductor = Conductor::start(&env)?;
+    let dir = env.work.join("many");
+    std::fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
+    let mut scores = Vec::new();
+    for i in 0..MANY_JOBS {
+        let name = format!("many-live-{i:04}");
+        let text = SCORE_FANOUT_50
+            .replace("bench-fanout-50", &name)
+            .replace("1: 50", &format!("1: {MANY_SHEETS}"));
+        let path = dir.join(format!("{name}.yaml"));
+        write_file(&path, &text)?;
+        scores.push(path);
+    }
+    let mut client = BlockingClient::connect(&env.socket).map_err(|source| BenchError::Ipc {
+        method: methods::JOB_SUBMIT,
+        source,
+    })?;
+    let started = Instant::now();
+    for path in &scores {
+        submit_score(&mut client, &path.display().to_string())?;
+    }
+    let submitted = started.elapsed();
+    let web = Web::start(&env)?;
+    let (mut list, mut overview, mut page) = (Vec::new(), Vec::new(), Vec::new());
+    loop {
+        let active = active_jobs(&mut client)?;
+        if active == 0 {
+            break;
+        }
+        list.push(env.time_ok(&["list"])?);
+        overview.push(env.time_ok(&["status"])?);
+        page.push(web.get("/")?.0);
+        if started.elapsed() > Duration::from_secs(900) {
+            return Err(BenchError::Timeout {
+                what: format!("{active} of the 1,000 jobs to finish"),
+                secs: 900,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let took = started.elapsed();
+    drop(web);
+    report.add(Row::ms(
+        "views_many_submit",
+        "1,000 `job.submit` (10-sheet scores) straight to the socket, in a row",
+        submitted,
+        1,
+    ));
+    report.add(Row::ms(
+        "views_many_wall",
+        "1,000 jobs × 10 instant sheets: first submission → all finished",
+        took,
+        1,
+    ));
+    for (key, what, samples) in [
+        ("list", "`mozart list`", list),
+        ("overview", "`mozart status` (overview)", overview),
+        ("dashboard", "dashboard jobs page over HTTP", page),
+    ] {
+        let n = samples.len();
+        if n == 0 {
+            continue;
+        }
+        let worst = samples.iter().max().copied().unwrap_or_default();
+        report.add(
+            Row::ms(
+                &format!("views_many_live_{key}"),
+                &format!("{what} while 1,000 jobs × 10 sheets run, median"),
+                median(samples),
+                n,
+            )
+            .bar_below(100.0),
+        );
+        report.add(Row::ms(
+            &format!("views_many_live_{key}_max"),
+            &format!("{what} while 1,000 jobs × 10 sheets run, worst"),
+            worst,
+            n,
+        ));
+    }
+    conductor.stop(&env)?;
     Ok(())
 }
