@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use mozart_ipc::checkpoint::JobCheckpoint;
 use mozart_ipc::sheet_view::{SheetFacts, SheetQuery, ViewBuilder};
-use mozart_state::{JobRecord, Registry, StateError, StoredSheetFacts};
+use mozart_state::{CheckpointState, JobRecord, Registry, StateError, StoredSheetFacts};
 
 use crate::wire;
 
@@ -16,16 +16,34 @@ const CACHED_JOBS: usize = 4;
 /// Only jobs of at least this many sheets are cached.
 const CACHE_FROM_SHEETS: usize = 1_000;
 
-/// (registry path, job id) → (sheets stamp, facts), most recently used last.
-type Cache = Vec<((String, String), (u64, f64), Arc<Vec<StoredSheetFacts>>)>;
+/// (registry path, job id) → (the job's state stamp, facts), most recently used last.
+type Cache = Vec<((String, String), String, Arc<Vec<StoredSheetFacts>>)>;
 
 static CACHE: Mutex<Cache> = Mutex::new(Vec::new());
 
-/// The facts of every sheet of `job_id`, from the cache while the job's sheet rows are
+/// What changes whenever a stored job's sheet rows do: the job-level document is written
+/// with every sheet of a job that is not loaded (`save_checkpoint`, `save_sheet_transition`);
+/// only a loaded job's sheets are written alone, and a loaded job is answered from memory.
+/// Reading a column of each sheet row instead would scan the whole table (100 MB at
+/// 100,000 sheets) on every call.
+fn stamp(header: &CheckpointState) -> String {
+    format!(
+        "{}|{}|{}|{}",
+        header.updated_at.as_str(),
+        header.status.as_str(),
+        header.total_sheets,
+        header.last_completed_sheet
+    )
+}
+
+/// The facts of every sheet of `job_id`, from the cache while the job's stamp is
 /// unchanged, else from the registry.
-fn facts(registry: &Registry, job_id: &str) -> Result<Arc<Vec<StoredSheetFacts>>, StateError> {
+fn facts(
+    registry: &Registry,
+    job_id: &str,
+    stamp: String,
+) -> Result<Arc<Vec<StoredSheetFacts>>, StateError> {
     let key = (registry.path().display().to_string(), job_id.to_string());
-    let stamp = registry.sheets_stamp(job_id)?;
     let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(i) = cache.iter().position(|(k, _, _)| *k == key) {
         let entry = cache.remove(i);
@@ -58,7 +76,7 @@ pub(super) fn from_registry(
     let Some(mut header) = registry.load_checkpoint_header(&record.job_id)? else {
         return Ok(None);
     };
-    let facts = facts(registry, &record.job_id)?;
+    let facts = facts(registry, &record.job_id, stamp(&header))?;
     let mut builder = ViewBuilder::new(query, header.total_sheets);
     for f in facts.iter() {
         builder.add(&SheetFacts {

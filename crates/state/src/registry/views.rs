@@ -66,24 +66,6 @@ impl Registry {
         Ok(Some(state))
     }
 
-    /// How many sheet rows the job has and when the newest was written: changes whenever
-    /// any sheet row does (a cache of [`Registry::sheet_facts`] is valid while it holds).
-    pub fn sheets_stamp(&self, job_id: &str) -> Result<(u64, f64)> {
-        self.conn
-            .prepare_cached(
-                "SELECT COUNT(*), COALESCE(MAX(updated_at), 0) FROM sheets WHERE job_id=?1",
-            )
-            .and_then(|mut stmt| {
-                stmt.query_row([job_id], |r| {
-                    Ok((
-                        u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0),
-                        r.get::<_, f64>(1)?,
-                    ))
-                })
-            })
-            .map_err(self.err(format!("counting the sheets of job '{job_id}'")))
-    }
-
     /// Every sheet's [`StoredSheetFacts`], in sheet order: state, validation, duration and
     /// instrument from their columns; movement and voice read from the document without
     /// building the sheet.
