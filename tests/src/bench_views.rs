@@ -548,11 +548,10 @@ fn many_live(mozart: &MozartExe, report: &mut Report) -> Result<()> {
     let web = Web::start(&env)?;
     let started = Instant::now();
     // Submitted from a second thread, so the views are timed while jobs arrive too.
-    let mut submitter =
-        BlockingClient::connect(&env.socket).map_err(|source| BenchError::Ipc {
-            method: methods::JOB_SUBMIT,
-            source,
-        })?;
+    let mut submitter = BlockingClient::connect(&env.socket).map_err(|source| BenchError::Ipc {
+        method: methods::JOB_SUBMIT,
+        source,
+    })?;
     let submitting = std::thread::spawn(move || -> Result<Duration> {
         for path in &scores {
             submit_score(&mut submitter, &path.display().to_string())?;
