@@ -173,6 +173,21 @@ impl Conductor {
         detail(id, value)
     }
 
+    /// `job.status` with a sheet query (issue 24): the sheets it chooses, and `sheets_view`
+    /// with the counts of every sheet — what a page about one job of any size shows.
+    pub async fn status_view(
+        &self,
+        id: &str,
+        query: &mozart_ipc::sheet_view::SheetQuery,
+    ) -> Result<JobDetail, OpError> {
+        check_job_id(id)?;
+        let value: Value = self
+            .call(methods::JOB_STATUS, json!({"job_id": id, "sheets": query}))
+            .await
+            .map_err(|e| not_found_as(id, e))?;
+        detail(id, value)
+    }
+
     /// `job.errors`: the job's state, as `job.status` gives it.
     pub async fn errors(&self, id: &str) -> Result<JobDetail, OpError> {
         check_job_id(id)?;

@@ -46,12 +46,15 @@ impl JobSummary {
     /// Summarise a checkpoint.
     pub fn of(cp: &JobCheckpoint) -> JobSummary {
         // Done means completed or skipped: a failed sheet is not done, so a failed job's
-        // bar is not full (issue 23).
-        let done = cp
-            .sheets
-            .values()
-            .filter(|s| matches!(s.status, SheetStatus::Completed | SheetStatus::Skipped))
-            .count() as u32;
+        // bar is not full (issue 23). A cut answer (issue 24) counts every sheet in its view.
+        let done = match &cp.sheets_view {
+            Some(v) => v.count("completed") + v.count("skipped"),
+            None => cp
+                .sheets
+                .values()
+                .filter(|s| matches!(s.status, SheetStatus::Completed | SheetStatus::Skipped))
+                .count() as u32,
+        };
         let sheet_cost: f64 = cp.sheets.values().filter_map(|s| s.estimated_cost).sum();
         let sheet_tokens: u64 = cp
             .sheets

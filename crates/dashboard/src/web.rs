@@ -1,5 +1,6 @@
 //! The HTTP side: routes, pages, the live SSE streams, tokens and same-origin checks.
 
+use mozart_ipc::sheet_view::{SheetMode, SheetQuery, SheetsView};
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -270,9 +271,14 @@ impl App {
         if wanted.is_empty() {
             return;
         }
-        let fetched =
-            futures_util::future::join_all(wanted.iter().map(|(id, _)| self.conductor.status(id)))
-                .await;
+        // A summary, not every sheet: a list row needs counts (issue 24).
+        let query = SheetQuery::summary(PAGE_FULL_UP_TO);
+        let fetched = futures_util::future::join_all(
+            wanted
+                .iter()
+                .map(|(id, _)| self.conductor.status_view(id, &query)),
+        )
+        .await;
         let mut cache = lock(&self.summaries);
         for ((id, status), result) in wanted.into_iter().zip(fetched) {
             if let Some(cp) = result.as_ref().ok().and_then(JobDetail::checkpoint) {
@@ -327,8 +333,8 @@ impl App {
     }
 
     /// Everything the job page shows, as a template context.
-    async fn detail_ctx(&self, id: &str) -> Result<(JValue, bool), OpError> {
-        let detail = self.conductor.status(id).await?;
+    async fn detail_ctx(&self, id: &str, query: &SheetQuery) -> Result<(JValue, bool), OpError> {
+        let detail = self.conductor.status_view(id, query).await?;
         self.set_up(true);
         let now = mozart_ipc::time::epoch_now();
         let status = detail.status();
@@ -364,6 +370,9 @@ impl App {
             ctx.elapsed =
                 start.map(|s| view::format_duration(end.filter(|_| !active).unwrap_or(now) - s));
             ctx.sheets = view::sheet_rows(cp);
+            if let Some(v) = cp.sheets_view.as_ref() {
+                (ctx.sheets_note, ctx.more_pages) = sheets_note(id, v);
+            }
             ctx.attempts = view::attempt_rows(cp);
             ctx.validations = view::validation_rows(cp);
             progress_svg = chart::progress(cp, now);
@@ -494,10 +503,101 @@ struct DetailView {
     waiting: Option<String>,
     holds: Vec<String>,
     sheets: Vec<view::SheetRow>,
+    /// What the sheets table holds of a large job (issue 24), when not every sheet.
+    sheets_note: Option<String>,
+    /// Links to more sheets: (label, URL).
+    more_pages: Vec<(String, String)>,
     attempts: Vec<view::AttemptRow>,
     validations: Vec<view::ValidationRow>,
     hooks: Vec<HookResult>,
     logs: Vec<LogTail>,
+}
+
+/// Sheets per page of a job page's sheet list (`?offset=N`, `?state=S`).
+const SHEET_PAGE: u64 = 200;
+/// A job page lists every sheet of a job of at most this many sheets.
+const PAGE_FULL_UP_TO: u32 = 500;
+
+/// The sheet query of a job page: a page when the URL asks for one, else the summary.
+fn page_query(q: &FlashQuery) -> (SheetQuery, bool) {
+    let state = q
+        .state
+        .as_deref()
+        .map(|s| s.trim().to_lowercase())
+        .filter(|s| mozart_ipc::sheet_view::STATES.contains(&s.as_str()));
+    if state.is_some() || q.offset.is_some() {
+        let query = SheetQuery {
+            mode: SheetMode::Page,
+            states: state.map(|s| vec![s]),
+            offset: q.offset.unwrap_or(0),
+            limit: Some(SHEET_PAGE),
+            ..SheetQuery::default()
+        };
+        (query, true)
+    } else {
+        (SheetQuery::summary(PAGE_FULL_UP_TO), false)
+    }
+}
+
+/// What a job page's sheet table holds when it is not every sheet, and links to the rest.
+fn sheets_note(id: &str, v: &SheetsView) -> (Option<String>, Vec<(String, String)>) {
+    let base = format!("/jobs/{}", url_segment(id));
+    let counts: Vec<String> = v
+        .shown_counts()
+        .iter()
+        .map(|(state, n)| format!("{n} {state}"))
+        .collect();
+    let mut links = Vec::new();
+    let note = match v.mode {
+        SheetMode::Summary if !v.truncated => return (None, links),
+        SheetMode::Summary => {
+            links.push((
+                format!("every sheet, {SHEET_PAGE} at a time"),
+                format!("{base}?offset=0"),
+            ));
+            for (state, _) in v.shown_counts() {
+                links.push((format!("{state} only"), format!("{base}?state={state}")));
+            }
+            format!(
+                "{} sheets ({}): showing the running and failed ones, at most {} of each.",
+                v.total,
+                counts.join(", "),
+                v.cap.unwrap_or(0)
+            )
+        }
+        SheetMode::Page => {
+            let offset = v.offset.unwrap_or(0);
+            let state = v.states.as_ref().and_then(|s| s.first()).cloned();
+            let state_arg = state
+                .as_deref()
+                .map(|s| format!("state={s}&"))
+                .unwrap_or_default();
+            if offset > 0 {
+                let prev = offset.saturating_sub(v.limit.unwrap_or(SHEET_PAGE));
+                links.push((
+                    "previous page".into(),
+                    format!("{base}?{state_arg}offset={prev}"),
+                ));
+            }
+            if let Some(next) = v.next_offset {
+                links.push((
+                    "next page".into(),
+                    format!("{base}?{state_arg}offset={next}"),
+                ));
+            }
+            links.push(("summary".into(), base.clone()));
+            format!(
+                "Sheets {}–{} of {} matching {} ({} sheets in the job: {}).",
+                offset + u64::from(v.returned.min(1)),
+                offset + u64::from(v.returned),
+                v.matched.unwrap_or(v.total),
+                state.as_deref().unwrap_or("any state"),
+                v.total,
+                counts.join(", ")
+            )
+        }
+    };
+    (Some(note), links)
 }
 
 /// The end of a running sheet's output file.
@@ -899,6 +999,10 @@ async fn jobs_page(State(app): State<Arc<App>>, Query(q): Query<ListQuery>) -> R
 #[derive(Debug, Deserialize)]
 struct FlashQuery {
     flash: Option<String>,
+    /// Job page: list only sheets in this state, a page at a time.
+    state: Option<String>,
+    /// Job page: the page of sheets starting here.
+    offset: Option<u64>,
 }
 
 async fn job_page(
@@ -908,12 +1012,14 @@ async fn job_page(
     Query(q): Query<FlashQuery>,
 ) -> Response {
     let flash = app.take_flash(q.flash.as_deref());
-    match app.detail_ctx(&id).await {
+    let (query, paged) = page_query(&q);
+    match app.detail_ctx(&id, &query).await {
+        // A page of sheets stays as asked: the live refresh shows the summary.
         Ok((ctx, _)) => app.page(
             "job.html",
             "jobs",
             flash,
-            context! { job_id => id, csrf => app.csrf(&visitor), ..ctx },
+            context! { job_id => id, csrf => app.csrf(&visitor), paged => paged, ..ctx },
         ),
         Err(e) => app.op_failure(&e),
     }
@@ -1188,7 +1294,11 @@ impl Live {
                     .unwrap_or_default();
                 (html, up, IDLE_REFRESH)
             }
-            Some(id) => match self.app.detail_ctx(id).await {
+            Some(id) => match self
+                .app
+                .detail_ctx(id, &SheetQuery::summary(PAGE_FULL_UP_TO))
+                .await
+            {
                 Ok((ctx, running)) => {
                     let html = self.app.render("detail.html", ctx).unwrap_or_default();
                     (

@@ -862,6 +862,10 @@ pub struct JobCheckpoint {
     /// conductor (`job.status`), absent when there is none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub instrument_holds: Vec<InstrumentHold>,
+    /// Ours (issue 24): present when `sheets` holds only some of the job's sheets (or a
+    /// client asked for a view): the counts of every sheet and how to page the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sheets_view: Option<crate::sheet_view::SheetsView>,
 }
 
 /// Ours: a hold on an instrument (`JobCheckpoint::instrument_holds`): no sheet is sent to it

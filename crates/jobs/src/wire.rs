@@ -8,6 +8,7 @@
 use std::path::Path;
 
 use mozart_ipc::checkpoint::{HookResult, JobCheckpoint, SheetCheckpoint};
+use mozart_ipc::sheet_view::{SheetFacts, SheetQuery, ViewBuilder};
 use mozart_ipc::status::{HistoryRecord, JobSummary, LearnedPattern, RegistryJob};
 use mozart_ipc::types::MonitorEvent;
 use mozart_state::{
@@ -25,8 +26,48 @@ pub fn job_status_checkpoint(cp: &CheckpointState, record: &JobRecord) -> JobChe
     doc
 }
 
+/// `job.status` with a sheet query (issue 24): the checkpoint holding only the sheets the
+/// query chooses, with the [`mozart_ipc::sheet_view::SheetsView`] of every sheet. One pass over the sheets; only
+/// the chosen ones are converted.
+pub fn job_status_view(
+    cp: &CheckpointState,
+    record: &JobRecord,
+    query: SheetQuery,
+) -> JobCheckpoint {
+    let mut builder = ViewBuilder::new(query, cp.total_sheets);
+    for s in cp.sheets.values() {
+        builder.add(&sheet_facts(s));
+    }
+    let chosen: Vec<u32> = builder.chosen().to_vec();
+    let mut doc = checkpoint_of(cp, Some(&chosen));
+    if doc.error_message.is_none() {
+        doc.error_message.clone_from(&record.error_message);
+    }
+    doc.workspace = Some(record.workspace.clone());
+    doc.sheets_view = Some(builder.finish());
+    doc
+}
+
+/// What a sheet view needs of a stored sheet.
+pub fn sheet_facts(s: &SheetState) -> SheetFacts<'_> {
+    SheetFacts {
+        num: s.sheet_num,
+        status: s.status,
+        failed_validation: s.validation_passed == Some(false),
+        movement: s.movement,
+        voice: s.voice,
+        duration: s.execution_duration_seconds,
+        instrument: s.instrument_name.as_deref(),
+    }
+}
+
 /// A checkpoint as the state file holds it (no `workspace`).
 pub fn checkpoint(cp: &CheckpointState) -> JobCheckpoint {
+    checkpoint_of(cp, None)
+}
+
+/// A checkpoint with every sheet, or only the sheets numbered in `only` (sorted).
+fn checkpoint_of(cp: &CheckpointState, only: Option<&[u32]>) -> JobCheckpoint {
     // Destructured exhaustively so a field added to the storage model cannot be forgotten.
     let CheckpointState {
         job_id,
@@ -86,7 +127,13 @@ pub fn checkpoint(cp: &CheckpointState) -> JobCheckpoint {
         last_completed_sheet: *last_completed_sheet,
         current_sheet: *current_sheet,
         status: *status,
-        sheets: sheets.iter().map(|(n, s)| (*n, sheet(s))).collect(),
+        sheets: match only {
+            None => sheets.iter().map(|(n, s)| (*n, sheet(s))).collect(),
+            Some(nums) => nums
+                .iter()
+                .filter_map(|n| Some((*n, sheet(sheets.get(n)?))))
+                .collect(),
+        },
         instruments_used: instruments_used.clone(),
         total_movements: *total_movements,
         pid: *pid,
@@ -121,6 +168,7 @@ pub fn checkpoint(cp: &CheckpointState) -> JobCheckpoint {
         waiting_reason: None,
         pausing: None,
         instrument_holds: Vec::new(),
+        sheets_view: None,
     }
 }
 

@@ -125,6 +125,27 @@ pub struct JobArgs {
     pub job_id: String,
 }
 
+/// Arguments of `status`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct StatusArgs {
+    /// The job (score) ID, as `list` shows it.
+    pub job_id: String,
+    /// List the job's sheets a page at a time, only those in this state: pending, running,
+    /// completed, failed, skipped. Without `state`, `offset` or `limit`, a job of more than
+    /// 50 sheets lists only its running and failed sheets (at most 20 each), with counts.
+    #[serde(default)]
+    pub state: Option<String>,
+    /// Page of sheets: skip this many (the `next_offset` of the previous answer).
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// Page of sheets: at most this many (default 100, at most 1000).
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+/// A job of at most this many sheets gets every sheet in `status`.
+const STATUS_FULL_UP_TO: u32 = 50;
+
 /// Arguments of `list`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct ListArgs {
@@ -301,13 +322,33 @@ impl MozartMcp {
     }
 
     #[tool(
-        description = "One job's status: job status, sheets done, cost, and each sheet's status, attempts and last error (with its E-code)."
+        description = "One job's status: job status, sheets done, cost, and each sheet's status, attempts and last error (with its E-code). A job of more than 50 sheets lists only its running and failed sheets (`sheets_view` has the counts of all); page through every sheet with `offset`/`limit`, optionally only one `state`."
     )]
     async fn status(
         &self,
-        Parameters(args): Parameters<JobArgs>,
+        Parameters(args): Parameters<StatusArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        match self.conductor.status(&args.job_id).await {
+        use mozart_ipc::sheet_view::{SheetMode, SheetQuery, STATES};
+        if let Some(s) = &args.state {
+            if !STATES.contains(&s.trim().to_lowercase().as_str()) {
+                return Ok(op_error(&OpError::new(
+                    format!("Unknown sheet state '{s}'."),
+                    &["Use one of: pending, running, completed, failed, skipped."],
+                )));
+            }
+        }
+        let query = if args.state.is_some() || args.offset.is_some() || args.limit.is_some() {
+            SheetQuery {
+                mode: SheetMode::Page,
+                states: args.state.map(|s| vec![s.trim().to_lowercase()]),
+                offset: args.offset.unwrap_or(0),
+                limit: args.limit,
+                ..SheetQuery::default()
+            }
+        } else {
+            SheetQuery::summary(STATUS_FULL_UP_TO)
+        };
+        match self.conductor.status_view(&args.job_id, &query).await {
             Ok(d) => Ok(text_result(json_text(&status_json(&d)))),
             Err(e) => Ok(op_error(&e)),
         }
@@ -512,6 +553,12 @@ fn status_json(d: &JobDetail) -> Value {
         "error_message": d.error_message(),
         "workspace": d.workspace(),
         "sheets": view::sheet_rows(cp),
+        // Issue 24: which sheets `sheets` holds of how many, and the next page's offset.
+        "sheets_view": cp.sheets_view.as_ref().map(|v| {
+            let mut v = v.clone();
+            v.movements.truncate(20);
+            v
+        }),
     })
 }
 

@@ -116,6 +116,11 @@ struct Args {
     /// Jobs of the many-jobs scale rows (0 skips them).
     #[arg(long, default_value_t = 1_000)]
     scale_jobs: u32,
+    /// Measure only the 100× views rows (issue 24): status / list / dashboard of a
+    /// 100,000- and a 10,000-sheet job and of 1,000 jobs × 10 sheets, then a real
+    /// 10,000-sheet run (skipped with --quick).
+    #[arg(long)]
+    only_views: bool,
 }
 
 /// The real Claude Code row (issue 13).
@@ -125,6 +130,10 @@ mod bench_real_cli;
 /// The operator-command rows (issue 15).
 #[path = "../bench_cmds.rs"]
 mod bench_cmds;
+
+/// The 100× views rows (issue 24).
+#[path = "../bench_views.rs"]
+mod bench_views;
 
 /// The Slurm placement rows (issue 17).
 #[path = "../bench_slurm.rs"]
@@ -226,6 +235,11 @@ fn bench(args: &Args) -> Result<()> {
         return finish(&report, args, baseline.as_ref(), started);
     }
 
+    if args.only_views {
+        progress("100× views (issue 24)");
+        bench_views::view_rows(&mozart, args, &mut report)?;
+        return finish(&report, args, baseline.as_ref(), started);
+    }
     if args.only_slurm {
         only_slurm(args, &mozart, &mut report)?;
         return finish(&report, args, baseline.as_ref(), started);
@@ -342,6 +356,10 @@ fn bench(args: &Args) -> Result<()> {
         ));
         bench_cmds::operator_rows(&env, args.reps, &mut report)?;
         conductor.stop(&env)?;
+        drop(env);
+
+        progress("100× views (issue 24)");
+        bench_views::view_rows(&mozart, args, &mut report)?;
     }
 
     progress("baton core events/s");

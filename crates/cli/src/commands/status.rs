@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use mozart_ipc::checkpoint::JobStatus;
+use mozart_ipc::sheet_view::{SheetMode, SheetQuery, StatusParams};
 use mozart_ipc::status::{JobList, JobStatusResult};
 use mozart_ipc::types::{HealthResult, JobIdParams, RateLimitsResult};
 use mozart_ipc::{error as rpc, methods, IpcError};
@@ -41,18 +42,72 @@ pub struct Args {
     /// Workspace directory to search for score state (debug override).
     #[arg(short = 'w', long = "workspace", hide = true)]
     pub workspace: Option<PathBuf>,
+    /// List the score's sheets a page at a time (in sheet order) instead of the summary.
+    /// A score of more than 50 sheets (1,000 with --json) shows a summary: counts by state,
+    /// movements, and the first running and failed sheets.
+    #[arg(long = "sheets")]
+    pub sheets: bool,
+    /// With --sheets: only sheets in this state (pending, running, completed, failed,
+    /// skipped; repeat for several). Implies --sheets.
+    #[arg(long = "state", value_name = "STATE",
+          value_parser = clap::builder::PossibleValuesParser::new(
+              mozart_ipc::sheet_view::STATES.iter().copied()))]
+    pub state: Vec<String>,
+    /// With --sheets: skip this many matching sheets. Implies --sheets.
+    #[arg(long = "offset", value_name = "N")]
+    pub offset: Option<u64>,
+    /// With --sheets: at most this many sheets (default 100, at most 1000). Implies --sheets.
+    #[arg(long = "limit", value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub limit: Option<u64>,
+}
+
+/// The human view lists every sheet of a score of at most this many sheets.
+const HUMAN_FULL_UP_TO: u32 = 50;
+/// `--json` holds every sheet of a score of at most this many sheets.
+const JSON_FULL_UP_TO: u32 = 1_000;
+
+impl Args {
+    /// The sheets to ask the conductor for: a page with --sheets (or a paging flag), else the
+    /// summary (every sheet of a small score).
+    fn sheet_query(&self) -> SheetQuery {
+        if self.sheets || !self.state.is_empty() || self.offset.is_some() || self.limit.is_some() {
+            SheetQuery {
+                mode: SheetMode::Page,
+                states: (!self.state.is_empty()).then(|| self.state.clone()),
+                offset: self.offset.unwrap_or(0),
+                limit: self.limit,
+                ..SheetQuery::default()
+            }
+        } else if self.json {
+            SheetQuery::summary(JSON_FULL_UP_TO)
+        } else {
+            SheetQuery::summary(HUMAN_FULL_UP_TO)
+        }
+    }
 }
 
 /// Run `mozart status`.
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let Some(id) = args.score_id.as_deref() else {
+        if args.sheets || !args.state.is_empty() || args.offset.is_some() || args.limit.is_some() {
+            return Err(CliError::Usage(
+                "--sheets, --state, --offset and --limit need a SCORE_ID".to_string(),
+            ));
+        }
         return overview(globals, args.json);
     };
     check_score_id(id)?;
     if args.watch {
         watch(globals, id, &args)
     } else {
-        let job = fetch(globals, id, args.workspace.as_deref(), args.json)?;
+        let job = fetch(
+            globals,
+            id,
+            args.workspace.as_deref(),
+            args.sheet_query(),
+            args.json,
+        )?;
         show(&job, args.json, &active_limit_lines(globals, &job));
         Ok(0)
     }
@@ -235,12 +290,13 @@ fn fetch(
     globals: &Globals,
     id: &str,
     workspace: Option<&Path>,
+    sheets: SheetQuery,
     json: bool,
 ) -> Result<JobStatusResult, CliError> {
     match job_call(
         globals,
         methods::JOB_STATUS,
-        job_params(id, workspace),
+        status_params(id, workspace, sheets),
         json,
     ) {
         Ok(None) | Err(JobCallError::Job(_)) => Err(not_found(id, json)),
@@ -258,6 +314,15 @@ pub(crate) fn job_params(id: &str, workspace: Option<&Path>) -> JobIdParams {
     JobIdParams {
         job_id: id.to_string(),
         workspace: workspace.map(absolute_text),
+    }
+}
+
+/// `job.status` params with our sheet query (issue 24).
+fn status_params(id: &str, workspace: Option<&Path>, sheets: SheetQuery) -> StatusParams {
+    StatusParams {
+        job_id: id.to_string(),
+        workspace: workspace.map(absolute_text),
+        sheets: Some(sheets),
     }
 }
 
@@ -381,7 +446,7 @@ fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
     };
     println!("Watching score {id} (Ctrl+C to stop)\n");
     loop {
-        let params = job_params(id, args.workspace.as_deref());
+        let params = status_params(id, args.workspace.as_deref(), args.sheet_query());
         let outcome = job_call(globals, methods::JOB_STATUS, params, args.json);
         let mut finished = None;
         match outcome {

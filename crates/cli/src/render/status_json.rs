@@ -3,6 +3,7 @@
 //! breaker, last activity, movements).
 
 use mozart_ipc::checkpoint::{JobCheckpoint, SheetCheckpoint, SheetStatus};
+use mozart_ipc::sheet_view::SheetMode;
 use mozart_ipc::time::Timestamp;
 use serde_json::{json, Map, Value};
 
@@ -418,6 +419,9 @@ pub fn shown_status(job: &JobCheckpoint) -> &'static str {
 
 /// How many of the job's sheets were skipped (they count as done for progress).
 pub fn skipped_sheets(job: &JobCheckpoint) -> u32 {
+    if let Some(view) = &job.sheets_view {
+        return view.count("skipped");
+    }
     let n = job
         .sheets
         .values()
@@ -430,6 +434,9 @@ pub fn skipped_sheets(job: &JobCheckpoint) -> u32 {
 /// sheet number, which a skipped sheet also advances; it is the count only when the job
 /// has no sheet rows yet).
 pub fn completed_sheets(job: &JobCheckpoint) -> u32 {
+    if let Some(view) = &job.sheets_view {
+        return view.count("completed");
+    }
     if job.sheets.is_empty() {
         return job.last_completed_sheet;
     }
@@ -443,7 +450,7 @@ pub fn completed_sheets(job: &JobCheckpoint) -> u32 {
 
 /// Sheets that are done: completed or skipped.
 pub fn done_sheets(job: &JobCheckpoint) -> u32 {
-    if job.sheets.is_empty() {
+    if job.sheets.is_empty() && job.sheets_view.is_none() {
         return job.last_completed_sheet;
     }
     completed_sheets(job).saturating_add(skipped_sheets(job))
@@ -570,8 +577,25 @@ pub fn status_json(job: &JobCheckpoint, now: f64) -> Value {
         .map(|(n, s)| (n.to_string(), sheet_json(s, now)))
         .collect();
     out.insert("sheets".into(), Value::Object(sheets));
-    if job.sheets.values().any(|s| s.movement.is_some()) {
-        out.insert("movements".into(), Value::Array(movement_groups(job)));
+    match &job.sheets_view {
+        // Ours (issue 24): `sheets` holds only some sheets; say which, how many there are
+        // and how to page; movements are counted over every sheet.
+        Some(view) if view.truncated || view.mode == SheetMode::Page => {
+            out.insert(
+                "sheets_view".into(),
+                serde_json::to_value(view).unwrap_or(Value::Null),
+            );
+            if view.movements.iter().any(|m| m.movement > 0) {
+                out.insert(
+                    "movements".into(),
+                    serde_json::to_value(&view.movements).unwrap_or(Value::Null),
+                );
+            }
+        }
+        _ if job.sheets.values().any(|s| s.movement.is_some()) => {
+            out.insert("movements".into(), Value::Array(movement_groups(job)));
+        }
+        _ => {}
     }
     Value::Object(out)
 }

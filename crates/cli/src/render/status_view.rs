@@ -2,6 +2,7 @@
 //! aligned text in upstream's section order, colour only through [`Style`].
 
 use mozart_ipc::checkpoint::{HookResult, JobCheckpoint, JobStatus, SheetCheckpoint, SheetStatus};
+use mozart_ipc::sheet_view::{SheetMode, SheetsView};
 use mozart_ipc::status::JobListEntry;
 use serde_json::Value;
 
@@ -19,6 +20,10 @@ use super::time::{
 pub const LARGE_SCORE_THRESHOLD: usize = 50;
 /// Width of the progress bar in cells.
 pub const PROGRESS_BAR_WIDTH: usize = 40;
+/// Movements listed in a large job's summary at most.
+const MAX_MOVEMENT_LINES: usize = 20;
+/// Running sheets whose live progress a large job's summary shows at most.
+const LARGE_LIVE_PROGRESS: usize = 3;
 
 /// `Sheets  ████░░░░  50% (2/4)`.
 pub fn progress_bar(done: u32, total: u32) -> String {
@@ -371,6 +376,185 @@ impl View<'_> {
         }
     }
 
+    /// The sheets part of a job too large to list (issue 24): counts by state, each
+    /// movement's counts and durations, the running and failed sheets up to the cap (saying
+    /// how many more), and how to page the rest.
+    fn large_summary(&mut self, view: &SheetsView) {
+        let job = self.job;
+        let id = &job.job_id;
+        if view.movements.len() > 1 || view.movements.iter().any(|m| m.movement > 0) {
+            self.heading("Movements");
+            let descriptions = sheet_descriptions(job);
+            for m in view.movements.iter().take(MAX_MOVEMENT_LINES) {
+                let color = sheet_status_color(if m.status == "running" {
+                    "in_progress"
+                } else {
+                    m.status.as_str()
+                });
+                let range = if m.first_sheet == m.last_sheet {
+                    format!("sheet {}", m.first_sheet)
+                } else {
+                    format!("sheets {}–{}", m.first_sheet, m.last_sheet)
+                };
+                let mut line = format!("  Movement {}", m.movement);
+                if let Some(d) = descriptions.get(&m.first_sheet) {
+                    line.push_str(&format!(": {d}"));
+                }
+                line.push_str(&format!(
+                    " ({range}, {} sheet{})",
+                    thousands(u64::from(m.sheet_count)),
+                    if m.sheet_count == 1 { "" } else { "s" }
+                ));
+                let done = m.counts.get("completed").copied().unwrap_or(0);
+                let mut detail = vec![format!(
+                    "{}: {}/{} completed",
+                    m.status,
+                    thousands(u64::from(done)),
+                    thousands(u64::from(m.sheet_count))
+                )];
+                for state in ["in_progress", "failed", "skipped"] {
+                    if let Some(n) = m.counts.get(state).filter(|n| **n > 0) {
+                        detail.push(format!("{} {state}", thousands(u64::from(*n))));
+                    }
+                }
+                if let Some(longest) = m.longest_seconds {
+                    detail.push(format!(
+                        "longest {}, total {}",
+                        format_duration(Some(longest)),
+                        format_duration(Some(m.total_seconds))
+                    ));
+                }
+                line.push_str(&format!(
+                    "    {}",
+                    self.style.paint(&detail.join(", "), color)
+                ));
+                self.line(line);
+            }
+            if view.movements.len() > MAX_MOVEMENT_LINES {
+                self.line(format!(
+                    "  ... and {} more movements",
+                    view.movements.len() - MAX_MOVEMENT_LINES
+                ));
+            }
+        }
+        self.heading("Sheet Summary");
+        let parts: Vec<String> = view
+            .shown_counts()
+            .into_iter()
+            .map(|(label, n)| {
+                self.style.paint(
+                    &format!("{} {label}", thousands(u64::from(n))),
+                    sheet_status_color(label),
+                )
+            })
+            .collect();
+        self.line(format!(
+            "  {} sheets: {}",
+            thousands(u64::from(view.total)),
+            parts.join(", ")
+        ));
+        let running: Vec<(&u32, &SheetCheckpoint)> = job
+            .sheets
+            .iter()
+            .filter(|(_, s)| s.status == SheetStatus::InProgress)
+            .collect();
+        let failed: Vec<(&u32, &SheetCheckpoint)> = job
+            .sheets
+            .iter()
+            .filter(|(_, s)| s.display_status() == "failed")
+            .collect();
+        let groups = [
+            (
+                "Running Sheets",
+                running,
+                view.count("in_progress"),
+                "running",
+            ),
+            (
+                "Failed Sheets",
+                failed,
+                view.count("failed") + view.failed_validation,
+                "failed",
+            ),
+        ];
+        for (title, shown, all, state) in groups {
+            if all == 0 {
+                continue;
+            }
+            self.heading(&format!(
+                "{title} ({} of {})",
+                shown.len(),
+                thousands(u64::from(all))
+            ));
+            for (num, sheet) in &shown {
+                let status = self.style.paint(
+                    &sheet_status_text(sheet, self.now),
+                    sheet_status_color(sheet.display_status()),
+                );
+                let error = sheet
+                    .error_message
+                    .as_deref()
+                    .map(|m| format!(" — {}", truncate(m, 60)))
+                    .unwrap_or_default();
+                self.line(format!("  Sheet {num:>6}: {status}{error}"));
+            }
+            let more = u64::from(all).saturating_sub(shown.len() as u64);
+            if more > 0 {
+                self.line(format!(
+                    "  ... and {} more: mozart status {id} --sheets --state {state}",
+                    thousands(more)
+                ));
+            }
+        }
+        self.line(String::new());
+        self.line(self.style.paint(
+            &format!(
+                "Every sheet, a page at a time: mozart status {id} --sheets \
+                 [--state STATE] [--offset N] [--limit N]"
+            ),
+            Color::Dim,
+        ));
+    }
+
+    /// One page of sheets (`status --sheets`): where it is in the list, and the next page.
+    fn page_footer(&mut self, view: &SheetsView) {
+        let id = &self.job.job_id;
+        let matched = view.matched.unwrap_or(view.total);
+        let offset = view.offset.unwrap_or(0);
+        let states = view
+            .states
+            .as_ref()
+            .map(|s| s.join(", "))
+            .unwrap_or_else(|| "any".to_string());
+        self.line(String::new());
+        if view.returned == 0 {
+            self.line(format!(
+                "No sheets at offset {offset}: {} of {} sheets match state {states}.",
+                thousands(u64::from(matched)),
+                thousands(u64::from(view.total))
+            ));
+        } else {
+            self.line(format!(
+                "Sheets {}–{} of {} matching state {states} ({} sheets in the job).",
+                thousands(offset + 1),
+                thousands(offset + u64::from(view.returned)),
+                thousands(u64::from(matched)),
+                thousands(u64::from(view.total))
+            ));
+        }
+        if let Some(next) = view.next_offset {
+            let mut cmd = format!("mozart status {id} --sheets");
+            for s in view.states.iter().flatten() {
+                cmd.push_str(&format!(" --state {s}"));
+            }
+            cmd.push_str(&format!(" --offset {next}"));
+            if let Some(limit) = view.limit {
+                cmd.push_str(&format!(" --limit {limit}"));
+            }
+            self.line(format!("Next page: {cmd}"));
+        }
+    }
+
     fn movements(&mut self) {
         let groups = movement_groups(self.job);
         let mut all_instruments = std::collections::BTreeSet::new();
@@ -534,14 +718,31 @@ impl View<'_> {
         }
     }
 
-    fn live_progress(&mut self) {
-        for (num, sheet) in &self.job.sheets {
-            // A wait restored after a restart is on a sheet back to `pending`.
-            if let Some(wait) = sheet
-                .rate_limit
-                .as_ref()
-                .filter(|_| matches!(sheet.status, SheetStatus::InProgress | SheetStatus::Pending))
-            {
+    /// What the running sheets report, for at most `cap` of them (a large job runs many).
+    fn live_progress(&mut self, cap: usize) {
+        let reporting: Vec<(&u32, &SheetCheckpoint)> = self
+            .job
+            .sheets
+            .iter()
+            .filter(|(_, s)| {
+                // A wait restored after a restart is on a sheet back to `pending`.
+                (s.status == SheetStatus::Pending && s.rate_limit.is_some())
+                    || (s.status == SheetStatus::InProgress
+                        && (s.rate_limit.is_some()
+                            || s.live.is_some()
+                            || !s.progress_snapshots.is_empty()))
+            })
+            .collect();
+        if reporting.len() > cap {
+            self.heading(&format!(
+                "Live Progress — {} of {} reporting sheets shown (mozart status {} --sheets --state running --json for all)",
+                cap,
+                reporting.len(),
+                self.job.job_id
+            ));
+        }
+        for (num, sheet) in reporting.into_iter().take(cap) {
+            if let Some(wait) = &sheet.rate_limit {
                 self.heading(&format!("Rate Limit — Sheet {num}"));
                 self.line(format!(
                     "  Waiting on {}: {}",
@@ -960,10 +1161,27 @@ pub fn render_status(
         out: Vec::new(),
     };
     v.header();
+    if let Some(view) = job
+        .sheets_view
+        .as_ref()
+        .filter(|v| v.mode == SheetMode::Page)
+    {
+        // `status --sheets`: the page, and how to get the next one.
+        v.progress();
+        if !job.sheets.is_empty() {
+            v.sheet_table();
+        }
+        v.page_footer(view);
+        let mut text = v.out.join("\n");
+        text.push('\n');
+        return text;
+    }
     v.progress();
     v.parallel();
     v.synthesis();
-    if !job.sheets.is_empty() {
+    if let Some(view) = job.sheets_view.as_ref().filter(|v| v.truncated) {
+        v.large_summary(view);
+    } else if !job.sheets.is_empty() {
         if job.sheets.values().any(|s| s.movement.is_some()) {
             v.movements();
             v.validation_failures(usize::MAX);
@@ -975,7 +1193,13 @@ pub fn render_status(
             v.validation_failures(usize::MAX);
         }
     }
-    v.live_progress();
+    // A large job's summary shows a few running sheets' progress, not twenty screens.
+    let large = job.sheets_view.as_ref().is_some_and(|v| v.truncated);
+    v.live_progress(if large {
+        LARGE_LIVE_PROGRESS
+    } else {
+        usize::MAX
+    });
     v.instrument_holds();
     v.job_message();
     v.timing();

@@ -21,6 +21,7 @@ mod recovery;
 mod review;
 mod rpc;
 mod specs;
+mod status_view;
 mod submit;
 mod table;
 
@@ -34,6 +35,7 @@ use mozart_baton::driver::Inbox;
 use mozart_baton::{BatonConfig, BatonCore, Event};
 use mozart_config::{JobConfig, SheetPlan};
 use mozart_ipc::checkpoint::HookResult;
+use mozart_ipc::sheet_view::{SheetQuery, DEFAULT_FULL_SHEETS};
 use mozart_ipc::status::{JobListEntry, JobStatusResult};
 use mozart_ipc::types::{JobResponse, JobResponseStatus, MonitorEvent};
 use mozart_state::{
@@ -277,7 +279,19 @@ impl JobManager {
     /// `job.status` (conductor.md §6.10): the live checkpoint, else the stored one, else the
     /// registry record.
     pub async fn status(&self, job_id: &str) -> Result<JobStatusResult, JobError> {
+        self.status_with(job_id, None).await
+    }
+
+    /// `job.status` with our optional sheet query (issue 24): without one, every sheet of a
+    /// job of up to [`DEFAULT_FULL_SHEETS`] sheets (upstream's shape), else the summary;
+    /// with one, the sheets it chooses and the counts of all.
+    pub async fn status_with(
+        &self,
+        job_id: &str,
+        sheets: Option<SheetQuery>,
+    ) -> Result<JobStatusResult, JobError> {
         let id = job_id.to_string();
+        let live_query = sheets.clone();
         // The live document, the running sheets' progress and what the job waits for, in
         // one visit to the table.
         let (live, waiting, breakers) = self
@@ -300,7 +314,7 @@ impl JobManager {
                 });
                 let pausing = h.pausing(&id);
                 let live = e.and_then(|e| {
-                    let mut doc = wire::job_status_checkpoint(e.live.as_ref()?, &e.record);
+                    let mut doc = status_doc(e.live.as_ref()?, &e.record, live_query);
                     doc.pausing = pausing;
                     let progress: Vec<(u32, Arc<mozart_backends::Progress>)> =
                         e.rt.live.iter().map(|(n, p)| (*n, Arc::clone(p))).collect();
@@ -323,12 +337,36 @@ impl JobManager {
                 let Some(record) = registry.get_job(job_id)? else {
                     return Err(JobError::NotFound(job_id.to_string()));
                 };
+                // A view of a stored job is read without building every sheet (issue 24).
+                let view = sheets.clone().or_else(|| {
+                    record
+                        .total_sheets
+                        .is_some_and(|n| n > DEFAULT_FULL_SHEETS)
+                        .then(|| SheetQuery::summary(DEFAULT_FULL_SHEETS))
+                });
+                if let Some(query) = view {
+                    return match status_view::from_registry(&registry, &record, query)? {
+                        Some(mut doc) => {
+                            let hooks: Vec<HookResult> = registry
+                                .hook_results(job_id)
+                                .unwrap_or_default()
+                                .iter()
+                                .map(wire::hook_result)
+                                .collect();
+                            if !hooks.is_empty() {
+                                doc.hook_results = hooks;
+                            }
+                            drop(registry);
+                            doc.waiting_reason = waiting;
+                            Ok(JobStatusResult::Checkpoint(Box::new(doc)))
+                        }
+                        None => Ok(JobStatusResult::Record(JobListEntry::Registry(
+                            wire::registry_job(&record),
+                        ))),
+                    };
+                }
                 match registry.load_checkpoint(job_id)? {
-                    Some(cp) => (
-                        wire::job_status_checkpoint(&cp, &record),
-                        Vec::new(),
-                        Vec::new(),
-                    ),
+                    Some(cp) => (status_doc(&cp, &record, sheets), Vec::new(), Vec::new()),
                     None => {
                         return Ok(JobStatusResult::Record(JobListEntry::Registry(
                             wire::registry_job(&record),
@@ -973,6 +1011,25 @@ fn add_instrument_holds(
 /// The job's waiting reason while `hold` keeps its sheets back.
 fn hold_waiting_reason(hold: &mozart_ipc::checkpoint::InstrumentHold) -> String {
     hold.describe()
+}
+
+/// The `job.status` document of a checkpoint: with a query, the sheets it chooses; without
+/// one, every sheet of a job of up to [`DEFAULT_FULL_SHEETS`] sheets (upstream's shape), the
+/// summary of a larger one, marked as cut (issue 24).
+fn status_doc(
+    cp: &CheckpointState,
+    record: &JobRecord,
+    query: Option<SheetQuery>,
+) -> mozart_ipc::checkpoint::JobCheckpoint {
+    match query {
+        Some(q) => wire::job_status_view(cp, record, q),
+        None if cp.total_sheets > DEFAULT_FULL_SHEETS
+            || cp.sheets.len() > DEFAULT_FULL_SHEETS as usize =>
+        {
+            wire::job_status_view(cp, record, SheetQuery::summary(DEFAULT_FULL_SHEETS))
+        }
+        None => wire::job_status_checkpoint(cp, record),
+    }
 }
 
 /// What the running sheets' instruments reported so far (issue 13: progress while a CLI

@@ -387,7 +387,29 @@ fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(),
         module,
         methods::JOB_STATUS,
         mgr,
-        |m, _, p: JobIdParams| async move { to_value(m.status(&p.job_id).await.map_err(job_error)?) },
+        |m, _, p: mozart_ipc::sheet_view::StatusParams| async move {
+            if let Some(unknown) = p
+                .sheets
+                .as_ref()
+                .map(|q| q.unknown_states())
+                .filter(|u| !u.is_empty())
+            {
+                return Err(RpcError::new(
+                    mozart_ipc::error::INVALID_PARAMS,
+                    format!(
+                        "job.status: unknown sheet state(s) {}; use one of: {}",
+                        unknown.join(", "),
+                        mozart_ipc::sheet_view::STATES.join(", ")
+                    ),
+                )
+                .into());
+            }
+            to_value(
+                m.status_with(&p.job_id, p.sheets)
+                    .await
+                    .map_err(job_error)?,
+            )
+        },
     )?;
     job_method(
         module,

@@ -6,6 +6,9 @@
 //! so a crash mid-write leaves the previous state.
 
 mod records;
+mod views;
+
+pub use views::StoredSheetFacts;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

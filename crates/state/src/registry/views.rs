@@ -1,0 +1,175 @@
+//! Reads for views of large jobs (issue 24): a checkpoint's job-level document without its
+//! sheets, the few facts a summary needs of every sheet (mostly from columns, without
+//! building each sheet's state), and the full state of only the sheets an answer shows.
+
+use rusqlite::{params_from_iter, OptionalExtension};
+use serde::Deserialize;
+
+use super::{parse_snapshot, Registry};
+use crate::checkpoint::{CheckpointState, SheetState, SheetStatus};
+use crate::error::{Result, StateError};
+use crate::time::Timestamp;
+
+/// What a summary needs of one stored sheet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredSheetFacts {
+    /// Sheet number.
+    pub num: u32,
+    /// Its state.
+    pub status: SheetStatus,
+    /// Its validations failed.
+    pub failed_validation: bool,
+    /// Movement, if any.
+    pub movement: Option<u32>,
+    /// Voice, if any.
+    pub voice: Option<u32>,
+    /// Its last run's duration.
+    pub duration: Option<f64>,
+    /// The instrument it ran on.
+    pub instrument: Option<String>,
+}
+
+/// The only keys of a sheet's document a summary reads that have no column.
+#[derive(Deserialize)]
+struct Placement {
+    #[serde(default)]
+    movement: Option<u32>,
+    #[serde(default)]
+    voice: Option<u32>,
+}
+
+impl Registry {
+    /// The checkpoint's job-level document and score snapshot, with no sheets; `None` when
+    /// the job has no checkpoint yet.
+    pub fn load_checkpoint_header(&self, job_id: &str) -> Result<Option<CheckpointState>> {
+        let ctx = format!("loading the state of job '{job_id}'");
+        let row: Option<(Option<String>, Option<String>)> = self
+            .conn
+            .query_row(
+                "SELECT j.checkpoint_json, s.config_snapshot_json FROM jobs j \
+                 LEFT JOIN job_scores s ON s.job_id = j.job_id WHERE j.job_id=?1",
+                [job_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(self.err(&ctx))?;
+        let Some((Some(header), snapshot)) = row else {
+            return Ok(None);
+        };
+        let mut state: CheckpointState =
+            serde_json::from_str(&header).map_err(|e| StateError::CorruptCheckpoint {
+                job_id: job_id.to_owned(),
+                reason: e.to_string(),
+            })?;
+        state.config_snapshot = parse_snapshot(job_id, snapshot)?;
+        state.sheets = crate::sheet_map::SheetMap::new();
+        Ok(Some(state))
+    }
+
+    /// Every sheet's [`StoredSheetFacts`], in sheet order: state, validation, duration and
+    /// instrument from their columns; movement and voice read from the document without
+    /// building the sheet.
+    pub fn sheet_facts(&self, job_id: &str) -> Result<Vec<StoredSheetFacts>> {
+        let ctx = format!("reading the sheets of job '{job_id}'");
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT sheet_num, status, validation_passed, duration_seconds, instrument_name, \
+                 state_json FROM sheets WHERE job_id=?1 ORDER BY sheet_num",
+            )
+            .map_err(self.err(&ctx))?;
+        let mut rows = stmt.query([job_id]).map_err(self.err(&ctx))?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next().map_err(self.err(&ctx))? {
+            let num: u32 = r.get(0).map_err(self.err(&ctx))?;
+            let status: String = r.get(1).map_err(self.err(&ctx))?;
+            let status =
+                SheetStatus::parse(&status).ok_or_else(|| StateError::CorruptCheckpoint {
+                    job_id: job_id.to_owned(),
+                    reason: format!("sheet {num}: unknown status '{status}'"),
+                })?;
+            let passed: Option<bool> = r.get(2).map_err(self.err(&ctx))?;
+            let duration: Option<f64> = r.get(3).map_err(self.err(&ctx))?;
+            let instrument: Option<String> = r.get(4).map_err(self.err(&ctx))?;
+            let text = r.get_ref(5).map_err(self.err(&ctx))?;
+            let placement: Placement = text
+                .as_str()
+                .ok()
+                .and_then(|t| serde_json::from_str(t).ok())
+                .unwrap_or(Placement {
+                    movement: None,
+                    voice: None,
+                });
+            out.push(StoredSheetFacts {
+                num,
+                status,
+                failed_validation: passed == Some(false),
+                movement: placement.movement,
+                voice: placement.voice,
+                duration,
+                instrument,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The full state of the sheets numbered in `nums` (those that exist), as
+    /// [`Registry::load_checkpoint`] builds them.
+    pub fn load_sheets(&self, job_id: &str, nums: &[u32]) -> Result<Vec<SheetState>> {
+        let ctx = format!("loading sheets of job '{job_id}'");
+        let mut out = Vec::with_capacity(nums.len());
+        // SQLite's default limit on bound parameters is 32,766; stay well under it.
+        for chunk in nums.chunks(500) {
+            let marks = vec!["?"; chunk.len()].join(",");
+            let sql = format!(
+                "SELECT sheet_num, state_json, status, started_at, attempt_count, \
+                 completion_attempts, healing_attempts, instrument_name, validation_details_json \
+                 FROM sheets WHERE job_id=? AND sheet_num IN ({marks}) ORDER BY sheet_num"
+            );
+            let mut args: Vec<rusqlite::types::Value> = vec![job_id.to_owned().into()];
+            args.extend(
+                chunk
+                    .iter()
+                    .map(|n| rusqlite::types::Value::from(i64::from(*n))),
+            );
+            let mut stmt = self.conn.prepare(&sql).map_err(self.err(&ctx))?;
+            let mut rows = stmt
+                .query(params_from_iter(args.iter()))
+                .map_err(self.err(&ctx))?;
+            while let Some(r) = rows.next().map_err(self.err(&ctx))? {
+                let corrupt = |reason: String| StateError::CorruptCheckpoint {
+                    job_id: job_id.to_owned(),
+                    reason,
+                };
+                let num: u32 = r.get(0).map_err(self.err(&ctx))?;
+                let text: String = r.get(1).map_err(self.err(&ctx))?;
+                let status: String = r.get(2).map_err(self.err(&ctx))?;
+                let mut sheet: SheetState = serde_json::from_str(&text)
+                    .map_err(|e| corrupt(format!("sheet {num}: {e}")))?;
+                // As load_checkpoint: the columns a started sheet updates on their own are
+                // newer than or equal to the document's copies.
+                sheet.status = SheetStatus::parse(&status)
+                    .ok_or_else(|| corrupt(format!("sheet {num}: unknown status '{status}'")))?;
+                sheet.started_at = r
+                    .get::<_, Option<String>>(3)
+                    .map_err(self.err(&ctx))?
+                    .map(Timestamp::from_raw);
+                sheet.attempt_count = r.get(4).map_err(self.err(&ctx))?;
+                sheet.completion_attempts = r.get(5).map_err(self.err(&ctx))?;
+                sheet.healing_attempts = r.get(6).map_err(self.err(&ctx))?;
+                sheet.instrument_name = r.get(7).map_err(self.err(&ctx))?;
+                // The compact document leaves the validation details to their column.
+                sheet.validation_details = r
+                    .get::<_, Option<String>>(8)
+                    .map_err(self.err(&ctx))?
+                    .map(|d| serde_json::from_str(&d))
+                    .transpose()
+                    .map_err(|e| corrupt(format!("sheet {num}: validation details: {e}")))?;
+                sheet.validate().map_err(corrupt)?;
+                sheet.normalize();
+                out.push(sheet);
+            }
+        }
+        Ok(out)
+    }
+}

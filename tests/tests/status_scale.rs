@@ -1,0 +1,226 @@
+//! `mozart status` of a large job (issue 24): a summary that fits a screen, with counts that
+//! are true and the way to see more; `--sheets` pages through every sheet exactly once;
+//! `--json` says how many sheets there are and what it left out.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../fixtures/e2e/harness.rs"]
+mod harness;
+
+use std::collections::BTreeSet;
+
+use harness::{submit_now, wait_status};
+use mozart_tests::{stdout, TestEnv};
+use serde_json::Value;
+
+/// Sheets of the large job: more than `status --json` lists whole (1,000).
+const SHEETS: u32 = 1_200;
+
+/// One movement fanned out to [`SHEETS`] voices on the `shell` instrument, 20 at a time;
+/// every 100th voice fails (no retries), so the job ends failed with 12 failed sheets.
+fn big_score(name: &str) -> String {
+    format!(
+        r#"name: {name}
+workspace: ./{name}-ws
+instrument: shell
+sheet:
+  size: 1
+  total_items: 1
+  fan_out:
+    1: {SHEETS}
+parallel:
+  enabled: true
+  max_concurrent: 20
+pause_between_sheets_seconds: 0
+prompt:
+  template: |
+    {{% if instance % 100 == 0 %}}RUN: exit 3{{% else %}}RUN: true{{% endif %}}
+retry:
+  max_retries: 0
+"#
+    )
+}
+
+/// The sheets that fail in [`big_score`].
+fn failing() -> BTreeSet<u32> {
+    (1..=SHEETS).filter(|n| n % 100 == 0).collect()
+}
+
+/// Runs the large job to its end (failed) and returns the environment.
+fn finished_big_job(name: &str) -> TestEnv {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score(name, &big_score(name));
+    submit_now(&env, &path);
+    wait_status(&env, name, 180.0, |d| d["status"] == "failed");
+    env
+}
+
+fn status_json(env: &TestEnv, args: &[&str]) -> Value {
+    let out = env.mozart(args);
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stdout(&out));
+    serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+#[test]
+fn status_of_a_large_job_is_a_bounded_summary_with_true_counts() {
+    let env = finished_big_job("wide");
+    let out = env.mozart(&["status", "wide"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let text = stdout(&out);
+    let lines = text.lines().count();
+    assert!(
+        lines <= 60,
+        "a summary that fits a screen, got {lines} lines:\n{text}"
+    );
+    assert!(
+        text.contains("1,200 sheets: 1,188 completed, 12 failed"),
+        "true counts:\n{text}"
+    );
+    assert!(text.contains("Failed Sheets (12 of 12)"), "{text}");
+    for n in failing() {
+        assert!(
+            text.contains(&format!("Sheet {n:>6}: failed")),
+            "failed sheet {n} listed:\n{text}"
+        );
+    }
+    assert!(
+        text.contains("Movement 1 (sheets 1–1200, 1,200 sheets)"),
+        "the movement with its counts:\n{text}"
+    );
+    assert!(
+        text.contains("mozart status wide --sheets"),
+        "says how to see every sheet:\n{text}"
+    );
+
+    // After a restart the job is read from the registry, not memory: the same truth.
+    env.stop_conductor();
+    env.start_conductor();
+    let again = stdout(&env.mozart(&["status", "wide"]));
+    assert!(
+        again.contains("1,200 sheets: 1,188 completed, 12 failed"),
+        "true counts from the registry:\n{again}"
+    );
+    assert!(again.contains("Failed Sheets (12 of 12)"), "{again}");
+    let doc = status_json(
+        &env,
+        &[
+            "status", "wide", "--json", "--state", "failed", "--limit", "1000",
+        ],
+    );
+    let failed: BTreeSet<u32> = doc["sheets"]
+        .as_object()
+        .expect("sheets map")
+        .keys()
+        .map(|k| k.parse().expect("sheet number"))
+        .collect();
+    assert_eq!(failed, failing(), "the failed sheets, from the registry");
+    assert_eq!(
+        doc["sheets"]["100"]["error_message"],
+        "Shell exited with code 3"
+    );
+}
+
+#[test]
+fn paging_returns_every_sheet_exactly_once() {
+    let env = finished_big_job("paged");
+    let mut seen: Vec<u32> = Vec::new();
+    let mut offset = 0u64;
+    let mut pages = 0;
+    loop {
+        let off = offset.to_string();
+        let doc = status_json(
+            &env,
+            &[
+                "status", "paged", "--sheets", "--json", "--offset", &off, "--limit", "500",
+            ],
+        );
+        let view = &doc["sheets_view"];
+        assert_eq!(view["total"], SHEETS, "{view:#}");
+        assert_eq!(view["matched"], SHEETS, "{view:#}");
+        let sheets = doc["sheets"].as_object().expect("sheets map");
+        assert!(sheets.len() <= 500, "a page holds at most --limit sheets");
+        seen.extend(
+            sheets
+                .keys()
+                .map(|k| k.parse::<u32>().expect("sheet number")),
+        );
+        pages += 1;
+        match view["next_offset"].as_u64() {
+            Some(next) => offset = next,
+            None => break,
+        }
+        assert!(pages < 10, "paging does not end: {view:#}");
+    }
+    seen.sort_unstable();
+    assert_eq!(pages, 3);
+    assert_eq!(seen, (1..=SHEETS).collect::<Vec<_>>(), "every sheet once");
+
+    // Filtered: exactly the failed sheets, and the human page says where it is.
+    let doc = status_json(
+        &env,
+        &[
+            "status", "paged", "--json", "--state", "failed", "--limit", "1000",
+        ],
+    );
+    let failed: BTreeSet<u32> = doc["sheets"]
+        .as_object()
+        .expect("sheets map")
+        .keys()
+        .map(|k| k.parse().expect("sheet number"))
+        .collect();
+    assert_eq!(failed, failing());
+    let out = env.mozart(&[
+        "status", "paged", "--sheets", "--state", "failed", "--limit", "5",
+    ]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("Sheets 1–5 of 12 matching state failed (1,200 sheets in the job)."),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "Next page: mozart status paged --sheets --state failed --offset 5 --limit 5"
+        ),
+        "{text}"
+    );
+    // A state that is not one is refused, naming the flag's values.
+    let out = env.mozart(&["status", "paged", "--state", "broken"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+}
+
+#[test]
+fn json_status_of_a_large_job_reports_total_and_what_was_cut() {
+    let env = finished_big_job("cut");
+    let out = env.mozart(&["status", "cut", "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let size = out.stdout.len();
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        doc["progress"]["completed"],
+        SHEETS - 12,
+        "{}",
+        doc["progress"]
+    );
+    assert_eq!(doc["progress"]["total"], SHEETS);
+    let view = &doc["sheets_view"];
+    assert_eq!(view["total"], SHEETS, "{view:#}");
+    assert_eq!(view["truncated"], true, "{view:#}");
+    assert_eq!(view["counts"]["completed"], SHEETS - 12, "{view:#}");
+    assert_eq!(view["counts"]["failed"], 12, "{view:#}");
+    let sheets = doc["sheets"].as_object().expect("sheets map");
+    assert_eq!(view["returned"], sheets.len(), "{view:#}");
+    let listed: BTreeSet<u32> = sheets.keys().map(|k| k.parse().unwrap()).collect();
+    assert_eq!(listed, failing(), "the failed sheets are the ones listed");
+    assert!(size < 64 * 1024, "bounded: {size} bytes");
+
+    // Upstream's clients send no sheet query: a job of this size still gets every sheet,
+    // in the shape they read.
+    let reply = env.raw_call("job.status", serde_json::json!({"job_id": "cut"}));
+    let result = &reply["result"];
+    assert_eq!(
+        result["sheets"].as_object().map(serde_json::Map::len),
+        Some(SHEETS as usize),
+        "{reply:#}"
+    );
+    assert!(result.get("sheets_view").is_none(), "no view key unasked");
+}
