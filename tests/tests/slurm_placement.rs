@@ -555,3 +555,64 @@ prompt:
     assert_eq!(ran.len(), 4, "{ran:?}");
     assert!(ran.values().all(|c| *c == 1), "{ran:?}");
 }
+
+/// Issue 25: `doctor` asks Slurm about the partitions the instrument profiles name: a
+/// profile placed on a partition the cluster does not have is an error naming it and the
+/// partitions that exist; one on a real partition is fine.
+#[test]
+fn doctor_checks_the_partitions_of_slurm_profiles() {
+    if !slurm_up() {
+        return;
+    }
+    let env = TestEnv::new();
+    install_instruments(&env);
+    let base = std::fs::read_to_string(env.home.join("instruments/standin-text.yaml")).unwrap();
+    let real = String::from_utf8_lossy(
+        &Command::new("sinfo")
+            .args(["-h", "-o", "%R"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .lines()
+    .next()
+    .unwrap_or("")
+    .trim()
+    .to_string();
+    for (name, partition) in [
+        ("standin-nosuch", "nosuch-partition"),
+        ("standin-real", &real),
+    ] {
+        let profile = base.replace("name: standin-text", &format!("name: {name}"))
+            + &format!("placement: {{type: slurm, partition: {partition}}}\n");
+        std::fs::write(env.home.join(format!("instruments/{name}.yaml")), profile).unwrap();
+    }
+    let out = env.mozart(&["doctor"]);
+    let text = stdout(&out);
+    assert!(text.contains("Slurm placement:"), "{text}");
+    let bad = text
+        .lines()
+        .rev()
+        .find(|l| l.contains("standin-nosuch"))
+        .unwrap_or_default();
+    assert!(
+        bad.contains('✗') && bad.contains("no partition 'nosuch-partition'") && bad.contains(&real),
+        "{text}"
+    );
+    let good = text
+        .lines()
+        .rev()
+        .find(|l| l.contains("standin-real"))
+        .unwrap_or_default();
+    assert!(good.contains('✓'), "{text}");
+    assert!(text.contains("Mozart is not ready"), "{text}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&stdout(&env.mozart(&["doctor", "--json"]))).unwrap();
+    assert!(doc["errors_count"].as_u64().unwrap_or(0) >= 1, "{doc}");
+    assert!(
+        doc["slurm"].as_array().is_some_and(|a| a
+            .iter()
+            .any(|c| c["name"] == "standin-nosuch" && c["status"] == "error")),
+        "{doc}"
+    );
+}

@@ -18,6 +18,8 @@ mod files;
 mod rules;
 mod settings;
 
+pub use settings::slurm_partitions;
+
 /// Issue severity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]

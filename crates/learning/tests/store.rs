@@ -574,7 +574,7 @@ fn why_analysis_reflects_success_factors() {
         why.key_conditions,
         [
             "Succeeds on first attempt",
-            "Works with 1 validation types",
+            "Works with 1 validation type",
             "Succeeds without escalation"
         ]
     );

@@ -78,6 +78,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             }));
         }
     }
+    let slurm = slurm_checks(&instruments_with_placement(), &mut errors);
     // Every `!` line is a warning: the cost-limit one, and a conductor that is not running.
     let warnings = 1 + usize::from(status != "running" && refused.is_none());
     if args.json {
@@ -93,6 +94,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
                 Some(detail) => json!({"status": status, "pid": pid, "detail": detail}),
             },
             "instruments": instruments,
+            "slurm": slurm,
             "safety_warnings": [SAFETY_WARNING],
             "warnings_count": warnings,
             "errors_count": errors,
@@ -132,6 +134,20 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             i["detail"].as_str().unwrap_or(""),
         );
     }
+    if !slurm.is_empty() {
+        println!("\nSlurm placement:");
+        for c in &slurm {
+            let icon = match c["status"].as_str() {
+                Some("ok") => "✓",
+                _ => "✗",
+            };
+            line(
+                icon,
+                c["name"].as_str().unwrap_or(""),
+                c["detail"].as_str().unwrap_or(""),
+            );
+        }
+    }
     println!("\nSafety:");
     line("!", "Cost limits", SAFETY_WARNING);
     println!();
@@ -141,4 +157,65 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         println!("{warnings} warning(s). Mozart is ready.");
     }
     Ok(0)
+}
+
+/// The instrument profiles placed on Slurm, with the partition each names (if any).
+fn instruments_with_placement() -> Vec<(String, Option<String>)> {
+    let Ok(registry) = load_registry() else {
+        return Vec::new();
+    };
+    registry
+        .profiles()
+        .filter_map(|p| {
+            let spec = p.placement.as_ref()?;
+            (spec.kind == mozart_backends::placement::PlacementKind::Slurm)
+                .then(|| (p.name.clone(), spec.partition.clone()))
+        })
+        .collect()
+}
+
+/// Issue 25: when an instrument profile places its sheets on Slurm, ask Slurm whether it
+/// answers and whether the partition the profile names exists. Each failed check is an
+/// error (every sheet of that instrument would fail). Nothing is checked, and nothing
+/// printed, when no profile uses Slurm.
+fn slurm_checks(placed: &[(String, Option<String>)], errors: &mut usize) -> Vec<Value> {
+    if placed.is_empty() {
+        return Vec::new();
+    }
+    let Some(partitions) = mozart_config::validate::slurm_partitions() else {
+        *errors += 1;
+        return vec![json!({
+            "name": "Slurm",
+            "status": "error",
+            "detail": format!(
+                "`sinfo` did not answer within 10 s (Slurm not installed, or its controller \
+                 is down): sheets of {} cannot be placed",
+                placed.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        })];
+    };
+    let mut out = vec![json!({
+        "name": "Slurm",
+        "status": "ok",
+        "detail": format!("controller answers; partitions: {}", partitions.join(", ")),
+    })];
+    for (name, partition) in placed {
+        let Some(partition) = partition else {
+            out.push(json!({"name": name, "status": "ok",
+                "detail": "the cluster's default partition"}));
+            continue;
+        };
+        if partitions.iter().any(|p| p == partition) {
+            out.push(json!({"name": name, "status": "ok",
+                "detail": format!("partition '{partition}'")}));
+        } else {
+            *errors += 1;
+            out.push(json!({"name": name, "status": "error", "detail": format!(
+                "Slurm has no partition '{partition}' (sinfo lists: {}): fix placement.partition \
+                 in this instrument's profile",
+                partitions.join(", ")
+            )}));
+        }
+    }
+    out
 }

@@ -217,7 +217,7 @@ pub(super) fn v012(x: &Ctx<'_>, out: &mut Vec<Issue>) {
 }
 
 /// The partitions `sinfo` lists, or `None` when Slurm does not answer within 10 s.
-fn slurm_partitions() -> Option<Vec<String>> {
+pub fn slurm_partitions() -> Option<Vec<String>> {
     let mut child = std::process::Command::new("sinfo")
         .args(["-h", "-o", "%R"])
         .stdin(std::process::Stdio::null())
