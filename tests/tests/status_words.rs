@@ -383,6 +383,18 @@ fn validate_warns_when_an_instruments_program_is_not_on_the_path() {
         "{text}"
     );
 
+    // `--json` reports it apart from the score's issues (upstream's list stays as upstream
+    // has it): under `environment`.
+    let out = env.mozart(&["validate", "--json", path.to_str().unwrap()]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["environment"][0]["check_id"], "V213", "{doc}");
+    assert!(
+        doc["issues"]
+            .as_array()
+            .is_some_and(|a| a.iter().all(|i| i["check_id"] != "V213")),
+        "{doc}"
+    );
+
     // The shell example needs no program: no V213, and a note alone is not a warning.
     let path = env.write_score("plain", &score("plain", 1, 0.0));
     let text = stdout(&env.mozart(&["validate", path.to_str().unwrap()]));

@@ -394,6 +394,12 @@ fn write_json(
     issues: &[Issue],
     plan: &crate::render::tasks::BranchPlan,
 ) -> std::io::Result<()> {
+    // V213 is about this machine, not the score: `--json` keeps it out of `issues` (the
+    // list upstream's readers and its own corpus compare) and reports it under
+    // `environment` (ours).
+    let (environment, issues): (Vec<Issue>, Vec<Issue>) =
+        issues.iter().cloned().partition(|i| i.check_id == "V213");
+    let issues = &issues[..];
     let count = |s: Severity| issues.iter().filter(|i| i.severity == s).count();
     let preview = checks::preview(score, path, None);
     let stdout = std::io::stdout();
@@ -405,6 +411,9 @@ fn write_json(
     root.field(out, "warning_count", &count(Severity::Warning))?;
     root.field(out, "info_count", &count(Severity::Info))?;
     root.field(out, "issues", issues)?;
+    if !environment.is_empty() {
+        root.field(out, "environment", &environment)?;
+    }
     if score.config.tasks.is_some() {
         root.field(
             out,
