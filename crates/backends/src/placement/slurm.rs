@@ -543,9 +543,20 @@ impl SlurmPlacement {
                     });
                 }
             }
-            if deadline.is_some() && watch.state().as_deref() == Some("PENDING") {
+            if requeue
+                && deadline.is_some()
+                && watch.state().as_deref() == Some("PENDING")
+                && requeued(&attempt.remote_id).await
+            {
                 // Requeued (a preemption, with `requeue_on_preemption`): back in the queue,
-                // whose time is not the sheet's; the next start restarts the timeout.
+                // whose time is not the sheet's; the next start restarts the timeout. The
+                // watcher's state may trail the start file (a poll from before the job
+                // ran), so Slurm is asked afresh; and the old start is dropped so that only
+                // the next run's start sets the deadline again. Without the option Slurm
+                // never requeues (`--no-requeue`), and a stale PENDING must not clear the
+                // deadline for good (a sheet that would never time out).
+                let _ = std::fs::remove_file(dir.join("start"));
+                started_at = None;
                 deadline = None;
             }
             if deadline.is_none() {

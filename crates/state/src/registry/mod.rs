@@ -748,77 +748,30 @@ impl Registry {
     /// Reassembles the checkpoint from the job-level document, the score snapshot and the
     /// sheet rows; `None` when the job has no checkpoint yet.
     pub fn load_checkpoint(&self, job_id: &str) -> Result<Option<CheckpointState>> {
-        let ctx = format!("loading checkpoint of job '{job_id}'");
-        let row: Option<(Option<String>, Option<String>)> = self
-            .conn
-            .query_row(
-                "SELECT j.checkpoint_json, s.config_snapshot_json FROM jobs j \
-                 LEFT JOIN job_scores s ON s.job_id = j.job_id WHERE j.job_id=?1",
-                [job_id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()
-            .map_err(self.err(&ctx))?;
-        let Some((Some(header), snapshot)) = row else {
+        let Some(mut state) = self.load_checkpoint_header(job_id)? else {
             return Ok(None);
         };
-        let corrupt = |reason: String| StateError::CorruptCheckpoint {
-            job_id: job_id.to_owned(),
-            reason,
-        };
-        let mut state: CheckpointState =
-            serde_json::from_str(&header).map_err(|e| corrupt(e.to_string()))?;
-        state.config_snapshot = parse_snapshot(job_id, snapshot)?;
+        let ctx = format!("loading checkpoint of job '{job_id}'");
         let mut stmt = self
             .conn
-            .prepare_cached(
-                "SELECT sheet_num, state_json, status, started_at, attempt_count, \
-                 completion_attempts, healing_attempts, instrument_name, validation_details_json \
-                 FROM sheets WHERE job_id=?1 ORDER BY sheet_num",
-            )
+            .prepare_cached(&format!(
+                "SELECT {SHEET_ROW_COLUMNS} FROM sheets WHERE job_id=?1 ORDER BY sheet_num"
+            ))
             .map_err(self.err(&ctx))?;
-        let rows = stmt
-            .query_map([job_id], |r| {
-                Ok((
-                    r.get::<_, u32>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, Option<String>>(3)?,
-                    (
-                        r.get::<_, u32>(4)?,
-                        r.get::<_, u32>(5)?,
-                        r.get::<_, u32>(6)?,
-                    ),
-                    r.get::<_, Option<String>>(7)?,
-                    r.get::<_, Option<String>>(8)?,
-                ))
-            })
-            .map_err(self.err(&ctx))?;
-        for row in rows {
-            let (num, text, status, started_at, counts, instrument, details) =
-                row.map_err(self.err(&ctx))?;
-            let mut sheet: SheetState =
-                serde_json::from_str(&text).map_err(|e| corrupt(format!("sheet {num}: {e}")))?;
-            // The columns a started sheet updates on their own (save_sheet_started) are
-            // newer than or equal to the document's copies.
-            sheet.status = SheetStatus::parse(&status)
-                .ok_or_else(|| corrupt(format!("sheet {num}: unknown status '{status}'")))?;
-            sheet.started_at = started_at.map(Timestamp::from_raw);
-            (
-                sheet.attempt_count,
-                sheet.completion_attempts,
-                sheet.healing_attempts,
-            ) = counts;
-            sheet.instrument_name = instrument;
-            // Rows written before the compact form carry the details in the document too;
-            // the column has them either way.
-            sheet.validation_details = details
-                .map(|d| serde_json::from_str(&d))
-                .transpose()
-                .map_err(|e| corrupt(format!("sheet {num}: validation details: {e}")))?;
-            state.sheets.insert(num, sheet);
+        let mut rows = stmt.query([job_id]).map_err(self.err(&ctx))?;
+        while let Some(r) = rows.next().map_err(self.err(&ctx))? {
+            let sheet = sheet_from_row(r, job_id).map_err(|e| match e {
+                SheetRowError::Sql(e) => self.err(&ctx)(e),
+                SheetRowError::Corrupt(e) => e,
+            })?;
+            state.sheets.insert(sheet.sheet_num, sheet);
         }
-        state.normalize_and_validate().map_err(corrupt)?;
+        state
+            .normalize_and_validate()
+            .map_err(|reason| StateError::CorruptCheckpoint {
+                job_id: job_id.to_owned(),
+                reason,
+            })?;
         Ok(Some(state))
     }
 
@@ -1525,4 +1478,56 @@ impl Drop for Tx<'_> {
             self.rollback();
         }
     }
+}
+
+/// The columns [`sheet_from_row`] reads, in its order.
+pub(super) const SHEET_ROW_COLUMNS: &str = "sheet_num, state_json, status, started_at, \
+     attempt_count, completion_attempts, healing_attempts, instrument_name, \
+     validation_details_json";
+
+/// Why a sheet row could not be read.
+pub(super) enum SheetRowError {
+    /// SQLite could not give a column.
+    Sql(rusqlite::Error),
+    /// The row's content is not a sheet.
+    Corrupt(StateError),
+}
+
+impl From<rusqlite::Error> for SheetRowError {
+    fn from(e: rusqlite::Error) -> Self {
+        SheetRowError::Sql(e)
+    }
+}
+
+/// One sheet from a row of [`SHEET_ROW_COLUMNS`]: the compact document with the columns
+/// laid over it. The columns a started sheet updates on their own (`save_sheet_started`)
+/// are newer than or equal to the document's copies, and the compact document leaves the
+/// validation details to their column (rows written before it carry them in both).
+pub(super) fn sheet_from_row(
+    r: &Row<'_>,
+    job_id: &str,
+) -> std::result::Result<SheetState, SheetRowError> {
+    let num: u32 = r.get(0)?;
+    let corrupt = |reason: String| {
+        SheetRowError::Corrupt(StateError::CorruptCheckpoint {
+            job_id: job_id.to_owned(),
+            reason: format!("sheet {num}: {reason}"),
+        })
+    };
+    let text: String = r.get(1)?;
+    let mut sheet: SheetState = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
+    let status: String = r.get(2)?;
+    sheet.status =
+        SheetStatus::parse(&status).ok_or_else(|| corrupt(format!("unknown status '{status}'")))?;
+    sheet.started_at = r.get::<_, Option<String>>(3)?.map(Timestamp::from_raw);
+    sheet.attempt_count = r.get(4)?;
+    sheet.completion_attempts = r.get(5)?;
+    sheet.healing_attempts = r.get(6)?;
+    sheet.instrument_name = r.get(7)?;
+    sheet.validation_details = r
+        .get::<_, Option<String>>(8)?
+        .map(|d| serde_json::from_str(&d))
+        .transpose()
+        .map_err(|e| corrupt(format!("validation details: {e}")))?;
+    Ok(sheet)
 }

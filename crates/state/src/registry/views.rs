@@ -5,10 +5,9 @@
 use rusqlite::{params_from_iter, OptionalExtension};
 use serde::Deserialize;
 
-use super::{parse_snapshot, Registry};
+use super::{parse_snapshot, sheet_from_row, Registry, SheetRowError, SHEET_ROW_COLUMNS};
 use crate::checkpoint::{CheckpointState, SheetState, SheetStatus};
 use crate::error::{Result, StateError};
-use crate::time::Timestamp;
 
 /// What a summary needs of one stored sheet.
 #[derive(Debug, Clone, PartialEq)]
@@ -122,9 +121,8 @@ impl Registry {
         for chunk in nums.chunks(500) {
             let marks = vec!["?"; chunk.len()].join(",");
             let sql = format!(
-                "SELECT sheet_num, state_json, status, started_at, attempt_count, \
-                 completion_attempts, healing_attempts, instrument_name, validation_details_json \
-                 FROM sheets WHERE job_id=? AND sheet_num IN ({marks}) ORDER BY sheet_num"
+                "SELECT {SHEET_ROW_COLUMNS} FROM sheets WHERE job_id=? AND sheet_num IN ({marks}) \
+                 ORDER BY sheet_num"
             );
             let mut args: Vec<rusqlite::types::Value> = vec![job_id.to_owned().into()];
             args.extend(
@@ -137,35 +135,16 @@ impl Registry {
                 .query(params_from_iter(args.iter()))
                 .map_err(self.err(&ctx))?;
             while let Some(r) = rows.next().map_err(self.err(&ctx))? {
-                let corrupt = |reason: String| StateError::CorruptCheckpoint {
-                    job_id: job_id.to_owned(),
-                    reason,
-                };
-                let num: u32 = r.get(0).map_err(self.err(&ctx))?;
-                let text: String = r.get(1).map_err(self.err(&ctx))?;
-                let status: String = r.get(2).map_err(self.err(&ctx))?;
-                let mut sheet: SheetState = serde_json::from_str(&text)
-                    .map_err(|e| corrupt(format!("sheet {num}: {e}")))?;
-                // As load_checkpoint: the columns a started sheet updates on their own are
-                // newer than or equal to the document's copies.
-                sheet.status = SheetStatus::parse(&status)
-                    .ok_or_else(|| corrupt(format!("sheet {num}: unknown status '{status}'")))?;
-                sheet.started_at = r
-                    .get::<_, Option<String>>(3)
-                    .map_err(self.err(&ctx))?
-                    .map(Timestamp::from_raw);
-                sheet.attempt_count = r.get(4).map_err(self.err(&ctx))?;
-                sheet.completion_attempts = r.get(5).map_err(self.err(&ctx))?;
-                sheet.healing_attempts = r.get(6).map_err(self.err(&ctx))?;
-                sheet.instrument_name = r.get(7).map_err(self.err(&ctx))?;
-                // The compact document leaves the validation details to their column.
-                sheet.validation_details = r
-                    .get::<_, Option<String>>(8)
-                    .map_err(self.err(&ctx))?
-                    .map(|d| serde_json::from_str(&d))
-                    .transpose()
-                    .map_err(|e| corrupt(format!("sheet {num}: validation details: {e}")))?;
-                sheet.validate().map_err(corrupt)?;
+                let mut sheet = sheet_from_row(r, job_id).map_err(|e| match e {
+                    SheetRowError::Sql(e) => self.err(&ctx)(e),
+                    SheetRowError::Corrupt(e) => e,
+                })?;
+                sheet
+                    .validate()
+                    .map_err(|reason| StateError::CorruptCheckpoint {
+                        job_id: job_id.to_owned(),
+                        reason,
+                    })?;
                 sheet.normalize();
                 out.push(sheet);
             }
