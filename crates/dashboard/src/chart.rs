@@ -150,16 +150,7 @@ pub fn progress(cp: &CheckpointState, now: f64) -> String {
     let _ = write!(steps, " {:.1},{:.1}", x(t1), y_sheets(n));
     let _ = write!(cost_line, " {:.1},{:.1}", x(t1), y_cost(cost));
     // Not "$0.0000" when the instrument reported no cost (issue 22).
-    let confidence = cp.cost_confidence();
-    let cost_label = if confidence == 0.0 && cost == 0.0 {
-        "unknown".to_string()
-    } else if confidence == 0.0 {
-        format!("≥ ${cost:.4}")
-    } else if confidence < 0.9 {
-        format!("~${cost:.4}")
-    } else {
-        format!("${cost:.4}")
-    };
+    let cost_label = crate::view::cost_figure(cost, cp.cost_confidence());
     let mut svg = String::new();
     let _ = write!(
         svg,

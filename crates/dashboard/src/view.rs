@@ -581,14 +581,24 @@ pub fn format_cost(cost: f64) -> String {
 /// A job's cost as `mozart status` words it (issue 22): `unknown` when nothing was
 /// reported, `≥ $x` when some sheets' cost is unknown, `~$x` when priced at a default.
 pub fn format_job_cost(cost: f64, confidence: f64) -> String {
-    if confidence == 0.0 {
-        if cost > 0.0 {
-            format!("≥ {} (some sheets' cost unknown)", format_cost(cost))
-        } else {
-            "unknown".to_string()
-        }
+    let figure = cost_figure(cost, confidence);
+    if confidence == 0.0 && cost > 0.0 {
+        format!("{figure} (some sheets' cost unknown)")
+    } else if confidence > 0.0 && confidence < 0.9 {
+        format!("{figure} (est.)")
+    } else {
+        figure
+    }
+}
+
+/// The short form of [`format_job_cost`] (the chart's label): `unknown`, `≥ $x`, `~$x`, `$x`.
+pub fn cost_figure(cost: f64, confidence: f64) -> String {
+    if confidence == 0.0 && cost == 0.0 {
+        "unknown".to_string()
+    } else if confidence == 0.0 {
+        format!("≥ {}", format_cost(cost))
     } else if confidence < 0.9 {
-        format!("~{} (est.)", format_cost(cost))
+        format!("~{}", format_cost(cost))
     } else {
         format_cost(cost)
     }

@@ -454,7 +454,7 @@ fn holds_section(out: &mut Vec<String>, job: &JobCheckpoint, style: &Style) {
     out.push(String::new());
     out.push(style.paint("Instrument Holds", Color::Bold));
     for hold in &job.instrument_holds {
-        let text = crate::render::status_json::hold_text(hold);
+        let text = hold.describe();
         out.push(format!("  {}", style.paint(&text, Color::Yellow)));
     }
     if let Some(w) = &job.waiting_reason {

@@ -38,9 +38,18 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         Err(_) => ("not running", None),
     };
     let mut instruments: Vec<Value> = Vec::new();
+    // Profiles that place their sheets on Slurm, with the partition each names.
+    let mut placed: Vec<(String, Option<String>)> = Vec::new();
     match load_registry() {
         Ok(registry) => {
             for p in registry.profiles() {
+                if let Some(spec) = p
+                    .placement
+                    .as_ref()
+                    .filter(|s| s.kind == mozart_backends::placement::PlacementKind::Slurm)
+                {
+                    placed.push((p.name.clone(), spec.partition.clone()));
+                }
                 let (state, detail) = match p.kind {
                     InstrumentKind::Cli => match binary(p) {
                         Some(path) => ("ok", path.display().to_string()),
@@ -78,7 +87,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             }));
         }
     }
-    let slurm = slurm_checks(&instruments_with_placement(), &mut errors);
+    let slurm = slurm_checks(&placed, &mut errors);
     // Every `!` line is a warning: the cost-limit one, and a conductor that is not running.
     let warnings = 1 + usize::from(status != "running" && refused.is_none());
     if args.json {
@@ -157,21 +166,6 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         println!("{warnings} warning(s). Mozart is ready.");
     }
     Ok(0)
-}
-
-/// The instrument profiles placed on Slurm, with the partition each names (if any).
-fn instruments_with_placement() -> Vec<(String, Option<String>)> {
-    let Ok(registry) = load_registry() else {
-        return Vec::new();
-    };
-    registry
-        .profiles()
-        .filter_map(|p| {
-            let spec = p.placement.as_ref()?;
-            (spec.kind == mozart_backends::placement::PlacementKind::Slurm)
-                .then(|| (p.name.clone(), spec.partition.clone()))
-        })
-        .collect()
 }
 
 /// Issue 25: when an instrument profile places its sheets on Slurm, ask Slurm whether it

@@ -174,7 +174,7 @@ pub fn circuit_breaker(job: &JobCheckpoint) -> Option<CircuitBreaker> {
         return Some(CircuitBreaker {
             state: hold.state.clone().unwrap_or_else(|| "open".into()),
             consecutive_failures: hold.consecutive_failures.unwrap_or(0),
-            reason: format!("Conductor: {}", hold_text(hold)),
+            reason: format!("Conductor: {}", hold.describe()),
         });
     }
     if let Some(last) = job.circuit_breaker_history.last() {
@@ -223,16 +223,6 @@ pub fn last_activity(job: &JobCheckpoint) -> Option<&Timestamp> {
             let (ea, eb) = (a.to_epoch().unwrap_or(0.0), b.to_epoch().unwrap_or(0.0));
             ea.partial_cmp(&eb).unwrap_or(std::cmp::Ordering::Equal)
         })
-}
-
-/// One instrument hold in words: what holds which instrument, why, and for how long.
-pub fn hold_text(hold: &mozart_ipc::checkpoint::InstrumentHold) -> String {
-    hold.describe()
-}
-
-/// Lowest cost confidence among the sheets ([`JobCheckpoint::cost_confidence`]).
-pub fn cost_confidence(job: &JobCheckpoint) -> f64 {
-    job.cost_confidence()
 }
 
 /// The score's `on_success` hooks from the config snapshot.
@@ -513,7 +503,7 @@ pub fn status_json(job: &JobCheckpoint, now: f64) -> Value {
             "total_input_tokens": job.total_input_tokens,
             "total_output_tokens": job.total_output_tokens,
             "cost_limit_reached": job.cost_limit_reached,
-            "cost_confidence": cost_confidence(job),
+            "cost_confidence": job.cost_confidence(),
         }),
     );
     out.insert(

@@ -7,8 +7,8 @@ use mozart_ipc::status::JobListEntry;
 use serde_json::Value;
 
 use super::status_json::{
-    circuit_breaker, configured_hooks, cost_confidence, last_activity, movement_groups,
-    recent_errors, sheet_descriptions, sheet_elapsed,
+    circuit_breaker, configured_hooks, last_activity, movement_groups, recent_errors,
+    sheet_descriptions, sheet_elapsed,
 };
 use super::style::{sheet_status_color, Color, Style};
 use super::table::{self, Cell};
@@ -713,7 +713,7 @@ impl View<'_> {
         }
         self.heading("Instrument Holds");
         for hold in &self.job.instrument_holds {
-            let text = super::status_json::hold_text(hold);
+            let text = hold.describe();
             self.line(format!("  {}", self.style.paint(&text, Color::Yellow)));
         }
     }
@@ -901,7 +901,7 @@ impl View<'_> {
             (Some(l), false) => format!("(limit: ${l:.2}, not enforced)"),
             (None, _) => "(no limit set)".to_string(),
         };
-        let confidence = cost_confidence(job);
+        let confidence = job.cost_confidence();
         // Some sheet reported neither its cost nor its tokens (issue 22): what is shown is
         // only what the others reported.
         let unknown = confidence == 0.0;

@@ -408,7 +408,7 @@ impl JobManager {
             add_instrument_holds(&mut doc, breakers, &limits, mozart_state::epoch_now());
             // Nothing of it runs and a hold keeps its next sheet back: say so (issue 22).
             if waiting.is_none() && progress.is_empty() {
-                waiting = doc.instrument_holds.first().map(hold_waiting_reason);
+                waiting = doc.instrument_holds.first().map(|h| h.describe());
             }
         }
         doc.waiting_reason = waiting;
@@ -1006,11 +1006,6 @@ fn add_instrument_holds(
     );
     holds.sort_by(|a, b| (&a.instrument, &a.kind).cmp(&(&b.instrument, &b.kind)));
     doc.instrument_holds = holds;
-}
-
-/// The job's waiting reason while `hold` keeps its sheets back.
-fn hold_waiting_reason(hold: &mozart_ipc::checkpoint::InstrumentHold) -> String {
-    hold.describe()
 }
 
 /// The `job.status` document of a checkpoint: with a query, the sheets it chooses; without
