@@ -90,10 +90,24 @@ pub fn write_gh(env: &TestEnv, script: &str) {
     std::fs::set_permissions(&gh, std::fs::Permissions::from_mode(0o755)).expect("chmod gh");
 }
 
-/// A stand-in `gh` that logs its arguments and answers `pr create` with a PR URL.
+/// A stand-in `gh` that logs its arguments, answers `pr create` with a PR URL (numbered by
+/// its line in the log) and `pr list --head B` with the URL of the pull request created for
+/// branch `B`, if any.
 pub fn gh_script(log: &Path) -> String {
+    gh_script_killing(log, None)
+}
+
+/// [`gh_script`], which also `kill -9`s its parent (the conductor) right after logging the
+/// first `pr create` for branch `kill_on`: a crash in the middle of the dispatch.
+pub fn gh_script_killing(log: &Path, kill_on: Option<&str>) -> String {
+    let kill = kill_on.map_or_else(String::new, |branch| {
+        format!(
+            "if [ \"$1 $2 $4\" = 'pr create {branch}' ] && [ ! -e '{log}.killed' ]; then touch '{log}.killed'; kill -9 $PPID; sleep 1; fi\n",
+            log = log.display()
+        )
+    });
     format!(
-        "#!/bin/sh\necho \"$*\" >> '{log}'\ncase \"$1 $2\" in\n  'pr create') n=$(wc -l < '{log}'); echo \"https://github.com/example/project/pull/$n\" ;;\n  *) echo \"gh stand-in: unexpected $*\" >&2; exit 1 ;;\nesac\n",
+        "#!/bin/sh\necho \"$*\" >> '{log}'\n{kill}case \"$1 $2\" in\n  'pr create') n=$(wc -l < '{log}'); echo \"https://github.com/example/project/pull/$n\" ;;\n  'pr list') n=$(grep -n -- \"^pr create --head $4 \" '{log}' | head -n 1 | cut -d: -f1); [ -n \"$n\" ] && echo \"https://github.com/example/project/pull/$n\"; exit 0 ;;\n  *) echo \"gh stand-in: unexpected $*\" >&2; exit 1 ;;\nesac\n",
         log = log.display()
     )
 }

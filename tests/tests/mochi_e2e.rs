@@ -11,7 +11,10 @@ mod harness;
 use std::path::{Path, PathBuf};
 
 use harness::*;
-use mozart_tests::mochi::{check_outcome, gh_script, Project, FEEDBACK, REVIEWER_PROMPT, TASKS};
+use mozart_tests::mochi::{
+    check_outcome, gh_script, gh_script_killing, write_gh, Project, FEEDBACK, REVIEWER_PROMPT,
+    TASKS,
+};
 use mozart_tests::{git, TestEnv};
 use serde_json::{json, Value};
 
@@ -110,6 +113,46 @@ fn kill_9_mid_loop_resumes_at_the_same_iteration() {
         &["rev-list", "--count", "main..mochi/add-a-verbose-flag"],
     );
     assert!(ahead == "2" || ahead == "3", "{ahead}");
+}
+
+/// `kill -9` of the conductor in the middle of a task's `pr` dispatch (the pull request is
+/// opened, the conductor dies before it hears so): the restarted conductor neither runs the
+/// worker nor asks the reviewer again, finds the open pull request instead of opening a
+/// second one, and the job ends with three pull requests and no `-2` branch.
+#[test]
+fn kill_9_during_the_dispatch_opens_one_pull_request() {
+    let env = TestEnv::new();
+    let p = project(&env);
+    write_gh(
+        &env,
+        &gh_script_killing(&p.gh_log, Some("mochi/add-a-verbose-flag")),
+    );
+    let script = standin_script(&env, "mochi", &script(0.0));
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    let pid = env.conductor_pid().expect("conductor pid");
+    run(&env, &p.score, &[]);
+    let killed = PathBuf::from(format!("{}.killed", p.gh_log.display()));
+    poll(&env, 60.0, "the dispatch of task 1", || {
+        killed.exists().then_some(())
+    });
+    poll(&env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
+    let doc = wait_terminal(&env, "mochi", 90.0);
+    check_outcome(&env, &p, &doc);
+    let prs = std::fs::read_to_string(&p.gh_log).unwrap();
+    assert!(
+        prs.contains("pr list --head mochi/add-a-verbose-flag"),
+        "{prs}"
+    );
+    // Task 1's reviewer (route 0) and worker (route 3) ran once.
+    for route in [0, 3] {
+        let again = PathBuf::from(format!("{}.route{route}.claim.2", script.display()));
+        assert!(!again.exists(), "route {route} ran again after the restart");
+    }
+    let branches = git(&p.repo, &["branch", "--list", "mochi/*"]);
+    assert_eq!(branches.lines().count(), 3, "{branches}");
 }
 
 /// The other dispatch modes: a research report (final output + memory files) and the raw

@@ -333,6 +333,46 @@ pub struct WorktreeRequest<'a> {
     /// Branch name (before collision suffixes) instead of `{branch_prefix}/{name}`; a
     /// task's branch (docs/mochi.md).
     pub branch: Option<String>,
+    /// The worktree an earlier run recorded for this scope (the sheet manifest): reused when
+    /// git still has it (set up again when the crash came before its set-up finished), else
+    /// its branch is checked out again at the same place — never a `-2` twin.
+    pub recorded: Option<Recorded>,
+    /// Called with the chosen path and branch just before `git worktree add`, so the caller
+    /// can record them durably first (the sheet worktree manifest).
+    pub journal: Option<Journal>,
+}
+
+/// A worktree about to be created: where, on which branch, from which commit (short).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Intent {
+    /// Worktree root.
+    pub path: PathBuf,
+    /// Its branch.
+    pub branch: String,
+    /// Short commit it is created from.
+    pub base_commit: String,
+}
+
+/// A worktree an earlier run recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    /// Where and on which branch.
+    pub intent: Intent,
+    /// Recorded before `git worktree add` and not known to have finished its set-up.
+    pub creating: bool,
+}
+
+/// The function a [`Journal`] calls.
+pub type JournalFn = dyn Fn(&Intent) -> io::Result<()> + Send + Sync;
+
+/// Records an [`Intent`] durably before git acts on it.
+#[derive(Clone)]
+pub struct Journal(pub std::sync::Arc<JournalFn>);
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Journal(..)")
+    }
 }
 
 impl<'a> WorktreeRequest<'a> {
@@ -352,6 +392,8 @@ impl<'a> WorktreeRequest<'a> {
             resume_path: None,
             setup: WorktreeSetup::default(),
             branch: None,
+            recorded: None,
+            journal: None,
         }
     }
 
@@ -580,49 +622,88 @@ fn prepare_worktree(req: &WorktreeRequest<'_>) -> Result<Worktree, IsolationErro
 
     if let Some(previous) = &req.resume_path {
         if let Some(wt) = try_reuse(&git, previous, &prefix, req.config.lock_during_execution)? {
-            return Ok(wt);
+            if !req.recorded.as_ref().is_some_and(|r| r.creating) {
+                return Ok(wt);
+            }
+            // Created, but the run that created it may have died before its copies and
+            // setup commands finished: do them again (copies never overwrite).
+            drop(guard);
+            return populate(&wt, &req.setup).map(|()| wt);
         }
     }
-    let entries = list_worktrees_with(&git)?;
-    let (path, branch) = free_names(&git, &entries, &base, &name, &branch)?;
     std::fs::create_dir_all(&base).map_err(|source| IsolationError::Io {
         job_id: job_id.into(),
         action: "create the worktree base directory",
         path: base.clone(),
         source,
     })?;
-    let source_ref = req.config.source_branch.as_deref().unwrap_or("HEAD");
-    let commit = git
-        .capture(["rev-parse", "--verify", &format!("{source_ref}^{{commit}}")])
-        .map_err(|e| match e {
-            IsolationError::Git { stderr, .. } => IsolationError::BadSourceRef {
-                job_id: job_id.into(),
-                reference: source_ref.into(),
-                repo: repo_root.clone(),
-                stderr,
-            },
-            other => other,
+    // The recorded branch of a tree that is gone (removed after its work was delivered, or
+    // half-made by a crash) is checked out again at the same place: its work continues
+    // there, never on a `-2` twin.
+    let (path, branch, base_commit, add_args, reattached) =
+        match reattachable(&git, req.recorded.as_ref())? {
+            Some(rec) => {
+                let base_commit = if rec.intent.base_commit.is_empty() {
+                    git.capture(["rev-parse", "--short", &rec.intent.branch])?
+                } else {
+                    rec.intent.base_commit.clone()
+                };
+                let args = vec![
+                    rec.intent.path.clone().into_os_string(),
+                    rec.intent.branch.clone().into(),
+                ];
+                (
+                    rec.intent.path.clone(),
+                    rec.intent.branch.clone(),
+                    base_commit,
+                    args,
+                    true,
+                )
+            }
+            None => {
+                let entries = list_worktrees_with(&git)?;
+                let (path, branch) = free_names(&git, &entries, &base, &name, &branch)?;
+                let commit = source_commit(&git, req, &repo_root)?;
+                let base_commit = git.capture(["rev-parse", "--short", &commit])?;
+                let args = vec![
+                    "-b".into(),
+                    branch.clone().into(),
+                    path.clone().into_os_string(),
+                    commit.into(),
+                ];
+                (path, branch, base_commit, args, false)
+            }
+        };
+    if let Some(journal) = &req.journal {
+        let intent = Intent {
+            path: path.clone(),
+            branch: branch.clone(),
+            base_commit: base_commit.clone(),
+        };
+        (journal.0)(&intent).map_err(|source| IsolationError::Io {
+            job_id: job_id.into(),
+            action: "record the new worktree before creating it",
+            path: path.clone(),
+            source,
         })?;
-    git.run_ok([
-        OsStr::new("worktree"),
-        OsStr::new("add"),
-        OsStr::new("-b"),
-        OsStr::new(&branch),
-        path.as_os_str(),
-        OsStr::new(&commit),
-    ])?;
+    }
+    git.run_ok(
+        [OsStr::new("worktree"), OsStr::new("add")]
+            .into_iter()
+            .chain(add_args.iter().map(|a| a.as_os_str())),
+    )?;
     let mut wt = Worktree {
         job_id: job_id.into(),
         working_directory: path.join(&prefix),
         path,
         branch,
-        base_commit: git.capture(["rev-parse", "--short", &commit])?,
+        base_commit,
         locked: false,
         reused: false,
         repo_root: repo_root.clone(),
     };
     if let Err(e) = register(&git, &mut wt, req) {
-        rollback(&git, &wt);
+        rollback(&git, &wt, !reattached);
         return Err(e);
     }
     // Copies and setup commands can take minutes; other sheets may create their trees
@@ -632,7 +713,7 @@ fn prepare_worktree(req: &WorktreeRequest<'_>) -> Result<Worktree, IsolationErro
         let _guard = GIT_MUTATION
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        rollback(&git, &wt);
+        rollback(&git, &wt, !reattached);
         return Err(e);
     }
     tracing::info!(job_id, path = %wt.path.display(), branch = %wt.branch, commit = %wt.base_commit, "isolation.worktree_created");
@@ -688,8 +769,28 @@ fn populate(wt: &Worktree, setup: &WorktreeSetup) -> Result<(), IsolationError> 
     Ok(())
 }
 
-/// Undo a half-made worktree so a failed set-up leaves nothing behind.
-fn rollback(git: &Git<'_>, wt: &Worktree) {
+/// The commit a new worktree starts from: `source_branch`, else HEAD.
+fn source_commit(
+    git: &Git<'_>,
+    req: &WorktreeRequest<'_>,
+    repo_root: &Path,
+) -> Result<String, IsolationError> {
+    let source_ref = req.config.source_branch.as_deref().unwrap_or("HEAD");
+    git.capture(["rev-parse", "--verify", &format!("{source_ref}^{{commit}}")])
+        .map_err(|e| match e {
+            IsolationError::Git { stderr, .. } => IsolationError::BadSourceRef {
+                job_id: req.job_id.into(),
+                reference: source_ref.into(),
+                repo: repo_root.to_path_buf(),
+                stderr,
+            },
+            other => other,
+        })
+}
+
+/// Undo a half-made worktree so a failed set-up leaves nothing behind (its branch too when
+/// it was made for this tree and holds no work yet).
+fn rollback(git: &Git<'_>, wt: &Worktree, delete_branch: bool) {
     let _ = git.run(
         ["worktree", "unlock"]
             .map(OsStr::new)
@@ -706,8 +807,47 @@ fn rollback(git: &Git<'_>, wt: &Worktree) {
         let _ = std::fs::remove_dir_all(&wt.path);
         let _ = git.run(["worktree", "prune"]);
     }
-    // The branch was created for this worktree and holds no work yet.
-    let _ = git.run(["branch", "-D", wt.branch.as_str()]);
+    if delete_branch {
+        let _ = git.run(["branch", "-D", wt.branch.as_str()]);
+    }
+}
+
+/// The recorded tree when it can be checked out again at its place on its own branch: git
+/// no longer lists it, its branch exists and is checked out nowhere, and its directory is
+/// free (what a crash left of a tree being created is cleared first).
+fn reattachable<'r>(
+    git: &Git<'_>,
+    recorded: Option<&'r Recorded>,
+) -> Result<Option<&'r Recorded>, IsolationError> {
+    let Some(rec) = recorded else {
+        return Ok(None);
+    };
+    let intent = &rec.intent;
+    let entries = list_worktrees_with(git)?;
+    if entries.iter().any(|e| same_path(&e.path, &intent.path)) {
+        return Ok(None);
+    }
+    if intent.path.exists() {
+        if !rec.creating {
+            // Not ours to delete: someone else's directory now, or a tree git forgot.
+            return Ok(None);
+        }
+        std::fs::remove_dir_all(&intent.path).map_err(|source| IsolationError::Io {
+            job_id: git.job_id.into(),
+            action: "remove a half-created worktree",
+            path: intent.path.clone(),
+            source,
+        })?;
+        tracing::info!(job_id = git.job_id, path = %intent.path.display(), "isolation.unfinished_worktree_cleared");
+    }
+    git.run_ok(["worktree", "prune"])?;
+    let checked_out = entries
+        .iter()
+        .any(|e| e.branch.as_deref() == Some(intent.branch.as_str()));
+    if checked_out || !branch_exists(git, &intent.branch)? {
+        return Ok(None);
+    }
+    Ok(Some(rec))
 }
 
 /// Reuse a recorded worktree if it is still a worktree of this repository.
@@ -1484,6 +1624,8 @@ mod tests {
             resume_path: None,
             setup: WorktreeSetup::default(),
             branch: None,
+            recorded: None,
+            journal: None,
         };
         assert_eq!(req.names(), ("job".into(), "mozart/job".into()));
         assert_eq!(req.base(), PathBuf::from("/w/.worktrees"));

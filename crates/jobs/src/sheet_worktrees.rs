@@ -33,7 +33,8 @@ pub struct ManifestEntry {
     /// The task's slug, when the sheet plays a task.
     #[serde(default)]
     pub slug: Option<String>,
-    /// `active` while the sheet runs; `kept` once the job ended and the tree stayed.
+    /// `creating` from just before `git worktree add` until its copies and setup commands
+    /// finished; `active` while the sheet runs; `kept` once the job ended and the tree stayed.
     pub status: String,
     /// The commit the worktree was created from: what the reviewer's list of changed files
     /// compares against, also after a restart reuses the worktree.
@@ -162,6 +163,35 @@ pub fn prepare(
         .with_branch(branch);
     req.config = &cfg;
     req.repo_dir = repo_dir(job);
+    // A crash between `git worktree add` and the end of its set-up leaves a `creating`
+    // entry: the next run finishes that tree (or clears its leftovers) instead of making a
+    // `-2` twin.
+    req.recorded = recorded.as_ref().map(|e| isolation::Recorded {
+        intent: isolation::Intent {
+            path: e.path.clone(),
+            branch: e.branch.clone(),
+            base_commit: e.base_commit.clone().unwrap_or_default(),
+        },
+        creating: e.status == "creating",
+    });
+    let journal_path = manifest.clone();
+    let journal_job = job_id.to_string();
+    let journal_slug = slug.clone();
+    req.journal = Some(isolation::Journal(std::sync::Arc::new(move |intent| {
+        update(&journal_path, &journal_job, |m| {
+            m.sheets.insert(
+                sheet,
+                ManifestEntry {
+                    path: intent.path.clone(),
+                    branch: intent.branch.clone(),
+                    slug: journal_slug.clone(),
+                    status: "creating".into(),
+                    base_commit: Some(intent.base_commit.clone()).filter(|b| !b.is_empty()),
+                },
+            );
+        })
+        .map_err(std::io::Error::other)
+    })));
     let mut wt = match isolation::prepare(&req) {
         Ok(Isolation::Worktree(wt)) => wt,
         Ok(Isolation::Disabled) => return Err("worktree isolation is disabled".into()),
@@ -224,7 +254,9 @@ pub fn plan(
 }
 
 /// Remove (or keep and unlock) one sheet's worktree as `outcome` and the score's cleanup
-/// settings say; a removed one leaves the manifest.
+/// settings say. A removed one stays in the manifest as `removed` until the job ends: should
+/// a crash keep the sheet's completion from the checkpoint, its re-run checks the same branch
+/// out again at the same place instead of making a `-2` twin.
 pub fn finish(
     job: &JobConfig,
     job_id: &str,
@@ -234,14 +266,13 @@ pub fn finish(
 ) -> Result<Cleanup, String> {
     let cleanup = isolation::finish(wt, outcome, &job.isolation).map_err(|e| e.to_string())?;
     let manifest = manifest_path(job, job_id);
-    update(&manifest, job_id, |m| match cleanup {
-        Cleanup::Removed => {
-            m.sheets.remove(&sheet);
-        }
-        Cleanup::Kept { .. } => {
-            if let Some(e) = m.sheets.get_mut(&sheet) {
-                e.status = "kept".into();
+    update(&manifest, job_id, |m| {
+        if let Some(e) = m.sheets.get_mut(&sheet) {
+            e.status = match cleanup {
+                Cleanup::Removed => "removed",
+                Cleanup::Kept { .. } => "kept",
             }
+            .into();
         }
     })?;
     Ok(cleanup)
@@ -250,9 +281,10 @@ pub fn finish(
 /// At the job's end: finish every worktree the manifest still lists (sheets that did not
 /// finish theirs, or whose worktrees a crash left behind). Failures are logged.
 pub fn finish_all(job: &JobConfig, job_id: &str, outcome: RunOutcome) {
-    let manifest = load(&manifest_path(job, job_id));
+    let path = manifest_path(job, job_id);
+    let manifest = load(&path);
     for (sheet, entry) in manifest.sheets {
-        if outcome != RunOutcome::Paused && entry.status == "kept" {
+        if entry.status == "removed" || (outcome != RunOutcome::Paused && entry.status == "kept") {
             continue;
         }
         let wt = Worktree {
@@ -269,6 +301,13 @@ pub fn finish_all(job: &JobConfig, job_id: &str, outcome: RunOutcome) {
         };
         if let Err(e) = finish(job, job_id, sheet, &wt, outcome) {
             tracing::warn!(job_id, sheet, error = %e, "isolation.sheet_worktree_cleanup_failed");
+        }
+    }
+    if outcome != RunOutcome::Paused {
+        // The job is over: a removed tree's branch is not checked out again by a later run.
+        let forget = |m: &mut Manifest| m.sheets.retain(|_, e| e.status != "removed");
+        if let Err(e) = update(&path, job_id, forget) {
+            tracing::warn!(job_id, error = %e, "isolation.sheet_worktree_cleanup_failed");
         }
     }
 }

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use mozart_config::model::IsolationConfig;
 use mozart_jobs::isolation::{
-    finish, list_worktrees, prepare, recover_stale_locks, Cleanup, Isolation, IsolationError,
-    RunOutcome, Worktree, WorktreeRequest, WorktreeScope, WorktreeSetup,
+    finish, list_worktrees, prepare, recover_stale_locks, Cleanup, Intent, Isolation,
+    IsolationError, Journal, Recorded, RunOutcome, Worktree, WorktreeRequest, WorktreeScope,
+    WorktreeSetup,
 };
 
 fn git(dir: &Path, args: &[&str]) -> String {
@@ -76,6 +77,8 @@ fn request<'a>(f: &Fixture, cfg: &'a IsolationConfig, job: &'a str) -> WorktreeR
         resume_path: None,
         setup: WorktreeSetup::default(),
         branch: None,
+        recorded: None,
+        journal: None,
     }
 }
 
@@ -425,6 +428,138 @@ fn setup_copies_ignored_files_and_runs_commands_in_the_worktree() {
     assert!(!f.repo.join("setup.out").exists());
 }
 
+/// The intent a journal recorded (what the sheet manifest keeps on disk).
+fn journaled(req: &mut WorktreeRequest<'_>) -> std::sync::Arc<std::sync::Mutex<Option<Intent>>> {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let sink = seen.clone();
+    req.journal = Some(Journal(std::sync::Arc::new(move |i: &Intent| {
+        *sink.lock().unwrap() = Some(i.clone());
+        Ok(())
+    })));
+    seen
+}
+
+/// A crash after `git worktree add` but before the copies and setup commands: the next run
+/// finishes that same tree (copies, commands) instead of making a `-2` twin.
+#[test]
+fn a_tree_created_but_not_set_up_before_a_crash_is_finished_in_place() {
+    let f = fixture();
+    let cfg = enabled();
+    let mut req = request(&f, &cfg, "job");
+    let seen = journaled(&mut req);
+    let first = worktree(prepare(&req).unwrap());
+    let intent = seen
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the journal saw the intent");
+    assert_eq!((&intent.path, &intent.branch), (&first.path, &first.branch));
+    // As if the process died before populating: no copy, no lock owner alive.
+    assert!(!first.path.join(".env").exists());
+    git(
+        &f.repo,
+        &["worktree", "unlock", first.path.to_str().unwrap()],
+    );
+    let setup = WorktreeSetup {
+        copy_files: vec![".env".into()],
+        commands: vec!["echo done > setup.out".into()],
+        command_timeout: Duration::from_secs(30),
+    };
+    let mut again = request(&f, &cfg, "job")
+        .resuming(Some(&intent.path))
+        .with_setup(setup);
+    again.recorded = Some(Recorded {
+        intent: intent.clone(),
+        creating: true,
+    });
+    let wt = worktree(prepare(&again).unwrap());
+    assert_eq!((&wt.path, &wt.branch), (&first.path, &first.branch));
+    assert!(wt.reused);
+    assert_eq!(
+        std::fs::read_to_string(wt.path.join(".env")).unwrap(),
+        "SECRET=1\n"
+    );
+    assert!(wt.path.join("setup.out").exists());
+    assert_eq!(
+        git(&f.repo, &["branch", "--list", "mozart/*"])
+            .lines()
+            .count(),
+        1
+    );
+}
+
+/// A crash inside `git worktree add` (the branch made, the tree half-written and unknown to
+/// git): the next run clears the leftovers and creates the tree under the same name.
+#[test]
+fn a_tree_half_created_before_a_crash_is_recreated_under_the_same_name() {
+    let f = fixture();
+    let cfg = enabled();
+    let mut req = request(&f, &cfg, "job");
+    let seen = journaled(&mut req);
+    let first = worktree(prepare(&req).unwrap());
+    let intent = seen.lock().unwrap().clone().unwrap();
+    // Leave what a killed `git worktree add` can leave: the branch and a directory git
+    // does not list.
+    git(
+        &f.repo,
+        &["worktree", "unlock", first.path.to_str().unwrap()],
+    );
+    git(
+        &f.repo,
+        &[
+            "worktree",
+            "remove",
+            "--force",
+            first.path.to_str().unwrap(),
+        ],
+    );
+    std::fs::create_dir_all(first.path.join("partial")).unwrap();
+    let mut again = request(&f, &cfg, "job").resuming(Some(&intent.path));
+    again.recorded = Some(Recorded {
+        intent: intent.clone(),
+        creating: true,
+    });
+    let wt = worktree(prepare(&again).unwrap());
+    assert_eq!((&wt.path, &wt.branch), (&first.path, &first.branch));
+    assert!(!wt.reused);
+    assert!(!wt.path.join("partial").exists());
+    assert_eq!(
+        git(&f.repo, &["branch", "--list", "mozart/*"])
+            .lines()
+            .count(),
+        1
+    );
+
+    // A tree removed after its work was committed (a delivered task whose completion a
+    // crash kept from the checkpoint): its branch is checked out again at the same place,
+    // with the work, instead of a `-2` twin.
+    let wt_path = wt.path.to_str().unwrap().to_string();
+    std::fs::write(wt.path.join("work.txt"), "work").unwrap();
+    git(&wt.path, &["add", "work.txt"]);
+    git(&wt.path, &["commit", "-q", "-m", "work"]);
+    git(&f.repo, &["worktree", "unlock", &wt_path]);
+    git(&f.repo, &["worktree", "remove", "--force", &wt_path]);
+    let mut third = request(&f, &cfg, "job").resuming(Some(&intent.path));
+    third.recorded = Some(Recorded {
+        intent,
+        creating: false,
+    });
+    let wt3 = worktree(prepare(&third).unwrap());
+    assert_eq!((&wt3.path, &wt3.branch), (&first.path, &first.branch));
+    assert_eq!(
+        std::fs::read_to_string(wt3.path.join("work.txt")).unwrap(),
+        "work"
+    );
+    assert!(wt3.locked);
+    assert_eq!(
+        git(
+            &f.repo,
+            &["rev-list", "--count", &format!("main..{}", first.branch)]
+        ),
+        "1"
+    );
+}
+
 #[test]
 fn a_failing_setup_command_leaves_nothing_behind() {
     let f = fixture();
@@ -547,6 +682,8 @@ fn outside_a_repository_isolation_falls_back_or_fails_as_configured() {
         resume_path: None,
         setup: WorktreeSetup::default(),
         branch: None,
+        recorded: None,
+        journal: None,
     };
     match prepare(&req).unwrap() {
         Isolation::Fallback { reason } => assert!(reason.contains("git repository"), "{reason}"),
@@ -659,6 +796,8 @@ fn crash_child_helper() {
         resume_path: None,
         setup: WorktreeSetup::default(),
         branch: None,
+        recorded: None,
+        journal: None,
     };
     let wt = worktree(prepare(&req).unwrap());
     println!("WORKTREE={}", wt.path.display());

@@ -938,6 +938,10 @@ impl BatonHost for ConductorHost {
             if let Some(wt) = run.worktree.clone() {
                 finish_worktree(self.shared.clone(), job_id.to_string(), wt, outcome, &run);
             }
+            if outcome == JobOutcome::Completed {
+                // Every verdict is in the checkpoint now.
+                super::review::forget_all(&run.workspace);
+            }
             if crate::sheet_worktrees::per_sheet(&run.config) {
                 let (run2, jid) = (run.clone(), job_id.to_string());
                 let outcome = match outcome {

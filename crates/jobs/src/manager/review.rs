@@ -288,6 +288,57 @@ pub(crate) fn clear_pending(run: &JobRun, sheet: u32) {
     let _ = std::fs::remove_file(pending_path(run, sheet));
 }
 
+/// Where a `DONE` verdict (and, once it happened, its dispatch) is recorded the moment it
+/// is known, ahead of the checkpoint that gets it when the attempt ends: a conductor killed
+/// in between neither asks the reviewer again nor dispatches twice.
+fn delivery_path(run: &JobRun, sheet: u32) -> PathBuf {
+    run.workspace
+        .join(".mozart-review")
+        .join(format!("sheet-{sheet}.delivery.json"))
+}
+
+fn save_delivery(run: &JobRun, sheet: u32, state: &ReviewState) {
+    let path = delivery_path(run, sheet);
+    let saved = path
+        .parent()
+        .map(std::fs::create_dir_all)
+        .transpose()
+        .map_err(|e| e.to_string())
+        .and_then(|_| serde_json::to_vec(state).map_err(|e| e.to_string()))
+        .map_err(|e| e.to_string())
+        .and_then(|b| mozart_state::atomic_write(&path, &b).map_err(|e| e.to_string()));
+    if let Err(e) = saved {
+        tracing::warn!(job_id = %run.job_id, sheet, error = %e, "review.delivery_not_saved");
+    }
+}
+
+/// The recorded `DONE` of a later iteration than the checkpoint knows (or the same one,
+/// dispatched since).
+fn recorded_delivery(run: &JobRun, sheet: u32, known: &ReviewState) -> Option<ReviewState> {
+    let bytes = std::fs::read(delivery_path(run, sheet)).ok()?;
+    let saved: ReviewState = serde_json::from_slice(&bytes).ok()?;
+    let newer = saved.iteration > known.iteration
+        || (saved.iteration == known.iteration
+            && known.dispatched.is_none()
+            && saved.dispatched.is_some());
+    (saved.verdict.as_deref() == Some("DONE") && newer).then_some(saved)
+}
+
+/// Forget every output waiting for review and every recorded delivery of the job in
+/// `workspace`: the run starts over, or ended with every verdict in the checkpoint.
+pub(crate) fn forget_all(workspace: &Path) {
+    let Ok(dir) = std::fs::read_dir(workspace.join(".mozart-review")) else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("sheet-") && name.ends_with(".json") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Entries of each list of changed files the reviewer is shown.
 const CHANGES_SHOWN: usize = 100;
 
@@ -593,6 +644,9 @@ pub(crate) struct Finished<'a> {
     pub worktree: Option<&'a crate::isolation::Worktree>,
     pub iterations: u32,
     pub output: &'a str,
+    /// An earlier dispatch of this result may have happened (a crash came before it was
+    /// recorded): an open pull request of the branch is reused, not opened twice.
+    pub again: bool,
 }
 
 impl Finished<'_> {
@@ -690,6 +744,30 @@ fn pull_request(f: &Finished<'_>, remote: &str, base: Option<&str>) -> Result<St
             .current_dir(&wt.path),
         &format!("git push --set-upstream {remote} {branch}"),
     )?;
+    if f.again {
+        let open = std::process::Command::new("gh")
+            .args([
+                "pr",
+                "list",
+                "--head",
+                branch,
+                "--state",
+                "open",
+                "--json",
+                "url",
+                "--jq",
+                ".[0].url // empty",
+            ])
+            .current_dir(&wt.path)
+            .output();
+        if let Some(out) = open.ok().filter(|o| o.status.success()) {
+            let url = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            if !url.is_empty() {
+                tracing::info!(job_id = %f.run.job_id, sheet = f.sheet, url, "review.pull_request_reused");
+                return Ok(url);
+            }
+        }
+    }
     let title = f.task_text.lines().next().unwrap_or(f.task_text);
     let body = format!(
         "## Task\n\n{}\n\n## Review\n\nAccepted by the reviewer after {} iteration{}.\n\n## Logs\n\nMozart job `{}`, sheet {}: `mozart status {} --json`, `mozart logs {}`; workspace `{}`.\n",
@@ -726,6 +804,9 @@ pub(crate) struct SheetLoop {
     pub pending: Option<Pending>,
     /// The reviewer already said `DONE`; only the dispatch is left.
     pub dispatch_only: bool,
+    /// `DONE` and dispatched before a crash kept it from the checkpoint: nothing is left but
+    /// to record it (and release the worktree).
+    pub delivered: bool,
     /// Where the memory files are: the sheet's own worktree, else a directory of its own
     /// in the workspace (sheets sharing a working directory must not share memory).
     pub memory_dir: PathBuf,
@@ -784,8 +865,11 @@ pub(crate) fn begin(
             },
             |t| t.text.clone(),
         );
-    let dispatch_only = state.verdict.as_deref() == Some("DONE") && state.dispatched.is_none();
-    let iteration = if dispatch_only {
+    let state = recorded_delivery(run, sheet.num, &state).unwrap_or(state);
+    let done = state.verdict.as_deref() == Some("DONE");
+    let dispatch_only = done && state.dispatched.is_none();
+    let delivered = done && state.dispatched.is_some();
+    let iteration = if dispatch_only || delivered {
         state.iteration
     } else {
         state.iteration + 1
@@ -804,7 +888,7 @@ pub(crate) fn begin(
     };
     // Only a worker about to run needs fresh memory; a task waiting for its dispatch keeps
     // its `done` status.
-    if cfg.memory && pending.is_none() && !dispatch_only {
+    if cfg.memory && pending.is_none() && !dispatch_only && !delivered {
         std::fs::create_dir_all(&memory_dir)
             .map_err(|e| format!("cannot create {}: {e}", memory_dir.display()))?;
         write_memory(
@@ -823,6 +907,7 @@ pub(crate) fn begin(
         state,
         pending,
         dispatch_only,
+        delivered,
         memory_dir,
     }))
 }
@@ -906,7 +991,7 @@ impl Review<'_> {
         details: &mut super::musician::AttemptDetails,
     ) {
         let branch = worktree.as_ref().map(|w| w.branch.clone());
-        let state = if lp.dispatch_only {
+        let state = if lp.dispatch_only || lp.delivered {
             lp.state.clone()
         } else {
             let base = worktree.as_ref().map(|w| w.base_commit.clone());
@@ -1038,6 +1123,7 @@ impl Review<'_> {
         );
         let (num, iterations) = (sheet.num, state.iteration);
         let (memory, max, state2) = (lp.cfg.memory, lp.max, state.clone());
+        let again = lp.dispatch_only;
         let dispatched = tokio::task::spawn_blocking(move || {
             let f = Finished {
                 run: &run2,
@@ -1048,8 +1134,21 @@ impl Review<'_> {
                 worktree: worktree.as_ref(),
                 iterations,
                 output: &out,
+                again,
             };
-            let result = dispatch(&f);
+            let result = match &state2.dispatched {
+                Some(place) => Ok(Some(place.clone()).filter(|p| p != "none")),
+                None => {
+                    save_delivery(&run2, num, &state2);
+                    let result = dispatch(&f);
+                    if let Ok(place) = &result {
+                        let mut sent = state2.clone();
+                        sent.dispatched = Some(place.clone().unwrap_or_else(|| "none".into()));
+                        save_delivery(&run2, num, &sent);
+                    }
+                    result
+                }
+            };
             // Before the worktree goes: a kept one (or a memory directory of the
             // workspace) shows where the result went.
             if memory {
@@ -1076,7 +1175,8 @@ impl Review<'_> {
         .unwrap_or_else(|e| Err(e.to_string()));
         match dispatched {
             Ok(place) => {
-                clear_pending(run, sheet.num);
+                // The worker's output stays until the job ends: a crash before the checkpoint
+                // replays it instead of running the worker again.
                 self.shared.table.tell_rt(&run.job_id, move |rt| {
                     rt.sheet_worktrees.remove(&num);
                 });

@@ -330,6 +330,10 @@ fn carry_over(
             .flatten()
             .filter(|cp| cp.total_sheets == plan.total_sheets)
     };
+    if checkpoint.is_none() {
+        // A run that starts over replays no worker output and no delivery of an old run.
+        super::review::forget_all(workspace);
+    }
     if fresh && config.workspace_lifecycle.archive_on_fresh {
         // The old run's files move to an archive before the fresh run writes anything
         // (execution.md §9.12; upstream does this only in the legacy runner).
