@@ -144,7 +144,7 @@ fn daemon_events_reports_the_spawn_and_exit_of_a_sheets_processes_oldest_first()
         result(&env, "daemon.events", json!({"limit": 10})),
         json!({"events": []})
     );
-    submit(&env, "evented", 1, 1.5);
+    submit(&env, "evented", 1, 3.0);
     let mut doc = Value::Null;
     wait_until("an exit event for the sheet", 30, || {
         doc = result(&env, "daemon.events", json!({"limit": 50}));

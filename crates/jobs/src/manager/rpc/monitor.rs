@@ -117,7 +117,26 @@ impl Profiler {
             )))
             .ok()
             .and_then(|pgid| groups.get(&(pgid.as_raw() as u32)).cloned())
-            .map_or((None, None), |(job, sheet)| (Some(job), Some(sheet)));
+            .map(|(job, sheet)| (Some(job), Some(sheet)))
+            // Its attempt's record may be gone already (the attempt is ending): the job
+            // the previous sample saw.
+            .or_else(|| {
+                self.previous
+                    .get(&raw)
+                    .filter(|s| s.job_id.is_some())
+                    .map(|s| (s.job_id.clone(), s.sheet_num))
+            })
+            .unwrap_or((None, None));
+            // Seen first before its attempt's record was written: its spawn event gets the
+            // job now.
+            if job_id.is_some() && self.previous.get(&raw).is_some_and(|s| s.job_id.is_none()) {
+                if let Some(spawn) = self.events.iter_mut().rev().find(|e| {
+                    e.pid == raw && e.event_type == ProcessEventType::Spawn && e.job_id.is_none()
+                }) {
+                    spawn.job_id = job_id.clone();
+                    spawn.sheet_num = sheet_num;
+                }
+            }
             let mut command = p
                 .cmd()
                 .iter()
