@@ -62,7 +62,9 @@ pub struct Args {
 }
 
 /// Run `mozart errors`.
-pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
+pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
+    // The global -v asks for the same extra detail as the command's own -V.
+    args.verbose |= globals.verbose;
     let id = args.score_id.as_str();
     check_score_id(id)?;
     let fetched = fetch_checkpoint(
