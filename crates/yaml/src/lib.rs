@@ -861,6 +861,7 @@ pub fn load_value(text: &str) -> Result<serde_yaml::Value, YamlError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     #[test]
     fn load_value_resolves_like_a_score() {
