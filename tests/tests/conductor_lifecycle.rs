@@ -319,6 +319,34 @@ fn an_invalid_conductor_yaml_is_reported_before_anything_starts() {
 }
 
 #[test]
+fn conductor_yaml_reads_yaml_1_1_booleans_as_a_score_does() {
+    // `enabled: yes` works in a score; the same word in conductor.yaml must mean the same.
+    let env = TestEnv::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(
+        env.home.join("conductor.yaml"),
+        format!("dashboard:\n  enabled: yes\n  port: {port}\nprofiler:\n  enabled: on\n"),
+    )
+    .unwrap();
+    let out = env.mozart(&["start"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let addr = format!("127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "`enabled: yes` did not serve the dashboard on {addr}; log:\n{}",
+            env.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
 fn sighup_reloads_conductor_yaml_without_dropping_clients() {
     let env = TestEnv::new();
     let config = env.home.join("conductor.yaml");

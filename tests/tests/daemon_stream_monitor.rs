@@ -197,12 +197,25 @@ fn monitor_stream_sends_upstream_shaped_notifications_until_the_client_hangs_up(
     stream
         .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"daemon.monitor.stream\",\"params\":null,\"id\":1}\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    // The stream's first snapshot comes once its cursor is in place, so a job submitted
+    // after it is streamed from its first event (waiting on that, not on a fixed time).
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut snapshots = 0;
+    while snapshots == 0 {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "stream closed");
+        let msg: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            keys(&msg),
+            sorted(&["jsonrpc", "method", "params"]),
+            "{msg}"
+        );
+        assert_eq!(msg["params"]["event"], "monitor.snapshot", "{msg}");
+        snapshots += 1;
+    }
     submit(&env, "streamed", 2, 0.2);
 
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut seen = Vec::new();
-    let mut snapshots = 0;
     let deadline = Instant::now() + Duration::from_secs(30);
     while !seen.contains(&("job.completed".to_string(), 0)) {
         assert!(Instant::now() < deadline, "no job.completed; saw {seen:?}");

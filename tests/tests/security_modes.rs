@@ -62,7 +62,9 @@ fn the_socket_is_0600_in_a_0700_directory_the_conductor_made() {
     let (score, _) = support::shell_score(&env, "private", support::Shape::Sequential(1), 0.0);
     let out = start(&["run", score.to_str().unwrap(), "--json"]);
     assert!(out.status.success(), "{}", stdout(&out));
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    // Done once the job is: its records, logs and learning outcome are written by then.
+    let out = start(&["wait", "private"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 
     assert_eq!(mode(&socket), 0o600, "socket");
     assert_eq!(mode(socket.parent().unwrap()), 0o700, "socket directory");

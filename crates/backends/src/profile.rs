@@ -432,8 +432,8 @@ impl InstrumentProfile {
             origin: origin.to_string(),
             message,
         };
-        let value: serde_yaml::Value =
-            serde_yaml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        // YAML 1.1 as in a score (`yes` is true), then the typed model through serde.
+        let value = mozart_yaml::load_value(text).map_err(|e| invalid(e.to_string()))?;
         if !value.is_mapping() {
             return Err(invalid("the document is not a mapping".into()));
         }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -378,10 +378,5 @@ pub trait Backend: Send + Sync {
     fn health_check(&self) -> BoxFuture<'_, HealthStatus>;
 }
 
-/// Current time as Unix epoch seconds.
-pub fn epoch_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
+/// Current time as Unix epoch seconds (one clock for every crate, owned by the protocol).
+pub use mozart_ipc::time::epoch_now;

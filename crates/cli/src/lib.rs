@@ -6,6 +6,7 @@
 pub mod commands;
 pub mod conductor_client;
 pub mod error;
+pub mod logging;
 pub mod output;
 pub mod render;
 mod sigpipe;
@@ -25,7 +26,8 @@ pub struct Cli {
     /// Print the version and exit.
     #[arg(short = 'V', long = "version", global = false)]
     pub version: bool,
-    /// Verbose output.
+    /// Verbose output: the extra detail of `validate` (every sheet's preview) and `errors`
+    /// (each error's detail panel), as their own -v / -V give.
     #[arg(short, long)]
     pub verbose: bool,
     /// Quiet output.
@@ -35,19 +37,29 @@ pub struct Cli {
     /// clone, `--conductor-clone=NAME` for a named one).
     #[arg(long = "conductor-clone", value_name = "NAME", num_args = 0..=1, default_missing_value = "", require_equals = true)]
     pub conductor_clone: Option<String>,
-    /// CLI log level: DEBUG, INFO, WARNING or ERROR.
+    /// CLI log level on stderr: DEBUG, INFO, WARNING (default) or ERROR. DEBUG shows the
+    /// socket reached and every conductor call (start / restart: use their own --log-level).
     #[arg(
         short = 'L',
         long = "log-level",
         env = "MOZART_LOG_LEVEL",
-        value_name = "LEVEL"
+        value_name = "LEVEL",
+        value_parser = clap::builder::PossibleValuesParser::new(logging::LEVELS),
+        ignore_case = true
     )]
     pub log_level: Option<String>,
-    /// Also log to this file.
+    /// Also log to this file (appended).
     #[arg(long = "log-file", env = "MOZART_LOG_FILE", value_name = "PATH")]
     pub log_file: Option<std::path::PathBuf>,
-    /// Log format: json, console or both.
-    #[arg(long = "log-format", env = "MOZART_LOG_FORMAT", value_name = "FORMAT")]
+    /// Log format: console (default), json (one JSON object a line), or both (console on
+    /// stderr, JSON in --log-file).
+    #[arg(
+        long = "log-format",
+        env = "MOZART_LOG_FORMAT",
+        value_name = "FORMAT",
+        value_parser = clap::builder::PossibleValuesParser::new(logging::FORMATS),
+        ignore_case = true
+    )]
     pub log_format: Option<String>,
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -324,6 +336,19 @@ pub fn main() -> i32 {
         eprintln!("Usage: mozart [OPTIONS] COMMAND [ARGS]...\nTry 'mozart --help' for help.\n\nError: Missing command.");
         return 2;
     };
+    // The conductor (started in this process by start / restart) installs its own log.
+    if !matches!(
+        command,
+        Command::Start(_) | Command::Restart(_) | Command::Watchdog
+    ) {
+        if let Err(err) = logging::init(
+            cli.log_level.as_deref(),
+            cli.log_file.as_ref(),
+            cli.log_format.as_deref(),
+        ) {
+            return err.report();
+        }
+    }
     let result = match command {
         Command::Validate(a) => commands::validate::run(&globals, a),
         Command::Run(a) => commands::run::run(&globals, a),

@@ -413,14 +413,14 @@ impl DaemonConfig {
                         path: path.to_path_buf(),
                         source,
                     })?;
-                let value: serde_yaml::Value = if text.trim().is_empty() {
-                    serde_yaml::Value::Mapping(Default::default())
-                } else {
-                    serde_yaml::from_str(&text).map_err(|err| ConductorError::ConfigInvalid {
+                // The score loader's YAML 1.1 (`enabled: yes`, `on`, octal, …), so what a
+                // score accepts conductor.yaml accepts too.
+                let value = mozart_yaml::load_value(&text).map_err(|err| {
+                    ConductorError::ConfigInvalid {
                         path: path.to_path_buf(),
                         message: err.to_string(),
-                    })?
-                };
+                    }
+                })?;
                 (value, Some(path.to_path_buf()))
             }
             _ => (serde_yaml::Value::Mapping(Default::default()), None),
@@ -430,13 +430,12 @@ impl DaemonConfig {
         }
         let shown = origin.clone().unwrap_or_else(defaults_path);
         if let Some(name) = profile {
-            let over: serde_yaml::Value =
-                serde_yaml::from_str(profile_yaml(name)?).map_err(|err| {
-                    ConductorError::ConfigInvalid {
-                        path: shown.clone(),
-                        message: format!("profile {name}: {err}"),
-                    }
-                })?;
+            let over = mozart_yaml::load_value(profile_yaml(name)?).map_err(|err| {
+                ConductorError::ConfigInvalid {
+                    path: shown.clone(),
+                    message: format!("profile {name}: {err}"),
+                }
+            })?;
             deep_merge(&mut data, over);
         }
         // Deserialize from text, not from the Value: only then does serde_yaml name the

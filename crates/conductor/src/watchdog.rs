@@ -14,7 +14,7 @@ use std::io::{BufRead, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -27,13 +27,6 @@ pub fn start_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = stat.rsplit_once(')')?.1;
     rest.split_whitespace().nth(19)?.parse().ok()
-}
-
-fn now_epoch() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
 }
 
 /// End the groups (SIGTERM, grace, SIGKILL) whose leaders still have their start time.
@@ -101,7 +94,7 @@ pub fn run() -> i32 {
             }
             Err(RecvTimeoutError::Timeout) => {}
         }
-        let now = now_epoch();
+        let now = mozart_ipc::time::epoch_now();
         let due: Vec<(u32, u64)> = tracked
             .iter()
             .filter(|(_, (_, deadline))| *deadline <= now)

@@ -1073,3 +1073,7 @@ fn check_learning(c: &mut Checker<'_>, l: &LearningConfig) {
         );
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

@@ -620,32 +620,15 @@ fn sheet_cost(s: &SheetCheckpoint) -> String {
     }
 }
 
-/// Epoch seconds as `YYYY-MM-DD HH:MM:SS` (UTC).
+/// Epoch seconds as `YYYY-MM-DD HH:MM:SS` (UTC); outside jiff's years ±9999, the limit.
 pub fn format_epoch(secs: f64) -> String {
     let total = secs.floor() as i64;
-    let days = total.div_euclid(86_400);
-    let rem = total.rem_euclid(86_400);
-    let (y, mo, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
-}
-
-/// Days since 1970-01-01 to (year, month, day) (H. Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
+    let instant = jiff::Timestamp::from_second(total).unwrap_or(if total < 0 {
+        jiff::Timestamp::MIN
+    } else {
+        jiff::Timestamp::MAX
+    });
+    instant.strftime("%Y-%m-%d %H:%M:%S").to_string()
 }
 
 #[cfg(test)]
@@ -658,6 +641,8 @@ mod tests {
     fn epochs_format_as_utc_dates() {
         assert_eq!(format_epoch(0.0), "1970-01-01 00:00:00");
         assert_eq!(format_epoch(1_700_000_000.0), "2023-11-14 22:13:20");
+        assert_eq!(format_epoch(-0.5), "1969-12-31 23:59:59");
+        assert_eq!(format_epoch(1_709_210_096.9), "2024-02-29 12:34:56");
     }
 
     #[test]

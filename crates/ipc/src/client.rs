@@ -83,6 +83,10 @@ pub async fn connect_stream(
     // socket swapped in by another user shows that user here, whatever the file says.
     let peer = stream.peer_cred().ok().map(|c| (c.uid(), c.pid()));
     trust.check_peer(peer)?;
+    match peer.and_then(|(_, pid)| pid) {
+        Some(pid) => tracing::debug!(socket = %socket.display(), pid, "ipc.connected"),
+        None => tracing::debug!(socket = %socket.display(), "ipc.connected"),
+    }
     Ok(stream)
 }
 
@@ -168,12 +172,20 @@ impl Client {
         let mut text = request.to_string();
         text.push('\n');
         let timeout = self.timeouts.response;
-        match tokio::time::timeout(timeout, self.exchange(method, &text, id)).await {
+        tracing::debug!(%method, id, "ipc.request");
+        let started = std::time::Instant::now();
+        let result = match tokio::time::timeout(timeout, self.exchange(method, &text, id)).await {
             Ok(result) => result,
             Err(_) => Err(IpcError::Timeout {
                 method: method.to_string(),
             }),
+        };
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        match &result {
+            Ok(_) => tracing::debug!(%method, id, elapsed_ms, "ipc.response"),
+            Err(err) => tracing::debug!(%method, id, elapsed_ms, error = %err, "ipc.failed"),
         }
+        result
     }
 
     async fn exchange(&mut self, method: &str, request: &str, id: u64) -> Result<Value, IpcError> {

@@ -117,7 +117,8 @@ impl ConductorPaths {
 /// conductor even when the rest of the file is invalid.
 pub fn socket_path_from_file(file: &Path) -> Option<PathBuf> {
     let text = std::fs::read_to_string(file).ok()?;
-    let value: serde_yaml::Value = serde_yaml::from_str(&text).ok()?;
+    // YAML 1.1, as the conductor reads the same file.
+    let value = mozart_yaml::load_value(&text).ok()?;
     value
         .get("socket")?
         .get("path")?

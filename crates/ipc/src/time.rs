@@ -1,5 +1,5 @@
 //! Wall-clock helpers: ISO-8601 UTC timestamps for checkpoints and epoch floats for the
-//! registry, without pulling in a date crate.
+//! registry. The one `epoch_now` every crate uses lives here.
 //!
 //! Checkpoint datetimes are persisted as ISO-8601 UTC strings (execution.md §8.1); upstream's
 //! pydantic writes them as `2024-05-01T12:00:00.123456Z`. Registry timestamps are epoch
@@ -30,20 +30,16 @@ impl Timestamp {
         Self::from_epoch(epoch_now())
     }
 
-    /// Formats epoch seconds as `YYYY-MM-DDTHH:MM:SS.ffffffZ`.
+    /// Formats epoch seconds as `YYYY-MM-DDTHH:MM:SS.ffffffZ` (pydantic's shape: always six
+    /// fraction digits). Seconds beyond jiff's range (years ±9999) are clamped to it.
     pub fn from_epoch(secs: f64) -> Self {
-        let micros_total = (secs * 1_000_000.0).round() as i64;
-        let secs_total = micros_total.div_euclid(1_000_000);
-        let micros = micros_total.rem_euclid(1_000_000);
-        let days = secs_total.div_euclid(86_400);
-        let sod = secs_total.rem_euclid(86_400);
-        let (y, m, d) = civil_from_days(days);
-        Timestamp(format!(
-            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z",
-            sod / 3600,
-            (sod % 3600) / 60,
-            sod % 60
-        ))
+        let micros = (secs * 1_000_000.0).round() as i64;
+        let instant = jiff::Timestamp::from_microsecond(micros).unwrap_or(if micros < 0 {
+            jiff::Timestamp::MIN
+        } else {
+            jiff::Timestamp::MAX
+        });
+        Timestamp(instant.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string())
     }
 
     /// Wraps text without checking it (used for values read from storage).
@@ -69,98 +65,24 @@ impl fmt::Display for Timestamp {
 }
 
 /// Parses `YYYY-MM-DD[T| ]HH:MM[:SS[.frac]][Z|±HH:MM|±HHMM]` into epoch seconds; a missing
-/// offset is taken as UTC (upstream always writes UTC).
+/// offset is taken as UTC (upstream always writes UTC). A date without a time is refused:
+/// every timestamp upstream stores has one.
 pub fn parse_iso8601(text: &str) -> Option<f64> {
     let t = text.trim();
-    let b = t.as_bytes();
-    if b.len() < 16 {
+    if !matches!(t.as_bytes().get(10), Some(b'T' | b't' | b' ')) {
         return None;
     }
-    let num = |s: &str| -> Option<i64> {
-        if s.bytes().all(|c| c.is_ascii_digit()) && !s.is_empty() {
-            s.parse().ok()
-        } else {
-            None
-        }
+    let instant = match t.parse::<jiff::Timestamp>() {
+        Ok(instant) => instant,
+        // No offset: a civil datetime, read as UTC.
+        Err(_) => t
+            .parse::<jiff::civil::DateTime>()
+            .ok()?
+            .to_zoned(jiff::tz::TimeZone::UTC)
+            .ok()?
+            .timestamp(),
     };
-    let year = num(t.get(0..4)?)?;
-    let month = num(t.get(5..7)?)?;
-    let day = num(t.get(8..10)?)?;
-    if b[4] != b'-' || b[7] != b'-' || !(b[10] == b'T' || b[10] == b't' || b[10] == b' ') {
-        return None;
-    }
-    let hour = num(t.get(11..13)?)?;
-    if b[13] != b':' {
-        return None;
-    }
-    let minute = num(t.get(14..16)?)?;
-    let mut rest = t.get(16..)?;
-    let mut second = 0i64;
-    let mut frac = 0.0f64;
-    if let Some(r) = rest.strip_prefix(':') {
-        second = num(r.get(0..2)?)?;
-        rest = r.get(2..)?;
-        if let Some(r) = rest.strip_prefix('.').or_else(|| rest.strip_prefix(',')) {
-            let digits: String = r.chars().take_while(|c| c.is_ascii_digit()).collect();
-            if digits.is_empty() {
-                return None;
-            }
-            frac = format!("0.{digits}").parse().ok()?;
-            rest = &r[digits.len()..];
-        }
-    }
-    let offset_secs = match rest {
-        "" | "Z" | "z" => 0,
-        _ => {
-            let sign = match rest.as_bytes()[0] {
-                b'+' => 1,
-                b'-' => -1,
-                _ => return None,
-            };
-            let body = rest[1..].replace(':', "");
-            if body.len() != 4 {
-                return None;
-            }
-            let hh = num(&body[0..2])?;
-            let mm = num(&body[2..4])?;
-            sign * (hh * 3600 + mm * 60)
-        }
-    };
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return None;
-    }
-    let days = days_from_civil(year, month, day);
-    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_secs;
-    Some(secs as f64 + frac)
-}
-
-// Howard Hinnant's civil calendar algorithms (public domain), proleptic Gregorian.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { y + 1 } else { y }, m, d)
+    Some(instant.as_second() as f64 + f64::from(instant.subsec_nanosecond()) / 1e9)
 }
 
 #[cfg(test)]
@@ -178,6 +100,18 @@ mod tests {
             Timestamp::from_epoch(1_709_210_096.5).as_str(),
             "2024-02-29T12:34:56.500000Z"
         );
+        assert_eq!(
+            Timestamp::from_epoch(1_709_210_096.123_456).as_str(),
+            "2024-02-29T12:34:56.123456Z"
+        );
+        assert_eq!(
+            Timestamp::from_epoch(-1.5).as_str(),
+            "1969-12-31T23:59:58.500000Z"
+        );
+        assert_eq!(
+            Timestamp::from_epoch(1_735_689_599.999_999_9).as_str(),
+            "2025-01-01T00:00:00.000000Z"
+        );
     }
 
     #[test]
@@ -193,6 +127,10 @@ mod tests {
             assert_eq!(parse_iso8601(text), Some(base), "{text}");
         }
         assert_eq!(parse_iso8601("2024-02-29T12:34:56.25Z"), Some(base + 0.25));
+        assert_eq!(parse_iso8601("2024-02-29t12:34:56,25z"), Some(base + 0.25));
+        assert_eq!(parse_iso8601("2024-02-29T12:34"), Some(base - 56.0));
+        assert_eq!(parse_iso8601(" 2024-02-29T12:34:56Z\n"), Some(base));
+        assert_eq!(parse_iso8601("2024-02-29"), None);
         assert_eq!(parse_iso8601("yesterday"), None);
         assert_eq!(parse_iso8601("2024-13-01T00:00:00Z"), None);
     }

@@ -798,16 +798,25 @@ fn background_checkpoints_copy_the_wal_into_the_database() {
     for i in 0..50 {
         reg.create_job(&job(&format!("job-{i}"))).unwrap();
     }
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    // A copy of the database file alone (no WAL beside it) has every job.
+    // A copy of the database file alone (no WAL beside it) has every job once the
+    // background checkpoint ran: wait for that (a few 20 ms periods), not a fixed time.
     let copy = dir.path().join("copy.db");
-    std::fs::copy(reg.path(), &copy).unwrap();
-    let conn = rusqlite::Connection::open(&copy).unwrap();
-    let n: i64 = conn
-        .query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0))
-        .unwrap();
+    let copied_jobs = || -> i64 {
+        for stale in ["copy.db", "copy.db-wal", "copy.db-shm"] {
+            let _ = std::fs::remove_file(dir.path().join(stale));
+        }
+        std::fs::copy(reg.path(), &copy).unwrap();
+        let conn = rusqlite::Connection::open(&copy).unwrap();
+        conn.query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0))
+            .unwrap_or(0)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut n = copied_jobs();
+    while n < 50 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        n = copied_jobs();
+    }
     assert_eq!(n, 50);
-    drop(conn);
 
     // More writes after the last periodic run: dropping the checkpointer copies them too.
     reg.create_job(&job("late")).unwrap();

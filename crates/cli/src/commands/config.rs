@@ -168,7 +168,8 @@ fn show(
             let raw = if exists {
                 std::fs::read_to_string(&path)
                     .ok()
-                    .and_then(|t| serde_yaml::from_str::<Value>(&t).ok())
+                    .and_then(|t| mozart_yaml::load_value(&t).ok())
+                    .and_then(|v| serde_json::to_value(v).ok())
             } else {
                 None
             };
@@ -328,7 +329,8 @@ fn read_mapping(path: &Path) -> Result<serde_yaml::Value, CliError> {
     if text.trim().is_empty() {
         return Ok(serde_yaml::Value::Mapping(Default::default()));
     }
-    match serde_yaml::from_str::<serde_yaml::Value>(&text) {
+    // YAML 1.1, as the conductor reads the file (`enabled: yes` is true).
+    match mozart_yaml::load_value(&text) {
         Ok(v @ serde_yaml::Value::Mapping(_)) => Ok(v),
         Ok(serde_yaml::Value::Null) => Ok(serde_yaml::Value::Mapping(Default::default())),
         Ok(_) => Err(CliError::failed(

@@ -18,9 +18,10 @@ use crate::output::{console_width, print_json};
 use crate::render::status_json::normalize_error_code;
 use crate::render::style::{job_status_color, sheet_status_color};
 use crate::render::table::{self, Cell};
-use crate::render::time::{format_duration, format_timestamp, now_epoch, thousands};
+use crate::render::time::{format_duration, format_timestamp, thousands};
 use crate::render::{Color, Style};
 use crate::{CliError, Globals};
+use mozart_ipc::time::epoch_now;
 
 /// Lines of each log file `--include-logs` inlines.
 pub const LOG_TAIL_LINES: usize = 50;
@@ -72,7 +73,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             workspace_on_unknown_job: true,
         },
     )?;
-    let now = now_epoch();
+    let now = epoch_now();
     let mut report = build_report(&fetched.state, fetched.workspace.as_deref(), now);
     if args.include_logs {
         attach_log_contents(&mut report);

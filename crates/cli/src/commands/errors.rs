@@ -19,9 +19,10 @@ use super::status::{
 use crate::output::{boxed, console_width, print_json};
 use crate::render::status_json::{infer_error_type, normalize_error_code};
 use crate::render::table::{self, Cell};
-use crate::render::time::{format_clock, format_timestamp, now_epoch};
+use crate::render::time::{format_clock, format_timestamp};
 use crate::render::{Color, Style};
 use crate::{CliError, Globals};
+use mozart_ipc::time::epoch_now;
 
 /// Longest message shown whole in the table (upstream cuts at 60, which hides the cause).
 pub const TABLE_MESSAGE_CHARS: usize = 240;
@@ -62,7 +63,9 @@ pub struct Args {
 }
 
 /// Run `mozart errors`.
-pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
+pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
+    // The global -v asks for the same extra detail as the command's own -V.
+    args.verbose |= globals.verbose;
     let id = args.score_id.as_str();
     check_score_id(id)?;
     let fetched = fetch_checkpoint(
@@ -81,7 +84,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         error_type: args.error_type.clone(),
         code: args.code.clone(),
     };
-    let errors = collect_errors(&fetched.state, &filter, now_epoch());
+    let errors = collect_errors(&fetched.state, &filter, epoch_now());
     if args.json {
         print_json(&errors_json(id, &errors, args.verbose));
     } else {

@@ -17,9 +17,10 @@ use crate::conductor_client;
 use crate::output::print_json;
 use crate::render::status_json::status_json;
 use crate::render::status_view::{render_meta_status, render_status};
-use crate::render::time::{format_clock, format_compact_duration, now_epoch};
+use crate::render::time::{format_clock, format_compact_duration};
 use crate::render::{jobs, validate_score_id, Style};
 use crate::{CliError, Globals};
+use mozart_ipc::time::epoch_now;
 
 /// Arguments of `mozart status`.
 #[derive(Debug, clap::Args)]
@@ -274,7 +275,7 @@ fn overview(globals: &Globals, json: bool) -> Result<i32, CliError> {
         let uptime = Some(health.uptime_seconds);
         print!(
             "{}",
-            jobs::render_overview(uptime, &active, &recent, now_epoch(), &Style::for_stdout())
+            jobs::render_overview(uptime, &active, &recent, epoch_now(), &Style::for_stdout())
         );
     }
     Ok(0)
@@ -376,10 +377,10 @@ fn from_workspace(id: &str, dir: &Path, json: bool) -> Result<JobStatusResult, C
 /// short one (conductor.md §6.10).
 fn show(result: &JobStatusResult, json: bool, active_limits: &[String]) {
     match result {
-        JobStatusResult::Checkpoint(state) if json => print_json(&status_json(state, now_epoch())),
+        JobStatusResult::Checkpoint(state) if json => print_json(&status_json(state, epoch_now())),
         JobStatusResult::Checkpoint(state) => print!(
             "{}",
-            render_status(state, now_epoch(), active_limits, &Style::for_stdout())
+            render_status(state, epoch_now(), active_limits, &Style::for_stdout())
         ),
         JobStatusResult::Record(meta) if json => print_json(meta),
         JobStatusResult::Record(meta) => {
@@ -510,7 +511,7 @@ fn render_watch_frame(result: &JobStatusResult, args: &Args, limits: &[String]) 
     if result.checkpoint().is_some() {
         println!(
             "\nLast updated: {} | Refreshing every {}s | Press Ctrl+C to stop",
-            format_clock(now_epoch()),
+            format_clock(epoch_now()),
             args.interval
         );
     }

@@ -140,7 +140,9 @@ fn missing_programs(score: &Score) -> Vec<Issue> {
 }
 
 /// Run `mozart validate`.
-pub fn run(_globals: &Globals, args: Args) -> Result<i32, CliError> {
+pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
+    // The global -v asks for the same extra detail as the command's own.
+    args.verbose |= globals.verbose;
     let path = &args.config_file;
     if !path.exists() {
         return Ok(missing_file("validate", path));

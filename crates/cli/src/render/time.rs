@@ -123,11 +123,6 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
-/// Current time as epoch seconds.
-pub fn now_epoch() -> f64 {
-    mozart_ipc::time::epoch_now()
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

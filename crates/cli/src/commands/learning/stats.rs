@@ -133,11 +133,7 @@ pub fn activity(args: ActivityArgs) -> Result<i32, CliError> {
     let store = open_store()?;
     // Upstream counts, among the 20 most recent executions, those completed in the window.
     let recent = store.recent_executions(20).map_err(store_error)?;
-    let cutoff = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-        - (args.hours as f64) * 3600.0;
+    let cutoff = mozart_ipc::time::epoch_now() - (args.hours as f64) * 3600.0;
     let in_window: Vec<_> = recent
         .iter()
         .filter(|e| {
