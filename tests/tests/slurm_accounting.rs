@@ -1,0 +1,187 @@
+//! How a Slurm job that ended abnormally while no conductor followed it is reported, once
+//! Slurm's controller has forgotten it (issue 25; docs/design/distributed.md, "Follow"):
+//! with accounting (`slurmdbd`, which `tests/slurm/setup.sh` starts) the sheet's error
+//! carries the job's real final state from `sacct`; without accounting it says the reason is
+//! unknown and why.
+//!
+//! The cluster without accounting is the same cluster seen through a submit host whose
+//! `slurm.conf` has no `AccountingStorageType` (the conductor's `SLURM_CONF`): `sacct` there
+//! answers "Slurm accounting storage is disabled", exactly as on a cluster that runs no
+//! `slurmdbd`, while jobs run on the one real controller.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../fixtures/e2e/harness.rs"]
+mod harness;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use harness::*;
+use mozart_tests::users::missing;
+use mozart_tests::{stdout, TestEnv};
+
+/// Whether a Slurm node is up and `sacct` answers from slurmdbd; prints why not.
+fn slurm_with_accounting() -> bool {
+    let up = Command::new("sinfo")
+        .args(["-h", "-o", "%T"])
+        .output()
+        .is_ok_and(|o| {
+            let text = String::from_utf8_lossy(&o.stdout);
+            o.status.success()
+                && ["idle", "mixed", "allocated"]
+                    .iter()
+                    .any(|s| text.contains(s))
+        });
+    if !up {
+        missing(
+            "a running Slurm with an idle node (sinfo)",
+            "run tests/slurm/setup.sh",
+        );
+        return false;
+    }
+    let sacct = Command::new("sacct")
+        .args(["-n", "-X", "-j", "1"])
+        .output();
+    if !sacct.is_ok_and(|o| o.status.success()) {
+        missing(
+            "Slurm accounting (sacct answering from slurmdbd)",
+            "run tests/slurm/setup.sh",
+        );
+        return false;
+    }
+    true
+}
+
+/// One sheet on Slurm that records its start in `ledger`, then sleeps long enough to be
+/// killed from outside.
+fn long_sheet(env: &TestEnv, job: &str) -> (PathBuf, PathBuf) {
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+retry: {{max_retries: 0}}
+placement:
+  type: slurm
+  poll_interval_seconds: 0.2
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+    RUN: sleep 600
+"#,
+        ws = ws.display()
+    );
+    (env.write_score(job, &yaml), ws)
+}
+
+/// The id of our Slurm job whose name starts with `prefix`.
+fn slurm_job(prefix: &str) -> Option<String> {
+    let out = Command::new("squeue")
+        .args(["-h", "-o", "%i|%j"])
+        .output()
+        .ok()?;
+    stdout(&out).lines().find_map(|l| {
+        let (id, name) = l.trim().split_once('|')?;
+        name.starts_with(prefix).then(|| id.to_string())
+    })
+}
+
+/// Whether the controller has forgotten job `id` (purged `MinJobAge` after its end).
+fn forgotten(id: &str) -> bool {
+    Command::new("scontrol")
+        .args(["show", "job", "-o", id])
+        .output()
+        .is_ok_and(|o| {
+            !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("Invalid job id")
+        })
+}
+
+/// Start the sheet under a conductor with `vars`, kill the conductor (-9) while the job
+/// runs, cancel the job as an administrator would, wait until the controller has forgotten
+/// it, restart the conductor (same `vars`): the failed sheet's status, as JSON text, and
+/// the job id.
+fn killed_while_unfollowed(env: &TestEnv, job: &str, vars: &[(&str, &Path)]) -> (String, String) {
+    install_instruments(env);
+    start_with_env(env, vars);
+    let (path, ws) = long_sheet(env, job);
+    run(env, &path, &[]);
+    poll(env, 120.0, "the sheet to start on Slurm", || {
+        (!ledger(&ws.join("ledger")).is_empty()).then_some(())
+    });
+    let id = slurm_job(&format!("mozart-{job}-")).expect("the sheet's Slurm job");
+    let pid = env.conductor_pid().expect("conductor pid");
+    mozart_tests::signal(pid, "KILL");
+    poll(env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    // Killed from outside while nobody follows it, all its processes at once (as when its
+    // node dies or the kernel's OOM killer strikes): it never writes its exit status.
+    let out = Command::new("scancel")
+        .args(["--signal=KILL", "--full", &id])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "scancel {id}: {out:?}");
+    // MinJobAge=30 on the test cluster; slurmctld purges once a minute.
+    poll(env, 240.0, "the controller to forget the job", || {
+        forgotten(&id).then_some(())
+    });
+    start_with_env(env, vars);
+    let doc = wait_terminal(env, job, 120.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let s = sheet(&doc, 1);
+    assert_eq!(s["attempt_count"], 1, "{s:#}");
+    (s.to_string(), id)
+}
+
+/// With accounting: the job's real final state and exit code, as `sacct` records them, are
+/// in the sheet's error.
+#[test]
+fn a_purged_job_killed_from_outside_reports_its_state_from_sacct() {
+    if !slurm_with_accounting() {
+        return;
+    }
+    let env = TestEnv::new();
+    let job = format!("slurm-acct-{}", std::process::id());
+    let (text, id) = killed_while_unfollowed(&env, &job, &[]);
+    let out = Command::new("sacct")
+        .args(["-n", "-X", "-P", "-j", &id, "-o", "State,ExitCode"])
+        .output()
+        .unwrap();
+    let record = stdout(&out);
+    let (state, exit) = record.trim().split_once('|').expect("sacct knows the job");
+    assert!(!state.is_empty(), "{record}");
+    assert!(
+        text.contains(&format!(
+            "Slurm job {id} ended {state} without an exit status (from Slurm's accounting: exit code {exit}"
+        )),
+        "the sheet says how its job really ended: {text}\nlog:\n{}",
+        tail(&env.log(), 4000)
+    );
+}
+
+/// Without accounting: the sheet says the reason is unknown, and why.
+#[test]
+fn without_accounting_a_purged_job_says_its_reason_is_unknown() {
+    if !slurm_with_accounting() {
+        return;
+    }
+    let env = TestEnv::new();
+    let conf = std::fs::read_to_string("/etc/slurm/slurm.conf").expect("read slurm.conf");
+    let no_accounting: String = conf
+        .lines()
+        .filter(|l| !l.starts_with("AccountingStorage"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let conf_path = env.root().join("slurm-no-accounting.conf");
+    std::fs::write(&conf_path, no_accounting).unwrap();
+    let job = format!("slurm-noacct-{}", std::process::id());
+    let (text, id) = killed_while_unfollowed(&env, &job, &[("SLURM_CONF", &conf_path)]);
+    assert!(
+        text.contains(&format!(
+            "Slurm job {id} ended without an exit status; the reason is unknown"
+        )) && text.contains("accounting storage is disabled"),
+        "the sheet says the reason is unknown and why: {text}\nlog:\n{}",
+        tail(&env.log(), 4000)
+    );
+}
