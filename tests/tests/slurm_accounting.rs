@@ -115,13 +115,25 @@ fn killed_while_unfollowed(env: &TestEnv, job: &str, vars: &[(&str, &Path)]) -> 
     poll(env, 10.0, "the conductor to die", || {
         (!mozart_tests::alive(pid)).then_some(())
     });
-    // Killed from outside while nobody follows it, all its processes at once (as when its
-    // node dies or the kernel's OOM killer strikes): it never writes its exit status.
-    let out = Command::new("scancel")
-        .args(["--signal=KILL", "--full", &id])
+    // Killed from outside while nobody follows it, every process of it at once, its
+    // wrapper first (as when the kernel's OOM killer or a node's death takes it): it never
+    // writes its exit status. (`scancel` would let the wrapper record the sheet's exit.)
+    let out = Command::new("scontrol")
+        .args(["listpids", &id])
         .output()
         .unwrap();
-    assert!(out.status.success(), "scancel {id}: {out:?}");
+    let mut pids: Vec<u32> = stdout(&out)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect();
+    pids.sort_unstable();
+    assert!(!pids.is_empty(), "the processes of Slurm job {id}: {out:?}");
+    let out = Command::new("kill")
+        .arg("-KILL")
+        .args(pids.iter().map(u32::to_string))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "kill -KILL {pids:?}: {out:?}");
     // MinJobAge=30 on the test cluster; slurmctld purges once a minute.
     poll(env, 240.0, "the controller to forget the job", || {
         forgotten(&id).then_some(())
