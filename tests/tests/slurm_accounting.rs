@@ -39,9 +39,7 @@ fn slurm_with_accounting() -> bool {
         );
         return false;
     }
-    let sacct = Command::new("sacct")
-        .args(["-n", "-X", "-j", "1"])
-        .output();
+    let sacct = Command::new("sacct").args(["-n", "-X", "-j", "1"]).output();
     if !sacct.is_ok_and(|o| o.status.success()) {
         missing(
             "Slurm accounting (sacct answering from slurmdbd)",

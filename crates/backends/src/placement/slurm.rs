@@ -616,9 +616,9 @@ impl SlurmPlacement {
                     // while no conductor was following it): the accounting database, when
                     // the cluster has one, still knows how it ended.
                     JobState::Unknown => accounting_state(&attempt.remote_id).await.describe(),
-                    JobState::Unreachable(e) => format!(
-                        "ended without an exit status; Slurm could not be asked how: {e}"
-                    ),
+                    JobState::Unreachable(e) => {
+                        format!("ended without an exit status; Slurm could not be asked how: {e}")
+                    }
                 };
                 return Followed::Vanished(how);
             }
@@ -1488,7 +1488,9 @@ mod tests {
         assert!(failed.describe().contains("NODE_FAIL"), "{failed:?}");
         assert!(failed.describe().contains("reason NodeDown"), "{failed:?}");
         assert_eq!(parse_sacct("\n"), Accounting::NotFound);
-        let off = Accounting::Unavailable("sacct exit status: 1: Slurm accounting storage is disabled".into());
+        let off = Accounting::Unavailable(
+            "sacct exit status: 1: Slurm accounting storage is disabled".into(),
+        );
         assert!(off.describe().contains("the reason is unknown"));
         assert!(off.describe().contains("accounting storage is disabled"));
     }
