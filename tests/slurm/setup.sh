@@ -36,9 +36,18 @@ give_up() {
 node_state() { timeout 10 sinfo -h -o '%T' 2>/dev/null | head -n1; }
 # `sacct` answers from slurmdbd (without it: "Slurm accounting storage is disabled").
 accounting() { timeout 10 sacct -n -X -j 1 >/dev/null 2>&1; }
+# The controller enforces limits and knows the test QOS (a cluster set up by an older
+# version of this script does not).
+# (Output captured first: under pipefail, `grep -q` closing the pipe early fails the pipeline.)
+limits() {
+  local config qos
+  config="$(timeout 10 scontrol show config 2>/dev/null)"
+  qos="$(timeout 10 sacctmgr -n -P list qos format=name 2>/dev/null)"
+  grep -q '^AccountingStorageEnforce .*limits' <<<"$config" && grep -qx mozart-limited <<<"$qos"
+}
 
 # Fast path: already up.
-if command -v sinfo >/dev/null 2>&1 && accounting; then
+if command -v sinfo >/dev/null 2>&1 && accounting && limits; then
   case "$(node_state)" in
     idle | mixed | allocated | completing) say "already up ($(node_state)), with accounting"; exit 0 ;;
   esac
@@ -149,6 +158,7 @@ SelectTypeParameters=CR_Core
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
+AccountingStorageEnforce=limits
 MpiDefault=none
 ReturnToService=2
 MinJobAge=30
@@ -176,9 +186,24 @@ for _ in $(seq 1 50); do
   sacctmgr -n list cluster >/dev/null 2>&1 && break
   sleep 0.2
 done
-sacctmgr -n -P list cluster format=cluster 2>/dev/null | grep -qx local \
+# `lists WORD CMD…`: whether CMD's output has the line WORD (captured first: under pipefail,
+# `grep -q` closing a pipe early would fail the pipeline).
+lists() {
+  local out
+  out="$("${@:2}" 2>/dev/null)"
+  grep -qx -- "$1" <<<"$out"
+}
+lists local sacctmgr -n -P list cluster format=cluster \
   || sacctmgr -i add cluster local >/dev/null \
   || give_up "slurmdbd does not answer sacctmgr (see $DIR/log/dbd.log)"
+# A QOS with a per-user submit limit of 2 jobs, for the test of a fan-out larger than the
+# limit (AccountingStorageEnforce=limits makes Slurm refuse a third job, as sites do).
+lists mozart-limited sacctmgr -n -P list qos format=name \
+  || sacctmgr -i add qos mozart-limited MaxSubmitJobsPerUser=2 >/dev/null \
+  || give_up "cannot add the QOS mozart-limited (see $DIR/log/dbd.log)"
+lists '.*mozart-limited.*' sacctmgr -n -P list assoc user=root format=qos \
+  || sacctmgr -i modify user root set qos+=mozart-limited >/dev/null \
+  || give_up "cannot let root use the QOS mozart-limited"
 alive slurmctld || slurmctld -f "$CONF" || give_up "slurmctld did not start (see $DIR/log/ctld.log)"
 alive slurmd || slurmd -f "$CONF" || give_up "slurmd did not start (see $DIR/log/d.log)"
 
