@@ -195,3 +195,102 @@ fn without_accounting_a_purged_job_says_its_reason_is_unknown() {
         tail(&env.log(), 4000)
     );
 }
+
+/// A fan-out larger than the user's submit limit (`MaxSubmitJobsPerUser=2` on the test
+/// cluster's QOS `mozart-limited`, enforced by the accounting): sheets beyond the limit wait
+/// for Slurm to accept them — status says it is the submit limit, not a broken controller —
+/// and every sheet runs once, with no attempt spent on the wait.
+#[test]
+fn a_fan_out_beyond_the_submit_limit_waits_its_turn_and_says_why() {
+    if !slurm_with_accounting() {
+        return;
+    }
+    let qos = Command::new("sacctmgr")
+        .args(["-n", "-P", "list", "qos", "format=name"])
+        .output();
+    if !qos.is_ok_and(|o| stdout(&o).lines().any(|l| l.trim() == "mozart-limited")) {
+        missing(
+            "the Slurm QOS mozart-limited (MaxSubmitJobsPerUser=2)",
+            "run tests/slurm/setup.sh",
+        );
+        return;
+    }
+    let env = TestEnv::new();
+    install_instruments(&env);
+    env.start_conductor();
+    let job = format!("slurm-limit-{}", std::process::id());
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+pause_between_sheets_seconds: 0
+parallel: {{enabled: true, max_concurrent: 5}}
+retry: {{max_retries: 0}}
+placement:
+  type: slurm
+  qos: mozart-limited
+  poll_interval_seconds: 0.2
+sheet:
+  size: 1
+  total_items: 1
+  fan_out: {{1: 5}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+    RUN: sleep 4
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    run(&env, &path, &[]);
+    let prefix = format!("mozart-{job}-");
+    let mut most = 0;
+    let mut told = false;
+    let doc = loop {
+        let queued = Command::new("squeue")
+            .args(["-h", "-o", "%j"])
+            .output()
+            .map(|o| {
+                stdout(&o)
+                    .lines()
+                    .filter(|l| l.starts_with(&prefix))
+                    .count()
+            })
+            .unwrap_or(0);
+        most = most.max(queued);
+        let doc = status(&env, &job);
+        told |= doc["sheets"].as_object().is_some_and(|s| {
+            s.values().any(|sh| {
+                sh["live"]["last_event"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("the per-user submit limit is reached"))
+            })
+        });
+        if matches!(
+            doc["status"].as_str(),
+            Some("completed" | "failed" | "cancelled")
+        ) {
+            break doc;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert!(most <= 2, "at most 2 jobs in Slurm at once, saw {most}");
+    assert!(
+        told,
+        "status said the sheets wait for the submit limit\nlog:\n{}",
+        tail(&env.log(), 4000)
+    );
+    let ran = ledger(&ws.join("ledger"));
+    let mut sorted: Vec<u32> = ran.iter().map(|l| l.trim().parse().unwrap()).collect();
+    sorted.sort_unstable();
+    assert_eq!(sorted, vec![1, 2, 3, 4, 5], "every sheet ran once");
+    for n in 1..=5 {
+        assert_eq!(
+            sheet(&doc, n)["attempt_count"],
+            1,
+            "no attempt spent: {doc:#}"
+        );
+    }
+}

@@ -473,18 +473,36 @@ impl SlurmPlacement {
     ) -> Result<(), String> {
         let limit = spec.timeout.min(Duration::from_secs(3600));
         let waited = req.progress.elapsed();
+        // A per-user submit limit (`MaxSubmitJobs`) is not an outage: the status says which
+        // it is, so the user does not go looking for a broken controller.
+        let limited = submit_limit(error);
         if waited > limit {
-            return Err(format!(
-                "the Slurm controller did not answer for {}s: {error}",
-                waited.as_secs()
-            ));
+            return Err(if limited {
+                format!(
+                    "Slurm's submit limit stayed reached for {}s: {error}",
+                    waited.as_secs()
+                )
+            } else {
+                format!(
+                    "the Slurm controller did not answer for {}s: {error}",
+                    waited.as_secs()
+                )
+            });
         }
         req.progress.update_activity(|a| {
-            a.last_event = Some(format!(
-                "waiting for the Slurm controller (not an attempt spent): {error}"
-            ));
+            a.last_event = Some(if limited {
+                format!(
+                    "waiting for Slurm to accept more jobs: the per-user submit limit is reached (not an attempt spent): {error}"
+                )
+            } else {
+                format!("waiting for the Slurm controller (not an attempt spent): {error}")
+            });
         });
-        tracing::warn!(job_id = %req.job_id, sheet = req.sheet_num, error = %error, "Slurm controller unavailable; waiting");
+        if limited {
+            tracing::info!(job_id = %req.job_id, sheet = req.sheet_num, error = %error, "Slurm submit limit reached; waiting for earlier jobs to end");
+        } else {
+            tracing::warn!(job_id = %req.job_id, sheet = req.sheet_num, error = %error, "Slurm controller unavailable; waiting");
+        }
         tokio::time::sleep(self.poll.max(Duration::from_secs(2))).await;
         Ok(())
     }
@@ -1242,6 +1260,19 @@ pub fn slurm_refused(message: &str) -> bool {
             || message.contains("sbatch not found on PATH"))
 }
 
+/// Whether `sbatch` was refused for a per-user (or per-association, per-QOS) submit limit:
+/// the job is accepted once earlier jobs end.
+pub fn submit_limit(message: &str) -> bool {
+    [
+        "MaxSubmitJob",
+        "MaxSubmitJobs",
+        "QOSMaxSubmitJob",
+        "AssocMaxSubmitJob",
+    ]
+    .iter()
+    .any(|p| message.contains(p))
+}
+
 /// Whether a Slurm command failed because the controller could not be reached (or is
 /// too busy): worth waiting for, not a failure of the attempt.
 pub fn controller_unreachable(message: &str) -> bool {
@@ -1493,6 +1524,17 @@ mod tests {
         );
         assert!(off.describe().contains("the reason is unknown"));
         assert!(off.describe().contains("accounting storage is disabled"));
+    }
+
+    #[test]
+    fn a_submit_limit_is_waited_for_and_told_apart_from_an_outage() {
+        let refused = "sbatch exit status: 1: sbatch: error: QOSMaxSubmitJobPerUserLimit\nsbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)";
+        assert!(submit_limit(refused));
+        assert!(controller_unreachable(refused));
+        assert!(!slurm_refused(refused));
+        assert!(!submit_limit(
+            "sbatch: error: Unable to contact slurm controller"
+        ));
     }
 
     #[test]
