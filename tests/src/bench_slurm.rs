@@ -1,6 +1,7 @@
-//! The Slurm placement rows of `mozart-bench` (issue 17; docs/performance.md "Slurm
+//! The Slurm placement rows of `mozart-bench` (issues 17 and 25; docs/performance.md "Slurm
 //! placement"): the per-sheet overhead of placing sheets on Slurm beyond Slurm's own
-//! submit-to-end latency, and the conductor's CPU per remote sheet. Run only when a Slurm
+//! submit-to-end latency, split into submit → the command starts in its job → the job is
+//! completed; the same score placed locally; and the conductor's CPU per remote sheet. Run only when a Slurm
 //! node answers (`tests/slurm/setup.sh` starts one).
 
 use super::*;
@@ -42,9 +43,11 @@ fn queued() -> Vec<String> {
 /// Slurm's own figure: the sheets' commands submitted with plain `sbatch --wrap` (all at
 /// once, as the conductor submits a fan-out), from the first submission until the last
 /// job has left the queue (polled every 10 ms).
-fn sbatch_floor(env: &Env, key: &str, rep: usize, sheets: u32) -> Result<Duration> {
+/// Also: from the first submission until the last command began (`start-N.txt`).
+fn sbatch_floor(env: &Env, key: &str, rep: usize, sheets: u32) -> Result<(Duration, f64)> {
     let dir = env.work.join(format!("{key}-floor-{rep}"));
     std::fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
+    let submitted = epoch_secs();
     let started = Instant::now();
     let children: Vec<Child> = (1..=sheets)
         .map(|n| {
@@ -52,7 +55,9 @@ fn sbatch_floor(env: &Env, key: &str, rep: usize, sheets: u32) -> Result<Duratio
                 .arg("--parsable")
                 .arg(format!("--chdir={}", dir.display()))
                 .arg("--output=/dev/null")
-                .arg(format!("--wrap=echo \"sheet {n}\" > out-{n}.txt"))
+                .arg(format!(
+                    "--wrap=date +%s.%N > start-{n}.txt; echo \"sheet {n}\" > out-{n}.txt"
+                ))
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
                 .spawn()
@@ -81,12 +86,36 @@ fn sbatch_floor(env: &Env, key: &str, rep: usize, sheets: u32) -> Result<Duratio
     }
     let wall = started.elapsed();
     check_outputs(&dir, &format!("{key} (plain sbatch)"), sheets)?;
-    Ok(wall)
+    Ok((wall, last_start(&dir, sheets)? - submitted))
 }
 
-/// One run of a Slurm-placed score through `job.submit`: wall time from the submission to
-/// `completed`, and the conductor's CPU (its own plus its reaped children: `sbatch`,
-/// `scontrol`, `squeue`) over the run. Polled every 20 ms (a finer poll would itself load
+/// Seconds since the epoch, as `date +%s.%N` writes them.
+fn epoch_secs() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// The latest `start-N.txt` of the sheets (when the last command began), epoch seconds.
+fn last_start(dir: &Path, sheets: u32) -> Result<f64> {
+    let mut last = 0.0f64;
+    for n in 1..=sheets {
+        let path = dir.join(format!("start-{n}.txt"));
+        let text = std::fs::read_to_string(&path).map_err(io_err("reading", &path))?;
+        let at: f64 = text.trim().parse().map_err(|_| BenchError::MissingOutput {
+            job: format!("{} (start time {text:?})", path.display()),
+            missing: 1,
+            sheets,
+        })?;
+        last = last.max(at);
+    }
+    Ok(last)
+}
+
+/// One run of a Slurm-placed (or local) score through `job.submit`: wall time from the
+/// submission to `completed`, from the submission until the last sheet's command began, and
+/// the conductor's CPU (its own plus its reaped children: `sbatch`, `scontrol`, `squeue`)
+/// over the run. Polled every 20 ms (a finer poll would itself load
 /// the conductor whose CPU is measured).
 fn placed_run(
     env: &Env,
@@ -95,7 +124,7 @@ fn placed_run(
     yaml: &str,
     rep: usize,
     sheets: u32,
-) -> Result<(Duration, f64, f64)> {
+) -> Result<Placed> {
     let job = format!("{key}-{rep}");
     let dir = env.work.join(&job);
     std::fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
@@ -106,6 +135,7 @@ fn placed_run(
         source,
     })?;
     let cpu_before = proc_cpu_ms(conductor.pid);
+    let submitted = epoch_secs();
     let (wall, status) = submit_and_wait(&mut client, &score, &job, Duration::from_millis(20))?;
     settle(conductor.pid);
     let cpu_after = proc_cpu_ms(conductor.pid);
@@ -120,7 +150,24 @@ fn placed_run(
         });
     }
     check_outputs(&workspace, &job, sheets)?;
-    Ok((wall, own, children))
+    Ok(Placed {
+        wall,
+        to_start: last_start(&workspace, sheets)? - submitted,
+        own,
+        children,
+    })
+}
+
+/// What one run of a score measured.
+struct Placed {
+    /// Submission → `completed`.
+    wall: Duration,
+    /// Submission → the last sheet's command began, seconds.
+    to_start: f64,
+    /// The conductor's own CPU, ms.
+    own: f64,
+    /// Its children's CPU (Slurm commands), ms.
+    children: f64,
 }
 
 /// The Slurm placement rows, when Slurm is up.
@@ -139,35 +186,77 @@ pub(super) fn slurm_rows(
         ("bench-slurm-fanout-20", SCORE_SLURM_FANOUT_20, 20),
     ] {
         progress(&format!(
-            "{key} ×{reps} on Slurm, interleaved with plain sbatch"
+            "{key} ×{reps} on Slurm, interleaved with plain sbatch and a local run"
         ));
+        // The same score with the default placement: what leaving the machine costs.
+        let local_yaml = yaml
+            .replace("placement:\n  type: slurm", "placement:\n  type: local")
+            .replace(&format!("ws-{key}"), &format!("ws-{key}-local"));
+        let local_key = format!("{key}-local");
         let (mut floors, mut walls, mut owns, mut kids, mut overheads) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut floor_starts, mut starts, mut after_starts, mut locals) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for rep in 0..reps {
-            // Interleaved, so load from other work on a shared machine hits both alike.
-            let floor = sbatch_floor(env, key, rep, sheets)?;
-            let (wall, own, children) = placed_run(env, conductor, key, yaml, rep, sheets)?;
+            // Interleaved, so load from other work on a shared machine hits all alike.
+            let (floor, floor_start) = sbatch_floor(env, key, rep, sheets)?;
+            let placed = placed_run(env, conductor, key, yaml, rep, sheets)?;
+            let local = placed_run(env, conductor, &local_key, &local_yaml, rep, sheets)?;
             floors.push(floor);
-            walls.push(wall);
-            owns.push(own / f64::from(sheets));
-            kids.push(children / f64::from(sheets));
-            overheads.push((wall.as_secs_f64() - floor.as_secs_f64()) * 1000.0 / f64::from(sheets));
+            floor_starts.push(floor_start * 1000.0);
+            walls.push(placed.wall);
+            starts.push(placed.to_start * 1000.0);
+            after_starts.push((placed.wall.as_secs_f64() - placed.to_start) * 1000.0);
+            locals.push(local.wall);
+            owns.push(placed.own / f64::from(sheets));
+            kids.push(placed.children / f64::from(sheets));
+            overheads.push(
+                (placed.wall.as_secs_f64() - floor.as_secs_f64()) * 1000.0 / f64::from(sheets),
+            );
         }
         let what = if sheets == 1 {
             "1 sheet".to_string()
         } else {
             format!("{sheets}-sheet fan-out")
         };
+        let last = if sheets == 1 { "its" } else { "the last" };
         report.add(Row::ms(
             &format!("{key}_sbatch"),
             &format!("{what}: plain `sbatch` submit → all jobs ended (Slurm's own latency)"),
             median(floors),
             reps,
         ));
+        report.add(Row::new(
+            &format!("{key}_sbatch_start"),
+            &format!("{what}: plain `sbatch` submit → {last} command starts"),
+            median_f64(floor_starts),
+            "ms",
+            reps,
+        ));
         report.add(Row::ms(
             &format!("{key}_mozart"),
             &format!("{what} placed on Slurm: submit → job completed"),
             median(walls),
+            reps,
+        ));
+        report.add(Row::new(
+            &format!("{key}_mozart_start"),
+            &format!("{what} placed on Slurm: submit → {last} command starts in its job"),
+            median_f64(starts),
+            "ms",
+            reps,
+        ));
+        report.add(Row::new(
+            &format!("{key}_mozart_after_start"),
+            &format!("{what} placed on Slurm: {last} command starts → job completed"),
+            median_f64(after_starts),
+            "ms",
+            reps,
+        ));
+        report.add(Row::ms(
+            &format!("{key}_local"),
+            &format!("{what}, same score placed locally: submit → job completed"),
+            median(locals),
             reps,
         ));
         report.add(Row::new(

@@ -423,11 +423,24 @@ pub fn classify_output(
             let killed = ["killed", "out of memory", "oom", "cannot allocate"]
                 .iter()
                 .any(|i| err_lower.contains(i));
+            // A Slurm attempt whose job ended without an exit status says how it ended in a
+            // stderr line of its own (placement/slurm.rs; the backend's error message may
+            // follow it): the one fact the user needs here.
+            let slurm = stderr
+                .lines()
+                .rev()
+                .filter_map(|l| l.trim().strip_prefix("[Slurm job ")?.strip_suffix(']'))
+                .next()
+                .map(|note| format!("Slurm job {note}"));
+            let message = match slurm {
+                Some(note) => format!("Process terminated without an exit code: {note}"),
+                None => "Process terminated without an exit code".to_string(),
+            };
             ClassifiedError::new(
                 E::E999,
                 C::Transient,
                 true,
-                "Process terminated without an exit code",
+                message,
                 Some(if killed { 60.0 } else { 10.0 }),
             )
         }

@@ -416,3 +416,16 @@ fn the_cause_of_a_json_error_document_is_its_message() {
         "an error the CLI reported outranks its chatter"
     );
 }
+
+#[test]
+fn a_vanished_slurm_job_says_how_it_ended_in_the_error_message() {
+    let stderr = "partial output\n\n[Slurm job 42 ended NODE_FAIL without an exit status]\n\nProcess terminated\n";
+    let got = classify_output("", stderr, None, None, ExitReason::Completed);
+    assert_eq!(got.code, ErrorCode::E999);
+    assert_eq!(
+        got.message,
+        "Process terminated without an exit code: Slurm job 42 ended NODE_FAIL without an exit status"
+    );
+    let local = classify_output("", "boom\n", None, None, ExitReason::Completed);
+    assert_eq!(local.message, "Process terminated without an exit code");
+}

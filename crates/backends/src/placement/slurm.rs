@@ -10,9 +10,10 @@
 //! 1. submits it held (`sbatch --parsable --hold`), records the job id in the sheet's
 //!    checkpoint through the [`RemoteJournal`], and only then releases it — so a job that
 //!    runs is always one a restarted conductor knows about, and a sheet never runs twice;
-//! 2. follows it by looking for the `exit` file every poll interval, and asks Slurm
-//!    (`scontrol show job`, which works without `slurmdbd`; `sacct` does not) every few
-//!    seconds whether the job ended without writing one (cancelled, node failure);
+//! 2. follows it with one `squeue` per poll interval for all its jobs; a job that left the
+//!    queue without writing its `exit` file (cancelled, node failure) is asked about with
+//!    `scontrol show job` (which works without `slurmdbd`), or with `sacct` once the
+//!    controller has forgotten it (clusters with accounting);
 //! 3. on its own timeout — counted from the job's start, as a local timeout is counted from
 //!    the spawn — or when the attempt is cancelled (the future dropped), runs `scancel`.
 //!    `sbatch --time` is set a little past the timeout as a backstop for a conductor that is
@@ -80,7 +81,8 @@ enum Followed {
     Exited(i32),
     /// Our timeout fired; the job was cancelled.
     TimedOut,
-    /// The job ended without an exit status (cancelled from outside, node failure, …).
+    /// The job ended without an exit status (cancelled from outside, node failure, …): how,
+    /// as far as Slurm can tell ("ended CANCELLED without an exit status").
     Vanished(String),
 }
 
@@ -471,18 +473,36 @@ impl SlurmPlacement {
     ) -> Result<(), String> {
         let limit = spec.timeout.min(Duration::from_secs(3600));
         let waited = req.progress.elapsed();
+        // A per-user submit limit (`MaxSubmitJobs`) is not an outage: the status says which
+        // it is, so the user does not go looking for a broken controller.
+        let limited = submit_limit(error);
         if waited > limit {
-            return Err(format!(
-                "the Slurm controller did not answer for {}s: {error}",
-                waited.as_secs()
-            ));
+            return Err(if limited {
+                format!(
+                    "Slurm's submit limit stayed reached for {}s: {error}",
+                    waited.as_secs()
+                )
+            } else {
+                format!(
+                    "the Slurm controller did not answer for {}s: {error}",
+                    waited.as_secs()
+                )
+            });
         }
         req.progress.update_activity(|a| {
-            a.last_event = Some(format!(
-                "waiting for the Slurm controller (not an attempt spent): {error}"
-            ));
+            a.last_event = Some(if limited {
+                format!(
+                    "waiting for Slurm to accept more jobs: the per-user submit limit is reached (not an attempt spent): {error}"
+                )
+            } else {
+                format!("waiting for the Slurm controller (not an attempt spent): {error}")
+            });
         });
-        tracing::warn!(job_id = %req.job_id, sheet = req.sheet_num, error = %error, "Slurm controller unavailable; waiting");
+        if limited {
+            tracing::info!(job_id = %req.job_id, sheet = req.sheet_num, error = %error, "Slurm submit limit reached; waiting for earlier jobs to end");
+        } else {
+            tracing::warn!(job_id = %req.job_id, sheet = req.sheet_num, error = %error, "Slurm controller unavailable; waiting");
+        }
         tokio::time::sleep(self.poll.max(Duration::from_secs(2))).await;
         Ok(())
     }
@@ -606,16 +626,19 @@ impl SlurmPlacement {
                     }
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
-                let state = match job_state(&attempt.remote_id).await {
-                    JobState::Ended(s) | JobState::Active(s) => s,
-                    // Purged from the controller's memory: the accounting database (when
-                    // the cluster has one) still knows how it ended.
-                    JobState::Unknown => accounting_state(&attempt.remote_id)
-                        .await
-                        .unwrap_or_else(|| "unknown to Slurm".into()),
-                    JobState::Unreachable(e) => e,
+                let how = match job_state(&attempt.remote_id).await {
+                    JobState::Ended(s) | JobState::Active(s) => {
+                        format!("ended {s} without an exit status")
+                    }
+                    // Purged from the controller's memory (`MinJobAge` after its end, e.g.
+                    // while no conductor was following it): the accounting database, when
+                    // the cluster has one, still knows how it ended.
+                    JobState::Unknown => accounting_state(&attempt.remote_id).await.describe(),
+                    JobState::Unreachable(e) => {
+                        format!("ended without an exit status; Slurm could not be asked how: {e}")
+                    }
                 };
-                return Followed::Vanished(state);
+                return Followed::Vanished(how);
             }
             let mut wake = HOUSEKEEPING;
             if let Some(d) = deadline {
@@ -643,31 +666,79 @@ async fn requeued(id: &str) -> bool {
 /// shared filesystem; `exit_file_grace_seconds` for slower ones).
 const DEFAULT_EXIT_FILE_GRACE: Duration = Duration::from_secs(2);
 
-/// The final state and reason of a job from Slurm's accounting (`sacct`), when the
-/// cluster keeps one (`None` without `slurmdbd`, or when it does not know the job).
-async fn accounting_state(id: &str) -> Option<String> {
-    let out = slurm_command(
+/// What Slurm's accounting (`sacct`) says of a job the controller no longer knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Accounting {
+    /// Its final state, exit code and reason (`CANCELLED by 0`, `0:15`, `None`).
+    Ended {
+        state: String,
+        exit: String,
+        reason: String,
+    },
+    /// `sacct` answered but does not know the job.
+    NotFound,
+    /// The cluster keeps no accounting (no `slurmdbd`), or `sacct` failed: its words.
+    Unavailable(String),
+}
+
+impl Accounting {
+    /// How the job ended, for the note a vanished attempt's stderr ends with.
+    fn describe(&self) -> String {
+        match self {
+            Accounting::Ended {
+                state,
+                exit,
+                reason,
+            } => {
+                let reason = if reason.is_empty() || reason == "None" {
+                    String::new()
+                } else {
+                    format!(", reason {reason}")
+                };
+                format!(
+                    "ended {state} without an exit status (from Slurm's accounting: exit code {exit}{reason})"
+                )
+            }
+            Accounting::NotFound => "ended without an exit status; the reason is unknown: \
+                 the controller has forgotten the job and Slurm's accounting (sacct) has no record of it"
+                .into(),
+            Accounting::Unavailable(why) => format!(
+                "ended without an exit status; the reason is unknown: the controller has \
+                 forgotten the job and sacct cannot say ({why})"
+            ),
+        }
+    }
+}
+
+/// The final state and reason of a job from Slurm's accounting (`sacct`), for clusters that
+/// keep one (`slurmdbd`); without it `sacct` says "Slurm accounting storage is disabled".
+async fn accounting_state(id: &str) -> Accounting {
+    match slurm_command(
         "sacct",
         &["-n", "-X", "-P", "-j", id, "-o", "State,ExitCode,Reason"],
     )
     .await
-    .ok()?;
-    let line = out.lines().find(|l| !l.trim().is_empty())?;
-    let mut parts = line.split('|');
-    let state = parts.next()?.trim();
-    if state.is_empty() {
-        return None;
+    {
+        Ok(out) => parse_sacct(&out),
+        Err(e) => Accounting::Unavailable(e.trim().to_string()),
     }
-    let exit = parts.next().unwrap_or("").trim();
-    let reason = parts.next().unwrap_or("").trim();
-    Some(format!(
-        "{state} (exit {exit}{})",
-        if reason.is_empty() || reason == "None" {
-            String::new()
-        } else {
-            format!(", reason {reason}")
-        }
-    ))
+}
+
+/// `sacct -n -X -P -o State,ExitCode,Reason` output: the first line's fields.
+fn parse_sacct(out: &str) -> Accounting {
+    let Some(line) = out.lines().find(|l| !l.trim().is_empty()) else {
+        return Accounting::NotFound;
+    };
+    let mut parts = line.split('|').map(str::trim);
+    let state = parts.next().unwrap_or("");
+    if state.is_empty() {
+        return Accounting::NotFound;
+    }
+    Accounting::Ended {
+        state: state.to_string(),
+        exit: parts.next().unwrap_or("").to_string(),
+        reason: parts.next().unwrap_or("").to_string(),
+    }
 }
 
 /// Slow tick of a followed attempt: output growth (stale detection) and the start file.
@@ -1005,13 +1076,11 @@ async fn collect(
             }
             Followed::Exited(code) => (Some(code), None, false, None),
             Followed::TimedOut => (None, None, true, None),
-            Followed::Vanished(state) => (
+            Followed::Vanished(how) => (
                 None,
                 None,
                 false,
-                Some(format!(
-                    "\n[Slurm job {remote_id} ended {state} without an exit status]\n"
-                )),
+                Some(format!("\n[Slurm job {remote_id} {how}]\n")),
             ),
         };
         let open = |name: &str| std::fs::File::open(dir.join(name)).ok();
@@ -1189,6 +1258,19 @@ pub fn slurm_refused(message: &str) -> bool {
         && (message.contains("Batch job submission failed")
             || message.contains("sbatch: error:")
             || message.contains("sbatch not found on PATH"))
+}
+
+/// Whether `sbatch` was refused for a per-user (or per-association, per-QOS) submit limit:
+/// the job is accepted once earlier jobs end.
+pub fn submit_limit(message: &str) -> bool {
+    [
+        "MaxSubmitJob",
+        "MaxSubmitJobs",
+        "QOSMaxSubmitJob",
+        "AssocMaxSubmitJob",
+    ]
+    .iter()
+    .any(|p| message.contains(p))
 }
 
 /// Whether a Slurm command failed because the controller could not be reached (or is
@@ -1424,6 +1506,35 @@ mod tests {
         assert_eq!(field(line, "JobState"), Some("CANCELLED"));
         assert_eq!(field(line, "JobId"), Some("9"));
         assert_eq!(field(line, "Job"), None);
+    }
+
+    #[test]
+    fn sacct_output_parses_and_reads_as_a_sentence() {
+        let ended = parse_sacct("CANCELLED by 0|0:15|None\n");
+        assert_eq!(
+            ended.describe(),
+            "ended CANCELLED by 0 without an exit status (from Slurm's accounting: exit code 0:15)"
+        );
+        let failed = parse_sacct("NODE_FAIL|0:0|NodeDown\n");
+        assert!(failed.describe().contains("NODE_FAIL"), "{failed:?}");
+        assert!(failed.describe().contains("reason NodeDown"), "{failed:?}");
+        assert_eq!(parse_sacct("\n"), Accounting::NotFound);
+        let off = Accounting::Unavailable(
+            "sacct exit status: 1: Slurm accounting storage is disabled".into(),
+        );
+        assert!(off.describe().contains("the reason is unknown"));
+        assert!(off.describe().contains("accounting storage is disabled"));
+    }
+
+    #[test]
+    fn a_submit_limit_is_waited_for_and_told_apart_from_an_outage() {
+        let refused = "sbatch exit status: 1: sbatch: error: QOSMaxSubmitJobPerUserLimit\nsbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)";
+        assert!(submit_limit(refused));
+        assert!(controller_unreachable(refused));
+        assert!(!slurm_refused(refused));
+        assert!(!submit_limit(
+            "sbatch: error: Unable to contact slurm controller"
+        ));
     }
 
     #[test]

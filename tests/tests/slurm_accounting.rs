@@ -1,0 +1,296 @@
+//! How a Slurm job that ended abnormally while no conductor followed it is reported, once
+//! Slurm's controller has forgotten it (issue 25; docs/design/distributed.md, "Follow"):
+//! with accounting (`slurmdbd`, which `tests/slurm/setup.sh` starts) the sheet's error
+//! carries the job's real final state from `sacct`; without accounting it says the reason is
+//! unknown and why.
+//!
+//! The cluster without accounting is the same cluster seen through a submit host whose
+//! `slurm.conf` has no `AccountingStorageType` (the conductor's `SLURM_CONF`): `sacct` there
+//! answers "Slurm accounting storage is disabled", exactly as on a cluster that runs no
+//! `slurmdbd`, while jobs run on the one real controller.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../fixtures/e2e/harness.rs"]
+mod harness;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use harness::*;
+use mozart_tests::users::missing;
+use mozart_tests::{stdout, TestEnv};
+
+/// Whether a Slurm node is up and `sacct` answers from slurmdbd; prints why not.
+fn slurm_with_accounting() -> bool {
+    let up = Command::new("sinfo")
+        .args(["-h", "-o", "%T"])
+        .output()
+        .is_ok_and(|o| {
+            let text = String::from_utf8_lossy(&o.stdout);
+            o.status.success()
+                && ["idle", "mixed", "allocated"]
+                    .iter()
+                    .any(|s| text.contains(s))
+        });
+    if !up {
+        missing(
+            "a running Slurm with an idle node (sinfo)",
+            "run tests/slurm/setup.sh",
+        );
+        return false;
+    }
+    let sacct = Command::new("sacct").args(["-n", "-X", "-j", "1"]).output();
+    if !sacct.is_ok_and(|o| o.status.success()) {
+        missing(
+            "Slurm accounting (sacct answering from slurmdbd)",
+            "run tests/slurm/setup.sh",
+        );
+        return false;
+    }
+    true
+}
+
+/// One sheet on Slurm that records its start in `ledger`, then sleeps long enough to be
+/// killed from outside.
+fn long_sheet(env: &TestEnv, job: &str) -> (PathBuf, PathBuf) {
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+retry: {{max_retries: 0}}
+placement:
+  type: slurm
+  poll_interval_seconds: 0.2
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+    RUN: sleep 600
+"#,
+        ws = ws.display()
+    );
+    (env.write_score(job, &yaml), ws)
+}
+
+/// The id of our Slurm job whose name starts with `prefix`.
+fn slurm_job(prefix: &str) -> Option<String> {
+    let out = Command::new("squeue")
+        .args(["-h", "-o", "%i|%j"])
+        .output()
+        .ok()?;
+    stdout(&out).lines().find_map(|l| {
+        let (id, name) = l.trim().split_once('|')?;
+        name.starts_with(prefix).then(|| id.to_string())
+    })
+}
+
+/// Whether the controller has forgotten job `id` (purged `MinJobAge` after its end).
+fn forgotten(id: &str) -> bool {
+    Command::new("scontrol")
+        .args(["show", "job", "-o", id])
+        .output()
+        .is_ok_and(|o| {
+            !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("Invalid job id")
+        })
+}
+
+/// Start the sheet under a conductor with `vars`, kill the conductor (-9) while the job
+/// runs, cancel the job as an administrator would, wait until the controller has forgotten
+/// it, restart the conductor (same `vars`): the failed sheet's status, as JSON text, and
+/// the job id.
+fn killed_while_unfollowed(env: &TestEnv, job: &str, vars: &[(&str, &Path)]) -> (String, String) {
+    install_instruments(env);
+    start_with_env(env, vars);
+    let (path, ws) = long_sheet(env, job);
+    run(env, &path, &[]);
+    poll(env, 120.0, "the sheet to start on Slurm", || {
+        (!ledger(&ws.join("ledger")).is_empty()).then_some(())
+    });
+    let id = slurm_job(&format!("mozart-{job}-")).expect("the sheet's Slurm job");
+    let pid = env.conductor_pid().expect("conductor pid");
+    mozart_tests::signal(pid, "KILL");
+    poll(env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    // Killed from outside while nobody follows it, every process of it at once, its
+    // wrapper first (as when the kernel's OOM killer or a node's death takes it): it never
+    // writes its exit status. (`scancel` would let the wrapper record the sheet's exit.)
+    let out = Command::new("scontrol")
+        .args(["listpids", &id])
+        .output()
+        .unwrap();
+    let mut pids: Vec<u32> = stdout(&out)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect();
+    pids.sort_unstable();
+    assert!(!pids.is_empty(), "the processes of Slurm job {id}: {out:?}");
+    let out = Command::new("kill")
+        .arg("-KILL")
+        .args(pids.iter().map(u32::to_string))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "kill -KILL {pids:?}: {out:?}");
+    // MinJobAge=30 on the test cluster; slurmctld purges once a minute.
+    poll(env, 240.0, "the controller to forget the job", || {
+        forgotten(&id).then_some(())
+    });
+    start_with_env(env, vars);
+    let doc = wait_terminal(env, job, 120.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let s = sheet(&doc, 1);
+    assert_eq!(s["attempt_count"], 1, "{s:#}");
+    (s.to_string(), id)
+}
+
+/// With accounting: the job's real final state and exit code, as `sacct` records them, are
+/// in the sheet's error.
+#[test]
+fn a_purged_job_killed_from_outside_reports_its_state_from_sacct() {
+    if !slurm_with_accounting() {
+        return;
+    }
+    let env = TestEnv::new();
+    let job = format!("slurm-acct-{}", std::process::id());
+    let (text, id) = killed_while_unfollowed(&env, &job, &[]);
+    let out = Command::new("sacct")
+        .args(["-n", "-X", "-P", "-j", &id, "-o", "State,ExitCode"])
+        .output()
+        .unwrap();
+    let record = stdout(&out);
+    let (state, exit) = record.trim().split_once('|').expect("sacct knows the job");
+    assert!(!state.is_empty(), "{record}");
+    assert!(
+        text.contains(&format!(
+            "Slurm job {id} ended {state} without an exit status (from Slurm's accounting: exit code {exit}"
+        )),
+        "the sheet says how its job really ended: {text}\nlog:\n{}",
+        tail(&env.log(), 4000)
+    );
+}
+
+/// Without accounting: the sheet says the reason is unknown, and why.
+#[test]
+fn without_accounting_a_purged_job_says_its_reason_is_unknown() {
+    if !slurm_with_accounting() {
+        return;
+    }
+    let env = TestEnv::new();
+    let conf = std::fs::read_to_string("/etc/slurm/slurm.conf").expect("read slurm.conf");
+    let no_accounting: String = conf
+        .lines()
+        .filter(|l| !l.starts_with("AccountingStorage"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let conf_path = env.root().join("slurm-no-accounting.conf");
+    std::fs::write(&conf_path, no_accounting).unwrap();
+    let job = format!("slurm-noacct-{}", std::process::id());
+    let (text, id) = killed_while_unfollowed(&env, &job, &[("SLURM_CONF", &conf_path)]);
+    assert!(
+        text.contains(&format!(
+            "Slurm job {id} ended without an exit status; the reason is unknown"
+        )) && text.contains("accounting storage is disabled"),
+        "the sheet says the reason is unknown and why: {text}\nlog:\n{}",
+        tail(&env.log(), 4000)
+    );
+}
+
+/// A fan-out larger than the user's submit limit (`MaxSubmitJobsPerUser=2` on the test
+/// cluster's QOS `mozart-limited`, enforced by the accounting): sheets beyond the limit wait
+/// for Slurm to accept them — status says it is the submit limit, not a broken controller —
+/// and every sheet runs once, with no attempt spent on the wait.
+#[test]
+fn a_fan_out_beyond_the_submit_limit_waits_its_turn_and_says_why() {
+    if !slurm_with_accounting() {
+        return;
+    }
+    let qos = Command::new("sacctmgr")
+        .args(["-n", "-P", "list", "qos", "format=name"])
+        .output();
+    if !qos.is_ok_and(|o| stdout(&o).lines().any(|l| l.trim() == "mozart-limited")) {
+        missing(
+            "the Slurm QOS mozart-limited (MaxSubmitJobsPerUser=2)",
+            "run tests/slurm/setup.sh",
+        );
+        return;
+    }
+    let env = TestEnv::new();
+    install_instruments(&env);
+    env.start_conductor();
+    let job = format!("slurm-limit-{}", std::process::id());
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+pause_between_sheets_seconds: 0
+parallel: {{enabled: true, max_concurrent: 5}}
+retry: {{max_retries: 0}}
+placement:
+  type: slurm
+  qos: mozart-limited
+  poll_interval_seconds: 0.2
+sheet:
+  size: 1
+  total_items: 1
+  fan_out: {{1: 5}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+    RUN: sleep 4
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    run(&env, &path, &[]);
+    let prefix = format!("mozart-{job}-");
+    let mut most = 0;
+    let mut told = false;
+    let doc = loop {
+        let queued = Command::new("squeue")
+            .args(["-h", "-o", "%j"])
+            .output()
+            .map(|o| {
+                stdout(&o)
+                    .lines()
+                    .filter(|l| l.starts_with(&prefix))
+                    .count()
+            })
+            .unwrap_or(0);
+        most = most.max(queued);
+        let doc = status(&env, &job);
+        told |= doc["sheets"].as_object().is_some_and(|s| {
+            s.values().any(|sh| {
+                sh["live"]["last_event"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("the per-user submit limit is reached"))
+            })
+        });
+        if matches!(
+            doc["status"].as_str(),
+            Some("completed" | "failed" | "cancelled")
+        ) {
+            break doc;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert!(most <= 2, "at most 2 jobs in Slurm at once, saw {most}");
+    assert!(
+        told,
+        "status said the sheets wait for the submit limit\nlog:\n{}",
+        tail(&env.log(), 4000)
+    );
+    let ran = ledger(&ws.join("ledger"));
+    let mut sorted: Vec<u32> = ran.iter().map(|l| l.trim().parse().unwrap()).collect();
+    sorted.sort_unstable();
+    assert_eq!(sorted, vec![1, 2, 3, 4, 5], "every sheet ran once");
+    for n in 1..=5 {
+        assert_eq!(
+            sheet(&doc, n)["attempt_count"],
+            1,
+            "no attempt spent: {doc:#}"
+        );
+    }
+}
