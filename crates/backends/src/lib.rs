@@ -24,7 +24,7 @@ pub mod types;
 pub use error::BackendError;
 pub use types::{
     epoch_now, Activity, Backend, BoxFuture, ExecutionRequest, ExecutionResult, ExitReason,
-    HealthStatus, Progress, COST_ESTIMATED, COST_EXACT, DEFAULT_KILL_GRACE,
+    FailureKind, HealthStatus, Progress, COST_ESTIMATED, COST_EXACT, DEFAULT_KILL_GRACE,
 };
 pub mod classify;
 pub mod output_log;

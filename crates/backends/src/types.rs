@@ -259,6 +259,69 @@ pub enum ExitReason {
     Error,
 }
 
+/// What kind of failure an instrument reported (`ExecutionResult::error_type`). The serde
+/// names are the tags the result has always carried on the wire and in storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The instrument (or its profile's timeout pattern) reported a timeout.
+    Timeout,
+    /// A rate limit: the instrument's own report, a profile pattern or an HTTP 429.
+    RateLimit,
+    /// The program is not installed (`exit 127`).
+    NotFound,
+    /// A CLI refused its credentials (Claude, or a profile's auth pattern).
+    Auth,
+    /// An HTTP API refused the credentials (401 / 403).
+    Authentication,
+    /// Refused as configured: a retry would be refused the same way.
+    Configuration,
+    /// The instrument could not be started or called (an unexpected I/O error).
+    Exception,
+    /// A profile's crash pattern matched.
+    Crash,
+    /// A profile's stale pattern matched.
+    Stale,
+    /// A profile's capacity pattern matched.
+    Capacity,
+    /// A structured instrument ended "successfully" without its answer.
+    NoResult,
+    /// Claude ended with an error that is none of the above.
+    Execution,
+    /// An HTTP API answered 400.
+    BadRequest,
+    /// An HTTP API answered another error status.
+    ApiError,
+    /// An HTTP API could not be reached.
+    Connection,
+    /// An HTTP API's answer could not be read.
+    BadResponse,
+}
+
+impl FailureKind {
+    /// The tag as it is stored and sent (`rate_limit`, `not_found`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Timeout => "timeout",
+            FailureKind::RateLimit => "rate_limit",
+            FailureKind::NotFound => "not_found",
+            FailureKind::Auth => "auth",
+            FailureKind::Authentication => "authentication",
+            FailureKind::Configuration => "configuration",
+            FailureKind::Exception => "exception",
+            FailureKind::Crash => "crash",
+            FailureKind::Stale => "stale",
+            FailureKind::Capacity => "capacity",
+            FailureKind::NoResult => "no_result",
+            FailureKind::Execution => "execution",
+            FailureKind::BadRequest => "bad_request",
+            FailureKind::ApiError => "api_error",
+            FailureKind::Connection => "connection",
+            FailureKind::BadResponse => "bad_response",
+        }
+    }
+}
+
 /// Confidence of a cost the instrument reported, or priced from exact tokens of a model its
 /// profile lists.
 pub const COST_EXACT: f64 = 1.0;
@@ -318,8 +381,8 @@ pub struct ExecutionResult {
     pub model: Option<String>,
     /// Instrument session id (telemetry only; claude-code-output.md §8.1).
     pub session_id: Option<String>,
-    /// Backend-specific error tag (`timeout`, `rate_limit`, `not_found`, `auth`, …).
-    pub error_type: Option<String>,
+    /// What kind of failure this was, as the backend saw it (`timeout`, `rate_limit`, …).
+    pub error_type: Option<FailureKind>,
     /// Human-readable error, credential-redacted.
     pub error_message: Option<String>,
     /// The timeout fired.
@@ -340,14 +403,14 @@ impl ExecutionResult {
     }
 
     /// A failed result for an execution that could not start.
-    pub fn start_failure(exit_code: Option<i32>, error_type: &str, message: String) -> Self {
+    pub fn start_failure(exit_code: Option<i32>, error_type: FailureKind, message: String) -> Self {
         ExecutionResult {
             success: false,
             exit_code,
             exit_reason: ExitReason::Error,
             stderr: message.clone(),
             started_at_epoch: epoch_now(),
-            error_type: Some(error_type.to_string()),
+            error_type: Some(error_type),
             error_message: Some(message),
             ..Default::default()
         }

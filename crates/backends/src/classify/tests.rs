@@ -325,15 +325,15 @@ fn instrument_profile_patterns_decide_the_class_when_nothing_else_does() {
         ErrorCode::E999,
         "untagged output stays unknown"
     );
-    r.error_type = Some("auth".into());
+    r.error_type = Some(FailureKind::Auth);
     let c = classify(&r);
     assert_eq!(
         (c.code, c.category, c.should_retry()),
         (ErrorCode::E502, ErrorCategory::Auth, false)
     );
-    r.error_type = Some("capacity".into());
+    r.error_type = Some(FailureKind::Capacity);
     assert_eq!(classify(&r).category, ErrorCategory::RateLimit);
-    r.error_type = Some("crash".into());
+    r.error_type = Some(FailureKind::Crash);
     assert!(classify(&r).should_retry());
 }
 
