@@ -18,9 +18,8 @@ use crate::env::EnvPlan;
 use crate::live::{Judgement, Verdict, Watch};
 use crate::process::{which, LineSink, ProcessOutcome, ProcessSpec};
 use crate::redact::redact;
-use crate::types::{
-    Backend, BoxFuture, ExecutionRequest, ExecutionResult, FailureKind, HealthStatus,
-};
+use crate::request::{Backend, ExecutionRequest};
+use crate::types::{BoxFuture, ExecutionResult, FailureKind, HealthStatus};
 
 /// What Claude Code prints on stderr when run as root with permissions skipped.
 pub const ROOT_REFUSAL: &str = "cannot be used with root/sudo privileges";
@@ -178,7 +177,7 @@ impl ClaudeCliBackend {
         let state = Arc::new(Mutex::new(ClaudeStream::default()));
         let watch = Watch::new();
         let (spec, sink) = self.process_spec(&req, model.as_deref(), &state, &watch);
-        let (outcome, _) = crate::placement::run(&req, spec, sink).await;
+        let (outcome, _) = crate::placement::run(&req.placement, &req.placed(), spec, sink).await;
         let stream = std::mem::take(&mut *state.lock().unwrap_or_else(|p| p.into_inner()));
         if let (Some(verdict), true) = (watch.verdict(), outcome.stopped) {
             return stopped_result(&outcome, verdict, stream, model);

@@ -18,9 +18,8 @@ use crate::live::{judge, retry_notice, retry_progress, Judgement, Verdict, Watch
 use crate::process::{resolve_program, which, LineSink, ProcessOutcome, ProcessSpec};
 use crate::profile::{CliOutputConfig, ErrorPatterns, InstrumentProfile, OutputFormat};
 use crate::redact::redact_owned;
-use crate::types::{
-    Backend, BoxFuture, ExecutionRequest, ExecutionResult, ExitReason, FailureKind, HealthStatus,
-};
+use crate::request::{Backend, ExecutionRequest};
+use crate::types::{BoxFuture, ExecutionResult, ExitReason, FailureKind, HealthStatus};
 
 /// Largest stdout kept whole for `format: json` parsing; a longer document falls back to the
 /// raw tail. Parsing holds a document about four times over (raw bytes, parsed value, the
@@ -208,7 +207,7 @@ impl ProfileBackend {
             })),
             OutputFormat::Text => None,
         };
-        let (outcome, _) = crate::placement::run(&req, spec, sink).await;
+        let (outcome, _) = crate::placement::run(&req.placement, &req.placed(), spec, sink).await;
         let jsonl = std::mem::take(&mut *jsonl.lock().unwrap_or_else(|p| p.into_inner()));
         let verdict = watch.verdict().filter(|_| outcome.stopped);
         self.parse(&req, outcome, jsonl, model, verdict)
@@ -693,7 +692,7 @@ impl RetryWatch {
             return false;
         };
         let judgement = judge(notice.status, &notice.cause, Some(&self.patterns));
-        let said = || crate::live::short(line.trim(), 300);
+        let said = || crate::classify::short(line.trim(), 300);
         match judgement {
             Judgement::Auth => self.watch.decide(Verdict::Auth {
                 status: notice.status,

@@ -22,9 +22,10 @@ pub mod process;
 pub mod types;
 
 pub use error::BackendError;
+pub use request::{Backend, ExecutionRequest};
 pub use types::{
-    epoch_now, Activity, Backend, BoxFuture, ExecutionRequest, ExecutionResult, ExitReason,
-    FailureKind, HealthStatus, Progress, COST_ESTIMATED, COST_EXACT, DEFAULT_KILL_GRACE,
+    epoch_now, Activity, BoxFuture, ExecutionResult, ExitReason, FailureKind, HealthStatus,
+    Progress, COST_ESTIMATED, COST_EXACT, DEFAULT_KILL_GRACE,
 };
 pub mod classify;
 pub mod output_log;
@@ -40,7 +41,9 @@ pub mod json_path;
 pub mod live;
 pub mod placement;
 pub mod profile;
+pub mod readiness;
 pub mod registry;
+pub mod request;
 pub mod subreaper;
 
 pub use claude::{ClaudeCliBackend, ClaudeCliOptions, ClaudeOutputFormat};
@@ -49,6 +52,9 @@ pub use http::{
     AnthropicApiBackend, AnthropicApiOptions, OllamaBackend, OllamaOptions, OpenAiChatBackend,
     OpenAiChatOptions,
 };
-pub use placement::{Placement, PlacementKind, PlacementSpec, RemoteAttempt, RemoteJournal};
+pub use placement::{
+    PlacedAttempt, Placement, PlacementKind, PlacementSpec, RemoteAttempt, RemoteJournal,
+};
 pub use profile::{InstrumentKind, InstrumentProfile};
+pub use readiness::{http_readiness, HttpReadiness};
 pub use registry::{InstrumentRegistry, ProfileSource};

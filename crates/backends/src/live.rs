@@ -19,7 +19,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 use regex::Regex;
 
-use crate::classify::{patterns, retry_hint_seconds};
+use crate::classify::{patterns, retry_hint_seconds, short};
 
 /// Why the conductor stopped a CLI while it was still retrying.
 #[derive(Debug, Clone, PartialEq)]
@@ -250,16 +250,6 @@ pub fn retry_progress(judgement: Judgement, notice: &RetryNotice, delay: Option<
         }
         Judgement::Other => format!("API retry{counts} after {what}{next}"),
     }
-}
-
-/// The start of `text` on one line, at most `max` characters.
-pub(crate) fn short(text: &str, max: usize) -> String {
-    let one_line = text.trim().replace('\n', " ");
-    let mut s: String = one_line.chars().take(max).collect();
-    if one_line.chars().count() > max {
-        s.push('…');
-    }
-    s
 }
 
 #[cfg(test)]

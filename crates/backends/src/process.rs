@@ -17,13 +17,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::{getpgrp, Pid};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::task::JoinHandle;
 
-use crate::descendants::{AttemptTag, Cleanup, Registered, ATTEMPT_VAR};
+use crate::descendants::{boot_ticks_now, AttemptTag, Cleanup, Registered, ATTEMPT_VAR};
+/// Signalling a group lives with the attempt's clean-up, below this module.
+pub use crate::descendants::{group_alive, signal_group};
 use crate::env::{ChildEnv, EnvPlan};
 use crate::output_log::RedactingLog;
 use crate::types::{epoch_now, Progress, StreamKind};
@@ -234,25 +234,6 @@ pub struct ProcessOutcome {
     pub duration: Duration,
     /// Start time (Unix epoch seconds).
     pub started_at_epoch: f64,
-}
-
-/// Signal a process group, refusing group ids that would hit unrelated processes: ≤ 1
-/// (`kill(-1)` semantics) or our own group (instruments.md §2.2 `_safe_killpg`).
-/// Returns whether the group still existed.
-pub fn signal_group(pgid: i32, signal: Option<Signal>) -> bool {
-    if pgid <= 1 || pgid == getpgrp().as_raw() {
-        tracing::warn!(pgid, "refusing to signal process group");
-        return false;
-    }
-    match signal {
-        Some(sig) => killpg(Pid::from_raw(pgid), sig).is_ok(),
-        None => killpg(Pid::from_raw(pgid), None).is_ok(),
-    }
-}
-
-/// Whether any process of the group is still alive (or an unreaped zombie).
-pub fn group_alive(pgid: i32) -> bool {
-    signal_group(pgid, None)
 }
 
 /// Ends the attempt when dropped while armed — its group and its tagged processes:
@@ -751,27 +732,6 @@ fn dev_null() -> std::process::Stdio {
         Some(Ok(file)) => std::process::Stdio::from(file),
         _ => std::process::Stdio::null(),
     }
-}
-
-/// Nanoseconds per clock tick (`sysconf(_SC_CLK_TCK)`), when a tick is a whole number of
-/// nanoseconds (the kernel then reports start times as boot-time nanoseconds divided by it).
-pub(crate) fn nanos_per_tick() -> Option<u64> {
-    static NANOS: std::sync::LazyLock<Option<u64>> = std::sync::LazyLock::new(|| {
-        let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok()??;
-        let hz = u64::try_from(hz).ok().filter(|&hz| hz > 0)?;
-        (1_000_000_000 % hz == 0).then(|| 1_000_000_000 / hz)
-    });
-    *NANOS
-}
-
-/// The boot-time clock (`CLOCK_BOOTTIME`, the clock of `/proc/<pid>/stat` field 22) now,
-/// in clock ticks.
-pub(crate) fn boot_ticks_now() -> Option<u64> {
-    let per_tick = nanos_per_tick()?;
-    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
-    let secs = u64::try_from(now.tv_sec()).ok()?;
-    let nanos = u64::try_from(now.tv_nsec()).ok()?;
-    Some((secs * 1_000_000_000 + nanos) / per_tick)
 }
 
 /// A child's start time in clock ticks — the value `/proc/<pid>/stat` reports — when the

@@ -1017,7 +1017,17 @@ pub fn cause_line(stdout: &str, stderr: &str) -> Option<String> {
         .or_else(|| line(stdout, true))
         .or_else(|| line(stderr, false))
         .or_else(|| line(stdout, false))?;
-    Some(crate::live::short(&cause, 300))
+    Some(short(&cause, 300))
+}
+
+/// The start of `text` on one line, at most `max` characters.
+pub(crate) fn short(text: &str, max: usize) -> String {
+    let one_line = text.trim().replace('\n', " ");
+    let mut s: String = one_line.chars().take(max).collect();
+    if one_line.chars().count() > max {
+        s.push('…');
+    }
+    s
 }
 
 /// An error matched by an instrument profile's pattern set (instruments.md §4.1 `cli.errors`).

@@ -17,13 +17,11 @@ mod anthropic;
 mod ollama;
 mod openai;
 mod options;
-mod readiness;
 
 pub use anthropic::{AnthropicApiBackend, AnthropicApiOptions};
 pub use ollama::{OllamaBackend, OllamaOptions};
 pub use openai::{OpenAiChatBackend, OpenAiChatOptions};
 pub use options::{parse_retry_after, price_usd, FALLBACK_PRICING_PER_MILLION};
-pub use readiness::{http_readiness, HttpReadiness};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -34,10 +32,9 @@ use reqwest::{Client, StatusCode, Url};
 use serde_json::Value;
 
 use crate::redact::redact;
+use crate::request::ExecutionRequest;
 use crate::types::StreamKind;
-use crate::types::{
-    epoch_now, ExecutionRequest, ExecutionResult, ExitReason, FailureKind, Progress,
-};
+use crate::types::{epoch_now, ExecutionResult, ExitReason, FailureKind, Progress};
 
 /// How long establishing a TCP/TLS connection may take (upstream Ollama's connect timeout).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
