@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::env::EnvPlan;
 use crate::live::{Judgement, Verdict, Watch};
-use crate::process::{which, LineSink, ProcessOutcome, ProcessSpec};
+use crate::process::{LineSink, ProcessOutcome, ProcessSpec};
 use crate::redact::redact;
 use crate::request::{Backend, ExecutionRequest};
 use crate::types::{BoxFuture, ExecutionResult, FailureKind, HealthStatus};
@@ -478,8 +478,6 @@ fn stopped_result(
     model: Option<String>,
 ) -> ExecutionResult {
     let mut r = ExecutionResult {
-        success: false,
-        exit_reason: crate::types::ExitReason::Killed,
         stdout: redact(&outcome.stdout.tail_string()),
         stderr: redact(&outcome.stderr.tail_string()),
         stdout_bytes: outcome.stdout.total,
@@ -490,23 +488,17 @@ fn stopped_result(
         model: stream.model.or(model),
         ..Default::default()
     };
+    verdict.mark(&mut r);
     match verdict {
         Verdict::Auth { status, said } => {
             r.api_error_status = Some(status.unwrap_or(401));
-            r.error_type = Some(FailureKind::Auth);
             r.error_message = Some(format!(
                 "Claude Code was stopped at its first retry: {said}; retrying cannot help"
             ));
         }
         Verdict::RateLimit {
-            status,
-            retry_after,
-            said,
+            retry_after, said, ..
         } => {
-            r.rate_limited = true;
-            r.api_error_status = Some(status.unwrap_or(429));
-            r.retry_after_seconds = retry_after;
-            r.error_type = Some(FailureKind::RateLimit);
             r.error_message = Some(format!(
                 "Claude Code was stopped at its first retry: {said}{}",
                 retry_after
@@ -791,19 +783,10 @@ impl Backend for ClaudeCliBackend {
 
     fn health_check(&self) -> BoxFuture<'_, HealthStatus> {
         Box::pin(async move {
-            let exe = &self.options.executable;
-            match which(exe) {
-                Some(path) => HealthStatus {
-                    ready: true,
-                    detail: format!("{exe} found at {}", path.display()),
-                    binary_path: Some(path),
-                },
-                None => HealthStatus {
-                    ready: false,
-                    binary_path: None,
-                    detail: "claude CLI not found in PATH".into(),
-                },
-            }
+            crate::cli_backend::binary_health(
+                &self.options.executable,
+                "claude CLI not found in PATH".into(),
+            )
         })
     }
 }

@@ -458,30 +458,20 @@ impl ProfileBackend {
         stderr: String,
     ) -> ExecutionResult {
         let name = &self.profile.display_name;
-        result.success = false;
         result.exit_code = None;
         result.exit_signal = None;
-        result.exit_reason = ExitReason::Killed;
         result.result_text = None;
+        verdict.mark(&mut result);
         match verdict {
             Verdict::Auth { status, said } => {
                 let status = status.map(|s| format!(" (HTTP {s})")).unwrap_or_default();
-                result.error_type = Some(FailureKind::Auth);
                 result.error_message = Some(format!(
                     "{name} was stopped at its first retry: the API refused the \
                      credentials{status}, and retrying cannot help: {said}"
                 ));
                 self.add_key_hint(&mut result);
             }
-            Verdict::RateLimit {
-                status,
-                retry_after,
-                said,
-            } => {
-                result.rate_limited = true;
-                result.api_error_status = Some(status.unwrap_or(429));
-                result.retry_after_seconds = retry_after;
-                result.error_type = Some(FailureKind::RateLimit);
+            Verdict::RateLimit { said, .. } => {
                 result.error_message = Some(format!(
                     "{name} was stopped at its first retry: rate limited: {said}"
                 ));
@@ -837,19 +827,26 @@ impl Backend for ProfileBackend {
                 .as_ref()
                 .map(|c| c.command.executable.clone())
                 .unwrap_or_default();
-            match which(&exe) {
-                Some(path) => HealthStatus {
-                    ready: true,
-                    detail: format!("{exe} found at {}", path.display()),
-                    binary_path: Some(path),
-                },
-                None => HealthStatus {
-                    ready: false,
-                    binary_path: None,
-                    detail: format!("{exe} not found on PATH"),
-                },
-            }
+            let missing = format!("{exe} not found on PATH");
+            binary_health(&exe, missing)
         })
+    }
+}
+
+/// Whether the program `exe` is on the PATH, as a health status; `missing` is the detail
+/// when it is not.
+pub(crate) fn binary_health(exe: &str, missing: String) -> HealthStatus {
+    match which(exe) {
+        Some(path) => HealthStatus {
+            ready: true,
+            detail: format!("{exe} found at {}", path.display()),
+            binary_path: Some(path),
+        },
+        None => HealthStatus {
+            ready: false,
+            binary_path: None,
+            detail: missing,
+        },
     }
 }
 

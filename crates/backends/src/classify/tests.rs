@@ -1,6 +1,7 @@
 //! Table-driven tests from execution.md §7 and claude-code-output.md §6.
 
 use super::*;
+use ErrorCode as E;
 
 fn failed(stdout: &str, stderr: &str, exit_code: Option<i32>) -> ExecutionResult {
     ExecutionResult {
@@ -37,76 +38,28 @@ type SingleOutputCase = (
 );
 
 const SINGLE_OUTPUT_CASES: &[SingleOutputCase] = &[
-    (
-        "",
-        "",
-        None,
-        Some(15),
-        ExitReason::Timeout,
-        ErrorCode::E001,
-        true,
-    ),
-    (
-        "",
-        "",
-        None,
-        Some(11),
-        ExitReason::Killed,
-        ErrorCode::E003,
-        false,
-    ),
+    ("", "", None, Some(15), ExitReason::Timeout, E::E001, true),
+    ("", "", None, Some(11), ExitReason::Killed, E::E003, false),
     (
         "",
         "Out of memory",
         None,
         Some(9),
         ExitReason::Killed,
-        ErrorCode::E005,
+        E::E005,
         false,
     ),
-    (
-        "",
-        "",
-        None,
-        Some(9),
-        ExitReason::Killed,
-        ErrorCode::E002,
-        true,
-    ),
-    (
-        "",
-        "",
-        None,
-        Some(2),
-        ExitReason::Killed,
-        ErrorCode::E004,
-        false,
-    ),
-    (
-        "",
-        "",
-        Some(-15),
-        None,
-        ExitReason::Killed,
-        ErrorCode::E002,
-        true,
-    ),
-    (
-        "",
-        "",
-        None,
-        None,
-        ExitReason::Timeout,
-        ErrorCode::E001,
-        true,
-    ),
+    ("", "", None, Some(9), ExitReason::Killed, E::E002, true),
+    ("", "", None, Some(2), ExitReason::Killed, E::E004, false),
+    ("", "", Some(-15), None, ExitReason::Killed, E::E002, true),
+    ("", "", None, None, ExitReason::Timeout, E::E001, true),
     (
         "stale execution detected",
         "",
         None,
         None,
         ExitReason::Timeout,
-        ErrorCode::E006,
+        E::E006,
         true,
     ),
     (
@@ -115,7 +68,7 @@ const SINGLE_OUTPUT_CASES: &[SingleOutputCase] = &[
         Some(1),
         None,
         ExitReason::Completed,
-        ErrorCode::E101,
+        E::E101,
         true,
     ),
     (
@@ -124,7 +77,7 @@ const SINGLE_OUTPUT_CASES: &[SingleOutputCase] = &[
         Some(1),
         None,
         ExitReason::Completed,
-        ErrorCode::E103,
+        E::E103,
         true,
     ),
     (
@@ -133,7 +86,7 @@ const SINGLE_OUTPUT_CASES: &[SingleOutputCase] = &[
         Some(1),
         None,
         ExitReason::Completed,
-        ErrorCode::E104,
+        E::E104,
         true,
     ),
     (
@@ -142,7 +95,7 @@ const SINGLE_OUTPUT_CASES: &[SingleOutputCase] = &[
         Some(1),
         None,
         ExitReason::Completed,
-        ErrorCode::E505,
+        E::E505,
         true,
     ),
     (
@@ -151,7 +104,7 @@ const SINGLE_OUTPUT_CASES: &[SingleOutputCase] = &[
         Some(1),
         None,
         ExitReason::Completed,
-        ErrorCode::E502,
+        E::E502,
         false,
     ),
     (
@@ -160,7 +113,7 @@ const SINGLE_OUTPUT_CASES: &[SingleOutputCase] = &[
         Some(1),
         None,
         ExitReason::Completed,
-        ErrorCode::E305,
+        E::E305,
         false,
     ),
     (
@@ -169,7 +122,7 @@ const SINGLE_OUTPUT_CASES: &[SingleOutputCase] = &[
         Some(1),
         None,
         ExitReason::Completed,
-        ErrorCode::E902,
+        E::E902,
         true,
     ),
     (
@@ -178,7 +131,7 @@ const SINGLE_OUTPUT_CASES: &[SingleOutputCase] = &[
         Some(1),
         None,
         ExitReason::Completed,
-        ErrorCode::E903,
+        E::E903,
         true,
     ),
     (
@@ -187,7 +140,7 @@ const SINGLE_OUTPUT_CASES: &[SingleOutputCase] = &[
         Some(1),
         None,
         ExitReason::Completed,
-        ErrorCode::E901,
+        E::E901,
         true,
     ),
     (
@@ -196,7 +149,7 @@ const SINGLE_OUTPUT_CASES: &[SingleOutputCase] = &[
         Some(0),
         None,
         ExitReason::Completed,
-        ErrorCode::E209,
+        E::E209,
         true,
     ),
     (
@@ -205,7 +158,7 @@ const SINGLE_OUTPUT_CASES: &[SingleOutputCase] = &[
         Some(2),
         None,
         ExitReason::Completed,
-        ErrorCode::E009,
+        E::E009,
         false,
     ),
     (
@@ -214,7 +167,7 @@ const SINGLE_OUTPUT_CASES: &[SingleOutputCase] = &[
         Some(1),
         None,
         ExitReason::Completed,
-        ErrorCode::E009,
+        E::E009,
         true,
     ),
     (
@@ -223,7 +176,7 @@ const SINGLE_OUTPUT_CASES: &[SingleOutputCase] = &[
         Some(124),
         None,
         ExitReason::Completed,
-        ErrorCode::E001,
+        E::E001,
         true,
     ),
     (
@@ -232,19 +185,11 @@ const SINGLE_OUTPUT_CASES: &[SingleOutputCase] = &[
         Some(127),
         None,
         ExitReason::Completed,
-        ErrorCode::E505,
+        E::E505,
         false,
     ),
-    ("", "", None, None, ExitReason::Error, ErrorCode::E999, true),
-    (
-        "",
-        "",
-        Some(3),
-        None,
-        ExitReason::Completed,
-        ErrorCode::E999,
-        false,
-    ),
+    ("", "", None, None, ExitReason::Error, E::E999, true),
+    ("", "", Some(3), None, ExitReason::Completed, E::E999, false),
 ];
 
 #[test]
