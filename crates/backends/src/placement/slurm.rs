@@ -173,7 +173,7 @@ impl SlurmPlacement {
         spec.args = Vec::new();
         spec.stdin = None;
         spec.child_env = None;
-        let followed = self.follow(&attempt, &spec, &req.progress).await;
+        let followed = self.follow(&attempt, &spec, req.progress).await;
         // Followed to its end: `collect` takes care of the files from here.
         guard.attempt = None;
         guard.dir = None;
@@ -197,7 +197,7 @@ impl SlurmPlacement {
             .state_dir
             .clone()
             .unwrap_or_else(|| cwd.join(".mozart-slurm"));
-        let dir = base.join(safe_name(&req.job_id)).join(format!(
+        let dir = base.join(safe_name(req.job_id)).join(format!(
             "sheet-{}-attempt-{}-{}",
             req.sheet_num,
             req.attempt,
@@ -237,7 +237,7 @@ impl SlurmPlacement {
         base: &Path,
         dir: std::path::PathBuf,
     ) -> Result<RemoteAttempt, String> {
-        let name = job_name(&req.job_id, req.sheet_num, req.attempt, base);
+        let name = job_name(req.job_id, req.sheet_num, req.attempt, base);
         let requeue = self.spec.requeue_on_preemption.unwrap_or(false);
         let mut args = vec![
             "--parsable".to_string(),
