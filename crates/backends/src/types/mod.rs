@@ -377,3 +377,44 @@ pub fn epoch_now() -> f64 {
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_kinds_keep_their_stored_tags() {
+        // The tags are what results and checkpoints carried when `error_type` was a string.
+        let tags = [
+            (FailureKind::Timeout, "timeout"),
+            (FailureKind::RateLimit, "rate_limit"),
+            (FailureKind::NotFound, "not_found"),
+            (FailureKind::Auth, "auth"),
+            (FailureKind::Authentication, "authentication"),
+            (FailureKind::Configuration, "configuration"),
+            (FailureKind::Exception, "exception"),
+            (FailureKind::Crash, "crash"),
+            (FailureKind::Stale, "stale"),
+            (FailureKind::Capacity, "capacity"),
+            (FailureKind::NoResult, "no_result"),
+            (FailureKind::Execution, "execution"),
+            (FailureKind::BadRequest, "bad_request"),
+            (FailureKind::ApiError, "api_error"),
+            (FailureKind::Connection, "connection"),
+            (FailureKind::BadResponse, "bad_response"),
+        ];
+        for (kind, tag) in tags {
+            assert_eq!(kind.as_str(), tag);
+            assert_eq!(serde_json::to_value(kind).unwrap(), tag);
+            let back: FailureKind = serde_json::from_value(tag.into()).unwrap();
+            assert_eq!(back, kind);
+        }
+        let r = ExecutionResult {
+            error_type: Some(FailureKind::RateLimit),
+            ..Default::default()
+        };
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["error_type"], "rate_limit");
+    }
+}
