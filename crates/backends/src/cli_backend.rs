@@ -18,9 +18,8 @@ use crate::live::{judge, retry_notice, retry_progress, Judgement, Verdict, Watch
 use crate::process::{resolve_program, which, LineSink, ProcessOutcome, ProcessSpec};
 use crate::profile::{CliOutputConfig, ErrorPatterns, InstrumentProfile, OutputFormat};
 use crate::redact::redact_owned;
-use crate::types::{
-    Backend, BoxFuture, ExecutionRequest, ExecutionResult, ExitReason, HealthStatus,
-};
+use crate::request::{Backend, ExecutionRequest};
+use crate::types::{BoxFuture, ExecutionResult, ExitReason, FailureKind, HealthStatus};
 
 /// Largest stdout kept whole for `format: json` parsing; a longer document falls back to the
 /// raw tail. Parsing holds a document about four times over (raw bytes, parsed value, the
@@ -160,7 +159,7 @@ impl ProfileBackend {
         let Some(cli) = &self.profile.cli else {
             return ExecutionResult::start_failure(
                 None,
-                "configuration",
+                FailureKind::Configuration,
                 format!("instrument '{}' has no cli section", self.profile.name),
             );
         };
@@ -208,7 +207,7 @@ impl ProfileBackend {
             })),
             OutputFormat::Text => None,
         };
-        let (outcome, _) = crate::placement::run(&req, spec, sink).await;
+        let (outcome, _) = crate::placement::run(&req.placement, &req.placed(), spec, sink).await;
         let jsonl = std::mem::take(&mut *jsonl.lock().unwrap_or_else(|p| p.into_inner()));
         let verdict = watch.verdict().filter(|_| outcome.stopped);
         self.parse(&req, outcome, jsonl, model, verdict)
@@ -225,163 +224,54 @@ impl ProfileBackend {
         let Some(cli) = &self.profile.cli else {
             return ExecutionResult::default();
         };
-        let exe = &cli.command.executable;
         if let Some(err) = &outcome.spawn_error {
-            let (code, kind, message) = if err.kind() == std::io::ErrorKind::NotFound {
-                (
-                    Some(127),
-                    "not_found",
-                    format!("Executable not found: {exe}"),
-                )
-            } else if err.kind() == std::io::ErrorKind::InvalidInput {
-                // Refused as configured (a Slurm placement's bad partition or account, in
-                // Slurm's words): a retry would be refused the same way.
-                (None, "configuration", err.to_string())
-            } else {
-                (None, "exception", format!("Failed to start process: {err}"))
-            };
-            let mut r = ExecutionResult::start_failure(code, kind, message);
+            let exe = &cli.command.executable;
+            let mut r = spawn_failure(err, format!("Executable not found: {exe}"), "process");
             r.model = model;
             r.duration_seconds = outcome.duration.as_secs_f64();
             return r;
         }
         let stdout = outcome.stdout.tail_string();
         let mut stderr = outcome.stderr.tail_string();
-        let errors = &cli.errors;
-        let mut success = !outcome.timed_out
+        let exited_ok = !outcome.timed_out
             && outcome
                 .exit_code
-                .is_some_and(|c| errors.success_exit_codes.contains(&c));
-        let mut result = ExecutionResult {
-            exit_code: outcome.exit_code,
-            exit_signal: outcome.exit_signal,
-            stdout_bytes: outcome.stdout.total,
-            stderr_bytes: outcome.stderr.total,
-            duration_seconds: outcome.duration.as_secs_f64(),
-            started_at_epoch: outcome.started_at_epoch,
-            model,
-            ..Default::default()
-        };
-        let name = &self.profile.display_name;
-        // A structured run that "succeeded" without its answer did nothing we can use
-        // (issue 13: exit 0 with no output, non-JSON, a JSON error object).
-        let mut no_result: Option<String> = None;
-        match cli.output.format {
-            OutputFormat::Text => {}
-            OutputFormat::Json => {
-                let doc = self.parse_json_document(&outcome, success, &mut result);
-                if success {
-                    no_result = match doc {
-                        JsonDoc::Answer => None,
-                        JsonDoc::Empty => Some(format!(
-                            "{name} exited 0 without printing anything: it did no work"
-                        )),
-                        JsonDoc::NotJson(head) => Some(format!(
-                            "{name} printed output that is not one JSON document (the profile \
-                             expects `json`): {head}"
-                        )),
-                        JsonDoc::Error(msg) => Some(format!("{name} reported an error: {msg}")),
-                        JsonDoc::NoResult(path) => Some(format!(
-                            "{name} exited 0 but its JSON has no `{path}`: no answer"
-                        )),
-                    };
-                }
-            }
-            OutputFormat::Jsonl => {
-                if success {
-                    result.result_text = jsonl.result_text;
-                    // A line too long to parse (bounded memory) may have been the
-                    // completion event: no verdict without seeing it.
-                    let unseen = outcome.stdout.lines_dropped();
-                    if let (Some(kind), false, false) = (
-                        &cli.output.completion_event_type,
-                        jsonl.completion_seen,
-                        unseen,
-                    ) {
-                        no_result = Some(match (&jsonl.error_message, jsonl.events) {
-                            (Some(err), _) => format!("{name} reported an error: {err}"),
-                            (None, 0) if stdout.trim().is_empty() => {
-                                format!("{name} exited 0 without printing anything: it did no work")
-                            }
-                            (None, 0) => format!(
-                                "{name} printed no JSON lines (the profile expects `jsonl`): {}",
-                                head(&stdout)
-                            ),
-                            (None, _) => format!(
-                                "{name} exited 0 without its completion event (`{kind}`): no answer"
-                            ),
-                        });
-                    }
-                } else if let Some(err) = &jsonl.error_message {
-                    result.error_message = Some(format!("{name} failed: {err}"));
-                    result.api_error_status = api_status_in(err);
-                }
-                result.input_tokens = jsonl.input_tokens;
-                result.output_tokens = jsonl.output_tokens;
-            }
-        }
+                .is_some_and(|c| cli.errors.success_exit_codes.contains(&c));
+        let mut result = base_result(&outcome);
+        result.model = model;
+        // The outcome: what the CLI printed, read once.
+        let no_answer = self.read_output(&outcome, jsonl, exited_ok, &stdout, &mut result);
         self.price(&mut result);
-        if let Some(msg) = no_result {
-            success = false;
-            result.error_message = Some(msg);
-        }
         if let Some(verdict) = verdict {
             return self.stopped(result, verdict, stdout, stderr);
         }
-        // Only the profile's error patterns read both streams together.
-        let any_pattern = [
-            &self.patterns.rate_limit,
-            &self.patterns.auth,
-            &self.patterns.crash,
-            &self.patterns.stale,
-            &self.patterns.timeout,
-            &self.patterns.capacity,
-        ]
-        .iter()
-        .any(|p| p.is_some());
-        let combined = if any_pattern {
-            format!("{stdout}\n{stderr}")
-        } else {
-            String::new()
-        };
-        let answer_len = result
-            .result_text
-            .as_deref()
-            .unwrap_or(&stdout)
-            .trim()
-            .chars()
-            .count();
+        // The verdict, decided here only. A structured run that "succeeded" without its
+        // answer did nothing we can use (issue 13: exit 0 with no output, non-JSON, a JSON
+        // error object).
+        let success = exited_ok && no_answer.is_none();
+        let combined = self.pattern_text(&stdout, &stderr);
         if let Some(re) = &self.patterns.rate_limit {
+            let answer_len = result
+                .result_text
+                .as_deref()
+                .unwrap_or(&stdout)
+                .trim()
+                .chars()
+                .count();
             result.rate_limited =
                 re.is_match(&combined) && (!success || answer_len <= RATE_LIMIT_ANSWER_MAX_CHARS);
         }
-        if !success {
-            let tagged = [
-                (&self.patterns.auth, "auth"),
-                (&self.patterns.crash, "crash"),
-                (&self.patterns.stale, "stale"),
-                (&self.patterns.timeout, "timeout"),
-                (&self.patterns.capacity, "capacity"),
-            ];
-            result.error_type = tagged
-                .iter()
-                .find(|(re, _)| re.as_ref().is_some_and(|re| re.is_match(&combined)))
-                .map(|(_, tag)| (*tag).to_string());
-            if result.rate_limited {
-                result.error_type = Some("rate_limit".into());
-            }
-            if result.error_type.is_none() && outcome.exit_code == Some(0) {
-                result.error_type = Some("no_result".into());
-            }
-        }
+        result.error_type = self.failure_kind(&outcome, success, result.rate_limited, &combined);
         if let (Some(code), true) = (outcome.exit_code, success) {
             // A success code other than 0 is reported as 0 (instruments.md §4.3).
             if code != 0 {
                 result.exit_code = Some(0);
             }
         }
-        if outcome.timed_out {
-            success = false;
+        // The message, last.
+        let name = &self.profile.display_name;
+        if let Some(missing) = &no_answer {
+            result.error_message = Some(missing.message(name));
         }
         note_abnormal_end(
             &mut result,
@@ -391,19 +281,16 @@ impl ProfileBackend {
             req.timeout,
         );
         if !success && result.error_message.is_none() {
-            result.error_message = match outcome.exit_code {
+            result.error_message = Some(match outcome.exit_code {
                 // With the line that says why (issue 22: "exit code 1" alone did not).
-                Some(code) => Some(match crate::classify::cause_line(&stdout, &stderr) {
-                    Some(line) => format!("{} exited with code {code}: {line}", name),
-                    None => format!("{} exited with code {code}", name),
-                }),
-                None => Some(format!(
-                    "{} was killed by a signal",
-                    self.profile.display_name
-                )),
-            };
+                Some(code) => match crate::classify::cause_line(&stdout, &stderr) {
+                    Some(line) => format!("{name} exited with code {code}: {line}"),
+                    None => format!("{name} exited with code {code}"),
+                },
+                None => format!("{name} was killed by a signal"),
+            });
         }
-        if result.error_type.as_deref() == Some("auth") {
+        if result.error_type == Some(FailureKind::Auth) {
             self.add_key_hint(&mut result);
         }
         result.success = success;
@@ -412,6 +299,104 @@ impl ProfileBackend {
         result.result_text = result.result_text.map(redact_owned);
         result.error_message = result.error_message.map(redact_owned);
         result
+    }
+
+    /// Read what the CLI printed in its profile's format (answer, tokens, cost, the error
+    /// it reported) into `result`; for a run that exited as success, why it has no answer.
+    fn read_output(
+        &self,
+        outcome: &ProcessOutcome,
+        jsonl: JsonlState,
+        exited_ok: bool,
+        stdout: &str,
+        result: &mut ExecutionResult,
+    ) -> Option<NoAnswer> {
+        let cli = self.profile.cli.as_ref()?;
+        match cli.output.format {
+            OutputFormat::Text => None,
+            OutputFormat::Json => {
+                let doc = self.parse_json_document(outcome, exited_ok, result);
+                exited_ok.then_some(doc).and_then(JsonDoc::missing)
+            }
+            OutputFormat::Jsonl => {
+                result.input_tokens = jsonl.input_tokens;
+                result.output_tokens = jsonl.output_tokens;
+                if !exited_ok {
+                    if let Some(err) = &jsonl.error_message {
+                        result.error_message =
+                            Some(format!("{} failed: {err}", self.profile.display_name));
+                        result.api_error_status = api_status_in(err);
+                    }
+                    return None;
+                }
+                result.result_text = jsonl.result_text;
+                // A line too long to parse (bounded memory) may have been the completion
+                // event: no verdict without seeing it.
+                let kind = cli.output.completion_event_type.as_ref()?;
+                if jsonl.completion_seen || outcome.stdout.lines_dropped() {
+                    return None;
+                }
+                Some(match (jsonl.error_message, jsonl.events) {
+                    (Some(err), _) => NoAnswer::Error(err),
+                    (None, 0) if stdout.trim().is_empty() => NoAnswer::Empty,
+                    (None, 0) => NoAnswer::NoJsonLines(head(stdout)),
+                    (None, _) => NoAnswer::NoCompletion(kind.clone()),
+                })
+            }
+        }
+    }
+
+    /// Both streams together, for the profile's error patterns (empty without any).
+    fn pattern_text(&self, stdout: &str, stderr: &str) -> String {
+        let p = &self.patterns;
+        let any_pattern = [
+            &p.rate_limit,
+            &p.auth,
+            &p.crash,
+            &p.stale,
+            &p.timeout,
+            &p.capacity,
+        ]
+        .iter()
+        .any(|p| p.is_some());
+        if any_pattern {
+            format!("{stdout}\n{stderr}")
+        } else {
+            String::new()
+        }
+    }
+
+    /// The kind of a failed run: a timeout, a rate limit, the first of the profile's
+    /// patterns that matches, or "no result" for an exit 0 without an answer.
+    fn failure_kind(
+        &self,
+        outcome: &ProcessOutcome,
+        success: bool,
+        rate_limited: bool,
+        combined: &str,
+    ) -> Option<FailureKind> {
+        if outcome.timed_out {
+            return Some(FailureKind::Timeout);
+        }
+        if success {
+            return None;
+        }
+        if rate_limited {
+            return Some(FailureKind::RateLimit);
+        }
+        let p = &self.patterns;
+        let tagged = [
+            (&p.auth, FailureKind::Auth),
+            (&p.crash, FailureKind::Crash),
+            (&p.stale, FailureKind::Stale),
+            (&p.timeout, FailureKind::Timeout),
+            (&p.capacity, FailureKind::Capacity),
+        ];
+        tagged
+            .iter()
+            .find(|(re, _)| re.as_ref().is_some_and(|re| re.is_match(combined)))
+            .map(|(_, kind)| *kind)
+            .or((outcome.exit_code == Some(0)).then_some(FailureKind::NoResult))
     }
 
     /// Price the attempt from the profile's models when the CLI reported its tokens but no
@@ -473,30 +458,20 @@ impl ProfileBackend {
         stderr: String,
     ) -> ExecutionResult {
         let name = &self.profile.display_name;
-        result.success = false;
         result.exit_code = None;
         result.exit_signal = None;
-        result.exit_reason = ExitReason::Killed;
         result.result_text = None;
+        verdict.mark(&mut result);
         match verdict {
             Verdict::Auth { status, said } => {
                 let status = status.map(|s| format!(" (HTTP {s})")).unwrap_or_default();
-                result.error_type = Some("auth".into());
                 result.error_message = Some(format!(
                     "{name} was stopped at its first retry: the API refused the \
                      credentials{status}, and retrying cannot help: {said}"
                 ));
                 self.add_key_hint(&mut result);
             }
-            Verdict::RateLimit {
-                status,
-                retry_after,
-                said,
-            } => {
-                result.rate_limited = true;
-                result.api_error_status = Some(status.unwrap_or(429));
-                result.retry_after_seconds = retry_after;
-                result.error_type = Some("rate_limit".into());
+            Verdict::RateLimit { said, .. } => {
                 result.error_message = Some(format!(
                     "{name} was stopped at its first retry: rate limited: {said}"
                 ));
@@ -583,6 +558,58 @@ impl ProfileBackend {
     }
 }
 
+/// Why a structured run that exited as success gave no usable answer (issue 13).
+enum NoAnswer {
+    /// It printed nothing.
+    Empty,
+    /// Text that is not one JSON document (its start).
+    NotJson(String),
+    /// It reported an error (at the profile's `error_path`, or in a JSONL error event).
+    Error(String),
+    /// A JSON document without the profile's `result_path`.
+    NoResult(String),
+    /// No JSON lines at all (the start of what it printed).
+    NoJsonLines(String),
+    /// JSON lines without the completion event of this type.
+    NoCompletion(String),
+}
+
+impl NoAnswer {
+    /// What the user reads, for the instrument called `name`.
+    fn message(&self, name: &str) -> String {
+        match self {
+            NoAnswer::Empty => format!("{name} exited 0 without printing anything: it did no work"),
+            NoAnswer::NotJson(head) => format!(
+                "{name} printed output that is not one JSON document (the profile \
+                 expects `json`): {head}"
+            ),
+            NoAnswer::Error(msg) => format!("{name} reported an error: {msg}"),
+            NoAnswer::NoResult(path) => {
+                format!("{name} exited 0 but its JSON has no `{path}`: no answer")
+            }
+            NoAnswer::NoJsonLines(head) => {
+                format!("{name} printed no JSON lines (the profile expects `jsonl`): {head}")
+            }
+            NoAnswer::NoCompletion(kind) => {
+                format!("{name} exited 0 without its completion event (`{kind}`): no answer")
+            }
+        }
+    }
+}
+
+impl JsonDoc {
+    /// Why this document is no answer, if it is none.
+    fn missing(self) -> Option<NoAnswer> {
+        match self {
+            JsonDoc::Answer => None,
+            JsonDoc::Empty => Some(NoAnswer::Empty),
+            JsonDoc::NotJson(head) => Some(NoAnswer::NotJson(head)),
+            JsonDoc::Error(msg) => Some(NoAnswer::Error(msg)),
+            JsonDoc::NoResult(path) => Some(NoAnswer::NoResult(path)),
+        }
+    }
+}
+
 /// What a `json` instrument printed.
 enum JsonDoc {
     /// The answer (or a document without a result path to check).
@@ -655,7 +682,7 @@ impl RetryWatch {
             return false;
         };
         let judgement = judge(notice.status, &notice.cause, Some(&self.patterns));
-        let said = || crate::live::short(line.trim(), 300);
+        let said = || crate::classify::short(line.trim(), 300);
         match judgement {
             Judgement::Auth => self.watch.decide(Verdict::Auth {
                 status: notice.status,
@@ -800,20 +827,61 @@ impl Backend for ProfileBackend {
                 .as_ref()
                 .map(|c| c.command.executable.clone())
                 .unwrap_or_default();
-            match which(&exe) {
-                Some(path) => HealthStatus {
-                    ready: true,
-                    detail: format!("{exe} found at {}", path.display()),
-                    binary_path: Some(path),
-                },
-                None => HealthStatus {
-                    ready: false,
-                    binary_path: None,
-                    detail: format!("{exe} not found on PATH"),
-                },
-            }
+            let missing = format!("{exe} not found on PATH");
+            binary_health(&exe, missing)
         })
     }
+}
+
+/// Whether the program `exe` is on the PATH, as a health status; `missing` is the detail
+/// when it is not.
+pub(crate) fn binary_health(exe: &str, missing: String) -> HealthStatus {
+    match which(exe) {
+        Some(path) => HealthStatus {
+            ready: true,
+            detail: format!("{exe} found at {}", path.display()),
+            binary_path: Some(path),
+        },
+        None => HealthStatus {
+            ready: false,
+            binary_path: None,
+            detail: missing,
+        },
+    }
+}
+
+/// The result fields every CLI instrument reads from its finished process alike.
+pub(crate) fn base_result(outcome: &ProcessOutcome) -> ExecutionResult {
+    ExecutionResult {
+        exit_code: outcome.exit_code,
+        exit_signal: outcome.exit_signal,
+        stdout_bytes: outcome.stdout.total,
+        stderr_bytes: outcome.stderr.total,
+        duration_seconds: outcome.duration.as_secs_f64(),
+        started_at_epoch: outcome.started_at_epoch,
+        ..Default::default()
+    }
+}
+
+/// The failed result of a CLI instrument that could not be started: `not_found` (exit 127,
+/// with the message given) when the program is missing, `configuration` when the start was
+/// refused as configured (a Slurm placement's bad partition or account, in Slurm's words: a
+/// retry would be refused the same way), else `exception` ("Failed to start `what`").
+pub(crate) fn spawn_failure(
+    err: &std::io::Error,
+    not_found: String,
+    what: &str,
+) -> ExecutionResult {
+    let (code, kind, message) = match err.kind() {
+        std::io::ErrorKind::NotFound => (Some(127), FailureKind::NotFound, not_found),
+        std::io::ErrorKind::InvalidInput => (None, FailureKind::Configuration, err.to_string()),
+        _ => (
+            None,
+            FailureKind::Exception,
+            format!("Failed to start {what}: {err}"),
+        ),
+    };
+    ExecutionResult::start_failure(code, kind, message)
 }
 
 /// A process that timed out or was killed by `signal`: the result says so (a timeout is a
@@ -829,7 +897,7 @@ pub(crate) fn note_abnormal_end(
         result.success = false;
         result.timed_out = true;
         result.exit_reason = ExitReason::Timeout;
-        result.error_type = Some("timeout".into());
+        result.error_type = Some(FailureKind::Timeout);
         let secs = timeout.as_secs_f64();
         result.error_message = Some(format!("Timed out after {secs}s"));
         *stderr = format!("{stderr}\nCommand timed out after {secs}s")

@@ -41,10 +41,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
-
-use crate::process::signal_group;
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::{getpgrp, Pid};
 
 /// The variable holding an attempt's tag in its instrument's environment.
 pub const ATTEMPT_VAR: &str = "MOZART_ATTEMPT";
@@ -218,8 +216,8 @@ pub(crate) fn child_tag(pid: i32) -> Option<(u64, Option<AttemptTag>)> {
     }
     let tag = environ_tag(pid);
     let settled = || {
-        let per_second = crate::process::nanos_per_tick().map(|n| 1_000_000_000 / n.max(1));
-        match (crate::process::boot_ticks_now(), per_second) {
+        let per_second = nanos_per_tick().map(|n| 1_000_000_000 / n.max(1));
+        match (boot_ticks_now(), per_second) {
             (Some(now), Some(hz)) => now.saturating_sub(stat.start) > hz,
             _ => false,
         }
@@ -513,6 +511,46 @@ pub fn end_all(grace: Duration) -> usize {
         terminate_all_blocking(&mut cleanups, grace);
     }
     n
+}
+
+/// Signal a process group, refusing group ids that would hit unrelated processes: ≤ 1
+/// (`kill(-1)` semantics) or our own group (instruments.md §2.2 `_safe_killpg`).
+/// Returns whether the group still existed.
+pub fn signal_group(pgid: i32, signal: Option<Signal>) -> bool {
+    if pgid <= 1 || pgid == getpgrp().as_raw() {
+        tracing::warn!(pgid, "refusing to signal process group");
+        return false;
+    }
+    match signal {
+        Some(sig) => killpg(Pid::from_raw(pgid), sig).is_ok(),
+        None => killpg(Pid::from_raw(pgid), None).is_ok(),
+    }
+}
+
+/// Whether any process of the group is still alive (or an unreaped zombie).
+pub fn group_alive(pgid: i32) -> bool {
+    signal_group(pgid, None)
+}
+
+/// Nanoseconds per clock tick (`sysconf(_SC_CLK_TCK)`), when a tick is a whole number of
+/// nanoseconds (the kernel then reports start times as boot-time nanoseconds divided by it).
+pub(crate) fn nanos_per_tick() -> Option<u64> {
+    static NANOS: std::sync::LazyLock<Option<u64>> = std::sync::LazyLock::new(|| {
+        let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok()??;
+        let hz = u64::try_from(hz).ok().filter(|&hz| hz > 0)?;
+        (1_000_000_000 % hz == 0).then(|| 1_000_000_000 / hz)
+    });
+    *NANOS
+}
+
+/// The boot-time clock (`CLOCK_BOOTTIME`, the clock of `/proc/<pid>/stat` field 22) now,
+/// in clock ticks.
+pub(crate) fn boot_ticks_now() -> Option<u64> {
+    let per_tick = nanos_per_tick()?;
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
+    let secs = u64::try_from(now.tv_sec()).ok()?;
+    let nanos = u64::try_from(now.tv_nsec()).ok()?;
+    Some((secs * 1_000_000_000 + nanos) / per_tick)
 }
 
 #[cfg(test)]

@@ -5,16 +5,19 @@
 //! [`ExecutionResult`]; [`classify`] turns a failed result into an E-code with a retry
 //! decision input and, for rate limits, a wait.
 //!
-//! Modules depend in one direction, each only on those above it:
-//! 1. leaves: `error`, `redact`, `json_path`, `types` (request, result, progress, stream kind),
-//!    `output_log` (private, redacted output logs, on `redact`);
-//! 2. `profile` (instrument profiles), then `env` (a child's environment plan from a profile);
-//! 3. `process` (runs a child under that plan; `descendants` finds and ends everything it
-//!    started, `subreaper` keeps what it detaches within the conductor's reach),
-//!    `classify` (E-codes from a result), then `live` (a CLI's retry announcements judged as
-//!    they come: stop it, or let it retry);
-//! 4. the instruments: `cli_backend`, `claude` (on `cli_backend`), `http`;
-//! 5. `registry`, which builds an instrument from a profile.
+//! Modules depend in one direction, each only on those above it (no import circles):
+//! 1. leaves: `error`, `redact`, `json_path`, `types` (result, failure kind, progress, stream
+//!    kind, the `placement:` spec), `output_log` (private, redacted output logs, on `redact`);
+//! 2. `classify` (E-codes from a result); `profile` (instrument profiles), then `env` (a
+//!    child's environment plan from a profile); `live` (a CLI's retry announcements judged
+//!    as they come: stop it, or let it retry);
+//! 3. `descendants` (signals an attempt's group and finds everything it started), then
+//!    `subreaper` (keeps what it detaches within the conductor's reach) and `process` (runs
+//!    a child under its plan), then `placement` (here or on Slurm), then `request` (what the
+//!    baton hands an instrument, which names its placement, and the `Backend` trait);
+//! 4. the instruments: `http`, `cli_backend`, `claude` (on `cli_backend`);
+//! 5. `registry`, which builds an instrument from a profile, then `readiness` (whether an
+//!    HTTP instrument could run here, for `mozart doctor`).
 
 pub mod descendants;
 pub mod error;
@@ -22,9 +25,10 @@ pub mod process;
 pub mod types;
 
 pub use error::BackendError;
+pub use request::{Backend, ExecutionRequest};
 pub use types::{
-    epoch_now, Activity, Backend, BoxFuture, ExecutionRequest, ExecutionResult, ExitReason,
-    HealthStatus, Progress, COST_ESTIMATED, COST_EXACT, DEFAULT_KILL_GRACE,
+    epoch_now, Activity, BoxFuture, ExecutionResult, ExitReason, FailureKind, HealthStatus,
+    Progress, COST_ESTIMATED, COST_EXACT, DEFAULT_KILL_GRACE,
 };
 pub mod classify;
 pub mod output_log;
@@ -40,7 +44,9 @@ pub mod json_path;
 pub mod live;
 pub mod placement;
 pub mod profile;
+pub mod readiness;
 pub mod registry;
+pub mod request;
 pub mod subreaper;
 
 pub use claude::{ClaudeCliBackend, ClaudeCliOptions, ClaudeOutputFormat};
@@ -49,6 +55,9 @@ pub use http::{
     AnthropicApiBackend, AnthropicApiOptions, OllamaBackend, OllamaOptions, OpenAiChatBackend,
     OpenAiChatOptions,
 };
-pub use placement::{Placement, PlacementKind, PlacementSpec, RemoteAttempt, RemoteJournal};
+pub use placement::{
+    PlacedAttempt, Placement, PlacementKind, PlacementSpec, RemoteAttempt, RemoteJournal,
+};
 pub use profile::{InstrumentKind, InstrumentProfile};
+pub use readiness::{http_readiness, HttpReadiness};
 pub use registry::{InstrumentRegistry, ProfileSource};

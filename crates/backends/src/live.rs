@@ -19,7 +19,8 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 use regex::Regex;
 
-use crate::classify::{patterns, retry_hint_seconds};
+use crate::classify::{patterns, retry_hint_seconds, short};
+use crate::types::{ExecutionResult, ExitReason, FailureKind};
 
 /// Why the conductor stopped a CLI while it was still retrying.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +41,29 @@ pub enum Verdict {
         /// What the CLI said about it (its retry line).
         said: String,
     },
+}
+
+impl Verdict {
+    /// Mark `r` as the run the conductor stopped on this verdict: killed, failed, and of
+    /// which kind (a rate limit with the API's status and wait). The message is the
+    /// backend's to word.
+    pub(crate) fn mark(&self, r: &mut ExecutionResult) {
+        r.success = false;
+        r.exit_reason = ExitReason::Killed;
+        match self {
+            Verdict::Auth { .. } => r.error_type = Some(FailureKind::Auth),
+            Verdict::RateLimit {
+                status,
+                retry_after,
+                ..
+            } => {
+                r.rate_limited = true;
+                r.api_error_status = Some(status.unwrap_or(429));
+                r.retry_after_seconds = *retry_after;
+                r.error_type = Some(FailureKind::RateLimit);
+            }
+        }
+    }
 }
 
 /// One execution's verdict, shared between its line sinks and the backend, and the signal
@@ -250,16 +274,6 @@ pub fn retry_progress(judgement: Judgement, notice: &RetryNotice, delay: Option<
         }
         Judgement::Other => format!("API retry{counts} after {what}{next}"),
     }
-}
-
-/// The start of `text` on one line, at most `max` characters.
-pub(crate) fn short(text: &str, max: usize) -> String {
-    let one_line = text.trim().replace('\n', " ");
-    let mut s: String = one_line.chars().take(max).collect();
-    if one_line.chars().count() > max {
-        s.push('…');
-    }
-    s
 }
 
 #[cfg(test)]

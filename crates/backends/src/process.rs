@@ -17,13 +17,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::{getpgrp, Pid};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::task::JoinHandle;
 
-use crate::descendants::{AttemptTag, Cleanup, Registered, ATTEMPT_VAR};
+use crate::descendants::{boot_ticks_now, AttemptTag, Cleanup, Registered, ATTEMPT_VAR};
+/// Signalling a group lives with the attempt's clean-up, below this module.
+pub use crate::descendants::{group_alive, signal_group};
 use crate::env::{ChildEnv, EnvPlan};
 use crate::output_log::RedactingLog;
 use crate::types::{epoch_now, Progress, StreamKind};
@@ -236,25 +236,6 @@ pub struct ProcessOutcome {
     pub started_at_epoch: f64,
 }
 
-/// Signal a process group, refusing group ids that would hit unrelated processes: ≤ 1
-/// (`kill(-1)` semantics) or our own group (instruments.md §2.2 `_safe_killpg`).
-/// Returns whether the group still existed.
-pub fn signal_group(pgid: i32, signal: Option<Signal>) -> bool {
-    if pgid <= 1 || pgid == getpgrp().as_raw() {
-        tracing::warn!(pgid, "refusing to signal process group");
-        return false;
-    }
-    match signal {
-        Some(sig) => killpg(Pid::from_raw(pgid), sig).is_ok(),
-        None => killpg(Pid::from_raw(pgid), None).is_ok(),
-    }
-}
-
-/// Whether any process of the group is still alive (or an unreaped zombie).
-pub fn group_alive(pgid: i32) -> bool {
-    signal_group(pgid, None)
-}
-
 /// Ends the attempt when dropped while armed — its group and its tagged processes:
 /// SIGTERM now, SIGKILL after the grace from a detached thread, so a cancelled execution
 /// never leaves an orphan. The attempt stays registered for [`crate::descendants::end_all`]
@@ -303,6 +284,15 @@ struct ReaderState {
 }
 
 impl ReaderState {
+    fn new(capture: StreamCapture, sink: Option<Box<dyn LineSink>>) -> Self {
+        ReaderState {
+            capture,
+            sink,
+            pending: Vec::new(),
+            pending_overflow: false,
+        }
+    }
+
     fn feed(&mut self, chunk: &[u8]) {
         self.capture.push(chunk);
         if self.sink.is_none() {
@@ -480,73 +470,69 @@ fn exit_parts(status: Option<std::process::ExitStatus>) -> (Option<i32>, Option<
     }
 }
 
+/// How the supervised process ended.
+#[derive(Default)]
+struct Ended {
+    status: Option<std::process::ExitStatus>,
+    timed_out: bool,
+    lingered: bool,
+    stopped: bool,
+    escalated: bool,
+}
+
+impl Ended {
+    /// The outcome of a run that started at `started` (`started_at_epoch`); the streams'
+    /// captures are filled in by [`finish`].
+    fn outcome(
+        self,
+        spawn_error: Option<io::Error>,
+        started: Instant,
+        started_at_epoch: f64,
+    ) -> ProcessOutcome {
+        let (exit_code, exit_signal) = exit_parts(self.status);
+        ProcessOutcome {
+            exit_code,
+            exit_signal,
+            timed_out: self.timed_out,
+            escalated: self.escalated,
+            lingered: self.lingered,
+            stopped: self.stopped,
+            spawn_error,
+            stdout: StreamCapture::default(),
+            stderr: StreamCapture::default(),
+            duration: started.elapsed(),
+            started_at_epoch,
+        }
+    }
+}
+
 /// Run the process to completion (or timeout), capturing output.
 ///
 /// Returns the outcome and the line sink (with whatever it parsed). Dropping the returned
 /// future terminates the process group.
 pub async fn run_process(
-    spec: ProcessSpec,
+    mut spec: ProcessSpec,
     progress: Arc<Progress>,
     sink: Option<Box<dyn LineSink>>,
 ) -> (ProcessOutcome, Option<Box<dyn LineSink>>) {
     let started = Instant::now();
     let started_at_epoch = epoch_now();
     // Both readers run inside this future, so their states are plain locals.
-    let out_state = Mutex::new(ReaderState {
-        capture: StreamCapture::new(spec.keep_full_stdout),
+    let out_state = Mutex::new(ReaderState::new(
+        StreamCapture::new(spec.keep_full_stdout),
         sink,
-        pending: Vec::new(),
-        pending_overflow: false,
-    });
-    let err_state = Mutex::new(ReaderState {
-        capture: StreamCapture::new(0),
-        sink: spec
-            .stderr_lines
-            .clone()
-            .map(|hook| Box::new(hook) as Box<dyn LineSink>),
-        pending: Vec::new(),
-        pending_overflow: false,
-    });
-
-    // A bare name is looked up on the PATH the child gets, here: std would otherwise fall
-    // back from posix_spawn to fork+exec for it (a changed PATH and a bare name), and
-    // forking a busy multi-threaded conductor costs more than the instant instruments run.
-    let child_env = spec
-        .child_env
+    ));
+    let stderr_sink = spec
+        .stderr_lines
         .clone()
-        .unwrap_or_else(|| ChildEnv::resolve(&spec.env));
-    let cached = spec.program_path.is_some();
-    let path = spec
-        .program_path
-        .clone()
-        .or_else(|| resolve_program_on(&spec.program, child_env.path()));
+        .map(|hook| Box::new(hook) as Box<dyn LineSink>);
+    let err_state = Mutex::new(ReaderState::new(StreamCapture::new(0), stderr_sink));
     let tag = AttemptTag::new();
-    let mut spawned = spawn_child(&spec, &child_env, path.as_deref(), &tag);
-    if cached && matches!(&spawned, Err(e) if e.kind() == io::ErrorKind::NotFound) {
-        // The cached program is gone: look again, as a fresh spawn would.
-        let path = resolve_program_on(&spec.program, child_env.path());
-        spawned = spawn_child(&spec, &child_env, path.as_deref(), &tag);
-    }
-    let (mut child, ticks) = match spawned {
+    let (mut child, ticks) = match spawn_looked_up(&spec, &tag) {
         Ok(child) => child,
         Err(err) => {
-            return finish(
-                &out_state,
-                &err_state,
-                ProcessOutcome {
-                    exit_code: None,
-                    exit_signal: None,
-                    timed_out: false,
-                    escalated: false,
-                    lingered: false,
-                    stopped: false,
-                    spawn_error: Some(err),
-                    stdout: StreamCapture::default(),
-                    stderr: StreamCapture::default(),
-                    duration: started.elapsed(),
-                    started_at_epoch,
-                },
-            )
+            let outcome = Ended::default().outcome(Some(err), started, started_at_epoch);
+            return finish(&out_state, &err_state, outcome);
         }
     };
     let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
@@ -558,7 +544,7 @@ pub async fn run_process(
         grace: spec.kill_grace,
     };
 
-    let _stdin_task = match (child.stdin.take(), spec.stdin) {
+    let _stdin_task = match (child.stdin.take(), spec.stdin.take()) {
         (Some(mut stdin), Some(data)) => Some(AbortOnDrop(tokio::spawn(async move {
             // A child that exits without reading its stdin gives EPIPE: not our failure.
             let _ = stdin.write_all(&data).await;
@@ -577,62 +563,13 @@ pub async fn run_process(
             read_stream(stderr, StreamKind::Stderr, &err_state, &progress, err_log),
         );
     };
-
-    let deadline = tokio::time::Instant::from_std(started + spec.timeout);
-    let result_seen = spec.result_seen.clone();
-    let linger_grace = spec.linger_grace;
-    let linger = async move {
-        match result_seen {
-            Some(notify) => {
-                notify.notified().await;
-                tokio::time::sleep(linger_grace).await;
-            }
-            None => std::future::pending::<()>().await,
-        }
-    };
     // The attempt's group and every process carrying its tag, wherever it went.
-    let mut cleanup = Cleanup::new(pgid, Some(tag));
-    let stop = spec.stop.clone();
-    let stopping = async move {
-        match stop {
-            Some(notify) => notify.notified().await,
-            None => std::future::pending::<()>().await,
-        }
-    };
-    let supervise = async {
-        let (mut status, timed_out, lingered, stopped) = tokio::select! {
-            s = child.wait() => (s.ok(), false, false, false),
-            _ = tokio::time::sleep_until(deadline) => (None, true, false, false),
-            _ = linger => (None, false, true, false),
-            _ = stopping => (None, false, false, true),
-        };
-        let mut escalated = false;
-        if timed_out || lingered || stopped {
-            cleanup.term();
-            status = match tokio::time::timeout(spec.kill_grace, child.wait()).await {
-                Ok(s) => s.ok(),
-                Err(_) => {
-                    escalated = true;
-                    cleanup.kill();
-                    let _ = child.start_kill();
-                    child.wait().await.ok()
-                }
-            };
-        }
-        progress.set_pid(None);
-
-        // The leader is gone; whatever it left — in its group, or outside it (`setsid`, a
-        // double fork) — gets a short drain window, then the same TERM → grace → KILL
-        // sequence (never leave an orphan).
-        if !cleanup.wait_gone(spec.drain_grace).await {
-            cleanup.terminate(spec.kill_grace).await;
-        }
-        (status, timed_out, lingered, stopped, escalated)
-    };
+    let cleanup = Cleanup::new(pgid, Some(tag));
+    let supervise = supervise(&mut child, &spec, started, cleanup, &progress);
     tokio::pin!(reading);
     tokio::pin!(supervise);
     let mut read_all = false;
-    let (status, timed_out, lingered, stopped, escalated) = loop {
+    let ended = loop {
         tokio::select! {
             done = &mut supervise => break done,
             () = &mut reading, if !read_all => read_all = true,
@@ -647,25 +584,95 @@ pub async fn run_process(
         let read_deadline = tokio::time::Instant::now() + Duration::from_secs(2);
         let _ = tokio::time::timeout_at(read_deadline, &mut reading).await;
     }
-
-    let (exit_code, exit_signal) = exit_parts(status);
     finish(
         &out_state,
         &err_state,
-        ProcessOutcome {
-            exit_code,
-            exit_signal,
-            timed_out,
-            escalated,
-            lingered,
-            stopped,
-            spawn_error: None,
-            stdout: StreamCapture::default(),
-            stderr: StreamCapture::default(),
-            duration: started.elapsed(),
-            started_at_epoch,
-        },
+        ended.outcome(None, started, started_at_epoch),
     )
+}
+
+/// Spawn `spec`'s program, looked up on the PATH the child gets.
+fn spawn_looked_up(
+    spec: &ProcessSpec,
+    tag: &AttemptTag,
+) -> io::Result<(tokio::process::Child, Option<u64>)> {
+    // A bare name is looked up on the PATH the child gets, here: std would otherwise fall
+    // back from posix_spawn to fork+exec for it (a changed PATH and a bare name), and
+    // forking a busy multi-threaded conductor costs more than the instant instruments run.
+    let child_env = spec
+        .child_env
+        .clone()
+        .unwrap_or_else(|| ChildEnv::resolve(&spec.env));
+    let cached = spec.program_path.is_some();
+    let path = spec
+        .program_path
+        .clone()
+        .or_else(|| resolve_program_on(&spec.program, child_env.path()));
+    let spawned = spawn_child(spec, &child_env, path.as_deref(), tag);
+    if cached && matches!(&spawned, Err(e) if e.kind() == io::ErrorKind::NotFound) {
+        // The cached program is gone: look again, as a fresh spawn would.
+        let path = resolve_program_on(&spec.program, child_env.path());
+        return spawn_child(spec, &child_env, path.as_deref(), tag);
+    }
+    spawned
+}
+
+/// Wait for the child to exit, its timeout, the end of its linger after the result, or a
+/// stop; then end it (TERM → grace → KILL) and whatever it left behind.
+async fn supervise(
+    child: &mut tokio::process::Child,
+    spec: &ProcessSpec,
+    started: Instant,
+    mut cleanup: Cleanup,
+    progress: &Progress,
+) -> Ended {
+    let deadline = tokio::time::Instant::from_std(started + spec.timeout);
+    let result_seen = spec.result_seen.clone();
+    let linger_grace = spec.linger_grace;
+    let linger = async move {
+        match result_seen {
+            Some(notify) => {
+                notify.notified().await;
+                tokio::time::sleep(linger_grace).await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    let stop = spec.stop.clone();
+    let stopping = async move {
+        match stop {
+            Some(notify) => notify.notified().await,
+            None => std::future::pending::<()>().await,
+        }
+    };
+    let mut ended = Ended::default();
+    (ended.status, ended.timed_out, ended.lingered, ended.stopped) = tokio::select! {
+        s = child.wait() => (s.ok(), false, false, false),
+        _ = tokio::time::sleep_until(deadline) => (None, true, false, false),
+        _ = linger => (None, false, true, false),
+        _ = stopping => (None, false, false, true),
+    };
+    if ended.timed_out || ended.lingered || ended.stopped {
+        cleanup.term();
+        ended.status = match tokio::time::timeout(spec.kill_grace, child.wait()).await {
+            Ok(s) => s.ok(),
+            Err(_) => {
+                ended.escalated = true;
+                cleanup.kill();
+                let _ = child.start_kill();
+                child.wait().await.ok()
+            }
+        };
+    }
+    progress.set_pid(None);
+
+    // The leader is gone; whatever it left — in its group, or outside it (`setsid`, a
+    // double fork) — gets a short drain window, then the same TERM → grace → KILL
+    // sequence (never leave an orphan).
+    if !cleanup.wait_gone(spec.drain_grace).await {
+        cleanup.terminate(spec.kill_grace).await;
+    }
+    ended
 }
 
 /// Spawn the child of `spec` with `env`, running `path` (or `spec.program` as given).
@@ -725,27 +732,6 @@ fn dev_null() -> std::process::Stdio {
         Some(Ok(file)) => std::process::Stdio::from(file),
         _ => std::process::Stdio::null(),
     }
-}
-
-/// Nanoseconds per clock tick (`sysconf(_SC_CLK_TCK)`), when a tick is a whole number of
-/// nanoseconds (the kernel then reports start times as boot-time nanoseconds divided by it).
-pub(crate) fn nanos_per_tick() -> Option<u64> {
-    static NANOS: std::sync::LazyLock<Option<u64>> = std::sync::LazyLock::new(|| {
-        let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok()??;
-        let hz = u64::try_from(hz).ok().filter(|&hz| hz > 0)?;
-        (1_000_000_000 % hz == 0).then(|| 1_000_000_000 / hz)
-    });
-    *NANOS
-}
-
-/// The boot-time clock (`CLOCK_BOOTTIME`, the clock of `/proc/<pid>/stat` field 22) now,
-/// in clock ticks.
-pub(crate) fn boot_ticks_now() -> Option<u64> {
-    let per_tick = nanos_per_tick()?;
-    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
-    let secs = u64::try_from(now.tv_sec()).ok()?;
-    let nanos = u64::try_from(now.tv_nsec()).ok()?;
-    Some((secs * 1_000_000_000 + nanos) / per_tick)
 }
 
 /// A child's start time in clock ticks — the value `/proc/<pid>/stat` reports — when the

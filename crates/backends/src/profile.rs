@@ -69,7 +69,7 @@ pub struct InstrumentProfile {
     /// Where the instrument's process runs when the score does not say (`local` when absent;
     /// docs/instruments.md "Placement").
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub placement: Option<crate::placement::PlacementSpec>,
+    pub placement: Option<crate::types::placement::PlacementSpec>,
 }
 
 /// `code_mode:` (parsed, unused).
@@ -463,7 +463,7 @@ impl InstrumentProfile {
         if let Some(placement) = &self.placement {
             placement.validate().map_err(|e| format!("placement.{e}"))?;
             if self.kind == InstrumentKind::Http
-                && placement.kind != crate::placement::PlacementKind::Local
+                && placement.kind != crate::types::placement::PlacementKind::Local
             {
                 return Err("placement: only CLI instruments run as processes that can be placed elsewhere; an http instrument is always called from the conductor".into());
             }
@@ -513,7 +513,7 @@ mod tests {
         let p = InstrumentProfile::from_yaml(&placed, "x.yaml").unwrap();
         assert_eq!(
             p.placement.as_ref().map(|s| s.kind),
-            Some(crate::placement::PlacementKind::Slurm)
+            Some(crate::types::placement::PlacementKind::Slurm)
         );
         let bad = format!("{cli}placement:\n  type: local\n  partition: gpu\n");
         let err = InstrumentProfile::from_yaml(&bad, "x.yaml")

@@ -12,7 +12,7 @@ use crate::http::{
     OpenAiChatOptions,
 };
 use crate::profile::{InstrumentKind, InstrumentProfile, SchemaFamily};
-use crate::types::Backend;
+use crate::request::Backend;
 
 /// Native profiles, lowest precedence (instruments.md §4.4).
 const NATIVE: &[(&str, &str)] = &[

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use mozart_backends::{
     classify, epoch_now, AnthropicApiBackend, AnthropicApiOptions, Backend, ErrorCategory,
-    ErrorCode, ExecutionRequest, ExecutionResult, ExitReason, InstrumentRegistry, OllamaBackend,
-    OllamaOptions,
+    ErrorCode, ExecutionRequest, ExecutionResult, ExitReason, FailureKind, InstrumentRegistry,
+    OllamaBackend, OllamaOptions,
 };
 use serde_json::{json, Value};
 
@@ -257,7 +257,7 @@ async fn anthropic_429_parks_the_instrument_until_retry_after() {
     .await;
     assert!(!r.success && r.rate_limited);
     assert_eq!(r.api_error_status, Some(429));
-    assert_eq!(r.error_type.as_deref(), Some("rate_limit"));
+    assert_eq!(r.error_type.map(FailureKind::as_str), Some("rate_limit"));
     let reset = r.rate_limit_reset.unwrap();
     assert!((reset - (epoch_now() + 120.0)).abs() < 5.0, "{reset}");
     let c = classify(&r);
@@ -289,7 +289,10 @@ async fn anthropic_401_is_a_fatal_auth_error_naming_the_key_variable() {
         anthropic_error("authentication_error", "invalid x-api-key"),
     ))
     .await;
-    assert_eq!(r.error_type.as_deref(), Some("authentication"));
+    assert_eq!(
+        r.error_type.map(FailureKind::as_str),
+        Some("authentication")
+    );
     let msg = r.error_message.clone().unwrap();
     assert!(
         msg.contains("invalid x-api-key") && msg.contains("MOZART_TEST_ANTHROPIC_KEY"),
@@ -373,7 +376,7 @@ async fn anthropic_400_bad_request_is_not_retried() {
         anthropic_error("invalid_request_error", "max_tokens: too large"),
     ))
     .await;
-    assert_eq!(r.error_type.as_deref(), Some("bad_request"));
+    assert_eq!(r.error_type.map(FailureKind::as_str), Some("bad_request"));
     assert!(r.stderr.contains("max_tokens: too large"));
     assert!(!classify(&r).should_retry());
 }
@@ -383,7 +386,11 @@ async fn dropped_connections_are_transient() {
     for canned in [Canned::Drop, Canned::Truncated] {
         let (r, _server) = run_anthropic(canned).await;
         assert!(!r.success);
-        assert_eq!(r.error_type.as_deref(), Some("connection"), "{r:?}");
+        assert_eq!(
+            r.error_type.map(FailureKind::as_str),
+            Some("connection"),
+            "{r:?}"
+        );
         assert_eq!(r.exit_code, None);
         assert_eq!(r.exit_reason, ExitReason::Error);
         let c = classify(&r);
@@ -434,7 +441,7 @@ async fn refused_connection_is_a_network_error() {
 async fn malformed_json_fails_and_is_retried() {
     let (r, _server) = run_anthropic(Canned::Reply(200, vec![], "{not json".into())).await;
     assert!(!r.success);
-    assert_eq!(r.error_type.as_deref(), Some("bad_response"));
+    assert_eq!(r.error_type.map(FailureKind::as_str), Some("bad_response"));
     assert!(r.error_message.as_deref().unwrap().contains("malformed"));
     assert!(classify(&r).should_retry());
 
@@ -485,7 +492,7 @@ async fn invalid_options_are_configuration_errors_that_are_not_retried() {
     let mut req = keyed("hi");
     req.options.insert("temperature".into(), json!("hot"));
     let r = anthropic(&server).execute(req).await;
-    assert_eq!(r.error_type.as_deref(), Some("configuration"));
+    assert_eq!(r.error_type.map(FailureKind::as_str), Some("configuration"));
     let msg = r.error_message.clone().unwrap();
     assert!(
         msg.contains("temperature") && msg.contains("anthropic_api"),
@@ -582,7 +589,7 @@ async fn ollama_server_down_is_a_network_error() {
     let r = backend
         .execute(request("hi", Duration::from_secs(10)))
         .await;
-    assert_eq!(r.error_type.as_deref(), Some("connection"));
+    assert_eq!(r.error_type.map(FailureKind::as_str), Some("connection"));
     assert_eq!(classify(&r).category, ErrorCategory::Network);
     let health = backend.health_check().await;
     assert!(!health.ready, "{health:?}");

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mozart_backends::process::group_alive;
-use mozart_backends::{Backend, ExecutionRequest, ExitReason, InstrumentProfile, ProfileBackend};
+use mozart_backends::{
+    Backend, ExecutionRequest, ExitReason, FailureKind, InstrumentProfile, ProfileBackend,
+};
 
 /// `sh -c <prompt>` as an instrument.
 fn shell() -> ProfileBackend {
@@ -78,7 +80,7 @@ async fn timeout_terminates_the_whole_group() {
     let result = shell().execute(req).await;
     assert!(result.timed_out && !result.success);
     assert_eq!(result.exit_reason, ExitReason::Timeout);
-    assert_eq!(result.error_type.as_deref(), Some("timeout"));
+    assert_eq!(result.error_type.map(FailureKind::as_str), Some("timeout"));
     assert!(
         result.stderr.contains("Command timed out after 0.5s"),
         "{}",
@@ -152,7 +154,7 @@ async fn environment_and_spawn_failures() {
         .execute(request("x", dir.path(), Duration::from_secs(5)))
         .await;
     assert_eq!(
-        (result.exit_code, result.error_type.as_deref()),
+        (result.exit_code, result.error_type.map(FailureKind::as_str)),
         (Some(127), Some("not_found"))
     );
     assert_eq!(result.exit_reason, ExitReason::Error);

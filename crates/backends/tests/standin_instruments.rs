@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use mozart_backends::{
     classify, Backend, ClaudeCliBackend, ClaudeCliOptions, ClaudeOutputFormat, ErrorCategory,
-    ErrorCode, ExecutionRequest, ExecutionResult, ExitReason, InstrumentRegistry, ProfileBackend,
+    ErrorCode, ExecutionRequest, ExecutionResult, ExitReason, FailureKind, InstrumentRegistry,
+    ProfileBackend,
 };
 
 fn standin() -> PathBuf {
@@ -107,7 +108,7 @@ async fn claude_stream_json_limit_event_parks_until_the_reported_reset() {
     let r = run(&b, env.request("hi")).await;
     assert!(!r.success && r.rate_limited, "{r:?}");
     assert_eq!(r.api_error_status, Some(429));
-    assert_eq!(r.error_type.as_deref(), Some("rate_limit"));
+    assert_eq!(r.error_type.map(FailureKind::as_str), Some("rate_limit"));
     let reset = r.rate_limit_reset.expect("resetsAt parsed");
     assert!((reset - (before + 7200.0)).abs() < 5.0);
     let c = classify(&r);
@@ -155,7 +156,7 @@ async fn claude_auth_max_turns_and_cli_errors_classify() {
         Env::new(r#"[{"scenario": "auth"}, {"scenario": "max-turns"}, {"scenario": "empty"}]"#);
     let b = env.claude(ClaudeOutputFormat::Json);
     let auth = run(&b, env.request("hi")).await;
-    assert_eq!(auth.error_type.as_deref(), Some("auth"));
+    assert_eq!(auth.error_type.map(FailureKind::as_str), Some("auth"));
     let c = classify(&auth);
     assert_eq!(c.code, ErrorCode::E502);
     assert!(!c.should_retry());
@@ -170,7 +171,7 @@ async fn claude_auth_max_turns_and_cli_errors_classify() {
     // Exit 0 with no output at all is a failure in json mode (claude-code-output.md §2).
     let empty = run(&b, env.request("hi")).await;
     assert!(!empty.success && empty.exit_code == Some(0), "{empty:?}");
-    assert_eq!(empty.error_type.as_deref(), Some("no_result"));
+    assert_eq!(empty.error_type.map(FailureKind::as_str), Some("no_result"));
 
     // The nesting guard is removed from the child's environment: CLAUDECODE set by the
     // score would otherwise make the CLI refuse to start.
@@ -200,7 +201,7 @@ async fn claude_killed_by_a_signal_and_not_found() {
     });
     let r = run(&missing, env.request("hi")).await;
     assert_eq!(
-        (r.exit_code, r.error_type.as_deref()),
+        (r.exit_code, r.error_type.map(FailureKind::as_str)),
         (Some(127), Some("not_found"))
     );
     assert!(!missing.health_check().await.ready);

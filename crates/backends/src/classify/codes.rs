@@ -2,9 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Broad kind of an error (execution.md §7.1): defined once, in `mozart-state`, because the
-/// checkpoint stores it and the state crate sits below this one.
-pub use mozart_state::ErrorCategory;
+/// Broad kind of an error (execution.md §7.1): defined once, in `mozart-ipc`'s checkpoint
+/// types, because the checkpoint stores it and the protocol crate sits below this one.
+pub use mozart_ipc::checkpoint::ErrorCategory;
 
 /// How bad an error is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

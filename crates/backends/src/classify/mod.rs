@@ -21,7 +21,7 @@ pub use reset::{
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::{epoch_now, ExecutionResult, ExitReason};
+use crate::types::{epoch_now, ExecutionResult, ExitReason, FailureKind};
 
 /// Slack added after a structured reset instant before retrying (claude-code-output.md §6.4).
 pub const STRUCTURED_RESET_SLACK_SECONDS: f64 = 60.0;
@@ -316,8 +316,6 @@ pub fn classify_output(
     exit_signal: Option<i32>,
     exit_reason: ExitReason,
 ) -> ClassifiedError {
-    use ErrorCategory as C;
-    use ErrorCode as E;
     let combined = format!("{stdout}\n{stderr}");
     let lower = combined.to_lowercase();
     // checked: `-i32::MIN` overflows (found by fuzzing, docs/reliability.md).
@@ -331,6 +329,13 @@ pub fn classify_output(
     if let Some(err) = rate_limit_from_text(&combined, false) {
         return err;
     }
+    text_pattern_error(&combined).unwrap_or_else(|| exit_code_error(exit_code, &lower, stderr))
+}
+
+/// The first of the known configuration, auth and network texts in `combined`.
+fn text_pattern_error(combined: &str) -> Option<ClassifiedError> {
+    use ErrorCategory as C;
+    use ErrorCode as E;
     type Check<'a> = (&'a regex::Regex, E, C, bool, Option<f64>, &'a str);
     let checks: [Check<'_>; 4] = [
         (
@@ -367,8 +372,8 @@ pub fn classify_output(
         ),
     ];
     for (re, code, cat, retriable, wait, msg) in checks {
-        if re.is_match(&combined) {
-            return ClassifiedError::new(code, cat, retriable, msg, wait);
+        if re.is_match(combined) {
+            return Some(ClassifiedError::new(code, cat, retriable, msg, wait));
         }
     }
     let network: [(&regex::Regex, E, &str); 3] = [
@@ -376,11 +381,17 @@ pub fn classify_output(
         (&patterns::SSL, E::E903, "SSL/TLS error"),
         (&patterns::NETWORK, E::E901, "Network connection failed"),
     ];
-    for (re, code, msg) in network {
-        if re.is_match(&combined) {
-            return ClassifiedError::new(code, C::Network, true, msg, Some(30.0));
-        }
-    }
+    network
+        .into_iter()
+        .find(|(re, _, _)| re.is_match(combined))
+        .map(|(_, code, msg)| ClassifiedError::new(code, C::Network, true, msg, Some(30.0)))
+}
+
+/// What the exit code alone says (execution.md §7.4 step 6); `lower` is the lowercased
+/// output, for the non-transient markers of exit 1 and 2.
+fn exit_code_error(exit_code: Option<i32>, lower: &str, stderr: &str) -> ClassifiedError {
+    use ErrorCategory as C;
+    use ErrorCode as E;
     match exit_code {
         Some(0) => ClassifiedError::new(
             E::E209,
@@ -753,6 +764,23 @@ fn structured_signals(result: &ExecutionResult, combined: &str) -> Vec<Classifie
     found
 }
 
+/// The errors the phases found, one per code, with how each was found.
+#[derive(Default)]
+struct Found(Vec<(ClassifiedError, ClassificationMethod)>);
+
+impl Found {
+    /// Keep `err` unless an error with its code is already in.
+    fn push(&mut self, err: ClassifiedError, method: ClassificationMethod) {
+        if !self.0.iter().any(|(e, _)| e.code == err.code) {
+            self.0.push((err, method));
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// The multi-phase classifier (execution.md §7.5): structured signals and JSON errors,
 /// exit code / signal, text patterns, the rate-limit override, then root-cause selection.
 pub fn classify(result: &ExecutionResult) -> Classification {
@@ -763,7 +791,6 @@ pub fn classify(result: &ExecutionResult) -> Classification {
             combined.push_str(msg);
         }
     }
-    let lower = combined.to_lowercase();
 
     // Exit 0 that nobody flagged as limited: the output is the answer, not an error report.
     if result.success && !result.rate_limited {
@@ -777,109 +804,22 @@ pub fn classify(result: &ExecutionResult) -> Classification {
         return finish(vec![(err, ClassificationMethod::ExitCode)]);
     }
 
-    let mut collected: Vec<(ClassifiedError, ClassificationMethod)> = Vec::new();
-    let push = |collected: &mut Vec<(ClassifiedError, ClassificationMethod)>,
-                err: ClassifiedError,
-                method| {
-        if !collected.iter().any(|(e, _)| e.code == err.code) {
-            collected.push((err, method));
-        }
-    };
-
-    // Phase 1: signal and timeout (the process-level facts).
-    let exit_signal = result
-        .exit_signal
-        // checked: `-i32::MIN` overflows (found by fuzzing, docs/reliability.md).
-        .or(result
-            .exit_code
-            .filter(|c| *c < 0)
-            .and_then(i32::checked_neg));
-    if let Some(sig) = exit_signal {
-        push(
-            &mut collected,
-            signal_error(sig, result.exit_reason, &lower),
-            ClassificationMethod::ExitCode,
-        );
-    } else if result.exit_reason == ExitReason::Timeout || result.timed_out {
-        push(
-            &mut collected,
-            timeout_error(&lower),
-            ClassificationMethod::ExitCode,
-        );
-    }
-
-    // The backend recognised a refusal to run as configured (e.g. Claude Code as root
-    // without IS_SANDBOX): not worth a retry, and its message says what to change.
-    if result.error_type.as_deref() == Some("configuration") && exit_signal.is_none() {
-        if let Some(msg) = &result.error_message {
-            push(
-                &mut collected,
-                ClassifiedError::new(
-                    ErrorCode::E306,
-                    ErrorCategory::Configuration,
-                    false,
-                    msg.clone(),
-                    None,
-                ),
-                ClassificationMethod::Structured,
-            );
-        }
-    }
-
-    // Phase 2: structured output.
-    for err in structured_signals(result, &combined) {
-        push(&mut collected, err, ClassificationMethod::Structured);
-    }
-    let mut json = json_errors(&result.stdout);
-    for e in json_errors(&result.stderr) {
-        if !json.iter().any(|j| j.message == e.message) {
-            json.push(e);
-        }
-    }
-    for e in &json {
-        push(
-            &mut collected,
-            classify_json_error(e),
-            ClassificationMethod::Structured,
-        );
-    }
-    if result.exit_code.is_none()
-        && exit_signal.is_none()
-        && !json.is_empty()
-        && result.exit_reason != ExitReason::Timeout
-    {
-        let wait = if result.stderr.to_lowercase().contains("killed") {
-            60.0
-        } else {
-            10.0
-        };
-        push(
-            &mut collected,
-            ClassifiedError::new(
-                ErrorCode::E999,
-                ErrorCategory::Transient,
-                true,
-                "Process killed without an exit code",
-                Some(wait),
-            ),
-            ClassificationMethod::ExitCode,
-        );
-    }
-
+    let mut found = Found::default();
+    let exit_signal = process_phase(result, &combined.to_lowercase(), &mut found);
+    structured_phase(result, &combined, exit_signal, &mut found);
     // Phase 2b: the instrument's own error patterns (profile `cli.errors.*_patterns`), which
     // the profile backend reports as `error_type`. The profile author knows the tool's
     // wording better than our generic patterns do.
-    if collected.is_empty() {
+    if found.is_empty() {
         // The backend's own message (the CLI's error, with a hint) reads better than the
         // start of raw stdout.
         let text = result.error_message.as_deref().unwrap_or(&combined);
-        if let Some(err) = profile_tagged(result.error_type.as_deref(), text) {
-            push(&mut collected, err, ClassificationMethod::RegexFallback);
+        if let Some(err) = profile_tagged(result.error_type, text) {
+            found.push(err, ClassificationMethod::RegexFallback);
         }
     }
-
     // Phase 3: text patterns, then the exit code (the single-output classifier).
-    if collected.is_empty() {
+    if found.is_empty() {
         let err = classify_output(
             &result.stdout,
             &combined_stderr(result),
@@ -896,21 +836,106 @@ pub fn classify(result: &ExecutionResult) -> Classification {
         } else {
             ClassificationMethod::RegexFallback
         };
-        push(&mut collected, err, method);
+        found.push(err, method);
     }
-
     // Phase 4: rate-limit override — a limit anywhere in the output (or flagged by the
     // instrument's own patterns) outranks a generic failure.
-    if !collected.iter().any(|(e, _)| e.is_rate_limit()) {
+    if !found.0.iter().any(|(e, _)| e.is_rate_limit()) {
         if let Some(err) = rate_limit_from_text(&combined, result.rate_limited) {
-            push(&mut collected, err, ClassificationMethod::RegexFallback);
+            found.push(err, ClassificationMethod::RegexFallback);
         }
     }
-    let mut c = finish(collected);
-    // An auth failure is fixed by the user: keep what the backend said (the CLI's own
-    // message and which credentials to check) next to the generic text.
+    let mut c = finish(found.0);
+    add_backend_words(&mut c, result);
+    c
+}
+
+/// Phase 1: the process-level facts (signal, timeout) and a refusal to run as configured
+/// that the backend recognised. Returns the signal that ended the process, if one did.
+fn process_phase(result: &ExecutionResult, lower: &str, found: &mut Found) -> Option<i32> {
+    let exit_signal = result
+        .exit_signal
+        // checked: `-i32::MIN` overflows (found by fuzzing, docs/reliability.md).
+        .or(result
+            .exit_code
+            .filter(|c| *c < 0)
+            .and_then(i32::checked_neg));
+    if let Some(sig) = exit_signal {
+        found.push(
+            signal_error(sig, result.exit_reason, lower),
+            ClassificationMethod::ExitCode,
+        );
+    } else if result.exit_reason == ExitReason::Timeout || result.timed_out {
+        found.push(timeout_error(lower), ClassificationMethod::ExitCode);
+    }
+    // The backend recognised a refusal to run as configured (e.g. Claude Code as root
+    // without IS_SANDBOX): not worth a retry, and its message says what to change.
+    if result.error_type == Some(FailureKind::Configuration) && exit_signal.is_none() {
+        if let Some(msg) = &result.error_message {
+            found.push(
+                ClassifiedError::new(
+                    ErrorCode::E306,
+                    ErrorCategory::Configuration,
+                    false,
+                    msg.clone(),
+                    None,
+                ),
+                ClassificationMethod::Structured,
+            );
+        }
+    }
+    exit_signal
+}
+
+/// Phase 2: structured output — the instrument's structured signals and the JSON errors
+/// it printed (a process killed without an exit code after printing one is transient).
+fn structured_phase(
+    result: &ExecutionResult,
+    combined: &str,
+    exit_signal: Option<i32>,
+    found: &mut Found,
+) {
+    for err in structured_signals(result, combined) {
+        found.push(err, ClassificationMethod::Structured);
+    }
+    let mut json = json_errors(&result.stdout);
+    for e in json_errors(&result.stderr) {
+        if !json.iter().any(|j| j.message == e.message) {
+            json.push(e);
+        }
+    }
+    for e in &json {
+        found.push(classify_json_error(e), ClassificationMethod::Structured);
+    }
+    if result.exit_code.is_none()
+        && exit_signal.is_none()
+        && !json.is_empty()
+        && result.exit_reason != ExitReason::Timeout
+    {
+        let wait = if result.stderr.to_lowercase().contains("killed") {
+            60.0
+        } else {
+            10.0
+        };
+        found.push(
+            ClassifiedError::new(
+                ErrorCode::E999,
+                ErrorCategory::Transient,
+                true,
+                "Process killed without an exit code",
+                Some(wait),
+            ),
+            ClassificationMethod::ExitCode,
+        );
+    }
+}
+
+/// Put what the backend said next to the generic text where the user has to act on it: a
+/// missing program, an auth failure or rate limit, and a bare "exit code 1".
+fn add_backend_words(c: &mut Classification, result: &ExecutionResult) {
+    let said = result.error_message.as_deref().map(str::trim);
     if c.code == ErrorCode::E505 {
-        if let Some(msg) = result.error_message.as_deref().map(str::trim) {
+        if let Some(msg) = said {
             if !msg.is_empty() && !c.message.contains(msg) {
                 c.message = format!(
                     "{msg}: install the CLI, or put it on the PATH the conductor was started \
@@ -922,7 +947,7 @@ pub fn classify(result: &ExecutionResult) -> Classification {
     // An auth failure is fixed by the user, a rate limit is waited out: either way the
     // instrument's own words (and the key to check) belong next to the generic text.
     if matches!(c.category, ErrorCategory::Auth | ErrorCategory::RateLimit) {
-        if let Some(msg) = result.error_message.as_deref().map(str::trim) {
+        if let Some(msg) = said {
             // The structured messages quote the start of it already.
             let head: String = msg.chars().take(100).collect();
             if !msg.is_empty() && !c.message.contains(&head) {
@@ -936,10 +961,7 @@ pub fn classify(result: &ExecutionResult) -> Classification {
         && c.method == ClassificationMethod::ExitCode
         && result.exit_code.is_some_and(|code| code != 0)
     {
-        let said = result
-            .error_message
-            .as_deref()
-            .map(str::trim)
+        let said = said
             .filter(|m| !m.is_empty())
             .map(str::to_string)
             .or_else(|| cause_line(&result.stdout, &result.stderr));
@@ -952,7 +974,6 @@ pub fn classify(result: &ExecutionResult) -> Classification {
             };
         }
     }
-    c
 }
 
 /// What a failed CLI's output says the cause was: the message of the last JSON error it
@@ -1009,15 +1030,25 @@ pub fn cause_line(stdout: &str, stderr: &str) -> Option<String> {
         .or_else(|| line(stdout, true))
         .or_else(|| line(stderr, false))
         .or_else(|| line(stdout, false))?;
-    Some(crate::live::short(&cause, 300))
+    Some(short(&cause, 300))
+}
+
+/// The start of `text` on one line, at most `max` characters.
+pub(crate) fn short(text: &str, max: usize) -> String {
+    let one_line = text.trim().replace('\n', " ");
+    let mut s: String = one_line.chars().take(max).collect();
+    if one_line.chars().count() > max {
+        s.push('…');
+    }
+    s
 }
 
 /// An error matched by an instrument profile's pattern set (instruments.md §4.1 `cli.errors`).
-fn profile_tagged(error_type: Option<&str>, text: &str) -> Option<ClassifiedError> {
+fn profile_tagged(error_type: Option<FailureKind>, text: &str) -> Option<ClassifiedError> {
     // Room for the CLI's message and the hint the backend appended to it.
     let snippet: String = text.trim().chars().take(600).collect();
     let err = match error_type? {
-        "auth" => ClassifiedError::new(
+        FailureKind::Auth => ClassifiedError::new(
             ErrorCode::E502,
             ErrorCategory::Auth,
             false,
@@ -1025,35 +1056,35 @@ fn profile_tagged(error_type: Option<&str>, text: &str) -> Option<ClassifiedErro
             None,
         ),
         // A structured instrument that ended "successfully" without its answer.
-        "no_result" => ClassifiedError::new(
+        FailureKind::NoResult => ClassifiedError::new(
             ErrorCode::E503,
             ErrorCategory::Transient,
             true,
             format!("Instrument gave no usable answer: {snippet}"),
             Some(15.0),
         ),
-        "capacity" => ClassifiedError::new(
+        FailureKind::Capacity => ClassifiedError::new(
             ErrorCode::E103,
             ErrorCategory::RateLimit,
             true,
             format!("Capacity exceeded (instrument capacity pattern): {snippet}"),
             Some(300.0),
         ),
-        "timeout" => ClassifiedError::new(
+        FailureKind::Timeout => ClassifiedError::new(
             ErrorCode::E504,
             ErrorCategory::Timeout,
             true,
             format!("Backend timed out (instrument timeout pattern): {snippet}"),
             Some(60.0),
         ),
-        "crash" => ClassifiedError::new(
+        FailureKind::Crash => ClassifiedError::new(
             ErrorCode::E003,
             ErrorCategory::Signal,
             true,
             format!("Instrument crashed (instrument crash pattern): {snippet}"),
             Some(30.0),
         ),
-        "stale" => ClassifiedError::new(
+        FailureKind::Stale => ClassifiedError::new(
             ErrorCode::E006,
             ErrorCategory::Timeout,
             true,

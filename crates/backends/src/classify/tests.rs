@@ -1,6 +1,7 @@
 //! Table-driven tests from execution.md §7 and claude-code-output.md §6.
 
 use super::*;
+use ErrorCode as E;
 
 fn failed(stdout: &str, stderr: &str, exit_code: Option<i32>) -> ExecutionResult {
     ExecutionResult {
@@ -24,163 +25,176 @@ fn code_table_is_complete_and_consistent() {
     assert_eq!(serde_json::to_string(&ErrorCode::E101).unwrap(), "\"E101\"");
 }
 
+/// One row of the single-output table: stdout, stderr, exit code, signal, exit reason,
+/// the code expected and whether it is retried.
+type SingleOutputCase = (
+    &'static str,
+    &'static str,
+    Option<i32>,
+    Option<i32>,
+    ExitReason,
+    ErrorCode,
+    bool,
+);
+
+const SINGLE_OUTPUT_CASES: &[SingleOutputCase] = &[
+    ("", "", None, Some(15), ExitReason::Timeout, E::E001, true),
+    ("", "", None, Some(11), ExitReason::Killed, E::E003, false),
+    (
+        "",
+        "Out of memory",
+        None,
+        Some(9),
+        ExitReason::Killed,
+        E::E005,
+        false,
+    ),
+    ("", "", None, Some(9), ExitReason::Killed, E::E002, true),
+    ("", "", None, Some(2), ExitReason::Killed, E::E004, false),
+    ("", "", Some(-15), None, ExitReason::Killed, E::E002, true),
+    ("", "", None, None, ExitReason::Timeout, E::E001, true),
+    (
+        "stale execution detected",
+        "",
+        None,
+        None,
+        ExitReason::Timeout,
+        E::E006,
+        true,
+    ),
+    (
+        "Error: 429 Too Many Requests",
+        "",
+        Some(1),
+        None,
+        ExitReason::Completed,
+        E::E101,
+        true,
+    ),
+    (
+        "API overloaded, try again later",
+        "",
+        Some(1),
+        None,
+        ExitReason::Completed,
+        E::E103,
+        true,
+    ),
+    (
+        "daily token limit reached, resets in 2 hours",
+        "",
+        Some(1),
+        None,
+        ExitReason::Completed,
+        E::E104,
+        true,
+    ),
+    (
+        "",
+        "spawn claude ENOENT",
+        Some(1),
+        None,
+        ExitReason::Completed,
+        E::E505,
+        true,
+    ),
+    (
+        "",
+        "Invalid API key",
+        Some(1),
+        None,
+        ExitReason::Completed,
+        E::E502,
+        false,
+    ),
+    (
+        "",
+        "MCP server error: boom",
+        Some(1),
+        None,
+        ExitReason::Completed,
+        E::E305,
+        false,
+    ),
+    (
+        "",
+        "getaddrinfo failed",
+        Some(1),
+        None,
+        ExitReason::Completed,
+        E::E902,
+        true,
+    ),
+    (
+        "",
+        "SSL_ERROR_SYSCALL",
+        Some(1),
+        None,
+        ExitReason::Completed,
+        E::E903,
+        true,
+    ),
+    (
+        "",
+        "connection refused",
+        Some(1),
+        None,
+        ExitReason::Completed,
+        E::E901,
+        true,
+    ),
+    (
+        "done",
+        "",
+        Some(0),
+        None,
+        ExitReason::Completed,
+        E::E209,
+        true,
+    ),
+    (
+        "",
+        "syntax error near x",
+        Some(2),
+        None,
+        ExitReason::Completed,
+        E::E009,
+        false,
+    ),
+    (
+        "",
+        "boom",
+        Some(1),
+        None,
+        ExitReason::Completed,
+        E::E009,
+        true,
+    ),
+    (
+        "",
+        "",
+        Some(124),
+        None,
+        ExitReason::Completed,
+        E::E001,
+        true,
+    ),
+    (
+        "",
+        "",
+        Some(127),
+        None,
+        ExitReason::Completed,
+        E::E505,
+        false,
+    ),
+    ("", "", None, None, ExitReason::Error, E::E999, true),
+    ("", "", Some(3), None, ExitReason::Completed, E::E999, false),
+];
+
 #[test]
 fn single_output_table() {
-    use ErrorCode as E;
-    let cases: &[(&str, &str, Option<i32>, Option<i32>, ExitReason, E, bool)] = &[
-        ("", "", None, Some(15), ExitReason::Timeout, E::E001, true),
-        ("", "", None, Some(11), ExitReason::Killed, E::E003, false),
-        (
-            "",
-            "Out of memory",
-            None,
-            Some(9),
-            ExitReason::Killed,
-            E::E005,
-            false,
-        ),
-        ("", "", None, Some(9), ExitReason::Killed, E::E002, true),
-        ("", "", None, Some(2), ExitReason::Killed, E::E004, false),
-        ("", "", Some(-15), None, ExitReason::Killed, E::E002, true),
-        ("", "", None, None, ExitReason::Timeout, E::E001, true),
-        (
-            "stale execution detected",
-            "",
-            None,
-            None,
-            ExitReason::Timeout,
-            E::E006,
-            true,
-        ),
-        (
-            "Error: 429 Too Many Requests",
-            "",
-            Some(1),
-            None,
-            ExitReason::Completed,
-            E::E101,
-            true,
-        ),
-        (
-            "API overloaded, try again later",
-            "",
-            Some(1),
-            None,
-            ExitReason::Completed,
-            E::E103,
-            true,
-        ),
-        (
-            "daily token limit reached, resets in 2 hours",
-            "",
-            Some(1),
-            None,
-            ExitReason::Completed,
-            E::E104,
-            true,
-        ),
-        (
-            "",
-            "spawn claude ENOENT",
-            Some(1),
-            None,
-            ExitReason::Completed,
-            E::E505,
-            true,
-        ),
-        (
-            "",
-            "Invalid API key",
-            Some(1),
-            None,
-            ExitReason::Completed,
-            E::E502,
-            false,
-        ),
-        (
-            "",
-            "MCP server error: boom",
-            Some(1),
-            None,
-            ExitReason::Completed,
-            E::E305,
-            false,
-        ),
-        (
-            "",
-            "getaddrinfo failed",
-            Some(1),
-            None,
-            ExitReason::Completed,
-            E::E902,
-            true,
-        ),
-        (
-            "",
-            "SSL_ERROR_SYSCALL",
-            Some(1),
-            None,
-            ExitReason::Completed,
-            E::E903,
-            true,
-        ),
-        (
-            "",
-            "connection refused",
-            Some(1),
-            None,
-            ExitReason::Completed,
-            E::E901,
-            true,
-        ),
-        (
-            "done",
-            "",
-            Some(0),
-            None,
-            ExitReason::Completed,
-            E::E209,
-            true,
-        ),
-        (
-            "",
-            "syntax error near x",
-            Some(2),
-            None,
-            ExitReason::Completed,
-            E::E009,
-            false,
-        ),
-        (
-            "",
-            "boom",
-            Some(1),
-            None,
-            ExitReason::Completed,
-            E::E009,
-            true,
-        ),
-        (
-            "",
-            "",
-            Some(124),
-            None,
-            ExitReason::Completed,
-            E::E001,
-            true,
-        ),
-        (
-            "",
-            "",
-            Some(127),
-            None,
-            ExitReason::Completed,
-            E::E505,
-            false,
-        ),
-        ("", "", None, None, ExitReason::Error, E::E999, true),
-        ("", "", Some(3), None, ExitReason::Completed, E::E999, false),
-    ];
+    let cases = SINGLE_OUTPUT_CASES;
     for (stdout, stderr, code, sig, reason, want, retriable) in cases {
         let got = classify_output(stdout, stderr, *code, *sig, *reason);
         assert_eq!(
@@ -325,15 +339,15 @@ fn instrument_profile_patterns_decide_the_class_when_nothing_else_does() {
         ErrorCode::E999,
         "untagged output stays unknown"
     );
-    r.error_type = Some("auth".into());
+    r.error_type = Some(FailureKind::Auth);
     let c = classify(&r);
     assert_eq!(
         (c.code, c.category, c.should_retry()),
         (ErrorCode::E502, ErrorCategory::Auth, false)
     );
-    r.error_type = Some("capacity".into());
+    r.error_type = Some(FailureKind::Capacity);
     assert_eq!(classify(&r).category, ErrorCategory::RateLimit);
-    r.error_type = Some("crash".into());
+    r.error_type = Some(FailureKind::Crash);
     assert!(classify(&r).should_retry());
 }
 

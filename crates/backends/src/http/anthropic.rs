@@ -13,7 +13,8 @@ use serde_json::{json, Value};
 use super::options::{lookup_env, price_usd, OptionReader};
 use super::{answered_model, Call, ClientCache, Clock, HttpApi};
 use crate::profile::{InstrumentProfile, ModelCapacity};
-use crate::types::{Backend, BoxFuture, ExecutionRequest, ExecutionResult, HealthStatus};
+use crate::request::{Backend, ExecutionRequest};
+use crate::types::{BoxFuture, ExecutionResult, HealthStatus};
 
 /// Environment variable that redirects every Anthropic call (tests, gateways).
 pub const BASE_URL_ENV: &str = "MOZART_ANTHROPIC_BASE_URL";

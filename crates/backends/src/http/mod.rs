@@ -17,13 +17,11 @@ mod anthropic;
 mod ollama;
 mod openai;
 mod options;
-mod readiness;
 
 pub use anthropic::{AnthropicApiBackend, AnthropicApiOptions};
 pub use ollama::{OllamaBackend, OllamaOptions};
 pub use openai::{OpenAiChatBackend, OpenAiChatOptions};
 pub use options::{parse_retry_after, price_usd, FALLBACK_PRICING_PER_MILLION};
-pub use readiness::{http_readiness, HttpReadiness};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -34,8 +32,9 @@ use reqwest::{Client, StatusCode, Url};
 use serde_json::Value;
 
 use crate::redact::redact;
+use crate::request::ExecutionRequest;
 use crate::types::StreamKind;
-use crate::types::{epoch_now, ExecutionRequest, ExecutionResult, ExitReason, Progress};
+use crate::types::{epoch_now, ExecutionResult, ExitReason, FailureKind, Progress};
 
 /// How long establishing a TCP/TLS connection may take (upstream Ollama's connect timeout).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -272,7 +271,9 @@ async fn call_api<A: HttpApi>(
             key
         }
         // Worded so the classifier's auth patterns fire (E502, not retried).
-        Err(message) => return failure(clock, model, Some(1), "authentication", &message),
+        Err(message) => {
+            return failure(clock, model, Some(1), FailureKind::Authentication, &message)
+        }
     };
     let url = match join_url(&call.base_url, api.endpoint()) {
         Ok(u) => u,
@@ -280,7 +281,7 @@ async fn call_api<A: HttpApi>(
     };
     let client = match api.clients().client_for(&url) {
         Ok(c) => c,
-        Err(message) => return failure(clock, model, None, "exception", &message),
+        Err(message) => return failure(clock, model, None, FailureKind::Exception, &message),
     };
     let target = url.clone();
     let builder = api.request(&client, url, key, call, req);
@@ -364,7 +365,7 @@ pub(crate) fn failure(
     clock: &Clock,
     model: &str,
     exit_code: Option<i32>,
-    error_type: &str,
+    error_type: FailureKind,
     message: &str,
 ) -> ExecutionResult {
     let message = redact(message);
@@ -374,7 +375,7 @@ pub(crate) fn failure(
     r.exit_reason = ExitReason::Completed;
     r.stderr_bytes = message.len() as u64;
     r.stderr = message.clone();
-    r.error_type = Some(error_type.to_string());
+    r.error_type = Some(error_type);
     r.error_message = Some(message);
     r
 }
@@ -387,7 +388,7 @@ pub(crate) fn configuration_failure(clock: &Clock, model: &str, message: &str) -
         clock,
         model,
         Some(2),
-        "configuration",
+        FailureKind::Configuration,
         &format!("{message} (invalid argument)"),
     );
     r.exit_reason = ExitReason::Error;
@@ -405,7 +406,7 @@ pub(crate) fn timeout_failure(
         clock,
         model,
         None,
-        "timeout",
+        FailureKind::Timeout,
         &format!(
             "{api} timeout after {}s: no complete response",
             timeout.as_secs_f64()
@@ -431,7 +432,7 @@ pub(crate) fn connection_failure(
         clock,
         model,
         None,
-        "connection",
+        FailureKind::Connection,
         &format!("Connection error: {api} at {host} did not answer: {detail}"),
     );
     // Nothing ran: like a spawn failure of a CLI instrument (instruments.md §2.1).
@@ -453,7 +454,7 @@ pub(crate) fn malformed(
         clock,
         model,
         None,
-        "bad_response",
+        FailureKind::BadResponse,
         &format!("{api} returned a malformed response ({why}); body starts: {start}"),
     )
 }
@@ -498,29 +499,29 @@ pub(crate) fn status_failure(
     let text = api_error_text(body);
     let (error_type, message, exit_code) = match code {
         429 => (
-            "rate_limit",
+            FailureKind::RateLimit,
             format!("Rate limited: {api} answered HTTP 429: {text}"),
             Some(429),
         ),
         401 | 403 => (
-            "authentication",
+            FailureKind::Authentication,
             format!("Authentication failed: {api} answered HTTP {code}: {text}{auth_hint}"),
             Some(i32::from(code)),
         ),
         400 => (
-            "bad_request",
+            FailureKind::BadRequest,
             format!("Bad request: {api} answered HTTP 400: {text}"),
             Some(400),
         ),
         // Transient statuses keep no exit code: a status in `exit_code` reaches the
         // classifier's "unknown exit code" branch, which is fatal (execution.md §7.4 step 6).
         408 | 409 | 500..=599 => (
-            "api_error",
+            FailureKind::ApiError,
             format!("{api} answered HTTP {code}: {text}"),
             None,
         ),
         _ => (
-            "api_error",
+            FailureKind::ApiError,
             format!("{api} answered HTTP {code}: {text}"),
             Some(i32::from(code)),
         ),

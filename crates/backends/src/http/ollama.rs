@@ -19,7 +19,8 @@ use serde_json::{json, Value};
 use super::options::{price_usd, OptionReader};
 use super::{answered_model, join_url, send, Call, ClientCache, Clock, HttpApi, Reply};
 use crate::profile::{InstrumentProfile, ModelCapacity};
-use crate::types::{Backend, BoxFuture, ExecutionRequest, ExecutionResult, HealthStatus, Progress};
+use crate::request::{Backend, ExecutionRequest};
+use crate::types::{BoxFuture, ExecutionResult, HealthStatus, Progress};
 
 /// Environment variable that redirects every Ollama call (tests, remote servers).
 pub const BASE_URL_ENV: &str = "MOZART_OLLAMA_BASE_URL";

@@ -16,7 +16,8 @@ use serde_json::{json, Value};
 use super::options::{lookup_env, price_usd, OptionReader};
 use super::{answered_model, join_url, Call, ClientCache, Clock, HttpApi};
 use crate::profile::{InstrumentProfile, ModelCapacity};
-use crate::types::{Backend, BoxFuture, ExecutionRequest, ExecutionResult, HealthStatus};
+use crate::request::{Backend, ExecutionRequest};
+use crate::types::{BoxFuture, ExecutionResult, HealthStatus};
 
 /// How to call an OpenAI-compatible server (built from a profile's `http:` block).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -28,10 +28,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{PlacementSpec, RemoteAttempt, RemoteJournal};
+use super::{PlacedAttempt, PlacementSpec, RemoteAttempt, RemoteJournal};
 use crate::process::{capture_reader, LineSink, ProcessOutcome, ProcessSpec};
 use crate::types::StreamKind;
-use crate::types::{epoch_now, ExecutionRequest, Progress};
+use crate::types::{epoch_now, Progress};
 
 /// Default poll interval of a running attempt.
 pub const DEFAULT_POLL: Duration = Duration::from_millis(500);
@@ -103,7 +103,7 @@ impl SlurmPlacement {
     /// Run one attempt as a Slurm job (or re-attach to the one the journal recorded).
     pub(crate) async fn run(
         &self,
-        req: &ExecutionRequest,
+        req: &PlacedAttempt<'_>,
         mut spec: ProcessSpec,
         sink: Option<Box<dyn LineSink>>,
     ) -> (ProcessOutcome, Option<Box<dyn LineSink>>) {
@@ -118,7 +118,7 @@ impl SlurmPlacement {
         // held job behind.
         let mut guard = CancelGuard {
             attempt: None,
-            journal: req.remote.clone(),
+            journal: req.remote.cloned(),
             recorded: false,
             dir: None,
         };
@@ -175,7 +175,7 @@ impl SlurmPlacement {
         spec.args = Vec::new();
         spec.stdin = None;
         spec.child_env = None;
-        let followed = self.follow(&attempt, &spec, &req.progress).await;
+        let followed = self.follow(&attempt, &spec, req.progress).await;
         // Followed to its end: `collect` takes care of the files from here.
         guard.attempt = None;
         guard.dir = None;
@@ -186,17 +186,20 @@ impl SlurmPlacement {
     /// release it.
     async fn submit(
         &self,
-        req: &ExecutionRequest,
+        req: &PlacedAttempt<'_>,
         spec: &ProcessSpec,
         guard: &mut CancelGuard,
     ) -> Result<RemoteAttempt, String> {
-        let cwd = spec.cwd.clone().unwrap_or_else(|| req.working_dir.clone());
+        let cwd = spec
+            .cwd
+            .clone()
+            .unwrap_or_else(|| req.working_dir.to_path_buf());
         let base = self
             .spec
             .state_dir
             .clone()
             .unwrap_or_else(|| cwd.join(".mozart-slurm"));
-        let dir = base.join(safe_name(&req.job_id)).join(format!(
+        let dir = base.join(safe_name(req.job_id)).join(format!(
             "sheet-{}-attempt-{}-{}",
             req.sheet_num,
             req.attempt,
@@ -229,14 +232,14 @@ impl SlurmPlacement {
     /// (held), then its id recorded, then the release.
     async fn submit_files(
         &self,
-        req: &ExecutionRequest,
+        req: &PlacedAttempt<'_>,
         spec: &ProcessSpec,
         guard: &mut CancelGuard,
         cwd: &Path,
         base: &Path,
         dir: std::path::PathBuf,
     ) -> Result<RemoteAttempt, String> {
-        let name = job_name(&req.job_id, req.sheet_num, req.attempt, base);
+        let name = job_name(req.job_id, req.sheet_num, req.attempt, base);
         let requeue = self.spec.requeue_on_preemption.unwrap_or(false);
         let mut args = vec![
             "--parsable".to_string(),
@@ -345,7 +348,7 @@ impl SlurmPlacement {
     /// its client gave up).
     async fn adopt(
         &self,
-        req: &ExecutionRequest,
+        req: &PlacedAttempt<'_>,
         attempt: &RemoteAttempt,
         spec: &ProcessSpec,
         reattach: bool,
@@ -401,7 +404,7 @@ impl SlurmPlacement {
     /// created under its name (adopted, recorded, released), or `None` when there is none.
     async fn resolve_pending(
         &self,
-        req: &ExecutionRequest,
+        req: &PlacedAttempt<'_>,
         spec: &ProcessSpec,
         pending: &RemoteAttempt,
     ) -> Result<Option<RemoteAttempt>, String> {
@@ -436,7 +439,7 @@ impl SlurmPlacement {
     /// cancels it when it appears, and its wrapper would not run it).
     async fn find_held(
         &self,
-        req: &ExecutionRequest,
+        req: &PlacedAttempt<'_>,
         spec: &ProcessSpec,
         name: &str,
     ) -> Result<Option<String>, String> {
@@ -467,7 +470,7 @@ impl SlurmPlacement {
     /// answered for longer than the attempt's timeout (or an hour at most).
     async fn wait_for_controller(
         &self,
-        req: &ExecutionRequest,
+        req: &PlacedAttempt<'_>,
         spec: &ProcessSpec,
         error: &str,
     ) -> Result<(), String> {
@@ -555,12 +558,13 @@ impl SlurmPlacement {
                 deadline = start.map(|s| s + spec.timeout.as_secs_f64());
                 if let Some(s) = start {
                     let queued = (s - attempt.submitted_at).max(0.0);
-                    progress.update_activity(|a| {
-                        a.last_event = Some(format!(
+                    note(
+                        progress,
+                        format!(
                             "running as Slurm job {} (queued {queued:.0}s)",
                             attempt.remote_id
-                        ));
-                    });
+                        ),
+                    );
                 }
             }
             if requeue
@@ -582,12 +586,13 @@ impl SlurmPlacement {
             if deadline.is_none() {
                 let queued = (epoch_now() - attempt.submitted_at).max(0.0);
                 let state = watch.state().unwrap_or_else(|| "PENDING".into());
-                progress.update_activity(|a| {
-                    a.last_event = Some(format!(
+                note(
+                    progress,
+                    format!(
                         "in Slurm's queue as job {} ({state}) for {queued:.0}s",
                         attempt.remote_id
-                    ));
-                });
+                    ),
+                );
             }
             // Waiting in the queue is bounded only by `queue_timeout_seconds` when set.
             let queue_limit = queue_timeout.map(|q| attempt.submitted_at + q);
@@ -598,47 +603,12 @@ impl SlurmPlacement {
             };
             if over {
                 tracing::info!(slurm_job = %attempt.remote_id, queued = deadline.is_none(), "timeout: cancelling the Slurm job");
-                let _ = slurm_command("scancel", &[&attempt.remote_id]).await;
-                // Wait for it to be gone (Slurm sends TERM, then KILL after its KillWait).
-                let until = Instant::now() + spec.kill_grace + Duration::from_secs(30);
-                while Instant::now() < until {
-                    if matches!(
-                        job_state(&attempt.remote_id).await,
-                        JobState::Ended(_) | JobState::Unknown
-                    ) {
-                        break;
-                    }
-                    tokio::time::sleep(self.poll).await;
-                }
+                self.cancel_and_wait(&attempt.remote_id, spec.kill_grace)
+                    .await;
                 return Followed::TimedOut;
             }
             if watch.gone() {
-                // The exit file may trail the job's end on a network filesystem
-                // (`exit_file_grace_seconds`).
-                let until = Instant::now() + grace;
-                loop {
-                    if let Some(code) = read_exit(dir) {
-                        record_growth(dir, progress, &mut seen);
-                        return Followed::Exited(code);
-                    }
-                    if Instant::now() >= until {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                let how = match job_state(&attempt.remote_id).await {
-                    JobState::Ended(s) | JobState::Active(s) => {
-                        format!("ended {s} without an exit status")
-                    }
-                    // Purged from the controller's memory (`MinJobAge` after its end, e.g.
-                    // while no conductor was following it): the accounting database, when
-                    // the cluster has one, still knows how it ended.
-                    JobState::Unknown => accounting_state(&attempt.remote_id).await.describe(),
-                    JobState::Unreachable(e) => {
-                        format!("ended without an exit status; Slurm could not be asked how: {e}")
-                    }
-                };
-                return Followed::Vanished(how);
+                return gone(attempt, grace, progress, &mut seen).await;
             }
             let mut wake = HOUSEKEEPING;
             if let Some(d) = deadline {
@@ -655,6 +625,60 @@ impl SlurmPlacement {
             let _ = tokio::time::timeout(wake, notified).await;
         }
     }
+}
+
+impl SlurmPlacement {
+    /// Cancel job `id` and wait for it to be gone (Slurm sends TERM, then KILL after its
+    /// KillWait), at most the kill grace and 30 s.
+    async fn cancel_and_wait(&self, id: &str, kill_grace: Duration) {
+        let _ = slurm_command("scancel", &[id]).await;
+        let until = Instant::now() + kill_grace + Duration::from_secs(30);
+        while Instant::now() < until {
+            if matches!(job_state(id).await, JobState::Ended(_) | JobState::Unknown) {
+                break;
+            }
+            tokio::time::sleep(self.poll).await;
+        }
+    }
+}
+
+/// The attempt's job left Slurm's queue: its exit status when the exit file comes within
+/// `grace` (it may trail the job's end on a network filesystem, `exit_file_grace_seconds`),
+/// else the state Slurm last knew it in.
+async fn gone(
+    attempt: &RemoteAttempt,
+    grace: Duration,
+    progress: &Progress,
+    seen: &mut (u64, u64),
+) -> Followed {
+    let dir = &attempt.dir;
+    let until = Instant::now() + grace;
+    loop {
+        if let Some(code) = read_exit(dir) {
+            record_growth(dir, progress, seen);
+            return Followed::Exited(code);
+        }
+        if Instant::now() >= until {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let how = match job_state(&attempt.remote_id).await {
+        JobState::Ended(s) | JobState::Active(s) => format!("ended {s} without an exit status"),
+        // Purged from the controller's memory (`MinJobAge` after its end, e.g. while no
+        // conductor was following it): the accounting database, when the cluster has one,
+        // still knows how it ended.
+        JobState::Unknown => accounting_state(&attempt.remote_id).await.describe(),
+        JobState::Unreachable(e) => {
+            format!("ended without an exit status; Slurm could not be asked how: {e}")
+        }
+    };
+    Followed::Vanished(how)
+}
+
+/// Show `event` as the attempt's latest activity (`mozart status`).
+fn note(progress: &Progress, event: String) {
+    progress.update_activity(|a| a.last_event = Some(event));
 }
 
 /// Whether Slurm put the job back in the queue (requeued after a preemption).
@@ -1227,7 +1251,7 @@ pub async fn job_state(id: &str) -> JobState {
 }
 
 /// Write `attempt` to the request's journal durably (off the async workers: an fsync).
-async fn record(req: &ExecutionRequest, attempt: &RemoteAttempt) -> Result<(), String> {
+async fn record(req: &PlacedAttempt<'_>, attempt: &RemoteAttempt) -> Result<(), String> {
     let Some(journal) = &req.remote else {
         return Ok(());
     };

@@ -58,7 +58,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
                     // Not "ok" just for being HTTP: a refused API, an unset key or a local
                     // server that is not running would fail every sheet.
                     InstrumentKind::Http => {
-                        let r = mozart_backends::http::http_readiness(
+                        let r = mozart_backends::http_readiness(
                             &registry,
                             p,
                             std::time::Duration::from_millis(500),

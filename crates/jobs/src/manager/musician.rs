@@ -597,7 +597,7 @@ fn cost_confidence(result: &ExecutionResult, instrument: &str) -> f64 {
     }
     let free = instrument == "shell"
         || result.rate_limited
-        || matches!(result.error_type.as_deref(), Some("not_found"));
+        || result.error_type == Some(mozart_backends::FailureKind::NotFound);
     if free {
         mozart_backends::COST_EXACT
     } else {

@@ -5,75 +5,17 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+
+pub mod placement;
 
 /// A boxed, sendable future; the trait stays object-safe without `async-trait`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Grace between SIGTERM and SIGKILL of an instrument's process group (instruments.md §3.1).
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
-
-/// One execution of an instrument for one sheet attempt.
-#[derive(Debug, Clone)]
-pub struct ExecutionRequest {
-    /// The fully rendered prompt.
-    pub prompt: String,
-    /// The sheet's workspace; the child's current directory.
-    pub working_dir: PathBuf,
-    /// Wall-clock limit; past it the process group is terminated.
-    pub timeout: Duration,
-    /// Model override (`instrument_config.model`); `None` uses the profile default.
-    pub model: Option<String>,
-    /// Extra environment for the child (score-level env), applied last.
-    pub env: Vec<(String, String)>,
-    /// Job this attempt belongs to (for logs only).
-    pub job_id: String,
-    /// Sheet number (for logs only).
-    pub sheet_num: u32,
-    /// Attempt number (for logs only).
-    pub attempt: u32,
-    /// Remaining `instrument_config` overrides for this attempt.
-    pub options: serde_json::Map<String, serde_json::Value>,
-    /// Live progress, readable by the caller while the execution runs.
-    pub progress: Arc<Progress>,
-    /// When set, full output is teed to `{base}.stdout.log` / `{base}.stderr.log`.
-    pub output_log_base: Option<PathBuf>,
-    /// Grace between SIGTERM and SIGKILL on timeout or cancellation.
-    pub kill_grace: Duration,
-    /// Where the instrument process runs (CLI instruments; `local` by default).
-    pub placement: crate::placement::Placement,
-    /// Where a remote placement records the attempt's remote id (the sheet's checkpoint).
-    pub remote: Option<Arc<dyn crate::placement::RemoteJournal>>,
-}
-
-impl ExecutionRequest {
-    /// A request with empty context fields and default progress / grace.
-    pub fn new(
-        prompt: impl Into<String>,
-        working_dir: impl Into<PathBuf>,
-        timeout: Duration,
-    ) -> Self {
-        ExecutionRequest {
-            prompt: prompt.into(),
-            working_dir: working_dir.into(),
-            timeout,
-            model: None,
-            env: Vec::new(),
-            job_id: String::new(),
-            sheet_num: 0,
-            attempt: 0,
-            options: serde_json::Map::new(),
-            progress: Arc::new(Progress::new()),
-            output_log_base: None,
-            kill_grace: DEFAULT_KILL_GRACE,
-            placement: crate::placement::Placement::Local,
-            remote: None,
-        }
-    }
-}
 
 /// Live counters of a running execution, for stale detection and `mozart status`.
 #[derive(Debug)]
@@ -259,6 +201,69 @@ pub enum ExitReason {
     Error,
 }
 
+/// What kind of failure an instrument reported (`ExecutionResult::error_type`). The serde
+/// names are the tags the result has always carried on the wire and in storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The instrument (or its profile's timeout pattern) reported a timeout.
+    Timeout,
+    /// A rate limit: the instrument's own report, a profile pattern or an HTTP 429.
+    RateLimit,
+    /// The program is not installed (`exit 127`).
+    NotFound,
+    /// A CLI refused its credentials (Claude, or a profile's auth pattern).
+    Auth,
+    /// An HTTP API refused the credentials (401 / 403).
+    Authentication,
+    /// Refused as configured: a retry would be refused the same way.
+    Configuration,
+    /// The instrument could not be started or called (an unexpected I/O error).
+    Exception,
+    /// A profile's crash pattern matched.
+    Crash,
+    /// A profile's stale pattern matched.
+    Stale,
+    /// A profile's capacity pattern matched.
+    Capacity,
+    /// A structured instrument ended "successfully" without its answer.
+    NoResult,
+    /// Claude ended with an error that is none of the above.
+    Execution,
+    /// An HTTP API answered 400.
+    BadRequest,
+    /// An HTTP API answered another error status.
+    ApiError,
+    /// An HTTP API could not be reached.
+    Connection,
+    /// An HTTP API's answer could not be read.
+    BadResponse,
+}
+
+impl FailureKind {
+    /// The tag as it is stored and sent (`rate_limit`, `not_found`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Timeout => "timeout",
+            FailureKind::RateLimit => "rate_limit",
+            FailureKind::NotFound => "not_found",
+            FailureKind::Auth => "auth",
+            FailureKind::Authentication => "authentication",
+            FailureKind::Configuration => "configuration",
+            FailureKind::Exception => "exception",
+            FailureKind::Crash => "crash",
+            FailureKind::Stale => "stale",
+            FailureKind::Capacity => "capacity",
+            FailureKind::NoResult => "no_result",
+            FailureKind::Execution => "execution",
+            FailureKind::BadRequest => "bad_request",
+            FailureKind::ApiError => "api_error",
+            FailureKind::Connection => "connection",
+            FailureKind::BadResponse => "bad_response",
+        }
+    }
+}
+
 /// Confidence of a cost the instrument reported, or priced from exact tokens of a model its
 /// profile lists.
 pub const COST_EXACT: f64 = 1.0;
@@ -318,8 +323,8 @@ pub struct ExecutionResult {
     pub model: Option<String>,
     /// Instrument session id (telemetry only; claude-code-output.md §8.1).
     pub session_id: Option<String>,
-    /// Backend-specific error tag (`timeout`, `rate_limit`, `not_found`, `auth`, …).
-    pub error_type: Option<String>,
+    /// What kind of failure this was, as the backend saw it (`timeout`, `rate_limit`, …).
+    pub error_type: Option<FailureKind>,
     /// Human-readable error, credential-redacted.
     pub error_message: Option<String>,
     /// The timeout fired.
@@ -340,14 +345,14 @@ impl ExecutionResult {
     }
 
     /// A failed result for an execution that could not start.
-    pub fn start_failure(exit_code: Option<i32>, error_type: &str, message: String) -> Self {
+    pub fn start_failure(exit_code: Option<i32>, error_type: FailureKind, message: String) -> Self {
         ExecutionResult {
             success: false,
             exit_code,
             exit_reason: ExitReason::Error,
             stderr: message.clone(),
             started_at_epoch: epoch_now(),
-            error_type: Some(error_type.to_string()),
+            error_type: Some(error_type),
             error_message: Some(message),
             ..Default::default()
         }
@@ -365,18 +370,46 @@ pub struct HealthStatus {
     pub detail: String,
 }
 
-/// Something that runs prompts: a CLI instrument process or an HTTP API.
-pub trait Backend: Send + Sync {
-    /// Display name (profile `display_name` or `claude-cli`).
-    fn name(&self) -> &str;
-
-    /// Run one prompt. Dropping the future cancels it: the process group is sent SIGTERM,
-    /// then SIGKILL after the request's grace.
-    fn execute(&self, req: ExecutionRequest) -> BoxFuture<'_, ExecutionResult>;
-
-    /// Whether the instrument can run here (binary on PATH); never consumes quota.
-    fn health_check(&self) -> BoxFuture<'_, HealthStatus>;
-}
-
 /// Current time as Unix epoch seconds (one clock for every crate, owned by the protocol).
 pub use mozart_ipc::time::epoch_now;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_kinds_keep_their_stored_tags() {
+        // The tags are what results and checkpoints carried when `error_type` was a string.
+        let tags = [
+            (FailureKind::Timeout, "timeout"),
+            (FailureKind::RateLimit, "rate_limit"),
+            (FailureKind::NotFound, "not_found"),
+            (FailureKind::Auth, "auth"),
+            (FailureKind::Authentication, "authentication"),
+            (FailureKind::Configuration, "configuration"),
+            (FailureKind::Exception, "exception"),
+            (FailureKind::Crash, "crash"),
+            (FailureKind::Stale, "stale"),
+            (FailureKind::Capacity, "capacity"),
+            (FailureKind::NoResult, "no_result"),
+            (FailureKind::Execution, "execution"),
+            (FailureKind::BadRequest, "bad_request"),
+            (FailureKind::ApiError, "api_error"),
+            (FailureKind::Connection, "connection"),
+            (FailureKind::BadResponse, "bad_response"),
+        ];
+        for (kind, tag) in tags {
+            assert_eq!(kind.as_str(), tag);
+            assert_eq!(serde_json::to_value(kind).unwrap(), tag);
+            let back: FailureKind = serde_json::from_value(tag.into()).unwrap();
+            assert_eq!(back, kind);
+        }
+        let r = ExecutionResult {
+            error_type: Some(FailureKind::RateLimit),
+            ..Default::default()
+        };
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["error_type"], "rate_limit");
+    }
+}

@@ -4,7 +4,9 @@
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
-use crate::{BackendError, InstrumentProfile, InstrumentRegistry};
+use crate::error::BackendError;
+use crate::profile::InstrumentProfile;
+use crate::registry::InstrumentRegistry;
 
 /// What [`http_readiness`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
