@@ -12,7 +12,8 @@ use mozart_ipc::sheet_view::{SheetFacts, SheetQuery, ViewBuilder};
 use mozart_ipc::status::{HistoryRecord, JobSummary, LearnedPattern, RegistryJob};
 use mozart_ipc::types::MonitorEvent;
 use mozart_state::{
-    AttemptRecord, CheckpointState, HookResultRecord, JobRecord, SheetState, StateError, Timestamp,
+    AttemptRecord, CheckpointState, ConfigSnapshot, HookResultRecord, JobRecord, SheetState,
+    StateError, Timestamp,
 };
 
 /// The checkpoint as `job.status` returns it: the job's `workspace` added, and the
@@ -29,17 +30,25 @@ pub fn job_status_checkpoint(cp: &CheckpointState, record: &JobRecord) -> JobChe
 /// `job.status` with a sheet query (issue 24): the checkpoint holding only the sheets the
 /// query chooses, with the [`mozart_ipc::sheet_view::SheetsView`] of every sheet. One pass over the sheets; only
 /// the chosen ones are converted.
+///
+/// `snapshot`: the score as a view shows it ([`view_snapshot`]), when the caller keeps it;
+/// else it is made from `cp`'s snapshot now.
 pub fn job_status_view(
     cp: &CheckpointState,
     record: &JobRecord,
     query: SheetQuery,
+    snapshot: Option<&serde_json::Value>,
 ) -> JobCheckpoint {
     let mut builder = ViewBuilder::new(query, cp.total_sheets);
     for s in cp.sheets.values() {
         builder.add(&sheet_facts(s));
     }
     let chosen: Vec<u32> = builder.chosen().to_vec();
-    let mut doc = checkpoint_of(cp, Some(&chosen));
+    let snapshot = match snapshot {
+        Some(v) => Some(v.clone()),
+        None => cp.config_snapshot.as_ref().map(view_snapshot),
+    };
+    let mut doc = checkpoint_of(cp, Some((&chosen, snapshot)));
     if doc.error_message.is_none() {
         doc.error_message.clone_from(&record.error_message);
     }
@@ -66,8 +75,32 @@ pub fn checkpoint(cp: &CheckpointState) -> JobCheckpoint {
     checkpoint_of(cp, None)
 }
 
-/// A checkpoint with every sheet, or only the sheets numbered in `only` (sorted).
-fn checkpoint_of(cp: &CheckpointState, only: Option<&[u32]>) -> JobCheckpoint {
+/// The score as a sheet view shows it: redacted as every answer, and without
+/// `sheet.fan_out_stage_map` (issue 24). That map has an entry per voice (6 MB of JSON and a
+/// 60 MB value tree for 100,000 voices), which made every view of a large fanned-out job
+/// cost time and memory in proportion to its planned sheets; each sheet's `movement` and
+/// `voice` say the same. Whole-document answers keep it (upstream's shape).
+pub fn view_snapshot(snapshot: &ConfigSnapshot) -> serde_json::Value {
+    let mut value = redact_snapshot(snapshot.to_value());
+    if let Some(sheet) = value
+        .get_mut("sheet")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        sheet.remove("fan_out_stage_map");
+    }
+    value
+}
+
+/// A checkpoint with every sheet, or (a view) only the sheets numbered in `only` (sorted)
+/// with the view's snapshot.
+fn checkpoint_of(
+    cp: &CheckpointState,
+    only: Option<(&[u32], Option<serde_json::Value>)>,
+) -> JobCheckpoint {
+    let (only, view) = match only {
+        Some((nums, view)) => (Some(nums), Some(view)),
+        None => (None, None),
+    };
     // Destructured exhaustively so a field added to the storage model cannot be forgotten.
     let CheckpointState {
         job_id,
@@ -115,9 +148,12 @@ fn checkpoint_of(cp: &CheckpointState, only: Option<&[u32]>) -> JobCheckpoint {
         job_id: job_id.clone(),
         job_name: job_name.clone(),
         config_hash: config_hash.clone(),
-        config_snapshot: config_snapshot
-            .as_ref()
-            .map(|s| redact_snapshot(s.to_value())),
+        config_snapshot: match view {
+            Some(view) => view,
+            None => config_snapshot
+                .as_ref()
+                .map(|s| redact_snapshot(s.to_value())),
+        },
         config_path: config_path.clone(),
         created_at: created_at.clone(),
         updated_at: updated_at.clone(),
