@@ -2,7 +2,8 @@
 //! stays small (the score's per-voice stage map is not in it), and a page of completed sheets
 //! shows each one whole — output tail, validation details — although the conductor no longer
 //! keeps those details in memory once a sheet's row is saved. Pausing such a job (which
-//! writes its checkpoint) and resuming it loses none of them.
+//! writes its checkpoint), resuming it and `kill -9` of the conductor lose none of them and
+//! run no completed sheet again.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../fixtures/e2e/harness.rs"]
@@ -16,7 +17,8 @@ use serde_json::{json, Value};
 const SHEETS: u32 = 10_040;
 
 /// One movement fanned out to [`SHEETS`] voices on the `shell` instrument, 20 at a time;
-/// each prints `said-N` and writes the file its validation looks for.
+/// each notes its run in `ledger.txt`, prints `said-N` and writes the file its validation
+/// looks for.
 fn score(name: &str) -> String {
     format!(
         r#"name: {name}
@@ -33,6 +35,7 @@ parallel:
 pause_between_sheets_seconds: 0
 prompt:
   template: |
+    RUN: echo {{{{ sheet_num }}}} >> ledger.txt
     RUN: echo said-{{{{ sheet_num }}}}
     RUN: touch out-{{{{ sheet_num }}}}.txt
 retry:
@@ -124,6 +127,19 @@ fn status_of_a_large_running_job_is_small_and_shows_completed_sheets_whole() {
 
     let out = env.mozart(&["resume", "wide"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+
+    // kill -9 in the middle; the restarted conductor carries on from the registry.
+    let ws = env.work.join("wide-ws");
+    let ledger = || std::fs::read_to_string(ws.join("ledger.txt")).unwrap_or_default();
+    poll(&env, 600.0, "half of the sheets", || {
+        (ledger().lines().count() as u32 >= SHEETS / 2).then_some(())
+    });
+    let pid = env.conductor_pid().expect("conductor pid file");
+    mozart_tests::signal(pid, "KILL");
+    poll(&env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    env.start_conductor();
     let done = wait_status(&env, "wide", 900.0, |d| {
         matches!(d["status"].as_str(), Some("completed" | "failed"))
     });
@@ -142,9 +158,15 @@ fn status_of_a_large_running_job_is_small_and_shows_completed_sheets_whole() {
     );
     let nums: Vec<&String> = last["sheets"].as_object().unwrap().keys().collect();
     assert_eq!(nums.len(), 5, "{last:#}");
-    poll(&env, 5.0, "the workspace's files", || {
-        let ws = env.work.join("wide-ws");
-        (ws.join("out-1.txt").exists() && ws.join(format!("out-{SHEETS}.txt")).exists())
-            .then_some(())
-    });
+    let mut runs = vec![0u32; SHEETS as usize + 1];
+    for line in ledger().lines() {
+        runs[line.trim().parse::<usize>().unwrap()] += 1;
+    }
+    for n in 1..=SHEETS {
+        assert!(runs[n as usize] >= 1, "sheet {n} never ran");
+        assert!(ws.join(format!("out-{n}.txt")).exists(), "sheet {n}'s file");
+    }
+    // Only the attempts in flight at the kill (at most 20) may have run twice.
+    let twice: u32 = runs.iter().map(|r| r.saturating_sub(1)).sum();
+    assert!(twice <= 20, "{twice} sheets ran twice after one kill");
 }
