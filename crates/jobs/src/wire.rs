@@ -80,15 +80,58 @@ pub fn checkpoint(cp: &CheckpointState) -> JobCheckpoint {
 /// 60 MB value tree for 100,000 voices), which made every view of a large fanned-out job
 /// cost time and memory in proportion to its planned sheets; each sheet's `movement` and
 /// `voice` say the same. Whole-document answers keep it (upstream's shape).
+///
+/// The map is skipped as text, never built as a value tree: parsing the whole snapshot once
+/// left that tree's tens of megabytes in the conductor's heap.
 pub fn view_snapshot(snapshot: &ConfigSnapshot) -> serde_json::Value {
-    let mut value = redact_snapshot(snapshot.to_value());
-    if let Some(sheet) = value
-        .get_mut("sheet")
-        .and_then(serde_json::Value::as_object_mut)
-    {
-        sheet.remove("fan_out_stage_map");
+    let Ok(RawMembers(top)) = serde_json::from_str::<RawMembers>(snapshot.as_str()) else {
+        // Not an object (no score writes one): shown as it is.
+        return redact_snapshot(snapshot.to_value());
+    };
+    let value = |raw: &serde_json::value::RawValue| {
+        serde_json::from_str(raw.get()).unwrap_or(serde_json::Value::Null)
+    };
+    let mut out = serde_json::Map::new();
+    for (key, raw) in top {
+        let shown = match serde_json::from_str::<RawMembers>(raw.get()) {
+            Ok(RawMembers(members)) if key == "sheet" => serde_json::Value::Object(
+                members
+                    .into_iter()
+                    .filter(|(k, _)| k != "fan_out_stage_map")
+                    .map(|(k, v)| (k, value(&v)))
+                    .collect(),
+            ),
+            _ => value(&raw),
+        };
+        out.insert(key, shown);
     }
-    value
+    redact_snapshot(serde_json::Value::Object(out))
+}
+
+/// A JSON object's members in their order, each value left as text.
+struct RawMembers(Vec<(String, Box<serde_json::value::RawValue>)>);
+
+impl<'de> serde::Deserialize<'de> for RawMembers {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Members;
+        impl<'de> serde::de::Visitor<'de> for Members {
+            type Value = RawMembers;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<RawMembers, A::Error> {
+                let mut out = Vec::new();
+                while let Some(member) = map.next_entry()? {
+                    out.push(member);
+                }
+                Ok(RawMembers(out))
+            }
+        }
+        deserializer.deserialize_map(Members)
+    }
 }
 
 /// A checkpoint with every sheet, or (a view) only the sheets numbered in `only` (sorted)
@@ -400,6 +443,35 @@ fn redact_snapshot(mut out: serde_json::Value) -> serde_json::Value {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_view_shows_the_score_without_its_stage_map_in_order_and_redacted() {
+        let whole = serde_json::json!({
+            "name": "wide",
+            "sheet": {"size": 1, "fan_out_stage_map": {"1": {"stage": 1, "instance": 1}},
+                      "total_items": 3, "descriptions": {"1": "first"}},
+            "notifications": [{"type": "webhook",
+                               "config": {"url": "https://hooks.example/T0/secret-token"}}],
+            "cost_limits": {"enabled": false}
+        });
+        let snapshot = ConfigSnapshot::from(&whole);
+        let view = view_snapshot(&snapshot);
+        let mut want = redact_snapshot(whole.clone());
+        want["sheet"]
+            .as_object_mut()
+            .unwrap()
+            .shift_remove("fan_out_stage_map");
+        assert_eq!(view, want);
+        assert_eq!(
+            serde_json::to_string(&view).unwrap(),
+            serde_json::to_string(&want).unwrap(),
+            "same order"
+        );
+        assert_ne!(view["notifications"], whole["notifications"], "redacted");
+        // A snapshot that is not an object is shown as it is.
+        let odd = ConfigSnapshot::from(&serde_json::json!([1, 2]));
+        assert_eq!(view_snapshot(&odd), serde_json::json!([1, 2]));
+    }
 
     #[test]
     fn status_adds_the_workspace_and_the_registry_error() {
