@@ -12,7 +12,8 @@ use mozart_ipc::sheet_view::{SheetFacts, SheetQuery, ViewBuilder};
 use mozart_ipc::status::{HistoryRecord, JobSummary, LearnedPattern, RegistryJob};
 use mozart_ipc::types::MonitorEvent;
 use mozart_state::{
-    AttemptRecord, CheckpointState, HookResultRecord, JobRecord, SheetState, StateError, Timestamp,
+    AttemptRecord, CheckpointState, ConfigSnapshot, HookResultRecord, JobRecord, SheetState,
+    StateError, Timestamp,
 };
 
 /// The checkpoint as `job.status` returns it: the job's `workspace` added, and the
@@ -29,17 +30,25 @@ pub fn job_status_checkpoint(cp: &CheckpointState, record: &JobRecord) -> JobChe
 /// `job.status` with a sheet query (issue 24): the checkpoint holding only the sheets the
 /// query chooses, with the [`mozart_ipc::sheet_view::SheetsView`] of every sheet. One pass over the sheets; only
 /// the chosen ones are converted.
+///
+/// `snapshot`: the score as a view shows it ([`view_snapshot`]), when the caller keeps it;
+/// else it is made from `cp`'s snapshot now.
 pub fn job_status_view(
     cp: &CheckpointState,
     record: &JobRecord,
     query: SheetQuery,
+    snapshot: Option<&serde_json::Value>,
 ) -> JobCheckpoint {
     let mut builder = ViewBuilder::new(query, cp.total_sheets);
     for s in cp.sheets.values() {
         builder.add(&sheet_facts(s));
     }
     let chosen: Vec<u32> = builder.chosen().to_vec();
-    let mut doc = checkpoint_of(cp, Some(&chosen));
+    let snapshot = match snapshot {
+        Some(v) => Some(v.clone()),
+        None => cp.config_snapshot.as_ref().map(view_snapshot),
+    };
+    let mut doc = checkpoint_of(cp, Some((&chosen, snapshot)));
     if doc.error_message.is_none() {
         doc.error_message.clone_from(&record.error_message);
     }
@@ -66,8 +75,75 @@ pub fn checkpoint(cp: &CheckpointState) -> JobCheckpoint {
     checkpoint_of(cp, None)
 }
 
-/// A checkpoint with every sheet, or only the sheets numbered in `only` (sorted).
-fn checkpoint_of(cp: &CheckpointState, only: Option<&[u32]>) -> JobCheckpoint {
+/// The score as a sheet view shows it: redacted as every answer, and without
+/// `sheet.fan_out_stage_map` (issue 24). That map has an entry per voice (6 MB of JSON and a
+/// 60 MB value tree for 100,000 voices), which made every view of a large fanned-out job
+/// cost time and memory in proportion to its planned sheets; each sheet's `movement` and
+/// `voice` say the same. Whole-document answers keep it (upstream's shape).
+///
+/// The map is skipped as text, never built as a value tree: parsing the whole snapshot once
+/// left that tree's tens of megabytes in the conductor's heap.
+pub fn view_snapshot(snapshot: &ConfigSnapshot) -> serde_json::Value {
+    let Ok(RawMembers(top)) = serde_json::from_str::<RawMembers>(snapshot.as_str()) else {
+        // Not an object (no score writes one): shown as it is.
+        return redact_snapshot(snapshot.to_value());
+    };
+    let value = |raw: &serde_json::value::RawValue| {
+        serde_json::from_str(raw.get()).unwrap_or(serde_json::Value::Null)
+    };
+    let mut out = serde_json::Map::new();
+    for (key, raw) in top {
+        let shown = match serde_json::from_str::<RawMembers>(raw.get()) {
+            Ok(RawMembers(members)) if key == "sheet" => serde_json::Value::Object(
+                members
+                    .into_iter()
+                    .filter(|(k, _)| k != "fan_out_stage_map")
+                    .map(|(k, v)| (k, value(&v)))
+                    .collect(),
+            ),
+            _ => value(&raw),
+        };
+        out.insert(key, shown);
+    }
+    redact_snapshot(serde_json::Value::Object(out))
+}
+
+/// A JSON object's members in their order, each value left as text.
+struct RawMembers(Vec<(String, Box<serde_json::value::RawValue>)>);
+
+impl<'de> serde::Deserialize<'de> for RawMembers {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Members;
+        impl<'de> serde::de::Visitor<'de> for Members {
+            type Value = RawMembers;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<RawMembers, A::Error> {
+                let mut out = Vec::new();
+                while let Some(member) = map.next_entry()? {
+                    out.push(member);
+                }
+                Ok(RawMembers(out))
+            }
+        }
+        deserializer.deserialize_map(Members)
+    }
+}
+
+/// A checkpoint with every sheet, or (a view) only the sheets numbered in `only` (sorted)
+/// with the view's snapshot.
+fn checkpoint_of(
+    cp: &CheckpointState,
+    only: Option<(&[u32], Option<serde_json::Value>)>,
+) -> JobCheckpoint {
+    let (only, view) = match only {
+        Some((nums, view)) => (Some(nums), Some(view)),
+        None => (None, None),
+    };
     // Destructured exhaustively so a field added to the storage model cannot be forgotten.
     let CheckpointState {
         job_id,
@@ -115,9 +191,12 @@ fn checkpoint_of(cp: &CheckpointState, only: Option<&[u32]>) -> JobCheckpoint {
         job_id: job_id.clone(),
         job_name: job_name.clone(),
         config_hash: config_hash.clone(),
-        config_snapshot: config_snapshot
-            .as_ref()
-            .map(|s| redact_snapshot(s.to_value())),
+        config_snapshot: match view {
+            Some(view) => view,
+            None => config_snapshot
+                .as_ref()
+                .map(|s| redact_snapshot(s.to_value())),
+        },
         config_path: config_path.clone(),
         created_at: created_at.clone(),
         updated_at: updated_at.clone(),
@@ -364,6 +443,35 @@ fn redact_snapshot(mut out: serde_json::Value) -> serde_json::Value {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_view_shows_the_score_without_its_stage_map_in_order_and_redacted() {
+        let whole = serde_json::json!({
+            "name": "wide",
+            "sheet": {"size": 1, "fan_out_stage_map": {"1": {"stage": 1, "instance": 1}},
+                      "total_items": 3, "descriptions": {"1": "first"}},
+            "notifications": [{"type": "webhook",
+                               "config": {"url": "https://hooks.example/T0/secret-token"}}],
+            "cost_limits": {"enabled": false}
+        });
+        let snapshot = ConfigSnapshot::from(&whole);
+        let view = view_snapshot(&snapshot);
+        let mut want = redact_snapshot(whole.clone());
+        want["sheet"]
+            .as_object_mut()
+            .unwrap()
+            .shift_remove("fan_out_stage_map");
+        assert_eq!(view, want);
+        assert_eq!(
+            serde_json::to_string(&view).unwrap(),
+            serde_json::to_string(&want).unwrap(),
+            "same order"
+        );
+        assert_ne!(view["notifications"], whole["notifications"], "redacted");
+        // A snapshot that is not an object is shown as it is.
+        let odd = ConfigSnapshot::from(&serde_json::json!([1, 2]));
+        assert_eq!(view_snapshot(&odd), serde_json::json!([1, 2]));
+    }
 
     #[test]
     fn status_adds_the_workspace_and_the_registry_error() {

@@ -94,6 +94,15 @@ pub(crate) struct JobEntry {
     /// `job.watch` calls waiting for the job to show how it goes: woken when one of its
     /// sheets completes or its status changes (see [`JobManager::watch`]).
     pub watchers: Vec<tokio::sync::oneshot::Sender<()>>,
+    /// The live checkpoint's score as a sheet view shows it (`wire::view_snapshot`), made
+    /// at the first view: parsing the snapshot on every `status` of a running job cost time
+    /// in proportion to its planned sheets (issue 24). The snapshot changes only with a new
+    /// entry (a submission, a resume with a new score).
+    pub view_snapshot: std::sync::OnceLock<Option<serde_json::Value>>,
+    /// Some completed sheet of the live checkpoint keeps only its facts
+    /// (`host::compact_completed`): its whole row is in the registry only, so the live
+    /// checkpoint is never written whole over the rows, and views read such sheets back.
+    pub compacted: bool,
 }
 
 impl JobEntry {
@@ -114,6 +123,8 @@ impl JobEntry {
             replacing: false,
             log: events::JobLog::default(),
             watchers: Vec::new(),
+            view_snapshot: std::sync::OnceLock::new(),
+            compacted: false,
         }
     }
 }
@@ -314,14 +325,31 @@ impl JobManager {
                 });
                 let pausing = h.pausing(&id);
                 let live = e.and_then(|e| {
-                    let mut doc = status_doc(e.live.as_ref()?, &e.record, live_query);
+                    let live = e.live.as_ref()?;
+                    let snapshot = || {
+                        e.view_snapshot
+                            .get_or_init(|| live.config_snapshot.as_ref().map(wire::view_snapshot))
+                            .as_ref()
+                    };
+                    let mut doc = status_doc(live, &e.record, live_query, snapshot);
                     doc.pausing = pausing;
+                    // Completed sheets that keep only their facts in memory are shown
+                    // whole from their registry rows (read below, off the baton task).
+                    let compacted: Vec<u32> = match e.compacted {
+                        true => doc
+                            .sheets
+                            .values()
+                            .filter(|s| s.status == mozart_ipc::checkpoint::SheetStatus::Completed)
+                            .map(|s| s.sheet_num)
+                            .collect(),
+                        false => Vec::new(),
+                    };
                     let progress: Vec<(u32, Arc<mozart_backends::Progress>)> =
                         e.rt.live.iter().map(|(n, p)| (*n, Arc::clone(p))).collect();
                     // Sheets parked on an instrument's rate limit.
                     let sheet_waits: Vec<(u32, String)> =
                         e.rt.waiting.iter().map(|(n, i)| (*n, i.clone())).collect();
-                    Some((doc, progress, sheet_waits))
+                    Some((doc, progress, sheet_waits, compacted))
                 });
                 let breakers: Vec<mozart_ipc::checkpoint::InstrumentHold> =
                     h.breakers.values().cloned().collect();
@@ -332,7 +360,14 @@ impl JobManager {
         let (live, mut waiting, breakers) = (live, waiting, breakers);
         let registry = lock(&self.shared.registry);
         let (mut doc, progress, sheet_waits) = match live {
-            Some(found) => found,
+            Some((mut doc, progress, sheet_waits, compacted)) => {
+                if !compacted.is_empty() {
+                    for sheet in registry.load_sheets(job_id, &compacted)? {
+                        doc.sheets.insert(sheet.sheet_num, wire::sheet(&sheet));
+                    }
+                }
+                (doc, progress, sheet_waits)
+            }
             None => {
                 let Some(record) = registry.get_job(job_id)? else {
                     return Err(JobError::NotFound(job_id.to_string()));
@@ -366,7 +401,11 @@ impl JobManager {
                     };
                 }
                 match registry.load_checkpoint(job_id)? {
-                    Some(cp) => (status_doc(&cp, &record, sheets), Vec::new(), Vec::new()),
+                    Some(cp) => (
+                        status_doc(&cp, &record, sheets, || None),
+                        Vec::new(),
+                        Vec::new(),
+                    ),
                     None => {
                         return Ok(JobStatusResult::Record(JobListEntry::Registry(
                             wire::registry_job(&record),
@@ -884,6 +923,9 @@ fn set_status_in(
         } else {
             None
         };
+        // A live job's sheet rows are saved with each transition; a compacted one's memory
+        // no longer holds them whole, so only its header is written.
+        let header_only = e.compacted && e.live.is_some();
         if let Some(live) = e.live.as_mut().or(stored.as_mut()) {
             live.status = match status {
                 DaemonJobStatus::Queued | DaemonJobStatus::Pending => JobStatus::Pending,
@@ -897,7 +939,12 @@ fn set_status_in(
                 live.error_message = Some(msg.to_string());
             }
             live.updated_at = mozart_state::Timestamp::now();
-            if let Err(err) = registry.save_checkpoint(live) {
+            let saved = if header_only {
+                registry.save_header(live)
+            } else {
+                registry.save_checkpoint(live)
+            };
+            if let Err(err) = saved {
                 tracing::error!(job_id, error = %err, "cannot save the job's checkpoint");
             }
         }
@@ -1011,17 +1058,25 @@ fn add_instrument_holds(
 /// The `job.status` document of a checkpoint: with a query, the sheets it chooses; without
 /// one, every sheet of a job of up to [`DEFAULT_FULL_SHEETS`] sheets (upstream's shape), the
 /// summary of a larger one, marked as cut (issue 24).
-fn status_doc(
+///
+/// `snapshot`: the view's snapshot when the caller keeps one (asked only for a view).
+fn status_doc<'a>(
     cp: &CheckpointState,
     record: &JobRecord,
     query: Option<SheetQuery>,
+    snapshot: impl FnOnce() -> Option<&'a serde_json::Value>,
 ) -> mozart_ipc::checkpoint::JobCheckpoint {
     match query {
-        Some(q) => wire::job_status_view(cp, record, q),
+        Some(q) => wire::job_status_view(cp, record, q, snapshot()),
         None if cp.total_sheets > DEFAULT_FULL_SHEETS
             || cp.sheets.len() > DEFAULT_FULL_SHEETS as usize =>
         {
-            wire::job_status_view(cp, record, SheetQuery::summary(DEFAULT_FULL_SHEETS))
+            wire::job_status_view(
+                cp,
+                record,
+                SheetQuery::summary(DEFAULT_FULL_SHEETS),
+                snapshot(),
+            )
         }
         None => wire::job_status_checkpoint(cp, record),
     }

@@ -92,7 +92,10 @@ pub(super) fn from_registry(
     for sheet in registry.load_sheets(&record.job_id, builder.chosen())? {
         header.sheets.insert(sheet.sheet_num, sheet);
     }
+    // Converted once, without the per-voice stage map (see `wire::view_snapshot`).
+    let snapshot = header.config_snapshot.take();
     let mut doc = wire::job_status_checkpoint(&header, record);
+    doc.config_snapshot = snapshot.as_ref().map(wire::view_snapshot);
     doc.sheets_view = Some(builder.finish());
     Ok(Some(doc))
 }
