@@ -1,6 +1,5 @@
 //! Diagnostic commands against a real conductor that ran a real failing score through the
 //! built-in `shell` instrument (cli.md §5.1–5.4).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::process::Output;

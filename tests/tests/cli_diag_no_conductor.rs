@@ -1,7 +1,6 @@
 //! Diagnostic commands without a conductor: the standard failure, the `-w` workspace
 //! escape hatch, score-ID usage errors, and `mozart logs` on plain files, including
 //! `--follow` (cli.md §1.4, §1.7, §5.1–5.4).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;

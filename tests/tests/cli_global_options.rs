@@ -1,6 +1,5 @@
 //! The global options `-v`, `-L`, `--log-file`, `--log-format` do what docs/cli.md says
 //! (cli.md §1.2).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mozart_tests::{stdout, TestEnv};
 

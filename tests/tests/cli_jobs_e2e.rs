@@ -1,6 +1,5 @@
 //! Job commands against a real conductor running real scores through the built-in `shell`
 //! instrument (cli.md §3.2–3.5, §4.1–4.3).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::time::{Duration, Instant};

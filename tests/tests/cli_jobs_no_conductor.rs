@@ -1,5 +1,4 @@
 //! Job commands without a conductor, and score-ID validation (cli.md §1.5, §1.7, §9).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mozart_tests::{stdout, TestEnv};
 

@@ -2,10 +2,8 @@
 //! `init`, `doctor`, `config …`, `clear-rate-limits`, `wait`, `completion`, `man`, the help
 //! panels, and the 12 learning commands over a store filled by running a score twice
 //! through the stand-in AI CLI (cli.md §2.5, §5.6, §6.1, §6.2, §8).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../fixtures/e2e/harness.rs"]
-mod harness;
+use crate::harness;
 
 use harness::*;
 use mozart_tests::{sleepy_shell_score, stdout, TestEnv};

@@ -1,14 +1,12 @@
 //! Issue 23, "every word true": settings that do what they say, lists that say when they are
 //! cut, commands a script can chain on, failures that say why. Each runs the real `mozart`
 //! binary against a real conductor; sheets run on the built-in `shell` instrument.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-#[path = "../fixtures/e2e/harness.rs"]
-mod harness;
+use crate::harness;
 
 use harness::{status, submit_now, wait_status};
 use mozart_tests::{alive, mozart_bin, stdout, TestEnv};

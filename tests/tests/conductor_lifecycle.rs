@@ -1,5 +1,4 @@
 //! The conductor's lifecycle and protocol, through the real binary and a real socket.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;

@@ -1,6 +1,5 @@
 //! Black-box tests of `mozart validate` and `mozart run --dry-run` over the fixture scores in
 //! `tests/fixtures/scores/` (score.md §1, §6; cli.md §3.1, §3.6).
-#![allow(clippy::unwrap_used)]
 
 use std::path::PathBuf;
 

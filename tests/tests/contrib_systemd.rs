@@ -1,6 +1,5 @@
 //! The systemd user unit (`contrib/systemd/mozart.service`), run the way systemd runs it: no
 //! login shell, only the unit's own `Environment=` and `EnvironmentFile=` (issue 23).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

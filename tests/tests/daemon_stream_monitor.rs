@@ -1,6 +1,5 @@
 //! `daemon.top`, `daemon.events`, `daemon.top.stream` and `daemon.monitor.stream` over the
 //! real socket, in the shapes upstream's `mozart top` reads (conductor.md §8.18–§8.21).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;

@@ -1,6 +1,5 @@
 //! `mozart top` (cli.md §4.4) against a real conductor: NDJSON snapshots from `daemon.top`,
 //! the `--score` filter, and the clear failures where this port has no data.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;

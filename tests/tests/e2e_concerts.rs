@@ -1,10 +1,8 @@
 //! Concerts: `on_success` `run_job` hooks chain scores (conductor.md §19): chain depths,
 //! the depth limit for `fresh` self-chains, the zero-work guard without `fresh`, and a
 //! `kill -9` between two links (hooks survive a restart; each link runs exactly once).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../fixtures/e2e/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::path::Path;
 use std::time::Duration;

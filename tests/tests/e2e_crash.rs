@@ -3,10 +3,8 @@
 //! with `mozart start`, repeat. The job completes, every output exists, a sheet that was
 //! completed in the registry at a kill never runs again, only sheets in flight at a kill run
 //! twice, and the registry passes SQLite's integrity check.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../fixtures/e2e/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

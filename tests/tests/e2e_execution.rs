@@ -1,10 +1,8 @@
 //! End-to-end execution through the real conductor: the repo's hello example, and the
 //! stand-in AI CLI scripted to pass, fail, half-pass, hit a rate limit, hang, die by signal
 //! (execution.md §2–§4; architecture invariants 1–3, 5).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../fixtures/e2e/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

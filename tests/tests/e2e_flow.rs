@@ -1,10 +1,8 @@
 //! Dependencies, fan-out concurrency, and pause / resume / cancel on a running job, through
 //! the real conductor and the built-in `shell` instrument (execution.md §1.3, §2;
 //! conductor.md §6.6–6.9; architecture invariant 5).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../fixtures/e2e/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::collections::HashMap;
 use std::time::Duration;

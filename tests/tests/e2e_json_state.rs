@@ -1,6 +1,5 @@
 //! `state_backend: json`: the conductor keeps upstream's JSON state file in the workspace,
 //! and `mozart status --workspace` reads it when the conductor is not running.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 

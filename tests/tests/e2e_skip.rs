@@ -1,10 +1,8 @@
 //! `skip_when_command` (seed 003, execution.md §9.2): a planning sheet writes
 //! `TOTAL_PHASES: N`; later phase sheets skip when the plan has fewer phases. Skipped sheets
 //! satisfy their dependents and show as skipped with their reason.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../fixtures/e2e/harness.rs"]
-mod harness;
+use crate::harness;
 
 use harness::*;
 use mozart_tests::TestEnv;

@@ -1,10 +1,8 @@
 //! Every score the repository ships passes `mozart validate` with no error, and each
 //! example runs to completion through a real conductor (issue #6: "examples/ covering each
 //! feature … exercised by a test").
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../fixtures/e2e/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::path::{Path, PathBuf};
 

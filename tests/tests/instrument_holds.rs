@@ -4,7 +4,6 @@
 //! now name the breaker, the failure that opened it and the time left, and the job goes on
 //! by itself once the breaker lets a probe through. A small shell script stands in for the
 //! crashing CLI.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};

@@ -1,10 +1,8 @@
 //! The maintained `scores/issue-solver.yaml` end to end (issue #6 bar): the stand-in AI CLI
 //! plays every stage against a local git repository, writing what each stage's validations
 //! expect; the plan's `TOTAL_PHASES` decides which phase sheets `skip_when_command` skips.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../fixtures/e2e/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,6 @@
 //! `patterns-list`/`learning-insights` and the dashboard showed 100 % vs 65 % vs 66.7 %).
 //! Two figures, each with one definition and one label everywhere: the *success rate*
 //! (applications that led to success, `s / (s + f)`) and the *effectiveness score* (0–1).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mozart_learning::{LearningStore, PatternDraft, SheetOutcome, SheetStatus, ValidationCheck};
 use mozart_tests::web::{self, login, start_dashboard};

@@ -2,7 +2,6 @@
 //! 2): structured JSON job events, read back by `mozart logs` and streamed live by
 //! `mozart logs JOB --follow`; `status` and `errors` say where the sheet logs are, and
 //! `errors` names the cause of a failure without `-V`. Real conductor, real shell sheets.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};

@@ -1,6 +1,5 @@
 //! MCP `run` with an inline score (issue 23): the score file `<dir>/<name>.yaml` is replaced
 //! only when the run is accepted; a refused run leaves what was there.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mozart_tests::web::mcp_calls;
 use mozart_tests::{sleepy_shell_score, TestEnv};

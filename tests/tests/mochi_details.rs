@@ -4,10 +4,8 @@
 //! reviewer sees the worker's stdout, stderr and changed files; an exhausted loop and a failed
 //! dispatch have their own E-codes and say what to do; the shared-worktree warning appears
 //! only when a worktree is shared. Real git repositories in temp dirs, the stand-in CLI.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../fixtures/e2e/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::path::PathBuf;
 

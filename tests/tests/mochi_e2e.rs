@@ -3,10 +3,8 @@
 //! CLI (routed by prompt, so the parallel tasks each follow their own script), one reviewer
 //! `RETRY` whose feedback must reach the worker's next iteration through FEEDBACK.md, and the
 //! `pr` dispatch pushing to a local bare repository and calling a stand-in `gh`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../fixtures/e2e/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::path::{Path, PathBuf};
 

@@ -1,7 +1,6 @@
 //! `tasks:` scores without a conductor (issue #14): `mozart validate` and `mozart run
 //! --dry-run` show the tasks, slugs, branches and models of a markdown file or a GitHub issue
 //! (through a stand-in `gh`), and refuse bad task lists naming the file and line.
-#![allow(clippy::unwrap_used)]
 
 use std::path::Path;
 

@@ -3,10 +3,8 @@
 //! then a success (retried), a server that never answers (the job is not held up), Slack's
 //! message, secrets in URLs kept out of logs and status, and a desktop notification without
 //! a session bus (a warning, never a failed job).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../fixtures/e2e/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -1,7 +1,6 @@
 //! No orphans: an instrument process group never outlives its own deadline, even when the
 //! conductor that started it is killed with SIGKILL (issue #4: "killing the conductor with
 //! kill -9 leaves no instrument process running longer than its own timeout").
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,6 @@
 //! non-JSON, prints a JSON error object, or exits 0 having done nothing. Each gets a clear
 //! classified error in `mozart errors`, and the sheet completed before it stays completed.
 //! Small shell scripts stand in for the broken CLIs.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};

@@ -4,7 +4,6 @@
 //! what to do, and the sheet completed before it stays completed. (A CLI that is not
 //! installed, prints garbage or a JSON error: `real_cli_bad_input.rs`.) Each test skips with
 //! a printed reason when the CLI is not installed.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 

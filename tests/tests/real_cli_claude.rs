@@ -2,7 +2,6 @@
 //! real conductor, against the local mock Messages API (issue 13): the tests every real CLI
 //! passes ([`real_cli_tests!`]) and what only Claude Code does. Each test skips with a
 //! printed reason when the CLI is not installed.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mozart_tests::mock_api::INPUT_TOKENS;
 use mozart_tests::real_cli::{

@@ -1,7 +1,6 @@
 //! The real gemini CLI (tests/real-cli/setup.sh) under a real conductor, against the local
 //! mock API (issue 13): the tests every real CLI passes ([`real_cli_tests!`]) and what only
 //! Gemini CLI does. Each test skips with a printed reason when the CLI is not installed.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 

@@ -5,7 +5,6 @@
 //! stand-in `gh`, worktrees cleaned — with the worker's file write and `git commit` done by
 //! Claude Code's own `Write` and `Bash` tools. Skips with a printed reason when the CLI is not
 //! installed.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mozart_tests::mochi::{check_outcome, sheet, FEEDBACK, REVIEWER_PROMPT, TASKS};
 use mozart_tests::mock_api::Step;

@@ -1,7 +1,6 @@
 //! Issue 24, the engine half: what a user sees of the limits and the disk when jobs get
 //! large — the sheet limit at `validate`, the per-sheet log files left in the workspace,
 //! and the registry's WAL after a job.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 

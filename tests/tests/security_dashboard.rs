@@ -5,7 +5,6 @@
 //! and a job ID that could carry script is refused by `mozart run`, by `job.submit` and by
 //! the MCP `run` tool.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::process::{Command, Stdio};

@@ -3,10 +3,8 @@
 //! `on_success` `run_command` hooks. Placeholders are substituted shell-quoted (score.md
 //! §5.8.2–§5.8.4), so a value such as `$(touch pwned)` or `'; touch pwned; '` is an inert
 //! word, never code.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../torture/support.rs"]
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

@@ -1,10 +1,8 @@
 //! The conductor's files are private (architecture invariant 6): socket 0600 in a 0700
 //! directory, a fresh Mozart home 0700 with nothing in it readable by others, and a peer
 //! with another uid is refused even when the file modes would let it connect.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../torture/support.rs"]
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

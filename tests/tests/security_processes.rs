@@ -7,7 +7,6 @@
 //! Each escaped process is a `sleep` with a duration no other process on the machine has
 //! (the marker), and writes its pid before it starts sleeping; the test then looks through
 //! `/proc` for any process still running with the marker.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -2,10 +2,8 @@
 //! password) never reach the registry — attempt history, sheet error messages, output
 //! tails — nor `mozart status` (human and `--json`) nor the conductor log
 //! (execution.md §9.13 credential redaction).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../torture/support.rs"]
-mod support;
+use crate::support;
 
 use mozart_tests::{stdout, TestEnv};
 use support::*;

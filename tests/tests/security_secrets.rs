@@ -5,10 +5,8 @@
 //! registry's bytes, the JSON checkpoint file, the workspace's output logs, the conductor's
 //! log); the output logs are private (0600 files in a 0700 directory); and a prompt is not
 //! on the command line of the AI CLIs, where every local user can read it.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../torture/support.rs"]
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

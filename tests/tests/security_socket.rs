@@ -5,7 +5,6 @@
 //!
 //! Only the victim's fallback directory is used (never root's `/tmp/mozart-0`); the tests
 //! that use it take [`FALLBACK`] and remove the directory before and after.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -8,10 +8,8 @@
 //! `slurm.conf` has no `AccountingStorageType` (the conductor's `SLURM_CONF`): `sacct` there
 //! answers "Slurm accounting storage is disabled", exactly as on a cluster that runs no
 //! `slurmdbd`, while jobs run on the one real controller.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../fixtures/e2e/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

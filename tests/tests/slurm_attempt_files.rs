@@ -7,10 +7,8 @@
 //! job no file under the attempts' state directory remains, and none holds the secret.
 //! `tests/slurm/setup.sh` (run by `.ci/run`) starts a single-node Slurm; without one these
 //! tests print why and pass without running.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../fixtures/e2e/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -7,10 +7,8 @@
 //! their own and run one at a time ([`CLUSTER`]); a guard always resumes (or restarts) the
 //! controller, even when a test fails. `tests/slurm/setup.sh` starts the cluster; without one
 //! these tests print why and pass without running (on CI they fail).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../fixtures/e2e/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -4,10 +4,8 @@
 //!
 //! `tests/slurm/setup.sh` (run by `.ci/run`) starts a single-node Slurm; without one these
 //! tests print why and pass without running.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../fixtures/e2e/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -4,10 +4,8 @@
 //! keeps those details in memory once a sheet's row is saved. Pausing such a job (which
 //! writes its checkpoint), resuming it and `kill -9` of the conductor lose none of them and
 //! run no completed sheet again.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../fixtures/e2e/harness.rs"]
-mod harness;
+use crate::harness;
 
 use harness::{poll, submit_now, wait_status};
 use mozart_tests::{stdout, TestEnv};

@@ -1,10 +1,8 @@
 //! `mozart status` of a large job (issue 24): a summary that fits a screen, with counts that
 //! are true and the way to see more; `--sheets` pages through every sheet exactly once;
 //! `--json` says how many sheets there are and what it left out.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../fixtures/e2e/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::collections::BTreeSet;
 

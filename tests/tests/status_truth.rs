@@ -1,9 +1,7 @@
 //! Status says what the job's state is (issue 23, "States that are not the state"):
 //! cancel is not failure, and free instruments get no cost tip.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../fixtures/e2e/harness.rs"]
-mod harness;
+use crate::harness;
 
 use harness::{submit_now, wait_status};
 use mozart_tests::{sleepy_shell_score as score, stdout, TestEnv};

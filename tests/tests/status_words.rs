@@ -1,10 +1,8 @@
 //! What `status`, `list` and the dashboard say is what happens (issue 23, "States that are
 //! not the state"): a paused job whose sheet still runs is *pausing*, a failed or cancelled
 //! job's progress bar says so, durations are wall time, a skipped sheet is done.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../fixtures/e2e/harness.rs"]
-mod harness;
+use crate::harness;
 
 use harness::{list_all, submit_now, wait_status};
 use mozart_tests::web::{self, login, start_dashboard};

@@ -4,10 +4,8 @@
 //!
 //! Short mode: 200 clients × 6 calls, 20 of them submitting. Long mode
 //! (`MOZART_TORTURE_LONG=1`): 200 clients × 60 calls, 50 submitting.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../torture/support.rs"]
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -3,10 +3,8 @@
 //! filled to the last byte mid-job. The conductor must stay up and keep answering, report
 //! the failure instead of pretending, keep what was already durable, and carry on once space
 //! returns; the registry must pass `PRAGMA integrity_check` throughout.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../torture/support.rs"]
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -1,10 +1,8 @@
 //! Regression tests for what the fuzz targets found (docs/reliability.md, "Findings"),
 //! driven through the real binary: each input reached a panic or a stack overflow inside
 //! the conductor, which would have taken the daemon down with every job in it.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../torture/support.rs"]
-mod support;
+use crate::support;
 
 use mozart_tests::TestEnv;
 use support::*;

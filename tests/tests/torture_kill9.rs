@@ -6,10 +6,8 @@
 //! Short mode (default): three jobs, two kills. Long mode (`MOZART_TORTURE_LONG=1`): eight
 //! jobs submitted in waves, a kill every 0.3–3 s for as long as jobs run (at most 25).
 //! `MOZART_TORTURE_SEED` replays the kill moments of an earlier run.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../torture/support.rs"]
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

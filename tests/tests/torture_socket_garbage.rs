@@ -3,10 +3,8 @@
 //! while a well-behaved client keeps calling. The good client is always answered promptly,
 //! every bad line that completes gets a JSON-RPC error, and the conductor keeps running jobs
 //! (conductor.md §7.2–§7.5; architecture invariant 7).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../torture/support.rs"]
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;

@@ -1,7 +1,6 @@
 //! `mozart modify JOB -c FILE --resume` on a running job does what upstream documents
 //! (conductor.md §6.8, cli.md §3.4): pause, let the sheets in flight finish, adopt the new
 //! score, resume — without the user running `mozart resume`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,6 @@
 //! `DaemonClient` writes them (conductor.md §7.4, §8). `tests/upstream-cli/check.sh` runs
 //! upstream's CLI itself against our conductor; this keeps the field names from drifting
 //! where CI has no upstream copy.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 

@@ -5,7 +5,6 @@
 //! Screenshots land in `target/tmp/web-dashboard/`. Skips when chromium or playwright-core
 //! is absent (tests/web/setup.sh installs them).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;

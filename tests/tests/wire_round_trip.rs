@@ -3,7 +3,6 @@
 //! and `daemon.observer_events` for real jobs (one completed with a `run_command` hook, one
 //! failed after retries), and of the job-control and `daemon.*` methods the operator
 //! commands call, parse into the ipc types and serialise back to the same bytes.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::time::{Duration, Instant};

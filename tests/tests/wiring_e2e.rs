@@ -1,7 +1,6 @@
 //! Features the job manager wires in around the baton, run through the real conductor:
 //! worktree isolation (issue #6 part 5), workspace archiving on `--fresh` (part 6),
 //! cross-sheet context (part 4) and the learning store.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::time::{Duration, Instant};
