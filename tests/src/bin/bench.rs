@@ -121,6 +121,10 @@ struct Args {
     /// 10,000-sheet run (skipped with --quick).
     #[arg(long)]
     only_views: bool,
+    /// Measure only the views while 1,000 jobs × 10 sheets arrive and run (`list`,
+    /// `status`, the dashboard's jobs page; part of --only-views).
+    #[arg(long)]
+    only_many_live: bool,
 }
 
 /// The real Claude Code row (issue 13).
@@ -238,6 +242,11 @@ fn bench(args: &Args) -> Result<()> {
     if args.only_views {
         progress("100× views (issue 24)");
         bench_views::view_rows(&mozart, args, &mut report)?;
+        return finish(&report, args, baseline.as_ref(), started);
+    }
+    if args.only_many_live {
+        progress("views while 1,000 jobs run (issue 24)");
+        bench_views::many_live(&mozart, &mut report)?;
         return finish(&report, args, baseline.as_ref(), started);
     }
     if args.only_slurm {

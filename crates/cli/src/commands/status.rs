@@ -188,7 +188,8 @@ pub(crate) fn job_call<P: Serialize, R: DeserializeOwned>(
         .map_err(|err| classify(err, json))
 }
 
-fn classify(err: IpcError, json: bool) -> JobCallError {
+/// Sort a failed call into the not-running, unknown-job and other failures of [`job_call`].
+pub(crate) fn classify(err: IpcError, json: bool) -> JobCallError {
     match &err {
         IpcError::NotRunning { .. } => JobCallError::Cli(conductor_client::not_running(json)),
         IpcError::Rpc { error, .. }

@@ -497,7 +497,9 @@ async fn register(
     let mut entry = JobEntry::new(record, Some(checkpoint), Some(Arc::new(run)));
     entry.log.from_checkpoint = from_checkpoint;
     let id = job_id.clone();
+    let shared = Arc::clone(&mgr.shared);
     mgr.shared.table.tell(move |h| {
+        lock(&shared.loaded).insert(id.clone());
         h.table.jobs.insert(id, entry);
     });
     if let Err(e) = mgr.send(Event::RegisterJob(Box::new(spec))) {
