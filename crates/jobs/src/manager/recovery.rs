@@ -76,9 +76,8 @@ pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), 
             }
             DaemonJobStatus::Paused => {
                 let entry = JobEntry::new(record, None, None);
-                let shared = std::sync::Arc::clone(&mgr.shared);
+                lock(&mgr.shared.loaded).insert(entry.record.job_id.clone());
                 mgr.shared.table.tell(move |h| {
-                    super::lock(&shared.loaded).insert(entry.record.job_id.clone());
                     h.table.jobs.insert(entry.record.job_id.clone(), entry);
                 });
             }
