@@ -121,3 +121,24 @@ fn the_dashboard_jobs_page_is_one_page_with_true_counts() {
     assert_eq!(failed.matches("<tr data-job=").count(), 13);
     assert!(!failed.contains("Showing the newest"), "every failed job is shown");
 }
+
+#[test]
+fn a_score_submitted_again_while_it_runs_is_refused_even_right_away() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("twice.yaml", &sleepy_shell_score("twice", 1, 60.0));
+    let mut client = mozart_ipc::BlockingClient::connect(&env.socket).unwrap();
+    let params = json!({"config_path": path.display().to_string()});
+    // Back to back on one connection: the second comes before the baton has seen the first.
+    let first = client.call_value("job.submit", params.clone()).unwrap();
+    let second = client.call_value("job.submit", params).unwrap();
+    assert_eq!(first["status"], "accepted", "{first}");
+    assert_eq!(second["status"], "rejected", "{second}");
+    let message = second["message"].as_str().unwrap_or("");
+    assert!(message.starts_with("Job 'twice' is already "), "{second}");
+
+    let out = env.mozart(&["run", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("A score with this name is already active."), "{text}");
+}
