@@ -110,7 +110,7 @@ struct Args {
     /// --scale-jobs jobs of 10 sheets at once and from a shell loop of `mozart run`.
     #[arg(long)]
     only_scale: bool,
-    /// Sheet counts of the one-job scale rows (comma-separated).
+    /// Sheet counts of the one-job scale rows (comma-separated; 0 for none).
     #[arg(long, value_delimiter = ',', default_values_t = [1_000u32, 10_000, 100_000])]
     scale_sheets: Vec<u32>,
     /// Jobs of the many-jobs scale rows (0 skips them).
