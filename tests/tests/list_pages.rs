@@ -111,7 +111,10 @@ fn the_dashboard_jobs_page_is_one_page_with_true_counts() {
     let rows = page.matches("<tr data-job=").count();
     assert_eq!(rows, 100, "one page of rows");
     assert!(page.contains("data-job=\"done-129\""), "newest first");
-    assert!(!page.contains("data-job=\"done-029\""), "the oldest are on no page");
+    assert!(
+        !page.contains("data-job=\"done-029\""),
+        "the oldest are on no page"
+    );
     assert!(
         page.contains("Showing the newest 100 of 130 jobs. Every one: <code>mozart list --all --limit 0</code>"),
         "{page}"
@@ -119,7 +122,10 @@ fn the_dashboard_jobs_page_is_one_page_with_true_counts() {
 
     let failed = get("/?status=failed");
     assert_eq!(failed.matches("<tr data-job=").count(), 13);
-    assert!(!failed.contains("Showing the newest"), "every failed job is shown");
+    assert!(
+        !failed.contains("Showing the newest"),
+        "every failed job is shown"
+    );
 }
 
 #[test]
@@ -140,5 +146,8 @@ fn a_score_submitted_again_while_it_runs_is_refused_even_right_away() {
     let out = env.mozart(&["run", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("A score with this name is already active."), "{text}");
+    assert!(
+        text.contains("A score with this name is already active."),
+        "{text}"
+    );
 }

@@ -324,13 +324,24 @@ impl App {
                     .iter()
                     .map(|s| {
                         let n = page.counts.as_ref().and_then(|c| c.get(*s)).copied();
-                        (s.to_string(), usize::try_from(n.unwrap_or(0)).unwrap_or(usize::MAX))
+                        (
+                            s.to_string(),
+                            usize::try_from(n.unwrap_or(0)).unwrap_or(usize::MAX),
+                        )
                     })
                     .collect();
-                let all = page.counts.as_ref().map_or(page.total, |c| c.values().sum());
+                let all = page
+                    .counts
+                    .as_ref()
+                    .map_or(page.total, |c| c.values().sum());
                 let matching = usize::try_from(page.total).unwrap_or(usize::MAX);
                 let more = (matching > rows.len()).then_some((rows.len(), matching));
-                (Ok(rows), usize::try_from(all).unwrap_or(usize::MAX), counts, more)
+                (
+                    Ok(rows),
+                    usize::try_from(all).unwrap_or(usize::MAX),
+                    counts,
+                    more,
+                )
             }
             Err(e) => {
                 if e.conductor_down {

@@ -10,7 +10,9 @@ use mozart_ipc::status::{JobList, JobStatusResult};
 use mozart_ipc::types::{JobRequest, JobResponse, JobResponseStatus, RateLimitsResult};
 use serde_json::json;
 
-use super::status::{absolute, absolute_text, classify, job_params, rate_limit_lines, JobCallError};
+use super::status::{
+    absolute, absolute_text, classify, job_params, rate_limit_lines, JobCallError,
+};
 use crate::conductor_client;
 use crate::output::{print_error, print_json};
 use crate::{CliError, Globals};
@@ -87,8 +89,7 @@ pub fn submit(globals: &Globals, args: &SubmitArgs, score: &Score) -> Result<i32
         ..JobRequest::default()
     };
     // One connection for the submission and the early-failure watch (issue 26).
-    let connected =
-        conductor_client::connect_once(globals, args.json).map_err(JobCallError::Cli);
+    let connected = conductor_client::connect_once(globals, args.json).map_err(JobCallError::Cli);
     let mut client = None;
     let submitted = connected.and_then(|c| {
         let c = client.insert(c);

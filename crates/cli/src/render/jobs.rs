@@ -55,7 +55,11 @@ pub fn split_overview(jobs: &[JobListEntry]) -> (Vec<JobListEntry>, Vec<JobListE
 /// The overview's `--json` document. `active_total` is how many jobs are active in all:
 /// `active_count` says that many, `active` holds the newest [`ACTIVE_LIMIT`] of them, and
 /// when that is not all of them `active_shown` says how many it holds.
-pub fn overview_json(active: &[JobListEntry], active_total: usize, recent: &[JobListEntry]) -> Value {
+pub fn overview_json(
+    active: &[JobListEntry],
+    active_total: usize,
+    recent: &[JobListEntry],
+) -> Value {
     let mut doc = json!({
         "conductor": "running",
         "active_count": active_total.max(active.len()),
@@ -294,7 +298,10 @@ No active scores. Use 'mozart status <score>' for details.
         assert!(cut.contains("\n  Showing the newest 2 of 1000 active scores; every one: mozart list --limit 0\n"), "{cut}");
         assert!(cut.ends_with("\n1000 scores active. Use 'mozart status <score>' for details.\n"));
         let doc = overview_json(&active, 1000, &recent);
-        assert_eq!((doc["active_count"].as_u64(), doc["active_shown"].as_u64()), (Some(1000), Some(2)));
+        assert_eq!(
+            (doc["active_count"].as_u64(), doc["active_shown"].as_u64()),
+            (Some(1000), Some(2))
+        );
         assert_eq!(doc["recent_count"], 5);
         assert_eq!(doc["conductor"], "running");
     }
