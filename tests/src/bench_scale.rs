@@ -402,7 +402,8 @@ fn shell_loop(mozart: &MozartExe, jobs: u32, sheets: u32, report: &mut Report) -
 
 /// `--only-scale`.
 pub(crate) fn only_scale(args: &Args, mozart: &MozartExe, report: &mut Report) -> Result<()> {
-    for &sheets in &args.scale_sheets {
+    // `--scale-sheets 0` measures only the many-jobs rows.
+    for &sheets in args.scale_sheets.iter().filter(|n| **n > 0) {
         progress(&format!("one job of {sheets} sheets"));
         big_job(mozart, sheets, report)?;
     }

@@ -525,7 +525,7 @@ fn active_jobs(client: &mut BlockingClient) -> Result<u64> {
 
 /// 1,000 jobs × 10 instant sheets submitted at once (straight to the socket); `list`,
 /// `status` and the dashboard's jobs page timed while they run.
-fn many_live(mozart: &MozartExe, report: &mut Report) -> Result<()> {
+pub(crate) fn many_live(mozart: &MozartExe, report: &mut Report) -> Result<()> {
     progress("views: 1,000 jobs × 10 sheets submitted at once, list/status while they run");
     let env = Env::new(mozart)?;
     let conductor = Conductor::start(&env)?;

@@ -30,6 +30,7 @@ mod examples;
 mod instrument_holds;
 mod issue_solver;
 mod learning_figures;
+mod list_pages;
 mod logs_events;
 mod mcp_inline;
 mod mochi_details;

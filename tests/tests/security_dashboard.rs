@@ -5,7 +5,6 @@
 //! and a job ID that could carry script is refused by `mozart run`, by `job.submit` and by
 //! the MCP `run` tool.
 
-
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::process::{Command, Stdio};
 use std::time::Duration;

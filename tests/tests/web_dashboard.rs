@@ -5,7 +5,6 @@
 //! Screenshots land in `target/tmp/web-dashboard/`. Skips when chromium or playwright-core
 //! is absent (tests/web/setup.sh installs them).
 
-
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

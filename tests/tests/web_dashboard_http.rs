@@ -3,7 +3,6 @@
 //! down is a page that says so, and `dashboard:` in conductor.yaml serves it from the
 //! conductor process.
 
-
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,6 @@
 //! validates, submits an inline score and polls it to completion, reads its logs and its
 //! resource, and cancels a second, running job. Skips when the venv is absent.
 
-
 use std::path::PathBuf;
 
 use mozart_tests::{mozart_bin, TestEnv};

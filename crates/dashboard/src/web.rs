@@ -33,6 +33,17 @@ const CSS: &str = include_str!("style.css");
 const JS: &str = include_str!("app.js");
 /// Most job summaries fetched per render (the rest come on later renders).
 const SUMMARY_FETCHES: usize = 16;
+/// Rows of the jobs page (newest first); a page that does not show every job says so.
+const JOBS_PAGE: usize = 100;
+
+/// The jobs page's data: rows (or the error), jobs in all, counts per status, and
+/// (shown, matching) when the page is cut.
+type RowsView = (
+    Result<Vec<JobRow>, OpError>,
+    usize,
+    Vec<(String, usize)>,
+    Option<(usize, usize)>,
+);
 /// How often an open page is refreshed without any event (elapsed times, log tails).
 const IDLE_REFRESH: Duration = Duration::from_secs(5);
 /// How often a job page with a running sheet is refreshed (its live output).
@@ -287,27 +298,56 @@ impl App {
         }
     }
 
-    /// The jobs table rows (or the error to show in their place).
-    async fn rows(
-        &self,
-        filter: Option<&str>,
-    ) -> (Result<Vec<JobRow>, OpError>, usize, Vec<(String, usize)>) {
-        match self.conductor.list().await {
-            Ok(jobs) => {
+    /// The jobs table rows (or the error to show in their place), how many jobs there are
+    /// in all, the counts per status, and — when the page does not show every matching job
+    /// — how many it shows of how many. One page, cut by the conductor (`job.list_page`,
+    /// newest first, at most [`JOBS_PAGE`] rows): 1,000 running jobs cost the page what
+    /// 100 do (issue 24).
+    async fn rows(&self, filter: Option<&str>) -> RowsView {
+        let params = mozart_ipc::types::ListPageParams {
+            statuses: filter.map(|f| vec![f.to_string()]),
+            limit: Some(JOBS_PAGE as u64),
+            offset: 0,
+            counts: true,
+        };
+        match self.conductor.list_page(&params).await {
+            Ok(page) => {
                 self.set_up(true);
+                let jobs = page.jobs.0;
                 self.refresh_summaries(&jobs).await;
                 let sums: HashMap<String, JobSummary> = lock(&self.summaries)
                     .iter()
                     .map(|(k, v)| (k.clone(), v.1.clone()))
                     .collect();
                 let rows = view::job_rows(&jobs, &sums, filter, mozart_ipc::time::epoch_now());
-                (Ok(rows), jobs.len(), view::status_counts(&jobs))
+                let counts: Vec<(String, usize)> = view::STATUSES
+                    .iter()
+                    .map(|s| {
+                        let n = page.counts.as_ref().and_then(|c| c.get(*s)).copied();
+                        (
+                            s.to_string(),
+                            usize::try_from(n.unwrap_or(0)).unwrap_or(usize::MAX),
+                        )
+                    })
+                    .collect();
+                let all = page
+                    .counts
+                    .as_ref()
+                    .map_or(page.total, |c| c.values().sum());
+                let matching = usize::try_from(page.total).unwrap_or(usize::MAX);
+                let more = (matching > rows.len()).then_some((rows.len(), matching));
+                (
+                    Ok(rows),
+                    usize::try_from(all).unwrap_or(usize::MAX),
+                    counts,
+                    more,
+                )
             }
             Err(e) => {
                 if e.conductor_down {
                     self.set_up(false);
                 }
-                (Err(e), 0, view::status_counts(&[]))
+                (Err(e), 0, view::status_counts(&[]), None)
             }
         }
     }
@@ -318,6 +358,7 @@ impl App {
         filter: Option<&str>,
         total: usize,
         counts: &[(String, usize)],
+        more: Option<(usize, usize)>,
     ) -> Result<String, TemplateFailed> {
         let (rows, error) = match rows {
             Ok(r) => (r.clone(), None),
@@ -326,7 +367,7 @@ impl App {
         self.render(
             "jobs_live.html",
             context! {
-                rows => rows, filter => filter, total => total, counts => counts,
+                rows => rows, filter => filter, total => total, counts => counts, more => more,
                 error => error.map(|e| context!{ message => e.message, hints => e.hints }),
             },
         )
@@ -979,7 +1020,7 @@ fn clean_filter(status: Option<&str>) -> Option<String> {
 
 async fn jobs_page(State(app): State<Arc<App>>, Query(q): Query<ListQuery>) -> Response {
     let filter = clean_filter(q.status.as_deref());
-    let (rows, total, counts) = app.rows(filter.as_deref()).await;
+    let (rows, total, counts, more) = app.rows(filter.as_deref()).await;
     let (rows, error) = match rows {
         Ok(r) => (r, None),
         Err(e) => (
@@ -992,7 +1033,7 @@ async fn jobs_page(State(app): State<Arc<App>>, Query(q): Query<ListQuery>) -> R
         "jobs.html",
         "jobs",
         flash,
-        context! { rows => rows, error => error, filter => filter, total => total, counts => counts },
+        context! { rows => rows, error => error, filter => filter, total => total, counts => counts, more => more },
     )
 }
 
@@ -1286,11 +1327,11 @@ impl Live {
     async fn render(&mut self) -> Duration {
         let (html, up, period) = match &self.job {
             None => {
-                let (rows, total, counts) = self.app.rows(self.filter.as_deref()).await;
+                let (rows, total, counts, more) = self.app.rows(self.filter.as_deref()).await;
                 let up = !matches!(&rows, Err(e) if e.conductor_down);
                 let html = self
                     .app
-                    .rows_html(&rows, self.filter.as_deref(), total, &counts)
+                    .rows_html(&rows, self.filter.as_deref(), total, &counts, more)
                     .unwrap_or_default();
                 (html, up, IDLE_REFRESH)
             }

@@ -201,6 +201,10 @@ pub struct JobPage {
     pub offset: u64,
     /// The page size asked for (`None`: no limit).
     pub limit: Option<u64>,
+    /// Every job by lower-case status (all statuses, not only the filter's), when asked for
+    /// with `counts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<std::collections::BTreeMap<String, u64>>,
 }
 
 /// `job.status` result (§8.2): the checkpoint when the job has one, else its metadata.

@@ -161,6 +161,10 @@ pub struct ListPageParams {
     /// Rows to skip first.
     #[serde(default)]
     pub offset: u64,
+    /// Also count every job by status ([`crate::status::JobPage::counts`]), for a filter bar
+    /// that shows how many of each there are without listing them all.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub counts: bool,
 }
 
 /// `job.clear` params (§8.8).

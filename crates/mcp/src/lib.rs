@@ -373,6 +373,7 @@ impl MozartMcp {
             statuses: args.status.map(|s| vec![s.to_lowercase()]),
             limit: Some(args.limit.unwrap_or(DEFAULT_LIST_LIMIT)).filter(|n| *n > 0),
             offset: args.offset.unwrap_or(0),
+            ..Default::default()
         };
         match self.conductor.list_page(&params).await {
             Ok(page) => Ok(text_result(json_text(&page_json(&page)))),
@@ -774,6 +775,7 @@ mod tests {
             total,
             offset,
             limit: Some(50),
+            ..Default::default()
         };
         let doc = page_json(&page(50, 315, 0));
         assert_eq!(doc["total"], 315);

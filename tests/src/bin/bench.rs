@@ -110,7 +110,7 @@ struct Args {
     /// --scale-jobs jobs of 10 sheets at once and from a shell loop of `mozart run`.
     #[arg(long)]
     only_scale: bool,
-    /// Sheet counts of the one-job scale rows (comma-separated).
+    /// Sheet counts of the one-job scale rows (comma-separated; 0 for none).
     #[arg(long, value_delimiter = ',', default_values_t = [1_000u32, 10_000, 100_000])]
     scale_sheets: Vec<u32>,
     /// Jobs of the many-jobs scale rows (0 skips them).
@@ -121,6 +121,10 @@ struct Args {
     /// 10,000-sheet run (skipped with --quick).
     #[arg(long)]
     only_views: bool,
+    /// Measure only the views while 1,000 jobs × 10 sheets arrive and run (`list`,
+    /// `status`, the dashboard's jobs page; part of --only-views).
+    #[arg(long)]
+    only_many_live: bool,
 }
 
 /// The real Claude Code row (issue 13).
@@ -238,6 +242,11 @@ fn bench(args: &Args) -> Result<()> {
     if args.only_views {
         progress("100× views (issue 24)");
         bench_views::view_rows(&mozart, args, &mut report)?;
+        return finish(&report, args, baseline.as_ref(), started);
+    }
+    if args.only_many_live {
+        progress("views while 1,000 jobs run (issue 24)");
+        bench_views::many_live(&mozart, &mut report)?;
         return finish(&report, args, baseline.as_ref(), started);
     }
     if args.only_slurm {

@@ -96,6 +96,7 @@ fn fetch(globals: &Globals, args: &Args) -> Result<JobPage, CliError> {
         statuses: statuses(args),
         limit: Some(args.limit).filter(|n| *n > 0),
         offset: args.offset,
+        ..Default::default()
     };
     match job_call::<_, JobPage>(globals, methods::JOB_LIST_PAGE, &params, args.json) {
         Ok(page) => Ok(page),
@@ -136,6 +137,7 @@ fn page_of(all: &[JobListEntry], p: &ListPageParams) -> JobPage {
         total: matching.len() as u64,
         offset: p.offset,
         limit: p.limit,
+        ..Default::default()
     }
 }
 
@@ -192,6 +194,7 @@ mod tests {
             total,
             offset,
             limit: Some(20),
+            ..Default::default()
         }
     }
 
@@ -229,6 +232,7 @@ mod tests {
             statuses: Some(vec!["completed".into()]),
             limit: Some(20),
             offset: 20,
+            ..Default::default()
         };
         let got = page_of(&all, &p);
         assert_eq!((got.jobs.0.len(), got.total), (10, 30));

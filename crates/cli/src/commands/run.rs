@@ -282,7 +282,7 @@ fn table(title: &str, headers: [&str; 3], rows: &[[String; 3]]) -> String {
 /// Submit the score to the conductor (cli.md §3.1 steps 5–9).
 /// Hand the score to the conductor (cli.md §3.1 steps 5–9). The panel was printed above, so
 /// the submit path runs quiet.
-fn submit(globals: &Globals, args: &Args, _score: &Score) -> Result<i32, CliError> {
+fn submit(globals: &Globals, args: &Args, score: &Score) -> Result<i32, CliError> {
     let submit_args = super::submit::SubmitArgs {
         config_file: args.config_file.clone(),
         workspace: args.workspace.clone(),
@@ -294,5 +294,5 @@ fn submit(globals: &Globals, args: &Args, _score: &Score) -> Result<i32, CliErro
         escalation: false,
         quiet: true,
     };
-    super::submit::submit(globals, &submit_args)
+    super::submit::submit(globals, &submit_args, score)
 }

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use mozart_ipc::checkpoint::JobStatus;
 use mozart_ipc::sheet_view::{SheetMode, SheetQuery, StatusParams};
-use mozart_ipc::status::{JobList, JobStatusResult};
-use mozart_ipc::types::{HealthResult, JobIdParams, RateLimitsResult};
+use mozart_ipc::status::{JobList, JobListEntry, JobPage, JobStatusResult};
+use mozart_ipc::types::{HealthResult, JobIdParams, ListPageParams, RateLimitsResult};
 use mozart_ipc::{error as rpc, methods, IpcError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -189,7 +189,8 @@ pub(crate) fn job_call<P: Serialize, R: DeserializeOwned>(
         .map_err(|err| classify(err, json))
 }
 
-fn classify(err: IpcError, json: bool) -> JobCallError {
+/// Sort a failed call into the not-running, unknown-job and other failures of [`job_call`].
+pub(crate) fn classify(err: IpcError, json: bool) -> JobCallError {
     match &err {
         IpcError::NotRunning { .. } => JobCallError::Cli(conductor_client::not_running(json)),
         IpcError::Rpc { error, .. }
@@ -266,19 +267,59 @@ fn overview(globals: &Globals, json: bool) -> Result<i32, CliError> {
     let health: HealthResult = client
         .call(methods::DAEMON_HEALTH, ())
         .map_err(|_| conductor_client::not_running(json))?;
-    // A failing job.list shows an empty overview rather than an error (§4.1).
-    let list: JobList = client.call(methods::JOB_LIST, ()).unwrap_or_default();
-    let (active, recent) = jobs::split_overview(&list.0);
+    let (active, active_total, recent) = overview_jobs(&mut client);
     if json {
-        print_json(&jobs::overview_json(&active, &recent));
+        print_json(&jobs::overview_json(&active, active_total, &recent));
     } else {
         let uptime = Some(health.uptime_seconds);
         print!(
             "{}",
-            jobs::render_overview(uptime, &active, &recent, epoch_now(), &Style::for_stdout())
+            jobs::render_overview(
+                uptime,
+                &active,
+                active_total,
+                &recent,
+                epoch_now(),
+                &Style::for_stdout()
+            )
         );
     }
     Ok(0)
+}
+
+/// The overview's jobs: the newest active ones (at most [`jobs::ACTIVE_LIMIT`]), how many
+/// are active in all, and the newest finished ones — two pages the conductor cuts at the
+/// source (`job.list_page`), so 1,000 running jobs cost what 20 do (issue 24). From a
+/// conductor without pages (upstream's) the same is cut from its `job.list`. A failing
+/// call shows an empty overview rather than an error (§4.1).
+fn overview_jobs(
+    client: &mut mozart_ipc::BlockingClient,
+) -> (Vec<JobListEntry>, usize, Vec<JobListEntry>) {
+    let page = |client: &mut mozart_ipc::BlockingClient, statuses: &[&str], limit: usize| {
+        let params = ListPageParams {
+            statuses: Some(statuses.iter().map(|s| s.to_string()).collect()),
+            limit: Some(limit as u64),
+            ..ListPageParams::default()
+        };
+        client.call::<_, JobPage>(methods::JOB_LIST_PAGE, params)
+    };
+    match page(client, &jobs::ACTIVE_STATUSES, jobs::ACTIVE_LIMIT) {
+        Ok(active) => {
+            let recent = page(client, &jobs::RECENT_STATUSES, jobs::RECENT_LIMIT)
+                .map(|p| p.jobs.0)
+                .unwrap_or_default();
+            let total = usize::try_from(active.total).unwrap_or(usize::MAX);
+            (active.jobs.0, total, recent)
+        }
+        Err(IpcError::Rpc { error, .. }) if error.is_method_not_found() => {
+            let list: JobList = client.call(methods::JOB_LIST, ()).unwrap_or_default();
+            let (mut active, recent) = jobs::split_overview(&list.0);
+            let total = active.len();
+            active.truncate(jobs::ACTIVE_LIMIT);
+            (active, total, recent)
+        }
+        Err(_) => (Vec::new(), 0, Vec::new()),
+    }
 }
 
 // ---------------------------------------------------------------------------------------

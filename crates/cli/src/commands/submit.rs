@@ -4,14 +4,14 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use mozart_config::ConfigError;
+use mozart_config::Score;
 use mozart_ipc::methods;
 use mozart_ipc::status::{JobList, JobStatusResult};
 use mozart_ipc::types::{JobRequest, JobResponse, JobResponseStatus, RateLimitsResult};
 use serde_json::json;
 
 use super::status::{
-    absolute, absolute_text, job_call, job_params, rate_limit_lines, JobCallError,
+    absolute, absolute_text, classify, job_params, rate_limit_lines, JobCallError,
 };
 use crate::conductor_client;
 use crate::output::{print_error, print_json};
@@ -51,7 +51,7 @@ const EARLY_FAILURE_WINDOW: Duration = Duration::from_millis(1500);
 const EARLY_FAILURE_POLL: Duration = Duration::from_millis(200);
 
 /// Submit the score to the conductor and report the outcome; returns the exit code.
-pub fn submit(globals: &Globals, args: &SubmitArgs) -> Result<i32, CliError> {
+pub fn submit(globals: &Globals, args: &SubmitArgs, score: &Score) -> Result<i32, CliError> {
     let file = args.config_file.display().to_string();
     if args.start_sheet == Some(0) {
         return Err(CliError::Usage(
@@ -59,15 +59,8 @@ pub fn submit(globals: &Globals, args: &SubmitArgs) -> Result<i32, CliError> {
         ));
     }
 
-    // 1. Parse locally so the user sees score errors without a round trip.
-    let score = match mozart_config::load_score(&args.config_file) {
-        Ok(score) => score,
-        Err(err) => return Ok(score_error(&err, &file, args.json)),
-    };
-    for warning in &score.warnings {
-        eprintln!("Warning: {warning}");
-    }
-
+    // 1. The caller parsed the score (once: `mozart run` read and checked it already), so
+    // the user saw score errors without a round trip.
     // 2.
     if !args.quiet && !args.json {
         print_panel(&score.config);
@@ -95,7 +88,15 @@ pub fn submit(globals: &Globals, args: &SubmitArgs) -> Result<i32, CliError> {
         start_sheet: args.start_sheet,
         ..JobRequest::default()
     };
-    let response: JobResponse = match job_call(globals, methods::JOB_SUBMIT, params, args.json) {
+    // One connection for the submission and the early-failure watch (issue 26).
+    let connected = conductor_client::connect_once(globals, args.json).map_err(JobCallError::Cli);
+    let mut client = None;
+    let submitted = connected.and_then(|c| {
+        let c = client.insert(c);
+        c.call(methods::JOB_SUBMIT, params)
+            .map_err(|err| classify(err, args.json))
+    });
+    let response: JobResponse = match submitted {
         Ok(response) => response,
         Err(JobCallError::Cli(err)) if args.json && !err.is_untrusted() => {
             print_json(&json!({ "error": RUN_NOT_RUNNING_JSON }));
@@ -138,7 +139,9 @@ pub fn submit(globals: &Globals, args: &SubmitArgs) -> Result<i32, CliError> {
         // the failure came within 1.5 s). A job that already ended is reported with its
         // cause; its outcome as an exit code is `mozart wait`'s.
         JobResponseStatus::Accepted => {
-            let ended = early_failure(globals, &job_id);
+            let ended = client
+                .as_mut()
+                .and_then(|c| early_failure(globals, c, &job_id));
             if args.json {
                 let mut doc = serde_json::to_value(&response).unwrap_or_else(|_| json!({}));
                 if let (Some(ended), Some(obj)) = (&ended, doc.as_object_mut()) {
@@ -190,22 +193,6 @@ pub fn submit(globals: &Globals, args: &SubmitArgs) -> Result<i32, CliError> {
             }
             Ok(1)
         }
-    }
-}
-
-/// Step 1's error output; returns the exit code.
-fn score_error(err: &ConfigError, file: &str, json: bool) -> i32 {
-    let validate_hint = format!("Validate with: mozart validate {file}");
-    match err {
-        ConfigError::Yaml { error, .. } => fail(
-            &format!("YAML syntax error: {error}"),
-            &[
-                "Check for indentation issues or invalid YAML characters.",
-                &validate_hint,
-            ],
-            json,
-        ),
-        other => fail(&other.to_string(), &[&validate_hint], json),
     }
 }
 
@@ -374,32 +361,34 @@ fn print_active_limits(globals: &Globals) {
 
 /// Watch a just-accepted job briefly; the status result if it already failed or was
 /// cancelled. Errors are ignored: the submission itself succeeded.
-fn early_failure(globals: &Globals, job_id: &str) -> Option<JobStatusResult> {
-    let socket = conductor_client::paths(globals, None).ok()?.socket;
+fn early_failure(
+    globals: &Globals,
+    client: &mut mozart_ipc::BlockingClient,
+    job_id: &str,
+) -> Option<JobStatusResult> {
     // One call the conductor answers as soon as the job shows how it goes: its first
     // sheet completed (the instrument works: nothing to report), it ended, paused or
     // waits for a job slot. A shell loop of `mozart run` then costs each score about one
-    // sheet's time instead of 1.5 s (issue 24). An older conductor without `job.watch`
-    // gets the poll below.
-    if let Ok(mut client) = mozart_ipc::BlockingClient::connect(&socket) {
-        let params = mozart_ipc::types::JobWatchParams {
-            job_id: job_id.to_string(),
-            timeout_ms: EARLY_FAILURE_WINDOW.as_millis() as u64,
-        };
-        match client.call::<_, mozart_ipc::types::JobWatchResult>(methods::JOB_WATCH, &params) {
-            Ok(seen) => {
-                return matches!(seen.status.as_str(), "failed" | "cancelled")
-                    .then(|| {
-                        client
-                            .call(methods::JOB_STATUS, job_params(job_id, None))
-                            .ok()
-                    })
-                    .flatten();
-            }
-            Err(mozart_ipc::IpcError::Rpc { error, .. }) if error.is_method_not_found() => {}
-            Err(_) => return None,
+    // sheet's time instead of 1.5 s (issue 24). It goes on the submission's connection.
+    // An older conductor without `job.watch` gets the poll below.
+    let params = mozart_ipc::types::JobWatchParams {
+        job_id: job_id.to_string(),
+        timeout_ms: EARLY_FAILURE_WINDOW.as_millis() as u64,
+    };
+    match client.call::<_, mozart_ipc::types::JobWatchResult>(methods::JOB_WATCH, &params) {
+        Ok(seen) => {
+            return matches!(seen.status.as_str(), "failed" | "cancelled")
+                .then(|| {
+                    client
+                        .call(methods::JOB_STATUS, job_params(job_id, None))
+                        .ok()
+                })
+                .flatten();
         }
+        Err(mozart_ipc::IpcError::Rpc { error, .. }) if error.is_method_not_found() => {}
+        Err(_) => return None,
     }
+    let socket = conductor_client::paths(globals, None).ok()?.socket;
     let deadline = Instant::now() + EARLY_FAILURE_WINDOW;
     // A short job is often done before the first 0.2 s poll of upstream's schedule: look
     // almost at once, then less and less often up to upstream's pace (20, 40, 80, 160,

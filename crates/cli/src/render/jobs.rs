@@ -14,6 +14,10 @@ pub const ACTIVE_STATUSES: [&str; 3] = ["queued", "running", "paused"];
 pub const RECENT_STATUSES: [&str; 3] = ["completed", "failed", "cancelled"];
 /// How many recent jobs the overview shows.
 pub const RECENT_LIMIT: usize = 5;
+/// How many active jobs the overview shows (newest first); when more are active it says
+/// how many and how to list them all (ours: upstream lists every one, 1,000 lines for
+/// 1,000 jobs).
+pub const ACTIVE_LIMIT: usize = 20;
 
 fn status_of(job: &JobListEntry) -> String {
     job.status().to_lowercase()
@@ -48,15 +52,25 @@ pub fn split_overview(jobs: &[JobListEntry]) -> (Vec<JobListEntry>, Vec<JobListE
     (active, recent)
 }
 
-/// The overview's `--json` document.
-pub fn overview_json(active: &[JobListEntry], recent: &[JobListEntry]) -> Value {
-    json!({
+/// The overview's `--json` document. `active_total` is how many jobs are active in all:
+/// `active_count` says that many, `active` holds the newest [`ACTIVE_LIMIT`] of them, and
+/// when that is not all of them `active_shown` says how many it holds.
+pub fn overview_json(
+    active: &[JobListEntry],
+    active_total: usize,
+    recent: &[JobListEntry],
+) -> Value {
+    let mut doc = json!({
         "conductor": "running",
-        "active_count": active.len(),
+        "active_count": active_total.max(active.len()),
         "active": active,
         "recent_count": recent.len(),
         "recent": recent,
-    })
+    });
+    if active_total > active.len() {
+        doc["active_shown"] = json!(active.len());
+    }
+    doc
 }
 
 fn overview_line(job: &JobListEntry, show_elapsed: bool, now: f64, style: &Style) -> String {
@@ -94,6 +108,7 @@ fn overview_line(job: &JobListEntry, show_elapsed: bool, now: f64, style: &Style
 pub fn render_overview(
     uptime_seconds: Option<f64>,
     active: &[JobListEntry],
+    active_total: usize,
     recent: &[JobListEntry],
     now: f64,
     style: &Style,
@@ -115,6 +130,15 @@ pub fn render_overview(
     } else {
         out.push(style.paint("ACTIVE", Color::Bold));
         out.extend(active.iter().map(|j| overview_line(j, true, now, style)));
+        if active_total > active.len() {
+            out.push(style.paint(
+                &format!(
+                    "  Showing the newest {} of {active_total} active scores; every one: mozart list --limit 0",
+                    active.len()
+                ),
+                Color::Dim,
+            ));
+        }
     }
     if !recent.is_empty() {
         out.push(String::new());
@@ -122,7 +146,7 @@ pub fn render_overview(
         out.extend(recent.iter().map(|j| overview_line(j, false, now, style)));
     }
     out.push(String::new());
-    let summary = match active.len() {
+    let summary = match active_total.max(active.len()) {
         0 => "No active scores".to_string(),
         1 => "1 score active".to_string(),
         n => format!("{n} scores active"),
@@ -236,6 +260,7 @@ mod tests {
             render_overview(
                 Some(6.4),
                 &active,
+                active.len(),
                 &recent,
                 1_795_294_400.0,
                 &Style::plain()
@@ -263,11 +288,20 @@ No active scores. Use 'mozart status <score>' for details.
         let (active, recent) = split_overview(&jobs);
         assert_eq!(recent.len(), 5);
         assert_eq!(recent[0].job_id(), "old6");
-        let text = render_overview(None, &active, &recent, 1192.5, &Style::plain());
+        let text = render_overview(None, &active, 2, &recent, 1192.5, &Style::plain());
         assert!(text.starts_with("Mozart Conductor: RUNNING\n\nACTIVE\n  run                      RUNNING  3m 12s elapsed\n  wait                     QUEUED\n"), "{text}");
         assert!(text.ends_with("\n2 scores active. Use 'mozart status <score>' for details.\n"));
-        let doc = overview_json(&active, &recent);
+        let doc = overview_json(&active, 2, &recent);
         assert_eq!(doc["active_count"], 2);
+        assert!(doc.get("active_shown").is_none());
+        let cut = render_overview(None, &active, 1000, &recent, 1192.5, &Style::plain());
+        assert!(cut.contains("\n  Showing the newest 2 of 1000 active scores; every one: mozart list --limit 0\n"), "{cut}");
+        assert!(cut.ends_with("\n1000 scores active. Use 'mozart status <score>' for details.\n"));
+        let doc = overview_json(&active, 1000, &recent);
+        assert_eq!(
+            (doc["active_count"].as_u64(), doc["active_shown"].as_u64()),
+            (Some(1000), Some(2))
+        );
         assert_eq!(doc["recent_count"], 5);
         assert_eq!(doc["conductor"], "running");
     }

@@ -152,6 +152,9 @@ pub(crate) struct Shared {
     pub max_concurrent_jobs: std::sync::atomic::AtomicU32,
     /// Serialises submissions (conductor.md §6.4 step 8).
     pub submit_lock: tokio::sync::Mutex<()>,
+    /// Ids of the jobs in the table, kept beside it so that `job.list_page` can tell a
+    /// loaded job from a registry row without queueing a call on the baton task.
+    pub loaded: Mutex<std::collections::HashSet<String>>,
     /// Checkpoints the registry's WAL every half second (a last one when the conductor
     /// stops).
     pub _registry_checkpointer: Option<mozart_state::registry::Checkpointer>,
@@ -233,6 +236,7 @@ impl JobManager {
             hook_tx: OnceLock::new(),
             max_concurrent_jobs: std::sync::atomic::AtomicU32::new(config.max_concurrent_jobs),
             submit_lock: tokio::sync::Mutex::new(()),
+            loaded: Mutex::new(std::collections::HashSet::new()),
             _registry_checkpointer: registry_checkpointer,
         };
         Ok(JobManager {
@@ -571,8 +575,13 @@ impl JobManager {
     }
 
     /// `job.list_page` (ours): one page of the registry's jobs, newest first, with how many
-    /// match in all. The registry holds every job and each transition's status; a job loaded
-    /// here is shown as `job.list` shows it.
+    /// match in all (and, when asked, how many there are of each status). Paged at the
+    /// source: the registry holds every job and each transition's status (the baton writes
+    /// both in the same step), so the page is one indexed query and its cost does not grow
+    /// with the jobs loaded here. A loaded job is shown as `job.list` shows it (its row is
+    /// its record). The job table — whose calls queue behind every sheet event on the baton
+    /// task, tens of milliseconds with 1,000 jobs running — is asked only for a paused job
+    /// on the page, for how many of its sheets still run (issue 24).
     pub async fn list_page(
         &self,
         p: mozart_ipc::types::ListPageParams,
@@ -580,29 +589,52 @@ impl JobManager {
         let statuses: Option<Vec<String>> = p
             .statuses
             .map(|v| v.iter().map(|s| s.trim().to_lowercase()).collect());
-        let (rows, total) =
-            lock(&self.shared.registry).page_jobs(statuses.as_deref(), p.limit, p.offset)?;
-        let ids: Vec<String> = rows.iter().map(|r| r.job_id.clone()).collect();
-        let live: std::collections::HashMap<String, mozart_ipc::status::JobSummary> = self
-            .shared
-            .table
-            .call(move |h| {
-                ids.iter()
-                    .filter_map(|id| {
-                        let e = h.table.jobs.get(id)?;
-                        let mut summary = wire::job_summary(&e.record);
-                        summary.pausing = h.pausing(id);
-                        Some((id.clone(), summary))
-                    })
-                    .collect()
-            })
-            .await
-            .unwrap_or_default();
+        let (rows, total, counts) = {
+            let registry = lock(&self.shared.registry);
+            let (rows, total) = registry.page_jobs(statuses.as_deref(), p.limit, p.offset)?;
+            let counts = if p.counts {
+                Some(registry.count_jobs_by_status()?)
+            } else {
+                None
+            };
+            (rows, total, counts)
+        };
+        let loaded: std::collections::HashSet<String> = {
+            let set = lock(&self.shared.loaded);
+            rows.iter()
+                .filter(|r| set.contains(&r.job_id))
+                .map(|r| r.job_id.clone())
+                .collect()
+        };
+        let paused: Vec<String> = rows
+            .iter()
+            .filter(|r| r.status == DaemonJobStatus::Paused && loaded.contains(&r.job_id))
+            .map(|r| r.job_id.clone())
+            .collect();
+        let pausing: std::collections::HashMap<String, u32> = if paused.is_empty() {
+            std::collections::HashMap::new()
+        } else {
+            self.shared
+                .table
+                .call(move |h| {
+                    paused
+                        .iter()
+                        .filter_map(|id| Some((id.clone(), h.pausing(id)?)))
+                        .collect()
+                })
+                .await
+                .unwrap_or_default()
+        };
         let jobs = rows
             .iter()
-            .map(|row| match live.get(&row.job_id) {
-                Some(summary) => JobListEntry::Live(summary.clone()),
-                None => JobListEntry::Registry(wire::registry_job(row)),
+            .map(|row| {
+                if loaded.contains(&row.job_id) {
+                    let mut summary = wire::job_summary(row);
+                    summary.pausing = pausing.get(&row.job_id).copied();
+                    JobListEntry::Live(summary)
+                } else {
+                    JobListEntry::Registry(wire::registry_job(row))
+                }
             })
             .collect();
         Ok(mozart_ipc::status::JobPage {
@@ -610,6 +642,7 @@ impl JobManager {
             total,
             offset: p.offset,
             limit: p.limit.filter(|n| *n > 0),
+            counts,
         })
     }
 
@@ -825,16 +858,21 @@ impl JobManager {
         // Never delete a job the baton is still running (e.g. `--status paused` on a paused
         // job that is still loaded): resolve the victims first and leave live ones out.
         let (w, i) = (wanted.clone(), ids.clone());
+        let shared = Arc::clone(&self.shared);
         let live: Vec<String> = self
             .shared
             .table
             .call(move |h| {
+                let mut loaded = lock(&shared.loaded);
                 h.table.jobs.retain(|id, entry| {
                     let matches = w.contains(&entry.record.status)
                         && entry.run.is_none()
                         && i.as_ref().is_none_or(|ids| ids.contains(id))
                         && older_than_seconds
                             .is_none_or(|age| entry.record.submitted_at <= now - age);
+                    if matches {
+                        loaded.remove(id);
+                    }
                     !matches
                 });
                 h.table

@@ -276,6 +276,12 @@ fn plan(
 
 /// Refuse a job that is already queued or running here.
 async fn ensure_not_running(mgr: &JobManager, job_id: &str) -> Step<()> {
+    // A job this conductor has not loaded is not running here: no call on the baton task,
+    // which queues behind every sheet event (tens of milliseconds with many jobs running),
+    // for the usual submission of a new score (issue 24).
+    if !lock(&mgr.shared.loaded).contains(job_id) {
+        return Ok(());
+    }
     let Some((running, s)) = mgr
         .with_entry(job_id, |e| (e.run.is_some(), e.record.status))
         .await
@@ -497,6 +503,9 @@ async fn register(
     let mut entry = JobEntry::new(record, Some(checkpoint), Some(Arc::new(run)));
     entry.log.from_checkpoint = from_checkpoint;
     let id = job_id.clone();
+    // Known as loaded from now on (before the table call runs, still under the submit
+    // lock): the next submission of this id looks in the table instead of taking it as new.
+    lock(&mgr.shared.loaded).insert(id.clone());
     mgr.shared.table.tell(move |h| {
         h.table.jobs.insert(id, entry);
     });

@@ -489,6 +489,24 @@ impl Registry {
         Ok((rows, u64::try_from(total).unwrap_or(0)))
     }
 
+    /// How many jobs the registry holds in each status (lower case; statuses with none are
+    /// left out): one pass over the `jobs` table, for a filter bar's counts.
+    pub fn count_jobs_by_status(&self) -> Result<std::collections::BTreeMap<String, u64>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT status, COUNT(*) FROM jobs GROUP BY status")
+            .map_err(self.err("counting jobs"))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+            .map_err(self.err("counting jobs"))?;
+        let mut out = std::collections::BTreeMap::new();
+        for row in rows {
+            let (status, n) = row.map_err(self.err("counting jobs"))?;
+            *out.entry(status.to_lowercase()).or_insert(0) += u64::try_from(n).unwrap_or(0);
+        }
+        Ok(out)
+    }
+
     /// `queued`/`running` rows: orphans when the conductor starts (conductor.md §11.1).
     pub fn orphaned_jobs(&self) -> Result<Vec<JobRecord>> {
         self.list_jobs_filtered(

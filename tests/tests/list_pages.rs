@@ -1,0 +1,151 @@
+//! Listings of many jobs come in pages the conductor cuts, with true totals (issue 24):
+//! `mozart status` (the overview) with more active jobs than it shows, and the dashboard's
+//! jobs page over a registry of more jobs than one page.
+
+use std::path::Path;
+
+use mozart_state::{DaemonJobStatus, JobRecord, Registry};
+use mozart_tests::web::{self, login, start_dashboard};
+use mozart_tests::{sleepy_shell_score, stdout, TestEnv};
+use serde_json::{json, Value};
+
+/// Submit through the protocol directly: `mozart run` would wait for each job's first
+/// sheet, and these sheets sleep.
+fn submit(env: &TestEnv, path: &Path) {
+    let mut client = mozart_ipc::BlockingClient::connect(&env.socket).unwrap();
+    let answer = client
+        .call_value(
+            "job.submit",
+            json!({"config_path": path.display().to_string()}),
+        )
+        .unwrap();
+    assert_eq!(answer["status"], "accepted", "{answer}");
+}
+
+#[test]
+fn the_overview_of_many_active_scores_shows_the_newest_and_counts_them_all() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    for i in 0..23 {
+        let name = format!("busy-{i:02}");
+        let path = env.write_score(&format!("{name}.yaml"), &sleepy_shell_score(&name, 1, 60.0));
+        submit(&env, &path);
+    }
+
+    let out = env.mozart(&["status"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let text = stdout(&out);
+    let shown: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("busy-"))
+        .collect();
+    assert_eq!(shown.len(), 20, "the newest 20 active scores:\n{text}");
+    // Newest first: the last one submitted leads.
+    assert!(shown[0].trim_start().starts_with("busy-22"), "{text}");
+    assert!(
+        text.contains(
+            "\n  Showing the newest 20 of 23 active scores; every one: mozart list --limit 0\n"
+        ),
+        "the cut is said, with how to see the rest:\n{text}"
+    );
+    assert!(
+        text.ends_with("\n23 scores active. Use 'mozart status <score>' for details.\n"),
+        "{text}"
+    );
+
+    let out = env.mozart(&["status", "--json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["active_count"], 23, "{doc}");
+    assert_eq!(doc["active_shown"], 20, "{doc}");
+    assert_eq!(doc["active"].as_array().unwrap().len(), 20, "{doc}");
+
+    // `mozart list --limit 0` lists every one, as the hint says.
+    let out = env.mozart(&["list", "--limit", "0"]);
+    let listed = stdout(&out)
+        .lines()
+        .filter(|l| l.trim_start().starts_with("busy-"))
+        .count();
+    assert_eq!(listed, 23, "{}", stdout(&out));
+}
+
+/// Finished jobs written to the registry before the conductor starts, one a minute.
+fn seed_finished(env: &TestEnv, jobs: u32) {
+    let registry = Registry::open(&env.home.join("registry.db")).unwrap();
+    let now = mozart_state::epoch_now() - 3600.0;
+    for i in 0..jobs {
+        let id = format!("done-{i:03}");
+        let mut record = JobRecord::new(&id, format!("/srv/{id}.yaml"), format!("/srv/ws/{id}"));
+        record.status = if i % 10 == 0 {
+            DaemonJobStatus::Failed
+        } else {
+            DaemonJobStatus::Completed
+        };
+        record.submitted_at = now + f64::from(i) * 60.0;
+        record.started_at = Some(record.submitted_at + 1.0);
+        record.completed_at = Some(record.submitted_at + 30.0);
+        record.total_sheets = Some(1);
+        registry.create_job(&record).unwrap();
+    }
+}
+
+#[test]
+fn the_dashboard_jobs_page_is_one_page_with_true_counts() {
+    let env = TestEnv::new();
+    seed_finished(&env, 130);
+    env.start_conductor();
+    let dash = start_dashboard(&env, &[]);
+    let cookie = login(&dash.addr, &dash.url);
+    let get = |path: &str| {
+        let r = web::http(&dash.addr, "GET", path, &[("Cookie", cookie.as_str())], "");
+        assert_eq!(r.status, 200, "{path}: {}", r.raw);
+        r.raw
+    };
+
+    let page = get("/");
+    // Every job is counted, not only the rows a listing happened to hold.
+    assert!(page.contains(">all (130)<"), "{page}");
+    assert!(page.contains(">completed (117)<"), "{page}");
+    assert!(page.contains(">failed (13)<"), "{page}");
+    let rows = page.matches("<tr data-job=").count();
+    assert_eq!(rows, 100, "one page of rows");
+    assert!(page.contains("data-job=\"done-129\""), "newest first");
+    assert!(
+        !page.contains("data-job=\"done-029\""),
+        "the oldest are on no page"
+    );
+    assert!(
+        page.contains("Showing the newest 100 of 130 jobs. Every one: <code>mozart list --all --limit 0</code>"),
+        "{page}"
+    );
+
+    let failed = get("/?status=failed");
+    assert_eq!(failed.matches("<tr data-job=").count(), 13);
+    assert!(
+        !failed.contains("Showing the newest"),
+        "every failed job is shown"
+    );
+}
+
+#[test]
+fn a_score_submitted_again_while_it_runs_is_refused_even_right_away() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("twice.yaml", &sleepy_shell_score("twice", 1, 60.0));
+    let mut client = mozart_ipc::BlockingClient::connect(&env.socket).unwrap();
+    let params = json!({"config_path": path.display().to_string()});
+    // Back to back on one connection: the second comes before the baton has seen the first.
+    let first = client.call_value("job.submit", params.clone()).unwrap();
+    let second = client.call_value("job.submit", params).unwrap();
+    assert_eq!(first["status"], "accepted", "{first}");
+    assert_eq!(second["status"], "rejected", "{second}");
+    let message = second["message"].as_str().unwrap_or("");
+    assert!(message.starts_with("Job 'twice' is already "), "{second}");
+
+    let out = env.mozart(&["run", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains("A score with this name is already active."),
+        "{text}"
+    );
+}
