@@ -325,3 +325,22 @@ impl TestEnv {
         serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{method}: {e}: {reply}"))
     }
 }
+
+/// The one test Slurm cluster, shared by every test that uses it, in one test binary: tests
+/// that only submit jobs hold it shared ([`slurm_shared`]); tests that freeze or restart its
+/// controller hold it alone ([`slurm_exclusive`]), so no other test sees the controller down.
+static SLURM_CLUSTER: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Use the test cluster alongside other tests (see [`SLURM_CLUSTER`]).
+pub fn slurm_shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    SLURM_CLUSTER
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Use the test cluster alone: its controller may be frozen or restarted.
+pub fn slurm_exclusive() -> std::sync::RwLockWriteGuard<'static, ()> {
+    SLURM_CLUSTER
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

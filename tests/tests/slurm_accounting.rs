@@ -146,6 +146,7 @@ fn killed_while_unfollowed(env: &TestEnv, job: &str, vars: &[(&str, &Path)]) -> 
 /// in the sheet's error.
 #[test]
 fn a_purged_job_killed_from_outside_reports_its_state_from_sacct() {
+    let _cluster = mozart_tests::slurm_shared();
     if !slurm_with_accounting() {
         return;
     }
@@ -171,6 +172,7 @@ fn a_purged_job_killed_from_outside_reports_its_state_from_sacct() {
 /// Without accounting: the sheet says the reason is unknown, and why.
 #[test]
 fn without_accounting_a_purged_job_says_its_reason_is_unknown() {
+    let _cluster = mozart_tests::slurm_shared();
     if !slurm_with_accounting() {
         return;
     }
@@ -200,6 +202,7 @@ fn without_accounting_a_purged_job_says_its_reason_is_unknown() {
 /// and every sheet runs once, with no attempt spent on the wait.
 #[test]
 fn a_fan_out_beyond_the_submit_limit_waits_its_turn_and_says_why() {
+    let _cluster = mozart_tests::slurm_shared();
     if !slurm_with_accounting() {
         return;
     }

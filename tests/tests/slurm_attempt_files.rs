@@ -133,6 +133,7 @@ fn assert_no_attempt_files(ws: &Path, when: &str) {
 /// Success, failure and timeout: three sheets of one job.
 #[test]
 fn attempt_files_are_removed_when_attempts_succeed_fail_or_time_out() {
+    let _cluster = mozart_tests::slurm_shared();
     if !slurm_up() {
         return;
     }
@@ -161,6 +162,7 @@ fn attempt_files_are_removed_when_attempts_succeed_fail_or_time_out() {
 
 #[test]
 fn attempt_files_are_removed_when_the_job_is_cancelled() {
+    let _cluster = mozart_tests::slurm_shared();
     if !slurm_up() {
         return;
     }
@@ -181,6 +183,7 @@ fn attempt_files_are_removed_when_the_job_is_cancelled() {
 /// `sbatch` refuses the job (no such partition): the files written for it go too.
 #[test]
 fn attempt_files_are_removed_when_sbatch_refuses_the_job() {
+    let _cluster = mozart_tests::slurm_shared();
     if !slurm_up() {
         return;
     }

@@ -3,8 +3,8 @@
 //! controller restarted while jobs run — every sheet's ledger shows exactly one run, and no
 //! job of ours (held or otherwise) is left in the queue.
 //!
-//! These tests stop and restart the test cluster's `slurmctld`, so they live in a binary of
-//! their own and run one at a time ([`CLUSTER`]); a guard always resumes (or restarts) the
+//! These tests stop and restart the test cluster's `slurmctld`, so each holds the cluster
+//! alone (`mozart_tests::slurm_exclusive`; other Slurm tests hold it shared); a guard always resumes (or restarts) the
 //! controller, even when a test fails. `tests/slurm/setup.sh` starts the cluster; without one
 //! these tests print why and pass without running (on CI they fail).
 
@@ -13,15 +13,11 @@ use crate::harness;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use harness::*;
 use mozart_tests::users::missing;
 use mozart_tests::{stdout, TestEnv};
-
-/// One test at a time: they freeze and restart the one controller.
-static CLUSTER: Mutex<()> = Mutex::new(());
 
 /// The test cluster's state directory (tests/slurm/setup.sh).
 const SLURM_DIR: &str = "/var/tmp/mozart-slurm";
@@ -214,7 +210,8 @@ fn kill_conductor(env: &TestEnv) {
 /// every sheet runs once, no held job is left.
 #[test]
 fn kill_9_anywhere_in_the_submit_path_runs_each_sheet_once() {
-    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    // Alone on the cluster: they freeze and restart its one controller.
+    let _one = mozart_tests::slurm_exclusive();
     if !slurm_up() {
         return;
     }
@@ -255,7 +252,8 @@ fn kill_9_anywhere_in_the_submit_path_runs_each_sheet_once() {
 /// runs once.
 #[test]
 fn a_frozen_then_restarted_controller_costs_no_attempt_and_no_duplicate() {
-    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    // Alone on the cluster: they freeze and restart its one controller.
+    let _one = mozart_tests::slurm_exclusive();
     if !slurm_up() {
         return;
     }

@@ -137,6 +137,7 @@ fn env_with_standin() -> TestEnv {
 
 #[test]
 fn a_twenty_sheet_fan_out_runs_as_slurm_jobs() {
+    let _cluster = mozart_tests::slurm_shared();
     if !slurm_up() {
         return;
     }
@@ -162,6 +163,7 @@ fn a_twenty_sheet_fan_out_runs_as_slurm_jobs() {
 
 #[test]
 fn kill_9_of_the_conductor_reattaches_to_running_slurm_jobs() {
+    let _cluster = mozart_tests::slurm_shared();
     if !slurm_up() {
         return;
     }
@@ -206,6 +208,7 @@ fn kill_9_of_the_conductor_reattaches_to_running_slurm_jobs() {
 
 #[test]
 fn mozart_cancel_scancels_the_slurm_jobs() {
+    let _cluster = mozart_tests::slurm_shared();
     if !slurm_up() {
         return;
     }
@@ -228,6 +231,7 @@ fn mozart_cancel_scancels_the_slurm_jobs() {
 
 #[test]
 fn validate_names_a_bad_placement_field() {
+    let _cluster = mozart_tests::slurm_shared();
     let env = TestEnv::new();
     let bad = env.write_score(
         "bad-placement",
@@ -263,6 +267,7 @@ fn validate_names_a_bad_placement_field() {
 /// conductor re-attaches to them (every sheet still runs exactly once).
 #[test]
 fn a_stopped_conductor_leaves_its_slurm_jobs_running_for_the_next_one() {
+    let _cluster = mozart_tests::slurm_shared();
     if !slurm_up() {
         return;
     }
@@ -305,6 +310,7 @@ fn a_stopped_conductor_leaves_its_slurm_jobs_running_for_the_next_one() {
 /// plain `sbatch` job.
 #[test]
 fn the_sheet_sees_its_slurm_allocation() {
+    let _cluster = mozart_tests::slurm_shared();
     if !slurm_up() {
         return;
     }
@@ -349,6 +355,7 @@ prompt:
 /// `cpus`, and sheet 3's own setting beats its movement's.
 #[test]
 fn placement_fields_merge_from_profile_to_score_movement_and_sheet() {
+    let _cluster = mozart_tests::slurm_shared();
     if !slurm_up() {
         return;
     }
@@ -402,6 +409,7 @@ prompt:
 /// any level, with the field and the reason.
 #[test]
 fn validate_refuses_extra_args_that_break_the_contract() {
+    let _cluster = mozart_tests::slurm_shared();
     let env = TestEnv::new();
     for (placement, field, reason) in [
         (
@@ -447,6 +455,7 @@ fn validate_refuses_extra_args_that_break_the_contract() {
 /// own words and no hint to install the CLI.
 #[test]
 fn a_bad_partition_fails_fast_in_slurms_words() {
+    let _cluster = mozart_tests::slurm_shared();
     if !slurm_up() {
         return;
     }
@@ -496,6 +505,7 @@ prompt:
 /// submitted until `mozart resume`; every sheet then runs once.
 #[test]
 fn pause_lets_running_slurm_jobs_finish_and_submits_no_new_ones() {
+    let _cluster = mozart_tests::slurm_shared();
     if !slurm_up() {
         return;
     }
@@ -559,6 +569,7 @@ prompt:
 /// partitions that exist; one on a real partition is fine.
 #[test]
 fn doctor_checks_the_partitions_of_slurm_profiles() {
+    let _cluster = mozart_tests::slurm_shared();
     if !slurm_up() {
         return;
     }
