@@ -270,17 +270,18 @@ pub(crate) fn take_pending(run: &JobRun, sheet: u32, iteration: u32) -> Option<P
 
 /// Remember a worker output until its review is checkpointed.
 pub(crate) fn save_pending(run: &JobRun, sheet: u32, p: &Pending) {
-    let path = pending_path(run, sheet);
-    let saved = path
-        .parent()
-        .map(std::fs::create_dir_all)
-        .transpose()
-        .map_err(|e| e.to_string())
-        .and_then(|_| serde_json::to_vec(p).map_err(|e| e.to_string()))
-        .and_then(|b| mozart_state::atomic_write(&path, &b).map_err(|e| e.to_string()));
-    if let Err(e) = saved {
+    if let Err(e) = write_record(&pending_path(run, sheet), p) {
         tracing::warn!(job_id = %run.job_id, sheet, error = %e, "review.pending_not_saved");
     }
+}
+
+/// Write `value` as JSON to `path` atomically, creating its directory.
+fn write_record(path: &Path, value: &impl serde::Serialize) -> Result<(), String> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    }
+    let bytes = serde_json::to_vec(value).map_err(|e| e.to_string())?;
+    mozart_state::atomic_write(path, &bytes).map_err(|e| e.to_string())
 }
 
 /// Forget the pending output (its verdict is in the checkpoint).
@@ -298,16 +299,7 @@ fn delivery_path(run: &JobRun, sheet: u32) -> PathBuf {
 }
 
 fn save_delivery(run: &JobRun, sheet: u32, state: &ReviewState) {
-    let path = delivery_path(run, sheet);
-    let saved = path
-        .parent()
-        .map(std::fs::create_dir_all)
-        .transpose()
-        .map_err(|e| e.to_string())
-        .and_then(|_| serde_json::to_vec(state).map_err(|e| e.to_string()))
-        .map_err(|e| e.to_string())
-        .and_then(|b| mozart_state::atomic_write(&path, &b).map_err(|e| e.to_string()));
-    if let Err(e) = saved {
+    if let Err(e) = write_record(&delivery_path(run, sheet), state) {
         tracing::warn!(job_id = %run.job_id, sheet, error = %e, "review.delivery_not_saved");
     }
 }
