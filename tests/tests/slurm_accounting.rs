@@ -20,21 +20,7 @@ use mozart_tests::{stdout, TestEnv};
 
 /// Whether a Slurm node is up and `sacct` answers from slurmdbd; prints why not.
 fn slurm_with_accounting() -> bool {
-    let up = Command::new("sinfo")
-        .args(["-h", "-o", "%T"])
-        .output()
-        .is_ok_and(|o| {
-            let text = String::from_utf8_lossy(&o.stdout);
-            o.status.success()
-                && ["idle", "mixed", "allocated"]
-                    .iter()
-                    .any(|s| text.contains(s))
-        });
-    if !up {
-        missing(
-            "a running Slurm with an idle node (sinfo)",
-            "run tests/slurm/setup.sh",
-        );
+    if !crate::slurm_placement::slurm_up() {
         return false;
     }
     let sacct = Command::new("sacct").args(["-n", "-X", "-j", "1"]).output();

@@ -10,11 +10,11 @@
 
 use crate::harness;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::slurm_placement::counts;
 use harness::*;
 use mozart_tests::users::missing;
 use mozart_tests::{stdout, TestEnv};
@@ -23,18 +23,7 @@ use mozart_tests::{stdout, TestEnv};
 const SLURM_DIR: &str = "/var/tmp/mozart-slurm";
 
 fn slurm_up() -> bool {
-    let ok = Command::new("sinfo")
-        .args(["-h", "-o", "%T"])
-        .output()
-        .is_ok_and(|o| {
-            let t = String::from_utf8_lossy(&o.stdout).to_string();
-            o.status.success() && ["idle", "mixed", "allocated"].iter().any(|s| t.contains(s))
-        });
-    if !ok {
-        missing(
-            "a running Slurm with an idle node",
-            "run tests/slurm/setup.sh",
-        );
+    if !crate::slurm_placement::slurm_up() {
         return false;
     }
     if !Path::new(SLURM_DIR).join("slurmctld.pid").exists() {
@@ -152,16 +141,6 @@ validations:
         ws = ws.display(),
     );
     (env.write_score(name, &yaml), ws)
-}
-
-fn counts(ledger_path: &Path) -> BTreeMap<u32, u32> {
-    let mut counts = BTreeMap::new();
-    for line in ledger(ledger_path) {
-        *counts
-            .entry(line.trim().parse::<u32>().unwrap())
-            .or_default() += 1;
-    }
-    counts
 }
 
 /// The job completed, each of its `voices` sheets ran exactly once, and within a while no

@@ -17,7 +17,7 @@ use mozart_tests::users::missing;
 use mozart_tests::{stdout, TestEnv};
 
 /// Whether a Slurm node is up; prints why not.
-fn slurm_up() -> bool {
+pub(crate) fn slurm_up() -> bool {
     match Command::new("sinfo").args(["-h", "-o", "%T"]).output() {
         Ok(o) if o.status.success() => {
             let text = String::from_utf8_lossy(&o.stdout);
@@ -102,7 +102,7 @@ fn unique(base: &str) -> String {
     format!("{base}-{}", std::process::id())
 }
 
-fn counts(ledger_path: &Path) -> BTreeMap<u32, u32> {
+pub(crate) fn counts(ledger_path: &Path) -> BTreeMap<u32, u32> {
     let mut counts = BTreeMap::new();
     for line in ledger(ledger_path) {
         *counts
