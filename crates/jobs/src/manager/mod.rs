@@ -195,6 +195,23 @@ pub enum JobError {
     Registry(#[from] mozart_state::StateError),
 }
 
+/// Hook results live in the registry (conductor.md §19.5); a job's status shows them.
+fn attach_hooks(
+    registry: &mozart_state::Registry,
+    job_id: &str,
+    doc: &mut mozart_ipc::checkpoint::JobCheckpoint,
+) {
+    let hooks: Vec<HookResult> = registry
+        .hook_results(job_id)
+        .unwrap_or_default()
+        .iter()
+        .map(wire::hook_result)
+        .collect();
+    if !hooks.is_empty() {
+        doc.hook_results = hooks;
+    }
+}
+
 impl JobManager {
     /// Open the registry and load instrument profiles; the baton starts in [`JobHost::recover`].
     pub fn open(ctx: &ConductorCtx) -> Result<JobManager, ConductorError> {
@@ -339,14 +356,14 @@ impl JobManager {
                     doc.pausing = pausing;
                     // Completed sheets that keep only their facts in memory are shown
                     // whole from their registry rows (read below, off the baton task).
-                    let compacted: Vec<u32> = match e.compacted {
-                        true => doc
-                            .sheets
+                    let compacted: Vec<u32> = if e.compacted {
+                        doc.sheets
                             .values()
                             .filter(|s| s.status == mozart_ipc::checkpoint::SheetStatus::Completed)
                             .map(|s| s.sheet_num)
-                            .collect(),
-                        false => Vec::new(),
+                            .collect()
+                    } else {
+                        Vec::new()
                     };
                     let progress: Vec<(u32, Arc<mozart_backends::Progress>)> =
                         e.rt.live.iter().map(|(n, p)| (*n, Arc::clone(p))).collect();
@@ -386,15 +403,7 @@ impl JobManager {
                 if let Some(query) = view {
                     return match status_view::from_registry(&registry, &record, query)? {
                         Some(mut doc) => {
-                            let hooks: Vec<HookResult> = registry
-                                .hook_results(job_id)
-                                .unwrap_or_default()
-                                .iter()
-                                .map(wire::hook_result)
-                                .collect();
-                            if !hooks.is_empty() {
-                                doc.hook_results = hooks;
-                            }
+                            attach_hooks(&registry, job_id, &mut doc);
                             drop(registry);
                             doc.waiting_reason = waiting;
                             Ok(JobStatusResult::Checkpoint(Box::new(doc)))
@@ -418,16 +427,7 @@ impl JobManager {
                 }
             }
         };
-        // Hook results live in the registry (conductor.md §19.5); show them with the job.
-        let hooks: Vec<HookResult> = registry
-            .hook_results(job_id)
-            .unwrap_or_default()
-            .iter()
-            .map(wire::hook_result)
-            .collect();
-        if !hooks.is_empty() {
-            doc.hook_results = hooks;
-        }
+        attach_hooks(&registry, job_id, &mut doc);
         let unfinished = matches!(
             doc.status,
             mozart_state::JobStatus::Pending | mozart_state::JobStatus::Running
