@@ -326,21 +326,36 @@ impl TestEnv {
     }
 }
 
-/// The one test Slurm cluster, shared by every test that uses it, in one test binary: tests
-/// that only submit jobs hold it shared ([`slurm_shared`]); tests that freeze or restart its
-/// controller hold it alone ([`slurm_exclusive`]), so no other test sees the controller down.
-static SLURM_CLUSTER: std::sync::RwLock<()> = std::sync::RwLock::new(());
+/// The one test Slurm cluster, shared by every test that uses it — in this test binary and in
+/// any other process on the machine (another checkout's tests, a bench): tests that only submit
+/// jobs hold it shared ([`slurm_shared`]); tests that freeze or restart its controller hold it
+/// alone ([`slurm_exclusive`]), so no other test sees the controller down. An advisory `flock`
+/// on one file, so the lock is released when the test's process dies, however it dies.
+const SLURM_CLUSTER_LOCK: &str = "/tmp/mozart-tests-slurm-cluster.lock";
 
-/// Use the test cluster alongside other tests (see [`SLURM_CLUSTER`]).
-pub fn slurm_shared() -> std::sync::RwLockReadGuard<'static, ()> {
-    SLURM_CLUSTER
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+/// A held share of the test cluster; dropping it lets the others in.
+pub struct SlurmCluster {
+    _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+fn slurm_lock(how: nix::fcntl::FlockArg) -> SlurmCluster {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(SLURM_CLUSTER_LOCK)
+        .unwrap_or_else(|e| panic!("open {SLURM_CLUSTER_LOCK}: {e}"));
+    let lock = nix::fcntl::Flock::lock(file, how)
+        .unwrap_or_else(|(_, e)| panic!("flock {SLURM_CLUSTER_LOCK}: {e}"));
+    SlurmCluster { _lock: lock }
+}
+
+/// Use the test cluster alongside other tests (see [`SLURM_CLUSTER_LOCK`]).
+pub fn slurm_shared() -> SlurmCluster {
+    slurm_lock(nix::fcntl::FlockArg::LockShared)
 }
 
 /// Use the test cluster alone: its controller may be frozen or restarted.
-pub fn slurm_exclusive() -> std::sync::RwLockWriteGuard<'static, ()> {
-    SLURM_CLUSTER
-        .write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+pub fn slurm_exclusive() -> SlurmCluster {
+    slurm_lock(nix::fcntl::FlockArg::LockExclusive)
 }
