@@ -44,6 +44,7 @@ mod real_cli_claude;
 mod real_cli_codex;
 mod real_cli_gemini;
 mod real_cli_mochi;
+mod real_cli_slurm;
 mod scale_engine;
 mod security_dashboard;
 mod security_injection;

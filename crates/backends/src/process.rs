@@ -345,6 +345,73 @@ impl ReaderState {
     }
 }
 
+/// One stream of a placed attempt, read from the file the remote job appends it to, as it
+/// grows: the same capture and line sink as a local pipe, so the conductor sees a placed
+/// CLI's live output (its retry announcements, progress) while the job runs, not only at
+/// its end.
+pub(crate) struct FileFollower {
+    state: ReaderState,
+    offset: u64,
+}
+
+impl FileFollower {
+    /// A follower keeping `full_limit` bytes in full (0: the tail only), feeding `sink`.
+    pub(crate) fn new(full_limit: usize, sink: Option<Box<dyn LineSink>>) -> Self {
+        FileFollower {
+            state: ReaderState::new(StreamCapture::new(full_limit), sink),
+            offset: 0,
+        }
+    }
+
+    /// Read what was appended to `path` since the last call (nothing when it does not exist
+    /// yet). A file that shrank was started anew (a requeued job's next run): it is read
+    /// again from its start.
+    pub(crate) fn pump(&mut self, path: &std::path::Path) {
+        use std::io::{Read as _, Seek as _};
+        let Ok(mut file) = std::fs::File::open(path) else {
+            return;
+        };
+        let len = file.metadata().map_or(0, |m| m.len());
+        if len == self.offset {
+            return;
+        }
+        if len < self.offset {
+            let sink = self.state.sink.take();
+            let full_limit = self.state.capture.full_limit;
+            self.state = ReaderState::new(StreamCapture::new(full_limit), sink);
+            self.offset = 0;
+        }
+        if file.seek(io::SeekFrom::Start(self.offset)).is_err() {
+            return;
+        }
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match file.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    self.offset += n as u64;
+                    self.state.feed(&buf[..n]);
+                }
+            }
+        }
+    }
+
+    /// Feed bytes that are not in the file (a note of how the job ended).
+    pub(crate) fn feed(&mut self, bytes: &[u8]) {
+        self.state.feed(bytes);
+    }
+
+    /// The stream is over: its last unterminated line goes to the sink; the capture and
+    /// the sink are handed back.
+    pub(crate) fn finish(mut self) -> (StreamCapture, Option<Box<dyn LineSink>>) {
+        self.state.finish();
+        (
+            std::mem::take(&mut self.state.capture),
+            self.state.sink.take(),
+        )
+    }
+}
+
 fn lock(state: &Mutex<ReaderState>) -> MutexGuard<'_, ReaderState> {
     // A panic while holding the lock cannot corrupt byte buffers in a harmful way.
     state
@@ -421,30 +488,6 @@ fn remove_empty_log(log: Option<RedactingLog>, path: Option<PathBuf>) {
             }
         }
     }
-}
-
-/// Capture a finished stream read from `reader` (a remote attempt's output file) exactly as a
-/// live pipe is captured: bounded tail, optional full copy, complete lines handed to `sink`.
-pub(crate) fn capture_reader(
-    mut reader: impl std::io::Read,
-    full_limit: usize,
-    sink: Option<Box<dyn LineSink>>,
-) -> (StreamCapture, Option<Box<dyn LineSink>>) {
-    let mut state = ReaderState {
-        capture: StreamCapture::new(full_limit),
-        sink,
-        pending: Vec::new(),
-        pending_overflow: false,
-    };
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match reader.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => state.feed(&buf[..n]),
-        }
-    }
-    state.finish();
-    (std::mem::take(&mut state.capture), state.sink.take())
 }
 
 /// Create `{base}{suffix}` (in place, like the writes: one `open` on a local workspace):

@@ -18,7 +18,9 @@
 //!    the spawn — or when the attempt is cancelled (the future dropped), runs `scancel`.
 //!    `sbatch --time` is set a little past the timeout as a backstop for a conductor that is
 //!    gone;
-//! 4. collects the output files through the same capture as a local pipe, so the backend
+//! 4. reads the output files as they grow through the same capture and line sinks as a local
+//!    pipe — so a verdict on the CLI's live output (a refused key, a rate limit,
+//!    [`crate::live`]) stops the job with `scancel` as it stops a local process — and the backend
 //!    parses them exactly as it parses a local run.
 
 use std::io::Write as _;
@@ -29,7 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{PlacedAttempt, PlacementSpec, RemoteAttempt, RemoteJournal};
-use crate::process::{capture_reader, LineSink, ProcessOutcome, ProcessSpec};
+use crate::process::{FileFollower, LineHook, LineSink, ProcessOutcome, ProcessSpec};
 use crate::types::StreamKind;
 use crate::types::{epoch_now, Progress};
 
@@ -81,6 +83,9 @@ enum Followed {
     Exited(i32),
     /// Our timeout fired; the job was cancelled.
     TimedOut,
+    /// The conductor decided the run's outcome from its live output (a refused key, a
+    /// rate limit: [`crate::live`]); the job was cancelled, as a local process is stopped.
+    Stopped,
     /// The job ended without an exit status (cancelled from outside, node failure, …): how,
     /// as far as Slurm can tell ("ended CANCELLED without an exit status").
     Vanished(String),
@@ -175,11 +180,23 @@ impl SlurmPlacement {
         spec.args = Vec::new();
         spec.stdin = None;
         spec.child_env = None;
-        let followed = self.follow(&attempt, &spec, req.progress).await;
+        // The job's output is read as it grows, like a local pipe: the backend's line sinks
+        // see the CLI's progress and retry announcements while it runs, and can stop it.
+        let stderr_sink = spec
+            .stderr_lines
+            .clone()
+            .map(|hook: LineHook| Box::new(hook) as Box<dyn LineSink>);
+        let mut streams = Streams {
+            stdout: FileFollower::new(spec.keep_full_stdout, sink),
+            stderr: FileFollower::new(0, stderr_sink),
+        };
+        let followed = self
+            .follow(&attempt, &spec, req.progress, &mut streams)
+            .await;
         // Followed to its end: `collect` takes care of the files from here.
         guard.attempt = None;
         guard.dir = None;
-        collect(&attempt, spec, followed, sink, started).await
+        collect(&attempt, spec, followed, streams, started).await
     }
 
     /// Write the attempt's files, record its job name, submit it held, record its id,
@@ -519,6 +536,7 @@ impl SlurmPlacement {
         attempt: &RemoteAttempt,
         spec: &ProcessSpec,
         progress: &Progress,
+        streams: &mut Streams,
     ) -> Followed {
         let dir = &attempt.dir;
         let watch = self.watcher.watch(&attempt.remote_id, self.poll);
@@ -535,8 +553,12 @@ impl SlurmPlacement {
             .exit_file_grace_seconds
             .map_or(DEFAULT_EXIT_FILE_GRACE, Duration::from_secs_f64);
         let requeue = self.spec.requeue_on_preemption.unwrap_or(false);
+        // Someone reads the output as it comes (a verdict may stop the job): look at it
+        // every poll interval while the job runs, not only at the slow housekeeping tick.
+        let live = spec.stop.is_some();
         loop {
             let notified = watch.changed.notified();
+            streams.pump(dir);
             if let Some(code) = read_exit(dir) {
                 if requeue && code > 128 && requeued(&attempt.remote_id).await {
                     // Killed because Slurm requeued it (a preemption): it runs again under
@@ -614,6 +636,9 @@ impl SlurmPlacement {
             if let Some(d) = deadline {
                 let left = (d - epoch_now()).max(0.0);
                 wake = wake.min(Duration::from_secs_f64(left));
+                if live {
+                    wake = wake.min(self.poll);
+                }
             } else {
                 // Not started yet as far as the files tell: look again at the next state
                 // change (pending -> running) or soon.
@@ -622,8 +647,36 @@ impl SlurmPlacement {
                     wake = wake.min(Duration::from_secs_f64((q - epoch_now()).max(0.0)));
                 }
             }
-            let _ = tokio::time::timeout(wake, notified).await;
+            let stopping = async {
+                match &spec.stop {
+                    Some(stop) => stop.notified().await,
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::timeout(wake, notified) => {}
+                () = stopping => {
+                    tracing::info!(slurm_job = %attempt.remote_id, "stopped on the CLI's live output: cancelling the Slurm job");
+                    self.cancel_and_wait(&attempt.remote_id, spec.kill_grace)
+                        .await;
+                    return Followed::Stopped;
+                }
+            }
         }
+    }
+}
+
+/// The job's stdout and stderr, followed in its attempt's files.
+struct Streams {
+    stdout: FileFollower,
+    stderr: FileFollower,
+}
+
+impl Streams {
+    /// Read what the job appended to its output files since the last look.
+    fn pump(&mut self, dir: &Path) {
+        self.stdout.pump(&dir.join("stdout"));
+        self.stderr.pump(&dir.join("stderr"));
     }
 }
 
@@ -1081,12 +1134,13 @@ async fn collect(
     attempt: &RemoteAttempt,
     spec: ProcessSpec,
     followed: Followed,
-    sink: Option<Box<dyn LineSink>>,
+    mut streams: Streams,
     started: Instant,
 ) -> (ProcessOutcome, Option<Box<dyn LineSink>>) {
     let dir = attempt.dir.clone();
     let remote_id = attempt.remote_id.clone();
     let submitted_at = attempt.submitted_at;
+    let stopped = matches!(followed, Followed::Stopped);
     let work = move || {
         // The attempt is over: what the conductor wrote for it goes now; the outputs stay
         // until its result is recorded (a conductor restarted before that re-attaches and
@@ -1095,11 +1149,12 @@ async fn collect(
             let _ = std::fs::remove_file(dir.join(name));
         }
         let (exit_code, exit_signal, timed_out, note) = match followed {
-            Followed::Exited(code) if code > 128 && code <= 128 + 64 => {
+            Followed::Exited(code) if killed_by_signal(code) => {
                 (None, Some(code - 128), false, None)
             }
             Followed::Exited(code) => (Some(code), None, false, None),
             Followed::TimedOut => (None, None, true, None),
+            Followed::Stopped => (None, None, false, None),
             Followed::Vanished(how) => (
                 None,
                 None,
@@ -1107,16 +1162,13 @@ async fn collect(
                 Some(format!("\n[Slurm job {remote_id} {how}]\n")),
             ),
         };
-        let open = |name: &str| std::fs::File::open(dir.join(name)).ok();
-        let (stdout, sink) = match open("stdout") {
-            Some(f) => capture_reader(f, spec.keep_full_stdout, sink),
-            None => capture_reader(std::io::empty(), spec.keep_full_stdout, sink),
-        };
-        let note_bytes = note.unwrap_or_default().into_bytes();
-        let (stderr, _) = match open("stderr") {
-            Some(f) => capture_reader(std::io::Read::chain(f, note_bytes.as_slice()), 0, None),
-            None => capture_reader(note_bytes.as_slice(), 0, None),
-        };
+        // The rest of the output, written after the last look.
+        streams.pump(&dir);
+        if let Some(note) = note {
+            streams.stderr.feed(note.as_bytes());
+        }
+        let (stdout, sink) = streams.stdout.finish();
+        let (stderr, _) = streams.stderr.finish();
         if let Some(base) = &spec.log_base {
             for (name, suffix) in [("stdout", ".stdout.log"), ("stderr", ".stderr.log")] {
                 let mut target = base.clone().into_os_string();
@@ -1148,7 +1200,7 @@ async fn collect(
                 timed_out,
                 escalated: false,
                 lingered: false,
-                stopped: false,
+                stopped,
                 spawn_error: None,
                 stdout,
                 stderr,
@@ -1168,6 +1220,28 @@ async fn collect(
             None,
         ),
     }
+}
+
+/// Whether the wrapper's exit status `code` (bash's `$?`: 128 + N for a command ended by
+/// signal N) means a signal ended the command. A status of 128 + N for a signal whose
+/// default action does not end a process (SIGCHLD, SIGCONT, the stop signals, SIGURG,
+/// SIGWINCH) is the command's own exit code: Gemini CLI exits 145 on a refused key, which
+/// read as "killed by signal 17" hid the auth error behind a retried "signal" failure.
+fn killed_by_signal(code: i32) -> bool {
+    use nix::sys::signal::Signal;
+    const NOT_FATAL: &[Signal] = &[
+        Signal::SIGCHLD,
+        Signal::SIGCONT,
+        Signal::SIGSTOP,
+        Signal::SIGTSTP,
+        Signal::SIGTTIN,
+        Signal::SIGTTOU,
+        Signal::SIGURG,
+        Signal::SIGWINCH,
+    ];
+    code > 128
+        && code <= 128 + 64
+        && !NOT_FATAL.iter().any(|s| *s as i32 == code - 128)
 }
 
 fn failed_to_start(message: String, started: Instant) -> ProcessOutcome {
@@ -1520,6 +1594,16 @@ fn record_growth(dir: &Path, progress: &Progress, seen: &mut (u64, u64)) {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_exit_status_past_128_is_a_signal_only_for_a_signal_that_ends_a_process() {
+        assert!(killed_by_signal(137), "SIGKILL");
+        assert!(killed_by_signal(143), "SIGTERM");
+        assert!(!killed_by_signal(145), "Gemini CLI's own exit code, not SIGCHLD");
+        assert!(!killed_by_signal(1));
+        assert!(!killed_by_signal(128));
+        assert!(!killed_by_signal(255));
+    }
 
     #[test]
     fn sbatch_output_and_scontrol_fields_parse() {
