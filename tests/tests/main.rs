@@ -42,6 +42,7 @@ mod real_cli_bad_input;
 mod real_cli_broken;
 mod real_cli_claude;
 mod real_cli_codex;
+mod real_cli_formats;
 mod real_cli_gemini;
 mod real_cli_mochi;
 mod real_cli_slurm;

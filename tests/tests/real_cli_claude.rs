@@ -94,7 +94,10 @@ fn in_text_mode_a_failed_cli_names_its_cause() {
 #[test]
 fn as_root_without_is_sandbox_the_refusal_is_explained() {
     if !is_root() {
-        eprintln!("SKIPPED: not running as root, so Claude Code does not refuse");
+        mozart_tests::users::missing(
+            "root, as whom Claude Code refuses to skip permissions",
+            "run the real-CLI tests as root",
+        );
         return;
     }
     let Some(rc) = RealCliEnv::new("claude") else {

@@ -6,39 +6,16 @@
 //! The conductor runs with a secret in its environment (as an API key would be); after each
 //! job no file under the attempts' state directory remains, and none holds the secret.
 //! `tests/slurm/setup.sh` (run by `.ci/run`) starts a single-node Slurm; without one these
-//! tests print why and pass without running.
+//! tests print why and pass without running (on CI, with `CI` set, they fail).
 
 use crate::harness;
+use crate::slurm_placement::slurm_up;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use harness::*;
 use mozart_tests::{stdout, TestEnv};
-
-/// Whether a Slurm node is up; prints why not.
-fn slurm_up() -> bool {
-    match Command::new("sinfo").args(["-h", "-o", "%T"]).output() {
-        Ok(o) if o.status.success() => {
-            let text = String::from_utf8_lossy(&o.stdout);
-            let up = ["idle", "mixed", "allocated"]
-                .iter()
-                .any(|s| text.contains(s));
-            if !up {
-                eprintln!(
-                    "SKIPPED: the Slurm node is not idle ({}); run tests/slurm/setup.sh",
-                    text.trim()
-                );
-            }
-            up
-        }
-        _ => {
-            eprintln!("SKIPPED: Slurm is not running here (sinfo does not answer); run tests/slurm/setup.sh");
-            false
-        }
-    }
-}
 
 const SECRET: &str = "sk-mozart-test-key-never-left-on-disk";
 

@@ -290,7 +290,23 @@ impl ProfileBackend {
                 None => format!("{name} was killed by a signal"),
             });
         }
-        if result.error_type == Some(FailureKind::Auth) {
+        // The hint also when no profile pattern named the failure but Mozart's own patterns
+        // will classify it as auth (a user's profile without `auth_error_patterns`: the
+        // sheet failed as auth with no word of which key to check).
+        let auth_by_builtin = || {
+            !success
+                && result.error_type.is_none()
+                && crate::classify::classify_output(
+                    &stdout,
+                    &stderr,
+                    outcome.exit_code,
+                    outcome.exit_signal,
+                    result.exit_reason,
+                )
+                .category
+                    == crate::classify::ErrorCategory::Auth
+        };
+        if result.error_type == Some(FailureKind::Auth) || auth_by_builtin() {
             self.add_key_hint(&mut result);
         }
         result.success = success;
