@@ -100,6 +100,12 @@ fn codex_without_an_api_key_is_a_clear_auth_error() {
     check_no_key(&CODEX);
 }
 
+#[test]
+fn claude_without_an_api_key_is_a_clear_auth_error() {
+    // The default instrument, with no key and no login.
+    check_no_key(&CLAUDE);
+}
+
 /// The CLI is killed (`kill -9`, by the user or the OOM killer) while it streams its answer:
 /// the attempt fails with a message that says the CLI was killed from outside and is
 /// retried; the job then completes, and the sheet completed before is kept.
@@ -164,4 +170,9 @@ fn claude_killed_mid_stream_is_named_and_retried() {
 #[test]
 fn codex_killed_mid_stream_is_named_and_retried() {
     check_killed_mid_stream(&CODEX);
+}
+
+#[test]
+fn gemini_killed_mid_stream_is_named_and_retried() {
+    check_killed_mid_stream(&GEMINI);
 }

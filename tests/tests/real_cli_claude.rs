@@ -254,3 +254,41 @@ fn the_claude_code_profile_reports_the_clis_own_cost() {
     };
     rc.check_two_sheets_write_files(&CLAUDE_CODE);
 }
+
+#[test]
+fn in_json_mode_a_429_is_waited_out_and_shown() {
+    // As in text mode: the CLI's retries are capped at 2, so it gives up on the 429 after
+    // ~6 s (retry-after 3); the API recovers after 12 s.
+    let Some(rc) = RealCliEnv::start(&CLAUDE_JSON) else {
+        return;
+    };
+    rc.check_rate_limit_waited_out(&CLAUDE_JSON, 12_000);
+}
+
+#[test]
+fn the_claude_code_profile_waits_out_a_429() {
+    // The profile reads the result's `api_error_status` (429): a rate limit, waited out
+    // without spending an attempt.
+    let Some(rc) = RealCliEnv::start(&CLAUDE_CODE_PROFILE) else {
+        return;
+    };
+    rc.check_rate_limit_waited_out(&CLAUDE_CODE_PROFILE, 12_000);
+}
+
+#[test]
+fn in_text_mode_an_overloaded_api_is_retried_not_parked() {
+    let Some(rc) = RealCliEnv::start(&CLAUDE_TEXT) else {
+        return;
+    };
+    rc.run_overloaded(&CLAUDE_TEXT, "rc-529", 1);
+    rc.check_overload_retried("rc-529");
+}
+
+#[test]
+fn in_json_mode_an_overloaded_api_is_retried_not_parked() {
+    let Some(rc) = RealCliEnv::start(&CLAUDE_JSON) else {
+        return;
+    };
+    rc.run_overloaded(&CLAUDE_JSON, "rc-529", 1);
+    rc.check_overload_retried("rc-529");
+}

@@ -191,12 +191,23 @@ fn codex_without_json_a_bad_key_fails_when_codex_gives_up_with_a_hint() {
     let took = t0.elapsed();
     let errors = rc.errors_text("rc-401");
     assert_eq!(doc["status"], "failed", "{doc:#}");
-    assert_eq!(doc["sheets"]["1"]["error_category"], "auth", "{doc:#}\n{errors}");
+    assert_eq!(
+        doc["sheets"]["1"]["error_category"], "auth",
+        "{doc:#}\n{errors}"
+    );
     assert_eq!(doc["sheets"]["1"]["attempt_count"], 1, "{doc:#}");
     assert_eq!(doc["execution"]["total_retry_count"], 0, "{doc:#}");
     assert!(took < std::time::Duration::from_secs(20), "{took:?}");
-    assert!(errors.contains("OPENAI_API_KEY"), "a hint names the key: {errors}");
-    let refused = rc.mock.requests().iter().filter(|r| r.status == 401).count();
+    assert!(
+        errors.contains("OPENAI_API_KEY"),
+        "a hint names the key: {errors}"
+    );
+    let refused = rc
+        .mock
+        .requests()
+        .iter()
+        .filter(|r| r.status == 401)
+        .count();
     assert!(
         (1..=6).contains(&refused),
         "one call and Codex's five reconnects, not more: {refused}"
@@ -221,4 +232,35 @@ fn codex_without_json_the_cost_is_unknown_not_zero() {
         return;
     };
     check_cost_unknown(&rc, &CODEX_TEXT);
+}
+
+/// The API is overloaded for its first 2.5 s: retried (by the CLI or the conductor) and
+/// completed, never parked as a rate limit.
+fn check_overload(rc: &RealCliEnv, cli: &RealCli) {
+    rc.run_overloaded(cli, "rc-overload", 1);
+    rc.check_overload_retried("rc-overload");
+}
+
+#[test]
+fn gemini_in_text_mode_an_overload_is_retried_not_parked() {
+    let Some(rc) = start(&GEMINI_TEXT, GEMINI_TEXT_PROFILE) else {
+        return;
+    };
+    check_overload(&rc, &GEMINI_TEXT);
+}
+
+#[test]
+fn gemini_in_stream_json_an_overload_is_retried_not_parked() {
+    let Some(rc) = start(&GEMINI_STREAM, GEMINI_STREAM_PROFILE) else {
+        return;
+    };
+    check_overload(&rc, &GEMINI_STREAM);
+}
+
+#[test]
+fn codex_without_json_an_overload_is_retried_not_parked() {
+    let Some(rc) = start(&CODEX_TEXT, CODEX_TEXT_PROFILE) else {
+        return;
+    };
+    check_overload(&rc, &CODEX_TEXT);
 }

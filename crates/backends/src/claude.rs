@@ -255,6 +255,9 @@ impl ClaudeCliBackend {
         let mut stderr = outcome.stderr.tail_string();
         let mut r = read_outcome(outcome, stream, structured, model);
         let answer = r.result_text.clone().unwrap_or_else(|| stdout.clone());
+        if !structured && !r.success && r.api_error_status.is_none() {
+            r.api_error_status = text_api_status(&answer);
+        }
         r.rate_limited = stream.rejected
             || r.api_error_status == Some(429)
             || stream.assistant_error.as_deref() == Some("rate_limit")
@@ -409,6 +412,22 @@ fn read_result_event(r: &mut ExecutionResult, ev: &Value) {
             .and_then(Value::as_object)
             .and_then(|m| m.keys().next().cloned());
     }
+}
+
+/// The HTTP status of the failed API call a text-mode run names: Claude Code prints it as
+/// `API Error: 529 Overloaded. This is a server-side issue, …` (2.1.331). It is the status
+/// stream-json's result carries as `api_error_status`, and is read before any prose, as
+/// there: an overload ("Overloaded … try again in a moment") is retried with backoff, not
+/// parked as a rate limit, though its words read like one.
+fn text_api_status(answer: &str) -> Option<u16> {
+    static API_ERROR: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?m)^\s*API Error: (\d{3})\b")
+            .unwrap_or_else(|e| panic!("API error pattern does not compile: {e}"))
+    });
+    API_ERROR
+        .captures(answer)
+        .and_then(|c| c.get(1))
+        .and_then(|m| m.as_str().parse().ok())
 }
 
 /// The verdict on a run: which kind of failure it was, if any (a successful run that hit a
@@ -794,7 +813,27 @@ impl Backend for ClaudeCliBackend {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+
     use super::*;
+
+    #[test]
+    fn a_text_mode_api_error_names_its_status() {
+        assert_eq!(
+            text_api_status(
+                "API Error: 529 Overloaded. This is a server-side issue, usually temporary"
+            ),
+            Some(529)
+        );
+        assert_eq!(
+            text_api_status("API Error: 401 {\"type\":\"error\"}"),
+            Some(401)
+        );
+        assert_eq!(
+            text_api_status("I wrote about the API Error: 529 page"),
+            None
+        );
+        assert_eq!(text_api_status("done"), None);
+    }
 
     #[test]
     fn command_line_follows_the_spec_order() {
