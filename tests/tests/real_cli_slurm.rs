@@ -91,5 +91,9 @@ fn a_placed_codex_with_a_refused_key_is_stopped_and_fails_as_auth() {
 /// workspace has the Slurm state directory the attempt's files were written under.
 fn assert_placed(rc: &RealCliEnv, id: &str) {
     let state = rc.env.work.join(format!("{id}-ws/.mozart-slurm"));
-    assert!(state.is_dir(), "the attempt ran on Slurm: no {}", state.display());
+    assert!(
+        state.is_dir(),
+        "the attempt ran on Slurm: no {}",
+        state.display()
+    );
 }

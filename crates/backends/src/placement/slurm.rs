@@ -1239,9 +1239,7 @@ fn killed_by_signal(code: i32) -> bool {
         Signal::SIGURG,
         Signal::SIGWINCH,
     ];
-    code > 128
-        && code <= 128 + 64
-        && !NOT_FATAL.iter().any(|s| *s as i32 == code - 128)
+    code > 128 && code <= 128 + 64 && !NOT_FATAL.iter().any(|s| *s as i32 == code - 128)
 }
 
 fn failed_to_start(message: String, started: Instant) -> ProcessOutcome {
@@ -1599,7 +1597,10 @@ mod tests {
     fn an_exit_status_past_128_is_a_signal_only_for_a_signal_that_ends_a_process() {
         assert!(killed_by_signal(137), "SIGKILL");
         assert!(killed_by_signal(143), "SIGTERM");
-        assert!(!killed_by_signal(145), "Gemini CLI's own exit code, not SIGCHLD");
+        assert!(
+            !killed_by_signal(145),
+            "Gemini CLI's own exit code, not SIGCHLD"
+        );
         assert!(!killed_by_signal(1));
         assert!(!killed_by_signal(128));
         assert!(!killed_by_signal(255));
