@@ -368,13 +368,16 @@ impl FileFollower {
     /// again from its start.
     pub(crate) fn pump(&mut self, path: &std::path::Path) {
         use std::io::{Read as _, Seek as _};
-        let Ok(mut file) = std::fs::File::open(path) else {
+        // One stat when nothing changed (the common case, every second per running job).
+        let Ok(len) = std::fs::metadata(path).map(|m| m.len()) else {
             return;
         };
-        let len = file.metadata().map_or(0, |m| m.len());
         if len == self.offset {
             return;
         }
+        let Ok(mut file) = std::fs::File::open(path) else {
+            return;
+        };
         if len < self.offset {
             let sink = self.state.sink.take();
             let full_limit = self.state.capture.full_limit;

@@ -554,11 +554,16 @@ impl SlurmPlacement {
             .map_or(DEFAULT_EXIT_FILE_GRACE, Duration::from_secs_f64);
         let requeue = self.spec.requeue_on_preemption.unwrap_or(false);
         // Someone reads the output as it comes (a verdict may stop the job): look at it
-        // every poll interval while the job runs, not only at the slow housekeeping tick.
-        let live = spec.stop.is_some();
+        // every second or poll interval while the job runs, not only at the slow
+        // housekeeping tick. Not for a job Slurm may requeue: its next run writes its output
+        // anew, and the line sinks, which cannot forget the first run's lines, would count
+        // both (its output is read once, at its end, as before).
+        let live = spec.stop.is_some() && !requeue;
         loop {
             let notified = watch.changed.notified();
-            streams.pump(dir);
+            if live {
+                streams.pump(dir);
+            }
             if let Some(code) = read_exit(dir) {
                 if requeue && code > 128 && requeued(&attempt.remote_id).await {
                     // Killed because Slurm requeued it (a preemption): it runs again under
@@ -637,7 +642,7 @@ impl SlurmPlacement {
                 let left = (d - epoch_now()).max(0.0);
                 wake = wake.min(Duration::from_secs_f64(left));
                 if live {
-                    wake = wake.min(self.poll);
+                    wake = wake.min(self.poll.max(LIVE_READ));
                 }
             } else {
                 // Not started yet as far as the files tell: look again at the next state
@@ -817,6 +822,10 @@ fn parse_sacct(out: &str) -> Accounting {
         reason: parts.next().unwrap_or("").to_string(),
     }
 }
+
+/// How often a running attempt's output files are read for its live output (at most; the
+/// poll interval when it is longer).
+const LIVE_READ: Duration = Duration::from_secs(1);
 
 /// Slow tick of a followed attempt: output growth (stale detection) and the start file.
 const HOUSEKEEPING: Duration = Duration::from_secs(10);
