@@ -167,7 +167,7 @@ fn a_job_held_back_by_another_jobs_rate_limit_says_so() {
         &path,
         format!(
             "#!/bin/sh\nif [ -f '{}' ]; then echo '{{\"result\": \"done\"}}'; exit 0; fi\n\
-             echo 'Error: 429 Too Many Requests: rate limit reached, please retry in 12s' >&2\nexit 1\n",
+             echo 'Error: 429 Too Many Requests: rate limit reached, please retry in 30s' >&2\nexit 1\n",
             ok.display()
         ),
     )
@@ -207,11 +207,11 @@ fn a_job_held_back_by_another_jobs_rate_limit_says_so() {
     assert_eq!(hold["kind"], "rate_limit", "{doc:#}");
     assert_eq!(hold["instrument"], "limited", "{doc:#}");
     assert!(
-        hold["reason"].as_str().unwrap().contains("retry in 12s"),
+        hold["reason"].as_str().unwrap().contains("retry in 30s"),
         "in the CLI's words: {doc:#}"
     );
     let left = hold["seconds_left"].as_f64().unwrap();
-    assert!(left > 0.0 && left <= 12.0, "{doc:#}");
+    assert!(left > 0.0 && left <= 30.0, "{doc:#}");
     assert_eq!(doc["sheets"]["1"]["status"], "pending", "{doc:#}");
     let waiting = doc["waiting_reason"].as_str().unwrap_or_default();
     assert!(
@@ -221,6 +221,28 @@ fn a_job_held_back_by_another_jobs_rate_limit_says_so() {
     let text = stdout(&env.mozart(&["status", "limit-b"]));
     assert!(text.contains("Instrument Holds"), "{text}");
     assert!(text.contains("rate limit on limited"), "{text}");
+    // `diagnose` and the dashboard's job page name it too, with the CLI's words.
+    let diag = stdout(&env.mozart(&["diagnose", "limit-b"]));
+    assert!(diag.contains("Instrument Holds"), "{diag}");
+    assert!(diag.contains("rate limit on limited"), "{diag}");
+    assert!(diag.contains("retry in 30s"), "{diag}");
+    let dash = web::start_dashboard(&env, &[]);
+    let cookie = web::login(&dash.addr, &dash.url);
+    let page = web::http(
+        &dash.addr,
+        "GET",
+        "/jobs/limit-b",
+        &[("Cookie", &cookie)],
+        "",
+    );
+    assert_eq!(page.status, 200, "{}", page.raw);
+    assert!(page.body.contains("Instrument holds"), "{}", page.body);
+    assert!(
+        page.body.contains("rate limit on limited") && page.body.contains("retry in 30s"),
+        "{}",
+        page.body
+    );
+    drop(dash);
 
     // The API recovers: both jobs go on by themselves once the wait is over.
     std::fs::write(&ok, "").unwrap();
