@@ -812,7 +812,10 @@ struct AccountedJob {
 /// the cluster keeps no accounting.
 async fn accounting_named(name: &str, since: f64) -> Result<Vec<AccountedJob>, String> {
     // sacct lists jobs since midnight by default: a job submitted before would be missed.
-    let since = format!("--starttime=now-{}seconds", (epoch_now() - since).max(0.0) as u64 + 3600);
+    let since = format!(
+        "--starttime=now-{}seconds",
+        (epoch_now() - since).max(0.0) as u64 + 3600
+    );
     let out = slurm_command(
         "sacct",
         &[
@@ -991,13 +994,14 @@ impl Watcher {
                     return;
                 }
             }
-            let listed = match slurm_command("squeue", &["-h", "--me", "-r", "-o", "%i|%T|%j"]).await {
-                Ok(out) => out,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot list Slurm jobs; trying again");
-                    continue;
-                }
-            };
+            let listed =
+                match slurm_command("squeue", &["-h", "--me", "-r", "-o", "%i|%T|%j"]).await {
+                    Ok(out) => out,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot list Slurm jobs; trying again");
+                        continue;
+                    }
+                };
             let mut states: std::collections::HashMap<&str, &str> =
                 std::collections::HashMap::new();
             let mut duplicates = Vec::new();
@@ -1168,7 +1172,8 @@ fn in_thread(name: &str, work: impl FnOnce() + Send + 'static) {
 /// job wrote stays until its result is recorded ([`remove_finished_attempt`]).
 const INPUT_FILES: &[&str] = &["argv", "env", "stdin", "run.sh"];
 
-/// Remove an attempt's directory and everything in it.
+/// Remove an attempt's directory and everything in it (and, for an array task, what is
+/// left of its array once it was the last).
 fn remove_attempt_files(dir: &Path) {
     match std::fs::remove_dir_all(dir) {
         Ok(()) => {}
@@ -1177,6 +1182,7 @@ fn remove_attempt_files(dir: &Path) {
             tracing::warn!(dir = %dir.display(), error = %e, "cannot remove a Slurm attempt's files")
         }
     }
+    remove_array_leftovers(dir);
 }
 
 /// [`remove_attempt_files`] off the async workers.
@@ -1195,30 +1201,35 @@ pub fn remove_finished_attempt(dir: &Path) {
         .is_some_and(|n| n.starts_with("sheet-") && n.contains("-attempt-"));
     if ours {
         remove_attempt_files(dir);
-        // A task of an array: its link in the array's directory goes with it, and the
-        // array's directory with its last task.
-        let Some(parent) = dir.parent() else {
-            return;
-        };
-        let is_array = parent
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with("array-"));
-        if is_array {
-            if let Ok(entries) = std::fs::read_dir(parent) {
-                for entry in entries.flatten() {
-                    let path = entry.path();
-                    let dangling = std::fs::symlink_metadata(&path)
-                        .is_ok_and(|m| m.file_type().is_symlink())
-                        && !path.exists();
-                    if dangling {
-                        let _ = std::fs::remove_file(&path);
-                    }
-                }
+    }
+}
+
+/// After a task of an array lost its directory: its link in the array's directory goes
+/// too, and the array's directory with its last task.
+fn remove_array_leftovers(dir: &Path) {
+    let Some(parent) = dir.parent() else {
+        return;
+    };
+    let is_array = parent
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("array-"));
+    if !is_array {
+        return;
+    }
+    if let Ok(entries) = std::fs::read_dir(parent) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let dangling = std::fs::symlink_metadata(&path)
+                .is_ok_and(|m| m.file_type().is_symlink())
+                && !path.exists();
+            if dangling {
+                let _ = std::fs::remove_file(&path);
             }
-            let _ = std::fs::remove_dir(parent);
         }
     }
+    // Fails while other tasks' directories (or the array's script) are still there.
+    let _ = std::fs::remove_dir(parent);
 }
 
 /// Turn the job's files into the outcome a local process would have had.
@@ -1410,7 +1421,9 @@ async fn record(req: &PlacedAttempt<'_>, attempt: &RemoteAttempt) -> Result<(), 
 async fn jobs_named(name: &str) -> Result<Vec<(String, String)>, String> {
     let out = slurm_command(
         "squeue",
-        &["-h", "--me", "-r", "-t", "all", "--name", name, "-o", "%i|%T"],
+        &[
+            "-h", "--me", "-r", "-t", "all", "--name", name, "-o", "%i|%T",
+        ],
     )
     .await?;
     Ok(out
@@ -1767,6 +1780,38 @@ mod tests {
         assert!(off.describe().contains("accounting storage is disabled"));
     }
 
+    /// `sacct --name` lines: a job that started (a start time), one that never did
+    /// (`Unknown`/`None`: cancelled while held), array tasks with their task ids.
+    #[test]
+    fn jobs_of_a_name_from_sacct_say_whether_they_started() {
+        let jobs = parse_sacct_named(
+            "1201|2026-11-27T08:12:59
+1202|Unknown
+1300_4|None
+
+",
+        );
+        assert_eq!(
+            jobs,
+            vec![
+                AccountedJob {
+                    id: "1201".into(),
+                    started: true
+                },
+                AccountedJob {
+                    id: "1202".into(),
+                    started: false
+                },
+                AccountedJob {
+                    id: "1300_4".into(),
+                    started: false
+                },
+            ]
+        );
+        assert_eq!(base_id("1300_4"), "1300");
+        assert_eq!(base_id("1201"), "1201");
+    }
+
     #[test]
     fn a_submit_limit_is_waited_for_and_told_apart_from_an_outage() {
         let refused = "sbatch exit status: 1: sbatch: error: QOSMaxSubmitJobPerUserLimit\nsbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)";
@@ -1788,7 +1833,7 @@ mod tests {
         );
         let mut spec = ProcessSpec::new("x", vec![], Duration::from_secs(30));
         spec.kill_grace = Duration::from_secs(5);
-        assert_eq!(time_limit_minutes(&spec), 2);
+        assert_eq!(time_limit_minutes(spec.timeout, spec.kill_grace), 2);
         assert_eq!(sh_quote("a'b"), r"'a'\''b'");
     }
 

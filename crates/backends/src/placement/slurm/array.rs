@@ -342,7 +342,10 @@ fn submit_group<'a>(
         let script = match write_array_script(&ctx.dir) {
             Ok(s) => s,
             Err(e) => {
-                fail_all(members, format!("cannot write the Slurm array's script: {e}"));
+                fail_all(
+                    members,
+                    format!("cannot write the Slurm array's script: {e}"),
+                );
                 return;
             }
         };
@@ -449,7 +452,10 @@ fn submit_group<'a>(
                 Err(e) => {
                     let _ = slurm_command("scancel", &[&array_id]).await;
                     forget_tasks(&members, &array_id);
-                    fail_all(members, format!("cannot release Slurm array {array_id}: {e}"));
+                    fail_all(
+                        members,
+                        format!("cannot release Slurm array {array_id}: {e}"),
+                    );
                     return;
                 }
             }
