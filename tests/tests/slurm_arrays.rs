@@ -132,7 +132,12 @@ fn a_fan_out_goes_as_one_job_array_with_per_sheet_states() {
         .collect();
     assert_eq!(arrays.len(), 1, "one array for all sheets: {live:#}");
     let doc = wait_terminal(&env, &job, 240.0);
-    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", tail(&env.log(), 4000));
+    assert_eq!(
+        doc["status"],
+        "completed",
+        "{doc:#}\n{}",
+        tail(&env.log(), 4000)
+    );
     for n in 1..=6 {
         assert_eq!(sheet(&doc, n)["status"], "completed", "sheet {n}: {doc:#}");
     }
@@ -153,7 +158,10 @@ fn a_fan_out_goes_as_one_job_array_with_per_sheet_states() {
     assert_eq!(tasks.len(), 5, "one task per sheet: {tasks:?}");
     // The retry of sheet 4 is a job of its own.
     let (retry_job, retry_array, _) = seen(&ws, 4);
-    assert_eq!(retry_array, "none", "sheet 4's retry ran as a job of its own");
+    assert_eq!(
+        retry_array, "none",
+        "sheet 4's retry ran as a job of its own"
+    );
     // Slurm's accounting: one array of six tasks plus the single retry.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -217,7 +225,12 @@ fn an_array_beyond_the_submit_limit_is_split_and_waits_its_turn() {
         most = most.max(ours);
         let doc = status(&env, &job);
         if matches!(doc["status"].as_str(), Some("completed" | "failed")) {
-            assert_eq!(doc["status"], "completed", "{doc:#}\n{}", tail(&env.log(), 4000));
+            assert_eq!(
+                doc["status"],
+                "completed",
+                "{doc:#}\n{}",
+                tail(&env.log(), 4000)
+            );
             break;
         }
         assert!(Instant::now() < deadline, "not done: {doc:#}");
@@ -231,4 +244,49 @@ fn an_array_beyond_the_submit_limit_is_split_and_waits_its_turn() {
     for n in 1..=5 {
         assert_eq!(sheet(&doc, n)["attempt_count"], 1, "sheet {n}: {doc:#}");
     }
+}
+
+/// `mozart cancel` of a job whose sheets run as one array: every task leaves Slurm's queue
+/// (each sheet's attempt cancels its own task, so the whole array goes), and the job is
+/// cancelled.
+#[test]
+fn mozart_cancel_scancels_the_array() {
+    let _cluster = mozart_tests::slurm_shared();
+    if !slurm_up() {
+        return;
+    }
+    let env = TestEnv::new();
+    install_instruments(&env);
+    env.start_conductor();
+    let job = format!("array-cancel-{}", std::process::id());
+    let (path, ws) = array_score(&env, &job, 4, 120, 0, "");
+    run(&env, &path, &[]);
+    poll(&env, 120.0, "the sheets to start on Slurm", || {
+        (ledger(&ws.join("ledger")).len() >= 4).then_some(())
+    });
+    let tasks = || {
+        let out = Command::new("squeue")
+            .args(["-h", "-r", "-o", "%i|%j"])
+            .output()
+            .unwrap();
+        let prefix = format!("mozart-{job}-");
+        stdout(&out)
+            .lines()
+            .filter(|l| l.split('|').nth(1).is_some_and(|n| n.starts_with(&prefix)))
+            .map(|l| l.split('|').next().unwrap_or_default().to_string())
+            .collect::<Vec<_>>()
+    };
+    let running = tasks();
+    assert_eq!(running.len(), 4, "four tasks: {running:?}");
+    assert!(
+        running.iter().all(|id| id.contains('_')),
+        "array tasks: {running:?}"
+    );
+    let out = env.mozart(&["cancel", &job]);
+    assert!(out.status.success(), "mozart cancel: {}", stdout(&out));
+    poll(&env, 60.0, "the array's tasks to leave the queue", || {
+        tasks().is_empty().then_some(())
+    });
+    let doc = wait_terminal(&env, &job, 30.0);
+    assert_eq!(doc["status"], "cancelled", "{doc:#}");
 }
