@@ -614,7 +614,11 @@ async fn wait(ctx: &Ctx, members: &[Member], error: &str) -> Result<(), String> 
         m.progress
             .update_activity(|a| a.last_event = Some(note.clone()));
     }
-    tracing::warn!(job_id = %ctx.job_id, error = %error, "Slurm array submission waits for the controller");
+    if limited {
+        tracing::info!(job_id = %ctx.job_id, error = %error, "Slurm submit limit reached; the array waits for earlier jobs to end");
+    } else {
+        tracing::warn!(job_id = %ctx.job_id, error = %error, "Slurm controller unavailable; the array submission waits");
+    }
     tokio::time::sleep(ctx.poll.max(Duration::from_secs(2))).await;
     Ok(())
 }
