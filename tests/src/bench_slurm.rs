@@ -193,6 +193,18 @@ pub(super) fn slurm_rows(
             .replace("placement:\n  type: slurm", "placement:\n  type: local")
             .replace(&format!("ws-{key}"), &format!("ws-{key}-local"));
         let local_key = format!("{key}-local");
+        // The same fan-out as one job array (`array: true`): one sbatch and one release
+        // for the sheets dispatched together instead of one each.
+        let array_yaml = (sheets > 1).then(|| {
+            yaml.replace(
+                "placement:\n  type: slurm",
+                "placement:\n  type: slurm\n  array: true",
+            )
+            .replace(&format!("ws-{key}"), &format!("ws-{key}-array"))
+        });
+        let array_key = format!("{key}-array");
+        let (mut array_walls, mut array_starts, mut array_owns, mut array_kids) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut floors, mut walls, mut owns, mut kids, mut overheads) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut floor_starts, mut starts, mut after_starts, mut locals) =
@@ -202,6 +214,13 @@ pub(super) fn slurm_rows(
             let (floor, floor_start) = sbatch_floor(env, key, rep, sheets)?;
             let placed = placed_run(env, conductor, key, yaml, rep, sheets)?;
             let local = placed_run(env, conductor, &local_key, &local_yaml, rep, sheets)?;
+            if let Some(array_yaml) = &array_yaml {
+                let a = placed_run(env, conductor, &array_key, array_yaml, rep, sheets)?;
+                array_walls.push(a.wall);
+                array_starts.push(a.to_start * 1000.0);
+                array_owns.push(a.own / f64::from(sheets));
+                array_kids.push(a.children / f64::from(sheets));
+            }
             floors.push(floor);
             floor_starts.push(floor_start * 1000.0);
             walls.push(placed.wall);
@@ -253,6 +272,35 @@ pub(super) fn slurm_rows(
             "ms",
             reps,
         ));
+        if array_yaml.is_some() {
+            report.add(Row::ms(
+                &format!("{key}_array_mozart"),
+                &format!("{what} placed on Slurm as one job array: submit → job completed"),
+                median(array_walls),
+                reps,
+            ));
+            report.add(Row::new(
+                &format!("{key}_array_mozart_start"),
+                &format!("{what} as one job array: submit → {last} command starts in its task"),
+                median_f64(array_starts),
+                "ms",
+                reps,
+            ));
+            report.add(Row::new(
+                &format!("{key}_array_cpu_per_sheet"),
+                &format!("{what} as one job array: conductor's own CPU per remote sheet"),
+                median_f64(array_owns),
+                "ms",
+                reps,
+            ));
+            report.add(Row::new(
+                &format!("{key}_array_slurm_cmd_cpu_per_sheet"),
+                &format!("{what} as one job array: CPU of its sbatch/scontrol/squeue per sheet"),
+                median_f64(array_kids),
+                "ms",
+                reps,
+            ));
+        }
         report.add(Row::ms(
             &format!("{key}_local"),
             &format!("{what}, same score placed locally: submit → job completed"),

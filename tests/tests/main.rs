@@ -55,6 +55,7 @@ mod security_redaction;
 mod security_secrets;
 mod security_socket;
 mod slurm_accounting;
+mod slurm_arrays;
 mod slurm_attempt_files;
 mod slurm_exactly_once;
 mod slurm_placement;

@@ -281,3 +281,120 @@ prompt:
         );
     }
 }
+
+/// A sheet whose Slurm job ran to its end while no conductor followed it, and whose
+/// checkpoint record holds only the job's *name* (the registry restored from a copy taken
+/// during the submission, after the name was written and before the id was), once the
+/// controller has forgotten the job (`squeue --name` finds nothing): the restarted
+/// conductor asks Slurm's accounting (`sacct --name`) whether a job of that name ran,
+/// finds the attempt's adopted job did, and collects its result — the sheet is completed
+/// and ran once, not submitted again.
+#[test]
+fn a_purged_job_known_only_by_name_is_adopted_through_sacct() {
+    let _cluster = mozart_tests::slurm_shared();
+    if !slurm_with_accounting() {
+        return;
+    }
+    let env = TestEnv::new();
+    let job = format!("slurm-byname-{}", std::process::id());
+    known_only_by_name(&env, &job, &[]);
+}
+
+/// The same on a cluster without accounting (`sacct` answers "accounting storage is
+/// disabled"): the attempt's own `start` file, written by the adopted job's wrapper and
+/// only by it, is the evidence that it ran.
+#[test]
+fn without_accounting_a_purged_job_known_only_by_name_is_adopted_by_its_files() {
+    let _cluster = mozart_tests::slurm_shared();
+    if !slurm_with_accounting() {
+        return;
+    }
+    let env = TestEnv::new();
+    let conf_path = conf_without_accounting(&env);
+    let job = format!("slurm-byname-noacct-{}", std::process::id());
+    known_only_by_name(&env, &job, &[("SLURM_CONF", &conf_path)]);
+}
+
+/// A `slurm.conf` for the conductor without `AccountingStorage*` (see the module's doc).
+fn conf_without_accounting(env: &TestEnv) -> PathBuf {
+    let conf = std::fs::read_to_string("/etc/slurm/slurm.conf").expect("read slurm.conf");
+    let no_accounting: String = conf
+        .lines()
+        .filter(|l| !l.starts_with("AccountingStorage"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let conf_path = env.root().join("slurm-no-accounting.conf");
+    std::fs::write(&conf_path, no_accounting).unwrap();
+    conf_path
+}
+
+/// Run one sheet under a conductor with `vars`, kill the conductor while its job runs, let
+/// the job end and the controller forget it, roll the record back to the name alone,
+/// restart: the sheet must be completed from the job's result, having run once.
+fn known_only_by_name(env: &TestEnv, job: &str, vars: &[(&str, &Path)]) {
+    install_instruments(env);
+    start_with_env(env, vars);
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+retry: {{max_retries: 0}}
+placement:
+  type: slurm
+  poll_interval_seconds: 0.2
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+    RUN: sleep 4
+    RUN: echo done > "{{{{ workspace }}}}/out-1.txt"
+validations:
+  - type: file_exists
+    path: "{{workspace}}/out-1.txt"
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(job, &yaml);
+    run(env, &path, &[]);
+    poll(env, 120.0, "the sheet to start on Slurm", || {
+        (!ledger(&ws.join("ledger")).is_empty()).then_some(())
+    });
+    let id = slurm_job(&format!("mozart-{job}-")).expect("the sheet's Slurm job");
+    let pid = env.conductor_pid().expect("conductor pid");
+    mozart_tests::signal(pid, "KILL");
+    poll(env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    // The job ends on its own; MinJobAge=30 on the test cluster, purged once a minute.
+    poll(env, 240.0, "the controller to forget the job", || {
+        forgotten(&id).then_some(())
+    });
+    assert!(ws.join("out-1.txt").exists(), "the job ran to its end");
+    // The record as it was between the name's write and the id's.
+    let db = rusqlite::Connection::open(env.home.join("registry.db")).unwrap();
+    let changed = db
+        .execute(
+            "UPDATE sheets SET state_json = json_set(state_json, '$.remote_attempt.remote_id', '') \
+             WHERE job_id = ?1 AND json_extract(state_json, '$.remote_attempt.remote_id') = ?2",
+            [job, id.as_str()],
+        )
+        .unwrap();
+    assert_eq!(changed, 1, "the sheet's record of Slurm job {id}");
+    drop(db);
+    start_with_env(env, vars);
+    let doc = wait_terminal(env, job, 120.0);
+    assert_eq!(
+        doc["status"],
+        "completed",
+        "{doc:#}\nlog:\n{}",
+        tail(&env.log(), 4000)
+    );
+    assert_eq!(
+        ledger(&ws.join("ledger")).len(),
+        1,
+        "the sheet ran once, its finished job adopted: log:\n{}",
+        tail(&env.log(), 4000)
+    );
+    assert_eq!(sheet(&doc, 1)["attempt_count"], 1, "{doc:#}");
+}

@@ -114,6 +114,17 @@ fn squeue(prefix: &str) -> Vec<(String, String, String)> {
 /// to `<ws>/ledger` (one line per execution), sleeps `sleep` seconds, then writes its
 /// Slurm job id to `out-<n>.txt`.
 fn score(env: &TestEnv, name: &str, voices: u32, sleep: u32) -> (PathBuf, PathBuf) {
+    score_placed(env, name, voices, sleep, "")
+}
+
+/// [`score`] with more `placement` fields (`placement_extra`, lines of YAML).
+fn score_placed(
+    env: &TestEnv,
+    name: &str,
+    voices: u32,
+    sleep: u32,
+    placement_extra: &str,
+) -> (PathBuf, PathBuf) {
     let ws = env.work.join(format!("{name}-ws"));
     let yaml = format!(
         r#"name: {name}
@@ -124,7 +135,7 @@ parallel: {{enabled: true, max_concurrent: {voices}}}
 retry: {{max_retries: 0}}
 placement:
   type: slurm
-  poll_interval_seconds: 0.2
+  poll_interval_seconds: 0.2{placement_extra}
 sheet:
   size: 1
   total_items: 1
@@ -263,4 +274,41 @@ fn a_frozen_then_restarted_controller_costs_no_attempt_and_no_duplicate() {
     ctl.restart(Duration::from_secs(3));
     assert_exactly_once(&env, &job, &ws, 4);
     drop(ctl);
+}
+
+/// The same for a fan-out submitted as one job array (`placement.array: true`): `kill -9`
+/// while the array's `sbatch` waits on a frozen controller, and at timed moments around
+/// the array's gathering, name records, submission, task records and release. The restart
+/// finds each sheet's task by the array's name and its task index (or its recorded task
+/// id): every sheet runs once, no held task is left.
+#[test]
+fn kill_9_anywhere_in_an_array_submission_runs_each_sheet_once() {
+    let _one = mozart_tests::slurm_exclusive();
+    if !slurm_up() {
+        return;
+    }
+    let env = TestEnv::new();
+    install_instruments(&env);
+    let ctl = Controller;
+    let tag = std::process::id();
+    env.start_conductor();
+    let job = format!("arr-frozen-{tag}");
+    let (path, ws) = score_placed(&env, &job, 6, 1, "\n  array: true");
+    ctl.freeze();
+    run(&env, &path, &[]);
+    std::thread::sleep(Duration::from_secs(3));
+    kill_conductor(&env);
+    ctl.thaw();
+    std::thread::sleep(Duration::from_secs(3));
+    env.start_conductor();
+    assert_exactly_once(&env, &job, &ws, 6);
+    for (i, delay_ms) in [200u64, 350, 450, 600, 900, 1500].into_iter().enumerate() {
+        let job = format!("arr-kill{i}-{tag}");
+        let (path, ws) = score_placed(&env, &job, 6, 1, "\n  array: true");
+        run(&env, &path, &[]);
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        kill_conductor(&env);
+        env.start_conductor();
+        assert_exactly_once(&env, &job, &ws, 6);
+    }
 }

@@ -142,8 +142,8 @@ impl<'a> Checker<'a> {
 /// reason given when a score's `extra_args` has one. (The same list guards instrument
 /// profiles in mozart-backends' `placement` module.)
 pub const REFUSED_SBATCH_OPTIONS: &[(&str, &str)] = &[
-    ("--array", "one attempt is one Slurm job; a job array would run the sheet many times"),
-    ("-a", "one attempt is one Slurm job; a job array would run the sheet many times"),
+    ("--array", "one attempt is one Slurm job, or one task of the job array the placement submits itself with 'array: true'; a job array of your own would run the sheet many times"),
+    ("-a", "one attempt is one Slurm job, or one task of the job array the placement submits itself with 'array: true'; a job array of your own would run the sheet many times"),
     ("--requeue", "a requeued job runs the sheet again; use 'requeue_on_preemption: true' to let Slurm requeue a preempted job"),
     ("--no-requeue", "the placement sets it (see 'requeue_on_preemption')"),
     ("--wrap", "the placement submits its own wrapper script"),
@@ -206,6 +206,7 @@ fn check_placement(c: &mut Checker<'_>, at: &str, p: &PlacementConfig) {
                 ("queue_timeout_seconds", p.queue_timeout_seconds.is_some()),
                 ("exit_file_grace_seconds", p.exit_file_grace_seconds.is_some()),
                 ("requeue_on_preemption", p.requeue_on_preemption.is_some()),
+                ("array", p.array.is_some()),
             ] {
                 if set {
                     c.value_error(

@@ -294,6 +294,10 @@ pub struct PlacementConfig {
     /// Let Slurm requeue a preempted job (`sbatch --requeue`) instead of failing the attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requeue_on_preemption: Option<bool>,
+    /// Submit the first attempts of sheets dispatched together (a fan-out) as one Slurm job
+    /// array (`sbatch --array`), one task per sheet, instead of one job each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<bool>,
 }
 
 /// `state_backend`.

@@ -30,6 +30,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod array;
+
 use super::{PlacedAttempt, PlacementSpec, RemoteAttempt, RemoteJournal};
 use crate::process::{FileFollower, LineHook, LineSink, ProcessOutcome, ProcessSpec};
 use crate::types::StreamKind;
@@ -62,6 +64,8 @@ pub struct SlurmPlacement {
     spec: PlacementSpec,
     poll: Duration,
     watcher: Arc<Watcher>,
+    /// Arrays being gathered (`array: true`): sheets dispatched together join one.
+    arrays: Arc<array::Batches>,
 }
 
 /// What Slurm says about a job.
@@ -102,6 +106,7 @@ impl SlurmPlacement {
             spec: spec.clone(),
             poll,
             watcher: Arc::default(),
+            arrays: Arc::default(),
         }
     }
 
@@ -165,6 +170,14 @@ impl SlurmPlacement {
                             Err(message) => return (failed_to_start(message, started), sink),
                         }
                     }
+                    Err(message) => return (failed_to_start(message, started), sink),
+                }
+            }
+            // The first attempts of sheets dispatched together go as one job array when the
+            // placement asks for it; a retry is a job of its own (the array is never re-run).
+            None if self.spec.array == Some(true) && req.attempt <= 1 => {
+                match self.submit_in_array(req, &spec, &mut guard).await {
+                    Ok(rec) => rec,
                     Err(message) => return (failed_to_start(message, started), sink),
                 }
             }
@@ -257,48 +270,13 @@ impl SlurmPlacement {
         dir: std::path::PathBuf,
     ) -> Result<RemoteAttempt, String> {
         let name = job_name(req.job_id, req.sheet_num, req.attempt, base);
-        let requeue = self.spec.requeue_on_preemption.unwrap_or(false);
-        let mut args = vec![
-            "--parsable".to_string(),
-            "--hold".into(),
-            // A requeued job runs its script again: only when the score asks for it
-            // (`requeue_on_preemption`), and then the follower waits for the new run.
-            if requeue { "--requeue" } else { "--no-requeue" }.into(),
-            // The job's environment is the `env` file, read by the wrapper. sbatch itself runs
-            // with a scrubbed environment (`slurm_command`), so what Slurm stores with the job
-            // holds no credentials. (`--export=NONE` would do the same but makes slurmd load
-            // the user's login environment on the node: seconds per job.)
-            "--export=ALL".into(),
-            format!("--job-name={name}"),
-            format!("--output={}", dir.join("slurm.out").display()),
-            format!("--chdir={}", cwd.display()),
-        ];
-        let has_time = self.spec.time.is_some()
-            || self
-                .spec
-                .extra_args
-                .iter()
-                .any(|a| a == "-t" || a.starts_with("--time") || a.starts_with("-t"));
-        if !has_time {
-            args.push(format!("--time={}", time_limit_minutes(spec)));
-        }
-        let cpus = self.spec.cpus.map(|c| c.to_string());
-        for (flag, value) in [
-            ("--partition", &self.spec.partition),
-            ("--account", &self.spec.account),
-            ("--qos", &self.spec.qos),
-            ("--time", &self.spec.time),
-            ("--cpus-per-task", &cpus),
-            ("--mem", &self.spec.memory),
-            ("--gpus", &self.spec.gpus),
-            ("--gres", &self.spec.gres),
-            ("--constraint", &self.spec.constraint),
-        ] {
-            if let Some(v) = value {
-                args.push(format!("{flag}={v}"));
-            }
-        }
-        args.extend(self.spec.extra_args.iter().cloned());
+        let mut args = sbatch_args(
+            &self.spec,
+            &name,
+            &dir.join("slurm.out"),
+            cwd,
+            time_limit_minutes(spec.timeout, spec.kill_grace),
+        );
         args.push(dir.join("run.sh").display().to_string());
         let pending = RemoteAttempt {
             placement: "slurm".into(),
@@ -323,7 +301,7 @@ impl SlurmPlacement {
                 Err(e) => {
                     // sbatch may have created the job even though it reported a failure
                     // (its client timed out, the controller accepted later): ask by name.
-                    match self.find_held(req, spec, &name).await? {
+                    match self.find_held(req, spec, &name, None).await? {
                         Some(id) => break id,
                         None if controller_unreachable(&e) => {
                             self.wait_for_controller(req, spec, &e).await?;
@@ -387,7 +365,9 @@ impl SlurmPlacement {
             self.watcher.claim(&attempt.name, &attempt.remote_id);
             if let Ok(jobs) = jobs_named(&attempt.name).await {
                 for (id, state) in jobs {
-                    if id != attempt.remote_id && !TERMINAL_STATES.contains(&state.as_str()) {
+                    if base_id(&id) != base_id(&attempt.remote_id)
+                        && !TERMINAL_STATES.contains(&state.as_str())
+                    {
                         tracing::info!(slurm_job = %id, name = %attempt.name, "cancelling a duplicate Slurm job of an attempt");
                         let _ = slurm_command("scancel", &[&id]).await;
                     }
@@ -428,10 +408,32 @@ impl SlurmPlacement {
         if pending.name.is_empty() {
             return Ok(None);
         }
-        let Some(id) = self.find_held(req, spec, &pending.name).await? else {
-            tracing::info!(job_id = %req.job_id, sheet = req.sheet_num, name = %pending.name,
-                "no Slurm job was created before the restart: submitting the attempt");
-            return Ok(None);
+        let task = read_task(&pending.dir);
+        let id = match self.find_held(req, spec, &pending.name, task).await? {
+            Some(id) => id,
+            None => match self.ran_under_name(pending).await {
+                // The job of this name that the attempt adopted ran (or runs) it: follow
+                // it to its result rather than run the sheet again.
+                Some(id) => {
+                    let attempt = RemoteAttempt {
+                        remote_id: id,
+                        ..pending.clone()
+                    };
+                    record(req, &attempt).await.map_err(|e| {
+                        format!(
+                            "cannot record Slurm job {} in the checkpoint: {e}",
+                            attempt.remote_id
+                        )
+                    })?;
+                    self.watcher.claim(&attempt.name, &attempt.remote_id);
+                    return Ok(Some(attempt));
+                }
+                None => {
+                    tracing::info!(job_id = %req.job_id, sheet = req.sheet_num, name = %pending.name,
+                        "no Slurm job ran this attempt before the restart: submitting it");
+                    return Ok(None);
+                }
+            },
         };
         tracing::info!(job_id = %req.job_id, sheet = req.sheet_num, slurm_job = %id,
             "re-attaching to the Slurm job of an attempt started before the restart (found by name)");
@@ -449,16 +451,57 @@ impl SlurmPlacement {
         Ok(Some(attempt))
     }
 
+    /// The job that ran `pending`'s attempt although the record holds only its name (the
+    /// record of its id lost, e.g. a registry restored from a copy taken during the
+    /// submission): the job the attempt's `adopted` file names — no other job of the name
+    /// runs the sheet —, when Slurm still lists it, or, once the controller has forgotten
+    /// it (`MinJobAge`), when Slurm's accounting (`sacct --name`) shows it started. Without
+    /// accounting, the attempt's own `start` file is the evidence that it ran.
+    async fn ran_under_name(&self, pending: &RemoteAttempt) -> Option<String> {
+        let adopted = read_adopted(&pending.dir)?;
+        if let Ok(jobs) = jobs_named(&pending.name).await {
+            if jobs.iter().any(|(id, _)| *id == adopted) {
+                tracing::info!(slurm_job = %adopted, name = %pending.name,
+                    "re-attaching to the adopted Slurm job of an attempt whose record held only its name");
+                return Some(adopted);
+            }
+        }
+        match accounting_named(&pending.name, pending.submitted_at).await {
+            Ok(jobs) => {
+                let ran = jobs
+                    .iter()
+                    .find(|j| j.id == adopted)
+                    .is_some_and(|j| j.started);
+                if ran {
+                    tracing::info!(slurm_job = %adopted, name = %pending.name,
+                        "Slurm's accounting shows the adopted job of this attempt ran; collecting its result instead of running the sheet again");
+                    return Some(adopted);
+                }
+                tracing::info!(slurm_job = %adopted, name = %pending.name,
+                    "Slurm's accounting shows no job of this attempt that ran");
+                None
+            }
+            Err(why) => {
+                let started = pending.dir.join("start").exists();
+                tracing::info!(slurm_job = %adopted, name = %pending.name, started, reason = %why,
+                    "Slurm's accounting cannot say whether the adopted job ran; the attempt's start file decides");
+                started.then_some(adopted)
+            }
+        }
+    }
+
     /// The job sbatch created under `name` and that never ran (it is held): the oldest one
     /// (the others are cancelled by [`Self::adopt`]). Waits while the controller cannot be
     /// asked. A job of the name looked for twice, a little apart: a submission the
     /// controller accepts late is then seen more often than not (and if not, the watcher
     /// cancels it when it appears, and its wrapper would not run it).
+    /// For an array task (`task`), the task of that index in the oldest array of the name.
     async fn find_held(
         &self,
         req: &PlacedAttempt<'_>,
         spec: &ProcessSpec,
         name: &str,
+        task: Option<u32>,
     ) -> Result<Option<String>, String> {
         for look in 0..2 {
             if look > 0 {
@@ -473,11 +516,18 @@ impl SlurmPlacement {
             let mut held: Vec<u64> = jobs
                 .iter()
                 .filter(|(_, state)| state == "PENDING")
-                .filter_map(|(id, _)| id.parse().ok())
+                .filter_map(|(id, _)| match (task, id.split_once('_')) {
+                    (None, None) => id.parse().ok(),
+                    (Some(t), Some((base, i))) if i == t.to_string() => base.parse().ok(),
+                    _ => None,
+                })
                 .collect();
             held.sort_unstable();
             if let Some(id) = held.first() {
-                return Ok(Some(id.to_string()));
+                return Ok(Some(match task {
+                    Some(t) => format!("{id}_{t}"),
+                    None => id.to_string(),
+                }));
             }
         }
         Ok(None)
@@ -806,6 +856,54 @@ async fn accounting_state(id: &str) -> Accounting {
     }
 }
 
+/// A job of a name as Slurm's accounting knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct AccountedJob {
+    /// `1234`, or `1234_5` for an array task.
+    id: String,
+    /// Whether it started (sacct shows a start time).
+    started: bool,
+}
+
+/// Our jobs named `name` submitted since `since` (epoch seconds, an hour of slack) as Slurm's
+/// accounting knows them, ended and purged ones included; `Err` with sacct's words when
+/// the cluster keeps no accounting.
+async fn accounting_named(name: &str, since: f64) -> Result<Vec<AccountedJob>, String> {
+    // sacct lists jobs since midnight by default: a job submitted before would be missed.
+    let since = format!(
+        "--starttime=now-{}seconds",
+        (epoch_now() - since).max(0.0) as u64 + 3600
+    );
+    let out = slurm_command(
+        "sacct",
+        &[
+            "-n",
+            "-X",
+            "-P",
+            &since,
+            &format!("--name={name}"),
+            "-o",
+            "JobID,Start",
+        ],
+    )
+    .await?;
+    Ok(parse_sacct_named(&out))
+}
+
+/// `sacct -n -X -P -o JobID,Start` lines.
+fn parse_sacct_named(out: &str) -> Vec<AccountedJob> {
+    out.lines()
+        .filter_map(|l| {
+            let (id, start) = l.trim().split_once('|')?;
+            let start = start.trim();
+            Some(AccountedJob {
+                id: id.trim().to_string(),
+                started: !(start.is_empty() || start == "Unknown" || start == "None"),
+            })
+        })
+        .collect()
+}
+
 /// `sacct -n -X -P -o State,ExitCode,Reason` output: the first line's fields.
 fn parse_sacct(out: &str) -> Accounting {
     let Some(line) = out.lines().find(|l| !l.trim().is_empty()) else {
@@ -886,9 +984,18 @@ struct Unwatch<'a> {
 
 impl Drop for Unwatch<'_> {
     fn drop(&mut self) {
-        lock(&self.watcher.state).jobs.remove(self.id);
+        let base = base_id(self.id);
+        let siblings = {
+            let mut state = lock(&self.watcher.state);
+            state.jobs.remove(self.id);
+            // Tasks of the same array still followed keep its claim open.
+            state.jobs.keys().any(|k| base_id(k) == base)
+        };
+        if siblings {
+            return;
+        }
         for (id, until) in claims().values_mut() {
-            if id == self.id {
+            if base_id(id) == base && until.is_none() {
                 *until = Some(Instant::now() + CLAIM_AFTER_END);
             }
         }
@@ -949,13 +1056,14 @@ impl Watcher {
                     return;
                 }
             }
-            let listed = match slurm_command("squeue", &["-h", "--me", "-o", "%i|%T|%j"]).await {
-                Ok(out) => out,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot list Slurm jobs; trying again");
-                    continue;
-                }
-            };
+            let listed =
+                match slurm_command("squeue", &["-h", "--me", "-r", "-o", "%i|%T|%j"]).await {
+                    Ok(out) => out,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot list Slurm jobs; trying again");
+                        continue;
+                    }
+                };
             let mut states: std::collections::HashMap<&str, &str> =
                 std::collections::HashMap::new();
             let mut duplicates = Vec::new();
@@ -969,7 +1077,8 @@ impl Watcher {
                     };
                     states.insert(id, st);
                     let claimed = name.and_then(|n| claims.get(n));
-                    if claimed.is_some_and(|(ours, _)| ours != id) && !TERMINAL_STATES.contains(&st)
+                    if claimed.is_some_and(|(ours, _)| base_id(ours) != base_id(id))
+                        && !TERMINAL_STATES.contains(&st)
                     {
                         duplicates.push(id.to_string());
                     }
@@ -1070,7 +1179,24 @@ impl Drop for CancelGuard {
             };
             let mut cancelled =
                 attempt.remote_id.is_empty() || scancel(std::slice::from_ref(&attempt.remote_id));
-            if !attempt.name.is_empty() {
+            let task = read_task(dir.as_deref().unwrap_or(&attempt.dir));
+            if let (Some(task), true) = (task, attempt.remote_id.is_empty()) {
+                // An array task whose id never came back: its array's other tasks belong to
+                // other sheets, so only the task of this index is cancelled.
+                let listed = std::process::Command::new("squeue")
+                    .args(["-h", "--me", "-r", "-o", "%i"])
+                    .arg(format!("--name={}", attempt.name))
+                    .stderr(std::process::Stdio::null())
+                    .output();
+                if let Ok(out) = listed {
+                    let suffix = format!("_{task}");
+                    for id in String::from_utf8_lossy(&out.stdout).lines() {
+                        if id.trim().ends_with(&suffix) {
+                            cancelled &= scancel(&[id.trim().to_string()]);
+                        }
+                    }
+                }
+            } else if !attempt.name.is_empty() && task.is_none() {
                 // By name as well: the job sbatch may have created without telling us its
                 // id (abandoned during sbatch), and any duplicate of it.
                 let uid = std::fs::metadata("/proc/self").map(|m| {
@@ -1108,7 +1234,8 @@ fn in_thread(name: &str, work: impl FnOnce() + Send + 'static) {
 /// job wrote stays until its result is recorded ([`remove_finished_attempt`]).
 const INPUT_FILES: &[&str] = &["argv", "env", "stdin", "run.sh"];
 
-/// Remove an attempt's directory and everything in it.
+/// Remove an attempt's directory and everything in it (and, for an array task, what is
+/// left of its array once it was the last).
 fn remove_attempt_files(dir: &Path) {
     match std::fs::remove_dir_all(dir) {
         Ok(()) => {}
@@ -1117,6 +1244,7 @@ fn remove_attempt_files(dir: &Path) {
             tracing::warn!(dir = %dir.display(), error = %e, "cannot remove a Slurm attempt's files")
         }
     }
+    remove_array_leftovers(dir);
 }
 
 /// [`remove_attempt_files`] off the async workers.
@@ -1136,6 +1264,34 @@ pub fn remove_finished_attempt(dir: &Path) {
     if ours {
         remove_attempt_files(dir);
     }
+}
+
+/// After a task of an array lost its directory: its link in the array's directory goes
+/// too, and the array's directory with its last task.
+fn remove_array_leftovers(dir: &Path) {
+    let Some(parent) = dir.parent() else {
+        return;
+    };
+    let is_array = parent
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("array-"));
+    if !is_array {
+        return;
+    }
+    if let Ok(entries) = std::fs::read_dir(parent) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let dangling = std::fs::symlink_metadata(&path)
+                .is_ok_and(|m| m.file_type().is_symlink())
+                && !path.exists();
+            if dangling {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+    // Fails while other tasks' directories (or the array's script) are still there.
+    let _ = std::fs::remove_dir(parent);
 }
 
 /// Turn the job's files into the outcome a local process would have had.
@@ -1346,7 +1502,9 @@ async fn record(req: &PlacedAttempt<'_>, attempt: &RemoteAttempt) -> Result<(), 
 async fn jobs_named(name: &str) -> Result<Vec<(String, String)>, String> {
     let out = slurm_command(
         "squeue",
-        &["-h", "--me", "-t", "all", "--name", name, "-o", "%i|%T"],
+        &[
+            "-h", "--me", "-r", "-t", "all", "--name", name, "-o", "%i|%T",
+        ],
     )
     .await?;
     Ok(out
@@ -1416,9 +1574,79 @@ fn parse_job_id(out: &str) -> Option<String> {
 
 /// `sbatch --time` in minutes: the attempt's timeout and kill grace, plus a minute, so
 /// Slurm ends a job our own timer can no longer end (its conductor is gone).
-fn time_limit_minutes(spec: &ProcessSpec) -> u64 {
-    let secs = spec.timeout.as_secs_f64() + spec.kill_grace.as_secs_f64();
+fn time_limit_minutes(timeout: Duration, kill_grace: Duration) -> u64 {
+    let secs = timeout.as_secs_f64() + kill_grace.as_secs_f64();
     (secs / 60.0).ceil() as u64 + 1
+}
+
+/// The `sbatch` options of a held submission named `name` (the script's path comes last,
+/// added by the caller): the placement's contract, then the score's resources and
+/// `extra_args`.
+fn sbatch_args(
+    spec: &PlacementSpec,
+    name: &str,
+    output: &Path,
+    cwd: &Path,
+    minutes: u64,
+) -> Vec<String> {
+    let requeue = spec.requeue_on_preemption.unwrap_or(false);
+    let mut args = vec![
+        "--parsable".to_string(),
+        "--hold".into(),
+        // A requeued job runs its script again: only when the score asks for it
+        // (`requeue_on_preemption`), and then the follower waits for the new run.
+        if requeue { "--requeue" } else { "--no-requeue" }.into(),
+        // The job's environment is the `env` file, read by the wrapper. sbatch itself runs
+        // with a scrubbed environment (`slurm_command`), so what Slurm stores with the job
+        // holds no credentials. (`--export=NONE` would do the same but makes slurmd load
+        // the user's login environment on the node: seconds per job.)
+        "--export=ALL".into(),
+        format!("--job-name={name}"),
+        format!("--output={}", output.display()),
+        format!("--chdir={}", cwd.display()),
+    ];
+    let has_time = spec.time.is_some()
+        || spec
+            .extra_args
+            .iter()
+            .any(|a| a == "-t" || a.starts_with("--time") || a.starts_with("-t"));
+    if !has_time {
+        args.push(format!("--time={minutes}"));
+    }
+    let cpus = spec.cpus.map(|c| c.to_string());
+    for (flag, value) in [
+        ("--partition", &spec.partition),
+        ("--account", &spec.account),
+        ("--qos", &spec.qos),
+        ("--time", &spec.time),
+        ("--cpus-per-task", &cpus),
+        ("--mem", &spec.memory),
+        ("--gpus", &spec.gpus),
+        ("--gres", &spec.gres),
+        ("--constraint", &spec.constraint),
+    ] {
+        if let Some(v) = value {
+            args.push(format!("{flag}={v}"));
+        }
+    }
+    args.extend(spec.extra_args.iter().cloned());
+    args
+}
+
+/// The job an id belongs to: `1234` for the array task `1234_5` (every task of an array
+/// is one submission, so none is a duplicate of another), the id itself otherwise.
+fn base_id(id: &str) -> &str {
+    id.split_once('_').map_or(id, |(base, _)| base)
+}
+
+/// The array task an attempt is, from its directory's `task` file (written before its
+/// array's name is recorded); `None` for an attempt that is a job of its own.
+fn read_task(dir: &Path) -> Option<u32> {
+    std::fs::read_to_string(dir.join("task"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// A Slurm job name naming the Mozart job, sheet and attempt (`squeue` shows it), made
@@ -1520,8 +1748,10 @@ PATH=/usr/local/bin:/usr/bin:/bin${{PATH:+:$PATH}}
 d={dir}
 # Only the job the conductor adopted runs the sheet: a duplicate of the same name (an sbatch
 # the controller accepted after its client gave up, then released by someone) does nothing.
-if [ "$(cat "$d/adopted" 2>/dev/null)" != "$SLURM_JOB_ID" ]; then
-  echo "mozart: Slurm job $SLURM_JOB_ID is not the adopted job of this attempt; not running it" >&2
+# (An array task is known as <array id>_<task>, which its array's script passes on.)
+me="${{MOZART_SLURM_ID:-$SLURM_JOB_ID}}"
+if [ "$(cat "$d/adopted" 2>/dev/null)" != "$me" ]; then
+  echo "mozart: Slurm job $me is not the adopted job of this attempt; not running it" >&2
   exit 0
 fi
 date +%s.%N > "$d/start.tmp" && mv -f "$d/start.tmp" "$d/start"
@@ -1644,6 +1874,38 @@ mod tests {
         assert!(off.describe().contains("accounting storage is disabled"));
     }
 
+    /// `sacct --name` lines: a job that started (a start time), one that never did
+    /// (`Unknown`/`None`: cancelled while held), array tasks with their task ids.
+    #[test]
+    fn jobs_of_a_name_from_sacct_say_whether_they_started() {
+        let jobs = parse_sacct_named(
+            "1201|2026-11-27T08:12:59
+1202|Unknown
+1300_4|None
+
+",
+        );
+        assert_eq!(
+            jobs,
+            vec![
+                AccountedJob {
+                    id: "1201".into(),
+                    started: true
+                },
+                AccountedJob {
+                    id: "1202".into(),
+                    started: false
+                },
+                AccountedJob {
+                    id: "1300_4".into(),
+                    started: false
+                },
+            ]
+        );
+        assert_eq!(base_id("1300_4"), "1300");
+        assert_eq!(base_id("1201"), "1201");
+    }
+
     #[test]
     fn a_submit_limit_is_waited_for_and_told_apart_from_an_outage() {
         let refused = "sbatch exit status: 1: sbatch: error: QOSMaxSubmitJobPerUserLimit\nsbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)";
@@ -1665,7 +1927,7 @@ mod tests {
         );
         let mut spec = ProcessSpec::new("x", vec![], Duration::from_secs(30));
         spec.kill_grace = Duration::from_secs(5);
-        assert_eq!(time_limit_minutes(&spec), 2);
+        assert_eq!(time_limit_minutes(spec.timeout, spec.kill_grace), 2);
         assert_eq!(sh_quote("a'b"), r"'a'\''b'");
     }
 

@@ -86,6 +86,10 @@ pub struct PlacementSpec {
     /// Let Slurm requeue a preempted job instead of failing the attempt (default false).
     #[serde(default)]
     pub requeue_on_preemption: Option<bool>,
+    /// Submit the first attempts of sheets dispatched together as one job array (default
+    /// false: one job per attempt).
+    #[serde(default)]
+    pub array: Option<bool>,
 }
 
 /// The sbatch options a placement refuses, defined once with the score's checks.
@@ -144,6 +148,7 @@ impl PlacementSpec {
                     ("queue_timeout_seconds", self.queue_timeout_seconds.is_some()),
                     ("exit_file_grace_seconds", self.exit_file_grace_seconds.is_some()),
                     ("requeue_on_preemption", self.requeue_on_preemption.is_some()),
+                    ("array", self.array.is_some()),
                 ];
                 if let Some((field, _)) = slurm_only.iter().find(|(_, set)| *set) {
                     return Err(format!(

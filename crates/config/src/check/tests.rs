@@ -77,6 +77,15 @@ fn placement_rules() {
         )
     );
     assert_eq!(
+        seen("placement: {type: local, array: true}\n"),
+        one(
+            "placement.array",
+            "value_error",
+            "'array' is only used by 'type: slurm' (this placement is local)",
+            4
+        )
+    );
+    assert_eq!(
         seen("placement: {type: slurm, cpus: 0}\n"),
         one("placement.cpus", "value_error", "cpus must be 1 or more", 4)
     );
@@ -86,8 +95,9 @@ fn placement_rules() {
             (
                 "placement.extra_args.1".into(),
                 "value_error".into(),
-                "'--array=1-3' is not allowed here: one attempt is one Slurm job; a job array \
-                 would run the sheet many times"
+                "'--array=1-3' is not allowed here: one attempt is one Slurm job, or one task \
+                 of the job array the placement submits itself with 'array: true'; a job array \
+                 of your own would run the sheet many times"
                     .into(),
                 Some(6)
             ),
