@@ -457,3 +457,96 @@ fn the_dashboard_list_and_job_page_give_a_resumed_job_the_same_elapsed_time() {
     assert!(seconds(&on_page) >= 2.0, "{on_page}");
     assert_eq!(in_list, on_page, "list row: {row}");
 }
+
+#[test]
+fn a_cancelled_jobs_timeline_ends_when_the_job_ended() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("stopt", &score("stopt", 3, 6.0));
+    submit_now(&env, &path);
+    wait_status(&env, "stopt", 30.0, |d| {
+        d["sheets"]["1"]["status"] == "in_progress"
+    });
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert!(env.mozart(&["cancel", "stopt"]).status.success());
+    wait_status(&env, "stopt", 30.0, |d| d["status"] == "cancelled");
+    // Time passes after the end: the pictures of a finished job must not grow with it.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+
+    let dash = start_dashboard(&env, &[]);
+    let cookie = login(&dash.addr, &dash.url);
+    let job = page(&dash.addr, &cookie, "/jobs/stopt");
+    let elapsed = job
+        .split("<span class=\"label\">Elapsed</span> ")
+        .nth(1)
+        .and_then(|r| r.split('<').next())
+        .unwrap_or_else(|| panic!("{job}"));
+    let axis = |label: &str| {
+        let svg = job
+            .split(&format!("aria-label=\"{label}\""))
+            .nth(1)
+            .and_then(|r| r.split("</svg>").next())
+            .unwrap_or_else(|| panic!("no {label} chart: {job}"));
+        // The time axis' end is the chart's last `<text …>N.Ns</text>`.
+        svg.rsplit("\">")
+            .find_map(|t| {
+                let text = t.split("</text>").next()?;
+                text.strip_suffix('s')?.parse::<f64>().ok()
+            })
+            .unwrap_or_else(|| panic!("no time axis in {svg}"))
+    };
+    let job_took = seconds(elapsed.trim());
+    for label in ["Sheet timeline", "Progress and cost"] {
+        let shown = axis(label);
+        assert!(
+            shown <= job_took + 1.0,
+            "{label} spans {shown}s, the job took {elapsed}"
+        );
+    }
+}
+
+#[test]
+fn error_hints_lead_to_the_cause_of_a_missing_program() {
+    let env = TestEnv::new();
+    let profiles = env.home.join("instruments");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("ghost.yaml"),
+        "name: ghost\ndisplay_name: Ghost\nkind: cli\ncli:\n  command:\n    \
+         executable: mozart-no-such-program-h23\n    prompt_flag: \"-p\"\n  output:\n    format: text\n",
+    )
+    .unwrap();
+    env.start_conductor();
+    let yaml = "name: ghostly\nworkspace: ./ghost-ws\ninstrument: ghost\n\
+                retry: {max_retries: 0}\nsheet: {size: 1, total_items: 1}\n\
+                prompt:\n  template: hello\n";
+    let path = env.write_score("ghostly", yaml);
+    submit_now(&env, &path);
+    let doc = wait_status(&env, "ghostly", 30.0, |d| d["status"] == "failed");
+    assert_eq!(doc["sheets"]["1"]["error_code"], "E505", "{doc:#}");
+
+    // The dashboard's and MCP's hint for it: the program, not credentials and network.
+    let dash = start_dashboard(&env, &[]);
+    let cookie = login(&dash.addr, &dash.url);
+    let job = page(&dash.addr, &cookie, "/jobs/ghostly");
+    assert!(
+        job.contains("program was not found on the conductor&#x27;s PATH")
+            || job.contains("program was not found on the conductor's PATH"),
+        "{job}"
+    );
+    assert!(!job.contains("check credentials and network"), "{job}");
+    let mcp = web::mcp_calls(
+        &env,
+        &[serde_json::json!({"name": "errors", "arguments": {"job_id": "ghostly"}})],
+    );
+    let text = mcp[0]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    let doc: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+    let hint = doc["errors"][0]["hint"].as_str().unwrap_or("");
+    assert!(
+        hint.contains("program was not found") && hint.contains("mozart resume ghostly"),
+        "{}",
+        mcp[0]
+    );
+}
