@@ -518,7 +518,7 @@ fn error_hints_lead_to_the_cause_of_a_missing_program() {
     .unwrap();
     env.start_conductor();
     let yaml = "name: ghostly\nworkspace: ./ghost-ws\ninstrument: ghost\n\
-                retry: {max_retries: 0}\nsheet: {size: 1, total_items: 1}\n\
+                retry: {max_retries: 0}\nsheet: {size: 1, total_items: 2}\n\
                 prompt:\n  template: hello\n";
     let path = env.write_score("ghostly", yaml);
     submit_now(&env, &path);
@@ -535,6 +535,9 @@ fn error_hints_lead_to_the_cause_of_a_missing_program() {
         "{job}"
     );
     assert!(!job.contains("check credentials and network"), "{job}");
+    // Sheet 2 never ran (blocked by sheet 1): its hint names this job, not a placeholder.
+    assert!(job.contains("Run mozart diagnose ghostly for details."), "{job}");
+    assert!(!job.contains("diagnose &lt;"), "{job}");
     let mcp = web::mcp_calls(
         &env,
         &[serde_json::json!({"name": "errors", "arguments": {"job_id": "ghostly"}})],
