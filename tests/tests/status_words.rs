@@ -553,3 +553,39 @@ fn error_hints_lead_to_the_cause_of_a_missing_program() {
         mcp[0]
     );
 }
+
+#[test]
+fn a_sheet_of_a_few_milliseconds_did_run_in_every_view() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    // `true` takes a few milliseconds: "0.0s" would read as "never ran".
+    let yaml = "name: quickie\nworkspace: ./quickie-ws\ninstrument: shell\n\
+                pause_between_sheets_seconds: 0\nsheet: {size: 1, total_items: 3}\n\
+                prompt:\n  template: \"RUN: true\"\n";
+    let path = env.write_score("quickie", yaml);
+    submit_now(&env, &path);
+    let doc = wait_status(&env, "quickie", 30.0, |d| d["status"] == "completed");
+    let fast = (1..=3).any(|n| {
+        doc["sheets"][n.to_string()]["execution_duration_seconds"]
+            .as_f64()
+            .is_some_and(|d| d < 0.05)
+    });
+    if !fast {
+        // A loaded machine made every sheet slower than 50 ms: nothing to check here.
+        eprintln!("no sheet under 50 ms: {doc:#}");
+        return;
+    }
+    for args in [
+        vec!["status", "quickie"],
+        vec!["history", "quickie"],
+        vec!["diagnose", "quickie"],
+    ] {
+        let text = stdout(&env.mozart(&args));
+        assert!(!text.contains(" 0.0s"), "{args:?}:\n{text}");
+        assert!(text.contains("<0.1s"), "{args:?}:\n{text}");
+    }
+    let dash = start_dashboard(&env, &[]);
+    let cookie = login(&dash.addr, &dash.url);
+    let job = page(&dash.addr, &cookie, "/jobs/quickie");
+    assert!(!job.contains(">0.0s<"), "{job}");
+}
