@@ -393,6 +393,48 @@ fn validate_warns_when_an_instruments_program_is_not_on_the_path() {
         "{doc}"
     );
 
+    // An HTTP instrument that cannot run from here is warned of as well: an API this build
+    // cannot call, an API whose key is not set.
+    for (instrument, why) in [
+        ("recursive_light", "not supported"),
+        ("anthropic_api", "ANTHROPIC_API_KEY is not set"),
+    ] {
+        let yaml = format!(
+            "name: http-{instrument}\nworkspace: ./h-ws\ninstrument: {instrument}\n\
+             sheet: {{size: 1, total_items: 1}}\nprompt:\n  template: hello\n"
+        );
+        let path = env.write_score(&format!("http-{instrument}"), &yaml);
+        let out = env
+            .command(&["validate", path.to_str().unwrap()])
+            .env_remove("ANTHROPIC_API_KEY")
+            .output()
+            .unwrap();
+        let text = stdout(&out);
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        assert!(
+            text.contains(&format!(
+                "[V213] Instrument '{instrument}' cannot run from here ({why}"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("mozart instruments check {instrument}")),
+            "{text}"
+        );
+        assert!(text.contains("(with warnings)"), "{text}");
+    }
+    let path = env.write_score(
+        "http-keyed",
+        "name: http-keyed\nworkspace: ./h-ws\ninstrument: anthropic_api\n\
+         sheet: {size: 1, total_items: 1}\nprompt:\n  template: hello\n",
+    );
+    let out = env
+        .command(&["validate", path.to_str().unwrap()])
+        .env("ANTHROPIC_API_KEY", "sk-ant-validate-test")
+        .output()
+        .unwrap();
+    assert!(!stdout(&out).contains("V213"), "{}", stdout(&out));
+
     // The shell example needs no program: no V213, and a note alone is not a warning.
     let path = env.write_score("plain", &score("plain", 1, 0.0));
     let text = stdout(&env.mozart(&["validate", path.to_str().unwrap()]));
