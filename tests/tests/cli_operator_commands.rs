@@ -661,7 +661,8 @@ fn instruments_check_says_ready_only_when_the_instrument_could_run() {
             args.push("--json");
         }
         let mut cmd = env.command(&args);
-        cmd.env_remove("ANTHROPIC_API_KEY").env("PATH", "/usr/bin:/bin");
+        cmd.env_remove("ANTHROPIC_API_KEY")
+            .env("PATH", "/usr/bin:/bin");
         if let Some(k) = key {
             cmd.env("ANTHROPIC_API_KEY", k);
         }

@@ -87,9 +87,15 @@ fn mcp_list_answers_a_page_with_the_total_and_the_next_offset() {
     let first = doc(1);
     assert_eq!(first["total"], 3, "{first:#}");
     assert_eq!(first["jobs"].as_array().map(Vec::len), Some(2), "{first:#}");
-    assert_eq!(first["jobs"][0]["job_id"], "page-3", "newest first: {first:#}");
+    assert_eq!(
+        first["jobs"][0]["job_id"], "page-3",
+        "newest first: {first:#}"
+    );
     assert_eq!(first["next_offset"], 2, "{first:#}");
-    assert!(first["note"].as_str().is_some_and(|n| !n.is_empty()), "{first:#}");
+    assert!(
+        first["note"].as_str().is_some_and(|n| !n.is_empty()),
+        "{first:#}"
+    );
     let rest = doc(2);
     assert_eq!(rest["jobs"].as_array().map(Vec::len), Some(1), "{rest:#}");
     assert_eq!(rest["jobs"][0]["job_id"], "page-1", "{rest:#}");

@@ -134,5 +134,8 @@ fn a_chain_that_fails_at_its_first_sheet_is_one_failure_not_an_open_breaker() {
     assert_eq!(executions(), 1, "{}", env.log());
     let out = env.mozart(&["learning-stats", "--json"]);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(doc["executions"]["success_without_retry_rate"], 0.0, "{doc:#}");
+    assert_eq!(
+        doc["executions"]["success_without_retry_rate"], 0.0,
+        "{doc:#}"
+    );
 }

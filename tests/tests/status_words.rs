@@ -578,7 +578,10 @@ fn error_hints_lead_to_the_cause_of_a_missing_program() {
     );
     assert!(!job.contains("check credentials and network"), "{job}");
     // Sheet 2 never ran (blocked by sheet 1): its hint names this job, not a placeholder.
-    assert!(job.contains("Run mozart diagnose ghostly for details."), "{job}");
+    assert!(
+        job.contains("Run mozart diagnose ghostly for details."),
+        "{job}"
+    );
     assert!(!job.contains("diagnose &lt;"), "{job}");
     let mcp = web::mcp_calls(
         &env,

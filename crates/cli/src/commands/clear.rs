@@ -61,10 +61,7 @@ fn confirm(question: &str) -> Option<bool> {
     let mut answer = String::new();
     match std::io::stdin().lock().read_line(&mut answer) {
         Ok(0) | Err(_) => None,
-        Ok(_) => Some(matches!(
-            answer.trim().to_lowercase().as_str(),
-            "y" | "yes"
-        )),
+        Ok(_) => Some(matches!(answer.trim().to_lowercase().as_str(), "y" | "yes")),
     }
 }
 
