@@ -126,6 +126,22 @@ fn clear_declined_at_the_prompt_exits_zero() {
     );
 }
 
+/// Issue 23 (commands that cannot be scripted): a script that forgot `--yes` gets no answer
+/// to give, and must not read exit 0 as "cleared".
+#[test]
+fn clear_without_an_answer_is_an_error_not_a_quiet_cancel() {
+    let env = TestEnv::new();
+    let out = env
+        .command(&["clear", "--status", "failed"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(text.contains("nothing was cleared"), "{text}");
+    assert!(text.contains("add --yes"), "{text}");
+}
+
 #[test]
 fn modify_checks_the_new_score_first() {
     let env = TestEnv::new();

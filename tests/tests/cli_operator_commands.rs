@@ -648,3 +648,56 @@ fn doctor_marks_http_instruments_ready_only_when_they_could_run() {
     assert_eq!(status("anthropic_api"), "ok", "{doc}");
     assert_ne!(status("recursive_light"), "ok", "{doc}");
 }
+
+/// Issue 23: `instruments check` (which validate's V213 and the E505 message point to) says
+/// "ready" only when `doctor` would: an HTTP instrument is not ready for being HTTP, and the
+/// hint names the program, variable or server that is missing.
+#[test]
+fn instruments_check_says_ready_only_when_the_instrument_could_run() {
+    let env = TestEnv::new();
+    let check = |name: &str, key: Option<&str>, json: bool| {
+        let mut args = vec!["instruments", "check", name];
+        if json {
+            args.push("--json");
+        }
+        let mut cmd = env.command(&args);
+        cmd.env_remove("ANTHROPIC_API_KEY")
+            .env("PATH", "/usr/bin:/bin");
+        if let Some(k) = key {
+            cmd.env("ANTHROPIC_API_KEY", k);
+        }
+        let out = cmd.output().unwrap();
+        let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+        (out.status.code(), text)
+    };
+    let (code, text) = check("recursive_light", None, false);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("not supported"), "{text}");
+    assert!(!text.contains("recursive_light is ready"), "{text}");
+
+    let (code, text) = check("anthropic_api", None, false);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("Set ANTHROPIC_API_KEY in the environment the conductor is started with"),
+        "{text}"
+    );
+    let (code, text) = check("anthropic_api", None, true);
+    assert_eq!(code, Some(0), "{text}");
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(doc["ready"], false, "{doc}");
+    assert_eq!(doc["readiness"], "ANTHROPIC_API_KEY is not set", "{doc}");
+    let (code, text) = check("anthropic_api", Some("sk-ant-check-test"), false);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("anthropic_api is ready."), "{text}");
+    let (_, text) = check("anthropic_api", Some("sk-ant-check-test"), true);
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(doc["ready"], true, "{doc}");
+
+    // A CLI instrument whose program is missing: the hint names the program, not the profile.
+    let (code, text) = check("claude-code", None, false);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("Install 'claude' (the program the claude-code instrument runs)"),
+        "{text}"
+    );
+}

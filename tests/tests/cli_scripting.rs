@@ -605,3 +605,31 @@ fn run_yes_needs_self_healing_and_the_conductor_answers_for_what_it_accepts() {
         "{r}"
     );
 }
+
+/// Issue 23 (the README's test command skipped tests silently): the README's command is
+/// `tests/run`, which names the tests that could not run, and the README names every setup
+/// script that installs what they need.
+#[test]
+fn the_readme_test_command_names_skipped_tests_and_every_setup_script() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    assert!(readme.contains("\ntests/run\n"), "README's test command");
+    let run = std::fs::read_to_string(root.join("tests/run")).unwrap();
+    assert!(
+        run.contains(mozart_tests::users::SKIP_LOG),
+        "tests/run reads the skip log that users::missing writes"
+    );
+    let mut scripts = 0;
+    for entry in std::fs::read_dir(root.join("tests")).unwrap() {
+        let dir = entry.unwrap().path();
+        if dir.join("setup.sh").is_file() {
+            let name = format!(
+                "tests/{}/setup.sh",
+                dir.file_name().unwrap().to_string_lossy()
+            );
+            assert!(readme.contains(&name), "README does not name {name}");
+            scripts += 1;
+        }
+    }
+    assert!(scripts >= 4, "{scripts} setup scripts found");
+}

@@ -288,6 +288,18 @@ fn validate_hints_lead_somewhere() {
     assert_eq!(out.status.code(), Some(2), "{text}");
     assert!(text.contains("Circular dependency detected"), "{text}");
     assert!(!text.contains("at minimum"), "{text}");
+    // A field missing inside a section that is there: the hint names what the section
+    // lacks, not sections the score already has.
+    let partial = env.write_score(
+        "partial.yaml",
+        "name: partial\nsheet: {size: 1}\nprompt: {template: hi}\n",
+    );
+    let out = env.mozart(&["validate", partial.to_str().unwrap()]);
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("sheet.total_items"), "{text}");
+    assert!(!text.contains("at minimum"), "{text}");
+    assert!(text.contains("total_items and size"), "{text}");
     let typo = stage(&env, "typo-field.yaml");
     let valid = stage(&env, "valid-fanout.yaml");
     for score in [&cycle, &typo, &valid] {

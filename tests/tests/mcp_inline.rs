@@ -52,3 +52,52 @@ fn a_refused_inline_run_does_not_overwrite_the_saved_score() {
     assert_eq!(std::fs::read_to_string(&saved).unwrap(), valid);
     env.wait_completed("keep");
 }
+
+/// Issue 23 (lists that lie by omission): MCP `list` answers one page (50 by default) with
+/// the true total, and says where the next page starts.
+#[test]
+fn mcp_list_answers_a_page_with_the_total_and_the_next_offset() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    for n in 1..=3 {
+        let name = format!("page-{n}");
+        let path = env.write_score(&name, &sleepy_shell_score(&name, 1, 0.0));
+        crate::harness::submit_now(&env, &path);
+        env.wait_completed(&name);
+    }
+    let replies = mcp_calls(
+        &env,
+        &[
+            json!({"name": "list", "arguments": {}}),
+            json!({"name": "list", "arguments": {"limit": 2}}),
+            json!({"name": "list", "arguments": {"limit": 2, "offset": 2}}),
+        ],
+    );
+    let doc = |i: usize| -> serde_json::Value {
+        let text = replies[i]["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("");
+        serde_json::from_str(text).unwrap_or_else(|_| panic!("{}", replies[i]))
+    };
+    let all = doc(0);
+    assert_eq!(all["limit"], 50, "the default page: {all:#}");
+    assert_eq!(all["total"], 3, "{all:#}");
+    assert_eq!(all["jobs"].as_array().map(Vec::len), Some(3), "{all:#}");
+    assert!(all.get("next_offset").is_none(), "{all:#}");
+    let first = doc(1);
+    assert_eq!(first["total"], 3, "{first:#}");
+    assert_eq!(first["jobs"].as_array().map(Vec::len), Some(2), "{first:#}");
+    assert_eq!(
+        first["jobs"][0]["job_id"], "page-3",
+        "newest first: {first:#}"
+    );
+    assert_eq!(first["next_offset"], 2, "{first:#}");
+    assert!(
+        first["note"].as_str().is_some_and(|n| !n.is_empty()),
+        "{first:#}"
+    );
+    let rest = doc(2);
+    assert_eq!(rest["jobs"].as_array().map(Vec::len), Some(1), "{rest:#}");
+    assert_eq!(rest["jobs"][0]["job_id"], "page-1", "{rest:#}");
+    assert!(rest.get("next_offset").is_none(), "{rest:#}");
+}

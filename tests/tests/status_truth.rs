@@ -90,3 +90,52 @@ prompt:
     assert!(text.contains("100%"), "{text}");
     assert!(text.contains("2 completed, 1 skipped"), "{text}");
 }
+
+#[test]
+fn a_chain_that_fails_at_its_first_sheet_is_one_failure_not_an_open_breaker() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    // Sheet 1 fails; sheets 2..6 each wait for the one before, so they never run.
+    let yaml = "name: chain\nworkspace: ./chain-ws\ninstrument: shell\n\
+                pause_between_sheets_seconds: 0\nretry: {max_retries: 0}\n\
+                sheet: {size: 1, total_items: 6}\n\
+                prompt:\n  template: \"RUN: test {{ sheet_num }} != 1\"\n";
+    let path = env.write_score("chain", yaml);
+    submit_now(&env, &path);
+    let doc = wait_status(&env, "chain", 30.0, |d| d["status"] == "failed");
+    for n in 2..=6 {
+        assert_eq!(doc["sheets"][n.to_string()]["attempt_count"], 0, "{doc:#}");
+    }
+
+    // One instrument failure: the inferred breaker is closed at 1, not OPEN at 6.
+    let json = env.mozart(&["status", "chain", "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(status["circuit_breaker"]["state"], "closed", "{status:#}");
+    assert_eq!(
+        status["circuit_breaker"]["consecutive_failures"], 1,
+        "{status:#}"
+    );
+    let text = stdout(&env.mozart(&["status", "chain"]));
+    assert!(!text.contains("OPEN"), "{text}");
+    assert!(text.contains("Consecutive failures: 1"), "{text}");
+
+    // The learning store counts the one sheet that ran, not the five that never did.
+    let executions = || {
+        let out = env.mozart(&["learning-stats", "--json"]);
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        doc["executions"]["total"].as_u64().unwrap_or(0)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while executions() == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // The job's end writes its outcomes once more, after the per-sheet ones: let it land.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert_eq!(executions(), 1, "{}", env.log());
+    let out = env.mozart(&["learning-stats", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc["executions"]["success_without_retry_rate"], 0.0,
+        "{doc:#}"
+    );
+}

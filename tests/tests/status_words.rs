@@ -393,6 +393,48 @@ fn validate_warns_when_an_instruments_program_is_not_on_the_path() {
         "{doc}"
     );
 
+    // An HTTP instrument that cannot run from here is warned of as well: an API this build
+    // cannot call, an API whose key is not set.
+    for (instrument, why) in [
+        ("recursive_light", "not supported"),
+        ("anthropic_api", "ANTHROPIC_API_KEY is not set"),
+    ] {
+        let yaml = format!(
+            "name: http-{instrument}\nworkspace: ./h-ws\ninstrument: {instrument}\n\
+             sheet: {{size: 1, total_items: 1}}\nprompt:\n  template: hello\n"
+        );
+        let path = env.write_score(&format!("http-{instrument}"), &yaml);
+        let out = env
+            .command(&["validate", path.to_str().unwrap()])
+            .env_remove("ANTHROPIC_API_KEY")
+            .output()
+            .unwrap();
+        let text = stdout(&out);
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        assert!(
+            text.contains(&format!(
+                "[V213] Instrument '{instrument}' cannot run from here ({why}"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("mozart instruments check {instrument}")),
+            "{text}"
+        );
+        assert!(text.contains("(with warnings)"), "{text}");
+    }
+    let path = env.write_score(
+        "http-keyed",
+        "name: http-keyed\nworkspace: ./h-ws\ninstrument: anthropic_api\n\
+         sheet: {size: 1, total_items: 1}\nprompt:\n  template: hello\n",
+    );
+    let out = env
+        .command(&["validate", path.to_str().unwrap()])
+        .env("ANTHROPIC_API_KEY", "sk-ant-validate-test")
+        .output()
+        .unwrap();
+    assert!(!stdout(&out).contains("V213"), "{}", stdout(&out));
+
     // The shell example needs no program: no V213, and a note alone is not a warning.
     let path = env.write_score("plain", &score("plain", 1, 0.0));
     let text = stdout(&env.mozart(&["validate", path.to_str().unwrap()]));
@@ -456,4 +498,139 @@ fn the_dashboard_list_and_job_page_give_a_resumed_job_the_same_elapsed_time() {
         .to_string();
     assert!(seconds(&on_page) >= 2.0, "{on_page}");
     assert_eq!(in_list, on_page, "list row: {row}");
+}
+
+#[test]
+fn a_cancelled_jobs_timeline_ends_when_the_job_ended() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("stopt", &score("stopt", 3, 6.0));
+    submit_now(&env, &path);
+    wait_status(&env, "stopt", 30.0, |d| {
+        d["sheets"]["1"]["status"] == "in_progress"
+    });
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert!(env.mozart(&["cancel", "stopt"]).status.success());
+    wait_status(&env, "stopt", 30.0, |d| d["status"] == "cancelled");
+    // Time passes after the end: the pictures of a finished job must not grow with it.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+
+    let dash = start_dashboard(&env, &[]);
+    let cookie = login(&dash.addr, &dash.url);
+    let job = page(&dash.addr, &cookie, "/jobs/stopt");
+    let elapsed = job
+        .split("<span class=\"label\">Elapsed</span> ")
+        .nth(1)
+        .and_then(|r| r.split('<').next())
+        .unwrap_or_else(|| panic!("{job}"));
+    let axis = |label: &str| {
+        let svg = job
+            .split(&format!("aria-label=\"{label}\""))
+            .nth(1)
+            .and_then(|r| r.split("</svg>").next())
+            .unwrap_or_else(|| panic!("no {label} chart: {job}"));
+        // The time axis' end is the chart's last `<text …>N.Ns</text>`.
+        svg.rsplit("\">")
+            .find_map(|t| {
+                let text = t.split("</text>").next()?;
+                text.strip_suffix('s')?.parse::<f64>().ok()
+            })
+            .unwrap_or_else(|| panic!("no time axis in {svg}"))
+    };
+    let job_took = seconds(elapsed.trim());
+    for label in ["Sheet timeline", "Progress and cost"] {
+        let shown = axis(label);
+        assert!(
+            shown <= job_took + 1.0,
+            "{label} spans {shown}s, the job took {elapsed}"
+        );
+    }
+}
+
+#[test]
+fn error_hints_lead_to_the_cause_of_a_missing_program() {
+    let env = TestEnv::new();
+    let profiles = env.home.join("instruments");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("ghost.yaml"),
+        "name: ghost\ndisplay_name: Ghost\nkind: cli\ncli:\n  command:\n    \
+         executable: mozart-no-such-program-h23\n    prompt_flag: \"-p\"\n  output:\n    format: text\n",
+    )
+    .unwrap();
+    env.start_conductor();
+    let yaml = "name: ghostly\nworkspace: ./ghost-ws\ninstrument: ghost\n\
+                retry: {max_retries: 0}\nsheet: {size: 1, total_items: 2}\n\
+                prompt:\n  template: hello\n";
+    let path = env.write_score("ghostly", yaml);
+    submit_now(&env, &path);
+    let doc = wait_status(&env, "ghostly", 30.0, |d| d["status"] == "failed");
+    assert_eq!(doc["sheets"]["1"]["error_code"], "E505", "{doc:#}");
+
+    // The dashboard's and MCP's hint for it: the program, not credentials and network.
+    let dash = start_dashboard(&env, &[]);
+    let cookie = login(&dash.addr, &dash.url);
+    let job = page(&dash.addr, &cookie, "/jobs/ghostly");
+    assert!(
+        job.contains("program was not found on the conductor&#x27;s PATH")
+            || job.contains("program was not found on the conductor's PATH"),
+        "{job}"
+    );
+    assert!(!job.contains("check credentials and network"), "{job}");
+    // Sheet 2 never ran (blocked by sheet 1): its hint names this job, not a placeholder.
+    assert!(
+        job.contains("Run mozart diagnose ghostly for details."),
+        "{job}"
+    );
+    assert!(!job.contains("diagnose &lt;"), "{job}");
+    let mcp = web::mcp_calls(
+        &env,
+        &[serde_json::json!({"name": "errors", "arguments": {"job_id": "ghostly"}})],
+    );
+    let text = mcp[0]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    let doc: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+    let hint = doc["errors"][0]["hint"].as_str().unwrap_or("");
+    assert!(
+        hint.contains("program was not found") && hint.contains("mozart resume ghostly"),
+        "{}",
+        mcp[0]
+    );
+}
+
+#[test]
+fn a_sheet_of_a_few_milliseconds_did_run_in_every_view() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    // `true` takes a few milliseconds: "0.0s" would read as "never ran".
+    let yaml = "name: quickie\nworkspace: ./quickie-ws\ninstrument: shell\n\
+                pause_between_sheets_seconds: 0\nsheet: {size: 1, total_items: 3}\n\
+                prompt:\n  template: \"RUN: true\"\n";
+    let path = env.write_score("quickie", yaml);
+    submit_now(&env, &path);
+    let doc = wait_status(&env, "quickie", 30.0, |d| d["status"] == "completed");
+    let fast = (1..=3).any(|n| {
+        doc["sheets"][n.to_string()]["execution_duration_seconds"]
+            .as_f64()
+            .is_some_and(|d| d < 0.05)
+    });
+    if !fast {
+        // A loaded machine made every sheet slower than 50 ms: nothing to check here.
+        eprintln!("no sheet under 50 ms: {doc:#}");
+        return;
+    }
+    for args in [
+        vec!["status", "quickie"],
+        vec!["history", "quickie"],
+        vec!["diagnose", "quickie"],
+    ] {
+        let text = stdout(&env.mozart(&args));
+        assert!(!text.contains(" 0.0s"), "{args:?}:\n{text}");
+        assert!(text.contains("<0.1s"), "{args:?}:\n{text}");
+    }
+    let dash = start_dashboard(&env, &[]);
+    let cookie = login(&dash.addr, &dash.url);
+    let job = page(&dash.addr, &cookie, "/jobs/quickie");
+    assert!(!job.contains(">0.0s<"), "{job}");
 }

@@ -27,7 +27,7 @@ pub enum ConfigError {
         error: YamlError,
     },
     /// The document is not a mapping (`found` is the Python type name or `empty file`).
-    #[error("The score file is empty or invalid. A Mozart score requires at minimum: name, sheet, and prompt sections. See 'mozart validate --help' or the score writing guide for examples.")]
+    #[error("The score file is empty or invalid. A Mozart score requires at minimum: name, sheet, and prompt sections. See docs/scores.md in Mozart's source for examples.")]
     NotMapping {
         /// Score file.
         path: PathBuf,
@@ -164,15 +164,20 @@ pub fn schema_hints(errors: &[FieldError]) -> Vec<String> {
         .collect();
     // The "minimum sections" hint only when a section is missing: for a value error such as
     // a dependency cycle it led nowhere.
+    // Nor for a field missing inside a section that is there (`sheet.total_items`): that
+    // score has its sections, and the hint names what the section lacks instead.
     let mut hints = Vec::new();
-    if !missing.is_empty() {
+    let section = |name: &str| missing.iter().any(|m| m == name);
+    if ["name", "sheet", "prompt"].into_iter().any(section) {
         hints.push("Ensure your score has at minimum: name, sheet, and prompt sections.".into());
-        if missing.iter().any(|m| m.contains("sheet")) {
-            hints.push("Add a 'sheet' section with total_items and size.".into());
-        }
-        if missing.iter().any(|m| m.contains("prompt")) {
-            hints.push("Add a 'prompt' section with a 'template' or 'template_file'.".into());
-        }
+    }
+    if section("sheet") {
+        hints.push("Add a 'sheet' section with total_items and size.".into());
+    } else if missing.iter().any(|m| m.starts_with("sheet.")) {
+        hints.push("Give the 'sheet' section both total_items and size.".into());
+    }
+    if section("prompt") {
+        hints.push("Add a 'prompt' section with a 'template' or 'template_file'.".into());
     }
     if errors
         .iter()

@@ -534,11 +534,18 @@ pub fn code_hint(code: &str, job_id: &str) -> String {
         Some("E0") if code == "E006" => {
             "No output for too long: check the instrument, or raise stale_detection.idle_timeout_seconds."
         }
-        Some("E0") => "The instrument process failed; it is retried. Check its stderr tail.",
+        // Not "it is retried": the last attempt of a sheet is not, and that is the one shown.
+        Some("E0") => {
+            return format!("The instrument process failed (retried while the score's retry.max_retries allow): read its stderr tail with mozart errors {job_id} --verbose.")
+        }
         Some("E1") => "Rate or quota limit: Mozart waits and retries. See: mozart clear-rate-limits",
         Some("E2") => "Validation failed: compare the sheet's output with the score's validations.",
         Some("E3") => "Score or instrument configuration problem: fix the score, then check it with mozart validate.",
         Some("E4") => return format!("Checkpoint state problem: run mozart diagnose {job_id}."),
+        // E505 is a program that is not there: credentials and network are no lead.
+        Some("E5") if code == "E505" => {
+            return format!("The instrument's program was not found on the conductor's PATH: install it there, or start the conductor with a PATH that has it, then mozart resume {job_id}.")
+        }
         Some("E5") => "The instrument's backend refused or was unreachable: check credentials and network.",
         Some("E6") => "A preflight check failed: fix the reported prerequisite, then mozart resume.",
         Some("E7") if code == "E701" => {

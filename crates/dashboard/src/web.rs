@@ -416,8 +416,11 @@ impl App {
             }
             ctx.attempts = view::attempt_rows(cp);
             ctx.validations = view::validation_rows(cp);
-            progress_svg = chart::progress(cp, now);
-            timeline_svg = chart::timeline(cp, now);
+            // A finished job's pictures end when it ended: a sheet a cancel stopped has no
+            // end of its own, and drawn to "now" its bar (and the time axis) kept growing.
+            let until = end.filter(|_| !active).unwrap_or(now);
+            progress_svg = chart::progress(cp, until);
+            timeline_svg = chart::timeline(cp, until);
             running_sheet = !sum.running.is_empty();
             if !workspace.is_empty() {
                 ctx.logs = sum

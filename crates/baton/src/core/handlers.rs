@@ -560,10 +560,9 @@ impl BatonCore {
             .last_failure
             .clone()
             .unwrap_or_else(|| "unknown error".to_owned());
-        let reason = format!(
-            "Failed after {} attempts: {last}",
-            sheet.attempt_number() - 1
-        );
+        let attempts = sheet.attempt_number() - 1;
+        let noun = if attempts == 1 { "attempt" } else { "attempts" };
+        let reason = format!("Failed after {attempts} {noun}: {last}");
         if escalate {
             self.enter_fermata(ji, si, reason, now, out);
         } else {

@@ -1226,7 +1226,7 @@ fn process_exit_message_names_pid_and_code() {
     let (_, reason) = finished(&e).expect("finished");
     assert!(reason.is_some());
     assert!(e.iter().any(|x| matches!(x, Effect::Persist(StateChange::Sheet(c))
-        if c.reason.as_deref() == Some("Failed after 1 attempts: Backend process 4242 exited unexpectedly with code 137"))));
+        if c.reason.as_deref() == Some("Failed after 1 attempt: Backend process 4242 exited unexpectedly with code 137"))));
 }
 
 #[test]

@@ -53,14 +53,16 @@ pub(crate) fn prompt_text(ids: &[String], statuses: &[String], older_than: Optio
     format!("Clear {target}{age}?")
 }
 
-fn confirm(question: &str) -> bool {
+/// The answer to `question`: `Some(yes?)`, or `None` when there is none to read (standard
+/// input closed or unreadable, as in a script or a cron job).
+fn confirm(question: &str) -> Option<bool> {
     print!("{question} [y/N]: ");
     let _ = std::io::stdout().flush();
     let mut answer = String::new();
-    if std::io::stdin().lock().read_line(&mut answer).is_err() {
-        return false;
+    match std::io::stdin().lock().read_line(&mut answer) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(matches!(answer.trim().to_lowercase().as_str(), "y" | "yes")),
     }
-    matches!(answer.trim().to_lowercase().as_str(), "y" | "yes")
 }
 
 /// Run `mozart clear`.
@@ -85,9 +87,24 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             false,
         ));
     }
-    if !args.yes && !confirm(&prompt_text(&args.score, &statuses, args.older_than)) {
-        println!("Cancelled.");
-        return Ok(0);
+    if !args.yes {
+        match confirm(&prompt_text(&args.score, &statuses, args.older_than)) {
+            Some(true) => {}
+            Some(false) => {
+                println!("Cancelled.");
+                return Ok(0);
+            }
+            // No answer is not a "no": a script that forgot --yes must not read exit 0 as
+            // "cleared" (upstream's prompt aborts with exit 1 too).
+            None => {
+                println!();
+                return Err(failed(
+                    "No answer to the confirmation (standard input is closed): nothing was cleared.",
+                    &["Clear without asking: add --yes (-y)"],
+                    false,
+                ));
+            }
+        }
     }
     let params = ClearParams {
         statuses: Some(statuses),

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mozart_backends::process::{run_process, which, ProcessSpec};
-use mozart_backends::{InstrumentKind, InstrumentProfile, InstrumentRegistry, Progress};
+use mozart_backends::{
+    HttpReadiness, InstrumentKind, InstrumentProfile, InstrumentRegistry, Progress,
+};
 use serde_json::{json, Value};
 
 use crate::output::print_json;
@@ -13,6 +15,10 @@ use crate::{CliError, Globals};
 
 /// How long `check` waits for `<binary> --version`.
 const VERSION_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long `check` waits for a local HTTP instrument's server to accept a connection (as
+/// `mozart doctor` does).
+const HTTP_PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Subcommands of `mozart instruments`.
 #[derive(Debug, clap::Subcommand)]
@@ -218,6 +224,14 @@ fn check(registry: &InstrumentRegistry, name: &str, as_json: bool) -> Result<i32
         return Ok(1);
     };
     let path = binary(profile);
+    // An HTTP instrument is ready when it could run from here, as `mozart doctor` says (a
+    // client for its API, its key set, a local server answering): not merely for being HTTP.
+    let http = (profile.kind == InstrumentKind::Http)
+        .then(|| mozart_backends::http_readiness(registry, profile, HTTP_PROBE_TIMEOUT));
+    let ready = match &http {
+        Some(r) => r.is_ready(),
+        None => path.is_some(),
+    };
     if as_json {
         let mut out = json!({
             "name": profile.name,
@@ -248,7 +262,10 @@ fn check(registry: &InstrumentRegistry, name: &str, as_json: bool) -> Result<i32
                 );
                 obj.insert("auth_env_var".into(), json!(http.auth_env_var));
             }
-            obj.insert("ready".into(), json!(path.is_some()));
+            if let Some(r) = &http {
+                obj.insert("readiness".into(), json!(r.describe()));
+            }
+            obj.insert("ready".into(), json!(ready));
         }
         print_json(&out);
         return Ok(0);
@@ -260,7 +277,6 @@ fn check(registry: &InstrumentRegistry, name: &str, as_json: bool) -> Result<i32
         println!("  Description:   {desc}");
     }
     println!("  Kind:          {}", profile.kind.as_str());
-    let mut ready = true;
     if let Some(cli) = &profile.cli {
         match &path {
             Some(p) => {
@@ -272,7 +288,6 @@ fn check(registry: &InstrumentRegistry, name: &str, as_json: bool) -> Result<i32
             }
             None => {
                 println!("  Binary:        {} ✗ not found", cli.command.executable);
-                ready = false;
             }
         }
     } else if let Some(http) = &profile.http {
@@ -280,6 +295,10 @@ fn check(registry: &InstrumentRegistry, name: &str, as_json: bool) -> Result<i32
         if let Some(var) = &http.auth_env_var {
             println!("  Auth env var:  {var}");
         }
+    }
+    if let Some(r) = &http {
+        let mark = if r.is_ready() { "✓" } else { "✗" };
+        println!("  Readiness:     {mark} {}", r.describe());
     }
     let caps: Vec<&str> = profile.capabilities.iter().map(String::as_str).collect();
     println!(
@@ -311,18 +330,40 @@ fn check(registry: &InstrumentRegistry, name: &str, as_json: bool) -> Result<i32
     println!();
     if ready {
         println!("{} is ready.", profile.name);
-        Ok(0)
-    } else {
-        Err(CliError::failed(
-            format!("{} is not ready.", profile.name),
-            vec![
-                format!(
-                    "Check that '{}' is installed and in your PATH.",
-                    profile.name
-                ),
-                "Run 'mozart doctor' for a full environment check.".into(),
-            ],
-        ))
+        return Ok(0);
+    }
+    let mut hints = vec![not_ready_hint(profile, http.as_ref())];
+    hints.push("Run 'mozart doctor' for a full environment check.".into());
+    Err(CliError::failed(
+        format!("{} is not ready.", profile.name),
+        hints,
+    ))
+}
+
+/// What to do about an instrument that is not ready, naming the program, variable or server
+/// at fault (the profile's name is not the program's: `claude-code` runs `claude`).
+fn not_ready_hint(profile: &InstrumentProfile, http: Option<&HttpReadiness>) -> String {
+    match http {
+        Some(HttpReadiness::MissingKey(var)) => format!(
+            "Set {var} in the environment the conductor is started with (the systemd unit reads ~/.mozart/env)."
+        ),
+        Some(HttpReadiness::NoServer(url, _)) => {
+            format!("Start the server at {url}, or point the profile's http.base_url at one that runs.")
+        }
+        Some(HttpReadiness::Unsupported(_)) => {
+            "This build cannot call this API: choose another instrument (mozart instruments list).".into()
+        }
+        Some(_) => "Check the instrument's http section.".into(),
+        None => {
+            let exe = profile
+                .cli
+                .as_ref()
+                .map_or(profile.name.as_str(), |c| c.command.executable.as_str());
+            format!(
+                "Install '{exe}' (the program the {} instrument runs) or put its directory on your PATH; the conductor uses the PATH it was started with.",
+                profile.name
+            )
+        }
     }
 }
 

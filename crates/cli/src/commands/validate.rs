@@ -102,9 +102,11 @@ fn instrument_names(c: &mozart_config::JobConfig) -> Vec<String> {
     names
 }
 
-/// V213 (ours): an instrument the score plays is a command-line program that is not on this
-/// PATH, so each of its sheets would fail to start. A warning, not an error: the score may
-/// be meant for another machine, and the conductor uses the PATH it was started with.
+/// V213 (ours): an instrument the score plays cannot run from here — a command-line program
+/// that is not on this PATH, or an HTTP instrument `mozart doctor` would not mark ready (an
+/// API this build cannot call, its key variable unset, its local server down) — so each of
+/// its sheets would fail. A warning, not an error: the score may be meant for another
+/// machine, and the conductor uses the environment it was started with.
 fn missing_programs(score: &Score) -> Vec<Issue> {
     let project = std::env::current_dir().ok();
     let home = mozart_ipc::paths::mozart_home().unwrap_or_else(|_| PathBuf::from(".mozart"));
@@ -115,22 +117,38 @@ fn missing_programs(score: &Score) -> Vec<Issue> {
         .iter()
         .filter_map(|name| {
             let profile = registry.get(name)?;
-            let cli = profile.cli.as_ref()?;
-            if super::instruments::binary(profile).is_some() {
-                return None;
-            }
+            let message = if profile.kind == mozart_backends::InstrumentKind::Http {
+                let ready = mozart_backends::http_readiness(
+                    &registry,
+                    profile,
+                    std::time::Duration::from_millis(300),
+                );
+                if ready.is_ready() {
+                    return None;
+                }
+                format!(
+                    "Instrument '{name}' cannot run from here ({}): each of its sheets would fail",
+                    ready.describe()
+                )
+            } else {
+                let cli = profile.cli.as_ref()?;
+                if super::instruments::binary(profile).is_some() {
+                    return None;
+                }
+                format!(
+                    "Instrument '{name}' runs `{}`, which is not on this PATH: each of its sheets would fail to start",
+                    cli.command.executable
+                )
+            };
             Some(Issue {
                 check_id: "V213",
                 severity: Severity::Warning,
-                message: format!(
-                    "Instrument '{name}' runs `{}`, which is not on this PATH: each of its sheets would fail to start",
-                    cli.command.executable
-                ),
+                message,
                 line: None,
                 column: None,
                 context: None,
                 suggestion: Some(format!(
-                    "Install it and check with 'mozart instruments check {name}' (the conductor uses the PATH it was started with), or try the score with 'instrument: shell'"
+                    "Check with 'mozart instruments check {name}' and fix what it names (the conductor uses the PATH and environment it was started with), or try the score with 'instrument: shell'"
                 )),
                 auto_fixable: false,
                 metadata: Vec::new(),

@@ -187,7 +187,10 @@ pub fn circuit_breaker(job: &JobCheckpoint) -> Option<CircuitBreaker> {
     let mut failures = 0u32;
     for sheet in job.sheets.values().rev() {
         match sheet.status {
-            SheetStatus::Failed => failures += 1,
+            // Only a sheet whose instrument ran and failed counts: one blocked by a failed
+            // dependency never reached the instrument, so a chain that failed at its first
+            // sheet is one failure, not a breaker "OPEN" on every sheet after it.
+            SheetStatus::Failed if sheet.attempt_count > 0 => failures += 1,
             SheetStatus::Completed => break,
             _ => {}
         }
@@ -736,11 +739,20 @@ pub(crate) mod tests {
         for n in 4..=8 {
             let mut s = SheetCheckpoint::new(n);
             s.status = SheetStatus::Failed;
+            s.attempt_count = 1;
             s.error_message = Some("boom".into());
             job.sheets.insert(n, s);
         }
         let cb = circuit_breaker(&job).unwrap();
         assert_eq!((cb.state.as_str(), cb.consecutive_failures), ("open", 6));
+        // Sheets blocked by a failed dependency (no attempt) are no instrument failures.
+        for n in 4..=8 {
+            if let Some(s) = job.sheets.get_mut(&n) {
+                s.attempt_count = 0;
+            }
+        }
+        let cb = circuit_breaker(&job).unwrap();
+        assert_eq!((cb.state.as_str(), cb.consecutive_failures), ("closed", 1));
         assert!(!cb.is_persisted());
         job.circuit_breaker_history
             .push(mozart_ipc::checkpoint::CircuitBreakerChange {

@@ -297,7 +297,11 @@ impl ConductorHost {
         ) {
             if let (Some(learning), Some(run)) = (&self.shared.learning, &entry.run) {
                 if run.config.learning.enabled {
-                    if let Some(sheet) = live.sheets.get(&change.sheet_num) {
+                    if let Some(sheet) = live
+                        .sheets
+                        .get(&change.sheet_num)
+                        .filter(|s| super::learning::has_outcome(s))
+                    {
                         let applied = details
                             .as_ref()
                             .map(|d| d.applied.clone())
@@ -970,6 +974,7 @@ impl BatonHost for ConductorHost {
                         sheets: live
                             .sheets
                             .values()
+                            .filter(|s| super::learning::has_outcome(s))
                             .map(|s| super::learning::sheet_outcome(&run, s, &none))
                             .collect(),
                         instrument: live.instruments_used.first().cloned(),

@@ -230,6 +230,19 @@ fn write_sheets(store: &LearningStore, sheets: Vec<SheetOutcome>) {
     }
 }
 
+/// Whether a sheet has an outcome for the learning store: it ran (an attempt reached its
+/// instrument) or was skipped (learning.md §6.2: started, completed, failed or skipped). A
+/// sheet blocked by a failed dependency or stopped by a cancel before it started is no
+/// execution: recording it counted never-run sheets in `learning-stats` ("18 executions,
+/// 33 % first-attempt success" for 8 sheets that ran, 6 of them at once).
+pub(crate) fn has_outcome(sheet: &SheetState) -> bool {
+    match sheet.status {
+        SheetStatus::Completed | SheetStatus::Skipped => true,
+        SheetStatus::Failed => sheet.attempt_count > 0,
+        SheetStatus::Pending | SheetStatus::InProgress => false,
+    }
+}
+
 /// A sheet's outcome as the learning store wants it.
 pub(crate) fn sheet_outcome(run: &JobRun, sheet: &SheetState, applied: &Injected) -> SheetOutcome {
     let mut o = SheetOutcome::new(&run.job_id, sheet.sheet_num, &run.workspace);
