@@ -34,7 +34,9 @@ pub mod classify;
 pub mod output_log;
 pub mod redact;
 
-pub use classify::{classify, Classification, ErrorCategory, ErrorCode, RateLimitInfo};
+pub use classify::{
+    classify, classify_for, Classification, ErrorCategory, ErrorCode, RateLimitInfo,
+};
 pub use redact::redact;
 pub mod claude;
 pub mod cli_backend;

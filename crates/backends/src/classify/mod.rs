@@ -205,7 +205,8 @@ fn signal_error(sig: i32, exit_reason: ExitReason, combined_lower: &str) -> Clas
             format!(
                 "Process killed by {name}, not by Mozart (no timeout or cancel): a user, \
                  another program or the kernel's out-of-memory killer ended it (check \
-                 `dmesg`); retried while the sheet has retries left"
+                 `dmesg`). A failed attempt: the sheet runs again only if it has attempts \
+                 left (retry.max_retries counts every attempt, the first one included)"
             ),
             Some(30.0),
         ),
@@ -783,7 +784,18 @@ impl Found {
 
 /// The multi-phase classifier (execution.md §7.5): structured signals and JSON errors,
 /// exit code / signal, text patterns, the rate-limit override, then root-cause selection.
+/// Its hints cannot name the instrument: [`classify_for`] does when the caller knows it.
 pub fn classify(result: &ExecutionResult) -> Classification {
+    classify_inner(result, None)
+}
+
+/// [`classify`] for a result of the instrument `instrument` (its name in the score): a hint
+/// to check the instrument names it, so the user can run the command as it is written.
+pub fn classify_for(result: &ExecutionResult, instrument: &str) -> Classification {
+    classify_inner(result, Some(instrument))
+}
+
+fn classify_inner(result: &ExecutionResult, instrument: Option<&str>) -> Classification {
     let mut combined = format!("{}\n{}", result.stdout, result.stderr);
     if let Some(msg) = &result.error_message {
         if !combined.contains(msg.as_str()) {
@@ -846,7 +858,7 @@ pub fn classify(result: &ExecutionResult) -> Classification {
         }
     }
     let mut c = finish(found.0);
-    add_backend_words(&mut c, result);
+    add_backend_words(&mut c, result, instrument);
     c
 }
 
@@ -932,14 +944,21 @@ fn structured_phase(
 
 /// Put what the backend said next to the generic text where the user has to act on it: a
 /// missing program, an auth failure or rate limit, and a bare "exit code 1".
-fn add_backend_words(c: &mut Classification, result: &ExecutionResult) {
+fn add_backend_words(c: &mut Classification, result: &ExecutionResult, instrument: Option<&str>) {
     let said = result.error_message.as_deref().map(str::trim);
     if c.code == ErrorCode::E505 {
         if let Some(msg) = said {
             if !msg.is_empty() && !c.message.contains(msg) {
+                // A command the user can paste (issue 23): the instrument's own name, or,
+                // when the caller does not know it, the list that shows every instrument's
+                // readiness.
+                let check = match instrument {
+                    Some(name) => format!("mozart instruments check {name}"),
+                    None => "mozart instruments list".to_string(),
+                };
                 c.message = format!(
                     "{msg}: install the CLI, or put it on the PATH the conductor was started \
-                     with (check: mozart instruments check <instrument name>)"
+                     with (check: {check})"
                 );
             }
         }

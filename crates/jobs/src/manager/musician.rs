@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mozart_backends::{classify, ErrorCategory, ExecutionRequest, ExecutionResult};
+use mozart_backends::{classify_for, ErrorCategory, ExecutionRequest, ExecutionResult};
 use mozart_baton::driver::Inbox;
 use mozart_baton::validation::{
     run_validations, snapshot_mtimes, ValidationCheck, ValidationReport, ValidationRule,
@@ -207,8 +207,11 @@ pub(crate) fn placeholder_vars(
     vars
 }
 
-fn failure_kind(result: &ExecutionResult) -> (FailureKind, String, Option<String>, Option<String>) {
-    let c = classify(result);
+fn failure_kind(
+    result: &ExecutionResult,
+    instrument: &str,
+) -> (FailureKind, String, Option<String>, Option<String>) {
+    let c = classify_for(result, instrument);
     let code = Some(c.code.as_str().to_string());
     let category = Some(c.category.as_str().to_string());
     let kind = match c.category {
@@ -640,7 +643,7 @@ async fn judge(
     r.output_tokens = details.output_tokens;
     r.model_used = result.model.clone();
     if !result.success {
-        let (kind, message, code, category) = failure_kind(result);
+        let (kind, message, code, category) = failure_kind(result, &attempt.instrument);
         r.execution_success = false;
         r.validation_pass_rate = 0.0;
         details.error_message = Some(message.clone());

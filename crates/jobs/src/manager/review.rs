@@ -576,7 +576,7 @@ async fn run_reviewer(
         super::musician::execute_watched(shared, &run.job_id, sheet.num, timeout, &*backend, req)
             .await;
     if !result.success {
-        let c = mozart_backends::classify(&result);
+        let c = mozart_backends::classify_for(&result, &instrument);
         if c.category == mozart_backends::ErrorCategory::RateLimit {
             let wait = c
                 .rate_limit
