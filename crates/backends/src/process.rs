@@ -422,6 +422,23 @@ fn lock(state: &Mutex<ReaderState>) -> MutexGuard<'_, ReaderState> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// A stream's log file while its reader runs: removed when the stream printed nothing,
+/// however the reader ends — at the stream's end, or dropped with a cancelled attempt (the
+/// readers are aborted then, and code after the read loop never runs).
+struct StreamLog {
+    log: Option<RedactingLog>,
+    path: Option<PathBuf>,
+    silent: bool,
+}
+
+impl Drop for StreamLog {
+    fn drop(&mut self) {
+        if self.silent {
+            remove_empty_log(self.log.take(), self.path.take());
+        }
+    }
+}
+
 /// Read one of the child's streams to its end (nothing when the child has no such pipe).
 async fn read_stream<R: AsyncRead + Unpin>(
     reader: Option<R>,
@@ -430,15 +447,21 @@ async fn read_stream<R: AsyncRead + Unpin>(
     progress: &Progress,
     log: Option<(RedactingLog, PathBuf)>,
 ) {
-    let (mut log, log_path) = match log {
-        Some((log, path)) => (Some(log), Some(path)),
-        None => (None, None),
+    let mut out = match log {
+        Some((log, path)) => StreamLog {
+            log: Some(log),
+            path: Some(path),
+            silent: true,
+        },
+        None => StreamLog {
+            log: None,
+            path: None,
+            silent: true,
+        },
     };
     let Some(mut reader) = reader else {
-        remove_empty_log(log, log_path);
         return;
     };
-    let mut silent = true;
     // Most instruments print little: start small (20 sheets in flight × 2 streams of 64 KiB
     // each was a measurable share of the conductor's memory) and grow up to a pipe's
     // capacity only for a stream that keeps filling the buffer.
@@ -453,25 +476,25 @@ async fn read_stream<R: AsyncRead + Unpin>(
             buf.resize(grown, 0);
         }
         let chunk = &buf[..n];
-        silent = false;
+        out.silent = false;
         progress.record(kind, n);
         lock(state).feed(chunk);
         // Written in place: a chunk (at most 64 KiB) lands in the page cache in
         // microseconds, while tokio::fs sends every write through the blocking pool — a
         // thread hand-off per chunk, per stream, per sheet.
-        if let Some(file) = &mut log {
+        if let Some(file) = &mut out.log {
             if let Err(err) = file.write(chunk) {
                 tracing::warn!(%err, "cannot write instrument output log; continuing without it");
-                log = None;
+                out.log = None;
             }
         }
     }
     lock(state).finish();
-    if silent {
-        remove_empty_log(log, log_path);
+    if out.silent {
+        // Dropping `out` removes the empty file.
         return;
     }
-    if let Some(Err(err)) = log.as_mut().map(RedactingLog::finish) {
+    if let Some(Err(err)) = out.log.as_mut().map(RedactingLog::finish) {
         tracing::warn!(%err, "cannot write instrument output log");
     }
 }
