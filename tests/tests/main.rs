@@ -8,6 +8,7 @@ mod harness;
 #[path = "../torture/support.rs"]
 mod support;
 
+mod attempt_ends;
 mod cli_diag_e2e;
 mod cli_diag_no_conductor;
 mod cli_global_options;

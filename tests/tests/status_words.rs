@@ -566,6 +566,10 @@ fn error_hints_lead_to_the_cause_of_a_missing_program() {
     submit_now(&env, &path);
     let doc = wait_status(&env, "ghostly", 30.0, |d| d["status"] == "failed");
     assert_eq!(doc["sheets"]["1"]["error_code"], "E505", "{doc:#}");
+    // The message's command names this instrument, ready to paste (not a placeholder).
+    let text = stdout(&env.mozart(&["errors", "ghostly"]));
+    assert!(text.contains("mozart instruments check ghost)"), "{text}");
+    assert!(!text.contains("<instrument name>"), "{text}");
 
     // The dashboard's and MCP's hint for it: the program, not credentials and network.
     let dash = start_dashboard(&env, &[]);
@@ -603,27 +607,39 @@ fn error_hints_lead_to_the_cause_of_a_missing_program() {
 fn a_sheet_of_a_few_milliseconds_did_run_in_every_view() {
     let env = TestEnv::new();
     env.start_conductor();
-    // `true` takes a few milliseconds: "0.0s" would read as "never ran".
-    let yaml = "name: quickie\nworkspace: ./quickie-ws\ninstrument: shell\n\
-                pause_between_sheets_seconds: 0\nsheet: {size: 1, total_items: 3}\n\
-                prompt:\n  template: \"RUN: true\"\n";
-    let path = env.write_score("quickie", yaml);
-    submit_now(&env, &path);
-    let doc = wait_status(&env, "quickie", 30.0, |d| d["status"] == "completed");
-    let fast = (1..=3).any(|n| {
-        doc["sheets"][n.to_string()]["execution_duration_seconds"]
-            .as_f64()
-            .is_some_and(|d| d < 0.05)
-    });
-    if !fast {
-        // A loaded machine made every sheet slower than 50 ms: nothing to check here.
-        eprintln!("no sheet under 50 ms: {doc:#}");
-        return;
+    // `true` takes a few milliseconds: "0.0s" would read as "never ran". A loaded machine
+    // can make one sheet slower than the 50 ms this is about, so run jobs of them until a
+    // sheet of one took less, and check that job; none in 40 sheets is a failure, not a pass.
+    let mut quick = None;
+    for round in 1..=8 {
+        let name = format!("quickie{round}");
+        let yaml = format!(
+            "name: {name}\nworkspace: ./{name}-ws\ninstrument: shell\n\
+             pause_between_sheets_seconds: 0\nsheet: {{size: 1, total_items: 5}}\n\
+             prompt:\n  template: \"RUN: true\"\n"
+        );
+        let path = env.write_score(&name, &yaml);
+        submit_now(&env, &path);
+        let doc = wait_status(&env, &name, 30.0, |d| d["status"] == "completed");
+        let fast = (1..=5).any(|n| {
+            doc["sheets"][n.to_string()]["execution_duration_seconds"]
+                .as_f64()
+                .is_some_and(|d| d > 0.0 && d < 0.05)
+        });
+        if fast {
+            quick = Some(name);
+            break;
+        }
+        eprintln!("no sheet of {name} under 50 ms: {doc:#}");
     }
+    let Some(quick) = quick else {
+        panic!("no sheet running `true` took under 50 ms in 8 jobs of 5: the machine is too loaded to check how such a sheet's time reads");
+    };
+    let quick = quick.as_str();
     for args in [
-        vec!["status", "quickie"],
-        vec!["history", "quickie"],
-        vec!["diagnose", "quickie"],
+        vec!["status", quick],
+        vec!["history", quick],
+        vec!["diagnose", quick],
     ] {
         let text = stdout(&env.mozart(&args));
         assert!(!text.contains(" 0.0s"), "{args:?}:\n{text}");
@@ -631,6 +647,6 @@ fn a_sheet_of_a_few_milliseconds_did_run_in_every_view() {
     }
     let dash = start_dashboard(&env, &[]);
     let cookie = login(&dash.addr, &dash.url);
-    let job = page(&dash.addr, &cookie, "/jobs/quickie");
+    let job = page(&dash.addr, &cookie, &format!("/jobs/{quick}"));
     assert!(!job.contains(">0.0s<"), "{job}");
 }
