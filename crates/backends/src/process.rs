@@ -358,16 +358,18 @@ async fn read_stream<R: AsyncRead + Unpin>(
     kind: StreamKind,
     state: &Mutex<ReaderState>,
     progress: &Progress,
-    log: Option<(RedactingLog, PathBuf)>,
+    log_path: Option<PathBuf>,
 ) {
-    let (mut log, log_path) = match log {
-        Some((log, path)) => (Some(log), Some(path)),
-        None => (None, None),
-    };
+    // An earlier attempt's log of the same sheet goes now, so the file holds this attempt's
+    // output only (usually there is none: a failed lookup, no inode touched).
+    remove_stale_log(log_path.as_deref());
     let Some(mut reader) = reader else {
-        remove_empty_log(log, log_path);
         return;
     };
+    // Created at the stream's first byte, not before: most instruments print nothing on
+    // stderr, and creating then removing an empty file per sheet was the conductor's largest
+    // cost in the kernel (ext4 inode allocation) when many short sheets run (issue 24).
+    let mut log: Option<RedactingLog> = None;
     let mut silent = true;
     // Most instruments print little: start small (20 sheets in flight × 2 streams of 64 KiB
     // each was a measurable share of the conductor's memory) and grow up to a pipe's
@@ -383,7 +385,10 @@ async fn read_stream<R: AsyncRead + Unpin>(
             buf.resize(grown, 0);
         }
         let chunk = &buf[..n];
-        silent = false;
+        if silent {
+            silent = false;
+            log = log_path.as_deref().and_then(open_log);
+        }
         progress.record(kind, n);
         lock(state).feed(chunk);
         // Written in place: a chunk (at most 64 KiB) lands in the page cache in
@@ -397,10 +402,6 @@ async fn read_stream<R: AsyncRead + Unpin>(
         }
     }
     lock(state).finish();
-    if silent {
-        remove_empty_log(log, log_path);
-        return;
-    }
     if let Some(Err(err)) = log.as_mut().map(RedactingLog::finish) {
         tracing::warn!(%err, "cannot write instrument output log");
     }
@@ -409,15 +410,13 @@ async fn read_stream<R: AsyncRead + Unpin>(
 /// A stream that printed nothing leaves no log file: an empty `sheet-NN.stderr.log` per
 /// sheet says nothing (readers treat a missing log as no output: `logs`, the dashboard,
 /// the `stderr_log` field of `sheet.failed`), and a 100,000-sheet job's workspace would
-/// otherwise hold 100,000 of them. The file existed, empty, while the instrument ran, so a
-/// live tail finds it; removing it also clears an earlier attempt's log of the same sheet,
-/// as the truncation at its creation did.
-fn remove_empty_log(log: Option<RedactingLog>, path: Option<PathBuf>) {
-    drop(log);
+/// otherwise hold 100,000 of them. So an earlier attempt's log is removed when an attempt
+/// starts, and the log is created at the stream's first byte.
+fn remove_stale_log(path: Option<&std::path::Path>) {
     if let Some(path) = path {
-        if let Err(err) = std::fs::remove_file(&path) {
+        if let Err(err) = std::fs::remove_file(path) {
             if err.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!(path = %path.display(), %err, "cannot remove an empty instrument output log");
+                tracing::warn!(path = %path.display(), %err, "cannot remove an earlier instrument output log");
             }
         }
     }
@@ -449,14 +448,19 @@ pub(crate) fn capture_reader(
 
 /// Create `{base}{suffix}` (in place, like the writes: one `open` on a local workspace):
 /// private to the user and redacted as it is written (issue 21).
-fn open_log(base: &Option<PathBuf>, suffix: &str) -> Option<(RedactingLog, PathBuf)> {
-    let base = base.as_ref()?;
-    let mut path = base.clone().into_os_string();
+/// `{base}{suffix}`: where a stream's log goes (None without a log base).
+fn log_path(base: &Option<PathBuf>, suffix: &str) -> Option<PathBuf> {
+    let mut path = base.as_ref()?.clone().into_os_string();
     path.push(suffix);
-    match RedactingLog::create(std::path::Path::new(&path)) {
-        Ok(log) => Some((log, PathBuf::from(path))),
+    Some(PathBuf::from(path))
+}
+
+/// Create a stream's log (a failure is logged, and the output goes on without it).
+fn open_log(path: &std::path::Path) -> Option<RedactingLog> {
+    match RedactingLog::create(path) {
+        Ok(log) => Some(log),
         Err(err) => {
-            tracing::warn!(path = %PathBuf::from(&path).display(), %err, "cannot create instrument output log");
+            tracing::warn!(path = %path.display(), %err, "cannot create instrument output log");
             None
         }
     }
@@ -552,8 +556,8 @@ pub async fn run_process(
         }))),
         _ => None,
     };
-    let out_log = open_log(&spec.log_base, ".stdout.log");
-    let err_log = open_log(&spec.log_base, ".stderr.log");
+    let out_log = log_path(&spec.log_base, ".stdout.log");
+    let err_log = log_path(&spec.log_base, ".stderr.log");
     // Both streams are read inside this future (no task per stream): dropping it — a
     // cancelled attempt — stops them with everything else.
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
