@@ -148,9 +148,9 @@ mod tests {
         s.voice = Some(num % 50);
         if status == SheetStatus::Completed {
             s.execution_duration_seconds = Some(f64::from(num) / 10.0);
-            s.validation_passed = Some(num % 7 != 0);
+            s.validation_passed = Some(!num.is_multiple_of(7));
         }
-        s.instrument_name = Some(if num % 3 == 0 { "a" } else { "b" }.into());
+        s.instrument_name = Some(if num.is_multiple_of(3) { "a" } else { "b" }.into());
         s
     }
 
