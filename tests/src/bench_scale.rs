@@ -73,23 +73,67 @@ fn statuses(client: &mut BlockingClient) -> Result<BTreeMap<String, String>> {
         .unwrap_or_default())
 }
 
-/// Polls `job.list` until every job of `jobs` ended, sampling the conductor's RSS; the
-/// largest RSS seen. Any job that ended other than `completed` is an error.
+/// How often `mozart status JOB` is timed while a one-job row's job runs.
+const STATUS_EVERY: Duration = Duration::from_secs(1);
+
+/// What [`wait_all`] saw while it waited.
+#[derive(Default)]
+struct Watched {
+    /// The largest conductor RSS sampled (MiB).
+    peak_rss: f64,
+    /// Wall time of each `mozart status JOB` timed while the job ran.
+    status: Vec<Duration>,
+    /// Lines `mozart status JOB` printed, fewest and most.
+    status_lines: (usize, usize),
+}
+
+/// Polls `job.list` until every job of `jobs` ended, sampling the conductor's RSS; with
+/// `status_of`, also times `mozart status <job>` (a whole process, as a user runs it)
+/// every [`STATUS_EVERY`] while that job is `running`. Any job that ended other than
+/// `completed` is an error.
 fn wait_all(
     env: &Env,
     conductor: &Conductor,
     jobs: &[String],
     deadline: Duration,
     started: Instant,
-) -> Result<f64> {
+    status_of: Option<&str>,
+) -> Result<Watched> {
     let mut client = BlockingClient::connect(&env.socket).map_err(|source| BenchError::Ipc {
         method: methods::JOB_LIST,
         source,
     })?;
-    let mut peak: f64 = 0.0;
+    let mut watched = Watched {
+        status_lines: (usize::MAX, 0),
+        ..Watched::default()
+    };
+    let mut last_status = Instant::now();
     loop {
-        peak = peak.max(conductor.rss_mib());
+        watched.peak_rss = watched.peak_rss.max(conductor.rss_mib());
         let now = statuses(&mut client)?;
+        if let Some(job) = status_of {
+            if now.get(job).map(String::as_str) == Some("running")
+                && last_status.elapsed() >= STATUS_EVERY
+            {
+                last_status = Instant::now();
+                let begun = Instant::now();
+                let out = env
+                    .command(&["status", job])
+                    .stderr(Stdio::null())
+                    .output()
+                    .map_err(io_err("running", Path::new("mozart status")))?;
+                let took = begun.elapsed();
+                let text = String::from_utf8_lossy(&out.stdout);
+                // Timed only while the answer still says the job runs (it may end between
+                // the poll and the call).
+                if out.status.success() && text.contains("RUNNING") {
+                    watched.status.push(took);
+                    let lines = text.lines().count();
+                    watched.status_lines.0 = watched.status_lines.0.min(lines);
+                    watched.status_lines.1 = watched.status_lines.1.max(lines);
+                }
+            }
+        }
         let mut open = 0;
         for job in jobs {
             match now.get(job).map(String::as_str) {
@@ -105,7 +149,7 @@ fn wait_all(
             }
         }
         if open == 0 {
-            return Ok(peak);
+            return Ok(watched);
         }
         if started.elapsed() > deadline {
             return Err(BenchError::Timeout {
@@ -191,13 +235,15 @@ fn big_job(mozart: &MozartExe, sheets: u32, report: &mut Report) -> Result<()> {
     submit_score(&mut client, &score.display().to_string())?;
     // Generous: the instant instrument runs ~500 sheets/s on the 2-core machine.
     let deadline = Duration::from_secs(60 + u64::from(sheets) / 100);
-    let peak_seen = wait_all(
+    let watched = wait_all(
         &env,
         &conductor,
         std::slice::from_ref(&name),
         deadline,
         started,
+        Some(&name),
     )?;
+    let peak_seen = watched.peak_rss;
     let wall = started.elapsed();
     settle(conductor.pid);
     let cpu = proc_cpu_ms(conductor.pid);
@@ -231,6 +277,36 @@ fn big_job(mozart: &MozartExe, sheets: u32, report: &mut Report) -> Result<()> {
         "MiB",
         1,
     ));
+    let samples = watched.status.len();
+    if samples > 0 {
+        let mut sorted = watched.status.clone();
+        sorted.sort();
+        let p90 = sorted[(samples * 9 / 10).min(samples - 1)];
+        report.add(
+            Row::ms(
+                &format!("{key}_status_running"),
+                &format!(
+                    "{what}: `mozart status JOB` while it runs, median ({}–{} lines)",
+                    watched.status_lines.0, watched.status_lines.1
+                ),
+                median(watched.status),
+                samples,
+            )
+            .bar_below(100.0),
+        );
+        report.add(Row::ms(
+            &format!("{key}_status_running_p90"),
+            &format!("{what}: `mozart status JOB` while it runs, 90th percentile"),
+            p90,
+            samples,
+        ));
+        report.add(Row::ms(
+            &format!("{key}_status_running_max"),
+            &format!("{what}: `mozart status JOB` while it runs, slowest"),
+            sorted[samples - 1],
+            samples,
+        ));
+    }
     report.add(Row::new(
         &format!("{key}_after_rss"),
         &format!("{what}: conductor RSS after it"),
@@ -293,7 +369,7 @@ fn many_jobs(mozart: &MozartExe, jobs: u32, sheets: u32, report: &mut Report) ->
     let submitted = started.elapsed();
     let names: Vec<String> = scores.into_iter().map(|(n, _)| n).collect();
     let deadline = Duration::from_secs(60 + u64::from(jobs * sheets) / 50);
-    let peak_seen = wait_all(&env, &conductor, &names, deadline, started)?;
+    let peak_seen = wait_all(&env, &conductor, &names, deadline, started, None)?.peak_rss;
     let wall = started.elapsed();
     settle(conductor.pid);
     let cpu = proc_cpu_ms(conductor.pid);
@@ -372,7 +448,7 @@ fn shell_loop(mozart: &MozartExe, jobs: u32, sheets: u32, report: &mut Report) -
     }
     let names: Vec<String> = scores.into_iter().map(|(n, _)| n).collect();
     let deadline = Duration::from_secs(120 + u64::from(jobs * sheets) / 50);
-    wait_all(&env, &conductor, &names, deadline, started_loop)?;
+    wait_all(&env, &conductor, &names, deadline, started_loop, None)?;
     let wall = started_loop.elapsed();
     let what = format!("{jobs} scores of {sheets} sheets from a shell loop of `mozart run`");
     let key = format!("loop_{jobs}");

@@ -168,3 +168,41 @@ fn job_watch_answers_when_the_first_sheet_completes_or_the_job_waits_for_a_slot(
     env.mozart(&["cancel", "second"]);
     env.stop_conductor();
 }
+
+/// An output log is made when its stream prints, not when the instrument starts: while a
+/// sheet runs and has printed nothing, its workspace holds no log file for it (each sheet
+/// used to create two files, most of them removed again empty — the kernel's file creation
+/// was the largest cost of many short sheets). What the sheet prints is still all there.
+#[test]
+fn output_logs_appear_when_a_stream_prints() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml = "name: lazy\nworkspace: ./lazy-ws\ninstrument: shell\n\
+                sheet: {size: 1, total_items: 1}\n\
+                prompt:\n  template: |\n    \
+                RUN: touch {{ workspace }}/started && \
+                while [ ! -e {{ workspace }}/go ]; do sleep 0.05; done\n";
+    let score = env.write_score("lazy", yaml);
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let ws = env.work.join("lazy-ws");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ws.join("started").exists() {
+        assert!(Instant::now() < deadline, "sheet 1 never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let logs = ws.join("logs");
+    for name in ["sheet-01.stdout.log", "sheet-01.stderr.log"] {
+        assert!(
+            !logs.join(name).exists(),
+            "sheet 1 runs and has printed nothing yet: no {name}"
+        );
+    }
+    std::fs::write(ws.join("go"), "").unwrap();
+    env.wait_completed("lazy");
+    // The shell instrument says `shell: ok` on stdout once its commands succeeded.
+    let out1 = std::fs::read_to_string(logs.join("sheet-01.stdout.log")).unwrap();
+    assert!(out1.contains("shell: ok"), "{out1}");
+    assert!(!logs.join("sheet-01.stderr.log").exists());
+    env.stop_conductor();
+}

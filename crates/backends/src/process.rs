@@ -422,46 +422,25 @@ fn lock(state: &Mutex<ReaderState>) -> MutexGuard<'_, ReaderState> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// A stream's log file while its reader runs: removed when the stream printed nothing,
-/// however the reader ends — at the stream's end, or dropped with a cancelled attempt (the
-/// readers are aborted then, and code after the read loop never runs).
-struct StreamLog {
-    log: Option<RedactingLog>,
-    path: Option<PathBuf>,
-    silent: bool,
-}
-
-impl Drop for StreamLog {
-    fn drop(&mut self) {
-        if self.silent {
-            remove_empty_log(self.log.take(), self.path.take());
-        }
-    }
-}
-
 /// Read one of the child's streams to its end (nothing when the child has no such pipe).
 async fn read_stream<R: AsyncRead + Unpin>(
     reader: Option<R>,
     kind: StreamKind,
     state: &Mutex<ReaderState>,
     progress: &Progress,
-    log: Option<(RedactingLog, PathBuf)>,
+    log_path: Option<PathBuf>,
 ) {
-    let mut out = match log {
-        Some((log, path)) => StreamLog {
-            log: Some(log),
-            path: Some(path),
-            silent: true,
-        },
-        None => StreamLog {
-            log: None,
-            path: None,
-            silent: true,
-        },
-    };
+    // An earlier attempt's log of the same sheet goes now, so the file holds this attempt's
+    // output only (usually there is none: a failed lookup, no inode touched).
+    remove_stale_log(log_path.as_deref());
     let Some(mut reader) = reader else {
         return;
     };
+    // Created at the stream's first byte, not before: most instruments print nothing on
+    // stderr, and creating then removing an empty file per sheet was the conductor's largest
+    // cost in the kernel (ext4 inode allocation) when many short sheets run (issue 24).
+    let mut log: Option<RedactingLog> = None;
+    let mut silent = true;
     // Most instruments print little: start small (20 sheets in flight × 2 streams of 64 KiB
     // each was a measurable share of the conductor's memory) and grow up to a pipe's
     // capacity only for a stream that keeps filling the buffer.
@@ -476,25 +455,24 @@ async fn read_stream<R: AsyncRead + Unpin>(
             buf.resize(grown, 0);
         }
         let chunk = &buf[..n];
-        out.silent = false;
+        if silent {
+            silent = false;
+            log = log_path.as_deref().and_then(open_log);
+        }
         progress.record(kind, n);
         lock(state).feed(chunk);
         // Written in place: a chunk (at most 64 KiB) lands in the page cache in
         // microseconds, while tokio::fs sends every write through the blocking pool — a
         // thread hand-off per chunk, per stream, per sheet.
-        if let Some(file) = &mut out.log {
+        if let Some(file) = &mut log {
             if let Err(err) = file.write(chunk) {
                 tracing::warn!(%err, "cannot write instrument output log; continuing without it");
-                out.log = None;
+                log = None;
             }
         }
     }
     lock(state).finish();
-    if out.silent {
-        // Dropping `out` removes the empty file.
-        return;
-    }
-    if let Some(Err(err)) = out.log.as_mut().map(RedactingLog::finish) {
+    if let Some(Err(err)) = log.as_mut().map(RedactingLog::finish) {
         tracing::warn!(%err, "cannot write instrument output log");
     }
 }
@@ -502,30 +480,32 @@ async fn read_stream<R: AsyncRead + Unpin>(
 /// A stream that printed nothing leaves no log file: an empty `sheet-NN.stderr.log` per
 /// sheet says nothing (readers treat a missing log as no output: `logs`, the dashboard,
 /// the `stderr_log` field of `sheet.failed`), and a 100,000-sheet job's workspace would
-/// otherwise hold 100,000 of them. The file existed, empty, while the instrument ran, so a
-/// live tail finds it; removing it also clears an earlier attempt's log of the same sheet,
-/// as the truncation at its creation did.
-fn remove_empty_log(log: Option<RedactingLog>, path: Option<PathBuf>) {
-    drop(log);
+/// otherwise hold 100,000 of them. So an earlier attempt's log is removed when an attempt
+/// starts, and the log is created at the stream's first byte.
+fn remove_stale_log(path: Option<&std::path::Path>) {
     if let Some(path) = path {
-        if let Err(err) = std::fs::remove_file(&path) {
+        if let Err(err) = std::fs::remove_file(path) {
             if err.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!(path = %path.display(), %err, "cannot remove an empty instrument output log");
+                tracing::warn!(path = %path.display(), %err, "cannot remove an earlier instrument output log");
             }
         }
     }
 }
 
-/// Create `{base}{suffix}` (in place, like the writes: one `open` on a local workspace):
-/// private to the user and redacted as it is written (issue 21).
-fn open_log(base: &Option<PathBuf>, suffix: &str) -> Option<(RedactingLog, PathBuf)> {
-    let base = base.as_ref()?;
-    let mut path = base.clone().into_os_string();
+/// `{base}{suffix}`: where a stream's log goes (None without a log base).
+fn log_path(base: &Option<PathBuf>, suffix: &str) -> Option<PathBuf> {
+    let mut path = base.as_ref()?.clone().into_os_string();
     path.push(suffix);
-    match RedactingLog::create(std::path::Path::new(&path)) {
-        Ok(log) => Some((log, PathBuf::from(path))),
+    Some(PathBuf::from(path))
+}
+
+/// Create a stream's log in place (one `open` on a local workspace), private to the user and
+/// redacted as it is written (issue 21); a failure is logged, and the output goes on without it.
+fn open_log(path: &std::path::Path) -> Option<RedactingLog> {
+    match RedactingLog::create(path) {
+        Ok(log) => Some(log),
         Err(err) => {
-            tracing::warn!(path = %PathBuf::from(&path).display(), %err, "cannot create instrument output log");
+            tracing::warn!(path = %path.display(), %err, "cannot create instrument output log");
             None
         }
     }
@@ -621,8 +601,8 @@ pub async fn run_process(
         }))),
         _ => None,
     };
-    let out_log = open_log(&spec.log_base, ".stdout.log");
-    let err_log = open_log(&spec.log_base, ".stderr.log");
+    let out_log = log_path(&spec.log_base, ".stdout.log");
+    let err_log = log_path(&spec.log_base, ".stderr.log");
     // Both streams are read inside this future (no task per stream): dropping it — a
     // cancelled attempt — stops them with everything else.
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());

@@ -2,7 +2,8 @@
 //!
 //! `connect` probes `daemon.health` on one connection and hands back a fresh connection for
 //! the real call, as upstream's CLI does; anything that fails before the probe answers is
-//! the standard "Mozart conductor is not running." failure.
+//! the standard "Mozart conductor is not running." failure. `status`, `list` and the job
+//! commands connect without the probe ([`connect_direct`]).
 
 use std::path::Path;
 
@@ -65,6 +66,16 @@ pub fn connect_socket(socket: &Path, json: bool) -> Result<BlockingClient, CliEr
         .call::<_, HealthResult>(methods::DAEMON_HEALTH, ())
         .map_err(|_| not_running(json))?;
     BlockingClient::connect(socket).map_err(|e| connect_error(e, json))
+}
+
+/// Connect for a call whose own answer says whether the conductor is there (`status`,
+/// `list`, the job commands): no `daemon.health` probe first. A socket nobody listens on
+/// fails the connection, which is the standard "not running" failure as the probe's would
+/// be; a probe on its own connection cost every such command a second connection and a
+/// round trip, which waits for a free conductor thread while a large job runs (issue 24).
+pub fn connect_direct(globals: &Globals, json: bool) -> Result<BlockingClient, CliError> {
+    let paths = paths(globals, None)?;
+    BlockingClient::connect(&paths.socket).map_err(|e| connect_error(e, json))
 }
 
 /// Connect and probe `daemon.health` on the same connection, for a command that makes

@@ -174,16 +174,17 @@ pub(crate) fn ipc_text(err: IpcError) -> String {
     cli_message(conductor_client::call_error(err, false))
 }
 
-/// Probe the conductor (health on its own connection), then call `method` on a fresh one
-/// and decode its result as the `mozart-ipc` type `R` (an answer of another shape is a
-/// protocol failure, [`JobCallError::Other`]).
+/// Call `method` on the conductor (no health probe first: a conductor that is not there
+/// fails the connection, the standard "not running" failure) and decode its result as the
+/// `mozart-ipc` type `R` (an answer of another shape is a protocol failure,
+/// [`JobCallError::Other`]).
 pub(crate) fn job_call<P: Serialize, R: DeserializeOwned>(
     globals: &Globals,
     method: &str,
     params: P,
     json: bool,
 ) -> Result<R, JobCallError> {
-    let mut client = conductor_client::connect_json(globals, json).map_err(JobCallError::Cli)?;
+    let mut client = conductor_client::connect_direct(globals, json).map_err(JobCallError::Cli)?;
     client
         .call(method, params)
         .map_err(|err| classify(err, json))
@@ -263,7 +264,8 @@ pub(crate) fn absolute_text(path: &Path) -> String {
 // ---------------------------------------------------------------------------------------
 
 fn overview(globals: &Globals, json: bool) -> Result<i32, CliError> {
-    let mut client = conductor_client::connect_json(globals, json)?;
+    // Its own health call is the probe (uptime comes from it).
+    let mut client = conductor_client::connect_direct(globals, json)?;
     let health: HealthResult = client
         .call(methods::DAEMON_HEALTH, ())
         .map_err(|_| conductor_client::not_running(json))?;

@@ -277,6 +277,13 @@ impl ConductorHost {
                 sheet.error_message = None;
             }
         }
+        // The views' packed facts follow the sheet (the only place its facts change).
+        if let (Some(facts), Some(sheet)) = (
+            entry.view_facts.as_mut(),
+            live.sheets.get(&change.sheet_num),
+        ) {
+            facts.update(sheet);
+        }
         update_totals(live, change, status, details.as_ref());
         save_sheet(registry, live, change, status, details.is_some()).map_err(|e| {
             HostError::new(
@@ -957,6 +964,7 @@ impl BatonHost for ConductorHost {
             // there, so a conductor that runs jobs for days does not keep each one's
             // checkpoint in memory (upstream never lets finished jobs go).
             let live = entry.live.take();
+            entry.view_facts = None;
             if let Some(live) = &live {
                 entry.final_sheets = live
                     .sheets

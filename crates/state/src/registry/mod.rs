@@ -144,6 +144,32 @@ impl Registry {
         })
     }
 
+    /// A second, read-only handle on the registry at `path` (already opened and migrated by
+    /// [`Registry::open`]), for answers that only read: in WAL mode a reader sees the last
+    /// commit and never waits for the writer, so a page of `list` is not held up behind the
+    /// baton's burst of sheet writes on the writer's connection (issue 24). Every write
+    /// through it fails.
+    pub fn open_reader(path: &Path) -> Result<Registry> {
+        let err = |operation: &str| StateError::sqlite(path, operation.to_owned());
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
+                | rusqlite::OpenFlags::SQLITE_OPEN_URI,
+        )
+        .map_err(err("opening read-only"))?;
+        conn.set_prepared_statement_cache_capacity(16);
+        // A reader waits only while a truncating checkpoint or a recovery holds the file.
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(err("setting busy_timeout"))?;
+        conn.pragma_update(None, "cache_size", -512)
+            .map_err(err("setting cache_size"))?;
+        Ok(Registry {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
