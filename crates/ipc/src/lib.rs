@@ -18,6 +18,7 @@ pub mod job_id;
 pub mod methods;
 pub mod paths;
 pub mod server;
+pub mod sheet_map;
 pub mod sheet_view;
 pub mod status;
 pub mod time;
