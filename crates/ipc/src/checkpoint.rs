@@ -576,9 +576,15 @@ pub struct SheetCheckpoint {
     pub applied_patterns: Vec<AppliedPattern>,
     /// Legacy input, migrated into `applied_patterns` by [`SheetCheckpoint::normalize`].
     #[serde(default, skip_serializing)]
+    // Boxed: 8 bytes in every sheet of every loaded job for an input that is almost never
+    // there (a `Vec` would be 24).
+    #[allow(clippy::box_collection)]
     applied_pattern_ids: Option<Box<Vec<String>>>,
     /// Legacy input, migrated into `applied_patterns` by [`SheetCheckpoint::normalize`].
     #[serde(default, skip_serializing)]
+    // Boxed: 8 bytes in every sheet of every loaded job for an input that is almost never
+    // there (a `Vec` would be 24).
+    #[allow(clippy::box_collection)]
     applied_pattern_descriptions: Option<Box<Vec<String>>>,
     /// Grounding result.
     #[serde(default)]
