@@ -167,22 +167,11 @@ impl<S> JobCheckpoint<S> {
         }
     }
 
-    /// Applies sheet fix-ups and checks the model constraints (`total_sheets ≥ 1`, each
-    /// sheet's key equals its `sheet_num`).
+    /// Checks the model constraints ([`JobCheckpoint::check`]), then applies the sheets'
+    /// load-time fix-ups.
     pub fn normalize_and_validate(&mut self) -> Result<(), String> {
-        if self.total_sheets < 1 {
-            return Err("total_sheets must be >= 1".into());
-        }
-        for (key, sheet) in self.sheets.iter_mut() {
-            if *key != sheet.sheet_num {
-                return Err(format!(
-                    "sheets key {key} holds sheet_num {}",
-                    sheet.sheet_num
-                ));
-            }
-            sheet.validate()?;
-            sheet.normalize();
-        }
+        self.check()?;
+        self.sheets.values_mut().for_each(SheetCheckpoint::normalize);
         Ok(())
     }
 
