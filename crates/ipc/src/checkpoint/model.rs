@@ -171,7 +171,9 @@ impl<S> JobCheckpoint<S> {
     /// load-time fix-ups.
     pub fn normalize_and_validate(&mut self) -> Result<(), String> {
         self.check()?;
-        self.sheets.values_mut().for_each(SheetCheckpoint::normalize);
+        self.sheets
+            .values_mut()
+            .for_each(SheetCheckpoint::normalize);
         Ok(())
     }
 
