@@ -40,7 +40,8 @@ impl SheetStatus {
         matches!(self, Self::Completed | Self::Skipped)
     }
 
-    /// The checkpoint status this maps to (§2.1 table).
+    /// The checkpoint status this maps to (§2.1 table): the one place the baton's statuses
+    /// meet the checkpoint's.
     pub fn checkpoint_status(self) -> CheckpointSheetStatus {
         match self {
             Self::Pending | Self::RetryScheduled => CheckpointSheetStatus::Pending,
@@ -67,21 +68,9 @@ impl SheetStatus {
     }
 }
 
-/// Checkpoint-level sheet status (§2.1, §8.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CheckpointSheetStatus {
-    /// Not started or re-queued.
-    Pending,
-    /// Running, parked on a rate limit, or in a fermata.
-    InProgress,
-    /// Done.
-    Completed,
-    /// Failed or cancelled.
-    Failed,
-    /// Skipped.
-    Skipped,
-}
+/// Checkpoint-level sheet status (§2.1, §8.2): the protocol's one sheet status, which
+/// [`SheetStatus::checkpoint_status`] maps the baton's onto.
+pub use mozart_ipc::checkpoint::SheetStatus as CheckpointSheetStatus;
 
 /// Job status as the baton reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

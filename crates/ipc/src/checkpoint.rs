@@ -1,17 +1,26 @@
-//! The checkpoint as it crosses the socket: the document `job.status` returns and the JSON
-//! state file holds (execution.md §8.1–8.4). Field names, order and null-versus-absent are
+//! The checkpoint model: one [`JobCheckpoint`] per job run with one [`SheetCheckpoint`] per
+//! sheet (execution.md §8.1–8.4). It is the document `job.status` returns, the JSON state
+//! file and the conductor's own state: field names, order and null-versus-absent are
 //! upstream's `CheckpointState.model_dump(mode="json")`, so upstream's own CLI parses it.
 //!
-//! The leaf types (statuses, error records, validation details, ...) are shared with the
-//! storage model in `mozart-state`, which re-exports them; the two top-level documents,
-//! [`JobCheckpoint`] and [`SheetCheckpoint`], are plain data the conductor fills from its
-//! storage model.
+//! The one definition (issue 26): `mozart-state` stores this model (its `CheckpointState`
+//! is `JobCheckpoint<ConfigSnapshot>`: the score kept as text, the storage-only part) and
+//! the conductor answers with it, changing only what a client sees differently (redaction,
+//! a view's sheets, `workspace`, live progress). The upstream transitions (§8.3) and zombie
+//! recovery (§8.4) are in [`model`].
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::sheet_map::SheetMap;
 use crate::time::Timestamp;
+
+mod model;
+pub use model::{
+    process_is_gone, SheetFailure, MAX_ERROR_HISTORY, MAX_OUTPUT_CAPTURE_BYTES,
+    UNKNOWN_FAILURE_MESSAGE, ZOMBIE_ON_LOAD_TRIGGER,
+};
 
 /// Status of a whole job run as recorded in its checkpoint.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -543,9 +552,10 @@ pub struct SheetCheckpoint {
     /// Whether a tail was cut.
     #[serde(default)]
     pub output_truncated: bool,
-    /// Prompt metrics.
+    /// Prompt metrics (boxed, like every rare large field: a sheet is kept per sheet of
+    /// every loaded job, issue 24).
     #[serde(default)]
-    pub prompt_metrics: Option<PromptMetrics>,
+    pub prompt_metrics: Option<Box<PromptMetrics>>,
     /// Preflight warnings.
     #[serde(default)]
     pub preflight_warnings: Vec<String>,
@@ -564,6 +574,18 @@ pub struct SheetCheckpoint {
     /// Learned patterns injected.
     #[serde(default)]
     pub applied_patterns: Vec<AppliedPattern>,
+    /// Legacy input, migrated into `applied_patterns` by [`SheetCheckpoint::normalize`].
+    #[serde(default, skip_serializing)]
+    // Boxed: 8 bytes in every sheet of every loaded job for an input that is almost never
+    // there (a `Vec` would be 24).
+    #[allow(clippy::box_collection)]
+    applied_pattern_ids: Option<Box<Vec<String>>>,
+    /// Legacy input, migrated into `applied_patterns` by [`SheetCheckpoint::normalize`].
+    #[serde(default, skip_serializing)]
+    // Boxed: 8 bytes in every sheet of every loaded job for an input that is almost never
+    // there (a `Vec` would be 24).
+    #[allow(clippy::box_collection)]
+    applied_pattern_descriptions: Option<Box<Vec<String>>>,
     /// Grounding result.
     #[serde(default)]
     pub grounding_passed: Option<bool>,
@@ -587,21 +609,24 @@ pub struct SheetCheckpoint {
     pub cost_confidence: f64,
     /// Structured agent feedback.
     #[serde(default)]
-    pub agent_feedback: Option<serde_json::Map<String, serde_json::Value>>,
+    pub agent_feedback: Option<Box<serde_json::Map<String, serde_json::Value>>>,
     /// What the running attempt's instrument reported so far (`job.status` of a running
-    /// sheet only; never in a state file).
+    /// sheet only; never stored nor in a state file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub live: Option<LiveProgress>,
-    /// Ours: the rate limit a waiting sheet is parked on (`job.status` only; never in a
-    /// state file): it runs again, without spending a retry, when the limit ends.
+    pub live: Option<Box<LiveProgress>>,
+    /// Ours: the rate limit a waiting sheet is parked on (`job.status` only; never stored
+    /// nor in a state file): it runs again, without spending a retry, when the limit ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate_limit: Option<RateLimitWait>,
-    /// Ours: the remote (Slurm) job of the attempt in flight (docs/design/distributed.md).
+    pub rate_limit: Option<Box<RateLimitWait>>,
+    /// The remote job (a Slurm job) of the attempt in flight: recorded before the job is
+    /// released to run and cleared in the same write that records the attempt's result, so
+    /// a restarted conductor re-attaches to it instead of running the sheet again
+    /// (docs/design/distributed.md). Not in upstream; absent when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub remote_attempt: Option<RemoteAttempt>,
+    pub remote_attempt: Option<Box<RemoteAttempt>>,
     /// Ours: where the sheet's worker + reviewer loop stands (docs/mochi.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub review: Option<ReviewProgress>,
+    pub review: Option<Box<ReviewProgress>>,
 }
 
 /// Ours: the rate limit a sheet waits for (`SheetCheckpoint::rate_limit`).
@@ -723,10 +748,16 @@ pub struct ReviewVerdict {
     pub feedback: String,
 }
 
-/// A job's checkpoint as `job.status` returns it and the JSON state file holds it
-/// (upstream `CheckpointState`, execution.md §8.1).
+/// Complete checkpoint of one job run (upstream `CheckpointState`, execution.md §8.1): as
+/// `job.status` returns it, the JSON state file holds it and the conductor keeps it.
+///
+/// `Snapshot` is how the score (`config_snapshot`) is held: a JSON value in a document a
+/// client reads (the default), text in the conductor's storage model (`mozart-state`'s
+/// `CheckpointState`), which keeps a large score small; both write the same JSON.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct JobCheckpoint {
+// Without it, serde's derive would ask `Snapshot: Default` for the defaulted `Option`.
+#[serde(bound(deserialize = "Snapshot: Deserialize<'de>"))]
+pub struct JobCheckpoint<Snapshot = serde_json::Value> {
     /// Conductor job id.
     pub job_id: String,
     /// Score name.
@@ -736,7 +767,7 @@ pub struct JobCheckpoint {
     pub config_hash: Option<String>,
     /// Full score as JSON, for resume without the file.
     #[serde(default)]
-    pub config_snapshot: Option<serde_json::Value>,
+    pub config_snapshot: Option<Snapshot>,
     /// Score file path.
     #[serde(default)]
     pub config_path: Option<String>,
@@ -765,7 +796,7 @@ pub struct JobCheckpoint {
     pub status: JobStatus,
     /// Sheets by number (JSON keys are strings).
     #[serde(default)]
-    pub sheets: BTreeMap<u32, SheetCheckpoint>,
+    pub sheets: SheetMap,
     /// Distinct instruments used.
     #[serde(default)]
     pub instruments_used: Vec<String>,
@@ -835,8 +866,9 @@ pub struct JobCheckpoint {
     /// Synthesis results by batch id.
     #[serde(default)]
     pub synthesis_results: serde_json::Map<String, serde_json::Value>,
-    /// Hook results: the registry's rows in daemon mode (conductor.md §19.5).
-    #[serde(default)]
+    /// Hook results: the registry's rows in daemon mode (conductor.md §19.5); a stored
+    /// checkpoint has none (the registry keeps them) unless an upstream state file did.
+    #[serde(default, deserialize_with = "lenient_hooks")]
     pub hook_results: Vec<HookResult>,
     /// Spec corpus hash.
     #[serde(default)]
@@ -939,6 +971,8 @@ impl SheetCheckpoint {
             error_history: Vec::new(),
             instrument_fallback_history: Vec::new(),
             applied_patterns: Vec::new(),
+            applied_pattern_ids: None,
+            applied_pattern_descriptions: None,
             grounding_passed: None,
             grounding_confidence: None,
             grounding_guidance: None,
@@ -962,42 +996,29 @@ impl SheetCheckpoint {
         }
     }
 
-    fn check(&self) -> Result<(), String> {
-        check_sheet_bounds(
-            self.sheet_num,
-            self.confidence_score,
-            self.grounding_confidence,
-            self.cost_confidence,
-        )
-    }
-}
-
-/// A sheet's numeric constraints (upstream's pydantic bounds): `sheet_num ≥ 1`, the three
-/// scores within 0..1. Shared with the storage model, which checks them on load.
-pub fn check_sheet_bounds(
-    sheet_num: u32,
-    confidence_score: Option<f64>,
-    grounding_confidence: Option<f64>,
-    cost_confidence: f64,
-) -> Result<(), String> {
-    if sheet_num < 1 {
-        return Err("sheet_num must be >= 1".into());
-    }
-    for (name, v) in [
-        ("confidence_score", confidence_score),
-        ("grounding_confidence", grounding_confidence),
-        ("cost_confidence", Some(cost_confidence)),
-    ] {
-        if let Some(v) = v.filter(|v| !(0.0..=1.0).contains(v)) {
-            return Err(format!(
-                "sheet {sheet_num}: {name} must be within 0..1, got {v}"
-            ));
+    /// The sheet's numeric constraints (upstream's pydantic bounds): `sheet_num ≥ 1`, the
+    /// three scores within 0..1. Every reader checks them on load.
+    pub fn validate(&self) -> Result<(), String> {
+        let sheet_num = self.sheet_num;
+        if sheet_num < 1 {
+            return Err("sheet_num must be >= 1".into());
         }
+        for (name, v) in [
+            ("confidence_score", self.confidence_score),
+            ("grounding_confidence", self.grounding_confidence),
+            ("cost_confidence", Some(self.cost_confidence)),
+        ] {
+            if let Some(v) = v.filter(|v| !(0.0..=1.0).contains(v)) {
+                return Err(format!(
+                    "sheet {sheet_num}: {name} must be within 0..1, got {v}"
+                ));
+            }
+        }
+        Ok(())
     }
-    Ok(())
 }
 
-impl JobCheckpoint {
+impl<S> JobCheckpoint<S> {
     /// Lowest cost confidence among the sheets, else 1.0. Upstream counts only sheets with
     /// a cost above 0; ours also counts a sheet whose cost is unknown (0.0: it reported no
     /// cost and no tokens), so that a job of such sheets is not "$0.00, certain" (issue 22).
@@ -1035,14 +1056,14 @@ impl JobCheckpoint {
         if self.total_sheets < 1 {
             return Err("total_sheets must be >= 1".into());
         }
-        for (key, sheet) in &self.sheets {
+        for (key, sheet) in self.sheets.iter() {
             if *key != sheet.sheet_num {
                 return Err(format!(
                     "sheets key {key} holds sheet_num {}",
                     sheet.sheet_num
                 ));
             }
-            sheet.check()?;
+            sheet.validate()?;
         }
         Ok(())
     }
@@ -1082,6 +1103,16 @@ pub struct HookResult {
     /// Any other keys (upstream's `hook_name`, `event`, `duration_seconds`, ...).
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Reads `hook_results` leniently: an entry that is not a hook result (an upstream state
+/// file's) is left out instead of failing the whole checkpoint.
+fn lenient_hooks<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<HookResult>, D::Error> {
+    let raw: Vec<serde_json::Value> = Vec::deserialize(d)?;
+    Ok(raw
+        .into_iter()
+        .filter_map(|h| serde_json::from_value(h).ok())
+        .collect())
 }
 
 /// A key that is present deserializes to `Some`, even when its value is null.

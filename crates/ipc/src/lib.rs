@@ -6,7 +6,8 @@
 //! JSON state file), [`status`] (the job-reading results), [`types`] (params and the other
 //! results); [`time`] holds their ISO-8601 timestamps, [`paths`] where a client finds
 //! the conductor and [`trust`] whether it may talk to what it
-//! found. The conductor converts its storage model into these types.
+//! found. The checkpoint is also the conductor's own model (`mozart-state` stores it), so
+//! there is one definition of it: [`checkpoint`] with its behaviour and [`sheet_map`].
 //!
 //! Dependency-light on purpose so tests and other tools can import it (architecture.md).
 
@@ -18,6 +19,7 @@ pub mod job_id;
 pub mod methods;
 pub mod paths;
 pub mod server;
+pub mod sheet_map;
 pub mod sheet_view;
 pub mod status;
 pub mod time;

@@ -1,13 +1,14 @@
 //! The storage model (`mozart-state`) as the protocol (`mozart-ipc`) shows it: every
-//! document the job methods return is built here, so the ipc types stay the one definition
-//! of the wire and the storage model stays free to change.
+//! document the job methods return is built here. The checkpoint is one model in both
+//! (`mozart_ipc::checkpoint`); what a client sees differently is decided here: the score
+//! redacted (and a view's without its stage map), a view's sheets, `workspace`.
 //!
 //! The JSON state file is the same document as `job.status`'s checkpoint, so
 //! [`load_state_file`] serves the CLI's conductor-less `--workspace` reads too.
 
 use std::path::Path;
 
-use mozart_ipc::checkpoint::{HookResult, JobCheckpoint, SheetCheckpoint};
+use mozart_ipc::checkpoint::{HookResult, JobCheckpoint};
 use mozart_ipc::sheet_view::{SheetFacts, SheetQuery, ViewBuilder};
 use mozart_ipc::status::{HistoryRecord, JobSummary, LearnedPattern, RegistryJob};
 use mozart_ipc::types::MonitorEvent;
@@ -135,178 +136,25 @@ impl<'de> serde::Deserialize<'de> for RawMembers {
 }
 
 /// A checkpoint with every sheet, or (a view) only the sheets numbered in `only` (sorted)
-/// with the view's snapshot.
+/// with the view's snapshot. The storage model is the wire model: only the score's form
+/// differs (text kept, a redacted value shown), and a view's sheets.
 fn checkpoint_of(
     cp: &CheckpointState,
     only: Option<(&[u32], Option<serde_json::Value>)>,
 ) -> JobCheckpoint {
-    let (only, view) = match only {
-        Some((nums, view)) => (Some(nums), Some(view)),
-        None => (None, None),
-    };
-    // Destructured exhaustively so a field added to the storage model cannot be forgotten.
-    let CheckpointState {
-        job_id,
-        job_name,
-        config_hash,
-        config_snapshot,
-        config_path,
-        created_at,
-        updated_at,
-        started_at,
-        completed_at,
-        total_sheets,
-        last_completed_sheet,
-        current_sheet,
-        status,
-        sheets,
-        instruments_used,
-        total_movements,
-        pid,
-        error_message,
-        total_retry_count,
-        rate_limit_waits,
-        quota_waits,
-        resume_at,
-        total_input_tokens,
-        total_output_tokens,
-        total_estimated_cost,
-        cost_limit_reached,
-        worktree_path,
-        worktree_branch,
-        worktree_locked,
-        worktree_base_commit,
-        isolation_mode,
-        isolation_fallback_used,
-        parallel_enabled,
-        parallel_max_concurrent,
-        parallel_batches_executed,
-        sheets_in_progress,
-        synthesis_results,
-        hook_results,
-        spec_corpus_hash,
-        circuit_breaker_history,
-    } = cp;
-    JobCheckpoint {
-        job_id: job_id.clone(),
-        job_name: job_name.clone(),
-        config_hash: config_hash.clone(),
-        config_snapshot: match view {
-            Some(view) => view,
-            None => config_snapshot
+    match only {
+        None => cp.with_parts(
+            cp.sheets.clone(),
+            cp.config_snapshot
                 .as_ref()
                 .map(|s| redact_snapshot(s.to_value())),
-        },
-        config_path: config_path.clone(),
-        created_at: created_at.clone(),
-        updated_at: updated_at.clone(),
-        started_at: started_at.clone(),
-        completed_at: completed_at.clone(),
-        total_sheets: *total_sheets,
-        last_completed_sheet: *last_completed_sheet,
-        current_sheet: *current_sheet,
-        status: *status,
-        sheets: match only {
-            None => sheets.iter().map(|(n, s)| (*n, sheet(s))).collect(),
-            Some(nums) => nums
-                .iter()
-                .filter_map(|n| Some((*n, sheet(sheets.get(n)?))))
+        ),
+        Some((nums, view)) => cp.with_parts(
+            nums.iter()
+                .filter_map(|n| Some((*n, cp.sheets.get(n)?.clone())))
                 .collect(),
-        },
-        instruments_used: instruments_used.clone(),
-        total_movements: *total_movements,
-        pid: *pid,
-        error_message: error_message.clone(),
-        total_retry_count: *total_retry_count,
-        rate_limit_waits: *rate_limit_waits,
-        quota_waits: *quota_waits,
-        resume_at: resume_at.clone(),
-        total_input_tokens: *total_input_tokens,
-        total_output_tokens: *total_output_tokens,
-        total_estimated_cost: *total_estimated_cost,
-        cost_limit_reached: *cost_limit_reached,
-        worktree_path: worktree_path.clone(),
-        worktree_branch: worktree_branch.clone(),
-        worktree_locked: *worktree_locked,
-        worktree_base_commit: worktree_base_commit.clone(),
-        isolation_mode: *isolation_mode,
-        isolation_fallback_used: *isolation_fallback_used,
-        parallel_enabled: *parallel_enabled,
-        parallel_max_concurrent: *parallel_max_concurrent,
-        parallel_batches_executed: *parallel_batches_executed,
-        sheets_in_progress: sheets_in_progress.clone(),
-        synthesis_results: synthesis_results.clone(),
-        // Only an upstream-written state file has any; ours keeps them in the registry.
-        hook_results: hook_results
-            .iter()
-            .filter_map(|h| serde_json::from_value(h.clone()).ok())
-            .collect(),
-        spec_corpus_hash: spec_corpus_hash.clone(),
-        circuit_breaker_history: circuit_breaker_history.clone(),
-        workspace: None,
-        waiting_reason: None,
-        pausing: None,
-        instrument_holds: Vec::new(),
-        sheets_view: None,
-    }
-}
-
-/// One sheet. (The storage model's legacy input fields are private and never written;
-/// `tests/wire_shape.rs` in `mozart-state` catches a public field missing here.)
-pub fn sheet(s: &SheetState) -> SheetCheckpoint {
-    SheetCheckpoint {
-        sheet_num: s.sheet_num,
-        status: s.status,
-        started_at: s.started_at.clone(),
-        completed_at: s.completed_at.clone(),
-        attempt_count: s.attempt_count,
-        exit_code: s.exit_code,
-        error_message: s.error_message.clone(),
-        error_category: s.error_category,
-        error_code: s.error_code.clone(),
-        validation_passed: s.validation_passed,
-        validation_details: s.validation_details.clone(),
-        instrument_name: s.instrument_name.clone(),
-        instrument_model: s.instrument_model.clone(),
-        movement: s.movement,
-        voice: s.voice,
-        exit_signal: s.exit_signal,
-        exit_reason: s.exit_reason,
-        execution_duration_seconds: s.execution_duration_seconds,
-        completion_attempts: s.completion_attempts,
-        healing_attempts: s.healing_attempts,
-        passed_validations: s.passed_validations.clone(),
-        failed_validations: s.failed_validations.clone(),
-        last_pass_percentage: s.last_pass_percentage,
-        execution_mode: s.execution_mode,
-        outcome_data: s.outcome_data.clone(),
-        confidence_score: s.confidence_score,
-        learned_patterns: s.learned_patterns.clone(),
-        similar_outcomes_count: s.similar_outcomes_count,
-        success_without_retry: s.success_without_retry,
-        outcome_category: s.outcome_category,
-        stdout_tail: s.stdout_tail.clone(),
-        live: None,
-        rate_limit: None,
-        stderr_tail: s.stderr_tail.clone(),
-        output_truncated: s.output_truncated,
-        prompt_metrics: s.prompt_metrics.as_deref().cloned(),
-        preflight_warnings: s.preflight_warnings.clone(),
-        progress_snapshots: s.progress_snapshots.clone(),
-        last_activity_at: s.last_activity_at.clone(),
-        error_history: s.error_history.clone(),
-        instrument_fallback_history: s.instrument_fallback_history.clone(),
-        applied_patterns: s.applied_patterns.clone(),
-        grounding_passed: s.grounding_passed,
-        grounding_confidence: s.grounding_confidence,
-        grounding_guidance: s.grounding_guidance.clone(),
-        input_tokens: s.input_tokens,
-        output_tokens: s.output_tokens,
-        estimated_cost: s.estimated_cost,
-        cost_confidence: s.cost_confidence,
-        agent_feedback: s.agent_feedback.as_deref().cloned(),
-        remote_attempt: s.remote_attempt.as_deref().cloned(),
-        review: s.review.as_deref().cloned(),
+            view,
+        ),
     }
 }
 

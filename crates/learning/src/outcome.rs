@@ -7,34 +7,9 @@ use serde::Serialize;
 
 use crate::model::ApplicationMode;
 
-/// Final state of a sheet, as stored in `executions.status`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SheetStatus {
-    /// Never started.
-    Pending,
-    /// Still running (an interrupted job).
-    InProgress,
-    /// Validations passed.
-    Completed,
-    /// Retries exhausted or fatal error.
-    Failed,
-    /// Skipped by a condition or by the user.
-    Skipped,
-}
-
-impl SheetStatus {
-    /// The stored text.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::InProgress => "in_progress",
-            Self::Completed => "completed",
-            Self::Failed => "failed",
-            Self::Skipped => "skipped",
-        }
-    }
-}
+/// Final state of a sheet, as stored in `executions.status`: the checkpoint's sheet status
+/// (its wire strings are the stored text).
+pub use mozart_ipc::checkpoint::SheetStatus;
 
 /// One validation check's result, as far as detection cares (§6.3 `validation_results`).
 #[derive(Clone, Debug, Default, PartialEq)]

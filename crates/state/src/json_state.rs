@@ -30,7 +30,13 @@ pub fn state_file_path(workspace: &Path, job_id: &str) -> PathBuf {
 /// Writes the checkpoint atomically: a reader or a crash sees the old or the new file,
 /// never a truncated one. The caller stamps `updated_at` (mutators already do).
 pub fn save(path: &Path, state: &CheckpointState) -> Result<()> {
-    let text = state.to_json_pretty()?;
+    let text = state
+        .to_json_pretty()
+        .map_err(|source| StateError::Encode {
+            job_id: state.job_id.clone(),
+            what: "checkpoint",
+            source,
+        })?;
     atomic_write(path, text.as_bytes())
 }
 

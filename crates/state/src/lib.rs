@@ -11,9 +11,13 @@ pub mod json_state;
 mod migrate;
 pub mod registry;
 pub mod review;
-pub mod sheet_map;
 mod snapshot;
 pub mod time;
+
+/// A checkpoint's sheets by number (the protocol's container, re-exported).
+pub mod sheet_map {
+    pub use mozart_ipc::sheet_map::SheetMap;
+}
 
 pub use atomic::atomic_write;
 pub use checkpoint::{

@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use mozart_baton::driver::Inbox;
 use mozart_baton::{
-    AttemptContext, BatonHost, CheckpointSheetStatus, Event, HostError, JobOutcome, SkipSpec,
-    StateChange,
+    AttemptContext, BatonHost, Event, HostError, JobOutcome, SkipSpec, StateChange,
 };
 use mozart_state::{
     AttemptRecord, DaemonJobStatus, JobStatus, Registry, SheetStatus, Timestamp, ValidationDetail,
@@ -74,16 +73,6 @@ impl ConductorHost {
             breakers: HashMap::new(),
             staged: Vec::new(),
         }
-    }
-}
-
-fn sheet_status(s: CheckpointSheetStatus) -> SheetStatus {
-    match s {
-        CheckpointSheetStatus::Pending => SheetStatus::Pending,
-        CheckpointSheetStatus::InProgress => SheetStatus::InProgress,
-        CheckpointSheetStatus::Completed => SheetStatus::Completed,
-        CheckpointSheetStatus::Failed => SheetStatus::Failed,
-        CheckpointSheetStatus::Skipped => SheetStatus::Skipped,
     }
 }
 
@@ -254,7 +243,7 @@ impl ConductorHost {
         let status = if cancelled {
             SheetStatus::Pending
         } else {
-            sheet_status(change.status.checkpoint_status())
+            change.status.checkpoint_status()
         };
         // The remote attempt whose result this write records (update_sheet clears it).
         let finished_remote = details.as_ref().and_then(|_| {

@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 
 use mozart_learning::{
     ApplicationMode, ContextTags, JobOutcome, LearningStore, PatternSelection, SelectionConfig,
-    SheetOutcome, SheetStatus as LearnedStatus, ValidationCheck, XorShift64,
+    SheetOutcome, ValidationCheck, XorShift64,
 };
-use mozart_state::{SheetState, SheetStatus};
+use mozart_state::SheetState;
 
 use super::{lock, JobRun};
 
@@ -246,13 +246,7 @@ pub(crate) fn has_outcome(sheet: &SheetState) -> bool {
 /// A sheet's outcome as the learning store wants it.
 pub(crate) fn sheet_outcome(run: &JobRun, sheet: &SheetState, applied: &Injected) -> SheetOutcome {
     let mut o = SheetOutcome::new(&run.job_id, sheet.sheet_num, &run.workspace);
-    o.status = match sheet.status {
-        SheetStatus::Pending => LearnedStatus::Pending,
-        SheetStatus::InProgress => LearnedStatus::InProgress,
-        SheetStatus::Completed => LearnedStatus::Completed,
-        SheetStatus::Failed => LearnedStatus::Failed,
-        SheetStatus::Skipped => LearnedStatus::Skipped,
-    };
+    o.status = sheet.status;
     o.attempts = sheet.attempt_count;
     o.completion_attempts = sheet.completion_attempts;
     o.validation_pass_rate = sheet.last_pass_percentage.map(|p| p / 100.0);

@@ -405,7 +405,7 @@ impl JobManager {
             Some((mut doc, progress, sheet_waits, compacted)) => {
                 if !compacted.is_empty() {
                     for sheet in registry.load_sheets(job_id, &compacted)? {
-                        doc.sheets.insert(sheet.sheet_num, wire::sheet(&sheet));
+                        doc.sheets.insert(sheet.sheet_num, sheet);
                     }
                 }
                 (doc, progress, sheet_waits)
@@ -1026,12 +1026,12 @@ fn add_rate_limit_waits(
             continue;
         };
         let limit = limits.iter().find(|l| l.instrument == instrument);
-        sheet.rate_limit = Some(mozart_ipc::checkpoint::RateLimitWait {
+        sheet.rate_limit = Some(Box::new(mozart_ipc::checkpoint::RateLimitWait {
             until: limit.map(|l| l.until),
             seconds_left: limit.map_or(0.0, |l| ((l.until - now).max(0.0) * 10.0).round() / 10.0),
             reason: limit.and_then(|l| l.reason.clone()),
             instrument,
-        });
+        }));
     }
 }
 
@@ -1195,7 +1195,7 @@ fn add_live_progress(
             continue;
         };
         let a = progress.activity();
-        sheet.live = Some(mozart_ipc::checkpoint::LiveProgress {
+        sheet.live = Some(Box::new(mozart_ipc::checkpoint::LiveProgress {
             elapsed_seconds: progress.elapsed().as_secs_f64(),
             idle_seconds: progress.idle_for().as_secs_f64(),
             output_bytes: progress.bytes_seen(),
@@ -1205,7 +1205,7 @@ fn add_live_progress(
             output_tokens: a.output_tokens,
             api_retries: a.api_retries,
             last_event: a.last_event,
-        });
+        }));
     }
 }
 

@@ -1,20 +1,21 @@
 //! [`SheetMap`]: a checkpoint's sheets by number, each state in its own allocation.
 //!
-//! A `SheetState` is ~1.1 KB. Held inline in a `BTreeMap`, whose nodes are often only half
+//! A sheet's state ([`SheetCheckpoint`]) is ~1.1 KB. Held inline in a `BTreeMap`, whose nodes are often only half
 //! full, a sheet cost ~2.1 KB of the conductor's memory (measured: 20,000 pending sheets);
 //! boxed, ~1.2 KB — 90 MB less for a 100,000-sheet job (issue 24). The API is the subset of
-//! `BTreeMap`'s that the code uses, handing out `&SheetState`, and the JSON is the same map.
+//! `BTreeMap`'s that the code uses, handing out `&SheetCheckpoint`, and the JSON is the same map. The conductor's
+//! memory and the documents clients read hold sheets the same way (one model).
 
 use std::collections::BTreeMap;
 use std::ops::{Index, RangeBounds};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::checkpoint::SheetState;
+use crate::checkpoint::SheetCheckpoint;
 
 /// Sheets by number, in number order.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct SheetMap(BTreeMap<u32, Box<SheetState>>);
+pub struct SheetMap(BTreeMap<u32, Box<SheetCheckpoint>>);
 
 impl SheetMap {
     /// An empty map.
@@ -33,12 +34,12 @@ impl SheetMap {
     }
 
     /// Sheet `num`.
-    pub fn get(&self, num: &u32) -> Option<&SheetState> {
+    pub fn get(&self, num: &u32) -> Option<&SheetCheckpoint> {
         self.0.get(num).map(|b| &**b)
     }
 
     /// Sheet `num`, to change.
-    pub fn get_mut(&mut self, num: &u32) -> Option<&mut SheetState> {
+    pub fn get_mut(&mut self, num: &u32) -> Option<&mut SheetCheckpoint> {
         self.0.get_mut(num).map(|b| &mut **b)
     }
 
@@ -48,12 +49,12 @@ impl SheetMap {
     }
 
     /// Put `sheet` in as sheet `num`; the one it replaces.
-    pub fn insert(&mut self, num: u32, sheet: SheetState) -> Option<SheetState> {
+    pub fn insert(&mut self, num: u32, sheet: SheetCheckpoint) -> Option<SheetCheckpoint> {
         self.0.insert(num, Box::new(sheet)).map(|b| *b)
     }
 
     /// Take sheet `num` out.
-    pub fn remove(&mut self, num: &u32) -> Option<SheetState> {
+    pub fn remove(&mut self, num: &u32) -> Option<SheetCheckpoint> {
         self.0.remove(num).map(|b| *b)
     }
 
@@ -61,8 +62,8 @@ impl SheetMap {
     pub fn get_or_insert_with(
         &mut self,
         num: u32,
-        make: impl FnOnce() -> SheetState,
-    ) -> &mut SheetState {
+        make: impl FnOnce() -> SheetCheckpoint,
+    ) -> &mut SheetCheckpoint {
         self.0.entry(num).or_insert_with(|| Box::new(make()))
     }
 
@@ -74,24 +75,24 @@ impl SheetMap {
     /// Sheets, in number order.
     pub fn values(
         &self,
-    ) -> impl DoubleEndedIterator<Item = &SheetState> + ExactSizeIterator + Clone {
+    ) -> impl DoubleEndedIterator<Item = &SheetCheckpoint> + ExactSizeIterator + Clone {
         self.0.values().map(|b| &**b)
     }
 
     /// Sheets, in number order, to change.
-    pub fn values_mut(&mut self) -> impl DoubleEndedIterator<Item = &mut SheetState> {
+    pub fn values_mut(&mut self) -> impl DoubleEndedIterator<Item = &mut SheetCheckpoint> {
         self.0.values_mut().map(|b| &mut **b)
     }
 
     /// (number, sheet), in number order.
     pub fn iter(
         &self,
-    ) -> impl DoubleEndedIterator<Item = (&u32, &SheetState)> + ExactSizeIterator + Clone {
+    ) -> impl DoubleEndedIterator<Item = (&u32, &SheetCheckpoint)> + ExactSizeIterator + Clone {
         self.0.iter().map(|(n, b)| (n, &**b))
     }
 
     /// (number, sheet), in number order, to change.
-    pub fn iter_mut(&mut self) -> impl DoubleEndedIterator<Item = (&u32, &mut SheetState)> {
+    pub fn iter_mut(&mut self) -> impl DoubleEndedIterator<Item = (&u32, &mut SheetCheckpoint)> {
         self.0.iter_mut().map(|(n, b)| (n, &mut **b))
     }
 
@@ -99,27 +100,27 @@ impl SheetMap {
     pub fn range<R: RangeBounds<u32>>(
         &self,
         range: R,
-    ) -> impl DoubleEndedIterator<Item = (&u32, &SheetState)> {
+    ) -> impl DoubleEndedIterator<Item = (&u32, &SheetCheckpoint)> {
         self.0.range(range).map(|(n, b)| (n, &**b))
     }
 
     /// Keep only the sheets `keep` says yes to.
-    pub fn retain(&mut self, mut keep: impl FnMut(&u32, &mut SheetState) -> bool) {
+    pub fn retain(&mut self, mut keep: impl FnMut(&u32, &mut SheetCheckpoint) -> bool) {
         self.0.retain(|n, b| keep(n, b));
     }
 }
 
 impl Index<&u32> for SheetMap {
-    type Output = SheetState;
+    type Output = SheetCheckpoint;
 
-    fn index(&self, num: &u32) -> &SheetState {
+    fn index(&self, num: &u32) -> &SheetCheckpoint {
         &self.0[num]
     }
 }
 
 impl<'a> IntoIterator for &'a SheetMap {
-    type Item = (&'a u32, &'a SheetState);
-    type IntoIter = Box<dyn Iterator<Item = (&'a u32, &'a SheetState)> + 'a>;
+    type Item = (&'a u32, &'a SheetCheckpoint);
+    type IntoIter = Box<dyn Iterator<Item = (&'a u32, &'a SheetCheckpoint)> + 'a>;
 
     fn into_iter(self) -> Self::IntoIter {
         Box::new(self.iter())
@@ -127,10 +128,10 @@ impl<'a> IntoIterator for &'a SheetMap {
 }
 
 impl IntoIterator for SheetMap {
-    type Item = (u32, SheetState);
+    type Item = (u32, SheetCheckpoint);
     type IntoIter = std::iter::Map<
-        std::collections::btree_map::IntoIter<u32, Box<SheetState>>,
-        fn((u32, Box<SheetState>)) -> (u32, SheetState),
+        std::collections::btree_map::IntoIter<u32, Box<SheetCheckpoint>>,
+        fn((u32, Box<SheetCheckpoint>)) -> (u32, SheetCheckpoint),
     >;
 
     fn into_iter(self) -> Self::IntoIter {
@@ -138,35 +139,35 @@ impl IntoIterator for SheetMap {
     }
 }
 
-impl FromIterator<(u32, SheetState)> for SheetMap {
-    fn from_iter<I: IntoIterator<Item = (u32, SheetState)>>(iter: I) -> SheetMap {
+impl FromIterator<(u32, SheetCheckpoint)> for SheetMap {
+    fn from_iter<I: IntoIterator<Item = (u32, SheetCheckpoint)>>(iter: I) -> SheetMap {
         SheetMap(iter.into_iter().map(|(n, s)| (n, Box::new(s))).collect())
     }
 }
 
-impl Extend<(u32, SheetState)> for SheetMap {
-    fn extend<I: IntoIterator<Item = (u32, SheetState)>>(&mut self, iter: I) {
+impl Extend<(u32, SheetCheckpoint)> for SheetMap {
+    fn extend<I: IntoIterator<Item = (u32, SheetCheckpoint)>>(&mut self, iter: I) {
         self.0
             .extend(iter.into_iter().map(|(n, s)| (n, Box::new(s))));
     }
 }
 
-impl<const N: usize> From<[(u32, SheetState); N]> for SheetMap {
-    fn from(sheets: [(u32, SheetState); N]) -> SheetMap {
+impl<const N: usize> From<[(u32, SheetCheckpoint); N]> for SheetMap {
+    fn from(sheets: [(u32, SheetCheckpoint); N]) -> SheetMap {
         sheets.into_iter().collect()
     }
 }
 
 impl Serialize for SheetMap {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        // The same document as the `BTreeMap<u32, SheetState>` it replaces.
+        // The same document as the `BTreeMap<u32, SheetCheckpoint>` it replaces.
         self.0.serialize(serializer)
     }
 }
 
 impl<'de> Deserialize<'de> for SheetMap {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<SheetMap, D::Error> {
-        BTreeMap::<u32, Box<SheetState>>::deserialize(deserializer).map(SheetMap)
+        BTreeMap::<u32, Box<SheetCheckpoint>>::deserialize(deserializer).map(SheetMap)
     }
 }
 
@@ -177,9 +178,9 @@ mod tests {
 
     #[test]
     fn the_json_is_the_map_of_sheets_it_replaces() {
-        let plain: BTreeMap<u32, SheetState> =
-            [(1, SheetState::new(1)), (12, SheetState::new(12))].into();
-        let map: SheetMap = [(1, SheetState::new(1)), (12, SheetState::new(12))].into();
+        let plain: BTreeMap<u32, SheetCheckpoint> =
+            [(1, SheetCheckpoint::new(1)), (12, SheetCheckpoint::new(12))].into();
+        let map: SheetMap = [(1, SheetCheckpoint::new(1)), (12, SheetCheckpoint::new(12))].into();
         let text = serde_json::to_string(&map).unwrap();
         assert_eq!(text, serde_json::to_string(&plain).unwrap());
         let back: SheetMap = serde_json::from_str(&text).unwrap();
