@@ -10,7 +10,7 @@ use mozart_learning::{
     ApplicationMode, ContextTags, JobOutcome, LearningStore, PatternSelection, SelectionConfig,
     SheetOutcome, ValidationCheck, XorShift64,
 };
-use mozart_state::SheetState;
+use mozart_state::{SheetState, SheetStatus};
 
 use super::{lock, JobRun};
 
