@@ -26,7 +26,7 @@
 use std::io::Write as _;
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -212,14 +212,9 @@ impl SlurmPlacement {
         collect(&attempt, spec, followed, streams, started).await
     }
 
-    /// Write the attempt's files, record its job name, submit it held, record its id,
-    /// release it.
-    async fn submit(
-        &self,
-        req: &PlacedAttempt<'_>,
-        spec: &ProcessSpec,
-        guard: &mut CancelGuard,
-    ) -> Result<RemoteAttempt, String> {
+    /// Where an attempt runs (the sheet's working directory) and where its job files go
+    /// (`state_dir`, else `.mozart-slurm` in that directory).
+    fn attempt_places(&self, req: &PlacedAttempt<'_>, spec: &ProcessSpec) -> (PathBuf, PathBuf) {
         let cwd = spec
             .cwd
             .clone()
@@ -229,12 +224,19 @@ impl SlurmPlacement {
             .state_dir
             .clone()
             .unwrap_or_else(|| cwd.join(".mozart-slurm"));
-        let dir = base.join(safe_name(req.job_id)).join(format!(
-            "sheet-{}-attempt-{}-{}",
-            req.sheet_num,
-            req.attempt,
-            (epoch_now() * 1000.0) as u64
-        ));
+        (cwd, base)
+    }
+
+    /// Write the attempt's files, record its job name, submit it held, record its id,
+    /// release it.
+    async fn submit(
+        &self,
+        req: &PlacedAttempt<'_>,
+        spec: &ProcessSpec,
+        guard: &mut CancelGuard,
+    ) -> Result<RemoteAttempt, String> {
+        let (cwd, base) = self.attempt_places(req, spec);
+        let dir = base.join(safe_name(req.job_id)).join(attempt_dir_name(req));
         // From now on an abandoned attempt removes its files (its cancel guard).
         guard.dir = Some(dir.clone());
         let keep_inputs = self.spec.requeue_on_preemption.unwrap_or(false);
@@ -267,7 +269,7 @@ impl SlurmPlacement {
         guard: &mut CancelGuard,
         cwd: &Path,
         base: &Path,
-        dir: std::path::PathBuf,
+        dir: PathBuf,
     ) -> Result<RemoteAttempt, String> {
         let name = job_name(req.job_id, req.sheet_num, req.attempt, base);
         let mut args = sbatch_args(
@@ -1142,7 +1144,7 @@ struct CancelGuard {
     recorded: bool,
     /// The attempt's directory: removed with everything in it when the attempt is abandoned
     /// (unless its job runs on for the next conductor).
-    dir: Option<std::path::PathBuf>,
+    dir: Option<PathBuf>,
 }
 
 impl Drop for CancelGuard {
@@ -1663,6 +1665,17 @@ pub fn job_name(job_id: &str, sheet: u32, attempt: u32, base: &Path) -> String {
         hash = hash.wrapping_mul(0x0100_0193);
     }
     format!("{name}-s{sheet}-a{attempt}-{hash:08x}")
+}
+
+/// An attempt's directory name: sheet, attempt and the submission time in ms (unique even
+/// when the same attempt number is submitted again after a restart).
+fn attempt_dir_name(req: &PlacedAttempt<'_>) -> String {
+    format!(
+        "sheet-{}-attempt-{}-{}",
+        req.sheet_num,
+        req.attempt,
+        (epoch_now() * 1000.0) as u64
+    )
 }
 
 fn safe_name(text: &str) -> String {

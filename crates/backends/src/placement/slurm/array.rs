@@ -127,23 +127,10 @@ impl SlurmPlacement {
         spec: &ProcessSpec,
         guard: &mut CancelGuard,
     ) -> Result<RemoteAttempt, String> {
-        let cwd = spec
-            .cwd
-            .clone()
-            .unwrap_or_else(|| req.working_dir.to_path_buf());
-        let base = self
-            .spec
-            .state_dir
-            .clone()
-            .unwrap_or_else(|| cwd.join(".mozart-slurm"));
+        let (cwd, base) = self.attempt_places(req, spec);
         let ticket = self.join(req.job_id, &base);
         let task = ticket.task;
-        let dir = ticket.dir.join(format!(
-            "sheet-{}-attempt-{}-{}",
-            req.sheet_num,
-            req.attempt,
-            (epoch_now() * 1000.0) as u64
-        ));
+        let dir = ticket.dir.join(super::attempt_dir_name(req));
         guard.dir = Some(dir.clone());
         let keep_inputs = self.spec.requeue_on_preemption.unwrap_or(false);
         let written = write_attempt_files(&dir, &cwd, spec, keep_inputs)
