@@ -16,7 +16,7 @@ use tokio::task::AbortHandle;
 
 use super::events;
 use super::musician::{self, AttemptDetails};
-use super::table::JobTable;
+use super::table::{Command, JobTable};
 use super::{lock, Shared};
 
 /// Implements [`BatonHost`] for the conductor.
@@ -834,6 +834,21 @@ fn record_attempt(registry: &Registry, change: &mozart_baton::SheetChange, d: &A
     }
 }
 
+impl ConductorHost {
+    /// Handle a command another task sent (architecture invariant 4: this task owns the
+    /// job table; the others tell it facts).
+    pub(super) fn handle(&mut self, command: Command) {
+        // What the baton hears next is sent once the table has taken in the command (an
+        // attempt's result after its details: the transition is persisted with them).
+        if let (Some(event), Some(inbox)) = (
+            self.table.apply(command, &self.shared.registry),
+            self.shared.inbox.get(),
+        ) {
+            let _ = inbox.send(event);
+        }
+    }
+}
+
 impl BatonHost for ConductorHost {
     fn persist(&mut self, change: &StateChange) -> Result<(), HostError> {
         self.persist_all(&[change])
@@ -917,7 +932,6 @@ impl BatonHost for ConductorHost {
             run,
             sheet_num,
             attempt,
-            inbox,
             given,
         ));
         // A handle keeps its finished task's allocation (the whole musician future, ~3 KB)

@@ -317,7 +317,18 @@ impl JobManager {
         let host = host::ConductorHost::new(self.shared.clone());
         let handle = mozart_baton::spawn(core, host);
         let _ = self.shared.inbox.set(handle.inbox());
-        self.shared.table.connect(handle.caller());
+        let caller = handle.caller();
+        let deliver = caller.clone();
+        self.shared.table.connect(
+            Box::new(move |command| {
+                deliver
+                    .send(Box::new(move |h: &mut host::ConductorHost| {
+                        h.handle(command)
+                    }))
+                    .is_ok()
+            }),
+            caller,
+        );
         *slot = Some(handle);
     }
 
@@ -582,7 +593,7 @@ impl JobManager {
                 let keep = rows.clone();
                 self.shared
                     .table
-                    .tell(move |h| h.table.listed_rows = Some(keep));
+                    .tell(table::Command::ListedRows(Some(keep)));
                 rows
             }
         };
@@ -720,11 +731,8 @@ impl JobManager {
         match status {
             DaemonJobStatus::Paused if in_baton && config_path.is_none() => {
                 // Told before the event: a halted job dispatches again once resumed.
-                let id = job_id.to_string();
-                self.shared.table.tell(move |h| {
-                    if let Some(e) = h.table.jobs.get_mut(&id) {
-                        e.halted = false;
-                    }
+                self.shared.table.tell(table::Command::Resuming {
+                    job_id: job_id.to_string(),
                 });
                 // Running from the caller's point of view at once; set before the event so
                 // that the baton's answer (still `queued` when no job slot is free) lands
@@ -749,11 +757,8 @@ impl JobManager {
                     // wait until the baton has let go of it — otherwise its late "finished"
                     // would land on the new registration. Meanwhile the job stays paused
                     // (its end is not recorded as a cancel).
-                    let id = job_id.to_string();
-                    self.shared.table.tell(move |h| {
-                        if let Some(e) = h.table.jobs.get_mut(&id) {
-                            e.replacing = true;
-                        }
+                    self.shared.table.tell(table::Command::Replacing {
+                        job_id: job_id.to_string(),
                     });
                     let _ = self.send(Event::CancelJob { job_id: job_id.to_string() });
                     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -923,7 +928,7 @@ impl JobManager {
             older_than_seconds,
         };
         let deleted = lock(&self.shared.registry).delete_jobs(&filter)?;
-        self.shared.table.tell(|h| h.table.listed_rows = None);
+        self.shared.table.tell(table::Command::ListedRows(None));
         Ok(deleted as u64)
     }
 

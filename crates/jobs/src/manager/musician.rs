@@ -7,11 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mozart_backends::{classify_for, ErrorCategory, ExecutionRequest, ExecutionResult};
-use mozart_baton::driver::Inbox;
 use mozart_baton::validation::{
     run_validations, snapshot_mtimes, ValidationCheck, ValidationReport, ValidationRule,
 };
-use mozart_baton::{AttemptContext, AttemptMode, AttemptResult, Event, Failure, FailureKind};
+use mozart_baton::{AttemptContext, AttemptMode, AttemptResult, Failure, FailureKind};
 use mozart_config::placeholders::{self, PlaceholderVars};
 use mozart_config::{PlannedSheet, ValidationType};
 
@@ -20,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use mozart_baton::validation::MtimeSnapshot;
 use mozart_state::review::ReviewState;
 
+use super::table::Command;
 use super::{JobRun, Shared};
 
 /// What the checkpoint records about an attempt beyond what the baton tracks.
@@ -274,9 +274,10 @@ pub(crate) fn backend(
         return Ok(Arc::clone(b));
     }
     let b = super::instruments::backend_for(&shared.instruments, run, instrument)?;
-    let (keep, name) = (Arc::clone(&b), instrument.to_string());
-    shared.table.tell_rt(&run.job_id, move |rt| {
-        rt.backends.entry(name).or_insert(keep);
+    shared.table.tell(Command::BackendBuilt {
+        job_id: run.job_id.clone(),
+        instrument: instrument.to_string(),
+        backend: Arc::clone(&b),
     });
     Ok(b)
 }
@@ -303,7 +304,6 @@ pub(crate) async fn play(
     run: Arc<JobRun>,
     sheet_num: u32,
     attempt: AttemptContext,
-    inbox: Inbox,
     given: Given,
 ) {
     let started = Instant::now();
@@ -322,21 +322,16 @@ pub(crate) async fn play(
             FailureKind::Dispatch,
             format!("sheet {sheet_num} is not in the plan"),
         );
-        let _ = inbox.send(Event::SheetAttemptResult(Box::new(r)));
+        shared.table.tell(Command::AttemptFinished {
+            details: None,
+            result: Box::new(r),
+        });
         return;
     };
     let prepared = match prepare(&shared, &run, sheet, &attempt, given).await {
         Ok(p) => p,
         Err(message) => {
-            report_failure(
-                &shared,
-                &run,
-                &inbox,
-                sheet_num,
-                &attempt,
-                message,
-                started_epoch,
-            );
+            report_failure(&shared, &run, sheet_num, &attempt, message, started_epoch);
             return;
         }
     };
@@ -353,28 +348,21 @@ pub(crate) async fn play(
     .await;
     details.duration_seconds = started.elapsed().as_secs_f64();
     r.duration = started.elapsed();
-    report(&shared, &run.job_id, &inbox, sheet_num, details, r);
+    report(&shared, details, r);
 }
 
-/// Hand the attempt's details to the table, then its result to the baton: the call runs
-/// before the event, so the details are there when the baton persists the transition.
+/// Tell the owner of the job table the attempt is over, in one message: it keeps the
+/// details for the checkpoint and hands the result to the baton.
 ///
 /// Every attempt passes here, so this is where its text is redacted (issue 21): nothing of
 /// it reaches the checkpoint, the registry's history, `status`, `errors`, `diagnose`, the
 /// notifications or the learning store unredacted.
-fn report(
-    shared: &Shared,
-    job_id: &str,
-    inbox: &Inbox,
-    sheet_num: u32,
-    mut details: AttemptDetails,
-    mut r: AttemptResult,
-) {
+fn report(shared: &Shared, mut details: AttemptDetails, mut r: AttemptResult) {
     redact_attempt(&mut details, &mut r);
-    shared.table.tell_rt(job_id, move |rt| {
-        rt.attempt_details.insert(sheet_num, details);
+    shared.table.tell(Command::AttemptFinished {
+        details: Some(Box::new(details)),
+        result: Box::new(r),
     });
-    let _ = inbox.send(Event::SheetAttemptResult(Box::new(r)));
 }
 
 /// Redact every text of an attempt the conductor keeps or shows: output tails, error
@@ -428,9 +416,10 @@ async fn prepare(
         Some(snapshot) => snapshot,
         None => {
             let snapshot = snapshot_mtimes(&rules);
-            let (keep, num) = (snapshot.clone(), sheet.num);
-            shared.table.tell_rt(&run.job_id, move |rt| {
-                rt.mtimes.entry(num).or_insert(keep);
+            shared.table.tell(Command::MtimesTaken {
+                job_id: run.job_id.clone(),
+                sheet_num: sheet.num,
+                snapshot: snapshot.clone(),
             });
             snapshot
         }
@@ -692,7 +681,6 @@ async fn judge(
 fn report_failure(
     shared: &Shared,
     run: &JobRun,
-    inbox: &Inbox,
     sheet_num: u32,
     attempt: &AttemptContext,
     message: String,
@@ -716,7 +704,7 @@ fn report_failure(
         message,
     );
     r.instrument = attempt.instrument.clone();
-    report(shared, &run.job_id, inbox, sheet_num, details, r);
+    report(shared, details, r);
 }
 
 fn mode_str(mode: AttemptMode) -> &'static str {
@@ -900,9 +888,10 @@ impl<'a> LiveEntry<'a> {
         sheet_num: u32,
         progress: &Arc<mozart_backends::Progress>,
     ) -> Self {
-        let progress = Arc::clone(progress);
-        shared.table.tell_rt(job_id, move |rt| {
-            rt.live.insert(sheet_num, progress);
+        shared.table.tell(Command::AttemptLive {
+            job_id: job_id.to_string(),
+            sheet_num,
+            progress: Arc::clone(progress),
         });
         LiveEntry {
             shared,
@@ -914,9 +903,9 @@ impl<'a> LiveEntry<'a> {
 
 impl Drop for LiveEntry<'_> {
     fn drop(&mut self) {
-        let sheet_num = self.sheet_num;
-        self.shared.table.tell_rt(self.job_id, move |rt| {
-            rt.live.remove(&sheet_num);
+        self.shared.table.tell(Command::AttemptGone {
+            job_id: self.job_id.to_string(),
+            sheet_num: self.sheet_num,
         });
     }
 }

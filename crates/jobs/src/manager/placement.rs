@@ -8,7 +8,8 @@ use std::sync::Arc;
 use mozart_backends::placement::{Placement, RemoteAttempt, RemoteJournal};
 use mozart_state::RemoteAttemptRef;
 
-use super::{lock, JobRun, Shared};
+use super::table::{Command, RemoteChange, Stopped};
+use super::{JobRun, Shared};
 
 /// Instruments the conductor calls over HTTP itself: there is no process to place.
 const HTTP_NATIVE: &[&str] = &["anthropic_api", "ollama"];
@@ -108,38 +109,6 @@ impl SheetJournal {
             recorded,
         }
     }
-
-    /// Change the sheet's `remote_attempt` in the live checkpoint and write the sheet's row,
-    /// on the baton task (as every change of the checkpoint).
-    fn update(
-        &self,
-        change: impl FnOnce(&mut Option<RemoteAttemptRef>) -> bool + Send + 'static,
-    ) -> impl FnOnce(&mut super::host::ConductorHost) -> Result<(), String> + Send + 'static {
-        let (shared, job_id, num) = (
-            Arc::clone(&self.shared),
-            self.job_id.clone(),
-            self.sheet_num,
-        );
-        move |h| {
-            let sheet = h
-                .table
-                .jobs
-                .get_mut(&job_id)
-                .and_then(|e| e.live.as_mut())
-                .and_then(|live| live.sheets.get_mut(&num))
-                .ok_or_else(|| format!("job '{job_id}' is no longer loaded"))?;
-            let mut remote = sheet.remote_attempt.take().map(|b| *b);
-            let changed = change(&mut remote);
-            sheet.remote_attempt = remote.map(Box::new);
-            if !changed {
-                return Ok(());
-            }
-            let registry = lock(&shared.registry);
-            registry
-                .save_sheet(&job_id, sheet)
-                .map_err(|e| e.to_string())
-        }
-    }
 }
 
 impl RemoteJournal for SheetJournal {
@@ -164,30 +133,25 @@ impl RemoteJournal for SheetJournal {
             attempt_number: self.attempt_number,
             job_name: attempt.name.clone(),
         };
-        let update = self.update(|slot| {
-            *slot = Some(record);
-            true
-        });
+        let (reply, answer) = tokio::sync::oneshot::channel();
         self.shared
             .table
-            .call_blocking(update)
-            .map_err(|e| e.to_string())?
+            .send(Command::RemoteAttempt {
+                job_id: self.job_id.clone(),
+                sheet_num: self.sheet_num,
+                change: RemoteChange::Record(record),
+                reply: Some(reply),
+            })
+            .map_err(|e| e.to_string())?;
+        answer.blocking_recv().map_err(|_| Stopped.to_string())?
     }
 
     fn forget(&self, remote_id: &str) {
-        let remote_id = remote_id.to_string();
-        let update = self.update(move |slot| {
-            let ours = slot.as_ref().is_some_and(|r| r.remote_id == remote_id);
-            if ours {
-                *slot = None;
-            }
-            ours
-        });
-        let (job_id, sheet) = (self.job_id.clone(), self.sheet_num);
-        self.shared.table.tell(move |h| {
-            if let Err(e) = update(h) {
-                tracing::debug!(job_id = %job_id, sheet, error = %e, "remote attempt not forgotten");
-            }
+        self.shared.table.tell(Command::RemoteAttempt {
+            job_id: self.job_id.clone(),
+            sheet_num: self.sheet_num,
+            change: RemoteChange::Forget(remote_id.to_string()),
+            reply: None,
         });
     }
 }

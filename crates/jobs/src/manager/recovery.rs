@@ -77,9 +77,9 @@ pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), 
             DaemonJobStatus::Paused => {
                 let entry = JobEntry::new(record, None, None);
                 lock(&mgr.shared.loaded).insert(entry.record.job_id.clone());
-                mgr.shared.table.tell(move |h| {
-                    h.table.jobs.insert(entry.record.job_id.clone(), entry);
-                });
+                mgr.shared
+                    .table
+                    .tell(super::table::Command::JobLoaded(Box::new(entry)));
             }
             _ => {}
         }

@@ -828,9 +828,10 @@ pub(crate) async fn sheet_dir(
     .await
     .map_err(|e| e.to_string())?
     .map_err(|e| format!("cannot create the worktree of sheet {}: {e}", sheet.num))?;
-    let (keep, num) = (wt.clone(), sheet.num);
-    shared.table.tell_rt(&run.job_id, move |rt| {
-        rt.sheet_worktrees.insert(num, keep);
+    shared.table.tell(super::table::Command::WorktreeMade {
+        job_id: run.job_id.clone(),
+        sheet_num: sheet.num,
+        worktree: wt.clone(),
     });
     Ok((wt.working_directory().to_path_buf(), Some(wt)))
 }
@@ -1169,9 +1170,12 @@ impl Review<'_> {
             Ok(place) => {
                 // The worker's output stays until the job ends: a crash before the checkpoint
                 // replays it instead of running the worker again.
-                self.shared.table.tell_rt(&run.job_id, move |rt| {
-                    rt.sheet_worktrees.remove(&num);
-                });
+                self.shared
+                    .table
+                    .tell(super::table::Command::WorktreeReleased {
+                        job_id: run.job_id.clone(),
+                        sheet_num: num,
+                    });
                 state.dispatched = Some(place.unwrap_or_else(|| "none".into()));
                 details.review = Some(state);
             }

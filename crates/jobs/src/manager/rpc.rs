@@ -156,12 +156,13 @@ struct PendingGuard {
 
 impl Drop for PendingGuard {
     fn drop(&mut self) {
-        let (id, generation) = (std::mem::take(&mut self.job_id), self.generation);
-        self.manager.shared.table.tell(move |h| {
-            if h.table.pending_modify.get(&id) == Some(&generation) {
-                h.table.pending_modify.remove(&id);
-            }
-        });
+        self.manager
+            .shared
+            .table
+            .tell(super::table::Command::ModifyEnded {
+                job_id: std::mem::take(&mut self.job_id),
+                generation: self.generation,
+            });
     }
 }
 

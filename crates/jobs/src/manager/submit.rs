@@ -502,13 +502,12 @@ async fn register(
     // Into the table before the baton hears of the job (a call runs before a later event).
     let mut entry = JobEntry::new(record, Some(checkpoint), Some(Arc::new(run)));
     entry.log.from_checkpoint = from_checkpoint;
-    let id = job_id.clone();
-    // Known as loaded from now on (before the table call runs, still under the submit
+    // Known as loaded from now on (before the table takes it in, still under the submit
     // lock): the next submission of this id looks in the table instead of taking it as new.
-    lock(&mgr.shared.loaded).insert(id.clone());
-    mgr.shared.table.tell(move |h| {
-        h.table.jobs.insert(id, entry);
-    });
+    lock(&mgr.shared.loaded).insert(job_id.clone());
+    mgr.shared
+        .table
+        .tell(super::table::Command::JobLoaded(Box::new(entry)));
     if let Err(e) = mgr.send(Event::RegisterJob(Box::new(spec))) {
         mgr.set_status(&job_id, DaemonJobStatus::Failed, Some(&e))
             .await;

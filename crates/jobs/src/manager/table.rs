@@ -3,8 +3,7 @@
 //! Every job the conductor has loaded lives in one [`JobTable`] inside the
 //! [`ConductorHost`], which the baton task owns (architecture invariant 4: one task mutates
 //! state, the others send messages). IPC handlers, musicians and hooks read and change it by
-//! sending calls through [`Table`]; a call sent before an event runs before the baton handles
-//! that event, so a musician's details are in place when its result is persisted.
+//! sending [`Command`]s through [`Table`]; the owner handles each on the baton task.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, OnceLock};
@@ -32,6 +31,147 @@ pub(crate) struct JobTable {
     pub placements: HashMap<String, mozart_backends::Placement>,
     /// The newest pending `job.modify` per job (its claim number).
     pub pending_modify: HashMap<String, u64>,
+}
+
+impl JobTable {
+    /// The running state of `job_id` (None when the job has left the table).
+    pub(crate) fn run_state(&mut self, job_id: &str) -> Option<&mut RunState> {
+        self.jobs.get_mut(job_id).map(|e| &mut e.rt)
+    }
+
+    /// Take in a command; what the baton must hear because of it comes back.
+    pub(crate) fn apply(
+        &mut self,
+        command: Command,
+        registry: &std::sync::Mutex<mozart_state::Registry>,
+    ) -> Option<mozart_baton::Event> {
+        match command {
+            Command::AttemptFinished { details, result } => {
+                if let (Some(details), Some(rt)) = (details, self.run_state(&result.job_id)) {
+                    rt.attempt_details.insert(result.sheet_num, *details);
+                }
+                return Some(mozart_baton::Event::SheetAttemptResult(result));
+            }
+            Command::BackendBuilt {
+                job_id,
+                instrument,
+                backend,
+            } => {
+                if let Some(rt) = self.run_state(&job_id) {
+                    rt.backends.entry(instrument).or_insert(backend);
+                }
+            }
+            Command::MtimesTaken {
+                job_id,
+                sheet_num,
+                snapshot,
+            } => {
+                if let Some(rt) = self.run_state(&job_id) {
+                    rt.mtimes.entry(sheet_num).or_insert(snapshot);
+                }
+            }
+            Command::AttemptLive {
+                job_id,
+                sheet_num,
+                progress,
+            } => {
+                if let Some(rt) = self.run_state(&job_id) {
+                    rt.live.insert(sheet_num, progress);
+                }
+            }
+            Command::AttemptGone { job_id, sheet_num } => {
+                if let Some(rt) = self.run_state(&job_id) {
+                    rt.live.remove(&sheet_num);
+                }
+            }
+            Command::WorktreeMade {
+                job_id,
+                sheet_num,
+                worktree,
+            } => {
+                if let Some(rt) = self.run_state(&job_id) {
+                    rt.sheet_worktrees.insert(sheet_num, worktree);
+                }
+            }
+            Command::WorktreeReleased { job_id, sheet_num } => {
+                if let Some(rt) = self.run_state(&job_id) {
+                    rt.sheet_worktrees.remove(&sheet_num);
+                }
+            }
+            Command::JobLoaded(entry) => {
+                self.jobs.insert(entry.record.job_id.clone(), *entry);
+            }
+            Command::ListedRows(rows) => self.listed_rows = rows,
+            Command::Resuming { job_id } => {
+                if let Some(e) = self.jobs.get_mut(&job_id) {
+                    e.halted = false;
+                }
+            }
+            Command::Replacing { job_id } => {
+                if let Some(e) = self.jobs.get_mut(&job_id) {
+                    e.replacing = true;
+                }
+            }
+            Command::ModifyEnded { job_id, generation } => {
+                if self.pending_modify.get(&job_id) == Some(&generation) {
+                    self.pending_modify.remove(&job_id);
+                }
+            }
+            Command::RemoteAttempt {
+                job_id,
+                sheet_num,
+                change,
+                reply,
+            } => {
+                let forget = matches!(change, RemoteChange::Forget(_));
+                let result = self.remote_attempt(&job_id, sheet_num, change, registry);
+                match reply {
+                    Some(reply) => {
+                        let _ = reply.send(result);
+                    }
+                    None => {
+                        if let (Err(e), true) = (&result, forget) {
+                            tracing::debug!(job_id = %job_id, sheet = sheet_num, error = %e, "remote attempt not forgotten");
+                        }
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Change a sheet's `remote_attempt` in the live checkpoint and write the sheet's row
+    /// (as every change of the checkpoint, on the baton task).
+    fn remote_attempt(
+        &mut self,
+        job_id: &str,
+        sheet_num: u32,
+        change: RemoteChange,
+        registry: &std::sync::Mutex<mozart_state::Registry>,
+    ) -> Result<(), String> {
+        let sheet = self
+            .jobs
+            .get_mut(job_id)
+            .and_then(|e| e.live.as_mut())
+            .and_then(|live| live.sheets.get_mut(&sheet_num))
+            .ok_or_else(|| format!("job '{job_id}' is no longer loaded"))?;
+        match change {
+            RemoteChange::Record(record) => sheet.remote_attempt = Some(Box::new(record)),
+            RemoteChange::Forget(remote_id) => {
+                let ours = sheet
+                    .remote_attempt
+                    .as_ref()
+                    .is_some_and(|r| r.remote_id == remote_id);
+                if !ours {
+                    return Ok(());
+                }
+                sheet.remote_attempt = None;
+            }
+        }
+        super::lock(registry)
+            .save_sheet(job_id, sheet)
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// What a running job's attempts hand over to the baton task, by sheet. Emptied when the
@@ -72,9 +212,106 @@ impl std::fmt::Debug for RunState {
 #[error("the conductor's job table is not available (the baton loop is not running)")]
 pub(crate) struct Stopped;
 
-/// The way to the job table: calls run on the baton task, in the order they are sent.
+/// What the other tasks tell the owner of the job table: facts, each in one message; the
+/// owner ([`ConductorHost::handle`](super::host::ConductorHost)) decides what follows.
+pub(crate) enum Command {
+    /// An attempt is over: the details the checkpoint records (none when the sheet was not
+    /// in the plan) and the result the baton judges, together, so the details are in place
+    /// when the baton persists the transition the result causes.
+    AttemptFinished {
+        /// The attempt's details, kept until the transition is persisted.
+        details: Option<Box<AttemptDetails>>,
+        /// The result, handed on to the baton.
+        result: Box<mozart_baton::AttemptResult>,
+    },
+    /// A backend was built for `instrument` (building compiles its profile's error
+    /// patterns): the job's later attempts use it.
+    BackendBuilt {
+        job_id: String,
+        instrument: String,
+        backend: Arc<dyn mozart_backends::Backend>,
+    },
+    /// The mtimes taken before a sheet's first attempt (`file_modified` validations).
+    MtimesTaken {
+        job_id: String,
+        sheet_num: u32,
+        snapshot: mozart_baton::validation::MtimeSnapshot,
+    },
+    /// An attempt's instrument runs: its progress is shown by `job.status` and `logs`.
+    AttemptLive {
+        job_id: String,
+        sheet_num: u32,
+        progress: Arc<mozart_backends::Progress>,
+    },
+    /// The attempt's instrument is done (or the attempt was aborted).
+    AttemptGone { job_id: String, sheet_num: u32 },
+    /// A sheet's own worktree (`isolation.scope: sheet`) was created.
+    WorktreeMade {
+        job_id: String,
+        sheet_num: u32,
+        worktree: crate::isolation::Worktree,
+    },
+    /// A sheet's own worktree was handed to its reviewer and is no longer the table's.
+    WorktreeReleased { job_id: String, sheet_num: u32 },
+    /// A job was loaded (submitted, or found paused at start-up).
+    JobLoaded(Box<JobEntry>),
+    /// `job.list`'s registry rows, read once (`None`: read them again, the registry changed).
+    ListedRows(Option<Arc<Vec<ListedRow>>>),
+    /// A paused job is being resumed: it may dispatch again.
+    Resuming { job_id: String },
+    /// A paused job's registration is being replaced (a resume with a new score): its end
+    /// is not a cancel.
+    Replacing { job_id: String },
+    /// A `job.modify` claim ended: its slot is free unless a newer claim holds it.
+    ModifyEnded { job_id: String, generation: u64 },
+    /// A sheet's remote attempt (a Slurm job) was submitted (`Some`) or is forgotten
+    /// (`None`, only if it is still `forget`): the live checkpoint and the sheet's row follow;
+    /// the answer says whether the row was written.
+    RemoteAttempt {
+        job_id: String,
+        sheet_num: u32,
+        change: RemoteChange,
+        reply: Option<tokio::sync::oneshot::Sender<Result<(), String>>>,
+    },
+}
+
+/// How a sheet's remote attempt record changes.
+#[derive(Debug)]
+pub(crate) enum RemoteChange {
+    /// The attempt was submitted: record it.
+    Record(mozart_state::RemoteAttemptRef),
+    /// The attempt with this remote id is over: forget it (if it is still the recorded one).
+    Forget(String),
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self {
+            Command::AttemptFinished { .. } => "AttemptFinished",
+            Command::BackendBuilt { .. } => "BackendBuilt",
+            Command::MtimesTaken { .. } => "MtimesTaken",
+            Command::AttemptLive { .. } => "AttemptLive",
+            Command::AttemptGone { .. } => "AttemptGone",
+            Command::WorktreeMade { .. } => "WorktreeMade",
+            Command::WorktreeReleased { .. } => "WorktreeReleased",
+            Command::JobLoaded(_) => "JobLoaded",
+            Command::ListedRows(_) => "ListedRows",
+            Command::Resuming { .. } => "Resuming",
+            Command::Replacing { .. } => "Replacing",
+            Command::ModifyEnded { .. } => "ModifyEnded",
+            Command::RemoteAttempt { .. } => "RemoteAttempt",
+        };
+        f.write_str(name)
+    }
+}
+
+/// Hands a [`Command`] to the task that owns the table (false: nobody owns it now).
+pub(crate) type Deliver = Box<dyn Fn(Command) -> bool + Send + Sync>;
+
+/// The way to the job table: commands are handled on the baton task, in the order they
+/// are sent.
 #[derive(Default)]
-pub(crate) struct Table(OnceLock<HostCaller<ConductorHost>>);
+pub(crate) struct Table(OnceLock<(Deliver, HostCaller<ConductorHost>)>);
 
 impl std::fmt::Debug for Table {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -85,9 +322,9 @@ impl std::fmt::Debug for Table {
 }
 
 impl Table {
-    /// Connect to the baton task that owns the table (once, when the baton starts).
-    pub(crate) fn connect(&self, caller: HostCaller<ConductorHost>) {
-        let _ = self.0.set(caller);
+    /// Connect to the task that owns the table (once, when the baton starts).
+    pub(crate) fn connect(&self, deliver: Deliver, caller: HostCaller<ConductorHost>) {
+        let _ = self.0.set((deliver, caller));
     }
 
     /// Run `f` on the table and wait for its answer.
@@ -113,34 +350,27 @@ impl Table {
         f: impl FnOnce(&mut ConductorHost) -> R + Send + 'static,
     ) -> Result<tokio::sync::oneshot::Receiver<R>, Stopped> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.send(move |host| {
-            let _ = tx.send(f(host));
-        })?;
+        let caller = &self.0.get().ok_or(Stopped)?.1;
+        caller
+            .send(Box::new(move |host| {
+                let _ = tx.send(f(host));
+            }))
+            .map_err(|_| Stopped)?;
         Ok(rx)
     }
 
-    /// Run `f` on the table without waiting (it still runs before any event sent later).
-    pub(crate) fn tell(&self, f: impl FnOnce(&mut ConductorHost) + Send + 'static) {
-        if self.send(f).is_err() {
-            tracing::debug!("job table call dropped: the baton loop is not running");
+    /// Tell the owner `command` without waiting (it is handled before any event sent later).
+    pub(crate) fn tell(&self, command: Command) {
+        if self.send(command).is_err() {
+            tracing::debug!("job table command dropped: the baton loop is not running");
         }
     }
 
-    /// Change the running state of `job_id` (nothing when the job has left the table).
-    pub(crate) fn tell_rt(&self, job_id: &str, f: impl FnOnce(&mut RunState) + Send + 'static) {
-        let id = job_id.to_string();
-        self.tell(move |h| {
-            if let Some(e) = h.table.jobs.get_mut(&id) {
-                f(&mut e.rt);
-            }
-        });
-    }
-
-    fn send(&self, f: impl FnOnce(&mut ConductorHost) + Send + 'static) -> Result<(), Stopped> {
-        self.0
-            .get()
-            .ok_or(Stopped)?
-            .send(Box::new(f))
-            .map_err(|_| Stopped)
+    /// Send `command`: an error when nobody owns the table.
+    pub(crate) fn send(&self, command: Command) -> Result<(), Stopped> {
+        match self.0.get() {
+            Some((deliver, _)) if deliver(command) => Ok(()),
+            _ => Err(Stopped),
+        }
     }
 }
