@@ -16,12 +16,12 @@ use tokio::task::AbortHandle;
 
 use super::events;
 use super::musician::{self, AttemptDetails};
-use super::table::{Command, JobTable};
+use super::table::JobTable;
 use super::{lock, Shared};
 
 /// Implements [`BatonHost`] for the conductor.
 pub(crate) struct ConductorHost {
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
     /// Every loaded job: owned here, on the baton task (others reach it through
     /// [`super::table::Table`]).
     pub(crate) table: JobTable,
@@ -831,21 +831,6 @@ fn record_attempt(registry: &Registry, change: &mozart_baton::SheetChange, d: &A
     };
     if let Err(e) = registry.record_attempt(&record) {
         tracing::warn!(job_id = %change.job_id, error = %e, "cannot record attempt history");
-    }
-}
-
-impl ConductorHost {
-    /// Handle a command another task sent (architecture invariant 4: this task owns the
-    /// job table; the others tell it facts).
-    pub(super) fn handle(&mut self, command: Command) {
-        // What the baton hears next is sent once the table has taken in the command (an
-        // attempt's result after its details: the transition is persisted with them).
-        if let (Some(event), Some(inbox)) = (
-            self.table.apply(command, &self.shared.registry),
-            self.shared.inbox.get(),
-        ) {
-            let _ = inbox.send(event);
-        }
     }
 }
 

@@ -15,6 +15,7 @@ mod learning;
 mod live_facts;
 mod musician;
 mod notify;
+mod owner;
 mod placement;
 mod reaper;
 mod recover_sheets;
@@ -318,17 +319,13 @@ impl JobManager {
         let handle = mozart_baton::spawn(core, host);
         let _ = self.shared.inbox.set(handle.inbox());
         let caller = handle.caller();
-        let deliver = caller.clone();
-        self.shared.table.connect(
-            Box::new(move |command| {
-                deliver
-                    .send(Box::new(move |h: &mut host::ConductorHost| {
-                        h.handle(command)
-                    }))
-                    .is_ok()
-            }),
-            caller,
-        );
+        self.shared.table.connect(Box::new(move |command| {
+            caller
+                .send(Box::new(move |h: &mut host::ConductorHost| {
+                    h.handle(command)
+                }))
+                .is_ok()
+        }));
         *slot = Some(handle);
     }
 
@@ -360,53 +357,15 @@ impl JobManager {
         job_id: &str,
         sheets: Option<SheetQuery>,
     ) -> Result<JobStatusResult, JobError> {
-        let id = job_id.to_string();
-        let live_query = sheets.clone();
         // The live document, the running sheets' progress and what the job waits for, in
         // one visit to the table.
         let (live, waiting, breakers) = self
             .shared
             .table
-            .call(move |h| {
-                let e = h.table.jobs.get(&id);
-                // A pending modify resumes a paused (or just failed) job by itself.
-                let settling = e.is_some_and(|e| {
-                    matches!(
-                        e.record.status,
-                        DaemonJobStatus::Paused | DaemonJobStatus::Failed
-                    )
-                });
-                let waiting = e.and_then(|e| e.waiting.clone()).or_else(|| {
-                    (settling && h.table.pending_modify.contains_key(&id)).then(|| {
-                        "resuming with its new score (modify --resume) once its running sheets finish"
-                            .to_string()
-                    })
-                });
-                let pausing = h.pausing(&id);
-                let live = h.table.jobs.get_mut(&id).and_then(|e| {
-                    let mut doc = live_status_doc(e, live_query)?;
-                    doc.pausing = pausing;
-                    // Completed sheets that keep only their facts in memory are shown
-                    // whole from their registry rows (read below, off the baton task).
-                    let compacted: Vec<u32> = if e.compacted {
-                        doc.sheets
-                            .values()
-                            .filter(|s| s.status == mozart_ipc::checkpoint::SheetStatus::Completed)
-                            .map(|s| s.sheet_num)
-                            .collect()
-                    } else {
-                        Vec::new()
-                    };
-                    let progress: Vec<(u32, Arc<mozart_backends::Progress>)> =
-                        e.rt.live.iter().map(|(n, p)| (*n, Arc::clone(p))).collect();
-                    // Sheets parked on an instrument's rate limit.
-                    let sheet_waits: Vec<(u32, String)> =
-                        e.rt.waiting.iter().map(|(n, i)| (*n, i.clone())).collect();
-                    Some((doc, progress, sheet_waits, compacted))
-                });
-                let breakers: Vec<mozart_ipc::checkpoint::InstrumentHold> =
-                    h.breakers.values().cloned().collect();
-                (live, waiting, breakers)
+            .ask(|reply| table::Query::Status {
+                job_id: job_id.to_string(),
+                sheets: sheets.clone(),
+                reply,
             })
             .await
             .unwrap_or_default();
@@ -501,29 +460,12 @@ impl JobManager {
     ) -> Result<mozart_ipc::types::JobWatchResult, JobError> {
         let deadline = tokio::time::Instant::now() + timeout.min(std::time::Duration::from_secs(5));
         loop {
-            let id = job_id.to_string();
             let seen = self
                 .shared
                 .table
-                .call(move |h| {
-                    let entry = h.table.jobs.get_mut(&id)?;
-                    let status = entry.record.status;
-                    let sheet_completed = entry
-                        .live
-                        .as_ref()
-                        .is_some_and(|l| l.last_completed_sheet > 0);
-                    let settled = sheet_completed
-                        || status.is_terminal()
-                        || status == DaemonJobStatus::Paused
-                        || entry.waiting.is_some();
-                    let wake = if settled {
-                        None
-                    } else {
-                        let (tx, rx) = tokio::sync::oneshot::channel();
-                        entry.watchers.push(tx);
-                        Some(rx)
-                    };
-                    Some((status, sheet_completed, wake))
+                .ask(|reply| table::Query::Watch {
+                    job_id: job_id.to_string(),
+                    reply,
                 })
                 .await
                 .ok()
@@ -563,17 +505,7 @@ impl JobManager {
         let (mut out, seen, cached) = self
             .shared
             .table
-            .call(|h| {
-                let mut out: Vec<(f64, JobListEntry)> = Vec::with_capacity(h.table.jobs.len());
-                let mut seen = std::collections::HashSet::new();
-                for (id, entry) in &h.table.jobs {
-                    seen.insert(id.clone());
-                    let mut summary = wire::job_summary(&entry.record);
-                    summary.pausing = h.pausing(id);
-                    out.push((entry.record.submitted_at, JobListEntry::Live(summary)));
-                }
-                (out, seen, h.table.listed_rows.clone())
-            })
+            .ask(|reply| table::Query::List { reply })
             .await
             .unwrap_or_default();
         // At most 50 registry rows besides the jobs in memory (conductor.md §6.12), so a
@@ -591,9 +523,7 @@ impl JobManager {
                     .collect();
                 let rows = Arc::new(rows);
                 let keep = rows.clone();
-                self.shared
-                    .table
-                    .tell(table::Command::ListedRows(Some(keep)));
+                self.shared.table.tell(table::Fact::ListedRows(Some(keep)));
                 rows
             }
         };
@@ -648,11 +578,9 @@ impl JobManager {
         } else {
             self.shared
                 .table
-                .call(move |h| {
-                    paused
-                        .iter()
-                        .filter_map(|id| Some((id.clone(), h.pausing(id)?)))
-                        .collect()
+                .ask(|reply| table::Query::Pausing {
+                    job_ids: paused,
+                    reply,
                 })
                 .await
                 .unwrap_or_default()
@@ -678,17 +606,15 @@ impl JobManager {
         })
     }
 
-    /// Run `f` on the entry of `job_id` in the table (None when the job is not loaded or the
-    /// baton is not running).
-    pub(crate) async fn with_entry<R: Send + 'static>(
-        &self,
-        job_id: &str,
-        f: impl FnOnce(&mut JobEntry) -> R + Send + 'static,
-    ) -> Option<R> {
-        let id = job_id.to_string();
+    /// Where `job_id` stands in the table (None when the job is not loaded or the baton is
+    /// not running).
+    pub(crate) async fn job_facts(&self, job_id: &str) -> Option<table::JobFacts> {
         self.shared
             .table
-            .call(move |h| h.table.jobs.get_mut(&id).map(f))
+            .ask(|reply| table::Query::Job {
+                job_id: job_id.to_string(),
+                reply,
+            })
             .await
             .ok()
             .flatten()
@@ -724,14 +650,11 @@ impl JobManager {
             Ok(s) => s,
             Err(_) => return rejected(job_id, format!("Score '{job_id}' not found")),
         };
-        let in_baton = self
-            .with_entry(job_id, |e| e.run.is_some())
-            .await
-            .unwrap_or(false);
+        let in_baton = self.job_facts(job_id).await.is_some_and(|f| f.in_baton);
         match status {
             DaemonJobStatus::Paused if in_baton && config_path.is_none() => {
                 // Told before the event: a halted job dispatches again once resumed.
-                self.shared.table.tell(table::Command::Resuming {
+                self.shared.table.tell(table::Fact::Resuming {
                     job_id: job_id.to_string(),
                 });
                 // Running from the caller's point of view at once; set before the event so
@@ -757,12 +680,12 @@ impl JobManager {
                     // wait until the baton has let go of it — otherwise its late "finished"
                     // would land on the new registration. Meanwhile the job stays paused
                     // (its end is not recorded as a cancel).
-                    self.shared.table.tell(table::Command::Replacing {
+                    self.shared.table.tell(table::Fact::Replacing {
                         job_id: job_id.to_string(),
                     });
                     let _ = self.send(Event::CancelJob { job_id: job_id.to_string() });
                     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-                    while self.with_entry(job_id, |e| e.run.is_some()).await == Some(true) {
+                    while self.job_facts(job_id).await.is_some_and(|f| f.in_baton) {
                         if tokio::time::Instant::now() >= deadline {
                             return rejected(
                                 job_id,
@@ -772,7 +695,17 @@ impl JobManager {
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
                 }
-                let record = match self.with_entry(job_id, |e| e.record.clone()).await {
+                let record = self
+                    .shared
+                    .table
+                    .ask(|reply| table::Query::Record {
+                        job_id: job_id.to_string(),
+                        reply,
+                    })
+                    .await
+                    .ok()
+                    .flatten();
+                let record = match record {
                     Some(r) => Some(r),
                     None => lock(&self.shared.registry).get_job(job_id).ok().flatten(),
                 };
@@ -833,18 +766,14 @@ impl JobManager {
 
     /// `job.cancel` (conductor.md §6.9): false when nothing is running for the job.
     pub async fn cancel(&self, job_id: &str) -> bool {
-        let active = self
-            .with_entry(job_id, |e| {
-                e.run.is_some()
-                    && matches!(
-                        e.record.status,
-                        DaemonJobStatus::Running
-                            | DaemonJobStatus::Queued
-                            | DaemonJobStatus::Paused
-                    )
-            })
-            .await;
-        if active != Some(true) {
+        let active = self.job_facts(job_id).await.is_some_and(|f| {
+            f.in_baton
+                && matches!(
+                    f.status,
+                    DaemonJobStatus::Running | DaemonJobStatus::Queued | DaemonJobStatus::Paused
+                )
+        });
+        if !active {
             return false;
         }
         if self
@@ -883,30 +812,15 @@ impl JobManager {
         let ids = job_ids.filter(|ids| !ids.is_empty());
         // Never delete a job the baton is still running (e.g. `--status paused` on a paused
         // job that is still loaded): resolve the victims first and leave live ones out.
-        let (w, i) = (wanted.clone(), ids.clone());
-        let shared = Arc::clone(&self.shared);
         let live: Vec<String> = self
             .shared
             .table
-            .call(move |h| {
-                let mut loaded = lock(&shared.loaded);
-                h.table.jobs.retain(|id, entry| {
-                    let matches = w.contains(&entry.record.status)
-                        && entry.run.is_none()
-                        && i.as_ref().is_none_or(|ids| ids.contains(id))
-                        && older_than_seconds
-                            .is_none_or(|age| entry.record.submitted_at <= now - age);
-                    if matches {
-                        loaded.remove(id);
-                    }
-                    !matches
-                });
-                h.table
-                    .jobs
-                    .iter()
-                    .filter(|(_, e)| e.run.is_some())
-                    .map(|(id, _)| id.clone())
-                    .collect()
+            .ask(|reply| table::Query::Clear {
+                statuses: wanted.clone(),
+                job_ids: ids.clone(),
+                older_than_seconds,
+                now,
+                reply,
             })
             .await
             .unwrap_or_default();
@@ -928,13 +842,13 @@ impl JobManager {
             older_than_seconds,
         };
         let deleted = lock(&self.shared.registry).delete_jobs(&filter)?;
-        self.shared.table.tell(table::Command::ListedRows(None));
+        self.shared.table.tell(table::Fact::ListedRows(None));
         Ok(deleted as u64)
     }
 
     async fn current_status(&self, job_id: &str) -> Result<DaemonJobStatus, String> {
-        if let Some(status) = self.with_entry(job_id, |e| e.record.status).await {
-            return Ok(status);
+        if let Some(facts) = self.job_facts(job_id).await {
+            return Ok(facts.status);
         }
         match lock(&self.shared.registry).get_job(job_id) {
             Ok(Some(r)) => Ok(r.status),
@@ -945,12 +859,15 @@ impl JobManager {
 
     /// Set a job's registry + memory status (for transitions the baton does not report).
     async fn set_status(&self, job_id: &str, status: DaemonJobStatus, error: Option<&str>) {
-        let (id, message) = (job_id.to_string(), error.map(str::to_string));
-        let shared = Arc::clone(&self.shared);
         let done = self
             .shared
             .table
-            .call(move |h| set_status_in(&mut h.table, &shared, &id, status, message.as_deref()))
+            .ask(|reply| table::Query::SetStatus {
+                job_id: job_id.to_string(),
+                status,
+                error: error.map(str::to_string),
+                reply,
+            })
             .await;
         if done.is_err() {
             // Nobody owns a table: the registry is all there is.
@@ -965,7 +882,7 @@ impl JobManager {
 /// [`JobManager::set_status`] on the table's side. The record and the checkpoint must agree,
 /// or `list` and `status` contradict each other (e.g. a job downgraded to failed by a
 /// failing hook).
-fn set_status_in(
+pub(super) fn set_status_in(
     table: &mut table::JobTable,
     shared: &Shared,
     job_id: &str,
@@ -1152,7 +1069,7 @@ fn status_doc<'a>(
 /// each sheet transition) instead of walking every sheet state, and copies only the sheets
 /// it shows: a summary of a running 100,000-sheet job holds the baton task for a fraction
 /// of a millisecond instead of tens (issue 24).
-fn live_status_doc(
+pub(super) fn live_status_doc(
     e: &mut JobEntry,
     query: Option<SheetQuery>,
 ) -> Option<mozart_ipc::checkpoint::JobCheckpoint> {
@@ -1244,17 +1161,7 @@ impl JobHost for JobManager {
         Box::pin(async move {
             self.shared
                 .table
-                .call(|h| {
-                    let mut counts = JobCounts::default();
-                    for entry in h.table.jobs.values() {
-                        let s = entry.record.status;
-                        if s == DaemonJobStatus::Running {
-                            counts.running += 1;
-                        }
-                        *counts.by_status.entry(s.as_str().to_string()).or_default() += 1;
-                    }
-                    counts
-                })
+                .ask(|reply| table::Query::Counts { reply })
                 .await
                 .unwrap_or_default()
         })
@@ -1319,23 +1226,10 @@ impl JobHost for JobManager {
         Box::pin(async move {
             self.shared
                 .table
-                .call(move |h| {
-                    let observed = &h.table.observed;
-                    let mut events: Vec<&mozart_baton::ObserverEvent> = match &job_id {
-                        Some(id) => observed
-                            .get(id)
-                            .map(|q| q.iter().collect())
-                            .unwrap_or_default(),
-                        None => observed.values().flatten().collect(),
-                    };
-                    // Newest first (§8.22); stable, so events of the same instant keep
-                    // their order.
-                    events.sort_by_key(|e| std::cmp::Reverse(e.at));
-                    events
-                        .into_iter()
-                        .take(limit as usize)
-                        .map(wire::observer_event)
-                        .collect()
+                .ask(|reply| table::Query::ObserverEvents {
+                    job_id,
+                    limit,
+                    reply,
                 })
                 .await
                 .unwrap_or_default()

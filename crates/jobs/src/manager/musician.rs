@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use mozart_baton::validation::MtimeSnapshot;
 use mozart_state::review::ReviewState;
 
-use super::table::Command;
+use super::table::Fact;
 use super::{JobRun, Shared};
 
 /// What the checkpoint records about an attempt beyond what the baton tracks.
@@ -274,7 +274,7 @@ pub(crate) fn backend(
         return Ok(Arc::clone(b));
     }
     let b = super::instruments::backend_for(&shared.instruments, run, instrument)?;
-    shared.table.tell(Command::BackendBuilt {
+    shared.table.tell(Fact::BackendBuilt {
         job_id: run.job_id.clone(),
         instrument: instrument.to_string(),
         backend: Arc::clone(&b),
@@ -322,7 +322,7 @@ pub(crate) async fn play(
             FailureKind::Dispatch,
             format!("sheet {sheet_num} is not in the plan"),
         );
-        shared.table.tell(Command::AttemptFinished {
+        shared.table.tell(Fact::AttemptFinished {
             details: None,
             result: Box::new(r),
         });
@@ -359,7 +359,7 @@ pub(crate) async fn play(
 /// notifications or the learning store unredacted.
 fn report(shared: &Shared, mut details: AttemptDetails, mut r: AttemptResult) {
     redact_attempt(&mut details, &mut r);
-    shared.table.tell(Command::AttemptFinished {
+    shared.table.tell(Fact::AttemptFinished {
         details: Some(Box::new(details)),
         result: Box::new(r),
     });
@@ -416,7 +416,7 @@ async fn prepare(
         Some(snapshot) => snapshot,
         None => {
             let snapshot = snapshot_mtimes(&rules);
-            shared.table.tell(Command::MtimesTaken {
+            shared.table.tell(Fact::MtimesTaken {
                 job_id: run.job_id.clone(),
                 sheet_num: sheet.num,
                 snapshot: snapshot.clone(),
@@ -888,7 +888,7 @@ impl<'a> LiveEntry<'a> {
         sheet_num: u32,
         progress: &Arc<mozart_backends::Progress>,
     ) -> Self {
-        shared.table.tell(Command::AttemptLive {
+        shared.table.tell(Fact::AttemptLive {
             job_id: job_id.to_string(),
             sheet_num,
             progress: Arc::clone(progress),
@@ -903,7 +903,7 @@ impl<'a> LiveEntry<'a> {
 
 impl Drop for LiveEntry<'_> {
     fn drop(&mut self) {
-        self.shared.table.tell(Command::AttemptGone {
+        self.shared.table.tell(Fact::AttemptGone {
             job_id: self.job_id.to_string(),
             sheet_num: self.sheet_num,
         });

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use mozart_backends::placement::{Placement, RemoteAttempt, RemoteJournal};
 use mozart_state::RemoteAttemptRef;
 
-use super::table::{Command, RemoteChange, Stopped};
+use super::table::{Fact, RemoteChange, Stopped};
 use super::{JobRun, Shared};
 
 /// Instruments the conductor calls over HTTP itself: there is no process to place.
@@ -134,20 +134,18 @@ impl RemoteJournal for SheetJournal {
             job_name: attempt.name.clone(),
         };
         let (reply, answer) = tokio::sync::oneshot::channel();
-        self.shared
-            .table
-            .send(Command::RemoteAttempt {
-                job_id: self.job_id.clone(),
-                sheet_num: self.sheet_num,
-                change: RemoteChange::Record(record),
-                reply: Some(reply),
-            })
-            .map_err(|e| e.to_string())?;
+        self.shared.table.tell(Fact::RemoteAttempt {
+            job_id: self.job_id.clone(),
+            sheet_num: self.sheet_num,
+            change: RemoteChange::Record(record),
+            reply: Some(reply),
+        });
+        // No answer: nobody owns the table (the fact was dropped).
         answer.blocking_recv().map_err(|_| Stopped.to_string())?
     }
 
     fn forget(&self, remote_id: &str) {
-        self.shared.table.tell(Command::RemoteAttempt {
+        self.shared.table.tell(Fact::RemoteAttempt {
             job_id: self.job_id.clone(),
             sheet_num: self.sheet_num,
             change: RemoteChange::Forget(remote_id.to_string()),

@@ -92,7 +92,7 @@ async fn prepare(
     p: &RecoverParams,
 ) -> Result<(JobRun, CheckpointState), JobError> {
     let id = &p.job_id;
-    if mgr.with_entry(id, |e| e.run.is_some()).await == Some(true) {
+    if mgr.job_facts(id).await.is_some_and(|f| f.in_baton) {
         return Err(JobError::Busy(format!(
             "Job '{id}' is still running or paused: its sheets belong to the running job. Cancel it or wait for it to finish, then recover."
         )));

@@ -79,7 +79,7 @@ pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), 
                 lock(&mgr.shared.loaded).insert(entry.record.job_id.clone());
                 mgr.shared
                     .table
-                    .tell(super::table::Command::JobLoaded(Box::new(entry)));
+                    .tell(super::table::Fact::JobLoaded(Box::new(entry)));
             }
             _ => {}
         }

@@ -828,7 +828,7 @@ pub(crate) async fn sheet_dir(
     .await
     .map_err(|e| e.to_string())?
     .map_err(|e| format!("cannot create the worktree of sheet {}: {e}", sheet.num))?;
-    shared.table.tell(super::table::Command::WorktreeMade {
+    shared.table.tell(super::table::Fact::WorktreeMade {
         job_id: run.job_id.clone(),
         sheet_num: sheet.num,
         worktree: wt.clone(),
@@ -1172,7 +1172,7 @@ impl Review<'_> {
                 // replays it instead of running the worker again.
                 self.shared
                     .table
-                    .tell(super::table::Command::WorktreeReleased {
+                    .tell(super::table::Fact::WorktreeReleased {
                         job_id: run.job_id.clone(),
                         sheet_num: num,
                     });

@@ -14,8 +14,9 @@ use mozart_ipc::types::{
 use mozart_ipc::{methods, parse_params, ErrorObjectOwned, RpcError, RpcModule};
 use serde_json::value::RawValue;
 
-use mozart_state::{DaemonJobStatus, SheetStatus};
+use mozart_state::DaemonJobStatus;
 
+use super::table::Query;
 use super::{lock, JobError, JobManager, SubmitRequest};
 use crate::wire;
 use mozart_conductor::{ConductorCtx, ConductorError};
@@ -50,20 +51,14 @@ fn rejected(job_id: &str, message: impl Into<String>) -> JobResponse {
 
 /// Sheets of `job_id` still running an attempt (the live checkpoint's `in_progress` ones).
 async fn in_flight(m: &JobManager, job_id: &str) -> Vec<u32> {
-    m.with_entry(job_id, |e| {
-        e.live
-            .as_ref()
-            .map(|live| {
-                live.sheets
-                    .values()
-                    .filter(|s| s.status == SheetStatus::InProgress)
-                    .map(|s| s.sheet_num)
-                    .collect()
-            })
-            .unwrap_or_default()
-    })
-    .await
-    .unwrap_or_default()
+    m.shared
+        .table
+        .ask(|reply| Query::InFlight {
+            job_id: job_id.to_string(),
+            reply,
+        })
+        .await
+        .unwrap_or_default()
 }
 
 /// `job.modify` (conductor.md §6.8). A running job is paused and, once the sheets already
@@ -138,12 +133,9 @@ fn claim_pending(
     m: &JobManager,
     job_id: &str,
 ) -> Result<tokio::sync::oneshot::Receiver<u64>, super::table::Stopped> {
-    let id = job_id.to_string();
-    m.shared.table.ask(move |h| {
-        let slots = &mut h.table.pending_modify;
-        let generation = slots.get(&id).map_or(1, |g| g + 1);
-        slots.insert(id, generation);
-        generation
+    m.shared.table.request(|reply| Query::ClaimModify {
+        job_id: job_id.to_string(),
+        reply,
     })
 }
 
@@ -159,7 +151,7 @@ impl Drop for PendingGuard {
         self.manager
             .shared
             .table
-            .tell(super::table::Command::ModifyEnded {
+            .tell(super::table::Fact::ModifyEnded {
                 job_id: std::mem::take(&mut self.job_id),
                 generation: self.generation,
             });
@@ -168,10 +160,13 @@ impl Drop for PendingGuard {
 
 /// True while `generation` is still the job's newest pending modify.
 async fn still_pending(m: &JobManager, job_id: &str, generation: u64) -> bool {
-    let id = job_id.to_string();
     m.shared
         .table
-        .call(move |h| h.table.pending_modify.get(&id) == Some(&generation))
+        .ask(|reply| Query::StillPending {
+            job_id: job_id.to_string(),
+            generation,
+            reply,
+        })
         .await
         .unwrap_or(false)
 }

@@ -282,9 +282,10 @@ async fn ensure_not_running(mgr: &JobManager, job_id: &str) -> Step<()> {
     if !lock(&mgr.shared.loaded).contains(job_id) {
         return Ok(());
     }
-    let Some((running, s)) = mgr
-        .with_entry(job_id, |e| (e.run.is_some(), e.record.status))
-        .await
+    let Some(super::table::JobFacts {
+        in_baton: running,
+        status: s,
+    }) = mgr.job_facts(job_id).await
     else {
         return Ok(());
     };
@@ -507,7 +508,7 @@ async fn register(
     lock(&mgr.shared.loaded).insert(job_id.clone());
     mgr.shared
         .table
-        .tell(super::table::Command::JobLoaded(Box::new(entry)));
+        .tell(super::table::Fact::JobLoaded(Box::new(entry)));
     if let Err(e) = mgr.send(Event::RegisterJob(Box::new(spec))) {
         mgr.set_status(&job_id, DaemonJobStatus::Failed, Some(&e))
             .await;

@@ -1,16 +1,17 @@
 //! The job table, owned by the baton task, and the handle everyone else reaches it through.
 //!
-//! Every job the conductor has loaded lives in one [`JobTable`] inside the
-//! [`ConductorHost`], which the baton task owns (architecture invariant 4: one task mutates
-//! state, the others send messages). IPC handlers, musicians and hooks read and change it by
+//! Every job the conductor has loaded lives in one [`JobTable`] inside the baton host
+//! (`host::ConductorHost`), which the baton task owns (architecture invariant 4: one task
+//! mutates state, the others send messages). IPC handlers, musicians and hooks read and change it by
 //! sending [`Command`]s through [`Table`]; the owner handles each on the baton task.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, OnceLock};
 
-use mozart_baton::HostCaller;
+pub(crate) mod feed;
 
-use super::host::ConductorHost;
+use mozart_state::DaemonJobStatus;
+
 use super::musician::AttemptDetails;
 use super::{JobEntry, ListedRow};
 
@@ -39,20 +40,20 @@ impl JobTable {
         self.jobs.get_mut(job_id).map(|e| &mut e.rt)
     }
 
-    /// Take in a command; what the baton must hear because of it comes back.
+    /// Take in a fact; what the baton must hear because of it comes back.
     pub(crate) fn apply(
         &mut self,
-        command: Command,
+        fact: Fact,
         registry: &std::sync::Mutex<mozart_state::Registry>,
     ) -> Option<mozart_baton::Event> {
-        match command {
-            Command::AttemptFinished { details, result } => {
+        match fact {
+            Fact::AttemptFinished { details, result } => {
                 if let (Some(details), Some(rt)) = (details, self.run_state(&result.job_id)) {
                     rt.attempt_details.insert(result.sheet_num, *details);
                 }
                 return Some(mozart_baton::Event::SheetAttemptResult(result));
             }
-            Command::BackendBuilt {
+            Fact::BackendBuilt {
                 job_id,
                 instrument,
                 backend,
@@ -61,7 +62,7 @@ impl JobTable {
                     rt.backends.entry(instrument).or_insert(backend);
                 }
             }
-            Command::MtimesTaken {
+            Fact::MtimesTaken {
                 job_id,
                 sheet_num,
                 snapshot,
@@ -70,7 +71,7 @@ impl JobTable {
                     rt.mtimes.entry(sheet_num).or_insert(snapshot);
                 }
             }
-            Command::AttemptLive {
+            Fact::AttemptLive {
                 job_id,
                 sheet_num,
                 progress,
@@ -79,12 +80,12 @@ impl JobTable {
                     rt.live.insert(sheet_num, progress);
                 }
             }
-            Command::AttemptGone { job_id, sheet_num } => {
+            Fact::AttemptGone { job_id, sheet_num } => {
                 if let Some(rt) = self.run_state(&job_id) {
                     rt.live.remove(&sheet_num);
                 }
             }
-            Command::WorktreeMade {
+            Fact::WorktreeMade {
                 job_id,
                 sheet_num,
                 worktree,
@@ -93,31 +94,31 @@ impl JobTable {
                     rt.sheet_worktrees.insert(sheet_num, worktree);
                 }
             }
-            Command::WorktreeReleased { job_id, sheet_num } => {
+            Fact::WorktreeReleased { job_id, sheet_num } => {
                 if let Some(rt) = self.run_state(&job_id) {
                     rt.sheet_worktrees.remove(&sheet_num);
                 }
             }
-            Command::JobLoaded(entry) => {
+            Fact::JobLoaded(entry) => {
                 self.jobs.insert(entry.record.job_id.clone(), *entry);
             }
-            Command::ListedRows(rows) => self.listed_rows = rows,
-            Command::Resuming { job_id } => {
+            Fact::ListedRows(rows) => self.listed_rows = rows,
+            Fact::Resuming { job_id } => {
                 if let Some(e) = self.jobs.get_mut(&job_id) {
                     e.halted = false;
                 }
             }
-            Command::Replacing { job_id } => {
+            Fact::Replacing { job_id } => {
                 if let Some(e) = self.jobs.get_mut(&job_id) {
                     e.replacing = true;
                 }
             }
-            Command::ModifyEnded { job_id, generation } => {
+            Fact::ModifyEnded { job_id, generation } => {
                 if self.pending_modify.get(&job_id) == Some(&generation) {
                     self.pending_modify.remove(&job_id);
                 }
             }
-            Command::RemoteAttempt {
+            Fact::RemoteAttempt {
                 job_id,
                 sheet_num,
                 change,
@@ -213,8 +214,8 @@ impl std::fmt::Debug for RunState {
 pub(crate) struct Stopped;
 
 /// What the other tasks tell the owner of the job table: facts, each in one message; the
-/// owner ([`ConductorHost::handle`](super::host::ConductorHost)) decides what follows.
-pub(crate) enum Command {
+/// owner decides what follows.
+pub(crate) enum Fact {
     /// An attempt is over: the details the checkpoint records (none when the sheet was not
     /// in the plan) and the result the baton judges, together, so the details are in place
     /// when the baton persists the transition the result causes.
@@ -284,25 +285,171 @@ pub(crate) enum RemoteChange {
     Forget(String),
 }
 
-impl std::fmt::Debug for Command {
+impl std::fmt::Debug for Fact {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let name = match self {
-            Command::AttemptFinished { .. } => "AttemptFinished",
-            Command::BackendBuilt { .. } => "BackendBuilt",
-            Command::MtimesTaken { .. } => "MtimesTaken",
-            Command::AttemptLive { .. } => "AttemptLive",
-            Command::AttemptGone { .. } => "AttemptGone",
-            Command::WorktreeMade { .. } => "WorktreeMade",
-            Command::WorktreeReleased { .. } => "WorktreeReleased",
-            Command::JobLoaded(_) => "JobLoaded",
-            Command::ListedRows(_) => "ListedRows",
-            Command::Resuming { .. } => "Resuming",
-            Command::Replacing { .. } => "Replacing",
-            Command::ModifyEnded { .. } => "ModifyEnded",
-            Command::RemoteAttempt { .. } => "RemoteAttempt",
+            Fact::AttemptFinished { .. } => "AttemptFinished",
+            Fact::BackendBuilt { .. } => "BackendBuilt",
+            Fact::MtimesTaken { .. } => "MtimesTaken",
+            Fact::AttemptLive { .. } => "AttemptLive",
+            Fact::AttemptGone { .. } => "AttemptGone",
+            Fact::WorktreeMade { .. } => "WorktreeMade",
+            Fact::WorktreeReleased { .. } => "WorktreeReleased",
+            Fact::JobLoaded(_) => "JobLoaded",
+            Fact::ListedRows(_) => "ListedRows",
+            Fact::Resuming { .. } => "Resuming",
+            Fact::Replacing { .. } => "Replacing",
+            Fact::ModifyEnded { .. } => "ModifyEnded",
+            Fact::RemoteAttempt { .. } => "RemoteAttempt",
         };
         f.write_str(name)
     }
+}
+
+/// Whether a job is loaded and where it stands, as [`Query::Job`] answers it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct JobFacts {
+    /// The job's status (its record's).
+    pub status: DaemonJobStatus,
+    /// Whether the baton has it registered (it has a run).
+    pub in_baton: bool,
+}
+
+/// The table's part of `job.status`: the live document with the running sheets' progress,
+/// the sheets waiting on a rate limit and the compacted completed sheets (`None`: the job
+/// is not loaded); what the job waits for; the instruments' holds.
+pub(crate) type LiveStatus = (
+    Option<(
+        mozart_ipc::checkpoint::JobCheckpoint,
+        Vec<(u32, Arc<mozart_backends::Progress>)>,
+        Vec<(u32, String)>,
+        Vec<u32>,
+    )>,
+    Option<String>,
+    Vec<mozart_ipc::checkpoint::InstrumentHold>,
+);
+
+/// The loaded jobs as `job.list` shows them (with their submission times), their ids, and
+/// the registry rows read before (if still good).
+pub(crate) type LiveList = (
+    Vec<(f64, mozart_ipc::status::JobListEntry)>,
+    std::collections::HashSet<String>,
+    Option<Arc<Vec<ListedRow>>>,
+);
+
+/// What the other tasks ask the owner of the job table; each question carries the channel
+/// its answer comes back on.
+pub(crate) enum Query {
+    /// [`JobFacts`] of a job (None: not loaded).
+    Job {
+        job_id: String,
+        reply: Reply<Option<JobFacts>>,
+    },
+    /// A loaded job's record.
+    Record {
+        job_id: String,
+        reply: Reply<Option<mozart_state::JobRecord>>,
+    },
+    /// Sheets of a job still running an attempt (the live checkpoint's `in_progress` ones).
+    InFlight {
+        job_id: String,
+        reply: Reply<Vec<u32>>,
+    },
+    /// The table's part of `job.status`, for the sheets `sheets` chooses.
+    Status {
+        job_id: String,
+        sheets: Option<mozart_ipc::sheet_view::SheetQuery>,
+        reply: Reply<LiveStatus>,
+    },
+    /// One step of `job.watch`: the job's status, whether a sheet completed, and (not
+    /// settled yet) a channel that fires at its next change. None: not loaded.
+    Watch {
+        job_id: String,
+        reply: Reply<
+            Option<(
+                DaemonJobStatus,
+                bool,
+                Option<tokio::sync::oneshot::Receiver<()>>,
+            )>,
+        >,
+    },
+    /// The loaded jobs for `job.list`.
+    List { reply: Reply<LiveList> },
+    /// How many sheets still run in each of these paused jobs (`pausing`).
+    Pausing {
+        job_ids: Vec<String>,
+        reply: Reply<HashMap<String, u32>>,
+    },
+    /// Unload the jobs `job.clear` deletes: matching status, not in the baton, in `job_ids`
+    /// when given, submitted at least `older_than_seconds` before `now`; the answer is the
+    /// ids of the jobs the baton still runs (never deleted).
+    Clear {
+        statuses: Vec<DaemonJobStatus>,
+        job_ids: Option<Vec<String>>,
+        older_than_seconds: Option<f64>,
+        now: f64,
+        reply: Reply<Vec<String>>,
+    },
+    /// Set a job's status in its record, checkpoint and registry row (transitions the baton
+    /// does not report).
+    SetStatus {
+        job_id: String,
+        status: DaemonJobStatus,
+        error: Option<String>,
+        reply: Reply<()>,
+    },
+    /// Loaded jobs by status, for the conductor's counts.
+    Counts {
+        reply: Reply<mozart_conductor::ctx::JobCounts>,
+    },
+    /// The newest observer events (of one job, or all), newest first.
+    ObserverEvents {
+        job_id: Option<String>,
+        limit: u32,
+        reply: Reply<Vec<mozart_ipc::types::MonitorEvent>>,
+    },
+    /// Running jobs, sheets in flight, and the progress of every unfinished job (`top`).
+    Figures {
+        reply: Reply<(u64, u64, Vec<mozart_ipc::types::JobProgress>)>,
+    },
+    /// The monitor stream's events since its cursor's last poll (none on the `first`).
+    MonitorPoll {
+        cursor: Box<feed::StreamCursor>,
+        first: bool,
+        reply: Reply<(
+            Box<feed::StreamCursor>,
+            Vec<mozart_ipc::types::MonitorEvent>,
+        )>,
+    },
+    /// A job's running sheets and where their output files are.
+    RunningOutputs {
+        job_id: String,
+        reply: Reply<Vec<(u32, std::path::PathBuf)>>,
+    },
+    /// The progress of the running attempts (of one job, or all).
+    LiveProgress {
+        job_id: Option<String>,
+        reply: Reply<Vec<(String, u32, Arc<mozart_backends::Progress>)>>,
+    },
+    /// Claim a job's pending-modify slot: the answer is the claim's number.
+    ClaimModify { job_id: String, reply: Reply<u64> },
+    /// Whether `generation` is still the job's newest pending modify.
+    StillPending {
+        job_id: String,
+        generation: u64,
+        reply: Reply<bool>,
+    },
+}
+
+/// The channel a [`Query`]'s answer comes back on.
+pub(crate) type Reply<T> = tokio::sync::oneshot::Sender<T>;
+
+/// A message to the owner of the job table.
+pub(crate) enum Command {
+    /// A fact it takes in.
+    Tell(Fact),
+    /// A question it answers.
+    Ask(Query),
 }
 
 /// Hands a [`Command`] to the task that owns the table (false: nobody owns it now).
@@ -311,7 +458,7 @@ pub(crate) type Deliver = Box<dyn Fn(Command) -> bool + Send + Sync>;
 /// The way to the job table: commands are handled on the baton task, in the order they
 /// are sent.
 #[derive(Default)]
-pub(crate) struct Table(OnceLock<(Deliver, HostCaller<ConductorHost>)>);
+pub(crate) struct Table(OnceLock<Deliver>);
 
 impl std::fmt::Debug for Table {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -323,53 +470,48 @@ impl std::fmt::Debug for Table {
 
 impl Table {
     /// Connect to the task that owns the table (once, when the baton starts).
-    pub(crate) fn connect(&self, deliver: Deliver, caller: HostCaller<ConductorHost>) {
-        let _ = self.0.set((deliver, caller));
+    pub(crate) fn connect(&self, deliver: Deliver) {
+        let _ = self.0.set(deliver);
     }
 
-    /// Run `f` on the table and wait for its answer.
-    pub(crate) async fn call<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut ConductorHost) -> R + Send + 'static,
-    ) -> Result<R, Stopped> {
-        self.ask(f)?.await.map_err(|_| Stopped)
-    }
-
-    /// Run `f` on the table and wait for its answer, from a thread that may block (never a
-    /// runtime worker).
-    pub(crate) fn call_blocking<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut ConductorHost) -> R + Send + 'static,
-    ) -> Result<R, Stopped> {
-        self.ask(f)?.blocking_recv().map_err(|_| Stopped)
-    }
-
-    /// Send `f`; its answer comes on the returned channel.
-    pub(crate) fn ask<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut ConductorHost) -> R + Send + 'static,
-    ) -> Result<tokio::sync::oneshot::Receiver<R>, Stopped> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let caller = &self.0.get().ok_or(Stopped)?.1;
-        caller
-            .send(Box::new(move |host| {
-                let _ = tx.send(f(host));
-            }))
-            .map_err(|_| Stopped)?;
-        Ok(rx)
-    }
-
-    /// Tell the owner `command` without waiting (it is handled before any event sent later).
-    pub(crate) fn tell(&self, command: Command) {
-        if self.send(command).is_err() {
-            tracing::debug!("job table command dropped: the baton loop is not running");
+    /// Tell the owner `fact` without waiting (it is taken in before any event sent later).
+    pub(crate) fn tell(&self, fact: Fact) {
+        if self.send(Command::Tell(fact)).is_err() {
+            tracing::debug!("job table fact dropped: the baton loop is not running");
         }
     }
 
+    /// Ask the owner the question `question` makes of the reply channel, and wait for the
+    /// answer.
+    pub(crate) async fn ask<R>(
+        &self,
+        question: impl FnOnce(Reply<R>) -> Query,
+    ) -> Result<R, Stopped> {
+        self.request(question)?.await.map_err(|_| Stopped)
+    }
+
+    /// [`Self::ask`] from a thread that may block (never a runtime worker).
+    pub(crate) fn ask_blocking<R>(
+        &self,
+        question: impl FnOnce(Reply<R>) -> Query,
+    ) -> Result<R, Stopped> {
+        self.request(question)?.blocking_recv().map_err(|_| Stopped)
+    }
+
+    /// Send the question; its answer comes on the returned channel.
+    pub(crate) fn request<R>(
+        &self,
+        question: impl FnOnce(Reply<R>) -> Query,
+    ) -> Result<tokio::sync::oneshot::Receiver<R>, Stopped> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.send(Command::Ask(question(tx)))?;
+        Ok(rx)
+    }
+
     /// Send `command`: an error when nobody owns the table.
-    pub(crate) fn send(&self, command: Command) -> Result<(), Stopped> {
+    fn send(&self, command: Command) -> Result<(), Stopped> {
         match self.0.get() {
-            Some((deliver, _)) if deliver(command) => Ok(()),
+            Some(deliver) if deliver(command) => Ok(()),
             _ => Err(Stopped),
         }
     }

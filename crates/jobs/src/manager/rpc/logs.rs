@@ -12,6 +12,7 @@ use mozart_ipc::types::{LogFollowItem, LogFollowParams};
 use mozart_ipc::{methods, parse_params, RpcModule};
 use serde_json::{json, Map, Value};
 
+use super::super::table::Query;
 use super::super::JobManager;
 use mozart_conductor::{ConductorCtx, ConductorError};
 
@@ -162,18 +163,11 @@ impl OutputTail {
 
 /// The running sheets of `job` and where their output files are.
 async fn running_sheets(mgr: &JobManager, job: &str) -> Vec<(u32, PathBuf)> {
-    let job = job.to_string();
     mgr.shared
         .table
-        .call(move |h| {
-            let Some(entry) = h.table.jobs.get(&job) else {
-                return Vec::new();
-            };
-            let Some(run) = &entry.run else {
-                return Vec::new();
-            };
-            let logs = run.workspace.join("logs");
-            entry.rt.live.keys().map(|n| (*n, logs.clone())).collect()
+        .ask(|reply| Query::RunningOutputs {
+            job_id: job.to_string(),
+            reply,
         })
         .await
         .unwrap_or_default()
@@ -239,21 +233,12 @@ async fn progress_entries(
     job: Option<&str>,
     seen: &mut std::collections::HashMap<(String, u32), u64>,
 ) -> Vec<Map<String, Value>> {
-    let job = job.map(str::to_string);
     let running: Vec<(String, u32, Arc<mozart_backends::Progress>)> = mgr
         .shared
         .table
-        .call(move |h| {
-            h.table
-                .jobs
-                .iter()
-                .filter(|(id, _)| job.as_deref().is_none_or(|j| j == id.as_str()))
-                .flat_map(|(id, e)| {
-                    e.rt.live
-                        .iter()
-                        .map(|(n, p)| (id.clone(), *n, Arc::clone(p)))
-                })
-                .collect()
+        .ask(|reply| Query::LiveProgress {
+            job_id: job.map(str::to_string),
+            reply,
         })
         .await
         .unwrap_or_default();

@@ -10,7 +10,7 @@
 //! `sheet.*`), forwards new baton observer records, and sends a `monitor.snapshot` per
 //! profiler interval.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,11 +20,10 @@ use mozart_ipc::types::{
     ProcessMetric, SystemSnapshot, TopResult, Unavailable,
 };
 use mozart_ipc::{methods, parse_params, ErrorObjectOwned, RpcModule};
-use mozart_state::{DaemonJobStatus, SheetStatus};
-use serde_json::json;
 use sysinfo::{Pid, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
 
-use super::super::table::JobTable;
+use super::super::table::feed::StreamCursor;
+use super::super::table::Query;
 use super::super::{lock, JobManager};
 use mozart_conductor::probe::round1;
 use mozart_conductor::{ConductorCtx, ConductorError};
@@ -336,172 +335,27 @@ fn snapshot(profiler: &Mutex<Profiler>, ctx: &ConductorCtx, mgr: &JobManager) ->
 fn job_figures(mgr: &JobManager) -> (u64, u64, Vec<JobProgress>) {
     mgr.shared
         .table
-        .call_blocking(|h| table_figures(&h.table))
+        .ask_blocking(|reply| Query::Figures { reply })
         .unwrap_or_default()
 }
 
-fn table_figures(table: &JobTable) -> (u64, u64, Vec<JobProgress>) {
-    let jobs = &table.jobs;
-    let mut running = 0;
-    let mut active_sheets = 0;
-    let mut progress = Vec::new();
-    for (id, entry) in jobs.iter() {
-        let status = entry.record.status;
-        if status == DaemonJobStatus::Running {
-            running += 1;
-        }
-        if !matches!(
-            status,
-            DaemonJobStatus::Running | DaemonJobStatus::Queued | DaemonJobStatus::Paused
-        ) {
-            continue;
-        }
-        let Some(live) = entry.live.as_ref() else {
-            continue;
-        };
-        let in_flight: Vec<u32> = live
-            .sheets
-            .values()
-            .filter(|s| s.status == SheetStatus::InProgress)
-            .map(|s| s.sheet_num)
-            .collect();
-        active_sheets += in_flight.len() as u64;
-        progress.push(JobProgress {
-            job_id: id.clone(),
-            total_sheets: live.total_sheets.max(1),
-            last_completed_sheet: live.last_completed_sheet,
-            current_sheet: in_flight.first().copied().or(live.current_sheet),
-            status: status.as_str().to_string(),
-        });
-    }
-    progress.sort_by(|a, b| a.job_id.cmp(&b.job_id));
-    (running, active_sheets, progress)
-}
-
-/// What a monitor stream remembers between polls.
-#[derive(Default)]
-struct StreamCursor {
-    /// Per job: status and each sheet's status.
-    jobs: HashMap<String, (DaemonJobStatus, BTreeMap<u32, SheetStatus>)>,
-    /// Per job: timestamp of the newest observer record sent, and how many records carry
-    /// exactly that timestamp (several can share a millisecond).
-    observed: HashMap<String, (f64, usize)>,
-}
-
-impl StreamCursor {
-    /// Collect the events since the previous poll (none on the first: a stream starts now).
-    /// Poll on the table's side: the cursor goes to the baton task and comes back with the
-    /// events (None once the baton loop has stopped).
-    async fn poll_table(self, mgr: &JobManager, first: bool) -> Option<(Self, Vec<MonitorEvent>)> {
-        mgr.shared
-            .table
-            .call(move |h| {
-                let mut cursor = self;
-                let events = cursor.poll(&h.table, first);
-                (cursor, events)
-            })
-            .await
-            .ok()
-    }
-
-    fn poll(&mut self, table: &JobTable, first: bool) -> Vec<MonitorEvent> {
-        let now = mozart_state::epoch_now();
-        let mut out = Vec::new();
-        let jobs = &table.jobs;
-        let mut seen_jobs = HashSet::new();
-        for (id, entry) in jobs.iter() {
-            seen_jobs.insert(id.clone());
-            let status = entry.record.status;
-            let sheets: BTreeMap<u32, SheetStatus> = match entry.live.as_ref() {
-                Some(l) => l.sheets.iter().map(|(n, s)| (*n, s.status)).collect(),
-                None => entry.final_sheets.iter().copied().collect(),
-            };
-            let before = self.jobs.get(id);
-            if !first {
-                let old_sheets = before.map(|b| &b.1);
-                for (num, st) in &sheets {
-                    if old_sheets.and_then(|o| o.get(num)) == Some(st) {
-                        continue;
-                    }
-                    if let Some(event) = sheet_event(*st) {
-                        out.push(MonitorEvent {
-                            job_id: id.clone(),
-                            sheet_num: *num,
-                            event: event.to_string(),
-                            data: None,
-                            timestamp: now,
-                        });
-                    }
-                }
-                if before.map(|b| b.0) != Some(status) {
-                    out.push(MonitorEvent {
-                        job_id: id.clone(),
-                        sheet_num: 0,
-                        event: format!("job.{}", job_event(status)),
-                        data: Some(json!({ "status": status.as_str() })),
-                        timestamp: now,
-                    });
-                }
-            }
-            self.jobs.insert(id.clone(), (status, sheets));
-        }
-        self.jobs.retain(|id, _| seen_jobs.contains(id));
-
-        for (id, queue) in table.observed.iter() {
-            let (mut last, mut same) = self.observed.get(id).copied().unwrap_or((f64::MIN, 0));
-            let (start_last, start_same) = (last, same);
-            let mut at_start = 0;
-            for record in queue {
-                let ts = record.at.as_secs_f64();
-                let fresh = if ts > start_last {
-                    true
-                } else if ts == start_last {
-                    at_start += 1;
-                    at_start > start_same
-                } else {
-                    false
-                };
-                if !fresh {
-                    continue;
-                }
-                if ts > last {
-                    last = ts;
-                    same = 1;
-                } else {
-                    same += 1;
-                }
-                if !first {
-                    out.push(MonitorEvent {
-                        job_id: record.job_id.clone(),
-                        sheet_num: record.sheet_num,
-                        event: record.event.clone(),
-                        data: Some(record.data.clone()),
-                        timestamp: ts,
-                    });
-                }
-            }
-            self.observed.insert(id.clone(), (last, same));
-        }
-        out
-    }
-}
-
-/// Upstream's runner event for a sheet reaching `status` (§8.21).
-fn sheet_event(status: SheetStatus) -> Option<&'static str> {
-    match status {
-        SheetStatus::InProgress => Some("sheet.started"),
-        SheetStatus::Completed => Some("sheet.completed"),
-        SheetStatus::Failed => Some("sheet.failed"),
-        SheetStatus::Skipped => Some("sheet.skipped"),
-        SheetStatus::Pending => None,
-    }
-}
-
-fn job_event(status: DaemonJobStatus) -> &'static str {
-    match status {
-        DaemonJobStatus::Running => "started",
-        other => other.as_str(),
-    }
+/// The cursor's events since its previous poll (none on the first: a stream starts now),
+/// polled by the table's owner: the cursor goes there and comes back with the events (None
+/// once the baton loop has stopped).
+async fn poll_table(
+    cursor: Box<StreamCursor>,
+    mgr: &JobManager,
+    first: bool,
+) -> Option<(Box<StreamCursor>, Vec<MonitorEvent>)> {
+    mgr.shared
+        .table
+        .ask(|reply| Query::MonitorPoll {
+            cursor,
+            first,
+            reply,
+        })
+        .await
+        .ok()
 }
 
 /// Register the monitoring methods, served from `mgr`.
@@ -588,8 +442,7 @@ pub(in crate::manager) fn register(
                     // own profiler never publishes; ours sends one per profiler interval.
                     let period = Duration::from_secs_f64(profiler.interval_seconds.max(1.0));
                     let mut next_snapshot = profiler.enabled.then(tokio::time::Instant::now);
-                    let Some((mut cursor, _)) = StreamCursor::default().poll_table(&m, true).await
-                    else {
+                    let Some((mut cursor, _)) = poll_table(Box::default(), &m, true).await else {
                         return;
                     };
                     loop {
@@ -597,7 +450,7 @@ pub(in crate::manager) fn register(
                             _ = sink.closed() => return,
                             _ = tokio::time::sleep(STREAM_POLL) => {}
                         }
-                        let Some((next, mut events)) = cursor.poll_table(&m, false).await else {
+                        let Some((next, mut events)) = poll_table(cursor, &m, false).await else {
                             return;
                         };
                         cursor = next;
