@@ -15,7 +15,8 @@ use mozart_state::{
 use tokio::task::AbortHandle;
 
 use super::events;
-use super::musician::{self, AttemptDetails};
+use super::attempt::AttemptDetails;
+use super::musician;
 use super::table::JobTable;
 use super::{lock, Shared};
 

@@ -1,6 +1,7 @@
 //! Which backend plays a sheet: the native instruments take their settings from the score's
 //! `backend:` section (instruments.md §1.1, §3); every other instrument is its profile.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use mozart_backends::{
@@ -9,7 +10,8 @@ use mozart_backends::{
 };
 use mozart_config::model::OutputFormat;
 
-use super::JobRun;
+use super::table::Fact;
+use super::{JobRun, Shared};
 
 /// The backend for one attempt of `instrument` in `run`.
 pub(crate) fn backend_for(
@@ -70,4 +72,24 @@ pub(crate) fn backend_for(
         }
         other => registry.backend(other).map_err(unknown),
     }
+}
+
+/// The backend for `instrument`: the job's own, or built now (building compiles the
+/// profile's error patterns) and handed to the table for the job's later attempts.
+pub(crate) fn backend(
+    shared: &Shared,
+    run: &JobRun,
+    built: &HashMap<String, Arc<dyn mozart_backends::Backend>>,
+    instrument: &str,
+) -> Result<Arc<dyn mozart_backends::Backend>, String> {
+    if let Some(b) = built.get(instrument) {
+        return Ok(Arc::clone(b));
+    }
+    let b = backend_for(&shared.instruments, run, instrument)?;
+    shared.table.tell(Fact::BackendBuilt {
+        job_id: run.job_id.clone(),
+        instrument: instrument.to_string(),
+        backend: Arc::clone(&b),
+    });
+    Ok(b)
 }

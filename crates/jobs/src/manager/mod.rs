@@ -7,6 +7,7 @@
 //! changes the table through host calls that run on the baton task; no lock guards it.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod attempt;
 mod events;
 mod hooks;
 mod host;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use mozart_backends::{classify_for, ErrorCategory, ExecutionRequest, ExecutionResult};
 use mozart_baton::validation::{
-    run_validations, snapshot_mtimes, ValidationCheck, ValidationReport, ValidationRule,
+    run_validations, snapshot_mtimes, ValidationCheck, ValidationRule,
 };
 use mozart_baton::{AttemptContext, AttemptMode, AttemptResult, Failure, FailureKind};
 use mozart_config::placeholders::{self, PlaceholderVars};
@@ -19,36 +19,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use mozart_baton::validation::MtimeSnapshot;
 use mozart_state::review::ReviewState;
 
+use super::attempt::{execute_watched, AttemptDetails};
+use super::instruments::backend;
 use super::table::Fact;
 use super::{JobRun, Shared};
-
-/// What the checkpoint records about an attempt beyond what the baton tracks.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct AttemptDetails {
-    pub attempt_number: u32,
-    pub mode: String,
-    pub started_at: f64,
-    pub duration_seconds: f64,
-    pub exit_code: Option<i32>,
-    pub exit_signal: Option<i32>,
-    pub error_message: Option<String>,
-    pub error_code: Option<String>,
-    pub error_category: Option<String>,
-    pub validation: Option<ValidationReport>,
-    pub cost_usd: f64,
-    /// How sure `cost_usd` is: 1.0 exact, lower when estimated, 0.0 unknown (the instrument
-    /// reported neither a cost nor its tokens: `cost_usd` is then 0 for lack of a figure).
-    pub cost_confidence: f64,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub model: Option<String>,
-    pub stdout_tail: String,
-    pub stderr_tail: String,
-    /// Learned patterns injected into this attempt's prompt.
-    pub applied: super::learning::Injected,
-    /// The reviewer loop after this attempt (reviewed sheets, once a verdict is in).
-    pub review: Option<mozart_state::review::ReviewState>,
-}
 
 /// The context of validation `condition`s (score.md §3.7.2): the user's integer variables
 /// (booleans count as 0/1) overlaid by the sheet context.
@@ -260,26 +234,6 @@ impl std::fmt::Debug for Given {
             .field("worktree", &self.worktree)
             .finish_non_exhaustive()
     }
-}
-
-/// The backend for `instrument`: the job's own, or built now (building compiles the
-/// profile's error patterns) and handed to the table for the job's later attempts.
-pub(crate) fn backend(
-    shared: &Shared,
-    run: &JobRun,
-    built: &HashMap<String, Arc<dyn mozart_backends::Backend>>,
-    instrument: &str,
-) -> Result<Arc<dyn mozart_backends::Backend>, String> {
-    if let Some(b) = built.get(instrument) {
-        return Ok(Arc::clone(b));
-    }
-    let b = super::instruments::backend_for(&shared.instruments, run, instrument)?;
-    shared.table.tell(Fact::BackendBuilt {
-        job_id: run.job_id.clone(),
-        instrument: instrument.to_string(),
-        backend: Arc::clone(&b),
-    });
-    Ok(b)
 }
 
 /// Everything an attempt needs before its instrument runs.
@@ -849,31 +803,6 @@ pub(crate) fn preamble(
     out
 }
 
-/// Run the instrument, recording its process group once it has started and forgetting it
-/// when the attempt ends — normally, or because the musician was aborted (then the guard is
-/// dropped with the future). Watched in the attempt's own task: the record is made in the
-/// same poll that spawned the process, with no task or channel per attempt.
-pub(crate) async fn execute_watched(
-    shared: &Arc<Shared>,
-    job_id: &str,
-    sheet_num: u32,
-    timeout: Duration,
-    backend: &dyn mozart_backends::Backend,
-    req: ExecutionRequest,
-) -> ExecutionResult {
-    let progress = Arc::clone(&req.progress);
-    let execution = backend.execute(req);
-    tokio::pin!(execution);
-    // HTTP instruments never report a pid: then the execution simply ends first.
-    let pid = tokio::select! {
-        biased;
-        result = &mut execution => return result,
-        pid = progress.started_pid() => pid,
-    };
-    let _watched = Watched::start(shared, job_id, sheet_num, pid, &progress, timeout);
-    execution.await
-}
-
 /// A running attempt's progress in the job table (`RunState::live`), until dropped.
 struct LiveEntry<'a> {
     shared: &'a Shared,
@@ -907,56 +836,6 @@ impl Drop for LiveEntry<'_> {
             job_id: self.job_id.to_string(),
             sheet_num: self.sheet_num,
         });
-    }
-}
-
-/// A started instrument group in the in-flight journal and under the watchdog, until dropped.
-struct Watched<'a> {
-    shared: &'a Shared,
-    tracked: Option<u32>,
-    _record: Option<super::reaper::InflightRecord>,
-}
-
-impl<'a> Watched<'a> {
-    fn start(
-        shared: &'a Arc<Shared>,
-        job_id: &str,
-        sheet_num: u32,
-        pid: u32,
-        progress: &mozart_backends::Progress,
-        timeout: Duration,
-    ) -> Self {
-        let mut watched = Watched {
-            shared,
-            tracked: None,
-            _record: None,
-        };
-        // The spawn usually knows the start time (the value `/proc/<pid>/stat` shows);
-        // read `/proc` only when it does not. (No start time: the process already ended,
-        // nothing to guard.)
-        let Some(ticks) = progress
-            .start_ticks()
-            .or_else(|| mozart_conductor::watchdog::start_ticks(pid))
-        else {
-            return watched;
-        };
-        watched._record = shared.inflight.record(job_id, sheet_num, pid, ticks);
-        if let Some(w) = &shared.watchdog {
-            // Our own timer ends the attempt at `timeout`; the watchdog only acts if we
-            // cannot (a few seconds later, or at once when the conductor dies).
-            let deadline = mozart_state::epoch_now() + timeout.as_secs_f64() + 5.0;
-            w.track_started(pid, ticks, deadline);
-            watched.tracked = Some(pid);
-        }
-        watched
-    }
-}
-
-impl Drop for Watched<'_> {
-    fn drop(&mut self) {
-        if let (Some(w), Some(pid)) = (&self.shared.watchdog, self.tracked) {
-            w.untrack(pid);
-        }
     }
 }
 

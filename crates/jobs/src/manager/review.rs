@@ -557,7 +557,7 @@ async fn run_reviewer(
             .and_then(|m| m.as_str())
             .map(str::to_string)
     });
-    let backend = match super::musician::backend(shared, run, rv.backends, &instrument) {
+    let backend = match super::instruments::backend(shared, run, rv.backends, &instrument) {
         Ok(b) => b,
         Err(e) => return Outcome::Broken(format!("reviewer: {e}"), E_CONFIG),
     };
@@ -573,7 +573,7 @@ async fn run_reviewer(
     req.attempt = iteration;
     req.options = options;
     let result: ExecutionResult =
-        super::musician::execute_watched(shared, &run.job_id, sheet.num, timeout, &*backend, req)
+        super::attempt::execute_watched(shared, &run.job_id, sheet.num, timeout, &*backend, req)
             .await;
     if !result.success {
         let c = mozart_backends::classify_for(&result, &instrument);
@@ -945,7 +945,7 @@ pub(crate) struct Review<'a> {
 /// from it.
 fn fail(
     r: &mut mozart_baton::AttemptResult,
-    details: &mut super::musician::AttemptDetails,
+    details: &mut super::attempt::AttemptDetails,
     (kind, code): (FailureKind, Option<&str>),
     message: String,
 ) {
@@ -981,7 +981,7 @@ impl Review<'_> {
         lp: SheetLoop,
         worktree: Option<crate::isolation::Worktree>,
         r: &mut mozart_baton::AttemptResult,
-        details: &mut super::musician::AttemptDetails,
+        details: &mut super::attempt::AttemptDetails,
     ) {
         let branch = worktree.as_ref().map(|w| w.branch.clone());
         let state = if lp.dispatch_only || lp.delivered {
@@ -1033,7 +1033,7 @@ impl Review<'_> {
         branch: Option<&str>,
         changes: &str,
         r: &mut mozart_baton::AttemptResult,
-        details: &mut super::musician::AttemptDetails,
+        details: &mut super::attempt::AttemptDetails,
     ) -> Option<ReviewState> {
         let (run, sheet) = (self.run, self.sheet);
         let pending = Pending {
@@ -1101,7 +1101,7 @@ impl Review<'_> {
         mut state: ReviewState,
         worktree: Option<crate::isolation::Worktree>,
         r: &mut mozart_baton::AttemptResult,
-        details: &mut super::musician::AttemptDetails,
+        details: &mut super::attempt::AttemptDetails,
     ) {
         let (run, sheet) = (self.run, self.sheet);
         let branch = worktree.as_ref().map(|w| w.branch.clone());

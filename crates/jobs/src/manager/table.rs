@@ -12,7 +12,7 @@ pub(crate) mod feed;
 
 use mozart_state::DaemonJobStatus;
 
-use super::musician::AttemptDetails;
+use super::attempt::AttemptDetails;
 use super::{JobEntry, ListedRow};
 
 /// Every loaded job, and what the conductor keeps about each between calls.

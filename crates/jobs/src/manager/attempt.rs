@@ -1,0 +1,114 @@
+//! What one attempt's parts share (the musician plays it, the reviewer judges it): the
+//! details the checkpoint records about it, and its instrument run under watch. A leaf
+//! below the job table, the musician and the reviewer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mozart_backends::{ExecutionRequest, ExecutionResult};
+use mozart_baton::validation::ValidationReport;
+
+use super::Shared;
+
+/// What the checkpoint records about an attempt beyond what the baton tracks.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AttemptDetails {
+    pub attempt_number: u32,
+    pub mode: String,
+    pub started_at: f64,
+    pub duration_seconds: f64,
+    pub exit_code: Option<i32>,
+    pub exit_signal: Option<i32>,
+    pub error_message: Option<String>,
+    pub error_code: Option<String>,
+    pub error_category: Option<String>,
+    pub validation: Option<ValidationReport>,
+    pub cost_usd: f64,
+    /// How sure `cost_usd` is: 1.0 exact, lower when estimated, 0.0 unknown (the instrument
+    /// reported neither a cost nor its tokens: `cost_usd` is then 0 for lack of a figure).
+    pub cost_confidence: f64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub model: Option<String>,
+    pub stdout_tail: String,
+    pub stderr_tail: String,
+    /// Learned patterns injected into this attempt's prompt.
+    pub applied: super::learning::Injected,
+    /// The reviewer loop after this attempt (reviewed sheets, once a verdict is in).
+    pub review: Option<mozart_state::review::ReviewState>,
+}
+
+/// Run the instrument, recording its process group once it has started and forgetting it
+/// when the attempt ends — normally, or because the musician was aborted (then the guard is
+/// dropped with the future). Watched in the attempt's own task: the record is made in the
+/// same poll that spawned the process, with no task or channel per attempt.
+pub(crate) async fn execute_watched(
+    shared: &Arc<Shared>,
+    job_id: &str,
+    sheet_num: u32,
+    timeout: Duration,
+    backend: &dyn mozart_backends::Backend,
+    req: ExecutionRequest,
+) -> ExecutionResult {
+    let progress = Arc::clone(&req.progress);
+    let execution = backend.execute(req);
+    tokio::pin!(execution);
+    // HTTP instruments never report a pid: then the execution simply ends first.
+    let pid = tokio::select! {
+        biased;
+        result = &mut execution => return result,
+        pid = progress.started_pid() => pid,
+    };
+    let _watched = Watched::start(shared, job_id, sheet_num, pid, &progress, timeout);
+    execution.await
+}
+
+/// A started instrument group in the in-flight journal and under the watchdog, until dropped.
+struct Watched<'a> {
+    shared: &'a Shared,
+    tracked: Option<u32>,
+    _record: Option<super::reaper::InflightRecord>,
+}
+
+impl<'a> Watched<'a> {
+    fn start(
+        shared: &'a Arc<Shared>,
+        job_id: &str,
+        sheet_num: u32,
+        pid: u32,
+        progress: &mozart_backends::Progress,
+        timeout: Duration,
+    ) -> Self {
+        let mut watched = Watched {
+            shared,
+            tracked: None,
+            _record: None,
+        };
+        // The spawn usually knows the start time (the value `/proc/<pid>/stat` shows);
+        // read `/proc` only when it does not. (No start time: the process already ended,
+        // nothing to guard.)
+        let Some(ticks) = progress
+            .start_ticks()
+            .or_else(|| mozart_conductor::watchdog::start_ticks(pid))
+        else {
+            return watched;
+        };
+        watched._record = shared.inflight.record(job_id, sheet_num, pid, ticks);
+        if let Some(w) = &shared.watchdog {
+            // Our own timer ends the attempt at `timeout`; the watchdog only acts if we
+            // cannot (a few seconds later, or at once when the conductor dies).
+            let deadline = mozart_state::epoch_now() + timeout.as_secs_f64() + 5.0;
+            w.track_started(pid, ticks, deadline);
+            watched.tracked = Some(pid);
+        }
+        watched
+    }
+}
+
+impl Drop for Watched<'_> {
+    fn drop(&mut self) {
+        if let (Some(w), Some(pid)) = (&self.shared.watchdog, self.tracked) {
+            w.untrack(pid);
+        }
+    }
+}
