@@ -16,11 +16,13 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod braces;
 pub mod check;
 pub mod de;
 pub mod error;
 pub mod expr;
 pub mod model;
+mod paths;
 pub mod placeholders;
 pub mod plan;
 pub mod pyregex;
@@ -33,7 +35,8 @@ mod load;
 
 pub use de::FieldError;
 pub use error::ConfigError;
-pub use load::{load_score, load_score_str, load_score_text_only, resolve_path, FileAccess, Score};
+pub use load::{load_score, load_score_str, load_score_text_only, FileAccess, Score};
+pub use paths::resolve_path;
 pub use model::{JobConfig, SkipWhenCommand, ValidationRule, ValidationType};
 pub use plan::{PlannedSheet, SheetPlan};
 pub use template::RenderContext;

@@ -6,6 +6,7 @@ use crate::check::{check_job, Checker};
 use crate::de::{from_node, FieldError};
 use crate::error::ConfigError;
 use crate::model::{BackendType, JobConfig};
+use crate::paths::{against_cwd, resolve_path};
 use crate::plan::expand_sheet;
 use crate::yaml::{self, python_float, Node, NodeKind};
 
@@ -188,16 +189,6 @@ fn text_only_omissions(config: &JobConfig) -> Vec<String> {
 }
 
 /// `path` joined to the current directory when relative (`/` when there is none).
-fn against_cwd(path: &Path) -> PathBuf {
-    if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        std::env::current_dir()
-            .unwrap_or_else(|_| PathBuf::from("/"))
-            .join(path)
-    }
-}
-
 /// `path` made absolute against the CWD with `.` and `..` collapsed, touching nothing.
 fn lexical_absolute(path: &Path) -> PathBuf {
     let absolute = against_cwd(path);
@@ -285,28 +276,6 @@ fn python_str(node: &Node) -> String {
         NodeKind::Float(f) => python_float(*f),
         _ => node.repr(),
     }
-}
-
-/// Python `Path.resolve()` (non-strict): absolute against the CWD, symlinks of existing
-/// components resolved, `.`/`..` collapsed.
-pub fn resolve_path(path: &Path) -> PathBuf {
-    let absolute = against_cwd(path);
-    let mut out = PathBuf::from("/");
-    for comp in absolute.components() {
-        match comp {
-            Component::RootDir | Component::Prefix(_) | Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(part) => {
-                out.push(part);
-                if let Ok(real) = std::fs::canonicalize(&out) {
-                    out = real;
-                }
-            }
-        }
-    }
-    out
 }
 
 fn sync_auto_apply(config: &mut JobConfig) {

@@ -399,7 +399,7 @@ pub(crate) fn load(job: &mut JobConfig, base: &Path) -> Result<(), String> {
     };
     tasks.repository = Some(match tasks.repository.take() {
         Some(r) if r.is_absolute() => r,
-        Some(r) => crate::resolve_path(&base.join(r)),
+        Some(r) => crate::paths::resolve_path(&base.join(r)),
         None => base.to_path_buf(),
     });
     let mut items = parse_tasks(&text, &tasks.section, &source)?;
@@ -408,7 +408,7 @@ pub(crate) fn load(job: &mut JobConfig, base: &Path) -> Result<(), String> {
         .clone()
         .unwrap_or_else(|| "{prefix}/{slug}".into());
     for item in &mut items {
-        item.branch = crate::placeholders::expand_with(&template, |key| match key {
+        item.branch = crate::braces::expand_with(&template, |key| match key {
             "slug" => Some(item.slug.clone().into()),
             "task_num" => Some(item.num.to_string().into()),
             "prefix" => Some(prefix.clone().into()),
