@@ -13,10 +13,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::sheet_map::SheetMap;
+pub use sheet_map::SheetMap;
 use crate::time::Timestamp;
 
 mod model;
+pub mod sheet_map;
+pub mod sheet_view;
 pub use model::{
     process_is_gone, SheetFailure, MAX_ERROR_HISTORY, MAX_OUTPUT_CAPTURE_BYTES,
     UNKNOWN_FAILURE_MESSAGE, ZOMBIE_ON_LOAD_TRIGGER,

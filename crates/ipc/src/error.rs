@@ -5,7 +5,16 @@ use std::path::PathBuf;
 use jsonrpsee::types::ErrorObjectOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::trust::TrustSubject;
+/// Which part of the way to the conductor failed the check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrustSubject {
+    /// The directory holding the socket.
+    Directory,
+    /// The socket file itself.
+    SocketFile,
+    /// The process listening on the socket (`SO_PEERCRED`).
+    Peer,
+}
 
 /// The line is not valid JSON (or not UTF-8, or too long).
 pub const PARSE_ERROR: i32 = -32700;

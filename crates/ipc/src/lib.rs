@@ -19,13 +19,13 @@ pub mod job_id;
 pub mod methods;
 pub mod paths;
 pub mod server;
-pub mod sheet_map;
-pub mod sheet_view;
 pub mod status;
 pub mod time;
 pub mod trust;
 pub mod types;
 
+// The checkpoint's sheet container and views, at their usual paths.
+pub use checkpoint::{sheet_map, sheet_view};
 pub use client::{connect_stream, BlockingClient, Client, ClientTimeouts};
 pub use error::{IpcError, RpcError};
 pub use server::{parse_params, serve, ServerLimits};

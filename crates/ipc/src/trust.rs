@@ -16,16 +16,7 @@ use std::path::{Path, PathBuf};
 
 use crate::IpcError;
 
-/// Which part of the way to the conductor failed the check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TrustSubject {
-    /// The directory holding the socket.
-    Directory,
-    /// The socket file itself.
-    SocketFile,
-    /// The process listening on the socket (`SO_PEERCRED`).
-    Peer,
-}
+pub use crate::error::TrustSubject;
 
 /// A user as messages name them: `mozart-intruder (uid 1001)`, or `uid 1001` when the
 /// account has no name.
