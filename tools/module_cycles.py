@@ -6,8 +6,9 @@ Usage: tools/module_cycles.py <crate src dir> [<parent module path, e.g. manager
 Nodes are the direct children of the parent module (the crate root by default); an edge
 A -> B means a file inside A names B through `crate::...` or `super::...` (use statements,
 brace groups expanded, and inline paths). Items of the parent module itself are not nodes.
-Code after `#[cfg(test)]` is left out (tests may import anything). Exit status 1 when there
-is a circle, so the script can guard a check.
+A name the parent re-exports (`pub use child::Item`) counts as its child. Code after
+`#[cfg(test)]` and files of test modules (`tests.rs`, `tests/`) are left out (tests may
+import anything). Exit status 1 when there is a circle, so the script can guard a check.
 """
 import os
 import re
@@ -89,6 +90,19 @@ def main():
             children.add(name[:-3])
         elif os.path.isdir(os.path.join(pdir, name)):
             children.add(name)
+    # Names the parent module re-exports from its children (`pub use child::{A, B}`).
+    reexported = {}
+    for name in ("mod.rs", "lib.rs", "main.rs"):
+        pfile = os.path.join(pdir, name)
+        if not parent and name == "mod.rs" or not os.path.exists(pfile):
+            continue
+        with open(pfile, encoding="utf-8") as fh:
+            ptext = re.sub(r"//[^\n]*", "", fh.read())
+        for m in re.finditer(r"\bpub(?:\([^)]*\))?\s+use\s+([^;]*);", ptext, re.S):
+            for path in expand_use(re.sub(r"\s+", "", m.group(1))):
+                segs = [x for x in path.split("::") if x not in ("self", "crate")]
+                if len(segs) >= 2 and segs[0] in children:
+                    reexported[segs[-1].split(" as ")[-1]] = segs[0]
     edges = {c: set() for c in children}
     for root, _, files in os.walk(pdir):
         for f in files:
@@ -99,12 +113,15 @@ def main():
             if len(mod) <= len(parent) or mod[: len(parent)] != parent:
                 continue
             me = mod[len(parent)]
+            if "tests" in mod[len(parent):] or "test" in mod[len(parent):]:
+                continue
             with open(file, encoding="utf-8") as fh:
                 text = fh.read()
             for p in paths_in(text):
                 target = resolve(mod, p)
                 if len(target) > len(parent) and target[: len(parent)] == parent:
                     other = target[len(parent)]
+                    other = reexported.get(other, other) if other not in children else other
                     if other in children and other != me:
                         edges[me].add(other)
     if show_edges:
