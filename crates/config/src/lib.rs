@@ -36,7 +36,7 @@ mod load;
 pub use de::FieldError;
 pub use error::ConfigError;
 pub use load::{load_score, load_score_str, load_score_text_only, FileAccess, Score};
-pub use paths::resolve_path;
 pub use model::{JobConfig, SkipWhenCommand, ValidationRule, ValidationType};
+pub use paths::resolve_path;
 pub use plan::{PlannedSheet, SheetPlan};
 pub use template::RenderContext;

@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use sheet_map::SheetMap;
 use crate::time::Timestamp;
+pub use sheet_map::SheetMap;
 
 mod model;
 pub mod sheet_map;

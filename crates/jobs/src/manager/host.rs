@@ -14,8 +14,8 @@ use mozart_state::{
 };
 use tokio::task::AbortHandle;
 
-use super::events;
 use super::attempt::AttemptDetails;
+use super::events;
 use super::musician;
 use super::table::JobTable;
 use super::{lock, Shared};

@@ -10,7 +10,7 @@ use mozart_backends::{
 };
 use mozart_config::model::OutputFormat;
 
-use super::table::Fact;
+use super::table::{Fact, RunChange};
 use super::{JobRun, Shared};
 
 /// The backend for one attempt of `instrument` in `run`.
@@ -86,10 +86,12 @@ pub(crate) fn backend(
         return Ok(Arc::clone(b));
     }
     let b = backend_for(&shared.instruments, run, instrument)?;
-    shared.table.tell(Fact::BackendBuilt {
+    shared.table.tell(Fact::Run {
         job_id: run.job_id.clone(),
-        instrument: instrument.to_string(),
-        backend: Arc::clone(&b),
+        change: RunChange::BackendBuilt {
+            instrument: instrument.to_string(),
+            backend: Arc::clone(&b),
+        },
     });
     Ok(b)
 }

@@ -7,9 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mozart_backends::{classify_for, ErrorCategory, ExecutionRequest, ExecutionResult};
-use mozart_baton::validation::{
-    run_validations, snapshot_mtimes, ValidationCheck, ValidationRule,
-};
+use mozart_baton::validation::{run_validations, snapshot_mtimes, ValidationCheck, ValidationRule};
 use mozart_baton::{AttemptContext, AttemptMode, AttemptResult, Failure, FailureKind};
 use mozart_config::placeholders::{self, PlaceholderVars};
 use mozart_config::{PlannedSheet, ValidationType};
@@ -21,7 +19,7 @@ use mozart_state::review::ReviewState;
 
 use super::attempt::{execute_watched, AttemptDetails};
 use super::instruments::backend;
-use super::table::Fact;
+use super::table::{Fact, RunChange};
 use super::{JobRun, Shared};
 
 /// The context of validation `condition`s (score.md §3.7.2): the user's integer variables
@@ -370,10 +368,12 @@ async fn prepare(
         Some(snapshot) => snapshot,
         None => {
             let snapshot = snapshot_mtimes(&rules);
-            shared.table.tell(Fact::MtimesTaken {
+            shared.table.tell(Fact::Run {
                 job_id: run.job_id.clone(),
-                sheet_num: sheet.num,
-                snapshot: snapshot.clone(),
+                change: RunChange::MtimesTaken {
+                    sheet_num: sheet.num,
+                    snapshot: snapshot.clone(),
+                },
             });
             snapshot
         }
@@ -817,10 +817,12 @@ impl<'a> LiveEntry<'a> {
         sheet_num: u32,
         progress: &Arc<mozart_backends::Progress>,
     ) -> Self {
-        shared.table.tell(Fact::AttemptLive {
+        shared.table.tell(Fact::Run {
             job_id: job_id.to_string(),
-            sheet_num,
-            progress: Arc::clone(progress),
+            change: RunChange::AttemptLive {
+                sheet_num,
+                progress: Arc::clone(progress),
+            },
         });
         LiveEntry {
             shared,
@@ -832,9 +834,11 @@ impl<'a> LiveEntry<'a> {
 
 impl Drop for LiveEntry<'_> {
     fn drop(&mut self) {
-        self.shared.table.tell(Fact::AttemptGone {
+        self.shared.table.tell(Fact::Run {
             job_id: self.job_id.to_string(),
-            sheet_num: self.sheet_num,
+            change: RunChange::AttemptGone {
+                sheet_num: self.sheet_num,
+            },
         });
     }
 }

@@ -9,7 +9,7 @@ use mozart_ipc::status::JobListEntry;
 use mozart_state::{DaemonJobStatus, SheetStatus};
 
 use super::host::ConductorHost;
-use super::table::{Command, JobFacts, LiveList, LiveStatus, Query};
+use super::table::{Command, JobFacts, LiveList, LiveStatus, Query, WatchStep};
 use super::{lock, wire};
 
 impl ConductorHost {
@@ -196,14 +196,7 @@ impl ConductorHost {
         (live, waiting, breakers)
     }
 
-    fn watch_step(
-        &mut self,
-        id: &str,
-    ) -> Option<(
-        DaemonJobStatus,
-        bool,
-        Option<tokio::sync::oneshot::Receiver<()>>,
-    )> {
+    fn watch_step(&mut self, id: &str) -> WatchStep {
         let entry = self.table.jobs.get_mut(id)?;
         let status = entry.record.status;
         let sheet_completed = entry

@@ -828,10 +828,12 @@ pub(crate) async fn sheet_dir(
     .await
     .map_err(|e| e.to_string())?
     .map_err(|e| format!("cannot create the worktree of sheet {}: {e}", sheet.num))?;
-    shared.table.tell(super::table::Fact::WorktreeMade {
+    shared.table.tell(super::table::Fact::Run {
         job_id: run.job_id.clone(),
-        sheet_num: sheet.num,
-        worktree: wt.clone(),
+        change: super::table::RunChange::WorktreeMade {
+            sheet_num: sheet.num,
+            worktree: wt.clone(),
+        },
     });
     Ok((wt.working_directory().to_path_buf(), Some(wt)))
 }
@@ -1170,12 +1172,10 @@ impl Review<'_> {
             Ok(place) => {
                 // The worker's output stays until the job ends: a crash before the checkpoint
                 // replays it instead of running the worker again.
-                self.shared
-                    .table
-                    .tell(super::table::Fact::WorktreeReleased {
-                        job_id: run.job_id.clone(),
-                        sheet_num: num,
-                    });
+                self.shared.table.tell(super::table::Fact::Run {
+                    job_id: run.job_id.clone(),
+                    change: super::table::RunChange::WorktreeReleased { sheet_num: num },
+                });
                 state.dispatched = Some(place.unwrap_or_else(|| "none".into()));
                 details.review = Some(state);
             }

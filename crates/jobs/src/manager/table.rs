@@ -53,50 +53,9 @@ impl JobTable {
                 }
                 return Some(mozart_baton::Event::SheetAttemptResult(result));
             }
-            Fact::BackendBuilt {
-                job_id,
-                instrument,
-                backend,
-            } => {
+            Fact::Run { job_id, change } => {
                 if let Some(rt) = self.run_state(&job_id) {
-                    rt.backends.entry(instrument).or_insert(backend);
-                }
-            }
-            Fact::MtimesTaken {
-                job_id,
-                sheet_num,
-                snapshot,
-            } => {
-                if let Some(rt) = self.run_state(&job_id) {
-                    rt.mtimes.entry(sheet_num).or_insert(snapshot);
-                }
-            }
-            Fact::AttemptLive {
-                job_id,
-                sheet_num,
-                progress,
-            } => {
-                if let Some(rt) = self.run_state(&job_id) {
-                    rt.live.insert(sheet_num, progress);
-                }
-            }
-            Fact::AttemptGone { job_id, sheet_num } => {
-                if let Some(rt) = self.run_state(&job_id) {
-                    rt.live.remove(&sheet_num);
-                }
-            }
-            Fact::WorktreeMade {
-                job_id,
-                sheet_num,
-                worktree,
-            } => {
-                if let Some(rt) = self.run_state(&job_id) {
-                    rt.sheet_worktrees.insert(sheet_num, worktree);
-                }
-            }
-            Fact::WorktreeReleased { job_id, sheet_num } => {
-                if let Some(rt) = self.run_state(&job_id) {
-                    rt.sheet_worktrees.remove(&sheet_num);
+                    rt.apply(change);
                 }
             }
             Fact::JobLoaded(entry) => {
@@ -197,6 +156,44 @@ pub(crate) struct RunState {
     pub waiting: HashMap<u32, String>,
 }
 
+impl RunState {
+    /// Take in what an attempt handed over.
+    fn apply(&mut self, change: RunChange) {
+        match change {
+            RunChange::BackendBuilt {
+                instrument,
+                backend,
+            } => {
+                self.backends.entry(instrument).or_insert(backend);
+            }
+            RunChange::MtimesTaken {
+                sheet_num,
+                snapshot,
+            } => {
+                self.mtimes.entry(sheet_num).or_insert(snapshot);
+            }
+            RunChange::AttemptLive {
+                sheet_num,
+                progress,
+            } => {
+                self.live.insert(sheet_num, progress);
+            }
+            RunChange::AttemptGone { sheet_num } => {
+                self.live.remove(&sheet_num);
+            }
+            RunChange::WorktreeMade {
+                sheet_num,
+                worktree,
+            } => {
+                self.sheet_worktrees.insert(sheet_num, worktree);
+            }
+            RunChange::WorktreeReleased { sheet_num } => {
+                self.sheet_worktrees.remove(&sheet_num);
+            }
+        }
+    }
+}
+
 impl std::fmt::Debug for RunState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunState")
@@ -225,35 +222,9 @@ pub(crate) enum Fact {
         /// The result, handed on to the baton.
         result: Box<mozart_baton::AttemptResult>,
     },
-    /// A backend was built for `instrument` (building compiles its profile's error
-    /// patterns): the job's later attempts use it.
-    BackendBuilt {
-        job_id: String,
-        instrument: String,
-        backend: Arc<dyn mozart_backends::Backend>,
-    },
-    /// The mtimes taken before a sheet's first attempt (`file_modified` validations).
-    MtimesTaken {
-        job_id: String,
-        sheet_num: u32,
-        snapshot: mozart_baton::validation::MtimeSnapshot,
-    },
-    /// An attempt's instrument runs: its progress is shown by `job.status` and `logs`.
-    AttemptLive {
-        job_id: String,
-        sheet_num: u32,
-        progress: Arc<mozart_backends::Progress>,
-    },
-    /// The attempt's instrument is done (or the attempt was aborted).
-    AttemptGone { job_id: String, sheet_num: u32 },
-    /// A sheet's own worktree (`isolation.scope: sheet`) was created.
-    WorktreeMade {
-        job_id: String,
-        sheet_num: u32,
-        worktree: crate::isolation::Worktree,
-    },
-    /// A sheet's own worktree was handed to its reviewer and is no longer the table's.
-    WorktreeReleased { job_id: String, sheet_num: u32 },
+    /// What a running attempt of `job_id` hands over (nothing when the job has left the
+    /// table).
+    Run { job_id: String, change: RunChange },
     /// A job was loaded (submitted, or found paused at start-up).
     JobLoaded(Box<JobEntry>),
     /// `job.list`'s registry rows, read once (`None`: read them again, the registry changed).
@@ -276,6 +247,35 @@ pub(crate) enum Fact {
     },
 }
 
+/// What a running job's attempts hand over to the table, in [`RunState`].
+pub(crate) enum RunChange {
+    /// A backend was built for `instrument` (building compiles its profile's error
+    /// patterns): the job's later attempts use it.
+    BackendBuilt {
+        instrument: String,
+        backend: Arc<dyn mozart_backends::Backend>,
+    },
+    /// The mtimes taken before a sheet's first attempt (`file_modified` validations).
+    MtimesTaken {
+        sheet_num: u32,
+        snapshot: mozart_baton::validation::MtimeSnapshot,
+    },
+    /// An attempt's instrument runs: its progress is shown by `job.status` and `logs`.
+    AttemptLive {
+        sheet_num: u32,
+        progress: Arc<mozart_backends::Progress>,
+    },
+    /// The attempt's instrument is done (or the attempt was aborted).
+    AttemptGone { sheet_num: u32 },
+    /// A sheet's own worktree (`isolation.scope: sheet`) was created.
+    WorktreeMade {
+        sheet_num: u32,
+        worktree: crate::isolation::Worktree,
+    },
+    /// A sheet's own worktree was handed to its reviewer and is no longer the table's.
+    WorktreeReleased { sheet_num: u32 },
+}
+
 /// How a sheet's remote attempt record changes.
 #[derive(Debug)]
 pub(crate) enum RemoteChange {
@@ -289,12 +289,7 @@ impl std::fmt::Debug for Fact {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let name = match self {
             Fact::AttemptFinished { .. } => "AttemptFinished",
-            Fact::BackendBuilt { .. } => "BackendBuilt",
-            Fact::MtimesTaken { .. } => "MtimesTaken",
-            Fact::AttemptLive { .. } => "AttemptLive",
-            Fact::AttemptGone { .. } => "AttemptGone",
-            Fact::WorktreeMade { .. } => "WorktreeMade",
-            Fact::WorktreeReleased { .. } => "WorktreeReleased",
+            Fact::Run { .. } => "Run",
             Fact::JobLoaded(_) => "JobLoaded",
             Fact::ListedRows(_) => "ListedRows",
             Fact::Resuming { .. } => "Resuming",
@@ -328,6 +323,14 @@ pub(crate) type LiveStatus = (
     Option<String>,
     Vec<mozart_ipc::checkpoint::InstrumentHold>,
 );
+
+/// One step of `job.watch`: the job's status, whether a sheet completed, and (not settled
+/// yet) a channel that fires at its next change. None: not loaded.
+pub(crate) type WatchStep = Option<(
+    DaemonJobStatus,
+    bool,
+    Option<tokio::sync::oneshot::Receiver<()>>,
+)>;
 
 /// The loaded jobs as `job.list` shows them (with their submission times), their ids, and
 /// the registry rows read before (if still good).
@@ -365,13 +368,7 @@ pub(crate) enum Query {
     /// settled yet) a channel that fires at its next change. None: not loaded.
     Watch {
         job_id: String,
-        reply: Reply<
-            Option<(
-                DaemonJobStatus,
-                bool,
-                Option<tokio::sync::oneshot::Receiver<()>>,
-            )>,
-        >,
+        reply: Reply<WatchStep>,
     },
     /// The loaded jobs for `job.list`.
     List { reply: Reply<LiveList> },
