@@ -464,13 +464,11 @@ impl JobManager {
             let seen = self
                 .shared
                 .table
-                .ask(|reply| table::Query::Watch {
-                    job_id: job_id.to_string(),
+                .ask_job(job_id, |job_id, reply| table::Query::Watch {
+                    job_id,
                     reply,
                 })
-                .await
-                .ok()
-                .flatten();
+                .await;
             let Some((status, sheet_completed, wake)) = seen else {
                 // Not loaded: a finished job the registry knows, or none at all.
                 let record = lock(&self.shared.registry).get_job(job_id)?;
@@ -612,13 +610,8 @@ impl JobManager {
     pub(crate) async fn job_facts(&self, job_id: &str) -> Option<table::JobFacts> {
         self.shared
             .table
-            .ask(|reply| table::Query::Job {
-                job_id: job_id.to_string(),
-                reply,
-            })
+            .ask_job(job_id, |job_id, reply| table::Query::Job { job_id, reply })
             .await
-            .ok()
-            .flatten()
     }
 
     /// `job.pause` (conductor.md §6.6): stop new dispatches; in-flight sheets finish.
@@ -699,13 +692,8 @@ impl JobManager {
                 let record = self
                     .shared
                     .table
-                    .ask(|reply| table::Query::Record {
-                        job_id: job_id.to_string(),
-                        reply,
-                    })
-                    .await
-                    .ok()
-                    .flatten();
+                    .ask_job(job_id, |job_id, reply| table::Query::Record { job_id, reply })
+                .await;
                 let record = match record {
                     Some(r) => Some(r),
                     None => lock(&self.shared.registry).get_job(job_id).ok().flatten(),

@@ -487,6 +487,19 @@ impl Table {
         self.request(question)?.await.map_err(|_| Stopped)
     }
 
+    /// Ask a question about one job whose answer is None when the job is not loaded (None
+    /// as well when nobody owns the table).
+    pub(crate) async fn ask_job<R>(
+        &self,
+        job_id: &str,
+        question: impl FnOnce(String, Reply<Option<R>>) -> Query,
+    ) -> Option<R> {
+        self.ask(|reply| question(job_id.to_string(), reply))
+            .await
+            .ok()
+            .flatten()
+    }
+
     /// [`Self::ask`] from a thread that may block (never a runtime worker).
     pub(crate) fn ask_blocking<R>(
         &self,
