@@ -1,5 +1,5 @@
-//! Conductor operations shared by the dashboard and the MCP server: the same `job.*` calls
-//! the CLI makes, over the same Unix socket, with the CLI's messages and hints on failure.
+//! Conductor operations of the async clients (the dashboard and the MCP server): the same
+//! `job.*` calls the CLI makes, over the same Unix socket, with the same messages and hints.
 //!
 //! Every failure is an [`OpError`]: a one-line message plus hints, never a panic or a raw
 //! protocol dump, so a page or a tool result can show it as is.
@@ -14,14 +14,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::view::JobDetail;
-
-/// The CLI's message when no conductor answers.
-pub const NOT_RUNNING: &str = "Mozart conductor is not running.";
-/// The CLI's hint that goes with it.
-pub const START_HINT: &str = "Start it with: mozart start";
-/// The CLI's hint after an unknown score.
-pub const LIST_HINT: &str = "Run 'mozart list' to see available scores.";
+use crate::hints::{rejection_headline, rejection_hints, LIST_HINT, NOT_RUNNING, START_HINT};
+use crate::JobDetail;
 
 /// A failed operation as a user should see it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -298,6 +292,7 @@ impl Conductor {
         match response.status {
             JobResponseStatus::Accepted | JobResponseStatus::Pending => Ok(response),
             JobResponseStatus::Rejected | JobResponseStatus::Error => {
+                let reason = response.rejection_reason();
                 let message = response.message.unwrap_or_default();
                 let id = if response.job_id.is_empty() {
                     path.file_stem()
@@ -307,56 +302,13 @@ impl Conductor {
                     response.job_id
                 };
                 Err(OpError {
-                    message: if message.is_empty() {
-                        "Conductor rejected score.".to_string()
-                    } else {
-                        format!("Conductor rejected score: {message}")
-                    },
-                    hints: rejection_hints(&message, &id, &path.display().to_string(), fresh),
+                    message: rejection_headline(Some(&message)),
+                    hints: rejection_hints(reason, &id, &path.display().to_string(), fresh).0,
                     code: None,
                     conductor_down: false,
                 })
             }
         }
-    }
-}
-
-/// Hints for a rejected submission, in the order `mozart run` picks them (cli.md §3.1).
-fn rejection_hints(message: &str, job_id: &str, file: &str, fresh: bool) -> Vec<String> {
-    let m = message.to_lowercase();
-    let v = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    if m.contains("shutting down") {
-        v(&[
-            "The conductor is shutting down.",
-            "Wait for shutdown to complete, then restart: mozart start",
-        ])
-    } else if m.contains("pressure") {
-        v(&[
-            "The system is under heavy load.",
-            "Wait for running jobs to complete or reduce concurrent work.",
-        ])
-    } else if m.contains("already") && (m.contains("running") || m.contains("queued")) {
-        vec![
-            "A score with this name is already active.".to_string(),
-            format!("Pause or cancel it first: mozart pause {job_id} / mozart cancel {job_id}"),
-            if fresh {
-                format!("Clear the stale entry: mozart clear --score {job_id}")
-            } else {
-                "Or wait for it to finish.".to_string()
-            },
-        ]
-    } else if m.contains("parse") {
-        vec![
-            "The score file has errors.".to_string(),
-            format!("Validate it with: mozart validate {file}"),
-        ]
-    } else if m.contains("workspace") && (m.contains("not exist") || m.contains("not writable")) {
-        v(&[
-            "The workspace path is invalid.",
-            "Create the directory or use --workspace to override.",
-        ])
-    } else {
-        vec![format!("Validate it with: mozart validate {file}")]
     }
 }
 

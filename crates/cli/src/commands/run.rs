@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use mozart_config::error::schema_text;
+use mozart_client::hints::LoadPurpose;
 use mozart_config::plan::total_sheets;
 use mozart_config::{ConfigError, Score};
 
@@ -50,29 +50,11 @@ pub struct Args {
 }
 
 fn load_failure(json: bool, file: &str, err: ConfigError) -> Result<i32, CliError> {
-    let validate_hint = format!("Validate with: mozart validate {file}");
-    let (message, hints) = match err {
-        ConfigError::Yaml { error, path } => (
-            format!("YAML syntax error: {}", error.render(&path)),
-            vec![
-                "Check for indentation issues or invalid YAML characters.".to_string(),
-                validate_hint,
-            ],
-        ),
-        ConfigError::Schema { path, errors } => (
-            schema_text(&errors, path.as_deref(), json),
-            vec![validate_hint],
-        ),
-        ConfigError::NotMapping { found, .. } => (
-            format!("Score must be a YAML mapping (key-value pairs), got: {found}"),
-            vec![validate_hint],
-        ),
-        other => (other.to_string(), vec![validate_hint]),
-    };
+    let advice = mozart_client::hints::load_failure(err, LoadPurpose::Run { file }, json);
     if json {
-        print_json(&serde_json::json!({ "error": message }));
+        print_json(&serde_json::json!({ "error": advice.message }));
     } else {
-        crate::output::print_error(&message, &hints);
+        crate::output::print_error(&advice.message, &advice.hints);
     }
     Ok(1)
 }

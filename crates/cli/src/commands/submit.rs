@@ -16,6 +16,7 @@ use super::status::{
 use crate::conductor_client;
 use crate::output::{print_error, print_json};
 use crate::{CliError, Globals};
+use mozart_client::hints::{rejection_headline, rejection_hints};
 
 /// What `mozart run` passes on when it is not a dry run.
 #[derive(Debug, Clone, Default)]
@@ -177,16 +178,17 @@ pub fn submit(globals: &Globals, args: &SubmitArgs, score: &Score) -> Result<i32
         }
         // 7.
         JobResponseStatus::Rejected | JobResponseStatus::Error => {
+            let reason = response.rejection_reason();
             if args.json {
-                print_json(&response);
+                // Upstream's `run --json` shape: the answer without our typed reason.
+                print_json(&JobResponse {
+                    reason: None,
+                    ..response
+                });
                 return Ok(1);
             }
-            let headline = match &message {
-                Some(m) => format!("Conductor rejected score: {m}"),
-                None => "Conductor rejected score.".to_string(),
-            };
-            let (hints, show_limits) =
-                rejection_hints(message.as_deref().unwrap_or(""), &job_id, &file, args.fresh);
+            let headline = rejection_headline(message.as_deref());
+            let (hints, show_limits) = rejection_hints(reason, &job_id, &file, args.fresh);
             print_error(&headline, &hints);
             if show_limits {
                 print_active_limits(globals);
@@ -264,82 +266,6 @@ pub(crate) fn only_free_instruments(config: &mozart_config::JobConfig) -> bool {
         .chain(config.sheet.instrument_map.keys().map(String::as_str))
         .all(|name| name == "shell")
         && config.instruments.is_empty()
-}
-
-/// Hints for a rejected submission, chosen by message content in the spec's order
-/// (§3.1 step 7); the flag says whether to list active rate limits after them.
-pub(crate) fn rejection_hints(
-    message: &str,
-    job_id: &str,
-    file: &str,
-    fresh: bool,
-) -> (Vec<String>, bool) {
-    let m = message.to_lowercase();
-    let v = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    if m.contains("shutting down") {
-        (
-            v(&[
-                "The conductor is shutting down.",
-                "Wait for shutdown to complete, then restart: mozart start",
-            ]),
-            false,
-        )
-    } else if m.contains("pressure") {
-        (
-            v(&[
-                "The system is under heavy load.",
-                "Check active rate limits: mozart clear-rate-limits (to view/clear)",
-                "Wait for running jobs to complete or reduce concurrent work.",
-            ]),
-            true,
-        )
-    } else if m.contains("already") && (m.contains("running") || m.contains("queued")) {
-        let last = if fresh {
-            format!("Clear the stale entry: mozart clear --score {job_id}")
-        } else {
-            "Or wait for it to finish.".to_string()
-        };
-        (
-            vec![
-                "A score with this name is already active.".to_string(),
-                format!("Pause or cancel it first: mozart pause {job_id} / mozart cancel {job_id}"),
-                last,
-            ],
-            false,
-        )
-    } else if m.contains("parse") {
-        (
-            vec![
-                "The score file has errors.".to_string(),
-                format!("Validate it with: mozart validate {file}"),
-            ],
-            false,
-        )
-    } else if m.contains("workspace") && (m.contains("not exist") || m.contains("not writable")) {
-        (
-            v(&[
-                "The workspace path is invalid.",
-                "Create the directory or use --workspace to override.",
-            ]),
-            false,
-        )
-    } else if m.contains("not found") && m.contains("config") {
-        (
-            v(&[
-                "The score file could not be found.",
-                "Check the file path and try again.",
-            ]),
-            false,
-        )
-    } else {
-        (
-            v(&[
-                "The conductor is running but declined this submission.",
-                "Check with: mozart conductor-status",
-            ]),
-            false,
-        )
-    }
 }
 
 fn print_active_limits(globals: &Globals) {
@@ -509,53 +435,4 @@ fn report_early_failure(job_id: &str, status: &JobStatusResult) {
     }
     println!();
     println!("Errors: mozart errors {job_id}   Full report: mozart diagnose {job_id}");
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rejection_hints_follow_the_spec_order() {
-        let first = |m: &str, fresh: bool| rejection_hints(m, "demo", "d.yaml", fresh).0[0].clone();
-        assert_eq!(
-            first("Conductor is shutting down", false),
-            "The conductor is shutting down."
-        );
-        assert_eq!(
-            first("System under memory PRESSURE", false),
-            "The system is under heavy load."
-        );
-        assert!(rejection_hints("under pressure", "d", "f", false).1);
-        let (dup, _) = rejection_hints(
-            "Job 'demo' is already running. Use 'mozart pause' or 'mozart cancel' first",
-            "demo",
-            "d.yaml",
-            true,
-        );
-        assert_eq!(
-            dup,
-            vec![
-                "A score with this name is already active.",
-                "Pause or cancel it first: mozart pause demo / mozart cancel demo",
-                "Clear the stale entry: mozart clear --score demo",
-            ]
-        );
-        assert_eq!(
-            first("Failed to parse config file: bad", false),
-            "The score file has errors."
-        );
-        assert_eq!(
-            first("Something else entirely", false),
-            "The conductor is running but declined this submission."
-        );
-        assert_eq!(
-            first("Workspace parent does not exist or is not writable", false),
-            "The workspace path is invalid."
-        );
-        assert_eq!(
-            first("Config file not found: /tmp/x.yaml", false),
-            "The score file could not be found."
-        );
-    }
 }

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use mozart_config::error::{schema_hints, schema_text};
+use mozart_client::hints::LoadPurpose;
 use mozart_config::validate::{self as checks, CheckEnv, Issue, Severity};
 use mozart_config::{ConfigError, Score};
 
@@ -194,36 +194,8 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
 }
 
 fn report_load_error(err: ConfigError, json: bool) -> Result<i32, CliError> {
-    match err {
-        ConfigError::Read { source, .. } => fail(
-            json,
-            format!("Cannot read score file: {source}"),
-            vec!["Check that the file exists and you have read permission.".into()],
-        ),
-        ConfigError::Yaml { error, path } => fail(
-            json,
-            format!("YAML syntax error: {}", error.render(&path)),
-            vec!["Check for indentation issues or invalid YAML characters.".into()],
-        ),
-        ConfigError::NotMapping { found, .. } => fail(
-            json,
-            format!("Score must be a YAML mapping (key-value pairs), got: {found}"),
-            vec![
-                "A Mozart score needs key-value fields like: name: my-score".into(),
-                "Check that your file isn't plain text, a list, or empty.".into(),
-                "See: docs/scores.md in Mozart's source.".into(),
-            ],
-        ),
-        ConfigError::Schema { path, errors } => {
-            let text = schema_text(&errors, path.as_deref(), json);
-            fail(
-                json,
-                format!("Schema validation failed: {text}"),
-                schema_hints(&errors),
-            )
-        }
-        other => fail(json, other.to_string(), vec![]),
-    }
+    let advice = mozart_client::hints::load_failure(err, LoadPurpose::Validate, json);
+    fail(json, advice.message, advice.hints)
 }
 
 fn print_terminal(
