@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use mozart_ipc::status::{JobListEntry, JobStatusResult};
 use mozart_ipc::types::{CancelResult, HealthResult, JobResponse, JobResponseStatus, PauseResult};
-use mozart_ipc::{error as rpc, methods, Client, ClientTimeouts, IpcError};
+use mozart_ipc::{methods, Client, ClientTimeouts, IpcError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::hints::{rejection_headline, rejection_hints, LIST_HINT, NOT_RUNNING, START_HINT};
-use crate::JobDetail;
+use crate::{ClientError, JobDetail};
 
 /// A failed operation as a user should see it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -123,10 +123,7 @@ impl Conductor {
     pub async fn connect(&self) -> Result<Client, OpError> {
         Client::connect_with(&self.socket, self.timeouts)
             .await
-            .map_err(|err| match err {
-                IpcError::Untrusted { .. } => call_error(err),
-                _ => OpError::not_running(),
-            })
+            .map_err(|err| user_error(ClientError::from_connect(err)))
     }
 
     /// Call one method and decode its result.
@@ -346,39 +343,39 @@ fn not_found_as(id: &str, err: OpError) -> OpError {
 
 /// Translate a failed call the way the CLI's `call_error` does (cli.md §1.5).
 fn call_error(err: IpcError) -> OpError {
-    match &err {
-        IpcError::NotRunning { .. } => OpError::not_running(),
+    user_error(ClientError::from_call(err))
+}
+
+/// What a page or a tool result says about a failed call: the one translation of
+/// [`ClientError`] for the async clients.
+fn user_error(err: ClientError) -> OpError {
+    let conductor_down = err.conductor_down();
+    let error = match err {
+        ClientError::NotRunning => OpError::not_running(),
         // Another user's socket (issue 21): nothing was sent; say whose and what to do.
-        IpcError::Untrusted { problem, fix, .. } => OpError {
-            conductor_down: true,
-            ..OpError::new(problem.clone(), &[fix.as_str()])
-        },
-        IpcError::Rpc { error, .. }
-            if matches!(
-                error.code,
-                rpc::JOB_NOT_FOUND | rpc::JOB_NOT_RESUMABLE | rpc::WORKSPACE_NOT_FOUND
-            ) =>
-        {
-            // Marked so callers can turn it into their own "not found" text.
-            OpError::new(error.message.clone(), &[LIST_HINT]).with_code("job")
-        }
-        IpcError::Rpc { method, error } if error.is_method_not_found() => OpError::new(
-            format!("Conductor does not support '{method}'."),
+        ClientError::Untrusted { problem, fix } => OpError::new(problem, &[fix.as_str()]),
+        // Marked so callers can turn it into their own "not found" text.
+        ClientError::Job { message } => OpError::new(message, &[LIST_HINT]).with_code("job"),
+        err @ ClientError::Unsupported { .. } => OpError::new(
+            err.to_string(),
             &["Restart the conductor to pick up code changes: mozart restart"],
         ),
-        IpcError::Rpc { error, .. } => OpError::new(error.message.clone(), &[]),
-        IpcError::Timeout { .. } => OpError::new(
+        ClientError::Refused { message } => OpError::new(message, &[]),
+        err @ ClientError::Timeout(_) => OpError::new(
             err.to_string(),
             &["Check conductor health: mozart conductor-status"],
         ),
-        IpcError::Io { .. } => OpError {
-            conductor_down: true,
-            ..OpError::new(err.to_string(), &[START_HINT])
-        },
+        ClientError::Transport(err @ IpcError::Io { .. }) => {
+            OpError::new(err.to_string(), &[START_HINT])
+        }
         other => OpError::new(
             other.to_string(),
             &["Check conductor logs: tail -f ~/.mozart/mozart.log"],
         ),
+    };
+    OpError {
+        conductor_down,
+        ..error
     }
 }
 

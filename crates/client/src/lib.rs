@@ -2,18 +2,23 @@
 //! talk to it and to word its answers for a user.
 //!
 //! - [`hints`]: score-loading errors and refused submissions as a message plus hints.
+//! - [`error`]: a failed call sorted once into what the user is told ([`ClientError`]).
+//! - [`blocking`]: connecting and calling from a command that waits (the CLI).
 //! - [`conductor`]: the async operations (`job.*` calls) with their user-facing errors.
 //!
 //! A crate of its own rather than a module of `ipc`: the hints word `mozart-config`'s
 //! score-loading errors, and `ipc` stays the dependency-light protocol crate.
 
+pub mod blocking;
 pub mod conductor;
+pub mod error;
 pub mod hints;
 
 use mozart_ipc::checkpoint::{HookResult, JobCheckpoint};
 use mozart_ipc::status::JobStatusResult;
 
 pub use conductor::{Conductor, OpError};
+pub use error::ClientError;
 
 /// A `job.status` answer about one job.
 #[derive(Debug, Clone)]

@@ -100,9 +100,7 @@ fn fetch(globals: &Globals, args: &Args) -> Result<JobPage, CliError> {
     };
     match job_call::<_, JobPage>(globals, methods::JOB_LIST_PAGE, &params, args.json) {
         Ok(page) => Ok(page),
-        Err(JobCallError::Other(mozart_ipc::IpcError::Rpc { error, .. }))
-            if error.code == mozart_ipc::error::METHOD_NOT_FOUND =>
-        {
+        Err(JobCallError::Other(mozart_client::ClientError::Unsupported { .. })) => {
             let all: JobList = job_call(globals, methods::JOB_LIST, (), args.json)
                 .map_err(|e| e.into_cli(args.json))?;
             Ok(page_of(&all.0, &params))

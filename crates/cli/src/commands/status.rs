@@ -8,7 +8,8 @@ use mozart_ipc::checkpoint::JobStatus;
 use mozart_ipc::sheet_view::{SheetMode, SheetQuery, StatusParams};
 use mozart_ipc::status::{JobList, JobListEntry, JobPage, JobStatusResult};
 use mozart_ipc::types::{HealthResult, JobIdParams, ListPageParams, RateLimitsResult};
-use mozart_ipc::{error as rpc, methods, IpcError};
+use mozart_client::ClientError;
+use mozart_ipc::{methods, IpcError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -131,8 +132,8 @@ pub(crate) enum JobCallError {
     Job(String),
     /// Already a user-facing error (e.g. the standard "not running").
     Cli(CliError),
-    /// Any other transport or protocol failure.
-    Other(IpcError),
+    /// Any other failure (an untrusted socket, a refusal, a transport or protocol failure).
+    Other(ClientError),
 }
 
 impl JobCallError {
@@ -146,7 +147,7 @@ impl JobCallError {
                 json,
             },
             JobCallError::Cli(err) => err,
-            JobCallError::Other(err) => conductor_client::call_error(err, json),
+            JobCallError::Other(err) => conductor_client::user_error(err, json),
         }
     }
 
@@ -168,10 +169,10 @@ pub(crate) fn cli_message(err: CliError) -> String {
     }
 }
 
-/// What the shared client mapping would say about a transport failure (§1.5 texts such as
+/// What the shared client mapping would say about a failed call (§1.5 texts such as
 /// "Conductor does not support '<method>'…" or the busy-conductor timeout).
-pub(crate) fn ipc_text(err: IpcError) -> String {
-    cli_message(conductor_client::call_error(err, false))
+pub(crate) fn ipc_text(err: ClientError) -> String {
+    cli_message(conductor_client::user_error(err, false))
 }
 
 /// Call `method` on the conductor (no health probe first: a conductor that is not there
@@ -192,17 +193,10 @@ pub(crate) fn job_call<P: Serialize, R: DeserializeOwned>(
 
 /// Sort a failed call into the not-running, unknown-job and other failures of [`job_call`].
 pub(crate) fn classify(err: IpcError, json: bool) -> JobCallError {
-    match &err {
-        IpcError::NotRunning { .. } => JobCallError::Cli(conductor_client::not_running(json)),
-        IpcError::Rpc { error, .. }
-            if matches!(
-                error.code,
-                rpc::JOB_NOT_FOUND | rpc::JOB_NOT_RESUMABLE | rpc::WORKSPACE_NOT_FOUND
-            ) =>
-        {
-            JobCallError::Job(error.message.clone())
-        }
-        _ => JobCallError::Other(err),
+    match ClientError::from_call(err) {
+        ClientError::NotRunning => JobCallError::Cli(conductor_client::not_running(json)),
+        ClientError::Job { message } => JobCallError::Job(message),
+        other => JobCallError::Other(other),
     }
 }
 
@@ -378,11 +372,15 @@ fn not_found(id: &str, json: bool) -> CliError {
     )
 }
 
-fn conductor_error(err: IpcError, json: bool) -> CliError {
+fn conductor_error(err: ClientError, json: bool) -> CliError {
+    // Upstream's exception class names (cli.md §1.5).
     let kind = match &err {
-        IpcError::Timeout { .. } | IpcError::ResponseTooLarge { .. } => "DaemonError",
-        IpcError::Rpc { .. } => "DaemonError",
-        IpcError::Protocol { .. } => "ProtocolError",
+        ClientError::Timeout(_)
+        | ClientError::Transport(IpcError::ResponseTooLarge { .. })
+        | ClientError::Refused { .. }
+        | ClientError::Unsupported { .. }
+        | ClientError::Job { .. } => "DaemonError",
+        ClientError::Transport(IpcError::Protocol { .. }) => "ProtocolError",
         _ => "IpcError",
     };
     let text = ipc_text(err);
@@ -567,6 +565,7 @@ fn render_watch_frame(result: &JobStatusResult, args: &Args, limits: &[String]) 
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use mozart_ipc::error as rpc;
 
     #[test]
     fn rate_limit_lines_are_sorted_and_skip_expired_limits() {
