@@ -10,7 +10,7 @@ use mozart_ipc::{BlockingClient, IpcError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::{CliError, Globals};
+use crate::{CliError, ErrorKind, Globals, OutputMode};
 
 pub use mozart_client::hints::{NOT_RUNNING, START_HINT};
 
@@ -20,28 +20,25 @@ pub fn paths(globals: &Globals, socket: Option<&Path>) -> Result<ConductorPaths,
         .map_err(|err| CliError::failed(err.to_string(), vec![]))
 }
 
-/// The standard "not running" failure (human or JSON).
-pub fn not_running(json: bool) -> CliError {
-    user_error(ClientError::NotRunning, json)
+/// The standard "not running" failure.
+pub fn not_running(mode: OutputMode) -> CliError {
+    user_error(ClientError::NotRunning, mode)
 }
 
-/// What the user is told about a failed conductor call (cli.md §1.5 table); `json`
-/// selects the output format.
-pub fn user_error(err: ClientError, json: bool) -> CliError {
+/// What the user is told about a failed conductor call (cli.md §1.5 table), printed in
+/// `mode`.
+pub fn user_error(err: ClientError, mode: OutputMode) -> CliError {
     let message = match err {
         ClientError::NotRunning => {
-            return CliError::Failed {
-                message: NOT_RUNNING.to_string(),
-                hints: vec![START_HINT.to_string()],
-                json,
-            }
+            return CliError::of(
+                ErrorKind::NotRunning,
+                NOT_RUNNING,
+                vec![START_HINT.to_string()],
+                mode,
+            )
         }
         ClientError::Untrusted { problem, fix } => {
-            return CliError::Untrusted {
-                message: problem,
-                hints: vec![fix],
-                json,
-            }
+            return CliError::of(ErrorKind::Untrusted, problem, vec![fix], mode)
         }
         ClientError::Unsupported {
             method,
@@ -52,47 +49,43 @@ pub fn user_error(err: ClientError, json: bool) -> CliError {
         ),
         other => other.to_string(),
     };
-    CliError::Failed {
-        message,
-        hints: vec![],
-        json,
-    }
+    CliError::of(ErrorKind::Command, message, vec![], mode)
 }
 
 /// The failure for a connection that did not happen: the refusal of an untrusted socket
 /// (who owns it, what to do), else the standard "not running".
-pub fn connect_error(err: IpcError, json: bool) -> CliError {
-    user_error(ClientError::from_connect(err), json)
+pub fn connect_error(err: IpcError, mode: OutputMode) -> CliError {
+    user_error(ClientError::from_connect(err), mode)
 }
 
 /// Connect to the conductor for these globals (human error output).
 pub fn connect(globals: &Globals) -> Result<BlockingClient, CliError> {
-    connect_json(globals, false)
+    connect_in(globals, OutputMode::Human)
 }
 
-/// Connect to the conductor for these globals; `json` selects the error output format.
-pub fn connect_json(globals: &Globals, json: bool) -> Result<BlockingClient, CliError> {
+/// Connect to the conductor for these globals; its failure prints in `mode`.
+pub fn connect_in(globals: &Globals, mode: OutputMode) -> Result<BlockingClient, CliError> {
     let paths = paths(globals, None)?;
-    connect_socket(&paths.socket, json)
+    connect_socket(&paths.socket, mode)
 }
 
 /// Connect to a specific socket, after a `daemon.health` probe on its own connection.
-pub fn connect_socket(socket: &Path, json: bool) -> Result<BlockingClient, CliError> {
-    blocking::connect_probed(socket).map_err(|e| user_error(e, json))
+pub fn connect_socket(socket: &Path, mode: OutputMode) -> Result<BlockingClient, CliError> {
+    blocking::connect_probed(socket).map_err(|e| user_error(e, mode))
 }
 
 /// Connect for a call whose own answer says whether the conductor is there (`status`,
 /// `list`, the job commands): no `daemon.health` probe first.
-pub fn connect_direct(globals: &Globals, json: bool) -> Result<BlockingClient, CliError> {
+pub fn connect_direct(globals: &Globals, mode: OutputMode) -> Result<BlockingClient, CliError> {
     let paths = paths(globals, None)?;
-    blocking::connect_direct(&paths.socket).map_err(|e| user_error(e, json))
+    blocking::connect_direct(&paths.socket).map_err(|e| user_error(e, mode))
 }
 
 /// Connect and probe `daemon.health` on the same connection, for a command that makes
 /// several calls in a row (`mozart run`: submit, then its early-failure watch).
-pub fn connect_once(globals: &Globals, json: bool) -> Result<BlockingClient, CliError> {
+pub fn connect_once(globals: &Globals, mode: OutputMode) -> Result<BlockingClient, CliError> {
     let paths = paths(globals, None)?;
-    blocking::connect_once(&paths.socket).map_err(|e| user_error(e, json))
+    blocking::connect_once(&paths.socket).map_err(|e| user_error(e, mode))
 }
 
 /// Connect and make one call, mapping every failure to a CLI error.
@@ -100,30 +93,30 @@ pub fn call<P: Serialize, R: DeserializeOwned>(
     globals: &Globals,
     method: &str,
     params: P,
-    json: bool,
+    mode: OutputMode,
 ) -> Result<R, CliError> {
-    let mut client = connect_json(globals, json)?;
-    blocking::call(&mut client, method, params).map_err(|e| user_error(e, json))
+    let mut client = connect_in(globals, mode)?;
+    blocking::call(&mut client, method, params).map_err(|e| user_error(e, mode))
 }
 
 /// Translate a failed call into what the user sees (cli.md §1.5 table).
-pub fn call_error(err: IpcError, json: bool) -> CliError {
-    user_error(ClientError::from_call(err), json)
+pub fn call_error(err: IpcError, mode: OutputMode) -> CliError {
+    user_error(ClientError::from_call(err), mode)
 }
 
 /// Is a conductor running at these paths? The instance lock decides; a conductor that
 /// holds no lock of ours but answers on the socket (e.g. upstream's) counts as running. A
-/// socket another user controls is an error (`json` selects its format): it is neither
+/// socket another user controls is an error (printed in `mode`): it is neither
 /// our conductor nor free.
 pub fn conductor_state(
     paths: &ConductorPaths,
-    json: bool,
+    mode: OutputMode,
 ) -> Result<mozart_conductor::RunState, CliError> {
     use mozart_conductor::RunState;
     match mozart_conductor::probe_instance(paths) {
         RunState::Running { pid } => Ok(RunState::Running { pid }),
         stopped @ RunState::Stopped { .. } => {
-            match blocking::health_pid(&paths.socket).map_err(|e| user_error(e, json))? {
+            match blocking::health_pid(&paths.socket).map_err(|e| user_error(e, mode))? {
                 Some(pid) => Ok(RunState::Running { pid: Some(pid) }),
                 None => Ok(stopped),
             }

@@ -6,6 +6,7 @@ use serde_json::json;
 
 use super::status::{check_score_id, failed, job_call, job_params, JobCallError};
 use crate::output::print_json;
+use crate::OutputMode;
 use crate::{CliError, Globals};
 
 /// Arguments of `mozart cancel`.
@@ -15,32 +16,32 @@ pub struct Args {
     #[arg(value_name = "SCORE_ID")]
     pub score_id: String,
     /// Output result as JSON.
-    #[arg(short = 'j', long = "json")]
-    pub json: bool,
+    #[arg(id = "json", short = 'j', long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
 }
 
 /// Run `mozart cancel`.
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     check_score_id(&args.score_id)?;
-    cancel(globals, &args.score_id, args.json)
+    cancel(globals, &args.score_id, args.output)
 }
 
 /// Cancel one score (also `pause --force`, §3.3).
-pub(crate) fn cancel(globals: &Globals, id: &str, json: bool) -> Result<i32, CliError> {
+pub(crate) fn cancel(globals: &Globals, id: &str, mode: OutputMode) -> Result<i32, CliError> {
     let result: CancelResult =
-        match job_call(globals, methods::JOB_CANCEL, job_params(id, None), json) {
+        match job_call(globals, methods::JOB_CANCEL, job_params(id, None), mode) {
             Ok(result) => result,
             Err(JobCallError::Cli(err)) => return Err(err),
             Err(err) => {
                 return Err(failed(
                     err.message(),
                     &["Check conductor status: mozart conductor-status"],
-                    json,
+                    mode,
                 ))
             }
         };
     if result.cancelled {
-        if json {
+        if mode.is_json() {
             print_json(&json!({"success": true, "job_id": id}));
         } else {
             println!("Score '{id}' cancelled.");
@@ -50,7 +51,7 @@ pub(crate) fn cancel(globals: &Globals, id: &str, json: bool) -> Result<i32, Cli
         Err(failed(
             format!("Score '{id}' not found or already stopped."),
             &["Run 'mozart list' to see available scores."],
-            json,
+            mode,
         ))
     }
 }

@@ -3,6 +3,7 @@
 //! runs only what is left. The conductor runs the validations and saves the result
 //! (`job.recover`); upstream changed a local copy that was never saved ([BUG] §5.5).
 
+use crate::OutputMode;
 use mozart_ipc::methods;
 use mozart_ipc::status::RecoverResult;
 use mozart_ipc::types::RecoverParams;
@@ -36,8 +37,8 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         sheet_num: args.sheet,
         dry_run: args.dry_run,
     };
-    let result: RecoverResult =
-        job_call(globals, methods::JOB_RECOVER, params, false).map_err(|e| e.into_cli(false))?;
+    let result: RecoverResult = job_call(globals, methods::JOB_RECOVER, params, OutputMode::Human)
+        .map_err(|e| e.into_cli(OutputMode::Human))?;
     let sheets = result.recovery.unwrap_or_default();
     if sheets.is_empty() {
         println!("No failed sheets to recover");

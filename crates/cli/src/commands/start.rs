@@ -5,6 +5,7 @@
 //! idempotent: with a conductor already running it says so (PID, socket) and succeeds, so
 //! `mozart start && mozart run …` works the second time too (upstream exits 1).
 
+use crate::OutputMode;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -97,7 +98,7 @@ fn fail(err: impl std::fmt::Display) -> CliError {
 /// The running conductor's PID (as text, `unknown` when it has none), or None after
 /// cleaning a stale PID file.
 fn already_running(paths: &ConductorPaths) -> Result<Option<String>, CliError> {
-    match conductor_state(paths, false)? {
+    match conductor_state(paths, OutputMode::Human)? {
         RunState::Running { pid } => Ok(Some(
             pid.map_or_else(|| "unknown".to_string(), |p| p.to_string()),
         )),

@@ -7,6 +7,7 @@
 //! state" is not true here: every transition is checkpointed, and an interrupted sheet runs
 //! again on the next start without spending a retry.
 
+use crate::OutputMode;
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -74,7 +75,7 @@ pub(crate) fn stop_conductor(
     yes: bool,
     command: &str,
 ) -> Result<StopOutcome, CliError> {
-    let pid = match conductor_state(paths, false)? {
+    let pid = match conductor_state(paths, OutputMode::Human)? {
         RunState::Stopped { stale_pid } => {
             if stale_pid.is_some() {
                 let _ = std::fs::remove_file(&paths.pid_file);

@@ -1,6 +1,7 @@
 //! The submitting half of `mozart run CONFIG_FILE` (cli.md §3.1 steps 1–3 and 5–9); the
 //! dry run lives in `run.rs`, which calls [`submit`].
 
+use crate::OutputMode;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -30,7 +31,7 @@ pub struct SubmitArgs {
     /// `--start-sheet` (≥ 1).
     pub start_sheet: Option<u32>,
     /// `--json`.
-    pub json: bool,
+    pub output: OutputMode,
     /// `--self-healing`.
     pub self_healing: bool,
     /// `--yes`: auto-confirm self-healing.
@@ -63,13 +64,13 @@ pub fn submit(globals: &Globals, args: &SubmitArgs, score: &Score) -> Result<i32
     // 1. The caller parsed the score (once: `mozart run` read and checked it already), so
     // the user saw score errors without a round trip.
     // 2.
-    if !args.quiet && !args.json {
+    if !args.quiet && !args.output.is_json() {
         print_panel(&score.config);
     }
 
     // 3.
     if args.escalation {
-        return Ok(fail(ESCALATION_UNSUPPORTED, &[], args.json));
+        return Ok(fail(ESCALATION_UNSUPPORTED, &[], args.output));
     }
 
     // 5. Paths go absolute: the conductor resolves relative ones in its own directory (§10).
@@ -90,16 +91,16 @@ pub fn submit(globals: &Globals, args: &SubmitArgs, score: &Score) -> Result<i32
         ..JobRequest::default()
     };
     // One connection for the submission and the early-failure watch (issue 26).
-    let connected = conductor_client::connect_once(globals, args.json).map_err(JobCallError::Cli);
+    let connected = conductor_client::connect_once(globals, args.output).map_err(JobCallError::Cli);
     let mut client = None;
     let submitted = connected.and_then(|c| {
         let c = client.insert(c);
         c.call(methods::JOB_SUBMIT, params)
-            .map_err(|err| classify(err, args.json))
+            .map_err(|err| classify(err, args.output))
     });
     let response: JobResponse = match submitted {
         Ok(response) => response,
-        Err(JobCallError::Cli(err)) if args.json && !err.is_untrusted() => {
+        Err(JobCallError::Cli(err)) if args.output.is_json() && !err.is_untrusted() => {
             print_json(&json!({ "error": RUN_NOT_RUNNING_JSON }));
             return Ok(1);
         }
@@ -109,7 +110,7 @@ pub fn submit(globals: &Globals, args: &SubmitArgs, score: &Score) -> Result<i32
             return Ok(fail(
                 &err.message(),
                 &["Restart the conductor: mozart restart"],
-                args.json,
+                args.output,
             ))
         }
     };
@@ -119,7 +120,7 @@ pub fn submit(globals: &Globals, args: &SubmitArgs, score: &Score) -> Result<i32
     match response.status {
         // 6.
         JobResponseStatus::Pending => {
-            if args.json {
+            if args.output.is_json() {
                 print_json(&json!({"job_id": job_id, "status": "pending", "message": message}));
             } else {
                 println!("Score queued as pending: {job_id}");
@@ -143,7 +144,7 @@ pub fn submit(globals: &Globals, args: &SubmitArgs, score: &Score) -> Result<i32
             let ended = client
                 .as_mut()
                 .and_then(|c| early_failure(globals, c, &job_id));
-            if args.json {
+            if args.output.is_json() {
                 let mut doc = serde_json::to_value(&response).unwrap_or_else(|_| json!({}));
                 if let (Some(ended), Some(obj)) = (&ended, doc.as_object_mut()) {
                     obj.insert("job_status".into(), json!(ended.status()));
@@ -179,7 +180,7 @@ pub fn submit(globals: &Globals, args: &SubmitArgs, score: &Score) -> Result<i32
         // 7.
         JobResponseStatus::Rejected | JobResponseStatus::Error => {
             let reason = response.rejection_reason();
-            if args.json {
+            if args.output.is_json() {
                 // Upstream's `run --json` shape: the answer without our typed reason.
                 print_json(&JobResponse {
                     reason: None,
@@ -199,8 +200,8 @@ pub fn submit(globals: &Globals, args: &SubmitArgs, score: &Score) -> Result<i32
 }
 
 /// `run`'s error shape: `{"error": ...}` in JSON mode, else `Error:` + hints. Returns 1.
-fn fail(message: &str, hints: &[&str], json: bool) -> i32 {
-    if json {
+fn fail(message: &str, hints: &[&str], mode: OutputMode) -> i32 {
+    if mode.is_json() {
         print_json(&json!({ "error": message }));
     } else {
         let hints: Vec<String> = hints.iter().map(|h| h.to_string()).collect();

@@ -8,6 +8,7 @@ use mozart_config::validate::{self as checks, CheckEnv, Issue, Severity};
 use mozart_config::{ConfigError, Score};
 
 use crate::output::{boxed, console_width, print_json, write_py_json, PyJsonNode};
+use crate::OutputMode;
 use crate::{CliError, Globals};
 
 /// Arguments of `mozart validate`.
@@ -17,15 +18,15 @@ pub struct Args {
     #[arg(value_name = "CONFIG_FILE")]
     pub config_file: PathBuf,
     /// Print the result as JSON.
-    #[arg(short = 'j', long)]
-    pub json: bool,
+    #[arg(id = "json", short = 'j', long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
     /// Preview every sheet, not just the first.
     #[arg(short = 'v', long)]
     pub verbose: bool,
 }
 
-fn fail(json: bool, message: String, hints: Vec<String>) -> Result<i32, CliError> {
-    if json {
+fn fail(mode: OutputMode, message: String, hints: Vec<String>) -> Result<i32, CliError> {
+    if mode.is_json() {
         let mut obj = serde_json::Map::new();
         obj.insert("success".into(), false.into());
         obj.insert("message".into(), message.into());
@@ -167,7 +168,7 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
     }
     let mut score = match mozart_config::load_score(path) {
         Ok(score) => score,
-        Err(err) => return report_load_error(err, args.json),
+        Err(err) => return report_load_error(err, args.output),
     };
     for warning in &score.warnings {
         eprintln!("{}: warning: {warning}", path.display());
@@ -181,7 +182,7 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let plan = crate::render::tasks::plan_branches(&mut score.config, &job_id);
-    if args.json {
+    if args.output.is_json() {
         write_json(&score, path, &issues, &plan)
             .map_err(|e| CliError::failed(e.to_string(), vec![]))?;
     } else {
@@ -193,9 +194,9 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
     Ok(i32::from(has_errors))
 }
 
-fn report_load_error(err: ConfigError, json: bool) -> Result<i32, CliError> {
-    let advice = mozart_client::hints::load_failure(err, LoadPurpose::Validate, json);
-    fail(json, advice.message, advice.hints)
+fn report_load_error(err: ConfigError, mode: OutputMode) -> Result<i32, CliError> {
+    let advice = mozart_client::hints::load_failure(err, LoadPurpose::Validate, mode.is_json());
+    fail(mode, advice.message, advice.hints)
 }
 
 fn print_terminal(

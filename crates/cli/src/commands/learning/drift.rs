@@ -141,7 +141,7 @@ fn show_list<D>(
     listing: Listing<'_, D>,
     row_json: fn(&D) -> Value,
 ) -> bool {
-    let json = window.json.then(|| {
+    let json = window.output.is_json().then(|| {
         json!({
             "threshold": threshold,
             "window_size": window.window,
@@ -202,7 +202,11 @@ pub fn drift(args: DriftArgs) -> Result<i32, CliError> {
     let store = open_store()?;
     let w = &args.window;
     if args.summary {
-        print_summary("Pattern Drift Summary", &drift_summary(&store)?, w.json);
+        print_summary(
+            "Pattern Drift Summary",
+            &drift_summary(&store)?,
+            w.output.is_json(),
+        );
         return Ok(0);
     }
     let found = store
@@ -271,7 +275,7 @@ pub fn epistemic(args: EpistemicArgs) -> Result<i32, CliError> {
         print_summary(
             "Epistemic Drift Summary",
             &epistemic_summary(&store)?,
-            w.json,
+            w.output.is_json(),
         );
         return Ok(0);
     }
