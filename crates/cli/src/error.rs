@@ -39,6 +39,9 @@ pub enum ErrorKind {
     /// user (issue 21): nothing was sent. Exit 1, the code of "conductor not usable"; a
     /// kind of its own so commands that word "not running" their own way never hide it.
     Untrusted,
+    /// `mozart run` submitted nothing (the score does not load, a refused flag, no
+    /// conductor): its JSON error is upstream's `{"error": message}` (cli.md §3.1).
+    NotSubmitted,
 }
 
 impl CliError {
@@ -83,18 +86,21 @@ impl CliError {
                 2
             }
             CliError::Failed {
+                kind,
                 message,
                 hints,
                 mode,
-                ..
             } => {
-                match mode {
-                    OutputMode::Json => crate::output::print_json(&serde_json::json!({
+                match (mode, kind) {
+                    (OutputMode::Json, ErrorKind::NotSubmitted) => {
+                        crate::output::print_json(&serde_json::json!({ "error": message }))
+                    }
+                    (OutputMode::Json, _) => crate::output::print_json(&serde_json::json!({
                         "success": false,
                         "message": message,
                         "hints": hints,
                     })),
-                    OutputMode::Human => crate::output::print_error(message, hints),
+                    (OutputMode::Human, _) => crate::output::print_error(message, hints),
                 }
                 1
             }

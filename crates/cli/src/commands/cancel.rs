@@ -6,8 +6,7 @@ use serde_json::json;
 
 use super::status::{check_score_id, failed, job_call, job_params, JobCallError};
 use crate::output::print_json;
-use crate::OutputMode;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart cancel`.
 #[derive(Debug, clap::Args)]

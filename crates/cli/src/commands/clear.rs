@@ -6,8 +6,7 @@ use mozart_ipc::methods;
 use mozart_ipc::types::{ClearParams, ClearResult};
 
 use super::status::{failed, job_call, JobCallError};
-use crate::OutputMode;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Statuses `clear` accepts (sorted, as the hint lists them).
 const VALID_STATUSES: [&str; 4] = ["cancelled", "completed", "failed", "paused"];

@@ -4,8 +4,7 @@ use mozart_ipc::methods;
 use mozart_ipc::types::{ClearRateLimitsParams, ClearRateLimitsResult};
 
 use crate::conductor_client;
-use crate::OutputMode;
-use crate::{CliError, ErrorKind, Globals};
+use crate::{CliError, ErrorKind, Globals, OutputMode};
 
 /// Arguments of `mozart clear-rate-limits`.
 #[derive(Debug, clap::Args)]

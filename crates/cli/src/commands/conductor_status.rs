@@ -8,8 +8,7 @@ use mozart_ipc::{methods, BlockingClient};
 use serde::de::DeserializeOwned;
 
 use crate::conductor_client::{self, conductor_state};
-use crate::OutputMode;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart conductor-status`.
 #[derive(Debug, Clone, clap::Args)]

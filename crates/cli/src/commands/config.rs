@@ -2,14 +2,13 @@
 //! really loads: `<MOZART_HOME>/conductor.yaml` (upstream edits `~/.mozart/daemon.yaml`,
 //! which its conductor never reads — docs/differences.md).
 
-use crate::OutputMode;
 use std::path::{Path, PathBuf};
 
 use mozart_conductor::DaemonConfig;
 use serde_json::Value;
 
 use crate::conductor_client;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Rows `config show` prints without `--all`.
 const ESSENTIALS: [&str; 6] = [

@@ -20,8 +20,7 @@ use crate::render::style::{job_status_color, sheet_status_color};
 use crate::render::table::{self, Cell};
 use crate::render::time::{format_duration, format_timestamp, thousands};
 use crate::render::{Color, Style};
-use crate::OutputMode;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 use mozart_ipc::time::epoch_now;
 
 /// Lines of each log file `--include-logs` inlines.

@@ -6,8 +6,7 @@ use serde_json::{json, Value};
 
 use super::instruments::{binary, load_registry};
 use crate::conductor_client;
-use crate::OutputMode;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// The fixed safety warning upstream prints (no conductor-wide cost limit exists).
 const SAFETY_WARNING: &str = "No cost limits configured. Recommend: cost_limits.max_cost_per_job";

@@ -21,8 +21,7 @@ use crate::render::status_json::{infer_error_type, normalize_error_code};
 use crate::render::table::{self, Cell};
 use crate::render::time::{format_clock, format_timestamp};
 use crate::render::{Color, Style};
-use crate::OutputMode;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 use mozart_ipc::time::epoch_now;
 
 /// Longest message shown whole in the table (upstream cuts at 60, which hides the cause).

@@ -12,8 +12,7 @@ use super::status::{absolute_text, check_score_id, failed, ipc_text, job_call, J
 use crate::output::print_json;
 use crate::render::table::{self, Cell};
 use crate::render::{Color, Style};
-use crate::OutputMode;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// The JSON answer when no history store exists (cli.md §5.4).
 pub const NO_HISTORY_ERROR: &str = "Execution history requires SQLite state backend";

@@ -1,6 +1,5 @@
 //! `mozart instruments list|check` (cli.md §6.3).
 
-use crate::OutputMode;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +11,7 @@ use mozart_backends::{
 use serde_json::{json, Value};
 
 use crate::output::print_json;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// How long `check` waits for `<binary> --version`.
 const VERSION_PROBE_TIMEOUT: Duration = Duration::from_secs(5);

@@ -11,8 +11,7 @@ use serde_json::json;
 use super::status::{job_call, JobCallError};
 use crate::output::print_json;
 use crate::render::{jobs, Style};
-use crate::OutputMode;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart list`.
 #[derive(Debug, clap::Args)]
@@ -203,7 +202,7 @@ mod tests {
             status: None,
             limit,
             offset: 0,
-            json: false,
+            output: OutputMode::Human,
             workspace: None,
         }
     }

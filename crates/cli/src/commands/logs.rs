@@ -19,8 +19,7 @@ use serde_json::{Map, Value};
 use super::status::{check_score_id, failed};
 use crate::output::ascii_json;
 use crate::render::{Color, Style};
-use crate::OutputMode;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Level names in order of severity (upstream `_LEVEL_ORDER`).
 pub const LEVELS: [&str; 5] = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"];
@@ -601,13 +600,7 @@ fn follow_conductor(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| {
-            failed(
-                format!("cannot start the follow stream: {e}"),
-                &[],
-                OutputMode::Human,
-            )
-        })?;
+        .map_err(|e| CliError::failed(format!("cannot start the follow stream: {e}"), vec![]))?;
     runtime.block_on(async {
         let stream = match mozart_ipc::connect_stream(&paths.socket, Duration::from_secs(5)).await {
             Ok(stream) => stream,
@@ -651,16 +644,9 @@ fn follow_conductor(
         let Some(log_file) = started else {
             return Ok(None);
         };
-        let mut interrupt = tokio::signal::unix::signal(
-            tokio::signal::unix::SignalKind::interrupt(),
-        )
-        .map_err(|e| {
-            failed(
-                format!("cannot listen for Ctrl-C: {e}"),
-                &[],
-                OutputMode::Human,
-            )
-        })?;
+        let mut interrupt =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+                .map_err(|e| CliError::failed(format!("cannot listen for Ctrl-C: {e}"), vec![]))?;
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
         let what = filter
@@ -760,24 +746,12 @@ fn follow(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| {
-            failed(
-                format!("cannot start the follow timer: {e}"),
-                &[],
-                OutputMode::Human,
-            )
-        })?;
+        .map_err(|e| CliError::failed(format!("cannot start the follow timer: {e}"), vec![]))?;
     let mut interrupt = runtime
         .block_on(async {
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         })
-        .map_err(|e| {
-            failed(
-                format!("cannot listen for Ctrl-C: {e}"),
-                &[],
-                OutputMode::Human,
-            )
-        })?;
+        .map_err(|e| CliError::failed(format!("cannot listen for Ctrl-C: {e}"), vec![]))?;
     let mut tail = Tail::open(path, true).map_err(cannot)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

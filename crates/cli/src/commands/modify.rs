@@ -13,8 +13,7 @@ use super::status::{
     absolute_text, check_score_id, coded_error, failed, job_call, job_params, JobCallError,
 };
 use crate::output::print_json;
-use crate::OutputMode;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart modify`.
 #[derive(Debug, clap::Args)]

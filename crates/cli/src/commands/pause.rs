@@ -8,8 +8,7 @@ use serde_json::json;
 
 use super::status::{check_score_id, coded_error, job_call, job_params, JobCallError};
 use crate::output::print_json;
-use crate::OutputMode;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Message of a delivered pause (reported before the job actually pauses, [QUIRK] §3.3).
 const PAUSE_SENT: &str = "Pause signal sent. Score will pause at next sheet boundary.";

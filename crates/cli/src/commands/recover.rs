@@ -3,13 +3,12 @@
 //! runs only what is left. The conductor runs the validations and saves the result
 //! (`job.recover`); upstream changed a local copy that was never saved ([BUG] §5.5).
 
-use crate::OutputMode;
 use mozart_ipc::methods;
 use mozart_ipc::status::RecoverResult;
 use mozart_ipc::types::RecoverParams;
 
 use super::status::{absolute_text, check_score_id, job_call};
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart recover` (upstream's options, so scripts parse).
 #[derive(Debug, clap::Args)]

@@ -6,8 +6,7 @@ use mozart_ipc::methods;
 use mozart_ipc::types::{JobResponse, JobResponseStatus, ResumeParams};
 
 use super::status::{absolute_text, check_score_id, failed, job_call, JobCallError};
-use crate::OutputMode;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart resume`.
 #[derive(Debug, clap::Args)]

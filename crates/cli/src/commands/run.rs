@@ -7,9 +7,9 @@ use mozart_client::hints::LoadPurpose;
 use mozart_config::plan::total_sheets;
 use mozart_config::{ConfigError, Score};
 
+use super::submit::{not_submitted, ESCALATION_UNSUPPORTED};
 use crate::output::{boxed, console_width, print_json};
-use crate::OutputMode;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart run`.
 #[derive(Debug, clap::Args)]
@@ -50,14 +50,9 @@ pub struct Args {
     pub fresh: bool,
 }
 
-fn load_failure(mode: OutputMode, file: &str, err: ConfigError) -> Result<i32, CliError> {
+fn load_failure(mode: OutputMode, file: &str, err: ConfigError) -> CliError {
     let advice = mozart_client::hints::load_failure(err, LoadPurpose::Run { file }, mode.is_json());
-    if mode.is_json() {
-        print_json(&serde_json::json!({ "error": advice.message }));
-    } else {
-        crate::output::print_error(&advice.message, &advice.hints);
-    }
-    Ok(1)
+    not_submitted(advice.message, advice.hints, mode)
 }
 
 /// Run `mozart run`.
@@ -80,32 +75,22 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         if let Some(message) = mozart_ipc::job_id::file_refusal(&id) {
-            if args.output.is_json() {
-                print_json(&serde_json::json!({ "error": message }));
-            } else {
-                crate::output::print_error(&message, &[]);
-            }
-            return Ok(1);
+            return Err(not_submitted(message, vec![], args.output));
         }
     }
     let mut score = match mozart_config::load_score(path) {
         Ok(score) => score,
-        Err(err) => return load_failure(args.output, &path.display().to_string(), err),
+        Err(err) => return Err(load_failure(args.output, &path.display().to_string(), err)),
     };
     for warning in &score.warnings {
         eprintln!("{}: warning: {warning}", path.display());
     }
     if let Some(message) = mozart_config::plan::impossible_sheet_count(&score.config.sheet) {
-        let message = format!("[V010] {message}");
-        if args.output.is_json() {
-            print_json(&serde_json::json!({ "error": message }));
-        } else {
-            crate::output::print_error(
-                &message,
-                &["Make sheet.start_item at most sheet.total_items.".to_string()],
-            );
-        }
-        return Ok(1);
+        return Err(not_submitted(
+            format!("[V010] {message}"),
+            vec!["Make sheet.start_item at most sheet.total_items.".to_string()],
+            args.output,
+        ));
     }
     if let Some(ws) = &args.workspace {
         score.config.workspace = mozart_config::resolve_path(ws);
@@ -114,13 +99,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         print_config_panel(&score);
     }
     if args.escalation {
-        let message = "--escalation requires interactive console prompts which are not available in daemon mode. Escalation is not currently supported.";
-        if args.output.is_json() {
-            print_json(&serde_json::json!({ "error": message }));
-        } else {
-            crate::output::print_error(message, &[]);
-        }
-        return Ok(1);
+        return Err(not_submitted(ESCALATION_UNSUPPORTED, vec![], args.output));
     }
     if args.dry_run {
         return dry_run(score, &args);

@@ -5,7 +5,6 @@
 //! idempotent: with a conductor already running it says so (PID, socket) and succeeds, so
 //! `mozart start && mozart run …` works the second time too (upstream exits 1).
 
-use crate::OutputMode;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -17,7 +16,7 @@ use mozart_ipc::types::ReadyResult;
 use mozart_ipc::{methods, BlockingClient};
 
 use crate::conductor_client::conductor_state;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// How long a background start waits for the conductor to become ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);

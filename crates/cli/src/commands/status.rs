@@ -20,8 +20,7 @@ use crate::render::status_json::status_json;
 use crate::render::status_view::{render_meta_status, render_status};
 use crate::render::time::{format_clock, format_compact_duration};
 use crate::render::{jobs, validate_score_id, Style};
-use crate::OutputMode;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 use mozart_ipc::time::epoch_now;
 
 /// Arguments of `mozart status`.
@@ -604,17 +603,20 @@ mod tests {
             error: Box::new(mozart_ipc::RpcError::new(code, "Job 'x' not found")),
         };
         assert!(matches!(
-            classify(rpc_err(rpc::JOB_NOT_FOUND), false),
+            classify(rpc_err(rpc::JOB_NOT_FOUND), OutputMode::Human),
             JobCallError::Job(m) if m == "Job 'x' not found"
         ));
         assert!(matches!(
-            classify(rpc_err(rpc::INTERNAL_ERROR), false),
+            classify(rpc_err(rpc::INTERNAL_ERROR), OutputMode::Human),
             JobCallError::Other(_)
         ));
         let absent = IpcError::NotRunning {
             socket: "/nowhere".into(),
             reason: "no socket file".into(),
         };
-        assert!(matches!(classify(absent, false), JobCallError::Cli(_)));
+        assert!(matches!(
+            classify(absent, OutputMode::Human),
+            JobCallError::Cli(_)
+        ));
     }
 }

@@ -7,7 +7,6 @@
 //! state" is not true here: every transition is checkpointed, and an interrupted sheet runs
 //! again on the next start without spending a retry.
 
-use crate::OutputMode;
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -18,7 +17,7 @@ use mozart_ipc::types::{ReadyResult, ShutdownParams, ShutdownResult};
 use mozart_ipc::{methods, BlockingClient, ClientTimeouts};
 
 use crate::conductor_client::{self, conductor_state};
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart stop`.
 #[derive(Debug, Clone, clap::Args)]

@@ -1,7 +1,6 @@
 //! The submitting half of `mozart run CONFIG_FILE` (cli.md §3.1 steps 1–3 and 5–9); the
 //! dry run lives in `run.rs`, which calls [`submit`].
 
-use crate::OutputMode;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -16,7 +15,7 @@ use super::status::{
 };
 use crate::conductor_client;
 use crate::output::{print_error, print_json};
-use crate::{CliError, Globals};
+use crate::{CliError, ErrorKind, Globals, OutputMode};
 use mozart_client::hints::{rejection_headline, rejection_hints};
 
 /// What `mozart run` passes on when it is not a dry run.
@@ -70,7 +69,7 @@ pub fn submit(globals: &Globals, args: &SubmitArgs, score: &Score) -> Result<i32
 
     // 3.
     if args.escalation {
-        return Ok(fail(ESCALATION_UNSUPPORTED, &[], args.output));
+        return Err(not_submitted(ESCALATION_UNSUPPORTED, vec![], args.output));
     }
 
     // 5. Paths go absolute: the conductor resolves relative ones in its own directory (§10).
@@ -101,15 +100,14 @@ pub fn submit(globals: &Globals, args: &SubmitArgs, score: &Score) -> Result<i32
     let response: JobResponse = match submitted {
         Ok(response) => response,
         Err(JobCallError::Cli(err)) if args.output.is_json() && !err.is_untrusted() => {
-            print_json(&json!({ "error": RUN_NOT_RUNNING_JSON }));
-            return Ok(1);
+            return Err(not_submitted(RUN_NOT_RUNNING_JSON, vec![], args.output));
         }
         Err(JobCallError::Cli(err)) => return Err(err),
         // 9.
         Err(err) => {
-            return Ok(fail(
-                &err.message(),
-                &["Restart the conductor: mozart restart"],
+            return Err(not_submitted(
+                err.message(),
+                vec!["Restart the conductor: mozart restart".to_string()],
                 args.output,
             ))
         }
@@ -199,15 +197,14 @@ pub fn submit(globals: &Globals, args: &SubmitArgs, score: &Score) -> Result<i32
     }
 }
 
-/// `run`'s error shape: `{"error": ...}` in JSON mode, else `Error:` + hints. Returns 1.
-fn fail(message: &str, hints: &[&str], mode: OutputMode) -> i32 {
-    if mode.is_json() {
-        print_json(&json!({ "error": message }));
-    } else {
-        let hints: Vec<String> = hints.iter().map(|h| h.to_string()).collect();
-        print_error(message, &hints);
-    }
-    1
+/// A failure of `mozart run` that submitted nothing: `{"error": ...}` in JSON mode, else
+/// `Error:` + hints; exit 1.
+pub(crate) fn not_submitted(
+    message: impl Into<String>,
+    hints: Vec<String>,
+    mode: OutputMode,
+) -> CliError {
+    CliError::of(ErrorKind::NotSubmitted, message, hints, mode)
 }
 
 /// The "Score Configuration" panel (§3.1 step 2), as plain lines.

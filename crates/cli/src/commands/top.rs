@@ -12,8 +12,7 @@ use mozart_ipc::methods;
 use mozart_ipc::types::{ProcessMetric, SystemSnapshot, TopResult};
 
 use crate::conductor_client;
-use crate::OutputMode;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart top`.
 #[derive(Debug, clap::Args)]

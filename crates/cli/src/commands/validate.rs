@@ -8,8 +8,7 @@ use mozart_config::validate::{self as checks, CheckEnv, Issue, Severity};
 use mozart_config::{ConfigError, Score};
 
 use crate::output::{boxed, console_width, print_json, write_py_json, PyJsonNode};
-use crate::OutputMode;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart validate`.
 #[derive(Debug, clap::Args)]

@@ -9,8 +9,7 @@ use mozart_ipc::{methods, BlockingClient, IpcError};
 use serde_json::json;
 
 use crate::conductor_client;
-use crate::OutputMode;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Exit code when the job completed.
 pub const EXIT_COMPLETED: i32 = 0;

@@ -202,11 +202,10 @@ pub fn why(args: WhyArgs) -> Result<i32, CliError> {
         .collect();
     match matches.len() {
         0 => {
-            crate::output::print_error(
-                &format!("No pattern found with ID starting with '{prefix}'"),
-                &[],
-            );
-            return Ok(1);
+            return Err(CliError::failed(
+                format!("No pattern found with ID starting with '{prefix}'"),
+                vec![],
+            ));
         }
         1 => {}
         _ => {
@@ -221,8 +220,10 @@ pub fn why(args: WhyArgs) -> Result<i32, CliError> {
         .analyze_pattern_why(&matches[0].id)
         .map_err(store_error)?
     else {
-        crate::output::print_error(&format!("Pattern {} not found", matches[0].id), &[]);
-        return Ok(1);
+        return Err(CliError::failed(
+            format!("Pattern {} not found", matches[0].id),
+            vec![],
+        ));
     };
     if args.output.is_json() {
         print_json(&why_json(&w));
