@@ -281,6 +281,23 @@ mod tests {
     }
 
     #[test]
+    fn a_score_that_is_not_a_mapping_gets_the_hints_mozart_validate_gives() {
+        let r = validate_text("- a\n- b\n", Path::new("/tmp/t.yaml"));
+        assert_eq!(
+            r.load_error.as_deref(),
+            Some("Score must be a YAML mapping (key-value pairs), got: list")
+        );
+        assert_eq!(
+            r.hints,
+            vec![
+                "A Mozart score needs key-value fields like: name: my-score",
+                "Check that your file isn't plain text, a list, or empty.",
+                "See: docs/scores.md in Mozart's source.",
+            ]
+        );
+    }
+
+    #[test]
     fn a_missing_section_names_it() {
         let r = validate_text("name: x\n", Path::new("/tmp/t.yaml"));
         assert!(r.load_error.unwrap().contains("Schema validation failed"));
