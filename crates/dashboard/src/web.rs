@@ -658,9 +658,7 @@ fn log_tail(workspace: &Path, sheet: u32) -> Option<LogTail> {
     let mut text = String::new();
     let mut shown = None;
     for suffix in ["stdout", "stderr"] {
-        let path = workspace
-            .join("logs")
-            .join(format!("sheet-{sheet:02}.{suffix}.log"));
+        let path = mozart_ipc::paths::sheet_output_log(workspace, sheet, suffix);
         let Ok(mut file) = std::fs::File::open(&path) else {
             continue;
         };

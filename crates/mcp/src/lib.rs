@@ -619,9 +619,7 @@ fn sheet_logs(d: &JobDetail, sheet: Option<u32>, lines: usize) -> Result<String,
         for stream in ["stdout", "stderr"] {
             let text = workspace
                 .as_ref()
-                .and_then(|w| {
-                    std::fs::read(w.join("logs").join(format!("sheet-{n:02}.{stream}.log"))).ok()
-                })
+                .and_then(|w| std::fs::read(mozart_ipc::paths::sheet_output_log(w, n, stream)).ok())
                 // Written redacted; redacted again for logs an older Mozart wrote (issue 21).
                 .map(|b| {
                     mozart_backends::redact::redact_owned(String::from_utf8_lossy(&b).into_owned())
