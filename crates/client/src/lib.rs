@@ -5,6 +5,7 @@
 //! - [`error`]: a failed call sorted once into what the user is told ([`ClientError`]).
 //! - [`blocking`]: connecting and calling from a command that waits (the CLI).
 //! - [`conductor`]: the async operations (`job.*` calls) with their user-facing errors.
+//! - [`submit`]: the short look at a just-submitted job and the cause of its failure.
 //!
 //! A crate of its own rather than a module of `ipc`: the hints word `mozart-config`'s
 //! score-loading errors, and `ipc` stays the dependency-light protocol crate.
@@ -13,6 +14,7 @@ pub mod blocking;
 pub mod conductor;
 pub mod error;
 pub mod hints;
+pub mod submit;
 
 use mozart_ipc::checkpoint::{HookResult, JobCheckpoint};
 use mozart_ipc::status::JobStatusResult;
