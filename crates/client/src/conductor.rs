@@ -14,7 +14,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::hints::{rejection_headline, rejection_hints, LIST_HINT, NOT_RUNNING, START_HINT};
+use crate::hints::{
+    self, rejection_headline, rejection_hints, Advice, LIST_HINT, NOT_RUNNING, START_HINT,
+};
 use crate::{ClientError, JobDetail};
 
 /// A failed operation as a user should see it.
@@ -69,6 +71,17 @@ impl OpError {
             }
         }
         out
+    }
+}
+
+impl From<Advice> for OpError {
+    fn from(advice: Advice) -> OpError {
+        OpError {
+            message: advice.message,
+            hints: advice.hints,
+            code: None,
+            conductor_down: false,
+        }
     }
 }
 
@@ -202,17 +215,7 @@ impl Conductor {
                 "Pause signal sent to score '{id}'. Score will pause at next sheet boundary."
             ));
         }
-        let message = result
-            .error
-            .unwrap_or_else(|| format!("Failed to pause score '{id}'"));
-        Err(OpError::new(
-            message,
-            &[
-                &format!("Check score status: mozart status {id}"),
-                "Only running scores can be paused.",
-            ],
-        )
-        .with_code("E502"))
+        Err(OpError::from(hints::pause_refused(id, result.error)).with_code("E502"))
     }
 
     /// `job.resume`, with `mozart resume`'s messages.
@@ -233,22 +236,7 @@ impl Conductor {
                 format!("Resume accepted for score '{id}'. {message}")
             });
         }
-        let message = if message.is_empty() {
-            format!("Failed to resume score '{id}'")
-        } else {
-            message
-        };
-        if message.to_lowercase().contains("not found") {
-            Err(OpError::new(message, &[LIST_HINT]))
-        } else {
-            Err(OpError::new(
-                message,
-                &[
-                    &format!("Run 'mozart diagnose {id}' for details."),
-                    LIST_HINT,
-                ],
-            ))
-        }
+        Err(hints::resume_refused(id, Some(message)).into())
     }
 
     /// `job.cancel`, with `mozart cancel`'s messages.
@@ -268,10 +256,7 @@ impl Conductor {
         if result.cancelled {
             Ok(format!("Score '{id}' cancelled."))
         } else {
-            Err(OpError::new(
-                format!("Score '{id}' not found or already stopped."),
-                &[LIST_HINT],
-            ))
+            Err(hints::cancel_missed(id).into())
         }
     }
 

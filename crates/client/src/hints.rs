@@ -159,6 +159,43 @@ pub fn rejection_headline(message: Option<&str>) -> String {
     }
 }
 
+/// `job.pause` of `id` answered `paused: false` (with the conductor's `error`): code
+/// `E502`, as `mozart pause` shows it.
+pub fn pause_refused(id: &str, error: Option<String>) -> Advice {
+    Advice {
+        message: error.unwrap_or_else(|| format!("Failed to pause score '{id}'")),
+        hints: vec![
+            format!("Check score status: mozart status {id}"),
+            "Only running scores can be paused.".to_string(),
+        ],
+    }
+}
+
+/// `job.resume` of `id` refused with the conductor's `message`. Upstream's refusal of a
+/// resume carries no reason, so "not found" in its words is what tells an unknown score.
+pub fn resume_refused(id: &str, message: Option<String>) -> Advice {
+    let message = message
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| format!("Failed to resume score '{id}'"));
+    let hints = if message.to_lowercase().contains("not found") {
+        vec![LIST_HINT.to_string()]
+    } else {
+        vec![
+            format!("Run 'mozart diagnose {id}' for details."),
+            LIST_HINT.to_string(),
+        ]
+    };
+    Advice { message, hints }
+}
+
+/// `job.cancel` of `id` answered `cancelled: false`.
+pub fn cancel_missed(id: &str) -> Advice {
+    Advice {
+        message: format!("Score '{id}' not found or already stopped."),
+        hints: vec![LIST_HINT.to_string()],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

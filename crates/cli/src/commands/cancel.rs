@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::status::{check_score_id, failed, job_call, job_params, JobCallError};
 use crate::output::print_json;
-use crate::{CliError, Globals, OutputMode};
+use crate::{CliError, ErrorKind, Globals, OutputMode};
 
 /// Arguments of `mozart cancel`.
 #[derive(Debug, clap::Args)]
@@ -47,9 +47,11 @@ pub(crate) fn cancel(globals: &Globals, id: &str, mode: OutputMode) -> Result<i3
         }
         Ok(0)
     } else {
-        Err(failed(
-            format!("Score '{id}' not found or already stopped."),
-            &["Run 'mozart list' to see available scores."],
+        let missed = mozart_client::hints::cancel_missed(id);
+        Err(CliError::of(
+            ErrorKind::Command,
+            missed.message,
+            missed.hints,
             mode,
         ))
     }

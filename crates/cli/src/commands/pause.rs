@@ -84,16 +84,12 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         }
         return Ok(0);
     }
-    let message = result
-        .error
-        .unwrap_or_else(|| format!("Failed to pause score '{id}'"));
+    let refused = mozart_client::hints::pause_refused(id, result.error);
+    let hints: Vec<&str> = refused.hints.iter().map(String::as_str).collect();
     Ok(coded_error(
         "E502",
-        &message,
-        &[
-            &format!("Check score status: mozart status {id}"),
-            "Only running scores can be paused.",
-        ],
+        &refused.message,
+        &hints,
         args.output,
         &[("job_id", json!(id))],
     ))

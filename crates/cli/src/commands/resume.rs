@@ -91,15 +91,6 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         println!("Monitor progress: mozart status {id}");
         return Ok(0);
     }
-    let message = if message.is_empty() {
-        format!("Failed to resume score '{id}'")
-    } else {
-        message
-    };
-    if message.to_lowercase().contains("not found") {
-        Err(failed(message, &[list_hint], OutputMode::Human))
-    } else {
-        let diagnose = format!("Run 'mozart diagnose {id}' for details.");
-        Err(failed(message, &[&diagnose, list_hint], OutputMode::Human))
-    }
+    let refused = mozart_client::hints::resume_refused(id, Some(message));
+    Err(CliError::failed(refused.message, refused.hints))
 }
