@@ -26,6 +26,11 @@ impl OutputMode {
         self == OutputMode::Json
     }
 
+    /// The JSON document `make` builds, in JSON mode only.
+    pub fn json<T>(self, make: impl FnOnce() -> T) -> Option<T> {
+        self.is_json().then(make)
+    }
+
     /// The parser of a `--json` flag (`ArgAction::SetTrue`): the flag is the mode.
     pub fn flag() -> clap::builder::ValueParser {
         use clap::builder::TypedValueParser;

@@ -77,8 +77,7 @@ pub fn entropy(args: EntropyArgs) -> Result<i32, CliError> {
             .map_err(store_error)?;
         let json = args
             .output
-            .is_json()
-            .then(|| Value::Array(rows.iter().map(snapshot_json).collect()));
+            .json(|| Value::Array(rows.iter().map(snapshot_json).collect()));
         SNAPSHOTS.print(&rows, json);
         return Ok(0);
     }
@@ -170,8 +169,7 @@ pub fn budget(args: BudgetArgs) -> Result<i32, CliError> {
     if args.rows.history {
         let json = args
             .output
-            .is_json()
-            .then(|| serde_json::to_value(&rows).unwrap_or(Value::Null));
+            .json(|| serde_json::to_value(&rows).unwrap_or(Value::Null));
         ADJUSTMENTS.print(&rows, json);
         return Ok(0);
     }
@@ -326,8 +324,7 @@ pub fn status(args: StatusArgs) -> Result<i32, CliError> {
     if args.rows.history {
         let json = args
             .output
-            .is_json()
-            .then(|| Value::Array(rows.iter().map(response_json).collect()));
+            .json(|| Value::Array(rows.iter().map(response_json).collect()));
         RESPONSES.print(&rows, json);
         return Ok(0);
     }

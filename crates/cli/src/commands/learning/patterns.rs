@@ -52,8 +52,7 @@ pub fn list(args: ListArgs) -> Result<i32, CliError> {
     let patterns = store.get_patterns(&query).map_err(store_error)?;
     let json = args
         .output
-        .is_json()
-        .then(|| Value::Array(patterns.iter().map(pattern_json).collect()));
+        .json(|| Value::Array(patterns.iter().map(pattern_json).collect()));
     if PATTERNS.print(&patterns, json) {
         println!("\nShowing {} pattern(s)", patterns.len());
     }
@@ -180,7 +179,7 @@ pub fn why(args: WhyArgs) -> Result<i32, CliError> {
         let all = store
             .patterns_with_why(args.min_obs, args.limit)
             .map_err(store_error)?;
-        let json = args.output.is_json().then(|| {
+        let json = args.output.json(|| {
             let items = all.iter().map(|w| {
                 json!({"pattern_id": w.pattern_id, "pattern_name": w.pattern_name, "analysis": why_json(w)})
             });
