@@ -169,12 +169,18 @@ impl Conductor {
 
     /// `job.status`: the checkpoint, or metadata for a job not yet started.
     pub async fn status(&self, id: &str) -> Result<JobDetail, OpError> {
-        check_job_id(id)?;
-        let value: Value = self
-            .call(methods::JOB_STATUS, json!({"job_id": id}))
-            .await
-            .map_err(|e| not_found_as(id, e))?;
+        let value = self
+            .job_call(methods::JOB_STATUS, id, json!({"job_id": id}))
+            .await?;
         detail(id, value)
+    }
+
+    /// A call about job `id` (checked first); an unknown job is "Score not found".
+    async fn job_call(&self, method: &str, id: &str, params: Value) -> Result<Value, OpError> {
+        check_job_id(id)?;
+        self.call(method, params)
+            .await
+            .map_err(|e| not_found_as(id, e))
     }
 
     /// `job.status` with a sheet query (issue 24): the sheets it chooses, and `sheets_view`
@@ -184,21 +190,16 @@ impl Conductor {
         id: &str,
         query: &mozart_ipc::sheet_view::SheetQuery,
     ) -> Result<JobDetail, OpError> {
-        check_job_id(id)?;
-        let value: Value = self
-            .call(methods::JOB_STATUS, json!({"job_id": id, "sheets": query}))
-            .await
-            .map_err(|e| not_found_as(id, e))?;
+        let params = json!({"job_id": id, "sheets": query});
+        let value = self.job_call(methods::JOB_STATUS, id, params).await?;
         detail(id, value)
     }
 
     /// `job.errors`: the job's state, as `job.status` gives it.
     pub async fn errors(&self, id: &str) -> Result<JobDetail, OpError> {
-        check_job_id(id)?;
-        let value: Value = self
-            .call(methods::JOB_ERRORS, json!({"job_id": id}))
-            .await
-            .map_err(|e| not_found_as(id, e))?;
+        let value = self
+            .job_call(methods::JOB_ERRORS, id, json!({"job_id": id}))
+            .await?;
         detail(id, value.get("state").cloned().unwrap_or(Value::Null))
     }
 
