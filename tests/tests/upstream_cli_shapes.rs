@@ -194,3 +194,30 @@ fn run_status_list_pause_resume_cancel_answer_in_upstreams_shapes() {
     assert_eq!(unknown["error"]["code"], -32000, "{unknown}");
     assert_eq!(unknown["error"]["message"], "Job 'nosuch' not found");
 }
+
+/// A refused `job.submit` names its reason as a type (ours, an added field upstream's CLI
+/// ignores), so a client chooses its hints without reading the words; an accepted one
+/// stays upstream's three keys.
+#[test]
+fn a_refused_submission_names_its_reason() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let missing = env.home.join("nowhere.yaml");
+    let refused = ok(
+        &env,
+        "job.submit",
+        json!({"config_path": missing.display().to_string(), "fresh": false}),
+    );
+    assert_eq!(refused["status"], "rejected", "{refused}");
+    assert_eq!(refused["reason"], "score_not_found", "{refused}");
+
+    let path = env.write_score("twice", &score("twice", 1, 5.0));
+    let params = json!({"config_path": path.display().to_string(), "fresh": false});
+    let first = ok(&env, "job.submit", params.clone());
+    assert_eq!(first["status"], "accepted", "{first}");
+    assert!(first.get("reason").is_none(), "{first}");
+    let second = ok(&env, "job.submit", params);
+    assert_eq!(second["status"], "rejected", "{second}");
+    assert_eq!(second["reason"], "already_active", "{second}");
+    ok(&env, "job.cancel", json!({"job_id": "twice"}));
+}

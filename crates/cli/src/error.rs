@@ -2,53 +2,80 @@
 
 use thiserror::Error;
 
+use crate::output::OutputMode;
+
 /// A command failure, reported once at the edge.
 #[derive(Debug, Error)]
 pub enum CliError {
     /// Bad arguments: printed to stderr, exit 2.
     #[error("{0}")]
     Usage(String),
-    /// A reported failure: `Error: <message>` plus hints on stdout, exit 1.
+    /// A reported failure: `Error: <message>` plus hints on stdout (or the JSON error
+    /// object), exit 1.
     #[error("{message}")]
     Failed {
+        /// What kind of failure, for a command that treats one kind its own way.
+        kind: ErrorKind,
         /// What went wrong.
         message: String,
         /// What to do about it.
         hints: Vec<String>,
-        /// Print as a JSON error object instead of text.
-        json: bool,
-    },
-    /// The conductor's socket, its directory or the process behind it belongs to another
-    /// user (issue 21): nothing was sent. Printed like [`CliError::Failed`], exit 1 (the
-    /// code of "conductor not usable"); a variant of its own so commands that word "not
-    /// running" their own way never hide it.
-    #[error("{message}")]
-    Untrusted {
-        /// Who owns what, and why that is refused.
-        message: String,
-        /// What to do about it.
-        hints: Vec<String>,
-        /// Print as a JSON error object instead of text.
-        json: bool,
+        /// Text or the JSON error object.
+        mode: OutputMode,
     },
     /// The command exists upstream but this port does not have it yet.
     #[error("'mozart {0}' is not implemented yet in this port")]
     NotImplemented(&'static str),
 }
 
+/// The kinds of [`CliError::Failed`] a command may word or handle its own way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The command could not do what was asked.
+    Command,
+    /// No conductor answers (`mozart run --json` words it its own way).
+    NotRunning,
+    /// The conductor's socket, its directory or the process behind it belongs to another
+    /// user (issue 21): nothing was sent. Exit 1, the code of "conductor not usable"; a
+    /// kind of its own so commands that word "not running" their own way never hide it.
+    Untrusted,
+    /// `mozart run` submitted nothing (the score does not load, a refused flag, no
+    /// conductor): its JSON error is upstream's `{"error": message}` (cli.md §3.1).
+    NotSubmitted,
+}
+
 impl CliError {
-    /// A failure with hints.
+    /// A command failure with hints, printed as text.
     pub fn failed(message: impl Into<String>, hints: Vec<String>) -> Self {
+        CliError::of(ErrorKind::Command, message, hints, OutputMode::Human)
+    }
+
+    /// A failure of this kind, printed in `mode`.
+    pub fn of(
+        kind: ErrorKind,
+        message: impl Into<String>,
+        hints: Vec<String>,
+        mode: OutputMode,
+    ) -> Self {
         CliError::Failed {
+            kind,
             message: message.into(),
             hints,
-            json: false,
+            mode,
         }
     }
 
-    /// True for [`CliError::Untrusted`].
+    /// The kind of a reported failure (`None` for usage errors and missing commands).
+    pub fn kind(&self) -> Option<ErrorKind> {
+        match self {
+            CliError::Failed { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
+
+    /// True for a socket another user controls ([`ErrorKind::Untrusted`]).
     pub fn is_untrusted(&self) -> bool {
-        matches!(self, CliError::Untrusted { .. })
+        self.kind() == Some(ErrorKind::Untrusted)
     }
 
     /// Print the error the way upstream does and return the exit code.
@@ -59,23 +86,21 @@ impl CliError {
                 2
             }
             CliError::Failed {
+                kind,
                 message,
                 hints,
-                json,
-            }
-            | CliError::Untrusted {
-                message,
-                hints,
-                json,
+                mode,
             } => {
-                if *json {
-                    crate::output::print_json(&serde_json::json!({
+                match (mode, kind) {
+                    (OutputMode::Json, ErrorKind::NotSubmitted) => {
+                        crate::output::print_json(&serde_json::json!({ "error": message }))
+                    }
+                    (OutputMode::Json, _) => crate::output::print_json(&serde_json::json!({
                         "success": false,
                         "message": message,
                         "hints": hints,
-                    }));
-                } else {
-                    crate::output::print_error(message, hints);
+                    })),
+                    (OutputMode::Human, _) => crate::output::print_error(message, hints),
                 }
                 1
             }

@@ -13,7 +13,8 @@ mod sigpipe;
 
 use clap::{Parser, Subcommand};
 
-pub use error::CliError;
+pub use error::{CliError, ErrorKind};
+pub use output::OutputMode;
 
 /// Version line printed by `mozart --version` (upstream prints `Mozart AI Compose v0.1.0`).
 pub const VERSION_LINE: &str = concat!("Mozart AI Compose v", env!("CARGO_PKG_VERSION"));

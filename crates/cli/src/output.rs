@@ -1,5 +1,43 @@
 //! Output helpers shared by commands (cli.md §1.6).
 
+/// How a command prints its result and its errors: for people, or one JSON document
+/// (`--json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputMode {
+    /// Text for a terminal.
+    #[default]
+    Human,
+    /// JSON for scripts.
+    Json,
+}
+
+impl OutputMode {
+    /// The mode a command's `--json` flag asks for.
+    pub fn of(json: bool) -> OutputMode {
+        if json {
+            OutputMode::Json
+        } else {
+            OutputMode::Human
+        }
+    }
+
+    /// True for JSON output.
+    pub fn is_json(self) -> bool {
+        self == OutputMode::Json
+    }
+
+    /// The JSON document `make` builds, in JSON mode only.
+    pub fn json<T>(self, make: impl FnOnce() -> T) -> Option<T> {
+        self.is_json().then(make)
+    }
+
+    /// The parser of a `--json` flag (`ArgAction::SetTrue`): the flag is the mode.
+    pub fn flag() -> clap::builder::ValueParser {
+        use clap::builder::TypedValueParser;
+        clap::builder::ValueParser::new(clap::builder::BoolValueParser::new().map(OutputMode::of))
+    }
+}
+
 /// Print `Error: <message>` and, if any, a `Hints:` list, to stdout as upstream does.
 pub fn print_error(message: &str, hints: &[String]) {
     println!("Error: {message}");

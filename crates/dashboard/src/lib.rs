@@ -1,5 +1,6 @@
 //! `mozart dashboard`: a live web UI over the conductor's Unix socket, plus the conductor
-//! operations ([`ops`]) and score validation ([`validate`]) the MCP server shares.
+//! score validation ([`validate`]) the MCP server shares; the conductor operations are
+//! `mozart_client::conductor`.
 //!
 //! Pages are rendered server-side with minijinja; the live parts (jobs table, job detail)
 //! are Server-Sent Events carrying re-rendered HTML fragments, driven by the conductor's
@@ -7,7 +8,6 @@
 
 pub mod chart;
 pub mod learning;
-pub mod ops;
 pub mod session;
 pub mod token;
 pub mod validate;

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use mozart_config::error::{schema_hints, schema_text};
+use mozart_client::hints::LoadPurpose;
 use mozart_config::validate::{self as checks, CheckEnv, Severity};
 use mozart_config::{ConfigError, FileAccess, Score};
 use serde::Serialize;
@@ -253,32 +253,8 @@ fn check_env() -> CheckEnv {
 }
 
 fn load_failure(err: ConfigError) -> ValidationReport {
-    let (message, hints) = match err {
-        ConfigError::Read { source, .. } => (
-            format!("Cannot read score file: {source}"),
-            vec!["Check that the file exists and you have read permission.".to_string()],
-        ),
-        ConfigError::Yaml { error, path } => (
-            format!("YAML syntax error: {}", error.render(&path)),
-            vec!["Check for indentation issues or invalid YAML characters.".to_string()],
-        ),
-        ConfigError::NotMapping { found, .. } => (
-            format!("Score must be a YAML mapping (key-value pairs), got: {found}"),
-            vec![
-                "A Mozart score needs key-value fields like: name: my-score".to_string(),
-                "Check that your file isn't plain text, a list, or empty.".to_string(),
-            ],
-        ),
-        ConfigError::Schema { path, errors } => (
-            format!(
-                "Schema validation failed: {}",
-                schema_text(&errors, path.as_deref(), false)
-            ),
-            schema_hints(&errors),
-        ),
-        other => (other.to_string(), Vec::new()),
-    };
-    ValidationReport::failed(message, hints)
+    let advice = mozart_client::hints::load_failure(err, LoadPurpose::Validate, false);
+    ValidationReport::failed(advice.message, advice.hints)
 }
 
 #[cfg(test)]
@@ -302,6 +278,23 @@ mod tests {
         assert!(!r.valid);
         assert!(r.load_error.unwrap().starts_with("YAML syntax error"));
         assert!(!r.hints.is_empty());
+    }
+
+    #[test]
+    fn a_score_that_is_not_a_mapping_gets_the_hints_mozart_validate_gives() {
+        let r = validate_text("- a\n- b\n", Path::new("/tmp/t.yaml"));
+        assert_eq!(
+            r.load_error.as_deref(),
+            Some("Score must be a YAML mapping (key-value pairs), got: list")
+        );
+        assert_eq!(
+            r.hints,
+            vec![
+                "A Mozart score needs key-value fields like: name: my-score",
+                "Check that your file isn't plain text, a list, or empty.",
+                "See: docs/scores.md in Mozart's source.",
+            ]
+        );
     }
 
     #[test]

@@ -1,11 +1,11 @@
 //! What the pages show, built from the conductor's typed answers (`mozart_ipc::status`:
-//! [`JobListEntry`] rows of `job.list`, [`JobStatusResult`] of `job.status` with its
+//! [`JobListEntry`] rows of `job.list`, [`JobStatusResult`](mozart_ipc::status::JobStatusResult) of `job.status` with its
 //! [`JobCheckpoint`]), the same structs the CLI reads.
 
 use std::collections::HashMap;
 
-use mozart_ipc::checkpoint::{HookResult, JobCheckpoint, SheetCheckpoint, SheetStatus};
-use mozart_ipc::status::{JobListEntry, JobStatusResult};
+use mozart_ipc::checkpoint::{JobCheckpoint, SheetCheckpoint, SheetStatus};
+use mozart_ipc::status::JobListEntry;
 use serde::Serialize;
 
 /// Statuses a job can be filtered by on the jobs page.
@@ -223,79 +223,8 @@ pub fn status_counts(jobs: &[JobListEntry]) -> Vec<(String, usize)> {
         .collect()
 }
 
-/// A `job.status` answer for the job page.
-#[derive(Debug, Clone)]
-pub struct JobDetail {
-    /// Score ID.
-    pub job_id: String,
-    /// The answer: the checkpoint, or metadata for a job that has none yet.
-    pub result: JobStatusResult,
-}
-
-impl JobDetail {
-    /// The checkpoint, when the job has one (a queued job may only have metadata).
-    pub fn checkpoint(&self) -> Option<&JobCheckpoint> {
-        self.result.checkpoint()
-    }
-
-    fn record(&self) -> Option<ListFields<'_>> {
-        match &self.result {
-            JobStatusResult::Record(entry) => Some(fields(entry)),
-            JobStatusResult::Checkpoint(_) => None,
-        }
-    }
-
-    /// Lower-case job status.
-    pub fn status(&self) -> String {
-        match self.checkpoint() {
-            Some(cp) => cp.status.as_str().to_string(),
-            None => self
-                .record()
-                .map(|f| f.status.to_lowercase())
-                .unwrap_or_default(),
-        }
-    }
-
-    /// The status as a person reads it (`queued`, `pausing` …) and its label with what it
-    /// waits for (`pausing (1 running)`).
-    pub fn shown_status(&self) -> (String, String) {
-        let shown = self.result.shown_status().to_lowercase();
-        let label = match self.result.pausing() {
-            Some(n) => format!("pausing ({n} running)"),
-            None => shown.clone(),
-        };
-        (shown, label)
-    }
-
-    /// The job's workspace.
-    pub fn workspace(&self) -> Option<&str> {
-        self.result.workspace().filter(|w| !w.is_empty())
-    }
-
-    /// The score file.
-    pub fn config_path(&self) -> Option<&str> {
-        match self.checkpoint() {
-            Some(cp) => cp.config_path.as_deref(),
-            None => self.record().map(|f| f.config_path),
-        }
-        .filter(|p| !p.is_empty())
-    }
-
-    /// The job-level error.
-    pub fn error_message(&self) -> Option<&str> {
-        match self.checkpoint() {
-            Some(cp) => cp.error_message.as_deref(),
-            None => self.record().and_then(|f| f.error),
-        }
-    }
-
-    /// Hook results the conductor attached.
-    pub fn hook_results(&self) -> &[HookResult] {
-        self.checkpoint()
-            .map(|cp| cp.hook_results.as_slice())
-            .unwrap_or(&[])
-    }
-}
+/// A `job.status` answer for the job page (the clients' one type).
+pub use mozart_client::JobDetail;
 
 /// One sheet row of the job page.
 #[derive(Debug, Clone, Serialize)]

@@ -24,10 +24,10 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::broadcast;
 
-use crate::ops::{Conductor, OpError};
 use crate::session::{constant_eq, Keys};
 use crate::view::{self, JobDetail, JobRow, JobSummary};
 use crate::{chart, learning, token, validate, DashboardError, Options};
+use mozart_client::{Conductor, OpError};
 
 const CSS: &str = include_str!("style.css");
 const JS: &str = include_str!("app.js");
@@ -226,7 +226,7 @@ impl App {
         if err.conductor_down {
             self.conductor_up.store(false, Ordering::Relaxed);
             // Unreachable, or refused because another user controls the socket (issue 21).
-            let title = if err.message == crate::ops::NOT_RUNNING {
+            let title = if err.message == mozart_client::hints::NOT_RUNNING {
                 "Conductor not running"
             } else {
                 "Conductor not usable"
@@ -658,9 +658,7 @@ fn log_tail(workspace: &Path, sheet: u32) -> Option<LogTail> {
     let mut text = String::new();
     let mut shown = None;
     for suffix in ["stdout", "stderr"] {
-        let path = workspace
-            .join("logs")
-            .join(format!("sheet-{sheet:02}.{suffix}.log"));
+        let path = mozart_ipc::paths::sheet_output_log(workspace, sheet, suffix);
         let Ok(mut file) = std::fs::File::open(&path) else {
             continue;
         };

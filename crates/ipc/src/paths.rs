@@ -14,6 +14,14 @@ pub const HOME_ENV: &str = "MOZART_HOME";
 #[error("cannot locate the Mozart home: set MOZART_HOME or HOME")]
 pub struct NoHome;
 
+/// A sheet's live output file, upstream's `{workspace}/logs/sheet-NN.<stream>.log` (`stream`
+/// is `stdout` or `stderr`): the one name the conductor writes and every client reads.
+pub fn sheet_output_log(workspace: &Path, sheet: u32, stream: &str) -> PathBuf {
+    workspace
+        .join("logs")
+        .join(format!("sheet-{sheet:02}.{stream}.log"))
+}
+
 /// The Mozart home: `$MOZART_HOME`, else `$HOME/.mozart`.
 pub fn mozart_home() -> Result<PathBuf, NoHome> {
     if let Some(home) = std::env::var_os(HOME_ENV).filter(|v| !v.is_empty()) {

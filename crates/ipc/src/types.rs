@@ -69,6 +69,95 @@ pub struct JobResponse {
     /// Human-readable detail.
     #[serde(default)]
     pub message: Option<String>,
+    /// Ours: why a submission was refused, typed, so a client picks its hints without
+    /// reading the words. Absent from accepted answers and from upstream's conductor (a
+    /// client then classifies `message` with [`RejectionReason::from_message`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<RejectionReason>,
+}
+
+impl JobResponse {
+    /// An accepted (or otherwise not refused) answer.
+    pub fn new(
+        job_id: impl Into<String>,
+        status: JobResponseStatus,
+        message: Option<String>,
+    ) -> Self {
+        JobResponse {
+            job_id: job_id.into(),
+            status,
+            message,
+            reason: None,
+        }
+    }
+
+    /// A refusal of a resume or modify, in upstream's shape (no `reason`).
+    pub fn rejected(job_id: impl Into<String>, message: impl Into<String>) -> Self {
+        JobResponse::new(job_id, JobResponseStatus::Rejected, Some(message.into()))
+    }
+
+    /// A refused submission with its message and typed reason, classified from the message
+    /// once, here, where the conductor words it.
+    pub fn submission_rejected(job_id: impl Into<String>, message: impl Into<String>) -> Self {
+        let message = message.into();
+        JobResponse {
+            job_id: job_id.into(),
+            status: JobResponseStatus::Rejected,
+            reason: Some(RejectionReason::from_message(&message)),
+            message: Some(message),
+        }
+    }
+
+    /// Why this answer refused the submission: the typed field when the conductor sent one,
+    /// else the message classified as upstream's CLI reads it (cli.md §3.1 step 7).
+    pub fn rejection_reason(&self) -> RejectionReason {
+        self.reason
+            .unwrap_or_else(|| RejectionReason::from_message(self.message.as_deref().unwrap_or("")))
+    }
+}
+
+/// Why the conductor refused a submission (ours, on `JobResponse.reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectionReason {
+    /// The conductor is shutting down.
+    ShuttingDown,
+    /// Backpressure: the machine is under memory or rate-limit pressure.
+    Pressure,
+    /// A job of this name is already running or queued.
+    AlreadyActive,
+    /// The score does not parse or validate.
+    ScoreInvalid,
+    /// The workspace does not exist or is not writable.
+    WorkspaceInvalid,
+    /// The score file was not found.
+    ScoreNotFound,
+    /// Anything else.
+    Other,
+}
+
+impl RejectionReason {
+    /// The reason a refusal's words give, tested in upstream's order (cli.md §3.1 step 7):
+    /// the one place that reads a message for its kind.
+    pub fn from_message(message: &str) -> RejectionReason {
+        let m = message.to_lowercase();
+        if m.contains("shutting down") {
+            RejectionReason::ShuttingDown
+        } else if m.contains("pressure") {
+            RejectionReason::Pressure
+        } else if m.contains("already") && (m.contains("running") || m.contains("queued")) {
+            RejectionReason::AlreadyActive
+        } else if m.contains("parse") {
+            RejectionReason::ScoreInvalid
+        } else if m.contains("workspace") && (m.contains("not exist") || m.contains("not writable"))
+        {
+            RejectionReason::WorkspaceInvalid
+        } else if m.contains("not found") && m.contains("config") {
+            RejectionReason::ScoreNotFound
+        } else {
+            RejectionReason::Other
+        }
+    }
 }
 
 /// Params naming one job (`job.status`, `job.errors`, `job.diagnose`, `job.pause`, `job.cancel`).
@@ -637,14 +726,16 @@ mod tests {
 
     #[test]
     fn job_response_status_is_lowercase_on_the_wire() {
-        let r = JobResponse {
-            job_id: "a".into(),
-            status: JobResponseStatus::Rejected,
-            message: Some("no".into()),
-        };
+        let r = JobResponse::new("a", JobResponseStatus::Rejected, Some("no".into()));
         assert_eq!(
             serde_json::to_string(&r).unwrap(),
             r#"{"job_id":"a","status":"rejected","message":"no"}"#
+        );
+        // Ours: a refusal names its reason; upstream's CLI ignores the extra field.
+        let r = JobResponse::submission_rejected("a", "Daemon is shutting down");
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            r#"{"job_id":"a","status":"rejected","message":"Daemon is shutting down","reason":"shutting_down"}"#
         );
     }
 }

@@ -1,14 +1,14 @@
 //! `mozart mcp`: a Model Context Protocol server over stdio (the official Rust SDK, `rmcp`).
 //!
 //! Tools drive the conductor over its Unix socket exactly as the CLI does (through
-//! [`mozart_dashboard::ops`]): `validate`, `run`, `status`, `list`, `pause`, `resume`,
+//! [`mozart_client::conductor`]): `validate`, `run`, `status`, `list`, `pause`, `resume`,
 //! `cancel`, `errors`, `logs`. Each job's status is also a resource (`mozart://jobs/{id}`).
 //! A failed operation is an MCP tool error (`isError: true`) whose text carries the CLI's
 //! message and hints; protocol errors are left to the SDK.
 
 use std::path::{Path, PathBuf};
 
-use mozart_dashboard::ops::{Conductor, OpError};
+use mozart_client::{Conductor, OpError};
 use mozart_dashboard::validate::{validate_file, validate_text, ValidationReport};
 use mozart_dashboard::view::{self, JobDetail, JobSummary};
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -619,9 +619,7 @@ fn sheet_logs(d: &JobDetail, sheet: Option<u32>, lines: usize) -> Result<String,
         for stream in ["stdout", "stderr"] {
             let text = workspace
                 .as_ref()
-                .and_then(|w| {
-                    std::fs::read(w.join("logs").join(format!("sheet-{n:02}.{stream}.log"))).ok()
-                })
+                .and_then(|w| std::fs::read(mozart_ipc::paths::sheet_output_log(w, n, stream)).ok())
                 // Written redacted; redacted again for logs an older Mozart wrote (issue 21).
                 .map(|b| {
                     mozart_backends::redact::redact_owned(String::from_utf8_lossy(&b).into_owned())

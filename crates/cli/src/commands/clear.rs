@@ -6,7 +6,7 @@ use mozart_ipc::methods;
 use mozart_ipc::types::{ClearParams, ClearResult};
 
 use super::status::{failed, job_call, JobCallError};
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Statuses `clear` accepts (sorted, as the hint lists them).
 const VALID_STATUSES: [&str; 4] = ["cancelled", "completed", "failed", "paused"];
@@ -84,7 +84,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
                 &format!("Valid values: {}", VALID_STATUSES.join(", ")),
                 "Example: mozart clear --status failed --status cancelled",
             ],
-            false,
+            OutputMode::Human,
         ));
     }
     if !args.yes {
@@ -101,7 +101,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
                 return Err(failed(
                     "No answer to the confirmation (standard input is closed): nothing was cleared.",
                     &["Clear without asking: add --yes (-y)"],
-                    false,
+                    OutputMode::Human,
                 ));
             }
         }
@@ -112,7 +112,8 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         // An empty `job_ids` list breaks upstream's SQL ([BUG] conductor.md §6.12).
         job_ids: (!args.score.is_empty()).then(|| args.score.clone()),
     };
-    let result: ClearResult = match job_call(globals, methods::JOB_CLEAR, params, false) {
+    let result: ClearResult = match job_call(globals, methods::JOB_CLEAR, params, OutputMode::Human)
+    {
         Ok(result) => result,
         Err(JobCallError::Cli(err)) => return Err(err),
         Err(err) => {
@@ -122,7 +123,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
                     "Check conductor status: mozart conductor-status",
                     "The conductor must be running to clear scores.",
                 ],
-                false,
+                OutputMode::Human,
             ))
         }
     };

@@ -4,7 +4,7 @@ use mozart_ipc::methods;
 use mozart_ipc::types::{ClearRateLimitsParams, ClearRateLimitsResult};
 
 use crate::conductor_client;
-use crate::{CliError, Globals};
+use crate::{CliError, ErrorKind, Globals, OutputMode};
 
 /// Arguments of `mozart clear-rate-limits`.
 #[derive(Debug, clap::Args)]
@@ -13,22 +13,25 @@ pub struct Args {
     #[arg(short = 'i', long = "instrument", value_name = "TEXT")]
     pub instrument: Option<String>,
     /// Output the raw result as JSON.
-    #[arg(short = 'j', long = "json")]
-    pub json: bool,
+    #[arg(id = "json", short = 'j', long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
 }
 
 /// Run `mozart clear-rate-limits`.
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     // This command words "not running" its own way (cli.md §1.5).
-    let not_running = || CliError::Failed {
-        message: "Mozart conductor is not running".into(),
-        hints: vec![
-            "Start the conductor: mozart start".into(),
-            "Check status: mozart conductor-status".into(),
-        ],
-        json: args.json,
+    let not_running = || {
+        CliError::of(
+            ErrorKind::NotRunning,
+            "Mozart conductor is not running",
+            vec![
+                "Start the conductor: mozart start".into(),
+                "Check status: mozart conductor-status".into(),
+            ],
+            args.output,
+        )
     };
-    let mut client = conductor_client::connect_json(globals, args.json).map_err(|err| {
+    let mut client = conductor_client::connect_in(globals, args.output).map_err(|err| {
         if err.is_untrusted() {
             err
         } else {
@@ -40,19 +43,21 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     };
     let result: ClearRateLimitsResult = client
         .call(methods::DAEMON_CLEAR_RATE_LIMITS, params)
-        .map_err(|err| match conductor_client::call_error(err, args.json) {
+        .map_err(|err| match conductor_client::call_error(err, args.output) {
             CliError::Failed {
+                kind,
                 message,
-                json,
+                mode,
                 hints,
             } if hints.is_empty() => CliError::Failed {
+                kind,
                 message,
-                json,
+                mode,
                 hints: vec!["Check conductor status: mozart conductor-status".into()],
             },
             other => other,
         })?;
-    if args.json {
+    if args.output.is_json() {
         crate::output::print_json(&serde_json::json!({
             "cleared": result.cleared,
             "instrument": result.instrument,

@@ -8,7 +8,7 @@ use mozart_ipc::{methods, BlockingClient};
 use serde::de::DeserializeOwned;
 
 use crate::conductor_client::{self, conductor_state};
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart conductor-status`.
 #[derive(Debug, Clone, clap::Args)]
@@ -17,19 +17,19 @@ pub struct Args {
     #[arg(long = "socket", value_name = "PATH")]
     pub socket: Option<PathBuf>,
     /// Print one JSON object instead of text.
-    #[arg(long = "json", short = 'j')]
-    pub json: bool,
+    #[arg(id = "json", long = "json", short = 'j', action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
 }
 
 /// Run `mozart conductor-status`.
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let paths = conductor_client::paths(globals, args.socket.as_deref())?;
-    let pid = match conductor_state(&paths, args.json)? {
+    let pid = match conductor_state(&paths, args.output)? {
         RunState::Stopped { stale_pid } => {
             if stale_pid.is_some() {
                 let _ = std::fs::remove_file(&paths.pid_file);
             }
-            if args.json {
+            if args.output.is_json() {
                 crate::output::print_json(&serde_json::json!({
                     "running": false,
                     "socket": paths.socket.display().to_string(),
@@ -45,7 +45,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let ready: Option<ReadyResult> = ask(&paths.socket, methods::DAEMON_READY);
     let status: Option<DaemonStatus> = ask(&paths.socket, methods::DAEMON_STATUS);
     let pid = pid.or_else(|| health.as_ref().map(|h| h.pid));
-    if args.json {
+    if args.output.is_json() {
         crate::output::print_json(&serde_json::json!({
             "running": true,
             "pid": pid,

@@ -8,7 +8,7 @@ use mozart_conductor::DaemonConfig;
 use serde_json::Value;
 
 use crate::conductor_client;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Rows `config show` prints without `--all`.
 const ESSENTIALS: [&str; 6] = [
@@ -35,8 +35,8 @@ pub enum Command {
         #[arg(short = 's', long = "section", value_name = "TEXT")]
         section: Option<String>,
         /// Output the rows as JSON.
-        #[arg(short = 'j', long = "json")]
-        json: bool,
+        #[arg(id = "json", short = 'j', long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+        output: OutputMode,
     },
     /// Set one key (dotted, e.g. `learning.enabled`) in the config file.
     Set {
@@ -78,8 +78,8 @@ pub fn run(globals: &Globals, command: Command) -> Result<i32, CliError> {
             config,
             all,
             section,
-            json,
-        } => show(globals, file(config)?, all, section, json),
+            output,
+        } => show(globals, file(config)?, all, section, output),
         Command::Set { key, value, config } => set(globals, &file(config)?, &key, &value),
         Command::Path { config } => {
             let path = file(config)?;
@@ -139,10 +139,10 @@ fn show(
     path: PathBuf,
     all: bool,
     section: Option<String>,
-    json: bool,
+    mode: OutputMode,
 ) -> Result<i32, CliError> {
     // Live first: what the running conductor uses is what matters.
-    let live = conductor_client::connect_json(globals, json)
+    let live = conductor_client::connect_in(globals, mode)
         .ok()
         .and_then(|mut c| c.call_value(mozart_ipc::methods::DAEMON_CONFIG, ()).ok());
     // The file too, when a conductor runs: a value changed since it last read the file is
@@ -158,9 +158,10 @@ fn show(
                 Ok(c) => c,
                 Err(err) => {
                     return Err(CliError::Failed {
+                        kind: crate::ErrorKind::Command,
                         message: format!("Error loading config: {err}"),
                         hints: vec![format!("Check {} syntax.", path.display())],
-                        json,
+                        mode,
                     })
                 }
             };
@@ -223,7 +224,7 @@ fn show(
         }
     }
     let applies = |key: &str| mozart_conductor::config::applies(key);
-    if json {
+    if mode.is_json() {
         let items: Vec<Value> = filtered
             .iter()
             .map(|(k, v)| {

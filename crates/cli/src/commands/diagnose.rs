@@ -20,7 +20,7 @@ use crate::render::style::{job_status_color, sheet_status_color};
 use crate::render::table::{self, Cell};
 use crate::render::time::{format_duration, format_timestamp, thousands};
 use crate::render::{Color, Style};
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 use mozart_ipc::time::epoch_now;
 
 /// Lines of each log file `--include-logs` inlines.
@@ -44,8 +44,8 @@ pub struct Args {
     #[arg(short = 'w', long = "workspace")]
     pub workspace: Option<PathBuf>,
     /// Output diagnostic report as JSON.
-    #[arg(short = 'j', long = "json")]
-    pub json: bool,
+    #[arg(id = "json", short = 'j', long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
     /// Inline the last 50 lines from each sheet/hook log file in the output.
     #[arg(long = "include-logs")]
     pub include_logs: bool,
@@ -63,7 +63,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         methods::JOB_DIAGNOSE,
         id,
         args.workspace.as_deref(),
-        args.json,
+        args.output,
         &StateLookup {
             not_found_hints: &[
                 "Run 'mozart list' to see available scores.",
@@ -84,7 +84,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     // Upstream counts rows of a workspace SQLite store it read directly; ours never reads
     // one, so the count is always unknown here (`mozart history` shows the attempts).
     insert(&mut report, "execution_history_count", Value::Null);
-    if args.json {
+    if args.output.is_json() {
         print_json(&report);
     } else {
         print!(

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::instruments::{binary, load_registry};
 use crate::conductor_client;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// The fixed safety warning upstream prints (no conductor-wide cost limit exists).
 const SAFETY_WARNING: &str = "No cost limits configured. Recommend: cost_limits.max_cost_per_job";
@@ -15,8 +15,8 @@ const SAFETY_WARNING: &str = "No cost limits configured. Recommend: cost_limits.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Output as JSON.
-    #[arg(long = "json")]
-    pub json: bool,
+    #[arg(id = "json", long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
 }
 
 /// Run `mozart doctor`.
@@ -26,7 +26,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     // A socket another user controls (issue 21) is an error, with who owns it.
     let mut refused: Option<String> = None;
     let (status, pid) = match conductor_client::paths(globals, None) {
-        Ok(paths) => match conductor_client::conductor_state(&paths, false) {
+        Ok(paths) => match conductor_client::conductor_state(&paths, OutputMode::Human) {
             Ok(RunState::Running { pid }) => ("running", pid),
             Ok(RunState::Stopped { .. }) => ("not running", None),
             Err(err) => {
@@ -90,7 +90,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let slurm = slurm_checks(&placed, &mut errors);
     // Every `!` line is a warning: the cost-limit one, and a conductor that is not running.
     let warnings = 1 + usize::from(status != "running" && refused.is_none());
-    if args.json {
+    if args.output.is_json() {
         crate::output::print_json(&json!({
             // Upstream reports its Python version; this build has no Python, so the key
             // stays (for tools reading it) and says so.

@@ -21,7 +21,7 @@ use crate::render::status_json::{infer_error_type, normalize_error_code};
 use crate::render::table::{self, Cell};
 use crate::render::time::{format_clock, format_timestamp};
 use crate::render::{Color, Style};
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 use mozart_ipc::time::epoch_now;
 
 /// Longest message shown whole in the table (upstream cuts at 60, which hides the cause).
@@ -58,8 +58,8 @@ pub struct Args {
     #[arg(short = 'w', long = "workspace", hide = true)]
     pub workspace: Option<PathBuf>,
     /// Output errors as JSON.
-    #[arg(short = 'j', long = "json")]
-    pub json: bool,
+    #[arg(id = "json", short = 'j', long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
 }
 
 /// Run `mozart errors`.
@@ -73,7 +73,7 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
         methods::JOB_ERRORS,
         id,
         args.workspace.as_deref(),
-        args.json,
+        args.output,
         &StateLookup {
             not_found_hints: &["Run 'mozart list' to see available scores."],
             workspace_on_unknown_job: false,
@@ -85,7 +85,7 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
         code: args.code.clone(),
     };
     let errors = collect_errors(&fetched.state, &filter, epoch_now());
-    if args.json {
+    if args.output.is_json() {
         print_json(&errors_json(id, &errors, args.verbose));
     } else {
         let style = Style::for_stdout();
@@ -144,28 +144,28 @@ pub(crate) fn fetch_checkpoint(
     method: &str,
     id: &str,
     workspace: Option<&Path>,
-    json: bool,
+    mode: OutputMode,
     lookup: &StateLookup<'_>,
 ) -> Result<FetchedState, CliError> {
     let not_found = || {
         failed(
             format!("Score not found: {id}"),
             lookup.not_found_hints,
-            json,
+            mode,
         )
     };
     // `job.errors` answers `{"state"}`, `job.diagnose` adds `workspace` (§8.9–§8.10).
-    let result: DiagnoseResult = match job_call(globals, method, job_params(id, workspace), json) {
+    let result: DiagnoseResult = match job_call(globals, method, job_params(id, workspace), mode) {
         Ok(result) => result,
         Err(JobCallError::Job(_)) => {
             return match workspace {
-                Some(dir) if lookup.workspace_on_unknown_job => from_workspace(id, dir, json),
+                Some(dir) if lookup.workspace_on_unknown_job => from_workspace(id, dir, mode),
                 _ => Err(not_found()),
             }
         }
         Err(JobCallError::Cli(err)) => {
             return match workspace {
-                Some(dir) => from_workspace(id, dir, json),
+                Some(dir) => from_workspace(id, dir, mode),
                 None => Err(err),
             }
         }
@@ -173,7 +173,7 @@ pub(crate) fn fetch_checkpoint(
             return Err(failed(
                 ipc_text(err),
                 &["Restart the conductor: mozart restart"],
-                json,
+                mode,
             ))
         }
     };
@@ -183,7 +183,7 @@ pub(crate) fn fetch_checkpoint(
         return Err(failed(
             format!("No state recorded yet for score: {id}"),
             &[&format!("Check its progress with: mozart status {id}")],
-            json,
+            mode,
         ));
     };
     let answered_ws = result
@@ -198,12 +198,12 @@ pub(crate) fn fetch_checkpoint(
 }
 
 /// Debug escape hatch: the workspace's `<id>.json` state file.
-fn from_workspace(id: &str, dir: &Path, json: bool) -> Result<FetchedState, CliError> {
+fn from_workspace(id: &str, dir: &Path, mode: OutputMode) -> Result<FetchedState, CliError> {
     if !dir.is_dir() {
         return Err(failed(
             format!("Workspace not found: {}", dir.display()),
             &[],
-            json,
+            mode,
         ));
     }
     match mozart_jobs::wire::load_state_file(dir, id) {
@@ -217,12 +217,12 @@ fn from_workspace(id: &str, dir: &Path, json: bool) -> Result<FetchedState, CliE
                 "Use --workspace to specify the directory containing the score state",
                 "Run 'mozart list' to see available scores",
             ],
-            json,
+            mode,
         )),
         Err(e) => Err(failed(
             format!("Cannot read the state of {id} in {}: {e}", dir.display()),
             &[],
-            json,
+            mode,
         )),
     }
 }

@@ -12,7 +12,7 @@ use super::status::{absolute_text, check_score_id, failed, ipc_text, job_call, J
 use crate::output::print_json;
 use crate::render::table::{self, Cell};
 use crate::render::{Color, Style};
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// The JSON answer when no history store exists (cli.md §5.4).
 pub const NO_HISTORY_ERROR: &str = "Execution history requires SQLite state backend";
@@ -40,8 +40,8 @@ pub struct Args {
     #[arg(short = 'w', long = "workspace", hide = true)]
     pub workspace: Option<PathBuf>,
     /// Output history as JSON.
-    #[arg(short = 'j', long = "json")]
-    pub json: bool,
+    #[arg(id = "json", short = 'j', long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
 }
 
 /// What the conductor (or the workspace) had to say.
@@ -59,7 +59,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     check_score_id(id)?;
     let history = fetch(globals, id, &args)?;
     if !history.has_history {
-        if args.json {
+        if args.output.is_json() {
             print_json(&json!({"error": NO_HISTORY_ERROR, "hint": NO_HISTORY_HINT}));
         } else {
             let style = Style::for_stdout();
@@ -80,7 +80,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         }
         return Ok(1);
     }
-    if args.json {
+    if args.output.is_json() {
         print_json(&history_json(id, &history.records, args.sheet));
     } else {
         print!(
@@ -98,7 +98,7 @@ fn fetch(globals: &Globals, id: &str, args: &Args) -> Result<History, CliError> 
         sheet_num: args.sheet,
         limit: args.limit,
     };
-    match job_call::<_, HistoryResult>(globals, methods::JOB_HISTORY, params, args.json) {
+    match job_call::<_, HistoryResult>(globals, methods::JOB_HISTORY, params, args.output) {
         Ok(result) => Ok(History {
             records: result.records,
             has_history: result.has_history,
@@ -106,7 +106,7 @@ fn fetch(globals: &Globals, id: &str, args: &Args) -> Result<History, CliError> 
         Err(JobCallError::Job(_)) => Err(failed(
             format!("Score not found: {id}"),
             &["Run 'mozart list' to see available scores."],
-            args.json,
+            args.output,
         )),
         Err(JobCallError::Cli(err)) => match args.workspace.as_deref() {
             // Without a conductor, upstream reads the workspace's `.mozart-state.db`; our
@@ -118,7 +118,7 @@ fn fetch(globals: &Globals, id: &str, args: &Args) -> Result<History, CliError> 
                     dir.join(".mozart-state.db").display()
                 ),
                 &["Start the conductor and retry: mozart start"],
-                args.json,
+                args.output,
             )),
             Some(_) => Ok(History {
                 records: Vec::new(),
@@ -129,7 +129,7 @@ fn fetch(globals: &Globals, id: &str, args: &Args) -> Result<History, CliError> 
         Err(JobCallError::Other(err)) => Err(failed(
             ipc_text(err),
             &["Restart the conductor: mozart restart"],
-            args.json,
+            args.output,
         )),
     }
 }

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use crate::CliError;
+use crate::OutputMode;
 
 /// The `--name` default; the positional name is used only when `--name` keeps it.
 const DEFAULT_NAME: &str = "my-score";
@@ -30,8 +31,8 @@ pub struct Args {
     #[arg(short = 'f', long = "force")]
     pub force: bool,
     /// Output as JSON.
-    #[arg(short = 'j', long = "json")]
-    pub json: bool,
+    #[arg(id = "json", short = 'j', long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
 }
 
 /// Upstream's name rules, in order; the error message of the first that fails.
@@ -102,11 +103,12 @@ validations:
     )
 }
 
-fn fail(message: String, hints: &[&str], json: bool) -> CliError {
+fn fail(message: String, hints: &[&str], mode: OutputMode) -> CliError {
     CliError::Failed {
+        kind: crate::ErrorKind::Command,
         message,
         hints: hints.iter().map(|h| h.to_string()).collect(),
-        json,
+        mode,
     }
 }
 
@@ -120,7 +122,7 @@ pub fn run(args: Args) -> Result<i32, CliError> {
         return Err(fail(
             message,
             &["Use a simple name like 'my-score' or 'data-pipeline'."],
-            args.json,
+            args.output,
         ));
     }
     let target = std::path::absolute(&args.path).unwrap_or_else(|_| args.path.clone());
@@ -138,7 +140,7 @@ pub fn run(args: Args) -> Result<i32, CliError> {
             None
         };
         if let Some(message) = existing {
-            if args.json {
+            if args.output.is_json() {
                 crate::output::print_json(
                     &json!({"success": false, "message": message, "hints": ["Use --force to overwrite."]}),
                 );
@@ -153,10 +155,10 @@ pub fn run(args: Args) -> Result<i32, CliError> {
         fail(
             format!("Cannot initialize {}: {e}", target.display()),
             &["Check that the directory is writable."],
-            args.json,
+            args.output,
         )
     })?;
-    if args.json {
+    if args.output.is_json() {
         crate::output::print_json(&json!({
             "success": true,
             "name": name,

@@ -11,7 +11,7 @@ use mozart_backends::{
 use serde_json::{json, Value};
 
 use crate::output::print_json;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// How long `check` waits for `<binary> --version`.
 const VERSION_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -26,16 +26,16 @@ pub enum Command {
     /// List the instruments Mozart knows and whether each is ready here.
     List {
         /// Output as JSON.
-        #[arg(long)]
-        json: bool,
+        #[arg(id = "json", long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+        output: OutputMode,
     },
     /// Check readiness and configuration of one instrument.
     Check {
         /// Instrument name to check.
         name: String,
         /// Output as JSON.
-        #[arg(long)]
-        json: bool,
+        #[arg(id = "json", long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+        output: OutputMode,
     },
 }
 
@@ -43,11 +43,11 @@ pub enum Command {
 pub fn run(_globals: &Globals, command: Command) -> Result<i32, CliError> {
     let registry = load_registry()?;
     match command {
-        Command::List { json } => {
-            list(&registry, json);
+        Command::List { output } => {
+            list(&registry, output);
             Ok(0)
         }
-        Command::Check { name, json } => check(&registry, &name, json),
+        Command::Check { name, output } => check(&registry, &name, output),
     }
 }
 
@@ -76,10 +76,10 @@ pub(crate) fn binary(profile: &InstrumentProfile) -> Option<PathBuf> {
         .and_then(|cli| which(&cli.command.executable))
 }
 
-fn list(registry: &InstrumentRegistry, as_json: bool) {
+fn list(registry: &InstrumentRegistry, mode: OutputMode) {
     let rows: Vec<(&Arc<InstrumentProfile>, Option<PathBuf>)> =
         registry.profiles().map(|p| (p, binary(p))).collect();
-    if as_json {
+    if mode.is_json() {
         let items: Vec<Value> = rows
             .iter()
             .map(|(p, path)| {
@@ -210,9 +210,9 @@ fn version_probe(path: &std::path::Path) -> Result<String, String> {
         .ok_or_else(|| "--version printed nothing".to_string())
 }
 
-fn check(registry: &InstrumentRegistry, name: &str, as_json: bool) -> Result<i32, CliError> {
+fn check(registry: &InstrumentRegistry, name: &str, mode: OutputMode) -> Result<i32, CliError> {
     let Some(profile) = registry.get(name) else {
-        if as_json {
+        if mode.is_json() {
             print_json(&json!({"error": format!("Unknown instrument: {name}")}));
         } else {
             println!("Error [INSTR-001]: Unknown instrument: '{name}'");
@@ -232,7 +232,7 @@ fn check(registry: &InstrumentRegistry, name: &str, as_json: bool) -> Result<i32
         Some(r) => r.is_ready(),
         None => path.is_some(),
     };
-    if as_json {
+    if mode.is_json() {
         let mut out = json!({
             "name": profile.name,
             "display_name": profile.display_name,

@@ -11,7 +11,7 @@ use serde_json::json;
 use super::status::{job_call, JobCallError};
 use crate::output::print_json;
 use crate::render::{jobs, Style};
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart list`.
 #[derive(Debug, clap::Args)]
@@ -30,8 +30,8 @@ pub struct Args {
     #[arg(short = 'o', long = "offset", default_value_t = 0)]
     pub offset: u64,
     /// Output JSON for machine parsing: {"jobs": [...], "total", "offset", "limit"}.
-    #[arg(long = "json")]
-    pub json: bool,
+    #[arg(id = "json", long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
     /// Reserved for future per-workspace filtering.
     #[arg(short = 'w', long = "workspace", hide = true)]
     pub workspace: Option<PathBuf>,
@@ -40,7 +40,7 @@ pub struct Args {
 /// Run `mozart list`.
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let mut page = fetch(globals, &args)?;
-    if args.json {
+    if args.output.is_json() {
         // A paused job whose sheets still run reads `pausing`, as in `status --json`; the
         // `pausing` key says how many still run.
         for job in &mut page.jobs.0 {
@@ -98,16 +98,14 @@ fn fetch(globals: &Globals, args: &Args) -> Result<JobPage, CliError> {
         offset: args.offset,
         ..Default::default()
     };
-    match job_call::<_, JobPage>(globals, methods::JOB_LIST_PAGE, &params, args.json) {
+    match job_call::<_, JobPage>(globals, methods::JOB_LIST_PAGE, &params, args.output) {
         Ok(page) => Ok(page),
-        Err(JobCallError::Other(mozart_ipc::IpcError::Rpc { error, .. }))
-            if error.code == mozart_ipc::error::METHOD_NOT_FOUND =>
-        {
-            let all: JobList = job_call(globals, methods::JOB_LIST, (), args.json)
-                .map_err(|e| e.into_cli(args.json))?;
+        Err(JobCallError::Other(mozart_client::ClientError::Unsupported { .. })) => {
+            let all: JobList = job_call(globals, methods::JOB_LIST, (), args.output)
+                .map_err(|e| e.into_cli(args.output))?;
             Ok(page_of(&all.0, &params))
         }
-        Err(e) => Err(e.into_cli(args.json)),
+        Err(e) => Err(e.into_cli(args.output)),
     }
 }
 
@@ -204,7 +202,7 @@ mod tests {
             status: None,
             limit,
             offset: 0,
-            json: false,
+            output: OutputMode::Human,
             workspace: None,
         }
     }

@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 use super::status::{check_score_id, failed};
 use crate::output::ascii_json;
 use crate::render::{Color, Style};
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Level names in order of severity (upstream `_LEVEL_ORDER`).
 pub const LEVELS: [&str; 5] = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"];
@@ -70,8 +70,8 @@ pub struct Args {
     #[arg(short = 'l', long = "level", value_name = "TEXT")]
     pub level: Option<String>,
     /// Output raw JSON log entries.
-    #[arg(short = 'j', long = "json")]
-    pub json: bool,
+    #[arg(id = "json", short = 'j', long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
 }
 
 /// Which entries to show and how.
@@ -96,7 +96,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             return Err(failed(
                 format!("Score not found: {id}"),
                 &["Run 'mozart list --all' to see available scores."],
-                args.json,
+                args.output,
             ));
         }
     }
@@ -113,7 +113,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
                 job_id: args.score_id.clone(),
                 min_level,
             };
-            if let Some(code) = follow_conductor(globals, &filter, args.json, &style)? {
+            if let Some(code) = follow_conductor(globals, &filter, args.output, &style)? {
                 return Ok(code);
             }
         }
@@ -161,10 +161,10 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
                 path.display()
             ),
             &["Decompress it and pass it with --file"],
-            false,
+            OutputMode::Human,
         ));
     }
-    let header = !globals.quiet && !args.json;
+    let header = !globals.quiet && !args.output.is_json();
     if header {
         println!(
             "{}",
@@ -172,9 +172,9 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         );
     }
     if args.follow {
-        follow(&path, &filter, args.json, &style)
+        follow(&path, &filter, args.output, &style)
     } else {
-        display(&path, &filter, args.lines, args.json, header, &style)
+        display(&path, &filter, args.lines, args.output, header, &style)
     }
 }
 
@@ -441,8 +441,8 @@ fn emit(out: &mut impl Write, line: &str) -> bool {
     writeln!(out, "{line}").is_ok()
 }
 
-fn render(entry: &Map<String, Value>, json: bool, style: &Style) -> String {
-    if json {
+fn render(entry: &Map<String, Value>, mode: OutputMode, style: &Style) -> String {
+    if mode.is_json() {
         entry_json_line(entry)
     } else {
         format_entry(entry, style)
@@ -472,7 +472,7 @@ fn display(
     path: &Path,
     filter: &LogFilter,
     lines: i64,
-    json: bool,
+    mode: OutputMode,
     header: bool,
     style: &Style,
 ) -> Result<i32, CliError> {
@@ -480,7 +480,7 @@ fn display(
         failed(
             format!("Cannot read log file {}: {e}", path.display()),
             &["Check that the file exists and is readable"],
-            false,
+            OutputMode::Human,
         )
     })?;
     let content = String::from_utf8_lossy(&bytes);
@@ -524,7 +524,7 @@ fn display(
         return Ok(0);
     }
     for entry in &entries {
-        if !emit(&mut out, &render(entry, json, style)) {
+        if !emit(&mut out, &render(entry, mode, style)) {
             break;
         }
     }
@@ -587,7 +587,7 @@ impl Tail {
 fn follow_conductor(
     globals: &Globals,
     filter: &LogFilter,
-    json: bool,
+    mode: OutputMode,
     style: &Style,
 ) -> Result<Option<i32>, CliError> {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
@@ -600,12 +600,12 @@ fn follow_conductor(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| failed(format!("cannot start the follow stream: {e}"), &[], false))?;
+        .map_err(|e| CliError::failed(format!("cannot start the follow stream: {e}"), vec![]))?;
     runtime.block_on(async {
         let stream = match mozart_ipc::connect_stream(&paths.socket, Duration::from_secs(5)).await {
             Ok(stream) => stream,
             Err(err) if err.is_untrusted() => {
-                return Err(crate::conductor_client::connect_error(err, json))
+                return Err(crate::conductor_client::connect_error(err, mode))
             }
             Err(_) => return Ok(None),
         };
@@ -646,7 +646,7 @@ fn follow_conductor(
         };
         let mut interrupt =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-                .map_err(|e| failed(format!("cannot listen for Ctrl-C: {e}"), &[], false))?;
+                .map_err(|e| CliError::failed(format!("cannot listen for Ctrl-C: {e}"), vec![]))?;
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
         let what = filter
@@ -663,11 +663,11 @@ fn follow_conductor(
         // Where the job's full output is: known now for a job the conductor has, else said
         // as soon as its submission comes by.
         let mut logs_said = match &sheet_logs {
-            Some(dir) if !json => {
+            Some(dir) if !mode.is_json() => {
                 emit(&mut out, &sheet_logs_line(dir, style));
                 true
             }
-            _ => json || filter.job_id.is_none(),
+            _ => mode.is_json() || filter.job_id.is_none(),
         };
         emit(&mut out, &style.paint("Press Ctrl+C to stop", Color::Dim));
         emit(&mut out, "");
@@ -703,7 +703,7 @@ fn follow_conductor(
                         logs_said = true;
                     }
                 }
-                if !emit(&mut out, &render(&entry, json, style)) {
+                if !emit(&mut out, &render(&entry, mode, style)) {
                     return Ok(Some(0));
                 }
             }
@@ -728,12 +728,17 @@ fn sheet_logs_from_conductor(globals: &Globals, job_id: Option<&str>) -> Option<
     Some(Path::new(&workspace).join("logs").display().to_string())
 }
 
-fn follow(path: &Path, filter: &LogFilter, json: bool, style: &Style) -> Result<i32, CliError> {
+fn follow(
+    path: &Path,
+    filter: &LogFilter,
+    mode: OutputMode,
+    style: &Style,
+) -> Result<i32, CliError> {
     let cannot = |e: std::io::Error| {
         failed(
             format!("Cannot follow log file {}: {e}", path.display()),
             &["Check that the file exists and is readable"],
-            false,
+            OutputMode::Human,
         )
     };
     // One runtime for the whole follow, so the Ctrl-C listener installed once sees an
@@ -741,12 +746,12 @@ fn follow(path: &Path, filter: &LogFilter, json: bool, style: &Style) -> Result<
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| failed(format!("cannot start the follow timer: {e}"), &[], false))?;
+        .map_err(|e| CliError::failed(format!("cannot start the follow timer: {e}"), vec![]))?;
     let mut interrupt = runtime
         .block_on(async {
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         })
-        .map_err(|e| failed(format!("cannot listen for Ctrl-C: {e}"), &[], false))?;
+        .map_err(|e| CliError::failed(format!("cannot listen for Ctrl-C: {e}"), vec![]))?;
     let mut tail = Tail::open(path, true).map_err(cannot)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -767,7 +772,7 @@ fn follow(path: &Path, filter: &LogFilter, json: bool, style: &Style) -> Result<
             }
         })
     };
-    let mut logs_said = json || filter.job_id.is_none();
+    let mut logs_said = mode.is_json() || filter.job_id.is_none();
     loop {
         for line in tail.read_lines().map_err(cannot)? {
             if let Some(entry) = parse_line(&line).filter(|e| should_include(e, filter)) {
@@ -777,7 +782,7 @@ fn follow(path: &Path, filter: &LogFilter, json: bool, style: &Style) -> Result<
                         logs_said = true;
                     }
                 }
-                if !emit(&mut out, &render(&entry, json, style)) {
+                if !emit(&mut out, &render(&entry, mode, style)) {
                     return Ok(0);
                 }
             }
@@ -797,7 +802,7 @@ fn follow(path: &Path, filter: &LogFilter, json: bool, style: &Style) -> Result<
                 // read the new one from its start.
                 for line in tail.read_lines().map_err(cannot)? {
                     if let Some(entry) = parse_line(&line).filter(|e| should_include(e, filter)) {
-                        emit(&mut out, &render(&entry, json, style));
+                        emit(&mut out, &render(&entry, mode, style));
                     }
                 }
                 tail = Tail::open(path, false).map_err(cannot)?;

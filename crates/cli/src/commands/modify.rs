@@ -13,7 +13,7 @@ use super::status::{
     absolute_text, check_score_id, coded_error, failed, job_call, job_params, JobCallError,
 };
 use crate::output::print_json;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart modify`.
 #[derive(Debug, clap::Args)]
@@ -38,8 +38,8 @@ pub struct Args {
     #[arg(short = 't', long = "timeout", default_value_t = 60)]
     pub timeout: u64,
     /// Output result as JSON.
-    #[arg(short = 'j', long = "json")]
-    pub json: bool,
+    #[arg(id = "json", short = 'j', long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
 }
 
 /// Run `mozart modify`: load the new score, read the job's status, pause it (or refuse),
@@ -47,7 +47,7 @@ pub struct Args {
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     check_score_id(&args.score_id)?;
     let id = args.score_id.as_str();
-    let json = args.json;
+    let mode = args.output;
     let config_text = args.config.display().to_string();
 
     // 1. The new score must load before anything is touched (§3.4 step 1).
@@ -58,7 +58,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
                 "E505",
                 &format!("Invalid config file: {err}"),
                 &["Check YAML syntax and schema in your score file."],
-                json,
+                mode,
                 &[("job_id", json!(id)), ("config_file", json!(config_text))],
             ))
         }
@@ -76,7 +76,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     }
 
     // 4.
-    if !json {
+    if !mode.is_json() {
         println!("Config validated: {config_text}");
         println!("Score name: {}", score.config.name);
         println!("Sheets: {total_sheets}");
@@ -88,7 +88,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     }
 
     // 6. Instructions only.
-    print_instructions(id, &status, &config_text, json);
+    print_instructions(id, &status, &config_text, mode);
     Ok(0)
 }
 
@@ -100,15 +100,15 @@ fn current_status(
     args: &Args,
     ws: Option<&str>,
 ) -> Result<ControlFlow<i32, String>, CliError> {
-    let (id, json) = (args.score_id.as_str(), args.json);
+    let (id, mode) = (args.score_id.as_str(), args.output);
     let params = JobIdParams {
         job_id: id.to_string(),
         workspace: ws.map(str::to_string),
     };
-    let current: JobStatusResult = match job_call(globals, methods::JOB_STATUS, params, json) {
+    let current: JobStatusResult = match job_call(globals, methods::JOB_STATUS, params, mode) {
         Ok(current) => current,
         Err(JobCallError::Cli(_)) if args.workspace.is_some() => {
-            return Err(no_workspace_fallback("modify", json))
+            return Err(no_workspace_fallback("modify", mode))
         }
         Err(JobCallError::Cli(err)) => return Err(err),
         Err(err) => {
@@ -119,7 +119,7 @@ fn current_status(
                     "Run 'mozart list' to see available scores.",
                     "Check conductor status: mozart conductor-status",
                 ],
-                json,
+                mode,
                 &[("job_id", json!(id))],
             )))
         }
@@ -133,7 +133,7 @@ fn pause_or_refuse(
     args: &Args,
     status: &str,
 ) -> Result<ControlFlow<i32>, CliError> {
-    let (id, json) = (args.score_id.as_str(), args.json);
+    let (id, mode) = (args.score_id.as_str(), args.output);
     if status == "running" && args.resume {
         // `job.modify` pauses a running job and books its resume in one step: nobody (a
         // `mozart wait`, a watcher) sees it paused with nothing pending in between, as they
@@ -142,16 +142,16 @@ fn pause_or_refuse(
     }
     if status == "running" {
         let paused: Result<PauseResult, _> =
-            job_call(globals, methods::JOB_PAUSE, job_params(id, None), json);
+            job_call(globals, methods::JOB_PAUSE, job_params(id, None), mode);
         match paused {
             Ok(r) if r.paused => {
-                if !json {
+                if !mode.is_json() {
                     println!("Pause signal sent to score '{id}'.");
                 }
             }
             Err(JobCallError::Cli(err)) if !args.resume => return Err(err),
             _ if args.resume => {
-                if !json {
+                if !mode.is_json() {
                     println!("Score is no longer running, skipping pause.");
                 }
             }
@@ -167,7 +167,7 @@ fn pause_or_refuse(
                         &format!("Check score status: mozart status {id}"),
                         "Only running scores can be paused.",
                     ],
-                    json,
+                    mode,
                     &[("job_id", json!(id))],
                 )));
             }
@@ -179,7 +179,7 @@ fn pause_or_refuse(
                         "Check conductor status: mozart conductor-status",
                         "Restart if needed: mozart restart",
                     ],
-                    json,
+                    mode,
                     &[("job_id", json!(id))],
                 )))
             }
@@ -194,7 +194,7 @@ fn pause_or_refuse(
             "E502",
             &format!("Score '{id}' is {status}, cannot modify."),
             hint,
-            json,
+            mode,
             &[("job_id", json!(id)), ("status", json!(status))],
         )));
     }
@@ -204,14 +204,14 @@ fn pause_or_refuse(
 
 /// `--resume`: the conductor applies the new score once the paused job's sheets finish.
 fn modify_and_resume(globals: &Globals, args: &Args, ws: Option<&str>) -> Result<i32, CliError> {
-    let (id, json) = (args.score_id.as_str(), args.json);
+    let (id, mode) = (args.score_id.as_str(), args.output);
     // Absolute, unlike upstream's as-typed path ([QUIRK] §3.2, §10).
     let params = ModifyParams {
         job_id: id.to_string(),
         config_path: Some(absolute_text(&args.config)),
         workspace: ws.map(str::to_string),
     };
-    let result: JobResponse = match job_call(globals, methods::JOB_MODIFY, params, json) {
+    let result: JobResponse = match job_call(globals, methods::JOB_MODIFY, params, mode) {
         Ok(result) => result,
         Err(JobCallError::Cli(err)) => return Err(err),
         Err(err) => {
@@ -222,7 +222,7 @@ fn modify_and_resume(globals: &Globals, args: &Args, ws: Option<&str>) -> Result
                     "Check conductor status: mozart conductor-status",
                     "The conductor must be running to modify a score.",
                 ],
-                json,
+                mode,
                 &[("job_id", json!(id))],
             ))
         }
@@ -235,10 +235,10 @@ fn modify_and_resume(globals: &Globals, args: &Args, ws: Option<&str>) -> Result
                 "The score must be paused before modifying its config.",
                 &format!("Try: mozart pause {id} && mozart modify {id} --config <path> --resume"),
             ],
-            json,
+            mode,
         ));
     }
-    if json {
+    if mode.is_json() {
         print_json(&result);
     } else {
         let msg = result.message.as_deref().unwrap_or("Modify accepted");
@@ -249,8 +249,8 @@ fn modify_and_resume(globals: &Globals, args: &Args, ws: Option<&str>) -> Result
 }
 
 /// Without `--resume`: how to resume with the new score (or the old one).
-fn print_instructions(id: &str, status: &str, config_text: &str, json: bool) {
-    if json {
+fn print_instructions(id: &str, status: &str, config_text: &str, mode: OutputMode) {
+    if mode.is_json() {
         print_json(&json!({
             "success": true,
             "job_id": id,

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::status::{check_score_id, coded_error, job_call, job_params, JobCallError};
 use crate::output::print_json;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Message of a delivered pause (reported before the job actually pauses, [QUIRK] §3.3).
 const PAUSE_SENT: &str = "Pause signal sent. Score will pause at next sheet boundary.";
@@ -29,8 +29,8 @@ pub struct Args {
     #[arg(short = 't', long = "timeout", default_value_t = 60)]
     pub timeout: u64,
     /// Output result as JSON.
-    #[arg(short = 'j', long = "json")]
-    pub json: bool,
+    #[arg(id = "json", short = 'j', long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
     /// Cancel immediately instead of pausing at a sheet boundary.
     #[arg(short = 'f', long = "force")]
     pub force: bool,
@@ -41,27 +41,31 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     check_score_id(&args.score_id)?;
     let id = args.score_id.as_str();
     if args.force {
-        return super::cancel::cancel(globals, id, args.json);
+        return super::cancel::cancel(globals, id, args.output);
     }
-    let result: PauseResult =
-        match job_call(globals, methods::JOB_PAUSE, job_params(id, None), args.json) {
-            Ok(result) => result,
-            Err(JobCallError::Cli(_)) if args.workspace.is_some() => {
-                return Err(super::resume::no_workspace_fallback("pause", args.json));
-            }
-            Err(JobCallError::Cli(err)) => return Err(err),
-            Err(err) => {
-                return Ok(coded_error(
-                    "E501",
-                    &err.message(),
-                    &["Run 'mozart list' to see available scores."],
-                    args.json,
-                    &[],
-                ))
-            }
-        };
+    let result: PauseResult = match job_call(
+        globals,
+        methods::JOB_PAUSE,
+        job_params(id, None),
+        args.output,
+    ) {
+        Ok(result) => result,
+        Err(JobCallError::Cli(_)) if args.workspace.is_some() => {
+            return Err(super::resume::no_workspace_fallback("pause", args.output));
+        }
+        Err(JobCallError::Cli(err)) => return Err(err),
+        Err(err) => {
+            return Ok(coded_error(
+                "E501",
+                &err.message(),
+                &["Run 'mozart list' to see available scores."],
+                args.output,
+                &[],
+            ))
+        }
+    };
     if result.paused {
-        if args.json {
+        if args.output.is_json() {
             print_json(&json!({
                 "success": true,
                 "job_id": id,
@@ -80,17 +84,13 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         }
         return Ok(0);
     }
-    let message = result
-        .error
-        .unwrap_or_else(|| format!("Failed to pause score '{id}'"));
+    let refused = mozart_client::hints::pause_refused(id, result.error);
+    let hints: Vec<&str> = refused.hints.iter().map(String::as_str).collect();
     Ok(coded_error(
         "E502",
-        &message,
-        &[
-            &format!("Check score status: mozart status {id}"),
-            "Only running scores can be paused.",
-        ],
-        args.json,
+        &refused.message,
+        &hints,
+        args.output,
         &[("job_id", json!(id))],
     ))
 }

@@ -8,7 +8,7 @@ use mozart_ipc::status::RecoverResult;
 use mozart_ipc::types::RecoverParams;
 
 use super::status::{absolute_text, check_score_id, job_call};
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart recover` (upstream's options, so scripts parse).
 #[derive(Debug, clap::Args)]
@@ -36,8 +36,8 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         sheet_num: args.sheet,
         dry_run: args.dry_run,
     };
-    let result: RecoverResult =
-        job_call(globals, methods::JOB_RECOVER, params, false).map_err(|e| e.into_cli(false))?;
+    let result: RecoverResult = job_call(globals, methods::JOB_RECOVER, params, OutputMode::Human)
+        .map_err(|e| e.into_cli(OutputMode::Human))?;
     let sheets = result.recovery.unwrap_or_default();
     if sheets.is_empty() {
         println!("No failed sheets to recover");

@@ -6,7 +6,7 @@ use mozart_ipc::methods;
 use mozart_ipc::types::{JobResponse, JobResponseStatus, ResumeParams};
 
 use super::status::{absolute_text, check_score_id, failed, job_call, JobCallError};
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart resume`.
 #[derive(Debug, clap::Args)]
@@ -48,14 +48,14 @@ pub(crate) fn existing_file(text: &str) -> Result<PathBuf, String> {
 }
 
 /// The explicit error for the in-process workspace fallback this port does not have.
-pub(crate) fn no_workspace_fallback(command: &str, json: bool) -> CliError {
+pub(crate) fn no_workspace_fallback(command: &str, mode: OutputMode) -> CliError {
     failed(
         format!(
             "Mozart conductor is not running, and '{command} --workspace' without a \
              conductor is not supported in this port."
         ),
         &["Start it with: mozart start"],
-        json,
+        mode,
     )
 }
 
@@ -72,14 +72,15 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         no_reload: args.no_reload,
     };
     let list_hint = "Run 'mozart list' to see available scores.";
-    let result: JobResponse = match job_call(globals, methods::JOB_RESUME, params, false) {
-        Ok(result) => result,
-        Err(JobCallError::Cli(_)) if args.workspace.is_some() => {
-            return Err(no_workspace_fallback("resume", false))
-        }
-        Err(JobCallError::Cli(err)) => return Err(err),
-        Err(err) => return Err(failed(err.message(), &[list_hint], false)),
-    };
+    let result: JobResponse =
+        match job_call(globals, methods::JOB_RESUME, params, OutputMode::Human) {
+            Ok(result) => result,
+            Err(JobCallError::Cli(_)) if args.workspace.is_some() => {
+                return Err(no_workspace_fallback("resume", OutputMode::Human))
+            }
+            Err(JobCallError::Cli(err)) => return Err(err),
+            Err(err) => return Err(failed(err.message(), &[list_hint], OutputMode::Human)),
+        };
     let message = result.message.unwrap_or_default();
     if result.status == JobResponseStatus::Accepted {
         println!("Resume accepted for score '{id}'.");
@@ -90,15 +91,6 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         println!("Monitor progress: mozart status {id}");
         return Ok(0);
     }
-    let message = if message.is_empty() {
-        format!("Failed to resume score '{id}'")
-    } else {
-        message
-    };
-    if message.to_lowercase().contains("not found") {
-        Err(failed(message, &[list_hint], false))
-    } else {
-        let diagnose = format!("Run 'mozart diagnose {id}' for details.");
-        Err(failed(message, &[&diagnose, list_hint], false))
-    }
+    let refused = mozart_client::hints::resume_refused(id, Some(message));
+    Err(CliError::failed(refused.message, refused.hints))
 }

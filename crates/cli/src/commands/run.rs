@@ -3,12 +3,13 @@
 
 use std::path::PathBuf;
 
-use mozart_config::error::schema_text;
+use mozart_client::hints::LoadPurpose;
 use mozart_config::plan::total_sheets;
 use mozart_config::{ConfigError, Score};
 
+use super::submit::{not_submitted, ESCALATION_UNSUPPORTED};
 use crate::output::{boxed, console_width, print_json};
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart run`.
 #[derive(Debug, clap::Args)]
@@ -31,8 +32,8 @@ pub struct Args {
     #[arg(short = 'w', long, value_name = "PATH")]
     pub workspace: Option<PathBuf>,
     /// JSON output.
-    #[arg(short = 'j', long)]
-    pub json: bool,
+    #[arg(id = "json", short = 'j', long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
     /// Escalation prompts (not supported in daemon mode; always rejected).
     #[arg(short = 'e', long)]
     pub escalation: bool,
@@ -49,32 +50,9 @@ pub struct Args {
     pub fresh: bool,
 }
 
-fn load_failure(json: bool, file: &str, err: ConfigError) -> Result<i32, CliError> {
-    let validate_hint = format!("Validate with: mozart validate {file}");
-    let (message, hints) = match err {
-        ConfigError::Yaml { error, path } => (
-            format!("YAML syntax error: {}", error.render(&path)),
-            vec![
-                "Check for indentation issues or invalid YAML characters.".to_string(),
-                validate_hint,
-            ],
-        ),
-        ConfigError::Schema { path, errors } => (
-            schema_text(&errors, path.as_deref(), json),
-            vec![validate_hint],
-        ),
-        ConfigError::NotMapping { found, .. } => (
-            format!("Score must be a YAML mapping (key-value pairs), got: {found}"),
-            vec![validate_hint],
-        ),
-        other => (other.to_string(), vec![validate_hint]),
-    };
-    if json {
-        print_json(&serde_json::json!({ "error": message }));
-    } else {
-        crate::output::print_error(&message, &hints);
-    }
-    Ok(1)
+fn load_failure(mode: OutputMode, file: &str, err: ConfigError) -> CliError {
+    let advice = mozart_client::hints::load_failure(err, LoadPurpose::Run { file }, mode.is_json());
+    not_submitted(advice.message, advice.hints, mode)
 }
 
 /// Run `mozart run`.
@@ -97,47 +75,31 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         if let Some(message) = mozart_ipc::job_id::file_refusal(&id) {
-            if args.json {
-                print_json(&serde_json::json!({ "error": message }));
-            } else {
-                crate::output::print_error(&message, &[]);
-            }
-            return Ok(1);
+            return Err(not_submitted(message, vec![], args.output));
         }
     }
     let mut score = match mozart_config::load_score(path) {
         Ok(score) => score,
-        Err(err) => return load_failure(args.json, &path.display().to_string(), err),
+        Err(err) => return Err(load_failure(args.output, &path.display().to_string(), err)),
     };
     for warning in &score.warnings {
         eprintln!("{}: warning: {warning}", path.display());
     }
     if let Some(message) = mozart_config::plan::impossible_sheet_count(&score.config.sheet) {
-        let message = format!("[V010] {message}");
-        if args.json {
-            print_json(&serde_json::json!({ "error": message }));
-        } else {
-            crate::output::print_error(
-                &message,
-                &["Make sheet.start_item at most sheet.total_items.".to_string()],
-            );
-        }
-        return Ok(1);
+        return Err(not_submitted(
+            format!("[V010] {message}"),
+            vec!["Make sheet.start_item at most sheet.total_items.".to_string()],
+            args.output,
+        ));
     }
     if let Some(ws) = &args.workspace {
         score.config.workspace = mozart_config::resolve_path(ws);
     }
-    if !globals.quiet && !args.json {
+    if !globals.quiet && !args.output.is_json() {
         print_config_panel(&score);
     }
     if args.escalation {
-        let message = "--escalation requires interactive console prompts which are not available in daemon mode. Escalation is not currently supported.";
-        if args.json {
-            print_json(&serde_json::json!({ "error": message }));
-        } else {
-            crate::output::print_error(message, &[]);
-        }
-        return Ok(1);
+        return Err(not_submitted(ESCALATION_UNSUPPORTED, vec![], args.output));
     }
     if args.dry_run {
         return dry_run(score, &args);
@@ -195,7 +157,7 @@ fn dry_run(mut score: Score, args: &Args) -> Result<i32, CliError> {
     let score = &score;
     let c = &score.config;
     let total = total_sheets(&c.sheet);
-    if args.json {
+    if args.output.is_json() {
         let mut doc = serde_json::json!({
             "dry_run": true,
             "job_name": c.name,
@@ -288,7 +250,7 @@ fn submit(globals: &Globals, args: &Args, score: &Score) -> Result<i32, CliError
         workspace: args.workspace.clone(),
         fresh: args.fresh,
         start_sheet: args.start_sheet.and_then(|n| u32::try_from(n).ok()),
-        json: args.json,
+        output: args.output,
         self_healing: args.self_healing,
         yes: args.yes,
         escalation: false,

@@ -16,7 +16,7 @@ use mozart_ipc::types::ReadyResult;
 use mozart_ipc::{methods, BlockingClient};
 
 use crate::conductor_client::conductor_state;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// How long a background start waits for the conductor to become ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -97,7 +97,7 @@ fn fail(err: impl std::fmt::Display) -> CliError {
 /// The running conductor's PID (as text, `unknown` when it has none), or None after
 /// cleaning a stale PID file.
 fn already_running(paths: &ConductorPaths) -> Result<Option<String>, CliError> {
-    match conductor_state(paths, false)? {
+    match conductor_state(paths, OutputMode::Human)? {
         RunState::Running { pid } => Ok(Some(
             pid.map_or_else(|| "unknown".to_string(), |p| p.to_string()),
         )),

@@ -4,11 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use mozart_client::ClientError;
 use mozart_ipc::checkpoint::JobStatus;
 use mozart_ipc::sheet_view::{SheetMode, SheetQuery, StatusParams};
 use mozart_ipc::status::{JobList, JobListEntry, JobPage, JobStatusResult};
 use mozart_ipc::types::{HealthResult, JobIdParams, ListPageParams, RateLimitsResult};
-use mozart_ipc::{error as rpc, methods, IpcError};
+use mozart_ipc::{methods, IpcError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -19,7 +20,7 @@ use crate::render::status_json::status_json;
 use crate::render::status_view::{render_meta_status, render_status};
 use crate::render::time::{format_clock, format_compact_duration};
 use crate::render::{jobs, validate_score_id, Style};
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 use mozart_ipc::time::epoch_now;
 
 /// Arguments of `mozart status`.
@@ -29,8 +30,8 @@ pub struct Args {
     #[arg(value_name = "SCORE_ID")]
     pub score_id: Option<String>,
     /// Output status as JSON for machine parsing.
-    #[arg(short = 'j', long = "json")]
-    pub json: bool,
+    #[arg(id = "json", short = 'j', long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
     /// Continuously monitor status with live updates. Exits when the job has an outcome,
     /// with the codes of `mozart wait`: 0 completed, 1 failed (or unknown), 3 cancelled,
     /// 4 paused (not the pause of `modify --resume`, which resumes by itself); Ctrl+C exits 0.
@@ -80,7 +81,7 @@ impl Args {
                 limit: self.limit,
                 ..SheetQuery::default()
             }
-        } else if self.json {
+        } else if self.output.is_json() {
             SheetQuery::summary(JSON_FULL_UP_TO)
         } else {
             SheetQuery::summary(HUMAN_FULL_UP_TO)
@@ -96,7 +97,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
                 "--sheets, --state, --offset and --limit need a SCORE_ID".to_string(),
             ));
         }
-        return overview(globals, args.json);
+        return overview(globals, args.output);
     };
     check_score_id(id)?;
     if args.watch {
@@ -107,9 +108,9 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             id,
             args.workspace.as_deref(),
             args.sheet_query(),
-            args.json,
+            args.output,
         )?;
-        show(&job, args.json, &active_limit_lines(globals, &job));
+        show(&job, args.output, &active_limit_lines(globals, &job));
         Ok(0)
     }
 }
@@ -131,22 +132,23 @@ pub(crate) enum JobCallError {
     Job(String),
     /// Already a user-facing error (e.g. the standard "not running").
     Cli(CliError),
-    /// Any other transport or protocol failure.
-    Other(IpcError),
+    /// Any other failure (an untrusted socket, a refusal, a transport or protocol failure).
+    Other(ClientError),
 }
 
 impl JobCallError {
     /// The default translation: job errors show the conductor's text, others go through
     /// the shared client mapping.
-    pub(crate) fn into_cli(self, json: bool) -> CliError {
+    pub(crate) fn into_cli(self, mode: OutputMode) -> CliError {
         match self {
             JobCallError::Job(message) => CliError::Failed {
+                kind: crate::ErrorKind::Command,
                 message,
                 hints: vec![],
-                json,
+                mode,
             },
             JobCallError::Cli(err) => err,
-            JobCallError::Other(err) => conductor_client::call_error(err, json),
+            JobCallError::Other(err) => conductor_client::user_error(err, mode),
         }
     }
 
@@ -168,10 +170,10 @@ pub(crate) fn cli_message(err: CliError) -> String {
     }
 }
 
-/// What the shared client mapping would say about a transport failure (§1.5 texts such as
+/// What the shared client mapping would say about a failed call (§1.5 texts such as
 /// "Conductor does not support '<method>'…" or the busy-conductor timeout).
-pub(crate) fn ipc_text(err: IpcError) -> String {
-    cli_message(conductor_client::call_error(err, false))
+pub(crate) fn ipc_text(err: ClientError) -> String {
+    cli_message(conductor_client::user_error(err, OutputMode::Human))
 }
 
 /// Call `method` on the conductor (no health probe first: a conductor that is not there
@@ -182,27 +184,20 @@ pub(crate) fn job_call<P: Serialize, R: DeserializeOwned>(
     globals: &Globals,
     method: &str,
     params: P,
-    json: bool,
+    mode: OutputMode,
 ) -> Result<R, JobCallError> {
-    let mut client = conductor_client::connect_direct(globals, json).map_err(JobCallError::Cli)?;
+    let mut client = conductor_client::connect_direct(globals, mode).map_err(JobCallError::Cli)?;
     client
         .call(method, params)
-        .map_err(|err| classify(err, json))
+        .map_err(|err| classify(err, mode))
 }
 
 /// Sort a failed call into the not-running, unknown-job and other failures of [`job_call`].
-pub(crate) fn classify(err: IpcError, json: bool) -> JobCallError {
-    match &err {
-        IpcError::NotRunning { .. } => JobCallError::Cli(conductor_client::not_running(json)),
-        IpcError::Rpc { error, .. }
-            if matches!(
-                error.code,
-                rpc::JOB_NOT_FOUND | rpc::JOB_NOT_RESUMABLE | rpc::WORKSPACE_NOT_FOUND
-            ) =>
-        {
-            JobCallError::Job(error.message.clone())
-        }
-        _ => JobCallError::Other(err),
+pub(crate) fn classify(err: IpcError, mode: OutputMode) -> JobCallError {
+    match ClientError::from_call(err) {
+        ClientError::NotRunning => JobCallError::Cli(conductor_client::not_running(mode)),
+        ClientError::Job { message } => JobCallError::Job(message),
+        other => JobCallError::Other(other),
     }
 }
 
@@ -212,10 +207,10 @@ pub(crate) fn coded_error(
     code: &str,
     message: &str,
     hints: &[&str],
-    json: bool,
+    mode: OutputMode,
     extras: &[(&str, Value)],
 ) -> i32 {
-    if json {
+    if mode.is_json() {
         let mut obj = serde_json::Map::new();
         obj.insert("success".into(), json!(false));
         obj.insert("message".into(), json!(message));
@@ -241,11 +236,12 @@ pub(crate) fn coded_error(
 }
 
 /// A failure with hints, printed as text or as the JSON error object.
-pub(crate) fn failed(message: impl Into<String>, hints: &[&str], json: bool) -> CliError {
+pub(crate) fn failed(message: impl Into<String>, hints: &[&str], mode: OutputMode) -> CliError {
     CliError::Failed {
+        kind: crate::ErrorKind::Command,
         message: message.into(),
         hints: hints.iter().map(|h| h.to_string()).collect(),
-        json,
+        mode,
     }
 }
 
@@ -263,14 +259,14 @@ pub(crate) fn absolute_text(path: &Path) -> String {
 // Overview.
 // ---------------------------------------------------------------------------------------
 
-fn overview(globals: &Globals, json: bool) -> Result<i32, CliError> {
+fn overview(globals: &Globals, mode: OutputMode) -> Result<i32, CliError> {
     // Its own health call is the probe (uptime comes from it).
-    let mut client = conductor_client::connect_direct(globals, json)?;
+    let mut client = conductor_client::connect_direct(globals, mode)?;
     let health: HealthResult = client
         .call(methods::DAEMON_HEALTH, ())
-        .map_err(|_| conductor_client::not_running(json))?;
+        .map_err(|_| conductor_client::not_running(mode))?;
     let (active, active_total, recent) = overview_jobs(&mut client);
-    if json {
+    if mode.is_json() {
         print_json(&jobs::overview_json(&active, active_total, &recent));
     } else {
         let uptime = Some(health.uptime_seconds);
@@ -335,21 +331,21 @@ fn fetch(
     id: &str,
     workspace: Option<&Path>,
     sheets: SheetQuery,
-    json: bool,
+    mode: OutputMode,
 ) -> Result<JobStatusResult, CliError> {
     match job_call(
         globals,
         methods::JOB_STATUS,
         status_params(id, workspace, sheets),
-        json,
+        mode,
     ) {
-        Ok(None) | Err(JobCallError::Job(_)) => Err(not_found(id, json)),
+        Ok(None) | Err(JobCallError::Job(_)) => Err(not_found(id, mode)),
         Ok(Some(result)) => Ok(result),
         Err(JobCallError::Cli(err)) => match workspace {
-            Some(dir) => from_workspace(id, dir, json),
+            Some(dir) => from_workspace(id, dir, mode),
             None => Err(err),
         },
-        Err(JobCallError::Other(err)) => Err(conductor_error(err, json)),
+        Err(JobCallError::Other(err)) => Err(conductor_error(err, mode)),
     }
 }
 
@@ -370,36 +366,41 @@ fn status_params(id: &str, workspace: Option<&Path>, sheets: SheetQuery) -> Stat
     }
 }
 
-fn not_found(id: &str, json: bool) -> CliError {
+fn not_found(id: &str, mode: OutputMode) -> CliError {
     failed(
         format!("Score not found: {id}"),
         &["Run 'mozart list' to see available scores."],
-        json,
+        mode,
     )
 }
 
-fn conductor_error(err: IpcError, json: bool) -> CliError {
+fn conductor_error(err: ClientError, mode: OutputMode) -> CliError {
+    // Upstream's exception class names (cli.md §1.5).
     let kind = match &err {
-        IpcError::Timeout { .. } | IpcError::ResponseTooLarge { .. } => "DaemonError",
-        IpcError::Rpc { .. } => "DaemonError",
-        IpcError::Protocol { .. } => "ProtocolError",
+        ClientError::Timeout(_)
+        | ClientError::Transport(IpcError::ResponseTooLarge { .. })
+        | ClientError::Refused { .. }
+        | ClientError::Unsupported { .. }
+        | ClientError::Job { .. } => "DaemonError",
+        ClientError::Transport(IpcError::Protocol { .. }) => "ProtocolError",
         _ => "IpcError",
     };
     let text = ipc_text(err);
     failed(
         format!("Conductor error: {kind}: {text}"),
         &["Check conductor logs: tail -f ~/.mozart/mozart.log"],
-        json,
+        mode,
     )
 }
 
 /// Debug escape hatch (cli.md §1.4): read `<workspace>/<id>.json` directly.
-fn from_workspace(id: &str, dir: &Path, json: bool) -> Result<JobStatusResult, CliError> {
+fn from_workspace(id: &str, dir: &Path, mode: OutputMode) -> Result<JobStatusResult, CliError> {
     if !dir.is_dir() {
         return Err(CliError::Failed {
+            kind: crate::ErrorKind::Command,
             message: format!("Workspace not found: {}", dir.display()),
             hints: vec![],
-            json,
+            mode,
         });
     }
     match mozart_jobs::wire::load_state_file(dir, id) {
@@ -410,22 +411,24 @@ fn from_workspace(id: &str, dir: &Path, json: bool) -> Result<JobStatusResult, C
                 "Use --workspace to specify the directory containing the score state",
                 "Run 'mozart list' to see available scores",
             ],
-            json,
+            mode,
         )),
-        Err(e) => Err(failed(e.to_string(), &[], json)),
+        Err(e) => Err(failed(e.to_string(), &[], mode)),
     }
 }
 
 /// Render a `job.status` result: a checkpoint as the full view, a metadata dict as the
 /// short one (conductor.md §6.10).
-fn show(result: &JobStatusResult, json: bool, active_limits: &[String]) {
+fn show(result: &JobStatusResult, mode: OutputMode, active_limits: &[String]) {
     match result {
-        JobStatusResult::Checkpoint(state) if json => print_json(&status_json(state, epoch_now())),
+        JobStatusResult::Checkpoint(state) if mode.is_json() => {
+            print_json(&status_json(state, epoch_now()))
+        }
         JobStatusResult::Checkpoint(state) => print!(
             "{}",
             render_status(state, epoch_now(), active_limits, &Style::for_stdout())
         ),
-        JobStatusResult::Record(meta) if json => print_json(meta),
+        JobStatusResult::Record(meta) if mode.is_json() => print_json(meta),
         JobStatusResult::Record(meta) => {
             print!("{}", render_meta_status(meta, &Style::for_stdout()))
         }
@@ -476,12 +479,18 @@ fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| failed(format!("cannot start the watch timer: {e}"), &[], args.json))?;
+        .map_err(|e| {
+            failed(
+                format!("cannot start the watch timer: {e}"),
+                &[],
+                args.output,
+            )
+        })?;
     let mut interrupt = runtime
         .block_on(async {
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         })
-        .map_err(|e| failed(format!("cannot listen for Ctrl-C: {e}"), &[], args.json))?;
+        .map_err(|e| failed(format!("cannot listen for Ctrl-C: {e}"), &[], args.output))?;
     let tty = std::io::stdout().is_terminal();
     let clear = || {
         if tty {
@@ -491,22 +500,22 @@ fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
     println!("Watching score {id} (Ctrl+C to stop)\n");
     loop {
         let params = status_params(id, args.workspace.as_deref(), args.sheet_query());
-        let outcome = job_call(globals, methods::JOB_STATUS, params, args.json);
+        let outcome = job_call(globals, methods::JOB_STATUS, params, args.output);
         let mut finished = None;
         match outcome {
             Ok(None) | Err(JobCallError::Job(_)) => {
                 clear();
-                if args.json {
+                if args.output.is_json() {
                     print_json(&json!({"error": format!("Score not found: {id}")}));
                 } else {
-                    not_found(id, false).report();
+                    not_found(id, OutputMode::Human).report();
                 }
                 // Nothing to watch: waiting would never end (upstream loops forever).
                 finished = Some(super::wait::EXIT_FAILED);
             }
             Err(JobCallError::Cli(err)) => match args.workspace.as_deref() {
                 Some(dir) => {
-                    let result = from_workspace(id, dir, args.json)?;
+                    let result = from_workspace(id, dir, args.output)?;
                     clear();
                     finished = render_watch_frame(&result, args, &[]);
                 }
@@ -550,7 +559,7 @@ fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
 /// failed and never on cancelled or paused). A pause that resumes by itself (`modify
 /// --resume`) is no outcome.
 fn render_watch_frame(result: &JobStatusResult, args: &Args, limits: &[String]) -> Option<i32> {
-    show(result, args.json, limits);
+    show(result, args.output, limits);
     if result.checkpoint().is_some() {
         println!(
             "\nLast updated: {} | Refreshing every {}s | Press Ctrl+C to stop",
@@ -567,6 +576,7 @@ fn render_watch_frame(result: &JobStatusResult, args: &Args, limits: &[String]) 
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use mozart_ipc::error as rpc;
 
     #[test]
     fn rate_limit_lines_are_sorted_and_skip_expired_limits() {
@@ -593,17 +603,20 @@ mod tests {
             error: Box::new(mozart_ipc::RpcError::new(code, "Job 'x' not found")),
         };
         assert!(matches!(
-            classify(rpc_err(rpc::JOB_NOT_FOUND), false),
+            classify(rpc_err(rpc::JOB_NOT_FOUND), OutputMode::Human),
             JobCallError::Job(m) if m == "Job 'x' not found"
         ));
         assert!(matches!(
-            classify(rpc_err(rpc::INTERNAL_ERROR), false),
+            classify(rpc_err(rpc::INTERNAL_ERROR), OutputMode::Human),
             JobCallError::Other(_)
         ));
         let absent = IpcError::NotRunning {
             socket: "/nowhere".into(),
             reason: "no socket file".into(),
         };
-        assert!(matches!(classify(absent, false), JobCallError::Cli(_)));
+        assert!(matches!(
+            classify(absent, OutputMode::Human),
+            JobCallError::Cli(_)
+        ));
     }
 }

@@ -17,7 +17,7 @@ use mozart_ipc::types::{ReadyResult, ShutdownParams, ShutdownResult};
 use mozart_ipc::{methods, BlockingClient, ClientTimeouts};
 
 use crate::conductor_client::{self, conductor_state};
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart stop`.
 #[derive(Debug, Clone, clap::Args)]
@@ -74,7 +74,7 @@ pub(crate) fn stop_conductor(
     yes: bool,
     command: &str,
 ) -> Result<StopOutcome, CliError> {
-    let pid = match conductor_state(paths, false)? {
+    let pid = match conductor_state(paths, OutputMode::Human)? {
         RunState::Stopped { stale_pid } => {
             if stale_pid.is_some() {
                 let _ = std::fs::remove_file(&paths.pid_file);

@@ -12,14 +12,14 @@ use mozart_ipc::methods;
 use mozart_ipc::types::{ProcessMetric, SystemSnapshot, TopResult};
 
 use crate::conductor_client;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart top`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Stream JSON snapshots (NDJSON).
-    #[arg(long = "json")]
-    pub json: bool,
+    #[arg(id = "json", long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
     /// Replay historical data (e.g., '1h', '30m').
     #[arg(long = "history", value_name = "TEXT")]
     pub history: Option<String>,
@@ -59,7 +59,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let paths = conductor_client::paths(globals, None)?;
     // Reachability first, as upstream's `daemon.status` probe; without a conductor there
     // is no monitor file to tail either (upstream's fallback).
-    if let Err(err) = conductor_client::connect_socket(&paths.socket, false) {
+    if let Err(err) = conductor_client::connect_socket(&paths.socket, OutputMode::Human) {
         if err.is_untrusted() {
             return Err(err);
         }
@@ -68,21 +68,21 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             vec!["Ensure the conductor is running: mozart start".into()],
         ));
     }
-    if args.json {
+    if args.output.is_json() {
         eprintln!("Streaming NDJSON snapshots (Ctrl+C to stop)...");
     }
     loop {
         let mut result: TopResult = {
-            let mut client = conductor_client::connect_socket(&paths.socket, args.json)?;
+            let mut client = conductor_client::connect_socket(&paths.socket, args.output)?;
             client
                 .call(methods::DAEMON_TOP, ())
-                .map_err(|e| conductor_client::call_error(e, args.json))?
+                .map_err(|e| conductor_client::call_error(e, args.output))?
         };
         if let TopResult::Snapshot(snapshot) = &mut result {
             filter(snapshot, args.score.as_deref());
         }
         let mut out = std::io::stdout().lock();
-        let written = if args.json {
+        let written = if args.output.is_json() {
             let line = serde_json::to_string(&result).map_err(|e| {
                 CliError::failed(format!("Cannot encode the snapshot: {e}"), vec![])
             })?;

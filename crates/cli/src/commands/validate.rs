@@ -3,12 +3,12 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use mozart_config::error::{schema_hints, schema_text};
+use mozart_client::hints::LoadPurpose;
 use mozart_config::validate::{self as checks, CheckEnv, Issue, Severity};
 use mozart_config::{ConfigError, Score};
 
 use crate::output::{boxed, console_width, print_json, write_py_json, PyJsonNode};
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart validate`.
 #[derive(Debug, clap::Args)]
@@ -17,15 +17,15 @@ pub struct Args {
     #[arg(value_name = "CONFIG_FILE")]
     pub config_file: PathBuf,
     /// Print the result as JSON.
-    #[arg(short = 'j', long)]
-    pub json: bool,
+    #[arg(id = "json", short = 'j', long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
     /// Preview every sheet, not just the first.
     #[arg(short = 'v', long)]
     pub verbose: bool,
 }
 
-fn fail(json: bool, message: String, hints: Vec<String>) -> Result<i32, CliError> {
-    if json {
+fn fail(mode: OutputMode, message: String, hints: Vec<String>) -> Result<i32, CliError> {
+    if mode.is_json() {
         let mut obj = serde_json::Map::new();
         obj.insert("success".into(), false.into());
         obj.insert("message".into(), message.into());
@@ -167,7 +167,7 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
     }
     let mut score = match mozart_config::load_score(path) {
         Ok(score) => score,
-        Err(err) => return report_load_error(err, args.json),
+        Err(err) => return report_load_error(err, args.output),
     };
     for warning in &score.warnings {
         eprintln!("{}: warning: {warning}", path.display());
@@ -181,7 +181,7 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let plan = crate::render::tasks::plan_branches(&mut score.config, &job_id);
-    if args.json {
+    if args.output.is_json() {
         write_json(&score, path, &issues, &plan)
             .map_err(|e| CliError::failed(e.to_string(), vec![]))?;
     } else {
@@ -193,37 +193,9 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
     Ok(i32::from(has_errors))
 }
 
-fn report_load_error(err: ConfigError, json: bool) -> Result<i32, CliError> {
-    match err {
-        ConfigError::Read { source, .. } => fail(
-            json,
-            format!("Cannot read score file: {source}"),
-            vec!["Check that the file exists and you have read permission.".into()],
-        ),
-        ConfigError::Yaml { error, path } => fail(
-            json,
-            format!("YAML syntax error: {}", error.render(&path)),
-            vec!["Check for indentation issues or invalid YAML characters.".into()],
-        ),
-        ConfigError::NotMapping { found, .. } => fail(
-            json,
-            format!("Score must be a YAML mapping (key-value pairs), got: {found}"),
-            vec![
-                "A Mozart score needs key-value fields like: name: my-score".into(),
-                "Check that your file isn't plain text, a list, or empty.".into(),
-                "See: docs/scores.md in Mozart's source.".into(),
-            ],
-        ),
-        ConfigError::Schema { path, errors } => {
-            let text = schema_text(&errors, path.as_deref(), json);
-            fail(
-                json,
-                format!("Schema validation failed: {text}"),
-                schema_hints(&errors),
-            )
-        }
-        other => fail(json, other.to_string(), vec![]),
-    }
+fn report_load_error(err: ConfigError, mode: OutputMode) -> Result<i32, CliError> {
+    let advice = mozart_client::hints::load_failure(err, LoadPurpose::Validate, mode.is_json());
+    fail(mode, advice.message, advice.hints)
 }
 
 fn print_terminal(

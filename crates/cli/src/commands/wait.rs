@@ -9,7 +9,7 @@ use mozart_ipc::{methods, BlockingClient, IpcError};
 use serde_json::json;
 
 use crate::conductor_client;
-use crate::{CliError, Globals};
+use crate::{CliError, Globals, OutputMode};
 
 /// Exit code when the job completed.
 pub const EXIT_COMPLETED: i32 = 0;
@@ -33,8 +33,8 @@ pub struct Args {
     #[arg(short = 't', long = "timeout", value_name = "SECONDS")]
     pub timeout: Option<f64>,
     /// Print the final status as JSON.
-    #[arg(short = 'j', long = "json")]
-    pub json: bool,
+    #[arg(id = "json", short = 'j', long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
 }
 
 /// The exit code of a job's status document, or `None` while the job goes on by itself
@@ -59,7 +59,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     loop {
         let c = match client.take() {
             Some(c) => c,
-            None => conductor_client::connect_json(globals, args.json)?,
+            None => conductor_client::connect_in(globals, args.output)?,
         };
         let mut c = c;
         let params = JobIdParams {
@@ -76,12 +76,13 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
                 ) =>
             {
                 return Err(CliError::Failed {
+                    kind: crate::ErrorKind::Command,
                     message: format!("Score not found: {}", args.job_id),
                     hints: vec!["Run 'mozart list' to see available scores.".into()],
-                    json: args.json,
+                    mode: args.output,
                 });
             }
-            Err(err) => return Err(conductor_client::call_error(err, args.json)),
+            Err(err) => return Err(conductor_client::call_error(err, args.output)),
         };
         client = Some(c);
         let status = doc.shown_status().to_string();
@@ -90,7 +91,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             return Ok(code);
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
-            if args.json {
+            if args.output.is_json() {
                 crate::output::print_json(
                     &json!({"job_id": args.job_id, "status": status, "timed_out": true}),
                 );
@@ -105,7 +106,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
 }
 
 fn report(args: &Args, status: &str, doc: &JobStatusResult) {
-    if args.json {
+    if args.output.is_json() {
         crate::output::print_json(&json!({
             "job_id": args.job_id,
             "status": status,

@@ -82,7 +82,7 @@ pub(crate) fn sheet_logs_dir(workspace: &Path) -> PathBuf {
 
 /// A sheet's live output file (`{workspace}/logs/sheet-NN.<stream>.log`) when it exists.
 fn output_file(workspace: Option<&Path>, sheet: u32, stream: &str) -> Option<String> {
-    let path = sheet_logs_dir(workspace?).join(format!("sheet-{sheet:02}.{stream}.log"));
+    let path = mozart_ipc::paths::sheet_output_log(workspace?, sheet, stream);
     path.exists().then(|| path.display().to_string())
 }
 

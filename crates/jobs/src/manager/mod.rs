@@ -662,11 +662,11 @@ impl JobManager {
                     self.set_status(job_id, DaemonJobStatus::Paused, None).await;
                     return rejected(job_id, e);
                 }
-                JobResponse {
-                    job_id: job_id.to_string(),
-                    status: JobResponseStatus::Accepted,
-                    message: Some("Job resume queued".into()),
-                }
+                JobResponse::new(
+                    job_id,
+                    JobResponseStatus::Accepted,
+                    Some("Job resume queued".into()),
+                )
             }
             DaemonJobStatus::Paused | DaemonJobStatus::Failed | DaemonJobStatus::Cancelled => {
                 if in_baton {
@@ -1121,11 +1121,7 @@ fn add_live_progress(
 }
 
 fn rejected(job_id: &str, message: String) -> JobResponse {
-    JobResponse {
-        job_id: job_id.to_string(),
-        status: JobResponseStatus::Rejected,
-        message: Some(message),
-    }
+    JobResponse::rejected(job_id, message)
 }
 
 impl JobHost for JobManager {

@@ -42,11 +42,7 @@ fn job_error(e: JobError) -> ErrorObjectOwned {
 }
 
 fn rejected(job_id: &str, message: impl Into<String>) -> JobResponse {
-    JobResponse {
-        job_id: job_id.to_string(),
-        status: JobResponseStatus::Rejected,
-        message: Some(message.into()),
-    }
+    JobResponse::rejected(job_id, message)
 }
 
 /// Sheets of `job_id` still running an attempt (the live checkpoint's `in_progress` ones).
@@ -94,13 +90,13 @@ async fn modify(
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| config.clone());
-            JobResponse {
+            JobResponse::new(
                 job_id,
-                status: JobResponseStatus::Accepted,
-                message: Some(format!(
+                JobResponseStatus::Accepted,
+                Some(format!(
                     "Pause signal sent. Will resume with {file_name} when paused."
                 )),
-            }
+            )
         }
         Ok(DaemonJobStatus::Paused) if !in_flight(m, &job_id).await.is_empty() => {
             let claim = claim_pending(m, &job_id);
@@ -112,11 +108,11 @@ async fn modify(
                 workspace,
                 claim,
             );
-            JobResponse {
+            JobResponse::new(
                 job_id,
-                status: JobResponseStatus::Accepted,
-                message: Some("Job resume queued".into()),
-            }
+                JobResponseStatus::Accepted,
+                Some("Job resume queued".into()),
+            )
         }
         _ => m.modify(ctx, &job_id, config, workspace).await,
     }
@@ -331,11 +327,11 @@ fn register_lifecycle(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(
                         ws,
                         claim,
                     );
-                    return to_value(JobResponse {
-                        job_id: p.job_id,
-                        status: JobResponseStatus::Accepted,
-                        message: Some("Job resume queued".into()),
-                    });
+                    return to_value(JobResponse::new(
+                        p.job_id,
+                        JobResponseStatus::Accepted,
+                        Some("Job resume queued".into()),
+                    ));
                 }
             }
             to_value(m.resume(&ctx, &p.job_id, config, ws, p.no_reload).await)

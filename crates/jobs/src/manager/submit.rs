@@ -8,7 +8,7 @@ use mozart_config::{load_score, JobConfig, SheetPlan};
 use mozart_ipc::types::{JobResponse, JobResponseStatus};
 use mozart_state::{CheckpointState, DaemonJobStatus, JobRecord, JobScore, JobStatus, SheetState};
 
-use super::{lock, rejected, specs, JobEntry, JobManager, JobRun};
+use super::{lock, specs, JobEntry, JobManager, JobRun};
 use mozart_conductor::ConductorCtx;
 
 /// What a submission asks for (`JobRequest`, conductor.md §8.1).
@@ -50,7 +50,7 @@ pub(super) async fn dry_run(
     req: SubmitRequest,
 ) -> JobResponse {
     if ctx.is_shutting_down() {
-        return rejected("", "Daemon is shutting down".into());
+        return JobResponse::submission_rejected("", "Daemon is shutting down");
     }
     let config_path = PathBuf::from(&req.config_path);
     let job_id = job_id_of(&config_path);
@@ -65,15 +65,15 @@ pub(super) async fn dry_run(
         Ok::<_, Rejection>((plan.total_sheets, workspace))
     })();
     match checked {
-        Ok((sheets, workspace)) => JobResponse {
+        Ok((sheets, workspace)) => JobResponse::new(
             job_id,
-            status: JobResponseStatus::Accepted,
-            message: Some(format!(
+            JobResponseStatus::Accepted,
+            Some(format!(
                 "Dry run: the score is valid ({sheets} sheet(s), workspace {}); nothing was run or recorded",
                 workspace.display()
             )),
-        },
-        Err(Rejection(message)) => rejected(&job_id, message),
+        ),
+        Err(Rejection(message)) => JobResponse::submission_rejected(&job_id, message),
     }
 }
 
@@ -93,7 +93,7 @@ pub(super) async fn submit(
     req: SubmitRequest,
 ) -> JobResponse {
     if ctx.is_shutting_down() {
-        return rejected("", "Daemon is shutting down".into());
+        return JobResponse::submission_rejected("", "Daemon is shutting down");
     }
     let config_path = PathBuf::from(&req.config_path);
     let job_id = match req.resume_of.clone() {
@@ -104,7 +104,7 @@ pub(super) async fn submit(
             // (A resumed job keeps the ID it already has.) The response carries no ID: the
             // refused one is not a job.
             if let Some(message) = mozart_ipc::job_id::file_refusal(&id) {
-                return rejected("", message);
+                return JobResponse::submission_rejected("", message);
             }
             id
         }
@@ -117,7 +117,7 @@ pub(super) async fn submit(
         Ok(response) => response,
         Err(Rejection(message)) => {
             super::events::rejected(&job_id, &config_text, &message);
-            rejected(&job_id, message)
+            JobResponse::submission_rejected(&job_id, message)
         }
     }
 }
@@ -520,11 +520,11 @@ async fn register(
         .shared
         .max_concurrent_jobs
         .load(std::sync::atomic::Ordering::SeqCst);
-    Ok(JobResponse {
+    Ok(JobResponse::new(
         job_id,
-        status: JobResponseStatus::Accepted,
-        message: Some(format!("Job queued (concurrency limit: {limit})")),
-    })
+        JobResponseStatus::Accepted,
+        Some(format!("Job queued (concurrency limit: {limit})")),
+    ))
 }
 
 /// A checkpoint for the plan, carrying over terminal sheets of a previous run.

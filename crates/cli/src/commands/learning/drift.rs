@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use super::shared::{DriftWindow, Listing};
 use super::{head, open_store, round, store_error};
 use crate::output::print_json;
-use crate::CliError;
+use crate::{CliError, OutputMode};
 
 /// Arguments of `mozart learning-drift`.
 #[derive(Debug, clap::Args)]
@@ -113,8 +113,8 @@ fn epistemic_summary(store: &LearningStore) -> Result<Value, CliError> {
 }
 
 /// `--summary`: the JSON document, or its keys as a titled list.
-fn print_summary(title: &str, summary: &Value, json: bool) {
-    if json {
+fn print_summary(title: &str, summary: &Value, mode: OutputMode) {
+    if mode.is_json() {
         print_json(summary);
         return;
     }
@@ -141,7 +141,7 @@ fn show_list<D>(
     listing: Listing<'_, D>,
     row_json: fn(&D) -> Value,
 ) -> bool {
-    let json = window.json.then(|| {
+    let json = window.output.json(|| {
         json!({
             "threshold": threshold,
             "window_size": window.window,
@@ -202,7 +202,7 @@ pub fn drift(args: DriftArgs) -> Result<i32, CliError> {
     let store = open_store()?;
     let w = &args.window;
     if args.summary {
-        print_summary("Pattern Drift Summary", &drift_summary(&store)?, w.json);
+        print_summary("Pattern Drift Summary", &drift_summary(&store)?, w.output);
         return Ok(0);
     }
     let found = store
@@ -271,7 +271,7 @@ pub fn epistemic(args: EpistemicArgs) -> Result<i32, CliError> {
         print_summary(
             "Epistemic Drift Summary",
             &epistemic_summary(&store)?,
-            w.json,
+            w.output,
         );
         return Ok(0);
     }

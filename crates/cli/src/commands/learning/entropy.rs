@@ -7,6 +7,7 @@ use super::shared::{History, JobHistory, Listing};
 use super::{head, open_store, round, store_error};
 use crate::output::print_json;
 use crate::CliError;
+use crate::OutputMode;
 
 /// Arguments of `mozart patterns-entropy`.
 #[derive(Debug, clap::Args)]
@@ -18,8 +19,8 @@ pub struct EntropyArgs {
     #[command(flatten)]
     pub rows: History,
     /// Output as JSON.
-    #[arg(short, long)]
-    pub json: bool,
+    #[arg(id = "json", short = 'j', long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
     /// Record this measurement in the history.
     #[arg(short, long)]
     pub record: bool,
@@ -75,8 +76,8 @@ pub fn entropy(args: EntropyArgs) -> Result<i32, CliError> {
             .entropy_history(args.rows.limit)
             .map_err(store_error)?;
         let json = args
-            .json
-            .then(|| Value::Array(rows.iter().map(snapshot_json).collect()));
+            .output
+            .json(|| Value::Array(rows.iter().map(snapshot_json).collect()));
         SNAPSHOTS.print(&rows, json);
         return Ok(0);
     }
@@ -86,11 +87,11 @@ pub fn entropy(args: EntropyArgs) -> Result<i32, CliError> {
         let id = store
             .record_entropy_snapshot(&m, exceeded)
             .map_err(store_error)?;
-        if !args.json {
+        if !args.output.is_json() {
             println!("Recorded entropy snapshot: {}", head(&id, 10));
         }
     }
-    if args.json {
+    if args.output.is_json() {
         print_json(&json!({
             "calculated_at": jiff::Zoned::now().datetime().to_string(),
             "shannon_entropy": round(m.shannon_entropy, 4),
@@ -167,13 +168,13 @@ pub fn budget(args: BudgetArgs) -> Result<i32, CliError> {
         .map_err(store_error)?;
     if args.rows.history {
         let json = args
-            .json
-            .then(|| serde_json::to_value(&rows).unwrap_or(Value::Null));
+            .output
+            .json(|| serde_json::to_value(&rows).unwrap_or(Value::Null));
         ADJUSTMENTS.print(&rows, json);
         return Ok(0);
     }
     let Some(current) = rows.first() else {
-        if args.json {
+        if args.output.is_json() {
             print_json(&json!({"current": null, "statistics": null}));
         } else {
             println!("No exploration budget recorded yet.");
@@ -193,7 +194,7 @@ pub fn budget(args: BudgetArgs) -> Result<i32, CliError> {
         "boost_count": boosts,
         "decay_count": decays,
     });
-    if args.json {
+    if args.output.is_json() {
         print_json(&json!({
             "current": {
                 "budget_value": current.budget_value,
@@ -295,7 +296,7 @@ pub fn status(args: StatusArgs) -> Result<i32, CliError> {
             .check_entropy_response_needed(job, 0.3, 3600.0)
             .map_err(store_error)?;
         let entropy = c.current_entropy.filter(|e| *e != 0.0);
-        if args.json {
+        if args.output.is_json() {
             print_json(&json!({
                 "needs_response": c.needs_response,
                 "current_entropy": entropy,
@@ -322,8 +323,8 @@ pub fn status(args: StatusArgs) -> Result<i32, CliError> {
         .map_err(store_error)?;
     if args.rows.history {
         let json = args
-            .json
-            .then(|| Value::Array(rows.iter().map(response_json).collect()));
+            .output
+            .json(|| Value::Array(rows.iter().map(response_json).collect()));
         RESPONSES.print(&rows, json);
         return Ok(0);
     }
@@ -336,7 +337,7 @@ pub fn status(args: StatusArgs) -> Result<i32, CliError> {
     let boosts = rows.iter().filter(|r| r.budget_boosted).count();
     let revisits: i64 = rows.iter().map(|r| r.quarantine_revisits).sum();
     let last = rows.first();
-    if args.json {
+    if args.output.is_json() {
         print_json(&json!({
             "statistics": {
                 "total_responses": total,

@@ -148,11 +148,10 @@ pub fn export(args: ExportArgs) -> Result<i32, CliError> {
         "markdown" => "md",
         "json" => "json",
         other => {
-            crate::output::print_error(
-                &format!("Unknown format '{other}'"),
-                &["Use --format markdown or --format json.".into()],
-            );
-            return Ok(1);
+            return Err(CliError::failed(
+                format!("Unknown format '{other}'"),
+                vec!["Use --format markdown or --format json.".into()],
+            ));
         }
     };
     let store = open_store()?;
@@ -246,11 +245,10 @@ pub fn record_evolution(args: RecordEvolutionArgs) -> Result<i32, CliError> {
     let id = match store.record_evolution_entry(&entry) {
         Ok(id) => id,
         Err(e) => {
-            crate::output::print_error(
-                &format!("Cannot record evolution cycle {}: {e}", args.cycle),
-                &["Each cycle can be recorded once.".into()],
-            );
-            return Ok(1);
+            return Err(CliError::failed(
+                format!("Cannot record evolution cycle {}: {e}", args.cycle),
+                vec!["Each cycle can be recorded once.".into()],
+            ));
         }
     };
     println!("Recorded evolution cycle {}", args.cycle);

@@ -7,6 +7,7 @@ use super::shared::{pattern_head, Listing};
 use super::{cut, head, open_store, round, store_error, table};
 use crate::output::print_json;
 use crate::CliError;
+use crate::OutputMode;
 
 /// Arguments of `mozart patterns-list`.
 #[derive(Debug, clap::Args)]
@@ -24,8 +25,8 @@ pub struct ListArgs {
     #[arg(short = 'n', long, default_value_t = 20, value_name = "INTEGER")]
     pub limit: usize,
     /// Output as JSON.
-    #[arg(short, long)]
-    pub json: bool,
+    #[arg(id = "json", short = 'j', long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
     /// Only quarantined patterns.
     #[arg(short, long)]
     pub quarantined: bool,
@@ -50,8 +51,8 @@ pub fn list(args: ListArgs) -> Result<i32, CliError> {
     };
     let patterns = store.get_patterns(&query).map_err(store_error)?;
     let json = args
-        .json
-        .then(|| Value::Array(patterns.iter().map(pattern_json).collect()));
+        .output
+        .json(|| Value::Array(patterns.iter().map(pattern_json).collect()));
     if PATTERNS.print(&patterns, json) {
         println!("\nShowing {} pattern(s)", patterns.len());
     }
@@ -122,8 +123,8 @@ pub struct WhyArgs {
     #[arg(short = 'n', long, default_value_t = 10, value_name = "INTEGER")]
     pub limit: usize,
     /// Output as JSON.
-    #[arg(short, long)]
-    pub json: bool,
+    #[arg(id = "json", short = 'j', long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
 }
 
 fn why_json(w: &WhyAnalysis) -> Value {
@@ -178,7 +179,7 @@ pub fn why(args: WhyArgs) -> Result<i32, CliError> {
         let all = store
             .patterns_with_why(args.min_obs, args.limit)
             .map_err(store_error)?;
-        let json = args.json.then(|| {
+        let json = args.output.json(|| {
             let items = all.iter().map(|w| {
                 json!({"pattern_id": w.pattern_id, "pattern_name": w.pattern_name, "analysis": why_json(w)})
             });
@@ -200,11 +201,10 @@ pub fn why(args: WhyArgs) -> Result<i32, CliError> {
         .collect();
     match matches.len() {
         0 => {
-            crate::output::print_error(
-                &format!("No pattern found with ID starting with '{prefix}'"),
-                &[],
-            );
-            return Ok(1);
+            return Err(CliError::failed(
+                format!("No pattern found with ID starting with '{prefix}'"),
+                vec![],
+            ));
         }
         1 => {}
         _ => {
@@ -219,10 +219,12 @@ pub fn why(args: WhyArgs) -> Result<i32, CliError> {
         .analyze_pattern_why(&matches[0].id)
         .map_err(store_error)?
     else {
-        crate::output::print_error(&format!("Pattern {} not found", matches[0].id), &[]);
-        return Ok(1);
+        return Err(CliError::failed(
+            format!("Pattern {} not found", matches[0].id),
+            vec![],
+        ));
     };
-    if args.json {
+    if args.output.is_json() {
         print_json(&why_json(&w));
         return Ok(0);
     }

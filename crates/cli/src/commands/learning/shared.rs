@@ -7,6 +7,7 @@ use serde_json::{json, Map, Value};
 
 use super::{round, table};
 use crate::output::print_json;
+use crate::OutputMode;
 
 /// `--window`, `--limit`, `--json` of `learning-drift` and `learning-epistemic-drift`.
 #[derive(Debug, clap::Args)]
@@ -18,8 +19,8 @@ pub struct DriftWindow {
     #[arg(short, long, default_value_t = 10, value_name = "INTEGER")]
     pub limit: usize,
     /// Output as JSON.
-    #[arg(short, long)]
-    pub json: bool,
+    #[arg(id = "json", short = 'j', long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
 }
 
 /// `--history`, `--limit` of the commands that keep a history (`patterns-entropy`,
@@ -44,8 +45,8 @@ pub struct JobHistory {
     #[command(flatten)]
     pub rows: History,
     /// Output as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[arg(id = "json", long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
 }
 
 impl JobHistory {

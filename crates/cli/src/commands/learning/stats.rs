@@ -6,20 +6,21 @@ use serde_json::json;
 use super::{cut, open_store, round, store_error, table};
 use crate::output::print_json;
 use crate::CliError;
+use crate::OutputMode;
 
 /// Arguments of `mozart learning-stats`.
 #[derive(Debug, clap::Args)]
 pub struct StatsArgs {
     /// Output as JSON.
-    #[arg(short = 'j', long = "json")]
-    pub json: bool,
+    #[arg(id = "json", short = 'j', long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
 }
 
 /// Run `mozart learning-stats`.
 pub fn stats(args: StatsArgs) -> Result<i32, CliError> {
     let store = open_store()?;
     let s = store.stats().map_err(store_error)?;
-    if args.json {
+    if args.output.is_json() {
         print_json(&s.to_cli_json());
         return Ok(0);
     }
@@ -124,8 +125,8 @@ pub struct ActivityArgs {
     #[arg(short, long, default_value_t = 24, value_name = "INTEGER")]
     pub hours: i64,
     /// Output as JSON.
-    #[arg(short = 'j', long = "json")]
-    pub json: bool,
+    #[arg(id = "json", short = 'j', long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
+    pub output: OutputMode,
 }
 
 /// Run `mozart learning-activity`.
@@ -151,7 +152,7 @@ pub fn activity(args: ActivityArgs) -> Result<i32, CliError> {
     };
     let s = store.stats().map_err(store_error)?;
     let window = store.optimal_execution_window(None).map_err(store_error)?;
-    if args.json {
+    if args.output.is_json() {
         print_json(&json!({
             "period_hours": args.hours,
             "recent_executions": in_window.len(),

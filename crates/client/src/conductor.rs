@@ -1,5 +1,5 @@
-//! Conductor operations shared by the dashboard and the MCP server: the same `job.*` calls
-//! the CLI makes, over the same Unix socket, with the CLI's messages and hints on failure.
+//! Conductor operations of the async clients (the dashboard and the MCP server): the same
+//! `job.*` calls the CLI makes, over the same Unix socket, with the same messages and hints.
 //!
 //! Every failure is an [`OpError`]: a one-line message plus hints, never a panic or a raw
 //! protocol dump, so a page or a tool result can show it as is.
@@ -9,19 +9,15 @@ use std::time::Duration;
 
 use mozart_ipc::status::{JobListEntry, JobStatusResult};
 use mozart_ipc::types::{CancelResult, HealthResult, JobResponse, JobResponseStatus, PauseResult};
-use mozart_ipc::{error as rpc, methods, Client, ClientTimeouts, IpcError};
+use mozart_ipc::{methods, Client, ClientTimeouts, IpcError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::view::JobDetail;
-
-/// The CLI's message when no conductor answers.
-pub const NOT_RUNNING: &str = "Mozart conductor is not running.";
-/// The CLI's hint that goes with it.
-pub const START_HINT: &str = "Start it with: mozart start";
-/// The CLI's hint after an unknown score.
-pub const LIST_HINT: &str = "Run 'mozart list' to see available scores.";
+use crate::hints::{
+    self, rejection_headline, rejection_hints, Advice, LIST_HINT, NOT_RUNNING, START_HINT,
+};
+use crate::{ClientError, JobDetail};
 
 /// A failed operation as a user should see it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -78,6 +74,17 @@ impl OpError {
     }
 }
 
+impl From<Advice> for OpError {
+    fn from(advice: Advice) -> OpError {
+        OpError {
+            message: advice.message,
+            hints: advice.hints,
+            code: None,
+            conductor_down: false,
+        }
+    }
+}
+
 /// Check a score ID the way the CLI does before sending it (cli.md §1.7).
 pub fn check_job_id(id: &str) -> Result<(), OpError> {
     let bad = id.is_empty()
@@ -129,10 +136,7 @@ impl Conductor {
     pub async fn connect(&self) -> Result<Client, OpError> {
         Client::connect_with(&self.socket, self.timeouts)
             .await
-            .map_err(|err| match err {
-                IpcError::Untrusted { .. } => call_error(err),
-                _ => OpError::not_running(),
-            })
+            .map_err(|err| user_error(ClientError::from_connect(err)))
     }
 
     /// Call one method and decode its result.
@@ -165,12 +169,18 @@ impl Conductor {
 
     /// `job.status`: the checkpoint, or metadata for a job not yet started.
     pub async fn status(&self, id: &str) -> Result<JobDetail, OpError> {
-        check_job_id(id)?;
-        let value: Value = self
-            .call(methods::JOB_STATUS, json!({"job_id": id}))
-            .await
-            .map_err(|e| not_found_as(id, e))?;
+        let value = self
+            .job_call(methods::JOB_STATUS, id, json!({"job_id": id}))
+            .await?;
         detail(id, value)
+    }
+
+    /// A call about job `id` (checked first); an unknown job is "Score not found".
+    async fn job_call(&self, method: &str, id: &str, params: Value) -> Result<Value, OpError> {
+        check_job_id(id)?;
+        self.call(method, params)
+            .await
+            .map_err(|e| not_found_as(id, e))
     }
 
     /// `job.status` with a sheet query (issue 24): the sheets it chooses, and `sheets_view`
@@ -180,21 +190,16 @@ impl Conductor {
         id: &str,
         query: &mozart_ipc::sheet_view::SheetQuery,
     ) -> Result<JobDetail, OpError> {
-        check_job_id(id)?;
-        let value: Value = self
-            .call(methods::JOB_STATUS, json!({"job_id": id, "sheets": query}))
-            .await
-            .map_err(|e| not_found_as(id, e))?;
+        let params = json!({"job_id": id, "sheets": query});
+        let value = self.job_call(methods::JOB_STATUS, id, params).await?;
         detail(id, value)
     }
 
     /// `job.errors`: the job's state, as `job.status` gives it.
     pub async fn errors(&self, id: &str) -> Result<JobDetail, OpError> {
-        check_job_id(id)?;
-        let value: Value = self
-            .call(methods::JOB_ERRORS, json!({"job_id": id}))
-            .await
-            .map_err(|e| not_found_as(id, e))?;
+        let value = self
+            .job_call(methods::JOB_ERRORS, id, json!({"job_id": id}))
+            .await?;
         detail(id, value.get("state").cloned().unwrap_or(Value::Null))
     }
 
@@ -211,17 +216,7 @@ impl Conductor {
                 "Pause signal sent to score '{id}'. Score will pause at next sheet boundary."
             ));
         }
-        let message = result
-            .error
-            .unwrap_or_else(|| format!("Failed to pause score '{id}'"));
-        Err(OpError::new(
-            message,
-            &[
-                &format!("Check score status: mozart status {id}"),
-                "Only running scores can be paused.",
-            ],
-        )
-        .with_code("E502"))
+        Err(OpError::from(hints::pause_refused(id, result.error)).with_code("E502"))
     }
 
     /// `job.resume`, with `mozart resume`'s messages.
@@ -242,22 +237,7 @@ impl Conductor {
                 format!("Resume accepted for score '{id}'. {message}")
             });
         }
-        let message = if message.is_empty() {
-            format!("Failed to resume score '{id}'")
-        } else {
-            message
-        };
-        if message.to_lowercase().contains("not found") {
-            Err(OpError::new(message, &[LIST_HINT]))
-        } else {
-            Err(OpError::new(
-                message,
-                &[
-                    &format!("Run 'mozart diagnose {id}' for details."),
-                    LIST_HINT,
-                ],
-            ))
-        }
+        Err(hints::resume_refused(id, Some(message)).into())
     }
 
     /// `job.cancel`, with `mozart cancel`'s messages.
@@ -277,10 +257,7 @@ impl Conductor {
         if result.cancelled {
             Ok(format!("Score '{id}' cancelled."))
         } else {
-            Err(OpError::new(
-                format!("Score '{id}' not found or already stopped."),
-                &[LIST_HINT],
-            ))
+            Err(hints::cancel_missed(id).into())
         }
     }
 
@@ -298,6 +275,7 @@ impl Conductor {
         match response.status {
             JobResponseStatus::Accepted | JobResponseStatus::Pending => Ok(response),
             JobResponseStatus::Rejected | JobResponseStatus::Error => {
+                let reason = response.rejection_reason();
                 let message = response.message.unwrap_or_default();
                 let id = if response.job_id.is_empty() {
                     path.file_stem()
@@ -307,56 +285,13 @@ impl Conductor {
                     response.job_id
                 };
                 Err(OpError {
-                    message: if message.is_empty() {
-                        "Conductor rejected score.".to_string()
-                    } else {
-                        format!("Conductor rejected score: {message}")
-                    },
-                    hints: rejection_hints(&message, &id, &path.display().to_string(), fresh),
+                    message: rejection_headline(Some(&message)),
+                    hints: rejection_hints(reason, &id, &path.display().to_string(), fresh).0,
                     code: None,
                     conductor_down: false,
                 })
             }
         }
-    }
-}
-
-/// Hints for a rejected submission, in the order `mozart run` picks them (cli.md §3.1).
-fn rejection_hints(message: &str, job_id: &str, file: &str, fresh: bool) -> Vec<String> {
-    let m = message.to_lowercase();
-    let v = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    if m.contains("shutting down") {
-        v(&[
-            "The conductor is shutting down.",
-            "Wait for shutdown to complete, then restart: mozart start",
-        ])
-    } else if m.contains("pressure") {
-        v(&[
-            "The system is under heavy load.",
-            "Wait for running jobs to complete or reduce concurrent work.",
-        ])
-    } else if m.contains("already") && (m.contains("running") || m.contains("queued")) {
-        vec![
-            "A score with this name is already active.".to_string(),
-            format!("Pause or cancel it first: mozart pause {job_id} / mozart cancel {job_id}"),
-            if fresh {
-                format!("Clear the stale entry: mozart clear --score {job_id}")
-            } else {
-                "Or wait for it to finish.".to_string()
-            },
-        ]
-    } else if m.contains("parse") {
-        vec![
-            "The score file has errors.".to_string(),
-            format!("Validate it with: mozart validate {file}"),
-        ]
-    } else if m.contains("workspace") && (m.contains("not exist") || m.contains("not writable")) {
-        v(&[
-            "The workspace path is invalid.",
-            "Create the directory or use --workspace to override.",
-        ])
-    } else {
-        vec![format!("Validate it with: mozart validate {file}")]
     }
 }
 
@@ -394,39 +329,39 @@ fn not_found_as(id: &str, err: OpError) -> OpError {
 
 /// Translate a failed call the way the CLI's `call_error` does (cli.md §1.5).
 fn call_error(err: IpcError) -> OpError {
-    match &err {
-        IpcError::NotRunning { .. } => OpError::not_running(),
+    user_error(ClientError::from_call(err))
+}
+
+/// What a page or a tool result says about a failed call: the one translation of
+/// [`ClientError`] for the async clients.
+fn user_error(err: ClientError) -> OpError {
+    let conductor_down = err.conductor_down();
+    let error = match err {
+        ClientError::NotRunning => OpError::not_running(),
         // Another user's socket (issue 21): nothing was sent; say whose and what to do.
-        IpcError::Untrusted { problem, fix, .. } => OpError {
-            conductor_down: true,
-            ..OpError::new(problem.clone(), &[fix.as_str()])
-        },
-        IpcError::Rpc { error, .. }
-            if matches!(
-                error.code,
-                rpc::JOB_NOT_FOUND | rpc::JOB_NOT_RESUMABLE | rpc::WORKSPACE_NOT_FOUND
-            ) =>
-        {
-            // Marked so callers can turn it into their own "not found" text.
-            OpError::new(error.message.clone(), &[LIST_HINT]).with_code("job")
-        }
-        IpcError::Rpc { method, error } if error.is_method_not_found() => OpError::new(
-            format!("Conductor does not support '{method}'."),
+        ClientError::Untrusted { problem, fix } => OpError::new(problem, &[fix.as_str()]),
+        // Marked so callers can turn it into their own "not found" text.
+        ClientError::Job { message } => OpError::new(message, &[LIST_HINT]).with_code("job"),
+        err @ ClientError::Unsupported { .. } => OpError::new(
+            err.to_string(),
             &["Restart the conductor to pick up code changes: mozart restart"],
         ),
-        IpcError::Rpc { error, .. } => OpError::new(error.message.clone(), &[]),
-        IpcError::Timeout { .. } => OpError::new(
+        ClientError::Refused { message } => OpError::new(message, &[]),
+        err @ ClientError::Timeout(_) => OpError::new(
             err.to_string(),
             &["Check conductor health: mozart conductor-status"],
         ),
-        IpcError::Io { .. } => OpError {
-            conductor_down: true,
-            ..OpError::new(err.to_string(), &[START_HINT])
-        },
+        ClientError::Transport(err @ IpcError::Io { .. }) => {
+            OpError::new(err.to_string(), &[START_HINT])
+        }
         other => OpError::new(
             other.to_string(),
             &["Check conductor logs: tail -f ~/.mozart/mozart.log"],
         ),
+    };
+    OpError {
+        conductor_down,
+        ..error
     }
 }
 
