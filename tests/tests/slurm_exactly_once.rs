@@ -307,22 +307,23 @@ fn a_frozen_then_restarted_controller_costs_no_attempt_and_no_duplicate() {
         })
     });
     assert_ne!(waiting["status"], "failed", "{waiting:#}");
-    // Every sheet's sbatch gave up, and a retry waits on the frozen controller when it
-    // resumes (with the first calls' jobs, which it accepts then).
-    let mut said_waiting = std::collections::BTreeSet::new();
-    poll(&env, 60.0, "every sheet to wait for the controller", || {
-        let doc = status(&env, &job);
-        for (n, sh) in doc["sheets"].as_object()? {
-            if sh["live"]["last_event"]
-                .as_str()
-                .is_some_and(|e| e.contains("waiting for the Slurm controller"))
-            {
-                said_waiting.insert(n.clone());
-            }
-        }
-        (said_waiting.len() >= 4).then_some(())
+    // The outage outlasts more than one call of each sheet: its sbatch gave up, and so did
+    // the look for the job it may have created (the controller accepts those jobs when it
+    // resumes).
+    poll(&env, 90.0, "every sheet to find the controller gone twice", || {
+        let log = env.log();
+        let waits = |n: u64| {
+            log.lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .filter(|e| {
+                    e["event"] == "Slurm controller unavailable; waiting"
+                        && e["job_id"] == job.as_str()
+                        && e["sheet"] == n
+                })
+                .count()
+        };
+        (1..=4).all(|n| waits(n) >= 2).then_some(())
     });
-    wait_sbatch_in_flight(&env, 1);
     ctl.thaw();
     poll(&env, 120.0, "every sheet to start on Slurm", || {
         (ledger(&ws.join("ledger")).len() >= 4).then_some(())
