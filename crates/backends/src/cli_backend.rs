@@ -900,8 +900,10 @@ pub(crate) fn spawn_failure(
     ExecutionResult::start_failure(code, kind, message)
 }
 
-/// A process that timed out or was killed by `signal`: the result says so (a timeout is a
-/// failure with error type `timeout`), and a line saying so ends its stderr.
+/// A process that timed out or was killed by `signal`: the result says so (a timeout's
+/// error type is `timeout`), and a line saying so ends its stderr. Whether the run
+/// succeeded is not decided here: each backend decides it once, and a timed-out run never
+/// exited as a success.
 pub(crate) fn note_abnormal_end(
     result: &mut ExecutionResult,
     stderr: &mut String,
@@ -910,7 +912,6 @@ pub(crate) fn note_abnormal_end(
     timeout: std::time::Duration,
 ) {
     if timed_out {
-        result.success = false;
         result.timed_out = true;
         result.exit_reason = ExitReason::Timeout;
         result.error_type = Some(FailureKind::Timeout);
