@@ -310,20 +310,25 @@ fn a_frozen_then_restarted_controller_costs_no_attempt_and_no_duplicate() {
     // The outage outlasts more than one call of each sheet: its sbatch gave up, and so did
     // the look for the job it may have created (the controller accepts those jobs when it
     // resumes).
-    poll(&env, 90.0, "every sheet to find the controller gone twice", || {
-        let log = env.log();
-        let waits = |n: u64| {
-            log.lines()
-                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-                .filter(|e| {
-                    e["event"] == "Slurm controller unavailable; waiting"
-                        && e["job_id"] == job.as_str()
-                        && e["sheet"] == n
-                })
-                .count()
-        };
-        (1..=4).all(|n| waits(n) >= 2).then_some(())
-    });
+    poll(
+        &env,
+        90.0,
+        "every sheet to find the controller gone twice",
+        || {
+            let log = env.log();
+            let waits = |n: u64| {
+                log.lines()
+                    .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                    .filter(|e| {
+                        e["event"] == "Slurm controller unavailable; waiting"
+                            && e["job_id"] == job.as_str()
+                            && e["sheet"] == n
+                    })
+                    .count()
+            };
+            (1..=4).all(|n| waits(n) >= 2).then_some(())
+        },
+    );
     ctl.thaw();
     poll(&env, 120.0, "every sheet to start on Slurm", || {
         (ledger(&ws.join("ledger")).len() >= 4).then_some(())

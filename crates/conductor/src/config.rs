@@ -111,22 +111,19 @@ impl DashboardConfig {
     /// characters or more.
     fn check(&self) -> Result<(), FieldError> {
         let d = self;
-    match d.host.parse::<std::net::IpAddr>() {
-        Err(_) => return Err(("dashboard.host", "must be an IP address".into())),
-        Ok(ip) if d.enabled && !ip.is_loopback() && d.token.is_none() => {
-            return Err((
-                "dashboard.token",
-                "is required when dashboard.host is not a loopback address".into(),
-            ))
+        match d.host.parse::<std::net::IpAddr>() {
+            Err(_) => return Err(("dashboard.host", "must be an IP address".into())),
+            Ok(ip) if d.enabled && !ip.is_loopback() && d.token.is_none() => {
+                return Err((
+                    "dashboard.token",
+                    "is required when dashboard.host is not a loopback address".into(),
+                ))
+            }
+            Ok(_) => {}
         }
-        Ok(_) => {}
-    }
-    if d.token.as_ref().is_some_and(|t| t.len() < 16) {
-        return Err((
-            "dashboard.token",
-            "must be at least 16 characters".into(),
-        ));
-    }
+        if d.token.as_ref().is_some_and(|t| t.len() < 16) {
+            return Err(("dashboard.token", "must be at least 16 characters".into()));
+        }
         Ok(())
     }
 }
@@ -525,10 +522,7 @@ impl DaemonConfig {
             ));
         }
         if self.resource_limits.max_processes < 5 {
-            return Err((
-                "resource_limits.max_processes",
-                "must be at least 5".into(),
-            ));
+            return Err(("resource_limits.max_processes", "must be at least 5".into()));
         }
         if self.resource_limits.max_api_calls_per_minute != 60 {
             return Err((
@@ -563,16 +557,10 @@ impl DaemonConfig {
             return Err(("job_timeout_seconds", "must be at least 60".into()));
         }
         if self.shutdown_timeout_seconds < 10.0 {
-            return Err((
-                "shutdown_timeout_seconds",
-                "must be at least 10".into(),
-            ));
+            return Err(("shutdown_timeout_seconds", "must be at least 10".into()));
         }
         if self.monitor_interval_seconds < 5.0 {
-            return Err((
-                "monitor_interval_seconds",
-                "must be at least 5".into(),
-            ));
+            return Err(("monitor_interval_seconds", "must be at least 5".into()));
         }
         if self.max_job_history < 10 {
             return Err(("max_job_history", "must be at least 10".into()));
@@ -610,10 +598,7 @@ impl DaemonConfig {
             ));
         }
         if !(0.0..=1.0).contains(&l.entropy_threshold) {
-            return Err((
-                "learning.entropy_threshold",
-                "must be in 0..=1".into(),
-            ));
+            return Err(("learning.entropy_threshold", "must be in 0..=1".into()));
         }
         Ok(())
     }

@@ -1102,7 +1102,13 @@ impl<'a> SheetPrompts<'a> {
             ..RenderContext::default()
         };
         if !self.text_only {
-            template::resolve_injections_with(c, sheet, &self.score_dir, &mut ctx, &self.score_vars);
+            template::resolve_injections_with(
+                c,
+                sheet,
+                &self.score_dir,
+                &mut ctx,
+                &self.score_vars,
+            );
         }
         let rendered = match &self.renderer {
             None => Ok(UNREAD_TEMPLATE.to_string()),

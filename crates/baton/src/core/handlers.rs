@@ -429,8 +429,7 @@ impl BatonCore {
         let sheet = &mut self.jobs[ji].sheets[si];
         sheet.last_failure =
             Some(message.unwrap_or_else(|| format!("{rate:.0}% of validations passed")));
-        if rate >= sheet.completion_threshold && sheet.completion_attempts < sheet.max_completion
-        {
+        if rate >= sheet.completion_threshold && sheet.completion_attempts < sheet.max_completion {
             sheet.completion_attempts += 1;
             self.check_job_cost(ji, out);
             if !self.sheet_over_cost(ji, si, now, out) {

@@ -147,9 +147,7 @@ async fn check_once(check: &ValidationCheck, snapshot: &MtimeSnapshot) -> Attemp
     match check {
         ValidationCheck::FileExists { path } => file_exists(path),
         ValidationCheck::FileModified { path } => file_modified(path, snapshot),
-        ValidationCheck::ContentContains { path, pattern } => {
-            content_contains(path, pattern).await
-        }
+        ValidationCheck::ContentContains { path, pattern } => content_contains(path, pattern).await,
         ValidationCheck::ContentRegex { path, pattern } => content_regex(path, pattern).await,
         ValidationCheck::CommandSucceeds {
             command,
