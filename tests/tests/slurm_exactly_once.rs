@@ -185,6 +185,47 @@ fn assert_exactly_once(env: &TestEnv, job: &str, ws: &Path, voices: u32) {
     }
 }
 
+/// The `sbatch` calls running on this machine, and of them those whose parent is `parent`.
+/// The test holds the cluster alone: no other test's calls are among them.
+fn sbatch_calls(parent: u32) -> (usize, usize) {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return (0, 0);
+    };
+    let parents: Vec<Option<u32>> = procs
+        .flatten()
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == "sbatch")
+        })
+        .map(|e| {
+            // The parent is the second field after the command's closing parenthesis.
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            stat.rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()
+        })
+        .collect();
+    let of_parent = parents.iter().filter(|p| **p == Some(parent)).count();
+    (parents.len(), of_parent)
+}
+
+/// Wait until the conductor has `n` sbatch calls waiting at once (on a frozen controller).
+fn wait_sbatch_in_flight(env: &TestEnv, n: usize) {
+    let pid = env.conductor_pid().expect("conductor pid");
+    poll(env, 60.0, &format!("{n} sbatch call(s) in flight"), || {
+        (sbatch_calls(pid).1 >= n).then_some(())
+    });
+}
+
+/// Wait until no sbatch call runs any more (the orphans of a killed conductor answered).
+fn wait_no_sbatch(env: &TestEnv) {
+    poll(env, 60.0, "the orphaned sbatch calls to end", || {
+        (sbatch_calls(0).0 == 0).then_some(())
+    });
+}
+
 fn kill_conductor(env: &TestEnv) {
     let pid = env.conductor_pid().expect("conductor pid");
     mozart_tests::signal(pid, "KILL");
@@ -215,11 +256,11 @@ fn kill_9_anywhere_in_the_submit_path_runs_each_sheet_once() {
     let (path, ws) = score(&env, &job, 4, 1);
     ctl.freeze();
     run(&env, &path, &[]);
-    std::thread::sleep(Duration::from_secs(3));
+    wait_sbatch_in_flight(&env, 4);
     kill_conductor(&env);
     ctl.thaw();
     // The orphaned sbatch calls get their answers: held jobs nobody released.
-    std::thread::sleep(Duration::from_secs(3));
+    wait_no_sbatch(&env);
     env.start_conductor();
     assert_exactly_once(&env, &job, &ws, 4);
     // 2. Timed kills: right after the submission was accepted, while the sheets are
@@ -266,7 +307,28 @@ fn a_frozen_then_restarted_controller_costs_no_attempt_and_no_duplicate() {
         })
     });
     assert_ne!(waiting["status"], "failed", "{waiting:#}");
-    std::thread::sleep(Duration::from_secs(15));
+    // The outage outlasts more than one call of each sheet: its sbatch gave up, and so did
+    // the look for the job it may have created (the controller accepts those jobs when it
+    // resumes).
+    poll(
+        &env,
+        90.0,
+        "every sheet to find the controller gone twice",
+        || {
+            let log = env.log();
+            let waits = |n: u64| {
+                log.lines()
+                    .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                    .filter(|e| {
+                        e["event"] == "Slurm controller unavailable; waiting"
+                            && e["job_id"] == job.as_str()
+                            && e["sheet"] == n
+                    })
+                    .count()
+            };
+            (1..=4).all(|n| waits(n) >= 2).then_some(())
+        },
+    );
     ctl.thaw();
     poll(&env, 120.0, "every sheet to start on Slurm", || {
         (ledger(&ws.join("ledger")).len() >= 4).then_some(())
@@ -296,10 +358,11 @@ fn kill_9_anywhere_in_an_array_submission_runs_each_sheet_once() {
     let (path, ws) = score_placed(&env, &job, 6, 1, "\n  array: true");
     ctl.freeze();
     run(&env, &path, &[]);
-    std::thread::sleep(Duration::from_secs(3));
+    // The six sheets gathered into one array: one sbatch call.
+    wait_sbatch_in_flight(&env, 1);
     kill_conductor(&env);
     ctl.thaw();
-    std::thread::sleep(Duration::from_secs(3));
+    wait_no_sbatch(&env);
     env.start_conductor();
     assert_exactly_once(&env, &job, &ws, 6);
     for (i, delay_ms) in [200u64, 350, 450, 600, 900, 1500].into_iter().enumerate() {

@@ -187,7 +187,17 @@ fn kill_9_of_the_conductor_reattaches_to_running_slurm_jobs() {
         !running_at_kill.is_empty(),
         "the Slurm jobs outlive the conductor"
     );
-    std::thread::sleep(Duration::from_secs(5));
+    // Restart once the first job has ended while the conductor was down: the others still
+    // run (the last sleeps 12 s).
+    let running = |jobs: &[(String, String, String)]| {
+        jobs.iter().filter(|(_, _, st)| st == "RUNNING").count()
+    };
+    poll(
+        &env,
+        60.0,
+        "a Slurm job to end while the conductor is down",
+        || (running(&squeue(&format!("mozart-{job}-"))) < running(&running_at_kill)).then_some(()),
+    );
     env.start_conductor();
     let doc = wait_terminal(&env, &job, 180.0);
     assert_eq!(doc["status"], "completed", "{doc:#}");

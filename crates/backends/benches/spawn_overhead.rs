@@ -95,7 +95,13 @@ fn main() {
         .enable_all()
         .build()
         .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
+    spawn_table(&rt, dir.path(), n);
+    println!();
+    capture_table(&rt, dir.path());
+}
 
+/// The spawn overhead table: each case `n` times through the backend and directly.
+fn spawn_table(rt: &tokio::runtime::Runtime, dir: &std::path::Path, n: usize) {
     let cases = [
         Case {
             name: "`true` (generic kind: cli)",
@@ -125,8 +131,8 @@ fn main() {
     for case in &cases {
         // Warm-up: first spawns pay page faults, PATH lookup caching, runtime thread start.
         for _ in 0..5 {
-            time_backend(&rt, case, dir.path());
-            time_direct(case, dir.path());
+            time_backend(rt, case, dir);
+            time_direct(case, dir);
         }
         let mut t = Timing {
             backend: Vec::with_capacity(n),
@@ -135,11 +141,11 @@ fn main() {
         for i in 0..n {
             // Alternate which goes first so neither always follows the other.
             if i % 2 == 0 {
-                t.backend.push(time_backend(&rt, case, dir.path()));
-                t.direct.push(time_direct(case, dir.path()));
+                t.backend.push(time_backend(rt, case, dir));
+                t.direct.push(time_direct(case, dir));
             } else {
-                t.direct.push(time_direct(case, dir.path()));
-                t.backend.push(time_backend(&rt, case, dir.path()));
+                t.direct.push(time_direct(case, dir));
+                t.backend.push(time_backend(rt, case, dir));
             }
         }
         let (bm, dm) = (median(&t.backend), median(&t.direct));
@@ -152,8 +158,10 @@ fn main() {
             met(overhead < OVERHEAD_BAR_MS),
         );
     }
+}
 
-    println!();
+/// The output capture table: 100 MB through each output format, with the peak memory.
+fn capture_table(rt: &tokio::runtime::Runtime, dir: &std::path::Path) {
     println!("| what | bytes counted | tail kept | wall | RSS before | peak RSS | peak − before | bar | met |");
     println!("|---|---:|---:|---:|---:|---:|---:|---|---|");
     let shell = builtin_shell();
@@ -198,7 +206,7 @@ fn main() {
         let started = Instant::now();
         let result = rt.block_on(backend.execute(ExecutionRequest::new(
             prompt,
-            dir.path(),
+            dir,
             Duration::from_secs(120),
         )));
         let wall = started.elapsed();

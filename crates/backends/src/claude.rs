@@ -359,13 +359,14 @@ fn read_outcome(
         .and_then(|e| e.get("is_error"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    // The one place success is decided (a timeout still fails it, note_abnormal_end).
-    r.success = if structured {
-        // The result line is authoritative; a lingering CLI stopped after it keeps it.
-        result_event.is_some() && !is_error && (exited_ok || outcome.lingered)
-    } else {
-        exited_ok
-    };
+    // The one place success is decided: a timed-out run fails whatever it printed.
+    r.success = !outcome.timed_out
+        && if structured {
+            // The result line is authoritative; a lingering CLI stopped after it keeps it.
+            result_event.is_some() && !is_error && (exited_ok || outcome.lingered)
+        } else {
+            exited_ok
+        };
     if let Some(ev) = result_event {
         read_result_event(&mut r, ev);
     }

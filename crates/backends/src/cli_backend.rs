@@ -245,10 +245,9 @@ impl ProfileBackend {
         if let Some(verdict) = verdict {
             return self.stopped(result, verdict, stdout, stderr);
         }
-        // The verdict, decided here only. A structured run that "succeeded" without its
-        // answer did nothing we can use (issue 13: exit 0 with no output, non-JSON, a JSON
-        // error object).
-        let success = exited_ok && no_answer.is_none();
+        // The verdict, decided here only.
+        let end = RunEnd::of(&outcome, exited_ok, no_answer);
+        let success = matches!(end, RunEnd::Succeeded);
         let combined = self.pattern_text(&stdout, &stderr);
         if let Some(re) = &self.patterns.rate_limit {
             let answer_len = result
@@ -268,11 +267,8 @@ impl ProfileBackend {
                 result.exit_code = Some(0);
             }
         }
-        // The message, last.
-        let name = &self.profile.display_name;
-        if let Some(missing) = &no_answer {
-            result.error_message = Some(missing.message(name));
-        }
+        // The message, last: the timeout's, the error the CLI reported (read with its
+        // output), else worded from how the run ended.
         note_abnormal_end(
             &mut result,
             &mut stderr,
@@ -280,15 +276,8 @@ impl ProfileBackend {
             outcome.exit_signal,
             req.timeout,
         );
-        if !success && result.error_message.is_none() {
-            result.error_message = Some(match outcome.exit_code {
-                // With the line that says why (issue 22: "exit code 1" alone did not).
-                Some(code) => match crate::classify::cause_line(&stdout, &stderr) {
-                    Some(line) => format!("{name} exited with code {code}: {line}"),
-                    None => format!("{name} exited with code {code}"),
-                },
-                None => format!("{name} was killed by a signal"),
-            });
+        if result.error_message.is_none() {
+            result.error_message = self.end_message(&end, &stdout, &stderr);
         }
         // The hint also when no profile pattern named the failure but Mozart's own patterns
         // will classify it as auth (a user's profile without `auth_error_patterns`: the
@@ -315,6 +304,22 @@ impl ProfileBackend {
         result.result_text = result.result_text.map(redact_owned);
         result.error_message = result.error_message.map(redact_owned);
         result
+    }
+
+    /// The message of a run that ended as `end`, when it did not succeed (a timeout's is
+    /// [`note_abnormal_end`]'s).
+    fn end_message(&self, end: &RunEnd, stdout: &str, stderr: &str) -> Option<String> {
+        let name = &self.profile.display_name;
+        match end {
+            RunEnd::Succeeded | RunEnd::TimedOut => None,
+            RunEnd::NoAnswer(missing) => Some(missing.message(name)),
+            // With the line that says why (issue 22: "exit code 1" alone did not).
+            RunEnd::Exited(code) => Some(match crate::classify::cause_line(stdout, stderr) {
+                Some(line) => format!("{name} exited with code {code}: {line}"),
+                None => format!("{name} exited with code {code}"),
+            }),
+            RunEnd::Killed => Some(format!("{name} was killed by a signal")),
+        }
     }
 
     /// Read what the CLI printed in its profile's format (answer, tokens, cost, the error
@@ -571,6 +576,37 @@ impl ProfileBackend {
             .and_then(Value::as_f64)
             .filter(|c| c.is_finite() && *c >= 0.0);
         state
+    }
+}
+
+/// How a profile instrument's run ended, decided once from its outcome: success is
+/// [`RunEnd::Succeeded`] only, and the failure's message is worded from it. (A run the
+/// conductor stopped on the CLI's live output is a [`Verdict`] instead.)
+enum RunEnd {
+    /// Exited with a code of the profile's success set, with its answer.
+    Succeeded,
+    /// Exited with a success code but gave no usable answer.
+    NoAnswer(NoAnswer),
+    /// Ran past its timeout.
+    TimedOut,
+    /// Exited with a code outside the success set.
+    Exited(i32),
+    /// Ended by a signal, not by exiting.
+    Killed,
+}
+
+impl RunEnd {
+    /// `exited_ok`: not timed out, and an exit code of the success set; `no_answer`: why
+    /// such a run has no answer. A structured run that "succeeded" without its answer did
+    /// nothing we can use (issue 13: exit 0 with no output, non-JSON, a JSON error object).
+    fn of(outcome: &ProcessOutcome, exited_ok: bool, no_answer: Option<NoAnswer>) -> RunEnd {
+        if outcome.timed_out {
+            RunEnd::TimedOut
+        } else if exited_ok {
+            no_answer.map_or(RunEnd::Succeeded, RunEnd::NoAnswer)
+        } else {
+            outcome.exit_code.map_or(RunEnd::Killed, RunEnd::Exited)
+        }
     }
 }
 
@@ -900,8 +936,10 @@ pub(crate) fn spawn_failure(
     ExecutionResult::start_failure(code, kind, message)
 }
 
-/// A process that timed out or was killed by `signal`: the result says so (a timeout is a
-/// failure with error type `timeout`), and a line saying so ends its stderr.
+/// A process that timed out or was killed by `signal`: the result says so (a timeout's
+/// error type is `timeout`), and a line saying so ends its stderr. Whether the run
+/// succeeded is not decided here: each backend decides it once, and a timed-out run never
+/// exited as a success.
 pub(crate) fn note_abnormal_end(
     result: &mut ExecutionResult,
     stderr: &mut String,
@@ -910,7 +948,6 @@ pub(crate) fn note_abnormal_end(
     timeout: std::time::Duration,
 ) {
     if timed_out {
-        result.success = false;
         result.timed_out = true;
         result.exit_reason = ExitReason::Timeout;
         result.error_type = Some(FailureKind::Timeout);

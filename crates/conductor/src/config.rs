@@ -103,6 +103,31 @@ pub struct DashboardConfig {
     pub token: Option<String>,
 }
 
+/// A field of `conductor.yaml` that fails its check, and why.
+type FieldError = (&'static str, String);
+
+impl DashboardConfig {
+    /// The dashboard's host is an IP address; off loopback it needs a token of 16
+    /// characters or more.
+    fn check(&self) -> Result<(), FieldError> {
+        let d = self;
+        match d.host.parse::<std::net::IpAddr>() {
+            Err(_) => return Err(("dashboard.host", "must be an IP address".into())),
+            Ok(ip) if d.enabled && !ip.is_loopback() && d.token.is_none() => {
+                return Err((
+                    "dashboard.token",
+                    "is required when dashboard.host is not a loopback address".into(),
+                ))
+            }
+            Ok(_) => {}
+        }
+        if d.token.as_ref().is_some_and(|t| t.len() < 16) {
+            return Err(("dashboard.token", "must be at least 16 characters".into()));
+        }
+        Ok(())
+    }
+}
+
 impl Default for DashboardConfig {
     fn default() -> Self {
         DashboardConfig {
@@ -456,52 +481,62 @@ impl DaemonConfig {
 
     /// Range checks of §3.2, naming the field.
     pub fn validate(&self, path: &Path) -> Result<(), ConductorError> {
-        let fail = |field: &str, message: String| ConductorError::ConfigField {
-            path: path.to_path_buf(),
-            field: field.to_string(),
-            message,
-        };
+        self.check_limits()
+            .and_then(|()| self.check_settings())
+            .and_then(|()| self.check_preflight_and_learning())
+            .and_then(|()| self.dashboard.check())
+            .map_err(|(field, message)| ConductorError::ConfigField {
+                path: path.to_path_buf(),
+                field: field.to_string(),
+                message,
+            })
+    }
+
+    /// The concurrency, socket and resource limits.
+    fn check_limits(&self) -> Result<(), FieldError> {
         if !(1..=50).contains(&self.max_concurrent_jobs) {
-            return Err(fail(
+            return Err((
                 "max_concurrent_jobs",
                 format!("{} is not in 1..=50", self.max_concurrent_jobs),
             ));
         }
         if !(1..=100).contains(&self.max_concurrent_sheets) {
-            return Err(fail(
+            return Err((
                 "max_concurrent_sheets",
                 format!("{} is not in 1..=100", self.max_concurrent_sheets),
             ));
         }
         if self.socket.permissions > 0o777 {
-            return Err(fail(
+            return Err((
                 "socket.permissions",
                 format!("{} is greater than 511 (0o777)", self.socket.permissions),
             ));
         }
         if self.socket.backlog < 1 {
-            return Err(fail("socket.backlog", "must be at least 1".into()));
+            return Err(("socket.backlog", "must be at least 1".into()));
         }
         if self.resource_limits.max_memory_mb < 512 {
-            return Err(fail(
+            return Err((
                 "resource_limits.max_memory_mb",
                 "must be at least 512".into(),
             ));
         }
         if self.resource_limits.max_processes < 5 {
-            return Err(fail(
-                "resource_limits.max_processes",
-                "must be at least 5".into(),
-            ));
+            return Err(("resource_limits.max_processes", "must be at least 5".into()));
         }
         if self.resource_limits.max_api_calls_per_minute != 60 {
-            return Err(fail(
+            return Err((
                 "resource_limits.max_api_calls_per_minute",
                 format!("ResourceLimitConfig.max_api_calls_per_minute={} is not yet enforced. Remove it or set it to 60.", self.resource_limits.max_api_calls_per_minute),
             ));
         }
+        Ok(())
+    }
+
+    /// The state backend, log level, timeouts and history length.
+    fn check_settings(&self) -> Result<(), FieldError> {
         if self.state_backend_type != "sqlite" {
-            return Err(fail(
+            return Err((
                 "state_backend_type",
                 format!(
                     "'{}' is not supported; only 'sqlite'",
@@ -510,7 +545,7 @@ impl DaemonConfig {
             ));
         }
         if !["debug", "info", "warning", "error"].contains(&self.log_level.as_str()) {
-            return Err(fail(
+            return Err((
                 "log_level",
                 format!(
                     "'{}' is not one of debug, info, warning, error",
@@ -519,29 +554,28 @@ impl DaemonConfig {
             ));
         }
         if self.job_timeout_seconds < 60.0 {
-            return Err(fail("job_timeout_seconds", "must be at least 60".into()));
+            return Err(("job_timeout_seconds", "must be at least 60".into()));
         }
         if self.shutdown_timeout_seconds < 10.0 {
-            return Err(fail(
-                "shutdown_timeout_seconds",
-                "must be at least 10".into(),
-            ));
+            return Err(("shutdown_timeout_seconds", "must be at least 10".into()));
         }
         if self.monitor_interval_seconds < 5.0 {
-            return Err(fail(
-                "monitor_interval_seconds",
-                "must be at least 5".into(),
-            ));
+            return Err(("monitor_interval_seconds", "must be at least 5".into()));
         }
         if self.max_job_history < 10 {
-            return Err(fail("max_job_history", "must be at least 10".into()));
+            return Err(("max_job_history", "must be at least 10".into()));
         }
+        Ok(())
+    }
+
+    /// The preflight token thresholds and the learning settings.
+    fn check_preflight_and_learning(&self) -> Result<(), FieldError> {
         let p = &self.preflight;
         if p.token_warning_threshold > 0
             && p.token_error_threshold > 0
             && p.token_warning_threshold >= p.token_error_threshold
         {
-            return Err(fail(
+            return Err((
                 "preflight.token_warning_threshold",
                 "must be less than preflight.token_error_threshold".into(),
             ));
@@ -552,39 +586,19 @@ impl DaemonConfig {
                 .iter()
                 .any(|v| v != "success" && v != "failure")
         {
-            return Err(fail(
+            return Err((
                 "learning.analyze_on",
                 "must list 'success' and/or 'failure'".into(),
             ));
         }
         if !(0.05..=0.5).contains(&l.exploration_budget) {
-            return Err(fail(
+            return Err((
                 "learning.exploration_budget",
                 "must be in 0.05..=0.5".into(),
             ));
         }
         if !(0.0..=1.0).contains(&l.entropy_threshold) {
-            return Err(fail(
-                "learning.entropy_threshold",
-                "must be in 0..=1".into(),
-            ));
-        }
-        let d = &self.dashboard;
-        match d.host.parse::<std::net::IpAddr>() {
-            Err(_) => return Err(fail("dashboard.host", "must be an IP address".into())),
-            Ok(ip) if d.enabled && !ip.is_loopback() && d.token.is_none() => {
-                return Err(fail(
-                    "dashboard.token",
-                    "is required when dashboard.host is not a loopback address".into(),
-                ))
-            }
-            Ok(_) => {}
-        }
-        if d.token.as_ref().is_some_and(|t| t.len() < 16) {
-            return Err(fail(
-                "dashboard.token",
-                "must be at least 16 characters".into(),
-            ));
+            return Err(("learning.entropy_threshold", "must be in 0..=1".into()));
         }
         Ok(())
     }

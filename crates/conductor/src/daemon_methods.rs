@@ -19,10 +19,20 @@ fn to_value<T: serde::Serialize>(value: T) -> RpcResult<serde_json::Value> {
     serde_json::to_value(value).map_err(|err| RpcError::internal(err).into())
 }
 
+fn reg(err: jsonrpsee_error::RegisterMethodError) -> ConductorError {
+    ConductorError::Register(err.to_string())
+}
+
 /// Register every `daemon.*` method on `module`.
 pub fn register_daemon_methods(module: &mut RpcModule<Ctx>) -> Result<(), ConductorError> {
-    let reg = |err: jsonrpsee_error::RegisterMethodError| ConductorError::Register(err.to_string());
+    register_liveness(module)?;
+    register_control(module)?;
+    register_job_views(module)
+}
 
+/// `daemon.hello`, `daemon.health`, `daemon.ready` and `daemon.status`: whether the
+/// conductor lives, can take work, and how it stands.
+fn register_liveness(module: &mut RpcModule<Ctx>) -> Result<(), ConductorError> {
     module
         .register_method(methods::DAEMON_HELLO, |_, ctx, _| {
             to_value(HelloResult {
@@ -47,29 +57,7 @@ pub fn register_daemon_methods(module: &mut RpcModule<Ctx>) -> Result<(), Conduc
 
     module
         .register_async_method(methods::DAEMON_READY, |_, ctx, _| async move {
-            let started = ctx.is_ready();
-            let running_jobs = ctx.job_counts().await.running;
-            // Submissions are refused on a full disk: "ready" would be untrue then.
-            let reason = if started {
-                probe::disk_full(&ctx.paths.home)
-            } else if ctx.is_shutting_down() {
-                Some("shutting down".into())
-            } else {
-                Some("starting up".into())
-            };
-            let ready = started && reason.is_none();
-            to_value(ReadyResult {
-                status: if ready { "ready" } else { "not_ready" }.into(),
-                running_jobs,
-                memory_mb: probe::rss_mb(ctx.pid),
-                child_processes: probe::child_count(ctx.pid),
-                accepting_work: ready,
-                shutting_down: ctx.is_shutting_down(),
-                failure_rate_elevated: false,
-                notifications_degraded: false,
-                uptime_seconds: ctx.uptime_seconds(),
-                reason,
-            })
+            to_value(readiness(&ctx).await)
         })
         .map_err(reg)?;
 
@@ -90,6 +78,11 @@ pub fn register_daemon_methods(module: &mut RpcModule<Ctx>) -> Result<(), Conduc
         })
         .map_err(reg)?;
 
+    Ok(())
+}
+
+/// `daemon.shutdown` and `daemon.config`: stop the conductor, show its configuration.
+fn register_control(module: &mut RpcModule<Ctx>) -> Result<(), ConductorError> {
     module
         .register_method(methods::DAEMON_SHUTDOWN, |params, ctx, _| {
             let params: ShutdownParams = parse_params(&params)?;
@@ -108,6 +101,12 @@ pub fn register_daemon_methods(module: &mut RpcModule<Ctx>) -> Result<(), Conduc
         })
         .map_err(reg)?;
 
+    Ok(())
+}
+
+/// The job engine's views the conductor answers even without one: rate limits, observer
+/// events, learned patterns.
+fn register_job_views(module: &mut RpcModule<Ctx>) -> Result<(), ConductorError> {
     module
         .register_method(methods::DAEMON_RATE_LIMITS, |_, ctx, _| {
             to_value(ctx.job_host().map(|h| h.rate_limits()).unwrap_or_default())
@@ -161,6 +160,34 @@ pub fn register_daemon_methods(module: &mut RpcModule<Ctx>) -> Result<(), Conduc
         })
         .map_err(reg)?;
     Ok(())
+}
+
+/// `daemon.ready`'s answer: ready only when started, not shutting down, and with room on
+/// disk.
+async fn readiness(ctx: &ConductorCtx) -> ReadyResult {
+    let started = ctx.is_ready();
+    let running_jobs = ctx.job_counts().await.running;
+    // Submissions are refused on a full disk: "ready" would be untrue then.
+    let reason = if started {
+        probe::disk_full(&ctx.paths.home)
+    } else if ctx.is_shutting_down() {
+        Some("shutting down".into())
+    } else {
+        Some("starting up".into())
+    };
+    let ready = started && reason.is_none();
+    ReadyResult {
+        status: if ready { "ready" } else { "not_ready" }.into(),
+        running_jobs,
+        memory_mb: probe::rss_mb(ctx.pid),
+        child_processes: probe::child_count(ctx.pid),
+        accepting_work: ready,
+        shutting_down: ctx.is_shutting_down(),
+        failure_rate_elevated: false,
+        notifications_degraded: false,
+        uptime_seconds: ctx.uptime_seconds(),
+        reason,
+    }
 }
 
 /// Name the paths this conductor really uses where the config leaves them unset: upstream's

@@ -940,112 +940,17 @@ fn preview_until<'a>(
     let total = total_sheets(&c.sheet);
     let stages = total_stages(&c.sheet);
     let has_fan_out = c.sheet.fan_out_stage_map.is_some();
-    let score_dir = score_path.parent().unwrap_or(Path::new("")).to_path_buf();
-    let text_only = score.file_access == FileAccess::TextOnly;
-    // A text-only score whose prompt is only in its template file has no prompt to show.
-    let unread_template = text_only
-        && c.prompt.template.as_deref().is_none_or(str::is_empty)
-        && c.prompt.template_file.is_some();
-    let renderer = (!unread_template).then(|| PromptRenderer::new(c, Some(&score_dir)));
-    let score_vars = template::ScoreVars::new(c);
+    let prompts = SheetPrompts::new(score, score_path);
     let mut render_errors = Vec::new();
     let mut sheets = Vec::new();
     let upto = limit.map_or(total, |l| l.min(total));
-    // Placeholder values in §5.8.1 order: user variables, then the built-ins over them.
-    let mut fixed_vars = PlaceholderVars::new();
-    for (k, v) in &c.prompt.variables {
-        fixed_vars.insert(k.clone(), crate::placeholders::python_str_of(v));
-    }
-    fixed_vars.insert("workspace".into(), c.workspace.display().to_string());
-    fixed_vars.insert("total_sheets".into(), total.to_string());
-    fixed_vars.insert("total_stages".into(), stages.to_string());
-    // Each rule's condition is parsed, and a path without per-sheet placeholders expanded,
-    // once rather than once per sheet: the 516-sheet corpus score has 923 rules.
-    let rules = c
-        .validations
-        .iter()
-        .map(|v| {
-            let condition = v
-                .condition
-                .clone()
-                .or_else(|| v.sheet.map(|s| format!("sheet_num == {s}")));
-            let parsed = condition.as_deref().map(crate::expr::Condition::parse);
-            let path = match v.path.as_deref() {
-                None => RulePath::None,
-                Some(p) => {
-                    let mut per_sheet = false;
-                    let fixed = crate::placeholders::expand_with(p, |key| {
-                        if PER_SHEET_NAMES.contains(&key) {
-                            per_sheet = true;
-                            return None;
-                        }
-                        fixed_vars.get(key).map(|v| Cow::Borrowed(v.as_str()))
-                    });
-                    if per_sheet {
-                        RulePath::PerSheet(p)
-                    } else {
-                        RulePath::Fixed(fixed)
-                    }
-                }
-            };
-            PreviewRule {
-                rule: v,
-                condition,
-                parsed,
-                path,
-            }
-        })
-        .collect();
-    let plan_sheet = |num: i64| {
-        // Preview needs only the sheet context, not instrument resolution.
-        let (stage, instance, fan_count) = fan_meta(&c.sheet, num);
-        let (start, end) = item_range(&c.sheet, num);
-        crate::PlannedSheet {
-            num: num as u32,
-            movement: stage.max(0) as u32,
-            voice: instance.max(0) as u32,
-            voice_count: fan_count.max(0) as u32,
-            start_item: start,
-            end_item: end,
-            dependencies: Vec::new(),
-            instrument: String::new(),
-            instrument_config: Default::default(),
-            model: None,
-            instrument_fallbacks: Vec::new(),
-            skip_when: None,
-            skip_when_command: None,
-            timeout_seconds: c.backend.timeout_seconds,
-            description: None,
-            movement_name: None,
-        }
-    };
+    let fixed_vars = fixed_vars(c, total, stages);
+    let rules = preview_rules(c, &fixed_vars);
     for num in 1..=upto {
-        let sheet = plan_sheet(num);
-        let mut ctx = RenderContext {
-            template_dir: Some(score_dir.clone()),
-            ..RenderContext::default()
-        };
-        if !text_only {
-            template::resolve_injections_with(c, &sheet, &score_dir, &mut ctx, &score_vars);
-        }
-        let rendered = match &renderer {
-            None => Ok(UNREAD_TEMPLATE.to_string()),
-            Some(Ok(r)) => r.render_with(c, &sheet, &ctx, &score_vars),
-            Some(Err(e)) => Err(match e {
-                crate::ConfigError::Template { message, .. } => crate::ConfigError::Template {
-                    sheet: sheet.num,
-                    message: message.clone(),
-                },
-                other => crate::ConfigError::Plan(other.to_string()),
-            }),
-        };
-        let (snippet, error) = match rendered {
-            Ok(text) => (
-                snippet_of(&template::assemble_with_injections(text, &ctx)),
-                None,
-            ),
-            Err(e) => {
-                let msg = e.to_string();
+        let sheet = preview_sheet_plan(c, num);
+        let (snippet, error) = match prompts.snippet(&sheet) {
+            Ok(snippet) => (snippet, None),
+            Err(msg) => {
                 render_errors.push(format!(
                     "Sheet {num}: template render failed \u{2014} {msg}"
                 ));
@@ -1082,6 +987,143 @@ fn preview_until<'a>(
         rules,
         fixed_vars,
         total_stages: stages,
+    }
+}
+
+/// Placeholder values in §5.8.1 order: user variables, then the built-ins over them.
+fn fixed_vars(c: &JobConfig, total: i64, stages: i64) -> PlaceholderVars {
+    let mut fixed_vars = PlaceholderVars::new();
+    for (k, v) in &c.prompt.variables {
+        fixed_vars.insert(k.clone(), crate::placeholders::python_str_of(v));
+    }
+    fixed_vars.insert("workspace".into(), c.workspace.display().to_string());
+    fixed_vars.insert("total_sheets".into(), total.to_string());
+    fixed_vars.insert("total_stages".into(), stages.to_string());
+    fixed_vars
+}
+
+/// Each rule's condition parsed, and a path without per-sheet placeholders expanded, once
+/// rather than once per sheet: the 516-sheet corpus score has 923 rules.
+fn preview_rules<'a>(c: &'a JobConfig, fixed_vars: &PlaceholderVars) -> Vec<PreviewRule<'a>> {
+    c.validations
+        .iter()
+        .map(|v| {
+            let condition = v
+                .condition
+                .clone()
+                .or_else(|| v.sheet.map(|s| format!("sheet_num == {s}")));
+            let parsed = condition.as_deref().map(crate::expr::Condition::parse);
+            let path = match v.path.as_deref() {
+                None => RulePath::None,
+                Some(p) => {
+                    let mut per_sheet = false;
+                    let fixed = crate::placeholders::expand_with(p, |key| {
+                        if PER_SHEET_NAMES.contains(&key) {
+                            per_sheet = true;
+                            return None;
+                        }
+                        fixed_vars.get(key).map(|v| Cow::Borrowed(v.as_str()))
+                    });
+                    if per_sheet {
+                        RulePath::PerSheet(p)
+                    } else {
+                        RulePath::Fixed(fixed)
+                    }
+                }
+            };
+            PreviewRule {
+                rule: v,
+                condition,
+                parsed,
+                path,
+            }
+        })
+        .collect()
+}
+
+/// Sheet `num` as the preview needs it: its context, not instrument resolution.
+fn preview_sheet_plan(c: &JobConfig, num: i64) -> crate::PlannedSheet {
+    let (stage, instance, fan_count) = fan_meta(&c.sheet, num);
+    let (start, end) = item_range(&c.sheet, num);
+    crate::PlannedSheet {
+        num: num as u32,
+        movement: stage.max(0) as u32,
+        voice: instance.max(0) as u32,
+        voice_count: fan_count.max(0) as u32,
+        start_item: start,
+        end_item: end,
+        dependencies: Vec::new(),
+        instrument: String::new(),
+        instrument_config: Default::default(),
+        model: None,
+        instrument_fallbacks: Vec::new(),
+        skip_when: None,
+        skip_when_command: None,
+        timeout_seconds: c.backend.timeout_seconds,
+        description: None,
+        movement_name: None,
+    }
+}
+
+/// What renders the preview's prompt snippets: the score's renderer (none for a text-only
+/// score whose prompt is only in its template file) and its variables, built once.
+struct SheetPrompts<'a> {
+    config: &'a JobConfig,
+    score_dir: PathBuf,
+    text_only: bool,
+    renderer: Option<Result<PromptRenderer, crate::ConfigError>>,
+    score_vars: template::ScoreVars,
+}
+
+impl<'a> SheetPrompts<'a> {
+    fn new(score: &'a Score, score_path: &Path) -> Self {
+        let c = &score.config;
+        let score_dir = score_path.parent().unwrap_or(Path::new("")).to_path_buf();
+        let text_only = score.file_access == FileAccess::TextOnly;
+        // A text-only score whose prompt is only in its template file has no prompt to show.
+        let unread_template = text_only
+            && c.prompt.template.as_deref().is_none_or(str::is_empty)
+            && c.prompt.template_file.is_some();
+        let renderer = (!unread_template).then(|| PromptRenderer::new(c, Some(&score_dir)));
+        SheetPrompts {
+            config: c,
+            score_dir,
+            text_only,
+            renderer,
+            score_vars: template::ScoreVars::new(c),
+        }
+    }
+
+    /// The snippet of `sheet`'s prompt, or why it cannot render.
+    fn snippet(&self, sheet: &crate::PlannedSheet) -> Result<String, String> {
+        let c = self.config;
+        let mut ctx = RenderContext {
+            template_dir: Some(self.score_dir.clone()),
+            ..RenderContext::default()
+        };
+        if !self.text_only {
+            template::resolve_injections_with(
+                c,
+                sheet,
+                &self.score_dir,
+                &mut ctx,
+                &self.score_vars,
+            );
+        }
+        let rendered = match &self.renderer {
+            None => Ok(UNREAD_TEMPLATE.to_string()),
+            Some(Ok(r)) => r.render_with(c, sheet, &ctx, &self.score_vars),
+            Some(Err(e)) => Err(match e {
+                crate::ConfigError::Template { message, .. } => crate::ConfigError::Template {
+                    sheet: sheet.num,
+                    message: message.clone(),
+                },
+                other => crate::ConfigError::Plan(other.to_string()),
+            }),
+        };
+        rendered
+            .map(|text| snippet_of(&template::assemble_with_injections(text, &ctx)))
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -637,43 +637,13 @@ fn prepare_worktree(req: &WorktreeRequest<'_>) -> Result<Worktree, IsolationErro
         path: base.clone(),
         source,
     })?;
-    // The recorded branch of a tree that is gone (removed after its work was delivered, or
-    // half-made by a crash) is checked out again at the same place: its work continues
-    // there, never on a `-2` twin.
-    let (path, branch, base_commit, add_args, reattached) =
-        match reattachable(&git, req.recorded.as_ref())? {
-            Some(rec) => {
-                let base_commit = if rec.intent.base_commit.is_empty() {
-                    git.capture(["rev-parse", "--short", &rec.intent.branch])?
-                } else {
-                    rec.intent.base_commit.clone()
-                };
-                let args = vec![
-                    rec.intent.path.clone().into_os_string(),
-                    rec.intent.branch.clone().into(),
-                ];
-                (
-                    rec.intent.path.clone(),
-                    rec.intent.branch.clone(),
-                    base_commit,
-                    args,
-                    true,
-                )
-            }
-            None => {
-                let entries = list_worktrees_with(&git)?;
-                let (path, branch) = free_names(&git, &entries, &base, &name, &branch)?;
-                let commit = source_commit(&git, req, &repo_root)?;
-                let base_commit = git.capture(["rev-parse", "--short", &commit])?;
-                let args = vec![
-                    "-b".into(),
-                    branch.clone().into(),
-                    path.clone().into_os_string(),
-                    commit.into(),
-                ];
-                (path, branch, base_commit, args, false)
-            }
-        };
+    let NewTree {
+        path,
+        branch,
+        base_commit,
+        add_args,
+        reattached,
+    } = new_tree(&git, req, &repo_root, &base, &name, &branch)?;
     if let Some(journal) = &req.journal {
         let intent = Intent {
             path: path.clone(),
@@ -718,6 +688,64 @@ fn prepare_worktree(req: &WorktreeRequest<'_>) -> Result<Worktree, IsolationErro
     }
     tracing::info!(job_id, path = %wt.path.display(), branch = %wt.branch, commit = %wt.base_commit, "isolation.worktree_created");
     Ok(wt)
+}
+
+/// The worktree `git worktree add` is to create: where, on which branch from which commit,
+/// and whether it re-attaches a recorded branch.
+struct NewTree {
+    path: PathBuf,
+    branch: String,
+    base_commit: String,
+    add_args: Vec<std::ffi::OsString>,
+    reattached: bool,
+}
+
+/// The recorded branch of a tree that is gone (removed after its work was delivered, or
+/// half-made by a crash) is checked out again at the same place: its work continues there,
+/// never on a `-2` twin. Otherwise a free path and branch from the job's names.
+fn new_tree(
+    git: &Git<'_>,
+    req: &WorktreeRequest<'_>,
+    repo_root: &Path,
+    base: &Path,
+    name: &str,
+    branch: &str,
+) -> Result<NewTree, IsolationError> {
+    if let Some(rec) = reattachable(git, req.recorded.as_ref())? {
+        let base_commit = if rec.intent.base_commit.is_empty() {
+            git.capture(["rev-parse", "--short", &rec.intent.branch])?
+        } else {
+            rec.intent.base_commit.clone()
+        };
+        let add_args = vec![
+            rec.intent.path.clone().into_os_string(),
+            rec.intent.branch.clone().into(),
+        ];
+        return Ok(NewTree {
+            path: rec.intent.path.clone(),
+            branch: rec.intent.branch.clone(),
+            base_commit,
+            add_args,
+            reattached: true,
+        });
+    }
+    let entries = list_worktrees_with(git)?;
+    let (path, branch) = free_names(git, &entries, base, name, branch)?;
+    let commit = source_commit(git, req, repo_root)?;
+    let base_commit = git.capture(["rev-parse", "--short", &commit])?;
+    let add_args = vec![
+        "-b".into(),
+        branch.clone().into(),
+        path.clone().into_os_string(),
+        commit.into(),
+    ];
+    Ok(NewTree {
+        path,
+        branch,
+        base_commit,
+        add_args,
+        reattached: false,
+    })
 }
 
 fn not_a_repo(e: IsolationError, req: &WorktreeRequest<'_>) -> IsolationError {

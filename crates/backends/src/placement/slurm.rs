@@ -596,10 +596,8 @@ impl SlurmPlacement {
             watcher: &self.watcher,
             id: &attempt.remote_id,
         };
-        let mut deadline: Option<f64> = None;
-        let mut started_at: Option<f64> = None;
+        let mut timing = Timing::default();
         let mut seen = (0u64, 0u64);
-        let queue_timeout = self.spec.queue_timeout_seconds;
         let grace = self
             .spec
             .exit_file_grace_seconds
@@ -611,6 +609,11 @@ impl SlurmPlacement {
         // anew, and the line sinks, which cannot forget the first run's lines, would count
         // both (its output is read once, at its end, as before).
         let live = spec.stop.is_some() && !requeue;
+        // Waiting in the queue is bounded only by `queue_timeout_seconds` when set.
+        let queue_limit = self
+            .spec
+            .queue_timeout_seconds
+            .map(|q| attempt.submitted_at + q);
         loop {
             let notified = watch.changed.notified();
             if live {
@@ -628,41 +631,21 @@ impl SlurmPlacement {
                 return Followed::Exited(code);
             }
             record_growth(dir, progress, &mut seen);
-            // The sheet's timeout counts from the job's start, not its submission: time in
-            // the queue is the cluster's, not the sheet's. (A job Slurm requeued — with
-            // `requeue_on_preemption` — writes a new start: the timeout counts from it.)
-            let start = read_start(dir);
-            if start != started_at {
-                started_at = start;
-                deadline = start.map(|s| s + spec.timeout.as_secs_f64());
-                if let Some(s) = start {
-                    let queued = (s - attempt.submitted_at).max(0.0);
-                    note(
-                        progress,
-                        format!(
-                            "running as Slurm job {} (queued {queued:.0}s)",
-                            attempt.remote_id
-                        ),
-                    );
-                }
-            }
+            timing.read_start(attempt, spec.timeout, progress);
             if requeue
-                && deadline.is_some()
+                && timing.deadline.is_some()
                 && watch.state().as_deref() == Some("PENDING")
                 && requeued(&attempt.remote_id).await
             {
                 // Requeued (a preemption, with `requeue_on_preemption`): back in the queue,
                 // whose time is not the sheet's; the next start restarts the timeout. The
                 // watcher's state may trail the start file (a poll from before the job
-                // ran), so Slurm is asked afresh; and the old start is dropped so that only
-                // the next run's start sets the deadline again. Without the option Slurm
-                // never requeues (`--no-requeue`), and a stale PENDING must not clear the
-                // deadline for good (a sheet that would never time out).
-                let _ = std::fs::remove_file(dir.join("start"));
-                started_at = None;
-                deadline = None;
+                // ran), so Slurm is asked afresh. Without the option Slurm never requeues
+                // (`--no-requeue`), and a stale PENDING must not clear the deadline for good
+                // (a sheet that would never time out).
+                timing.forget_start(dir);
             }
-            if deadline.is_none() {
+            if timing.deadline.is_none() {
                 let queued = (epoch_now() - attempt.submitted_at).max(0.0);
                 let state = watch.state().unwrap_or_else(|| "PENDING".into());
                 note(
@@ -673,15 +656,8 @@ impl SlurmPlacement {
                     ),
                 );
             }
-            // Waiting in the queue is bounded only by `queue_timeout_seconds` when set.
-            let queue_limit = queue_timeout.map(|q| attempt.submitted_at + q);
-            let over = match (deadline, queue_limit) {
-                (Some(d), _) => epoch_now() >= d,
-                (None, Some(q)) => epoch_now() >= q,
-                (None, None) => false,
-            };
-            if over {
-                tracing::info!(slurm_job = %attempt.remote_id, queued = deadline.is_none(), "timeout: cancelling the Slurm job");
+            if timing.over(queue_limit) {
+                tracing::info!(slurm_job = %attempt.remote_id, queued = timing.deadline.is_none(), "timeout: cancelling the Slurm job");
                 self.cancel_and_wait(&attempt.remote_id, spec.kill_grace)
                     .await;
                 return Followed::TimedOut;
@@ -689,21 +665,7 @@ impl SlurmPlacement {
             if watch.gone() {
                 return gone(attempt, grace, progress, &mut seen).await;
             }
-            let mut wake = HOUSEKEEPING;
-            if let Some(d) = deadline {
-                let left = (d - epoch_now()).max(0.0);
-                wake = wake.min(Duration::from_secs_f64(left));
-                if live {
-                    wake = wake.min(self.poll.max(LIVE_READ));
-                }
-            } else {
-                // Not started yet as far as the files tell: look again at the next state
-                // change (pending -> running) or soon.
-                wake = wake.min(self.poll * 4);
-                if let Some(q) = queue_limit {
-                    wake = wake.min(Duration::from_secs_f64((q - epoch_now()).max(0.0)));
-                }
-            }
+            let wake = timing.wake(self.poll, live, queue_limit);
             let stopping = async {
                 match &spec.stop {
                     Some(stop) => stop.notified().await,
@@ -720,6 +682,76 @@ impl SlurmPlacement {
                 }
             }
         }
+    }
+}
+
+/// A followed job's time: its start as its files tell, and the deadline the sheet's timeout
+/// sets from it (`None` while it waits in the queue).
+#[derive(Debug, Default)]
+struct Timing {
+    started_at: Option<f64>,
+    deadline: Option<f64>,
+}
+
+impl Timing {
+    /// Read the job's start file. The sheet's timeout counts from the job's start, not its
+    /// submission: time in the queue is the cluster's, not the sheet's. (A job Slurm
+    /// requeued — with `requeue_on_preemption` — writes a new start: the timeout counts
+    /// from it.)
+    fn read_start(&mut self, attempt: &RemoteAttempt, timeout: Duration, progress: &Progress) {
+        let start = read_start(&attempt.dir);
+        if start == self.started_at {
+            return;
+        }
+        self.started_at = start;
+        self.deadline = start.map(|s| s + timeout.as_secs_f64());
+        if let Some(s) = start {
+            let queued = (s - attempt.submitted_at).max(0.0);
+            note(
+                progress,
+                format!(
+                    "running as Slurm job {} (queued {queued:.0}s)",
+                    attempt.remote_id
+                ),
+            );
+        }
+    }
+
+    /// Drop the start of a run Slurm requeued, so that only the next run's start sets the
+    /// deadline again.
+    fn forget_start(&mut self, dir: &Path) {
+        let _ = std::fs::remove_file(dir.join("start"));
+        self.started_at = None;
+        self.deadline = None;
+    }
+
+    /// Whether the job ran past its deadline, or waited in the queue past `queue_limit`.
+    fn over(&self, queue_limit: Option<f64>) -> bool {
+        match (self.deadline, queue_limit) {
+            (Some(d), _) => epoch_now() >= d,
+            (None, Some(q)) => epoch_now() >= q,
+            (None, None) => false,
+        }
+    }
+
+    /// How long to sleep before looking again, at most (a state change wakes it sooner).
+    fn wake(&self, poll: Duration, live: bool, queue_limit: Option<f64>) -> Duration {
+        let mut wake = HOUSEKEEPING;
+        if let Some(d) = self.deadline {
+            let left = (d - epoch_now()).max(0.0);
+            wake = wake.min(Duration::from_secs_f64(left));
+            if live {
+                wake = wake.min(poll.max(LIVE_READ));
+            }
+        } else {
+            // Not started yet as far as the files tell: look again at the next state
+            // change (pending -> running) or soon.
+            wake = wake.min(poll * 4);
+            if let Some(q) = queue_limit {
+                wake = wake.min(Duration::from_secs_f64((q - epoch_now()).max(0.0)));
+            }
+        }
+        wake
     }
 }
 

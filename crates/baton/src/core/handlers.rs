@@ -315,57 +315,13 @@ impl BatonCore {
 
     /// §2.4 `SheetAttemptResult`, with the \[LATER\] rate-limit and threshold behaviour.
     fn on_attempt_result(&mut self, r: AttemptResult, now: Millis, out: &mut Vec<Effect>) {
-        let Some((ji, si)) = self.locate(&r.job_id, r.sheet_num) else {
+        let Some((ji, si, ii)) = self.take_result(&r, out) else {
             return;
         };
-        {
-            let sheet = &self.jobs[ji].sheets[si];
-            // Results of killed or superseded attempts, or after a terminal transition, are
-            // stale: ignoring them keeps one source of truth per dispatch.
-            if sheet.status != SheetStatus::Dispatched || sheet.dispatch_id != r.dispatch_id {
-                return;
-            }
-        }
-        let ii = self.jobs[ji].sheets[si].instrument;
-        self.release(ji, si);
-        {
-            let job = &mut self.jobs[ji];
-            let sheet = &mut job.sheets[si];
-            BatonCore::cancel_timer(out, &mut sheet.stale_timer);
-            if r.cost_usd.is_finite() && r.cost_usd > 0.0 {
-                sheet.total_cost += r.cost_usd;
-                job.total_cost += r.cost_usd;
-            }
-        }
-
         // Rate limits are tempo, not failure (invariant 2): park the instrument, keep the
         // retry budget, re-dispatch when the wait is over.
         if r.is_rate_limited_failure() {
-            let (stated, said) = match &r.failure {
-                Some(Failure {
-                    kind: FailureKind::RateLimited { reset_after },
-                    message,
-                    ..
-                }) => (*reset_after, message.clone()),
-                _ => (None, String::new()),
-            };
-            let (wait, how) = self.rate_limit_wait(ii, stated, now);
-            let instrument = self.instruments[ii].name.clone();
-            let reason = if said.is_empty() {
-                how
-            } else {
-                format!("{said} — {how}")
-            };
-            {
-                let sheet = &mut self.jobs[ji].sheets[si];
-                sheet.status = SheetStatus::Waiting;
-                sheet.reason = Some(format!("Rate limited on {instrument}: {reason}"));
-            }
-            self.persist_sheet(ji, si, out);
-            let job_id = self.jobs[ji].id.clone();
-            self.instruments[ii].waiting.push((job_id, r.sheet_num));
-            self.park_instrument(ii, wait, Some(reason), now, out);
-            self.check_job_cost(ji, out);
+            self.on_rate_limited(ji, si, ii, &r, now, out);
             return;
         }
         // Any other outcome on the instrument ends a run of rate limits.
@@ -384,29 +340,121 @@ impl BatonCore {
             self.finish_sheet(ji, si, Ending::ran(SheetStatus::Completed, None), now, out);
             return;
         }
-
         if r.execution_success && rate > 0.0 {
             self.breaker_success(ii, out);
-            let sheet = &mut self.jobs[ji].sheets[si];
-            sheet.last_failure =
-                Some(message.unwrap_or_else(|| format!("{rate:.0}% of validations passed")));
-            if rate >= sheet.completion_threshold
-                && sheet.completion_attempts < sheet.max_completion
-            {
-                sheet.completion_attempts += 1;
-                self.check_job_cost(ji, out);
-                if !self.sheet_over_cost(ji, si, now, out) {
-                    self.requeue(ji, si, AttemptMode::Completion, out);
-                }
-                return;
-            }
-            // Below the threshold, or completion budget spent: an ordinary failed attempt,
-            // so remaining normal retries are used before exhaustion ([LATER] step 4b).
-            self.jobs[ji].sheets[si].normal_attempts += 1;
-            self.after_failure(ji, si, now, out);
+            self.on_partial_pass(ji, si, rate, message, now, out);
             return;
         }
+        self.on_failed_attempt(ji, si, ii, &r, now, out);
+    }
 
+    /// The indexes of the sheet a result is for and of its instrument, with the dispatch
+    /// released, its stale timer cancelled and its cost counted; `None` for a stale result.
+    fn take_result(
+        &mut self,
+        r: &AttemptResult,
+        out: &mut Vec<Effect>,
+    ) -> Option<(usize, usize, usize)> {
+        let (ji, si) = self.locate(&r.job_id, r.sheet_num)?;
+        {
+            let sheet = &self.jobs[ji].sheets[si];
+            // Results of killed or superseded attempts, or after a terminal transition, are
+            // stale: ignoring them keeps one source of truth per dispatch.
+            if sheet.status != SheetStatus::Dispatched || sheet.dispatch_id != r.dispatch_id {
+                return None;
+            }
+        }
+        let ii = self.jobs[ji].sheets[si].instrument;
+        self.release(ji, si);
+        let job = &mut self.jobs[ji];
+        let sheet = &mut job.sheets[si];
+        BatonCore::cancel_timer(out, &mut sheet.stale_timer);
+        if r.cost_usd.is_finite() && r.cost_usd > 0.0 {
+            sheet.total_cost += r.cost_usd;
+            job.total_cost += r.cost_usd;
+        }
+        Some((ji, si, ii))
+    }
+
+    /// A rate-limited attempt: the sheet waits, the instrument is parked for the wait the
+    /// API stated (or the backoff), no retry is spent.
+    fn on_rate_limited(
+        &mut self,
+        ji: usize,
+        si: usize,
+        ii: usize,
+        r: &AttemptResult,
+        now: Millis,
+        out: &mut Vec<Effect>,
+    ) {
+        let (stated, said) = match &r.failure {
+            Some(Failure {
+                kind: FailureKind::RateLimited { reset_after },
+                message,
+                ..
+            }) => (*reset_after, message.clone()),
+            _ => (None, String::new()),
+        };
+        let (wait, how) = self.rate_limit_wait(ii, stated, now);
+        let instrument = self.instruments[ii].name.clone();
+        let reason = if said.is_empty() {
+            how
+        } else {
+            format!("{said} — {how}")
+        };
+        {
+            let sheet = &mut self.jobs[ji].sheets[si];
+            sheet.status = SheetStatus::Waiting;
+            sheet.reason = Some(format!("Rate limited on {instrument}: {reason}"));
+        }
+        self.persist_sheet(ji, si, out);
+        let job_id = self.jobs[ji].id.clone();
+        self.instruments[ii].waiting.push((job_id, r.sheet_num));
+        self.park_instrument(ii, wait, Some(reason), now, out);
+        self.check_job_cost(ji, out);
+    }
+
+    /// A successful execution whose validations passed in part: a completion attempt when
+    /// the pass rate reaches the sheet's threshold and its completion budget lasts, else
+    /// an ordinary failed attempt.
+    fn on_partial_pass(
+        &mut self,
+        ji: usize,
+        si: usize,
+        rate: f64,
+        message: Option<String>,
+        now: Millis,
+        out: &mut Vec<Effect>,
+    ) {
+        let sheet = &mut self.jobs[ji].sheets[si];
+        sheet.last_failure =
+            Some(message.unwrap_or_else(|| format!("{rate:.0}% of validations passed")));
+        if rate >= sheet.completion_threshold && sheet.completion_attempts < sheet.max_completion {
+            sheet.completion_attempts += 1;
+            self.check_job_cost(ji, out);
+            if !self.sheet_over_cost(ji, si, now, out) {
+                self.requeue(ji, si, AttemptMode::Completion, out);
+            }
+            return;
+        }
+        // Below the threshold, or completion budget spent: an ordinary failed attempt,
+        // so remaining normal retries are used before exhaustion ([LATER] step 4b).
+        self.jobs[ji].sheets[si].normal_attempts += 1;
+        self.after_failure(ji, si, now, out);
+    }
+
+    /// A failed execution (counted by the instrument's breaker unless its kind says not;
+    /// final when not retriable), or a successful one whose validations all failed (F-065).
+    fn on_failed_attempt(
+        &mut self,
+        ji: usize,
+        si: usize,
+        ii: usize,
+        r: &AttemptResult,
+        now: Millis,
+        out: &mut Vec<Effect>,
+    ) {
+        let message = r.failure.as_ref().map(|f| f.message.clone());
         let kind = r.failure.as_ref().map(|f| f.kind.clone());
         if !r.execution_success {
             if kind.as_ref().is_none_or(FailureKind::counts_for_breaker) {
@@ -426,7 +474,6 @@ impl BatonCore {
                 return;
             }
         }
-        // A failed execution, or a successful one whose validations all failed (F-065).
         let sheet = &mut self.jobs[ji].sheets[si];
         sheet.normal_attempts += 1;
         sheet.last_failure = Some(message.unwrap_or_else(|| {

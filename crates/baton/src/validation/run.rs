@@ -1,5 +1,6 @@
 //! Running rules: per-rule retries, stages, and the five check types (§6.3).
 
+use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::command::{run_command, truncate_output, CommandOutcome};
@@ -144,124 +145,143 @@ async fn read_text(path: &std::path::Path) -> Result<String, Attempt> {
 
 async fn check_once(check: &ValidationCheck, snapshot: &MtimeSnapshot) -> Attempt {
     match check {
-        // A stat is one short syscall: made in place, not handed to the blocking pool and
-        // back (two thread hops per sheet on the sequential path). Content reads below
-        // still go through tokio::fs.
-        ValidationCheck::FileExists { path } => match std::fs::metadata(path) {
-            Ok(m) if m.is_file() => Attempt::pass(Some(path.display().to_string())),
-            Ok(_) => Attempt::fail(
-                "missing",
-                format!("Not a regular file: {}", path.display()),
-                None,
-            ),
-            Err(_) => Attempt::fail(
-                "missing",
-                format!("File not found: {}", path.display()),
-                Some(format!("Create {}", path.display())),
-            ),
-        },
-        ValidationCheck::FileModified { path } => {
-            let modified = match std::fs::metadata(path).and_then(|m| m.modified()) {
-                Ok(t) => t,
-                Err(_) => {
-                    return Attempt::fail(
-                        "missing",
-                        format!("File not found: {}", path.display()),
-                        None,
-                    )
-                }
-            };
-            let before = snapshot.get(path);
-            let actual = Some(format!("mtime={:.6}", mtime_secs(modified)));
-            let expected = Some(match before {
-                Some(b) => format!("mtime>{:.6}", mtime_secs(b)),
-                None => "modified".to_owned(),
-            });
-            if before.is_none_or(|b| modified > b) {
-                Attempt {
-                    actual,
-                    expected,
-                    ..Attempt::pass(None)
-                }
-            } else {
-                Attempt {
-                    actual,
-                    expected,
-                    ..Attempt::fail(
-                        "stale",
-                        format!("File was not modified: {}", path.display()),
-                        Some(format!("Update {}", path.display())),
-                    )
-                }
-            }
-        }
-        ValidationCheck::ContentContains { path, pattern } => match read_text(path).await {
-            Err(a) => a,
-            Ok(text) if text.contains(pattern.as_str()) => Attempt::pass(Some(pattern.clone())),
-            Ok(_) => Attempt {
-                expected: Some(pattern.clone()),
-                ..Attempt::fail(
-                    "incomplete",
-                    format!("{} does not contain '{pattern}'", path.display()),
-                    Some(format!("Add '{pattern}' to {}", path.display())),
-                )
-            },
-        },
-        ValidationCheck::ContentRegex { path, pattern } => {
-            let re = match regex::RegexBuilder::new(pattern).multi_line(true).build() {
-                Ok(re) => re,
-                Err(e) => return Attempt::fail("error", format!("Regex error: {e}"), None),
-            };
-            match read_text(path).await {
-                Err(a) => a,
-                Ok(text) => match re.find(&text) {
-                    Some(m) => Attempt::pass(Some(m.as_str().to_owned())),
-                    None => Attempt {
-                        expected: Some(pattern.clone()),
-                        ..Attempt::fail(
-                            "malformed",
-                            format!("{} does not match /{pattern}/", path.display()),
-                            None,
-                        )
-                    },
-                },
-            }
-        }
+        ValidationCheck::FileExists { path } => file_exists(path),
+        ValidationCheck::FileModified { path } => file_modified(path, snapshot),
+        ValidationCheck::ContentContains { path, pattern } => content_contains(path, pattern).await,
+        ValidationCheck::ContentRegex { path, pattern } => content_regex(path, pattern).await,
         ValidationCheck::CommandSucceeds {
             command,
             working_dir,
             timeout,
-        } => match run_command(command, working_dir, *timeout).await {
-            CommandOutcome::Exited { code: Some(0), .. } => {
-                Attempt::pass(Some("exit 0".to_owned()))
-            }
-            CommandOutcome::Exited { code, output } => {
-                let code = code.map_or_else(|| "signal".to_owned(), |c| c.to_string());
-                let mut msg = format!("Command failed (exit {code}): {command}");
-                if !output.is_empty() {
-                    msg.push('\n');
-                    msg.push_str(&truncate_output(&output));
-                }
-                Attempt {
-                    actual: Some(format!("exit {code}")),
-                    expected: Some("exit 0".to_owned()),
-                    confidence: 0.8,
-                    ..Attempt::fail("error", msg, None)
-                }
-            }
-            CommandOutcome::TimedOut => Attempt::fail(
-                "error",
-                format!(
-                    "Command timed out after {:.0}s: {command}",
-                    timeout.as_secs_f64()
-                ),
+        } => command_succeeds(command, working_dir, *timeout).await,
+    }
+}
+
+/// `file_exists`: a regular file at `path`.
+fn file_exists(path: &Path) -> Attempt {
+    // A stat is one short syscall: made in place, not handed to the blocking pool and back
+    // (two thread hops per sheet on the sequential path). Content reads below still go
+    // through tokio::fs.
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => Attempt::pass(Some(path.display().to_string())),
+        Ok(_) => Attempt::fail(
+            "missing",
+            format!("Not a regular file: {}", path.display()),
+            None,
+        ),
+        Err(_) => Attempt::fail(
+            "missing",
+            format!("File not found: {}", path.display()),
+            Some(format!("Create {}", path.display())),
+        ),
+    }
+}
+
+/// `file_modified`: `path` changed since the snapshot taken before the sheet ran.
+fn file_modified(path: &Path, snapshot: &MtimeSnapshot) -> Attempt {
+    let modified = match std::fs::metadata(path).and_then(|m| m.modified()) {
+        Ok(t) => t,
+        Err(_) => {
+            return Attempt::fail(
+                "missing",
+                format!("File not found: {}", path.display()),
                 None,
-            ),
-            CommandOutcome::SpawnFailed(e) => Attempt::fail(
-                "error",
-                format!("Could not run command in {}: {e}", working_dir.display()),
-                None,
-            ),
+            )
+        }
+    };
+    let before = snapshot.get(path);
+    let actual = Some(format!("mtime={:.6}", mtime_secs(modified)));
+    let expected = Some(match before {
+        Some(b) => format!("mtime>{:.6}", mtime_secs(b)),
+        None => "modified".to_owned(),
+    });
+    if before.is_none_or(|b| modified > b) {
+        Attempt {
+            actual,
+            expected,
+            ..Attempt::pass(None)
+        }
+    } else {
+        Attempt {
+            actual,
+            expected,
+            ..Attempt::fail(
+                "stale",
+                format!("File was not modified: {}", path.display()),
+                Some(format!("Update {}", path.display())),
+            )
+        }
+    }
+}
+
+/// `content_contains`: `path` holds `pattern` as plain text.
+async fn content_contains(path: &Path, pattern: &str) -> Attempt {
+    match read_text(path).await {
+        Err(a) => a,
+        Ok(text) if text.contains(pattern) => Attempt::pass(Some(pattern.to_owned())),
+        Ok(_) => Attempt {
+            expected: Some(pattern.to_owned()),
+            ..Attempt::fail(
+                "incomplete",
+                format!("{} does not contain '{pattern}'", path.display()),
+                Some(format!("Add '{pattern}' to {}", path.display())),
+            )
         },
+    }
+}
+
+/// `content_regex`: `path` matches `pattern` (multi-line).
+async fn content_regex(path: &Path, pattern: &str) -> Attempt {
+    let re = match regex::RegexBuilder::new(pattern).multi_line(true).build() {
+        Ok(re) => re,
+        Err(e) => return Attempt::fail("error", format!("Regex error: {e}"), None),
+    };
+    match read_text(path).await {
+        Err(a) => a,
+        Ok(text) => match re.find(&text) {
+            Some(m) => Attempt::pass(Some(m.as_str().to_owned())),
+            None => Attempt {
+                expected: Some(pattern.to_owned()),
+                ..Attempt::fail(
+                    "malformed",
+                    format!("{} does not match /{pattern}/", path.display()),
+                    None,
+                )
+            },
+        },
+    }
+}
+
+/// `command_succeeds`: `command` exits 0 in `working_dir` within `timeout`.
+async fn command_succeeds(command: &str, working_dir: &Path, timeout: Duration) -> Attempt {
+    match run_command(command, working_dir, timeout).await {
+        CommandOutcome::Exited { code: Some(0), .. } => Attempt::pass(Some("exit 0".to_owned())),
+        CommandOutcome::Exited { code, output } => {
+            let code = code.map_or_else(|| "signal".to_owned(), |c| c.to_string());
+            let mut msg = format!("Command failed (exit {code}): {command}");
+            if !output.is_empty() {
+                msg.push('\n');
+                msg.push_str(&truncate_output(&output));
+            }
+            Attempt {
+                actual: Some(format!("exit {code}")),
+                expected: Some("exit 0".to_owned()),
+                confidence: 0.8,
+                ..Attempt::fail("error", msg, None)
+            }
+        }
+        CommandOutcome::TimedOut => Attempt::fail(
+            "error",
+            format!(
+                "Command timed out after {:.0}s: {command}",
+                timeout.as_secs_f64()
+            ),
+            None,
+        ),
+        CommandOutcome::SpawnFailed(e) => Attempt::fail(
+            "error",
+            format!("Could not run command in {}: {e}", working_dir.display()),
+            None,
+        ),
     }
 }

@@ -297,178 +297,208 @@ fn submit_group<'a>(
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
     Box::pin(async move {
         if members.len() <= 1 {
-            for m in members {
-                let _ = m.reply.send(Outcome::Alone);
-            }
+            alone(members);
             return;
         }
         let tasks: Vec<u32> = members.iter().map(|m| m.task).collect();
         let name = array_name(&ctx.job_id, members[0].sheet, &ctx.dir, &tasks);
         let submitted_at = epoch_now();
         // 1. The name in every member's checkpoint before sbatch.
-        let pending: Vec<RemoteAttempt> = members
-            .iter()
-            .map(|m| RemoteAttempt {
-                placement: "slurm".into(),
-                remote_id: String::new(),
-                name: name.clone(),
-                dir: m.dir.clone(),
-                submitted_at,
-            })
-            .collect();
+        let pending = attempts_of(&members, &name, submitted_at, |_| String::new());
         let (members, _) = record_all(members, pending, "").await;
         if members.len() <= 1 {
-            for m in members {
-                let _ = m.reply.send(Outcome::Alone);
-            }
+            alone(members);
             return;
         }
-        let tasks: Vec<u32> = members.iter().map(|m| m.task).collect();
         ctx.watcher.unclaim(&name);
         // 2. One held submission for all of them.
-        let script = match write_array_script(&ctx.dir) {
-            Ok(s) => s,
-            Err(e) => {
-                fail_all(
-                    members,
-                    format!("cannot write the Slurm array's script: {e}"),
-                );
-                return;
-            }
+        let Some((members, array_id)) = submit_held_array(ctx, members, &name).await else {
+            return;
         };
-        let minutes = members
-            .iter()
-            .map(|m| time_limit_minutes(m.timeout, m.kill_grace))
-            .max()
-            .unwrap_or(1);
-        let mut args = sbatch_args(
-            &ctx.spec,
-            &name,
-            &ctx.dir.join("%a").join("slurm.out"),
-            &members[0].cwd,
-            minutes,
-        );
-        args.push(format!("--array={}", task_list(&tasks)));
-        args.push(script.display().to_string());
-        let array_id = loop {
-            match submit_held(args.clone()).await {
-                Ok(id) => break id,
-                Err(e) => {
-                    // As for a single job: sbatch may have created the array anyway.
-                    match find_array(ctx, &members, &name).await {
-                        Ok(Some(id)) => break id,
-                        Ok(None) if submit_limit(&e) => {
-                            // Every task counts against the per-user submit limit: halves
-                            // fit where the whole did not; a single sheet waits its turn.
-                            tracing::info!(job_id = %ctx.job_id, tasks = members.len(), error = %e,
-                                "Slurm's submit limit refuses the array; submitting it in halves");
-                            forget_all(&members, "");
-                            let mut first = members;
-                            let second = first.split_off(first.len() / 2);
-                            submit_group(ctx, first).await;
-                            submit_group(ctx, second).await;
-                            return;
-                        }
-                        Ok(None) if controller_unreachable(&e) => {
-                            if let Err(why) = wait(ctx, &members, &e).await {
-                                forget_all(&members, "");
-                                fail_all(members, why);
-                                return;
-                            }
-                        }
-                        Ok(None) => {
-                            forget_all(&members, "");
-                            fail_all(members, e);
-                            return;
-                        }
-                        Err(why) => {
-                            // The name stays recorded: a later look (a restart) finds it.
-                            fail_all(members, why);
-                            return;
-                        }
-                    }
-                }
-            }
-        };
-        let _ = std::fs::remove_file(&script);
         // 3. Each member's task id in its checkpoint before anything runs.
-        let attempts: Vec<RemoteAttempt> = members
-            .iter()
-            .map(|m| RemoteAttempt {
-                placement: "slurm".into(),
-                remote_id: format!("{array_id}_{}", m.task),
-                name: name.clone(),
-                dir: m.dir.clone(),
-                submitted_at,
-            })
-            .collect();
+        let task_id = |m: &Member| format!("{array_id}_{}", m.task);
+        let attempts = attempts_of(&members, &name, submitted_at, task_id);
         let (members, failed) = record_all(members, attempts, &array_id).await;
         for id in failed {
             let _ = slurm_command("scancel", &[&id]).await;
         }
         // 4. Adopted files, duplicates cancelled, one release.
-        for m in &members {
-            let id = format!("{array_id}_{}", m.task);
-            let tmp = m.dir.join("adopted.tmp");
-            let written = std::fs::write(&tmp, format!("{id}\n"))
-                .and_then(|()| std::fs::rename(&tmp, m.dir.join("adopted")));
-            if let Err(e) = written {
-                tracing::warn!(slurm_job = %id, error = %e, "cannot write the adopted file of an array task");
-            }
-        }
+        write_adopted(&members, &array_id);
         ctx.watcher.claim(&name, &array_id);
-        if let Ok(jobs) = jobs_named(&name).await {
-            for (id, state) in jobs {
-                if base_id(&id) != array_id && !TERMINAL_STATES.contains(&state.as_str()) {
-                    tracing::info!(slurm_job = %id, name = %name, "cancelling a duplicate Slurm array");
-                    let _ = slurm_command("scancel", &[&id]).await;
-                }
-            }
-        }
-        loop {
-            match slurm_command("scontrol", &["release", &array_id]).await {
-                Ok(_) => break,
-                Err(e) if controller_unreachable(&e) => {
-                    if let Err(why) = wait(ctx, &members, &e).await {
-                        let _ = slurm_command("scancel", &[&array_id]).await;
-                        forget_tasks(&members, &array_id);
-                        fail_all(members, why);
-                        return;
-                    }
-                }
-                Err(e) => {
-                    let _ = slurm_command("scancel", &[&array_id]).await;
-                    forget_tasks(&members, &array_id);
-                    fail_all(
-                        members,
-                        format!("cannot release Slurm array {array_id}: {e}"),
-                    );
-                    return;
-                }
-            }
-        }
+        cancel_duplicates(&name, &array_id).await;
+        let Some(members) = release(ctx, members, &array_id).await else {
+            return;
+        };
         tracing::debug!(job_id = %ctx.job_id, slurm_array = %array_id, tasks = members.len(), "submitted to Slurm as one array");
-        for m in members {
-            let id = format!("{array_id}_{}", m.task);
-            let attempt = RemoteAttempt {
-                placement: "slurm".into(),
-                remote_id: id.clone(),
-                name: name.clone(),
-                dir: m.dir.clone(),
-                submitted_at,
-            };
-            if m.reply.send(Outcome::Submitted(attempt)).is_err() {
-                // Its attempt was abandoned (cancel) while the array was submitted: its task
-                // must not run for no one.
-                tracing::info!(slurm_job = %id, "array task of an abandoned attempt: cancelling it");
-                let _ = slurm_command("scancel", &[&id]).await;
-                if let Some(j) = &m.journal {
-                    j.forget(&id);
+        let attempts = attempts_of(&members, &name, submitted_at, task_id);
+        hand_over(members, attempts).await;
+    })
+}
+
+/// Tell each of `members` to go as a job of its own.
+fn alone(members: Vec<Member>) {
+    for m in members {
+        let _ = m.reply.send(Outcome::Alone);
+    }
+}
+
+/// The attempt each of `members` records: the array's name, and its Slurm id by `remote_id`
+/// (empty before sbatch answered).
+fn attempts_of(
+    members: &[Member],
+    name: &str,
+    submitted_at: f64,
+    remote_id: impl Fn(&Member) -> String,
+) -> Vec<RemoteAttempt> {
+    members
+        .iter()
+        .map(|m| RemoteAttempt {
+            placement: "slurm".into(),
+            remote_id: remote_id(m),
+            name: name.to_string(),
+            dir: m.dir.clone(),
+            submitted_at,
+        })
+        .collect()
+}
+
+/// Write the array's script and submit it held, named `name`: the members and the array's
+/// id, or `None` when the members were told otherwise (failed, or submitted in halves).
+async fn submit_held_array(
+    ctx: &Ctx,
+    members: Vec<Member>,
+    name: &str,
+) -> Option<(Vec<Member>, String)> {
+    let tasks: Vec<u32> = members.iter().map(|m| m.task).collect();
+    let script = match write_array_script(&ctx.dir) {
+        Ok(s) => s,
+        Err(e) => {
+            fail_all(
+                members,
+                format!("cannot write the Slurm array's script: {e}"),
+            );
+            return None;
+        }
+    };
+    let minutes = members
+        .iter()
+        .map(|m| time_limit_minutes(m.timeout, m.kill_grace))
+        .max()
+        .unwrap_or(1);
+    let mut args = sbatch_args(
+        &ctx.spec,
+        name,
+        &ctx.dir.join("%a").join("slurm.out"),
+        &members[0].cwd,
+        minutes,
+    );
+    args.push(format!("--array={}", task_list(&tasks)));
+    args.push(script.display().to_string());
+    let array_id = loop {
+        let e = match submit_held(args.clone()).await {
+            Ok(id) => break id,
+            Err(e) => e,
+        };
+        // As for a single job: sbatch may have created the array anyway.
+        match find_array(ctx, &members, name).await {
+            Ok(Some(id)) => break id,
+            Ok(None) if submit_limit(&e) => {
+                // Every task counts against the per-user submit limit: halves fit where the
+                // whole did not; a single sheet waits its turn.
+                tracing::info!(job_id = %ctx.job_id, tasks = members.len(), error = %e,
+                    "Slurm's submit limit refuses the array; submitting it in halves");
+                forget_all(&members, "");
+                let mut first = members;
+                let second = first.split_off(first.len() / 2);
+                submit_group(ctx, first).await;
+                submit_group(ctx, second).await;
+                return None;
+            }
+            Ok(None) if controller_unreachable(&e) => {
+                if let Err(why) = wait(ctx, &members, &e).await {
+                    forget_all(&members, "");
+                    fail_all(members, why);
+                    return None;
                 }
-                remove_attempt_dir(&m.dir).await;
+            }
+            Ok(None) => {
+                forget_all(&members, "");
+                fail_all(members, e);
+                return None;
+            }
+            Err(why) => {
+                // The name stays recorded: a later look (a restart) finds it.
+                fail_all(members, why);
+                return None;
             }
         }
-    })
+    };
+    let _ = std::fs::remove_file(&script);
+    Some((members, array_id))
+}
+
+/// Each member's `adopted` file: its task's id, for a restart to find it.
+fn write_adopted(members: &[Member], array_id: &str) {
+    for m in members {
+        let id = format!("{array_id}_{}", m.task);
+        let tmp = m.dir.join("adopted.tmp");
+        let written = std::fs::write(&tmp, format!("{id}\n"))
+            .and_then(|()| std::fs::rename(&tmp, m.dir.join("adopted")));
+        if let Err(e) = written {
+            tracing::warn!(slurm_job = %id, error = %e, "cannot write the adopted file of an array task");
+        }
+    }
+}
+
+/// Cancel every live job named `name` but the array `array_id` (a submission sbatch made
+/// though it answered with an error).
+async fn cancel_duplicates(name: &str, array_id: &str) {
+    let Ok(jobs) = jobs_named(name).await else {
+        return;
+    };
+    for (id, state) in jobs {
+        if base_id(&id) != array_id && !TERMINAL_STATES.contains(&state.as_str()) {
+            tracing::info!(slurm_job = %id, name = %name, "cancelling a duplicate Slurm array");
+            let _ = slurm_command("scancel", &[&id]).await;
+        }
+    }
+}
+
+/// Release the held array: the members, or `None` when it could not be released (the
+/// array is cancelled and the members are failed).
+async fn release(ctx: &Ctx, members: Vec<Member>, array_id: &str) -> Option<Vec<Member>> {
+    loop {
+        let why = match slurm_command("scontrol", &["release", array_id]).await {
+            Ok(_) => return Some(members),
+            Err(e) if controller_unreachable(&e) => match wait(ctx, &members, &e).await {
+                Ok(()) => continue,
+                Err(why) => why,
+            },
+            Err(e) => format!("cannot release Slurm array {array_id}: {e}"),
+        };
+        let _ = slurm_command("scancel", &[array_id]).await;
+        forget_tasks(&members, array_id);
+        fail_all(members, why);
+        return None;
+    }
+}
+
+/// Hand each member its submitted attempt (`attempts[i]` is `members[i]`'s); a member whose
+/// attempt was abandoned meanwhile has its task cancelled.
+async fn hand_over(members: Vec<Member>, attempts: Vec<RemoteAttempt>) {
+    for (m, attempt) in members.into_iter().zip(attempts) {
+        let id = attempt.remote_id.clone();
+        if m.reply.send(Outcome::Submitted(attempt)).is_err() {
+            // Its attempt was abandoned (cancel) while the array was submitted: its task
+            // must not run for no one.
+            tracing::info!(slurm_job = %id, "array task of an abandoned attempt: cancelling it");
+            let _ = slurm_command("scancel", &[&id]).await;
+            if let Some(j) = &m.journal {
+                j.forget(&id);
+            }
+            remove_attempt_dir(&m.dir).await;
+        }
+    }
 }
 
 /// Record `attempts[i]` in `members[i]`'s checkpoint, all at once (each an fsync); the
