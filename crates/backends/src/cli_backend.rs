@@ -279,29 +279,22 @@ impl ProfileBackend {
         if result.error_message.is_none() {
             result.error_message = self.end_message(&end, &stdout, &stderr);
         }
-        // The hint also when no profile pattern named the failure but Mozart's own patterns
-        // will classify it as auth (a user's profile without `auth_error_patterns`: the
-        // sheet failed as auth with no word of which key to check).
-        let auth_by_builtin = || {
-            !success
-                && result.error_type.is_none()
-                && crate::classify::classify_output(
-                    &stdout,
-                    &stderr,
-                    outcome.exit_code,
-                    outcome.exit_signal,
-                    result.exit_reason,
-                )
-                .category
-                    == crate::classify::ErrorCategory::Auth
-        };
-        if result.error_type == Some(FailureKind::Auth) || auth_by_builtin() {
-            self.add_key_hint(&mut result);
-        }
         result.success = success;
         result.stdout = redact_owned(stdout);
         result.stderr = redact_owned(stderr);
         result.result_text = result.result_text.map(redact_owned);
+        // The hint whenever the sheet will fail as auth: also when no profile pattern named
+        // the failure but Mozart's own classification (what the sheet's error category is
+        // made from, the CLI's JSON error first) finds a refused key — a user's profile
+        // without `auth_error_patterns`, or a CLI that gave up by itself before the live
+        // stop (a race the Gemini test hit under load: auth, with no word of which key).
+        if !success
+            && (result.error_type == Some(FailureKind::Auth)
+                || crate::classify::classify(&result).category
+                    == crate::classify::ErrorCategory::Auth)
+        {
+            self.add_key_hint(&mut result);
+        }
         result.error_message = result.error_message.map(redact_owned);
         result
     }
@@ -981,6 +974,35 @@ mod tests {
             InstrumentProfile::from_yaml(yaml, "test").unwrap(),
         ))
         .unwrap()
+    }
+
+    /// A CLI that gives up by itself on a refused key, printing the API's JSON error, with a
+    /// profile whose own patterns call it something else: the sheet fails as auth (the
+    /// JSON error decides), so its message names the key to check.
+    #[tokio::test]
+    async fn a_refused_key_named_by_the_json_error_gets_the_key_hint() {
+        let yaml = "name: keyed\ndisplay_name: Keyed\nkind: cli\ncli:\n  command:\n    executable: sh\n    prompt_flag: '-c'\n    required_env: [MY_API_KEY, PATH]\n  output:\n    format: text\n";
+        let backend = ProfileBackend::new(Arc::new(
+            InstrumentProfile::from_yaml(yaml, "test").unwrap(),
+        ))
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let prompt = r#"echo '{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}'; echo 'gave up' >&2; exit 1"#;
+        let result = backend
+            .execute(ExecutionRequest::new(
+                prompt.to_string(),
+                dir.path(),
+                Duration::from_secs(60),
+            ))
+            .await;
+        assert!(!result.success);
+        assert_eq!(
+            crate::classify::classify(&result).category,
+            crate::classify::ErrorCategory::Auth,
+            "{result:?}"
+        );
+        let message = result.error_message.unwrap_or_default();
+        assert!(message.contains("MY_API_KEY"), "{message}");
     }
 
     /// A shell command printing `{"result":"xxx…","usage":{"out":7}}` with `n` x's.
