@@ -149,3 +149,104 @@ fn a_score_submitted_again_while_it_runs_is_refused_even_right_away() {
         "{text}"
     );
 }
+
+/// A socket between the CLI and the conductor that passes every byte on and notes the
+/// method of each request the CLI sends (issue 24: how many round trips a view costs).
+struct CountingProxy {
+    socket: std::path::PathBuf,
+    methods: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl CountingProxy {
+    fn start(env: &TestEnv) -> CountingProxy {
+        use std::io::{BufRead, BufReader, Write};
+        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::net::{UnixListener, UnixStream};
+        let socket = env.root().join("proxy.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        // As private as the conductor's own socket, or the CLI refuses it.
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let methods = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (seen, upstream) = (methods.clone(), env.socket.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let conductor = UnixStream::connect(&upstream).unwrap();
+                let (mut to_client, mut from_conductor) =
+                    (client.try_clone().unwrap(), conductor.try_clone().unwrap());
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from_conductor, &mut to_client);
+                });
+                let (seen, mut to_conductor) = (seen.clone(), conductor);
+                std::thread::spawn(move || {
+                    for line in BufReader::new(client).lines() {
+                        let Ok(line) = line else { return };
+                        if let Ok(request) = serde_json::from_str::<Value>(&line) {
+                            let method = request["method"].as_str().unwrap_or("").to_string();
+                            seen.lock().unwrap().push(method);
+                        }
+                        if to_conductor.write_all(format!("{line}\n").as_bytes()).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        CountingProxy { socket, methods }
+    }
+
+    /// The methods asked for since the last call, in order.
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.methods.lock().unwrap())
+    }
+}
+
+#[test]
+fn the_overview_asks_the_conductor_once() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("steady.yaml", &sleepy_shell_score("steady", 1, 60.0));
+    submit(&env, &path);
+    let proxy = CountingProxy::start(&env);
+
+    let out = env
+        .command(&["status"])
+        .env("MOZART_SOCKET", &proxy.socket)
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.starts_with("Mozart Conductor: RUNNING  (uptime "),
+        "the uptime is still shown:\n{text}"
+    );
+    assert!(text.contains("steady"), "the running score is listed:\n{text}");
+    assert_eq!(
+        proxy.take(),
+        vec!["job.overview"],
+        "uptime, active scores and recent ones in one round trip"
+    );
+
+    let out = env
+        .command(&["status", "--json"])
+        .env("MOZART_SOCKET", &proxy.socket)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["active_count"], 1, "{doc}");
+    assert_eq!(proxy.take(), vec!["job.overview"]);
+
+    // The method itself: the uptime and each page asked for, in order.
+    let answer = env.raw_call(
+        "job.overview",
+        json!({"pages": [
+            {"statuses": ["running"], "limit": 20},
+            {"statuses": ["completed"], "limit": 5},
+        ]}),
+    );
+    let result = &answer["result"];
+    assert!(result["uptime_seconds"].as_f64().is_some(), "{answer}");
+    assert_eq!(result["pages"][0]["total"], 1, "{answer}");
+    assert_eq!(result["pages"][0]["jobs"][0]["job_id"], "steady", "{answer}");
+    assert_eq!(result["pages"][1]["total"], 0, "{answer}");
+}

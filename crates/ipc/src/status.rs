@@ -207,6 +207,15 @@ pub struct JobPage {
     pub counts: Option<std::collections::BTreeMap<String, u64>>,
 }
 
+/// `job.overview` result (ours): what `mozart status` without a score shows, in one answer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Overview {
+    /// Seconds since the conductor started (as `daemon.health` gives it).
+    pub uptime_seconds: f64,
+    /// One page per page asked for, in the same order.
+    pub pages: Vec<JobPage>,
+}
+
 /// `job.status` result (§8.2): the checkpoint when the job has one, else its metadata.
 // One value per call: the size difference between the variants costs nothing.
 #[allow(clippy::large_enum_variant)]

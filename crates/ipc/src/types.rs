@@ -167,6 +167,14 @@ pub struct ListPageParams {
     pub counts: bool,
 }
 
+/// `job.overview` params (ours): the pages to answer, each as `job.list_page` would.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OverviewParams {
+    /// The pages, answered in this order.
+    #[serde(default)]
+    pub pages: Vec<ListPageParams>,
+}
+
 /// `job.clear` params (§8.8).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClearParams {

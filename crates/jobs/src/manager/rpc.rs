@@ -381,6 +381,10 @@ fn register_lifecycle(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(
     )
 }
 
+/// Most pages one `job.overview` answers: the overview asks for two; the bound keeps one
+/// call from asking for the registry many times over.
+const OVERVIEW_PAGES: usize = 8;
+
 /// Methods that report on jobs: status, list, errors, diagnose, history, recover.
 fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(), ConductorError> {
     job_method(
@@ -432,6 +436,34 @@ fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(),
         mgr,
         |m, _, p: mozart_ipc::types::ListPageParams| async move {
             to_value(m.list_page(p).await.map_err(job_error)?)
+        },
+    )?;
+    job_method(
+        module,
+        methods::JOB_OVERVIEW,
+        mgr,
+        |m, ctx, p: mozart_ipc::types::OverviewParams| async move {
+            if p.pages.len() > OVERVIEW_PAGES {
+                return Err(RpcError::new(
+                    mozart_ipc::error::INVALID_PARAMS,
+                    format!(
+                        "job.overview: {} pages asked for; at most {OVERVIEW_PAGES} in one call",
+                        p.pages.len()
+                    ),
+                )
+                .into());
+            }
+            // The uptime is read before the pages, as `mozart status` read `daemon.health`
+            // before its pages when they were separate calls.
+            let uptime_seconds = ctx.uptime_seconds();
+            let mut pages = Vec::with_capacity(p.pages.len());
+            for page in p.pages {
+                pages.push(m.list_page(page).await.map_err(job_error)?);
+            }
+            to_value(mozart_ipc::status::Overview {
+                uptime_seconds,
+                pages,
+            })
         },
     )?;
     job_method(
