@@ -78,19 +78,6 @@ pub fn connect_direct(globals: &Globals, json: bool) -> Result<BlockingClient, C
     BlockingClient::connect(&paths.socket).map_err(|e| connect_error(e, json))
 }
 
-/// Connect and probe `daemon.health` on the same connection, for a command that makes
-/// several calls in a row (`mozart run`: submit, then its early-failure watch). One
-/// connection instead of one per call: a shell loop of `mozart run` over 1,000 scores pays
-/// connection set-up once per score, not three times (issue 24).
-pub fn connect_once(globals: &Globals, json: bool) -> Result<BlockingClient, CliError> {
-    let paths = paths(globals, None)?;
-    let mut client = BlockingClient::connect(&paths.socket).map_err(|e| connect_error(e, json))?;
-    client
-        .call::<_, HealthResult>(methods::DAEMON_HEALTH, ())
-        .map_err(|_| not_running(json))?;
-    Ok(client)
-}
-
 /// Connect and make one call, mapping every failure to a CLI error.
 pub fn call<P: Serialize, R: DeserializeOwned>(
     globals: &Globals,
