@@ -158,16 +158,28 @@ struct CountingProxy {
 }
 
 impl CountingProxy {
+    /// A proxy on a socket of its own, for a command pointed at it with `MOZART_SOCKET`.
     fn start(env: &TestEnv) -> CountingProxy {
+        CountingProxy::between(env.root().join("proxy.sock"), env.socket.clone())
+    }
+
+    /// A proxy in the conductor's place: its socket moves aside (a socket file keeps
+    /// working under a new name) and the proxy listens where every client looks.
+    fn in_place_of(env: &TestEnv) -> CountingProxy {
+        let moved = env.root().join("conductor.sock");
+        std::fs::rename(&env.socket, &moved).unwrap();
+        CountingProxy::between(env.socket.clone(), moved)
+    }
+
+    fn between(socket: std::path::PathBuf, upstream: std::path::PathBuf) -> CountingProxy {
         use std::io::{BufRead, BufReader, Write};
         use std::os::unix::fs::PermissionsExt;
         use std::os::unix::net::{UnixListener, UnixStream};
-        let socket = env.root().join("proxy.sock");
         let listener = UnixListener::bind(&socket).unwrap();
         // As private as the conductor's own socket, or the CLI refuses it.
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600)).unwrap();
         let methods = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (seen, upstream) = (methods.clone(), env.socket.clone());
+        let seen = methods.clone();
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
@@ -249,4 +261,37 @@ fn the_overview_asks_the_conductor_once() {
     assert_eq!(result["pages"][0]["total"], 1, "{answer}");
     assert_eq!(result["pages"][0]["jobs"][0]["job_id"], "steady", "{answer}");
     assert_eq!(result["pages"][1]["total"], 0, "{answer}");
+}
+
+#[test]
+fn the_dashboard_jobs_page_asks_for_every_row_s_progress_in_one_call() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    for i in 0..5 {
+        let name = format!("busy-{i}");
+        let path = env.write_score(&format!("{name}.yaml"), &sleepy_shell_score(&name, 2, 60.0));
+        submit(&env, &path);
+    }
+    let proxy = CountingProxy::in_place_of(&env);
+    let dash = start_dashboard(&env, &[]);
+    let cookie = login(&dash.addr, &dash.url);
+    proxy.take();
+
+    let r = web::http(&dash.addr, "GET", "/", &[("Cookie", cookie.as_str())], "");
+    assert_eq!(r.status, 200, "{}", r.raw);
+    let asked = proxy.take();
+    // Each row still shows its progress...
+    for i in 0..5 {
+        assert!(r.raw.contains(&format!("data-job=\"busy-{i}\"")), "{}", r.raw);
+    }
+    assert_eq!(
+        r.raw.matches(">0&#x2f;2 done, running<").count(),
+        5,
+        "each row's progress:\n{}",
+        r.raw
+    );
+    // ...from one call for all of them, not a `job.status` per row.
+    let count = |m: &str| asked.iter().filter(|a| *a == m).count();
+    assert_eq!(count("job.progress"), 1, "{asked:?}");
+    assert_eq!(count("job.status"), 0, "{asked:?}");
 }

@@ -72,6 +72,10 @@ pub const JOB_LIST_PAGE: &str = "job.list_page";
 /// result [`crate::status::Overview`].
 pub const JOB_OVERVIEW: &str = "job.overview";
 
+/// Ours, not upstream's: the progress of several loaded jobs in one call (a jobs list's
+/// rows); params [`crate::types::ProgressParams`], result [`crate::status::ProgressResult`].
+pub const JOB_PROGRESS: &str = "job.progress";
+
 /// Ours, not upstream's: wait (a bounded time) until a just-submitted job shows whether it
 /// runs — its first sheet completed, it ended, paused or waits for a job slot — params
 /// [`crate::types::JobWatchParams`], result [`crate::types::JobWatchResult`]. `mozart run`'s

@@ -381,6 +381,33 @@ fn register_lifecycle(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(
     )
 }
 
+/// `job.progress`: every asked-for job's progress in one visit to the job table (a jobs
+/// list asked `job.status` once per row, each call a visit that waits behind the sheet
+/// events of every running job). Left out: jobs not loaded, not yet with a checkpoint, with
+/// completed sheets kept as facts only (their costs are in the registry), or larger than
+/// [`mozart_ipc::status::PROGRESS_SHEETS`] — the caller asks `job.status` for those.
+async fn progress(m: &JobManager, ids: Vec<String>) -> mozart_ipc::status::ProgressResult {
+    let jobs = m
+        .shared
+        .table
+        .call(move |h| {
+            ids.into_iter()
+                .filter_map(|id| {
+                    let e = h.table.jobs.get(&id)?;
+                    let live = e.live.as_ref()?;
+                    if e.compacted || live.total_sheets > mozart_ipc::status::PROGRESS_SHEETS {
+                        return None;
+                    }
+                    let progress = mozart_ipc::status::JobProgress::of(live);
+                    Some((id, progress))
+                })
+                .collect()
+        })
+        .await
+        .unwrap_or_default();
+    mozart_ipc::status::ProgressResult { jobs }
+}
+
 /// Most pages one `job.overview` answers: the overview asks for two; the bound keeps one
 /// call from asking for the registry many times over.
 const OVERVIEW_PAGES: usize = 8;
@@ -464,6 +491,25 @@ fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(),
                 uptime_seconds,
                 pages,
             })
+        },
+    )?;
+    job_method(
+        module,
+        methods::JOB_PROGRESS,
+        mgr,
+        |m, _, p: mozart_ipc::types::ProgressParams| async move {
+            if p.job_ids.len() > mozart_ipc::types::PROGRESS_JOBS {
+                return Err(RpcError::new(
+                    mozart_ipc::error::INVALID_PARAMS,
+                    format!(
+                        "job.progress: {} jobs asked for; at most {} in one call",
+                        p.job_ids.len(),
+                        mozart_ipc::types::PROGRESS_JOBS
+                    ),
+                )
+                .into());
+            }
+            to_value(progress(&m, p.job_ids).await)
         },
     )?;
     job_method(
