@@ -197,7 +197,10 @@ impl CountingProxy {
                             let method = request["method"].as_str().unwrap_or("").to_string();
                             seen.lock().unwrap().push(method);
                         }
-                        if to_conductor.write_all(format!("{line}\n").as_bytes()).is_err() {
+                        if to_conductor
+                            .write_all(format!("{line}\n").as_bytes())
+                            .is_err()
+                        {
                             return;
                         }
                     }
@@ -232,7 +235,10 @@ fn the_overview_asks_the_conductor_once() {
         text.starts_with("Mozart Conductor: RUNNING  (uptime "),
         "the uptime is still shown:\n{text}"
     );
-    assert!(text.contains("steady"), "the running score is listed:\n{text}");
+    assert!(
+        text.contains("steady"),
+        "the running score is listed:\n{text}"
+    );
     assert_eq!(
         proxy.take(),
         vec!["job.overview"],
@@ -259,7 +265,10 @@ fn the_overview_asks_the_conductor_once() {
     let result = &answer["result"];
     assert!(result["uptime_seconds"].as_f64().is_some(), "{answer}");
     assert_eq!(result["pages"][0]["total"], 1, "{answer}");
-    assert_eq!(result["pages"][0]["jobs"][0]["job_id"], "steady", "{answer}");
+    assert_eq!(
+        result["pages"][0]["jobs"][0]["job_id"], "steady",
+        "{answer}"
+    );
     assert_eq!(result["pages"][1]["total"], 0, "{answer}");
 }
 
@@ -282,7 +291,11 @@ fn the_dashboard_jobs_page_asks_for_every_row_s_progress_in_one_call() {
     let asked = proxy.take();
     // Each row still shows its progress...
     for i in 0..5 {
-        assert!(r.raw.contains(&format!("data-job=\"busy-{i}\"")), "{}", r.raw);
+        assert!(
+            r.raw.contains(&format!("data-job=\"busy-{i}\"")),
+            "{}",
+            r.raw
+        );
     }
     assert_eq!(
         r.raw.matches(">0&#x2f;2 done, running<").count(),

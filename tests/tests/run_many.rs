@@ -10,11 +10,12 @@ fn mozart_run_of_several_scores_submits_and_reports_each() {
     env.start_conductor();
     let first = env.write_score("first.yaml", &sleepy_shell_score("first", 1, 0.0));
     let broken = env.write_score("broken.yaml", "name: broken\nsheet: [not, a, mapping\n");
-    let doomed = sleepy_shell_score("doomed", 1, 0.0).replace(
-        "RUN: sleep 0",
-        "RUN: echo 'cannot work here' >&2; exit 3",
+    let doomed = sleepy_shell_score("doomed", 1, 0.0)
+        .replace("RUN: sleep 0", "RUN: echo 'cannot work here' >&2; exit 3");
+    let doomed = env.write_score(
+        "doomed.yaml",
+        &format!("{doomed}retry:\n  max_retries: 0\n"),
     );
-    let doomed = env.write_score("doomed.yaml", &format!("{doomed}retry:\n  max_retries: 0\n"));
     let last = env.write_score("last.yaml", &sleepy_shell_score("last", 2, 0.0));
     let files = [&first, &broken, &doomed, &last].map(|p| p.to_str().unwrap().to_string());
 
@@ -30,9 +31,15 @@ fn mozart_run_of_several_scores_submits_and_reports_each() {
             "{id} is submitted:\n{text}"
         );
     }
-    assert!(text.contains("YAML syntax error"), "why broken.yaml was refused:\n{text}");
+    assert!(
+        text.contains("YAML syntax error"),
+        "why broken.yaml was refused:\n{text}"
+    );
     // The early-failure watch still reports a first sheet that fails at once.
-    assert!(text.contains("The score has already failed: doomed"), "{text}");
+    assert!(
+        text.contains("The score has already failed: doomed"),
+        "{text}"
+    );
     assert!(text.contains("cannot work here"), "{text}");
     assert!(
         text.contains(&format!(
