@@ -149,3 +149,162 @@ fn a_score_submitted_again_while_it_runs_is_refused_even_right_away() {
         "{text}"
     );
 }
+
+/// A socket between the CLI and the conductor that passes every byte on and notes the
+/// method of each request the CLI sends (issue 24: how many round trips a view costs).
+struct CountingProxy {
+    socket: std::path::PathBuf,
+    methods: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl CountingProxy {
+    /// A proxy on a socket of its own, for a command pointed at it with `MOZART_SOCKET`.
+    fn start(env: &TestEnv) -> CountingProxy {
+        CountingProxy::between(env.root().join("proxy.sock"), env.socket.clone())
+    }
+
+    /// A proxy in the conductor's place: its socket moves aside (a socket file keeps
+    /// working under a new name) and the proxy listens where every client looks.
+    fn in_place_of(env: &TestEnv) -> CountingProxy {
+        let moved = env.root().join("conductor.sock");
+        std::fs::rename(&env.socket, &moved).unwrap();
+        CountingProxy::between(env.socket.clone(), moved)
+    }
+
+    fn between(socket: std::path::PathBuf, upstream: std::path::PathBuf) -> CountingProxy {
+        use std::io::{BufRead, BufReader, Write};
+        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::net::{UnixListener, UnixStream};
+        let listener = UnixListener::bind(&socket).unwrap();
+        // As private as the conductor's own socket, or the CLI refuses it.
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let methods = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = methods.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let conductor = UnixStream::connect(&upstream).unwrap();
+                let (mut to_client, mut from_conductor) =
+                    (client.try_clone().unwrap(), conductor.try_clone().unwrap());
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from_conductor, &mut to_client);
+                });
+                let (seen, mut to_conductor) = (seen.clone(), conductor);
+                std::thread::spawn(move || {
+                    for line in BufReader::new(client).lines() {
+                        let Ok(line) = line else { return };
+                        if let Ok(request) = serde_json::from_str::<Value>(&line) {
+                            let method = request["method"].as_str().unwrap_or("").to_string();
+                            seen.lock().unwrap().push(method);
+                        }
+                        if to_conductor
+                            .write_all(format!("{line}\n").as_bytes())
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        CountingProxy { socket, methods }
+    }
+
+    /// The methods asked for since the last call, in order.
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.methods.lock().unwrap())
+    }
+}
+
+#[test]
+fn the_overview_asks_the_conductor_once() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("steady.yaml", &sleepy_shell_score("steady", 1, 60.0));
+    submit(&env, &path);
+    let proxy = CountingProxy::start(&env);
+
+    let out = env
+        .command(&["status"])
+        .env("MOZART_SOCKET", &proxy.socket)
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.starts_with("Mozart Conductor: RUNNING  (uptime "),
+        "the uptime is still shown:\n{text}"
+    );
+    assert!(
+        text.contains("steady"),
+        "the running score is listed:\n{text}"
+    );
+    assert_eq!(
+        proxy.take(),
+        vec!["job.overview"],
+        "uptime, active scores and recent ones in one round trip"
+    );
+
+    let out = env
+        .command(&["status", "--json"])
+        .env("MOZART_SOCKET", &proxy.socket)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["active_count"], 1, "{doc}");
+    assert_eq!(proxy.take(), vec!["job.overview"]);
+
+    // The method itself: the uptime and each page asked for, in order.
+    let answer = env.raw_call(
+        "job.overview",
+        json!({"pages": [
+            {"statuses": ["running"], "limit": 20},
+            {"statuses": ["completed"], "limit": 5},
+        ]}),
+    );
+    let result = &answer["result"];
+    assert!(result["uptime_seconds"].as_f64().is_some(), "{answer}");
+    assert_eq!(result["pages"][0]["total"], 1, "{answer}");
+    assert_eq!(
+        result["pages"][0]["jobs"][0]["job_id"], "steady",
+        "{answer}"
+    );
+    assert_eq!(result["pages"][1]["total"], 0, "{answer}");
+}
+
+#[test]
+fn the_dashboard_jobs_page_asks_for_every_row_s_progress_in_one_call() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    for i in 0..5 {
+        let name = format!("busy-{i}");
+        let path = env.write_score(&format!("{name}.yaml"), &sleepy_shell_score(&name, 2, 60.0));
+        submit(&env, &path);
+    }
+    let proxy = CountingProxy::in_place_of(&env);
+    let dash = start_dashboard(&env, &[]);
+    let cookie = login(&dash.addr, &dash.url);
+    proxy.take();
+
+    let r = web::http(&dash.addr, "GET", "/", &[("Cookie", cookie.as_str())], "");
+    assert_eq!(r.status, 200, "{}", r.raw);
+    let asked = proxy.take();
+    // Each row still shows its progress...
+    for i in 0..5 {
+        assert!(
+            r.raw.contains(&format!("data-job=\"busy-{i}\"")),
+            "{}",
+            r.raw
+        );
+    }
+    assert_eq!(
+        r.raw.matches(">0&#x2f;2 done, running<").count(),
+        5,
+        "each row's progress:\n{}",
+        r.raw
+    );
+    // ...from one call for all of them, not a `job.status` per row.
+    let count = |m: &str| asked.iter().filter(|a| *a == m).count();
+    assert_eq!(count("job.progress"), 1, "{asked:?}");
+    assert_eq!(count("job.status"), 0, "{asked:?}");
+}

@@ -47,6 +47,7 @@ mod real_cli_formats;
 mod real_cli_gemini;
 mod real_cli_mochi;
 mod real_cli_slurm;
+mod run_many;
 mod scale_engine;
 mod security_dashboard;
 mod security_injection;

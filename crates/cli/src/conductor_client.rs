@@ -81,13 +81,6 @@ pub fn connect_direct(globals: &Globals, mode: OutputMode) -> Result<BlockingCli
     blocking::connect_direct(&paths.socket).map_err(|e| user_error(e, mode))
 }
 
-/// Connect and probe `daemon.health` on the same connection, for a command that makes
-/// several calls in a row (`mozart run`: submit, then its early-failure watch).
-pub fn connect_once(globals: &Globals, mode: OutputMode) -> Result<BlockingClient, CliError> {
-    let paths = paths(globals, None)?;
-    blocking::connect_once(&paths.socket).map_err(|e| user_error(e, mode))
-}
-
 /// Connect and make one call, mapping every failure to a CLI error.
 pub fn call<P: Serialize, R: DeserializeOwned>(
     globals: &Globals,

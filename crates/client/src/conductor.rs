@@ -167,6 +167,15 @@ impl Conductor {
         self.call(methods::JOB_LIST_PAGE, params).await
     }
 
+    /// `job.progress` (ours): the progress of the loaded jobs among `ids`, in one call.
+    pub async fn progress(
+        &self,
+        ids: Vec<String>,
+    ) -> Result<mozart_ipc::status::ProgressResult, OpError> {
+        let params = mozart_ipc::types::ProgressParams { job_ids: ids };
+        self.call(methods::JOB_PROGRESS, params).await
+    }
+
     /// `job.status`: the checkpoint, or metadata for a job not yet started.
     pub async fn status(&self, id: &str) -> Result<JobDetail, OpError> {
         let value = self

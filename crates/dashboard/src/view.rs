@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use mozart_ipc::checkpoint::{JobCheckpoint, SheetCheckpoint, SheetStatus};
-use mozart_ipc::status::JobListEntry;
+use mozart_ipc::status::{JobListEntry, JobProgress};
 use serde::Serialize;
 
 /// Statuses a job can be filtered by on the jobs page.
@@ -47,34 +47,30 @@ impl JobSummary {
     pub fn of(cp: &JobCheckpoint) -> JobSummary {
         // Done means completed or skipped: a failed sheet is not done, so a failed job's
         // bar is not full (issue 23). A cut answer (issue 24) counts every sheet in its view.
-        let done = match &cp.sheets_view {
-            Some(v) => v.count("completed") + v.count("skipped"),
-            None => cp
-                .sheets
-                .values()
-                .filter(|s| matches!(s.status, SheetStatus::Completed | SheetStatus::Skipped))
-                .count() as u32,
-        };
-        let sheet_cost: f64 = cp.sheets.values().filter_map(|s| s.estimated_cost).sum();
-        let sheet_tokens: u64 = cp
+        // Counted by the rule the conductor's `job.progress` uses, so a row agrees whichever
+        // call filled it.
+        let mut summary = JobSummary::from_progress(JobProgress::of(cp));
+        summary.running = cp
             .sheets
             .values()
-            .map(|s| s.input_tokens.unwrap_or(0) + s.output_tokens.unwrap_or(0))
-            .sum();
+            .filter(|s| s.status == SheetStatus::InProgress)
+            .map(|s| s.sheet_num)
+            .collect();
+        summary
+    }
+
+    /// A jobs-list row's summary from `job.progress` (without the running sheets, which
+    /// only the job's own page shows).
+    pub fn from_progress(p: JobProgress) -> JobSummary {
         JobSummary {
-            started: cp.started_at.as_ref().and_then(|t| t.to_epoch()),
-            completed: cp.completed_at.as_ref().and_then(|t| t.to_epoch()),
-            done,
-            total: cp.total_sheets.max(1),
-            cost: cp.total_estimated_cost.max(sheet_cost),
-            tokens: (cp.total_input_tokens + cp.total_output_tokens).max(sheet_tokens),
-            cost_confidence: cp.cost_confidence(),
-            running: cp
-                .sheets
-                .values()
-                .filter(|s| s.status == SheetStatus::InProgress)
-                .map(|s| s.sheet_num)
-                .collect(),
+            done: p.done,
+            total: p.total,
+            cost: p.cost,
+            tokens: p.tokens,
+            cost_confidence: p.cost_confidence,
+            running: Vec::new(),
+            started: p.started,
+            completed: p.completed,
         }
     }
 }

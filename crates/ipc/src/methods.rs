@@ -67,6 +67,15 @@ pub const JOB_LOGS_NOTIFICATION: &str = "job.logs.entry";
 /// [`crate::types::ListPageParams`], result [`crate::status::JobPage`].
 pub const JOB_LIST_PAGE: &str = "job.list_page";
 
+/// Ours, not upstream's: `mozart status`'s overview in one round trip — the conductor's
+/// uptime and several [`JOB_LIST_PAGE`] pages; params [`crate::types::OverviewParams`],
+/// result [`crate::status::Overview`].
+pub const JOB_OVERVIEW: &str = "job.overview";
+
+/// Ours, not upstream's: the progress of several loaded jobs in one call (a jobs list's
+/// rows); params [`crate::types::ProgressParams`], result [`crate::status::ProgressResult`].
+pub const JOB_PROGRESS: &str = "job.progress";
+
 /// Ours, not upstream's: wait (a bounded time) until a just-submitted job shows whether it
 /// runs — its first sheet completed, it ended, paused or waits for a job slot — params
 /// [`crate::types::JobWatchParams`], result [`crate::types::JobWatchResult`]. `mozart run`'s

@@ -207,6 +207,80 @@ pub struct JobPage {
     pub counts: Option<std::collections::BTreeMap<String, u64>>,
 }
 
+/// A job's progress as a row of a jobs list shows it (ours, `job.progress`): counted the
+/// way every view counts a checkpoint, so the row agrees with the job's own page.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobProgress {
+    /// Sheets completed or skipped (a failed sheet is not done).
+    pub done: u32,
+    /// Sheets in the job (at least 1).
+    pub total: u32,
+    /// Estimated cost in USD: the job's total, or the sheets' sum when that is larger.
+    pub cost: f64,
+    /// Input + output tokens, the same way.
+    pub tokens: u64,
+    /// [`JobCheckpoint::cost_confidence`].
+    pub cost_confidence: f64,
+    /// The checkpoint's start (epoch seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<f64>,
+    /// The checkpoint's end (epoch seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed: Option<f64>,
+}
+
+impl JobProgress {
+    /// The progress of a checkpoint (a cut answer counts every sheet in its `sheets_view`).
+    pub fn of<S>(cp: &JobCheckpoint<S>) -> JobProgress {
+        use crate::checkpoint::SheetStatus;
+        let done = match &cp.sheets_view {
+            Some(v) => v.count("completed") + v.count("skipped"),
+            None => cp
+                .sheets
+                .values()
+                .filter(|s| matches!(s.status, SheetStatus::Completed | SheetStatus::Skipped))
+                .count() as u32,
+        };
+        let sheet_cost: f64 = cp.sheets.values().filter_map(|s| s.estimated_cost).sum();
+        let sheet_tokens: u64 = cp
+            .sheets
+            .values()
+            .map(|s| s.input_tokens.unwrap_or(0) + s.output_tokens.unwrap_or(0))
+            .sum();
+        JobProgress {
+            done,
+            total: cp.total_sheets.max(1),
+            cost: cp.total_estimated_cost.max(sheet_cost),
+            tokens: (cp.total_input_tokens + cp.total_output_tokens).max(sheet_tokens),
+            cost_confidence: cp.cost_confidence(),
+            started: cp.started_at.as_ref().and_then(|t| t.to_epoch()),
+            completed: cp.completed_at.as_ref().and_then(|t| t.to_epoch()),
+        }
+    }
+}
+
+/// `job.progress` result (ours): the progress of each job asked for that the conductor has
+/// loaded with a checkpoint of at most [`PROGRESS_SHEETS`] sheets; a job left out is
+/// asked for with `job.status`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProgressResult {
+    /// Progress by job ID.
+    pub jobs: std::collections::BTreeMap<String, JobProgress>,
+}
+
+/// Largest job `job.progress` counts: its answer walks each job's sheets on the conductor's
+/// job table, so a larger job is left to `job.status`, which counts it without a walk.
+pub const PROGRESS_SHEETS: u32 = 500;
+
+/// `job.overview` result (ours): what `mozart status` without a score shows, in one answer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Overview {
+    /// Seconds since the conductor started (as `daemon.health` gives it).
+    pub uptime_seconds: f64,
+    /// One page per page asked for, in the same order.
+    pub pages: Vec<JobPage>,
+}
+
 /// `job.status` result (§8.2): the checkpoint when the job has one, else its metadata.
 // One value per call: the size difference between the variants costs nothing.
 #[allow(clippy::large_enum_variant)]

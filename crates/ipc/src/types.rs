@@ -256,6 +256,25 @@ pub struct ListPageParams {
     pub counts: bool,
 }
 
+/// `job.overview` params (ours): the pages to answer, each as `job.list_page` would.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OverviewParams {
+    /// The pages, answered in this order.
+    #[serde(default)]
+    pub pages: Vec<ListPageParams>,
+}
+
+/// `job.progress` params (ours): the jobs whose progress a jobs list shows.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProgressParams {
+    /// Job IDs (at most [`PROGRESS_JOBS`]).
+    #[serde(default)]
+    pub job_ids: Vec<String>,
+}
+
+/// Most jobs one `job.progress` call answers for (a page of the dashboard holds 100).
+pub const PROGRESS_JOBS: usize = 200;
+
 /// `job.clear` params (§8.8).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClearParams {

@@ -107,7 +107,8 @@ struct Args {
     #[arg(long)]
     dashboard_only: bool,
     /// Measure only the scale rows (issue 24): one job of each --scale-sheets size, then
-    /// --scale-jobs jobs of 10 sheets at once and from a shell loop of `mozart run`.
+    /// --scale-jobs jobs of 10 sheets at once, from a shell loop of `mozart run` and from
+    /// one `mozart run` of them all.
     #[arg(long)]
     only_scale: bool,
     /// Sheet counts of the one-job scale rows (comma-separated; 0 for none).

@@ -17,6 +17,11 @@ pub struct Args {
     /// Score file to run.
     #[arg(value_name = "CONFIG_FILE")]
     pub config_file: PathBuf,
+    /// More score files, each submitted in turn as if run on its own (one command for many
+    /// scores: one process instead of one per score). Not with --workspace or --start-sheet,
+    /// which name one score's workspace and sheet.
+    #[arg(value_name = "MORE_CONFIG_FILES")]
+    pub more: Vec<PathBuf>,
     /// Show the plan without running anything (no conductor needed).
     #[arg(short = 'n', long = "dry-run")]
     pub dry_run: bool,
@@ -55,8 +60,60 @@ fn load_failure(mode: OutputMode, file: &str, err: ConfigError) -> CliError {
     not_submitted(advice.message, advice.hints, mode)
 }
 
-/// Run `mozart run`.
-pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
+/// Run `mozart run`: one score, or each of several in turn.
+pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
+    if args.more.is_empty() {
+        return run_one(globals, &args);
+    }
+    if let Some(flag) = [
+        (args.workspace.is_some(), "--workspace"),
+        (args.start_sheet.is_some(), "--start-sheet"),
+    ]
+    .iter()
+    .find_map(|(set, flag)| set.then_some(*flag))
+    {
+        eprintln!(
+            "Usage: mozart run [OPTIONS] CONFIG_FILE [MORE_CONFIG_FILES]...\nTry 'mozart run --help' for help.\n\nError: Invalid value: {flag} applies to one score; give one CONFIG_FILE with it, or run the scores one at a time"
+        );
+        return Ok(2);
+    }
+    let files: Vec<PathBuf> = std::iter::once(args.config_file.clone())
+        .chain(std::mem::take(&mut args.more))
+        .collect();
+    // Each score is handled exactly as `mozart run FILE` handles it (its panel, its
+    // submission, its early-failure watch); one that is refused does not stop the others.
+    // A conductor that cannot be reached stops the command at the first score.
+    // The exit code is the worst of the scores' (0 when every one was taken).
+    let (mut refused, mut worst) = (Vec::new(), 0);
+    for file in &files {
+        args.config_file = file.clone();
+        let code = run_one(globals, &args)?;
+        if code != 0 {
+            refused.push(file.display().to_string());
+            worst = worst.max(code);
+        }
+        if !args.output.is_json() && !globals.quiet {
+            println!();
+        }
+    }
+    if !args.output.is_json() {
+        let done = files.len() - refused.len();
+        let verb = if args.dry_run { "checked" } else { "submitted" };
+        if refused.is_empty() {
+            println!("{done} of {} scores {verb}.", files.len());
+        } else {
+            println!(
+                "{done} of {} scores {verb}; not {verb}: {}",
+                files.len(),
+                refused.join(", ")
+            );
+        }
+    }
+    Ok(worst)
+}
+
+/// `mozart run` of one score.
+fn run_one(globals: &Globals, args: &Args) -> Result<i32, CliError> {
     let path = &args.config_file;
     if !path.exists() {
         return Ok(super::validate::missing_file("run", path));
@@ -102,9 +159,9 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         return Err(not_submitted(ESCALATION_UNSUPPORTED, vec![], args.output));
     }
     if args.dry_run {
-        return dry_run(score, &args);
+        return dry_run(score, args);
     }
-    submit(globals, &args, &score)
+    submit(globals, args, &score)
 }
 
 fn print_config_panel(score: &Score) {

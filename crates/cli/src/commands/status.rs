@@ -7,8 +7,10 @@ use std::time::Duration;
 use mozart_client::ClientError;
 use mozart_ipc::checkpoint::JobStatus;
 use mozart_ipc::sheet_view::{SheetMode, SheetQuery, StatusParams};
-use mozart_ipc::status::{JobList, JobListEntry, JobPage, JobStatusResult};
-use mozart_ipc::types::{HealthResult, JobIdParams, ListPageParams, RateLimitsResult};
+use mozart_ipc::status::{JobList, JobListEntry, JobPage, JobStatusResult, Overview};
+use mozart_ipc::types::{
+    HealthResult, JobIdParams, ListPageParams, OverviewParams, RateLimitsResult,
+};
 use mozart_ipc::{methods, IpcError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -260,20 +262,37 @@ pub(crate) fn absolute_text(path: &Path) -> String {
 // ---------------------------------------------------------------------------------------
 
 fn overview(globals: &Globals, mode: OutputMode) -> Result<i32, CliError> {
-    // Its own health call is the probe (uptime comes from it).
     let mut client = conductor_client::connect_direct(globals, mode)?;
-    let health: HealthResult = client
-        .call(methods::DAEMON_HEALTH, ())
-        .map_err(|_| conductor_client::not_running(mode))?;
-    let (active, active_total, recent) = overview_jobs(&mut client);
+    // One round trip for the uptime and both pages (issue 24); each call waits for a free
+    // conductor thread while many jobs run, so three calls cost three waits.
+    let (uptime, active, active_total, recent) = match one_call_overview(&mut client) {
+        Ok(found) => found,
+        // A conductor without `job.overview` (an older one): its health call is the probe
+        // (the uptime comes from it), then the pages.
+        Err(IpcError::Rpc { error, .. }) if error.is_method_not_found() => {
+            let health: HealthResult = client
+                .call(methods::DAEMON_HEALTH, ())
+                .map_err(|_| conductor_client::not_running(mode))?;
+            let (active, active_total, recent) = overview_jobs(&mut client);
+            (health.uptime_seconds, active, active_total, recent)
+        }
+        // A conductor that answers with another error is there: its overview shows no
+        // jobs rather than failing (§4.1), with the uptime its health call gives.
+        Err(IpcError::Rpc { .. }) => {
+            let health: HealthResult = client
+                .call(methods::DAEMON_HEALTH, ())
+                .map_err(|_| conductor_client::not_running(mode))?;
+            (health.uptime_seconds, Vec::new(), 0, Vec::new())
+        }
+        Err(_) => return Err(conductor_client::not_running(mode)),
+    };
     if mode.is_json() {
         print_json(&jobs::overview_json(&active, active_total, &recent));
     } else {
-        let uptime = Some(health.uptime_seconds);
         print!(
             "{}",
             jobs::render_overview(
-                uptime,
+                Some(uptime),
                 &active,
                 active_total,
                 &recent,
@@ -285,6 +304,34 @@ fn overview(globals: &Globals, mode: OutputMode) -> Result<i32, CliError> {
     Ok(0)
 }
 
+/// The overview's pages as [`overview_jobs`] asks for them, with the uptime, in one
+/// `job.overview` call.
+fn one_call_overview(
+    client: &mut mozart_ipc::BlockingClient,
+) -> Result<(f64, Vec<JobListEntry>, usize, Vec<JobListEntry>), IpcError> {
+    let params = OverviewParams {
+        pages: vec![
+            overview_page(&jobs::ACTIVE_STATUSES, jobs::ACTIVE_LIMIT),
+            overview_page(&jobs::RECENT_STATUSES, jobs::RECENT_LIMIT),
+        ],
+    };
+    let answer: Overview = client.call(methods::JOB_OVERVIEW, params)?;
+    let mut pages = answer.pages.into_iter();
+    let active = pages.next().unwrap_or_default();
+    let recent = pages.next().unwrap_or_default();
+    let total = usize::try_from(active.total).unwrap_or(usize::MAX);
+    Ok((answer.uptime_seconds, active.jobs.0, total, recent.jobs.0))
+}
+
+/// The newest `limit` jobs with one of `statuses`.
+fn overview_page(statuses: &[&str], limit: usize) -> ListPageParams {
+    ListPageParams {
+        statuses: Some(statuses.iter().map(|s| s.to_string()).collect()),
+        limit: Some(limit as u64),
+        ..ListPageParams::default()
+    }
+}
+
 /// The overview's jobs: the newest active ones (at most [`jobs::ACTIVE_LIMIT`]), how many
 /// are active in all, and the newest finished ones — two pages the conductor cuts at the
 /// source (`job.list_page`), so 1,000 running jobs cost what 20 do (issue 24). From a
@@ -294,12 +341,7 @@ fn overview_jobs(
     client: &mut mozart_ipc::BlockingClient,
 ) -> (Vec<JobListEntry>, usize, Vec<JobListEntry>) {
     let page = |client: &mut mozart_ipc::BlockingClient, statuses: &[&str], limit: usize| {
-        let params = ListPageParams {
-            statuses: Some(statuses.iter().map(|s| s.to_string()).collect()),
-            limit: Some(limit as u64),
-            ..ListPageParams::default()
-        };
-        client.call::<_, JobPage>(methods::JOB_LIST_PAGE, params)
+        client.call::<_, JobPage>(methods::JOB_LIST_PAGE, overview_page(statuses, limit))
     };
     match page(client, &jobs::ACTIVE_STATUSES, jobs::ACTIVE_LIMIT) {
         Ok(active) => {

@@ -83,8 +83,11 @@ pub fn submit(globals: &Globals, args: &SubmitArgs, score: &Score) -> Result<i32
         start_sheet: args.start_sheet,
         ..JobRequest::default()
     };
-    // One connection for the submission and the early-failure watch (issue 26).
-    let connected = conductor_client::connect_once(globals, args.output).map_err(JobCallError::Cli);
+    // One connection for the submission and the early-failure watch (issue 26), and no
+    // health probe first: the submission itself tells whether a conductor answers (a round
+    // trip less per score while many jobs run, issue 24).
+    let connected =
+        conductor_client::connect_direct(globals, args.output).map_err(JobCallError::Cli);
     let mut client = None;
     let submitted = connected.and_then(|c| {
         let c = client.insert(c);

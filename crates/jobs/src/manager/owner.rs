@@ -59,6 +59,21 @@ impl ConductorHost {
             Query::List { reply } => {
                 let _ = reply.send(self.live_list());
             }
+            Query::Progress { job_ids, reply } => {
+                let progress = job_ids
+                    .into_iter()
+                    .filter_map(|id| {
+                        let e = self.table.jobs.get(&id)?;
+                        let live = e.live.as_ref()?;
+                        if e.compacted || live.total_sheets > mozart_ipc::status::PROGRESS_SHEETS {
+                            return None;
+                        }
+                        let progress = mozart_ipc::status::JobProgress::of(live);
+                        Some((id, progress))
+                    })
+                    .collect();
+                let _ = reply.send(progress);
+            }
             Query::Pausing { job_ids, reply } => {
                 let pausing = job_ids
                     .iter()

@@ -373,6 +373,28 @@ fn register_lifecycle(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(
     )
 }
 
+/// `job.progress`: every asked-for job's progress in one visit to the job table (a jobs
+/// list asked `job.status` once per row, each call a visit that waits behind the sheet
+/// events of every running job). Left out: jobs not loaded, not yet with a checkpoint, with
+/// completed sheets kept as facts only (their costs are in the registry), or larger than
+/// [`mozart_ipc::status::PROGRESS_SHEETS`] — the caller asks `job.status` for those.
+async fn progress(m: &JobManager, ids: Vec<String>) -> mozart_ipc::status::ProgressResult {
+    let jobs = m
+        .shared
+        .table
+        .ask(|reply| Query::Progress {
+            job_ids: ids,
+            reply,
+        })
+        .await
+        .unwrap_or_default();
+    mozart_ipc::status::ProgressResult { jobs }
+}
+
+/// Most pages one `job.overview` answers: the overview asks for two; the bound keeps one
+/// call from asking for the registry many times over.
+const OVERVIEW_PAGES: usize = 8;
+
 /// Methods that report on jobs: status, list, errors, diagnose, history, recover.
 fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(), ConductorError> {
     job_method(
@@ -424,6 +446,53 @@ fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(),
         mgr,
         |m, _, p: mozart_ipc::types::ListPageParams| async move {
             to_value(m.list_page(p).await.map_err(job_error)?)
+        },
+    )?;
+    job_method(
+        module,
+        methods::JOB_OVERVIEW,
+        mgr,
+        |m, ctx, p: mozart_ipc::types::OverviewParams| async move {
+            if p.pages.len() > OVERVIEW_PAGES {
+                return Err(RpcError::new(
+                    mozart_ipc::error::INVALID_PARAMS,
+                    format!(
+                        "job.overview: {} pages asked for; at most {OVERVIEW_PAGES} in one call",
+                        p.pages.len()
+                    ),
+                )
+                .into());
+            }
+            // The uptime is read before the pages, as `mozart status` read `daemon.health`
+            // before its pages when they were separate calls.
+            let uptime_seconds = ctx.uptime_seconds();
+            let mut pages = Vec::with_capacity(p.pages.len());
+            for page in p.pages {
+                pages.push(m.list_page(page).await.map_err(job_error)?);
+            }
+            to_value(mozart_ipc::status::Overview {
+                uptime_seconds,
+                pages,
+            })
+        },
+    )?;
+    job_method(
+        module,
+        methods::JOB_PROGRESS,
+        mgr,
+        |m, _, p: mozart_ipc::types::ProgressParams| async move {
+            if p.job_ids.len() > mozart_ipc::types::PROGRESS_JOBS {
+                return Err(RpcError::new(
+                    mozart_ipc::error::INVALID_PARAMS,
+                    format!(
+                        "job.progress: {} jobs asked for; at most {} in one call",
+                        p.job_ids.len(),
+                        mozart_ipc::types::PROGRESS_JOBS
+                    ),
+                )
+                .into());
+            }
+            to_value(progress(&m, p.job_ids).await)
         },
     )?;
     job_method(

@@ -418,6 +418,12 @@ pub(crate) enum Query {
             Vec<mozart_ipc::types::MonitorEvent>,
         )>,
     },
+    /// The progress of each of these loaded jobs (`job.progress`), leaving out the ones
+    /// not loaded, without a live checkpoint, compacted, or too large to walk.
+    Progress {
+        job_ids: Vec<String>,
+        reply: Reply<std::collections::BTreeMap<String, mozart_ipc::status::JobProgress>>,
+    },
     /// A job's running sheets and where their output files are.
     RunningOutputs {
         job_id: String,
