@@ -73,6 +73,14 @@ impl CliError {
         }
     }
 
+    /// The message of a reported failure (`None` for usage errors and missing commands).
+    pub fn message(&self) -> Option<&str> {
+        match self {
+            CliError::Failed { message, .. } => Some(message),
+            _ => None,
+        }
+    }
+
     /// True for a socket another user controls ([`ErrorKind::Untrusted`]).
     pub fn is_untrusted(&self) -> bool {
         self.kind() == Some(ErrorKind::Untrusted)

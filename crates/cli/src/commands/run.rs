@@ -9,7 +9,7 @@ use mozart_config::{ConfigError, Score};
 
 use super::submit::{not_submitted, ESCALATION_UNSUPPORTED};
 use crate::output::{boxed, console_width, print_json};
-use crate::{CliError, Globals, OutputMode};
+use crate::{CliError, ErrorKind, Globals, OutputMode};
 
 /// Arguments of `mozart run`.
 #[derive(Debug, clap::Args)]
@@ -87,7 +87,22 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
     let (mut refused, mut worst) = (Vec::new(), 0);
     for file in &files {
         args.config_file = file.clone();
-        let code = run_one(globals, &args)?;
+        let code = match run_one(globals, &args) {
+            Ok(code) => code,
+            // No conductor to take it, or one of another user: every other score would get
+            // the same answer.
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    Some(ErrorKind::NotRunning | ErrorKind::Untrusted)
+                ) || err.message() == Some(super::submit::RUN_NOT_RUNNING_JSON) =>
+            {
+                return Err(err)
+            }
+            // This score's own failure (it does not load, it was refused): said, and the
+            // next score goes on.
+            Err(err) => err.report(),
+        };
         if code != 0 {
             refused.push(file.display().to_string());
             worst = worst.max(code);
