@@ -429,10 +429,9 @@ fn first_render_error(score: &Score, score_path: &Path) -> Option<(u32, String)>
         // The preview's first sheet reports a template that does not compile.
         Err(e) => {
             let e = match e {
-                crate::ConfigError::Template { message, .. } => crate::ConfigError::Template {
-                    sheet: 1,
-                    message,
-                },
+                crate::ConfigError::Template { message, .. } => {
+                    crate::ConfigError::Template { sheet: 1, message }
+                }
                 other => crate::ConfigError::Plan(other.to_string()),
             };
             return Some((1, e.to_string()));
