@@ -205,30 +205,84 @@ impl PromptRenderer {
         self.render_vars(sheet, sheet_vars(job, sheet, ctx, score, true))
     }
 
-    /// Render the template with a context already built by [`sheet_vars`].
-    fn render_vars(&self, sheet: &PlannedSheet, vars: Value) -> Result<String, ConfigError> {
-        let template = self
-            .env
+    /// Whether rendering one sheet with these values fails, and why, exactly as
+    /// [`PromptRenderer::render_with`] would fail — without keeping the text (`validate`'s
+    /// V011 renders every sheet of a score only for this).
+    pub fn check_with(
+        &self,
+        job: &JobConfig,
+        sheet: &PlannedSheet,
+        ctx: &RenderContext,
+        score: &ScoreVars,
+    ) -> Result<(), ConfigError> {
+        // The default prompt is plain text: it cannot fail.
+        if !self.has_template {
+            return Ok(());
+        }
+        let vars = sheet_vars(job, sheet, ctx, score, true);
+        let template = self.template(sheet)?;
+        template
+            .render_captured_to(&vars, std::io::sink())
+            .map(|_| ())
+            .map_err(|e| self.render_error(sheet, &template, &vars, &e))
+    }
+
+    /// Whether the template names a value that injected files fill (`injected_context`,
+    /// `injected_skills`, `injected_tools`); when it does not, what those files hold cannot
+    /// change what it renders or whether it renders.
+    pub fn reads_injections(&self) -> bool {
+        if !self.has_template {
+            return false;
+        }
+        self.env
+            .get_template(TEMPLATE_NAME)
+            .map_or(true, |template| {
+                let names = template.undeclared_variables(false);
+                ["injected_context", "injected_skills", "injected_tools"]
+                    .iter()
+                    .any(|name| names.contains(*name))
+            })
+    }
+
+    /// The compiled template.
+    fn template(&self, sheet: &PlannedSheet) -> Result<minijinja::Template<'_, '_>, ConfigError> {
+        self.env
             .get_template(TEMPLATE_NAME)
             .map_err(|e| ConfigError::Template {
                 sheet: sheet.num,
                 message: jinja_message(&e),
-            })?;
-        template.render(&vars).map_err(|e| {
-            let mut message = jinja_message(&e);
-            if e.kind() == minijinja::ErrorKind::UndefinedError {
-                let names = undefined_names(&self.env, &template, &vars);
-                if !names.is_empty() {
-                    let line = e.line().map(|l| format!(" (line {l})")).unwrap_or_default();
-                    let plural = if names.len() == 1 { "" } else { "s" };
-                    message = format!("undefined variable{plural} {}{line}", names.join(", "));
-                }
+            })
+    }
+
+    /// Render the template with a context already built by [`sheet_vars`].
+    fn render_vars(&self, sheet: &PlannedSheet, vars: Value) -> Result<String, ConfigError> {
+        let template = self.template(sheet)?;
+        template
+            .render(&vars)
+            .map_err(|e| self.render_error(sheet, &template, &vars, &e))
+    }
+
+    /// A render failure in the words `validate` and the conductor report it.
+    fn render_error(
+        &self,
+        sheet: &PlannedSheet,
+        template: &minijinja::Template<'_, '_>,
+        vars: &Value,
+        e: &minijinja::Error,
+    ) -> ConfigError {
+        let mut message = jinja_message(e);
+        if e.kind() == minijinja::ErrorKind::UndefinedError {
+            let names = undefined_names(&self.env, template, vars);
+            if !names.is_empty() {
+                let line = e.line().map(|l| format!(" (line {l})")).unwrap_or_default();
+                let plural = if names.len() == 1 { "" } else { "s" };
+                message = format!("undefined variable{plural} {}{line}", names.join(", "));
             }
-            ConfigError::Template {
-                sheet: sheet.num,
-                message,
-            }
-        })
+        }
+        ConfigError::Template {
+            sheet: sheet.num,
+            message,
+        }
     }
 }
 

@@ -382,16 +382,10 @@ fn check_render(score: &Score, score_path: &Path, out: &mut Vec<Issue>) {
     if out.iter().any(|i| i.check_id == "V001") {
         return;
     }
-    // The first failure is enough: a template that runs out of steps takes a while to do so,
-    // and it would on every sheet.
-    let preview = preview_until(score, score_path, None, true);
-    let Some((first, error)) = preview
-        .sheets
-        .iter()
-        .find_map(|s| s.render_error.as_deref().map(|e| (s.sheet_num, e)))
-    else {
+    let Some((first, error)) = first_render_error(score, score_path) else {
         return;
     };
+    let error = error.as_str();
     out.push(
         Issue::new(
             "V011",
@@ -406,6 +400,87 @@ fn check_render(score: &Score, score_path: &Path, out: &mut Vec<Issue>) {
         })
         .meta("sheet", first.to_string()),
     );
+}
+
+/// The first sheet whose prompt cannot render and the error, exactly as the full preview
+/// would report them (its `render_error`), without building the preview: V011 renders every
+/// sheet of the score (516 for the corpus score), and the preview's snippets, rule contexts
+/// and injected files were most of that work. Injected files are read only when the template
+/// names what they fill (`injected_context`, `injected_skills`, `injected_tools`): otherwise
+/// they cannot change whether a sheet renders. The first failure is enough: a template that
+/// runs out of steps takes a while to do so, and it would on every sheet.
+fn first_render_error(score: &Score, score_path: &Path) -> Option<(u32, String)> {
+    let c = &score.config;
+    let text_only = score.file_access == FileAccess::TextOnly;
+    // A text-only score whose prompt is only in its template file has nothing to render.
+    if text_only
+        && c.prompt.template.as_deref().is_none_or(str::is_empty)
+        && c.prompt.template_file.is_some()
+    {
+        return None;
+    }
+    let total = total_sheets(&c.sheet);
+    if total < 1 {
+        return None;
+    }
+    let score_dir = score_path.parent().unwrap_or(Path::new("")).to_path_buf();
+    let renderer = match PromptRenderer::new(c, Some(&score_dir)) {
+        Ok(r) => r,
+        // The preview's first sheet reports a template that does not compile.
+        Err(e) => {
+            let e = match e {
+                crate::ConfigError::Template { message, .. } => {
+                    crate::ConfigError::Template { sheet: 1, message }
+                }
+                other => crate::ConfigError::Plan(other.to_string()),
+            };
+            return Some((1, e.to_string()));
+        }
+    };
+    let injections = !text_only && renderer.reads_injections();
+    let score_vars = template::ScoreVars::new(c);
+    let ctx = RenderContext {
+        template_dir: Some(score_dir.clone()),
+        ..RenderContext::default()
+    };
+    for num in 1..=total {
+        let sheet = preview_sheet(c, num);
+        let rendered = if injections {
+            let mut ctx = ctx.clone();
+            template::resolve_injections_with(c, &sheet, &score_dir, &mut ctx, &score_vars);
+            renderer.check_with(c, &sheet, &ctx, &score_vars)
+        } else {
+            renderer.check_with(c, &sheet, &ctx, &score_vars)
+        };
+        if let Err(e) = rendered {
+            return Some((sheet.num, e.to_string()));
+        }
+    }
+    None
+}
+
+/// Sheet `num` as the preview plans it: its sheet context, no instrument resolution.
+fn preview_sheet(c: &JobConfig, num: i64) -> crate::PlannedSheet {
+    let (stage, instance, fan_count) = fan_meta(&c.sheet, num);
+    let (start, end) = item_range(&c.sheet, num);
+    crate::PlannedSheet {
+        num: num as u32,
+        movement: stage.max(0) as u32,
+        voice: instance.max(0) as u32,
+        voice_count: fan_count.max(0) as u32,
+        start_item: start,
+        end_item: end,
+        dependencies: Vec::new(),
+        instrument: String::new(),
+        instrument_config: Default::default(),
+        model: None,
+        instrument_fallbacks: Vec::new(),
+        skip_when: None,
+        skip_when_command: None,
+        timeout_seconds: c.backend.timeout_seconds,
+        description: None,
+        movement_name: None,
+    }
 }
 
 fn jinja_syntax_issue(source: &str, text: &str, raw: &str, e: &minijinja::Error) -> Issue {
@@ -1218,6 +1293,39 @@ mod tests {
         let mut with_unicode = expected.clone();
         with_unicode.insert("\u{e9}t\u{e9}".into());
         assert_eq!(declared_names(&unicode), with_unicode);
+    }
+
+    /// V011's own render pass names the same first failing sheet and error as the full
+    /// preview, whether or not the template reads what injected files fill.
+    #[test]
+    fn render_check_agrees_with_the_preview() {
+        let dir = tempfile::tempdir().unwrap();
+        // Sheet 2's cadenza exists, sheet 1's and 3's do not.
+        std::fs::write(dir.path().join("ctx-2.md"), "two").unwrap();
+        let cadenzas = "  cadenzas:\n    1: [{file: ctx-1.md, as: context}]\n    2: [{file: ctx-2.md, as: context}]\n    3: [{file: ctx-3.md, as: context}]\n";
+        let cases = [
+            // Reads the injected text: sheet 1 has none, so it fails first.
+            ("{{ injected_context[0] }}", Some(1)),
+            // Fails only where the injected text is there.
+            ("{% if injected_context %}{{ missing }}{% endif %}", Some(2)),
+            // Names no injected value: fails on sheet 3 by its own number.
+            ("{% if sheet_num == 3 %}{{ nope.x }}{% endif %}", Some(3)),
+            ("{{ sheet_num }} fine", None),
+        ];
+        for (template, first) in cases {
+            let text = format!(
+                "name: t\nworkspace: ws\nsheet:\n  size: 1\n  total_items: 3\n{cadenzas}prompt:\n  template: '{template}'\n"
+            );
+            let path = dir.path().join("score.yaml");
+            let score = crate::load_score_str(&text, &path).unwrap();
+            let preview = preview(&score, &path, None);
+            let expected = preview
+                .sheets
+                .iter()
+                .find_map(|s| s.render_error.clone().map(|e| (s.sheet_num, e)));
+            assert_eq!(expected.as_ref().map(|(n, _)| *n), first, "{template}");
+            assert_eq!(first_render_error(&score, &path), expected, "{template}");
+        }
     }
 
     #[test]

@@ -126,6 +126,11 @@ struct Args {
     /// `status`, the dashboard's jobs page; part of --only-views).
     #[arg(long)]
     only_many_live: bool,
+    /// Measure only the rows of issue 24's speed bars: `validate` of the 516-sheet score,
+    /// the 1-, seq-20-, 50- and 1,000-sheet runs with the 1,000-sheet spawn floor (same
+    /// run, interleaved) and seq-20's per-sheet overhead (about a minute).
+    #[arg(long)]
+    only_runs: bool,
 }
 
 /// The real Claude Code row (issue 13).
@@ -269,6 +274,13 @@ fn bench(args: &Args) -> Result<()> {
     progress("local commands (no conductor)");
     let env = Env::new(&mozart)?;
     local_commands(&env, args.reps, &mut report)?;
+    if args.only_runs {
+        progress("conductor, the runs and their floors");
+        let conductor = Conductor::start(&env)?;
+        runs(&env, &conductor, args, &mut report)?;
+        conductor.stop(&env)?;
+        return finish(&report, args, baseline.as_ref(), started);
+    }
 
     progress("conductor, empty registry");
     let conductor = Conductor::start_timed(
