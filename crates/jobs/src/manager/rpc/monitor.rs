@@ -413,7 +413,7 @@ impl StreamCursor {
             seen_jobs.insert(id.clone());
             let status = entry.record.status;
             let sheets: BTreeMap<u32, SheetStatus> = match entry.live.as_ref() {
-                Some(l) => l.sheets.iter().map(|(n, s)| (*n, s.status)).collect(),
+                Some(l) => l.sheets.statuses().collect(),
                 None => entry.final_sheets.iter().copied().collect(),
             };
             let before = self.jobs.get(id);
