@@ -64,11 +64,7 @@ pub fn fan_meta(sheet: &SheetConfig, num: i64) -> (i64, i64, i64) {
 /// Number of stages (movements) before expansion (§4.2).
 pub fn total_stages(sheet: &SheetConfig) -> i64 {
     match &sheet.fan_out_stage_map {
-        Some(m) if !m.is_empty() => m
-            .values()
-            .filter_map(|meta| meta.stage)
-            .max()
-            .unwrap_or(0),
+        Some(m) if !m.is_empty() => m.values().filter_map(|meta| meta.stage).max().unwrap_or(0),
         _ => total_sheets(sheet),
     }
 }

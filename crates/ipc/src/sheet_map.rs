@@ -29,9 +29,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::checkpoint::{
-    ExecutionMode, ExitReason, OutcomeCategory, SheetCheckpoint, SheetStatus,
-};
+use crate::checkpoint::{ExecutionMode, ExitReason, OutcomeCategory, SheetCheckpoint, SheetStatus};
 use crate::time::Timestamp;
 
 /// Instrument names kept once per map beyond which a name is no longer shared (a score
@@ -335,6 +333,11 @@ impl SheetMap {
             .map(|old| old.into_sheet(num))
     }
 
+    /// Take sheet `num` out.
+    pub fn remove(&mut self, num: &u32) -> Option<SheetCheckpoint> {
+        self.slots.remove(num).map(|slot| slot.into_sheet(*num))
+    }
+
     /// Put `sheet` in as sheet `num`, held as its facts when they are all it holds.
     pub fn insert_compact(&mut self, num: u32, sheet: SheetCheckpoint) {
         let slot = Slot::Whole(Box::new(sheet)).compacted(num, &mut self.names);
@@ -429,7 +432,9 @@ impl SheetMap {
     pub fn iter(
         &self,
     ) -> impl DoubleEndedIterator<Item = (&u32, &SheetCheckpoint)> + ExactSizeIterator + Clone {
-        self.slots.iter().map(move |(n, slot)| (n, self.read(*n, slot)))
+        self.slots
+            .iter()
+            .map(move |(n, slot)| (n, self.read(*n, slot)))
     }
 
     /// (number, sheet) in number order, a compact sheet made whole for the pass only: the
@@ -515,10 +520,8 @@ impl FromIterator<(u32, SheetCheckpoint)> for SheetMap {
 
 impl Extend<(u32, SheetCheckpoint)> for SheetMap {
     fn extend<I: IntoIterator<Item = (u32, SheetCheckpoint)>>(&mut self, iter: I) {
-        self.slots.extend(
-            iter.into_iter()
-                .map(|(n, s)| (n, Slot::Whole(Box::new(s)))),
-        );
+        self.slots
+            .extend(iter.into_iter().map(|(n, s)| (n, Slot::Whole(Box::new(s)))));
     }
 }
 
@@ -626,8 +629,14 @@ mod tests {
         assert_eq!(compact.compact_len(), 2);
         assert_eq!(compact.get(&1).unwrap().status, SheetStatus::InProgress);
         compact.get_mut(&1).unwrap().stdout_tail = Some("hello".into());
-        assert!(!compact.compact(1), "a sheet with an output tail is not only facts");
-        assert_eq!(compact.get(&1).unwrap().stdout_tail.as_deref(), Some("hello"));
+        assert!(
+            !compact.compact(1),
+            "a sheet with an output tail is not only facts"
+        );
+        assert_eq!(
+            compact.get(&1).unwrap().stdout_tail.as_deref(),
+            Some("hello")
+        );
         let sheet = compact.get_mut(&1).unwrap();
         sheet.stdout_tail = None;
         sheet.started_at = Some(Timestamp::now());
