@@ -49,6 +49,7 @@ mod real_cli_mochi;
 mod real_cli_slurm;
 mod run_many;
 mod scale_engine;
+mod scale_memory;
 mod security_dashboard;
 mod security_injection;
 mod security_modes;

@@ -350,7 +350,7 @@ pub struct SheetConfig {
     pub fan_out: IndexMap<i64, i64>,
     /// Expansion metadata, sheet → {stage, instance, fan_count}.
     #[serde(default)]
-    pub fan_out_stage_map: Option<IndexMap<i64, IndexMap<String, i64>>>,
+    pub fan_out_stage_map: Option<IndexMap<i64, FanOutMeta>>,
     /// Per-sheet instrument.
     #[serde(default)]
     pub per_sheet_instruments: IndexMap<i64, String>,
@@ -366,6 +366,23 @@ pub struct SheetConfig {
     /// Ours: placement of single sheets, over their movement's (docs/scores.md "Placement").
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub per_sheet_placement: IndexMap<i64, PlacementConfig>,
+}
+
+/// One sheet of `sheet.fan_out_stage_map`: the stage it was expanded from, its place among
+/// that stage's voices and their number (§4.2). A struct rather than a map of names: the
+/// run's score keeps an entry per sheet, ~60 bytes each where a map of three named numbers
+/// cost ~330 (a 100,000-voice job, issue 24). The JSON is the same map.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FanOutMeta {
+    /// Stage (movement) before expansion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<i64>,
+    /// 1-based voice within the stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<i64>,
+    /// Voices of the stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fan_count: Option<i64>,
 }
 
 /// `sheet.prelude[]` / `sheet.cadenzas.*[]`.

@@ -53,9 +53,9 @@ fn too_many_sheets(n: i128) -> String {
 pub fn fan_meta(sheet: &SheetConfig, num: i64) -> (i64, i64, i64) {
     match sheet.fan_out_stage_map.as_ref().and_then(|m| m.get(&num)) {
         Some(meta) => (
-            meta.get("stage").copied().unwrap_or(num),
-            meta.get("instance").copied().unwrap_or(1),
-            meta.get("fan_count").copied().unwrap_or(1),
+            meta.stage.unwrap_or(num),
+            meta.instance.unwrap_or(1),
+            meta.fan_count.unwrap_or(1),
         ),
         None => (num, 1, 1),
     }
@@ -64,11 +64,7 @@ pub fn fan_meta(sheet: &SheetConfig, num: i64) -> (i64, i64, i64) {
 /// Number of stages (movements) before expansion (§4.2).
 pub fn total_stages(sheet: &SheetConfig) -> i64 {
     match &sheet.fan_out_stage_map {
-        Some(m) if !m.is_empty() => m
-            .values()
-            .filter_map(|meta| meta.get("stage").copied())
-            .max()
-            .unwrap_or(0),
+        Some(m) if !m.is_empty() => m.values().filter_map(|meta| meta.stage).max().unwrap_or(0),
         _ => total_sheets(sheet),
     }
 }
@@ -155,16 +151,17 @@ fn expand_fan_out(sheet: &mut SheetConfig) -> Result<(), String> {
         }
     }
     let mut stage_sheets: Vec<Vec<i64>> = Vec::with_capacity(stages.max(0) as usize);
-    let mut stage_map: IndexMap<i64, IndexMap<String, i64>> = IndexMap::new();
+    let mut stage_map: IndexMap<i64, crate::model::FanOutMeta> = IndexMap::new();
     let mut next = 1;
     for stage in 1..=stages {
         let count = sheet.fan_out.get(&stage).copied().unwrap_or(1);
         let nums: Vec<i64> = (next..next + count).collect();
         for (i, num) in nums.iter().enumerate() {
-            let mut meta = IndexMap::new();
-            meta.insert("stage".to_string(), stage);
-            meta.insert("instance".to_string(), i as i64 + 1);
-            meta.insert("fan_count".to_string(), count);
+            let meta = crate::model::FanOutMeta {
+                stage: Some(stage),
+                instance: Some(i as i64 + 1),
+                fan_count: Some(count),
+            };
             stage_map.insert(*num, meta);
         }
         next += count;

@@ -453,10 +453,10 @@ pub(crate) fn assign_models(job: &mut JobConfig) {
     };
     let mut picks = Vec::new();
     for (num, meta) in map {
-        if meta.get("stage").copied() != Some(tasks.movement) {
+        if meta.stage != Some(tasks.movement) {
             continue;
         }
-        let voice = meta.get("instance").copied().unwrap_or(1);
+        let voice = meta.instance.unwrap_or(1);
         let Some(model) = usize::try_from(voice - 1)
             .ok()
             .and_then(|i| tasks.items.get(i))

@@ -41,8 +41,8 @@ pub fn job_status_view(
     snapshot: Option<&serde_json::Value>,
 ) -> JobCheckpoint {
     let mut builder = ViewBuilder::new(query, cp.total_sheets);
-    for s in cp.sheets.values() {
-        builder.add(&sheet_facts(s));
+    for (_, s) in cp.sheets.scan() {
+        builder.add(&sheet_facts(&s));
     }
     let chosen: Vec<u32> = builder.chosen().to_vec();
     let snapshot = match snapshot {
@@ -151,7 +151,7 @@ fn checkpoint_of(
         ),
         Some((nums, view)) => cp.with_parts(
             nums.iter()
-                .filter_map(|n| Some((*n, cp.sheets.get(n)?.clone())))
+                .filter_map(|n| Some((*n, cp.sheets.peek(n)?.into_owned())))
                 .collect(),
             view,
         ),

@@ -123,8 +123,8 @@ fn sheet_numbers(c: &JobConfig) -> Vec<i64> {
         .fan_out_stage_map
         .iter()
         .flatten()
-        .filter(|(_, m)| m.get("stage").copied() == Some(tasks.movement))
-        .map(|(n, m)| (m.get("instance").copied().unwrap_or(1), *n))
+        .filter(|(_, m)| m.stage == Some(tasks.movement))
+        .map(|(n, m)| (m.instance.unwrap_or(1), *n))
         .collect();
     nums.sort_unstable();
     nums.into_iter().map(|(_, n)| n).collect()

@@ -93,7 +93,7 @@ pub(super) fn v206_v207(x: &Ctx<'_>, out: &mut Vec<Issue>) {
         && c.sheet
             .fan_out_stage_map
             .as_ref()
-            .is_some_and(|m| m.values().all(|meta| meta.get("stage") == Some(&1)));
+            .is_some_and(|m| m.values().all(|meta| meta.stage == Some(1)));
     if c.sheet.fan_out_stage_map.is_some() && c.sheet.dependencies.is_empty() && !lone_task_movement
     {
         out.push(Issue::new("V206", Severity::Warning, "Fan-out is configured but no sheet dependencies are declared — stages may run out of order".into())

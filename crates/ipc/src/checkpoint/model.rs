@@ -171,9 +171,8 @@ impl<S> JobCheckpoint<S> {
     /// load-time fix-ups.
     pub fn normalize_and_validate(&mut self) -> Result<(), String> {
         self.check()?;
-        self.sheets
-            .values_mut()
-            .for_each(SheetCheckpoint::normalize);
+        // A compact sheet is in normal form already (it is made compact only then).
+        self.sheets.normalize_whole();
         Ok(())
     }
 
@@ -325,16 +324,16 @@ impl<S> JobCheckpoint<S> {
         if let Some(cur) = self.current_sheet {
             if self
                 .sheets
-                .get(&cur)
-                .is_some_and(|s| s.status == SheetStatus::InProgress)
+                .status_of(&cur)
+                .is_some_and(|s| s == SheetStatus::InProgress)
             {
                 return Some(cur);
             }
         }
         (self.last_completed_sheet + 1..=self.total_sheets).find(|n| {
             self.sheets
-                .get(n)
-                .is_none_or(|s| matches!(s.status, SheetStatus::Pending | SheetStatus::Failed))
+                .status_of(n)
+                .is_none_or(|s| matches!(s, SheetStatus::Pending | SheetStatus::Failed))
         })
     }
 
@@ -377,8 +376,8 @@ impl<S> JobCheckpoint<S> {
         let all_done = self.sheets.len() >= self.total_sheets as usize
             && self
                 .sheets
-                .values()
-                .all(|s| s.status == SheetStatus::Completed);
+                .statuses()
+                .all(|(_, s)| s == SheetStatus::Completed);
         if all_done {
             self.status = JobStatus::Completed;
             self.completed_at = Some(Timestamp::now());
@@ -469,9 +468,9 @@ impl<S> JobCheckpoint<S> {
     /// The highest sheet number that is completed (0 when none is).
     pub fn highest_completed(&self) -> u32 {
         self.sheets
-            .values()
-            .filter(|s| s.status == SheetStatus::Completed)
-            .map(|s| s.sheet_num)
+            .statuses()
+            .filter(|(_, s)| *s == SheetStatus::Completed)
+            .map(|(num, _)| num)
             .max()
             .unwrap_or(0)
     }
@@ -480,8 +479,8 @@ impl<S> JobCheckpoint<S> {
     pub fn progress(&self) -> (u32, u32) {
         let done = self
             .sheets
-            .values()
-            .filter(|s| s.status == SheetStatus::Completed)
+            .statuses()
+            .filter(|(_, s)| *s == SheetStatus::Completed)
             .count() as u32;
         (done, self.total_sheets)
     }

@@ -46,8 +46,9 @@ impl LiveFacts {
             sheets: Vec::with_capacity(live.sheets.len()),
             instruments: Vec::new(),
         };
-        for s in live.sheets.values() {
-            let packed = facts.pack(s);
+        // `scan`: compact sheets are made whole one at a time, and not kept.
+        for (_, s) in live.sheets.scan() {
+            let packed = facts.pack(&s);
             facts.sheets.push(packed);
         }
         facts

@@ -1082,8 +1082,8 @@ pub(super) fn live_status_doc(
     // `wire::job_status_view` of the whole checkpoint.
     let mut header = live.header();
     for n in builder.chosen() {
-        if let Some(sheet) = live.sheets.get(n) {
-            header.sheets.insert(*n, sheet.clone());
+        if let Some(sheet) = live.sheets.peek(n) {
+            header.sheets.insert(*n, sheet.into_owned());
         }
     }
     let mut doc = wire::job_status_checkpoint(&header, &e.record);

@@ -36,7 +36,7 @@ pub(crate) fn job_changed(
         event,
         NotificationEvent::JobComplete | NotificationEvent::JobFailed
     ) {
-        let count = |s: SheetStatus| live.sheets.values().filter(|x| x.status == s).count() as u32;
+        let count = |s: SheetStatus| live.sheets.statuses().filter(|(_, x)| *x == s).count() as u32;
         ctx.success_count = Some(count(SheetStatus::Completed));
         ctx.failure_count = Some(count(SheetStatus::Failed));
         ctx.duration_seconds = live

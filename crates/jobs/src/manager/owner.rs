@@ -155,9 +155,9 @@ impl ConductorHost {
             .and_then(|e| e.live.as_ref())
             .map(|live| {
                 live.sheets
-                    .values()
-                    .filter(|s| s.status == SheetStatus::InProgress)
-                    .map(|s| s.sheet_num)
+                    .statuses()
+                    .filter(|(_, s)| *s == SheetStatus::InProgress)
+                    .map(|(n, _)| n)
                     .collect()
             })
             .unwrap_or_default()

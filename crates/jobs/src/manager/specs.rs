@@ -45,7 +45,8 @@ fn secs(v: f64) -> Duration {
 }
 
 fn restored(cp: &CheckpointState, num: u32) -> Option<RestoredSheet> {
-    let s = cp.sheets.get(&num)?;
+    // Not `get`: that would keep a whole copy of every compact (planned) sheet.
+    let s = cp.sheets.peek(&num)?;
     let status = match s.status {
         mozart_state::SheetStatus::Completed => SheetStatus::Completed,
         mozart_state::SheetStatus::Skipped => SheetStatus::Skipped,

@@ -601,15 +601,11 @@ pub(super) fn build_checkpoint(
                 s.error_message = Some(format!("skipped: --start-sheet {start}"));
             }
         }
-        cp.sheets.insert(sheet.num, s);
+        // Held as its facts (a planned sheet is little more than its number): a job's
+        // memory grows with the sheets that run, not with those it plans (issue 24).
+        cp.sheets.insert_compact(sheet.num, s);
     }
-    cp.last_completed_sheet = cp
-        .sheets
-        .values()
-        .filter(|s| s.status == mozart_state::SheetStatus::Completed)
-        .map(|s| s.sheet_num)
-        .max()
-        .unwrap_or(0);
+    cp.last_completed_sheet = cp.highest_completed();
     let mut instruments: Vec<String> = plan.sheets.iter().map(|s| s.instrument.clone()).collect();
     instruments.sort();
     instruments.dedup();

@@ -753,8 +753,9 @@ impl Registry {
         // to fewer sheets) must not come back on the next load.
         tx.execute("DELETE FROM sheets WHERE job_id=?1", [&state.job_id])
             .map_err(self.err(&ctx))?;
-        for sheet in state.sheets.values() {
-            write_sheet(&tx, &state.job_id, sheet, now)
+        // `scan`: compact sheets are made whole one at a time, and not kept.
+        for (_, sheet) in state.sheets.scan() {
+            write_sheet(&tx, &state.job_id, &sheet, now)
                 .map_err(|e| self.map_json_or_sql(e, &ctx))?;
         }
         tx.commit().map_err(self.err(ctx))

@@ -32,9 +32,9 @@ pub(crate) fn figures(table: &JobTable) -> (u64, u64, Vec<JobProgress>) {
         };
         let in_flight: Vec<u32> = live
             .sheets
-            .values()
-            .filter(|s| s.status == SheetStatus::InProgress)
-            .map(|s| s.sheet_num)
+            .statuses()
+            .filter(|(_, s)| *s == SheetStatus::InProgress)
+            .map(|(n, _)| n)
             .collect();
         active_sheets += in_flight.len() as u64;
         progress.push(JobProgress {
@@ -70,7 +70,7 @@ impl StreamCursor {
             seen_jobs.insert(id.clone());
             let status = entry.record.status;
             let sheets: BTreeMap<u32, SheetStatus> = match entry.live.as_ref() {
-                Some(l) => l.sheets.iter().map(|(n, s)| (*n, s.status)).collect(),
+                Some(l) => l.sheets.statuses().collect(),
                 None => entry.final_sheets.iter().copied().collect(),
             };
             let before = self.jobs.get(id);
