@@ -1022,7 +1022,7 @@ fn preview_until<'a>(
     let fixed_vars = fixed_vars(c, total, stages);
     let rules = preview_rules(c, &fixed_vars);
     for num in 1..=upto {
-        let sheet = preview_sheet_plan(c, num);
+        let sheet = preview_sheet(c, num);
         let (snippet, error) = match prompts.snippet(&sheet) {
             Ok(snippet) => (snippet, None),
             Err(msg) => {
@@ -1114,30 +1114,6 @@ fn preview_rules<'a>(c: &'a JobConfig, fixed_vars: &PlaceholderVars) -> Vec<Prev
             }
         })
         .collect()
-}
-
-/// Sheet `num` as the preview needs it: its context, not instrument resolution.
-fn preview_sheet_plan(c: &JobConfig, num: i64) -> crate::PlannedSheet {
-    let (stage, instance, fan_count) = fan_meta(&c.sheet, num);
-    let (start, end) = item_range(&c.sheet, num);
-    crate::PlannedSheet {
-        num: num as u32,
-        movement: stage.max(0) as u32,
-        voice: instance.max(0) as u32,
-        voice_count: fan_count.max(0) as u32,
-        start_item: start,
-        end_item: end,
-        dependencies: Vec::new(),
-        instrument: String::new(),
-        instrument_config: Default::default(),
-        model: None,
-        instrument_fallbacks: Vec::new(),
-        skip_when: None,
-        skip_when_command: None,
-        timeout_seconds: c.backend.timeout_seconds,
-        description: None,
-        movement_name: None,
-    }
 }
 
 /// What renders the preview's prompt snippets: the score's renderer (none for a text-only
