@@ -2,8 +2,7 @@
 //!
 //! [`connect_probed`] probes `daemon.health` on one connection and hands back a fresh one
 //! for the real call, as upstream's CLI does; [`connect_direct`] skips the probe for a call
-//! whose own answer says whether the conductor is there; [`connect_once`] probes on the
-//! connection it returns, for a command that makes several calls in a row.
+//! whose own answer says whether the conductor is there.
 
 use std::path::Path;
 use std::time::Duration;
@@ -30,17 +29,6 @@ pub fn connect_probed(socket: &Path) -> Result<BlockingClient, ClientError> {
 /// large job runs (issue 24).
 pub fn connect_direct(socket: &Path) -> Result<BlockingClient, ClientError> {
     BlockingClient::connect(socket).map_err(ClientError::from_connect)
-}
-
-/// Connect and probe `daemon.health` on the same connection. One connection instead of
-/// one per call: a shell loop of `mozart run` over 1,000 scores pays connection set-up
-/// once per score, not three times (issue 24).
-pub fn connect_once(socket: &Path) -> Result<BlockingClient, ClientError> {
-    let mut client = connect_direct(socket)?;
-    client
-        .call::<_, HealthResult>(methods::DAEMON_HEALTH, ())
-        .map_err(|_| ClientError::NotRunning)?;
-    Ok(client)
 }
 
 /// One call on a connection, its failure sorted ([`ClientError::from_call`]).
