@@ -163,6 +163,34 @@ fn compact_completed(sheet: &mut mozart_state::SheetState) {
     }
 }
 
+/// A completed sheet of a large job once its row is saved: its whole state goes
+/// ([`compact_completed`]) and what is left is its facts, held as those (~0.2 KB instead of
+/// ~1.1 KB), so the job's memory does not grow back with the sheets it completes. True when
+/// the sheet was there to compact.
+fn compact_sheet(live: &mut mozart_state::CheckpointState, sheet_num: u32) -> bool {
+    let found = match live.sheets.get_mut(&sheet_num) {
+        Some(sheet) => {
+            compact_completed(sheet);
+            true
+        }
+        None => false,
+    };
+    live.sheets.compact(sheet_num);
+    found
+}
+
+/// The status a sheet's transition stores. Cancel is not failure (issue 23): a sheet the
+/// cancel stopped (never started, or killed mid-run) is recorded as not run, `pending`, with
+/// no error, so status shows no fake error, no attempt and no inferred circuit breaker for
+/// it. Upstream's table maps `cancelled` to `failed`; `pending` is in its vocabulary, so its
+/// readers cope.
+fn stored_status(status: mozart_baton::SheetStatus) -> SheetStatus {
+    match status {
+        mozart_baton::SheetStatus::Cancelled => SheetStatus::Pending,
+        other => other.checkpoint_status(),
+    }
+}
+
 impl ConductorHost {
     /// A dispatched attempt's job and what the table knows for it (None: not loaded).
     fn given(
@@ -214,6 +242,8 @@ impl ConductorHost {
         Some((run, given))
     }
 
+    /// Persist a sheet's transition: fold the attempt's details into the live checkpoint,
+    /// save its row, then what follows from it (watchers, learning, the job event, compaction).
     fn persist_sheet(
         &mut self,
         jobs: &mut HashMap<String, super::JobEntry>,
@@ -236,16 +266,7 @@ impl ConductorHost {
         let Some(live) = entry.live.as_mut() else {
             return Ok(());
         };
-        // Cancel is not failure (issue 23): a sheet the cancel stopped (never started, or
-        // killed mid-run) is recorded as not run, `pending`, with no error, so status shows
-        // no fake error, no attempt and no inferred circuit breaker for it. Upstream's table
-        // maps `cancelled` to `failed`; `pending` is in its vocabulary, so its readers cope.
-        let cancelled = change.status == mozart_baton::SheetStatus::Cancelled;
-        let status = if cancelled {
-            SheetStatus::Pending
-        } else {
-            change.status.checkpoint_status()
-        };
+        let status = stored_status(change.status);
         // The remote attempt whose result this write records (update_sheet clears it).
         let finished_remote = details.as_ref().and_then(|_| {
             let sheet = live.sheets.get(&change.sheet_num)?;
@@ -262,7 +283,7 @@ impl ConductorHost {
                 let _ = watcher.send(());
             }
         }
-        if cancelled {
+        if change.status == mozart_baton::SheetStatus::Cancelled {
             if let Some(sheet) = live.sheets.get_mut(&change.sheet_num) {
                 sheet.error_message = None;
             }
@@ -288,26 +309,7 @@ impl ConductorHost {
         if let Some(run) = &entry.run {
             super::notify::sheet_changed(run, live, change.sheet_num, status);
         }
-        if matches!(
-            status,
-            SheetStatus::Completed | SheetStatus::Failed | SheetStatus::Skipped
-        ) {
-            if let (Some(learning), Some(run)) = (&self.shared.learning, &entry.run) {
-                if run.config.learning.enabled {
-                    if let Some(sheet) = live
-                        .sheets
-                        .get(&change.sheet_num)
-                        .filter(|s| super::learning::has_outcome(s))
-                    {
-                        let applied = details
-                            .as_ref()
-                            .map(|d| d.applied.clone())
-                            .unwrap_or_default();
-                        learning.record_sheet(super::learning::sheet_outcome(run, sheet, &applied));
-                    }
-                }
-            }
-        }
+        self.record_learning(entry.run.as_deref(), live, change, status, details.as_ref());
         if let Some(d) = &details {
             record_attempt(registry, change, d);
         }
@@ -323,19 +325,46 @@ impl ConductorHost {
         // Everything above that reads the sheet's details has run, and its row is saved.
         if status == SheetStatus::Completed
             && entry.run.as_deref().is_some_and(|run| compacts(run, live))
+            && compact_sheet(live, change.sheet_num)
         {
-            if let Some(sheet) = live.sheets.get_mut(&change.sheet_num) {
-                compact_completed(sheet);
-                entry.compacted = true;
-            }
-            // What is left is its facts: held as those (~0.2 KB instead of ~1.1 KB), so
-            // the job's memory does not grow back with the sheets it completes.
-            live.sheets.compact(change.sheet_num);
+            entry.compacted = true;
         }
         // Whole copies of compact sheets that readers asked for since the last transition
         // (the dispatch of a planned sheet reads it) go: memory follows running sheets.
         live.sheets.release_copies();
         Ok(())
+    }
+
+    /// A sheet that ended (completed, failed, skipped) with an outcome worth learning from
+    /// goes to the learning store, when the job learns.
+    fn record_learning(
+        &self,
+        run: Option<&super::JobRun>,
+        live: &mozart_state::CheckpointState,
+        change: &mozart_baton::SheetChange,
+        status: SheetStatus,
+        details: Option<&AttemptDetails>,
+    ) {
+        if !matches!(
+            status,
+            SheetStatus::Completed | SheetStatus::Failed | SheetStatus::Skipped
+        ) {
+            return;
+        }
+        let (Some(learning), Some(run)) = (&self.shared.learning, run) else {
+            return;
+        };
+        if !run.config.learning.enabled {
+            return;
+        }
+        if let Some(sheet) = live
+            .sheets
+            .get(&change.sheet_num)
+            .filter(|s| super::learning::has_outcome(s))
+        {
+            let applied = details.map(|d| d.applied.clone()).unwrap_or_default();
+            learning.record_sheet(super::learning::sheet_outcome(run, sheet, &applied));
+        }
     }
 
     /// The job event of a sheet's transition, logged once the change is committed.
@@ -481,26 +510,15 @@ impl ConductorHost {
         (n > 0).then(|| u32::try_from(n).unwrap_or(u32::MAX))
     }
 
+    /// Persist a job's transition: the record, the live checkpoint's header and the
+    /// registry's status, then the job event once the burst is durable.
     fn persist_job(
         &mut self,
         jobs: &mut HashMap<String, super::JobEntry>,
         registry: &Registry,
         change: &mozart_baton::JobChange,
     ) -> Result<(), HostError> {
-        let (daemon, cp) = match change.status {
-            // A queued job has no sheet started: its checkpoint is `pending` (upstream's
-            // checkpoint has no queued state); the registry row says `queued`.
-            mozart_baton::JobStatus::Queued => (DaemonJobStatus::Queued, JobStatus::Pending),
-            mozart_baton::JobStatus::Running => (DaemonJobStatus::Running, JobStatus::Running),
-            mozart_baton::JobStatus::Paused => (DaemonJobStatus::Paused, JobStatus::Paused),
-            mozart_baton::JobStatus::Completed => {
-                (DaemonJobStatus::Completed, JobStatus::Completed)
-            }
-            mozart_baton::JobStatus::Failed => (DaemonJobStatus::Failed, JobStatus::Failed),
-            mozart_baton::JobStatus::Cancelled => {
-                (DaemonJobStatus::Cancelled, JobStatus::Cancelled)
-            }
-        };
+        let (daemon, cp) = job_statuses(change.status);
         let Some(entry) = jobs.get_mut(&change.job_id) else {
             return Ok(());
         };
@@ -522,24 +540,7 @@ impl ConductorHost {
             let _ = watcher.send(());
         }
         if daemon == DaemonJobStatus::Completed {
-            let new_work = self.new_work.contains(&change.job_id);
-            entry.record.completed_new_work = new_work;
-            let has_hooks = entry
-                .run
-                .as_ref()
-                .is_some_and(|r| !r.config.on_success.is_empty());
-            if new_work && has_hooks {
-                // Durable before the job is reported finished: a crash from here on still
-                // runs the hooks on restart.
-                entry.record.options.insert(
-                    super::hooks::HOOKS_PENDING.into(),
-                    serde_json::Value::Bool(true),
-                );
-                // Results of an earlier completion of this job belong to that run.
-                if let Err(e) = registry.clear_hook_results(&change.job_id) {
-                    tracing::warn!(job_id = %change.job_id, error = %e, "cannot clear old hook results");
-                }
-            }
+            self.note_completion(entry, registry, &change.job_id);
         }
         if daemon.is_terminal() {
             entry.record.completed_at = Some(mozart_state::epoch_now());
@@ -550,24 +551,7 @@ impl ConductorHost {
             }
         }
         if let Some(live) = entry.live.as_mut() {
-            live.status = cp;
-            live.updated_at = Timestamp::now();
-            if daemon.is_terminal() {
-                live.completed_at = Some(Timestamp::now());
-            }
-            if daemon == DaemonJobStatus::Failed {
-                live.error_message = change.reason.clone();
-            }
-            // Upstream's cost-limit rule (execution.md §9.6): paused, `cost_limit_reached`,
-            // and the reason ("Cost limit: …") as the job's error message. A resume (which
-            // lifts the pause with a new limit) clears both.
-            if change.cost_limit_reached && daemon == DaemonJobStatus::Paused {
-                live.cost_limit_reached = true;
-                live.error_message = change.reason.clone();
-            } else if live.cost_limit_reached && daemon == DaemonJobStatus::Running {
-                live.cost_limit_reached = false;
-                live.error_message = None;
-            }
+            update_job(live, change, daemon, cp);
             // Every sheet row was saved with its own transition: only the job-level
             // document changes here (a full rewrite cost O(sheets) per job transition).
             registry
@@ -585,7 +569,42 @@ impl ConductorHost {
         if let (Some(run), Some(live)) = (&entry.run, &entry.live) {
             super::notify::job_changed(run, live, daemon, change.reason.as_deref());
         }
-        let workspace = entry.run.as_ref().map(|r| r.workspace.clone());
+        self.stage_job_event(change, entry.run.as_ref().map(|r| r.workspace.clone()));
+        if daemon == DaemonJobStatus::Completed {
+            save_hook_state(registry, &change.job_id, &entry.record)?;
+        }
+        Ok(())
+    }
+
+    /// A completed job: whether it did new work, and (with `on_success` hooks to run) the
+    /// hooks marked pending in its record before it is reported finished.
+    fn note_completion(&self, entry: &mut super::JobEntry, registry: &Registry, job_id: &str) {
+        let new_work = self.new_work.contains(job_id);
+        entry.record.completed_new_work = new_work;
+        let has_hooks = entry
+            .run
+            .as_ref()
+            .is_some_and(|r| !r.config.on_success.is_empty());
+        if new_work && has_hooks {
+            // Durable before the job is reported finished: a crash from here on still
+            // runs the hooks on restart.
+            entry.record.options.insert(
+                super::hooks::HOOKS_PENDING.into(),
+                serde_json::Value::Bool(true),
+            );
+            // Results of an earlier completion of this job belong to that run.
+            if let Err(e) = registry.clear_hook_results(job_id) {
+                tracing::warn!(job_id = %job_id, error = %e, "cannot clear old hook results");
+            }
+        }
+    }
+
+    /// The job event of a job's transition, logged once the change is committed.
+    fn stage_job_event(
+        &mut self,
+        change: &mozart_baton::JobChange,
+        workspace: Option<std::path::PathBuf>,
+    ) {
         let job_change = change.clone();
         self.staged.push((
             0,
@@ -603,17 +622,64 @@ impl ConductorHost {
                 }
             }),
         ));
-        if daemon == DaemonJobStatus::Completed {
-            if let Ok(Some(mut stored)) = registry.get_job(&change.job_id) {
-                stored.completed_new_work = entry.record.completed_new_work;
-                stored.options = entry.record.options.clone();
-                registry.update_job(&stored).map_err(|e| {
-                    HostError::new(format!("saving hook state of job '{}'", change.job_id), e)
-                })?;
-            }
-        }
-        Ok(())
     }
+}
+
+/// The registry's and the checkpoint's status for the baton's job status. A queued job has
+/// no sheet started: its checkpoint is `pending` (upstream's checkpoint has no queued
+/// state); the registry row says `queued`.
+fn job_statuses(status: mozart_baton::JobStatus) -> (DaemonJobStatus, JobStatus) {
+    match status {
+        mozart_baton::JobStatus::Queued => (DaemonJobStatus::Queued, JobStatus::Pending),
+        mozart_baton::JobStatus::Running => (DaemonJobStatus::Running, JobStatus::Running),
+        mozart_baton::JobStatus::Paused => (DaemonJobStatus::Paused, JobStatus::Paused),
+        mozart_baton::JobStatus::Completed => (DaemonJobStatus::Completed, JobStatus::Completed),
+        mozart_baton::JobStatus::Failed => (DaemonJobStatus::Failed, JobStatus::Failed),
+        mozart_baton::JobStatus::Cancelled => (DaemonJobStatus::Cancelled, JobStatus::Cancelled),
+    }
+}
+
+/// A job's transition in its live checkpoint's job-level fields.
+fn update_job(
+    live: &mut mozart_state::CheckpointState,
+    change: &mozart_baton::JobChange,
+    daemon: DaemonJobStatus,
+    cp: JobStatus,
+) {
+    live.status = cp;
+    live.updated_at = Timestamp::now();
+    if daemon.is_terminal() {
+        live.completed_at = Some(Timestamp::now());
+    }
+    if daemon == DaemonJobStatus::Failed {
+        live.error_message = change.reason.clone();
+    }
+    // Upstream's cost-limit rule (execution.md §9.6): paused, `cost_limit_reached`, and the
+    // reason ("Cost limit: …") as the job's error message. A resume (which lifts the pause
+    // with a new limit) clears both.
+    if change.cost_limit_reached && daemon == DaemonJobStatus::Paused {
+        live.cost_limit_reached = true;
+        live.error_message = change.reason.clone();
+    } else if live.cost_limit_reached && daemon == DaemonJobStatus::Running {
+        live.cost_limit_reached = false;
+        live.error_message = None;
+    }
+}
+
+/// A completed job's hook state (new work done, hooks pending) into its stored record.
+fn save_hook_state(
+    registry: &Registry,
+    job_id: &str,
+    record: &mozart_state::JobRecord,
+) -> Result<(), HostError> {
+    if let Ok(Some(mut stored)) = registry.get_job(job_id) {
+        stored.completed_new_work = record.completed_new_work;
+        stored.options = record.options.clone();
+        registry
+            .update_job(&stored)
+            .map_err(|e| HostError::new(format!("saving hook state of job '{job_id}'"), e))?;
+    }
+    Ok(())
 }
 
 impl ConductorHost {
