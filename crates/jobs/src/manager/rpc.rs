@@ -253,41 +253,7 @@ pub fn register(module: &mut RpcModule<Ctx>, mgr: JobManager) -> Result<(), Cond
 
 /// Methods that change a job: submit, pause, resume, modify, cancel, clear.
 fn register_lifecycle(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(), ConductorError> {
-    job_method(
-        module,
-        methods::JOB_SUBMIT,
-        mgr,
-        |m, ctx, p: JobRequest| async move {
-            let req = SubmitRequest {
-                config_path: p.config_path,
-                workspace: p.workspace,
-                fresh: p.fresh,
-                start_sheet: p.start_sheet,
-                self_healing: p.self_healing,
-                chain_depth: p.chain_depth,
-                resume_of: None,
-                parent_job_id: None,
-                no_reload: false,
-            };
-            if p.dry_run {
-                return to_value(super::submit::dry_run(&m, &ctx, req).await);
-            }
-            let mut response = m.submit(&ctx, req).await;
-            if p.self_healing_auto_confirm && response.status == JobResponseStatus::Accepted {
-                // Every field this method accepts does something or says why not.
-                let note = if p.self_healing {
-                    "self-healing fixes apply without confirmation here, so self_healing_auto_confirm changes nothing"
-                } else {
-                    "self_healing_auto_confirm has no effect without self_healing"
-                };
-                response.message = Some(match response.message.take() {
-                    Some(m) => format!("{m}; {note}"),
-                    None => note.to_string(),
-                });
-            }
-            to_value(response)
-        },
-    )?;
+    job_method(module, methods::JOB_SUBMIT, mgr, submit)?;
     job_method(
         module,
         methods::JOB_PAUSE,
@@ -305,38 +271,7 @@ fn register_lifecycle(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(
             })
         },
     )?;
-    job_method(
-        module,
-        methods::JOB_RESUME,
-        mgr,
-        |m, ctx, p: ResumeParams| async move {
-            let ws = p.workspace.filter(|w| !w.is_empty());
-            let config = p.config_path.filter(|c| !c.is_empty());
-            if let Some(config) = config.clone() {
-                if m.current_status(&p.job_id).await == Ok(DaemonJobStatus::Paused)
-                    && !in_flight(&m, &p.job_id).await.is_empty()
-                {
-                    // A new score replaces the job's registration; doing that now would kill
-                    // the sheets still finishing after the pause.
-                    let claim = claim_pending(&m, &p.job_id);
-                    resume_when_settled(
-                        m.clone(),
-                        Arc::clone(&ctx),
-                        p.job_id.clone(),
-                        config,
-                        ws,
-                        claim,
-                    );
-                    return to_value(JobResponse::new(
-                        p.job_id,
-                        JobResponseStatus::Accepted,
-                        Some("Job resume queued".into()),
-                    ));
-                }
-            }
-            to_value(m.resume(&ctx, &p.job_id, config, ws, p.no_reload).await)
-        },
-    )?;
+    job_method(module, methods::JOB_RESUME, mgr, resume)?;
     job_method(
         module,
         methods::JOB_MODIFY,
@@ -373,6 +308,67 @@ fn register_lifecycle(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(
     )
 }
 
+/// `job.submit`: a score to run (or, dry run, its plan).
+async fn submit(m: JobManager, ctx: Ctx, p: JobRequest) -> RpcResult {
+    let req = SubmitRequest {
+        config_path: p.config_path,
+        workspace: p.workspace,
+        fresh: p.fresh,
+        start_sheet: p.start_sheet,
+        self_healing: p.self_healing,
+        chain_depth: p.chain_depth,
+        resume_of: None,
+        parent_job_id: None,
+        no_reload: false,
+    };
+    if p.dry_run {
+        return to_value(super::submit::dry_run(&m, &ctx, req).await);
+    }
+    let mut response = m.submit(&ctx, req).await;
+    if p.self_healing_auto_confirm && response.status == JobResponseStatus::Accepted {
+        // Every field this method accepts does something or says why not.
+        let note = if p.self_healing {
+            "self-healing fixes apply without confirmation here, so self_healing_auto_confirm changes nothing"
+        } else {
+            "self_healing_auto_confirm has no effect without self_healing"
+        };
+        response.message = Some(match response.message.take() {
+            Some(m) => format!("{m}; {note}"),
+            None => note.to_string(),
+        });
+    }
+    to_value(response)
+}
+
+/// `job.resume`: a paused or stopped job goes on, with a new score if one is given.
+async fn resume(m: JobManager, ctx: Ctx, p: ResumeParams) -> RpcResult {
+    let ws = p.workspace.filter(|w| !w.is_empty());
+    let config = p.config_path.filter(|c| !c.is_empty());
+    if let Some(config) = config.clone() {
+        if m.current_status(&p.job_id).await == Ok(DaemonJobStatus::Paused)
+            && !in_flight(&m, &p.job_id).await.is_empty()
+        {
+            // A new score replaces the job's registration; doing that now would kill
+            // the sheets still finishing after the pause.
+            let claim = claim_pending(&m, &p.job_id);
+            resume_when_settled(
+                m.clone(),
+                Arc::clone(&ctx),
+                p.job_id.clone(),
+                config,
+                ws,
+                claim,
+            );
+            return to_value(JobResponse::new(
+                p.job_id,
+                JobResponseStatus::Accepted,
+                Some("Job resume queued".into()),
+            ));
+        }
+    }
+    to_value(m.resume(&ctx, &p.job_id, config, ws, p.no_reload).await)
+}
+
 /// `job.progress`: every asked-for job's progress in one visit to the job table (a jobs
 /// list asked `job.status` once per row, each call a visit that waits behind the sheet
 /// events of every running job). Left out: jobs not loaded, not yet with a checkpoint, with
@@ -397,34 +393,7 @@ const OVERVIEW_PAGES: usize = 8;
 
 /// Methods that report on jobs: status, list, errors, diagnose, history, recover.
 fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(), ConductorError> {
-    job_method(
-        module,
-        methods::JOB_STATUS,
-        mgr,
-        |m, _, p: mozart_ipc::sheet_view::StatusParams| async move {
-            if let Some(unknown) = p
-                .sheets
-                .as_ref()
-                .map(|q| q.unknown_states())
-                .filter(|u| !u.is_empty())
-            {
-                return Err(RpcError::new(
-                    mozart_ipc::error::INVALID_PARAMS,
-                    format!(
-                        "job.status: unknown sheet state(s) {}; use one of: {}",
-                        unknown.join(", "),
-                        mozart_ipc::sheet_view::STATES.join(", ")
-                    ),
-                )
-                .into());
-            }
-            to_value(
-                m.status_with(&p.job_id, p.sheets)
-                    .await
-                    .map_err(job_error)?,
-            )
-        },
-    )?;
+    job_method(module, methods::JOB_STATUS, mgr, status)?;
     job_method(
         module,
         methods::JOB_LIST,
@@ -448,34 +417,7 @@ fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(),
             to_value(m.list_page(p).await.map_err(job_error)?)
         },
     )?;
-    job_method(
-        module,
-        methods::JOB_OVERVIEW,
-        mgr,
-        |m, ctx, p: mozart_ipc::types::OverviewParams| async move {
-            if p.pages.len() > OVERVIEW_PAGES {
-                return Err(RpcError::new(
-                    mozart_ipc::error::INVALID_PARAMS,
-                    format!(
-                        "job.overview: {} pages asked for; at most {OVERVIEW_PAGES} in one call",
-                        p.pages.len()
-                    ),
-                )
-                .into());
-            }
-            // The uptime is read before the pages, as `mozart status` read `daemon.health`
-            // before its pages when they were separate calls.
-            let uptime_seconds = ctx.uptime_seconds();
-            let mut pages = Vec::with_capacity(p.pages.len());
-            for page in p.pages {
-                pages.push(m.list_page(page).await.map_err(job_error)?);
-            }
-            to_value(mozart_ipc::status::Overview {
-                uptime_seconds,
-                pages,
-            })
-        },
-    )?;
+    job_method(module, methods::JOB_OVERVIEW, mgr, overview)?;
     job_method(
         module,
         methods::JOB_PROGRESS,
@@ -495,27 +437,7 @@ fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(),
             to_value(progress(&m, p.job_ids).await)
         },
     )?;
-    job_method(
-        module,
-        methods::JOB_RECOVER,
-        mgr,
-        |m, _, p: RecoverParams| async move {
-            // Unknown jobs answer as every job-reading method does.
-            m.status(&p.job_id).await.map_err(job_error)?;
-            let recovery = super::recover_sheets::recover(&m, &p)
-                .await
-                .map_err(job_error)?;
-            let state = m.status(&p.job_id).await.map_err(job_error)?;
-            let workspace = state.workspace().map(str::to_owned);
-            to_value(RecoverResult {
-                state,
-                workspace,
-                dry_run: p.dry_run || !recovery.iter().any(|s| s.recovered),
-                sheet_num: p.sheet_num,
-                recovery: Some(recovery),
-            })
-        },
-    )?;
+    job_method(module, methods::JOB_RECOVER, mgr, recover)?;
     job_method(
         module,
         methods::JOB_ERRORS,
@@ -541,6 +463,75 @@ fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(),
         mgr,
         |m, _, p: HistoryParams| async move { history(&m, p) },
     )
+}
+
+/// `job.status`: the job's document, with the sheets the caller's view asks for.
+async fn status(m: JobManager, _: Ctx, p: mozart_ipc::sheet_view::StatusParams) -> RpcResult {
+    if let Some(unknown) = p
+        .sheets
+        .as_ref()
+        .map(|q| q.unknown_states())
+        .filter(|u| !u.is_empty())
+    {
+        return Err(RpcError::new(
+            mozart_ipc::error::INVALID_PARAMS,
+            format!(
+                "job.status: unknown sheet state(s) {}; use one of: {}",
+                unknown.join(", "),
+                mozart_ipc::sheet_view::STATES.join(", ")
+            ),
+        )
+        .into());
+    }
+    to_value(
+        m.status_with(&p.job_id, p.sheets)
+            .await
+            .map_err(job_error)?,
+    )
+}
+
+/// `job.overview`: the conductor's uptime and several list pages in one call.
+async fn overview(m: JobManager, ctx: Ctx, p: mozart_ipc::types::OverviewParams) -> RpcResult {
+    if p.pages.len() > OVERVIEW_PAGES {
+        return Err(RpcError::new(
+            mozart_ipc::error::INVALID_PARAMS,
+            format!(
+                "job.overview: {} pages asked for; at most {OVERVIEW_PAGES} in one call",
+                p.pages.len()
+            ),
+        )
+        .into());
+    }
+    // The uptime is read before the pages, as `mozart status` read `daemon.health`
+    // before its pages when they were separate calls.
+    let uptime_seconds = ctx.uptime_seconds();
+    let mut pages = Vec::with_capacity(p.pages.len());
+    for page in p.pages {
+        pages.push(m.list_page(page).await.map_err(job_error)?);
+    }
+    to_value(mozart_ipc::status::Overview {
+        uptime_seconds,
+        pages,
+    })
+}
+
+/// `job.recover`: the failed sheets' validations run again, those that now pass marked
+/// completed (a dry run only reports them).
+async fn recover(m: JobManager, _: Ctx, p: RecoverParams) -> RpcResult {
+    // Unknown jobs answer as every job-reading method does.
+    m.status(&p.job_id).await.map_err(job_error)?;
+    let recovery = super::recover_sheets::recover(&m, &p)
+        .await
+        .map_err(job_error)?;
+    let state = m.status(&p.job_id).await.map_err(job_error)?;
+    let workspace = state.workspace().map(str::to_owned);
+    to_value(RecoverResult {
+        state,
+        workspace,
+        dry_run: p.dry_run || !recovery.iter().any(|s| s.recovered),
+        sheet_num: p.sheet_num,
+        recovery: Some(recovery),
+    })
 }
 
 /// `job.history` (ours: `mozart history` through the conductor): the job's attempts, newest first.

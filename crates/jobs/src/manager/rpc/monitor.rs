@@ -44,6 +44,25 @@ const MB: f64 = 1024.0 * 1024.0;
 /// Longest command line reported per process.
 const COMMAND_CHARS: usize = 500;
 
+/// A process's command line as reported: its arguments (its name when it has none), cut to
+/// [`COMMAND_CHARS`] — an instrument's command line carries the whole prompt; upstream keeps
+/// 500 characters too.
+fn command_line(p: &sysinfo::Process) -> String {
+    let mut command = p
+        .cmd()
+        .iter()
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ");
+    if command.is_empty() {
+        command = p.name().to_string_lossy().into_owned();
+    }
+    if let Some((cut, _)) = command.char_indices().nth(COMMAND_CHARS) {
+        command.truncate(cut);
+    }
+    command
+}
+
 /// What the previous sample knew about a process, to describe its exit.
 #[derive(Debug, Clone)]
 struct Seen {
@@ -84,72 +103,20 @@ impl Profiler {
         );
         let now = mozart_state::epoch_now();
         let groups = inflight_groups(inflight_dir);
-        let mut children: HashMap<Pid, Vec<Pid>> = HashMap::new();
-        for (pid, process) in self.system.processes() {
-            // sysinfo lists threads as tasks too; only processes count.
-            if process.thread_kind().is_some() {
-                continue;
-            }
-            if let Some(parent) = process.parent() {
-                children.entry(parent).or_default().push(*pid);
-            }
-        }
-        let mut order = vec![Pid::from_u32(daemon_pid)];
-        let mut next = 0;
-        while next < order.len() {
-            if let Some(kids) = children.get(&order[next]) {
-                let mut kids = kids.clone();
-                kids.sort_unstable();
-                order.extend(kids);
-            }
-            next += 1;
-        }
+        let order = self.descendants(daemon_pid);
         let mut metrics = Vec::with_capacity(order.len());
         let mut current = HashMap::with_capacity(order.len());
         for pid in order {
+            if self.system.process(pid).is_none() {
+                continue;
+            }
+            let raw = pid.as_u32();
+            // Before the process is borrowed from the table: this may name a spawn event.
+            let (job_id, sheet_num) = self.attempt_of(raw, &groups);
             let Some(p) = self.system.process(pid) else {
                 continue;
             };
-            let raw = pid.as_u32();
-            let (job_id, sheet_num) = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(
-                i32::try_from(raw).unwrap_or(i32::MAX),
-            )))
-            .ok()
-            .and_then(|pgid| groups.get(&(pgid.as_raw() as u32)).cloned())
-            .map(|(job, sheet)| (Some(job), Some(sheet)))
-            // Its attempt's record may be gone already (the attempt is ending): the job
-            // the previous sample saw.
-            .or_else(|| {
-                self.previous
-                    .get(&raw)
-                    .filter(|s| s.job_id.is_some())
-                    .map(|s| (s.job_id.clone(), s.sheet_num))
-            })
-            .unwrap_or((None, None));
-            // Seen first before its attempt's record was written: its spawn event gets the
-            // job now.
-            if job_id.is_some() && self.previous.get(&raw).is_some_and(|s| s.job_id.is_none()) {
-                if let Some(spawn) = self.events.iter_mut().rev().find(|e| {
-                    e.pid == raw && e.event_type == ProcessEventType::Spawn && e.job_id.is_none()
-                }) {
-                    spawn.job_id = job_id.clone();
-                    spawn.sheet_num = sheet_num;
-                }
-            }
-            let mut command = p
-                .cmd()
-                .iter()
-                .map(|a| a.to_string_lossy())
-                .collect::<Vec<_>>()
-                .join(" ");
-            if command.is_empty() {
-                command = p.name().to_string_lossy().into_owned();
-            }
-            // An instrument's command line carries the whole prompt; upstream keeps 500
-            // characters too.
-            if let Some((cut, _)) = command.char_indices().nth(COMMAND_CHARS) {
-                command.truncate(cut);
-            }
+            let command = command_line(p);
             if raw != daemon_pid {
                 current.insert(
                     raw,
@@ -178,24 +145,89 @@ impl Profiler {
             });
         }
         if self.primed {
-            for (pid, seen) in &current {
-                if !self.previous.contains_key(pid) {
-                    self.record(now, *pid, ProcessEventType::Spawn, seen);
-                }
-            }
-            let gone: Vec<(u32, Seen)> = self
-                .previous
-                .iter()
-                .filter(|(pid, _)| !current.contains_key(pid))
-                .map(|(pid, seen)| (*pid, seen.clone()))
-                .collect();
-            for (pid, seen) in gone {
-                self.record(now, pid, ProcessEventType::Exit, &seen);
-            }
+            self.record_changes(now, &current);
         }
         self.previous = current;
         self.primed = true;
         metrics
+    }
+
+    /// The conductor and every process below it in the refreshed table, parents before
+    /// their children (each level in pid order).
+    fn descendants(&self, daemon_pid: u32) -> Vec<Pid> {
+        let mut children: HashMap<Pid, Vec<Pid>> = HashMap::new();
+        for (pid, process) in self.system.processes() {
+            // sysinfo lists threads as tasks too; only processes count.
+            if process.thread_kind().is_some() {
+                continue;
+            }
+            if let Some(parent) = process.parent() {
+                children.entry(parent).or_default().push(*pid);
+            }
+        }
+        let mut order = vec![Pid::from_u32(daemon_pid)];
+        let mut next = 0;
+        while next < order.len() {
+            if let Some(kids) = children.get(&order[next]) {
+                let mut kids = kids.clone();
+                kids.sort_unstable();
+                order.extend(kids);
+            }
+            next += 1;
+        }
+        order
+    }
+
+    /// The job and sheet whose attempt a process belongs to (by its process group), if any.
+    fn attempt_of(
+        &mut self,
+        raw: u32,
+        groups: &HashMap<u32, (String, u32)>,
+    ) -> (Option<String>, Option<u32>) {
+        let (job_id, sheet_num) = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(
+            i32::try_from(raw).unwrap_or(i32::MAX),
+        )))
+        .ok()
+        .and_then(|pgid| groups.get(&(pgid.as_raw() as u32)).cloned())
+        .map(|(job, sheet)| (Some(job), Some(sheet)))
+        // Its attempt's record may be gone already (the attempt is ending): the job
+        // the previous sample saw.
+        .or_else(|| {
+            self.previous
+                .get(&raw)
+                .filter(|s| s.job_id.is_some())
+                .map(|s| (s.job_id.clone(), s.sheet_num))
+        })
+        .unwrap_or((None, None));
+        // Seen first before its attempt's record was written: its spawn event gets the
+        // job now.
+        if job_id.is_some() && self.previous.get(&raw).is_some_and(|s| s.job_id.is_none()) {
+            if let Some(spawn) = self.events.iter_mut().rev().find(|e| {
+                e.pid == raw && e.event_type == ProcessEventType::Spawn && e.job_id.is_none()
+            }) {
+                spawn.job_id = job_id.clone();
+                spawn.sheet_num = sheet_num;
+            }
+        }
+        (job_id, sheet_num)
+    }
+
+    /// Spawn and exit events for the processes that came and went since the last sample.
+    fn record_changes(&mut self, now: f64, current: &HashMap<u32, Seen>) {
+        for (pid, seen) in current {
+            if !self.previous.contains_key(pid) {
+                self.record(now, *pid, ProcessEventType::Spawn, seen);
+            }
+        }
+        let gone: Vec<(u32, Seen)> = self
+            .previous
+            .iter()
+            .filter(|(pid, _)| !current.contains_key(pid))
+            .map(|(pid, seen)| (*pid, seen.clone()))
+            .collect();
+        for (pid, seen) in gone {
+            self.record(now, pid, ProcessEventType::Exit, &seen);
+        }
     }
 
     fn record(&mut self, now: f64, pid: u32, event_type: ProcessEventType, seen: &Seen) {
@@ -370,6 +402,59 @@ fn to_value<T: serde::Serialize>(value: T) -> Result<serde_json::Value, ErrorObj
         .map_err(|e| ErrorObjectOwned::from(mozart_ipc::RpcError::internal(e)))
 }
 
+/// One `daemon.monitor.stream` subscriber: the jobs' changes every [`STREAM_POLL`], and a
+/// `monitor.snapshot` per profiler interval when the profiler is on, until it goes away.
+async fn stream_monitor(
+    mut sink: mozart_ipc::jsonrpsee::SubscriptionSink,
+    ctx: Ctx,
+    m: JobManager,
+    p: Arc<Mutex<Profiler>>,
+) {
+    let profiler = ctx.config().profiler;
+    // Upstream's TUI refreshes on `monitor.snapshot` events, which upstream's own profiler
+    // never publishes; ours sends one per profiler interval.
+    let period = Duration::from_secs_f64(profiler.interval_seconds.max(1.0));
+    let mut next_snapshot = profiler.enabled.then(tokio::time::Instant::now);
+    let Some((mut cursor, _)) = poll_table(Box::default(), &m, true).await else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = sink.closed() => return,
+            _ = tokio::time::sleep(STREAM_POLL) => {}
+        }
+        let Some((next, mut events)) = poll_table(cursor, &m, false).await else {
+            return;
+        };
+        cursor = next;
+        if next_snapshot.is_some_and(|at| tokio::time::Instant::now() >= at) {
+            next_snapshot = Some(tokio::time::Instant::now() + period);
+            let (p, c, mm) = (p.clone(), ctx.clone(), m.clone());
+            if let Ok(snap) = tokio::task::spawn_blocking(move || snapshot(&p, &c, &mm)).await {
+                events.push(MonitorEvent {
+                    job_id: String::new(),
+                    sheet_num: 0,
+                    event: "monitor.snapshot".into(),
+                    data: serde_json::to_value(&snap).ok(),
+                    timestamp: snap.timestamp,
+                });
+            }
+        }
+        for event in events {
+            let Ok(message) = serde_json::value::to_raw_value(&event) else {
+                continue;
+            };
+            // A full buffer drops the new event for this subscriber (§8.21).
+            if let Err(mozart_ipc::jsonrpsee::core::server::TrySendError::Closed(_)) =
+                sink.try_send(message)
+            {
+                return;
+            }
+        }
+    }
+}
+
+/// Register `daemon.top`, `daemon.top.stream`, `daemon.events` and `daemon.monitor.stream`.
 pub(in crate::manager) fn register(
     module: &mut RpcModule<Ctx>,
     mgr: JobManager,
@@ -433,55 +518,10 @@ pub(in crate::manager) fn register(
             move |_, pending, ctx, _| {
                 let (m, p) = (m.clone(), profiler.clone());
                 async move {
-                    let Ok(mut sink) = pending.accept().await else {
+                    let Ok(sink) = pending.accept().await else {
                         return;
                     };
-                    let ctx: Ctx = Arc::clone(&ctx);
-                    let profiler = ctx.config().profiler;
-                    // Upstream's TUI refreshes on `monitor.snapshot` events, which upstream's
-                    // own profiler never publishes; ours sends one per profiler interval.
-                    let period = Duration::from_secs_f64(profiler.interval_seconds.max(1.0));
-                    let mut next_snapshot = profiler.enabled.then(tokio::time::Instant::now);
-                    let Some((mut cursor, _)) = poll_table(Box::default(), &m, true).await else {
-                        return;
-                    };
-                    loop {
-                        tokio::select! {
-                            _ = sink.closed() => return,
-                            _ = tokio::time::sleep(STREAM_POLL) => {}
-                        }
-                        let Some((next, mut events)) = poll_table(cursor, &m, false).await else {
-                            return;
-                        };
-                        cursor = next;
-                        if next_snapshot.is_some_and(|at| tokio::time::Instant::now() >= at) {
-                            next_snapshot = Some(tokio::time::Instant::now() + period);
-                            let (p, c, mm) = (p.clone(), ctx.clone(), m.clone());
-                            if let Ok(snap) =
-                                tokio::task::spawn_blocking(move || snapshot(&p, &c, &mm)).await
-                            {
-                                events.push(MonitorEvent {
-                                    job_id: String::new(),
-                                    sheet_num: 0,
-                                    event: "monitor.snapshot".into(),
-                                    data: serde_json::to_value(&snap).ok(),
-                                    timestamp: snap.timestamp,
-                                });
-                            }
-                        }
-                        for event in events {
-                            let Ok(message) = serde_json::value::to_raw_value(&event) else {
-                                continue;
-                            };
-                            // A full buffer drops the new event for this subscriber (§8.21).
-                            if let Err(mozart_ipc::jsonrpsee::core::server::TrySendError::Closed(
-                                _,
-                            )) = sink.try_send(message)
-                            {
-                                return;
-                            }
-                        }
-                    }
+                    stream_monitor(sink, Arc::clone(&ctx), m, p).await;
                 }
             },
         )
