@@ -16,10 +16,12 @@ use serde_json::Value;
 
 use crate::env::EnvPlan;
 use crate::live::{Judgement, Verdict, Watch};
-use crate::process::{LineSink, ProcessOutcome, ProcessSpec};
-use crate::redact::redact;
+use crate::process::{LineSink, ProcessSpec};
 use crate::request::{Backend, ExecutionRequest};
-use crate::types::{BoxFuture, ExecutionResult, FailureKind, HealthStatus};
+use crate::types::{BoxFuture, ExecutionResult, HealthStatus};
+
+mod outcome;
+use outcome::Outcome;
 
 /// What Claude Code prints on stderr when run as root with permissions skipped.
 pub const ROOT_REFUSAL: &str = "cannot be used with root/sudo privileges";
@@ -177,24 +179,18 @@ impl ClaudeCliBackend {
         let state = Arc::new(Mutex::new(ClaudeStream::default()));
         let watch = Watch::new();
         let (spec, sink) = self.process_spec(&req, model.as_deref(), &state, &watch);
-        let (outcome, _) = crate::placement::run(&req.placement, &req.placed(), spec, sink).await;
+        let (process, _) = crate::placement::run(&req.placement, &req.placed(), spec, sink).await;
         let stream = std::mem::take(&mut *state.lock().unwrap_or_else(|p| p.into_inner()));
-        if let (Some(verdict), true) = (watch.verdict(), outcome.stopped) {
-            return stopped_result(&outcome, verdict, stream, model);
-        }
-        if let Some(err) = &outcome.spawn_error {
-            let mut r = crate::cli_backend::spawn_failure(
-                err,
-                "claude CLI not found in PATH".into(),
-                "claude",
-            );
-            if r.error_type == Some(FailureKind::NotFound) {
-                r.stderr = "claude CLI not found".into();
-            }
-            r.model = model;
-            return r;
-        }
-        self.finished(&req, &outcome, &stream, model)
+        // What the run said, read once; the verdict on it; the result worded from both.
+        let outcome = Outcome::read(
+            &process,
+            stream,
+            watch.verdict(),
+            self.options.output_format,
+            model,
+        );
+        let verdict = outcome.verdict();
+        outcome::result(&outcome, verdict, req.timeout)
     }
 
     /// The process to start for `req`, with the sink that reads its json / stream-json
@@ -240,230 +236,6 @@ impl ClaudeCliBackend {
         };
         (spec, Some(Box::new(sink)))
     }
-
-    /// The result of a run that started and ended on its own (or at its timeout): what the
-    /// CLI printed, read once ([`read_outcome`]), then the verdict, then the message.
-    fn finished(
-        &self,
-        req: &ExecutionRequest,
-        outcome: &ProcessOutcome,
-        stream: &ClaudeStream,
-        model: Option<String>,
-    ) -> ExecutionResult {
-        let structured = self.options.output_format != ClaudeOutputFormat::Text;
-        let stdout = outcome.stdout.tail_string();
-        let mut stderr = outcome.stderr.tail_string();
-        let mut r = read_outcome(outcome, stream, structured, model);
-        let answer = r.result_text.clone().unwrap_or_else(|| stdout.clone());
-        if !structured && !r.success && r.api_error_status.is_none() {
-            r.api_error_status = text_api_status(&answer);
-        }
-        r.rate_limited = stream.rejected
-            || r.api_error_status == Some(429)
-            || stream.assistant_error.as_deref() == Some("rate_limit")
-            || (!r.success
-                && crate::classify::detect_rate_limit(&answer, &stderr, outcome.exit_code));
-        // A process that outlived its answer and was then killed ended normally.
-        let signal = outcome.exit_signal.filter(|_| !outcome.lingered);
-        crate::cli_backend::note_abnormal_end(
-            &mut r,
-            &mut stderr,
-            outcome.timed_out,
-            signal,
-            req.timeout,
-        );
-        let has_result = stream.result.is_some();
-        // claude-code-output.md §11: as root the CLI refuses to skip permissions.
-        let root_refusal = !r.success && !has_result && stderr.contains(ROOT_REFUSAL);
-        r.error_type = claude_failure(&r, stream, &answer, root_refusal, structured);
-        if root_refusal {
-            r.error_message = Some(ROOT_REFUSAL_HINT.into());
-        } else if !r.success && r.error_message.is_none() {
-            r.error_message = Some(self.failure_message(&r, outcome, &stdout, &stderr, has_result));
-        }
-        if r.error_type == Some(FailureKind::Auth) && r.api_error_status.is_none() {
-            // Text mode names no HTTP status, so the classifier cannot add its hint: say here
-            // which key to check (with a status, the classifier says it).
-            if let Some(msg) = r.error_message.take() {
-                r.error_message = Some(format!("{msg}. {AUTH_HINT}"));
-            }
-        }
-        r.stdout = redact(&stdout);
-        r.stderr = redact(&stderr);
-        r.result_text = r.result_text.map(|t| redact(&t));
-        r.error_message = r.error_message.map(|t| redact(&t));
-        r
-    }
-
-    /// Why a failed run failed, in words, when nothing before said it: its answer, the
-    /// line of its output that says why, or what it printed instead of its format.
-    fn failure_message(
-        &self,
-        r: &ExecutionResult,
-        outcome: &ProcessOutcome,
-        stdout: &str,
-        stderr: &str,
-        has_result: bool,
-    ) -> String {
-        let structured = self.options.output_format != ClaudeOutputFormat::Text;
-        // In text mode a failed run prints its error as its answer, on stdout
-        // (claude-code-output.md §3); stderr holds flag errors and warnings.
-        let answer = (!structured)
-            .then(|| crate::classify::cause_line(stdout, ""))
-            .flatten();
-        let said = answer.or_else(|| crate::classify::cause_line("", stderr));
-        match (&r.result_text, said, outcome.exit_code) {
-            (Some(text), _, _) if !text.trim().is_empty() => text.clone(),
-            (_, Some(line), Some(code)) => {
-                format!("Claude Code exited with code {code}: {line}")
-            }
-            (_, Some(line), None) => line,
-            // Not one JSON line: whatever answered is not Claude Code speaking its
-            // structured output (issue 22, "prints garbage"): show what it printed.
-            (_, None, Some(code))
-                if structured
-                    && !has_result
-                    && !stdout.trim().is_empty()
-                    && !stdout.lines().any(|l| l.trim_start().starts_with('{')) =>
-            {
-                let shown: String = stdout.trim().replace('\n', " ").chars().take(200).collect();
-                format!(
-                    "Claude Code exited with code {code} and printed no `{format}` output \
-                     (check that `claude --version` is Claude Code, or set \
-                     backend.output_format: text): {shown}",
-                    format = self.options.output_format.as_str()
-                )
-            }
-            (_, None, Some(code)) if structured && !has_result => {
-                format!("Claude Code exited with code {code} without a result")
-            }
-            (_, None, Some(code)) => format!("Claude Code exited with code {code}"),
-            (_, None, None) => "Claude Code was killed by a signal".into(),
-        }
-    }
-}
-
-/// What a finished run of Claude Code reported, read once from its process and its
-/// `result` event (claude-code-output.md §8): success, answer, status, cost, tokens,
-/// session and model. The failure kind and message are decided from it afterwards.
-fn read_outcome(
-    outcome: &ProcessOutcome,
-    stream: &ClaudeStream,
-    structured: bool,
-    model: Option<String>,
-) -> ExecutionResult {
-    let mut r = crate::cli_backend::base_result(outcome);
-    let exited_ok = outcome.exit_code == Some(0) && !outcome.timed_out;
-    let result_event = stream.result.as_ref();
-    let is_error = result_event
-        .and_then(|e| e.get("is_error"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    // The one place success is decided: a timed-out run fails whatever it printed.
-    r.success = !outcome.timed_out
-        && if structured {
-            // The result line is authoritative; a lingering CLI stopped after it keeps it.
-            result_event.is_some() && !is_error && (exited_ok || outcome.lingered)
-        } else {
-            exited_ok
-        };
-    if let Some(ev) = result_event {
-        read_result_event(&mut r, ev);
-    }
-    r.session_id = r.session_id.or(stream.session_id.clone());
-    r.model = stream.model.clone().or(r.model).or(model);
-    r.rate_limit_reset = stream.rejected_reset;
-    if r.api_error_status == Some(429) {
-        r.retry_after_seconds = stream.rate_limit_retry_delay;
-    }
-    r
-}
-
-/// The answer, API status, cost, tokens, session and model of a `result` event.
-fn read_result_event(r: &mut ExecutionResult, ev: &Value) {
-    r.result_text = ev
-        .get("result")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .or_else(|| {
-            ev.get("errors").and_then(Value::as_array).map(|errs| {
-                errs.iter()
-                    .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_string))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-        });
-    r.api_error_status = ev
-        .get("api_error_status")
-        .and_then(Value::as_u64)
-        .and_then(|s| u16::try_from(s).ok());
-    r.cost_usd = ev
-        .get("total_cost_usd")
-        .or_else(|| ev.get("total_cost"))
-        .and_then(Value::as_f64);
-    r.input_tokens = ev.pointer("/usage/input_tokens").and_then(Value::as_u64);
-    r.output_tokens = ev.pointer("/usage/output_tokens").and_then(Value::as_u64);
-    r.session_id = ev
-        .get("session_id")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    if r.model.is_none() {
-        r.model = ev
-            .get("modelUsage")
-            .and_then(Value::as_object)
-            .and_then(|m| m.keys().next().cloned());
-    }
-}
-
-/// The HTTP status of the failed API call a text-mode run names: Claude Code prints it as
-/// `API Error: 529 Overloaded. This is a server-side issue, …` (2.1.331). It is the status
-/// stream-json's result carries as `api_error_status`, and is read before any prose, as
-/// there: an overload ("Overloaded … try again in a moment") is retried with backoff, not
-/// parked as a rate limit, though its words read like one.
-fn text_api_status(answer: &str) -> Option<u16> {
-    static API_ERROR: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"(?m)^\s*API Error: (\d{3})\b")
-            .unwrap_or_else(|e| panic!("API error pattern does not compile: {e}"))
-    });
-    API_ERROR
-        .captures(answer)
-        .and_then(|c| c.get(1))
-        .and_then(|m| m.as_str().parse().ok())
-}
-
-/// The verdict on a run: which kind of failure it was, if any (a successful run that hit a
-/// rate limit still says so). A timeout already noted stays a timeout unless the CLI
-/// refused to run as root.
-fn claude_failure(
-    r: &ExecutionResult,
-    stream: &ClaudeStream,
-    answer: &str,
-    root_refusal: bool,
-    structured: bool,
-) -> Option<FailureKind> {
-    if root_refusal {
-        return Some(FailureKind::Configuration);
-    }
-    if r.error_type.is_some() {
-        return r.error_type;
-    }
-    if r.success {
-        return r.rate_limited.then_some(FailureKind::RateLimit);
-    }
-    let auth = stream.assistant_error.as_deref() == Some("authentication_failed")
-        || r.api_error_status == Some(401)
-        || answer.contains("Please run /login")
-        // "Invalid API key · Fix external API key" (2.1.331, text mode).
-        || crate::classify::patterns::AUTH.is_match(answer);
-    Some(if r.rate_limited {
-        FailureKind::RateLimit
-    } else if auth {
-        FailureKind::Auth
-    } else if structured && stream.result.is_none() {
-        FailureKind::NoResult
-    } else {
-        FailureKind::Execution
-    })
 }
 
 /// What to check after Claude Code's API refused the credentials.
@@ -487,48 +259,6 @@ fn retry_cap(live: bool, set_by_user: bool) -> Vec<(String, String)> {
     } else {
         vec![(MAX_RETRIES_VAR.into(), TEXT_MODE_MAX_RETRIES.into())]
     }
-}
-
-/// The result of a run the conductor stopped on `verdict` (an `api_retry` for a refused key
-/// or a rate limit): not the CLI's failure but the API's answer, classified as such.
-fn stopped_result(
-    outcome: &ProcessOutcome,
-    verdict: Verdict,
-    stream: ClaudeStream,
-    model: Option<String>,
-) -> ExecutionResult {
-    let mut r = ExecutionResult {
-        stdout: redact(&outcome.stdout.tail_string()),
-        stderr: redact(&outcome.stderr.tail_string()),
-        stdout_bytes: outcome.stdout.total,
-        stderr_bytes: outcome.stderr.total,
-        duration_seconds: outcome.duration.as_secs_f64(),
-        started_at_epoch: outcome.started_at_epoch,
-        session_id: stream.session_id,
-        model: stream.model.or(model),
-        ..Default::default()
-    };
-    verdict.mark(&mut r);
-    match verdict {
-        Verdict::Auth { status, said } => {
-            r.api_error_status = Some(status.unwrap_or(401));
-            r.error_message = Some(format!(
-                "Claude Code was stopped at its first retry: {said}; retrying cannot help"
-            ));
-        }
-        Verdict::RateLimit {
-            retry_after, said, ..
-        } => {
-            r.error_message = Some(format!(
-                "Claude Code was stopped at its first retry: {said}{}",
-                retry_after
-                    .map(|s| format!(", retry after {s:.1}s"))
-                    .unwrap_or_default()
-            ));
-        }
-    }
-    r.error_message = r.error_message.map(|m| redact(&m));
-    r
 }
 
 /// What a json / stream-json run reported, accumulated line by line.
@@ -815,6 +545,7 @@ impl Backend for ClaudeCliBackend {
 #[allow(clippy::unwrap_used)]
 mod tests {
 
+    use super::outcome::text_api_status;
     use super::*;
 
     #[test]

@@ -930,10 +930,26 @@ pub(crate) fn spawn_failure(
 }
 
 /// A process that timed out or was killed by `signal`: the result says so (a timeout's
-/// error type is `timeout`), and a line saying so ends its stderr. Whether the run
-/// succeeded is not decided here: each backend decides it once, and a timed-out run never
-/// exited as a success.
+/// error type is `timeout`, its message [`timeout_message`]), and a line saying so ends its
+/// stderr ([`note_end`]). Whether the run succeeded is not decided here: each backend
+/// decides it once, and a timed-out run never exited as a success.
 pub(crate) fn note_abnormal_end(
+    result: &mut ExecutionResult,
+    stderr: &mut String,
+    timed_out: bool,
+    signal: Option<i32>,
+    timeout: std::time::Duration,
+) {
+    if timed_out {
+        result.error_type = Some(FailureKind::Timeout);
+        result.error_message = Some(timeout_message(timeout));
+    }
+    note_end(result, stderr, timed_out, signal, timeout);
+}
+
+/// How a process ended, when not by exiting in time: the result's `timed_out` and exit
+/// reason, and a line ending its stderr (the kind and message are the backend's verdict).
+pub(crate) fn note_end(
     result: &mut ExecutionResult,
     stderr: &mut String,
     timed_out: bool,
@@ -943,9 +959,7 @@ pub(crate) fn note_abnormal_end(
     if timed_out {
         result.timed_out = true;
         result.exit_reason = ExitReason::Timeout;
-        result.error_type = Some(FailureKind::Timeout);
         let secs = timeout.as_secs_f64();
-        result.error_message = Some(format!("Timed out after {secs}s"));
         *stderr = format!("{stderr}\nCommand timed out after {secs}s")
             .trim()
             .to_string();
@@ -958,6 +972,11 @@ pub(crate) fn note_abnormal_end(
         .trim()
         .to_string();
     }
+}
+
+/// The message of a run that ran past its `timeout`.
+pub(crate) fn timeout_message(timeout: std::time::Duration) -> String {
+    format!("Timed out after {}s", timeout.as_secs_f64())
 }
 
 #[cfg(test)]
