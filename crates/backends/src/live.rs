@@ -46,7 +46,8 @@ pub enum Verdict {
 impl Verdict {
     /// Mark `r` as the run the conductor stopped on this verdict: killed, failed, and of
     /// which kind (a rate limit with the API's status and wait). The message is the
-    /// backend's to word.
+    /// backend's to word. (A profile instrument's; Claude's result is made whole in
+    /// `claude::outcome`, from its own verdict.)
     pub(crate) fn mark(&self, r: &mut ExecutionResult) {
         r.success = false;
         r.exit_reason = ExitReason::Killed;

@@ -60,26 +60,10 @@ impl ConductorHost {
                 let _ = reply.send(self.live_list());
             }
             Query::Progress { job_ids, reply } => {
-                let progress = job_ids
-                    .into_iter()
-                    .filter_map(|id| {
-                        let e = self.table.jobs.get(&id)?;
-                        let live = e.live.as_ref()?;
-                        if e.compacted || live.total_sheets > mozart_ipc::status::PROGRESS_SHEETS {
-                            return None;
-                        }
-                        let progress = mozart_ipc::status::JobProgress::of(live);
-                        Some((id, progress))
-                    })
-                    .collect();
-                let _ = reply.send(progress);
+                let _ = reply.send(self.progress(job_ids));
             }
             Query::Pausing { job_ids, reply } => {
-                let pausing = job_ids
-                    .iter()
-                    .filter_map(|id| Some((id.clone(), self.pausing(id)?)))
-                    .collect();
-                let _ = reply.send(pausing);
+                let _ = reply.send(self.pausing_jobs(&job_ids));
             }
             Query::Clear {
                 statuses,
@@ -133,10 +117,7 @@ impl ConductorHost {
                 let _ = reply.send(self.live_progress(job_id.as_deref()));
             }
             Query::ClaimModify { job_id, reply } => {
-                let slots = &mut self.table.pending_modify;
-                let generation = slots.get(&job_id).map_or(1, |g| g + 1);
-                slots.insert(job_id, generation);
-                let _ = reply.send(generation);
+                let _ = reply.send(self.claim_modify(job_id));
             }
             Query::StillPending {
                 job_id,
@@ -146,6 +127,43 @@ impl ConductorHost {
                 let _ = reply.send(self.table.pending_modify.get(&job_id) == Some(&generation));
             }
         }
+    }
+
+    /// Each asked-for job's progress, for the jobs small enough to count here (`job.progress`
+    /// leaves out jobs not loaded, without a checkpoint, with completed sheets kept as facts
+    /// only, or larger than [`mozart_ipc::status::PROGRESS_SHEETS`]).
+    fn progress(
+        &self,
+        job_ids: Vec<String>,
+    ) -> std::collections::BTreeMap<String, mozart_ipc::status::JobProgress> {
+        job_ids
+            .into_iter()
+            .filter_map(|id| {
+                let e = self.table.jobs.get(&id)?;
+                let live = e.live.as_ref()?;
+                if e.compacted || live.total_sheets > mozart_ipc::status::PROGRESS_SHEETS {
+                    return None;
+                }
+                let progress = mozart_ipc::status::JobProgress::of(live);
+                Some((id, progress))
+            })
+            .collect()
+    }
+
+    /// The asked-for jobs that are pausing, with the sheets still running in each.
+    fn pausing_jobs(&self, job_ids: &[String]) -> std::collections::HashMap<String, u32> {
+        job_ids
+            .iter()
+            .filter_map(|id| Some((id.clone(), self.pausing(id)?)))
+            .collect()
+    }
+
+    /// A new generation of pending modifications of `job_id` (the latest claim wins).
+    fn claim_modify(&mut self, job_id: String) -> u64 {
+        let slots = &mut self.table.pending_modify;
+        let generation = slots.get(&job_id).map_or(1, |g| g + 1);
+        slots.insert(job_id, generation);
+        generation
     }
 
     fn in_flight(&self, job_id: &str) -> Vec<u32> {
