@@ -12,6 +12,10 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+pub mod de;
+
+pub use de::{from_node, from_str, DeError};
+
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser, Tag};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
