@@ -169,34 +169,18 @@ pub fn set_dotted(doc: &mut Node, key: &str, value: Node) -> Result<(), ConfigFi
 }
 
 /// Set `key` to the coerced `raw` in the file at `path`: the whole new file must load as the
-/// conductor loads it before it replaces the old one. Returns the value set.
+/// conductor loads it before it replaces the old one (which stays as it was otherwise).
+/// Returns the value set.
 pub fn set_key(path: &Path, key: &str, raw: &str) -> Result<Node, ConfigFileError> {
     let mut doc = read_mapping(path)?;
     let value = coerce(raw);
     set_dotted(&mut doc, key, value.clone())?;
-    let text = emit(&doc);
-    check_text(path, &text)?;
-    write_atomic(path, &text)?;
+    // Checked as the tree, not as the text to write: the lines an error names stay the
+    // user's (the new value has none).
+    DaemonConfig::from_node(Some(&doc), path)
+        .map_err(|e| ConfigFileError::InvalidValue(e.to_string()))?;
+    write_atomic(path, &emit(&doc))?;
     Ok(value)
-}
-
-/// Load `text` as the conductor would load `path`, through a file beside it (the loader reads
-/// files; a profile-relative path would resolve the same).
-fn check_text(path: &Path, text: &str) -> Result<(), ConfigFileError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let _ = std::fs::create_dir_all(dir);
-    let probe = dir.join(format!(".conductor-check-{}.yaml", std::process::id()));
-    let checked = std::fs::write(&probe, text)
-        .map_err(|e| e.to_string())
-        .and_then(|()| {
-            DaemonConfig::load(Some(&probe), None).map_err(|e| {
-                // Name the user's file, not the probe.
-                e.to_string()
-                    .replace(&probe.display().to_string(), &path.display().to_string())
-            })
-        });
-    let _ = std::fs::remove_file(&probe);
-    checked.map(|_| ()).map_err(ConfigFileError::InvalidValue)
 }
 
 /// Write `text` to `path` through a temporary file and a rename (never a half-written file).
@@ -273,7 +257,7 @@ fn emit_map(entries: &[(Node, Node)], indent: usize, out: &mut String) {
         out.push_str(&" ".repeat(indent));
         out.push_str(&scalar_text(key));
         out.push(':');
-        emit_child(value, indent, out);
+        emit_child(value, indent, true, out);
     }
 }
 
@@ -281,13 +265,13 @@ fn emit_seq(items: &[Node], indent: usize, out: &mut String) {
     for item in items {
         out.push_str(&" ".repeat(indent));
         out.push('-');
-        emit_child(item, indent, out);
+        emit_child(item, indent, false, out);
     }
 }
 
 /// A value after `key:` or `-`: on the same line when it is a scalar or empty, else block
-/// below, two spaces in.
-fn emit_child(value: &Node, indent: usize, out: &mut String) {
+/// below, two spaces in (a list under a key at the key's own indent, as serde_yaml wrote it).
+fn emit_child(value: &Node, indent: usize, under_key: bool, out: &mut String) {
     match &value.kind {
         NodeKind::Map(entries) if !entries.is_empty() => {
             out.push('\n');
@@ -295,7 +279,7 @@ fn emit_child(value: &Node, indent: usize, out: &mut String) {
         }
         NodeKind::Seq(items) if !items.is_empty() => {
             out.push('\n');
-            emit_seq(items, indent + 2, out);
+            emit_seq(items, if under_key { indent } else { indent + 2 }, out);
         }
         _ => {
             out.push(' ');
@@ -348,7 +332,8 @@ fn float_text(f: f64) -> String {
     }
 }
 
-/// Text plain when it reads back as the same text, else double-quoted.
+/// Text plain when it reads back as the same text, else single-quoted, or double-quoted
+/// when it holds a character that needs an escape.
 fn string_text(s: &str) -> String {
     let plain_chars = s
         .chars()
@@ -360,6 +345,13 @@ fn string_text(s: &str) -> String {
     let same = matches!(mozart_yaml::resolve_plain(s.to_string()), NodeKind::Str(ref t) if t == s);
     if plain_chars && first_ok && !s.ends_with(' ') && same {
         return s.to_string();
+    }
+    let escapes = s
+        .chars()
+        .any(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{feff}'));
+    if !escapes {
+        // Single quotes need no escapes but their own doubling.
+        return format!("'{}'", s.replace('\'', "''"));
     }
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
@@ -448,6 +440,10 @@ mod tests {
             set_key(&path, "a..b", "1").unwrap_err(),
             ConfigFileError::InvalidKey(_)
         ));
+        // A bad value already in the file is named at its line in the file.
+        std::fs::write(&path, "# mine\n\nsocket:\n  backlog: lots\n").unwrap();
+        let err = set_key(&path, "log_level", "info").unwrap_err().to_string();
+        assert!(err.contains("line 4: socket.backlog"), "{err}");
         std::fs::write(&path, "- a\n").unwrap();
         assert!(matches!(
             set_key(&path, "log_level", "info").unwrap_err(),

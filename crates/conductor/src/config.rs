@@ -493,9 +493,17 @@ impl DaemonConfig {
             unplaced(&mut over);
             deep_merge(data.get_or_insert_with(empty_mapping), over);
         }
+        let mut config = DaemonConfig::from_node(data.as_ref(), &shown)?;
+        config.config_file = origin.map(|p| std::path::absolute(&p).unwrap_or(p));
+        Ok(config)
+    }
+
+    /// The config a loaded conductor.yaml tree gives (`None` or `null`: all defaults),
+    /// validated; errors name `path`, the field path and the line in the file.
+    pub fn from_node(node: Option<&Node>, path: &Path) -> Result<DaemonConfig, ConductorError> {
         // Straight from the tree: an error names the field path and the line in the user's
         // file (`line 7: socket.backlog: invalid type: …`).
-        let mut config: DaemonConfig = match &data {
+        let config: DaemonConfig = match node {
             // A file with no document (empty, or only comments) is all defaults.
             None
             | Some(Node {
@@ -504,13 +512,12 @@ impl DaemonConfig {
             }) => DaemonConfig::default(),
             Some(node) => {
                 mozart_yaml::from_node(node).map_err(|err| ConductorError::ConfigInvalid {
-                    path: shown.clone(),
+                    path: path.to_path_buf(),
                     message: format!("{err}. {FIX}"),
                 })?
             }
         };
-        config.validate(&shown)?;
-        config.config_file = origin.map(|p| std::path::absolute(&p).unwrap_or(p));
+        config.validate(path)?;
         Ok(config)
     }
 
