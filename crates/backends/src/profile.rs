@@ -426,7 +426,7 @@ impl ErrorPatterns {
 }
 
 /// What to do about a profile that does not load.
-const FIX: &str = "Correct the profile (docs/instruments.md describes its fields), then run 'mozart instruments list'";
+const FIX: &str = "Correct the profile (docs/instruments.md describes its fields), check it with 'mozart instruments list', then run 'mozart restart' so the conductor reads it";
 
 impl InstrumentProfile {
     /// Parse and validate a profile from YAML text; `origin` names the file in errors.
@@ -542,7 +542,10 @@ mod tests {
             err.contains("x.yaml: line 9: models[1].context_window: invalid type: string \"lots\""),
             "{err}"
         );
-        assert!(err.contains("then run 'mozart instruments list'"), "{err}");
+        assert!(
+            err.contains("check it with 'mozart instruments list'"),
+            "{err}"
+        );
         let text = "name: x\ndisplay_name: X\nkind: cli\ncli:\n  command:\n    executable: echo\n  output:\n    aggregate_tokens: yes\n";
         let p = InstrumentProfile::from_yaml(text, "x.yaml").unwrap();
         assert!(p.cli.unwrap().output.aggregate_tokens);
