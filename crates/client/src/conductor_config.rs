@@ -394,8 +394,10 @@ mod tests {
         let path = dir.path().join("conductor.yaml");
         std::fs::write(&path, init_text()).unwrap();
         let loaded = DaemonConfig::load(Some(&path), None).unwrap();
-        let mut expected = DaemonConfig::default();
-        expected.config_file = loaded.config_file.clone();
+        let expected = DaemonConfig {
+            config_file: loaded.config_file.clone(),
+            ..DaemonConfig::default()
+        };
         assert_eq!(loaded, expected);
     }
 
