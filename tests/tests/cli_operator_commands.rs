@@ -249,6 +249,70 @@ fn config_commands_edit_the_file_the_conductor_loads() {
     assert!(stdout(&out).contains("Invalid config"), "{}", stdout(&out));
 }
 
+/// A wrongly typed conductor.yaml value is named by its field path and its line in the
+/// user's file (the old loader counted lines in a re-written copy without the comments), with
+/// what to do; `config set` keeps YAML 1.1's values (`enabled: yes`) and every other key.
+#[test]
+fn config_errors_name_the_field_path_and_the_line_in_the_users_file() {
+    let env = TestEnv::new();
+    let file = env.home.join("conductor.yaml");
+    std::fs::write(
+        &file,
+        "# my conductor\n\n# limits\nmax_concurrent_jobs: 4\n\nsocket:\n  backlog: lots\n",
+    )
+    .unwrap();
+    for args in [&["config", "check"][..], &["config", "show"][..]] {
+        let out = env.mozart(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let text = stdout(&out);
+        assert!(
+            text.contains(&format!(
+                "{}: line 7: socket.backlog: invalid type: string \"lots\", expected u32",
+                file.display()
+            )),
+            "{args:?}: {text}"
+        );
+        assert!(text.contains("then run 'mozart config check'"), "{text}");
+    }
+    let out = env.mozart(&["config", "set", "log_level", "debug"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("line 7: socket.backlog"),
+        "{}",
+        stdout(&out)
+    );
+
+    std::fs::write(
+        &file,
+        "# mine\nprofiler:\n  gpu_enabled: yes\nsocket:\n  backlog: 0x80\nobserver:\n  exclude_patterns: ['*.pyc', 'yes']\n",
+    )
+    .unwrap();
+    let out = env.mozart(&["config", "set", "learning.enabled", "no"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let doc = json_of(&env.mozart(&["config", "show", "--all", "--json"]));
+    let value = |key: &str| {
+        doc["settings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["key"] == key)
+            .map(|r| (r["value"].clone(), r["source"].clone()))
+    };
+    assert_eq!(
+        value("profiler.gpu_enabled"),
+        Some((json!(true), json!("file")))
+    );
+    assert_eq!(value("socket.backlog"), Some((json!(128), json!("file"))));
+    assert_eq!(
+        value("learning.enabled"),
+        Some((json!(false), json!("file")))
+    );
+    assert_eq!(
+        value("observer.exclude_patterns"),
+        Some((json!(["*.pyc", "yes"]), json!("file")))
+    );
+}
+
 #[test]
 fn clear_rate_limits_needs_the_conductor_and_reports_what_it_cleared() {
     let env = TestEnv::new();

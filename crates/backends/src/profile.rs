@@ -425,6 +425,9 @@ impl ErrorPatterns {
     }
 }
 
+/// What to do about a profile that does not load.
+const FIX: &str = "Correct the profile (docs/instruments.md describes its fields), check it with 'mozart instruments list', then run 'mozart restart' so the conductor reads it";
+
 impl InstrumentProfile {
     /// Parse and validate a profile from YAML text; `origin` names the file in errors.
     pub fn from_yaml(text: &str, origin: &str) -> Result<Self, BackendError> {
@@ -432,13 +435,15 @@ impl InstrumentProfile {
             origin: origin.to_string(),
             message,
         };
-        // YAML 1.1 as in a score (`yes` is true), then the typed model through serde.
-        let value = mozart_yaml::load_value(text).map_err(|e| invalid(e.to_string()))?;
-        if !value.is_mapping() {
-            return Err(invalid("the document is not a mapping".into()));
-        }
+        // YAML 1.1 as in a score (`yes` is true), then the typed model straight from the
+        // tree, so an error names the field path and the line in the profile file.
+        let node = mozart_yaml::parse(text).map_err(|e| invalid(format!("{e}. {FIX}")))?;
+        let node = match node {
+            Some(n) if matches!(n.kind, mozart_yaml::NodeKind::Map(_)) => n,
+            _ => return Err(invalid(format!("the document is not a mapping. {FIX}"))),
+        };
         let profile: InstrumentProfile =
-            serde_yaml::from_value(value).map_err(|e| invalid(e.to_string()))?;
+            mozart_yaml::from_node(&node).map_err(|e| invalid(format!("{e}. {FIX}")))?;
         profile.validate().map_err(invalid)?;
         if let Some(cli) = &profile.cli {
             ErrorPatterns::check(&profile.name, &cli.errors)?;
@@ -525,6 +530,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("placement:"), "{err}");
+    }
+
+    #[test]
+    fn a_wrongly_typed_field_names_its_path_and_line_and_yaml_11_values_load() {
+        let text = "# my instrument\nname: x\ndisplay_name: X\nkind: cli\nmodels:\n  - name: m1\n    context_window: 1000\n  - name: m2\n    context_window: lots\ncli:\n  command:\n    executable: echo\n";
+        let err = InstrumentProfile::from_yaml(text, "x.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("x.yaml: line 9: models[1].context_window: invalid type: string \"lots\""),
+            "{err}"
+        );
+        assert!(
+            err.contains("check it with 'mozart instruments list'"),
+            "{err}"
+        );
+        let text = "name: x\ndisplay_name: X\nkind: cli\ncli:\n  command:\n    executable: echo\n  output:\n    aggregate_tokens: yes\n";
+        let p = InstrumentProfile::from_yaml(text, "x.yaml").unwrap();
+        assert!(p.cli.unwrap().output.aggregate_tokens);
     }
 
     #[test]

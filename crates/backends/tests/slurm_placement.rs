@@ -141,7 +141,7 @@ async fn a_job_stuck_in_the_queue_times_out_and_is_cancelled() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let spec: PlacementSpec = serde_yaml::from_str(
+    let spec: PlacementSpec = mozart_yaml::from_str(
         "type: slurm\npoll_interval_seconds: 0.2\nqueue_timeout_seconds: 2\nextra_args: ['--begin=now+3600']\n",
     )
     .unwrap();
@@ -164,7 +164,7 @@ async fn queue_time_does_not_count_against_the_sheet_timeout() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let spec: PlacementSpec = serde_yaml::from_str(
+    let spec: PlacementSpec = mozart_yaml::from_str(
         "type: slurm\npoll_interval_seconds: 0.2\nextra_args: ['--begin=now+8']\n",
     )
     .unwrap();
@@ -208,7 +208,7 @@ async fn credentials_stay_out_of_slurms_job_record() {
     let dir = tempfile::tempdir().unwrap();
     let secret = "sk-test-0123456789abcdef";
     let spec: PlacementSpec =
-        serde_yaml::from_str("type: slurm\npoll_interval_seconds: 0.2\n").unwrap();
+        mozart_yaml::from_str("type: slurm\npoll_interval_seconds: 0.2\n").unwrap();
     let journal = Arc::new(MemJournal::default());
     let mut req = request(
         "echo \"key=$MOZART_TEST_KEY\"; sleep 2",
@@ -262,7 +262,7 @@ async fn a_requeued_job_is_followed_to_its_end_without_failing_the_attempt() {
     }
     let dir = tempfile::tempdir().unwrap();
     let count = dir.path().join("runs");
-    let spec: PlacementSpec = serde_yaml::from_str(
+    let spec: PlacementSpec = mozart_yaml::from_str(
         "type: slurm\npoll_interval_seconds: 0.2\nrequeue_on_preemption: true\n",
     )
     .unwrap();

@@ -12,6 +12,7 @@
 
 pub mod blocking;
 pub mod conductor;
+pub mod conductor_config;
 pub mod error;
 pub mod hints;
 pub mod submit;

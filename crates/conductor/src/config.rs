@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use mozart_yaml::{Node, NodeKind};
 use serde::{Deserialize, Serialize};
 
 use crate::ConductorError;
@@ -403,21 +404,53 @@ fn profile_yaml(name: &str) -> Result<&'static str, ConductorError> {
     }
 }
 
-fn deep_merge(base: &mut serde_yaml::Value, over: serde_yaml::Value) {
-    match (base, over) {
-        (serde_yaml::Value::Mapping(base), serde_yaml::Value::Mapping(over)) => {
+/// Merge `over` into `base` key by key (mappings recursively; anything else replaces).
+fn deep_merge(base: &mut Node, over: Node) {
+    match (&mut base.kind, over.kind) {
+        (NodeKind::Map(entries), NodeKind::Map(over)) => {
             for (key, value) in over {
-                match base.get_mut(&key) {
-                    Some(slot) => deep_merge(slot, value),
-                    None => {
-                        base.insert(key, value);
-                    }
+                match entries
+                    .iter_mut()
+                    .find(|(k, _)| k.key_text() == key.key_text())
+                {
+                    Some((_, slot)) => deep_merge(slot, value),
+                    None => entries.push((key, value)),
                 }
             }
         }
-        (base, over) => *base = over,
+        (_, kind) => {
+            base.kind = kind;
+            base.line = over.line;
+        }
     }
 }
+
+/// Line 0 everywhere: a built-in profile's values are not in the user's file, so an error
+/// about one must not point at a line of it.
+fn unplaced(node: &mut Node) {
+    node.line = 0;
+    match &mut node.kind {
+        NodeKind::Seq(items) => items.iter_mut().for_each(unplaced),
+        NodeKind::Map(entries) => entries.iter_mut().for_each(|(k, v)| {
+            unplaced(k);
+            unplaced(v);
+        }),
+        _ => {}
+    }
+}
+
+/// An empty mapping (a missing or empty file).
+fn empty_mapping() -> Node {
+    Node {
+        kind: NodeKind::Map(Vec::new()),
+        line: 0,
+        col: 0,
+    }
+}
+
+/// What to do about a conductor.yaml that does not load.
+const FIX: &str =
+    "Correct it in the file (docs/conductor.md lists the keys), then run 'mozart config check'";
 
 /// Where config errors point when no file was involved.
 fn defaults_path() -> PathBuf {
@@ -440,42 +473,51 @@ impl DaemonConfig {
                     })?;
                 // The score loader's YAML 1.1 (`enabled: yes`, `on`, octal, …), so what a
                 // score accepts conductor.yaml accepts too.
-                let value = mozart_yaml::load_value(&text).map_err(|err| {
-                    ConductorError::ConfigInvalid {
+                let node =
+                    mozart_yaml::parse(&text).map_err(|err| ConductorError::ConfigInvalid {
                         path: path.to_path_buf(),
-                        message: err.to_string(),
-                    }
-                })?;
-                (value, Some(path.to_path_buf()))
+                        message: format!("{err}. {FIX}"),
+                    })?;
+                (node, Some(path.to_path_buf()))
             }
-            _ => (serde_yaml::Value::Mapping(Default::default()), None),
+            _ => (None, None),
         };
-        if data.is_null() {
-            data = serde_yaml::Value::Mapping(Default::default());
-        }
         let shown = origin.clone().unwrap_or_else(defaults_path);
         if let Some(name) = profile {
-            let over = mozart_yaml::load_value(profile_yaml(name)?).map_err(|err| {
-                ConductorError::ConfigInvalid {
+            let mut over = mozart_yaml::parse(profile_yaml(name)?)
+                .map_err(|err| ConductorError::ConfigInvalid {
                     path: shown.clone(),
                     message: format!("profile {name}: {err}"),
-                }
-            })?;
-            deep_merge(&mut data, over);
+                })?
+                .unwrap_or_else(empty_mapping);
+            unplaced(&mut over);
+            deep_merge(data.get_or_insert_with(empty_mapping), over);
         }
-        // Deserialize from text, not from the Value: only then does serde_yaml name the
-        // field path (`socket: unknown field ...`) and line in its errors.
-        let text = serde_yaml::to_string(&data).map_err(|err| ConductorError::ConfigInvalid {
-            path: shown.clone(),
-            message: err.to_string(),
-        })?;
-        let mut config: DaemonConfig =
-            serde_yaml::from_str(&text).map_err(|err| ConductorError::ConfigInvalid {
-                path: shown.clone(),
-                message: err.to_string(),
-            })?;
-        config.validate(&shown)?;
+        let mut config = DaemonConfig::from_node(data.as_ref(), &shown)?;
         config.config_file = origin.map(|p| std::path::absolute(&p).unwrap_or(p));
+        Ok(config)
+    }
+
+    /// The config a loaded conductor.yaml tree gives (`None` or `null`: all defaults),
+    /// validated; errors name `path`, the field path and the line in the file.
+    pub fn from_node(node: Option<&Node>, path: &Path) -> Result<DaemonConfig, ConductorError> {
+        // Straight from the tree: an error names the field path and the line in the user's
+        // file (`line 7: socket.backlog: invalid type: …`).
+        let config: DaemonConfig = match node {
+            // A file with no document (empty, or only comments) is all defaults.
+            None
+            | Some(Node {
+                kind: NodeKind::Null,
+                ..
+            }) => DaemonConfig::default(),
+            Some(node) => {
+                mozart_yaml::from_node(node).map_err(|err| ConductorError::ConfigInvalid {
+                    path: path.to_path_buf(),
+                    message: format!("{err}. {FIX}"),
+                })?
+            }
+        };
+        config.validate(path)?;
         Ok(config)
     }
 
@@ -715,6 +757,43 @@ mod tests {
         assert!(err.contains("socket"), "{err}");
         let err = load_text("bogus: 1\n", None).unwrap_err().to_string();
         assert!(err.contains("bogus"), "{err}");
+    }
+
+    #[test]
+    fn a_wrongly_typed_field_names_its_path_and_its_line_in_the_file() {
+        // Comments and blank lines before it: the line is the user's, not a re-written copy's.
+        let err = load_text(
+            "# my conductor\n\n# settings\nlog_level: info\n\nsocket:\n  backlog: lots\n",
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("line 7: socket.backlog: invalid type: string \"lots\", expected u32"),
+            "{err}"
+        );
+        assert!(err.contains("mozart config check"), "{err}");
+        let err = load_text("observer:\n  exclude_patterns:\n    - a\n    - [b]\n", None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("line 4: observer.exclude_patterns[1]"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn yaml_11_booleans_and_empty_files_load() {
+        let c = load_text("dashboard:\n  enabled: yes\nuse_baton: on\n", None).unwrap();
+        assert!(c.dashboard.enabled);
+        assert!(c.use_baton);
+        let c = load_text("# nothing but a comment\n", Some("minimal")).unwrap();
+        assert_eq!(c.max_concurrent_jobs, 2);
+        // Merged with a profile, the user's values keep their lines.
+        let err = load_text("\nprofiler:\n  gpu_enabled: maybe\n", Some("dev"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 3: profiler.gpu_enabled"), "{err}");
     }
 
     #[test]

@@ -126,12 +126,8 @@ impl ConductorPaths {
 pub fn socket_path_from_file(file: &Path) -> Option<PathBuf> {
     let text = std::fs::read_to_string(file).ok()?;
     // YAML 1.1, as the conductor reads the same file.
-    let value = mozart_yaml::load_value(&text).ok()?;
-    value
-        .get("socket")?
-        .get("path")?
-        .as_str()
-        .map(PathBuf::from)
+    let root = mozart_yaml::parse(&text).ok()??;
+    root.get("socket")?.get("path")?.as_str().map(PathBuf::from)
 }
 
 /// Environment variable naming the socket; beaten only by an explicit `--socket`.

@@ -497,7 +497,7 @@ fn save_inline(
 ) -> Result<(PathBuf, Option<Vec<u8>>), OpError> {
     let id = match name {
         Some(n) => n.to_string(),
-        None => serde_yaml_name(yaml).ok_or_else(|| {
+        None => inline_score_name(yaml).ok_or_else(|| {
             OpError::new(
                 "The inline score has no `name:` and the call gave no `name`.",
                 &["Add `name: my-score` to the score, or pass `name`."],
@@ -523,7 +523,7 @@ fn save_inline(
 }
 
 /// The top-level `name:` of a score, read without a YAML parser (validation comes next).
-fn serde_yaml_name(yaml: &str) -> Option<String> {
+fn inline_score_name(yaml: &str) -> Option<String> {
     yaml.lines().find_map(|line| {
         let rest = line.strip_prefix("name:")?;
         let v = rest.trim().trim_matches(|c| c == '"' || c == '\'').trim();

@@ -1,16 +1,21 @@
 //! YAML 1.1 loading with PyYAML's `safe_load` resolution rules (score.md §1.2).
 //!
-//! serde_yaml follows YAML 1.2 and forgets scalar styles, duplicate keys and positions, so we
+//! serde_yaml followed YAML 1.2 and forgot scalar styles, duplicate keys and positions, so we
 //! build our own [`Node`] tree from yaml-rust2's event stream: plain scalars are resolved the
 //! way PyYAML resolves them (`yes`/`on` booleans, octal `012`, base-60 `1:30`, dates), quoted
 //! scalars stay strings, duplicate keys keep the last value, `<<` merge keys are honoured, and
-//! every node remembers its line so schema errors can name it.
+//! every node remembers its line so schema errors can name it. Typed models deserialize
+//! straight from the tree ([`de`]), so every YAML file reads like a score.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::LazyLock;
 
 use regex::Regex;
+
+pub mod de;
+
+pub use de::{from_node, from_str, DeError};
 
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser, Tag};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
@@ -831,52 +836,9 @@ fn is_timestamp(v: &str) -> bool {
     after.is_empty() || after.starts_with(['T', 't', ' ', '\t'])
 }
 
-/// The resolved tree as a `serde_yaml::Value`, for typed models that deserialize through
-/// serde: they then see YAML 1.1's values (`yes` is `true`, `012` is 10) as a score does.
-/// A date stays the text it was written as.
-pub fn to_value(node: &Node) -> serde_yaml::Value {
-    use serde_yaml::Value;
-    match &node.kind {
-        NodeKind::Null => Value::Null,
-        NodeKind::Bool(b) => Value::Bool(*b),
-        NodeKind::Int(i) => Value::Number((*i).into()),
-        NodeKind::Float(f) => Value::Number((*f).into()),
-        NodeKind::Str(s) | NodeKind::Date(s) => Value::String(s.clone()),
-        NodeKind::Seq(items) => Value::Sequence(items.iter().map(to_value).collect()),
-        NodeKind::Map(entries) => Value::Mapping(
-            entries
-                .iter()
-                .map(|(k, v)| (to_value(k), to_value(v)))
-                .collect(),
-        ),
-    }
-}
-
-/// Load a YAML file's text the way a score is loaded (YAML 1.1, PyYAML's rules) into a
-/// `serde_yaml::Value`; a file with no document is `Null`.
-pub fn load_value(text: &str) -> Result<serde_yaml::Value, YamlError> {
-    Ok(parse(text)?
-        .as_ref()
-        .map_or(serde_yaml::Value::Null, to_value))
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    #[test]
-    fn load_value_resolves_like_a_score() {
-        let value =
-            load_value("enabled: yes\nmode: 012\nname: \"yes\"\nwhen: 2024-01-01\n").unwrap();
-        assert_eq!(value["enabled"], serde_yaml::Value::Bool(true));
-        assert_eq!(value["mode"], serde_yaml::Value::Number(10.into()));
-        assert_eq!(value["name"], serde_yaml::Value::String("yes".into()));
-        assert_eq!(
-            value["when"],
-            serde_yaml::Value::String("2024-01-01".into())
-        );
-        assert_eq!(load_value("").unwrap(), serde_yaml::Value::Null);
-    }
-
     use super::*;
 
     fn scalar(text: &str) -> NodeKind {

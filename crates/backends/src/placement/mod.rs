@@ -141,7 +141,7 @@ mod tests {
     use super::*;
 
     fn parse(yaml: &str) -> Result<PlacementSpec, String> {
-        let spec: PlacementSpec = serde_yaml::from_str(yaml).map_err(|e| e.to_string())?;
+        let spec: PlacementSpec = mozart_yaml::from_str(yaml).map_err(|e| e.to_string())?;
         spec.validate()?;
         Ok(spec)
     }
@@ -181,9 +181,7 @@ mod tests {
     /// Most specific wins field by field; a layer never wipes what it does not set.
     #[test]
     fn layers_merge_field_by_field() {
-        let v = |y: &str| {
-            serde_json::to_value(serde_yaml::from_str::<serde_yaml::Value>(y).unwrap()).unwrap()
-        };
+        let v = |y: &str| mozart_yaml::from_str::<serde_json::Value>(y).unwrap();
         let spec = merge_layers(&[
             v("{type: slurm, partition: gpu, account: lab, extra_args: ['--exclusive']}"),
             v("{cpus: 4, partition: null}"),

@@ -47,7 +47,7 @@ pub fn backend() -> ProfileBackend {
 
 pub fn placement() -> Placement {
     let spec: PlacementSpec =
-        serde_yaml::from_str("type: slurm\npoll_interval_seconds: 0.2\n").unwrap();
+        mozart_yaml::from_str("type: slurm\npoll_interval_seconds: 0.2\n").unwrap();
     Placement::from_spec(&spec).unwrap()
 }
 

@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use mozart_client::conductor_config::{self, ConfigFileError};
+use mozart_conductor::config::{applies, Applies};
 use mozart_conductor::DaemonConfig;
 use serde_json::Value;
 
@@ -134,6 +136,90 @@ fn shown(v: &Value) -> String {
     }
 }
 
+/// What `config show` shows: the settings, where they come from, and (with a conductor
+/// running) the file's own values.
+struct Shown {
+    /// The settings as a JSON document (live, or loaded from the file).
+    doc: Value,
+    /// `[live] from running conductor`, the file, or `(defaults)`.
+    label: String,
+    /// Without a conductor: the file's own values, to tell `file` from `default`.
+    from_file: Option<Value>,
+    /// With a conductor: the file as it would load now, to list what is not in effect yet.
+    file_doc: Option<Value>,
+}
+
+/// The live settings when a conductor answers, else the file's.
+fn gather(globals: &Globals, path: &Path, mode: OutputMode) -> Result<Shown, CliError> {
+    // Live first: what the running conductor uses is what matters.
+    let live = conductor_client::connect_in(globals, mode)
+        .ok()
+        .and_then(|mut c| c.call_value(mozart_ipc::methods::DAEMON_CONFIG, ()).ok());
+    if let Some(doc) = live {
+        // The file too: a value changed since it last read the file is not in effect yet,
+        // and the user must be told.
+        let file_doc = DaemonConfig::load(Some(path), None)
+            .ok()
+            .and_then(|c| serde_json::to_value(&c).ok());
+        return Ok(Shown {
+            doc,
+            label: "[live] from running conductor".to_string(),
+            from_file: None,
+            file_doc,
+        });
+    }
+    let config = DaemonConfig::load(Some(path), None).map_err(|err| CliError::Failed {
+        kind: crate::ErrorKind::Command,
+        message: format!("Error loading config: {err}"),
+        hints: vec![format!("Check {} syntax.", path.display())],
+        mode,
+    })?;
+    let exists = path.exists();
+    let raw = exists
+        .then(|| conductor_config::file_values(path))
+        .flatten();
+    Ok(Shown {
+        doc: serde_json::to_value(&config).unwrap_or(Value::Null),
+        label: if exists {
+            path.display().to_string()
+        } else {
+            "(defaults)".to_string()
+        },
+        from_file: Some(raw.unwrap_or(Value::Null)),
+        file_doc: None,
+    })
+}
+
+/// `live`, `file` or `default`: where a key's value comes from.
+fn source_of(from_file: Option<&Value>, key: &str) -> &'static str {
+    let Some(raw) = from_file else {
+        return "live";
+    };
+    match key.split('.').try_fold(raw, |node, part| node.get(part)) {
+        Some(_) => "file",
+        None => "default",
+    }
+}
+
+/// Keys shown whose file value differs from the running one: (key, file value).
+fn pending_values(
+    rows: &[(String, Value)],
+    shown_keys: &[&String],
+    file_doc: Option<&Value>,
+) -> Vec<(String, Value)> {
+    let Some(file_doc) = file_doc else {
+        return Vec::new();
+    };
+    let mut file_rows = Vec::new();
+    flatten("", file_doc, &mut file_rows);
+    file_rows
+        .into_iter()
+        .filter(|(key, value)| {
+            rows.iter().any(|(k, v)| k == key && v != value) && shown_keys.contains(&key)
+        })
+        .collect()
+}
+
 fn show(
     globals: &Globals,
     path: PathBuf,
@@ -141,53 +227,9 @@ fn show(
     section: Option<String>,
     mode: OutputMode,
 ) -> Result<i32, CliError> {
-    // Live first: what the running conductor uses is what matters.
-    let live = conductor_client::connect_in(globals, mode)
-        .ok()
-        .and_then(|mut c| c.call_value(mozart_ipc::methods::DAEMON_CONFIG, ()).ok());
-    // The file too, when a conductor runs: a value changed since it last read the file is
-    // not in effect yet, and the user must be told.
-    let file_doc = live
-        .as_ref()
-        .and_then(|_| DaemonConfig::load(Some(&path), None).ok())
-        .and_then(|c| serde_json::to_value(&c).ok());
-    let (doc, label, from_file) = match live {
-        Some(doc) => (doc, "[live] from running conductor".to_string(), None),
-        None => {
-            let config = match DaemonConfig::load(Some(&path), None) {
-                Ok(c) => c,
-                Err(err) => {
-                    return Err(CliError::Failed {
-                        kind: crate::ErrorKind::Command,
-                        message: format!("Error loading config: {err}"),
-                        hints: vec![format!("Check {} syntax.", path.display())],
-                        mode,
-                    })
-                }
-            };
-            let exists = path.exists();
-            let raw = if exists {
-                std::fs::read_to_string(&path)
-                    .ok()
-                    .and_then(|t| mozart_yaml::load_value(&t).ok())
-                    .and_then(|v| serde_json::to_value(v).ok())
-            } else {
-                None
-            };
-            let label = if exists {
-                path.display().to_string()
-            } else {
-                "(defaults)".to_string()
-            };
-            (
-                serde_json::to_value(&config).unwrap_or(Value::Null),
-                label,
-                Some(raw.unwrap_or(Value::Null)),
-            )
-        }
-    };
+    let shown_doc = gather(globals, &path, mode)?;
     let mut rows = Vec::new();
-    flatten("", &doc, &mut rows);
+    flatten("", &shown_doc.doc, &mut rows);
     rows.retain(|(k, _)| k != "config_file");
     let filtered: Vec<&(String, Value)> = rows
         .iter()
@@ -196,68 +238,14 @@ fn show(
             None => all || ESSENTIALS.contains(&k.as_str()),
         })
         .collect();
-    let source = |key: &str| -> &'static str {
-        match &from_file {
-            None => "live",
-            Some(raw) => {
-                let mut node = raw;
-                for part in key.split('.') {
-                    match node.get(part) {
-                        Some(n) => node = n,
-                        None => return "default",
-                    }
-                }
-                "file"
-            }
-        }
-    };
-    // Keys whose file value differs from the running one: (key, file value).
-    let mut pending: Vec<(String, Value)> = Vec::new();
-    if let Some(file_doc) = &file_doc {
-        let mut file_rows = Vec::new();
-        flatten("", file_doc, &mut file_rows);
-        for (key, value) in file_rows {
-            let differs = rows.iter().any(|(k, v)| *k == key && *v != value);
-            if differs && filtered.iter().any(|(k, _)| *k == key) {
-                pending.push((key, value));
-            }
-        }
-    }
-    let applies = |key: &str| mozart_conductor::config::applies(key);
+    let keys: Vec<&String> = filtered.iter().map(|(k, _)| k).collect();
+    let pending = pending_values(&rows, &keys, shown_doc.file_doc.as_ref());
+    let source = |key: &str| source_of(shown_doc.from_file.as_ref(), key);
     if mode.is_json() {
-        let items: Vec<Value> = filtered
-            .iter()
-            .map(|(k, v)| {
-                let a = applies(k);
-                let mut item = serde_json::json!({"key": k, "value": v, "source": source(k),
-                    "takes_effect": a.label()});
-                if let mozart_conductor::config::Applies::Unused(why) = a {
-                    item["note"] = serde_json::json!(why);
-                }
-                if let Some((_, file_value)) = pending.iter().find(|(pk, _)| pk == k) {
-                    item["file_value"] = file_value.clone();
-                }
-                item
-            })
-            .collect();
-        crate::output::print_json(&serde_json::json!({"source": label, "settings": items}));
+        print_json(&shown_doc.label, &filtered, &pending, source);
         return Ok(0);
     }
-    println!("Daemon configuration — {label}");
-    let table_rows: Vec<Vec<String>> = filtered
-        .iter()
-        .map(|(k, v)| {
-            let effect = match applies(k) {
-                mozart_conductor::config::Applies::Unused(why) => format!("not used: {why}"),
-                a => a.label().to_string(),
-            };
-            vec![k.clone(), shown(v), source(k).to_string(), effect]
-        })
-        .collect();
-    print!(
-        "{}",
-        super::learning::table("", &["Key", "Value", "Source", "Takes effect"], &table_rows)
-    );
+    print_table(&shown_doc.label, &filtered, source);
     if !pending.is_empty() {
         println!(
             "\n{} has values the running conductor does not use yet:",
@@ -265,11 +253,11 @@ fn show(
         );
         for (key, value) in &pending {
             let when = match applies(key) {
-                mozart_conductor::config::Applies::Reload => {
+                Applies::Reload => {
                     "on reload: kill -HUP <conductor pid>, or set it with mozart config set"
                 }
-                mozart_conductor::config::Applies::Restart => "on mozart restart",
-                mozart_conductor::config::Applies::Unused(_) => "never (not used)",
+                Applies::Restart => "on mozart restart",
+                Applies::Unused(_) => "never (not used)",
             };
             println!("  {key} = {} — {when}", shown(value));
         }
@@ -283,125 +271,71 @@ fn show(
     Ok(0)
 }
 
-/// Upstream's value coercion (case-insensitive): booleans, null, int, float, else text.
-pub fn coerce(raw: &str) -> serde_yaml::Value {
-    let lower = raw.to_lowercase();
-    match lower.as_str() {
-        "true" | "yes" => return serde_yaml::Value::Bool(true),
-        "false" | "no" => return serde_yaml::Value::Bool(false),
-        "null" | "none" | "~" => return serde_yaml::Value::Null,
-        _ => {}
-    }
-    if let Ok(i) = raw.parse::<i64>() {
-        return serde_yaml::Value::Number(i.into());
-    }
-    if let Ok(f) = raw.parse::<f64>() {
-        return serde_yaml::Value::Number(f.into());
-    }
-    serde_yaml::Value::String(raw.to_string())
-}
-
-/// A coerced value as conductor.yaml spells it (upstream printed Python's `repr`: `True`,
-/// `None`, `'debug'`).
-fn py_repr(v: &serde_yaml::Value) -> String {
-    match v {
-        serde_yaml::Value::Null => "null".into(),
-        serde_yaml::Value::Bool(b) => if *b { "true" } else { "false" }.into(),
-        serde_yaml::Value::Number(n) => match (n.as_i64(), n.as_f64()) {
-            (Some(i), _) => i.to_string(),
-            (None, Some(f)) if f.fract() == 0.0 && f.is_finite() => format!("{f:.1}"),
-            (None, Some(f)) => f.to_string(),
-            _ => n.to_string(),
-        },
-        serde_yaml::Value::String(s) => s.clone(),
-        other => serde_yaml::to_string(other)
-            .unwrap_or_default()
-            .trim()
-            .to_string(),
-    }
-}
-
-fn read_mapping(path: &Path) -> Result<serde_yaml::Value, CliError> {
-    if !path.exists() {
-        return Ok(serde_yaml::Value::Mapping(Default::default()));
-    }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::failed(format!("Cannot read {}: {e}", path.display()), vec![]))?;
-    if text.trim().is_empty() {
-        return Ok(serde_yaml::Value::Mapping(Default::default()));
-    }
-    // YAML 1.1, as the conductor reads the file (`enabled: yes` is true).
-    match mozart_yaml::load_value(&text) {
-        Ok(v @ serde_yaml::Value::Mapping(_)) => Ok(v),
-        Ok(serde_yaml::Value::Null) => Ok(serde_yaml::Value::Mapping(Default::default())),
-        Ok(_) => Err(CliError::failed(
-            format!(
-                "Invalid config: {} — the top level is not a mapping",
-                path.display()
-            ),
-            vec![],
-        )),
-        Err(e) => Err(CliError::failed(
-            format!("Invalid config: {} — {e}", path.display()),
-            vec![],
-        )),
-    }
-}
-
-/// Write `text` to `path` through a temporary file and a rename (never a half-written file).
-fn write_atomic(path: &Path, text: &str) -> Result<(), CliError> {
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    let tmp = path.with_extension("yaml.tmp");
-    std::fs::write(&tmp, text)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            CliError::failed(format!("Cannot write {}: {e}", path.display()), vec![])
+/// `config show --json`: the source and one item per setting.
+fn print_json(
+    label: &str,
+    filtered: &[&(String, Value)],
+    pending: &[(String, Value)],
+    source: impl Fn(&str) -> &'static str,
+) {
+    let items: Vec<Value> = filtered
+        .iter()
+        .map(|(k, v)| {
+            let a = applies(k);
+            let mut item = serde_json::json!({"key": k, "value": v, "source": source(k),
+                "takes_effect": a.label()});
+            if let Applies::Unused(why) = a {
+                item["note"] = serde_json::json!(why);
+            }
+            if let Some((_, file_value)) = pending.iter().find(|(pk, _)| pk == k) {
+                item["file_value"] = file_value.clone();
+            }
+            item
         })
+        .collect();
+    crate::output::print_json(&serde_json::json!({"source": label, "settings": items}));
+}
+
+/// `config show`: the heading and the Key / Value / Source / Takes effect table.
+fn print_table(label: &str, filtered: &[&(String, Value)], source: impl Fn(&str) -> &'static str) {
+    println!("Daemon configuration — {label}");
+    let table_rows: Vec<Vec<String>> = filtered
+        .iter()
+        .map(|(k, v)| {
+            let effect = match applies(k) {
+                Applies::Unused(why) => format!("not used: {why}"),
+                a => a.label().to_string(),
+            };
+            vec![k.clone(), shown(v), source(k).to_string(), effect]
+        })
+        .collect();
+    print!(
+        "{}",
+        super::learning::table("", &["Key", "Value", "Source", "Takes effect"], &table_rows)
+    );
+}
+
+/// A `conductor.yaml` editing failure as the CLI reports it.
+fn file_error(err: ConfigFileError) -> CliError {
+    let hints = err.hints();
+    CliError::failed(err.to_string(), hints)
 }
 
 fn set(globals: &Globals, path: &Path, key: &str, raw: &str) -> Result<i32, CliError> {
-    let mut doc = read_mapping(path)?;
-    let value = coerce(raw);
-    let parts: Vec<&str> = key.split('.').collect();
-    if parts.iter().any(|p| p.is_empty()) {
-        return Err(CliError::failed(
-            format!("Invalid key '{key}'"),
-            vec!["Use a dotted key such as learning.enabled.".into()],
-        ));
-    }
-    set_dotted(&mut doc, &parts, value.clone());
-    let text = serde_yaml::to_string(&doc).map_err(|e| CliError::failed(e.to_string(), vec![]))?;
-    // Validate the whole new file before replacing the old one.
-    let probe = tempfile_beside(path);
-    let checked = std::fs::write(&probe, &text)
-        .map_err(|e| e.to_string())
-        .and_then(|()| {
-            DaemonConfig::load(Some(&probe), None).map_err(|e| {
-                // Name the user's file, not the probe.
-                e.to_string()
-                    .replace(&probe.display().to_string(), &path.display().to_string())
-            })
-        });
-    let _ = std::fs::remove_file(&probe);
-    if let Err(err) = checked {
-        return Err(CliError::failed(
-            format!("Invalid value: {err}"),
-            vec!["Run 'mozart config show --all' to see current values.".into()],
-        ));
-    }
-    write_atomic(path, &text)?;
-    println!("Set {key} = {} in {}", py_repr(&value), path.display());
-    let applies = mozart_conductor::config::applies(key);
-    if let mozart_conductor::config::Applies::Unused(why) = applies {
+    let value = conductor_config::set_key(path, key, raw).map_err(file_error)?;
+    println!(
+        "Set {key} = {} in {}",
+        conductor_config::value_text(&value),
+        path.display()
+    );
+    let applies = applies(key);
+    if let Applies::Unused(why) = applies {
         println!("Note: this conductor does not use {key} ({why}).");
         return Ok(0);
     }
     match running_conductor(globals, path) {
         None => println!("Takes effect when the conductor starts."),
-        Some(_) if applies == mozart_conductor::config::Applies::Restart => {
+        Some(_) if applies == Applies::Restart => {
             println!("The running conductor keeps its current value until 'mozart restart'.")
         }
         Some(pid) => apply_live(globals, pid, key, path)?,
@@ -480,54 +414,13 @@ fn lookup<'a>(doc: &'a Value, key: &str) -> Option<&'a Value> {
     key.split('.').try_fold(doc, |node, part| node.get(part))
 }
 
-/// Set `parts` (a dotted key) in `node`, turning anything on the way into a mapping.
-fn set_dotted(node: &mut serde_yaml::Value, parts: &[&str], value: serde_yaml::Value) {
-    if !node.is_mapping() {
-        *node = serde_yaml::Value::Mapping(Default::default());
-    }
-    let serde_yaml::Value::Mapping(map) = node else {
-        return;
-    };
-    let Some((first, rest)) = parts.split_first() else {
-        return;
-    };
-    let key = serde_yaml::Value::String(first.to_string());
-    if rest.is_empty() {
-        map.insert(key, value);
-        return;
-    }
-    let child = map
-        .entry(key)
-        .or_insert_with(|| serde_yaml::Value::Mapping(Default::default()));
-    set_dotted(child, rest, value);
-}
-
-fn tempfile_beside(path: &Path) -> PathBuf {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let _ = std::fs::create_dir_all(dir);
-    dir.join(format!(".conductor-check-{}.yaml", std::process::id()))
-}
-
-/// The defaults as a YAML document (paths the conductor derives stay unset).
-pub fn defaults_yaml() -> String {
-    let mut value = serde_json::to_value(DaemonConfig::default()).unwrap_or(Value::Null);
-    if let Some(obj) = value.as_object_mut() {
-        obj.remove("config_file");
-    }
-    serde_yaml::to_string(&value).unwrap_or_default()
-}
-
 fn init(path: &Path, force: bool) -> Result<i32, CliError> {
     if path.exists() && !force {
         println!("Config file already exists: {}", path.display());
         println!("Use --force to overwrite.");
         return Ok(1);
     }
-    let text = format!(
-        "# Mozart conductor configuration (every default written out).\n# Change a key with: mozart config set KEY VALUE\n{}",
-        defaults_yaml()
-    );
-    write_atomic(path, &text)?;
+    conductor_config::write_atomic(path, &conductor_config::init_text()).map_err(file_error)?;
     println!("Created default config: {}", path.display());
     Ok(0)
 }
@@ -548,32 +441,5 @@ fn check(path: &Path) -> Result<i32, CliError> {
             format!("Invalid config: {} — {err}", path.display()),
             vec![],
         )),
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn values_are_coerced_like_upstream() {
-        assert_eq!(py_repr(&coerce("YES")), "true");
-        assert_eq!(py_repr(&coerce("none")), "null");
-        assert_eq!(py_repr(&coerce("12")), "12");
-        assert_eq!(py_repr(&coerce("2.5")), "2.5");
-        assert_eq!(py_repr(&coerce("debug")), "debug");
-    }
-
-    #[test]
-    fn the_written_defaults_load_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("conductor.yaml");
-        std::fs::write(&path, defaults_yaml()).unwrap();
-        let loaded = DaemonConfig::load(Some(&path), None).unwrap();
-        assert_eq!(
-            loaded.max_concurrent_jobs,
-            DaemonConfig::default().max_concurrent_jobs
-        );
     }
 }
