@@ -23,9 +23,30 @@ pub enum CliError {
         /// Text or the JSON error object.
         mode: OutputMode,
     },
+    /// A request the conductor refused (`mozart run`'s refused submission), reported with
+    /// the conductor's own answer: exit 1.
+    #[error("{}", .0.message)]
+    Refused(Box<Refusal>),
     /// The command exists upstream but this port does not have it yet.
     #[error("'mozart {0}' is not implemented yet in this port")]
     NotImplemented(&'static str),
+}
+
+/// What [`CliError::Refused`] reports: `Error:` + hints and then `after` (what the user may
+/// look at next) as text; in JSON mode the conductor's answer `document` as it is (upstream's
+/// `run --json` shape, cli.md §3.1 step 7).
+#[derive(Debug)]
+pub struct Refusal {
+    /// The headline.
+    pub message: String,
+    /// What to do about it.
+    pub hints: Vec<String>,
+    /// Lines printed after the hints (the active rate limits), each as it is.
+    pub after: Vec<String>,
+    /// The JSON document printed instead in JSON mode.
+    pub document: serde_json::Value,
+    /// Text or the JSON document.
+    pub mode: OutputMode,
 }
 
 /// The kinds of [`CliError::Failed`] a command may word or handle its own way.
@@ -65,7 +86,7 @@ impl CliError {
         }
     }
 
-    /// The kind of a reported failure (`None` for usage errors and missing commands).
+    /// The kind of a reported failure (`None` for usage errors, refusals and missing commands).
     pub fn kind(&self) -> Option<ErrorKind> {
         match self {
             CliError::Failed { kind, .. } => Some(*kind),
@@ -73,10 +94,12 @@ impl CliError {
         }
     }
 
-    /// The message of a reported failure (`None` for usage errors and missing commands).
+    /// The message of a reported failure or refusal (`None` for usage errors and missing
+    /// commands).
     pub fn message(&self) -> Option<&str> {
         match self {
             CliError::Failed { message, .. } => Some(message),
+            CliError::Refused(refusal) => Some(&refusal.message),
             _ => None,
         }
     }
@@ -109,6 +132,18 @@ impl CliError {
                         "hints": hints,
                     })),
                     (OutputMode::Human, _) => crate::output::print_error(message, hints),
+                }
+                1
+            }
+            CliError::Refused(refusal) => {
+                match refusal.mode {
+                    OutputMode::Json => crate::output::print_json(&refusal.document),
+                    OutputMode::Human => {
+                        crate::output::print_error(&refusal.message, &refusal.hints);
+                        for line in &refusal.after {
+                            println!("{line}");
+                        }
+                    }
                 }
                 1
             }
