@@ -6,12 +6,14 @@
 //! - [`blocking`]: connecting and calling from a command that waits (the CLI).
 //! - [`conductor`]: the async operations (`job.*` calls) with their user-facing errors.
 //! - [`submit`]: the short look at a just-submitted job and the cause of its failure.
+//! - [`daemon`]: starting a conductor in the background and waiting until it is ready.
 //!
 //! A crate of its own rather than a module of `ipc`: the hints word `mozart-config`'s
 //! score-loading errors, and `ipc` stays the dependency-light protocol crate.
 
 pub mod blocking;
 pub mod conductor;
+pub mod daemon;
 pub mod error;
 pub mod hints;
 pub mod submit;
