@@ -553,7 +553,6 @@ pub fn normalize_error_code(code: Option<&str>, category: Option<&str>) -> Strin
         .to_string()
 }
 
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

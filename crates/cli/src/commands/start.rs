@@ -262,7 +262,8 @@ fn start_failure(err: daemon::StartError) -> CliError {
             hints.push(see_log(&log));
             CliError::failed(format!("The conductor did not start: {message}"), hints)
         }
-        daemon::StartError::Exited { ref log, .. } | daemon::StartError::NotReady { ref log, .. } => {
+        daemon::StartError::Exited { ref log, .. }
+        | daemon::StartError::NotReady { ref log, .. } => {
             let hints = vec![see_log(log)];
             CliError::failed(err.to_string(), hints)
         }

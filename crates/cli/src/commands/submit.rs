@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 
 use mozart_config::Score;
-use mozart_ipc::{methods, BlockingClient};
 use mozart_ipc::status::JobStatusResult;
 use mozart_ipc::types::{JobRequest, JobResponse, JobResponseStatus, RateLimitsResult};
+use mozart_ipc::{methods, BlockingClient};
 use serde_json::json;
 
 use super::status::{absolute, absolute_text, classify, rate_limit_lines, JobCallError};
