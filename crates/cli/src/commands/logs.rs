@@ -585,6 +585,15 @@ impl Tail {
 /// The lines of a `job.logs.follow` stream after its `started` item.
 type FollowLines = tokio::io::Lines<tokio::io::BufReader<tokio::net::unix::OwnedReadHalf>>;
 
+/// An open `job.logs.follow` stream: its lines, the log file it follows, and the writing half
+/// of its connection, held while following (dropping it shuts the connection's writing side
+/// down, and the conductor ends a stream whose client has hung up).
+struct FollowStream {
+    lines: FollowLines,
+    log_file: String,
+    _write: tokio::net::unix::OwnedWriteHalf,
+}
+
 /// `--follow` through the conductor's `job.logs.follow` stream. `None` when no conductor
 /// answers or it does not know the method (then the file is tailed instead).
 fn follow_conductor(
@@ -604,7 +613,7 @@ fn follow_conductor(
         .build()
         .map_err(|e| CliError::failed(format!("cannot start the follow stream: {e}"), vec![]))?;
     runtime.block_on(async {
-        let Some((lines, log_file)) = open_follow_stream(&paths.socket, filter, mode).await? else {
+        let Some(stream) = open_follow_stream(&paths.socket, filter, mode).await? else {
             return Ok(None);
         };
         let interrupt =
@@ -615,12 +624,22 @@ fn follow_conductor(
         let logs_said = follow_header(
             &mut out,
             filter,
-            &log_file,
+            &stream.log_file,
             sheet_logs.as_deref(),
             mode,
             style,
         );
-        let code = relay(lines, interrupt, &mut out, filter, logs_said, mode, style).await;
+        // `stream` keeps its writing half until the relay ends.
+        let code = relay(
+            stream.lines,
+            interrupt,
+            &mut out,
+            filter,
+            logs_said,
+            mode,
+            style,
+        )
+        .await;
         Ok(Some(code))
     })
 }
@@ -633,7 +652,7 @@ async fn open_follow_stream(
     socket: &Path,
     filter: &LogFilter,
     mode: OutputMode,
-) -> Result<Option<(FollowLines, String)>, CliError> {
+) -> Result<Option<FollowStream>, CliError> {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let stream = match mozart_ipc::connect_stream(socket, Duration::from_secs(5)).await {
         Ok(stream) => stream,
@@ -670,7 +689,11 @@ async fn open_follow_stream(
         },
         _ => None,
     };
-    Ok(started.map(|log_file| (lines, log_file)))
+    Ok(started.map(|log_file| FollowStream {
+        lines,
+        log_file,
+        _write: write,
+    }))
 }
 
 /// What is followed, where the job's full output is, and how to stop. True when the
