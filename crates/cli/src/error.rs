@@ -23,27 +23,32 @@ pub enum CliError {
         /// Text or the JSON error object.
         mode: OutputMode,
     },
-    /// A request the conductor refused (`mozart run`'s refused submission), reported with
-    /// the conductor's own answer: exit 1.
+    /// A failure with more to it than a message and hints — an error code, lines after the
+    /// hints, or a JSON document of its own (`mozart run`'s refused submission, `modify`'s
+    /// and `pause`'s coded errors, an unknown instrument): exit 1.
     #[error("{}", .0.message)]
-    Refused(Box<Refusal>),
+    Detailed(Box<Detailed>),
     /// The command exists upstream but this port does not have it yet.
     #[error("'mozart {0}' is not implemented yet in this port")]
     NotImplemented(&'static str),
 }
 
-/// What [`CliError::Refused`] reports: `Error:` + hints and then `after` (what the user may
-/// look at next) as text; in JSON mode the conductor's answer `document` as it is (upstream's
-/// `run --json` shape, cli.md §3.1 step 7).
+/// What [`CliError::Detailed`] reports: as text `Error: ` (or `Error [<code>]: `), the
+/// message, the hints and then `after`; in JSON mode `document` as it is.
 #[derive(Debug)]
-pub struct Refusal {
+pub struct Detailed {
+    /// The error code shown in brackets (`E502`, `INSTR-001`), if any.
+    pub code: Option<String>,
     /// The headline.
     pub message: String,
     /// What to do about it.
     pub hints: Vec<String>,
-    /// Lines printed after the hints (the active rate limits), each as it is.
+    /// Lines printed after the hints (a refused submission's active rate limits), each as
+    /// it is.
     pub after: Vec<String>,
-    /// The JSON document printed instead in JSON mode.
+    /// The JSON document printed instead in JSON mode (the conductor's answer to a refused
+    /// submission, upstream's `run --json` shape, cli.md §3.1 step 7; the error object with
+    /// its `error_code`, §1.6).
     pub document: serde_json::Value,
     /// Text or the JSON document.
     pub mode: OutputMode,
@@ -86,7 +91,7 @@ impl CliError {
         }
     }
 
-    /// The kind of a reported failure (`None` for usage errors, refusals and missing commands).
+    /// The kind of a reported failure (`None` for usage errors, detailed failures and missing commands).
     pub fn kind(&self) -> Option<ErrorKind> {
         match self {
             CliError::Failed { kind, .. } => Some(*kind),
@@ -94,12 +99,12 @@ impl CliError {
         }
     }
 
-    /// The message of a reported failure or refusal (`None` for usage errors and missing
+    /// The message of a reported or detailed failure (`None` for usage errors and missing
     /// commands).
     pub fn message(&self) -> Option<&str> {
         match self {
             CliError::Failed { message, .. } => Some(message),
-            CliError::Refused(refusal) => Some(&refusal.message),
+            CliError::Detailed(detailed) => Some(&detailed.message),
             _ => None,
         }
     }
@@ -135,12 +140,16 @@ impl CliError {
                 }
                 1
             }
-            CliError::Refused(refusal) => {
-                match refusal.mode {
-                    OutputMode::Json => crate::output::print_json(&refusal.document),
-                    OutputMode::Human => {
-                        crate::output::print_error(&refusal.message, &refusal.hints);
-                        for line in &refusal.after {
+            CliError::Detailed(d) => {
+                match (d.mode, &d.code) {
+                    (OutputMode::Json, _) => crate::output::print_json(&d.document),
+                    (OutputMode::Human, code) => {
+                        let headline = match code {
+                            Some(code) => format!("Error [{code}]: {}", d.message),
+                            None => format!("Error: {}", d.message),
+                        };
+                        crate::output::print_headline(&headline, &d.hints);
+                        for line in &d.after {
                             println!("{line}");
                         }
                     }

@@ -10,6 +10,7 @@ use mozart_backends::{
 };
 use serde_json::{json, Value};
 
+use crate::error::Detailed;
 use crate::output::print_json;
 use crate::{CliError, Globals, OutputMode};
 
@@ -214,16 +215,17 @@ fn version_probe(path: &std::path::Path) -> Result<String, String> {
 /// (with what to do) when it could not.
 fn check(registry: &InstrumentRegistry, name: &str, mode: OutputMode) -> Result<i32, CliError> {
     let Some(profile) = registry.get(name) else {
-        if mode.is_json() {
-            print_json(&json!({"error": format!("Unknown instrument: {name}")}));
-        } else {
-            println!("Error [INSTR-001]: Unknown instrument: '{name}'");
-            println!();
-            println!("Hints:");
-            println!("  - Run 'mozart instruments list' to see available instruments");
-            println!("  - Add profiles to ~/.mozart/instruments/ or .mozart/instruments/");
-        }
-        return Ok(1);
+        return Err(CliError::Detailed(Box::new(Detailed {
+            code: Some("INSTR-001".into()),
+            message: format!("Unknown instrument: '{name}'"),
+            hints: vec![
+                "Run 'mozart instruments list' to see available instruments".into(),
+                "Add profiles to ~/.mozart/instruments/ or .mozart/instruments/".into(),
+            ],
+            after: Vec::new(),
+            document: json!({"error": format!("Unknown instrument: {name}")}),
+            mode,
+        })));
     };
     let path = binary(profile);
     // An HTTP instrument is ready when it could run from here, as `mozart doctor` says (a

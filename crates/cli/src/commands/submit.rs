@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::status::{absolute, absolute_text, classify, rate_limit_lines, JobCallError};
 use crate::conductor_client;
-use crate::error::Refusal;
+use crate::error::Detailed;
 use crate::output::print_json;
 use crate::{CliError, ErrorKind, Globals, OutputMode};
 use mozart_client::hints::{rejection_headline, rejection_hints};
@@ -220,7 +220,8 @@ fn refusal(globals: &Globals, args: &SubmitArgs, response: JobResponse) -> CliEr
         ..response
     })
     .unwrap_or_else(|_| json!({}));
-    CliError::Refused(Box::new(Refusal {
+    CliError::Detailed(Box::new(Detailed {
+        code: None,
         message,
         hints,
         after,
