@@ -24,8 +24,9 @@ pub enum CliError {
         mode: OutputMode,
     },
     /// A failure with more to it than a message and hints — an error code, lines after the
-    /// hints, or a JSON document of its own (`mozart run`'s refused submission, `modify`'s
-    /// and `pause`'s coded errors, an unknown instrument): exit 1.
+    /// hints, a JSON document of its own or an exit code other than 1 (`mozart run`'s refused
+    /// submission, `modify`'s and `pause`'s coded errors, an unknown instrument, a score
+    /// `validate` cannot load).
     #[error("{}", .0.message)]
     Detailed(Box<Detailed>),
     /// The command exists upstream but this port does not have it yet.
@@ -52,6 +53,8 @@ pub struct Detailed {
     pub document: serde_json::Value,
     /// Text or the JSON document.
     pub mode: OutputMode,
+    /// The exit code (1, or 2 for `validate`'s score that does not load, cli.md §1.8).
+    pub exit: i32,
 }
 
 /// The kinds of [`CliError::Failed`] a command may word or handle its own way.
@@ -154,7 +157,7 @@ impl CliError {
                         }
                     }
                 }
-                1
+                d.exit
             }
             CliError::NotImplemented(_) => {
                 println!("Error: {self}");

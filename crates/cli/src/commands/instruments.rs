@@ -225,6 +225,7 @@ fn check(registry: &InstrumentRegistry, name: &str, mode: OutputMode) -> Result<
             after: Vec::new(),
             document: json!({"error": format!("Unknown instrument: {name}")}),
             mode,
+            exit: 1,
         })));
     };
     let path = binary(profile);

@@ -229,6 +229,7 @@ pub(crate) fn coded_error(
         after: Vec::new(),
         document: Value::Object(obj),
         mode,
+        exit: 1,
     }))
 }
 

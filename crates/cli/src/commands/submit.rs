@@ -227,6 +227,7 @@ fn refusal(globals: &Globals, args: &SubmitArgs, response: JobResponse) -> CliEr
         after,
         document,
         mode: args.output,
+        exit: 1,
     }))
 }
 
