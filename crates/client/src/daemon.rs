@@ -205,6 +205,7 @@ pub fn startup_error(log: &Path, from: u64) -> Option<(String, Vec<String>)> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
