@@ -567,31 +567,10 @@ mod tests {
         }
     }
 
+    /// A failed three-sheet job (the CLI's rendering tests read the same file).
     fn job() -> JobCheckpoint {
-        checkpoint(json!({
-            "job_id": "d", "job_name": "demo", "total_sheets": 3, "status": "failed",
-            "created_at": "2026-01-01T10:00:00Z", "updated_at": "2026-01-01T10:01:00Z",
-            "started_at": "2026-01-01T10:00:00Z", "completed_at": "2026-01-01T10:01:30.5Z",
-            "last_completed_sheet": 1, "total_retry_count": 2,
-            "error_message": "sheets [2, 3] failed",
-            "sheets": {
-                "1": {"sheet_num": 1, "status": "completed", "validation_passed": true,
-                      "attempt_count": 1, "execution_duration_seconds": 4.25,
-                      "execution_mode": "normal", "outcome_category": "success_first_try",
-                      "prompt_metrics": {"estimated_tokens": 1200, "line_count": 10},
-                      "preflight_warnings": ["prompt is long"]},
-                "2": {"sheet_num": 2, "status": "completed", "validation_passed": false,
-                      "attempt_count": 3, "completion_attempts": 1,
-                      "prompt_metrics": {"estimated_tokens": 3001},
-                      "error_history": [{"timestamp": "2026-01-01T10:00:30Z",
-                          "error_type": "transient", "error_code": "E001",
-                          "error_message": "timed out", "attempt_number": 1,
-                          "stack_trace": "trace"}]},
-                "3": {"sheet_num": 3, "status": "failed", "attempt_count": 0,
-                      "error_message": "Blocked by failed dependency: sheet 2 failed",
-                      "completed_at": "2026-01-01T10:01:30Z"}
-            }
-        }))
+        let text = include_str!("../testdata/diagnose_job.json");
+        checkpoint(serde_json::from_str(text).unwrap())
     }
 
     #[test]
