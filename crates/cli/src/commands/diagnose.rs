@@ -484,7 +484,7 @@ fn resource_profile_text(report: &Value, style: &Style) -> String {
 mod tests {
     use super::*;
     use crate::render::status_json::parse_checkpoint;
-    use mozart_client::diagnose::{attach_log_contents, build_report};
+    use mozart_client::diagnose::build_report;
 
     /// The failed three-sheet job the client's report tests use.
     fn job() -> JobCheckpoint {
@@ -521,30 +521,25 @@ mod tests {
 
     #[test]
     fn log_files_and_their_tails_are_shown() {
-        let dir = ScratchDir::new("diagnose-logs");
-        std::fs::create_dir_all(dir.path().join("logs")).unwrap();
-        std::fs::create_dir_all(dir.path().join("hooks")).unwrap();
-        let lines: Vec<String> = (1..=60).map(|i| format!("line {i}")).collect();
-        std::fs::write(dir.path().join("logs/sheet-01.log"), lines.join("\n")).unwrap();
-        std::fs::write(dir.path().join("logs/notes.txt"), "ignored").unwrap();
-        std::fs::write(dir.path().join("hooks/hook-1.log"), "").unwrap();
+        // The files as the client found and tailed them (its own tests read real files).
         let job = job();
-        let mut report = build_report(&job, Some(dir.path()), 1_767_261_700.0);
-        let files = report["log_files"].as_array().unwrap().clone();
-        assert_eq!(files.len(), 2);
-        assert_eq!(files[0]["name"], "sheet-01.log");
-        assert_eq!(files[0]["category"], "sheet_log");
-        assert_eq!(files[1]["category"], "hook_log");
-        assert_eq!(files[1]["size_bytes"], 0);
-        attach_log_contents(&mut report);
-        let path = files[0]["path"].as_str().unwrap().to_string();
-        let tail = report["log_contents"][&path].as_str().unwrap();
-        assert!(
-            tail.starts_with("line 11\n") && tail.ends_with("line 60"),
-            "{tail}"
-        );
+        let mut report = build_report(&job, None, 1_767_261_700.0);
+        let tail: Vec<String> = (11..=60).map(|i| format!("line {i}")).collect();
+        report["log_files"] = serde_json::json!([
+            {"path": "/ws/logs/sheet-01.log", "name": "sheet-01.log", "size_bytes": 470,
+             "modified_at": "2026-01-01T10:00:10.123456+00:00", "category": "sheet_log"},
+            {"path": "/ws/hooks/hook-1.log", "name": "hook-1.log", "size_bytes": 0,
+             "modified_at": "2026-01-01T10:00:20+00:00", "category": "hook_log"},
+        ]);
+        report["log_contents"] = serde_json::json!({
+            "/ws/logs/sheet-01.log": tail.join("\n"),
+            "/ws/hooks/hook-1.log": "",
+        });
         let text = render_report(&job, &report, 1_767_261_700.0, &Style::plain());
-        assert!(text.contains("\n  sheet-01.log  470 B  "), "{text}");
+        assert!(
+            text.contains("\n  sheet-01.log  470 B  2026-01-01T10:00:10  sheet_log\n"),
+            "{text}"
+        );
         assert!(
             text.contains("\nLog Files (2)\n  File          Size   Modified"),
             "{text}"
@@ -553,35 +548,9 @@ mod tests {
             text.contains("\nLog Contents (last 50 lines each)\n╭"),
             "{text}"
         );
+        assert!(text.contains("│ line 11"), "{text}");
         assert!(text.contains(" hook-1.log "), "{text}");
         assert!(text.contains("│ <empty>"), "{text}");
-    }
-
-    /// A directory under the system temp dir, removed on drop (the CLI crate has no
-    /// tempfile dev-dependency).
-    struct ScratchDir(PathBuf);
-
-    impl ScratchDir {
-        fn new(tag: &str) -> Self {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos();
-            let dir =
-                std::env::temp_dir().join(format!("mozart-{tag}-{}-{nanos}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            ScratchDir(dir)
-        }
-
-        fn path(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for ScratchDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
     }
 
     #[test]
