@@ -23,9 +23,38 @@ pub enum CliError {
         /// Text or the JSON error object.
         mode: OutputMode,
     },
+    /// A failure with more to it than a message and hints — an error code, lines after the
+    /// hints, a JSON document of its own or an exit code other than 1 (`mozart run`'s refused
+    /// submission, `modify`'s and `pause`'s coded errors, an unknown instrument, a score
+    /// `validate` cannot load).
+    #[error("{}", .0.message)]
+    Detailed(Box<Detailed>),
     /// The command exists upstream but this port does not have it yet.
     #[error("'mozart {0}' is not implemented yet in this port")]
     NotImplemented(&'static str),
+}
+
+/// What [`CliError::Detailed`] reports: as text `Error: ` (or `Error [<code>]: `), the
+/// message, the hints and then `after`; in JSON mode `document` as it is.
+#[derive(Debug)]
+pub struct Detailed {
+    /// The error code shown in brackets (`E502`, `INSTR-001`), if any.
+    pub code: Option<String>,
+    /// The headline.
+    pub message: String,
+    /// What to do about it.
+    pub hints: Vec<String>,
+    /// Lines printed after the hints (a refused submission's active rate limits), each as
+    /// it is.
+    pub after: Vec<String>,
+    /// The JSON document printed instead in JSON mode (the conductor's answer to a refused
+    /// submission, upstream's `run --json` shape, cli.md §3.1 step 7; the error object with
+    /// its `error_code`, §1.6).
+    pub document: serde_json::Value,
+    /// Text or the JSON document.
+    pub mode: OutputMode,
+    /// The exit code (1, or 2 for `validate`'s score that does not load, cli.md §1.8).
+    pub exit: i32,
 }
 
 /// The kinds of [`CliError::Failed`] a command may word or handle its own way.
@@ -65,7 +94,7 @@ impl CliError {
         }
     }
 
-    /// The kind of a reported failure (`None` for usage errors and missing commands).
+    /// The kind of a reported failure (`None` for usage errors, detailed failures and missing commands).
     pub fn kind(&self) -> Option<ErrorKind> {
         match self {
             CliError::Failed { kind, .. } => Some(*kind),
@@ -73,10 +102,12 @@ impl CliError {
         }
     }
 
-    /// The message of a reported failure (`None` for usage errors and missing commands).
+    /// The message of a reported or detailed failure (`None` for usage errors and missing
+    /// commands).
     pub fn message(&self) -> Option<&str> {
         match self {
             CliError::Failed { message, .. } => Some(message),
+            CliError::Detailed(detailed) => Some(&detailed.message),
             _ => None,
         }
     }
@@ -111,6 +142,22 @@ impl CliError {
                     (OutputMode::Human, _) => crate::output::print_error(message, hints),
                 }
                 1
+            }
+            CliError::Detailed(d) => {
+                match (d.mode, &d.code) {
+                    (OutputMode::Json, _) => crate::output::print_json(&d.document),
+                    (OutputMode::Human, code) => {
+                        let headline = match code {
+                            Some(code) => format!("Error [{code}]: {}", d.message),
+                            None => format!("Error: {}", d.message),
+                        };
+                        crate::output::print_headline(&headline, &d.hints);
+                        for line in &d.after {
+                            println!("{line}");
+                        }
+                    }
+                }
+                d.exit
             }
             CliError::NotImplemented(_) => {
                 println!("Error: {self}");

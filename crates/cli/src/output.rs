@@ -40,7 +40,13 @@ impl OutputMode {
 
 /// Print `Error: <message>` and, if any, a `Hints:` list, to stdout as upstream does.
 pub fn print_error(message: &str, hints: &[String]) {
-    println!("Error: {message}");
+    print_headline(&format!("Error: {message}"), hints);
+}
+
+/// Print an error's whole first line (`Error: …`, `Error [E502]: …`) and, if any, a
+/// `Hints:` list, to stdout.
+pub fn print_headline(headline: &str, hints: &[String]) {
+    println!("{headline}");
     if !hints.is_empty() {
         println!();
         println!("Hints:");

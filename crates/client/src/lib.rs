@@ -6,6 +6,8 @@
 //! - [`blocking`]: connecting and calling from a command that waits (the CLI).
 //! - [`conductor`]: the async operations (`job.*` calls) with their user-facing errors.
 //! - [`submit`]: the short look at a just-submitted job and the cause of its failure.
+//! - [`daemon`]: starting a conductor in the background and waiting until it is ready.
+//! - [`diagnose`]: the diagnose report and the error records `errors` shares with it.
 //!
 //! A crate of its own rather than a module of `ipc`: the hints word `mozart-config`'s
 //! score-loading errors, and `ipc` stays the dependency-light protocol crate.
@@ -13,6 +15,8 @@
 pub mod blocking;
 pub mod conductor;
 pub mod conductor_config;
+pub mod daemon;
+pub mod diagnose;
 pub mod error;
 pub mod hints;
 pub mod submit;

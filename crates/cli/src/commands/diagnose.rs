@@ -4,18 +4,15 @@
 
 use std::path::{Path, PathBuf};
 
-use mozart_ipc::checkpoint::{JobCheckpoint, SheetStatus};
+use mozart_client::diagnose::{self, ReportOptions, LOG_TAIL_LINES};
+use mozart_ipc::checkpoint::JobCheckpoint;
 use mozart_ipc::methods;
 use mozart_ipc::time::Timestamp;
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
-use super::errors::{
-    cut, enum_text, fetch_checkpoint, history_entries, synthetic_entry, titled_panel, type_cell,
-    ErrorEntry, StateLookup,
-};
+use super::errors::{cut, fetch_checkpoint, titled_panel, type_cell, StateLookup};
 use super::status::check_score_id;
 use crate::output::{console_width, print_json};
-use crate::render::status_json::normalize_error_code;
 use crate::render::style::{job_status_color, sheet_status_color};
 use crate::render::table::{self, Cell};
 use crate::render::time::{format_duration, format_timestamp, thousands};
@@ -23,10 +20,6 @@ use crate::render::{Color, Style};
 use crate::{CliError, Globals, OutputMode};
 use mozart_ipc::time::epoch_now;
 
-/// Lines of each log file `--include-logs` inlines.
-pub const LOG_TAIL_LINES: usize = 50;
-/// Hook logs beyond which the report suggests a cleanup.
-pub const HOOK_LOG_HINT_THRESHOLD: usize = 20;
 /// Rows of the timeline / preflight warnings the human report shows.
 pub const TIMELINE_ROWS: usize = 20;
 /// Rows of the error table the human report shows.
@@ -74,16 +67,15 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         },
     )?;
     let now = epoch_now();
-    let mut report = build_report(&fetched.state, fetched.workspace.as_deref(), now);
-    if args.include_logs {
-        attach_log_contents(&mut report);
-    }
-    if args.resources {
-        attach_resource_profile(&mut report);
-    }
-    // Upstream counts rows of a workspace SQLite store it read directly; ours never reads
-    // one, so the count is always unknown here (`mozart history` shows the attempts).
-    insert(&mut report, "execution_history_count", Value::Null);
+    let report = diagnose::report(
+        &fetched.state,
+        fetched.workspace.as_deref(),
+        now,
+        ReportOptions {
+            include_logs: args.include_logs,
+            resources: args.resources,
+        },
+    );
     if args.output.is_json() {
         print_json(&report);
     } else {
@@ -93,320 +85,6 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         );
     }
     Ok(0)
-}
-
-fn insert(report: &mut Value, key: &str, value: Value) {
-    if let Some(obj) = report.as_object_mut() {
-        obj.insert(key.to_string(), value);
-    }
-}
-
-fn iso(ts: &Option<Timestamp>) -> Value {
-    ts.as_ref()
-        .map_or(Value::Null, |t| json!(t.as_str().to_string()))
-}
-
-/// One error of the report: the `errors` record plus `stack_trace`.
-fn report_error(e: &ErrorEntry) -> Value {
-    json!({
-        "sheet_num": e.sheet_num,
-        "timestamp": e.timestamp,
-        "error_type": e.error_type,
-        "error_code": normalize_error_code(Some(&e.error_code), None),
-        "error_message": e.error_message,
-        "attempt_number": e.attempt_number,
-        "context": e.context,
-        "stdout_tail": e.stdout_tail,
-        "stderr_tail": e.stderr_tail,
-        "stack_trace": e.stack_trace,
-    })
-}
-
-/// The report as JSON, keys in upstream's order (cli.md §5.3). `now` dates the report and
-/// ends the duration of an unfinished score.
-pub fn build_report(job: &JobCheckpoint, workspace: Option<&Path>, now: f64) -> Value {
-    let mut r = Map::new();
-    r.insert("job_id".into(), json!(job.job_id));
-    r.insert("job_name".into(), json!(job.job_name));
-    r.insert("status".into(), json!(job.status.as_str()));
-    r.insert(
-        "generated_at".into(),
-        json!(Timestamp::from_epoch(now).as_str()),
-    );
-
-    r.insert("progress".into(), progress_json(job));
-    r.insert("timing".into(), timing_json(job, now));
-    let warnings: Vec<Value> = job
-        .sheets
-        .iter()
-        .flat_map(|(n, s)| {
-            s.preflight_warnings
-                .iter()
-                .map(move |w| json!({"sheet_num": n, "warning": w}))
-        })
-        .collect();
-    r.insert("preflight_warnings".into(), Value::Array(warnings));
-
-    insert_prompt_metrics(&mut r, job);
-    r.insert(
-        "execution_timeline".into(),
-        Value::Array(timeline_json(job)),
-    );
-    r.insert(
-        "execution_stats".into(),
-        json!({
-            "total_retry_count": job.total_retry_count,
-            "rate_limit_waits": job.rate_limit_waits,
-        }),
-    );
-
-    // Ours (issue 22): what holds the job's instruments now, and what the job waits for.
-    if !job.instrument_holds.is_empty() {
-        r.insert("instrument_holds".into(), json!(job.instrument_holds));
-    }
-    if let Some(w) = &job.waiting_reason {
-        r.insert("waiting_reason".into(), json!(w));
-    }
-    // Upstream's key order: errors, then error_count.
-    let errors = errors_json(job, now);
-    let count = errors.len();
-    r.insert("errors".into(), Value::Array(errors));
-    r.insert("error_count".into(), json!(count));
-    if let Some(e) = &job.error_message {
-        r.insert("job_error".into(), json!(e));
-    }
-
-    let logs = discover_log_files(workspace);
-    let hook_logs = logs.iter().filter(|l| l["category"] == "hook_log").count();
-    r.insert("log_files".into(), Value::Array(logs));
-    if hook_logs > HOOK_LOG_HINT_THRESHOLD {
-        r.insert(
-            "log_rotation_hint".into(),
-            json!(format!(
-                "{hook_logs} hook log files found — consider cleanup"
-            )),
-        );
-    }
-    Value::Object(r)
-}
-
-/// `progress`: sheets completed and failed by display status.
-fn progress_json(job: &JobCheckpoint) -> Value {
-    // Display status, so a completed sheet whose validations failed counts as failed
-    // (upstream F-065b: the summary and the timeline must agree).
-    let completed = job
-        .sheets
-        .values()
-        .filter(|s| s.display_status() == "completed")
-        .count();
-    let failed = job
-        .sheets
-        .values()
-        .filter(|s| s.display_status() == "failed" || s.status == SheetStatus::Failed)
-        .count();
-    // A skipped sheet is done, as in `status` (issue 23): a completed score with a skipped
-    // sheet is at 100 %.
-    let skipped = job
-        .sheets
-        .values()
-        .filter(|s| s.status == SheetStatus::Skipped)
-        .count();
-    let percent = if job.total_sheets > 0 {
-        json!(((completed + skipped) as f64 / f64::from(job.total_sheets) * 1000.0).round() / 10.0)
-    } else {
-        json!(0)
-    };
-    let mut progress = json!({
-        "total_sheets": job.total_sheets,
-        "completed": completed,
-        "failed": failed,
-        "last_completed": job.last_completed_sheet,
-        "percent": percent,
-    });
-    if skipped > 0 {
-        progress["skipped"] = json!(skipped);
-    }
-    progress
-}
-
-/// `timing`: the score's times, and its duration once started.
-fn timing_json(job: &JobCheckpoint, now: f64) -> Value {
-    let mut timing = Map::new();
-    timing.insert("created_at".into(), json!(job.created_at.as_str()));
-    timing.insert("started_at".into(), iso(&job.started_at));
-    timing.insert("updated_at".into(), json!(job.updated_at.as_str()));
-    timing.insert("completed_at".into(), iso(&job.completed_at));
-    if let Some(start) = job.started_at.as_ref().and_then(Timestamp::to_epoch) {
-        let end = job
-            .completed_at
-            .as_ref()
-            .and_then(Timestamp::to_epoch)
-            .unwrap_or(now);
-        timing.insert(
-            "duration_seconds".into(),
-            json!(((end - start) * 100.0).round() / 100.0),
-        );
-    }
-    Value::Object(timing)
-}
-
-/// `prompt_metrics` per sheet, and `token_statistics` when there are any.
-fn insert_prompt_metrics(r: &mut Map<String, Value>, job: &JobCheckpoint) {
-    let metrics: Vec<Value> = job
-        .sheets
-        .iter()
-        .filter_map(|(n, s)| {
-            let m = serde_json::to_value(s.prompt_metrics.as_ref()?).ok()?;
-            let mut entry = Map::new();
-            entry.insert("sheet_num".into(), json!(n));
-            entry.extend(m.as_object()?.clone());
-            Some(Value::Object(entry))
-        })
-        .collect();
-    if !metrics.is_empty() {
-        let tokens: Vec<u64> = job
-            .sheets
-            .values()
-            .filter_map(|s| s.prompt_metrics.as_ref())
-            .map(|m| m.estimated_tokens.unwrap_or(0))
-            .collect();
-        let total: u64 = tokens.iter().sum();
-        let stats = json!({
-            "min": tokens.iter().min().copied().unwrap_or(0),
-            "max": tokens.iter().max().copied().unwrap_or(0),
-            "avg": (total as f64 / tokens.len() as f64).round(),
-            "total": total,
-        });
-        r.insert("prompt_metrics".into(), Value::Array(metrics));
-        r.insert("token_statistics".into(), stats);
-    } else {
-        r.insert("prompt_metrics".into(), json!([]));
-    }
-}
-
-/// `execution_timeline`: one row per sheet.
-fn timeline_json(job: &JobCheckpoint) -> Vec<Value> {
-    job.sheets
-        .iter()
-        .map(|(n, s)| {
-            json!({
-                "sheet_num": n,
-                "status": s.display_status(),
-                "started_at": iso(&s.started_at),
-                "completed_at": iso(&s.completed_at),
-                "duration_seconds": s.execution_duration_seconds,
-                "attempt_count": s.attempt_count,
-                "completion_attempts": s.completion_attempts,
-                "execution_mode": s.execution_mode.as_ref().and_then(enum_text),
-                "outcome_category": s.outcome_category.as_ref().and_then(enum_text),
-            })
-        })
-        .collect()
-}
-
-/// `errors`: per sheet, its history, or one record from its last message when it has none.
-fn errors_json(job: &JobCheckpoint, now: f64) -> Vec<Value> {
-    job.sheets
-        .iter()
-        .flat_map(|(n, s)| {
-            let history = history_entries(*n, s);
-            if history.is_empty() {
-                synthetic_entry(*n, s, now).into_iter().collect()
-            } else {
-                history
-            }
-        })
-        .map(|e| report_error(&e))
-        .collect()
-}
-
-/// `*.log` files under `<workspace>/logs` (sheet logs) and `<workspace>/hooks` (hook logs),
-/// sorted by name within each directory.
-pub fn discover_log_files(workspace: Option<&Path>) -> Vec<Value> {
-    let Some(ws) = workspace.filter(|w| w.exists()) else {
-        return Vec::new();
-    };
-    let mut found = Vec::new();
-    for (sub, category) in [("logs", "sheet_log"), ("hooks", "hook_log")] {
-        let Ok(entries) = std::fs::read_dir(ws.join(sub)) else {
-            continue;
-        };
-        let mut paths: Vec<PathBuf> = entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "log"))
-            .collect();
-        paths.sort();
-        for path in paths {
-            let Ok(meta) = std::fs::metadata(&path) else {
-                continue;
-            };
-            let modified = meta
-                .modified()
-                .ok()
-                .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
-                .map(|d| Timestamp::from_epoch(d.as_secs_f64()).as_str().to_string());
-            found.push(json!({
-                "path": path.display().to_string(),
-                "name": path.file_name().map(|n| n.to_string_lossy().into_owned()),
-                "size_bytes": meta.len(),
-                "modified_at": modified,
-                "category": category,
-            }));
-        }
-    }
-    found
-}
-
-/// Add `log_contents`: the last [`LOG_TAIL_LINES`] lines of each discovered log file.
-pub fn attach_log_contents(report: &mut Value) {
-    let mut contents = Map::new();
-    let paths: Vec<String> = report["log_files"]
-        .as_array()
-        .map(|files| {
-            files
-                .iter()
-                .filter_map(|f| f["path"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    for path in paths {
-        let text = match std::fs::read(&path) {
-            Ok(bytes) => {
-                let text = String::from_utf8_lossy(&bytes);
-                let lines: Vec<&str> = text.lines().collect();
-                // The conductor writes these redacted; logs an older Mozart (or a hook)
-                // wrote are redacted here (issue 21).
-                mozart_backends::redact::redact_owned(
-                    lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n"),
-                )
-            }
-            Err(_) => "<read error>".to_string(),
-        };
-        contents.insert(path, json!(text));
-    }
-    insert(report, "log_contents", Value::Object(contents));
-}
-
-/// Add `resource_profile`. This port has no process profiler yet, so the profile is
-/// always unavailable, with the reason (cli.md §5.3 `resource_profile {available, ...}`).
-pub fn attach_resource_profile(report: &mut Value) {
-    let db = mozart_ipc::paths::mozart_home()
-        .map(|h| h.join("monitor.db"))
-        .ok();
-    let error = match db {
-        Some(db) if !db.exists() => format!("Monitor database not found: {}", db.display()),
-        Some(db) => format!(
-            "Reading profiler data ({}) is not supported by this version yet",
-            db.display()
-        ),
-        None => "Cannot locate the Mozart home (set MOZART_HOME or HOME)".to_string(),
-    };
-    insert(
-        report,
-        "resource_profile",
-        json!({"available": false, "error": error}),
-    );
 }
 
 fn size_text(size: u64) -> String {
@@ -806,81 +484,12 @@ fn resource_profile_text(report: &Value, style: &Style) -> String {
 mod tests {
     use super::*;
     use crate::render::status_json::parse_checkpoint;
+    use mozart_client::diagnose::build_report;
 
+    /// The failed three-sheet job the client's report tests use.
     fn job() -> JobCheckpoint {
-        parse_checkpoint(&json!({
-            "job_id": "d", "job_name": "demo", "total_sheets": 3, "status": "failed",
-            "created_at": "2026-01-01T10:00:00Z", "updated_at": "2026-01-01T10:01:00Z",
-            "started_at": "2026-01-01T10:00:00Z", "completed_at": "2026-01-01T10:01:30.5Z",
-            "last_completed_sheet": 1, "total_retry_count": 2,
-            "error_message": "sheets [2, 3] failed",
-            "sheets": {
-                "1": {"sheet_num": 1, "status": "completed", "validation_passed": true,
-                      "attempt_count": 1, "execution_duration_seconds": 4.25,
-                      "execution_mode": "normal", "outcome_category": "success_first_try",
-                      "prompt_metrics": {"estimated_tokens": 1200, "line_count": 10},
-                      "preflight_warnings": ["prompt is long"]},
-                "2": {"sheet_num": 2, "status": "completed", "validation_passed": false,
-                      "attempt_count": 3, "completion_attempts": 1,
-                      "prompt_metrics": {"estimated_tokens": 3001},
-                      "error_history": [{"timestamp": "2026-01-01T10:00:30Z",
-                          "error_type": "transient", "error_code": "E001",
-                          "error_message": "timed out", "attempt_number": 1,
-                          "stack_trace": "trace"}]},
-                "3": {"sheet_num": 3, "status": "failed", "attempt_count": 0,
-                      "error_message": "Blocked by failed dependency: sheet 2 failed",
-                      "completed_at": "2026-01-01T10:01:30Z"}
-            }
-        }))
-        .unwrap()
-    }
-
-    #[test]
-    fn report_has_upstreams_keys_in_order_and_counts_display_statuses() {
-        let report = build_report(&job(), None, 1_767_261_700.0);
-        let keys: Vec<&String> = report.as_object().unwrap().keys().collect();
-        assert_eq!(
-            keys,
-            vec![
-                "job_id",
-                "job_name",
-                "status",
-                "generated_at",
-                "progress",
-                "timing",
-                "preflight_warnings",
-                "prompt_metrics",
-                "token_statistics",
-                "execution_timeline",
-                "execution_stats",
-                "errors",
-                "error_count",
-                "job_error",
-                "log_files"
-            ]
-        );
-        assert_eq!(
-            report["progress"],
-            json!({"total_sheets": 3, "completed": 1, "failed": 2,
-                   "last_completed": 1, "percent": 33.3})
-        );
-        assert_eq!(report["timing"]["duration_seconds"], 90.5);
-        assert_eq!(
-            report["token_statistics"],
-            json!({"min": 1200, "max": 3001, "avg": 2101.0, "total": 4201})
-        );
-        assert_eq!(report["prompt_metrics"][0]["sheet_num"], 1);
-        assert_eq!(report["prompt_metrics"][0]["line_count"], 10);
-        assert_eq!(report["execution_timeline"][1]["status"], "failed");
-        assert_eq!(report["execution_timeline"][0]["execution_mode"], "normal");
-        assert_eq!(report["error_count"], 2);
-        assert_eq!(report["errors"][0]["stack_trace"], "trace");
-        assert_eq!(report["errors"][1]["error_code"], "E999");
-        assert_eq!(report["errors"][1]["error_type"], "permanent");
-        assert_eq!(
-            report["preflight_warnings"],
-            json!([{"sheet_num": 1, "warning": "prompt is long"}])
-        );
+        let text = include_str!("../../../client/testdata/diagnose_job.json");
+        parse_checkpoint(&serde_json::from_str(text).unwrap()).unwrap()
     }
 
     #[test]
@@ -911,31 +520,26 @@ mod tests {
     }
 
     #[test]
-    fn log_files_are_found_sized_and_tailed() {
-        let dir = ScratchDir::new("diagnose-logs");
-        std::fs::create_dir_all(dir.path().join("logs")).unwrap();
-        std::fs::create_dir_all(dir.path().join("hooks")).unwrap();
-        let lines: Vec<String> = (1..=60).map(|i| format!("line {i}")).collect();
-        std::fs::write(dir.path().join("logs/sheet-01.log"), lines.join("\n")).unwrap();
-        std::fs::write(dir.path().join("logs/notes.txt"), "ignored").unwrap();
-        std::fs::write(dir.path().join("hooks/hook-1.log"), "").unwrap();
+    fn log_files_and_their_tails_are_shown() {
+        // The files as the client found and tailed them (its own tests read real files).
         let job = job();
-        let mut report = build_report(&job, Some(dir.path()), 1_767_261_700.0);
-        let files = report["log_files"].as_array().unwrap().clone();
-        assert_eq!(files.len(), 2);
-        assert_eq!(files[0]["name"], "sheet-01.log");
-        assert_eq!(files[0]["category"], "sheet_log");
-        assert_eq!(files[1]["category"], "hook_log");
-        assert_eq!(files[1]["size_bytes"], 0);
-        attach_log_contents(&mut report);
-        let path = files[0]["path"].as_str().unwrap().to_string();
-        let tail = report["log_contents"][&path].as_str().unwrap();
-        assert!(
-            tail.starts_with("line 11\n") && tail.ends_with("line 60"),
-            "{tail}"
-        );
+        let mut report = build_report(&job, None, 1_767_261_700.0);
+        let tail: Vec<String> = (11..=60).map(|i| format!("line {i}")).collect();
+        report["log_files"] = serde_json::json!([
+            {"path": "/ws/logs/sheet-01.log", "name": "sheet-01.log", "size_bytes": 470,
+             "modified_at": "2026-01-01T10:00:10.123456+00:00", "category": "sheet_log"},
+            {"path": "/ws/hooks/hook-1.log", "name": "hook-1.log", "size_bytes": 0,
+             "modified_at": "2026-01-01T10:00:20+00:00", "category": "hook_log"},
+        ]);
+        report["log_contents"] = serde_json::json!({
+            "/ws/logs/sheet-01.log": tail.join("\n"),
+            "/ws/hooks/hook-1.log": "",
+        });
         let text = render_report(&job, &report, 1_767_261_700.0, &Style::plain());
-        assert!(text.contains("\n  sheet-01.log  470 B  "), "{text}");
+        assert!(
+            text.contains("\n  sheet-01.log  470 B  2026-01-01T10:00:10  sheet_log\n"),
+            "{text}"
+        );
         assert!(
             text.contains("\nLog Files (2)\n  File          Size   Modified"),
             "{text}"
@@ -944,35 +548,9 @@ mod tests {
             text.contains("\nLog Contents (last 50 lines each)\n╭"),
             "{text}"
         );
+        assert!(text.contains("│ line 11"), "{text}");
         assert!(text.contains(" hook-1.log "), "{text}");
         assert!(text.contains("│ <empty>"), "{text}");
-    }
-
-    /// A directory under the system temp dir, removed on drop (the CLI crate has no
-    /// tempfile dev-dependency).
-    struct ScratchDir(PathBuf);
-
-    impl ScratchDir {
-        fn new(tag: &str) -> Self {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos();
-            let dir =
-                std::env::temp_dir().join(format!("mozart-{tag}-{}-{nanos}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            ScratchDir(dir)
-        }
-
-        fn path(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for ScratchDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
     }
 
     #[test]

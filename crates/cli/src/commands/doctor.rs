@@ -19,107 +19,159 @@ pub struct Args {
     pub output: OutputMode,
 }
 
+/// What `mozart doctor` found, printed as text or JSON.
+struct Findings {
+    /// `running`, `not running` or `untrusted socket`.
+    status: &'static str,
+    /// The conductor's PID, when it runs and has one.
+    pid: Option<u32>,
+    /// Why the socket is refused: another user controls it (issue 21).
+    refused: Option<String>,
+    /// One entry per instrument profile (or the error loading them).
+    instruments: Vec<Value>,
+    /// The Slurm checks (empty when no profile places its sheets on Slurm).
+    slurm: Vec<Value>,
+    /// Errors found: Mozart is not ready.
+    errors: usize,
+}
+
+impl Findings {
+    /// Every `!` line is a warning: the cost-limit one, and a conductor that is not running.
+    fn warnings(&self) -> usize {
+        1 + usize::from(self.status != "running" && self.refused.is_none())
+    }
+}
+
 /// Run `mozart doctor`.
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
-    let version = env!("CARGO_PKG_VERSION");
-    let mut errors = 0usize;
-    // A socket another user controls (issue 21) is an error, with who owns it.
-    let mut refused: Option<String> = None;
-    let (status, pid) = match conductor_client::paths(globals, None) {
-        Ok(paths) => match conductor_client::conductor_state(&paths, OutputMode::Human) {
-            Ok(RunState::Running { pid }) => ("running", pid),
-            Ok(RunState::Stopped { .. }) => ("not running", None),
-            Err(err) => {
-                errors += 1;
-                refused = Some(err.to_string());
-                ("untrusted socket", None)
-            }
-        },
-        Err(_) => ("not running", None),
+    let (status, pid, refused) = conductor_check(globals);
+    let mut errors = usize::from(refused.is_some());
+    let (instruments, placed) = instrument_checks(&mut errors);
+    let slurm = slurm_checks(&placed, &mut errors);
+    let findings = Findings {
+        status,
+        pid,
+        refused,
+        instruments,
+        slurm,
+        errors,
     };
-    let mut instruments: Vec<Value> = Vec::new();
-    // Profiles that place their sheets on Slurm, with the partition each names.
-    let mut placed: Vec<(String, Option<String>)> = Vec::new();
-    match load_registry() {
-        Ok(registry) => {
-            for p in registry.profiles() {
-                if let Some(spec) = p
-                    .placement
-                    .as_ref()
-                    .filter(|s| s.kind == mozart_backends::placement::PlacementKind::Slurm)
-                {
-                    placed.push((p.name.clone(), spec.partition.clone()));
-                }
-                let (state, detail) = match p.kind {
-                    InstrumentKind::Cli => match binary(p) {
-                        Some(path) => ("ok", path.display().to_string()),
-                        None => ("optional", "not installed".to_string()),
-                    },
-                    // Not "ok" just for being HTTP: a refused API, an unset key or a local
-                    // server that is not running would fail every sheet.
-                    InstrumentKind::Http => {
-                        let r = mozart_backends::http_readiness(
-                            &registry,
-                            p,
-                            std::time::Duration::from_millis(500),
-                        );
-                        let state = if r.is_ready() { "ok" } else { "optional" };
-                        (state, r.describe())
-                    }
-                };
-                instruments.push(json!({
-                    "name": p.name,
-                    "display_name": p.display_name,
-                    "kind": p.kind.as_str(),
-                    "status": state,
-                    "detail": detail,
-                }));
-            }
-        }
+    if args.output.is_json() {
+        print_json(&findings);
+    } else {
+        print_text(&findings);
+    }
+    Ok(0)
+}
+
+/// Whether the conductor runs: its status, PID, and why its socket is refused when another
+/// user controls it (issue 21: an error, with who owns it).
+fn conductor_check(globals: &Globals) -> (&'static str, Option<u32>, Option<String>) {
+    match conductor_client::paths(globals, None) {
+        Ok(paths) => match conductor_client::conductor_state(&paths, OutputMode::Human) {
+            Ok(RunState::Running { pid }) => ("running", pid, None),
+            Ok(RunState::Stopped { .. }) => ("not running", None, None),
+            Err(err) => ("untrusted socket", None, Some(err.to_string())),
+        },
+        Err(_) => ("not running", None, None),
+    }
+}
+
+/// One entry per instrument profile (whether it could run here), and the profiles that
+/// place their sheets on Slurm with the partition each names. Profiles that do not load
+/// are one error entry.
+fn instrument_checks(errors: &mut usize) -> (Vec<Value>, Vec<(String, Option<String>)>) {
+    let registry = match load_registry() {
+        Ok(registry) => registry,
         Err(err) => {
-            errors += 1;
-            instruments.push(json!({
+            *errors += 1;
+            let entry = json!({
                 "name": "instrument profiles",
                 "display_name": "Instrument profiles",
                 "kind": "cli",
                 "status": "error",
                 "detail": err.to_string(),
-            }));
+            });
+            return (vec![entry], Vec::new());
         }
-    }
-    let slurm = slurm_checks(&placed, &mut errors);
-    // Every `!` line is a warning: the cost-limit one, and a conductor that is not running.
-    let warnings = 1 + usize::from(status != "running" && refused.is_none());
-    if args.output.is_json() {
-        crate::output::print_json(&json!({
-            // Upstream reports its Python version; this build has no Python, so the key
-            // stays (for tools reading it) and says so.
-            "python_version": Value::Null,
-            "runtime": format!("rust (mozart {version})"),
-            "mozart_version": version,
-            "conductor": match &refused {
-                // Upstream's shape, plus the reason only when there is one.
-                None => json!({"status": status, "pid": pid}),
-                Some(detail) => json!({"status": status, "pid": pid, "detail": detail}),
+    };
+    let mut instruments = Vec::new();
+    let mut placed = Vec::new();
+    for p in registry.profiles() {
+        if let Some(spec) = p
+            .placement
+            .as_ref()
+            .filter(|s| s.kind == mozart_backends::placement::PlacementKind::Slurm)
+        {
+            placed.push((p.name.clone(), spec.partition.clone()));
+        }
+        let (state, detail) = match p.kind {
+            InstrumentKind::Cli => match binary(p) {
+                Some(path) => ("ok", path.display().to_string()),
+                None => ("optional", "not installed".to_string()),
             },
-            "instruments": instruments,
-            "slurm": slurm,
-            "safety_warnings": [SAFETY_WARNING],
-            "warnings_count": warnings,
-            "errors_count": errors,
+            // Not "ok" just for being HTTP: a refused API, an unset key or a local server
+            // that is not running would fail every sheet.
+            InstrumentKind::Http => {
+                let r = mozart_backends::http_readiness(
+                    &registry,
+                    p,
+                    std::time::Duration::from_millis(500),
+                );
+                let state = if r.is_ready() { "ok" } else { "optional" };
+                (state, r.describe())
+            }
+        };
+        instruments.push(json!({
+            "name": p.name,
+            "display_name": p.display_name,
+            "kind": p.kind.as_str(),
+            "status": state,
+            "detail": detail,
         }));
-        return Ok(0);
     }
-    let line = |icon: &str, name: &str, detail: &str| println!("  {icon} {name:<24} {detail}");
+    (instruments, placed)
+}
+
+/// `mozart doctor --json`.
+fn print_json(f: &Findings) {
+    let version = env!("CARGO_PKG_VERSION");
+    crate::output::print_json(&json!({
+        // Upstream reports its Python version; this build has no Python, so the key stays
+        // (for tools reading it) and says so.
+        "python_version": Value::Null,
+        "runtime": format!("rust (mozart {version})"),
+        "mozart_version": version,
+        "conductor": match &f.refused {
+            // Upstream's shape, plus the reason only when there is one.
+            None => json!({"status": f.status, "pid": f.pid}),
+            Some(detail) => json!({"status": f.status, "pid": f.pid, "detail": detail}),
+        },
+        "instruments": f.instruments,
+        "slurm": f.slurm,
+        "safety_warnings": [SAFETY_WARNING],
+        "warnings_count": f.warnings(),
+        "errors_count": f.errors,
+    }));
+}
+
+/// One line of the text report: icon, name, detail.
+fn line(icon: &str, name: &str, detail: &str) {
+    println!("  {icon} {name:<24} {detail}");
+}
+
+/// `mozart doctor` as text: runtime, conductor, instruments, Slurm, safety, verdict.
+fn print_text(f: &Findings) {
+    let version = env!("CARGO_PKG_VERSION");
     println!("Mozart Doctor\n");
     line("✓", "Runtime", &format!("Rust build of mozart {version}"));
     line("✓", "Mozart", version);
-    let conductor = match (status, pid) {
+    let conductor = match (f.status, f.pid) {
         ("running", Some(pid)) => format!("running (pid {pid})"),
         (s, _) => s.to_string(),
     };
     line(
-        match status {
+        match f.status {
             "running" => "✓",
             "untrusted socket" => "✗",
             _ => "!",
@@ -127,45 +179,49 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         "Conductor",
         &conductor,
     );
-    if let Some(detail) = &refused {
+    if let Some(detail) = &f.refused {
         println!("      {detail}");
     }
     println!("\nInstruments:");
-    for i in &instruments {
+    for i in &f.instruments {
         let icon = match i["status"].as_str() {
             Some("ok") => "✓",
             Some("optional") => "·",
             _ => "✗",
         };
-        line(
-            icon,
-            i["name"].as_str().unwrap_or(""),
-            i["detail"].as_str().unwrap_or(""),
-        );
+        check_line(icon, i);
     }
-    if !slurm.is_empty() {
+    if !f.slurm.is_empty() {
         println!("\nSlurm placement:");
-        for c in &slurm {
+        for c in &f.slurm {
             let icon = match c["status"].as_str() {
                 Some("ok") => "✓",
                 _ => "✗",
             };
-            line(
-                icon,
-                c["name"].as_str().unwrap_or(""),
-                c["detail"].as_str().unwrap_or(""),
-            );
+            check_line(icon, c);
         }
     }
     println!("\nSafety:");
     line("!", "Cost limits", SAFETY_WARNING);
     println!();
-    if errors > 0 {
-        println!("{errors} error(s), {warnings} warning(s). Mozart is not ready.");
+    let warnings = f.warnings();
+    if f.errors > 0 {
+        println!(
+            "{} error(s), {warnings} warning(s). Mozart is not ready.",
+            f.errors
+        );
     } else {
         println!("{warnings} warning(s). Mozart is ready.");
     }
-    Ok(0)
+}
+
+/// The line of one check entry (`name`, `detail`).
+fn check_line(icon: &str, entry: &Value) {
+    line(
+        icon,
+        entry["name"].as_str().unwrap_or(""),
+        entry["detail"].as_str().unwrap_or(""),
+    );
 }
 
 /// Issue 25: when an instrument profile places its sheets on Slurm, ask Slurm whether it

@@ -6,22 +6,22 @@
 
 use std::path::{Path, PathBuf};
 
-use mozart_ipc::checkpoint::{JobCheckpoint, SheetCheckpoint};
+use mozart_ipc::checkpoint::JobCheckpoint;
 use mozart_ipc::methods;
 use mozart_ipc::status::{DiagnoseResult, JobStatusResult};
 use mozart_ipc::time::Timestamp;
-use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
 use super::status::{
     absolute, check_score_id, failed, ipc_text, job_call, job_params, JobCallError,
 };
 use crate::output::{boxed, console_width, print_json};
-use crate::render::status_json::{infer_error_type, normalize_error_code};
+use crate::render::status_json::normalize_error_code;
 use crate::render::table::{self, Cell};
 use crate::render::time::{format_clock, format_timestamp};
 use crate::render::{Color, Style};
 use crate::{CliError, Globals, OutputMode};
+use mozart_client::diagnose::{collect_errors, errors_json, ErrorEntry, ErrorFilter};
 use mozart_ipc::time::epoch_now;
 
 /// Longest message shown whole in the table (upstream cuts at 60, which hides the cause).
@@ -227,83 +227,6 @@ fn from_workspace(id: &str, dir: &Path, mode: OutputMode) -> Result<FetchedState
     }
 }
 
-// ---------------------------------------------------------------------------------------
-// Error records.
-// ---------------------------------------------------------------------------------------
-
-/// One error occurrence as `errors` and `diagnose` report it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ErrorEntry {
-    /// The sheet.
-    pub sheet_num: u32,
-    /// When, as ISO text (`None` only if a synthetic record's sheet never finished).
-    pub timestamp: Option<String>,
-    /// `transient` / `rate_limit` / `permanent`.
-    pub error_type: String,
-    /// The E-code as recorded (history) or normalised (synthetic records).
-    pub error_code: String,
-    /// The message.
-    pub error_message: String,
-    /// 1-based attempt.
-    pub attempt_number: u32,
-    /// Extra context (`exit_code`, `exit_signal`, `exit_reason`, ...).
-    pub context: Map<String, Value>,
-    /// stdout tail at the time.
-    pub stdout_tail: Option<String>,
-    /// stderr tail at the time.
-    pub stderr_tail: Option<String>,
-    /// Stack trace, if any.
-    pub stack_trace: Option<String>,
-    /// Sort key: epoch seconds of `timestamp`.
-    epoch: f64,
-}
-
-/// Filters of `mozart errors` (`--sheet`, `--type`, `--code`).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ErrorFilter {
-    /// Only this sheet.
-    pub sheet: Option<u32>,
-    /// Only this error type.
-    pub error_type: Option<String>,
-    /// Only this (recorded) error code.
-    pub code: Option<String>,
-}
-
-impl ErrorFilter {
-    fn admits(&self, e: &ErrorEntry) -> bool {
-        self.error_type.as_ref().is_none_or(|t| *t == e.error_type)
-            && self.code.as_ref().is_none_or(|c| *c == e.error_code)
-    }
-}
-
-/// The snake_case text serde gives an enum value.
-pub(crate) fn enum_text<T: Serialize>(value: &T) -> Option<String> {
-    serde_json::to_value(value)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-}
-
-/// A sheet's recorded error history, oldest first.
-pub fn history_entries(num: u32, sheet: &SheetCheckpoint) -> Vec<ErrorEntry> {
-    sheet
-        .error_history
-        .iter()
-        .map(|rec| ErrorEntry {
-            sheet_num: num,
-            timestamp: Some(rec.timestamp.as_str().to_string()),
-            error_type: enum_text(&rec.error_type).unwrap_or_else(|| "permanent".into()),
-            error_code: rec.error_code.clone(),
-            error_message: rec.error_message.clone(),
-            attempt_number: rec.attempt_number,
-            context: rec.context.clone(),
-            stdout_tail: rec.stdout_tail.clone(),
-            stderr_tail: rec.stderr_tail.clone(),
-            stack_trace: rec.stack_trace.clone(),
-            epoch: rec.timestamp.to_epoch().unwrap_or(0.0),
-        })
-        .collect()
-}
-
 /// An attempt number as printed: `not run` for a sheet that never started one.
 fn attempt_text(n: u32) -> String {
     if n == 0 {
@@ -311,89 +234,6 @@ fn attempt_text(n: u32) -> String {
     } else {
         n.to_string()
     }
-}
-
-/// A record made from a sheet's last error message, for sheets without history (upstream's
-/// "synthetic" records). Dated at the sheet's `completed_at`, else `now`.
-pub fn synthetic_entry(num: u32, sheet: &SheetCheckpoint, now: f64) -> Option<ErrorEntry> {
-    let message = sheet.error_message.as_ref()?;
-    let category = sheet.error_category.map(|c| c.as_str());
-    let mut context = Map::new();
-    context.insert("exit_code".into(), json!(sheet.exit_code));
-    context.insert("exit_signal".into(), json!(sheet.exit_signal));
-    context.insert(
-        "exit_reason".into(),
-        json!(sheet.exit_reason.as_ref().and_then(enum_text)),
-    );
-    let (timestamp, epoch) = match &sheet.completed_at {
-        Some(ts) => (Some(ts.as_str().to_string()), ts.to_epoch().unwrap_or(now)),
-        None => (None, now),
-    };
-    Some(ErrorEntry {
-        sheet_num: num,
-        timestamp,
-        error_type: infer_error_type(sheet.error_code.as_deref().or(category)).to_string(),
-        error_code: normalize_error_code(sheet.error_code.as_deref(), category),
-        error_message: message.clone(),
-        // 0 for a sheet that never ran (blocked by a failed dependency): no attempt made.
-        attempt_number: sheet.attempt_count,
-        context,
-        stdout_tail: sheet.stdout_tail.clone(),
-        stderr_tail: sheet.stderr_tail.clone(),
-        stack_trace: None,
-        epoch,
-    })
-}
-
-/// The errors `mozart errors` lists: every sheet's history (filtered); if that is empty,
-/// synthetic records from the sheets' last messages (filtered the same way). Sorted by
-/// sheet, then time (cli.md §5.2).
-pub fn collect_errors(job: &JobCheckpoint, filter: &ErrorFilter, now: f64) -> Vec<ErrorEntry> {
-    let sheets = || {
-        job.sheets
-            .iter()
-            .filter(|(num, _)| filter.sheet.is_none_or(|s| s == **num))
-    };
-    let mut all: Vec<ErrorEntry> = sheets()
-        .flat_map(|(num, sheet)| history_entries(*num, sheet))
-        .filter(|e| filter.admits(e))
-        .collect();
-    if all.is_empty() {
-        all = sheets()
-            .filter_map(|(num, sheet)| synthetic_entry(*num, sheet, now))
-            .filter(|e| filter.admits(e))
-            .collect();
-    }
-    all.sort_by(|a, b| {
-        a.sheet_num
-            .cmp(&b.sheet_num)
-            .then(a.epoch.total_cmp(&b.epoch))
-    });
-    all
-}
-
-/// One error as JSON; tails only when `tails` (the `-V` flag of `errors`).
-pub fn entry_json(e: &ErrorEntry, tails: bool) -> Value {
-    json!({
-        "sheet_num": e.sheet_num,
-        "timestamp": e.timestamp,
-        "error_type": e.error_type,
-        "error_code": e.error_code,
-        "error_message": e.error_message,
-        "attempt_number": e.attempt_number,
-        "context": e.context,
-        "stdout_tail": if tails { json!(e.stdout_tail) } else { Value::Null },
-        "stderr_tail": if tails { json!(e.stderr_tail) } else { Value::Null },
-    })
-}
-
-/// `mozart errors --json`.
-pub fn errors_json(id: &str, errors: &[ErrorEntry], verbose: bool) -> Value {
-    json!({
-        "job_id": id,
-        "total_errors": errors.len(),
-        "errors": errors.iter().map(|e| entry_json(e, verbose)).collect::<Vec<_>>(),
-    })
 }
 
 /// Colour of an error type (upstream `StatusColors.ERROR_TYPE`).
@@ -638,7 +478,8 @@ pub fn render_errors(
 mod tests {
     use super::*;
     use crate::render::status_json::parse_checkpoint;
-    use mozart_ipc::checkpoint::CheckpointErrorRecord;
+    use mozart_ipc::checkpoint::SheetCheckpoint;
+    use serde_json::json;
 
     fn job_with(sheets: Vec<SheetCheckpoint>) -> JobCheckpoint {
         let mut v = json!({
@@ -652,16 +493,6 @@ mod tests {
         parse_checkpoint(&v).unwrap()
     }
 
-    fn record(ts: &str, kind: &str, code: &str, msg: &str, attempt: u32) -> CheckpointErrorRecord {
-        serde_json::from_value(json!({
-            "timestamp": ts, "error_type": kind, "error_code": code,
-            "error_message": msg, "attempt_number": attempt,
-            "context": {"exit_code": 1, "signal": null},
-            "stdout_tail": "out", "stderr_tail": "err"
-        }))
-        .unwrap()
-    }
-
     fn failed_sheet(num: u32, message: &str, code: Option<&str>) -> SheetCheckpoint {
         let mut s = SheetCheckpoint::new(num);
         s.status = mozart_ipc::checkpoint::SheetStatus::Failed;
@@ -671,91 +502,6 @@ mod tests {
         s.exit_code = Some(3);
         s.completed_at = Some(Timestamp::from_raw("2026-01-01T10:00:05Z"));
         s
-    }
-
-    #[test]
-    fn history_is_listed_by_sheet_then_time_and_filtered() {
-        let mut s2 = SheetCheckpoint::new(2);
-        s2.error_history = vec![
-            record("2026-01-01T10:00:09Z", "transient", "E001", "timeout", 2),
-            record("2026-01-01T10:00:01Z", "rate_limit", "E101", "slow down", 1),
-        ];
-        let mut s1 = SheetCheckpoint::new(1);
-        s1.error_history = vec![record(
-            "2026-01-01T11:00:00Z",
-            "permanent",
-            "E201",
-            "bad",
-            1,
-        )];
-        let job = job_with(vec![s1, s2]);
-
-        let all = collect_errors(&job, &ErrorFilter::default(), 0.0);
-        let order: Vec<(u32, &str)> = all
-            .iter()
-            .map(|e| (e.sheet_num, e.error_code.as_str()))
-            .collect();
-        assert_eq!(order, vec![(1, "E201"), (2, "E101"), (2, "E001")]);
-
-        let only = |f: ErrorFilter| -> Vec<String> {
-            collect_errors(&job, &f, 0.0)
-                .into_iter()
-                .map(|e| e.error_code)
-                .collect()
-        };
-        let by_type = ErrorFilter {
-            error_type: Some("transient".into()),
-            ..Default::default()
-        };
-        assert_eq!(only(by_type), vec!["E001"]);
-        let by_sheet = ErrorFilter {
-            sheet: Some(1),
-            ..Default::default()
-        };
-        assert_eq!(only(by_sheet), vec!["E201"]);
-        let by_code = ErrorFilter {
-            code: Some("E101".into()),
-            ..Default::default()
-        };
-        assert_eq!(only(by_code), vec!["E101"]);
-    }
-
-    #[test]
-    fn sheets_without_history_get_synthetic_records_with_inferred_types() {
-        let job = job_with(vec![
-            failed_sheet(1, "validation failed", Some("E900")),
-            failed_sheet(2, "rate limited", Some("E101")),
-            SheetCheckpoint::new(3),
-        ]);
-        let errors = collect_errors(&job, &ErrorFilter::default(), 0.0);
-        assert_eq!(errors.len(), 2);
-        assert_eq!(errors[0].error_type, "permanent");
-        assert_eq!(errors[0].error_code, "E900");
-        assert_eq!(errors[0].attempt_number, 2);
-        assert_eq!(errors[0].timestamp.as_deref(), Some("2026-01-01T10:00:05Z"));
-        assert_eq!(errors[1].error_type, "rate_limit");
-        let doc = errors_json("j", &errors, false);
-        assert_eq!(doc["total_errors"], 2);
-        assert_eq!(
-            doc["errors"][0]["context"],
-            json!({"exit_code": 3, "exit_signal": null, "exit_reason": null})
-        );
-        assert_eq!(doc["errors"][0]["stdout_tail"], Value::Null);
-        let keys: Vec<&String> = doc["errors"][0].as_object().unwrap().keys().collect();
-        assert_eq!(
-            keys,
-            vec![
-                "sheet_num",
-                "timestamp",
-                "error_type",
-                "error_code",
-                "error_message",
-                "attempt_number",
-                "context",
-                "stdout_tail",
-                "stderr_tail"
-            ]
-        );
     }
 
     #[test]

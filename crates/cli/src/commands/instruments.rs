@@ -1,6 +1,6 @@
 //! `mozart instruments list|check` (cli.md §6.3).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,6 +10,7 @@ use mozart_backends::{
 };
 use serde_json::{json, Value};
 
+use crate::error::Detailed;
 use crate::output::print_json;
 use crate::{CliError, Globals, OutputMode};
 
@@ -210,18 +211,22 @@ fn version_probe(path: &std::path::Path) -> Result<String, String> {
         .ok_or_else(|| "--version printed nothing".to_string())
 }
 
+/// `mozart instruments check NAME`: the profile and whether it could run here; exit 1
+/// (with what to do) when it could not.
 fn check(registry: &InstrumentRegistry, name: &str, mode: OutputMode) -> Result<i32, CliError> {
     let Some(profile) = registry.get(name) else {
-        if mode.is_json() {
-            print_json(&json!({"error": format!("Unknown instrument: {name}")}));
-        } else {
-            println!("Error [INSTR-001]: Unknown instrument: '{name}'");
-            println!();
-            println!("Hints:");
-            println!("  - Run 'mozart instruments list' to see available instruments");
-            println!("  - Add profiles to ~/.mozart/instruments/ or .mozart/instruments/");
-        }
-        return Ok(1);
+        return Err(CliError::Detailed(Box::new(Detailed {
+            code: Some("INSTR-001".into()),
+            message: format!("Unknown instrument: '{name}'"),
+            hints: vec![
+                "Run 'mozart instruments list' to see available instruments".into(),
+                "Add profiles to ~/.mozart/instruments/ or .mozart/instruments/".into(),
+            ],
+            after: Vec::new(),
+            document: json!({"error": format!("Unknown instrument: {name}")}),
+            mode,
+            exit: 1,
+        })));
     };
     let path = binary(profile);
     // An HTTP instrument is ready when it could run from here, as `mozart doctor` says (a
@@ -233,44 +238,71 @@ fn check(registry: &InstrumentRegistry, name: &str, mode: OutputMode) -> Result<
         None => path.is_some(),
     };
     if mode.is_json() {
-        let mut out = json!({
-            "name": profile.name,
-            "display_name": profile.display_name,
-            "kind": profile.kind.as_str(),
-            "description": profile.description,
-            "capabilities": profile.capabilities.iter().collect::<Vec<_>>(),
-            "default_model": profile.default_model,
-            "models": profile.models.iter().map(|m| json!({
-                "name": m.name,
-                "context_window": m.context_window,
-                "cost_per_1k_input": m.cost_per_1k_input,
-                "cost_per_1k_output": m.cost_per_1k_output,
-            })).collect::<Vec<_>>(),
-        });
-        if let Some(obj) = out.as_object_mut() {
-            if let Some(cli) = &profile.cli {
-                obj.insert("binary_found".into(), json!(path.is_some()));
-                obj.insert(
-                    "binary_path".into(),
-                    json!(path.as_ref().map(|p| p.display().to_string())),
-                );
-                obj.insert("executable".into(), json!(cli.command.executable));
-            } else if let Some(http) = &profile.http {
-                obj.insert(
-                    "endpoint".into(),
-                    json!(format!("{}{}", http.base_url, http.endpoint)),
-                );
-                obj.insert("auth_env_var".into(), json!(http.auth_env_var));
-            }
-            if let Some(r) = &http {
-                obj.insert("readiness".into(), json!(r.describe()));
-            }
-            obj.insert("ready".into(), json!(ready));
-        }
-        print_json(&out);
+        print_json(&check_json(profile, path.as_deref(), http.as_ref(), ready));
         return Ok(0);
     }
+    print_check(profile, path.as_deref(), http.as_ref());
+    if ready {
+        println!("{} is ready.", profile.name);
+        return Ok(0);
+    }
+    let mut hints = vec![not_ready_hint(profile, http.as_ref())];
+    hints.push("Run 'mozart doctor' for a full environment check.".into());
+    Err(CliError::failed(
+        format!("{} is not ready.", profile.name),
+        hints,
+    ))
+}
 
+/// `mozart instruments check NAME --json`: the profile, where its program is (a CLI
+/// instrument) or its endpoint (an HTTP one), and whether it is ready.
+fn check_json(
+    profile: &InstrumentProfile,
+    path: Option<&Path>,
+    http: Option<&HttpReadiness>,
+    ready: bool,
+) -> Value {
+    let mut out = json!({
+        "name": profile.name,
+        "display_name": profile.display_name,
+        "kind": profile.kind.as_str(),
+        "description": profile.description,
+        "capabilities": profile.capabilities.iter().collect::<Vec<_>>(),
+        "default_model": profile.default_model,
+        "models": profile.models.iter().map(|m| json!({
+            "name": m.name,
+            "context_window": m.context_window,
+            "cost_per_1k_input": m.cost_per_1k_input,
+            "cost_per_1k_output": m.cost_per_1k_output,
+        })).collect::<Vec<_>>(),
+    });
+    if let Some(obj) = out.as_object_mut() {
+        if let Some(cli) = &profile.cli {
+            obj.insert("binary_found".into(), json!(path.is_some()));
+            obj.insert(
+                "binary_path".into(),
+                json!(path.map(|p| p.display().to_string())),
+            );
+            obj.insert("executable".into(), json!(cli.command.executable));
+        } else if let Some(http) = &profile.http {
+            obj.insert(
+                "endpoint".into(),
+                json!(format!("{}{}", http.base_url, http.endpoint)),
+            );
+            obj.insert("auth_env_var".into(), json!(http.auth_env_var));
+        }
+        if let Some(r) = http {
+            obj.insert("readiness".into(), json!(r.describe()));
+        }
+        obj.insert("ready".into(), json!(ready));
+    }
+    out
+}
+
+/// The text of `mozart instruments check NAME` up to the verdict: the profile, its program
+/// and version (a CLI instrument) or its endpoint and readiness (an HTTP one), its
+/// capabilities and models.
+fn print_check(profile: &InstrumentProfile, path: Option<&Path>, http: Option<&HttpReadiness>) {
     println!("\nChecking {}...", profile.name);
     println!("  Display name:  {}", profile.display_name);
     if let Some(desc) = &profile.description {
@@ -278,7 +310,7 @@ fn check(registry: &InstrumentRegistry, name: &str, mode: OutputMode) -> Result<
     }
     println!("  Kind:          {}", profile.kind.as_str());
     if let Some(cli) = &profile.cli {
-        match &path {
+        match path {
             Some(p) => {
                 println!("  Binary:        {} ✓", p.display());
                 match version_probe(p) {
@@ -296,10 +328,16 @@ fn check(registry: &InstrumentRegistry, name: &str, mode: OutputMode) -> Result<
             println!("  Auth env var:  {var}");
         }
     }
-    if let Some(r) = &http {
+    if let Some(r) = http {
         let mark = if r.is_ready() { "✓" } else { "✗" };
         println!("  Readiness:     {mark} {}", r.describe());
     }
+    print_models(profile);
+    println!();
+}
+
+/// Capabilities, the default model and each model with its context window and cost.
+fn print_models(profile: &InstrumentProfile) {
     let caps: Vec<&str> = profile.capabilities.iter().map(String::as_str).collect();
     println!(
         "  Capabilities:  {}",
@@ -327,17 +365,6 @@ fn check(registry: &InstrumentRegistry, name: &str, mode: OutputMode) -> Result<
             group_thousands(m.context_window)
         );
     }
-    println!();
-    if ready {
-        println!("{} is ready.", profile.name);
-        return Ok(0);
-    }
-    let mut hints = vec![not_ready_hint(profile, http.as_ref())];
-    hints.push("Run 'mozart doctor' for a full environment check.".into());
-    Err(CliError::failed(
-        format!("{} is not ready.", profile.name),
-        hints,
-    ))
 }
 
 /// What to do about an instrument that is not ready, naming the program, variable or server

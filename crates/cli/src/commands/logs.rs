@@ -582,6 +582,18 @@ impl Tail {
     }
 }
 
+/// The lines of a `job.logs.follow` stream after its `started` item.
+type FollowLines = tokio::io::Lines<tokio::io::BufReader<tokio::net::unix::OwnedReadHalf>>;
+
+/// An open `job.logs.follow` stream: its lines, the log file it follows, and the writing half
+/// of its connection, held while following (dropping it shuts the connection's writing side
+/// down, and the conductor ends a stream whose client has hung up).
+struct FollowStream {
+    lines: FollowLines,
+    log_file: String,
+    _write: tokio::net::unix::OwnedWriteHalf,
+}
+
 /// `--follow` through the conductor's `job.logs.follow` stream. `None` when no conductor
 /// answers or it does not know the method (then the file is tailed instead).
 fn follow_conductor(
@@ -590,7 +602,6 @@ fn follow_conductor(
     mode: OutputMode,
     style: &Style,
 ) -> Result<Option<i32>, CliError> {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let paths = crate::conductor_client::paths(globals, None)?;
     let sheet_logs = if paths.socket.exists() {
         sheet_logs_from_conductor(globals, filter.job_id.as_deref())
@@ -602,113 +613,172 @@ fn follow_conductor(
         .build()
         .map_err(|e| CliError::failed(format!("cannot start the follow stream: {e}"), vec![]))?;
     runtime.block_on(async {
-        let stream = match mozart_ipc::connect_stream(&paths.socket, Duration::from_secs(5)).await {
-            Ok(stream) => stream,
-            Err(err) if err.is_untrusted() => {
-                return Err(crate::conductor_client::connect_error(err, mode))
-            }
-            Err(_) => return Ok(None),
-        };
-        let (read, mut write) = stream.into_split();
-        let params = LogFollowParams {
-            job_id: filter.job_id.clone(),
-            backlog_lines: 0,
-        };
-        let request = serde_json::json!({
-            "jsonrpc": "2.0", "id": 1, "method": mozart_ipc::methods::JOB_LOGS_FOLLOW,
-            "params": params,
-        });
-        if write
-            .write_all(format!("{request}\n").as_bytes())
-            .await
-            .is_err()
-        {
-            return Ok(None);
-        }
-        let mut lines = tokio::io::BufReader::new(read).lines();
-        let first = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await;
-        // The stream starts with a `started` item; an older conductor answers "method not
-        // found" instead.
-        let started = match first {
-            Ok(Ok(Some(line))) => {
-                match serde_json::from_str::<Notification<LogFollowItem>>(&line) {
-                    Ok(Notification {
-                        params: LogFollowItem::Started(log_file),
-                        ..
-                    }) => Some(log_file),
-                    _ => None,
-                }
-            }
-            _ => None,
-        };
-        let Some(log_file) = started else {
+        let Some(stream) = open_follow_stream(&paths.socket, filter, mode).await? else {
             return Ok(None);
         };
-        let mut interrupt =
+        let interrupt =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
                 .map_err(|e| CliError::failed(format!("cannot listen for Ctrl-C: {e}"), vec![]))?;
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
-        let what = filter
-            .job_id
-            .as_deref()
-            .map_or_else(|| "all scores".to_string(), |j| format!("score '{j}'"));
-        emit(
+        let logs_said = follow_header(
             &mut out,
-            &style.paint(
-                &format!("Following the conductor's log for {what} ({log_file})"),
-                Color::Dim,
-            ),
+            filter,
+            &stream.log_file,
+            sheet_logs.as_deref(),
+            mode,
+            style,
         );
-        // Where the job's full output is: known now for a job the conductor has, else said
-        // as soon as its submission comes by.
-        let mut logs_said = match &sheet_logs {
-            Some(dir) if !mode.is_json() => {
-                emit(&mut out, &sheet_logs_line(dir, style));
-                true
+        // `stream` keeps its writing half until the relay ends.
+        let code = relay(
+            stream.lines,
+            interrupt,
+            &mut out,
+            filter,
+            logs_said,
+            mode,
+            style,
+        )
+        .await;
+        Ok(Some(code))
+    })
+}
+
+/// Ask for `job.logs.follow` on a connection of its own: the stream's lines and the log
+/// file it follows, once its `started` item came (an older conductor answers "method not
+/// found" instead: `None`, as when nothing answers). A socket another user controls is an
+/// error.
+async fn open_follow_stream(
+    socket: &Path,
+    filter: &LogFilter,
+    mode: OutputMode,
+) -> Result<Option<FollowStream>, CliError> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let stream = match mozart_ipc::connect_stream(socket, Duration::from_secs(5)).await {
+        Ok(stream) => stream,
+        Err(err) if err.is_untrusted() => {
+            return Err(crate::conductor_client::connect_error(err, mode))
+        }
+        Err(_) => return Ok(None),
+    };
+    let (read, mut write) = stream.into_split();
+    let params = LogFollowParams {
+        job_id: filter.job_id.clone(),
+        backlog_lines: 0,
+    };
+    let request = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": mozart_ipc::methods::JOB_LOGS_FOLLOW,
+        "params": params,
+    });
+    if write
+        .write_all(format!("{request}\n").as_bytes())
+        .await
+        .is_err()
+    {
+        return Ok(None);
+    }
+    let mut lines = tokio::io::BufReader::new(read).lines();
+    let first = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await;
+    let started = match first {
+        Ok(Ok(Some(line))) => match serde_json::from_str::<Notification<LogFollowItem>>(&line) {
+            Ok(Notification {
+                params: LogFollowItem::Started(log_file),
+                ..
+            }) => Some(log_file),
+            _ => None,
+        },
+        _ => None,
+    };
+    Ok(started.map(|log_file| FollowStream {
+        lines,
+        log_file,
+        _write: write,
+    }))
+}
+
+/// What is followed, where the job's full output is, and how to stop. True when the
+/// sheet-log line needs no saying later (said now, JSON output, or no one job followed).
+fn follow_header(
+    out: &mut impl Write,
+    filter: &LogFilter,
+    log_file: &str,
+    sheet_logs: Option<&str>,
+    mode: OutputMode,
+    style: &Style,
+) -> bool {
+    let what = filter
+        .job_id
+        .as_deref()
+        .map_or_else(|| "all scores".to_string(), |j| format!("score '{j}'"));
+    emit(
+        out,
+        &style.paint(
+            &format!("Following the conductor's log for {what} ({log_file})"),
+            Color::Dim,
+        ),
+    );
+    // Where the job's full output is: known now for a job the conductor has, else said as
+    // soon as its submission comes by.
+    let logs_said = match sheet_logs {
+        Some(dir) if !mode.is_json() => {
+            emit(out, &sheet_logs_line(dir, style));
+            true
+        }
+        _ => mode.is_json() || filter.job_id.is_none(),
+    };
+    emit(out, &style.paint("Press Ctrl+C to stop", Color::Dim));
+    emit(out, "");
+    logs_said
+}
+
+/// Print the stream's entries that pass the filter until Ctrl-C, the conductor's end or a
+/// closed output; the exit code.
+async fn relay(
+    mut lines: FollowLines,
+    mut interrupt: tokio::signal::unix::Signal,
+    out: &mut impl Write,
+    filter: &LogFilter,
+    mut logs_said: bool,
+    mode: OutputMode,
+    style: &Style,
+) -> i32 {
+    loop {
+        let line = tokio::select! {
+            line = lines.next_line() => line,
+            _ = interrupt.recv() => {
+                emit(out, "");
+                emit(out, &style.paint("Stopped following logs.", Color::Dim));
+                return 0;
             }
-            _ => mode.is_json() || filter.job_id.is_none(),
         };
-        emit(&mut out, &style.paint("Press Ctrl+C to stop", Color::Dim));
-        emit(&mut out, "");
-        loop {
-            let line = tokio::select! {
-                line = lines.next_line() => line,
-                _ = interrupt.recv() => {
-                    emit(&mut out, "");
-                    emit(&mut out, &style.paint("Stopped following logs.", Color::Dim));
-                    return Ok(Some(0));
+        let Ok(Some(line)) = line else {
+            emit(out, "");
+            emit(
+                out,
+                &style.paint("The conductor stopped; no more log entries.", Color::Yellow),
+            );
+            return 0;
+        };
+        let Ok(message) = serde_json::from_str::<Notification<LogFollowItem>>(&line) else {
+            continue;
+        };
+        let entry = match message.params {
+            LogFollowItem::Line(l) => parse_line(&l),
+            LogFollowItem::Entry(e) => Some(e),
+            LogFollowItem::Started(_) => None,
+        };
+        if let Some(entry) = entry.filter(|e| should_include(e, filter)) {
+            if !logs_said {
+                if let Some(dir) = sheet_logs_of([&entry]) {
+                    emit(out, &sheet_logs_line(&dir, style));
+                    logs_said = true;
                 }
-            };
-            let Ok(Some(line)) = line else {
-                emit(&mut out, "");
-                emit(
-                    &mut out,
-                    &style.paint("The conductor stopped; no more log entries.", Color::Yellow),
-                );
-                return Ok(Some(0));
-            };
-            let Ok(message) = serde_json::from_str::<Notification<LogFollowItem>>(&line) else {
-                continue;
-            };
-            let entry = match message.params {
-                LogFollowItem::Line(l) => parse_line(&l),
-                LogFollowItem::Entry(e) => Some(e),
-                LogFollowItem::Started(_) => None,
-            };
-            if let Some(entry) = entry.filter(|e| should_include(e, filter)) {
-                if !logs_said {
-                    if let Some(dir) = sheet_logs_of([&entry]) {
-                        emit(&mut out, &sheet_logs_line(&dir, style));
-                        logs_said = true;
-                    }
-                }
-                if !emit(&mut out, &render(&entry, mode, style)) {
-                    return Ok(Some(0));
-                }
+            }
+            if !emit(out, &render(&entry, mode, style)) {
+                return 0;
             }
         }
-    })
+    }
 }
 
 /// The job's sheet-log directory as the conductor knows it (`job.status`'s workspace).

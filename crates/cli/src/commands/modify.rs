@@ -1,6 +1,5 @@
 //! `mozart modify SCORE_ID --config PATH` (cli.md §3.4).
 
-use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 use mozart_ipc::methods;
@@ -54,7 +53,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let score = match mozart_config::load_score(&args.config) {
         Ok(score) => score,
         Err(err) => {
-            return Ok(coded_error(
+            return Err(coded_error(
                 "E505",
                 &format!("Invalid config file: {err}"),
                 &["Check YAML syntax and schema in your score file."],
@@ -67,13 +66,8 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let ws = args.workspace.as_deref().map(absolute_text);
 
     // 2. Current status; 3. pause a running score, refuse states that cannot be modified.
-    let status = match current_status(globals, &args, ws.as_deref())? {
-        ControlFlow::Continue(status) => status,
-        ControlFlow::Break(code) => return Ok(code),
-    };
-    if let ControlFlow::Break(code) = pause_or_refuse(globals, &args, &status)? {
-        return Ok(code);
-    }
+    let status = current_status(globals, &args, ws.as_deref())?;
+    pause_or_refuse(globals, &args, &status)?;
 
     // 4.
     if !mode.is_json() {
@@ -93,13 +87,8 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
 }
 
 /// The job's status string. A metadata dict (no checkpoint yet) still carries `status`;
-/// upstream crashes on it ([BUG] §3.4 step 2). `Break` carries the exit code of a failure
-/// already printed.
-fn current_status(
-    globals: &Globals,
-    args: &Args,
-    ws: Option<&str>,
-) -> Result<ControlFlow<i32, String>, CliError> {
+/// upstream crashes on it ([BUG] §3.4 step 2).
+fn current_status(globals: &Globals, args: &Args, ws: Option<&str>) -> Result<String, CliError> {
     let (id, mode) = (args.score_id.as_str(), args.output);
     let params = JobIdParams {
         job_id: id.to_string(),
@@ -112,7 +101,7 @@ fn current_status(
         }
         Err(JobCallError::Cli(err)) => return Err(err),
         Err(err) => {
-            return Ok(ControlFlow::Break(coded_error(
+            return Err(coded_error(
                 "E501",
                 &err.message(),
                 &[
@@ -121,24 +110,20 @@ fn current_status(
                 ],
                 mode,
                 &[("job_id", json!(id))],
-            )))
+            ))
         }
     };
-    Ok(ControlFlow::Continue(current.status().to_string()))
+    Ok(current.status().to_string())
 }
 
 /// Pause a running score; refuse one that is neither running nor stopped.
-fn pause_or_refuse(
-    globals: &Globals,
-    args: &Args,
-    status: &str,
-) -> Result<ControlFlow<i32>, CliError> {
+fn pause_or_refuse(globals: &Globals, args: &Args, status: &str) -> Result<(), CliError> {
     let (id, mode) = (args.score_id.as_str(), args.output);
     if status == "running" && args.resume {
         // `job.modify` pauses a running job and books its resume in one step: nobody (a
         // `mozart wait`, a watcher) sees it paused with nothing pending in between, as they
         // would after a separate `job.pause`.
-        return Ok(ControlFlow::Continue(()));
+        return Ok(());
     }
     if status == "running" {
         let paused: Result<PauseResult, _> =
@@ -160,7 +145,7 @@ fn pause_or_refuse(
                 if let Some(e) = r.error.filter(|e| !e.is_empty()) {
                     msg.push_str(&format!(": {e}"));
                 }
-                return Ok(ControlFlow::Break(coded_error(
+                return Err(coded_error(
                     "E503",
                     &msg,
                     &[
@@ -169,10 +154,10 @@ fn pause_or_refuse(
                     ],
                     mode,
                     &[("job_id", json!(id))],
-                )));
+                ));
             }
             Err(err) => {
-                return Ok(ControlFlow::Break(coded_error(
+                return Err(coded_error(
                     "E503",
                     &err.message(),
                     &[
@@ -181,7 +166,7 @@ fn pause_or_refuse(
                     ],
                     mode,
                     &[("job_id", json!(id))],
-                )))
+                ))
             }
         }
     } else if !matches!(status, "paused" | "failed" | "cancelled") {
@@ -190,16 +175,16 @@ fn pause_or_refuse(
             "pending" | "queued" => &["Use 'mozart run' to start the score."],
             _ => &[],
         };
-        return Ok(ControlFlow::Break(coded_error(
+        return Err(coded_error(
             "E502",
             &format!("Score '{id}' is {status}, cannot modify."),
             hint,
             mode,
             &[("job_id", json!(id)), ("status", json!(status))],
-        )));
+        ));
     }
 
-    Ok(ControlFlow::Continue(()))
+    Ok(())
 }
 
 /// `--resume`: the conductor applies the new score once the paused job's sheets finish.
@@ -215,7 +200,7 @@ fn modify_and_resume(globals: &Globals, args: &Args, ws: Option<&str>) -> Result
         Ok(result) => result,
         Err(JobCallError::Cli(err)) => return Err(err),
         Err(err) => {
-            return Ok(coded_error(
+            return Err(coded_error(
                 "E506",
                 &err.message(),
                 &[

@@ -55,7 +55,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         }
         Err(JobCallError::Cli(err)) => return Err(err),
         Err(err) => {
-            return Ok(coded_error(
+            return Err(coded_error(
                 "E501",
                 &err.message(),
                 &["Run 'mozart list' to see available scores."],
@@ -86,7 +86,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     }
     let refused = mozart_client::hints::pause_refused(id, result.error);
     let hints: Vec<&str> = refused.hints.iter().map(String::as_str).collect();
-    Ok(coded_error(
+    Err(coded_error(
         "E502",
         &refused.message,
         &hints,

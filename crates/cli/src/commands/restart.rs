@@ -29,7 +29,6 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             println!("Aborted.");
             return Ok(1);
         }
-        stop::StopOutcome::Refused => return Ok(1),
         stop::StopOutcome::NotRunning => println!("{} was not running", paths.who()),
         stop::StopOutcome::Stopped => {}
     }

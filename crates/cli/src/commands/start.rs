@@ -5,21 +5,15 @@
 //! idempotent: with a conductor already running it says so (PID, socket) and succeeds, so
 //! `mozart start && mozart run …` works the second time too (upstream exits 1).
 
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
+use mozart_client::daemon;
 use mozart_conductor::{ConductorSettings, DaemonConfig, RunState};
 use mozart_ipc::paths::ConductorPaths;
-use mozart_ipc::types::ReadyResult;
-use mozart_ipc::{methods, BlockingClient};
 
 use crate::conductor_client::conductor_state;
 use crate::{CliError, Globals, OutputMode};
-
-/// How long a background start waits for the conductor to become ready.
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Arguments of `mozart start`.
 ///
@@ -117,25 +111,19 @@ fn already_running(paths: &ConductorPaths) -> Result<Option<String>, CliError> {
 fn report_already_running(paths: &ConductorPaths, pid: &str) -> Result<i32, CliError> {
     println!("{} is already running (PID {pid})", paths.who());
     println!("  Socket: {}", paths.socket.display());
-    let deadline = Instant::now() + READY_TIMEOUT;
-    loop {
-        match probe_ready(&paths.socket) {
-            Some(ready) if ready.is_ready() => return Ok(0),
-            _ if Instant::now() >= deadline => {
-                return Err(CliError::failed(
-                    format!(
-                        "The running conductor (PID {pid}) did not become ready within {} seconds.",
-                        READY_TIMEOUT.as_secs()
-                    ),
-                    vec![
-                        "Check it with: mozart conductor-status".to_string(),
-                        "Restart it with: mozart restart".to_string(),
-                    ],
-                ));
-            }
-            _ => std::thread::sleep(Duration::from_millis(50)),
-        }
+    if daemon::wait_ready(&paths.socket) {
+        return Ok(0);
     }
+    Err(CliError::failed(
+        format!(
+            "The running conductor (PID {pid}) did not become ready within {} seconds.",
+            daemon::READY_TIMEOUT.as_secs()
+        ),
+        vec![
+            "Check it with: mozart conductor-status".to_string(),
+            "Restart it with: mozart restart".to_string(),
+        ],
+    ))
 }
 
 fn log_path(config: &DaemonConfig, paths: &ConductorPaths) -> PathBuf {
@@ -145,16 +133,12 @@ fn log_path(config: &DaemonConfig, paths: &ConductorPaths) -> PathBuf {
         .unwrap_or_else(|| paths.log_file.clone())
 }
 
-/// Set beside `MALLOC_ARENA_MAX` when this program (or its systemd unit) chose it, so the
-/// conductor can keep the setting out of the instruments' environment.
-const ARENA_MARKER: &str = "MOZART_MALLOC_ARENA_MAX_SET";
-
 fn run_here(config: DaemonConfig, paths: ConductorPaths, args: &Args) -> Result<i32, CliError> {
-    if std::env::var_os(ARENA_MARKER).is_some() {
+    if std::env::var_os(daemon::ARENA_MARKER).is_some() {
         // glibc read it at startup; instruments inherit the environment, and the setting was
         // ours, not the user's. Still single-threaded here.
         std::env::remove_var("MALLOC_ARENA_MAX");
-        std::env::remove_var(ARENA_MARKER);
+        std::env::remove_var(daemon::ARENA_MARKER);
     }
     mozart_conductor::memory::tune_allocator();
     mozart_conductor::keep_inherited_fds_from_children();
@@ -207,136 +191,84 @@ fn start_dashboard(d: &mozart_conductor::config::DashboardConfig, paths: &Conduc
     mozart_dashboard::spawn_background(options);
 }
 
+/// Start the conductor in the background (this program again, as a detached child) and
+/// report it once it is ready; a conductor that exits during start-up is reported with the
+/// error it logged.
 fn start_detached(
     globals: &Globals,
     args: &Args,
     config: &DaemonConfig,
     paths: &ConductorPaths,
 ) -> Result<i32, CliError> {
-    let log = log_path(config, paths);
-    // The log holds prompts and instrument output: private, like the rest of the home.
-    if let Some(dir) = log.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| {
-                fail(format!(
-                    "cannot create log directory {}: {e}",
-                    dir.display()
-                ))
-            })?;
-    }
-    let open_log = || {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&log)
-            .map_err(|e| fail(format!("cannot open log file {}: {e}", log.display())))
-    };
     let exe = std::env::current_exe()
         .map_err(|e| fail(format!("cannot locate the mozart executable: {e}")))?;
-    let mut command = Command::new(exe);
-    if let Some(clone) = &globals.conductor_clone {
-        command.arg(format!("--conductor-clone={clone}"));
-    }
-    command.arg("start").arg("--detached-child");
-    command.arg("--socket").arg(&paths.socket);
-    if let Some(config_file) = &config.config_file {
-        command.arg("--config").arg(config_file);
-    } else if let Some(file) = &args.config {
-        command.arg("--config").arg(absolute(file));
-    }
-    if let Some(profile) = &args.profile {
-        command.arg("--profile").arg(profile);
-    }
-    if let Some(level) = &args.log_level {
-        command.arg("--log-level").arg(level);
-    }
-    // glibc gives every thread that allocates its own heap arena; a conductor's threads
-    // hand data to each other, so memory freed in one arena stays resident while another
-    // grows. One arena keeps a long-running conductor smaller (docs/performance.md); the
-    // child also calls `tune_allocator`, this covers glibc's start-up before it does.
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        command.env("MALLOC_ARENA_MAX", "1");
-        command.env(ARENA_MARKER, "1");
-    }
-    command
-        .stdin(Stdio::null())
-        .stdout(open_log()?)
-        .stderr(open_log()?);
+    let launch = daemon::Launch {
+        program: exe,
+        args: child_args(globals, args, config, paths),
+        log: log_path(config, paths),
+        socket: paths.socket.clone(),
+    };
     // The daemon outlives this command: it must not hold the caller's other descriptors
     // (a CI runner or `$(…)` waiting for a pipe's end would wait for the daemon's).
     mozart_conductor::keep_inherited_fds_from_children();
-    // Where this start's lines begin in the (appended) log: a child that fails prints its
-    // error there, and that is what the user must see.
-    let log_start = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
-    let mut child = command
-        .spawn()
-        .map_err(|e| fail(format!("cannot start the conductor: {e}")))?;
-
-    let deadline = Instant::now() + READY_TIMEOUT;
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            let see_log = format!("See the log: {}", log.display());
-            return Err(match startup_error(&log, log_start) {
-                Some((message, mut hints)) => {
-                    hints.push(see_log);
-                    CliError::failed(format!("The conductor did not start: {message}"), hints)
-                }
-                None => CliError::failed(
-                    format!("The conductor exited during startup ({status})."),
-                    vec![see_log],
-                ),
-            });
+    match daemon::start_detached(&launch) {
+        Ok(started) => {
+            println!("{} started (PID {})", paths.who(), started.pid);
+            println!("  Socket: {}", paths.socket.display());
+            println!("  Log: {}", launch.log.display());
+            Ok(0)
         }
-        if let Some(ready) = probe_ready(&paths.socket) {
-            if ready.is_ready() {
-                println!("{} started (PID {})", paths.who(), child.id());
-                println!("  Socket: {}", paths.socket.display());
-                println!("  Log: {}", log.display());
-                return Ok(0);
-            }
-        }
-        if Instant::now() >= deadline {
-            return Err(CliError::failed(
-                format!(
-                    "The conductor (PID {}) did not become ready within {} seconds.",
-                    child.id(),
-                    READY_TIMEOUT.as_secs()
-                ),
-                vec![format!("See the log: {}", log.display())],
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(50));
+        Err(err) => Err(start_failure(err)),
     }
 }
 
-/// The error a failed detached child printed to the log after `from` (its last
-/// `Error: <message>` line and the `  - <hint>` lines under it, as [`CliError::report`]
-/// writes them), so `mozart start` says why instead of only that the conductor exited.
-fn startup_error(log: &Path, from: u64) -> Option<(String, Vec<String>)> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut file = std::fs::File::open(log).ok()?;
-    file.seek(SeekFrom::Start(from)).ok()?;
-    let mut text = String::new();
-    // Bounded: a startup writes a few lines; a huge tail is not worth reading.
-    file.take(1 << 20).read_to_string(&mut text).ok()?;
-    let lines: Vec<&str> = text.lines().collect();
-    let at = lines.iter().rposition(|l| l.starts_with("Error: "))?;
-    let message = lines[at].trim_start_matches("Error: ").to_string();
-    let hints = lines[at + 1..]
-        .iter()
-        .filter_map(|l| l.strip_prefix("  - "))
-        .map(str::to_string)
-        .collect();
-    Some((message, hints))
+/// The arguments of the detached child: `start --detached-child` with this start's options.
+fn child_args(
+    globals: &Globals,
+    args: &Args,
+    config: &DaemonConfig,
+    paths: &ConductorPaths,
+) -> Vec<OsString> {
+    let mut out: Vec<OsString> = Vec::new();
+    if let Some(clone) = &globals.conductor_clone {
+        out.push(format!("--conductor-clone={clone}").into());
+    }
+    out.extend(["start".into(), "--detached-child".into()]);
+    out.extend(["--socket".into(), paths.socket.clone().into_os_string()]);
+    if let Some(config_file) = &config.config_file {
+        out.extend(["--config".into(), config_file.clone().into_os_string()]);
+    } else if let Some(file) = &args.config {
+        out.extend(["--config".into(), absolute(file).into_os_string()]);
+    }
+    if let Some(profile) = &args.profile {
+        out.extend(["--profile".into(), profile.into()]);
+    }
+    if let Some(level) = &args.log_level {
+        out.extend(["--log-level".into(), level.into()]);
+    }
+    out
 }
 
-fn probe_ready(socket: &Path) -> Option<ReadyResult> {
-    let mut client = BlockingClient::connect(socket).ok()?;
-    client.call(methods::DAEMON_READY, ()).ok()
+/// A background start that gave no ready conductor, as the user reads it: the child's own
+/// error when it logged one, and where the log is.
+fn start_failure(err: daemon::StartError) -> CliError {
+    let see_log = |log: &Path| format!("See the log: {}", log.display());
+    match err {
+        daemon::StartError::Exited {
+            reported: Some((message, mut hints)),
+            log,
+            ..
+        } => {
+            hints.push(see_log(&log));
+            CliError::failed(format!("The conductor did not start: {message}"), hints)
+        }
+        daemon::StartError::Exited { ref log, .. }
+        | daemon::StartError::NotReady { ref log, .. } => {
+            let hints = vec![see_log(log)];
+            CliError::failed(err.to_string(), hints)
+        }
+        other => fail(other),
+    }
 }
 
 fn absolute(path: &Path) -> PathBuf {

@@ -203,38 +203,34 @@ pub(crate) fn classify(err: IpcError, mode: OutputMode) -> JobCallError {
     }
 }
 
-/// Print `Error [<code>]: <message>` + hints, or the JSON error object with `error_code`
-/// and `extras` (§1.6), and return exit code 1.
+/// A failure with an error code: `Error [<code>]: <message>` + hints, or the JSON error
+/// object with `error_code` and `extras` (§1.6); exit 1.
 pub(crate) fn coded_error(
     code: &str,
     message: &str,
     hints: &[&str],
     mode: OutputMode,
     extras: &[(&str, Value)],
-) -> i32 {
-    if mode.is_json() {
-        let mut obj = serde_json::Map::new();
-        obj.insert("success".into(), json!(false));
-        obj.insert("message".into(), json!(message));
-        obj.insert("error_code".into(), json!(code));
-        if !hints.is_empty() {
-            obj.insert("hints".into(), json!(hints));
-        }
-        for (k, v) in extras {
-            obj.insert((*k).to_string(), v.clone());
-        }
-        print_json(&Value::Object(obj));
-    } else {
-        println!("Error [{code}]: {message}");
-        if !hints.is_empty() {
-            println!();
-            println!("Hints:");
-            for h in hints {
-                println!("  - {h}");
-            }
-        }
+) -> CliError {
+    let mut obj = serde_json::Map::new();
+    obj.insert("success".into(), json!(false));
+    obj.insert("message".into(), json!(message));
+    obj.insert("error_code".into(), json!(code));
+    if !hints.is_empty() {
+        obj.insert("hints".into(), json!(hints));
     }
-    1
+    for (k, v) in extras {
+        obj.insert((*k).to_string(), v.clone());
+    }
+    CliError::Detailed(Box::new(crate::error::Detailed {
+        code: Some(code.to_string()),
+        message: message.to_string(),
+        hints: hints.iter().map(|h| h.to_string()).collect(),
+        after: Vec::new(),
+        document: Value::Object(obj),
+        mode,
+        exit: 1,
+    }))
 }
 
 /// A failure with hints, printed as text or as the JSON error object.

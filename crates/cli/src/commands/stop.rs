@@ -44,9 +44,6 @@ pub(crate) enum StopOutcome {
     Stopped,
     /// The user declined the prompt.
     Aborted,
-    /// Jobs are running, nobody can be asked (no terminal) and `--yes` was not given: the
-    /// refusal was printed.
-    Refused,
 }
 
 /// Run `mozart stop`.
@@ -61,13 +58,13 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             println!("Aborted.");
             Ok(1)
         }
-        StopOutcome::Refused => Ok(1),
         StopOutcome::Stopped => Ok(0),
     }
 }
 
 /// Stop the conductor at `paths` and wait until it has released its lock. `yes` skips the
-/// running-jobs question; `command` (`stop`, `restart`) is named in the refusal.
+/// running-jobs question; `command` (`stop`, `restart`) is named in the refusal, the error
+/// when jobs are running, nobody can be asked (no terminal) and `--yes` was not given.
 pub(crate) fn stop_conductor(
     paths: &ConductorPaths,
     force: bool,
@@ -101,10 +98,9 @@ pub(crate) fn stop_conductor(
             .map_err(|e| CliError::failed(e.to_string(), vec![]))?;
         println!("Sent SIGKILL to {} (PID {pid})", paths.who());
     } else {
-        match confirm_if_jobs_running(paths, yes, command) {
+        match confirm_if_jobs_running(paths, yes, command)? {
             Confirm::Go => {}
             Confirm::Declined => return Ok(StopOutcome::Aborted),
-            Confirm::Refused => return Ok(StopOutcome::Refused),
         }
         if !ask_to_shut_down(paths) {
             let pid = pid.ok_or_else(|| {
@@ -147,8 +143,6 @@ enum Confirm {
     Go,
     /// The user answered no (or nothing).
     Declined,
-    /// No terminal to ask on and no `--yes`: the refusal was printed.
-    Refused,
 }
 
 /// What stopping does to running jobs, in words that are true of this conductor.
@@ -161,20 +155,25 @@ fn consequences(paths: &ConductorPaths) -> String {
     )
 }
 
-/// cli.md §2.2 step 2: with jobs running, ask (a terminal), take `--yes`, or refuse.
-fn confirm_if_jobs_running(paths: &ConductorPaths, yes: bool, command: &str) -> Confirm {
+/// cli.md §2.2 step 2: with jobs running, ask (a terminal), take `--yes`, or refuse (the
+/// error names `--yes`).
+fn confirm_if_jobs_running(
+    paths: &ConductorPaths,
+    yes: bool,
+    command: &str,
+) -> Result<Confirm, CliError> {
     use std::io::IsTerminal;
     if yes {
-        return Confirm::Go;
+        return Ok(Confirm::Go);
     }
     let Some(mut client) = quick_client(paths) else {
-        return Confirm::Go;
+        return Ok(Confirm::Go);
     };
     let Ok(ready) = client.call::<_, ReadyResult>(methods::DAEMON_READY, ()) else {
-        return Confirm::Go;
+        return Ok(Confirm::Go);
     };
     if ready.running_jobs == 0 {
-        return Confirm::Go;
+        return Ok(Confirm::Go);
     }
     let n = ready.running_jobs;
     let what = format!(
@@ -182,15 +181,14 @@ fn confirm_if_jobs_running(paths: &ConductorPaths, yes: bool, command: &str) -> 
         consequences(paths)
     );
     if !std::io::stdin().is_terminal() {
-        crate::output::print_error(
-            &format!("{n} job(s) are running; not stopping the conductor without confirmation."),
-            &[
+        return Err(CliError::failed(
+            format!("{n} job(s) are running; not stopping the conductor without confirmation."),
+            vec![
                 format!("Go ahead anyway: mozart {command} --yes"),
                 what,
                 "See what runs: mozart list".to_string(),
             ],
-        );
-        return Confirm::Refused;
+        ));
     }
     println!("⚠ Warning: {n} job(s) currently running. {what}");
     print!("Proceed with stop? [y/N]: ");
@@ -198,9 +196,9 @@ fn confirm_if_jobs_running(paths: &ConductorPaths, yes: bool, command: &str) -> 
     let mut answer = String::new();
     let _ = std::io::stdin().lock().read_line(&mut answer);
     if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
-        Confirm::Go
+        Ok(Confirm::Go)
     } else {
-        Confirm::Declined
+        Ok(Confirm::Declined)
     }
 }
 

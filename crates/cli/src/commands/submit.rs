@@ -4,14 +4,15 @@
 use std::path::PathBuf;
 
 use mozart_config::Score;
-use mozart_ipc::methods;
 use mozart_ipc::status::JobStatusResult;
 use mozart_ipc::types::{JobRequest, JobResponse, JobResponseStatus, RateLimitsResult};
+use mozart_ipc::{methods, BlockingClient};
 use serde_json::json;
 
 use super::status::{absolute, absolute_text, classify, rate_limit_lines, JobCallError};
 use crate::conductor_client;
-use crate::output::{print_error, print_json};
+use crate::error::Detailed;
+use crate::output::print_json;
 use crate::{CliError, ErrorKind, Globals, OutputMode};
 use mozart_client::hints::{rejection_headline, rejection_hints};
 use mozart_client::submit::first_failure;
@@ -47,7 +48,6 @@ pub const RUN_NOT_RUNNING_JSON: &str = "Mozart conductor is not running. Start w
 
 /// Submit the score to the conductor and report the outcome; returns the exit code.
 pub fn submit(globals: &Globals, args: &SubmitArgs, score: &Score) -> Result<i32, CliError> {
-    let file = args.config_file.display().to_string();
     if args.start_sheet == Some(0) {
         return Err(CliError::Usage(
             "Invalid value: --start-sheet must be >= 1, got 0".into(),
@@ -66,68 +66,11 @@ pub fn submit(globals: &Globals, args: &SubmitArgs, score: &Score) -> Result<i32
         return Err(not_submitted(ESCALATION_UNSUPPORTED, vec![], args.output));
     }
 
-    // 5. Paths go absolute: the conductor resolves relative ones in its own directory (§10).
-    // The workspace as this command resolved it — also when the score has no `workspace:`
-    // key, whose default `./workspace` would otherwise resolve in the conductor's directory
-    // and differ from what `mozart run --dry-run` showed.
-    let workspace = match &args.workspace {
-        Some(ws) => absolute(ws),
-        None => score.config.workspace.clone(),
-    };
-    let params = JobRequest {
-        config_path: absolute_text(&args.config_file),
-        workspace: Some(workspace.display().to_string()),
-        fresh: args.fresh,
-        self_healing: args.self_healing,
-        self_healing_auto_confirm: args.yes,
-        start_sheet: args.start_sheet,
-        ..JobRequest::default()
-    };
-    // One connection for the submission and the early-failure watch (issue 26), and no
-    // health probe first: the submission itself tells whether a conductor answers (a round
-    // trip less per score while many jobs run, issue 24).
-    let connected =
-        conductor_client::connect_direct(globals, args.output).map_err(JobCallError::Cli);
-    let mut client = None;
-    let submitted = connected.and_then(|c| {
-        let c = client.insert(c);
-        c.call(methods::JOB_SUBMIT, params)
-            .map_err(|err| classify(err, args.output))
-    });
-    let response: JobResponse = match submitted {
-        Ok(response) => response,
-        Err(JobCallError::Cli(err)) if args.output.is_json() && !err.is_untrusted() => {
-            return Err(not_submitted(RUN_NOT_RUNNING_JSON, vec![], args.output));
-        }
-        Err(JobCallError::Cli(err)) => return Err(err),
-        // 9.
-        Err(err) => {
-            return Err(not_submitted(
-                err.message(),
-                vec!["Restart the conductor: mozart restart".to_string()],
-                args.output,
-            ))
-        }
-    };
-    let job_id = response.job_id.clone();
-    let message = response.message.clone().filter(|m| !m.is_empty());
-
+    let (response, mut client) = send(globals, args, job_request(args, score))?;
     match response.status {
         // 6.
         JobResponseStatus::Pending => {
-            if args.output.is_json() {
-                print_json(&json!({"job_id": job_id, "status": "pending", "message": message}));
-            } else {
-                println!("Score queued as pending: {job_id}");
-                println!(
-                    "{}",
-                    message
-                        .as_deref()
-                        .unwrap_or("Score queued as pending — starts when rate limits clear.")
-                );
-                println!("Monitor with: mozart status {job_id} --watch");
-                println!("Cancel with:  mozart cancel {job_id}");
-            }
+            report_pending(&response, args.output);
             Ok(0)
         }
         // 8.
@@ -136,62 +79,156 @@ pub fn submit(globals: &Globals, args: &SubmitArgs, score: &Score) -> Result<i32
         // the failure came within 1.5 s). A job that already ended is reported with its
         // cause; its outcome as an exit code is `mozart wait`'s.
         JobResponseStatus::Accepted => {
-            let ended = client
-                .as_mut()
-                .and_then(|c| mozart_client::submit::early_failure(c, &job_id));
-            if args.output.is_json() {
-                let mut doc = serde_json::to_value(&response).unwrap_or_else(|_| json!({}));
-                if let (Some(ended), Some(obj)) = (&ended, doc.as_object_mut()) {
-                    obj.insert("job_status".into(), json!(ended.status()));
-                    obj.insert("error".into(), json!(ended.error_message()));
-                    if let Some(cause) = first_failure(ended) {
-                        obj.insert("failure".into(), cause.to_json());
-                    }
-                }
-                print_json(&doc);
-            } else {
-                println!("Score submitted to conductor: {job_id}");
-                if let Some(m) = &message {
-                    // Upstream's wire words say "queued" for every accepted job, also one that
-                    // starts at once: say what the limit means instead.
-                    match m
-                        .strip_prefix("Job queued (concurrency limit: ")
-                        .and_then(|r| r.strip_suffix(')'))
-                    {
-                        Some(limit) => println!(
-                            "  Job accepted (up to {limit} jobs run at once; more wait for a free slot)"
-                        ),
-                        None => println!("  {m}"),
-                    }
-                }
-                println!();
-                match &ended {
-                    Some(ended) => report_early_failure(&job_id, ended),
-                    None => println!("Monitor with: mozart status {job_id} --watch"),
-                }
-            }
+            let ended = mozart_client::submit::early_failure(&mut client, &response.job_id);
+            report_accepted(&response, ended.as_ref(), args.output);
             Ok(0)
         }
         // 7.
         JobResponseStatus::Rejected | JobResponseStatus::Error => {
-            let reason = response.rejection_reason();
-            if args.output.is_json() {
-                // Upstream's `run --json` shape: the answer without our typed reason.
-                print_json(&JobResponse {
-                    reason: None,
-                    ..response
-                });
-                return Ok(1);
-            }
-            let headline = rejection_headline(message.as_deref());
-            let (hints, show_limits) = rejection_hints(reason, &job_id, &file, args.fresh);
-            print_error(&headline, &hints);
-            if show_limits {
-                print_active_limits(globals);
-            }
-            Ok(1)
+            Err(refusal(globals, args, response))
         }
     }
+}
+
+/// The `job.submit` request (§3.1 step 5). Paths go absolute: the conductor resolves
+/// relative ones in its own directory (§10). The workspace is the one this command
+/// resolved — also when the score has no `workspace:` key, whose default `./workspace`
+/// would otherwise resolve in the conductor's directory and differ from what
+/// `mozart run --dry-run` showed.
+fn job_request(args: &SubmitArgs, score: &Score) -> JobRequest {
+    let workspace = match &args.workspace {
+        Some(ws) => absolute(ws),
+        None => score.config.workspace.clone(),
+    };
+    JobRequest {
+        config_path: absolute_text(&args.config_file),
+        workspace: Some(workspace.display().to_string()),
+        fresh: args.fresh,
+        self_healing: args.self_healing,
+        self_healing_auto_confirm: args.yes,
+        start_sheet: args.start_sheet,
+        ..JobRequest::default()
+    }
+}
+
+/// Submit `params` and hand back the answer with the connection, which the early-failure
+/// watch reuses. One connection for both (issue 26), and no health probe first: the
+/// submission itself tells whether a conductor answers (a round trip less per score while
+/// many jobs run, issue 24).
+fn send(
+    globals: &Globals,
+    args: &SubmitArgs,
+    params: JobRequest,
+) -> Result<(JobResponse, BlockingClient), CliError> {
+    let submitted = conductor_client::connect_direct(globals, args.output)
+        .map_err(JobCallError::Cli)
+        .and_then(|mut client| {
+            client
+                .call(methods::JOB_SUBMIT, params)
+                .map(|response| (response, client))
+                .map_err(|err| classify(err, args.output))
+        });
+    match submitted {
+        Ok(answer) => Ok(answer),
+        Err(JobCallError::Cli(err)) if args.output.is_json() && !err.is_untrusted() => {
+            Err(not_submitted(RUN_NOT_RUNNING_JSON, vec![], args.output))
+        }
+        Err(JobCallError::Cli(err)) => Err(err),
+        // 9.
+        Err(err) => Err(not_submitted(
+            err.message(),
+            vec!["Restart the conductor: mozart restart".to_string()],
+            args.output,
+        )),
+    }
+}
+
+/// The conductor's message, when it gave one.
+fn response_message(response: &JobResponse) -> Option<&str> {
+    response.message.as_deref().filter(|m| !m.is_empty())
+}
+
+/// §3.1 step 6: the score waits for rate limits to clear.
+fn report_pending(response: &JobResponse, mode: OutputMode) {
+    let job_id = &response.job_id;
+    let message = response_message(response);
+    if mode.is_json() {
+        print_json(&json!({"job_id": job_id, "status": "pending", "message": message}));
+        return;
+    }
+    println!("Score queued as pending: {job_id}");
+    println!(
+        "{}",
+        message.unwrap_or("Score queued as pending — starts when rate limits clear.")
+    );
+    println!("Monitor with: mozart status {job_id} --watch");
+    println!("Cancel with:  mozart cancel {job_id}");
+}
+
+/// §3.1 step 8: the conductor took the score; `ended` is the job when it already ended
+/// during the short look that follows.
+fn report_accepted(response: &JobResponse, ended: Option<&JobStatusResult>, mode: OutputMode) {
+    let job_id = &response.job_id;
+    if mode.is_json() {
+        let mut doc = serde_json::to_value(response).unwrap_or_else(|_| json!({}));
+        if let (Some(ended), Some(obj)) = (ended, doc.as_object_mut()) {
+            obj.insert("job_status".into(), json!(ended.status()));
+            obj.insert("error".into(), json!(ended.error_message()));
+            if let Some(cause) = first_failure(ended) {
+                obj.insert("failure".into(), cause.to_json());
+            }
+        }
+        print_json(&doc);
+        return;
+    }
+    println!("Score submitted to conductor: {job_id}");
+    if let Some(m) = response_message(response) {
+        // Upstream's wire words say "queued" for every accepted job, also one that starts
+        // at once: say what the limit means instead.
+        match m
+            .strip_prefix("Job queued (concurrency limit: ")
+            .and_then(|r| r.strip_suffix(')'))
+        {
+            Some(limit) => println!(
+                "  Job accepted (up to {limit} jobs run at once; more wait for a free slot)"
+            ),
+            None => println!("  {m}"),
+        }
+    }
+    println!();
+    match ended {
+        Some(ended) => report_early_failure(job_id, ended),
+        None => println!("Monitor with: mozart status {job_id} --watch"),
+    }
+}
+
+/// §3.1 step 7: the conductor refused the score. In JSON mode its answer as upstream's
+/// `run --json` shows it (without our typed reason); as text the headline, the hints for
+/// the typed reason, and the active rate limits when the reason is load.
+fn refusal(globals: &Globals, args: &SubmitArgs, response: JobResponse) -> CliError {
+    let file = args.config_file.display().to_string();
+    let reason = response.rejection_reason();
+    let message = rejection_headline(response_message(&response));
+    let (hints, show_limits) = rejection_hints(reason, &response.job_id, &file, args.fresh);
+    let after = if show_limits && !args.output.is_json() {
+        active_limits(globals)
+    } else {
+        Vec::new()
+    };
+    let document = serde_json::to_value(JobResponse {
+        reason: None,
+        ..response
+    })
+    .unwrap_or_else(|_| json!({}));
+    CliError::Detailed(Box::new(Detailed {
+        code: None,
+        message,
+        hints,
+        after,
+        document,
+        mode: args.output,
+        exit: 1,
+    }))
 }
 
 /// A failure of `mozart run` that submitted nothing: `{"error": ...}` in JSON mode, else
@@ -263,21 +300,22 @@ pub(crate) fn only_free_instruments(config: &mozart_config::JobConfig) -> bool {
         && config.instruments.is_empty()
 }
 
-fn print_active_limits(globals: &Globals) {
+/// The "Active rate limits" section shown after a refusal under load: empty when there are
+/// none or the conductor does not say.
+fn active_limits(globals: &Globals) -> Vec<String> {
     let Ok(mut client) = conductor_client::connect(globals) else {
-        return;
+        return Vec::new();
     };
     let Ok(limits) = client.call::<_, RateLimitsResult>(methods::DAEMON_RATE_LIMITS, ()) else {
-        return;
+        return Vec::new();
     };
     let lines = rate_limit_lines(&limits);
-    if !lines.is_empty() {
-        println!();
-        println!("Active rate limits:");
-        for l in lines {
-            println!("  {l}");
-        }
+    if lines.is_empty() {
+        return lines;
     }
+    let mut section = vec![String::new(), "Active rate limits:".to_string()];
+    section.extend(lines.into_iter().map(|l| format!("  {l}")));
+    section
 }
 
 /// A job that ended during `run`'s short look: what happened and why, then where to look.

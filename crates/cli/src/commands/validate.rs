@@ -7,7 +7,7 @@ use mozart_client::hints::LoadPurpose;
 use mozart_config::validate::{self as checks, CheckEnv, Issue, Severity};
 use mozart_config::{ConfigError, Score};
 
-use crate::output::{boxed, console_width, print_json, write_py_json, PyJsonNode};
+use crate::output::{boxed, console_width, write_py_json, PyJsonNode};
 use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart validate`.
@@ -24,19 +24,23 @@ pub struct Args {
     pub verbose: bool,
 }
 
-fn fail(mode: OutputMode, message: String, hints: Vec<String>) -> Result<i32, CliError> {
-    if mode.is_json() {
-        let mut obj = serde_json::Map::new();
-        obj.insert("success".into(), false.into());
-        obj.insert("message".into(), message.into());
-        if !hints.is_empty() {
-            obj.insert("hints".into(), hints.into());
-        }
-        print_json(&serde_json::Value::Object(obj));
-    } else {
-        crate::output::print_error(&message, &hints);
+/// A score that cannot be checked: `Error:` + hints, or the JSON error object; exit 2.
+fn fail(mode: OutputMode, message: String, hints: Vec<String>) -> CliError {
+    let mut obj = serde_json::Map::new();
+    obj.insert("success".into(), false.into());
+    obj.insert("message".into(), message.clone().into());
+    if !hints.is_empty() {
+        obj.insert("hints".into(), hints.clone().into());
     }
-    Ok(2)
+    CliError::Detailed(Box::new(crate::error::Detailed {
+        code: None,
+        message,
+        hints,
+        after: Vec::new(),
+        document: serde_json::Value::Object(obj),
+        mode,
+        exit: 2,
+    }))
 }
 
 /// Print a click-style usage error for a missing CONFIG_FILE and return exit code 2.
@@ -195,7 +199,7 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
 
 fn report_load_error(err: ConfigError, mode: OutputMode) -> Result<i32, CliError> {
     let advice = mozart_client::hints::load_failure(err, LoadPurpose::Validate, mode.is_json());
-    fail(mode, advice.message, advice.hints)
+    Err(fail(mode, advice.message, advice.hints))
 }
 
 fn print_terminal(

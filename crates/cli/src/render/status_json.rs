@@ -24,40 +24,8 @@ pub fn parse_checkpoint(value: &Value) -> Option<JobCheckpoint> {
     }
 }
 
-/// Canonical E-code of a legacy category string.
-fn category_code(category: &str) -> Option<&'static str> {
-    Some(match category.to_ascii_lowercase().as_str() {
-        "timeout" => "E001",
-        "signal" => "E002",
-        "network" => "E003",
-        "transient" => "E004",
-        "rate_limit" => "E101",
-        "validation" => "E201",
-        "configuration" => "E301",
-        "auth" => "E502",
-        "preflight" => "E601",
-        "escalation" | "fatal" => "E999",
-        _ => return None,
-    })
-}
-
-/// Normalise an error code to `Exxx`: real codes pass, category strings map to their
-/// family's code, anything else is `E999` (cli.md §4.1).
-pub fn normalize_error_code(code: Option<&str>, category: Option<&str>) -> String {
-    if let Some(code) = code {
-        let digits = code.strip_prefix('E').unwrap_or("");
-        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-            return code.to_string();
-        }
-        if let Some(mapped) = category_code(code) {
-            return mapped.to_string();
-        }
-    }
-    category
-        .and_then(category_code)
-        .unwrap_or("E999")
-        .to_string()
-}
+/// Normalising an error code to `Exxx` is the client's (`mozart_client::diagnose`).
+pub use mozart_client::diagnose::normalize_error_code;
 
 /// `transient` (E0xx), `rate_limit` (E1xx) or `permanent`, from a code or category.
 pub fn infer_error_type(code_or_category: Option<&str>) -> &'static str {

@@ -2,7 +2,7 @@
 //! aligned text in upstream's section order, colour only through [`Style`].
 
 use mozart_ipc::checkpoint::{HookResult, JobCheckpoint, JobStatus, SheetCheckpoint, SheetStatus};
-use mozart_ipc::sheet_view::{SheetMode, SheetsView};
+use mozart_ipc::sheet_view::{MovementSummary, SheetMode, SheetsView};
 use mozart_ipc::status::JobListEntry;
 use serde_json::Value;
 
@@ -380,62 +380,9 @@ impl View<'_> {
     /// movement's counts and durations, the running and failed sheets up to the cap (saying
     /// how many more), and how to page the rest.
     fn large_summary(&mut self, view: &SheetsView) {
-        let job = self.job;
-        let id = &job.job_id;
+        let id = &self.job.job_id;
         if view.movements.len() > 1 || view.movements.iter().any(|m| m.movement > 0) {
-            self.heading("Movements");
-            let descriptions = sheet_descriptions(job);
-            for m in view.movements.iter().take(MAX_MOVEMENT_LINES) {
-                let color = sheet_status_color(if m.status == "running" {
-                    "in_progress"
-                } else {
-                    m.status.as_str()
-                });
-                let range = if m.first_sheet == m.last_sheet {
-                    format!("sheet {}", m.first_sheet)
-                } else {
-                    format!("sheets {}–{}", m.first_sheet, m.last_sheet)
-                };
-                let mut line = format!("  Movement {}", m.movement);
-                if let Some(d) = descriptions.get(&m.first_sheet) {
-                    line.push_str(&format!(": {d}"));
-                }
-                line.push_str(&format!(
-                    " ({range}, {} sheet{})",
-                    thousands(u64::from(m.sheet_count)),
-                    if m.sheet_count == 1 { "" } else { "s" }
-                ));
-                let done = m.counts.get("completed").copied().unwrap_or(0);
-                let mut detail = vec![format!(
-                    "{}: {}/{} completed",
-                    m.status,
-                    thousands(u64::from(done)),
-                    thousands(u64::from(m.sheet_count))
-                )];
-                for state in ["in_progress", "failed", "skipped"] {
-                    if let Some(n) = m.counts.get(state).filter(|n| **n > 0) {
-                        detail.push(format!("{} {state}", thousands(u64::from(*n))));
-                    }
-                }
-                if let Some(longest) = m.longest_seconds {
-                    detail.push(format!(
-                        "longest {}, total {}",
-                        format_duration(Some(longest)),
-                        format_duration(Some(m.total_seconds))
-                    ));
-                }
-                line.push_str(&format!(
-                    "    {}",
-                    self.style.paint(&detail.join(", "), color)
-                ));
-                self.line(line);
-            }
-            if view.movements.len() > MAX_MOVEMENT_LINES {
-                self.line(format!(
-                    "  ... and {} more movements",
-                    view.movements.len() - MAX_MOVEMENT_LINES
-                ));
-            }
+            self.movements_section(view);
         }
         self.heading("Sheet Summary");
         let parts: Vec<String> = view
@@ -453,6 +400,86 @@ impl View<'_> {
             thousands(u64::from(view.total)),
             parts.join(", ")
         ));
+        self.capped_sheets(view);
+        self.line(String::new());
+        self.line(self.style.paint(
+            &format!(
+                "Every sheet, a page at a time: mozart status {id} --sheets \
+                 [--state STATE] [--offset N] [--limit N]"
+            ),
+            Color::Dim,
+        ));
+    }
+
+    /// Up to [`MAX_MOVEMENT_LINES`] movements, one line each.
+    fn movements_section(&mut self, view: &SheetsView) {
+        self.heading("Movements");
+        let descriptions = sheet_descriptions(self.job);
+        for m in view.movements.iter().take(MAX_MOVEMENT_LINES) {
+            let line = self.movement_line(m, descriptions.get(&m.first_sheet));
+            self.line(line);
+        }
+        if view.movements.len() > MAX_MOVEMENT_LINES {
+            self.line(format!(
+                "  ... and {} more movements",
+                view.movements.len() - MAX_MOVEMENT_LINES
+            ));
+        }
+    }
+
+    /// A movement: its number and description, its sheets, then its status with counts by
+    /// state and its longest and total durations.
+    fn movement_line(&self, m: &MovementSummary, description: Option<&String>) -> String {
+        let color = sheet_status_color(if m.status == "running" {
+            "in_progress"
+        } else {
+            m.status.as_str()
+        });
+        let range = if m.first_sheet == m.last_sheet {
+            format!("sheet {}", m.first_sheet)
+        } else {
+            format!("sheets {}–{}", m.first_sheet, m.last_sheet)
+        };
+        let mut line = format!("  Movement {}", m.movement);
+        if let Some(d) = description {
+            line.push_str(&format!(": {d}"));
+        }
+        line.push_str(&format!(
+            " ({range}, {} sheet{})",
+            thousands(u64::from(m.sheet_count)),
+            if m.sheet_count == 1 { "" } else { "s" }
+        ));
+        let done = m.counts.get("completed").copied().unwrap_or(0);
+        let mut detail = vec![format!(
+            "{}: {}/{} completed",
+            m.status,
+            thousands(u64::from(done)),
+            thousands(u64::from(m.sheet_count))
+        )];
+        for state in ["in_progress", "failed", "skipped"] {
+            if let Some(n) = m.counts.get(state).filter(|n| **n > 0) {
+                detail.push(format!("{} {state}", thousands(u64::from(*n))));
+            }
+        }
+        if let Some(longest) = m.longest_seconds {
+            detail.push(format!(
+                "longest {}, total {}",
+                format_duration(Some(longest)),
+                format_duration(Some(m.total_seconds))
+            ));
+        }
+        line.push_str(&format!(
+            "    {}",
+            self.style.paint(&detail.join(", "), color)
+        ));
+        line
+    }
+
+    /// The running and the failed sheets the view holds (up to the cap), each group saying
+    /// how many more there are and how to list them.
+    fn capped_sheets(&mut self, view: &SheetsView) {
+        let job = self.job;
+        let id = &job.job_id;
         let running: Vec<(&u32, &SheetCheckpoint)> = job
             .sheets
             .iter()
@@ -506,14 +533,6 @@ impl View<'_> {
                 ));
             }
         }
-        self.line(String::new());
-        self.line(self.style.paint(
-            &format!(
-                "Every sheet, a page at a time: mozart status {id} --sheets \
-                 [--state STATE] [--offset N] [--limit N]"
-            ),
-            Color::Dim,
-        ));
     }
 
     /// One page of sheets (`status --sheets`): where it is in the list, and the next page.
