@@ -586,6 +586,14 @@ pub async fn run_process(
         }
     };
     let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+    // A spawn that straddled a clock tick (common on a loaded machine: the spawn waits for
+    // the child's `exec`) reads the start time here, once, for the journal, the watchdog
+    // and the children cache alike. Not reaped yet: even an instrument that already ended
+    // still has its entry.
+    let ticks = ticks.or_else(|| match pid {
+        p if p > 1 => crate::descendants::read_stat(p).map(|s| s.start),
+        _ => None,
+    });
     progress.set_started(u32::try_from(pid).ok(), ticks);
     let pgid = (pid > 1).then_some(pid);
     // Known as ours until `supervise` has reaped it (or, when this future is dropped, until
