@@ -136,6 +136,17 @@ fn children_files() -> bool {
     *HAVE
 }
 
+/// The pids listed in one thread's `children` file (`None` when it cannot be read: the
+/// thread is gone).
+fn thread_children(pid: i32, tid: i32, out: &mut Vec<i32>) -> Option<()> {
+    let text = read_proc(format!("/proc/{pid}/task/{tid}/children"))?;
+    out.extend(
+        text.split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok()),
+    );
+    Some(())
+}
+
 /// Who is whose child: read per process from `/proc/<pid>/task/*/children` when the kernel
 /// offers it (a few small files), else from one pass over every `/proc/<pid>/stat`.
 pub(crate) enum Tree {
@@ -183,16 +194,40 @@ impl Tree {
                     return out;
                 };
                 for task in tasks.flatten() {
-                    if let Some(text) = read_proc(task.path().join("children")) {
-                        out.extend(
-                            text.split_whitespace()
-                                .filter_map(|p| p.parse::<i32>().ok()),
-                        );
+                    if let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) {
+                        let _ = thread_children(pid, tid, &mut out);
                     }
                 }
                 out
             }
         }
+    }
+
+    /// This process's direct children that can belong to an attempt whose instrument the
+    /// thread `spawner` spawned, reading the `children` files of that thread and of the
+    /// main thread only (instead of one per thread of the conductor, a dozen, on every
+    /// attempt's end). `None` when that is not enough to know: no `children` files, or
+    /// the spawner thread has ended (its children went to another thread).
+    ///
+    /// Why two threads suffice: a process is a child of the thread that forked it — the
+    /// instrument, of `spawner`; a child the instrument forks with `CLONE_PARENT`, of
+    /// `spawner` too. A process whose parent dies is handed to the subreaper's first live
+    /// thread, the main one (kernel ≥ 4.1, `find_alive_thread`; before, to the subreaper
+    /// thread in its ancestry: `spawner`); so are the children of a thread that ends.
+    /// Every process of the attempt that is our direct child is therefore on one of the
+    /// two lists, as long as both threads live (the main thread lives as long as the
+    /// process).
+    fn attempt_children(spawner: i32) -> Option<Vec<i32>> {
+        if !children_files() {
+            return None;
+        }
+        let me = me();
+        let mut out = Vec::new();
+        thread_children(me, spawner, &mut out)?;
+        if spawner != me {
+            thread_children(me, me, &mut out)?;
+        }
+        Some(out)
     }
 }
 
@@ -210,6 +245,8 @@ fn environ_tag(pid: i32) -> Option<AttemptTag> {
 struct Known {
     start: u64,
     tag: Option<AttemptTag>,
+    /// An instrument this process spawned, not reaped yet ([`note_spawned`]).
+    spawned: bool,
 }
 
 /// Our direct children's tags, by pid. Reading another process's environment (its memory)
@@ -246,18 +283,70 @@ pub(crate) fn child_tag(pid: i32) -> Option<(u64, Option<AttemptTag>)> {
         let known_child = Known {
             start: stat.start,
             tag: tag.clone(),
+            spawned: false,
         };
         known().insert(pid, known_child);
     }
     Some((stat.start, tag))
 }
 
-/// Forget what was known of processes that are no longer our children.
+/// Forget what was known of processes that are no longer our children. A spawned
+/// instrument is forgotten by its [`Spawned`] instead: a list read while it was being
+/// spawned may not hold it yet.
 pub(crate) fn forget_children_except(children: &[i32]) {
     let mut known = known();
     if !known.is_empty() {
         let current: HashSet<i32> = children.iter().copied().collect();
-        known.retain(|pid, _| current.contains(pid));
+        known.retain(|pid, k| k.spawned || current.contains(pid));
+    }
+}
+
+/// Whether our direct child `pid` is an instrument this process spawned and has not reaped
+/// yet: never an adopted process, so the subreaper need not look at it.
+pub(crate) fn spawned_child(pid: i32) -> bool {
+    known().get(&pid).is_some_and(|k| k.spawned)
+}
+
+/// An instrument just spawned (pid, start time, attempt tag), known as our child until
+/// dropped — drop it as soon as the instrument is reaped (or abandoned to the runtime's
+/// reaper): while the pid is unreaped no other process can have it, so what is noted
+/// stays true.
+/// Every look at the process tree (each attempt's end, each SIGCHLD) then knows the
+/// in-flight instruments without reading their `/proc` files — a zombie's `stat`, or the
+/// environment of a child that has not `exec`d yet (the conductor's own, read in full),
+/// on every look.
+#[derive(Debug)]
+pub(crate) struct Spawned {
+    pid: i32,
+    tag: AttemptTag,
+}
+
+/// Note the instrument `pid` (started at `start` ticks) that this process spawned for the
+/// attempt `tag`.
+pub(crate) fn note_spawned(pid: i32, start: u64, tag: &AttemptTag) -> Spawned {
+    known().insert(
+        pid,
+        Known {
+            start,
+            tag: Some(tag.clone()),
+            spawned: true,
+        },
+    );
+    Spawned {
+        pid,
+        tag: tag.clone(),
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let mut known = known();
+        if known
+            .get(&self.pid)
+            .is_some_and(|k| k.spawned && k.tag.as_ref() == Some(&self.tag))
+        {
+            known.remove(&self.pid);
+        }
     }
 }
 
@@ -281,16 +370,24 @@ pub(crate) fn registered_root(tag: &AttemptTag) -> Option<Option<i32>> {
     live().get(tag).copied()
 }
 
-/// The live processes of the attempt tagged `tag` (instrument pid `root`): every direct
-/// child of this process whose environment holds the tag, and everything below those
-/// (zombies left out: they are dead). A tagged direct child other than `root` was adopted:
-/// it is noted for the subreaper.
-fn find(tag: &AttemptTag, root: Option<i32>) -> Vec<Stat> {
+/// The live processes of the attempt tagged `tag` (instrument pid `root`, spawned by our
+/// thread `spawner` when known): every direct child of this process whose environment
+/// holds the tag, and everything below those (zombies left out: they are dead). A tagged
+/// direct child other than `root` was adopted: it is noted for the subreaper.
+fn find(tag: &AttemptTag, root: Option<i32>, spawner: Option<i32>) -> Vec<Stat> {
     let me = me();
     let tree = Tree::new();
-    let children = tree.children(me);
+    let children = match spawner.and_then(Tree::attempt_children) {
+        Some(children) => children,
+        None => {
+            // Every thread's list: the whole set of our children, so what is known of
+            // processes no longer among them can go.
+            let children = tree.children(me);
+            forget_children_except(&children);
+            children
+        }
+    };
     let mut stack = Vec::new();
-    forget_children_except(&children);
     for &pid in &children {
         let Some((start, child)) = child_tag(pid).filter(|_| pid > 1) else {
             continue;
@@ -352,6 +449,8 @@ impl Drop for Registered {
 pub(crate) struct Cleanup {
     pgid: Option<i32>,
     tag: Option<AttemptTag>,
+    /// The thread of ours that spawned the instrument, when known ([`Tree::attempt_children`]).
+    spawner: Option<i32>,
     group_termed: bool,
     termed: HashSet<(i32, u64)>,
 }
@@ -362,9 +461,17 @@ impl Cleanup {
         Cleanup {
             pgid: pgid.filter(|g| *g > 1),
             tag,
+            spawner: None,
             group_termed: false,
             termed: HashSet::new(),
         }
+    }
+
+    /// The same clean-up, knowing the thread of ours that spawned the instrument (its looks
+    /// at the process tree then read two threads' lists of children, not every thread's).
+    pub(crate) fn spawned_by(mut self, spawner: Option<i32>) -> Cleanup {
+        self.spawner = spawner;
+        self
     }
 
     fn remaining(&self) -> (bool, Vec<Stat>) {
@@ -372,7 +479,7 @@ impl Cleanup {
         let procs = self
             .tag
             .as_ref()
-            .map(|t| find(t, self.pgid))
+            .map(|t| find(t, self.pgid, self.spawner))
             .unwrap_or_default();
         (group, procs)
     }
@@ -386,7 +493,7 @@ impl Cleanup {
         }
         self.tag
             .as_ref()
-            .is_none_or(|t| find(t, self.pgid).is_empty())
+            .is_none_or(|t| find(t, self.pgid, self.spawner).is_empty())
     }
 
     /// SIGTERM to the group (once) and to every tagged process not sent one yet; whether
@@ -625,26 +732,39 @@ mod tests {
         let _ = std::fs::remove_file(&marker);
         let deadline = Instant::now() + Duration::from_secs(5);
         let root = i32::try_from(ours.id()).unwrap();
-        while find(&tag, Some(root)).len() < 3 {
+        while find(&tag, Some(root), None).len() < 3 {
             assert!(
                 Instant::now() < deadline,
                 "found {:?}",
-                find(&tag, Some(root))
+                find(&tag, Some(root), None)
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        let found: Vec<i32> = find(&tag, Some(root)).iter().map(|s| s.pid).collect();
+        let found: Vec<i32> = find(&tag, Some(root), None).iter().map(|s| s.pid).collect();
         assert!(found.contains(&root));
         assert!(!found.contains(&stranger), "a stranger was taken for ours");
+        // The same answer from the lists of the spawning thread (this one) and the main one.
+        let spawner = Some(nix::unistd::gettid().as_raw());
+        let mut by_spawner: Vec<i32> = find(&tag, Some(root), spawner)
+            .iter()
+            .map(|s| s.pid)
+            .collect();
+        let mut all = found.clone();
+        by_spawner.sort_unstable();
+        all.sort_unstable();
+        assert_eq!(
+            by_spawner, all,
+            "two threads' lists find what every thread's does"
+        );
         assert!(
-            find(&AttemptTag::new(), Some(root)).is_empty(),
+            find(&AttemptTag::new(), Some(root), None).is_empty(),
             "another tag finds nothing"
         );
 
         let mut cleanup = Cleanup::new(None, Some(tag.clone()));
         cleanup.terminate_blocking(Duration::from_secs(2));
         assert!(ours.wait().is_ok());
-        assert!(find(&tag, Some(root)).is_empty());
+        assert!(find(&tag, Some(root), None).is_empty());
         assert!(
             read_stat(stranger).is_some_and(|s| !s.zombie),
             "the stranger was signalled"

@@ -21,7 +21,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::task::JoinHandle;
 
-use crate::descendants::{boot_ticks_now, AttemptTag, Cleanup, Registered, ATTEMPT_VAR};
+use crate::descendants::{boot_ticks_now, AttemptTag, Cleanup, Registered, Spawned, ATTEMPT_VAR};
 /// Signalling a group lives with the attempt's clean-up, below this module.
 pub use crate::descendants::{group_alive, signal_group};
 use crate::env::{ChildEnv, EnvPlan};
@@ -242,13 +242,14 @@ pub struct ProcessOutcome {
 /// until that thread is done.
 struct GroupGuard {
     armed: Option<(i32, AttemptTag, Registered)>,
+    spawner: Option<i32>,
     grace: Duration,
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         if let Some((pgid, tag, registered)) = self.armed.take() {
-            let mut cleanup = Cleanup::new(Some(pgid), Some(tag.clone()));
+            let mut cleanup = Cleanup::new(Some(pgid), Some(tag.clone())).spawned_by(self.spawner);
             if cleanup.term() {
                 let grace = self.grace;
                 let spawned = std::thread::Builder::new()
@@ -577,7 +578,7 @@ pub async fn run_process(
         .map(|hook| Box::new(hook) as Box<dyn LineSink>);
     let err_state = Mutex::new(ReaderState::new(StreamCapture::new(0), stderr_sink));
     let tag = AttemptTag::new();
-    let (mut child, ticks) = match spawn_looked_up(&spec, &tag) {
+    let (mut child, ticks, spawner) = match spawn_looked_up(&spec, &tag) {
         Ok(child) => child,
         Err(err) => {
             let outcome = Ended::default().outcome(Some(err), started, started_at_epoch);
@@ -585,11 +586,25 @@ pub async fn run_process(
         }
     };
     let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+    // A spawn that straddled a clock tick (common on a loaded machine: the spawn waits for
+    // the child's `exec`) reads the start time here, once, for the journal, the watchdog
+    // and the children cache alike. Not reaped yet: even an instrument that already ended
+    // still has its entry.
+    let ticks = ticks.or_else(|| match pid {
+        p if p > 1 => crate::descendants::read_stat(p).map(|s| s.start),
+        _ => None,
+    });
     progress.set_started(u32::try_from(pid).ok(), ticks);
     let pgid = (pid > 1).then_some(pid);
+    // Known as ours until `supervise` has reaped it (or, when this future is dropped, until
+    // then: tokio's reaper takes it).
+    let spawned: Option<Spawned> = ticks
+        .filter(|_| pid > 1)
+        .map(|t| crate::descendants::note_spawned(pid, t, &tag));
     let registered = crate::descendants::register(&tag, pgid);
     let mut guard = GroupGuard {
         armed: Some((pid, tag.clone(), registered)),
+        spawner,
         grace: spec.kill_grace,
     };
 
@@ -613,8 +628,8 @@ pub async fn run_process(
         );
     };
     // The attempt's group and every process carrying its tag, wherever it went.
-    let cleanup = Cleanup::new(pgid, Some(tag));
-    let supervise = supervise(&mut child, &spec, started, cleanup, &progress);
+    let cleanup = Cleanup::new(pgid, Some(tag)).spawned_by(spawner);
+    let supervise = supervise(&mut child, &spec, started, cleanup, spawned, &progress);
     tokio::pin!(reading);
     tokio::pin!(supervise);
     let mut read_all = false;
@@ -644,7 +659,7 @@ pub async fn run_process(
 fn spawn_looked_up(
     spec: &ProcessSpec,
     tag: &AttemptTag,
-) -> io::Result<(tokio::process::Child, Option<u64>)> {
+) -> io::Result<(tokio::process::Child, Option<u64>, Option<i32>)> {
     // A bare name is looked up on the PATH the child gets, here: std would otherwise fall
     // back from posix_spawn to fork+exec for it (a changed PATH and a bare name), and
     // forking a busy multi-threaded conductor costs more than the instant instruments run.
@@ -673,6 +688,7 @@ async fn supervise(
     spec: &ProcessSpec,
     started: Instant,
     mut cleanup: Cleanup,
+    spawned: Option<Spawned>,
     progress: &Progress,
 ) -> Ended {
     let deadline = tokio::time::Instant::from_std(started + spec.timeout);
@@ -714,6 +730,8 @@ async fn supervise(
         };
     }
     progress.set_pid(None);
+    // Reaped (or never to be: `wait` failed): its pid is free for anyone now.
+    drop(spawned);
 
     // The leader is gone; whatever it left — in its group, or outside it (`setsid`, a
     // double fork) — gets a short drain window, then the same TERM → grace → KILL
@@ -725,13 +743,14 @@ async fn supervise(
 }
 
 /// Spawn the child of `spec` with `env`, running `path` (or `spec.program` as given).
-/// Returns the child and its start time in clock ticks when the spawn pinned it down.
+/// Returns the child, its start time in clock ticks when the spawn pinned it down, and
+/// the thread of ours that spawned it (its parent, [`Cleanup::spawned_by`]).
 fn spawn_child(
     spec: &ProcessSpec,
     env: &ChildEnv,
     path: Option<&std::path::Path>,
     tag: &AttemptTag,
-) -> io::Result<(tokio::process::Child, Option<u64>)> {
+) -> io::Result<(tokio::process::Child, Option<u64>, Option<i32>)> {
     let mut cmd = match path {
         Some(path) => {
             let mut cmd = Command::new(path);
@@ -765,10 +784,12 @@ fn spawn_child(
     // The attempt's tag, inherited by everything the instrument starts (crate::descendants).
     // (With an inherited environment this costs std one copy of it per spawn.)
     cmd.env(ATTEMPT_VAR, tag.as_str());
+    // The spawn forks from this thread, which becomes the child's parent.
+    let spawner = Some(nix::unistd::gettid().as_raw());
     let before = boot_ticks_now();
     let child = cmd.spawn()?;
     let after = boot_ticks_now();
-    Ok((child, start_ticks_between(before, after)))
+    Ok((child, start_ticks_between(before, after), spawner))
 }
 
 /// `/dev/null` for a child's stdin: one descriptor opened per process and duplicated per

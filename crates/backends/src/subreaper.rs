@@ -33,7 +33,8 @@ use nix::unistd::{getpgrp, getsid, Pid};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::descendants::{
-    adopted, child_tag, forget_children_except, me, read_stat, registered_root, Stat, Tree,
+    adopted, child_tag, forget_children_except, me, read_stat, registered_root, spawned_child,
+    Stat, Tree,
 };
 
 /// Pause after a SIGCHLD before looking at the children, so a burst of exits costs one look.
@@ -67,6 +68,11 @@ pub fn reap_adopted() -> usize {
     let children = Tree::new().children(me());
     let mut reaped = Vec::new();
     for &pid in &children {
+        // An instrument we spawned and have not reaped is never adopted, alive or a zombie
+        // (its waiter reaps it): no `/proc` read for the ones in flight.
+        if spawned_child(pid) {
+            continue;
+        }
         let Some(stat) = read_stat(pid) else { continue };
         if !stat.zombie {
             // A group leader in our session: adopted only if it carries the tag of a running

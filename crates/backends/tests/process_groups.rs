@@ -351,3 +351,67 @@ async fn a_stale_cached_program_path_is_looked_up_again() {
     );
     assert_eq!(outcome.stdout.total, 0);
 }
+
+/// A process the instrument forks with `CLONE_PARENT` is a child of the conductor's thread
+/// that spawned the instrument, not of the instrument; once it leaves the group (`setsid`)
+/// only its attempt tag ties it to the sheet. It still ends with the attempt (issue 21).
+#[tokio::test]
+async fn a_clone_parent_sibling_that_left_the_group_ends_with_the_attempt() {
+    if mozart_backends::process::which("python3").is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "python3 is needed to fork with CLONE_PARENT"
+        );
+        eprintln!("skipped: no python3");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // clone(CLONE_PARENT | SIGCHLD): the new process's parent is the instrument's parent.
+    let script = r#"
+import ctypes, os, sys
+nr = {'x86_64': 56, 'aarch64': 220}[os.uname().machine]
+pid = ctypes.CDLL(None, use_errno=True).syscall(nr, 0x8000 | 17, 0, 0, 0, 0)
+if pid == 0:
+    os.setsid()
+    os.execvp('sleep', ['sleep', '300'])
+print(pid)
+sys.stdout.flush()
+"#;
+    // `exec`: python is the instrument itself, so its sibling is the conductor's child.
+    let prompt = format!("exec python3 -c '{}'", script.replace('\'', "'\\''"));
+    let req = request(&prompt, dir.path(), Duration::from_secs(30));
+    let result = shell().execute(req).await;
+    assert!(result.success, "{result:?}");
+    let sibling: i32 = result.stdout.trim().parse().unwrap();
+    assert!(sibling > 1);
+    let parent = std::fs::read_to_string(format!("/proc/{sibling}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse::<u32>()
+                .ok()
+        });
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{sibling}/stat")).is_ok_and(|s| {
+            let state = s
+                .rsplit_once(')')
+                .map(|(_, r)| r.trim_start().chars().next());
+            !matches!(state, Some(Some('Z' | 'X')))
+        })
+    };
+    let ended = wait_until(Duration::from_secs(5), || !alive()).await;
+    if !ended {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(sibling),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(
+        ended,
+        "the CLONE_PARENT sibling (parent {parent:?}, we are {}) outlived its attempt",
+        std::process::id()
+    );
+}
