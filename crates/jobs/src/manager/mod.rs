@@ -542,7 +542,8 @@ impl JobManager {
     /// with the jobs loaded here. A loaded job is shown as `job.list` shows it (its row is
     /// its record). The job table — whose calls queue behind every sheet event on the baton
     /// task, tens of milliseconds with 1,000 jobs running — is asked only for a paused job
-    /// on the page, for how many of its sheets still run (issue 24).
+    /// on the page, for how many of its sheets still run, and (with `progress`) for the
+    /// loaded rows' progress, once for both (issue 24).
     pub async fn list_page(
         &self,
         p: mozart_ipc::types::ListPageParams,
@@ -572,13 +573,24 @@ impl JobManager {
             .filter(|r| r.status == DaemonJobStatus::Paused && loaded.contains(&r.job_id))
             .map(|r| r.job_id.clone())
             .collect();
-        let pausing: std::collections::HashMap<String, u32> = if paused.is_empty() {
-            std::collections::HashMap::new()
+        // Each loaded row's progress, when asked for: in the same visit to the table, so a
+        // jobs page is one call (issue 24).
+        let progress: Vec<String> = if p.progress {
+            rows.iter()
+                .filter(|r| loaded.contains(&r.job_id))
+                .map(|r| r.job_id.clone())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let (pausing, progress) = if paused.is_empty() && progress.is_empty() {
+            Default::default()
         } else {
             self.shared
                 .table
-                .ask(|reply| table::Query::Pausing {
-                    job_ids: paused,
+                .ask(|reply| table::Query::PageFacts {
+                    paused,
+                    progress,
                     reply,
                 })
                 .await
@@ -602,6 +614,7 @@ impl JobManager {
             offset: p.offset,
             limit: p.limit.filter(|n| *n > 0),
             counts,
+            progress: p.progress.then_some(progress),
         })
     }
 

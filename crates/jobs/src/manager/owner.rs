@@ -60,26 +60,18 @@ impl ConductorHost {
                 let _ = reply.send(self.live_list());
             }
             Query::Progress { job_ids, reply } => {
-                let progress = job_ids
-                    .into_iter()
-                    .filter_map(|id| {
-                        let e = self.table.jobs.get(&id)?;
-                        let live = e.live.as_ref()?;
-                        if e.compacted || live.total_sheets > mozart_ipc::status::PROGRESS_SHEETS {
-                            return None;
-                        }
-                        let progress = mozart_ipc::status::JobProgress::of(live);
-                        Some((id, progress))
-                    })
-                    .collect();
-                let _ = reply.send(progress);
+                let _ = reply.send(self.progress(job_ids));
             }
-            Query::Pausing { job_ids, reply } => {
-                let pausing = job_ids
+            Query::PageFacts {
+                paused,
+                progress,
+                reply,
+            } => {
+                let pausing = paused
                     .iter()
                     .filter_map(|id| Some((id.clone(), self.pausing(id)?)))
                     .collect();
-                let _ = reply.send(pausing);
+                let _ = reply.send((pausing, self.progress(progress)));
             }
             Query::Clear {
                 statuses,
@@ -302,6 +294,27 @@ impl ConductorHost {
             .into_iter()
             .take(limit as usize)
             .map(wire::observer_event)
+            .collect()
+    }
+
+    /// The progress of each of `job_ids` that is loaded with a live checkpoint small
+    /// enough to walk here (`job.progress`, and a jobs page's rows); the others are left
+    /// out for the caller to ask `job.status` about.
+    fn progress(
+        &self,
+        job_ids: Vec<String>,
+    ) -> std::collections::BTreeMap<String, mozart_ipc::status::JobProgress> {
+        job_ids
+            .into_iter()
+            .filter_map(|id| {
+                let e = self.table.jobs.get(&id)?;
+                let live = e.live.as_ref()?;
+                if e.compacted || live.total_sheets > mozart_ipc::status::PROGRESS_SHEETS {
+                    return None;
+                }
+                let progress = mozart_ipc::status::JobProgress::of(live);
+                Some((id, progress))
+            })
             .collect()
     }
 
