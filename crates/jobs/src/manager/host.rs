@@ -1130,8 +1130,8 @@ async fn evaluate_skip(
     let (Some(command), Some(run)) = (&rule.command, run) else {
         return None;
     };
-    let sheet = run.plan.sheets.iter().find(|s| s.num == sheet_num)?;
-    let vars = musician::placeholder_vars(&run, sheet, branch.as_deref());
+    let sheet = run.sheet(sheet_num)?;
+    let vars = musician::placeholder_vars(&run, &sheet, branch.as_deref());
     let command = mozart_config::placeholders::expand(command, &vars, true);
     let timeout = rule.command_timeout.unwrap_or(Duration::from_secs(10));
     let mut cmd = tokio::process::Command::new("bash");

@@ -37,7 +37,7 @@ use live_facts::LiveFacts;
 use mozart_backends::InstrumentRegistry;
 use mozart_baton::driver::Inbox;
 use mozart_baton::{BatonConfig, BatonCore, Event};
-use mozart_config::{JobConfig, SheetPlan};
+use mozart_config::{JobConfig, PlanOutline, PlannedSheet};
 use mozart_ipc::checkpoint::HookResult;
 use mozart_ipc::sheet_view::{SheetQuery, DEFAULT_FULL_SHEETS};
 use mozart_ipc::status::{JobListEntry, JobStatusResult};
@@ -57,7 +57,9 @@ pub use submit::SubmitRequest;
 pub(crate) struct JobRun {
     pub job_id: String,
     pub config: JobConfig,
-    pub plan: SheetPlan,
+    /// The plan's counts; each sheet is made from `config` when it is needed
+    /// ([`JobRun::sheet`]), not held for the job's life (issue 24).
+    pub plan: PlanOutline,
     pub workspace: PathBuf,
     /// The prompt template, compiled once for every sheet of the job.
     pub renderer: mozart_config::template::PromptRenderer,
@@ -69,6 +71,13 @@ pub(crate) struct JobRun {
     pub score_dir: PathBuf,
     /// Depth of this job in its concert (0 for a user submission).
     pub chain_depth: u32,
+}
+
+impl JobRun {
+    /// Sheet `num` of the plan, made from the score now (`None` past the plan).
+    pub fn sheet(&self, num: u32) -> Option<PlannedSheet> {
+        self.plan.sheet(&self.config, num)
+    }
 }
 
 /// One job as the manager knows it.

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mozart_baton::Event;
-use mozart_config::{load_score, JobConfig, SheetPlan};
+use mozart_config::{load_score, JobConfig, PlanOutline};
 use mozart_ipc::types::{JobResponse, JobResponseStatus};
 use mozart_state::{CheckpointState, DaemonJobStatus, JobRecord, JobScore, JobStatus, SheetState};
 
@@ -58,7 +58,7 @@ pub(super) async fn dry_run(
         let score = parse(mgr, &job_id, &config_path, &req)?;
         let mut config = score.config;
         let workspace = validate_workspace(&mut config, &req)?;
-        let plan = SheetPlan::build(&config)
+        let plan = PlanOutline::of(&config)
             .map_err(|e| Rejection(format!("Failed to plan the score: {e}")))?;
         mozart_config::template::PromptRenderer::new(&config, config_path.parent())
             .map_err(|e| Rejection(format!("The prompt template does not compile: {e}")))?;
@@ -260,9 +260,9 @@ fn plan(
     config: &JobConfig,
     config_path: &Path,
     workspace: &Path,
-) -> Step<(SheetPlan, mozart_config::template::PromptRenderer)> {
-    let plan = SheetPlan::build(config)
-        .map_err(|e| Rejection(format!("Failed to plan the score: {e}")))?;
+) -> Step<(PlanOutline, mozart_config::template::PromptRenderer)> {
+    let plan =
+        PlanOutline::of(config).map_err(|e| Rejection(format!("Failed to plan the score: {e}")))?;
     let renderer = mozart_config::template::PromptRenderer::new(config, config_path.parent())
         .map_err(|e| Rejection(format!("The prompt template does not compile: {e}")))?;
     std::fs::create_dir_all(workspace).map_err(|e| {
@@ -314,7 +314,7 @@ fn carry_over(
     job_id: &str,
     config_path: &Path,
     config: &JobConfig,
-    plan: &SheetPlan,
+    plan: &PlanOutline,
     workspace: &Path,
     req: &SubmitRequest,
 ) -> Previous {
@@ -375,7 +375,7 @@ fn build_record(
     job_id: &str,
     config: &JobConfig,
     workspace: &Path,
-    plan: &SheetPlan,
+    plan: &PlanOutline,
     previous: Option<&JobRecord>,
     req: &SubmitRequest,
 ) -> JobRecord {
@@ -487,6 +487,10 @@ fn persist(
         .map_err(|e| Rejection(format!("Cannot save the job's checkpoint: {e}")))
 }
 
+/// Sheets from which a submission gives its working memory back to the system once the job
+/// is registered (a smaller one frees too little to be worth a walk of the heap).
+const TRIM_AFTER_SHEETS: usize = 1_000;
+
 /// Register: the job joins the manager's table and the baton loop.
 async fn register(
     mgr: &JobManager,
@@ -509,10 +513,17 @@ async fn register(
     mgr.shared
         .table
         .tell(super::table::Fact::JobLoaded(Box::new(entry)));
+    let planned = spec.sheets.len();
     if let Err(e) = mgr.send(Event::RegisterJob(Box::new(spec))) {
         mgr.set_status(&job_id, DaemonJobStatus::Failed, Some(&e))
             .await;
         return Err(Rejection(e));
+    }
+    // A large submission's working memory (the score's expansion, the registry rows, the
+    // baton's spec of every sheet) is freed by now or once the baton has the job: give
+    // those pages back, so the job's resident cost is what it keeps (issue 24).
+    if planned >= TRIM_AFTER_SHEETS {
+        mozart_conductor::memory::trim_after_job();
     }
     // Upstream's words: the job joins the queue of job slots (it runs at once when one is
     // free; `mozart status` says `queued` and why while it waits).
@@ -531,7 +542,7 @@ async fn register(
 pub(super) fn build_checkpoint(
     job_id: &str,
     config: &mozart_config::JobConfig,
-    plan: &SheetPlan,
+    plan: &PlanOutline,
     previous: Option<&CheckpointState>,
     req: &SubmitRequest,
 ) -> CheckpointState {
@@ -550,7 +561,12 @@ pub(super) fn build_checkpoint(
         cp.worktree_branch = prev.worktree_branch.clone();
         cp.worktree_base_commit = prev.worktree_base_commit.clone();
     }
-    for sheet in &plan.sheets {
+    // The names the job's sheets play, each once (a handful, whatever the sheet count).
+    let mut instruments: Vec<String> = Vec::new();
+    for sheet in plan.sheets(config) {
+        if !instruments.contains(&sheet.instrument) {
+            instruments.push(sheet.instrument.clone());
+        }
         let mut s = previous
             .and_then(|p| p.sheets.get(&sheet.num))
             .filter(|s| {
@@ -592,7 +608,7 @@ pub(super) fn build_checkpoint(
                 }
                 s
             });
-        s.instrument_name = Some(sheet.instrument.clone());
+        s.instrument_name = Some(sheet.instrument);
         s.movement = Some(sheet.movement);
         s.voice = Some(sheet.voice);
         if let Some(start) = req.start_sheet {
@@ -606,9 +622,7 @@ pub(super) fn build_checkpoint(
         cp.sheets.insert_compact(sheet.num, s);
     }
     cp.last_completed_sheet = cp.highest_completed();
-    let mut instruments: Vec<String> = plan.sheets.iter().map(|s| s.instrument.clone()).collect();
     instruments.sort();
-    instruments.dedup();
     cp.instruments_used = instruments;
     cp
 }
