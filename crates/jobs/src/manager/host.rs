@@ -149,7 +149,7 @@ pub(crate) fn compacts(run: &super::JobRun, live: &mozart_state::CheckpointState
 /// later dispatch need stays: state, times, attempt counts, error history, validation
 /// verdict and pass rate, and a validation detail that failed or was unsure (the job-end
 /// pattern detection reads those; passed, sure checks add nothing to it).
-fn compact_completed(sheet: &mut mozart_state::SheetState) {
+pub(super) fn compact_completed(sheet: &mut mozart_state::SheetState) {
     sheet.stdout_tail = None;
     sheet.stderr_tail = None;
     sheet.passed_validations = Vec::new();

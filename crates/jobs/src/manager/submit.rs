@@ -136,7 +136,7 @@ async fn pipeline(
 
     let _guard = mgr.shared.submit_lock.lock().await;
     ensure_not_running(mgr, job_id).await?;
-    let previous = carry_over(mgr, job_id, config_path, &config, &plan, &workspace, &req);
+    let mut previous = carry_over(mgr, job_id, config_path, &config, &plan, &workspace, &req);
     let record = build_record(
         mgr,
         job_id,
@@ -147,7 +147,7 @@ async fn pipeline(
         &req,
     );
     let mut checkpoint =
-        build_checkpoint(job_id, &config, &plan, previous.checkpoint.as_ref(), &req);
+        build_checkpoint(job_id, &config, &plan, previous.checkpoint.as_mut(), &req);
     drop(previous);
     checkpoint.config_path = Some(req.config_path.clone());
     // What `mozart status` reads for hooks and sheet descriptions (upstream's snapshot).
@@ -505,7 +505,12 @@ async fn register(
     let mut spec = specs::job_spec(&job_id, &run.config, &run.plan, &checkpoint, self_healing);
     spec.timeout = Some(timeout);
     // Into the table before the baton hears of the job (a call runs before a later event).
+    let mut checkpoint = checkpoint;
+    // The completed sheets a resumed large job carried over are held as the running job
+    // held them, now that their rows are saved whole (issue 24).
+    let compacted = super::host::compacts(&run, &checkpoint) && compact_carried(&mut checkpoint);
     let mut entry = JobEntry::new(record, Some(checkpoint), Some(Arc::new(run)));
+    entry.compacted = compacted;
     entry.log.from_checkpoint = from_checkpoint;
     // Known as loaded from now on (before the table takes it in, still under the submit
     // lock): the next submission of this id looks in the table instead of taking it as new.
@@ -538,17 +543,36 @@ async fn register(
     ))
 }
 
+/// Hold the completed sheets of `cp` (carried over from a previous run, their rows saved)
+/// as their facts, as a large running job holds the sheets it completes
+/// (`host::compact_completed`); whether there were any.
+fn compact_carried(cp: &mut CheckpointState) -> bool {
+    let done: Vec<u32> = cp
+        .sheets
+        .statuses()
+        .filter(|(_, status)| *status == mozart_state::SheetStatus::Completed)
+        .map(|(num, _)| num)
+        .collect();
+    for &num in &done {
+        if let Some(sheet) = cp.sheets.get_mut(&num) {
+            super::host::compact_completed(sheet);
+        }
+        cp.sheets.compact(num);
+    }
+    !done.is_empty()
+}
+
 /// A checkpoint for the plan, carrying over terminal sheets of a previous run.
 pub(super) fn build_checkpoint(
     job_id: &str,
     config: &mozart_config::JobConfig,
     plan: &PlanOutline,
-    previous: Option<&CheckpointState>,
+    mut previous: Option<&mut CheckpointState>,
     req: &SubmitRequest,
 ) -> CheckpointState {
     let mut cp = CheckpointState::new(job_id, &config.name, plan.total_sheets);
     cp.total_movements = Some(plan.total_movements);
-    if let Some(prev) = previous {
+    if let Some(prev) = previous.as_deref() {
         cp.created_at = prev.created_at.clone();
         cp.started_at = prev.started_at.clone();
         cp.total_retry_count = prev.total_retry_count;
@@ -567,19 +591,24 @@ pub(super) fn build_checkpoint(
         if !instruments.contains(&sheet.instrument) {
             instruments.push(sheet.instrument.clone());
         }
-        let mut s = previous
-            .and_then(|p| p.sheets.get(&sheet.num))
-            .filter(|s| {
-                matches!(
-                    s.status,
+        // Taken out of the previous run's checkpoint, not copied: a resumed 100,000-sheet
+        // job does not hold both runs' sheets at once (issue 24).
+        let carried = previous
+            .as_deref_mut()
+            .and_then(|p| p.sheets.remove(&sheet.num));
+        let mut s = match carried {
+            Some(p)
+                if matches!(
+                    p.status,
                     mozart_state::SheetStatus::Completed | mozart_state::SheetStatus::Skipped
-                )
-            })
-            .cloned()
-            .unwrap_or_else(|| {
+                ) =>
+            {
+                p
+            }
+            carried => {
                 let mut s = SheetState::new(sheet.num);
                 // Keep attempt counts of an unfinished sheet so retries are not refunded.
-                if let Some(p) = previous.and_then(|p| p.sheets.get(&sheet.num)) {
+                if let Some(p) = carried.as_ref() {
                     // The reviewer loop resumes at the same iteration with the same feedback.
                     // A failed sheet that is resumed gets a fresh budget of iterations.
                     s.review = p.review.clone().map(|mut r| {
@@ -607,7 +636,8 @@ pub(super) fn build_checkpoint(
                     }
                 }
                 s
-            });
+            }
+        };
         s.instrument_name = Some(sheet.instrument);
         s.movement = Some(sheet.movement);
         s.voice = Some(sheet.voice);
