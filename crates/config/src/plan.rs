@@ -310,6 +310,43 @@ pub struct SheetPlan {
 impl SheetPlan {
     /// Build the plan of an already loaded (expanded) score.
     pub fn build(job: &JobConfig) -> Result<SheetPlan, ConfigError> {
+        let outline = PlanOutline::of(job)?;
+        let mut sheets = Vec::with_capacity(outline.total_sheets as usize);
+        for mut planned in outline.sheets(job) {
+            if let Some(prev) = sheets.last().map(|p: &PlannedSheet| &p.instrument_config) {
+                if *prev == planned.instrument_config {
+                    planned.instrument_config = std::sync::Arc::clone(prev);
+                }
+            }
+            sheets.push(planned);
+        }
+        Ok(SheetPlan {
+            sheets,
+            total_sheets: outline.total_sheets,
+            total_movements: outline.total_movements,
+            has_fan_out: outline.has_fan_out,
+        })
+    }
+}
+
+/// A score's plan without its sheets: the checked counts, and each concrete sheet made
+/// from the score when it is asked for — exactly the [`SheetPlan`]'s sheet. What a
+/// conductor holds for a running job, so that a planned sheet costs it nothing until it
+/// runs (a whole [`PlannedSheet`] is ~0.3 KB; issue 24).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanOutline {
+    /// Concrete sheet count.
+    pub total_sheets: u32,
+    /// Movement count.
+    pub total_movements: u32,
+    /// Whether fan-out metadata exists.
+    pub has_fan_out: bool,
+}
+
+impl PlanOutline {
+    /// The outline of an already loaded (expanded) score, with the checks of
+    /// [`SheetPlan::build`]: a sheet count in `1..=MAX_SHEETS`, no dependency cycle.
+    pub fn of(job: &JobConfig) -> Result<PlanOutline, ConfigError> {
         let n = total_sheets(&job.sheet);
         if let Some(message) = impossible_sheet_count(&job.sheet) {
             return Err(ConfigError::Plan(format!("[V010] {message}")));
@@ -324,22 +361,24 @@ impl SheetPlan {
                 path.join(" -> ")
             )));
         }
-        let mut sheets = Vec::with_capacity(n as usize);
-        for num in 1..=n {
-            let mut planned = plan_sheet(job, num);
-            if let Some(prev) = sheets.last().map(|p: &PlannedSheet| &p.instrument_config) {
-                if *prev == planned.instrument_config {
-                    planned.instrument_config = std::sync::Arc::clone(prev);
-                }
-            }
-            sheets.push(planned);
-        }
-        Ok(SheetPlan {
-            sheets,
-            total_sheets: n as u32,
-            total_movements: total_stages(&job.sheet).max(0) as u32,
+        Ok(PlanOutline {
+            total_sheets: u32::try_from(n).unwrap_or(u32::MAX),
+            total_movements: u32::try_from(total_stages(&job.sheet).max(0)).unwrap_or(u32::MAX),
             has_fan_out: job.sheet.fan_out_stage_map.is_some(),
         })
+    }
+
+    /// Sheet `num` of `job` (the score this outline is of), or `None` past the plan.
+    pub fn sheet(&self, job: &JobConfig, num: u32) -> Option<PlannedSheet> {
+        (1..=self.total_sheets)
+            .contains(&num)
+            .then(|| plan_sheet(job, i64::from(num)))
+    }
+
+    /// Every sheet of `job` (the score this outline is of), in number order, each made as
+    /// the pass reaches it.
+    pub fn sheets<'a>(&self, job: &'a JobConfig) -> impl Iterator<Item = PlannedSheet> + 'a {
+        (1..=i64::from(self.total_sheets)).map(move |num| plan_sheet(job, num))
     }
 }
 

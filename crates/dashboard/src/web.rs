@@ -18,7 +18,7 @@ use axum::Router;
 use futures_util::Stream;
 use minijinja::{context, Environment, Value as JValue};
 use mozart_ipc::checkpoint::HookResult;
-use mozart_ipc::status::JobListEntry;
+use mozart_ipc::status::{JobListEntry, JobProgress};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -263,12 +263,17 @@ impl App {
     }
 
     /// Refresh the summaries of active jobs (always) and of finished jobs not yet known:
-    /// those the conductor has loaded in one `job.progress` call, the rest (a job not
-    /// loaded, or too large for it) with `job.status`, at most [`SUMMARY_FETCHES`] a render.
-    /// One call instead of one per row: each call waits behind the sheet events of every
-    /// running job, so 16 of them were most of the page's time with 1,000 jobs running
-    /// (issue 24).
-    async fn refresh_summaries(&self, jobs: &[JobListEntry]) {
+    /// those the conductor has loaded from the progress its `job.list_page` gave with the
+    /// rows (`given`), or — from a conductor that gives none — in one `job.progress` call;
+    /// the rest (a job not loaded, or too large for it) with `job.status`, at most
+    /// [`SUMMARY_FETCHES`] a render. One call instead of one per row: each call waits behind
+    /// the sheet events of every running job, so 16 of them were most of the page's time
+    /// with 1,000 jobs running (issue 24).
+    async fn refresh_summaries(
+        &self,
+        jobs: &[JobListEntry],
+        given: Option<std::collections::BTreeMap<String, JobProgress>>,
+    ) {
         let mut wanted: Vec<(String, String)> = {
             let cache = lock(&self.summaries);
             jobs.iter()
@@ -286,12 +291,18 @@ impl App {
         if wanted.is_empty() {
             return;
         }
-        // A conductor without `job.progress` (or one that fails it) leaves every row to
-        // `job.status`, as before.
-        let ids = wanted.iter().map(|(id, _)| id.clone()).collect();
-        if let Ok(progress) = self.conductor.progress(ids).await {
+        // The page's own progress, else `job.progress`; a conductor without either (or one
+        // that fails it) leaves every row to `job.status`, as before.
+        let progress = match given {
+            Some(jobs) => Some(jobs),
+            None => {
+                let ids = wanted.iter().map(|(id, _)| id.clone()).collect();
+                self.conductor.progress(ids).await.ok().map(|p| p.jobs)
+            }
+        };
+        if let Some(progress) = progress {
             let mut cache = lock(&self.summaries);
-            wanted.retain(|(id, status)| match progress.jobs.get(id) {
+            wanted.retain(|(id, status)| match progress.get(id) {
                 Some(p) => {
                     let summary = JobSummary::from_progress(p.clone());
                     cache.insert(id.clone(), (status.clone(), summary));
@@ -331,12 +342,13 @@ impl App {
             limit: Some(JOBS_PAGE as u64),
             offset: 0,
             counts: true,
+            progress: true,
         };
         match self.conductor.list_page(&params).await {
             Ok(page) => {
                 self.set_up(true);
                 let jobs = page.jobs.0;
-                self.refresh_summaries(&jobs).await;
+                self.refresh_summaries(&jobs, page.progress).await;
                 let sums: HashMap<String, JobSummary> = lock(&self.summaries)
                     .iter()
                     .map(|(k, v)| (k.clone(), v.1.clone()))

@@ -205,6 +205,12 @@ pub struct JobPage {
     /// with `counts`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counts: Option<std::collections::BTreeMap<String, u64>>,
+    /// When asked for with `progress`: the progress of each row the conductor counts as
+    /// `job.progress` would (loaded, with a checkpoint of at most [`PROGRESS_SHEETS`]
+    /// sheets); a row left out is asked for with `job.status`. `None` from a conductor that
+    /// does not give it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<std::collections::BTreeMap<String, JobProgress>>,
 }
 
 /// A job's progress as a row of a jobs list shows it (ours, `job.progress`): counted the

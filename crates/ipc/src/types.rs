@@ -254,6 +254,10 @@ pub struct ListPageParams {
     /// that shows how many of each there are without listing them all.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub counts: bool,
+    /// Also give each loaded row's progress ([`crate::status::JobPage::progress`]), so a
+    /// jobs page renders from this one call instead of a `job.progress` after it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub progress: bool,
 }
 
 /// `job.overview` params (ours): the pages to answer, each as `job.list_page` would.

@@ -75,6 +75,7 @@ impl BatonCore {
                         Gate::InstrumentBlocked
                     } else {
                         match sheet
+                            .rules
                             .model
                             .as_deref()
                             .and_then(|m| inst.models.iter().position(|s| s.name == m))
@@ -153,12 +154,14 @@ impl BatonCore {
                 completion_suffix: (mode == AttemptMode::Completion)
                     .then(|| COMPLETION_SUFFIX.to_owned()),
                 instrument: self.instruments[sheet.instrument].name.clone(),
-                model: sheet.model.clone(),
+                model: sheet.rules.model.clone(),
                 previous_failure: sheet.last_failure.clone(),
-                timeout: sheet.timeout,
+                timeout: sheet.rules.timeout,
             };
             let stale_at = match self.stale_grace {
-                Some(grace) if !sheet.timeout.is_zero() => Some(now.plus(sheet.timeout + grace)),
+                Some(grace) if !sheet.rules.timeout.is_zero() => {
+                    Some(now.plus(sheet.rules.timeout + grace))
+                }
                 _ => None,
             };
             (attempt, stale_at)
@@ -194,7 +197,7 @@ impl BatonCore {
     ) -> bool {
         let Some(next) = ({
             let sheet = &self.jobs[ji].sheets[si];
-            sheet.fallbacks.get(sheet.fallback_pos).cloned()
+            sheet.rules.fallbacks.get(sheet.fallback_pos).cloned()
         }) else {
             return false;
         };

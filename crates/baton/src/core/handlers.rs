@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use super::{backoff, BatonCore, Ending};
+use std::sync::Arc;
+
+use super::{backoff, BatonCore, Ending, Rules};
 use crate::effect::Effect;
 use crate::event::{
     AttemptResult, EscalationDecision, Event, Failure, FailureKind, ResourceSeverity,
@@ -429,7 +431,9 @@ impl BatonCore {
         let sheet = &mut self.jobs[ji].sheets[si];
         sheet.last_failure =
             Some(message.unwrap_or_else(|| format!("{rate:.0}% of validations passed")));
-        if rate >= sheet.completion_threshold && sheet.completion_attempts < sheet.max_completion {
+        if rate >= sheet.rules.completion_threshold
+            && sheet.completion_attempts < sheet.rules.max_completion
+        {
             sheet.completion_attempts += 1;
             self.check_job_cost(ji, out);
             if !self.sheet_over_cost(ji, si, now, out) {
@@ -511,7 +515,7 @@ impl BatonCore {
         out: &mut Vec<Effect>,
     ) -> bool {
         let sheet = &self.jobs[ji].sheets[si];
-        let Some(limit) = sheet.cost_limit else {
+        let Some(limit) = sheet.rules.cost_limit else {
             return false;
         };
         if sheet.total_cost <= limit {
@@ -553,7 +557,7 @@ impl BatonCore {
             (
                 job.id.clone(),
                 sheet.num,
-                backoff::retry_delay(&sheet.retry, failures, u),
+                backoff::retry_delay(&sheet.rules.retry, failures, u),
             )
         };
         {
@@ -832,8 +836,8 @@ impl BatonCore {
         let message = format!(
             "No result within {:.0}s of dispatch (timeout {:.0}s)",
             self.stale_grace
-                .map_or(0.0, |g| (sheet.timeout + g).as_secs_f64()),
-            sheet.timeout.as_secs_f64()
+                .map_or(0.0, |g| (sheet.rules.timeout + g).as_secs_f64()),
+            sheet.rules.timeout.as_secs_f64()
         );
         let instrument = self.instruments[sheet.instrument].name.clone();
         out.push(Effect::Kill {
@@ -1017,8 +1021,23 @@ impl BatonCore {
         job.halted = false;
         if let Some(limits) = new_limits {
             job.cost_limit = limits.max_cost_per_job;
+            // Sheets that shared their rules share the changed ones.
+            let mut changed: Vec<(Arc<Rules>, Arc<Rules>)> = Vec::new();
             for sheet in &mut job.sheets {
-                sheet.cost_limit = limits.max_cost_per_sheet;
+                let new = match changed
+                    .iter()
+                    .find(|(old, _)| Arc::ptr_eq(old, &sheet.rules))
+                {
+                    Some((_, new)) => Arc::clone(new),
+                    None => {
+                        let mut rules = Rules::clone(&sheet.rules);
+                        rules.cost_limit = limits.max_cost_per_sheet;
+                        let new = Arc::new(rules);
+                        changed.push((Arc::clone(&sheet.rules), Arc::clone(&new)));
+                        new
+                    }
+                };
+                sheet.rules = new;
             }
         }
         job.user_paused = false;

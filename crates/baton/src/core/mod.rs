@@ -10,6 +10,7 @@ mod registry;
 mod slots;
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use indexmap::IndexMap;
@@ -46,6 +47,21 @@ struct InFlight {
     probe: bool,
 }
 
+/// What a sheet's spec tells the baton to do with it. Shared by the job's sheets whose
+/// rules are the same (consecutive sheets of a fan-out nearly always): a planned sheet of a
+/// 100,000-sheet job holds a pointer, not its own copy (issue 24).
+#[derive(Debug, Clone, PartialEq)]
+struct Rules {
+    model: Option<String>,
+    fallbacks: Vec<String>,
+    retry: RetryPolicy,
+    max_completion: u32,
+    completion_threshold: f64,
+    skip: Option<SkipSpec>,
+    timeout: Duration,
+    cost_limit: Option<f64>,
+}
+
 /// Per-sheet execution state (§2.2 `SheetExecutionState`).
 #[derive(Debug)]
 struct Sheet {
@@ -55,16 +71,9 @@ struct Sheet {
     /// Dependencies not yet completed or skipped; ready when zero (O(1) readiness, no scans).
     unmet: u32,
     instrument: usize,
-    model: Option<String>,
-    fallbacks: Vec<String>,
+    rules: Arc<Rules>,
     fallback_pos: usize,
-    retry: RetryPolicy,
-    max_completion: u32,
-    completion_threshold: f64,
-    skip: Option<SkipSpec>,
     skip_state: SkipState,
-    timeout: Duration,
-    cost_limit: Option<f64>,
     normal_attempts: u32,
     completion_attempts: u32,
     healing_attempts: u32,
@@ -81,11 +90,11 @@ struct Sheet {
 
 impl Sheet {
     fn can_retry(&self) -> bool {
-        self.normal_attempts < self.retry.max_retries
+        self.normal_attempts < self.rules.retry.max_retries
     }
 
     fn has_fallback(&self) -> bool {
-        self.fallback_pos < self.fallbacks.len()
+        self.fallback_pos < self.rules.fallbacks.len()
     }
 
     fn attempt_number(&self) -> u32 {
@@ -120,12 +129,47 @@ impl Ending {
     }
 }
 
+/// Where each sheet number sits in a job's sheets: by arithmetic when they are numbered
+/// 1, 2, 3… in order (every job the conductor plans), else by a map — which cost ~30 bytes
+/// a sheet (issue 24).
+#[derive(Debug)]
+enum SheetIndex {
+    /// Sheet `n` is at `n - 1`, for `n` in `1..=len`.
+    Dense(usize),
+    /// Any other numbering.
+    Map(HashMap<u32, usize>),
+}
+
+impl SheetIndex {
+    fn of(nums: impl ExactSizeIterator<Item = u32> + Clone) -> SheetIndex {
+        let len = nums.len();
+        if nums
+            .clone()
+            .enumerate()
+            .all(|(i, n)| usize::try_from(n).is_ok_and(|n| n == i + 1))
+        {
+            return SheetIndex::Dense(len);
+        }
+        SheetIndex::Map(nums.enumerate().map(|(i, n)| (n, i)).collect())
+    }
+
+    fn get(&self, num: u32) -> Option<usize> {
+        match self {
+            SheetIndex::Dense(len) => {
+                let n = usize::try_from(num).ok()?;
+                (1..=*len).contains(&n).then(|| n - 1)
+            }
+            SheetIndex::Map(map) => map.get(&num).copied(),
+        }
+    }
+}
+
 /// Per-job record (§2.2 `_JobRecord`), plus the readiness bookkeeping.
 #[derive(Debug)]
 struct Job {
     id: String,
     sheets: Vec<Sheet>,
-    index: HashMap<u32, usize>,
+    index: SheetIndex,
     /// Pending sheets whose dependencies are satisfied and skip rule answered, by sheet index
     /// (sheet-number order for dispatch, §2.8).
     ready: BTreeSet<usize>,
@@ -460,7 +504,7 @@ impl BatonCore {
     /// Snapshot of one sheet of a live job.
     pub fn sheet(&self, job_id: &str, sheet_num: u32) -> Option<SheetView> {
         let (ji, _, job) = self.jobs.get_full(job_id)?;
-        let si = *job.index.get(&sheet_num)?;
+        let si = job.index.get(sheet_num)?;
         Some(self.sheet_change(ji, si))
     }
 
@@ -535,7 +579,7 @@ impl BatonCore {
         if job.finished {
             return None;
         }
-        let si = *job.index.get(&sheet_num)?;
+        let si = job.index.get(sheet_num)?;
         Some((ji, si))
     }
 
@@ -657,7 +701,7 @@ impl BatonCore {
             SkipState::Evaluating => {}
             SkipState::Unevaluated => {
                 sheet.skip_state = SkipState::Evaluating;
-                if let Some(rule) = sheet.skip.clone() {
+                if let Some(rule) = sheet.rules.skip.clone() {
                     let sheet_num = sheet.num;
                     out.push(Effect::EvaluateSkip {
                         job_id: job.id.clone(),

@@ -2,8 +2,9 @@
 //! `recover_job`).
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
-use super::{BatonCore, Ending, Job, Sheet, SkipState};
+use super::{BatonCore, Ending, Job, Rules, Sheet, SheetIndex, SkipState};
 use crate::effect::{Effect, JobOutcome};
 use crate::spec::{JobSpec, SheetSpec};
 use crate::status::{AttemptMode, JobStatus, SheetStatus};
@@ -28,17 +29,18 @@ impl BatonCore {
             return;
         }
 
-        let mut index = HashMap::with_capacity(spec.sheets.len());
-        for (i, s) in spec.sheets.iter().enumerate() {
-            index.insert(s.num, i);
-        }
+        let index = SheetIndex::of(spec.sheets.iter().map(|s| s.num));
         let mut restored_in_flight = Vec::new();
-        let mut sheets: Vec<Sheet> = spec
-            .sheets
-            .iter()
-            .enumerate()
-            .map(|(i, s)| self.build_sheet(i, s, &mut restored_in_flight))
-            .collect();
+        let mut sheets: Vec<Sheet> = Vec::with_capacity(spec.sheets.len());
+        for (i, s) in spec.sheets.iter().enumerate() {
+            let rules = rules_of(s);
+            // Shared with the sheet before when they are the same (issue 24).
+            let rules = match sheets.last() {
+                Some(prev) if *prev.rules == rules => Arc::clone(&prev.rules),
+                _ => Arc::new(rules),
+            };
+            sheets.push(self.build_sheet(i, s, rules, &mut restored_in_flight));
+        }
         link_dependencies(&spec, &index, &mut sheets);
         let job = new_job(&spec, sheets, index, now);
         // A finished job with the same id may still sit in the map until reaped; replace it.
@@ -63,6 +65,7 @@ impl BatonCore {
         &mut self,
         i: usize,
         s: &SheetSpec,
+        rules: Arc<Rules>,
         restored_in_flight: &mut Vec<usize>,
     ) -> Sheet {
         let mut instrument = self.instrument_idx(&s.instrument);
@@ -105,20 +108,13 @@ impl BatonCore {
             dependents: Vec::new(),
             unmet: 0,
             instrument,
-            model: s.model.clone(),
-            fallbacks: s.fallbacks.clone(),
             fallback_pos,
-            retry: s.retry.clone(),
-            max_completion: s.max_completion_attempts,
-            completion_threshold: s.completion_threshold_percent,
-            skip: s.skip.clone(),
-            skip_state: if s.skip.is_some() {
+            skip_state: if rules.skip.is_some() {
                 SkipState::Unevaluated
             } else {
                 SkipState::Clear
             },
-            timeout: s.timeout,
-            cost_limit: s.max_cost_usd,
+            rules,
             normal_attempts: normal,
             completion_attempts: completion,
             healing_attempts: healing,
@@ -178,6 +174,20 @@ impl BatonCore {
             outcome: JobOutcome::Failed,
             reason: Some(reason),
         });
+    }
+}
+
+/// What a sheet's spec says to do with it.
+fn rules_of(s: &SheetSpec) -> Rules {
+    Rules {
+        model: s.model.clone(),
+        fallbacks: s.fallbacks.clone(),
+        retry: s.retry.clone(),
+        max_completion: s.max_completion_attempts,
+        completion_threshold: s.completion_threshold_percent,
+        skip: s.skip.clone(),
+        timeout: s.timeout,
+        cost_limit: s.max_cost_usd,
     }
 }
 
@@ -242,12 +252,12 @@ fn check_shape(spec: &JobSpec) -> Result<(), String> {
 }
 
 /// Wire each sheet to its dependents and count the dependencies not yet satisfied.
-fn link_dependencies(spec: &JobSpec, index: &HashMap<u32, usize>, sheets: &mut [Sheet]) {
+fn link_dependencies(spec: &JobSpec, index: &SheetIndex, sheets: &mut [Sheet]) {
     for (i, s) in spec.sheets.iter().enumerate() {
         let mut seen = BTreeSet::new();
         for dep in &s.dependencies {
             // §2.8: a dependency number not in the job counts as satisfied.
-            let Some(&d) = index.get(dep) else { continue };
+            let Some(d) = index.get(*dep) else { continue };
             if !seen.insert(d) {
                 continue;
             }
@@ -260,7 +270,7 @@ fn link_dependencies(spec: &JobSpec, index: &HashMap<u32, usize>, sheets: &mut [
 }
 
 /// The baton's job for a spec whose sheets are built.
-fn new_job(spec: &JobSpec, sheets: Vec<Sheet>, index: HashMap<u32, usize>, now: Millis) -> Job {
+fn new_job(spec: &JobSpec, sheets: Vec<Sheet>, index: SheetIndex, now: Millis) -> Job {
     let total_cost = sheets.iter().map(|s| s.total_cost).sum();
     let terminal = sheets.iter().filter(|s| s.status.is_terminal()).count();
     Job {

@@ -136,6 +136,91 @@ impl Facts {
     }
 }
 
+/// The facts of a sheet that is only its plan — number, status, movement, voice and
+/// instrument, every other fact at its default — which is what every planned sheet of a
+/// job is: 40 bytes, where [`Facts`] are ~190 (issue 24).
+#[derive(Clone, Debug, PartialEq)]
+struct Planned {
+    status: SheetStatus,
+    movement: Option<u32>,
+    voice: Option<u32>,
+    instrument_name: Option<Arc<str>>,
+}
+
+impl Planned {
+    /// `facts` as a plan, when that is all they hold.
+    fn of(facts: &Facts) -> Option<Planned> {
+        let planned = Planned {
+            status: facts.status,
+            movement: facts.movement,
+            voice: facts.voice,
+            instrument_name: facts.instrument_name.clone(),
+        };
+        (planned.facts() == *facts).then_some(planned)
+    }
+
+    /// The whole facts: the plan, every other fact as a new sheet has it.
+    fn facts(&self) -> Facts {
+        let new = SheetCheckpoint::new(0);
+        let micros = |t: &Option<Timestamp>| t.as_ref().and_then(Timestamp::to_micros);
+        Facts {
+            status: self.status,
+            success_without_retry: new.success_without_retry,
+            validation_passed: new.validation_passed,
+            exit_reason: new.exit_reason,
+            execution_mode: new.execution_mode,
+            outcome_category: new.outcome_category,
+            attempt_count: new.attempt_count,
+            completion_attempts: new.completion_attempts,
+            healing_attempts: new.healing_attempts,
+            movement: self.movement,
+            voice: self.voice,
+            exit_code: new.exit_code,
+            started_at: micros(&new.started_at),
+            completed_at: micros(&new.completed_at),
+            execution_duration_seconds: new.execution_duration_seconds,
+            last_pass_percentage: new.last_pass_percentage,
+            cost_confidence: new.cost_confidence,
+            input_tokens: new.input_tokens,
+            output_tokens: new.output_tokens,
+            estimated_cost: new.estimated_cost,
+            instrument_name: self.instrument_name.clone(),
+        }
+    }
+}
+
+/// What a compact sheet keeps: its plan alone (a sheet not started), or all its facts.
+#[derive(Clone, Debug, PartialEq)]
+enum Known {
+    Plan(Planned),
+    /// Boxed: most compact sheets of a job being planned ones, the rest pay the pointer.
+    Facts(Box<Facts>),
+}
+
+impl Known {
+    fn of(facts: Facts) -> Known {
+        match Planned::of(&facts) {
+            Some(planned) => Known::Plan(planned),
+            None => Known::Facts(Box::new(facts)),
+        }
+    }
+
+    fn status(&self) -> SheetStatus {
+        match self {
+            Known::Plan(p) => p.status,
+            Known::Facts(f) => f.status,
+        }
+    }
+
+    /// The whole sheet `num` these facts stand for.
+    fn sheet(&self, num: u32) -> SheetCheckpoint {
+        match self {
+            Known::Plan(p) => p.facts().sheet(num),
+            Known::Facts(f) => f.sheet(num),
+        }
+    }
+}
+
 /// `name`, shared with the map's other sheets that name it.
 fn shared(names: &mut Vec<Arc<str>>, name: &str) -> Arc<str> {
     if let Some(known) = names.iter().find(|n| &***n == name) {
@@ -151,7 +236,7 @@ fn shared(names: &mut Vec<Arc<str>>, name: &str) -> Arc<str> {
 /// A compact sheet: its facts, and the whole copy a reader asked for (if one did).
 #[derive(Debug)]
 struct CompactSheet {
-    facts: Facts,
+    facts: Known,
     copy: OnceLock<Box<SheetCheckpoint>>,
 }
 
@@ -190,7 +275,7 @@ impl Slot {
     fn status(&self) -> SheetStatus {
         match self {
             Slot::Whole(sheet) => sheet.status,
-            Slot::Compact(c) => c.facts.status,
+            Slot::Compact(c) => c.facts.status(),
         }
     }
 
@@ -227,7 +312,7 @@ impl Slot {
                 Some(facts) => {
                     debug_assert_eq!(sheet.sheet_num, num);
                     Slot::Compact(Box::new(CompactSheet {
-                        facts,
+                        facts: Known::of(facts),
                         copy: OnceLock::new(),
                     }))
                 }
@@ -678,6 +763,8 @@ mod tests {
             compact * 3 < whole,
             "a compact sheet is {compact} bytes, a whole one {whole}"
         );
+        // A planned sheet is its plan only (its facts are ~190 bytes more).
+        assert!(compact <= 64, "a planned sheet is {compact} bytes");
         let mut map = SheetMap::new();
         for n in 1..=1000 {
             map.insert_compact(n, planned(n));
@@ -691,8 +778,17 @@ mod tests {
         map.release_copies();
         assert!(map.copied.lock().unwrap().is_empty());
         assert!(map.slots.values().all(|slot| match slot {
-            Slot::Compact(c) => c.copy.get().is_none(),
+            Slot::Compact(c) => c.copy.get().is_none() && matches!(c.facts, Known::Plan(_)),
             Slot::Whole(_) => false,
         }));
+        // A completed sheet keeps all its facts, and reads back the same.
+        let done = completed(2);
+        map.insert_compact(2, done.clone());
+        assert!(matches!(
+            map.slots.get(&2),
+            Some(Slot::Compact(c)) if matches!(c.facts, Known::Facts(_))
+        ));
+        assert_eq!(*map.peek(&2).unwrap(), done);
+        assert_eq!(*map.peek(&3).unwrap(), planned(3));
     }
 }

@@ -149,7 +149,7 @@ pub(crate) fn compacts(run: &super::JobRun, live: &mozart_state::CheckpointState
 /// later dispatch need stays: state, times, attempt counts, error history, validation
 /// verdict and pass rate, and a validation detail that failed or was unsure (the job-end
 /// pattern detection reads those; passed, sure checks add nothing to it).
-fn compact_completed(sheet: &mut mozart_state::SheetState) {
+pub(super) fn compact_completed(sheet: &mut mozart_state::SheetState) {
     sheet.stdout_tail = None;
     sheet.stderr_tail = None;
     sheet.passed_validations = Vec::new();
@@ -1196,8 +1196,8 @@ async fn evaluate_skip(
     let (Some(command), Some(run)) = (&rule.command, run) else {
         return None;
     };
-    let sheet = run.plan.sheets.iter().find(|s| s.num == sheet_num)?;
-    let vars = musician::placeholder_vars(&run, sheet, branch.as_deref());
+    let sheet = run.sheet(sheet_num)?;
+    let vars = musician::placeholder_vars(&run, &sheet, branch.as_deref());
     let command = mozart_config::placeholders::expand(command, &vars, true);
     let timeout = rule.command_timeout.unwrap_or(Duration::from_secs(10));
     let mut cmd = tokio::process::Command::new("bash");

@@ -37,7 +37,7 @@ use live_facts::LiveFacts;
 use mozart_backends::InstrumentRegistry;
 use mozart_baton::driver::Inbox;
 use mozart_baton::{BatonConfig, BatonCore, Event};
-use mozart_config::{JobConfig, SheetPlan};
+use mozart_config::{JobConfig, PlanOutline, PlannedSheet};
 use mozart_ipc::checkpoint::HookResult;
 use mozart_ipc::sheet_view::{SheetQuery, DEFAULT_FULL_SHEETS};
 use mozart_ipc::status::{JobListEntry, JobStatusResult};
@@ -57,7 +57,9 @@ pub use submit::SubmitRequest;
 pub(crate) struct JobRun {
     pub job_id: String,
     pub config: JobConfig,
-    pub plan: SheetPlan,
+    /// The plan's counts; each sheet is made from `config` when it is needed
+    /// ([`JobRun::sheet`]), not held for the job's life (issue 24).
+    pub plan: PlanOutline,
     pub workspace: PathBuf,
     /// The prompt template, compiled once for every sheet of the job.
     pub renderer: mozart_config::template::PromptRenderer,
@@ -69,6 +71,13 @@ pub(crate) struct JobRun {
     pub score_dir: PathBuf,
     /// Depth of this job in its concert (0 for a user submission).
     pub chain_depth: u32,
+}
+
+impl JobRun {
+    /// Sheet `num` of the plan, made from the score now (`None` past the plan).
+    pub fn sheet(&self, num: u32) -> Option<PlannedSheet> {
+        self.plan.sheet(&self.config, num)
+    }
 }
 
 /// One job as the manager knows it.
@@ -542,7 +551,8 @@ impl JobManager {
     /// with the jobs loaded here. A loaded job is shown as `job.list` shows it (its row is
     /// its record). The job table — whose calls queue behind every sheet event on the baton
     /// task, tens of milliseconds with 1,000 jobs running — is asked only for a paused job
-    /// on the page, for how many of its sheets still run (issue 24).
+    /// on the page, for how many of its sheets still run, and (with `progress`) for the
+    /// loaded rows' progress, once for both (issue 24).
     pub async fn list_page(
         &self,
         p: mozart_ipc::types::ListPageParams,
@@ -572,13 +582,24 @@ impl JobManager {
             .filter(|r| r.status == DaemonJobStatus::Paused && loaded.contains(&r.job_id))
             .map(|r| r.job_id.clone())
             .collect();
-        let pausing: std::collections::HashMap<String, u32> = if paused.is_empty() {
-            std::collections::HashMap::new()
+        // Each loaded row's progress, when asked for: in the same visit to the table, so a
+        // jobs page is one call (issue 24).
+        let progress: Vec<String> = if p.progress {
+            rows.iter()
+                .filter(|r| loaded.contains(&r.job_id))
+                .map(|r| r.job_id.clone())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let (pausing, progress) = if paused.is_empty() && progress.is_empty() {
+            Default::default()
         } else {
             self.shared
                 .table
-                .ask(|reply| table::Query::Pausing {
-                    job_ids: paused,
+                .ask(|reply| table::Query::PageFacts {
+                    paused,
+                    progress,
                     reply,
                 })
                 .await
@@ -602,6 +623,7 @@ impl JobManager {
             offset: p.offset,
             limit: p.limit.filter(|n| *n > 0),
             counts,
+            progress: p.progress.then_some(progress),
         })
     }
 

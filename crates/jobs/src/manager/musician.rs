@@ -260,13 +260,8 @@ pub(crate) async fn play(
 ) {
     let started = Instant::now();
     let started_epoch = mozart_state::epoch_now();
-    // Sheets are planned in order from 1: look at the sheet's own slot before searching.
-    let slot = usize::try_from(sheet_num.saturating_sub(1)).unwrap_or(usize::MAX);
-    let found = match run.plan.sheets.get(slot) {
-        Some(s) if s.num == sheet_num => Some(s),
-        _ => run.plan.sheets.iter().find(|s| s.num == sheet_num),
-    };
-    let Some(sheet) = found else {
+    // Made from the score now: the job holds no planned sheet (issue 24).
+    let Some(sheet) = run.sheet(sheet_num) else {
         let r = AttemptResult::failed(
             &run.job_id,
             sheet_num,
@@ -280,6 +275,7 @@ pub(crate) async fn play(
         });
         return;
     };
+    let sheet = &sheet;
     let prepared = match prepare(&shared, &run, sheet, &attempt, given).await {
         Ok(p) => p,
         Err(message) => {

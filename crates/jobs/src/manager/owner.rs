@@ -62,8 +62,12 @@ impl ConductorHost {
             Query::Progress { job_ids, reply } => {
                 let _ = reply.send(self.progress(job_ids));
             }
-            Query::Pausing { job_ids, reply } => {
-                let _ = reply.send(self.pausing_jobs(&job_ids));
+            Query::PageFacts {
+                paused,
+                progress,
+                reply,
+            } => {
+                let _ = reply.send((self.pausing_jobs(&paused), self.progress(progress)));
             }
             Query::Clear {
                 statuses,
@@ -130,8 +134,9 @@ impl ConductorHost {
     }
 
     /// Each asked-for job's progress, for the jobs small enough to count here (`job.progress`
-    /// leaves out jobs not loaded, without a checkpoint, with completed sheets kept as facts
-    /// only, or larger than [`mozart_ipc::status::PROGRESS_SHEETS`]).
+    /// and a jobs page's rows; it leaves out jobs not loaded, without a checkpoint, with
+    /// completed sheets kept as facts only, or larger than
+    /// [`mozart_ipc::status::PROGRESS_SHEETS`]: the caller asks `job.status` about those).
     fn progress(
         &self,
         job_ids: Vec<String>,

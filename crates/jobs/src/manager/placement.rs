@@ -37,12 +37,7 @@ pub(crate) fn placement_for(
     if let Some(p) = &run.config.placement {
         layers.push(to_value(p)?);
     }
-    let movement = run
-        .plan
-        .sheets
-        .iter()
-        .find(|s| s.num == sheet_num)
-        .map(|s| i64::from(s.movement));
+    let movement = run.sheet(sheet_num).map(|s| i64::from(s.movement));
     if let Some(p) = movement
         .and_then(|m| run.config.movements.get(&m))
         .and_then(|m| m.placement.as_ref())

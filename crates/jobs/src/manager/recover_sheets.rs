@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use mozart_baton::validation::{run_validations, CheckStatus, MtimeSnapshot};
-use mozart_config::SheetPlan;
+use mozart_config::PlanOutline;
 use mozart_ipc::status::{RecoveryCheck, SheetRecovery};
 use mozart_ipc::types::RecoverParams;
 use mozart_state::{CheckpointState, SheetStatus, Timestamp};
@@ -29,14 +29,14 @@ pub(super) async fn recover(
         .collect();
     let mut out = Vec::with_capacity(failed.len());
     for num in failed {
-        let Some(planned) = run.plan.sheets.iter().find(|s| s.num == num) else {
+        let Some(planned) = run.sheet(num) else {
             continue;
         };
         // The branch its worktree really got (`-2` when the name was taken).
         let branch = crate::sheet_worktrees::per_sheet(&run.config)
             .then(|| crate::sheet_worktrees::recorded_branch(&run.config, &run.job_id, num))
             .flatten();
-        let rules = musician::sheet_rules(&run, planned, branch.as_deref());
+        let rules = musician::sheet_rules(&run, &planned, branch.as_deref());
         let report = run_validations(&rules, &MtimeSnapshot::default()).await;
         let checks: Vec<RecoveryCheck> = report
             .results
@@ -122,7 +122,7 @@ async fn prepare(
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(&record.workspace));
     config.workspace = workspace.clone();
-    let plan = SheetPlan::build(&config)
+    let plan = PlanOutline::of(&config)
         .map_err(|e| JobError::Busy(format!("The stored score does not plan: {e}")))?;
     let renderer = mozart_config::template::PromptRenderer::new(&config, config_path.parent())
         .map_err(|e| JobError::Busy(format!("The stored score's template: {e}")))?;

@@ -4,36 +4,47 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use mozart_baton::{JobSpec, RestoredSheet, RetryPolicy, SheetSpec, SheetStatus, SkipSpec};
-use mozart_config::{JobConfig, SheetPlan};
+use mozart_config::{plan, JobConfig, PlanOutline};
 use mozart_state::CheckpointState;
 
 /// Dependencies of every sheet: the score's explicit `sheet.dependencies` when it has any
 /// (upstream's baton ignores them, execution.md §1.3 [GAP]); otherwise the stage chain —
 /// every sheet of movement k waits for every sheet of the previous movement, which gives
 /// sequential scores their order and fan-out voices their parallelism.
-fn dependencies(config: &JobConfig, plan: &SheetPlan) -> Vec<Vec<u32>> {
+fn dependencies(config: &JobConfig, outline: &PlanOutline) -> Vec<Vec<u32>> {
+    let nums = 1..=outline.total_sheets;
     if !config.sheet.dependencies.is_empty() {
-        return plan.sheets.iter().map(|s| s.dependencies.clone()).collect();
+        // As the plan gives them (`PlannedSheet::dependencies`), without making each sheet.
+        return nums
+            .map(|n| {
+                config
+                    .sheet
+                    .dependencies
+                    .get(&i64::from(n))
+                    .map(|d| d.iter().map(|x| *x as u32).collect())
+                    .unwrap_or_default()
+            })
+            .collect();
     }
+    // The plan's movement of a sheet (`PlannedSheet::movement`).
+    let movement = |n: u32| plan::fan_meta(&config.sheet, i64::from(n)).0.max(0) as u32;
     // Each movement's sheets, gathered once: looking them up per sheet scanned the whole
     // plan for every sheet (O(sheets²): 10¹⁰ steps for a 100,000-sheet fan-out between two
     // single sheets).
     let mut by_movement: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
-    for s in &plan.sheets {
-        by_movement.entry(s.movement).or_default().push(s.num);
+    for n in nums.clone() {
+        by_movement.entry(movement(n)).or_default().push(n);
     }
     let previous: HashMap<u32, u32> = by_movement
         .keys()
         .zip(by_movement.keys().skip(1))
         .map(|(prev, next)| (*next, *prev))
         .collect();
-    plan.sheets
-        .iter()
-        .map(|s| match previous.get(&s.movement) {
-            Some(prev) => by_movement.get(prev).cloned().unwrap_or_default(),
-            None => Vec::new(),
-        })
-        .collect()
+    nums.map(|n| match previous.get(&movement(n)) {
+        Some(prev) => by_movement.get(prev).cloned().unwrap_or_default(),
+        None => Vec::new(),
+    })
+    .collect()
 }
 
 fn secs(v: f64) -> Duration {
@@ -91,7 +102,7 @@ fn reviewed_policy(config: &JobConfig, movement: u32, policy: &RetryPolicy) -> R
 pub(super) fn job_spec(
     job_id: &str,
     config: &JobConfig,
-    plan: &SheetPlan,
+    plan: &PlanOutline,
     checkpoint: &CheckpointState,
     self_healing: bool,
 ) -> JobSpec {
@@ -105,8 +116,7 @@ pub(super) fn job_spec(
         jitter: retry.jitter,
     };
     let sheets = plan
-        .sheets
-        .iter()
+        .sheets(config)
         .zip(deps)
         .map(|(sheet, dependencies)| {
             let skip = if sheet.skip_when.is_some() || sheet.skip_when_command.is_some() {
@@ -167,12 +177,12 @@ pub(super) fn job_spec(
 mod tests {
     use super::*;
 
-    fn plan_of(yaml: &str) -> (JobConfig, SheetPlan) {
+    fn plan_of(yaml: &str) -> (JobConfig, PlanOutline) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.yaml");
         std::fs::write(&path, yaml).unwrap();
         let score = mozart_config::load_score(&path).unwrap();
-        let plan = SheetPlan::build(&score.config).unwrap();
+        let plan = PlanOutline::of(&score.config).unwrap();
         (score.config, plan)
     }
 

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mozart_baton::Event;
-use mozart_config::{load_score, JobConfig, SheetPlan};
+use mozart_config::{load_score, JobConfig, PlanOutline};
 use mozart_ipc::types::{JobResponse, JobResponseStatus};
 use mozart_state::{CheckpointState, DaemonJobStatus, JobRecord, JobScore, JobStatus, SheetState};
 
@@ -58,7 +58,7 @@ pub(super) async fn dry_run(
         let score = parse(mgr, &job_id, &config_path, &req)?;
         let mut config = score.config;
         let workspace = validate_workspace(&mut config, &req)?;
-        let plan = SheetPlan::build(&config)
+        let plan = PlanOutline::of(&config)
             .map_err(|e| Rejection(format!("Failed to plan the score: {e}")))?;
         mozart_config::template::PromptRenderer::new(&config, config_path.parent())
             .map_err(|e| Rejection(format!("The prompt template does not compile: {e}")))?;
@@ -136,7 +136,7 @@ async fn pipeline(
 
     let _guard = mgr.shared.submit_lock.lock().await;
     ensure_not_running(mgr, job_id).await?;
-    let previous = carry_over(mgr, job_id, config_path, &config, &plan, &workspace, &req);
+    let mut previous = carry_over(mgr, job_id, config_path, &config, &plan, &workspace, &req);
     let record = build_record(
         mgr,
         job_id,
@@ -147,7 +147,7 @@ async fn pipeline(
         &req,
     );
     let mut checkpoint =
-        build_checkpoint(job_id, &config, &plan, previous.checkpoint.as_ref(), &req);
+        build_checkpoint(job_id, &config, &plan, previous.checkpoint.as_mut(), &req);
     drop(previous);
     checkpoint.config_path = Some(req.config_path.clone());
     // What `mozart status` reads for hooks and sheet descriptions (upstream's snapshot).
@@ -260,9 +260,9 @@ fn plan(
     config: &JobConfig,
     config_path: &Path,
     workspace: &Path,
-) -> Step<(SheetPlan, mozart_config::template::PromptRenderer)> {
-    let plan = SheetPlan::build(config)
-        .map_err(|e| Rejection(format!("Failed to plan the score: {e}")))?;
+) -> Step<(PlanOutline, mozart_config::template::PromptRenderer)> {
+    let plan =
+        PlanOutline::of(config).map_err(|e| Rejection(format!("Failed to plan the score: {e}")))?;
     let renderer = mozart_config::template::PromptRenderer::new(config, config_path.parent())
         .map_err(|e| Rejection(format!("The prompt template does not compile: {e}")))?;
     std::fs::create_dir_all(workspace).map_err(|e| {
@@ -314,7 +314,7 @@ fn carry_over(
     job_id: &str,
     config_path: &Path,
     config: &JobConfig,
-    plan: &SheetPlan,
+    plan: &PlanOutline,
     workspace: &Path,
     req: &SubmitRequest,
 ) -> Previous {
@@ -375,7 +375,7 @@ fn build_record(
     job_id: &str,
     config: &JobConfig,
     workspace: &Path,
-    plan: &SheetPlan,
+    plan: &PlanOutline,
     previous: Option<&JobRecord>,
     req: &SubmitRequest,
 ) -> JobRecord {
@@ -487,6 +487,10 @@ fn persist(
         .map_err(|e| Rejection(format!("Cannot save the job's checkpoint: {e}")))
 }
 
+/// Sheets from which a submission gives its working memory back to the system once the job
+/// is registered (a smaller one frees too little to be worth a walk of the heap).
+const TRIM_AFTER_SHEETS: usize = 1_000;
+
 /// Register: the job joins the manager's table and the baton loop.
 async fn register(
     mgr: &JobManager,
@@ -501,7 +505,12 @@ async fn register(
     let mut spec = specs::job_spec(&job_id, &run.config, &run.plan, &checkpoint, self_healing);
     spec.timeout = Some(timeout);
     // Into the table before the baton hears of the job (a call runs before a later event).
+    let mut checkpoint = checkpoint;
+    // The completed sheets a resumed large job carried over are held as the running job
+    // held them, now that their rows are saved whole (issue 24).
+    let compacted = super::host::compacts(&run, &checkpoint) && compact_carried(&mut checkpoint);
     let mut entry = JobEntry::new(record, Some(checkpoint), Some(Arc::new(run)));
+    entry.compacted = compacted;
     entry.log.from_checkpoint = from_checkpoint;
     // Known as loaded from now on (before the table takes it in, still under the submit
     // lock): the next submission of this id looks in the table instead of taking it as new.
@@ -509,10 +518,17 @@ async fn register(
     mgr.shared
         .table
         .tell(super::table::Fact::JobLoaded(Box::new(entry)));
+    let planned = spec.sheets.len();
     if let Err(e) = mgr.send(Event::RegisterJob(Box::new(spec))) {
         mgr.set_status(&job_id, DaemonJobStatus::Failed, Some(&e))
             .await;
         return Err(Rejection(e));
+    }
+    // A large submission's working memory (the score's expansion, the registry rows, the
+    // baton's spec of every sheet) is freed by now or once the baton has the job: give
+    // those pages back, so the job's resident cost is what it keeps (issue 24).
+    if planned >= TRIM_AFTER_SHEETS {
+        mozart_conductor::memory::trim_after_job();
     }
     // Upstream's words: the job joins the queue of job slots (it runs at once when one is
     // free; `mozart status` says `queued` and why while it waits).
@@ -527,17 +543,36 @@ async fn register(
     ))
 }
 
+/// Hold the completed sheets of `cp` (carried over from a previous run, their rows saved)
+/// as their facts, as a large running job holds the sheets it completes
+/// (`host::compact_completed`); whether there were any.
+fn compact_carried(cp: &mut CheckpointState) -> bool {
+    let done: Vec<u32> = cp
+        .sheets
+        .statuses()
+        .filter(|(_, status)| *status == mozart_state::SheetStatus::Completed)
+        .map(|(num, _)| num)
+        .collect();
+    for &num in &done {
+        if let Some(sheet) = cp.sheets.get_mut(&num) {
+            super::host::compact_completed(sheet);
+        }
+        cp.sheets.compact(num);
+    }
+    !done.is_empty()
+}
+
 /// A checkpoint for the plan, carrying over terminal sheets of a previous run.
 pub(super) fn build_checkpoint(
     job_id: &str,
     config: &mozart_config::JobConfig,
-    plan: &SheetPlan,
-    previous: Option<&CheckpointState>,
+    plan: &PlanOutline,
+    mut previous: Option<&mut CheckpointState>,
     req: &SubmitRequest,
 ) -> CheckpointState {
     let mut cp = CheckpointState::new(job_id, &config.name, plan.total_sheets);
     cp.total_movements = Some(plan.total_movements);
-    if let Some(prev) = previous {
+    if let Some(prev) = previous.as_deref() {
         cp.created_at = prev.created_at.clone();
         cp.started_at = prev.started_at.clone();
         cp.total_retry_count = prev.total_retry_count;
@@ -550,20 +585,30 @@ pub(super) fn build_checkpoint(
         cp.worktree_branch = prev.worktree_branch.clone();
         cp.worktree_base_commit = prev.worktree_base_commit.clone();
     }
-    for sheet in &plan.sheets {
-        let mut s = previous
-            .and_then(|p| p.sheets.get(&sheet.num))
-            .filter(|s| {
-                matches!(
-                    s.status,
+    // The names the job's sheets play, each once (a handful, whatever the sheet count).
+    let mut instruments: Vec<String> = Vec::new();
+    for sheet in plan.sheets(config) {
+        if !instruments.contains(&sheet.instrument) {
+            instruments.push(sheet.instrument.clone());
+        }
+        // Taken out of the previous run's checkpoint, not copied: a resumed 100,000-sheet
+        // job does not hold both runs' sheets at once (issue 24).
+        let carried = previous
+            .as_deref_mut()
+            .and_then(|p| p.sheets.remove(&sheet.num));
+        let mut s = match carried {
+            Some(p)
+                if matches!(
+                    p.status,
                     mozart_state::SheetStatus::Completed | mozart_state::SheetStatus::Skipped
-                )
-            })
-            .cloned()
-            .unwrap_or_else(|| {
+                ) =>
+            {
+                p
+            }
+            carried => {
                 let mut s = SheetState::new(sheet.num);
                 // Keep attempt counts of an unfinished sheet so retries are not refunded.
-                if let Some(p) = previous.and_then(|p| p.sheets.get(&sheet.num)) {
+                if let Some(p) = carried.as_ref() {
                     // The reviewer loop resumes at the same iteration with the same feedback.
                     // A failed sheet that is resumed gets a fresh budget of iterations.
                     s.review = p.review.clone().map(|mut r| {
@@ -591,8 +636,9 @@ pub(super) fn build_checkpoint(
                     }
                 }
                 s
-            });
-        s.instrument_name = Some(sheet.instrument.clone());
+            }
+        };
+        s.instrument_name = Some(sheet.instrument);
         s.movement = Some(sheet.movement);
         s.voice = Some(sheet.voice);
         if let Some(start) = req.start_sheet {
@@ -606,9 +652,7 @@ pub(super) fn build_checkpoint(
         cp.sheets.insert_compact(sheet.num, s);
     }
     cp.last_completed_sheet = cp.highest_completed();
-    let mut instruments: Vec<String> = plan.sheets.iter().map(|s| s.instrument.clone()).collect();
     instruments.sort();
-    instruments.dedup();
     cp.instruments_used = instruments;
     cp
 }

@@ -340,6 +340,12 @@ pub(crate) type LiveList = (
     Option<Arc<Vec<ListedRow>>>,
 );
 
+/// [`Query::PageFacts`]' answer: the running sheets of paused jobs, and rows' progress.
+pub(crate) type PageFacts = (
+    HashMap<String, u32>,
+    std::collections::BTreeMap<String, mozart_ipc::status::JobProgress>,
+);
+
 /// What the other tasks ask the owner of the job table; each question carries the channel
 /// its answer comes back on.
 pub(crate) enum Query {
@@ -372,10 +378,13 @@ pub(crate) enum Query {
     },
     /// The loaded jobs for `job.list`.
     List { reply: Reply<LiveList> },
-    /// How many sheets still run in each of these paused jobs (`pausing`).
-    Pausing {
-        job_ids: Vec<String>,
-        reply: Reply<HashMap<String, u32>>,
+    /// What a jobs page shows beside its registry rows, in one visit: how many sheets
+    /// still run in each of the `paused` jobs (`pausing`), and the progress of each of the
+    /// `progress` jobs as [`Query::Progress`] counts it.
+    PageFacts {
+        paused: Vec<String>,
+        progress: Vec<String>,
+        reply: Reply<PageFacts>,
     },
     /// Unload the jobs `job.clear` deletes: matching status, not in the baton, in `job_ids`
     /// when given, submitted at least `older_than_seconds` before `now`; the answer is the
