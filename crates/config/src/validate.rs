@@ -454,19 +454,23 @@ fn first_render_error(score: &Score, score_path: &Path) -> Option<(u32, String)>
         score_dir,
         renderer,
         first_bad: AtomicI64::new(i64::MAX),
+        next: AtomicI64::new(1),
+        total,
     };
-    // Two workers take alternate sheets when the machine has a second core and the score
-    // enough sheets to pay for a thread (the corpus score's 516 renders are most of what
-    // `validate` does); each stops once a lower sheet has failed, so the answer is the first
-    // failing sheet, as one pass in order finds it.
+    // Two workers take the sheets in order, each the next one not yet taken, when the
+    // machine has a second core and the score enough sheets to pay for a thread (the corpus
+    // score's 516 renders are most of what `validate` does): a worker that gets no core
+    // (a busy machine) leaves its share to the other instead of holding up the answer. Each
+    // stops once a lower sheet has failed, so the answer is the first failing sheet, as one
+    // pass in order finds it: every sheet below it was taken, rendered and passed.
     let two = total >= PARALLEL_RENDERS_FROM
         && std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
     if !two {
-        return check.sheets(1, 1, total);
+        return check.sheets();
     }
     std::thread::scope(|scope| {
-        let other = scope.spawn(|| check.sheets(2, 2, total));
-        let mine = check.sheets(1, 2, total);
+        let other = scope.spawn(|| check.sheets());
+        let mine = check.sheets();
         // A panic in the other worker goes on as it would have in one pass.
         let theirs = other
             .join()
@@ -491,15 +495,20 @@ struct RenderCheck<'a> {
     score_dir: PathBuf,
     /// The lowest sheet found failing so far (`i64::MAX`: none).
     first_bad: AtomicI64,
+    /// The next sheet no worker has taken yet.
+    next: AtomicI64,
+    /// The score's number of sheets.
+    total: i64,
 }
 
 impl RenderCheck<'_> {
-    /// Render sheets `first, first + step, …` up to `total` until one fails (or one lower
-    /// than the next has failed elsewhere); the first failing one and its error.
-    fn sheets(&self, first: i64, step: usize, total: i64) -> Option<(u32, String)> {
+    /// Take and render the next sheet until one fails, none is left or a lower one has
+    /// failed elsewhere; the failing sheet this worker found and its error.
+    fn sheets(&self) -> Option<(u32, String)> {
         let c = self.c;
-        for num in (first..=total).step_by(step) {
-            if num > self.first_bad.load(Ordering::Relaxed) {
+        loop {
+            let num = self.next.fetch_add(1, Ordering::Relaxed);
+            if num > self.total || num > self.first_bad.load(Ordering::Relaxed) {
                 return None;
             }
             let sheet = preview_sheet(c, num);
