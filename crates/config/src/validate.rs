@@ -531,7 +531,6 @@ impl RenderCheck<'_> {
                 return Some((sheet.num, e.to_string()));
             }
         }
-        None
     }
 }
 
