@@ -4,8 +4,9 @@
 //! strict undefined variables, upstream's variable precedence (sheet context, then user
 //! variables, then `stakes`/`thinking_method`) and Python-compatible methods.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use indexmap::IndexMap;
 use minijinja::{Environment, UndefinedBehavior, Value};
@@ -53,6 +54,59 @@ pub struct PromptRenderer {
     /// The score-level values of the job this renderer was built for (every sheet of it
     /// shares them; recomputing per sheet walked the whole fan-out map each time).
     score: ScoreVars,
+    /// The names the template reads from its context, found once when first asked
+    /// (minijinja parses the whole template again to list them).
+    names: Arc<OnceLock<HashSet<String>>>,
+}
+
+/// A template compiled in the strict environment, with the names it reads once asked.
+struct Compiled {
+    source: String,
+    /// The environment holding the template, or Jinja's message for why it does not compile.
+    env: Result<Environment<'static>, String>,
+    names: Arc<OnceLock<HashSet<String>>>,
+}
+
+/// The template `source` compiled in the strict environment, shared with the last caller
+/// that compiled the same text: `mozart validate` checks a score's template (V001, V101),
+/// renders every sheet (V011) and previews it, each step with its own renderer, and
+/// compiling the 516-sheet corpus score's template three times and parsing it twice more
+/// for its names was a twelfth of the command. One entry, replaced by the next text.
+fn compiled(source: &str) -> Arc<Compiled> {
+    static LAST: Mutex<Option<Arc<Compiled>>> = Mutex::new(None);
+    let lock = || {
+        LAST.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    if let Some(hit) = lock().as_ref().filter(|c| c.source == source) {
+        return Arc::clone(hit);
+    }
+    let mut env = environment(true);
+    let env = match env.add_template_owned(TEMPLATE_NAME, source.to_string()) {
+        Ok(()) => Ok(env),
+        Err(e) => Err(jinja_message(&e)),
+    };
+    let entry = Arc::new(Compiled {
+        source: source.to_string(),
+        env,
+        names: Arc::default(),
+    });
+    *lock() = Some(Arc::clone(&entry));
+    entry
+}
+
+/// The names a template reads from its context (`undeclared_variables`), or `None` when it
+/// does not compile; shared with [`PromptRenderer::shared`] for the same text.
+pub fn template_names(source: &str) -> Option<HashSet<String>> {
+    let entry = compiled(source);
+    let env = entry.env.as_ref().ok()?;
+    let template = env.get_template(TEMPLATE_NAME).ok()?;
+    Some(
+        entry
+            .names
+            .get_or_init(|| template.undeclared_variables(false))
+            .clone(),
+    )
 }
 
 /// A Jinja environment configured like upstream's `PromptBuilder`.
@@ -177,7 +231,35 @@ impl PromptRenderer {
             env,
             has_template,
             score: ScoreVars::new(job),
+            names: Arc::default(),
         })
+    }
+
+    /// [`PromptRenderer::new`] sharing the compiled template with the last renderer made this
+    /// way from the same text (see [`compiled`]): for the commands that look at one score
+    /// several times (`validate`, its preview).
+    pub fn shared(job: &JobConfig, template_dir: Option<&Path>) -> Result<Self, ConfigError> {
+        let Some(source) = template_source(job, template_dir)? else {
+            return Ok(PromptRenderer {
+                env: environment(true),
+                has_template: false,
+                score: ScoreVars::new(job),
+                names: Arc::default(),
+            });
+        };
+        let entry = compiled(&source);
+        match &entry.env {
+            Ok(env) => Ok(PromptRenderer {
+                env: env.clone(),
+                has_template: true,
+                score: ScoreVars::new(job),
+                names: Arc::clone(&entry.names),
+            }),
+            Err(message) => Err(ConfigError::Template {
+                sheet: 0,
+                message: message.clone(),
+            }),
+        }
     }
 
     /// Render the template (or the default prompt) for one sheet of the job this renderer
@@ -237,7 +319,9 @@ impl PromptRenderer {
         self.env
             .get_template(TEMPLATE_NAME)
             .map_or(true, |template| {
-                let names = template.undeclared_variables(false);
+                let names = self
+                    .names
+                    .get_or_init(|| template.undeclared_variables(false));
                 ["injected_context", "injected_skills", "injected_tools"]
                     .iter()
                     .any(|name| names.contains(*name))
@@ -272,7 +356,10 @@ impl PromptRenderer {
     ) -> ConfigError {
         let mut message = jinja_message(e);
         if e.kind() == minijinja::ErrorKind::UndefinedError {
-            let names = undefined_names(&self.env, template, vars);
+            let read = self
+                .names
+                .get_or_init(|| template.undeclared_variables(false));
+            let names = undefined_names(&self.env, read, vars);
             if !names.is_empty() {
                 let line = e.line().map(|l| format!(" (line {l})")).unwrap_or_default();
                 let plural = if names.len() == 1 { "" } else { "s" };
@@ -300,14 +387,13 @@ pub fn render_prompt(
 /// quoted and sorted: Jinja's own message says only "undefined value".
 fn undefined_names(
     env: &Environment<'static>,
-    template: &minijinja::Template<'_, '_>,
+    read: &HashSet<String>,
     vars: &Value,
 ) -> Vec<String> {
-    let mut names: Vec<String> = template
-        .undeclared_variables(false)
-        .into_iter()
+    let mut names: Vec<String> = read
+        .iter()
         .filter(|name| vars.get_attr(name).map_or(true, |v| v.is_undefined()))
-        .filter(|name| !env.globals().any(|(global, _)| global == name))
+        .filter(|name| !env.globals().any(|(global, _)| global == name.as_str()))
         .map(|name| format!("'{name}'"))
         .collect();
     names.sort();
@@ -394,38 +480,81 @@ pub fn template_vars(job: &JobConfig, sheet: &PlannedSheet, ctx: &RenderContext)
 /// stage totals (counting stages walks the whole fan-out map, so per sheet it was quadratic).
 #[derive(Debug, Clone)]
 pub struct ScoreVars {
-    variables: Vec<(String, Value)>,
+    /// The user variables as template values, shared by every sheet's context.
+    variables: Arc<IndexMap<String, Value>>,
     total_sheets: i64,
     total_stages: i64,
     stakes: Value,
     thinking_method: Value,
+    /// The score's workspace and its template value (most sheets render with it).
+    workspace: (PathBuf, Value),
+    /// The injection paths compiled so far, shared by the sheets that name them.
+    paths: Arc<Mutex<PathTemplates>>,
+}
+
+/// Prelude and cadenza paths compiled as (lenient) templates, each distinct text once: the
+/// preview renders every sheet's paths, and the corpus score names 174 distinct paths 652
+/// times; `render_str` compiled each of them again for every sheet.
+#[derive(Debug, Default)]
+struct PathTemplates {
+    /// The lenient environment holding them (made on first use).
+    env: Option<Environment<'static>>,
+    /// A path's text → the name of its template, or `None` when it does not compile.
+    names: std::collections::HashMap<String, Option<String>>,
+}
+
+impl ScoreVars {
+    /// An injection path rendered with `vars`, as `render_str` renders it; `None` when it
+    /// does not compile or render.
+    fn render_path(&self, text: &str, vars: &Value) -> Option<String> {
+        let mut cache = self
+            .paths
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let PathTemplates { env, names } = &mut *cache;
+        let env = env.get_or_insert_with(|| new_environment(false));
+        let name = match names.get(text) {
+            Some(name) => name.clone()?,
+            None => {
+                // Named by number, not by the text: minijinja picks auto-escaping from a
+                // template name's extension (`.html`, `.json`), and `render_str` uses none.
+                let name = format!("injection path {}", names.len());
+                let compiled = env
+                    .add_template_owned(name.clone(), text.to_string())
+                    .is_ok()
+                    .then_some(name);
+                names.insert(text.to_string(), compiled.clone());
+                compiled?
+            }
+        };
+        env.get_template(&name).ok()?.render(vars).ok()
+    }
 }
 
 impl ScoreVars {
     /// Convert `job.prompt.variables` (§5.2: nested numeric keys become integers).
     pub fn new(job: &JobConfig) -> Self {
-        ScoreVars {
-            variables: job
-                .prompt
+        let mut vars = Self::totals(job);
+        vars.variables = Arc::new(
+            job.prompt
                 .variables
                 .iter()
                 .map(|(k, v)| (k.clone(), to_value(v, true)))
                 .collect(),
-            total_sheets: total_sheets(&job.sheet),
-            total_stages: total_stages(&job.sheet),
-            stakes: text_value(&job.prompt.stakes),
-            thinking_method: text_value(&job.prompt.thinking_method),
-        }
+        );
+        vars
     }
 
     /// Only the totals (for contexts without user variables).
     fn totals(job: &JobConfig) -> Self {
         ScoreVars {
-            variables: Vec::new(),
+            variables: Arc::default(),
             total_sheets: total_sheets(&job.sheet),
             total_stages: total_stages(&job.sheet),
             stakes: text_value(&job.prompt.stakes),
             thinking_method: text_value(&job.prompt.thinking_method),
+            workspace: (job.workspace.clone(), path_value(&job.workspace)),
+            paths: Arc::default(),
         }
     }
 }
@@ -435,13 +564,143 @@ fn text_value(text: &Option<String>) -> Value {
     Value::from(text.clone().unwrap_or_default())
 }
 
+/// A path as a template value (its text, lossily).
+fn path_value(path: &Path) -> Value {
+    Value::from(path.to_string_lossy().into_owned())
+}
+
+/// The built-in names of the §5.2 context, in the order a template's context lists them.
+const BUILTIN_NAMES: [&str; 20] = [
+    "sheet_num",
+    "total_sheets",
+    "start_item",
+    "end_item",
+    "workspace",
+    "working_directory",
+    "stage",
+    "movement",
+    "instance",
+    "voice",
+    "fan_count",
+    "voice_count",
+    "total_stages",
+    "total_movements",
+    "previous_outputs",
+    "previous_files",
+    "skipped_upstream",
+    "injected_context",
+    "injected_skills",
+    "injected_tools",
+];
+
+/// Where a built-in name's value is in [`SheetValues::builtins`].
+fn builtin_index(name: &str) -> Option<usize> {
+    Some(match name {
+        "sheet_num" => 0,
+        "total_sheets" => 1,
+        "start_item" => 2,
+        "end_item" => 3,
+        "workspace" => 4,
+        "working_directory" => 5,
+        "stage" => 6,
+        "movement" => 7,
+        "instance" => 8,
+        "voice" => 9,
+        "fan_count" => 10,
+        "voice_count" => 11,
+        "total_stages" => 12,
+        "total_movements" => 13,
+        "previous_outputs" => 14,
+        "previous_files" => 15,
+        "skipped_upstream" => 16,
+        "injected_context" => 17,
+        "injected_skills" => 18,
+        "injected_tools" => 19,
+        _ => return None,
+    })
+}
+
+/// The context of §5.2 for one sheet, as a template object.
+///
+/// It behaves as the map upstream builds: the built-ins, then the user variables, the task
+/// variables, the extra variables and `stakes` / `thinking_method`, a later one replacing an
+/// earlier one's value under the same name while the name keeps its first position. It is
+/// an object over those parts instead of a map because a template looks names up tens of
+/// times per render and every sheet of a score gets its own context: building a ~30-entry
+/// hashed map per sheet and hashing each lookup was a tenth of rendering the corpus score;
+/// the user variables are shared by every sheet instead of copied into each map.
+#[derive(Debug)]
+struct SheetValues {
+    builtins: [Value; 20],
+    /// The score's variables (empty for contexts without user variables).
+    user: Arc<IndexMap<String, Value>>,
+    /// The task variables of a task movement's sheet.
+    task: Vec<(&'static str, Value)>,
+    /// Extra variables (run-time values merged over the user variables).
+    extra: Vec<(String, Value)>,
+    stakes: Value,
+    thinking_method: Value,
+}
+
+impl SheetValues {
+    /// The value under `name`: the last part that defines it wins.
+    fn lookup(&self, name: &str) -> Option<&Value> {
+        match name {
+            "stakes" => return Some(&self.stakes),
+            "thinking_method" => return Some(&self.thinking_method),
+            _ => {}
+        }
+        if let Some((_, v)) = self.extra.iter().rev().find(|(k, _)| k == name) {
+            return Some(v);
+        }
+        if let Some((_, v)) = self.task.iter().rev().find(|(k, _)| *k == name) {
+            return Some(v);
+        }
+        if let Some(v) = self.user.get(name) {
+            return Some(v);
+        }
+        builtin_index(name).map(|i| &self.builtins[i])
+    }
+
+    /// Every name once, in the order the context map lists them (first definition first).
+    fn names(&self) -> Vec<Value> {
+        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        let all = BUILTIN_NAMES
+            .iter()
+            .copied()
+            .chain(self.user.keys().map(String::as_str))
+            .chain(self.task.iter().map(|(k, _)| *k))
+            .chain(self.extra.iter().map(|(k, _)| k.as_str()))
+            .chain(["stakes", "thinking_method"]);
+        all.filter(|name| seen.insert(name))
+            .map(Value::from)
+            .collect()
+    }
+}
+
+impl minijinja::value::Object for SheetValues {
+    fn repr(self: &Arc<Self>) -> minijinja::value::ObjectRepr {
+        minijinja::value::ObjectRepr::Map
+    }
+
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        self.lookup(key.as_str()?).cloned()
+    }
+
+    fn get_value_by_str(self: &Arc<Self>, key: &str) -> Option<Value> {
+        self.lookup(key).cloned()
+    }
+
+    fn enumerate(self: &Arc<Self>) -> minijinja::value::Enumerator {
+        minijinja::value::Enumerator::Values(self.names())
+    }
+}
+
 /// The context of §5.2; without `with_user` the score's variables are left out (injection
 /// paths).
 ///
-/// Built as one list of pairs collected straight into the template map (a later pair
-/// replaces an earlier one's value and keeps its position, as an insert into the map
-/// would): no intermediate map with owned keys, and the empty cross-sheet collections most
-/// sheets have are shared values instead of new ones per sheet.
+/// The empty cross-sheet collections most sheets have are shared values instead of new ones
+/// per sheet, and so is the workspace when the context does not override it.
 fn sheet_vars(
     job: &JobConfig,
     sheet: &PlannedSheet,
@@ -453,9 +712,6 @@ fn sheet_vars(
         std::sync::LazyLock::new(|| Value::from_iter(std::iter::empty::<(Value, Value)>()));
     static EMPTY_SEQ: std::sync::LazyLock<Value> =
         std::sync::LazyLock::new(|| Value::from(Vec::<Value>::new()));
-    let total = score.total_sheets;
-    let stages = score.total_stages;
-    let workspace = ctx.workspace.as_ref().unwrap_or(&job.workspace);
     let seq = |items: &[String]| -> Value {
         if items.is_empty() {
             EMPTY_SEQ.clone()
@@ -463,86 +719,86 @@ fn sheet_vars(
             Value::from(items.to_vec())
         }
     };
-    let user = if with_user { score.variables.len() } else { 0 };
-    let mut vars: Vec<(Value, Value)> = Vec::with_capacity(23 + user + ctx.extra.len());
-    let mut put = |k: &str, v: Value| vars.push((Value::from(k), v));
-    put("sheet_num", Value::from(sheet.num));
-    put("total_sheets", Value::from(total));
-    put("start_item", Value::from(sheet.start_item));
-    put("end_item", Value::from(sheet.end_item));
-    put(
-        "workspace",
-        Value::from(workspace.to_string_lossy().into_owned()),
-    );
-    let working_directory = ctx.working_directory.as_ref().unwrap_or(workspace);
-    put(
-        "working_directory",
-        Value::from(working_directory.to_string_lossy().into_owned()),
-    );
-    for (a, b, v) in [
-        ("stage", "movement", sheet.movement),
-        ("instance", "voice", sheet.voice),
-        ("fan_count", "voice_count", sheet.voice_count),
-    ] {
-        put(a, Value::from(v));
-        put(b, Value::from(v));
-    }
-    put("total_stages", Value::from(stages));
-    put("total_movements", Value::from(stages));
-    put(
-        "previous_outputs",
-        if ctx.previous_outputs.is_empty() {
-            EMPTY_MAP.clone()
+    let workspace = match ctx.workspace.as_ref().unwrap_or(&job.workspace) {
+        // Byte for byte: `Path` equality ignores a doubled `/` that the text keeps.
+        path if path.as_os_str() == score.workspace.0.as_os_str() => score.workspace.1.clone(),
+        path => path_value(path),
+    };
+    let working_directory = match &ctx.working_directory {
+        Some(path) => path_value(path),
+        None => workspace.clone(),
+    };
+    let previous_outputs = if ctx.previous_outputs.is_empty() {
+        EMPTY_MAP.clone()
+    } else {
+        Value::from_iter(
+            ctx.previous_outputs
+                .iter()
+                .map(|(k, v)| (Value::from(*k), Value::from(v.as_str()))),
+        )
+    };
+    let previous_files = if ctx.previous_files.is_empty() {
+        EMPTY_MAP.clone()
+    } else {
+        Value::from_iter(
+            ctx.previous_files
+                .iter()
+                .map(|(k, v)| (Value::from(k.as_str()), Value::from(v.as_str()))),
+        )
+    };
+    let skipped_upstream = if ctx.skipped_upstream.is_empty() {
+        EMPTY_SEQ.clone()
+    } else {
+        Value::from(ctx.skipped_upstream.clone())
+    };
+    let builtins = [
+        Value::from(sheet.num),
+        Value::from(score.total_sheets),
+        Value::from(sheet.start_item),
+        Value::from(sheet.end_item),
+        workspace,
+        working_directory,
+        Value::from(sheet.movement),
+        Value::from(sheet.movement),
+        Value::from(sheet.voice),
+        Value::from(sheet.voice),
+        Value::from(sheet.voice_count),
+        Value::from(sheet.voice_count),
+        Value::from(score.total_stages),
+        Value::from(score.total_stages),
+        previous_outputs,
+        previous_files,
+        skipped_upstream,
+        seq(&ctx.injected_context),
+        seq(&ctx.injected_skills),
+        seq(&ctx.injected_tools),
+    ];
+    let task = match crate::tasks::task_of(job, sheet.movement, sheet.voice) {
+        Some(task) => crate::tasks::task_vars(job, task)
+            .into_iter()
+            .map(|(k, v)| match (k, &ctx.task_branch) {
+                ("task_branch", Some(real)) => (k, Value::from(real.as_str())),
+                _ => (k, Value::from(v)),
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    Value::from_object(SheetValues {
+        builtins,
+        user: if with_user {
+            Arc::clone(&score.variables)
         } else {
-            Value::from_iter(
-                ctx.previous_outputs
-                    .iter()
-                    .map(|(k, v)| (Value::from(*k), Value::from(v.as_str()))),
-            )
+            Arc::default()
         },
-    );
-    put(
-        "previous_files",
-        if ctx.previous_files.is_empty() {
-            EMPTY_MAP.clone()
-        } else {
-            Value::from_iter(
-                ctx.previous_files
-                    .iter()
-                    .map(|(k, v)| (Value::from(k.as_str()), Value::from(v.as_str()))),
-            )
-        },
-    );
-    put(
-        "skipped_upstream",
-        if ctx.skipped_upstream.is_empty() {
-            EMPTY_SEQ.clone()
-        } else {
-            Value::from(ctx.skipped_upstream.clone())
-        },
-    );
-    put("injected_context", seq(&ctx.injected_context));
-    put("injected_skills", seq(&ctx.injected_skills));
-    put("injected_tools", seq(&ctx.injected_tools));
-    if with_user {
-        for (k, v) in &score.variables {
-            put(k, v.clone());
-        }
-    }
-    if let Some(task) = crate::tasks::task_of(job, sheet.movement, sheet.voice) {
-        for (k, v) in crate::tasks::task_vars(job, task) {
-            match (k, &ctx.task_branch) {
-                ("task_branch", Some(real)) => put(k, Value::from(real.as_str())),
-                _ => put(k, Value::from(v)),
-            }
-        }
-    }
-    for (k, v) in &ctx.extra {
-        put(k, to_value(v, true));
-    }
-    put("stakes", score.stakes.clone());
-    put("thinking_method", score.thinking_method.clone());
-    Value::from_iter(vars)
+        task,
+        extra: ctx
+            .extra
+            .iter()
+            .map(|(k, v)| (k.clone(), to_value(v, true)))
+            .collect(),
+        stakes: score.stakes.clone(),
+        thinking_method: score.thinking_method.clone(),
+    })
 }
 
 /// Resolve prelude + cadenza injections for a sheet (§5.6): paths rendered leniently,
@@ -575,11 +831,6 @@ pub fn resolve_injections_with(
     if !has_injections(job, sheet) {
         return;
     }
-    // One lenient environment for the process: building one per sheet (with the contrib
-    // filters) was a measurable share of rendering a 516-sheet score.
-    static LENIENT: std::sync::LazyLock<Environment<'static>> =
-        std::sync::LazyLock::new(|| new_environment(false));
-    let env = &*LENIENT;
     let lenient = RenderContext {
         workspace: ctx.workspace.clone(),
         ..RenderContext::default()
@@ -594,7 +845,7 @@ pub fn resolve_injections_with(
             .flatten(),
     );
     for item in items {
-        let Ok(rendered) = env.render_str(&item.file, vars.clone()) else {
+        let Some(rendered) = score.render_path(&item.file, &vars) else {
             continue;
         };
         let path = PathBuf::from(&rendered);
@@ -908,6 +1159,77 @@ mod tests {
 
     const SHEET_PROMPT_GOLDEN: &str = "2/4 s2/3 v1/2 /tmp/ws {sheet_num}x 9 [one] 1 0 high||1=a;2=b;\n\n## L\n\n---\n## Success Requirements (Validated Automatically)\n\nYour output will be checked against these requirements:\n\n1. **Requirement 1**\n   - Command must succeed: `test -f {workspace}/x`\n\n**Also still required** (2 inherited): out; content_contains\n\nEnsure ALL requirements are met before completing this task.";
     const SHEET_PROMPT_GOLDEN_FIRST: &str = "1/4 s1/3 v1/1 /tmp/ws {sheet_num}x 9 [one] 1 0 high||1=a;2=b;\n\n---\n## Success Requirements (Validated Automatically)\n\nYour output will be checked against these requirements:\n\n1. **out**\n   - Create file: `/tmp/ws/out-1.txt`\n2. **Requirement 2**\n   - File: `/tmp/ws/{sheet_num}x.md`\n   - Must contain: `9`\n\n**Also still required** (1 inherited): command_succeeds\n\nEnsure ALL requirements are met before completing this task.";
+
+    /// A name defined twice takes the later part's value (user variables over built-ins,
+    /// extra values over user variables, `stakes` last) and keeps its first position: the
+    /// requirements' `{name}` expansion goes through the names in that order.
+    #[test]
+    fn context_values_and_order_follow_the_last_definition() {
+        let j = job(concat!(
+            "name: t\nworkspace: /tmp/ws\nsheet: {size: 1, total_items: 2}\n",
+            "prompt:\n  stakes: high\n",
+            "  template: '{{ workspace }}|{{ sheet_num }}|{{ stakes }}|{{ who }}|{{ extra_only }}'\n",
+            "  variables: {workspace: '{who}-ws', stakes: mine, who: '{sheet_num}'}\n",
+            "validations:\n  - {type: file_exists, path: '{workspace}/{stakes}'}\n",
+        ));
+        let plan = SheetPlan::build(&j).unwrap();
+        let mut ctx = RenderContext::default();
+        ctx.extra.insert("who".into(), serde_json::json!("extra"));
+        ctx.extra.insert("extra_only".into(), serde_json::json!(7));
+        let sheet = &plan.sheets[0];
+        let rules: Vec<&ValidationRule> = j.validations.iter().collect();
+        let renderer = PromptRenderer::new(&j, None).unwrap();
+        assert_eq!(
+            renderer.render(&j, sheet, &ctx).unwrap(),
+            "{who}-ws|1|high|extra|7"
+        );
+        // `workspace` expands first (its built-in position) and leaves `{who}`, which
+        // `who` (a user variable, after `sheet_num`) then expands to its extra value.
+        let req = requirements_section(&j, sheet, &ctx, &rules).unwrap();
+        assert!(req.contains("`extra-ws/high`"), "{req}");
+        let vars = template_vars(&j, sheet, &ctx);
+        let names: Vec<String> = vars
+            .try_iter()
+            .unwrap()
+            .map(|k| k.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(&names[..3], ["sheet_num", "total_sheets", "start_item"]);
+        assert_eq!(names.iter().position(|n| n == "workspace"), Some(4));
+        assert_eq!(
+            &names[names.len() - 4..],
+            ["stakes", "who", "extra_only", "thinking_method"]
+        );
+        assert_eq!(names.len(), 20 + 4);
+    }
+
+    /// Injection paths are compiled once per text but rendered per sheet, and without the
+    /// auto-escaping minijinja would pick from a name ending in `.html`.
+    #[test]
+    fn injection_paths_render_per_sheet_and_unescaped() {
+        let dir = tempfile::tempdir().unwrap();
+        for n in 1..=2 {
+            std::fs::write(
+                dir.path().join(format!("a&b-{n}.html")),
+                format!("file {n}"),
+            )
+            .unwrap();
+        }
+        let j = job(concat!(
+            "name: t\nworkspace: /tmp/ws\nsheet:\n  size: 1\n  total_items: 3\n",
+            "  prelude: [{file: \"{{ 'a&b' }}-{{ sheet_num }}.html\", as: context}]\n",
+            "prompt: {template: x}\n",
+        ));
+        let plan = SheetPlan::build(&j).unwrap();
+        let score = ScoreVars::new(&j);
+        let injected = |n: usize| {
+            let mut ctx = RenderContext::default();
+            resolve_injections_with(&j, &plan.sheets[n], dir.path(), &mut ctx, &score);
+            ctx.injected_context
+        };
+        assert_eq!(injected(0), ["file 1"]);
+        assert_eq!(injected(1), ["file 2"]);
+        assert!(injected(2).is_empty());
+    }
 
     #[test]
     fn default_prompt_with_stakes() {

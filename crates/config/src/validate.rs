@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -367,9 +368,14 @@ fn check_templates(
                 continue;
             }
         };
-        match env.template_from_str(&text) {
-            Ok(tpl) => check_undefined_vars(c, &source, &text, &tpl, out),
-            Err(e) => out.push(jinja_syntax_issue(&source, &text, raw, &e)),
+        // Compiled as the renderer of V011 and of the preview will compile it (the same
+        // text compiles alike in either environment), so the three share one compile.
+        if let Some(names) = template::template_names(&text) {
+            check_undefined_vars(c, &source, &text, names, out);
+            continue;
+        }
+        if let Err(e) = env.template_from_str(&text) {
+            out.push(jinja_syntax_issue(&source, &text, raw, &e));
         }
     }
 }
@@ -424,7 +430,7 @@ fn first_render_error(score: &Score, score_path: &Path) -> Option<(u32, String)>
         return None;
     }
     let score_dir = score_path.parent().unwrap_or(Path::new("")).to_path_buf();
-    let renderer = match PromptRenderer::new(c, Some(&score_dir)) {
+    let renderer = match PromptRenderer::shared(c, Some(&score_dir)) {
         Ok(r) => r,
         // The preview's first sheet reports a template that does not compile.
         Err(e) => {
@@ -437,26 +443,95 @@ fn first_render_error(score: &Score, score_path: &Path) -> Option<(u32, String)>
             return Some((1, e.to_string()));
         }
     };
-    let injections = !text_only && renderer.reads_injections();
-    let score_vars = template::ScoreVars::new(c);
-    let ctx = RenderContext {
-        template_dir: Some(score_dir.clone()),
-        ..RenderContext::default()
+    let check = RenderCheck {
+        c,
+        injections: !text_only && renderer.reads_injections(),
+        score_vars: template::ScoreVars::new(c),
+        ctx: RenderContext {
+            template_dir: Some(score_dir.clone()),
+            ..RenderContext::default()
+        },
+        score_dir,
+        renderer,
+        first_bad: AtomicI64::new(i64::MAX),
+        next: AtomicI64::new(1),
+        total,
     };
-    for num in 1..=total {
-        let sheet = preview_sheet(c, num);
-        let rendered = if injections {
-            let mut ctx = ctx.clone();
-            template::resolve_injections_with(c, &sheet, &score_dir, &mut ctx, &score_vars);
-            renderer.check_with(c, &sheet, &ctx, &score_vars)
-        } else {
-            renderer.check_with(c, &sheet, &ctx, &score_vars)
-        };
-        if let Err(e) = rendered {
-            return Some((sheet.num, e.to_string()));
+    // Two workers take the sheets in order, each the next one not yet taken, when the
+    // machine has a second core and the score enough sheets to pay for a thread (the corpus
+    // score's 516 renders are most of what `validate` does): a worker that gets no core
+    // (a busy machine) leaves its share to the other instead of holding up the answer. Each
+    // stops once a lower sheet has failed, so the answer is the first failing sheet, as one
+    // pass in order finds it: every sheet below it was taken, rendered and passed.
+    let two = total >= PARALLEL_RENDERS_FROM
+        && std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
+    if !two {
+        return check.sheets();
+    }
+    std::thread::scope(|scope| {
+        let other = scope.spawn(|| check.sheets());
+        let mine = check.sheets();
+        // A panic in the other worker goes on as it would have in one pass.
+        let theirs = other
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        match (mine, theirs) {
+            (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+            (a, b) => a.or(b),
+        }
+    })
+}
+
+/// How many sheets a score needs before V011 renders them on two threads.
+const PARALLEL_RENDERS_FROM: i64 = 64;
+
+/// What V011 renders each sheet with, shared by the workers.
+struct RenderCheck<'a> {
+    c: &'a JobConfig,
+    renderer: PromptRenderer,
+    injections: bool,
+    score_vars: template::ScoreVars,
+    ctx: RenderContext,
+    score_dir: PathBuf,
+    /// The lowest sheet found failing so far (`i64::MAX`: none).
+    first_bad: AtomicI64,
+    /// The next sheet no worker has taken yet.
+    next: AtomicI64,
+    /// The score's number of sheets.
+    total: i64,
+}
+
+impl RenderCheck<'_> {
+    /// Take and render the next sheet until one fails, none is left or a lower one has
+    /// failed elsewhere; the failing sheet this worker found and its error.
+    fn sheets(&self) -> Option<(u32, String)> {
+        let c = self.c;
+        loop {
+            let num = self.next.fetch_add(1, Ordering::Relaxed);
+            if num > self.total || num > self.first_bad.load(Ordering::Relaxed) {
+                return None;
+            }
+            let sheet = preview_sheet(c, num);
+            let rendered = if self.injections {
+                let mut ctx = self.ctx.clone();
+                template::resolve_injections_with(
+                    c,
+                    &sheet,
+                    &self.score_dir,
+                    &mut ctx,
+                    &self.score_vars,
+                );
+                self.renderer.check_with(c, &sheet, &ctx, &self.score_vars)
+            } else {
+                self.renderer
+                    .check_with(c, &sheet, &self.ctx, &self.score_vars)
+            };
+            if let Err(e) = rendered {
+                self.first_bad.fetch_min(num, Ordering::Relaxed);
+                return Some((sheet.num, e.to_string()));
+            }
         }
     }
-    None
 }
 
 /// Sheet `num` as the preview plans it: its sheet context, no instrument resolution.
@@ -517,14 +592,33 @@ fn jinja_syntax_issue(source: &str, text: &str, raw: &str, e: &minijinja::Error)
 fn declared_names(text: &str) -> HashSet<String> {
     const SET_PATTERN: &str =
         r"\{%-?\s*(?:set|for|macro)\s+([\w\s,()]+?)(?:\s+in\s|\s*=|\s*%\}|\()";
-    static SET: LazyLock<Regex> = LazyLock::new(|| Regex::new(SET_PATTERN).expect("static regex"));
+    // Anchored: each is tried at one `{%` (see below).
+    static SET: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(&format!("^(?:{SET_PATTERN})")).expect("static regex"));
     // On ASCII text the ASCII classes match exactly what the Unicode ones do, and the
     // pattern compiles in a fraction of the time (Unicode `\w` is thousands of states).
     static SET_ASCII: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(&format!("(?-u){SET_PATTERN}")).expect("static regex"));
+        LazyLock::new(|| Regex::new(&format!("(?-u)^(?:{SET_PATTERN})")).expect("static regex"));
     let set = if text.is_ascii() { &*SET_ASCII } else { &*SET };
     let mut out = HashSet::new();
-    for c in set.captures_iter(text) {
+    // The pattern's matches are found one `{%` at a time instead of by one search over the
+    // whole template (which cost as much as compiling it): after its opening `{%` a match
+    // holds no `{` and no `%` but those of a closing `%}`, so the matches are exactly the
+    // matches anchored at each `{%` that end by the first `%}` after it; and a `{%` not
+    // followed by `-`, white space and a keyword cannot start one.
+    let mut from = 0;
+    while let Some(at) = text[from..].find("{%") {
+        let start = from + at;
+        from = start + 2;
+        let after = text[from..].strip_prefix('-').unwrap_or(&text[from..]);
+        let word = after.trim_start();
+        if !["set", "for", "macro"].iter().any(|k| word.starts_with(k)) {
+            continue;
+        }
+        let end = text[from..].find("%}").map_or(text.len(), |i| from + i + 2);
+        let Some(c) = set.captures(&text[start..end]) else {
+            continue;
+        };
         for name in c[1].split([',', '(', ')']) {
             let n = name.trim();
             if !n.is_empty() {
@@ -539,7 +633,7 @@ fn check_undefined_vars(
     c: &JobConfig,
     source: &str,
     text: &str,
-    tpl: &minijinja::Template<'_, '_>,
+    names: HashSet<String>,
     out: &mut Vec<Issue>,
 ) {
     let mut defined: HashSet<String> = CORE_BUILTINS
@@ -552,8 +646,7 @@ fn check_undefined_vars(
         defined.extend(crate::tasks::TASK_VARS.iter().map(|s| s.to_string()));
     }
     let declared = declared_names(text);
-    let mut undefined: Vec<String> = tpl
-        .undeclared_variables(false)
+    let mut undefined: Vec<String> = names
         .into_iter()
         .filter(|v| !defined.contains(v) && !declared.contains(v))
         .collect();
@@ -1135,7 +1228,7 @@ impl<'a> SheetPrompts<'a> {
         let unread_template = text_only
             && c.prompt.template.as_deref().is_none_or(str::is_empty)
             && c.prompt.template_file.is_some();
-        let renderer = (!unread_template).then(|| PromptRenderer::new(c, Some(&score_dir)));
+        let renderer = (!unread_template).then(|| PromptRenderer::shared(c, Some(&score_dir)));
         SheetPrompts {
             config: c,
             score_dir,
@@ -1269,6 +1362,68 @@ mod tests {
         let mut with_unicode = expected.clone();
         with_unicode.insert("\u{e9}t\u{e9}".into());
         assert_eq!(declared_names(&unicode), with_unicode);
+    }
+
+    /// Trying the pattern at each `{%` finds the names one search over the whole text finds,
+    /// on texts where a statement is unclosed, nested in another's text, spaced oddly or
+    /// not ASCII.
+    #[test]
+    fn declared_names_agree_with_one_search_over_the_text() {
+        const SET_PATTERN: &str =
+            r"\{%-?\s*(?:set|for|macro)\s+([\w\s,()]+?)(?:\s+in\s|\s*=|\s*%\}|\()";
+        let one_search = |text: &str| -> HashSet<String> {
+            let re = Regex::new(SET_PATTERN).unwrap();
+            let mut out = HashSet::new();
+            for c in re.captures_iter(text) {
+                for name in c[1].split([',', '(', ')']) {
+                    let n = name.trim();
+                    if !n.is_empty() {
+                        out.insert(n.to_string());
+                    }
+                }
+            }
+            out
+        };
+        let texts = [
+            "{% set a = 1 %}{%- for x, y in z %}{% macro m(p, q) %}{%set\tb=2%}",
+            "{% {% set inner = 1 %} {% if x %}{% set  = 3 %}{% set   spaced   = 4 %}",
+            "{% for i in range(3) %}{{ i }}{% endfor %}{% set last",
+            "{%- set a, b = 1, 2 -%}{% set c %}block{% endset %}{%set d=1%}{% setx = 2 %}",
+            "text {% macro  twice ( v ) %}{{ v }}{% endmacro %} {% for k in d %}",
+            "{% set \u{e9}t\u{e9} = 1 %}{%\u{a0}set nb = 2 %}{% for \u{3b1} in l %}",
+            "{% set a % b %}{% set x (y) %}{% for %}{%-%}{% set\n multi\n = 1 %}",
+        ];
+        for text in texts {
+            assert_eq!(declared_names(text), one_search(text), "{text:?}");
+        }
+    }
+
+    /// On a score large enough for two render workers, V011 still names the first failing
+    /// sheet, whichever worker's share it is in, and agrees with the full preview.
+    #[test]
+    fn render_check_on_two_workers_names_the_first_failing_sheet() {
+        let cases = [
+            // Only odd sheets fail, from 101 on; an even one (the second worker's) later.
+            ("{% if sheet_num >= 101 and sheet_num % 2 == 1 or sheet_num == 150 %}{{ a.b }}{% endif %}", Some(101)),
+            // The first failure is in the second worker's share.
+            ("{% if sheet_num in [100, 103, 180] %}{{ nope }}{% endif %}", Some(100)),
+            ("{% if sheet_num == 200 %}{{ last.x }}{% endif %}", Some(200)),
+            ("{{ sheet_num }}", None),
+        ];
+        for (template, first) in cases {
+            let text = format!(
+                "name: t\nworkspace: ws\nsheet:\n  size: 1\n  total_items: 200\nprompt:\n  template: '{template}'\n"
+            );
+            let path = Path::new("score.yaml");
+            let score = crate::load_score_str(&text, path).unwrap();
+            let preview = preview(&score, path, None);
+            let expected = preview
+                .sheets
+                .iter()
+                .find_map(|s| s.render_error.clone().map(|e| (s.sheet_num, e)));
+            assert_eq!(expected.as_ref().map(|(n, _)| *n), first, "{template}");
+            assert_eq!(first_render_error(&score, path), expected, "{template}");
+        }
     }
 
     /// V011's own render pass names the same first failing sheet and error as the full

@@ -1,5 +1,6 @@
 //! `mozart validate` (cli.md §3.6, score.md §6).
 
+use std::fmt::Write as _;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -301,14 +302,15 @@ fn print_terminal(
 fn print_dag(c: &mozart_config::JobConfig) {
     println!("\nExecution DAG:");
     let levels = checks::dag_levels(c);
+    // One write for all the levels: stdout writes each line on its own, and the corpus
+    // score has 187 of them.
+    let mut block = String::new();
     for (k, level) in levels.iter().enumerate() {
         let list: Vec<String> = level.iter().map(i64::to_string).collect();
-        if level.len() > 1 {
-            println!("  Level {k}: {} (parallel)", list.join(", "));
-        } else {
-            println!("  Level {k}: {}", list.join(", "));
-        }
+        let parallel = if level.len() > 1 { " (parallel)" } else { "" };
+        let _ = writeln!(block, "  Level {k}: {}{parallel}", list.join(", "));
     }
+    print!("{block}");
     match levels.iter().map(Vec::len).max() {
         Some(m) => println!("  Max concurrency: {m} sheets"),
         None => println!("\n  Sequential execution (no parallelization)"),
@@ -352,6 +354,8 @@ pub fn print_preview(preview: &checks::Preview<'_>, verbose: bool, width: usize)
         let validations = preview.validations(sp);
         if validations.len() > 0 {
             println!("  Validations (expanded for sheet {}):", sp.sheet_num);
+            // One write for the list (923 lines on the corpus score), not one per line.
+            let mut block = String::new();
             for v in validations {
                 // A rule without a path (`command_succeeds`) is named by its description.
                 let path = v
@@ -360,17 +364,19 @@ pub fn print_preview(preview: &checks::Preview<'_>, verbose: bool, width: usize)
                     .filter(|p| !p.is_empty())
                     .or_else(|| v.description.map(str::to_string))
                     .unwrap_or_default();
-                if v.applicable {
-                    println!("    {}. {}: {path}", v.index + 1, v.kind);
+                let _ = if v.applicable {
+                    writeln!(block, "    {}. {}: {path}", v.index + 1, v.kind)
                 } else {
-                    println!(
+                    writeln!(
+                        block,
                         "    {}. {}: {path} (not applicable: {})",
                         v.index + 1,
                         v.kind,
                         v.condition.unwrap_or_default()
-                    );
-                }
+                    )
+                };
             }
+            print!("{block}");
         }
     }
     if !preview.render_errors.is_empty() {
