@@ -3,9 +3,7 @@
 //! `harness` (end-to-end fixtures) and `support` (torture helpers).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../fixtures/e2e/harness.rs"]
 mod harness;
-#[path = "../torture/support.rs"]
 mod support;
 
 mod attempt_ends;

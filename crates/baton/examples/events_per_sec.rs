@@ -38,7 +38,7 @@ fn job(j: u32) -> JobSpec {
 }
 
 /// Runs the workload once; returns the events handled and the time taken. Public because
-/// `mozart-bench` (tests/src/bin/bench.rs) includes this file to report the same figure.
+/// `mozart-bench` (tests/src/bin/bench/main.rs) includes this file to report the same figure.
 pub fn run(observer: bool) -> (u64, Duration) {
     let mut config = BatonConfig {
         max_concurrent_sheets: 100,

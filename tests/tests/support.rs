@@ -1,5 +1,5 @@
-//! Helpers shared by the `torture_*` and `security_*` black-box tests (included with
-//! `#[path]`, so it is not a test target of its own): short/long mode, a seeded random
+//! Helpers shared by the `torture_*` and `security_*` black-box tests (a module of the
+//! one test binary, not a test of its own): short/long mode, a seeded random
 //! source, shell-instrument scores, status polling, kill -9, leftover-process and SQLite
 //! integrity checks.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]

@@ -6,8 +6,8 @@
 
 use super::*;
 
-const SCORE_SLURM_1: &str = include_str!("../bench/bench-slurm-1.yaml");
-const SCORE_SLURM_FANOUT_20: &str = include_str!("../bench/bench-slurm-fanout-20.yaml");
+const SCORE_SLURM_1: &str = include_str!("../../../bench/bench-slurm-1.yaml");
+const SCORE_SLURM_FANOUT_20: &str = include_str!("../../../bench/bench-slurm-fanout-20.yaml");
 
 /// Why the Slurm rows cannot run here, if they cannot.
 fn slurm_down() -> Option<String> {

@@ -21,12 +21,11 @@ use mozart_state::{CheckpointState, DaemonJobStatus, JobRecord, Registry};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-#[path = "../dashboard_bench.rs"]
 mod dashboard_bench;
 /// The baton's events/s micro-benchmark, shared with `cargo run -p mozart-baton --example
 /// events_per_sec` so both always measure the same workload.
 #[allow(dead_code)]
-#[path = "../../../crates/baton/examples/events_per_sec.rs"]
+#[path = "../../../../crates/baton/examples/events_per_sec.rs"]
 mod events_per_sec;
 
 /// Set in the environment of every `mozart` command this tool runs: the process then is
@@ -34,23 +33,23 @@ mod events_per_sec;
 const AS_MOZART: &str = "MOZART_BENCH_AS_MOZART";
 
 /// Fixtures, embedded so the binary runs from any directory (tests/bench/README.md).
-const INSTANT_PROFILE: &str = include_str!("../../bench/instant.instrument.yaml");
-const INSTANT_SCRIPT: &str = include_str!("../../bench/mozart-instant");
-const CORPUS_SCORE: &str = include_str!("../../bench/iterative-dev-loop.yaml");
-const SCORE_1: &str = include_str!("../../bench/bench-1-sheet.yaml");
-const SCORE_SEQ_20: &str = include_str!("../../bench/bench-seq-20.yaml");
-const SCORE_FANOUT_50: &str = include_str!("../../bench/bench-fanout-50.yaml");
-const SCORE_FANOUT_1000: &str = include_str!("../../bench/bench-fanout-1000.yaml");
-const SCORE_SHELL_SEQ_20: &str = include_str!("../../bench/bench-shell-seq-20.yaml");
-const SCORE_CAPTURE_STDOUT: &str = include_str!("../../bench/bench-capture-stdout.yaml");
-const SCORE_CAPTURE_STDERR: &str = include_str!("../../bench/bench-capture-stderr.yaml");
-const SCORE_CAPTURE_JSON: &str = include_str!("../../bench/bench-capture-json.yaml");
-const SCORE_CAPTURE_JSONL: &str = include_str!("../../bench/bench-capture-jsonl.yaml");
+const INSTANT_PROFILE: &str = include_str!("../../../bench/instant.instrument.yaml");
+const INSTANT_SCRIPT: &str = include_str!("../../../bench/mozart-instant");
+const CORPUS_SCORE: &str = include_str!("../../../bench/iterative-dev-loop.yaml");
+const SCORE_1: &str = include_str!("../../../bench/bench-1-sheet.yaml");
+const SCORE_SEQ_20: &str = include_str!("../../../bench/bench-seq-20.yaml");
+const SCORE_FANOUT_50: &str = include_str!("../../../bench/bench-fanout-50.yaml");
+const SCORE_FANOUT_1000: &str = include_str!("../../../bench/bench-fanout-1000.yaml");
+const SCORE_SHELL_SEQ_20: &str = include_str!("../../../bench/bench-shell-seq-20.yaml");
+const SCORE_CAPTURE_STDOUT: &str = include_str!("../../../bench/bench-capture-stdout.yaml");
+const SCORE_CAPTURE_STDERR: &str = include_str!("../../../bench/bench-capture-stderr.yaml");
+const SCORE_CAPTURE_JSON: &str = include_str!("../../../bench/bench-capture-json.yaml");
+const SCORE_CAPTURE_JSONL: &str = include_str!("../../../bench/bench-capture-jsonl.yaml");
 /// `sh` instruments with JSON / JSONL output, for the capture rows of those formats.
-const JSON_SH_PROFILE: &str = include_str!("../../bench/json-sh.instrument.yaml");
-const JSONL_SH_PROFILE: &str = include_str!("../../bench/jsonl-sh.instrument.yaml");
+const JSON_SH_PROFILE: &str = include_str!("../../../bench/json-sh.instrument.yaml");
+const JSONL_SH_PROFILE: &str = include_str!("../../../bench/jsonl-sh.instrument.yaml");
 /// The built-in `shell` instrument's profile, for running its exact command line directly.
-const SHELL_PROFILE: &str = include_str!("../../../crates/backends/profiles/shell.yaml");
+const SHELL_PROFILE: &str = include_str!("../../../../crates/backends/profiles/shell.yaml");
 
 /// Same parallelism as the floor's 20 workers (and the scores' `max_concurrent: 20`).
 const CONDUCTOR_YAML: &str = "max_concurrent_sheets: 20\n";
@@ -134,23 +133,18 @@ struct Args {
 }
 
 /// The real Claude Code row (issue 13).
-#[path = "../bench_real_cli.rs"]
 mod bench_real_cli;
 
 /// The operator-command rows (issue 15).
-#[path = "../bench_cmds.rs"]
 mod bench_cmds;
 
 /// The 100× views rows (issue 24).
-#[path = "../bench_views.rs"]
 mod bench_views;
 
 /// The Slurm placement rows (issue 17).
-#[path = "../bench_slurm.rs"]
 mod bench_slurm;
 
 /// The scale rows (issue 24): 100,000-sheet jobs, 1,000 jobs.
-#[path = "../bench_scale.rs"]
 mod bench_scale;
 
 /// Everything that can stop a benchmark run, with what was being done.
