@@ -42,6 +42,9 @@ pub enum ConfigFileError {
     /// The file with the new value would not load; the old file is unchanged.
     #[error("Invalid value: {0}")]
     InvalidValue(String),
+    /// The file did not load before the change either, for the same reason; it is unchanged.
+    #[error("Invalid config: {0} (the file was invalid before this change; it is unchanged)")]
+    AlreadyInvalid(String),
     /// The new file could not be written.
     #[error("Cannot write {}: {source}", path.display())]
     Write {
@@ -177,8 +180,18 @@ pub fn set_key(path: &Path, key: &str, raw: &str) -> Result<Node, ConfigFileErro
     set_dotted(&mut doc, key, value.clone())?;
     // Checked as the tree, not as the text to write: the lines an error names stay the
     // user's (the new value has none).
-    DaemonConfig::from_node(Some(&doc), path)
-        .map_err(|e| ConfigFileError::InvalidValue(e.to_string()))?;
+    if let Err(e) = DaemonConfig::from_node(Some(&doc), path) {
+        let message = e.to_string();
+        // The same failure without the new value: it is the file's, not the value's (a value
+        // that mends the file is still set; only a file that stays broken the same way is).
+        let before = read_mapping(path)
+            .ok()
+            .and_then(|old| DaemonConfig::from_node(Some(&old), path).err());
+        if before.is_some_and(|b| b.to_string() == message) {
+            return Err(ConfigFileError::AlreadyInvalid(message));
+        }
+        return Err(ConfigFileError::InvalidValue(message));
+    }
     write_atomic(path, &emit(&doc))?;
     Ok(value)
 }
@@ -451,5 +464,40 @@ mod tests {
             set_key(&path, "log_level", "info").unwrap_err(),
             ConfigFileError::NotMapping { .. }
         ));
+    }
+
+    /// A file already broken is not blamed on the value being set, and a value that mends
+    /// it is set.
+    #[test]
+    fn a_file_broken_before_the_change_is_named_as_such_and_can_be_mended() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("conductor.yaml");
+        std::fs::write(
+            &path,
+            "# mine
+
+socket:
+  backlog: lots
+",
+        )
+        .unwrap();
+        let err = set_key(&path, "log_level", "info").unwrap_err();
+        assert!(matches!(err, ConfigFileError::AlreadyInvalid(_)), "{err}");
+        assert!(
+            err.to_string().contains("invalid before this change"),
+            "{err}"
+        );
+        assert!(matches!(
+            set_key(&path, "socket.backlog", "many").unwrap_err(),
+            ConfigFileError::InvalidValue(_)
+        ));
+        set_key(&path, "socket.backlog", "64").unwrap();
+        assert_eq!(
+            DaemonConfig::load(Some(&path), None)
+                .unwrap()
+                .socket
+                .backlog,
+            64
+        );
     }
 }

@@ -438,7 +438,8 @@ fn check(path: &Path) -> Result<i32, CliError> {
             Ok(0)
         }
         Err(err) => Err(CliError::failed(
-            format!("Invalid config: {} — {err}", path.display()),
+            // The loader's error names the file (and the line) already.
+            format!("Invalid config: {err}"),
             vec![],
         )),
     }
