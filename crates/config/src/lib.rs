@@ -18,7 +18,6 @@
 
 mod braces;
 pub mod check;
-pub mod de;
 pub mod error;
 pub mod expr;
 pub mod model;
@@ -32,6 +31,10 @@ pub mod validate;
 pub mod yaml;
 
 mod load;
+
+/// The score's reading of YAML: `mozart-yaml`'s deserializer with pydantic's lax coercions
+/// and error entries ([`FieldError`]).
+pub use mozart_yaml::de::lax as de;
 
 pub use de::FieldError;
 pub use error::ConfigError;

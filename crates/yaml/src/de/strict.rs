@@ -1,0 +1,410 @@
+//! The strict policy, for every YAML file but scores (conductor.yaml, instrument profiles,
+//! placements): a value is taken as written (`timeout_seconds: '30'` is text, not a number)
+//! and a misfit is worded by serde and placed by field path and line.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, DeserializeOwned, Expected};
+
+use super::{Loc, NodeDe, Policy, Read, Want};
+use crate::{Node, NodeKind, YamlError};
+
+/// One step of a field path: a mapping key or a sequence index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Segment {
+    /// A mapping key, as written.
+    Key(String),
+    /// A 0-based sequence index.
+    Index(usize),
+}
+
+/// A value of the document does not fit the typed model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeError {
+    /// What is wrong, in serde's words (`invalid type: string "x", expected u32`).
+    pub message: String,
+    /// Where, from the document's root; empty for the root itself.
+    pub path: Vec<Segment>,
+    /// 1-based line of the offending key or value, when the value came from a file.
+    pub line: Option<usize>,
+}
+
+impl DeError {
+    /// The dotted field path (`backend.timeout_seconds`, `instruments[2].name`); empty for
+    /// the document's root.
+    pub fn path_text(&self) -> String {
+        let mut out = String::new();
+        for seg in &self.path {
+            match seg {
+                Segment::Key(k) => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.push_str(k);
+                }
+                Segment::Index(i) => out.push_str(&format!("[{i}]")),
+            }
+        }
+        out
+    }
+}
+
+impl fmt::Display for DeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(line) = self.line {
+            write!(f, "line {line}: ")?;
+        }
+        let path = self.path_text();
+        if !path.is_empty() {
+            write!(f, "{path}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for DeError {}
+
+/// Loading text into a typed model failed: the YAML itself, or the model's schema.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// The text is not valid YAML.
+    #[error("{0}")]
+    Syntax(YamlError),
+    /// The YAML does not fit the model.
+    #[error("{0}")]
+    Schema(DeError),
+}
+
+impl Error {
+    /// 1-based line of the problem, when known.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            Error::Syntax(e) => e.line,
+            Error::Schema(e) => e.line,
+        }
+    }
+}
+
+/// Deserialize a typed model from a loaded node.
+pub fn from_node<T: DeserializeOwned>(node: &Node) -> Result<T, DeError> {
+    let root = Loc::Root(&[]);
+    T::deserialize(NodeDe::<Strict>::new(node, root))
+        .map_err(|e| Strict::locate(e, &root, node).error)
+}
+
+/// Load `text` with YAML 1.1's rules (see [`crate::parse`]) and deserialize a typed model; an
+/// empty document is `null`.
+pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
+    let node = crate::parse(text).map_err(Error::Syntax)?;
+    let null = Node {
+        kind: NodeKind::Null,
+        line: 1,
+        col: 1,
+    };
+    from_node(node.as_ref().unwrap_or(&null)).map_err(Error::Schema)
+}
+
+/// The strict policy: no coercions, serde's words.
+pub(crate) struct Strict;
+
+/// A [`DeError`] on its way up: its path is the place where it arose.
+#[derive(Debug)]
+pub(crate) struct StrictError {
+    error: DeError,
+    located: bool,
+}
+
+impl fmt::Display for StrictError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for StrictError {}
+
+impl de::Error for StrictError {
+    fn custom<T: fmt::Display>(msg: T) -> Self {
+        StrictError {
+            error: DeError {
+                message: msg.to_string(),
+                path: Vec::new(),
+                line: None,
+            },
+            located: false,
+        }
+    }
+}
+
+impl Loc<'_> {
+    /// The path as a strict error names it: a key's own error is its mapping's.
+    fn segments(&self) -> Vec<Segment> {
+        let (parent, seg) = match self {
+            Loc::Root(path) => return path.iter().cloned().map(Segment::Key).collect(),
+            Loc::Index(parent, i) => (parent, Segment::Index(*i)),
+            Loc::Key(parent, key) => (parent, Segment::Key(key.to_string())),
+            Loc::KeyOf(parent, _) => return parent.segments(),
+        };
+        let mut path = parent.segments();
+        path.push(seg);
+        path
+    }
+}
+
+/// serde's `invalid type: …, expected …` for `node`.
+fn invalid_type(node: &Node, exp: &dyn Expected) -> StrictError {
+    let unexp = match &node.kind {
+        NodeKind::Null => de::Unexpected::Unit,
+        NodeKind::Bool(b) => de::Unexpected::Bool(*b),
+        NodeKind::Int(i) => de::Unexpected::Signed(*i),
+        NodeKind::Float(f) => de::Unexpected::Float(*f),
+        NodeKind::Str(s) | NodeKind::Date(s) => de::Unexpected::Str(s),
+        NodeKind::Seq(_) => de::Unexpected::Seq,
+        NodeKind::Map(_) => de::Unexpected::Map,
+    };
+    de::Error::invalid_type(unexp, exp)
+}
+
+impl Policy for Strict {
+    type Error = StrictError;
+    const TEXT_KEYS: bool = false;
+    const MAP_VARIANTS: bool = true;
+
+    fn bool(_: &Node) -> Result<Read<bool>, StrictError> {
+        Ok(Read::AsWritten)
+    }
+
+    fn int(_: &Node) -> Result<Read<i64>, StrictError> {
+        Ok(Read::AsWritten)
+    }
+
+    fn float(_: &Node) -> Result<Read<f64>, StrictError> {
+        Ok(Read::AsWritten)
+    }
+
+    fn text<'a>(node: &'a Node, exp: &dyn Expected) -> Result<&'a str, StrictError> {
+        // Strict like the score model (and pydantic): `name: 123` is not the text "123".
+        match &node.kind {
+            NodeKind::Str(s) | NodeKind::Date(s) => Ok(s),
+            _ => Err(invalid_type(node, exp)),
+        }
+    }
+
+    fn name<'a>(node: &'a Node, exp: &dyn Expected) -> Result<Cow<'a, str>, StrictError> {
+        Self::text(node, exp).map(Cow::Borrowed)
+    }
+
+    fn misfit(node: &Node, _want: Want, exp: &dyn Expected) -> StrictError {
+        invalid_type(node, exp)
+    }
+
+    fn locate(mut error: StrictError, loc: &Loc<'_>, node: &Node) -> StrictError {
+        if !error.located {
+            error.located = true;
+            error.error.path = loc.segments();
+        }
+        // The innermost line is the useful one; line 0 means "not from the file" (a merged
+        // default) and is never shown.
+        if error.error.line.is_none() && node.line > 0 {
+            error.error.line = Some(node.line);
+        }
+        error
+    }
+
+    fn locate_key(
+        error: StrictError,
+        map: &Loc<'_>,
+        part: &str,
+        key: &Node,
+        _value: &Node,
+    ) -> StrictError {
+        // An unknown or missing field is the mapping's error, on the key's line.
+        Self::locate(error, &Loc::KeyOf(map, part), key)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde::Deserialize;
+
+    use super::*;
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Backend {
+        timeout_seconds: f64,
+        #[serde(default)]
+        enabled: bool,
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(rename_all = "lowercase")]
+    enum Kind {
+        Cli,
+        Http,
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Instrument {
+        name: String,
+        kind: Kind,
+        #[serde(default)]
+        port: Option<u16>,
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields, default)]
+    struct Root {
+        backend: Option<Backend>,
+        instruments: Vec<Instrument>,
+        env: BTreeMap<String, String>,
+        fan_out: BTreeMap<u32, u32>,
+        extra: serde_json::Value,
+    }
+
+    impl Default for Root {
+        fn default() -> Self {
+            Root {
+                backend: None,
+                instruments: Vec::new(),
+                env: BTreeMap::new(),
+                fan_out: BTreeMap::new(),
+                extra: serde_json::Value::Null,
+            }
+        }
+    }
+
+    fn schema_err(text: &str) -> DeError {
+        match from_str::<Root>(text).unwrap_err() {
+            Error::Schema(e) => e,
+            other => panic!("not a schema error: {other}"),
+        }
+    }
+
+    #[test]
+    fn values_resolve_with_yaml_11_rules() {
+        let root: Root = from_str(
+            "# comment\nbackend:\n  timeout_seconds: 30\n  enabled: yes\ninstruments:\n  - {name: a, kind: cli, port: 0x50}\nenv: {HOME: /root, WHEN: 2024-01-01}\nfan_out: {2: 3}\nextra: {a: [1, 2.5, on, ~]}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            root.backend,
+            Some(Backend {
+                timeout_seconds: 30.0,
+                enabled: true
+            })
+        );
+        assert_eq!(root.instruments[0].port, Some(80));
+        assert_eq!(root.instruments[0].kind, Kind::Cli);
+        assert_eq!(root.env["WHEN"], "2024-01-01");
+        assert_eq!(root.fan_out[&2], 3);
+        assert_eq!(root.extra, serde_json::json!({"a": [1, 2.5, true, null]}));
+        assert_eq!(from_str::<Root>("").unwrap_err().line(), Some(1));
+        assert_eq!(from_str::<Option<Root>>("").unwrap(), None);
+    }
+
+    #[test]
+    fn a_wrong_type_names_its_path_and_line() {
+        let err = schema_err("\n# top\nbackend:\n\n  timeout_seconds: soon\n");
+        assert_eq!(err.path_text(), "backend.timeout_seconds");
+        assert_eq!(err.line, Some(5));
+        assert_eq!(
+            err.to_string(),
+            "line 5: backend.timeout_seconds: invalid type: string \"soon\", expected f64"
+        );
+        let err = schema_err("instruments:\n  - {name: a, kind: cli}\n  - {name: b, kind: http}\n  - name: 7\n    kind: cli\n");
+        assert_eq!(err.path_text(), "instruments[2].name");
+        assert_eq!(err.line, Some(4));
+        // Out of range for the field's integer type.
+        let err = schema_err("instruments:\n  - name: a\n    kind: cli\n    port: 70000\n");
+        assert_eq!(err.path_text(), "instruments[0].port");
+        assert_eq!(err.line, Some(4));
+        assert!(err.message.contains("70000"), "{err}");
+    }
+
+    #[test]
+    fn unknown_and_missing_fields_point_at_their_mapping() {
+        let err = schema_err("backend:\n  timeout_seconds: 1\n  timeout: 2\n");
+        assert_eq!(err.path_text(), "backend");
+        assert_eq!(err.line, Some(3));
+        assert!(err.message.contains("unknown field `timeout`"), "{err}");
+        let err = schema_err("instruments:\n  - name: a\n");
+        assert_eq!(err.path_text(), "instruments[0]");
+        assert_eq!(err.line, Some(2));
+        assert!(err.message.contains("missing field `kind`"), "{err}");
+        let err = schema_err("instruments:\n  - {name: a, kind: grpc}\n");
+        assert_eq!(err.path_text(), "instruments[0].kind");
+        assert!(err.message.contains("unknown variant `grpc`"), "{err}");
+    }
+
+    #[test]
+    fn strings_are_not_numbers_and_numbers_are_not_strings() {
+        // As in a score: a quoted number stays text, an unquoted one is not a name.
+        assert!(schema_err("backend: {timeout_seconds: '30'}\n")
+            .message
+            .contains("invalid type: string"));
+        assert!(schema_err("env: {A: 1}\n")
+            .message
+            .contains("invalid type: integer `1`"));
+        assert_eq!(from_str::<Root>("env: {A: '1'}\n").unwrap().env["A"], "1");
+    }
+
+    #[test]
+    fn syntax_errors_stay_syntax_errors() {
+        let err = from_str::<Root>("a: [1, 2\nb: 3\n").unwrap_err();
+        assert!(matches!(err, Error::Syntax(_)), "{err}");
+        assert!(err.line().is_some());
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(untagged)]
+    enum Either {
+        Num(i64),
+        Text(String),
+        List(Vec<Either>),
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(tag = "type", rename_all = "snake_case")]
+    enum Tagged {
+        Local,
+        Slurm { partition: String },
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    enum External {
+        Unit,
+        Pair(u8, u8),
+        Inner { x: i32 },
+    }
+
+    #[test]
+    fn untagged_tagged_and_external_enums() {
+        assert_eq!(from_str::<Either>("5").unwrap(), Either::Num(5));
+        assert_eq!(
+            from_str::<Either>("[x, 1]").unwrap(),
+            Either::List(vec![Either::Text("x".into()), Either::Num(1)])
+        );
+        assert_eq!(
+            from_str::<Tagged>("type: slurm\npartition: gpu\n").unwrap(),
+            Tagged::Slurm {
+                partition: "gpu".into()
+            }
+        );
+        assert_eq!(from_str::<Tagged>("type: local\n").unwrap(), Tagged::Local);
+        assert_eq!(from_str::<External>("Unit").unwrap(), External::Unit);
+        assert_eq!(
+            from_str::<External>("Pair: [1, 2]").unwrap(),
+            External::Pair(1, 2)
+        );
+        let Error::Schema(err) = from_str::<External>("Inner:\n  x: big\n").unwrap_err() else {
+            panic!("not a schema error")
+        };
+        assert_eq!(err.path_text(), "Inner.x");
+        assert_eq!(err.line, Some(2));
+    }
+}
