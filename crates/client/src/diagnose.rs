@@ -557,15 +557,8 @@ pub fn normalize_error_code(code: Option<&str>, category: Option<&str>) -> Strin
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::test_support::{checkpoint, failed_sheet, job_with};
     use mozart_ipc::checkpoint::CheckpointErrorRecord;
-    use mozart_ipc::status::JobStatusResult;
-
-    fn checkpoint(value: Value) -> JobCheckpoint {
-        match JobStatusResult::from_value(value).unwrap() {
-            JobStatusResult::Checkpoint(state) => *state,
-            JobStatusResult::Record(_) => panic!("not a checkpoint"),
-        }
-    }
 
     /// A failed three-sheet job (the CLI's rendering tests read the same file).
     fn job() -> JobCheckpoint {
@@ -667,18 +660,6 @@ mod tests {
         );
     }
 
-    fn job_with(sheets: Vec<SheetCheckpoint>) -> JobCheckpoint {
-        let mut v = json!({
-            "job_id": "j", "job_name": "j", "total_sheets": sheets.len(),
-            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
-            "status": "failed", "sheets": {}
-        });
-        for s in &sheets {
-            v["sheets"][s.sheet_num.to_string()] = serde_json::to_value(s).unwrap();
-        }
-        checkpoint(v)
-    }
-
     fn record(ts: &str, kind: &str, code: &str, msg: &str, attempt: u32) -> CheckpointErrorRecord {
         serde_json::from_value(json!({
             "timestamp": ts, "error_type": kind, "error_code": code,
@@ -687,17 +668,6 @@ mod tests {
             "stdout_tail": "out", "stderr_tail": "err"
         }))
         .unwrap()
-    }
-
-    fn failed_sheet(num: u32, message: &str, code: Option<&str>) -> SheetCheckpoint {
-        let mut s = SheetCheckpoint::new(num);
-        s.status = SheetStatus::Failed;
-        s.error_message = Some(message.into());
-        s.error_code = code.map(str::to_string);
-        s.attempt_count = 2;
-        s.exit_code = Some(3);
-        s.completed_at = Some(Timestamp::from_raw("2026-01-01T10:00:05Z"));
-        s
     }
 
     #[test]

@@ -20,6 +20,8 @@ pub mod diagnose;
 pub mod error;
 pub mod hints;
 pub mod submit;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
 
 use mozart_ipc::checkpoint::{HookResult, JobCheckpoint};
 use mozart_ipc::status::JobStatusResult;

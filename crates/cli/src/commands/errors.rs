@@ -477,32 +477,8 @@ pub fn render_errors(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::render::status_json::parse_checkpoint;
-    use mozart_ipc::checkpoint::SheetCheckpoint;
+    use mozart_client::test_support::{failed_sheet, job_with};
     use serde_json::json;
-
-    fn job_with(sheets: Vec<SheetCheckpoint>) -> JobCheckpoint {
-        let mut v = json!({
-            "job_id": "j", "job_name": "j", "total_sheets": sheets.len(),
-            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
-            "status": "failed", "sheets": {}
-        });
-        for s in &sheets {
-            v["sheets"][s.sheet_num.to_string()] = serde_json::to_value(s).unwrap();
-        }
-        parse_checkpoint(&v).unwrap()
-    }
-
-    fn failed_sheet(num: u32, message: &str, code: Option<&str>) -> SheetCheckpoint {
-        let mut s = SheetCheckpoint::new(num);
-        s.status = mozart_ipc::checkpoint::SheetStatus::Failed;
-        s.error_message = Some(message.into());
-        s.error_code = code.map(str::to_string);
-        s.attempt_count = 2;
-        s.exit_code = Some(3);
-        s.completed_at = Some(Timestamp::from_raw("2026-01-01T10:00:05Z"));
-        s
-    }
 
     #[test]
     fn table_cuts_long_messages_and_counts_errors() {
