@@ -719,6 +719,16 @@ fn sheet_vars(
             Value::from(items.to_vec())
         }
     };
+    /// A map of texts (previous outputs by sheet, previous files by path).
+    fn text_map<'a, K: Into<Value>>(
+        entries: impl ExactSizeIterator<Item = (K, &'a String)>,
+    ) -> Value {
+        if entries.len() == 0 {
+            EMPTY_MAP.clone()
+        } else {
+            Value::from_iter(entries.map(|(k, v)| (k.into(), Value::from(v.as_str()))))
+        }
+    }
     let workspace = match ctx.workspace.as_ref().unwrap_or(&job.workspace) {
         // Byte for byte: `Path` equality ignores a doubled `/` that the text keeps.
         path if path.as_os_str() == score.workspace.0.as_os_str() => score.workspace.1.clone(),
@@ -728,24 +738,8 @@ fn sheet_vars(
         Some(path) => path_value(path),
         None => workspace.clone(),
     };
-    let previous_outputs = if ctx.previous_outputs.is_empty() {
-        EMPTY_MAP.clone()
-    } else {
-        Value::from_iter(
-            ctx.previous_outputs
-                .iter()
-                .map(|(k, v)| (Value::from(*k), Value::from(v.as_str()))),
-        )
-    };
-    let previous_files = if ctx.previous_files.is_empty() {
-        EMPTY_MAP.clone()
-    } else {
-        Value::from_iter(
-            ctx.previous_files
-                .iter()
-                .map(|(k, v)| (Value::from(k.as_str()), Value::from(v.as_str()))),
-        )
-    };
+    let previous_outputs = text_map(ctx.previous_outputs.iter().map(|(k, v)| (*k, v)));
+    let previous_files = text_map(ctx.previous_files.iter().map(|(k, v)| (k.as_str(), v)));
     let skipped_upstream = if ctx.skipped_upstream.is_empty() {
         EMPTY_SEQ.clone()
     } else {
