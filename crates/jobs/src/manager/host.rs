@@ -131,46 +131,14 @@ fn apply_details(sheet: &mut mozart_state::SheetState, d: &AttemptDetails) {
     }
 }
 
-/// Whether the job's completed sheets keep only their facts in memory once their rows are
-/// saved ([`compact_completed`]; issue 24): a job larger than a whole `job.status` answer
-/// (views read a page's completed sheets back from the registry), unless something reads
-/// the earlier sheets' whole state while it runs (`cross_sheet`, `skip_when` expressions)
-/// or the JSON state file, which is rewritten whole from memory, is its store.
-pub(crate) fn compacts(run: &super::JobRun, live: &mozart_state::CheckpointState) -> bool {
-    live.total_sheets > mozart_ipc::sheet_view::DEFAULT_FULL_SHEETS
-        && run.config.cross_sheet.is_none()
-        && run.config.sheet.skip_when.is_empty()
-        && run.config.state_backend != mozart_config::model::StateBackend::Json
-}
-
-/// A completed sheet as a large job keeps it in memory (issue 24): its output tails and the
-/// lists its validations wrote are in its registry row, and only views of that sheet show
-/// them (read from there). What status counts, the learning outcome at the job's end and a
-/// later dispatch need stays: state, times, attempt counts, error history, validation
-/// verdict and pass rate, and a validation detail that failed or was unsure (the job-end
-/// pattern detection reads those; passed, sure checks add nothing to it).
-pub(super) fn compact_completed(sheet: &mut mozart_state::SheetState) {
-    sheet.stdout_tail = None;
-    sheet.stderr_tail = None;
-    sheet.passed_validations = Vec::new();
-    let clean = sheet.validation_details.as_ref().is_some_and(|details| {
-        details
-            .iter()
-            .all(|d| d.passed && d.confidence.unwrap_or(1.0) >= 0.7)
-    });
-    if clean {
-        sheet.validation_details = None;
-    }
-}
-
 /// A completed sheet of a large job once its row is saved: its whole state goes
-/// ([`compact_completed`]) and what is left is its facts, held as those (~0.2 KB instead of
-/// ~1.1 KB), so the job's memory does not grow back with the sheets it completes. True when
-/// the sheet was there to compact.
+/// ([`super::compact::compact_completed`]) and what is left is its facts, held as those
+/// (~0.2 KB instead of ~1.1 KB), so the job's memory does not grow back with the sheets it
+/// completes. True when the sheet was there to compact.
 fn compact_sheet(live: &mut mozart_state::CheckpointState, sheet_num: u32) -> bool {
     let found = match live.sheets.get_mut(&sheet_num) {
         Some(sheet) => {
-            compact_completed(sheet);
+            super::compact::compact_completed(sheet);
             true
         }
         None => false,
@@ -324,7 +292,10 @@ impl ConductorHost {
         self.stage_sheet_event(change, details.as_ref(), validations, workspace);
         // Everything above that reads the sheet's details has run, and its row is saved.
         if status == SheetStatus::Completed
-            && entry.run.as_deref().is_some_and(|run| compacts(run, live))
+            && entry
+                .run
+                .as_deref()
+                .is_some_and(|run| super::compact::compacts(run, live))
             && compact_sheet(live, change.sheet_num)
         {
             entry.compacted = true;

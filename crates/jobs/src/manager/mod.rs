@@ -8,6 +8,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod attempt;
+mod compact;
 mod events;
 mod hooks;
 mod host;
@@ -113,7 +114,7 @@ pub(crate) struct JobEntry {
     /// entry (a submission, a resume with a new score).
     pub view_snapshot: std::sync::OnceLock<Option<serde_json::Value>>,
     /// Some completed sheet of the live checkpoint keeps only its facts
-    /// (`host::compact_completed`): its whole row is in the registry only, so the live
+    /// (`compact::compact_completed`): its whole row is in the registry only, so the live
     /// checkpoint is never written whole over the rows, and views read such sheets back.
     pub compacted: bool,
     /// What a sheet view needs of each sheet of `live`, packed (made at the first view of a

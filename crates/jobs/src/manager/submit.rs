@@ -508,7 +508,7 @@ async fn register(
     let mut checkpoint = checkpoint;
     // The completed sheets a resumed large job carried over are held as the running job
     // held them, now that their rows are saved whole (issue 24).
-    let compacted = super::host::compacts(&run, &checkpoint) && compact_carried(&mut checkpoint);
+    let compacted = super::compact::compacts(&run, &checkpoint) && compact_carried(&mut checkpoint);
     let mut entry = JobEntry::new(record, Some(checkpoint), Some(Arc::new(run)));
     entry.compacted = compacted;
     entry.log.from_checkpoint = from_checkpoint;
@@ -545,7 +545,7 @@ async fn register(
 
 /// Hold the completed sheets of `cp` (carried over from a previous run, their rows saved)
 /// as their facts, as a large running job holds the sheets it completes
-/// (`host::compact_completed`); whether there were any.
+/// (`compact::compact_completed`); whether there were any.
 fn compact_carried(cp: &mut CheckpointState) -> bool {
     let done: Vec<u32> = cp
         .sheets
@@ -555,7 +555,7 @@ fn compact_carried(cp: &mut CheckpointState) -> bool {
         .collect();
     for &num in &done {
         if let Some(sheet) = cp.sheets.get_mut(&num) {
-            super::host::compact_completed(sheet);
+            super::compact::compact_completed(sheet);
         }
         cp.sheets.compact(num);
     }
