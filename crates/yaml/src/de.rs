@@ -166,15 +166,35 @@ impl<'a, 'p, P: Policy> NodeDe<'a, 'p, P> {
     }
 }
 
+impl<'de, P: Policy> NodeDe<'de, '_, P> {
+    /// A bool or number: the policy's coercion handed to `visit`, or the node as written.
+    fn scalar<V: Visitor<'de>, T>(
+        self,
+        read: fn(&Node) -> Result<Read<T>, P::Error>,
+        visitor: V,
+        visit: fn(V, T) -> Result<V::Value, P::Error>,
+    ) -> Result<V::Value, P::Error> {
+        match read(self.node).map_err(|e| self.locate(e))? {
+            Read::Value(v) => visit(visitor, v).map_err(|e| self.locate(e)),
+            Read::AsWritten => de::Deserializer::deserialize_any(self, visitor),
+        }
+    }
+
+    /// A mapping for a map or (`want`) a struct.
+    fn mapping<V: Visitor<'de>>(self, want: Want, visitor: V) -> Result<V::Value, P::Error> {
+        match &self.node.kind {
+            NodeKind::Map(entries) => self.visit_map(entries, false, visitor),
+            _ => Err(self.misfit(want, &visitor)),
+        }
+    }
+}
+
 /// The integer requests, all read as `i64` (the model's visitor checks the range).
 macro_rules! ints {
     ($($method:ident)*) => {
         $(
             fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, P::Error> {
-                match P::int(self.node).map_err(|e| self.locate(e))? {
-                    Read::Value(i) => visitor.visit_i64(i).map_err(|e| self.locate(e)),
-                    Read::AsWritten => self.deserialize_any(visitor),
-                }
+                self.scalar(P::int, visitor, V::visit_i64)
             }
         )*
     };
@@ -199,10 +219,7 @@ impl<'de, P: Policy> de::Deserializer<'de> for NodeDe<'de, '_, P> {
     }
 
     fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, P::Error> {
-        match P::bool(self.node).map_err(|e| self.locate(e))? {
-            Read::Value(b) => visitor.visit_bool(b).map_err(|e| self.locate(e)),
-            Read::AsWritten => self.deserialize_any(visitor),
-        }
+        self.scalar(P::bool, visitor, V::visit_bool)
     }
 
     ints! {
@@ -215,10 +232,7 @@ impl<'de, P: Policy> de::Deserializer<'de> for NodeDe<'de, '_, P> {
     }
 
     fn deserialize_f64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, P::Error> {
-        match P::float(self.node).map_err(|e| self.locate(e))? {
-            Read::Value(f) => visitor.visit_f64(f).map_err(|e| self.locate(e)),
-            Read::AsWritten => self.deserialize_any(visitor),
-        }
+        self.scalar(P::float, visitor, V::visit_f64)
     }
 
     fn deserialize_char<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, P::Error> {
@@ -304,10 +318,7 @@ impl<'de, P: Policy> de::Deserializer<'de> for NodeDe<'de, '_, P> {
     }
 
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, P::Error> {
-        match &self.node.kind {
-            NodeKind::Map(entries) => self.visit_map(entries, false, visitor),
-            _ => Err(self.misfit(Want::Map, &visitor)),
-        }
+        self.mapping(Want::Map, visitor)
     }
 
     fn deserialize_struct<V: Visitor<'de>>(
@@ -316,10 +327,7 @@ impl<'de, P: Policy> de::Deserializer<'de> for NodeDe<'de, '_, P> {
         _fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, P::Error> {
-        match &self.node.kind {
-            NodeKind::Map(entries) => self.visit_map(entries, false, visitor),
-            _ => Err(self.misfit(Want::Struct, &visitor)),
-        }
+        self.mapping(Want::Struct, visitor)
     }
 
     fn deserialize_enum<V: Visitor<'de>>(

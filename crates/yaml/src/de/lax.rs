@@ -96,6 +96,11 @@ pub fn parse_python_float(s: &str) -> Option<f64> {
     t.replace('_', "").parse::<f64>().ok()
 }
 
+/// A misfit of `node`, in pydantic's words.
+fn fail<T>(kind: &str, message: &str, node: &Node) -> Result<T, LaxError> {
+    Err(LaxError::kind(kind, message, node))
+}
+
 fn float_to_int(f: f64) -> Option<i64> {
     (f.is_finite() && f == f.trunc() && f.abs() < 9.2e18).then_some(f as i64)
 }
@@ -219,11 +224,7 @@ impl Policy for Lax {
                 _ => Err(parsing()),
             },
             NodeKind::Int(_) | NodeKind::Float(_) => Err(parsing()),
-            _ => Err(LaxError::kind(
-                "bool_type",
-                "Input should be a valid boolean",
-                node,
-            )),
+            _ => fail("bool_type", "Input should be a valid boolean", node),
         }
     }
 
@@ -255,17 +256,13 @@ impl Policy for Lax {
                 {
                     return Ok(Read::Value(i));
                 }
-                Err(LaxError::kind(
+                fail(
                     "int_parsing",
                     "Input should be a valid integer, unable to parse string as an integer",
                     node,
-                ))
+                )
             }
-            _ => Err(LaxError::kind(
-                "int_type",
-                "Input should be a valid integer",
-                node,
-            )),
+            _ => fail("int_type", "Input should be a valid integer", node),
         }
     }
 
@@ -281,11 +278,7 @@ impl Policy for Lax {
                     node,
                 )
             }),
-            _ => Err(LaxError::kind(
-                "float_type",
-                "Input should be a valid number",
-                node,
-            )),
+            _ => fail("float_type", "Input should be a valid number", node),
         }
     }
 
@@ -293,11 +286,7 @@ impl Policy for Lax {
         // A date is not text to pydantic: PyYAML hands it a `date`.
         match &node.kind {
             NodeKind::Str(s) => Ok(s),
-            _ => Err(LaxError::kind(
-                "string_type",
-                "Input should be a valid string",
-                node,
-            )),
+            _ => fail("string_type", "Input should be a valid string", node),
         }
     }
 
