@@ -670,6 +670,13 @@ fn saving_the_header_keeps_every_sheet_row() {
         reg.save_header(&sample_checkpoint("missing", 1)),
         Err(StateError::JobNotFound { .. })
     ));
+    // A sheet's transition of a job that is not registered writes nothing either.
+    assert!(matches!(
+        reg.save_sheet_transition(&sample_checkpoint("missing", 1), 1),
+        Err(StateError::JobNotFound { .. })
+    ));
+    assert!(reg.load_checkpoint("missing").unwrap().is_none());
+    assert!(reg.integrity_check().unwrap());
 }
 
 /// A registry written by schema 1 (score in the `jobs` row, WITHOUT ROWID sheets) opens
