@@ -937,7 +937,10 @@ fn memory_only_selection_answers_like_the_full_one_or_not_at_all() {
     let fast = short
         .cached_patterns_for_prompt(&tags, &cfg, &mut b)
         .expect("answered from memory after the window, nothing written");
-    assert_eq!(fast, short.patterns_for_prompt(&tags, &cfg, &mut c).unwrap());
+    assert_eq!(
+        fast,
+        short.patterns_for_prompt(&tags, &cfg, &mut c).unwrap()
+    );
     // But not once another process has written: its pattern is not missed.
     let other = LearningStore::open(&db).unwrap();
     seed_pattern(&other, "theirs", "validation:file_exists", 3, 0);
