@@ -267,7 +267,7 @@ impl LearningStore {
     ) -> Option<PatternSelection> {
         let mut draw = rng.clone();
         let (mode, min_priority) = draw_mode(config, &mut draw);
-        let version = self.known_patterns_version()?;
+        let version = self.ready_patterns_version()?;
         let patterns =
             self.cached_selection(&SelectionKey::new(tags, config, min_priority), &version)?;
         *rng = draw;

@@ -923,13 +923,27 @@ fn memory_only_selection_answers_like_the_full_one_or_not_at_all() {
     assert!(store
         .cached_patterns_for_prompt(&tags, &cfg, &mut b)
         .is_none());
-    // Nor once another process may have written (the window is over).
+    // Once the window is over, memory still answers when nothing was written meanwhile: the
+    // version is read right there (the connection is free), not left to a blocking thread
+    // (issue 24: that hand-off held up a sequential job's next sheet by milliseconds).
     let short = LearningStore::open(&db)
         .unwrap()
         .with_foreign_write_staleness(std::time::Duration::from_millis(20));
     for _ in 0..50 {
         short.patterns_for_prompt(&tags, &cfg, &mut b).unwrap();
     }
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    let mut c = b.clone();
+    let fast = short
+        .cached_patterns_for_prompt(&tags, &cfg, &mut b)
+        .expect("answered from memory after the window, nothing written");
+    assert_eq!(
+        fast,
+        short.patterns_for_prompt(&tags, &cfg, &mut c).unwrap()
+    );
+    // But not once another process has written: its pattern is not missed.
+    let other = LearningStore::open(&db).unwrap();
+    seed_pattern(&other, "theirs", "validation:file_exists", 3, 0);
     std::thread::sleep(std::time::Duration::from_millis(30));
     assert!(short
         .cached_patterns_for_prompt(&tags, &cfg, &mut b)
