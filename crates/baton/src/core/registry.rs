@@ -120,13 +120,7 @@ impl BatonCore {
             healing_attempts: healing,
             total_cost: cost,
             next_mode,
-            dispatch_id: 0,
-            in_flight: None,
-            last_failure: None,
-            reason: None,
-            retry_timer: None,
-            stale_timer: None,
-            escalation_timer: None,
+            live: None,
         }
     }
 
@@ -273,11 +267,12 @@ fn link_dependencies(spec: &JobSpec, index: &SheetIndex, sheets: &mut [Sheet]) {
 fn new_job(spec: &JobSpec, sheets: Vec<Sheet>, index: SheetIndex, now: Millis) -> Job {
     let total_cost = sheets.iter().map(|s| s.total_cost).sum();
     let terminal = sheets.iter().filter(|s| s.status.is_terminal()).count();
+    let count = sheets.len();
     Job {
         id: spec.job_id.clone(),
         sheets,
         index,
-        ready: BTreeSet::new(),
+        ready: super::ReadySet::with_sheets(count),
         ready_per_instrument: Vec::new(),
         running: 0,
         max_concurrent: spec.max_concurrent_sheets.max(1),
