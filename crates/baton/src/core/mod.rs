@@ -1118,7 +1118,7 @@ fn observer_for(event: &Event, now: Millis) -> ObserverEvent {
         } => {
             json!({"severity": severity, "metric": metric, "value": value})
         }
-        Event::RegisterJob(spec) => json!({"sheet_count": spec.sheets.len()}),
+        Event::RegisterJob(spec) => json!({"sheet_count": spec.sheet_count()}),
         _ => json!({}),
     };
     ObserverEvent {

@@ -1423,3 +1423,60 @@ fn the_ready_set_iterates_in_order_and_skips_emptied_words() {
     assert!(ready.insert(300));
     assert_eq!(ready.iter().collect::<Vec<_>>(), vec![300]);
 }
+
+/// Sheets made one at a time, counting how many whole specs were asked for.
+struct CountingSource {
+    specs: Vec<SheetSpec>,
+    made: std::sync::atomic::AtomicUsize,
+}
+
+impl crate::spec::SheetSource for CountingSource {
+    fn len(&self) -> usize {
+        self.specs.len()
+    }
+    fn num(&self, i: usize) -> u32 {
+        self.specs[i].num
+    }
+    fn dependencies(&self, i: usize) -> &[u32] {
+        &self.specs[i].dependencies
+    }
+    fn sheet(&self, i: usize) -> SheetSpec {
+        self.made.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.specs[i].clone()
+    }
+}
+
+#[test]
+fn a_job_whose_sheets_come_from_a_source_runs_as_one_given_them_all() {
+    // Issue 24: a large job's sheet specs are made one at a time, each once.
+    let mut spec = chain("j", 3);
+    spec.sheets[2].dependencies = vec![1];
+    let source = std::sync::Arc::new(CountingSource {
+        specs: std::mem::take(&mut spec.sheets),
+        made: Default::default(),
+    });
+    spec.source = Some(crate::spec::SheetSourceRef(source.clone()));
+    spec.max_concurrent_sheets = 3;
+    let mut rig = Rig::new();
+    let e = rig.register(spec);
+    assert_eq!(dispatched(&e), vec![("j".to_string(), 1)]);
+    assert_eq!(source.made.load(std::sync::atomic::Ordering::SeqCst), 3);
+    let e = rig.succeed("j", 1, &e);
+    assert_eq!(
+        dispatched(&e),
+        vec![("j".to_string(), 2), ("j".to_string(), 3)]
+    );
+    // The shape checks read the source too.
+    let mut bad = chain("k", 2);
+    bad.sheets[0].dependencies = vec![2];
+    let bad_source = CountingSource {
+        specs: std::mem::take(&mut bad.sheets),
+        made: Default::default(),
+    };
+    bad.source = Some(crate::spec::SheetSourceRef(std::sync::Arc::new(bad_source)));
+    let e = rig.register(bad);
+    assert!(
+        matches!(finished(&e), Some((JobOutcome::Failed, Some(why))) if why.contains("cycle")),
+        "{e:#?}"
+    );
+}
