@@ -56,7 +56,7 @@ impl BatonCore {
                         break;
                     }
                     let sheet = &job.sheets[si];
-                    let ii = sheet.instrument;
+                    let ii = sheet.inst();
                     if blocked.contains(&ii) {
                         continue;
                     }
@@ -153,7 +153,7 @@ impl BatonCore {
                 mode,
                 completion_suffix: (mode == AttemptMode::Completion)
                     .then(|| COMPLETION_SUFFIX.to_owned()),
-                instrument: self.instruments[sheet.instrument].name.clone(),
+                instrument: self.instruments[sheet.inst()].name.clone(),
                 model: sheet.rules.model.clone(),
                 previous_failure: sheet.live().last_failure.clone(),
                 timeout: sheet.rules.timeout,
@@ -197,16 +197,20 @@ impl BatonCore {
     ) -> bool {
         let Some(next) = ({
             let sheet = &self.jobs[ji].sheets[si];
-            sheet.rules.fallbacks.get(sheet.fallback_pos).cloned()
+            sheet
+                .rules
+                .fallbacks
+                .get(sheet.fallback_pos as usize)
+                .cloned()
         }) else {
             return false;
         };
         let ii = self.instrument_idx(&next);
         let from = {
             let sheet = &mut self.jobs[ji].sheets[si];
-            let from = sheet.instrument;
+            let from = sheet.inst();
             sheet.fallback_pos += 1;
-            sheet.instrument = ii;
+            sheet.instrument = ii as u32;
             sheet.normal_attempts = 0;
             sheet.completion_attempts = 0;
             sheet.next_mode = AttemptMode::Normal;

@@ -293,7 +293,7 @@ impl BatonCore {
                     message,
                 );
                 r.exit_code = exit_code;
-                r.instrument = self.instruments[sheet.instrument].name.clone();
+                r.instrument = self.instruments[sheet.inst()].name.clone();
                 self.on_attempt_result(r, now, out);
             }
         }
@@ -367,7 +367,7 @@ impl BatonCore {
                 return None;
             }
         }
-        let ii = self.jobs[ji].sheets[si].instrument;
+        let ii = self.jobs[ji].sheets[si].inst();
         self.release(ji, si);
         let job = &mut self.jobs[ji];
         let sheet = &mut job.sheets[si];
@@ -841,7 +841,7 @@ impl BatonCore {
                 .map_or(0.0, |g| (sheet.rules.timeout + g).as_secs_f64()),
             sheet.rules.timeout.as_secs_f64()
         );
-        let instrument = self.instruments[sheet.instrument].name.clone();
+        let instrument = self.instruments[sheet.inst()].name.clone();
         out.push(Effect::Kill {
             job_id: job_id.to_owned(),
             sheet_num,

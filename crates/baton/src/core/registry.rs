@@ -94,7 +94,7 @@ impl BatonCore {
             cost = r.total_cost_usd;
             if let Some(name) = &r.instrument {
                 if let Some(pos) = s.fallbacks.iter().position(|f| f == name) {
-                    fallback_pos = pos + 1;
+                    fallback_pos = u32::try_from(pos + 1).unwrap_or(u32::MAX);
                     instrument = self.instrument_idx(name);
                 }
             }
@@ -109,9 +109,9 @@ impl BatonCore {
         Sheet {
             num: s.num,
             status,
-            dependents: Vec::new(),
+            dependents: Box::default(),
             unmet: 0,
-            instrument,
+            instrument: u32::try_from(instrument).unwrap_or(u32::MAX),
             fallback_pos,
             skip_state: if rules.skip.is_some() {
                 SkipState::Unevaluated
@@ -137,6 +137,7 @@ impl BatonCore {
             let root = self.jobs[ji].sheets[i].num;
             let dependents = self.jobs[ji].sheets[i].dependents.clone();
             for d in dependents {
+                let d = d as usize;
                 self.finish_sheet(
                     ji,
                     d,
@@ -257,6 +258,7 @@ fn check_shape(spec: &JobSpec) -> Result<(), String> {
 
 /// Wire each sheet to its dependents and count the dependencies not yet satisfied.
 fn link_dependencies(spec: &JobSpec, index: &SheetIndex, sheets: &mut [Sheet]) {
+    let mut dependents: Vec<Vec<u32>> = vec![Vec::new(); sheets.len()];
     for i in 0..spec.sheet_count() {
         let mut seen = BTreeSet::new();
         for dep in spec.dependencies(i) {
@@ -265,11 +267,14 @@ fn link_dependencies(spec: &JobSpec, index: &SheetIndex, sheets: &mut [Sheet]) {
             if !seen.insert(d) {
                 continue;
             }
-            sheets[d].dependents.push(i);
+            dependents[d].push(u32::try_from(i).unwrap_or(u32::MAX));
             if !sheets[d].status.satisfies_dependents() {
                 sheets[i].unmet += 1;
             }
         }
+    }
+    for (sheet, list) in sheets.iter_mut().zip(dependents) {
+        sheet.dependents = list.into_boxed_slice();
     }
 }
 

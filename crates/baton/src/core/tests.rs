@@ -1379,7 +1379,7 @@ fn a_planned_sheet_holds_no_attempt_state() {
     // Issue 24: a planned sheet of a 100,000-sheet job must not carry a running sheet's
     // dispatch id, slots, reasons and timers (~130 bytes before).
     assert!(
-        std::mem::size_of::<super::Sheet>() <= 96,
+        std::mem::size_of::<super::Sheet>() <= 72,
         "Sheet is {} bytes",
         std::mem::size_of::<super::Sheet>()
     );
