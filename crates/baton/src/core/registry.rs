@@ -221,14 +221,14 @@ fn check_shape(spec: &JobSpec) -> Result<(), String> {
     // Kahn's algorithm: whatever is left unprocessed sits on a cycle.
     let mut indegree = vec![0u32; n];
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for i in 0..n {
+    for (i, count) in indegree.iter_mut().enumerate() {
         let deps: BTreeSet<usize> = spec
             .dependencies(i)
             .iter()
             .filter_map(|d| index.get(*d))
             .collect();
         for d in deps {
-            indegree[i] += 1;
+            *count += 1;
             dependents[d].push(i);
         }
     }
