@@ -11,16 +11,17 @@ use mozart_tests::{stdout, TestEnv};
 const SHEETS: u64 = 20_000;
 
 /// What the job may add to the conductor's resident memory while 4 of its sheets run:
-/// 1.1 KB per planned sheet. Before planned sheets were held compact (issue 24) a planned
-/// sheet added ~2.4 KB (debug build, measured: 47 MB for 20,000); then ~1.5 KB (the baton's
-/// record, the plan entry, the stage map entry, the compact sheet state); now ~0.8 KB (the
-/// plan made per sheet when it runs, the baton's rules shared, a planned sheet held as its
-/// plan, the submission's working memory given back).
-const MAX_GROWTH_BYTES: u64 = SHEETS * 1_100;
+/// 600 bytes per planned sheet (the 4 running sheets' own cost included). Before planned
+/// sheets were held compact (issue 24) a planned sheet added ~2.4 KB (debug build, measured:
+/// 47 MB for 20,000); then ~1.5 KB; then ~0.8 KB (772 B on `main` at ede2ca5); now ~0.4 KB
+/// (the baton's sheet without attempt state, a bitset of ready sheets, a planned sheet
+/// packed in its checkpoint slot, the stage map as runs, in the score and its snapshot).
+const MAX_GROWTH_BYTES: u64 = SHEETS * 600;
 
-/// The whole-life peak the job may add, its submission's working memory included: 1.4 KB
-/// per planned sheet (~1.8 KB before the changes above, ~1.1 KB after).
-const MAX_PEAK_BYTES: u64 = SHEETS * 1_400;
+/// The whole-life peak the job may add, its submission's working memory included: 700
+/// bytes per planned sheet (1,107 B on `main` at ede2ca5, where the baton's spec of every
+/// sheet was alive at once; ~0.44 KB now that the baton makes each sheet's spec in turn).
+const MAX_PEAK_BYTES: u64 = SHEETS * 700;
 
 fn kib(status: &str, field: &str) -> Option<u64> {
     status

@@ -35,8 +35,8 @@ pub use effect::{
 };
 pub use event::{AttemptResult, EscalationDecision, Event, Failure, FailureKind, ResourceSeverity};
 pub use spec::{
-    BatonConfig, CostLimitsUpdate, InstrumentSpec, JobSpec, RestoredSheet, RetryPolicy, SheetSpec,
-    SkipSpec,
+    BatonConfig, CostLimitsUpdate, InstrumentSpec, JobSpec, RestoredSheet, RetryPolicy,
+    SheetSource, SheetSourceRef, SheetSpec, SkipSpec,
 };
 pub use status::{AttemptMode, CheckpointSheetStatus, CircuitState, JobStatus, SheetStatus};
 pub use time::{secs, AnchoredClock, Millis};

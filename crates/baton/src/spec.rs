@@ -121,13 +121,51 @@ impl SheetSpec {
     }
 }
 
+/// A job's sheets made one at a time, for a job too large to hold every sheet's spec at
+/// once (a 100,000-sheet job's specs were ~33 MB, alive while the baton built its sheets:
+/// the conductor's whole-life peak, issue 24). The baton asks for the numbers and
+/// dependencies in its passes over the job and for each whole spec once.
+pub trait SheetSource: Send + Sync {
+    /// How many sheets.
+    fn len(&self) -> usize;
+    /// Whether there are none.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The number of sheet `i` (0-based, in the job's order).
+    fn num(&self, i: usize) -> u32;
+    /// The dependencies of sheet `i` (as [`SheetSpec::dependencies`]).
+    fn dependencies(&self, i: usize) -> &[u32];
+    /// The whole spec of sheet `i`.
+    fn sheet(&self, i: usize) -> SheetSpec;
+}
+
+/// A [`SheetSource`] in a [`JobSpec`]: compared by identity, never serialised.
+#[derive(Clone)]
+pub struct SheetSourceRef(pub std::sync::Arc<dyn SheetSource>);
+
+impl std::fmt::Debug for SheetSourceRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SheetSource({} sheets)", self.0.len())
+    }
+}
+
+impl PartialEq for SheetSourceRef {
+    fn eq(&self, other: &SheetSourceRef) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// One job (a submitted score) as the baton runs it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobSpec {
     /// Job id (unique among live jobs).
     pub job_id: String,
-    /// Its sheets.
+    /// Its sheets (unless `source` gives them).
     pub sheets: Vec<SheetSpec>,
+    /// Its sheets made one at a time; when set, `sheets` is not read.
+    #[serde(skip)]
+    pub source: Option<SheetSourceRef>,
     /// `parallel.max_concurrent` when parallel, else 1.
     pub max_concurrent_sheets: u32,
     /// Pause between sequential dispatches of this job (`pause_between_sheets_seconds`).
@@ -145,11 +183,44 @@ pub struct JobSpec {
 }
 
 impl JobSpec {
+    /// How many sheets the job has.
+    pub fn sheet_count(&self) -> usize {
+        match &self.source {
+            Some(source) => source.0.len(),
+            None => self.sheets.len(),
+        }
+    }
+
+    /// Sheet `i`'s number.
+    pub(crate) fn num(&self, i: usize) -> u32 {
+        match &self.source {
+            Some(source) => source.0.num(i),
+            None => self.sheets[i].num,
+        }
+    }
+
+    /// Sheet `i`'s dependencies.
+    pub(crate) fn dependencies(&self, i: usize) -> &[u32] {
+        match &self.source {
+            Some(source) => source.0.dependencies(i),
+            None => &self.sheets[i].dependencies,
+        }
+    }
+
+    /// Sheet `i`'s whole spec (made now from a source).
+    pub(crate) fn sheet(&self, i: usize) -> std::borrow::Cow<'_, SheetSpec> {
+        match &self.source {
+            Some(source) => std::borrow::Cow::Owned(source.0.sheet(i)),
+            None => std::borrow::Cow::Borrowed(&self.sheets[i]),
+        }
+    }
+
     /// A job with sequential execution and no limits.
     pub fn new(job_id: impl Into<String>, sheets: Vec<SheetSpec>) -> Self {
         JobSpec {
             job_id: job_id.into(),
             sheets,
+            source: None,
             max_concurrent_sheets: 1,
             pause_between_sheets: Duration::ZERO,
             max_cost_usd: None,

@@ -350,7 +350,7 @@ pub struct SheetConfig {
     pub fan_out: IndexMap<i64, i64>,
     /// Expansion metadata, sheet → {stage, instance, fan_count}.
     #[serde(default)]
-    pub fan_out_stage_map: Option<IndexMap<i64, FanOutMeta>>,
+    pub fan_out_stage_map: Option<StageMap>,
     /// Per-sheet instrument.
     #[serde(default)]
     pub per_sheet_instruments: IndexMap<i64, String>,
@@ -383,6 +383,175 @@ pub struct FanOutMeta {
     /// Voices of the stage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fan_count: Option<i64>,
+}
+
+/// `sheet.fan_out_stage_map`: sheet number → [`FanOutMeta`], held as runs of consecutive
+/// sheets (a stage's voices: same stage and voice count, voices counting up), so a stage of
+/// 100,000 voices costs one run, not 100,000 entries of ~100 bytes (issue 24). Reads and
+/// writes as the map of sheets upstream writes, in the same order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StageMap {
+    runs: Vec<StageRun>,
+    /// Runs in ascending sheet numbers, none overlapping (as the expansion makes them):
+    /// found by a binary search, else by a walk.
+    sorted: bool,
+}
+
+/// Sheets `first..first + len`: sheet `first + k` is `stage`'s voice `instance + k`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct StageRun {
+    first: i64,
+    len: i64,
+    stage: Option<i64>,
+    instance: Option<i64>,
+    fan_count: Option<i64>,
+}
+
+impl StageRun {
+    fn meta(&self, k: i64) -> FanOutMeta {
+        FanOutMeta {
+            stage: self.stage,
+            instance: self.instance.map(|i| i + k),
+            fan_count: self.fan_count,
+        }
+    }
+
+    /// Sheet `num` with `meta` continues this run.
+    fn extends(&self, num: i64, meta: &FanOutMeta) -> bool {
+        Some(num) == self.first.checked_add(self.len)
+            && meta.stage == self.stage
+            && meta.fan_count == self.fan_count
+            && meta.instance == self.instance.and_then(|i| i.checked_add(self.len))
+    }
+}
+
+impl StageMap {
+    /// An empty map.
+    pub fn new() -> StageMap {
+        StageMap {
+            runs: Vec::new(),
+            sorted: true,
+        }
+    }
+
+    /// Add sheet `num` after the others (`num` must not be in the map yet: the
+    /// [`FromIterator`] form takes any entries).
+    pub(crate) fn push(&mut self, num: i64, meta: FanOutMeta) {
+        if let Some(last) = self.runs.last_mut() {
+            if last.extends(num, &meta) {
+                last.len += 1;
+                return;
+            }
+            if num < last.first.saturating_add(last.len) {
+                self.sorted = false;
+            }
+        }
+        self.runs.push(StageRun {
+            first: num,
+            len: 1,
+            stage: meta.stage,
+            instance: meta.instance,
+            fan_count: meta.fan_count,
+        });
+    }
+
+    /// Sheet `num`'s entry.
+    pub fn get(&self, num: i64) -> Option<FanOutMeta> {
+        let within = |r: &StageRun| num >= r.first && num - r.first < r.len;
+        let run = if self.sorted {
+            let i = self
+                .runs
+                .partition_point(|r| r.first.saturating_add(r.len) <= num);
+            self.runs.get(i).filter(|r| within(r))
+        } else {
+            self.runs.iter().find(|r| within(r))
+        };
+        run.map(|r| r.meta(num - r.first))
+    }
+
+    /// Number of sheets.
+    pub fn len(&self) -> usize {
+        self.runs
+            .iter()
+            .map(|r| usize::try_from(r.len).unwrap_or(0))
+            .sum()
+    }
+
+    /// No sheets.
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    /// How many runs hold the sheets (tests: a stage is one run).
+    #[cfg(test)]
+    pub(crate) fn runs_len(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// (sheet, entry), in the map's order.
+    pub fn iter(&self) -> impl Iterator<Item = (i64, FanOutMeta)> + '_ {
+        self.runs
+            .iter()
+            .flat_map(|r| (0..r.len).map(move |k| (r.first + k, r.meta(k))))
+    }
+
+    /// The entries, in the map's order.
+    pub fn values(&self) -> impl Iterator<Item = FanOutMeta> + '_ {
+        self.iter().map(|(_, meta)| meta)
+    }
+}
+
+impl<'a> IntoIterator for &'a StageMap {
+    type Item = (i64, FanOutMeta);
+    type IntoIter = Box<dyn Iterator<Item = (i64, FanOutMeta)> + 'a>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
+}
+
+impl FromIterator<(i64, FanOutMeta)> for StageMap {
+    /// The map of these entries; a sheet given twice keeps its first place and its last
+    /// entry, as a map read from JSON does.
+    fn from_iter<I: IntoIterator<Item = (i64, FanOutMeta)>>(entries: I) -> StageMap {
+        let mut map = StageMap::new();
+        let mut seen_max: Option<i64> = None;
+        let mut rest = entries.into_iter();
+        for (num, meta) in rest.by_ref() {
+            if seen_max.is_some_and(|max| num <= max) {
+                // Not in ascending order: a number may repeat. Rebuild through a map.
+                let mut all: IndexMap<i64, FanOutMeta> = map.iter().collect();
+                all.insert(num, meta);
+                all.extend(rest);
+                let mut map = StageMap::new();
+                for (n, m) in all {
+                    map.push(n, m);
+                }
+                return map;
+            }
+            seen_max = Some(num);
+            map.push(num, meta);
+        }
+        map
+    }
+}
+
+impl Serialize for StageMap {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut out = serializer.serialize_map(Some(self.len()))?;
+        for (num, meta) in self.iter() {
+            out.serialize_entry(&num, &meta)?;
+        }
+        out.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for StageMap {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<StageMap, D::Error> {
+        let entries = IndexMap::<i64, FanOutMeta>::deserialize(deserializer)?;
+        Ok(entries.into_iter().collect())
+    }
 }
 
 /// `sheet.prelude[]` / `sheet.cadenzas.*[]`.

@@ -51,7 +51,7 @@ fn too_many_sheets(n: i128) -> String {
 
 /// `(stage, instance, fan_count)` of a concrete sheet (§4.2).
 pub fn fan_meta(sheet: &SheetConfig, num: i64) -> (i64, i64, i64) {
-    match sheet.fan_out_stage_map.as_ref().and_then(|m| m.get(&num)) {
+    match sheet.fan_out_stage_map.as_ref().and_then(|m| m.get(num)) {
         Some(meta) => (
             meta.stage.unwrap_or(num),
             meta.instance.unwrap_or(1),
@@ -151,7 +151,7 @@ fn expand_fan_out(sheet: &mut SheetConfig) -> Result<(), String> {
         }
     }
     let mut stage_sheets: Vec<Vec<i64>> = Vec::with_capacity(stages.max(0) as usize);
-    let mut stage_map: IndexMap<i64, crate::model::FanOutMeta> = IndexMap::new();
+    let mut stage_map = crate::model::StageMap::new();
     let mut next = 1;
     for stage in 1..=stages {
         let count = sheet.fan_out.get(&stage).copied().unwrap_or(1);
@@ -162,7 +162,7 @@ fn expand_fan_out(sheet: &mut SheetConfig) -> Result<(), String> {
                 instance: Some(i as i64 + 1),
                 fan_count: Some(count),
             };
-            stage_map.insert(*num, meta);
+            stage_map.push(*num, meta);
         }
         next += count;
         stage_sheets.push(nums);
@@ -538,6 +538,43 @@ mod tests {
         let skip: Vec<i64> = s.skip_when.keys().copied().collect();
         assert_eq!(skip, vec![2, 3, 4, 7, 9]);
         assert_eq!(fan_meta(&s, 6), (3, 2, 2));
+    }
+
+    /// Issue 24: a stage of 99,998 voices is one run in the run's score, and the map
+    /// reads, writes and looks up as upstream's map of sheets.
+    #[test]
+    fn the_stage_map_is_runs_and_reads_as_the_map_of_sheets() {
+        let mut s = sheet(3, &[(1, 1), (2, 99_998), (3, 1)], &[(2, &[1]), (3, &[2])]);
+        expand_sheet(&mut s).unwrap();
+        let map = s.fan_out_stage_map.as_ref().unwrap();
+        assert_eq!(map.runs_len(), 3);
+        assert_eq!(map.len(), 100_000);
+        assert_eq!(fan_meta(&s, 1), (1, 1, 1));
+        assert_eq!(fan_meta(&s, 2), (2, 1, 99_998));
+        assert_eq!(fan_meta(&s, 50_001), (2, 50_000, 99_998));
+        assert_eq!(fan_meta(&s, 100_000), (3, 1, 1));
+        assert_eq!(total_stages(&s), 3);
+        assert!(map.get(0).is_none() && map.get(100_001).is_none());
+        // The JSON is the map of sheets, in order, and reads back to the same runs.
+        let text = serde_json::to_string(map).unwrap();
+        assert!(text.starts_with(r#"{"1":{"stage":1,"instance":1,"fan_count":1},"2":{"stage":2,"instance":1,"fan_count":99998},"3":"#));
+        let plain: IndexMap<i64, crate::model::FanOutMeta> = serde_json::from_str(&text).unwrap();
+        assert_eq!(plain.len(), 100_000);
+        assert_eq!(serde_json::to_string(&plain).unwrap(), text);
+        let back: crate::model::StageMap = serde_json::from_str(&text).unwrap();
+        assert_eq!(&back, map);
+        // Any other map (out of order, a sheet twice, gaps, fields missing) is kept as it is.
+        let odd =
+            r#"{"5":{"stage":2},"1":{"stage":1,"instance":1},"5":{"stage":3},"2":{"instance":2}}"#;
+        let odd_map: crate::model::StageMap = serde_json::from_str(odd).unwrap();
+        let plain: IndexMap<i64, crate::model::FanOutMeta> = serde_json::from_str(odd).unwrap();
+        assert_eq!(
+            serde_json::to_string(&odd_map).unwrap(),
+            serde_json::to_string(&plain).unwrap()
+        );
+        assert_eq!(odd_map.get(5).and_then(|m| m.stage), Some(3));
+        assert_eq!(odd_map.get(2).and_then(|m| m.instance), Some(2));
+        assert!(odd_map.get(3).is_none());
     }
 
     #[test]

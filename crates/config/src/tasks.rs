@@ -464,7 +464,7 @@ pub(crate) fn assign_models(job: &mut JobConfig) {
         else {
             continue;
         };
-        picks.push((*num, model));
+        picks.push((num, model));
     }
     for (num, model) in picks {
         if job.instruments.contains_key(&model) {

@@ -85,7 +85,8 @@ pub fn checkpoint(cp: &CheckpointState) -> JobCheckpoint {
 /// The map is skipped as text, never built as a value tree: parsing the whole snapshot once
 /// left that tree's tens of megabytes in the conductor's heap.
 pub fn view_snapshot(snapshot: &ConfigSnapshot) -> serde_json::Value {
-    let Ok(RawMembers(top)) = serde_json::from_str::<RawMembers>(snapshot.as_str()) else {
+    let Ok(RawMembers(top)) = serde_json::from_str::<RawMembers>(snapshot.text_without_stage_map())
+    else {
         // Not an object (no score writes one): shown as it is.
         return redact_snapshot(snapshot.to_value());
     };

@@ -49,14 +49,14 @@ impl BatonCore {
             {
                 let job = &mut self.jobs[ji];
                 let distinct = job.ready_per_instrument.len();
-                for &si in &job.ready {
+                for si in job.ready.iter() {
                     if job.running >= job.max_concurrent
                         || self.global_running >= self.max_concurrent_sheets
                     {
                         break;
                     }
                     let sheet = &job.sheets[si];
-                    let ii = sheet.instrument;
+                    let ii = sheet.inst();
                     if blocked.contains(&ii) {
                         continue;
                     }
@@ -104,7 +104,7 @@ impl BatonCore {
                                 model_slot: slot,
                                 probe,
                             };
-                            job.sheets[si].in_flight = Some(flight);
+                            job.sheets[si].live_mut().in_flight = Some(flight);
                         }
                         Gate::InstrumentBlocked => {
                             blocked.push(ii);
@@ -145,7 +145,7 @@ impl BatonCore {
         let (attempt, stale_at) = {
             let sheet = &mut self.jobs[ji].sheets[si];
             sheet.status = SheetStatus::Dispatched;
-            sheet.dispatch_id = dispatch_id;
+            sheet.live_mut().dispatch_id = dispatch_id;
             let mode = sheet.next_mode;
             let attempt = AttemptContext {
                 dispatch_id,
@@ -153,9 +153,9 @@ impl BatonCore {
                 mode,
                 completion_suffix: (mode == AttemptMode::Completion)
                     .then(|| COMPLETION_SUFFIX.to_owned()),
-                instrument: self.instruments[sheet.instrument].name.clone(),
+                instrument: self.instruments[sheet.inst()].name.clone(),
                 model: sheet.rules.model.clone(),
-                previous_failure: sheet.last_failure.clone(),
+                previous_failure: sheet.live().last_failure.clone(),
                 timeout: sheet.rules.timeout,
             };
             let stale_at = match self.stale_grace {
@@ -176,7 +176,7 @@ impl BatonCore {
                 dispatch_id,
             };
             let id = self.timer(out, at, event);
-            self.jobs[ji].sheets[si].stale_timer = Some(id);
+            self.jobs[ji].sheets[si].live_mut().stale_timer = Some(id);
         }
         out.push(Effect::Dispatch {
             job_id,
@@ -197,16 +197,20 @@ impl BatonCore {
     ) -> bool {
         let Some(next) = ({
             let sheet = &self.jobs[ji].sheets[si];
-            sheet.rules.fallbacks.get(sheet.fallback_pos).cloned()
+            sheet
+                .rules
+                .fallbacks
+                .get(sheet.fallback_pos as usize)
+                .cloned()
         }) else {
             return false;
         };
         let ii = self.instrument_idx(&next);
         let from = {
             let sheet = &mut self.jobs[ji].sheets[si];
-            let from = sheet.instrument;
+            let from = sheet.inst();
             sheet.fallback_pos += 1;
-            sheet.instrument = ii;
+            sheet.instrument = ii as u32;
             sheet.normal_attempts = 0;
             sheet.completion_attempts = 0;
             sheet.next_mode = AttemptMode::Normal;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use super::{backoff, BatonCore, Ending, Rules};
+use super::{backoff, BatonCore, Ending, Rules, SheetTimer};
 use crate::effect::Effect;
 use crate::event::{
     AttemptResult, EscalationDecision, Event, Failure, FailureKind, ResourceSeverity,
@@ -155,7 +155,7 @@ impl BatonCore {
         if let Some((ji, si)) = self.locate(job_id, sheet_num) {
             let sheet = &mut self.jobs[ji].sheets[si];
             if sheet.status == SheetStatus::RetryScheduled {
-                sheet.retry_timer = None;
+                sheet.take_timer(SheetTimer::Retry);
                 let mode = sheet.next_mode;
                 self.requeue(ji, si, mode, out);
             }
@@ -201,7 +201,7 @@ impl BatonCore {
         if let Some((ji, si)) = self.locate(job_id, sheet_num) {
             if self.jobs[ji].sheets[si].status == SheetStatus::Fermata {
                 // The sheet fails, not the job (brief: escalation timeout).
-                self.jobs[ji].sheets[si].escalation_timer = None;
+                self.jobs[ji].sheets[si].take_timer(SheetTimer::Escalation);
                 let reason = Some("Escalation timed out without a decision".to_owned());
                 self.finish_sheet(
                     ji,
@@ -288,12 +288,12 @@ impl BatonCore {
                 let mut r = AttemptResult::failed(
                     job_id,
                     sheet_num,
-                    sheet.dispatch_id,
+                    sheet.live().dispatch_id,
                     FailureKind::Crash,
                     message,
                 );
                 r.exit_code = exit_code;
-                r.instrument = self.instruments[sheet.instrument].name.clone();
+                r.instrument = self.instruments[sheet.inst()].name.clone();
                 self.on_attempt_result(r, now, out);
             }
         }
@@ -362,15 +362,16 @@ impl BatonCore {
             let sheet = &self.jobs[ji].sheets[si];
             // Results of killed or superseded attempts, or after a terminal transition, are
             // stale: ignoring them keeps one source of truth per dispatch.
-            if sheet.status != SheetStatus::Dispatched || sheet.dispatch_id != r.dispatch_id {
+            if sheet.status != SheetStatus::Dispatched || sheet.live().dispatch_id != r.dispatch_id
+            {
                 return None;
             }
         }
-        let ii = self.jobs[ji].sheets[si].instrument;
+        let ii = self.jobs[ji].sheets[si].inst();
         self.release(ji, si);
         let job = &mut self.jobs[ji];
         let sheet = &mut job.sheets[si];
-        BatonCore::cancel_timer(out, &mut sheet.stale_timer);
+        BatonCore::cancel_sheet_timer(out, sheet, SheetTimer::Stale);
         if r.cost_usd.is_finite() && r.cost_usd > 0.0 {
             sheet.total_cost += r.cost_usd;
             job.total_cost += r.cost_usd;
@@ -407,7 +408,7 @@ impl BatonCore {
         {
             let sheet = &mut self.jobs[ji].sheets[si];
             sheet.status = SheetStatus::Waiting;
-            sheet.reason = Some(format!("Rate limited on {instrument}: {reason}"));
+            sheet.live_mut().reason = Some(format!("Rate limited on {instrument}: {reason}"));
         }
         self.persist_sheet(ji, si, out);
         let job_id = self.jobs[ji].id.clone();
@@ -429,7 +430,7 @@ impl BatonCore {
         out: &mut Vec<Effect>,
     ) {
         let sheet = &mut self.jobs[ji].sheets[si];
-        sheet.last_failure =
+        sheet.live_mut().last_failure =
             Some(message.unwrap_or_else(|| format!("{rate:.0}% of validations passed")));
         if rate >= sheet.rules.completion_threshold
             && sheet.completion_attempts < sheet.rules.max_completion
@@ -466,7 +467,7 @@ impl BatonCore {
             }
             if kind.as_ref().is_some_and(|k| !k.is_retriable()) {
                 let why = message.unwrap_or_else(|| "Non-retriable failure".to_owned());
-                self.jobs[ji].sheets[si].last_failure = Some(why.clone());
+                self.jobs[ji].sheets[si].live_mut().last_failure = Some(why.clone());
                 self.check_job_cost(ji, out);
                 self.finish_sheet(
                     ji,
@@ -480,7 +481,7 @@ impl BatonCore {
         }
         let sheet = &mut self.jobs[ji].sheets[si];
         sheet.normal_attempts += 1;
-        sheet.last_failure = Some(message.unwrap_or_else(|| {
+        sheet.live_mut().last_failure = Some(message.unwrap_or_else(|| {
             if r.execution_success {
                 "No validations passed".to_owned()
             } else {
@@ -564,7 +565,7 @@ impl BatonCore {
             let sheet = &mut self.jobs[ji].sheets[si];
             sheet.status = SheetStatus::RetryScheduled;
             sheet.next_mode = mode;
-            BatonCore::cancel_timer(out, &mut sheet.retry_timer);
+            BatonCore::cancel_sheet_timer(out, sheet, SheetTimer::Retry);
         }
         self.persist_sheet(ji, si, out);
         let id = self.timer(
@@ -575,7 +576,7 @@ impl BatonCore {
                 sheet_num,
             },
         );
-        self.jobs[ji].sheets[si].retry_timer = Some(id);
+        self.jobs[ji].sheets[si].live_mut().retry_timer = Some(id);
         self.observe(
             out,
             &job_id,
@@ -608,6 +609,7 @@ impl BatonCore {
         }
         let sheet = &self.jobs[ji].sheets[si];
         let last = sheet
+            .live()
             .last_failure
             .clone()
             .unwrap_or_else(|| "unknown error".to_owned());
@@ -718,7 +720,7 @@ impl BatonCore {
             if let Some((ji, si)) = self.locate(&job_id, sheet_num) {
                 let sheet = &mut self.jobs[ji].sheets[si];
                 if sheet.status == SheetStatus::Waiting {
-                    sheet.reason = None;
+                    sheet.set_reason(None);
                     let mode = sheet.next_mode;
                     self.requeue(ji, si, mode, out);
                 }
@@ -829,17 +831,17 @@ impl BatonCore {
             return;
         };
         let sheet = &mut self.jobs[ji].sheets[si];
-        if sheet.status != SheetStatus::Dispatched || sheet.dispatch_id != dispatch_id {
+        if sheet.status != SheetStatus::Dispatched || sheet.live().dispatch_id != dispatch_id {
             return;
         }
-        sheet.stale_timer = None;
+        sheet.take_timer(SheetTimer::Stale);
         let message = format!(
             "No result within {:.0}s of dispatch (timeout {:.0}s)",
             self.stale_grace
                 .map_or(0.0, |g| (sheet.rules.timeout + g).as_secs_f64()),
             sheet.rules.timeout.as_secs_f64()
         );
-        let instrument = self.instruments[sheet.instrument].name.clone();
+        let instrument = self.instruments[sheet.inst()].name.clone();
         out.push(Effect::Kill {
             job_id: job_id.to_owned(),
             sheet_num,
@@ -922,8 +924,8 @@ impl BatonCore {
             job.escalation_paused = true;
             let sheet = &mut job.sheets[si];
             sheet.status = SheetStatus::Fermata;
-            sheet.reason = Some(reason.clone());
-            BatonCore::cancel_timer(out, &mut sheet.retry_timer);
+            sheet.live_mut().reason = Some(reason.clone());
+            BatonCore::cancel_sheet_timer(out, sheet, SheetTimer::Retry);
             (job.id.clone(), sheet.num, job.escalation_timeout)
         };
         self.persist_sheet(ji, si, out);
@@ -941,7 +943,7 @@ impl BatonCore {
                 sheet_num,
             };
             let id = self.timer(out, now.plus(t), event);
-            self.jobs[ji].sheets[si].escalation_timer = Some(id);
+            self.jobs[ji].sheets[si].live_mut().escalation_timer = Some(id);
         }
         out.push(Effect::Escalate {
             job_id,
@@ -967,8 +969,8 @@ impl BatonCore {
         match decision {
             EscalationDecision::Retry => {
                 let sheet = &mut self.jobs[ji].sheets[si];
-                BatonCore::cancel_timer(out, &mut sheet.escalation_timer);
-                sheet.reason = None;
+                BatonCore::cancel_sheet_timer(out, sheet, SheetTimer::Escalation);
+                sheet.set_reason(None);
                 self.requeue(ji, si, AttemptMode::Normal, out);
                 self.fermata_closed(ji, out);
                 self.check_job_cost(ji, out);

@@ -1,7 +1,7 @@
 //! Job registration, including restoration from a checkpoint (§2.10 `register_job`,
 //! `recover_job`).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::{BatonCore, Ending, Job, Rules, Sheet, SheetIndex, SkipState};
@@ -29,10 +29,14 @@ impl BatonCore {
             return;
         }
 
-        let index = SheetIndex::of(spec.sheets.iter().map(|s| s.num));
+        let count = spec.sheet_count();
+        let index = SheetIndex::of((0..count).map(|i| spec.num(i)));
         let mut restored_in_flight = Vec::new();
-        let mut sheets: Vec<Sheet> = Vec::with_capacity(spec.sheets.len());
-        for (i, s) in spec.sheets.iter().enumerate() {
+        let mut sheets: Vec<Sheet> = Vec::with_capacity(count);
+        for i in 0..count {
+            // Made one at a time from a source: never every spec at once (issue 24).
+            let s = spec.sheet(i);
+            let s = &*s;
             let rules = rules_of(s);
             // Shared with the sheet before when they are the same (issue 24).
             let rules = match sheets.last() {
@@ -90,7 +94,7 @@ impl BatonCore {
             cost = r.total_cost_usd;
             if let Some(name) = &r.instrument {
                 if let Some(pos) = s.fallbacks.iter().position(|f| f == name) {
-                    fallback_pos = pos + 1;
+                    fallback_pos = u32::try_from(pos + 1).unwrap_or(u32::MAX);
                     instrument = self.instrument_idx(name);
                 }
             }
@@ -105,9 +109,9 @@ impl BatonCore {
         Sheet {
             num: s.num,
             status,
-            dependents: Vec::new(),
+            dependents: Box::default(),
             unmet: 0,
-            instrument,
+            instrument: u32::try_from(instrument).unwrap_or(u32::MAX),
             fallback_pos,
             skip_state: if rules.skip.is_some() {
                 SkipState::Unevaluated
@@ -120,13 +124,7 @@ impl BatonCore {
             healing_attempts: healing,
             total_cost: cost,
             next_mode,
-            dispatch_id: 0,
-            in_flight: None,
-            last_failure: None,
-            reason: None,
-            retry_timer: None,
-            stale_timer: None,
-            escalation_timer: None,
+            live: None,
         }
     }
 
@@ -139,6 +137,7 @@ impl BatonCore {
             let root = self.jobs[ji].sheets[i].num;
             let dependents = self.jobs[ji].sheets[i].dependents.clone();
             for d in dependents {
+                let d = d as usize;
                 self.finish_sheet(
                     ji,
                     d,
@@ -194,36 +193,42 @@ fn rules_of(s: &SheetSpec) -> Rules {
 /// Reject jobs the dependency counters cannot run: duplicate numbers, self-dependencies and
 /// cycles would otherwise leave sheets pending forever.
 fn check_shape(spec: &JobSpec) -> Result<(), String> {
-    if spec.sheets.is_empty() {
+    let n = spec.sheet_count();
+    if n == 0 {
         return Err(format!("job '{}' has no sheets", spec.job_id));
     }
-    let mut index = HashMap::with_capacity(spec.sheets.len());
-    for (i, s) in spec.sheets.iter().enumerate() {
-        if index.insert(s.num, i).is_some() {
+    let index = SheetIndex::of((0..n).map(|i| spec.num(i)));
+    if let SheetIndex::Map(map) = &index {
+        if map.len() < n {
+            let mut seen = std::collections::HashSet::with_capacity(n);
+            let dup = (0..n).map(|i| spec.num(i)).find(|num| !seen.insert(*num));
             return Err(format!(
                 "job '{}': duplicate sheet number {}",
-                spec.job_id, s.num
+                spec.job_id,
+                dup.unwrap_or_default()
             ));
         }
-        if s.dependencies.contains(&s.num) {
+    }
+    for i in 0..n {
+        let num = spec.num(i);
+        if spec.dependencies(i).contains(&num) {
             return Err(format!(
                 "job '{}': sheet {} depends on itself",
-                spec.job_id, s.num
+                spec.job_id, num
             ));
         }
     }
     // Kahn's algorithm: whatever is left unprocessed sits on a cycle.
-    let n = spec.sheets.len();
     let mut indegree = vec![0u32; n];
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (i, s) in spec.sheets.iter().enumerate() {
-        let deps: BTreeSet<usize> = s
-            .dependencies
+    for (i, count) in indegree.iter_mut().enumerate() {
+        let deps: BTreeSet<usize> = spec
+            .dependencies(i)
             .iter()
-            .filter_map(|d| index.get(d).copied())
+            .filter_map(|d| index.get(*d))
             .collect();
         for d in deps {
-            indegree[i] += 1;
+            *count += 1;
             dependents[d].push(i);
         }
     }
@@ -241,7 +246,7 @@ fn check_shape(spec: &JobSpec) -> Result<(), String> {
     if done < n {
         let cyclic: Vec<u32> = (0..n)
             .filter(|&i| indegree[i] > 0)
-            .map(|i| spec.sheets[i].num)
+            .map(|i| spec.num(i))
             .collect();
         return Err(format!(
             "job '{}': dependency cycle among sheets {cyclic:?}",
@@ -253,19 +258,23 @@ fn check_shape(spec: &JobSpec) -> Result<(), String> {
 
 /// Wire each sheet to its dependents and count the dependencies not yet satisfied.
 fn link_dependencies(spec: &JobSpec, index: &SheetIndex, sheets: &mut [Sheet]) {
-    for (i, s) in spec.sheets.iter().enumerate() {
+    let mut dependents: Vec<Vec<u32>> = vec![Vec::new(); sheets.len()];
+    for i in 0..spec.sheet_count() {
         let mut seen = BTreeSet::new();
-        for dep in &s.dependencies {
+        for dep in spec.dependencies(i) {
             // §2.8: a dependency number not in the job counts as satisfied.
             let Some(d) = index.get(*dep) else { continue };
             if !seen.insert(d) {
                 continue;
             }
-            sheets[d].dependents.push(i);
+            dependents[d].push(u32::try_from(i).unwrap_or(u32::MAX));
             if !sheets[d].status.satisfies_dependents() {
                 sheets[i].unmet += 1;
             }
         }
+    }
+    for (sheet, list) in sheets.iter_mut().zip(dependents) {
+        sheet.dependents = list.into_boxed_slice();
     }
 }
 
@@ -273,11 +282,12 @@ fn link_dependencies(spec: &JobSpec, index: &SheetIndex, sheets: &mut [Sheet]) {
 fn new_job(spec: &JobSpec, sheets: Vec<Sheet>, index: SheetIndex, now: Millis) -> Job {
     let total_cost = sheets.iter().map(|s| s.total_cost).sum();
     let terminal = sheets.iter().filter(|s| s.status.is_terminal()).count();
+    let count = sheets.len();
     Job {
         id: spec.job_id.clone(),
         sheets,
         index,
-        ready: BTreeSet::new(),
+        ready: super::ReadySet::with_sheets(count),
         ready_per_instrument: Vec::new(),
         running: 0,
         max_concurrent: spec.max_concurrent_sheets.max(1),

@@ -1373,3 +1373,110 @@ fn no_job_is_admitted_once_a_shutdown_began() {
     assert!(dispatched(&e).is_empty());
     assert_eq!(rig.core.job_status("b"), Some(JobStatus::Queued));
 }
+
+#[test]
+fn a_planned_sheet_holds_no_attempt_state() {
+    // Issue 24: a planned sheet of a 100,000-sheet job must not carry a running sheet's
+    // dispatch id, slots, reasons and timers (~130 bytes before).
+    assert!(
+        std::mem::size_of::<super::Sheet>() <= 72,
+        "Sheet is {} bytes",
+        std::mem::size_of::<super::Sheet>()
+    );
+    let mut rig = Rig::new();
+    let mut spec = JobSpec::new("j", (1..=3).map(|n| SheetSpec::new(n, "cli")).collect());
+    spec.max_concurrent_sheets = 1;
+    let e = rig.register(spec);
+    let live = |rig: &Rig| -> Vec<bool> {
+        rig.core.jobs[0]
+            .sheets
+            .iter()
+            .map(|s| s.live.is_some())
+            .collect()
+    };
+    assert_eq!(live(&rig), vec![true, false, false]);
+    // A sheet that completes with nothing to say gives its attempt state back.
+    rig.succeed("j", 1, &e);
+    assert_eq!(live(&rig), vec![false, true, false]);
+}
+
+#[test]
+fn the_ready_set_iterates_in_order_and_skips_emptied_words() {
+    let mut ready = super::ReadySet::with_sheets(200);
+    for i in [130, 5, 64, 199, 0] {
+        assert!(ready.insert(i));
+    }
+    assert!(!ready.insert(64));
+    assert_eq!(ready.iter().collect::<Vec<_>>(), vec![0, 5, 64, 130, 199]);
+    assert!(ready.remove(0) && ready.remove(5));
+    assert!(!ready.remove(5));
+    assert_eq!(ready.first, 1);
+    assert_eq!(ready.iter().collect::<Vec<_>>(), vec![64, 130, 199]);
+    assert!(ready.insert(3));
+    assert_eq!(ready.iter().collect::<Vec<_>>(), vec![3, 64, 130, 199]);
+    for i in [3, 64, 130, 199] {
+        assert!(ready.remove(i));
+    }
+    assert!(ready.is_empty());
+    assert_eq!(ready.iter().count(), 0);
+    // An index past the planned sheets still counts.
+    assert!(ready.insert(300));
+    assert_eq!(ready.iter().collect::<Vec<_>>(), vec![300]);
+}
+
+/// Sheets made one at a time, counting how many whole specs were asked for.
+struct CountingSource {
+    specs: Vec<SheetSpec>,
+    made: std::sync::atomic::AtomicUsize,
+}
+
+impl crate::spec::SheetSource for CountingSource {
+    fn len(&self) -> usize {
+        self.specs.len()
+    }
+    fn num(&self, i: usize) -> u32 {
+        self.specs[i].num
+    }
+    fn dependencies(&self, i: usize) -> &[u32] {
+        &self.specs[i].dependencies
+    }
+    fn sheet(&self, i: usize) -> SheetSpec {
+        self.made.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.specs[i].clone()
+    }
+}
+
+#[test]
+fn a_job_whose_sheets_come_from_a_source_runs_as_one_given_them_all() {
+    // Issue 24: a large job's sheet specs are made one at a time, each once.
+    let mut spec = chain("j", 3);
+    spec.sheets[2].dependencies = vec![1];
+    let source = std::sync::Arc::new(CountingSource {
+        specs: std::mem::take(&mut spec.sheets),
+        made: Default::default(),
+    });
+    spec.source = Some(crate::spec::SheetSourceRef(source.clone()));
+    spec.max_concurrent_sheets = 3;
+    let mut rig = Rig::new();
+    let e = rig.register(spec);
+    assert_eq!(dispatched(&e), vec![("j".to_string(), 1)]);
+    assert_eq!(source.made.load(std::sync::atomic::Ordering::SeqCst), 3);
+    let e = rig.succeed("j", 1, &e);
+    assert_eq!(
+        dispatched(&e),
+        vec![("j".to_string(), 2), ("j".to_string(), 3)]
+    );
+    // The shape checks read the source too.
+    let mut bad = chain("k", 2);
+    bad.sheets[0].dependencies = vec![2];
+    let bad_source = CountingSource {
+        specs: std::mem::take(&mut bad.sheets),
+        made: Default::default(),
+    };
+    bad.source = Some(crate::spec::SheetSourceRef(std::sync::Arc::new(bad_source)));
+    let e = rig.register(bad);
+    assert!(
+        matches!(finished(&e), Some((JobOutcome::Failed, Some(why))) if why.contains("cycle")),
+        "{e:#?}"
+    );
+}

@@ -124,7 +124,7 @@ fn sheet_numbers(c: &JobConfig) -> Vec<i64> {
         .iter()
         .flatten()
         .filter(|(_, m)| m.stage == Some(tasks.movement))
-        .map(|(n, m)| (m.instance.unwrap_or(1), *n))
+        .map(|(n, m)| (m.instance.unwrap_or(1), n))
         .collect();
     nums.sort_unstable();
     nums.into_iter().map(|(_, n)| n).collect()

@@ -1,50 +1,90 @@
 //! Map a validated score + sheet plan (+ restored checkpoint) onto the baton's `JobSpec`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
-use mozart_baton::{JobSpec, RestoredSheet, RetryPolicy, SheetSpec, SheetStatus, SkipSpec};
+use mozart_baton::{
+    JobSpec, RestoredSheet, RetryPolicy, SheetSource, SheetSourceRef, SheetSpec, SheetStatus,
+    SkipSpec,
+};
 use mozart_config::{plan, JobConfig, PlanOutline};
 use mozart_state::CheckpointState;
+
+use super::JobRun;
 
 /// Dependencies of every sheet: the score's explicit `sheet.dependencies` when it has any
 /// (upstream's baton ignores them, execution.md §1.3 [GAP]); otherwise the stage chain —
 /// every sheet of movement k waits for every sheet of the previous movement, which gives
-/// sequential scores their order and fan-out voices their parallelism.
-fn dependencies(config: &JobConfig, outline: &PlanOutline) -> Vec<Vec<u32>> {
-    let nums = 1..=outline.total_sheets;
-    if !config.sheet.dependencies.is_empty() {
-        // As the plan gives them (`PlannedSheet::dependencies`), without making each sheet.
-        return nums
-            .map(|n| {
+/// sequential scores their order and fan-out voices their parallelism. Held per movement,
+/// not per sheet: the voices of a 100,000-voice stage share one list (issue 24).
+enum Dependencies {
+    /// The score's own `sheet.dependencies`, by sheet.
+    Explicit(HashMap<u32, Vec<u32>>),
+    /// The stage chain: each movement's sheets, and the movement before each movement.
+    Chain {
+        by_movement: BTreeMap<u32, Vec<u32>>,
+        previous: HashMap<u32, u32>,
+    },
+}
+
+/// The plan's movement of sheet `n` (`PlannedSheet::movement`).
+fn movement_of(config: &JobConfig, n: u32) -> u32 {
+    plan::fan_meta(&config.sheet, i64::from(n)).0.max(0) as u32
+}
+
+impl Dependencies {
+    fn of(config: &JobConfig, outline: &PlanOutline) -> Dependencies {
+        let nums = 1..=outline.total_sheets;
+        if !config.sheet.dependencies.is_empty() {
+            // As the plan gives them (`PlannedSheet::dependencies`), without making each
+            // sheet.
+            return Dependencies::Explicit(
                 config
                     .sheet
                     .dependencies
-                    .get(&i64::from(n))
-                    .map(|d| d.iter().map(|x| *x as u32).collect())
-                    .unwrap_or_default()
-            })
+                    .iter()
+                    .filter_map(|(n, d)| {
+                        let n = u32::try_from(*n).ok()?;
+                        Some((n, d.iter().map(|x| *x as u32).collect()))
+                    })
+                    .collect(),
+            );
+        }
+        // Each movement's sheets, gathered once: looking them up per sheet scanned the whole
+        // plan for every sheet (O(sheets²): 10¹⁰ steps for a 100,000-sheet fan-out between
+        // two single sheets).
+        let mut by_movement: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        for n in nums {
+            by_movement
+                .entry(movement_of(config, n))
+                .or_default()
+                .push(n);
+        }
+        let previous = by_movement
+            .keys()
+            .zip(by_movement.keys().skip(1))
+            .map(|(prev, next)| (*next, *prev))
             .collect();
+        Dependencies::Chain {
+            by_movement,
+            previous,
+        }
     }
-    // The plan's movement of a sheet (`PlannedSheet::movement`).
-    let movement = |n: u32| plan::fan_meta(&config.sheet, i64::from(n)).0.max(0) as u32;
-    // Each movement's sheets, gathered once: looking them up per sheet scanned the whole
-    // plan for every sheet (O(sheets²): 10¹⁰ steps for a 100,000-sheet fan-out between two
-    // single sheets).
-    let mut by_movement: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
-    for n in nums.clone() {
-        by_movement.entry(movement(n)).or_default().push(n);
+
+    /// Sheet `n`'s dependencies.
+    fn of_sheet(&self, config: &JobConfig, n: u32) -> &[u32] {
+        match self {
+            Dependencies::Explicit(map) => map.get(&n).map_or(&[], Vec::as_slice),
+            Dependencies::Chain {
+                by_movement,
+                previous,
+            } => previous
+                .get(&movement_of(config, n))
+                .and_then(|prev| by_movement.get(prev))
+                .map_or(&[], Vec::as_slice),
+        }
     }
-    let previous: HashMap<u32, u32> = by_movement
-        .keys()
-        .zip(by_movement.keys().skip(1))
-        .map(|(prev, next)| (*next, *prev))
-        .collect();
-    nums.map(|n| match previous.get(&movement(n)) {
-        Some(prev) => by_movement.get(prev).cloned().unwrap_or_default(),
-        None => Vec::new(),
-    })
-    .collect()
 }
 
 fn secs(v: f64) -> Duration {
@@ -55,9 +95,7 @@ fn secs(v: f64) -> Duration {
     }
 }
 
-fn restored(cp: &CheckpointState, num: u32) -> Option<RestoredSheet> {
-    // Not `get`: that would keep a whole copy of every compact (planned) sheet.
-    let s = cp.sheets.peek(&num)?;
+fn restored(s: &mozart_state::SheetState) -> Option<RestoredSheet> {
     let status = match s.status {
         mozart_state::SheetStatus::Completed => SheetStatus::Completed,
         mozart_state::SheetStatus::Skipped => SheetStatus::Skipped,
@@ -98,15 +136,16 @@ fn reviewed_policy(config: &JobConfig, movement: u32, policy: &RetryPolicy) -> R
     policy
 }
 
-/// The baton's view of one job.
+/// The baton's view of one job: its sheets made one at a time from the run's score as the
+/// baton builds its own (a spec of every sheet at once was the conductor's whole-life peak
+/// for a large job: ~330 bytes a sheet, issue 24).
 pub(super) fn job_spec(
     job_id: &str,
-    config: &JobConfig,
-    plan: &PlanOutline,
+    run: &Arc<JobRun>,
     checkpoint: &CheckpointState,
     self_healing: bool,
 ) -> JobSpec {
-    let deps = dependencies(config, plan);
+    let config = &run.config;
     let retry = &config.retry;
     let policy = RetryPolicy {
         max_retries: u32::try_from(retry.max_retries.max(0)).unwrap_or(u32::MAX),
@@ -115,48 +154,20 @@ pub(super) fn job_spec(
         max_delay: secs(retry.max_delay_seconds),
         jitter: retry.jitter,
     };
-    let sheets = plan
-        .sheets(config)
-        .zip(deps)
-        .map(|(sheet, dependencies)| {
-            let skip = if sheet.skip_when.is_some() || sheet.skip_when_command.is_some() {
-                Some(SkipSpec {
-                    when: sheet.skip_when.clone(),
-                    command: sheet.skip_when_command.as_ref().map(|c| c.command.clone()),
-                    description: sheet
-                        .skip_when_command
-                        .as_ref()
-                        .and_then(|c| c.description.clone()),
-                    command_timeout: sheet
-                        .skip_when_command
-                        .as_ref()
-                        .map(|c| secs(c.timeout_seconds)),
-                })
-            } else {
-                None
-            };
-            SheetSpec {
-                num: sheet.num,
-                dependencies,
-                instrument: sheet.instrument.clone(),
-                model: sheet.model.clone(),
-                fallbacks: sheet.instrument_fallbacks.clone(),
-                retry: reviewed_policy(config, sheet.movement, &policy),
-                max_completion_attempts: u32::try_from(retry.max_completion_attempts.max(0))
-                    .unwrap_or(0),
-                completion_threshold_percent: retry.completion_threshold_percent,
-                skip,
-                timeout: secs(sheet.timeout_seconds).max(Duration::from_secs(1)),
-                max_cost_usd: if config.cost_limits.enabled {
-                    config.cost_limits.max_cost_per_sheet
-                } else {
-                    None
-                },
-                restored: restored(checkpoint, sheet.num),
-            }
-        })
+    // Only the sheets with progress to restore (none for a new job).
+    let restored = checkpoint
+        .sheets
+        .scan()
+        .filter_map(|(num, sheet)| Some((num, restored(&sheet)?)))
         .collect();
-    let mut spec = JobSpec::new(job_id, sheets);
+    let source = PlanSheets {
+        run: Arc::clone(run),
+        deps: Dependencies::of(config, &run.plan),
+        policy,
+        restored,
+    };
+    let mut spec = JobSpec::new(job_id, Vec::new());
+    spec.source = Some(SheetSourceRef(Arc::new(source)));
     spec.max_concurrent_sheets = if config.parallel.enabled {
         u32::try_from(config.parallel.max_concurrent.max(1)).unwrap_or(1)
     } else {
@@ -171,6 +182,74 @@ pub(super) fn job_spec(
     };
     spec.self_healing_enabled = self_healing;
     spec
+}
+
+/// A job's sheets for the baton, made from the run's score when the baton asks.
+struct PlanSheets {
+    run: Arc<JobRun>,
+    deps: Dependencies,
+    policy: RetryPolicy,
+    restored: HashMap<u32, RestoredSheet>,
+}
+
+impl SheetSource for PlanSheets {
+    fn len(&self) -> usize {
+        self.run.plan.total_sheets as usize
+    }
+
+    fn num(&self, i: usize) -> u32 {
+        // The plan numbers its sheets 1, 2, 3…
+        u32::try_from(i + 1).unwrap_or(u32::MAX)
+    }
+
+    fn dependencies(&self, i: usize) -> &[u32] {
+        self.deps.of_sheet(&self.run.config, self.num(i))
+    }
+
+    fn sheet(&self, i: usize) -> SheetSpec {
+        let num = self.num(i);
+        let config = &self.run.config;
+        let Some(sheet) = self.run.sheet(num) else {
+            // Past the plan: `len` says there is no such sheet.
+            return SheetSpec::new(num, String::new());
+        };
+        let skip = if sheet.skip_when.is_some() || sheet.skip_when_command.is_some() {
+            Some(SkipSpec {
+                when: sheet.skip_when.clone(),
+                command: sheet.skip_when_command.as_ref().map(|c| c.command.clone()),
+                description: sheet
+                    .skip_when_command
+                    .as_ref()
+                    .and_then(|c| c.description.clone()),
+                command_timeout: sheet
+                    .skip_when_command
+                    .as_ref()
+                    .map(|c| secs(c.timeout_seconds)),
+            })
+        } else {
+            None
+        };
+        let retry = &config.retry;
+        SheetSpec {
+            num,
+            dependencies: self.dependencies(i).to_vec(),
+            instrument: sheet.instrument.clone(),
+            model: sheet.model.clone(),
+            fallbacks: sheet.instrument_fallbacks.clone(),
+            retry: reviewed_policy(config, sheet.movement, &self.policy),
+            max_completion_attempts: u32::try_from(retry.max_completion_attempts.max(0))
+                .unwrap_or(0),
+            completion_threshold_percent: retry.completion_threshold_percent,
+            skip,
+            timeout: secs(sheet.timeout_seconds).max(Duration::from_secs(1)),
+            max_cost_usd: if config.cost_limits.enabled {
+                config.cost_limits.max_cost_per_sheet
+            } else {
+                None
+            },
+            restored: self.restored.get(&num).cloned(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -191,11 +270,14 @@ mod tests {
         let (config, plan) = plan_of(
             "name: t\nworkspace: ./ws\nsheet: {size: 1, total_items: 3, fan_out: {2: 3}}\nprompt: {template: hi}\n",
         );
-        let deps = dependencies(&config, &plan);
+        let deps = Dependencies::of(&config, &plan);
+        let deps: Vec<&[u32]> = (1..=plan.total_sheets)
+            .map(|n| deps.of_sheet(&config, n))
+            .collect();
         // movement 1 = sheet 1; movement 2 = sheets 2..4 (voices); movement 3 = sheet 5
-        assert_eq!(deps[0], Vec::<u32>::new());
-        assert_eq!(deps[1], vec![1]);
-        assert_eq!(deps[3], vec![1]);
-        assert_eq!(deps[4], vec![2, 3, 4]);
+        assert_eq!(deps[0], &[] as &[u32]);
+        assert_eq!(deps[1], &[1]);
+        assert_eq!(deps[3], &[1]);
+        assert_eq!(deps[4], &[2, 3, 4]);
     }
 }

@@ -502,14 +502,15 @@ async fn register(
     from_checkpoint: bool,
 ) -> Step<JobResponse> {
     let job_id = run.job_id.clone();
-    let mut spec = specs::job_spec(&job_id, &run.config, &run.plan, &checkpoint, self_healing);
+    let run = Arc::new(run);
+    let mut spec = specs::job_spec(&job_id, &run, &checkpoint, self_healing);
     spec.timeout = Some(timeout);
     // Into the table before the baton hears of the job (a call runs before a later event).
     let mut checkpoint = checkpoint;
     // The completed sheets a resumed large job carried over are held as the running job
     // held them, now that their rows are saved whole (issue 24).
     let compacted = super::compact::compacts(&run, &checkpoint) && compact_carried(&mut checkpoint);
-    let mut entry = JobEntry::new(record, Some(checkpoint), Some(Arc::new(run)));
+    let mut entry = JobEntry::new(record, Some(checkpoint), Some(run));
     entry.compacted = compacted;
     entry.log.from_checkpoint = from_checkpoint;
     // Known as loaded from now on (before the table takes it in, still under the submit
@@ -518,7 +519,7 @@ async fn register(
     mgr.shared
         .table
         .tell(super::table::Fact::JobLoaded(Box::new(entry)));
-    let planned = spec.sheets.len();
+    let planned = spec.sheet_count();
     if let Err(e) = mgr.send(Event::RegisterJob(Box::new(spec))) {
         mgr.set_status(&job_id, DaemonJobStatus::Failed, Some(&e))
             .await;

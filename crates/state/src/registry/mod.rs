@@ -745,7 +745,7 @@ impl Registry {
             tx.execute(
                 "INSERT INTO job_scores (job_id, config_snapshot_json) VALUES (?1, ?2) \
                  ON CONFLICT(job_id) DO UPDATE SET config_snapshot_json=excluded.config_snapshot_json",
-                params![state.job_id, snapshot.as_str()],
+                params![state.job_id, snapshot.text()],
             )
             .map_err(self.err(&ctx))?;
         }
@@ -1237,7 +1237,7 @@ fn write_score(tx: &Connection, job_id: &str, score: &JobScore) -> Result<(), Wr
         params![
             job_id,
             score.yaml,
-            score.snapshot.as_ref().map(crate::ConfigSnapshot::as_str)
+            score.snapshot.as_ref().map(crate::ConfigSnapshot::text)
         ],
     )?;
     Ok(())

@@ -523,6 +523,27 @@ fn active_jobs(client: &mut BlockingClient) -> Result<u64> {
     Ok(page.get("total").and_then(Value::as_u64).unwrap_or(0))
 }
 
+/// The conductor's part of a dashboard jobs page: the one `job.list_page` it asks (a page
+/// of 100 rows, the counts and the loaded rows' progress), on a fresh connection as the
+/// dashboard makes one a call. Timed beside the page, it says where the page's time goes.
+fn page_call(socket: &Path) -> Result<Duration> {
+    let started = Instant::now();
+    let mut client = BlockingClient::connect(socket).map_err(|source| BenchError::Ipc {
+        method: methods::JOB_LIST_PAGE,
+        source,
+    })?;
+    client
+        .call_value(
+            methods::JOB_LIST_PAGE,
+            json!({"limit": 100, "offset": 0, "counts": true, "progress": true}),
+        )
+        .map_err(|source| BenchError::Ipc {
+            method: methods::JOB_LIST_PAGE,
+            source,
+        })?;
+    Ok(started.elapsed())
+}
+
 /// 1,000 jobs × 10 instant sheets submitted at once (straight to the socket); `list`,
 /// `status` and the dashboard's jobs page timed while they run.
 pub(crate) fn many_live(mozart: &MozartExe, report: &mut Report) -> Result<()> {
@@ -559,6 +580,7 @@ pub(crate) fn many_live(mozart: &MozartExe, report: &mut Report) -> Result<()> {
         Ok(started.elapsed())
     });
     let (mut list, mut overview, mut page) = (Vec::new(), Vec::new(), Vec::new());
+    let mut call = Vec::new();
     loop {
         let active = active_jobs(&mut client)?;
         if active == 0 && submitting.is_finished() {
@@ -567,6 +589,7 @@ pub(crate) fn many_live(mozart: &MozartExe, report: &mut Report) -> Result<()> {
         list.push(env.time_ok(&["list"])?);
         overview.push(env.time_ok(&["status"])?);
         page.push(web.get("/")?.0);
+        call.push(page_call(&env.socket)?);
         if started.elapsed() > Duration::from_secs(900) {
             return Err(BenchError::Timeout {
                 what: format!("{active} of the 1,000 jobs to finish"),
@@ -596,6 +619,11 @@ pub(crate) fn many_live(mozart: &MozartExe, report: &mut Report) -> Result<()> {
         ("list", "`mozart list`", list),
         ("overview", "`mozart status` (overview)", overview),
         ("dashboard", "dashboard jobs page over HTTP", page),
+        (
+            "dashboard_call",
+            "the jobs page's `job.list_page` alone (its conductor part)",
+            call,
+        ),
     ] {
         let n = samples.len();
         if n == 0 {
