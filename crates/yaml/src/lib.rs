@@ -14,6 +14,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 pub mod de;
+mod fast;
 
 pub use de::{from_node, from_str, DeError};
 
@@ -248,6 +249,9 @@ impl YamlError {
 }
 
 /// Parse one YAML document. `Ok(None)` means the stream holds no document (empty file).
+///
+/// The block-style subset scores are written in is read by `fast`, straight from the bytes;
+/// anything else (and every error) by yaml-rust2.
 pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
     if text.len() > MAX_DOCUMENT_BYTES {
         return Err(YamlError {
@@ -270,6 +274,23 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
             source_line: None,
         });
     }
+    if let Some(root) = fast::parse(text) {
+        return Ok(Some(root));
+    }
+    parse_reference(text)
+}
+
+/// The fast reader's tree of `text`, `None` when it leaves `text` to yaml-rust2: exposed for
+/// the differential test against [`parse_reference`].
+#[doc(hidden)]
+pub fn parse_fast(text: &str) -> Option<Node> {
+    fast::parse(text)
+}
+
+/// [`parse`] through yaml-rust2 alone, without the fast reader for the block-style subset
+/// (`fast`): the reference the fast reader is checked against (`tests/fast_reader.rs`).
+#[doc(hidden)]
+pub fn parse_reference(text: &str) -> Result<Option<Node>, YamlError> {
     let mut builder = Builder::default();
     let mut parser = Parser::new_from_str(text);
     let result = parser.load(&mut builder, true);
