@@ -275,6 +275,10 @@ impl Reader<'_> {
         let rest = &self.s[self.pos..];
         let at = |i: usize| rest.get(i).copied().unwrap_or(0);
         let mut i = 0;
+        if matches!(at(0), b'[' | b'{') {
+            // A flow collection; as a key (`[a]: b`) it is yaml-rust2's anyway.
+            return false;
+        }
         if let q @ (b'\'' | b'"') = at(0) {
             i = 1;
             loop {
@@ -442,7 +446,11 @@ impl Reader<'_> {
                 // Unterminated, or an escape (double quotes): yaml-rust2 words the error or
                 // decodes the escape.
                 0 if self.at_end() => return Err(Out),
-                b'\\' if !single => return Err(Out),
+                b'\\' if !single => {
+                    text.push_str(&self.text[from..self.pos]);
+                    self.escape(&mut text, indent)?;
+                    from = self.pos;
+                }
                 b if b == quote => {
                     text.push_str(&self.text[from..self.pos]);
                     if single && self.peek_at(1) == b'\'' {
@@ -457,6 +465,63 @@ impl Reader<'_> {
                 _ => self.pos += 1,
             }
         }
+    }
+
+    /// The escape at `pos` (a `\\` in double quotes), decoded as yaml-rust2 decodes it; an
+    /// escaped line break joins the lines without a space.
+    fn escape(&mut self, text: &mut String, indent: usize) -> R<()> {
+        let simple = match self.peek_at(1) {
+            b'\n' => {
+                self.pos += 1;
+                let breaks = self.skip_breaks();
+                if self.at_end() || indent == usize::MAX || self.pos - self.line_start <= indent {
+                    return Err(Out);
+                }
+                text.extend(std::iter::repeat_n('\n', breaks));
+                return Ok(());
+            }
+            b'0' => '\0',
+            b'a' => '\x07',
+            b'b' => '\x08',
+            b't' => '\t',
+            b'n' => '\n',
+            b'v' => '\x0b',
+            b'f' => '\x0c',
+            b'r' => '\r',
+            b'e' => '\x1b',
+            b' ' => ' ',
+            b'"' => '"',
+            b'/' => '/',
+            b'\\' => '\\',
+            b'N' => '\u{85}',
+            b'_' => '\u{a0}',
+            b'L' => '\u{2028}',
+            b'P' => '\u{2029}',
+            b'x' | b'u' | b'U' => {
+                let len = match self.peek_at(1) {
+                    b'x' => 2,
+                    b'u' => 4,
+                    _ => 8,
+                };
+                let digits = self.s.get(self.pos + 2..self.pos + 2 + len).ok_or(Out)?;
+                if !digits.iter().all(u8::is_ascii_hexdigit) {
+                    return Err(Out);
+                }
+                let code = std::str::from_utf8(digits)
+                    .ok()
+                    .and_then(|d| u32::from_str_radix(d, 16).ok())
+                    .and_then(char::from_u32)
+                    .ok_or(Out)?;
+                text.push(code);
+                self.pos += 2 + len;
+                return Ok(());
+            }
+            // Unknown escapes are yaml-rust2's to word.
+            _ => return Err(Out),
+        };
+        text.push(simple);
+        self.pos += 2;
+        Ok(())
     }
 
     /// At a line break: step over it, the empty lines after it and the next line's
