@@ -42,19 +42,29 @@ pub(crate) fn parse(text: &str) -> Option<Node> {
 /// a byte-order mark anywhere, and `---`, `...` or `%` at the start of a line (documents and
 /// directives).
 fn plain_bytes(s: &[u8]) -> bool {
-    let mut line_start = true;
-    for (i, &b) in s.iter().enumerate() {
-        if line_start
-            && (b == b'%' || s[i..].starts_with(b"---") || s[i..].starts_with(b"..."))
-        {
-            return false;
-        }
-        if (b < 0x20 && b != b'\n') || b == 0x7f || (b == 0xef && s[i..].starts_with(&[0xef, 0xbb, 0xbf])) {
-            return false;
-        }
-        line_start = b == b'\n';
+    // One branch-free pass over the text (the compiler vectorises it) finds whether any byte
+    // needs a closer look: a control byte, DEL, or 0xEF (a byte-order mark starts with it).
+    let suspect = s.iter().fold(false, |seen, &b| {
+        seen | ((b < 0x20 && b != b'\n') | (b == 0x7f) | (b == 0xef))
+    });
+    if suspect
+        && s.iter().enumerate().any(|(i, &b)| {
+            (b < 0x20 && b != b'\n') || b == 0x7f || s[i..].starts_with(&[0xef, 0xbb, 0xbf])
+        })
+    {
+        return false;
     }
-    true
+    // Then the start of each line.
+    let mut rest = s;
+    loop {
+        if rest.first() == Some(&b'%') || rest.starts_with(b"---") || rest.starts_with(b"...") {
+            return false;
+        }
+        match rest.iter().position(|b| *b == b'\n') {
+            Some(i) => rest = &rest[i + 1..],
+            None => return true,
+        }
+    }
 }
 
 /// Whether `b` (0 at the end of the text) ends a token: a space, a line break or the end.
@@ -331,7 +341,9 @@ impl Reader<'_> {
             }
         };
         // A simple key is at most 1024 characters long in yaml-rust2.
-        if self.pos - self.line_start > 1000 || self.peek() != b':' || !blank_or_end(self.peek_at(1))
+        if self.pos - self.line_start > 1000
+            || self.peek() != b':'
+            || !blank_or_end(self.peek_at(1))
         {
             return Err(Out);
         }

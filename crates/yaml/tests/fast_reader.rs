@@ -61,14 +61,14 @@ fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() {
-            if path.file_name().is_some_and(|n| n == "target" || n == ".git") {
+            if path
+                .file_name()
+                .is_some_and(|n| n == "target" || n == ".git")
+            {
                 continue;
             }
             yaml_files(&path, out);
-        } else if path
-            .extension()
-            .is_some_and(|e| e == "yaml" || e == "yml")
-        {
+        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
             out.push(path);
         }
     }
@@ -115,7 +115,8 @@ fn the_corpus_score_and_most_files_take_the_fast_path_and_agree() {
     );
     // The score `mozart-bench` times `validate` on must not fall back.
     assert!(
-        fast.iter().any(|n| n.ends_with("tests/bench/iterative-dev-loop.yaml")),
+        fast.iter()
+            .any(|n| n.ends_with("tests/bench/iterative-dev-loop.yaml")),
         "the 516-sheet corpus score left the fast path"
     );
     assert!(
@@ -222,9 +223,9 @@ impl Lcg {
 }
 
 const SNIPPETS: &[&str] = &[
-    " ", "  ", "\n", "\n\n", "\n  ", ": ", ":", "- ", "-", "#", " #", "'", "''", "\"", "|",
-    "|-", ">", ">+", "[", "]", "{", "}", ",", "x", "a: b", "\n- ", "\n  - ", "\n  k: ", "1",
-    "~", "yes", "\\", "é", "&a", "*a", "!", "?", "%", "...", "---",
+    " ", "  ", "\n", "\n\n", "\n  ", ": ", ":", "- ", "-", "#", " #", "'", "''", "\"", "|", "|-",
+    ">", ">+", "[", "]", "{", "}", ",", "x", "a: b", "\n- ", "\n  - ", "\n  k: ", "1", "~", "yes",
+    "\\", "é", "&a", "*a", "!", "?", "%", "...", "---",
 ];
 
 fn char_floor(text: &str, mut i: usize) -> usize {
