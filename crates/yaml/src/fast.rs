@@ -21,6 +21,10 @@ pub(crate) struct Out;
 
 type R<T> = Result<T, Out>;
 
+/// Deeper nesting is left to yaml-rust2: the reader recurses once per level, and a score
+/// may be loaded on a thread with a small stack.
+const MAX_DEPTH: usize = 128;
+
 /// The tree of `text`, or `None` when it is not in the subset (the caller then uses yaml-rust2).
 pub(crate) fn parse(text: &str) -> Option<Node> {
     let s = text.as_bytes();
@@ -34,6 +38,7 @@ pub(crate) fn parse(text: &str) -> Option<Node> {
         line: 1,
         line_start: 0,
         nodes: 0,
+        depth: 0,
     };
     r.document().ok()
 }
@@ -96,6 +101,8 @@ struct Reader<'a> {
     /// Byte offset where `pos`'s line starts.
     line_start: usize,
     nodes: usize,
+    /// Collections open around `pos`.
+    depth: usize,
 }
 
 impl Reader<'_> {
@@ -139,6 +146,16 @@ impl Reader<'_> {
             return Err(Out);
         }
         Ok(Node { kind, line, col })
+    }
+
+    /// One more collection open; gives up past [`MAX_DEPTH`]. (A collection that gives up
+    /// is not closed: the whole reading is abandoned then.)
+    fn enter(&mut self) -> R<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(Out);
+        }
+        Ok(())
     }
 
     fn skip_spaces(&mut self) -> bool {
@@ -204,6 +221,7 @@ impl Reader<'_> {
 
     /// A block mapping whose first key is at `pos`, column `indent`.
     fn block_map(&mut self, indent: usize) -> R<Node> {
+        self.enter()?;
         let mut entries = Vec::new();
         let mut index = KeyIndex::default();
         let mut mark = None;
@@ -221,12 +239,14 @@ impl Reader<'_> {
             }
         }
         let entries = apply_merge(entries).map_err(|_| Out)?;
+        self.depth -= 1;
         self.node(NodeKind::Map(entries), mark.ok_or(Out)?)
     }
 
     /// A block sequence whose first `-` is at `pos`, column `indent`; `indentless` when it is
     /// a mapping value at the mapping's own column (a key at that column then ends it).
     fn block_seq(&mut self, indent: usize, indentless: bool) -> R<Node> {
+        self.enter()?;
         let mut mark = self.mark();
         let mut items = Vec::new();
         loop {
@@ -249,6 +269,7 @@ impl Reader<'_> {
                 Some(_) => return Err(Out),
             }
         }
+        self.depth -= 1;
         self.node(NodeKind::Seq(items), mark)
     }
 
@@ -682,6 +703,7 @@ impl Reader<'_> {
 
     /// A one-line flow sequence or mapping of scalars (and of more such collections) at `pos`.
     fn flow(&mut self) -> R<Node> {
+        self.enter()?;
         let mark = self.mark();
         let map = self.peek() == b'{';
         let close = if map { b'}' } else { b']' };
@@ -725,6 +747,7 @@ impl Reader<'_> {
         } else {
             NodeKind::Seq(items)
         };
+        self.depth -= 1;
         self.node(kind, mark)
     }
 

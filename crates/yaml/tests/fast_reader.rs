@@ -205,6 +205,28 @@ fn edge_cases_agree_and_the_subset_is_read() {
     }
 }
 
+#[test]
+fn deep_nesting_is_left_to_yaml_rust2() {
+    // The fast reader recurses per level; past its limit it must give up, not overflow the
+    // stack of a small thread.
+    let deep_flow = format!("a: {}1{}\n", "[".repeat(5_000), "]".repeat(5_000));
+    let deep_block: String = (0..3_000)
+        .map(|i| format!("{}k:\n", " ".repeat(i)))
+        .chain(std::iter::once(format!("{}k: 1\n", " ".repeat(3_000))))
+        .collect();
+    let shallow = format!("a: {}1{}\n", "[".repeat(50), "]".repeat(50));
+    std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(move || {
+            assert!(parse_fast(&deep_flow).is_none());
+            assert!(parse_fast(&deep_block).is_none());
+            assert!(parse_fast(&shallow).is_some());
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
 /// A small deterministic generator (no crate for randomness in the tree).
 struct Lcg(u64);
 
