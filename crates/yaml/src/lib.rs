@@ -14,6 +14,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 pub mod de;
+mod fast;
 
 pub use de::{from_node, from_str, DeError};
 
@@ -248,6 +249,9 @@ impl YamlError {
 }
 
 /// Parse one YAML document. `Ok(None)` means the stream holds no document (empty file).
+///
+/// The block-style subset scores are written in is read by `fast`, straight from the bytes;
+/// anything else (and every error) by yaml-rust2.
 pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
     if text.len() > MAX_DOCUMENT_BYTES {
         return Err(YamlError {
@@ -270,6 +274,23 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
             source_line: None,
         });
     }
+    if let Some(root) = fast::parse(text) {
+        return Ok(Some(root));
+    }
+    parse_reference(text)
+}
+
+/// The fast reader's tree of `text`, `None` when it leaves `text` to yaml-rust2: exposed for
+/// the differential test against [`parse_reference`].
+#[doc(hidden)]
+pub fn parse_fast(text: &str) -> Option<Node> {
+    fast::parse(text)
+}
+
+/// [`parse`] through yaml-rust2 alone, without the fast reader for the block-style subset
+/// (`fast`): the reference the fast reader is checked against (`tests/fast_reader.rs`).
+#[doc(hidden)]
+pub fn parse_reference(text: &str) -> Result<Option<Node>, YamlError> {
     let mut builder = Builder::default();
     let mut parser = Parser::new_from_str(text);
     let result = parser.load(&mut builder, true);
@@ -455,7 +476,7 @@ impl KeyIndex {
 /// as Python's dict has them); `None` for keys equal to nothing (NaN) or unhashable.
 fn key_hash(k: &NodeKind) -> Option<u64> {
     use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
     let number = |f: f64| if f == 0.0 { 0 } else { f.to_bits() };
     match k {
         NodeKind::Int(i) => (0u8, number(*i as f64)).hash(&mut h),
@@ -468,6 +489,22 @@ fn key_hash(k: &NodeKind) -> Option<u64> {
         NodeKind::Seq(_) | NodeKind::Map(_) => return None,
     }
     Some(h.finish())
+}
+
+/// FNV-1a: the keys are the user's own file, not an attacker's input to a long-lived table,
+/// and SipHash was a visible share of loading a score with a 515-key mapping.
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
 }
 
 /// Apply YAML 1.1 `<<` merge keys: merged entries come first, explicit keys override.
@@ -719,6 +756,11 @@ fn resolve_int(v: &str) -> Option<i64> {
     let (sign, body) = split_sign(v);
     if body.is_empty() {
         return None;
+    }
+    // Most integers in a score are plain decimals (`2`, `3600`): read them without the
+    // underscore-stripping copy below. A leading 0 (octal) or an overflow takes the long way.
+    if body.len() < 19 && body.as_bytes()[0] != b'0' && body.bytes().all(|b| b.is_ascii_digit()) {
+        return body.parse::<i64>().ok().map(|n| sign * n);
     }
     let digits = |s: &str, radix: u32| -> Option<i64> {
         let cleaned: String = s.chars().filter(|c| *c != '_').collect();
