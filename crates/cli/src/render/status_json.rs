@@ -116,17 +116,30 @@ pub struct CircuitBreaker {
     pub consecutive_failures: u32,
     /// `Persisted: <trigger>` or an inference note.
     pub reason: String,
+    /// Where the state comes from.
+    pub source: BreakerSource,
+}
+
+/// Where a job's circuit-breaker state comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerSource {
+    /// The conductor's own breaker on one of the job's instruments (live).
+    Conductor,
+    /// The job's last persisted breaker transition.
+    Persisted,
+    /// Inferred from the job's trailing failed sheets.
+    Inferred,
 }
 
 impl CircuitBreaker {
     /// Whether it came from the persisted history rather than inference.
     pub fn is_persisted(&self) -> bool {
-        self.reason.starts_with("Persisted:")
+        self.source == BreakerSource::Persisted
     }
 
     /// Whether it is the conductor's own breaker on one of the job's instruments.
     pub fn is_live(&self) -> bool {
-        self.reason.starts_with("Conductor:")
+        self.source == BreakerSource::Conductor
     }
 }
 
@@ -143,6 +156,7 @@ pub fn circuit_breaker(job: &JobCheckpoint) -> Option<CircuitBreaker> {
             state: hold.state.clone().unwrap_or_else(|| "open".into()),
             consecutive_failures: hold.consecutive_failures.unwrap_or(0),
             reason: format!("Conductor: {}", hold.describe()),
+            source: BreakerSource::Conductor,
         });
     }
     if let Some(last) = job.circuit_breaker_history.last() {
@@ -150,6 +164,7 @@ pub fn circuit_breaker(job: &JobCheckpoint) -> Option<CircuitBreaker> {
             state: last.state.clone(),
             consecutive_failures: last.consecutive_failures,
             reason: format!("Persisted: {}", last.trigger),
+            source: BreakerSource::Persisted,
         });
     }
     let mut failures = 0u32;
@@ -172,12 +187,14 @@ pub fn circuit_breaker(job: &JobCheckpoint) -> Option<CircuitBreaker> {
             state: "open".into(),
             consecutive_failures: failures,
             reason: format!("≥{t} consecutive failures detected (inferred)"),
+            source: BreakerSource::Inferred,
         }
     } else {
         CircuitBreaker {
             state: "closed".into(),
             consecutive_failures: failures,
             reason: format!("Under threshold ({failures}/{t}) (inferred)"),
+            source: BreakerSource::Inferred,
         }
     })
 }

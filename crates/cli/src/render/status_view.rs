@@ -848,7 +848,7 @@ impl View<'_> {
             return;
         };
         self.line(String::new());
-        if msg.contains("Recovered from stale") || msg.contains("ready to resume") {
+        if self.job.message_is_recovery_note() {
             self.line(format!("{} {msg}", self.style.paint("Note:", Color::Cyan)));
         } else {
             self.line(format!("{} {msg}", self.style.paint("Error:", Color::Red)));
@@ -1317,6 +1317,30 @@ mod tests {
             format!("Sheets  {}  100% (3/3)", "█".repeat(40))
         );
         assert!(progress_bar(0, 0).ends_with("  0% (0/0)"));
+    }
+
+    #[test]
+    fn a_recovered_job_shows_a_note_and_a_real_error_an_error() {
+        let mut job = sample();
+        job.status = JobStatus::Running;
+        job.error_message = None;
+        job.pid = Some(u32::MAX - 1);
+        job.mark_zombie_detected(None);
+        let text = render_status(&job, 1_800_000_000.0, &[], &Style::plain());
+        assert!(
+            text.contains("\nNote: Recovered from stale running state (PID"),
+            "{text}"
+        );
+        assert!(!text.contains("Error: Recovered"), "{text}");
+
+        // A real error that merely mentions resuming is still an error.
+        let mut job = sample();
+        job.error_message = Some("sheet 2 failed; fix it and it is ready to resume".into());
+        let text = render_status(&job, 1_800_000_000.0, &[], &Style::plain());
+        assert!(
+            text.contains("\nError: sheet 2 failed; fix it and it is ready to resume"),
+            "{text}"
+        );
     }
 
     #[test]

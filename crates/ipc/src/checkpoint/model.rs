@@ -114,7 +114,19 @@ pub struct SheetFailure {
     pub error_code: Option<String>,
 }
 
+/// How the message of a job recovered from a stale running state begins (upstream's words).
+pub const RECOVERY_NOTE_PREFIX: &str = "Recovered from stale running state";
+
 impl<S> JobCheckpoint<S> {
+    /// Whether the job's `error_message` is the note left by recovering a stale running
+    /// state (the job was paused, nothing failed) rather than an error: the wording is
+    /// upstream's wire text, so the one who writes it is the one who recognises it.
+    pub fn message_is_recovery_note(&self) -> bool {
+        self.error_message
+            .as_deref()
+            .is_some_and(|m| m.starts_with(RECOVERY_NOTE_PREFIX))
+    }
+
     /// A fresh pending checkpoint.
     pub fn new(job_id: impl Into<String>, job_name: impl Into<String>, total_sheets: u32) -> Self {
         let now = Timestamp::now();
@@ -515,7 +527,7 @@ impl<S> JobCheckpoint<S> {
         self.pid = None;
         self.touch();
         let mut msg = format!(
-            "Recovered from stale running state (PID {previous_pid} no longer active). \
+            "{RECOVERY_NOTE_PREFIX} (PID {previous_pid} no longer active). \
              Job is now paused and ready to resume."
         );
         if let Some(r) = reason.filter(|r| !r.is_empty()) {
@@ -738,6 +750,7 @@ mod tests {
             "Recovered from stale running state (PID {dead} no longer active)."
         )));
         assert!(msg.ends_with(ZOMBIE_ON_LOAD_TRIGGER));
+        assert!(cp.message_is_recovery_note());
 
         let mut cp = three();
         cp.status = JobStatus::Running;
@@ -745,6 +758,7 @@ mod tests {
         cp.error_message = Some("real error".into());
         cp.mark_zombie_detected(None);
         assert_eq!(cp.error_message.as_deref(), Some("real error"));
+        assert!(!cp.message_is_recovery_note(), "a real error is not a note");
     }
 
     #[test]
