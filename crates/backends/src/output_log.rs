@@ -24,16 +24,18 @@ const MAX_HELD_KEY: usize = 256 * 1024;
 /// existing directory (a workspace from an older Mozart) is restricted too.
 pub fn private_dir(dir: &Path) -> io::Result<()> {
     // Every attempt asks, and from its second sheet on a job's logs directory is there and
-    // already private: one `stat` says so (creating it first costs a `mkdir` and two
-    // `stat`s: issue 24's fan-out paid them per sheet).
-    if std::fs::metadata(dir).is_ok_and(|m| m.is_dir() && m.permissions().mode() & 0o777 == 0o700) {
-        return Ok(());
-    }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    let meta = std::fs::metadata(dir)?;
+    // already private: one `stat` says so (creating it first costs a `mkdir` and another
+    // `stat`: issue 24's fan-out paid them per sheet).
+    let meta = match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => meta,
+        _ => {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
+            std::fs::metadata(dir)?
+        }
+    };
     if meta.permissions().mode() & 0o777 != 0o700 {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     }

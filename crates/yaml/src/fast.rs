@@ -8,8 +8,8 @@
 //! one-line flow collections of scalars, comments — with the same values, the same line and
 //! column marks and the same resolution (it shares the builder's [`resolve_plain`],
 //! [`KeyIndex`] and [`apply_merge`]). Whatever it is not sure of (anchors, aliases, tags,
-//! tabs, `\r`, directives, document markers, escapes, empty values, multi-line flow
-//! collections, anything yaml-rust2 would refuse) makes it give up, and the caller loads the
+//! tabs, `\r`, directives, document markers, empty values, multi-line flow collections,
+//! anything yaml-rust2 would refuse) makes it give up, and the caller loads the
 //! text with yaml-rust2, which stays the reference: every error message comes from there.
 //! `tests/fast_reader.rs` checks both agree on every score and YAML file in the repository
 //! and on mutations of them.
