@@ -68,6 +68,22 @@ fn the_overview_of_many_active_scores_shows_the_newest_and_counts_them_all() {
     assert_eq!(listed, 23, "{}", stdout(&out));
 }
 
+/// Wait (up to a minute) until the conductor reports the job running.
+fn wait_running(env: &TestEnv, job: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let answer = env.raw_call("job.status", json!({"job_id": job}));
+        if answer["result"]["status"] == "running" {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{job} never ran: {answer}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// Finished jobs written to the registry before the conductor starts, one a minute.
 fn seed_finished(env: &TestEnv, jobs: u32) {
     let registry = Registry::open(&env.home.join("registry.db")).unwrap();
@@ -210,6 +226,18 @@ impl CountingProxy {
         CountingProxy { socket, methods }
     }
 
+    /// Wait (up to a minute) until `method` has been asked for.
+    fn wait_for(&self, method: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !self.methods.lock().unwrap().iter().any(|m| m == method) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{method} never asked for"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// The methods asked for since the last call, in order.
     fn take(&self) -> Vec<String> {
         std::mem::take(&mut *self.methods.lock().unwrap())
@@ -281,9 +309,16 @@ fn the_dashboard_jobs_page_asks_for_every_row_s_progress_in_one_call() {
         let path = env.write_score(&format!("{name}.yaml"), &sleepy_shell_score(&name, 2, 60.0));
         submit(&env, &path);
     }
+    // A loaded machine may not have started every job yet: the page is read once all run.
+    for i in 0..5 {
+        wait_running(&env, &format!("busy-{i}"));
+    }
     let proxy = CountingProxy::in_place_of(&env);
     let dash = start_dashboard(&env, &[]);
     let cookie = login(&dash.addr, &dash.url);
+    // The dashboard follows the conductor's event stream from its start, once — on a loaded
+    // machine that subscription may come late; it is not a call of the render below.
+    proxy.wait_for("daemon.monitor.stream");
     proxy.take();
 
     let r = web::http(&dash.addr, "GET", "/", &[("Cookie", cookie.as_str())], "");
