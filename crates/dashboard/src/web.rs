@@ -349,10 +349,16 @@ impl App {
                 self.set_up(true);
                 let jobs = page.jobs.0;
                 self.refresh_summaries(&jobs, page.progress).await;
-                let sums: HashMap<String, JobSummary> = lock(&self.summaries)
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.1.clone()))
-                    .collect();
+                // The page's rows only: the cache keeps every job seen (1,000 and more).
+                let sums: HashMap<String, JobSummary> = {
+                    let cache = lock(&self.summaries);
+                    jobs.iter()
+                        .filter_map(|j| {
+                            let id = j.job_id();
+                            cache.get(id).map(|v| (id.to_string(), v.1.clone()))
+                        })
+                        .collect()
+                };
                 let rows = view::job_rows(&jobs, &sums, filter, mozart_ipc::time::epoch_now());
                 let counts: Vec<(String, usize)> = view::STATUSES
                     .iter()
