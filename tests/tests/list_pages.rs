@@ -349,3 +349,47 @@ fn the_dashboard_jobs_page_asks_for_every_row_s_progress_in_one_call() {
         "one call a render"
     );
 }
+
+#[test]
+fn the_dashboard_jobs_page_shows_finished_rows_progress_from_the_same_call() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    for i in 0..5 {
+        let name = format!("done-{i}");
+        let path = env.write_score(&format!("{name}.yaml"), &sleepy_shell_score(&name, 2, 0.0));
+        submit(&env, &path);
+    }
+    for i in 0..5 {
+        env.wait_completed(&format!("done-{i}"));
+    }
+    let proxy = CountingProxy::in_place_of(&env);
+    let dash = start_dashboard(&env, &[]);
+    let cookie = login(&dash.addr, &dash.url);
+    proxy.wait_for("daemon.monitor.stream");
+    proxy.take();
+
+    let r = web::http(&dash.addr, "GET", "/", &[("Cookie", cookie.as_str())], "");
+    assert_eq!(r.status, 200, "{}", r.raw);
+    let asked = proxy.take();
+    // Each finished row shows its progress...
+    for i in 0..5 {
+        assert!(
+            r.raw.contains(&format!("data-job=\"done-{i}\"")),
+            "{}",
+            r.raw
+        );
+    }
+    assert_eq!(
+        r.raw.matches(">2&#x2f;2 done<").count(),
+        5,
+        "each finished row's progress:\n{}",
+        r.raw
+    );
+    // ...given with the page by the conductor, which keeps a finished job's progress: not a
+    // `job.status` per finished row (a dozen more calls a render while 1,000 jobs run).
+    assert_eq!(
+        asked,
+        vec!["job.list_page".to_string()],
+        "one call a render"
+    );
+}

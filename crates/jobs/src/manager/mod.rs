@@ -95,6 +95,12 @@ pub(crate) struct JobEntry {
     /// Each sheet's last status once the job has finished (its checkpoint then lives only in
     /// the registry): what the monitor stream diffs against.
     pub final_sheets: Vec<(u32, mozart_state::SheetStatus)>,
+    /// The job's progress once it has finished, kept from its last live checkpoint (which
+    /// is then let go) when that was small enough to count (see `owner::progress`): a
+    /// jobs page gives a finished row its progress with the rows, where without it the
+    /// dashboard asked `job.status` of each finished row, a dozen more calls a render
+    /// while 1,000 jobs run (issue 24).
+    pub final_progress: Option<mozart_ipc::status::JobProgress>,
     /// What the running job's attempts hand over to the baton task.
     pub rt: table::RunState,
     /// Why a queued job does not run yet (`waiting for a job slot (…)`), shown by `status`.
@@ -136,6 +142,7 @@ impl JobEntry {
             run,
             halted: false,
             final_sheets: Vec::new(),
+            final_progress: None,
             rt: table::RunState::default(),
             waiting: None,
             replacing: false,

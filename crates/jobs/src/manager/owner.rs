@@ -12,6 +12,13 @@ use super::host::ConductorHost;
 use super::table::{Command, JobFacts, LiveList, LiveStatus, Query, WatchStep};
 use super::{lock, wire};
 
+/// Whether a job's progress is counted on the table (`job.progress`, a jobs page's rows):
+/// a walk over its sheets, so only for a job of at most
+/// [`mozart_ipc::status::PROGRESS_SHEETS`] whose sheets are all whole in memory.
+pub(super) fn countable(compacted: bool, live: &mozart_state::CheckpointState) -> bool {
+    !compacted && live.total_sheets <= mozart_ipc::status::PROGRESS_SHEETS
+}
+
 impl ConductorHost {
     /// Handle one message from another task.
     pub(super) fn handle(&mut self, command: Command) {
@@ -134,9 +141,10 @@ impl ConductorHost {
     }
 
     /// Each asked-for job's progress, for the jobs small enough to count here (`job.progress`
-    /// and a jobs page's rows; it leaves out jobs not loaded, without a checkpoint, with
-    /// completed sheets kept as facts only, or larger than
-    /// [`mozart_ipc::status::PROGRESS_SHEETS`]: the caller asks `job.status` about those).
+    /// and a jobs page's rows; a finished job's as its last live checkpoint gave it). It
+    /// leaves out jobs not loaded, without a checkpoint, with completed sheets kept as facts
+    /// only, or larger than [`mozart_ipc::status::PROGRESS_SHEETS`]: the caller asks
+    /// `job.status` about those.
     fn progress(
         &self,
         job_ids: Vec<String>,
@@ -145,11 +153,14 @@ impl ConductorHost {
             .into_iter()
             .filter_map(|id| {
                 let e = self.table.jobs.get(&id)?;
-                let live = e.live.as_ref()?;
-                if e.compacted || live.total_sheets > mozart_ipc::status::PROGRESS_SHEETS {
-                    return None;
-                }
-                let progress = mozart_ipc::status::JobProgress::of(live);
+                let progress = match e.live.as_ref() {
+                    Some(live) if countable(e.compacted, live) => {
+                        mozart_ipc::status::JobProgress::of(live)
+                    }
+                    Some(_) => return None,
+                    // Finished: what its last live checkpoint said (kept at its end).
+                    None => e.final_progress.clone()?,
+                };
                 Some((id, progress))
             })
             .collect()
