@@ -146,8 +146,7 @@ impl StreamCursor {
         self.jobs.retain(|_, seen| seen.poll == poll);
 
         for (id, queue) in table.observed.iter() {
-            let (start_last, start_same) =
-                self.observed.get(id).copied().unwrap_or((f64::MIN, 0));
+            let (start_last, start_same) = self.observed.get(id).copied().unwrap_or((f64::MIN, 0));
             // The baton stamps its records from a monotonic clock, so a queue is in time
             // order: nothing is fresh when its newest record is older than the last one
             // sent, or as old and no more of them share that time.
