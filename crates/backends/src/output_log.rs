@@ -3,10 +3,10 @@
 //! redacted like everything else Mozart keeps (issue 21). Other users on the machine read
 //! neither the prompts' answers nor a key an instrument printed.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
 
@@ -64,6 +64,8 @@ struct LogsDir {
     /// again (or another workspace moved into its place) is listed anew.
     id: (u64, u64),
     present: Vec<u64>,
+    /// Known under another name too: every log is looked for.
+    untracked: bool,
 }
 
 impl LogsDir {
@@ -127,6 +129,7 @@ fn known_dir(dir: &Path, meta: &std::fs::Metadata, created: bool) {
     let mut record = LogsDir {
         id,
         present: Vec::new(),
+        untracked: false,
     };
     if !created {
         let Ok(entries) = std::fs::read_dir(dir) else {
@@ -143,10 +146,34 @@ fn known_dir(dir: &Path, meta: &std::fs::Metadata, created: bool) {
         }
     }
     // The same directory under another name (a symbolic link, `..`): a log created through
-    // one name would not be noted under the other, so neither is tracked.
-    let before = dirs.len();
-    dirs.retain(|_, known| known.id != id);
-    if dirs.len() < before {
+    // one name would not be noted under the other, so neither is tracked. (A record whose
+    // directory is gone, its inode now another's, is just dropped.)
+    let same_id = |path: &Path| std::fs::metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == id);
+    let aliases: Vec<PathBuf> = dirs
+        .iter()
+        .filter(|(_, known)| known.id == id)
+        .map(|(path, _)| path.clone())
+        .collect();
+    let mut aliased = false;
+    for path in aliases {
+        if same_id(&path) {
+            aliased = true;
+            if let Some(known) = dirs.get_mut(&path) {
+                known.untracked = true;
+            }
+        } else {
+            dirs.remove(&path);
+        }
+    }
+    if aliased {
+        dirs.insert(
+            dir.to_path_buf(),
+            LogsDir {
+                id,
+                present: Vec::new(),
+                untracked: true,
+            },
+        );
         return;
     }
     if dirs.len() >= MAX_KNOWN_DIRS {
@@ -172,7 +199,9 @@ pub fn may_exist(path: &Path) -> bool {
     let (Some(dir), Some(bit)) = (path.parent(), path.file_name().and_then(log_bit)) else {
         return true;
     };
-    known_dirs().get(dir).is_none_or(|known| known.get(bit))
+    known_dirs()
+        .get(dir)
+        .is_none_or(|known| known.untracked || known.get(bit))
 }
 
 /// Remove an earlier attempt's log at `path`, so the file holds the coming attempt's
@@ -389,6 +418,49 @@ mod tests {
             std::fs::read_to_string(&dst).unwrap(),
             "password: [REDACTED]"
         );
+    }
+
+    /// A logs directory is looked at once: a fresh one holds no log, a directory met
+    /// later is listed, what is created since is noted, and a directory replaced at the
+    /// same path is listed anew.
+    #[test]
+    fn the_logs_that_can_exist_are_known_without_looking() {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("fresh/logs");
+        private_dir(&logs).unwrap();
+        let out = logs.join("sheet-07.stdout.log");
+        assert!(!may_exist(&out), "a directory just created holds no log");
+        assert!(
+            may_exist(&logs.join("notes.txt")),
+            "any other name is looked for"
+        );
+        drop(RedactingLog::create(&out).unwrap());
+        assert!(may_exist(&out), "a log created since is known");
+        remove_stale(&out);
+        assert!(!out.exists());
+        assert!(!may_exist(&out), "and known gone once removed");
+
+        // A directory with logs from before this process (a resumed job).
+        let old = dir.path().join("old/logs");
+        std::fs::create_dir_all(&old).unwrap();
+        std::fs::write(old.join("sheet-3.stderr.log"), "earlier").unwrap();
+        private_dir(&old).unwrap();
+        assert!(may_exist(&old.join("sheet-3.stderr.log")));
+        assert!(!may_exist(&old.join("sheet-3.stdout.log")));
+        assert!(!may_exist(&old.join("sheet-4.stderr.log")));
+        remove_stale(&old.join("sheet-3.stderr.log"));
+        assert!(!old.join("sheet-3.stderr.log").exists());
+
+        // The directory replaced by another (a workspace moved into place).
+        let moved = dir.path().join("moved");
+        std::fs::create_dir_all(&moved).unwrap();
+        std::fs::write(moved.join("sheet-9.stdout.log"), "other").unwrap();
+        std::fs::remove_dir_all(&old).unwrap();
+        std::fs::rename(&moved, &old).unwrap();
+        private_dir(&old).unwrap();
+        assert!(may_exist(&old.join("sheet-9.stdout.log")));
+        remove_stale(&old.join("sheet-9.stdout.log"));
+        assert!(!old.join("sheet-9.stdout.log").exists());
     }
 
     #[test]
