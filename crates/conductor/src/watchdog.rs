@@ -105,9 +105,8 @@ impl Follower {
                 .map(|m| (m.dev(), m.ino()));
             if at_path.is_some() && at_path != self.file.as_ref().map(|(_, id)| *id) {
                 self.reset();
-                self.file = at_path.and_then(|id| {
-                    std::fs::File::open(&self.path).ok().map(|f| (f, id))
-                });
+                self.file =
+                    at_path.and_then(|id| std::fs::File::open(&self.path).ok().map(|f| (f, id)));
             }
         }
         let Some((file, _)) = &self.file else { return };
@@ -149,8 +148,7 @@ impl Follower {
                 }
                 (Some("@"), Some(pgid)) => {
                     let deadline = f.next().and_then(|d| d.parse::<f64>().ok());
-                    if let (Some(entry), Some(deadline)) = (self.tracked.get_mut(&pgid), deadline)
-                    {
+                    if let (Some(entry), Some(deadline)) = (self.tracked.get_mut(&pgid), deadline) {
                         entry.1 = deadline;
                     }
                 }
@@ -336,7 +334,10 @@ mod tests {
         let mut follower = Follower::new(path.clone());
         follower.poll(true);
         assert!(follower.tracked.is_empty(), "no journal yet");
-        append(&path, "= 1 1\n+ 10 100 1 job a\n@ 10 50.5\n+ 11 110 2 job a\n@ 11 60\n");
+        append(
+            &path,
+            "= 1 1\n+ 10 100 1 job a\n@ 10 50.5\n+ 11 110 2 job a\n@ 11 60\n",
+        );
         follower.poll(true);
         assert_eq!(follower.tracked.get(&10), Some(&(100, 50.5)));
         assert_eq!(follower.tracked.get(&11), Some(&(110, 60.0)));
