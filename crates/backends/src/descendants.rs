@@ -61,11 +61,7 @@ impl AttemptTag {
     /// A fresh tag (`<pid>.<counter>`).
     pub fn new() -> AttemptTag {
         static NEXT: AtomicU64 = AtomicU64::new(1);
-        AttemptTag(format!(
-            "{}.{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ))
+        AttemptTag(format!("{}.{}", me(), NEXT.fetch_add(1, Ordering::Relaxed)))
     }
 
     /// The value of [`ATTEMPT_VAR`].
@@ -368,7 +364,11 @@ impl Drop for Spawned {
 
 /// This process's id.
 pub(crate) fn me() -> i32 {
-    i32::try_from(std::process::id()).unwrap_or(0)
+    // Asked twice per attempt's end, and `getpid` is a system call; the conductor never
+    // forks without `exec`, so its id does not change under it.
+    static ME: std::sync::LazyLock<i32> =
+        std::sync::LazyLock::new(|| i32::try_from(std::process::id()).unwrap_or(0));
+    *ME
 }
 
 /// Direct children of ours that an attempt's processes left to us (their parent died; we

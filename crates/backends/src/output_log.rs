@@ -223,6 +223,24 @@ pub fn remove_stale(path: &Path) {
 /// Create (or truncate) `path` as a file only its owner can read and write: 0600 even when
 /// it existed with wider permissions.
 pub fn create_private(path: &Path) -> io::Result<File> {
+    if !may_exist(path) {
+        // Known absent (a fresh job's log): created exclusively, its mode is 0600 less the
+        // umask, never wider, so no `fstat` is needed to check it. Found there after all
+        // (another program made it): handled as an existing file below.
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+        {
+            Ok(file) => {
+                note_log(path, true);
+                return Ok(file);
+            }
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(err) => return Err(err),
+        }
+    }
     let file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
