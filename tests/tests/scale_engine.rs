@@ -79,6 +79,57 @@ fn silent_streams_leave_no_empty_log_files_and_printed_output_stays() {
     env.stop_conductor();
 }
 
+/// A sheet's log holds its last attempt's output only, whatever earlier attempt wrote one:
+/// a retried attempt, another job's run in the same workspace, a run before the conductor
+/// started. The conductor skips the look for an earlier log when it knows there is none
+/// (issue 24): what it knows must cover all three.
+#[test]
+fn a_silent_attempt_leaves_no_earlier_attempts_log() {
+    let env = TestEnv::new();
+    let logs = env.work.join("relog-ws/logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    std::fs::write(logs.join("sheet-03.stderr.log"), "from a run before\n").unwrap();
+    env.start_conductor();
+    let first = "name: relog-a\nworkspace: ./relog-ws\ninstrument: shell\n\
+                 pause_between_sheets_seconds: 0\n\
+                 retry: {max_retries: 2, base_delay_seconds: 1, jitter: false}\n\
+                 sheet: {size: 1, total_items: 3}\n\
+                 prompt:\n  template: |\n    \
+                 {% if sheet_num == 1 %}RUN: if [ -e tried ]; then echo ok; else touch tried; echo first-attempt-err >&2; exit 1; fi\
+                 {% elif sheet_num == 2 %}RUN: echo a-two-err >&2\
+                 {% else %}RUN: echo quiet{% endif %}\n";
+    let score = env.write_score("relog-a", first);
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    env.wait_completed("relog-a");
+    assert!(
+        !logs.join("sheet-01.stderr.log").exists(),
+        "sheet 1's second attempt printed nothing on stderr: its first attempt's log is gone"
+    );
+    assert!(
+        !logs.join("sheet-03.stderr.log").exists(),
+        "sheet 3 printed nothing on stderr: the log of a run before the conductor started is gone"
+    );
+    let two = std::fs::read_to_string(logs.join("sheet-02.stderr.log")).unwrap();
+    assert!(two.contains("a-two-err"), "{two}");
+
+    let second = "name: relog-b\nworkspace: ./relog-ws\ninstrument: shell\n\
+                  pause_between_sheets_seconds: 0\n\
+                  sheet: {size: 1, total_items: 2}\n\
+                  prompt:\n  template: \"RUN: echo b\"\n";
+    let score = env.write_score("relog-b", second);
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    env.wait_completed("relog-b");
+    assert!(
+        !logs.join("sheet-02.stderr.log").exists(),
+        "the other job's sheet 2 printed nothing on stderr: the first job's log is gone"
+    );
+    let out2 = std::fs::read_to_string(logs.join("sheet-02.stdout.log")).unwrap();
+    assert!(out2.contains('b'), "{out2}");
+    env.stop_conductor();
+}
+
 /// After a job, once the conductor has gone quiet, the registry's WAL does not keep the
 /// size the job's writes gave it (it stayed at 104 MB after a 10,000-sheet job).
 #[test]

@@ -61,11 +61,7 @@ impl AttemptTag {
     /// A fresh tag (`<pid>.<counter>`).
     pub fn new() -> AttemptTag {
         static NEXT: AtomicU64 = AtomicU64::new(1);
-        AttemptTag(format!(
-            "{}.{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ))
+        AttemptTag(format!("{}.{}", me(), NEXT.fetch_add(1, Ordering::Relaxed)))
     }
 
     /// The value of [`ATTEMPT_VAR`].
@@ -95,21 +91,37 @@ pub(crate) struct Stat {
 /// (`statx`) and position (`lseek`) to size its buffer — a `/proc` file reports 0 — so each
 /// look cost two syscalls more than the open, reads and close it needs; the conductor reads
 /// a dozen of these per finished sheet (every thread's `children`, the `stat` of each child).
+///
+/// The files read here (`stat`, `children`) are sequence files: a read fills the caller's
+/// buffer record by record and stops early only at the end of the file or when the
+/// kernel's own buffer (a page, at least 4 KiB) cannot take the next record (a pid, a
+/// `stat` line: far less than [`SHORT_READ`] bytes). So a read that returns less than
+/// [`SHORT_READ`] bytes into a larger buffer has reached the end: the read that would
+/// return 0 is not made (one system call less per file, two per attempt's end).
 fn read_proc(path: impl AsRef<std::path::Path>) -> Option<String> {
     use std::io::Read as _;
     let mut file = std::fs::File::open(path).ok()?;
-    let mut buf = Vec::with_capacity(512);
-    let mut chunk = [0u8; 512];
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 2 * SHORT_READ];
     loop {
         match file.read(&mut chunk) {
             Ok(0) => break,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                if n < SHORT_READ {
+                    break;
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return None,
         }
     }
     String::from_utf8(buf).ok()
 }
+
+/// A read of a `/proc` sequence file shorter than this reached the end ([`read_proc`]): a
+/// page's worth, less room for the longest record that would not fit.
+const SHORT_READ: usize = 4096 - 512;
 
 pub(crate) fn read_stat(pid: i32) -> Option<Stat> {
     let text = read_proc(format!("/proc/{pid}/stat"))?;
@@ -352,7 +364,11 @@ impl Drop for Spawned {
 
 /// This process's id.
 pub(crate) fn me() -> i32 {
-    i32::try_from(std::process::id()).unwrap_or(0)
+    // Asked twice per attempt's end, and `getpid` is a system call; the conductor never
+    // forks without `exec`, so its id does not change under it.
+    static ME: std::sync::LazyLock<i32> =
+        std::sync::LazyLock::new(|| i32::try_from(std::process::id()).unwrap_or(0));
+    *ME
 }
 
 /// Direct children of ours that an attempt's processes left to us (their parent died; we

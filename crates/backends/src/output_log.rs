@@ -3,11 +3,12 @@
 //! redacted like everything else Mozart keeps (issue 21). Other users on the machine read
 //! neither the prompts' answers nor a key an instrument printed.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
-use std::sync::LazyLock;
+use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex};
 
 use crate::redact::redact_owned;
 
@@ -22,35 +23,231 @@ const MAX_HELD_KEY: usize = 256 * 1024;
 
 /// Create `dir` (and its missing parents) and make it 0700: the directory of the logs. An
 /// existing directory (a workspace from an older Mozart) is restricted too.
+///
+/// The directory's sheet logs are known from then on ([`may_exist`]): a directory this
+/// call creates holds none; one met for the first time (or replaced since: another inode)
+/// is listed once.
 pub fn private_dir(dir: &Path) -> io::Result<()> {
     // Every attempt asks, and from its second sheet on a job's logs directory is there and
     // already private: one `stat` says so (creating it first costs a `mkdir` and another
     // `stat`: issue 24's fan-out paid them per sheet).
-    let meta = match std::fs::metadata(dir) {
-        Ok(meta) if meta.is_dir() => meta,
+    let (meta, created) = match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => (meta, false),
         _ => {
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
                 .create(dir)?;
-            std::fs::metadata(dir)?
+            (std::fs::metadata(dir)?, true)
         }
     };
     if meta.permissions().mode() & 0o777 != 0o700 {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     }
+    known_dir(dir, &meta, created);
     Ok(())
+}
+
+/// Most logs directories whose sheet logs this process keeps track of; past it, the
+/// record starts over (a directory met again is listed again).
+const MAX_KNOWN_DIRS: usize = 1024;
+
+/// Highest sheet number whose logs are tracked; a log of a higher one is always looked for.
+const MAX_TRACKED_SHEET: u64 = 1 << 21;
+
+/// The sheet logs (`sheet-N.stdout.log`, `sheet-N.stderr.log`) present in one logs
+/// directory, as far as this process knows: what the directory held when it was first
+/// met, plus every log created through [`create_private`] since. Two bits a sheet: a
+/// 100,000-sheet job's directory costs 25 KB, not a name per file.
+struct LogsDir {
+    /// Device and inode of the directory the record is for: a directory removed and made
+    /// again (or another workspace moved into its place) is listed anew.
+    id: (u64, u64),
+    present: Vec<u64>,
+    /// Known under another name too: every log is looked for.
+    untracked: bool,
+}
+
+impl LogsDir {
+    fn set(&mut self, bit: u64, on: bool) {
+        let (word, mask) = ((bit / 64) as usize, 1u64 << (bit % 64));
+        if word >= self.present.len() {
+            if !on {
+                return;
+            }
+            self.present.resize(word + 1, 0);
+        }
+        if on {
+            self.present[word] |= mask;
+        } else {
+            self.present[word] &= !mask;
+        }
+    }
+
+    fn get(&self, bit: u64) -> bool {
+        self.present
+            .get((bit / 64) as usize)
+            .is_some_and(|w| w & (1u64 << (bit % 64)) != 0)
+    }
+}
+
+fn known_dirs() -> std::sync::MutexGuard<'static, HashMap<PathBuf, LogsDir>> {
+    static DIRS: LazyLock<Mutex<HashMap<PathBuf, LogsDir>>> = LazyLock::new(Mutex::default);
+    DIRS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The bit of a sheet log's file name (`sheet-NN.stdout.log` → 2·NN, `.stderr.log` →
+/// 2·NN + 1); `None` for any other name.
+fn log_bit(name: &std::ffi::OsStr) -> Option<u64> {
+    let name = name.to_str()?;
+    let rest = name.strip_prefix("sheet-")?;
+    let (num, stream) = rest.split_once('.')?;
+    let stream = match stream {
+        "stdout.log" => 0,
+        "stderr.log" => 1,
+        _ => return None,
+    };
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let num: u64 = num.parse().ok()?;
+    (num <= MAX_TRACKED_SHEET).then_some(num * 2 + stream)
+}
+
+/// Record the logs directory `dir` (whose metadata is `meta`): nothing to do when it is the
+/// one already known; else it is empty when just `created`, or listed.
+fn known_dir(dir: &Path, meta: &std::fs::Metadata, created: bool) {
+    use std::os::unix::fs::MetadataExt;
+    let id = (meta.dev(), meta.ino());
+    // Listed under the lock, once per directory: a log another attempt creates meanwhile
+    // is then either in the listing or noted in the record after it, never lost.
+    let mut dirs = known_dirs();
+    if dirs.get(dir).is_some_and(|d| d.id == id) {
+        return;
+    }
+    dirs.remove(dir);
+    let mut record = LogsDir {
+        id,
+        present: Vec::new(),
+        untracked: false,
+    };
+    if !created {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries {
+            let Ok(entry) = entry else {
+                // Not fully listed: nothing is recorded, every log is looked for.
+                return;
+            };
+            if let Some(bit) = log_bit(&entry.file_name()) {
+                record.set(bit, true);
+            }
+        }
+    }
+    // The same directory under another name (a symbolic link, `..`): a log created through
+    // one name would not be noted under the other, so neither is tracked. (A record whose
+    // directory is gone, its inode now another's, is just dropped.)
+    let same_id = |path: &Path| std::fs::metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == id);
+    let aliases: Vec<PathBuf> = dirs
+        .iter()
+        .filter(|(_, known)| known.id == id)
+        .map(|(path, _)| path.clone())
+        .collect();
+    let mut aliased = false;
+    for path in aliases {
+        if same_id(&path) {
+            aliased = true;
+            if let Some(known) = dirs.get_mut(&path) {
+                known.untracked = true;
+            }
+        } else {
+            dirs.remove(&path);
+        }
+    }
+    if aliased {
+        dirs.insert(
+            dir.to_path_buf(),
+            LogsDir {
+                id,
+                present: Vec::new(),
+                untracked: true,
+            },
+        );
+        return;
+    }
+    if dirs.len() >= MAX_KNOWN_DIRS {
+        dirs.clear();
+    }
+    dirs.insert(dir.to_path_buf(), record);
+}
+
+/// Note that the log at `path` exists now (`present`) or is gone.
+fn note_log(path: &Path, present: bool) {
+    let (Some(dir), Some(bit)) = (path.parent(), path.file_name().and_then(log_bit)) else {
+        return;
+    };
+    let mut dirs = known_dirs();
+    if let Some(known) = dirs.get_mut(dir) {
+        known.set(bit, present);
+    }
+}
+
+/// Whether a sheet log can exist at `path`: false only when its directory's logs are known
+/// ([`private_dir`]) and none of that name was there or has been created since.
+pub fn may_exist(path: &Path) -> bool {
+    let (Some(dir), Some(bit)) = (path.parent(), path.file_name().and_then(log_bit)) else {
+        return true;
+    };
+    known_dirs()
+        .get(dir)
+        .is_none_or(|known| known.untracked || known.get(bit))
+}
+
+/// Remove an earlier attempt's log at `path`, so the file holds the coming attempt's
+/// output only. No system call when the log cannot exist ([`may_exist`]): a fresh job's
+/// attempts — nearly all of a fan-out's — make none (issue 24).
+pub fn remove_stale(path: &Path) {
+    if !may_exist(path) {
+        return;
+    }
+    match std::fs::remove_file(path) {
+        Ok(()) => note_log(path, false),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => note_log(path, false),
+        Err(err) => {
+            tracing::warn!(path = %path.display(), %err, "cannot remove an earlier instrument output log");
+        }
+    }
 }
 
 /// Create (or truncate) `path` as a file only its owner can read and write: 0600 even when
 /// it existed with wider permissions.
 pub fn create_private(path: &Path) -> io::Result<File> {
+    if !may_exist(path) {
+        // Known absent (a fresh job's log): created exclusively, its mode is 0600 less the
+        // umask, never wider, so no `fstat` is needed to check it. Found there after all
+        // (another program made it): handled as an existing file below.
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+        {
+            Ok(file) => {
+                note_log(path, true);
+                return Ok(file);
+            }
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(err) => return Err(err),
+        }
+    }
     let file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
         .open(path)?;
+    note_log(path, true);
     if file.metadata()?.permissions().mode() & 0o777 != 0o600 {
         file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     }
@@ -239,6 +436,49 @@ mod tests {
             std::fs::read_to_string(&dst).unwrap(),
             "password: [REDACTED]"
         );
+    }
+
+    /// A logs directory is looked at once: a fresh one holds no log, a directory met
+    /// later is listed, what is created since is noted, and a directory replaced at the
+    /// same path is listed anew.
+    #[test]
+    fn the_logs_that_can_exist_are_known_without_looking() {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("fresh/logs");
+        private_dir(&logs).unwrap();
+        let out = logs.join("sheet-07.stdout.log");
+        assert!(!may_exist(&out), "a directory just created holds no log");
+        assert!(
+            may_exist(&logs.join("notes.txt")),
+            "any other name is looked for"
+        );
+        drop(RedactingLog::create(&out).unwrap());
+        assert!(may_exist(&out), "a log created since is known");
+        remove_stale(&out);
+        assert!(!out.exists());
+        assert!(!may_exist(&out), "and known gone once removed");
+
+        // A directory with logs from before this process (a resumed job).
+        let old = dir.path().join("old/logs");
+        std::fs::create_dir_all(&old).unwrap();
+        std::fs::write(old.join("sheet-3.stderr.log"), "earlier").unwrap();
+        private_dir(&old).unwrap();
+        assert!(may_exist(&old.join("sheet-3.stderr.log")));
+        assert!(!may_exist(&old.join("sheet-3.stdout.log")));
+        assert!(!may_exist(&old.join("sheet-4.stderr.log")));
+        remove_stale(&old.join("sheet-3.stderr.log"));
+        assert!(!old.join("sheet-3.stderr.log").exists());
+
+        // The directory replaced by another (a workspace moved into place).
+        let moved = dir.path().join("moved");
+        std::fs::create_dir_all(&moved).unwrap();
+        std::fs::write(moved.join("sheet-9.stdout.log"), "other").unwrap();
+        std::fs::remove_dir_all(&old).unwrap();
+        std::fs::rename(&moved, &old).unwrap();
+        private_dir(&old).unwrap();
+        assert!(may_exist(&old.join("sheet-9.stdout.log")));
+        remove_stale(&old.join("sheet-9.stdout.log"));
+        assert!(!old.join("sheet-9.stdout.log").exists());
     }
 
     #[test]

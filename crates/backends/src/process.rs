@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
-use tokio::task::JoinHandle;
 
 use crate::descendants::{boot_ticks_now, AttemptTag, Cleanup, Registered, Spawned, ATTEMPT_VAR};
 /// Signalling a group lives with the attempt's clean-up, below this module.
@@ -267,15 +266,6 @@ impl Drop for GroupGuard {
     }
 }
 
-/// Aborts a spawned task when dropped (cancellation must not leave readers running).
-struct AbortOnDrop<T>(JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// One stream's reader state, shared so it survives an aborted reader task.
 struct ReaderState {
     capture: StreamCapture,
@@ -432,7 +422,7 @@ async fn read_stream<R: AsyncRead + Unpin>(
     log_path: Option<PathBuf>,
 ) {
     // An earlier attempt's log of the same sheet goes now, so the file holds this attempt's
-    // output only (usually there is none: a failed lookup, no inode touched).
+    // output only (usually there is none, and it is known: no system call).
     remove_stale_log(log_path.as_deref());
     let Some(mut reader) = reader else {
         return;
@@ -482,14 +472,11 @@ async fn read_stream<R: AsyncRead + Unpin>(
 /// sheet says nothing (readers treat a missing log as no output: `logs`, the dashboard,
 /// the `stderr_log` field of `sheet.failed`), and a 100,000-sheet job's workspace would
 /// otherwise hold 100,000 of them. So an earlier attempt's log is removed when an attempt
-/// starts, and the log is created at the stream's first byte.
+/// starts (when one can exist: [`crate::output_log::may_exist`]), and the log is created
+/// at the stream's first byte.
 fn remove_stale_log(path: Option<&std::path::Path>) {
     if let Some(path) = path {
-        if let Err(err) = std::fs::remove_file(path) {
-            if err.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!(path = %path.display(), %err, "cannot remove an earlier instrument output log");
-            }
-        }
+        crate::output_log::remove_stale(path);
     }
 }
 
@@ -608,13 +595,19 @@ pub async fn run_process(
         grace: spec.kill_grace,
     };
 
-    let _stdin_task = match (child.stdin.take(), spec.stdin.take()) {
-        (Some(mut stdin), Some(data)) => Some(AbortOnDrop(tokio::spawn(async move {
+    // The prompt goes to stdin inside this future too (no task of its own): dropping the
+    // future — a cancelled attempt — stops the write with everything else.
+    let mut stdin_data = match (child.stdin.take(), spec.stdin.take()) {
+        (Some(stdin), Some(data)) => Some((stdin, data)),
+        _ => None,
+    };
+    let mut written = stdin_data.is_none();
+    let writing = async move {
+        if let Some((mut stdin, data)) = stdin_data.take() {
             // A child that exits without reading its stdin gives EPIPE: not our failure.
             let _ = stdin.write_all(&data).await;
             let _ = stdin.shutdown().await;
-        }))),
-        _ => None,
+        }
     };
     let out_log = log_path(&spec.log_base, ".stdout.log");
     let err_log = log_path(&spec.log_base, ".stderr.log");
@@ -632,13 +625,17 @@ pub async fn run_process(
     let supervise = supervise(&mut child, &spec, started, cleanup, spawned, &progress);
     tokio::pin!(reading);
     tokio::pin!(supervise);
+    tokio::pin!(writing);
     let mut read_all = false;
     let ended = loop {
         tokio::select! {
             done = &mut supervise => break done,
             () = &mut reading, if !read_all => read_all = true,
+            () = &mut writing, if !written => written = true,
         }
     };
+    // A write still pending now (a process out of our reach holds stdin open without
+    // reading it) is no longer polled; the pipe closes when this future ends.
     // Everything is ended: the attempt is over (dropping the registration).
     guard.armed = None;
 

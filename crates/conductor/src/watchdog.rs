@@ -2,10 +2,13 @@
 //! process groups the conductor can no longer end itself (issue #4: no instrument may run
 //! longer than its own timeout, even after `kill -9` of the conductor).
 //!
-//! The conductor starts one watchdog (`mozart __watchdog`) and tells it, over the watchdog's
-//! stdin, which groups are running and until when: `track <pgid> <start_ticks> <deadline>` and
-//! `untrack <pgid>`. The watchdog ends a group whose deadline passed, and when its stdin
-//! closes — the conductor exited or was killed — it ends every group still tracked. A group
+//! The conductor starts one watchdog (`mozart __watchdog`), which learns which groups are
+//! running and until when from the conductor's in-flight journal (the file the next
+//! conductor start reaps from, followed every half second: no message, no wake-up per
+//! attempt), and, for a group the conductor could not write there, from its stdin: `track
+//! <pgid> <start_ticks> <deadline>` and `untrack <pgid>`. The watchdog ends a group whose
+//! deadline passed, and when its stdin closes — the conductor exited or was killed — it
+//! ends every group still tracked or listed. A group
 //! is only signalled while its leader still has the recorded start time, so a reused pid is
 //! never touched (architecture invariant 5).
 
@@ -49,6 +52,128 @@ fn end_groups(groups: &[(u32, u64)]) {
     }
 }
 
+/// The variable naming the in-flight journal the watchdog follows.
+pub const JOURNAL_VAR: &str = "MOZART_WATCHDOG_JOURNAL";
+
+/// How often the watchdog looks at the journal and the deadlines.
+const POLL: Duration = Duration::from_millis(500);
+
+/// pgid → (start ticks, deadline epoch; infinite until the journal gives one).
+type Tracked = HashMap<u32, (u64, f64)>;
+
+/// The conductor's in-flight journal as the watchdog follows it: the groups it says are
+/// running. The conductor appends `+ pgid ticks sheet job` and `@ pgid deadline` when a
+/// group starts (one write) and `- pgid` when it ends; it empties the file when nothing
+/// runs, and the first line it writes to an empty file is `= <generation>`, new at each
+/// emptying — so a file emptied and filled again between two looks is told apart from one
+/// that only grew.
+struct Follower {
+    path: std::path::PathBuf,
+    file: Option<(std::fs::File, (u64, u64))>,
+    generation: Vec<u8>,
+    offset: u64,
+    tracked: Tracked,
+}
+
+impl Follower {
+    fn new(path: std::path::PathBuf) -> Follower {
+        Follower {
+            path,
+            file: None,
+            generation: Vec::new(),
+            offset: 0,
+            tracked: HashMap::new(),
+        }
+    }
+
+    fn reset(&mut self) {
+        self.generation.clear();
+        self.offset = 0;
+        self.tracked.clear();
+    }
+
+    /// Take what the journal says now. With `reopen`, a journal replaced at its path (a new
+    /// conductor's, after the next start consumed this one's) is followed instead; without
+    /// it (the conductor is gone) only the file already open is read.
+    fn poll(&mut self, reopen: bool) {
+        use std::os::unix::fs::{FileExt, MetadataExt};
+        if reopen {
+            // A journal gone from its path is still followed through the open file (nothing
+            // removes it while its conductor lives); another file there is a new journal.
+            let at_path = std::fs::metadata(&self.path)
+                .ok()
+                .map(|m| (m.dev(), m.ino()));
+            if at_path.is_some() && at_path != self.file.as_ref().map(|(_, id)| *id) {
+                self.reset();
+                self.file =
+                    at_path.and_then(|id| std::fs::File::open(&self.path).ok().map(|f| (f, id)));
+            }
+        }
+        let Some((file, _)) = &self.file else { return };
+        let Ok(len) = file.metadata().map(|m| m.len()) else {
+            return;
+        };
+        let mut head = [0u8; 64];
+        let n = file.read_at(&mut head, 0).unwrap_or(0);
+        let generation = head[..n]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(&head[..0], |end| &head[..end]);
+        if generation != self.generation.as_slice() || len < self.offset {
+            self.generation = generation.to_vec();
+            self.offset = 0;
+            self.tracked.clear();
+        }
+        if len <= self.offset {
+            return;
+        }
+        let mut buf = vec![0u8; usize::try_from(len - self.offset).unwrap_or(0)];
+        let Ok(read) = file.read_at(&mut buf, self.offset) else {
+            return;
+        };
+        buf.truncate(read);
+        // Complete lines only: a line being written is taken at the next look.
+        let Some(end) = buf.iter().rposition(|&b| b == b'\n') else {
+            return;
+        };
+        self.offset += end as u64 + 1;
+        for line in buf[..end].split(|&b| b == b'\n') {
+            let line = String::from_utf8_lossy(line);
+            let mut f = line.split(' ');
+            match (f.next(), f.next().and_then(|p| p.parse::<u32>().ok())) {
+                (Some("+"), Some(pgid)) => {
+                    if let Some(ticks) = f.next().and_then(|t| t.parse().ok()) {
+                        self.tracked.insert(pgid, (ticks, f64::INFINITY));
+                    }
+                }
+                (Some("@"), Some(pgid)) => {
+                    let deadline = f.next().and_then(|d| d.parse::<f64>().ok());
+                    if let (Some(entry), Some(deadline)) = (self.tracked.get_mut(&pgid), deadline) {
+                        entry.1 = deadline;
+                    }
+                }
+                (Some("-"), Some(pgid)) => {
+                    self.tracked.remove(&pgid);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The groups of `tracked` whose deadline passed (taken out of it).
+fn take_due(tracked: &mut Tracked, now: f64) -> Vec<(u32, u64)> {
+    let due: Vec<(u32, u64)> = tracked
+        .iter()
+        .filter(|(_, (_, deadline))| *deadline <= now)
+        .map(|(p, (t, _))| (*p, *t))
+        .collect();
+    for (p, _) in &due {
+        tracked.remove(p);
+    }
+    due
+}
+
 /// The watchdog process's main loop; returns its exit code.
 pub fn run() -> i32 {
     let (tx, rx) = channel::<Option<String>>();
@@ -66,10 +191,12 @@ pub fn run() -> i32 {
         }
         let _ = tx.send(None);
     });
-    // pgid → (start ticks, deadline epoch)
-    let mut tracked: HashMap<u32, (u64, f64)> = HashMap::new();
+    // What the journal says runs, and what the conductor told over stdin (a group it could
+    // not write to the journal).
+    let mut journal = std::env::var_os(JOURNAL_VAR).map(|p| Follower::new(p.into()));
+    let mut tracked: Tracked = HashMap::new();
     loop {
-        match rx.recv_timeout(Duration::from_millis(500)) {
+        match rx.recv_timeout(POLL) {
             Ok(Some(line)) => {
                 let mut f = line.split_whitespace();
                 match (f.next(), f.next().and_then(|p| p.parse::<u32>().ok())) {
@@ -86,30 +213,31 @@ pub fn run() -> i32 {
                     _ => {}
                 }
             }
-            // The conductor is gone: nothing supervises these groups any more.
             Ok(None) | Err(RecvTimeoutError::Disconnected) => {
-                let all: Vec<(u32, u64)> = tracked.iter().map(|(p, (t, _))| (*p, *t)).collect();
+                // The conductor is gone: whatever its journal still lists is ended (the
+                // file it wrote, not one a new conductor may have started since).
+                let mut all: Vec<(u32, u64)> = tracked.iter().map(|(p, (t, _))| (*p, *t)).collect();
+                if let Some(j) = journal.as_mut() {
+                    j.poll(false);
+                    all.extend(j.tracked.iter().map(|(p, (t, _))| (*p, *t)));
+                }
                 end_groups(&all);
                 return 0;
             }
             Err(RecvTimeoutError::Timeout) => {}
         }
         let now = mozart_ipc::time::epoch_now();
-        let due: Vec<(u32, u64)> = tracked
-            .iter()
-            .filter(|(_, (_, deadline))| *deadline <= now)
-            .map(|(p, (t, _))| (*p, *t))
-            .collect();
+        let mut due = take_due(&mut tracked, now);
+        if let Some(j) = journal.as_mut() {
+            j.poll(true);
+            due.extend(take_due(&mut j.tracked, now));
+        }
         if !due.is_empty() {
-            for (p, _) in &due {
-                tracked.remove(p);
-            }
             end_groups(&due);
         }
     }
 }
 
-/// The conductor's handle on its watchdog.
 #[derive(Debug)]
 pub struct Watchdog {
     stdin: Mutex<ChildStdin>,
@@ -118,11 +246,16 @@ pub struct Watchdog {
 
 impl Watchdog {
     /// Start `<current exe> __watchdog` in its own process group (so a Ctrl-C aimed at a
-    /// foreground conductor does not stop it first).
-    pub fn spawn() -> std::io::Result<Watchdog> {
+    /// foreground conductor does not stop it first), following the in-flight `journal`
+    /// when given (the groups it lists need no message of their own).
+    pub fn spawn(journal: Option<&std::path::Path>) -> std::io::Result<Watchdog> {
         use std::os::unix::process::CommandExt;
         let exe = std::env::current_exe()?;
-        let mut child = Command::new(exe)
+        let mut command = Command::new(exe);
+        if let Some(journal) = journal {
+            command.env(JOURNAL_VAR, journal);
+        }
+        let mut child = command
             .arg("__watchdog")
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
@@ -164,8 +297,78 @@ impl Watchdog {
         self.send(&format!("track {pgid} {ticks} {deadline}\n"));
     }
 
+    /// Tell the watchdog its journal is in place: it follows it from this message on (the
+    /// message comes before any group the journal lists, and before the end of stdin).
+    pub fn journal_ready(&self) {
+        self.send("journal\n");
+    }
+
     /// Stop supervising group `pgid` (it ended, or the conductor ended it).
     pub fn untrack(&self, pgid: u32) {
         self.send(&format!("untrack {pgid}\n"));
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn append(path: &std::path::Path, text: &str) {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    }
+
+    /// The watchdog knows what the journal lists, with each group's deadline: a journal
+    /// emptied and filled again between two looks is read anew (its generation line), a
+    /// line still being written waits for its end, and a journal removed from its path is
+    /// still read through the open file once the conductor is gone.
+    #[test]
+    fn the_follower_tracks_the_journal_through_emptyings() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal");
+        let mut follower = Follower::new(path.clone());
+        follower.poll(true);
+        assert!(follower.tracked.is_empty(), "no journal yet");
+        append(
+            &path,
+            "= 1 1\n+ 10 100 1 job a\n@ 10 50.5\n+ 11 110 2 job a\n@ 11 60\n",
+        );
+        follower.poll(true);
+        assert_eq!(follower.tracked.get(&10), Some(&(100, 50.5)));
+        assert_eq!(follower.tracked.get(&11), Some(&(110, 60.0)));
+        append(&path, "- 10\n+ 12 120 3 job b\n@ 12");
+        follower.poll(true);
+        assert!(!follower.tracked.contains_key(&10));
+        assert_eq!(follower.tracked.get(&12), Some(&(120, f64::INFINITY)));
+        append(&path, " 70\n");
+        follower.poll(true);
+        assert_eq!(follower.tracked.get(&12), Some(&(120, 70.0)));
+        assert_eq!(take_due(&mut follower.tracked, 65.0), vec![(11, 110)]);
+        // Emptied, then filled past the old length before the next look.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        append(
+            &path,
+            "= 1 2\n+ 20 200 4 a job with a long name, longer than everything before it\n@ 20 80\n",
+        );
+        follower.poll(true);
+        assert_eq!(follower.tracked.len(), 1, "{:?}", follower.tracked);
+        assert_eq!(follower.tracked.get(&20), Some(&(200, 80.0)));
+        // A new conductor's start consumes the journal; the gone conductor's watchdog reads
+        // what it had, not a file made at the same path since.
+        std::fs::remove_file(&path).unwrap();
+        append(&path, "= 2 1\n+ 30 300 1 other\n@ 30 90\n");
+        follower.poll(false);
+        assert_eq!(follower.tracked.len(), 1);
+        assert!(follower.tracked.contains_key(&20));
     }
 }

@@ -93,11 +93,14 @@ impl<'a> Watched<'a> {
         else {
             return watched;
         };
-        watched._record = shared.inflight.record(job_id, sheet_num, pid, ticks);
-        if let Some(w) = &shared.watchdog {
-            // Our own timer ends the attempt at `timeout`; the watchdog only acts if we
-            // cannot (a few seconds later, or at once when the conductor dies).
-            let deadline = mozart_state::epoch_now() + timeout.as_secs_f64() + 5.0;
+        // Our own timer ends the attempt at `timeout`; the watchdog only acts if we cannot
+        // (a few seconds later, or at once when the conductor dies). It reads the group from
+        // the in-flight journal; only a group the journal could not take is sent to it.
+        let deadline = mozart_state::epoch_now() + timeout.as_secs_f64() + 5.0;
+        watched._record = shared
+            .inflight
+            .record(job_id, sheet_num, pid, ticks, deadline);
+        if let (None, Some(w)) = (&watched._record, &shared.watchdog) {
             w.track_started(pid, ticks, deadline);
             watched.tracked = Some(pid);
         }

@@ -287,14 +287,16 @@ impl JobManager {
             instruments,
             learning: learning::Learning::open(&ctx.paths.learning_db),
             inflight: reaper::Inflight::new(inflight_dir.clone()),
-            inflight_dir,
-            watchdog: match mozart_conductor::watchdog::Watchdog::spawn() {
+            watchdog: match mozart_conductor::watchdog::Watchdog::spawn(Some(
+                &inflight_dir.join(reaper::JOURNAL),
+            )) {
                 Ok(w) => Some(w),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot start the instrument watchdog; instruments are reaped on restart only");
                     None
                 }
             },
+            inflight_dir,
             inbox: OnceLock::new(),
             hook_tx: OnceLock::new(),
             max_concurrent_jobs: std::sync::atomic::AtomicU32::new(config.max_concurrent_jobs),
@@ -1167,6 +1169,17 @@ impl JobHost for JobManager {
                 reaper::reap_leftovers(&dir, Duration::from_secs(5))
             })
             .await;
+            // The journal of this conductor's groups, which the watchdog follows from now on.
+            match self.shared.inflight.open() {
+                Ok(()) => {
+                    if let Some(w) = &self.shared.watchdog {
+                        w.journal_ready();
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot create the in-flight journal; the watchdog is told of each instrument group directly");
+                }
+            }
             self.start_baton(ctx);
             recovery::recover(self, ctx).await
         })

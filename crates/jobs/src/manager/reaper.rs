@@ -20,16 +20,18 @@ use nix::unistd::Pid;
 use mozart_conductor::watchdog::start_ticks;
 
 /// The journal file inside the in-flight directory.
-const JOURNAL: &str = "journal";
+pub(crate) const JOURNAL: &str = "journal";
 
 fn group_alive(pgid: i32) -> bool {
     killpg(Pid::from_raw(pgid), None).is_ok()
 }
 
 /// The running instrument groups of this conductor, kept in memory and in an append-only
-/// journal (`+ pgid ticks sheet job` when a group starts, `- pgid` when it ends, emptied
-/// whenever nothing runs): one `write` per event instead of a file created and removed
-/// per attempt.
+/// journal (`+ pgid ticks sheet job` and `@ pgid deadline` in one write when a group
+/// starts, `- pgid` when it ends, emptied whenever nothing runs; a fresh start of the file
+/// is headed `= <generation>`): one `write` per event instead of a file created and removed
+/// per attempt. The watchdog follows the same file (`mozart_conductor::watchdog`), so an
+/// attempt sends it nothing.
 #[derive(Debug)]
 pub(crate) struct Inflight {
     dir: PathBuf,
@@ -40,6 +42,10 @@ pub(crate) struct Inflight {
 struct JournalState {
     file: Option<File>,
     live: HashMap<u32, (String, u32)>,
+    /// The file is empty: the next write starts with a new generation line.
+    fresh: bool,
+    /// Emptyings so far (part of the generation line).
+    generation: u64,
 }
 
 impl Inflight {
@@ -51,22 +57,35 @@ impl Inflight {
         })
     }
 
-    /// Record the process group `pgid` (leader start time `ticks`) of `job`'s `sheet`. Best
-    /// effort: a failure only means the group is not reaped after a crash; its own deadline
-    /// still ends it.
+    /// The journal's path.
+    pub(crate) fn path(&self) -> PathBuf {
+        self.dir.join(JOURNAL)
+    }
+
+    /// Create the journal now (after the start's reaping consumed an earlier one), so the
+    /// watchdog can follow it before the first group starts.
+    pub(crate) fn open(&self) -> std::io::Result<()> {
+        let mut state = super::lock(&self.state);
+        self.ensure_file(&mut state)
+    }
+
+    /// Record the process group `pgid` (leader start time `ticks`) of `job`'s `sheet`, which
+    /// the watchdog ends past `deadline` (epoch seconds). Best effort: a failure only means
+    /// the group is not reaped after a crash; its own deadline still ends it.
     pub(crate) fn record(
         self: &Arc<Self>,
         job: &str,
         sheet: u32,
         pgid: u32,
         ticks: u64,
+        deadline: f64,
     ) -> Option<InflightRecord> {
         let job_text: String = job
             .chars()
             .map(|c| if c.is_control() { '_' } else { c })
             .collect();
         let mut state = super::lock(&self.state);
-        let line = format!("+ {pgid} {ticks} {sheet} {job_text}\n");
+        let line = format!("+ {pgid} {ticks} {sheet} {job_text}\n@ {pgid} {deadline}\n");
         if let Err(e) = self.append(&mut state, &line) {
             tracing::warn!(job, sheet, error = %e, "cannot record the instrument's process group");
             return None;
@@ -78,20 +97,34 @@ impl Inflight {
         })
     }
 
-    fn append(&self, state: &mut JournalState, line: &str) -> std::io::Result<()> {
+    fn ensure_file(&self, state: &mut JournalState) -> std::io::Result<()> {
         if state.file.is_none() {
             std::fs::create_dir_all(&self.dir)?;
-            state.file = Some(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(self.dir.join(JOURNAL))?,
-            );
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.path())?;
+            state.fresh = file.metadata()?.len() == 0;
+            state.file = Some(file);
         }
-        match state.file.as_mut() {
-            Some(f) => f.write_all(line.as_bytes()),
-            None => Ok(()),
+        Ok(())
+    }
+
+    fn append(&self, state: &mut JournalState, line: &str) -> std::io::Result<()> {
+        self.ensure_file(state)?;
+        let header = state.fresh.then(|| {
+            state.generation += 1;
+            format!("= {} {}\n", std::process::id(), state.generation)
+        });
+        let Some(f) = state.file.as_mut() else {
+            return Ok(());
+        };
+        match header {
+            Some(header) => f.write_all(format!("{header}{line}").as_bytes())?,
+            None => f.write_all(line.as_bytes())?,
         }
+        state.fresh = false;
+        Ok(())
     }
 
     fn forget(&self, pgid: u32) {
@@ -101,10 +134,11 @@ impl Inflight {
         }
         let result = if state.live.is_empty() {
             // Nothing runs: start the journal over (appends continue at the new end).
-            match state.file.as_ref() {
-                Some(f) => f.set_len(0),
-                None => Ok(()),
+            let emptied = state.file.as_ref().map(|f| f.set_len(0));
+            if let Some(Ok(())) = emptied {
+                state.fresh = true;
             }
+            emptied.unwrap_or(Ok(()))
         } else {
             self.append(&mut state, &format!("- {pgid}\n"))
         };
@@ -138,7 +172,7 @@ pub(crate) struct Recorded {
 }
 
 /// The groups still running at the end of a journal's text: `+ pgid ticks sheet job` adds
-/// one, `- pgid` removes it; anything else is skipped.
+/// one, `- pgid` removes it; anything else (a generation line, a deadline) is skipped.
 pub(crate) fn replay_journal(text: &str) -> HashMap<u32, Recorded> {
     let mut live = HashMap::new();
     for line in text.lines() {
@@ -245,13 +279,13 @@ mod tests {
         let mut ended = sleeper();
         let (a, b) = (running.id(), ended.id());
         let rec_a = inflight
-            .record("job x", 3, a, start_ticks(a).unwrap())
+            .record("job x", 3, a, start_ticks(a).unwrap(), 1e12)
             .expect("recorded");
         let rec_b = inflight
-            .record("job y", 1, b, start_ticks(b).unwrap())
+            .record("job y", 1, b, start_ticks(b).unwrap(), 1e12)
             .expect("recorded");
         let journal = std::fs::read_to_string(dir.path().join(JOURNAL)).unwrap();
-        assert!(journal.starts_with(&format!("+ {a} ")), "{journal}");
+        assert!(journal.contains(&format!("\n+ {a} ")), "{journal}");
         assert!(journal.contains(" 3 job x\n"), "{journal}");
         drop(rec_b); // its attempt ended normally
         std::mem::forget(rec_a); // as if the conductor died without cleaning up
@@ -278,8 +312,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let inflight = Inflight::new(dir.path().to_path_buf());
         let me = std::process::id();
-        let r1 = inflight.record("j", 1, me, 7).expect("recorded");
-        let r2 = inflight.record("j", 2, me + 1, 8).expect("recorded");
+        let r1 = inflight.record("j", 1, me, 7, 1e12).expect("recorded");
+        let r2 = inflight.record("j", 2, me + 1, 8, 1e12).expect("recorded");
         let journal = dir.path().join(JOURNAL);
         drop(r1);
         assert!(std::fs::metadata(&journal).unwrap().len() > 0);
