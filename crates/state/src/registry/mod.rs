@@ -60,6 +60,20 @@ fn checkpoint(conn: &Connection, mode: &str) -> rusqlite::Result<(i64, i64)> {
     })
 }
 
+/// Start the WAL over from this connection (see [`Registry::checkpoint_in_background`]):
+/// rewriting the schema cookie with its own value changes nothing but writes one page, and
+/// a write that finds every frame copied restarts the WAL, syncing its new header. Best
+/// effort: when the writer holds the lock past the busy timeout, its own next commit
+/// restarts the WAL as before.
+fn restart_wal(conn: &Connection) {
+    let result = conn
+        .query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
+        .and_then(|v| conn.pragma_update(None, "user_version", v));
+    if let Err(e) = result {
+        tracing::debug!(error = %e, "registry WAL not restarted by the checkpointer");
+    }
+}
+
 /// The WAL file beside the database at `db`.
 fn wal_path(db: &Path) -> PathBuf {
     let mut wal = db.as_os_str().to_owned();
@@ -195,6 +209,11 @@ impl Registry {
             .busy_timeout(CHECKPOINT_BUSY_TIMEOUT)
             .map_err(self.err("setting busy_timeout on the checkpoint connection"))?;
         let wal = wal_path(&path);
+        // The WAL's size holding one page: its header, a frame header and the page.
+        let page_size: u64 = reader
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .map_err(self.err("reading the page size"))?;
+        let one_frame = 32 + 24 + page_size;
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("registry-ckpt".into())
@@ -213,8 +232,7 @@ impl Registry {
                         Some(frames)
                     }
                 };
-                let mut last_frames = None;
-                let mut tick = |reader: &Connection, last_frames: &mut Option<(i64, i64)>| {
+                let mut tick = |reader: &Connection| {
                     let frames = report(checkpoint(reader, "PASSIVE"));
                     // A passive checkpoint never makes the WAL file smaller: SQLite starts
                     // writing it from the top again only when a write finds every frame
@@ -223,20 +241,28 @@ impl Registry {
                     // stayed. So, at two moments, a checkpoint that also truncates the
                     // file: when it passed WAL_TRUNCATE_AT (the writer waits for that one,
                     // a few milliseconds per tens of megabytes written), and when the
-                    // registry has gone quiet (nothing written since the last run: nobody
-                    // waits).
+                    // registry has gone quiet (nothing but the restart below written for a
+                    // whole period: nobody waits).
                     let size = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
-                    let quiet = frames.is_some_and(|(log, done)| {
-                        log > 0 && log == done && *last_frames == Some((log, done))
-                    });
-                    if size > WAL_TRUNCATE_AT || (quiet && size > 0) {
-                        *last_frames = report(checkpoint(reader, "TRUNCATE"));
+                    let quiet = frames == Some((1, 1)) && size > one_frame;
+                    let frames = if size > WAL_TRUNCATE_AT || quiet {
+                        report(checkpoint(reader, "TRUNCATE"))
                     } else {
-                        *last_frames = frames;
+                        frames
+                    };
+                    // Every frame copied: the next write starts the WAL from the top, and
+                    // a WAL started afresh has its header synced to disk first (an fsync,
+                    // 0.3 to several ms). Made here, that restart is not paid by the
+                    // conductor's next commit — a sheet's completion and its successor's
+                    // start, or a job's submission after a quiet spell (issue 24). A
+                    // write of the unchanged schema cookie is the smallest write there
+                    // is (one page); `(1, 1)` is that page alone, already restarted.
+                    if frames.is_some_and(|(log, done)| log == done && log != 1) {
+                        restart_wal(reader);
                     }
                 };
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(period) {
-                    tick(&reader, &mut last_frames);
+                    tick(&reader);
                 }
                 // The last one, at shutdown: leave no WAL behind.
                 if report(checkpoint(&reader, "TRUNCATE")).is_none() {
