@@ -255,38 +255,6 @@ impl LearningStore {
         Ok(PatternSelection { mode, patterns })
     }
 
-    /// Answers into memory, without a draw, the selection either draw of
-    /// [`LearningStore::patterns_for_prompt`] would make for `tags` and `config`, so that
-    /// [`LearningStore::cached_patterns_for_prompt`] finds it. The conductor calls it off
-    /// its path when a job is registered: the job's first sheet then does not wait for
-    /// SQLite (or a blocking thread) between its dispatch and its instrument's start
-    /// (issue 24). The draws, and so the choices, are the same as without it.
-    pub fn warm_prompt_selection(
-        &self,
-        tags: &ContextTags,
-        config: &SelectionConfig,
-    ) -> Result<()> {
-        let Some(version) = self.recent_patterns_version() else {
-            return Ok(());
-        };
-        let mut floors = Vec::with_capacity(2);
-        if config.exploration_rate > 0.0 {
-            floors.push(config.exploration_min_priority);
-        }
-        if config.exploration_rate < 1.0 {
-            floors.push(EXPLOITATION_MIN_PRIORITY);
-        }
-        for min_priority in floors {
-            let key = SelectionKey::new(tags, config, min_priority);
-            if self.cached_selection(&key, &version).is_some() {
-                continue;
-            }
-            let patterns = self.select_uncached(tags, config, min_priority)?;
-            self.remember_selection(&key, version, &patterns);
-        }
-        Ok(())
-    }
-
     /// [`LearningStore::patterns_for_prompt`] when it can be answered from memory — the
     /// same choice, by the same draw — without a statement or waiting for the connection,
     /// so an async caller need not move to a blocking thread for it. `None` (and `rng`

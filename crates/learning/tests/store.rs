@@ -1019,38 +1019,3 @@ fn each_application_stores_counters_confirmation_and_scores_of_the_spec() {
         7
     );
 }
-
-/// A job's first sheet: the conductor prepares its selection off the critical path when the
-/// job is registered, so the sheet's prompt is answered from memory — by the same draws and
-/// with the same patterns as asking SQLite (issue 24).
-#[test]
-fn a_warmed_selection_is_answered_from_memory_with_the_same_draws() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("l.db");
-    let store = LearningStore::open(&db)
-        .unwrap()
-        .with_foreign_write_staleness(std::time::Duration::from_secs(3600));
-    let tags = ContextTags::for_validations(&["file_exists"]);
-    let cfg = SelectionConfig {
-        exploration_rate: 0.5,
-        ..SelectionConfig::default()
-    };
-    let good = seed_pattern(&store, "good", "validation:file_exists", 3, 0);
-    store.warm_prompt_selection(&tags, &cfg).unwrap();
-    let (mut fast_rng, mut full_rng) = (XorShift64::new(7), XorShift64::new(7));
-    for _ in 0..20 {
-        let fast = store
-            .cached_patterns_for_prompt(&tags, &cfg, &mut fast_rng)
-            .expect("answered from memory, either draw");
-        let full = store
-            .patterns_for_prompt(&tags, &cfg, &mut full_rng)
-            .unwrap();
-        assert_eq!(fast, full);
-    }
-    assert_eq!(fast_rng.next_u64(), full_rng.next_u64(), "same draws");
-    assert!(store
-        .cached_patterns_for_prompt(&tags, &cfg, &mut fast_rng)
-        .unwrap()
-        .pattern_ids()
-        .contains(&good));
-}

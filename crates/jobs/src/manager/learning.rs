@@ -93,18 +93,6 @@ impl Learning {
         }
     }
 
-    /// Put in the store's memory what [`Learning::select`] will answer for these rule types
-    /// (either draw), so that [`Learning::try_select`] answers it without SQLite. Blocks:
-    /// run it on the blocking pool.
-    pub(crate) fn warm(&self, run: &JobRun, rule_types: &[String], instrument: &str) {
-        let Some((tags, selection_cfg)) = Self::query(run, rule_types, instrument) else {
-            return;
-        };
-        if let Err(e) = self.store.warm_prompt_selection(&tags, &selection_cfg) {
-            tracing::debug!(job_id = %run.job_id, error = %e, "learning: pattern selection not prepared");
-        }
-    }
-
     /// [`Learning::select`] when the store can answer from memory (the usual case: every
     /// sheet of a job asks the same question), without blocking; `None` when SQLite has to
     /// be asked — then call `select` on the blocking pool. Same choices either way.

@@ -421,31 +421,6 @@ async fn prepare(
     })
 }
 
-/// What a sheet's pattern selection asks about: the kinds of its validations that apply.
-fn rule_types(rules: &[ValidationRule]) -> Vec<String> {
-    rules
-        .iter()
-        .filter(|r| r.applies)
-        .map(|r| r.check.rule_type().to_string())
-        .collect()
-}
-
-/// Prepare, on the blocking pool, the learned-pattern selection of the job's first sheet
-/// (`first`), so its prompt is answered from memory instead of a trip to SQLite on a
-/// blocking thread between its dispatch and its instrument's start (issue 24).
-pub(crate) fn warm_learned(shared: &Shared, run: &Arc<JobRun>, first: u32) {
-    let (Some(learning), true) = (&shared.learning, run.config.learning.enabled) else {
-        return;
-    };
-    let Some(sheet) = run.sheet(first) else {
-        return;
-    };
-    let types = rule_types(&sheet_rules(run, &sheet, None));
-    let (learning, run) = (learning.clone(), run.clone());
-    let instrument = sheet.instrument.clone();
-    tokio::task::spawn_blocking(move || learning.warm(&run, &types, &instrument));
-}
-
 /// The learned patterns to inject into the attempt's prompt.
 async fn learned(
     shared: &Shared,
@@ -456,7 +431,11 @@ async fn learned(
     let (Some(learning), true) = (&shared.learning, run.config.learning.enabled) else {
         return super::learning::Injected::default();
     };
-    let types = rule_types(rules);
+    let types: Vec<String> = rules
+        .iter()
+        .filter(|r| r.applies)
+        .map(|r| r.check.rule_type().to_string())
+        .collect();
     // Usually answered from the store's memory in microseconds: only a question SQLite has
     // to answer goes to the blocking pool.
     match learning.try_select(run, &types, instrument) {

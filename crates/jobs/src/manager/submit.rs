@@ -505,12 +505,6 @@ async fn register(
     let run = Arc::new(run);
     let mut spec = specs::job_spec(&job_id, &run, &checkpoint, self_healing);
     spec.timeout = Some(timeout);
-    // Meanwhile, off this path: the first sheet's learned patterns (issue 24).
-    super::musician::warm_learned(
-        &mgr.shared,
-        &run,
-        checkpoint.last_completed_sheet.saturating_add(1),
-    );
     // Into the table before the baton hears of the job (a call runs before a later event).
     let mut checkpoint = checkpoint;
     // The completed sheets a resumed large job carried over are held as the running job
