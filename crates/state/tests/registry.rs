@@ -871,6 +871,10 @@ fn the_checkpointer_starts_the_wal_over_so_the_next_commit_only_appends() {
         one_frame,
         "once quiet, the WAL holds the checkpointer's restart alone"
     );
+    // Several periods more: the restart page stays uncopied (a copied one would make the
+    // next commit start the WAL over again).
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(size(), one_frame);
     // A restart draws new salts (WAL header bytes 16..24): the next commit keeps them.
     let salts = || std::fs::read(&wal).unwrap()[16..24].to_vec();
     let before = salts();
