@@ -147,11 +147,18 @@ fn the_registry_wal_is_truncated_once_the_conductor_is_quiet() {
     env.wait_completed("walgrow");
     let wal = env.home.join("registry.db-wal");
     let size = || std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    // Emptied, then started over by the checkpointer (its header and one 4 KiB page), so
+    // that the next commit need not sync a new WAL header itself.
+    let one_frame = 32 + 24 + 4096;
     let deadline = Instant::now() + Duration::from_secs(10);
-    while size() > 0 && Instant::now() < deadline {
+    while size() > one_frame && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert_eq!(size(), 0, "the WAL is emptied once nothing is written");
+    assert!(
+        size() <= one_frame,
+        "the WAL is emptied once nothing is written: {} bytes",
+        size()
+    );
     // Nothing was lost by it: the job and its sheets are still there.
     let out = env.mozart(&["status", "walgrow", "--json"]);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

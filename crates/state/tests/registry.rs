@@ -839,6 +839,52 @@ fn background_checkpoints_copy_the_wal_into_the_database() {
     assert_eq!(late, 1);
 }
 
+/// A WAL started over syncs its new header to disk first (an fsync) — paid by whichever
+/// commit finds every frame already copied. The background checkpointer starts it over
+/// itself, so the conductor's next commit (a sheet's completion, a job's submission after
+/// a quiet spell) only appends (issue 24). Nothing is lost by it.
+#[test]
+fn the_checkpointer_starts_the_wal_over_so_the_next_commit_only_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    let _checkpointer = reg
+        .checkpoint_in_background(std::time::Duration::from_millis(20))
+        .unwrap();
+    for i in 0..50 {
+        reg.create_job(&job(&format!("job-{i}"))).unwrap();
+    }
+    let wal = dir.path().join("home/registry.db-wal");
+    let page: u64 = rusqlite::Connection::open(reg.path())
+        .unwrap()
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .unwrap();
+    // WAL header (32 bytes), then one frame: its header (24 bytes) and the page.
+    let one_frame = 32 + 24 + page;
+    let size = || std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    // Quiet: every write copied, the file cut back, and the WAL already started over.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while size() != one_frame && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        size(),
+        one_frame,
+        "once quiet, the WAL holds the checkpointer's restart alone"
+    );
+    // Several periods more: the restart page stays uncopied (a copied one would make the
+    // next commit start the WAL over again).
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(size(), one_frame);
+    // A restart draws new salts (WAL header bytes 16..24): the next commit keeps them.
+    let salts = || std::fs::read(&wal).unwrap()[16..24].to_vec();
+    let before = salts();
+    reg.create_job(&job("after-quiet")).unwrap();
+    assert_eq!(salts(), before, "the commit started the WAL over itself");
+    assert!(size() > one_frame, "the commit was appended to the WAL");
+    assert!(reg.get_job("after-quiet").unwrap().is_some());
+    assert_eq!(reg.list_jobs(true).unwrap().len(), 51);
+}
+
 /// Sheet rows are stored compactly (issue 24: a 100,000-sheet job's registry): no null or
 /// empty fields and nothing a column of the row already holds in the state document — and
 /// a sheet comes back exactly as it was saved.

@@ -50,21 +50,39 @@ pub(crate) async fn execute_watched(
     backend: &dyn mozart_backends::Backend,
     req: ExecutionRequest,
 ) -> ExecutionResult {
+    execute_watched_kept(shared, job_id, sheet_num, timeout, backend, req)
+        .await
+        .0
+}
+
+/// [`execute_watched`], handing back the guard that forgets the process group, for a
+/// caller that drops it only once the attempt's result is reported: the watchdog's
+/// `untrack` and the in-flight journal's update are then off the path from the
+/// instrument's exit to the next sheet's start (issue 24). The group is gone by then
+/// (the backend returns once it is), so nothing it guards still runs meanwhile.
+pub(crate) async fn execute_watched_kept<'a>(
+    shared: &'a Arc<Shared>,
+    job_id: &str,
+    sheet_num: u32,
+    timeout: Duration,
+    backend: &dyn mozart_backends::Backend,
+    req: ExecutionRequest,
+) -> (ExecutionResult, Option<Watched<'a>>) {
     let progress = Arc::clone(&req.progress);
     let execution = backend.execute(req);
     tokio::pin!(execution);
     // HTTP instruments never report a pid: then the execution simply ends first.
     let pid = tokio::select! {
         biased;
-        result = &mut execution => return result,
+        result = &mut execution => return (result, None),
         pid = progress.started_pid() => pid,
     };
-    let _watched = Watched::start(shared, job_id, sheet_num, pid, &progress, timeout);
-    execution.await
+    let watched = Watched::start(shared, job_id, sheet_num, pid, &progress, timeout);
+    (execution.await, Some(watched))
 }
 
 /// A started instrument group in the in-flight journal and under the watchdog, until dropped.
-struct Watched<'a> {
+pub(crate) struct Watched<'a> {
     shared: &'a Shared,
     tracked: Option<u32>,
     _record: Option<super::reaper::InflightRecord>,

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use mozart_baton::validation::MtimeSnapshot;
 use mozart_state::review::ReviewState;
 
-use super::attempt::{execute_watched, AttemptDetails};
+use super::attempt::{execute_watched_kept, AttemptDetails, Watched};
 use super::instruments::backend;
 use super::table::{Fact, RunChange};
 use super::{JobRun, Shared};
@@ -283,7 +283,7 @@ pub(crate) async fn play(
             return;
         }
     };
-    let (prepared, result) = perform(&shared, &run, sheet, &attempt, prepared).await;
+    let (prepared, result, ended) = perform(&shared, &run, sheet, &attempt, prepared).await;
     let (mut r, mut details) = judge(
         &shared,
         &run,
@@ -297,6 +297,18 @@ pub(crate) async fn play(
     details.duration_seconds = started.elapsed().as_secs_f64();
     r.duration = started.elapsed();
     report(&shared, details, r);
+    // Only now: the next sheet is not kept waiting for this bookkeeping (issue 24).
+    drop(ended);
+}
+
+/// What stays of an attempt's instrument run until its result is reported: its progress
+/// in the job table and its process group under watch. Dropped after [`report`], so the
+/// watchdog's `untrack`, the in-flight journal's update and the table's message are not
+/// on the path from the instrument's exit to the next sheet's start (issue 24).
+#[derive(Default)]
+struct Ended<'a> {
+    _watched: Option<Watched<'a>>,
+    _live: Option<LiveEntry<'a>>,
 }
 
 /// Tell the owner of the job table the attempt is over, in one message: it keeps the
@@ -439,15 +451,16 @@ async fn learned(
 }
 
 /// Run the instrument (or replay the output a reviewer has still to judge).
-async fn perform(
-    shared: &Arc<Shared>,
-    run: &Arc<JobRun>,
+async fn perform<'a>(
+    shared: &'a Arc<Shared>,
+    run: &'a Arc<JobRun>,
     sheet: &PlannedSheet,
     attempt: &AttemptContext,
     mut p: Prepared,
-) -> (Prepared, ExecutionResult) {
+) -> (Prepared, ExecutionResult, Ended<'a>) {
     let pending = p.review_loop.as_mut().and_then(|l| l.pending.take());
     let replayed = pending.is_some();
+    let mut ended = Ended::default();
     let result = match pending {
         Some(pending) => super::review::replayed(pending),
         None => {
@@ -476,9 +489,14 @@ async fn perform(
                 &mut req,
             );
             // Shown by `job.status` while it runs; removed even when the attempt is aborted.
-            let _live = LiveEntry::new(shared, &run.job_id, sheet.num, &req.progress);
+            ended._live = Some(LiveEntry::new(
+                shared,
+                &run.job_id,
+                sheet.num,
+                &req.progress,
+            ));
             let backend = Arc::clone(&p.backend);
-            execute_watched(
+            let (result, watched) = execute_watched_kept(
                 shared,
                 &run.job_id,
                 sheet.num,
@@ -486,7 +504,9 @@ async fn perform(
                 &*backend,
                 req,
             )
-            .await
+            .await;
+            ended._watched = watched;
+            result
         }
     };
     if let Some(l) = p
@@ -498,7 +518,7 @@ async fn perform(
             tracing::warn!(job_id = %run.job_id, sheet = sheet.num, error = %e, "review.memory_not_written");
         }
     }
-    (p, result)
+    (p, result, ended)
 }
 
 /// Where the attempt runs: here, or on a cluster with its remote job journaled in the
@@ -804,6 +824,9 @@ struct LiveEntry<'a> {
     shared: &'a Shared,
     job_id: &'a str,
     sheet_num: u32,
+    /// Which attempt's entry this is: the sheet's next attempt may have its own by the
+    /// time this one is dropped (after the result is reported).
+    progress: Arc<mozart_backends::Progress>,
 }
 
 impl<'a> LiveEntry<'a> {
@@ -824,6 +847,7 @@ impl<'a> LiveEntry<'a> {
             shared,
             job_id,
             sheet_num,
+            progress: Arc::clone(progress),
         }
     }
 }
@@ -834,6 +858,7 @@ impl Drop for LiveEntry<'_> {
             job_id: self.job_id.to_string(),
             change: RunChange::AttemptGone {
                 sheet_num: self.sheet_num,
+                progress: Arc::clone(&self.progress),
             },
         });
     }

@@ -178,8 +178,19 @@ impl RunState {
             } => {
                 self.live.insert(sheet_num, progress);
             }
-            RunChange::AttemptGone { sheet_num } => {
-                self.live.remove(&sheet_num);
+            RunChange::AttemptGone {
+                sheet_num,
+                progress,
+            } => {
+                // Only its own attempt's entry: the sheet's next attempt (a retry started
+                // before this one's entry was dropped) keeps its own.
+                if self
+                    .live
+                    .get(&sheet_num)
+                    .is_some_and(|live| Arc::ptr_eq(live, &progress))
+                {
+                    self.live.remove(&sheet_num);
+                }
             }
             RunChange::WorktreeMade {
                 sheet_num,
@@ -265,8 +276,12 @@ pub(crate) enum RunChange {
         sheet_num: u32,
         progress: Arc<mozart_backends::Progress>,
     },
-    /// The attempt's instrument is done (or the attempt was aborted).
-    AttemptGone { sheet_num: u32 },
+    /// The attempt's instrument is done (or the attempt was aborted); `progress` is the one
+    /// its [`RunChange::AttemptLive`] gave, which tells its entry from a later attempt's.
+    AttemptGone {
+        sheet_num: u32,
+        progress: Arc<mozart_backends::Progress>,
+    },
     /// A sheet's own worktree (`isolation.scope: sheet`) was created.
     WorktreeMade {
         sheet_num: u32,
@@ -539,5 +554,39 @@ impl Table {
             Some(deliver) if deliver(command) => Ok(()),
             _ => Err(Stopped),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sheet's attempt drops its live entry only after its result is reported, by which
+    /// time the sheet's retry may be running with its own: `job.status` must keep showing
+    /// the retry's progress, so the late drop removes only the attempt's own entry.
+    #[test]
+    fn a_late_attempt_gone_leaves_the_next_attempts_live_entry() {
+        let mut rt = RunState::default();
+        let first = Arc::new(mozart_backends::Progress::new());
+        let retry = Arc::new(mozart_backends::Progress::new());
+        rt.apply(RunChange::AttemptLive {
+            sheet_num: 3,
+            progress: Arc::clone(&first),
+        });
+        rt.apply(RunChange::AttemptLive {
+            sheet_num: 3,
+            progress: Arc::clone(&retry),
+        });
+        rt.apply(RunChange::AttemptGone {
+            sheet_num: 3,
+            progress: Arc::clone(&first),
+        });
+        let live = rt.live.get(&3).expect("the retry's entry is still shown");
+        assert!(Arc::ptr_eq(live, &retry));
+        rt.apply(RunChange::AttemptGone {
+            sheet_num: 3,
+            progress: retry,
+        });
+        assert!(rt.live.is_empty(), "its own drop removes the retry's entry");
     }
 }

@@ -60,6 +60,38 @@ fn checkpoint(conn: &Connection, mode: &str) -> rusqlite::Result<(i64, i64)> {
     })
 }
 
+/// Start the WAL over from this connection (see [`Registry::checkpoint_in_background`]):
+/// rewriting the schema cookie with its own value changes nothing but writes one page, and
+/// a write that finds every frame copied restarts the WAL, syncing its new header. Best
+/// effort: when the writer holds the lock past the busy timeout, its own next commit
+/// restarts the WAL as before.
+fn restart_wal(conn: &Connection) {
+    let result = conn
+        .query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
+        .and_then(|v| conn.pragma_update(None, "user_version", v));
+    if let Err(e) = result {
+        tracing::debug!(error = %e, "registry WAL not restarted by the checkpointer");
+    }
+}
+
+/// Whether the WAL at `wal` holds a frame after its first one since it was last started
+/// over: SQLite's file format puts the WAL's salts at bytes 16..24 of its header and a copy
+/// in bytes 8..16 of each frame's header, and a restart draws new salts — so the second
+/// frame's copy matches only when it was written after the restart. Unreadable counts as
+/// no (the checkpoint is left for the next period).
+fn wal_has_frames_after_first(wal: &Path, page_size: u64) -> bool {
+    use std::os::unix::fs::FileExt as _;
+    let Ok(file) = std::fs::File::open(wal) else {
+        return false;
+    };
+    let (mut header, mut second) = ([0u8; 8], [0u8; 8]);
+    file.read_exact_at(&mut header, 16).is_ok()
+        && file
+            .read_exact_at(&mut second, 32 + (24 + page_size) + 8)
+            .is_ok()
+        && header == second
+}
+
 /// The WAL file beside the database at `db`.
 fn wal_path(db: &Path) -> PathBuf {
     let mut wal = db.as_os_str().to_owned();
@@ -195,6 +227,11 @@ impl Registry {
             .busy_timeout(CHECKPOINT_BUSY_TIMEOUT)
             .map_err(self.err("setting busy_timeout on the checkpoint connection"))?;
         let wal = wal_path(&path);
+        // The WAL's size holding one page: its header, a frame header and the page.
+        let page_size: u64 = reader
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .map_err(self.err("reading the page size"))?;
+        let one_frame = 32 + 24 + page_size;
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("registry-ckpt".into())
@@ -213,30 +250,44 @@ impl Registry {
                         Some(frames)
                     }
                 };
-                let mut last_frames = None;
-                let mut tick = |reader: &Connection, last_frames: &mut Option<(i64, i64)>| {
-                    let frames = report(checkpoint(reader, "PASSIVE"));
-                    // A passive checkpoint never makes the WAL file smaller: SQLite starts
-                    // writing it from the top again only when a write finds every frame
-                    // already copied, which a conductor writing several times per sheet
-                    // rarely gives it — the file grew to 104 MB over a 10,000-sheet job and
-                    // stayed. So, at two moments, a checkpoint that also truncates the
-                    // file: when it passed WAL_TRUNCATE_AT (the writer waits for that one,
-                    // a few milliseconds per tens of megabytes written), and when the
-                    // registry has gone quiet (nothing written since the last run: nobody
-                    // waits).
+                let mut tick = |reader: &Connection| {
                     let size = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
-                    let quiet = frames.is_some_and(|(log, done)| {
-                        log > 0 && log == done && *last_frames == Some((log, done))
-                    });
-                    if size > WAL_TRUNCATE_AT || (quiet && size > 0) {
-                        *last_frames = report(checkpoint(reader, "TRUNCATE"));
-                    } else {
-                        *last_frames = frames;
+                    if size < one_frame {
+                        // Empty (truncated, or never written): start it over now.
+                        restart_wal(reader);
+                        return;
+                    }
+                    if !wal_has_frames_after_first(&wal, page_size) {
+                        // One frame at most since the WAL was started over (this thread's
+                        // restart page, usually): copying it now would let the next commit
+                        // find every frame copied and start the WAL over itself. Nothing
+                        // else written for a whole period: quiet, so cut the file back
+                        // (it grew to 104 MB over a 10,000-sheet job and stayed) and
+                        // start it over again here.
+                        if size > one_frame {
+                            report(checkpoint(reader, "TRUNCATE"));
+                            restart_wal(reader);
+                        }
+                        return;
+                    }
+                    let mut frames = report(checkpoint(reader, "PASSIVE"));
+                    // A passive checkpoint never makes the file smaller: past
+                    // WAL_TRUNCATE_AT, one that truncates it (the writer waits for that
+                    // one, a few milliseconds per tens of megabytes written).
+                    if size > WAL_TRUNCATE_AT {
+                        frames = report(checkpoint(reader, "TRUNCATE"));
+                    }
+                    // Every frame copied: the next write starts the WAL from the top, and
+                    // a WAL started afresh has its header synced to disk first (an fsync,
+                    // 0.3 to several ms). Made here, that restart is not paid by the
+                    // conductor's next commit — a sheet's completion and its successor's
+                    // start, or a job's submission after a quiet spell (issue 24).
+                    if frames.is_some_and(|(log, done)| log == done) {
+                        restart_wal(reader);
                     }
                 };
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(period) {
-                    tick(&reader, &mut last_frames);
+                    tick(&reader);
                 }
                 // The last one, at shutdown: leave no WAL behind.
                 if report(checkpoint(&reader, "TRUNCATE")).is_none() {
