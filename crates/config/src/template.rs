@@ -71,14 +71,16 @@ struct Compiled {
 /// that compiled the same text: `mozart validate` checks a score's template (V001, V101),
 /// renders every sheet (V011) and previews it, each step with its own renderer, and
 /// compiling the 516-sheet corpus score's template three times and parsing it twice more
-/// for its names was a twelfth of the command. One entry, replaced by the next text.
+/// for its names was a twelfth of the command. One entry, replaced by the next text. The
+/// lock is held while compiling: `validate` compiles on its render worker while its other
+/// checks run, and a check that needs the same text waits for that compile instead of
+/// doing it a second time.
 fn compiled(source: &str) -> Arc<Compiled> {
     static LAST: Mutex<Option<Arc<Compiled>>> = Mutex::new(None);
-    let lock = || {
-        LAST.lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    };
-    if let Some(hit) = lock().as_ref().filter(|c| c.source == source) {
+    let mut last = LAST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(hit) = last.as_ref().filter(|c| c.source == source) {
         return Arc::clone(hit);
     }
     let mut env = environment(true);
@@ -91,7 +93,7 @@ fn compiled(source: &str) -> Arc<Compiled> {
         env,
         names: Arc::default(),
     });
-    *lock() = Some(Arc::clone(&entry));
+    *last = Some(Arc::clone(&entry));
     entry
 }
 

@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use regex::Regex;
 use serde::Serialize;
@@ -219,14 +219,63 @@ impl CheckEnv {
 /// Run every extended check in upstream's order, then sort stably by severity.
 /// `score_path` is CONFIG_FILE as given on the command line.
 pub fn run_checks(score: &Score, score_path: &Path, env: &CheckEnv) -> Vec<Issue> {
+    run_checks_with(score, score_path, env, || ()).0
+}
+
+/// [`run_checks`], also running `also` on this thread while V011 renders the score's sheets
+/// on another (`mozart validate` looks up the instruments' programs there).
+///
+/// V011's renders are most of the work on a large score (516 sheets for the corpus score):
+/// they start on a second thread before any other check, and this thread takes its share
+/// of them once the other checks and `also` are done, instead of every check waiting for
+/// the renders or the renders for every check. The issues come out in the same order as one
+/// pass in upstream's order finds them.
+pub fn run_checks_with<T>(
+    score: &Score,
+    score_path: &Path,
+    env: &CheckEnv,
+    also: impl FnOnce() -> T,
+) -> (Vec<Issue>, T) {
     let c = &score.config;
     let raw = score.text.as_str();
-    let mut out: Vec<Issue> = Vec::new();
-    check_templates(c, raw, score_path, score.file_access, &mut out);
-    other_checks(score, score_path, env, &mut out);
-    check_render(score, score_path, &mut out);
+    let renders: OnceLock<Renders<'_>> = OnceLock::new();
+    let prepare = || Renders::new(score, score_path);
+    // Two workers when the machine has a second core and the score enough sheets to pay for
+    // a thread; a worker that gets no core (a busy machine) leaves its share to the other.
+    let two = total_sheets(&c.sheet) >= PARALLEL_RENDERS_FROM
+        && std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
+    let mut templates: Vec<Issue> = Vec::new();
+    let mut others: Vec<Issue> = Vec::new();
+    let (rendered, extra) = std::thread::scope(|scope| {
+        let other = two.then(|| scope.spawn(|| renders.get_or_init(prepare).sheets()));
+        // The checks that do not compile the template first: the other worker compiles it
+        // meanwhile, and V001/V101 below share that compile.
+        other_checks(score, score_path, env, &mut others);
+        let extra = also();
+        check_templates(c, raw, score_path, score.file_access, &mut templates);
+        let renders = renders.get_or_init(prepare);
+        let mine = renders.sheets();
+        // A panic in the other worker goes on as it would have in one pass.
+        let theirs = other.map(|other| {
+            other
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        });
+        // Each worker stops once a lower sheet has failed, so the lower of the two failures
+        // is the first failing sheet, as one pass in order finds it.
+        let first = match (mine, theirs.flatten()) {
+            (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+            (a, b) => a.or(b),
+        };
+        (first, extra)
+    });
+    let mut out = templates;
+    out.append(&mut others);
+    if let Some((first, error)) = rendered {
+        report_render_error(first, &error, &mut out);
+    }
     out.sort_by_key(|i| i.severity);
-    out
+    (out, extra)
 }
 
 /// What every extended check reads.
@@ -384,14 +433,10 @@ fn check_templates(
 /// undefined variable under strict rendering, a filter error, a loop too large). Upstream
 /// passes such a score and every sheet then fails at run time (docs/differences.md). Skipped
 /// when V001 already reports the template itself.
-fn check_render(score: &Score, score_path: &Path, out: &mut Vec<Issue>) {
+fn report_render_error(first: u32, error: &str, out: &mut Vec<Issue>) {
     if out.iter().any(|i| i.check_id == "V001") {
         return;
     }
-    let Some((first, error)) = first_render_error(score, score_path) else {
-        return;
-    };
-    let error = error.as_str();
     out.push(
         Issue::new(
             "V011",
@@ -415,71 +460,73 @@ fn check_render(score: &Score, score_path: &Path, out: &mut Vec<Issue>) {
 /// names what they fill (`injected_context`, `injected_skills`, `injected_tools`): otherwise
 /// they cannot change whether a sheet renders. The first failure is enough: a template that
 /// runs out of steps takes a while to do so, and it would on every sheet.
+#[cfg(test)]
 fn first_render_error(score: &Score, score_path: &Path) -> Option<(u32, String)> {
-    let c = &score.config;
-    let text_only = score.file_access == FileAccess::TextOnly;
-    // A text-only score whose prompt is only in its template file has nothing to render.
-    if text_only
-        && c.prompt.template.as_deref().is_none_or(str::is_empty)
-        && c.prompt.template_file.is_some()
-    {
-        return None;
-    }
-    let total = total_sheets(&c.sheet);
-    if total < 1 {
-        return None;
-    }
-    let score_dir = score_path.parent().unwrap_or(Path::new("")).to_path_buf();
-    let renderer = match PromptRenderer::shared(c, Some(&score_dir)) {
-        Ok(r) => r,
-        // The preview's first sheet reports a template that does not compile.
-        Err(e) => {
-            let e = match e {
-                crate::ConfigError::Template { message, .. } => {
-                    crate::ConfigError::Template { sheet: 1, message }
-                }
-                other => crate::ConfigError::Plan(other.to_string()),
-            };
-            return Some((1, e.to_string()));
+    Renders::new(score, score_path).sheets()
+}
+
+/// V011's render pass over a score's sheets, shared by the workers.
+enum Renders<'a> {
+    /// Nothing to render, or the answer is known without rendering (a template that does not
+    /// compile fails on the first sheet).
+    Known(Option<(u32, String)>),
+    /// Every sheet to render.
+    Sheets(Box<RenderCheck<'a>>),
+}
+
+impl<'a> Renders<'a> {
+    /// Compile the score's template and make what every sheet renders with.
+    fn new(score: &'a Score, score_path: &Path) -> Self {
+        let c = &score.config;
+        let text_only = score.file_access == FileAccess::TextOnly;
+        // A text-only score whose prompt is only in its template file has nothing to render.
+        if text_only
+            && c.prompt.template.as_deref().is_none_or(str::is_empty)
+            && c.prompt.template_file.is_some()
+        {
+            return Renders::Known(None);
         }
-    };
-    let check = RenderCheck {
-        c,
-        injections: !text_only && renderer.reads_injections(),
-        score_vars: template::ScoreVars::new(c),
-        ctx: RenderContext {
-            template_dir: Some(score_dir.clone()),
-            ..RenderContext::default()
-        },
-        score_dir,
-        renderer,
-        first_bad: AtomicI64::new(i64::MAX),
-        next: AtomicI64::new(1),
-        total,
-    };
-    // Two workers take the sheets in order, each the next one not yet taken, when the
-    // machine has a second core and the score enough sheets to pay for a thread (the corpus
-    // score's 516 renders are most of what `validate` does): a worker that gets no core
-    // (a busy machine) leaves its share to the other instead of holding up the answer. Each
-    // stops once a lower sheet has failed, so the answer is the first failing sheet, as one
-    // pass in order finds it: every sheet below it was taken, rendered and passed.
-    let two = total >= PARALLEL_RENDERS_FROM
-        && std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
-    if !two {
-        return check.sheets();
-    }
-    std::thread::scope(|scope| {
-        let other = scope.spawn(|| check.sheets());
-        let mine = check.sheets();
-        // A panic in the other worker goes on as it would have in one pass.
-        let theirs = other
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        match (mine, theirs) {
-            (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
-            (a, b) => a.or(b),
+        let total = total_sheets(&c.sheet);
+        if total < 1 {
+            return Renders::Known(None);
         }
-    })
+        let score_dir = score_path.parent().unwrap_or(Path::new("")).to_path_buf();
+        let renderer = match PromptRenderer::shared(c, Some(&score_dir)) {
+            Ok(r) => r,
+            // The preview's first sheet reports a template that does not compile.
+            Err(e) => {
+                let e = match e {
+                    crate::ConfigError::Template { message, .. } => {
+                        crate::ConfigError::Template { sheet: 1, message }
+                    }
+                    other => crate::ConfigError::Plan(other.to_string()),
+                };
+                return Renders::Known(Some((1, e.to_string())));
+            }
+        };
+        Renders::Sheets(Box::new(RenderCheck {
+            c,
+            injections: !text_only && renderer.reads_injections(),
+            score_vars: template::ScoreVars::new(c),
+            ctx: RenderContext {
+                template_dir: Some(score_dir.clone()),
+                ..RenderContext::default()
+            },
+            score_dir,
+            renderer,
+            first_bad: AtomicI64::new(i64::MAX),
+            next: AtomicI64::new(1),
+            total,
+        }))
+    }
+
+    /// Render the sheets no worker has taken yet (see [`RenderCheck::sheets`]).
+    fn sheets(&self) -> Option<(u32, String)> {
+        match self {
+            Renders::Known(known) => known.clone(),
+            Renders::Sheets(check) => check.sheets(),
+        }
+    }
 }
 
 /// How many sheets a score needs before V011 renders them on two threads.
@@ -1423,6 +1470,17 @@ mod tests {
                 .find_map(|s| s.render_error.clone().map(|e| (s.sheet_num, e)));
             assert_eq!(expected.as_ref().map(|(n, _)| *n), first, "{template}");
             assert_eq!(first_render_error(&score, path), expected, "{template}");
+            // And as `validate` runs it: the other worker starts before the other checks.
+            let v011: Vec<String> = run_checks(&score, path, &CheckEnv::default())
+                .into_iter()
+                .filter(|i| i.check_id == "V011")
+                .map(|i| i.message)
+                .collect();
+            let want: Vec<String> = expected
+                .iter()
+                .map(|(n, e)| format!("The prompt cannot be rendered for sheet {n}: {e}"))
+                .collect();
+            assert_eq!(v011, want, "{template}");
         }
     }
 

@@ -177,8 +177,12 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
     for warning in &score.warnings {
         eprintln!("{}: warning: {warning}", path.display());
     }
-    let mut issues = checks::run_checks(&score, path, &check_env_for(&score));
-    issues.extend(missing_programs(&score));
+    // The instruments' programs are looked up while the checks render the score's sheets.
+    let (mut issues, missing) =
+        checks::run_checks_with(&score, path, &check_env_for(&score), || {
+            missing_programs(&score)
+        });
+    issues.extend(missing);
     let has_errors = issues.iter().any(|i| i.severity == Severity::Error);
     // The branches the tasks will really get (the job ID is the file's stem).
     let job_id = path
