@@ -2,7 +2,6 @@
 //! serde has produced the raw model. Every violation becomes a pydantic-shaped
 //! [`FieldError`] with its dotted location and line.
 
-use regex::Regex;
 
 use crate::de::FieldError;
 use crate::model::*;
@@ -559,9 +558,13 @@ fn check_workspace_lifecycle(c: &mut Checker<'_>, job: &JobConfig) {
 
 /// `isolation.branch_prefix` is a valid git branch prefix.
 fn check_isolation(c: &mut Checker<'_>, job: &JobConfig) {
-    static BRANCH: std::sync::LazyLock<Regex> =
-        std::sync::LazyLock::new(|| Regex::new(r"^[a-zA-Z][a-zA-Z0-9_-]*$").expect("static regex"));
-    if !BRANCH.is_match(&job.isolation.branch_prefix) {
+    // `^[a-zA-Z][a-zA-Z0-9_-]*$`, checked without building the regex.
+    let prefix = job.isolation.branch_prefix.as_bytes();
+    let valid = prefix.first().is_some_and(u8::is_ascii_alphabetic)
+        && prefix
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'));
+    if !valid {
         c.push(
             "isolation.branch_prefix",
             "string_pattern_mismatch",

@@ -350,18 +350,31 @@ fn other_checks(score: &Score, score_path: &Path, env: &CheckEnv, out: &mut Vec<
 
 /// `{name}` occurrences of built-in names not adjacent to another brace (V202).
 fn format_placeholders(tpl: &str) -> Vec<(usize, String)> {
-    static RE: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(&format!(r"\{{({})\}}", CORE_BUILTINS.join("|"))).expect("static regex")
-    });
+    // What `\{(workspace|sheet_num|…)\}` finds, left to right without overlaps, found
+    // without building that regex: a match is a `{`, one name and a `}`, and no name is
+    // another followed by `}`, so at most one name fits at a `{`.
     let bytes = tpl.as_bytes();
-    RE.captures_iter(tpl)
-        .filter_map(|c| {
-            let m = c.get(0)?;
-            let before = m.start() > 0 && bytes[m.start() - 1] == b'{';
-            let after = bytes.get(m.end()) == Some(&b'}');
-            (!before && !after).then(|| (m.start(), c[1].to_string()))
-        })
-        .collect()
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(at) = tpl[from..].find('{') {
+        let start = from + at;
+        from = start + 1;
+        let rest = &tpl[from..];
+        let Some(name) = CORE_BUILTINS.iter().find(|name| {
+            rest.strip_prefix(**name)
+                .is_some_and(|tail| tail.starts_with('}'))
+        }) else {
+            continue;
+        };
+        let end = from + name.len() + 1;
+        from = end;
+        let before = start > 0 && bytes[start - 1] == b'{';
+        let after = bytes.get(end) == Some(&b'}');
+        if !before && !after {
+            out.push((start, name.to_string()));
+        }
+    }
+    out
 }
 
 fn template_sources(
@@ -639,14 +652,12 @@ fn jinja_syntax_issue(source: &str, text: &str, raw: &str, e: &minijinja::Error)
 fn declared_names(text: &str) -> HashSet<String> {
     const SET_PATTERN: &str =
         r"\{%-?\s*(?:set|for|macro)\s+([\w\s,()]+?)(?:\s+in\s|\s*=|\s*%\}|\()";
-    // Anchored: each is tried at one `{%` (see below).
+    // Anchored: each is tried at one `{%` (see below). ASCII text takes [`declared_at`]
+    // instead, which matches what this pattern matches there without building it (its
+    // Unicode `\w` is thousands of states: compiling it cost as much as the search).
     static SET: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(&format!("^(?:{SET_PATTERN})")).expect("static regex"));
-    // On ASCII text the ASCII classes match exactly what the Unicode ones do, and the
-    // pattern compiles in a fraction of the time (Unicode `\w` is thousands of states).
-    static SET_ASCII: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(&format!("(?-u)^(?:{SET_PATTERN})")).expect("static regex"));
-    let set = if text.is_ascii() { &*SET_ASCII } else { &*SET };
+    let ascii = text.is_ascii();
     let mut out = HashSet::new();
     // The pattern's matches are found one `{%` at a time instead of by one search over the
     // whole template (which cost as much as compiling it): after its opening `{%` a match
@@ -663,10 +674,18 @@ fn declared_names(text: &str) -> HashSet<String> {
             continue;
         }
         let end = text[from..].find("%}").map_or(text.len(), |i| from + i + 2);
-        let Some(c) = set.captures(&text[start..end]) else {
+        let statement = &text[start..end];
+        let names = if ascii {
+            declared_at(statement)
+        } else {
+            SET.captures(statement)
+                .and_then(|c| c.get(1))
+                .map(|m| m.as_str())
+        };
+        let Some(names) = names else {
             continue;
         };
-        for name in c[1].split([',', '(', ')']) {
+        for name in names.split([',', '(', ')']) {
             let n = name.trim();
             if !n.is_empty() {
                 out.insert(n.to_string());
@@ -674,6 +693,58 @@ fn declared_names(text: &str) -> HashSet<String> {
         }
     }
     out
+}
+
+/// What `SET_PATTERN` (in [`declared_names`]) captures at the start of an ASCII statement
+/// (`{% set … %}`), or `None` where it does not match or captures only white space (which
+/// names nothing). In ASCII `\s` is `[\t\n\v\f\r ]` and `\w` is `[0-9A-Za-z_]`. The
+/// capture is lazy: it ends at the first place where one of the endings matches (`\s+in\s`,
+/// `\s*=`, `\s*%}` or `(`); when no place after the keyword's white space does, the regex
+/// can only end the capture inside that white space, which names nothing.
+fn declared_at(statement: &str) -> Option<&str> {
+    fn space(b: u8) -> bool {
+        matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ')
+    }
+    fn in_class(b: u8) -> bool {
+        b.is_ascii_alphanumeric() || b == b'_' || space(b) || matches!(b, b',' | b'(' | b')')
+    }
+    let b = statement.as_bytes();
+    let skip_space = |mut i: usize| {
+        while i < b.len() && space(b[i]) {
+            i += 1;
+        }
+        i
+    };
+    let mut i = 2; // past `{%`
+    if b.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    i = skip_space(i);
+    let keyword = ["set", "for", "macro"]
+        .into_iter()
+        .find(|k| b[i..].starts_with(k.as_bytes()))?;
+    i += keyword.len();
+    let first = skip_space(i);
+    if first == i {
+        return None;
+    }
+    // The capture is `b[first..end]` for the first `end` after `first` at which an ending
+    // matches, every byte before it in the class.
+    let mut end = first;
+    while end < b.len() && in_class(b[end]) {
+        end += 1;
+        let after = skip_space(end);
+        let ends = (after > end
+            && b[after..].starts_with(b"in")
+            && b.get(after + 2).is_some_and(|&c| space(c)))
+            || b.get(after) == Some(&b'=')
+            || b[after..].starts_with(b"%}")
+            || b.get(end) == Some(&b'(');
+        if ends {
+            return Some(&statement[first..end]);
+        }
+    }
+    None
 }
 
 fn check_undefined_vars(
@@ -770,17 +841,24 @@ fn ratio(a: &str, b: &str) -> f64 {
     2.0 * matches(&a, &b) as f64 / (a.len() + b.len()) as f64
 }
 
+/// The `N` of a file named `…-vN.yaml` (upstream's `-v(\d+)\.yaml$`), when it is a number.
+/// Digits other than ASCII ones match `\d` there but never parse, so they end it alike.
+fn version_of(name: &str) -> Option<i64> {
+    let stem = name.strip_suffix(".yaml")?;
+    let digits = stem.len() - stem.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let (head, number) = stem.split_at(stem.len() - digits);
+    if digits == 0 || !head.ends_with("-v") {
+        return None;
+    }
+    number.parse().ok()
+}
+
 fn check_version_refs(score: &Score, score_path: &Path, out: &mut Vec<Issue>) {
-    static RE: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"-v(\d+)\.yaml$").expect("static regex"));
     let name = score_path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let Some(caps) = RE.captures(&name) else {
-        return;
-    };
-    let Ok(cur) = caps[1].parse::<i64>() else {
+    let Some(cur) = version_of(&name) else {
         return;
     };
     if cur < 2 {
@@ -1411,6 +1489,58 @@ mod tests {
         assert_eq!(declared_names(&unicode), with_unicode);
     }
 
+    /// V202's scan finds what upstream's `\{(workspace|sheet_num|…)\}` finds, left to right.
+    #[test]
+    fn format_placeholders_agree_with_the_pattern() {
+        let re = Regex::new(&format!(r"\{{({})\}}", CORE_BUILTINS.join("|"))).unwrap();
+        let by_regex = |tpl: &str| -> Vec<(usize, String)> {
+            let bytes = tpl.as_bytes();
+            re.captures_iter(tpl)
+                .filter_map(|c| {
+                    let m = c.get(0)?;
+                    let before = m.start() > 0 && bytes[m.start() - 1] == b'{';
+                    let after = bytes.get(m.end()) == Some(&b'}');
+                    (!before && !after).then(|| (m.start(), c[1].to_string()))
+                })
+                .collect()
+        };
+        let pieces = [
+            "{", "}", "{{", "}}", "workspace", "voice", "voice_count", "stage", "sheet_num",
+            "x", " ", "\u{e9}", "stages", "{stage}", "{voice_count", "{voice}",
+        ];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let mut found = 0;
+        for _ in 0..20_000 {
+            let tpl: String = (0..next(10)).map(|_| pieces[next(pieces.len())]).collect();
+            let want = by_regex(&tpl);
+            found += want.len();
+            assert_eq!(format_placeholders(&tpl), want, "{tpl:?}");
+        }
+        assert!(found > 500, "only {found} placeholders among the samples");
+    }
+
+    /// `-vN.yaml` names as upstream's `-v(\d+)\.yaml$` reads them.
+    #[test]
+    fn version_of_reads_names_as_the_pattern() {
+        let re = Regex::new(r"-v(\d+)\.yaml$").unwrap();
+        for name in [
+            "a-v2.yaml", "a-v12.yaml", "a-v.yaml", "av2.yaml", "a-v2.yml", "a-v2.yaml.bak",
+            "-v0.yaml", "x-v1-v3.yaml", "a-v\u{663}.yaml", "a-v1\u{663}.yaml", "a-v\u{663}1.yaml",
+            "a-v99999999999999999999.yaml", "a-v+1.yaml", "v2.yaml", "-v2.yaml",
+        ] {
+            let want = re
+                .captures(name)
+                .and_then(|c| c[1].parse::<i64>().ok());
+            assert_eq!(version_of(name), want, "{name}");
+        }
+    }
+
     /// Trying the pattern at each `{%` finds the names one search over the whole text finds,
     /// on texts where a statement is unclosed, nested in another's text, spaced oddly or
     /// not ASCII.
@@ -1418,8 +1548,8 @@ mod tests {
     fn declared_names_agree_with_one_search_over_the_text() {
         const SET_PATTERN: &str =
             r"\{%-?\s*(?:set|for|macro)\s+([\w\s,()]+?)(?:\s+in\s|\s*=|\s*%\}|\()";
+        let re = Regex::new(SET_PATTERN).unwrap();
         let one_search = |text: &str| -> HashSet<String> {
-            let re = Regex::new(SET_PATTERN).unwrap();
             let mut out = HashSet::new();
             for c in re.captures_iter(text) {
                 for name in c[1].split([',', '(', ')']) {
@@ -1442,6 +1572,27 @@ mod tests {
         ];
         for text in texts {
             assert_eq!(declared_names(text), one_search(text), "{text:?}");
+        }
+        // ASCII texts take the hand-written matcher: every statement made of these pieces
+        // (each piece one the pattern treats specially) agrees with the regex.
+        let pieces = [
+            "{%", "%}", "-", " ", "\t", "\n", "\x0b", "set", "for", "macro", "in", "=", "(",
+            ")", ",", "a", "b1", "_", "%", "}", "{", "x.y", "+", "'",
+        ];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        for _ in 0..20_000 {
+            let mut text = String::from(["{%", "{%-", "{% ", "x{%"][next(4)]);
+            text.push_str(["set", "for", "macro", " set", "\tfor"][next(5)]);
+            for _ in 0..next(12) {
+                text.push_str(pieces[next(pieces.len())]);
+            }
+            assert_eq!(declared_names(&text), one_search(&text), "{text:?}");
         }
     }
 
