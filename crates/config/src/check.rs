@@ -2,7 +2,6 @@
 //! serde has produced the raw model. Every violation becomes a pydantic-shaped
 //! [`FieldError`] with its dotted location and line.
 
-
 use crate::de::FieldError;
 use crate::model::*;
 use crate::yaml::{python_float, Node, NodeKind};

@@ -1505,8 +1505,22 @@ mod tests {
                 .collect()
         };
         let pieces = [
-            "{", "}", "{{", "}}", "workspace", "voice", "voice_count", "stage", "sheet_num",
-            "x", " ", "\u{e9}", "stages", "{stage}", "{voice_count", "{voice}",
+            "{",
+            "}",
+            "{{",
+            "}}",
+            "workspace",
+            "voice",
+            "voice_count",
+            "stage",
+            "sheet_num",
+            "x",
+            " ",
+            "\u{e9}",
+            "stages",
+            "{stage}",
+            "{voice_count",
+            "{voice}",
         ];
         let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut next = |n: usize| {
@@ -1530,13 +1544,23 @@ mod tests {
     fn version_of_reads_names_as_the_pattern() {
         let re = Regex::new(r"-v(\d+)\.yaml$").unwrap();
         for name in [
-            "a-v2.yaml", "a-v12.yaml", "a-v.yaml", "av2.yaml", "a-v2.yml", "a-v2.yaml.bak",
-            "-v0.yaml", "x-v1-v3.yaml", "a-v\u{663}.yaml", "a-v1\u{663}.yaml", "a-v\u{663}1.yaml",
-            "a-v99999999999999999999.yaml", "a-v+1.yaml", "v2.yaml", "-v2.yaml",
+            "a-v2.yaml",
+            "a-v12.yaml",
+            "a-v.yaml",
+            "av2.yaml",
+            "a-v2.yml",
+            "a-v2.yaml.bak",
+            "-v0.yaml",
+            "x-v1-v3.yaml",
+            "a-v\u{663}.yaml",
+            "a-v1\u{663}.yaml",
+            "a-v\u{663}1.yaml",
+            "a-v99999999999999999999.yaml",
+            "a-v+1.yaml",
+            "v2.yaml",
+            "-v2.yaml",
         ] {
-            let want = re
-                .captures(name)
-                .and_then(|c| c[1].parse::<i64>().ok());
+            let want = re.captures(name).and_then(|c| c[1].parse::<i64>().ok());
             assert_eq!(version_of(name), want, "{name}");
         }
     }
@@ -1576,8 +1600,8 @@ mod tests {
         // ASCII texts take the hand-written matcher: every statement made of these pieces
         // (each piece one the pattern treats specially) agrees with the regex.
         let pieces = [
-            "{%", "%}", "-", " ", "\t", "\n", "\x0b", "set", "for", "macro", "in", "=", "(",
-            ")", ",", "a", "b1", "_", "%", "}", "{", "x.y", "+", "'",
+            "{%", "%}", "-", " ", "\t", "\n", "\x0b", "set", "for", "macro", "in", "=", "(", ")",
+            ",", "a", "b1", "_", "%", "}", "{", "x.y", "+", "'",
         ];
         let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut next = |n: usize| {

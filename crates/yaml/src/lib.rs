@@ -10,7 +10,6 @@
 use std::collections::HashMap;
 use std::fmt;
 
-
 pub mod de;
 mod fast;
 
@@ -924,8 +923,8 @@ mod tests {
     fn float_check_matches_the_pattern() {
         let re = regex::Regex::new(super::FLOAT_PATTERN).unwrap();
         let pieces = [
-            "-", "+", ".", "0", "7", "_", "e", "E", "inf", "Inf", "INF", "nan", "NaN", "NAN",
-            "x", " ", "1_0", "e+", "e-",
+            "-", "+", ".", "0", "7", "_", "e", "E", "inf", "Inf", "INF", "nan", "NaN", "NAN", "x",
+            " ", "1_0", "e+", "e-",
         ];
         let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
         let mut next = |n: usize| {
@@ -936,7 +935,9 @@ mod tests {
         };
         let mut floats = 0;
         for _ in 0..50_000 {
-            let text: String = (0..1 + next(6)).map(|_| pieces[next(pieces.len())]).collect();
+            let text: String = (0..1 + next(6))
+                .map(|_| pieces[next(pieces.len())])
+                .collect();
             let want = re.is_match(&text);
             floats += usize::from(want);
             assert_eq!(super::is_float(text.as_bytes()), want, "{text:?}");

@@ -203,7 +203,10 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
         // render the score's sheets: neither depends on what the checks find.
         let (mut issues, (missing, preview)) =
             checks::run_checks_with(&score, path, &check_env_for(&score), || {
-                (missing_programs(&score), checks::preview(&score, path, limit))
+                (
+                    missing_programs(&score),
+                    checks::preview(&score, path, limit),
+                )
             });
         issues.extend(missing);
         let plan = crate::render::tasks::unplanned(&score.config);
