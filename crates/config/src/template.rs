@@ -71,14 +71,16 @@ struct Compiled {
 /// that compiled the same text: `mozart validate` checks a score's template (V001, V101),
 /// renders every sheet (V011) and previews it, each step with its own renderer, and
 /// compiling the 516-sheet corpus score's template three times and parsing it twice more
-/// for its names was a twelfth of the command. One entry, replaced by the next text.
+/// for its names was a twelfth of the command. One entry, replaced by the next text. The
+/// lock is held while compiling: `validate` compiles on its render worker while its other
+/// checks run, and a check that needs the same text waits for that compile instead of
+/// doing it a second time.
 fn compiled(source: &str) -> Arc<Compiled> {
     static LAST: Mutex<Option<Arc<Compiled>>> = Mutex::new(None);
-    let lock = || {
-        LAST.lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    };
-    if let Some(hit) = lock().as_ref().filter(|c| c.source == source) {
+    let mut last = LAST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(hit) = last.as_ref().filter(|c| c.source == source) {
         return Arc::clone(hit);
     }
     let mut env = environment(true);
@@ -91,7 +93,7 @@ fn compiled(source: &str) -> Arc<Compiled> {
         env,
         names: Arc::default(),
     });
-    *lock() = Some(Arc::clone(&entry));
+    *last = Some(Arc::clone(&entry));
     entry
 }
 
@@ -475,13 +477,39 @@ pub fn template_vars(job: &JobConfig, sheet: &PlannedSheet, ctx: &RenderContext)
     sheet_vars(job, sheet, ctx, &ScoreVars::new(job), true)
 }
 
+/// The user variables as template values, by name. Hashed with FNV-1a: a template looks
+/// names up in them tens of times a sheet, for every sheet of the score, and the names are
+/// the score's own (not input to a long-lived table), so SipHash's guard bought nothing.
+type UserVars = IndexMap<String, Value, std::hash::BuildHasherDefault<Fnv>>;
+
+/// FNV-1a, for [`UserVars`].
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
 /// The parts of the §5.2 context that are the same for every sheet of a score, computed once
 /// for rendering many sheets: the user variables as template values, and the sheet and
 /// stage totals (counting stages walks the whole fan-out map, so per sheet it was quadratic).
 #[derive(Debug, Clone)]
 pub struct ScoreVars {
     /// The user variables as template values, shared by every sheet's context.
-    variables: Arc<IndexMap<String, Value>>,
+    variables: Arc<UserVars>,
     total_sheets: i64,
     total_stages: i64,
     stakes: Value,
@@ -633,7 +661,7 @@ fn builtin_index(name: &str) -> Option<usize> {
 struct SheetValues {
     builtins: [Value; 20],
     /// The score's variables (empty for contexts without user variables).
-    user: Arc<IndexMap<String, Value>>,
+    user: Arc<UserVars>,
     /// The task variables of a task movement's sheet.
     task: Vec<(&'static str, Value)>,
     /// Extra variables (run-time values merged over the user variables).

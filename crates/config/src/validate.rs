@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use regex::Regex;
 use serde::Serialize;
@@ -219,14 +219,63 @@ impl CheckEnv {
 /// Run every extended check in upstream's order, then sort stably by severity.
 /// `score_path` is CONFIG_FILE as given on the command line.
 pub fn run_checks(score: &Score, score_path: &Path, env: &CheckEnv) -> Vec<Issue> {
+    run_checks_with(score, score_path, env, || ()).0
+}
+
+/// [`run_checks`], also running `also` on this thread while V011 renders the score's sheets
+/// on another (`mozart validate` looks up the instruments' programs there).
+///
+/// V011's renders are most of the work on a large score (516 sheets for the corpus score):
+/// they start on a second thread before any other check, and this thread takes its share
+/// of them once the other checks and `also` are done, instead of every check waiting for
+/// the renders or the renders for every check. The issues come out in the same order as one
+/// pass in upstream's order finds them.
+pub fn run_checks_with<T>(
+    score: &Score,
+    score_path: &Path,
+    env: &CheckEnv,
+    also: impl FnOnce() -> T,
+) -> (Vec<Issue>, T) {
     let c = &score.config;
     let raw = score.text.as_str();
-    let mut out: Vec<Issue> = Vec::new();
-    check_templates(c, raw, score_path, score.file_access, &mut out);
-    other_checks(score, score_path, env, &mut out);
-    check_render(score, score_path, &mut out);
+    let renders: OnceLock<Renders<'_>> = OnceLock::new();
+    let prepare = || Renders::new(score, score_path);
+    // Two workers when the machine has a second core and the score enough sheets to pay for
+    // a thread; a worker that gets no core (a busy machine) leaves its share to the other.
+    let two = total_sheets(&c.sheet) >= PARALLEL_RENDERS_FROM
+        && std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
+    let mut templates: Vec<Issue> = Vec::new();
+    let mut others: Vec<Issue> = Vec::new();
+    let (rendered, extra) = std::thread::scope(|scope| {
+        let other = two.then(|| scope.spawn(|| renders.get_or_init(prepare).sheets()));
+        // The checks that do not compile the template first: the other worker compiles it
+        // meanwhile, and V001/V101 below share that compile.
+        other_checks(score, score_path, env, &mut others);
+        let extra = also();
+        check_templates(c, raw, score_path, score.file_access, &mut templates);
+        let renders = renders.get_or_init(prepare);
+        let mine = renders.sheets();
+        // A panic in the other worker goes on as it would have in one pass.
+        let theirs = other.map(|other| {
+            other
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        });
+        // Each worker stops once a lower sheet has failed, so the lower of the two failures
+        // is the first failing sheet, as one pass in order finds it.
+        let first = match (mine, theirs.flatten()) {
+            (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+            (a, b) => a.or(b),
+        };
+        (first, extra)
+    });
+    let mut out = templates;
+    out.append(&mut others);
+    if let Some((first, error)) = rendered {
+        report_render_error(first, &error, &mut out);
+    }
     out.sort_by_key(|i| i.severity);
-    out
+    (out, extra)
 }
 
 /// What every extended check reads.
@@ -301,18 +350,31 @@ fn other_checks(score: &Score, score_path: &Path, env: &CheckEnv, out: &mut Vec<
 
 /// `{name}` occurrences of built-in names not adjacent to another brace (V202).
 fn format_placeholders(tpl: &str) -> Vec<(usize, String)> {
-    static RE: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(&format!(r"\{{({})\}}", CORE_BUILTINS.join("|"))).expect("static regex")
-    });
+    // What `\{(workspace|sheet_num|…)\}` finds, left to right without overlaps, found
+    // without building that regex: a match is a `{`, one name and a `}`, and no name is
+    // another followed by `}`, so at most one name fits at a `{`.
     let bytes = tpl.as_bytes();
-    RE.captures_iter(tpl)
-        .filter_map(|c| {
-            let m = c.get(0)?;
-            let before = m.start() > 0 && bytes[m.start() - 1] == b'{';
-            let after = bytes.get(m.end()) == Some(&b'}');
-            (!before && !after).then(|| (m.start(), c[1].to_string()))
-        })
-        .collect()
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(at) = tpl[from..].find('{') {
+        let start = from + at;
+        from = start + 1;
+        let rest = &tpl[from..];
+        let Some(name) = CORE_BUILTINS.iter().find(|name| {
+            rest.strip_prefix(**name)
+                .is_some_and(|tail| tail.starts_with('}'))
+        }) else {
+            continue;
+        };
+        let end = from + name.len() + 1;
+        from = end;
+        let before = start > 0 && bytes[start - 1] == b'{';
+        let after = bytes.get(end) == Some(&b'}');
+        if !before && !after {
+            out.push((start, name.to_string()));
+        }
+    }
+    out
 }
 
 fn template_sources(
@@ -384,14 +446,10 @@ fn check_templates(
 /// undefined variable under strict rendering, a filter error, a loop too large). Upstream
 /// passes such a score and every sheet then fails at run time (docs/differences.md). Skipped
 /// when V001 already reports the template itself.
-fn check_render(score: &Score, score_path: &Path, out: &mut Vec<Issue>) {
+fn report_render_error(first: u32, error: &str, out: &mut Vec<Issue>) {
     if out.iter().any(|i| i.check_id == "V001") {
         return;
     }
-    let Some((first, error)) = first_render_error(score, score_path) else {
-        return;
-    };
-    let error = error.as_str();
     out.push(
         Issue::new(
             "V011",
@@ -415,71 +473,73 @@ fn check_render(score: &Score, score_path: &Path, out: &mut Vec<Issue>) {
 /// names what they fill (`injected_context`, `injected_skills`, `injected_tools`): otherwise
 /// they cannot change whether a sheet renders. The first failure is enough: a template that
 /// runs out of steps takes a while to do so, and it would on every sheet.
+#[cfg(test)]
 fn first_render_error(score: &Score, score_path: &Path) -> Option<(u32, String)> {
-    let c = &score.config;
-    let text_only = score.file_access == FileAccess::TextOnly;
-    // A text-only score whose prompt is only in its template file has nothing to render.
-    if text_only
-        && c.prompt.template.as_deref().is_none_or(str::is_empty)
-        && c.prompt.template_file.is_some()
-    {
-        return None;
-    }
-    let total = total_sheets(&c.sheet);
-    if total < 1 {
-        return None;
-    }
-    let score_dir = score_path.parent().unwrap_or(Path::new("")).to_path_buf();
-    let renderer = match PromptRenderer::shared(c, Some(&score_dir)) {
-        Ok(r) => r,
-        // The preview's first sheet reports a template that does not compile.
-        Err(e) => {
-            let e = match e {
-                crate::ConfigError::Template { message, .. } => {
-                    crate::ConfigError::Template { sheet: 1, message }
-                }
-                other => crate::ConfigError::Plan(other.to_string()),
-            };
-            return Some((1, e.to_string()));
+    Renders::new(score, score_path).sheets()
+}
+
+/// V011's render pass over a score's sheets, shared by the workers.
+enum Renders<'a> {
+    /// Nothing to render, or the answer is known without rendering (a template that does not
+    /// compile fails on the first sheet).
+    Known(Option<(u32, String)>),
+    /// Every sheet to render.
+    Sheets(Box<RenderCheck<'a>>),
+}
+
+impl<'a> Renders<'a> {
+    /// Compile the score's template and make what every sheet renders with.
+    fn new(score: &'a Score, score_path: &Path) -> Self {
+        let c = &score.config;
+        let text_only = score.file_access == FileAccess::TextOnly;
+        // A text-only score whose prompt is only in its template file has nothing to render.
+        if text_only
+            && c.prompt.template.as_deref().is_none_or(str::is_empty)
+            && c.prompt.template_file.is_some()
+        {
+            return Renders::Known(None);
         }
-    };
-    let check = RenderCheck {
-        c,
-        injections: !text_only && renderer.reads_injections(),
-        score_vars: template::ScoreVars::new(c),
-        ctx: RenderContext {
-            template_dir: Some(score_dir.clone()),
-            ..RenderContext::default()
-        },
-        score_dir,
-        renderer,
-        first_bad: AtomicI64::new(i64::MAX),
-        next: AtomicI64::new(1),
-        total,
-    };
-    // Two workers take the sheets in order, each the next one not yet taken, when the
-    // machine has a second core and the score enough sheets to pay for a thread (the corpus
-    // score's 516 renders are most of what `validate` does): a worker that gets no core
-    // (a busy machine) leaves its share to the other instead of holding up the answer. Each
-    // stops once a lower sheet has failed, so the answer is the first failing sheet, as one
-    // pass in order finds it: every sheet below it was taken, rendered and passed.
-    let two = total >= PARALLEL_RENDERS_FROM
-        && std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
-    if !two {
-        return check.sheets();
-    }
-    std::thread::scope(|scope| {
-        let other = scope.spawn(|| check.sheets());
-        let mine = check.sheets();
-        // A panic in the other worker goes on as it would have in one pass.
-        let theirs = other
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        match (mine, theirs) {
-            (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
-            (a, b) => a.or(b),
+        let total = total_sheets(&c.sheet);
+        if total < 1 {
+            return Renders::Known(None);
         }
-    })
+        let score_dir = score_path.parent().unwrap_or(Path::new("")).to_path_buf();
+        let renderer = match PromptRenderer::shared(c, Some(&score_dir)) {
+            Ok(r) => r,
+            // The preview's first sheet reports a template that does not compile.
+            Err(e) => {
+                let e = match e {
+                    crate::ConfigError::Template { message, .. } => {
+                        crate::ConfigError::Template { sheet: 1, message }
+                    }
+                    other => crate::ConfigError::Plan(other.to_string()),
+                };
+                return Renders::Known(Some((1, e.to_string())));
+            }
+        };
+        Renders::Sheets(Box::new(RenderCheck {
+            c,
+            injections: !text_only && renderer.reads_injections(),
+            score_vars: template::ScoreVars::new(c),
+            ctx: RenderContext {
+                template_dir: Some(score_dir.clone()),
+                ..RenderContext::default()
+            },
+            score_dir,
+            renderer,
+            first_bad: AtomicI64::new(i64::MAX),
+            next: AtomicI64::new(1),
+            total,
+        }))
+    }
+
+    /// Render the sheets no worker has taken yet (see [`RenderCheck::sheets`]).
+    fn sheets(&self) -> Option<(u32, String)> {
+        match self {
+            Renders::Known(known) => known.clone(),
+            Renders::Sheets(check) => check.sheets(),
+        }
+    }
 }
 
 /// How many sheets a score needs before V011 renders them on two threads.
@@ -592,14 +652,12 @@ fn jinja_syntax_issue(source: &str, text: &str, raw: &str, e: &minijinja::Error)
 fn declared_names(text: &str) -> HashSet<String> {
     const SET_PATTERN: &str =
         r"\{%-?\s*(?:set|for|macro)\s+([\w\s,()]+?)(?:\s+in\s|\s*=|\s*%\}|\()";
-    // Anchored: each is tried at one `{%` (see below).
+    // Anchored: each is tried at one `{%` (see below). ASCII text takes [`declared_at`]
+    // instead, which matches what this pattern matches there without building it (its
+    // Unicode `\w` is thousands of states: compiling it cost as much as the search).
     static SET: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(&format!("^(?:{SET_PATTERN})")).expect("static regex"));
-    // On ASCII text the ASCII classes match exactly what the Unicode ones do, and the
-    // pattern compiles in a fraction of the time (Unicode `\w` is thousands of states).
-    static SET_ASCII: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(&format!("(?-u)^(?:{SET_PATTERN})")).expect("static regex"));
-    let set = if text.is_ascii() { &*SET_ASCII } else { &*SET };
+    let ascii = text.is_ascii();
     let mut out = HashSet::new();
     // The pattern's matches are found one `{%` at a time instead of by one search over the
     // whole template (which cost as much as compiling it): after its opening `{%` a match
@@ -616,10 +674,18 @@ fn declared_names(text: &str) -> HashSet<String> {
             continue;
         }
         let end = text[from..].find("%}").map_or(text.len(), |i| from + i + 2);
-        let Some(c) = set.captures(&text[start..end]) else {
+        let statement = &text[start..end];
+        let names = if ascii {
+            declared_at(statement)
+        } else {
+            SET.captures(statement)
+                .and_then(|c| c.get(1))
+                .map(|m| m.as_str())
+        };
+        let Some(names) = names else {
             continue;
         };
-        for name in c[1].split([',', '(', ')']) {
+        for name in names.split([',', '(', ')']) {
             let n = name.trim();
             if !n.is_empty() {
                 out.insert(n.to_string());
@@ -627,6 +693,58 @@ fn declared_names(text: &str) -> HashSet<String> {
         }
     }
     out
+}
+
+/// What `SET_PATTERN` (in [`declared_names`]) captures at the start of an ASCII statement
+/// (`{% set … %}`), or `None` where it does not match or captures only white space (which
+/// names nothing). In ASCII `\s` is `[\t\n\v\f\r ]` and `\w` is `[0-9A-Za-z_]`. The
+/// capture is lazy: it ends at the first place where one of the endings matches (`\s+in\s`,
+/// `\s*=`, `\s*%}` or `(`); when no place after the keyword's white space does, the regex
+/// can only end the capture inside that white space, which names nothing.
+fn declared_at(statement: &str) -> Option<&str> {
+    fn space(b: u8) -> bool {
+        matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ')
+    }
+    fn in_class(b: u8) -> bool {
+        b.is_ascii_alphanumeric() || b == b'_' || space(b) || matches!(b, b',' | b'(' | b')')
+    }
+    let b = statement.as_bytes();
+    let skip_space = |mut i: usize| {
+        while i < b.len() && space(b[i]) {
+            i += 1;
+        }
+        i
+    };
+    let mut i = 2; // past `{%`
+    if b.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    i = skip_space(i);
+    let keyword = ["set", "for", "macro"]
+        .into_iter()
+        .find(|k| b[i..].starts_with(k.as_bytes()))?;
+    i += keyword.len();
+    let first = skip_space(i);
+    if first == i {
+        return None;
+    }
+    // The capture is `b[first..end]` for the first `end` after `first` at which an ending
+    // matches, every byte before it in the class.
+    let mut end = first;
+    while end < b.len() && in_class(b[end]) {
+        end += 1;
+        let after = skip_space(end);
+        let ends = (after > end
+            && b[after..].starts_with(b"in")
+            && b.get(after + 2).is_some_and(|&c| space(c)))
+            || b.get(after) == Some(&b'=')
+            || b[after..].starts_with(b"%}")
+            || b.get(end) == Some(&b'(');
+        if ends {
+            return Some(&statement[first..end]);
+        }
+    }
+    None
 }
 
 fn check_undefined_vars(
@@ -723,17 +841,24 @@ fn ratio(a: &str, b: &str) -> f64 {
     2.0 * matches(&a, &b) as f64 / (a.len() + b.len()) as f64
 }
 
+/// The `N` of a file named `…-vN.yaml` (upstream's `-v(\d+)\.yaml$`), when it is a number.
+/// Digits other than ASCII ones match `\d` there but never parse, so they end it alike.
+fn version_of(name: &str) -> Option<i64> {
+    let stem = name.strip_suffix(".yaml")?;
+    let digits = stem.len() - stem.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let (head, number) = stem.split_at(stem.len() - digits);
+    if digits == 0 || !head.ends_with("-v") {
+        return None;
+    }
+    number.parse().ok()
+}
+
 fn check_version_refs(score: &Score, score_path: &Path, out: &mut Vec<Issue>) {
-    static RE: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"-v(\d+)\.yaml$").expect("static regex"));
     let name = score_path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let Some(caps) = RE.captures(&name) else {
-        return;
-    };
-    let Ok(cur) = caps[1].parse::<i64>() else {
+    let Some(cur) = version_of(&name) else {
         return;
     };
     if cur < 2 {
@@ -1364,6 +1489,82 @@ mod tests {
         assert_eq!(declared_names(&unicode), with_unicode);
     }
 
+    /// V202's scan finds what upstream's `\{(workspace|sheet_num|…)\}` finds, left to right.
+    #[test]
+    fn format_placeholders_agree_with_the_pattern() {
+        let re = Regex::new(&format!(r"\{{({})\}}", CORE_BUILTINS.join("|"))).unwrap();
+        let by_regex = |tpl: &str| -> Vec<(usize, String)> {
+            let bytes = tpl.as_bytes();
+            re.captures_iter(tpl)
+                .filter_map(|c| {
+                    let m = c.get(0)?;
+                    let before = m.start() > 0 && bytes[m.start() - 1] == b'{';
+                    let after = bytes.get(m.end()) == Some(&b'}');
+                    (!before && !after).then(|| (m.start(), c[1].to_string()))
+                })
+                .collect()
+        };
+        let pieces = [
+            "{",
+            "}",
+            "{{",
+            "}}",
+            "workspace",
+            "voice",
+            "voice_count",
+            "stage",
+            "sheet_num",
+            "x",
+            " ",
+            "\u{e9}",
+            "stages",
+            "{stage}",
+            "{voice_count",
+            "{voice}",
+        ];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let mut found = 0;
+        for _ in 0..20_000 {
+            let tpl: String = (0..next(10)).map(|_| pieces[next(pieces.len())]).collect();
+            let want = by_regex(&tpl);
+            found += want.len();
+            assert_eq!(format_placeholders(&tpl), want, "{tpl:?}");
+        }
+        assert!(found > 500, "only {found} placeholders among the samples");
+    }
+
+    /// `-vN.yaml` names as upstream's `-v(\d+)\.yaml$` reads them.
+    #[test]
+    fn version_of_reads_names_as_the_pattern() {
+        let re = Regex::new(r"-v(\d+)\.yaml$").unwrap();
+        for name in [
+            "a-v2.yaml",
+            "a-v12.yaml",
+            "a-v.yaml",
+            "av2.yaml",
+            "a-v2.yml",
+            "a-v2.yaml.bak",
+            "-v0.yaml",
+            "x-v1-v3.yaml",
+            "a-v\u{663}.yaml",
+            "a-v1\u{663}.yaml",
+            "a-v\u{663}1.yaml",
+            "a-v99999999999999999999.yaml",
+            "a-v+1.yaml",
+            "v2.yaml",
+            "-v2.yaml",
+        ] {
+            let want = re.captures(name).and_then(|c| c[1].parse::<i64>().ok());
+            assert_eq!(version_of(name), want, "{name}");
+        }
+    }
+
     /// Trying the pattern at each `{%` finds the names one search over the whole text finds,
     /// on texts where a statement is unclosed, nested in another's text, spaced oddly or
     /// not ASCII.
@@ -1371,8 +1572,8 @@ mod tests {
     fn declared_names_agree_with_one_search_over_the_text() {
         const SET_PATTERN: &str =
             r"\{%-?\s*(?:set|for|macro)\s+([\w\s,()]+?)(?:\s+in\s|\s*=|\s*%\}|\()";
+        let re = Regex::new(SET_PATTERN).unwrap();
         let one_search = |text: &str| -> HashSet<String> {
-            let re = Regex::new(SET_PATTERN).unwrap();
             let mut out = HashSet::new();
             for c in re.captures_iter(text) {
                 for name in c[1].split([',', '(', ')']) {
@@ -1395,6 +1596,27 @@ mod tests {
         ];
         for text in texts {
             assert_eq!(declared_names(text), one_search(text), "{text:?}");
+        }
+        // ASCII texts take the hand-written matcher: every statement made of these pieces
+        // (each piece one the pattern treats specially) agrees with the regex.
+        let pieces = [
+            "{%", "%}", "-", " ", "\t", "\n", "\x0b", "set", "for", "macro", "in", "=", "(", ")",
+            ",", "a", "b1", "_", "%", "}", "{", "x.y", "+", "'",
+        ];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        for _ in 0..20_000 {
+            let mut text = String::from(["{%", "{%-", "{% ", "x{%"][next(4)]);
+            text.push_str(["set", "for", "macro", " set", "\tfor"][next(5)]);
+            for _ in 0..next(12) {
+                text.push_str(pieces[next(pieces.len())]);
+            }
+            assert_eq!(declared_names(&text), one_search(&text), "{text:?}");
         }
     }
 
@@ -1423,6 +1645,17 @@ mod tests {
                 .find_map(|s| s.render_error.clone().map(|e| (s.sheet_num, e)));
             assert_eq!(expected.as_ref().map(|(n, _)| *n), first, "{template}");
             assert_eq!(first_render_error(&score, path), expected, "{template}");
+            // And as `validate` runs it: the other worker starts before the other checks.
+            let v011: Vec<String> = run_checks(&score, path, &CheckEnv::default())
+                .into_iter()
+                .filter(|i| i.check_id == "V011")
+                .map(|i| i.message)
+                .collect();
+            let want: Vec<String> = expected
+                .iter()
+                .map(|(n, e)| format!("The prompt cannot be rendered for sheet {n}: {e}"))
+                .collect();
+            assert_eq!(v011, want, "{template}");
         }
     }
 

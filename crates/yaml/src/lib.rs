@@ -9,9 +9,6 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::LazyLock;
-
-use regex::Regex;
 
 pub mod de;
 mod fast;
@@ -821,18 +818,58 @@ fn resolve_int(v: &str) -> Option<i64> {
     None
 }
 
+/// Whether `v` matches PyYAML's float pattern, [`FLOAT_PATTERN`], checked byte by byte:
+/// building that regex cost more than loading a small score.
+fn is_float(v: &[u8]) -> bool {
+    fn digits(v: &[u8]) -> usize {
+        v.iter()
+            .take_while(|b| b.is_ascii_digit() || **b == b'_')
+            .count()
+    }
+    // Nothing, or `[eE][-+][0-9]+`.
+    fn exponent(v: &[u8]) -> bool {
+        match v {
+            [] => true,
+            [b'e' | b'E', b'-' | b'+', rest @ ..] => {
+                !rest.is_empty() && rest.iter().all(u8::is_ascii_digit)
+            }
+            _ => false,
+        }
+    }
+    let (signed, body) = match v {
+        [b'-' | b'+', rest @ ..] => (true, rest),
+        _ => (false, v),
+    };
+    match body {
+        [b'.', rest @ ..] => {
+            matches!(rest, b"inf" | b"Inf" | b"INF")
+                || (!signed && matches!(rest, b"nan" | b"NaN" | b"NAN"))
+                || (!signed && {
+                    let n = digits(rest);
+                    n > 0 && exponent(&rest[n..])
+                })
+        }
+        [b'0'..=b'9', rest @ ..] => {
+            let n = digits(rest);
+            match &rest[n..] {
+                [b'.', after @ ..] => exponent(&after[digits(after)..]),
+                _ => false,
+            }
+        }
+        _ => false,
+    }
+}
+
+/// PyYAML's float resolver as a regex (what [`is_float`] matches; its tests compare them).
+#[cfg(test)]
+const FLOAT_PATTERN: &str = r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9_]+(?:[eE][-+][0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$";
+
 fn resolve_float(v: &str) -> Option<f64> {
     // PyYAML's float resolver (YAML 1.1): a `.` is required and exponents need a sign.
-    static FLOAT: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(
-            r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9_]+(?:[eE][-+][0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
-        )
-        .expect("static regex")
-    });
-    // Every form the pattern accepts starts with a sign, a digit or a dot and has a dot:
-    // most plain scalars are words and never reach the regex.
+    // Every form it accepts starts with a sign, a digit or a dot and has a dot: most plain
+    // scalars are words and never reach the match.
     let starts_right = matches!(v.as_bytes().first(), Some(b'-' | b'+' | b'.' | b'0'..=b'9'));
-    if !starts_right || !v.contains('.') || !FLOAT.is_match(v) {
+    if !starts_right || !v.contains('.') || !is_float(v.as_bytes()) {
         return None;
     }
     let lower = v.to_ascii_lowercase();
@@ -881,6 +918,33 @@ fn is_timestamp(v: &str) -> bool {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    /// The byte-by-byte float check accepts exactly what PyYAML's pattern accepts.
+    #[test]
+    fn float_check_matches_the_pattern() {
+        let re = regex::Regex::new(super::FLOAT_PATTERN).unwrap();
+        let pieces = [
+            "-", "+", ".", "0", "7", "_", "e", "E", "inf", "Inf", "INF", "nan", "NaN", "NAN", "x",
+            " ", "1_0", "e+", "e-",
+        ];
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let mut floats = 0;
+        for _ in 0..50_000 {
+            let text: String = (0..1 + next(6))
+                .map(|_| pieces[next(pieces.len())])
+                .collect();
+            let want = re.is_match(&text);
+            floats += usize::from(want);
+            assert_eq!(super::is_float(text.as_bytes()), want, "{text:?}");
+        }
+        assert!(floats > 200, "only {floats} floats among the samples");
+    }
+
     use super::*;
 
     fn scalar(text: &str) -> NodeKind {

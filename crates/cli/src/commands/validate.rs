@@ -177,24 +177,63 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
     for warning in &score.warnings {
         eprintln!("{}: warning: {warning}", path.display());
     }
-    let mut issues = checks::run_checks(&score, path, &check_env_for(&score));
-    issues.extend(missing_programs(&score));
-    let has_errors = issues.iter().any(|i| i.severity == Severity::Error);
     // The branches the tasks will really get (the job ID is the file's stem).
     let job_id = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let plan = crate::render::tasks::plan_branches(&mut score.config, &job_id);
-    if args.output.is_json() {
-        write_json(&score, path, &issues, &plan)
+    let json = args.output.is_json();
+    let limit = if json || args.verbose { None } else { Some(1) };
+    if crate::render::tasks::plans_branches(&score.config) {
+        // Planning the branches changes what the preview shows: it comes after the checks.
+        let (mut issues, missing) =
+            checks::run_checks_with(&score, path, &check_env_for(&score), || {
+                missing_programs(&score)
+            });
+        issues.extend(missing);
+        let plan = crate::render::tasks::plan_branches(&mut score.config, &job_id);
+        let preview = checks::preview(&score, path, limit);
+        let code = report(&score, &issues, args.verbose, json, &plan, preview);
+        // The process ends right after this command: freeing the parsed document and the
+        // model value by value is pure overhead (about a millisecond on the corpus score).
+        std::mem::forget(score);
+        code
+    } else {
+        // The instruments' programs are looked up and the preview made while the checks
+        // render the score's sheets: neither depends on what the checks find.
+        let (mut issues, (missing, preview)) =
+            checks::run_checks_with(&score, path, &check_env_for(&score), || {
+                (
+                    missing_programs(&score),
+                    checks::preview(&score, path, limit),
+                )
+            });
+        issues.extend(missing);
+        let plan = crate::render::tasks::unplanned(&score.config);
+        let code = report(&score, &issues, args.verbose, json, &plan, preview);
+        std::mem::forget(score);
+        code
+    }
+}
+
+/// Print what `validate` found, as text or `--json`; the command's exit code.
+fn report(
+    score: &Score,
+    issues: &[Issue],
+    verbose: bool,
+    json: bool,
+    plan: &crate::render::tasks::BranchPlan,
+    preview: checks::Preview<'_>,
+) -> Result<i32, CliError> {
+    let has_errors = issues.iter().any(|i| i.severity == Severity::Error);
+    if json {
+        write_json(score, issues, plan, &preview)
             .map_err(|e| CliError::failed(e.to_string(), vec![]))?;
     } else {
-        print_terminal(&score, path, &issues, args.verbose, &plan);
+        print_terminal(score, issues, verbose, plan, &preview);
     }
-    // The process ends right after this command: freeing the parsed document and the model
-    // value by value is pure overhead (about a millisecond on the 516-sheet corpus score).
-    std::mem::forget(score);
+    // Freeing the preview's sheets one by one is overhead too (see above).
+    std::mem::forget(preview);
     Ok(i32::from(has_errors))
 }
 
@@ -205,10 +244,10 @@ fn report_load_error(err: ConfigError, mode: OutputMode) -> Result<i32, CliError
 
 fn print_terminal(
     score: &Score,
-    path: &Path,
     issues: &[Issue],
     verbose: bool,
     plan: &crate::render::tasks::BranchPlan,
+    preview: &checks::Preview<'_>,
 ) {
     let c = &score.config;
     let width = console_width();
@@ -290,8 +329,7 @@ fn print_terminal(
         print_dag(c);
     }
     crate::render::tasks::print_tasks(c, plan);
-    let preview = checks::preview(score, path, if verbose { None } else { Some(1) });
-    print_preview(&preview, verbose, width);
+    print_preview(preview, verbose, width);
     for s in &preview.sheets {
         if let Some(err) = &s.render_error {
             println!("  Sheet {} render error: {err}", s.sheet_num);
@@ -392,9 +430,9 @@ pub fn print_preview(preview: &checks::Preview<'_>, verbose: bool, width: usize)
 /// rule's JSON text is made once per distinct (applicable, expanded path) and copied.
 fn write_json(
     score: &Score,
-    path: &Path,
     issues: &[Issue],
     plan: &crate::render::tasks::BranchPlan,
+    preview: &checks::Preview<'_>,
 ) -> std::io::Result<()> {
     // V213 is about this machine, not the score: `--json` keeps it out of `issues` (the
     // list upstream's readers and its own corpus compare) and reports it under
@@ -403,7 +441,6 @@ fn write_json(
         issues.iter().cloned().partition(|i| i.check_id == "V213");
     let issues = &issues[..];
     let count = |s: Severity| issues.iter().filter(|i| i.severity == s).count();
-    let preview = checks::preview(score, path, None);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
     let out = &mut out;

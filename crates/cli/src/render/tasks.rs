@@ -25,14 +25,7 @@ pub struct BranchPlan {
 /// run recorded is reused with its branch. The prompt preview then shows the real
 /// `task_branch` too. Nothing in the repository changes.
 pub fn plan_branches(c: &mut JobConfig, job_id: &str) -> BranchPlan {
-    let mut plan = BranchPlan {
-        requested: c
-            .tasks
-            .as_ref()
-            .map(|t| t.items.iter().map(|i| i.branch.clone()).collect())
-            .unwrap_or_default(),
-        ..BranchPlan::default()
-    };
+    let mut plan = unplanned(c);
     if !mozart_jobs::sheet_worktrees::per_sheet(c) {
         return plan;
     }
@@ -62,6 +55,24 @@ pub fn plan_branches(c: &mut JobConfig, job_id: &str) -> BranchPlan {
         Err(e) => plan.unchecked = Some(e),
     }
     plan
+}
+
+/// Whether [`plan_branches`] changes the score: only a score whose sheets get their own
+/// worktrees has branches to plan; for any other, [`unplanned`] is its whole answer.
+pub fn plans_branches(c: &JobConfig) -> bool {
+    mozart_jobs::sheet_worktrees::per_sheet(c)
+}
+
+/// The plan of a score without per-sheet worktrees: each task's branch as `tasks` names it.
+pub fn unplanned(c: &JobConfig) -> BranchPlan {
+    BranchPlan {
+        requested: c
+            .tasks
+            .as_ref()
+            .map(|t| t.items.iter().map(|i| i.branch.clone()).collect())
+            .unwrap_or_default(),
+        ..BranchPlan::default()
+    }
 }
 
 /// The worktrees of a per-sheet score as JSON (`null` without them):
