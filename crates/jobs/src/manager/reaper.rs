@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -100,9 +101,11 @@ impl Inflight {
     fn ensure_file(&self, state: &mut JournalState) -> std::io::Result<()> {
         if state.file.is_none() {
             std::fs::create_dir_all(&self.dir)?;
+            // Private like everything in the Mozart home: it names jobs and their groups.
             let file = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
+                .mode(0o600)
                 .open(self.path())?;
             state.fresh = file.metadata()?.len() == 0;
             state.file = Some(file);
