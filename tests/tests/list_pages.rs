@@ -300,6 +300,21 @@ fn the_overview_asks_the_conductor_once() {
     assert_eq!(result["pages"][1]["total"], 0, "{answer}");
 }
 
+/// Render the dashboard's jobs page once, through a proxy in the conductor's place, and
+/// give the page with the methods that render asked the conductor for.
+fn render_jobs_page_counting_calls(env: &TestEnv) -> (String, Vec<String>) {
+    let proxy = CountingProxy::in_place_of(env);
+    let dash = start_dashboard(env, &[]);
+    let cookie = login(&dash.addr, &dash.url);
+    // The dashboard follows the conductor's event stream from its start, once — on a loaded
+    // machine that subscription may come late; it is not a call of the render below.
+    proxy.wait_for("daemon.monitor.stream");
+    proxy.take();
+    let r = web::http(&dash.addr, "GET", "/", &[("Cookie", cookie.as_str())], "");
+    assert_eq!(r.status, 200, "{}", r.raw);
+    (r.raw, proxy.take())
+}
+
 #[test]
 fn the_dashboard_jobs_page_asks_for_every_row_s_progress_in_one_call() {
     let env = TestEnv::new();
@@ -313,30 +328,16 @@ fn the_dashboard_jobs_page_asks_for_every_row_s_progress_in_one_call() {
     for i in 0..5 {
         wait_running(&env, &format!("busy-{i}"));
     }
-    let proxy = CountingProxy::in_place_of(&env);
-    let dash = start_dashboard(&env, &[]);
-    let cookie = login(&dash.addr, &dash.url);
-    // The dashboard follows the conductor's event stream from its start, once — on a loaded
-    // machine that subscription may come late; it is not a call of the render below.
-    proxy.wait_for("daemon.monitor.stream");
-    proxy.take();
-
-    let r = web::http(&dash.addr, "GET", "/", &[("Cookie", cookie.as_str())], "");
-    assert_eq!(r.status, 200, "{}", r.raw);
-    let asked = proxy.take();
+    let (raw, asked) = render_jobs_page_counting_calls(&env);
     // Each row still shows its progress...
     for i in 0..5 {
-        assert!(
-            r.raw.contains(&format!("data-job=\"busy-{i}\"")),
-            "{}",
-            r.raw
-        );
+        assert!(raw.contains(&format!("data-job=\"busy-{i}\"")), "{}", raw);
     }
     assert_eq!(
-        r.raw.matches(">0&#x2f;2 done, running<").count(),
+        raw.matches(">0&#x2f;2 done, running<").count(),
         5,
         "each row's progress:\n{}",
-        r.raw
+        raw
     );
     // ...from one call for all of them, not a `job.status` per row: the page itself
     // (`job.list_page` gives the rows' progress), not a `job.progress` after it.
@@ -362,28 +363,16 @@ fn the_dashboard_jobs_page_shows_finished_rows_progress_from_the_same_call() {
     for i in 0..5 {
         env.wait_completed(&format!("done-{i}"));
     }
-    let proxy = CountingProxy::in_place_of(&env);
-    let dash = start_dashboard(&env, &[]);
-    let cookie = login(&dash.addr, &dash.url);
-    proxy.wait_for("daemon.monitor.stream");
-    proxy.take();
-
-    let r = web::http(&dash.addr, "GET", "/", &[("Cookie", cookie.as_str())], "");
-    assert_eq!(r.status, 200, "{}", r.raw);
-    let asked = proxy.take();
+    let (raw, asked) = render_jobs_page_counting_calls(&env);
     // Each finished row shows its progress...
     for i in 0..5 {
-        assert!(
-            r.raw.contains(&format!("data-job=\"done-{i}\"")),
-            "{}",
-            r.raw
-        );
+        assert!(raw.contains(&format!("data-job=\"done-{i}\"")), "{}", raw);
     }
     assert_eq!(
-        r.raw.matches(">2&#x2f;2 done<").count(),
+        raw.matches(">2&#x2f;2 done<").count(),
         5,
         "each finished row's progress:\n{}",
-        r.raw
+        raw
     );
     // ...given with the page by the conductor, which keeps a finished job's progress: not a
     // `job.status` per finished row (a dozen more calls a render while 1,000 jobs run).

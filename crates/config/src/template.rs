@@ -480,28 +480,7 @@ pub fn template_vars(job: &JobConfig, sheet: &PlannedSheet, ctx: &RenderContext)
 /// The user variables as template values, by name. Hashed with FNV-1a: a template looks
 /// names up in them tens of times a sheet, for every sheet of the score, and the names are
 /// the score's own (not input to a long-lived table), so SipHash's guard bought nothing.
-type UserVars = IndexMap<String, Value, std::hash::BuildHasherDefault<Fnv>>;
-
-/// FNV-1a, for [`UserVars`].
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl std::hash::Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-}
+type UserVars = IndexMap<String, Value, std::hash::BuildHasherDefault<mozart_yaml::Fnv>>;
 
 /// The parts of the §5.2 context that are the same for every sheet of a score, computed once
 /// for rendering many sheets: the user variables as template values, and the sheet and

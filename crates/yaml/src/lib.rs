@@ -473,7 +473,7 @@ impl KeyIndex {
 /// as Python's dict has them); `None` for keys equal to nothing (NaN) or unhashable.
 fn key_hash(k: &NodeKind) -> Option<u64> {
     use std::hash::{Hash, Hasher};
-    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    let mut h = Fnv::default();
     let number = |f: f64| if f == 0.0 { 0 } else { f.to_bits() };
     match k {
         NodeKind::Int(i) => (0u8, number(*i as f64)).hash(&mut h),
@@ -488,9 +488,17 @@ fn key_hash(k: &NodeKind) -> Option<u64> {
     Some(h.finish())
 }
 
-/// FNV-1a: the keys are the user's own file, not an attacker's input to a long-lived table,
-/// and SipHash was a visible share of loading a score with a 515-key mapping.
-struct Fnv(u64);
+/// FNV-1a, for tables keyed by a user's own file (a score's keys, its variables' names):
+/// not an attacker's input to a long-lived table, and SipHash was a visible share of loading
+/// and rendering a score with a 515-key mapping.
+#[derive(Debug, Clone, Copy)]
+pub struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
 
 impl std::hash::Hasher for Fnv {
     fn finish(&self) -> u64 {
