@@ -184,36 +184,30 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
         .unwrap_or_default();
     let json = args.output.is_json();
     let limit = if json || args.verbose { None } else { Some(1) };
-    if crate::render::tasks::plans_branches(&score.config) {
-        // Planning the branches changes what the preview shows: it comes after the checks.
-        let (mut issues, missing) =
-            checks::run_checks_with(&score, path, &check_env_for(&score), || {
-                missing_programs(&score)
-            });
-        issues.extend(missing);
-        let plan = crate::render::tasks::plan_branches(&mut score.config, &job_id);
-        let preview = checks::preview(&score, path, limit);
-        let code = report(&score, &issues, args.verbose, json, &plan, preview);
-        // The process ends right after this command: freeing the parsed document and the
-        // model value by value is pure overhead (about a millisecond on the corpus score).
-        std::mem::forget(score);
-        code
-    } else {
-        // The instruments' programs are looked up and the preview made while the checks
-        // render the score's sheets: neither depends on what the checks find.
-        let (mut issues, (missing, preview)) =
-            checks::run_checks_with(&score, path, &check_env_for(&score), || {
-                (
-                    missing_programs(&score),
-                    checks::preview(&score, path, limit),
-                )
-            });
-        issues.extend(missing);
-        let plan = crate::render::tasks::unplanned(&score.config);
-        let code = report(&score, &issues, args.verbose, json, &plan, preview);
-        std::mem::forget(score);
-        code
-    }
+    // The instruments' programs are looked up — and, unless planning the branches changes
+    // what it shows, the preview made — while the checks render the score's sheets: neither
+    // depends on what the checks find.
+    let early = !crate::render::tasks::plans_branches(&score.config);
+    let (mut issues, (missing, preview)) =
+        checks::run_checks_with(&score, path, &check_env_for(&score), || {
+            (
+                missing_programs(&score),
+                early.then(|| checks::preview(&score, path, limit)),
+            )
+        });
+    issues.extend(missing);
+    let (plan, preview) = match preview {
+        Some(preview) => (crate::render::tasks::unplanned(&score.config), preview),
+        None => {
+            let plan = crate::render::tasks::plan_branches(&mut score.config, &job_id);
+            (plan, checks::preview(&score, path, limit))
+        }
+    };
+    let code = report(&score, &issues, args.verbose, json, &plan, preview);
+    // The process ends right after this command: freeing the parsed document and the model
+    // value by value is pure overhead (about a millisecond on the corpus score).
+    std::mem::forget(score);
+    code
 }
 
 /// Print what `validate` found, as text or `--json`; the command's exit code.
