@@ -1473,6 +1473,18 @@ pub fn plan(c: &JobConfig) -> Result<SheetPlan, crate::ConfigError> {
 mod tests {
     use super::*;
 
+    /// A fixed-seed xorshift sampler: `next(n)` picks an index below `n`, the same sequence
+    /// on every run.
+    fn sampler() -> impl FnMut(usize) -> usize {
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        move |n| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        }
+    }
+
     #[test]
     fn declared_names_same_on_ascii_and_unicode_text() {
         let ascii = "{% set a = 1 %}{%- for x, y in z %}{% macro m(p, q) %}{%set\tb=2%}";
@@ -1522,13 +1534,7 @@ mod tests {
             "{voice_count",
             "{voice}",
         ];
-        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % n as u64) as usize
-        };
+        let mut next = sampler();
         let mut found = 0;
         for _ in 0..20_000 {
             let tpl: String = (0..next(10)).map(|_| pieces[next(pieces.len())]).collect();
@@ -1603,13 +1609,7 @@ mod tests {
             "{%", "%}", "-", " ", "\t", "\n", "\x0b", "set", "for", "macro", "in", "=", "(", ")",
             ",", "a", "b1", "_", "%", "}", "{", "x.y", "+", "'",
         ];
-        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % n as u64) as usize
-        };
+        let mut next = sampler();
         for _ in 0..20_000 {
             let mut text = String::from(["{%", "{%-", "{% ", "x{%"][next(4)]);
             text.push_str(["set", "for", "macro", " set", "\tfor"][next(5)]);
