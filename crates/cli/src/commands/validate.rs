@@ -203,7 +203,7 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
             (plan, checks::preview(&score, path, limit))
         }
     };
-    let code = report(&score, &issues, args.verbose, json, &plan, preview);
+    let code = report(&score, &issues, args.verbose, args.output, &plan, preview);
     // The process ends right after this command: freeing the parsed document and the model
     // value by value is pure overhead (about a millisecond on the corpus score).
     std::mem::forget(score);
@@ -215,12 +215,12 @@ fn report(
     score: &Score,
     issues: &[Issue],
     verbose: bool,
-    json: bool,
+    mode: OutputMode,
     plan: &crate::render::tasks::BranchPlan,
     preview: checks::Preview<'_>,
 ) -> Result<i32, CliError> {
     let has_errors = issues.iter().any(|i| i.severity == Severity::Error);
-    if json {
+    if mode.is_json() {
         write_json(score, issues, plan, &preview)
             .map_err(|e| CliError::failed(e.to_string(), vec![]))?;
     } else {

@@ -999,7 +999,8 @@ impl BatonHost for ConductorHost {
             entry.view_facts = None;
             if let Some(live) = &live {
                 entry.final_sheets = live.sheets.statuses().collect();
-                entry.final_progress = super::owner::countable(entry.compacted, live)
+                entry.final_progress = entry
+                    .progress_countable(live)
                     .then(|| mozart_ipc::status::JobProgress::of(live));
             }
             tracing::debug!(job_id, ?outcome, reason, new_work, "job finished");

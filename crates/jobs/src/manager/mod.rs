@@ -96,7 +96,7 @@ pub(crate) struct JobEntry {
     /// the registry): what the monitor stream diffs against.
     pub final_sheets: Vec<(u32, mozart_state::SheetStatus)>,
     /// The job's progress once it has finished, kept from its last live checkpoint (which
-    /// is then let go) when that was small enough to count (see `owner::progress`): a
+    /// is then let go) when that was small enough to count (see [`JobEntry::progress_countable`]): a
     /// jobs page gives a finished row its progress with the rows, where without it the
     /// dashboard asked `job.status` of each finished row, a dozen more calls a render
     /// while 1,000 jobs run (issue 24).
@@ -130,6 +130,13 @@ pub(crate) struct JobEntry {
 }
 
 impl JobEntry {
+    /// Whether the job's progress is counted on the table (`job.progress`, a jobs page's
+    /// rows): a walk over its sheets, so only for a job of at most
+    /// [`mozart_ipc::status::PROGRESS_SHEETS`] whose sheets are all whole in memory.
+    pub(crate) fn progress_countable(&self, live: &CheckpointState) -> bool {
+        !self.compacted && live.total_sheets <= mozart_ipc::status::PROGRESS_SHEETS
+    }
+
     /// A job entering the table (`run` when the baton is to run it).
     pub(crate) fn new(
         record: JobRecord,

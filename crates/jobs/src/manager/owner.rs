@@ -12,13 +12,6 @@ use super::host::ConductorHost;
 use super::table::{Command, JobFacts, LiveList, LiveStatus, Query, WatchStep};
 use super::{lock, wire};
 
-/// Whether a job's progress is counted on the table (`job.progress`, a jobs page's rows):
-/// a walk over its sheets, so only for a job of at most
-/// [`mozart_ipc::status::PROGRESS_SHEETS`] whose sheets are all whole in memory.
-pub(super) fn countable(compacted: bool, live: &mozart_state::CheckpointState) -> bool {
-    !compacted && live.total_sheets <= mozart_ipc::status::PROGRESS_SHEETS
-}
-
 impl ConductorHost {
     /// Handle one message from another task.
     pub(super) fn handle(&mut self, command: Command) {
@@ -154,7 +147,7 @@ impl ConductorHost {
             .filter_map(|id| {
                 let e = self.table.jobs.get(&id)?;
                 let progress = match e.live.as_ref() {
-                    Some(live) if countable(e.compacted, live) => {
+                    Some(live) if e.progress_countable(live) => {
                         mozart_ipc::status::JobProgress::of(live)
                     }
                     Some(_) => return None,

@@ -78,8 +78,15 @@ impl StreamCursor {
     /// loaded jobs cost a walk over their statuses, not 1,000 maps and id strings made ten
     /// times a second while sheet events wait (issue 24).
     pub(crate) fn poll(&mut self, table: &JobTable, first: bool) -> Vec<MonitorEvent> {
-        let now = mozart_state::epoch_now();
         let mut out = Vec::new();
+        self.poll_jobs(table, first, &mut out);
+        self.poll_observed(table, first, &mut out);
+        out
+    }
+
+    /// The jobs' and sheets' status changes since the previous poll, into `out`.
+    fn poll_jobs(&mut self, table: &JobTable, first: bool, out: &mut Vec<MonitorEvent>) {
+        let now = mozart_state::epoch_now();
         self.polls += 1;
         let poll = self.polls;
         for (id, entry) in table.jobs.iter() {
@@ -144,7 +151,10 @@ impl StreamCursor {
             );
         }
         self.jobs.retain(|_, seen| seen.poll == poll);
+    }
 
+    /// The observer records queued since the previous poll, into `out`.
+    fn poll_observed(&mut self, table: &JobTable, first: bool, out: &mut Vec<MonitorEvent>) {
         for (id, queue) in table.observed.iter() {
             let (start_last, start_same) = self.observed.get(id).copied().unwrap_or((f64::MIN, 0));
             // The baton stamps its records from a monotonic clock, so a queue is in time
@@ -197,7 +207,6 @@ impl StreamCursor {
             }
             self.observed.insert(id.clone(), (last, same));
         }
-        out
     }
 }
 
