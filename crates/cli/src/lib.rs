@@ -380,18 +380,40 @@ pub fn command_tree() -> clap::Command {
 
 /// The clap command with upstream's help panels in its top-level help.
 pub fn command() -> clap::Command {
-    let cmd = command_tree();
+    with_help_panels(command_tree())
+}
+
+/// `cmd` with the top-level help laid out in upstream's panels.
+fn with_help_panels(cmd: clap::Command) -> clap::Command {
     let panels = command_panels(&cmd);
     cmd.help_template(format!(
         "{{about-with-newline}}\n{{usage-heading}} {{usage}}\n\nOptions:\n{{options}}\n{panels}"
     ))
 }
 
+/// Whether these arguments may ask for the top-level help (`--help`, `-h` alone or among
+/// short flags, or the `help` command) — the only output that uses the panels, which every
+/// other call need not lay out. A superset: a command's own help ignores the panels.
+fn may_ask_for_help(args: &[std::ffi::OsString]) -> bool {
+    args.iter().skip(1).any(|arg| {
+        let arg = arg.as_encoded_bytes();
+        arg == b"help"
+            || arg.starts_with(b"--help")
+            || (arg.starts_with(b"-") && !arg.starts_with(b"--") && arg.contains(&b'h'))
+    })
+}
+
 /// Parse the process arguments, run the command, and return the exit code.
 pub fn main() -> i32 {
     use clap::FromArgMatches;
-    let parsed = command()
-        .try_get_matches()
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cmd = if may_ask_for_help(&args) {
+        with_help_panels(command_tree())
+    } else {
+        command_tree()
+    };
+    let parsed = cmd
+        .try_get_matches_from(args)
         .and_then(|m| Cli::from_arg_matches(&m));
     let cli = match parsed {
         Ok(cli) => cli,
@@ -532,6 +554,32 @@ mod tests {
                     .starts_with("Arguments of"),
                 "{name}"
             );
+        }
+    }
+
+    #[test]
+    fn every_way_to_ask_for_the_top_level_help_gets_the_panels() {
+        // The panels are laid out only when help may be asked for; clap answering with the
+        // top-level help to arguments that skipped them would print the plain layout.
+        for argv in [
+            &["mozart", "--help"][..],
+            &["mozart", "-h"],
+            &["mozart", "help"],
+            &["mozart", "-qh"],
+            &["mozart", "-hv"],
+            &["mozart", "-L", "debug", "--help"],
+            &["mozart", "--conductor-clone=x", "-h"],
+        ] {
+            let args: Vec<std::ffi::OsString> = argv.iter().map(Into::into).collect();
+            let err = super::command_tree()
+                .try_get_matches_from(&args)
+                .expect_err("help is an early exit");
+            assert_eq!(err.kind(), clap::error::ErrorKind::DisplayHelp, "{argv:?}");
+            assert!(super::may_ask_for_help(&args), "{argv:?}");
+        }
+        for argv in [&["mozart", "--version"][..], &["mozart", "list", "--json"]] {
+            let args: Vec<std::ffi::OsString> = argv.iter().map(Into::into).collect();
+            assert!(!super::may_ask_for_help(&args), "{argv:?}");
         }
     }
 
