@@ -528,6 +528,17 @@ mod tests {
             .find_subcommand("validate")
             .expect("validate is a command");
         assert!(validate.get_arguments().any(|a| a.get_id() == "json"));
+        for (parent, sub) in [("config", "show"), ("instruments", "check")] {
+            let nested = cmd
+                .find_subcommand(parent)
+                .and_then(|p| p.find_subcommand(sub))
+                .expect("a nested command");
+            assert_eq!(
+                nested.get_arguments().count(),
+                0,
+                "{parent} {sub} built eagerly"
+            );
+        }
     }
 
     #[test]
