@@ -6,7 +6,6 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use clap::CommandFactory;
 use clap_complete::Shell;
 use mozart_ipc::status::JobList;
 
@@ -76,7 +75,7 @@ pub fn run(args: Args) -> Result<i32, CliError> {
         "zsh" => Shell::Zsh,
         _ => Shell::Fish,
     };
-    let mut cmd = crate::Cli::command();
+    let mut cmd = crate::command_tree();
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut cmd, "mozart", &mut out);
     out.extend_from_slice(live_hook(&args.shell).as_bytes());
@@ -120,7 +119,7 @@ pub struct ManArgs {
 
 /// Run `mozart man`.
 pub fn man(args: ManArgs) -> Result<i32, CliError> {
-    let cmd = crate::Cli::command().version(env!("CARGO_PKG_VERSION"));
+    let cmd = crate::command_tree().version(env!("CARGO_PKG_VERSION"));
     let io =
         |e: std::io::Error| CliError::failed(format!("Cannot write the man page: {e}"), vec![]);
     let Some(dir) = args.out_dir else {

@@ -23,7 +23,11 @@ const ESSENTIALS: [&str; 6] = [
 ];
 
 /// Subcommands of `mozart config`.
+///
+/// Their arguments are built only for the one being parsed (every `mozart` call builds
+/// this enum's commands; see `mozart_cli::Command`).
 #[derive(Debug, clap::Subcommand)]
+#[command(defer = true)]
 pub enum Command {
     /// Show the conductor configuration (live from a running conductor, else the file).
     Show {

@@ -22,7 +22,11 @@ const VERSION_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 const HTTP_PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Subcommands of `mozart instruments`.
+///
+/// Their arguments are built only for the one being parsed (every `mozart` call builds
+/// this enum's commands; see `mozart_cli::Command`).
 #[derive(Debug, clap::Subcommand)]
+#[command(defer = true)]
 pub enum Command {
     /// List the instruments Mozart knows and whether each is ready here.
     List {
