@@ -271,14 +271,16 @@ fn a_submission_that_asks_to_wait_is_answered_once_the_first_sheet_completed() {
         "job.submit",
         serde_json::json!({"config_path": plain.to_str().unwrap()}),
     );
-    let keys: Vec<&String> = doc["result"].as_object().unwrap().keys().collect();
+    let mut keys: Vec<&String> = doc["result"].as_object().unwrap().keys().collect();
+    keys.sort();
     assert_eq!(keys, ["job_id", "message", "status"], "upstream's shape: {doc}");
 
     let json = env.write_score("json", &yaml("json", "true"));
     let out = env.mozart(&["run", json.to_str().unwrap(), "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let keys: Vec<&String> = printed.as_object().unwrap().keys().collect();
+    let mut keys: Vec<&String> = printed.as_object().unwrap().keys().collect();
+    keys.sort();
     assert_eq!(keys, ["job_id", "message", "status"], "{printed}");
 
     let broken = env.write_score("broken", &yaml("broken", "exit 3"));
