@@ -258,7 +258,10 @@ fn a_submission_that_asks_to_wait_is_answered_once_the_first_sheet_completed() {
     assert_eq!(result["watched"]["sheet_completed"], true, "{doc}");
     assert_eq!(result["watched"]["status"], "running", "{doc}");
     assert_eq!(result["watched"]["timed_out"], false, "{doc}");
-    assert!(took < Duration::from_secs(4), "answered at sheet 1: {took:?}");
+    assert!(
+        took < Duration::from_secs(4),
+        "answered at sheet 1: {took:?}"
+    );
     // Sheet 1 completed when the answer came: the job says so too.
     let status = env.raw_call("job.status", serde_json::json!({"job_id": "waited"}));
     assert_eq!(
@@ -273,7 +276,11 @@ fn a_submission_that_asks_to_wait_is_answered_once_the_first_sheet_completed() {
     );
     let mut keys: Vec<&String> = doc["result"].as_object().unwrap().keys().collect();
     keys.sort();
-    assert_eq!(keys, ["job_id", "message", "status"], "upstream's shape: {doc}");
+    assert_eq!(
+        keys,
+        ["job_id", "message", "status"],
+        "upstream's shape: {doc}"
+    );
 
     let json = env.write_score("json", &yaml("json", "true"));
     let out = env.mozart(&["run", json.to_str().unwrap(), "--json"]);

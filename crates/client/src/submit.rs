@@ -26,7 +26,11 @@ pub fn ended(
     seen: &mozart_ipc::types::JobWatchResult,
 ) -> Option<JobStatusResult> {
     matches!(seen.status.as_str(), "failed" | "cancelled")
-        .then(|| client.call(methods::JOB_STATUS, job_params(&seen.job_id)).ok())
+        .then(|| {
+            client
+                .call(methods::JOB_STATUS, job_params(&seen.job_id))
+                .ok()
+        })
         .flatten()
 }
 

@@ -169,10 +169,7 @@ async fn handle_connection(stream: UnixStream, methods: Methods, limits: &Server
             }
         };
         if let Some(response) = response {
-            if write_line(&mut write_half, response, limits)
-                .await
-                .is_err()
-            {
+            if write_line(&mut write_half, response, limits).await.is_err() {
                 return;
             }
         }
