@@ -227,6 +227,83 @@ fn job_watch_answers_when_the_first_sheet_completes_or_the_job_waits_for_a_slot(
     env.stop_conductor();
 }
 
+/// `job.submit` with `watch_ms` (ours) — how `mozart run` submits (issue 24): the answer
+/// comes once the accepted job shows how it goes, and says where it stood (`watched`), so
+/// the early-failure look needs no second call while the job's first sheet starts. Without
+/// it the answer is upstream's, at once; `mozart run --json` still prints upstream's shape,
+/// and a job that fails at once is still reported failed.
+#[test]
+fn a_submission_that_asks_to_wait_is_answered_once_the_first_sheet_completed() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml = |name: &str, first: &str| {
+        format!(
+            "name: {name}\nworkspace: ./{name}-ws\ninstrument: shell\n\
+             pause_between_sheets_seconds: 0\n\
+             sheet: {{size: 1, total_items: 2}}\n\
+             prompt:\n  template: |\n    \
+             {{% if sheet_num == 2 %}}RUN: sleep 30{{% else %}}RUN: {first}{{% endif %}}\n"
+        )
+    };
+    let waited = env.write_score("waited", &yaml("waited", "true"));
+    let started = Instant::now();
+    let doc = env.raw_call(
+        "job.submit",
+        serde_json::json!({"config_path": waited.to_str().unwrap(), "watch_ms": 5000}),
+    );
+    let took = started.elapsed();
+    let result = &doc["result"];
+    assert_eq!(result["status"], "accepted", "{doc}");
+    assert_eq!(result["watched"]["job_id"], "waited", "{doc}");
+    assert_eq!(result["watched"]["sheet_completed"], true, "{doc}");
+    assert_eq!(result["watched"]["status"], "running", "{doc}");
+    assert_eq!(result["watched"]["timed_out"], false, "{doc}");
+    assert!(
+        took < Duration::from_secs(4),
+        "answered at sheet 1: {took:?}"
+    );
+    // Sheet 1 completed when the answer came: the job says so too.
+    let status = env.raw_call("job.status", serde_json::json!({"job_id": "waited"}));
+    assert_eq!(
+        status["result"]["sheets"]["1"]["status"], "completed",
+        "{status}"
+    );
+
+    let plain = env.write_score("plain", &yaml("plain", "true"));
+    let doc = env.raw_call(
+        "job.submit",
+        serde_json::json!({"config_path": plain.to_str().unwrap()}),
+    );
+    let mut keys: Vec<&String> = doc["result"].as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        ["job_id", "message", "status"],
+        "upstream's shape: {doc}"
+    );
+
+    let json = env.write_score("json", &yaml("json", "true"));
+    let out = env.mozart(&["run", json.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut keys: Vec<&String> = printed.as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(keys, ["job_id", "message", "status"], "{printed}");
+
+    let broken = env.write_score("broken", &yaml("broken", "exit 3"));
+    let out = env.mozart(&["run", broken.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("The score has already failed: broken"),
+        "{}",
+        stdout(&out)
+    );
+    for job in ["waited", "plain", "json"] {
+        env.mozart(&["cancel", job]);
+    }
+    env.stop_conductor();
+}
+
 /// An output log is made when its stream prints, not when the instrument starts: while a
 /// sheet runs and has printed nothing, its workspace holds no log file for it (each sheet
 /// used to create two files, most of them removed again empty — the kernel's file creation

@@ -9,7 +9,7 @@ use mozart_ipc::{methods, BlockingClient};
 use serde_json::json;
 
 /// How long and how often to watch a just-accepted job for an early failure (§3.1 step 8).
-const EARLY_FAILURE_WINDOW: Duration = Duration::from_millis(1500);
+pub const EARLY_FAILURE_WINDOW: Duration = Duration::from_millis(1500);
 const EARLY_FAILURE_POLL: Duration = Duration::from_millis(200);
 
 fn job_params(job_id: &str) -> JobIdParams {
@@ -19,8 +19,24 @@ fn job_params(job_id: &str) -> JobIdParams {
     }
 }
 
+/// The status result of a watched job that already failed or was cancelled (asked on the
+/// same connection); None when it goes on or ended well, or the question fails.
+pub fn ended(
+    client: &mut BlockingClient,
+    seen: &mozart_ipc::types::JobWatchResult,
+) -> Option<JobStatusResult> {
+    matches!(seen.status.as_str(), "failed" | "cancelled")
+        .then(|| {
+            client
+                .call(methods::JOB_STATUS, job_params(&seen.job_id))
+                .ok()
+        })
+        .flatten()
+}
+
 /// Watch a just-accepted job briefly; the status result if it already failed or was
-/// cancelled. Errors are ignored: the submission itself succeeded.
+/// cancelled. Errors are ignored: the submission itself succeeded. For a conductor that did
+/// not watch the job on the submission itself (`JobRequest::watch_ms`: an older one).
 pub fn early_failure(client: &mut BlockingClient, job_id: &str) -> Option<JobStatusResult> {
     // One call the conductor answers as soon as the job shows how it goes: its first
     // sheet completed (the instrument works: nothing to report), it ended, paused or
@@ -32,11 +48,7 @@ pub fn early_failure(client: &mut BlockingClient, job_id: &str) -> Option<JobSta
         timeout_ms: EARLY_FAILURE_WINDOW.as_millis() as u64,
     };
     match client.call::<_, mozart_ipc::types::JobWatchResult>(methods::JOB_WATCH, &params) {
-        Ok(seen) => {
-            return matches!(seen.status.as_str(), "failed" | "cancelled")
-                .then(|| client.call(methods::JOB_STATUS, job_params(job_id)).ok())
-                .flatten();
-        }
+        Ok(seen) => return ended(client, &seen),
         Err(mozart_ipc::IpcError::Rpc { error, .. }) if error.is_method_not_found() => {}
         Err(_) => return None,
     }

@@ -29,12 +29,24 @@ pub fn is_default_detection_pattern(pattern: &str) -> bool {
     DEFAULT_DETECTION_PATTERNS.contains(&pattern)
 }
 
+/// Whether `pattern` is the default `feedback.pattern`, which is known to compile.
+pub fn is_default_feedback_pattern(pattern: &str) -> bool {
+    pattern == DEFAULT_FEEDBACK_PATTERN
+}
+
+/// `feedback.pattern` when the score sets none.
+const DEFAULT_FEEDBACK_PATTERN: &str = "(?s)FEEDBACK_START(.+?)FEEDBACK_END";
+
 #[cfg(test)]
 #[test]
 fn default_detection_patterns_compile() {
     for p in DEFAULT_DETECTION_PATTERNS {
         assert!(matches!(crate::pyregex::compile(p), Ok(Some(_))), "{p}");
     }
+    assert!(matches!(
+        crate::pyregex::compile(DEFAULT_FEEDBACK_PATTERN),
+        Ok(Some(_))
+    ));
 }
 
 macro_rules! defaults {
@@ -84,7 +96,7 @@ defaults! {
     d_60f_i: i64 = 60;
     d_80i: i64 = 80;
     d_2i: i64 = 2;
-    d_feedback_pattern: String = "(?s)FEEDBACK_START(.+?)FEEDBACK_END".into();
+    d_feedback_pattern: String = DEFAULT_FEEDBACK_PATTERN.into();
     d_03: f64 = 0.3;
     d_07: f64 = 0.7;
     d_015: f64 = 0.15;

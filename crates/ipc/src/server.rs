@@ -111,7 +111,7 @@ async fn handle_connection(stream: UnixStream, methods: Methods, limits: &Server
             let error = RpcError::invalid_request(reason);
             let _ = write_line(
                 &mut write_half,
-                &error_response(&Value::Null, &error),
+                error_response(&Value::Null, &error),
                 limits,
             )
             .await;
@@ -157,7 +157,7 @@ async fn handle_connection(stream: UnixStream, methods: Methods, limits: &Server
                 let error = RpcError::request_too_large(limits.max_request_bytes);
                 let _ = write_line(
                     &mut write_half,
-                    &error_response(&Value::Null, &error),
+                    error_response(&Value::Null, &error),
                     limits,
                 )
                 .await;
@@ -169,10 +169,7 @@ async fn handle_connection(stream: UnixStream, methods: Methods, limits: &Server
             }
         };
         if let Some(response) = response {
-            if write_line(&mut write_half, &response, limits)
-                .await
-                .is_err()
-            {
+            if write_line(&mut write_half, response, limits).await.is_err() {
                 return;
             }
         }
@@ -197,7 +194,7 @@ async fn forward_stream(
             next = notifications.recv() => {
                 let Some(raw) = next else { return };
                 let Some(line) = upstream_notification(raw.get()) else { continue };
-                if write_line(writer, &line, limits).await.is_err() {
+                if write_line(writer, line, limits).await.is_err() {
                     return;
                 }
             }
@@ -236,14 +233,16 @@ pub fn check_peer_uid(peer_uid: Option<u32>, allowed: u32, allow_root: bool) -> 
     }
 }
 
+/// Write `text` and its newline in one `write`: two made the client wake twice for every
+/// answer (the line, then its end), and the sender make two system calls (issue 24).
 async fn write_line(
     writer: &mut tokio::net::unix::OwnedWriteHalf,
-    text: &str,
+    mut text: String,
     limits: &ServerLimits,
 ) -> std::io::Result<()> {
+    text.push('\n');
     let write = async {
         writer.write_all(text.as_bytes()).await?;
-        writer.write_all(b"\n").await?;
         writer.flush().await
     };
     // A client that stops reading must not pin its task forever.
@@ -254,6 +253,13 @@ async fn write_line(
             "client did not read its response",
         )),
     }
+}
+
+/// A response's text with room for the newline [`write_line`] adds (no second copy).
+fn reply_text(response: &str) -> String {
+    let mut text = String::with_capacity(response.len() + 1);
+    text.push_str(response);
+    text
 }
 
 /// Build an error response line.
@@ -321,12 +327,12 @@ pub async fn dispatch_line(methods: &Methods, line: &[u8]) -> Dispatched {
                 .map(|v| v.get("error").is_some())
                 .unwrap_or(true);
             if refused {
-                Dispatched::Reply((!notification).then(|| response.get().to_string()))
+                Dispatched::Reply((!notification).then(|| reply_text(response.get())))
             } else {
                 Dispatched::Stream(notifications)
             }
         }
-        Ok((response, _)) => Dispatched::Reply((!notification).then(|| response.get().to_string())),
+        Ok((response, _)) => Dispatched::Reply((!notification).then(|| reply_text(response.get()))),
         Err(err) => {
             tracing::error!(%method, error = %err, "ipc.dispatch_failed");
             Dispatched::Reply(

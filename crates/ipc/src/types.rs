@@ -43,6 +43,13 @@ pub struct JobRequest {
     /// Concert depth of a chained job.
     #[serde(default)]
     pub chain_depth: Option<u32>,
+    /// Ours: answer an accepted submission only once the job shows how it goes — what
+    /// `job.watch` would answer, in the response's `watched` — waiting at most this many
+    /// milliseconds (capped at 5 s). `mozart run`'s early-failure look then costs no second
+    /// call, sent while the conductor starts the job's first sheet (issue 24). Absent:
+    /// answered at once, as upstream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch_ms: Option<u64>,
 }
 
 /// Outcome of a submission, resume or modify.
@@ -74,6 +81,10 @@ pub struct JobResponse {
     /// client then classifies `message` with [`RejectionReason::from_message`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<RejectionReason>,
+    /// Ours: where the accepted job stood when the submission was answered, for a
+    /// submission that asked to wait (`watch_ms`); absent otherwise (upstream's shape).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watched: Option<JobWatchResult>,
 }
 
 impl JobResponse {
@@ -88,6 +99,7 @@ impl JobResponse {
             status,
             message,
             reason: None,
+            watched: None,
         }
     }
 
@@ -105,6 +117,7 @@ impl JobResponse {
             status: JobResponseStatus::Rejected,
             reason: Some(RejectionReason::from_message(&message)),
             message: Some(message),
+            watched: None,
         }
     }
 

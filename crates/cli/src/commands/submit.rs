@@ -66,7 +66,7 @@ pub fn submit(globals: &Globals, args: &SubmitArgs, score: &Score) -> Result<i32
         return Err(not_submitted(ESCALATION_UNSUPPORTED, vec![], args.output));
     }
 
-    let (response, mut client) = send(globals, args, job_request(args, score))?;
+    let (mut response, mut client) = send(globals, args, job_request(args, score))?;
     match response.status {
         // 6.
         JobResponseStatus::Pending => {
@@ -79,7 +79,12 @@ pub fn submit(globals: &Globals, args: &SubmitArgs, score: &Score) -> Result<i32
         // the failure came within 1.5 s). A job that already ended is reported with its
         // cause; its outcome as an exit code is `mozart wait`'s.
         JobResponseStatus::Accepted => {
-            let ended = mozart_client::submit::early_failure(&mut client, &response.job_id);
+            // The conductor watched the job before answering (`watch_ms`); an older one
+            // answers at once, and the job is watched with a call of its own.
+            let ended = match response.watched.take() {
+                Some(seen) => mozart_client::submit::ended(&mut client, &seen),
+                None => mozart_client::submit::early_failure(&mut client, &response.job_id),
+            };
             report_accepted(&response, ended.as_ref(), args.output);
             Ok(0)
         }
@@ -107,6 +112,9 @@ fn job_request(args: &SubmitArgs, score: &Score) -> JobRequest {
         self_healing: args.self_healing,
         self_healing_auto_confirm: args.yes,
         start_sheet: args.start_sheet,
+        // The early-failure look (§3.1 step 8) on the submission itself: one call, and
+        // nothing sent while the conductor starts the job's first sheet.
+        watch_ms: Some(mozart_client::submit::EARLY_FAILURE_WINDOW.as_millis() as u64),
         ..JobRequest::default()
     }
 }

@@ -245,10 +245,15 @@ impl ConductorHost {
         if update_sheet(live, change, status, details.as_ref()) {
             self.new_work.insert(change.job_id.clone());
         }
-        if status == SheetStatus::Completed {
+        if status == SheetStatus::Completed && !entry.watchers.is_empty() {
             // `job.watch` waits for the first completed sheet (the list is empty after).
+            let seen = super::table::WatchSeen {
+                status: entry.record.status,
+                sheet_completed: live.last_completed_sheet > 0,
+                waiting: entry.waiting.is_some(),
+            };
             for watcher in entry.watchers.drain(..) {
-                let _ = watcher.send(());
+                let _ = watcher.send(seen);
             }
         }
         if change.status == mozart_baton::SheetStatus::Cancelled {
@@ -507,9 +512,7 @@ impl ConductorHost {
             _ => None,
         };
         entry.record.status = daemon;
-        for watcher in entry.watchers.drain(..) {
-            let _ = watcher.send(());
-        }
+        entry.wake_watchers();
         if daemon == DaemonJobStatus::Completed {
             self.note_completion(entry, registry, &change.job_id);
         }

@@ -113,7 +113,9 @@ pub(crate) struct JobEntry {
     pub log: events::JobLog,
     /// `job.watch` calls waiting for the job to show how it goes: woken when one of its
     /// sheets completes or its status changes (see [`JobManager::watch`]).
-    pub watchers: Vec<tokio::sync::oneshot::Sender<()>>,
+    /// The wake carries what the watch would ask for next, so a settled job is answered
+    /// without a second question to the table's owner while it runs the job's next sheet.
+    pub watchers: Vec<tokio::sync::oneshot::Sender<table::WatchSeen>>,
     /// The live checkpoint's score as a sheet view shows it (`wire::view_snapshot`), made
     /// at the first view: parsing the snapshot on every `status` of a running job cost time
     /// in proportion to its planned sheets (issue 24). The snapshot changes only with a new
@@ -130,6 +132,29 @@ pub(crate) struct JobEntry {
 }
 
 impl JobEntry {
+    /// What `job.watch` sees of the job now.
+    pub(crate) fn watch_seen(&self) -> table::WatchSeen {
+        table::WatchSeen {
+            status: self.record.status,
+            sheet_completed: self
+                .live
+                .as_ref()
+                .is_some_and(|l| l.last_completed_sheet > 0),
+            waiting: self.waiting.is_some(),
+        }
+    }
+
+    /// Wake the `job.watch` calls waiting on the job with what they see now.
+    pub(crate) fn wake_watchers(&mut self) {
+        if self.watchers.is_empty() {
+            return;
+        }
+        let seen = self.watch_seen();
+        for watcher in self.watchers.drain(..) {
+            let _ = watcher.send(seen);
+        }
+    }
+
     /// Whether the job's progress is counted on the table (`job.progress`, a jobs page's
     /// rows): a walk over its sheets, so only for a job of at most
     /// [`mozart_ipc::status::PROGRESS_SHEETS`] whose sheets are all whole in memory.
@@ -495,7 +520,7 @@ impl JobManager {
                     reply,
                 })
                 .await;
-            let Some((status, sheet_completed, wake)) = seen else {
+            let Some((seen, wake)) = seen else {
                 // Not loaded: a finished job the registry knows, or none at all.
                 let record = lock(&self.shared.registry).get_job(job_id)?;
                 let Some(record) = record else {
@@ -508,19 +533,22 @@ impl JobManager {
                     timed_out: false,
                 });
             };
-            let result = |timed_out| mozart_ipc::types::JobWatchResult {
+            let result = |seen: table::WatchSeen, timed_out| mozart_ipc::types::JobWatchResult {
                 job_id: job_id.to_string(),
-                status: status.as_str().to_string(),
-                sheet_completed,
+                status: seen.status.as_str().to_string(),
+                sheet_completed: seen.sheet_completed,
                 timed_out,
             };
             let Some(wake) = wake else {
-                return Ok(result(false));
+                return Ok(result(seen, false));
             };
             match tokio::time::timeout_at(deadline, wake).await {
-                // Woken (or the job left the table, dropping the sender): look again.
+                // Woken with the change: answered from it when it settles the watch.
+                Ok(Ok(now)) if now.settled() => return Ok(result(now, false)),
+                // A change that settles nothing, or the job left the table (dropping the
+                // sender): look again.
                 Ok(_) => continue,
-                Err(_) => return Ok(result(true)),
+                Err(_) => return Ok(result(seen, true)),
             }
         }
     }

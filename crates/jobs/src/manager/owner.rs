@@ -240,23 +240,15 @@ impl ConductorHost {
 
     fn watch_step(&mut self, id: &str) -> WatchStep {
         let entry = self.table.jobs.get_mut(id)?;
-        let status = entry.record.status;
-        let sheet_completed = entry
-            .live
-            .as_ref()
-            .is_some_and(|l| l.last_completed_sheet > 0);
-        let settled = sheet_completed
-            || status.is_terminal()
-            || status == DaemonJobStatus::Paused
-            || entry.waiting.is_some();
-        let wake = if settled {
+        let seen = entry.watch_seen();
+        let wake = if seen.settled() {
             None
         } else {
             let (tx, rx) = tokio::sync::oneshot::channel();
             entry.watchers.push(tx);
             Some(rx)
         };
-        Some((status, sheet_completed, wake))
+        Some((seen, wake))
     }
 
     fn live_list(&self) -> LiveList {

@@ -310,6 +310,7 @@ fn register_lifecycle(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(
 
 /// `job.submit`: a score to run (or, dry run, its plan).
 async fn submit(m: JobManager, ctx: Ctx, p: JobRequest) -> RpcResult {
+    let watch = p.watch_ms.map(std::time::Duration::from_millis);
     let req = SubmitRequest {
         config_path: p.config_path,
         workspace: p.workspace,
@@ -336,6 +337,11 @@ async fn submit(m: JobManager, ctx: Ctx, p: JobRequest) -> RpcResult {
             Some(m) => format!("{m}; {note}"),
             None => note.to_string(),
         });
+    }
+    if let (Some(timeout), JobResponseStatus::Accepted) = (watch, response.status) {
+        // The submitter's early-failure look, on this call (`JobRequest::watch_ms`). A
+        // watch that fails leaves the answer as it was: the submission itself succeeded.
+        response.watched = m.watch(&response.job_id, timeout).await.ok();
     }
     to_value(response)
 }

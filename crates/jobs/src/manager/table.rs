@@ -339,13 +339,31 @@ pub(crate) type LiveStatus = (
     Vec<mozart_ipc::checkpoint::InstrumentHold>,
 );
 
-/// One step of `job.watch`: the job's status, whether a sheet completed, and (not settled
-/// yet) a channel that fires at its next change. None: not loaded.
-pub(crate) type WatchStep = Option<(
-    DaemonJobStatus,
-    bool,
-    Option<tokio::sync::oneshot::Receiver<()>>,
-)>;
+/// What `job.watch` looks at in a loaded job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WatchSeen {
+    /// The job's status.
+    pub status: DaemonJobStatus,
+    /// Whether one of its sheets completed.
+    pub sheet_completed: bool,
+    /// Whether it waits for a job slot.
+    pub waiting: bool,
+}
+
+impl WatchSeen {
+    /// Whether the job shows how it goes: a sheet completed, or it is no longer simply
+    /// running (it ended, paused, or waits for a job slot).
+    pub fn settled(&self) -> bool {
+        self.sheet_completed
+            || self.status.is_terminal()
+            || self.status == DaemonJobStatus::Paused
+            || self.waiting
+    }
+}
+
+/// One step of `job.watch`: what it sees of the job, and (not settled yet) a channel that
+/// fires at its next change with what it sees then. None: not loaded.
+pub(crate) type WatchStep = Option<(WatchSeen, Option<tokio::sync::oneshot::Receiver<WatchSeen>>)>;
 
 /// The loaded jobs as `job.list` shows them (with their submission times), their ids, and
 /// the registry rows read before (if still good).
