@@ -274,7 +274,10 @@ mod tests {
         for skip in [&[][..], &["column", "flag"][..]] {
             assert_eq!(to_string(&rich, skip).unwrap(), through_a_tree(&rich, skip));
             let plain = Sample::default();
-            assert_eq!(to_string(&plain, skip).unwrap(), through_a_tree(&plain, skip));
+            assert_eq!(
+                to_string(&plain, skip).unwrap(),
+                through_a_tree(&plain, skip)
+            );
         }
         #[derive(Serialize)]
         struct Nothing {
