@@ -418,34 +418,51 @@ const QUALIFIERS: &[&str] = &[
     "idx",
 ];
 
-/// The words of an identifier, lower-cased: split at every non-alphanumeric character and
-/// at camel-case boundaries (`apiKey` → api, key; `APIKey` → api, key).
-fn words(name: &str) -> Vec<String> {
-    let mut out = Vec::new();
+/// Calls `f` with each word of an identifier, as written: split at every non-alphanumeric
+/// character and at camel-case boundaries (`apiKey` → api, Key; `APIKey` → API, Key).
+/// Slices of `name`, compared without case by the callers: asked for every `NAME=value`
+/// the rules meet, it allocates nothing.
+fn each_word<'n>(name: &'n str, mut f: impl FnMut(&'n str)) {
     for part in name.split(|c: char| !c.is_ascii_alphanumeric()) {
-        let chars: Vec<char> = part.chars().collect();
-        let mut word = String::new();
-        for (i, &c) in chars.iter().enumerate() {
-            let prev = i.checked_sub(1).map(|j| chars[j]);
-            let next = chars.get(i + 1).copied();
-            let boundary = match prev {
-                Some(p) if c.is_ascii_uppercase() => {
-                    p.is_ascii_lowercase()
-                        || p.is_ascii_digit()
-                        || (p.is_ascii_uppercase() && next.is_some_and(|n| n.is_ascii_lowercase()))
-                }
-                _ => false,
-            };
-            if boundary && !word.is_empty() {
-                out.push(std::mem::take(&mut word));
+        // ASCII letters and digits only: a byte is a character.
+        let bytes = part.as_bytes();
+        let mut start = 0;
+        for i in 1..bytes.len() {
+            let (p, c) = (bytes[i - 1], bytes[i]);
+            let next = bytes.get(i + 1).copied();
+            let boundary = c.is_ascii_uppercase()
+                && (p.is_ascii_lowercase()
+                    || p.is_ascii_digit()
+                    || (p.is_ascii_uppercase() && next.is_some_and(|n| n.is_ascii_lowercase())));
+            if boundary {
+                f(&part[start..i]);
+                start = i;
             }
-            word.push(c.to_ascii_lowercase());
         }
-        if !word.is_empty() {
-            out.push(word);
+        if start < part.len() {
+            f(&part[start..]);
         }
     }
+}
+
+/// The words of an identifier, lower-cased ([`each_word`]).
+#[cfg(test)]
+fn words(name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    each_word(name, |w| out.push(w.to_ascii_lowercase()));
     out
+}
+
+/// Whether `word` ends with `ending`, ASCII case ignored.
+fn ends_with_ignore_case(word: &str, ending: &str) -> bool {
+    word.len() >= ending.len()
+        && word.as_bytes()[word.len() - ending.len()..].eq_ignore_ascii_case(ending.as_bytes())
+}
+
+/// Whether `word` starts with `beginning`, ASCII case ignored.
+fn starts_with_ignore_case(word: &str, beginning: &str) -> bool {
+    word.len() >= beginning.len()
+        && word.as_bytes()[..beginning.len()].eq_ignore_ascii_case(beginning.as_bytes())
 }
 
 /// Whether a variable or field named `name` holds a secret: one of its words is a secret
@@ -457,18 +474,24 @@ pub fn is_secret_name(name: &str) -> bool {
     if name.eq_ignore_ascii_case("pwd") || name.eq_ignore_ascii_case("oldpwd") {
         return false;
     }
-    let words = words(name);
-    let Some(last) = words.last() else {
-        return false;
-    };
-    if words.len() > 1 && QUALIFIERS.contains(&last.as_str()) {
+    let (mut count, mut last, mut secret) = (0usize, "", false);
+    each_word(name, |w| {
+        count += 1;
+        last = w;
+        secret = secret
+            || SECRET_WORDS.iter().any(|s| s.eq_ignore_ascii_case(w))
+            || SECRET_ENDINGS.iter().any(|e| ends_with_ignore_case(w, e))
+            || SECRET_BEGINNINGS
+                .iter()
+                .any(|b| starts_with_ignore_case(w, b));
+    });
+    if count == 0 {
         return false;
     }
-    words.iter().any(|w| {
-        SECRET_WORDS.contains(&w.as_str())
-            || SECRET_ENDINGS.iter().any(|e| w.ends_with(e))
-            || SECRET_BEGINNINGS.iter().any(|b| w.starts_with(b))
-    })
+    if count > 1 && QUALIFIERS.iter().any(|q| q.eq_ignore_ascii_case(last)) {
+        return false;
+    }
+    secret
 }
 
 /// A value that is obviously not a secret: a switch, a number 0/1, a shell or template
@@ -564,6 +587,34 @@ fn apply<'t>(
     }
 }
 
+/// `text` with the matches of `re` for which `replace` gives a replacement replaced; the
+/// text itself when it gives none. The named-value forms match many a harmless `name=value`
+/// (`validations_passed=1` in every log line of a completed sheet): those cost no copy.
+fn apply_some<'t>(
+    text: Cow<'t, str>,
+    re: &Regex,
+    replace: impl Fn(&Captures<'_>) -> Option<String>,
+) -> Cow<'t, str> {
+    let mut out: Option<String> = None;
+    let mut last = 0;
+    for c in re.captures_iter(&text) {
+        let (Some(whole), Some(to)) = (c.get(0), replace(&c)) else {
+            continue;
+        };
+        let o = out.get_or_insert_with(|| String::with_capacity(text.len() + 16));
+        o.push_str(&text[last..whole.start()]);
+        o.push_str(&to);
+        last = whole.end();
+    }
+    match out {
+        None => text,
+        Some(mut o) => {
+            o.push_str(&text[last..]);
+            Cow::Owned(o)
+        }
+    }
+}
+
 fn redact_cow(text: &str) -> Cow<'_, str> {
     let scanner = Scanner::current();
     // One pass says which rules match (usually none: the text is handed back as it is).
@@ -598,30 +649,20 @@ fn redact_cow(text: &str) -> Cow<'_, str> {
     }
     let [plain, json, flag] = &rules.named;
     if hits.matched(provider) {
-        out = apply(out, plain, |c| {
-            if redact_named(&c[1], &c[2], &c[4]) {
-                format!("{}{}{}{}", &c[1], &c[2], &c[3], named_marker(&c[4]))
-            } else {
-                c[0].to_string()
-            }
+        out = apply_some(out, plain, |c| {
+            redact_named(&c[1], &c[2], &c[4])
+                .then(|| format!("{}{}{}{}", &c[1], &c[2], &c[3], named_marker(&c[4])))
         });
     }
     if hits.matched(provider + 1) {
-        out = apply(out, json, |c| {
-            if redact_named(&c[2], "=", &c[4]) {
-                format!("{}{}{}{NAMED}", &c[1], &c[2], &c[3])
-            } else {
-                c[0].to_string()
-            }
+        out = apply_some(out, json, |c| {
+            redact_named(&c[2], "=", &c[4]).then(|| format!("{}{}{}{NAMED}", &c[1], &c[2], &c[3]))
         });
     }
     if hits.matched(provider + 2) {
-        out = apply(out, flag, |c| {
-            if redact_named(&c[2], "=", &c[4]) {
-                format!("{}{}{}{}", &c[1], &c[2], &c[3], named_marker(&c[4]))
-            } else {
-                c[0].to_string()
-            }
+        out = apply_some(out, flag, |c| {
+            redact_named(&c[2], "=", &c[4])
+                .then(|| format!("{}{}{}{}", &c[1], &c[2], &c[3], named_marker(&c[4])))
         });
     }
     out

@@ -263,3 +263,19 @@ fn a_source_location_or_port_after_a_secret_word_is_kept() {
     assert_ne!(redact("password: 123456"), "password: 123456");
     assert_ne!(redact("API_TOKEN=123456"), "API_TOKEN=123456");
 }
+
+#[test]
+fn a_harmless_named_value_is_handed_back_without_a_copy() {
+    // Every completed sheet's stderr log line holds `validations_passed=N`: the named-value
+    // rule matches the name, decides it is no secret, and must not copy the line for that.
+    let line = "INFO jobs: sheet 1 completed validations_passed=1 validations_total=1";
+    assert!(matches!(
+        redact_cow(line),
+        Cow::Borrowed(text) if text == line
+    ));
+    // A secret beside it is still replaced, and the harmless value kept.
+    assert_eq!(
+        redact("validations_passed=1 db_password=hunter2hunter2"),
+        "validations_passed=1 db_password=[REDACTED]"
+    );
+}
