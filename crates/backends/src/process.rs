@@ -413,13 +413,31 @@ fn lock(state: &Mutex<ReaderState>) -> MutexGuard<'_, ReaderState> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// How long from its instrument's start an attempt's output may stay in memory only. A stream
+/// that has ended within this window, having printed no more than [`LOG_FREE_BYTES`], leaves no
+/// log file: its output is in the registry (the sheet's row keeps `stdout_tail` /
+/// `stderr_tail`), and every reader shows it from there. A stream still open when the window
+/// ends gets its file then, with everything held so far written first, so a running sheet's
+/// live output is on disk a second after it starts (issue 24: creating two files per sheet was
+/// a third of the conductor's CPU in a fan-out of short sheets). A constant, not a setting.
+pub const LOG_FREE_WINDOW: Duration = Duration::from_secs(1);
+
+/// Most bytes of a stream's output (redacted) that leave no log file when the stream ends within
+/// [`LOG_FREE_WINDOW`]: what an attempt's registry row keeps of each stream (the tail the
+/// conductor records), so the row holds all of it.
+pub const LOG_FREE_BYTES: usize = REGISTRY_TAIL_BYTES;
+
+/// Bytes of each stream's end an attempt's record keeps (`stdout_tail` / `stderr_tail` of the
+/// sheet's registry row and of its attempt history).
+pub const REGISTRY_TAIL_BYTES: usize = 4000;
+
 /// Read one of the child's streams to its end (nothing when the child has no such pipe).
 async fn read_stream<R: AsyncRead + Unpin>(
     reader: Option<R>,
     kind: StreamKind,
     state: &Mutex<ReaderState>,
     progress: &Progress,
-    log_path: Option<PathBuf>,
+    (log_path, started): (Option<PathBuf>, Instant),
 ) {
     // An earlier attempt's log of the same sheet goes now, so the file holds this attempt's
     // output only (usually there is none, and it is known: no system call).
@@ -427,17 +445,28 @@ async fn read_stream<R: AsyncRead + Unpin>(
     let Some(mut reader) = reader else {
         return;
     };
-    // Created at the stream's first byte, not before: most instruments print nothing on
-    // stderr, and creating then removing an empty file per sheet was the conductor's largest
-    // cost in the kernel (ext4 inode allocation) when many short sheets run (issue 24).
-    let mut log: Option<RedactingLog> = None;
-    let mut silent = true;
+    let mut log = StreamLog::new(log_path, started + LOG_FREE_WINDOW);
     // Most instruments print little: start small (20 sheets in flight × 2 streams of 64 KiB
     // each was a measurable share of the conductor's memory) and grow up to a pipe's
     // capacity only for a stream that keeps filling the buffer.
     let mut buf = vec![0u8; 4 * 1024];
     loop {
-        let n = match reader.read(&mut buf).await {
+        let read = reader.read(&mut buf);
+        // While output is held back, the read waits until the window's end at most: a stream
+        // still open then gets its file (`read` is cancel safe: nothing is lost).
+        let read = match log.hold_until {
+            Some(until) => {
+                match tokio::time::timeout_at(tokio::time::Instant::from_std(until), read).await {
+                    Ok(read) => read,
+                    Err(_) => {
+                        log.stop_holding();
+                        continue;
+                    }
+                }
+            }
+            None => read.await,
+        };
+        let n = match read {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
@@ -446,34 +475,110 @@ async fn read_stream<R: AsyncRead + Unpin>(
             buf.resize(grown, 0);
         }
         let chunk = &buf[..n];
-        if silent {
-            silent = false;
-            log = log_path.as_deref().and_then(open_log);
-        }
         progress.record(kind, n);
         lock(state).feed(chunk);
-        // Written in place: a chunk (at most 64 KiB) lands in the page cache in
-        // microseconds, while tokio::fs sends every write through the blocking pool — a
-        // thread hand-off per chunk, per stream, per sheet.
-        if let Some(file) = &mut log {
+        log.write(chunk);
+    }
+    lock(state).finish();
+    log.finish();
+}
+
+/// One stream's output log: held in memory while the stream may yet leave no file
+/// ([`LOG_FREE_WINDOW`]), then created (at the first byte once holding stops) and written in
+/// place — a chunk (at most 64 KiB) lands in the page cache in microseconds, while tokio::fs
+/// sends every write through the blocking pool: a thread hand-off per chunk, per stream.
+struct StreamLog {
+    path: Option<PathBuf>,
+    /// Output not written yet, while [`Self::hold_until`] is set.
+    held: Vec<u8>,
+    /// Until when output is held back; `None` once it goes to the file.
+    hold_until: Option<Instant>,
+    file: Option<RedactingLog>,
+    /// The file was created (or could not be): it is not created again.
+    opened: bool,
+}
+
+impl StreamLog {
+    fn new(path: Option<PathBuf>, until: Instant) -> Self {
+        StreamLog {
+            hold_until: path.as_ref().map(|_| until),
+            path,
+            held: Vec::new(),
+            file: None,
+            opened: false,
+        }
+    }
+
+    /// Take a chunk of output: held while it may stay out of the file, else written.
+    fn write(&mut self, chunk: &[u8]) {
+        if let Some(until) = self.hold_until {
+            if self.held.len() + chunk.len() <= LOG_FREE_BYTES && Instant::now() < until {
+                self.held.extend_from_slice(chunk);
+                return;
+            }
+            self.stop_holding();
+        }
+        self.write_through(chunk);
+    }
+
+    /// The window is over (or the output too long for the registry): what is held goes to the
+    /// file, and so does everything after it.
+    fn stop_holding(&mut self) {
+        self.hold_until = None;
+        let held = std::mem::take(&mut self.held);
+        if !held.is_empty() {
+            self.write_through(&held);
+        }
+    }
+
+    fn write_through(&mut self, chunk: &[u8]) {
+        if !self.opened {
+            self.opened = true;
+            self.file = self.path.as_deref().and_then(open_log);
+        }
+        if let Some(file) = &mut self.file {
             if let Err(err) = file.write(chunk) {
                 tracing::warn!(%err, "cannot write instrument output log; continuing without it");
-                log = None;
+                self.file = None;
             }
         }
     }
-    lock(state).finish();
-    if let Some(Err(err)) = log.as_mut().map(RedactingLog::finish) {
-        tracing::warn!(%err, "cannot write instrument output log");
+
+    /// The stream ended. Output still held ended within the window: it leaves no file when the
+    /// registry's tail holds all of it, redacted (redaction can lengthen a text).
+    fn finish(&mut self) {
+        if self.hold_until.is_some() && !self.held.is_empty() {
+            let text = crate::redact::redact_owned(String::from_utf8_lossy(&self.held).into_owned());
+            if text.len() <= LOG_FREE_BYTES {
+                self.held = Vec::new();
+                self.hold_until = None;
+                return;
+            }
+            self.stop_holding();
+        }
+        if let Some(Err(err)) = self.file.as_mut().map(RedactingLog::finish) {
+            tracing::warn!(%err, "cannot write instrument output log");
+        }
     }
 }
 
-/// A stream that printed nothing leaves no log file: an empty `sheet-NN.stderr.log` per
-/// sheet says nothing (readers treat a missing log as no output: `logs`, the dashboard,
-/// the `stderr_log` field of `sheet.failed`), and a 100,000-sheet job's workspace would
-/// otherwise hold 100,000 of them. So an earlier attempt's log is removed when an attempt
-/// starts (when one can exist: [`crate::output_log::may_exist`]), and the log is created
-/// at the stream's first byte.
+impl Drop for StreamLog {
+    /// A stream not read to its end (the attempt was cancelled) keeps nothing in the
+    /// registry: what was held goes to the file.
+    fn drop(&mut self) {
+        if self.hold_until.is_some() && !self.held.is_empty() {
+            self.stop_holding();
+        }
+    }
+}
+
+/// A stream that printed nothing leaves no log file, and neither does a short one that ended
+/// within [`LOG_FREE_WINDOW`]: an empty `sheet-NN.stderr.log` per sheet says nothing (readers
+/// treat a missing log as no output, or show the registry's tail: `logs`, the dashboard, the
+/// `stderr_log` field of `sheet.failed`), and a 100,000-sheet job's workspace would otherwise
+/// hold 100,000 of them. So an earlier attempt's log is removed when an attempt starts (when
+/// one can exist: [`crate::output_log::may_exist`]), and the log is created when output must
+/// go to it.
 fn remove_stale_log(path: Option<&std::path::Path>) {
     if let Some(path) = path {
         crate::output_log::remove_stale(path);
@@ -616,8 +721,8 @@ pub async fn run_process(
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let reading = async {
         tokio::join!(
-            read_stream(stdout, StreamKind::Stdout, &out_state, &progress, out_log),
-            read_stream(stderr, StreamKind::Stderr, &err_state, &progress, err_log),
+            read_stream(stdout, StreamKind::Stdout, &out_state, &progress, (out_log, started)),
+            read_stream(stderr, StreamKind::Stderr, &err_state, &progress, (err_log, started)),
         );
     };
     // The attempt's group and every process carrying its tag, wherever it went.

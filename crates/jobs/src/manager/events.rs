@@ -80,10 +80,13 @@ pub(crate) fn sheet_logs_dir(workspace: &Path) -> PathBuf {
     workspace.join("logs")
 }
 
-/// A sheet's live output file (`{workspace}/logs/sheet-NN.<stream>.log`) when it exists.
+/// A sheet's live output file (`{workspace}/logs/sheet-NN.<stream>.log`) when it exists: a
+/// short attempt that ended within a second leaves none (its output is in the registry,
+/// `mozart_backends::process::LOG_FREE_WINDOW`), and a log known absent is not looked for.
 fn output_file(workspace: Option<&Path>, sheet: u32, stream: &str) -> Option<String> {
     let path = mozart_ipc::paths::sheet_output_log(workspace?, sheet, stream);
-    path.exists().then(|| path.display().to_string())
+    (mozart_backends::output_log::may_exist(&path) && path.exists())
+        .then(|| path.display().to_string())
 }
 
 /// `job.submitted`: accepted and recorded.
