@@ -31,6 +31,7 @@ mod issue_solver;
 mod learning_figures;
 mod list_pages;
 mod logs_events;
+mod logs_quick;
 mod mcp_inline;
 mod mochi_details;
 mod mochi_e2e;
