@@ -177,12 +177,11 @@ fn diagnose_reports_progress_timeline_errors_and_workspace_logs() {
         "{text}"
     );
     assert!(text.contains("\nScore Error: "), "{text}");
-    // The score's own log, and the live output files of the sheet (upstream's
-    // `logs/sheet-NN.stdout.log` / `.stderr.log`; a stream the instrument left silent —
-    // here stderr — leaves no empty file, issue 24).
-    assert!(text.contains("\nLog Files (2)\n"), "{text}");
+    // The score's own log. The sheet printed one line and ended within a second: it left no
+    // live output file (`logs/sheet-NN.stdout.log`), its output is in the registry (issue 24).
+    assert!(text.contains("\nLog Files (1)\n"), "{text}");
     assert!(text.contains("  sheet-1.log  "), "{text}");
-    assert!(text.contains("  sheet-01.stdout.log  "), "{text}");
+    assert!(!text.contains("  sheet-01.stdout.log  "), "{text}");
     assert!(!text.contains("  sheet-01.stderr.log  "), "{text}");
     assert!(text.contains("sheet_log"), "{text}");
 
