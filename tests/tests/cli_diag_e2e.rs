@@ -98,7 +98,7 @@ fn errors_list_the_validation_failure_and_the_blocked_sheet() {
     let sheet_logs = env.work.join("broken-ws").join("logs");
     assert!(
         text.ends_with(&format!(
-            "\nTotal: 2 error(s)\nSheet logs: {} (full output of each sheet)\n",
+            "\nTotal: 2 error(s)\nSheet logs: {} (full output of each sheet that ran past 1 s or printed over 4,000 bytes; -V shows a shorter one's)\n",
             sheet_logs.display()
         )),
         "{text}"

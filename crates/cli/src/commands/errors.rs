@@ -103,7 +103,7 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
                 "{}",
                 style.paint(
                     &format!(
-                        "Sheet logs: {} (full output of each sheet)",
+                        "Sheet logs: {} (full output of each sheet that ran past 1 s or printed over 4,000 bytes; -V shows a shorter one's)",
                         ws.join("logs").display()
                     ),
                     Color::Dim

@@ -463,7 +463,7 @@ pub fn sheet_logs_of<'a>(
 /// The line that says where a job's full per-sheet output is.
 fn sheet_logs_line(dir: &str, style: &Style) -> String {
     style.paint(
-        &format!("Sheet logs: {dir} (full output of each sheet: sheet-NN.stdout.log, sheet-NN.stderr.log)"),
+        &format!("Sheet logs: {dir} (full output of each sheet that ran past 1 s or printed over 4,000 bytes: sheet-NN.stdout.log, sheet-NN.stderr.log; a shorter one's is in the registry)"),
         Color::Dim,
     )
 }
