@@ -329,9 +329,7 @@ fn every_conductor_log_line_is_a_json_object_with_the_documented_fields() {
         assert_eq!(c["validation_passed"], true, "{c}");
         // A line printed and the sheet over within a second: no log file, so none is named
         // (the output is in the registry, issue 24).
-        assert!(!ws
-            .join(format!("logs/sheet-0{sheet}.stdout.log"))
-            .exists());
+        assert!(!ws.join(format!("logs/sheet-0{sheet}.stdout.log")).exists());
         assert_eq!(c["stdout_log"], Value::Null, "{c}");
         assert!(
             c["message"]

@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use mozart_tests::{stdout, TestEnv};
 use mozart_tests::web::mcp_calls;
+use mozart_tests::{stdout, TestEnv};
 use serde_json::json;
 
 /// What MCP `logs` shows of a sheet's output (the log files, else the registry's tails).

@@ -548,7 +548,8 @@ impl StreamLog {
     /// registry's tail holds all of it, redacted (redaction can lengthen a text).
     fn finish(&mut self) {
         if self.hold_until.is_some() && !self.held.is_empty() {
-            let text = crate::redact::redact_owned(String::from_utf8_lossy(&self.held).into_owned());
+            let text =
+                crate::redact::redact_owned(String::from_utf8_lossy(&self.held).into_owned());
             if text.len() <= LOG_FREE_BYTES {
                 self.held = Vec::new();
                 self.hold_until = None;
@@ -721,8 +722,20 @@ pub async fn run_process(
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let reading = async {
         tokio::join!(
-            read_stream(stdout, StreamKind::Stdout, &out_state, &progress, (out_log, started)),
-            read_stream(stderr, StreamKind::Stderr, &err_state, &progress, (err_log, started)),
+            read_stream(
+                stdout,
+                StreamKind::Stdout,
+                &out_state,
+                &progress,
+                (out_log, started)
+            ),
+            read_stream(
+                stderr,
+                StreamKind::Stderr,
+                &err_state,
+                &progress,
+                (err_log, started)
+            ),
         );
     };
     // The attempt's group and every process carrying its tag, wherever it went.

@@ -589,8 +589,14 @@ async fn judge(
         input_tokens: result.input_tokens.unwrap_or(0),
         output_tokens: result.output_tokens.unwrap_or(0),
         model: result.model.clone(),
-        stdout_tail: tail(&result.stdout, mozart_backends::process::REGISTRY_TAIL_BYTES),
-        stderr_tail: tail(&result.stderr, mozart_backends::process::REGISTRY_TAIL_BYTES),
+        stdout_tail: tail(
+            &result.stdout,
+            mozart_backends::process::REGISTRY_TAIL_BYTES,
+        ),
+        stderr_tail: tail(
+            &result.stderr,
+            mozart_backends::process::REGISTRY_TAIL_BYTES,
+        ),
         applied: p.injected,
         ..AttemptDetails::default()
     };
