@@ -58,6 +58,27 @@ fn a_quick_short_sheet_leaves_no_log_file_and_status_shows_its_output() {
         "MCP `logs` shows the output from the registry:\n{shown}"
     );
     assert!(!shown.contains("abc123"), "{shown}");
+    // `mozart logs JOB --sheet N` shows it too, and says where it comes from.
+    let out = env.mozart(&["logs", "quick", "--sheet", "1"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("quick-out token=[REDACTED]") && text.contains("quick-err"),
+        "`logs --sheet 1` shows the registry's tails:\n{text}"
+    );
+    assert!(text.contains("from the registry"), "{text}");
+    assert!(!text.contains("abc123"), "{text}");
+    // A sheet with a file: read from it (the last 5 lines with -n 5).
+    let out = env.mozart(&["logs", "quick", "--sheet", "2", "-n", "5"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("line 300 of a long output password: [REDACTED]")
+            && !text.contains("line 295 ")
+            && text.contains("sheet-02.stdout.log"),
+        "`logs --sheet 2 -n 5` shows the file's last lines:\n{text}"
+    );
+    let out = env.mozart(&["logs", "quick", "--sheet", "9"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
 
     // Longer than the registry's tail: the whole output is in the file, redacted.
     let out2 = std::fs::read_to_string(logs.join("sheet-02.stdout.log")).unwrap();

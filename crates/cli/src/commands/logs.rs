@@ -69,6 +69,12 @@ pub struct Args {
     /// Filter by minimum log level (DEBUG, INFO, WARNING, ERROR).
     #[arg(short = 'l', long = "level", value_name = "TEXT")]
     pub level: Option<String>,
+    /// Show this sheet's output instead of the log: its log files
+    /// (`{workspace}/logs/sheet-NN.stdout.log` / `.stderr.log`), else — for a stream that
+    /// printed little and ended within a second, which has no file — the tail the registry
+    /// keeps. Needs SCORE_ID.
+    #[arg(long = "sheet", value_name = "N", requires = "score_id")]
+    pub sheet: Option<u32>,
     /// Output raw JSON log entries.
     #[arg(id = "json", short = 'j', long = "json", action = clap::ArgAction::SetTrue, value_parser = OutputMode::flag())]
     pub output: OutputMode,
@@ -98,6 +104,9 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
                 &["Run 'mozart list --all' to see available scores."],
                 args.output,
             ));
+        }
+        if let Some(sheet) = args.sheet {
+            return sheet_output(globals, id, sheet, &args);
         }
     }
     let style = Style::for_stdout();
@@ -176,6 +185,112 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     } else {
         display(&path, &filter, args.lines, args.output, header, &style)
     }
+}
+
+/// `mozart logs JOB --sheet N`: the sheet's output, stream by stream, from its log file when
+/// it has one, else from the tail its registry row keeps (issue 24: a short stream that ended
+/// within a second has no file).
+fn sheet_output(globals: &Globals, id: &str, sheet: u32, args: &Args) -> Result<i32, CliError> {
+    let lookup = super::errors::StateLookup {
+        not_found_hints: &["Run 'mozart list --all' to see available scores."],
+        workspace_on_unknown_job: false,
+    };
+    let fetched = super::errors::fetch_checkpoint(
+        globals,
+        "job.errors",
+        id,
+        args.workspace.as_deref(),
+        args.output,
+        &lookup,
+    )?;
+    let Some(state) = fetched.state.sheets.get(&sheet) else {
+        return Err(failed(
+            format!(
+                "Score {id} has no sheet {sheet} with a state (it has {} sheets).",
+                fetched.state.total_sheets
+            ),
+            &[&format!("See its sheets with: mozart status {id} --sheets")],
+            args.output,
+        ));
+    };
+    let mut streams = Vec::new();
+    for (stream, tail) in [
+        ("stdout", &state.stdout_tail),
+        ("stderr", &state.stderr_tail),
+    ] {
+        let file = fetched
+            .workspace
+            .as_deref()
+            .map(|w| mozart_ipc::paths::sheet_output_log(w, sheet, stream));
+        // Written redacted; redacted again for a log an older Mozart wrote (issue 21).
+        let from_file = file.as_ref().and_then(|f| {
+            let bytes = std::fs::read(f).ok()?;
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            Some((
+                mozart_backends::redact::redact_owned(text),
+                f.display().to_string(),
+            ))
+        });
+        let (text, source) = match from_file {
+            Some(found) => found,
+            None => match tail.as_deref().filter(|t| !t.is_empty()) {
+                Some(t) => (t.to_string(), "registry".to_string()),
+                None => continue,
+            },
+        };
+        streams.push((stream, keep_last_lines(&text, args.lines), source));
+    }
+    if args.output.is_json() {
+        let out: Map<String, Value> = streams
+            .iter()
+            .map(|(stream, text, source)| {
+                let v = serde_json::json!({ "text": text, "source": source });
+                (stream.to_string(), v)
+            })
+            .collect();
+        let doc = serde_json::json!({ "job_id": id, "sheet": sheet, "streams": out });
+        crate::output::print_json(&doc);
+        return Ok(0);
+    }
+    let style = Style::for_stdout();
+    if streams.is_empty() {
+        println!("Sheet {sheet} of {id}: no output recorded.");
+    }
+    for (stream, text, source) in &streams {
+        let from = match source.as_str() {
+            "registry" => "the registry (no log file: short output that ended within a second)",
+            path => path,
+        };
+        println!(
+            "{}",
+            style.paint(
+                &format!("=== sheet {sheet} {stream} — from {from} ==="),
+                Color::Dim
+            )
+        );
+        print!("{text}");
+        if !text.ends_with('\n') && !text.is_empty() {
+            println!();
+        }
+    }
+    Ok(0)
+}
+
+/// The last `lines` lines of `text` (all of it for 0 or less).
+fn keep_last_lines(text: &str, lines: i64) -> String {
+    let Ok(n) = usize::try_from(lines) else {
+        return text.to_string();
+    };
+    if n == 0 {
+        return text.to_string();
+    }
+    let all: Vec<&str> = text.lines().collect();
+    let start = all.len().saturating_sub(n);
+    let mut out = all[start..].join("\n");
+    if text.ends_with('\n') {
+        out.push('\n');
+    }
+    out
 }
 
 /// True when a running conductor says it has no job `id` (its registry holds every job it
