@@ -191,35 +191,45 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
 /// it has one, else from the tail its registry row keeps (issue 24: a short stream that ended
 /// within a second has no file).
 fn sheet_output(globals: &Globals, id: &str, sheet: u32, args: &Args) -> Result<i32, CliError> {
-    let lookup = super::errors::StateLookup {
-        not_found_hints: &["Run 'mozart list --all' to see available scores."],
-        workspace_on_unknown_job: false,
+    // A page of this one sheet: its row read back from the registry whatever the job's size
+    // (the default view of a job over 10,000 sheets is a summary without it).
+    let query = mozart_ipc::sheet_view::SheetQuery {
+        mode: mozart_ipc::sheet_view::SheetMode::Page,
+        offset: u64::from(sheet.saturating_sub(1)),
+        limit: Some(1),
+        ..Default::default()
     };
-    let fetched = super::errors::fetch_checkpoint(
-        globals,
-        "job.errors",
-        id,
-        args.workspace.as_deref(),
-        args.output,
-        &lookup,
-    )?;
-    let Some(state) = fetched.state.sheets.get(&sheet) else {
+    let answer = super::status::fetch(globals, id, args.workspace.as_deref(), query, args.output)?;
+    let mozart_ipc::status::JobStatusResult::Checkpoint(checkpoint) = answer else {
+        return Err(failed(
+            format!("No state recorded yet for score: {id}"),
+            &[&format!("Check its progress with: mozart status {id}")],
+            args.output,
+        ));
+    };
+    let Some(state) = checkpoint.sheets.get(&sheet) else {
         return Err(failed(
             format!(
                 "Score {id} has no sheet {sheet} with a state (it has {} sheets).",
-                fetched.state.total_sheets
+                checkpoint.total_sheets
             ),
             &[&format!("See its sheets with: mozart status {id} --sheets")],
             args.output,
         ));
     };
+    let workspace = args.workspace.clone().or_else(|| {
+        checkpoint
+            .workspace
+            .clone()
+            .filter(|w| !w.is_empty())
+            .map(PathBuf::from)
+    });
     let mut streams = Vec::new();
     for (stream, tail) in [
         ("stdout", &state.stdout_tail),
         ("stderr", &state.stderr_tail),
     ] {
-        let file = fetched
-            .workspace
+        let file = workspace
             .as_deref()
             .map(|w| mozart_ipc::paths::sheet_output_log(w, sheet, stream));
         // Written redacted; redacted again for a log an older Mozart wrote (issue 21).

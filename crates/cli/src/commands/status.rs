@@ -364,7 +364,7 @@ fn overview_jobs(
 
 /// `job.status` for one score, with the §4.1 error messages; falls back to the workspace's
 /// JSON state file when no conductor answers and `-w` was given.
-fn fetch(
+pub(crate) fn fetch(
     globals: &Globals,
     id: &str,
     workspace: Option<&Path>,
