@@ -544,18 +544,13 @@ impl StreamLog {
         }
     }
 
-    /// The stream ended. Output still held ended within the window: it leaves no file when the
-    /// registry's tail holds all of it, redacted (redaction can lengthen a text).
+    /// The stream ended. Output still held ended within the window and is at most
+    /// [`LOG_FREE_BYTES`] ([`Self::write`] holds no more): the registry's tail, taken of the
+    /// raw output and then redacted, holds all of it, so it leaves no file.
     fn finish(&mut self) {
-        if self.hold_until.is_some() && !self.held.is_empty() {
-            let text =
-                crate::redact::redact_owned(String::from_utf8_lossy(&self.held).into_owned());
-            if text.len() <= LOG_FREE_BYTES {
-                self.held = Vec::new();
-                self.hold_until = None;
-                return;
-            }
-            self.stop_holding();
+        if self.hold_until.take().is_some() {
+            self.held = Vec::new();
+            return;
         }
         if let Some(Err(err)) = self.file.as_mut().map(RedactingLog::finish) {
             tracing::warn!(%err, "cannot write instrument output log");
