@@ -402,7 +402,10 @@ prompt:
     let out = env.mozart(&["status", job]);
     let text = stdout(&out);
     assert!(
-        text.contains(&format!("\n  Sheet logs: {}\n", sheet_logs.display())),
+        text.contains(&format!(
+            "\n  Sheet logs: {} (sheets past 1 s or 4,000 bytes; `mozart logs {job} --sheet N` shows any sheet's output)\n",
+            sheet_logs.display()
+        )),
         "{text}"
     );
 }

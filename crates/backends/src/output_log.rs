@@ -254,6 +254,57 @@ pub fn create_private(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
+/// A sheet's output as a reader shows it: the stream's log file when there is one, else the
+/// tail the registry kept (a short, quick stream leaves no file — issue 24).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SheetOutput {
+    /// The output, redacted.
+    pub text: String,
+    /// The log file it was read from; `None` for the registry's tail.
+    pub file: Option<PathBuf>,
+}
+
+/// Read sheet `sheet`'s `stream` output: `{workspace}/logs/sheet-NN.<stream>.log` when it
+/// exists, else `registry_tail` (the attempt's row). `None` when neither holds any text.
+/// The file is written redacted; it is redacted again for a log an older Mozart wrote
+/// (issue 21).
+pub fn read_sheet_output(
+    workspace: Option<&Path>,
+    sheet: u32,
+    stream: &str,
+    registry_tail: Option<&str>,
+) -> Option<SheetOutput> {
+    let from_file = workspace.and_then(|w| {
+        let path = mozart_ipc::paths::sheet_output_log(w, sheet, stream);
+        let bytes = std::fs::read(&path).ok()?;
+        Some(SheetOutput {
+            text: redact_owned(String::from_utf8_lossy(&bytes).into_owned()),
+            file: Some(path),
+        })
+    });
+    from_file
+        .or_else(|| {
+            registry_tail.map(|t| SheetOutput {
+                text: t.to_string(),
+                file: None,
+            })
+        })
+        .filter(|out| !out.text.is_empty())
+}
+
+/// The last `n` lines of `text` (all of it for 0), ending in a newline when `text` did.
+pub fn last_lines(text: &str, n: usize) -> String {
+    if n == 0 {
+        return text.to_string();
+    }
+    let all: Vec<&str> = text.lines().collect();
+    let mut out = all[all.len().saturating_sub(n)..].join("\n");
+    if text.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
 /// Write `text` redacted to a new private file at `path` (a log written in one piece).
 pub fn write_redacted(path: &Path, text: &str) -> io::Result<()> {
     let mut file = create_private(path)?;
@@ -387,6 +438,39 @@ mod tests {
 
     fn mode(path: &Path) -> u32 {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn a_sheets_output_is_its_file_else_the_registry_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        // No file: the registry's tail, said to be from there.
+        let out = read_sheet_output(Some(ws), 3, "stdout", Some("short\n")).unwrap();
+        assert_eq!(out.text, "short\n");
+        assert_eq!(out.file, None);
+        assert_eq!(read_sheet_output(Some(ws), 3, "stdout", None), None);
+        assert_eq!(read_sheet_output(Some(ws), 3, "stdout", Some("")), None);
+        // A file (one an older Mozart wrote unredacted): it wins, and is redacted.
+        let path = mozart_ipc::paths::sheet_output_log(ws, 3, "stdout");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "full\nANTHROPIC_API_KEY=sk-ant-secret1\n").unwrap();
+        let out = read_sheet_output(Some(ws), 3, "stdout", Some("tail")).unwrap();
+        assert_eq!(
+            out.text,
+            "full\nANTHROPIC_API_KEY=[REDACTED_ANTHROPIC_KEY]\n"
+        );
+        assert_eq!(out.file, Some(path));
+        // Without a workspace only the tail can answer.
+        let out = read_sheet_output(None, 3, "stdout", Some("tail")).unwrap();
+        assert_eq!((out.text.as_str(), out.file), ("tail", None));
+    }
+
+    #[test]
+    fn last_lines_keeps_the_end_and_its_newline() {
+        assert_eq!(last_lines("a\nb\nc\n", 2), "b\nc\n");
+        assert_eq!(last_lines("a\nb\nc", 2), "b\nc");
+        assert_eq!(last_lines("a\nb\n", 5), "a\nb\n");
+        assert_eq!(last_lines("a\nb\n", 0), "a\nb\n");
     }
 
     #[test]

@@ -617,27 +617,26 @@ fn sheet_logs(d: &JobDetail, sheet: Option<u32>, lines: usize) -> Result<String,
         out.push_str(&format!("=== sheet {n} ===\n"));
         let mut found = false;
         for stream in ["stdout", "stderr"] {
-            let text = workspace
-                .as_ref()
-                .and_then(|w| std::fs::read(mozart_ipc::paths::sheet_output_log(w, n, stream)).ok())
-                // Written redacted; redacted again for logs an older Mozart wrote (issue 21).
-                .map(|b| {
-                    mozart_backends::redact::redact_owned(String::from_utf8_lossy(&b).into_owned())
-                })
-                .or_else(|| {
-                    let s = cp.sheets.get(&n)?;
-                    if stream == "stdout" {
-                        s.stdout_tail.clone()
-                    } else {
-                        s.stderr_tail.clone()
-                    }
-                });
+            let tail = cp.sheets.get(&n).and_then(|s| {
+                if stream == "stdout" {
+                    s.stdout_tail.as_deref()
+                } else {
+                    s.stderr_tail.as_deref()
+                }
+            });
+            let text = mozart_backends::output_log::read_sheet_output(
+                workspace.as_deref(),
+                n,
+                stream,
+                tail,
+            )
+            .map(|o| o.text);
             if let Some(text) = text.filter(|t| !t.is_empty()) {
                 found = true;
                 if stream == "stderr" {
                     out.push_str("--- stderr ---\n");
                 }
-                out.push_str(&last_lines(&text, lines));
+                out.push_str(&mozart_backends::output_log::last_lines(&text, lines));
                 if !out.ends_with('\n') {
                     out.push('\n');
                 }
@@ -648,11 +647,6 @@ fn sheet_logs(d: &JobDetail, sheet: Option<u32>, lines: usize) -> Result<String,
         }
     }
     Ok(out)
-}
-
-fn last_lines(text: &str, n: usize) -> String {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(n)..].join("\n")
 }
 
 #[tool_handler(router = self.tool_router)]
@@ -753,11 +747,6 @@ mod tests {
             .message
             .contains("must start with a letter or digit"));
         assert!(!dir.path().join("q'<>\".yaml").exists());
-    }
-
-    #[test]
-    fn last_lines_keeps_the_end() {
-        assert_eq!(last_lines("a\nb\nc\n", 2), "b\nc");
     }
 
     #[test]

@@ -229,26 +229,21 @@ fn sheet_output(globals: &Globals, id: &str, sheet: u32, args: &Args) -> Result<
         ("stdout", &state.stdout_tail),
         ("stderr", &state.stderr_tail),
     ] {
-        let file = workspace
-            .as_deref()
-            .map(|w| mozart_ipc::paths::sheet_output_log(w, sheet, stream));
-        // Written redacted; redacted again for a log an older Mozart wrote (issue 21).
-        let from_file = file.as_ref().and_then(|f| {
-            let bytes = std::fs::read(f).ok()?;
-            let text = String::from_utf8_lossy(&bytes).into_owned();
-            Some((
-                mozart_backends::redact::redact_owned(text),
-                f.display().to_string(),
-            ))
-        });
-        let (text, source) = match from_file {
-            Some(found) => found,
-            None => match tail.as_deref().filter(|t| !t.is_empty()) {
-                Some(t) => (t.to_string(), "registry".to_string()),
-                None => continue,
-            },
+        let Some(found) = mozart_backends::output_log::read_sheet_output(
+            workspace.as_deref(),
+            sheet,
+            stream,
+            tail.as_deref(),
+        ) else {
+            continue;
         };
-        streams.push((stream, keep_last_lines(&text, args.lines), source));
+        let source = found
+            .file
+            .map_or_else(|| "registry".to_string(), |f| f.display().to_string());
+        // 0 or less: all of it.
+        let lines = usize::try_from(args.lines).unwrap_or(0);
+        let text = mozart_backends::output_log::last_lines(&found.text, lines);
+        streams.push((stream, text, source));
     }
     if args.output.is_json() {
         let out: Map<String, Value> = streams
@@ -284,23 +279,6 @@ fn sheet_output(globals: &Globals, id: &str, sheet: u32, args: &Args) -> Result<
         }
     }
     Ok(0)
-}
-
-/// The last `lines` lines of `text` (all of it for 0 or less).
-fn keep_last_lines(text: &str, lines: i64) -> String {
-    let Ok(n) = usize::try_from(lines) else {
-        return text.to_string();
-    };
-    if n == 0 {
-        return text.to_string();
-    }
-    let all: Vec<&str> = text.lines().collect();
-    let start = all.len().saturating_sub(n);
-    let mut out = all[start..].join("\n");
-    if text.ends_with('\n') {
-        out.push('\n');
-    }
-    out
 }
 
 /// True when a running conductor says it has no job `id` (its registry holds every job it

@@ -158,7 +158,13 @@ impl View<'_> {
         // Where each sheet's full output is (the conductor adds the workspace).
         if let Some(ws) = job.workspace.as_deref() {
             let dir = std::path::Path::new(ws).join("logs");
-            self.line(format!("  Sheet logs: {}", dir.display()));
+            // Only a sheet that ran past 1 s or printed over 4,000 bytes has a file there; a
+            // shorter one's output is in the registry. Say so, and name the reader of both.
+            self.line(format!(
+                "  Sheet logs: {} (sheets past 1 s or 4,000 bytes; `mozart logs {} --sheet N` shows any sheet's output)",
+                dir.display(),
+                self.job.job_id
+            ));
         }
     }
 
@@ -1383,7 +1389,7 @@ Sheet Details
         job.workspace = Some("/w".into());
         let text = render_status(&job, 1_800_000_000.0, &[], &Style::plain());
         assert!(
-            text.starts_with("Score Status\n  Demo score\n  ID: demo\n  Status: FAILED\n  Duration: 55.0s\n  Sheet logs: /w/logs\n"),
+            text.starts_with("Score Status\n  Demo score\n  ID: demo\n  Status: FAILED\n  Duration: 55.0s\n  Sheet logs: /w/logs (sheets past 1 s or 4,000 bytes; `mozart logs demo --sheet N` shows any sheet's output)\n"),
             "{text}"
         );
     }
