@@ -100,22 +100,31 @@ pub(crate) struct Stat {
 /// return 0 is not made (one system call less per file, two per attempt's end).
 fn read_proc(path: impl AsRef<std::path::Path>) -> Option<String> {
     use std::io::Read as _;
+    // The read buffer is the thread's own, zeroed once: a fresh 7 KiB array per read was
+    // zeroed on every look (a few looks a sheet; issue 24).
+    thread_local! {
+        static CHUNK: std::cell::RefCell<Box<[u8]>> =
+            std::cell::RefCell::new(vec![0u8; 2 * SHORT_READ].into_boxed_slice());
+    }
     let mut file = std::fs::File::open(path).ok()?;
     let mut buf = Vec::new();
-    let mut chunk = [0u8; 2 * SHORT_READ];
-    loop {
-        match file.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => {
-                buf.extend_from_slice(&chunk[..n]);
-                if n < SHORT_READ {
-                    break;
+    CHUNK.with(|chunk| {
+        let mut chunk = chunk.try_borrow_mut().ok()?;
+        loop {
+            match file.read(&mut chunk[..]) {
+                Ok(0) => break,
+                Ok(n) => {
+                    buf.extend_from_slice(&chunk[..n]);
+                    if n < SHORT_READ {
+                        break;
+                    }
                 }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
         }
-    }
+        Some(())
+    })?;
     String::from_utf8(buf).ok()
 }
 

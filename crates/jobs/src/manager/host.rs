@@ -959,13 +959,16 @@ impl BatonHost for ConductorHost {
         };
         events::sheet_started(job_id, sheet_num, &attempt);
         self.running.insert((job_id.to_string(), sheet_num));
-        let task = tokio::spawn(musician::play(
+        // Boxed before it is spawned: the musician's future is several KB, and tokio moves a
+        // future by value into its task cell and out of it again when it completes — one
+        // copy into the box instead of three of the whole state a sheet (issue 24).
+        let task = tokio::spawn(Box::pin(musician::play(
             self.shared.clone(),
             run,
             sheet_num,
             attempt,
             given,
-        ));
+        )));
         // A handle keeps its finished task's allocation (the whole musician future, ~3 KB)
         // alive: drop the handles of musicians that are done, or a 1,000-sheet job holds
         // every one of them until it ends.
