@@ -935,3 +935,77 @@ fn compact_sheet_rows_round_trip_every_field() {
     );
     assert!(doc.len() < 500, "{} bytes: {doc}", doc.len());
 }
+
+/// Schema 3 writes the `status` constraints of `jobs` and `sheets` as comparisons (an `IN`
+/// list made SQLite build a temporary b-tree on every write of those rows): a registry of
+/// schema 2 keeps its rows, and a status outside the set is still refused in both tables.
+#[test]
+fn schema_3_status_checks_hold_without_in_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("home/registry.db");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY NOT NULL, \
+             name TEXT NOT NULL, applied_at REAL NOT NULL);",
+        )
+        .unwrap();
+        conn.execute_batch(include_str!("../migrations/0001_initial.sql"))
+            .unwrap();
+        conn.execute_batch(include_str!("../migrations/0002_small_hot_rows.sql"))
+            .unwrap();
+        conn.execute_batch(
+            "INSERT INTO schema_migrations VALUES (1, '0001_initial', 0), (2, '0002_small_hot_rows', 0);
+             INSERT INTO jobs (job_id, config_path, workspace, status, submitted_at, updated_at)
+             VALUES ('two', '/s/two.yaml', '/ws/two', 'running', 1, 1);
+             INSERT INTO sheets (job_id, sheet_num, status, state_json, updated_at)
+             VALUES ('two', 1, 'completed', '{}', 1);",
+        )
+        .unwrap();
+    }
+    let reg = Registry::open(&path).unwrap();
+    assert_eq!(reg.schema_version().unwrap(), 3);
+    assert!(reg.get_job("two").unwrap().is_some(), "job row kept");
+    drop(reg);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    for table in ["jobs", "sheets"] {
+        let sql: String = conn
+            .query_row(
+                "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+                [table],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(!sql.contains("status IN ("), "{table}: {sql}");
+        assert!(sql.contains("status = 'completed' OR"), "{table}: {sql}");
+    }
+    let kept: String = conn
+        .query_row("SELECT status FROM sheets WHERE job_id = 'two'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(kept, "completed");
+    let ok: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(ok, "ok");
+    // Still enforced, in both tables, for a fresh connection that parsed the new schema.
+    let bad_sheet = conn.execute(
+        "UPDATE sheets SET status = 'bogus' WHERE job_id = 'two'",
+        [],
+    );
+    assert!(
+        bad_sheet.is_err(),
+        "a sheet status outside the set is refused"
+    );
+    let bad_job = conn.execute("UPDATE jobs SET status = 'bogus' WHERE job_id = 'two'", []);
+    assert!(bad_job.is_err(), "a job status outside the set is refused");
+    conn.execute(
+        "UPDATE sheets SET status = 'skipped' WHERE job_id = 'two'",
+        [],
+    )
+    .unwrap();
+    conn.execute("UPDATE jobs SET status = 'paused' WHERE job_id = 'two'", [])
+        .unwrap();
+}
