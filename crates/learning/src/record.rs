@@ -121,17 +121,14 @@ fn existing_execution_tx(
     sheet_num: u32,
     row: &ExecutionRow,
 ) -> rusqlite::Result<Option<String>> {
-    // The workspace is part of the lookup only so that idx_exec_workspace_job finds the
-    // job's rows: by job hash alone every insert scanned the whole table (issue 24). A job
-    // runs in one workspace, so the answer is the same.
+    // Found through idx_exec_started: few outcomes share a finish time.
     tx.prepare_cached(
-        "SELECT id FROM executions WHERE workspace_hash = ?1 AND job_hash = ?2
-            AND sheet_num = ?3 AND started_at = ?4 LIMIT 1",
+        "SELECT id FROM executions WHERE job_hash = ?1 AND sheet_num = ?2 AND started_at = ?3
+          LIMIT 1",
     )?
-    .query_row(
-        params![row.workspace_hash, row.job_hash, sheet_num, row.started_at],
-        |r| r.get(0),
-    )
+    .query_row(params![row.job_hash, sheet_num, row.started_at], |r| {
+        r.get(0)
+    })
     .optional()
 }
 
