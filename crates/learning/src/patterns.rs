@@ -6,6 +6,7 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use crate::error::Result;
 use crate::hash::{content_hash, pattern_id};
 use crate::model::{pattern_from_row, PatternRecord, QuarantineStatus, PATTERN_COLUMNS};
+use crate::outcome::SheetOutcome;
 use crate::store::{new_row_id, LearningStore};
 use crate::time::Now;
 
@@ -203,6 +204,17 @@ impl LearningStore {
         &self,
         application: &PatternApplication,
     ) -> Result<Option<String>> {
+        self.record_application(application, None)
+    }
+
+    /// [`LearningStore::record_pattern_application`]; for a successful application with
+    /// `success_of` given, the same statement also folds that sheet's context into the
+    /// pattern's success factors ([`LearningStore::update_success_factors`], §11).
+    pub(crate) fn record_application(
+        &self,
+        application: &PatternApplication,
+        success_of: Option<&SheetOutcome>,
+    ) -> Result<Option<String>> {
         let now = self.now();
         self.write(
             || {
@@ -211,7 +223,7 @@ impl LearningStore {
                     application.pattern_id
                 )
             },
-            |tx| record_application_tx(tx, application, &now),
+            |tx| record_application_tx(tx, application, success_of, &now),
         )
     }
 
@@ -387,6 +399,7 @@ pub(crate) fn query_patterns(
 fn record_application_tx(
     tx: &Connection,
     a: &PatternApplication,
+    success_of: Option<&SheetOutcome>,
     now: &Now,
 ) -> rusqlite::Result<Option<String>> {
     // The pattern's counters, read once: they tell whether it exists and, with the new
@@ -421,7 +434,22 @@ fn record_application_tx(
         stats.failures += 1;
     }
     let (eff, priority) = refreshed_scores_tx(tx, &a.pattern_id, &stats, now)?;
-    if a.led_to_success {
+    if let (true, Some(outcome)) = (a.led_to_success, success_of) {
+        let factors = crate::success::folded_success_factors(
+            stats.success_factors.take(),
+            stats.successes,
+            stats.failures,
+            outcome,
+            now,
+        );
+        crate::store::exec(
+            tx,
+            "UPDATE patterns SET led_to_success_count = ?2, last_confirmed = ?3,
+                    effectiveness_score = ?4, priority_score = ?5,
+                    success_factors = ?6, success_factors_updated_at = ?3 WHERE id = ?1",
+            params![a.pattern_id, stats.successes, ts, eff, priority, factors],
+        )?;
+    } else if a.led_to_success {
         crate::store::exec(
             tx,
             "UPDATE patterns SET led_to_success_count = ?2, last_confirmed = ?3,
@@ -446,6 +474,8 @@ struct PatternStats {
     occurrences: i64,
     variance: f64,
     last_confirmed: Option<String>,
+    /// The stored success factors (JSON text), read for a successful application.
+    success_factors: Option<String>,
 }
 
 /// [`PatternStats`] of one pattern, `None` when there is no such pattern.
@@ -453,7 +483,8 @@ fn pattern_stats_tx(tx: &Connection, pattern_id: &str) -> rusqlite::Result<Optio
     crate::store::query_one(
         tx,
         "SELECT COALESCE(led_to_success_count, 0), COALESCE(led_to_failure_count, 0),
-                COALESCE(occurrence_count, 1), COALESCE(variance, 0.0), last_confirmed
+                COALESCE(occurrence_count, 1), COALESCE(variance, 0.0), last_confirmed,
+                success_factors
            FROM patterns WHERE id = ?1",
         [pattern_id],
         |r| {
@@ -463,6 +494,7 @@ fn pattern_stats_tx(tx: &Connection, pattern_id: &str) -> rusqlite::Result<Optio
                 occurrences: r.get(2)?,
                 variance: r.get(3)?,
                 last_confirmed: r.get(4)?,
+                success_factors: r.get(5)?,
             })
         },
     )

@@ -32,21 +32,22 @@ impl LearningStore {
             // counts against the pattern (§10.6).
             let led_to_success = outcome.fully_validated() && outcome.success_without_retry();
             for pattern_id in &outcome.applied_patterns {
-                self.record_pattern_application(&PatternApplication {
-                    pattern_id: pattern_id.clone(),
-                    execution_id: exec_id.clone(),
-                    led_to_success,
-                    retry_count_before: 0,
-                    retry_count_after: if outcome.success_without_retry() {
-                        0
-                    } else {
-                        1
+                self.record_application(
+                    &PatternApplication {
+                        pattern_id: pattern_id.clone(),
+                        execution_id: exec_id.clone(),
+                        led_to_success,
+                        retry_count_before: 0,
+                        retry_count_after: if outcome.success_without_retry() {
+                            0
+                        } else {
+                            1
+                        },
+                        grounding_confidence: outcome.grounding_confidence,
                     },
-                    grounding_confidence: outcome.grounding_confidence,
-                })?;
-                if led_to_success {
-                    self.update_success_factors(pattern_id, outcome)?;
-                }
+                    // Success factors (§11) in the same statement as the counters.
+                    led_to_success.then_some(outcome),
+                )?;
             }
         }
         Ok(exec_id)
@@ -120,6 +121,7 @@ fn existing_execution_tx(
     sheet_num: u32,
     row: &ExecutionRow,
 ) -> rusqlite::Result<Option<String>> {
+    // Found through idx_exec_started: few outcomes share a finish time.
     tx.prepare_cached(
         "SELECT id FROM executions WHERE job_hash = ?1 AND sheet_num = ?2 AND started_at = ?3
           LIMIT 1",
@@ -130,16 +132,12 @@ fn existing_execution_tx(
     .optional()
 }
 
-/// Column list and values of an `executions` insert; `?3`–`?5` are job hash, sheet and
-/// `started_at`, which the duplicate check reuses.
-macro_rules! insert_execution_sql {
-    () => {
-        "INSERT INTO executions (id, workspace_hash, job_hash, sheet_num, started_at,
-             completed_at, duration_seconds, status, retry_count, success_without_retry,
-             validation_pass_rate, confidence_score, model, error_codes)
-         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14"
-    };
-}
+/// Column list and values of an `executions` insert.
+const INSERT_EXECUTION_SQL: &str =
+    "INSERT INTO executions (id, workspace_hash, job_hash, sheet_num, started_at,
+         completed_at, duration_seconds, status, retry_count, success_without_retry,
+         validation_pass_rate, confidence_score, model, error_codes)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 
 fn execute_insert(
     stmt: &mut rusqlite::CachedStatement<'_>,
@@ -178,35 +176,20 @@ fn insert_execution_tx(
     row: &ExecutionRow,
 ) -> rusqlite::Result<String> {
     let id = new_row_id();
-    execute_insert(
-        &mut tx.prepare_cached(insert_execution_sql!())?,
-        &id,
-        o,
-        row,
-    )?;
+    execute_insert(&mut tx.prepare_cached(INSERT_EXECUTION_SQL)?, &id, o, row)?;
     Ok(id)
 }
 
-/// Inserts the row unless the same outcome is stored already; one statement for the usual
-/// case of a new outcome. Returns the row id and whether it was written now.
+/// Inserts the row unless the same outcome is stored already. Returns the row id and
+/// whether it was written now. A lookup, then a plain insert: an `INSERT … SELECT … WHERE
+/// NOT EXISTS` reading the table it writes buffers its row in a temporary table first.
 fn insert_execution_once_tx(
     tx: &Connection,
     o: &SheetOutcome,
     row: &ExecutionRow,
 ) -> rusqlite::Result<(String, bool)> {
-    let id = new_row_id();
-    let mut insert = tx.prepare_cached(concat!(
-        insert_execution_sql!(),
-        " WHERE NOT EXISTS (SELECT 1 FROM executions
-              WHERE job_hash = ?3 AND sheet_num = ?4 AND started_at = ?5)"
-    ))?;
-    let written = execute_insert(&mut insert, &id, o, row)?;
-    drop(insert);
-    if written > 0 {
-        return Ok((id, true));
-    }
     match existing_execution_tx(tx, o.sheet_num, row)? {
         Some(existing) => Ok((existing, false)),
-        None => Err(rusqlite::Error::QueryReturnedNoRows),
+        None => Ok((insert_execution_tx(tx, o, row)?, true)),
     }
 }

@@ -100,6 +100,15 @@ pub(crate) fn open_connection(path: &Path) -> Result<Connection> {
     )
     .map_err(not_db)?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(not_db)?;
+    // Query-planner stability: without it SQLite marks a cached statement whose `LIMIT ?`
+    // (or a comparison the planner looked at) reads a bound parameter, and re-parses and
+    // re-plans it on every rebind — each pattern query was prepared anew (issue 24). The
+    // answers are the same; only the plan no longer adapts to the bound values.
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .map_err(not_db)?;
     conn.set_prepared_statement_cache_capacity(64);
     Ok(conn)
 }

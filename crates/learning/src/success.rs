@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::Result;
 use crate::outcome::SheetOutcome;
 use crate::store::LearningStore;
+use crate::time::Now;
 
 /// The JSON object stored in `patterns.success_factors`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -61,13 +62,6 @@ impl LearningStore {
     /// Unknown ids are ignored (returns false).
     pub fn update_success_factors(&self, pattern_id: &str, outcome: &SheetOutcome) -> Result<bool> {
         let now = self.now();
-        let mut types: Vec<String> = outcome
-            .validations
-            .iter()
-            .map(|v| v.rule_type.clone())
-            .collect();
-        types.sort();
-        types.dedup();
         self.write(
             || format!("updating success factors of pattern {pattern_id}"),
             |tx| {
@@ -82,38 +76,7 @@ impl LearningStore {
                 let Some((stored, s, f)) = row else {
                     return Ok(false);
                 };
-                let bucket = time_bucket(now.local_hour()).to_string();
-                let existing = stored.and_then(|t| serde_json::from_str::<SuccessFactors>(&t).ok());
-                let factors = match existing {
-                    Some(mut sf) => {
-                        sf.occurrence_count += 1;
-                        sf.validation_types.extend(types.iter().cloned());
-                        sf.validation_types.sort();
-                        sf.validation_types.dedup();
-                        sf.time_of_day_bucket = Some(bucket);
-                        sf.retry_iteration = outcome.retry_count();
-                        sf.escalation_was_pending = false;
-                        if outcome.grounding_confidence.is_some() {
-                            sf.grounding_confidence = outcome.grounding_confidence;
-                        }
-                        if s + f > 0 {
-                            sf.success_rate = s as f64 / (s + f) as f64;
-                        }
-                        sf
-                    }
-                    None => SuccessFactors {
-                        validation_types: types.clone(),
-                        error_categories: Vec::new(),
-                        prior_sheet_status: None,
-                        time_of_day_bucket: Some(bucket),
-                        retry_iteration: outcome.retry_count(),
-                        escalation_was_pending: false,
-                        grounding_confidence: outcome.grounding_confidence,
-                        occurrence_count: 1,
-                        success_rate: 1.0,
-                    },
-                };
-                let text = serde_json::to_string(&factors).unwrap_or_else(|_| "{}".into());
+                let text = folded_success_factors(stored, s, f, outcome, &now);
                 crate::store::exec(
                     tx,
                     "UPDATE patterns SET success_factors = ?2, success_factors_updated_at = ?3
@@ -124,6 +87,57 @@ impl LearningStore {
             },
         )
     }
+}
+
+/// The success factors (JSON text) after folding in one successful application of a
+/// pattern whose stored factors are `stored` and whose counts, this application included,
+/// are `s` successes and `f` failures (§11).
+pub(crate) fn folded_success_factors(
+    stored: Option<String>,
+    s: i64,
+    f: i64,
+    outcome: &SheetOutcome,
+    now: &Now,
+) -> String {
+    let mut types: Vec<String> = outcome
+        .validations
+        .iter()
+        .map(|v| v.rule_type.clone())
+        .collect();
+    types.sort();
+    types.dedup();
+    let bucket = time_bucket(now.local_hour()).to_string();
+    let existing = stored.and_then(|t| serde_json::from_str::<SuccessFactors>(&t).ok());
+    let factors = match existing {
+        Some(mut sf) => {
+            sf.occurrence_count += 1;
+            sf.validation_types.extend(types);
+            sf.validation_types.sort();
+            sf.validation_types.dedup();
+            sf.time_of_day_bucket = Some(bucket);
+            sf.retry_iteration = outcome.retry_count();
+            sf.escalation_was_pending = false;
+            if outcome.grounding_confidence.is_some() {
+                sf.grounding_confidence = outcome.grounding_confidence;
+            }
+            if s + f > 0 {
+                sf.success_rate = s as f64 / (s + f) as f64;
+            }
+            sf
+        }
+        None => SuccessFactors {
+            validation_types: types,
+            error_categories: Vec::new(),
+            prior_sheet_status: None,
+            time_of_day_bucket: Some(bucket),
+            retry_iteration: outcome.retry_count(),
+            escalation_was_pending: false,
+            grounding_confidence: outcome.grounding_confidence,
+            occurrence_count: 1,
+            success_rate: 1.0,
+        },
+    };
+    serde_json::to_string(&factors).unwrap_or_else(|_| "{}".into())
 }
 
 /// `analyze_pattern_why` result (§11), the data behind `mozart patterns-why`.

@@ -530,6 +530,54 @@ fn sheet_feedback_updates_applied_patterns() {
 }
 
 #[test]
+fn a_batch_of_sheet_outcomes_counts_every_application_and_folds_every_success_into_the_factors() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("l.db");
+    let store = LearningStore::open(&db).unwrap();
+    let id = seed_pattern(&store, "p", "validation:file_exists", 0, 0);
+    // Success, success, a retried success (counts against), a failure, a success with a
+    // second validation type; then the whole batch replayed.
+    let mut outcomes = vec![
+        completed("job-f", 1, 1),
+        completed("job-f", 2, 1),
+        completed("job-f", 3, 2),
+        failed("job-f", 4),
+        completed("job-f", 5, 1),
+    ];
+    outcomes[4].validations.push(ValidationCheck {
+        rule_type: "command_succeeds".into(),
+        passed: true,
+        ..ValidationCheck::default()
+    });
+    for o in &mut outcomes {
+        o.applied_patterns = vec![id.clone()];
+    }
+    for _ in 0..2 {
+        store
+            .batch(|s| {
+                for o in &outcomes {
+                    s.record_sheet_outcome(o).unwrap();
+                }
+            })
+            .unwrap();
+    }
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM executions"), 5);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM pattern_applications"), 5);
+    let p = store.get_pattern(&id).unwrap().unwrap();
+    assert_eq!((p.led_to_success_count, p.led_to_failure_count), (3, 2));
+    let factors = p.success_factors.unwrap();
+    assert_eq!(factors["occurrence_count"], 3, "{factors}");
+    assert_eq!(
+        factors["validation_types"],
+        serde_json::json!(["command_succeeds", "file_exists"])
+    );
+    // The rate as it stood after the last success: 3 of 5.
+    assert_eq!(factors["success_rate"], 0.6);
+    let why = store.analyze_pattern_why(&id).unwrap().unwrap();
+    assert_eq!(why.observation_count, 3);
+}
+
+#[test]
 fn replayed_sheet_outcome_is_stored_and_credited_once() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("l.db");
