@@ -679,24 +679,47 @@ fn saving_the_header_keeps_every_sheet_row() {
     assert!(reg.integrity_check().unwrap());
 }
 
+/// A registry database at `path` as a build of schema `version` (1 or 2) left it: its
+/// migration files applied and recorded, no rows.
+fn registry_at_schema(path: &std::path::Path, version: u32) -> rusqlite::Connection {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY NOT NULL, \
+         name TEXT NOT NULL, applied_at REAL NOT NULL);",
+    )
+    .unwrap();
+    let files = [
+        (
+            "0001_initial",
+            include_str!("../migrations/0001_initial.sql"),
+        ),
+        (
+            "0002_small_hot_rows",
+            include_str!("../migrations/0002_small_hot_rows.sql"),
+        ),
+    ];
+    for (n, (name, sql)) in (1..=version).zip(files) {
+        conn.execute_batch(sql).unwrap();
+        conn.execute(
+            "INSERT INTO schema_migrations VALUES (?1, ?2, 0)",
+            rusqlite::params![n, name],
+        )
+        .unwrap();
+    }
+    conn
+}
+
 /// A registry written by schema 1 (score in the `jobs` row, WITHOUT ROWID sheets) opens
 /// with everything kept: the score, the checkpoint's sheets, and writes work afterwards.
 #[test]
 fn schema_1_registry_migrates_keeping_scores_and_sheets() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("home/registry.db");
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     {
-        let conn = rusqlite::Connection::open(&path).unwrap();
+        let conn = registry_at_schema(&path, 1);
         conn.execute_batch(
-            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY NOT NULL, \
-             name TEXT NOT NULL, applied_at REAL NOT NULL);",
-        )
-        .unwrap();
-        conn.execute_batch(include_str!("../migrations/0001_initial.sql"))
-            .unwrap();
-        conn.execute_batch(
-            "INSERT INTO schema_migrations VALUES (1, '0001_initial', 0);
+            "
              INSERT INTO jobs (job_id, config_path, workspace, status, submitted_at, updated_at,
                  score_yaml, config_snapshot_json, checkpoint_json)
              VALUES ('old', '/s/old.yaml', '/ws/old', 'completed', 1, 1, 'name: old',
@@ -943,21 +966,10 @@ fn compact_sheet_rows_round_trip_every_field() {
 fn schema_3_status_checks_hold_without_in_lists() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("home/registry.db");
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     {
-        let conn = rusqlite::Connection::open(&path).unwrap();
+        let conn = registry_at_schema(&path, 2);
         conn.execute_batch(
-            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY NOT NULL, \
-             name TEXT NOT NULL, applied_at REAL NOT NULL);",
-        )
-        .unwrap();
-        conn.execute_batch(include_str!("../migrations/0001_initial.sql"))
-            .unwrap();
-        conn.execute_batch(include_str!("../migrations/0002_small_hot_rows.sql"))
-            .unwrap();
-        conn.execute_batch(
-            "INSERT INTO schema_migrations VALUES (1, '0001_initial', 0), (2, '0002_small_hot_rows', 0);
-             INSERT INTO jobs (job_id, config_path, workspace, status, submitted_at, updated_at)
+            "INSERT INTO jobs (job_id, config_path, workspace, status, submitted_at, updated_at)
              VALUES ('two', '/s/two.yaml', '/ws/two', 'running', 1, 1);
              INSERT INTO sheets (job_id, sheet_num, status, state_json, updated_at)
              VALUES ('two', 1, 'completed', '{}', 1);",
