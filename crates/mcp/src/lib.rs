@@ -624,14 +624,14 @@ fn sheet_logs(d: &JobDetail, sheet: Option<u32>, lines: usize) -> Result<String,
                     s.stderr_tail.as_deref()
                 }
             });
-            let text = mozart_backends::output_log::read_sheet_output(
+            // `None` when neither the file nor the registry's tail holds any text.
+            if let Some(output) = mozart_backends::output_log::read_sheet_output(
                 workspace.as_deref(),
                 n,
                 stream,
                 tail,
-            )
-            .map(|o| o.text);
-            if let Some(text) = text.filter(|t| !t.is_empty()) {
+            ) {
+                let text = output.text;
                 found = true;
                 if stream == "stderr" {
                     out.push_str("--- stderr ---\n");
