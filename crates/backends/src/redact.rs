@@ -496,7 +496,7 @@ pub fn is_secret_name(name: &str) -> bool {
 
 /// A value that is obviously not a secret: a switch, a number 0/1, a shell or template
 /// reference, a mask, an earlier marker.
-fn is_placeholder(value: &str) -> bool {
+pub fn is_placeholder(value: &str) -> bool {
     let v = value.trim();
     const WORDS: &[&str] = &[
         "",
@@ -615,7 +615,8 @@ fn apply_some<'t>(
     }
 }
 
-fn redact_cow(text: &str) -> Cow<'_, str> {
+/// [`redact`] that hands `text` back as it is (no copy) when it holds nothing to redact.
+pub fn redact_cow(text: &str) -> Cow<'_, str> {
     let scanner = Scanner::current();
     // One pass says which rules match (usually none: the text is handed back as it is).
     // A rule that does not match the text as given does not match after the others have

@@ -28,9 +28,10 @@ pub struct ConductorSettings {
     pub log_level: Option<String>,
     /// The job engine (`mozart start` wires in `mozart-jobs`); `None` for a bare daemon.
     pub jobs: Option<Arc<dyn JobEngine>>,
-    /// Applied to every line of the conductor's log before it is written (`mozart start`
-    /// hands in the backends' credential redaction); `None` writes lines as they are.
-    pub log_redactor: Option<logging::Redactor>,
+    /// Applied to every text of the conductor's log lines before they are written
+    /// (`mozart start` hands in the backends' credential redaction); `None` redacts only the
+    /// secret field names every log redacts.
+    pub log_redaction: Option<logging::Redaction>,
 }
 
 /// The conductor daemon.
@@ -47,7 +48,7 @@ impl Conductor {
             foreground,
             log_level,
             jobs,
-            log_redactor,
+            log_redaction,
         } = settings;
         if let Some(level) = log_level {
             config.log_level = level.to_ascii_lowercase();
@@ -64,7 +65,7 @@ impl Conductor {
             .map_err(|e| ConductorError::io("cannot create Mozart home", &paths.home, e))?;
         std::fs::set_permissions(&paths.home, std::fs::Permissions::from_mode(0o700))
             .map_err(|e| ConductorError::io("cannot restrict Mozart home", &paths.home, e))?;
-        let log = logging::init(&log_file, &config.log_level, foreground, log_redactor)?;
+        let log = logging::init(&log_file, &config.log_level, foreground, log_redaction)?;
         mozart_ipc::paths::check_socket_path(&paths.socket)?;
 
         let lock = instance::acquire(&paths)?;

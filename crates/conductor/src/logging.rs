@@ -8,6 +8,7 @@
 //! `message`; any other line's `event` is its message, as upstream's structlog writes it.
 //! Nobody has to parse text back into fields: `mozart logs` reads these objects.
 
+use std::borrow::Cow;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
@@ -58,66 +59,60 @@ impl LogHandle {
     }
 }
 
-/// Replaces the secrets in a text (the conductor knows no rules itself: `mozart start`
-/// hands it the backends' redaction). It takes the text and hands it back as it is when it
-/// holds no secret, as most lines do: no copy per line.
-pub type Redactor = fn(String) -> String;
-
-fn no_redaction(text: String) -> String {
-    text
+/// How the conductor's log lines lose their secrets. The conductor knows no rules itself:
+/// `mozart start` hands in the backends' redaction. Each text value of a line (its message,
+/// a string or `%display` field, an error) is redacted once, before it is written to either
+/// output, and a field whose name says it holds a secret loses its value.
+#[derive(Clone, Copy)]
+pub struct Redaction {
+    /// `text` with its secrets replaced; the text itself when it holds none (most do: no
+    /// copy).
+    pub text: for<'a> fn(&'a str) -> Cow<'a, str>,
+    /// Whether a field's name says its value is a secret (`client_secret`, `auth`), beyond
+    /// the names every log redacts (`api_key`, `password`, `…token`; not `input_tokens`).
+    pub secret_name: fn(&str) -> bool,
+    /// Whether a value is plainly not a secret whatever its field's name (`true`, `$VAR`,
+    /// an earlier marker).
+    pub placeholder: fn(&str) -> bool,
 }
 
-/// Rewrites every line of the human console log through a redaction function before it is
-/// written: the log quotes instrument errors, hook failures and paths, and must not keep a
-/// credential any of them held (issue 21).
-struct Redacting<M> {
-    inner: M,
-    redact: Redactor,
-}
-
-/// One write of [`Redacting`].
-struct RedactingWriter<W> {
-    inner: W,
-    redact: Redactor,
-}
-
-impl<'a, M: tracing_subscriber::fmt::MakeWriter<'a>> tracing_subscriber::fmt::MakeWriter<'a>
-    for Redacting<M>
-{
-    type Writer = RedactingWriter<M::Writer>;
-
-    fn make_writer(&'a self) -> Self::Writer {
-        RedactingWriter {
-            inner: self.inner.make_writer(),
-            redact: self.redact,
-        }
+impl std::fmt::Debug for Redaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redaction").finish_non_exhaustive()
     }
 }
 
-impl<W: Write> Write for RedactingWriter<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        // The formatter writes each event whole, in one call.
-        let redacted = (self.redact)(String::from_utf8_lossy(buf).into_owned());
-        self.inner.write_all(redacted.as_bytes())?;
-        Ok(buf.len())
-    }
+fn text_as_is(text: &str) -> Cow<'_, str> {
+    Cow::Borrowed(text)
+}
 
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
+fn no_name(_: &str) -> bool {
+    false
+}
+
+fn every_value(_: &str) -> bool {
+    true
+}
+
+impl Redaction {
+    /// No redaction beyond the secret field names every log redacts.
+    pub const NONE: Redaction = Redaction {
+        text: text_as_is,
+        secret_name: no_name,
+        placeholder: every_value,
+    };
 }
 
 /// Install the global subscriber writing JSON lines to `log_file` (created, appended) and,
-/// when `foreground`, human lines to stderr too, every line passed through `redact`. If a
-/// subscriber is already installed (the conductor runs inside another program), that one is
-/// kept.
+/// when `foreground`, human lines to stderr too, both with `redaction`'s secrets replaced.
+/// If a subscriber is already installed (the conductor runs inside another program), that
+/// one is kept.
 pub fn init(
     log_file: &Path,
     level: &str,
     foreground: bool,
-    redact: Option<Redactor>,
+    redaction: Option<Redaction>,
 ) -> Result<LogHandle, ConductorError> {
-    let redact = redact.unwrap_or(no_redaction);
     if let Some(dir) = log_file.parent() {
         std::fs::create_dir_all(dir).map_err(|err| ConductorError::Logging {
             path: log_file.to_path_buf(),
@@ -133,29 +128,28 @@ pub fn init(
             message: err.to_string(),
         })?;
     let (filter, handle) = reload::Layer::new(filter_for(level));
-    let json = JsonLines::new(file).with_redactor(redact);
-    let console = foreground.then(|| {
-        tracing_subscriber::fmt::layer()
-            .with_ansi(false)
-            .with_writer(Redacting {
-                inner: std::io::stderr,
-                redact,
-            })
-    });
+    let mut lines = JsonLines::new(file).with_redaction(redaction.unwrap_or(Redaction::NONE));
+    if foreground {
+        lines = lines.with_console(std::io::stderr());
+    }
     let installed = tracing_subscriber::registry()
         .with(filter)
-        .with(json)
-        .with(console)
+        .with(lines)
         .try_init();
     Ok(LogHandle {
         reload: installed.is_ok().then_some(handle),
     })
 }
 
-/// The layer that writes each event as one JSON object on its own line.
+/// The layer that writes each event as one JSON object on its own line and, with a
+/// console, as one human line in tracing-subscriber's `Full` format without colours
+/// (`2026-11-28T09:16:43.049467Z  INFO mozart_jobs::manager::events: sheet 3 completed
+/// event="sheet.completed" sheet_num=3`). Both lines come from one visit of the event's
+/// fields: one timestamp, one redaction of each text.
 pub struct JsonLines<W: Write + Send + 'static> {
     out: Mutex<W>,
-    redact: Redactor,
+    console: Option<Mutex<Box<dyn Write + Send>>>,
+    redaction: Redaction,
 }
 
 impl<W: Write + Send + 'static> JsonLines<W> {
@@ -163,13 +157,20 @@ impl<W: Write + Send + 'static> JsonLines<W> {
     pub fn new(out: W) -> Self {
         JsonLines {
             out: Mutex::new(out),
-            redact: no_redaction,
+            console: None,
+            redaction: Redaction::NONE,
         }
     }
 
-    /// The same layer, each line passed through `redact` before it is written.
-    pub fn with_redactor(mut self, redact: Redactor) -> Self {
-        self.redact = redact;
+    /// The same layer, each text redacted by `redaction` before it is written.
+    pub fn with_redaction(mut self, redaction: Redaction) -> Self {
+        self.redaction = redaction;
+        self
+    }
+
+    /// The same layer, writing each event to `console` as a human line too.
+    pub fn with_console(mut self, console: impl Write + Send + 'static) -> Self {
+        self.console = Some(Mutex::new(Box::new(console)));
         self
     }
 }
@@ -185,12 +186,17 @@ impl JsonLines<File> {
 
 impl<S: Subscriber, W: Write + Send + 'static> Layer<S> for JsonLines<W> {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        let line = (self.redact)(json_line(event));
+        let lines = event_lines(event, &self.redaction, self.console.is_some());
         // One write per line on a file opened for appending: lines of concurrent writers
         // never interleave. A failed write cannot be logged anywhere better; it is dropped.
         if let Ok(mut out) = self.out.lock() {
-            let _ = out.write_all(line.as_bytes());
+            let _ = out.write_all(lines.json.as_bytes());
             let _ = out.flush();
+        }
+        if let (Some(console), Some(human)) = (&self.console, &lines.human) {
+            if let Ok(mut console) = console.lock() {
+                let _ = console.write_all(human.as_bytes());
+            }
         }
     }
 }
@@ -239,21 +245,54 @@ fn is_secret_key(key: &str) -> bool {
     .any(has)
 }
 
-/// The JSON line (with its newline) for one tracing event.
+/// The lines of one event: the JSON line, and the human line when a console wants it.
+struct EventLines {
+    json: String,
+    human: Option<String>,
+}
+
+/// tracing-subscriber's level column (`Full` format: right-aligned to five).
+fn level_column(level: &Level) -> &'static str {
+    match *level {
+        Level::ERROR => "ERROR",
+        Level::WARN => " WARN",
+        Level::INFO => " INFO",
+        Level::DEBUG => "DEBUG",
+        Level::TRACE => "TRACE",
+    }
+}
+
+/// The JSON line (with its newline) for one tracing event, and the human line (with its
+/// newline) when `human` is asked.
 ///
 /// Written straight to text as the fields are visited: no map of `Value`s is built and
-/// printed (issue 24: ~25 allocations per line, four lines per sheet). The object is the
-/// one the map gave: `timestamp`, `level`, `event`, `message` (a job event's sentence),
-/// `component`, then the event's own fields in their order; a field named like one of the
-/// first five does not repeat it.
-pub fn json_line(event: &Event<'_>) -> String {
+/// printed (issue 24). The object is the one the map gave: `timestamp`, `level`, `event`,
+/// `message` (a job event's sentence), `component`, then the event's own fields in their
+/// order; a field named like one of the first five does not repeat it. The human line is
+/// tracing-subscriber's `Full` format without colours: timestamp, level, target, then the
+/// message and every field as `name=value` in their order.
+fn event_lines(event: &Event<'_>, redaction: &Redaction, human: bool) -> EventLines {
     let meta = event.metadata();
-    let mut fields = Fields::default();
+    let mut fields = Fields::new(redaction, human);
     event.record(&mut fields);
-    let mut line = Vec::with_capacity(160 + fields.rest.len());
     let mut timestamp = std::mem::take(&mut fields.scratch);
     timestamp.clear();
     let _ = SystemTime.format_time(&mut Writer::new(&mut timestamp));
+    let human = human.then(|| {
+        let target = fields.log_target.as_deref().unwrap_or(meta.target());
+        let mut line =
+            String::with_capacity(timestamp.len() + target.len() + fields.human.len() + 10);
+        line.push_str(&timestamp);
+        line.push(' ');
+        line.push_str(level_column(meta.level()));
+        line.push(' ');
+        line.push_str(target);
+        line.push_str(": ");
+        line.push_str(&fields.human);
+        line.push('\n');
+        line
+    });
+    let mut line = Vec::with_capacity(160 + fields.rest.len());
     line.extend_from_slice(b"{\"timestamp\":");
     json_str(&mut line, &timestamp);
     line.extend_from_slice(b",\"level\":\"");
@@ -277,7 +316,20 @@ pub fn json_line(event: &Event<'_>) -> String {
     line.extend_from_slice(&fields.rest);
     line.extend_from_slice(b"}\n");
     // Every piece is UTF-8 (serde_json's strings, ASCII punctuation): never lossy.
-    String::from_utf8(line).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    let json = String::from_utf8(line)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    EventLines { json, human }
+}
+
+/// The JSON line (with its newline) for one tracing event, nothing redacted but the secret
+/// field names every log redacts.
+pub fn json_line(event: &Event<'_>) -> String {
+    event_lines(event, &Redaction::NONE, false).json
+}
+
+/// A float as JSON: `null` when it has no JSON form.
+fn float_json(value: f64) -> Value {
+    serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number)
 }
 
 /// `text` as a JSON string (quoted, escaped as serde_json escapes).
@@ -285,36 +337,162 @@ fn json_str(out: &mut Vec<u8>, text: &str) {
     let _ = serde_json::to_writer(out, text);
 }
 
+/// `text` for a terminal: the control characters a terminal acts on (escape sequences,
+/// bell, backspace, form feed, delete, C1 codes) written as escapes, as tracing-subscriber
+/// writes a message.
+fn push_escaped(out: &mut String, text: &str) {
+    use std::fmt::Write as _;
+    let plain = |c: char| {
+        !matches!(
+            c,
+            '\x1b' | '\x07' | '\x08' | '\x0c' | '\x7f' | '\u{80}'..='\u{9f}'
+        )
+    };
+    if text.chars().all(plain) {
+        out.push_str(text);
+        return;
+    }
+    for c in text.chars() {
+        match c {
+            '\x1b' => out.push_str("\\x1b"),
+            '\x07' => out.push_str("\\x07"),
+            '\x08' => out.push_str("\\x08"),
+            '\x0c' => out.push_str("\\x0c"),
+            '\x7f' => out.push_str("\\x7f"),
+            '\u{80}'..='\u{9f}' => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+}
+
+/// What a field's name says about its value, asked once per name and thread (names are
+/// the callsites' own `&'static str`s).
+#[derive(Clone, Copy)]
+struct NameVerdict {
+    /// Redacted whatever the value (`api_key`, `password`, `…token`).
+    always: bool,
+    /// Redacted unless the value is a placeholder (the backends' wider rule).
+    unless_placeholder: bool,
+}
+
+thread_local! {
+    static VERDICTS: std::cell::RefCell<Vec<(usize, usize, NameVerdict)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// [`NameVerdict`] of `name` under `redaction`, from the thread's cache when it was asked
+/// before (keyed by the name's address and the rule's).
+fn verdict(name: &'static str, redaction: &Redaction) -> NameVerdict {
+    let key = (name.as_ptr() as usize, redaction.secret_name as usize);
+    let cached = VERDICTS.with(|v| {
+        v.borrow()
+            .iter()
+            .find(|(n, r, _)| (*n, *r) == key)
+            .map(|(_, _, verdict)| *verdict)
+    });
+    cached.unwrap_or_else(|| {
+        let verdict = NameVerdict {
+            always: is_secret_key(name),
+            unless_placeholder: (redaction.secret_name)(name),
+        };
+        VERDICTS.with(|v| {
+            let mut v = v.borrow_mut();
+            // Names are few (a few hundred callsites' fields); a bound keeps it so.
+            if v.len() < 1024 {
+                v.push((key.0, key.1, verdict));
+            }
+        });
+        verdict
+    })
+}
+
 /// An event's fields as they are visited: the message and event name kept aside, every
-/// other field already written as `,"key":value`.
-#[derive(Default)]
-struct Fields {
+/// other field already written as `,"key":value`, and (when asked) the human line's fields.
+struct Fields<'r> {
+    redaction: &'r Redaction,
     message: Option<String>,
     event: Option<String>,
     rest: Vec<u8>,
     /// The field names written to `rest`, so a repeated one is written once.
     written: Vec<&'static str>,
+    /// Whether the human line is built.
+    want_human: bool,
+    /// The human line's message and fields, space-separated.
+    human: String,
+    /// The target a `log` crate record names (`log.target`), for the human line.
+    log_target: Option<String>,
     /// A buffer for `Debug` values (then the timestamp).
     scratch: String,
 }
 
 /// A field's value, borrowed for as long as it is recorded.
 enum FieldValue<'a> {
-    Str(&'a str),
+    /// Text: a string, a `%display` or `?debug` value, an error.
+    Text(&'a str),
+    /// A whole number or a boolean, as JSON.
     Json(serde_json::Value),
+    /// A float: JSON `null` when it has no JSON form (`NaN`, `inf`), which is no secret.
+    Float(f64),
 }
 
-impl Fields {
-    fn put(&mut self, field: &Field, value: FieldValue<'_>) {
+impl<'r> Fields<'r> {
+    fn new(redaction: &'r Redaction, want_human: bool) -> Self {
+        Fields {
+            redaction,
+            message: None,
+            event: None,
+            rest: Vec::new(),
+            written: Vec::new(),
+            want_human,
+            human: String::new(),
+            log_target: None,
+            scratch: String::new(),
+        }
+    }
+
+    /// Record one field. `quoted` says how the human line shows a text: `Debug`-quoted (a
+    /// string) or as it is (`%display`, `?debug`, an error). `sources` is an error's chain
+    /// for the human line.
+    fn put(&mut self, field: &Field, value: FieldValue<'_>, quoted: bool, sources: &[String]) {
         let name = field.name();
-        let text = |value: FieldValue<'_>| match value {
-            FieldValue::Str(s) => s.to_string(),
-            FieldValue::Json(Value::String(s)) => s,
+        if let Some(stripped) = name.strip_prefix("log.") {
+            // A `log` crate record's metadata: the human line shows its target as the
+            // line's own, as tracing-subscriber does.
+            if stripped == "target" {
+                if let FieldValue::Text(t) = &value {
+                    self.log_target = Some((*t).to_string());
+                }
+            }
+        }
+        let verdict = verdict(name, self.redaction);
+        let redacted_text;
+        let secret = match &value {
+            FieldValue::Float(f) => verdict.always && f.is_finite(),
+            FieldValue::Json(_) => verdict.always,
+            FieldValue::Text(t) => {
+                verdict.always || (verdict.unless_placeholder && !(self.redaction.placeholder)(t))
+            }
+        };
+        let value = match value {
+            FieldValue::Text(t) if !secret => {
+                redacted_text = (self.redaction.text)(t);
+                FieldValue::Text(&redacted_text)
+            }
+            other => other,
+        };
+        if self.want_human && !name.starts_with("log.") {
+            self.push_human(name, &value, secret, quoted, sources);
+        }
+        let text = |value: &FieldValue<'_>| match value {
+            FieldValue::Text(s) => s.to_string(),
             FieldValue::Json(other) => other.to_string(),
+            FieldValue::Float(f) => float_json(*f).to_string(),
         };
         match name {
-            "message" => self.message = Some(text(value)),
-            "event" => self.event = Some(text(value)),
+            "message" => self.message = Some(text(&value)),
+            "event" => self.event = Some(text(&value)),
             // The line's own keys are not repeated (the map kept the first).
             "timestamp" | "level" | "component" => {}
             _ if self.written.contains(&name) => {}
@@ -323,45 +501,101 @@ impl Fields {
                 self.rest.push(b',');
                 json_str(&mut self.rest, name);
                 self.rest.push(b':');
-                let null = matches!(value, FieldValue::Json(Value::Null));
-                if is_secret_key(name) && !null {
+                if secret {
                     self.rest.extend_from_slice(b"\"[REDACTED]\"");
                     return;
                 }
                 match value {
-                    FieldValue::Str(s) => json_str(&mut self.rest, s),
+                    FieldValue::Text(s) => json_str(&mut self.rest, s),
                     FieldValue::Json(v) => {
                         let _ = serde_json::to_writer(&mut self.rest, &v);
+                    }
+                    FieldValue::Float(f) => {
+                        let _ = serde_json::to_writer(&mut self.rest, &float_json(f));
                     }
                 }
             }
         }
     }
+
+    /// The human line's piece for one field (tracing-subscriber's `DefaultFields`).
+    fn push_human(
+        &mut self,
+        name: &str,
+        value: &FieldValue<'_>,
+        secret: bool,
+        quoted: bool,
+        sources: &[String],
+    ) {
+        use std::fmt::Write as _;
+        if !self.human.is_empty() {
+            self.human.push(' ');
+        }
+        if name == "message" {
+            if let FieldValue::Text(t) = value {
+                push_escaped(&mut self.human, t);
+            }
+            return;
+        }
+        self.human.push_str(name.strip_prefix("r#").unwrap_or(name));
+        self.human.push('=');
+        match value {
+            _ if secret && quoted => self.human.push_str("\"[REDACTED]\""),
+            _ if secret => self.human.push_str("[REDACTED]"),
+            FieldValue::Text(t) if quoted => {
+                let _ = write!(self.human, "{t:?}");
+            }
+            FieldValue::Text(t) => push_escaped(&mut self.human, t),
+            FieldValue::Float(f) => {
+                let _ = write!(self.human, "{f:?}");
+            }
+            FieldValue::Json(other) => {
+                let _ = write!(self.human, "{other}");
+            }
+        }
+        if !sources.is_empty() && !secret {
+            self.human.push(' ');
+            self.human.push_str(name);
+            self.human.push_str(".sources=[");
+            for (i, source) in sources.iter().enumerate() {
+                if i > 0 {
+                    self.human.push_str(", ");
+                }
+                push_escaped(&mut self.human, &(self.redaction.text)(source));
+            }
+            self.human.push(']');
+        }
+    }
 }
 
-impl Visit for Fields {
+impl Visit for Fields<'_> {
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.put(
-            field,
-            FieldValue::Json(
-                serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number),
-            ),
-        );
+        self.put(field, FieldValue::Float(value), false, &[]);
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.put(field, FieldValue::Json(Value::from(value)));
+        self.put(field, FieldValue::Json(Value::from(value)), false, &[]);
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.put(field, FieldValue::Json(Value::from(value)));
+        self.put(field, FieldValue::Json(Value::from(value)), false, &[]);
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.put(field, FieldValue::Json(Value::Bool(value)));
+        self.put(field, FieldValue::Json(Value::Bool(value)), false, &[]);
     }
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.put(field, FieldValue::Str(value));
+        self.put(field, FieldValue::Text(value), true, &[]);
     }
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        self.put(field, FieldValue::Json(Value::String(value.to_string())));
+        let text = value.to_string();
+        let mut sources = Vec::new();
+        if self.want_human {
+            // The human line lists the error's sources after it, as tracing-subscriber does.
+            let mut next = value.source();
+            while let Some(source) = next {
+                sources.push(source.to_string());
+                next = source.source();
+            }
+        }
+        self.put(field, FieldValue::Text(&text), false, &sources);
     }
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
         // `%display` values and `?debug` values both arrive here.
@@ -369,7 +603,7 @@ impl Visit for Fields {
         let mut text = std::mem::take(&mut self.scratch);
         text.clear();
         let _ = write!(text, "{value:?}");
-        self.put(field, FieldValue::Str(&text));
+        self.put(field, FieldValue::Text(&text), false, &[]);
         self.scratch = text;
     }
 }
@@ -379,22 +613,189 @@ impl Visit for Fields {
 mod tests {
     use super::*;
 
-    fn mask(text: String) -> String {
-        text.replace("hunter2", "[REDACTED]")
+    fn mask(text: &str) -> Cow<'_, str> {
+        if text.contains("hunter2") {
+            Cow::Owned(text.replace("hunter2", "[REDACTED]"))
+        } else {
+            Cow::Borrowed(text)
+        }
     }
 
     #[test]
-    fn every_line_goes_through_the_redactor() {
+    fn every_text_goes_through_the_redaction() {
         let buffer = std::sync::Arc::new(Mutex::new(Vec::<u8>::new()));
         let shared = SharedBuf(buffer.clone());
+        let redaction = Redaction {
+            text: mask,
+            ..Redaction::NONE
+        };
         let subscriber =
-            tracing_subscriber::registry().with(JsonLines::new(shared).with_redactor(mask));
+            tracing_subscriber::registry().with(JsonLines::new(shared).with_redaction(redaction));
         tracing::subscriber::with_default(subscriber, || {
-            tracing::warn!(event = "hook.failed", "password hunter2 refused");
+            tracing::warn!(
+                event = "hook.failed",
+                command = %"login hunter2",
+                "password hunter2 refused"
+            );
         });
         let text = String::from_utf8(buffer.lock().unwrap().clone()).unwrap();
         assert!(text.contains("password [REDACTED] refused"), "{text}");
+        assert!(text.contains("login [REDACTED]"), "{text}");
         assert!(!text.contains("hunter2"), "{text}");
+    }
+
+    /// The backends' redaction, as `mozart start` hands it in.
+    fn backends() -> Redaction {
+        Redaction {
+            text: mozart_backends::redact::redact_cow,
+            secret_name: mozart_backends::redact::is_secret_name,
+            placeholder: mozart_backends::redact::is_placeholder,
+        }
+    }
+
+    /// The JSON and human lines one layer writes for `run`'s events.
+    fn both_lines(redaction: Redaction, run: impl FnOnce()) -> (String, String) {
+        let (json, console) = (Buffer::default(), Buffer::default());
+        let layer = JsonLines::new(json.clone())
+            .with_redaction(redaction)
+            .with_console(console.clone());
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), run);
+        let text = |b: &Buffer| String::from_utf8(b.0.lock().unwrap().clone()).unwrap();
+        (text(&json), text(&console))
+    }
+
+    /// A line without its timestamp (the first word).
+    fn after_timestamp(line: &str) -> &str {
+        line.split_once(' ').map_or(line, |(_, rest)| rest)
+    }
+
+    #[derive(Debug)]
+    struct Outer(Inner);
+    #[derive(Debug)]
+    struct Inner;
+    impl std::fmt::Display for Outer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("cannot spawn")
+        }
+    }
+    impl std::fmt::Display for Inner {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("no such file")
+        }
+    }
+    impl std::error::Error for Inner {}
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    /// Every kind of event the conductor writes, for the human-line comparison.
+    fn sample_events() {
+        tracing::info!(
+            event = "sheet.completed",
+            job_id = "fan",
+            sheet_num = 39u32,
+            attempt = 1u32,
+            duration_seconds = 0.668127437,
+            validation_passed = true,
+            validations_passed = 1u64,
+            cost_usd = 0.0,
+            input_tokens = 0u64,
+            output_tokens = 0u64,
+            "sheet 39 completed in 0.7s; validations 1/1 passed"
+        );
+        tracing::warn!(path = %"/w/é x", error = ?"disk \"full\"", delta = -3i64, "cannot write");
+        let err = Outer(Inner);
+        tracing::error!(
+            error = &err as &(dyn std::error::Error + 'static),
+            r#type = "x",
+            "spawn failed"
+        );
+        tracing::debug!(
+            ratio = 1e20,
+            nothing = f64::NAN,
+            "bell \x07 and \x1b[31m red"
+        );
+        tracing::info!("daemon.stopped");
+        tracing::info!(what = "only a field");
+    }
+
+    #[test]
+    fn the_human_line_is_tracing_subscribers_full_format_without_colours() {
+        // The reference: tracing-subscriber's own formatter, as the conductor used it.
+        let reference = Buffer::default();
+        let writer = reference.clone();
+        let fmt = tracing_subscriber::fmt::layer()
+            .with_ansi(false)
+            .with_writer(move || writer.clone());
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(fmt), sample_events);
+        let reference = String::from_utf8(reference.0.lock().unwrap().clone()).unwrap();
+        let (_, ours) = both_lines(Redaction::NONE, sample_events);
+        let strip = |text: &str| {
+            text.lines()
+                .map(after_timestamp)
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            strip(&ours),
+            strip(&reference),
+            "ours:\n{ours}\nreference:\n{reference}"
+        );
+        assert_eq!(ours.lines().count(), 6, "{ours}");
+        // And the same instant opens both lines of an event.
+        let (json, human) = both_lines(Redaction::NONE, || tracing::info!("one"));
+        let stamp = human.split(' ').next().unwrap();
+        assert!(
+            json.starts_with(&format!("{{\"timestamp\":\"{stamp}\"")),
+            "{json} / {human}"
+        );
+    }
+
+    #[test]
+    fn a_secret_is_redacted_in_both_lines() {
+        let (json, human) = both_lines(backends(), || {
+            tracing::warn!(
+                api_key = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789",
+                auth = "s3cr3t-value-1234",
+                session_token = 12345u64,
+                input_tokens = 7u64,
+                mode = "auto",
+                command = %"curl -H 'Authorization: Bearer abcdefghijklmnopqrstuvwxyz012345' x",
+                "login with password=hunter2hunter2 refused"
+            );
+        });
+        for line in [&json, &human] {
+            for secret in [
+                "sk-ant-api03",
+                "s3cr3t-value",
+                "12345",
+                "abcdefghijklmnop",
+                "hunter2",
+            ] {
+                assert!(!line.contains(secret), "{secret} in {line}");
+            }
+        }
+        let e: Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(e["api_key"], "[REDACTED]");
+        assert_eq!(e["auth"], "[REDACTED]");
+        assert_eq!(e["session_token"], "[REDACTED]");
+        assert_eq!(e["input_tokens"], 7);
+        assert_eq!(e["mode"], "auto");
+        assert_eq!(e["event"], "login with password=[REDACTED] refused");
+        assert!(
+            e["command"]
+                .as_str()
+                .unwrap()
+                .contains("[REDACTED_BEARER_TOKEN]"),
+            "{json}"
+        );
+        let human = after_timestamp(&human);
+        assert!(
+            human.starts_with(" WARN mozart_conductor::logging::tests: login with password=[REDACTED] refused api_key=\"[REDACTED]\" auth=\"[REDACTED]\" session_token=[REDACTED] input_tokens=7 mode=\"auto\" command=curl"),
+            "{human}"
+        );
     }
 
     /// A writer into a shared buffer.

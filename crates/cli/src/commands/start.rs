@@ -155,7 +155,11 @@ fn run_here(config: DaemonConfig, paths: ConductorPaths, args: &Args) -> Result<
         foreground: args.foreground && !args.detached_child,
         log_level: args.log_level.clone(),
         jobs: Some(std::sync::Arc::new(mozart_jobs::Jobs)),
-        log_redactor: Some(mozart_backends::redact::redact_owned),
+        log_redaction: Some(mozart_conductor::logging::Redaction {
+            text: mozart_backends::redact::redact_cow,
+            secret_name: mozart_backends::redact::is_secret_name,
+            placeholder: mozart_backends::redact::is_placeholder,
+        }),
     };
     // The secret values of the conductor's environment are learned now, before any
     // instrument runs (the environment is final: adjusted above while single-threaded).
