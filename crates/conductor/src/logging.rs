@@ -378,20 +378,19 @@ struct NameVerdict {
 }
 
 thread_local! {
-    static VERDICTS: std::cell::RefCell<Vec<(usize, usize, NameVerdict)>> =
-        const { std::cell::RefCell::new(Vec::new()) };
+    static VERDICTS: std::cell::RefCell<std::collections::HashMap<(usize, usize, usize), NameVerdict>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
 }
 
 /// [`NameVerdict`] of `name` under `redaction`, from the thread's cache when it was asked
-/// before (keyed by the name's address and the rule's).
+/// before (keyed by the name's address and length, and the rule's address).
 fn verdict(name: &'static str, redaction: &Redaction) -> NameVerdict {
-    let key = (name.as_ptr() as usize, redaction.secret_name as usize);
-    let cached = VERDICTS.with(|v| {
-        v.borrow()
-            .iter()
-            .find(|(n, r, _)| (*n, *r) == key)
-            .map(|(_, _, verdict)| *verdict)
-    });
+    let key = (
+        name.as_ptr() as usize,
+        name.len(),
+        redaction.secret_name as usize,
+    );
+    let cached = VERDICTS.with(|v| v.borrow().get(&key).copied());
     cached.unwrap_or_else(|| {
         let verdict = NameVerdict {
             always: is_secret_key(name),
@@ -399,9 +398,9 @@ fn verdict(name: &'static str, redaction: &Redaction) -> NameVerdict {
         };
         VERDICTS.with(|v| {
             let mut v = v.borrow_mut();
-            // Names are few (a few hundred callsites' fields); a bound keeps it so.
-            if v.len() < 1024 {
-                v.push((key.0, key.1, verdict));
+            // Names are the callsites' fields (a few hundred); a bound keeps it so.
+            if v.len() < 4096 {
+                v.insert(key, verdict);
             }
         });
         verdict
