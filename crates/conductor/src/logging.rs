@@ -622,14 +622,13 @@ mod tests {
 
     #[test]
     fn every_text_goes_through_the_redaction() {
-        let buffer = std::sync::Arc::new(Mutex::new(Vec::<u8>::new()));
-        let shared = SharedBuf(buffer.clone());
+        let buffer = Buffer::default();
         let redaction = Redaction {
             text: mask,
             ..Redaction::NONE
         };
-        let subscriber =
-            tracing_subscriber::registry().with(JsonLines::new(shared).with_redaction(redaction));
+        let subscriber = tracing_subscriber::registry()
+            .with(JsonLines::new(buffer.clone()).with_redaction(redaction));
         tracing::subscriber::with_default(subscriber, || {
             tracing::warn!(
                 event = "hook.failed",
@@ -637,7 +636,7 @@ mod tests {
                 "password hunter2 refused"
             );
         });
-        let text = String::from_utf8(buffer.lock().unwrap().clone()).unwrap();
+        let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
         assert!(text.contains("password [REDACTED] refused"), "{text}");
         assert!(text.contains("login [REDACTED]"), "{text}");
         assert!(!text.contains("hunter2"), "{text}");
@@ -797,18 +796,6 @@ mod tests {
         );
     }
 
-    /// A writer into a shared buffer.
-    struct SharedBuf(std::sync::Arc<Mutex<Vec<u8>>>);
-
-    impl Write for SharedBuf {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
     use std::sync::Arc;
 
     /// A writer the test can read back.
