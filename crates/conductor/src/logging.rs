@@ -63,7 +63,7 @@ impl LogHandle {
 /// `mozart start` hands in the backends' redaction. Each text value of a line (its message,
 /// a string or `%display` field, an error) is redacted once, before it is written to either
 /// output, and a field whose name says it holds a secret loses its value.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 pub struct Redaction {
     /// `text` with its secrets replaced; the text itself when it holds none (most do: no
     /// copy).
@@ -74,12 +74,6 @@ pub struct Redaction {
     /// Whether a value is plainly not a secret whatever its field's name (`true`, `$VAR`,
     /// an earlier marker).
     pub placeholder: fn(&str) -> bool,
-}
-
-impl std::fmt::Debug for Redaction {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Redaction").finish_non_exhaustive()
-    }
 }
 
 fn text_as_is(text: &str) -> Cow<'_, str> {
@@ -456,14 +450,11 @@ impl<'r> Fields<'r> {
     /// for the human line.
     fn put(&mut self, field: &Field, value: FieldValue<'_>, quoted: bool, sources: &[String]) {
         let name = field.name();
-        if let Some(stripped) = name.strip_prefix("log.") {
-            // A `log` crate record's metadata: the human line shows its target as the
-            // line's own, as tracing-subscriber does.
-            if stripped == "target" {
-                if let FieldValue::Text(t) = &value {
-                    self.log_target = Some((*t).to_string());
-                }
-            }
+        // A `log` crate record's metadata: not a field of the human line, which shows the
+        // record's target as its own, as tracing-subscriber does.
+        let log_meta = name.starts_with("log.");
+        if let ("log.target", FieldValue::Text(t)) = (name, &value) {
+            self.log_target = Some((*t).to_string());
         }
         let verdict = verdict(name, self.redaction);
         let redacted_text;
@@ -481,7 +472,7 @@ impl<'r> Fields<'r> {
             }
             other => other,
         };
-        if self.want_human && !name.starts_with("log.") {
+        if self.want_human && !log_meta {
             self.push_human(name, &value, secret, quoted, sources);
         }
         let text = |value: &FieldValue<'_>| match value {
