@@ -231,6 +231,76 @@ fn job_watch_answers_when_the_first_sheet_completes_or_the_job_waits_for_a_slot(
     env.stop_conductor();
 }
 
+/// `job.watch` with `until_done` (ours): a client that waits for a job's end without polling
+/// its status (the benchmark does, so that it measures the conductor instead of its own
+/// polls). It answers when the job ends — not at its first completed sheet — and, when its
+/// time runs out first, says so with the status the job is in.
+#[test]
+fn job_watch_until_done_answers_when_the_job_ends_not_at_its_first_sheet() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml = |name: &str, later: &str| {
+        format!(
+            "name: {name}\nworkspace: ./{name}-ws\ninstrument: shell\n\
+             pause_between_sheets_seconds: 0\n\
+             sheet: {{size: 1, total_items: 3}}\n\
+             prompt:\n  template: |\n    \
+             {{% if sheet_num == 1 %}}RUN: true{{% else %}}RUN: {later}{{% endif %}}\n"
+        )
+    };
+    let watch = |job: &str, timeout_ms: u64| {
+        let started = Instant::now();
+        let doc = env.raw_call(
+            "job.watch",
+            serde_json::json!({"job_id": job, "timeout_ms": timeout_ms, "until_done": true}),
+        );
+        (doc, started.elapsed())
+    };
+
+    let done = env.write_score("done", &yaml("done", "sleep 0.5"));
+    let out = env.mozart(&["run", done.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let (doc, _) = watch("done", 5000);
+    let result = &doc["result"];
+    assert_eq!(result["status"], "completed", "{doc}");
+    assert_eq!(result["timed_out"], false, "{doc}");
+    let out = env.mozart(&["status", "done", "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["status"], "completed", "{status}");
+
+    // Time runs out before the job ends: the answer says so, with the job still running.
+    let slow = env.write_score("slow", &yaml("slow", "sleep 30"));
+    let out = env.mozart(&["run", slow.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let (doc, took) = watch("slow", 700);
+    let result = &doc["result"];
+    assert_eq!(result["status"], "running", "{doc}");
+    assert_eq!(result["sheet_completed"], true, "{doc}");
+    assert_eq!(result["timed_out"], true, "{doc}");
+    assert!(
+        took >= Duration::from_millis(600),
+        "waited its time: {took:?}"
+    );
+
+    // A cancel ends it: a watch waiting then answers with the end.
+    let canceller = std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| watch("slow", 5000));
+        std::thread::sleep(Duration::from_millis(300));
+        let out = env.mozart(&["cancel", "slow"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+        waiting.join().unwrap()
+    });
+    let (doc, took) = canceller;
+    let result = &doc["result"];
+    assert_eq!(result["status"], "cancelled", "{doc}");
+    assert_eq!(result["timed_out"], false, "{doc}");
+    assert!(
+        took < Duration::from_secs(4),
+        "answered at the cancel: {took:?}"
+    );
+    env.stop_conductor();
+}
+
 /// `job.submit` with `watch_ms` (ours) — how `mozart run` submits (issue 24): the answer
 /// comes once the accepted job shows how it goes, and says where it stood (`watched`), so
 /// the early-failure look needs no second call while the job's first sheet starts. Without

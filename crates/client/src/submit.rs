@@ -46,6 +46,7 @@ pub fn early_failure(client: &mut BlockingClient, job_id: &str) -> Option<JobSta
     let params = mozart_ipc::types::JobWatchParams {
         job_id: job_id.to_string(),
         timeout_ms: EARLY_FAILURE_WINDOW.as_millis() as u64,
+        until_done: false,
     };
     match client.call::<_, mozart_ipc::types::JobWatchResult>(methods::JOB_WATCH, &params) {
         Ok(seen) => return ended(client, &seen),

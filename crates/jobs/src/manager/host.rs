@@ -246,14 +246,18 @@ impl ConductorHost {
             self.new_work.insert(change.job_id.clone());
         }
         if status == SheetStatus::Completed && !entry.watchers.is_empty() {
-            // `job.watch` waits for the first completed sheet (the list is empty after).
+            // `job.watch` waits for the first completed sheet (those watchers are gone
+            // after); one waiting for the job's end is woken by the job's own change.
             let seen = super::table::WatchSeen {
                 status: entry.record.status,
                 sheet_completed: live.last_completed_sheet > 0,
                 waiting: entry.waiting.is_some(),
             };
-            for watcher in entry.watchers.drain(..) {
-                let _ = watcher.send(seen);
+            let (first, done): (Vec<_>, Vec<_>) =
+                entry.watchers.drain(..).partition(|w| !w.until_done);
+            entry.watchers = done;
+            for watcher in first {
+                let _ = watcher.wake.send(seen);
             }
         }
         if change.status == mozart_baton::SheetStatus::Cancelled {

@@ -115,7 +115,7 @@ pub(crate) struct JobEntry {
     /// sheets completes or its status changes (see [`JobManager::watch`]).
     /// The wake carries what the watch would ask for next, so a settled job is answered
     /// without a second question to the table's owner while it runs the job's next sheet.
-    pub watchers: Vec<tokio::sync::oneshot::Sender<table::WatchSeen>>,
+    pub watchers: Vec<table::Watcher>,
     /// The live checkpoint's score as a sheet view shows it (`wire::view_snapshot`), made
     /// at the first view: parsing the snapshot on every `status` of a running job cost time
     /// in proportion to its planned sheets (issue 24). The snapshot changes only with a new
@@ -151,7 +151,7 @@ impl JobEntry {
         }
         let seen = self.watch_seen();
         for watcher in self.watchers.drain(..) {
-            let _ = watcher.send(seen);
+            let _ = watcher.wake.send(seen);
         }
     }
 
@@ -509,6 +509,7 @@ impl JobManager {
         &self,
         job_id: &str,
         timeout: std::time::Duration,
+        until_done: bool,
     ) -> Result<mozart_ipc::types::JobWatchResult, JobError> {
         let deadline = tokio::time::Instant::now() + timeout.min(std::time::Duration::from_secs(5));
         loop {
@@ -517,6 +518,7 @@ impl JobManager {
                 .table
                 .ask_job(job_id, |job_id, reply| table::Query::Watch {
                     job_id,
+                    until_done,
                     reply,
                 })
                 .await;
@@ -544,7 +546,7 @@ impl JobManager {
             };
             match tokio::time::timeout_at(deadline, wake).await {
                 // Woken with the change: answered from it when it settles the watch.
-                Ok(Ok(now)) if now.settled() => return Ok(result(now, false)),
+                Ok(Ok(now)) if now.settled(until_done) => return Ok(result(now, false)),
                 // A change that settles nothing, or the job left the table (dropping the
                 // sender): look again.
                 Ok(_) => continue,

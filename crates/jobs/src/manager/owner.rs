@@ -53,8 +53,12 @@ impl ConductorHost {
             } => {
                 let _ = reply.send(self.live_status(&job_id, sheets));
             }
-            Query::Watch { job_id, reply } => {
-                let _ = reply.send(self.watch_step(&job_id));
+            Query::Watch {
+                job_id,
+                until_done,
+                reply,
+            } => {
+                let _ = reply.send(self.watch_step(&job_id, until_done));
             }
             Query::List { reply } => {
                 let _ = reply.send(self.live_list());
@@ -238,14 +242,17 @@ impl ConductorHost {
         (live, waiting, breakers)
     }
 
-    fn watch_step(&mut self, id: &str) -> WatchStep {
+    fn watch_step(&mut self, id: &str, until_done: bool) -> WatchStep {
         let entry = self.table.jobs.get_mut(id)?;
         let seen = entry.watch_seen();
-        let wake = if seen.settled() {
+        let wake = if seen.settled(until_done) {
             None
         } else {
             let (tx, rx) = tokio::sync::oneshot::channel();
-            entry.watchers.push(tx);
+            entry.watchers.push(super::table::Watcher {
+                wake: tx,
+                until_done,
+            });
             Some(rx)
         };
         Some((seen, wake))

@@ -341,7 +341,7 @@ async fn submit(m: JobManager, ctx: Ctx, p: JobRequest) -> RpcResult {
     if let (Some(timeout), JobResponseStatus::Accepted) = (watch, response.status) {
         // The submitter's early-failure look, on this call (`JobRequest::watch_ms`). A
         // watch that fails leaves the answer as it was: the submission itself succeeded.
-        response.watched = m.watch(&response.job_id, timeout).await.ok();
+        response.watched = m.watch(&response.job_id, timeout, false).await.ok();
     }
     to_value(response)
 }
@@ -412,7 +412,11 @@ fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(),
         mgr,
         |m, _, p: mozart_ipc::types::JobWatchParams| async move {
             let timeout = std::time::Duration::from_millis(p.timeout_ms);
-            to_value(m.watch(&p.job_id, timeout).await.map_err(job_error)?)
+            to_value(
+                m.watch(&p.job_id, timeout, p.until_done)
+                    .await
+                    .map_err(job_error)?,
+            )
         },
     )?;
     job_method(

@@ -351,14 +351,27 @@ pub(crate) struct WatchSeen {
 }
 
 impl WatchSeen {
-    /// Whether the job shows how it goes: a sheet completed, or it is no longer simply
-    /// running (it ended, paused, or waits for a job slot).
-    pub fn settled(&self) -> bool {
+    /// Whether the watch is over: with `until_done`, the job has ended; otherwise it shows
+    /// how it goes — a sheet completed, or it is no longer simply running (it ended,
+    /// paused, or waits for a job slot).
+    pub fn settled(&self, until_done: bool) -> bool {
+        if until_done {
+            return self.status.is_terminal();
+        }
         self.sheet_completed
             || self.status.is_terminal()
             || self.status == DaemonJobStatus::Paused
             || self.waiting
     }
+}
+
+/// A `job.watch` call waiting on a loaded job's next change.
+#[derive(Debug)]
+pub(crate) struct Watcher {
+    /// Fires with what the job looks like at the change.
+    pub wake: tokio::sync::oneshot::Sender<WatchSeen>,
+    /// It waits for the job's end, not for its first completed sheet.
+    pub until_done: bool,
 }
 
 /// One step of `job.watch`: what it sees of the job, and (not settled yet) a channel that
@@ -407,6 +420,8 @@ pub(crate) enum Query {
     /// settled yet) a channel that fires at its next change. None: not loaded.
     Watch {
         job_id: String,
+        /// Settled only by the job's end (`job.watch`'s `until_done`).
+        until_done: bool,
         reply: Reply<WatchStep>,
     },
     /// The loaded jobs for `job.list`.

@@ -78,9 +78,9 @@ struct Args {
     /// Repetitions of the 1,000-sheet run and of its floor (interleaved; median reported).
     #[arg(long, default_value_t = 5)]
     big_reps: usize,
-    /// Interval between completion polls of a job of more than 50 sheets, in milliseconds
-    /// (smaller jobs are polled every 2 ms: a 70 ms job measured with a 5 ms poll would be
-    /// off by 2.5 ms on average; polling faster makes the poll itself a load).
+    /// Interval between samples of the conductor's memory and instrument processes while a
+    /// job runs, in milliseconds (the job's end is not polled for: `job.watch` answers
+    /// when it ends; sampling faster makes the sampling itself a load).
     #[arg(long, default_value_t = 5)]
     poll_ms: u64,
     /// Skip the 1,000-sheet run, its floor and the 1,000-job registry (a quick look).
@@ -1369,6 +1369,71 @@ impl Env {
         })
     }
 
+    /// Wait for `job` to end and return its status: first (through `mozart run`) until the
+    /// conductor has it — a `mozart run` that fails first is reported — then with
+    /// `job.watch` calls that answer when it ends.
+    fn wait_for_end(
+        &self,
+        job: &str,
+        score_arg: &str,
+        started: Instant,
+        submit: &mut Option<Child>,
+        client: &mut BlockingClient,
+    ) -> Result<String> {
+        let ipc = |method: &'static str| move |source| BenchError::Ipc { method, source };
+        let timeout = || BenchError::Timeout {
+            what: format!("job '{job}' to finish"),
+            secs: JOB_DEADLINE.as_secs(),
+        };
+        let mut known = submit.is_none();
+        loop {
+            if let Some(child) = submit.as_mut() {
+                if let Some(exit) = child
+                    .try_wait()
+                    .map_err(io_err("waiting for", &self.mozart.path))?
+                {
+                    self.check_run_exit(exit, job, score_arg)?;
+                    *submit = None;
+                    known = true;
+                }
+            }
+            if !known {
+                // `mozart run` is still submitting: look for the job (a short poll, only
+                // until the conductor has it).
+                known = job_list_status(client, job)?.is_some();
+                if !known {
+                    if started.elapsed() > JOB_DEADLINE {
+                        if let Some(child) = submit.as_mut() {
+                            let _ = child.kill();
+                        }
+                        return Err(timeout());
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                }
+            }
+            let seen = client
+                .call_value(
+                    methods::JOB_WATCH,
+                    json!({"job_id": job, "timeout_ms": 5000, "until_done": true}),
+                )
+                .map_err(ipc(methods::JOB_WATCH))?;
+            let status = seen
+                .get("status")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if matches!(status, "completed" | "failed" | "cancelled") {
+                return Ok(status.to_string());
+            }
+            if started.elapsed() > JOB_DEADLINE {
+                if let Some(child) = submit.as_mut() {
+                    let _ = child.kill();
+                }
+                return Err(timeout());
+            }
+        }
+    }
+
     fn run_job(
         &self,
         w: &Workload,
@@ -1407,53 +1472,42 @@ impl Env {
                     .stderr(Stdio::null())
                     .spawn()
                     .map_err(io_err("running", &self.mozart.path))?;
-                (started, Some(child), Some(client))
+                (started, Some(child), client)
             }
             Via::Rpc => {
                 let mut client =
                     BlockingClient::connect(&self.socket).map_err(ipc(methods::JOB_SUBMIT))?;
                 let started = Instant::now();
                 submit_score(&mut client, &score_arg)?;
-                (started, None, Some(client))
+                (started, None, client)
             }
         };
-        let status = loop {
-            run.peak_rss_mib = run.peak_rss_mib.max(proc_status_mib(pid, "VmRSS:"));
-            run.peak_in_flight = run.peak_in_flight.max(count_children(pid));
-            // Sampled while `mozart run` itself runs too: a small job can finish before it
-            // exits (it watches for early failure first, cli.md §3.1 step 8).
-            if let Some(child) = submit.as_mut() {
-                if let Some(exit) = child
-                    .try_wait()
-                    .map_err(io_err("waiting for", &self.mozart.path))?
-                {
-                    self.check_run_exit(exit, &job, &score_arg)?;
-                    submit = None;
+        // The job is waited for with `job.watch` (`until_done`), not by polling its status: a
+        // poll every millisecond is a load on a two-core machine that slows what it times
+        // (seq-20 read ~1.4 ms a sheet slower under a 1 ms `job.list` poll). The peaks are
+        // sampled on a thread of their own meanwhile, every `--poll-ms`.
+        let sample_every = Duration::from_millis(poll_ms.max(1));
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let (status, peaks) = std::thread::scope(|scope| {
+            let sampler = scope.spawn(|| {
+                let mut peaks = (0.0_f64, 0_u32);
+                while !done.load(Ordering::Relaxed) {
+                    peaks.0 = peaks.0.max(proc_status_mib(pid, "VmRSS:"));
+                    peaks.1 = peaks.1.max(count_children(pid));
+                    std::thread::sleep(sample_every);
                 }
-            }
-            if let Some(client) = client.as_mut() {
-                if let Some(status) = job_list_status(client, &job)? {
-                    if matches!(status.as_str(), "completed" | "failed" | "cancelled") {
-                        break status;
-                    }
-                }
-            }
-            if started.elapsed() > JOB_DEADLINE {
-                if let Some(child) = submit.as_mut() {
-                    let _ = child.kill();
-                }
-                return Err(BenchError::Timeout {
-                    what: format!("job '{job}' to finish"),
-                    secs: JOB_DEADLINE.as_secs(),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(if w.sheets > 50 {
-                poll_ms
-            } else {
-                1
-            }));
-        };
-        run.wall = started.elapsed();
+                peaks
+            });
+            let status = self.wait_for_end(&job, &score_arg, started, &mut submit, &mut client);
+            let wall = started.elapsed();
+            done.store(true, Ordering::Relaxed);
+            let peaks = sampler.join().unwrap_or_default();
+            (status.map(|s| (s, wall)), peaks)
+        });
+        let (status, wall) = status?;
+        run.peak_rss_mib = peaks.0;
+        run.peak_in_flight = peaks.1;
+        run.wall = wall;
         // `mozart run` must still succeed; its lingering after the job ended is not timed.
         if let Some(mut child) = submit.take() {
             let exit = child
