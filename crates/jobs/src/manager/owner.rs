@@ -248,6 +248,10 @@ impl ConductorHost {
         let wake = if seen.settled(until_done) {
             None
         } else {
+            // Watches whose caller has gone (its time ran out) are dropped here: one that
+            // waits for a long job's end is not woken by its sheets, and a client calling
+            // again every few seconds must not pile them up.
+            entry.watchers.retain(|w| !w.wake.is_closed());
             let (tx, rx) = tokio::sync::oneshot::channel();
             entry.watchers.push(super::table::Watcher {
                 wake: tx,
