@@ -281,6 +281,12 @@ fn job_watch_until_done_answers_when_the_job_ends_not_at_its_first_sheet() {
         took >= Duration::from_millis(600),
         "waited its time: {took:?}"
     );
+    // Watches given up on one after another (each caller gone when its time ran out) leave
+    // the next one waiting as before.
+    for _ in 0..20 {
+        let (doc, _) = watch("slow", 20);
+        assert_eq!(doc["result"]["timed_out"], true, "{doc}");
+    }
 
     // A cancel ends it: a watch waiting then answers with the end.
     let canceller = std::thread::scope(|scope| {
