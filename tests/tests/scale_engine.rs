@@ -170,6 +170,17 @@ fn the_registry_wal_is_truncated_once_the_conductor_is_quiet() {
     env.stop_conductor();
 }
 
+/// A score whose first sheet is quick (`RUN: true`) and whose later sheets run `later`.
+fn first_quick_then(name: &str, sheets: u32, later: &str) -> String {
+    format!(
+        "name: {name}\nworkspace: ./{name}-ws\ninstrument: shell\n\
+         pause_between_sheets_seconds: 0\n\
+         sheet: {{size: 1, total_items: {sheets}}}\n\
+         prompt:\n  template: |\n    \
+         {{% if sheet_num == 1 %}}RUN: true{{% else %}}RUN: {later}{{% endif %}}\n"
+    )
+}
+
 /// `job.watch` — `mozart run`'s early-failure look in one call (issue 24): it answers as soon
 /// as the job's first sheet completed, or at once for a job waiting for a job slot, instead
 /// of `run` polling for 1.5 s per score.
@@ -178,15 +189,7 @@ fn job_watch_answers_when_the_first_sheet_completes_or_the_job_waits_for_a_slot(
     let env = TestEnv::new();
     std::fs::write(env.home.join("conductor.yaml"), "max_concurrent_jobs: 1\n").unwrap();
     env.start_conductor();
-    let yaml = |name: &str| {
-        format!(
-            "name: {name}\nworkspace: ./{name}-ws\ninstrument: shell\n\
-             pause_between_sheets_seconds: 0\n\
-             sheet: {{size: 1, total_items: 2}}\n\
-             prompt:\n  template: |\n    \
-             {{% if sheet_num == 2 %}}RUN: sleep 30{{% else %}}RUN: true{{% endif %}}\n"
-        )
-    };
+    let yaml = |name: &str| first_quick_then(name, 2, "sleep 30");
     let watch = |job: &str| {
         let started = Instant::now();
         let doc = env.raw_call(
@@ -239,15 +242,7 @@ fn job_watch_answers_when_the_first_sheet_completes_or_the_job_waits_for_a_slot(
 fn job_watch_until_done_answers_when_the_job_ends_not_at_its_first_sheet() {
     let env = TestEnv::new();
     env.start_conductor();
-    let yaml = |name: &str, later: &str| {
-        format!(
-            "name: {name}\nworkspace: ./{name}-ws\ninstrument: shell\n\
-             pause_between_sheets_seconds: 0\n\
-             sheet: {{size: 1, total_items: 3}}\n\
-             prompt:\n  template: |\n    \
-             {{% if sheet_num == 1 %}}RUN: true{{% else %}}RUN: {later}{{% endif %}}\n"
-        )
-    };
+    let yaml = |name: &str, later: &str| first_quick_then(name, 3, later);
     let watch = |job: &str, timeout_ms: u64| {
         let started = Instant::now();
         let doc = env.raw_call(

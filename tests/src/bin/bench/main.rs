@@ -1369,8 +1369,8 @@ impl Env {
         })
     }
 
-    /// Wait for `job` to end and return its status: first (through `mozart run`) until the
-    /// conductor has it — a `mozart run` that fails first is reported — then with
+    /// Wait for `job` to end and return its status: through `mozart run`, first until the
+    /// conductor has the job (a `mozart run` that fails before is reported), then with
     /// `job.watch` calls that answer when it ends.
     fn wait_for_end(
         &self,
@@ -1380,44 +1380,43 @@ impl Env {
         submit: &mut Option<Child>,
         client: &mut BlockingClient,
     ) -> Result<String> {
-        let ipc = |method: &'static str| move |source| BenchError::Ipc { method, source };
-        let timeout = || BenchError::Timeout {
-            what: format!("job '{job}' to finish"),
-            secs: JOB_DEADLINE.as_secs(),
-        };
-        let mut known = submit.is_none();
-        loop {
+        let give_up = |submit: &mut Option<Child>| {
             if let Some(child) = submit.as_mut() {
-                if let Some(exit) = child
-                    .try_wait()
-                    .map_err(io_err("waiting for", &self.mozart.path))?
-                {
-                    self.check_run_exit(exit, job, score_arg)?;
-                    *submit = None;
-                    known = true;
-                }
+                let _ = child.kill();
             }
-            if !known {
-                // `mozart run` is still submitting: look for the job (a short poll, only
-                // until the conductor has it).
-                known = job_list_status(client, job)?.is_some();
-                if !known {
-                    if started.elapsed() > JOB_DEADLINE {
-                        if let Some(child) = submit.as_mut() {
-                            let _ = child.kill();
-                        }
-                        return Err(timeout());
-                    }
-                    std::thread::sleep(Duration::from_millis(1));
-                    continue;
-                }
+            BenchError::Timeout {
+                what: format!("job '{job}' to finish"),
+                secs: JOB_DEADLINE.as_secs(),
             }
+        };
+        // A short poll, only while `mozart run` is handing the job over.
+        while let Some(child) = submit.as_mut() {
+            if let Some(exit) = child
+                .try_wait()
+                .map_err(io_err("waiting for", &self.mozart.path))?
+            {
+                self.check_run_exit(exit, job, score_arg)?;
+                *submit = None;
+                break;
+            }
+            if job_list_status(client, job)?.is_some() {
+                break;
+            }
+            if started.elapsed() > JOB_DEADLINE {
+                return Err(give_up(submit));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        loop {
             let seen = client
                 .call_value(
                     methods::JOB_WATCH,
                     json!({"job_id": job, "timeout_ms": 5000, "until_done": true}),
                 )
-                .map_err(ipc(methods::JOB_WATCH))?;
+                .map_err(|source| BenchError::Ipc {
+                    method: methods::JOB_WATCH,
+                    source,
+                })?;
             let status = seen
                 .get("status")
                 .and_then(Value::as_str)
@@ -1426,10 +1425,7 @@ impl Env {
                 return Ok(status.to_string());
             }
             if started.elapsed() > JOB_DEADLINE {
-                if let Some(child) = submit.as_mut() {
-                    let _ = child.kill();
-                }
-                return Err(timeout());
+                return Err(give_up(submit));
             }
         }
     }
@@ -1482,9 +1478,9 @@ impl Env {
                 (started, None, client)
             }
         };
-        // The job is waited for with `job.watch` (`until_done`), not by polling its status: a
-        // poll every millisecond is a load on a two-core machine that slows what it times
-        // (seq-20 read ~1.4 ms a sheet slower under a 1 ms `job.list` poll). The peaks are
+        // The job is waited for with `job.watch` (`until_done`), not by polling its status:
+        // each `job.list` costs the conductor ~80 µs of CPU, and a (Python) client polling it
+        // every millisecond slowed seq-20 by ~1.4 ms a sheet on two cores. The peaks are
         // sampled on a thread of their own meanwhile, every `--poll-ms`.
         let sample_every = Duration::from_millis(poll_ms.max(1));
         let done = std::sync::atomic::AtomicBool::new(false);
