@@ -657,7 +657,6 @@ fn declared_names(text: &str) -> HashSet<String> {
     // Unicode `\w` is thousands of states: compiling it cost as much as the search).
     static SET: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(&format!("^(?:{SET_PATTERN})")).expect("static regex"));
-    let ascii = text.is_ascii();
     let mut out = HashSet::new();
     // The pattern's matches are found one `{%` at a time instead of by one search over the
     // whole template (which cost as much as compiling it): after its opening `{%` a match
@@ -675,7 +674,10 @@ fn declared_names(text: &str) -> HashSet<String> {
         }
         let end = text[from..].find("%}").map_or(text.len(), |i| from + i + 2);
         let statement = &text[start..end];
-        let names = if ascii {
+        // Whether a match exists depends on the statement alone: an ASCII statement in a
+        // template with other text that is not (an em dash in the prose) takes the fast
+        // path too, and the Unicode pattern is built only for a statement that needs it.
+        let names = if statement.is_ascii() {
             declared_at(statement)
         } else {
             SET.captures(statement)
