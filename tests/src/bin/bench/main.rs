@@ -626,6 +626,18 @@ fn runs(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> R
                 floors.push(floor(env, &ws, w.sheets, FLOOR_WORKERS, Prompt::FanOut)?);
             }
         }
+        // Each rep's runs over the floor of the same minute: the ratio of one rep's walls
+        // cancels the machine's drift between reps, which a ratio of medians does not.
+        let over_floor = |walls: &[Duration]| {
+            median_f64(
+                walls
+                    .iter()
+                    .zip(&floors)
+                    .map(|(wall, floor)| wall.as_secs_f64() / floor.wall.as_secs_f64())
+                    .collect(),
+            )
+        };
+        let (cli_vs_floor, rpc_vs_floor) = (over_floor(&by_cli), over_floor(&by_rpc));
         let (cli, rpc) = (median(by_cli), median(by_rpc));
         walls.insert(w.key, (cli, rpc));
         let n = w.reps;
@@ -714,20 +726,23 @@ fn runs(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> R
         report.add(
             Row::new(
                 "fanout1000_vs_floor",
-                "bench-fanout-1000 (`mozart run`) ÷ floor",
-                cli.as_secs_f64() / floor_wall.as_secs_f64(),
+                "bench-fanout-1000 (`mozart run`) ÷ floor (median of each rep's ratio)",
+                cli_vs_floor,
                 "×",
                 n,
             )
-            .bar_below(1.25),
+            .bar_below(1.10),
         );
-        report.add(Row::new(
-            "fanout1000_submit_vs_floor",
-            "bench-fanout-1000 (job.submit) ÷ floor",
-            rpc.as_secs_f64() / floor_wall.as_secs_f64(),
-            "×",
-            n,
-        ));
+        report.add(
+            Row::new(
+                "fanout1000_submit_vs_floor",
+                "bench-fanout-1000 (job.submit) ÷ floor (median of each rep's ratio)",
+                rpc_vs_floor,
+                "×",
+                n,
+            )
+            .bar_below(1.10),
+        );
     }
 
     // Per-sheet overhead of seq-20: what the conductor adds on top of the instrument's own
