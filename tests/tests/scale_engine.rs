@@ -242,7 +242,12 @@ fn job_watch_answers_when_the_first_sheet_completes_or_the_job_waits_for_a_slot(
 fn job_watch_until_done_answers_when_the_job_ends_not_at_its_first_sheet() {
     let env = TestEnv::new();
     env.start_conductor();
-    let yaml = |name: &str, later: &str| first_quick_then(name, 3, later);
+    // A job whose first sheet completes at once and whose later ones run `later`.
+    let submit = |name: &str, later: &str| {
+        let score = env.write_score(name, &first_quick_then(name, 3, later));
+        let out = env.mozart(&["run", score.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    };
     let watch = |job: &str, timeout_ms: u64| {
         let started = Instant::now();
         let doc = env.raw_call(
@@ -252,9 +257,7 @@ fn job_watch_until_done_answers_when_the_job_ends_not_at_its_first_sheet() {
         (doc, started.elapsed())
     };
 
-    let done = env.write_score("done", &yaml("done", "sleep 0.5"));
-    let out = env.mozart(&["run", done.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    submit("done", "sleep 0.5");
     let (doc, _) = watch("done", 5000);
     let result = &doc["result"];
     assert_eq!(result["status"], "completed", "{doc}");
@@ -264,9 +267,7 @@ fn job_watch_until_done_answers_when_the_job_ends_not_at_its_first_sheet() {
     assert_eq!(status["status"], "completed", "{status}");
 
     // Time runs out before the job ends: the answer says so, with the job still running.
-    let slow = env.write_score("slow", &yaml("slow", "sleep 30"));
-    let out = env.mozart(&["run", slow.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    submit("slow", "sleep 30");
     let (doc, took) = watch("slow", 700);
     let result = &doc["result"];
     assert_eq!(result["status"], "running", "{doc}");

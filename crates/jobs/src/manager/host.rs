@@ -253,10 +253,7 @@ impl ConductorHost {
                 sheet_completed: live.last_completed_sheet > 0,
                 waiting: entry.waiting.is_some(),
             };
-            let (first, done): (Vec<_>, Vec<_>) =
-                entry.watchers.drain(..).partition(|w| !w.until_done);
-            entry.watchers = done;
-            for watcher in first {
+            for watcher in entry.watchers.extract_if(.., |w| !w.until_done) {
                 let _ = watcher.wake.send(seen);
             }
         }
