@@ -383,3 +383,26 @@ fn a_transient_error_whose_request_id_contains_401_is_still_retried() {
     assert_eq!(doc["status"], "completed", "{doc:#}");
     assert_eq!(sheet(&doc, 1)["attempt_count"], 2, "{doc:#}");
 }
+
+/// A rule's `sheet: N` shorthand limits it to sheet N when the job runs, as `validate`'s
+/// preview says (score.md §3.7): sheet 2 completes although the rule would fail for it, and
+/// the rule's command runs for sheet 1 only.
+#[test]
+fn a_rules_sheet_shorthand_applies_it_to_that_sheet_only_at_run_time() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml = "name: only1\nworkspace: ./only1-ws\ninstrument: shell\n\
+                sheet: {size: 1, total_items: 2}\npause_between_sheets_seconds: 0\n\
+                retry: {max_retries: 1, max_completion_attempts: 0}\n\
+                prompt:\n  template: \"RUN: true\"\n\
+                validations:\n  - type: command_succeeds\n    \
+                command: 'echo {sheet_num} >> {workspace}/ran.txt; test {sheet_num} -eq 1'\n    \
+                sheet: 1\n";
+    let path = env.write_score("only1", yaml);
+    run(&env, &path, &[]);
+    let doc = wait_terminal(&env, "only1", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert_eq!(sheet(&doc, 2)["attempt_count"], 1, "{doc:#}");
+    let ran = std::fs::read_to_string(env.work.join("only1-ws/ran.txt")).unwrap();
+    assert_eq!(ran, "1\n", "the rule ran for other sheets than 1");
+}

@@ -112,6 +112,7 @@ fn load_inner(
         return Err(schema(checker.errors));
     }
     crate::tasks::check_review(&config).map_err(ConfigError::Tasks)?;
+    sheet_shorthand_to_condition(&mut config);
     let mut not_read = Vec::new();
     if access == FileAccess::TextOnly {
         if let Some(tasks) = &config.tasks {
@@ -168,6 +169,19 @@ fn load_inner(
 }
 
 /// What a text-only score names that checks and previews would otherwise read or check.
+/// A rule's `sheet: N` stands for `condition: "sheet_num == N"` when it has no condition of
+/// its own (score.md §3.7; a condition given too wins), so every reader of `condition` — the
+/// conductor's per-sheet selection, `validate`'s preview — applies it alike.
+fn sheet_shorthand_to_condition(config: &mut JobConfig) {
+    for rule in &mut config.validations {
+        if rule.condition.is_none() {
+            if let Some(sheet) = rule.sheet {
+                rule.condition = Some(format!("sheet_num == {sheet}"));
+            }
+        }
+    }
+}
+
 fn text_only_omissions(config: &JobConfig) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(file) = &config.prompt.template_file {

@@ -599,3 +599,25 @@ fn learning_rules() {
         )
     );
 }
+
+/// `sheet: N` on a rule becomes its condition when it has none; a condition given too wins
+/// (score.md §3.7, upstream's model validator).
+#[test]
+fn a_rules_sheet_shorthand_becomes_its_condition_unless_one_is_given() {
+    let text = format!(
+        "{BASE}validations:\n  - {{type: file_exists, path: a, sheet: 3}}\n  \
+         - {{type: file_exists, path: b, sheet: 3, condition: \"movement == 1\"}}\n  \
+         - {{type: file_exists, path: c}}\n"
+    );
+    let score = crate::load::load_score_str(&text, Path::new("t.yaml")).unwrap();
+    let conditions: Vec<Option<&str>> = score
+        .config
+        .validations
+        .iter()
+        .map(|r| r.condition.as_deref())
+        .collect();
+    assert_eq!(
+        conditions,
+        [Some("sheet_num == 3"), Some("movement == 1"), None]
+    );
+}
