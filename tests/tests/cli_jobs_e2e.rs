@@ -218,6 +218,28 @@ fn watch_exits_once_the_score_completes() {
 }
 
 #[test]
+fn watch_json_prints_one_json_document_per_line() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("ndjson", &score("ndjson", 3, 0.5));
+    assert_eq!(submit(&env, &path)["status"], "accepted");
+    let out = env.mozart(&["status", "ndjson", "--watch", "--json", "--interval", "1"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(!lines.is_empty(), "no output");
+    for line in &lines {
+        let doc: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not one JSON document per line ({e}): {line:?}\n{text}"));
+        assert!(doc.is_object(), "{line}");
+    }
+    let last: Value = serde_json::from_str(lines[lines.len() - 1]).unwrap();
+    assert_eq!(last["status"], "completed", "{text}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Watching score ndjson"), "{err}");
+}
+
+#[test]
 fn mozart_run_submits_and_reports() {
     let env = TestEnv::new();
     env.start_conductor();

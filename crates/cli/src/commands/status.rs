@@ -510,6 +510,17 @@ pub(crate) fn rate_limit_lines(limits: &RateLimitsResult) -> Vec<String> {
 // Watch mode.
 // ---------------------------------------------------------------------------------------
 
+/// One compact JSON document on one line: a `--watch --json` frame (NDJSON).
+fn print_json_line<T: serde::Serialize + ?Sized>(value: &T) {
+    match serde_json::to_string(value) {
+        Ok(text) => println!("{text}"),
+        Err(err) => println!(
+            "{}",
+            json!({"success": false, "message": format!("cannot encode output: {err}")})
+        ),
+    }
+}
+
 fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
     use std::io::{IsTerminal, Write};
     // One runtime for the whole watch so the SIGINT listener, installed once, sees a Ctrl-C
@@ -529,13 +540,20 @@ fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         })
         .map_err(|e| failed(format!("cannot listen for Ctrl-C: {e}"), &[], args.output))?;
-    let tty = std::io::stdout().is_terminal();
+    // With --json stdout carries only JSON: one compact document per line per refresh
+    // (NDJSON), no screen clearing; the banner and footers go to stderr.
+    let json = args.output.is_json();
+    let tty = !json && std::io::stdout().is_terminal();
     let clear = || {
         if tty {
             print!("\x1b[2J\x1b[H");
         }
     };
-    println!("Watching score {id} (Ctrl+C to stop)\n");
+    if json {
+        eprintln!("Watching score {id} (Ctrl+C to stop)");
+    } else {
+        println!("Watching score {id} (Ctrl+C to stop)\n");
+    }
     loop {
         let params = status_params(id, args.workspace.as_deref(), args.sheet_query());
         let outcome = job_call(globals, methods::JOB_STATUS, params, args.output);
@@ -543,8 +561,8 @@ fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
         match outcome {
             Ok(None) | Err(JobCallError::Job(_)) => {
                 clear();
-                if args.output.is_json() {
-                    print_json(&json!({"error": format!("Score not found: {id}")}));
+                if json {
+                    print_json_line(&json!({"error": format!("Score not found: {id}")}));
                 } else {
                     not_found(id, OutputMode::Human).report();
                 }
@@ -561,13 +579,19 @@ fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
             },
             Err(JobCallError::Other(err)) => {
                 clear();
-                crate::output::print_error(
-                    &format!("Conductor error: {}", ipc_text(err)),
-                    &[
-                        "Check conductor health: mozart conductor-status".to_string(),
-                        "Restart if needed: mozart restart".to_string(),
-                    ],
-                );
+                if json {
+                    print_json_line(
+                        &json!({"error": format!("Conductor error: {}", ipc_text(err))}),
+                    );
+                } else {
+                    crate::output::print_error(
+                        &format!("Conductor error: {}", ipc_text(err)),
+                        &[
+                            "Check conductor health: mozart conductor-status".to_string(),
+                            "Restart if needed: mozart restart".to_string(),
+                        ],
+                    );
+                }
             }
             Ok(Some(result)) => {
                 let limits = active_limit_lines(globals, &result);
@@ -586,7 +610,11 @@ fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
             }
         });
         if stopped {
-            println!("\nWatch mode stopped");
+            if json {
+                eprintln!("Watch mode stopped");
+            } else {
+                println!("\nWatch mode stopped");
+            }
             return Ok(0);
         }
     }
@@ -597,6 +625,15 @@ fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
 /// failed and never on cancelled or paused). A pause that resumes by itself (`modify
 /// --resume`) is no outcome.
 fn render_watch_frame(result: &JobStatusResult, args: &Args, limits: &[String]) -> Option<i32> {
+    if args.output.is_json() {
+        match result {
+            JobStatusResult::Checkpoint(state) => print_json_line(&status_json(state, epoch_now())),
+            JobStatusResult::Record(meta) => print_json_line(meta),
+        }
+        let code = super::wait::outcome(result)?;
+        eprintln!("Score {} - exiting watch mode", result.status());
+        return Some(code);
+    }
     show(result, args.output, limits);
     if result.checkpoint().is_some() {
         println!(
