@@ -406,3 +406,30 @@ fn a_rules_sheet_shorthand_applies_it_to_that_sheet_only_at_run_time() {
     let ran = std::fs::read_to_string(env.work.join("only1-ws/ran.txt")).unwrap();
     assert_eq!(ran, "1\n", "the rule ran for other sheets than 1");
 }
+
+/// A score whose `prompt.template_file` is not there is refused at `mozart run`, naming the
+/// field and the path, instead of running every sheet on the one-line default prompt
+/// (upstream's silent fallback, docs/differences.md); nothing is recorded for it.
+#[test]
+fn a_missing_template_file_is_refused_at_run_not_replaced_by_the_default_prompt() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml = "name: nofile\nworkspace: ./nofile-ws\ninstrument: shell\n\
+                sheet: {size: 1, total_items: 2}\nprompt: {template_file: prompts/nope.j2}\n";
+    let path = env.write_score("nofile", yaml);
+    let out = env.mozart(&["run", path.to_str().unwrap()]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("prompt.template_file not found"), "{text}");
+    assert!(text.contains("prompts/nope.j2"), "{text}");
+    // With the file in place the same score runs.
+    std::fs::create_dir_all(env.work.join("prompts")).unwrap();
+    std::fs::write(env.work.join("prompts/nope.j2"), "RUN: true\n").unwrap();
+    run(&env, &path, &[]);
+    let doc = wait_terminal(&env, "nofile", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+}

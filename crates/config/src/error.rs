@@ -48,6 +48,16 @@ pub enum ConfigError {
     /// Ours: the task list of `tasks:` cannot be read or is malformed (docs/mochi.md).
     #[error("{0}")]
     Tasks(String),
+    /// `prompt.template_file` names a file that is not there (and no inline `template`).
+    #[error(
+        "prompt.template_file not found: {} (a relative path is read next to the score file). \
+         Create the file, fix the path, or write the prompt in prompt.template",
+        path.display()
+    )]
+    TemplateFileMissing {
+        /// Where the file was looked for.
+        path: PathBuf,
+    },
     /// A template failed to compile or render.
     #[error("{message}")]
     Template {

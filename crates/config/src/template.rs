@@ -208,6 +208,25 @@ pub fn template_source(job: &JobConfig, dir: Option<&Path>) -> Result<Option<Str
     Ok(None)
 }
 
+/// Where `prompt.template_file` was looked for when the score has no inline `template` and
+/// no regular file is there; `None` when the prompt does not come from a missing file.
+pub fn missing_template_file(job: &JobConfig, dir: Option<&Path>) -> Option<PathBuf> {
+    if job
+        .prompt
+        .template
+        .as_deref()
+        .is_some_and(|t| !t.is_empty())
+    {
+        return None;
+    }
+    let file = job.prompt.template_file.as_ref()?;
+    let path = match dir {
+        Some(d) if file.is_relative() => d.join(file),
+        _ => file.clone(),
+    };
+    (!path.is_file()).then_some(path)
+}
+
 impl std::fmt::Debug for PromptRenderer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PromptRenderer")
@@ -217,8 +236,14 @@ impl std::fmt::Debug for PromptRenderer {
 }
 
 impl PromptRenderer {
-    /// Compile the score's template.
+    /// Compile the score's template for running it. Unlike upstream, which silently renders
+    /// the default prompt when `template_file` is missing (score.md §5.3), a job whose
+    /// template file is not there is refused: that one-line prompt would go to the
+    /// instrument (docs/differences.md). `validate` and its preview keep upstream's view.
     pub fn new(job: &JobConfig, template_dir: Option<&Path>) -> Result<Self, ConfigError> {
+        if let Some(path) = missing_template_file(job, template_dir) {
+            return Err(ConfigError::TemplateFileMissing { path });
+        }
         let mut env = environment(true);
         let source = template_source(job, template_dir)?;
         let has_template = source.is_some();

@@ -61,7 +61,7 @@ pub(super) async fn dry_run(
         let plan = PlanOutline::of(&config)
             .map_err(|e| Rejection(format!("Failed to plan the score: {e}")))?;
         mozart_config::template::PromptRenderer::new(&config, config_path.parent())
-            .map_err(|e| Rejection(format!("The prompt template does not compile: {e}")))?;
+            .map_err(template_rejection)?;
         Ok::<_, Rejection>((plan.total_sheets, workspace))
     })();
     match checked {
@@ -264,7 +264,7 @@ fn plan(
     let plan =
         PlanOutline::of(config).map_err(|e| Rejection(format!("Failed to plan the score: {e}")))?;
     let renderer = mozart_config::template::PromptRenderer::new(config, config_path.parent())
-        .map_err(|e| Rejection(format!("The prompt template does not compile: {e}")))?;
+        .map_err(template_rejection)?;
     std::fs::create_dir_all(workspace).map_err(|e| {
         Rejection(format!(
             "Cannot create workspace {}: {e}",
@@ -272,6 +272,15 @@ fn plan(
         ))
     })?;
     Ok((plan, renderer))
+}
+
+/// Why the score's prompt cannot be used: its template file is missing, or it does not
+/// compile.
+fn template_rejection(e: mozart_config::ConfigError) -> Rejection {
+    match e {
+        e @ mozart_config::ConfigError::TemplateFileMissing { .. } => Rejection(e.to_string()),
+        e => Rejection(format!("The prompt template does not compile: {e}")),
+    }
 }
 
 /// Refuse a job that is already queued or running here.
