@@ -664,8 +664,17 @@ impl DaemonConfig {
         if self.observer != d.observer {
             out.push(("observer", "no file-system observer in this port yet"));
         }
-        if self.profiler != d.profiler {
-            out.push(("profiler", "no profiler in this port yet"));
+        // `profiler.enabled` and `.interval_seconds` drive `mozart top`; the rest is not used.
+        let unused_profiler = ProfilerConfig {
+            enabled: d.profiler.enabled,
+            interval_seconds: d.profiler.interval_seconds,
+            ..self.profiler.clone()
+        };
+        if unused_profiler != d.profiler {
+            out.push((
+                "profiler",
+                "only profiler.enabled and profiler.interval_seconds are used in this port",
+            ));
         }
         if !self.use_baton {
             out.push(("use_baton", "the baton is the only engine in this port"));
@@ -806,6 +815,20 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("is not yet enforced"), "{err}");
+    }
+
+    /// The profiler keys `mozart top` uses are not reported as ignored; the others are.
+    #[test]
+    fn only_the_unused_profiler_keys_are_reported_ignored() {
+        let used = load_text("profiler: {enabled: false, interval_seconds: 9.0}\n", None);
+        assert_eq!(used.unwrap().unimplemented_fields(), []);
+        let unused = load_text("profiler: {gpu_enabled: true}\n", None).unwrap();
+        let fields: Vec<&str> = unused
+            .unimplemented_fields()
+            .into_iter()
+            .map(|(f, _)| f)
+            .collect();
+        assert_eq!(fields, ["profiler"]);
     }
 
     #[test]
