@@ -78,3 +78,74 @@ fn a_one_phase_plan_skips_phases_two_to_four_and_a_three_phase_plan_only_phase_f
     check(&env, "one-phase", &one, &[3, 4, 5]);
     check(&env, "three-phase", &three, &[5]);
 }
+
+/// A sheet skipped by design is not an error: `errors` (human and JSON) and `status`'s
+/// Recent Errors leave it out.
+#[test]
+fn skipped_sheets_are_not_listed_as_errors() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let _ws = issue_solver(&env, "skipper", 1);
+    let doc = wait_terminal(&env, "skipper", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert_eq!(sheet(&doc, 3)["status"], "skipped", "{doc:#}");
+    assert_eq!(doc["recent_errors"], serde_json::json!([]), "{doc:#}");
+
+    let out = env.mozart(&["errors", "skipper", "--json"]);
+    let errors: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(errors["total_errors"], 0, "{errors:#}");
+
+    let out = env.mozart(&["errors", "skipper"]);
+    let text = mozart_tests::stdout(&out);
+    assert!(!text.contains("Skip phase"), "{text}");
+    let out = env.mozart(&["status", "skipper"]);
+    let text = mozart_tests::stdout(&out);
+    assert!(!text.contains("Recent Errors"), "{text}");
+}
+
+/// `--start-sheet` past the score's last sheet, or 0, is a usage error (exit 2) naming the
+/// option and the score's sheet count; nothing is submitted.
+#[test]
+fn a_start_sheet_outside_the_score_is_refused() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("six", &mozart_tests::sleepy_shell_score("six", 6, 0.0));
+    let file = path.to_str().unwrap();
+    let out = env.mozart(&["run", file, "--start-sheet", "99"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--start-sheet"), "{err}");
+    assert!(err.contains("6 sheets"), "{err}");
+    assert!(err.contains("99"), "{err}");
+    let out = env.mozart(&["run", file, "--start-sheet", "0"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let list = env.mozart(&["list", "--all", "--json"]);
+    let text = mozart_tests::stdout(&list);
+    assert!(!text.contains("\"six\""), "nothing was submitted: {text}");
+    // The conductor refuses it too, whichever client asks.
+    let mut client = mozart_ipc::BlockingClient::connect(&env.socket).unwrap();
+    let doc = client
+        .call_value(
+            "job.submit",
+            serde_json::json!({"config_path": file, "start_sheet": 7}),
+        )
+        .unwrap();
+    assert_eq!(doc["status"], "rejected", "{doc:#}");
+    assert!(
+        doc["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("6 sheets"),
+        "{doc:#}"
+    );
+    // The last sheet itself is a valid start.
+    let out = env.mozart(&["run", file, "--start-sheet", "6", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", mozart_tests::stdout(&out));
+    let doc = wait_terminal(&env, "six", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+}

@@ -436,8 +436,13 @@ pub fn history_entries(num: u32, sheet: &SheetCheckpoint) -> Vec<ErrorEntry> {
 }
 
 /// A record made from a sheet's last error message, for sheets without history (upstream's
-/// "synthetic" records). Dated at the sheet's `completed_at`, else `now`.
+/// "synthetic" records). Dated at the sheet's `completed_at`, else `now`. None for a sheet
+/// skipped by design (`skip_when`, `--start-sheet`): its message is the skip's reason, not
+/// an error.
 pub fn synthetic_entry(num: u32, sheet: &SheetCheckpoint, now: f64) -> Option<ErrorEntry> {
+    if sheet.status == SheetStatus::Skipped {
+        return None;
+    }
     let message = sheet.error_message.as_ref()?;
     let category = sheet.error_category.map(|c| c.as_str());
     let mut context = Map::new();
@@ -715,6 +720,21 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(only(by_code), vec!["E101"]);
+    }
+
+    #[test]
+    fn a_skipped_sheets_reason_is_not_an_error() {
+        let mut skipped = SheetCheckpoint::new(2);
+        skipped.status = SheetStatus::Skipped;
+        skipped.error_message = Some("the plan needs fewer than three phases".into());
+        assert!(synthetic_entry(2, &skipped, 0.0).is_none());
+        let job = job_with(vec![
+            failed_sheet(1, "validation failed", Some("E900")),
+            skipped,
+        ]);
+        let errors = collect_errors(&job, &ErrorFilter::default(), 0.0);
+        let sheets: Vec<u32> = errors.iter().map(|e| e.sheet_num).collect();
+        assert_eq!(sheets, vec![1]);
     }
 
     #[test]

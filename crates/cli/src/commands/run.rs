@@ -164,6 +164,14 @@ fn run_one(globals: &Globals, args: &Args) -> Result<i32, CliError> {
             args.output,
         ));
     }
+    let last_sheet = total_sheets(&score.config.sheet);
+    if let Some(n) = args.start_sheet.filter(|n| *n > last_sheet) {
+        eprintln!(
+            "Usage: mozart run [OPTIONS] CONFIG_FILE\nTry 'mozart run --help' for help.\n\nError: Invalid value: --start-sheet must be at most {last_sheet} (the score has {last_sheet} sheet{}), got {n}",
+            if last_sheet == 1 { "" } else { "s" }
+        );
+        return Ok(2);
+    }
     if let Some(ws) = &args.workspace {
         score.config.workspace = mozart_config::resolve_path(ws);
     }

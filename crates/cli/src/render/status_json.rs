@@ -78,7 +78,8 @@ pub fn recent_errors(job: &JobCheckpoint, limit: usize, now: f64) -> Vec<RecentE
                 },
             ));
         }
-        if sheet.error_history.is_empty() {
+        // A skipped sheet's message is the skip's reason, not an error.
+        if sheet.error_history.is_empty() && sheet.status != SheetStatus::Skipped {
             if let Some(message) = &sheet.error_message {
                 let category = sheet.error_category.map(|c| c.as_str());
                 let (epoch, timestamp) = match &sheet.completed_at {

@@ -131,6 +131,13 @@ async fn pipeline(
 ) -> Step<JobResponse> {
     let score = parse(mgr, job_id, config_path, &req)?;
     let mut config = score.config;
+    // A start sheet past the last one would skip every sheet but run none.
+    let last = mozart_config::plan::total_sheets(&config.sheet);
+    if let Some(start) = req.start_sheet.filter(|s| *s < 1 || i64::from(*s) > last) {
+        return Err(Rejection(format!(
+            "Invalid start sheet {start}: the score has {last} sheets (start_sheet must be 1-{last})"
+        )));
+    }
     let workspace = validate_workspace(&mut config, &req)?;
     let (plan, renderer) = plan(&config, config_path, &workspace)?;
 
