@@ -452,9 +452,68 @@ fn run_does_not_call_a_job_that_starts_at_once_queued() {
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(!text.contains("Job queued"), "{text}");
     assert!(
-        text.contains("Job accepted (up to 15 jobs run at once; more wait for a free slot)"),
+        text.contains("Job started (up to 15 jobs run at once)"),
         "{text}"
     );
+}
+
+#[test]
+fn run_says_queued_only_when_the_job_waits_for_a_slot() {
+    let env = TestEnv::new();
+    std::fs::write(env.home.join("conductor.yaml"), "max_concurrent_jobs: 1\n").unwrap();
+    env.start_conductor();
+    let first = env.write_score("first", &score("first", 1, 20.0));
+    let out = env.mozart(&["run", first.to_str().unwrap(), "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc["message"], "Job started (concurrency limit: 1)",
+        "{doc:#}"
+    );
+    let second = env.write_score("second", &score("second", 1, 0.0));
+    let out = env.mozart(&["run", second.to_str().unwrap(), "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc["message"], "Job queued (concurrency limit: 1)",
+        "{doc:#}"
+    );
+    env.mozart(&["cancel", "second"]);
+    env.mozart(&["cancel", "first"]);
+}
+
+#[test]
+fn running_a_completed_unchanged_score_again_says_nothing_was_run() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("twice", &score("twice", 2, 0.0));
+    let file = path.to_str().unwrap();
+    assert_eq!(env.mozart(&["run", file]).status.code(), Some(0));
+    assert_eq!(env.mozart(&["wait", "twice"]).status.code(), Some(0));
+
+    let out = env.mozart(&["run", file]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("Score already completed: twice"), "{text}");
+    assert!(text.contains("nothing was run"), "{text}");
+    assert!(text.contains("--fresh"), "{text}");
+    assert!(!text.contains("Monitor with"), "{text}");
+    assert!(!text.contains("Score submitted"), "{text}");
+
+    let out = env.mozart(&["run", file, "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["status"], "accepted", "{doc:#}");
+    assert_eq!(doc["nothing_to_run"], true, "{doc:#}");
+    let message = doc["message"].as_str().unwrap_or_default();
+    assert!(!message.contains("queued"), "{doc:#}");
+    assert!(message.contains("nothing was run"), "{doc:#}");
+
+    // --fresh runs it again, and says it started.
+    let out = env.mozart(&["run", file, "--fresh", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc["message"], "Job started (concurrency limit: 15)",
+        "{doc:#}"
+    );
+    assert!(doc.get("nothing_to_run").is_none(), "{doc:#}");
 }
 
 #[test]

@@ -85,6 +85,11 @@ pub struct JobResponse {
     /// submission that asked to wait (`watch_ms`); absent otherwise (upstream's shape).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watched: Option<JobWatchResult>,
+    /// Ours: the accepted job had nothing left to run — every sheet completed (or was
+    /// skipped) in an earlier run of the unchanged score, so it ended at once without
+    /// running anything (`--fresh` runs it again). Absent when false (upstream's shape).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nothing_to_run: bool,
 }
 
 impl JobResponse {
@@ -100,6 +105,7 @@ impl JobResponse {
             message,
             reason: None,
             watched: None,
+            nothing_to_run: false,
         }
     }
 
@@ -118,6 +124,7 @@ impl JobResponse {
             reason: Some(RejectionReason::from_message(&message)),
             message: Some(message),
             watched: None,
+            nothing_to_run: false,
         }
     }
 

@@ -85,7 +85,7 @@ pub fn submit(globals: &Globals, args: &SubmitArgs, score: &Score) -> Result<i32
                 Some(seen) => mozart_client::submit::ended(&mut client, &seen),
                 None => mozart_client::submit::early_failure(&mut client, &response.job_id),
             };
-            report_accepted(&response, ended.as_ref(), args.output);
+            report_accepted(&response, ended.as_ref(), args);
             Ok(0)
         }
         // 7.
@@ -175,9 +175,9 @@ fn report_pending(response: &JobResponse, mode: OutputMode) {
 
 /// §3.1 step 8: the conductor took the score; `ended` is the job when it already ended
 /// during the short look that follows.
-fn report_accepted(response: &JobResponse, ended: Option<&JobStatusResult>, mode: OutputMode) {
+fn report_accepted(response: &JobResponse, ended: Option<&JobStatusResult>, args: &SubmitArgs) {
     let job_id = &response.job_id;
-    if mode.is_json() {
+    if args.output.is_json() {
         let mut doc = serde_json::to_value(response).unwrap_or_else(|_| json!({}));
         if let (Some(ended), Some(obj)) = (ended, doc.as_object_mut()) {
             obj.insert("job_status".into(), json!(ended.status()));
@@ -189,24 +189,49 @@ fn report_accepted(response: &JobResponse, ended: Option<&JobStatusResult>, mode
         print_json(&doc);
         return;
     }
+    if response.nothing_to_run {
+        println!("Score already completed: {job_id}");
+        println!(
+            "  Every sheet completed in an earlier run and the score has not changed: nothing was run."
+        );
+        println!();
+        println!(
+            "Run it again from the start with: mozart run {} --fresh",
+            args.config_file.display()
+        );
+        return;
+    }
     println!("Score submitted to conductor: {job_id}");
     if let Some(m) = response_message(response) {
-        // Upstream's wire words say "queued" for every accepted job, also one that starts
-        // at once: say what the limit means instead.
-        match m
-            .strip_prefix("Job queued (concurrency limit: ")
-            .and_then(|r| r.strip_suffix(')'))
-        {
-            Some(limit) => println!(
-                "  Job accepted (up to {limit} jobs run at once; more wait for a free slot)"
-            ),
-            None => println!("  {m}"),
-        }
+        println!("  {}", accepted_words(m, response.watched.is_some()));
     }
     println!();
     match ended {
         Some(ended) => report_early_failure(job_id, ended),
         None => println!("Monitor with: mozart status {job_id} --watch"),
+    }
+}
+
+/// The conductor's message on an accepted job, as a person reads it. Ours says `Job
+/// started` or `Job queued` once its watch saw which; upstream's (and ours without a watch)
+/// says "queued" for every accepted job, also one that starts at once: then say what the
+/// limit means instead.
+fn accepted_words(message: &str, watched: bool) -> String {
+    let limit = |prefix: &str| {
+        message
+            .strip_prefix(prefix)
+            .and_then(|r| r.strip_suffix(')'))
+            .map(str::to_string)
+    };
+    if let Some(n) = limit("Job started (concurrency limit: ") {
+        return format!("Job started (up to {n} jobs run at once)");
+    }
+    match limit("Job queued (concurrency limit: ") {
+        Some(n) if watched => {
+            format!("Job queued: waiting for a job slot (up to {n} jobs run at once)")
+        }
+        Some(n) => format!("Job accepted (up to {n} jobs run at once; more wait for a free slot)"),
+        None => message.to_string(),
     }
 }
 

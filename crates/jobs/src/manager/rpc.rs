@@ -326,6 +326,19 @@ async fn submit(m: JobManager, ctx: Ctx, p: JobRequest) -> RpcResult {
         return to_value(super::submit::dry_run(&m, &ctx, req).await);
     }
     let mut response = m.submit(&ctx, req).await;
+    if let (Some(timeout), JobResponseStatus::Accepted) = (watch, response.status) {
+        // The submitter's early-failure look, on this call (`JobRequest::watch_ms`). A
+        // watch that fails leaves the answer as it was: the submission itself succeeded.
+        response.watched = m.watch(&response.job_id, timeout, false).await.ok();
+        // Now known whether the job waits for a job slot: "queued" only when it does.
+        if let (Some(seen), false) = (&response.watched, response.nothing_to_run) {
+            let limit = m
+                .shared
+                .max_concurrent_jobs
+                .load(std::sync::atomic::Ordering::SeqCst);
+            response.message = Some(super::submit::slot_message(limit, seen.status == "queued"));
+        }
+    }
     if p.self_healing_auto_confirm && response.status == JobResponseStatus::Accepted {
         // Every field this method accepts does something or says why not.
         let note = if p.self_healing {
@@ -337,11 +350,6 @@ async fn submit(m: JobManager, ctx: Ctx, p: JobRequest) -> RpcResult {
             Some(m) => format!("{m}; {note}"),
             None => note.to_string(),
         });
-    }
-    if let (Some(timeout), JobResponseStatus::Accepted) = (watch, response.status) {
-        // The submitter's early-failure look, on this call (`JobRequest::watch_ms`). A
-        // watch that fails leaves the answer as it was: the submission itself succeeded.
-        response.watched = m.watch(&response.job_id, timeout, false).await.ok();
     }
     to_value(response)
 }

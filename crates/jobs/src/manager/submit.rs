@@ -156,6 +156,14 @@ async fn pipeline(
     let mut checkpoint =
         build_checkpoint(job_id, &config, &plan, previous.checkpoint.as_mut(), &req);
     drop(previous);
+    // Every sheet already done in an earlier run of this unchanged score: the job ends at
+    // once, running nothing — said so, not "queued".
+    let nothing_to_run = checkpoint.sheets.statuses().all(|(_, status)| {
+        matches!(
+            status,
+            mozart_state::SheetStatus::Completed | mozart_state::SheetStatus::Skipped
+        )
+    });
     checkpoint.config_path = Some(req.config_path.clone());
     // What `mozart status` reads for hooks and sheet descriptions (upstream's snapshot).
     let snapshot = mozart_state::ConfigSnapshot::of(&config);
@@ -191,7 +199,7 @@ async fn pipeline(
         worktree,
         workspace,
     };
-    register(
+    let mut response = register(
         mgr,
         record,
         checkpoint,
@@ -200,7 +208,24 @@ async fn pipeline(
         timeout,
         from_checkpoint,
     )
-    .await
+    .await?;
+    if nothing_to_run {
+        response.nothing_to_run = true;
+        response.message = Some(
+            "Job already completed: every sheet is done and the score has not changed, so nothing was run (submit with fresh to run it again)".into(),
+        );
+    }
+    Ok(response)
+}
+
+/// An accepted job's message, once the submitter's watch saw whether it got a job slot:
+/// upstream's `Job queued (…)` only when it waits for one.
+pub(super) fn slot_message(limit: u32, queued: bool) -> String {
+    if queued {
+        format!("Job queued (concurrency limit: {limit})")
+    } else {
+        format!("Job started (concurrency limit: {limit})")
+    }
 }
 
 /// Parse: the score file, or the registry's copy of it (`no_reload`).
