@@ -314,6 +314,31 @@ fn config_errors_name_the_field_path_and_the_line_in_the_users_file() {
 }
 
 #[test]
+fn config_show_says_the_file_is_invalid_while_a_conductor_runs() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let file = env.home.join("conductor.yaml");
+    let mut text = std::fs::read_to_string(&file).unwrap_or_default();
+    text.push_str("bogus: 1\n");
+    std::fs::write(&file, text).unwrap();
+
+    let out = env.mozart(&["config", "show"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    // Still what is live, then the file's problem, naming the file and the key.
+    assert!(text.contains("[live] from running conductor"), "{text}");
+    assert!(text.contains(&file.display().to_string()), "{text}");
+    assert!(text.contains("bogus"), "{text}");
+
+    let out = env.mozart(&["config", "show", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let doc = json_of(&out);
+    let err = doc["file_error"].as_str().unwrap_or_default();
+    assert!(err.contains("bogus"), "{doc:#}");
+    assert!(doc["settings"].is_array(), "{doc:#}");
+}
+
+#[test]
 fn clear_rate_limits_needs_the_conductor_and_reports_what_it_cleared() {
     let env = TestEnv::new();
     let out = env.mozart(&["clear-rate-limits"]);

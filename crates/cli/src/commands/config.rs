@@ -151,6 +151,9 @@ struct Shown {
     from_file: Option<Value>,
     /// With a conductor: the file as it would load now, to list what is not in effect yet.
     file_doc: Option<Value>,
+    /// With a conductor: why the file on disk does not load (the conductor keeps what it
+    /// has; its next reload or restart would fail).
+    file_error: Option<String>,
 }
 
 /// The live settings when a conductor answers, else the file's.
@@ -162,14 +165,16 @@ fn gather(globals: &Globals, path: &Path, mode: OutputMode) -> Result<Shown, Cli
     if let Some(doc) = live {
         // The file too: a value changed since it last read the file is not in effect yet,
         // and the user must be told.
-        let file_doc = DaemonConfig::load(Some(path), None)
-            .ok()
-            .and_then(|c| serde_json::to_value(&c).ok());
+        let (file_doc, file_error) = match DaemonConfig::load(Some(path), None) {
+            Ok(c) => (serde_json::to_value(&c).ok(), None),
+            Err(err) => (None, Some(err.to_string())),
+        };
         return Ok(Shown {
             doc,
             label: "[live] from running conductor".to_string(),
             from_file: None,
             file_doc,
+            file_error,
         });
     }
     let config = DaemonConfig::load(Some(path), None).map_err(|err| CliError::Failed {
@@ -191,6 +196,7 @@ fn gather(globals: &Globals, path: &Path, mode: OutputMode) -> Result<Shown, Cli
         },
         from_file: Some(raw.unwrap_or(Value::Null)),
         file_doc: None,
+        file_error: None,
     })
 }
 
@@ -245,9 +251,14 @@ fn show(
     let keys: Vec<&String> = filtered.iter().map(|(k, _)| k).collect();
     let pending = pending_values(&rows, &keys, shown_doc.file_doc.as_ref());
     let source = |key: &str| source_of(shown_doc.from_file.as_ref(), key);
+    // An invalid file is exit 1 also while a conductor runs: it keeps the settings shown,
+    // but its next reload or restart would fail on the file.
+    let exit = i32::from(shown_doc.file_error.is_some());
+    // The loader's error names the file, the line and the fix.
+    let invalid = shown_doc.file_error.as_deref();
     if mode.is_json() {
-        print_json(&shown_doc.label, &filtered, &pending, source);
-        return Ok(0);
+        print_json(&shown_doc.label, &filtered, &pending, source, invalid);
+        return Ok(exit);
     }
     print_table(&shown_doc.label, &filtered, source);
     if !pending.is_empty() {
@@ -272,7 +283,12 @@ fn show(
     if section.is_none() && !all {
         println!("Showing essential settings. Use --all to see every key, --section NAME for one section.");
     }
-    Ok(0)
+    if let Some(invalid) = invalid {
+        println!(
+            "\nError: {invalid}\nThe running conductor keeps the settings shown above; its next reload or restart would fail on this file."
+        );
+    }
+    Ok(exit)
 }
 
 /// `config show --json`: the source and one item per setting.
@@ -281,6 +297,7 @@ fn print_json(
     filtered: &[&(String, Value)],
     pending: &[(String, Value)],
     source: impl Fn(&str) -> &'static str,
+    file_error: Option<&str>,
 ) {
     let items: Vec<Value> = filtered
         .iter()
@@ -297,7 +314,11 @@ fn print_json(
             item
         })
         .collect();
-    crate::output::print_json(&serde_json::json!({"source": label, "settings": items}));
+    let mut doc = serde_json::json!({"source": label, "settings": items});
+    if let Some(err) = file_error {
+        doc["file_error"] = serde_json::json!(err);
+    }
+    crate::output::print_json(&doc);
 }
 
 /// `config show`: the heading and the Key / Value / Source / Takes effect table.
