@@ -480,3 +480,33 @@ prompt:
         "{text}"
     );
 }
+
+/// `logs` reads the log the conductor writes: conductor.yaml's `log_file`, while the
+/// conductor runs and after it stopped, not `$MOZART_HOME/logs/conductor.log`.
+#[test]
+fn logs_reads_the_log_file_set_in_conductor_yaml() {
+    let env = TestEnv::new();
+    let alt = env.work.join("alt.log");
+    let out = env.mozart(&["config", "set", "log_file", alt.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    env.start_conductor();
+    let path = env.write_score("altlog", &two_sheet_score("altlog", 0.0));
+    assert_eq!(
+        env.mozart(&["run", path.to_str().unwrap()]).status.code(),
+        Some(0)
+    );
+    assert_eq!(env.mozart(&["wait", "altlog"]).status.code(), Some(0));
+    let check = |when: &str| {
+        let out = env.mozart(&["logs", "altlog", "-n", "5"]);
+        let text = stdout(&out);
+        assert_eq!(out.status.code(), Some(0), "{when}: {text}");
+        assert!(
+            text.contains(&format!("Log file: {}", alt.display())),
+            "{when}: {text}"
+        );
+        assert!(text.contains("job.completed"), "{when}: {text}");
+    };
+    check("conductor running");
+    env.mozart(&["stop"]);
+    check("conductor stopped");
+}

@@ -1,7 +1,8 @@
 //! `mozart logs [SCORE_ID]` (cli.md §5.1): show or follow a Mozart log file, filtered by
-//! score and level. Never contacts the conductor.
+//! score and level.
 //!
-//! The default file is the conductor's own log (`$MOZART_HOME/logs/conductor.log`, clone
+//! The default file is the conductor's own log: its `log_file` setting (asked of the running
+//! conductor, else read from conductor.yaml), else `$MOZART_HOME/logs/conductor.log` (clone
 //! aware); `-w DIR` reads upstream's per-workspace `DIR/logs/mozart.log`, `--file` any
 //! file. Both are JSON lines of one shape (`timestamp`, `level`, `event`, `component`,
 //! fields; our job events add `message`): nothing is parsed out of text. A line that is
@@ -312,7 +313,27 @@ fn default_target(globals: &Globals, args: &Args) -> Result<(PathBuf, bool), Cli
         return Ok((ws.join("logs").join("mozart.log"), false));
     }
     let paths = crate::conductor_client::paths(globals, None)?;
-    Ok((paths.log_file, true))
+    Ok((conductor_log(&paths), true))
+}
+
+/// The log the conductor really writes: its `log_file` setting (conductor.yaml), else
+/// `$MOZART_HOME/logs/conductor.log`. A running conductor is asked (it keeps the file it
+/// started with until a restart); without one, conductor.yaml is read as `start` reads it.
+fn conductor_log(paths: &mozart_conductor::ConductorPaths) -> PathBuf {
+    let live = mozart_ipc::BlockingClient::connect(&paths.socket)
+        .ok()
+        .and_then(|mut c| c.call_value(mozart_ipc::methods::DAEMON_CONFIG, ()).ok());
+    let configured = match live {
+        Some(doc) => doc
+            .get("log_file")
+            .and_then(serde_json::Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from),
+        None => mozart_conductor::DaemonConfig::load(Some(&paths.config_file), None)
+            .ok()
+            .and_then(|c| c.log_file),
+    };
+    configured.unwrap_or_else(|| paths.log_file.clone())
 }
 
 /// The file itself, else its newest rotated copy (`<name>.1`, `<name>.1.gz`, ...).
