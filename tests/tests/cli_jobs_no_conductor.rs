@@ -187,3 +187,31 @@ fn run_has_its_own_not_running_shapes() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stdout(&out).starts_with("Error: --escalation requires interactive console prompts"));
 }
+
+/// An unknown `list --status` or `errors --type` is a usage error naming the accepted
+/// values (exit 2), not an empty answer; the accepted values are taken in any case.
+#[test]
+fn unknown_status_and_error_type_filters_are_usage_errors() {
+    let env = TestEnv::new();
+    let out = env.mozart(&["list", "--status", "bogus"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{}{err}", stdout(&out));
+    assert!(
+        err.contains("queued, running, completed, failed, paused, cancelled"),
+        "{err}"
+    );
+
+    let out = env.mozart(&["errors", "demo", "--type", "bogus"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{}{err}", stdout(&out));
+    assert!(err.contains("transient, rate_limit, permanent"), "{err}");
+
+    // Valid values pass the parser (and then find no conductor).
+    for args in [
+        &["list", "--status", "Completed"][..],
+        &["errors", "demo", "--type", "RATE_LIMIT"][..],
+    ] {
+        let out = env.mozart(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stdout(&out));
+    }
+}

@@ -46,7 +46,8 @@ pub struct Args {
     #[arg(short = 'b', long = "sheet", value_name = "INTEGER")]
     pub sheet: Option<u32>,
     /// Filter by error type: transient, rate_limit, or permanent.
-    #[arg(short = 't', long = "type", value_name = "TEXT")]
+    #[arg(short = 't', long = "type", value_name = "TEXT", ignore_case = true,
+          value_parser = clap::builder::PossibleValuesParser::new(["transient", "rate_limit", "permanent"]))]
     pub error_type: Option<String>,
     /// Filter by error code (e.g., E001, E101).
     #[arg(short = 'c', long = "code", value_name = "TEXT")]
@@ -81,7 +82,7 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
     )?;
     let filter = ErrorFilter {
         sheet: args.sheet,
-        error_type: args.error_type.clone(),
+        error_type: args.error_type.as_deref().map(str::to_lowercase),
         code: args.code.clone(),
     };
     let errors = collect_errors(&fetched.state, &filter, epoch_now());

@@ -20,7 +20,9 @@ pub struct Args {
     #[arg(short = 'a', long = "all")]
     pub all: bool,
     /// Filter by score status (queued, running, completed, failed, paused, cancelled).
-    #[arg(short = 's', long = "status", value_name = "TEXT")]
+    #[arg(short = 's', long = "status", value_name = "TEXT", ignore_case = true,
+          value_parser = clap::builder::PossibleValuesParser::new(
+              ["queued", "running", "completed", "failed", "paused", "cancelled", "pending"]))]
     pub status: Option<String>,
     /// Maximum number of scores to display, newest first (0 for no limit). When more match,
     /// the output says how many and how to see them.
