@@ -194,6 +194,34 @@ fn pause_resume_and_cancel_a_running_score() {
     );
 }
 
+/// Resuming a cancelled job whose score file has since been broken names the way on that
+/// does not move the job: `--no-reload`, which resumes with the score as it was submitted.
+#[test]
+fn resume_of_a_broken_score_points_to_no_reload_which_works() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("broke", &score("broke", 4, 0.5));
+    assert_eq!(submit(&env, &path)["status"], "accepted");
+    wait_for(&env, "broke", 30, |d| d["status"] == "running");
+    let out = env.mozart(&["cancel", "broke"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    wait_for(&env, "broke", 30, |d| d["status"] == "cancelled");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str("bogus_field: 1\n");
+    std::fs::write(&path, text).unwrap();
+
+    let out = env.mozart(&["resume", "broke"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("bogus_field"), "{text}");
+    assert!(text.contains("mozart resume broke --no-reload"), "{text}");
+
+    let out = env.mozart(&["resume", "broke", "--no-reload"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let done = wait_for(&env, "broke", 60, |d| d["status"] == "completed");
+    assert_eq!(done["progress"]["completed"], 4, "{done:#}");
+}
+
 #[test]
 fn watch_exits_once_the_score_completes() {
     let env = TestEnv::new();

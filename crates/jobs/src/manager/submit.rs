@@ -255,8 +255,17 @@ fn parse(
         None => load_score(config_path),
     };
     loaded.map_err(|e| {
+        // A resume can go on with the score as it was submitted instead (`resume`'s
+        // `--workspace` is upstream's hidden fallback, which would move the job).
+        let fix = if req.resume_of.is_some() && !req.no_reload {
+            format!(
+                "Fix the score, or resume with the score as it was submitted: mozart resume {job_id} --no-reload"
+            )
+        } else {
+            "Fix the config or pass --workspace explicitly.".to_string()
+        };
         Rejection(format!(
-            "Failed to parse config file: {} ({e}). Cannot determine workspace. Fix the config or pass --workspace explicitly.",
+            "Failed to parse config file: {} ({e}). Cannot determine workspace. {fix}",
             req.config_path
         ))
     })
