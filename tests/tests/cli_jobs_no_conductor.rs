@@ -215,3 +215,19 @@ fn unknown_status_and_error_type_filters_are_usage_errors() {
         assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stdout(&out));
     }
 }
+
+/// `pause --help` does not promise a wait that `pause` does not do: it names the command
+/// that waits.
+#[test]
+fn pause_help_says_wait_has_no_effect_and_names_mozart_wait() {
+    let env = TestEnv::new();
+    let out = env.mozart(&["pause", "--help"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        !text.contains("Wait for the score to acknowledge"),
+        "{text}"
+    );
+    assert!(text.contains("No effect"), "{text}");
+    assert!(text.contains("mozart wait"), "{text}");
+}

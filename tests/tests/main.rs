@@ -25,6 +25,7 @@ mod e2e_execution;
 mod e2e_flow;
 mod e2e_json_state;
 mod e2e_skip;
+mod errors_cost_e2e;
 mod examples;
 mod instrument_holds;
 mod issue_solver;

@@ -472,25 +472,25 @@ pub fn synthetic_entry(num: u32, sheet: &SheetCheckpoint, now: f64) -> Option<Er
     })
 }
 
-/// The errors `mozart errors` lists: every sheet's history (filtered); if that is empty,
-/// synthetic records from the sheets' last messages (filtered the same way). Sorted by
-/// sheet, then time (cli.md §5.2).
+/// The errors `mozart errors` lists: each sheet's history, or, for a sheet without one
+/// (it never ran an attempt, or the conductor kept no attempt history), a synthetic record
+/// from its last message; filtered. Sorted by sheet, then time (cli.md §5.2; upstream falls
+/// back only when no sheet has a history, which its conductor never filled).
 pub fn collect_errors(job: &JobCheckpoint, filter: &ErrorFilter, now: f64) -> Vec<ErrorEntry> {
-    let sheets = || {
-        job.sheets
-            .iter()
-            .filter(|(num, _)| filter.sheet.is_none_or(|s| s == **num))
-    };
-    let mut all: Vec<ErrorEntry> = sheets()
-        .flat_map(|(num, sheet)| history_entries(*num, sheet))
+    let mut all: Vec<ErrorEntry> = job
+        .sheets
+        .iter()
+        .filter(|(num, _)| filter.sheet.is_none_or(|s| s == **num))
+        .flat_map(|(num, sheet)| {
+            let history = history_entries(*num, sheet);
+            if history.is_empty() {
+                synthetic_entry(*num, sheet, now).into_iter().collect()
+            } else {
+                history
+            }
+        })
         .filter(|e| filter.admits(e))
         .collect();
-    if all.is_empty() {
-        all = sheets()
-            .filter_map(|(num, sheet)| synthetic_entry(*num, sheet, now))
-            .filter(|e| filter.admits(e))
-            .collect();
-    }
     all.sort_by(|a, b| {
         a.sheet_num
             .cmp(&b.sheet_num)
@@ -735,6 +735,31 @@ mod tests {
         let errors = collect_errors(&job, &ErrorFilter::default(), 0.0);
         let sheets: Vec<u32> = errors.iter().map(|e| e.sheet_num).collect();
         assert_eq!(sheets, vec![1]);
+    }
+
+    #[test]
+    fn a_sheet_without_history_is_listed_beside_sheets_with_one() {
+        let mut s1 = failed_sheet(1, "validation failed", Some("E900"));
+        s1.error_history = vec![
+            record("2026-01-01T10:00:01Z", "permanent", "E900", "first", 1),
+            record("2026-01-01T10:00:02Z", "permanent", "E900", "second", 2),
+        ];
+        // Sheet 2 never ran an attempt (blocked by sheet 1): only its last message.
+        let mut s2 = failed_sheet(2, "blocked by sheet 1", None);
+        s2.attempt_count = 0;
+        let errors = collect_errors(&job_with(vec![s1, s2]), &ErrorFilter::default(), 0.0);
+        let listed: Vec<(u32, u32, &str)> = errors
+            .iter()
+            .map(|e| (e.sheet_num, e.attempt_number, e.error_message.as_str()))
+            .collect();
+        assert_eq!(
+            listed,
+            vec![
+                (1, 1, "first"),
+                (1, 2, "second"),
+                (2, 0, "blocked by sheet 1")
+            ]
+        );
     }
 
     #[test]

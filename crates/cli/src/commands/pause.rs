@@ -22,10 +22,12 @@ pub struct Args {
     /// Workspace directory containing the score state (debug override).
     #[arg(short = 'w', long = "workspace", hide = true)]
     pub workspace: Option<PathBuf>,
-    /// Wait for the score to acknowledge the pause (workspace fallback only).
+    /// No effect: pause returns once the signal is sent (upstream waits only in a workspace
+    /// fallback this CLI does not have). To wait until the score is paused: mozart wait
+    /// SCORE_ID (exit 4 when paused).
     #[arg(long = "wait")]
     pub wait: bool,
-    /// Timeout in seconds for --wait.
+    /// No effect (see --wait); kept for upstream's command lines.
     #[arg(short = 't', long = "timeout", default_value_t = 60)]
     pub timeout: u64,
     /// Output result as JSON.
