@@ -8,13 +8,13 @@
 
 use std::path::Path;
 
-use mozart_ipc::checkpoint::{HookResult, JobCheckpoint};
+use mozart_ipc::checkpoint::{CheckpointErrorRecord, ErrorType, HookResult, JobCheckpoint};
 use mozart_ipc::sheet_view::{SheetFacts, SheetQuery, ViewBuilder};
 use mozart_ipc::status::{HistoryRecord, JobSummary, LearnedPattern, RegistryJob};
 use mozart_ipc::types::MonitorEvent;
 use mozart_state::{
-    AttemptRecord, CheckpointState, ConfigSnapshot, HookResultRecord, JobRecord, SheetState,
-    StateError, Timestamp,
+    AttemptRecord, CheckpointState, ConfigSnapshot, HookResultRecord, JobRecord,
+    SheetAttemptErrors, SheetState, StateError, Timestamp,
 };
 
 /// The checkpoint as `job.status` returns it: the job's `workspace` added, and the
@@ -227,6 +227,89 @@ pub fn history_record(a: &AttemptRecord) -> HistoryRecord {
     }
 }
 
+/// Most errors listed per sheet (upstream's `MAX_ERROR_HISTORY`).
+pub const ERRORS_PER_SHEET: usize = mozart_ipc::checkpoint::MAX_ERROR_HISTORY;
+
+/// Context key, on a sheet's oldest listed error, of how many older failed attempts were
+/// left out (over [`ERRORS_PER_SHEET`]).
+pub const EARLIER_ERRORS_OMITTED: &str = "earlier_errors_omitted";
+
+/// Fills each sheet's `error_history` from the registry's failed attempts — every failed
+/// attempt's error, newest [`ERRORS_PER_SHEET`] per sheet — for `job.errors` and
+/// `job.diagnose` (execution.md §8.2 leaves the history empty upstream; the checkpoint keeps
+/// only each sheet's last error, and is not grown here: the list is built per request).
+/// Sheets without failed attempts keep an empty history (the client falls back to their
+/// last error message).
+pub fn fill_error_history(doc: &mut JobCheckpoint, failed: Vec<SheetAttemptErrors>) {
+    for sheet_errors in failed {
+        let Some(sheet) = doc.sheets.get_mut(&sheet_errors.sheet_num) else {
+            continue;
+        };
+        let last = sheet_errors.attempts.len().saturating_sub(1);
+        let records = sheet_errors.attempts.into_iter().enumerate().map(|(i, a)| {
+            // The checkpoint holds the sheet's last error with its stdout and stderr apart;
+            // older attempts have the registry's output tail (stdout then stderr).
+            let current =
+                i == last && a.attempt_num == sheet.attempt_count && sheet.error_message.is_some();
+            let (stdout_tail, stderr_tail) = if current {
+                (sheet.stdout_tail.clone(), sheet.stderr_tail.clone())
+            } else {
+                (a.output.clone().filter(|o| !o.is_empty()), None)
+            };
+            let omitted = (i == 0 && sheet_errors.omitted > 0).then_some(sheet_errors.omitted);
+            error_record(a, stdout_tail, stderr_tail, omitted)
+        });
+        sheet.error_history = records.collect();
+    }
+}
+
+/// One failed attempt as a checkpoint error record.
+fn error_record(
+    a: AttemptRecord,
+    stdout_tail: Option<String>,
+    stderr_tail: Option<String>,
+    omitted: Option<u64>,
+) -> CheckpointErrorRecord {
+    let code = a
+        .error_code
+        .clone()
+        .or_else(|| a.error_category.clone())
+        .unwrap_or_default();
+    let error_type = match mozart_ipc::checkpoint::error_type_of(
+        a.error_code.as_deref().or(a.error_category.as_deref()),
+    ) {
+        "transient" => ErrorType::Transient,
+        "rate_limit" => ErrorType::RateLimit,
+        _ => ErrorType::Permanent,
+    };
+    let mut context = serde_json::Map::new();
+    context.insert("exit_code".into(), serde_json::json!(a.exit_code));
+    if let Some(category) = &a.error_category {
+        context.insert("category".into(), serde_json::json!(category));
+    }
+    if let Some(instrument) = &a.instrument {
+        context.insert("instrument".into(), serde_json::json!(instrument));
+    }
+    if a.mode != "normal" && !a.mode.is_empty() {
+        context.insert("mode".into(), serde_json::json!(a.mode));
+    }
+    if let Some(n) = omitted {
+        context.insert(EARLIER_ERRORS_OMITTED.into(), serde_json::json!(n));
+    }
+    CheckpointErrorRecord {
+        // When the attempt ended.
+        timestamp: Timestamp::from_epoch(a.executed_at + a.duration_seconds.unwrap_or(0.0)),
+        error_type,
+        error_code: code,
+        error_message: a.error_message.unwrap_or_default(),
+        attempt_number: a.attempt_num,
+        context,
+        stdout_tail,
+        stderr_tail,
+        stack_trace: None,
+    }
+}
+
 /// An observer event as `daemon.observer_events` and the monitor stream show it.
 pub fn observer_event(e: &mozart_baton::ObserverEvent) -> MonitorEvent {
     MonitorEvent {
@@ -292,6 +375,53 @@ fn redact_snapshot(mut out: serde_json::Value) -> serde_json::Value {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_failed_attempt_fills_the_error_history_the_last_with_the_sheets_tails() {
+        use mozart_ipc::checkpoint::SheetCheckpoint;
+        let mut doc: JobCheckpoint = JobCheckpoint::new("j", "j", 2);
+        let mut failed = SheetCheckpoint::new(1);
+        failed.attempt_count = 3;
+        failed.error_message = Some("third".into());
+        failed.stdout_tail = Some("out".into());
+        failed.stderr_tail = Some("err".into());
+        doc.sheets.insert(1, failed);
+        doc.sheets.insert(2, SheetCheckpoint::new(2));
+        let attempt = |n: u32, code: &str| AttemptRecord {
+            sheet_num: 1,
+            attempt_num: n,
+            mode: "normal".into(),
+            error_code: Some(code.into()),
+            error_category: Some("validation".into()),
+            error_message: Some(["first", "second", "third"][n as usize - 1].into()),
+            exit_code: Some(1),
+            instrument: Some("shell".into()),
+            output: Some(format!("output {n}")),
+            executed_at: 100.0 + f64::from(n),
+            duration_seconds: Some(0.5),
+            ..AttemptRecord::default()
+        };
+        let rows = vec![SheetAttemptErrors {
+            sheet_num: 1,
+            attempts: vec![attempt(2, "E001"), attempt(3, "E900")],
+            omitted: 1,
+        }];
+        fill_error_history(&mut doc, rows);
+        let history = &doc.sheets.get(&1).unwrap().error_history;
+        assert_eq!(history.len(), 2);
+        assert_eq!(history[0].attempt_number, 2);
+        assert_eq!(history[0].error_type, ErrorType::Transient);
+        assert_eq!(history[0].error_message, "second");
+        assert_eq!(history[0].stdout_tail.as_deref(), Some("output 2"));
+        assert_eq!(history[0].context[EARLIER_ERRORS_OMITTED], 1);
+        assert_eq!(history[0].context["exit_code"], 1);
+        assert_eq!(history[0].timestamp, Timestamp::from_epoch(102.5));
+        assert_eq!(history[1].error_type, ErrorType::Permanent);
+        assert_eq!(history[1].stdout_tail.as_deref(), Some("out"));
+        assert_eq!(history[1].stderr_tail.as_deref(), Some("err"));
+        assert!(!history[1].context.contains_key(EARLIER_ERRORS_OMITTED));
+        assert!(doc.sheets.get(&2).unwrap().error_history.is_empty());
+    }
 
     #[test]
     fn a_view_shows_the_score_without_its_stage_map_in_order_and_redacted() {

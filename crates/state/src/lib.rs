@@ -28,7 +28,7 @@ pub use error::StateError;
 pub use migrate::SCHEMA_VERSION;
 pub use registry::{
     AttemptRecord, DaemonJobStatus, DeleteFilter, HookResultRecord, JobRecord, JobScore,
-    OrphanRecovery, RateLimitRecord, Registry, StoredSheetFacts,
+    OrphanRecovery, RateLimitRecord, Registry, SheetAttemptErrors, StoredSheetFacts,
 };
 pub use snapshot::ConfigSnapshot;
 pub use time::{epoch_now, Timestamp};

@@ -6,6 +6,7 @@ use std::time::Instant;
 use mozart_state::checkpoint::SheetFailure;
 use mozart_state::registry::{
     AttemptRecord, DaemonJobStatus, DeleteFilter, HookResultRecord, JobRecord, JobScore, Registry,
+    ERROR_OUTPUT_TAIL_CHARS,
 };
 use mozart_state::{CheckpointState, JobStatus, SheetState, SheetStatus, StateError};
 use serde_json::json;
@@ -397,6 +398,60 @@ fn zombie_checkpoint_is_paused_and_saved_on_load() {
         .error_message
         .unwrap()
         .ends_with("Trigger: Detected on state load - process no longer running"));
+}
+
+#[test]
+fn attempt_errors_lists_each_sheets_failed_attempts_newest_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    reg.create_job(&job("e")).unwrap();
+    reg.create_job(&job("other")).unwrap();
+    let attempt = |job: &str, sheet: u32, n: u32, failed: bool| AttemptRecord {
+        job_id: job.into(),
+        sheet_num: sheet,
+        attempt_num: n,
+        mode: "normal".into(),
+        outcome: if failed {
+            "retry_scheduled"
+        } else {
+            "completed"
+        }
+        .into(),
+        error_code: failed.then(|| "E900".into()),
+        error_message: failed.then(|| format!("attempt {n} failed")),
+        output: Some(format!("{}end of {n}", "x".repeat(1000))),
+        executed_at: 1_709_210_096.0 + f64::from(n),
+        ..Default::default()
+    };
+    // Sheet 2: six failures then a success; sheet 1: one failure; sheet 3: success only.
+    for n in 1..=6 {
+        reg.record_attempt(&attempt("e", 2, n, true)).unwrap();
+    }
+    reg.record_attempt(&attempt("e", 2, 7, false)).unwrap();
+    reg.record_attempt(&attempt("e", 1, 1, true)).unwrap();
+    reg.record_attempt(&attempt("e", 3, 1, false)).unwrap();
+    reg.record_attempt(&attempt("other", 1, 1, true)).unwrap();
+
+    let sheets = reg.attempt_errors("e", 4).unwrap();
+    let summary: Vec<(u32, Vec<u32>, u64)> = sheets
+        .iter()
+        .map(|s| {
+            let nums = s.attempts.iter().map(|a| a.attempt_num).collect();
+            (s.sheet_num, nums, s.omitted)
+        })
+        .collect();
+    assert_eq!(summary, vec![(1, vec![1], 0), (2, vec![3, 4, 5, 6], 2)]);
+    let newest = &sheets[1].attempts[3];
+    assert_eq!(newest.error_message.as_deref(), Some("attempt 6 failed"));
+    assert_eq!(newest.error_code.as_deref(), Some("E900"));
+    let output = newest.output.as_deref().unwrap();
+    assert_eq!(output.chars().count(), ERROR_OUTPUT_TAIL_CHARS);
+    assert!(
+        output.ends_with("end of 6"),
+        "the end of the output is kept"
+    );
+    assert!(newest.prompt.is_none());
+    assert!(reg.attempt_errors("none", 50).unwrap().is_empty());
 }
 
 #[test]

@@ -23,6 +23,7 @@ use crate::render::{Color, Style};
 use crate::{CliError, Globals, OutputMode};
 use mozart_client::diagnose::{collect_errors, errors_json, ErrorEntry, ErrorFilter};
 use mozart_ipc::time::epoch_now;
+use mozart_jobs::wire::{EARLIER_ERRORS_OMITTED, ERRORS_PER_SHEET};
 
 /// Longest message shown whole in the table (upstream cuts at 60, which hides the cause).
 pub const TABLE_MESSAGE_CHARS: usize = 240;
@@ -456,6 +457,22 @@ pub fn render_errors(
     ));
     out.push(String::new());
     out.push(style.paint(&format!("Total: {} error(s)", errors.len()), Color::Dim));
+    // The conductor lists each sheet's newest errors only; say where the rest are.
+    for e in errors {
+        if let Some(n) = e
+            .context
+            .get(EARLIER_ERRORS_OMITTED)
+            .and_then(Value::as_u64)
+        {
+            out.push(style.paint(
+                &format!(
+                    "Sheet {}: {n} earlier error(s) not listed (only the newest {ERRORS_PER_SHEET} are); `mozart history {id} --sheet {}` lists every attempt",
+                    e.sheet_num, e.sheet_num
+                ),
+                Color::Yellow,
+            ));
+        }
+    }
     let mut text = out.join("\n") + "\n";
     if verbose {
         text.push('\n');
@@ -513,6 +530,39 @@ mod tests {
         assert!(verbose.contains("\nError Details\n╭"), "{verbose}");
         assert!(verbose.contains(" Sheet 1 - E900 "), "{verbose}");
         assert!(verbose.contains("│ Context: exit_code=3"), "{verbose}");
+    }
+
+    #[test]
+    fn a_sheet_whose_older_errors_were_cut_says_so() {
+        let mut sheet = failed_sheet(3, "validation failed", Some("E900"));
+        let mut context = serde_json::Map::new();
+        context.insert(EARLIER_ERRORS_OMITTED.into(), json!(7));
+        sheet.error_history = vec![mozart_ipc::checkpoint::CheckpointErrorRecord {
+            timestamp: Timestamp::from_epoch(0.0),
+            error_type: mozart_ipc::checkpoint::ErrorType::Permanent,
+            error_code: "E900".into(),
+            error_message: "validation failed".into(),
+            attempt_number: 8,
+            context,
+            stdout_tail: None,
+            stderr_tail: None,
+            stack_trace: None,
+        }];
+        let errors = collect_errors(&job_with(vec![sheet]), &ErrorFilter::default(), 0.0);
+        let text = render_errors(
+            "j",
+            &errors,
+            &ErrorFilter::default(),
+            false,
+            &Style::plain(),
+        );
+        assert!(
+            text.contains(
+                "\nSheet 3: 7 earlier error(s) not listed (only the newest 50 are); \
+                 `mozart history j --sheet 3` lists every attempt\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

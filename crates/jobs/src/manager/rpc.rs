@@ -461,7 +461,7 @@ fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(),
         methods::JOB_ERRORS,
         mgr,
         |m, _, p: JobIdParams| async move {
-            let state = m.status(&p.job_id).await.map_err(job_error)?;
+            let state = with_error_history(&m, m.status(&p.job_id).await.map_err(job_error)?)?;
             to_value(ErrorsResult { state })
         },
     )?;
@@ -470,7 +470,7 @@ fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(),
         methods::JOB_DIAGNOSE,
         mgr,
         |m, _, p: JobIdParams| async move {
-            let state = m.status(&p.job_id).await.map_err(job_error)?;
+            let state = with_error_history(&m, m.status(&p.job_id).await.map_err(job_error)?)?;
             let workspace = state.workspace().map(str::to_owned);
             to_value(DiagnoseResult { state, workspace })
         },
@@ -481,6 +481,23 @@ fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(),
         mgr,
         |m, _, p: HistoryParams| async move { history(&m, p) },
     )
+}
+
+/// The job's state with every sheet's failed attempts in its `error_history`, read from
+/// the registry's attempt history (`job.errors`, `job.diagnose`): the checkpoint itself
+/// keeps only each sheet's last error.
+fn with_error_history(
+    m: &JobManager,
+    state: mozart_ipc::status::JobStatusResult,
+) -> Result<mozart_ipc::status::JobStatusResult, ErrorObjectOwned> {
+    let mozart_ipc::status::JobStatusResult::Checkpoint(mut doc) = state else {
+        return Ok(state);
+    };
+    let failed = lock(&m.shared.registry)
+        .attempt_errors(&doc.job_id, wire::ERRORS_PER_SHEET)
+        .map_err(|e| job_error(e.into()))?;
+    wire::fill_error_history(&mut doc, failed);
+    Ok(mozart_ipc::status::JobStatusResult::Checkpoint(doc))
 }
 
 /// `job.status`: the job's document, with the sheets the caller's view asks for.

@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 
 pub use records::{
     AttemptRecord, DaemonJobStatus, DeleteFilter, HookResultRecord, JobRecord, JobScore,
-    RateLimitRecord,
+    RateLimitRecord, SheetAttemptErrors, ERROR_OUTPUT_TAIL_CHARS,
 };
 
 use crate::checkpoint::{CheckpointState, SheetState, SheetStatus, ZOMBIE_ON_LOAD_TRIGGER};
@@ -1036,6 +1036,80 @@ impl Registry {
             .map_err(self.err(&ctx))?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
             .map_err(self.err(ctx))
+    }
+
+    /// Every sheet's failed attempts (those that recorded an error code or message), by
+    /// sheet: at most the newest `per_sheet` of each, oldest first, with the count of older
+    /// ones left out. What `job.errors` lists (the checkpoint keeps only each sheet's last
+    /// error). Sheets without a failed attempt are absent.
+    pub fn attempt_errors(
+        &self,
+        job_id: &str,
+        per_sheet: usize,
+    ) -> Result<Vec<SheetAttemptErrors>> {
+        let ctx = format!("reading the failed attempts of job '{job_id}'");
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT id, sheet_num, attempt_num, mode, outcome, instrument, error_code, \
+                 error_category, error_message, exit_code, duration_seconds, cost_usd, \
+                 input_tokens, output_tokens, output_tail, executed_at, total FROM ( \
+                   SELECT id, sheet_num, attempt_num, mode, outcome, instrument, error_code, \
+                   error_category, error_message, exit_code, duration_seconds, cost_usd, \
+                   input_tokens, output_tokens, substr(output, -?3) AS output_tail, executed_at, \
+                   ROW_NUMBER() OVER (PARTITION BY sheet_num ORDER BY id DESC) AS newest, \
+                   COUNT(*) OVER (PARTITION BY sheet_num) AS total \
+                   FROM attempts WHERE job_id=?1 \
+                   AND (error_code IS NOT NULL OR error_message IS NOT NULL)) \
+                 WHERE newest <= ?2 ORDER BY sheet_num, id",
+            )
+            .map_err(self.err(&ctx))?;
+        let per_sheet = i64::try_from(per_sheet).unwrap_or(i64::MAX);
+        let tail = i64::try_from(ERROR_OUTPUT_TAIL_CHARS).unwrap_or(i64::MAX);
+        let rows = stmt
+            .query_map(params![job_id, per_sheet, tail], |r| {
+                let total: i64 = r.get(16)?;
+                Ok((
+                    AttemptRecord {
+                        id: r.get(0)?,
+                        job_id: job_id.to_string(),
+                        sheet_num: r.get(1)?,
+                        attempt_num: r.get(2)?,
+                        mode: r.get(3)?,
+                        outcome: r.get(4)?,
+                        instrument: r.get(5)?,
+                        error_code: r.get(6)?,
+                        error_category: r.get(7)?,
+                        error_message: r.get(8)?,
+                        exit_code: r.get(9)?,
+                        duration_seconds: r.get(10)?,
+                        cost_usd: r.get(11)?,
+                        input_tokens: r.get(12)?,
+                        output_tokens: r.get(13)?,
+                        prompt: None,
+                        output: r.get(14)?,
+                        executed_at: r.get(15)?,
+                    },
+                    u64::try_from(total).unwrap_or(0),
+                ))
+            })
+            .map_err(self.err(&ctx))?;
+        let mut sheets: Vec<SheetAttemptErrors> = Vec::new();
+        for row in rows {
+            let (record, total) = row.map_err(self.err(&ctx))?;
+            match sheets.last_mut() {
+                Some(s) if s.sheet_num == record.sheet_num => s.attempts.push(record),
+                _ => sheets.push(SheetAttemptErrors {
+                    sheet_num: record.sheet_num,
+                    attempts: vec![record],
+                    omitted: total,
+                }),
+            }
+        }
+        for s in &mut sheets {
+            s.omitted = s.omitted.saturating_sub(s.attempts.len() as u64);
+        }
+        Ok(sheets)
     }
 
     // ---------------------------------------------------------------- hooks

@@ -227,6 +227,22 @@ pub struct AttemptRecord {
     pub executed_at: f64,
 }
 
+/// One sheet's failed attempts, as `job.errors` lists them: the newest ones, oldest first,
+/// and how many older ones were left out.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SheetAttemptErrors {
+    /// Sheet.
+    pub sheet_num: u32,
+    /// Its failed attempts (those that recorded an error), oldest first; `prompt` is not
+    /// read and `output` holds at most the last [`ERROR_OUTPUT_TAIL_CHARS`] characters.
+    pub attempts: Vec<AttemptRecord>,
+    /// Older failed attempts not in `attempts` (over the per-sheet cap).
+    pub omitted: u64,
+}
+
+/// Characters of an attempt's output `Registry::attempt_errors` returns (the end of it).
+pub const ERROR_OUTPUT_TAIL_CHARS: usize = 500;
+
 /// Result of one `on_success` hook (conductor.md §19.5).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct HookResultRecord {
