@@ -237,7 +237,14 @@ fn diagnose_reports_progress_timeline_errors_and_workspace_logs() {
     assert!(report["resource_profile"]["error"]
         .as_str()
         .unwrap()
-        .contains("monitor.db"));
+        .contains("not recorded by this port"));
+    let out = env.mozart(&["diagnose", "diag", "--resources"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("Resource Profile\n  Resource profiles of past runs are not recorded"),
+        "{text}"
+    );
+    assert!(!text.contains("profiling enabled"), "{text}");
 }
 
 #[test]

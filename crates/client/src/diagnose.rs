@@ -337,26 +337,21 @@ pub fn attach_log_contents(report: &mut Value) {
     insert(report, "log_contents", Value::Object(contents));
 }
 
-/// Add `resource_profile`. This port has no process profiler yet, so the profile is
-/// always unavailable, with the reason (cli.md §5.3 `resource_profile {available, ...}`).
+/// Add `resource_profile` (cli.md §5.3 `resource_profile {available, ...}`). This port does
+/// not record resource profiles of past runs (upstream's `monitor.db`), so the profile is
+/// always unavailable, with that reason and where live figures are.
 pub fn attach_resource_profile(report: &mut Value) {
-    let db = mozart_ipc::paths::mozart_home()
-        .map(|h| h.join("monitor.db"))
-        .ok();
-    let error = match db {
-        Some(db) if !db.exists() => format!("Monitor database not found: {}", db.display()),
-        Some(db) => format!(
-            "Reading profiler data ({}) is not supported by this version yet",
-            db.display()
-        ),
-        None => "Cannot locate the Mozart home (set MOZART_HOME or HOME)".to_string(),
-    };
     insert(
         report,
         "resource_profile",
-        json!({"available": false, "error": error}),
+        json!({"available": false, "error": RESOURCE_PROFILE_UNAVAILABLE}),
     );
 }
+
+/// Why `diagnose --resources` has no profile.
+pub const RESOURCE_PROFILE_UNAVAILABLE: &str = "Resource profiles of past runs are not recorded \
+     by this port (upstream's monitor.db); `mozart top` shows the conductor's processes and \
+     resources live";
 
 // ---------------------------------------------------------------------------------------
 // Error records (`mozart errors` and the report's `errors`).

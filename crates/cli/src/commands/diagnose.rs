@@ -42,7 +42,8 @@ pub struct Args {
     /// Inline the last 50 lines from each sheet/hook log file in the output.
     #[arg(long = "include-logs")]
     pub include_logs: bool,
-    /// Include resource profile (peak memory, CPU-time, syscalls, anomalies).
+    /// Include the resource profile (upstream's peak memory, CPU time, syscalls; this port
+    /// records none for past runs and says so: `mozart top` shows them live).
     #[arg(long = "resources")]
     pub resources: bool,
 }
@@ -469,11 +470,6 @@ fn resource_profile_text(report: &Value, style: &Style) -> String {
             .as_str()
             .unwrap_or("Resource data unavailable");
         text.push_str(&style.paint(&format!("  {error}"), Color::Dim));
-        text.push('\n');
-        text.push_str(&style.paint(
-            "  Ensure the conductor was running with profiling enabled during score execution.",
-            Color::Dim,
-        ));
         text.push('\n');
     }
     text

@@ -165,7 +165,7 @@ pub fn render_history(
         }
         out.push(String::new());
         out.push(style.paint(
-            "Hint: Execution history is recorded when the score runs with the SQLite state backend.",
+            "Hint: every attempt is recorded as it ends; none has ended yet for this score (or sheet).",
             Color::Dim,
         ));
         return out.join("\n") + "\n";
