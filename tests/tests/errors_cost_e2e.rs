@@ -106,3 +106,138 @@ fn errors_list_every_failed_attempt_of_a_sheet_that_passed_in_the_end() {
         .collect();
     assert_eq!(attempts, vec![1, 2, 3], "{report:#}");
 }
+
+/// A profile whose every call reports 1,000 input and 2,000 output tokens at $1 per 1K:
+/// $3.00 an attempt.
+fn install_pricey_instrument(env: &TestEnv) {
+    let script = env.root().join("pricey.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho '{\"answer\":\"ok\",\"usage\":{\"in\":1000,\"out\":2000}}'\n",
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&script).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&script, perms).unwrap();
+    let dir = env.home.join("instruments");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("pricey.yaml"),
+        format!(
+            r#"name: pricey
+display_name: Pricey
+kind: cli
+default_model: fast
+models:
+  - {{name: fast, context_window: 128000, cost_per_1k_input: 1.0, cost_per_1k_output: 1.0}}
+cli:
+  command:
+    executable: {}
+  output:
+    format: json
+    result_path: answer
+    input_tokens_path: usage.in
+    output_tokens_path: usage.out
+"#,
+            script.display()
+        ),
+    )
+    .unwrap();
+}
+
+/// Two sheets on the pricey instrument under a $0.50 sheet limit; `validation` is the
+/// score's validations section.
+fn pricey_score(name: &str, validations: &str) -> String {
+    format!(
+        r#"name: {name}
+workspace: ./{name}-ws
+instrument: pricey
+cost_limits: {{enabled: true, max_cost_per_sheet: 0.50}}
+retry:
+  max_retries: 3
+  base_delay_seconds: 0.1
+sheet:
+  size: 1
+  total_items: 2
+prompt:
+  template: "answer ok"
+{validations}"#
+    )
+}
+
+#[test]
+fn a_sheet_over_its_cost_limit_pauses_the_job_and_keeps_its_passing_work() {
+    let env = TestEnv::new();
+    install_pricey_instrument(&env);
+    env.start_conductor();
+
+    // Sheet 1's attempt passes and costs $3.00: it stays completed, the job pauses.
+    let score = env.write_score("spender", &pricey_score("spender", ""));
+    run(&env, &score, &[]);
+    let out = env.mozart(&["wait", "spender"]);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "wait exits 4 on a pause: {}",
+        stdout(&out)
+    );
+    let doc = crate::harness::status(&env, "spender");
+    assert_eq!(doc["status"], "paused", "{doc:#}");
+    assert_eq!(
+        doc["error"], "Cost limit: sheet 1 cost $3.0000 exceeds limit $0.5000",
+        "{doc:#}"
+    );
+    assert_eq!(doc["cost"]["cost_limit_reached"], true, "{doc:#}");
+    assert_eq!(sheet(&doc, 1)["status"], "completed", "{doc:#}");
+    assert_eq!(sheet(&doc, 2)["status"], "pending", "{doc:#}");
+    let text = stdout(&env.mozart(&["status", "spender"]));
+    assert!(
+        text.contains("  Cost: $3.00 (limit: $0.50 per sheet)\n"),
+        "the status names the limit in force: {text}"
+    );
+    assert!(
+        text.contains("Cost limit reached — score was paused"),
+        "{text}"
+    );
+
+    // A resume goes on with sheet 2, which is over its own limit too: the last sheet, so
+    // the job completes, saying why the limit shows as reached.
+    assert_eq!(env.mozart(&["resume", "spender"]).status.code(), Some(0));
+    let doc = wait_terminal(&env, "spender", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert_eq!(
+        doc["error"], "Cost limit: sheet 2 cost $3.0000 exceeds limit $0.5000",
+        "{doc:#}"
+    );
+    let text = stdout(&env.mozart(&["status", "spender"]));
+    assert!(
+        text.contains("Cost limit reached — by the last sheet; the score completed"),
+        "{text}"
+    );
+
+    // A failing attempt over the limit is not retried: the sheet fails, the job pauses.
+    // (Two voices of one movement, so sheet 2 does not wait for sheet 1: a failed
+    // prerequisite would fail it and end the job instead.)
+    let failing = pricey_score(
+        "failing",
+        "validations:\n  - type: file_exists\n    path: \"{workspace}/never.txt\"\n",
+    )
+    .replace(
+        "  total_items: 2\n",
+        "  total_items: 1\n  fan_out: {1: 2}\n",
+    );
+    let score = env.write_score("failing", &failing);
+    run(&env, &score, &[]);
+    let out = env.mozart(&["wait", "failing"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stdout(&out));
+    let doc = crate::harness::status(&env, "failing");
+    assert_eq!(doc["status"], "paused", "{doc:#}");
+    assert_eq!(
+        doc["error"], "Cost limit: sheet 1 cost $3.0000 exceeds limit $0.5000",
+        "{doc:#}"
+    );
+    let first = sheet(&doc, 1);
+    assert_eq!(first["status"], "failed", "{doc:#}");
+    assert_eq!(first["attempt_count"], 1, "no retry: {doc:#}");
+    assert_eq!(sheet(&doc, 2)["status"], "pending", "{doc:#}");
+}

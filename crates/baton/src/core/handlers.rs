@@ -339,6 +339,8 @@ impl BatonCore {
         if r.execution_success && rate >= 100.0 {
             self.breaker_success(ii, out);
             self.check_job_cost(ji, out);
+            // Over its own limit: the job pauses; the sheet's work passed, so it is kept.
+            self.check_sheet_cost(ji, si, out);
             self.finish_sheet(ji, si, Ending::ran(SheetStatus::Completed, None), now, out);
             return;
         }
@@ -415,6 +417,7 @@ impl BatonCore {
         self.instruments[ii].waiting.push((job_id, r.sheet_num));
         self.park_instrument(ii, wait, Some(reason), now, out);
         self.check_job_cost(ji, out);
+        self.check_sheet_cost(ji, si, out);
     }
 
     /// A successful execution whose validations passed in part: a completion attempt when
@@ -469,6 +472,7 @@ impl BatonCore {
                 let why = message.unwrap_or_else(|| "Non-retriable failure".to_owned());
                 self.jobs[ji].sheets[si].live_mut().last_failure = Some(why.clone());
                 self.check_job_cost(ji, out);
+                self.check_sheet_cost(ji, si, out);
                 self.finish_sheet(
                     ji,
                     si,
@@ -507,7 +511,8 @@ impl BatonCore {
         }
     }
 
-    /// §9.6: a sheet whose cost exceeds its own limit fails (and its dependents with it).
+    /// §9.6: a sheet whose cost exceeds its own limit retries no more: it fails (and its
+    /// dependents with it), and the job pauses ([`Self::check_sheet_cost`]).
     fn sheet_over_cost(
         &mut self,
         ji: usize,
@@ -515,17 +520,11 @@ impl BatonCore {
         now: Millis,
         out: &mut Vec<Effect>,
     ) -> bool {
-        let sheet = &self.jobs[ji].sheets[si];
-        let Some(limit) = sheet.rules.cost_limit else {
+        let Some(reason) = self.check_sheet_cost(ji, si, out) else {
             return false;
         };
-        if sheet.total_cost <= limit {
-            return false;
-        }
-        let reason = format!(
-            "Cost limit: sheet cost ${:.4} exceeds limit ${:.4}",
-            sheet.total_cost, limit
-        );
+        // Why it stopped (its last attempt's own error stays in the attempt history).
+        self.jobs[ji].sheets[si].live_mut().last_failure = Some(reason.clone());
         self.finish_sheet(
             ji,
             si,
@@ -534,6 +533,29 @@ impl BatonCore {
             out,
         );
         true
+    }
+
+    /// §9.6 (legacy runner, execution.md §9.6): after an attempt that leaves the sheet's cost
+    /// over its `max_cost_per_sheet`, the job is paused with `Cost limit: {reason}` (as the
+    /// job limit pauses it: `cost_limit_reached`, resumable); the reason, or `None` when the
+    /// sheet is within its limit. A job already paused by a cost limit keeps its first
+    /// reason.
+    fn check_sheet_cost(&mut self, ji: usize, si: usize, out: &mut Vec<Effect>) -> Option<String> {
+        let job = &self.jobs[ji];
+        let sheet = &job.sheets[si];
+        let limit = sheet.rules.cost_limit?;
+        if sheet.total_cost <= limit {
+            return None;
+        }
+        let reason = format!(
+            "Cost limit: sheet {} cost ${:.4} exceeds limit ${:.4}",
+            sheet.num, sheet.total_cost, limit
+        );
+        if !job.cost_paused && !job.finished {
+            self.jobs[ji].cost_paused = true;
+            self.persist_job(ji, JobStatus::Paused, Some(reason.clone()), out);
+        }
+        Some(reason)
     }
 
     /// §2.7 with the sheet's own policy; the timer is always scheduled (upstream \[GAP\]).

@@ -1028,7 +1028,61 @@ fn sheet_cost_limit_fails_the_sheet() {
     let e = rig.result(r);
     let (_, reason) = finished(&e).expect("finished");
     assert!(reason.is_some());
-    assert!(e.iter().any(|x| matches!(x, Effect::Persist(StateChange::Sheet(c)) if c.reason.as_deref().is_some_and(|r| r.starts_with("Cost limit: sheet cost")))));
+    assert!(e.iter().any(|x| matches!(x, Effect::Persist(StateChange::Sheet(c)) if c.reason.as_deref().is_some_and(|r| r.starts_with("Cost limit: sheet 1 cost $0.2000 exceeds limit $0.1000")))));
+}
+
+#[test]
+fn sheet_cost_limit_pauses_the_job_after_a_failed_attempt_without_retrying() {
+    let mut rig = Rig::new();
+    let mut spec = independent("j", 2, 2);
+    spec.sheets[0].max_cost_usd = Some(0.1);
+    let e = rig.register(spec);
+    let d2 = dispatch_id(&e, "j", 2);
+    let mut r = AttemptResult::failed("j", 1, dispatch_id(&e, "j", 1), FailureKind::Transient, "x");
+    r.cost_usd = 0.2;
+    let e = rig.result(r);
+    assert!(nums(&e).is_empty(), "no retry of the sheet over its limit");
+    assert_eq!(rig.core.job_status("j"), Some(JobStatus::Paused));
+    assert!(e
+        .iter()
+        .any(|x| matches!(x, Effect::Persist(StateChange::Job(c))
+        if c.reason.as_deref() == Some("Cost limit: sheet 1 cost $0.2000 exceeds limit $0.1000"))));
+    // The sheet in flight finishes; the paused job dispatches nothing more.
+    let e = rig.result(AttemptResult::success("j", 2, d2));
+    assert!(nums(&e).is_empty());
+    let (_, reason) = finished(&e).expect("every sheet is done: the job ends");
+    let reason = reason.unwrap_or_default();
+    assert!(reason.contains("sheet 1: Cost limit"), "{reason}");
+}
+
+#[test]
+fn sheet_cost_limit_pauses_the_job_after_a_passing_attempt_and_keeps_the_sheet() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 2);
+    for s in &mut spec.sheets {
+        s.max_cost_usd = Some(0.5);
+    }
+    let e = rig.register(spec);
+    let mut r = AttemptResult::success("j", 1, dispatch_id(&e, "j", 1));
+    r.cost_usd = 3.0;
+    let e = rig.result(r);
+    assert!(nums(&e).is_empty(), "sheet 2 waits: the job is paused");
+    assert_eq!(rig.core.job_status("j"), Some(JobStatus::Paused));
+    assert!(e
+        .iter()
+        .any(|x| matches!(x, Effect::Persist(StateChange::Sheet(c))
+        if c.sheet_num == 1 && c.status == SheetStatus::Completed)));
+    assert!(e
+        .iter()
+        .any(|x| matches!(x, Effect::Persist(StateChange::Job(c))
+        if c.reason.as_deref() == Some("Cost limit: sheet 1 cost $3.0000 exceeds limit $0.5000"))));
+    // A resume goes on with the other sheets: the limit is checked per sheet, after its
+    // own attempts.
+    let e = rig.send(Event::ResumeJob {
+        job_id: "j".into(),
+        new_limits: None,
+    });
+    assert_eq!(nums(&e), vec![2]);
 }
 
 #[test]
@@ -1052,6 +1106,30 @@ fn graceful_shutdown_stops_dispatch_hard_shutdown_kills_without_state_change() {
     assert!(
         !e.iter().any(|x| matches!(x, Effect::Persist(_))),
         "in-flight stay in progress for restart"
+    );
+    assert_eq!(rig.core.in_flight(), 0);
+}
+
+/// `mozart stop` past `shutdown_timeout_seconds`: the graceful shutdown becomes a forced one
+/// before the conductor ends the sheets still running, so they stay in progress for the
+/// restart — not a failed attempt, no retry spent (docs/cli.md `mozart stop`).
+#[test]
+fn a_graceful_shutdown_out_of_time_interrupts_in_flight_sheets_without_state_change() {
+    let mut rig = Rig::new();
+    rig.register(independent("j", 2, 2));
+    let e = rig.send(Event::ShutdownRequested { graceful: true });
+    assert!(!e.iter().any(|x| matches!(x, Effect::Kill { .. })));
+    assert_eq!(rig.core.in_flight(), 2, "a graceful stop lets them finish");
+    let e = rig.send(Event::ShutdownRequested { graceful: false });
+    assert_eq!(
+        e.iter()
+            .filter(|x| matches!(x, Effect::Kill { .. }))
+            .count(),
+        2
+    );
+    assert!(
+        !e.iter().any(|x| matches!(x, Effect::Persist(_))),
+        "interrupted, not failed: {e:?}"
     );
     assert_eq!(rig.core.in_flight(), 0);
 }

@@ -913,19 +913,11 @@ impl View<'_> {
             .as_ref()
             .and_then(|c| c.get("cost_limits"))
             .and_then(Value::as_object);
-        let limit = limits
-            .and_then(|c| c.get("max_cost_per_job"))
-            .and_then(Value::as_f64)
-            .filter(|l| *l != 0.0);
         let enabled = limits
             .and_then(|c| c.get("enabled"))
             .and_then(Value::as_bool)
             .unwrap_or(false);
-        let limit_text = match (limit, enabled) {
-            (Some(l), true) => format!("(limit: ${l:.2})"),
-            (Some(l), false) => format!("(limit: ${l:.2}, not enforced)"),
-            (None, _) => "(no limit set)".to_string(),
-        };
+        let limit_text = cost_limit_text(limits, enabled);
         let confidence = job.cost_confidence();
         // Some sheet reported neither its cost nor its tokens (issue 22): what is shown is
         // only what the others reported.
@@ -968,11 +960,13 @@ impl View<'_> {
                 ));
             }
             if job.cost_limit_reached {
-                self.line(format!(
-                    "  {}",
-                    self.style
-                        .paint("Cost limit reached — score was paused", Color::Red)
-                ));
+                // A limit crossed by the last sheet: nothing was left to pause.
+                let what = if job.status == JobStatus::Completed {
+                    "Cost limit reached — by the last sheet; the score completed"
+                } else {
+                    "Cost limit reached — score was paused"
+                };
+                self.line(format!("  {}", self.style.paint(what, Color::Red)));
             }
         } else if sheet_total > 0.0 {
             self.line(format!(
@@ -1306,11 +1300,55 @@ fn only_free_instruments(job: &JobCheckpoint) -> bool {
     !names.is_empty() && names.iter().all(|n| n == "shell")
 }
 
+/// The cost limits of a score as the status shows them: `(limit: $10.00)` for a job limit,
+/// `(limit: $0.50 per sheet)`, `(limits: $10.00 per job, $0.50 per sheet)`, with
+/// `, not enforced` when `cost_limits.enabled` is false; `(no limit set)` without one.
+fn cost_limit_text(limits: Option<&serde_json::Map<String, Value>>, enabled: bool) -> String {
+    let limit = |key: &str| {
+        limits
+            .and_then(|c| c.get(key))
+            .and_then(Value::as_f64)
+            .filter(|l| *l != 0.0)
+    };
+    let text = match (limit("max_cost_per_job"), limit("max_cost_per_sheet")) {
+        (None, None) => return "(no limit set)".to_string(),
+        (Some(job), None) => format!("limit: ${job:.2}"),
+        (None, Some(sheet)) => format!("limit: ${sheet:.2} per sheet"),
+        (Some(job), Some(sheet)) => format!("limits: ${job:.2} per job, ${sheet:.2} per sheet"),
+    };
+    if enabled {
+        format!("({text})")
+    } else {
+        format!("({text}, not enforced)")
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::render::status_json::tests::sample;
+
+    #[test]
+    fn the_cost_line_names_every_limit_in_force() {
+        let text = |v: Value, enabled: bool| cost_limit_text(v.as_object(), enabled);
+        assert_eq!(text(serde_json::json!({}), true), "(no limit set)");
+        assert_eq!(
+            text(serde_json::json!({"max_cost_per_job": 10.0}), true),
+            "(limit: $10.00)"
+        );
+        assert_eq!(
+            text(serde_json::json!({"max_cost_per_sheet": 0.5}), true),
+            "(limit: $0.50 per sheet)"
+        );
+        assert_eq!(
+            text(
+                serde_json::json!({"max_cost_per_job": 10.0, "max_cost_per_sheet": 0.5}),
+                false
+            ),
+            "(limits: $10.00 per job, $0.50 per sheet, not enforced)"
+        );
+    }
 
     #[test]
     fn progress_bar_shows_counts_and_percent() {
