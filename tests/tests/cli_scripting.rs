@@ -633,3 +633,38 @@ fn the_readme_test_command_names_skipped_tests_and_every_setup_script() {
     }
     assert!(scripts >= 4, "{scripts} setup scripts found");
 }
+
+/// A conductor that goes away after reading the submission (stopped or killed while taking
+/// it) leaves the outcome unknown: `run` says so and how to check, instead of "not
+/// submitted" — such a score is often registered and resumes with the conductor.
+#[test]
+fn run_says_the_outcome_is_unknown_when_the_conductor_stops_before_answering() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::net::UnixListener;
+    let env = TestEnv::new();
+    let listener = UnixListener::bind(&env.socket).unwrap();
+    // As private as the conductor's own socket, or the CLI refuses it.
+    std::fs::set_permissions(&env.socket, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let taker = std::thread::spawn(move || {
+        let (client, _) = listener.accept().unwrap();
+        let mut line = String::new();
+        BufReader::new(&client).read_line(&mut line).unwrap();
+        line
+    });
+    let path = env.write_score("gone", &mozart_tests::sleepy_shell_score("gone", 1, 0.0));
+    let out = env.mozart(&["run", path.to_str().unwrap()]);
+    let request = taker.join().unwrap();
+    assert!(request.contains("job.submit"), "{request}");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("may or may not have been submitted"),
+        "{text}"
+    );
+    assert!(text.contains("mozart status gone"), "{text}");
+}

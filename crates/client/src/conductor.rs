@@ -318,7 +318,7 @@ fn detail(id: &str, value: Value) -> Result<JobDetail, OpError> {
             format!(
                 "The conductor's answer about '{id}' is neither a checkpoint nor a job record."
             ),
-            &["Check conductor logs: tail -f ~/.mozart/mozart.log"],
+            &["Check the conductor's log: mozart logs -n 50"],
         )),
     }
 }
@@ -365,7 +365,7 @@ fn user_error(err: ClientError) -> OpError {
         }
         other => OpError::new(
             other.to_string(),
-            &["Check conductor logs: tail -f ~/.mozart/mozart.log"],
+            &["Check the conductor's log: mozart logs -n 50"],
         ),
     };
     OpError {

@@ -426,7 +426,7 @@ fn conductor_error(err: ClientError, mode: OutputMode) -> CliError {
     let text = ipc_text(err);
     failed(
         format!("Conductor error: {kind}: {text}"),
-        &["Check conductor logs: tail -f ~/.mozart/mozart.log"],
+        &["Check the conductor's log: mozart logs -n 50"],
         mode,
     )
 }

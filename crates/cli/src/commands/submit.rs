@@ -138,6 +138,26 @@ fn send(
         });
     match submitted {
         Ok(answer) => Ok(answer),
+        // The request went out and the conductor went away before answering (stopped or
+        // killed while taking it): the score may have been registered — it then resumes
+        // with the conductor — so "not submitted" would not be true.
+        Err(JobCallError::Other(mozart_client::ClientError::Transport(
+            mozart_ipc::IpcError::Protocol { .. },
+        ))) => {
+            let job_id = args
+                .config_file
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            Err(not_submitted(
+                "The conductor stopped before answering: the score may or may not have been submitted",
+                vec![
+                    format!("Check: mozart status {job_id} (after 'mozart start' if the conductor is down)"),
+                    "If it is not listed, run the score again".to_string(),
+                ],
+                args.output,
+            ))
+        }
         Err(JobCallError::Cli(err)) if args.output.is_json() && !err.is_untrusted() => {
             Err(not_submitted(RUN_NOT_RUNNING_JSON, vec![], args.output))
         }
