@@ -525,3 +525,61 @@ fn instruments_get_none_of_the_conductors_inherited_descriptors() {
         "the pipe outlived the conductor"
     );
 }
+
+/// `mozart start` right after a conductor was killed can still find its lock held for a few
+/// milliseconds: it waits for that conductor to be ready, and when the lock turns out free
+/// it starts a new conductor instead of waiting out 30 s and leaving none. (Here the "dead
+/// conductor" is a lock held for a second by the test, with no socket.)
+#[test]
+fn start_starts_a_conductor_when_the_one_it_found_was_already_gone() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.home).unwrap();
+    let lock = std::fs::File::create(env.home.join("conductor.lock")).unwrap();
+    lock.lock().unwrap();
+    let holder = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(1_500));
+        drop(lock);
+    });
+    let started = std::time::Instant::now();
+    let out = env.mozart(&["start"]);
+    holder.join().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("is already running"), "{text}");
+    assert!(text.contains("starting a new one"), "{text}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{text}"
+    );
+    let status = env.mozart(&["conductor-status", "--json"]);
+    assert_eq!(
+        status.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&status.stdout)
+    );
+}
+
+/// `mozart start` whose output nobody reads (`mozart start | head -1`) starts the conductor
+/// and ends quietly like other Unix tools: no "failed printing to stdout" panic.
+#[test]
+fn start_into_a_closed_pipe_starts_the_conductor_without_a_panic() {
+    let env = TestEnv::new();
+    let mut child = env
+        .command(&["start"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    let status = env.mozart(&["conductor-status", "--json"]);
+    assert_eq!(status.status.code(), Some(0), "{}", stdout(&status));
+}

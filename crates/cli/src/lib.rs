@@ -432,10 +432,14 @@ pub fn main() -> i32 {
         quiet: cli.quiet,
         conductor_clone: cli.conductor_clone.clone(),
     };
-    if !matches!(
-        cli.command,
-        Some(Command::Start(_)) | Some(Command::Restart(_))
-    ) {
+    // Only a process that becomes the conductor keeps ignoring SIGPIPE; a background
+    // `start` / `restart` is a short-lived client like the rest (`mozart start | head -1`).
+    let becomes_conductor = match &cli.command {
+        Some(Command::Start(a)) => a.foreground || a.detached_child,
+        Some(Command::Restart(a)) => a.start.foreground || a.start.detached_child,
+        _ => false,
+    };
+    if !becomes_conductor {
         sigpipe::restore_default();
     }
     let Some(command) = cli.command else {

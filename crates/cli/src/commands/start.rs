@@ -54,7 +54,9 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             );
             return Ok(1);
         }
-        return report_already_running(&paths, &pid);
+        if let Some(code) = report_already_running(&paths, &pid)? {
+            return Ok(code);
+        }
     }
     if args.foreground || args.detached_child {
         run_here(config, paths, &args)
@@ -108,11 +110,28 @@ fn already_running(paths: &ConductorPaths) -> Result<Option<String>, CliError> {
 /// A background start with a conductor already running succeeds once that conductor is
 /// ready (it may still be recovering its jobs), so the next command of a script finds it
 /// accepting work.
-fn report_already_running(paths: &ConductorPaths, pid: &str) -> Result<i32, CliError> {
+/// `Some(0)` once the running conductor is ready; `None` when it turns out to be gone
+/// while we wait (killed just before this start looked: its lock was still held for a few
+/// milliseconds), so this start goes on and starts one.
+fn report_already_running(paths: &ConductorPaths, pid: &str) -> Result<Option<i32>, CliError> {
     println!("{} is already running (PID {pid})", paths.who());
     println!("  Socket: {}", paths.socket.display());
-    if daemon::wait_ready(&paths.socket) {
-        return Ok(0);
+    let deadline = std::time::Instant::now() + daemon::READY_TIMEOUT;
+    loop {
+        if daemon::probe_ready(&paths.socket).is_some_and(|r| r.is_ready()) {
+            return Ok(Some(0));
+        }
+        if let RunState::Stopped { stale_pid } = conductor_state(paths, OutputMode::Human)? {
+            if stale_pid.is_some() {
+                let _ = std::fs::remove_file(&paths.pid_file);
+            }
+            println!("  It has stopped since (its lock is free): starting a new one");
+            return Ok(None);
+        }
+        if std::time::Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
     Err(CliError::failed(
         format!(
