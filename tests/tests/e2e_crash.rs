@@ -183,3 +183,36 @@ fn two_hundred_sheets_survive_twenty_kill_9s() {
     // 80 movements, every second one four voices wide: 40 + 160 sheets.
     torture(0x5EED_0200, 80, 4, 20, 600.0);
 }
+
+/// A `kill -9` while a failing sheet waits out its retry backoff does not give it its retries
+/// back: with `max_retries: 3` it runs three times in all, across the restart, and the job
+/// fails saying so (the restart restored every pending sheet with no attempts spent).
+#[test]
+fn a_restart_during_a_retry_backoff_keeps_the_retries_spent() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = env.work.join("stubborn-ws");
+    let yaml = format!(
+        "name: stubborn\nworkspace: {ws}\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         sheet: {{size: 1, total_items: 1}}\n\
+         retry: {{max_retries: 3, base_delay_seconds: 3, exponential_base: 1.01, jitter: false, \
+         max_completion_attempts: 0}}\n\
+         prompt:\n  template: |\n    RUN: echo ran >> {ws}/ledger\n\
+         validations:\n  - type: file_exists\n    path: \"{{workspace}}/never.txt\"\n",
+        ws = ws.display()
+    );
+    let path = env.write_score("stubborn", &yaml);
+    run(&env, &path, &[]);
+    let led = ws.join("ledger");
+    poll(&env, 30.0, "the first attempt", || {
+        (ledger(&led).len() == 1).then_some(())
+    });
+    // Inside the 3 s backoff before the second attempt.
+    std::thread::sleep(Duration::from_millis(500));
+    kill_conductor(&env);
+    env.start_conductor();
+    let doc = wait_terminal(&env, "stubborn", 60.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    assert_eq!(ledger(&led).len(), 3, "runs across the restart: {doc:#}");
+    assert_eq!(sheet(&doc, 1)["attempt_count"], 3, "{doc:#}");
+}

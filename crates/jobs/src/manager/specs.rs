@@ -106,12 +106,20 @@ fn restored(s: &mozart_state::SheetState) -> Option<RestoredSheet> {
     if status == SheetStatus::Pending && s.attempt_count == 0 && s.completion_attempts == 0 {
         return None;
     }
+    // The retries a sheet has spent survive a restart: its row counts the attempts that
+    // ended (`update_sheet`: normal + completion + healing, one more once completed), never
+    // the one that was running — that one was interrupted and is free. A sheet whose job
+    // failed gets a fresh budget when the job is resumed.
+    let spent = s
+        .attempt_count
+        .saturating_sub(s.completion_attempts)
+        .saturating_sub(s.healing_attempts);
     Some(RestoredSheet {
         status,
-        normal_attempts: if status == SheetStatus::Pending {
-            0
-        } else {
-            s.attempt_count
+        normal_attempts: match (status, s.status) {
+            (SheetStatus::Pending, mozart_state::SheetStatus::Failed) => 0,
+            (SheetStatus::Pending, _) => spent,
+            _ => s.attempt_count,
         },
         completion_attempts: s.completion_attempts,
         healing_attempts: s.healing_attempts,
@@ -263,6 +271,35 @@ mod tests {
         let score = mozart_config::load_score(&path).unwrap();
         let plan = PlanOutline::of(&score.config).unwrap();
         (score.config, plan)
+    }
+
+    /// A restart keeps the retries a sheet has spent (one waiting out its backoff, one whose
+    /// next attempt was running); only a failed sheet, resumed by the user, starts afresh.
+    #[test]
+    fn a_restart_keeps_the_retries_a_sheet_has_spent() {
+        let row = |status, attempts, completion| {
+            let mut s = mozart_state::SheetState::new(1);
+            s.status = status;
+            s.attempt_count = attempts;
+            s.completion_attempts = completion;
+            restored(&s).map(|r| (r.status, r.normal_attempts, r.completion_attempts))
+        };
+        use mozart_state::SheetStatus as Row;
+        assert_eq!(row(Row::Pending, 2, 0), Some((SheetStatus::Pending, 2, 0)));
+        assert_eq!(
+            row(Row::InProgress, 1, 0),
+            Some((SheetStatus::Pending, 1, 0))
+        );
+        assert_eq!(
+            row(Row::InProgress, 3, 1),
+            Some((SheetStatus::Pending, 2, 1))
+        );
+        assert_eq!(row(Row::Failed, 3, 0), Some((SheetStatus::Pending, 0, 0)));
+        assert_eq!(
+            row(Row::Completed, 2, 0),
+            Some((SheetStatus::Completed, 2, 0))
+        );
+        assert_eq!(row(Row::Pending, 0, 0), None);
     }
 
     #[test]
