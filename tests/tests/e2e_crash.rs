@@ -216,3 +216,37 @@ fn a_restart_during_a_retry_backoff_keeps_the_retries_spent() {
     assert_eq!(ledger(&led).len(), 3, "runs across the restart: {doc:#}");
     assert_eq!(sheet(&doc, 1)["attempt_count"], 3, "{doc:#}");
 }
+
+/// A `kill -9` while a job is pausing (its running sheet finishing its attempt) leaves no
+/// sheet shown as running after the restart: the job is paused, the interrupted sheet is
+/// pending, and `resume` runs it to the end.
+#[test]
+fn a_job_killed_while_pausing_shows_no_running_sheet_after_the_restart() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("pz", &mozart_tests::sleepy_shell_score("pz", 4, 2.0));
+    run(&env, &path, &[]);
+    wait_status(&env, "pz", 30.0, |d| {
+        d["sheets"]["1"]["status"] == "in_progress" || d["sheets"]["1"]["status"] == "completed"
+    });
+    let out = env.mozart(&["pause", "pz"]);
+    assert_eq!(out.status.code(), Some(0), "{}", mozart_tests::stdout(&out));
+    kill_conductor(&env);
+    env.start_conductor();
+    let doc = wait_status(&env, "pz", 30.0, |d| d["status"] == "paused");
+    let running: Vec<&str> = doc["sheets"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, s)| s["status"] == "in_progress")
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert!(
+        running.is_empty(),
+        "sheets shown running in a paused job: {running:?}: {doc:#}"
+    );
+    let out = env.mozart(&["resume", "pz"]);
+    assert_eq!(out.status.code(), Some(0), "{}", mozart_tests::stdout(&out));
+    let doc = wait_terminal(&env, "pz", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+}

@@ -75,6 +75,19 @@ pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), 
                 }
             }
             DaemonJobStatus::Paused => {
+                // A sheet the restart interrupted (the job was pausing) runs on `resume`,
+                // not now: its row says pending, not in progress.
+                let requeued =
+                    lock(&mgr.shared.registry).requeue_interrupted_sheets(&record.job_id);
+                match requeued {
+                    Ok(0) => {}
+                    Ok(sheets) => {
+                        tracing::info!(job_id = %record.job_id, sheets, "job.interrupted_sheets_requeued")
+                    }
+                    Err(e) => {
+                        tracing::error!(job_id = %record.job_id, error = %e, "cannot requeue the interrupted sheets of a paused job")
+                    }
+                }
                 let entry = JobEntry::new(record, None, None);
                 lock(&mgr.shared.loaded).insert(entry.record.job_id.clone());
                 mgr.shared

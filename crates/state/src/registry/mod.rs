@@ -891,6 +891,39 @@ impl Registry {
         Ok(state)
     }
 
+    /// Marks the sheets of `job_id` that were in progress as pending again — for a job the
+    /// conductor will not run until it is resumed (paused), whose attempts a restart ended:
+    /// nothing runs them now. Returns how many it changed.
+    pub fn requeue_interrupted_sheets(&self, job_id: &str) -> Result<usize> {
+        let ctx = format!("requeueing the interrupted sheets of job '{job_id}'");
+        let tx = self.begin(&ctx)?;
+        let interrupted = {
+            let mut stmt = tx
+                .prepare_cached(&format!(
+                    "SELECT {SHEET_ROW_COLUMNS} FROM sheets WHERE job_id=?1 AND status=?2"
+                ))
+                .map_err(self.err(&ctx))?;
+            let mut rows = stmt
+                .query(params![job_id, SheetStatus::InProgress.as_str()])
+                .map_err(self.err(&ctx))?;
+            let mut found = Vec::new();
+            while let Some(r) = rows.next().map_err(self.err(&ctx))? {
+                found.push(sheet_from_row(r, job_id).map_err(|e| match e {
+                    SheetRowError::Sql(e) => self.err(&ctx)(e),
+                    SheetRowError::Corrupt(e) => e,
+                })?);
+            }
+            found
+        };
+        let now = epoch_now();
+        for mut sheet in interrupted.iter().cloned() {
+            sheet.status = SheetStatus::Pending;
+            write_sheet(&tx, job_id, &sheet, now).map_err(|e| self.map_json_or_sql(e, &ctx))?;
+        }
+        tx.commit().map_err(self.err(&ctx))?;
+        Ok(interrupted.len())
+    }
+
     /// Forgets a job's checkpoint and sheet rows (`--fresh`); history and hook results stay.
     pub fn clear_checkpoint(&self, job_id: &str) -> Result<()> {
         let ctx = format!("clearing checkpoint of job '{job_id}'");
