@@ -66,6 +66,7 @@ mod status_live_large;
 mod status_scale;
 mod status_truth;
 mod status_words;
+mod stop_interrupts;
 mod torture_clients;
 mod torture_disk_full;
 mod torture_fuzz_regressions;

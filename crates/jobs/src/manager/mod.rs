@@ -1240,8 +1240,25 @@ impl JobHost for JobManager {
             let _ = self.send(Event::ShutdownRequested { graceful });
             let handle = lock(&self.baton).take();
             if let Some(handle) = handle {
-                if tokio::time::timeout(timeout, handle.join()).await.is_err() {
-                    tracing::warn!("baton did not stop within the shutdown timeout");
+                let mut join = std::pin::pin!(handle.join());
+                if tokio::time::timeout(timeout, &mut join).await.is_err() {
+                    // Sheets still running now are the conductor's to interrupt, not failed
+                    // attempts: the baton stops for good first (a forced stop kills them and
+                    // changes no state), so that what the instruments report once they are
+                    // ended below — "terminated by SIGTERM" — reaches no one. They stay in
+                    // progress in the registry and run again on the next start without
+                    // spending a retry, as after a conductor crash.
+                    tracing::warn!(
+                        "baton did not stop within the shutdown timeout; \
+                         interrupting the sheets still running"
+                    );
+                    let _ = self.send(Event::ShutdownRequested { graceful: false });
+                    if tokio::time::timeout(Duration::from_secs(10), &mut join)
+                        .await
+                        .is_err()
+                    {
+                        tracing::warn!("baton did not stop after the forced shutdown");
+                    }
                 }
             }
             // Attempts still running (the shutdown timeout passed, or a forced stop) and
