@@ -1076,3 +1076,29 @@ fn schema_3_status_checks_hold_without_in_lists() {
     conn.execute("UPDATE jobs SET status = 'paused' WHERE job_id = 'two'", [])
         .unwrap();
 }
+
+/// `all_or_nothing` keeps every write when the closure succeeds and none when it fails: a
+/// job whose checkpoint cannot be saved leaves no row (a refused submission never lists).
+#[test]
+fn all_or_nothing_rolls_back_every_write_when_it_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    let failed: Result<(), &str> = reg
+        .all_or_nothing(|r| {
+            r.create_job(&job("ghost")).unwrap();
+            Err("the checkpoint could not be saved")
+        })
+        .unwrap();
+    assert_eq!(failed, Err("the checkpoint could not be saved"));
+    assert!(reg.get_job("ghost").unwrap().is_none());
+    let kept: Result<(), &str> = reg
+        .all_or_nothing(|r| {
+            r.create_job(&job("real")).unwrap();
+            r.save_checkpoint(&sample_checkpoint("real", 2)).unwrap();
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(kept, Ok(()));
+    assert!(reg.get_job("real").unwrap().is_some());
+    assert!(reg.load_checkpoint("real").unwrap().is_some());
+}

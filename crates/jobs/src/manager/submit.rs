@@ -529,12 +529,18 @@ fn persist(
             free / 1024
         )));
     }
+    // One transaction: a job whose checkpoint cannot be saved leaves no row behind (a
+    // refused submission must not list as running).
     registry
-        .create_job_with_score(record, job_score)
-        .map_err(|e| Rejection(format!("Cannot record the job in the registry: {e}")))?;
-    registry
-        .save_checkpoint(checkpoint)
-        .map_err(|e| Rejection(format!("Cannot save the job's checkpoint: {e}")))
+        .all_or_nothing(|registry| {
+            registry
+                .create_job_with_score(record, job_score)
+                .map_err(|e| Rejection(format!("Cannot record the job in the registry: {e}")))?;
+            registry
+                .save_checkpoint(checkpoint)
+                .map_err(|e| Rejection(format!("Cannot save the job's checkpoint: {e}")))
+        })
+        .map_err(|e| Rejection(format!("Cannot record the job in the registry: {e}")))?
 }
 
 /// Sheets from which a submission gives its working memory back to the system once the job

@@ -358,6 +358,26 @@ impl Registry {
         Ok(value)
     }
 
+    /// Runs `f` inside one transaction that is committed only when `f` returns `Ok`: its
+    /// writes become durable together, or — when `f` fails — none of them does (a job's row
+    /// is never left without its checkpoint).
+    pub fn all_or_nothing<T, E>(
+        &self,
+        f: impl FnOnce(&Registry) -> std::result::Result<T, E>,
+    ) -> Result<std::result::Result<T, E>> {
+        let outer = self.begin("an all-or-nothing batch of writes")?;
+        match f(self) {
+            Ok(value) => {
+                outer
+                    .commit()
+                    .map_err(self.err("committing an all-or-nothing batch of writes"))?;
+                Ok(Ok(value))
+            }
+            // Dropping `outer` uncommitted rolls every write of `f` back.
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
     // ---------------------------------------------------------------- jobs
 
     /// Registers a job. Re-submitting an existing id overwrites its metadata (conductor.md
