@@ -254,3 +254,40 @@ fn a_job_held_back_by_another_jobs_rate_limit_says_so() {
         assert!(doc.get("instrument_holds").is_none(), "{doc:#}");
     }
 }
+
+/// The built-in `shell` instrument runs the score's own commands: six jobs whose command
+/// fails in a row (enough to open an AI CLI's breaker) leave the next shell job free to
+/// run at once — no "circuit breaker open on shell" hold.
+#[test]
+fn failing_shell_commands_never_hold_other_jobs_behind_a_breaker() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    for n in 1..=6 {
+        let name = format!("boom{n}");
+        let yaml = format!(
+            "name: {name}\nworkspace: ./{name}-ws\ninstrument: shell\n\
+             sheet: {{size: 1, total_items: 1}}\nretry: {{max_retries: 0}}\n\
+             prompt:\n  template: \"RUN: exit 3\"\n"
+        );
+        let path = env.write_score(&name, &yaml);
+        crate::harness::run(&env, &path, &[]);
+        let doc = crate::harness::wait_terminal(&env, &name, 30.0);
+        assert_eq!(doc["status"], "failed", "{doc:#}");
+    }
+    let path = env.write_score("fine", &mozart_tests::sleepy_shell_score("fine", 1, 0.0));
+    let started = Instant::now();
+    crate::harness::run(&env, &path, &[]);
+    let doc = crate::harness::wait_terminal(&env, "fine", 30.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the shell job waited {:?}: {}",
+        started.elapsed(),
+        env.log()
+    );
+    assert!(
+        !env.log().contains("circuit breaker open on shell"),
+        "{}",
+        env.log()
+    );
+}

@@ -357,9 +357,16 @@ impl JobManager {
             }
         });
         let config = ctx.config();
+        // The built-in `shell` instrument runs the score's own commands: a command that fails
+        // says nothing about the instrument, so its failures never open a breaker that would
+        // hold every other job's shell sheets (an AI CLI's breaker protects a service).
+        let mut shell = mozart_baton::InstrumentSpec::new("shell");
+        shell.max_concurrent = config.max_concurrent_sheets;
+        shell.circuit_breaker_threshold = u32::MAX;
         let baton_config = BatonConfig {
             max_concurrent_sheets: config.max_concurrent_sheets,
             max_concurrent_jobs: config.max_concurrent_jobs,
+            instruments: vec![shell],
             // Upstream caps every instrument at 4 whatever the score asks (bench README);
             // ours lets one instrument use every global slot unless its profile says less.
             default_instrument_concurrency: config.max_concurrent_sheets,
