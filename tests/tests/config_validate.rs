@@ -336,3 +336,24 @@ fn an_unknown_instrument_gets_a_did_you_mean() {
     assert!(text.contains("[V210]"), "{text}");
     assert!(text.contains("Did you mean 'claude_cli'?"), "{text}");
 }
+
+/// V214 (ours): an unknown `{placeholder}` in a validation path passes upstream's validate and
+/// then fails the run with `File not found: …/{sheetnum}.txt`; validate warns, with the closest
+/// known name.
+#[test]
+fn an_unknown_placeholder_in_a_validation_path_is_a_warning_with_a_did_you_mean() {
+    let env = TestEnv::new();
+    let path = env.write_score(
+        "typo-placeholder.yaml",
+        "name: typo-placeholder\nworkspace: ./ws\nsheet: {size: 1, total_items: 2}\nprompt: {template: hi}\nvalidations:\n  - type: file_exists\n    path: \"{workspace}/{sheetnum}.txt\"\n",
+    );
+    let out = env.mozart(&["validate", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("[V214]"), "{text}");
+    assert!(
+        text.contains("Validation rule 1 path uses unknown placeholder '{sheetnum}'"),
+        "{text}"
+    );
+    assert!(text.contains("Did you mean {sheet_num}?"), "{text}");
+}

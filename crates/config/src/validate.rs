@@ -313,6 +313,7 @@ const CHECKS_BEFORE: &[Check] = &[rules::v007, rules::v008, settings::v103_v104,
 /// The checks after the version and instrument checks, in upstream's order.
 const CHECKS_AFTER: &[Check] = &[
     rules::v201,
+    rules::v214,
     settings::v202,
     rules::v203,
     settings::v204,
@@ -1749,5 +1750,53 @@ mod tests {
         assert!(notes.contains("tasks.file"), "{notes}");
         assert!(notes.contains("V002"), "{notes}");
         assert!(!notes.contains("SECRET-LINE"), "{notes}");
+    }
+
+    /// V214: an unknown single-brace placeholder in a validation path or command is named
+    /// with its rule, field and closest known name; known names, `${VAR}` and `{{ x }}` are not.
+    #[test]
+    fn v214_names_unknown_placeholders_in_validations() {
+        let text = "name: t\nsheet: {size: 1, total_items: 2}\nprompt:\n  template: hi\n  \
+                    variables: {lang: en}\nvalidations:\n  - type: file_exists\n    \
+                    path: \"{workspace}/{sheetnum}.txt\"\n  - type: command_succeeds\n    \
+                    command: \"test -f ${HOME}/{lang}/{{ workspace }} && echo {totl_sheets}\"\n";
+        let path = Path::new("t.yaml");
+        let score = crate::load_score_text_only(text, path).unwrap();
+        let issues: Vec<Issue> = run_checks(&score, path, &CheckEnv::default())
+            .into_iter()
+            .filter(|i| i.check_id == "V214")
+            .collect();
+        assert_eq!(issues.len(), 2, "{issues:?}");
+        assert_eq!(issues[0].severity, Severity::Warning);
+        assert_eq!(
+            issues[0].message,
+            "Validation rule 1 path uses unknown placeholder '{sheetnum}': it stays as written \
+             at run time"
+        );
+        assert_eq!(issues[0].line, Some(8));
+        let hint = issues[0].suggestion.as_deref().unwrap_or("");
+        assert!(
+            hint.starts_with("Did you mean {sheet_num}? Known placeholders: "),
+            "{hint}"
+        );
+        assert!(hint.contains("lang, movement"), "{hint}");
+        assert!(issues[0].metadata.contains(&("field", "path".into())));
+        assert_eq!(
+            issues[1].message,
+            "Validation rule 2 command uses unknown placeholder '{totl_sheets}': it stays as \
+             written at run time"
+        );
+        assert!(issues[1]
+            .suggestion
+            .as_deref()
+            .is_some_and(|s| s.starts_with("Did you mean {total_sheets}?")));
+        assert_eq!(
+            unknown_in("{a}{b}{{c}}{d"),
+            vec!["a".to_string(), "b".to_string()]
+        );
+    }
+
+    fn unknown_in(text: &str) -> Vec<String> {
+        rules::unknown_placeholders_for_tests(text)
     }
 }

@@ -1,7 +1,9 @@
 //! Checks of the `validations:` rules themselves.
 
-use super::{find_line, Ctx, Issue, Severity};
-use crate::model::ValidationType;
+use std::collections::HashSet;
+
+use super::{close_match, find_line, Ctx, Issue, Severity, CORE_BUILTINS};
+use crate::model::{JobConfig, ValidationType};
 
 /// V007: validation and rate-limit regexes compile (the schema already rejects both cases, kept for parity).
 pub(super) fn v007(x: &Ctx<'_>, out: &mut Vec<Issue>) {
@@ -108,6 +110,137 @@ pub(super) fn v201(x: &Ctx<'_>, out: &mut Vec<Issue>) {
             );
         }
     }
+}
+
+/// V214 (ours, not upstream's): a `{name}` in a validation path, command or working
+/// directory that the placeholder expander leaves as written (no built-in, no
+/// `prompt.variables` key, no task value), so the run looks for a file literally named
+/// `{name}` or runs the braces. In a command (shell, Python f-strings) only a name close to a
+/// known one counts. Only single-brace identifiers count: `{{ … }}` is V201's, and
+/// `${NAME}` or `{print}`-like shell text after a `$` is left alone.
+pub(super) fn v214(x: &Ctx<'_>, out: &mut Vec<Issue>) {
+    let c = x.c;
+    if c.validations.is_empty() {
+        return;
+    }
+    let known = placeholder_names(c);
+    for (i, v) in c.validations.iter().enumerate() {
+        let fields = [
+            ("path", v.path.as_deref()),
+            ("command", v.command.as_deref()),
+            ("working_directory", v.working_directory.as_deref()),
+        ];
+        for (field, text) in fields {
+            let Some(text) = text else { continue };
+            for name in unknown_placeholders(text, &known) {
+                let mut names: Vec<&str> = known.iter().map(String::as_str).collect();
+                names.sort_unstable();
+                let hint = close_match(&name, &known);
+                // Commands hold shell and Python braces (`f'{total}'`): there only a near
+                // miss of a known name is taken for a placeholder.
+                if field == "command" && hint.is_none() {
+                    continue;
+                }
+                let message = format!(
+                    "Validation rule {} {field} uses unknown placeholder '{{{name}}}': it stays \
+                     as written at run time",
+                    i + 1
+                );
+                let suggestion = match &hint {
+                    Some(m) => format!(
+                        "Did you mean {{{m}}}? Known placeholders: {}",
+                        names.join(", ")
+                    ),
+                    None => format!(
+                        "Use a known placeholder or add '{name}' to prompt.variables. Known \
+                         placeholders: {}",
+                        names.join(", ")
+                    ),
+                };
+                let mut issue = Issue::new("V214", Severity::Warning, message)
+                    .line(find_line(x.raw, &format!("{{{name}}}")))
+                    .context(text)
+                    .suggest(suggestion)
+                    .meta("validation_index", i.to_string())
+                    .meta("field", field)
+                    .meta("placeholder", name.clone());
+                if let Some(m) = hint {
+                    issue = issue.meta("did_you_mean", m);
+                }
+                out.push(issue);
+            }
+        }
+    }
+}
+
+/// The names a validation's `{name}` placeholders expand to for some sheet of `c`
+/// (placeholders::sheet_vars and the run's `{task_branch}`).
+fn placeholder_names(c: &JobConfig) -> HashSet<String> {
+    let mut known: HashSet<String> = CORE_BUILTINS
+        .iter()
+        .filter(|n| **n != "instrument_name")
+        .map(|n| n.to_string())
+        .collect();
+    known.extend(c.prompt.variables.keys().cloned());
+    if c.tasks.is_some() {
+        known.extend(
+            [
+                "task",
+                "task_slug",
+                "task_model",
+                "task_branch",
+                "task_num",
+                "task_count",
+            ]
+            .map(String::from),
+        );
+    }
+    known
+}
+
+/// The `{name}`s of `text` that the expander (`braces::expand_with`) would leave as written,
+/// in order, each once: an identifier between single braces, not `${name}` (shell) and not
+/// inside `{{ … }}`.
+fn unknown_placeholders(text: &str, known: &HashSet<String>) -> Vec<String> {
+    let bytes = text.as_bytes();
+    let mut out: Vec<String> = Vec::new();
+    let mut from = 0;
+    while let Some(at) = text[from..].find('{') {
+        let open = from + at;
+        let after = &text[open + 1..];
+        from = open + 1;
+        let Some(len) = after
+            .find(['}', '{'])
+            .filter(|&i| after.as_bytes()[i] == b'}')
+        else {
+            continue;
+        };
+        let key = &after[..len];
+        if known.contains(key) {
+            // The expander replaces it and goes on after its `}`.
+            from = open + 1 + len + 1;
+            continue;
+        }
+        let identifier = key
+            .chars()
+            .next()
+            .is_some_and(|ch| ch.is_ascii_alphabetic() || ch == '_')
+            && key
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || ch == '_');
+        let shell_or_jinja = open > 0 && matches!(bytes[open - 1], b'$' | b'{')
+            || bytes.get(open + 1 + len + 1) == Some(&b'}');
+        if identifier && !shell_or_jinja && !out.iter().any(|k| k == key) {
+            out.push(key.to_string());
+        }
+    }
+    out
+}
+
+/// [`unknown_placeholders`] against no known names (tests).
+#[cfg(test)]
+pub(super) fn unknown_placeholders_for_tests(text: &str) -> Vec<String> {
+    unknown_placeholders(text, &HashSet::new())
 }
 
 /// V203: no validation rules (a reviewer judges every attempt of a `review:` score:
