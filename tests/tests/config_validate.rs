@@ -357,3 +357,28 @@ fn an_unknown_placeholder_in_a_validation_path_is_a_warning_with_a_did_you_mean(
     );
     assert!(text.contains("Did you mean {sheet_num}?"), "{text}");
 }
+
+/// V215 (ours): a condition Mozart cannot read counts as true for every sheet; validate warns,
+/// naming the rule and the unknown variable with its closest match.
+#[test]
+fn an_unreadable_condition_is_a_warning_naming_the_variable() {
+    let env = TestEnv::new();
+    let path = env.write_score(
+        "typo-condition.yaml",
+        "name: typo-condition\nworkspace: ./ws\nsheet: {size: 1, total_items: 2}\nprompt: {template: hi}\nvalidations:\n  - type: file_exists\n    path: \"{workspace}/a.txt\"\n    condition: \"sheet_nmu == 1\"\n  - type: file_exists\n    path: \"{workspace}/b.txt\"\n    condition: \"movement = 1 or movement == 2\"\n",
+    );
+    let out = env.mozart(&["validate", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("Validation rule 1 condition names unknown variable 'sheet_nmu'"),
+        "{text}"
+    );
+    assert!(text.contains("Did you mean sheet_num?"), "{text}");
+    assert!(
+        text.contains(
+            "Validation rule 2 condition part 'movement = 1 or movement == 2' cannot be read"
+        ),
+        "{text}"
+    );
+}

@@ -138,6 +138,51 @@ fn parse_ascii_part(part: &str) -> Option<(String, CmpOp, i64)> {
     Some((part[..name_len].to_string(), op, rhs))
 }
 
+/// What of a validation `condition` [`Condition::parse`] cannot read, in order: each part
+/// (split on ` and ` as it splits) that is not `name op integer` at its start (`Err(part)`,
+/// which counts as true), or the text after the comparison it reads (`Ok((read, ignored))`:
+/// `movement == 1 or movement == 2` reads `movement == 1` only).
+pub fn unread_condition_parts(condition: &str) -> Vec<Result<(String, String), String>> {
+    static READ: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"^(\w+)\s*(>=|<=|==|!=|>|<)\s*(\d+)").expect("static regex"));
+    let condition = condition.trim();
+    let pieces: Vec<&str> = if condition.contains(" and ") {
+        condition.split(" and ").collect()
+    } else {
+        vec![condition]
+    };
+    let mut out = Vec::new();
+    for part in pieces {
+        let part = part.trim();
+        let read = parse_one(part).and_then(|_| READ.find(part));
+        match read {
+            None => out.push(Err(part.to_string())),
+            Some(m) if !part[m.end()..].trim().is_empty() => out.push(Ok((
+                part[..m.end()].to_string(),
+                part[m.end()..].trim().to_string(),
+            ))),
+            Some(_) => {}
+        }
+    }
+    out
+}
+
+/// The variable names a validation `condition` compares, in order.
+pub fn condition_names(condition: &str) -> Vec<String> {
+    Condition::parse(condition)
+        .parts
+        .into_iter()
+        .map(|(name, _, _)| name)
+        .collect()
+}
+
+fn parse_one(part: &str) -> Option<(String, CmpOp, i64)> {
+    if part.is_ascii() {
+        return parse_ascii_part(part);
+    }
+    Condition::parse(part).parts.into_iter().next()
+}
+
 /// A `skip_when` expression could not be evaluated (the runtime then runs the sheet).
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum ExprError {

@@ -314,6 +314,7 @@ const CHECKS_BEFORE: &[Check] = &[rules::v007, rules::v008, settings::v103_v104,
 const CHECKS_AFTER: &[Check] = &[
     rules::v201,
     rules::v214,
+    rules::v215,
     settings::v202,
     rules::v203,
     settings::v204,
@@ -1793,6 +1794,49 @@ mod tests {
         assert_eq!(
             unknown_in("{a}{b}{{c}}{d"),
             vec!["a".to_string(), "b".to_string()]
+        );
+    }
+
+    /// V215: a condition part Mozart cannot read, text after the comparison it reads, and an
+    /// unknown variable are each named with their rule; readable conditions are not.
+    #[test]
+    fn v215_names_unreadable_conditions_and_unknown_variables() {
+        let rule = |cond: &str| {
+            format!("  - type: file_exists\n    path: a.txt\n    condition: \"{cond}\"\n")
+        };
+        let text = format!(
+            "name: t\nsheet: {{size: 1, total_items: 2}}\nprompt:\n  template: hi\n  \
+             variables: {{depth: 2}}\nvalidations:\n{}{}{}{}",
+            rule("sheet_nmu == 1"),
+            rule("movement = 1"),
+            rule("movement == 1 or movement == 2"),
+            rule("movement >= 1 and depth == 2 and sheet_num < 3"),
+        );
+        let path = Path::new("t.yaml");
+        let score = crate::load_score_text_only(&text, path).unwrap();
+        let seen: Vec<(String, Option<String>, Option<usize>)> =
+            run_checks(&score, path, &CheckEnv::default())
+                .into_iter()
+                .filter(|i| i.check_id == "V215")
+                .map(|i| (i.message, i.suggestion, i.line))
+                .collect();
+        assert_eq!(seen.len(), 3, "{seen:?}");
+        assert_eq!(
+            seen[0].0,
+            "Validation rule 1 condition names unknown variable 'sheet_nmu': that part counts \
+             as true, so the rule applies to every sheet"
+        );
+        assert_eq!(seen[0].1.as_deref(), Some("Did you mean sheet_num?"));
+        assert_eq!(seen[0].2, Some(9));
+        assert_eq!(
+            seen[1].0,
+            "Validation rule 2 condition part 'movement = 1' cannot be read: it counts as true, \
+             so the rule applies to every sheet"
+        );
+        assert_eq!(
+            seen[2].0,
+            "Validation rule 3 condition reads only 'movement == 1': 'or movement == 2' is \
+             ignored"
         );
     }
 

@@ -237,6 +237,89 @@ fn unknown_placeholders(text: &str, known: &HashSet<String>) -> Vec<String> {
     out
 }
 
+/// V215 (ours, not upstream's): a validation `condition` Mozart cannot read, or that names a
+/// variable no sheet has. Such a part counts as true (upstream's fail-open rule, kept), so a
+/// typo makes the rule apply to every sheet.
+pub(super) fn v215(x: &Ctx<'_>, out: &mut Vec<Issue>) {
+    let c = x.c;
+    let mut known: Option<HashSet<String>> = None;
+    for (i, v) in c.validations.iter().enumerate() {
+        let Some(cond) = v.condition.as_deref() else {
+            continue;
+        };
+        let warn = |message: String, suggestion: String| {
+            Issue::new("V215", Severity::Warning, message)
+                .line(find_line(x.raw, cond))
+                .context(cond)
+                .suggest(suggestion)
+                .meta("validation_index", i.to_string())
+                .meta("condition", cond)
+        };
+        let rule = i + 1;
+        for unread in crate::expr::unread_condition_parts(cond) {
+            out.push(match unread {
+                Err(part) => warn(
+                    format!(
+                        "Validation rule {rule} condition part '{part}' cannot be read: it \
+                         counts as true, so the rule applies to every sheet"
+                    ),
+                    "Write each part as 'name op number' (== != < <= > >=), joined with ' and '"
+                        .into(),
+                ),
+                Ok((read, ignored)) => warn(
+                    format!(
+                        "Validation rule {rule} condition reads only '{read}': '{ignored}' is \
+                         ignored"
+                    ),
+                    "Conditions support only ' and ' between 'name op number' parts (no 'or', \
+                     no parentheses); split the rule in two instead"
+                        .into(),
+                ),
+            });
+        }
+        let known = known.get_or_insert_with(|| {
+            let mut names: HashSet<String> = CONDITION_VARIABLES.map(String::from).into();
+            names.extend(c.prompt.variables.keys().cloned());
+            names
+        });
+        for name in crate::expr::condition_names(cond) {
+            if known.contains(&name) {
+                continue;
+            }
+            let hint = match close_match(&name, known) {
+                Some(m) => format!("Did you mean {m}?"),
+                None => format!("Known variables: {}", CONDITION_VARIABLES.join(", ")),
+            };
+            out.push(
+                warn(
+                    format!(
+                        "Validation rule {rule} condition names unknown variable '{name}': \
+                         that part counts as true, so the rule applies to every sheet"
+                    ),
+                    hint,
+                )
+                .meta("variable", name),
+            );
+        }
+    }
+}
+
+/// The sheet values a validation `condition` compares (besides numeric `prompt.variables`).
+const CONDITION_VARIABLES: [&str; 12] = [
+    "sheet_num",
+    "total_sheets",
+    "start_item",
+    "end_item",
+    "stage",
+    "instance",
+    "fan_count",
+    "total_stages",
+    "movement",
+    "voice",
+    "voice_count",
+    "total_movements",
+];
+
 /// [`unknown_placeholders`] against no known names (tests).
 #[cfg(test)]
 pub(super) fn unknown_placeholders_for_tests(text: &str) -> Vec<String> {
