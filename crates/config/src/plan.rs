@@ -41,11 +41,19 @@ pub fn impossible_sheet_count(sheet: &SheetConfig) -> Option<String> {
 /// jobs' work.
 pub const MAX_SHEETS: i64 = 100_000;
 
-fn too_many_sheets(n: i128) -> String {
+/// The too-many-sheets error; a fan-out score (whose sheet.size must stay 1) is told to plan
+/// fewer stages or voices instead of larger sheets.
+fn too_many_sheets(n: i128, fan_out: bool) -> String {
+    let fewer = if fan_out {
+        "plan fewer stages (sheet.total_items) or voices (sheet.fan_out counts); fan-out needs \
+         sheet.size 1"
+    } else {
+        "give each sheet more items with sheet.size"
+    };
     format!(
         "score plans {n} sheets; at most {MAX_SHEETS} are supported in one job (every planned \
          sheet is tracked by the conductor and the registry until the job ends): split the \
-         work over several scores, or give each sheet more items with sheet.size"
+         work over several scores, or {fewer}"
     )
 }
 
@@ -80,7 +88,10 @@ pub fn item_range(sheet: &SheetConfig, num: i64) -> (i64, i64) {
 pub fn expand_sheet(sheet: &mut SheetConfig) -> Result<(), String> {
     // Before expansion too: fan-out walks every stage, and stages = total_items.
     if i128::from(total_sheets(sheet)) > i128::from(MAX_SHEETS) {
-        return Err(too_many_sheets(i128::from(total_sheets(sheet))));
+        return Err(too_many_sheets(
+            i128::from(total_sheets(sheet)),
+            !sheet.fan_out.is_empty(),
+        ));
     }
     if !sheet.fan_out.is_empty() {
         expand_fan_out(sheet)?;
@@ -134,7 +145,7 @@ fn expand_fan_out(sheet: &mut SheetConfig) -> Result<(), String> {
         .map(|stage| i128::from(sheet.fan_out.get(&stage).copied().unwrap_or(1)))
         .sum();
     if planned > i128::from(MAX_SHEETS) {
-        return Err(too_many_sheets(planned));
+        return Err(too_many_sheets(planned, true));
     }
     for (k, deps) in &sheet.dependencies {
         if *k < 1 || *k > stages {
@@ -352,7 +363,10 @@ impl PlanOutline {
             return Err(ConfigError::Plan(format!("[V010] {message}")));
         }
         if n > MAX_SHEETS {
-            return Err(ConfigError::Plan(too_many_sheets(i128::from(n))));
+            return Err(ConfigError::Plan(too_many_sheets(
+                i128::from(n),
+                job.sheet.fan_out_stage_map.is_some(),
+            )));
         }
         if let Some(cycle) = find_cycle(&job.sheet.dependencies, n) {
             let path: Vec<String> = cycle.iter().map(i64::to_string).collect();
@@ -498,6 +512,27 @@ fn rekey_stages<V: Clone>(map: &IndexMap<i64, V>, stage_sheets: &[Vec<i64>]) -> 
 
 #[cfg(test)]
 mod tests {
+    /// A fan-out score over the sheet limit is not told to raise sheet.size (fan-out needs 1).
+    #[test]
+    fn too_many_sheets_suggests_what_the_score_can_change() {
+        let fan = too_many_sheets(200_000, true);
+        assert!(!fan.contains("more items with sheet.size"), "{fan}");
+        assert!(fan.contains("fan-out needs sheet.size 1"), "{fan}");
+        let plain = too_many_sheets(200_000, false);
+        assert!(
+            plain.ends_with("give each sheet more items with sheet.size"),
+            "{plain}"
+        );
+        let text = "name: t\nsheet:\n  size: 1\n  total_items: 2\n  fan_out: {1: 100000}\n\
+                    prompt: {template: hi}\n";
+        let err = crate::load::load_score_str(text, std::path::Path::new("t.yaml"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("100001 sheets"), "{err}");
+        assert!(err.contains("fan-out needs sheet.size 1"), "{err}");
+    }
+
     use super::*;
 
     fn sheet(total: i64, fan: &[(i64, i64)], deps: &[(i64, &[i64])]) -> SheetConfig {
