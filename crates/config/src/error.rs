@@ -139,19 +139,39 @@ const TYPOS: [(&str, &str); 17] = [
     ("notification", "notifications"),
 ];
 
+/// The valid field of the unknown field's section closest to it (difflib-like, cutoff 0.6),
+/// with the section's path: `sheet.total_itmes` → `sheet.total_items`.
+fn close_field(e: &FieldError) -> Option<String> {
+    let (name, section) = e.loc.split_last()?;
+    let valid: std::collections::HashSet<String> =
+        e.expected.iter().map(|s| s.to_string()).collect();
+    let best = crate::validate::close_match(name, &valid)?;
+    Some(match section.is_empty() {
+        true => best,
+        false => format!("{}.{best}", section.join(".")),
+    })
+}
+
 /// Hints for a schema failure (score.md §6.3).
 pub fn schema_hints(errors: &[FieldError]) -> Vec<String> {
-    let extra: Vec<String> = errors
+    let extra: Vec<&FieldError> = errors
         .iter()
         .filter(|e| e.kind == "extra_forbidden")
-        .map(FieldError::loc_text)
         .collect();
     if !extra.is_empty() {
         let mut hints: Vec<String> = extra
             .iter()
-            .map(|loc| match TYPOS.iter().find(|(k, _)| k == loc) {
-                Some((_, s)) => format!("Unknown field '{loc}' — did you mean '{s}'?"),
-                None => format!("Unknown field '{loc}' — this is not a valid score field."),
+            .map(|e| {
+                let loc = e.loc_text();
+                match TYPOS.iter().find(|(k, _)| *k == loc) {
+                    Some((_, s)) => format!("Unknown field '{loc}' — did you mean '{s}'?"),
+                    None => match close_field(e) {
+                        Some(s) => format!("Unknown field '{loc}' — did you mean '{s}'?"),
+                        None => {
+                            format!("Unknown field '{loc}' — this is not a valid score field.")
+                        }
+                    },
+                }
             })
             .collect();
         hints.push("See: docs/scores.md in Mozart's source for every score field.".into());

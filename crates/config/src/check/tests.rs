@@ -621,3 +621,28 @@ fn a_rules_sheet_shorthand_becomes_its_condition_unless_one_is_given() {
         [Some("sheet_num == 3"), Some("movement == 1"), None]
     );
 }
+
+/// An unknown field the typo table does not list gets the closest valid field of its section.
+#[test]
+fn unknown_fields_get_the_closest_valid_field_of_their_section() {
+    let hints = |extra: &str| crate::error::schema_hints(&errors(extra)).join("\n");
+    let h = hints("retry:\n  max_retry: 2\n");
+    assert!(
+        h.contains("Unknown field 'retry.max_retry' — did you mean 'retry.max_retries'?"),
+        "{h}"
+    );
+    let text = "name: t\nsheet: {size: 1, total_itmes: 1}\nprompt: {template: hi}\n";
+    let errs = match crate::load::load_score_str(text, Path::new("t.yaml")) {
+        Err(ConfigError::Schema { errors, .. }) => errors,
+        other => panic!("not a schema error: {other:?}"),
+    };
+    let h = crate::error::schema_hints(&errs).join("\n");
+    assert!(
+        h.contains("Unknown field 'sheet.total_itmes' — did you mean 'sheet.total_items'?"),
+        "{h}"
+    );
+    let h = hints("paralel: {max_concurrent: 2}\n");
+    assert!(h.contains("did you mean 'parallel'?"), "{h}");
+    let h = hints("zzzz: 1\n");
+    assert!(h.contains("'zzzz' — this is not a valid score field."), "{h}");
+}

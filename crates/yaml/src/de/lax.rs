@@ -29,6 +29,8 @@ pub struct FieldError {
     pub input_type: Option<String>,
     /// 1-based line in the score file, when known.
     pub line: Option<usize>,
+    /// For `extra_forbidden`: the field names the section accepts (empty when unknown).
+    pub expected: Vec<&'static str>,
 }
 
 impl FieldError {
@@ -41,6 +43,7 @@ impl FieldError {
             input: None,
             input_type: None,
             line: None,
+            expected: Vec::new(),
         }
     }
 
@@ -161,12 +164,11 @@ impl de::Error for LaxError {
         }
     }
 
-    fn unknown_field(field: &str, _expected: &'static [&'static str]) -> Self {
+    fn unknown_field(field: &str, expected: &'static [&'static str]) -> Self {
+        let mut error = FieldError::new("extra_forbidden", "Extra inputs are not permitted");
+        error.expected = expected.to_vec();
         LaxError {
-            error: Box::new(FieldError::new(
-                "extra_forbidden",
-                "Extra inputs are not permitted",
-            )),
+            error: Box::new(error),
             located: false,
             pending_field: Some(field.to_string()),
         }
