@@ -644,5 +644,8 @@ fn unknown_fields_get_the_closest_valid_field_of_their_section() {
     let h = hints("paralel: {max_concurrent: 2}\n");
     assert!(h.contains("did you mean 'parallel'?"), "{h}");
     let h = hints("zzzz: 1\n");
-    assert!(h.contains("'zzzz' — this is not a valid score field."), "{h}");
+    assert!(
+        h.contains("'zzzz' — this is not a valid score field."),
+        "{h}"
+    );
 }
