@@ -183,17 +183,7 @@ fn placeholder_names(c: &JobConfig) -> HashSet<String> {
         .collect();
     known.extend(c.prompt.variables.keys().cloned());
     if c.tasks.is_some() {
-        known.extend(
-            [
-                "task",
-                "task_slug",
-                "task_model",
-                "task_branch",
-                "task_num",
-                "task_count",
-            ]
-            .map(String::from),
-        );
+        known.extend(crate::tasks::TASK_VARS.map(String::from));
     }
     known
 }
