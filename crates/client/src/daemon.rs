@@ -22,7 +22,7 @@ pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
 pub const ARENA_MARKER: &str = "MOZART_MALLOC_ARENA_MAX_SET";
 
 /// How often a start-up wait looks again.
-const POLL: Duration = Duration::from_millis(50);
+pub const POLL: Duration = Duration::from_millis(50);
 
 /// What to launch: the conductor's program and arguments, its log and its socket.
 #[derive(Debug, Clone)]
@@ -129,21 +129,6 @@ pub fn start_detached(launch: &Launch) -> Result<Started, StartError> {
                 pid: child.id(),
                 log: launch.log.clone(),
             });
-        }
-        std::thread::sleep(POLL);
-    }
-}
-
-/// Wait up to [`READY_TIMEOUT`] until the conductor on `socket` answers `daemon.ready` as
-/// ready (a running one may still be recovering its jobs); false when it did not.
-pub fn wait_ready(socket: &Path) -> bool {
-    let deadline = Instant::now() + READY_TIMEOUT;
-    loop {
-        if probe_ready(socket).is_some_and(|r| r.is_ready()) {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
         }
         std::thread::sleep(POLL);
     }

@@ -131,7 +131,7 @@ fn report_already_running(paths: &ConductorPaths, pid: &str) -> Result<Option<i3
         if std::time::Instant::now() >= deadline {
             break;
         }
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::thread::sleep(daemon::POLL);
     }
     Err(CliError::failed(
         format!(
