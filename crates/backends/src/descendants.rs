@@ -711,6 +711,114 @@ pub(crate) fn boot_ticks_now() -> Option<u64> {
     Some((secs * 1_000_000_000 + nanos) / per_tick)
 }
 
+/// A process group a conductor recorded as running (its in-flight journal, the watchdog's
+/// list): group id, the leader's start time, and the attempt's tag when known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leftover {
+    pub pgid: u32,
+    /// Start time of the group's leader (`/proc/<pid>/stat` field 22).
+    pub ticks: u64,
+    /// The attempt's tag ([`ATTEMPT_VAR`]), which every process it started carries.
+    pub tag: Option<String>,
+}
+
+/// Every process `/proc` lists now.
+fn all_processes() -> Vec<Stat> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()))
+        .filter_map(read_stat)
+        .collect()
+}
+
+impl Leftover {
+    /// What of this attempt is still running, verified, never on the strength of a number
+    /// alone: whether its group may be signalled as a whole — its leader still has the
+    /// recorded start time, or (the leader is gone) a live member carries the attempt's
+    /// tag, which a group that took the id over later cannot — and its tagged processes
+    /// outside the group (each named by pid and start time).
+    fn remaining(&self, procs: &[Stat]) -> (Option<i32>, Vec<Stat>) {
+        let Some(pgid) = i32::try_from(self.pgid).ok().filter(|g| *g > 1) else {
+            return (None, Vec::new());
+        };
+        let tag = self.tag.as_deref();
+        let tagged = |p: &Stat| tag.is_some_and(|t| environ_tag(p.pid).is_some_and(|e| e.0 == t));
+        let leader_ours = read_stat(pgid).is_some_and(|s| s.start == self.ticks && s.pgid == pgid);
+        let group_ours = leader_ours
+            || procs
+                .iter()
+                .any(|p| p.pgid == pgid && !p.zombie && p.start >= self.ticks && tagged(p));
+        let outside = procs
+            .iter()
+            .filter(|p| {
+                let in_group = group_ours && p.pgid == pgid;
+                !p.zombie && !in_group && p.start >= self.ticks && tagged(p)
+            })
+            .copied()
+            .collect();
+        (group_ours.then_some(pgid), outside)
+    }
+
+    /// Whether anything of this attempt is still alive (a live group member or tagged process).
+    pub fn alive(&self) -> bool {
+        let procs = all_processes();
+        let (group, outside) = self.remaining(&procs);
+        let group_live = group.is_some_and(|g| procs.iter().any(|p| p.pgid == g && !p.zombie));
+        group_live || !outside.is_empty()
+    }
+}
+
+/// End what is left of attempts a conductor recorded ([`Leftover`]) — after a crash, by the
+/// next start or the watchdog: SIGTERM to each verified group and tagged process, up to
+/// `grace`, then SIGKILL until nothing is left. A group whose leader already died (a shell
+/// killed by SIGTERM while its child ignores it) is still ended, once a member proves it is
+/// the attempt's. Returns how many attempts had anything to end.
+pub fn end_leftovers(leftovers: &[Leftover], grace: Duration) -> usize {
+    let signal = |sig: Option<Signal>| -> usize {
+        let procs = all_processes();
+        let mut n = 0;
+        for l in leftovers {
+            let (group, outside) = l.remaining(&procs);
+            let group_live = group.is_some_and(|g| procs.iter().any(|p| p.pgid == g && !p.zombie));
+            if group_live {
+                if let (Some(g), Some(sig)) = (group, sig) {
+                    signal_group(g, Some(sig));
+                }
+            }
+            if let Some(sig) = sig {
+                for p in &outside {
+                    signal_same(p, sig);
+                }
+            }
+            if group_live || !outside.is_empty() {
+                n += 1;
+            }
+        }
+        n
+    };
+    let ended = signal(Some(Signal::SIGTERM));
+    if ended == 0 {
+        return 0;
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        if signal(None) == 0 {
+            return ended;
+        }
+    }
+    for _ in 0..KILL_ROUNDS {
+        if signal(Some(Signal::SIGKILL)) == 0 {
+            return ended;
+        }
+        std::thread::sleep(POLL);
+    }
+    ended
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

@@ -682,6 +682,8 @@ pub async fn run_process(
         p if p > 1 => crate::descendants::read_stat(p).map(|s| s.start),
         _ => None,
     });
+    // The tag before the pid: whoever sees the pid can journal the tag with it.
+    progress.set_attempt_tag(tag.as_str());
     progress.set_started(u32::try_from(pid).ok(), ticks);
     let pgid = (pid > 1).then_some(pid);
     // Known as ours until `supervise` has reaped it (or, when this future is dropped, until

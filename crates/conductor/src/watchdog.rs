@@ -8,19 +8,20 @@
 //! attempt), and, for a group the conductor could not write there, from its stdin: `track
 //! <pgid> <start_ticks> <deadline>` and `untrack <pgid>`. The watchdog ends a group whose
 //! deadline passed, and when its stdin closes — the conductor exited or was killed — it
-//! ends every group still tracked or listed. A group
-//! is only signalled while its leader still has the recorded start time, so a reused pid is
-//! never touched (architecture invariant 5).
+//! ends every group still tracked or listed. A group is only signalled while its leader
+//! still has the recorded start time or — its leader gone (a shell ended by SIGTERM while a
+//! child that ignores it runs on) — while a member carries the attempt's tag, which a group
+//! that took the id over later cannot; so a reused pid is never touched (architecture
+//! invariant 5).
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
+use mozart_backends::descendants::{end_leftovers, Leftover};
 
 /// Grace between SIGTERM and SIGKILL.
 const GRACE: Duration = Duration::from_secs(3);
@@ -32,24 +33,10 @@ pub fn start_ticks(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// End the groups (SIGTERM, grace, SIGKILL) whose leaders still have their start time.
-fn end_groups(groups: &[(u32, u64)]) {
-    let ours: Vec<i32> = groups
-        .iter()
-        .filter(|(pgid, ticks)| start_ticks(*pgid) == Some(*ticks))
-        .filter_map(|(pgid, _)| i32::try_from(*pgid).ok())
-        .collect();
-    for g in &ours {
-        let _ = killpg(Pid::from_raw(*g), Signal::SIGTERM);
-    }
-    let deadline = Instant::now() + GRACE;
-    let alive = |g: &i32| killpg(Pid::from_raw(*g), None).is_ok();
-    while Instant::now() < deadline && ours.iter().any(alive) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    for g in ours.iter().filter(|g| alive(g)) {
-        let _ = killpg(Pid::from_raw(*g), Signal::SIGKILL);
-    }
+/// End what is left of the attempts (SIGTERM, grace, SIGKILL): each group verified by its
+/// leader's start time or a member carrying the attempt's tag, and its tagged processes.
+fn end_groups(groups: &[Leftover]) {
+    end_leftovers(groups, GRACE);
 }
 
 /// The variable naming the in-flight journal the watchdog follows.
@@ -58,12 +45,33 @@ pub const JOURNAL_VAR: &str = "MOZART_WATCHDOG_JOURNAL";
 /// How often the watchdog looks at the journal and the deadlines.
 const POLL: Duration = Duration::from_millis(500);
 
-/// pgid → (start ticks, deadline epoch; infinite until the journal gives one).
-type Tracked = HashMap<u32, (u64, f64)>;
+/// One group the watchdog follows.
+#[derive(Debug, Clone, PartialEq)]
+struct Entry {
+    /// Start time of the group's leader.
+    ticks: u64,
+    /// Deadline (epoch seconds; infinite until the journal gives one).
+    deadline: f64,
+    /// The attempt's tag, which each of its processes carries.
+    tag: Option<String>,
+}
+
+impl Entry {
+    fn leftover(&self, pgid: u32) -> Leftover {
+        Leftover {
+            pgid,
+            ticks: self.ticks,
+            tag: self.tag.clone(),
+        }
+    }
+}
+
+/// pgid → what is known of the group.
+type Tracked = HashMap<u32, Entry>;
 
 /// The conductor's in-flight journal as the watchdog follows it: the groups it says are
-/// running. The conductor appends `+ pgid ticks sheet job` and `@ pgid deadline` when a
-/// group starts (one write) and `- pgid` when it ends; it empties the file when nothing
+/// running. The conductor appends `+ pgid ticks sheet job`, `t pgid tag` (the attempt's
+/// tag) and `@ pgid deadline` when a group starts (one write) and `- pgid` when it ends; it empties the file when nothing
 /// runs, and the first line it writes to an empty file is `= <generation>`, new at each
 /// emptying — so a file emptied and filled again between two looks is told apart from one
 /// that only grew.
@@ -143,13 +151,24 @@ impl Follower {
             match (f.next(), f.next().and_then(|p| p.parse::<u32>().ok())) {
                 (Some("+"), Some(pgid)) => {
                     if let Some(ticks) = f.next().and_then(|t| t.parse().ok()) {
-                        self.tracked.insert(pgid, (ticks, f64::INFINITY));
+                        let (deadline, tag) = (f64::INFINITY, None);
+                        let entry = Entry {
+                            ticks,
+                            deadline,
+                            tag,
+                        };
+                        self.tracked.insert(pgid, entry);
+                    }
+                }
+                (Some("t"), Some(pgid)) => {
+                    if let (Some(entry), Some(tag)) = (self.tracked.get_mut(&pgid), f.next()) {
+                        entry.tag = Some(tag.to_string());
                     }
                 }
                 (Some("@"), Some(pgid)) => {
                     let deadline = f.next().and_then(|d| d.parse::<f64>().ok());
                     if let (Some(entry), Some(deadline)) = (self.tracked.get_mut(&pgid), deadline) {
-                        entry.1 = deadline;
+                        entry.deadline = deadline;
                     }
                 }
                 (Some("-"), Some(pgid)) => {
@@ -162,14 +181,14 @@ impl Follower {
 }
 
 /// The groups of `tracked` whose deadline passed (taken out of it).
-fn take_due(tracked: &mut Tracked, now: f64) -> Vec<(u32, u64)> {
-    let due: Vec<(u32, u64)> = tracked
+fn take_due(tracked: &mut Tracked, now: f64) -> Vec<Leftover> {
+    let due: Vec<Leftover> = tracked
         .iter()
-        .filter(|(_, (_, deadline))| *deadline <= now)
-        .map(|(p, (t, _))| (*p, *t))
+        .filter(|(_, e)| e.deadline <= now)
+        .map(|(p, e)| e.leftover(*p))
         .collect();
-    for (p, _) in &due {
-        tracked.remove(p);
+    for l in &due {
+        tracked.remove(&l.pgid);
     }
     due
 }
@@ -203,8 +222,14 @@ pub fn run() -> i32 {
                     (Some("track"), Some(pgid)) => {
                         let ticks = f.next().and_then(|t| t.parse().ok());
                         let deadline = f.next().and_then(|d| d.parse().ok());
+                        let tag = f.next().map(str::to_string);
                         if let (Some(ticks), Some(deadline)) = (ticks, deadline) {
-                            tracked.insert(pgid, (ticks, deadline));
+                            let entry = Entry {
+                                ticks,
+                                deadline,
+                                tag,
+                            };
+                            tracked.insert(pgid, entry);
                         }
                     }
                     (Some("untrack"), Some(pgid)) => {
@@ -216,10 +241,10 @@ pub fn run() -> i32 {
             Ok(None) | Err(RecvTimeoutError::Disconnected) => {
                 // The conductor is gone: whatever its journal still lists is ended (the
                 // file it wrote, not one a new conductor may have started since).
-                let mut all: Vec<(u32, u64)> = tracked.iter().map(|(p, (t, _))| (*p, *t)).collect();
+                let mut all: Vec<Leftover> = tracked.iter().map(|(p, e)| e.leftover(*p)).collect();
                 if let Some(j) = journal.as_mut() {
                     j.poll(false);
-                    all.extend(j.tracked.iter().map(|(p, (t, _))| (*p, *t)));
+                    all.extend(j.tracked.iter().map(|(p, e)| e.leftover(*p)));
                 }
                 end_groups(&all);
                 return 0;
@@ -288,13 +313,18 @@ impl Watchdog {
     /// Supervise group `pgid` until `deadline` (epoch seconds).
     pub fn track(&self, pgid: u32, deadline: f64) {
         if let Some(ticks) = start_ticks(pgid) {
-            self.track_started(pgid, ticks, deadline);
+            self.track_started(pgid, ticks, None, deadline);
         }
     }
 
-    /// [`Watchdog::track`] for a group whose leader's start time is already known.
-    pub fn track_started(&self, pgid: u32, ticks: u64, deadline: f64) {
-        self.send(&format!("track {pgid} {ticks} {deadline}\n"));
+    /// [`Watchdog::track`] for a group whose leader's start time is already known, with the
+    /// attempt's tag when known (it names the group's processes once the leader is gone).
+    pub fn track_started(&self, pgid: u32, ticks: u64, tag: Option<&str>, deadline: f64) {
+        let tag = tag
+            .filter(|t| !t.is_empty() && !t.contains(char::is_whitespace))
+            .map(|t| format!(" {t}"))
+            .unwrap_or_default();
+        self.send(&format!("track {pgid} {ticks} {deadline}{tag}\n"));
     }
 
     /// Tell the watchdog its journal is in place: it follows it from this message on (the
@@ -336,19 +366,39 @@ mod tests {
         assert!(follower.tracked.is_empty(), "no journal yet");
         append(
             &path,
-            "= 1 1\n+ 10 100 1 job a\n@ 10 50.5\n+ 11 110 2 job a\n@ 11 60\n",
+            "= 1 1\n+ 10 100 1 job a\n@ 10 50.5\n+ 11 110 2 job a\nt 11 7.2\n@ 11 60\n",
         );
         follower.poll(true);
-        assert_eq!(follower.tracked.get(&10), Some(&(100, 50.5)));
-        assert_eq!(follower.tracked.get(&11), Some(&(110, 60.0)));
+        assert_eq!(
+            follower.tracked.get(&10).map(|e| (e.ticks, e.deadline)),
+            Some((100, 50.5))
+        );
+        assert_eq!(
+            follower.tracked.get(&11).map(|e| (e.ticks, e.deadline)),
+            Some((110, 60.0))
+        );
         append(&path, "- 10\n+ 12 120 3 job b\n@ 12");
         follower.poll(true);
         assert!(!follower.tracked.contains_key(&10));
-        assert_eq!(follower.tracked.get(&12), Some(&(120, f64::INFINITY)));
+        assert_eq!(
+            follower.tracked.get(&12).map(|e| (e.ticks, e.deadline)),
+            Some((120, f64::INFINITY))
+        );
         append(&path, " 70\n");
         follower.poll(true);
-        assert_eq!(follower.tracked.get(&12), Some(&(120, 70.0)));
-        assert_eq!(take_due(&mut follower.tracked, 65.0), vec![(11, 110)]);
+        assert_eq!(
+            follower.tracked.get(&12).map(|e| (e.ticks, e.deadline)),
+            Some((120, 70.0))
+        );
+        let due = take_due(&mut follower.tracked, 65.0);
+        assert_eq!(
+            due,
+            vec![Leftover {
+                pgid: 11,
+                ticks: 110,
+                tag: Some("7.2".into())
+            }]
+        );
         // Emptied, then filled past the old length before the next look.
         std::fs::OpenOptions::new()
             .write(true)
@@ -362,7 +412,10 @@ mod tests {
         );
         follower.poll(true);
         assert_eq!(follower.tracked.len(), 1, "{:?}", follower.tracked);
-        assert_eq!(follower.tracked.get(&20), Some(&(200, 80.0)));
+        assert_eq!(
+            follower.tracked.get(&20).map(|e| (e.ticks, e.deadline)),
+            Some((200, 80.0))
+        );
         // A new conductor's start consumes the journal; the gone conductor's watchdog reads
         // what it had, not a file made at the same path since.
         std::fs::remove_file(&path).unwrap();

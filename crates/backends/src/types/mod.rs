@@ -32,6 +32,8 @@ pub struct Progress {
     pid_set: tokio::sync::Notify,
     /// What the instrument's structured output said so far (issue 13: live progress).
     activity: std::sync::Mutex<Activity>,
+    /// The attempt tag its processes carry (`MOZART_ATTEMPT`), once spawned.
+    attempt_tag: std::sync::Mutex<Option<String>>,
 }
 
 /// What a running instrument has reported so far through its structured output (Claude's
@@ -72,6 +74,7 @@ impl Progress {
             start_ticks: AtomicU64::new(0),
             pid_set: tokio::sync::Notify::new(),
             activity: std::sync::Mutex::new(Activity::default()),
+            attempt_tag: std::sync::Mutex::new(None),
         }
     }
 
@@ -149,6 +152,22 @@ impl Progress {
             0 => None,
             ticks => Some(ticks),
         }
+    }
+
+    /// The tag every process of the running attempt carries in its environment
+    /// ([`crate::descendants::ATTEMPT_VAR`]), once it has been spawned.
+    pub fn attempt_tag(&self) -> Option<String> {
+        self.attempt_tag
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn set_attempt_tag(&self, tag: &str) {
+        *self
+            .attempt_tag
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(tag.to_string());
     }
 
     pub(crate) fn set_pid(&self, pid: Option<u32>) {

@@ -115,11 +115,15 @@ impl<'a> Watched<'a> {
         // (a few seconds later, or at once when the conductor dies). It reads the group from
         // the in-flight journal; only a group the journal could not take is sent to it.
         let deadline = mozart_state::epoch_now() + timeout.as_secs_f64() + 5.0;
-        watched._record = shared
-            .inflight
-            .record(job_id, sheet_num, pid, ticks, deadline);
+        // The attempt's tag names its processes once the group's leader is gone (a shell
+        // ended by SIGTERM while a child that ignores it runs on).
+        let tag = progress.attempt_tag();
+        watched._record =
+            shared
+                .inflight
+                .record(job_id, sheet_num, pid, ticks, tag.as_deref(), deadline);
         if let (None, Some(w)) = (&watched._record, &shared.watchdog) {
-            w.track_started(pid, ticks, deadline);
+            w.track_started(pid, ticks, tag.as_deref(), deadline);
             watched.tracked = Some(pid);
         }
         watched

@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{killpg, Signal};
+use nix::sys::signal::killpg;
 use nix::unistd::Pid;
 
-use mozart_conductor::watchdog::start_ticks;
+use mozart_backends::descendants::{end_leftovers, Leftover};
 
 /// The journal file inside the in-flight directory.
 pub(crate) const JOURNAL: &str = "journal";
@@ -79,6 +79,7 @@ impl Inflight {
         sheet: u32,
         pgid: u32,
         ticks: u64,
+        tag: Option<&str>,
         deadline: f64,
     ) -> Option<InflightRecord> {
         let job_text: String = job
@@ -86,7 +87,10 @@ impl Inflight {
             .map(|c| if c.is_control() { '_' } else { c })
             .collect();
         let mut state = super::lock(&self.state);
-        let line = format!("+ {pgid} {ticks} {sheet} {job_text}\n@ {pgid} {deadline}\n");
+        // The attempt's tag (`t`) names its processes once the leader is gone.
+        let tag = tag.filter(|t| !t.is_empty() && !t.contains(char::is_whitespace));
+        let tag_line = tag.map(|t| format!("t {pgid} {t}\n")).unwrap_or_default();
+        let line = format!("+ {pgid} {ticks} {sheet} {job_text}\n{tag_line}@ {pgid} {deadline}\n");
         if let Err(e) = self.append(&mut state, &line) {
             tracing::warn!(job, sheet, error = %e, "cannot record the instrument's process group");
             return None;
@@ -95,6 +99,11 @@ impl Inflight {
         Some(InflightRecord {
             inflight: Arc::clone(self),
             pgid,
+            leftover: Leftover {
+                pgid,
+                ticks,
+                tag: tag.map(str::to_string),
+            },
         })
     }
 
@@ -151,17 +160,45 @@ impl Inflight {
     }
 }
 
-/// A recorded in-flight attempt; dropping it forgets the record (the attempt ended, or its
-/// musician was cancelled, which kills the group itself).
+/// A recorded in-flight attempt; dropping it forgets the record once nothing of the
+/// attempt runs any more. An attempt that ended normally is gone by then; a cancelled or
+/// interrupted one is still being ended (SIGTERM, the kill grace, SIGKILL, from the
+/// backend's own thread): its record stays until its group and tagged processes are gone,
+/// so a conductor killed meanwhile leaves it to the watchdog and the next start.
 #[derive(Debug)]
 pub(crate) struct InflightRecord {
     inflight: Arc<Inflight>,
     pgid: u32,
+    leftover: Leftover,
 }
+
+/// How long a record outlives its dropped attempt at most while the attempt's processes
+/// are being ended (the kill grace and SIGKILL rounds take far less).
+const FORGET_WAIT: Duration = Duration::from_secs(120);
 
 impl Drop for InflightRecord {
     fn drop(&mut self) {
-        self.inflight.forget(self.pgid);
+        // Fast path (every sheet): the group is empty, one signal-0 tells.
+        let group_live = i32::try_from(self.pgid).is_ok_and(group_alive);
+        if !group_live || !self.leftover.alive() {
+            self.inflight.forget(self.pgid);
+            return;
+        }
+        let inflight = Arc::clone(&self.inflight);
+        let pgid = self.pgid;
+        let leftover = self.leftover.clone();
+        let spawned = std::thread::Builder::new()
+            .name("mozart-inflight".into())
+            .spawn(move || {
+                let until = Instant::now() + FORGET_WAIT;
+                while Instant::now() < until && leftover.alive() {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                inflight.forget(pgid);
+            });
+        if spawned.is_err() {
+            self.inflight.forget(self.pgid);
+        }
     }
 }
 
@@ -172,6 +209,8 @@ pub(crate) struct Recorded {
     pub ticks: u64,
     pub sheet: u32,
     pub job: String,
+    /// The attempt's tag (`t pgid tag`), when the journal has it.
+    pub tag: Option<String>,
 }
 
 /// The groups still running at the end of a journal's text: `+ pgid ticks sheet job` adds
@@ -186,7 +225,21 @@ pub(crate) fn replay_journal(text: &str) -> HashMap<u32, Recorded> {
                 let sheet = f.next().and_then(|s| s.parse().ok());
                 if let (Some(ticks), Some(sheet), Some(job)) = (ticks, sheet, f.next()) {
                     let job = job.to_string();
-                    live.insert(pgid, Recorded { ticks, sheet, job });
+                    let tag = None;
+                    live.insert(
+                        pgid,
+                        Recorded {
+                            ticks,
+                            sheet,
+                            job,
+                            tag,
+                        },
+                    );
+                }
+            }
+            (Some("t"), Some(pgid)) => {
+                if let (Some(r), Some(tag)) = (live.get_mut(&pgid), f.next()) {
+                    r.tag = Some(tag.to_string());
                 }
             }
             (Some("-"), Some(pgid)) => {
@@ -199,9 +252,9 @@ pub(crate) fn replay_journal(text: &str) -> HashMap<u32, Recorded> {
 }
 
 /// Groups a journal (or a per-attempt record file of an older conductor) says were still
-/// running: (pgid, leader start ticks).
-fn leftovers(dir: &Path) -> Vec<(u32, u64)> {
-    let mut live: HashMap<u32, u64> = HashMap::new();
+/// running.
+fn leftovers(dir: &Path) -> Vec<Leftover> {
+    let mut live: HashMap<u32, Leftover> = HashMap::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -210,11 +263,10 @@ fn leftovers(dir: &Path) -> Vec<(u32, u64)> {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         let _ = std::fs::remove_file(&path);
         if path.file_name().is_some_and(|n| n == JOURNAL) {
-            live.extend(
-                replay_journal(&text)
-                    .into_iter()
-                    .map(|(pgid, r)| (pgid, r.ticks)),
-            );
+            live.extend(replay_journal(&text).into_iter().map(|(pgid, r)| {
+                let (ticks, tag) = (r.ticks, r.tag);
+                (pgid, Leftover { pgid, ticks, tag })
+            }));
         } else {
             // `<job>.<sheet>.<pgid>` holding "pgid ticks" (conductors before the journal).
             let mut f = text.split_whitespace();
@@ -222,42 +274,28 @@ fn leftovers(dir: &Path) -> Vec<(u32, u64)> {
                 f.next().and_then(|p| p.parse::<u32>().ok()),
                 f.next().and_then(|s| s.parse::<u64>().ok()),
             ) {
-                live.insert(pgid, ticks);
+                let tag = None;
+                live.insert(pgid, Leftover { pgid, ticks, tag });
             }
         }
     }
-    live.into_iter().collect()
+    live.into_values().collect()
 }
 
-/// End every recorded group that is still running: SIGTERM, up to `grace`, then SIGKILL.
-/// Returns how many groups were signalled.
+/// End what is left of every recorded attempt: its group — verified by its leader's start
+/// time or, once the leader is gone, by a member carrying the attempt's tag — and its
+/// tagged processes: SIGTERM, up to `grace`, then SIGKILL. Returns how many attempts had
+/// anything left.
 pub(crate) fn reap_leftovers(dir: &Path, grace: Duration) -> usize {
-    let mut live = Vec::new();
-    for (pgid, started) in leftovers(dir) {
-        // Same pid, same start time: the group we started, still there.
-        if start_ticks(pgid) == Some(started) {
-            if let Ok(raw) = i32::try_from(pgid) {
-                let _ = killpg(Pid::from_raw(raw), Signal::SIGTERM);
-                live.push(raw);
-            }
-        }
-    }
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline && live.iter().any(|g| group_alive(*g)) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    for g in &live {
-        if group_alive(*g) {
-            let _ = killpg(Pid::from_raw(*g), Signal::SIGKILL);
-        }
-    }
-    if !live.is_empty() {
+    let leftovers = leftovers(dir);
+    let n = end_leftovers(&leftovers, grace);
+    if n > 0 {
         tracing::info!(
-            groups = live.len(),
+            groups = n,
             "reaped instrument process groups left by a previous conductor"
         );
     }
-    live.len()
+    n
 }
 
 #[cfg(test)]
@@ -274,35 +312,72 @@ mod tests {
             .unwrap()
     }
 
+    fn ticks(pid: u32) -> u64 {
+        mozart_conductor::watchdog::start_ticks(pid).unwrap()
+    }
+
+    /// Whether `pid` is gone (or a zombie nobody reaped yet).
+    fn gone(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true)
+    }
+
+    fn wait_gone(pid: u32, within: Duration) -> bool {
+        let until = Instant::now() + within;
+        while Instant::now() < until {
+            if gone(pid) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        gone(pid)
+    }
+
     #[test]
     fn groups_still_in_the_journal_are_reaped_and_stale_records_ignored() {
         let dir = tempfile::tempdir().unwrap();
         let inflight = Inflight::new(dir.path().to_path_buf());
         let mut running = sleeper();
         let mut ended = sleeper();
-        let (a, b) = (running.id(), ended.id());
+        let mut reused = sleeper();
+        let (a, b, c) = (running.id(), ended.id(), reused.id());
         let rec_a = inflight
-            .record("job x", 3, a, start_ticks(a).unwrap(), 1e12)
+            .record("job x", 3, a, ticks(a), Some("1.1"), 1e12)
             .expect("recorded");
         let rec_b = inflight
-            .record("job y", 1, b, start_ticks(b).unwrap(), 1e12)
+            .record("job y", 1, b, ticks(b), None, 1e12)
+            .expect("recorded");
+        // A group whose id was taken over (another start time, no member with the tag).
+        let rec_c = inflight
+            .record("job z", 1, c, ticks(c) + 1, Some("1.3"), 1e12)
             .expect("recorded");
         let journal = std::fs::read_to_string(dir.path().join(JOURNAL)).unwrap();
         assert!(journal.contains(&format!("\n+ {a} ")), "{journal}");
         assert!(journal.contains(" 3 job x\n"), "{journal}");
-        drop(rec_b); // its attempt ended normally
-        std::mem::forget(rec_a); // as if the conductor died without cleaning up
-                                 // A record of an older conductor whose process is gone (pid reuse guard: wrong
-                                 // start time).
+        assert!(journal.contains(&format!("\nt {a} 1.1\n")), "{journal}");
+        // Its attempt ended normally: the record goes with it.
+        ended.kill().unwrap();
+        ended.wait().unwrap();
+        drop(rec_b);
+        // As if the conductor died without cleaning up.
+        std::mem::forget(rec_a);
+        std::mem::forget(rec_c);
+        // A record of an older conductor whose process is gone (pid reuse guard: wrong
+        // start time).
         std::fs::write(dir.path().join("old.1.1"), "1 12345\n").unwrap();
         assert_eq!(reap_leftovers(dir.path(), Duration::from_secs(2)), 1);
         assert!(!running.wait().unwrap().success(), "the sleeper was killed");
         assert!(
-            ended.try_wait().unwrap().is_none(),
-            "a group whose attempt ended is left alone"
+            reused.try_wait().unwrap().is_none(),
+            "a group that is not the recorded one is left alone"
         );
-        let _ = ended.kill();
-        let _ = ended.wait();
+        let _ = reused.kill();
+        let _ = reused.wait();
         assert_eq!(
             std::fs::read_dir(dir.path()).unwrap().count(),
             0,
@@ -310,13 +385,115 @@ mod tests {
         );
     }
 
+    /// A group whose leader is gone: a shell that died of SIGTERM while its child, which
+    /// ignores SIGTERM, sleeps on (the `shell` instrument's driver under `cancel`). Its
+    /// pid is spawned with `tag` and its child's pid is returned.
+    fn leaderless_group(tag: &str) -> u32 {
+        use std::io::BufRead as _;
+        let mut leader = std::process::Command::new("sh")
+            // The child prints its pid once it ignores SIGTERM.
+            .args([
+                "-c",
+                "sh -c 'trap \"\" TERM; echo $$; exec sleep 30' & wait",
+            ])
+            .env(mozart_backends::descendants::ATTEMPT_VAR, tag)
+            .stdout(std::process::Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(leader.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let child: u32 = line.trim().parse().unwrap();
+        // The shell dies of SIGTERM; the child ignores it.
+        nix::sys::signal::killpg(
+            Pid::from_raw(i32::try_from(leader.id()).unwrap()),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        leader.wait().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!gone(child), "the child ignores SIGTERM");
+        child
+    }
+
+    #[test]
+    fn a_group_whose_leader_died_is_reaped_when_a_member_carries_the_attempts_tag() {
+        let dir = tempfile::tempdir().unwrap();
+        let inflight = Inflight::new(dir.path().to_path_buf());
+        let tag = format!("{}.reaper-test-a", std::process::id());
+        let ours = leaderless_group(&tag);
+        let pgid_of = |pid: u32| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+            let rest = stat.rsplit_once(')').unwrap().1.to_string();
+            rest.split_whitespace()
+                .nth(2)
+                .unwrap()
+                .parse::<u32>()
+                .unwrap()
+        };
+        let g = pgid_of(ours);
+        // The leader's start time as recorded: at or before its child's.
+        let t = ticks(ours);
+        std::mem::forget(inflight.record("job", 1, g, t, Some(&tag), 1e12).unwrap());
+        // Another leaderless group whose members carry another tag: not ours.
+        let other = leaderless_group(&format!("{}.reaper-test-b", std::process::id()));
+        let og = pgid_of(other);
+        std::mem::forget(
+            inflight
+                .record("job", 2, og, ticks(other), Some("x.1"), 1e12)
+                .unwrap(),
+        );
+        assert_eq!(reap_leftovers(dir.path(), Duration::from_millis(300)), 1);
+        assert!(
+            wait_gone(ours, Duration::from_secs(5)),
+            "the child was ended"
+        );
+        assert!(!gone(other), "a group without the tag is left alone");
+        let _ = nix::sys::signal::kill(
+            Pid::from_raw(i32::try_from(other).unwrap()),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+
+    /// A record outlives its dropped attempt while the attempt's group is still being
+    /// ended (a cancel's SIGTERM, grace, SIGKILL): a conductor killed meanwhile leaves it to
+    /// the watchdog and the next start. It goes once the group is empty.
+    #[test]
+    fn a_dropped_record_stays_in_the_journal_until_its_group_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let inflight = Inflight::new(dir.path().to_path_buf());
+        let mut child = sleeper();
+        let pid = child.id();
+        let record = inflight
+            .record("job", 1, pid, ticks(pid), None, 1e12)
+            .unwrap();
+        drop(record);
+        let journal = dir.path().join(JOURNAL);
+        let text = std::fs::read_to_string(&journal).unwrap();
+        assert!(text.contains(&format!("+ {pid} ")), "{text}");
+        assert!(!text.contains(&format!("- {pid}")), "{text}");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let until = Instant::now() + Duration::from_secs(5);
+        while std::fs::metadata(&journal).unwrap().len() > 0 {
+            assert!(Instant::now() < until, "the record was never forgotten");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     #[test]
     fn the_journal_empties_when_nothing_runs() {
         let dir = tempfile::tempdir().unwrap();
         let inflight = Inflight::new(dir.path().to_path_buf());
         let me = std::process::id();
-        let r1 = inflight.record("j", 1, me, 7, 1e12).expect("recorded");
-        let r2 = inflight.record("j", 2, me + 1, 8, 1e12).expect("recorded");
+        let r1 = inflight
+            .record("j", 1, me, 7, None, 1e12)
+            .expect("recorded");
+        let r2 = inflight
+            .record("j", 2, me + 1, 8, None, 1e12)
+            .expect("recorded");
         let journal = dir.path().join(JOURNAL);
         drop(r1);
         assert!(std::fs::metadata(&journal).unwrap().len() > 0);
