@@ -211,3 +211,117 @@ fn poll_status(
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Fill the home while the sheets `running` of the job run (`shape`, 2 s a sheet); the
+/// finished-but-unsaved sheets then sit in memory only. Returns the workspace.
+fn fill_while_running(env: &TestEnv, id: &str, shape: Shape, running: &[u32]) -> PathBuf {
+    env.start_conductor();
+    let (score, ws) = shell_score(env, id, shape, 2.0);
+    assert_eq!(submit(env, &score)["status"], "accepted");
+    poll_status(env, id, 30, |d| {
+        running
+            .iter()
+            .all(|n| sheet(d, *n)["status"] == "in_progress")
+    });
+    fill(&env.home.join("filler"));
+    ws
+}
+
+fn ledger_lines(ws: &Path) -> usize {
+    std::fs::read_to_string(ws.join("ledger.txt"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+/// Three voices finish while the disk is full (their one burst cannot be committed): the
+/// job is paused — not `pausing (3 running)` with nothing running — `wait` answers, the
+/// pause names the sheets whose results are not saved, and `resume` saves them: they do not
+/// run again, and the job completes without the old error.
+#[test]
+fn sheets_that_finish_on_a_full_disk_are_named_and_saved_at_the_resume() {
+    let env = TestEnv::new();
+    let Some(_home) = SmallHome::mount(&env, "6m") else {
+        return;
+    };
+    let ws = fill_while_running(&env, "voices", Shape::FanOut(3), &[2, 3, 4]);
+    let during = poll_status(&env, "voices", 20, |d| d["status"] == "paused");
+    // (A voice whose save got in before the disk filled is not named.)
+    let message = during["error"].as_str().unwrap_or_default();
+    assert!(message.contains("finished but not saved yet"), "{during:#}");
+    let human = mozart_tests::stdout(&env.mozart(&["status", "voices"]));
+    assert!(!human.contains("PAUSING"), "nothing runs:\n{human}");
+    let wait = env.mozart(&["wait", "voices", "--timeout", "20"]);
+    assert_eq!(
+        wait.status.code(),
+        Some(4),
+        "wait: {}",
+        mozart_tests::stdout(&wait)
+    );
+
+    std::fs::remove_file(env.home.join("filler")).unwrap();
+    let resume = env.mozart(&["resume", "voices"]);
+    assert_eq!(
+        resume.status.code(),
+        Some(0),
+        "{}",
+        mozart_tests::stdout(&resume)
+    );
+    let done = wait_all_terminal(&env, &["voices".to_string()], 30).remove(0);
+    assert_eq!(done["status"], "completed", "{done:#}");
+    assert!(done["error"].is_null(), "{done:#}");
+    // A restart reads the same from the registry; no sheet ran twice.
+    kill9_conductor(&env);
+    env.start_conductor();
+    let after = status(&env, "voices").unwrap();
+    assert_eq!(after["status"], "completed", "{after:#}");
+    assert_eq!(ledger_lines(&ws), 5, "a saved sheet ran again");
+    assert_eq!(integrity_check(&env.home.join("registry.db")), "ok");
+}
+
+/// The last sheet finishes while the disk is full: the baton has ended the job, but its end
+/// could not be saved. The job is paused with the cause, `wait` answers, and `resume` saves
+/// the end (completed) instead of leaving the job `running` forever.
+#[test]
+fn a_job_that_ends_on_a_full_disk_has_its_end_saved_at_the_resume() {
+    let env = TestEnv::new();
+    let Some(_home) = SmallHome::mount(&env, "6m") else {
+        return;
+    };
+    let ws = fill_while_running(&env, "last", Shape::Sequential(2), &[2]);
+    let during = poll_status(&env, "last", 20, |d| d["status"] == "paused");
+    assert!(
+        during["error"]
+            .as_str()
+            .is_some_and(|m| m.contains("Sheet 2 finished but not saved yet")),
+        "{during:#}"
+    );
+    let wait = env.mozart(&["wait", "last", "--timeout", "20"]);
+    assert_eq!(
+        wait.status.code(),
+        Some(4),
+        "wait: {}",
+        mozart_tests::stdout(&wait)
+    );
+
+    std::fs::remove_file(env.home.join("filler")).unwrap();
+    let resume = env.mozart(&["resume", "last"]);
+    let text = mozart_tests::stdout(&resume);
+    assert_eq!(resume.status.code(), Some(0), "{text}");
+    assert!(text.contains("had already ended (completed)"), "{text}");
+    let done = status(&env, "last").unwrap();
+    assert_eq!(done["status"], "completed", "{done:#}");
+    assert!(done["error"].is_null(), "{done:#}");
+    let wait = env.mozart(&["wait", "last", "--timeout", "20"]);
+    assert_eq!(
+        wait.status.code(),
+        Some(0),
+        "wait: {}",
+        mozart_tests::stdout(&wait)
+    );
+    kill9_conductor(&env);
+    env.start_conductor();
+    let after = status(&env, "last").unwrap();
+    assert_eq!(after["status"], "completed", "{after:#}");
+    assert_eq!(ledger_lines(&ws), 2, "a saved sheet ran again");
+}

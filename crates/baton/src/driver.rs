@@ -92,6 +92,12 @@ pub trait BatonHost: Send + 'static {
     /// A change could not be saved; dispatching for `job_id` has stopped.
     fn persistence_failed(&mut self, job_id: Option<&str>, error: &HostError);
 
+    /// The job is over in the baton, but the changes that ended it could not be saved
+    /// ([`BatonHost::job_finished`] is not called): the host keeps the end to record once
+    /// saving works again. The baton has let go of the job. Default: nothing.
+    fn job_finished_unsaved(&mut self, _job_id: &str, _outcome: JobOutcome, _reason: Option<&str>) {
+    }
+
     /// Observer stream (status displays, event bus); the event is handed over, so a host
     /// that keeps it need not copy it. Default: ignore.
     fn observe(&mut self, _event: ObserverEvent) {}
@@ -104,18 +110,38 @@ pub fn persist_in_order(
     changes: &[&StateChange],
     mut save: impl FnMut(&StateChange) -> Result<(), HostError>,
 ) -> Vec<Result<(), HostError>> {
+    persist_in_order_or(
+        changes,
+        |change, saving| {
+            if saving {
+                save(change)
+            } else {
+                Ok(())
+            }
+        },
+    )
+}
+
+/// [`persist_in_order`] for a host that shows state from memory: `apply(change, true)`
+/// applies and saves a change; a change it must not save (an earlier change of its job
+/// failed) is still handed over, as `apply(change, false)`, to be taken in memory only.
+pub fn persist_in_order_or(
+    changes: &[&StateChange],
+    mut apply: impl FnMut(&StateChange, bool) -> Result<(), HostError>,
+) -> Vec<Result<(), HostError>> {
     let mut failed: Vec<&str> = Vec::new();
     changes
         .iter()
         .map(|change| {
             let job = change.job_id();
             if let Some(job) = job.filter(|j| failed.contains(j)) {
+                let _ = apply(change, false);
                 return Err(HostError::new(
                     format!("saving a change of job '{job}'"),
                     "an earlier change of this job could not be saved",
                 ));
             }
-            let result = save(change);
+            let result = apply(change, true);
             if let (Err(_), Some(job)) = (&result, job) {
                 failed.push(job);
             }
@@ -339,7 +365,9 @@ fn carry_out<H: BatonHost>(
                 outcome,
                 reason,
             } => {
-                if !blocked {
+                if blocked {
+                    host.job_finished_unsaved(&job_id, outcome, reason.as_deref());
+                } else {
                     host.job_finished(&job_id, outcome, reason.as_deref());
                 }
             }

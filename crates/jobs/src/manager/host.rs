@@ -212,11 +212,13 @@ impl ConductorHost {
 
     /// Persist a sheet's transition: fold the attempt's details into the live checkpoint,
     /// save its row, then what follows from it (watchers, learning, the job event, compaction).
+    /// Without `save`, only the live checkpoint takes it (the row is saved at the resume).
     fn persist_sheet(
         &mut self,
         jobs: &mut HashMap<String, super::JobEntry>,
         registry: &Registry,
         change: &mozart_baton::SheetChange,
+        save: bool,
     ) -> Result<(), HostError> {
         let Some(entry) = jobs.get_mut(&change.job_id) else {
             return Ok(());
@@ -270,6 +272,9 @@ impl ConductorHost {
             facts.update(sheet);
         }
         update_totals(live, change, status, details.as_ref());
+        if !save {
+            return Ok(());
+        }
         save_sheet(registry, live, change, status, details.is_some()).map_err(|e| {
             HostError::new(
                 format!(
@@ -487,6 +492,70 @@ impl ConductorHost {
         (n > 0).then(|| u32::try_from(n).unwrap_or(u32::MAX))
     }
 
+    /// [`super::table::Query::CatchUp`]: before a halted job resumes, save what memory holds
+    /// beyond the registry — its sheets whose rows could not be saved, and the end the
+    /// baton reached meanwhile (then recorded as the baton would have, and the job finished).
+    pub(super) fn catch_up(&mut self, job_id: &str) -> Result<Option<JobOutcome>, String> {
+        let shared = self.shared.clone();
+        let Some(entry) = self.table.jobs.get_mut(job_id) else {
+            return Ok(None);
+        };
+        if !entry.halted {
+            return Ok(None);
+        }
+        if let Some(live) = entry.live.as_mut() {
+            let registry = lock(&shared.registry);
+            // A compacted job's memory holds its saved sheets as facts only: write the rows
+            // that are not saved, and the header; otherwise the whole checkpoint.
+            let saved = if entry.compacted {
+                let rows: Vec<mozart_state::SheetState> = entry
+                    .unsaved
+                    .iter()
+                    .filter_map(|n| live.sheets.get(n).cloned())
+                    .collect();
+                registry
+                    .save_sheets(job_id, &rows)
+                    .and_then(|()| registry.save_header(live))
+            } else {
+                registry.save_checkpoint(live)
+            };
+            saved.map_err(|e| e.to_string())?;
+            entry.unsaved.clear();
+            let Some((outcome, reason)) = entry.unsaved_end.clone() else {
+                return Ok(None);
+            };
+            // The pause for the failed save is over: its message goes with it.
+            registry
+                .clear_job_error(job_id)
+                .map_err(|e| e.to_string())?;
+            drop(registry);
+            entry.record.error_message = None;
+            live.error_message = None;
+            let status = match outcome {
+                JobOutcome::Completed => mozart_baton::JobStatus::Completed,
+                JobOutcome::Failed => mozart_baton::JobStatus::Failed,
+                JobOutcome::Cancelled => mozart_baton::JobStatus::Cancelled,
+            };
+            let change = StateChange::Job(mozart_baton::JobChange {
+                job_id: job_id.to_string(),
+                status,
+                reason: reason.clone(),
+                total_cost_usd: live.total_estimated_cost,
+                cost_limit_reached: false,
+            });
+            if let Some(Err(e)) = self.persist_all(&[&change]).pop() {
+                return Err(e.to_string());
+            }
+            if let Some(entry) = self.table.jobs.get_mut(job_id) {
+                entry.unsaved_end = None;
+                entry.halted = false;
+            }
+            self.job_finished(job_id, outcome, reason.as_deref());
+            return Ok(Some(outcome));
+        }
+        Ok(None)
+    }
+
     /// Persist a job's transition: the record, the live checkpoint's header and the
     /// registry's status, then the job event once the burst is durable.
     fn persist_job(
@@ -658,14 +727,17 @@ fn save_hook_state(
 }
 
 impl ConductorHost {
+    /// Apply `change` to the table and, with `save`, to the registry (without: an earlier
+    /// change of its job could not be saved, so it is taken in memory only).
     fn persist_one(
         &mut self,
         jobs: &mut HashMap<String, super::JobEntry>,
         registry: &Registry,
         change: &StateChange,
+        save: bool,
     ) -> Result<(), HostError> {
         let first = self.staged.len();
-        let result = self.persist_change(jobs, registry, change);
+        let result = self.persist_change(jobs, registry, change, save);
         let key = std::ptr::from_ref(change) as usize;
         for staged in &mut self.staged[first..] {
             staged.0 = key;
@@ -678,9 +750,12 @@ impl ConductorHost {
         jobs: &mut HashMap<String, super::JobEntry>,
         registry: &Registry,
         change: &StateChange,
+        save: bool,
     ) -> Result<(), HostError> {
         match change {
-            StateChange::Sheet(s) => self.persist_sheet(jobs, registry, s),
+            StateChange::Sheet(s) => self.persist_sheet(jobs, registry, s, save),
+            // A job's end that could not be saved is kept by `job_finished_unsaved`.
+            StateChange::Job(_) if !save => Ok(()),
             StateChange::Job(j) => self.persist_job(jobs, registry, j),
             StateChange::Instrument(i) => {
                 self.note_breaker(i);
@@ -897,8 +972,8 @@ impl BatonHost for ConductorHost {
         let mut jobs = std::mem::take(&mut self.table.jobs);
         let registry = lock(&shared.registry);
         let batch = registry.batch(|r| {
-            mozart_baton::driver::persist_in_order(changes, |change| {
-                self.persist_one(&mut jobs, r, change)
+            mozart_baton::driver::persist_in_order_or(changes, |change, save| {
+                self.persist_one(&mut jobs, r, change, save)
             })
         });
         drop(registry);
@@ -918,6 +993,27 @@ impl BatonHost for ConductorHost {
                 });
             if let Err(e) = removing {
                 tracing::warn!(error = %e, "cannot start a thread to remove finished Slurm attempts' files");
+            }
+        }
+        // What memory holds beyond the registry: the sheets whose last change is not saved
+        // (`mozart resume` saves them), and no attempt that ended is counted as running.
+        for (i, change) in changes.iter().enumerate() {
+            let StateChange::Sheet(s) = change else {
+                continue;
+            };
+            let saved = batch
+                .as_ref()
+                .is_ok_and(|r| r.get(i).is_some_and(Result::is_ok));
+            let Some(entry) = jobs.get_mut(&s.job_id) else {
+                continue;
+            };
+            if saved {
+                entry.unsaved.remove(&s.sheet_num);
+            } else {
+                entry.unsaved.insert(s.sheet_num);
+                if s.status != mozart_baton::SheetStatus::Dispatched {
+                    self.running.remove(&(s.job_id.clone(), s.sheet_num));
+                }
             }
         }
         self.table.jobs = jobs;
@@ -1130,14 +1226,38 @@ impl BatonHost for ConductorHost {
         queue.push_back(event);
     }
 
+    fn job_finished_unsaved(&mut self, job_id: &str, outcome: JobOutcome, reason: Option<&str>) {
+        tracing::warn!(
+            job_id,
+            ?outcome,
+            "the job ended, but its end could not be saved; `mozart resume` records it"
+        );
+        // Nothing of the job runs any more: a pause waits for no sheet.
+        self.inflight.retain(|(j, _), _| j != job_id);
+        self.running.retain(|(j, _)| j != job_id);
+        if let Some(entry) = self.table.jobs.get_mut(job_id) {
+            entry.unsaved_end = Some((outcome, reason.map(str::to_string)));
+        }
+    }
+
     fn persistence_failed(&mut self, job_id: Option<&str>, error: &HostError) {
         tracing::error!(job_id, error = %error, "checkpoint write failed; dispatching stopped for the job");
         let Some(job_id) = job_id else { return };
         // Say so where users look: the job is paused with the cause, and `mozart resume`
         // continues it from the last durable checkpoint once the problem is fixed.
-        let message = format!(
+        let mut message = format!(
             "Paused: a checkpoint could not be saved ({error}). Fix the cause (e.g. free disk space), then run: mozart resume {job_id}"
         );
+        if let Some((sheets, plural)) = self.table.jobs.get(job_id).and_then(unsaved_finished) {
+            let (it, runs) = if plural {
+                ("them", "they run")
+            } else {
+                ("it", "it runs")
+            };
+            message.push_str(&format!(
+                ". {sheets} finished but not saved yet: the resume saves {it}; if the conductor stops before, {runs} again"
+            ));
+        }
         if let Some(entry) = self.table.jobs.get_mut(job_id) {
             entry.halted = true;
             entry.record.status = DaemonJobStatus::Paused;
@@ -1154,6 +1274,31 @@ impl BatonHost for ConductorHost {
         ) {
             tracing::warn!(job_id, error = %e, "cannot record the pause either");
         }
+    }
+}
+
+/// "Sheet 3" / "Sheets 2, 3 and 4": the sheets of `entry` that finished (completed, failed,
+/// skipped) in memory while their rows could not be saved, and whether they are several
+/// (None: none).
+fn unsaved_finished(entry: &super::JobEntry) -> Option<(String, bool)> {
+    let live = entry.live.as_ref()?;
+    let finished: Vec<String> = entry
+        .unsaved
+        .iter()
+        .filter(|n| {
+            live.sheets.get(n).is_some_and(|s| {
+                matches!(
+                    s.status,
+                    SheetStatus::Completed | SheetStatus::Failed | SheetStatus::Skipped
+                )
+            })
+        })
+        .map(u32::to_string)
+        .collect();
+    match finished.as_slice() {
+        [] => None,
+        [one] => Some((format!("Sheet {one}"), false)),
+        [rest @ .., last] => Some((format!("Sheets {} and {last}", rest.join(", ")), true)),
     }
 }
 

@@ -92,6 +92,12 @@ pub(crate) struct JobEntry {
     /// A checkpoint write failed: the baton stopped dispatching this job until it is
     /// resumed (which re-registers it from its last durable checkpoint).
     pub halted: bool,
+    /// Sheets whose last change is in `live` but not in the registry (its save failed):
+    /// saved when the job is resumed; a restart before that runs them again.
+    pub unsaved: std::collections::BTreeSet<u32>,
+    /// The baton ended the job, but the changes that ended it could not be saved: the
+    /// outcome and reason, recorded when the job is resumed.
+    pub unsaved_end: Option<(mozart_baton::JobOutcome, Option<String>)>,
     /// Each sheet's last status once the job has finished (its checkpoint then lives only in
     /// the registry): what the monitor stream diffs against.
     pub final_sheets: Vec<(u32, mozart_state::SheetStatus)>,
@@ -173,6 +179,8 @@ impl JobEntry {
             live,
             run,
             halted: false,
+            unsaved: std::collections::BTreeSet::new(),
+            unsaved_end: None,
             final_sheets: Vec::new(),
             final_progress: None,
             rt: table::RunState::default(),
@@ -723,6 +731,41 @@ impl JobManager {
         let in_baton = self.job_facts(job_id).await.is_some_and(|f| f.in_baton);
         match status {
             DaemonJobStatus::Paused if in_baton && config_path.is_none() => {
+                // A job paused because its state could not be saved: save what memory holds
+                // first (or stay paused, saying why); it may have ended meanwhile.
+                let caught_up = self
+                    .shared
+                    .table
+                    .ask(|reply| table::Query::CatchUp {
+                        job_id: job_id.to_string(),
+                        reply,
+                    })
+                    .await;
+                match caught_up {
+                    Ok(Err(e)) => {
+                        return rejected(
+                            job_id,
+                            format!(
+                                "Cannot resume '{job_id}' yet: its state still cannot be saved ({e}). Fix the cause (e.g. free disk space), then run: mozart resume {job_id}"
+                            ),
+                        )
+                    }
+                    Ok(Ok(Some(outcome))) => {
+                        return JobResponse::new(
+                            job_id,
+                            JobResponseStatus::Accepted,
+                            Some(format!(
+                                "The job had already ended ({}) while its state could not be saved; its end is saved now",
+                                match outcome {
+                                    mozart_baton::JobOutcome::Completed => "completed",
+                                    mozart_baton::JobOutcome::Failed => "failed",
+                                    mozart_baton::JobOutcome::Cancelled => "cancelled",
+                                }
+                            )),
+                        )
+                    }
+                    Ok(Ok(None)) | Err(_) => {}
+                }
                 // Told before the event: a halted job dispatches again once resumed.
                 self.shared.table.tell(table::Fact::Resuming {
                     job_id: job_id.to_string(),
@@ -962,6 +1005,9 @@ pub(super) fn set_status_in(
         }
         if let Some(msg) = error {
             e.record.error_message = Some(msg.to_string());
+        } else if status.is_active() {
+            // As the registry's row: a resumed job does not show its old error.
+            e.record.error_message = None;
         }
         // A finished job's checkpoint lives only in the registry.
         let mut stored = if e.live.is_none() {
@@ -983,6 +1029,8 @@ pub(super) fn set_status_in(
             };
             if let Some(msg) = error {
                 live.error_message = Some(msg.to_string());
+            } else if status.is_active() {
+                live.error_message = None;
             }
             live.updated_at = mozart_state::Timestamp::now();
             let saved = if header_only {

@@ -73,6 +73,9 @@ impl ConductorHost {
             } => {
                 let _ = reply.send((self.pausing_jobs(&paused), self.progress(progress)));
             }
+            Query::CatchUp { job_id, reply } => {
+                let _ = reply.send(self.catch_up(&job_id));
+            }
             Query::Clear {
                 statuses,
                 job_ids,

@@ -434,6 +434,14 @@ pub(crate) enum Query {
         progress: Vec<String>,
         reply: Reply<PageFacts>,
     },
+    /// Save what memory holds of a job beyond the registry — a halted job's unsaved sheets
+    /// and its unsaved end — before it is resumed. `Ok(None)`: the job goes on in the baton;
+    /// `Ok(Some(outcome))`: it had ended, and its end is recorded now; `Err`: still cannot be
+    /// saved (the job stays paused).
+    CatchUp {
+        job_id: String,
+        reply: Reply<Result<Option<mozart_baton::JobOutcome>, String>>,
+    },
     /// Unload the jobs `job.clear` deletes: matching status, not in the baton, in `job_ids`
     /// when given, submitted at least `older_than_seconds` before `now`; the answer is the
     /// ids of the jobs the baton still runs (never deleted).

@@ -427,6 +427,19 @@ impl Registry {
     }
 
     /// Sets a job's status. `running` stamps `started_at`; a terminal status stamps
+    /// [`Registry::set_job_status`]'s clearing of the error message alone: for a job whose
+    /// pause (a save that failed) is over by another way than a resume to `running`.
+    pub fn clear_job_error(&self, job_id: &str) -> Result<()> {
+        let n = self
+            .conn
+            .execute(
+                "UPDATE jobs SET error_message=NULL WHERE job_id=?1",
+                params![job_id],
+            )
+            .map_err(self.err(format!("clearing the error of job '{job_id}'")))?;
+        self.expect_row(n, job_id)
+    }
+
     /// `completed_at`; `queued`/`running` clear `completed_at` and the previous error (a
     /// resumed job should not show its old failure — upstream kept it); `error` is stored
     /// when given.
