@@ -325,3 +325,33 @@ fn a_job_that_ends_on_a_full_disk_has_its_end_saved_at_the_resume() {
     assert_eq!(after["status"], "completed", "{after:#}");
     assert_eq!(ledger_lines(&ws), 2, "a saved sheet ran again");
 }
+
+/// A job cancelled while the disk is full is let go of: once space returns, `resume`
+/// runs it again instead of answering that it is "still stopping its running sheets".
+#[test]
+fn a_job_cancelled_on_a_full_disk_can_be_resumed_once_space_returns() {
+    let env = TestEnv::new();
+    let Some(_home) = SmallHome::mount(&env, "6m") else {
+        return;
+    };
+    let ws = fill_while_running(&env, "gone", Shape::Sequential(2), &[2]);
+    let cancel = env.mozart(&["cancel", "gone"]);
+    assert_eq!(
+        cancel.status.code(),
+        Some(0),
+        "{}",
+        mozart_tests::stdout(&cancel)
+    );
+    poll_status(&env, "gone", 20, |d| d["status"] == "cancelled");
+    std::fs::remove_file(env.home.join("filler")).unwrap();
+    let resume = env.mozart(&["resume", "gone"]);
+    assert_eq!(
+        resume.status.code(),
+        Some(0),
+        "{}",
+        mozart_tests::stdout(&resume)
+    );
+    let done = wait_all_terminal(&env, &["gone".to_string()], 30).remove(0);
+    assert_eq!(done["status"], "completed", "{done:#}");
+    assert!(ws.join("out-2.txt").exists());
+}

@@ -1235,6 +1235,16 @@ impl BatonHost for ConductorHost {
         // Nothing of the job runs any more: a pause waits for no sheet.
         self.inflight.retain(|(j, _), _| j != job_id);
         self.running.retain(|(j, _)| j != job_id);
+        if outcome == JobOutcome::Cancelled {
+            // A cancel: nothing to resume in place, so the job is let go of; its status
+            // stays the one in memory (the registry may not have taken the cancel).
+            let live = self.table.jobs.get(job_id).and_then(|e| e.live.clone());
+            self.job_finished(job_id, outcome, reason);
+            if let Some(entry) = self.table.jobs.get_mut(job_id) {
+                entry.live = live;
+            }
+            return;
+        }
         if let Some(entry) = self.table.jobs.get_mut(job_id) {
             entry.unsaved_end = Some((outcome, reason.map(str::to_string)));
         }
@@ -1260,6 +1270,10 @@ impl BatonHost for ConductorHost {
         }
         if let Some(entry) = self.table.jobs.get_mut(job_id) {
             entry.halted = true;
+            if entry.record.status == DaemonJobStatus::Cancelled {
+                // Being cancelled: the user's cancel stands (nothing to resume in place).
+                return;
+            }
             entry.record.status = DaemonJobStatus::Paused;
             entry.record.error_message = Some(message.clone());
             if let Some(live) = entry.live.as_mut() {
