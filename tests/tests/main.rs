@@ -12,6 +12,7 @@ mod cli_diag_no_conductor;
 mod cli_global_options;
 mod cli_jobs_e2e;
 mod cli_jobs_no_conductor;
+mod cli_messages;
 mod cli_operator_commands;
 mod cli_scripting;
 mod conductor_lifecycle;

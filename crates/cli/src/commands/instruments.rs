@@ -62,6 +62,12 @@ fn mozart_home() -> PathBuf {
     mozart_ipc::paths::mozart_home().unwrap_or_else(|_| PathBuf::from(".mozart"))
 }
 
+/// Where the user's own instrument profiles go, as a hint shows it: under the actual Mozart
+/// home (`$MOZART_HOME` when set), not a fixed `~/.mozart`.
+fn profiles_dir() -> String {
+    format!("{}/", mozart_home().join("instruments").display())
+}
+
 pub(crate) fn load_registry() -> Result<InstrumentRegistry, CliError> {
     let project = std::env::current_dir().ok();
     let registry = InstrumentRegistry::load(&mozart_home(), project.as_deref()).map_err(|err| {
@@ -110,7 +116,10 @@ fn list(registry: &InstrumentRegistry, mode: OutputMode) {
         return;
     }
     if rows.is_empty() {
-        println!("No instruments configured.\nAdd instrument profiles to ~/.mozart/instruments/ or .mozart/instruments/");
+        println!(
+            "No instruments configured.\nAdd instrument profiles to {} or .mozart/instruments/",
+            profiles_dir()
+        );
         return;
     }
     let (mut ready, mut unchecked) = (0, 0);
@@ -224,7 +233,7 @@ fn check(registry: &InstrumentRegistry, name: &str, mode: OutputMode) -> Result<
             message: format!("Unknown instrument: '{name}'"),
             hints: vec![
                 "Run 'mozart instruments list' to see available instruments".into(),
-                "Add profiles to ~/.mozart/instruments/ or .mozart/instruments/".into(),
+                format!("Add profiles to {} or .mozart/instruments/", profiles_dir()),
             ],
             after: Vec::new(),
             document: json!({"error": format!("Unknown instrument: {name}")}),
