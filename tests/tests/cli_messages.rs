@@ -21,3 +21,61 @@ fn instruments_check_hint_names_the_actual_mozart_home() {
         "a hint names ~/.mozart:\n{text}"
     );
 }
+
+#[test]
+fn config_init_and_show_include_the_dashboard_keys() {
+    let env = TestEnv::new();
+    let out = env.mozart(&["config", "init"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let written = std::fs::read_to_string(env.home.join("conductor.yaml")).unwrap();
+    assert!(
+        written.contains("dashboard:\n  enabled: false\n  host: 127.0.0.1\n  port: 8000\n"),
+        "no dashboard defaults in:\n{written}"
+    );
+    // What init writes loads back.
+    let out = env.mozart(&["config", "check"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+
+    let out = env.mozart(&["config", "show", "--all"]);
+    let text = stdout(&out);
+    for key in [
+        "dashboard.enabled",
+        "dashboard.host",
+        "dashboard.port",
+        "dashboard.token",
+    ] {
+        assert!(text.contains(key), "config show --all lacks {key}:\n{text}");
+    }
+
+    // A token set is honoured, and shown hidden.
+    let secret = "s3cret-token-0123456789";
+    let out = env.mozart(&["config", "set", "dashboard.token", secret]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let out = env.mozart(&["config", "show", "--section", "dashboard", "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let settings = doc["settings"].as_array().unwrap();
+    let value = |k: &str| {
+        settings
+            .iter()
+            .find(|s| s["key"] == k)
+            .map(|s| (s["value"].clone(), s["source"].clone()))
+    };
+    assert_eq!(value("dashboard.port"), Some((8000.into(), "file".into())));
+    assert_eq!(
+        value("dashboard.token"),
+        Some(("(hidden)".into(), "file".into()))
+    );
+    assert!(!stdout(&out).contains(secret));
+}

@@ -215,11 +215,33 @@ pub fn write_atomic(path: &Path, text: &str) -> Result<(), ConfigFileError> {
 
 /// The defaults as a YAML document (paths the conductor derives stay unset).
 pub fn defaults_yaml() -> String {
-    let mut value = serde_json::to_value(DaemonConfig::default()).unwrap_or_default();
+    let mut value = document(&DaemonConfig::default());
     if let Some(obj) = value.as_object_mut() {
         obj.remove("config_file");
     }
     emit(&from_json(&value))
+}
+
+/// Every key of a config, as `config init` writes it and `config show` lists it: the
+/// serialized config plus `dashboard:`, which `daemon.config` leaves out (its token must not
+/// travel); a token set is shown as `(hidden)`, never its text.
+pub fn document(config: &DaemonConfig) -> serde_json::Value {
+    let mut value = serde_json::to_value(config).unwrap_or_default();
+    if let Some(obj) = value.as_object_mut() {
+        obj.insert("dashboard".into(), dashboard_document(config));
+    }
+    value
+}
+
+/// The `dashboard:` section as [`document`] shows it.
+pub fn dashboard_document(config: &DaemonConfig) -> serde_json::Value {
+    let d = &config.dashboard;
+    serde_json::json!({
+        "enabled": d.enabled,
+        "host": d.host,
+        "port": d.port,
+        "token": d.token.as_ref().map(|_| "(hidden)"),
+    })
 }
 
 /// What `mozart config init` writes: every default, under a header saying how to change it.

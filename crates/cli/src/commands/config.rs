@@ -165,10 +165,24 @@ fn gather(globals: &Globals, path: &Path, mode: OutputMode) -> Result<Shown, Cli
     if let Some(doc) = live {
         // The file too: a value changed since it last read the file is not in effect yet,
         // and the user must be told.
-        let (file_doc, file_error) = match DaemonConfig::load(Some(path), None) {
-            Ok(c) => (serde_json::to_value(&c).ok(), None),
-            Err(err) => (None, Some(err.to_string())),
+        let (file_doc, file_error, dashboard) = match DaemonConfig::load(Some(path), None) {
+            Ok(c) => (
+                serde_json::to_value(&c).ok(),
+                None,
+                conductor_config::dashboard_document(&c),
+            ),
+            Err(err) => (
+                None,
+                Some(err.to_string()),
+                conductor_config::dashboard_document(&DaemonConfig::default()),
+            ),
         };
+        // `daemon.config` leaves `dashboard:` out (its token stays in the conductor); it is
+        // read at start only, so the file's section is what a (re)start serves.
+        let mut doc = doc;
+        if let Some(obj) = doc.as_object_mut() {
+            obj.insert("dashboard".into(), dashboard);
+        }
         return Ok(Shown {
             doc,
             label: "[live] from running conductor".to_string(),
@@ -188,7 +202,7 @@ fn gather(globals: &Globals, path: &Path, mode: OutputMode) -> Result<Shown, Cli
         .then(|| conductor_config::file_values(path))
         .flatten();
     Ok(Shown {
-        doc: serde_json::to_value(&config).unwrap_or(Value::Null),
+        doc: conductor_config::document(&config),
         label: if exists {
             path.display().to_string()
         } else {
