@@ -63,6 +63,7 @@ mod slurm_arrays;
 mod slurm_attempt_files;
 mod slurm_exactly_once;
 mod slurm_placement;
+mod status_history_truth;
 mod status_live_large;
 mod status_scale;
 mod status_truth;

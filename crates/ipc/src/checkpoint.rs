@@ -620,6 +620,10 @@ pub struct SheetCheckpoint {
     /// nor in a state file): it runs again, without spending a retry, when the limit ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<Box<RateLimitWait>>,
+    /// Ours: the retry a sheet waits for after a failed attempt (`job.status` only; never
+    /// stored nor in a state file): its status stays upstream's `pending`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_wait: Option<Box<RetryWait>>,
     /// The remote job (a Slurm job) of the attempt in flight: recorded before the job is
     /// released to run and cleared in the same write that records the attempt's result, so
     /// a restarted conductor re-attaches to it instead of running the sheet again
@@ -646,6 +650,48 @@ pub struct RateLimitWait {
     /// What the API or CLI said, and how the wait was chosen.
     #[serde(default)]
     pub reason: Option<String>,
+}
+
+/// Ours: the retry a sheet waits for (`SheetCheckpoint::retry_wait`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RetryWait {
+    /// The attempt the retry will be (1-based, every mode counted).
+    pub attempt: u32,
+    /// The sheet's retry budget (`retry.max_retries`: normal attempts in all).
+    pub max_retries: u32,
+    /// How the retry runs: `normal`, `completion` or `healing`.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// When the retry runs (Unix epoch seconds), when the conductor knows it.
+    #[serde(default)]
+    pub at: Option<f64>,
+    /// Seconds left (0 once due).
+    #[serde(default)]
+    pub seconds_left: f64,
+}
+
+impl RetryWait {
+    /// The wait in words, as `status` shows it: `retrying (attempt 2 of 3) in 12s`.
+    pub fn describe(&self) -> String {
+        let what = match self.mode.as_deref() {
+            Some("completion") => format!("completion attempt {}", self.attempt),
+            Some("healing") => format!("self-healing attempt {}", self.attempt),
+            _ if self.attempt <= self.max_retries => {
+                format!("attempt {} of {}", self.attempt, self.max_retries)
+            }
+            _ => format!("attempt {}", self.attempt),
+        };
+        match self.at {
+            Some(_) if self.seconds_left > 0.0 => {
+                format!(
+                    "retrying ({what}) in {}",
+                    compact_seconds(self.seconds_left)
+                )
+            }
+            Some(_) => format!("retrying ({what}) now"),
+            None => format!("retrying ({what})"),
+        }
+    }
 }
 
 impl InstrumentHold {
@@ -964,6 +1010,7 @@ impl SheetCheckpoint {
             stdout_tail: None,
             live: None,
             rate_limit: None,
+            retry_wait: None,
             stderr_tail: None,
             output_truncated: false,
             prompt_metrics: None,

@@ -567,7 +567,7 @@ impl BatonCore {
         now: Millis,
         out: &mut Vec<Effect>,
     ) {
-        let (job_id, sheet_num, delay) = {
+        let (job_id, sheet_num, delay, attempt, max_retries) = {
             let job = &self.jobs[ji];
             let sheet = &job.sheets[si];
             let failures = sheet.normal_attempts.max(1);
@@ -581,6 +581,8 @@ impl BatonCore {
                 job.id.clone(),
                 sheet.num,
                 backoff::retry_delay(&sheet.rules.retry, failures, u),
+                sheet.attempt_number(),
+                sheet.rules.retry.max_retries,
             )
         };
         {
@@ -604,7 +606,13 @@ impl BatonCore {
             &job_id,
             sheet_num,
             "baton.sheet.retry_scheduled",
-            serde_json::json!({"delay_seconds": delay.as_secs_f64(), "mode": mode}),
+            // The attempt the retry will be and the sheet's budget, for `status`.
+            serde_json::json!({
+                "delay_seconds": delay.as_secs_f64(),
+                "mode": mode,
+                "attempt": attempt,
+                "max_retries": max_retries,
+            }),
             now,
         );
     }

@@ -371,6 +371,9 @@ fn sheet_json(sheet: &SheetCheckpoint, now: f64) -> Value {
     if let Some(wait) = &sheet.rate_limit {
         m.insert("rate_limit".into(), json!(wait));
     }
+    if let Some(retry) = &sheet.retry_wait {
+        m.insert("retry_wait".into(), json!(retry));
+    }
     if !sheet.progress_snapshots.is_empty() {
         m.insert(
             "progress_snapshots".into(),

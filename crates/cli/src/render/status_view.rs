@@ -55,6 +55,14 @@ fn sheet_status_text(sheet: &SheetCheckpoint, now: f64) -> String {
             "waiting (rate limit over, starting)".to_string()
         };
     }
+    // Failed and waiting out its backoff: `pending` alone hid that it failed.
+    if let Some(retry) = sheet
+        .retry_wait
+        .as_ref()
+        .filter(|_| sheet.status == SheetStatus::Pending)
+    {
+        return retry.describe();
+    }
     let label = sheet.display_status();
     let mut text = match sheet_elapsed(sheet, now).or(sheet.execution_duration_seconds) {
         Some(secs) => format!("{label} ({})", format_duration(Some(secs))),
@@ -631,7 +639,19 @@ impl View<'_> {
                         .collect()
                 })
                 .unwrap_or_default();
-            let detail = if status == "running" && voices > 1 {
+            // A solo movement whose sheet waits out a retry's backoff is retrying.
+            let retry = match sheet_nums.as_slice() {
+                [n] if voices <= 1 => self
+                    .job
+                    .sheets
+                    .get(n)
+                    .filter(|s| s.status == SheetStatus::Pending)
+                    .and_then(|s| s.retry_wait.as_ref()),
+                _ => None,
+            };
+            let detail = if let Some(retry) = retry {
+                retry.describe()
+            } else if status == "running" && voices > 1 {
                 format!("{}/{} complete", g["completed_count"], g["sheet_count"])
             } else if status == "completed" {
                 // Wall time: first sheet's start to last sheet's end.

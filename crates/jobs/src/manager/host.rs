@@ -232,6 +232,9 @@ impl ConductorHost {
         } else {
             entry.rt.waiting.remove(&change.sheet_num);
         }
+        if change.status != mozart_baton::SheetStatus::RetryScheduled {
+            entry.rt.retries.remove(&change.sheet_num);
+        }
         let workspace = entry.run.as_ref().map(|r| r.workspace.clone());
         let Some(live) = entry.live.as_mut() else {
             return Ok(());
@@ -1198,11 +1201,12 @@ impl BatonHost for ConductorHost {
         // The retry's delay is known once the baton scheduled it (its timer is not ours).
         if event.event == "baton.sheet.retry_scheduled" {
             if let Some(delay) = event.data.get("delay_seconds").and_then(|d| d.as_f64()) {
-                let failed = self
-                    .table
-                    .jobs
-                    .get_mut(&event.job_id)
-                    .and_then(|e| e.log.retries.remove(&event.sheet_num));
+                let entry = self.table.jobs.get_mut(&event.job_id);
+                let failed = entry.and_then(|e| {
+                    e.rt.retries
+                        .insert(event.sheet_num, retry_wait(&event.data, delay));
+                    e.log.retries.remove(&event.sheet_num)
+                });
                 if let Some(failed) = failed {
                     events::sheet_retry_scheduled(
                         &event.job_id,
@@ -1452,4 +1456,23 @@ fn finish_worktree(
         Ok(crate::isolation::Cleanup::Kept { .. }) => {}
         Err(e) => tracing::warn!(job_id, error = %e, "worktree cleanup failed"),
     });
+}
+
+/// The retry a `baton.sheet.retry_scheduled` event announces, due `delay` seconds from now.
+fn retry_wait(data: &serde_json::Value, delay: f64) -> mozart_ipc::checkpoint::RetryWait {
+    let count = |key: &str| {
+        data.get(key)
+            .and_then(serde_json::Value::as_u64)
+            .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
+    };
+    mozart_ipc::checkpoint::RetryWait {
+        attempt: count("attempt"),
+        max_retries: count("max_retries"),
+        mode: data
+            .get("mode")
+            .and_then(|m| m.as_str())
+            .map(str::to_string),
+        at: Some(mozart_state::epoch_now() + delay),
+        seconds_left: delay,
+    }
 }

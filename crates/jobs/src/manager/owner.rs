@@ -222,6 +222,15 @@ impl ConductorHost {
         let live = self.table.jobs.get_mut(id).and_then(|e| {
             let mut doc = super::live_status_doc(e, live_query)?;
             doc.pausing = pausing;
+            let now = mozart_state::epoch_now();
+            for (num, retry) in &e.rt.retries {
+                if let Some(sheet) = doc.sheets.get_mut(num) {
+                    let mut retry = retry.clone();
+                    let left = retry.at.map_or(0.0, |at| (at - now).max(0.0));
+                    retry.seconds_left = (left * 10.0).round() / 10.0;
+                    sheet.retry_wait = Some(Box::new(retry));
+                }
+            }
             // Completed sheets that keep only their facts in memory are shown whole from
             // their registry rows (read by the caller, off the baton task).
             let compacted: Vec<u32> = if e.compacted {

@@ -154,6 +154,9 @@ pub(crate) struct RunState {
     /// Sheets parked on a rate limit (baton `waiting`), by the instrument they wait for:
     /// `job.status` shows them waiting with the limit's words and time left.
     pub waiting: HashMap<u32, String>,
+    /// Sheets waiting out a retry's backoff, with when the retry runs: `job.status` shows
+    /// them retrying, not merely pending.
+    pub retries: HashMap<u32, mozart_ipc::checkpoint::RetryWait>,
 }
 
 impl RunState {
