@@ -73,6 +73,7 @@ mod torture_clients;
 mod torture_disk_full;
 mod torture_fuzz_regressions;
 mod torture_kill9;
+mod torture_registry_damage;
 mod torture_socket_garbage;
 mod upstream_cli_modify_resume;
 mod upstream_cli_shapes;

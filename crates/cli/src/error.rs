@@ -130,6 +130,19 @@ impl CliError {
                 hints,
                 mode,
             } => {
+                let with_doctor;
+                let hints = if registry_damaged(message)
+                    && !hints.iter().any(|h| h.contains("mozart doctor"))
+                {
+                    with_doctor = [
+                        hints.as_slice(),
+                        &["The job registry is damaged: `mozart doctor` checks it and says what to do".to_string()],
+                    ]
+                    .concat();
+                    &with_doctor
+                } else {
+                    hints
+                };
                 match (mode, kind) {
                     (OutputMode::Json, ErrorKind::NotSubmitted) => {
                         crate::output::print_json(&serde_json::json!({ "error": message }))
@@ -165,4 +178,11 @@ impl CliError {
             }
         }
     }
+}
+
+/// Whether an error's text is SQLite's word for a damaged registry file (the conductor's
+/// answers carry it as text).
+fn registry_damaged(message: &str) -> bool {
+    message.contains("database disk image is malformed")
+        || message.contains("file is not a database")
 }

@@ -90,6 +90,14 @@ pub enum ConductorError {
     /// Restart recovery (the job hook) failed.
     #[error("job recovery failed: {0}")]
     Recovery(String),
+    /// The job registry's file is damaged: it cannot be read, and no retry helps.
+    #[error("the job registry is damaged: {message}")]
+    RegistryDamaged {
+        /// What SQLite said, with the file.
+        message: String,
+        /// What to do.
+        fix: String,
+    },
     /// Logging could not be set up.
     #[error("cannot set up logging to {path}: {message}")]
     Logging {
@@ -105,6 +113,7 @@ impl ConductorError {
     pub fn hint(&self) -> Option<&str> {
         match self {
             ConductorError::UnsafeSocketDir { fix, .. } => Some(fix),
+            ConductorError::RegistryDamaged { fix, .. } => Some(fix),
             ConductorError::Ipc(mozart_ipc::IpcError::Untrusted { fix, .. }) => Some(fix),
             _ => None,
         }

@@ -109,6 +109,19 @@ pub enum StateError {
 pub type Result<T, E = StateError> = std::result::Result<T, E>;
 
 impl StateError {
+    /// Whether the registry file itself is damaged (SQLite: "database disk image is
+    /// malformed", "file is not a database"): no retry helps, the file must be replaced.
+    pub fn is_damaged(&self) -> bool {
+        let source = match self {
+            StateError::Sqlite { source, .. } | StateError::Migration { source, .. } => source,
+            _ => return false,
+        };
+        matches!(
+            source.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+        )
+    }
+
     /// The `map_err` adapter for a SQLite error of `operation` on the database at `path`.
     pub(crate) fn sqlite(
         path: &Path,

@@ -31,6 +31,8 @@ struct Findings {
     instruments: Vec<Value>,
     /// The Slurm checks (empty when no profile places its sheets on Slurm).
     slurm: Vec<Value>,
+    /// The job registry's check (`PRAGMA quick_check`).
+    registry: Value,
     /// Errors found: Mozart is not ready.
     errors: usize,
 }
@@ -48,12 +50,14 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let mut errors = usize::from(refused.is_some());
     let (instruments, placed) = instrument_checks(&mut errors);
     let slurm = slurm_checks(&placed, &mut errors);
+    let registry = registry_check(globals, &mut errors);
     let findings = Findings {
         status,
         pid,
         refused,
         instruments,
         slurm,
+        registry,
         errors,
     };
     if args.output.is_json() {
@@ -74,6 +78,46 @@ fn conductor_check(globals: &Globals) -> (&'static str, Option<u32>, Option<Stri
             Err(err) => ("untrusted socket", None, Some(err.to_string())),
         },
         Err(_) => ("not running", None, None),
+    }
+}
+
+/// Whether the job registry can be read whole (`PRAGMA quick_check`, read-only): a
+/// damaged file is an error, with what to do.
+fn registry_check(globals: &Globals, errors: &mut usize) -> Value {
+    let Ok(paths) = conductor_client::paths(globals, None) else {
+        return json!({"status": "unknown", "detail": "the Mozart home could not be found"});
+    };
+    let path = &paths.registry_db;
+    let p = path.display();
+    if !path.exists() {
+        return json!({"status": "absent", "path": p.to_string(),
+            "detail": format!("{p} (none yet: the first mozart start creates it)")});
+    }
+    let damaged = |what: String| {
+        let fix = format!(
+            "Move it aside (mv {p} {p}.damaged, with {p}-wal and {p}-shm if present) and start \
+             again with an empty one; keep the copy to recover from (sqlite3 … .recover)"
+        );
+        json!({"status": "error", "path": p.to_string(), "detail": format!("{what}. {fix}")})
+    };
+    match mozart_state::Registry::quick_check(path) {
+        Ok(problems) if problems.is_empty() => {
+            json!({"status": "ok", "path": p.to_string(), "detail": p.to_string()})
+        }
+        Ok(problems) => {
+            *errors += 1;
+            let first = problems.first().cloned().unwrap_or_default();
+            damaged(format!(
+                "{p} is damaged ({} problem(s); first: {first})",
+                problems.len()
+            ))
+        }
+        Err(e) if e.is_damaged() => {
+            *errors += 1;
+            damaged(format!("{p} is damaged: {e}"))
+        }
+        Err(e) => json!({"status": "unknown", "path": p.to_string(),
+            "detail": format!("cannot check it: {e}")}),
     }
 }
 
@@ -149,6 +193,7 @@ fn print_json(f: &Findings) {
         },
         "instruments": f.instruments,
         "slurm": f.slurm,
+        "registry": f.registry,
         "safety_warnings": [SAFETY_WARNING],
         "warnings_count": f.warnings(),
         "errors_count": f.errors,
@@ -182,6 +227,16 @@ fn print_text(f: &Findings) {
     if let Some(detail) = &f.refused {
         println!("      {detail}");
     }
+    let icon = match f.registry["status"].as_str() {
+        Some("ok") => "✓",
+        Some("error") => "✗",
+        _ => "·",
+    };
+    line(
+        icon,
+        "Job registry",
+        f.registry["detail"].as_str().unwrap_or(""),
+    );
     println!("\nInstruments:");
     for i in &f.instruments {
         let icon = match i["status"].as_str() {

@@ -294,8 +294,9 @@ impl JobManager {
     /// Open the registry and load instrument profiles; the baton starts in [`JobHost::recover`].
     pub fn open(ctx: &ConductorCtx) -> Result<JobManager, ConductorError> {
         let config = ctx.config();
-        let registry = Registry::open(&ctx.paths.registry_db)
-            .map_err(|e| ConductorError::Recovery(format!("cannot open the job registry: {e}")))?;
+        let registry = Registry::open(&ctx.paths.registry_db).map_err(|e| {
+            registry_error(&ctx.paths.registry_db, "cannot open the job registry", &e)
+        })?;
         // Checkpoints (two fsyncs) leave the baton's commits for a thread of their own.
         let registry_checkpointer =
             match registry.checkpoint_in_background(std::time::Duration::from_millis(500)) {
@@ -1411,5 +1412,24 @@ impl JobHost for JobManager {
             instrument: instrument.map(str::to_string),
         });
         cleared as u64
+    }
+}
+
+/// A registry error at start-up: a damaged file says what to do (it cannot be read, and no
+/// retry helps), anything else is a failed recovery.
+pub(crate) fn registry_error(
+    path: &std::path::Path,
+    doing: &str,
+    e: &mozart_state::StateError,
+) -> ConductorError {
+    if !e.is_damaged() {
+        return ConductorError::Recovery(format!("{doing}: {e}"));
+    }
+    let p = path.display();
+    ConductorError::RegistryDamaged {
+        message: e.to_string(),
+        fix: format!(
+            "Its jobs cannot be read. To start with a new, empty registry, move it aside: mv {p} {p}.damaged (with {p}-wal and {p}-shm if present), then run mozart start again. Workspaces keep their files; keep the damaged copy to recover from (e.g. sqlite3 {p}.damaged .recover)."
+        ),
     }
 }

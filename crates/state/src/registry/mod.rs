@@ -1311,6 +1311,23 @@ impl Registry {
 
     // ---------------------------------------------------------------- health
 
+    /// `PRAGMA quick_check` of the registry at `path`, opened read-only (`mozart doctor`):
+    /// the problems SQLite lists, empty when it reports `ok`. An error when the file cannot
+    /// be opened or read at all (see [`StateError::is_damaged`]).
+    pub fn quick_check(path: &Path) -> Result<Vec<String>> {
+        let registry = Registry::open_reader(path)?;
+        let mut stmt = registry
+            .conn
+            .prepare("PRAGMA quick_check")
+            .map_err(registry.err("checking the registry"))?;
+        let lines = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .map_err(registry.err("checking the registry"))?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(registry.err("checking the registry"))?;
+        Ok(lines.into_iter().filter(|l| l != "ok").collect())
+    }
+
     /// `PRAGMA integrity_check`: true when SQLite reports `ok`.
     pub fn integrity_check(&self) -> Result<bool> {
         let mut stmt = self
