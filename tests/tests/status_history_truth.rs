@@ -5,7 +5,7 @@
 
 use mozart_tests::{stdout, TestEnv};
 
-use crate::harness::{run, sheet, wait_status};
+use crate::harness::{run, sheet, wait_status, wait_terminal};
 
 /// A sheet that fails every attempt; its retries wait 30 s.
 const FAILS_SLOWLY: &str = r#"name: slowretry
@@ -44,4 +44,61 @@ fn a_sheet_waiting_out_its_retry_backoff_shows_as_retrying() {
     assert!(text.contains("retrying (attempt 2 of 2) in "), "{text}");
     let cancelled = env.mozart(&["cancel", "slowretry"]);
     assert_eq!(cancelled.status.code(), Some(0), "{}", stdout(&cancelled));
+}
+
+/// A sheet whose four attempts fail, each with its own error.
+const FAILS_FOUR_WAYS: &str = r#"name: fourways
+workspace: ./fourways-ws
+instrument: shell
+retry:
+  max_retries: 4
+  base_delay_seconds: 0.1
+  jitter: false
+sheet:
+  size: 1
+  total_items: 1
+prompt:
+  template: |
+    RUN: n=$(cat "{{ workspace }}/count" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "{{ workspace }}/count"; echo "error: boom $n" >&2; exit 1
+"#;
+
+#[test]
+fn recent_errors_list_each_failed_attempt_newest_first_and_say_when_cut() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let score = env.write_score("fourways", FAILS_FOUR_WAYS);
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "fourways", 60.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    // The JSON keeps its element shape and lists up to five: all four attempts.
+    let listed: Vec<String> = doc["recent_errors"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|e| e["error_message"].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(listed.len(), 4, "{doc:#}");
+    for (i, n) in [4, 3, 2, 1].iter().enumerate() {
+        assert!(listed[i].contains(&format!("boom {n}")), "{listed:?}");
+    }
+    for e in doc["recent_errors"].as_array().into_iter().flatten() {
+        assert_eq!(e["sheet_num"], 1, "{e:#}");
+        assert!(
+            e["timestamp"].is_string() && e["error_code"].is_string(),
+            "{e:#}"
+        );
+    }
+    // The human view shows the newest three, and says there is one more.
+    let text = stdout(&env.mozart(&["status", "fourways"]));
+    assert!(text.contains("Recent Errors — newest 3 of 4"), "{text}");
+    let at = |needle: &str| {
+        text.find(needle)
+            .unwrap_or_else(|| panic!("{needle}: {text}"))
+    };
+    assert!(at("attempt 4)") < at("attempt 3)"), "{text}");
+    assert!(at("attempt 3)") < at("attempt 2)"), "{text}");
+    assert!(!text.contains("attempt 1)"), "{text}");
+    assert!(text.contains("boom 4") && text.contains("boom 2"), "{text}");
 }

@@ -652,6 +652,38 @@ pub struct RateLimitWait {
     pub reason: Option<String>,
 }
 
+/// Ours: a job's newest failed attempts (`JobCheckpoint::recent_attempt_errors`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecentAttemptErrors {
+    /// Newest first.
+    pub errors: Vec<AttemptError>,
+    /// Failed attempts the job has in all (`errors` holds the newest of them).
+    pub total: u64,
+}
+
+/// Ours: one failed attempt of a sheet (`RecentAttemptErrors::errors`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AttemptError {
+    /// Sheet.
+    pub sheet_num: u32,
+    /// 1-based attempt.
+    pub attempt_number: u32,
+    /// When the attempt ended (ISO text).
+    pub timestamp: Timestamp,
+    /// E-code, or the error category when no code was recorded.
+    #[serde(default)]
+    pub error_code: Option<String>,
+    /// Error category.
+    #[serde(default)]
+    pub error_category: Option<String>,
+    /// The message.
+    #[serde(default)]
+    pub error_message: Option<String>,
+    /// Instrument that ran the attempt.
+    #[serde(default)]
+    pub instrument: Option<String>,
+}
+
 /// Ours: the retry a sheet waits for (`SheetCheckpoint::retry_wait`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RetryWait {
@@ -942,6 +974,11 @@ pub struct JobCheckpoint<Snapshot = serde_json::Value> {
     /// conductor (`job.status`), absent when there is none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub instrument_holds: Vec<InstrumentHold>,
+    /// Ours: the job's newest failed attempts, over all sheets, from the registry's attempt
+    /// history (the sheets keep only their last error). Added by the conductor
+    /// (`job.status`), absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recent_attempt_errors: Option<RecentAttemptErrors>,
     /// Ours (issue 24): present when `sheets` holds only some of the job's sheets (or a
     /// client asked for a view): the counts of every sheet and how to page the rest.
     #[serde(default, skip_serializing_if = "Option::is_none")]

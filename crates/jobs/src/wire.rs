@@ -263,6 +263,30 @@ pub fn fill_error_history(doc: &mut JobCheckpoint, failed: Vec<SheetAttemptError
     }
 }
 
+/// Failed attempts `job.status` lists at most (`status` shows 3, its JSON 5).
+pub const RECENT_ATTEMPT_ERRORS: usize = 10;
+
+/// A job's newest failed attempts, as `job.status` adds them to its document.
+pub fn recent_attempt_errors(
+    attempts: Vec<AttemptRecord>,
+    total: u64,
+) -> mozart_ipc::checkpoint::RecentAttemptErrors {
+    let errors = attempts
+        .into_iter()
+        .map(|a| mozart_ipc::checkpoint::AttemptError {
+            sheet_num: a.sheet_num,
+            attempt_number: a.attempt_num,
+            // When the attempt ended.
+            timestamp: Timestamp::from_epoch(a.executed_at + a.duration_seconds.unwrap_or(0.0)),
+            error_code: a.error_code,
+            error_category: a.error_category,
+            error_message: a.error_message,
+            instrument: a.instrument,
+        })
+        .collect();
+    mozart_ipc::checkpoint::RecentAttemptErrors { errors, total }
+}
+
 /// One failed attempt as a checkpoint error record.
 fn error_record(
     a: AttemptRecord,

@@ -51,11 +51,48 @@ pub struct RecentError {
     pub backend: Option<String>,
 }
 
-/// Newest `limit` errors over all sheets: each sheet's error history, or a synthetic entry
-/// from its last error message when it has no history.
+/// Newest `limit` errors over all sheets (see [`recent_errors_of`]).
 pub fn recent_errors(job: &JobCheckpoint, limit: usize, now: f64) -> Vec<RecentError> {
+    recent_errors_of(job, limit, now).0
+}
+
+/// Newest `limit` errors over all sheets, and how many there are in all. From the job's
+/// failed attempts when the conductor added them (`recent_attempt_errors`: every failed
+/// attempt, not only each sheet's last), with the sheets that never ran (a failed
+/// dependency) from their message; otherwise each sheet's error history, or a synthetic
+/// entry from its last error message when it has no history.
+pub fn recent_errors_of(job: &JobCheckpoint, limit: usize, now: f64) -> (Vec<RecentError>, u64) {
     let mut all: Vec<(f64, RecentError)> = Vec::new();
+    let mut total = 0u64;
+    if let Some(recent) = &job.recent_attempt_errors {
+        total = recent.total;
+        for a in &recent.errors {
+            let category = a.error_category.as_deref();
+            all.push((
+                a.timestamp.to_epoch().unwrap_or(0.0),
+                RecentError {
+                    sheet_num: a.sheet_num,
+                    timestamp: a.timestamp.as_str().to_string(),
+                    error_type: infer_error_type(a.error_code.as_deref().or(category)).to_string(),
+                    error_code: normalize_error_code(a.error_code.as_deref(), category),
+                    error_message: a.error_message.clone().unwrap_or_default(),
+                    attempt_number: a.attempt_number,
+                    backend: None,
+                },
+            ));
+        }
+    }
     for (&num, sheet) in &job.sheets {
+        if job.recent_attempt_errors.is_some() {
+            // The attempts are listed above; a sheet that never ran has none.
+            if sheet.attempt_count == 0 {
+                if let Some(e) = last_error(num, sheet, now) {
+                    total += 1;
+                    all.push(e);
+                }
+            }
+            continue;
+        }
         for rec in &sheet.error_history {
             let error_type = serde_json::to_value(rec.error_type)
                 .ok()
@@ -78,34 +115,44 @@ pub fn recent_errors(job: &JobCheckpoint, limit: usize, now: f64) -> Vec<RecentE
                 },
             ));
         }
-        // A skipped sheet's message is the skip's reason, not an error.
-        if sheet.error_history.is_empty() && sheet.status != SheetStatus::Skipped {
-            if let Some(message) = &sheet.error_message {
-                let category = sheet.error_category.map(|c| c.as_str());
-                let (epoch, timestamp) = match &sheet.completed_at {
-                    Some(ts) => (ts.to_epoch().unwrap_or(now), ts.as_str().to_string()),
-                    None => (now, Timestamp::from_epoch(now).as_str().to_string()),
-                };
-                all.push((
-                    epoch,
-                    RecentError {
-                        sheet_num: num,
-                        timestamp,
-                        error_type: infer_error_type(sheet.error_code.as_deref().or(category))
-                            .to_string(),
-                        error_code: normalize_error_code(sheet.error_code.as_deref(), category),
-                        error_message: message.clone(),
-                        // 0: the sheet never ran (blocked by a failed dependency).
-                        attempt_number: sheet.attempt_count,
-                        backend: None,
-                    },
-                ));
-            }
+        if sheet.error_history.is_empty() {
+            all.extend(last_error(num, sheet, now));
         }
+    }
+    if job.recent_attempt_errors.is_none() {
+        total = all.len() as u64;
     }
     // Stable sort: equal timestamps keep sheet order, as upstream's sort does.
     all.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(std::cmp::Ordering::Equal));
-    all.into_iter().take(limit).map(|(_, e)| e).collect()
+    let listed = all.into_iter().take(limit).map(|(_, e)| e).collect();
+    (listed, total)
+}
+
+/// A sheet's last error message as an entry (a skipped sheet's message is the skip's
+/// reason, not an error).
+fn last_error(num: u32, sheet: &SheetCheckpoint, now: f64) -> Option<(f64, RecentError)> {
+    if sheet.status == SheetStatus::Skipped {
+        return None;
+    }
+    let message = sheet.error_message.as_ref()?;
+    let category = sheet.error_category.map(|c| c.as_str());
+    let (epoch, timestamp) = match &sheet.completed_at {
+        Some(ts) => (ts.to_epoch().unwrap_or(now), ts.as_str().to_string()),
+        None => (now, Timestamp::from_epoch(now).as_str().to_string()),
+    };
+    Some((
+        epoch,
+        RecentError {
+            sheet_num: num,
+            timestamp,
+            error_type: infer_error_type(sheet.error_code.as_deref().or(category)).to_string(),
+            error_code: normalize_error_code(sheet.error_code.as_deref(), category),
+            error_message: message.clone(),
+            // 0: the sheet never ran (blocked by a failed dependency).
+            attempt_number: sheet.attempt_count,
+            backend: None,
+        },
+    ))
 }
 
 /// Circuit breaker state: `state`, `consecutive_failures`, `reason`.

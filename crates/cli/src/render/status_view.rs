@@ -7,7 +7,7 @@ use mozart_ipc::status::JobListEntry;
 use serde_json::Value;
 
 use super::status_json::{
-    circuit_breaker, configured_hooks, last_activity, movement_groups, recent_errors,
+    circuit_breaker, configured_hooks, last_activity, movement_groups, recent_errors_of,
     sheet_descriptions, sheet_elapsed,
 };
 use super::style::{sheet_status_color, Color, Style};
@@ -1094,11 +1094,18 @@ impl View<'_> {
     }
 
     fn recent_errors(&mut self) {
-        let errors = recent_errors(self.job, 3, self.now);
+        let (errors, total) = recent_errors_of(self.job, 3, self.now);
         if errors.is_empty() {
             return;
         }
-        self.heading("Recent Errors");
+        if total > errors.len() as u64 {
+            self.heading(&format!(
+                "Recent Errors — newest {} of {total}",
+                errors.len()
+            ));
+        } else {
+            self.heading("Recent Errors");
+        }
         for e in errors {
             let message = if e.error_message.chars().count() > 60 {
                 format!(

@@ -175,6 +175,7 @@ impl<S> JobCheckpoint<S> {
             waiting_reason: None,
             pausing: None,
             instrument_holds: Vec::new(),
+            recent_attempt_errors: None,
             sheets_view: None,
         }
     }
@@ -243,6 +244,7 @@ impl<S> JobCheckpoint<S> {
             waiting_reason,
             pausing,
             instrument_holds,
+            recent_attempt_errors,
             sheets_view,
             sheets: _,
             config_snapshot: _,
@@ -290,6 +292,7 @@ impl<S> JobCheckpoint<S> {
             waiting_reason: waiting_reason.clone(),
             pausing: *pausing,
             instrument_holds: instrument_holds.clone(),
+            recent_attempt_errors: recent_attempt_errors.clone(),
             sheets_view: sheets_view.clone(),
             sheets,
             config_snapshot,

@@ -518,11 +518,26 @@ async fn status(m: JobManager, _: Ctx, p: mozart_ipc::sheet_view::StatusParams) 
         )
         .into());
     }
-    to_value(
-        m.status_with(&p.job_id, p.sheets)
-            .await
-            .map_err(job_error)?,
-    )
+    let mut state = m
+        .status_with(&p.job_id, p.sheets)
+        .await
+        .map_err(job_error)?;
+    if let mozart_ipc::status::JobStatusResult::Checkpoint(doc) = &mut state {
+        // Recent Errors lists failed attempts, not only each sheet's last error.
+        let read = m
+            .shared
+            .read_registry()
+            .recent_attempt_errors(&doc.job_id, wire::RECENT_ATTEMPT_ERRORS);
+        match read {
+            Ok((attempts, total)) => {
+                doc.recent_attempt_errors = Some(wire::recent_attempt_errors(attempts, total));
+            }
+            Err(e) => {
+                tracing::warn!(job_id = %doc.job_id, error = %e, "cannot read recent failed attempts")
+            }
+        }
+    }
+    to_value(state)
 }
 
 /// `job.overview`: the conductor's uptime and several list pages in one call.

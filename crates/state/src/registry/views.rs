@@ -1,11 +1,14 @@
 //! Reads for views of large jobs (issue 24): a checkpoint's job-level document without its
 //! sheets, the few facts a summary needs of every sheet (mostly from columns, without
-//! building each sheet's state), and the full state of only the sheets an answer shows.
+//! building each sheet's state), the full state of only the sheets an answer shows, and a
+//! job's newest failed attempts (`status`'s Recent Errors).
 
 use rusqlite::{params_from_iter, OptionalExtension};
 use serde::Deserialize;
 
-use super::{parse_snapshot, sheet_from_row, Registry, SheetRowError, SHEET_ROW_COLUMNS};
+use super::{
+    parse_snapshot, sheet_from_row, AttemptRecord, Registry, SheetRowError, SHEET_ROW_COLUMNS,
+};
 use crate::checkpoint::{CheckpointState, SheetState, SheetStatus};
 use crate::error::{Result, StateError};
 
@@ -150,5 +153,63 @@ impl Registry {
             }
         }
         Ok(out)
+    }
+
+    /// The job's newest `limit` failed attempts (those that recorded an error), over all
+    /// sheets, newest first, without their prompt and output; and how many it has in all.
+    pub fn recent_attempt_errors(
+        &self,
+        job_id: &str,
+        limit: usize,
+    ) -> Result<(Vec<AttemptRecord>, u64)> {
+        let ctx = format!("reading the recent failed attempts of job '{job_id}'");
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT id, sheet_num, attempt_num, mode, outcome, instrument, error_code, \
+                 error_category, error_message, exit_code, duration_seconds, cost_usd, \
+                 input_tokens, output_tokens, executed_at, COUNT(*) OVER () AS total \
+                 FROM attempts WHERE job_id=?1 \
+                 AND (error_code IS NOT NULL OR error_message IS NOT NULL) \
+                 ORDER BY id DESC LIMIT ?2",
+            )
+            .map_err(self.err(&ctx))?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut total = 0u64;
+        let rows = stmt
+            .query_map(rusqlite::params![job_id, limit], |r| {
+                let all: i64 = r.get(15)?;
+                Ok((
+                    AttemptRecord {
+                        id: r.get(0)?,
+                        job_id: job_id.to_string(),
+                        sheet_num: r.get(1)?,
+                        attempt_num: r.get(2)?,
+                        mode: r.get(3)?,
+                        outcome: r.get(4)?,
+                        instrument: r.get(5)?,
+                        error_code: r.get(6)?,
+                        error_category: r.get(7)?,
+                        error_message: r.get(8)?,
+                        exit_code: r.get(9)?,
+                        duration_seconds: r.get(10)?,
+                        cost_usd: r.get(11)?,
+                        input_tokens: r.get(12)?,
+                        output_tokens: r.get(13)?,
+                        prompt: None,
+                        output: None,
+                        executed_at: r.get(14)?,
+                    },
+                    u64::try_from(all).unwrap_or(0),
+                ))
+            })
+            .map_err(self.err(&ctx))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (record, all) = row.map_err(self.err(&ctx))?;
+            total = all;
+            out.push(record);
+        }
+        Ok((out, total))
     }
 }
