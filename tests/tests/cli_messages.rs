@@ -79,3 +79,30 @@ fn config_init_and_show_include_the_dashboard_keys() {
     );
     assert!(!stdout(&out).contains(secret));
 }
+
+#[test]
+fn validate_warns_of_a_key_given_twice_naming_both_lines() {
+    let env = TestEnv::new();
+    let score = env.write_score(
+        "dupes.yaml",
+        "name: dupes\n\
+         sheet: {size: 1, total_items: 1}\n\
+         prompt:\n  template: first\n\
+         retry:\n  max_retries: 2\n  max_retries: 5\n\
+         prompt:\n  template: second\n",
+    );
+    let out = env.mozart(&["validate", score.to_str().unwrap()]);
+    let err = stderr(&out);
+    // Upstream (PyYAML) keeps the last value silently: the score stays valid, with warnings.
+    assert_eq!(out.status.code(), Some(0), "{}{err}", stdout(&out));
+    assert!(
+        err.contains(
+            "warning: duplicate key 'retry.max_retries' on lines 6 and 7: only the last value (line 7) is used"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("warning: duplicate key 'prompt' on lines 3 and 8"),
+        "{err}"
+    );
+}

@@ -156,7 +156,8 @@ fn load_inner(
         config.circuit_breaker.honor_other_jobs_rate_limits = false;
     }
     sync_auto_apply(&mut config);
-    let warnings = collect_warnings(&config);
+    let mut warnings = duplicate_key_warnings(&text);
+    warnings.extend(collect_warnings(&config));
     Ok(Score {
         config,
         path: path.to_path_buf(),
@@ -309,6 +310,20 @@ fn sync_auto_apply(config: &mut JobConfig) {
 }
 
 /// Upstream's `UserWarning`s (score.md §2, §3.4, §3.6, §3.17).
+/// Keys given twice in one mapping: YAML keeps the last value silently, as upstream does, so
+/// the score loads, but the author is told which value was dropped (docs/differences.md).
+fn duplicate_key_warnings(text: &str) -> Vec<String> {
+    yaml::duplicate_keys(text)
+        .into_iter()
+        .map(|d| {
+            format!(
+                "duplicate key '{}' on lines {} and {}: only the last value (line {}) is used",
+                d.path, d.first_line, d.line, d.line
+            )
+        })
+        .collect()
+}
+
 fn collect_warnings(c: &JobConfig) -> Vec<String> {
     let mut out = Vec::new();
     if c.prompt.template.is_none() && c.prompt.template_file.is_none() {

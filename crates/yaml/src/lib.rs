@@ -11,9 +11,11 @@ use std::collections::HashMap;
 use std::fmt;
 
 pub mod de;
+mod dupes;
 mod fast;
 
 pub use de::{from_node, from_str, DeError};
+pub use dupes::{duplicate_keys, DuplicateKey};
 
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser, Tag};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
