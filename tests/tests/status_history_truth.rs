@@ -102,3 +102,53 @@ fn recent_errors_list_each_failed_attempt_newest_first_and_say_when_cut() {
     assert!(!text.contains("attempt 1)"), "{text}");
     assert!(text.contains("boom 4") && text.contains("boom 2"), "{text}");
 }
+
+/// A sheet whose first attempt fails its validation and whose second passes.
+const SECOND_TIME_LUCKY: &str = r#"name: second
+workspace: ./second-ws
+instrument: shell
+retry:
+  max_retries: 3
+  base_delay_seconds: 0.1
+sheet:
+  size: 1
+  total_items: 1
+prompt:
+  template: |
+    RUN: n=$(cat "{{ workspace }}/count" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "{{ workspace }}/count"
+    RUN: if [ "$(cat "{{ workspace }}/count")" -ge 2 ]; then echo done > "{{ workspace }}/done.txt"; fi
+validations:
+  - type: file_exists
+    path: "{workspace}/done.txt"
+"#;
+
+#[test]
+fn the_diagnose_timeline_shows_each_sheets_mode_and_outcome() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let score = env.write_score("second", SECOND_TIME_LUCKY);
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "second", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+
+    let out = env.mozart(&["diagnose", "second", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("diagnose --json: {e}: {}", stdout(&out)));
+    let row = &report["execution_timeline"][0];
+    assert_eq!(row["execution_mode"], "retry", "{report:#}");
+    assert_eq!(row["outcome_category"], "success_retry", "{report:#}");
+
+    let text = stdout(&env.mozart(&["diagnose", "second"]));
+    let timeline = text
+        .split("Execution Timeline")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{text}"));
+    let line = timeline
+        .lines()
+        .find(|l| l.trim_start().starts_with("1 "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains("retry") && line.contains("success_retry"),
+        "{line}\n{text}"
+    );
+}

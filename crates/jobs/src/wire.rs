@@ -263,6 +263,59 @@ pub fn fill_error_history(doc: &mut JobCheckpoint, failed: Vec<SheetAttemptError
     }
 }
 
+/// Fills each sheet's `execution_mode` and `outcome_category` (upstream's words, left
+/// unset by the baton) from its last recorded attempt and how many it has, for
+/// `job.diagnose`'s timeline. A sheet that is not finished has no outcome yet.
+pub fn fill_timeline_facts(doc: &mut JobCheckpoint, last: Vec<(AttemptRecord, u64)>) {
+    for (attempt, recorded) in last {
+        let Some(sheet) = doc.sheets.get_mut(&attempt.sheet_num) else {
+            continue;
+        };
+        let (mode, outcome) = timeline_facts(sheet.status, &attempt, recorded);
+        if sheet.execution_mode.is_none() {
+            sheet.execution_mode = mode;
+        }
+        if sheet.outcome_category.is_none() {
+            sheet.outcome_category = outcome;
+        }
+    }
+}
+
+/// A sheet's execution mode and outcome, from its last attempt and its recorded attempts.
+fn timeline_facts(
+    status: mozart_ipc::checkpoint::SheetStatus,
+    last: &AttemptRecord,
+    recorded: u64,
+) -> (
+    Option<mozart_ipc::checkpoint::ExecutionMode>,
+    Option<mozart_ipc::checkpoint::OutcomeCategory>,
+) {
+    use mozart_ipc::checkpoint::{ExecutionMode as M, OutcomeCategory as O, SheetStatus as S};
+    let mode = match last.mode.as_str() {
+        "completion" => Some(M::Completion),
+        "normal" | "healing" if last.attempt_num > 1 => Some(M::Retry),
+        "normal" => Some(M::Normal),
+        _ => None,
+    };
+    let outcome = match status {
+        S::Completed if last.mode == "completion" => Some(O::SuccessCompletion),
+        S::Completed if recorded <= 1 && last.attempt_num <= 1 => Some(O::SuccessFirstTry),
+        S::Completed => Some(O::SuccessRetry),
+        // The baton fails a sheet at once on these (no retry could help).
+        S::Failed
+            if matches!(
+                last.error_category.as_deref(),
+                Some("auth" | "fatal" | "configuration")
+            ) =>
+        {
+            Some(O::FailedFatal)
+        }
+        S::Failed if last.outcome == "failed" => Some(O::FailedExhausted),
+        _ => None,
+    };
+    (mode, outcome)
+}
+
 /// Failed attempts `job.status` lists at most (`status` shows 3, its JSON 5).
 pub const RECENT_ATTEMPT_ERRORS: usize = 10;
 
@@ -542,5 +595,46 @@ mod tests {
         let hist = serde_json::to_value(history_record(&attempt)).unwrap();
         assert_eq!(hist["executed_at"], "2024-02-29T12:34:56.000000Z");
         assert_eq!(hist["prompt"], "do it");
+    }
+
+    #[test]
+    fn the_timeline_takes_each_sheets_mode_and_outcome_from_its_last_attempt() {
+        use mozart_ipc::checkpoint::{ExecutionMode as M, OutcomeCategory as O, SheetStatus as S};
+        let last = |n: u32, mode: &str, outcome: &str, category: Option<&str>| AttemptRecord {
+            attempt_num: n,
+            mode: mode.into(),
+            outcome: outcome.into(),
+            error_category: category.map(str::to_string),
+            ..AttemptRecord::default()
+        };
+        let facts = |status, a: &AttemptRecord, recorded| timeline_facts(status, a, recorded);
+        let first = last(1, "normal", "completed", None);
+        assert_eq!(
+            facts(S::Completed, &first, 1),
+            (Some(M::Normal), Some(O::SuccessFirstTry))
+        );
+        let third = last(3, "normal", "completed", None);
+        assert_eq!(
+            facts(S::Completed, &third, 3),
+            (Some(M::Retry), Some(O::SuccessRetry))
+        );
+        let completion = last(2, "completion", "completed", None);
+        assert_eq!(
+            facts(S::Completed, &completion, 2),
+            (Some(M::Completion), Some(O::SuccessCompletion))
+        );
+        let exhausted = last(3, "normal", "failed", Some("validation"));
+        assert_eq!(
+            facts(S::Failed, &exhausted, 3),
+            (Some(M::Retry), Some(O::FailedExhausted))
+        );
+        let fatal = last(1, "normal", "failed", Some("auth"));
+        assert_eq!(
+            facts(S::Failed, &fatal, 1),
+            (Some(M::Normal), Some(O::FailedFatal))
+        );
+        // Not finished: no outcome yet.
+        let waiting = last(1, "normal", "retry_scheduled", Some("transient"));
+        assert_eq!(facts(S::Pending, &waiting, 1), (Some(M::Normal), None));
     }
 }

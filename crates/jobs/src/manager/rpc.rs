@@ -471,6 +471,7 @@ fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(),
         mgr,
         |m, _, p: JobIdParams| async move {
             let state = with_error_history(&m, m.status(&p.job_id).await.map_err(job_error)?)?;
+            let state = with_timeline_facts(&m, state)?;
             let workspace = state.workspace().map(str::to_owned);
             to_value(DiagnoseResult { state, workspace })
         },
@@ -497,6 +498,22 @@ fn with_error_history(
         .attempt_errors(&doc.job_id, wire::ERRORS_PER_SHEET)
         .map_err(|e| job_error(e.into()))?;
     wire::fill_error_history(&mut doc, failed);
+    Ok(mozart_ipc::status::JobStatusResult::Checkpoint(doc))
+}
+
+/// The job's state with each sheet's execution mode and outcome taken from its attempt
+/// history (`job.diagnose`'s timeline).
+fn with_timeline_facts(
+    m: &JobManager,
+    state: mozart_ipc::status::JobStatusResult,
+) -> Result<mozart_ipc::status::JobStatusResult, ErrorObjectOwned> {
+    let mozart_ipc::status::JobStatusResult::Checkpoint(mut doc) = state else {
+        return Ok(state);
+    };
+    let last = lock(&m.shared.registry)
+        .last_attempts(&doc.job_id)
+        .map_err(|e| job_error(e.into()))?;
+    wire::fill_timeline_facts(&mut doc, last);
     Ok(mozart_ipc::status::JobStatusResult::Checkpoint(doc))
 }
 

@@ -212,4 +212,46 @@ impl Registry {
         }
         Ok((out, total))
     }
+
+    /// Each sheet's last recorded attempt (without its prompt and output) and how many
+    /// attempts the sheet has recorded, by sheet number (`diagnose`'s timeline).
+    pub fn last_attempts(&self, job_id: &str) -> Result<Vec<(AttemptRecord, u64)>> {
+        let ctx = format!("reading the last attempts of job '{job_id}'");
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT id, sheet_num, attempt_num, mode, outcome, instrument, error_code, \
+                 error_category, error_message, exit_code, duration_seconds, executed_at, total \
+                 FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY sheet_num ORDER BY id DESC) \
+                 AS newest, COUNT(*) OVER (PARTITION BY sheet_num) AS total \
+                 FROM attempts WHERE job_id=?1) WHERE newest = 1 ORDER BY sheet_num",
+            )
+            .map_err(self.err(&ctx))?;
+        let rows = stmt
+            .query_map(rusqlite::params![job_id], |r| {
+                let total: i64 = r.get(12)?;
+                Ok((
+                    AttemptRecord {
+                        id: r.get(0)?,
+                        job_id: job_id.to_string(),
+                        sheet_num: r.get(1)?,
+                        attempt_num: r.get(2)?,
+                        mode: r.get(3)?,
+                        outcome: r.get(4)?,
+                        instrument: r.get(5)?,
+                        error_code: r.get(6)?,
+                        error_category: r.get(7)?,
+                        error_message: r.get(8)?,
+                        exit_code: r.get(9)?,
+                        duration_seconds: r.get(10)?,
+                        executed_at: r.get(11)?,
+                        ..AttemptRecord::default()
+                    },
+                    u64::try_from(total).unwrap_or(0),
+                ))
+            })
+            .map_err(self.err(&ctx))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(self.err(&ctx))
+    }
 }
