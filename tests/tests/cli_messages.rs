@@ -106,3 +106,38 @@ fn validate_warns_of_a_key_given_twice_naming_both_lines() {
         "{err}"
     );
 }
+
+#[test]
+fn validate_reports_every_unknown_field_at_once_with_lines_and_hints() {
+    let env = TestEnv::new();
+    let score = env.write_score(
+        "many.yaml",
+        "name: many\n\
+         insturment: claude-code\n\
+         sheet: {size: 1, total_items: 1, total_itmes: 2}\n\
+         prompt: {template: hi}\n\
+         retry:\n  max_retry: 3\n\
+         validations:\n  - {type: command_succeeds, command: \"true\", bogus: 1}\n",
+    );
+    assert!(score.exists());
+    let out = env.mozart(&["validate", "many.yaml"]);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("Schema validation failed: 4 errors in the score"),
+        "{text}"
+    );
+    for (field, line, hint) in [
+        ("insturment", 2, "did you mean 'instrument'?"),
+        ("sheet.total_itmes", 3, "did you mean 'sheet.total_items'?"),
+        ("retry.max_retry", 6, "did you mean 'retry.max_retries'?"),
+        ("validations.0.bogus", 8, "this is not a valid score field."),
+    ] {
+        let error = format!("{field}\n  Extra inputs are not permitted");
+        assert!(text.contains(&error), "no {error:?} in:\n{text}");
+        let at = format!("in many.yaml, line {line}");
+        assert!(text.contains(&at), "no {at:?} in:\n{text}");
+        let hint = format!("Unknown field '{field}' — {hint}");
+        assert!(text.contains(&hint), "no {hint:?} in:\n{text}");
+    }
+}

@@ -105,7 +105,8 @@ fn load_inner(
         path: Some(path.to_path_buf()),
         errors,
     };
-    let mut config: JobConfig = from_node(&root, &[]).map_err(|e| schema(vec![*e]))?;
+    let mut config: JobConfig =
+        from_node(&root, &[]).map_err(|e| schema(every_unknown_field(&root, *e)))?;
     let mut checker = Checker::new(&root);
     check_job(&mut checker, &config);
     if !checker.errors.is_empty() {
@@ -218,6 +219,61 @@ fn lexical_absolute(path: &Path) -> PathBuf {
         }
     }
     out
+}
+
+/// Most unknown fields one score is checked for at once.
+const MAX_UNKNOWN_FIELDS: usize = 50;
+
+/// The schema errors to report for a score whose first error is `first`: when that is an
+/// unknown field, every other unknown field too (and the first other error after them), as
+/// pydantic lists every error of a model — serde stops at the first, and a user fixing typos
+/// one `validate` at a time was told of one per run.
+fn every_unknown_field(root: &Node, first: FieldError) -> Vec<FieldError> {
+    if first.kind != "extra_forbidden" {
+        return vec![first];
+    }
+    let mut root = root.clone();
+    let mut errors = vec![first];
+    while errors.len() < MAX_UNKNOWN_FIELDS {
+        let Some(last) = errors.last() else { break };
+        if last.kind != "extra_forbidden" || !remove_at(&mut root, &last.loc) {
+            break;
+        }
+        match from_node::<JobConfig>(&root, &[]) {
+            Ok(_) => break,
+            Err(next) => errors.push(*next),
+        }
+    }
+    errors
+}
+
+/// Remove the mapping entry at a pydantic location (`["sheet", "bogus"]`,
+/// `["validations", "0", "bogus"]`); false when the location names no such entry.
+fn remove_at(root: &mut Node, loc: &[String]) -> bool {
+    let Some((name, parents)) = loc.split_last() else {
+        return false;
+    };
+    let mut node = root;
+    for part in parents {
+        let next = match &mut node.kind {
+            NodeKind::Map(entries) => entries
+                .iter_mut()
+                .find(|(k, _)| k.key_text() == *part)
+                .map(|(_, v)| v),
+            NodeKind::Seq(items) => part.parse::<usize>().ok().and_then(|i| items.get_mut(i)),
+            _ => None,
+        };
+        match next {
+            Some(n) => node = n,
+            None => return false,
+        }
+    }
+    let Some(entries) = map_entries(node) else {
+        return false;
+    };
+    let before = entries.len();
+    entries.retain(|(k, _)| k.key_text() != *name);
+    entries.len() < before
 }
 
 fn map_entries(node: &mut Node) -> Option<&mut Vec<(Node, Node)>> {
