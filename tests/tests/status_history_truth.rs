@@ -5,7 +5,8 @@
 
 use mozart_tests::{stdout, TestEnv};
 
-use crate::harness::{run, sheet, wait_status, wait_terminal};
+use crate::harness::{poll, run, sheet, wait_status, wait_terminal};
+use mozart_tests::sleepy_shell_score;
 
 /// A sheet that fails every attempt; its retries wait 30 s.
 const FAILS_SLOWLY: &str = r#"name: slowretry
@@ -151,4 +152,85 @@ fn the_diagnose_timeline_shows_each_sheets_mode_and_outcome() {
         line.contains("retry") && line.contains("success_retry"),
         "{line}\n{text}"
     );
+}
+
+/// `mozart history JOB --json`'s records, newest first.
+fn history(env: &TestEnv, id: &str) -> Vec<serde_json::Value> {
+    let out = env.mozart(&["history", id, "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("history --json: {e}: {}", stdout(&out)));
+    doc["records"].as_array().cloned().unwrap_or_default()
+}
+
+#[test]
+fn history_shows_an_attempt_a_cancel_cut_short() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let score = env.write_score("cutshort", &sleepy_shell_score("cutshort", 1, 30.0));
+    run(&env, &score, &[]);
+    wait_status(&env, "cutshort", 30.0, |d| {
+        sheet(d, 1)["status"] == "in_progress"
+    });
+    let out = env.mozart(&["cancel", "cutshort"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    wait_terminal(&env, "cutshort", 30.0);
+
+    let records = history(&env, "cutshort");
+    assert_eq!(records.len(), 1, "{records:#?}");
+    assert_eq!(records[0]["sheet_num"], 1, "{records:#?}");
+    assert_eq!(records[0]["attempt_num"], 1, "{records:#?}");
+    assert_eq!(records[0]["outcome"], "interrupted", "{records:#?}");
+    let text = stdout(&env.mozart(&["history", "cutshort"]));
+    assert!(text.contains("interrupted"), "{text}");
+    assert!(text.contains("Total: 1 record(s)"), "{text}");
+    // Not an error: `errors` does not list it.
+    let errors = stdout(&env.mozart(&["errors", "cutshort", "--json"]));
+    assert!(!errors.contains("interrupted"), "{errors}");
+}
+
+#[test]
+fn history_shows_an_attempt_a_conductor_kill_cut_short() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let score = env.write_score("killed", &sleepy_shell_score("killed", 1, 3.0));
+    run(&env, &score, &[]);
+    wait_status(&env, "killed", 30.0, |d| {
+        sheet(d, 1)["status"] == "in_progress"
+    });
+    let pid = env
+        .conductor_pid()
+        .unwrap_or_else(|| panic!("no conductor pid"));
+    mozart_tests::signal(pid, "KILL");
+    poll(&env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    env.start_conductor();
+    let doc = wait_terminal(&env, "killed", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+
+    // The cut-short attempt, then the one that ran again after the restart (an interrupted
+    // attempt spends no retry: both are attempt 1).
+    let records = history(&env, "killed");
+    let rows: Vec<(u64, u64, &str)> = records
+        .iter()
+        .map(|r| {
+            (
+                r["sheet_num"].as_u64().unwrap_or(0),
+                r["attempt_num"].as_u64().unwrap_or(0),
+                r["outcome"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        vec![(1, 1, "completed"), (1, 1, "interrupted")],
+        "{records:#?}"
+    );
+    let text = stdout(&env.mozart(&["history", "killed"]));
+    assert!(text.contains("interrupted"), "{text}");
+    assert!(text.contains("Total: 2 record(s)"), "{text}");
+    // A second restart records nothing more.
+    assert_eq!(env.stop_conductor().status.code(), Some(0));
+    env.start_conductor();
+    assert_eq!(history(&env, "killed").len(), 2);
 }

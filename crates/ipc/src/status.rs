@@ -493,6 +493,11 @@ pub struct HistoryRecord {
     pub duration_seconds: Option<f64>,
     /// When (ISO-8601).
     pub executed_at: String,
+    /// Ours: how the attempt ended — the sheet's state after it (`completed`, `failed`,
+    /// `retry_scheduled`, ...), or `interrupted` when a cancel or a conductor stop cut it
+    /// short and no result was recorded. Absent from older conductors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
 }
 
 /// `job.history` result (§8.11).

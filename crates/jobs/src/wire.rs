@@ -224,6 +224,7 @@ pub fn history_record(a: &AttemptRecord) -> HistoryRecord {
         exit_code: a.exit_code,
         duration_seconds: a.duration_seconds,
         executed_at: Timestamp::from_epoch(a.executed_at).as_str().to_string(),
+        outcome: Some(a.outcome.clone()).filter(|o| !o.is_empty()),
     }
 }
 

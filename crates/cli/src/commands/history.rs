@@ -165,7 +165,7 @@ pub fn render_history(
         }
         out.push(String::new());
         out.push(style.paint(
-            "Hint: every attempt is recorded as it ends; none has ended yet for this score (or sheet).",
+            "Hint: every attempt is recorded as it ends or is cut short; none has yet for this score (or sheet).",
             Color::Dim,
         ));
         return out.join("\n") + "\n";
@@ -174,6 +174,10 @@ pub fn render_history(
         .iter()
         .map(|r| {
             let exit = match r.exit_code {
+                // Cut short by a cancel or a conductor stop: no exit code, no result.
+                _ if r.outcome.as_deref() == Some("interrupted") => {
+                    Cell::colored("interrupted", Color::Yellow)
+                }
                 Some(0) => Cell::colored("0", Color::Green),
                 Some(code) => Cell::colored(code.to_string(), Color::Red),
                 None => Cell::colored("-", Color::Dim),
@@ -228,6 +232,7 @@ mod tests {
             exit_code: exit,
             duration_seconds: secs,
             executed_at: "2026-11-21T22:27:24.622150Z".into(),
+            outcome: None,
         }
     }
 
@@ -247,6 +252,19 @@ mod tests {
              \n\
              Total: 2 record(s)\n"
         );
+    }
+
+    #[test]
+    fn an_interrupted_attempt_says_so_in_place_of_its_exit_code() {
+        let mut cut = record(1, 2, None, None);
+        cut.outcome = Some("interrupted".into());
+        let records = vec![cut, record(1, 1, Some(1), Some(2.0))];
+        let text = render_history("j", &records, None, &Style::plain());
+        assert!(
+            text.contains("1      2        interrupted  -         2026-11-21T22:27:24"),
+            "{text}"
+        );
+        assert!(text.contains("Total: 2 record(s)"), "{text}");
     }
 
     #[test]

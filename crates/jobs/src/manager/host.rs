@@ -240,6 +240,13 @@ impl ConductorHost {
             return Ok(());
         };
         let status = stored_status(change.status);
+        // A cancel that cut an attempt short: its result never comes, the history says so.
+        let interrupted = (change.status == mozart_baton::SheetStatus::Cancelled
+            && details.is_none())
+        .then(|| live.sheets.get(&change.sheet_num))
+        .flatten()
+        .filter(|s| s.status == SheetStatus::InProgress)
+        .map(|s| s.started_at.as_ref().and_then(Timestamp::to_epoch));
         // The remote attempt whose result this write records (update_sheet clears it).
         let finished_remote = details.as_ref().and_then(|_| {
             let sheet = live.sheets.get(&change.sheet_num)?;
@@ -294,6 +301,8 @@ impl ConductorHost {
         self.record_learning(entry.run.as_deref(), live, change, status, details.as_ref());
         if let Some(d) = &details {
             record_attempt(registry, change, d);
+        } else if let Some(started) = interrupted {
+            record_interrupted(registry, change, started);
         }
         let validations = live
             .sheets
@@ -953,6 +962,30 @@ fn record_attempt(registry: &Registry, change: &mozart_baton::SheetChange, d: &A
         cost_usd: Some(d.cost_usd),
         output: Some(format!("{}{}", d.stdout_tail, d.stderr_tail)),
         executed_at: d.started_at,
+        ..AttemptRecord::default()
+    };
+    if let Err(e) = registry.record_attempt(&record) {
+        tracing::warn!(job_id = %change.job_id, error = %e, "cannot record attempt history");
+    }
+}
+
+/// An attempt a cancel cut short, in the registry's history (outcome `interrupted`).
+fn record_interrupted(
+    registry: &Registry,
+    change: &mozart_baton::SheetChange,
+    started: Option<f64>,
+) {
+    let record = AttemptRecord {
+        job_id: change.job_id.clone(),
+        sheet_num: change.sheet_num,
+        // The baton's counts are of the attempts that ended; this one is the next.
+        attempt_num: change.normal_attempts
+            + change.completion_attempts
+            + change.healing_attempts
+            + 1,
+        outcome: "interrupted".into(),
+        instrument: Some(change.instrument.clone()),
+        executed_at: started.unwrap_or_else(mozart_state::epoch_now),
         ..AttemptRecord::default()
     };
     if let Err(e) = registry.record_attempt(&record) {

@@ -30,6 +30,17 @@ pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), 
     let mut resumed = 0usize;
     let mut failed = 0usize;
     for record in rows {
+        if matches!(
+            record.status,
+            DaemonJobStatus::Queued | DaemonJobStatus::Running | DaemonJobStatus::Paused
+        ) {
+            // The attempts the stop cut short go in the history before their sheets run again.
+            let interrupted =
+                lock(&mgr.shared.registry).record_interrupted_attempts(&record.job_id);
+            if let Err(e) = interrupted {
+                tracing::warn!(job_id = %record.job_id, error = %e, "cannot record the interrupted attempts");
+            }
+        }
         match record.status {
             DaemonJobStatus::Queued | DaemonJobStatus::Running => {
                 let job_id = record.job_id.clone();

@@ -1058,6 +1058,68 @@ impl Registry {
         Ok(self.conn.last_insert_rowid())
     }
 
+    /// Records the attempt each sheet of the job was running — its row still says in
+    /// progress — with the outcome `interrupted`: the conductor stopped or died before the
+    /// attempt's result was recorded, so `history` would otherwise not show it (no error:
+    /// `errors` does not list it). Once per attempt (a second call finds it recorded);
+    /// returns how many were recorded.
+    pub fn record_interrupted_attempts(&self, job_id: &str) -> Result<usize> {
+        let ctx = format!("recording the interrupted attempts of job '{job_id}'");
+        let running: Vec<(u32, u32, Option<String>, Option<String>)> = {
+            let mut stmt = self
+                .conn
+                .prepare_cached(
+                    // A remote attempt (a Slurm job) runs on: the restart re-attaches to it.
+                    "SELECT sheet_num, attempt_count, instrument_name, started_at FROM sheets \
+                     WHERE job_id=?1 AND status=?2 \
+                     AND json_extract(state_json, '$.remote_attempt') IS NULL",
+                )
+                .map_err(self.err(&ctx))?;
+            let rows = stmt
+                .query_map(params![job_id, SheetStatus::InProgress.as_str()], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                })
+                .map_err(self.err(&ctx))?;
+            rows.collect::<rusqlite::Result<_>>()
+                .map_err(self.err(&ctx))?
+        };
+        let mut recorded = 0;
+        for (sheet_num, ended, instrument, started_at) in running {
+            // The row counts the attempts that ended; the one running is the next.
+            let attempt_num = ended.saturating_add(1);
+            let executed_at = started_at
+                .as_deref()
+                .and_then(crate::time::parse_iso8601)
+                .unwrap_or_else(epoch_now);
+            let known: bool = self
+                .conn
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM attempts WHERE job_id=?1 AND sheet_num=?2 \
+                     AND attempt_num=?3 AND outcome='interrupted' AND executed_at=?4)",
+                )
+                .and_then(|mut stmt| {
+                    stmt.query_row(params![job_id, sheet_num, attempt_num, executed_at], |r| {
+                        r.get(0)
+                    })
+                })
+                .map_err(self.err(&ctx))?;
+            if known {
+                continue;
+            }
+            self.record_attempt(&AttemptRecord {
+                job_id: job_id.to_string(),
+                sheet_num,
+                attempt_num,
+                outcome: "interrupted".into(),
+                instrument,
+                executed_at,
+                ..AttemptRecord::default()
+            })?;
+            recorded += 1;
+        }
+        Ok(recorded)
+    }
+
     /// Attempt history of a job (optionally one sheet), newest first, at most `limit`.
     pub fn attempts(
         &self,
