@@ -98,7 +98,7 @@ fn errors_list_the_validation_failure_and_the_blocked_sheet() {
     let sheet_logs = env.work.join("broken-ws").join("logs");
     assert!(
         text.ends_with(&format!(
-            "\nTotal: 2 error(s)\nSheet logs: {} (full output of each sheet that ran past 1 s or printed over 4,000 bytes; -V shows a shorter one's)\n",
+            "\nTotal: 2 errors\nSheet logs: {} (full output of each sheet that ran past 1 s or printed over 4,000 bytes; -V shows a shorter one's)\n",
             sheet_logs.display()
         )),
         "{text}"
@@ -389,7 +389,7 @@ fn recover_revalidates_failed_sheets_and_saves_the_ones_that_pass() {
     assert!(text.contains("Sheet 1:\n  ✓ "), "{text}");
     assert!(text.contains("Sheet 2:\n  ✗ "), "{text}");
     assert!(
-        text.contains("1 sheet(s) would be recovered\nDry run complete - no changes made\n"),
+        text.contains("1 sheet would be recovered\nDry run complete - no changes made\n"),
         "{text}"
     );
     let doc = json_of(&env.mozart(&["status", "fixme", "--json"]), "status --json");
@@ -401,7 +401,7 @@ fn recover_revalidates_failed_sheets_and_saves_the_ones_that_pass() {
     let out = env.mozart(&["recover", "fixme"]);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
-    assert!(text.contains("Recovered 1 sheet(s)\n"), "{text}");
+    assert!(text.contains("Recovered 1 sheet\n"), "{text}");
     let doc = json_of(&env.mozart(&["status", "fixme", "--json"]), "status --json");
     assert_eq!(doc["sheets"]["1"]["status"], "completed", "{doc:#}");
     assert_eq!(doc["sheets"]["2"]["status"], "failed", "{doc:#}");

@@ -94,7 +94,7 @@ fn completed_score_shows_in_status_list_and_overview() {
         "{text}"
     );
     assert!(text.contains("quick      completed   "), "{text}");
-    assert!(text.ends_with("\n1 score(s)\n"), "{text}");
+    assert!(text.ends_with("\n1 score\n"), "{text}");
     let out = env.mozart(&["list", "--json", "--status", "COMPLETED"]);
     let list: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(list["jobs"].as_array().unwrap().len(), 1);
@@ -140,7 +140,7 @@ fn completed_score_shows_in_status_list_and_overview() {
 
     let out = env.mozart(&["clear", "--yes", "--score", "quick"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
-    assert_eq!(stdout(&out), "Cleared 1 score(s).\n");
+    assert_eq!(stdout(&out), "Cleared 1 score.\n");
     let out = env.mozart(&["list", "--all"]);
     assert_eq!(stdout(&out), "No scores found.\n");
 }
@@ -366,9 +366,9 @@ fn jobs_of_an_earlier_run_are_listed_and_cleared() {
     assert_eq!(list(&env), ["new", "old-a", "old-b"]);
 
     let out = env.mozart(&["clear", "--yes", "--score", "old-a"]);
-    assert_eq!(stdout(&out), "Cleared 1 score(s).\n");
+    assert_eq!(stdout(&out), "Cleared 1 score.\n");
     assert_eq!(list(&env), ["new", "old-b"]);
     let out = env.mozart(&["clear", "--yes"]);
-    assert_eq!(stdout(&out), "Cleared 2 score(s).\n");
+    assert_eq!(stdout(&out), "Cleared 2 scores.\n");
     assert!(list(&env).is_empty());
 }

@@ -141,3 +141,30 @@ fn validate_reports_every_unknown_field_at_once_with_lines_and_hints() {
         assert!(text.contains(&hint), "no {hint:?} in:\n{text}");
     }
 }
+
+#[test]
+fn counts_of_one_read_in_the_singular() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let score = env.write_score("one", &mozart_tests::sleepy_shell_score("one", 1, 0.0));
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    env.wait_completed("one");
+
+    let text = stdout(&env.mozart(&["list", "--all"]));
+    assert!(text.ends_with("\n1 score\n"), "{text}");
+    let text = stdout(&env.mozart(&["list", "--all", "--offset", "5"]));
+    assert!(text.contains("(1 score in all)"), "{text}");
+    let out = env.mozart(&["logs", "one", "--sheet", "2"]);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(text.contains("(it has 1 sheet)"), "{text}");
+    let out = env.mozart(&["clear", "--yes", "--score", "one"]);
+    assert_eq!(stdout(&out), "Cleared 1 score.\n");
+    env.stop_conductor();
+}

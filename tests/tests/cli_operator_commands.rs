@@ -495,10 +495,9 @@ fn learning_commands_show_the_patterns_of_real_runs() {
     );
     let table = stdout(&env.mozart(&["patterns-list", "-p", "0"]));
     assert!(table.contains("Global Learning Patterns"), "{table}");
-    assert!(table.contains(&format!(
-        "Showing {} pattern(s)",
-        patterns.as_array().unwrap().len()
-    )));
+    let n = patterns.as_array().unwrap().len();
+    let noun = if n == 1 { "pattern" } else { "patterns" };
+    assert!(table.contains(&format!("Showing {n} {noun}")), "{table}");
 
     let stats = json_of(&env.mozart(&["learning-stats", "--json"]));
     assert_eq!(

@@ -246,7 +246,7 @@ fn list_all_pages_through_every_job_and_says_how_many_there_are() {
     assert_eq!(text.lines().filter(|l| l.starts_with("many-")).count(), 20);
     assert!(
         text.ends_with(
-            "\nShowing 1–20 of 25 score(s); next page: mozart list --all --offset 20 --limit 20; every one: mozart list --all --limit 0.\n"
+            "\nShowing 1–20 of 25 scores; next page: mozart list --all --offset 20 --limit 20; every one: mozart list --all --limit 0.\n"
         ),
         "{text}"
     );
@@ -270,7 +270,7 @@ fn list_all_pages_through_every_job_and_says_how_many_there_are() {
     let out = env.mozart(&["list", "--all", "--limit", "0"]);
     let text = stdout(&out);
     assert_eq!(text.lines().filter(|l| l.starts_with("many-")).count(), 25);
-    assert!(text.ends_with("\n25 score(s)\n"), "{text}");
+    assert!(text.ends_with("\n25 scores\n"), "{text}");
 }
 
 /// `mozart` on `PATH` for a shell one-liner, with this environment.
@@ -341,7 +341,7 @@ fn stop_and_restart_need_yes_without_a_terminal_and_then_lose_nothing() {
         assert_eq!(out.status.code(), Some(1), "{text}");
         assert!(
             text.starts_with(
-                "Error: 1 job(s) are running; not stopping the conductor without confirmation.\n"
+                "Error: 1 job is running; not stopping the conductor without confirmation.\n"
             ),
             "{text}"
         );
@@ -580,7 +580,7 @@ fn run_yes_needs_self_healing_and_the_conductor_answers_for_what_it_accepts() {
     assert_eq!(r["result"]["status"], "accepted", "{r}");
     let message = r["result"]["message"].as_str().unwrap();
     assert!(
-        message.starts_with("Dry run: the score is valid (1 sheet(s), workspace "),
+        message.starts_with("Dry run: the score is valid (1 sheet, workspace "),
         "{message}"
     );
     let out = env.mozart(&["status", "healing"]);

@@ -80,7 +80,7 @@ fn errors_list_every_failed_attempt_of_a_sheet_that_passed_in_the_end() {
 
     // The table says the same; the filters still apply.
     let text = stdout(&env.mozart(&["errors", "lucky"]));
-    assert!(text.contains("\nTotal: 3 error(s)\n"), "{text}");
+    assert!(text.contains("\nTotal: 3 errors\n"), "{text}");
     let only_sheet_2 = json_of(
         &env.mozart(&["errors", "lucky", "--json", "--sheet", "2"]),
         "errors --sheet 2",

@@ -776,7 +776,8 @@ fn call(func: Val, args: Vec<Val>) -> Result<Val, ExprError> {
             Ok(())
         } else {
             Err(ExprError::Eval(format!(
-                "expected {n} argument(s), got {}",
+                "expected {}, got {}",
+                crate::plural(n, "argument", "arguments"),
                 args.len()
             )))
         }

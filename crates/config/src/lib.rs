@@ -28,6 +28,7 @@ pub mod pyregex;
 pub mod tasks;
 pub mod template;
 pub mod validate;
+pub mod words;
 pub mod yaml;
 
 mod load;
@@ -43,3 +44,4 @@ pub use model::{JobConfig, SkipWhenCommand, ValidationRule, ValidationType};
 pub use paths::resolve_path;
 pub use plan::{PlanOutline, PlannedSheet, SheetPlan};
 pub use template::RenderContext;
+pub use words::{noun, plural};

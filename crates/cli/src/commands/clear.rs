@@ -129,7 +129,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     };
     match result.deleted {
         0 => println!("No matching scores to clear."),
-        n => println!("Cleared {n} score(s)."),
+        n => println!("Cleared {}.", mozart_config::plural(n, "score", "scores")),
     }
     Ok(0)
 }

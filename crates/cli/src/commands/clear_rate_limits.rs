@@ -69,7 +69,10 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         .as_deref()
         .map_or_else(|| "all instruments".to_string(), str::to_string);
     if result.cleared > 0 {
-        println!("Cleared {} rate limit(s) on {target}", result.cleared);
+        println!(
+            "Cleared {} on {target}",
+            mozart_config::plural(result.cleared, "rate limit", "rate limits")
+        );
     } else {
         println!("No active rate limits on {target}");
     }

@@ -145,6 +145,10 @@ pub fn man(args: ManArgs) -> Result<i32, CliError> {
         page(name, sub.clone())?;
     }
     page("mozart".into(), cmd)?;
-    println!("Wrote {written} man page(s) to {}", dir.display());
+    println!(
+        "Wrote {} to {}",
+        mozart_config::plural(written, "man page", "man pages"),
+        dir.display()
+    );
     Ok(0)
 }

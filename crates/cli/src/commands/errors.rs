@@ -456,7 +456,13 @@ pub fn render_errors(
         style,
     ));
     out.push(String::new());
-    out.push(style.paint(&format!("Total: {} error(s)", errors.len()), Color::Dim));
+    out.push(style.paint(
+        &format!(
+            "Total: {}",
+            mozart_config::plural(errors.len(), "error", "errors")
+        ),
+        Color::Dim,
+    ));
     // The conductor lists each sheet's newest errors only; say where the rest are.
     for e in errors {
         if let Some(n) = e
@@ -466,8 +472,10 @@ pub fn render_errors(
         {
             out.push(style.paint(
                 &format!(
-                    "Sheet {}: {n} earlier error(s) not listed (only the newest {ERRORS_PER_SHEET} are); `mozart history {id} --sheet {}` lists every attempt",
-                    e.sheet_num, e.sheet_num
+                    "Sheet {}: {} not listed (only the newest {ERRORS_PER_SHEET} are); `mozart history {id} --sheet {}` lists every attempt",
+                    e.sheet_num,
+                    mozart_config::plural(n, "earlier error", "earlier errors"),
+                    e.sheet_num
                 ),
                 Color::Yellow,
             ));
@@ -522,7 +530,7 @@ mod tests {
             lines[2]
         );
         assert!(lines[2].starts_with("1      10:00:05  permanent  E900  2        "));
-        assert!(text.ends_with("\nTotal: 1 error(s)\n"));
+        assert!(text.ends_with("\nTotal: 1 error\n"));
         assert!(!text.contains("Error Details"));
 
         let verbose = render_errors("j", &errors, &ErrorFilter::default(), true, &Style::plain());
@@ -558,7 +566,7 @@ mod tests {
         );
         assert!(
             text.contains(
-                "\nSheet 3: 7 earlier error(s) not listed (only the newest 50 are); \
+                "\nSheet 3: 7 earlier errors not listed (only the newest 50 are); \
                  `mozart history j --sheet 3` lists every attempt\n"
             ),
             "{text}"

@@ -178,7 +178,10 @@ fn list(registry: &InstrumentRegistry, mode: OutputMode) {
     if unchecked > 0 {
         parts.push(format!("{unchecked} unchecked"));
     }
-    let summary = format!("{} instruments configured", rows.len());
+    let summary = format!(
+        "{} configured",
+        mozart_config::plural(rows.len(), "instrument", "instruments")
+    );
     if parts.is_empty() {
         println!("\n{summary}");
     } else {

@@ -165,11 +165,15 @@ fn cut_note(page: &JobPage, args: &Args) -> Option<String> {
     }
     if shown == 0 {
         return Some(format!(
-            "Nothing at offset {} ({} score(s) in all). First page: {base}",
-            page.offset, page.total
+            "Nothing at offset {} ({} in all). First page: {base}",
+            page.offset,
+            mozart_config::plural(page.total, "score", "scores")
         ));
     }
-    let head = format!("Showing {first}–{last} of {} score(s)", page.total);
+    let head = format!(
+        "Showing {first}–{last} of {}",
+        mozart_config::plural(page.total, "score", "scores")
+    );
     Some(if more.is_empty() {
         format!("{head}.")
     } else {
@@ -214,15 +218,15 @@ mod tests {
         assert_eq!(cut_note(&page(5, 5, 0), &args(true, 20)), None);
         assert_eq!(
             cut_note(&page(20, 100, 0), &args(true, 20)).unwrap(),
-            "Showing 1–20 of 100 score(s); next page: mozart list --all --offset 20 --limit 20; every one: mozart list --all --limit 0."
+            "Showing 1–20 of 100 scores; next page: mozart list --all --offset 20 --limit 20; every one: mozart list --all --limit 0."
         );
         assert_eq!(
             cut_note(&page(10, 100, 90), &args(true, 20)).unwrap(),
-            "Showing 91–100 of 100 score(s)."
+            "Showing 91–100 of 100 scores."
         );
         assert!(cut_note(&page(0, 3, 40), &args(false, 20))
             .unwrap()
-            .starts_with("Nothing at offset 40 (3 score(s) in all)."));
+            .starts_with("Nothing at offset 40 (3 scores in all)."));
     }
 
     #[test]

@@ -211,8 +211,8 @@ fn sheet_output(globals: &Globals, id: &str, sheet: u32, args: &Args) -> Result<
     let Some(state) = checkpoint.sheets.get(&sheet) else {
         return Err(failed(
             format!(
-                "Score {id} has no sheet {sheet} with a state (it has {} sheets).",
-                checkpoint.total_sheets
+                "Score {id} has no sheet {sheet} with a state (it has {}).",
+                mozart_config::plural(checkpoint.total_sheets, "sheet", "sheets")
             ),
             &[&format!("See its sheets with: mozart status {id} --sheets")],
             args.output,

@@ -65,10 +65,16 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let recovered = sheets.iter().filter(|s| s.recovered).count();
     if args.dry_run {
         let would = sheets.iter().filter(|s| s.passed).count();
-        println!("{would} sheet(s) would be recovered");
+        println!(
+            "{} would be recovered",
+            mozart_config::plural(would, "sheet", "sheets")
+        );
         println!("Dry run complete - no changes made");
     } else if recovered > 0 {
-        println!("Recovered {recovered} sheet(s)");
+        println!(
+            "Recovered {}",
+            mozart_config::plural(recovered, "sheet", "sheets")
+        );
         println!("Run 'mozart resume {}' to run what is left.", args.job_id);
     } else {
         println!("No sheets could be recovered");

@@ -114,14 +114,11 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
     if !args.output.is_json() {
         let done = files.len() - refused.len();
         let verb = if args.dry_run { "checked" } else { "submitted" };
+        let of = mozart_config::plural(files.len(), "score", "scores");
         if refused.is_empty() {
-            println!("{done} of {} scores {verb}.", files.len());
+            println!("{done} of {of} {verb}.");
         } else {
-            println!(
-                "{done} of {} scores {verb}; not {verb}: {}",
-                files.len(),
-                refused.join(", ")
-            );
+            println!("{done} of {of} {verb}; not {verb}: {}", refused.join(", "));
         }
     }
     Ok(worst)
@@ -202,6 +199,7 @@ fn print_config_panel(score: &Score) {
             "Instrument: {}",
             c.instrument.as_deref().unwrap_or(c.backend.kind.as_str())
         ),
+        // Upstream's words even for one ("1 items each"): the corpus compares this panel.
         format!(
             "Sheets: {} ({} items each)",
             total_sheets(&c.sheet),

@@ -135,8 +135,8 @@ fn report_already_running(paths: &ConductorPaths, pid: &str) -> Result<Option<i3
     }
     Err(CliError::failed(
         format!(
-            "The running conductor (PID {pid}) did not become ready within {} seconds.",
-            daemon::READY_TIMEOUT.as_secs()
+            "The running conductor (PID {pid}) did not become ready within {}.",
+            mozart_config::plural(daemon::READY_TIMEOUT.as_secs(), "second", "seconds")
         ),
         vec![
             "Check it with: mozart conductor-status".to_string(),

@@ -182,7 +182,10 @@ fn confirm_if_jobs_running(
     );
     if !std::io::stdin().is_terminal() {
         return Err(CliError::failed(
-            format!("{n} job(s) are running; not stopping the conductor without confirmation."),
+            format!(
+                "{} running; not stopping the conductor without confirmation.",
+                jobs_are(n)
+            ),
             vec![
                 format!("Go ahead anyway: mozart {command} --yes"),
                 what,
@@ -190,7 +193,10 @@ fn confirm_if_jobs_running(
             ],
         ));
     }
-    println!("⚠ Warning: {n} job(s) currently running. {what}");
+    println!(
+        "⚠ Warning: {} currently running. {what}",
+        mozart_config::plural(n, "job", "jobs")
+    );
     print!("Proceed with stop? [y/N]: ");
     let _ = std::io::Write::flush(&mut std::io::stdout());
     let mut answer = String::new();
@@ -200,6 +206,12 @@ fn confirm_if_jobs_running(
     } else {
         Ok(Confirm::Declined)
     }
+}
+
+/// "1 job is", "2 jobs are".
+fn jobs_are(n: u64) -> String {
+    let verb = mozart_config::noun(&n, "is", "are");
+    format!("{} {verb}", mozart_config::plural(n, "job", "jobs"))
 }
 
 fn ask_to_shut_down(paths: &ConductorPaths) -> bool {
@@ -242,8 +254,8 @@ fn wait_until_gone(
         if Instant::now() >= deadline {
             return Err(CliError::failed(
                 format!(
-                    "The conductor did not exit within {} seconds.",
-                    limit.as_secs()
+                    "The conductor did not exit within {}.",
+                    mozart_config::plural(limit.as_secs(), "second", "seconds")
                 ),
                 vec!["Try 'mozart stop --force' to send SIGKILL.".to_string()],
             ));

@@ -243,14 +243,25 @@ fn accepted_words(message: &str, watched: bool) -> String {
             .and_then(|r| r.strip_suffix(')'))
             .map(str::to_string)
     };
+    // The limit arrives as text; "up to 1 job runs", "up to 3 jobs run".
+    let run = |n: String| match n.as_str() {
+        "1" => "1 job runs".to_string(),
+        _ => format!("{n} jobs run"),
+    };
     if let Some(n) = limit("Job started (concurrency limit: ") {
-        return format!("Job started (up to {n} jobs run at once)");
+        return format!("Job started (up to {} at once)", run(n));
     }
     match limit("Job queued (concurrency limit: ") {
         Some(n) if watched => {
-            format!("Job queued: waiting for a job slot (up to {n} jobs run at once)")
+            format!(
+                "Job queued: waiting for a job slot (up to {} at once)",
+                run(n)
+            )
         }
-        Some(n) => format!("Job accepted (up to {n} jobs run at once; more wait for a free slot)"),
+        Some(n) => format!(
+            "Job accepted (up to {} at once; more wait for a free slot)",
+            run(n)
+        ),
         None => message.to_string(),
     }
 }
@@ -309,7 +320,10 @@ fn print_panel(config: &mozart_config::JobConfig) {
     );
     println!();
     println!("  Instrument: {instrument}");
-    println!("  Sheets: {total} ({} items each)", config.sheet.size);
+    println!(
+        "  Sheets: {total} ({} each)",
+        mozart_config::plural(config.sheet.size, "item", "items")
+    );
     println!("  Workspace: {}", config.workspace.display());
     // The tip is about money: a score that only runs the free `shell` instrument has none
     // to lose, so it is not told to guard against charges (issue 23).
@@ -389,7 +403,10 @@ fn report_early_failure(job_id: &str, status: &JobStatusResult) {
                 println!("  Its instrument said: {line}");
             }
             if cause.others > 0 {
-                println!("  {} more sheet(s) failed or did not run.", cause.others);
+                println!(
+                    "  {} failed or did not run.",
+                    mozart_config::plural(cause.others, "more sheet", "more sheets")
+                );
             }
         }
         None => {

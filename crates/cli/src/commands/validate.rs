@@ -344,6 +344,7 @@ fn print_dag(c: &mozart_config::JobConfig) {
     }
     print!("{block}");
     match levels.iter().map(Vec::len).max() {
+        // Upstream's words even for one ("1 sheets"): the corpus compares this output.
         Some(m) => println!("  Max concurrency: {m} sheets"),
         None => println!("\n  Sequential execution (no parallelization)"),
     }

@@ -230,7 +230,7 @@ pub fn render_list_page(
         style,
     );
     lines.push(String::new());
-    let count = format!("{} score(s)", jobs.len());
+    let count = mozart_config::plural(jobs.len(), "score", "scores");
     lines.push(style.paint(footer.unwrap_or(&count), Color::Dim));
     let mut text = lines.join("\n");
     text.push('\n');
@@ -324,7 +324,7 @@ No active scores. Use 'mozart status <score>' for details.
 a          running   /w/a        2026-11-21 20:53
 c          paused    /w/c        2026-11-21 20:53
 
-2 score(s)
+2 scores
 "
         );
     }

@@ -1,6 +1,7 @@
 //! The human view of `mozart status <id>` (cli.md §4.1, "Per-score human view"): plain
 //! aligned text in upstream's section order, colour only through [`Style`].
 
+use mozart_config::{noun, plural};
 use mozart_ipc::checkpoint::{HookResult, JobCheckpoint, JobStatus, SheetCheckpoint, SheetStatus};
 use mozart_ipc::sheet_view::{MovementSummary, SheetMode, SheetsView};
 use mozart_ipc::status::JobListEntry;
@@ -137,8 +138,13 @@ impl View<'_> {
             self.line(format!("  Waiting: {reason}"));
         }
         if let Some(n) = job.pausing_sheets() {
+            let (sheets, finish) = if n == 1 {
+                ("running sheet", "finishes its")
+            } else {
+                ("running sheets", "finish their")
+            };
             self.line(format!(
-                "  Pausing: {n} running sheet(s) finish their attempt first; then the job is paused"
+                "  Pausing: {n} {sheets} {finish} attempt first; then the job is paused"
             ));
         }
         // Upstream never sets `started_at` (execution.md §8.1), so it never shows a
@@ -345,8 +351,8 @@ impl View<'_> {
         }
         self.heading("Sheet Summary");
         self.line(format!(
-            "  {} sheets: {}",
-            job.sheets.len(),
+            "  {}: {}",
+            plural(job.sheets.len(), "sheet", "sheets"),
             parts.join(", ")
         ));
         let mut instruments: std::collections::BTreeMap<&str, usize> = Default::default();
@@ -410,8 +416,9 @@ impl View<'_> {
             })
             .collect();
         self.line(format!(
-            "  {} sheets: {}",
+            "  {} {}: {}",
             thousands(u64::from(view.total)),
+            noun(&view.total, "sheet", "sheets"),
             parts.join(", ")
         ));
         self.capped_sheets(view);
@@ -562,17 +569,19 @@ impl View<'_> {
         self.line(String::new());
         if view.returned == 0 {
             self.line(format!(
-                "No sheets at offset {offset}: {} of {} sheets match state {states}.",
+                "No sheets at offset {offset}: {} of {} {} match state {states}.",
                 thousands(u64::from(matched)),
-                thousands(u64::from(view.total))
+                thousands(u64::from(view.total)),
+                noun(&view.total, "sheet", "sheets")
             ));
         } else {
             self.line(format!(
-                "Sheets {}–{} of {} matching state {states} ({} sheets in the job).",
+                "Sheets {}–{} of {} matching state {states} ({} {} in the job).",
                 thousands(offset + 1),
                 thousands(offset + u64::from(view.returned)),
                 thousands(u64::from(matched)),
-                thousands(u64::from(view.total))
+                thousands(u64::from(view.total)),
+                noun(&view.total, "sheet", "sheets")
             ));
         }
         if let Some(next) = view.next_offset {
@@ -1019,9 +1028,9 @@ impl View<'_> {
             }
             self.heading("Hook Results");
             self.line(format!(
-                "  {} {} on_success hook(s) configured but no results recorded",
+                "  {} {} configured but no results recorded",
                 self.style.paint("WARNING:", Color::Yellow),
-                configured.len()
+                plural(configured.len(), "on_success hook", "on_success hooks")
             ));
             self.line(
                 "  Hooks may have been interrupted (e.g., conductor restart during cooldown)",
@@ -1051,9 +1060,9 @@ impl View<'_> {
         ));
         if !configured.is_empty() && job.hook_results.len() < configured.len() {
             self.line(format!(
-                "  {} {} hook(s) did not produce results",
+                "  {} {} did not produce results",
                 self.style.paint("WARNING:", Color::Yellow),
-                configured.len() - job.hook_results.len()
+                plural(configured.len() - job.hook_results.len(), "hook", "hooks")
             ));
         }
         let failures: Vec<&HookResult> = job.hook_results.iter().filter(|h| !h.success).collect();
@@ -1484,7 +1493,7 @@ Sheet Details
         job.error_message = None;
         let text = render_status(&job, 0.0, &[], &Style::plain());
         assert!(text.contains(
-            "\nHook Results\n  WARNING: 1 on_success hook(s) configured but no results recorded\n"
+            "\nHook Results\n  WARNING: 1 on_success hook configured but no results recorded\n"
         ));
         assert!(text.contains("  • run_job → next.yaml\n"));
         assert!(!text.contains("mozart diagnose"));

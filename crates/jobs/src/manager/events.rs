@@ -99,7 +99,8 @@ pub(crate) fn submitted(job_id: &str, config_path: &str, workspace: &Path, total
         workspace = %workspace.display(),
         sheet_logs = %logs.display(),
         total_sheets,
-        "score submitted: {total_sheets} sheet(s); sheet output goes to {}",
+        "score submitted: {}; sheet output goes to {}",
+        mozart_config::plural(total_sheets, "sheet", "sheets"),
         logs.display()
     );
 }
@@ -165,7 +166,8 @@ pub(crate) fn job_status(
                     job_id,
                     reason = %why,
                     running_sheets,
-                    "pausing ({why}): waiting for {running_sheets} running sheet(s) to finish"
+                    "pausing ({why}): waiting for {} to finish",
+                    mozart_config::plural(running_sheets, "running sheet", "running sheets")
                 );
             } else {
                 tracing::info!(event = "job.paused", job_id, reason = %why, "paused ({why})");

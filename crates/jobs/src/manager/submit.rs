@@ -69,7 +69,8 @@ pub(super) async fn dry_run(
             job_id,
             JobResponseStatus::Accepted,
             Some(format!(
-                "Dry run: the score is valid ({sheets} sheet(s), workspace {}); nothing was run or recorded",
+                "Dry run: the score is valid ({}, workspace {}); nothing was run or recorded",
+                mozart_config::plural(sheets, "sheet", "sheets"),
                 workspace.display()
             )),
         ),
@@ -135,7 +136,8 @@ async fn pipeline(
     let last = mozart_config::plan::total_sheets(&config.sheet);
     if let Some(start) = req.start_sheet.filter(|s| *s < 1 || i64::from(*s) > last) {
         return Err(Rejection(format!(
-            "Invalid start sheet {start}: the score has {last} sheets (start_sheet must be 1-{last})"
+            "Invalid start sheet {start}: the score has {} (start_sheet must be 1-{last})",
+            mozart_config::plural(last, "sheet", "sheets")
         )));
     }
     let workspace = validate_workspace(&mut config, &req)?;

@@ -221,7 +221,10 @@ pub fn drift(args: DriftArgs) -> Result<i32, CliError> {
             .filter(|d| d.drift_direction == "negative")
             .count();
         if declining > 0 {
-            println!("\n{declining} pattern(s) declining in effectiveness");
+            println!(
+                "\n{} declining in effectiveness",
+                mozart_config::plural(declining, "pattern", "patterns")
+            );
         }
     }
     Ok(0)

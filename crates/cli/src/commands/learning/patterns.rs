@@ -54,7 +54,10 @@ pub fn list(args: ListArgs) -> Result<i32, CliError> {
         .output
         .json(|| Value::Array(patterns.iter().map(pattern_json).collect()));
     if PATTERNS.print(&patterns, json) {
-        println!("\nShowing {} pattern(s)", patterns.len());
+        println!(
+            "\nShowing {}",
+            mozart_config::plural(patterns.len(), "pattern", "patterns")
+        );
     }
     Ok(0)
 }

@@ -164,7 +164,10 @@ pub fn activity(args: ActivityArgs) -> Result<i32, CliError> {
         }));
         return Ok(0);
     }
-    println!("Learning Activity (last {} hours)\n", args.hours);
+    println!(
+        "Learning Activity (last {})\n",
+        mozart_config::plural(args.hours, "hour", "hours")
+    );
     println!("  Recent executions: {}", in_window.len());
     println!("  First-attempt success: {rate:.1}%");
     println!("  Patterns: {}", s.total_patterns);
@@ -189,8 +192,8 @@ pub fn activity(args: ActivityArgs) -> Result<i32, CliError> {
         _ => "early training",
     };
     println!(
-        "\nTraining status: {status} ({} executions)",
-        s.total_executions
+        "\nTraining status: {status} ({})",
+        mozart_config::plural(s.total_executions, "execution", "executions")
     );
     Ok(0)
 }

@@ -251,8 +251,8 @@ async fn progress_entries(
         }
         seen.insert(key, a.events);
         let message = format!(
-            "sheet {sheet}: {} tool call(s){}, {} in / {} out tokens so far{}",
-            a.tool_calls,
+            "sheet {sheet}: {}{}, {} in / {} out tokens so far{}",
+            mozart_config::plural(a.tool_calls, "tool call", "tool calls"),
             a.last_tool
                 .as_deref()
                 .map(|t| format!(" (last: {t})"))
