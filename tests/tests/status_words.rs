@@ -313,7 +313,10 @@ fn a_failed_job_names_its_cause_and_a_blocked_sheet_is_not_run() {
         .filter(|l| l.trim_start().starts_with("! "))
         .count();
     assert!(
-        text.contains(&format!("{warnings} warning(s)")),
+        text.contains(&format!(
+            "{warnings} {}",
+            if warnings == 1 { "warning" } else { "warnings" }
+        )),
         "{warnings} warnings shown:\n{text}"
     );
     env.start_conductor();

@@ -2,6 +2,7 @@
 
 use mozart_backends::InstrumentKind;
 use mozart_conductor::RunState;
+use mozart_config::plural;
 use serde_json::{json, Value};
 
 use super::instruments::{binary, load_registry};
@@ -262,11 +263,15 @@ fn print_text(f: &Findings) {
     let warnings = f.warnings();
     if f.errors > 0 {
         println!(
-            "{} error(s), {warnings} warning(s). Mozart is not ready.",
-            f.errors
+            "{}, {}. Mozart is not ready.",
+            plural(f.errors, "error", "errors"),
+            plural(warnings, "warning", "warnings")
         );
     } else {
-        println!("{warnings} warning(s). Mozart is ready.");
+        println!(
+            "{}. Mozart is ready.",
+            plural(warnings, "warning", "warnings")
+        );
     }
 }
 
