@@ -168,3 +168,22 @@ fn counts_of_one_read_in_the_singular() {
     assert_eq!(stdout(&out), "Cleared 1 score.\n");
     env.stop_conductor();
 }
+
+#[test]
+fn an_untrusted_socket_hint_names_a_socket_in_the_actual_mozart_home() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let loose = env.root().join("loose");
+    std::fs::create_dir(&loose).unwrap();
+    std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = env
+        .command(&["list"])
+        .env("MOZART_SOCKET", loose.join("m.sock"))
+        .output()
+        .unwrap();
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    let want = format!("MOZART_SOCKET={}/mozart.sock", env.home.display());
+    assert!(text.contains(&want), "no {want:?} in:\n{text}");
+    assert!(!text.contains("$HOME/.mozart"), "{text}");
+}

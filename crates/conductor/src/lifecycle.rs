@@ -239,7 +239,7 @@ fn secure_socket_dir(dir: &Path, is_default: bool) -> Result<(), ConductorError>
     let owner = meta.uid();
     let me = mozart_ipc::trust::current_uid();
     let shown = dir.display();
-    let private_fix = "or set MOZART_SOCKET to a socket in a directory only you can write (e.g. MOZART_SOCKET=$HOME/.mozart/mozart.sock, for every mozart command you run)";
+    let private_fix = mozart_ipc::trust::private_socket_fix();
     if owner != me && (is_default || owner != 0) {
         let owner_name = user_name(owner).unwrap_or_else(|| format!("uid {owner}"));
         let why = if is_default {

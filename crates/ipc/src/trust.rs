@@ -86,8 +86,19 @@ pub struct SocketTrust {
     foreign: Option<u32>,
 }
 
-/// What to do when the way to the conductor cannot be trusted.
-const PRIVATE_SOCKET_FIX: &str = "or set MOZART_SOCKET to a socket in a directory only you can write (e.g. MOZART_SOCKET=$HOME/.mozart/mozart.sock, for every mozart command you run)";
+/// What to do when the way to the conductor cannot be trusted: a socket of one's own, the
+/// example in the actual Mozart home (`$MOZART_HOME` when set, not a fixed `~/.mozart`).
+pub fn private_socket_fix() -> String {
+    private_socket_fix_in(crate::paths::mozart_home().ok().as_deref())
+}
+
+fn private_socket_fix_in(home: Option<&Path>) -> String {
+    let example = match home {
+        Some(home) => home.join("mozart.sock").display().to_string(),
+        None => "$HOME/.mozart/mozart.sock".to_string(),
+    };
+    format!("or set MOZART_SOCKET to a socket in a directory only you can write (e.g. MOZART_SOCKET={example}, for every mozart command you run)")
+}
 
 impl SocketTrust {
     /// True if `uid` may own the directory, the socket or the process behind it.
@@ -112,6 +123,10 @@ impl SocketTrust {
     /// uid and pid (`None` when the kernel would not say).
     pub fn check_peer(&self, peer: Option<(u32, Option<i32>)>) -> Result<(), IpcError> {
         let socket = self.socket.display();
+        if matches!(peer, Some((uid, _)) if self.trusts(uid)) {
+            return Ok(());
+        }
+        let fix = private_socket_fix();
         match peer {
             Some((uid, _)) if self.trusts(uid) => Ok(()),
             Some((uid, pid)) => {
@@ -126,7 +141,7 @@ impl SocketTrust {
                         self.accepted()
                     ),
                     fix: format!(
-                        "Have that process stopped and {socket} removed ({} or root can), {PRIVATE_SOCKET_FIX}.",
+                        "Have that process stopped and {socket} removed ({} or root can), {fix}.",
                         user_name(uid).unwrap_or_else(|| format!("uid {uid}"))
                     ),
                 })
@@ -138,7 +153,7 @@ impl SocketTrust {
                 problem: format!(
                     "Refusing the conductor socket {socket}: the kernel would not tell which user the process listening on it runs as, so nothing was sent to it."
                 ),
-                fix: format!("Start your conductor again (mozart start), {PRIVATE_SOCKET_FIX}."),
+                fix: format!("Start your conductor again (mozart start), {fix}."),
             }),
         }
     }
@@ -153,6 +168,7 @@ impl SocketTrust {
 /// is [`IpcError::Untrusted`].
 pub fn check_socket(socket: &Path) -> Result<SocketTrust, IpcError> {
     let dir = socket_dir(socket);
+    let fix = private_socket_fix();
     let not_running = |reason: String| IpcError::NotRunning {
         socket: socket.to_path_buf(),
         reason,
@@ -190,7 +206,7 @@ pub fn check_socket(socket: &Path) -> Result<SocketTrust, IpcError> {
                 trust.accepted()
             ),
             fix: format!(
-                "Have {dir_shown} removed ({owner_name} or root can), {PRIVATE_SOCKET_FIX}."
+                "Have {dir_shown} removed ({owner_name} or root can), {fix}."
             ),
         });
     }
@@ -206,7 +222,7 @@ pub fn check_socket(socket: &Path) -> Result<SocketTrust, IpcError> {
                 mode & 0o7777
             ),
             fix: format!(
-                "Run chmod 700 {dir_shown} as its owner (mozart start does this for its own directory), {PRIVATE_SOCKET_FIX}."
+                "Run chmod 700 {dir_shown} as its owner (mozart start does this for its own directory), {fix}."
             ),
         });
     }
@@ -237,7 +253,7 @@ pub fn check_socket(socket: &Path) -> Result<SocketTrust, IpcError> {
                 trust.accepted()
             ),
             fix: format!(
-                "Have {shown} removed ({owner_name} or root can) and start your conductor again, {PRIVATE_SOCKET_FIX}."
+                "Have {shown} removed ({owner_name} or root can) and start your conductor again, {fix}."
             ),
         });
     }
@@ -249,6 +265,21 @@ pub fn check_socket(socket: &Path) -> Result<SocketTrust, IpcError> {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_private_socket_example_is_in_the_actual_mozart_home() {
+        let fix = private_socket_fix_in(Some(Path::new("/srv/mz")));
+        assert!(fix.contains("MOZART_SOCKET=/srv/mz/mozart.sock,"), "{fix}");
+        assert!(
+            !fix.contains("~/.mozart") && !fix.contains("$HOME/.mozart"),
+            "{fix}"
+        );
+        let fix = private_socket_fix_in(None);
+        assert!(
+            fix.contains("MOZART_SOCKET=$HOME/.mozart/mozart.sock,"),
+            "{fix}"
+        );
+    }
 
     #[test]
     fn a_private_directory_and_own_socket_are_trusted_and_others_peers_are_not() {
