@@ -166,7 +166,14 @@ fn diagnose_reports_progress_timeline_errors_and_workspace_logs() {
     );
     assert!(
         text.contains(
-            "\nExecution Timeline\n  #  Status  Duration  Attempts  Mode  Outcome\n  1  failed  "
+            "\nExecution Timeline\n  #  Status  Duration  Attempts  Mode    Outcome\n  1  failed  "
+        ),
+        "{text}"
+    );
+    // Sheet 1's mode and outcome come from its attempt; sheet 2 never ran.
+    assert!(
+        text.contains(
+            "  1         normal  failed_exhausted\n  2  failed  -         0         -       -\n"
         ),
         "{text}"
     );
