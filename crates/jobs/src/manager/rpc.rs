@@ -546,6 +546,8 @@ async fn status(m: JobManager, _: Ctx, p: mozart_ipc::sheet_view::StatusParams) 
             .read_registry()
             .recent_attempt_errors(&doc.job_id, wire::RECENT_ATTEMPT_ERRORS);
         match read {
+            // None failed: the document stays as it was (upstream-shaped).
+            Ok((_, 0)) => {}
             Ok((attempts, total)) => {
                 doc.recent_attempt_errors = Some(wire::recent_attempt_errors(attempts, total));
             }
