@@ -140,6 +140,32 @@ fn validate_reports_every_unknown_field_at_once_with_lines_and_hints() {
         let hint = format!("Unknown field '{field}' — {hint}");
         assert!(text.contains(&hint), "no {hint:?} in:\n{text}");
     }
+
+    // Unknown fields after another error are reported with it, and so are its hints.
+    env.write_score(
+        "mixed.yaml",
+        "name: mixed\n\
+         sheet: {size: 1, total_items: 1}\n\
+         prompt: just text\n\
+         bogus: 1\n",
+    );
+    let out = env.mozart(&["validate", "mixed.yaml"]);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("Schema validation failed: 2 errors in the score\nprompt\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nbogus\n  Extra inputs are not permitted"),
+        "{text}"
+    );
+    assert!(text.contains("in mixed.yaml, line 4"), "{text}");
+    assert!(text.contains("Unknown field 'bogus'"), "{text}");
+    assert!(
+        text.contains("The 'prompt' field must be a mapping, not a string."),
+        "{text}"
+    );
 }
 
 #[test]

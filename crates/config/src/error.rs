@@ -152,31 +152,41 @@ fn close_field(e: &FieldError) -> Option<String> {
     })
 }
 
-/// Hints for a schema failure (score.md §6.3).
+/// Hints for a schema failure (score.md §6.3): one per unknown field, then those of the
+/// other errors reported with them (a `prompt:` given as a string, a section missing).
 pub fn schema_hints(errors: &[FieldError]) -> Vec<String> {
-    let extra: Vec<&FieldError> = errors
-        .iter()
-        .filter(|e| e.kind == "extra_forbidden")
-        .collect();
-    if !extra.is_empty() {
-        let mut hints: Vec<String> = extra
-            .iter()
-            .map(|e| {
-                let loc = e.loc_text();
-                match TYPOS.iter().find(|(k, _)| *k == loc) {
-                    Some((_, s)) => format!("Unknown field '{loc}' — did you mean '{s}'?"),
-                    None => match close_field(e) {
-                        Some(s) => format!("Unknown field '{loc}' — did you mean '{s}'?"),
-                        None => {
-                            format!("Unknown field '{loc}' — this is not a valid score field.")
-                        }
-                    },
-                }
-            })
-            .collect();
-        hints.push("See: docs/scores.md in Mozart's source for every score field.".into());
-        return hints;
+    let (extra, other): (Vec<&FieldError>, Vec<&FieldError>) =
+        errors.iter().partition(|e| e.kind == "extra_forbidden");
+    if extra.is_empty() {
+        return other_hints(errors);
     }
+    let mut hints: Vec<String> = extra.into_iter().map(unknown_field_hint).collect();
+    if !other.is_empty() {
+        let other: Vec<FieldError> = other.into_iter().cloned().collect();
+        let mut more = other_hints(&other);
+        // Its closing "See:" line; the one below says the same.
+        more.pop();
+        hints.extend(more);
+    }
+    hints.push("See: docs/scores.md in Mozart's source for every score field.".into());
+    hints
+}
+
+/// "did you mean" for an unknown field: upstream's typo table first, then the closest valid
+/// field of its section.
+fn unknown_field_hint(e: &FieldError) -> String {
+    let loc = e.loc_text();
+    match TYPOS.iter().find(|(k, _)| *k == loc) {
+        Some((_, s)) => format!("Unknown field '{loc}' — did you mean '{s}'?"),
+        None => match close_field(e) {
+            Some(s) => format!("Unknown field '{loc}' — did you mean '{s}'?"),
+            None => format!("Unknown field '{loc}' — this is not a valid score field."),
+        },
+    }
+}
+
+/// Hints for schema errors other than unknown fields; the last is always a "See:" line.
+fn other_hints(errors: &[FieldError]) -> Vec<String> {
     if errors
         .iter()
         .any(|e| e.kind == "model_type" && e.loc_text() == "prompt")

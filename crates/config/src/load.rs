@@ -224,25 +224,31 @@ fn lexical_absolute(path: &Path) -> PathBuf {
 /// Most unknown fields one score is checked for at once.
 const MAX_UNKNOWN_FIELDS: usize = 50;
 
-/// The schema errors to report for a score whose first error is `first`: when that is an
-/// unknown field, every other unknown field too (and the first other error after them), as
-/// pydantic lists every error of a model — serde stops at the first, and a user fixing typos
-/// one `validate` at a time was told of one per run.
+/// The schema errors to report for a score whose first error is `first`: every unknown field
+/// (each `extra_forbidden`) and the first other error, in document order, as pydantic lists
+/// every error of a model — serde stops at the first, and a user fixing typos one `validate`
+/// at a time was told of one per run. Each error's entry is taken out of a copy of the tree
+/// and the score read again; the search ends at a second other error (it may come of taking
+/// the first one's entry out, e.g. a required field now missing) or where an entry cannot be
+/// found.
 fn every_unknown_field(root: &Node, first: FieldError) -> Vec<FieldError> {
-    if first.kind != "extra_forbidden" {
-        return vec![first];
-    }
     let mut root = root.clone();
+    let mut other_seen = first.kind != "extra_forbidden";
+    let mut last = first.loc.clone();
     let mut errors = vec![first];
-    while errors.len() < MAX_UNKNOWN_FIELDS {
-        let Some(last) = errors.last() else { break };
-        if last.kind != "extra_forbidden" || !remove_at(&mut root, &last.loc) {
-            break;
-        }
-        match from_node::<JobConfig>(&root, &[]) {
+    while errors.len() < MAX_UNKNOWN_FIELDS && remove_at(&mut root, &last) {
+        let next = match from_node::<JobConfig>(&root, &[]) {
             Ok(_) => break,
-            Err(next) => errors.push(*next),
+            Err(next) => *next,
+        };
+        if next.kind != "extra_forbidden" {
+            if other_seen {
+                break;
+            }
+            other_seen = true;
         }
+        last = next.loc.clone();
+        errors.push(next);
     }
     errors
 }
