@@ -77,10 +77,11 @@ fn load_inner(
     score_dir: Option<&Path>,
     access: FileAccess,
 ) -> Result<Score, ConfigError> {
-    let root = yaml::parse(&text).map_err(|error| ConfigError::Yaml {
-        path: path.to_path_buf(),
-        error,
-    })?;
+    let (root, duplicates) =
+        yaml::parse_noting_duplicates(&text).map_err(|error| ConfigError::Yaml {
+            path: path.to_path_buf(),
+            error,
+        })?;
     let mut root = match root {
         Some(node) if matches!(node.kind, NodeKind::Map(_)) => node,
         Some(node) => {
@@ -157,7 +158,7 @@ fn load_inner(
         config.circuit_breaker.honor_other_jobs_rate_limits = false;
     }
     sync_auto_apply(&mut config);
-    let mut warnings = duplicate_key_warnings(&text);
+    let mut warnings = duplicate_key_warnings(duplicates);
     warnings.extend(collect_warnings(&config));
     Ok(Score {
         config,
@@ -374,8 +375,8 @@ fn sync_auto_apply(config: &mut JobConfig) {
 /// Upstream's `UserWarning`s (score.md §2, §3.4, §3.6, §3.17).
 /// Keys given twice in one mapping: YAML keeps the last value silently, as upstream does, so
 /// the score loads, but the author is told which value was dropped (docs/differences.md).
-fn duplicate_key_warnings(text: &str) -> Vec<String> {
-    yaml::duplicate_keys(text)
+fn duplicate_key_warnings(duplicates: Vec<yaml::DuplicateKey>) -> Vec<String> {
+    duplicates
         .into_iter()
         .map(|d| {
             format!(

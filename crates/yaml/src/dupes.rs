@@ -1,11 +1,15 @@
 //! Keys given twice in one mapping. PyYAML (and so [`crate::parse`]) keeps the last value
 //! silently (score.md §1.2); a score author who wrote `prompt:` twice almost always meant one
 //! of them, so `validate` warns, naming both lines (docs/differences.md).
+//!
+//! The parsers note each repeat as they insert a mapping's keys (the line of the key kept,
+//! the line of the repeat); here the repeats get their paths from the finished tree — a
+//! walk made only when there are any, so a score without one pays nothing (a second parse
+//! cost more than the first on the 345 KB corpus score, issue 24).
 
-use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
-use yaml_rust2::scanner::{Marker, TScalarStyle};
+use std::collections::{HashMap, HashSet};
 
-use crate::{key_hash, keys_equal, resolve_plain, NodeKind};
+use crate::{Node, NodeKind};
 
 /// A key that appears twice in the same mapping.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,33 +22,18 @@ pub struct DuplicateKey {
     pub line: usize,
 }
 
-/// Every repeated key of `text`'s mappings, in document order. Merge keys (`<<`) and what
-/// they merge are not repeats: overriding a merged key is what merging is for.
+/// Every repeated key of `text`'s mappings, in document order (none when `text` does not
+/// parse: `parse` reports that). Merge keys (`<<`) and what they merge are not repeats:
+/// overriding a merged key is what merging is for.
 pub fn duplicate_keys(text: &str) -> Vec<DuplicateKey> {
-    let mut finder = Finder::default();
-    // A document that does not parse is reported by `parse`; what was seen so far stands.
-    let _ = Parser::new_from_str(text).load(&mut finder, true);
-    finder.found
+    crate::parse_noting_duplicates(text)
+        .map(|(_, found)| found)
+        .unwrap_or_default()
 }
 
-enum Frame {
-    Map {
-        path: String,
-        keys: std::collections::HashMap<u64, Vec<(NodeKind, usize)>>,
-        /// The key just read, waiting for its value (`None` before a key).
-        pending: Option<String>,
-    },
-    Seq {
-        path: String,
-        index: usize,
-    },
-}
-
-#[derive(Default)]
-struct Finder {
-    stack: Vec<Frame>,
-    found: Vec<DuplicateKey>,
-}
+/// A key a parser found twice in one mapping: the line of the key kept, the line of the
+/// repeat, the key's text.
+pub(crate) type Repeat = (usize, usize, String);
 
 fn join(path: &str, part: &str) -> String {
     if path.is_empty() {
@@ -54,88 +43,57 @@ fn join(path: &str, part: &str) -> String {
     }
 }
 
-impl Finder {
-    /// A node starts at `line`: a key or a value of the innermost mapping, or a list item.
-    /// Returns the path a collection starting here has.
-    fn node(&mut self, key: Option<NodeKind>, line: usize) -> String {
-        match self.stack.last_mut() {
-            None => String::new(),
-            Some(Frame::Seq { path, index }) => {
-                let child = format!("{path}[{index}]");
-                *index += 1;
-                child
-            }
-            Some(Frame::Map {
-                path,
-                keys,
-                pending,
-            }) => {
-                if let Some(k) = pending.take() {
-                    return join(path, &k);
-                }
-                let Some(kind) = key else {
-                    *pending = Some(String::new());
-                    return String::new();
-                };
-                let text = crate::Node {
-                    kind: kind.clone(),
-                    line,
-                    col: 0,
-                }
-                .key_text();
-                *pending = Some(text.clone());
-                if text == "<<" {
-                    return String::new();
-                }
-                let Some(h) = key_hash(&kind) else {
-                    return String::new();
-                };
-                let seen = keys.entry(h).or_default();
-                match seen.iter().find(|(k, _)| keys_equal(k, &kind)) {
-                    Some(&(_, first_line)) => self.found.push(DuplicateKey {
-                        path: join(path, &text),
-                        first_line,
-                        line,
-                    }),
-                    None => seen.push((kind, line)),
-                }
-                String::new()
-            }
-        }
-    }
+/// The repeats the parser noted, named by the
+/// path of the key kept in `root`, in the order of the repeats' lines.
+pub(crate) fn named(root: Option<&Node>, mut repeats: Vec<Repeat>) -> Vec<DuplicateKey> {
+    let Some(root) = root.filter(|_| !repeats.is_empty()) else {
+        return Vec::new();
+    };
+    let wanted: HashSet<(usize, &str)> = repeats
+        .iter()
+        .map(|(first, _, text)| (*first, text.as_str()))
+        .collect();
+    let mut paths: HashMap<(usize, String), String> = HashMap::new();
+    walk(root, "", &wanted, &mut paths);
+    repeats.sort_by_key(|(_, line, _)| *line);
+    repeats
+        .into_iter()
+        .filter_map(|(first_line, line, text)| {
+            let path = paths.get(&(first_line, text))?;
+            Some(DuplicateKey {
+                path: path.clone(),
+                first_line,
+                line,
+            })
+        })
+        .collect()
 }
 
-impl MarkedEventReceiver for Finder {
-    fn on_event(&mut self, ev: Event, mark: Marker) {
-        let line = mark.line();
-        match ev {
-            Event::Scalar(value, style, _, tag) => {
-                let kind = match (style, tag) {
-                    (TScalarStyle::Plain, None) => resolve_plain(value),
-                    _ => NodeKind::Str(value),
-                };
-                self.node(Some(kind), line);
+/// The path of each mapping key whose line and text are `wanted` (the first found in
+/// document order); merge keys are left out.
+fn walk(
+    node: &Node,
+    path: &str,
+    wanted: &HashSet<(usize, &str)>,
+    paths: &mut HashMap<(usize, String), String>,
+) {
+    match &node.kind {
+        NodeKind::Map(entries) => {
+            for (k, v) in entries {
+                let text = k.key_text();
+                let here = join(path, &text);
+                if text != "<<" && wanted.contains(&(k.line, text.as_str())) {
+                    paths.entry((k.line, text)).or_insert_with(|| here.clone());
+                }
+                walk(v, &here, wanted, paths);
             }
-            Event::Alias(_) => {
-                self.node(None, line);
-            }
-            Event::MappingStart(..) => {
-                let path = self.node(None, line);
-                self.stack.push(Frame::Map {
-                    path,
-                    keys: Default::default(),
-                    pending: None,
-                });
-            }
-            Event::SequenceStart(..) => {
-                let path = self.node(None, line);
-                self.stack.push(Frame::Seq { path, index: 0 });
-            }
-            Event::MappingEnd | Event::SequenceEnd => {
-                self.stack.pop();
-            }
-            _ => {}
         }
+        NodeKind::Seq(items) => {
+            for (i, item) in items.iter().enumerate() {
+                walk(item, &format!("{path}[{i}]"), wanted, paths);
+            }
+        }
+        _ => {}
     }
 }
 

@@ -25,8 +25,12 @@ type R<T> = Result<T, Out>;
 /// may be loaded on a thread with a small stack.
 const MAX_DEPTH: usize = 128;
 
-/// The tree of `text`, or `None` when it is not in the subset (the caller then uses yaml-rust2).
-pub(crate) fn parse(text: &str) -> Option<Node> {
+use crate::dupes::Repeat;
+
+/// The tree of `text` and the keys given twice in one of its mappings (line of the first,
+/// line of the repeat), or `None` when it is not in the subset (the caller then uses
+/// yaml-rust2).
+pub(crate) fn parse(text: &str) -> Option<(Node, Vec<Repeat>)> {
     let s = text.as_bytes();
     if !plain_bytes(s) {
         return None;
@@ -39,8 +43,10 @@ pub(crate) fn parse(text: &str) -> Option<Node> {
         line_start: 0,
         nodes: 0,
         depth: 0,
+        repeats: Vec::new(),
     };
-    r.document().ok()
+    let root = r.document().ok()?;
+    Some((root, r.repeats))
 }
 
 /// No byte this reader leaves to yaml-rust2: control characters (tabs and `\r` included),
@@ -103,6 +109,8 @@ struct Reader<'a> {
     nodes: usize,
     /// Collections open around `pos`.
     depth: usize,
+    /// Keys given twice in one mapping: (line of the first, line of the repeat).
+    repeats: Vec<Repeat>,
 }
 
 impl Reader<'_> {
@@ -230,7 +238,9 @@ impl Reader<'_> {
             // yaml-rust2 marks a block mapping where its first `:` is.
             mark.get_or_insert(colon);
             let value = self.after_indicator(indent, true)?;
-            index.insert(&mut entries, key, value);
+            if let Some(repeat) = index.insert(&mut entries, key, value) {
+                self.repeats.push(repeat);
+            }
             match self.next_content() {
                 None => break,
                 Some(c) if c < indent => break,
@@ -722,7 +732,9 @@ impl Reader<'_> {
                     self.pos += 1;
                     self.skip_spaces();
                     let value = self.flow_item()?;
-                    index.insert(&mut entries, key, value);
+                    if let Some(repeat) = index.insert(&mut entries, key, value) {
+                        self.repeats.push(repeat);
+                    }
                 } else {
                     items.push(self.flow_item()?);
                 }

@@ -15,6 +15,7 @@ mod dupes;
 mod fast;
 
 pub use de::{from_node, from_str, DeError};
+use dupes::Repeat;
 pub use dupes::{duplicate_keys, DuplicateKey};
 
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser, Tag};
@@ -252,6 +253,13 @@ impl YamlError {
 /// The block-style subset scores are written in is read by `fast`, straight from the bytes;
 /// anything else (and every error) by yaml-rust2.
 pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
+    parse_noting_duplicates(text).map(|(root, _)| root)
+}
+
+/// [`parse`], with the keys given twice in one of the document's mappings (PyYAML keeps the
+/// last value silently; a score's author is told: [`duplicate_keys`]). Found while parsing,
+/// at no cost to a document without any.
+pub fn parse_noting_duplicates(text: &str) -> Result<(Option<Node>, Vec<DuplicateKey>), YamlError> {
     if text.len() > MAX_DOCUMENT_BYTES {
         return Err(YamlError {
             message: format!(
@@ -273,23 +281,30 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
             source_line: None,
         });
     }
-    if let Some(root) = fast::parse(text) {
-        return Ok(Some(root));
-    }
-    parse_reference(text)
+    let (root, repeats) = match fast::parse(text) {
+        Some((root, repeats)) => (Some(root), repeats),
+        None => reference(text)?,
+    };
+    let duplicates = dupes::named(root.as_ref(), repeats);
+    Ok((root, duplicates))
 }
 
 /// The fast reader's tree of `text`, `None` when it leaves `text` to yaml-rust2: exposed for
 /// the differential test against [`parse_reference`].
 #[doc(hidden)]
 pub fn parse_fast(text: &str) -> Option<Node> {
-    fast::parse(text)
+    fast::parse(text).map(|(root, _)| root)
 }
 
 /// [`parse`] through yaml-rust2 alone, without the fast reader for the block-style subset
 /// (`fast`): the reference the fast reader is checked against (`tests/fast_reader.rs`).
 #[doc(hidden)]
 pub fn parse_reference(text: &str) -> Result<Option<Node>, YamlError> {
+    reference(text).map(|(root, _)| root)
+}
+
+/// [`parse_reference`], with the repeated keys' lines (first, repeat).
+fn reference(text: &str) -> Result<(Option<Node>, Vec<Repeat>), YamlError> {
     let mut builder = Builder::default();
     let mut parser = Parser::new_from_str(text);
     let result = parser.load(&mut builder, true);
@@ -313,7 +328,7 @@ pub fn parse_reference(text: &str) -> Result<Option<Node>, YamlError> {
             source_line: None,
         });
     }
-    Ok(builder.root)
+    Ok((builder.root, builder.repeats))
 }
 
 enum Frame {
@@ -338,6 +353,8 @@ struct Builder {
     second_doc_line: Option<usize>,
     nodes: usize,
     error: Option<YamlError>,
+    /// Keys given twice in one mapping: (line of the first, line of the repeat).
+    repeats: Vec<Repeat>,
 }
 
 impl Builder {
@@ -391,7 +408,9 @@ impl Builder {
                 }
                 Some(key) => {
                     if let NodeKind::Map(entries) = &mut map.kind {
-                        index.insert(entries, key, node);
+                        if let Some(repeat) = index.insert(entries, key, node) {
+                            self.repeats.push(repeat);
+                        }
                     }
                 }
             },
@@ -416,14 +435,18 @@ fn keys_equal(a: &NodeKind, b: &NodeKind) -> bool {
 }
 
 /// Insert with PyYAML's last-wins rule; the key keeps its first position (Python dict).
-fn insert_entry(entries: &mut Vec<(Node, Node)>, key: Node, value: Node) {
+/// A key already there: `(line of the first, line of this one)`, the repeat a score's author
+/// is told of ([`duplicate_keys`]).
+fn insert_entry(entries: &mut Vec<(Node, Node)>, key: Node, value: Node) -> Option<Repeat> {
     if let Some(slot) = entries
         .iter_mut()
         .find(|(k, _)| keys_equal(&k.kind, &key.kind))
     {
         slot.1 = value;
+        Some((slot.0.line, key.line, slot.0.key_text()))
     } else {
         entries.push((key, value));
+        None
     }
 }
 
@@ -439,11 +462,16 @@ struct KeyIndex {
 impl KeyIndex {
     const FROM_LEN: usize = 16;
 
-    fn insert(&mut self, entries: &mut Vec<(Node, Node)>, key: Node, value: Node) {
+    /// [`insert_entry`], in time independent of the mapping's size.
+    fn insert(
+        &mut self,
+        entries: &mut Vec<(Node, Node)>,
+        key: Node,
+        value: Node,
+    ) -> Option<Repeat> {
         if !self.built {
             if entries.len() < Self::FROM_LEN {
-                insert_entry(entries, key, value);
-                return;
+                return insert_entry(entries, key, value);
             }
             for (i, (k, _)) in entries.iter().enumerate() {
                 if let Some(h) = key_hash(&k.kind) {
@@ -455,17 +483,21 @@ impl KeyIndex {
         let Some(h) = key_hash(&key.kind) else {
             // A NaN key equals nothing, not even another NaN (Python dict semantics).
             entries.push((key, value));
-            return;
+            return None;
         };
         let slot = self.by_hash.entry(h).or_default();
         match slot
             .iter()
             .find(|i| keys_equal(&entries[**i].0.kind, &key.kind))
         {
-            Some(&i) => entries[i].1 = value,
+            Some(&i) => {
+                entries[i].1 = value;
+                Some((entries[i].0.line, key.line, entries[i].0.key_text()))
+            }
             None => {
                 slot.push(entries.len());
                 entries.push((key, value));
+                None
             }
         }
     }
