@@ -30,6 +30,7 @@ mod errors_cost_e2e;
 mod examples;
 mod instrument_holds;
 mod issue_solver;
+mod job_control_truth;
 mod learning_figures;
 mod list_pages;
 mod logs_events;

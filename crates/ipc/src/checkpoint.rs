@@ -969,6 +969,11 @@ pub struct JobCheckpoint<Snapshot = serde_json::Value> {
     /// `status` stays `paused`, the value upstream's CLI reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pausing: Option<u32>,
+    /// Ours: the job completed and its `on_success` hooks are still running; a failing hook
+    /// still turns it `failed`, so it has not ended yet (`mozart wait` waits). Added by the
+    /// conductor (`job.status`); `status` stays `completed`, the value upstream's CLI reads.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hooks_running: bool,
     /// Ours (issue 22): holds on the instruments the job's unfinished sheets play — an open
     /// circuit breaker, a rate-limit park — with the reason and the time left. Added by the
     /// conductor (`job.status`), absent when there is none.

@@ -324,6 +324,15 @@ impl JobStatusResult {
         }
     }
 
+    /// Ours: the job completed and its `on_success` hooks still run (one failing turns it
+    /// `failed`).
+    pub fn hooks_running(&self) -> bool {
+        match self {
+            JobStatusResult::Checkpoint(cp) => cp.hooks_running,
+            JobStatusResult::Record(_) => false,
+        }
+    }
+
     /// Ours: what an accepted job that does not run waits for, when it will go on by itself
     /// (a job slot while queued; its pending `modify --resume` while paused).
     pub fn waiting_reason(&self) -> Option<&str> {
@@ -357,7 +366,7 @@ impl JobStatusResult {
     /// running, queued, pausing, or paused/failed with a resume pending.
     pub fn outcome_code(&self) -> Option<i32> {
         // Pausing is not paused yet: the running sheets still work (and spend).
-        if self.waiting_reason().is_some() || self.pausing().is_some() {
+        if self.waiting_reason().is_some() || self.pausing().is_some() || self.hooks_running() {
             return None;
         }
         match self.status() {

@@ -137,6 +137,12 @@ impl View<'_> {
         if let Some(reason) = &job.waiting_reason {
             self.line(format!("  Waiting: {reason}"));
         }
+        if job.hooks_running {
+            self.line(
+                "  Hooks: on_success hooks are running; a failing one turns the job failed"
+                    .to_string(),
+            );
+        }
         if let Some(n) = job.pausing_sheets() {
             let (sheets, finish) = if n == 1 {
                 ("running sheet", "finishes its")

@@ -288,6 +288,13 @@ fn attach_hooks(
     if !hooks.is_empty() {
         doc.hook_results = hooks;
     }
+    // Completed, hooks not done: a failing one still turns the job `failed`.
+    doc.hooks_running = doc.status == mozart_state::JobStatus::Completed
+        && registry
+            .get_job(job_id)
+            .ok()
+            .flatten()
+            .is_some_and(|r| r.options.contains_key(hooks::HOOKS_PENDING));
 }
 
 impl JobManager {
@@ -730,8 +737,15 @@ impl JobManager {
             Err(_) => return rejected(job_id, format!("Score '{job_id}' not found")),
         };
         let in_baton = self.job_facts(job_id).await.is_some_and(|f| f.in_baton);
+        // The score file is read again unless told not to: a paused job whose file changed
+        // goes on with the new score (its registration replaced), not the one in memory.
+        let reload = status == DaemonJobStatus::Paused
+            && in_baton
+            && config_path.is_none()
+            && !no_reload
+            && self.score_file_changed(job_id).await;
         match status {
-            DaemonJobStatus::Paused if in_baton && config_path.is_none() => {
+            DaemonJobStatus::Paused if in_baton && config_path.is_none() && !reload => {
                 // A job paused because its state could not be saved: save what memory holds
                 // first (or stay paused, saying why); it may have ended meanwhile.
                 let caught_up = self
@@ -832,7 +846,13 @@ impl JobManager {
                 };
                 let mut resp = submit::submit(self, ctx, req).await;
                 if resp.status == JobResponseStatus::Accepted {
-                    resp.message = Some("Job resume queued".into());
+                    // What the new score changed (another sheet count) is said with it.
+                    resp.message = Some(match resp.message.take() {
+                        Some(m) if m.starts_with(submit::RESIZED) => {
+                            format!("Job resume queued. {m}")
+                        }
+                        _ => "Job resume queued".into(),
+                    });
                 }
                 resp
             }
@@ -843,6 +863,31 @@ impl JobManager {
                     other.as_str()
                 ),
             ),
+        }
+    }
+
+    /// Whether the score file of a loaded job now says something else than the score it
+    /// runs (the registry's copy of the text it was submitted or resumed with).
+    async fn score_file_changed(&self, job_id: &str) -> bool {
+        let record = self
+            .shared
+            .table
+            .ask_job(job_id, |job_id, reply| table::Query::Record {
+                job_id,
+                reply,
+            })
+            .await;
+        let Some(record) = record else {
+            return false;
+        };
+        let stored = lock(&self.shared.registry)
+            .job_score(job_id)
+            .ok()
+            .flatten()
+            .and_then(|s| s.yaml);
+        match (stored, std::fs::read_to_string(&record.config_path)) {
+            (Some(running), Ok(on_disk)) => running != on_disk,
+            _ => false,
         }
     }
 
@@ -940,6 +985,8 @@ impl JobManager {
             .filter(|r| ids.as_ref().is_none_or(|ids| ids.contains(&r.job_id)))
             .filter(|r| older_than_seconds.is_none_or(|age| r.submitted_at <= now - age))
             .filter(|r| !live.contains(&r.job_id))
+            // Its on_success hooks still run (and record their results, or fail the job).
+            .filter(|r| !r.options.contains_key(hooks::HOOKS_PENDING))
             .map(|r| r.job_id)
             .collect();
         if victims.is_empty() {

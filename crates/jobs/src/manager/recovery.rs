@@ -8,15 +8,9 @@ use super::{lock, JobEntry, JobManager, SubmitRequest};
 use mozart_conductor::{ConductorCtx, ConductorError};
 
 pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), ConductorError> {
-    let mut rows = lock(&mgr.shared.registry)
-        .list_jobs(true)
-        .map_err(|e| {
-            super::registry_error(
-                &ctx.paths.registry_db,
-                "cannot read the job registry",
-                &e,
-            )
-        })?;
+    let mut rows = lock(&mgr.shared.registry).list_jobs(true).map_err(|e| {
+        super::registry_error(&ctx.paths.registry_db, "cannot read the job registry", &e)
+    })?;
     // Jobs are re-registered in the order they take job slots (`max_concurrent_jobs`): the
     // ones that held a slot (running) first, then the queued ones, each oldest submission
     // first — so a queued job stays queued behind them, in its place.

@@ -145,7 +145,13 @@ async fn pipeline(
 
     let _guard = mgr.shared.submit_lock.lock().await;
     ensure_not_running(mgr, job_id).await?;
-    let mut previous = carry_over(mgr, job_id, config_path, &config, &plan, &workspace, &req);
+    let mut previous = carry_over(mgr, job_id, config_path, &config, &workspace, &req);
+    // A score edited to another sheet count keeps what its sheets of the same numbers did.
+    let resized = previous
+        .checkpoint
+        .as_ref()
+        .map(|cp| cp.total_sheets)
+        .filter(|was| *was != plan.total_sheets);
     let record = build_record(
         mgr,
         job_id,
@@ -160,11 +166,23 @@ async fn pipeline(
     drop(previous);
     // Every sheet already done in an earlier run of this unchanged score: the job ends at
     // once, running nothing — said so, not "queued".
-    let nothing_to_run = checkpoint.sheets.statuses().all(|(_, status)| {
+    let done = |status: &mozart_state::SheetStatus| {
         matches!(
             status,
             mozart_state::SheetStatus::Completed | mozart_state::SheetStatus::Skipped
         )
+    };
+    let nothing_to_run = checkpoint
+        .sheets
+        .statuses()
+        .all(|(_, status)| done(&status));
+    let resized = resized.map(|was| {
+        let kept = checkpoint
+            .sheets
+            .statuses()
+            .filter(|(_, status)| done(status))
+            .count();
+        (was, plan.total_sheets, kept)
     });
     checkpoint.config_path = Some(req.config_path.clone());
     // What `mozart status` reads for hooks and sheet descriptions (upstream's snapshot).
@@ -211,6 +229,14 @@ async fn pipeline(
         from_checkpoint,
     )
     .await?;
+    if let Some((was, now, kept)) = resized {
+        tracing::info!(job_id, was, now, kept, "resume.resized");
+        response.message = Some(format!(
+            "{RESIZED} {} (it had {was}): {} kept, the others run",
+            mozart_config::plural(now, "sheet", "sheets"),
+            mozart_config::plural(kept, "finished sheet is", "finished sheets are"),
+        ));
+    }
     if nothing_to_run {
         response.nothing_to_run = true;
         response.message = Some(
@@ -219,6 +245,9 @@ async fn pipeline(
     }
     Ok(response)
 }
+
+/// How the message of a resubmission whose score has another sheet count starts.
+pub(super) const RESIZED: &str = "The score now has";
 
 /// An accepted job's message, once the submitter's watch saw whether it got a job slot:
 /// upstream's `Job queued (…)` only when it waits for one.
@@ -366,7 +395,6 @@ fn carry_over(
     job_id: &str,
     config_path: &Path,
     config: &JobConfig,
-    plan: &PlanOutline,
     workspace: &Path,
     req: &SubmitRequest,
 ) -> Previous {
@@ -387,7 +415,6 @@ fn carry_over(
             .load_checkpoint(job_id)
             .ok()
             .flatten()
-            .filter(|cp| cp.total_sheets == plan.total_sheets)
     };
     if checkpoint.is_none() {
         // A run that starts over replays no worker output and no delivery of an old run.

@@ -1,0 +1,165 @@
+//! What job control says is what happens (an outside audit's findings): a score resumed
+//! with another sheet count keeps its finished sheets, a plain `resume` reads the edited
+//! score file, and a job is not reported ended (`wait`, `status --watch`) nor cleared while
+//! its `on_success` hooks still run.
+
+use std::time::{Duration, Instant};
+
+use mozart_tests::{stdout, TestEnv};
+
+fn score(total: u32, word: &str, ws: &str) -> String {
+    format!(
+        r#"name: demo
+workspace: ./{ws}
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet: {{size: 1, total_items: {total}}}
+prompt:
+  template: |
+    RUN: sleep 1; echo "{word} {{{{ sheet_num }}}}" > "{{{{ workspace }}}}/out-{{{{ sheet_num }}}}.txt"
+validations:
+  - type: file_exists
+    path: "{{workspace}}/out-{{sheet_num}}.txt"
+"#
+    )
+}
+
+fn read(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// Run `score` as job `id` and pause it once its first sheet is done; returns the sheets
+/// finished by then.
+fn run_and_pause(env: &TestEnv, id: &str, score: &std::path::Path, ws: &std::path::Path) -> u32 {
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ws.join("out-1.txt").exists() {
+        assert!(Instant::now() < deadline, "sheet 1 never finished");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = env.mozart(&["pause", id]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let out = env.mozart(&["wait", id, "--timeout", "20"]);
+    assert_eq!(out.status.code(), Some(4), "paused: {}", stdout(&out));
+    (1..=10)
+        .take_while(|n| ws.join(format!("out-{n}.txt")).exists())
+        .count() as u32
+}
+
+#[test]
+fn a_resume_with_more_sheets_keeps_the_finished_ones_and_says_so() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = env.work.join("ws-a");
+    let first = env.write_score("demo", &score(4, "sheet", "ws-a"));
+    let done = run_and_pause(&env, "demo", &first, &ws);
+    assert!(
+        (1..4).contains(&done),
+        "{done} sheets done before the pause"
+    );
+    let second = env.write_score("demo-v2", &score(6, "v2", "ws-a"));
+    let out = env.mozart(&["resume", "demo", "--config", second.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("The score now has 6 sheets (it had 4)"),
+        "{text}"
+    );
+    env.wait_completed("demo");
+    for n in 1..=done {
+        assert_eq!(
+            read(&ws.join(format!("out-{n}.txt"))),
+            format!("sheet {n}"),
+            "sheet {n} ran again"
+        );
+    }
+    for n in done + 1..=6 {
+        assert_eq!(read(&ws.join(format!("out-{n}.txt"))), format!("v2 {n}"));
+    }
+}
+
+#[test]
+fn a_plain_resume_reads_the_edited_score_file() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = env.work.join("ws-b");
+    let path = env.write_score("edited", &score(4, "sheet", "ws-b"));
+    let done = run_and_pause(&env, "edited", &path, &ws);
+    assert!(done < 4, "the job finished before the pause");
+    std::fs::write(&path, score(4, "EDITED", "ws-b")).unwrap();
+    let out = env.mozart(&["resume", "edited"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    env.wait_completed("edited");
+    assert_eq!(read(&ws.join("out-4.txt")), "EDITED 4");
+    assert_eq!(
+        read(&ws.join("out-1.txt")),
+        "sheet 1",
+        "a finished sheet ran again"
+    );
+}
+
+fn hooked(env: &TestEnv, name: &str, command: &str) -> std::path::PathBuf {
+    env.write_score(
+        name,
+        &format!(
+            r#"name: {name}
+workspace: ./{name}-ws
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: "RUN: true"
+on_success:
+  - type: run_command
+    command: "{command}"
+"#
+        ),
+    )
+}
+
+/// `mozart wait JOB && publish` must not publish a job whose hook then fails it.
+#[test]
+fn wait_answers_once_the_on_success_hooks_are_done() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = hooked(&env, "hk", "sleep 3; exit 1");
+    let out = env.mozart(&["run", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let out = env.mozart(&["wait", "hk", "--timeout", "30"]);
+    assert_eq!(out.status.code(), Some(1), "wait: {}", stdout(&out));
+    assert!(stdout(&out).contains("failed"), "{}", stdout(&out));
+}
+
+#[test]
+fn a_job_whose_hooks_still_run_is_not_cleared() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = hooked(&env, "hp", "sleep 4; echo done > hookran.txt");
+    let out = env.mozart(&["run", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let status = stdout(&env.mozart(&["status", "hp"]));
+        if status.contains("on_success hooks are running") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never showed its hooks running:\n{status}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = env.mozart(&["clear", "--score", "hp", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let list = stdout(&env.mozart(&["list", "--all"]));
+    assert!(list.contains("hp"), "cleared while its hooks ran:\n{list}");
+    env.wait_completed("hp");
+    let out = env.mozart(&["clear", "--score", "hp", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let list = stdout(&env.mozart(&["list", "--all"]));
+    assert!(!list.contains("hp "), "{list}");
+}
