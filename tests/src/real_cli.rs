@@ -818,7 +818,7 @@ impl RealCliEnv {
         assert_eq!(out.status.code(), Some(0), "{followed}");
         for expected in [
             "Following the conductor's log for score 'rc-live'".to_string(),
-            format!("sheet 1: 1 tool call(s) (last: {tool})"),
+            format!("sheet 1: 1 tool call (last: {tool})"),
             "Stopped following logs.".to_string(),
         ] {
             assert!(followed.contains(&expected), "{followed}");
