@@ -241,12 +241,17 @@ impl ConductorHost {
         };
         let status = stored_status(change.status);
         // A cancel that cut an attempt short: its result never comes, the history says so.
+        // (A sheet parked on a rate limit runs no attempt: nothing was cut short.)
+        let in_flight = self
+            .running
+            .contains(&(change.job_id.clone(), change.sheet_num));
         let interrupted = (change.status == mozart_baton::SheetStatus::Cancelled
-            && details.is_none())
-        .then(|| live.sheets.get(&change.sheet_num))
-        .flatten()
-        .filter(|s| s.status == SheetStatus::InProgress)
-        .map(|s| s.started_at.as_ref().and_then(Timestamp::to_epoch));
+            && details.is_none()
+            && in_flight)
+            .then(|| live.sheets.get(&change.sheet_num))
+            .flatten()
+            .filter(|s| s.status == SheetStatus::InProgress)
+            .map(|s| s.started_at.as_ref().and_then(Timestamp::to_epoch));
         // The remote attempt whose result this write records (update_sheet clears it).
         let finished_remote = details.as_ref().and_then(|_| {
             let sheet = live.sheets.get(&change.sheet_num)?;

@@ -1091,16 +1091,17 @@ impl Registry {
                 .as_deref()
                 .and_then(crate::time::parse_iso8601)
                 .unwrap_or_else(epoch_now);
+            // An attempt that started at or after the sheet went in progress already has its
+            // row: the sheet is not running one but parked (a rate limit's wait, a fermata)
+            // after it — or this interrupted one was recorded by an earlier start.
             let known: bool = self
                 .conn
                 .prepare_cached(
                     "SELECT EXISTS (SELECT 1 FROM attempts WHERE job_id=?1 AND sheet_num=?2 \
-                     AND attempt_num=?3 AND outcome='interrupted' AND executed_at=?4)",
+                     AND executed_at>=?3)",
                 )
                 .and_then(|mut stmt| {
-                    stmt.query_row(params![job_id, sheet_num, attempt_num, executed_at], |r| {
-                        r.get(0)
-                    })
+                    stmt.query_row(params![job_id, sheet_num, executed_at], |r| r.get(0))
                 })
                 .map_err(self.err(&ctx))?;
             if known {
