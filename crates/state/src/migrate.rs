@@ -37,10 +37,16 @@ const MIGRATIONS: &[Migration] = &[
         sql: "",
         code: Some(status_checks_without_in_lists),
     },
+    Migration {
+        version: 4,
+        name: "0004_failed_attempts_index",
+        sql: include_str!("../migrations/0004_failed_attempts_index.sql"),
+        code: None,
+    },
 ];
 
 /// Highest schema version this build knows.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The `status` CHECK constraints of `jobs` and `sheets` as an `IN (…)` list, and the same
 /// test as a chain of comparisons.

@@ -1032,7 +1032,7 @@ fn schema_3_status_checks_hold_without_in_lists() {
         .unwrap();
     }
     let reg = Registry::open(&path).unwrap();
-    assert_eq!(reg.schema_version().unwrap(), 3);
+    assert_eq!(reg.schema_version().unwrap(), mozart_state::SCHEMA_VERSION);
     assert!(reg.get_job("two").unwrap().is_some(), "job row kept");
     drop(reg);
     let conn = rusqlite::Connection::open(&path).unwrap();
@@ -1101,4 +1101,55 @@ fn all_or_nothing_rolls_back_every_write_when_it_fails() {
     assert_eq!(kept, Ok(()));
     assert!(reg.get_job("real").unwrap().is_some());
     assert!(reg.load_checkpoint("real").unwrap().is_some());
+}
+
+/// `job.status` asks every call for a job's newest failed attempts: they come from the
+/// partial index of failed attempts, newest first with their count, and a job's passed
+/// attempts are never read for it (issue 24: a 100,000-sheet job has 100,000 of them).
+#[test]
+fn recent_attempt_errors_come_from_the_failed_attempts_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    reg.create_job(&job("r")).unwrap();
+    for n in 1..=30u32 {
+        let failed = n % 10 == 0;
+        reg.record_attempt(&AttemptRecord {
+            job_id: "r".into(),
+            sheet_num: n,
+            attempt_num: 1,
+            outcome: if failed { "failed" } else { "completed" }.into(),
+            error_message: failed.then(|| format!("sheet {n} failed")),
+            executed_at: 1_709_210_096.0 + f64::from(n),
+            ..Default::default()
+        })
+        .unwrap();
+    }
+    let (newest, total) = reg.recent_attempt_errors("r", 2).unwrap();
+    assert_eq!(total, 3);
+    let sheets: Vec<u32> = newest.iter().map(|a| a.sheet_num).collect();
+    assert_eq!(sheets, [30, 20]);
+    assert_eq!(
+        reg.recent_attempt_errors("none", 2).unwrap(),
+        (Vec::new(), 0)
+    );
+    drop(reg);
+    let conn = rusqlite::Connection::open(dir.path().join("home/registry.db")).unwrap();
+    for sql in [
+        "SELECT COUNT(*) FROM attempts WHERE job_id='r' \
+         AND (error_code IS NOT NULL OR error_message IS NOT NULL)",
+        "SELECT id FROM attempts WHERE job_id='r' \
+         AND (error_code IS NOT NULL OR error_message IS NOT NULL) ORDER BY id DESC LIMIT 2",
+    ] {
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .unwrap()
+            .query_map([], |r| r.get::<_, String>(3))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert!(
+            plan.iter().any(|p| p.contains("idx_attempts_failed")),
+            "{sql}: {plan:?}"
+        );
+    }
 }

@@ -163,54 +163,60 @@ impl Registry {
         limit: usize,
     ) -> Result<(Vec<AttemptRecord>, u64)> {
         let ctx = format!("reading the recent failed attempts of job '{job_id}'");
+        // Both read the partial index of failed attempts (schema 4): a job with none costs
+        // one index probe, whatever its number of attempts (issue 24). The condition must
+        // be the index's own, word for word, for SQLite to use it.
+        let total: i64 = self
+            .conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM attempts WHERE job_id=?1 \
+                 AND (error_code IS NOT NULL OR error_message IS NOT NULL)",
+            )
+            .and_then(|mut stmt| stmt.query_row([job_id], |r| r.get(0)))
+            .map_err(self.err(&ctx))?;
+        if total == 0 {
+            return Ok((Vec::new(), 0));
+        }
         let mut stmt = self
             .conn
             .prepare_cached(
                 "SELECT id, sheet_num, attempt_num, mode, outcome, instrument, error_code, \
                  error_category, error_message, exit_code, duration_seconds, cost_usd, \
-                 input_tokens, output_tokens, executed_at, COUNT(*) OVER () AS total \
+                 input_tokens, output_tokens, executed_at \
                  FROM attempts WHERE job_id=?1 \
                  AND (error_code IS NOT NULL OR error_message IS NOT NULL) \
                  ORDER BY id DESC LIMIT ?2",
             )
             .map_err(self.err(&ctx))?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let mut total = 0u64;
         let rows = stmt
             .query_map(rusqlite::params![job_id, limit], |r| {
-                let all: i64 = r.get(15)?;
-                Ok((
-                    AttemptRecord {
-                        id: r.get(0)?,
-                        job_id: job_id.to_string(),
-                        sheet_num: r.get(1)?,
-                        attempt_num: r.get(2)?,
-                        mode: r.get(3)?,
-                        outcome: r.get(4)?,
-                        instrument: r.get(5)?,
-                        error_code: r.get(6)?,
-                        error_category: r.get(7)?,
-                        error_message: r.get(8)?,
-                        exit_code: r.get(9)?,
-                        duration_seconds: r.get(10)?,
-                        cost_usd: r.get(11)?,
-                        input_tokens: r.get(12)?,
-                        output_tokens: r.get(13)?,
-                        prompt: None,
-                        output: None,
-                        executed_at: r.get(14)?,
-                    },
-                    u64::try_from(all).unwrap_or(0),
-                ))
+                Ok(AttemptRecord {
+                    id: r.get(0)?,
+                    job_id: job_id.to_string(),
+                    sheet_num: r.get(1)?,
+                    attempt_num: r.get(2)?,
+                    mode: r.get(3)?,
+                    outcome: r.get(4)?,
+                    instrument: r.get(5)?,
+                    error_code: r.get(6)?,
+                    error_category: r.get(7)?,
+                    error_message: r.get(8)?,
+                    exit_code: r.get(9)?,
+                    duration_seconds: r.get(10)?,
+                    cost_usd: r.get(11)?,
+                    input_tokens: r.get(12)?,
+                    output_tokens: r.get(13)?,
+                    prompt: None,
+                    output: None,
+                    executed_at: r.get(14)?,
+                })
             })
             .map_err(self.err(&ctx))?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (record, all) = row.map_err(self.err(&ctx))?;
-            total = all;
-            out.push(record);
-        }
-        Ok((out, total))
+        let out = rows
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(self.err(&ctx))?;
+        Ok((out, u64::try_from(total).unwrap_or(0)))
     }
 
     /// Each sheet's last recorded attempt (without its prompt and output) and how many
