@@ -108,6 +108,17 @@ pub enum StateError {
 /// Result alias for this crate.
 pub type Result<T, E = StateError> = std::result::Result<T, E>;
 
+/// What to do with a damaged registry file ([`StateError::is_damaged`]), said the same by
+/// `mozart start` and `mozart doctor`.
+pub fn damaged_registry_fix(path: &Path) -> String {
+    let p = path.display();
+    format!(
+        "To start with a new, empty registry, move it aside: mv {p} {p}.damaged (with {p}-wal and \
+         {p}-shm if present), then run mozart start again. Workspaces keep their files; keep the \
+         damaged copy to recover from (e.g. sqlite3 {p}.damaged .recover)."
+    )
+}
+
 impl StateError {
     /// Whether the registry file itself is damaged (SQLite: "database disk image is
     /// malformed", "file is not a database"): no retry helps, the file must be replaced.

@@ -95,10 +95,7 @@ fn registry_check(globals: &Globals, errors: &mut usize) -> Value {
             "detail": format!("{p} (none yet: the first mozart start creates it)")});
     }
     let damaged = |what: String| {
-        let fix = format!(
-            "Move it aside (mv {p} {p}.damaged, with {p}-wal and {p}-shm if present) and start \
-             again with an empty one; keep the copy to recover from (sqlite3 … .recover)"
-        );
+        let fix = mozart_state::damaged_registry_fix(path);
         json!({"status": "error", "path": p.to_string(), "detail": format!("{what}. {fix}")})
     };
     match mozart_state::Registry::quick_check(path) {

@@ -1472,11 +1472,11 @@ pub(crate) fn registry_error(
     if !e.is_damaged() {
         return ConductorError::Recovery(format!("{doing}: {e}"));
     }
-    let p = path.display();
     ConductorError::RegistryDamaged {
         message: e.to_string(),
         fix: format!(
-            "Its jobs cannot be read. To start with a new, empty registry, move it aside: mv {p} {p}.damaged (with {p}-wal and {p}-shm if present), then run mozart start again. Workspaces keep their files; keep the damaged copy to recover from (e.g. sqlite3 {p}.damaged .recover)."
+            "Its jobs cannot be read. {}",
+            mozart_state::damaged_registry_fix(path)
         ),
     }
 }
