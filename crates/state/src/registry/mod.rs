@@ -1200,24 +1200,12 @@ impl Registry {
                 let total: i64 = r.get(16)?;
                 Ok((
                     AttemptRecord {
-                        id: r.get(0)?,
-                        job_id: job_id.to_string(),
-                        sheet_num: r.get(1)?,
-                        attempt_num: r.get(2)?,
-                        mode: r.get(3)?,
-                        outcome: r.get(4)?,
-                        instrument: r.get(5)?,
-                        error_code: r.get(6)?,
-                        error_category: r.get(7)?,
-                        error_message: r.get(8)?,
-                        exit_code: r.get(9)?,
-                        duration_seconds: r.get(10)?,
                         cost_usd: r.get(11)?,
                         input_tokens: r.get(12)?,
                         output_tokens: r.get(13)?,
-                        prompt: None,
                         output: r.get(14)?,
                         executed_at: r.get(15)?,
+                        ..attempt_summary(r, job_id)?
                     },
                     u64::try_from(total).unwrap_or(0),
                 ))
@@ -1420,6 +1408,28 @@ impl From<rusqlite::Error> for WriteError {
     fn from(e: rusqlite::Error) -> Self {
         WriteError::Sql(e)
     }
+}
+
+/// An attempt from a row whose first eleven columns are `id, sheet_num, attempt_num, mode,
+/// outcome, instrument, error_code, error_category, error_message, exit_code,
+/// duration_seconds` (the summaries `errors`, `status` and `diagnose` read); the caller
+/// takes the columns after them.
+pub(super) fn attempt_summary(r: &Row<'_>, job_id: &str) -> rusqlite::Result<AttemptRecord> {
+    Ok(AttemptRecord {
+        id: r.get(0)?,
+        job_id: job_id.to_string(),
+        sheet_num: r.get(1)?,
+        attempt_num: r.get(2)?,
+        mode: r.get(3)?,
+        outcome: r.get(4)?,
+        instrument: r.get(5)?,
+        error_code: r.get(6)?,
+        error_category: r.get(7)?,
+        error_message: r.get(8)?,
+        exit_code: r.get(9)?,
+        duration_seconds: r.get(10)?,
+        ..AttemptRecord::default()
+    })
 }
 
 fn placeholders(n: usize) -> String {

@@ -7,7 +7,8 @@ use rusqlite::{params_from_iter, OptionalExtension};
 use serde::Deserialize;
 
 use super::{
-    parse_snapshot, sheet_from_row, AttemptRecord, Registry, SheetRowError, SHEET_ROW_COLUMNS,
+    attempt_summary, parse_snapshot, sheet_from_row, AttemptRecord, Registry, SheetRowError,
+    SHEET_ROW_COLUMNS,
 };
 use crate::checkpoint::{CheckpointState, SheetState, SheetStatus};
 use crate::error::{Result, StateError};
@@ -192,24 +193,11 @@ impl Registry {
         let rows = stmt
             .query_map(rusqlite::params![job_id, limit], |r| {
                 Ok(AttemptRecord {
-                    id: r.get(0)?,
-                    job_id: job_id.to_string(),
-                    sheet_num: r.get(1)?,
-                    attempt_num: r.get(2)?,
-                    mode: r.get(3)?,
-                    outcome: r.get(4)?,
-                    instrument: r.get(5)?,
-                    error_code: r.get(6)?,
-                    error_category: r.get(7)?,
-                    error_message: r.get(8)?,
-                    exit_code: r.get(9)?,
-                    duration_seconds: r.get(10)?,
                     cost_usd: r.get(11)?,
                     input_tokens: r.get(12)?,
                     output_tokens: r.get(13)?,
-                    prompt: None,
-                    output: None,
                     executed_at: r.get(14)?,
+                    ..attempt_summary(r, job_id)?
                 })
             })
             .map_err(self.err(&ctx))?;
@@ -238,20 +226,8 @@ impl Registry {
                 let total: i64 = r.get(12)?;
                 Ok((
                     AttemptRecord {
-                        id: r.get(0)?,
-                        job_id: job_id.to_string(),
-                        sheet_num: r.get(1)?,
-                        attempt_num: r.get(2)?,
-                        mode: r.get(3)?,
-                        outcome: r.get(4)?,
-                        instrument: r.get(5)?,
-                        error_code: r.get(6)?,
-                        error_category: r.get(7)?,
-                        error_message: r.get(8)?,
-                        exit_code: r.get(9)?,
-                        duration_seconds: r.get(10)?,
                         executed_at: r.get(11)?,
-                        ..AttemptRecord::default()
+                        ..attempt_summary(r, job_id)?
                     },
                     u64::try_from(total).unwrap_or(0),
                 ))
