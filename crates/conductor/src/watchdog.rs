@@ -310,15 +310,9 @@ impl Watchdog {
         }
     }
 
-    /// Supervise group `pgid` until `deadline` (epoch seconds).
-    pub fn track(&self, pgid: u32, deadline: f64) {
-        if let Some(ticks) = start_ticks(pgid) {
-            self.track_started(pgid, ticks, None, deadline);
-        }
-    }
-
-    /// [`Watchdog::track`] for a group whose leader's start time is already known, with the
-    /// attempt's tag when known (it names the group's processes once the leader is gone).
+    /// Supervise group `pgid` (its leader started at `ticks`) until `deadline` (epoch
+    /// seconds), with the attempt's tag when known (it names the group's processes once the
+    /// leader is gone).
     pub fn track_started(&self, pgid: u32, ticks: u64, tag: Option<&str>, deadline: f64) {
         let tag = tag
             .filter(|t| !t.is_empty() && !t.contains(char::is_whitespace))
