@@ -81,15 +81,18 @@ fn silent_streams_leave_no_empty_log_files_and_printed_output_stays() {
     env.stop_conductor();
 }
 
-/// A sheet's log holds its last attempt's output only, whatever earlier attempt wrote one:
-/// a retried attempt, another job's run in the same workspace, a run before the conductor
-/// started. The conductor skips the look for an earlier log when it knows there is none
-/// (issue 24): what it knows must cover all three.
+/// A sheet's log holds its last attempt's output only, whatever earlier attempt of its job
+/// wrote one: a retried attempt, an earlier run of the job in this conductor, a run before
+/// the conductor started. The conductor skips the look for an earlier log when it knows there
+/// is none (issue 24): what it knows must cover all three. Another job's run in the same
+/// workspace writes in its own `logs/{job_id}/` and leaves the first job's logs as they are.
 #[test]
 fn a_silent_attempt_leaves_no_earlier_attempts_log() {
     let env = TestEnv::new();
     let logs = env.work.join("relog-ws/logs");
     std::fs::create_dir_all(&logs).unwrap();
+    // A run of relog-a before the conductor started: its claim on `logs/` and a log.
+    std::fs::write(logs.join(mozart_ipc::paths::SHEET_LOGS_OWNER), "relog-a\n").unwrap();
     std::fs::write(logs.join("sheet-03.stderr.log"), "from a run before\n").unwrap();
     env.start_conductor();
     let first = "name: relog-a\nworkspace: ./relog-ws\ninstrument: shell\n\
@@ -98,10 +101,10 @@ fn a_silent_attempt_leaves_no_earlier_attempts_log() {
                  sheet: {size: 1, total_items: 3}\n\
                  prompt:\n  template: |\n    \
                  {% if sheet_num == 1 %}RUN: if [ -e tried ]; then echo ok; else touch tried; echo first-attempt-err >&2; sleep 1.2; exit 1; fi\
-                 {% elif sheet_num == 2 %}RUN: echo a-two-err >&2; sleep 1.2\
+                 {% elif sheet_num == 2 %}RUN: if [ -e rerun ]; then echo quiet-two; else echo a-two-err >&2; sleep 1.2; fi\
                  {% else %}RUN: echo quiet{% endif %}\n";
-    let score = env.write_score("relog-a", first);
-    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    let score_a = env.write_score("relog-a", first);
+    let out = env.mozart(&["run", score_a.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     env.wait_completed("relog-a");
     assert!(
@@ -123,13 +126,24 @@ fn a_silent_attempt_leaves_no_earlier_attempts_log() {
     let out = env.mozart(&["run", score.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     env.wait_completed("relog-b");
+    let two = std::fs::read_to_string(logs.join("sheet-02.stderr.log")).unwrap();
     assert!(
-        !logs.join("sheet-02.stderr.log").exists(),
-        "the other job's sheet 2 printed nothing on stderr: the first job's log is gone"
+        two.contains("a-two-err"),
+        "the other job's run leaves relog-a's log: {two}"
     );
     assert!(
-        !logs.join("sheet-02.stdout.log").exists(),
-        "its output was short and over within a second: in the registry, no file (issue 24)"
+        logs.join("relog-b").is_dir() && !logs.join("relog-b/sheet-02.stdout.log").exists(),
+        "relog-b's short output is in the registry, no file (issue 24), in its own directory"
+    );
+
+    // relog-a again: its sheet 2 now prints nothing on stderr, and its earlier log is gone.
+    std::fs::write(env.work.join("relog-ws/rerun"), "").unwrap();
+    let out = env.mozart(&["run", score_a.to_str().unwrap(), "--fresh"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    env.wait_completed("relog-a");
+    assert!(
+        !logs.join("sheet-02.stderr.log").exists(),
+        "sheet 2 printed nothing on stderr this run: the earlier run's log is gone"
     );
     env.stop_conductor();
 }

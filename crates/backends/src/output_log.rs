@@ -48,6 +48,57 @@ pub fn private_dir(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Make the directory of job `job_id`'s sheet logs in `workspace`, claiming upstream's
+/// `{workspace}/logs` for the job when no other job's sheet logs are there, and return it
+/// (the one [`mozart_ipc::paths::sheet_logs_dir`] then names to every reader). A job that
+/// finds `logs/` claimed by another job, or holding sheet logs no job claimed (an older
+/// Mozart's), writes in `logs/{job_id}` instead: a second job in the same workspace (the
+/// next score of a concert) no longer overwrites the first one's logs. A job that claimed
+/// `logs/` before (a resume, a new run of the same score) writes there again.
+pub fn claim_sheet_logs_dir(workspace: &Path, job_id: &str) -> io::Result<PathBuf> {
+    use mozart_ipc::paths::{job_sheet_logs_subdir, sheet_logs_owner, SHEET_LOGS_OWNER};
+    let logs = workspace.join("logs");
+    private_dir(&logs)?;
+    let own = job_sheet_logs_subdir(&logs, job_id);
+    let ours = match sheet_logs_owner(&logs) {
+        Some(owner) => owner == job_id,
+        None if own.is_dir() || holds_sheet_logs(&logs)? => false,
+        None => {
+            let claimed = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(logs.join(SHEET_LOGS_OWNER));
+            match claimed {
+                Ok(mut file) => {
+                    file.write_all(format!("{job_id}\n").as_bytes())?;
+                    true
+                }
+                // Another job claimed it meanwhile (or left an empty claim).
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
+                    sheet_logs_owner(&logs).as_deref() == Some(job_id)
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    };
+    if ours {
+        return Ok(logs);
+    }
+    private_dir(&own)?;
+    Ok(own)
+}
+
+/// Whether the directory `logs` holds a sheet log (`sheet-N.stdout.log` / `.stderr.log`).
+fn holds_sheet_logs(logs: &Path) -> io::Result<bool> {
+    for entry in std::fs::read_dir(logs)? {
+        if log_bit(&entry?.file_name()).is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// Most logs directories whose sheet logs this process keeps track of; past it, the
 /// record starts over (a directory met again is listed again).
 const MAX_KNOWN_DIRS: usize = 1024;
@@ -264,18 +315,19 @@ pub struct SheetOutput {
     pub file: Option<PathBuf>,
 }
 
-/// Read sheet `sheet`'s `stream` output: `{workspace}/logs/sheet-NN.<stream>.log` when it
-/// exists, else `registry_tail` (the attempt's row). `None` when neither holds any text.
-/// The file is written redacted; it is redacted again for a log an older Mozart wrote
-/// (issue 21).
+/// Read sheet `sheet`'s `stream` output of job `job_id`: its `sheet-NN.<stream>.log` in the
+/// job's sheet logs directory ([`mozart_ipc::paths::sheet_logs_dir`]) when it exists, else
+/// `registry_tail` (the attempt's row). `None` when neither holds any text. The file is
+/// written redacted; it is redacted again for a log an older Mozart wrote (issue 21).
 pub fn read_sheet_output(
     workspace: Option<&Path>,
+    job_id: &str,
     sheet: u32,
     stream: &str,
     registry_tail: Option<&str>,
 ) -> Option<SheetOutput> {
     let from_file = workspace.and_then(|w| {
-        let path = mozart_ipc::paths::sheet_output_log(w, sheet, stream);
+        let path = mozart_ipc::paths::sheet_output_log(w, job_id, sheet, stream);
         let bytes = std::fs::read(&path).ok()?;
         Some(SheetOutput {
             text: redact_owned(String::from_utf8_lossy(&bytes).into_owned()),
@@ -445,24 +497,71 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path();
         // No file: the registry's tail, said to be from there.
-        let out = read_sheet_output(Some(ws), 3, "stdout", Some("short\n")).unwrap();
+        let out = read_sheet_output(Some(ws), "j", 3, "stdout", Some("short\n")).unwrap();
         assert_eq!(out.text, "short\n");
         assert_eq!(out.file, None);
-        assert_eq!(read_sheet_output(Some(ws), 3, "stdout", None), None);
-        assert_eq!(read_sheet_output(Some(ws), 3, "stdout", Some("")), None);
+        assert_eq!(read_sheet_output(Some(ws), "j", 3, "stdout", None), None);
+        assert_eq!(
+            read_sheet_output(Some(ws), "j", 3, "stdout", Some("")),
+            None
+        );
         // A file (one an older Mozart wrote unredacted): it wins, and is redacted.
-        let path = mozart_ipc::paths::sheet_output_log(ws, 3, "stdout");
+        let path = mozart_ipc::paths::sheet_output_log(ws, "j", 3, "stdout");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, "full\nANTHROPIC_API_KEY=sk-ant-secret1\n").unwrap();
-        let out = read_sheet_output(Some(ws), 3, "stdout", Some("tail")).unwrap();
+        let out = read_sheet_output(Some(ws), "j", 3, "stdout", Some("tail")).unwrap();
         assert_eq!(
             out.text,
             "full\nANTHROPIC_API_KEY=[REDACTED_ANTHROPIC_KEY]\n"
         );
         assert_eq!(out.file, Some(path));
         // Without a workspace only the tail can answer.
-        let out = read_sheet_output(None, 3, "stdout", Some("tail")).unwrap();
+        let out = read_sheet_output(None, "j", 3, "stdout", Some("tail")).unwrap();
         assert_eq!((out.text.as_str(), out.file), ("tail", None));
+    }
+
+    /// The first job in a workspace claims `logs/`; another writes in its own subdirectory,
+    /// leaving the first one's logs as they are; each finds its own again, and readers agree.
+    #[test]
+    fn a_second_job_in_a_workspace_keeps_its_logs_apart() {
+        use mozart_ipc::paths::sheet_logs_dir;
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        let logs = ws.join("logs");
+        assert_eq!(claim_sheet_logs_dir(ws, "a").unwrap(), logs);
+        std::fs::write(logs.join("sheet-01.stdout.log"), "a's").unwrap();
+        assert_eq!(claim_sheet_logs_dir(ws, "a").unwrap(), logs, "a re-run");
+        assert_eq!(claim_sheet_logs_dir(ws, "b").unwrap(), logs.join("b"));
+        assert_eq!(mode(&logs.join("b")), 0o700);
+        assert_eq!(claim_sheet_logs_dir(ws, "b").unwrap(), logs.join("b"));
+        assert_eq!(sheet_logs_dir(ws, "a"), logs);
+        assert_eq!(sheet_logs_dir(ws, "b"), logs.join("b"));
+        assert_eq!(
+            std::fs::read_to_string(logs.join("sheet-01.stdout.log")).unwrap(),
+            "a's"
+        );
+
+        // Sheet logs nobody claimed (an older Mozart's): kept, the job writes apart.
+        let old = tempfile::tempdir().unwrap();
+        let old_logs = old.path().join("logs");
+        std::fs::create_dir_all(&old_logs).unwrap();
+        std::fs::write(old_logs.join("sheet-1.stderr.log"), "old").unwrap();
+        let own = claim_sheet_logs_dir(old.path(), "c").unwrap();
+        assert_eq!(own, old_logs.join("c"));
+        assert_eq!(sheet_logs_dir(old.path(), "c"), own);
+        assert_eq!(
+            sheet_logs_dir(old.path(), "d"),
+            old_logs,
+            "unclaimed: as it was"
+        );
+        // A `logs/` with no sheet log in it (the user's own files) is claimed.
+        let other = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(other.path().join("logs")).unwrap();
+        std::fs::write(other.path().join("logs/notes.txt"), "mine").unwrap();
+        assert_eq!(
+            claim_sheet_logs_dir(other.path(), "e").unwrap(),
+            other.path().join("logs")
+        );
     }
 
     #[test]

@@ -125,7 +125,7 @@ pub fn build_report(job: &JobCheckpoint, workspace: Option<&Path>, now: f64) -> 
         r.insert("job_error".into(), json!(e));
     }
 
-    let logs = discover_log_files(workspace);
+    let logs = discover_log_files(workspace, &job.job_id);
     let hook_logs = logs.iter().filter(|l| l["category"] == "hook_log").count();
     r.insert("log_files".into(), Value::Array(logs));
     if hook_logs > HOOK_LOG_HINT_THRESHOLD {
@@ -269,15 +269,17 @@ fn report_errors_json(job: &JobCheckpoint, now: f64) -> Vec<Value> {
         .collect()
 }
 
-/// `*.log` files under `<workspace>/logs` (sheet logs) and `<workspace>/hooks` (hook logs),
-/// sorted by name within each directory.
-pub fn discover_log_files(workspace: Option<&Path>) -> Vec<Value> {
+/// `*.log` files in job `job_id`'s sheet logs directory (`<workspace>/logs`, or
+/// `<workspace>/logs/<job_id>` when another job's are there) and `<workspace>/hooks` (hook
+/// logs), sorted by name within each directory.
+pub fn discover_log_files(workspace: Option<&Path>, job_id: &str) -> Vec<Value> {
     let Some(ws) = workspace.filter(|w| w.exists()) else {
         return Vec::new();
     };
     let mut found = Vec::new();
-    for (sub, category) in [("logs", "sheet_log"), ("hooks", "hook_log")] {
-        let Ok(entries) = std::fs::read_dir(ws.join(sub)) else {
+    let sheet_logs = mozart_ipc::paths::sheet_logs_dir(ws, job_id);
+    for (dir, category) in [(sheet_logs, "sheet_log"), (ws.join("hooks"), "hook_log")] {
+        let Ok(entries) = std::fs::read_dir(dir) else {
             continue;
         };
         let mut paths: Vec<PathBuf> = entries

@@ -466,7 +466,7 @@ impl App {
                 ctx.logs = sum
                     .running
                     .iter()
-                    .filter_map(|n| log_tail(Path::new(&workspace), *n))
+                    .filter_map(|n| log_tail(Path::new(&workspace), id, *n))
                     .collect();
             }
         }
@@ -692,13 +692,14 @@ struct LogTail {
     text: String,
 }
 
-/// Tail of `{workspace}/logs/sheet-NN.stdout.log` (and its stderr), upstream's live files.
-fn log_tail(workspace: &Path, sheet: u32) -> Option<LogTail> {
+/// Tail of `{workspace}/logs/sheet-NN.stdout.log` (and its stderr), upstream's live files
+/// (in `logs/{job_id}` when another job's are in `logs/`).
+fn log_tail(workspace: &Path, job_id: &str, sheet: u32) -> Option<LogTail> {
     use std::io::{Read, Seek, SeekFrom};
     let mut text = String::new();
     let mut shown = None;
     for suffix in ["stdout", "stderr"] {
-        let path = mozart_ipc::paths::sheet_output_log(workspace, sheet, suffix);
+        let path = mozart_ipc::paths::sheet_output_log(workspace, job_id, sheet, suffix);
         let Ok(mut file) = std::fs::File::open(&path) else {
             continue;
         };
@@ -1505,8 +1506,8 @@ mod tests {
             "hello\nworld\n",
         )
         .unwrap();
-        let tail = log_tail(dir.path(), 3).unwrap();
+        let tail = log_tail(dir.path(), "j", 3).unwrap();
         assert_eq!(tail.text, "hello\nworld\n");
-        assert!(log_tail(dir.path(), 4).is_none());
+        assert!(log_tail(dir.path(), "j", 4).is_none());
     }
 }

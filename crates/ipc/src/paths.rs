@@ -14,12 +14,73 @@ pub const HOME_ENV: &str = "MOZART_HOME";
 #[error("cannot locate the Mozart home: set MOZART_HOME or HOME")]
 pub struct NoHome;
 
-/// A sheet's live output file, upstream's `{workspace}/logs/sheet-NN.<stream>.log` (`stream`
-/// is `stdout` or `stderr`): the one name the conductor writes and every client reads.
-pub fn sheet_output_log(workspace: &Path, sheet: u32, stream: &str) -> PathBuf {
-    workspace
-        .join("logs")
-        .join(format!("sheet-{sheet:02}.{stream}.log"))
+/// The file in a workspace's `logs/` that names the job whose sheet logs are there.
+pub const SHEET_LOGS_OWNER: &str = ".mozart-job";
+
+/// Where job `job_id`'s sheet logs are in `workspace`: upstream's `{workspace}/logs` for the
+/// job that holds it, else the job's own `{workspace}/logs/{job_id}`. Upstream has one
+/// `logs/` for every job of a workspace, so the second job of a concert sharing it
+/// overwrote the first one's logs; here the first job to write there claims it
+/// ([`SHEET_LOGS_OWNER`]) and any other job finding it claimed (or holding sheet logs no job
+/// claimed: an older Mozart's) writes in its own subdirectory. `logs/` claimed by no job and
+/// no subdirectory of the job's own: `logs/` (logs an older Mozart wrote).
+pub fn sheet_logs_dir(workspace: &Path, job_id: &str) -> PathBuf {
+    let logs = workspace.join("logs");
+    match sheet_logs_owner(&logs) {
+        Some(owner) if owner == job_id => logs,
+        Some(_) => job_sheet_logs_subdir(&logs, job_id),
+        None => {
+            let own = job_sheet_logs_subdir(&logs, job_id);
+            if own.is_dir() {
+                own
+            } else {
+                logs
+            }
+        }
+    }
+}
+
+/// The job that claimed the sheet logs directory `logs` ([`SHEET_LOGS_OWNER`]), if any.
+pub fn sheet_logs_owner(logs: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(logs.join(SHEET_LOGS_OWNER)).ok()?;
+    let owner = text.trim_end_matches(['\n', '\r']);
+    (!owner.is_empty()).then(|| owner.to_string())
+}
+
+/// A job's own directory of sheet logs under a workspace's `logs` held by another job: the
+/// job id as the directory's name (a score file's name without `.yaml`), or, for an id that
+/// is not one file name, `_` and the id with every character other than letters, digits,
+/// `-`, `_` and `.` replaced by `_`.
+pub fn job_sheet_logs_subdir(logs: &Path, job_id: &str) -> PathBuf {
+    let plain =
+        !job_id.is_empty() && job_id != "." && job_id != ".." && !job_id.contains(['/', '\0']);
+    if plain {
+        return logs.join(job_id);
+    }
+    let safe: String = job_id
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    logs.join(format!("_{safe}"))
+}
+
+/// The name of a sheet's live output file in its job's sheet logs directory:
+/// upstream's `sheet-NN.<stream>.log` (`stream` is `stdout` or `stderr`).
+pub fn sheet_log_file(logs: &Path, sheet: u32, stream: &str) -> PathBuf {
+    logs.join(format!("sheet-{sheet:02}.{stream}.log"))
+}
+
+/// A sheet's live output file, upstream's `{workspace}/logs/sheet-NN.<stream>.log` in the
+/// directory of job `job_id`'s sheet logs ([`sheet_logs_dir`]): the one name the conductor
+/// writes and every client reads.
+pub fn sheet_output_log(workspace: &Path, job_id: &str, sheet: u32, stream: &str) -> PathBuf {
+    sheet_log_file(&sheet_logs_dir(workspace, job_id), sheet, stream)
 }
 
 /// The Mozart home: `$MOZART_HOME`, else `$HOME/.mozart`.
@@ -223,6 +284,39 @@ pub fn check_socket_path(path: &Path) -> Result<(), IpcError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// A workspace's `logs/` is its claimant's; another job's logs are in its own
+    /// subdirectory; unclaimed logs (an older Mozart's) are read where they are.
+    #[test]
+    fn each_job_reads_its_own_sheet_logs() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        let logs = ws.join("logs");
+        assert_eq!(sheet_logs_dir(ws, "a"), logs, "nothing there yet");
+        std::fs::create_dir_all(&logs).unwrap();
+        assert_eq!(sheet_logs_dir(ws, "b"), logs, "unclaimed");
+        std::fs::create_dir(logs.join("b")).unwrap();
+        assert_eq!(
+            sheet_logs_dir(ws, "b"),
+            logs.join("b"),
+            "its own, unclaimed"
+        );
+        std::fs::write(logs.join(SHEET_LOGS_OWNER), "a\n").unwrap();
+        assert_eq!(sheet_logs_owner(&logs).as_deref(), Some("a"));
+        assert_eq!(sheet_logs_dir(ws, "a"), logs);
+        assert_eq!(sheet_logs_dir(ws, "b"), logs.join("b"));
+        assert_eq!(
+            sheet_logs_dir(ws, "c"),
+            logs.join("c"),
+            "claimed by another"
+        );
+        assert_eq!(
+            sheet_output_log(ws, "c", 3, "stderr"),
+            logs.join("c/sheet-03.stderr.log")
+        );
+        assert_eq!(job_sheet_logs_subdir(&logs, ".."), logs.join("_.."));
+        assert_eq!(job_sheet_logs_subdir(&logs, "x/y"), logs.join("_x_y"));
+    }
 
     #[test]
     fn clone_names_are_sanitized_like_upstream() {

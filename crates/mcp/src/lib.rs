@@ -627,6 +627,7 @@ fn sheet_logs(d: &JobDetail, sheet: Option<u32>, lines: usize) -> Result<String,
             // `None` when neither the file nor the registry's tail holds any text.
             if let Some(output) = mozart_backends::output_log::read_sheet_output(
                 workspace.as_deref(),
+                &d.job_id,
                 n,
                 stream,
                 tail,

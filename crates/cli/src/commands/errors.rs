@@ -106,7 +106,7 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
                 style.paint(
                     &format!(
                         "Sheet logs: {} (full output of each sheet that ran past 1 s or printed over 4,000 bytes; -V shows a shorter one's)",
-                        ws.join("logs").display()
+                        mozart_ipc::paths::sheet_logs_dir(ws, id).display()
                     ),
                     Color::Dim
                 )

@@ -232,6 +232,7 @@ fn sheet_output(globals: &Globals, id: &str, sheet: u32, args: &Args) -> Result<
     ] {
         let Some(found) = mozart_backends::output_log::read_sheet_output(
             workspace.as_deref(),
+            id,
             sheet,
             stream,
             tail.as_deref(),
@@ -919,7 +920,11 @@ fn sheet_logs_from_conductor(globals: &Globals, job_id: Option<&str>) -> Option<
         mozart_ipc::status::JobStatusResult::Checkpoint(cp) => cp.workspace.clone(),
         mozart_ipc::status::JobStatusResult::Record(meta) => Some(meta.workspace().to_string()),
     }?;
-    Some(Path::new(&workspace).join("logs").display().to_string())
+    Some(
+        mozart_ipc::paths::sheet_logs_dir(Path::new(&workspace), id)
+            .display()
+            .to_string(),
+    )
 }
 
 fn follow(

@@ -177,7 +177,7 @@ impl View<'_> {
         }
         // Where each sheet's full output is (the conductor adds the workspace).
         if let Some(ws) = job.workspace.as_deref() {
-            let dir = std::path::Path::new(ws).join("logs");
+            let dir = mozart_ipc::paths::sheet_logs_dir(std::path::Path::new(ws), &job.job_id);
             // Only a sheet that ran past 1 s or printed over 4,000 bytes has a file there; a
             // shorter one's output is in the registry. Say so, and name the reader of both.
             self.line(format!(

@@ -7,7 +7,7 @@
 //! Every event carries `event`, `job_id` and a human `message`; sheet events add
 //! `sheet_num` and (for attempts) `attempt`. Error text is redacted before it is logged.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use mozart_baton::JobStatus as BatonJobStatus;
 
@@ -75,23 +75,24 @@ pub(crate) fn clean(text: &str) -> String {
     format!("… {tail}")
 }
 
-/// The directory of a job's per-sheet output files.
-pub(crate) fn sheet_logs_dir(workspace: &Path) -> PathBuf {
-    workspace.join("logs")
-}
-
-/// A sheet's live output file (`{workspace}/logs/sheet-NN.<stream>.log`) when it exists: a
-/// short attempt that ended within a second leaves none (its output is in the registry,
-/// `mozart_backends::process::LOG_FREE_WINDOW`), and a log known absent is not looked for.
-fn output_file(workspace: Option<&Path>, sheet: u32, stream: &str) -> Option<String> {
-    let path = mozart_ipc::paths::sheet_output_log(workspace?, sheet, stream);
+/// A sheet's live output file (`sheet-NN.<stream>.log` in the job's sheet logs directory
+/// `logs`) when it exists: a short attempt that ended within a second leaves none (its
+/// output is in the registry, `mozart_backends::process::LOG_FREE_WINDOW`), and a log known
+/// absent is not looked for.
+fn output_file(logs: Option<&Path>, sheet: u32, stream: &str) -> Option<String> {
+    let path = mozart_ipc::paths::sheet_log_file(logs?, sheet, stream);
     (mozart_backends::output_log::may_exist(&path) && path.exists())
         .then(|| path.display().to_string())
 }
 
 /// `job.submitted`: accepted and recorded.
-pub(crate) fn submitted(job_id: &str, config_path: &str, workspace: &Path, total_sheets: u32) {
-    let logs = sheet_logs_dir(workspace);
+pub(crate) fn submitted(
+    job_id: &str,
+    config_path: &str,
+    workspace: &Path,
+    logs: &Path,
+    total_sheets: u32,
+) {
     tracing::info!(
         event = "job.submitted",
         job_id,
@@ -124,12 +125,12 @@ pub(crate) fn job_status(
     job_id: &str,
     status: BatonJobStatus,
     reason: Option<&str>,
-    workspace: Option<&Path>,
+    sheet_logs: Option<&Path>,
     running_sheets: usize,
 ) {
     let before = log.status.replace(status);
     let reason = reason.map(clean);
-    let logs = workspace.map(|w| sheet_logs_dir(w).display().to_string());
+    let logs = sheet_logs.map(|l| l.display().to_string());
     match status {
         BatonJobStatus::Queued => {
             if before != Some(BatonJobStatus::Queued) {
@@ -255,7 +256,7 @@ pub(crate) fn sheet_completed(
     job_id: &str,
     sheet_num: u32,
     o: &Outcome<'_>,
-    workspace: Option<&Path>,
+    sheet_logs: Option<&Path>,
 ) {
     let validation = match o.validations {
         Some((passed, total)) if total > 0 => format!("; validations {passed}/{total} passed"),
@@ -277,7 +278,7 @@ pub(crate) fn sheet_completed(
         cost_usd = o.cost_usd,
         input_tokens = o.input_tokens,
         output_tokens = o.output_tokens,
-        stdout_log = output_file(workspace, sheet_num, "stdout"),
+        stdout_log = output_file(sheet_logs, sheet_num, "stdout"),
         "sheet {sheet_num} completed{took}{validation}"
     );
 }
@@ -288,7 +289,7 @@ pub(crate) fn sheet_failed(
     sheet_num: u32,
     o: &Outcome<'_>,
     reason: Option<&str>,
-    workspace: Option<&Path>,
+    sheet_logs: Option<&Path>,
 ) {
     let message = with_cause(o.error_message.or(reason).unwrap_or("failed"), o.cause);
     let code = o.error_code;
@@ -300,8 +301,8 @@ pub(crate) fn sheet_failed(
         error_code = code,
         exit_code = o.exit_code,
         duration_seconds = o.duration_seconds,
-        stdout_log = output_file(workspace, sheet_num, "stdout"),
-        stderr_log = output_file(workspace, sheet_num, "stderr"),
+        stdout_log = output_file(sheet_logs, sheet_num, "stdout"),
+        stderr_log = output_file(sheet_logs, sheet_num, "stderr"),
         "sheet {sheet_num} failed{}: {message}",
         code.map(|c| format!(" [{c}]")).unwrap_or_default()
     );

@@ -235,7 +235,7 @@ impl ConductorHost {
         if change.status != mozart_baton::SheetStatus::RetryScheduled {
             entry.rt.retries.remove(&change.sheet_num);
         }
-        let workspace = entry.run.as_ref().map(|r| r.workspace.clone());
+        let sheet_logs = entry.run.as_ref().map(|r| r.sheet_logs.clone());
         let Some(live) = entry.live.as_mut() else {
             return Ok(());
         };
@@ -317,7 +317,7 @@ impl ConductorHost {
                 let passed = s.passed_validations.len();
                 (passed, passed + s.failed_validations.len())
             });
-        self.stage_sheet_event(change, details.as_ref(), validations, workspace);
+        self.stage_sheet_event(change, details.as_ref(), validations, sheet_logs);
         // Everything above that reads the sheet's details has run, and its row is saved.
         if status == SheetStatus::Completed
             && entry
@@ -372,7 +372,7 @@ impl ConductorHost {
         change: &mozart_baton::SheetChange,
         details: Option<&AttemptDetails>,
         validations: Option<(usize, usize)>,
-        workspace: Option<std::path::PathBuf>,
+        sheet_logs: Option<std::path::PathBuf>,
     ) {
         use mozart_baton::SheetStatus as S;
         let key = (change.job_id.clone(), change.sheet_num);
@@ -418,11 +418,11 @@ impl ConductorHost {
                 input_tokens: o.map(|o| o.6),
                 output_tokens: o.map(|o| o.7),
             };
-            let ws = workspace.as_deref();
+            let logs = sheet_logs.as_deref();
             match change.status {
-                S::Completed => events::sheet_completed(job_id, sheet, &outcome, ws),
+                S::Completed => events::sheet_completed(job_id, sheet, &outcome, logs),
                 S::Failed => {
-                    events::sheet_failed(job_id, sheet, &outcome, change.reason.as_deref(), ws)
+                    events::sheet_failed(job_id, sheet, &outcome, change.reason.as_deref(), logs)
                 }
                 S::Skipped => events::sheet_skipped(job_id, sheet, change.reason.as_deref()),
                 S::Cancelled => events::sheet_cancelled(job_id, sheet),
@@ -630,7 +630,7 @@ impl ConductorHost {
         if let (Some(run), Some(live)) = (&entry.run, &entry.live) {
             super::notify::job_changed(run, live, daemon, change.reason.as_deref());
         }
-        self.stage_job_event(change, entry.run.as_ref().map(|r| r.workspace.clone()));
+        self.stage_job_event(change, entry.run.as_ref().map(|r| r.sheet_logs.clone()));
         if daemon == DaemonJobStatus::Completed {
             save_hook_state(registry, &change.job_id, &entry.record)?;
         }
@@ -664,7 +664,7 @@ impl ConductorHost {
     fn stage_job_event(
         &mut self,
         change: &mozart_baton::JobChange,
-        workspace: Option<std::path::PathBuf>,
+        sheet_logs: Option<std::path::PathBuf>,
     ) {
         let job_change = change.clone();
         self.staged.push((
@@ -677,7 +677,7 @@ impl ConductorHost {
                         &job_change.job_id,
                         job_change.status,
                         job_change.reason.as_deref(),
-                        workspace.as_deref(),
+                        sheet_logs.as_deref(),
                         running,
                     );
                 }

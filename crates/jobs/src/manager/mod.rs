@@ -62,6 +62,9 @@ pub(crate) struct JobRun {
     /// ([`JobRun::sheet`]), not held for the job's life (issue 24).
     pub plan: PlanOutline,
     pub workspace: PathBuf,
+    /// Where its sheets' output logs go: `{workspace}/logs`, or `{workspace}/logs/{job_id}`
+    /// when another job's are there (`output_log::claim_sheet_logs_dir`).
+    pub sheet_logs: PathBuf,
     /// The prompt template, compiled once for every sheet of the job.
     pub renderer: mozart_config::template::PromptRenderer,
     /// Where the instrument runs: the workspace, or the job's git worktree (`isolation:`).

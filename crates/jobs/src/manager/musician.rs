@@ -471,11 +471,12 @@ async fn perform<'a>(
             req.sheet_num = sheet.num;
             req.attempt = attempt.attempt_number;
             req.options = (*sheet.instrument_config).clone().into_iter().collect();
-            // Upstream's live per-sheet output files (`{workspace}/logs/sheet-NN.stdout.log`),
-            // which `mozart dashboard` tails while the sheet runs.
+            // Upstream's live per-sheet output files (`{workspace}/logs/sheet-NN.stdout.log`,
+            // in the job's own `logs/{job_id}` when another job's are there), which
+            // `mozart dashboard` tails while the sheet runs.
             // Private (0700): what instruments print is the user's (issue 21).
-            let logs = run.workspace.join("logs");
-            if mozart_backends::output_log::private_dir(&logs).is_ok() {
+            let logs = &run.sheet_logs;
+            if mozart_backends::output_log::private_dir(logs).is_ok() {
                 req.output_log_base = Some(logs.join(format!("sheet-{:02}", sheet.num)));
             }
             let placement = std::mem::replace(&mut p.placement, mozart_backends::Placement::Local);

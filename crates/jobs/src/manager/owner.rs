@@ -354,7 +354,7 @@ impl ConductorHost {
         let Some(run) = &entry.run else {
             return Vec::new();
         };
-        let logs = run.workspace.join("logs");
+        let logs = run.sheet_logs.clone();
         entry.rt.live.keys().map(|n| (*n, logs.clone())).collect()
     }
 

@@ -135,6 +135,7 @@ async fn prepare(
             .as_deref()
             .map(PathBuf::from)
             .unwrap_or_else(|| workspace.clone()),
+        sheet_logs: mozart_ipc::paths::sheet_logs_dir(&workspace, id),
         workspace,
         renderer,
         worktree: None,

@@ -201,8 +201,15 @@ async fn pipeline(
     persist(mgr, job_id, &record, &job_score, &checkpoint)?;
     drop(job_score);
     let from_checkpoint = req.resume_of.is_some();
+    let sheet_logs = claim_sheet_logs(job_id, &workspace).await;
     if !from_checkpoint {
-        super::events::submitted(job_id, &req.config_path, &workspace, plan.total_sheets);
+        super::events::submitted(
+            job_id,
+            &req.config_path,
+            &workspace,
+            &sheet_logs,
+            plan.total_sheets,
+        );
     }
 
     let run = JobRun {
@@ -218,6 +225,7 @@ async fn pipeline(
         working_dir,
         worktree,
         workspace,
+        sheet_logs,
     };
     let mut response = register(
         mgr,
@@ -244,6 +252,25 @@ async fn pipeline(
         );
     }
     Ok(response)
+}
+
+/// The directory of the job's sheet logs, claimed now so that every event names where they
+/// really are. A claim that fails (an unwritable workspace) leaves upstream's `logs/`: the
+/// attempts then make no log, as before.
+async fn claim_sheet_logs(job_id: &str, workspace: &Path) -> PathBuf {
+    let (id, ws) = (job_id.to_string(), workspace.to_path_buf());
+    let claimed = tokio::task::spawn_blocking(move || {
+        mozart_backends::output_log::claim_sheet_logs_dir(&ws, &id)
+    })
+    .await;
+    match claimed {
+        Ok(Ok(dir)) => dir,
+        Ok(Err(err)) => {
+            tracing::warn!(job_id, workspace = %workspace.display(), %err, "sheet_logs.unclaimed");
+            workspace.join("logs")
+        }
+        Err(_) => workspace.join("logs"),
+    }
 }
 
 /// How the message of a resubmission whose score has another sheet count starts.

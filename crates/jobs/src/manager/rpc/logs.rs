@@ -185,7 +185,7 @@ async fn output_entries(
     for (sheet, logs) in &running {
         for stream in ["stdout", "stderr"] {
             tails.entry((*sheet, stream)).or_insert_with(|| {
-                OutputTail::new(logs.join(format!("sheet-{sheet:02}.{stream}.log")))
+                OutputTail::new(mozart_ipc::paths::sheet_log_file(logs, *sheet, stream))
             });
         }
     }
