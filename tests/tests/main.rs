@@ -35,6 +35,7 @@ mod learning_figures;
 mod list_pages;
 mod logs_events;
 mod logs_quick;
+mod logs_shared_workspace;
 mod mcp_inline;
 mod mochi_details;
 mod mochi_e2e;
