@@ -101,3 +101,73 @@ fn mcp_list_answers_a_page_with_the_total_and_the_next_offset() {
     assert_eq!(rest["jobs"][0]["job_id"], "page-1", "{rest:#}");
     assert!(rest.get("next_offset").is_none(), "{rest:#}");
 }
+
+/// MCP `logs` of a sheet that printed megabytes (one 3 MB line, then 100,000 short ones):
+/// the answer is bounded, keeps the end of each stream, and says how much came before and
+/// where the whole output is; a `lines` past the cap says it was capped.
+#[test]
+fn mcp_logs_of_a_huge_output_is_bounded_and_says_what_it_left_out() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml = "name: loud\nworkspace: ./loud-ws\ninstrument: shell\n\
+                pause_between_sheets_seconds: 0\n\
+                sheet: {size: 1, total_items: 1}\n\
+                prompt:\n  template: |\n    \
+                RUN: head -c 3000000 /dev/zero | tr '\\\\0' a; echo; seq 1 100000; echo the-end\n";
+    let score = env.write_score("loud", yaml);
+    crate::harness::submit_now(&env, &score);
+    env.wait_completed("loud");
+    let log = env.work.join("loud-ws/logs/sheet-01.stdout.log");
+    assert!(
+        std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0) > 3_000_000,
+        "the sheet's log holds all it printed"
+    );
+    let replies = mcp_calls(
+        &env,
+        &[
+            json!({"name": "logs", "arguments": {"job_id": "loud"}}),
+            json!({"name": "logs", "arguments": {"job_id": "loud", "lines": 1_000_000}}),
+        ],
+    );
+    let text = |i: usize| -> String {
+        assert_ne!(replies[i]["result"]["isError"], true, "{}", replies[i]);
+        replies[i]["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let default = text(0);
+    assert!(
+        default.ends_with("100000\nthe-end\nshell: ok\n"),
+        "the end is kept:\n{default}"
+    );
+    assert!(
+        default
+            .lines()
+            .filter(|l| l.chars().all(|c| c.is_ascii_digit()))
+            .count()
+            == 48,
+        "the default is the last 50 lines:\n{default}"
+    );
+    let note = format!(
+        "earlier bytes not shown; the whole output: {}]",
+        log.display()
+    );
+    assert!(default.contains(&note), "the cut is said:\n{default}");
+    let all = text(1);
+    assert!(
+        all.len() < 300 * 1024,
+        "a huge `lines` is still a bounded answer: {} bytes",
+        all.len()
+    );
+    assert!(
+        all.starts_with("[`lines` is at most 2000"),
+        "the cap is said:\n{}",
+        &all[..all.len().min(300)]
+    );
+    assert!(all.contains(&note) && all.ends_with("the-end\nshell: ok\n"));
+    assert!(
+        !all.contains(&"a".repeat(100)),
+        "the 3 MB line is before the last 2000 lines"
+    );
+}

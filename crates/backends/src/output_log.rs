@@ -344,6 +344,79 @@ pub fn read_sheet_output(
         .filter(|out| !out.text.is_empty())
 }
 
+/// The end of a sheet's output ([`read_sheet_output_tail`]): at most the bytes asked for,
+/// and how much came before them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SheetOutputTail {
+    /// The end of the output, redacted; whole lines unless one line alone is longer than
+    /// the bytes asked for.
+    pub text: String,
+    /// The log file it was read from; `None` for the registry's tail.
+    pub file: Option<PathBuf>,
+    /// Bytes of the output before `text` (0: `text` is all of it).
+    pub skipped_bytes: u64,
+}
+
+/// The last `max_bytes` of sheet `sheet`'s `stream` output (as [`read_sheet_output`] finds
+/// it), without reading a whole log: an instrument may print gigabytes. A cut falls after a
+/// line end when the bytes kept hold one. `None` when there is no text.
+pub fn read_sheet_output_tail(
+    workspace: Option<&Path>,
+    job_id: &str,
+    sheet: u32,
+    stream: &str,
+    registry_tail: Option<&str>,
+    max_bytes: usize,
+) -> Option<SheetOutputTail> {
+    let from_file = workspace.and_then(|w| {
+        let path = mozart_ipc::paths::sheet_output_log(w, job_id, sheet, stream);
+        let (bytes, skipped_bytes) = read_file_tail(&path, max_bytes).ok()?;
+        Some(SheetOutputTail {
+            text: redact_owned(String::from_utf8_lossy(&bytes).into_owned()),
+            file: Some(path),
+            skipped_bytes,
+        })
+    });
+    from_file
+        .or_else(|| {
+            registry_tail.map(|t| {
+                let start = t.len().saturating_sub(max_bytes);
+                let start = (start..=t.len())
+                    .find(|i| t.is_char_boundary(*i))
+                    .unwrap_or(t.len());
+                SheetOutputTail {
+                    text: t[start..].to_string(),
+                    file: None,
+                    skipped_bytes: start as u64,
+                }
+            })
+        })
+        .filter(|out| !out.text.is_empty())
+}
+
+/// The last `max_bytes` of the file at `path` (from just after a line end when they hold
+/// one), and how many bytes come before what is returned.
+fn read_file_tail(path: &Path, max_bytes: usize) -> io::Result<(Vec<u8>, u64)> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = File::open(path)?;
+    let len = file.metadata()?.len();
+    let start = len.saturating_sub(max_bytes as u64);
+    file.seek(SeekFrom::Start(start))?;
+    let mut bytes = Vec::with_capacity(usize::try_from(len - start).unwrap_or(max_bytes));
+    file.take(max_bytes as u64).read_to_end(&mut bytes)?;
+    if start == 0 {
+        return Ok((bytes, 0));
+    }
+    // Started inside the file: drop the partial first line, unless it is all there is.
+    match bytes.iter().position(|b| *b == b'\n') {
+        Some(i) if i + 1 < bytes.len() => {
+            bytes.drain(..=i);
+            Ok((bytes, start + i as u64 + 1))
+        }
+        _ => Ok((bytes, start)),
+    }
+}
+
 /// The last `n` lines of `text` (all of it for 0), ending in a newline when `text` did.
 pub fn last_lines(text: &str, n: usize) -> String {
     if n == 0 {
@@ -490,6 +563,27 @@ mod tests {
 
     fn mode(path: &Path) -> u32 {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn a_tail_is_read_from_a_line_end_and_counts_what_came_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.log");
+        std::fs::write(&path, "first line\nsecond\nthird\n").unwrap();
+        // 10 bytes from the end fall inside "second": only whole lines are kept.
+        assert_eq!(
+            read_file_tail(&path, 10).unwrap(),
+            (b"third\n".to_vec(), 18)
+        );
+        assert_eq!(read_file_tail(&path, 100).unwrap().1, 0);
+        // One line longer than the bytes asked for: its end, cut inside it.
+        std::fs::write(&path, "a".repeat(50)).unwrap();
+        assert_eq!(
+            read_file_tail(&path, 8).unwrap(),
+            (b"aaaaaaaa".to_vec(), 42)
+        );
+        let tail = read_sheet_output_tail(None, "j", 1, "stdout", Some("héllo"), 4).unwrap();
+        assert_eq!((tail.text.as_str(), tail.skipped_bytes), ("llo", 3));
     }
 
     #[test]

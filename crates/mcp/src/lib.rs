@@ -29,6 +29,13 @@ use serde_json::{json, Value};
 pub const JOB_URI: &str = "mozart://jobs/";
 /// Lines `logs` returns by default.
 const DEFAULT_LOG_LINES: usize = 50;
+/// Most lines `logs` returns of a stream (`lines` above it, or 0, is this).
+const MAX_LOG_LINES: usize = 2000;
+/// Most bytes `logs` reads and returns of one stream of one sheet: an instrument may print
+/// gigabytes, some of it on one line.
+const MAX_STREAM_BYTES: usize = 64 * 1024;
+/// Past this many bytes, `logs` adds no further sheet (and names the ones left out).
+const MAX_LOGS_ANSWER: usize = 256 * 1024;
 
 /// Where the server finds the conductor and keeps inline scores.
 #[derive(Debug, Clone)]
@@ -172,7 +179,8 @@ pub struct LogsArgs {
     /// Only this sheet (default: the running sheets, else the last sheet that ran).
     #[serde(default)]
     pub sheet: Option<u32>,
-    /// How many lines from the end (default 50).
+    /// How many lines from the end of each stream (default 50; at most 2000, and 0 means
+    /// 2000). At most 64 KiB of a stream is shown; a note says what was left out.
     #[serde(default)]
     pub lines: Option<usize>,
 }
@@ -449,8 +457,16 @@ impl MozartMcp {
             Ok(d) => d,
             Err(e) => return Ok(op_error(&e)),
         };
-        let lines = args.lines.unwrap_or(DEFAULT_LOG_LINES).clamp(1, 2000);
+        let asked = args.lines.unwrap_or(DEFAULT_LOG_LINES);
+        let lines = if asked == 0 {
+            MAX_LOG_LINES
+        } else {
+            asked.min(MAX_LOG_LINES)
+        };
         match sheet_logs(&detail, args.sheet, lines) {
+            Ok(text) if asked == 0 || asked > MAX_LOG_LINES => Ok(text_result(format!(
+                "[`lines` is at most {MAX_LOG_LINES}: showing up to the last {MAX_LOG_LINES} lines of each stream]\n{text}"
+            ))),
             Ok(text) => Ok(text_result(text)),
             Err(e) => Ok(op_error(&e)),
         }
@@ -613,7 +629,17 @@ fn sheet_logs(d: &JobDetail, sheet: Option<u32>, lines: usize) -> Result<String,
     }
     let workspace = d.workspace().map(PathBuf::from);
     let mut out = String::new();
-    for n in sheets {
+    for (i, &n) in sheets.iter().enumerate() {
+        if out.len() >= MAX_LOGS_ANSWER {
+            let left: Vec<String> = sheets[i..].iter().map(u32::to_string).collect();
+            out.push_str(&format!(
+                "[{} more running sheet(s) not shown: this answer is at most {} KiB. Ask for one with `sheet`: {}]\n",
+                left.len(),
+                MAX_LOGS_ANSWER / 1024,
+                left.join(", ")
+            ));
+            break;
+        }
         out.push_str(&format!("=== sheet {n} ===\n"));
         let mut found = false;
         for stream in ["stdout", "stderr"] {
@@ -625,19 +651,25 @@ fn sheet_logs(d: &JobDetail, sheet: Option<u32>, lines: usize) -> Result<String,
                 }
             });
             // `None` when neither the file nor the registry's tail holds any text.
-            if let Some(output) = mozart_backends::output_log::read_sheet_output(
+            if let Some(output) = mozart_backends::output_log::read_sheet_output_tail(
                 workspace.as_deref(),
                 &d.job_id,
                 n,
                 stream,
                 tail,
+                MAX_STREAM_BYTES,
             ) {
-                let text = output.text;
                 found = true;
                 if stream == "stderr" {
                     out.push_str("--- stderr ---\n");
                 }
-                out.push_str(&mozart_backends::output_log::last_lines(&text, lines));
+                let shown = mozart_backends::output_log::last_lines(&output.text, lines);
+                let skipped =
+                    output.skipped_bytes + output.text.len().saturating_sub(shown.len()) as u64;
+                if skipped > 0 {
+                    out.push_str(&cut_note(skipped, output.file.as_deref()));
+                }
+                out.push_str(&shown);
                 if !out.ends_with('\n') {
                     out.push('\n');
                 }
@@ -648,6 +680,18 @@ fn sheet_logs(d: &JobDetail, sheet: Option<u32>, lines: usize) -> Result<String,
         }
     }
     Ok(out)
+}
+
+/// The line before a stream's tail that says how much of it came before.
+fn cut_note(skipped: u64, file: Option<&Path>) -> String {
+    let noun = if skipped == 1 { "byte" } else { "bytes" };
+    match file {
+        Some(f) => format!(
+            "[{skipped} earlier {noun} not shown; the whole output: {}]\n",
+            f.display()
+        ),
+        None => format!("[{skipped} earlier {noun} not shown]\n"),
+    }
 }
 
 #[tool_handler(router = self.tool_router)]
