@@ -100,3 +100,77 @@ fn every_learning_surface_shows_the_same_success_rate_and_effectiveness_score() 
     assert!(row.contains(rate), "{row}");
     assert!(row.contains(&format!("> {score}</td>")), "{row}");
 }
+
+/// Lists that are cut say so, and an empty answer says why (audit of the learning
+/// commands): `learning-activity` counts every execution of its window (upstream looked at
+/// only the 20 most recent: "Recent executions: 20" for 25, and their rate); a pattern list
+/// cut by its limit says how many matched; filters that match nothing do not claim the store
+/// is empty.
+#[test]
+fn learning_lists_say_what_they_cut_and_an_empty_filter_is_not_an_empty_store() {
+    let env = TestEnv::new();
+    let store = LearningStore::open(env.home.join("global-learning.db")).unwrap();
+    let mut ids = Vec::new();
+    for (kind, name) in [("a_kind", "one"), ("a_kind", "two"), ("b_kind", "three")] {
+        ids.push(
+            store
+                .record_pattern(&PatternDraft {
+                    pattern_type: kind.into(),
+                    pattern_name: name.into(),
+                    ..PatternDraft::default()
+                })
+                .unwrap(),
+        );
+    }
+    // 25 sheets in the last hour: the 5 oldest failed, the 20 newest passed first time.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    for sheet in 1..=25u32 {
+        let mut o = outcome(sheet, sheet > 5, &ids[0]);
+        o.finished_at_epoch = now - 3000.0 + f64::from(sheet) * 60.0;
+        store.record_sheet_outcome(&o).unwrap();
+    }
+    drop(store);
+
+    let activity: serde_json::Value =
+        serde_json::from_str(&stdout(&env.mozart(&["learning-activity", "--json"]))).unwrap();
+    assert_eq!(activity["recent_executions"], 25, "{activity:#}");
+    assert_eq!(activity["success_without_retry_rate"], 80.0, "{activity:#}");
+    let text = stdout(&env.mozart(&["learning-activity"]));
+    assert!(
+        text.contains("Recent executions: 25\n") && text.contains("First-attempt success: 80.0%"),
+        "{text}"
+    );
+
+    let cut = stdout(&env.mozart(&["patterns-list", "-n", "2"]));
+    assert!(
+        cut.contains("Showing 2 of 3 patterns (-n 3 for all)"),
+        "{cut}"
+    );
+    let all = stdout(&env.mozart(&["patterns-list"]));
+    assert!(all.contains("Showing 3 patterns\n"), "{all}");
+    let none = stdout(&env.mozart(&["patterns-list", "-p", "5"]));
+    assert!(
+        none.starts_with(
+            "No patterns match these filters (3 patterns in the global learning store)."
+        ),
+        "{none}"
+    );
+    let zero = stdout(&env.mozart(&["patterns-list", "-n", "0"]));
+    assert!(
+        zero.contains("the limit is 0, and 3 patterns match"),
+        "{zero}"
+    );
+    let insights = stdout(&env.mozart(&["learning-insights", "--limit", "1"]));
+    assert!(
+        insights.contains("Showing 1 of 3 patterns (--limit 3 for all)"),
+        "{insights}"
+    );
+    let other = stdout(&env.mozart(&["learning-insights", "--pattern-type", "nosuch"]));
+    assert!(
+        other.starts_with("No patterns of type 'nosuch' (3 patterns learned"),
+        "{other}"
+    );
+}

@@ -94,6 +94,16 @@ fn json_list(text: Option<String>) -> Vec<String> {
 impl LearningStore {
     /// The most recent executions (by recording time), newest first.
     pub fn recent_executions(&self, limit: usize) -> Result<Vec<ExecutionRecord>> {
+        self.recent_executions_from(0, limit)
+    }
+
+    /// [`Self::recent_executions`] after skipping the `offset` most recent: one page of
+    /// them.
+    pub fn recent_executions_from(
+        &self,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<ExecutionRecord>> {
         self.read(
             || "reading recent executions".into(),
             |conn| {
@@ -101,9 +111,10 @@ impl LearningStore {
                     "SELECT id, workspace_hash, job_hash, sheet_num, started_at, completed_at,
                             duration_seconds, status, retry_count, success_without_retry,
                             validation_pass_rate, confidence_score, model, error_codes
-                       FROM executions ORDER BY completed_at DESC LIMIT ?1",
+                       FROM executions ORDER BY completed_at DESC LIMIT ?1 OFFSET ?2",
                 )?;
-                let rows = stmt.query_map([limit as i64], |r| {
+                let to_sql = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+                let rows = stmt.query_map([to_sql(limit), to_sql(offset)], |r| {
                     Ok(ExecutionRecord {
                         id: r.get(0)?,
                         workspace_hash: r.get(1)?,

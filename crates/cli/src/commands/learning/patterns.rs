@@ -49,17 +49,69 @@ pub fn list(args: ListArgs) -> Result<i32, CliError> {
         max_trust: args.low_trust.then_some(0.3),
         ..PatternQuery::default()
     };
-    let patterns = store.get_patterns(&query).map_err(store_error)?;
+    // Every match, to say how many the limit left out.
+    let mut patterns = store
+        .get_patterns(&PatternQuery {
+            limit: usize::MAX,
+            ..query
+        })
+        .map_err(store_error)?;
+    let matched = patterns.len();
+    patterns.truncate(args.limit);
     let json = args
         .output
         .json(|| Value::Array(patterns.iter().map(pattern_json).collect()));
+    if json.is_none() && patterns.is_empty() && matched > 0 {
+        println!("{}", limit_zero(matched, "-n"));
+        return Ok(0);
+    }
+    if json.is_none() && patterns.is_empty() {
+        let stored = store
+            .get_patterns(&PatternQuery {
+                min_priority: 0.0,
+                limit: usize::MAX,
+                ..PatternQuery::default()
+            })
+            .map_err(store_error)?
+            .len();
+        if stored > 0 {
+            println!(
+                "No patterns match these filters ({} in the global learning store).",
+                mozart_config::plural(stored, "pattern", "patterns")
+            );
+            println!(
+                "Run mozart patterns-list without -p/-q/--high-trust/--low-trust to see them."
+            );
+            return Ok(0);
+        }
+    }
     if PATTERNS.print(&patterns, json) {
-        println!(
-            "\nShowing {}",
-            mozart_config::plural(patterns.len(), "pattern", "patterns")
-        );
+        println!("\n{}", showing(patterns.len(), matched, "-n"));
     }
     Ok(0)
+}
+
+/// What a pattern command prints when its limit is 0 and `matched` patterns match.
+pub(crate) fn limit_zero(matched: usize, limit_flag: &str) -> String {
+    let matches = if matched == 1 {
+        "1 pattern matches".to_string()
+    } else {
+        format!("{matched} patterns match")
+    };
+    format!("No patterns shown: the limit is 0, and {matches} ({limit_flag} {matched} shows all).")
+}
+
+/// The footer of a pattern table: `Showing 3 patterns`, or — when the limit left some out —
+/// `Showing 20 of 57 patterns (-n 57 for all)`.
+pub(crate) fn showing(shown: usize, matched: usize, limit_flag: &str) -> String {
+    if shown < matched {
+        format!("Showing {shown} of {matched} patterns ({limit_flag} {matched} for all)")
+    } else {
+        format!(
+            "Showing {}",
+            mozart_config::plural(shown, "pattern", "patterns")
+        )
+    }
 }
 
 fn pattern_json(p: &PatternRecord) -> Value {

@@ -69,14 +69,40 @@ pub struct InsightsArgs {
 /// Run `mozart learning-insights`.
 pub fn insights(args: InsightsArgs) -> Result<i32, CliError> {
     let store = open_store()?;
+    let query_type = args.pattern_type.clone();
     let query = PatternQuery {
         limit: args.limit,
         pattern_type: args.pattern_type,
         ..PatternQuery::default()
     };
-    let patterns = store.get_patterns(&query).map_err(store_error)?;
+    let limit = query.limit;
+    let mut patterns = store
+        .get_patterns(&PatternQuery {
+            limit: usize::MAX,
+            ..query
+        })
+        .map_err(store_error)?;
+    let matched = patterns.len();
+    patterns.truncate(limit);
     if patterns.is_empty() {
-        println!("No patterns learned yet. Run some jobs!");
+        let learned = store
+            .get_patterns(&PatternQuery {
+                limit: usize::MAX,
+                ..PatternQuery::default()
+            })
+            .map_err(store_error)?
+            .len();
+        if matched > 0 {
+            println!("{}", super::patterns::limit_zero(matched, "--limit"));
+        } else if learned > 0 {
+            println!(
+                "No patterns of type '{}' ({} learned; leave out --pattern-type to see them).",
+                query_type.as_deref().unwrap_or_default(),
+                mozart_config::plural(learned, "pattern", "patterns")
+            );
+        } else {
+            println!("No patterns learned yet. Run some jobs!");
+        }
         return Ok(0);
     }
     let rows: Vec<Vec<String>> = patterns
@@ -110,6 +136,12 @@ pub fn insights(args: InsightsArgs) -> Result<i32, CliError> {
             &rows
         )
     );
+    if patterns.len() < matched {
+        println!(
+            "\n{}",
+            super::patterns::showing(patterns.len(), matched, "--limit")
+        );
+    }
     Ok(0)
 }
 
@@ -132,30 +164,41 @@ pub struct ActivityArgs {
 /// Run `mozart learning-activity`.
 pub fn activity(args: ActivityArgs) -> Result<i32, CliError> {
     let store = open_store()?;
-    // Upstream counts, among the 20 most recent executions, those completed in the window.
-    let recent = store.recent_executions(20).map_err(store_error)?;
+    // Every execution completed in the window (upstream looked only at the 20 most recent,
+    // so "Recent executions: 20" could stand for hundreds: docs/differences.md). Newest
+    // first, a page at a time, until one ended before the window.
     let cutoff = mozart_ipc::time::epoch_now() - (args.hours as f64) * 3600.0;
-    let in_window: Vec<_> = recent
-        .iter()
-        .filter(|e| {
-            e.completed_at
-                .as_deref()
-                .and_then(parse_epoch)
-                .is_some_and(|t| t >= cutoff)
-        })
-        .collect();
-    let first_try = in_window.iter().filter(|e| e.success_without_retry).count();
-    let rate = if in_window.is_empty() {
+    let (mut in_window, mut first_try) = (0usize, 0usize);
+    let page = 500;
+    'pages: for offset in (0..).step_by(page) {
+        let rows = store
+            .recent_executions_from(offset, page)
+            .map_err(store_error)?;
+        for e in &rows {
+            match e.completed_at.as_deref().and_then(parse_epoch) {
+                Some(t) if t >= cutoff => {
+                    in_window += 1;
+                    first_try += usize::from(e.success_without_retry);
+                }
+                Some(_) => break 'pages,
+                None => {}
+            }
+        }
+        if rows.len() < page {
+            break;
+        }
+    }
+    let rate = if in_window == 0 {
         0.0
     } else {
-        first_try as f64 / in_window.len() as f64 * 100.0
+        first_try as f64 / in_window as f64 * 100.0
     };
     let s = store.stats().map_err(store_error)?;
     let window = store.optimal_execution_window(None).map_err(store_error)?;
     if args.output.is_json() {
         print_json(&json!({
             "period_hours": args.hours,
-            "recent_executions": in_window.len(),
+            "recent_executions": in_window,
             "success_without_retry_rate": round(rate, 1),
             "patterns_active": s.total_patterns,
             "optimal_hours": window.optimal_hours,
@@ -168,7 +211,7 @@ pub fn activity(args: ActivityArgs) -> Result<i32, CliError> {
         "Learning Activity (last {})\n",
         mozart_config::plural(args.hours, "hour", "hours")
     );
-    println!("  Recent executions: {}", in_window.len());
+    println!("  Recent executions: {in_window}");
     println!("  First-attempt success: {rate:.1}%");
     println!("  Patterns: {}", s.total_patterns);
     println!("  Avg effectiveness: {:.2}", s.avg_pattern_effectiveness);
