@@ -210,8 +210,21 @@ pub fn form_encode(s: &str) -> String {
 ///
 /// # Panics
 /// If `mozart mcp` cannot be run or answers out of protocol.
-#[allow(clippy::unwrap_used, clippy::expect_used)]
 pub fn mcp_calls(env: &TestEnv, calls: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    let requests: Vec<(&str, serde_json::Value)> =
+        calls.iter().map(|c| ("tools/call", c.clone())).collect();
+    mcp_requests(env, &requests)
+}
+
+/// Like [`mcp_calls`], with any request: `(method, params)` each; the replies.
+///
+/// # Panics
+/// If `mozart mcp` cannot be run or answers out of protocol.
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+pub fn mcp_requests(
+    env: &TestEnv,
+    requests: &[(&str, serde_json::Value)],
+) -> Vec<serde_json::Value> {
     let mut child = env
         .command(&["mcp"])
         .stdin(Stdio::piped())
@@ -243,11 +256,9 @@ pub fn mcp_calls(env: &TestEnv, calls: &[serde_json::Value]) -> Vec<serde_json::
     assert!(init.get("result").is_some(), "{init}");
     send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     let mut replies = Vec::new();
-    for (i, call) in calls.iter().enumerate() {
+    for (i, (method, params)) in requests.iter().enumerate() {
         let id = i as u64 + 1;
-        send(
-            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": call}),
-        );
+        send(serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         replies.push(reply_to(id));
     }
     drop(stdin);

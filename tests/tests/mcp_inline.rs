@@ -171,3 +171,55 @@ fn mcp_logs_of_a_huge_output_is_bounded_and_says_what_it_left_out() {
         "the 3 MB line is before the last 2000 lines"
     );
 }
+
+/// MCP `resources/list` answers the conductor's jobs 100 at a time with a `nextCursor`
+/// (it answered every job in one list); a cursor it did not give is a clear error.
+#[test]
+fn mcp_resources_are_listed_a_page_at_a_time() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    for n in 1..=102 {
+        let name = format!("res-{n}");
+        let path = env.write_score(&name, &sleepy_shell_score(&name, 1, 0.0));
+        crate::harness::submit_now(&env, &path);
+    }
+    for n in 1..=102 {
+        env.wait_completed(&format!("res-{n}"));
+    }
+    let replies = mozart_tests::web::mcp_requests(
+        &env,
+        &[
+            ("resources/list", json!({})),
+            ("resources/list", json!({"cursor": "100"})),
+            ("resources/list", json!({"cursor": "bogus"})),
+        ],
+    );
+    let uris = |i: usize| -> Vec<String> {
+        replies[i]["result"]["resources"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{}", replies[i]))
+            .iter()
+            .map(|r| r["uri"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let first = uris(0);
+    assert_eq!(first.len(), 100, "{}", replies[0]);
+    assert_eq!(first[0], "mozart://jobs/res-102", "newest first");
+    assert_eq!(replies[0]["result"]["nextCursor"], "100", "{}", replies[0]);
+    let rest = uris(1);
+    assert_eq!(rest, ["mozart://jobs/res-2", "mozart://jobs/res-1"]);
+    assert!(
+        replies[1]["result"].get("nextCursor").is_none(),
+        "{}",
+        replies[1]
+    );
+    let bad = &replies[2]["error"];
+    assert_eq!(bad["code"], -32602, "{}", replies[2]);
+    assert!(
+        bad["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Unknown cursor 'bogus'"),
+        "{bad}"
+    );
+}

@@ -167,6 +167,9 @@ pub struct ListArgs {
     pub offset: Option<u64>,
 }
 
+/// Job resources in one `resources/list` page.
+const RESOURCES_PAGE: u64 = 100;
+
 /// Jobs `list` returns when the call names no limit: a conductor with hundreds of jobs
 /// would otherwise answer with a document too big for an agent's context.
 const DEFAULT_LIST_LIMIT: u64 = 50;
@@ -713,15 +716,35 @@ impl ServerHandler for MozartMcp {
 
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let jobs = self
+        // A page of jobs at a time (newest first): a conductor with thousands of jobs would
+        // otherwise answer one unbounded list. `nextCursor` is the next page's offset.
+        let offset = match request.and_then(|r| r.cursor) {
+            None => 0,
+            Some(cursor) => cursor.parse::<u64>().map_err(|_| {
+                ErrorData::invalid_params(
+                    format!(
+                        "Unknown cursor '{cursor}': pass the nextCursor of the previous resources/list answer, or none for the first page."
+                    ),
+                    None,
+                )
+            })?,
+        };
+        let page = self
             .conductor
-            .list()
+            .list_page(&mozart_ipc::types::ListPageParams {
+                limit: Some(RESOURCES_PAGE),
+                offset,
+                ..Default::default()
+            })
             .await
             .map_err(|e| ErrorData::internal_error(e.render_text(), None))?;
-        let resources = jobs
+        let end = offset + page.jobs.0.len() as u64;
+        let resources = page
+            .jobs
+            .0
             .iter()
             .map(|j| {
                 let (id, status) = (j.job_id(), j.status());
@@ -730,7 +753,11 @@ impl ServerHandler for MozartMcp {
                     .with_mime_type("application/json")
             })
             .collect();
-        Ok(ListResourcesResult::with_all_items(resources))
+        let mut result = ListResourcesResult::with_all_items(resources);
+        if end < page.total {
+            result.next_cursor = Some(end.to_string());
+        }
+        Ok(result)
     }
 
     async fn list_resource_templates(
