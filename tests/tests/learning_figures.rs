@@ -174,3 +174,29 @@ fn learning_lists_say_what_they_cut_and_an_empty_filter_is_not_an_empty_store() 
         "{other}"
     );
 }
+
+/// A learning command run before any conductor makes the Mozart home and the store as
+/// private as the conductor does (0700 / 0600), whatever the umask: it made them 0755 and
+/// 0644, readable by every account.
+#[test]
+fn a_learning_command_creates_a_private_home_and_store() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let home = env.work.join("fresh-home");
+    let program = env.command(&[]).get_program().to_owned();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("umask 022; exec \"$0\" patterns-list")
+        .arg(&program)
+        .env("MOZART_HOME", &home)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stdout(&out));
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&home), 0o700, "the Mozart home");
+    assert_eq!(
+        mode(&home.join("global-learning.db")),
+        0o600,
+        "the learning store"
+    );
+}

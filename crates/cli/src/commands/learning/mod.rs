@@ -12,14 +12,23 @@ use mozart_learning::LearningStore;
 
 use crate::CliError;
 
-/// Open the global learning store (created if missing, as upstream does).
+/// Open the global learning store (created if missing, as upstream does). What this
+/// creates is private, as the conductor makes it: a missing Mozart home 0700, a missing
+/// store 0600 (SQLite gives its `-wal` and `-shm` files the store's mode).
 pub(crate) fn open_store() -> Result<LearningStore, CliError> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let home =
         mozart_conductor::mozart_home().map_err(|e| CliError::failed(e.to_string(), vec![]))?;
     let path = home.join("global-learning.db");
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
+    let _ = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&home);
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path);
     LearningStore::open(&path).map_err(|e| {
         CliError::failed(
             format!("Cannot open the learning store {}: {e}", path.display()),
