@@ -223,3 +223,41 @@ fn mcp_resources_are_listed_a_page_at_a_time() {
         "{bad}"
     );
 }
+
+/// MCP `status` of a job of 25 movements lists 20 of them in `sheets_view.movements` and
+/// says so (`movements_total`, `movements_note`); it cut them silently.
+#[test]
+fn mcp_status_says_when_it_lists_only_some_movements() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("moves", &sleepy_shell_score("moves", 25, 0.0));
+    crate::harness::submit_now(&env, &path);
+    env.wait_completed("moves");
+    let replies = mcp_calls(
+        &env,
+        &[json!({"name": "status", "arguments": {"job_id": "moves"}})],
+    );
+    let text = replies[0]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    let doc: serde_json::Value =
+        serde_json::from_str(text).unwrap_or_else(|_| panic!("{}", replies[0]));
+    let view = &doc["sheets_view"];
+    assert_eq!(
+        view["movements"].as_array().map(Vec::len),
+        Some(20),
+        "{view:#}"
+    );
+    assert_eq!(view["movements_total"], 25, "{view:#}");
+    assert!(
+        view["movements_note"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("Showing the first 20 of 25 movements")),
+        "{view:#}"
+    );
+    assert_eq!(
+        doc["sheets"].as_array().map(Vec::len),
+        Some(25),
+        "every sheet is listed"
+    );
+}

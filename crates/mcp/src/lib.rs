@@ -150,6 +150,9 @@ pub struct StatusArgs {
     pub limit: Option<u64>,
 }
 
+/// Movements `status` lists in `sheets_view.movements`.
+const STATUS_MOVEMENTS: usize = 20;
+
 /// A job of at most this many sheets gets every sheet in `status`.
 const STATUS_FULL_UP_TO: u32 = 50;
 
@@ -574,10 +577,19 @@ fn status_json(d: &JobDetail) -> Value {
         "workspace": d.workspace(),
         "sheets": view::sheet_rows(cp),
         // Issue 24: which sheets `sheets` holds of how many, and the next page's offset.
+        // At most 20 movements; `movements_total` says how many there are when that cuts.
         "sheets_view": cp.sheets_view.as_ref().map(|v| {
             let mut v = v.clone();
-            v.movements.truncate(20);
-            v
+            let movements = v.movements.len();
+            v.movements.truncate(STATUS_MOVEMENTS);
+            let mut doc = serde_json::to_value(&v).unwrap_or(Value::Null);
+            if movements > STATUS_MOVEMENTS {
+                doc["movements_total"] = json!(movements);
+                doc["movements_note"] = json!(format!(
+                    "Showing the first {STATUS_MOVEMENTS} of {movements} movements; `counts` covers every sheet."
+                ));
+            }
+            doc
         }),
     })
 }
