@@ -433,3 +433,29 @@ fn a_missing_template_file_is_refused_at_run_not_replaced_by_the_default_prompt(
     let doc = wait_terminal(&env, "nofile", 60.0);
     assert_eq!(doc["status"], "completed", "{doc:#}");
 }
+
+/// An attempt a cancel cut short may have spent money its instrument never reported: the
+/// cancelled job's cost is unknown, not a certain $0.00 (an outside audit saw `$0.00`,
+/// `cost_confidence: 1.0` for a job whose only attempt ran 14 s on a paid instrument).
+#[test]
+fn a_cancelled_attempts_cost_is_unknown_not_zero() {
+    let env = TestEnv::new();
+    let (score, _ws) = ai_score_on(&env, "standin-text", "stopped", &["a.txt"], "");
+    scripted(&env, json!([{"sleep": 30}]));
+    submit_now(&env, &score);
+    wait_status(&env, "stopped", 30.0, |d| {
+        d["sheets"]["1"]["status"] == "in_progress"
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let out = env.mozart(&["cancel", "stopped"]);
+    assert!(out.status.success(), "{}", mozart_tests::stdout(&out));
+    let doc = wait_status(&env, "stopped", 30.0, |d| d["status"] == "cancelled");
+    assert_eq!(doc["cost"]["cost_confidence"], 0.0, "{doc:#}");
+    let text = mozart_tests::stdout(&env.mozart(&["status", "stopped"]));
+    assert!(
+        text.contains("Cost: unknown")
+            && text.contains("an attempt was stopped before the instrument reported")
+            && !text.contains("$0.00"),
+        "{text}"
+    );
+}

@@ -712,3 +712,31 @@ fn a_sheet_of_a_few_milliseconds_did_run_in_every_view() {
     let job = page(&dash.addr, &cookie, &format!("/jobs/{quick}"));
     assert!(!job.contains(">0.0s<"), "{job}");
 }
+
+/// A second `pause` of a job still pausing says it is pausing (as `status` does), not that
+/// it is paused.
+#[test]
+fn pausing_again_a_pausing_job_says_it_is_pausing() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("twice", &score("twice", 2, 8.0));
+    submit_now(&env, &path);
+    wait_status(&env, "twice", 30.0, |d| {
+        d["sheets"]["1"]["status"] == "in_progress"
+    });
+    assert!(env.mozart(&["pause", "twice"]).status.success());
+    let again = env.mozart(&["pause", "twice"]);
+    let text = format!(
+        "{}{}",
+        stdout(&again),
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(again.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("is already pausing: 1 running sheet to finish its attempt")
+            && !text.contains("is paused, not running"),
+        "{text}"
+    );
+    let status = stdout(&env.mozart(&["status", "twice"]));
+    assert!(status.contains("PAUSING (1 running)"), "{status}");
+}

@@ -1008,6 +1008,13 @@ impl View<'_> {
                 "  Cost: {} {limit_text} (from sheets)",
                 self.style.paint(&money(sheet_total), Color::Yellow)
             ));
+        } else if unknown && only_stopped_attempts_unknown(job) {
+            // Nothing finished without a report: the unknown cost is that of an attempt a
+            // cancel (or a conductor stop) cut short before the instrument could report it.
+            self.line(format!(
+                "  Cost: unknown {limit_text} — an attempt was stopped before the instrument \
+                 reported its cost or tokens"
+            ));
         } else if unknown {
             self.line(format!(
                 "  Cost: unknown {limit_text} — the instrument reported neither its cost nor \
@@ -1303,6 +1310,15 @@ pub fn render_meta_status(meta: &JobListEntry, style: &Style) -> String {
     let mut s = out.join("\n");
     s.push('\n');
     s
+}
+
+/// Whether every sheet whose cost is unknown has no finished attempt: its unknown cost is
+/// that of an attempt stopped before it ended (a cancel keeps the attempt count as it was).
+fn only_stopped_attempts_unknown(job: &JobCheckpoint) -> bool {
+    job.sheets
+        .values()
+        .filter(|s| s.cost_confidence == 0.0)
+        .all(|s| s.attempt_count == 0)
 }
 
 /// Whether every instrument the job names is the free built-in `shell` (no API charges):

@@ -277,6 +277,15 @@ impl ConductorHost {
         if change.status == mozart_baton::SheetStatus::Cancelled {
             if let Some(sheet) = live.sheets.get_mut(&change.sheet_num) {
                 sheet.error_message = None;
+                // The attempt the cancel cut short may have spent money the instrument never
+                // got to report: the sheet's (and so the job's) cost is unknown, not $0.00.
+                let free = sheet
+                    .instrument_name
+                    .as_deref()
+                    .is_some_and(super::musician::costs_nothing);
+                if interrupted.is_some() && !free {
+                    sheet.cost_confidence = 0.0;
+                }
             }
         }
         // The views' packed facts follow the sheet (the only place its facts change).

@@ -713,6 +713,20 @@ impl JobManager {
     pub async fn pause(&self, job_id: &str) -> Result<(), String> {
         let status = self.current_status(job_id).await?;
         if status != DaemonJobStatus::Running && status != DaemonJobStatus::Queued {
+            // A job whose pause waits for its running sheets reads `pausing` everywhere
+            // (status, list): it is not yet paused, and saying so would contradict them.
+            if let Some(n) = self
+                .job_facts(job_id)
+                .await
+                .and_then(|f| f.pausing)
+                .filter(|_| status == DaemonJobStatus::Paused)
+            {
+                return Err(format!(
+                    "Job '{job_id}' is already pausing: {} to finish its attempt, then \
+                     it is paused",
+                    mozart_config::plural(u64::from(n), "running sheet", "running sheets"),
+                ));
+            }
             return Err(format!(
                 "Job '{job_id}' is {}, not running",
                 status.as_str()

@@ -558,7 +558,7 @@ fn cost_confidence(result: &ExecutionResult, instrument: &str) -> f64 {
             .cost_confidence
             .unwrap_or(mozart_backends::COST_EXACT);
     }
-    let free = instrument == "shell"
+    let free = costs_nothing(instrument)
         || result.rate_limited
         || result.error_type == Some(mozart_backends::FailureKind::NotFound);
     if free {
@@ -566,6 +566,11 @@ fn cost_confidence(result: &ExecutionResult, instrument: &str) -> f64 {
     } else {
         0.0
     }
+}
+
+/// Whether an instrument's work is free whatever it reports (`shell`: a local command).
+pub(super) fn costs_nothing(instrument: &str) -> bool {
+    instrument == "shell"
 }
 
 /// Turn the instrument's result into the attempt's result and details: validations, the

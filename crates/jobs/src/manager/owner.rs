@@ -34,9 +34,11 @@ impl ConductorHost {
     fn answer(&mut self, query: Query) {
         match query {
             Query::Job { job_id, reply } => {
+                let pausing = self.pausing(&job_id);
                 let facts = self.table.jobs.get(&job_id).map(|e| JobFacts {
                     status: e.record.status,
                     in_baton: e.run.is_some(),
+                    pausing,
                 });
                 let _ = reply.send(facts);
             }

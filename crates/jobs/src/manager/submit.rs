@@ -393,6 +393,7 @@ async fn ensure_not_running(mgr: &JobManager, job_id: &str) -> Step<()> {
     let Some(super::table::JobFacts {
         in_baton: running,
         status: s,
+        ..
     }) = mgr.job_facts(job_id).await
     else {
         return Ok(());

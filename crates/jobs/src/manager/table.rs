@@ -326,6 +326,8 @@ pub(crate) struct JobFacts {
     pub status: DaemonJobStatus,
     /// Whether the baton has it registered (it has a run).
     pub in_baton: bool,
+    /// Paused with this many sheets still finishing their attempt (`pausing`), else None.
+    pub pausing: Option<u32>,
 }
 
 /// The table's part of `job.status`: the live document with the running sheets' progress,
