@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use harness::*;
-use mozart_tests::TestEnv;
+use mozart_tests::{stdout, TestEnv};
 use serde_json::Value;
 
 /// A one-sheet shell score that appends its name to `ledger`, optionally chaining to
@@ -184,4 +184,67 @@ fn a_kill_9_between_two_links_still_completes_the_concert_once() {
     );
     let list = list_all(&env);
     assert_eq!(job(&list, "closing")["chain_depth"], 1, "{list:?}");
+}
+
+/// A job that failed only in an `on_success` hook owes its hooks: `mozart resume` runs the
+/// failed hook and those after it again (the chain goes on), not the ones that succeeded.
+/// It used to complete on the zero-work guard with no hook run and the chain lost, while
+/// its status showed COMPLETED beside a failed hook.
+#[test]
+fn resuming_a_job_failed_in_its_hooks_runs_the_failed_hooks_and_continues_the_chain() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let led = env.work.join("ledger");
+    let gate = env.work.join("gate");
+    link(&env, "second", &led, None, "{enabled: false}", false);
+    let yaml = format!(
+        r#"name: first
+workspace: {ws}
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: |
+    RUN: echo first >> "{led}"
+on_success:
+  - type: run_command
+    command: "echo hook-ok >> '{led}'"
+  - type: run_command
+    command: "test -f '{gate}'"
+    description: "the gate"
+    on_failure: abort
+  - type: run_job
+    job_path: second.yaml
+"#,
+        ws = env.work.join("first-ws").display(),
+        led = led.display(),
+        gate = gate.display(),
+    );
+    env.write_score("first", &yaml);
+    run(&env, &env.work.join("first.yaml"), &[]);
+    let out = env.mozart(&["wait", "first"]);
+    assert_eq!(out.status.code(), Some(1), "the gate hook fails the job");
+    assert_eq!(ledger(&led), ["first", "hook-ok"]);
+    std::fs::write(&gate, "").unwrap();
+    let out = env.mozart(&["resume", "first"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    poll(&env, 30.0, "the chained job to complete", || {
+        list_all(&env)
+            .iter()
+            .any(|j| j["job_id"] == "second" && j["status"] == "completed")
+            .then_some(())
+    });
+    let out = env.mozart(&["wait", "first"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let doc = status(&env, "first");
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert!(
+        doc["hook_failures"].as_array().is_none_or(|f| f.is_empty()),
+        "{doc:#}"
+    );
+    // The first hook succeeded the first time and is not repeated.
+    assert_eq!(
+        ledger_settles(&env, &led, 3, 10.0, 1.0),
+        ["first", "hook-ok", "second"]
+    );
 }

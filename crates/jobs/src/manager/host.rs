@@ -649,7 +649,9 @@ impl ConductorHost {
     /// A completed job: whether it did new work, and (with `on_success` hooks to run) the
     /// hooks marked pending in its record before it is reported finished.
     fn note_completion(&self, entry: &mut super::JobEntry, registry: &Registry, job_id: &str) {
-        let new_work = self.new_work.contains(job_id);
+        let did_work = self.new_work.contains(job_id);
+        let owed = entry.run.as_ref().is_some_and(|r| r.hooks_owed);
+        let new_work = did_work || owed;
         entry.record.completed_new_work = new_work;
         let has_hooks = entry
             .run
@@ -662,8 +664,15 @@ impl ConductorHost {
                 super::hooks::HOOKS_PENDING.into(),
                 serde_json::Value::Bool(true),
             );
-            // Results of an earlier completion of this job belong to that run.
-            if let Err(e) = registry.clear_hook_results(job_id) {
+            // Results of an earlier completion of this job belong to that run. A resume
+            // that only owes its hooks keeps the ones that succeeded (a chained job is not
+            // submitted twice) and runs the failed one and those after it again.
+            let cleared = if did_work {
+                registry.clear_hook_results(job_id)
+            } else {
+                registry.clear_failed_hook_results(job_id)
+            };
+            if let Err(e) = cleared {
                 tracing::warn!(job_id = %job_id, error = %e, "cannot clear old hook results");
             }
         }
@@ -1195,7 +1204,7 @@ impl BatonHost for ConductorHost {
             if outcome != JobOutcome::Completed || run.config.on_success.is_empty() {
                 return;
             }
-            if !new_work {
+            if !new_work && !run.hooks_owed {
                 tracing::info!(job_id, "hooks.skipped_zero_work");
                 return;
             }

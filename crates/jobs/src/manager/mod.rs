@@ -75,6 +75,10 @@ pub(crate) struct JobRun {
     pub score_dir: PathBuf,
     /// Depth of this job in its concert (0 for a user submission).
     pub chain_depth: u32,
+    /// A resume of a job that failed only in its `on_success` hooks: its hooks run again
+    /// when it completes, even with no new sheet work (the failed hook and those after it;
+    /// the ones that succeeded are not repeated).
+    pub hooks_owed: bool,
 }
 
 impl JobRun {

@@ -127,6 +127,7 @@ async fn prepare(
     let renderer = mozart_config::template::PromptRenderer::new(&config, config_path.parent())
         .map_err(|e| JobError::Busy(format!("The stored score's template: {e}")))?;
     let run = JobRun {
+        hooks_owed: false,
         job_id: id.clone(),
         config,
         plan,

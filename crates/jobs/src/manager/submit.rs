@@ -146,6 +146,17 @@ async fn pipeline(
     let _guard = mgr.shared.submit_lock.lock().await;
     ensure_not_running(mgr, job_id).await?;
     let mut previous = carry_over(mgr, job_id, config_path, &config, &workspace, &req);
+    // A job that failed in its `on_success` hooks (every sheet done) owes them: resuming it
+    // runs them again instead of completing on the zero-work guard with the chain lost.
+    let hooks_owed = req.resume_of.is_some()
+        && !config.on_success.is_empty()
+        && previous
+            .record
+            .as_ref()
+            .is_some_and(|r| r.status == mozart_state::DaemonJobStatus::Failed)
+        && lock(&mgr.shared.registry)
+            .hook_results(job_id)
+            .is_ok_and(|done| done.iter().any(|h| !h.success));
     // A score edited to another sheet count keeps what its sheets of the same numbers did.
     let resized = previous
         .checkpoint
@@ -221,6 +232,7 @@ async fn pipeline(
             .map(Path::to_path_buf)
             .unwrap_or_default(),
         chain_depth: record.chain_depth.unwrap_or(0),
+        hooks_owed,
         renderer,
         working_dir,
         worktree,

@@ -1298,6 +1298,18 @@ impl Registry {
         Ok(())
     }
 
+    /// Removes the failed hook results of a job (the successful ones stay): what a resume
+    /// of a job whose hooks failed runs again.
+    pub fn clear_failed_hook_results(&self, job_id: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "DELETE FROM hook_results WHERE job_id=?1 AND NOT success",
+                [job_id],
+            )
+            .map_err(self.err(format!("clearing failed hook results of job '{job_id}'")))?;
+        Ok(())
+    }
+
     /// Stores the score's `on_success` hooks so they survive a restart.
     pub fn set_hook_config(&self, job_id: &str, hooks: &Value) -> Result<()> {
         let n = self
