@@ -248,3 +248,66 @@ on_success:
         ["first", "hook-ok", "second"]
     );
 }
+
+/// A job failed by its `on_success` hooks says why where a user looks: `mozart errors`
+/// lists each failed hook whole (it said "No errors found" for the failed job), and
+/// `mozart logs` says which hook failed and why (it said `hooks.executed hook=0
+/// success=False`). A chained score that does not load names its file, line and the fix.
+#[test]
+fn errors_and_logs_say_why_a_hook_failed_the_job() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    env.write_score(
+        "broken",
+        "name: broken\nworkspace: ./broken-ws\ninstrument: shell\nsheet: {size: 1, total_items: 1}\nretries: 3\nprompt: {template: hi}\n",
+    );
+    let yaml = format!(
+        r#"name: hooked
+workspace: {ws}
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: |
+    RUN: true
+on_success:
+  - type: run_command
+    command: "echo the deploy key is missing; exit 3"
+    description: "deploy"
+  - type: run_job
+    job_path: broken.yaml
+"#,
+        ws = env.work.join("hooked-ws").display(),
+    );
+    env.write_score("hooked", &yaml);
+    run(&env, &env.work.join("hooked.yaml"), &[]);
+    let out = env.mozart(&["wait", "hooked"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&env.mozart(&["errors", "hooked"]));
+    assert!(!text.contains("No errors found"), "{text}");
+    assert!(text.contains("Hook Failures"), "{text}");
+    assert!(text.contains("run_command: deploy — exit code 3"), "{text}");
+    assert!(text.contains("the deploy key is missing"), "{text}");
+    assert!(text.contains("broken.yaml, line 5"), "{text}");
+    assert!(
+        text.contains("'mozart resume hooked' runs its run_job hook again"),
+        "{text}"
+    );
+    assert!(!text.contains("--workspace"), "{text}");
+    let json: Value =
+        serde_json::from_str(&stdout(&env.mozart(&["errors", "hooked", "--json"]))).unwrap();
+    assert_eq!(
+        json["hook_failures"].as_array().map(Vec::len),
+        Some(2),
+        "{json:#}"
+    );
+    let logs = stdout(&env.mozart(&["logs", "hooked"]));
+    assert!(
+        logs.contains("on_success hook 1 (run_command 'deploy') failed: exit code 3 (last output: the deploy key is missing)"),
+        "{logs}"
+    );
+    assert!(
+        logs.contains("on_success hook 2 (run_job) failed: Chained job rejected"),
+        "{logs}"
+    );
+}

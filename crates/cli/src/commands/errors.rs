@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use mozart_ipc::checkpoint::JobCheckpoint;
+use mozart_ipc::checkpoint::{HookResult, JobCheckpoint};
 use mozart_ipc::methods;
 use mozart_ipc::status::{DiagnoseResult, JobStatusResult};
 use mozart_ipc::time::Timestamp;
@@ -87,14 +87,36 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
         code: args.code.clone(),
     };
     let errors = collect_errors(&fetched.state, &filter, epoch_now());
+    // A job failed by an `on_success` hook has no sheet error: the hook's is the one to show.
+    let unfiltered = filter.sheet.is_none() && filter.error_type.is_none() && filter.code.is_none();
+    let hook_failures: Vec<&HookResult> = fetched
+        .state
+        .hook_results
+        .iter()
+        .filter(|h| unfiltered && !h.success)
+        .collect();
     if args.output.is_json() {
-        print_json(&errors_json(id, &errors, args.verbose));
+        let mut doc = errors_json(id, &errors, args.verbose);
+        if !hook_failures.is_empty() {
+            doc["hook_failures"] = serde_json::to_value(&hook_failures).unwrap_or_default();
+        }
+        print_json(&doc);
     } else {
         let style = Style::for_stdout();
-        print!(
-            "{}",
-            render_errors(id, &errors, &filter, args.verbose, &style)
-        );
+        if errors.is_empty() && !hook_failures.is_empty() {
+            println!(
+                "{} {id}",
+                style.paint("No sheet errors for score:", Color::Green)
+            );
+        } else {
+            print!(
+                "{}",
+                render_errors(id, &errors, &filter, args.verbose, &style)
+            );
+        }
+        if !hook_failures.is_empty() {
+            print!("{}", render_hook_failures(id, &hook_failures, &style));
+        }
         let workspace = fetched.workspace.as_deref().or(fetched
             .state
             .workspace
@@ -393,6 +415,39 @@ pub fn detail_lines(e: &ErrorEntry) -> Vec<String> {
     block("Stderr (tail)", &e.stderr_tail, DETAIL_TAIL_CHARS);
     block("Stack Trace", &e.stack_trace, DETAIL_STACK_CHARS);
     lines
+}
+
+/// The failed `on_success` hooks of a job (what turned it `failed` with `Post-success hook
+/// failed`): each one's reason whole and the end of its output.
+pub fn render_hook_failures(id: &str, failures: &[&HookResult], style: &Style) -> String {
+    let mut out = vec![String::new(), style.paint("Hook Failures", Color::Bold)];
+    for hook in failures {
+        let label = match hook.description.as_deref().filter(|d| !d.is_empty()) {
+            Some(d) => format!("{}: {d}", hook.hook_type),
+            None => hook.hook_type.clone(),
+        };
+        let reason = hook
+            .error_message
+            .as_deref()
+            .or_else(|| hook.extra.get("error").and_then(Value::as_str))
+            .unwrap_or("failed");
+        // A reason of several lines (a chained score's load errors) stays under its bullet.
+        let reason = reason.trim_end().replace('\n', "\n    ");
+        out.push(format!(
+            "  {} {label} — {reason}",
+            style.paint("•", Color::Red)
+        ));
+        if let Some(Some(output)) = &hook.output {
+            let lines: Vec<&str> = output.lines().filter(|l| !l.trim().is_empty()).collect();
+            for line in &lines[lines.len().saturating_sub(5)..] {
+                out.push(style.paint(&format!("      {line}"), Color::Dim));
+            }
+        }
+    }
+    out.push(format!(
+        "Fix the cause, then 'mozart resume {id}' runs the failed hook and those after it again."
+    ));
+    out.join("\n") + "\n"
 }
 
 /// The human output of `mozart errors`.

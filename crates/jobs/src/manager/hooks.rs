@@ -84,7 +84,7 @@ pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: Hook
         if let Err(e) = lock(&mgr.shared.registry).record_hook_result(&req.job_id, &record) {
             tracing::error!(job_id = %req.job_id, error = %e, "cannot store hook result");
         }
-        tracing::info!(job_id = %req.job_id, hook = index, success = record.success, "hooks.executed");
+        log_hook(&req.job_id, index, hook, &record);
         if !record.success {
             any_failed = true;
             if hook.on_failure == HookOnFailure::Abort || req.concert.abort_concert_on_hook_failure
@@ -104,6 +104,49 @@ pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: Hook
             Some("Post-success hook failed"),
         )
         .await;
+    }
+}
+
+/// The `hooks.executed` event: which hook, and what it did — a failure says why (the
+/// reason `mozart status` cuts to one line), a chained job names its ID.
+fn log_hook(job_id: &str, index: usize, hook: &PostSuccessHookConfig, record: &HookResultRecord) {
+    let label = match hook.description.as_deref().filter(|d| !d.is_empty()) {
+        Some(d) => format!("{} '{d}'", hook.kind.as_str()),
+        None => hook.kind.as_str().to_string(),
+    };
+    let number = index + 1;
+    if record.success {
+        let what = record
+            .output
+            .as_deref()
+            .filter(|_| hook.kind == HookType::RunJob);
+        let message = match what {
+            Some(out) => format!("on_success hook {number} ({label}) succeeded: {out}"),
+            None => format!("on_success hook {number} ({label}) succeeded"),
+        };
+        tracing::info!(
+            event = "hooks.executed",
+            job_id,
+            hook = index,
+            success = true,
+            "{message}"
+        );
+    } else {
+        let reason = record.error_message.as_deref().unwrap_or("failed");
+        // The command's last output line is usually where it says why.
+        let last_line = record
+            .output
+            .as_deref()
+            .and_then(|o| o.lines().rev().find(|l| !l.trim().is_empty()))
+            .map(|l| format!(" (last output: {})", l.trim()))
+            .unwrap_or_default();
+        tracing::warn!(
+            event = "hooks.executed",
+            job_id,
+            hook = index,
+            success = false,
+            "on_success hook {number} ({label}) failed: {reason}{last_line}"
+        );
     }
 }
 
@@ -178,7 +221,12 @@ async fn run_job(
             // The designed end of a self-chaining concert, not a failure: the job stays
             // completed and `mozart run` exits 0 (upstream fails the last link; see
             // docs/differences.md).
-            tracing::info!(job_id = %req.job_id, max, "hooks.chain_depth_limit_reached");
+            tracing::info!(
+                event = "hooks.chain_depth_limit_reached",
+                job_id = %req.job_id,
+                max,
+                "concert chain stopped at its depth limit ({max}); no further job submitted"
+            );
             return HookResultRecord {
                 success: true,
                 output: Some(format!(
@@ -189,7 +237,13 @@ async fn run_job(
         }
         let cooldown = req.concert.cooldown_between_jobs_seconds;
         if cooldown.is_finite() && cooldown > 0.0 {
-            tracing::info!(job_id = %req.job_id, cooldown, "hooks.daemon_cooldown");
+            tracing::info!(
+                event = "hooks.daemon_cooldown",
+                job_id = %req.job_id,
+                cooldown,
+                "waiting {cooldown}s (concert cooldown) before submitting {}",
+                path.display()
+            );
             tokio::time::sleep(Duration::from_secs_f64(cooldown)).await;
         }
     }

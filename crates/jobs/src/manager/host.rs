@@ -1205,7 +1205,11 @@ impl BatonHost for ConductorHost {
                 return;
             }
             if !new_work && !run.hooks_owed {
-                tracing::info!(job_id, "hooks.skipped_zero_work");
+                tracing::info!(
+                    event = "hooks.skipped_zero_work",
+                    job_id,
+                    "on_success hooks not run: no sheet completed in this run (zero-work guard; `fresh: true` or `mozart run --fresh` redoes the work)"
+                );
                 return;
             }
             let req = super::hooks::HookRequest {

@@ -327,6 +327,13 @@ fn parse(
     loaded.map_err(|e| {
         // A resume can go on with the score as it was submitted instead (`resume`'s
         // `--workspace` is upstream's hidden fallback, which would move the job).
+        if let Some(parent) = &req.parent_job_id {
+            // Submitted by a `run_job` hook: no command line to add --workspace to.
+            return Rejection(format!(
+                "Failed to parse config file: {} ({e}). Fix the score, then 'mozart resume {parent}' runs its run_job hook again.",
+                req.config_path
+            ));
+        }
         let fix = if req.resume_of.is_some() && !req.no_reload {
             format!(
                 "Fix the score, or resume with the score as it was submitted: mozart resume {job_id} --no-reload"
