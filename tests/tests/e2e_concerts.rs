@@ -311,3 +311,83 @@ on_success:
         "{logs}"
     );
 }
+
+/// Hook paths are the score's, not the conductor's: a relative `working_directory` and
+/// `concert.concert_log_path` are taken from the score's directory (they were taken from
+/// the directory `mozart start` ran in) and `{workspace}` expands in them; a missing
+/// directory or program is named in the failure (it said `No such file or directory (os
+/// error 2)`).
+#[test]
+fn hook_working_directories_resolve_against_the_score_and_failures_name_the_path() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let dir = env.work.join("project");
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    let ws = env.work.join("wd-ws");
+    let yaml = format!(
+        r#"name: wd
+workspace: {ws}
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: |
+    RUN: mkdir -p "{ws}/made"
+on_success:
+  - type: run_command
+    command: "pwd > {{workspace}}/pwd-sub.txt"
+    working_directory: sub
+  - type: run_command
+    command: "pwd > {{workspace}}/pwd-made.txt"
+    working_directory: "{{workspace}}/made"
+  - type: run_script
+    command: "no-such-program-for-mozart-hooks --now"
+  - type: run_command
+    command: "true"
+    working_directory: nothere
+concert:
+  enabled: true
+  concert_log_path: concert.log
+"#,
+        ws = ws.display(),
+    );
+    std::fs::write(dir.join("wd.yaml"), yaml).unwrap();
+    run(&env, &dir.join("wd.yaml"), &[]);
+    let out = env.mozart(&["wait", "wd"]);
+    assert_eq!(out.status.code(), Some(1), "two hooks fail");
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    assert_eq!(
+        read(&ws.join("pwd-sub.txt")).trim(),
+        dir.join("sub").to_string_lossy()
+    );
+    assert_eq!(
+        read(&ws.join("pwd-made.txt")).trim(),
+        ws.join("made").to_string_lossy()
+    );
+    assert!(
+        dir.join("concert.log").exists(),
+        "the concert log is beside the score"
+    );
+    let json: Value =
+        serde_json::from_str(&stdout(&env.mozart(&["errors", "wd", "--json"]))).unwrap();
+    let reasons: Vec<&str> = json["hook_failures"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|h| h["error_message"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(reasons.len(), 2, "{json:#}");
+    assert!(
+        reasons[0].starts_with("cannot run 'no-such-program-for-mozart-hooks': "),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[1].starts_with(&format!(
+            "working_directory does not exist: {}",
+            dir.join("nothere").display()
+        )),
+        "{reasons:?}"
+    );
+}

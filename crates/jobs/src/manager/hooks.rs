@@ -94,7 +94,7 @@ pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: Hook
         }
     }
     if let Some(path) = &req.concert.concert_log_path {
-        append_concert_log(path, &req, any_failed);
+        append_concert_log(&resolve(&req, &path.to_string_lossy()), &req, any_failed);
     }
     clear_pending(&mgr, &req.job_id);
     if any_failed {
@@ -180,6 +180,18 @@ fn append_concert_log(path: &Path, req: &HookRequest, failed: bool) {
     }
 }
 
+/// A path of a hook (`working_directory`, `job_workspace`, `concert.concert_log_path`):
+/// a relative one is taken from the score's directory, as `job_path` is — not from the
+/// conductor's working directory, which a user neither sees nor controls.
+fn resolve(req: &HookRequest, path: &str) -> PathBuf {
+    let path = PathBuf::from(path);
+    if path.is_absolute() {
+        path
+    } else {
+        req.score_dir.join(path)
+    }
+}
+
 fn failure(message: impl Into<String>) -> HookResultRecord {
     HookResultRecord {
         success: false,
@@ -248,7 +260,14 @@ async fn run_job(
         }
     }
     let workspace = match &hook.job_workspace {
-        Some(ws) => Some(placeholders::expand(&ws.to_string_lossy(), vars, false)),
+        Some(ws) => Some(
+            resolve(
+                req,
+                &placeholders::expand(&ws.to_string_lossy(), vars, false),
+            )
+            .to_string_lossy()
+            .into_owned(),
+        ),
         None if req.concert.enabled && req.concert.inherit_workspace => {
             Some(req.workspace.to_string_lossy().into_owned())
         }
@@ -305,10 +324,20 @@ async fn run_command(
         c.args(&words[1..]);
         c
     };
-    let cwd = hook
-        .working_directory
-        .clone()
-        .unwrap_or_else(|| req.workspace.clone());
+    let cwd = match &hook.working_directory {
+        Some(dir) => resolve(
+            req,
+            &placeholders::expand(&dir.to_string_lossy(), vars, false),
+        ),
+        None => req.workspace.clone(),
+    };
+    if !cwd.is_dir() {
+        return failure(format!(
+            "working_directory does not exist: {} (a relative path is taken from the score's directory)",
+            cwd.display()
+        ));
+    }
+    let program = cmd.as_std().get_program().to_string_lossy().into_owned();
     cmd.current_dir(cwd)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
@@ -317,7 +346,7 @@ async fn run_command(
         .kill_on_drop(true);
     let child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => return failure(e.to_string()),
+        Err(e) => return failure(format!("cannot run '{program}': {e}")),
     };
     let pid = child.id();
     let timeout = if hook.timeout_seconds.is_finite() && hook.timeout_seconds > 0.0 {
