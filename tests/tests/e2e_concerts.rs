@@ -391,3 +391,75 @@ concert:
         "{reasons:?}"
     );
 }
+
+/// `mozart cancel` of a completed job whose `on_success` hooks run stops them: the running
+/// hook's processes end, no later hook runs and no chained job is submitted; the job shows
+/// cancelled, and `mozart resume` runs the stopped hook and the rest. It said `Score not
+/// found or already stopped` while status said the hooks were running, and the concert
+/// went on.
+#[test]
+fn cancel_stops_running_hooks_and_the_chain_and_resume_continues_it() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let led = env.work.join("ledger");
+    let gate = env.work.join("gate");
+    let ws = env.work.join("hooks-ws");
+    link(&env, "after", &led, None, "{enabled: false}", false);
+    let yaml = format!(
+        r#"name: hooks
+workspace: {ws}
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: |
+    RUN: true
+on_success:
+  - type: run_command
+    command: "echo $$ > hook.pid; test -f '{gate}' || sleep 60"
+  - type: run_job
+    job_path: after.yaml
+"#,
+        ws = ws.display(),
+        gate = gate.display(),
+    );
+    env.write_score("hooks", &yaml);
+    run(&env, &env.work.join("hooks.yaml"), &[]);
+    let pid: u32 = poll(&env, 20.0, "the hook to start", || {
+        std::fs::read_to_string(ws.join("hook.pid"))
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+    });
+    let out = env.mozart(&["cancel", "hooks"]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        stdout(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout(&out).contains("Score 'hooks' cancelled."),
+        "{}",
+        stdout(&out)
+    );
+    let doc = status(&env, "hooks");
+    assert_eq!(doc["status"], "cancelled", "{doc:#}");
+    poll(&env, 5.0, "the hook's shell to end", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        !list_all(&env).iter().any(|j| j["job_id"] == "after"),
+        "no chained job after a cancel"
+    );
+    std::fs::write(&gate, "").unwrap();
+    let out = env.mozart(&["resume", "hooks"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    poll(&env, 30.0, "the chained job to complete", || {
+        list_all(&env)
+            .iter()
+            .any(|j| j["job_id"] == "after" && j["status"] == "completed")
+            .then_some(())
+    });
+    assert_eq!(status(&env, "hooks")["status"], "completed");
+}

@@ -47,6 +47,11 @@ pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: Hook
         .hook_results(&req.job_id)
         .unwrap_or_default();
     let mut any_failed = done.iter().any(|h| !h.success);
+    let (cancel_tx, mut cancel) = tokio::sync::watch::channel(false);
+    // A self-chaining job's next link may start its hooks before these end: each run of
+    // hooks removes only its own entry.
+    lock(&mgr.shared.hook_cancels).insert(req.job_id.clone(), cancel_tx);
+    let mut cancelled = false;
     for (index, hook) in req.hooks.iter().enumerate() {
         let index_u32 = u32::try_from(index).unwrap_or(u32::MAX);
         if done.iter().any(|h| h.hook_index == index_u32) {
@@ -64,11 +69,28 @@ pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: Hook
         {
             break;
         }
+        if *cancel.borrow() {
+            // Recorded, so that `mozart resume` knows this hook is still owed.
+            let record = HookResultRecord {
+                hook_index: index_u32,
+                hook_type: hook.kind.as_str().to_string(),
+                description: hook.description.clone(),
+                ..failure("Not run: cancelled (mozart cancel)")
+            };
+            if let Err(e) = lock(&mgr.shared.registry).record_hook_result(&req.job_id, &record) {
+                tracing::error!(job_id = %req.job_id, error = %e, "cannot store hook result");
+            }
+            cancelled = true;
+            break;
+        }
         let started = mozart_state::epoch_now();
         let mut record = match hook.kind {
-            HookType::RunJob => run_job(&mgr, &ctx, &req, hook, &vars).await,
-            HookType::RunCommand | HookType::RunScript => run_command(&req, hook, &vars).await,
+            HookType::RunJob => run_job(&mgr, &ctx, &req, hook, &vars, &mut cancel).await,
+            HookType::RunCommand | HookType::RunScript => {
+                run_command(&req, hook, &vars, &mut cancel).await
+            }
         };
+        cancelled = *cancel.borrow() && !record.success;
         record.hook_index = index_u32;
         record.hook_type = hook.kind.as_str().to_string();
         record.description = hook.description.clone();
@@ -87,7 +109,9 @@ pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: Hook
         log_hook(&req.job_id, index, hook, &record);
         if !record.success {
             any_failed = true;
-            if hook.on_failure == HookOnFailure::Abort || req.concert.abort_concert_on_hook_failure
+            if cancelled
+                || hook.on_failure == HookOnFailure::Abort
+                || req.concert.abort_concert_on_hook_failure
             {
                 break;
             }
@@ -97,13 +121,35 @@ pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: Hook
         append_concert_log(&resolve(&req, &path.to_string_lossy()), &req, any_failed);
     }
     clear_pending(&mgr, &req.job_id);
-    if any_failed {
+    if cancelled {
+        tracing::info!(
+            event = "hooks.cancelled",
+            job_id = %req.job_id,
+            "on_success hooks cancelled (mozart cancel): the remaining hooks did not run"
+        );
+        mgr.set_status(
+            &req.job_id,
+            DaemonJobStatus::Cancelled,
+            Some("Cancelled while its on_success hooks ran"),
+        )
+        .await;
+    } else if any_failed {
         mgr.set_status(
             &req.job_id,
             DaemonJobStatus::Failed,
             Some("Post-success hook failed"),
         )
         .await;
+    }
+    // Last: `mozart cancel` waits for this, so that the job shows cancelled when it returns.
+    {
+        let mut cancels = lock(&mgr.shared.hook_cancels);
+        if cancels
+            .get(&req.job_id)
+            .is_some_and(|tx| cancel.same_channel(&tx.subscribe()))
+        {
+            cancels.remove(&req.job_id);
+        }
     }
 }
 
@@ -192,6 +238,16 @@ fn resolve(req: &HookRequest, path: &str) -> PathBuf {
     }
 }
 
+/// Resolves when `mozart cancel` asks to stop the hooks (never if nobody can ask any more).
+async fn cancelled_by(cancel: &mut tokio::sync::watch::Receiver<bool>) {
+    if cancel.wait_for(|c| *c).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// The result of the hook `mozart cancel` stopped.
+const CANCELLED: &str = "Cancelled (mozart cancel) while it ran";
+
 fn failure(message: impl Into<String>) -> HookResultRecord {
     HookResultRecord {
         success: false,
@@ -208,6 +264,7 @@ async fn run_job(
     req: &HookRequest,
     hook: &PostSuccessHookConfig,
     vars: &PlaceholderVars,
+    cancel: &mut tokio::sync::watch::Receiver<bool>,
 ) -> HookResultRecord {
     let Some(job_path) = &hook.job_path else {
         return failure("job_path is required for run_job hooks");
@@ -256,7 +313,10 @@ async fn run_job(
                 "waiting {cooldown}s (concert cooldown) before submitting {}",
                 path.display()
             );
-            tokio::time::sleep(Duration::from_secs_f64(cooldown)).await;
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_secs_f64(cooldown)) => {}
+                () = cancelled_by(cancel) => return failure(CANCELLED),
+            }
         }
     }
     let workspace = match &hook.job_workspace {
@@ -303,6 +363,7 @@ async fn run_command(
     req: &HookRequest,
     hook: &PostSuccessHookConfig,
     vars: &PlaceholderVars,
+    cancel: &mut tokio::sync::watch::Receiver<bool>,
 ) -> HookResultRecord {
     let Some(command) = &hook.command else {
         return failure(format!(
@@ -354,7 +415,22 @@ async fn run_command(
     } else {
         Duration::from_secs(300)
     };
-    match tokio::time::timeout(timeout, child.wait_with_output()).await {
+    let kill_group = || {
+        if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    };
+    let outcome = tokio::select! {
+        r = tokio::time::timeout(timeout, child.wait_with_output()) => r,
+        () = cancelled_by(cancel) => {
+            kill_group();
+            return failure(CANCELLED);
+        }
+    };
+    match outcome {
         Ok(Ok(out)) => {
             let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
             text.push_str(&String::from_utf8_lossy(&out.stderr));
@@ -375,12 +451,7 @@ async fn run_command(
         }
         Ok(Err(e)) => failure(e.to_string()),
         Err(_) => {
-            if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
+            kill_group();
             failure(format!("Timeout after {}s", hook.timeout_seconds))
         }
     }

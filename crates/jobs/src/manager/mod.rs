@@ -226,6 +226,8 @@ pub(crate) struct Shared {
     pub watchdog: Option<mozart_conductor::watchdog::Watchdog>,
     pub inbox: OnceLock<Inbox>,
     pub hook_tx: OnceLock<tokio::sync::mpsc::UnboundedSender<hooks::HookRequest>>,
+    /// Jobs whose `on_success` hooks are running: `mozart cancel` stops them through this.
+    pub hook_cancels: Mutex<std::collections::HashMap<String, tokio::sync::watch::Sender<bool>>>,
     /// Job slots (`max_concurrent_jobs`), as last configured (start or reload).
     pub max_concurrent_jobs: std::sync::atomic::AtomicU32,
     /// Serialises submissions (conductor.md §6.4 step 8).
@@ -354,6 +356,7 @@ impl JobManager {
             inflight_dir,
             inbox: OnceLock::new(),
             hook_tx: OnceLock::new(),
+            hook_cancels: Mutex::new(std::collections::HashMap::new()),
             max_concurrent_jobs: std::sync::atomic::AtomicU32::new(config.max_concurrent_jobs),
             submit_lock: tokio::sync::Mutex::new(()),
             loaded: Mutex::new(std::collections::HashSet::new()),
@@ -949,7 +952,22 @@ impl JobManager {
                 )
         });
         if !active {
-            return false;
+            // A completed job whose `on_success` hooks are running: cancelling it stops the
+            // hook that runs, runs none after it and submits no chained job.
+            let asked = match lock(&self.shared.hook_cancels).get(job_id) {
+                Some(cancel) => cancel.send(true).is_ok(),
+                None => false,
+            };
+            if asked {
+                // The hook is killed at once; answer once the job says cancelled.
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+                while lock(&self.shared.hook_cancels).contains_key(job_id)
+                    && tokio::time::Instant::now() < deadline
+                {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+            return asked;
         }
         if self
             .send(Event::CancelJob {

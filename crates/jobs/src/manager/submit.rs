@@ -146,14 +146,16 @@ async fn pipeline(
     let _guard = mgr.shared.submit_lock.lock().await;
     ensure_not_running(mgr, job_id).await?;
     let mut previous = carry_over(mgr, job_id, config_path, &config, &workspace, &req);
-    // A job that failed in its `on_success` hooks (every sheet done) owes them: resuming it
+    // A job that failed (or was cancelled) in its `on_success` hooks owes them: resuming it
     // runs them again instead of completing on the zero-work guard with the chain lost.
     let hooks_owed = req.resume_of.is_some()
         && !config.on_success.is_empty()
-        && previous
-            .record
-            .as_ref()
-            .is_some_and(|r| r.status == mozart_state::DaemonJobStatus::Failed)
+        && previous.record.as_ref().is_some_and(|r| {
+            matches!(
+                r.status,
+                mozart_state::DaemonJobStatus::Failed | mozart_state::DaemonJobStatus::Cancelled
+            )
+        })
         && lock(&mgr.shared.registry)
             .hook_results(job_id)
             .is_ok_and(|done| done.iter().any(|h| !h.success));
