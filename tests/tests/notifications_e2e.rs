@@ -365,3 +365,40 @@ fn slack_gets_an_attachment_and_a_desktop_without_a_bus_is_only_a_warning() {
     });
     assert_eq!(status(&env, "chatty")["status"], "completed");
 }
+
+/// A notification that is not sent says so under the job's ID, so `mozart logs JOB` shows
+/// it (the warnings had no job ID), and names what is missing: the environment variable a
+/// `webhook_url_env` names (it said "set webhook_url or webhook_url_env" to a score that
+/// had), or a header's `${VAR}`.
+#[test]
+fn notifications_not_sent_are_in_the_jobs_logs_naming_what_is_missing() {
+    let env = TestEnv::new();
+    start(&env);
+    let server = Server::start(|_| Reply::Status(200));
+    let path = score(
+        &env,
+        "quiet",
+        "true",
+        &format!(
+            "  - type: slack\n    on_events: [job_complete]\n    config: {{webhook_url_env: MOZART_TEST_NO_SUCH_SLACK_VAR}}\n  - type: webhook\n    on_events: [job_complete]\n    config: {{url: \"{}/hook\", headers: {{X-Token: \"${{MOZART_TEST_NO_SUCH_TOKEN}}\"}}}}\n  - type: desktop\n    on_events: [job_complete]\n",
+            server.url
+        ),
+    );
+    run(&env, &path, &[]);
+    assert_eq!(env.mozart(&["wait", "quiet"]).status.code(), Some(0));
+    assert_eq!(server.wait_for(1, 10.0).len(), 1);
+    let logs = poll(&env, 10.0, "the warnings in the job's logs", || {
+        let text = stdout(&env.mozart(&["logs", "quiet"]));
+        (text.contains("desktop notification") && text.contains("slack notification"))
+            .then_some(text)
+    });
+    assert!(
+        logs.contains("slack notification of job_complete not sent: the environment variable MOZART_TEST_NO_SUCH_SLACK_VAR (named by 'webhook_url_env') is not set in the conductor's environment"),
+        "{logs}"
+    );
+    assert!(
+        logs.contains("webhook header X-Token uses ${MOZART_TEST_NO_SUCH_TOKEN}, which is not set"),
+        "{logs}"
+    );
+    assert!(logs.contains("no D-Bus session bus"), "{logs}");
+}

@@ -29,35 +29,54 @@ fn text(config: &NotificationConfig, key: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// `url`, else the environment variable named by `url_env` (`default_env` when unset).
+/// `url`, else the environment variable named by `url_env` (`default_env` when unset);
+/// `Err` says what is missing, naming the key or the variable.
 fn url_of(
     config: &NotificationConfig,
     key: &str,
     env_key: &str,
     default_env: Option<&str>,
-) -> Option<String> {
-    text(config, key).or_else(|| {
-        let var = text(config, env_key).or(default_env.map(str::to_string))?;
-        std::env::var(var).ok().filter(|v| !v.is_empty())
-    })
+) -> Result<String, String> {
+    if let Some(url) = text(config, key) {
+        return Ok(url);
+    }
+    let named = text(config, env_key);
+    let Some(var) = named.clone().or(default_env.map(str::to_string)) else {
+        return Err(format!(
+            "no '{key}' or '{env_key}' in the notification config"
+        ));
+    };
+    match std::env::var(&var) {
+        Ok(v) if !v.is_empty() => Ok(v),
+        _ => Err(format!(
+            "the environment variable {var} ({}) is not set in the conductor's environment; set it where 'mozart start' runs and restart the conductor, or give '{key}'",
+            if named.is_some() {
+                format!("named by '{env_key}'")
+            } else {
+                format!("the default of '{env_key}'")
+            }
+        )),
+    }
 }
 
-/// Deliver `ctx` to one channel; `true` when it arrived. Failures are logged, never raised.
+/// Deliver `ctx` to one channel; `true` when it arrived. Failures are logged (with the
+/// job's ID, so `mozart logs JOB` shows them), never raised.
 pub(crate) async fn deliver(config: &NotificationConfig, ctx: &Context) -> bool {
     let event = event_name(ctx.event);
     let ok = match config.kind {
         NotificationType::Webhook => match url_of(config, "url", "url_env", None) {
-            Some(url) => {
+            Ok(url) => {
                 post(
                     config,
+                    ctx,
                     &url,
                     &webhook_payload(config, ctx),
-                    headers(config),
+                    headers(config, ctx),
                     2,
                 )
                 .await
             }
-            None => warn_no_url("webhook", "url or url_env"),
+            Err(why) => not_sent(ctx, "webhook", &why),
         },
         NotificationType::Slack => {
             match url_of(
@@ -67,13 +86,23 @@ pub(crate) async fn deliver(config: &NotificationConfig, ctx: &Context) -> bool 
                 Some("SLACK_WEBHOOK_URL"),
             ) {
                 // Slack answers 200 and nothing else on success.
-                Some(url) => post(config, &url, &slack_payload(config, ctx), Vec::new(), 200).await,
-                None => warn_no_url("slack", "webhook_url or webhook_url_env"),
+                Ok(url) => {
+                    post(
+                        config,
+                        ctx,
+                        &url,
+                        &slack_payload(config, ctx),
+                        Vec::new(),
+                        200,
+                    )
+                    .await
+                }
+                Err(why) => not_sent(ctx, "slack", &why),
             }
         }
         NotificationType::Desktop => desktop(config, ctx).await,
         NotificationType::Email => {
-            tracing::warn!(event, "notification.email_unsupported");
+            tracing::warn!(event, job_id = %ctx.job_id, "notification.email_unsupported");
             false
         }
     };
@@ -83,16 +112,22 @@ pub(crate) async fn deliver(config: &NotificationConfig, ctx: &Context) -> bool 
     ok
 }
 
-fn warn_no_url(kind: &str, keys: &str) -> bool {
+/// The warning of a notification that was not sent: which job, event and channel, and why.
+fn not_sent(ctx: &Context, kind: &str, why: &str) -> bool {
+    let event = event_name(ctx.event);
     tracing::warn!(
+        event = "notification.failed",
+        job_id = %ctx.job_id,
         kind,
-        "notification URL not configured: set {keys} in the notification config"
+        notification_event = event,
+        "{kind} notification of {event} not sent: {why}"
     );
     false
 }
 
-/// Header values with `${VAR}` expanded from the environment (missing → empty).
-fn headers(config: &NotificationConfig) -> Vec<(String, String)> {
+/// Header values with `${VAR}` expanded from the environment (missing → empty, with a
+/// warning naming the variable).
+fn headers(config: &NotificationConfig, ctx: &Context) -> Vec<(String, String)> {
     static VAR: OnceLock<Option<regex::Regex>> = OnceLock::new();
     let var = VAR.get_or_init(|| regex::Regex::new(r"\$\{(\w+)\}").ok());
     let Some(Value::Object(map)) = config.config.get("headers") else {
@@ -108,7 +143,16 @@ fn headers(config: &NotificationConfig) -> Vec<(String, String)> {
             let value = match var {
                 Some(re) => re
                     .replace_all(&raw, |c: &regex::Captures<'_>| {
-                        std::env::var(&c[1]).unwrap_or_default()
+                        std::env::var(&c[1]).unwrap_or_else(|_| {
+                            tracing::warn!(
+                                event = "notification.header_variable_unset",
+                                job_id = %ctx.job_id,
+                                header = %k,
+                                "webhook header {k} uses ${{{}}}, which is not set in the conductor's environment: it is sent empty",
+                                &c[1]
+                            );
+                            String::new()
+                        })
                     })
                     .into_owned(),
                 None => raw,
@@ -122,6 +166,7 @@ fn headers(config: &NotificationConfig) -> Vec<(String, String)> {
 /// timeouts and transport errors, failed at once on other answers.
 async fn post(
     config: &NotificationConfig,
+    ctx: &Context,
     url: &str,
     body: &Value,
     headers: Vec<(String, String)>,
@@ -166,10 +211,28 @@ async fn post(
             Err(e) if e.is_connect() => last = "connection failed".into(),
             Err(_) => last = "request failed".into(),
         }
-        tracing::info!(url = %shown, attempt = attempt + 1, error = %last, "notification.retry");
+        tracing::info!(event = "notification.retry", job_id = %ctx.job_id, url = %shown, attempt = attempt + 1, error = %last, "notification to {shown} failed ({last}); trying again");
     }
-    tracing::warn!(url = %shown, kind = ?config.kind, error = %last, "notification delivery failed");
+    tracing::warn!(
+        event = "notification.failed",
+        job_id = %ctx.job_id,
+        url = %shown,
+        kind = ?config.kind,
+        error = %last,
+        "notification delivery failed: {} of {} to {shown}: {last}",
+        kind_name(config.kind),
+        event_name(ctx.event)
+    );
     false
+}
+
+fn kind_name(kind: NotificationType) -> &'static str {
+    match kind {
+        NotificationType::Webhook => "webhook",
+        NotificationType::Slack => "slack",
+        NotificationType::Desktop => "desktop",
+        NotificationType::Email => "email",
+    }
 }
 
 /// Upstream's webhook body: `{event_type, context, [metadata]}`.
@@ -263,8 +326,10 @@ async fn desktop(config: &NotificationConfig, ctx: &Context) -> bool {
             .is_none_or(|p| !p.exists())
     {
         tracing::warn!(
-            event = event_name(ctx.event),
-            "desktop notification skipped: no D-Bus session bus"
+            event = "notification.failed",
+            job_id = %ctx.job_id,
+            "desktop notification of {} skipped: no D-Bus session bus (DBUS_SESSION_BUS_ADDRESS unset in the conductor's environment)",
+            event_name(ctx.event)
         );
         return false;
     }
@@ -297,15 +362,15 @@ async fn desktop(config: &NotificationConfig, ctx: &Context) -> bool {
         Ok(Ok(out)) if out.status.success() => true,
         Ok(Ok(out)) => {
             let err = String::from_utf8_lossy(&out.stderr);
-            tracing::warn!(error = %err.trim(), "desktop notification failed");
+            tracing::warn!(event = "notification.failed", job_id = %ctx.job_id, error = %err.trim(), "desktop notification failed: {}", err.trim());
             false
         }
         Ok(Err(e)) => {
-            tracing::warn!(error = %e, "desktop notification failed: cannot run gdbus");
+            tracing::warn!(event = "notification.failed", job_id = %ctx.job_id, error = %e, "desktop notification failed: cannot run gdbus: {e}");
             false
         }
         Err(_) => {
-            tracing::warn!("desktop notification timed out");
+            tracing::warn!(event = "notification.failed", job_id = %ctx.job_id, "desktop notification failed: gdbus did not answer in 10 s");
             false
         }
     }
@@ -372,6 +437,9 @@ mod tests {
             "webhook",
             json!({"url": "http://x/", "headers": {"X-A": "Bearer ${MOZART_NOTIFY_TEST_UNSET_VAR}!"}}),
         );
-        assert_eq!(headers(&c), [("X-A".to_string(), "Bearer !".to_string())]);
+        assert_eq!(
+            headers(&c, &done()),
+            [("X-A".to_string(), "Bearer !".to_string())]
+        );
     }
 }
