@@ -463,3 +463,59 @@ on_success:
     });
     assert_eq!(status(&env, "hooks")["status"], "completed");
 }
+
+/// Upstream's own concerts name the next score from their project's root (`job_path:
+/// examples/issue-fixer.yaml` inside `examples/issue-fixer.yaml`): the chain goes on (it
+/// failed with `Job config not found: …/examples/examples/…`); a path found nowhere names
+/// the directory it is taken from.
+#[test]
+fn a_job_path_written_from_the_project_root_still_chains() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let examples = env.work.join("project/examples");
+    std::fs::create_dir_all(&examples).unwrap();
+    let led = env.work.join("ledger");
+    let score = |name: &str, hook: &str| {
+        format!(
+            "name: {name}\nworkspace: {ws}\ninstrument: shell\npause_between_sheets_seconds: 0\nsheet: {{size: 1, total_items: 1}}\nprompt:\n  template: |\n    RUN: echo {name} >> \"{led}\"\n{hook}",
+            ws = env.work.join(format!("{name}-ws")).display(),
+            led = led.display()
+        )
+    };
+    std::fs::write(
+        examples.join("up1.yaml"),
+        score(
+            "up1",
+            "on_success:\n  - type: run_job\n    job_path: examples/up2.yaml\n",
+        ),
+    )
+    .unwrap();
+    std::fs::write(examples.join("up2.yaml"), score("up2", "")).unwrap();
+    std::fs::write(
+        examples.join("lost.yaml"),
+        score(
+            "lost",
+            "on_success:\n  - type: run_job\n    job_path: examples/nowhere.yaml\n",
+        ),
+    )
+    .unwrap();
+    run(&env, &examples.join("up1.yaml"), &[]);
+    run(&env, &examples.join("lost.yaml"), &[]);
+    poll(&env, 30.0, "the chained job to complete", || {
+        list_all(&env)
+            .iter()
+            .any(|j| j["job_id"] == "up2" && j["status"] == "completed")
+            .then_some(())
+    });
+    assert_eq!(env.mozart(&["wait", "up1"]).status.code(), Some(0));
+    assert_eq!(env.mozart(&["wait", "lost"]).status.code(), Some(1));
+    let text = stdout(&env.mozart(&["errors", "lost"]));
+    assert!(
+        text.contains(&format!(
+            "Job config not found: {} (a relative job_path is taken from the score's directory, {})",
+            examples.join("examples/nowhere.yaml").display(),
+            examples.display()
+        )),
+        "{text}"
+    );
+}

@@ -275,11 +275,34 @@ async fn run_job(
         false,
     ));
     // Relative paths are taken from the parent score's directory (upstream uses the
-    // conductor's working directory, which a daemon user cannot see or control).
+    // conductor's working directory, which a daemon user cannot see or control). Upstream's
+    // own scores name their chained score from the project root (`examples/x.yaml` in
+    // `examples/x.yaml`): a path not found beside the score is looked for from the
+    // directories above it.
     let path = if expanded.is_absolute() {
         expanded
     } else {
-        req.score_dir.join(expanded)
+        let beside = req.score_dir.join(&expanded);
+        if beside.exists() {
+            beside
+        } else {
+            match req
+                .score_dir
+                .ancestors()
+                .skip(1)
+                .map(|dir| dir.join(&expanded))
+                .find(|p| p.is_file())
+            {
+                Some(found) => found,
+                None => {
+                    return failure(format!(
+                        "Job config not found: {} (a relative job_path is taken from the score's directory, {})",
+                        beside.display(),
+                        req.score_dir.display()
+                    ))
+                }
+            }
+        }
     };
     if !path.exists() {
         return failure(format!("Job config not found: {}", path.display()));
