@@ -310,6 +310,13 @@ on_success:
         logs.contains("on_success hook 2 (run_job) failed: Chained job rejected"),
         "{logs}"
     );
+    // `mozart status` sends the user to `diagnose`, which names the hooks too.
+    let report = stdout(&env.mozart(&["diagnose", "hooked"]));
+    assert!(report.contains("Hook Failures"), "{report}");
+    assert!(
+        report.contains("run_command: deploy — exit code 3"),
+        "{report}"
+    );
 }
 
 /// Hook paths are the score's, not the conductor's: a relative `working_directory` and

@@ -118,6 +118,16 @@ pub fn render_report(job: &JobCheckpoint, report: &Value, now: f64, style: &Styl
         out.push(String::new());
         out.push(format!("{} {e}", style.paint("Score Error:", Color::Red)));
     }
+    // A job failed by an `on_success` hook: which hook and why.
+    let hook_failures: Vec<&mozart_ipc::checkpoint::HookResult> =
+        job.hook_results.iter().filter(|h| !h.success).collect();
+    if !hook_failures.is_empty() {
+        out.push(
+            super::errors::render_hook_failures(&job.job_id, &hook_failures, style)
+                .trim_end()
+                .to_string(),
+        );
+    }
     log_files_section(&mut out, job, report, style);
     let mut text = out.join("\n") + "\n";
     text.push_str(&log_contents_text(report, style));
