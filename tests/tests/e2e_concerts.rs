@@ -451,6 +451,15 @@ on_success:
     );
     let doc = status(&env, "hooks");
     assert_eq!(doc["status"], "cancelled", "{doc:#}");
+    assert_eq!(
+        doc["error"], "Cancelled while its on_success hooks ran",
+        "{doc:#}"
+    );
+    // Upstream's key, with the hook's type (upstream: "unknown" for every hook).
+    assert_eq!(
+        doc["hook_failures"][0]["hook_name"], "run_command",
+        "{doc:#}"
+    );
     poll(&env, 5.0, "the hook's shell to end", || {
         (!mozart_tests::alive(pid)).then_some(())
     });

@@ -573,7 +573,10 @@ pub fn status_json(job: &JobCheckpoint, now: f64) -> Value {
         .map(|h| {
             let extra = |key: &str| h.extra.get(key).cloned();
             json!({
+                // Upstream reads a `hook_name` its records never have ("unknown" for
+                // every hook); ours name the hook's type.
                 "hook_name": extra("hook_name").or_else(|| extra("name"))
+                    .or_else(|| (!h.hook_type.is_empty()).then(|| json!(h.hook_type)))
                     .unwrap_or_else(|| json!("unknown")),
                 "event": extra("event").unwrap_or(Value::Null),
                 "error": extra("error").or_else(|| h.error_message.clone().map(Value::from))
