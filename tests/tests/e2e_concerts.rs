@@ -535,3 +535,30 @@ fn a_job_path_written_from_the_project_root_still_chains() {
         "{text}"
     );
 }
+
+/// `mozart clear` keeps a completed job whose `on_success` hooks still run, and says so
+/// (it said `No matching scores to clear.` about the very job it was asked to clear).
+#[test]
+fn clear_says_a_job_whose_hooks_run_is_kept() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = env.work.join("busy-ws");
+    let yaml = format!(
+        "name: busy\nworkspace: {ws}\ninstrument: shell\npause_between_sheets_seconds: 0\nsheet: {{size: 1, total_items: 1}}\nprompt:\n  template: |\n    RUN: true\non_success:\n  - type: run_command\n    command: \"touch started; sleep 30\"\n",
+        ws = ws.display()
+    );
+    env.write_score("busy", &yaml);
+    run(&env, &env.work.join("busy.yaml"), &[]);
+    poll(&env, 20.0, "the hook to start", || {
+        ws.join("started").exists().then_some(())
+    });
+    let out = env.mozart(&["clear", "-j", "busy", "-y"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("Not cleared: busy — its on_success hooks are still running"),
+        "{text}"
+    );
+    assert!(!text.contains("No matching scores"), "{text}");
+    assert!(list_all(&env).iter().any(|j| j["job_id"] == "busy"));
+    assert!(env.mozart(&["cancel", "busy"]).status.success());
+}

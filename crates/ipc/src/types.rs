@@ -319,10 +319,13 @@ pub struct ClearParams {
 }
 
 /// `job.clear` result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClearResult {
     /// Registry rows deleted.
     pub deleted: u64,
+    /// Ours: jobs that matched but were kept because their `on_success` hooks still run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks_running: Vec<String>,
 }
 
 /// `job.history` params (§8.11).

@@ -128,8 +128,14 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         }
     };
     match result.deleted {
+        0 if !result.hooks_running.is_empty() => {}
         0 => println!("No matching scores to clear."),
         n => println!("Cleared {}.", mozart_config::plural(n, "score", "scores")),
+    }
+    for id in &result.hooks_running {
+        println!(
+            "Not cleared: {id} — its on_success hooks are still running (wait for them, or stop them with: mozart cancel {id})"
+        );
     }
     Ok(0)
 }

@@ -990,7 +990,7 @@ impl JobManager {
         statuses: Option<Vec<String>>,
         older_than_seconds: Option<f64>,
         job_ids: Option<Vec<String>>,
-    ) -> Result<u64, JobError> {
+    ) -> Result<(u64, Vec<String>), JobError> {
         let mut wanted: Vec<DaemonJobStatus> = statuses
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| vec!["completed".into(), "failed".into(), "cancelled".into()])
@@ -999,7 +999,7 @@ impl JobManager {
             .collect();
         wanted.retain(|s| !s.is_active() && *s != DaemonJobStatus::Pending);
         if wanted.is_empty() {
-            return Ok(0);
+            return Ok((0, Vec::new()));
         }
         let now = mozart_state::epoch_now();
         let ids = job_ids.filter(|ids| !ids.is_empty());
@@ -1017,19 +1017,23 @@ impl JobManager {
             })
             .await
             .unwrap_or_default();
-        let victims: Vec<String> = lock(&self.shared.registry)
+        let matching: Vec<mozart_state::JobRecord> = lock(&self.shared.registry)
             .list_jobs(true)?
             .into_iter()
             .filter(|r| wanted.contains(&r.status))
             .filter(|r| ids.as_ref().is_none_or(|ids| ids.contains(&r.job_id)))
             .filter(|r| older_than_seconds.is_none_or(|age| r.submitted_at <= now - age))
             .filter(|r| !live.contains(&r.job_id))
-            // Its on_success hooks still run (and record their results, or fail the job).
-            .filter(|r| !r.options.contains_key(hooks::HOOKS_PENDING))
-            .map(|r| r.job_id)
             .collect();
+        // Its on_success hooks still run (and record their results, or fail the job): kept,
+        // and said so.
+        let (running, victims): (Vec<_>, Vec<_>) = matching
+            .into_iter()
+            .partition(|r| r.options.contains_key(hooks::HOOKS_PENDING));
+        let hooks_running: Vec<String> = running.into_iter().map(|r| r.job_id).collect();
+        let victims: Vec<String> = victims.into_iter().map(|r| r.job_id).collect();
         if victims.is_empty() {
-            return Ok(0);
+            return Ok((0, hooks_running));
         }
         let filter = DeleteFilter {
             job_ids: Some(victims),
@@ -1038,7 +1042,7 @@ impl JobManager {
         };
         let deleted = lock(&self.shared.registry).delete_jobs(&filter)?;
         self.shared.table.tell(table::Fact::ListedRows(None));
-        Ok(deleted as u64)
+        Ok((deleted as u64, hooks_running))
     }
 
     async fn current_status(&self, job_id: &str) -> Result<DaemonJobStatus, String> {

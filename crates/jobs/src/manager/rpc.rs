@@ -299,11 +299,14 @@ fn register_lifecycle(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(
         methods::JOB_CLEAR,
         mgr,
         |m, _, p: ClearParams| async move {
-            let deleted = m
+            let (deleted, hooks_running) = m
                 .clear(p.statuses, p.older_than_seconds, p.job_ids)
                 .await
                 .map_err(job_error)?;
-            to_value(ClearResult { deleted })
+            to_value(ClearResult {
+                deleted,
+                hooks_running,
+            })
         },
     )
 }
