@@ -562,3 +562,37 @@ fn clear_says_a_job_whose_hooks_run_is_kept() {
     assert!(list_all(&env).iter().any(|j| j["job_id"] == "busy"));
     assert!(env.mozart(&["cancel", "busy"]).status.success());
 }
+
+/// A hook that prints a lot costs the conductor no memory for it: only the end of its
+/// output is kept (the whole of it was held, twice — 400 MB printed took 800 MB), with
+/// stdout and stderr merged in the order written.
+#[test]
+fn a_hook_printing_hundreds_of_megabytes_keeps_only_its_end_in_memory() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let pid = env.conductor_pid().expect("conductor pid");
+    let peak = || -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let before = peak();
+    let yaml = format!(
+        "name: loud\nworkspace: {ws}\ninstrument: shell\npause_between_sheets_seconds: 0\nsheet: {{size: 1, total_items: 1}}\nprompt:\n  template: |\n    RUN: true\non_success:\n  - type: run_command\n    command: \"head -c 300000000 /dev/zero | tr '\\\\0' x; echo; echo out-last; echo err-last >&2; exit 4\"\n",
+        ws = env.work.join("loud-ws").display()
+    );
+    env.write_score("loud", &yaml);
+    run(&env, &env.work.join("loud.yaml"), &[]);
+    assert_eq!(env.mozart(&["wait", "loud"]).status.code(), Some(1));
+    let grown_mb = peak().saturating_sub(before) / 1024;
+    assert!(
+        grown_mb < 100,
+        "the conductor's peak memory grew by {grown_mb} MB"
+    );
+    let text = stdout(&env.mozart(&["errors", "loud"]));
+    assert!(text.contains("exit code 4"), "{text}");
+    assert!(text.contains("out-last\n      err-last"), "{text}");
+}

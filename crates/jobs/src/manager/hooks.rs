@@ -120,7 +120,8 @@ pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: Hook
     if let Some(path) = &req.concert.concert_log_path {
         append_concert_log(&resolve(&req, &path.to_string_lossy()), &req, any_failed);
     }
-    clear_pending(&mgr, &req.job_id);
+    // The outcome first, then the end of the hooks: a `mozart wait` that looks in between
+    // must not see a completed job with no hook running and report success.
     if cancelled {
         tracing::info!(
             event = "hooks.cancelled",
@@ -141,6 +142,7 @@ pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: Hook
         )
         .await;
     }
+    clear_pending(&mgr, &req.job_id);
     // Last: `mozart cancel` waits for this, so that the job shows cancelled when it returns.
     {
         let mut cancels = lock(&mgr.shared.hook_cancels);
@@ -422,13 +424,35 @@ async fn run_command(
         ));
     }
     let program = cmd.as_std().get_program().to_string_lossy().into_owned();
+    // stdout and stderr share one pipe (merged in the order written, as upstream's
+    // `stderr=STDOUT`), read as it comes with only its end kept: a hook that prints
+    // gigabytes must not take the conductor's memory with it.
+    let (reader, writer) = match std::io::pipe() {
+        Ok(pair) => pair,
+        Err(e) => {
+            return failure(format!(
+                "cannot run '{program}': no pipe for its output: {e}"
+            ))
+        }
+    };
+    let writer2 = match writer.try_clone() {
+        Ok(w) => w,
+        Err(e) => {
+            return failure(format!(
+                "cannot run '{program}': no pipe for its output: {e}"
+            ))
+        }
+    };
     cmd.current_dir(cwd)
         .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stdout(writer)
+        .stderr(writer2)
         .process_group(0)
         .kill_on_drop(true);
-    let child = match cmd.spawn() {
+    let spawned = cmd.spawn();
+    // The command holds the pipe's write ends: the output ends only once it is gone.
+    drop(cmd);
+    let mut child = match spawned {
         Ok(c) => c,
         Err(e) => return failure(format!("cannot run '{program}': {e}")),
     };
@@ -446,17 +470,22 @@ async fn run_command(
             );
         }
     };
+    let output = tokio::task::spawn_blocking(move || read_tail(reader, HOOK_OUTPUT_KEPT));
+    let work = async {
+        let status = child.wait().await;
+        let tail = output.await.unwrap_or_default();
+        (status, tail)
+    };
     let outcome = tokio::select! {
-        r = tokio::time::timeout(timeout, child.wait_with_output()) => r,
+        r = tokio::time::timeout(timeout, work) => r,
         () = cancelled_by(cancel) => {
             kill_group();
             return failure(CANCELLED);
         }
     };
     match outcome {
-        Ok(Ok(out)) => {
-            let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-            text.push_str(&String::from_utf8_lossy(&out.stderr));
+        Ok((Ok(status), tail)) => {
+            let text = String::from_utf8_lossy(&tail).into_owned();
             // Redacted whole, then cut: a cut through a secret would leave half of it.
             let text = mozart_backends::redact::redact_owned(text);
             let tail: String = {
@@ -464,20 +493,51 @@ async fn run_command(
                 chars[chars.len().saturating_sub(2000)..].iter().collect()
             };
             HookResultRecord {
-                success: out.status.success(),
-                exit_code: out.status.code(),
+                success: status.success(),
+                exit_code: status.code(),
                 output: (!tail.is_empty()).then_some(tail),
-                error_message: (!out.status.success())
-                    .then(|| format!("exit code {}", out.status.code().unwrap_or(-1))),
+                error_message: (!status.success())
+                    .then(|| format!("exit code {}", status.code().unwrap_or(-1))),
                 ..HookResultRecord::default()
             }
         }
-        Ok(Err(e)) => failure(e.to_string()),
+        Ok((Err(e), _)) => failure(e.to_string()),
         Err(_) => {
             kill_group();
             failure(format!("Timeout after {}s", hook.timeout_seconds))
         }
     }
+}
+
+/// How much of a hook's output is read into memory: its end (the record keeps the last
+/// 2,000 characters of it, after redaction).
+const HOOK_OUTPUT_KEPT: usize = 64 * 1024;
+
+/// Read `reader` to its end, keeping only its last `keep` bytes.
+fn read_tail(mut reader: impl std::io::Read, keep: usize) -> Vec<u8> {
+    let mut tail: std::collections::VecDeque<u8> = std::collections::VecDeque::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                tail.extend(&buf[..n]);
+                let excess = tail.len().saturating_sub(keep);
+                tail.drain(..excess);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    let mut tail: Vec<u8> = tail.into();
+    // A cut inside a UTF-8 character would show as a replacement character: start after it.
+    let skip = tail
+        .iter()
+        .take(3)
+        .take_while(|b| (**b & 0xC0) == 0x80)
+        .count();
+    tail.drain(..skip);
+    tail
 }
 
 /// POSIX shell-word splitting (quotes and backslashes; no expansions).
@@ -547,8 +607,19 @@ fn split_words(s: &str) -> Result<Vec<String>, String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::split_words;
+
+    #[test]
+    fn only_the_end_of_a_long_output_is_kept() {
+        let text = "é".repeat(50_000) + "the end";
+        let tail = super::read_tail(text.as_bytes(), 1001);
+        assert!(tail.len() <= 1001);
+        let shown = String::from_utf8(tail).unwrap();
+        assert!(shown.ends_with("éthe end"), "{shown}");
+        assert_eq!(super::read_tail(&b"short"[..], 1000), b"short");
+    }
 
     #[test]
     fn words_split_like_a_posix_shell() {
