@@ -402,3 +402,51 @@ fn notifications_not_sent_are_in_the_jobs_logs_naming_what_is_missing() {
     );
     assert!(logs.contains("no D-Bus session bus"), "{logs}");
 }
+
+/// A job whose `on_success` hook fails ends `failed`: its channels hear `job_failed` with
+/// the hook's reason, once the hooks end — not `job_complete` (they were told "Complete ✓"
+/// about a job that then failed, and never heard of the failure). A job whose hooks pass
+/// is told complete once.
+#[test]
+fn a_job_failed_by_its_hook_is_notified_as_failed_not_complete() {
+    let env = TestEnv::new();
+    start(&env);
+    let server = Server::start(|_| Reply::Status(200));
+    for (name, hook) in [("hookbad", "exit 2"), ("hookgood", "true")] {
+        let path = score(
+            &env,
+            name,
+            "true",
+            &format!(
+                "  - type: webhook\n    on_events: [job_complete, job_failed]\n    config: {{url: \"{}/{name}\"}}\non_success:\n  - type: run_command\n    command: \"{hook}\"\n",
+                server.url
+            ),
+        );
+        run(&env, &path, &[]);
+    }
+    assert_eq!(env.mozart(&["wait", "hookbad"]).status.code(), Some(1));
+    assert_eq!(env.mozart(&["wait", "hookgood"]).status.code(), Some(0));
+    let reqs = server.wait_for(2, 10.0);
+    std::thread::sleep(Duration::from_secs(1));
+    let reqs = if reqs.len() < 3 {
+        server.requests()
+    } else {
+        reqs
+    };
+    let of = |job: &str| -> Vec<&Value> {
+        reqs.iter()
+            .filter(|r| r.body["context"]["job_id"] == job)
+            .map(|r| &r.body)
+            .collect()
+    };
+    let bad = of("hookbad");
+    assert_eq!(bad.len(), 1, "{bad:#?}");
+    assert_eq!(bad[0]["event_type"], "job_failed");
+    assert_eq!(
+        bad[0]["context"]["error_message"],
+        "Post-success hook failed: exit code 2"
+    );
+    let good = of("hookgood");
+    assert_eq!(good.len(), 1, "{good:#?}");
+    assert_eq!(good[0]["event_type"], "job_complete");
+}

@@ -31,7 +31,15 @@ pub(crate) struct HookRequest {
     pub hooks: Vec<PostSuccessHookConfig>,
     pub concert: ConcertConfig,
     pub chain_depth: u32,
+    /// The job's completion notification, held until the hooks end.
+    pub notice: Option<CompletionNotice>,
 }
+
+/// A score's notification channels and its `job_complete` message.
+pub(crate) type CompletionNotice = (
+    Vec<mozart_config::model::NotificationConfig>,
+    mozart_notify::Context,
+);
 
 /// Run every hook in order and record the results (conductor.md §19.2).
 pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: HookRequest) {
@@ -141,6 +149,24 @@ pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: Hook
             Some("Post-success hook failed"),
         )
         .await;
+    }
+    if let Some((channels, mut ctx)) = req.notice.clone() {
+        // Cancelled has no event of its own: the job did not complete, nor fail.
+        if !cancelled {
+            if any_failed {
+                ctx.event = mozart_config::model::NotificationEvent::JobFailed;
+                let reason = lock(&mgr.shared.registry)
+                    .hook_results(&req.job_id)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .find(|h| !h.success)
+                    .and_then(|h| h.error_message)
+                    .map(|e| format!("Post-success hook failed: {e}"));
+                ctx.error_message = reason.or_else(|| Some("Post-success hook failed".into()));
+            }
+            ctx.timestamp = mozart_state::epoch_now();
+            mozart_notify::notify(&channels, &ctx);
+        }
     }
     clear_pending(&mgr, &req.job_id);
     // Last: `mozart cancel` waits for this, so that the job shows cancelled when it returns.

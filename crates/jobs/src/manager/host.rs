@@ -30,6 +30,8 @@ pub(crate) struct ConductorHost {
     /// Jobs in which at least one sheet moved to completed during this run (the zero-work
     /// guard of conductor.md §19.1, done right).
     new_work: std::collections::HashSet<String>,
+    /// The `job_complete` notification of a job whose hooks run, sent when they end.
+    completion_notices: std::collections::HashMap<String, super::hooks::CompletionNotice>,
     /// Anchored when the baton loop starts (within microseconds of the driver's own clock),
     /// to turn the baton's monotonic deadlines into wall time for the registry.
     clock: mozart_baton::AnchoredClock,
@@ -67,6 +69,7 @@ impl ConductorHost {
             table: JobTable::default(),
             inflight: HashMap::new(),
             new_work: std::collections::HashSet::new(),
+            completion_notices: std::collections::HashMap::new(),
             clock: mozart_baton::AnchoredClock::new(),
             finished_remote: Vec::new(),
             running: std::collections::HashSet::new(),
@@ -636,8 +639,23 @@ impl ConductorHost {
         registry
             .set_job_status(&change.job_id, daemon, error)
             .map_err(|e| HostError::new(format!("saving status of job '{}'", change.job_id), e))?;
-        if let (Some(run), Some(live)) = (&entry.run, &entry.live) {
+        // A completed job whose hooks will run is told complete (or failed) when they end:
+        // a failing hook turns it failed, and "Complete ✓" would be false.
+        let hooks_due = daemon == DaemonJobStatus::Completed
+            && entry
+                .record
+                .options
+                .contains_key(super::hooks::HOOKS_PENDING);
+        if let (Some(run), Some(live), false) = (&entry.run, &entry.live, hooks_due) {
             super::notify::job_changed(run, live, daemon, change.reason.as_deref());
+        }
+        if let (Some(run), Some(live), true) = (&entry.run, &entry.live, hooks_due) {
+            if let Some(ctx) = super::notify::completion(run, live) {
+                self.completion_notices.insert(
+                    change.job_id.clone(),
+                    (run.config.notifications.clone(), ctx),
+                );
+            }
         }
         self.stage_job_event(change, entry.run.as_ref().map(|r| r.sheet_logs.clone()));
         if daemon == DaemonJobStatus::Completed {
@@ -1219,6 +1237,7 @@ impl BatonHost for ConductorHost {
                 hooks: run.config.on_success.clone(),
                 concert: run.config.concert.clone(),
                 chain_depth: run.chain_depth,
+                notice: self.completion_notices.remove(job_id),
             };
             if let Some(tx) = self.shared.hook_tx.get() {
                 let _ = tx.send(req);

@@ -51,6 +51,28 @@ pub(crate) fn job_changed(
     mozart_notify::notify(&run.config.notifications, &ctx);
 }
 
+/// The `job_complete` message of a job whose `on_success` hooks run first (sent, as
+/// complete or failed, when they end); `None` when no channel takes either event.
+pub(crate) fn completion(run: &JobRun, live: &CheckpointState) -> Option<mozart_notify::Context> {
+    let wanted = run.config.notifications.iter().any(|c| {
+        c.on_events.contains(&NotificationEvent::JobComplete)
+            || c.on_events.contains(&NotificationEvent::JobFailed)
+    });
+    if !wanted {
+        return None;
+    }
+    let mut ctx = base(run, live, NotificationEvent::JobComplete);
+    let count = |s: SheetStatus| live.sheets.statuses().filter(|(_, x)| *x == s).count() as u32;
+    ctx.success_count = Some(count(SheetStatus::Completed));
+    ctx.failure_count = Some(count(SheetStatus::Failed));
+    ctx.duration_seconds = live
+        .started_at
+        .as_ref()
+        .and_then(|t| t.to_epoch())
+        .map(|t| (ctx.timestamp - t).max(0.0));
+    Some(ctx)
+}
+
 /// Sheet `sheet_num` moved to `status`.
 pub(crate) fn sheet_changed(
     run: &JobRun,

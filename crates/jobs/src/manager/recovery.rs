@@ -75,6 +75,7 @@ pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), 
                             hooks: score.config.on_success.clone(),
                             concert: score.config.concert.clone(),
                             chain_depth: record.chain_depth.unwrap_or(0),
+                            notice: None,
                         };
                         if let Some(tx) = mgr.shared.hook_tx.get() {
                             let _ = tx.send(req);
