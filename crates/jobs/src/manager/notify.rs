@@ -36,14 +36,7 @@ pub(crate) fn job_changed(
         event,
         NotificationEvent::JobComplete | NotificationEvent::JobFailed
     ) {
-        let count = |s: SheetStatus| live.sheets.statuses().filter(|(_, x)| *x == s).count() as u32;
-        ctx.success_count = Some(count(SheetStatus::Completed));
-        ctx.failure_count = Some(count(SheetStatus::Failed));
-        ctx.duration_seconds = live
-            .started_at
-            .as_ref()
-            .and_then(|t| t.to_epoch())
-            .map(|t| (ctx.timestamp - t).max(0.0));
+        add_job_end(&mut ctx, live);
     }
     if event == NotificationEvent::JobFailed {
         ctx.error_message = reason.map(str::to_string);
@@ -62,6 +55,12 @@ pub(crate) fn completion(run: &JobRun, live: &CheckpointState) -> Option<mozart_
         return None;
     }
     let mut ctx = base(run, live, NotificationEvent::JobComplete);
+    add_job_end(&mut ctx, live);
+    Some(ctx)
+}
+
+/// The figures a job's end message carries: its completed and failed sheets, how long it ran.
+fn add_job_end(ctx: &mut mozart_notify::Context, live: &CheckpointState) {
     let count = |s: SheetStatus| live.sheets.statuses().filter(|(_, x)| *x == s).count() as u32;
     ctx.success_count = Some(count(SheetStatus::Completed));
     ctx.failure_count = Some(count(SheetStatus::Failed));
@@ -70,7 +69,6 @@ pub(crate) fn completion(run: &JobRun, live: &CheckpointState) -> Option<mozart_
         .as_ref()
         .and_then(|t| t.to_epoch())
         .map(|t| (ctx.timestamp - t).max(0.0));
-    Some(ctx)
 }
 
 /// Sheet `sheet_num` moved to `status`.
