@@ -1072,8 +1072,11 @@ impl View<'_> {
             job.hook_results.len()
         ));
         if !configured.is_empty() && job.hook_results.len() < configured.len() {
+            let why = unrun_hooks_reason(job, failed)
+                .map(|why| format!(": {why}"))
+                .unwrap_or_default();
             self.line(format!(
-                "  {} {} did not produce results",
+                "  {} {} did not produce results{why}",
                 self.style.paint("WARNING:", Color::Yellow),
                 plural(configured.len() - job.hook_results.len(), "hook", "hooks")
             ));
@@ -1312,6 +1315,35 @@ pub fn render_meta_status(meta: &JobListEntry, style: &Style) -> String {
     s
 }
 
+/// Why some configured `on_success` hooks have no result, when the job says: a cancel
+/// stopped them, or a failed hook stopped the rest (`on_failure: abort`, or
+/// `concert.abort_concert_on_hook_failure`).
+fn unrun_hooks_reason(job: &JobCheckpoint, failed: usize) -> Option<&'static str> {
+    if job.status == JobStatus::Cancelled {
+        return Some("the cancel stopped them");
+    }
+    if failed == 0 {
+        return None;
+    }
+    let aborts = configured_hooks(job)
+        .iter()
+        .any(|h| h.get("on_failure").and_then(Value::as_str) == Some("abort"));
+    let concert_aborts = job
+        .config_snapshot
+        .as_ref()
+        .and_then(|c| c.get("concert"))
+        .and_then(|c| c.get("abort_concert_on_hook_failure"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if aborts {
+        Some("a hook failed and on_failure: abort stopped the rest")
+    } else if concert_aborts {
+        Some("a hook failed and concert.abort_concert_on_hook_failure stopped the rest")
+    } else {
+        None
+    }
+}
+
 /// Whether every sheet whose cost is unknown has no finished attempt: its unknown cost is
 /// that of an attempt stopped before it ended (a cancel keeps the attempt count as it was).
 fn only_stopped_attempts_unknown(job: &JobCheckpoint) -> bool {
@@ -1406,6 +1438,34 @@ mod tests {
             ),
             "(limits: $10.00 per job, $0.50 per sheet, not enforced)"
         );
+    }
+
+    #[test]
+    fn hooks_without_results_say_what_stopped_them() {
+        let mut job = sample();
+        job.config_snapshot = Some(serde_json::json!({"on_success": [
+            {"type": "run_command", "command": "false", "on_failure": "abort"},
+            {"type": "run_job", "job_path": "next.yaml"}
+        ]}));
+        assert_eq!(
+            unrun_hooks_reason(&job, 1),
+            Some("a hook failed and on_failure: abort stopped the rest")
+        );
+        assert_eq!(unrun_hooks_reason(&job, 0), None);
+        job.config_snapshot = Some(serde_json::json!({
+            "on_success": [{"type": "run_command", "command": "false"}, {"type": "run_job"}],
+            "concert": {"abort_concert_on_hook_failure": true}
+        }));
+        assert_eq!(
+            unrun_hooks_reason(&job, 1),
+            Some("a hook failed and concert.abort_concert_on_hook_failure stopped the rest")
+        );
+        job.config_snapshot = Some(serde_json::json!({
+            "on_success": [{"type": "run_command", "command": "false"}, {"type": "run_job"}]
+        }));
+        assert_eq!(unrun_hooks_reason(&job, 1), None);
+        job.status = JobStatus::Cancelled;
+        assert_eq!(unrun_hooks_reason(&job, 0), Some("the cancel stopped them"));
     }
 
     #[test]
