@@ -382,3 +382,50 @@ fn an_unreadable_condition_is_a_warning_naming_the_variable() {
         "{text}"
     );
 }
+
+/// A chained score that is not there is said at validate (V216, a warning), not hours later
+/// when the job has run to its end and the chain fails; a chained score found beside the
+/// score, or named with a placeholder only known at the job's end, is not warned about.
+#[test]
+fn a_missing_chained_score_is_warned_about_at_validate() {
+    let env = TestEnv::new();
+    let score = |name: &str, job_path: &str| {
+        format!(
+            "name: {name}\nworkspace: ./ws-{name}\ninstrument: shell\nsheet:\n  size: 1\n  total_items: 1\nprompt:\n  template: \"RUN: true\"\non_success:\n  - type: run_job\n    job_path: \"{job_path}\"\n"
+        )
+    };
+    let path = env.write_score("chain.yaml", &score("chain", "next-typo.yaml"));
+    let out = env.mozart(&["validate", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    // A warning: the score stays valid.
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let beside = env.work.join("next-typo.yaml");
+    assert!(
+        text.contains("[V216]")
+            && text.contains(&format!(
+                "Score chained by on_success hook 1 not found: {}",
+                beside.display()
+            )),
+        "{text}"
+    );
+    let json = env.mozart(&["validate", "--json", path.to_str().unwrap()]);
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let v216: Vec<_> = doc["issues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["check_id"] == "V216")
+        .collect();
+    assert_eq!(v216.len(), 1, "{doc}");
+    assert_eq!(v216[0]["severity"], "warning", "{doc}");
+
+    // Found beside the score, or known only at the job's end: nothing said.
+    std::fs::write(env.work.join("next.yaml"), score("next", "chain.yaml")).unwrap();
+    for (name, job_path) in [("found", "next.yaml"), ("later", "{workspace}/next.yaml")] {
+        let path = env.write_score(&format!("{name}.yaml"), &score(name, job_path));
+        let out = env.mozart(&["validate", path.to_str().unwrap()]);
+        let text = stdout(&out);
+        assert_eq!(out.status.code(), Some(0), "{name}: {text}");
+        assert!(!text.contains("V216"), "{name}: {text}");
+    }
+}

@@ -41,7 +41,7 @@ pub use de::FieldError;
 pub use error::ConfigError;
 pub use load::{load_score, load_score_str, load_score_text_only, FileAccess, Score};
 pub use model::{JobConfig, SkipWhenCommand, ValidationRule, ValidationType};
-pub use paths::resolve_path;
+pub use paths::{chained_score, resolve_path};
 pub use plan::{PlanOutline, PlannedSheet, SheetPlan};
 pub use template::RenderContext;
 pub use words::{noun, plural};

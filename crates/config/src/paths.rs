@@ -68,6 +68,44 @@ pub fn resolve_path(path: &Path) -> PathBuf {
     out
 }
 
+/// Where a `run_job` hook's relative `job_path` (placeholders already expanded) is found for
+/// a score in `score_dir`: beside the score, else from the directories above it (upstream's
+/// own scores name their chained score from the project root: `examples/x.yaml` in
+/// `examples/x.yaml`). `Err` holds the path beside the score, which the failure names.
+/// An absolute `job_path` is taken as it is, found or not.
+pub fn chained_score(score_dir: &Path, job_path: &Path) -> Result<PathBuf, PathBuf> {
+    if job_path.is_absolute() {
+        return Ok(job_path.to_path_buf());
+    }
+    let beside = score_dir.join(job_path);
+    if beside.exists() {
+        return Ok(beside);
+    }
+    from_project_root(score_dir, job_path).ok_or(beside)
+}
+
+/// `rel` looked for in the directories above `score_dir` (nearest first). The walk stops at
+/// the first directory that is not the user's own or that others may write to (`/tmp`,
+/// `/home`, a shared directory), and only a file the user owns is taken: what another local
+/// user could put there is never run as the next score.
+fn from_project_root(score_dir: &Path, rel: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = nix::unistd::geteuid().as_raw();
+    for dir in score_dir.ancestors().skip(1) {
+        let Ok(meta) = std::fs::metadata(dir) else {
+            return None;
+        };
+        if meta.uid() != uid || meta.mode() & 0o022 != 0 {
+            return None;
+        }
+        let candidate = dir.join(rel);
+        if std::fs::metadata(&candidate).is_ok_and(|m| m.is_file() && m.uid() == uid) {
+            return Some(candidate);
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::resolve_path;
@@ -123,5 +161,45 @@ mod tests {
             let path = root.join(tail);
             assert_eq!(resolve_path(&path), by_prefixes(&path), "{tail}");
         }
+    }
+
+    /// A chained score named from the project root is found above the score's directory,
+    /// but never through a directory others may write to, nor as a file another user owns.
+    #[test]
+    fn a_job_path_is_looked_for_only_in_the_users_own_directories_above() {
+        use super::from_project_root;
+        use std::os::unix::fs::PermissionsExt;
+        use std::path::Path;
+        let root = tempfile::tempdir().unwrap();
+        let project = root.path().join("project");
+        let examples = project.join("examples");
+        std::fs::create_dir_all(&examples).unwrap();
+        let set_mode = |p: &Path, mode: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        set_mode(root.path(), 0o755);
+        set_mode(&project, 0o755);
+        std::fs::write(examples.join("next.yaml"), "name: next\n").unwrap();
+        let rel = Path::new("examples/next.yaml");
+        assert_eq!(
+            from_project_root(&examples, rel),
+            Some(examples.join("next.yaml"))
+        );
+        // Only in a directory above a shared (group- or world-writable) one: not taken.
+        std::fs::remove_file(examples.join("next.yaml")).unwrap();
+        std::fs::create_dir_all(root.path().join("examples")).unwrap();
+        std::fs::write(root.path().join("examples/next.yaml"), "name: planted\n").unwrap();
+        set_mode(&project, 0o777);
+        assert_eq!(from_project_root(&examples, rel), None);
+        // Through the user's own directories it is found again.
+        set_mode(&project, 0o755);
+        assert_eq!(
+            from_project_root(&examples, rel),
+            Some(root.path().join("examples/next.yaml"))
+        );
+        assert_eq!(
+            from_project_root(&examples, Path::new("examples/none.yaml")),
+            None
+        );
     }
 }

@@ -305,6 +305,7 @@ const FILE_CHECKS: &[Check] = &[
     files::v107,
     files::v108,
     settings::v012,
+    files::v216,
 ];
 
 /// The checks after the file checks and before the version and instrument checks.

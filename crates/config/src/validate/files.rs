@@ -181,3 +181,42 @@ pub(super) fn v108(x: &Ctx<'_>, out: &mut Vec<Issue>) {
         }
     }
 }
+
+/// V216 (ours, a warning): a `run_job` hook's `job_path` that the conductor will not find
+/// when the job ends, looked for as the hook will look for it (beside the score, then from
+/// the user's own directories above it). A path with a `{placeholder}` is known only then.
+/// Upstream's validate says nothing, and the chain then fails after the whole job has run.
+pub(super) fn v216(x: &Ctx<'_>, out: &mut Vec<Issue>) {
+    let resolved = crate::resolve_path(x.score_path);
+    let score_dir = resolved.parent().unwrap_or(Path::new("/"));
+    for (i, hook) in x.c.on_success.iter().enumerate() {
+        let Some(job_path) = hook.job_path.as_deref() else {
+            continue;
+        };
+        let text = job_path.to_string_lossy();
+        if hook.kind != crate::model::HookType::RunJob || text.contains('{') || text.is_empty() {
+            continue;
+        }
+        if let Err(beside) = crate::chained_score(score_dir, job_path) {
+            out.push(
+                Issue::new(
+                    "V216",
+                    Severity::Warning,
+                    format!(
+                        "Score chained by on_success hook {} not found: {}",
+                        i + 1,
+                        beside.display()
+                    ),
+                )
+                .line(find_line(x.raw, &text))
+                .suggest(
+                    "Fix job_path: a relative path is taken from the score's directory (or, \
+                     not found there, from the directories above it); otherwise the job runs \
+                     to the end and its chain fails",
+                )
+                .meta("hook", (i + 1).to_string())
+                .meta("path", beside.display().to_string()),
+            );
+        }
+    }
+}

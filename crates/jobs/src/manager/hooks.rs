@@ -308,23 +308,14 @@ async fn run_job(
     // `examples/x.yaml`): a path not found beside the score is looked for from the
     // directories above it — only those of the user's own (another local user's file is
     // never taken for the chained score: a shell instrument would run what it says).
-    let path = if expanded.is_absolute() {
-        expanded
-    } else {
-        let beside = req.score_dir.join(&expanded);
-        if beside.exists() {
-            beside
-        } else {
-            match from_project_root(&req.score_dir, &expanded) {
-                Some(found) => found,
-                None => {
-                    return failure(format!(
-                        "Job config not found: {} (a relative job_path is taken from the score's directory, {})",
-                        beside.display(),
-                        req.score_dir.display()
-                    ))
-                }
-            }
+    let path = match mozart_config::chained_score(&req.score_dir, &expanded) {
+        Ok(found) => found,
+        Err(beside) => {
+            return failure(format!(
+                "Job config not found: {} (a relative job_path is taken from the score's directory, {})",
+                beside.display(),
+                req.score_dir.display()
+            ))
         }
     };
     if !path.exists() {
@@ -627,73 +618,10 @@ fn split_words(s: &str) -> Result<Vec<String>, String> {
     Ok(words)
 }
 
-/// `rel` looked for in the directories above `score_dir` (nearest first), as upstream's scores
-/// name a chained score from their project's root. The walk stops at the first directory
-/// that is not the user's own or that others may write to (`/tmp`, `/home`, a shared
-/// directory), and only a file the user owns is taken: what another local user could put
-/// there is never run as the next score.
-fn from_project_root(score_dir: &Path, rel: &Path) -> Option<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
-    let uid = nix::unistd::geteuid().as_raw();
-    for dir in score_dir.ancestors().skip(1) {
-        let Ok(meta) = std::fs::metadata(dir) else {
-            return None;
-        };
-        if meta.uid() != uid || meta.mode() & 0o022 != 0 {
-            return None;
-        }
-        let candidate = dir.join(rel);
-        if std::fs::metadata(&candidate).is_ok_and(|m| m.is_file() && m.uid() == uid) {
-            return Some(candidate);
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::split_words;
-
-    /// A chained score named from the project root is found above the score's directory,
-    /// but never through a directory others may write to, nor as a file another user owns.
-    #[test]
-    fn a_job_path_is_looked_for_only_in_the_users_own_directories_above() {
-        use super::from_project_root;
-        use std::os::unix::fs::PermissionsExt;
-        use std::path::Path;
-        let root = tempfile::tempdir().unwrap();
-        let project = root.path().join("project");
-        let examples = project.join("examples");
-        std::fs::create_dir_all(&examples).unwrap();
-        let set_mode = |p: &Path, mode: u32| {
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
-        };
-        set_mode(root.path(), 0o755);
-        set_mode(&project, 0o755);
-        std::fs::write(examples.join("next.yaml"), "name: next\n").unwrap();
-        let rel = Path::new("examples/next.yaml");
-        assert_eq!(
-            from_project_root(&examples, rel),
-            Some(examples.join("next.yaml"))
-        );
-        // Only in a directory above a shared (group- or world-writable) one: not taken.
-        std::fs::remove_file(examples.join("next.yaml")).unwrap();
-        std::fs::create_dir_all(root.path().join("examples")).unwrap();
-        std::fs::write(root.path().join("examples/next.yaml"), "name: planted\n").unwrap();
-        set_mode(&project, 0o777);
-        assert_eq!(from_project_root(&examples, rel), None);
-        // Through the user's own directories it is found again.
-        set_mode(&project, 0o755);
-        assert_eq!(
-            from_project_root(&examples, rel),
-            Some(root.path().join("examples/next.yaml"))
-        );
-        assert_eq!(
-            from_project_root(&examples, Path::new("examples/none.yaml")),
-            None
-        );
-    }
 
     #[test]
     fn only_the_end_of_a_long_output_is_kept() {
