@@ -8,7 +8,7 @@ pub mod patterns;
 pub mod shared;
 pub mod stats;
 
-use mozart_learning::LearningStore;
+use mozart_learning::{LearningStore, PatternQuery, PatternRecord};
 
 use crate::CliError;
 
@@ -35,6 +35,24 @@ pub(crate) fn open_store() -> Result<LearningStore, CliError> {
             vec!["Check that the file is a Mozart learning database and is readable.".into()],
         )
     })
+}
+
+/// The first `query.limit` patterns matching `query`, and how many match in all (so that a
+/// command can say how many its limit left out).
+pub(crate) fn first_patterns(
+    store: &LearningStore,
+    query: PatternQuery,
+) -> Result<(Vec<PatternRecord>, usize), CliError> {
+    let limit = query.limit;
+    let mut patterns = store
+        .get_patterns(&PatternQuery {
+            limit: usize::MAX,
+            ..query
+        })
+        .map_err(store_error)?;
+    let matched = patterns.len();
+    patterns.truncate(limit);
+    Ok((patterns, matched))
 }
 
 /// A learning store failure as a CLI error.

@@ -49,15 +49,7 @@ pub fn list(args: ListArgs) -> Result<i32, CliError> {
         max_trust: args.low_trust.then_some(0.3),
         ..PatternQuery::default()
     };
-    // Every match, to say how many the limit left out.
-    let mut patterns = store
-        .get_patterns(&PatternQuery {
-            limit: usize::MAX,
-            ..query
-        })
-        .map_err(store_error)?;
-    let matched = patterns.len();
-    patterns.truncate(args.limit);
+    let (patterns, matched) = super::first_patterns(&store, query)?;
     let json = args
         .output
         .json(|| Value::Array(patterns.iter().map(pattern_json).collect()));

@@ -75,15 +75,7 @@ pub fn insights(args: InsightsArgs) -> Result<i32, CliError> {
         pattern_type: args.pattern_type,
         ..PatternQuery::default()
     };
-    let limit = query.limit;
-    let mut patterns = store
-        .get_patterns(&PatternQuery {
-            limit: usize::MAX,
-            ..query
-        })
-        .map_err(store_error)?;
-    let matched = patterns.len();
-    patterns.truncate(limit);
+    let (patterns, matched) = super::first_patterns(&store, query)?;
     if patterns.is_empty() {
         let learned = store
             .get_patterns(&PatternQuery {
