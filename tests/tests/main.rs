@@ -26,6 +26,7 @@ mod e2e_execution;
 mod e2e_flow;
 mod e2e_json_state;
 mod e2e_skip;
+mod engine_audit;
 mod errors_cost_e2e;
 mod examples;
 mod instrument_holds;

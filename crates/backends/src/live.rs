@@ -237,7 +237,7 @@ pub fn judge(
         Judgement::Auth
     } else if patterns::CAPACITY.is_match(cause) || profile_match(|p| &p.capacity) {
         Judgement::Overload
-    } else if patterns::RATE_LIMIT.is_match(cause) || profile_match(|p| &p.rate_limit) {
+    } else if patterns::mentions_rate_limit(cause) || profile_match(|p| &p.rate_limit) {
         Judgement::RateLimit
     } else {
         Judgement::Other

@@ -160,7 +160,7 @@ pub fn detect_rate_limit(stdout: &str, stderr: &str, exit_code: Option<i32>) -> 
     if exit_code.is_none() || (stdout.is_empty() && stderr.is_empty()) {
         return false;
     }
-    patterns::RATE_LIMIT.is_match(stdout) || patterns::RATE_LIMIT.is_match(stderr)
+    patterns::mentions_rate_limit(stdout) || patterns::mentions_rate_limit(stderr)
 }
 
 fn signal_error(sig: i32, exit_reason: ExitReason, combined_lower: &str) -> ClassifiedError {
@@ -257,7 +257,7 @@ fn timeout_error(combined_lower: &str) -> ClassifiedError {
 /// A rate-limit error from text: E104 with the parsed reset when quota patterns match,
 /// else E103 (capacity) or E101 with the default wait (execution.md §7.4 step 3).
 fn rate_limit_from_text(combined: &str, forced: bool) -> Option<ClassifiedError> {
-    let limited = forced || patterns::RATE_LIMIT.is_match(combined);
+    let limited = forced || patterns::mentions_rate_limit(combined);
     let reset = parse_reset_time(combined);
     // A server rate limit that says when to come back ("Please try again in 2s", Gemini's
     // "Please retry in 2s" / `retryDelay`): wait that, not an hour.

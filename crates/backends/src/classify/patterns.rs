@@ -36,6 +36,26 @@ pattern_set!(
     ]
 );
 pattern_set!(
+    /// Operating-system errors that hold a rate-limit word but are no rate limit: `EDQUOT`'s
+    /// "Disk quota exceeded" is a full disk quota of the local user (a failing `cp` in a
+    /// `shell` sheet), not a service asking to wait. Waiting it out never ends, since there
+    /// is no cap on waits; as a failure it is retried with backoff and then fails.
+    NOT_RATE_LIMIT = [r"disk quota exceeded"]
+);
+
+/// Whether `text` reads as a rate limit ([`RATE_LIMIT`]), leaving out the OS errors of
+/// [`NOT_RATE_LIMIT`] that merely contain one of its words.
+pub fn mentions_rate_limit(text: &str) -> bool {
+    if !RATE_LIMIT.is_match(text) {
+        return false;
+    }
+    if !NOT_RATE_LIMIT.is_match(text) {
+        return true;
+    }
+    RATE_LIMIT.is_match(&NOT_RATE_LIMIT.replace_all(text, " "))
+}
+
+pattern_set!(
     /// Authentication failures.
     AUTH = [
         r"unauthorized", r"authentication", r"invalid.?api.?key", r"permission.?denied",
@@ -144,6 +164,7 @@ mod tests {
             &CLI_MODE,
             &ENOENT,
             &STALE,
+            &NOT_RATE_LIMIT,
         ] {
             assert!(!set.as_str().is_empty());
         }

@@ -324,6 +324,33 @@ fn timeout_with_signal_and_auth_beats_rate_limit_text() {
 }
 
 #[test]
+fn disk_quota_exceeded_is_a_failure_not_a_rate_limit() {
+    // EDQUOT from a command in a `shell` sheet: no service asked to wait, and waits have
+    // no cap, so as a rate limit the sheet waited forever and held every shell sheet.
+    let full = failed(
+        "",
+        "cp: error writing 'big.bin': Disk quota exceeded",
+        Some(1),
+    );
+    let c = classify(&full);
+    assert_ne!(c.category, ErrorCategory::RateLimit, "{c:?}");
+    assert!(c.should_retry(), "{c:?}");
+    assert!(!detect_rate_limit(
+        "",
+        "write: Disk quota exceeded",
+        Some(1)
+    ));
+    // A real limit beside it is still one.
+    let both = failed(
+        "",
+        "Disk quota exceeded\nError: 429 Too Many Requests",
+        Some(1),
+    );
+    assert_eq!(classify(&both).category, ErrorCategory::RateLimit);
+    assert!(detect_rate_limit("", "API quota exceeded", Some(1)));
+}
+
+#[test]
 fn detect_rate_limit_rules() {
     assert!(!detect_rate_limit("rate limit", "", None));
     assert!(!detect_rate_limit("", "", Some(1)));
