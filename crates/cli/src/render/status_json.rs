@@ -83,9 +83,14 @@ pub fn recent_errors_of(job: &JobCheckpoint, limit: usize, now: f64) -> (Vec<Rec
         }
     }
     for (&num, sheet) in &job.sheets {
-        if job.recent_attempt_errors.is_some() {
-            // The attempts are listed above; a sheet that never ran has none.
-            if sheet.attempt_count == 0 {
+        if let Some(recent) = &job.recent_attempt_errors {
+            // The attempts are listed above; a sheet that never ran (a failed dependency)
+            // has none. A sheet waiting out a rate limit also counts no attempt yet (a
+            // limited attempt spends none), but it ran: its attempts are listed, and it
+            // is no "not run" error of its own.
+            let ran = recent.errors.iter().any(|a| a.sheet_num == num)
+                || matches!(sheet.status, SheetStatus::Pending | SheetStatus::InProgress);
+            if sheet.attempt_count == 0 && !ran {
                 if let Some(e) = last_error(num, sheet, now) {
                     total += 1;
                     all.push(e);
@@ -669,6 +674,38 @@ pub(crate) mod tests {
             }
         });
         serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_sheet_waiting_out_a_rate_limit_is_not_listed_as_not_run() {
+        // Its limited attempt spent no attempt (attempt_count 0) but is listed; a sheet
+        // blocked by a failed dependency never ran and is listed from its message.
+        let v = json!({
+            "job_id": "rl", "job_name": "rl", "status": "running",
+            "created_at": "2026-01-02T03:04:05.000000Z",
+            "updated_at": "2026-01-02T03:05:00.000000Z",
+            "total_sheets": 2,
+            "sheets": {
+                "1": {"sheet_num": 1, "status": "in_progress", "attempt_count": 0,
+                      "error_code": "E101",
+                      "error_message": "Rate limit detected: 429"},
+                "2": {"sheet_num": 2, "status": "failed", "attempt_count": 0,
+                      "error_message": "Blocked by failed dependency: sheet 1 failed",
+                      "completed_at": "2026-01-02T03:04:50.000000Z"}
+            },
+            "recent_attempt_errors": {"total": 1, "errors": [
+                {"sheet_num": 1, "attempt_number": 1,
+                 "timestamp": "2026-01-02T03:04:40.000000Z",
+                 "error_code": "E101", "error_message": "Rate limit detected: 429"}]}
+        });
+        let job: JobCheckpoint = serde_json::from_value(v).unwrap();
+        let (errors, total) = recent_errors_of(&job, 10, 1_800_000_000.0);
+        let listed: Vec<(u32, u32)> = errors
+            .iter()
+            .map(|e| (e.sheet_num, e.attempt_number))
+            .collect();
+        assert_eq!(listed, vec![(2, 0), (1, 1)], "{errors:?}");
+        assert_eq!(total, 2);
     }
 
     #[test]
