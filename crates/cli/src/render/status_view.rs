@@ -995,13 +995,10 @@ impl View<'_> {
                 ));
             }
             if job.cost_limit_reached {
-                // A limit crossed by the last sheet: nothing was left to pause.
-                let what = if job.status == JobStatus::Completed {
-                    "Cost limit reached — by the last sheet; the score completed"
-                } else {
-                    "Cost limit reached — score was paused"
-                };
-                self.line(format!("  {}", self.style.paint(what, Color::Red)));
+                self.line(format!(
+                    "  {}",
+                    self.style.paint(cost_limit_words(job.status), Color::Red)
+                ));
             }
         } else if sheet_total > 0.0 {
             self.line(format!(
@@ -1413,11 +1410,44 @@ fn cost_limit_text(limits: Option<&serde_json::Map<String, Value>>, enabled: boo
     }
 }
 
+/// What a crossed cost limit did to a job in `status`, by the job's state: the pause is
+/// what a limit does while sheets are left to run; a limit crossed when none were left
+/// ends the job (completed, or failed when the sheet over its limit failed).
+fn cost_limit_words(status: JobStatus) -> &'static str {
+    match status {
+        JobStatus::Completed => "Cost limit reached — by the last sheet; the score completed",
+        JobStatus::Failed => "Cost limit reached — no sheet was left to run; the score failed",
+        JobStatus::Cancelled => "Cost limit reached — the score was paused, then cancelled",
+        JobStatus::Paused => "Cost limit reached — score was paused",
+        _ => "Cost limit reached",
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::render::status_json::tests::sample;
+
+    #[test]
+    fn a_failed_job_over_its_cost_limit_is_not_said_to_be_paused() {
+        let mut job = sample();
+        job.status = JobStatus::Failed;
+        job.total_estimated_cost = 1.5;
+        job.cost_limit_reached = true;
+        let text = render_status(&job, 1_800_000_000.0, &[], &Style::plain());
+        assert!(!text.contains("paused"), "{text}");
+        assert!(
+            text.contains("Cost limit reached — no sheet was left to run; the score failed"),
+            "{text}"
+        );
+        job.status = JobStatus::Paused;
+        let text = render_status(&job, 1_800_000_000.0, &[], &Style::plain());
+        assert!(
+            text.contains("Cost limit reached — score was paused"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn the_cost_line_names_every_limit_in_force() {
