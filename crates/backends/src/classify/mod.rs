@@ -667,6 +667,10 @@ pub fn retry_hint_seconds(text: &str) -> Option<f64> {
     })
 }
 
+/// How every hint after a refused key ends (the backends' and this module's): a message
+/// ending so already says what to check.
+pub(crate) const KEY_HINT_END: &str = "or log the CLI in";
+
 /// True when the text names no reset time (so a retry-after hint is the best signal).
 fn reset_text_absent(text: &str) -> bool {
     parse_reset_time(text).is_none()
@@ -740,17 +744,25 @@ fn structured_signals(result: &ExecutionResult, combined: &str) -> Vec<Classifie
             format!("API overloaded (HTTP {status}){said}"),
             Some(30.0),
         )),
-        Some(status @ (401 | 403)) => found.push(ClassifiedError::new(
-            E::E502,
-            C::Auth,
-            false,
-            format!(
-                "API authentication failed (HTTP {status}){said}. Check the key the instrument \
-                 reads (ANTHROPIC_API_KEY for Claude Code) in the conductor's environment, \
-                 or log the CLI in"
-            ),
-            None,
-        )),
+        Some(status @ (401 | 403)) => {
+            // A backend message that already names the keys to check (a profile's own list,
+            // Claude Code's) is kept whole: cut at 200 characters and followed by this
+            // generic hint, it read "…, or. Check the key …".
+            let hinted = result
+                .error_message
+                .as_deref()
+                .map(str::trim)
+                .filter(|m| m.ends_with(KEY_HINT_END));
+            let message = match hinted {
+                Some(m) => format!("API authentication failed (HTTP {status}): {m}"),
+                None => format!(
+                    "API authentication failed (HTTP {status}){said}. Check the key the \
+                     instrument reads (ANTHROPIC_API_KEY for Claude Code) in the conductor's \
+                     environment, {KEY_HINT_END}"
+                ),
+            };
+            found.push(ClassifiedError::new(E::E502, C::Auth, false, message, None));
+        }
         // Any other server-side failure is worth another try (upstream made HTTP 500 a
         // permanent failure by reporting it as the exit code).
         Some(status @ 500..=599) => found.push(ClassifiedError::new(
@@ -971,6 +983,15 @@ fn add_backend_words(c: &mut Classification, result: &ExecutionResult, instrumen
             let head: String = msg.chars().take(100).collect();
             if !msg.is_empty() && !c.message.contains(&head) {
                 c.message = crate::redact::redact(&format!("{}: {msg}", c.message));
+            }
+        }
+    }
+    // A timeout says how long the sheet was given ("Timed out after 1800s", the backend's
+    // message): "due to timeout" alone leaves the user to guess which setting ran out.
+    if c.category == ErrorCategory::Timeout {
+        if let Some(msg) = said.filter(|m| m.starts_with("Timed out after")) {
+            if !c.message.contains(msg) {
+                c.message = format!("{}: {msg}", c.message);
             }
         }
     }

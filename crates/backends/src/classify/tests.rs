@@ -324,6 +324,23 @@ fn timeout_with_signal_and_auth_beats_rate_limit_text() {
 }
 
 #[test]
+fn a_timeout_says_how_long_the_sheet_was_given() {
+    let timed_out = ExecutionResult {
+        exit_signal: Some(15),
+        exit_reason: ExitReason::Timeout,
+        timed_out: true,
+        error_message: Some("Timed out after 3s".into()),
+        ..failed("", "Command timed out after 3s", None)
+    };
+    let c = classify(&timed_out);
+    assert_eq!(c.code, ErrorCode::E001);
+    assert_eq!(
+        c.message,
+        "Process killed by SIGTERM due to timeout: Timed out after 3s"
+    );
+}
+
+#[test]
 fn disk_quota_exceeded_is_a_failure_not_a_rate_limit() {
     // EDQUOT from a command in a `shell` sheet: no service asked to wait, and waits have
     // no cap, so as a rate limit the sheet waited forever and held every shell sheet.
