@@ -809,7 +809,22 @@ impl View<'_> {
                     wait.instrument,
                     wait.reason.as_deref().unwrap_or("rate limited")
                 ));
-                self.line(if wait.seconds_left > 0.0 {
+                let paused = self.job.status == JobStatus::Paused;
+                self.line(if paused {
+                    // A paused job starts nothing, whenever the limit ends.
+                    let clears = if wait.seconds_left > 0.0 {
+                        format!(
+                            "the limit clears in {}",
+                            format_compact_duration(wait.seconds_left)
+                        )
+                    } else {
+                        "the limit is over".to_string()
+                    };
+                    format!(
+                        "  Paused: {clears}; it runs again after 'mozart resume {}' (no retry spent)",
+                        self.job.job_id
+                    )
+                } else if wait.seconds_left > 0.0 {
                     format!(
                         "  Runs again in {} (no retry spent)",
                         format_compact_duration(wait.seconds_left)
@@ -1428,6 +1443,32 @@ fn cost_limit_words(status: JobStatus) -> &'static str {
 mod tests {
     use super::*;
     use crate::render::status_json::tests::sample;
+
+    #[test]
+    fn a_paused_job_waiting_out_a_rate_limit_does_not_say_it_runs_again_by_itself() {
+        let mut job = sample();
+        job.status = JobStatus::Paused;
+        let mut sheet3 = job.sheets.get(&3).unwrap().clone();
+        sheet3.status = SheetStatus::Pending;
+        sheet3.rate_limit = Some(Box::new(mozart_ipc::checkpoint::RateLimitWait {
+            instrument: "shell".into(),
+            until: Some(1_800_000_006.0),
+            seconds_left: 6.0,
+            reason: Some("Rate limit detected".into()),
+        }));
+        job.sheets.insert(3, sheet3);
+        let text = render_status(&job, 1_800_000_000.0, &[], &Style::plain());
+        assert!(!text.contains("Runs again in"), "{text}");
+        assert!(
+            text.contains(
+                "Paused: the limit clears in 6s; it runs again after 'mozart resume demo'"
+            ),
+            "{text}"
+        );
+        job.status = JobStatus::Running;
+        let text = render_status(&job, 1_800_000_000.0, &[], &Style::plain());
+        assert!(text.contains("Runs again in 6s (no retry spent)"), "{text}");
+    }
 
     #[test]
     fn a_failed_job_over_its_cost_limit_is_not_said_to_be_paused() {
