@@ -514,6 +514,13 @@ impl RealCliEnv {
             errors.contains(cli.key_var),
             "a hint names the key: {errors}"
         );
+        // One hint, whole: not cut mid-sentence and followed by a second one.
+        let message = sheet["error_message"].as_str().unwrap_or_default();
+        assert_eq!(
+            message.matches("in the conductor's environment").count(),
+            1,
+            "one whole hint: {message}"
+        );
         let refused = self
             .mock
             .requests()

@@ -203,7 +203,16 @@ fn the_claude_code_profile_fails_fast_on_a_bad_key_too() {
     let Some(rc) = RealCliEnv::start(&CLAUDE_CODE_PROFILE) else {
         return;
     };
-    rc.check_bad_key_fails_fast(&CLAUDE_CODE_PROFILE);
+    let doc = rc.check_bad_key_fails_fast(&CLAUDE_CODE_PROFILE);
+    // The CLI's own words (its `result`), where the sheet said only "Claude Code exited with
+    // code 1".
+    let message = doc["sheets"]["1"]["error_message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("Invalid API key"),
+        "the CLI's words: {message}"
+    );
 }
 
 #[test]

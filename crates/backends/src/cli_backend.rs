@@ -458,8 +458,8 @@ impl ProfileBackend {
         };
         let msg = result.error_message.take().unwrap_or_default();
         result.error_message = Some(format!(
-            "{msg}. Authentication failed: check {what} in the conductor's environment, \
-             or log the CLI in"
+            "{msg}. Authentication failed: check {what} in the conductor's environment, {}",
+            crate::classify::KEY_HINT_END
         ));
     }
 
@@ -539,6 +539,15 @@ impl ProfileBackend {
             }
         } else if let Some(v) = error {
             result.error_message = Some(to_text(v));
+        } else if let Some(said) = answer.map(to_text).filter(|t| !t.trim().is_empty()) {
+            // A CLI that reports its failure as its answer (Claude Code's `result`: "Invalid
+            // API key · Fix external API key", `is_error: true`): its words are the cause,
+            // where "exited with code 1" alone said nothing.
+            let name = &self.profile.display_name;
+            result.error_message = Some(match outcome.exit_code {
+                Some(code) => format!("{name} exited with code {code}: {}", head(&said)),
+                None => head(&said),
+            });
         }
         let tokens = |path: &Option<String>| -> Option<u64> {
             let path = path.as_deref()?;
@@ -1022,6 +1031,46 @@ mod tests {
         );
         let message = result.error_message.unwrap_or_default();
         assert!(message.contains("MY_API_KEY"), "{message}");
+    }
+
+    /// Claude Code's answer to a refused key on the `claude-code` profile's terms (`json`,
+    /// the error in `result`, the status at `api_error_status`): the sheet's error carries
+    /// the CLI's own words and one whole hint. Users read "Claude Code exited with code 1.
+    /// Authentication failed: check … in the conductor's environment, or. Check the key …":
+    /// no cause, a hint cut mid-sentence and a second one after it.
+    #[tokio::test]
+    async fn a_refused_key_reported_as_the_answer_is_named_with_one_whole_hint() {
+        let yaml = "name: cc\ndisplay_name: Claude Code\nkind: cli\ncli:\n  command:\n    executable: sh\n    prompt_flag: '-c'\n    required_env: [ANTHROPIC_API_KEY, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, ANTHROPIC_AUTH_TOKEN, PATH]\n  output:\n    format: json\n    result_path: result\n    error_path: error.message\n    api_status_path: api_error_status\n    cost_path: total_cost_usd\n  errors:\n    auth_error_patterns: [\"unauthorized\", \"invalid.*api.*key\"]\n";
+        let backend = ProfileBackend::new(Arc::new(
+            InstrumentProfile::from_yaml(yaml, "test").unwrap(),
+        ))
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let prompt = r#"echo '{"type":"result","subtype":"success","is_error":true,"api_error_status":401,"api_error_type":"authentication_error","result":"Invalid API key · Fix external API key","total_cost_usd":0}'; exit 1"#;
+        let result = backend
+            .execute(ExecutionRequest::new(
+                prompt.to_string(),
+                dir.path(),
+                Duration::from_secs(60),
+            ))
+            .await;
+        assert!(!result.success);
+        let c = crate::classify::classify_for(&result, "claude-code");
+        assert_eq!(c.category, crate::classify::ErrorCategory::Auth, "{c:?}");
+        let message = c.message;
+        assert!(
+            message
+                .contains("Claude Code exited with code 1: Invalid API key · Fix external API key"),
+            "the CLI's words: {message}"
+        );
+        // The profile's keys, whole, and no second hint after them.
+        assert!(
+            message.ends_with(
+                "ANTHROPIC_AUTH_TOKEN in the conductor's environment, or log the CLI in"
+            ),
+            "{message}"
+        );
+        assert_eq!(message.matches("log the CLI in").count(), 1, "{message}");
     }
 
     /// A shell command printing `{"result":"xxx…","usage":{"out":7}}` with `n` x's.
