@@ -705,14 +705,7 @@ pub struct RetryWait {
 impl RetryWait {
     /// The wait in words, as `status` shows it: `retrying (attempt 2 of 3) in 12s`.
     pub fn describe(&self) -> String {
-        let what = match self.mode.as_deref() {
-            Some("completion") => format!("completion attempt {}", self.attempt),
-            Some("healing") => format!("self-healing attempt {}", self.attempt),
-            _ if self.attempt <= self.max_retries => {
-                format!("attempt {} of {}", self.attempt, self.max_retries)
-            }
-            _ => format!("attempt {}", self.attempt),
-        };
+        let what = self.what();
         match self.at {
             Some(_) if self.seconds_left > 0.0 => {
                 format!(
@@ -722,6 +715,24 @@ impl RetryWait {
             }
             Some(_) => format!("retrying ({what}) now"),
             None => format!("retrying ({what})"),
+        }
+    }
+
+    /// [`RetryWait::describe`] for a paused job, which starts no retry whenever its backoff
+    /// ends: `paused before its retry (attempt 2 of 3)`.
+    pub fn describe_paused(&self) -> String {
+        format!("paused before its retry ({})", self.what())
+    }
+
+    /// Which attempt the retry is: `attempt 2 of 3`, `completion attempt 4`.
+    fn what(&self) -> String {
+        match self.mode.as_deref() {
+            Some("completion") => format!("completion attempt {}", self.attempt),
+            Some("healing") => format!("self-healing attempt {}", self.attempt),
+            _ if self.attempt <= self.max_retries => {
+                format!("attempt {} of {}", self.attempt, self.max_retries)
+            }
+            _ => format!("attempt {}", self.attempt),
         }
     }
 }

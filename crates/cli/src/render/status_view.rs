@@ -44,7 +44,7 @@ pub fn progress_bar(done: u32, total: u32) -> String {
 
 /// `completed (1.2s)`, `in_progress (3m 4s)` — status plus duration or elapsed time; a
 /// reviewed sheet adds its loop (`· review 2: RETRY`, docs/mochi.md).
-fn sheet_status_text(sheet: &SheetCheckpoint, now: f64) -> String {
+fn sheet_status_text(sheet: &SheetCheckpoint, now: f64, paused: bool) -> String {
     // Parked on a rate limit: not running, and not failed either.
     if let Some(wait) = &sheet.rate_limit {
         return if wait.seconds_left > 0.0 {
@@ -62,7 +62,11 @@ fn sheet_status_text(sheet: &SheetCheckpoint, now: f64) -> String {
         .as_ref()
         .filter(|_| sheet.status == SheetStatus::Pending)
     {
-        return retry.describe();
+        return if paused {
+            retry.describe_paused()
+        } else {
+            retry.describe()
+        };
     }
     let label = sheet.display_status();
     let mut text = match sheet_elapsed(sheet, now).or(sheet.execution_duration_seconds) {
@@ -303,7 +307,7 @@ impl View<'_> {
                     ));
                 }
                 row.push(Cell::colored(
-                    sheet_status_text(sheet, self.now),
+                    sheet_status_text(sheet, self.now, self.job.status == JobStatus::Paused),
                     sheet_status_color(sheet.display_status()),
                 ));
                 row.push(Cell::from(sheet.attempt_count.to_string()));
@@ -386,7 +390,7 @@ impl View<'_> {
             self.heading("Active & Failed Sheets");
             for (num, sheet) in interesting.iter().take(20) {
                 let status = self.style.paint(
-                    &sheet_status_text(sheet, self.now),
+                    &sheet_status_text(sheet, self.now, self.job.status == JobStatus::Paused),
                     sheet_status_color(sheet.display_status()),
                 );
                 let error = sheet
@@ -542,7 +546,7 @@ impl View<'_> {
             ));
             for (num, sheet) in &shown {
                 let status = self.style.paint(
-                    &sheet_status_text(sheet, self.now),
+                    &sheet_status_text(sheet, self.now, self.job.status == JobStatus::Paused),
                     sheet_status_color(sheet.display_status()),
                 );
                 let error = sheet
@@ -665,7 +669,11 @@ impl View<'_> {
                 _ => None,
             };
             let detail = if let Some(retry) = retry {
-                retry.describe()
+                if self.job.status == JobStatus::Paused {
+                    retry.describe_paused()
+                } else {
+                    retry.describe()
+                }
             } else if status == "running" && voices > 1 {
                 format!("{}/{} complete", g["completed_count"], g["sheet_count"])
             } else if status == "completed" {
@@ -708,7 +716,7 @@ impl View<'_> {
                     self.line(format!(
                         "      {} Voice {voice}  {}",
                         self.style.paint(icon(label), sheet_status_color(label)),
-                        sheet_status_text(sheet, self.now)
+                        sheet_status_text(sheet, self.now, self.job.status == JobStatus::Paused)
                     ));
                 }
             }
@@ -1468,6 +1476,31 @@ mod tests {
         job.status = JobStatus::Running;
         let text = render_status(&job, 1_800_000_000.0, &[], &Style::plain());
         assert!(text.contains("Runs again in 6s (no retry spent)"), "{text}");
+    }
+
+    #[test]
+    fn a_paused_job_does_not_say_its_retry_comes_in_n_seconds() {
+        let mut job = sample();
+        job.status = JobStatus::Paused;
+        let mut sheet3 = job.sheets.get(&3).unwrap().clone();
+        sheet3.status = SheetStatus::Pending;
+        sheet3.retry_wait = Some(Box::new(mozart_ipc::checkpoint::RetryWait {
+            attempt: 2,
+            max_retries: 4,
+            mode: Some("normal".into()),
+            at: Some(1_800_000_016.0),
+            seconds_left: 16.0,
+        }));
+        job.sheets.insert(3, sheet3);
+        let text = render_status(&job, 1_800_000_000.0, &[], &Style::plain());
+        assert!(!text.contains("retrying"), "{text}");
+        assert!(
+            text.contains("paused before its retry (attempt 2 of 4)"),
+            "{text}"
+        );
+        job.status = JobStatus::Running;
+        let text = render_status(&job, 1_800_000_000.0, &[], &Style::plain());
+        assert!(text.contains("retrying (attempt 2 of 4) in 16s"), "{text}");
     }
 
     #[test]
