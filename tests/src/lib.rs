@@ -218,9 +218,51 @@ impl TestEnv {
 }
 
 impl Drop for TestEnv {
+    /// Teardown: the production conductor is asked for a forced stop over its socket first
+    /// (`daemon.shutdown` with `graceful: false`: its running sheets are ended, no state
+    /// changes), so a test that ends with a sheet still running does not wait out the
+    /// graceful stop a SIGTERM asks for (up to `shutdown_timeout_seconds`) and then the
+    /// 10 s of [`TestEnv::kill_all`] before the SIGKILL. Whatever is left still goes the
+    /// SIGTERM / SIGKILL way.
     fn drop(&mut self) {
+        let forced = self
+            .conductor_pid()
+            .filter(|pid| alive(*pid))
+            .filter(|_| forced_shutdown(&self.socket));
+        if let Some(pid) = forced {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline && alive(pid) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         self.kill_all();
     }
+}
+
+/// Ask the conductor on `socket` to stop at once (`daemon.shutdown`, `graceful: false`);
+/// true when it said it is shutting down. Never blocks for long: a conductor that does not
+/// answer within 2 s (frozen, gone, someone else's program) is left to the signals.
+fn forced_shutdown(socket: &Path) -> bool {
+    use std::io::{BufRead, BufReader, Write};
+    let Ok(mut stream) = std::os::unix::net::UnixStream::connect(socket) else {
+        return false;
+    };
+    let timeout = Some(Duration::from_secs(2));
+    if stream.set_read_timeout(timeout).is_err() || stream.set_write_timeout(timeout).is_err() {
+        return false;
+    }
+    let request = serde_json::json!({
+        "jsonrpc": "2.0", "method": mozart_ipc::methods::DAEMON_SHUTDOWN, "params": {"graceful": false}, "id": 1
+    });
+    if stream.write_all(format!("{request}\n").as_bytes()).is_err() {
+        return false;
+    }
+    let mut reply = String::new();
+    if BufReader::new(stream).read_line(&mut reply).is_err() {
+        return false;
+    }
+    serde_json::from_str::<serde_json::Value>(&reply)
+        .is_ok_and(|v| v["result"]["shutting_down"] == serde_json::Value::Bool(true))
 }
 
 /// Send a signal with `kill(1)` (no libc in the test harness).
