@@ -58,3 +58,49 @@ fn a_full_disk_quota_fails_the_sheet_instead_of_waiting_forever() {
     assert!(error.contains("Disk quota exceeded"), "{doc:#}");
     assert!(!error.contains("Rate limit"), "{doc:#}");
 }
+
+/// A skip rule that cannot decide lets the sheet run (fail-open), and `mozart logs JOB`
+/// says so: before, the warning went to the conductor log without the job's id, so the
+/// job's log was silent about a `skip_when` typo or a `skip_when_command` timing out.
+#[test]
+fn a_skip_rule_that_cannot_decide_is_in_the_jobs_log() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = env.work.join("skiplog-ws");
+    let yaml = format!(
+        r#"name: skiplog
+workspace: {ws}
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet:
+  size: 1
+  total_items: 3
+  skip_when:
+    2: "sheets[1].stauts == 'completed'"
+  skip_when_command:
+    3:
+      command: "sleep 5"
+      timeout_seconds: 1
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> ran
+"#,
+        ws = ws.display()
+    );
+    let score = env.write_score("skiplog", &yaml);
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "skiplog", 30.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("ran")).unwrap(),
+        "1\n2\n3\n"
+    );
+    let text = poll(&env, 10.0, "the skip warnings in the job's log", || {
+        let out = env.mozart(&["logs", "skiplog"]);
+        let text = mozart_tests::stdout(&out);
+        (text.contains("sheet 2 runs: its skip_when could not be evaluated")
+            && text.contains("sheet 3 runs: its skip_when_command timed out after 1s"))
+        .then_some(text)
+    });
+    assert!(text.contains("stauts"), "{text}");
+}

@@ -397,6 +397,18 @@ pub(crate) fn sheet_escalated(job_id: &str, sheet_num: u32, reason: &str) {
     );
 }
 
+/// A sheet's skip rule could not decide (an expression that does not evaluate, a command
+/// that cannot start or times out): the sheet runs, and the job's log says why.
+pub(crate) fn skip_rule_failed(job_id: &str, sheet_num: u32, what: &str) {
+    let what = clean(what);
+    tracing::warn!(
+        event = "sheet.skip_rule_failed",
+        job_id,
+        sheet_num,
+        "sheet {sheet_num} runs: {what}"
+    );
+}
+
 /// ISO-8601 UTC of a wall-clock time in seconds since the epoch.
 fn epoch_to_iso(epoch: f64) -> String {
     mozart_state::Timestamp::from_epoch(epoch).to_string()

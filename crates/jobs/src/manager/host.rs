@@ -1260,7 +1260,8 @@ impl BatonHost for ConductorHost {
         let rule = rule.clone();
         let job_id = job_id.to_string();
         tokio::spawn(async move {
-            let reason = evaluate_skip(run, sheets_state, (sheet_num, branch), &rule).await;
+            let reason =
+                evaluate_skip(run, sheets_state, (&job_id, sheet_num, branch), &rule).await;
             let _ = inbox.send(Event::SkipEvaluated {
                 job_id,
                 sheet_num,
@@ -1403,7 +1404,7 @@ fn unsaved_finished(entry: &super::JobEntry) -> Option<(String, bool)> {
 async fn evaluate_skip(
     run: Option<Arc<super::JobRun>>,
     state: Option<mozart_state::CheckpointState>,
-    (sheet_num, branch): (u32, Option<String>),
+    (job_id, sheet_num, branch): (&str, u32, Option<String>),
     rule: &SkipSpec,
 ) -> Option<String> {
     if let Some(expr) = &rule.when {
@@ -1411,9 +1412,11 @@ async fn evaluate_skip(
         match mozart_config::expr::evaluate(expr, &ctx) {
             Ok(true) => return Some(format!("skip_when: {expr}")),
             Ok(false) => {}
-            Err(e) => {
-                tracing::warn!(sheet_num, error = %e, "skip_when could not be evaluated; running the sheet")
-            }
+            Err(e) => events::skip_rule_failed(
+                job_id,
+                sheet_num,
+                &format!("its skip_when could not be evaluated ({e}): {expr}"),
+            ),
         }
     }
     let (Some(command), Some(run)) = (&rule.command, run) else {
@@ -1435,7 +1438,11 @@ async fn evaluate_skip(
     let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            tracing::warn!(sheet_num, error = %e, "skip_when_command could not start; running the sheet");
+            events::skip_rule_failed(
+                job_id,
+                sheet_num,
+                &format!("its skip_when_command could not start ({e}): {command}"),
+            );
             return None;
         }
     };
@@ -1455,9 +1462,13 @@ async fn evaluate_skip(
                     nix::sys::signal::Signal::SIGKILL,
                 );
             }
-            tracing::warn!(
+            events::skip_rule_failed(
+                job_id,
                 sheet_num,
-                "skip_when_command timed out; running the sheet (fail-open)"
+                &format!(
+                    "its skip_when_command timed out after {}s (timeout_seconds): {command}",
+                    timeout.as_secs_f64()
+                ),
             );
             None
         }
