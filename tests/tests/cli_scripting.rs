@@ -561,6 +561,26 @@ fn run_says_why_a_job_failed_at_once_and_its_exit_code_is_the_submission() {
     assert_eq!(doc["failure"]["error_code"], "E505", "{doc:#}");
     // Its outcome is `mozart wait`'s.
     assert_eq!(env.mozart(&["wait", "needs-claude"]).status.code(), Some(1));
+
+    // The default instrument (no `instrument:`, claude_cli) fails at once too: it spent
+    // every retry and its backoff on the missing program (three attempts over 42 s), and
+    // `run` said only "Job started".
+    let path = env.write_score(
+        "needs-default",
+        "name: needs-default\nworkspace: ./nd-ws\nsheet:\n  size: 1\n  total_items: 1\nprompt:\n  template: \"say hi\"\n",
+    );
+    let out = env.mozart(&["-q", "run", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("The score has already failed: needs-default\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  Sheet 1 failed [E505]: claude CLI not found in PATH: install the CLI"),
+        "{text}"
+    );
+    let doc = status(&env, "needs-default");
+    assert_eq!(doc["sheets"]["1"]["attempt_count"], 1, "{doc:#}");
 }
 
 #[test]

@@ -567,6 +567,33 @@ mod tests {
         assert_eq!(text_api_status("done"), None);
     }
 
+    /// The default instrument with no `claude` where the conductor looks: the sheet fails at
+    /// once, as a profile instrument's does. Its "claude CLI not found in PATH" matched the
+    /// retriable "binary or file not found" text, so the sheet spent its retries and their
+    /// backoff (three attempts over 42 s) on a program that cannot appear.
+    #[tokio::test]
+    async fn a_missing_claude_is_not_retried() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = ClaudeCliBackend::new(ClaudeCliOptions {
+            executable: dir.path().join("no-claude").display().to_string(),
+            ..Default::default()
+        });
+        let result = b
+            .execute(ExecutionRequest::new(
+                "hi".to_string(),
+                dir.path(),
+                std::time::Duration::from_secs(10),
+            ))
+            .await;
+        let c = crate::classify::classify_for(&result, "claude_cli");
+        assert_eq!(c.code, crate::classify::ErrorCode::E505, "{c:?}");
+        assert!(!c.retriable, "{c:?}");
+        assert!(
+            c.message.contains("mozart instruments check claude_cli"),
+            "{c:?}"
+        );
+    }
+
     #[test]
     fn command_line_follows_the_spec_order() {
         let b = ClaudeCliBackend::new(ClaudeCliOptions {

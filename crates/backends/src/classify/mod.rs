@@ -892,6 +892,22 @@ fn process_phase(result: &ExecutionResult, lower: &str, found: &mut Found) -> Op
     } else if result.exit_reason == ExitReason::Timeout || result.timed_out {
         found.push(timeout_error(lower), ClassificationMethod::ExitCode);
     }
+    // The program could not be started because it is not there: no retry can change that
+    // (the conductor's PATH is fixed until it restarts). Claude's "claude CLI not found in
+    // PATH" also matches the retriable "binary or file not found" text, which let the default
+    // instrument spend every retry and its backoff on it.
+    if result.error_type == Some(FailureKind::NotFound) && exit_signal.is_none() {
+        found.push(
+            ClassifiedError::new(
+                ErrorCode::E505,
+                ErrorCategory::Fatal,
+                false,
+                "Command not found",
+                None,
+            ),
+            ClassificationMethod::Structured,
+        );
+    }
     // The backend recognised a refusal to run as configured (e.g. Claude Code as root
     // without IS_SANDBOX): not worth a retry, and its message says what to change.
     if result.error_type == Some(FailureKind::Configuration) && exit_signal.is_none() {
