@@ -5,7 +5,8 @@
 
 use mozart_tests::mock_api::INPUT_TOKENS;
 use mozart_tests::real_cli::{
-    write_file_score, RealCli, RealCliEnv, CLAUDE, CLAUDE_CODE, CLAUDE_JSON, CLAUDE_TEXT,
+    processes_mentioning, write_file_score, RealCli, RealCliEnv, CLAUDE, CLAUDE_CODE, CLAUDE_JSON,
+    CLAUDE_TEXT,
 };
 use mozart_tests::real_cli_tests;
 
@@ -300,4 +301,69 @@ fn in_json_mode_an_overloaded_api_is_retried_not_parked() {
     };
     rc.run_overloaded(&CLAUDE_JSON, "rc-529", 1);
     rc.check_overload_retried("rc-529");
+}
+
+/// The variables a process `pid` started with, as `NAME=value` strings.
+fn environ(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .unwrap_or_default()
+        .split(|b| *b == 0)
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect()
+}
+
+#[test]
+fn the_claude_code_profile_passes_on_proxy_and_certificate_settings() {
+    // The profile passes only listed variables: a user behind a proxy (HTTPS_PROXY, its own
+    // CA in NODE_EXTRA_CA_CERTS) or logged in with `claude setup-token`
+    // (CLAUDE_CODE_OAUTH_TOKEN) got a CLI that could not reach or sign in to the API, where
+    // the default instrument (the whole environment) worked.
+    let Some(mut rc) = RealCliEnv::new("claude") else {
+        return;
+    };
+    for (k, v) in CLAUDE_CODE_PROFILE.vars {
+        rc.set_var(k, v);
+    }
+    let passed = [
+        // Port 9 (discard) on loopback: never used, the mock is http:// and in NO_PROXY.
+        ("HTTPS_PROXY", "http://127.0.0.1:9"),
+        ("NO_PROXY", "127.0.0.1,localhost"),
+        ("NODE_EXTRA_CA_CERTS", "/etc/ssl/certs/ca-certificates.crt"),
+        (
+            "CLAUDE_CONFIG_DIR",
+            &*rc.cli_home.join(".claude").display().to_string(),
+        ),
+    ]
+    .map(|(k, v)| (k.to_string(), v.to_string()));
+    for (k, v) in &passed {
+        rc.set_var(k, v);
+    }
+    rc.start_conductor();
+    let instrument = "instrument: claude-code\nbackend:\n  timeout_seconds: 60";
+    let score = write_file_score("rc-ccenv", instrument, 1, "slow mock-ms:700", "");
+    rc.run_score("rc-ccenv", &score);
+    let ws = rc.env.work.join("rc-ccenv-ws");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let seen = loop {
+        let found: Vec<Vec<String>> = processes_mentioning(&ws)
+            .into_iter()
+            .map(|(pid, _)| environ(pid))
+            .filter(|e| e.iter().any(|v| v.starts_with("MOZART_ATTEMPT=")))
+            .collect();
+        if let Some(env) = found.into_iter().next() {
+            break env;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no CLI process seen: {:#}",
+            rc.status("rc-ccenv")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    for (k, v) in &passed {
+        let want = format!("{k}={v}");
+        assert!(seen.contains(&want), "{want} reaches the CLI: {seen:#?}");
+    }
+    let doc = rc.wait_done("rc-ccenv", 60);
+    rc.assert_completed("rc-ccenv", &doc);
 }

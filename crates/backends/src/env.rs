@@ -24,6 +24,20 @@ pub const SYSTEM_VARS: &[&str] = &[
     "XDG_CONFIG_HOME",
     "XDG_DATA_HOME",
     "XDG_CACHE_HOME",
+    // Ours: how this machine reaches the network — its proxy and the certificates it trusts.
+    // Without them a CLI behind a corporate proxy, or one whose TLS goes through the
+    // company's own CA, cannot reach its API at all (docs/differences.md).
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "no_proxy",
+    "all_proxy",
+    "NODE_EXTRA_CA_CERTS",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
 ];
 
 /// Claude Code refuses to start when this is set (claude-code-output.md §8.2); a conductor
