@@ -104,3 +104,48 @@ prompt:
     });
     assert!(text.contains("stauts"), "{text}");
 }
+
+/// Between two sheets (`pause_between_sheets_seconds`) nothing runs: `status` says the job
+/// is pausing and when the next sheet starts. It showed a running job with nothing running
+/// and no reason, for as long as the pause (a score may pause minutes).
+#[test]
+fn status_says_a_job_is_pausing_between_sheets() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = env.work.join("pacing-ws");
+    let yaml = format!(
+        r#"name: pacing
+workspace: {ws}
+instrument: shell
+pause_between_sheets_seconds: 6
+sheet:
+  size: 1
+  total_items: 2
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> ran
+"#,
+        ws = ws.display()
+    );
+    let score = env.write_score("pacing", &yaml);
+    run(&env, &score, &[]);
+    let doc = wait_status(&env, "pacing", 20.0, |d| {
+        d["sheets"]["1"]["status"] == "completed"
+    });
+    assert_eq!(doc["status"], "running", "{doc:#}");
+    let reason = doc["waiting_reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with(
+            "pausing 6s between sheets (pause_between_sheets_seconds); the next sheet starts in"
+        ),
+        "{doc:#}"
+    );
+    let text = mozart_tests::stdout(&env.mozart(&["status", "pacing"]));
+    assert!(
+        text.contains("Waiting: pausing 6s between sheets"),
+        "{text}"
+    );
+    let doc = wait_terminal(&env, "pacing", 20.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert!(doc.get("waiting_reason").is_none(), "{doc:#}");
+}

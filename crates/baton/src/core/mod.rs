@@ -997,6 +997,16 @@ impl BatonCore {
         let job = &mut self.jobs[ji];
         job.pacing_until = Some(until);
         job.pacing_timer = Some(id);
+        // Ours: `status` says the job is pausing between sheets, not idle for no reason.
+        let (job_id, seconds) = (job.id.clone(), job.pause_between.as_secs_f64());
+        self.observe(
+            out,
+            &job_id,
+            0,
+            "baton.pacing.started",
+            serde_json::json!({ "seconds": seconds }),
+            now,
+        );
     }
 
     /// Pause the job when its cost exceeds the limit (strictly, §2.4 `_check_job_cost_limit`).

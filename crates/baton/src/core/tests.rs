@@ -986,6 +986,9 @@ fn pacing_delays_the_next_sheet() {
     let e = rig.register(spec);
     let e = rig.succeed("j", 1, &e);
     assert!(nums(&e).is_empty());
+    // The pause is announced (for `status`), with its length.
+    assert!(e.iter().any(|x| matches!(x, Effect::Observer(o)
+        if o.event == "baton.pacing.started" && o.data["seconds"] == 5.0)));
     assert!(nums(&rig.advance(secs(4))).is_empty());
     assert_eq!(nums(&rig.advance(secs(1))), vec![2]);
 }

@@ -1278,6 +1278,13 @@ impl BatonHost for ConductorHost {
         if event.job_id.is_empty() {
             return;
         }
+        if event.event == "baton.pacing.started" {
+            if let Some(secs) = event.data.get("seconds").and_then(|d| d.as_f64()) {
+                if let Some(e) = self.table.jobs.get_mut(&event.job_id) {
+                    e.rt.pacing = Some((mozart_state::epoch_now() + secs, secs));
+                }
+            }
+        }
         // The retry's delay is known once the baton scheduled it (its timer is not ours).
         if event.event == "baton.sheet.retry_scheduled" {
             if let Some(delay) = event.data.get("delay_seconds").and_then(|d| d.as_f64()) {

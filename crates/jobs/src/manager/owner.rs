@@ -214,12 +214,15 @@ impl ConductorHost {
                 DaemonJobStatus::Paused | DaemonJobStatus::Failed
             )
         });
-        let waiting = e.and_then(|e| e.waiting.clone()).or_else(|| {
-            (settling && self.table.pending_modify.contains_key(id)).then(|| {
-                "resuming with its new score (modify --resume) once its running sheets finish"
-                    .to_string()
+        let waiting = e
+            .and_then(|e| e.waiting.clone())
+            .or_else(|| {
+                (settling && self.table.pending_modify.contains_key(id)).then(|| {
+                    "resuming with its new score (modify --resume) once its running sheets finish"
+                        .to_string()
+                })
             })
-        });
+            .or_else(|| e.and_then(pacing_words));
         let pausing = self.pausing(id);
         let live = self.table.jobs.get_mut(id).and_then(|e| {
             let mut doc = super::live_status_doc(e, live_query)?;
@@ -375,4 +378,19 @@ impl ConductorHost {
             })
             .collect()
     }
+}
+
+/// A running job between two sheets (`pause_between_sheets_seconds`) with nothing running:
+/// `pausing 20s between sheets (pause_between_sheets_seconds); the next sheet starts in 16s`.
+fn pacing_words(e: &super::JobEntry) -> Option<String> {
+    let (until, secs) = e.rt.pacing?;
+    let left = until - mozart_state::epoch_now();
+    let idle = e.record.status == DaemonJobStatus::Running && e.rt.live.is_empty();
+    (idle && left > 0.0).then(|| {
+        format!(
+            "pausing {secs:.0}s between sheets (pause_between_sheets_seconds); the next sheet \
+             starts in {:.0}s",
+            left.ceil()
+        )
+    })
 }

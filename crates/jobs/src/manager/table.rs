@@ -157,6 +157,9 @@ pub(crate) struct RunState {
     /// Sheets waiting out a retry's backoff, with when the retry runs: `job.status` shows
     /// them retrying, not merely pending.
     pub retries: HashMap<u32, mozart_ipc::checkpoint::RetryWait>,
+    /// When the job's pause between sheets (`pause_between_sheets_seconds`) ends (Unix
+    /// epoch seconds) and how long it is: `job.status` says the job is pausing, not idle.
+    pub pacing: Option<(f64, f64)>,
 }
 
 impl RunState {
