@@ -488,7 +488,26 @@ fn active_limit_lines(globals: &Globals, result: &JobStatusResult) -> Vec<String
     let Ok(limits) = client.call(methods::DAEMON_RATE_LIMITS, ()) else {
         return Vec::new();
     };
-    rate_limit_lines(&limits)
+    match result.checkpoint() {
+        Some(cp) => job_rate_limit_lines(&limits, cp),
+        None => Vec::new(),
+    }
+}
+
+/// [`rate_limit_lines`] of the instruments this job's sheets wait on (its rate-limit
+/// holds): the conductor's limits are every job's, and a Gemini job's status listed "Rate
+/// limit on codex-cli" from another job as one of its own.
+fn job_rate_limit_lines(
+    limits: &RateLimitsResult,
+    cp: &mozart_ipc::checkpoint::JobCheckpoint,
+) -> Vec<String> {
+    let mut own = limits.clone();
+    own.backends.retain(|name, _| {
+        cp.instrument_holds
+            .iter()
+            .any(|h| h.kind == "rate_limit" && &h.instrument == name)
+    });
+    rate_limit_lines(&own)
 }
 
 /// Format `daemon.rate_limits` backends, sorted by name, skipping expired ones.
@@ -669,6 +688,25 @@ mod tests {
             ]
         );
         assert!(rate_limit_lines(&RateLimitsResult::default()).is_empty());
+    }
+
+    #[test]
+    fn a_jobs_active_limits_are_those_of_its_own_instruments() {
+        let limits: RateLimitsResult = serde_json::from_value(json!({"backends": {
+            "codex-cli": {"seconds_remaining": 7.0},
+            "gemini-cli": {"seconds_remaining": 4.0}
+        }, "active_limits": 2, "recent_events_count": 0}))
+        .unwrap();
+        let cp: mozart_ipc::checkpoint::JobCheckpoint = serde_json::from_value(json!({
+            "job_id": "g", "job_name": "g", "total_sheets": 1, "status": "running",
+            "instrument_holds": [{"instrument": "gemini-cli", "kind": "rate_limit",
+                "reason": "429"}]
+        }))
+        .unwrap();
+        assert_eq!(
+            job_rate_limit_lines(&limits, &cp),
+            vec!["Rate limit on gemini-cli — clears in 4s"]
+        );
     }
 
     #[test]
