@@ -100,10 +100,13 @@ pub fn console_width() -> usize {
 pub fn boxed(lines: &[String], width: usize, expand: bool) -> String {
     let inner = width.saturating_sub(4).max(1);
     let mut wrapped: Vec<String> = Vec::new();
-    for line in lines {
+    // A line holding line breaks (a command's output in a message) is several lines: each
+    // stays inside the border.
+    for line in lines.iter().flat_map(|l| l.split('\n')) {
+        let line = line.trim_end_matches('\r');
         let chars: Vec<char> = line.chars().collect();
         if chars.len() <= inner {
-            wrapped.push(line.clone());
+            wrapped.push(line.to_string());
             continue;
         }
         let mut current = String::new();

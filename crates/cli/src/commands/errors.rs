@@ -486,7 +486,14 @@ pub fn render_errors(
                 .map(format_clock)
                 .unwrap_or_default();
             let message = if verbose {
-                e.error_message.clone()
+                // Whole, but on the row's one line (a failing validation command's output
+                // follows its message on lines of its own); the panel below keeps the lines.
+                e.error_message
+                    .lines()
+                    .map(str::trim_end)
+                    .filter(|l| !l.trim().is_empty())
+                    .collect::<Vec<_>>()
+                    .join(" ⏎ ")
             } else {
                 match cause_line(e) {
                     Some(cause) => format!("{} — {cause}", summary(&e.error_message)),
@@ -589,7 +596,17 @@ mod tests {
         assert!(!text.contains("Error Details"));
 
         let verbose = render_errors("j", &errors, &ErrorFilter::default(), true, &Style::plain());
-        assert!(verbose.contains(&long), "verbose shows the whole message");
+        assert!(
+            verbose.contains(&long.replace('\n', " ⏎ ")),
+            "verbose shows the whole message, on the row's one line"
+        );
+        // The panel keeps the message's lines, each inside the border.
+        for line in verbose.lines().skip_while(|l| !l.starts_with('╭')) {
+            assert!(
+                line.starts_with('╭') || line.starts_with('│') || line.starts_with('╰'),
+                "a line out of the panel's border: {line:?}\n{verbose}"
+            );
+        }
         assert!(verbose.contains("\nError Details\n╭"), "{verbose}");
         assert!(verbose.contains(" Sheet 1 - E900 "), "{verbose}");
         assert!(verbose.contains("│ Context: exit_code=3"), "{verbose}");

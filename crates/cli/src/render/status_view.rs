@@ -761,7 +761,16 @@ impl View<'_> {
         }
         self.heading("Validation Failures");
         for (num, text) in failures {
-            self.line(format!("  Sheet {num}: {text}"));
+            // A failing command's output follows its message on lines of its own: indented
+            // under its sheet, not mistaken for the next entry.
+            let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+            self.line(format!(
+                "  Sheet {num}: {}",
+                lines.next().unwrap_or_default()
+            ));
+            for more in lines {
+                self.line(format!("      {}", more.trim_end()));
+            }
         }
         if sheets_with_failures > cap {
             self.line(String::new());
@@ -1476,6 +1485,26 @@ mod tests {
         job.status = JobStatus::Running;
         let text = render_status(&job, 1_800_000_000.0, &[], &Style::plain());
         assert!(text.contains("Runs again in 6s (no retry spent)"), "{text}");
+    }
+
+    #[test]
+    fn a_validation_commands_output_is_indented_under_its_sheet() {
+        let mut job = sample();
+        let sheet2 = job.sheets.get_mut(&2).unwrap();
+        if let Some(d) = sheet2
+            .validation_details
+            .as_mut()
+            .and_then(|d| d.first_mut())
+        {
+            d.error_message = Some("Command failed (exit 2): make test\nFAILED: x\n".into());
+        }
+        let text = render_status(&job, 1_800_000_000.0, &[], &Style::plain());
+        assert!(
+            text.contains(
+                "  Sheet 2: out.txt exists — Command failed (exit 2): make test\n      FAILED: x\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
