@@ -114,7 +114,7 @@ fn status_of_a_large_job_is_a_bounded_summary_with_true_counts() {
     assert_eq!(failed, failing(), "the failed sheets, from the registry");
     assert_eq!(
         doc["sheets"]["100"]["error_message"],
-        "Shell exited with code 3"
+        "Shell exited with code 3 (not retried: exit code 3 is not one Mozart retries; 1, 2 and 124 are)"
     );
 }
 

@@ -1030,6 +1030,16 @@ fn add_backend_words(c: &mut Classification, result: &ExecutionResult, instrumen
             };
         }
     }
+    // An exit code Mozart does not retry fails the sheet at its first attempt, whatever
+    // `max_retries` says: the message says so, not only the docs.
+    if c.code == ErrorCode::E999 && !c.retriable && c.method == ClassificationMethod::ExitCode {
+        if let Some(code) = result.exit_code.filter(|code| *code > 0) {
+            c.message = format!(
+                "{} (not retried: exit code {code} is not one Mozart retries; 1, 2 and 124 are)",
+                c.message
+            );
+        }
+    }
 }
 
 /// What a failed CLI's output says the cause was: the message of the last JSON error it

@@ -324,6 +324,22 @@ fn timeout_with_signal_and_auth_beats_rate_limit_text() {
 }
 
 #[test]
+fn an_exit_code_that_is_not_retried_says_so() {
+    let c = classify(&failed("", "something broke", Some(3)));
+    assert_eq!(c.code, ErrorCode::E999);
+    assert!(!c.should_retry());
+    assert!(
+        c.message
+            .ends_with("(not retried: exit code 3 is not one Mozart retries; 1, 2 and 124 are)"),
+        "{}",
+        c.message
+    );
+    // A retried exit code says nothing of the kind.
+    let c = classify(&failed("", "something broke", Some(1)));
+    assert!(!c.message.contains("not retried"), "{}", c.message);
+}
+
+#[test]
 fn a_timeout_says_how_long_the_sheet_was_given() {
     let timed_out = ExecutionResult {
         exit_signal: Some(15),
