@@ -749,16 +749,22 @@ impl RealCliEnv {
     }
 
     /// The API answers 404 "model not found" (in its own words): the CLI exits 1 saying so,
-    /// and `mozart errors` shows that cause (`expected`), not only "exit code 1".
+    /// and `mozart errors` shows that cause (`expected`), not only "exit code 1"; with the
+    /// default retries the sheet fails at its first attempt (E301: retrying a model the API
+    /// does not know cannot help; it spent three attempts and ~45 s).
     ///
     /// # Panics
     /// When any of it is not so.
     pub fn check_failure_names_its_cause(&self, cli: &RealCli, expected: &str) {
-        let once = "retry: {max_retries: 0}\n";
-        let score = write_file_score("rc-crash", &cli.instrument(60), 1, "badmodel", once);
+        let score = write_file_score("rc-crash", &cli.instrument(60), 1, "badmodel", "");
         self.run_score("rc-crash", &score);
         let doc = self.wait_done("rc-crash", 90);
         assert_eq!(doc["status"], "failed", "{doc:#}");
+        assert_eq!(
+            doc["sheets"]["1"]["attempt_count"], 1,
+            "not retried: {doc:#}"
+        );
+        assert_eq!(doc["sheets"]["1"]["error_code"], "E301", "{doc:#}");
         let out = self.mozart(&["errors", "rc-crash", "--json"]);
         let errors: Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("errors --json is JSON: {e}: {}", stdout(&out)));

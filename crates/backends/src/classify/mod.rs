@@ -333,12 +333,26 @@ pub fn classify_output(
     text_pattern_error(&combined).unwrap_or_else(|| exit_code_error(exit_code, &lower, stderr))
 }
 
+/// What a model the API does not know is called, before the CLI's own words.
+const MODEL_NOT_FOUND_MESSAGE: &str = "The model is not available (check the score's \
+     instrument_config.model, or backend.cli_model for claude_cli)";
+
 /// The first of the known configuration, auth and network texts in `combined`.
 fn text_pattern_error(combined: &str) -> Option<ClassifiedError> {
     use ErrorCategory as C;
     use ErrorCode as E;
     type Check<'a> = (&'a regex::Regex, E, C, bool, Option<f64>, &'a str);
-    let checks: [Check<'_>; 4] = [
+    let checks: [Check<'_>; 5] = [
+        // Ours: a model the API does not know fails at once, where upstream retried it as
+        // "exit code 1" (a typo in the score cost every retry and its backoff).
+        (
+            &patterns::MODEL_NOT_FOUND,
+            E::E301,
+            C::Configuration,
+            false,
+            None,
+            MODEL_NOT_FOUND_MESSAGE,
+        ),
         (
             &patterns::ENOENT,
             E::E505,
@@ -1009,6 +1023,16 @@ fn add_backend_words(c: &mut Classification, result: &ExecutionResult, instrumen
             if !c.message.contains(msg) {
                 c.message = format!("{}: {msg}", c.message);
             }
+        }
+    }
+    // Which model, and why, is the CLI's to say.
+    if c.code == ErrorCode::E301 && c.message == MODEL_NOT_FOUND_MESSAGE {
+        let said = said
+            .filter(|m| !m.is_empty())
+            .map(str::to_string)
+            .or_else(|| cause_line(&result.stdout, &result.stderr));
+        if let Some(said) = said {
+            c.message = crate::redact::redact(&format!("{}: {said}", c.message));
         }
     }
     // "exit code 1" alone does not say why (issue 22): add what the instrument said — the

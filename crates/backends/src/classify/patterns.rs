@@ -122,6 +122,16 @@ pattern_set!(
     ]
 );
 pattern_set!(
+    /// Ours: the API does not know the model the score names (a typo in
+    /// `instrument_config.model`), in each CLI's words: Claude Code's, the Gemini API's and
+    /// the OpenAI API's. Retrying cannot help.
+    MODEL_NOT_FOUND = [
+        r"There's an issue with the selected model", r"\[claude-code:unrecognized_model\]",
+        r"models/\S+ is not found for API version",
+        r"The model `[^`]+` does not exist",
+    ]
+);
+pattern_set!(
     /// Stale execution (detected via exit_reason; kept for completeness).
     STALE = [r"[Ss]tale execution", r"no output for \d+s", r"idle.{0,10}timeout"]
 );
@@ -165,6 +175,7 @@ mod tests {
             &ENOENT,
             &STALE,
             &NOT_RATE_LIMIT,
+            &MODEL_NOT_FOUND,
         ] {
             assert!(!set.as_str().is_empty());
         }

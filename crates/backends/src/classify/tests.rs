@@ -503,3 +503,40 @@ fn a_vanished_slurm_job_says_how_it_ended_in_the_error_message() {
     let local = classify_output("", "boom\n", None, None, ExitReason::Completed);
     assert_eq!(local.message, "Process terminated without an exit code");
 }
+
+/// A model the API does not know (a typo in `instrument_config.model`), in each CLI's words
+/// as they exit 1: not retried, and the message says which setting to check and what the
+/// CLI said. Upstream retried it as "exit code 1": three attempts, ~45 s, same answer.
+#[test]
+fn an_unknown_model_fails_at_once_with_the_clis_words() {
+    let cases = [
+        // Claude Code (claude_cli, claude-code): its answer, and its stderr tag.
+        (
+            "There's an issue with the selected model (no-such-model-9). It may not exist or you may not have access to it. Run --model to pick a different model.",
+            "[claude-code:unrecognized_model] {\"model\":\"no-such-model-9\"}",
+            "There's an issue with the selected model (no-such-model-9)",
+        ),
+        // Gemini CLI 0.61: the API's error document.
+        (
+            "",
+            "{\"error\": {\"type\": \"Error\", \"message\": \"models/no-such-model-9 is not found for API version v1beta, or is not supported for generateContent.\", \"code\": 1}}",
+            "models/no-such-model-9 is not found",
+        ),
+        // Codex: its turn.failed.
+        (
+            "{\"type\":\"turn.failed\",\"error\":{\"message\":\"The model `no-such-model-9` does not exist or you do not have access to it.\"}}",
+            "",
+            "The model `no-such-model-9` does not exist",
+        ),
+    ];
+    for (stdout, stderr, words) in cases {
+        let c = classify(&failed(stdout, stderr, Some(1)));
+        assert_eq!(c.code, ErrorCode::E301, "{c:?}");
+        assert!(!c.retriable, "{c:?}");
+        assert!(c.message.contains("instrument_config.model"), "{c:?}");
+        assert!(c.message.contains(words), "{c:?}");
+    }
+    // An answer that only talks about models is no such failure.
+    let c = classify(&failed("the selected model was fine", "", Some(1)));
+    assert_ne!(c.code, ErrorCode::E301, "{c:?}");
+}
