@@ -789,3 +789,44 @@ fn instruments_check_says_ready_only_when_the_instrument_could_run() {
         "{text}"
     );
 }
+
+/// `instruments check` of a CLI instrument says whether the key it needs is set: it said
+/// "gemini-cli is ready." with no GEMINI_API_KEY anywhere, and the first sheet failed as a
+/// refused key.
+#[test]
+fn instruments_check_says_whether_a_cli_instruments_key_is_set() {
+    let env = TestEnv::new();
+    let check = |key: Option<&str>, json: bool| {
+        let mut args = vec!["instruments", "check", "gemini-cli"];
+        if json {
+            args.push("--json");
+        }
+        let mut cmd = env.command(&args);
+        cmd.env_remove("GEMINI_API_KEY")
+            .env_remove("GOOGLE_API_KEY");
+        if let Some(k) = key {
+            cmd.env("GEMINI_API_KEY", k);
+        }
+        let out = cmd.output().unwrap();
+        format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr))
+    };
+    let text = check(None, false);
+    assert!(
+        text.contains(
+            "  Credentials:   none of GEMINI_API_KEY, GOOGLE_API_KEY is set here: the CLI needs one \
+             unless it is logged in"
+        ),
+        "{text}"
+    );
+    let doc: serde_json::Value = serde_json::from_str(&check(None, true)).unwrap();
+    assert_eq!(
+        doc["credentials"],
+        serde_json::json!({"vars": ["GEMINI_API_KEY", "GOOGLE_API_KEY"], "set": []}),
+        "{doc}"
+    );
+    let text = check(Some("AIza-check-test"), false);
+    assert!(
+        text.contains("  Credentials:   GEMINI_API_KEY is set here"),
+        "{text}"
+    );
+}
