@@ -861,19 +861,23 @@ impl View<'_> {
                     "  Running for: {}",
                     format_duration(Some(live.elapsed_seconds))
                 ));
-                self.line(format!(
-                    "  Tool calls: {}{}",
-                    live.tool_calls,
-                    live.last_tool
-                        .as_deref()
-                        .map(|t| format!(" (last: {t})"))
-                        .unwrap_or_default()
-                ));
-                self.line(format!(
-                    "  Tokens so far: {} in / {} out",
-                    thousands(live.input_tokens),
-                    thousands(live.output_tokens)
-                ));
+                // The `shell` instrument runs commands, no model: it has no tool calls or
+                // tokens to report, and "0" would read as a model that did nothing yet.
+                if sheet.instrument_name.as_deref() != Some("shell") {
+                    self.line(format!(
+                        "  Tool calls: {}{}",
+                        live.tool_calls,
+                        live.last_tool
+                            .as_deref()
+                            .map(|t| format!(" (last: {t})"))
+                            .unwrap_or_default()
+                    ));
+                    self.line(format!(
+                        "  Tokens so far: {} in / {} out",
+                        thousands(live.input_tokens),
+                        thousands(live.output_tokens)
+                    ));
+                }
                 if live.api_retries > 0 {
                     self.line(format!("  API retries by the CLI: {}", live.api_retries));
                 }
@@ -1485,6 +1489,39 @@ mod tests {
         job.status = JobStatus::Running;
         let text = render_status(&job, 1_800_000_000.0, &[], &Style::plain());
         assert!(text.contains("Runs again in 6s (no retry spent)"), "{text}");
+    }
+
+    #[test]
+    fn a_running_shell_sheet_shows_no_tool_calls_or_tokens() {
+        let mut job = sample();
+        job.status = JobStatus::Running;
+        let mut sheet3 = job.sheets.get(&3).unwrap().clone();
+        sheet3.status = SheetStatus::InProgress;
+        sheet3.instrument_name = Some("shell".into());
+        sheet3.live = Some(Box::new(mozart_ipc::checkpoint::LiveProgress {
+            elapsed_seconds: 4.5,
+            idle_seconds: 4.5,
+            output_bytes: 8,
+            tool_calls: 0,
+            last_tool: None,
+            input_tokens: 0,
+            output_tokens: 0,
+            api_retries: 0,
+            last_event: None,
+        }));
+        job.sheets.insert(3, sheet3.clone());
+        let text = render_status(&job, 1_800_000_000.0, &[], &Style::plain());
+        assert!(text.contains("Live Progress — Sheet 3"), "{text}");
+        assert!(text.contains("  Output received: 8"), "{text}");
+        assert!(!text.contains("Tool calls"), "{text}");
+        assert!(!text.contains("Tokens so far"), "{text}");
+        sheet3.instrument_name = Some("claude_cli".into());
+        job.sheets.insert(3, sheet3);
+        let text = render_status(&job, 1_800_000_000.0, &[], &Style::plain());
+        assert!(
+            text.contains("  Tool calls: 0\n  Tokens so far: 0 in / 0 out"),
+            "{text}"
+        );
     }
 
     #[test]
