@@ -17,12 +17,15 @@ fn stop_past_the_shutdown_timeout_interrupts_a_sheet_on_its_last_attempt_without
     .unwrap();
     env.start_conductor();
     let ws = env.work.join("ws");
-    // The repro's score; the first line only counts the sheet's runs.
+    // The repro's score; the first line only counts the sheet's runs. The first run sleeps
+    // 30 s, well past the stop's 10 s; the run after the restart 5 s, long enough to be
+    // seen running.
     let score = env.write_score(
         "long",
         "name: long\nworkspace: ./ws\ninstrument: shell\n\
          sheet: {size: 1, total_items: 1}\nretry: {max_retries: 1}\n\
-         prompt:\n  template: |\n    RUN: echo run >> ledger\n    RUN: sleep 30\n",
+         prompt:\n  template: |\n    RUN: echo run >> ledger\n    \
+         RUN: if [ \"$(wc -l < ledger)\" -eq 1 ]; then sleep 30; else sleep 5; fi\n",
     );
     let out = env.mozart(&["run", score.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "run: {}", stdout(&out));
