@@ -318,9 +318,11 @@ pub(crate) fn cause_line(e: &ErrorEntry) -> Option<String> {
                 .map(str::to_string)
         })
     };
+    // Without a stderr tail the other one is the attempt's whole output (an older attempt's
+    // is stdout and stderr together, as the registry keeps it): not "stdout".
     let (stream, line) = match last(&e.stderr_tail) {
         Some(l) => ("stderr", l),
-        None => ("stdout", last(&e.stdout_tail)?),
+        None => ("output", last(&e.stdout_tail)?),
     };
     if e.error_message.contains(&line) {
         return None;
@@ -411,7 +413,16 @@ pub fn detail_lines(e: &ErrorEntry) -> Vec<String> {
             lines.extend(head(t, max).lines().map(str::to_string));
         }
     };
-    block("Stdout (tail)", &e.stdout_tail, DETAIL_TAIL_CHARS);
+    // An older attempt's tail is its stdout and stderr together (the registry keeps one
+    // output tail an attempt): "Stdout" would misname what a failed command printed on
+    // stderr. Two tails are the last attempt's streams apart.
+    let has_stderr = e.stderr_tail.as_deref().is_some_and(|t| !t.is_empty());
+    let out_label = if has_stderr {
+        "Stdout (tail)"
+    } else {
+        "Output (tail)"
+    };
+    block(out_label, &e.stdout_tail, DETAIL_TAIL_CHARS);
     block("Stderr (tail)", &e.stderr_tail, DETAIL_TAIL_CHARS);
     block("Stack Trace", &e.stack_trace, DETAIL_STACK_CHARS);
     lines
@@ -663,7 +674,7 @@ mod tests {
         );
         e.context.insert("exit_code".into(), json!(1));
         e.stdout_tail = Some("progress\n".into());
-        assert_eq!(cause_line(&e).as_deref(), Some("stdout: progress"));
+        assert_eq!(cause_line(&e).as_deref(), Some("output: progress"));
         e.stderr_tail = Some(format!(
             "{}\nfatal: no db password\n\n",
             "noise ".repeat(50)
@@ -685,6 +696,27 @@ mod tests {
         );
         e.error_message = "died: fatal: no db password".into();
         assert_eq!(cause_line(&e), None);
+    }
+
+    #[test]
+    fn an_output_tail_without_stderr_is_not_called_stdout() {
+        // An older attempt's tail holds stdout and stderr together (here the timeout line
+        // the conductor wrote on stderr): the panel must not call it stdout.
+        let job = job_with(vec![failed_sheet(
+            1,
+            "Process killed by SIGTERM due to timeout",
+            Some("E001"),
+        )]);
+        let mut e = collect_errors(&job, &ErrorFilter::default(), 0.0).remove(0);
+        e.stdout_tail = Some("Command timed out after 3s".into());
+        e.stderr_tail = None;
+        let lines = detail_lines(&e);
+        assert!(lines.iter().any(|l| l == "Output (tail):"), "{lines:?}");
+        assert!(!lines.iter().any(|l| l.starts_with("Stdout")), "{lines:?}");
+        e.stderr_tail = Some("boom".into());
+        let lines = detail_lines(&e);
+        assert!(lines.iter().any(|l| l == "Stdout (tail):"), "{lines:?}");
+        assert!(lines.iter().any(|l| l == "Stderr (tail):"), "{lines:?}");
     }
 
     #[test]
