@@ -57,7 +57,26 @@ fn shell_score_gets_no_cost_limit_tip() {
     let out = env.mozart(&["run", path.to_str().unwrap(), "--dry-run"]);
     let text = stdout(&out);
     assert!(!text.contains("cost_limits"), "{text}");
-    assert!(!text.contains("Cost tracking is disabled"), "{text}");
+    assert!(!text.contains("No cost limit is set"), "{text}");
+}
+
+/// A score on an AI CLI without cost limits: `run` said "Cost tracking is disabled … API
+/// calls will not be monitored", yet `status` shows every sheet's cost; what is off is the
+/// limit.
+#[test]
+fn run_says_costs_are_recorded_but_not_limited() {
+    let env = TestEnv::new();
+    let path = env.write_score(
+        "paid",
+        "name: paid\nworkspace: ./paid-ws\ninstrument: claude-code\nsheet:\n  size: 1\n  total_items: 1\nprompt:\n  template: \"say hi\"\n",
+    );
+    let out = env.mozart(&["run", path.to_str().unwrap(), "--dry-run"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("Note: No cost limit is set for this score: its API costs are recorded"),
+        "{text}"
+    );
+    assert!(!text.contains("not be monitored"), "{text}");
 }
 
 #[test]

@@ -219,7 +219,7 @@ fn print_config_panel(score: &Score) {
     print!("{panel}");
     // No money to guard on a score that only runs the free `shell` instrument (issue 23).
     if !c.cost_limits.enabled && !super::submit::only_free_instruments(c) {
-        println!("\nNote: Cost tracking is disabled for this score. API calls will not be monitored or limited.");
+        println!("\n{}", super::submit::NO_COST_LIMIT_NOTE);
         println!("  To enable, add to your score: cost_limits: {{enabled: true, max_cost_per_job: 10.00}}");
     }
 }

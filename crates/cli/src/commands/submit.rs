@@ -329,9 +329,9 @@ fn print_panel(config: &mozart_config::JobConfig) {
     // to lose, so it is not told to guard against charges (issue 23).
     if !config.cost_limits.enabled && !only_free_instruments(config) {
         println!();
-        println!(
-            "Note: Cost tracking is disabled for this score. API calls will not be monitored or limited."
-        );
+        // Ours: upstream said "Cost tracking is disabled … API calls will not be monitored",
+        // but every attempt's cost is recorded and shown; only the limit is off.
+        println!("{NO_COST_LIMIT_NOTE}");
         println!(
             "  Tip: Set cost_limits.enabled: true in your score to prevent unexpected charges"
         );
@@ -341,6 +341,9 @@ fn print_panel(config: &mozart_config::JobConfig) {
 
 /// Whether every instrument the score can run is the free built-in `shell` (no API
 /// charges): the score-level one, movements, per-sheet choices, aliases and fallbacks.
+/// What `run` says of a score without cost limits (docs/differences.md).
+pub(crate) const NO_COST_LIMIT_NOTE: &str = "Note: No cost limit is set for this score: its API costs are recorded (mozart status), but nothing stops the job when they grow.";
+
 pub(crate) fn only_free_instruments(config: &mozart_config::JobConfig) -> bool {
     let top = config
         .instrument
