@@ -211,6 +211,8 @@ impl BatonCore {
             let from = sheet.inst();
             sheet.fallback_pos += 1;
             sheet.instrument = ii as u32;
+            let spent = sheet.normal_attempts + sheet.completion_attempts;
+            sheet.live_mut().earlier_attempts += spent;
             sheet.normal_attempts = 0;
             sheet.completion_attempts = 0;
             sheet.next_mode = AttemptMode::Normal;

@@ -99,6 +99,9 @@ struct Live {
     retry_timer: Option<TimerId>,
     stale_timer: Option<TimerId>,
     escalation_timer: Option<TimerId>,
+    /// Attempts made on the instruments the sheet fell back from (their counters start
+    /// again on the next one): its attempts keep their numbers across a fallback.
+    earlier_attempts: u32,
 }
 
 /// What a sheet that never ran reads (no box allocated for it).
@@ -110,6 +113,7 @@ static NOT_LIVE: Live = Live {
     retry_timer: None,
     stale_timer: None,
     escalation_timer: None,
+    earlier_attempts: 0,
 };
 
 /// Which of a sheet's timers.
@@ -130,6 +134,7 @@ impl Live {
             && self.retry_timer.is_none()
             && self.stale_timer.is_none()
             && self.escalation_timer.is_none()
+            && self.earlier_attempts == 0
     }
 
     fn timer(&mut self, which: SheetTimer) -> &mut Option<TimerId> {
@@ -192,8 +197,14 @@ impl Sheet {
         self.instrument as usize
     }
 
+    /// The next attempt's number, counting every attempt the sheet made (on instruments it
+    /// fell back from too).
     fn attempt_number(&self) -> u32 {
-        self.normal_attempts + self.completion_attempts + self.healing_attempts + 1
+        self.live().earlier_attempts
+            + self.normal_attempts
+            + self.completion_attempts
+            + self.healing_attempts
+            + 1
     }
 }
 

@@ -566,9 +566,23 @@ fn exhaustion_falls_back_with_a_fresh_budget() {
     let e = rig.fail("j", 1, &e, FailureKind::Transient);
     let a = attempt_of(&e, 1);
     assert_eq!(a.instrument, "codex-cli");
+    // Its attempts keep their numbers across the fallback: this is its second.
+    assert_eq!(a.attempt_number, 2);
     assert_eq!(rig.core.sheet("j", 1).map(|s| s.normal_attempts), Some(0));
     let e = rig.fail("j", 1, &e, FailureKind::Transient);
     assert_eq!(finished(&e).map(|f| f.0), Some(JobOutcome::Failed));
+    let reason = e.iter().find_map(|x| match x {
+        Effect::Persist(StateChange::Sheet(c)) if c.status == SheetStatus::Failed => {
+            c.reason.clone()
+        }
+        _ => None,
+    });
+    assert!(
+        reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with("Failed after 2 attempts")),
+        "{reason:?}"
+    );
 }
 
 #[test]

@@ -895,9 +895,10 @@ fn update_sheet(
     }
     if let Some(d) = details {
         // An attempt that failed the sheet without spending a retry (a non-retriable
-        // failure) is not in the baton's counts, but it was started. (A rate-limited one
-        // is not an attempt: the sheet waits and runs it again.)
-        if status == SheetStatus::Failed {
+        // failure) is not in the baton's counts, but it was started; neither are the
+        // attempts on instruments the sheet fell back from (the attempt's number counts
+        // them). (A rate-limited one is not an attempt: the sheet waits and runs it again.)
+        if matches!(status, SheetStatus::Failed | SheetStatus::Completed) {
             sheet.attempt_count = sheet.attempt_count.max(d.attempt_number);
         }
         apply_details(sheet, d);
