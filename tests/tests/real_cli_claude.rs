@@ -214,6 +214,14 @@ fn the_claude_code_profile_fails_fast_on_a_bad_key_too() {
         message.contains("Invalid API key"),
         "the CLI's words: {message}"
     );
+    // The hint names the key that was set (and refused), not all six of the profile's: with
+    // them the row of `mozart errors` was cut in the middle of the CLI's words.
+    let out = rc.mozart(&["errors", "rc-401"]);
+    let table = mozart_tests::stdout(&out);
+    assert!(
+        table.contains("Invalid API key · Fix external API key. Authentication failed: check"),
+        "{table}"
+    );
 }
 
 #[test]

@@ -441,7 +441,10 @@ impl ProfileBackend {
     }
 
     /// Name the credentials the profile passes on after an auth failure's message, so the
-    /// fix is obvious.
+    /// fix is obvious: those of them the conductor's environment sets (the key that was
+    /// refused), or, when it sets none, all of them. Listing all six of `claude-code`'s
+    /// (AWS ones included) made the message too long for `mozart errors` to show the CLI's
+    /// own words.
     fn add_key_hint(&self, result: &mut ExecutionResult) {
         let keys: Vec<&str> = self
             .profile
@@ -451,16 +454,27 @@ impl ProfileBackend {
             .map(String::as_str)
             .filter(|v| v.contains("KEY") || v.contains("TOKEN"))
             .collect();
-        let what = if keys.is_empty() {
-            "the instrument's credentials".to_string()
-        } else {
-            keys.join(" / ")
+        let set: Vec<&str> = keys
+            .iter()
+            .copied()
+            .filter(|k| std::env::var_os(k).is_some_and(|v| !v.is_empty()))
+            .collect();
+        let end = crate::classify::KEY_HINT_END;
+        let hint = match (keys.is_empty(), set.is_empty()) {
+            (true, _) => {
+                format!("check the instrument's credentials in the conductor's environment, {end}")
+            }
+            (false, false) => format!(
+                "check {} in the conductor's environment, {end}",
+                set.join(" / ")
+            ),
+            (false, true) => format!(
+                "none of {} is set in the conductor's environment: set one, {end}",
+                keys.join(" / ")
+            ),
         };
         let msg = result.error_message.take().unwrap_or_default();
-        result.error_message = Some(format!(
-            "{msg}. Authentication failed: check {what} in the conductor's environment, {}",
-            crate::classify::KEY_HINT_END
-        ));
+        result.error_message = Some(format!("{msg}. Authentication failed: {hint}"));
     }
 
     /// The result of a run the conductor stopped on `verdict`, from the CLI's retry line.
@@ -1063,14 +1077,56 @@ mod tests {
                 .contains("Claude Code exited with code 1: Invalid API key · Fix external API key"),
             "the CLI's words: {message}"
         );
-        // The profile's keys, whole, and no second hint after them.
+        // The profile's hint, whole, and no second hint after it.
         assert!(
-            message.ends_with(
-                "ANTHROPIC_AUTH_TOKEN in the conductor's environment, or log the CLI in"
-            ),
+            message.ends_with("in the conductor's environment, or log the CLI in")
+                || message.ends_with("in the conductor's environment: set one, or log the CLI in"),
             "{message}"
         );
         assert_eq!(message.matches("log the CLI in").count(), 1, "{message}");
+        assert_eq!(
+            message.matches("in the conductor's environment").count(),
+            1,
+            "{message}"
+        );
+    }
+
+    /// After a refused key the hint names the key variables the conductor's environment
+    /// sets (the one that was refused), or all of the profile's when it sets none.
+    #[tokio::test]
+    async fn the_key_hint_names_the_keys_that_are_set() {
+        std::env::set_var("MOZART_HINT_TEST_A_API_KEY", "sk-hint-test-value");
+        std::env::remove_var("MOZART_HINT_TEST_B_TOKEN");
+        std::env::remove_var("MOZART_HINT_TEST_C_API_KEY");
+        std::env::remove_var("MOZART_HINT_TEST_D_TOKEN");
+        let run = |keys: &str| {
+            let yaml = format!("name: k\ndisplay_name: K\nkind: cli\ncli:\n  command:\n    executable: sh\n    prompt_flag: '-c'\n    required_env: [{keys}, PATH]\n  output:\n    format: text\n  errors:\n    auth_error_patterns: [\"invalid api key\"]\n");
+            let backend = ProfileBackend::new(Arc::new(
+                InstrumentProfile::from_yaml(&yaml, "test").unwrap(),
+            ))
+            .unwrap();
+            async move {
+                let dir = tempfile::tempdir().unwrap();
+                let r = backend
+                    .execute(ExecutionRequest::new(
+                        "echo 'invalid api key' >&2; exit 1".to_string(),
+                        dir.path(),
+                        Duration::from_secs(30),
+                    ))
+                    .await;
+                r.error_message.unwrap_or_default()
+            }
+        };
+        let m = run("MOZART_HINT_TEST_A_API_KEY, MOZART_HINT_TEST_B_TOKEN").await;
+        assert!(
+            m.ends_with("Authentication failed: check MOZART_HINT_TEST_A_API_KEY in the conductor's environment, or log the CLI in"),
+            "{m}"
+        );
+        let m = run("MOZART_HINT_TEST_C_API_KEY, MOZART_HINT_TEST_D_TOKEN").await;
+        assert!(
+            m.ends_with("Authentication failed: none of MOZART_HINT_TEST_C_API_KEY / MOZART_HINT_TEST_D_TOKEN is set in the conductor's environment: set one, or log the CLI in"),
+            "{m}"
+        );
     }
 
     /// A shell command printing `{"result":"xxx…","usage":{"out":7}}` with `n` x's.
