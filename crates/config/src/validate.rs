@@ -324,6 +324,7 @@ const CHECKS_AFTER: &[Check] = &[
     settings::v208,
     settings::v209,
     settings::v212,
+    settings::v217,
 ];
 
 /// Every check after V001/V101, in upstream's order.
@@ -1795,6 +1796,43 @@ mod tests {
         assert_eq!(
             unknown_in("{a}{b}{{c}}{d"),
             vec!["a".to_string(), "b".to_string()]
+        );
+    }
+
+    /// V217: settings changed from their defaults that the conductor does not use are
+    /// named, with the line and what happens instead; a score that leaves them alone hears
+    /// nothing.
+    #[test]
+    fn v217_names_settings_the_conductor_does_not_use() {
+        let v217 = |text: &str| -> Vec<(String, Option<usize>)> {
+            let path = Path::new("t.yaml");
+            let score = crate::load_score_text_only(text, path).unwrap();
+            run_checks(&score, path, &CheckEnv::default())
+                .into_iter()
+                .filter(|i| i.check_id == "V217")
+                .map(|i| (i.message, i.line))
+                .collect()
+        };
+        let base = "name: t\nsheet: {size: 1, total_items: 1}\nprompt:\n  template: hi\n";
+        assert!(v217(base).is_empty());
+        let seen = v217(&format!(
+            "{base}rate_limit:\n  max_waits: 3\nparallel:\n  enabled: true\n  stagger_delay_ms: 500\n"
+        ));
+        assert_eq!(
+            seen,
+            vec![
+                (
+                    "rate_limit.max_waits / max_quota_waits is accepted but not used by this \
+                     conductor"
+                        .to_string(),
+                    Some(6)
+                ),
+                (
+                    "parallel.stagger_delay_ms is accepted but not used by this conductor"
+                        .to_string(),
+                    Some(9)
+                ),
+            ]
         );
     }
 
