@@ -199,7 +199,15 @@ impl CheckResult {
             parts.push(format!("[{}]", cat.to_uppercase()));
         }
         if let Some(msg) = &self.error_message {
-            parts.push(msg.clone());
+            // One line: the summaries of a sheet's failed rules are joined into its error
+            // message, which `status`, `diagnose` and the notifications show on one line; a
+            // failing command's output (lines of its own in the rule's detail) would break it.
+            let lines: Vec<&str> = msg
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            parts.push(lines.join(" ⏎ "));
         }
         if let Some(fix) = &self.suggested_fix {
             parts.push(format!("Fix: {fix}"));

@@ -23,6 +23,30 @@ fn cmd(command: &str, dir: &Path, timeout: Duration) -> ValidationCheck {
 }
 
 #[tokio::test]
+async fn a_failing_commands_output_stays_on_the_summarys_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = run_validations(
+        &[rule(cmd(
+            "echo 'test_foo FAILED: expected 3 got 4' >&2; exit 2",
+            dir.path(),
+            Duration::from_secs(10),
+        ))],
+        &MtimeSnapshot::default(),
+    )
+    .await;
+    // The rule's own message keeps the output on lines of its own...
+    let detail = report.results[0].error_message.clone().unwrap_or_default();
+    assert!(detail.contains("exit 2\ntest_foo FAILED"), "{detail}");
+    // ...its summary (joined into the sheet's error message) is one line.
+    let summary = &report.failure_summaries()[0];
+    assert!(!summary.contains('\n'), "{summary:?}");
+    assert!(
+        summary.ends_with("exit 2 ⏎ test_foo FAILED: expected 3 got 4"),
+        "{summary:?}"
+    );
+}
+
+#[tokio::test]
 async fn no_checks_is_a_full_pass() {
     let report = run_validations(&[], &MtimeSnapshot::default()).await;
     assert_eq!(report.pass_rate(), 100.0);
