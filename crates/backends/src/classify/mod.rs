@@ -744,7 +744,13 @@ fn structured_signals(result: &ExecutionResult, combined: &str) -> Vec<Classifie
             );
         }
         Some(429) => {
-            if let Some(err) = rate_limit_from_text(combined, true) {
+            if let Some(mut err) = rate_limit_from_text(combined, true) {
+                // HTTP 429 is a rate limit whatever its words: Claude Code's "… would exceed
+                // your account's rate limit. Please try again later." read as capacity
+                // (E103, "overloaded" in the docs' table) from "try again later".
+                if err.code == E::E103 {
+                    err.code = E::E101;
+                }
                 found.push(err);
             }
         }

@@ -540,3 +540,22 @@ fn an_unknown_model_fails_at_once_with_the_clis_words() {
     let c = classify(&failed("the selected model was fine", "", Some(1)));
     assert_ne!(c.code, ErrorCode::E301, "{c:?}");
 }
+
+/// A 429 the CLI reports with its status (the claude-code profile's `api_error_status`) in
+/// words that say "try again later": a rate limit (E101), not capacity (E103, which the
+/// docs call an overload). Status and errors showed "E103" for it.
+#[test]
+fn a_429_that_says_try_again_later_is_a_rate_limit_not_capacity() {
+    let mut r = failed(
+        "{\"type\":\"result\",\"is_error\":true,\"api_error_status\":429}",
+        "",
+        Some(1),
+    );
+    r.api_error_status = Some(429);
+    r.error_message = Some(
+        "Claude Code exited with code 1: API Error: Request rejected (429) · This request would exceed your account's rate limit. Please try again later.".into(),
+    );
+    let c = classify(&r);
+    assert_eq!(c.code, ErrorCode::E101, "{c:?}");
+    assert_eq!(c.category, ErrorCategory::RateLimit, "{c:?}");
+}
