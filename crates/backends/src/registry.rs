@@ -286,6 +286,29 @@ mod tests {
         assert_eq!(reg.backend("claude-code").unwrap().name(), "Claude Code");
     }
 
+    /// The built-in CLI profiles' status-code patterns match whole numbers only: Claude
+    /// Code's and Gemini CLI's JSON carry UUIDs and durations, and a failed claude-code run
+    /// (a malformed stream) whose session id held "429" ("b3942999-…") was taken for a rate
+    /// limit and waited out, "Rate limit detected" in status.
+    #[test]
+    fn builtin_status_code_patterns_do_not_match_inside_ids() {
+        let reg = InstrumentRegistry::builtin().unwrap();
+        let ids = r#"{"session_id":"b3942999-5b30-422a-baab-aa4e529f0503","duration_ms":14290,"uuid":"0a503e41-1429-4c3b-8529-503aa"}"#;
+        for name in ["claude-code", "gemini-cli", "codex-cli"] {
+            let profile = reg.get(name).unwrap();
+            let cli = profile.cli.as_ref().unwrap();
+            let p = crate::profile::ErrorPatterns::compile(name, &cli.errors).unwrap();
+            for (kind, re) in [("rate limit", &p.rate_limit), ("capacity", &p.capacity)] {
+                if let Some(re) = re {
+                    assert!(!re.is_match(ids), "{name}'s {kind} patterns match ids: {re}");
+                }
+            }
+            if let Some(re) = &p.rate_limit {
+                assert!(re.is_match("API Error: 429 Too Many Requests"), "{name}: {re}");
+            }
+        }
+    }
+
     #[test]
     fn user_dirs_override_in_order_and_bad_files_are_skipped() {
         let home = tempfile::tempdir().unwrap();
