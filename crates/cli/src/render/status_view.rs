@@ -50,7 +50,7 @@ fn sheet_status_text(sheet: &SheetCheckpoint, now: f64, paused: bool) -> String 
         return if wait.seconds_left > 0.0 {
             format!(
                 "waiting (rate limit, {} left)",
-                format_compact_duration(wait.seconds_left)
+                format_compact_duration(wait.seconds_left.ceil())
             )
         } else {
             "waiting (rate limit over, starting)".to_string()
@@ -832,7 +832,7 @@ impl View<'_> {
                     let clears = if wait.seconds_left > 0.0 {
                         format!(
                             "the limit clears in {}",
-                            format_compact_duration(wait.seconds_left)
+                            format_compact_duration(wait.seconds_left.ceil())
                         )
                     } else {
                         "the limit is over".to_string()
@@ -844,7 +844,7 @@ impl View<'_> {
                 } else if wait.seconds_left > 0.0 {
                     format!(
                         "  Runs again in {} (no retry spent)",
-                        format_compact_duration(wait.seconds_left)
+                        format_compact_duration(wait.seconds_left.ceil())
                     )
                 } else {
                     "  The wait is over: it runs again now (no retry spent)".to_string()
@@ -1542,6 +1542,29 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_rate_limit_wait_reads_the_same_seconds_everywhere() {
+        // The header's hold and the sheet's wait round up alike: 10.4 s left is "11s" in
+        // both, not "11s" above and "10s" below.
+        let mut job = sample();
+        job.status = JobStatus::Running;
+        let mut sheet3 = job.sheets.get(&3).unwrap().clone();
+        sheet3.status = SheetStatus::Pending;
+        sheet3.rate_limit = Some(Box::new(mozart_ipc::checkpoint::RateLimitWait {
+            instrument: "shell".into(),
+            until: Some(1_800_000_010.4),
+            seconds_left: 10.4,
+            reason: Some("Rate limit detected".into()),
+        }));
+        job.sheets.insert(3, sheet3);
+        let text = render_status(&job, 1_800_000_000.0, &[], &Style::plain());
+        assert!(
+            text.contains("Runs again in 11s (no retry spent)"),
+            "{text}"
+        );
+        assert!(text.contains("waiting (rate limit, 11s left)"), "{text}");
     }
 
     #[test]
