@@ -300,11 +300,17 @@ mod tests {
             let p = crate::profile::ErrorPatterns::compile(name, &cli.errors).unwrap();
             for (kind, re) in [("rate limit", &p.rate_limit), ("capacity", &p.capacity)] {
                 if let Some(re) = re {
-                    assert!(!re.is_match(ids), "{name}'s {kind} patterns match ids: {re}");
+                    assert!(
+                        !re.is_match(ids),
+                        "{name}'s {kind} patterns match ids: {re}"
+                    );
                 }
             }
             if let Some(re) = &p.rate_limit {
-                assert!(re.is_match("API Error: 429 Too Many Requests"), "{name}: {re}");
+                assert!(
+                    re.is_match("API Error: 429 Too Many Requests"),
+                    "{name}: {re}"
+                );
             }
         }
     }
