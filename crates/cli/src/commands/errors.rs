@@ -310,11 +310,13 @@ pub(crate) fn cause_line(e: &ErrorEntry) -> Option<String> {
     if e.context.get("exit_code").and_then(Value::as_i64) == Some(0) {
         return None;
     }
+    // A line that says something: not the closing `}` of a CLI's JSON document (Gemini
+    // CLI's errors read "… — stdout: }").
     let last = |t: &Option<String>| {
         t.as_deref().and_then(|t| {
             t.lines()
                 .map(str::trim)
-                .rfind(|l| !l.is_empty())
+                .rfind(|l| l.chars().any(char::is_alphanumeric))
                 .map(str::to_string)
         })
     };
@@ -695,6 +697,15 @@ mod tests {
             "{text}"
         );
         e.error_message = "died: fatal: no db password".into();
+        assert_eq!(cause_line(&e), None);
+        // The end of a JSON document names nothing.
+        e.stderr_tail = None;
+        e.stdout_tail = Some("{\n  \"error\": \"quota\"\n}\n".into());
+        assert_eq!(
+            cause_line(&e).as_deref(),
+            Some("output: \"error\": \"quota\"")
+        );
+        e.stdout_tail = Some("{\n}\n".into());
         assert_eq!(cause_line(&e), None);
     }
 
