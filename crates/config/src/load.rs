@@ -392,6 +392,9 @@ fn collect_warnings(c: &JobConfig) -> Vec<String> {
     if c.prompt.template.is_none() && c.prompt.template_file.is_none() {
         out.push("prompt has neither 'template' nor 'template_file'. The default preamble prompt will be used.".into());
     }
+    if let Some(warning) = unused_rate_limit_fields(&c.rate_limit) {
+        out.push(warning);
+    }
     let b = &c.backend;
     let defaults = crate::model::BackendConfig::default();
     let mut foreign: Vec<&str> = Vec::new();
@@ -455,4 +458,45 @@ fn collect_warnings(c: &JobConfig) -> Vec<String> {
         out.push("parallel.enabled and isolation.enabled are both set. Parallel sheets will share the same worktree — ensure they don't write to overlapping paths.".into());
     }
     out
+}
+
+/// The `rate_limit` fields a score changes from their defaults, which this conductor does not
+/// use (as upstream's baton does not: only its legacy runner did); a user who sets
+/// `max_waits: 3` to stop an unattended job after three waits hears it before the job waits a
+/// fourth time.
+fn unused_rate_limit_fields(r: &crate::model::RateLimitConfig) -> Option<String> {
+    let d = crate::model::RateLimitConfig::default();
+    let mut set: Vec<&str> = Vec::new();
+    let mut instead: Vec<&str> = Vec::new();
+    if r.max_waits != d.max_waits || r.max_quota_waits != d.max_quota_waits {
+        set.push(if r.max_waits != d.max_waits {
+            "rate_limit.max_waits"
+        } else {
+            "rate_limit.max_quota_waits"
+        });
+        instead.push(
+            "a rate-limited sheet waits until the limit clears, however often it is limited (pause or cancel the job to stop it)",
+        );
+    }
+    if r.wait_minutes != d.wait_minutes {
+        set.push("rate_limit.wait_minutes");
+        instead.push(
+            "the wait is what the API said, else a probe schedule (15 s, 30 s, 1, 2, 5, 10 minutes, then every 15)",
+        );
+    }
+    if r.detection_patterns != d.detection_patterns {
+        set.push("rate_limit.detection_patterns");
+        instead.push(
+            "rate limits are detected by Mozart's built-in patterns and the instrument profile's cli.errors.rate_limit_patterns",
+        );
+    }
+    if set.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{} {} set but not used by this conductor: {}. These fields will be ignored.",
+        set.join(", "),
+        if set.len() == 1 { "is" } else { "are" },
+        instead.join("; ")
+    ))
 }
