@@ -82,7 +82,9 @@ fn check_no_key(cli: &RealCli) {
         "says which variable to set: {doc:#}"
     );
     assert!(errors.contains(cli.key_var), "{errors}");
-    assert!(took < Duration::from_secs(30), "{took:?}");
+    // Not retried (above) and no long wait inside the CLI either: the two sheets (one CLI
+    // start each, several seconds apiece on a loaded 2-core machine) end well within a minute.
+    assert!(took < Duration::from_secs(60), "{took:?}");
     assert!(
         rc.mock.requests().is_empty(),
         "nothing reached the API without a key: {:#?}",
