@@ -446,19 +446,7 @@ impl ProfileBackend {
     /// (AWS ones included) made the message too long for `mozart errors` to show the CLI's
     /// own words.
     fn add_key_hint(&self, result: &mut ExecutionResult) {
-        let keys: Vec<&str> = self
-            .profile
-            .cli
-            .iter()
-            .flat_map(|cli| cli.command.required_env.iter().flatten())
-            .map(String::as_str)
-            .filter(|v| v.contains("KEY") || v.contains("TOKEN"))
-            .collect();
-        let set: Vec<&str> = keys
-            .iter()
-            .copied()
-            .filter(|k| std::env::var_os(k).is_some_and(|v| !v.is_empty()))
-            .collect();
+        let (keys, set) = self.profile.key_vars();
         let end = crate::classify::KEY_HINT_END;
         let hint = match (keys.is_empty(), set.is_empty()) {
             (true, _) => {

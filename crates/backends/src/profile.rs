@@ -429,6 +429,25 @@ impl ErrorPatterns {
 const FIX: &str = "Correct the profile (docs/instruments.md describes its fields), check it with 'mozart instruments list', then run 'mozart restart' so the conductor reads it";
 
 impl InstrumentProfile {
+    /// The credential variables a CLI profile passes on (its `required_env` names with `KEY`
+    /// or `TOKEN`), and those of them set (not empty) in this process's environment: what
+    /// the hint after a refused key and `mozart instruments check` name.
+    pub fn key_vars(&self) -> (Vec<&str>, Vec<&str>) {
+        let vars: Vec<&str> = self
+            .cli
+            .iter()
+            .flat_map(|cli| cli.command.required_env.iter().flatten())
+            .map(String::as_str)
+            .filter(|v| v.contains("KEY") || v.contains("TOKEN"))
+            .collect();
+        let set = vars
+            .iter()
+            .copied()
+            .filter(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
+            .collect();
+        (vars, set)
+    }
+
     /// Parse and validate a profile from YAML text; `origin` names the file in errors.
     pub fn from_yaml(text: &str, origin: &str) -> Result<Self, BackendError> {
         let profile = Self::parse_checked(text, origin)?;

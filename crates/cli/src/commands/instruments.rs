@@ -270,24 +270,6 @@ fn check(registry: &InstrumentRegistry, name: &str, mode: OutputMode) -> Result<
     ))
 }
 
-/// The key variables a CLI profile passes on (its `required_env` names with `KEY` or
-/// `TOKEN`, as the hint after a refused key names them) and those of them set in this shell.
-fn credentials(profile: &InstrumentProfile) -> (Vec<&str>, Vec<&str>) {
-    let vars: Vec<&str> = profile
-        .cli
-        .iter()
-        .flat_map(|cli| cli.command.required_env.iter().flatten())
-        .map(String::as_str)
-        .filter(|v| v.contains("KEY") || v.contains("TOKEN"))
-        .collect();
-    let set = vars
-        .iter()
-        .copied()
-        .filter(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
-        .collect();
-    (vars, set)
-}
-
 /// `mozart instruments check NAME --json`: the profile, where its program is (a CLI
 /// instrument) or its endpoint (an HTTP one), and whether it is ready.
 fn check_json(
@@ -318,7 +300,7 @@ fn check_json(
                 json!(path.map(|p| p.display().to_string())),
             );
             obj.insert("executable".into(), json!(cli.command.executable));
-            let (vars, set) = credentials(profile);
+            let (vars, set) = profile.key_vars();
             if !vars.is_empty() {
                 obj.insert("credentials".into(), json!({"vars": vars, "set": set}));
             }
@@ -360,7 +342,7 @@ fn print_check(profile: &InstrumentProfile, path: Option<&Path>, http: Option<&H
                 println!("  Binary:        {} ✗ not found", cli.command.executable);
             }
         }
-        let (vars, set) = credentials(profile);
+        let (vars, set) = profile.key_vars();
         if !vars.is_empty() {
             let note = "what counts is the environment `mozart start` ran with";
             if set.is_empty() {
