@@ -1,4 +1,4 @@
-//! An outside audit of the execution engine, as a user running jobs unattended: what a
+//! What a user running jobs unattended meets in the execution engine: what a
 //! `shell` sheet's failures do to the job and to other jobs, and what `mozart status`
 //! says while a sheet waits or after a cost limit stopped it.
 
