@@ -703,9 +703,14 @@ pub struct RetryWait {
 }
 
 impl RetryWait {
-    /// The wait in words, as `status` shows it: `retrying (attempt 2 of 3) in 12s`.
-    pub fn describe(&self) -> String {
+    /// The wait in words, as `status` shows it: `retrying (attempt 2 of 3) in 12s`; in a
+    /// paused job, which starts no retry whenever its backoff ends, `paused before its retry
+    /// (attempt 2 of 3)`.
+    pub fn describe(&self, paused: bool) -> String {
         let what = self.what();
+        if paused {
+            return format!("paused before its retry ({what})");
+        }
         match self.at {
             Some(_) if self.seconds_left > 0.0 => {
                 format!(
@@ -716,12 +721,6 @@ impl RetryWait {
             Some(_) => format!("retrying ({what}) now"),
             None => format!("retrying ({what})"),
         }
-    }
-
-    /// [`RetryWait::describe`] for a paused job, which starts no retry whenever its backoff
-    /// ends: `paused before its retry (attempt 2 of 3)`.
-    pub fn describe_paused(&self) -> String {
-        format!("paused before its retry ({})", self.what())
     }
 
     /// Which attempt the retry is: `attempt 2 of 3`, `completion attempt 4`.

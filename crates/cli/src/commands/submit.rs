@@ -339,11 +339,11 @@ fn print_panel(config: &mozart_config::JobConfig) {
     println!();
 }
 
-/// Whether every instrument the score can run is the free built-in `shell` (no API
-/// charges): the score-level one, movements, per-sheet choices, aliases and fallbacks.
 /// What `run` says of a score without cost limits (docs/differences.md).
 pub(crate) const NO_COST_LIMIT_NOTE: &str = "Note: No cost limit is set for this score: its API costs are recorded (mozart status), but nothing stops the job when they grow.";
 
+/// Whether every instrument the score can run is the free built-in `shell` (no API
+/// charges): the score-level one, movements, per-sheet choices, aliases and fallbacks.
 pub(crate) fn only_free_instruments(config: &mozart_config::JobConfig) -> bool {
     let top = config
         .instrument

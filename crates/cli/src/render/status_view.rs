@@ -62,11 +62,7 @@ fn sheet_status_text(sheet: &SheetCheckpoint, now: f64, paused: bool) -> String 
         .as_ref()
         .filter(|_| sheet.status == SheetStatus::Pending)
     {
-        return if paused {
-            retry.describe_paused()
-        } else {
-            retry.describe()
-        };
+        return retry.describe(paused);
     }
     let label = sheet.display_status();
     let mut text = match sheet_elapsed(sheet, now).or(sheet.execution_duration_seconds) {
@@ -108,6 +104,11 @@ struct View<'a> {
 }
 
 impl View<'_> {
+    /// Whether the job is paused: it starts nothing, whatever its sheets wait for.
+    fn paused(&self) -> bool {
+        self.job.status == JobStatus::Paused
+    }
+
     fn heading(&mut self, title: &str) {
         self.out.push(String::new());
         self.out.push(self.style.paint(title, Color::Bold));
@@ -307,7 +308,7 @@ impl View<'_> {
                     ));
                 }
                 row.push(Cell::colored(
-                    sheet_status_text(sheet, self.now, self.job.status == JobStatus::Paused),
+                    sheet_status_text(sheet, self.now, self.paused()),
                     sheet_status_color(sheet.display_status()),
                 ));
                 row.push(Cell::from(sheet.attempt_count.to_string()));
@@ -390,7 +391,7 @@ impl View<'_> {
             self.heading("Active & Failed Sheets");
             for (num, sheet) in interesting.iter().take(20) {
                 let status = self.style.paint(
-                    &sheet_status_text(sheet, self.now, self.job.status == JobStatus::Paused),
+                    &sheet_status_text(sheet, self.now, self.paused()),
                     sheet_status_color(sheet.display_status()),
                 );
                 let error = sheet
@@ -546,7 +547,7 @@ impl View<'_> {
             ));
             for (num, sheet) in &shown {
                 let status = self.style.paint(
-                    &sheet_status_text(sheet, self.now, self.job.status == JobStatus::Paused),
+                    &sheet_status_text(sheet, self.now, self.paused()),
                     sheet_status_color(sheet.display_status()),
                 );
                 let error = sheet
@@ -669,11 +670,7 @@ impl View<'_> {
                 _ => None,
             };
             let detail = if let Some(retry) = retry {
-                if self.job.status == JobStatus::Paused {
-                    retry.describe_paused()
-                } else {
-                    retry.describe()
-                }
+                retry.describe(self.paused())
             } else if status == "running" && voices > 1 {
                 format!("{}/{} complete", g["completed_count"], g["sheet_count"])
             } else if status == "completed" {
@@ -716,7 +713,7 @@ impl View<'_> {
                     self.line(format!(
                         "      {} Voice {voice}  {}",
                         self.style.paint(icon(label), sheet_status_color(label)),
-                        sheet_status_text(sheet, self.now, self.job.status == JobStatus::Paused)
+                        sheet_status_text(sheet, self.now, self.paused())
                     ));
                 }
             }
@@ -826,8 +823,7 @@ impl View<'_> {
                     wait.instrument,
                     wait.reason.as_deref().unwrap_or("rate limited")
                 ));
-                let paused = self.job.status == JobStatus::Paused;
-                self.line(if paused {
+                self.line(if self.paused() {
                     // A paused job starts nothing, whenever the limit ends.
                     let clears = if wait.seconds_left > 0.0 {
                         format!(
