@@ -278,15 +278,24 @@ pub(crate) fn type_cell(error_type: &str) -> Cell {
     }
 }
 
+/// A message's lines that say something, trimmed.
+fn message_lines(text: &str) -> Vec<&str> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// A message on one line: its lines joined with ` ⏎ `.
+fn one_line(text: &str) -> String {
+    message_lines(text).join(" ⏎ ")
+}
+
 /// An error message for one table cell: whole (on one line) up to [`TABLE_MESSAGE_CHARS`];
 /// a longer one keeps its start and the end of its last line, where a failing command
 /// names the cause, and says how much is left out.
 pub(crate) fn summary(text: &str) -> String {
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
+    let lines = message_lines(text);
     let whole = lines.join(" ⏎ ");
     let total = whole.chars().count();
     if total <= TABLE_MESSAGE_CHARS {
@@ -501,12 +510,7 @@ pub fn render_errors(
             let message = if verbose {
                 // Whole, but on the row's one line (a failing validation command's output
                 // follows its message on lines of its own); the panel below keeps the lines.
-                e.error_message
-                    .lines()
-                    .map(str::trim_end)
-                    .filter(|l| !l.trim().is_empty())
-                    .collect::<Vec<_>>()
-                    .join(" ⏎ ")
+                one_line(&e.error_message)
             } else {
                 match cause_line(e) {
                     Some(cause) => format!("{} — {cause}", summary(&e.error_message)),
