@@ -197,8 +197,9 @@ pub struct JobWatchParams {
     pub job_id: String,
     /// Longest wait in milliseconds (the conductor caps it at 5,000).
     pub timeout_ms: u64,
-    /// Wait until the job has ended (completed, failed or cancelled) instead of its first
-    /// sign of how it goes: for a client that waits for a job without polling its status.
+    /// Wait until the job has ended (completed, failed or cancelled) or paused, instead of
+    /// its first sign of how it goes: for a client that waits for a job without polling its
+    /// status (`mozart wait`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub until_done: bool,
 }

@@ -359,12 +359,12 @@ pub(crate) struct WatchSeen {
 }
 
 impl WatchSeen {
-    /// Whether the watch is over: with `until_done`, the job has ended; otherwise it shows
-    /// how it goes — a sheet completed, or it is no longer simply running (it ended,
-    /// paused, or waits for a job slot).
+    /// Whether the watch is over: with `until_done`, the job has ended or paused (it waits
+    /// for an operator); otherwise it shows how it goes — a sheet completed, or it is no
+    /// longer simply running (it ended, paused, or waits for a job slot).
     pub fn settled(&self, until_done: bool) -> bool {
         if until_done {
-            return self.status.is_terminal();
+            return self.status.is_terminal() || self.status == DaemonJobStatus::Paused;
         }
         self.sheet_completed
             || self.status.is_terminal()
@@ -428,7 +428,7 @@ pub(crate) enum Query {
     /// settled yet) a channel that fires at its next change. None: not loaded.
     Watch {
         job_id: String,
-        /// Settled only by the job's end (`job.watch`'s `until_done`).
+        /// Settled only by the job's end or pause (`job.watch`'s `until_done`).
         until_done: bool,
         reply: Reply<WatchStep>,
     },
