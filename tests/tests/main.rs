@@ -31,6 +31,7 @@ mod examples;
 mod instrument_holds;
 mod issue_solver;
 mod job_control_truth;
+mod job_repair;
 mod learning_figures;
 mod list_pages;
 mod logs_events;

@@ -29,7 +29,7 @@ mod status_view;
 mod submit;
 mod table;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -770,6 +770,17 @@ impl JobManager {
             && self.score_file_changed(job_id).await;
         match status {
             DaemonJobStatus::Paused if in_baton && config_path.is_none() && !reload => {
+                // Its workspace gone, the job would go on without the finished sheets' work.
+                let record = self
+                    .shared
+                    .table
+                    .ask_job(job_id, |job_id, reply| table::Query::Record { job_id, reply })
+                    .await;
+                if let Some(refusal) = record.and_then(|r| {
+                    submit::workspace_gone(self, job_id, Path::new(&r.workspace), &r.config_path)
+                }) {
+                    return rejected(job_id, refusal);
+                }
                 // A job paused because its state could not be saved: save what memory holds
                 // first (or stay paused, saying why); it may have ended meanwhile.
                 let caught_up = self
@@ -860,9 +871,16 @@ impl JobManager {
                     return rejected(job_id, format!("Score '{job_id}' not found"));
                 };
                 let config_path_given = config_path.clone();
+                // The workspace a `run --workspace` gave the job stays its workspace; else the
+                // score's (re-read) `workspace:` is: a workspace moved and the score edited to
+                // say where it is now goes on there, not in a new empty one at the old path.
+                let workspace = workspace.or_else(|| {
+                    (no_reload || self.workspace_overridden(&record))
+                        .then(|| record.workspace.clone())
+                });
                 let req = SubmitRequest {
                     config_path: config_path.unwrap_or(record.config_path.clone()),
-                    workspace: workspace.or(Some(record.workspace.clone())),
+                    workspace,
                     fresh: false,
                     no_reload: no_reload && config_path_given.is_none(),
                     resume_of: Some(job_id.to_string()),
@@ -887,6 +905,24 @@ impl JobManager {
                     other.as_str()
                 ),
             ),
+        }
+    }
+
+    /// Whether the job was submitted with a workspace other than its score's (`mozart run
+    /// --workspace`): its record's workspace is not the one the score it was submitted with
+    /// names. Unknown (no stored score, or it no longer loads): kept as the record says.
+    fn workspace_overridden(&self, record: &JobRecord) -> bool {
+        let stored = lock(&self.shared.registry)
+            .job_score(&record.job_id)
+            .ok()
+            .flatten()
+            .and_then(|s| s.yaml);
+        let Some(text) = stored else {
+            return true;
+        };
+        match mozart_config::load_score_str(&text, Path::new(&record.config_path)) {
+            Ok(score) => score.config.workspace != Path::new(&record.workspace),
+            Err(_) => true,
         }
     }
 

@@ -54,6 +54,7 @@ pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), 
                         "Conductor restarted while job was active and it could not be resumed: {}",
                         resp.message.unwrap_or_default()
                     );
+                    end_unresumable(mgr, &job_id, &msg);
                     mgr.set_status(&job_id, DaemonJobStatus::Failed, Some(&msg))
                         .await;
                 }
@@ -111,6 +112,35 @@ pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), 
     }
     tracing::info!(resumed, failed, "manager.orphans_recovered");
     Ok(())
+}
+
+/// A job the restart could not resume ends failed in its checkpoint too — what `status`
+/// reads — not only in its registry row: otherwise `status` shows it running for ever longer,
+/// with a sheet "running" that nothing runs. The sheets the stop interrupted (their attempts
+/// are in the history) are pending again, for a later `mozart resume`.
+fn end_unresumable(mgr: &JobManager, job_id: &str, msg: &str) {
+    let registry = lock(&mgr.shared.registry);
+    if let Err(e) = registry.requeue_interrupted_sheets(job_id) {
+        tracing::error!(job_id, error = %e, "cannot requeue the interrupted sheets of a job that could not be resumed");
+    }
+    match registry.load_checkpoint(job_id) {
+        Ok(Some(mut checkpoint)) => {
+            let now = mozart_state::Timestamp::now();
+            checkpoint.status = mozart_state::JobStatus::Failed;
+            checkpoint.error_message = Some(msg.to_string());
+            checkpoint.current_sheet = None;
+            checkpoint.pid = None;
+            checkpoint.completed_at = Some(now.clone());
+            checkpoint.updated_at = now;
+            if let Err(e) = registry.save_checkpoint(&checkpoint) {
+                tracing::error!(job_id, error = %e, "cannot save the checkpoint of a job that could not be resumed");
+            }
+        }
+        Ok(None) => {}
+        Err(e) => {
+            tracing::error!(job_id, error = %e, "cannot load the checkpoint of a job that could not be resumed");
+        }
+    }
 }
 
 /// Re-park every instrument whose persisted rate limit has not expired (architecture

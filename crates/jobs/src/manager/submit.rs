@@ -141,6 +141,11 @@ async fn pipeline(
         )));
     }
     let workspace = validate_workspace(&mut config, &req)?;
+    if req.resume_of.is_some() {
+        if let Some(refusal) = workspace_gone(mgr, job_id, &workspace, &req.config_path) {
+            return Err(Rejection(refusal));
+        }
+    }
     let (plan, renderer) = plan(&config, config_path, &workspace)?;
 
     let _guard = mgr.shared.submit_lock.lock().await;
@@ -373,6 +378,52 @@ fn validate_workspace(config: &mut JobConfig, req: &SubmitRequest) -> Step<PathB
         )));
     }
     Ok(workspace)
+}
+
+/// Why a job cannot go on from its checkpoint in `workspace`: the directory is gone (deleted,
+/// moved, a reboot emptied /tmp) and with it the work of the sheets the checkpoint says are
+/// finished. Running only the rest there would end in a "completed" job whose earlier files
+/// do not exist. `None` when the workspace is there or no sheet finished.
+pub(super) fn workspace_gone(
+    mgr: &JobManager,
+    job_id: &str,
+    workspace: &Path,
+    config_path: &str,
+) -> Option<String> {
+    match std::fs::symlink_metadata(workspace) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        _ => return None,
+    }
+    let checkpoint = lock(&mgr.shared.registry)
+        .load_checkpoint(job_id)
+        .ok()
+        .flatten()?;
+    let done: Vec<u32> = checkpoint
+        .sheets
+        .statuses()
+        .filter(|(_, status)| *status == mozart_state::SheetStatus::Completed)
+        .map(|(n, _)| n)
+        .collect();
+    if done.is_empty() {
+        return None;
+    }
+    const SHOWN: usize = 10;
+    let mut numbers = done
+        .iter()
+        .take(SHOWN)
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if done.len() > SHOWN {
+        numbers.push_str(", …");
+    }
+    Some(format!(
+        "The workspace of '{job_id}' no longer exists: {}. The work of its finished {} {numbers} was there. \
+         Put the workspace back (or set the score's workspace: to where it is now) and resume again, \
+         or start over: mozart run {config_path} --fresh",
+        workspace.display(),
+        if done.len() == 1 { "sheet" } else { "sheets" },
+    ))
 }
 
 /// Plan: the sheet plan and the compiled prompt template; creates the workspace.

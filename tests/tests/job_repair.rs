@@ -1,0 +1,186 @@
+//! Repairing a job that went wrong (an outside audit's findings): a resume goes on in the
+//! workspace the edited score names, refuses when the workspace and the finished sheets' work
+//! are gone, and a job the conductor could not resume after a `kill -9` shows as failed in
+//! `status`, not as running.
+
+use mozart_tests::{stdout, TestEnv};
+
+use crate::harness::{ledger, run, sheet, wait_status, wait_terminal};
+
+/// Four sheets, each appending `run N` to `ledger.txt` and writing `out-N.txt`, except
+/// sheet `broken`, whose file is missing: its validation fails and the job fails.
+fn score(name: &str, workspace: &str, broken: u32) -> String {
+    format!(
+        r#"name: {name}
+workspace: {workspace}
+instrument: shell
+pause_between_sheets_seconds: 0
+retry:
+  max_retries: 1
+sheet:
+  size: 1
+  total_items: 4
+prompt:
+  template: |
+    RUN: echo "run {{{{ sheet_num }}}}" >> "{{{{ workspace }}}}/ledger.txt"
+    RUN: if [ {{{{ sheet_num }}}} != {broken} ]; then echo ok > "{{{{ workspace }}}}/out-{{{{ sheet_num }}}}.txt"; fi
+validations:
+  - type: file_exists
+    path: "{{workspace}}/out-{{sheet_num}}.txt"
+"#
+    )
+}
+
+/// Run `name` with sheet 2 broken until it fails; returns the workspace.
+fn failed_job(env: &TestEnv, name: &str) -> std::path::PathBuf {
+    let path = env.write_score(name, &score(name, &format!("./{name}-ws"), 2));
+    run(env, &path, &[]);
+    let doc = wait_terminal(env, name, 60.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    assert_eq!(sheet(&doc, 1)["status"], "completed", "{doc:#}");
+    env.work.join(format!("{name}-ws"))
+}
+
+#[test]
+fn a_resume_goes_on_in_the_workspace_the_edited_score_names() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let old = failed_job(&env, "moved");
+    // The user moves the workspace, points the score at it and fixes the broken sheet.
+    let new = env.work.join("elsewhere");
+    std::fs::rename(&old, &new).unwrap();
+    env.write_score("moved", &score("moved", "./elsewhere", 99));
+    let out = env.mozart(&["resume", "moved"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let doc = wait_terminal(&env, "moved", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert!(
+        !old.exists(),
+        "the resume made a new workspace at the old path"
+    );
+    for n in 1..=4 {
+        assert!(
+            new.join(format!("out-{n}.txt")).exists(),
+            "sheet {n}'s file is not in the workspace the score names"
+        );
+    }
+    // Sheet 1 ran once, before the move.
+    assert_eq!(
+        ledger(&new.join("ledger.txt")),
+        ["run 1", "run 2", "run 2", "run 3", "run 4"]
+    );
+    let list = stdout(&env.mozart(&["list", "--all"]));
+    assert!(list.contains(&new.display().to_string()), "{list}");
+}
+
+#[test]
+fn a_resume_keeps_the_workspace_run_workspace_gave() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("given", &score("given", "./given-ws", 2));
+    let chosen = env.work.join("chosen");
+    run(&env, &path, &["--workspace", chosen.to_str().unwrap()]);
+    let doc = wait_terminal(&env, "given", 60.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    env.write_score("given", &score("given", "./given-ws", 99));
+    let out = env.mozart(&["resume", "given"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let doc = wait_terminal(&env, "given", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert!(chosen.join("out-4.txt").exists());
+    assert!(!env.work.join("given-ws").exists());
+}
+
+#[test]
+fn a_resume_whose_workspace_is_gone_is_refused_and_says_what_to_do() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = failed_job(&env, "gone");
+    std::fs::remove_dir_all(&ws).unwrap();
+    env.write_score("gone", &score("gone", "./gone-ws", 99));
+    let out = env.mozart(&["resume", "gone"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("no longer exists"), "{text}");
+    assert!(text.contains(&ws.display().to_string()), "{text}");
+    assert!(text.contains("finished sheet 1 "), "{text}");
+    assert!(
+        text.contains(&format!(
+            "mozart run {} --fresh",
+            env.work.join("gone.yaml").display()
+        )),
+        "{text}"
+    );
+    assert!(!ws.exists(), "the refused resume made the workspace");
+    let doc = wait_terminal(&env, "gone", 10.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    // What it says to do works.
+    let path = env.work.join("gone.yaml");
+    run(&env, &path, &["--fresh"]);
+    let doc = wait_terminal(&env, "gone", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert_eq!(
+        ledger(&ws.join("ledger.txt")),
+        ["run 1", "run 2", "run 3", "run 4"]
+    );
+}
+
+#[test]
+fn a_paused_job_whose_workspace_is_gone_is_not_resumed() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("held", &mozart_tests::sleepy_shell_score("held", 4, 1.0));
+    run(&env, &path, &[]);
+    wait_status(&env, "held", 30.0, |d| sheet(d, 1)["status"] == "completed");
+    let out = env.mozart(&["pause", "held"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    wait_status(&env, "held", 30.0, |d| {
+        d["status"] == "paused" && (1..=4).all(|n| sheet(d, n)["status"] != "in_progress")
+    });
+    let ws = env.work.join("held-ws");
+    std::fs::remove_dir_all(&ws).unwrap();
+    let out = env.mozart(&["resume", "held"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("no longer exists"), "{text}");
+    let doc = wait_status(&env, "held", 5.0, |_| true);
+    assert_eq!(doc["status"], "paused", "{doc:#}");
+    assert!(!ws.exists());
+}
+
+#[test]
+fn a_job_the_restart_could_not_resume_shows_failed_in_status() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let text = mozart_tests::sleepy_shell_score("stuck", 3, 2.0);
+    let path = env.write_score("stuck", &text);
+    run(&env, &path, &[]);
+    wait_status(&env, "stuck", 30.0, |d| {
+        sheet(d, 1)["status"] == "completed" && sheet(d, 2)["status"] == "in_progress"
+    });
+    crate::support::kill9_conductor(&env);
+    // While the conductor is down the score gets an edit that no longer parses.
+    std::fs::write(&path, format!("{text}\nsheet: [\n")).unwrap();
+    env.start_conductor();
+    let doc = wait_terminal(&env, "stuck", 30.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    assert!(
+        doc["error"]
+            .as_str()
+            .is_some_and(|m| m.contains("could not be resumed")),
+        "{doc:#}"
+    );
+    assert_eq!(sheet(&doc, 1)["status"], "completed", "{doc:#}");
+    assert_eq!(sheet(&doc, 2)["status"], "pending", "{doc:#}");
+    let human = stdout(&env.mozart(&["status", "stuck"]));
+    assert!(human.contains("Status: FAILED"), "{human}");
+    assert!(!human.contains("Running for"), "{human}");
+    // Fixed, it resumes: sheet 1 is not run again.
+    std::fs::write(&path, &text).unwrap();
+    let out = env.mozart(&["resume", "stuck"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    env.wait_completed("stuck");
+    let history = stdout(&env.mozart(&["history", "stuck", "--sheet", "1", "--json"]));
+    let doc: serde_json::Value = serde_json::from_str(&history).unwrap();
+    assert_eq!(doc["total_records"], 1, "{doc:#}");
+}
