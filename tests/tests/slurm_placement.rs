@@ -510,6 +510,56 @@ prompt:
     assert!(ledger(&ws.join("ledger")).is_empty());
 }
 
+/// A conductor started where Slurm's commands are not on its PATH (not a submit host, or a
+/// PATH without /usr/bin): a sheet placed on Slurm fails at its first attempt, saying which
+/// command is missing and what to do — not "waiting for the Slurm controller" until the
+/// sheet's timeout, then "the controller did not answer". Needs no cluster.
+#[test]
+fn slurm_commands_missing_from_path_fail_the_sheet_and_say_what_to_do() {
+    let env = TestEnv::new();
+    install_instruments(&env);
+    // Only the stand-in's directory: no sbatch, squeue, scontrol or scancel.
+    start_with_env(&env, &[("PATH", &env.bin)]);
+    let job = unique("slurm-nopath");
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+placement: {{type: slurm}}
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    run(&env, &path, &[]);
+    let doc = wait_terminal(&env, &job, 300.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let s = sheet(&doc, 1);
+    let all = s.to_string();
+    assert!(
+        all.contains("not found on the conductor's PATH")
+            && all.contains("Slurm submit host")
+            && all.contains("mozart stop, then mozart start"),
+        "the error names the missing command and what to do: {s:#}"
+    );
+    assert!(
+        !all.contains("did not answer"),
+        "a missing command is not an unanswering controller: {s:#}"
+    );
+    assert_eq!(s["attempt_count"], 1, "not retried: {s:#}");
+    let out = env.mozart(&["errors", &job]);
+    assert!(
+        stdout(&out).contains("not found on the conductor's PATH"),
+        "mozart errors says it too: {}",
+        stdout(&out)
+    );
+    assert!(ledger(&ws.join("ledger")).is_empty());
+}
+
 /// `mozart pause` on Slurm (issue 25; docs/design/distributed.md): as for local sheets,
 /// running sheets finish — their Slurm jobs run on and are collected — and no new job is
 /// submitted until `mozart resume`; every sheet then runs once.

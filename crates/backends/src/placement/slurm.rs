@@ -536,13 +536,17 @@ impl SlurmPlacement {
     }
 
     /// Sleep a while because the Slurm controller does not answer; `Err` once it has not
-    /// answered for longer than the attempt's timeout (or an hour at most).
+    /// answered for longer than the attempt's timeout (or an hour at most), and at once when
+    /// a Slurm command is missing (no wait brings it back).
     async fn wait_for_controller(
         &self,
         req: &PlacedAttempt<'_>,
         spec: &ProcessSpec,
         error: &str,
     ) -> Result<(), String> {
+        if command_missing(error) {
+            return Err(error.to_string());
+        }
         let limit = spec.timeout.min(Duration::from_secs(3600));
         let waited = req.progress.elapsed();
         // A per-user submit limit (`MaxSubmitJobs`) is not an outage: the status says which
@@ -1486,7 +1490,11 @@ pub async fn slurm_command(program: &str, args: &[&str]) -> Result<String, Strin
         Ok(Ok(out)) => out,
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(format!(
-                "{program} not found on PATH (is this machine a Slurm submit host?)"
+                "{program} {NOT_ON_PATH}: sheets placed on Slurm need Slurm's client \
+                 commands (sbatch, squeue, scontrol, scancel) where the conductor runs. Run \
+                 the conductor on a Slurm submit host, or restart it with them on its PATH \
+                 (mozart stop, then mozart start), or leave placement.type out to run the \
+                 sheets on this machine"
             ))
         }
         Ok(Err(e)) => return Err(format!("cannot run {program}: {e}")),
@@ -1548,13 +1556,23 @@ async fn jobs_named(name: &str) -> Result<Vec<(String, String)>, String> {
         .collect())
 }
 
+/// What a Slurm command missing from the conductor's `PATH` says after its name.
+const NOT_ON_PATH: &str = "not found on the conductor's PATH";
+
+/// Whether a Slurm command is missing from the conductor's `PATH`: nothing to wait for (the
+/// conductor's PATH is fixed until it restarts).
+pub fn command_missing(message: &str) -> bool {
+    message.contains(NOT_ON_PATH)
+}
+
 /// Whether Slurm refused a submission as configured (invalid partition, account, QOS,
-/// resources; sbatch missing on this host): the same submission would be refused again.
+/// resources; Slurm's commands missing on this host): the same submission would be refused
+/// again.
 pub fn slurm_refused(message: &str) -> bool {
-    !controller_unreachable(message)
-        && (message.contains("Batch job submission failed")
-            || message.contains("sbatch: error:")
-            || message.contains("sbatch not found on PATH"))
+    command_missing(message)
+        || !controller_unreachable(message)
+            && (message.contains("Batch job submission failed")
+                || message.contains("sbatch: error:"))
 }
 
 /// Whether `sbatch` was refused for a per-user (or per-association, per-QOS) submit limit:

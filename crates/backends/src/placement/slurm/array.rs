@@ -597,6 +597,9 @@ async fn find_array(ctx: &Ctx, members: &[Member], name: &str) -> Result<Option<
 /// Wait a while for the controller (or for Slurm to take more jobs), saying so in every
 /// member's status; `Err` once the shortest member timeout (an hour at most) has passed.
 async fn wait(ctx: &Ctx, members: &[Member], error: &str) -> Result<(), String> {
+    if super::command_missing(error) {
+        return Err(error.to_string());
+    }
     let limit = members
         .iter()
         .map(|m| m.timeout)
