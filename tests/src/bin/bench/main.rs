@@ -618,12 +618,19 @@ fn runs(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> R
             by_rpc.push(env.run_job(w, rep, conductor, Via::Rpc, args.poll_ms)?.wall);
             if seq {
                 // The instrument alone, in the same minute as the two runs it is compared to.
-                seq_alone.push(floor(env, &seq_ws, 20, 1, Prompt::Sequential)?.wall);
+                seq_alone.push(floor(env, &seq_ws, 20, 1, Prompt::Sequential, args.poll_ms)?.wall);
                 seq_walls.push((by_cli[rep], by_rpc[rep]));
             }
             if big {
                 let ws = env.work.join(format!("floor-{rep}"));
-                floors.push(floor(env, &ws, w.sheets, FLOOR_WORKERS, Prompt::FanOut)?);
+                floors.push(floor(
+                    env,
+                    &ws,
+                    w.sheets,
+                    FLOOR_WORKERS,
+                    Prompt::FanOut,
+                    args.poll_ms,
+                )?);
             }
         }
         // Each rep's runs over the floor of the same minute: the ratio of one rep's walls
@@ -1130,6 +1137,7 @@ fn floor(
     calls: u32,
     workers: u32,
     prompt: Prompt,
+    poll_ms: u64,
 ) -> Result<FloorRun> {
     if workspace.exists() {
         std::fs::remove_dir_all(workspace).map_err(io_err("clearing", workspace))?;
@@ -1139,47 +1147,50 @@ fn floor(
     let next = AtomicU32::new(1);
     let cpu_before = proc_cpu_ms(std::process::id());
     let started = Instant::now();
-    let results: Vec<Result<()>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                scope.spawn(|| -> Result<()> {
-                    loop {
-                        let sheet = next.fetch_add(1, Ordering::Relaxed);
-                        if sheet > calls {
-                            return Ok(());
+    let (results, _) = sampling_peaks(std::process::id(), poll_ms, || -> Vec<Result<()>> {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..workers)
+                .map(|_| {
+                    scope.spawn(|| -> Result<()> {
+                        loop {
+                            let sheet = next.fetch_add(1, Ordering::Relaxed);
+                            if sheet > calls {
+                                return Ok(());
+                            }
+                            let status = Command::new(&instrument)
+                                .arg(prompt.render(sheet, calls, workspace))
+                                .current_dir(workspace)
+                                .stdout(Stdio::null())
+                                .stderr(Stdio::null())
+                                .status()
+                                .map_err(|e| BenchError::Floor {
+                                    index: sheet,
+                                    detail: e.to_string(),
+                                })?;
+                            if !status.success()
+                                || !workspace.join(format!("out-{sheet}.txt")).exists()
+                            {
+                                return Err(BenchError::Floor {
+                                    index: sheet,
+                                    detail: format!("{status}, or no output file"),
+                                });
+                            }
                         }
-                        let status = Command::new(&instrument)
-                            .arg(prompt.render(sheet, calls, workspace))
-                            .current_dir(workspace)
-                            .stdout(Stdio::null())
-                            .stderr(Stdio::null())
-                            .status()
-                            .map_err(|e| BenchError::Floor {
-                                index: sheet,
-                                detail: e.to_string(),
-                            })?;
-                        if !status.success() || !workspace.join(format!("out-{sheet}.txt")).exists()
-                        {
-                            return Err(BenchError::Floor {
-                                index: sheet,
-                                detail: format!("{status}, or no output file"),
-                            });
-                        }
-                    }
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(BenchError::Floor {
-                        index: 0,
-                        detail: "worker panicked".into(),
                     })
                 })
-            })
-            .collect()
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(BenchError::Floor {
+                            index: 0,
+                            detail: "worker panicked".into(),
+                        })
+                    })
+                })
+                .collect()
+        })
     });
     let wall = started.elapsed();
     results.into_iter().collect::<Result<Vec<()>>>()?;
@@ -1497,23 +1508,9 @@ impl Env {
         // each `job.list` costs the conductor ~80 µs of CPU, and a (Python) client polling it
         // every millisecond slowed seq-20 by ~1.4 ms a sheet on two cores. The peaks are
         // sampled on a thread of their own meanwhile, every `--poll-ms`.
-        let sample_every = Duration::from_millis(poll_ms.max(1));
-        let done = std::sync::atomic::AtomicBool::new(false);
-        let (status, peaks) = std::thread::scope(|scope| {
-            let sampler = scope.spawn(|| {
-                let mut peaks = (0.0_f64, 0_u32);
-                while !done.load(Ordering::Relaxed) {
-                    peaks.0 = peaks.0.max(proc_status_mib(pid, "VmRSS:"));
-                    peaks.1 = peaks.1.max(count_children(pid));
-                    std::thread::sleep(sample_every);
-                }
-                peaks
-            });
+        let (status, peaks) = sampling_peaks(pid, poll_ms, || {
             let status = self.wait_for_end(&job, &score_arg, started, &mut submit, &mut client);
-            let wall = started.elapsed();
-            done.store(true, Ordering::Relaxed);
-            let peaks = sampler.join().unwrap_or_default();
-            (status.map(|s| (s, wall)), peaks)
+            status.map(|s| (s, started.elapsed()))
         });
         let (status, wall) = status?;
         run.peak_rss_mib = peaks.0;
@@ -1546,6 +1543,28 @@ impl Env {
         }
         Ok(run)
     }
+}
+
+/// Run `work` while a thread samples `pid`'s resident memory and its threads' children
+/// every `poll_ms`; `work`'s answer and the peaks (MiB, processes). The floor samples itself
+/// the same way, so both sides of the fan-out's ratio pay for the sampling alike.
+fn sampling_peaks<T>(pid: u32, poll_ms: u64, work: impl FnOnce() -> T) -> (T, (f64, u32)) {
+    let sample_every = Duration::from_millis(poll_ms.max(1));
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let sampler = scope.spawn(|| {
+            let mut peaks = (0.0_f64, 0_u32);
+            while !done.load(Ordering::Relaxed) {
+                peaks.0 = peaks.0.max(proc_status_mib(pid, "VmRSS:"));
+                peaks.1 = peaks.1.max(count_children(pid));
+                std::thread::sleep(sample_every);
+            }
+            peaks
+        });
+        let answer = work();
+        done.store(true, Ordering::Relaxed);
+        (answer, sampler.join().unwrap_or_default())
+    })
 }
 
 /// What one job run measured.
