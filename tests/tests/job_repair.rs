@@ -184,3 +184,51 @@ fn a_job_the_restart_could_not_resume_shows_failed_in_status() {
     let doc: serde_json::Value = serde_json::from_str(&history).unwrap();
     assert_eq!(doc["total_records"], 1, "{doc:#}");
 }
+
+#[test]
+fn a_resume_with_nothing_left_to_run_says_the_job_is_completed() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = failed_job(&env, "byhand");
+    // The user does the work of the failed and blocked sheets by hand, then recovers them.
+    for n in 2..=4 {
+        std::fs::write(ws.join(format!("out-{n}.txt")), "by hand").unwrap();
+    }
+    let out = env.mozart(&["recover", "byhand"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("Recovered 3 sheets"), "{text}");
+    let out = env.mozart(&["resume", "byhand"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("Every sheet is finished: nothing was run, the job is completed"),
+        "{text}"
+    );
+    assert!(!text.contains("queued"), "{text}");
+    let doc = wait_terminal(&env, "byhand", 30.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert_eq!(ledger(&ws.join("ledger.txt")), ["run 1", "run 2"]);
+}
+
+#[test]
+fn a_resume_of_a_score_cut_to_its_finished_sheets_says_so() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = failed_job(&env, "cut");
+    let text = score("cut", "./cut-ws", 2).replace("total_items: 4", "total_items: 1");
+    env.write_score("cut", &text);
+    let out = env.mozart(&["resume", "cut"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(
+            "The score now has 1 sheet (it had 4), all finished in the earlier run: nothing was run, the job is completed"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("queued"), "{text}");
+    let doc = wait_terminal(&env, "cut", 30.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert_eq!(ledger(&ws.join("ledger.txt")), ["run 1", "run 2"]);
+}

@@ -890,6 +890,8 @@ impl JobManager {
                 if resp.status == JobResponseStatus::Accepted {
                     // What the new score changed (another sheet count) is said with it.
                     resp.message = Some(match resp.message.take() {
+                        // Nothing was left to run: the job is completed, not queued.
+                        Some(m) if resp.nothing_to_run => m,
                         Some(m) if m.starts_with(submit::RESIZED) => {
                             format!("Job resume queued. {m}")
                         }

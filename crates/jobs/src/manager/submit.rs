@@ -266,9 +266,18 @@ async fn pipeline(
     }
     if nothing_to_run {
         response.nothing_to_run = true;
-        response.message = Some(
-            "Job already completed: every sheet is done and the score has not changed, so nothing was run (submit with fresh to run it again)".into(),
-        );
+        response.message = Some(match (&req.resume_of, resized) {
+            // A resume whose score now has fewer sheets, all of them finished already.
+            (Some(_), Some((was, now, _))) => format!(
+                "{RESIZED} {} (it had {was}), all finished in the earlier run: nothing was run, the job is completed",
+                mozart_config::plural(now, "sheet", "sheets"),
+            ),
+            // E.g. `mozart recover` marked the last failed sheets completed.
+            (Some(_), None) => {
+                "Every sheet is finished: nothing was run, the job is completed".into()
+            }
+            (None, _) => "Job already completed: every sheet is done and the score has not changed, so nothing was run (submit with fresh to run it again)".into(),
+        });
     }
     Ok(response)
 }
