@@ -232,3 +232,22 @@ fn a_resume_of_a_score_cut_to_its_finished_sheets_says_so() {
     assert_eq!(doc["status"], "completed", "{doc:#}");
     assert_eq!(ledger(&ws.join("ledger.txt")), ["run 1", "run 2"]);
 }
+
+#[test]
+fn recover_of_an_unknown_job_says_score_not_found_as_history_does() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    for cmd in ["recover", "history"] {
+        let out = env.mozart(&[cmd, "nosuch"]);
+        let text = stdout(&out);
+        assert_eq!(out.status.code(), Some(1), "{cmd}: {text}");
+        assert!(
+            text.starts_with("Error: Score not found: nosuch"),
+            "{cmd}: {text}"
+        );
+        assert!(
+            text.contains("Run 'mozart list' to see available scores."),
+            "{cmd}: {text}"
+        );
+    }
+}

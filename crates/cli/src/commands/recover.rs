@@ -7,7 +7,7 @@ use mozart_ipc::methods;
 use mozart_ipc::status::RecoverResult;
 use mozart_ipc::types::RecoverParams;
 
-use super::status::{absolute_text, check_score_id, job_call};
+use super::status::{absolute_text, check_score_id, failed, job_call, JobCallError};
 use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart recover` (upstream's options, so scripts parse).
@@ -36,8 +36,21 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         sheet_num: args.sheet,
         dry_run: args.dry_run,
     };
-    let result: RecoverResult = job_call(globals, methods::JOB_RECOVER, params, OutputMode::Human)
-        .map_err(|e| e.into_cli(OutputMode::Human))?;
+    let result: RecoverResult =
+        match job_call(globals, methods::JOB_RECOVER, params, OutputMode::Human) {
+            Ok(result) => result,
+            // Upstream's words for an unknown job, as `history`, `errors` and `diagnose` say.
+            Err(JobCallError::Job(message))
+                if message == format!("Job '{}' not found", args.job_id) =>
+            {
+                return Err(failed(
+                    format!("Score not found: {}", args.job_id),
+                    &["Run 'mozart list' to see available scores."],
+                    OutputMode::Human,
+                ))
+            }
+            Err(e) => return Err(e.into_cli(OutputMode::Human)),
+        };
     let sheets = result.recovery.unwrap_or_default();
     if sheets.is_empty() {
         println!("No failed sheets to recover");
