@@ -291,3 +291,105 @@ fn failing_shell_commands_never_hold_other_jobs_behind_a_breaker() {
         env.log()
     );
 }
+
+/// A rate limit one job's `shell` command meets (the HTTP API it calls answers 429, or it
+/// merely prints the words) holds back that job's shell sheets only. It used to park the
+/// whole `shell` instrument: every other job's shell sheets waited too, for as long as the
+/// command's output said. Now the other job completes while the first waits; the first
+/// says why it waits (`status`, `diagnose`), keeps waiting across a conductor restart
+/// without running its command again, and runs — no retry spent — once the limit is cleared.
+#[test]
+fn a_rate_limit_in_one_jobs_shell_sheet_holds_that_job_only_even_across_a_restart() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ok = env.root().join("api-ok");
+    let calls = env.root().join("api-calls");
+    let called = || {
+        std::fs::read_to_string(&calls)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+    let yaml = format!(
+        "name: api-a\nworkspace: ./api-a-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         sheet: {{size: 1, total_items: 1}}\nprompt:\n  template: |\n    \
+         RUN: echo called >> '{}'\n    \
+         RUN: if [ ! -f '{}' ]; then echo 'HTTP 429 Too Many Requests: rate limit reached, please retry in 600s' >&2; exit 1; fi\n",
+        calls.display(),
+        ok.display()
+    );
+    let a = env.write_score("api-a", &yaml);
+    crate::harness::run(&env, &a, &[]);
+    let doc = wait_for(&env, "api-a", 30, |d| {
+        d["sheets"]["1"]["rate_limit"].is_object()
+    });
+    assert_eq!(
+        doc["sheets"]["1"]["rate_limit"]["instrument"], "shell",
+        "{doc:#}"
+    );
+    assert_eq!(called(), 1);
+
+    // Another job's shell sheets run, and the job completes, while api-a waits.
+    let b = env.write_score("api-b", &mozart_tests::sleepy_shell_score("api-b", 2, 0.0));
+    crate::harness::run(&env, &b, &[]);
+    let doc = crate::harness::wait_terminal(&env, "api-b", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
+    assert!(doc.get("instrument_holds").is_none(), "{doc:#}");
+
+    let doc = status(&env, "api-a");
+    assert_eq!(doc["status"], "running", "{doc:#}");
+    let hold = &doc["instrument_holds"][0];
+    assert_eq!(hold["kind"], "rate_limit", "{doc:#}");
+    assert_eq!(hold["instrument"], "shell", "{doc:#}");
+    assert!(
+        hold["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("retry in 600s"),
+        "in the command's words: {doc:#}"
+    );
+    assert!(
+        hold["seconds_left"].as_f64().unwrap_or(0.0) > 60.0,
+        "{doc:#}"
+    );
+    let text = stdout(&env.mozart(&["status", "api-a"]));
+    assert!(text.contains("Instrument Holds"), "{text}");
+    assert!(text.contains("rate limit on shell"), "{text}");
+    let diag = stdout(&env.mozart(&["diagnose", "api-a"]));
+    assert!(diag.contains("rate limit on shell"), "{diag}");
+    assert!(
+        !stdout(&env.mozart(&["status", "api-b"])).contains("rate limit on shell"),
+        "the wait is api-a's, not api-b's"
+    );
+
+    // A restart keeps api-a waiting (the deadline was persisted), and holds no one else.
+    let pid = env.conductor_pid().unwrap();
+    mozart_tests::signal(pid, "KILL");
+    crate::harness::poll(&env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    env.start_conductor();
+    let c = env.write_score("api-c", &mozart_tests::sleepy_shell_score("api-c", 1, 0.0));
+    crate::harness::run(&env, &c, &[]);
+    let doc = crate::harness::wait_terminal(&env, "api-c", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
+    let doc = status(&env, "api-a");
+    assert_eq!(doc["status"], "running", "{doc:#}");
+    assert_eq!(doc["instrument_holds"][0]["instrument"], "shell", "{doc:#}");
+    assert!(
+        doc["instrument_holds"][0]["seconds_left"]
+            .as_f64()
+            .unwrap_or(0.0)
+            > 60.0,
+        "{doc:#}"
+    );
+    assert_eq!(called(), 1, "no run into a live limit after the restart");
+
+    // The API recovers and the limit is cleared: api-a runs, the wait cost no retry.
+    std::fs::write(&ok, "").unwrap();
+    let out = env.mozart(&["clear-rate-limits", "--instrument", "shell"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let doc = crate::harness::wait_terminal(&env, "api-a", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
+    assert_eq!(doc["sheets"]["1"]["attempt_count"], 1, "{doc:#}");
+    assert_eq!(called(), 2);
+}

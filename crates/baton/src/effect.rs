@@ -101,6 +101,20 @@ pub struct InstrumentChange {
     pub consecutive_failures: u32,
 }
 
+/// A job's own rate-limit wait on an instrument (instruments whose limits hold one job
+/// only, [`crate::InstrumentSpec::rate_limit_per_job`]); persisted so a restart keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobWaitChange {
+    /// Job whose sheets wait.
+    pub job_id: String,
+    /// Instrument they wait for.
+    pub instrument: String,
+    /// Waiting until this time, or the wait is over.
+    pub rate_limited_until: Option<Millis>,
+    /// Why, in the API's or CLI's own words, with how the wait was chosen.
+    pub rate_limit_reason: Option<String>,
+}
+
 /// A change to persist before anything that depends on it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
@@ -111,6 +125,8 @@ pub enum StateChange {
     Job(JobChange),
     /// Instrument transition.
     Instrument(InstrumentChange),
+    /// A job's own rate-limit wait began, grew or ended.
+    JobWait(JobWaitChange),
 }
 
 impl StateChange {
@@ -119,6 +135,7 @@ impl StateChange {
         match self {
             StateChange::Sheet(s) => Some(&s.job_id),
             StateChange::Job(j) => Some(&j.job_id),
+            StateChange::JobWait(w) => Some(&w.job_id),
             StateChange::Instrument(_) => None,
         }
     }

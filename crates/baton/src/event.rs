@@ -242,6 +242,10 @@ pub enum Event {
     RateLimitExpired {
         /// Instrument.
         instrument: String,
+        /// The job whose own wait it is (instruments whose limits hold one job only);
+        /// `None`: the instrument's wait.
+        #[serde(default)]
+        job_id: Option<String>,
     },
     /// Clear rate limits now (`mozart clear-rate-limits`); `None` clears every instrument.
     ClearRateLimit {
@@ -410,7 +414,9 @@ impl Event {
             | Event::ResumeJob { job_id, .. }
             | Event::CancelJob { job_id }
             | Event::ProcessExited { job_id, .. } => Some(job_id),
-            Event::RateLimitHit { job_id, .. } => job_id.as_deref(),
+            Event::RateLimitHit { job_id, .. } | Event::RateLimitExpired { job_id, .. } => {
+                job_id.as_deref()
+            }
             _ => None,
         }
     }

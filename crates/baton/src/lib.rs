@@ -30,13 +30,13 @@ pub use crate::core::{
 };
 pub use driver::{spawn, BatonHandle, BatonHost, DriverError, HostCall, HostCaller, HostError};
 pub use effect::{
-    AttemptContext, Effect, InstrumentChange, JobChange, JobOutcome, ObserverEvent, SheetChange,
-    StateChange, TimerId, COMPLETION_SUFFIX,
+    AttemptContext, Effect, InstrumentChange, JobChange, JobOutcome, JobWaitChange, ObserverEvent,
+    SheetChange, StateChange, TimerId, COMPLETION_SUFFIX,
 };
 pub use event::{AttemptResult, EscalationDecision, Event, Failure, FailureKind, ResourceSeverity};
 pub use spec::{
-    BatonConfig, CostLimitsUpdate, InstrumentSpec, JobSpec, RestoredSheet, RetryPolicy,
-    SheetSource, SheetSourceRef, SheetSpec, SkipSpec,
+    BatonConfig, CostLimitsUpdate, InstrumentSpec, JobSpec, RestoredRateWait, RestoredSheet,
+    RetryPolicy, SheetSource, SheetSourceRef, SheetSpec, SkipSpec,
 };
 pub use status::{AttemptMode, CheckpointSheetStatus, CircuitState, JobStatus, SheetStatus};
 pub use time::{secs, AnchoredClock, Millis};

@@ -180,6 +180,21 @@ pub struct JobSpec {
     pub self_healing_enabled: bool,
     /// How long a fermata waits for a decision before failing the sheet; `None` waits forever.
     pub escalation_timeout: Option<Duration>,
+    /// The job's own rate-limit waits restored from the registry (instruments with
+    /// [`InstrumentSpec::rate_limit_per_job`]): a restart keeps the job waiting.
+    #[serde(default)]
+    pub rate_waits: Vec<RestoredRateWait>,
+}
+
+/// A job's rate-limit wait on one instrument, restored after a restart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RestoredRateWait {
+    /// Instrument the job's sheets wait for.
+    pub instrument: String,
+    /// How much of the wait is left.
+    pub wait: Duration,
+    /// What the API or CLI said and how the wait was chosen, as persisted.
+    pub reason: Option<String>,
 }
 
 impl JobSpec {
@@ -228,6 +243,7 @@ impl JobSpec {
             escalation_enabled: false,
             self_healing_enabled: false,
             escalation_timeout: None,
+            rate_waits: Vec::new(),
         }
     }
 }
@@ -249,6 +265,12 @@ pub struct InstrumentSpec {
     pub circuit_breaker_max_recovery: Duration,
     /// A restored rate-limit expiry, so a restart does not stampede (invariant 2).
     pub rate_limited_until: Option<Millis>,
+    /// A rate limit seen by one job's sheet holds back that job's sheets on this instrument
+    /// only, not every job's (the built-in `shell`: its sheets run each score's own
+    /// commands, which share no API account). Off: the whole instrument is parked (an AI
+    /// CLI's account is shared by every job).
+    #[serde(default)]
+    pub rate_limit_per_job: bool,
 }
 
 impl InstrumentSpec {
@@ -262,6 +284,7 @@ impl InstrumentSpec {
             circuit_breaker_recovery: Duration::from_secs(30),
             circuit_breaker_max_recovery: Duration::from_secs(300),
             rate_limited_until: None,
+            rate_limit_per_job: false,
         }
     }
 }

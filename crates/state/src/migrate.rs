@@ -43,10 +43,16 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../migrations/0004_failed_attempts_index.sql"),
         code: None,
     },
+    Migration {
+        version: 5,
+        name: "0005_job_rate_limits",
+        sql: include_str!("../migrations/0005_job_rate_limits.sql"),
+        code: None,
+    },
 ];
 
 /// Highest schema version this build knows.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// The `status` CHECK constraints of `jobs` and `sheets` as an `IN (…)` list, and the same
 /// test as a chain of comparisons.

@@ -543,6 +543,55 @@ fn attempts_hooks_and_rate_limits_round_trip() {
 }
 
 #[test]
+fn a_jobs_own_rate_limit_is_kept_for_that_job_cleared_with_the_instruments_and_goes_with_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    reg.create_job(&job("a")).unwrap();
+    reg.create_job(&job("b")).unwrap();
+    reg.set_job_rate_limit("a", "shell", 2000.0, Some("HTTP 429"))
+        .unwrap();
+    reg.set_job_rate_limit("a", "shell", 3000.0, Some("HTTP 429 again"))
+        .unwrap();
+    drop(reg);
+    let reg = open(&dir);
+    let waits = reg.job_rate_limits("a", 1000.0).unwrap();
+    assert_eq!(waits.len(), 1, "one wait a job and instrument");
+    assert_eq!(
+        (waits[0].until, waits[0].reason.as_deref()),
+        (3000.0, Some("HTTP 429 again"))
+    );
+    assert!(reg.job_rate_limits("b", 1000.0).unwrap().is_empty());
+    assert!(
+        reg.active_rate_limits(1000.0).unwrap().is_empty(),
+        "no instrument is parked for every job"
+    );
+    assert!(
+        reg.job_rate_limits("a", 3000.0).unwrap().is_empty(),
+        "expired"
+    );
+    reg.clear_job_rate_limit("a", Some("claude-code")).unwrap();
+    assert_eq!(reg.job_rate_limits("a", 1000.0).unwrap().len(), 1);
+    reg.clear_job_rate_limit("a", None).unwrap();
+    assert!(reg.job_rate_limits("a", 1000.0).unwrap().is_empty());
+    // `clear-rate-limits shell` lifts every job's wait on it and counts them.
+    reg.set_job_rate_limit("a", "shell", 2000.0, None).unwrap();
+    reg.set_job_rate_limit("b", "shell", 2000.0, None).unwrap();
+    assert_eq!(reg.clear_rate_limit(Some("claude-code")).unwrap(), 0);
+    assert_eq!(reg.clear_rate_limit(Some("shell")).unwrap(), 2);
+    // A deleted job's wait goes with it.
+    reg.set_job_rate_limit("a", "shell", 2000.0, None).unwrap();
+    reg.set_job_status("a", DaemonJobStatus::Cancelled, None)
+        .unwrap();
+    let filter = DeleteFilter {
+        statuses: None,
+        job_ids: Some(vec!["a".into()]),
+        older_than_seconds: None,
+    };
+    assert_eq!(reg.delete_jobs(&filter).unwrap(), 1);
+    assert_eq!(reg.clear_rate_limit(None).unwrap(), 0);
+}
+
+#[test]
 fn a_second_connection_reads_while_the_first_writes() {
     let dir = tempfile::tempdir().unwrap();
     let writer = open(&dir);

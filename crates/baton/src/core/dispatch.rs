@@ -61,7 +61,9 @@ impl BatonCore {
                         continue;
                     }
                     let inst = &mut self.instruments[ii];
-                    let gate = if inst.rate_limited(now) {
+                    let gate = if inst.limit.active(now)
+                        || job.rate_wait(ii).is_some_and(|w| w.active(now))
+                    {
                         Gate::InstrumentBlocked
                     } else if inst.circuit == CircuitState::Open
                         || (inst.circuit == CircuitState::HalfOpen && inst.probe_in_flight)

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use super::{backoff, BatonCore, Ending, Rules, SheetTimer};
+use super::{backoff, BatonCore, Ending, Rules, SheetTimer, WaitScope};
 use crate::effect::Effect;
 use crate::event::{
     AttemptResult, EscalationDecision, Event, Failure, FailureKind, ResourceSeverity,
@@ -33,13 +33,18 @@ impl BatonCore {
                 instrument,
                 wait,
                 reason,
+                job_id,
                 ..
             } => {
                 let ii = self.instrument_idx(&instrument);
-                self.park_instrument(ii, wait, reason, now, out);
+                let scope = match job_id.as_deref().and_then(|j| self.job_index(j)) {
+                    Some(ji) => self.wait_scope(ji, ii),
+                    None => WaitScope::Instrument(ii),
+                };
+                self.park(scope, wait, reason, now, out);
             }
-            Event::RateLimitExpired { instrument } => {
-                self.on_rate_limit_expired(&instrument, now, out)
+            Event::RateLimitExpired { instrument, job_id } => {
+                self.on_rate_limit_expired(&instrument, job_id.as_deref(), now, out)
             }
             Event::ClearRateLimit { instrument } => self.on_clear_rate_limit(instrument, out),
             Event::RetryDue { job_id, sheet_num } => self.on_retry_due(&job_id, sheet_num, out),
@@ -118,13 +123,28 @@ impl BatonCore {
         }
     }
 
-    /// `RateLimitExpired`: unpark the instrument unless a later hit extended the wait.
-    fn on_rate_limit_expired(&mut self, instrument: &str, now: Millis, out: &mut Vec<Effect>) {
-        if let Some(&ii) = self.instrument_index.get(instrument) {
-            if !self.instruments[ii].rate_limited(now) {
-                self.instruments[ii].rate_timer = None;
-                self.unpark_instrument(ii, out);
-            }
+    /// `RateLimitExpired`: end the wait (the instrument's, or one job's on it) unless a
+    /// later hit extended it.
+    fn on_rate_limit_expired(
+        &mut self,
+        instrument: &str,
+        job_id: Option<&str>,
+        now: Millis,
+        out: &mut Vec<Effect>,
+    ) {
+        let Some(&ii) = self.instrument_index.get(instrument) else {
+            return;
+        };
+        let scope = match job_id {
+            None => WaitScope::Instrument(ii),
+            Some(job_id) => match self.job_index(job_id) {
+                Some(ji) => WaitScope::Job(ji, ii),
+                None => return,
+            },
+        };
+        if self.rate_wait(scope).is_some_and(|w| !w.active(now)) {
+            self.rate_wait_mut(scope).timer = None;
+            self.unpark(scope, out);
         }
     }
 
@@ -140,12 +160,22 @@ impl BatonCore {
             None => (0..self.instruments.len()).collect(),
         };
         for ii in targets {
-            // The user says the limit is over: the next one starts a new run.
-            self.instruments[ii].limit_streak = 0;
-            if self.instruments[ii].rate_limited_until.is_some() {
-                let mut slot = self.instruments[ii].rate_timer.take();
-                Self::cancel_timer(out, &mut slot);
-                self.unpark_instrument(ii, out);
+            let mut scopes = vec![WaitScope::Instrument(ii)];
+            scopes.extend(
+                (0..self.jobs.len())
+                    .filter(|&ji| self.jobs[ji].rate_wait(ii).is_some())
+                    .map(|ji| WaitScope::Job(ji, ii)),
+            );
+            for scope in scopes {
+                // The user says the limit is over: the next one starts a new run.
+                let wait = self.rate_wait_mut(scope);
+                wait.streak = 0;
+                if wait.until.is_some() {
+                    let mut slot = wait.timer.take();
+                    Self::cancel_timer(out, &mut slot);
+                    self.unpark(scope, out);
+                }
+                self.tidy_wait(scope);
             }
         }
     }
@@ -326,8 +356,13 @@ impl BatonCore {
             self.on_rate_limited(ji, si, ii, &r, now, out);
             return;
         }
-        // Any other outcome on the instrument ends a run of rate limits.
-        self.instruments[ii].limit_streak = 0;
+        // Any other outcome on the instrument (of this job's, when its limits hold one job
+        // only) ends a run of rate limits.
+        let scope = self.wait_scope(ji, ii);
+        if self.rate_wait(scope).is_some_and(|w| w.streak > 0) {
+            self.rate_wait_mut(scope).streak = 0;
+            self.tidy_wait(scope);
+        }
 
         let rate = if r.execution_success && r.validations_total == 0 {
             100.0 // F-018: no validations means nothing to fail.
@@ -382,7 +417,8 @@ impl BatonCore {
     }
 
     /// A rate-limited attempt: the sheet waits, the instrument is parked for the wait the
-    /// API stated (or the backoff), no retry is spent.
+    /// API stated (or the backoff) — for every job, or, when its limits hold one job only,
+    /// for this sheet's job — and no retry is spent.
     fn on_rate_limited(
         &mut self,
         ji: usize,
@@ -400,22 +436,32 @@ impl BatonCore {
             }) => (*reset_after, message.clone()),
             _ => (None, String::new()),
         };
-        let (wait, how) = self.rate_limit_wait(ii, stated, now);
+        let scope = self.wait_scope(ji, ii);
+        let (wait, how) = self.rate_limit_wait(scope, stated, now);
         let instrument = self.instruments[ii].name.clone();
         let reason = if said.is_empty() {
             how
         } else {
             format!("{said} — {how}")
         };
+        let whose = match scope {
+            WaitScope::Instrument(_) => String::new(),
+            WaitScope::Job(..) => {
+                format!(" (this job's {instrument} sheets wait; other jobs' run)")
+            }
+        };
         {
             let sheet = &mut self.jobs[ji].sheets[si];
             sheet.status = SheetStatus::Waiting;
-            sheet.live_mut().reason = Some(format!("Rate limited on {instrument}: {reason}"));
+            sheet.live_mut().reason =
+                Some(format!("Rate limited on {instrument}{whose}: {reason}"));
         }
         self.persist_sheet(ji, si, out);
         let job_id = self.jobs[ji].id.clone();
-        self.instruments[ii].waiting.push((job_id, r.sheet_num));
-        self.park_instrument(ii, wait, Some(reason), now, out);
+        self.rate_wait_mut(scope)
+            .waiting
+            .push((job_id, r.sheet_num));
+        self.park(scope, wait, Some(reason), now, out);
         self.check_job_cost(ji, out);
         self.check_sheet_cost(ji, si, out);
     }
@@ -661,22 +707,22 @@ impl BatonCore {
 
     // ---- instruments ----------------------------------------------------------------------
 
-    /// How long a rate limit on instrument `ii` parks it, and why, in words: what the API or
-    /// CLI said (`stated`), else the probe schedule's step for this run of limits; from the
-    /// second limit in a row at least the previous step, so a short `retry-after` that keeps
-    /// being refused backs off. A limit reported while the instrument is already parked (a
-    /// concurrent sheet's) does not lengthen the run.
+    /// How long a rate limit parks its wait (`scope`: the instrument's, or one job's on
+    /// it), and why, in words: what the API or CLI said (`stated`), else the probe
+    /// schedule's step for this run of limits; from the second limit in a row at least the
+    /// previous step, so a short `retry-after` that keeps being refused backs off. A limit
+    /// reported while the wait is already on (a concurrent sheet's) does not lengthen the run.
     fn rate_limit_wait(
         &mut self,
-        ii: usize,
+        scope: WaitScope,
         stated: Option<Duration>,
         now: Millis,
     ) -> (Duration, String) {
-        let inst = &mut self.instruments[ii];
-        if !inst.rate_limited(now) {
-            inst.limit_streak = inst.limit_streak.saturating_add(1);
+        let limit = self.rate_wait_mut(scope);
+        if !limit.active(now) {
+            limit.streak = limit.streak.saturating_add(1);
         }
-        let n = inst.limit_streak.max(1) as usize;
+        let n = limit.streak.max(1) as usize;
         let step = |i: usize| {
             self.rate_limit_probe
                 .get(i.min(self.rate_limit_probe.len().saturating_sub(1)))
@@ -715,37 +761,40 @@ impl BatonCore {
         }
     }
 
-    /// Park an instrument until `now + wait` (extending, never shortening, an existing wait),
-    /// persisted so a restart does not stampede (invariant 2).
-    fn park_instrument(
+    /// Park a wait (`scope`: an instrument's, or one job's on it) until `now + wait`
+    /// (extending, never shortening, an existing wait), persisted so a restart does not
+    /// stampede (invariant 2).
+    pub(super) fn park(
         &mut self,
-        ii: usize,
+        scope: WaitScope,
         wait: Duration,
         reason: Option<String>,
         now: Millis,
         out: &mut Vec<Effect>,
     ) {
         let until = now.plus(wait);
-        let inst = &mut self.instruments[ii];
-        if inst.rate_limited_until.is_some_and(|u| u >= until) {
+        let limit = self.rate_wait_mut(scope);
+        if limit.until.is_some_and(|u| u >= until) {
             return;
         }
-        inst.rate_limited_until = Some(until);
-        inst.rate_limit_reason = reason;
-        let mut slot = inst.rate_timer.take();
-        let name = inst.name.clone();
+        limit.until = Some(until);
+        limit.reason = reason;
+        let mut slot = limit.timer.take();
         Self::cancel_timer(out, &mut slot);
-        self.persist_instrument(ii, out);
-        let id = self.timer(out, until, Event::RateLimitExpired { instrument: name });
-        self.instruments[ii].rate_timer = Some(id);
+        self.persist_wait(scope, out);
+        let event = self.expiry_event(scope);
+        let id = self.timer(out, until, event);
+        self.rate_wait_mut(scope).timer = Some(id);
     }
 
-    /// Clear a rate limit and send its waiting sheets back to `pending` (no retry spent).
-    fn unpark_instrument(&mut self, ii: usize, out: &mut Vec<Effect>) {
-        self.instruments[ii].rate_limited_until = None;
-        self.instruments[ii].rate_limit_reason = None;
-        self.persist_instrument(ii, out);
-        let waiting = std::mem::take(&mut self.instruments[ii].waiting);
+    /// End a wait and send its waiting sheets back to `pending` (no retry spent).
+    fn unpark(&mut self, scope: WaitScope, out: &mut Vec<Effect>) {
+        let limit = self.rate_wait_mut(scope);
+        limit.until = None;
+        limit.reason = None;
+        let waiting = std::mem::take(&mut limit.waiting);
+        self.persist_wait(scope, out);
+        self.tidy_wait(scope);
         for (job_id, sheet_num) in waiting {
             if let Some((ji, si)) = self.locate(&job_id, sheet_num) {
                 let sheet = &mut self.jobs[ji].sheets[si];

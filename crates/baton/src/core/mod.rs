@@ -16,8 +16,8 @@ use std::time::Duration;
 use indexmap::IndexMap;
 
 use crate::effect::{
-    Effect, InstrumentChange, JobChange, JobOutcome, ObserverEvent, SheetChange, StateChange,
-    TimerId,
+    Effect, InstrumentChange, JobChange, JobOutcome, JobWaitChange, ObserverEvent, SheetChange,
+    StateChange, TimerId,
 };
 use crate::event::Event;
 use crate::spec::{BatonConfig, InstrumentSpec, RetryPolicy, SkipSpec};
@@ -388,6 +388,9 @@ struct Job {
     /// The job status last persisted by the baton (what the registry shows), so the slot
     /// bookkeeping persists each queued/running transition once.
     shown: Option<JobStatus>,
+    /// The job's own rate-limit waits, by instrument index (instruments whose limits hold
+    /// one job only, [`Instrument::per_job`]).
+    rate_waits: Vec<(usize, RateWait)>,
 }
 
 impl Job {
@@ -403,6 +406,14 @@ impl Job {
         } else {
             JobStatus::Queued
         }
+    }
+
+    /// The job's own wait on instrument `ii`, if it has one.
+    fn rate_wait(&self, ii: usize) -> Option<&RateWait> {
+        self.rate_waits
+            .iter()
+            .find(|(i, _)| *i == ii)
+            .map(|(_, w)| w)
     }
 
     fn ready_insert(&mut self, si: usize) {
@@ -444,6 +455,42 @@ struct ModelSlot {
     running: u32,
 }
 
+/// A rate limit's wait (invariant 2: tempo, not failure): until when, why, the run of limits
+/// it belongs to, its timer and the sheets parked in `waiting` on it. An instrument has one,
+/// which holds every job's sheets; an instrument whose limits hold one job only
+/// ([`Instrument::per_job`]) has one per job that hit a limit on it ([`Job::rate_waits`]).
+#[derive(Debug, Default)]
+struct RateWait {
+    until: Option<Millis>,
+    /// What parked it (shown by `status`; persisted with the limit).
+    reason: Option<String>,
+    /// Rate limits in a row (each hit while not already waiting counts), for the probe
+    /// schedule; any other result ends the streak.
+    streak: u32,
+    timer: Option<TimerId>,
+    /// Sheets parked in `waiting` on this wait.
+    waiting: Vec<(String, u32)>,
+}
+
+impl RateWait {
+    fn active(&self, now: Millis) -> bool {
+        self.until.is_some_and(|until| until > now)
+    }
+
+    /// Nothing left of it: no wait, no run of limits, no timer, no sheet.
+    fn is_idle(&self) -> bool {
+        self.until.is_none() && self.streak == 0 && self.timer.is_none() && self.waiting.is_empty()
+    }
+}
+
+/// Whose rate-limit wait: an instrument's (every job's sheets on it), or one job's on an
+/// instrument (job index, instrument index).
+#[derive(Debug, Clone, Copy)]
+enum WaitScope {
+    Instrument(usize),
+    Job(usize, usize),
+}
+
 /// Per-instrument state (§2.2 `InstrumentState`).
 #[derive(Debug)]
 struct Instrument {
@@ -451,13 +498,11 @@ struct Instrument {
     max_concurrent: u32,
     running: u32,
     models: Vec<ModelSlot>,
-    rate_limited_until: Option<Millis>,
-    /// What parked it (shown by `status`; persisted with the limit).
-    rate_limit_reason: Option<String>,
-    /// Rate limits in a row (each hit while not already parked counts), for the probe
-    /// schedule; any other result on the instrument ends the streak.
-    limit_streak: u32,
-    rate_timer: Option<TimerId>,
+    /// The instrument's rate-limit wait (every job's sheets on it wait).
+    limit: RateWait,
+    /// A rate limit holds back only the sheets of the job that hit it
+    /// ([`InstrumentSpec::rate_limit_per_job`]).
+    per_job: bool,
     circuit: CircuitState,
     consecutive_failures: u32,
     threshold: u32,
@@ -470,8 +515,6 @@ struct Instrument {
     breaker_reason: Option<String>,
     /// When the open breaker lets its probe through.
     breaker_until: Option<Millis>,
-    /// Sheets parked in `waiting` on this instrument's rate limit.
-    waiting: Vec<(String, u32)>,
 }
 
 impl Instrument {
@@ -489,10 +532,11 @@ impl Instrument {
                     running: 0,
                 })
                 .collect(),
-            rate_limited_until: spec.rate_limited_until,
-            rate_limit_reason: None,
-            limit_streak: 0,
-            rate_timer: None,
+            limit: RateWait {
+                until: spec.rate_limited_until,
+                ..RateWait::default()
+            },
+            per_job: spec.rate_limit_per_job,
             circuit: CircuitState::Closed,
             consecutive_failures: 0,
             threshold: spec.circuit_breaker_threshold.max(1),
@@ -503,7 +547,6 @@ impl Instrument {
             last_failure: None,
             breaker_reason: None,
             breaker_until: None,
-            waiting: Vec::new(),
         }
     }
 
@@ -512,6 +555,7 @@ impl Instrument {
         self.threshold = spec.circuit_breaker_threshold.max(1);
         self.recovery = spec.circuit_breaker_recovery;
         self.max_recovery = spec.circuit_breaker_max_recovery;
+        self.per_job = spec.rate_limit_per_job;
         for (name, limit) in &spec.model_limits {
             match self.models.iter_mut().find(|m| &m.name == name) {
                 Some(slot) => slot.limit = *limit,
@@ -524,18 +568,15 @@ impl Instrument {
         }
     }
 
-    fn rate_limited(&self, now: Millis) -> bool {
-        self.rate_limited_until.is_some_and(|until| until > now)
-    }
-
     fn change(&self) -> InstrumentChange {
         InstrumentChange {
             instrument: self.name.clone(),
-            rate_limited_until: self.rate_limited_until,
+            rate_limited_until: self.limit.until,
             rate_limit_reason: self
-                .rate_limit_reason
+                .limit
+                .reason
                 .clone()
-                .filter(|_| self.rate_limited_until.is_some()),
+                .filter(|_| self.limit.until.is_some()),
             circuit: self.circuit,
             circuit_reason: self
                 .breaker_reason
@@ -696,11 +737,18 @@ impl BatonCore {
             .map(|&i| self.instruments[i].circuit)
     }
 
-    /// When an instrument's rate limit ends, if it is parked.
+    /// When an instrument's rate limit ends, if it is parked (for every job).
     pub fn rate_limited_until(&self, instrument: &str) -> Option<Millis> {
         self.instrument_index
             .get(instrument)
-            .and_then(|&i| self.instruments[i].rate_limited_until)
+            .and_then(|&i| self.instruments[i].limit.until)
+    }
+
+    /// When a live job's own rate-limit wait on an instrument ends, if its sheets on it wait
+    /// (instruments whose limits hold one job only).
+    pub fn job_rate_limited_until(&self, job_id: &str, instrument: &str) -> Option<Millis> {
+        let ii = *self.instrument_index.get(instrument)?;
+        self.jobs.get(job_id)?.rate_wait(ii)?.until
     }
 
     // ---- shared helpers -------------------------------------------------------------------
@@ -709,13 +757,13 @@ impl BatonCore {
     fn boot(&mut self, now: Millis, out: &mut Vec<Effect>) {
         self.booted = true;
         for ii in 0..self.instruments.len() {
-            match self.instruments[ii].rate_limited_until {
+            match self.instruments[ii].limit.until {
                 Some(until) if until > now => {
-                    let name = self.instruments[ii].name.clone();
-                    let id = self.timer(out, until, Event::RateLimitExpired { instrument: name });
-                    self.instruments[ii].rate_timer = Some(id);
+                    let event = self.expiry_event(WaitScope::Instrument(ii));
+                    let id = self.timer(out, until, event);
+                    self.instruments[ii].limit.timer = Some(id);
                 }
-                Some(_) => self.instruments[ii].rate_limited_until = None,
+                Some(_) => self.instruments[ii].limit.until = None,
                 None => {}
             }
         }
@@ -823,6 +871,83 @@ impl BatonCore {
         out.push(Effect::Persist(StateChange::Instrument(
             self.instruments[ii].change(),
         )));
+    }
+
+    /// Whose wait a rate limit of job `ji`'s sheet on instrument `ii` is.
+    fn wait_scope(&self, ji: usize, ii: usize) -> WaitScope {
+        if self.instruments[ii].per_job {
+            WaitScope::Job(ji, ii)
+        } else {
+            WaitScope::Instrument(ii)
+        }
+    }
+
+    /// The wait of `scope`, if there is one.
+    fn rate_wait(&self, scope: WaitScope) -> Option<&RateWait> {
+        match scope {
+            WaitScope::Instrument(ii) => Some(&self.instruments[ii].limit),
+            WaitScope::Job(ji, ii) => self.jobs[ji].rate_wait(ii),
+        }
+    }
+
+    /// The wait of `scope`, made for a job that had none.
+    fn rate_wait_mut(&mut self, scope: WaitScope) -> &mut RateWait {
+        match scope {
+            WaitScope::Instrument(ii) => &mut self.instruments[ii].limit,
+            WaitScope::Job(ji, ii) => {
+                let waits = &mut self.jobs[ji].rate_waits;
+                let pos = match waits.iter().position(|(i, _)| *i == ii) {
+                    Some(pos) => pos,
+                    None => {
+                        waits.push((ii, RateWait::default()));
+                        waits.len() - 1
+                    }
+                };
+                &mut waits[pos].1
+            }
+        }
+    }
+
+    /// Drop a job's wait once nothing is left of it.
+    fn tidy_wait(&mut self, scope: WaitScope) {
+        if let WaitScope::Job(ji, ii) = scope {
+            self.jobs[ji]
+                .rate_waits
+                .retain(|(i, w)| *i != ii || !w.is_idle());
+        }
+    }
+
+    /// The timer event that ends the wait of `scope`.
+    fn expiry_event(&self, scope: WaitScope) -> Event {
+        match scope {
+            WaitScope::Instrument(ii) => Event::RateLimitExpired {
+                instrument: self.instruments[ii].name.clone(),
+                job_id: None,
+            },
+            WaitScope::Job(ji, ii) => Event::RateLimitExpired {
+                instrument: self.instruments[ii].name.clone(),
+                job_id: Some(self.jobs[ji].id.clone()),
+            },
+        }
+    }
+
+    /// Persist the wait of `scope` as it is now (the instrument's row, or the job's).
+    fn persist_wait(&self, scope: WaitScope, out: &mut Vec<Effect>) {
+        match scope {
+            WaitScope::Instrument(ii) => self.persist_instrument(ii, out),
+            WaitScope::Job(ji, ii) => {
+                let wait = self.jobs[ji].rate_wait(ii);
+                let until = wait.and_then(|w| w.until);
+                out.push(Effect::Persist(StateChange::JobWait(JobWaitChange {
+                    job_id: self.jobs[ji].id.clone(),
+                    instrument: self.instruments[ii].name.clone(),
+                    rate_limited_until: until,
+                    rate_limit_reason: wait
+                        .and_then(|w| w.reason.clone())
+                        .filter(|_| until.is_some()),
+                })));
+            }
+        }
     }
 
     fn observe(
@@ -1072,6 +1197,7 @@ impl BatonCore {
                 )
             }
         };
+        self.end_job_waits(ji, out);
         self.persist_job(ji, outcome.status(), reason.clone(), out);
         let job = &mut self.jobs[ji];
         job.finished = true;
@@ -1096,6 +1222,18 @@ impl BatonCore {
             outcome,
             reason,
         });
+    }
+
+    /// A job that ends waits for nothing: its own rate-limit waits end, and their
+    /// persisted deadlines with them.
+    fn end_job_waits(&mut self, ji: usize, out: &mut Vec<Effect>) {
+        let waits = std::mem::take(&mut self.jobs[ji].rate_waits);
+        for (ii, mut wait) in waits {
+            Self::cancel_timer(out, &mut wait.timer);
+            if wait.until.is_some() {
+                self.persist_wait(WaitScope::Job(ji, ii), out);
+            }
+        }
     }
 
     /// Drop finished jobs at the end of an event (indices stay valid during handling).
@@ -1132,7 +1270,7 @@ fn observer_for(event: &Event, now: Millis) -> ObserverEvent {
         } => {
             json!({"instrument": instrument, "estimated_seconds": wait.as_secs_f64()})
         }
-        Event::RateLimitExpired { instrument } => json!({"instrument": instrument}),
+        Event::RateLimitExpired { instrument, .. } => json!({"instrument": instrument}),
         Event::ClearRateLimit { instrument } => json!({"instrument": instrument}),
         Event::EscalationNeeded { reason, .. } => json!({"reason": reason, "options": []}),
         Event::EscalationResolved { decision, .. } => json!({"decision": decision}),

@@ -55,6 +55,12 @@ impl BatonCore {
         for &i in &restored_in_flight {
             self.persist_sheet(ji, i, out);
         }
+        // Its own rate-limit waits that outlived a restart: its sheets keep waiting.
+        for wait in &spec.rate_waits {
+            let ii = self.instrument_idx(&wait.instrument);
+            let scope = super::WaitScope::Job(ji, ii);
+            self.park(scope, wait.wait, wait.reason.clone(), now, out);
+        }
         self.block_restored_failures(ji, now, out);
         for i in 0..self.jobs[ji].sheets.len() {
             self.make_ready(ji, i, out);
@@ -313,5 +319,6 @@ fn new_job(spec: &JobSpec, sheets: Vec<Sheet>, index: SheetIndex, now: Millis) -
         admitted: false,
         clock_started: false,
         shown: None,
+        rate_waits: Vec::new(),
     }
 }

@@ -455,6 +455,239 @@ fn restored_rate_limit_survives_restart() {
     assert_eq!(nums(&rig.advance(secs(30))), vec![1]);
 }
 
+/// A baton whose `shell` instrument holds one job only on a rate limit (as the conductor's).
+fn shell_rig() -> Rig {
+    let mut shell = InstrumentSpec::new("shell");
+    shell.rate_limit_per_job = true;
+    Rig::with(BatonConfig {
+        jitter_seed: 1,
+        instruments: vec![shell],
+        ..BatonConfig::default()
+    })
+}
+
+/// `n` independent sheets on `instrument`, one at a time.
+fn on(instrument: &str, job: &str, n: u32) -> JobSpec {
+    let mut spec = independent(job, n, 1);
+    for s in &mut spec.sheets {
+        s.instrument = instrument.into();
+    }
+    spec
+}
+
+/// Job `job`'s sheet `sheet` (dispatched in `effects`) is told to wait `wait` by `instrument`.
+fn rate_limited(
+    rig: &mut Rig,
+    job: &str,
+    sheet: u32,
+    effects: &[Effect],
+    instrument: &str,
+    wait: u64,
+) -> Vec<Effect> {
+    let id = dispatch_id(effects, job, sheet);
+    let mut r = AttemptResult::failed(
+        job,
+        sheet,
+        id,
+        FailureKind::RateLimited {
+            reset_after: Some(secs(wait)),
+        },
+        "HTTP 429 Too Many Requests",
+    );
+    r.instrument = instrument.into();
+    rig.result(r)
+}
+
+fn job_waits(effects: &[Effect], job: &str) -> Vec<Option<Millis>> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Persist(StateChange::JobWait(w)) if w.job_id == job => {
+                Some(w.rate_limited_until)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_shell_rate_limit_holds_the_jobs_own_shell_sheets_and_not_another_jobs() {
+    let mut rig = shell_rig();
+    let a = rig.register(on("shell", "a", 2));
+    let b = rig.register(on("shell", "b", 2));
+    assert_eq!(dispatched(&a), vec![("a".into(), 1)]);
+    assert_eq!(dispatched(&b), vec![("b".into(), 1)]);
+    let e = rate_limited(&mut rig, "a", 1, &a, "shell", 120);
+    assert_eq!(rig.status("a", 1), SheetStatus::Waiting);
+    assert_eq!(rig.core.sheet("a", 1).map(|s| s.normal_attempts), Some(0));
+    let reason = rig
+        .core
+        .sheet("a", 1)
+        .and_then(|s| s.reason)
+        .unwrap_or_default();
+    assert!(
+        reason.starts_with("Rate limited on shell (this job's shell sheets wait; other jobs' run)"),
+        "{reason}"
+    );
+    assert!(nums(&e).is_empty(), "a's sheet 2 waits with its sheet 1");
+    let until = rig.now.plus(secs(120));
+    assert_eq!(
+        job_waits(&e, "a"),
+        vec![Some(until)],
+        "the deadline is persisted"
+    );
+    assert!(
+        !e.iter()
+            .any(|x| matches!(x, Effect::Persist(StateChange::Instrument(_)))),
+        "the instrument is not parked"
+    );
+    assert_eq!(rig.core.rate_limited_until("shell"), None);
+    assert_eq!(rig.core.job_rate_limited_until("a", "shell"), Some(until));
+    assert_eq!(rig.core.job_rate_limited_until("b", "shell"), None);
+    // Job b goes on while a waits.
+    let e = rig.succeed("b", 1, &b);
+    assert_eq!(dispatched(&e), vec![("b".into(), 2)]);
+    let e = rig.succeed("b", 2, &e);
+    assert!(finished(&e).is_some_and(|(o, _)| o == JobOutcome::Completed));
+    assert_eq!(rig.status("a", 2), SheetStatus::Pending);
+    // A job submitted now runs too.
+    let c = rig.register(on("shell", "c", 1));
+    assert_eq!(dispatched(&c), vec![("c".into(), 1)]);
+    // The wait ends: a's waiting sheet runs first, its retry budget untouched.
+    assert!(nums(&rig.advance(secs(119))).is_empty());
+    let e = rig.advance(secs(1));
+    assert_eq!(dispatched(&e), vec![("a".into(), 1)]);
+    assert_eq!(attempt_of(&e, 1).attempt_number, 1, "no retry was spent");
+    assert_eq!(
+        job_waits(&e, "a"),
+        vec![None],
+        "the persisted deadline is cleared"
+    );
+    assert_eq!(rig.core.job_rate_limited_until("a", "shell"), None);
+    let e = rig.succeed("a", 1, &e);
+    assert_eq!(dispatched(&e), vec![("a".into(), 2)]);
+}
+
+#[test]
+fn a_jobs_shell_wait_follows_the_probe_schedule_of_its_own_run_of_limits() {
+    let mut rig = shell_rig();
+    let a = rig.register(on("shell", "a", 1));
+    rig.fail("a", 1, &a, FailureKind::RateLimited { reset_after: None });
+    assert_eq!(
+        rig.core.job_rate_limited_until("a", "shell"),
+        Some(rig.now.plus(secs(15)))
+    );
+    let e = rig.advance(secs(15));
+    assert_eq!(nums(&e), vec![1]);
+    // Another job's first limit starts its own run; a's second waits the second step.
+    let b = rig.register(on("shell", "b", 1));
+    rig.fail("a", 1, &e, FailureKind::RateLimited { reset_after: None });
+    rig.fail("b", 1, &b, FailureKind::RateLimited { reset_after: None });
+    assert_eq!(
+        rig.core.job_rate_limited_until("a", "shell"),
+        Some(rig.now.plus(secs(30)))
+    );
+    assert_eq!(
+        rig.core.job_rate_limited_until("b", "shell"),
+        Some(rig.now.plus(secs(15)))
+    );
+}
+
+#[test]
+fn clearing_rate_limits_lifts_a_jobs_shell_wait() {
+    for clear in [Some("shell".to_owned()), None] {
+        let mut rig = shell_rig();
+        let a = rig.register(on("shell", "a", 1));
+        rate_limited(&mut rig, "a", 1, &a, "shell", 3600);
+        let e = rig.send(Event::ClearRateLimit {
+            instrument: clear.clone(),
+        });
+        assert_eq!(
+            dispatched(&e),
+            vec![("a".into(), 1)],
+            "cleared by {clear:?}"
+        );
+        assert_eq!(job_waits(&e, "a"), vec![None]);
+        assert_eq!(rig.core.job_rate_limited_until("a", "shell"), None);
+        assert!(
+            e.iter().any(|x| matches!(x, Effect::CancelTimer { .. })),
+            "the wait's timer is cancelled"
+        );
+    }
+}
+
+#[test]
+fn a_paused_or_cancelled_job_keeps_or_ends_its_shell_wait() {
+    let mut rig = shell_rig();
+    let a = rig.register(on("shell", "a", 2));
+    rate_limited(&mut rig, "a", 1, &a, "shell", 60);
+    rig.send(Event::PauseJob { job_id: "a".into() });
+    // The wait ends while the job is paused: nothing runs until it is resumed.
+    assert!(nums(&rig.advance(secs(60))).is_empty());
+    assert_eq!(rig.status("a", 1), SheetStatus::Pending);
+    let e = rig.send(Event::ResumeJob {
+        job_id: "a".into(),
+        new_limits: None,
+    });
+    assert_eq!(nums(&e), vec![1]);
+    // Limited again, then cancelled: the job ends, and its persisted wait with it.
+    rate_limited(&mut rig, "a", 1, &e, "shell", 600);
+    let e = rig.send(Event::CancelJob { job_id: "a".into() });
+    assert!(finished(&e).is_some_and(|(o, _)| o == JobOutcome::Cancelled));
+    assert_eq!(job_waits(&e, "a"), vec![None]);
+    assert!(rig.advance(secs(600)).is_empty(), "its timer was cancelled");
+}
+
+#[test]
+fn a_restored_job_wait_holds_that_job_after_a_restart_and_no_other() {
+    let mut rig = shell_rig();
+    let mut a = on("shell", "a", 1);
+    a.rate_waits.push(crate::spec::RestoredRateWait {
+        instrument: "shell".into(),
+        wait: secs(30),
+        reason: Some("HTTP 429 — waiting 30s".into()),
+    });
+    let e = rig.register(a);
+    assert!(nums(&e).is_empty(), "a keeps waiting after the restart");
+    assert_eq!(
+        rig.core.job_rate_limited_until("a", "shell"),
+        Some(rig.now.plus(secs(30)))
+    );
+    let b = rig.register(on("shell", "b", 1));
+    assert_eq!(dispatched(&b), vec![("b".into(), 1)]);
+    assert_eq!(dispatched(&rig.advance(secs(30))), vec![("a".into(), 1)]);
+}
+
+#[test]
+fn an_ai_instruments_rate_limit_still_holds_every_job() {
+    let mut rig = shell_rig();
+    let a = rig.register(on("claude-code", "a", 1));
+    let b = rig.register(on("claude-code", "b", 1));
+    let c = rig.register(on("shell", "c", 1));
+    assert_eq!(dispatched(&c), vec![("c".into(), 1)]);
+    rate_limited(&mut rig, "a", 1, &a, "claude-code", 120);
+    // b's sheet ran before the limit; its retry (and a new job) wait for the instrument.
+    rig.fail("b", 1, &b, FailureKind::Transient);
+    assert_eq!(rig.status("b", 1), SheetStatus::RetryScheduled);
+    let d = rig.register(on("claude-code", "d", 1));
+    assert!(
+        nums(&d).is_empty(),
+        "every job waits for the parked instrument"
+    );
+    assert_eq!(
+        rig.core.rate_limited_until("claude-code"),
+        Some(rig.now.plus(secs(120)))
+    );
+    assert_eq!(rig.core.job_rate_limited_until("a", "claude-code"), None);
+    let mut e = rig.advance(secs(119));
+    assert!(nums(&e).is_empty(), "b's retry came due and waits too");
+    e = rig.advance(secs(1));
+    assert_eq!(
+        dispatched(&e),
+        vec![("a".into(), 1), ("b".into(), 1), ("d".into(), 1)]
+    );
+}
+
 #[test]
 fn circuit_breaker_opens_then_recovers_through_a_single_probe() {
     let mut config = BatonConfig::default();
@@ -1211,6 +1444,11 @@ fn unknown_jobs_and_sheets_are_ignored() {
         },
         Event::RateLimitExpired {
             instrument: "nope".into(),
+            job_id: None,
+        },
+        Event::RateLimitExpired {
+            instrument: "nope".into(),
+            job_id: Some("nope".into()),
         },
         Event::StaleCheck {
             job_id: "nope".into(),

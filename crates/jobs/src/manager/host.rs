@@ -42,6 +42,9 @@ pub(crate) struct ConductorHost {
     running: std::collections::HashSet<(String, u32)>,
     /// Each parked instrument's wall-clock end of its rate-limit wait (for the log).
     rate_limits: HashMap<String, f64>,
+    /// The same of each job's own wait (job, instrument), on an instrument whose rate
+    /// limits hold one job only (`shell`).
+    job_rate_limits: HashMap<(String, String), f64>,
     /// Instruments whose circuit breaker is not closed, as `status` shows them (issue 22:
     /// a job waited ~100 s on an open breaker with no reason shown). Not persisted: a new
     /// conductor starts with every breaker closed.
@@ -74,6 +77,7 @@ impl ConductorHost {
             finished_remote: Vec::new(),
             running: std::collections::HashSet::new(),
             rate_limits: HashMap::new(),
+            job_rate_limits: HashMap::new(),
             breakers: HashMap::new(),
             staged: Vec::new(),
         }
@@ -446,7 +450,11 @@ impl ConductorHost {
                 }
                 S::Waiting => {
                     if let Some(failed) = failed {
-                        let until = host.rate_limits.get(&change.instrument).copied();
+                        let until = host
+                            .job_rate_limits
+                            .get(&(job_id.to_owned(), change.instrument.clone()))
+                            .or_else(|| host.rate_limits.get(&change.instrument))
+                            .copied();
                         events::sheet_rate_limited(
                             job_id,
                             sheet,
@@ -828,6 +836,33 @@ impl ConductorHost {
                 };
                 result.map_err(|e| {
                     HostError::new(format!("saving rate limit of '{}'", i.instrument), e)
+                })
+            }
+            // Its job's earlier change could not be saved: nothing more of it is written.
+            StateChange::JobWait(_) if !save => Ok(()),
+            StateChange::JobWait(w) => {
+                let key = (w.job_id.clone(), w.instrument.clone());
+                let result = match w.rate_limited_until {
+                    Some(until) => {
+                        let wall =
+                            mozart_state::epoch_now() + until.since(self.clock.now()).as_secs_f64();
+                        let reason = w.rate_limit_reason.as_deref().unwrap_or("rate limited");
+                        self.job_rate_limits.insert(key, wall);
+                        registry.set_job_rate_limit(&w.job_id, &w.instrument, wall, Some(reason))
+                    }
+                    None => {
+                        self.job_rate_limits.remove(&key);
+                        registry.clear_job_rate_limit(&w.job_id, Some(&w.instrument))
+                    }
+                };
+                result.map_err(|e| {
+                    HostError::new(
+                        format!(
+                            "saving the rate limit of job '{}' on '{}'",
+                            w.job_id, w.instrument
+                        ),
+                        e,
+                    )
                 })
             }
         }

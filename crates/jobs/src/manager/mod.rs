@@ -386,9 +386,12 @@ impl JobManager {
         // The built-in `shell` instrument runs the score's own commands: a command that fails
         // says nothing about the instrument, so its failures never open a breaker that would
         // hold every other job's shell sheets (an AI CLI's breaker protects a service).
+        // For the same reason a rate limit one of its commands meets (an HTTP API's 429, or
+        // output that only looks like one) holds back that job's shell sheets, not every job's.
         let mut shell = mozart_baton::InstrumentSpec::new("shell");
         shell.max_concurrent = config.max_concurrent_sheets;
         shell.circuit_breaker_threshold = u32::MAX;
+        shell.rate_limit_per_job = true;
         let baton_config = BatonConfig {
             max_concurrent_sheets: config.max_concurrent_sheets,
             max_concurrent_jobs: config.max_concurrent_jobs,
@@ -508,10 +511,13 @@ impl JobManager {
             doc.status,
             mozart_state::JobStatus::Pending | mozart_state::JobStatus::Running
         );
+        // The job's own waits first (a `shell` limit holds this job only), then the
+        // instruments' waits, which hold every job.
         let limits = if !sheet_waits.is_empty() || unfinished {
-            registry
-                .active_rate_limits(mozart_state::epoch_now())
-                .unwrap_or_default()
+            let now = mozart_state::epoch_now();
+            let mut limits = registry.job_rate_limits(job_id, now).unwrap_or_default();
+            limits.extend(registry.active_rate_limits(now).unwrap_or_default());
+            limits
         } else {
             Vec::new()
         };

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mozart_baton::{
-    JobSpec, RestoredSheet, RetryPolicy, SheetSource, SheetSourceRef, SheetSpec, SheetStatus,
-    SkipSpec,
+    JobSpec, RestoredRateWait, RestoredSheet, RetryPolicy, SheetSource, SheetSourceRef, SheetSpec,
+    SheetStatus, SkipSpec,
 };
 use mozart_config::{plan, JobConfig, PlanOutline};
 use mozart_state::CheckpointState;
@@ -190,6 +190,40 @@ pub(super) fn job_spec(
     };
     spec.self_healing_enabled = self_healing;
     spec
+}
+
+/// The job's own rate-limit waits still in force (instruments whose limits hold one job
+/// only, `shell`), for a job that goes on from its checkpoint: a restart keeps it waiting
+/// (invariant 2). Any other run of the id starts without them, and their rows go.
+pub(super) fn rate_waits(
+    registry: &mozart_state::Registry,
+    job_id: &str,
+    resumed: bool,
+) -> Vec<RestoredRateWait> {
+    if !resumed {
+        if let Err(e) = registry.clear_job_rate_limit(job_id, None) {
+            tracing::warn!(job_id, error = %e, "cannot clear the last run's rate limits");
+        }
+        return Vec::new();
+    }
+    let now = mozart_state::epoch_now();
+    match registry.job_rate_limits(job_id, now) {
+        Ok(limits) => limits
+            .into_iter()
+            .map(|l| {
+                tracing::info!(job_id, instrument = %l.instrument, wait_seconds = l.until - now, "rate_limit.restored");
+                RestoredRateWait {
+                    instrument: l.instrument,
+                    wait: Duration::from_secs_f64((l.until - now).max(0.0)),
+                    reason: l.reason,
+                }
+            })
+            .collect(),
+        Err(e) => {
+            tracing::error!(job_id, error = %e, "cannot read the job's persisted rate limits; its sheets start without waiting");
+            Vec::new()
+        }
+    }
 }
 
 /// A job's sheets for the baton, made from the run's score when the baton asks.

@@ -699,6 +699,9 @@ async fn register(
     let run = Arc::new(run);
     let mut spec = specs::job_spec(&job_id, &run, &checkpoint, self_healing);
     spec.timeout = Some(timeout);
+    // A resumed job (after a restart too) keeps waiting on its own rate limits; a new run
+    // of the id starts without the last run's.
+    spec.rate_waits = specs::rate_waits(&lock(&mgr.shared.registry), &job_id, from_checkpoint);
     // Into the table before the baton hears of the job (a call runs before a later event).
     let mut checkpoint = checkpoint;
     // The completed sheets a resumed large job carried over are held as the running job

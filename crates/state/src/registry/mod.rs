@@ -1338,15 +1338,76 @@ impl Registry {
         Ok(())
     }
 
-    /// Removes one instrument's limit, or all when `None`; returns how many rows went
-    /// (expired ones included, as upstream's `clear` counts them).
+    /// Removes one instrument's limit, or all when `None`, with every job's own wait on it;
+    /// returns how many rows went (expired ones included, as upstream's `clear` counts them).
     pub fn clear_rate_limit(&self, instrument: Option<&str>) -> Result<usize> {
+        let mut cleared = 0;
+        for table in ["rate_limits", "job_rate_limits"] {
+            cleared += self
+                .conn
+                .execute(
+                    &format!("DELETE FROM {table} WHERE ?1 IS NULL OR instrument=?1"),
+                    [instrument],
+                )
+                .map_err(self.err("clearing rate limits"))?;
+        }
+        Ok(cleared)
+    }
+
+    /// Holds `job_id`'s sheets on `instrument` until `until` (epoch seconds): a rate limit
+    /// of an instrument whose limits hold one job only. Replaces the job's previous wait on it.
+    pub fn set_job_rate_limit(
+        &self,
+        job_id: &str,
+        instrument: &str,
+        until: f64,
+        reason: Option<&str>,
+    ) -> Result<()> {
         self.conn
             .execute(
-                "DELETE FROM rate_limits WHERE ?1 IS NULL OR instrument=?1",
-                [instrument],
+                "INSERT INTO job_rate_limits (job_id, instrument, until, reason, recorded_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(job_id, instrument) DO UPDATE SET \
+                 until=excluded.until, reason=excluded.reason, recorded_at=excluded.recorded_at",
+                params![job_id, instrument, until, reason, epoch_now()],
             )
-            .map_err(self.err("clearing rate limits"))
+            .map_err(self.err(format!(
+                "storing the rate limit of job '{job_id}' on instrument '{instrument}'"
+            )))?;
+        Ok(())
+    }
+
+    /// Ends `job_id`'s own wait on `instrument`, or all of them when `None`.
+    pub fn clear_job_rate_limit(&self, job_id: &str, instrument: Option<&str>) -> Result<()> {
+        self.conn
+            .execute(
+                "DELETE FROM job_rate_limits WHERE job_id=?1 AND (?2 IS NULL OR instrument=?2)",
+                params![job_id, instrument],
+            )
+            .map_err(self.err(format!("clearing the rate limits of job '{job_id}'")))?;
+        Ok(())
+    }
+
+    /// `job_id`'s own waits still in force at `now`, soonest-expiring first.
+    pub fn job_rate_limits(&self, job_id: &str, now: f64) -> Result<Vec<RateLimitRecord>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT instrument, until, reason, recorded_at FROM job_rate_limits \
+                 WHERE job_id = ?1 AND until > ?2 ORDER BY until",
+            )
+            .map_err(self.err(format!("reading the rate limits of job '{job_id}'")))?;
+        let rows = stmt
+            .query_map(params![job_id, now], |r| {
+                Ok(RateLimitRecord {
+                    instrument: r.get(0)?,
+                    until: r.get(1)?,
+                    reason: r.get(2)?,
+                    recorded_at: r.get(3)?,
+                })
+            })
+            .map_err(self.err(format!("reading the rate limits of job '{job_id}'")))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(self.err(format!("reading the rate limits of job '{job_id}'")))
     }
 
     /// Limits still in force at `now`, soonest-expiring first.
