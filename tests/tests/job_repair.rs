@@ -251,3 +251,53 @@ fn recover_of_an_unknown_job_says_score_not_found_as_history_does() {
         );
     }
 }
+
+/// Three sheets, each sleeping a second, then writing `<word> N` to `out-N.txt`.
+fn worded(word: &str) -> String {
+    format!(
+        r#"name: worded
+workspace: ./worded-ws
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet: {{size: 1, total_items: 3}}
+prompt:
+  template: |
+    RUN: sleep 1; echo "{word} {{{{ sheet_num }}}}" > "{{{{ workspace }}}}/out-{{{{ sheet_num }}}}.txt"
+validations:
+  - type: file_exists
+    path: "{{workspace}}/out-{{sheet_num}}.txt"
+"#
+    )
+}
+
+#[test]
+fn modify_without_resume_names_a_command_that_resumes_with_the_score_as_submitted() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("worded", &worded("old"));
+    run(&env, &path, &[]);
+    wait_status(&env, "worded", 30.0, |d| {
+        sheet(d, 1)["status"] == "completed"
+    });
+    let out = env.mozart(&["cancel", "worded"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    wait_terminal(&env, "worded", 30.0);
+    // The score is edited in place and checked with modify.
+    std::fs::write(&path, worded("new")).unwrap();
+    let out = env.mozart(&["modify", "worded", "-c", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("Or to resume with the score as it was submitted"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let command: Vec<&str> = lines[at + 1].split_whitespace().collect();
+    assert_eq!(command[..3], ["mozart", "resume", "worded"], "{text}");
+    // The command it names does what it says.
+    let out = env.mozart(&command[1..]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    env.wait_completed("worded");
+    let last = std::fs::read_to_string(env.work.join("worded-ws/out-3.txt")).unwrap();
+    assert_eq!(last.trim(), "old 3");
+}

@@ -249,7 +249,9 @@ fn print_instructions(id: &str, status: &str, config_text: &str, mode: OutputMod
         println!("When ready to resume with new config:");
         println!("  mozart resume {id} --config {config_text}");
         println!();
-        println!("Or to resume with original config:");
-        println!("  mozart resume {id}");
+        // A plain `resume` reads the score file again (which may be the file just edited):
+        // the score as submitted is `--no-reload`'s.
+        println!("Or to resume with the score as it was submitted:");
+        println!("  mozart resume {id} --no-reload");
     }
 }
