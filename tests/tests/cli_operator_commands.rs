@@ -160,6 +160,97 @@ fn doctor_reports_conductor_and_instruments_and_never_fails() {
     );
 }
 
+/// Instruments run with the running conductor's PATH (a systemd unit's, another shell's),
+/// not with the PATH of the shell `doctor` runs in: a program only this shell finds is not
+/// ✓, since every sheet on it would fail to start; once the conductor finds it, it is.
+#[test]
+fn doctor_looks_for_instruments_on_the_running_conductors_path() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let only_here = env.root().join("only-in-this-shell");
+    std::fs::create_dir_all(&only_here).unwrap();
+    let program = only_here.join("my-agent");
+    std::fs::write(&program, "#!/bin/sh\necho ok\n").unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(env.home.join("instruments")).unwrap();
+    std::fs::write(
+        env.home.join("instruments/my-agent.yaml"),
+        "name: my-agent\ndisplay_name: My agent\nkind: cli\ncli:\n  command:\n    executable: my-agent\n  output:\n    format: text\n",
+    )
+    .unwrap();
+    let shell_path = |cmd: &mut std::process::Command| {
+        let base = cmd
+            .get_envs()
+            .find(|(k, _)| *k == "PATH")
+            .and_then(|(_, v)| v.map(std::ffi::OsStr::to_os_string))
+            .unwrap();
+        let mut dirs = vec![only_here.clone()];
+        dirs.extend(std::env::split_paths(&base));
+        cmd.env("PATH", std::env::join_paths(dirs).unwrap());
+    };
+    let doctor = |json: bool| {
+        let mut cmd = env.command(if json {
+            &["doctor", "--json"]
+        } else {
+            &["doctor"]
+        });
+        shell_path(&mut cmd);
+        cmd.output().unwrap()
+    };
+    let agent = |doc: &Value| {
+        doc["instruments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"] == "my-agent")
+            .cloned()
+            .expect("my-agent listed")
+    };
+    // No conductor: this shell's PATH is all there is to go by.
+    let doc = json_of(&doctor(true));
+    assert_eq!(agent(&doc)["status"], "ok", "{doc:#}");
+
+    // A conductor started without that directory on its PATH.
+    env.start_conductor();
+    let doc = json_of(&doctor(true));
+    let entry = agent(&doc);
+    assert_eq!(entry["status"], "warning", "{entry}");
+    let detail = entry["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("not on the running conductor's")
+            && detail.contains(&only_here.display().to_string()),
+        "{detail}"
+    );
+    let text = stdout(&doctor(false));
+    let line = text
+        .lines()
+        .find(|l| l.contains("my-agent"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(line.trim_start().starts_with('!'), "{text}");
+    // The stand-in `claude` is on both PATHs: still ✓.
+    let claude = doc["instruments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "claude_cli")
+        .cloned()
+        .unwrap();
+    assert_eq!(claude["status"], "ok", "{claude}");
+
+    // Restarted from this shell, the conductor finds it.
+    assert!(env.mozart(&["stop"]).status.success());
+    let mut start = env.command(&["start"]);
+    shell_path(&mut start);
+    assert!(start.output().unwrap().status.success());
+    let doc = json_of(&doctor(true));
+    assert_eq!(agent(&doc)["status"], "ok", "{doc:#}");
+    assert_eq!(
+        agent(&doc)["detail"].as_str(),
+        Some(program.display().to_string().as_str())
+    );
+}
+
 #[test]
 fn config_commands_edit_the_file_the_conductor_loads() {
     let env = TestEnv::new();

@@ -942,6 +942,12 @@ fn finish(
 
 /// Resolve an executable name on PATH the way the OS would (`which`).
 pub fn which(program: &str) -> Option<PathBuf> {
+    which_on(program, std::env::var_os("PATH").as_deref())
+}
+
+/// Resolve an executable name on the given `PATH` value (another process's, e.g. the
+/// conductor's); a name with a `/` is taken as it is.
+pub fn which_on(program: &str, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let is_exec = |p: &std::path::Path| {
         p.metadata()
@@ -952,8 +958,8 @@ pub fn which(program: &str) -> Option<PathBuf> {
         let p = PathBuf::from(program);
         return is_exec(&p).then_some(p);
     }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
+    std::env::split_paths(path?)
+        .filter(|dir| !dir.as_os_str().is_empty())
         .map(|dir| dir.join(program))
         .find(|candidate| is_exec(candidate))
 }

@@ -5,7 +5,7 @@ use mozart_conductor::RunState;
 use mozart_config::plural;
 use serde_json::{json, Value};
 
-use super::instruments::{binary, load_registry};
+use super::instruments::{binary, conductor_path, load_registry};
 use crate::conductor_client;
 use crate::{CliError, Globals, OutputMode};
 
@@ -39,9 +39,15 @@ struct Findings {
 }
 
 impl Findings {
-    /// Every `!` line is a warning: the cost-limit one, and a conductor that is not running.
+    /// Every `!` line is a warning: the cost-limit one, a conductor that is not running, and
+    /// an instrument this shell finds but the running conductor does not.
     fn warnings(&self) -> usize {
-        1 + usize::from(self.status != "running" && self.refused.is_none())
+        let unreachable = self
+            .instruments
+            .iter()
+            .filter(|i| i["status"] == "warning")
+            .count();
+        1 + usize::from(self.status != "running" && self.refused.is_none()) + unreachable
     }
 }
 
@@ -49,7 +55,9 @@ impl Findings {
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let (status, pid, refused) = conductor_check(globals);
     let mut errors = usize::from(refused.is_some());
-    let (instruments, placed) = instrument_checks(&mut errors);
+    // Instruments run with the conductor's PATH, not this shell's: look there when it runs.
+    let path = pid.and_then(conductor_path);
+    let (instruments, placed) = instrument_checks(&mut errors, path.as_deref());
     let slurm = slurm_checks(&placed, &mut errors);
     let registry = registry_check(globals, &mut errors);
     let findings = Findings {
@@ -121,8 +129,12 @@ fn registry_check(globals: &Globals, errors: &mut usize) -> Value {
 
 /// One entry per instrument profile (whether it could run here), and the profiles that
 /// place their sheets on Slurm with the partition each names. Profiles that do not load
-/// are one error entry.
-fn instrument_checks(errors: &mut usize) -> (Vec<Value>, Vec<(String, Option<String>)>) {
+/// are one error entry. With `conductor_path` (the running conductor's `PATH`), a CLI
+/// instrument's program is looked up there, where the conductor will look for it.
+fn instrument_checks(
+    errors: &mut usize,
+    conductor_path: Option<&std::ffi::OsStr>,
+) -> (Vec<Value>, Vec<(String, Option<String>)>) {
     let registry = match load_registry() {
         Ok(registry) => registry,
         Err(err) => {
@@ -148,10 +160,7 @@ fn instrument_checks(errors: &mut usize) -> (Vec<Value>, Vec<(String, Option<Str
             placed.push((p.name.clone(), spec.partition.clone()));
         }
         let (state, detail) = match p.kind {
-            InstrumentKind::Cli => match binary(p) {
-                Some(path) => ("ok", path.display().to_string()),
-                None => ("optional", "not installed".to_string()),
-            },
+            InstrumentKind::Cli => cli_check(p, conductor_path),
             // Not "ok" just for being HTTP: a refused API, an unset key or a local server
             // that is not running would fail every sheet.
             InstrumentKind::Http => {
@@ -173,6 +182,41 @@ fn instrument_checks(errors: &mut usize) -> (Vec<Value>, Vec<(String, Option<Str
         }));
     }
     (instruments, placed)
+}
+
+/// A CLI instrument's status and detail: its program as the running conductor finds it
+/// (`conductor_path`), else as this shell does.
+fn cli_check(
+    p: &mozart_backends::InstrumentProfile,
+    conductor_path: Option<&std::ffi::OsStr>,
+) -> (&'static str, String) {
+    let here = binary(p);
+    let Some(path) = conductor_path else {
+        return match here {
+            Some(found) => ("ok", found.display().to_string()),
+            None => ("optional", "not installed".to_string()),
+        };
+    };
+    let program = p.cli.as_ref().map_or("", |c| c.command.executable.as_str());
+    match (
+        mozart_backends::process::which_on(program, Some(path)),
+        here,
+    ) {
+        (Some(found), _) => ("ok", found.display().to_string()),
+        (None, Some(found)) => (
+            "warning",
+            format!(
+                "{} is on this shell's PATH but not on the running conductor's: its sheets \
+                 would fail to start. Add {} to the conductor's PATH and restart it (for \
+                 systemd: the unit's Environment=PATH= line, see docs/conductor.md)",
+                found.display(),
+                found
+                    .parent()
+                    .map_or_else(String::new, |d| d.display().to_string())
+            ),
+        ),
+        (None, None) => ("optional", "not installed".to_string()),
+    }
 }
 
 /// `mozart doctor --json`.
@@ -240,6 +284,7 @@ fn print_text(f: &Findings) {
         let icon = match i["status"].as_str() {
             Some("ok") => "✓",
             Some("optional") => "·",
+            Some("warning") => "!",
             _ => "✗",
         };
         check_line(icon, i);

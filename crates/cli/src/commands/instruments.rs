@@ -87,6 +87,19 @@ pub(crate) fn binary(profile: &InstrumentProfile) -> Option<PathBuf> {
         .and_then(|cli| which(&cli.command.executable))
 }
 
+/// The `PATH` the running conductor (process `pid`) starts instruments with: its own, read
+/// from its environment (`/proc/<pid>/environ`; readable for the user who runs it). A
+/// conductor started by systemd or from another shell has another `PATH` than this shell.
+/// `None` when it cannot be read (another user's conductor, no `/proc`) or has no `PATH`.
+pub(crate) fn conductor_path(pid: u32) -> Option<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStrExt;
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    environ
+        .split(|b| *b == 0)
+        .find_map(|e| e.strip_prefix(b"PATH="))
+        .map(|v| std::ffi::OsStr::from_bytes(v).to_os_string())
+}
+
 fn list(registry: &InstrumentRegistry, mode: OutputMode) {
     let rows: Vec<(&Arc<InstrumentProfile>, Option<PathBuf>)> =
         registry.profiles().map(|p| (p, binary(p))).collect();
