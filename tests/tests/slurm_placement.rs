@@ -239,6 +239,80 @@ fn mozart_cancel_scancels_the_slurm_jobs() {
     assert_eq!(doc["status"], "cancelled", "{doc:#}");
 }
 
+/// Slurm itself ends two sheets' jobs: one at its time limit (`placement.time`, shorter
+/// than the sheet's timeout), one by an `scancel` from outside. Each sheet's error says so
+/// first — the time limit as a timeout naming the field to raise — rather than only the
+/// instrument's exit after the SIGTERM ("exited with code 1"), which reads as its own failure.
+#[test]
+fn a_job_slurm_ended_says_how_in_the_sheets_error() {
+    let _cluster = mozart_tests::slurm_shared();
+    if !slurm_up() {
+        return;
+    }
+    let env = env_with_standin();
+    let job = unique("slurm-ended");
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+parallel: {{enabled: true, max_concurrent: 2}}
+retry: {{max_retries: 0}}
+placement: {{type: slurm}}
+sheet:
+  size: 1
+  total_items: 1
+  fan_out: {{1: 2}}
+  per_sheet_placement:
+    1: {{time: "1"}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+    RUN: sleep 600
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    run(&env, &path, &[]);
+    let second = poll(&env, 120.0, "sheet 2's job to run", || {
+        squeue(&format!("mozart-{job}-s2-"))
+            .into_iter()
+            .find(|(_, _, state)| state == "RUNNING")
+            .map(|(id, _, _)| id)
+    });
+    poll(&env, 60.0, "sheet 2 to start its command", || {
+        ledger(&ws.join("ledger"))
+            .contains(&"2".to_string())
+            .then_some(())
+    });
+    let out = Command::new("scancel").arg(&second).output().unwrap();
+    assert!(out.status.success(), "scancel: {}", stdout(&out));
+    let doc = wait_terminal(&env, &job, 300.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let timed_out = sheet(&doc, 1);
+    let message = timed_out["error_message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("ended TIMEOUT: Slurm stopped it at its time limit")
+            && message.contains("raise placement.time"),
+        "sheet 1 says Slurm's time limit ended it, and what to change: {timed_out:#}"
+    );
+    assert_eq!(timed_out["error_code"], "E001", "a timeout: {timed_out:#}");
+    let cancelled = sheet(&doc, 2);
+    let message = cancelled["error_message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "Slurm job {second} ended CANCELLED: it was cancelled outside Mozart"
+        )),
+        "sheet 2 says its job was cancelled outside Mozart: {cancelled:#}"
+    );
+    let out = env.mozart(&["errors", &job]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("ended TIMEOUT") && text.contains("ended CANCELLED"),
+        "mozart errors says it too: {text}"
+    );
+}
+
 #[test]
 fn validate_names_a_bad_placement_field() {
     let _cluster = mozart_tests::slurm_shared();

@@ -452,13 +452,7 @@ fn exit_code_error(exit_code: Option<i32>, lower: &str, stderr: &str) -> Classif
             // A Slurm attempt whose job ended without an exit status says how it ended in a
             // stderr line of its own (placement/slurm.rs; the backend's error message may
             // follow it): the one fact the user needs here.
-            let slurm = stderr
-                .lines()
-                .rev()
-                .filter_map(|l| l.trim().strip_prefix("[Slurm job ")?.strip_suffix(']'))
-                .next()
-                .map(|note| format!("Slurm job {note}"));
-            let message = match slurm {
+            let message = match slurm_note(stderr) {
                 Some(note) => format!("Process terminated without an exit code: {note}"),
                 None => "Process terminated without an exit code".to_string(),
             };
@@ -891,7 +885,40 @@ fn classify_inner(result: &ExecutionResult, instrument: Option<&str>) -> Classif
     }
     let mut c = finish(found.0);
     add_backend_words(&mut c, result, instrument);
+    add_slurm_verdict(&mut c, &result.stderr);
     c
+}
+
+/// The note a Slurm attempt's stderr ends with when Slurm itself ended its job
+/// (placement/slurm.rs: `[Slurm job 1234 ended TIMEOUT: …]`), without its brackets.
+fn slurm_note(stderr: &str) -> Option<String> {
+    stderr
+        .lines()
+        .rev()
+        .filter_map(|l| l.trim().strip_prefix("[Slurm job ")?.strip_suffix(']'))
+        .next()
+        .map(|note| format!("Slurm job {note}"))
+}
+
+/// A Slurm attempt whose job Slurm ended — its time limit, an `scancel` from outside, out of
+/// memory, a failed node — fails for that reason: the instrument's exit (killed, or exit 1
+/// after its SIGTERM) is only its consequence, and alone it reads like the instrument's own
+/// failure. Slurm's time limit is a timeout (E001).
+fn add_slurm_verdict(c: &mut Classification, stderr: &str) {
+    if matches!(c.category, ErrorCategory::RateLimit | ErrorCategory::Auth) {
+        return;
+    }
+    let Some(note) = slurm_note(stderr) else {
+        return;
+    };
+    if note.contains(" ended TIMEOUT:") {
+        c.code = ErrorCode::E001;
+        c.category = ErrorCategory::Timeout;
+        c.retriable = true;
+    }
+    if !c.message.contains(&note) {
+        c.message = format!("{note}. {}", c.message);
+    }
 }
 
 /// Phase 1: the process-level facts (signal, timeout) and a refusal to run as configured

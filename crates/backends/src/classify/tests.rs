@@ -559,3 +559,33 @@ fn a_429_that_says_try_again_later_is_a_rate_limit_not_capacity() {
     assert_eq!(c.code, ErrorCode::E101, "{c:?}");
     assert_eq!(c.category, ErrorCategory::RateLimit, "{c:?}");
 }
+
+#[test]
+fn a_slurm_job_slurm_ended_fails_for_that_reason() {
+    let result = ExecutionResult {
+        exit_code: Some(1),
+        stderr: "RUN step failed (signal: 15 (SIGTERM))\n\n[Slurm job 7 ended TIMEOUT: Slurm stopped it at its time limit]\n".into(),
+        ..Default::default()
+    };
+    let c = classify(&result);
+    assert_eq!(c.code, ErrorCode::E001, "{c:?}");
+    assert!(
+        c.message
+            .starts_with("Slurm job 7 ended TIMEOUT: Slurm stopped it at its time limit. "),
+        "{}",
+        c.message
+    );
+    let result = ExecutionResult {
+        exit_code: Some(1),
+        stderr: "boom\n\n[Slurm job 8 ended CANCELLED: cancelled outside Mozart]\n".into(),
+        ..Default::default()
+    };
+    let c = classify(&result);
+    assert_eq!(c.code, ErrorCode::E009, "{c:?}");
+    assert!(
+        c.message
+            .starts_with("Slurm job 8 ended CANCELLED: cancelled outside Mozart. "),
+        "{}",
+        c.message
+    );
+}

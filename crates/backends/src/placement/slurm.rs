@@ -810,7 +810,13 @@ async fn gone(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let how = match job_state(&attempt.remote_id).await {
-        JobState::Ended(s) | JobState::Active(s) => format!("ended {s} without an exit status"),
+        // Slurm's own end (a time limit, say) kills the wrapper too, before it can write
+        // the exit status: say what Slurm did.
+        JobState::Ended(s) => match ended_by_slurm(&attempt.remote_id, 0).await {
+            Some(how) => how,
+            None => format!("ended {s} without an exit status"),
+        },
+        JobState::Active(s) => format!("ended {s} without an exit status"),
         // Purged from the controller's memory (`MinJobAge` after its end, e.g. while no
         // conductor was following it): the accounting database, when the cluster has one,
         // still knows how it ended.
@@ -825,6 +831,57 @@ async fn gone(
 /// Show `event` as the attempt's latest activity (`mozart status`).
 fn note(progress: &Progress, event: String) {
     progress.update_activity(|a| a.last_event = Some(event));
+}
+
+/// How Slurm itself ended job `id`, whose command exited with `code` (0: the job left no
+/// exit status), when it did: its time limit, an `scancel` from outside Mozart (Mozart's own cancels are not
+/// followed to an exit), memory, a node failure, a preemption. `None` when the job ended
+/// on its own (the command's exit is the story) or Slurm cannot say.
+async fn ended_by_slurm(id: &str, code: i32) -> Option<String> {
+    // Slurm sets the state before it signals the job, so a time limit or a cancel shows at
+    // once; an out-of-memory kill shows when the job step has ended, a moment after the
+    // wrapper wrote the exit status.
+    let mut looks = if killed_by_signal(code) { 10 } else { 1 };
+    let (state, limit) = loop {
+        looks -= 1;
+        match slurm_command("scontrol", &["show", "job", "-o", id]).await {
+            Ok(out) => {
+                let state = field(&out, "JobState").unwrap_or_default().to_string();
+                if TERMINAL_STATES.contains(&state.as_str()) || looks == 0 {
+                    break (state, field(&out, "TimeLimit").map(str::to_string));
+                }
+            }
+            Err(e) if e.contains("Invalid job id") => match accounting_state(id).await {
+                Accounting::Ended { state, .. } => break (state, None),
+                _ => return None,
+            },
+            Err(_) => return None,
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    // sacct's "CANCELLED by 0": the state is its first word.
+    let state = state.split_whitespace().next().unwrap_or_default();
+    let why = match state {
+        "TIMEOUT" => format!(
+            "Slurm stopped it at its time limit{}: raise placement.time, or leave it out \
+             (the default is the sheet's timeout plus its kill grace and a minute)",
+            limit.map(|l| format!(" ({l})")).unwrap_or_default()
+        ),
+        "CANCELLED" => {
+            "it was cancelled outside Mozart (scancel by a user or an administrator)".to_string()
+        }
+        "OUT_OF_MEMORY" => {
+            "it used more memory than Slurm allows it: raise placement.memory".to_string()
+        }
+        "NODE_FAIL" => "its node failed".to_string(),
+        "BOOT_FAIL" => "its node failed to boot".to_string(),
+        "PREEMPTED" => "Slurm preempted it for another job \
+             (placement.requeue_on_preemption: true lets Slurm run it again, no attempt spent)"
+            .to_string(),
+        "DEADLINE" => "it reached its deadline (sbatch --deadline)".to_string(),
+        _ => return None,
+    };
+    Some(format!("ended {state}: {why}"))
 }
 
 /// Whether Slurm put the job back in the queue (requeued after a preemption).
@@ -1344,6 +1401,12 @@ async fn collect(
     let remote_id = attempt.remote_id.clone();
     let submitted_at = attempt.submitted_at;
     let stopped = matches!(followed, Followed::Stopped);
+    // A failed run may be Slurm's doing (its time limit, an scancel from outside, out of
+    // memory): the instrument's exit, the consequence, must not be all the error says.
+    let verdict = match &followed {
+        Followed::Exited(code) if *code != 0 => ended_by_slurm(&remote_id, *code).await,
+        _ => None,
+    };
     let work = move || {
         // The attempt is over: what the conductor wrote for it goes now; the outputs stay
         // until its result is recorded (a conductor restarted before that re-attaches and
@@ -1353,18 +1416,14 @@ async fn collect(
         }
         let (exit_code, exit_signal, timed_out, note) = match followed {
             Followed::Exited(code) if killed_by_signal(code) => {
-                (None, Some(code - 128), false, None)
+                (None, Some(code - 128), false, verdict)
             }
-            Followed::Exited(code) => (Some(code), None, false, None),
+            Followed::Exited(code) => (Some(code), None, false, verdict),
             Followed::TimedOut => (None, None, true, None),
             Followed::Stopped => (None, None, false, None),
-            Followed::Vanished(how) => (
-                None,
-                None,
-                false,
-                Some(format!("\n[Slurm job {remote_id} {how}]\n")),
-            ),
+            Followed::Vanished(how) => (None, None, false, Some(how)),
         };
+        let note = note.map(|how| format!("\n[Slurm job {remote_id} {how}]\n"));
         // The rest of the output, written after the last look.
         streams.pump(&dir);
         if let Some(note) = note {
