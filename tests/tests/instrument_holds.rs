@@ -354,8 +354,24 @@ fn a_rate_limit_in_one_jobs_shell_sheet_holds_that_job_only_even_across_a_restar
     let text = stdout(&env.mozart(&["status", "api-a"]));
     assert!(text.contains("Instrument Holds"), "{text}");
     assert!(text.contains("rate limit on shell"), "{text}");
+    assert!(text.contains("Rate limit on shell — clears in"), "{text}");
     let diag = stdout(&env.mozart(&["diagnose", "api-a"]));
     assert!(diag.contains("rate limit on shell"), "{diag}");
+    let dash = web::start_dashboard(&env, &[]);
+    let cookie = web::login(&dash.addr, &dash.url);
+    let page = |job: &str| {
+        let path = format!("/jobs/{job}");
+        web::http(&dash.addr, "GET", &path, &[("Cookie", &cookie)], "")
+    };
+    let a_page = page("api-a");
+    assert_eq!(a_page.status, 200, "{}", a_page.raw);
+    assert!(
+        a_page.body.contains("rate limit on shell") && a_page.body.contains("retry in 600s"),
+        "{}",
+        a_page.body
+    );
+    assert!(!page("api-b").body.contains("rate limit on shell"));
+    drop(dash);
     assert!(
         !stdout(&env.mozart(&["status", "api-b"])).contains("rate limit on shell"),
         "the wait is api-a's, not api-b's"

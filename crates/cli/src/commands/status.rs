@@ -112,7 +112,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             args.sheet_query(),
             args.output,
         )?;
-        show(&job, args.output, &active_limit_lines(globals, &job));
+        show(&job, args.output, &active_limit_lines(&job));
         Ok(0)
     }
 }
@@ -473,40 +473,32 @@ fn show(result: &JobStatusResult, mode: OutputMode, active_limits: &[String]) {
     }
 }
 
-/// `Rate limit on <name> — clears in <time>` lines, only worth a round trip for a running
-/// job that has waited on rate limits (§4.1 Execution Stats). Never fails the command.
-fn active_limit_lines(globals: &Globals, result: &JobStatusResult) -> Vec<String> {
-    let waiting = result
-        .checkpoint()
-        .is_some_and(|cp| cp.rate_limit_waits > 0 && cp.status == JobStatus::Running);
-    if !waiting {
-        return Vec::new();
-    }
-    let Ok(mut client) = conductor_client::connect(globals) else {
-        return Vec::new();
-    };
-    let Ok(limits) = client.call(methods::DAEMON_RATE_LIMITS, ()) else {
-        return Vec::new();
-    };
+/// `Rate limit on <name> — clears in <time>` lines of a running job that has waited on rate
+/// limits (§4.1 Execution Stats).
+fn active_limit_lines(result: &JobStatusResult) -> Vec<String> {
     match result.checkpoint() {
-        Some(cp) => job_rate_limit_lines(&limits, cp),
-        None => Vec::new(),
+        Some(cp) if cp.rate_limit_waits > 0 && cp.status == JobStatus::Running => {
+            job_rate_limit_lines(cp)
+        }
+        _ => Vec::new(),
     }
 }
 
-/// [`rate_limit_lines`] of the instruments this job's sheets wait on (its rate-limit
-/// holds): the conductor's limits are every job's, and a Gemini job's status listed "Rate
-/// limit on codex-cli" from another job as one of its own.
-fn job_rate_limit_lines(
-    limits: &RateLimitsResult,
-    cp: &mozart_ipc::checkpoint::JobCheckpoint,
-) -> Vec<String> {
-    let mut own = limits.clone();
-    own.backends.retain(|name, _| {
-        cp.instrument_holds
-            .iter()
-            .any(|h| h.kind == "rate_limit" && &h.instrument == name)
-    });
+/// [`rate_limit_lines`] of the rate limits this job's sheets wait on (its rate-limit
+/// holds), not the conductor's: those are every job's, and a Gemini job's status listed
+/// "Rate limit on codex-cli" from another job as one of its own; and a `shell` limit holds
+/// only the job that hit it, which the conductor's list does not have.
+fn job_rate_limit_lines(cp: &mozart_ipc::checkpoint::JobCheckpoint) -> Vec<String> {
+    let mut own = RateLimitsResult::default();
+    for hold in cp.instrument_holds.iter().filter(|h| h.kind == "rate_limit") {
+        let window = own
+            .backends
+            .entry(hold.instrument.clone())
+            .or_insert(mozart_ipc::types::RateLimitWindow {
+                seconds_remaining: 0.0,
+            });
+        window.seconds_remaining = window.seconds_remaining.max(hold.seconds_left);
+    }
     rate_limit_lines(&own)
 }
 
@@ -613,7 +605,7 @@ fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
                 }
             }
             Ok(Some(result)) => {
-                let limits = active_limit_lines(globals, &result);
+                let limits = active_limit_lines(&result);
                 clear();
                 finished = render_watch_frame(&result, args, &limits);
             }
@@ -691,21 +683,25 @@ mod tests {
     }
 
     #[test]
-    fn a_jobs_active_limits_are_those_of_its_own_instruments() {
-        let limits: RateLimitsResult = serde_json::from_value(json!({"backends": {
-            "codex-cli": {"seconds_remaining": 7.0},
-            "gemini-cli": {"seconds_remaining": 4.0}
-        }, "active_limits": 2, "recent_events_count": 0}))
-        .unwrap();
+    fn a_jobs_active_limits_are_its_own_rate_limit_holds() {
         let cp: mozart_ipc::checkpoint::JobCheckpoint = serde_json::from_value(json!({
             "job_id": "g", "job_name": "g", "total_sheets": 1, "status": "running",
-            "instrument_holds": [{"instrument": "gemini-cli", "kind": "rate_limit",
-                "reason": "429"}]
+            "instrument_holds": [
+                {"instrument": "gemini-cli", "kind": "rate_limit", "reason": "429",
+                    "seconds_left": 4.0},
+                {"instrument": "shell", "kind": "rate_limit", "reason": "429",
+                    "seconds_left": 600.0},
+                {"instrument": "crashy", "kind": "circuit_breaker", "reason": "boom",
+                    "seconds_left": 9.0}
+            ]
         }))
         .unwrap();
         assert_eq!(
-            job_rate_limit_lines(&limits, &cp),
-            vec!["Rate limit on gemini-cli — clears in 4s"]
+            job_rate_limit_lines(&cp),
+            vec![
+                "Rate limit on gemini-cli — clears in 4s",
+                "Rate limit on shell — clears in 10m"
+            ]
         );
     }
 
