@@ -490,13 +490,16 @@ fn active_limit_lines(result: &JobStatusResult) -> Vec<String> {
 /// only the job that hit it, which the conductor's list does not have.
 fn job_rate_limit_lines(cp: &mozart_ipc::checkpoint::JobCheckpoint) -> Vec<String> {
     let mut own = RateLimitsResult::default();
-    for hold in cp.instrument_holds.iter().filter(|h| h.kind == "rate_limit") {
-        let window = own
-            .backends
-            .entry(hold.instrument.clone())
-            .or_insert(mozart_ipc::types::RateLimitWindow {
+    for hold in cp
+        .instrument_holds
+        .iter()
+        .filter(|h| h.kind == "rate_limit")
+    {
+        let window = own.backends.entry(hold.instrument.clone()).or_insert(
+            mozart_ipc::types::RateLimitWindow {
                 seconds_remaining: 0.0,
-            });
+            },
+        );
         window.seconds_remaining = window.seconds_remaining.max(hold.seconds_left);
     }
     rate_limit_lines(&own)
