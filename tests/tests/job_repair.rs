@@ -301,3 +301,43 @@ fn modify_without_resume_names_a_command_that_resumes_with_the_score_as_submitte
     let last = std::fs::read_to_string(env.work.join("worded-ws/out-3.txt")).unwrap();
     assert_eq!(last.trim(), "old 3");
 }
+
+#[test]
+fn after_recover_status_says_what_recover_did() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = failed_job(&env, "told");
+    // Some time passes before the user fixes the file by hand.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    std::fs::write(ws.join("out-2.txt"), "by hand").unwrap();
+    let out = env.mozart(&["recover", "told", "--sheet", "2"]);
+    assert!(stdout(&out).contains("Recovered 1 sheet"), "{}", stdout(&out));
+    let doc = wait_status(&env, "told", 5.0, |_| true);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    assert_eq!(sheet(&doc, 2)["status"], "completed", "{doc:#}");
+    let error = doc["error"].as_str().unwrap_or_default();
+    assert!(error.starts_with("sheets [2, 3, 4] failed"), "{error}");
+    assert!(
+        error.ends_with(
+            " — since then mozart recover marked sheet 2 completed (its validations pass); 'mozart resume told' runs what is left"
+        ),
+        "{error}"
+    );
+    // Sheet 2's duration is its attempt's, as diagnose says, not the time until the recovery.
+    let human = stdout(&env.mozart(&["status", "told"]));
+    let shown = human
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("✓ Movement 2"))
+        .and_then(|rest| rest.trim().strip_prefix("completed ("))
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{human}"))
+        .to_string();
+    let diagnose = stdout(&env.mozart(&["diagnose", "told"]));
+    let timeline: Vec<&str> = diagnose
+        .lines()
+        .find(|l| l.trim().starts_with("2  completed"))
+        .unwrap_or_else(|| panic!("{diagnose}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(shown, timeline[2], "{human}\n{diagnose}");
+}

@@ -74,8 +74,32 @@ pub(super) async fn recover(
             recovered,
         });
     }
-    if out.iter().any(|s| s.recovered) {
-        lock(&mgr.shared.registry).save_checkpoint(&checkpoint)?;
+    let recovered: Vec<u32> = out
+        .iter()
+        .filter(|s| s.recovered)
+        .map(|s| s.sheet_num)
+        .collect();
+    if !recovered.is_empty() {
+        // The job's error told why these sheets failed: what happened since is said with it,
+        // or `status` names a failure the sheets above it no longer show.
+        let note = format!(
+            "mozart recover marked {} completed ({} validations pass); 'mozart resume {}' runs what is left",
+            sheet_list(&recovered),
+            if recovered.len() == 1 { "its" } else { "their" },
+            p.job_id
+        );
+        let error = match checkpoint.error_message.take() {
+            Some(old) if !old.is_empty() => format!("{old} — since then {note}"),
+            _ => note,
+        };
+        checkpoint.error_message = Some(error.clone());
+        let registry = lock(&mgr.shared.registry);
+        registry.save_checkpoint(&checkpoint)?;
+        if let Some(mut record) = registry.get_job(&p.job_id)? {
+            record.error_message = Some(error);
+            registry.update_job(&record)?;
+        }
+        drop(registry);
         tracing::info!(
             job_id = %p.job_id,
             sheets = ?out.iter().filter(|s| s.recovered).map(|s| s.sheet_num).collect::<Vec<_>>(),
@@ -153,10 +177,26 @@ async fn prepare(
 fn mark_completed(cp: &mut CheckpointState, num: u32) {
     if let Some(sheet) = cp.sheets.get_mut(&num) {
         sheet.status = SheetStatus::Completed;
-        sheet.completed_at = Some(Timestamp::now());
+        // When its last attempt ended (its duration is that attempt's, not the time until
+        // the recovery); now when that is not known (a sheet that never ran).
+        let ended = sheet
+            .started_at
+            .as_ref()
+            .and_then(Timestamp::to_micros)
+            .zip(sheet.execution_duration_seconds)
+            .map(|(start, secs)| Timestamp::from_micros(start + (secs * 1e6) as i64));
+        sheet.completed_at = Some(ended.unwrap_or_else(Timestamp::now));
         sheet.validation_passed = Some(true);
         sheet.error_message = None;
         sheet.error_category = None;
     }
     cp.last_completed_sheet = cp.highest_completed();
+}
+
+/// `sheet 2` / `sheets [2, 3]`, as the job's error names them.
+fn sheet_list(nums: &[u32]) -> String {
+    match nums {
+        [one] => format!("sheet {one}"),
+        many => format!("sheets {many:?}"),
+    }
 }
