@@ -164,7 +164,7 @@ fn doctor_reports_conductor_and_instruments_and_never_fails() {
 /// not with the PATH of the shell `doctor` runs in: a program only this shell finds is not
 /// ✓, since every sheet on it would fail to start; once the conductor finds it, it is.
 #[test]
-fn doctor_looks_for_instruments_on_the_running_conductors_path() {
+fn doctor_and_instruments_check_look_where_the_conductor_runs_instruments() {
     use std::os::unix::fs::PermissionsExt;
     let env = TestEnv::new();
     let only_here = env.root().join("only-in-this-shell");
@@ -175,7 +175,7 @@ fn doctor_looks_for_instruments_on_the_running_conductors_path() {
     std::fs::create_dir_all(env.home.join("instruments")).unwrap();
     std::fs::write(
         env.home.join("instruments/my-agent.yaml"),
-        "name: my-agent\ndisplay_name: My agent\nkind: cli\ncli:\n  command:\n    executable: my-agent\n  output:\n    format: text\n",
+        "name: my-agent\ndisplay_name: My agent\nkind: cli\ncli:\n  command:\n    executable: my-agent\n    required_env: [MY_AGENT_API_KEY]\n  output:\n    format: text\n",
     )
     .unwrap();
     let shell_path = |cmd: &mut std::process::Command| {
@@ -186,7 +186,13 @@ fn doctor_looks_for_instruments_on_the_running_conductors_path() {
             .unwrap();
         let mut dirs = vec![only_here.clone()];
         dirs.extend(std::env::split_paths(&base));
-        cmd.env("PATH", std::env::join_paths(dirs).unwrap());
+        cmd.env("PATH", std::env::join_paths(dirs).unwrap())
+            .env("MY_AGENT_API_KEY", "k");
+    };
+    let check = || {
+        let mut cmd = env.command(&["instruments", "check", "my-agent"]);
+        shell_path(&mut cmd);
+        cmd.output().unwrap()
     };
     let doctor = |json: bool| {
         let mut cmd = env.command(if json {
@@ -228,6 +234,19 @@ fn doctor_looks_for_instruments_on_the_running_conductors_path() {
         .unwrap_or_default()
         .to_string();
     assert!(line.trim_start().starts_with('!'), "{text}");
+    // `instruments check` looks in the conductor's environment too: program and key.
+    let out = check();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("not on the running conductor's PATH")
+            && text.contains(&only_here.display().to_string()),
+        "{text}"
+    );
+    assert!(
+        text.contains("none of MY_AGENT_API_KEY is set in the running conductor's environment"),
+        "{text}"
+    );
     // The stand-in `claude` is on both PATHs: still ✓.
     let claude = doc["instruments"]
         .as_array()
@@ -248,6 +267,20 @@ fn doctor_looks_for_instruments_on_the_running_conductors_path() {
     assert_eq!(
         agent(&doc)["detail"].as_str(),
         Some(program.display().to_string().as_str())
+    );
+    let out = check();
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("MY_AGENT_API_KEY is set in the running conductor's environment"),
+        "{text}"
+    );
+    env.mozart(&["stop"]);
+    // No conductor: this shell's environment, said as such.
+    let text = stdout(&check());
+    assert!(
+        text.contains("MY_AGENT_API_KEY is set here (what counts is the environment"),
+        "{text}"
     );
 }
 
@@ -912,7 +945,7 @@ fn instruments_check_says_whether_a_cli_instruments_key_is_set() {
     let doc: serde_json::Value = serde_json::from_str(&check(None, true)).unwrap();
     assert_eq!(
         doc["credentials"],
-        serde_json::json!({"vars": ["GEMINI_API_KEY", "GOOGLE_API_KEY"], "set": []}),
+        serde_json::json!({"vars": ["GEMINI_API_KEY", "GOOGLE_API_KEY"], "set": [], "in_conductor": false}),
         "{doc}"
     );
     let text = check(Some("AIza-check-test"), false);

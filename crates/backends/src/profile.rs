@@ -433,6 +433,12 @@ impl InstrumentProfile {
     /// or `TOKEN`), and those of them set (not empty) in this process's environment: what
     /// the hint after a refused key and `mozart instruments check` name.
     pub fn key_vars(&self) -> (Vec<&str>, Vec<&str>) {
+        self.key_vars_in(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
+    }
+
+    /// [`key_vars`](Self::key_vars) with `is_set` saying which variables are set (in
+    /// another process's environment, e.g. the running conductor's).
+    pub fn key_vars_in(&self, is_set: impl Fn(&str) -> bool) -> (Vec<&str>, Vec<&str>) {
         let vars: Vec<&str> = self
             .cli
             .iter()
@@ -440,11 +446,7 @@ impl InstrumentProfile {
             .map(String::as_str)
             .filter(|v| v.contains("KEY") || v.contains("TOKEN"))
             .collect();
-        let set = vars
-            .iter()
-            .copied()
-            .filter(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
-            .collect();
+        let set = vars.iter().copied().filter(|v| is_set(v)).collect();
         (vars, set)
     }
 

@@ -5,7 +5,7 @@ use mozart_conductor::RunState;
 use mozart_config::plural;
 use serde_json::{json, Value};
 
-use super::instruments::{binary, conductor_path, load_registry};
+use super::instruments::{binary, load_registry, Lookup};
 use crate::conductor_client;
 use crate::{CliError, Globals, OutputMode};
 
@@ -56,8 +56,8 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let (status, pid, refused) = conductor_check(globals);
     let mut errors = usize::from(refused.is_some());
     // Instruments run with the conductor's PATH, not this shell's: look there when it runs.
-    let path = pid.and_then(conductor_path);
-    let (instruments, placed) = instrument_checks(&mut errors, path.as_deref());
+    let lookup = Lookup::conductor(pid);
+    let (instruments, placed) = instrument_checks(&mut errors, &lookup);
     let slurm = slurm_checks(&placed, &mut errors);
     let registry = registry_check(globals, &mut errors);
     let findings = Findings {
@@ -129,11 +129,11 @@ fn registry_check(globals: &Globals, errors: &mut usize) -> Value {
 
 /// One entry per instrument profile (whether it could run here), and the profiles that
 /// place their sheets on Slurm with the partition each names. Profiles that do not load
-/// are one error entry. With `conductor_path` (the running conductor's `PATH`), a CLI
-/// instrument's program is looked up there, where the conductor will look for it.
+/// are one error entry. A CLI instrument's program is looked for where `lookup` says (the
+/// running conductor's `PATH`, where the conductor will look for it).
 fn instrument_checks(
     errors: &mut usize,
-    conductor_path: Option<&std::ffi::OsStr>,
+    lookup: &Lookup,
 ) -> (Vec<Value>, Vec<(String, Option<String>)>) {
     let registry = match load_registry() {
         Ok(registry) => registry,
@@ -160,7 +160,7 @@ fn instrument_checks(
             placed.push((p.name.clone(), spec.partition.clone()));
         }
         let (state, detail) = match p.kind {
-            InstrumentKind::Cli => cli_check(p, conductor_path),
+            InstrumentKind::Cli => cli_check(p, lookup),
             // Not "ok" just for being HTTP: a refused API, an unset key or a local server
             // that is not running would fail every sheet.
             InstrumentKind::Http => {
@@ -185,23 +185,16 @@ fn instrument_checks(
 }
 
 /// A CLI instrument's status and detail: its program as the running conductor finds it
-/// (`conductor_path`), else as this shell does.
-fn cli_check(
-    p: &mozart_backends::InstrumentProfile,
-    conductor_path: Option<&std::ffi::OsStr>,
-) -> (&'static str, String) {
+/// (when `lookup` is the conductor's), else as this shell does.
+fn cli_check(p: &mozart_backends::InstrumentProfile, lookup: &Lookup) -> (&'static str, String) {
     let here = binary(p);
-    let Some(path) = conductor_path else {
+    if !lookup.is_conductor() {
         return match here {
             Some(found) => ("ok", found.display().to_string()),
             None => ("optional", "not installed".to_string()),
         };
-    };
-    let program = p.cli.as_ref().map_or("", |c| c.command.executable.as_str());
-    match (
-        mozart_backends::process::which_on(program, Some(path)),
-        here,
-    ) {
+    }
+    match (lookup.binary(p), here) {
         (Some(found), _) => ("ok", found.display().to_string()),
         (None, Some(found)) => (
             "warning",

@@ -45,14 +45,16 @@ pub enum Command {
 }
 
 /// Run `mozart instruments ...`.
-pub fn run(_globals: &Globals, command: Command) -> Result<i32, CliError> {
+pub fn run(globals: &Globals, command: Command) -> Result<i32, CliError> {
     let registry = load_registry()?;
+    // Instruments run in the conductor's environment: look there when it runs.
+    let lookup = Lookup::of(globals);
     match command {
         Command::List { output } => {
-            list(&registry, output);
+            list(&registry, &lookup, output);
             Ok(0)
         }
-        Command::Check { name, output } => check(&registry, &name, output),
+        Command::Check { name, output } => check(&registry, &lookup, &name, output),
     }
 }
 
@@ -87,22 +89,92 @@ pub(crate) fn binary(profile: &InstrumentProfile) -> Option<PathBuf> {
         .and_then(|cli| which(&cli.command.executable))
 }
 
-/// The `PATH` the running conductor (process `pid`) starts instruments with: its own, read
-/// from its environment (`/proc/<pid>/environ`; readable for the user who runs it). A
-/// conductor started by systemd or from another shell has another `PATH` than this shell.
-/// `None` when it cannot be read (another user's conductor, no `/proc`) or has no `PATH`.
-pub(crate) fn conductor_path(pid: u32) -> Option<std::ffi::OsString> {
-    use std::os::unix::ffi::OsStrExt;
-    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    environ
-        .split(|b| *b == 0)
-        .find_map(|e| e.strip_prefix(b"PATH="))
-        .map(|v| std::ffi::OsStr::from_bytes(v).to_os_string())
+/// Where instruments are looked for: in the running conductor's environment — they run with
+/// it, and a conductor started by systemd or from another shell has another `PATH` and other
+/// variables than this shell — read from `/proc/<pid>/environ` (readable for the user who runs
+/// it); else in this shell's.
+pub(crate) struct Lookup {
+    /// The running conductor's environment (name, value), when it runs and can be read.
+    conductor: Option<Environ>,
 }
 
-fn list(registry: &InstrumentRegistry, mode: OutputMode) {
+/// A process's environment as `/proc/<pid>/environ` holds it: (name, value) bytes.
+type Environ = Vec<(Vec<u8>, Vec<u8>)>;
+
+impl Lookup {
+    /// The environment of the conductor running as `pid` (this shell's when it cannot be
+    /// read: another user's conductor, no `/proc`).
+    pub(crate) fn conductor(pid: Option<u32>) -> Lookup {
+        let read = |pid: u32| {
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+            let vars = environ
+                .split(|b| *b == 0)
+                .filter_map(|e| {
+                    let at = e.iter().position(|b| *b == b'=')?;
+                    Some((e[..at].to_vec(), e[at + 1..].to_vec()))
+                })
+                .collect();
+            Some(vars)
+        };
+        Lookup {
+            // An environment without PATH (unreadable in full, or a conductor started with
+            // none) says nothing about where programs are: this shell's is all there is.
+            conductor: pid
+                .and_then(read)
+                .filter(|vars: &Environ| vars.iter().any(|(k, _)| k == b"PATH")),
+        }
+    }
+
+    /// The running conductor's, when running (as `globals` find it).
+    pub(crate) fn of(globals: &Globals) -> Lookup {
+        let pid = crate::conductor_client::paths(globals, None)
+            .ok()
+            .and_then(|paths| {
+                crate::conductor_client::conductor_state(&paths, OutputMode::Human).ok()
+            })
+            .and_then(|state| match state {
+                mozart_conductor::RunState::Running { pid } => pid,
+                mozart_conductor::RunState::Stopped { .. } => None,
+            });
+        Lookup::conductor(pid)
+    }
+
+    /// Whether this is the running conductor's environment.
+    pub(crate) fn is_conductor(&self) -> bool {
+        self.conductor.is_some()
+    }
+
+    fn var(&self, name: &str) -> Option<&[u8]> {
+        self.conductor.as_ref().and_then(|vars| {
+            vars.iter()
+                .find(|(k, _)| k == name.as_bytes())
+                .map(|(_, v)| v.as_slice())
+        })
+    }
+
+    /// A CLI instrument's program, found where the instruments run.
+    pub(crate) fn binary(&self, profile: &InstrumentProfile) -> Option<PathBuf> {
+        use std::os::unix::ffi::OsStrExt;
+        if self.conductor.is_none() {
+            return binary(profile);
+        }
+        let program = profile.cli.as_ref()?.command.executable.as_str();
+        let path = self.var("PATH").map(std::ffi::OsStr::from_bytes);
+        mozart_backends::process::which_on(program, path)
+    }
+
+    /// Whether `name` is set (not empty) where the instruments run.
+    pub(crate) fn is_set(&self, name: &str) -> bool {
+        match &self.conductor {
+            Some(_) => self.var(name).is_some_and(|v| !v.is_empty()),
+            None => std::env::var_os(name).is_some_and(|v| !v.is_empty()),
+        }
+    }
+}
+
+fn list(registry: &InstrumentRegistry, lookup: &Lookup, mode: OutputMode) {
     let rows: Vec<(&Arc<InstrumentProfile>, Option<PathBuf>)> =
-        registry.profiles().map(|p| (p, binary(p))).collect();
+        registry.profiles().map(|p| (p, lookup.binary(p))).collect();
     if mode.is_json() {
         let items: Vec<Value> = rows
             .iter()
@@ -242,7 +314,12 @@ fn version_probe(path: &std::path::Path) -> Result<String, String> {
 
 /// `mozart instruments check NAME`: the profile and whether it could run here; exit 1
 /// (with what to do) when it could not.
-fn check(registry: &InstrumentRegistry, name: &str, mode: OutputMode) -> Result<i32, CliError> {
+fn check(
+    registry: &InstrumentRegistry,
+    lookup: &Lookup,
+    name: &str,
+    mode: OutputMode,
+) -> Result<i32, CliError> {
     let Some(profile) = registry.get(name) else {
         return Err(CliError::Detailed(Box::new(Detailed {
             code: Some("INSTR-001".into()),
@@ -257,7 +334,7 @@ fn check(registry: &InstrumentRegistry, name: &str, mode: OutputMode) -> Result<
             exit: 1,
         })));
     };
-    let path = binary(profile);
+    let path = lookup.binary(profile);
     // An HTTP instrument is ready when it could run from here, as `mozart doctor` says (a
     // client for its API, its key set, a local server answering): not merely for being HTTP.
     let http = (profile.kind == InstrumentKind::Http)
@@ -267,10 +344,16 @@ fn check(registry: &InstrumentRegistry, name: &str, mode: OutputMode) -> Result<
         None => path.is_some(),
     };
     if mode.is_json() {
-        print_json(&check_json(profile, path.as_deref(), http.as_ref(), ready));
+        print_json(&check_json(
+            profile,
+            lookup,
+            path.as_deref(),
+            http.as_ref(),
+            ready,
+        ));
         return Ok(0);
     }
-    print_check(profile, path.as_deref(), http.as_ref());
+    print_check(profile, lookup, path.as_deref(), http.as_ref());
     if ready {
         println!("{} is ready.", profile.name);
         return Ok(0);
@@ -287,6 +370,7 @@ fn check(registry: &InstrumentRegistry, name: &str, mode: OutputMode) -> Result<
 /// instrument) or its endpoint (an HTTP one), and whether it is ready.
 fn check_json(
     profile: &InstrumentProfile,
+    lookup: &Lookup,
     path: Option<&Path>,
     http: Option<&HttpReadiness>,
     ready: bool,
@@ -313,9 +397,12 @@ fn check_json(
                 json!(path.map(|p| p.display().to_string())),
             );
             obj.insert("executable".into(), json!(cli.command.executable));
-            let (vars, set) = profile.key_vars();
+            let (vars, set) = profile.key_vars_in(|v| lookup.is_set(v));
             if !vars.is_empty() {
-                obj.insert("credentials".into(), json!({"vars": vars, "set": set}));
+                obj.insert(
+                    "credentials".into(),
+                    json!({"vars": vars, "set": set, "in_conductor": lookup.is_conductor()}),
+                );
             }
         } else if let Some(http) = &profile.http {
             obj.insert(
@@ -335,7 +422,12 @@ fn check_json(
 /// The text of `mozart instruments check NAME` up to the verdict: the profile, its program
 /// and version (a CLI instrument) or its endpoint and readiness (an HTTP one), its
 /// capabilities and models.
-fn print_check(profile: &InstrumentProfile, path: Option<&Path>, http: Option<&HttpReadiness>) {
+fn print_check(
+    profile: &InstrumentProfile,
+    lookup: &Lookup,
+    path: Option<&Path>,
+    http: Option<&HttpReadiness>,
+) {
     println!("\nChecking {}...", profile.name);
     println!("  Display name:  {}", profile.display_name);
     if let Some(desc) = &profile.description {
@@ -351,21 +443,36 @@ fn print_check(profile: &InstrumentProfile, path: Option<&Path>, http: Option<&H
                     Err(why) => println!("  Version:       ({why})"),
                 }
             }
-            None => {
-                println!("  Binary:        {} ✗ not found", cli.command.executable);
-            }
+            None => match binary(profile).filter(|_| lookup.is_conductor()) {
+                Some(here) => println!(
+                    "  Binary:        {} ✗ not on the running conductor's PATH (this shell \
+                     finds {}: add {} to the conductor's PATH and restart it)",
+                    cli.command.executable,
+                    here.display(),
+                    here.parent()
+                        .map_or_else(String::new, |d| d.display().to_string())
+                ),
+                None => println!("  Binary:        {} ✗ not found", cli.command.executable),
+            },
         }
-        let (vars, set) = profile.key_vars();
+        let (vars, set) = profile.key_vars_in(|v| lookup.is_set(v));
         if !vars.is_empty() {
-            let note = "what counts is the environment `mozart start` ran with";
+            let (there, note) = if lookup.is_conductor() {
+                ("in the running conductor's environment", "")
+            } else {
+                (
+                    "here",
+                    " (what counts is the environment `mozart start` ran with)",
+                )
+            };
             if set.is_empty() {
                 println!(
-                    "  Credentials:   none of {} is set here: the CLI needs one unless it is \
-                     logged in ({note})",
+                    "  Credentials:   none of {} is set {there}: the CLI needs one unless it \
+                     is logged in{note}",
                     vars.join(", ")
                 );
             } else {
-                println!("  Credentials:   {} is set here ({note})", set.join(", "));
+                println!("  Credentials:   {} is set {there}{note}", set.join(", "));
             }
         }
     } else if let Some(http) = &profile.http {
