@@ -372,6 +372,40 @@ fn a_rate_limit_in_one_jobs_shell_sheet_holds_that_job_only_even_across_a_restar
     );
     assert!(!page("api-b").body.contains("rate limit on shell"));
     drop(dash);
+    // And the MCP server's `status` tool.
+    let replies = mozart_tests::web::mcp_calls(
+        &env,
+        &[
+            serde_json::json!({"name": "status", "arguments": {"job_id": "api-a"}}),
+            serde_json::json!({"name": "status", "arguments": {"job_id": "api-b"}}),
+        ],
+    );
+    let tool_doc = |i: usize| -> Value {
+        let text = replies[i]["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        serde_json::from_str(text).unwrap_or_else(|_| panic!("{}", replies[i]))
+    };
+    let (mcp_a, mcp_b) = (tool_doc(0), tool_doc(1));
+    assert_eq!(
+        mcp_a["instrument_holds"][0]["kind"], "rate_limit",
+        "{mcp_a:#}"
+    );
+    assert_eq!(
+        mcp_a["instrument_holds"][0]["instrument"], "shell",
+        "{mcp_a:#}"
+    );
+    assert!(
+        mcp_a["waiting_reason"]
+            .as_str()
+            .is_some_and(|w| w.contains("rate limit on shell")),
+        "{mcp_a:#}"
+    );
+    assert_eq!(
+        mcp_b["instrument_holds"],
+        serde_json::json!([]),
+        "{mcp_b:#}"
+    );
     assert!(
         !stdout(&env.mozart(&["status", "api-b"])).contains("rate limit on shell"),
         "the wait is api-a's, not api-b's"

@@ -574,6 +574,10 @@ fn status_json(d: &JobDetail) -> Value {
         "cost": view::format_job_cost(sum.cost, sum.cost_confidence),
         "tokens": sum.tokens,
         "error_message": d.error_message(),
+        // What holds the job's sheets back, as `mozart status` says it: a rate limit (an AI
+        // CLI's holds every job; a `shell` one, only the job that hit it), an open breaker.
+        "waiting_reason": cp.waiting_reason,
+        "instrument_holds": cp.instrument_holds,
         "workspace": d.workspace(),
         "sheets": view::sheet_rows(cp),
         // Issue 24: which sheets `sheets` holds of how many, and the next page's offset.
