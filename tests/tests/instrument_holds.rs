@@ -357,6 +357,13 @@ fn a_rate_limit_in_one_jobs_shell_sheet_holds_that_job_only_even_across_a_restar
     assert!(text.contains("Rate limit on shell — clears in"), "{text}");
     let diag = stdout(&env.mozart(&["diagnose", "api-a"]));
     assert!(diag.contains("rate limit on shell"), "{diag}");
+    let errors = stdout(&env.mozart(&["errors", "api-a"]));
+    assert!(
+        errors.contains("rate_limit") && errors.contains("429"),
+        "{errors}"
+    );
+    let errors = stdout(&env.mozart(&["errors", "api-b"]));
+    assert!(!errors.contains("rate_limit"), "{errors}");
     let dash = web::start_dashboard(&env, &[]);
     let cookie = web::login(&dash.addr, &dash.url);
     let page = |job: &str| {
