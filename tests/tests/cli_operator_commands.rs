@@ -187,7 +187,8 @@ fn doctor_and_instruments_check_look_where_the_conductor_runs_instruments() {
         let mut dirs = vec![only_here.clone()];
         dirs.extend(std::env::split_paths(&base));
         cmd.env("PATH", std::env::join_paths(dirs).unwrap())
-            .env("MY_AGENT_API_KEY", "k");
+            .env("MY_AGENT_API_KEY", "k")
+            .env("ANTHROPIC_API_KEY", "sk-ant-doctor-test");
     };
     let check = || {
         let mut cmd = env.command(&["instruments", "check", "my-agent"]);
@@ -217,7 +218,9 @@ fn doctor_and_instruments_check_look_where_the_conductor_runs_instruments() {
     assert_eq!(agent(&doc)["status"], "ok", "{doc:#}");
 
     // A conductor started without that directory on its PATH.
-    env.start_conductor();
+    let mut start = env.command(&["start"]);
+    start.env_remove("ANTHROPIC_API_KEY");
+    assert!(start.output().unwrap().status.success());
     let doc = json_of(&doctor(true));
     let entry = agent(&doc);
     assert_eq!(entry["status"], "warning", "{entry}");
@@ -234,6 +237,19 @@ fn doctor_and_instruments_check_look_where_the_conductor_runs_instruments() {
         .unwrap_or_default()
         .to_string();
     assert!(line.trim_start().starts_with('!'), "{text}");
+    // An HTTP instrument's key, too: set in this shell, not in the conductor's environment.
+    let api = doc["instruments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "anthropic_api")
+        .cloned()
+        .unwrap();
+    assert_eq!(api["status"], "optional", "{api}");
+    assert_eq!(
+        api["detail"], "ANTHROPIC_API_KEY is not set in the running conductor's environment",
+        "{api}"
+    );
     // `instruments check` looks in the conductor's environment too: program and key.
     let out = check();
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));

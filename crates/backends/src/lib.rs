@@ -61,5 +61,5 @@ pub use placement::{
     PlacedAttempt, Placement, PlacementKind, PlacementSpec, RemoteAttempt, RemoteJournal,
 };
 pub use profile::{InstrumentKind, InstrumentProfile};
-pub use readiness::{http_readiness, HttpReadiness};
+pub use readiness::{http_readiness, http_readiness_in, HttpReadiness};
 pub use registry::{InstrumentRegistry, ProfileSource};

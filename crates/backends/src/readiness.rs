@@ -49,6 +49,19 @@ pub fn http_readiness(
     profile: &InstrumentProfile,
     timeout: Duration,
 ) -> HttpReadiness {
+    http_readiness_in(registry, profile, timeout, |var| {
+        std::env::var_os(var).is_some_and(|v| !v.is_empty())
+    })
+}
+
+/// [`http_readiness`] with `is_set` saying whether a variable is set (not empty) in the
+/// environment the instrument runs in (e.g. the running conductor's).
+pub fn http_readiness_in(
+    registry: &InstrumentRegistry,
+    profile: &InstrumentProfile,
+    timeout: Duration,
+    is_set: impl Fn(&str) -> bool,
+) -> HttpReadiness {
     match registry.backend(&profile.name) {
         Err(BackendError::Unsupported { reason, .. }) => return HttpReadiness::Unsupported(reason),
         Err(other) => return HttpReadiness::Unsupported(other.to_string()),
@@ -58,7 +71,7 @@ pub fn http_readiness(
         return HttpReadiness::Unsupported("no 'http' section".into());
     };
     if let Some(var) = http.auth_env_var.as_deref().filter(|v| !v.is_empty()) {
-        if std::env::var_os(var).is_none_or(|v| v.is_empty()) {
+        if !is_set(var) {
             return HttpReadiness::MissingKey(var.to_string());
         }
     }

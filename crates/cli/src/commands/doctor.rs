@@ -164,13 +164,14 @@ fn instrument_checks(
             // Not "ok" just for being HTTP: a refused API, an unset key or a local server
             // that is not running would fail every sheet.
             InstrumentKind::Http => {
-                let r = mozart_backends::http_readiness(
+                let r = mozart_backends::http_readiness_in(
                     &registry,
                     p,
                     std::time::Duration::from_millis(500),
+                    |var| lookup.is_set(var),
                 );
                 let state = if r.is_ready() { "ok" } else { "optional" };
-                (state, r.describe())
+                (state, lookup.describe(&r))
             }
         };
         instruments.push(json!({

@@ -163,6 +163,16 @@ impl Lookup {
         mozart_backends::process::which_on(program, path)
     }
 
+    /// An HTTP instrument's readiness in words, saying whose environment lacks its key.
+    pub(crate) fn describe(&self, readiness: &HttpReadiness) -> String {
+        match readiness {
+            HttpReadiness::MissingKey(var) if self.is_conductor() => {
+                format!("{var} is not set in the running conductor's environment")
+            }
+            other => other.describe(),
+        }
+    }
+
     /// Whether `name` is set (not empty) where the instruments run.
     pub(crate) fn is_set(&self, name: &str) -> bool {
         match &self.conductor {
@@ -337,8 +347,11 @@ fn check(
     let path = lookup.binary(profile);
     // An HTTP instrument is ready when it could run from here, as `mozart doctor` says (a
     // client for its API, its key set, a local server answering): not merely for being HTTP.
-    let http = (profile.kind == InstrumentKind::Http)
-        .then(|| mozart_backends::http_readiness(registry, profile, HTTP_PROBE_TIMEOUT));
+    let http = (profile.kind == InstrumentKind::Http).then(|| {
+        mozart_backends::http_readiness_in(registry, profile, HTTP_PROBE_TIMEOUT, |var| {
+            lookup.is_set(var)
+        })
+    });
     let ready = match &http {
         Some(r) => r.is_ready(),
         None => path.is_some(),
@@ -412,7 +425,7 @@ fn check_json(
             obj.insert("auth_env_var".into(), json!(http.auth_env_var));
         }
         if let Some(r) = http {
-            obj.insert("readiness".into(), json!(r.describe()));
+            obj.insert("readiness".into(), json!(lookup.describe(r)));
         }
         obj.insert("ready".into(), json!(ready));
     }
@@ -483,7 +496,7 @@ fn print_check(
     }
     if let Some(r) = http {
         let mark = if r.is_ready() { "✓" } else { "✗" };
-        println!("  Readiness:     {mark} {}", r.describe());
+        println!("  Readiness:     {mark} {}", lookup.describe(r));
     }
     print_models(profile);
     println!();
