@@ -313,6 +313,56 @@ prompt:
     );
 }
 
+/// A job Slurm keeps waiting says why in `mozart status` — Slurm's reason (here
+/// `BeginTime`; on a real cluster `Resources`, `Priority`, a drained node's
+/// `ReqNodeNotAvail`, an unsatisfiable `BadConstraints`), not a bare "PENDING" that looks
+/// the same whether the job starts in a second or never.
+#[test]
+fn a_pending_job_shows_slurms_reason_in_status() {
+    let _cluster = mozart_tests::slurm_shared();
+    if !slurm_up() {
+        return;
+    }
+    let env = env_with_standin();
+    let job = unique("slurm-reason");
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+placement: {{type: slurm, extra_args: ["--begin=now+1hour"]}}
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    // A job that waits an hour must not outlive a failed assertion.
+    struct Scancel(String);
+    impl Drop for Scancel {
+        fn drop(&mut self) {
+            for (id, _, _) in squeue(&self.0) {
+                let _ = Command::new("scancel").arg(id).status();
+            }
+        }
+    }
+    let _scancel = Scancel(format!("mozart-{job}-"));
+    run(&env, &path, &[]);
+    let text = poll(&env, 120.0, "status to show why the job waits", || {
+        let text = stdout(&env.mozart(&["status", &job]));
+        text.contains("(PENDING: BeginTime)").then_some(text)
+    });
+    assert!(text.contains("in Slurm's queue as job"), "{text}");
+    let out = env.mozart(&["cancel", &job]);
+    assert!(out.status.success(), "mozart cancel: {}", stdout(&out));
+    poll(&env, 60.0, "the Slurm job to leave the queue", || {
+        squeue(&format!("mozart-{job}-")).is_empty().then_some(())
+    });
+    assert!(ledger(&ws.join("ledger")).is_empty());
+}
+
 #[test]
 fn validate_names_a_bad_placement_field() {
     let _cluster = mozart_tests::slurm_shared();

@@ -651,12 +651,12 @@ impl SlurmPlacement {
             }
             if timing.deadline.is_none() {
                 let queued = (epoch_now() - attempt.submitted_at).max(0.0);
-                let state = watch.state().unwrap_or_else(|| "PENDING".into());
                 note(
                     progress,
                     format!(
-                        "in Slurm's queue as job {} ({state}) for {queued:.0}s",
-                        attempt.remote_id
+                        "in Slurm's queue as job {} ({}) for {queued:.0}s",
+                        attempt.remote_id,
+                        watch.described()
                     ),
                 );
             }
@@ -1056,6 +1056,9 @@ const CLAIM_AFTER_END: Duration = Duration::from_secs(600);
 struct Watch {
     /// Last `squeue` state; `None` once the job is no longer listed (it ended).
     last: std::sync::Mutex<Option<String>>,
+    /// Why Slurm keeps it waiting (`squeue`'s reason: `Priority`, `Resources`,
+    /// `BadConstraints`, …), while it pends.
+    reason: std::sync::Mutex<Option<String>>,
     ended: std::sync::atomic::AtomicBool,
     changed: tokio::sync::Notify,
 }
@@ -1068,6 +1071,15 @@ impl Watch {
 
     fn gone(&self) -> bool {
         self.ended.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The job's last state with Slurm's reason for a pending one (`PENDING: Resources`).
+    fn described(&self) -> String {
+        let state = self.state().unwrap_or_else(|| "PENDING".into());
+        match lock(&self.reason).as_deref() {
+            Some(reason) if state == "PENDING" => format!("{state}: {reason}"),
+            _ => state,
+        }
     }
 }
 
@@ -1152,25 +1164,26 @@ impl Watcher {
                 }
             }
             let listed =
-                match slurm_command("squeue", &["-h", "--me", "-r", "-o", "%i|%T|%j"]).await {
+                match slurm_command("squeue", &["-h", "--me", "-r", "-o", "%i|%T|%r|%j"]).await {
                     Ok(out) => out,
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot list Slurm jobs; trying again");
                         continue;
                     }
                 };
-            let mut states: std::collections::HashMap<&str, &str> =
+            let mut states: std::collections::HashMap<&str, (&str, &str)> =
                 std::collections::HashMap::new();
             let mut duplicates = Vec::new();
             {
                 let claims = claims();
                 for line in listed.lines() {
-                    let mut parts = line.trim().splitn(3, '|');
-                    let (Some(id), Some(st), name) = (parts.next(), parts.next(), parts.next())
+                    let mut parts = line.trim().splitn(4, '|');
+                    let (Some(id), Some(st), Some(reason), name) =
+                        (parts.next(), parts.next(), parts.next(), parts.next())
                     else {
                         continue;
                     };
-                    states.insert(id, st);
+                    states.insert(id, (st, reason));
                     let claimed = name.and_then(|n| claims.get(n));
                     if claimed.is_some_and(|(ours, _)| base_id(ours) != base_id(id))
                         && !TERMINAL_STATES.contains(&st)
@@ -1189,7 +1202,19 @@ impl Watcher {
                 .map(|(k, v)| (k.clone(), Arc::clone(v)))
                 .collect();
             for (id, watch) in jobs {
-                let now = states.get(id.as_str()).map(|s| (*s).to_string());
+                let listed = states.get(id.as_str());
+                let now = listed.map(|(s, _)| (*s).to_string());
+                let reason = listed
+                    .map(|(_, r)| r.trim())
+                    .filter(|r| !r.is_empty() && *r != "None")
+                    .map(str::to_string);
+                {
+                    let mut known = lock(&watch.reason);
+                    if *known != reason {
+                        *known = reason;
+                        watch.changed.notify_one();
+                    }
+                }
                 let mut last = lock(&watch.last);
                 let ended =
                     now.is_none() || now.as_deref().is_some_and(|s| TERMINAL_STATES.contains(&s));
