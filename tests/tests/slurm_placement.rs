@@ -634,6 +634,47 @@ prompt:
     assert!(ledger(&ws.join("ledger")).is_empty());
 }
 
+/// An account Slurm does not know (`validate` cannot tell: only Slurm's accounting can):
+/// the sheet fails at once in Slurm's words, naming the placement fields the job asked
+/// for and where to look up the ones the user may use — not only "sbatch failed: sbatch
+/// exit status: 1: …", which leaves the user to guess which setting Slurm refused.
+#[test]
+fn a_refused_submission_names_the_placement_fields_and_what_to_do() {
+    let _cluster = mozart_tests::slurm_shared();
+    if !slurm_up() {
+        return;
+    }
+    let env = env_with_standin();
+    let job = unique("slurm-badacct");
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+placement: {{type: slurm, account: nosuchacct}}
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    run(&env, &path, &[]);
+    let doc = wait_terminal(&env, &job, 120.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let s = sheet(&doc, 1);
+    let message = s["error_message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("Slurm refused the job: Batch job submission failed: Invalid account")
+            && message.contains("placement.account: nosuchacct")
+            && message.contains("sacctmgr show associations"),
+        "Slurm's words, the field asked for, where to look: {s:#}"
+    );
+    assert_eq!(s["attempt_count"], 1, "not retried: {s:#}");
+    assert!(ledger(&ws.join("ledger")).is_empty());
+}
+
 /// A conductor started where Slurm's commands are not on its PATH (not a submit host, or a
 /// PATH without /usr/bin): a sheet placed on Slurm fails at its first attempt, saying which
 /// command is missing and what to do — not "waiting for the Slurm controller" until the

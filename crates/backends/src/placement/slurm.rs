@@ -313,7 +313,7 @@ impl SlurmPlacement {
                                 j.forget("");
                             }
                             guard.attempt = None;
-                            return Err(e);
+                            return Err(refusal(&e, &self.spec));
                         }
                     }
                 }
@@ -1656,8 +1656,62 @@ pub fn slurm_refused(message: &str) -> bool {
     command_missing(message)
         || !controller_unreachable(message)
             && (message.contains("Batch job submission failed")
-                || message.contains("sbatch: error:"))
+                || message.contains("sbatch: error:")
+                || message.contains(REFUSED))
 }
+
+/// The error of a submission Slurm refused as configured: Slurm's words, the placement
+/// fields the job asked for (one of them is what Slurm refused) and where to fix them.
+/// Other errors (a missing command, a failure to run sbatch) pass unchanged.
+pub(crate) fn refusal(error: &str, spec: &PlacementSpec) -> String {
+    if command_missing(error) || !slurm_refused(error) {
+        return error.to_string();
+    }
+    let words: Vec<&str> = error
+        .lines()
+        .filter_map(|l| l.split_once("sbatch: error: ").map(|(_, w)| w.trim()))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let words = if words.is_empty() {
+        error.trim().to_string()
+    } else {
+        words.join("; ")
+    };
+    let cpus = spec.cpus.map(|c| c.to_string());
+    let mut asked: Vec<String> = [
+        ("partition", &spec.partition),
+        ("account", &spec.account),
+        ("qos", &spec.qos),
+        ("time", &spec.time),
+        ("cpus", &cpus),
+        ("memory", &spec.memory),
+        ("gpus", &spec.gpus),
+        ("gres", &spec.gres),
+        ("constraint", &spec.constraint),
+    ]
+    .into_iter()
+    .filter_map(|(field, value)| Some(format!("placement.{field}: {}", value.as_ref()?)))
+    .collect();
+    if !spec.extra_args.is_empty() {
+        asked.push(format!(
+            "placement.extra_args: {}",
+            spec.extra_args.join(" ")
+        ));
+    }
+    let asked = if asked.is_empty() {
+        "the cluster's defaults (no placement field set)".to_string()
+    } else {
+        asked.join(", ")
+    };
+    format!(
+        "{REFUSED}: {words}. The job asked for {asked}: change the field Slurm refused in \
+         the score's (or the instrument profile's) placement; `sinfo` lists the partitions, \
+         `sacctmgr show associations user=$USER` the accounts and QOS you may use"
+    )
+}
+
+/// How [`refusal`]'s error begins.
+const REFUSED: &str = "Slurm refused the job";
 
 /// Whether `sbatch` was refused for a per-user (or per-association, per-QOS) submit limit:
 /// the job is accepted once earlier jobs end.

@@ -423,7 +423,7 @@ async fn submit_held_array(
             }
             Ok(None) => {
                 forget_all(&members, "");
-                fail_all(members, e);
+                fail_all(members, super::refusal(&e, &ctx.spec));
                 return None;
             }
             Err(why) => {
