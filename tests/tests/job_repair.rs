@@ -311,7 +311,11 @@ fn after_recover_status_says_what_recover_did() {
     std::thread::sleep(std::time::Duration::from_millis(1500));
     std::fs::write(ws.join("out-2.txt"), "by hand").unwrap();
     let out = env.mozart(&["recover", "told", "--sheet", "2"]);
-    assert!(stdout(&out).contains("Recovered 1 sheet"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("Recovered 1 sheet"),
+        "{}",
+        stdout(&out)
+    );
     let doc = wait_status(&env, "told", 5.0, |_| true);
     assert_eq!(doc["status"], "failed", "{doc:#}");
     assert_eq!(sheet(&doc, 2)["status"], "completed", "{doc:#}");
@@ -340,4 +344,48 @@ fn after_recover_status_says_what_recover_did() {
         .split_whitespace()
         .collect();
     assert_eq!(shown, timeline[2], "{human}\n{diagnose}");
+}
+
+/// Three sheets, each sleeping `sleep` seconds, then writing `<tag>` to `out-N.txt`.
+fn tagged(tag: &str, sleep: f64) -> String {
+    format!(
+        r#"name: tagged
+workspace: ./tagged-ws
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet: {{size: 1, total_items: 3}}
+prompt:
+  template: |
+    RUN: sleep {sleep}; echo "{tag}" > "{{{{ workspace }}}}/out-{{{{ sheet_num }}}}.txt"
+validations:
+  - type: file_exists
+    path: "{{workspace}}/out-{{sheet_num}}.txt"
+"#
+    )
+}
+
+#[test]
+fn a_modify_resume_still_waiting_survives_a_conductor_kill() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let old = env.write_score("tagged", &tagged("old", 60.0));
+    let new = env.write_score("tagged-v2", &tagged("new", 0.1));
+    run(&env, &old, &[]);
+    wait_status(&env, "tagged", 30.0, |d| {
+        sheet(d, 1)["status"] == "in_progress"
+    });
+    let out = env.mozart(&["modify", "tagged", "-c", new.to_str().unwrap(), "--resume"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    // Paused, its pending modify waiting for sheet 1 (a minute long) to finish.
+    wait_status(&env, "tagged", 30.0, |d| d["status"] == "pausing");
+    crate::support::kill9_conductor(&env);
+    env.start_conductor();
+    // The new conductor applies the modify the user asked for: no `mozart resume` needed.
+    let out = env.mozart(&["wait", "tagged", "--timeout", "60"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    for n in 1..=3 {
+        let text = std::fs::read_to_string(env.work.join(format!("tagged-ws/out-{n}.txt")))
+            .unwrap_or_default();
+        assert_eq!(text.trim(), "new", "sheet {n}");
+    }
 }

@@ -7,7 +7,10 @@ use mozart_state::DaemonJobStatus;
 use super::{lock, JobEntry, JobManager, SubmitRequest};
 use mozart_conductor::{ConductorCtx, ConductorError};
 
-pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), ConductorError> {
+pub(super) async fn recover(
+    mgr: &JobManager,
+    ctx: &std::sync::Arc<ConductorCtx>,
+) -> Result<(), ConductorError> {
     let mut rows = lock(&mgr.shared.registry).list_jobs(true).map_err(|e| {
         super::registry_error(&ctx.paths.registry_db, "cannot read the job registry", &e)
     })?;
@@ -23,6 +26,9 @@ pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), 
     park_rate_limited_instruments(mgr);
     let mut resumed = 0usize;
     let mut failed = 0usize;
+    // Paused jobs a `modify --resume` was to resume with a new score once their running
+    // sheets finished: the stop finished them (or made them pending), so they resume now.
+    let mut modified = Vec::new();
     for record in rows {
         if matches!(
             record.status,
@@ -101,6 +107,15 @@ pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), 
                         tracing::error!(job_id = %record.job_id, error = %e, "cannot requeue the interrupted sheets of a paused job")
                     }
                 }
+                if let Some(pending) = record.options.get(super::table::PENDING_MODIFY) {
+                    if let Some(config) = pending["config_path"].as_str() {
+                        modified.push((
+                            record.job_id.clone(),
+                            config.to_string(),
+                            pending["workspace"].as_str().map(str::to_string),
+                        ));
+                    }
+                }
                 let entry = JobEntry::new(record, None, None);
                 lock(&mgr.shared.loaded).insert(entry.record.job_id.clone());
                 mgr.shared
@@ -109,6 +124,10 @@ pub(super) async fn recover(mgr: &JobManager, ctx: &ConductorCtx) -> Result<(), 
             }
             _ => {}
         }
+    }
+    for (job_id, config, workspace) in modified {
+        tracing::info!(job_id, config, "pending modify resumed after the restart");
+        super::rpc::resume_pending_modify(mgr, ctx, job_id, config, workspace);
     }
     tracing::info!(resumed, failed, "manager.orphans_recovered");
     Ok(())

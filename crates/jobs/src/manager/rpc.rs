@@ -71,7 +71,7 @@ async fn modify(
         Ok(DaemonJobStatus::Running) => {
             // Claimed before the pause: nobody sees the job paused without its pending
             // resume (`mozart wait` keeps waiting through it).
-            let claim = claim_pending(m, &job_id);
+            let claim = claim_pending(m, &job_id, &config, workspace.as_deref());
             let paused = m.pause(&job_id).await;
             // Started either way: if the pause failed, it sees the job is not paused and
             // frees the claim.
@@ -99,7 +99,7 @@ async fn modify(
             )
         }
         Ok(DaemonJobStatus::Paused) if !in_flight(m, &job_id).await.is_empty() => {
-            let claim = claim_pending(m, &job_id);
+            let claim = claim_pending(m, &job_id, &config, workspace.as_deref());
             resume_when_settled(
                 m.clone(),
                 ctx.clone(),
@@ -128,11 +128,32 @@ const SETTLE_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 fn claim_pending(
     m: &JobManager,
     job_id: &str,
+    config_path: &str,
+    workspace: Option<&str>,
 ) -> Result<tokio::sync::oneshot::Receiver<u64>, super::table::Stopped> {
-    m.shared.table.request(|reply| Query::ClaimModify {
+    let claim = m.shared.table.request(|reply| Query::ClaimModify {
         job_id: job_id.to_string(),
         reply,
-    })
+    });
+    m.shared.table.tell(super::table::Fact::ModifyPending {
+        job_id: job_id.to_string(),
+        config_path: config_path.to_string(),
+        workspace: workspace.map(str::to_string),
+    });
+    claim
+}
+
+/// A pending `modify --resume` found in a paused job's record at start-up: claimed again and
+/// applied as it would have been had the conductor not stopped.
+pub(super) fn resume_pending_modify(
+    m: &JobManager,
+    ctx: &Ctx,
+    job_id: String,
+    config: String,
+    workspace: Option<String>,
+) {
+    let claim = claim_pending(m, &job_id, &config, workspace.as_deref());
+    resume_when_settled(m.clone(), Arc::clone(ctx), job_id, config, workspace, claim);
 }
 
 /// Frees the job's slot when its pending modify ends, unless a newer one holds it.
@@ -367,7 +388,7 @@ async fn resume(m: JobManager, ctx: Ctx, p: ResumeParams) -> RpcResult {
         {
             // A new score replaces the job's registration; doing that now would kill
             // the sheets still finishing after the pause.
-            let claim = claim_pending(&m, &p.job_id);
+            let claim = claim_pending(&m, &p.job_id, &config, ws.as_deref());
             resume_when_settled(
                 m.clone(),
                 Arc::clone(&ctx),

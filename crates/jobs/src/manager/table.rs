@@ -34,6 +34,19 @@ pub(crate) struct JobTable {
     pub pending_modify: HashMap<String, u64>,
 }
 
+/// The record option holding a pending `modify --resume` (`{"config_path", "workspace"}`).
+pub(crate) const PENDING_MODIFY: &str = "pending_modify";
+
+fn save_record(
+    registry: &std::sync::Mutex<mozart_state::Registry>,
+    record: &mozart_state::JobRecord,
+) {
+    let saved = super::lock(registry).update_job(record);
+    if let Err(e) = saved {
+        tracing::error!(job_id = %record.job_id, error = %e, "cannot save the job's pending modify");
+    }
+}
+
 impl JobTable {
     /// The running state of `job_id` (None when the job has left the table).
     pub(crate) fn run_state(&mut self, job_id: &str) -> Option<&mut RunState> {
@@ -72,9 +85,29 @@ impl JobTable {
                     e.replacing = true;
                 }
             }
+            Fact::ModifyPending {
+                job_id,
+                config_path,
+                workspace,
+            } => {
+                // Durable in the job's record: a conductor restarted before the job settled
+                // still resumes it with the new score (recovery.rs).
+                if let Some(e) = self.jobs.get_mut(&job_id) {
+                    e.record.options.insert(
+                        PENDING_MODIFY.into(),
+                        serde_json::json!({"config_path": config_path, "workspace": workspace}),
+                    );
+                    save_record(registry, &e.record);
+                }
+            }
             Fact::ModifyEnded { job_id, generation } => {
                 if self.pending_modify.get(&job_id) == Some(&generation) {
                     self.pending_modify.remove(&job_id);
+                    if let Some(e) = self.jobs.get_mut(&job_id) {
+                        if e.record.options.remove(PENDING_MODIFY).is_some() {
+                            save_record(registry, &e.record);
+                        }
+                    }
                 }
             }
             Fact::RemoteAttempt {
@@ -251,6 +284,13 @@ pub(crate) enum Fact {
     /// A paused job's registration is being replaced (a resume with a new score): its end
     /// is not a cancel.
     Replacing { job_id: String },
+    /// A `job.modify --resume` waits for the job's running sheets: kept in the job's record
+    /// until it ends.
+    ModifyPending {
+        job_id: String,
+        config_path: String,
+        workspace: Option<String>,
+    },
     /// A `job.modify` claim ended: its slot is free unless a newer claim holds it.
     ModifyEnded { job_id: String, generation: u64 },
     /// A sheet's remote attempt (a Slurm job) was submitted (`Some`) or is forgotten
@@ -315,6 +355,7 @@ impl std::fmt::Debug for Fact {
             Fact::ListedRows(_) => "ListedRows",
             Fact::Resuming { .. } => "Resuming",
             Fact::Replacing { .. } => "Replacing",
+            Fact::ModifyPending { .. } => "ModifyPending",
             Fact::ModifyEnded { .. } => "ModifyEnded",
             Fact::RemoteAttempt { .. } => "RemoteAttempt",
         };
