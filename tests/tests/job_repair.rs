@@ -389,3 +389,63 @@ fn a_modify_resume_still_waiting_survives_a_conductor_kill() {
         assert_eq!(text.trim(), "new", "sheet {n}");
     }
 }
+
+/// Run a four-sheet job and pause it once sheet 1 is done; returns its score file.
+fn paused_job(env: &TestEnv, name: &str) -> std::path::PathBuf {
+    let path = env.write_score(name, &mozart_tests::sleepy_shell_score(name, 4, 1.0));
+    run(env, &path, &[]);
+    wait_status(env, name, 30.0, |d| sheet(d, 1)["status"] == "completed");
+    let out = env.mozart(&["pause", name]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let out = env.mozart(&["wait", name, "--timeout", "30"]);
+    assert_eq!(out.status.code(), Some(4), "paused: {}", stdout(&out));
+    path
+}
+
+fn assert_cancels_then_resumes(env: &TestEnv, name: &str) {
+    let out = env.mozart(&["cancel", name]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(&format!("Score '{name}' cancelled.")),
+        "{text}"
+    );
+    let doc = wait_status(env, name, 5.0, |_| true);
+    assert_eq!(doc["status"], "cancelled", "{doc:#}");
+    let list = stdout(&env.mozart(&["list", "--all"]));
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with(name) && l.contains("cancelled")),
+        "{list}"
+    );
+    let out = env.mozart(&["resume", name]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    env.wait_completed(name);
+    let history = stdout(&env.mozart(&["history", name, "--sheet", "1", "--json"]));
+    let doc: serde_json::Value = serde_json::from_str(&history).unwrap();
+    assert_eq!(doc["total_records"], 1, "sheet 1 ran again: {doc:#}");
+}
+
+#[test]
+fn a_job_paused_before_a_conductor_restart_can_be_cancelled() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    paused_job(&env, "kept");
+    let out = env.stop_conductor();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    env.start_conductor();
+    assert_cancels_then_resumes(&env, "kept");
+}
+
+#[test]
+fn a_paused_job_whose_resume_was_refused_can_be_cancelled() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = paused_job(&env, "refused");
+    let good = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("{good}\nsheet: [\n")).unwrap();
+    let out = env.mozart(&["resume", "refused"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    std::fs::write(&path, good).unwrap();
+    assert_cancels_then_resumes(&env, "refused");
+}

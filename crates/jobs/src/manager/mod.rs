@@ -995,6 +995,15 @@ impl JobManager {
                     DaemonJobStatus::Running | DaemonJobStatus::Queued | DaemonJobStatus::Paused
                 )
         });
+        if !active && self.current_status(job_id).await == Ok(DaemonJobStatus::Paused) {
+            // Paused, and no longer held by the baton (found paused when the conductor
+            // started, or its registration ended by a resume whose new score was refused):
+            // nothing of it runs, so its state is all there is to change.
+            self.set_status(job_id, DaemonJobStatus::Cancelled, None)
+                .await;
+            tracing::info!(event = "job.cancelled", job_id, "cancelled");
+            return true;
+        }
         if !active {
             // A completed job whose `on_success` hooks are running: cancelling it stops the
             // hook that runs, runs none after it and submits no chained job.
