@@ -446,6 +446,10 @@ fn a_paused_job_whose_resume_was_refused_can_be_cancelled() {
     std::fs::write(&path, format!("{good}\nsheet: [\n")).unwrap();
     let out = env.mozart(&["resume", "refused"]);
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    // The refused score changed nothing: no sheet of the paused job was cancelled for it.
+    let events = stdout(&env.mozart(&["logs", "refused", "--json"]));
+    assert!(events.contains("job.paused"), "{events}");
+    assert!(!events.contains("sheet.cancelled"), "{events}");
     std::fs::write(&path, good).unwrap();
     assert_cancels_then_resumes(&env, "refused");
 }

@@ -844,26 +844,6 @@ impl JobManager {
                 )
             }
             DaemonJobStatus::Paused | DaemonJobStatus::Failed | DaemonJobStatus::Cancelled => {
-                if in_baton {
-                    // A paused job getting a new score: end the old registration first, and
-                    // wait until the baton has let go of it — otherwise its late "finished"
-                    // would land on the new registration. Meanwhile the job stays paused
-                    // (its end is not recorded as a cancel).
-                    self.shared.table.tell(table::Fact::Replacing {
-                        job_id: job_id.to_string(),
-                    });
-                    let _ = self.send(Event::CancelJob { job_id: job_id.to_string() });
-                    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-                    while self.job_facts(job_id).await.is_some_and(|f| f.in_baton) {
-                        if tokio::time::Instant::now() >= deadline {
-                            return rejected(
-                                job_id,
-                                format!("Score '{job_id}' is still stopping its running sheets; try again in a moment"),
-                            );
-                        }
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                }
                 let record = self
                     .shared
                     .table
@@ -892,6 +872,43 @@ impl JobManager {
                     resume_of: Some(job_id.to_string()),
                     ..SubmitRequest::default()
                 };
+                if in_baton {
+                    // The new score is checked first: refused, the job stays as it is (paused,
+                    // its registration kept), not ended for a score that cannot replace it.
+                    let checked = submit::dry_run(self, ctx, req.clone()).await;
+                    if checked.status != JobResponseStatus::Accepted {
+                        return rejected(job_id, checked.message.unwrap_or_default());
+                    }
+                    let workspace = match &req.workspace {
+                        Some(w) => PathBuf::from(w),
+                        None => mozart_config::load_score(Path::new(&req.config_path))
+                            .map(|s| s.config.workspace)
+                            .unwrap_or_else(|_| PathBuf::from(&record.workspace)),
+                    };
+                    if let Some(refusal) =
+                        submit::workspace_gone(self, job_id, &workspace, &req.config_path)
+                    {
+                        return rejected(job_id, refusal);
+                    }
+                    // A paused job getting a new score: end the old registration first, and
+                    // wait until the baton has let go of it — otherwise its late "finished"
+                    // would land on the new registration. Meanwhile the job stays paused
+                    // (its end is not recorded as a cancel).
+                    self.shared.table.tell(table::Fact::Replacing {
+                        job_id: job_id.to_string(),
+                    });
+                    let _ = self.send(Event::CancelJob { job_id: job_id.to_string() });
+                    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+                    while self.job_facts(job_id).await.is_some_and(|f| f.in_baton) {
+                        if tokio::time::Instant::now() >= deadline {
+                            return rejected(
+                                job_id,
+                                format!("Score '{job_id}' is still stopping its running sheets; try again in a moment"),
+                            );
+                        }
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
                 let mut resp = submit::submit(self, ctx, req).await;
                 if resp.status == JobResponseStatus::Accepted {
                     // What the new score changed (another sheet count) is said with it.
