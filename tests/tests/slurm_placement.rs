@@ -363,6 +363,52 @@ prompt:
     assert!(ledger(&ws.join("ledger")).is_empty());
 }
 
+/// `queue_timeout_seconds` runs out while the job waits in Slurm's queue: the sheet's error
+/// says so — the queue's limit, Slurm's reason for the wait, that nothing ran — not "Timed
+/// out after 1800s", the sheet's own timeout, which never began.
+#[test]
+fn a_queue_timeout_says_the_job_never_left_the_queue() {
+    let _cluster = mozart_tests::slurm_shared();
+    if !slurm_up() {
+        return;
+    }
+    let env = env_with_standin();
+    let job = unique("slurm-queuetimeout");
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+retry: {{max_retries: 0}}
+placement: {{type: slurm, queue_timeout_seconds: 5, extra_args: ["--begin=now+1hour"]}}
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    run(&env, &path, &[]);
+    let doc = wait_terminal(&env, &job, 120.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let s = sheet(&doc, 1);
+    let message = s["error_message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("waited in Slurm's queue (PENDING: BeginTime) longer than placement.queue_timeout_seconds (5s) and was cancelled before it started"),
+        "the queue's limit ran out, and nothing ran: {s:#}"
+    );
+    assert!(
+        !s.to_string().contains("Timed out after"),
+        "not the sheet's timeout: {s:#}"
+    );
+    assert_eq!(s["error_code"], "E001", "{s:#}");
+    poll(&env, 60.0, "the Slurm job to leave the queue", || {
+        squeue(&format!("mozart-{job}-")).is_empty().then_some(())
+    });
+    assert!(ledger(&ws.join("ledger")).is_empty());
+}
+
 #[test]
 fn validate_names_a_bad_placement_field() {
     let _cluster = mozart_tests::slurm_shared();

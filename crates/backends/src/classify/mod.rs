@@ -903,7 +903,8 @@ fn slurm_note(stderr: &str) -> Option<String> {
 /// A Slurm attempt whose job Slurm ended — its time limit, an `scancel` from outside, out of
 /// memory, a failed node — fails for that reason: the instrument's exit (killed, or exit 1
 /// after its SIGTERM) is only its consequence, and alone it reads like the instrument's own
-/// failure. Slurm's time limit is a timeout (E001).
+/// failure. Slurm's time limit is a timeout (E001), and so is a job cancelled in the queue at
+/// `queue_timeout_seconds`.
 fn add_slurm_verdict(c: &mut Classification, stderr: &str) {
     if matches!(c.category, ErrorCategory::RateLimit | ErrorCategory::Auth) {
         return;
@@ -911,12 +912,16 @@ fn add_slurm_verdict(c: &mut Classification, stderr: &str) {
     let Some(note) = slurm_note(stderr) else {
         return;
     };
-    if note.contains(" ended TIMEOUT:") {
+    // A job cancelled at `queue_timeout_seconds` ran nothing: the note is the whole story.
+    let queue = note.contains("placement.queue_timeout_seconds");
+    if note.contains(" ended TIMEOUT:") || queue {
         c.code = ErrorCode::E001;
         c.category = ErrorCategory::Timeout;
         c.retriable = true;
     }
-    if !c.message.contains(&note) {
+    if queue {
+        c.message = note;
+    } else if !c.message.contains(&note) {
         c.message = format!("{note}. {}", c.message);
     }
 }

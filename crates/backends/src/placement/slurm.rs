@@ -90,8 +90,9 @@ enum Followed {
     /// The conductor decided the run's outcome from its live output (a refused key, a
     /// rate limit: [`crate::live`]); the job was cancelled, as a local process is stopped.
     Stopped,
-    /// The job ended without an exit status (cancelled from outside, node failure, …): how,
-    /// as far as Slurm can tell ("ended CANCELLED without an exit status").
+    /// The job ended without an exit status (cancelled from outside, node failure, …, or
+    /// by us at `queue_timeout_seconds`): how, as far as Slurm can tell ("ended CANCELLED
+    /// without an exit status").
     Vanished(String),
 }
 
@@ -661,10 +662,27 @@ impl SlurmPlacement {
                 );
             }
             if timing.over(queue_limit) {
-                tracing::info!(slurm_job = %attempt.remote_id, queued = timing.deadline.is_none(), "timeout: cancelling the Slurm job");
+                let queued = timing.deadline.is_none();
+                let waited = watch.described();
+                tracing::info!(slurm_job = %attempt.remote_id, queued, "timeout: cancelling the Slurm job");
                 self.cancel_and_wait(&attempt.remote_id, spec.kill_grace)
                     .await;
-                return Followed::TimedOut;
+                if !queued {
+                    return Followed::TimedOut;
+                }
+                // The sheet's timeout never began: the queue's limit, not the sheet's, ran out.
+                let limit = self.spec.queue_timeout_seconds.unwrap_or_default();
+                let started = if read_start(dir).is_some() {
+                    "as it started"
+                } else {
+                    "before it started"
+                };
+                return Followed::Vanished(format!(
+                    "waited in Slurm's queue ({waited}) longer than \
+                     placement.queue_timeout_seconds ({limit}s) and was cancelled {started}: \
+                     raise queue_timeout_seconds or leave it out (no limit), or ask for \
+                     resources the cluster has free"
+                ));
             }
             if watch.gone() {
                 return gone(attempt, grace, progress, &mut seen).await;
