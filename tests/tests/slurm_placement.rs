@@ -409,6 +409,68 @@ prompt:
     assert!(ledger(&ws.join("ledger")).is_empty());
 }
 
+/// `mozart pause` while the sheets' Slurm jobs still wait in the queue: the job is pausing
+/// until they have run, and status says that they have not started — "6 running" alone
+/// reads as work under way, when Slurm may not start it for hours (a drained node).
+#[test]
+fn pausing_with_jobs_in_slurms_queue_says_they_have_not_started() {
+    let _cluster = mozart_tests::slurm_shared();
+    if !slurm_up() {
+        return;
+    }
+    let env = env_with_standin();
+    let job = unique("slurm-pausequeued");
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+parallel: {{enabled: true, max_concurrent: 2}}
+placement: {{type: slurm, extra_args: ["--begin=now+1hour"]}}
+sheet:
+  size: 1
+  total_items: 1
+  fan_out: {{1: 2}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    struct Scancel(String);
+    impl Drop for Scancel {
+        fn drop(&mut self) {
+            for (id, _, _) in squeue(&self.0) {
+                let _ = Command::new("scancel").arg(id).status();
+            }
+        }
+    }
+    let _scancel = Scancel(format!("mozart-{job}-"));
+    run(&env, &path, &[]);
+    poll(&env, 120.0, "both sheets to wait in Slurm's queue", || {
+        let text = stdout(&env.mozart(&["status", &job]));
+        (text.matches("(PENDING: BeginTime)").count() == 2).then_some(())
+    });
+    let out = env.mozart(&["pause", &job]);
+    assert!(out.status.success(), "mozart pause: {}", stdout(&out));
+    let text = poll(&env, 60.0, "status to say the queued sheets", || {
+        let text = stdout(&env.mozart(&["status", &job]));
+        text.contains("PAUSING").then_some(text)
+    });
+    assert!(
+        text.contains("Status: PAUSING (2 running, 2 of them in Slurm's queue)")
+            && text.contains("2 of them still wait in Slurm's queue"),
+        "status says the pausing job's sheets have not started: {text}"
+    );
+    let out = env.mozart(&["cancel", &job]);
+    assert!(out.status.success(), "mozart cancel: {}", stdout(&out));
+    poll(&env, 60.0, "the Slurm jobs to leave the queue", || {
+        squeue(&format!("mozart-{job}-")).is_empty().then_some(())
+    });
+    assert!(ledger(&ws.join("ledger")).is_empty());
+}
+
 #[test]
 fn validate_names_a_bad_placement_field() {
     let _cluster = mozart_tests::slurm_shared();

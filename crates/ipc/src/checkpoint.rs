@@ -450,6 +450,9 @@ pub struct LiveProgress {
     /// The latest notable event, in words.
     #[serde(default)]
     pub last_event: Option<String>,
+    /// The attempt waits in a remote queue (Slurm's): its command has not started.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub queued: bool,
 }
 
 /// One sheet of a [`JobCheckpoint`] (upstream `SheetState`, execution.md §8.2).

@@ -659,6 +659,7 @@ impl SlurmPlacement {
                         attempt.remote_id,
                         watch.described()
                     ),
+                    true,
                 );
             }
             if timing.over(queue_limit) {
@@ -735,6 +736,7 @@ impl Timing {
                     "running as Slurm job {} (queued {queued:.0}s)",
                     attempt.remote_id
                 ),
+                false,
             );
         }
     }
@@ -846,9 +848,13 @@ async fn gone(
     Followed::Vanished(how)
 }
 
-/// Show `event` as the attempt's latest activity (`mozart status`).
-fn note(progress: &Progress, event: String) {
-    progress.update_activity(|a| a.last_event = Some(event));
+/// Show `event` as the attempt's latest activity (`mozart status`), and whether its job
+/// still waits in Slurm's queue.
+fn note(progress: &Progress, event: String, queued: bool) {
+    progress.update_activity(|a| {
+        a.last_event = Some(event);
+        a.queued = queued;
+    });
 }
 
 /// How Slurm itself ended job `id`, whose command exited with `code` (0: the job left no

@@ -52,6 +52,9 @@ pub struct Activity {
     pub api_retries: u32,
     /// The latest notable event, in words (e.g. "API retry 1/2 after HTTP 429").
     pub last_event: Option<String>,
+    /// The attempt waits in a remote queue (Slurm's): its command has not started.
+    #[serde(default)]
+    pub queued: bool,
     /// Structured events seen.
     pub events: u64,
 }

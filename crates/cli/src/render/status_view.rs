@@ -130,7 +130,18 @@ impl View<'_> {
             self.style.paint(&job.job_id, Color::Cyan)
         ));
         let shown = super::status_json::shown_status(job);
+        // Sheets of a pausing job whose Slurm job has not started: they still run (when
+        // Slurm starts them), which "running" alone does not tell.
+        let queued = job
+            .sheets
+            .values()
+            .filter(|s| s.status == SheetStatus::InProgress)
+            .filter(|s| s.live.as_ref().is_some_and(|l| l.queued))
+            .count();
         let status = match job.pausing_sheets() {
+            Some(n) if queued > 0 => {
+                format!("PAUSING ({n} running, {queued} of them in Slurm's queue)")
+            }
             Some(n) => format!("PAUSING ({n} running)"),
             None => shown.to_uppercase(),
         };
@@ -157,6 +168,19 @@ impl View<'_> {
             self.line(format!(
                 "  Pausing: {n} {sheets} {finish} attempt first; then the job is paused"
             ));
+            if queued > 0 {
+                let (them, waits) = if queued == 1 {
+                    ("it", "waits")
+                } else {
+                    ("each", "wait")
+                };
+                self.line(format!(
+                    "  {queued} of them still {waits} in Slurm's queue: {them} runs when Slurm \
+                     starts it (`squeue` says why it waits; `mozart cancel {}` withdraws \
+                     the job's Slurm jobs)",
+                    job.job_id
+                ));
+            }
         }
         // Upstream never sets `started_at` (execution.md §8.1), so it never shows a
         // duration; falling back to `created_at` gives the user the obvious number.
@@ -1504,6 +1528,7 @@ mod tests {
             output_tokens: 0,
             api_retries: 0,
             last_event: None,
+            queued: false,
         }));
         job.sheets.insert(3, sheet3.clone());
         let text = render_status(&job, 1_800_000_000.0, &[], &Style::plain());

@@ -79,6 +79,10 @@ pub(crate) struct JobRun {
     /// when it completes, even with no new sheet work (the failed hook and those after it;
     /// the ones that succeeded are not repeated).
     pub hooks_owed: bool,
+    /// The unfinished sheets of a failed or cancelled job that is run again (`mozart resume`,
+    /// or the score submitted again), each with the attempts it made before: their retry
+    /// budget starts afresh, their attempts keep counting (docs/cli.md `mozart resume`).
+    pub fresh_budget: std::collections::HashMap<u32, u32>,
 }
 
 impl JobRun {
@@ -1401,6 +1405,7 @@ fn add_live_progress(
             output_tokens: a.output_tokens,
             api_retries: a.api_retries,
             last_event: a.last_event,
+            queued: a.queued,
         }));
     }
 }
