@@ -453,3 +453,36 @@ fn a_paused_job_whose_resume_was_refused_can_be_cancelled() {
     std::fs::write(&path, good).unwrap();
     assert_cancels_then_resumes(&env, "refused");
 }
+
+#[test]
+fn running_a_completed_score_again_changes_nothing_about_the_job() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("again", &mozart_tests::sleepy_shell_score("again", 2, 0.1));
+    run(&env, &path, &[]);
+    env.wait_completed("again");
+    let before = wait_status(&env, "again", 5.0, |_| true);
+    let listed = |env: &TestEnv| {
+        crate::harness::list_all(env)
+            .into_iter()
+            .find(|j| j["job_id"] == "again")
+            .unwrap_or_default()
+    };
+    let row_before = listed(&env);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let out = env.mozart(&["run", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("nothing was run"), "{text}");
+    let after = wait_status(&env, "again", 5.0, |_| true);
+    assert_eq!(after["status"], "completed", "{after:#}");
+    // Its times are those of the run that did the work.
+    assert_eq!(after["timing"], before["timing"]);
+    let row_after = listed(&env);
+    for key in ["submitted_at", "started_at", "completed_at"] {
+        assert_eq!(row_after[key], row_before[key], "{key}: {row_after:#}");
+    }
+    let history = stdout(&env.mozart(&["history", "again", "--json"]));
+    let doc: serde_json::Value = serde_json::from_str(&history).unwrap();
+    assert_eq!(doc["total_records"], 2, "{doc:#}");
+}

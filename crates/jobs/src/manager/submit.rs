@@ -179,6 +179,10 @@ async fn pipeline(
         previous.record.as_ref(),
         &req,
     );
+    let was_completed = previous
+        .record
+        .as_ref()
+        .is_some_and(|r| r.status == mozart_state::DaemonJobStatus::Completed);
     let mut checkpoint =
         build_checkpoint(job_id, &config, &plan, previous.checkpoint.as_mut(), &req);
     drop(previous);
@@ -194,6 +198,18 @@ async fn pipeline(
         .sheets
         .statuses()
         .all(|(_, status)| done(&status));
+    if nothing_to_run && was_completed && req.resume_of.is_none() && !hooks_owed {
+        // A completed job submitted again unchanged: nothing runs, so nothing about it
+        // changes either — its times, workspace and history stay those of the run that did
+        // the work (re-registering it made `status` say it took until now).
+        let mut response = JobResponse::new(
+            job_id,
+            JobResponseStatus::Accepted,
+            Some(ALREADY_COMPLETED.into()),
+        );
+        response.nothing_to_run = true;
+        return Ok(response);
+    }
     let resized = resized.map(|was| {
         let kept = checkpoint
             .sheets
@@ -276,7 +292,7 @@ async fn pipeline(
             (Some(_), None) => {
                 "Every sheet is finished: nothing was run, the job is completed".into()
             }
-            (None, _) => "Job already completed: every sheet is done and the score has not changed, so nothing was run (submit with fresh to run it again)".into(),
+            (None, _) => ALREADY_COMPLETED.into(),
         });
     }
     Ok(response)
@@ -300,6 +316,9 @@ async fn claim_sheet_logs(job_id: &str, workspace: &Path) -> PathBuf {
         Err(_) => workspace.join("logs"),
     }
 }
+
+/// The answer to a submission with nothing left to run.
+const ALREADY_COMPLETED: &str = "Job already completed: every sheet is done and the score has not changed, so nothing was run (submit with fresh to run it again)";
 
 /// How the message of a resubmission whose score has another sheet count starts.
 pub(super) const RESIZED: &str = "The score now has";
