@@ -486,3 +486,28 @@ fn running_a_completed_score_again_changes_nothing_about_the_job() {
     let doc: serde_json::Value = serde_json::from_str(&history).unwrap();
     assert_eq!(doc["total_records"], 2, "{doc:#}");
 }
+
+#[test]
+fn resuming_a_completed_job_names_how_to_run_it_again() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("over", &mozart_tests::sleepy_shell_score("over", 1, 0.1));
+    run(&env, &path, &[]);
+    env.wait_completed("over");
+    let out = env.mozart(&["resume", "over"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let command = format!("mozart run {} --fresh", path.display());
+    assert!(
+        text.contains(&format!("To run it again from the start: {command}")),
+        "{text}"
+    );
+    // The command it names runs the job again.
+    let args: Vec<&str> = command.split_whitespace().skip(1).collect();
+    let out = env.mozart(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    env.wait_completed("over");
+    let history = stdout(&env.mozart(&["history", "over", "--json"]));
+    let doc: serde_json::Value = serde_json::from_str(&history).unwrap();
+    assert_eq!(doc["total_records"], 2, "{doc:#}");
+}

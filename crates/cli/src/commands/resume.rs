@@ -91,6 +91,29 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         println!("Monitor progress: mozart status {id}");
         return Ok(0);
     }
-    let refused = mozart_client::hints::resume_refused(id, Some(message));
+    let completed = message.contains(&format!("Score '{id}' is completed,"));
+    let mut refused = mozart_client::hints::resume_refused(id, Some(message));
+    if completed {
+        // Nothing is left to resume: say how to run it again instead.
+        refused.hints.insert(0, run_again_hint(globals, id));
+    }
     Err(CliError::failed(refused.message, refused.hints))
+}
+
+/// How to run a completed job again: its score file from the start.
+fn run_again_hint(globals: &Globals, id: &str) -> String {
+    let file = super::status::fetch(
+        globals,
+        id,
+        None,
+        mozart_ipc::sheet_view::SheetQuery::summary(0),
+        OutputMode::Human,
+    )
+    .ok()
+    .and_then(|status| match status {
+        mozart_ipc::status::JobStatusResult::Checkpoint(cp) => cp.config_path.clone(),
+        mozart_ipc::status::JobStatusResult::Record(entry) => Some(entry.config_path().to_string()),
+    })
+    .unwrap_or_else(|| format!("{id}.yaml"));
+    format!("Every sheet of it is done. To run it again from the start: mozart run {file} --fresh")
 }
