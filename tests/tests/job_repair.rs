@@ -511,3 +511,25 @@ fn resuming_a_completed_job_names_how_to_run_it_again() {
     let doc: serde_json::Value = serde_json::from_str(&history).unwrap();
     assert_eq!(doc["total_records"], 2, "{doc:#}");
 }
+
+#[test]
+fn restart_yes_lets_running_sheets_finish_as_its_help_says() {
+    let env = TestEnv::new();
+    let help = stdout(&env.mozart(&["restart", "--help"]));
+    assert!(
+        help.contains("Running sheets get shutdown_timeout_seconds to finish; one still"),
+        "{help}"
+    );
+    env.start_conductor();
+    let path = env.write_score("calm", &mozart_tests::sleepy_shell_score("calm", 2, 2.0));
+    run(&env, &path, &[]);
+    wait_status(&env, "calm", 30.0, |d| sheet(d, 1)["status"] == "in_progress");
+    let out = env.mozart(&["restart", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    env.wait_completed("calm");
+    // Sheet 1 finished within the default shutdown timeout: one attempt, not cut short.
+    let history = stdout(&env.mozart(&["history", "calm", "--sheet", "1", "--json"]));
+    let doc: serde_json::Value = serde_json::from_str(&history).unwrap();
+    assert_eq!(doc["total_records"], 1, "{doc:#}");
+    assert_eq!(doc["records"][0]["exit_code"], 0, "{doc:#}");
+}

@@ -15,8 +15,8 @@ pub struct Args {
     #[arg(long = "force")]
     pub force: bool,
     /// Restart even when jobs are running, without asking (needed when there is no
-    /// terminal to ask on). Their running sheets are stopped and run again once the new
-    /// conductor has started.
+    /// terminal to ask on). Running sheets get shutdown_timeout_seconds to finish; one still
+    /// running then runs again once the new conductor has started.
     #[arg(short = 'y', long = "yes")]
     pub yes: bool,
 }
