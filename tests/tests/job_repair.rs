@@ -523,7 +523,9 @@ fn restart_yes_lets_running_sheets_finish_as_its_help_says() {
     env.start_conductor();
     let path = env.write_score("calm", &mozart_tests::sleepy_shell_score("calm", 2, 2.0));
     run(&env, &path, &[]);
-    wait_status(&env, "calm", 30.0, |d| sheet(d, 1)["status"] == "in_progress");
+    wait_status(&env, "calm", 30.0, |d| {
+        sheet(d, 1)["status"] == "in_progress"
+    });
     let out = env.mozart(&["restart", "--yes"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     env.wait_completed("calm");
