@@ -51,6 +51,7 @@ mod real_cli_formats;
 mod real_cli_gemini;
 mod real_cli_mochi;
 mod real_cli_slurm;
+mod resume_budget;
 mod run_many;
 mod scale_engine;
 mod scale_memory;

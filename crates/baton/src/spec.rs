@@ -70,6 +70,11 @@ pub struct RestoredSheet {
     pub total_cost_usd: f64,
     /// Instrument the sheet was last playing on (after fallbacks), if known.
     pub instrument: Option<String>,
+    /// Attempts made before the budget above started afresh (a failed sheet of a job that
+    /// is run again): the sheet's next attempts keep counting from them, as they do across
+    /// a fallback.
+    #[serde(default)]
+    pub earlier_attempts: u32,
 }
 
 /// One sheet of a job.

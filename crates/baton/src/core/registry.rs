@@ -82,6 +82,7 @@ impl BatonCore {
         let mut fallback_pos = 0;
         let mut status = SheetStatus::Pending;
         let (mut normal, mut completion, mut healing, mut cost) = (0, 0, 0, 0.0);
+        let mut earlier = 0;
         if let Some(r) = &s.restored {
             status = match r.status {
                 // Terminal sheets stay terminal: a completed sheet never runs again
@@ -98,6 +99,7 @@ impl BatonCore {
             completion = r.completion_attempts;
             healing = r.healing_attempts;
             cost = r.total_cost_usd;
+            earlier = r.earlier_attempts;
             if let Some(name) = &r.instrument {
                 if let Some(pos) = s.fallbacks.iter().position(|f| f == name) {
                     fallback_pos = u32::try_from(pos + 1).unwrap_or(u32::MAX);
@@ -112,7 +114,7 @@ impl BatonCore {
         } else {
             AttemptMode::Normal
         };
-        Sheet {
+        let mut sheet = Sheet {
             num: s.num,
             status,
             dependents: Box::default(),
@@ -131,7 +133,11 @@ impl BatonCore {
             total_cost: cost,
             next_mode,
             live: None,
+        };
+        if earlier > 0 {
+            sheet.live_mut().earlier_attempts = earlier;
         }
+        sheet
     }
 
     /// F-440: failures restored from a checkpoint still block their dependents.

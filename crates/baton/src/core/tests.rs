@@ -994,6 +994,7 @@ fn restart_restoration_does_not_redo_completed_nor_spend_retries() {
         healing_attempts: 0,
         total_cost_usd: 0.5,
         instrument: None,
+        earlier_attempts: 0,
     });
     spec.sheets[1].restored = Some(RestoredSheet {
         status: SheetStatus::Dispatched,
@@ -1002,6 +1003,7 @@ fn restart_restoration_does_not_redo_completed_nor_spend_retries() {
         healing_attempts: 0,
         total_cost_usd: 0.1,
         instrument: None,
+        earlier_attempts: 0,
     });
     let e = rig.register(spec);
     assert_eq!(nums(&e), vec![2], "completed sheet 1 is not run again");
@@ -1028,6 +1030,7 @@ fn restored_failure_blocks_dependents_at_registration() {
         healing_attempts: 0,
         total_cost_usd: 0.0,
         instrument: None,
+        earlier_attempts: 0,
     });
     let e = rig.register(spec);
     assert!(nums(&e).is_empty());

@@ -152,6 +152,7 @@ async fn prepare(
         .map_err(|e| JobError::Busy(format!("The stored score's template: {e}")))?;
     let run = JobRun {
         hooks_owed: false,
+        fresh_budget: Default::default(),
         job_id: id.clone(),
         config,
         plan,

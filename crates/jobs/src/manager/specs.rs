@@ -125,6 +125,7 @@ fn restored(s: &mozart_state::SheetState) -> Option<RestoredSheet> {
         healing_attempts: s.healing_attempts,
         total_cost_usd: 0.0,
         instrument: s.instrument_name.clone(),
+        earlier_attempts: 0,
     })
 }
 
@@ -163,11 +164,28 @@ pub(super) fn job_spec(
         jitter: retry.jitter,
     };
     // Only the sheets with progress to restore (none for a new job).
-    let restored = checkpoint
+    let mut restored: HashMap<u32, RestoredSheet> = checkpoint
         .sheets
         .scan()
         .filter_map(|(num, sheet)| Some((num, restored(&sheet)?)))
         .collect();
+    // A failed or cancelled job run again: its unfinished sheets get a fresh budget, and
+    // their next attempt is numbered after the ones they made.
+    for (&num, &earlier) in &run.fresh_budget {
+        let sheet = restored.entry(num).or_insert_with(|| RestoredSheet {
+            status: SheetStatus::Pending,
+            normal_attempts: 0,
+            completion_attempts: 0,
+            healing_attempts: 0,
+            total_cost_usd: 0.0,
+            instrument: None,
+            earlier_attempts: 0,
+        });
+        sheet.normal_attempts = 0;
+        sheet.completion_attempts = 0;
+        sheet.healing_attempts = 0;
+        sheet.earlier_attempts = earlier;
+    }
     let source = PlanSheets {
         run: Arc::clone(run),
         deps: Dependencies::of(config, &run.plan),

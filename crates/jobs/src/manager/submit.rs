@@ -1,5 +1,6 @@
 //! `job.submit` (conductor.md §6.4), also used by resume and restart recovery.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -183,7 +184,7 @@ async fn pipeline(
         .record
         .as_ref()
         .is_some_and(|r| r.status == mozart_state::DaemonJobStatus::Completed);
-    let mut checkpoint =
+    let (mut checkpoint, fresh_budget) =
         build_checkpoint(job_id, &config, &plan, previous.checkpoint.as_mut(), &req);
     drop(previous);
     // Every sheet already done in an earlier run of this unchanged score: the job ends at
@@ -256,6 +257,7 @@ async fn pipeline(
             .unwrap_or_default(),
         chain_depth: record.chain_depth.unwrap_or(0),
         hooks_owed,
+        fresh_budget,
         renderer,
         working_dir,
         worktree,
@@ -445,12 +447,29 @@ pub(super) fn workspace_gone(
     if done.len() > SHOWN {
         numbers.push_str(", …");
     }
+    let sheets = if done.len() == 1 { "sheet" } else { "sheets" };
+    // The score now names another workspace than the one the job ran in, which is still
+    // there: the finished work is there, not where the score points.
+    let ran_in = lock(&mgr.shared.registry)
+        .get_job(job_id)
+        .ok()
+        .flatten()
+        .map(|r| PathBuf::from(r.workspace))
+        .filter(|old| old != workspace && old.is_dir());
+    if let Some(old) = ran_in {
+        return Some(format!(
+            "The score now names the workspace {}, which does not exist; '{job_id}' ran in {}, where the work of its finished {sheets} {numbers} is. \
+             Set the score's workspace: back to it (or move it there) and resume again, \
+             or start over: mozart run {config_path} --fresh",
+            workspace.display(),
+            old.display(),
+        ));
+    }
     Some(format!(
-        "The workspace of '{job_id}' no longer exists: {}. The work of its finished {} {numbers} was there. \
+        "The workspace of '{job_id}' no longer exists: {}. The work of its finished {sheets} {numbers} was there. \
          Put the workspace back (or set the score's workspace: to where it is now) and resume again, \
          or start over: mozart run {config_path} --fresh",
         workspace.display(),
-        if done.len() == 1 { "sheet" } else { "sheets" },
     ))
 }
 
@@ -779,14 +798,22 @@ fn compact_carried(cp: &mut CheckpointState) -> bool {
     !done.is_empty()
 }
 
-/// A checkpoint for the plan, carrying over terminal sheets of a previous run.
+/// A checkpoint for the plan, carrying over terminal sheets of a previous run; and, when
+/// that run ended failed or cancelled, its unfinished sheets that had made attempts, with
+/// their attempt counts: they run again with a fresh retry budget ([`JobRun::fresh_budget`]).
 pub(super) fn build_checkpoint(
     job_id: &str,
     config: &mozart_config::JobConfig,
     plan: &PlanOutline,
     mut previous: Option<&mut CheckpointState>,
     req: &SubmitRequest,
-) -> CheckpointState {
+) -> (CheckpointState, HashMap<u32, u32>) {
+    let mut fresh_budget = HashMap::new();
+    // A run that ended is run again: what it spent is not held against the new one (a
+    // restarted conductor, by contrast, goes on with the retries a running job has spent).
+    let ended = previous
+        .as_deref()
+        .is_some_and(|p| matches!(p.status, JobStatus::Failed | JobStatus::Cancelled));
     let mut cp = CheckpointState::new(job_id, &config.name, plan.total_sheets);
     cp.total_movements = Some(plan.total_movements);
     if let Some(prev) = previous.as_deref() {
@@ -837,6 +864,9 @@ pub(super) fn build_checkpoint(
                     s.attempt_count = p.attempt_count;
                     s.completion_attempts = p.completion_attempts;
                     s.healing_attempts = p.healing_attempts;
+                    if ended && p.attempt_count > 0 {
+                        fresh_budget.insert(sheet.num, p.attempt_count);
+                    }
                     // An attempt still running remotely is re-attached to, not run again.
                     s.remote_attempt = p.remote_attempt.clone();
                     // What its attempts already spent stays counted (issue 22).
@@ -871,5 +901,5 @@ pub(super) fn build_checkpoint(
     cp.last_completed_sheet = cp.highest_completed();
     instruments.sort();
     cp.instruments_used = instruments;
-    cp
+    (cp, fresh_budget)
 }
