@@ -535,3 +535,26 @@ fn restart_yes_lets_running_sheets_finish_as_its_help_says() {
     assert_eq!(doc["total_records"], 1, "{doc:#}");
     assert_eq!(doc["records"][0]["exit_code"], 0, "{doc:#}");
 }
+
+#[test]
+fn a_resume_whose_score_names_a_new_workspace_says_where_the_work_is() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = failed_job(&env, "pointed");
+    let v2 = env.write_score("pointed-v2", &score("pointed", "./nowhere", 99));
+    let out = env.mozart(&["resume", "pointed", "--config", v2.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let nowhere = env.work.join("nowhere");
+    assert!(
+        text.contains(&format!(
+            "The score now names the workspace {}, which does not exist; 'pointed' ran in {}, where the work of its finished sheet 1 is.",
+            nowhere.display(),
+            ws.display()
+        )),
+        "{text}"
+    );
+    assert!(!nowhere.exists());
+    let doc = wait_status(&env, "pointed", 5.0, |_| true);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+}
