@@ -62,6 +62,18 @@ fn squeue(prefix: &str) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// Cancels the Slurm jobs whose name starts with its prefix when dropped: a test's jobs that
+/// wait an hour or sleep minutes must not outlive a failed assertion.
+struct Scancel(String);
+
+impl Drop for Scancel {
+    fn drop(&mut self) {
+        for (id, _, _) in squeue(&self.0) {
+            let _ = Command::new("scancel").arg(id).status();
+        }
+    }
+}
+
 /// A fan-out of `voices` sheets on the stand-in CLI, placed on Slurm. Each sheet appends
 /// its number to `ledger` when it starts (the count of executions), sleeps `sleep`
 /// seconds (a template expression), then writes its Slurm job id to `out-<n>.txt`.
@@ -339,15 +351,6 @@ prompt:
         ws = ws.display()
     );
     let path = env.write_score(&job, &yaml);
-    // A job that waits an hour must not outlive a failed assertion.
-    struct Scancel(String);
-    impl Drop for Scancel {
-        fn drop(&mut self) {
-            for (id, _, _) in squeue(&self.0) {
-                let _ = Command::new("scancel").arg(id).status();
-            }
-        }
-    }
     let _scancel = Scancel(format!("mozart-{job}-"));
     run(&env, &path, &[]);
     let text = poll(&env, 120.0, "status to show why the job waits", || {
@@ -438,14 +441,6 @@ prompt:
         ws = ws.display()
     );
     let path = env.write_score(&job, &yaml);
-    struct Scancel(String);
-    impl Drop for Scancel {
-        fn drop(&mut self) {
-            for (id, _, _) in squeue(&self.0) {
-                let _ = Command::new("scancel").arg(id).status();
-            }
-        }
-    }
     let _scancel = Scancel(format!("mozart-{job}-"));
     run(&env, &path, &[]);
     poll(&env, 120.0, "both sheets to wait in Slurm's queue", || {
@@ -469,6 +464,56 @@ prompt:
         squeue(&format!("mozart-{job}-")).is_empty().then_some(())
     });
     assert!(ledger(&ws.join("ledger")).is_empty());
+}
+
+/// `mozart logs JOB --sheet N` while a Slurm sheet runs shows what it printed so far, as
+/// for a local sheet — not "no output recorded" until its job ends.
+#[test]
+fn logs_show_a_running_slurm_sheets_output() {
+    let _cluster = mozart_tests::slurm_shared();
+    if !slurm_up() {
+        return;
+    }
+    let env = env_with_standin();
+    let job = unique("slurm-livelogs");
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+placement: {{type: slurm}}
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: |
+    RUN: echo "first words of sheet {{{{ sheet_num }}}}" >&2
+    RUN: sleep 600
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    let _scancel = Scancel(format!("mozart-{job}-"));
+    run(&env, &path, &[]);
+    let text = poll(
+        &env,
+        120.0,
+        "mozart logs to show the running sheet's output",
+        || {
+            let text = stdout(&env.mozart(&["logs", &job, "--sheet", "1"]));
+            text.contains("first words of sheet 1").then_some(text)
+        },
+    );
+    assert!(!text.contains("no output recorded"), "{text}");
+    let doc = status(&env, &job);
+    assert_eq!(
+        sheet(&doc, 1)["status"],
+        "in_progress",
+        "still running: {doc:#}"
+    );
+    let out = env.mozart(&["cancel", &job]);
+    assert!(out.status.success(), "mozart cancel: {}", stdout(&out));
+    poll(&env, 60.0, "the Slurm job to leave the queue", || {
+        squeue(&format!("mozart-{job}-")).is_empty().then_some(())
+    });
 }
 
 #[test]

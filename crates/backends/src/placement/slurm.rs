@@ -603,6 +603,7 @@ impl SlurmPlacement {
         };
         let mut timing = Timing::default();
         let mut seen = (0u64, 0u64);
+        let mut logs = LiveLogs::new(spec.log_base.as_deref());
         let grace = self
             .spec
             .exit_file_grace_seconds
@@ -636,6 +637,7 @@ impl SlurmPlacement {
                 return Followed::Exited(code);
             }
             record_growth(dir, progress, &mut seen);
+            logs.pump(dir);
             timing.read_start(attempt, spec.timeout, progress);
             if requeue
                 && timing.deadline.is_some()
@@ -2033,6 +2035,103 @@ fn read_start(dir: &Path) -> Option<f64> {
 }
 
 /// Count output the job wrote since the last look, for stale detection and `mozart status`.
+/// A running placed sheet's output logs (`sheet-NN.<stream>.log`), written as the job's
+/// output files grow, as a local attempt's are written as its pipes deliver: `mozart logs`
+/// shows a running Slurm sheet's output, not "no output recorded" until the job ends.
+/// Redacted as written; when the attempt ends, its whole output is copied over them
+/// ([`collect`]).
+struct LiveLogs(Vec<LiveLog>);
+
+struct LiveLog {
+    /// The job's output file in the attempt's directory (`stdout`, `stderr`).
+    from: &'static str,
+    to: PathBuf,
+    log: Option<crate::output_log::RedactingLog>,
+    /// Bytes of `from` written to the log so far.
+    offset: u64,
+    /// The log could not be created: not tried again.
+    failed: bool,
+}
+
+/// The most a look copies into a log (the rest at the next look): a flood of output must not
+/// hold the conductor's worker.
+const LIVE_LOG_CHUNK: u64 = 1 << 20;
+
+impl LiveLogs {
+    fn new(base: Option<&Path>) -> Self {
+        let logs = base
+            .map(|base| {
+                [("stdout", ".stdout.log"), ("stderr", ".stderr.log")]
+                    .into_iter()
+                    .map(|(from, suffix)| {
+                        let mut to = base.as_os_str().to_owned();
+                        to.push(suffix);
+                        LiveLog {
+                            from,
+                            to: PathBuf::from(to),
+                            log: None,
+                            offset: 0,
+                            failed: false,
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        LiveLogs(logs)
+    }
+
+    fn pump(&mut self, dir: &Path) {
+        for log in &mut self.0 {
+            log.pump(dir);
+        }
+    }
+}
+
+impl LiveLog {
+    fn pump(&mut self, dir: &Path) {
+        use std::io::{Read as _, Seek as _};
+        if self.failed {
+            return;
+        }
+        let from = dir.join(self.from);
+        let Ok(len) = std::fs::metadata(&from).map(|m| m.len()) else {
+            return;
+        };
+        if len < self.offset {
+            // A requeued job's next run writes its output anew.
+            self.log = None;
+            self.offset = 0;
+        }
+        if len == self.offset {
+            return;
+        }
+        if self.log.is_none() {
+            match crate::output_log::RedactingLog::create(&self.to) {
+                Ok(log) => self.log = Some(log),
+                Err(e) => {
+                    tracing::warn!(path = %self.to.display(), error = %e, "cannot create the Slurm sheet's output log");
+                    self.failed = true;
+                    return;
+                }
+            }
+        }
+        let Ok(mut file) = std::fs::File::open(&from) else {
+            return;
+        };
+        if file.seek(std::io::SeekFrom::Start(self.offset)).is_err() {
+            return;
+        }
+        let mut buf = Vec::new();
+        let Ok(n) = file.take(LIVE_LOG_CHUNK).read_to_end(&mut buf) else {
+            return;
+        };
+        self.offset += n as u64;
+        if let Some(log) = &mut self.log {
+            let _ = log.write(&buf);
+        }
+    }
+}
+
 fn record_growth(dir: &Path, progress: &Progress, seen: &mut (u64, u64)) {
     let size = |name: &str| std::fs::metadata(dir.join(name)).map_or(0, |m| m.len());
     let (out, err) = (size("stdout"), size("stderr"));
