@@ -429,3 +429,42 @@ fn a_missing_chained_score_is_warned_about_at_validate() {
         assert!(!text.contains("V216"), "{name}: {text}");
     }
 }
+
+/// The preview shows each sheet's validations as the run applies them: `{movement}`,
+/// `{voice}`, `{voice_count}` and `{total_movements}` expanded, and a condition on
+/// `movement` or `voice` marking the sheets it leaves out (upstream's preview knew only the
+/// old names: it printed `{voice}` as written and showed such a rule applying everywhere).
+#[test]
+fn the_preview_expands_movement_and_voice_and_applies_their_conditions() {
+    let env = TestEnv::new();
+    let path = env.write_score(
+        "voices.yaml",
+        "name: voices\nworkspace: ./ws\ninstrument: shell\nsheet: {size: 1, total_items: 2, fan_out: {2: 2}}\nprompt: {template: \"RUN: true\"}\nvalidations:\n  - type: file_modified\n    path: \"{workspace}/m{movement}-v{voice}-of{voice_count}-{total_movements}.md\"\n  - type: file_modified\n    path: \"{workspace}/review.md\"\n    condition: \"movement >= 2 and voice == 2\"\n",
+    );
+    let out = env.mozart(&["validate", "-v", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let ws = env.work.join("ws");
+    let ws = ws.display();
+    let for_sheet = |n: u32| -> String {
+        let start = format!("Validations (expanded for sheet {n}):");
+        let from = text
+            .find(&start)
+            .unwrap_or_else(|| panic!("{start} in {text}"));
+        text[from..]
+            .lines()
+            .skip(1)
+            .take(2)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let sheet1 = for_sheet(1);
+    assert!(sheet1.contains(&format!("{ws}/m1-v1-of1-2.md")), "{sheet1}");
+    assert!(
+        sheet1.contains("(not applicable: movement >= 2 and voice == 2)"),
+        "{sheet1}"
+    );
+    let sheet3 = for_sheet(3);
+    assert!(sheet3.contains(&format!("{ws}/m2-v2-of2-2.md")), "{sheet3}");
+    assert!(!sheet3.contains("not applicable"), "{sheet3}");
+}

@@ -1137,6 +1137,10 @@ impl SheetContext {
             "stage" => self.stage,
             "instance" => self.instance,
             "fan_count" => self.fan_count,
+            // The new names of the same values, as the run knows them.
+            "movement" => self.stage,
+            "voice" => self.instance,
+            "voice_count" => self.fan_count,
             _ => return None,
         })
     }
@@ -1192,7 +1196,7 @@ impl<'a> Preview<'a> {
         let lookup = move |name: &str| {
             ctx.get(name).or(match name {
                 "total_sheets" => Some(total),
-                "total_stages" => Some(stages),
+                "total_stages" | "total_movements" => Some(stages),
                 _ => None,
             })
         };
@@ -1298,6 +1302,7 @@ fn fixed_vars(c: &JobConfig, total: i64, stages: i64) -> PlaceholderVars {
     fixed_vars.insert("workspace".into(), c.workspace.display().to_string());
     fixed_vars.insert("total_sheets".into(), total.to_string());
     fixed_vars.insert("total_stages".into(), stages.to_string());
+    fixed_vars.insert("total_movements".into(), stages.to_string());
     fixed_vars
 }
 
@@ -1407,13 +1412,16 @@ pub const UNREAD_TEMPLATE: &str =
     "(prompt.template_file not read: this preview uses only the score's own text)";
 
 /// The names whose placeholder value differs from sheet to sheet.
-const PER_SHEET_NAMES: [&str; 6] = [
+const PER_SHEET_NAMES: [&str; 9] = [
     "sheet_num",
     "start_item",
     "end_item",
     "stage",
     "instance",
     "fan_count",
+    "movement",
+    "voice",
+    "voice_count",
 ];
 
 /// The first 15 lines of a prompt, then `...` when there are more (§6.5).
