@@ -558,3 +558,20 @@ fn a_resume_whose_score_names_a_new_workspace_says_where_the_work_is() {
     let doc = wait_status(&env, "pointed", 5.0, |_| true);
     assert_eq!(doc["status"], "failed", "{doc:#}");
 }
+
+#[test]
+fn resuming_a_paused_job_with_its_edited_score_logs_no_cancelled_sheets() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = paused_job(&env, "reread");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("echo done", "echo redone")).unwrap();
+    let out = env.mozart(&["resume", "reread"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    env.wait_completed("reread");
+    let last = std::fs::read_to_string(env.work.join("reread-ws/out-4.txt")).unwrap();
+    assert_eq!(last.trim(), "redone");
+    let events = stdout(&env.mozart(&["logs", "reread", "--json"]));
+    assert!(events.contains("job.resumed"), "{events}");
+    assert!(!events.contains("sheet.cancelled"), "{events}");
+}

@@ -333,7 +333,10 @@ impl ConductorHost {
                 let passed = s.passed_validations.len();
                 (passed, passed + s.failed_validations.len())
             });
-        self.stage_sheet_event(change, details.as_ref(), validations, sheet_logs);
+        // A registration being replaced (a paused job resumed with its edited score) ends
+        // its pending sheets; the job's sheets are not cancelled, and the log does not say so.
+        let replaced = entry.replacing;
+        self.stage_sheet_event(change, details.as_ref(), validations, sheet_logs, replaced);
         // Everything above that reads the sheet's details has run, and its row is saved.
         if status == SheetStatus::Completed
             && entry
@@ -389,6 +392,7 @@ impl ConductorHost {
         details: Option<&AttemptDetails>,
         validations: Option<(usize, usize)>,
         sheet_logs: Option<std::path::PathBuf>,
+        replaced: bool,
     ) {
         use mozart_baton::SheetStatus as S;
         let key = (change.job_id.clone(), change.sheet_num);
@@ -441,6 +445,7 @@ impl ConductorHost {
                     events::sheet_failed(job_id, sheet, &outcome, change.reason.as_deref(), logs)
                 }
                 S::Skipped => events::sheet_skipped(job_id, sheet, change.reason.as_deref()),
+                S::Cancelled if replaced => {}
                 S::Cancelled => events::sheet_cancelled(job_id, sheet),
                 S::RetryScheduled => {
                     // Logged when the baton says when the retry runs (`observe`).

@@ -901,6 +901,10 @@ impl JobManager {
                     self.shared.table.tell(table::Fact::Replacing {
                         job_id: job_id.to_string(),
                     });
+                    // Answered once the fact is in: the table knows the registration is being
+                    // replaced before the baton ends it (its sheets' ends are not logged as
+                    // cancelled).
+                    let _ = self.job_facts(job_id).await;
                     let _ = self.send(Event::CancelJob { job_id: job_id.to_string() });
                     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
                     while self.job_facts(job_id).await.is_some_and(|f| f.in_baton) {
