@@ -344,6 +344,8 @@ fn after_recover_status_says_what_recover_did() {
         .split_whitespace()
         .collect();
     assert_eq!(shown, timeline[2], "{human}\n{diagnose}");
+    // Its outcome is what happened: recovered, not a first-try success.
+    assert_eq!(timeline.last(), Some(&"recovered"), "{diagnose}");
 }
 
 /// Three sheets, each sleeping `sleep` seconds, then writing `<tag>` to `out-N.txt`.

@@ -219,6 +219,9 @@ pub enum OutcomeCategory {
     FailedFatal,
     /// Skipped by an escalation decision.
     SkippedByEscalation,
+    /// Ours: failed, then marked completed by `mozart recover` (its validations passed
+    /// afterwards; no attempt of it succeeded).
+    Recovered,
 }
 
 /// Isolation mode recorded for the run.

@@ -299,6 +299,8 @@ fn timeline_facts(
         _ => None,
     };
     let outcome = match status {
+        // Its last attempt failed: `mozart recover` completed it, no run did.
+        S::Completed if last.outcome == "failed" => Some(O::Recovered),
         S::Completed if last.mode == "completion" => Some(O::SuccessCompletion),
         S::Completed if recorded <= 1 && last.attempt_num <= 1 => Some(O::SuccessFirstTry),
         S::Completed => Some(O::SuccessRetry),
