@@ -468,3 +468,33 @@ fn the_preview_expands_movement_and_voice_and_applies_their_conditions() {
     assert!(sheet3.contains(&format!("{ws}/m2-v2-of2-2.md")), "{sheet3}");
     assert!(!sheet3.contains("not applicable"), "{sheet3}");
 }
+
+/// A field missing deep inside `sheet` (a prelude item's `as`) is named, and the hint does
+/// not send the user to `total_items` and `size`, which the score has.
+#[test]
+fn a_missing_field_inside_sheet_gets_no_hint_about_total_items_and_size() {
+    let env = TestEnv::new();
+    let path = env.write_score(
+        "prelude-as.yaml",
+        "name: prelude-as\nworkspace: ./ws\ninstrument: shell\nsheet:\n  size: 1\n  total_items: 1\n  prelude: [{file: notes.md}]\nprompt: {template: \"RUN: true\"}\n",
+    );
+    let out = env.mozart(&["validate", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("sheet.prelude.0.as"), "{text}");
+    assert!(text.contains("Field required"), "{text}");
+    assert!(!text.contains("total_items and size"), "{text}");
+
+    // A missing size is still pointed at.
+    let path = env.write_score(
+        "no-size.yaml",
+        "name: no-size\nworkspace: ./ws\ninstrument: shell\nsheet: {total_items: 1}\nprompt: {template: \"RUN: true\"}\n",
+    );
+    let out = env.mozart(&["validate", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("Give the 'sheet' section both total_items and size."),
+        "{text}"
+    );
+}

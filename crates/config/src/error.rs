@@ -213,7 +213,12 @@ fn other_hints(errors: &[FieldError]) -> Vec<String> {
     }
     if section("sheet") {
         hints.push("Add a 'sheet' section with total_items and size.".into());
-    } else if missing.iter().any(|m| m.starts_with("sheet.")) {
+    } else if missing
+        .iter()
+        .any(|m| m == "sheet.total_items" || m == "sheet.size")
+    {
+        // Only for those two: a field missing deeper (`sheet.prelude.0.as`) is named by the
+        // error itself, and this hint sent the user to fields the score has.
         hints.push("Give the 'sheet' section both total_items and size.".into());
     }
     if section("prompt") {
