@@ -577,3 +577,22 @@ fn resuming_a_paused_job_with_its_edited_score_logs_no_cancelled_sheets() {
     assert!(events.contains("job.resumed"), "{events}");
     assert!(!events.contains("sheet.cancelled"), "{events}");
 }
+
+#[test]
+fn recover_of_a_job_whose_workspace_is_gone_says_so() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = failed_job(&env, "vanished");
+    std::fs::remove_dir_all(&ws).unwrap();
+    let out = env.mozart(&["recover", "vanished"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(&format!(
+            "The workspace of 'vanished' no longer exists: {}",
+            ws.display()
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("could not be recovered"), "{text}");
+}

@@ -145,6 +145,16 @@ async fn prepare(
         .filter(|w| !w.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(&record.workspace));
+    if let Err(e) = std::fs::metadata(&workspace) {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            // Every rule would fail for want of the directory: say so, not "could not be
+            // recovered".
+            return Err(JobError::Busy(format!(
+                "The workspace of '{id}' no longer exists: {}. Its validations run there: put it back (or recover with --workspace DIR where it is now)",
+                workspace.display()
+            )));
+        }
+    }
     config.workspace = workspace.clone();
     let plan = PlanOutline::of(&config)
         .map_err(|e| JobError::Busy(format!("The stored score does not plan: {e}")))?;
