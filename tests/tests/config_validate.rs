@@ -498,3 +498,20 @@ fn a_missing_field_inside_sheet_gets_no_hint_about_total_items_and_size() {
         "{text}"
     );
 }
+
+/// The variables the guide lists for templates (docs/scores.md "Prompt templates") are not
+/// "undefined" to V101: `injected_context`, `injected_skills`, `injected_tools` (the prelude
+/// and cadenza files) and `skipped_upstream` render at run time (upstream's V101 flagged them).
+#[test]
+fn v101_knows_the_injected_and_skipped_upstream_variables() {
+    let env = TestEnv::new();
+    let path = env.write_score(
+        "injected.yaml",
+        "name: injected\nworkspace: ./ws\ninstrument: shell\nsheet: {size: 1, total_items: 1}\nprompt:\n  template: \"RUN: true {{ injected_context }} {{ injected_skills }} {{ injected_tools }} {{ skipped_upstream }} {{ previous_outputs }}\"\nvalidations: [{type: file_modified, path: \"{workspace}/x\"}]\n",
+    );
+    let out = env.mozart(&["validate", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains("[V101]"), "{text}");
+    assert!(!text.contains("Undefined variable"), "{text}");
+}

@@ -104,12 +104,18 @@ impl Issue {
 }
 
 /// Names V101 accepts besides [`CORE_BUILTINS`]: template-only variables and Jinja globals.
-const V101_EXTRA_BUILTINS: [&str; 13] = [
+/// (Upstream's V101 flags the injected and `skipped_upstream` values, which render at run
+/// time; docs/differences.md.)
+const V101_EXTRA_BUILTINS: [&str; 17] = [
     "working_directory",
     "stakes",
     "thinking_method",
     "previous_outputs",
     "previous_files",
+    "skipped_upstream",
+    "injected_context",
+    "injected_skills",
+    "injected_tools",
     "loop",
     "self",
     "range",
