@@ -596,3 +596,29 @@ fn recover_of_a_job_whose_workspace_is_gone_says_so() {
     );
     assert!(!text.contains("could not be recovered"), "{text}");
 }
+
+#[test]
+fn resuming_a_job_whose_score_file_is_gone_names_what_works() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    failed_job(&env, "unfiled");
+    let path = env.work.join("unfiled.yaml");
+    std::fs::rename(&path, env.work.join("elsewhere.yaml")).unwrap();
+    let out = env.mozart(&["resume", "unfiled"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(&format!(
+            "The score file of 'unfiled' does not exist any more: {}",
+            path.display()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("mozart resume unfiled --no-reload"), "{text}");
+    // What it names works.
+    let out = env.mozart(&["resume", "unfiled", "--no-reload"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let doc = wait_terminal(&env, "unfiled", 30.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    assert!(sheet(&doc, 2)["attempt_count"].as_u64() >= Some(2), "{doc:#}");
+}

@@ -352,6 +352,13 @@ fn parse(
         None
     };
     if snapshot.is_none() && !config_path.exists() {
+        if req.resume_of.is_some() && req.parent_job_id.is_none() {
+            // A resume re-reads the job's score file: say what can be done without it.
+            return Err(Rejection(format!(
+                "The score file of '{job_id}' does not exist any more: {}. Put it back, resume with another file (mozart resume {job_id} --config FILE), or with the score as it was submitted (mozart resume {job_id} --no-reload)",
+                req.config_path
+            )));
+        }
         return Err(Rejection(format!(
             "Config file not found: {}",
             req.config_path
