@@ -620,5 +620,8 @@ fn resuming_a_job_whose_score_file_is_gone_names_what_works() {
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     let doc = wait_terminal(&env, "unfiled", 30.0);
     assert_eq!(doc["status"], "failed", "{doc:#}");
-    assert!(sheet(&doc, 2)["attempt_count"].as_u64() >= Some(2), "{doc:#}");
+    assert!(
+        sheet(&doc, 2)["attempt_count"].as_u64() >= Some(2),
+        "{doc:#}"
+    );
 }
