@@ -828,6 +828,40 @@ prompt:
     assert!(ledger(&ws.join("ledger")).is_empty());
 }
 
+/// `validate` where Slurm does not answer (here: `sinfo` not on PATH) of a score placing its
+/// sheets on Slurm: a warning naming the field and the reason, not a silent PASSED for a
+/// score whose sheets cannot run from this machine (and whose partitions went unchecked).
+#[test]
+fn validate_warns_when_slurm_does_not_answer_for_a_slurm_score() {
+    let env = TestEnv::new();
+    install_instruments(&env);
+    let ws = env.work.join("v-ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let score = env.write_score(
+        "v-noslurm",
+        &format!(
+            "name: v-noslurm\nworkspace: {}\ninstrument: standin-text\nplacement: {{type: slurm, partition: gpu}}\nsheet: {{size: 1, total_items: 1}}\nprompt: {{template: hi}}\n",
+            ws.display()
+        ),
+    );
+    let out = env
+        .command(&["validate", score.to_str().unwrap()])
+        .env("PATH", &env.bin)
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a warning, not an error: {text}"
+    );
+    assert!(
+        text.contains("[V012] Line 4: placement.type: the score places sheets on Slurm, but Slurm does not answer here: sinfo is not on PATH (its partitions were not checked)"),
+        "validate says Slurm was not reachable, and what was not checked: {text}"
+    );
+    assert!(text.contains("Slurm submit host"), "and what to do: {text}");
+}
+
 /// A conductor started where Slurm's commands are not on its PATH (not a submit host, or a
 /// PATH without /usr/bin): a sheet placed on Slurm fails at its first attempt, saying which
 /// command is missing and what to do — not "waiting for the Slurm controller" until the

@@ -174,9 +174,29 @@ pub(super) fn v212(x: &Ctx<'_>, out: &mut Vec<Issue>) {
 
 /// V012 (ours): a Slurm partition the cluster does not have. Asked of Slurm itself
 /// (`sinfo`) only when it answers within a few seconds: on a machine without Slurm, or
-/// with its controller down, there is nothing to check against.
+/// with its controller down, there is nothing to check against — a warning says so when
+/// the score places sheets on Slurm, since they cannot run from here either.
 pub(super) fn v012(x: &Ctx<'_>, out: &mut Vec<Issue>) {
     let c = x.c;
+    let slurm = |p: &Option<crate::model::PlacementConfig>| {
+        p.as_ref()
+            .is_some_and(|p| p.kind == Some(crate::model::PlacementType::Slurm))
+    };
+    let placed = if slurm(&c.placement) {
+        Some("placement.type".to_string())
+    } else {
+        c.movements
+            .iter()
+            .find(|(_, m)| slurm(&m.placement))
+            .map(|(n, _)| format!("movements.{n}.placement.type"))
+            .or_else(|| {
+                c.sheet
+                    .per_sheet_placement
+                    .iter()
+                    .find(|(_, p)| p.kind == Some(crate::model::PlacementType::Slurm))
+                    .map(|(n, _)| format!("sheet.per_sheet_placement.{n}.type"))
+            })
+    };
     let mut wanted: Vec<(String, &str)> = Vec::new();
     if let Some(p) = c.placement.as_ref().and_then(|p| p.partition.as_deref()) {
         wanted.push(("placement.partition".into(), p));
@@ -191,11 +211,38 @@ pub(super) fn v012(x: &Ctx<'_>, out: &mut Vec<Issue>) {
             wanted.push((format!("sheet.per_sheet_placement.{n}.partition"), p));
         }
     }
-    if wanted.is_empty() {
+    if wanted.is_empty() && placed.is_none() {
         return;
     }
-    let Some(known) = slurm_partitions() else {
-        return;
+    let known = match slurm_partitions_or_why() {
+        Ok(known) => known,
+        Err(why) => {
+            let field = placed.or_else(|| wanted.first().map(|(f, _)| f.clone()));
+            if let Some(field) = field {
+                let unchecked = if wanted.is_empty() {
+                    String::new()
+                } else {
+                    " (its partitions were not checked)".to_string()
+                };
+                out.push(
+                    Issue::new(
+                        "V012",
+                        Severity::Warning,
+                        format!(
+                            "{field}: the score places sheets on Slurm, but Slurm does not \
+                             answer here: {why}{unchecked}"
+                        ),
+                    )
+                    .line(find_line(x.raw, "placement"))
+                    .suggest(
+                        "Run the conductor on a Slurm submit host with sbatch, squeue, scontrol \
+                         and scancel on its PATH (check: sinfo), or leave placement.type out to \
+                         run the sheets on this machine",
+                    ),
+                );
+            }
+            return;
+        }
     };
     for (field, partition) in wanted {
         if !known.iter().any(|k| k == partition) {
@@ -218,34 +265,54 @@ pub(super) fn v012(x: &Ctx<'_>, out: &mut Vec<Issue>) {
 
 /// The partitions `sinfo` lists, or `None` when Slurm does not answer within 10 s.
 pub fn slurm_partitions() -> Option<Vec<String>> {
-    let mut child = std::process::Command::new("sinfo")
+    slurm_partitions_or_why().ok()
+}
+
+/// The partitions `sinfo` lists, or why there are none to tell (`sinfo` missing, failing,
+/// silent for 10 s, or listing none).
+fn slurm_partitions_or_why() -> Result<Vec<String>, String> {
+    let mut child = match std::process::Command::new("sinfo")
         .args(["-h", "-o", "%R"])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .ok()?;
+    {
+        Ok(child) => child,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err("sinfo is not on PATH".into())
+        }
+        Err(e) => return Err(format!("cannot run sinfo: {e}")),
+    };
     let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         match child.try_wait() {
             Ok(Some(status)) if status.success() => break,
-            Ok(Some(_)) | Err(_) => return None,
+            Ok(Some(status)) => return Err(format!("sinfo failed ({status})")),
+            Err(e) => return Err(format!("sinfo failed: {e}")),
             Ok(None) if std::time::Instant::now() >= until => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return None;
+                return Err("sinfo did not answer within 10 s".into());
             }
             Ok(None) => std::thread::sleep(std::time::Duration::from_millis(50)),
         }
     }
     let mut text = String::new();
-    std::io::Read::read_to_string(&mut child.stdout.take()?, &mut text).ok()?;
+    if let Some(mut stdout) = child.stdout.take() {
+        std::io::Read::read_to_string(&mut stdout, &mut text)
+            .map_err(|e| format!("cannot read sinfo's answer: {e}"))?;
+    }
     let parts: Vec<String> = text
         .lines()
         .map(|l| l.trim().to_string())
         .filter(|l| !l.is_empty())
         .collect();
-    (!parts.is_empty()).then_some(parts)
+    if parts.is_empty() {
+        Err("sinfo lists no partition".into())
+    } else {
+        Ok(parts)
+    }
 }
 
 /// V217 (ours, a warning): a `parallel` setting the score changes from its default that this
