@@ -625,3 +625,17 @@ fn resuming_a_job_whose_score_file_is_gone_names_what_works() {
         "{doc:#}"
     );
 }
+
+#[test]
+fn recover_of_a_sheet_the_job_does_not_have_says_so() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    failed_job(&env, "fewer");
+    let out = env.mozart(&["recover", "fewer", "--sheet", "99"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("Job 'fewer' has no sheet 99: its sheets are 1-4"),
+        "{text}"
+    );
+}

@@ -20,6 +20,12 @@ pub(super) async fn recover(
     p: &RecoverParams,
 ) -> Result<Vec<SheetRecovery>, JobError> {
     let (run, mut checkpoint) = prepare(mgr, p).await?;
+    if let Some(n) = p.sheet_num.filter(|n| !checkpoint.sheets.contains_key(n)) {
+        return Err(JobError::Busy(format!(
+            "Job '{}' has no sheet {n}: its sheets are 1-{}",
+            p.job_id, checkpoint.total_sheets
+        )));
+    }
     let failed: Vec<u32> = checkpoint
         .sheets
         .values()
