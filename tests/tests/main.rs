@@ -28,6 +28,7 @@ mod e2e_json_state;
 mod e2e_skip;
 mod errors_cost_e2e;
 mod examples;
+mod injection_files;
 mod instrument_holds;
 mod issue_solver;
 mod job_control_truth;

@@ -828,15 +828,19 @@ fn sheet_vars(
 }
 
 /// Resolve prelude + cadenza injections for a sheet (§5.6): paths rendered leniently,
-/// relative ones joined to `base`; missing or unreadable files are skipped.
+/// relative ones joined to `base`; missing or unreadable files are skipped, and each skip is
+/// returned, said in words the conductor log can show (`sheet.prelude[0] (context): file not
+/// found: …`).
 pub fn resolve_injections(
     job: &JobConfig,
     sheet: &PlannedSheet,
     base: &Path,
     ctx: &mut RenderContext,
-) {
+) -> Vec<String> {
     if has_injections(job, sheet) {
-        resolve_injections_with(job, sheet, base, ctx, &ScoreVars::totals(job));
+        resolve_injections_with(job, sheet, base, ctx, &ScoreVars::totals(job))
+    } else {
+        Vec::new()
     }
 }
 
@@ -852,10 +856,11 @@ pub fn resolve_injections_with(
     base: &Path,
     ctx: &mut RenderContext,
     score: &ScoreVars,
-) {
+) -> Vec<String> {
+    let mut skipped = Vec::new();
     // Most scores have neither: skip building a context per sheet.
     if !has_injections(job, sheet) {
-        return;
+        return skipped;
     }
     let lenient = RenderContext {
         workspace: ctx.workspace.clone(),
@@ -863,15 +868,38 @@ pub fn resolve_injections_with(
     };
     // Legacy/preview path: injection paths see the sheet context without user variables.
     let vars = sheet_vars(job, sheet, &lenient, score, false);
-    let items = job.sheet.prelude.iter().chain(
-        job.sheet
-            .cadenzas
-            .get(&i64::from(sheet.num))
-            .into_iter()
-            .flatten(),
-    );
-    for item in items {
+    let cadenza_field = format!("sheet.cadenzas.{}", sheet.num);
+    let items = job
+        .sheet
+        .prelude
+        .iter()
+        .enumerate()
+        .map(|(i, item)| ("sheet.prelude", i, item))
+        .chain(
+            job.sheet
+                .cadenzas
+                .get(&i64::from(sheet.num))
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, item)| (cadenza_field.as_str(), i, item)),
+        );
+    for (field, i, item) in items {
+        let what = || {
+            let category = match item.as_ {
+                InjectionCategory::Context => "context",
+                InjectionCategory::Skill => "skill",
+                InjectionCategory::Tool => "tool",
+            };
+            format!("{field}[{i}] ({category})")
+        };
         let Some(rendered) = score.render_path(&item.file, &vars) else {
+            skipped.push(format!(
+                "{}: its file path {:?} does not render: left out of sheet {}'s prompt",
+                what(),
+                item.file,
+                sheet.num
+            ));
             continue;
         };
         let path = PathBuf::from(&rendered);
@@ -881,10 +909,25 @@ pub fn resolve_injections_with(
             path
         };
         if !path.is_file() {
+            skipped.push(format!(
+                "{}: file not found: {}: left out of sheet {}'s prompt (a relative path is read from the score's directory)",
+                what(),
+                path.display(),
+                sheet.num
+            ));
             continue;
         }
-        let Ok(content) = std::fs::read_to_string(&path) else {
-            continue;
+        let content = match std::fs::read_to_string(&path) {
+            Ok(content) => content,
+            Err(e) => {
+                skipped.push(format!(
+                    "{}: cannot read {}: {e}: left out of sheet {}'s prompt",
+                    what(),
+                    path.display(),
+                    sheet.num
+                ));
+                continue;
+            }
         };
         match item.as_ {
             InjectionCategory::Context => ctx.injected_context.push(content),
@@ -892,6 +935,7 @@ pub fn resolve_injections_with(
             InjectionCategory::Tool => ctx.injected_tools.push(content),
         }
     }
+    skipped
 }
 
 /// Template + injections, the preview part of §5.4 (blocks 1–3).

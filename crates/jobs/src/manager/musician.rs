@@ -727,7 +727,12 @@ fn render_prompt(
         template_dir: Some(run.score_dir.clone()),
         ..mozart_config::RenderContext::default()
     };
-    mozart_config::template::resolve_injections(&run.config, sheet, &run.score_dir, &mut ctx);
+    // A prelude or cadenza file that is not there is left out; the job's log says which.
+    let skipped =
+        mozart_config::template::resolve_injections(&run.config, sheet, &run.score_dir, &mut ctx);
+    for warning in &skipped {
+        tracing::warn!(job_id = %run.job_id, sheet = sheet.num, warning, "injection.skipped");
+    }
     if run.config.cross_sheet.is_some() {
         // Earlier sheets' output and files (execution.md §9.1), from the live checkpoint.
         let (tails, skipped) = prior.unwrap_or_default();
