@@ -516,6 +516,78 @@ prompt:
     });
 }
 
+/// A job paused while its sheets' Slurm jobs wait in the queue, then the conductor killed
+/// and restarted (the job comes back paused: nothing follows those jobs), then `mozart
+/// cancel`: its Slurm jobs are cancelled and their files (the environment with its keys
+/// among them) removed — not left queued to run the sheets of a cancelled job.
+#[test]
+fn cancelling_a_job_paused_across_a_restart_cancels_its_slurm_jobs() {
+    let _cluster = mozart_tests::slurm_shared();
+    if !slurm_up() {
+        return;
+    }
+    let env = env_with_standin();
+    let job = unique("slurm-pausedcancel");
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+parallel: {{enabled: true, max_concurrent: 2}}
+placement: {{type: slurm, extra_args: ["--begin=now+1hour"]}}
+sheet:
+  size: 1
+  total_items: 1
+  fan_out: {{1: 2}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    let _scancel = Scancel(format!("mozart-{job}-"));
+    run(&env, &path, &[]);
+    poll(&env, 120.0, "both sheets to wait in Slurm's queue", || {
+        let text = stdout(&env.mozart(&["status", &job]));
+        (text.matches("(PENDING: BeginTime)").count() == 2).then_some(())
+    });
+    let out = env.mozart(&["pause", &job]);
+    assert!(out.status.success(), "mozart pause: {}", stdout(&out));
+    let pid = env.conductor_pid().expect("conductor pid");
+    mozart_tests::signal(pid, "KILL");
+    poll(&env, 30.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    env.start_conductor();
+    wait_status(&env, &job, 60.0, |d| d["status"] == "paused");
+    assert_eq!(squeue(&format!("mozart-{job}-")).len(), 2, "still queued");
+    let out = env.mozart(&["cancel", &job]);
+    assert!(out.status.success(), "mozart cancel: {}", stdout(&out));
+    poll(
+        &env,
+        60.0,
+        "the cancelled job's Slurm jobs to leave the queue",
+        || squeue(&format!("mozart-{job}-")).is_empty().then_some(()),
+    );
+    let state = ws.join(".mozart-slurm");
+    poll(&env, 30.0, "the attempts' files to be removed", || {
+        let mut left = Vec::new();
+        let mut dirs = vec![state.clone()];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                if e.path().is_dir() {
+                    dirs.push(e.path());
+                } else {
+                    left.push(e.path());
+                }
+            }
+        }
+        left.is_empty().then_some(())
+    });
+    assert!(ledger(&ws.join("ledger")).is_empty());
+}
+
 #[test]
 fn validate_names_a_bad_placement_field() {
     let _cluster = mozart_tests::slurm_shared();

@@ -1394,6 +1394,25 @@ fn remove_attempt_files(dir: &Path) {
 }
 
 /// [`remove_attempt_files`] off the async workers.
+/// Cancel the Slurm job of an attempt no conductor follows — its Mozart job was cancelled
+/// while paused after a restart, so no musician re-attached to it — and remove its files
+/// (the environment with its keys among them): nothing is to run for it any more. By id,
+/// else (a record from before `sbatch` answered) by its job name.
+pub async fn cancel_unfollowed(remote_id: &str, job_name: &str, dir: &Path) {
+    if !remote_id.is_empty() {
+        if let Err(e) = slurm_command("scancel", &[remote_id]).await {
+            tracing::warn!(slurm_job = %remote_id, error = %e, "cannot cancel the Slurm job of a cancelled job's attempt");
+        }
+    } else if !job_name.is_empty() {
+        let by_name = format!("--name={job_name}");
+        if let Err(e) = slurm_command("scancel", &["--me", &by_name]).await {
+            tracing::warn!(name = %job_name, error = %e, "cannot cancel the Slurm job of a cancelled job's attempt");
+        }
+    }
+    tracing::info!(slurm_job = %remote_id, name = %job_name, "cancelled the unfollowed Slurm job of a cancelled job");
+    remove_attempt_dir(dir).await;
+}
+
 async fn remove_attempt_dir(dir: &Path) {
     let dir = dir.to_path_buf();
     let _ = tokio::task::spawn_blocking(move || remove_attempt_files(&dir)).await;

@@ -1026,6 +1026,7 @@ impl JobManager {
             // nothing of it runs, so its state is all there is to change.
             self.set_status(job_id, DaemonJobStatus::Cancelled, None)
                 .await;
+            self.cancel_unfollowed_remote_attempts(job_id).await;
             tracing::info!(event = "job.cancelled", job_id, "cancelled");
             return true;
         }
@@ -1060,6 +1061,45 @@ impl JobManager {
         self.set_status(job_id, DaemonJobStatus::Cancelled, None)
             .await;
         true
+    }
+
+    /// The remote (Slurm) jobs a paused job's sheets still have from before a restart: no
+    /// musician follows them (the job is paused), and the job is cancelled, so they are
+    /// cancelled with their files and their records cleared — they must not run the sheets
+    /// of a cancelled job, nor keep its environment on the shared filesystem.
+    async fn cancel_unfollowed_remote_attempts(&self, job_id: &str) {
+        let loaded = lock(&self.shared.registry).load_checkpoint(job_id);
+        let checkpoint = match loaded {
+            Ok(Some(checkpoint)) => checkpoint,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::error!(job_id, error = %e, "cannot read the checkpoint to cancel its Slurm jobs");
+                return;
+            }
+        };
+        let mut cleared = Vec::new();
+        for sheet in checkpoint.sheets.values() {
+            let Some(remote) = &sheet.remote_attempt else {
+                continue;
+            };
+            if remote.placement == "slurm" {
+                mozart_backends::placement::slurm::cancel_unfollowed(
+                    &remote.remote_id,
+                    &remote.job_name,
+                    std::path::Path::new(&remote.dir),
+                )
+                .await;
+            }
+            let mut sheet = sheet.clone();
+            sheet.remote_attempt = None;
+            cleared.push(sheet);
+        }
+        if cleared.is_empty() {
+            return;
+        }
+        if let Err(e) = lock(&self.shared.registry).save_sheets(job_id, &cleared) {
+            tracing::error!(job_id, error = %e, "cannot clear the cancelled Slurm jobs' records");
+        }
     }
 
     /// `job.clear` (conductor.md §6.12).
