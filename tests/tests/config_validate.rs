@@ -515,3 +515,31 @@ fn v101_knows_the_injected_and_skipped_upstream_variables() {
     assert!(!text.contains("[V101]"), "{text}");
     assert!(!text.contains("Undefined variable"), "{text}");
 }
+
+/// A profile found only in `./.mozart/instruments/` is one the conductor does not read
+/// (docs/instruments.md): validate says so, where it used to pass the score whose every
+/// sheet then failed with `unknown instrument`.
+#[test]
+fn an_instrument_only_in_the_current_directorys_profiles_is_a_warning() {
+    let env = TestEnv::new();
+    let venue = env.work.join(".mozart/instruments");
+    std::fs::create_dir_all(&venue).expect("venue dir");
+    std::fs::write(
+        venue.join("local-agent.yaml"),
+        "name: local-agent\ndisplay_name: Local agent\nkind: cli\ncli:\n  command: {executable: sh}\n",
+    )
+    .expect("write profile");
+    let path = env.write_score(
+        "venue.yaml",
+        "name: venue\nworkspace: ./ws\ninstrument: local-agent\nsheet: {size: 1, total_items: 1}\nprompt: {template: hi}\nvalidations: [{type: command_succeeds, command: \"true\"}]\n",
+    );
+    let out = env.mozart(&["validate", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("[V213]"), "{text}");
+    assert!(
+        text.contains("'local-agent' is defined only in ./.mozart/instruments/"),
+        "{text}"
+    );
+    assert!(text.contains("instruments/local-agent.yaml"), "{text}");
+}

@@ -118,10 +118,34 @@ fn missing_programs(score: &Score) -> Vec<Issue> {
     let Ok(registry) = mozart_backends::InstrumentRegistry::load(&home, project.as_deref()) else {
         return Vec::new();
     };
+    // The conductor reads the Mozart home's profiles, not the current directory's.
+    let conductors = mozart_backends::InstrumentRegistry::load(&home, None).ok();
     instrument_names(&score.config)
         .iter()
         .filter_map(|name| {
             let profile = registry.get(name)?;
+            if conductors.as_ref().is_some_and(|c| c.get(name).is_none()) {
+                let file = match registry.source(name) {
+                    Some(mozart_backends::ProfileSource::File(path)) => path.display().to_string(),
+                    _ => String::from("./.mozart/instruments/"),
+                };
+                return Some(Issue {
+                    check_id: "V213",
+                    severity: Severity::Warning,
+                    message: format!(
+                        "Instrument '{name}' is defined only in ./.mozart/instruments/ ({file}), which the conductor does not read: each of its sheets would fail with 'unknown instrument'"
+                    ),
+                    line: None,
+                    column: None,
+                    context: None,
+                    suggestion: Some(format!(
+                        "Move the profile to {}, then run 'mozart restart' so the conductor reads it",
+                        home.join("instruments").display()
+                    )),
+                    auto_fixable: false,
+                    metadata: Vec::new(),
+                });
+            }
             let message = if profile.kind == mozart_backends::InstrumentKind::Http {
                 let ready = mozart_backends::http_readiness(
                     &registry,
