@@ -562,6 +562,12 @@ prompt:
     env.start_conductor();
     wait_status(&env, &job, 60.0, |d| d["status"] == "paused");
     assert_eq!(squeue(&format!("mozart-{job}-")).len(), 2, "still queued");
+    let text = stdout(&env.mozart(&["status", &job]));
+    assert!(
+        text.contains("Slurm: 2 jobs submitted before the conductor restarted (")
+            && text.contains(&format!("`mozart resume {job}` collects their results")),
+        "status says the paused job's sheets still have Slurm jobs: {text}"
+    );
     let out = env.mozart(&["cancel", &job]);
     assert!(out.status.success(), "mozart cancel: {}", stdout(&out));
     poll(

@@ -153,6 +153,33 @@ impl View<'_> {
         if let Some(reason) = &job.waiting_reason {
             self.line(format!("  Waiting: {reason}"));
         }
+        // A job found paused when the conductor started: its sheets read pending, but the
+        // Slurm jobs they had submitted run on, followed by no one until `resume`.
+        let unfollowed: Vec<&str> = job
+            .sheets
+            .values()
+            .filter(|s| s.status == SheetStatus::Pending)
+            .filter_map(|s| s.remote_attempt.as_ref())
+            .map(|r| r.remote_id.as_str())
+            .filter(|id| !id.is_empty())
+            .collect();
+        if self.paused() && job.pausing_sheets().is_none() && !unfollowed.is_empty() {
+            self.line(format!(
+                "  Slurm: {} submitted before the conductor restarted ({}) {} on while the job \
+                 is paused: `mozart resume {id}` collects {} (no sheet runs again), \
+                 `mozart cancel {id}` cancels {}",
+                mozart_config::plural(unfollowed.len(), "job", "jobs"),
+                unfollowed.join(", "),
+                if unfollowed.len() == 1 { "runs" } else { "run" },
+                if unfollowed.len() == 1 {
+                    "its result"
+                } else {
+                    "their results"
+                },
+                if unfollowed.len() == 1 { "it" } else { "them" },
+                id = job.job_id,
+            ));
+        }
         if job.hooks_running {
             self.line(
                 "  Hooks: on_success hooks are running; a failing one turns the job failed"
