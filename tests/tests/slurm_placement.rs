@@ -897,8 +897,7 @@ prompt:
     let s = sheet(&doc, 1);
     let message = s["error_message"].as_str().unwrap_or_default();
     assert!(
-        message.contains("Slurm refused the job: Batch job submission failed: Invalid account")
-            && message.contains("placement.account: nosuchacct")
+        message.contains("Slurm refused the job (placement.account: nosuchacct): Invalid account")
             && message.contains("sacctmgr show associations"),
         "Slurm's words, the field asked for, where to look: {s:#}"
     );

@@ -1720,7 +1720,11 @@ pub(crate) fn refusal(error: &str, spec: &PlacementSpec) -> String {
     let words = if words.is_empty() {
         error.trim().to_string()
     } else {
-        words.join("; ")
+        words
+            .iter()
+            .map(|w| w.trim_start_matches("Batch job submission failed: "))
+            .collect::<Vec<_>>()
+            .join("; ")
     };
     let cpus = spec.cpus.map(|c| c.to_string());
     let mut asked: Vec<String> = [
@@ -1744,14 +1748,15 @@ pub(crate) fn refusal(error: &str, spec: &PlacementSpec) -> String {
         ));
     }
     let asked = if asked.is_empty() {
-        "the cluster's defaults (no placement field set)".to_string()
+        "no placement field: the cluster's defaults".to_string()
     } else {
         asked.join(", ")
     };
+    // The fields first: a table of errors keeps a message's start and end.
     format!(
-        "{REFUSED}: {words}. The job asked for {asked}: change the field Slurm refused in \
-         the score's (or the instrument profile's) placement; `sinfo` lists the partitions, \
-         `sacctmgr show associations user=$USER` the accounts and QOS you may use"
+        "{REFUSED} ({asked}): {words}. Fix the field Slurm refused in the score's or the \
+         instrument profile's placement (`sinfo` lists partitions; `sacctmgr show \
+         associations user=$USER`, accounts and QOS)"
     )
 }
 
