@@ -63,6 +63,7 @@ mod security_processes;
 mod security_redaction;
 mod security_secrets;
 mod security_socket;
+mod shell_no_breaker;
 mod slurm_accounting;
 mod slurm_arrays;
 mod slurm_attempt_files;

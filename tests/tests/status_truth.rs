@@ -113,9 +113,19 @@ prompt:
 #[test]
 fn a_chain_that_fails_at_its_first_sheet_is_one_failure_not_an_open_breaker() {
     let env = TestEnv::new();
+    // The built-in `shell` has no breaker at all (its failures are the score's commands'):
+    // the same driver under another name, an instrument whose failures count.
+    let shell = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../crates/backends/profiles/shell.yaml"),
+    )
+    .expect("the shell profile");
+    let runner = shell.replace("name: shell\n", "name: runner\n");
+    std::fs::create_dir_all(env.home.join("instruments")).expect("instruments dir");
+    std::fs::write(env.home.join("instruments/runner.yaml"), runner).expect("runner profile");
     env.start_conductor();
     // Sheet 1 fails; sheets 2..6 each wait for the one before, so they never run.
-    let yaml = "name: chain\nworkspace: ./chain-ws\ninstrument: shell\n\
+    let yaml = "name: chain\nworkspace: ./chain-ws\ninstrument: runner\n\
                 pause_between_sheets_seconds: 0\nretry: {max_retries: 0}\n\
                 sheet: {size: 1, total_items: 6}\n\
                 prompt:\n  template: \"RUN: test {{ sheet_num }} != 1\"\n";

@@ -225,8 +225,14 @@ pub fn circuit_breaker(job: &JobCheckpoint) -> Option<CircuitBreaker> {
         match sheet.status {
             // Only a sheet whose instrument ran and failed counts: one blocked by a failed
             // dependency never reached the instrument, so a chain that failed at its first
-            // sheet is one failure, not a breaker "OPEN" on every sheet after it.
-            SheetStatus::Failed if sheet.attempt_count > 0 => failures += 1,
+            // sheet is one failure, not a breaker "OPEN" on every sheet after it. Nor does
+            // one that ran on the built-in `shell`, which has no breaker: its failures are
+            // the score's own commands failing (docs/instruments.md).
+            SheetStatus::Failed
+                if sheet.attempt_count > 0 && sheet.instrument_name.as_deref() != Some("shell") =>
+            {
+                failures += 1
+            }
             SheetStatus::Completed => break,
             _ => {}
         }
