@@ -79,8 +79,9 @@ struct Args {
     #[arg(long, default_value_t = 5)]
     big_reps: usize,
     /// Interval between samples of the conductor's memory and instrument processes while a
-    /// job runs, in milliseconds (the job's end is not polled for: `job.watch` answers
-    /// when it ends; sampling faster makes the sampling itself a load).
+    /// job runs, in milliseconds, 0 for none (the job's end is not polled for: `job.watch`
+    /// answers when it ends; sampling faster makes the sampling itself a load). The job.submit
+    /// runs and the floor are never sampled.
     #[arg(long, default_value_t = 5)]
     poll_ms: u64,
     /// Skip the 1,000-sheet run, its floor and the 1,000-job registry (a quick look).
@@ -615,22 +616,16 @@ fn runs(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> R
             }
             by_cli.push(run.wall);
             runs.push(run);
-            by_rpc.push(env.run_job(w, rep, conductor, Via::Rpc, args.poll_ms)?.wall);
+            // Not sampled, as the floor is not: the ratio to the floor compares like with like.
+            by_rpc.push(env.run_job(w, rep, conductor, Via::Rpc, 0)?.wall);
             if seq {
                 // The instrument alone, in the same minute as the two runs it is compared to.
-                seq_alone.push(floor(env, &seq_ws, 20, 1, Prompt::Sequential, args.poll_ms)?.wall);
+                seq_alone.push(floor(env, &seq_ws, 20, 1, Prompt::Sequential)?.wall);
                 seq_walls.push((by_cli[rep], by_rpc[rep]));
             }
             if big {
                 let ws = env.work.join(format!("floor-{rep}"));
-                floors.push(floor(
-                    env,
-                    &ws,
-                    w.sheets,
-                    FLOOR_WORKERS,
-                    Prompt::FanOut,
-                    args.poll_ms,
-                )?);
+                floors.push(floor(env, &ws, w.sheets, FLOOR_WORKERS, Prompt::FanOut)?);
             }
         }
         // Each rep's runs over the floor of the same minute: the ratio of one rep's walls
@@ -1137,7 +1132,6 @@ fn floor(
     calls: u32,
     workers: u32,
     prompt: Prompt,
-    poll_ms: u64,
 ) -> Result<FloorRun> {
     if workspace.exists() {
         std::fs::remove_dir_all(workspace).map_err(io_err("clearing", workspace))?;
@@ -1147,7 +1141,7 @@ fn floor(
     let next = AtomicU32::new(1);
     let cpu_before = proc_cpu_ms(std::process::id());
     let started = Instant::now();
-    let (results, _) = sampling_peaks(std::process::id(), poll_ms, || -> Vec<Result<()>> {
+    let (results, _) = sampling_peaks(std::process::id(), 0, || -> Vec<Result<()>> {
         std::thread::scope(|scope| {
             let handles: Vec<_> = (0..workers)
                 .map(|_| {
@@ -1546,10 +1540,18 @@ impl Env {
 }
 
 /// Run `work` while a thread samples `pid`'s resident memory and its threads' children
-/// every `poll_ms`; `work`'s answer and the peaks (MiB, processes). The floor samples itself
-/// the same way, so both sides of the fan-out's ratio pay for the sampling alike.
+/// every `poll_ms` (0: no sampling, peaks 0); `work`'s answer and the peaks (MiB, processes).
+///
+/// The sampling is not free for what it watches: each look reads every thread's `children`
+/// file under the kernel's task-list lock, which the instruments' forks and exits must take
+/// too. The runs that give the fan-out's ratio to the floor (job.submit) and the floor itself
+/// are therefore not sampled; the `mozart run` runs, whose peaks are reported, are (their
+/// ratio charges the sampling to the conductor).
 fn sampling_peaks<T>(pid: u32, poll_ms: u64, work: impl FnOnce() -> T) -> (T, (f64, u32)) {
-    let sample_every = Duration::from_millis(poll_ms.max(1));
+    if poll_ms == 0 {
+        return (work(), (0.0, 0));
+    }
+    let sample_every = Duration::from_millis(poll_ms);
     let done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|scope| {
         let sampler = scope.spawn(|| {
