@@ -74,6 +74,53 @@ impl Drop for Scancel {
     }
 }
 
+/// A job whose `voices` sheets submit Slurm jobs that wait in the queue for an hour
+/// (`--begin=now+1hour`), each appending its number to `<workspace>/ledger` if it ever ran;
+/// `placement` adds fields to the placement (`"queue_timeout_seconds: 5, "`), `extra` lines to
+/// the score. Submitted with `mozart run`; the jobs are cancelled when the returned guard drops.
+struct Queued {
+    job: String,
+    ws: PathBuf,
+    _scancel: Scancel,
+}
+
+fn queued(env: &TestEnv, base: &str, voices: u32, placement: &str, extra: &str) -> Queued {
+    let job = unique(base);
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+{extra}placement: {{type: slurm, {placement}extra_args: ["--begin=now+1hour"]}}
+sheet:
+  size: 1
+  total_items: 1
+  fan_out: {{1: {voices}}}
+parallel: {{enabled: true, max_concurrent: {voices}}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    let scancel = Scancel(format!("mozart-{job}-"));
+    run(env, &path, &[]);
+    Queued {
+        job,
+        ws,
+        _scancel: scancel,
+    }
+}
+
+/// Wait until `voices` sheets of `job` show in status as waiting in Slurm's queue.
+fn wait_queued(env: &TestEnv, job: &str, voices: usize) {
+    poll(env, 120.0, "the sheets to wait in Slurm's queue", || {
+        let text = stdout(&env.mozart(&["status", job]));
+        (text.matches("(PENDING: BeginTime)").count() == voices).then_some(())
+    });
+}
+
 /// A fan-out of `voices` sheets on the stand-in CLI, placed on Slurm. Each sheet appends
 /// its number to `ledger` when it starts (the count of executions), sleeps `sleep`
 /// seconds (a template expression), then writes its Slurm job id to `out-<n>.txt`.
@@ -336,23 +383,8 @@ fn a_pending_job_shows_slurms_reason_in_status() {
         return;
     }
     let env = env_with_standin();
-    let job = unique("slurm-reason");
-    let ws = env.work.join(format!("{job}-ws"));
-    let yaml = format!(
-        r#"name: {job}
-workspace: {ws}
-instrument: standin-text
-placement: {{type: slurm, extra_args: ["--begin=now+1hour"]}}
-sheet: {{size: 1, total_items: 1}}
-prompt:
-  template: |
-    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
-"#,
-        ws = ws.display()
-    );
-    let path = env.write_score(&job, &yaml);
-    let _scancel = Scancel(format!("mozart-{job}-"));
-    run(&env, &path, &[]);
+    let Queued { job, ws, .. } = &queued(&env, "slurm-reason", 1, "", "");
+    let job = job.as_str();
     let text = poll(&env, 120.0, "status to show why the job waits", || {
         let text = stdout(&env.mozart(&["status", &job]));
         text.contains("(PENDING: BeginTime)").then_some(text)
@@ -376,23 +408,14 @@ fn a_queue_timeout_says_the_job_never_left_the_queue() {
         return;
     }
     let env = env_with_standin();
-    let job = unique("slurm-queuetimeout");
-    let ws = env.work.join(format!("{job}-ws"));
-    let yaml = format!(
-        r#"name: {job}
-workspace: {ws}
-instrument: standin-text
-retry: {{max_retries: 0}}
-placement: {{type: slurm, queue_timeout_seconds: 5, extra_args: ["--begin=now+1hour"]}}
-sheet: {{size: 1, total_items: 1}}
-prompt:
-  template: |
-    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
-"#,
-        ws = ws.display()
+    let Queued { job, ws, .. } = &queued(
+        &env,
+        "slurm-queuetimeout",
+        1,
+        "queue_timeout_seconds: 5, ",
+        "retry: {max_retries: 0}\n",
     );
-    let path = env.write_score(&job, &yaml);
-    run(&env, &path, &[]);
+    let job = job.as_str();
     let doc = wait_terminal(&env, &job, 120.0);
     assert_eq!(doc["status"], "failed", "{doc:#}");
     let s = sheet(&doc, 1);
@@ -422,31 +445,9 @@ fn pausing_with_jobs_in_slurms_queue_says_they_have_not_started() {
         return;
     }
     let env = env_with_standin();
-    let job = unique("slurm-pausequeued");
-    let ws = env.work.join(format!("{job}-ws"));
-    let yaml = format!(
-        r#"name: {job}
-workspace: {ws}
-instrument: standin-text
-parallel: {{enabled: true, max_concurrent: 2}}
-placement: {{type: slurm, extra_args: ["--begin=now+1hour"]}}
-sheet:
-  size: 1
-  total_items: 1
-  fan_out: {{1: 2}}
-prompt:
-  template: |
-    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
-"#,
-        ws = ws.display()
-    );
-    let path = env.write_score(&job, &yaml);
-    let _scancel = Scancel(format!("mozart-{job}-"));
-    run(&env, &path, &[]);
-    poll(&env, 120.0, "both sheets to wait in Slurm's queue", || {
-        let text = stdout(&env.mozart(&["status", &job]));
-        (text.matches("(PENDING: BeginTime)").count() == 2).then_some(())
-    });
+    let Queued { job, ws, .. } = &queued(&env, "slurm-pausequeued", 2, "", "");
+    let job = job.as_str();
+    wait_queued(&env, job, 2);
     let out = env.mozart(&["pause", &job]);
     assert!(out.status.success(), "mozart pause: {}", stdout(&out));
     let text = poll(&env, 60.0, "status to say the queued sheets", || {
@@ -527,31 +528,9 @@ fn cancelling_a_job_paused_across_a_restart_cancels_its_slurm_jobs() {
         return;
     }
     let env = env_with_standin();
-    let job = unique("slurm-pausedcancel");
-    let ws = env.work.join(format!("{job}-ws"));
-    let yaml = format!(
-        r#"name: {job}
-workspace: {ws}
-instrument: standin-text
-parallel: {{enabled: true, max_concurrent: 2}}
-placement: {{type: slurm, extra_args: ["--begin=now+1hour"]}}
-sheet:
-  size: 1
-  total_items: 1
-  fan_out: {{1: 2}}
-prompt:
-  template: |
-    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
-"#,
-        ws = ws.display()
-    );
-    let path = env.write_score(&job, &yaml);
-    let _scancel = Scancel(format!("mozart-{job}-"));
-    run(&env, &path, &[]);
-    poll(&env, 120.0, "both sheets to wait in Slurm's queue", || {
-        let text = stdout(&env.mozart(&["status", &job]));
-        (text.matches("(PENDING: BeginTime)").count() == 2).then_some(())
-    });
+    let Queued { job, ws, .. } = &queued(&env, "slurm-pausedcancel", 2, "", "");
+    let job = job.as_str();
+    wait_queued(&env, job, 2);
     let out = env.mozart(&["pause", &job]);
     assert!(out.status.success(), "mozart pause: {}", stdout(&out));
     let pid = env.conductor_pid().expect("conductor pid");
