@@ -386,11 +386,11 @@ fn a_pending_job_shows_slurms_reason_in_status() {
     let Queued { job, ws, .. } = &queued(&env, "slurm-reason", 1, "", "");
     let job = job.as_str();
     let text = poll(&env, 120.0, "status to show why the job waits", || {
-        let text = stdout(&env.mozart(&["status", &job]));
+        let text = stdout(&env.mozart(&["status", job]));
         text.contains("(PENDING: BeginTime)").then_some(text)
     });
     assert!(text.contains("in Slurm's queue as job"), "{text}");
-    let out = env.mozart(&["cancel", &job]);
+    let out = env.mozart(&["cancel", job]);
     assert!(out.status.success(), "mozart cancel: {}", stdout(&out));
     poll(&env, 60.0, "the Slurm job to leave the queue", || {
         squeue(&format!("mozart-{job}-")).is_empty().then_some(())
@@ -416,7 +416,7 @@ fn a_queue_timeout_says_the_job_never_left_the_queue() {
         "retry: {max_retries: 0}\n",
     );
     let job = job.as_str();
-    let doc = wait_terminal(&env, &job, 120.0);
+    let doc = wait_terminal(&env, job, 120.0);
     assert_eq!(doc["status"], "failed", "{doc:#}");
     let s = sheet(&doc, 1);
     let message = s["error_message"].as_str().unwrap_or_default();
@@ -448,10 +448,10 @@ fn pausing_with_jobs_in_slurms_queue_says_they_have_not_started() {
     let Queued { job, ws, .. } = &queued(&env, "slurm-pausequeued", 2, "", "");
     let job = job.as_str();
     wait_queued(&env, job, 2);
-    let out = env.mozart(&["pause", &job]);
+    let out = env.mozart(&["pause", job]);
     assert!(out.status.success(), "mozart pause: {}", stdout(&out));
     let text = poll(&env, 60.0, "status to say the queued sheets", || {
-        let text = stdout(&env.mozart(&["status", &job]));
+        let text = stdout(&env.mozart(&["status", job]));
         text.contains("PAUSING").then_some(text)
     });
     assert!(
@@ -459,7 +459,7 @@ fn pausing_with_jobs_in_slurms_queue_says_they_have_not_started() {
             && text.contains("2 of them still wait in Slurm's queue"),
         "status says the pausing job's sheets have not started: {text}"
     );
-    let out = env.mozart(&["cancel", &job]);
+    let out = env.mozart(&["cancel", job]);
     assert!(out.status.success(), "mozart cancel: {}", stdout(&out));
     poll(&env, 60.0, "the Slurm jobs to leave the queue", || {
         squeue(&format!("mozart-{job}-")).is_empty().then_some(())
@@ -531,7 +531,7 @@ fn cancelling_a_job_paused_across_a_restart_cancels_its_slurm_jobs() {
     let Queued { job, ws, .. } = &queued(&env, "slurm-pausedcancel", 2, "", "");
     let job = job.as_str();
     wait_queued(&env, job, 2);
-    let out = env.mozart(&["pause", &job]);
+    let out = env.mozart(&["pause", job]);
     assert!(out.status.success(), "mozart pause: {}", stdout(&out));
     let pid = env.conductor_pid().expect("conductor pid");
     mozart_tests::signal(pid, "KILL");
@@ -539,15 +539,15 @@ fn cancelling_a_job_paused_across_a_restart_cancels_its_slurm_jobs() {
         (!mozart_tests::alive(pid)).then_some(())
     });
     env.start_conductor();
-    wait_status(&env, &job, 60.0, |d| d["status"] == "paused");
+    wait_status(&env, job, 60.0, |d| d["status"] == "paused");
     assert_eq!(squeue(&format!("mozart-{job}-")).len(), 2, "still queued");
-    let text = stdout(&env.mozart(&["status", &job]));
+    let text = stdout(&env.mozart(&["status", job]));
     assert!(
         text.contains("Slurm: 2 jobs submitted before the conductor restarted (")
             && text.contains(&format!("`mozart resume {job}` collects their results")),
         "status says the paused job's sheets still have Slurm jobs: {text}"
     );
-    let out = env.mozart(&["cancel", &job]);
+    let out = env.mozart(&["cancel", job]);
     assert!(out.status.success(), "mozart cancel: {}", stdout(&out));
     poll(
         &env,
