@@ -63,8 +63,9 @@ fn errors_list_every_failed_attempt_of_a_sheet_that_passed_in_the_end() {
         vec![(1, 1, "E900"), (1, 2, "E900"), (1, 3, "E900")],
         "{errors:#}"
     );
+    // Each was retried (and the sheet passed in the end): none was permanent.
     for e in errors["errors"].as_array().unwrap() {
-        assert_eq!(e["error_type"], "permanent", "{e:#}");
+        assert_eq!(e["error_type"], "transient", "{e:#}");
         let message = e["error_message"].as_str().unwrap();
         assert!(message.contains("done.txt"), "{message}");
         assert!(e["timestamp"].as_str().unwrap().starts_with("20"), "{e:#}");
@@ -81,6 +82,8 @@ fn errors_list_every_failed_attempt_of_a_sheet_that_passed_in_the_end() {
     // The table says the same; the filters still apply.
     let text = stdout(&env.mozart(&["errors", "lucky"]));
     assert!(text.contains("\nTotal: 3 errors\n"), "{text}");
+    assert!(!text.contains("permanent"), "{text}");
+    assert_eq!(text.matches(" transient ").count(), 3, "{text}");
     let only_sheet_2 = json_of(
         &env.mozart(&["errors", "lucky", "--json", "--sheet", "2"]),
         "errors --sheet 2",

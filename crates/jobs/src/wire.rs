@@ -258,7 +258,12 @@ pub fn fill_error_history(doc: &mut JobCheckpoint, failed: Vec<SheetAttemptError
                 (a.output.clone().filter(|o| !o.is_empty()), None)
             };
             let omitted = (i == 0 && sheet_errors.omitted > 0).then_some(sheet_errors.omitted);
-            error_record(a, stdout_tail, stderr_tail, omitted)
+            // Only the attempt the sheet gave up on was final: an earlier one was retried
+            // (and the sheet later passed, or failed again), so it is not called permanent.
+            let final_failure = i == last
+                && a.attempt_num >= sheet.attempt_count
+                && sheet.status == mozart_ipc::checkpoint::SheetStatus::Failed;
+            error_record(a, stdout_tail, stderr_tail, omitted, final_failure)
         });
         sheet.error_history = records.collect();
     }
@@ -349,6 +354,7 @@ fn error_record(
     stdout_tail: Option<String>,
     stderr_tail: Option<String>,
     omitted: Option<u64>,
+    final_failure: bool,
 ) -> CheckpointErrorRecord {
     let code = a
         .error_code
@@ -360,7 +366,9 @@ fn error_record(
     ) {
         "transient" => ErrorType::Transient,
         "rate_limit" => ErrorType::RateLimit,
-        _ => ErrorType::Permanent,
+        _ if final_failure => ErrorType::Permanent,
+        // Retried: what a transient error is (upstream's three types have no other word).
+        _ => ErrorType::Transient,
     };
     let mut context = serde_json::Map::new();
     context.insert("exit_code".into(), serde_json::json!(a.exit_code));
@@ -462,6 +470,7 @@ mod tests {
         let mut doc: JobCheckpoint = JobCheckpoint::new("j", "j", 2);
         let mut failed = SheetCheckpoint::new(1);
         failed.attempt_count = 3;
+        failed.status = mozart_ipc::checkpoint::SheetStatus::Failed;
         failed.error_message = Some("third".into());
         failed.stdout_tail = Some("out".into());
         failed.stderr_tail = Some("err".into());
