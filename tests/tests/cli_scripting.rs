@@ -411,6 +411,28 @@ fn exit_within(env: &TestEnv, mut child: Child, secs: u64, what: &str) -> (i32, 
     }
 }
 
+/// `status --watch` shows the last frame when the job ends, not up to an interval later:
+/// with `--interval 300` a job that ends after a second's work is reported within the
+/// minute this test allows (the watch asks the conductor to answer at the job's end).
+#[test]
+fn status_watch_shows_the_end_when_it_happens_not_at_the_next_interval() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    submit_now(
+        &env,
+        &env.write_score("prompt", &long_score("prompt", 2, 1.0)),
+    );
+    wait_status(&env, "prompt", 30.0, |d| d["status"] == "running");
+    let child = spawn(&env, &["status", "prompt", "--watch", "-i", "300"]);
+    let (code, text) = exit_within(&env, child, 60, "watch of a job that ends");
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("| Refreshing every 300s |")
+            && text.ends_with("Score completed - exiting watch mode\n"),
+        "{text}"
+    );
+}
+
 #[test]
 fn status_watch_exits_with_the_jobs_outcome() {
     let env = TestEnv::new();

@@ -568,6 +568,15 @@ fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
     } else {
         println!("Watching score {id} (Ctrl+C to stop)\n");
     }
+    // Between refreshes the conductor is asked to answer when the job ends or pauses
+    // (`job.watch`), so the last frame comes when that happens, not up to an interval later.
+    // Not from a workspace's state file, and not again right after such an answer that was
+    // no outcome (a job whose hooks still run): that refresh waits out the interval.
+    let socket = (args.workspace.is_none())
+        .then(|| conductor_client::paths(globals, None).ok())
+        .flatten()
+        .map(|p| p.socket);
+    let mut woken = false;
     loop {
         let params = status_params(id, args.workspace.as_deref(), args.sheet_query());
         let outcome = job_call(globals, methods::JOB_STATUS, params, args.output);
@@ -617,9 +626,15 @@ fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
         if let Some(code) = finished {
             return Ok(code);
         }
+        let interval = Duration::from_secs(args.interval);
+        let watched = socket.as_deref().filter(|_| !std::mem::take(&mut woken));
         let stopped = runtime.block_on(async {
             tokio::select! {
-                _ = tokio::time::sleep(Duration::from_secs(args.interval)) => false,
+                _ = tokio::time::sleep(interval) => false,
+                () = settles(watched, id, interval) => {
+                    woken = true;
+                    false
+                }
                 _ = interrupt.recv() => true,
             }
         });
@@ -632,6 +647,40 @@ fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
             return Ok(0);
         }
     }
+}
+
+/// Returns once the conductor at `socket` says job `id` ended or paused within `within`
+/// (`job.watch`, `until_done`); never otherwise (no socket, the watch timed out, the call
+/// failed: an older conductor, one that stopped), so the interval's timer decides.
+async fn settles(socket: Option<&Path>, id: &str, within: Duration) {
+    let deadline = tokio::time::Instant::now() + within;
+    if let Some(Ok(mut client)) = match socket {
+        Some(socket) => Some(mozart_ipc::Client::connect(socket).await),
+        None => None,
+    } {
+        // One watch answers within 5 s at most (the conductor's cap): ask again until the
+        // interval is over.
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let params = mozart_ipc::types::JobWatchParams {
+                job_id: id.to_string(),
+                timeout_ms: u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
+                until_done: true,
+            };
+            let answer = client
+                .call::<_, mozart_ipc::types::JobWatchResult>(methods::JOB_WATCH, &params)
+                .await;
+            match answer {
+                Ok(seen) if !seen.timed_out => return,
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+    }
+    std::future::pending::<()>().await;
 }
 
 /// Render one frame; the exit code once the job has an outcome — the codes of `mozart
