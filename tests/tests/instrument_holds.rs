@@ -450,3 +450,43 @@ fn a_rate_limit_in_one_jobs_shell_sheet_holds_that_job_only_even_across_a_restar
     assert_eq!(doc["sheets"]["1"]["attempt_count"], 1, "{doc:#}");
     assert_eq!(called(), 2);
 }
+
+/// A limit that resets in 1 minute waits the 5-minute minimum: `status` said "waiting 5m,
+/// as the API said", though the CLI had said 1 minute. It now says both, truly.
+#[test]
+fn a_reset_shorter_than_the_minimum_wait_says_what_the_api_said_and_what_is_waited() {
+    let env = TestEnv::new();
+    let path = env.bin.join("soon-cli");
+    std::fs::write(
+        &path,
+        "#!/bin/sh\necho 'Error: usage limit reached, resets in 1 min' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = env.home.join("instruments");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("soon.yaml"),
+        format!(
+            "name: soon\ndisplay_name: \"Soon CLI\"\nkind: cli\ndefault_timeout_seconds: 30\ncli:\n  command:\n    executable: {}\n    prompt_flag: \"-p\"\n  output:\n    format: json\n    result_path: result\n  errors:\n    rate_limit_patterns: [\"usage limit\"]\n",
+            path.display()
+        ),
+    )
+    .unwrap();
+    env.start_conductor();
+    let yaml = "name: soon-job\nworkspace: ./soon-ws\ninstrument: soon\n\
+                sheet:\n  size: 1\n  total_items: 1\nprompt:\n  template: \"do it\"\n";
+    let score = env.write_score("soon-job", yaml);
+    env.mozart(&["run", score.to_str().unwrap()]);
+    let doc = wait_for(&env, "soon-job", 30, |d| {
+        d["sheets"]["1"]["rate_limit"].is_object()
+    });
+    let text = stdout(&env.mozart(&["status", "soon-job"]));
+    let both = format!("{doc:#}\n{text}");
+    assert!(
+        text.contains("the API said 1m; waiting the 5m minimum"),
+        "{both}"
+    );
+    assert!(!both.contains("as the API said"), "{both}");
+    env.mozart(&["cancel", "soon-job"]);
+}

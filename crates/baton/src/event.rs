@@ -15,6 +15,10 @@ pub enum FailureKind {
     RateLimited {
         /// Parsed reset time, if the output gave one.
         reset_after: Option<Duration>,
+        /// What the output said, when a minimum made `reset_after` longer than it (a
+        /// reset "in 1 minute" waits 5); `None` when `reset_after` is what it said.
+        #[serde(default)]
+        said_after: Option<Duration>,
     },
     /// Network blips, 5xx and other retriable errors.
     Transient,

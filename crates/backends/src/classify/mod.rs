@@ -38,6 +38,10 @@ pub struct RateLimitInfo {
     /// conductor probes on its own schedule instead (docs/differences.md).
     #[serde(default)]
     pub stated: bool,
+    /// What the API or the CLI said, seconds, when a minimum made the wait longer (a
+    /// reset "in 1 minute" waits the 5-minute minimum); `None` when the wait is what it said.
+    #[serde(default)]
+    pub said_seconds: Option<f64>,
 }
 
 /// One classified error (upstream `ClassifiedError`).
@@ -58,6 +62,9 @@ pub struct ClassifiedError {
     /// The suggested wait is what the API or the CLI said, not a default.
     #[serde(default)]
     pub wait_stated: bool,
+    /// What the API or the CLI said, seconds, when a minimum made the suggested wait longer.
+    #[serde(default)]
+    pub said_wait_seconds: Option<f64>,
 }
 
 impl ClassifiedError {
@@ -76,6 +83,7 @@ impl ClassifiedError {
             suggested_wait_seconds: wait,
             reset_at_epoch: None,
             wait_stated: false,
+            said_wait_seconds: None,
         }
     }
 
@@ -285,6 +293,9 @@ fn rate_limit_from_text(combined: &str, forced: bool) -> Option<ClassifiedError>
         );
         err.reset_at_epoch = reset.map(|r| r.reset_at_epoch);
         err.wait_stated = reset.is_some();
+        err.said_wait_seconds = reset
+            .filter(|r| r.said_seconds < r.wait_seconds)
+            .map(|r| r.said_seconds);
         return Some(err);
     }
     if limited {
@@ -1308,6 +1319,7 @@ fn finish(collected: Vec<(ClassifiedError, ClassificationMethod)>) -> Classifica
     });
     let rate_limit = err.is_rate_limit().then(|| RateLimitInfo {
         stated: err.wait_stated,
+        said_seconds: err.said_wait_seconds,
         reset_at_epoch: err.reset_at_epoch,
         wait_seconds: err
             .suggested_wait_seconds

@@ -29,6 +29,9 @@ pub struct ResetTime {
     pub reset_at_epoch: f64,
     /// Seconds to wait from now.
     pub wait_seconds: f64,
+    /// Seconds from now to the reset the text named, before [`MIN_WAIT_SECONDS`] and the
+    /// longest wait applied (so a message can say what the API said and what is waited).
+    pub said_seconds: f64,
 }
 
 fn re(pattern: &str) -> Regex {
@@ -68,10 +71,12 @@ pub fn parse_reset_time_at(text: &str, now: &Zoned) -> Option<ResetTime> {
     } else {
         MAX_WAIT_SECONDS
     };
-    let wait_seconds = (target_epoch - now_epoch).clamp(MIN_WAIT_SECONDS, max);
+    let said_seconds = (target_epoch - now_epoch).max(0.0);
+    let wait_seconds = said_seconds.clamp(MIN_WAIT_SECONDS, max);
     Some(ResetTime {
         reset_at_epoch: now_epoch + wait_seconds,
         wait_seconds,
+        said_seconds,
     })
 }
 

@@ -428,16 +428,20 @@ impl BatonCore {
         now: Millis,
         out: &mut Vec<Effect>,
     ) {
-        let (stated, said) = match &r.failure {
+        let (stated, said_after, said) = match &r.failure {
             Some(Failure {
-                kind: FailureKind::RateLimited { reset_after },
+                kind:
+                    FailureKind::RateLimited {
+                        reset_after,
+                        said_after,
+                    },
                 message,
                 ..
-            }) => (*reset_after, message.clone()),
-            _ => (None, String::new()),
+            }) => (*reset_after, *said_after, message.clone()),
+            _ => (None, None, String::new()),
         };
         let scope = self.wait_scope(ji, ii);
-        let (wait, how) = self.rate_limit_wait(scope, stated, now);
+        let (wait, how) = self.rate_limit_wait(scope, stated, said_after, now);
         let instrument = self.instruments[ii].name.clone();
         let reason = if said.is_empty() {
             how
@@ -716,6 +720,7 @@ impl BatonCore {
         &mut self,
         scope: WaitScope,
         stated: Option<Duration>,
+        said_after: Option<Duration>,
         now: Millis,
     ) -> (Duration, String) {
         let limit = self.rate_wait_mut(scope);
@@ -730,11 +735,23 @@ impl BatonCore {
                 .unwrap_or(Duration::from_secs(60))
         };
         let words = crate::time::words;
+        // What the API said: shorter than `d` when a minimum lengthened the wait.
+        let said = |d: Duration| said_after.filter(|s| *s < d).unwrap_or(d);
         match stated {
-            Some(d) if n == 1 || step(n - 2) <= d => (
-                d,
-                format!("waiting {}, as the API said; no retry spent", words(d)),
-            ),
+            Some(d) if n == 1 || step(n - 2) <= d => match said_after.filter(|s| *s < d) {
+                Some(s) => (
+                    d,
+                    format!(
+                        "the API said {}; waiting the {} minimum; no retry spent",
+                        words(s),
+                        words(d)
+                    ),
+                ),
+                None => (
+                    d,
+                    format!("waiting {}, as the API said; no retry spent", words(d)),
+                ),
+            },
             Some(d) => {
                 let probe = step(n - 2);
                 (
@@ -743,7 +760,7 @@ impl BatonCore {
                         "rate limited {n} times in a row: waiting {} (the API said {}); no \
                          retry spent",
                         words(probe),
-                        words(d)
+                        words(said(d))
                     ),
                 )
             }

@@ -189,13 +189,15 @@ fn failure_kind(
     let kind = match c.category {
         // Only a wait the API or the CLI named is passed on; otherwise the baton probes on
         // its own short schedule (the classifier's per-kind default was up to an hour).
-        ErrorCategory::RateLimit => FailureKind::RateLimited {
-            reset_after: c
-                .rate_limit
-                .as_ref()
-                .filter(|r| r.stated)
-                .map(|r| Duration::from_secs_f64(r.wait_seconds.max(0.0))),
-        },
+        ErrorCategory::RateLimit => {
+            let stated = c.rate_limit.as_ref().filter(|r| r.stated);
+            FailureKind::RateLimited {
+                reset_after: stated.map(|r| Duration::from_secs_f64(r.wait_seconds.max(0.0))),
+                said_after: stated
+                    .and_then(|r| r.said_seconds)
+                    .map(|s| Duration::from_secs_f64(s.max(0.0))),
+            }
+        }
         ErrorCategory::Timeout => FailureKind::Timeout,
         ErrorCategory::Auth => FailureKind::Auth,
         ErrorCategory::Signal => FailureKind::Crash,

@@ -1056,7 +1056,10 @@ impl Review<'_> {
             Outcome::RateLimited(wait, message) => {
                 // Tempo, not failure: the sheet waits, then the reviewer is asked again
                 // (the saved output spares the worker).
-                let kind = FailureKind::RateLimited { reset_after: wait };
+                let kind = FailureKind::RateLimited {
+                    reset_after: wait,
+                    said_after: None,
+                };
                 fail(r, details, (kind, None), message);
                 return None;
             }
