@@ -639,3 +639,68 @@ fn recover_of_a_sheet_the_job_does_not_have_says_so() {
         "{text}"
     );
 }
+
+/// Two sheets, each waiting for `go` in its workspace, then writing `out-N.txt`.
+const GATED: &str = r#"name: gated
+workspace: ./gated-ws
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet: {size: 1, total_items: 2}
+prompt:
+  template: |
+    RUN: while [ ! -f "{{ workspace }}/go" ]; do sleep 0.1; done; echo ok > "{{ workspace }}/out-{{ sheet_num }}.txt"
+validations:
+  - type: file_exists
+    path: "{workspace}/out-{sheet_num}.txt"
+"#;
+
+/// A pending `modify --resume` whose new score no longer loads when it is applied (it was
+/// edited meanwhile) left the job paused with only a conductor log warning saying why; its
+/// `status` now says the modify was not applied, why, and what to do.
+#[test]
+fn a_pending_modify_that_cannot_apply_says_so_in_status() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let old = env.write_score("gated", GATED);
+    let new = env.write_score("gated-v2", GATED);
+    run(&env, &old, &[]);
+    wait_status(&env, "gated", 30.0, |d| {
+        sheet(d, 1)["status"] == "in_progress"
+    });
+    let out = env.mozart(&["modify", "gated", "-c", new.to_str().unwrap(), "--resume"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    wait_status(&env, "gated", 30.0, |d| d["status"] == "pausing");
+    // The new score breaks before the running sheet finishes.
+    std::fs::write(&new, "name: gated\nsheet: [\n").unwrap();
+    std::fs::write(env.work.join("gated-ws/go"), "").unwrap();
+    let doc = wait_status(&env, "gated", 30.0, |d| {
+        d.to_string().contains("modify --resume was not applied")
+    });
+    assert_eq!(doc["status"], "paused", "{doc:#}");
+    let error = doc["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("modify --resume was not applied") && error.contains("YAML"),
+        "{doc:#}"
+    );
+    let text = stdout(&env.mozart(&["status", "gated"]));
+    let line = text
+        .lines()
+        .find(|l| l.contains("modify --resume was not applied"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains(new.to_str().unwrap()), "{line}");
+    assert!(
+        line.contains("the job stays paused with its old score"),
+        "{line}"
+    );
+    assert!(
+        line.contains("'mozart modify gated -c ")
+            && line.contains("'mozart resume gated --no-reload'"),
+        "{line}"
+    );
+    // The way out it names works, and the note goes with the resume.
+    let out = env.mozart(&["resume", "gated", "--no-reload"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    env.wait_completed("gated");
+    let text = stdout(&env.mozart(&["status", "gated"]));
+    assert!(!text.contains("modify --resume was not applied"), "{text}");
+}

@@ -226,14 +226,35 @@ fn resume_when_settled(
             tokio::time::sleep(SETTLE_POLL).await;
         }
         let response = m
-            .resume(&ctx, &job_id, Some(config), workspace, false)
+            .resume(&ctx, &job_id, Some(config.clone()), workspace, false)
             .await;
         match response.status {
             JobResponseStatus::Accepted => {
                 tracing::info!(job_id, "pending modify applied: resumed with the new score")
             }
             _ => {
-                tracing::warn!(job_id, message = ?response.message, "pending modify could not resume the job")
+                tracing::warn!(job_id, message = ?response.message, "pending modify could not resume the job");
+                // The job stays as it was: its status says so (the conductor log is not
+                // where a user looks), until the job is resumed.
+                if let Ok(status @ (DaemonJobStatus::Paused | DaemonJobStatus::Failed)) =
+                    m.current_status(&job_id).await
+                {
+                    // On one line: `status` shows the note as one.
+                    let why = response
+                        .message
+                        .as_deref()
+                        .map(|w| w.split_whitespace().collect::<Vec<_>>().join(" "))
+                        .filter(|w| !w.is_empty())
+                        .unwrap_or_else(|| "the resume was refused".into());
+                    let note = format!(
+                        "modify --resume was not applied: the new score {config} could not be \
+                         used ({why}); the job stays {} with its old score. Fix the score and run \
+                         'mozart modify {job_id} -c {config} --resume' again, or 'mozart resume \
+                         {job_id} --no-reload' to go on with the score as it was submitted",
+                        status.as_str()
+                    );
+                    m.set_status(&job_id, status, Some(&note)).await;
+                }
             }
         }
     });
