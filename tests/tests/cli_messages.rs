@@ -213,3 +213,34 @@ fn an_untrusted_socket_hint_names_a_socket_in_the_actual_mozart_home() {
     assert!(text.contains(&want), "no {want:?} in:\n{text}");
     assert!(!text.contains("$HOME/.mozart"), "{text}");
 }
+
+/// A broken profile in the Mozart home: `instruments list` printed its warning twice (a raw
+/// `WARN mozart_backends::registry …` log line, then `Warning: …`) and `validate` only the
+/// raw log line, twice. Each now says it once, the same way.
+#[test]
+fn a_broken_instrument_profile_is_warned_about_once_by_list_and_validate() {
+    let env = TestEnv::new();
+    let dir = env.home.join("instruments");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("broken.yaml"), "name: broken\nkind: cli\n").unwrap();
+    let score = env.write_score(
+        "plain",
+        "name: plain\nworkspace: ./plain-ws\ninstrument: shell\nsheet: {size: 1, total_items: 1}\n\
+         prompt: {template: \"RUN: true\"}\n",
+    );
+    let runs = [
+        env.mozart(&["instruments", "list"]),
+        env.mozart(&["validate", score.to_str().unwrap()]),
+        env.mozart(&["validate", score.to_str().unwrap(), "--json"]),
+    ];
+    for out in &runs {
+        let err = stderr(out);
+        let lines: Vec<&str> = err.lines().filter(|l| l.contains("broken.yaml")).collect();
+        assert_eq!(lines.len(), 1, "{err}");
+        assert!(
+            lines[0].starts_with("Warning: invalid instrument profile ")
+                && lines[0].contains("Correct the profile"),
+            "{err}"
+        );
+    }
+}

@@ -106,10 +106,9 @@ impl InstrumentRegistry {
         for path in files {
             match Self::load_file(&path) {
                 Ok(profile) => self.register(profile, ProfileSource::File(path)),
-                Err(err) => {
-                    tracing::warn!(%err, "skipping instrument profile");
-                    self.warnings.push(err.to_string());
-                }
+                // Not logged here: the caller shows each warning once, in its own way (the
+                // CLI as `Warning: …`, the conductor in its log).
+                Err(err) => self.warnings.push(err.to_string()),
             }
         }
     }

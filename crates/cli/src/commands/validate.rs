@@ -118,6 +118,10 @@ fn missing_programs(score: &Score) -> Vec<Issue> {
     let Ok(registry) = mozart_backends::InstrumentRegistry::load(&home, project.as_deref()) else {
         return Vec::new();
     };
+    // A broken profile: one line, as `mozart instruments list` says it.
+    for warning in registry.warnings() {
+        eprintln!("Warning: {warning}");
+    }
     // The conductor reads the Mozart home's profiles, not the current directory's.
     let conductors = mozart_backends::InstrumentRegistry::load(&home, None).ok();
     instrument_names(&score.config)

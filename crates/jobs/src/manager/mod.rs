@@ -329,6 +329,9 @@ impl JobManager {
         let instruments = InstrumentRegistry::load(&ctx.paths.home, None).map_err(|e| {
             ConductorError::Recovery(format!("cannot load instrument profiles: {e}"))
         })?;
+        for warning in instruments.warnings() {
+            tracing::warn!(err = %warning, "skipping instrument profile");
+        }
         // Created now, while the conductor's start-up umask keeps it private.
         let inflight_dir = ctx.paths.home.join("inflight");
         if let Err(e) = std::fs::create_dir_all(&inflight_dir) {
