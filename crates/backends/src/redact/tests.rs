@@ -279,3 +279,18 @@ fn a_harmless_named_value_is_handed_back_without_a_copy() {
         "validations_passed=1 db_password=[REDACTED]"
     );
 }
+
+/// The lengths docs/security.md states: `sk-ant-`/`sk-proj-` from 4 characters after the
+/// prefix, GitHub tokens from 20 (a shorter `ghp_…` is kept, as the doc says).
+#[test]
+fn the_documented_minimum_lengths_hold() {
+    check(&[
+        ("sk-ant-abcd", "[REDACTED_ANTHROPIC_KEY]"),
+        ("sk-proj-abcd", "[REDACTED_OPENAI_KEY]"),
+        ("ghp_abcdefghijklmnopqrst", "[REDACTED_GITHUB_TOKEN]"),
+        ("ghr_abcdefghijklmnopqrst", "[REDACTED_GITHUB_TOKEN]"),
+        ("ghp_abcdefghijklmnopqrs", "ghp_abcdefghijklmnopqrs"),
+        ("hf_abcdefghijklmnopqrst", "[REDACTED_HF_TOKEN]"),
+        ("glpat-abcdefghijklmnop", "[REDACTED_GITLAB_TOKEN]"),
+    ]);
+}
