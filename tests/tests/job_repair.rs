@@ -704,3 +704,41 @@ fn a_pending_modify_that_cannot_apply_says_so_in_status() {
     let text = stdout(&env.mozart(&["status", "gated"]));
     assert!(!text.contains("modify --resume was not applied"), "{text}");
 }
+
+/// As above, for a job whose running sheet failed meanwhile: what failed it stays in front.
+#[test]
+fn a_pending_modify_that_cannot_apply_to_a_failed_job_keeps_its_failure() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    // The sheet writes nothing its validation wants, and is not retried.
+    let failing = GATED
+        .replace(
+            "echo ok > \"{{ workspace }}/out-{{ sheet_num }}.txt\"",
+            "true",
+        )
+        .replace(
+            "total_items: 2}",
+            "total_items: 2}\nretry: {max_retries: 0}",
+        );
+    assert_ne!(failing, GATED);
+    let old = env.write_score("gated", &failing);
+    let new = env.write_score("gated-v2", GATED);
+    run(&env, &old, &[]);
+    wait_status(&env, "gated", 30.0, |d| {
+        sheet(d, 1)["status"] == "in_progress"
+    });
+    let out = env.mozart(&["modify", "gated", "-c", new.to_str().unwrap(), "--resume"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    std::fs::write(&new, "name: gated\nsheet: [\n").unwrap();
+    std::fs::write(env.work.join("gated-ws/go"), "").unwrap();
+    let doc = wait_status(&env, "gated", 30.0, |d| {
+        d.to_string().contains("modify --resume was not applied")
+    });
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let error = doc["error"].as_str().unwrap_or_default();
+    assert!(error.starts_with("sheets ["), "{doc:#}");
+    assert!(
+        error.contains(" — then modify --resume was not applied") && error.contains("YAML"),
+        "{doc:#}"
+    );
+}

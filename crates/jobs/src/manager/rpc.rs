@@ -253,6 +253,16 @@ fn resume_when_settled(
                          {job_id} --no-reload' to go on with the score as it was submitted",
                         status.as_str()
                     );
+                    // A failed job keeps what failed it in front.
+                    let failed_with = (status == DaemonJobStatus::Failed)
+                        .then(|| super::lock(&m.shared.registry).get_job(&job_id))
+                        .and_then(|row| row.ok().flatten())
+                        .and_then(|row| row.error_message)
+                        .filter(|old| !old.is_empty());
+                    let note = match failed_with {
+                        Some(old) => format!("{old} — then {note}"),
+                        None => note,
+                    };
                     m.set_status(&job_id, status, Some(&note)).await;
                 }
             }
