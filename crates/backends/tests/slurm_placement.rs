@@ -134,7 +134,9 @@ async fn a_lost_follower_is_replaced_by_reattaching_not_resubmitting() {
 }
 
 /// A job that never leaves the queue does not hold its sheet forever when the placement
-/// bounds the wait (`queue_timeout_seconds`): the job is cancelled.
+/// bounds the wait (`queue_timeout_seconds`): the job is cancelled, and the attempt says it
+/// waited in the queue past that limit — not that it timed out, which would read as the
+/// sheet's own timeout (never begun).
 #[tokio::test]
 async fn a_job_stuck_in_the_queue_times_out_and_is_cancelled() {
     if !slurm_up() {
@@ -150,7 +152,13 @@ async fn a_job_stuck_in_the_queue_times_out_and_is_cancelled() {
     req.placement = Placement::from_spec(&spec).unwrap();
     req.remote = Some(journal.clone());
     let result = backend().execute(req).await;
-    assert!(result.timed_out, "{result:?}");
+    assert!(!result.success && !result.timed_out, "{result:?}");
+    assert!(
+        result.stderr.contains(
+            "longer than placement.queue_timeout_seconds (2s) and was cancelled before it started"
+        ),
+        "{result:?}"
+    );
     let id = journal.recorded().unwrap().remote_id;
     assert!(!squeue_has(&id), "job {id} still queued after the timeout");
 }
