@@ -971,17 +971,10 @@ pub fn resolve_program(program: &str, env: &ChildEnv) -> Option<PathBuf> {
 }
 
 fn resolve_program_on(program: &str, path: Option<std::ffi::OsString>) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
     if program.is_empty() || program.contains('/') {
         return None;
     }
-    std::env::split_paths(&path?)
-        .filter(|dir| !dir.as_os_str().is_empty())
-        .map(|dir| dir.join(program))
-        .find(|candidate| {
-            std::fs::metadata(candidate)
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+    which_on(program, path.as_deref())
 }
 
 #[cfg(test)]
