@@ -6,6 +6,7 @@
 pub mod commands;
 pub mod conductor_client;
 pub mod error;
+mod instrument_lookup;
 pub mod logging;
 pub mod output;
 pub mod render;

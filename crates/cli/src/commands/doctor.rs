@@ -5,8 +5,9 @@ use mozart_conductor::RunState;
 use mozart_config::plural;
 use serde_json::{json, Value};
 
-use super::instruments::{binary, load_registry, Lookup};
+use super::instruments::load_registry;
 use crate::conductor_client;
+use crate::instrument_lookup::{binary, Lookup};
 use crate::{CliError, Globals, OutputMode};
 
 /// The fixed safety warning upstream prints (no conductor-wide cost limit exists).

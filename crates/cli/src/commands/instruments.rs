@@ -4,13 +4,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mozart_backends::process::{run_process, which, ProcessSpec};
+use mozart_backends::process::{run_process, ProcessSpec};
 use mozart_backends::{
     HttpReadiness, InstrumentKind, InstrumentProfile, InstrumentRegistry, Progress,
 };
 use serde_json::{json, Value};
 
 use crate::error::Detailed;
+use crate::instrument_lookup::Lookup;
 use crate::output::print_json;
 use crate::{CliError, Globals, OutputMode};
 
@@ -79,107 +80,6 @@ pub(crate) fn load_registry() -> Result<InstrumentRegistry, CliError> {
         eprintln!("Warning: {warning}");
     }
     Ok(registry)
-}
-
-/// Binary found on PATH (CLI instruments only).
-pub(crate) fn binary(profile: &InstrumentProfile) -> Option<PathBuf> {
-    profile
-        .cli
-        .as_ref()
-        .and_then(|cli| which(&cli.command.executable))
-}
-
-/// Where instruments are looked for: in the running conductor's environment — they run with
-/// it, and a conductor started by systemd or from another shell has another `PATH` and other
-/// variables than this shell — read from `/proc/<pid>/environ` (readable for the user who runs
-/// it); else in this shell's.
-pub(crate) struct Lookup {
-    /// The running conductor's environment (name, value), when it runs and can be read.
-    conductor: Option<Environ>,
-}
-
-/// A process's environment as `/proc/<pid>/environ` holds it: (name, value) bytes.
-type Environ = Vec<(Vec<u8>, Vec<u8>)>;
-
-impl Lookup {
-    /// The environment of the conductor running as `pid` (this shell's when it cannot be
-    /// read: another user's conductor, no `/proc`).
-    pub(crate) fn conductor(pid: Option<u32>) -> Lookup {
-        let read = |pid: u32| {
-            let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-            let vars = environ
-                .split(|b| *b == 0)
-                .filter_map(|e| {
-                    let at = e.iter().position(|b| *b == b'=')?;
-                    Some((e[..at].to_vec(), e[at + 1..].to_vec()))
-                })
-                .collect();
-            Some(vars)
-        };
-        Lookup {
-            // An environment without PATH (unreadable in full, or a conductor started with
-            // none) says nothing about where programs are: this shell's is all there is.
-            conductor: pid
-                .and_then(read)
-                .filter(|vars: &Environ| vars.iter().any(|(k, _)| k == b"PATH")),
-        }
-    }
-
-    /// The running conductor's, when running (as `globals` find it).
-    pub(crate) fn of(globals: &Globals) -> Lookup {
-        let pid = crate::conductor_client::paths(globals, None)
-            .ok()
-            .and_then(|paths| {
-                crate::conductor_client::conductor_state(&paths, OutputMode::Human).ok()
-            })
-            .and_then(|state| match state {
-                mozart_conductor::RunState::Running { pid } => pid,
-                mozart_conductor::RunState::Stopped { .. } => None,
-            });
-        Lookup::conductor(pid)
-    }
-
-    /// Whether this is the running conductor's environment.
-    pub(crate) fn is_conductor(&self) -> bool {
-        self.conductor.is_some()
-    }
-
-    fn var(&self, name: &str) -> Option<&[u8]> {
-        self.conductor.as_ref().and_then(|vars| {
-            vars.iter()
-                .find(|(k, _)| k == name.as_bytes())
-                .map(|(_, v)| v.as_slice())
-        })
-    }
-
-    /// A CLI instrument's program, found where the instruments run.
-    pub(crate) fn binary(&self, profile: &InstrumentProfile) -> Option<PathBuf> {
-        use std::os::unix::ffi::OsStrExt;
-        if self.conductor.is_none() {
-            return binary(profile);
-        }
-        let program = profile.cli.as_ref()?.command.executable.as_str();
-        let path = self.var("PATH").map(std::ffi::OsStr::from_bytes);
-        mozart_backends::process::which_on(program, path)
-    }
-
-    /// An HTTP instrument's readiness in words, saying whose environment lacks its key.
-    pub(crate) fn describe(&self, readiness: &HttpReadiness) -> String {
-        match readiness {
-            HttpReadiness::MissingKey(var) if self.is_conductor() => {
-                format!("{var} is not set in the running conductor's environment")
-            }
-            other => other.describe(),
-        }
-    }
-
-    /// Whether `name` is set (not empty) where the instruments run.
-    pub(crate) fn is_set(&self, name: &str) -> bool {
-        match &self.conductor {
-            Some(_) => self.var(name).is_some_and(|v| !v.is_empty()),
-            None => std::env::var_os(name).is_some_and(|v| !v.is_empty()),
-        }
-    }
 }
 
 fn list(registry: &InstrumentRegistry, lookup: &Lookup, mode: OutputMode) {
@@ -456,7 +356,7 @@ fn print_check(
                     Err(why) => println!("  Version:       ({why})"),
                 }
             }
-            None => match binary(profile).filter(|_| lookup.is_conductor()) {
+            None => match lookup.only_in_this_shell(profile) {
                 Some(here) => println!(
                     "  Binary:        {} ✗ not on the running conductor's PATH (this shell \
                      finds {}: add {} to the conductor's PATH and restart it)",

@@ -165,7 +165,7 @@ fn missing_programs(score: &Score) -> Vec<Issue> {
                 )
             } else {
                 let cli = profile.cli.as_ref()?;
-                if super::instruments::binary(profile).is_some() {
+                if crate::instrument_lookup::binary(profile).is_some() {
                     return None;
                 }
                 format!(
