@@ -543,3 +543,53 @@ fn an_instrument_only_in_the_current_directorys_profiles_is_a_warning() {
     );
     assert!(text.contains("instruments/local-agent.yaml"), "{text}");
 }
+
+/// V213 looks through an `instruments:` alias as the conductor does (score.md §3.5 step 5):
+/// the profile an alias plays is the one that must be found, where an alias used to pass
+/// unchecked (and an alias named after a profile was checked as that profile). A fallback is
+/// looked up by its own name (aliases are not followed), so a fallback naming an alias fails.
+#[test]
+fn v213_looks_through_instrument_aliases_as_the_conductor_does() {
+    let env = TestEnv::new();
+    let venue = env.work.join(".mozart/instruments");
+    std::fs::create_dir_all(&venue).expect("venue dir");
+    std::fs::write(
+        venue.join("local-agent.yaml"),
+        "name: local-agent\ndisplay_name: Local agent\nkind: cli\ncli:\n  command: {executable: sh}\n",
+    )
+    .expect("write profile");
+    let profiles = env.home.join("instruments");
+    std::fs::create_dir_all(&profiles).expect("profiles dir");
+    std::fs::write(
+        profiles.join("ghost.yaml"),
+        "name: ghost\ndisplay_name: Ghost\nkind: cli\ncli:\n  command: {executable: mozart-no-such-program-alias}\n",
+    )
+    .expect("write profile");
+    let path = env.write_score(
+        "aliases.yaml",
+        "name: aliases\nworkspace: ./ws\ninstrument: shell\n\
+         instruments:\n  shell: {profile: ghost}\n  fast: {profile: local-agent}\n  quick: {profile: no-such-profile}\n\
+         instrument_fallbacks: [fast]\n\
+         movements:\n  2: {instrument: fast}\n\
+         sheet: {size: 1, total_items: 3, per_sheet_instruments: {3: quick}}\n\
+         prompt: {template: hi}\nvalidations: [{type: command_succeeds, command: \"true\"}]\n",
+    );
+    let out = env.mozart(&["validate", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    for expected in [
+        "[V213] Instrument 'ghost' (through alias 'shell') runs `mozart-no-such-program-alias`",
+        "mozart instruments check ghost",
+        "[V213] Instrument 'local-agent' (through alias 'fast') is defined only in ./.mozart/instruments/",
+        "[V213] Instrument alias 'quick' plays 'no-such-profile', which is not a known instrument",
+        "[V213] Fallback instrument 'fast' is an instruments: alias",
+        "Name the profile itself in the fallback list: 'local-agent'",
+    ] {
+        assert!(text.contains(expected), "{expected}\n{text}");
+    }
+    assert_eq!(text.matches("[V213]").count(), 4, "{text}");
+    assert!(
+        !text.contains("[V210]") && !text.contains("[V211]"),
+        "{text}"
+    );
+}

@@ -84,34 +84,116 @@ fn add_builtin_instruments(env: &mut CheckEnv) {
     }
 }
 
-/// Every instrument name the score can play: score-level, movements, per-sheet choices,
-/// aliases and fallbacks.
-fn instrument_names(c: &mozart_config::JobConfig) -> Vec<String> {
-    let top = c
-        .instrument
-        .clone()
-        .unwrap_or_else(|| c.backend.kind.as_str().to_string());
-    let mut names: Vec<String> = std::iter::once(top)
-        .chain(c.instrument_fallbacks.iter().cloned())
+/// One instrument a score plays, as the conductor looks it up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Played<'a> {
+    /// The profile the conductor plays.
+    profile: &'a str,
+    /// The name the score writes: the profile's, or an `instruments:` alias of it.
+    named: &'a str,
+}
+
+impl Played<'_> {
+    /// The instrument as a message names it: the profile, and the alias the score wrote.
+    fn label(&self) -> String {
+        if self.named == self.profile {
+            format!("'{}'", self.profile)
+        } else {
+            format!("'{}' (through alias '{}')", self.profile, self.named)
+        }
+    }
+}
+
+/// Every instrument the score plays, once per profile: score-level, movements, per-sheet
+/// choices and the reviewer, through an `instruments:` alias as each sheet's instrument is
+/// chosen (score.md §3.5 step 5, one level); then every fallback as written, since the
+/// conductor looks fallbacks up by profile name without following aliases (execution.md §2).
+fn played(c: &mozart_config::JobConfig) -> Vec<Played<'_>> {
+    let top = c.instrument.as_deref().unwrap_or(c.backend.kind.as_str());
+    let chosen = std::iter::once(top)
+        .chain(c.movements.values().filter_map(|m| m.instrument.as_deref()))
+        .chain(c.sheet.per_sheet_instruments.values().map(String::as_str))
+        .chain(c.sheet.instrument_map.keys().map(String::as_str))
+        .chain(c.review.as_ref().and_then(|r| r.instrument.as_deref()))
+        .map(|named| Played {
+            profile: c
+                .instruments
+                .get(named)
+                .map_or(named, |def| def.profile.as_str()),
+            named,
+        });
+    let fallbacks = c
+        .instrument_fallbacks
+        .iter()
         .chain(
             c.movements
                 .values()
-                .flat_map(|m| m.instrument.iter().chain(m.instrument_fallbacks.iter()))
-                .cloned(),
+                .flat_map(|m| m.instrument_fallbacks.iter()),
         )
-        .chain(c.sheet.per_sheet_instruments.values().cloned())
-        .chain(c.sheet.instrument_map.keys().cloned())
-        .collect();
-    names.sort();
-    names.dedup();
-    names
+        .chain(c.sheet.per_sheet_fallbacks.values().flatten())
+        .map(|named| Played {
+            profile: named,
+            named,
+        });
+    let mut played: Vec<Played<'_>> = chosen.chain(fallbacks).collect();
+    // The profile's own name first: an alias is named only when nothing else plays it.
+    played.sort_by_key(|p| (p.profile, p.named != p.profile, p.named));
+    played.dedup_by_key(|p| p.profile);
+    played
+}
+
+/// A V213 warning.
+fn v213(message: String, suggestion: String) -> Issue {
+    Issue {
+        check_id: "V213",
+        severity: Severity::Warning,
+        message,
+        line: None,
+        column: None,
+        context: None,
+        suggestion: Some(suggestion),
+        auto_fixable: false,
+        metadata: Vec::new(),
+    }
+}
+
+/// V213 for an instrument no profile plays: an alias whose `profile` is unknown (V210 takes
+/// an alias for known and does not look at its profile, score.md §3.5), or a fallback naming
+/// an alias (the conductor does not follow it). Other unknown names are V210's and V211's.
+fn unknown(c: &mozart_config::JobConfig, p: &Played<'_>, home: &Path) -> Option<Issue> {
+    if p.named != p.profile {
+        return Some(v213(
+            format!(
+                "Instrument alias '{}' plays '{}', which is not a known instrument: each of its sheets would fail with 'unknown instrument'",
+                p.named, p.profile
+            ),
+            format!(
+                "Set instruments.{}.profile to an instrument 'mozart instruments list' shows, or add a profile '{}' to {}",
+                p.named,
+                p.profile,
+                home.join("instruments").display()
+            ),
+        ));
+    }
+    let def = c.instruments.get(p.named)?;
+    Some(v213(
+        format!(
+            "Fallback instrument '{}' is an instruments: alias, which the conductor does not follow for a fallback: falling back to it would fail with 'unknown instrument'",
+            p.named
+        ),
+        format!(
+            "Name the profile itself in the fallback list: '{}'",
+            def.profile
+        ),
+    ))
 }
 
 /// V213 (ours): an instrument the score plays cannot run from here — a command-line program
 /// that is not on this PATH, or an HTTP instrument `mozart doctor` would not mark ready (an
-/// API this build cannot call, its key variable unset, its local server down) — so each of
-/// its sheets would fail. A warning, not an error: the score may be meant for another
-/// machine, and the conductor uses the environment it was started with.
+/// API this build cannot call, its key variable unset, its local server down) — or the
+/// conductor will not find it at all, so each of its sheets would fail. A warning, not an
+/// error: the score may be meant for another machine, and the conductor uses the
+/// environment it was started with.
 fn missing_programs(score: &Score) -> Vec<Issue> {
     let project = std::env::current_dir().ok();
     let home = mozart_ipc::paths::mozart_home().unwrap_or_else(|_| PathBuf::from(".mozart"));
@@ -124,31 +206,29 @@ fn missing_programs(score: &Score) -> Vec<Issue> {
     }
     // The conductor reads the Mozart home's profiles, not the current directory's.
     let conductors = mozart_backends::InstrumentRegistry::load(&home, None).ok();
-    instrument_names(&score.config)
+    let c = &score.config;
+    played(c)
         .iter()
-        .filter_map(|name| {
-            let profile = registry.get(name)?;
+        .filter_map(|p| {
+            let Some(profile) = registry.get(p.profile) else {
+                return unknown(c, p, &home);
+            };
+            let name = p.profile;
+            let label = p.label();
             if conductors.as_ref().is_some_and(|c| c.get(name).is_none()) {
                 let file = match registry.source(name) {
                     Some(mozart_backends::ProfileSource::File(path)) => path.display().to_string(),
                     _ => String::from("./.mozart/instruments/"),
                 };
-                return Some(Issue {
-                    check_id: "V213",
-                    severity: Severity::Warning,
-                    message: format!(
-                        "Instrument '{name}' is defined only in ./.mozart/instruments/ ({file}), which the conductor does not read: each of its sheets would fail with 'unknown instrument'"
+                return Some(v213(
+                    format!(
+                        "Instrument {label} is defined only in ./.mozart/instruments/ ({file}), which the conductor does not read: each of its sheets would fail with 'unknown instrument'"
                     ),
-                    line: None,
-                    column: None,
-                    context: None,
-                    suggestion: Some(format!(
+                    format!(
                         "Move the profile to {}, then run 'mozart restart' so the conductor reads it",
                         home.join("instruments").display()
-                    )),
-                    auto_fixable: false,
-                    metadata: Vec::new(),
-                });
+                    ),
+                ));
             }
             let message = if profile.kind == mozart_backends::InstrumentKind::Http {
                 let ready = mozart_backends::http_readiness(
@@ -160,7 +240,7 @@ fn missing_programs(score: &Score) -> Vec<Issue> {
                     return None;
                 }
                 format!(
-                    "Instrument '{name}' cannot run from here ({}): each of its sheets would fail",
+                    "Instrument {label} cannot run from here ({}): each of its sheets would fail",
                     ready.describe()
                 )
             } else {
@@ -169,23 +249,16 @@ fn missing_programs(score: &Score) -> Vec<Issue> {
                     return None;
                 }
                 format!(
-                    "Instrument '{name}' runs `{}`, which is not on this PATH: each of its sheets would fail to start",
+                    "Instrument {label} runs `{}`, which is not on this PATH: each of its sheets would fail to start",
                     cli.command.executable
                 )
             };
-            Some(Issue {
-                check_id: "V213",
-                severity: Severity::Warning,
+            Some(v213(
                 message,
-                line: None,
-                column: None,
-                context: None,
-                suggestion: Some(format!(
+                format!(
                     "Check with 'mozart instruments check {name}' and fix what it names (the conductor uses the PATH and environment it was started with), or try the score with 'instrument: shell'"
-                )),
-                auto_fixable: false,
-                metadata: Vec::new(),
-            })
+                ),
+            ))
         })
         .collect()
 }
