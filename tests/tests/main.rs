@@ -27,6 +27,7 @@ mod e2e_flow;
 mod e2e_json_state;
 mod e2e_skip;
 mod errors_cost_e2e;
+mod errors_runs;
 mod examples;
 mod injection_files;
 mod instrument_holds;

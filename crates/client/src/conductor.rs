@@ -204,12 +204,26 @@ impl Conductor {
         detail(id, value)
     }
 
-    /// `job.errors`: the job's state, as `job.status` gives it.
-    pub async fn errors(&self, id: &str) -> Result<JobDetail, OpError> {
+    /// `job.errors`: the job's state, as `job.status` gives it, with the errors of its
+    /// current run (of every run with `all_runs`), and which runs those are.
+    pub async fn errors(
+        &self,
+        id: &str,
+        all_runs: bool,
+    ) -> Result<(JobDetail, Option<mozart_ipc::status::ErrorRuns>), OpError> {
+        let params = mozart_ipc::types::ErrorsParams {
+            job_id: id.to_string(),
+            workspace: None,
+            all_runs,
+        };
         let value = self
-            .job_call(methods::JOB_ERRORS, id, json!({"job_id": id}))
+            .job_call(methods::JOB_ERRORS, id, json!(params))
             .await?;
-        detail(id, value.get("state").cloned().unwrap_or(Value::Null))
+        let runs = value
+            .get("runs")
+            .and_then(|r| serde_json::from_value(r.clone()).ok());
+        let state = detail(id, value.get("state").cloned().unwrap_or(Value::Null))?;
+        Ok((state, runs))
     }
 
     /// `job.pause`, with `mozart pause`'s E501/E502 messages.

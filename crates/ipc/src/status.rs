@@ -400,7 +400,8 @@ impl JobStatusResult {
                 .is_some_and(|n| n >= 1)
             && obj.get("sheets").is_some_and(serde_json::Value::is_object);
         if has_shape {
-            if let Ok(cp) = serde_json::from_value::<JobCheckpoint>(value.clone()) {
+            // Read through a reference: the document (every sheet of the job) is not copied.
+            if let Ok(cp) = JobCheckpoint::deserialize(&value) {
                 if cp.check().is_ok() {
                     return Some(JobStatusResult::Checkpoint(Box::new(cp)));
                 }
@@ -425,6 +426,9 @@ impl<'de> Deserialize<'de> for JobStatusResult {
 pub struct ErrorsResult {
     /// What `job.status` returns for the job.
     pub state: JobStatusResult,
+    /// Ours: which of the job's runs the errors in `state` come from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs: Option<ErrorRuns>,
 }
 
 /// `job.diagnose` result (§8.10).
@@ -434,6 +438,28 @@ pub struct DiagnoseResult {
     pub state: JobStatusResult,
     /// The job's workspace.
     pub workspace: Option<String>,
+    /// Ours: which of the job's runs the errors in `state` come from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs: Option<ErrorRuns>,
+}
+
+/// Ours: which runs of a job `job.errors` / `job.diagnose` list the errors of. A job's
+/// first submission starts its run 1, each fresh start (`--fresh`, or a completed job whose
+/// score changed) the next; a resume continues its run. The errors listed are the current
+/// run's unless `all_runs` was asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorRuns {
+    /// The job's current run: 1 for its first, one more for each fresh start.
+    pub run: u32,
+    /// When the current run started (epoch seconds); null for a run 1.
+    #[serde(default)]
+    pub started_at: Option<f64>,
+    /// The errors listed are every run's (`all_runs`), not only the current run's.
+    #[serde(default)]
+    pub all_runs: bool,
+    /// Failed attempts of earlier runs that are not listed (0 with `all_runs`).
+    #[serde(default)]
+    pub earlier_errors_not_shown: u64,
 }
 
 /// `job.recover` result (§8.12): the job's state, and (ours) what the conductor's own

@@ -180,7 +180,8 @@ impl RejectionReason {
     }
 }
 
-/// Params naming one job (`job.status`, `job.errors`, `job.diagnose`, `job.pause`, `job.cancel`).
+/// Params naming one job (`job.status`, `job.pause`, `job.cancel`; `job.errors` and
+/// `job.diagnose` take [`ErrorsParams`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobIdParams {
     /// The job ID.
@@ -188,6 +189,30 @@ pub struct JobIdParams {
     /// Overrides the stored workspace where the method honours it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
+}
+
+/// `job.errors` / `job.diagnose` params: [`JobIdParams`] and (ours) `all_runs`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ErrorsParams {
+    /// The job ID.
+    pub job_id: String,
+    /// Overrides the stored workspace where the method honours it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+    /// List the errors of every run of the job, not only of its current run (the one the
+    /// latest fresh start began).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all_runs: bool,
+}
+
+impl From<JobIdParams> for ErrorsParams {
+    fn from(p: JobIdParams) -> Self {
+        ErrorsParams {
+            job_id: p.job_id,
+            workspace: p.workspace,
+            all_runs: false,
+        }
+    }
 }
 
 /// `job.watch` params (ours).

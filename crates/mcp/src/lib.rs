@@ -132,6 +132,17 @@ pub struct JobArgs {
     pub job_id: String,
 }
 
+/// Arguments of `errors`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ErrorsArgs {
+    /// The job (score) ID, as `list` shows it.
+    pub job_id: String,
+    /// Also list the errors of the job's earlier runs (before its latest fresh start);
+    /// by default only the current run's are listed.
+    #[serde(default)]
+    pub all_runs: bool,
+}
+
 /// Arguments of `status`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct StatusArgs {
@@ -431,13 +442,13 @@ impl MozartMcp {
     }
 
     #[tool(
-        description = "Every recorded error of a job: sheet, attempt, E-code, type, message and what to do about it."
+        description = "Every recorded error of a job's current run (all_runs: of every run, earlier ones before a fresh start included): sheet, attempt, E-code, type, message and what to do about it."
     )]
     async fn errors(
         &self,
-        Parameters(args): Parameters<JobArgs>,
+        Parameters(args): Parameters<ErrorsArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let detail = match self.conductor.errors(&args.job_id).await {
+        let (detail, runs) = match self.conductor.errors(&args.job_id, args.all_runs).await {
             Ok(d) => d,
             Err(e) => return Ok(op_error(&e)),
         };
@@ -445,11 +456,17 @@ impl MozartMcp {
             .checkpoint()
             .map(view::attempt_rows)
             .unwrap_or_default();
-        Ok(text_result(json_text(&json!({
+        let mut doc = json!({
             "job_id": args.job_id,
             "error_count": rows.len(),
             "errors": rows,
-        }))))
+        });
+        if let Some(runs) = runs {
+            doc["run"] = runs.run.into();
+            doc["all_runs"] = runs.all_runs.into();
+            doc["earlier_runs_errors_not_shown"] = runs.earlier_errors_not_shown.into();
+        }
+        Ok(text_result(json_text(&doc)))
     }
 
     #[tool(

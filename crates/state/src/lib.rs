@@ -28,7 +28,7 @@ pub use error::{damaged_registry_fix, StateError};
 pub use migrate::SCHEMA_VERSION;
 pub use registry::{
     AttemptRecord, DaemonJobStatus, DeleteFilter, HookResultRecord, JobRecord, JobScore,
-    OrphanRecovery, RateLimitRecord, Registry, SheetAttemptErrors, StoredSheetFacts,
+    OrphanRecovery, RateLimitRecord, Registry, RunRecord, SheetAttemptErrors, StoredSheetFacts,
 };
 pub use snapshot::ConfigSnapshot;
 pub use time::{epoch_now, Timestamp};

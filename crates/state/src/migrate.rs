@@ -49,10 +49,16 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../migrations/0005_job_rate_limits.sql"),
         code: None,
     },
+    Migration {
+        version: 6,
+        name: "0006_job_runs",
+        sql: include_str!("../migrations/0006_job_runs.sql"),
+        code: None,
+    },
 ];
 
 /// Highest schema version this build knows.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// The `status` CHECK constraints of `jobs` and `sheets` as an `IN (…)` list, and the same
 /// test as a chain of comparisons.

@@ -432,7 +432,7 @@ fn attempt_errors_lists_each_sheets_failed_attempts_newest_kept() {
     reg.record_attempt(&attempt("e", 3, 1, false)).unwrap();
     reg.record_attempt(&attempt("other", 1, 1, true)).unwrap();
 
-    let sheets = reg.attempt_errors("e", 4).unwrap();
+    let sheets = reg.attempt_errors("e", 4, 0).unwrap();
     let summary: Vec<(u32, Vec<u32>, u64)> = sheets
         .iter()
         .map(|s| {
@@ -451,7 +451,84 @@ fn attempt_errors_lists_each_sheets_failed_attempts_newest_kept() {
         "the end of the output is kept"
     );
     assert!(newest.prompt.is_none());
-    assert!(reg.attempt_errors("none", 50).unwrap().is_empty());
+    assert!(reg.attempt_errors("none", 50, 0).unwrap().is_empty());
+}
+
+/// A fresh start begins the job's next run: its views of errors read the attempts
+/// recorded since, and count the earlier runs' failed ones; another job's attempts never
+/// move the boundary, and a job that never started another run is in run 1 with them all.
+#[test]
+fn a_fresh_run_reads_its_own_attempts_and_counts_the_earlier_runs_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    let mut ended = job("r");
+    ended.status = DaemonJobStatus::Completed;
+    reg.create_job(&ended).unwrap();
+    reg.create_job(&job("other")).unwrap();
+    let failed = |job: &str, sheet: u32, n: u32| AttemptRecord {
+        job_id: job.into(),
+        sheet_num: sheet,
+        attempt_num: n,
+        mode: "normal".into(),
+        outcome: "failed".into(),
+        error_code: Some("E009".into()),
+        error_message: Some(format!("{job} sheet {sheet} attempt {n} failed")),
+        executed_at: 1_709_210_096.0,
+        ..Default::default()
+    };
+    reg.record_attempt(&failed("r", 1, 1)).unwrap();
+    reg.record_attempt(&failed("r", 1, 2)).unwrap();
+    assert_eq!(
+        reg.current_run("r").unwrap(),
+        mozart_state::RunRecord::FIRST
+    );
+    let run = reg.start_run("r").unwrap();
+    assert_eq!(run.run, 2);
+    assert_eq!(reg.current_run("r").unwrap(), run);
+    assert_eq!(reg.earlier_runs_errors("r", &run).unwrap(), 2);
+    assert!(reg
+        .attempt_errors("r", 10, run.after_attempt)
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        reg.recent_attempt_errors("r", 10, run.after_attempt)
+            .unwrap()
+            .1,
+        0
+    );
+    assert!(reg
+        .last_attempts("r", run.after_attempt)
+        .unwrap()
+        .is_empty());
+    // Another job's attempt comes between: still not this run's.
+    reg.record_attempt(&failed("other", 1, 1)).unwrap();
+    reg.record_attempt(&failed("r", 2, 1)).unwrap();
+    let listed = reg.attempt_errors("r", 10, run.after_attempt).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].sheet_num, 2);
+    assert_eq!(reg.attempt_errors("r", 10, 0).unwrap().len(), 2, "all runs");
+    let (recent, total) = reg
+        .recent_attempt_errors("r", 10, run.after_attempt)
+        .unwrap();
+    assert_eq!((recent.len(), total), (1, 1));
+    assert_eq!(reg.last_attempts("r", run.after_attempt).unwrap().len(), 1);
+    // The next fresh start: run 3, the run-2 error now an earlier one too.
+    let third = reg.start_run("r").unwrap();
+    assert_eq!(third.run, 3);
+    assert_eq!(reg.earlier_runs_errors("r", &third).unwrap(), 3);
+    assert_eq!(reg.current_run("other").unwrap().run, 1);
+    // The run goes with its job.
+    let gone = reg
+        .delete_jobs(&DeleteFilter {
+            job_ids: Some(vec!["r".into()]),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(gone, 1);
+    assert_eq!(
+        reg.current_run("r").unwrap(),
+        mozart_state::RunRecord::FIRST
+    );
 }
 
 #[test]
@@ -1173,12 +1250,12 @@ fn recent_attempt_errors_come_from_the_failed_attempts_index() {
         })
         .unwrap();
     }
-    let (newest, total) = reg.recent_attempt_errors("r", 2).unwrap();
+    let (newest, total) = reg.recent_attempt_errors("r", 2, 0).unwrap();
     assert_eq!(total, 3);
     let sheets: Vec<u32> = newest.iter().map(|a| a.sheet_num).collect();
     assert_eq!(sheets, [30, 20]);
     assert_eq!(
-        reg.recent_attempt_errors("none", 2).unwrap(),
+        reg.recent_attempt_errors("none", 2, 0).unwrap(),
         (Vec::new(), 0)
     );
     drop(reg);

@@ -46,6 +46,10 @@ pub struct Args {
     /// records none for past runs and says so: `mozart top` shows them live).
     #[arg(long = "resources")]
     pub resources: bool,
+    /// Also list the errors of the score's earlier runs (before its latest `run --fresh`);
+    /// by default only the current run's are shown.
+    #[arg(long = "all-runs")]
+    pub all_runs: bool,
 }
 
 /// Run `mozart diagnose`.
@@ -57,6 +61,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         methods::JOB_DIAGNOSE,
         id,
         args.workspace.as_deref(),
+        args.all_runs,
         args.output,
         &StateLookup {
             not_found_hints: &[
@@ -68,7 +73,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         },
     )?;
     let now = epoch_now();
-    let report = diagnose::report(
+    let mut report = diagnose::report(
         &fetched.state,
         fetched.workspace.as_deref(),
         now,
@@ -77,6 +82,9 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             resources: args.resources,
         },
     );
+    if let Some(runs) = &fetched.runs {
+        super::errors::add_runs_json(&mut report, runs);
+    }
     if args.output.is_json() {
         print_json(&report);
     } else {
@@ -391,6 +399,14 @@ fn errors_section(out: &mut Vec<String>, job: &JobCheckpoint, report: &Value, st
             ),
             Color::Dim,
         ));
+    }
+    if let Some(note) = super::errors::runs_of_json(report)
+        .and_then(|runs| super::errors::earlier_runs_note(&job.job_id, "diagnose", &runs))
+    {
+        if errors.is_empty() {
+            out.push(String::new());
+        }
+        out.push(style.paint(&note, Color::Dim));
     }
 }
 

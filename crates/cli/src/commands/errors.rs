@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 
 use mozart_ipc::checkpoint::{HookResult, JobCheckpoint};
 use mozart_ipc::methods;
-use mozart_ipc::status::{DiagnoseResult, JobStatusResult};
+use mozart_ipc::status::{DiagnoseResult, ErrorRuns, JobStatusResult};
 use mozart_ipc::time::Timestamp;
+use mozart_ipc::types::ErrorsParams;
 use serde_json::Value;
 
 use super::status::{
@@ -18,7 +19,7 @@ use super::status::{
 use crate::output::{boxed, console_width, print_json};
 use crate::render::status_json::normalize_error_code;
 use crate::render::table::{self, Cell};
-use crate::render::time::{format_clock, format_timestamp};
+use crate::render::time::{format_clock, format_epoch_minute, format_timestamp};
 use crate::render::{Color, Style};
 use crate::{CliError, Globals, OutputMode};
 use mozart_client::diagnose::{collect_errors, errors_json, ErrorEntry, ErrorFilter};
@@ -56,6 +57,10 @@ pub struct Args {
     /// Show full stdout/stderr tails for each error.
     #[arg(short = 'V', long = "verbose")]
     pub verbose: bool,
+    /// Also list the errors of the score's earlier runs (before its latest `run --fresh`);
+    /// by default only the current run's are shown.
+    #[arg(long = "all-runs")]
+    pub all_runs: bool,
     /// Workspace directory to search for score state (debug override).
     #[arg(short = 'w', long = "workspace", hide = true)]
     pub workspace: Option<PathBuf>,
@@ -75,6 +80,7 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
         methods::JOB_ERRORS,
         id,
         args.workspace.as_deref(),
+        args.all_runs,
         args.output,
         &StateLookup {
             not_found_hints: &["Run 'mozart list' to see available scores."],
@@ -100,6 +106,9 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
         if !hook_failures.is_empty() {
             doc["hook_failures"] = serde_json::to_value(&hook_failures).unwrap_or_default();
         }
+        if let Some(runs) = &fetched.runs {
+            add_runs_json(&mut doc, runs);
+        }
         print_json(&doc);
     } else {
         let style = Style::for_stdout();
@@ -116,6 +125,13 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
         }
         if !hook_failures.is_empty() {
             print!("{}", render_hook_failures(id, &hook_failures, &style));
+        }
+        if let Some(note) = fetched
+            .runs
+            .as_ref()
+            .and_then(|runs| earlier_runs_note(id, "errors", runs))
+        {
+            println!("{}", style.paint(&note, Color::Dim));
         }
         let workspace = fetched.workspace.as_deref().or(fetched
             .state
@@ -150,6 +166,53 @@ pub(crate) struct FetchedState {
     pub state: JobCheckpoint,
     /// Its workspace directory.
     pub workspace: Option<PathBuf>,
+    /// Which of the job's runs its errors come from (the conductor's answer only).
+    pub runs: Option<ErrorRuns>,
+}
+
+/// The line saying that errors of earlier runs are not listed, and how to see them: `None`
+/// when every run's are, or the earlier runs had none. `command` is `errors` or
+/// `diagnose`.
+pub(crate) fn earlier_runs_note(id: &str, command: &str, runs: &ErrorRuns) -> Option<String> {
+    if runs.all_runs || runs.earlier_errors_not_shown == 0 {
+        return None;
+    }
+    let since = runs
+        .started_at
+        .map(|t| format!(", started afresh {} UTC", format_epoch_minute(Some(t))))
+        .unwrap_or_default();
+    let earlier = runs.earlier_errors_not_shown;
+    Some(format!(
+        "Only this run's errors are shown (run {}{since}); {} of earlier runs {} not: mozart {command} {id} --all-runs lists them",
+        runs.run,
+        mozart_config::plural(earlier, "error", "errors"),
+        if earlier == 1 { "is" } else { "are" },
+    ))
+}
+
+/// `run`, `run_started_at`, `all_runs` and `earlier_runs_errors_not_shown` of a `--json`
+/// document.
+pub(crate) fn add_runs_json(doc: &mut Value, runs: &ErrorRuns) {
+    doc["run"] = runs.run.into();
+    doc["run_started_at"] = runs.started_at.into();
+    doc["all_runs"] = runs.all_runs.into();
+    doc["earlier_runs_errors_not_shown"] = runs.earlier_errors_not_shown.into();
+}
+
+/// What [`add_runs_json`] put in a document, read back.
+pub(crate) fn runs_of_json(doc: &Value) -> Option<ErrorRuns> {
+    Some(ErrorRuns {
+        run: u32::try_from(doc.get("run")?.as_u64()?).ok()?,
+        started_at: doc.get("run_started_at").and_then(Value::as_f64),
+        all_runs: doc
+            .get("all_runs")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        earlier_errors_not_shown: doc
+            .get("earlier_runs_errors_not_shown")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
+    })
 }
 
 /// How a command reacts when the state cannot be found.
@@ -168,6 +231,7 @@ pub(crate) fn fetch_checkpoint(
     method: &str,
     id: &str,
     workspace: Option<&Path>,
+    all_runs: bool,
     mode: OutputMode,
     lookup: &StateLookup<'_>,
 ) -> Result<FetchedState, CliError> {
@@ -179,7 +243,11 @@ pub(crate) fn fetch_checkpoint(
         )
     };
     // `job.errors` answers `{"state"}`, `job.diagnose` adds `workspace` (§8.9–§8.10).
-    let result: DiagnoseResult = match job_call(globals, method, job_params(id, workspace), mode) {
+    let params = ErrorsParams {
+        all_runs,
+        ..ErrorsParams::from(job_params(id, workspace))
+    };
+    let result: DiagnoseResult = match job_call(globals, method, params, mode) {
         Ok(result) => result,
         Err(JobCallError::Job(_)) => {
             return match workspace {
@@ -218,6 +286,7 @@ pub(crate) fn fetch_checkpoint(
     Ok(FetchedState {
         state: *state,
         workspace: answered_ws.or_else(|| workspace.map(absolute)),
+        runs: result.runs,
     })
 }
 
@@ -234,6 +303,7 @@ fn from_workspace(id: &str, dir: &Path, mode: OutputMode) -> Result<FetchedState
         Ok(Some(state)) => Ok(FetchedState {
             state,
             workspace: Some(absolute(dir)),
+            runs: None,
         }),
         Ok(None) => Err(failed(
             format!("Score not found: {id}"),

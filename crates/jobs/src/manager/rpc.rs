@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use mozart_ipc::status::{DiagnoseResult, ErrorsResult, HistoryResult, RecoverResult};
 use mozart_ipc::types::{
-    CancelResult, ClearParams, ClearResult, HistoryParams, JobIdParams, JobRequest, JobResponse,
-    JobResponseStatus, ModifyParams, PauseResult, RecoverParams, ResumeParams,
+    CancelResult, ClearParams, ClearResult, ErrorsParams, HistoryParams, JobIdParams, JobRequest,
+    JobResponse, JobResponseStatus, ModifyParams, PauseResult, RecoverParams, ResumeParams,
 };
 use mozart_ipc::{methods, parse_params, ErrorObjectOwned, RpcError, RpcModule};
 use serde_json::value::RawValue;
@@ -515,20 +515,26 @@ fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(),
         module,
         methods::JOB_ERRORS,
         mgr,
-        |m, _, p: JobIdParams| async move {
-            let state = with_error_history(&m, m.status(&p.job_id).await.map_err(job_error)?)?;
-            to_value(ErrorsResult { state })
+        |m, _, p: ErrorsParams| async move {
+            let state = m.status(&p.job_id).await.map_err(job_error)?;
+            let (state, runs) = with_error_history(&m, state, p.all_runs)?;
+            to_value(ErrorsResult { state, runs })
         },
     )?;
     job_method(
         module,
         methods::JOB_DIAGNOSE,
         mgr,
-        |m, _, p: JobIdParams| async move {
-            let state = with_error_history(&m, m.status(&p.job_id).await.map_err(job_error)?)?;
+        |m, _, p: ErrorsParams| async move {
+            let state = m.status(&p.job_id).await.map_err(job_error)?;
+            let (state, runs) = with_error_history(&m, state, p.all_runs)?;
             let state = with_timeline_facts(&m, state)?;
             let workspace = state.workspace().map(str::to_owned);
-            to_value(DiagnoseResult { state, workspace })
+            to_value(DiagnoseResult {
+                state,
+                workspace,
+                runs,
+            })
         },
     )?;
     job_method(
@@ -541,23 +547,54 @@ fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(),
 
 /// The job's state with every sheet's failed attempts in its `error_history`, read from
 /// the registry's attempt history (`job.errors`, `job.diagnose`): the checkpoint itself
-/// keeps only each sheet's last error.
+/// keeps only each sheet's last error. The current run's attempts only, unless `all_runs`:
+/// after a fresh start the sheets are another run's, and an earlier run's errors listed
+/// under them read as this run's; the answer says how many of those are left out.
 fn with_error_history(
     m: &JobManager,
     state: mozart_ipc::status::JobStatusResult,
-) -> Result<mozart_ipc::status::JobStatusResult, ErrorObjectOwned> {
+    all_runs: bool,
+) -> Result<
+    (
+        mozart_ipc::status::JobStatusResult,
+        Option<mozart_ipc::status::ErrorRuns>,
+    ),
+    ErrorObjectOwned,
+> {
     let mozart_ipc::status::JobStatusResult::Checkpoint(mut doc) = state else {
-        return Ok(state);
+        return Ok((state, None));
     };
-    let failed = lock(&m.shared.registry)
-        .attempt_errors(&doc.job_id, wire::ERRORS_PER_SHEET)
+    let registry = lock(&m.shared.registry);
+    let run = registry
+        .current_run(&doc.job_id)
         .map_err(|e| job_error(e.into()))?;
+    let (after_attempt, earlier) = if all_runs {
+        (0, 0)
+    } else {
+        let earlier = registry
+            .earlier_runs_errors(&doc.job_id, &run)
+            .map_err(|e| job_error(e.into()))?;
+        (run.after_attempt, earlier)
+    };
+    let failed = registry
+        .attempt_errors(&doc.job_id, wire::ERRORS_PER_SHEET, after_attempt)
+        .map_err(|e| job_error(e.into()))?;
+    drop(registry);
     wire::fill_error_history(&mut doc, failed);
-    Ok(mozart_ipc::status::JobStatusResult::Checkpoint(doc))
+    let runs = mozart_ipc::status::ErrorRuns {
+        run: run.run,
+        started_at: run.started_at,
+        all_runs,
+        earlier_errors_not_shown: earlier,
+    };
+    Ok((
+        mozart_ipc::status::JobStatusResult::Checkpoint(doc),
+        Some(runs),
+    ))
 }
 
 /// The job's state with each sheet's execution mode and outcome taken from its attempt
-/// history (`job.diagnose`'s timeline).
+/// history in the current run (`job.diagnose`'s timeline).
 fn with_timeline_facts(
     m: &JobManager,
     state: mozart_ipc::status::JobStatusResult,
@@ -565,9 +602,12 @@ fn with_timeline_facts(
     let mozart_ipc::status::JobStatusResult::Checkpoint(mut doc) = state else {
         return Ok(state);
     };
-    let last = lock(&m.shared.registry)
-        .last_attempts(&doc.job_id)
+    let registry = lock(&m.shared.registry);
+    let last = registry
+        .current_run(&doc.job_id)
+        .and_then(|run| registry.last_attempts(&doc.job_id, run.after_attempt))
         .map_err(|e| job_error(e.into()))?;
+    drop(registry);
     wire::fill_timeline_facts(&mut doc, last);
     Ok(mozart_ipc::status::JobStatusResult::Checkpoint(doc))
 }
@@ -595,11 +635,18 @@ async fn status(m: JobManager, _: Ctx, p: mozart_ipc::sheet_view::StatusParams) 
         .await
         .map_err(job_error)?;
     if let mozart_ipc::status::JobStatusResult::Checkpoint(doc) = &mut state {
-        // Recent Errors lists failed attempts, not only each sheet's last error.
-        let read = m
-            .shared
-            .read_registry()
-            .recent_attempt_errors(&doc.job_id, wire::RECENT_ATTEMPT_ERRORS);
+        // Recent Errors lists failed attempts, not only each sheet's last error: those of
+        // the current run (an earlier run's, before a fresh start, are `mozart errors
+        // --all-runs`'s).
+        let registry = m.shared.read_registry();
+        let read = registry.current_run(&doc.job_id).and_then(|run| {
+            registry.recent_attempt_errors(
+                &doc.job_id,
+                wire::RECENT_ATTEMPT_ERRORS,
+                run.after_attempt,
+            )
+        });
+        drop(registry);
         match read {
             // None failed: the document stays as it was (upstream-shaped).
             Ok((_, 0)) => {}

@@ -186,6 +186,9 @@ async fn pipeline(
         .is_some_and(|r| r.status == mozart_state::DaemonJobStatus::Completed);
     let (mut checkpoint, fresh_budget) =
         build_checkpoint(job_id, &config, &plan, previous.checkpoint.as_mut(), &req);
+    // A job started over begins its next run: `errors`, `diagnose` and `status` show this
+    // run's failed attempts, not those of the run before (its first run needs no mark).
+    let new_run = previous.fresh && previous.record.is_some();
     drop(previous);
     // Every sheet already done in an earlier run of this unchanged score: the job ends at
     // once, running nothing — said so, not "queued".
@@ -233,7 +236,7 @@ async fn pipeline(
         yaml: Some(score.text),
         snapshot,
     };
-    persist(mgr, job_id, &record, &job_score, &checkpoint)?;
+    persist(mgr, job_id, &record, &job_score, &checkpoint, new_run)?;
     drop(job_score);
     let from_checkpoint = req.resume_of.is_some();
     let sheet_logs = claim_sheet_logs(job_id, &workspace).await;
@@ -539,6 +542,8 @@ struct Previous {
     record: Option<JobRecord>,
     /// The previous checkpoint, when its progress is kept.
     checkpoint: Option<CheckpointState>,
+    /// The submission starts the job over (`--fresh`, or a completed job's score changed).
+    fresh: bool,
 }
 
 /// Carry over: previous progress is kept unless --fresh, or the score changed since a
@@ -586,7 +591,11 @@ fn carry_over(
             tracing::warn!(job_id, warning, "workspace.archive_failed");
         }
     }
-    Previous { record, checkpoint }
+    Previous {
+        record,
+        checkpoint,
+        fresh,
+    }
 }
 
 /// True when a completed job's score file changed after the run completed.
@@ -696,6 +705,7 @@ fn persist(
     record: &JobRecord,
     job_score: &JobScore,
     checkpoint: &CheckpointState,
+    new_run: bool,
 ) -> Step<()> {
     let registry = lock(&mgr.shared.registry);
     // SQLite can still commit on a full disk (it reuses its WAL file's space), and then the
@@ -719,6 +729,11 @@ fn persist(
             registry
                 .create_job_with_score(record, job_score)
                 .map_err(|e| Rejection(format!("Cannot record the job in the registry: {e}")))?;
+            if new_run {
+                registry
+                    .start_run(job_id)
+                    .map_err(|e| Rejection(format!("Cannot record the job's new run: {e}")))?;
+            }
             registry
                 .save_checkpoint(checkpoint)
                 .map_err(|e| Rejection(format!("Cannot save the job's checkpoint: {e}")))

@@ -7,8 +7,10 @@
 
 mod compact;
 mod records;
+mod runs;
 mod views;
 
+pub use runs::RunRecord;
 pub use views::StoredSheetFacts;
 
 use std::path::{Path, PathBuf};
@@ -1170,11 +1172,13 @@ impl Registry {
     /// Every sheet's failed attempts (those that recorded an error code or message), by
     /// sheet: at most the newest `per_sheet` of each, oldest first, with the count of older
     /// ones left out. What `job.errors` lists (the checkpoint keeps only each sheet's last
-    /// error). Sheets without a failed attempt are absent.
+    /// error). Sheets without a failed attempt are absent. Only the attempts with an id
+    /// above `after_attempt` count (a run's [`RunRecord::after_attempt`]; 0 for all).
     pub fn attempt_errors(
         &self,
         job_id: &str,
         per_sheet: usize,
+        after_attempt: i64,
     ) -> Result<Vec<SheetAttemptErrors>> {
         let ctx = format!("reading the failed attempts of job '{job_id}'");
         let mut stmt = self
@@ -1188,7 +1192,7 @@ impl Registry {
                    input_tokens, output_tokens, substr(output, -?3) AS output_tail, executed_at, \
                    ROW_NUMBER() OVER (PARTITION BY sheet_num ORDER BY id DESC) AS newest, \
                    COUNT(*) OVER (PARTITION BY sheet_num) AS total \
-                   FROM attempts WHERE job_id=?1 \
+                   FROM attempts WHERE job_id=?1 AND id>?4 \
                    AND (error_code IS NOT NULL OR error_message IS NOT NULL)) \
                  WHERE newest <= ?2 ORDER BY sheet_num, id",
             )
@@ -1196,7 +1200,7 @@ impl Registry {
         let per_sheet = i64::try_from(per_sheet).unwrap_or(i64::MAX);
         let tail = i64::try_from(ERROR_OUTPUT_TAIL_CHARS).unwrap_or(i64::MAX);
         let rows = stmt
-            .query_map(params![job_id, per_sheet, tail], |r| {
+            .query_map(params![job_id, per_sheet, tail, after_attempt], |r| {
                 let total: i64 = r.get(16)?;
                 Ok((
                     AttemptRecord {

@@ -158,10 +158,13 @@ impl Registry {
 
     /// The job's newest `limit` failed attempts (those that recorded an error), over all
     /// sheets, newest first, without their prompt and output; and how many it has in all.
+    /// Only the attempts with an id above `after_attempt` count (a run's
+    /// [`super::RunRecord::after_attempt`]; 0 for all).
     pub fn recent_attempt_errors(
         &self,
         job_id: &str,
         limit: usize,
+        after_attempt: i64,
     ) -> Result<(Vec<AttemptRecord>, u64)> {
         let ctx = format!("reading the recent failed attempts of job '{job_id}'");
         // Both read the partial index of failed attempts (schema 4): a job with none costs
@@ -170,10 +173,12 @@ impl Registry {
         let total: i64 = self
             .conn
             .prepare_cached(
-                "SELECT COUNT(*) FROM attempts WHERE job_id=?1 \
+                "SELECT COUNT(*) FROM attempts WHERE job_id=?1 AND id>?2 \
                  AND (error_code IS NOT NULL OR error_message IS NOT NULL)",
             )
-            .and_then(|mut stmt| stmt.query_row([job_id], |r| r.get(0)))
+            .and_then(|mut stmt| {
+                stmt.query_row(rusqlite::params![job_id, after_attempt], |r| r.get(0))
+            })
             .map_err(self.err(&ctx))?;
         if total == 0 {
             return Ok((Vec::new(), 0));
@@ -184,14 +189,14 @@ impl Registry {
                 "SELECT id, sheet_num, attempt_num, mode, outcome, instrument, error_code, \
                  error_category, error_message, exit_code, duration_seconds, cost_usd, \
                  input_tokens, output_tokens, executed_at \
-                 FROM attempts WHERE job_id=?1 \
+                 FROM attempts WHERE job_id=?1 AND id>?3 \
                  AND (error_code IS NOT NULL OR error_message IS NOT NULL) \
                  ORDER BY id DESC LIMIT ?2",
             )
             .map_err(self.err(&ctx))?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = stmt
-            .query_map(rusqlite::params![job_id, limit], |r| {
+            .query_map(rusqlite::params![job_id, limit, after_attempt], |r| {
                 Ok(AttemptRecord {
                     cost_usd: r.get(11)?,
                     input_tokens: r.get(12)?,
@@ -208,8 +213,14 @@ impl Registry {
     }
 
     /// Each sheet's last recorded attempt (without its prompt and output) and how many
-    /// attempts the sheet has recorded, by sheet number (`diagnose`'s timeline).
-    pub fn last_attempts(&self, job_id: &str) -> Result<Vec<(AttemptRecord, u64)>> {
+    /// attempts the sheet has recorded, by sheet number (`diagnose`'s timeline). Only the
+    /// attempts with an id above `after_attempt` count (a run's
+    /// [`super::RunRecord::after_attempt`]; 0 for all).
+    pub fn last_attempts(
+        &self,
+        job_id: &str,
+        after_attempt: i64,
+    ) -> Result<Vec<(AttemptRecord, u64)>> {
         let ctx = format!("reading the last attempts of job '{job_id}'");
         let mut stmt = self
             .conn
@@ -218,11 +229,11 @@ impl Registry {
                  error_category, error_message, exit_code, duration_seconds, executed_at, total \
                  FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY sheet_num ORDER BY id DESC) \
                  AS newest, COUNT(*) OVER (PARTITION BY sheet_num) AS total \
-                 FROM attempts WHERE job_id=?1) WHERE newest = 1 ORDER BY sheet_num",
+                 FROM attempts WHERE job_id=?1 AND id>?2) WHERE newest = 1 ORDER BY sheet_num",
             )
             .map_err(self.err(&ctx))?;
         let rows = stmt
-            .query_map(rusqlite::params![job_id], |r| {
+            .query_map(rusqlite::params![job_id, after_attempt], |r| {
                 let total: i64 = r.get(12)?;
                 Ok((
                     AttemptRecord {
