@@ -68,7 +68,7 @@ fn validate_exit_codes_messages_and_field_paths() {
             2,
             &["YAML syntax error:", "in \"bad-yaml.yaml\", line", "Check for indentation issues"],
         ),
-        ("binary.yaml", 2, &["Cannot read score file:"]),
+        ("binary.yaml", 2, &["Cannot read score file binary.yaml: it is not UTF-8 text"]),
         (
             "yes-no.yaml",
             0,

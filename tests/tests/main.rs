@@ -7,6 +7,7 @@ mod harness;
 mod support;
 
 mod attempt_ends;
+mod bad_input;
 mod cli_diag_e2e;
 mod cli_diag_no_conductor;
 mod cli_global_options;

@@ -41,10 +41,8 @@ pub enum LoadPurpose<'a> {
 pub fn load_failure(err: ConfigError, purpose: LoadPurpose<'_>, details: bool) -> Advice {
     const INDENTATION: &str = "Check for indentation issues or invalid YAML characters.";
     let (message, mut hints) = match (err, purpose) {
-        (ConfigError::Read { source, .. }, LoadPurpose::Validate) => (
-            format!("Cannot read score file: {source}"),
-            vec!["Check that the file exists and you have read permission.".to_string()],
-        ),
+        // Reading it again would fail the same way: no "Validate with" hint.
+        (ConfigError::Read { path, source }, _) => return read_failure(&path, &source),
         (ConfigError::Yaml { error, path }, _) => (
             format!("YAML syntax error: {}", error.render(&path)),
             vec![INDENTATION.to_string()],
@@ -76,6 +74,32 @@ pub fn load_failure(err: ConfigError, purpose: LoadPurpose<'_>, details: bool) -
         hints.push(format!("Validate with: mozart validate {file}"));
     }
     Advice { message, hints }
+}
+
+/// A score file that cannot be read, named, with what to do for the usual causes: a
+/// directory or a binary file given where the score goes, a missing or unreadable file.
+fn read_failure(path: &std::path::Path, source: &std::io::Error) -> Advice {
+    let shown = path.display();
+    let (why, hint) = if path.is_dir() {
+        (
+            "it is a directory".to_string(),
+            format!("Give the score's YAML file, not a directory (e.g. {shown}/score.yaml)."),
+        )
+    } else if source.kind() == std::io::ErrorKind::InvalidData {
+        (
+            format!("it is not UTF-8 text ({source})"),
+            "A score is a YAML text file: check that this is the file you meant.".to_string(),
+        )
+    } else {
+        (
+            source.to_string(),
+            "Check that the file exists and you have read permission.".to_string(),
+        )
+    };
+    Advice {
+        message: format!("Cannot read score file {shown}: {why}"),
+        hints: vec![hint],
+    }
 }
 
 /// The hints for a refused submission of score `file` as job `job_id` (cli.md §3.1 step 7),

@@ -1,0 +1,50 @@
+//! Black-box tests of what Mozart says about a user's mistakes: each message names the file,
+//! field or line and what to do, and `validate`, `run --dry-run` and `run` agree.
+
+use mozart_tests::{stdout, TestEnv};
+
+fn all_output(out: &std::process::Output) -> String {
+    format!("{}{}", stdout(out), String::from_utf8_lossy(&out.stderr))
+}
+
+#[test]
+fn a_directory_or_a_binary_file_given_as_the_score_is_named_with_what_to_do() {
+    let env = TestEnv::new();
+    std::fs::create_dir(env.work.join("scores.yaml")).unwrap();
+    std::fs::write(
+        env.work.join("tool.yaml"),
+        b"\x7fELF\x02\x01\x01\x00\xff\xfe\x00",
+    )
+    .unwrap();
+    let cases = [
+        (
+            "scores.yaml",
+            "Cannot read score file scores.yaml: it is a directory",
+            "not a directory (e.g. scores.yaml/score.yaml)",
+        ),
+        (
+            "tool.yaml",
+            "Cannot read score file tool.yaml: it is not UTF-8 text",
+            "A score is a YAML text file",
+        ),
+    ];
+    for (file, message, hint) in cases {
+        for (args, code) in [
+            (vec!["validate", file], 2),
+            (vec!["run", file, "--dry-run"], 1),
+        ] {
+            let out = env.mozart(&args);
+            let text = all_output(&out);
+            assert_eq!(out.status.code(), Some(code), "{args:?}: {text}");
+            assert!(
+                text.contains(message),
+                "{args:?}: no {message:?} in\n{text}"
+            );
+            assert!(text.contains(hint), "{args:?}: no {hint:?} in\n{text}");
+            assert!(
+                !text.contains("Check that the file exists"),
+                "{args:?}: the file exists:\n{text}"
+            );
+        }
+    }
+}
