@@ -48,3 +48,26 @@ fn a_directory_or_a_binary_file_given_as_the_score_is_named_with_what_to_do() {
         }
     }
 }
+
+#[test]
+fn run_suggests_the_field_a_typo_meant_as_validate_does() {
+    let env = TestEnv::new();
+    env.write_score(
+        "typo.yaml",
+        "name: typo\ninstrument: shell\nsheet: {size: 1, total_items: 1}\n\
+         prompt: {template: hi}\nretires: {max_retries: 1}\n",
+    );
+    for args in [
+        vec!["validate", "typo.yaml"],
+        vec!["run", "typo.yaml", "--dry-run"],
+    ] {
+        let out = env.mozart(&args);
+        let text = all_output(&out);
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {text}");
+        assert!(text.contains("in typo.yaml, line 5"), "{args:?}: {text}");
+        assert!(
+            text.contains("Unknown field 'retires' — did you mean 'retry'?"),
+            "{args:?}: no suggestion in\n{text}"
+        );
+    }
+}

@@ -2,7 +2,7 @@
 //! dashboard, the MCP server): score-loading errors and refused submissions, each a message
 //! with the hints that say what to do.
 
-use mozart_config::error::{schema_hints, schema_text};
+use mozart_config::error::{schema_hints, schema_text, unknown_field_hints};
 use mozart_config::ConfigError;
 use mozart_ipc::types::RejectionReason;
 
@@ -65,9 +65,10 @@ pub fn load_failure(err: ConfigError, purpose: LoadPurpose<'_>, details: bool) -
             ),
             schema_hints(&errors),
         ),
-        (ConfigError::Schema { path, errors }, LoadPurpose::Run { .. }) => {
-            (schema_text(&errors, path.as_deref(), details), Vec::new())
-        }
+        (ConfigError::Schema { path, errors }, LoadPurpose::Run { .. }) => (
+            schema_text(&errors, path.as_deref(), details),
+            unknown_field_hints(&errors),
+        ),
         (other, _) => (other.to_string(), Vec::new()),
     };
     if let LoadPurpose::Run { file } = purpose {

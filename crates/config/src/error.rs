@@ -172,6 +172,17 @@ pub fn schema_hints(errors: &[FieldError]) -> Vec<String> {
     hints
 }
 
+/// One "did you mean" line per unknown field of `errors` (none for other errors): what
+/// `mozart run` adds to the schema errors it prints, so a typo gets the same suggestion
+/// there as from `mozart validate`.
+pub fn unknown_field_hints(errors: &[FieldError]) -> Vec<String> {
+    errors
+        .iter()
+        .filter(|e| e.kind == "extra_forbidden")
+        .map(unknown_field_hint)
+        .collect()
+}
+
 /// "did you mean" for an unknown field: upstream's typo table first, then the closest valid
 /// field of its section.
 fn unknown_field_hint(e: &FieldError) -> String {
