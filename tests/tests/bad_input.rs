@@ -71,3 +71,38 @@ fn run_suggests_the_field_a_typo_meant_as_validate_does() {
         );
     }
 }
+
+#[test]
+fn unknown_fields_after_a_missing_field_are_listed_with_it() {
+    let env = TestEnv::new();
+    // `sheet.total_items` misspelt (so also missing), and a top-level typo after it.
+    env.write_score(
+        "typos.yaml",
+        "name: t\ninstrument: shell\nsheet:\n  size: 1\n  total_item: 2\n\
+         prompt:\n  template: x\nretires:\n  max_retries: 1\n",
+    );
+    let out = env.mozart(&["validate", "typos.yaml"]);
+    let text = all_output(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("3 errors in the score"), "{text}");
+    for needle in [
+        "sheet.total_item\n  Extra inputs are not permitted",
+        "sheet.total_items\n  Field required",
+        "retires\n  Extra inputs are not permitted",
+        "in typos.yaml, line 8",
+        "did you mean 'retry'?",
+    ] {
+        assert!(text.contains(needle), "no {needle:?} in\n{text}");
+    }
+
+    // Every required section that is absent is named at once, not one per run.
+    env.write_score("bare.yaml", "name: bare\n");
+    let out = env.mozart(&["validate", "bare.yaml"]);
+    let text = all_output(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("2 errors in the score\nsheet\n  Field required")
+            && text.contains("\nprompt\n  Field required"),
+        "{text}"
+    );
+}

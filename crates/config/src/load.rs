@@ -231,14 +231,26 @@ const MAX_UNKNOWN_FIELDS: usize = 50;
 /// at a time was told of one per run. Each error's entry is taken out of a copy of the tree
 /// and the score read again; the search ends at a second other error (it may come of taking
 /// the first one's entry out, e.g. a required field now missing) or where an entry cannot be
-/// found.
+/// found. A missing field has no entry: its section is taken out instead (serde finds a field
+/// missing once it has read every key of the section), so the unknown fields after it are
+/// still found; the section's own absence that follows is no error of the user's. The other
+/// required top-level fields that are absent too are listed with the first.
 fn every_unknown_field(root: &Node, first: FieldError) -> Vec<FieldError> {
-    let mut root = root.clone();
+    let mut probe = root.clone();
     let mut other_seen = first.kind != "extra_forbidden";
-    let mut last = first.loc.clone();
     let mut errors = vec![first];
-    while errors.len() < MAX_UNKNOWN_FIELDS && remove_at(&mut root, &last) {
-        let next = match from_node::<JobConfig>(&root, &[]) {
+    while errors.len() < MAX_UNKNOWN_FIELDS {
+        let Some(last) = errors.last() else { break };
+        let target = if last.kind == "missing" {
+            &last.loc[..last.loc.len().saturating_sub(1)]
+        } else {
+            &last.loc[..]
+        };
+        let target = target.to_vec();
+        if !remove_at(&mut probe, &target) {
+            break;
+        }
+        let next = match from_node::<JobConfig>(&probe, &[]) {
             Ok(_) => break,
             Err(next) => *next,
         };
@@ -248,11 +260,30 @@ fn every_unknown_field(root: &Node, first: FieldError) -> Vec<FieldError> {
             }
             other_seen = true;
         }
-        last = next.loc.clone();
         errors.push(next);
+    }
+    if let Some(missing) = errors
+        .iter()
+        .find(|e| e.kind == "missing" && e.loc.len() == 1)
+        .cloned()
+    {
+        for field in REQUIRED_TOP_LEVEL {
+            let absent = match &root.kind {
+                NodeKind::Map(entries) => !entries.iter().any(|(k, _)| is_key(k, field)),
+                _ => false,
+            };
+            if absent && !errors.iter().any(|e| e.loc == [field]) {
+                let mut error = missing.clone();
+                error.loc = vec![field.to_string()];
+                errors.push(error);
+            }
+        }
     }
     errors
 }
+
+/// The score's required top-level fields, in the model's order.
+const REQUIRED_TOP_LEVEL: [&str; 3] = ["name", "sheet", "prompt"];
 
 /// Remove the mapping entry at a pydantic location (`["sheet", "bogus"]`,
 /// `["validations", "0", "bogus"]`); false when the location names no such entry.
