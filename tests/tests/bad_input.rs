@@ -106,3 +106,22 @@ fn unknown_fields_after_a_missing_field_are_listed_with_it() {
         "{text}"
     );
 }
+
+#[test]
+fn a_list_where_a_section_goes_is_called_a_list() {
+    let env = TestEnv::new();
+    env.write_score(
+        "listed.yaml",
+        "name: t\ninstrument: shell\nsheet:\n  - size: 1\n  - total_items: 2\n\
+         prompt:\n  template: x\n",
+    );
+    let out = env.mozart(&["validate", "listed.yaml"]);
+    let text = all_output(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("sheet\n  Input should be a mapping (`key: value` lines), not a list"),
+        "{text}"
+    );
+    assert!(text.contains("in listed.yaml, line 4"), "{text}");
+    assert!(!text.contains("single value"), "{text}");
+}

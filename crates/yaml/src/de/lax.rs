@@ -307,8 +307,13 @@ impl Policy for Lax {
             Want::Map => LaxError::kind("dict_type", "Input should be a valid dictionary", node),
             Want::Struct => LaxError::kind(
                 "model_type",
-                // Not the model's type name (`PromptConfig`): the user wrote YAML.
-                "Input should be a mapping (`key: value` lines), not a single value",
+                // Not the model's type name (`PromptConfig`): the user wrote YAML. A list
+                // (`- size: 1` lines) is the usual slip, and it is no single value.
+                if matches!(node.kind, NodeKind::Seq(_)) {
+                    "Input should be a mapping (`key: value` lines), not a list (`- item` lines)"
+                } else {
+                    "Input should be a mapping (`key: value` lines), not a single value"
+                },
                 node,
             ),
             Want::Variant(variants) => {
