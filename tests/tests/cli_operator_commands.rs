@@ -300,6 +300,105 @@ fn doctor_and_instruments_check_look_where_the_conductor_runs_instruments() {
     );
 }
 
+/// `mozart validate` (V213) looks for an instrument's program and key where the running
+/// conductor will run it — its PATH and environment, as `doctor` does — not on the shell's
+/// PATH: a program only this shell finds is a warning naming the conductor's PATH and what to
+/// do; one only the conductor finds is no warning. With no conductor, the shell's PATH is
+/// what there is, and the warning says so.
+#[test]
+fn validate_looks_for_programs_where_the_conductor_runs_instruments() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let only_here = env.root().join("only-in-this-shell");
+    std::fs::create_dir_all(&only_here).unwrap();
+    let program = only_here.join("my-agent");
+    std::fs::write(&program, "#!/bin/sh\necho ok\n").unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(env.home.join("instruments")).unwrap();
+    std::fs::write(
+        env.home.join("instruments/my-agent.yaml"),
+        "name: my-agent\ndisplay_name: My agent\nkind: cli\ncli:\n  command:\n    executable: my-agent\n  output:\n    format: text\n",
+    )
+    .unwrap();
+    let agent = env.write_score(
+        "agent",
+        "name: agent\nworkspace: ./agent-ws\ninstrument: my-agent\nsheet: {size: 1, total_items: 1}\nprompt: {template: hi}\n",
+    );
+    let api = env.write_score(
+        "api",
+        "name: api\nworkspace: ./api-ws\ninstrument: anthropic_api\nsheet: {size: 1, total_items: 1}\nprompt: {template: hi}\n",
+    );
+    let with_program = |cmd: &mut std::process::Command| {
+        let base = cmd
+            .get_envs()
+            .find(|(k, _)| *k == "PATH")
+            .and_then(|(_, v)| v.map(std::ffi::OsStr::to_os_string))
+            .unwrap();
+        let mut dirs = vec![only_here.clone()];
+        dirs.extend(std::env::split_paths(&base));
+        cmd.env("PATH", std::env::join_paths(dirs).unwrap());
+    };
+    let validate = |score: &std::path::Path, program_here: bool| {
+        let mut cmd = env.command(&["validate", score.to_str().unwrap()]);
+        if program_here {
+            with_program(&mut cmd);
+        }
+        let out = cmd
+            .env("ANTHROPIC_API_KEY", "sk-ant-validate-test")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+        stdout(&out)
+    };
+
+    // No conductor: this shell's PATH, said as such.
+    assert!(!validate(&agent, true).contains("[V213]"));
+    let text = validate(&agent, false);
+    assert!(
+        text.contains("[V213] Instrument 'my-agent' runs `my-agent`, which is not on this shell's PATH (no conductor is running)"),
+        "{text}"
+    );
+
+    // A conductor started without that directory on its PATH, nor the API key.
+    let mut start = env.command(&["start"]);
+    start.env_remove("ANTHROPIC_API_KEY");
+    assert!(start.output().unwrap().status.success());
+    let text = validate(&agent, true);
+    assert!(
+        text.contains(&format!(
+            "[V213] Instrument 'my-agent' runs `my-agent`, which is on this shell's PATH ({}) but not on the running conductor's",
+            program.display()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "Add {} to the conductor's PATH and restart it",
+            only_here.display()
+        )),
+        "{text}"
+    );
+    let text = validate(&agent, false);
+    assert!(
+        text.contains("which is not on the running conductor's PATH"),
+        "{text}"
+    );
+    let text = validate(&api, false);
+    assert!(
+        text.contains("[V213] Instrument 'anthropic_api' cannot run from here (ANTHROPIC_API_KEY is not set in the running conductor's environment)"),
+        "{text}"
+    );
+
+    // Restarted with the program on its PATH: found, whatever this shell's PATH says.
+    assert!(env.mozart(&["stop"]).status.success());
+    let mut start = env.command(&["start"]);
+    with_program(&mut start);
+    assert!(start.output().unwrap().status.success());
+    let text = validate(&agent, false);
+    assert!(!text.contains("[V213]"), "{text}");
+    env.mozart(&["stop"]);
+}
+
 #[test]
 fn config_commands_edit_the_file_the_conductor_loads() {
     let env = TestEnv::new();

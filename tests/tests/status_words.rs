@@ -377,7 +377,7 @@ fn validate_warns_when_an_instruments_program_is_not_on_the_path() {
         Some(0),
         "a warning, not an error: {text}"
     );
-    assert!(text.contains("[V213] Instrument 'ghost' runs `mozart-no-such-program-h23`, which is not on this PATH"), "{text}");
+    assert!(text.contains("[V213] Instrument 'ghost' runs `mozart-no-such-program-h23`, which is not on this shell's PATH (no conductor is running)"), "{text}");
     assert!(text.contains("mozart instruments check ghost"), "{text}");
     assert!(
         text.contains("Validation: PASSED (with warnings)"),

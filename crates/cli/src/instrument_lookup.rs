@@ -64,6 +64,15 @@ impl Lookup {
         Lookup::conductor(pid)
     }
 
+    /// The running conductor's, found by its lock and PID file alone: no socket round trip,
+    /// for `mozart validate`, which must stay fast (docs/performance.md).
+    pub(crate) fn by_lock(globals: &Globals) -> Lookup {
+        let pid = crate::conductor_client::paths(globals, None)
+            .ok()
+            .and_then(|paths| running_pid(mozart_conductor::probe_instance(&paths)));
+        Lookup::conductor(pid)
+    }
+
     /// Whether this is the running conductor's environment.
     pub(crate) fn is_conductor(&self) -> bool {
         self.conductor.is_some()

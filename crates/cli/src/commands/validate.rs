@@ -8,6 +8,7 @@ use mozart_client::hints::LoadPurpose;
 use mozart_config::validate::{self as checks, CheckEnv, Issue, Severity};
 use mozart_config::{ConfigError, Score};
 
+use crate::instrument_lookup::Lookup;
 use crate::output::{boxed, console_width, write_py_json, PyJsonNode};
 use crate::{CliError, Globals, OutputMode};
 
@@ -188,13 +189,14 @@ fn unknown(c: &mozart_config::JobConfig, p: &Played<'_>, home: &Path) -> Option<
     ))
 }
 
-/// V213 (ours): an instrument the score plays cannot run from here — a command-line program
-/// that is not on this PATH, or an HTTP instrument `mozart doctor` would not mark ready (an
-/// API this build cannot call, its key variable unset, its local server down) — or the
-/// conductor will not find it at all, so each of its sheets would fail. A warning, not an
-/// error: the score may be meant for another machine, and the conductor uses the
-/// environment it was started with.
-fn missing_programs(score: &Score) -> Vec<Issue> {
+/// V213 (ours): an instrument the score plays cannot run — a command-line program that is
+/// not on the PATH it will run with, or an HTTP instrument `mozart doctor` would not mark
+/// ready (an API this build cannot call, its key variable unset, its local server down) —
+/// or the conductor will not find it at all, so each of its sheets would fail. Programs and
+/// keys are looked for where `lookup` says: the running conductor's environment (it runs
+/// the instruments with the PATH it was started with), else this shell's. A warning, not an
+/// error: the score may be meant for another machine.
+fn missing_programs(score: &Score, lookup: &Lookup) -> Vec<Issue> {
     let project = std::env::current_dir().ok();
     let home = mozart_ipc::paths::mozart_home().unwrap_or_else(|_| PathBuf::from(".mozart"));
     let Ok(registry) = mozart_backends::InstrumentRegistry::load(&home, project.as_deref()) else {
@@ -231,27 +233,45 @@ fn missing_programs(score: &Score) -> Vec<Issue> {
                 ));
             }
             let message = if profile.kind == mozart_backends::InstrumentKind::Http {
-                let ready = mozart_backends::http_readiness(
+                let ready = mozart_backends::http_readiness_in(
                     &registry,
                     profile,
                     std::time::Duration::from_millis(300),
+                    |var| lookup.is_set(var),
                 );
                 if ready.is_ready() {
                     return None;
                 }
-                format!(
-                    "Instrument {label} cannot run from here ({}): each of its sheets would fail",
-                    ready.describe()
-                )
+                let mut why = lookup.describe(&ready);
+                if matches!(ready, mozart_backends::HttpReadiness::MissingKey(_))
+                    && !lookup.is_conductor()
+                {
+                    why.push_str(" in this shell; no conductor is running");
+                }
+                format!("Instrument {label} cannot run from here ({why}): each of its sheets would fail")
             } else {
-                let cli = profile.cli.as_ref()?;
-                if crate::instrument_lookup::binary(profile).is_some() {
+                let program = &profile.cli.as_ref()?.command.executable;
+                if lookup.binary(profile).is_some() {
                     return None;
                 }
-                format!(
-                    "Instrument {label} runs `{}`, which is not on this PATH: each of its sheets would fail to start",
-                    cli.command.executable
-                )
+                if let Some(here) = lookup.only_in_this_shell(profile) {
+                    return Some(v213(
+                        format!(
+                            "Instrument {label} runs `{program}`, which is on this shell's PATH ({}) but not on the running conductor's: each of its sheets would fail to start",
+                            here.display()
+                        ),
+                        format!(
+                            "Add {} to the conductor's PATH and restart it (for systemd: the unit's Environment=PATH= line, see docs/conductor.md); 'mozart instruments check {name}' shows where it looks",
+                            here.parent().map_or_else(String::new, |d| d.display().to_string())
+                        ),
+                    ));
+                }
+                let whose = if lookup.is_conductor() {
+                    "the running conductor's PATH"
+                } else {
+                    "this shell's PATH (no conductor is running)"
+                };
+                format!("Instrument {label} runs `{program}`, which is not on {whose}: each of its sheets would fail to start")
             };
             Some(v213(
                 message,
@@ -292,7 +312,9 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
     let (mut issues, (missing, preview)) =
         checks::run_checks_with(&score, path, &check_env_for(&score), || {
             (
-                missing_programs(&score),
+                // Where the instruments will run: the conductor's lock and environment
+                // (files), no socket round trip.
+                missing_programs(&score, &Lookup::by_lock(globals)),
                 early.then(|| checks::preview(&score, path, limit)),
             )
         });
