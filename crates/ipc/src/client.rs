@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
@@ -12,6 +13,17 @@ use tokio::net::UnixStream;
 
 use crate::framing::{read_line, LineRead, MAX_MESSAGE_BYTES};
 use crate::{IpcError, RpcError};
+
+/// A JSON-RPC answer with its parts left as text ([`Client::exchange`]).
+#[derive(serde::Deserialize)]
+struct Envelope<'a> {
+    #[serde(default, borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    result: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    error: Option<&'a RawValue>,
+}
 
 /// Connect and response timeouts (§7.8: 5 s and 30 s).
 #[derive(Debug, Clone, Copy)]
@@ -143,8 +155,10 @@ impl Client {
         method: &str,
         params: P,
     ) -> Result<R, IpcError> {
-        let value = self.call_value(method, params).await?;
-        serde_json::from_value(value).map_err(|err| IpcError::Protocol {
+        let raw = self.call_raw(method, params).await?;
+        // Straight from the answer's text: a large result (a job's status carries every
+        // sheet) is not first built as a `Value` tree and then copied into `R`.
+        serde_json::from_str(raw.get()).map_err(|err| IpcError::Protocol {
             method: method.to_string(),
             detail: format!("unexpected result shape: {err}"),
         })
@@ -156,6 +170,19 @@ impl Client {
         method: &str,
         params: P,
     ) -> Result<Value, IpcError> {
+        let raw = self.call_raw(method, params).await?;
+        serde_json::from_str(raw.get()).map_err(|err| IpcError::Protocol {
+            method: method.to_string(),
+            detail: format!("response is not JSON: {err}"),
+        })
+    }
+
+    /// Call `method` and return its result's JSON text (`null` when the answer has none).
+    async fn call_raw<P: Serialize>(
+        &mut self,
+        method: &str,
+        params: P,
+    ) -> Result<Box<RawValue>, IpcError> {
         let id = self.next_id;
         self.next_id += 1;
         let params = serde_json::to_value(params).map_err(|err| IpcError::Protocol {
@@ -188,7 +215,12 @@ impl Client {
         result
     }
 
-    async fn exchange(&mut self, method: &str, request: &str, id: u64) -> Result<Value, IpcError> {
+    async fn exchange(
+        &mut self,
+        method: &str,
+        request: &str,
+        id: u64,
+    ) -> Result<Box<RawValue>, IpcError> {
         let io_err = |source: std::io::Error| IpcError::Io {
             context: format!("talking to the conductor about '{method}'"),
             source,
@@ -216,29 +248,51 @@ impl Client {
                     })
                 }
             }
-            let message: Value =
-                serde_json::from_slice(&self.line).map_err(|err| IpcError::Protocol {
-                    method: method.to_string(),
-                    detail: format!("response is not JSON: {err}"),
-                })?;
-            if let Some(error) = message.get("error") {
-                let error: RpcError =
-                    serde_json::from_value(error.clone()).map_err(|err| IpcError::Protocol {
-                        method: method.to_string(),
-                        detail: format!("malformed error object: {err}"),
+            let protocol = |detail: String| IpcError::Protocol {
+                method: method.to_string(),
+                detail,
+            };
+            // The envelope only: the result stays text until the caller decodes it. (Only
+            // an object is one: serde would read `[1, 2]` as a struct's fields in order.)
+            let object = self.line.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+            let parsed = if object {
+                serde_json::from_slice::<Envelope<'_>>(&self.line).map_err(|e| e.to_string())
+            } else {
+                Err(String::new())
+            };
+            let message = match parsed {
+                Ok(message) => message,
+                Err(err) => {
+                    // JSON that is no envelope (not an object) is no answer to us.
+                    serde_json::from_slice::<serde::de::IgnoredAny>(&self.line).map_err(|e| {
+                        let err = if err.is_empty() { e.to_string() } else { err };
+                        protocol(format!("response is not JSON: {err}"))
                     })?;
+                    continue;
+                }
+            };
+            if let Some(error) = message.error {
+                let error: RpcError = serde_json::from_str(error.get())
+                    .map_err(|err| protocol(format!("malformed error object: {err}")))?;
                 return Err(IpcError::Rpc {
                     method: method.to_string(),
                     error: Box::new(error),
                 });
             }
-            match message.get("id") {
-                // Server notifications (e.g. monitor.event) carry no id: not our answer.
-                None | Some(Value::Null) => continue,
-                Some(got) if got.as_u64() != Some(id) => continue,
-                Some(_) => {}
+            // Server notifications (e.g. monitor.event) carry no id: not our answer.
+            let ours = message
+                .id
+                .and_then(|got| serde_json::from_str::<u64>(got.get()).ok())
+                == Some(id);
+            if !ours {
+                continue;
             }
-            return Ok(message.get("result").cloned().unwrap_or(Value::Null));
+            return Ok(match message.result {
+                Some(result) => result.to_owned(),
+                None => {
+                    RawValue::from_string("null".into()).map_err(|err| protocol(err.to_string()))?
+                }
+            });
         }
     }
 }
