@@ -125,3 +125,27 @@ fn a_list_where_a_section_goes_is_called_a_list() {
     assert!(text.contains("in listed.yaml, line 4"), "{text}");
     assert!(!text.contains("single value"), "{text}");
 }
+
+#[test]
+fn a_conductor_config_mistake_names_its_line_and_the_field_meant() {
+    let env = TestEnv::new();
+    let config = env.home.join("conductor.yaml");
+    let cases = [
+        (
+            "log_level: info\nmax_concurrent_jobs: 0\n",
+            "line 2: max_concurrent_jobs: must be from 1 to 50, not 0",
+        ),
+    ];
+    for (text, want) in cases {
+        std::fs::write(&config, text).unwrap();
+        for args in [vec!["start"], vec!["config", "check"]] {
+            let out = env.mozart(&args);
+            let said = all_output(&out);
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {said}");
+            assert!(said.contains(want), "{args:?}: no {want:?} in\n{said}");
+            assert!(said.contains(&config.display().to_string()), "{said}");
+            assert!(said.contains("Correct it in the file"), "{said}");
+        }
+    }
+    assert!(env.conductor_pid().is_none(), "a conductor started");
+}

@@ -452,6 +452,19 @@ fn empty_mapping() -> Node {
 const FIX: &str =
     "Correct it in the file (docs/conductor.md lists the keys), then run 'mozart config check'";
 
+/// The line of the dotted `field` (`socket.backlog`) in the file's tree; `None` when it is
+/// not there (a default) or came from a built-in profile (line 0).
+fn line_of(root: &Node, field: &str) -> Option<usize> {
+    let mut node = root;
+    for part in field.split('.') {
+        let NodeKind::Map(entries) = &node.kind else {
+            return None;
+        };
+        node = &entries.iter().find(|(k, _)| k.key_text() == part)?.1;
+    }
+    (node.line > 0).then_some(node.line)
+}
+
 /// Where config errors point when no file was involved.
 fn defaults_path() -> PathBuf {
     PathBuf::from("<defaults>")
@@ -517,7 +530,24 @@ impl DaemonConfig {
                 })?
             }
         };
-        config.validate(path)?;
+        config.validate(path).map_err(|err| match err {
+            // Out of range: where it is in the file, and what to do, as for a misfit type.
+            ConductorError::ConfigField {
+                path,
+                field,
+                message,
+            } => {
+                let at = node
+                    .and_then(|n| line_of(n, &field))
+                    .map(|line| format!("line {line}: "))
+                    .unwrap_or_default();
+                ConductorError::ConfigInvalid {
+                    path,
+                    message: format!("{at}{field}: {message}. {FIX}"),
+                }
+            }
+            other => other,
+        })?;
         Ok(config)
     }
 
@@ -539,13 +569,13 @@ impl DaemonConfig {
         if !(1..=50).contains(&self.max_concurrent_jobs) {
             return Err((
                 "max_concurrent_jobs",
-                format!("{} is not in 1..=50", self.max_concurrent_jobs),
+                format!("must be from 1 to 50, not {}", self.max_concurrent_jobs),
             ));
         }
         if !(1..=100).contains(&self.max_concurrent_sheets) {
             return Err((
                 "max_concurrent_sheets",
-                format!("{} is not in 1..=100", self.max_concurrent_sheets),
+                format!("must be from 1 to 100, not {}", self.max_concurrent_sheets),
             ));
         }
         if self.socket.permissions > 0o777 {
@@ -807,10 +837,21 @@ mod tests {
 
     #[test]
     fn ranges_are_checked_naming_the_field() {
-        let err = load_text("max_concurrent_jobs: 0\n", None)
+        let err = load_text("log_level: info\nmax_concurrent_jobs: 0\n", None)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("'max_concurrent_jobs'"), "{err}");
+        assert!(
+            err.contains("line 2: max_concurrent_jobs: must be from 1 to 50, not 0"),
+            "{err}"
+        );
+        assert!(err.contains("mozart config check"), "{err}");
+        let err = load_text("socket:\n  backlog: 0\n", None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("line 2: socket.backlog: must be at least 1"),
+            "{err}"
+        );
         let err = load_text("resource_limits: {max_api_calls_per_minute: 30}\n", None)
             .unwrap_err()
             .to_string();
