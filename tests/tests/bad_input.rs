@@ -135,6 +135,10 @@ fn a_conductor_config_mistake_names_its_line_and_the_field_meant() {
             "log_level: info\nmax_concurrent_jobs: 0\n",
             "line 2: max_concurrent_jobs: must be from 1 to 50, not 0",
         ),
+        (
+            "# mine\nmax_concurent_jobs: 2\n",
+            "line 2: unknown field `max_concurent_jobs` (did you mean `max_concurrent_jobs`?)",
+        ),
     ];
     for (text, want) in cases {
         std::fs::write(&config, text).unwrap();

@@ -134,6 +134,61 @@ impl de::Error for StrictError {
             located: false,
         }
     }
+
+    /// serde's words, with the field the typo most likely meant first: the list of every
+    /// field (21 of them at conductor.yaml's top) left the user to find it.
+    fn unknown_field(field: &str, expected: &'static [&'static str]) -> Self {
+        let message = match (closest(field, expected), expected) {
+            (_, []) => format!("unknown field `{field}`, there are no fields"),
+            (Some(meant), _) => format!(
+                "unknown field `{field}` (did you mean `{meant}`?), expected {}",
+                one_of(expected)
+            ),
+            (None, _) => format!("unknown field `{field}`, expected {}", one_of(expected)),
+        };
+        de::Error::custom(message)
+    }
+}
+
+/// serde's `one of `a`, `b``, or `a` alone.
+fn one_of(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+    match quoted.as_slice() {
+        [one] => one.clone(),
+        _ => format!("one of {}", quoted.join(", ")),
+    }
+}
+
+/// The name of `names` a misspelt `word` most likely meant: the fewest edits, at most a third
+/// of its length (a transposed or missing letter, a dropped `_s`).
+fn closest<'a>(word: &str, names: &[&'a str]) -> Option<&'a str> {
+    let limit = (word.chars().count() / 3).max(1);
+    names
+        .iter()
+        .map(|name| (edits(word, name), *name))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, name)| name)
+}
+
+/// Levenshtein distance.
+fn edits(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = if ca == *cb {
+                diagonal
+            } else {
+                1 + diagonal.min(above).min(row[j])
+            };
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 impl Loc<'_> {
@@ -339,6 +394,19 @@ mod tests {
         let err = schema_err("instruments:\n  - {name: a, kind: grpc}\n");
         assert_eq!(err.path_text(), "instruments[0].kind");
         assert!(err.message.contains("unknown variant `grpc`"), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_field_names_the_one_its_typo_meant() {
+        let err = schema_err("backend:\n  timeout_secnods: 1\n");
+        assert!(
+            err.message.starts_with(
+                "unknown field `timeout_secnods` (did you mean `timeout_seconds`?), expected one of"
+            ),
+            "{err}"
+        );
+        let err = schema_err("backend:\n  colour: 1\n");
+        assert!(!err.message.contains("did you mean"), "{err}");
     }
 
     #[test]
