@@ -490,3 +490,77 @@ fn a_reset_shorter_than_the_minimum_wait_says_what_the_api_said_and_what_is_wait
     assert!(!both.contains("as the API said"), "{both}");
     env.mozart(&["cancel", "soon-job"]);
 }
+
+/// `mozart conductor-status` and `daemon.rate_limits` listed only the limits that hold every
+/// job on an instrument: a job's own `shell` limit (it holds that job only) was missing, so
+/// the conductor looked unlimited while the job waited for minutes. Both now list it with the
+/// job, the instrument and when it clears; `clear-rate-limits` lifts what is listed, and the
+/// list is then empty.
+#[test]
+fn conductor_status_lists_a_jobs_own_shell_rate_limit_and_clear_lifts_it() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ok = env.root().join("api-ok");
+    let yaml = format!(
+        "name: api-held\nworkspace: ./api-held-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         sheet: {{size: 1, total_items: 1}}\nprompt:\n  template: |\n    \
+         RUN: if [ ! -f '{}' ]; then echo 'HTTP 429 Too Many Requests: rate limit reached, please retry in 600s' >&2; exit 1; fi\n",
+        ok.display()
+    );
+    let path = env.write_score("api-held", &yaml);
+    crate::harness::run(&env, &path, &[]);
+    wait_for(&env, "api-held", 30, |d| {
+        d["sheets"]["1"]["rate_limit"].is_object()
+    });
+
+    let limits = env.raw_call("daemon.rate_limits", Value::Null);
+    let held = &limits["result"]["job_limits"][0];
+    assert_eq!(held["job_id"], "api-held", "{limits:#}");
+    assert_eq!(held["instrument"], "shell", "{limits:#}");
+    assert!(
+        held["seconds_remaining"].as_f64().unwrap_or(0.0) > 60.0,
+        "{limits:#}"
+    );
+    assert!(
+        held["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("retry in 600s"),
+        "{limits:#}"
+    );
+    assert_eq!(limits["result"]["active_limits"], 1, "{limits:#}");
+    assert_eq!(
+        limits["result"]["backends"],
+        serde_json::json!({}),
+        "not every job's: {limits:#}"
+    );
+
+    let text = stdout(&env.mozart(&["conductor-status"]));
+    assert!(text.contains("  Rate limits:\n"), "{text}");
+    assert!(
+        text.contains("    shell: job api-held waits (its own limit) — clears in"),
+        "{text}"
+    );
+    let doc: Value =
+        serde_json::from_slice(&env.mozart(&["conductor-status", "--json"]).stdout).unwrap();
+    let held = &doc["rate_limits"]["job_limits"][0];
+    assert_eq!(held["job_id"], "api-held", "{doc:#}");
+    assert_eq!(held["instrument"], "shell", "{doc:#}");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        held["until"].as_f64().unwrap_or(0.0) > now + 60.0,
+        "{doc:#}"
+    );
+
+    // What is listed is what clear-rate-limits lifts.
+    std::fs::write(&ok, "").unwrap();
+    let out = env.mozart(&["clear-rate-limits", "--instrument", "shell"]);
+    assert_eq!(stdout(&out), "Cleared 1 rate limit on shell\n");
+    let text = stdout(&env.mozart(&["conductor-status"]));
+    assert!(text.contains("  Rate limits: none\n"), "{text}");
+    let doc = crate::harness::wait_terminal(&env, "api-held", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
+}

@@ -496,17 +496,41 @@ pub struct HelloResult {
 pub struct RateLimitWindow {
     /// Seconds until the limit clears (1 decimal).
     pub seconds_remaining: f64,
+    /// Ours: when the limit clears (epoch seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<f64>,
 }
 
 /// `daemon.rate_limits` result (§8.23).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RateLimitsResult {
-    /// Active limits by backend or instrument name.
+    /// Active limits by backend or instrument name: each holds every job's sheets on it.
     pub backends: BTreeMap<String, RateLimitWindow>,
-    /// Number of active limits.
+    /// Number of active limits: `backends` and (ours) `job_limits`.
     pub active_limits: u64,
     /// Rate-limit events in the last hour.
     pub recent_events_count: u64,
+    /// Ours: active limits that hold one job's sheets on an instrument, not every job's (a
+    /// `shell` instrument's: its sheets run each score's own commands), soonest-clearing
+    /// first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub job_limits: Vec<JobRateLimit>,
+}
+
+/// Ours: a rate limit that holds one job's sheets on an instrument (`daemon.rate_limits`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRateLimit {
+    /// The job held.
+    pub job_id: String,
+    /// The instrument its sheets wait for.
+    pub instrument: String,
+    /// Seconds until the limit clears (1 decimal).
+    pub seconds_remaining: f64,
+    /// When the limit clears (epoch seconds).
+    pub until: f64,
+    /// Why, in the words of the output that hit it.
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 /// `daemon.clear_rate_limits` params (§8.24).

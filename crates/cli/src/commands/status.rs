@@ -498,6 +498,7 @@ fn job_rate_limit_lines(cp: &mozart_ipc::checkpoint::JobCheckpoint) -> Vec<Strin
         let window = own.backends.entry(hold.instrument.clone()).or_insert(
             mozart_ipc::types::RateLimitWindow {
                 seconds_remaining: 0.0,
+                until: None,
             },
         );
         window.seconds_remaining = window.seconds_remaining.max(hold.seconds_left);

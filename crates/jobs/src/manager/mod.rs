@@ -1552,18 +1552,36 @@ impl JobHost for JobManager {
 
     fn rate_limits(&self) -> mozart_ipc::types::RateLimitsResult {
         let now = mozart_state::epoch_now();
+        let remaining = |until: f64| ((until - now) * 10.0).round() / 10.0;
         let mut result = mozart_ipc::types::RateLimitsResult::default();
-        if let Ok(limits) = lock(&self.shared.registry).active_rate_limits(now) {
+        let registry = lock(&self.shared.registry);
+        if let Ok(limits) = registry.active_rate_limits(now) {
             for l in limits {
                 result.backends.insert(
                     l.instrument.clone(),
                     mozart_ipc::types::RateLimitWindow {
-                        seconds_remaining: ((l.until - now) * 10.0).round() / 10.0,
+                        seconds_remaining: remaining(l.until),
+                        until: Some(l.until),
                     },
                 );
             }
-            result.active_limits = result.backends.len() as u64;
         }
+        // A `shell` limit holds only the job that hit it (its own row): listed with the job,
+        // as `clear_rate_limits` clears it with the instrument's.
+        if let Ok(limits) = registry.active_job_rate_limits(now) {
+            result.job_limits = limits
+                .into_iter()
+                .map(|(job_id, l)| mozart_ipc::types::JobRateLimit {
+                    job_id,
+                    instrument: l.instrument,
+                    seconds_remaining: remaining(l.until),
+                    until: l.until,
+                    reason: l.reason,
+                })
+                .collect();
+        }
+        drop(registry);
+        result.active_limits = (result.backends.len() + result.job_limits.len()) as u64;
         result
     }
 

@@ -1414,6 +1414,34 @@ impl Registry {
             .map_err(self.err(format!("reading the rate limits of job '{job_id}'")))
     }
 
+    /// Every job's own waits still in force at `now`, with the job's id, soonest-expiring
+    /// first.
+    pub fn active_job_rate_limits(&self, now: f64) -> Result<Vec<(String, RateLimitRecord)>> {
+        let ctx = "reading the jobs' rate limits";
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT job_id, instrument, until, reason, recorded_at FROM job_rate_limits \
+                 WHERE until > ?1 ORDER BY until, job_id",
+            )
+            .map_err(self.err(ctx))?;
+        let rows = stmt
+            .query_map([now], |r| {
+                Ok((
+                    r.get(0)?,
+                    RateLimitRecord {
+                        instrument: r.get(1)?,
+                        until: r.get(2)?,
+                        reason: r.get(3)?,
+                        recorded_at: r.get(4)?,
+                    },
+                ))
+            })
+            .map_err(self.err(ctx))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(self.err(ctx))
+    }
+
     /// Limits still in force at `now`, soonest-expiring first.
     pub fn active_rate_limits(&self, now: f64) -> Result<Vec<RateLimitRecord>> {
         let mut stmt = self

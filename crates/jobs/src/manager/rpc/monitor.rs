@@ -298,9 +298,10 @@ fn pressure_level(ctx: &ConductorCtx, memory_mb: f64, processes: usize) -> &'sta
     let limits = ctx.config().resource_limits;
     let pct = memory_mb / (limits.max_memory_mb.max(1) as f64);
     let process_pct = processes as f64 / f64::from(limits.max_processes.max(1));
+    // An instrument's limit (every job waits), not one job's own wait on `shell`.
     let rate_limited = ctx
         .job_host()
-        .is_some_and(|h| h.rate_limits().active_limits > 0);
+        .is_some_and(|h| !h.rate_limits().backends.is_empty());
     if pct > 0.95 || pct >= 0.80 || process_pct >= 0.80 || !ctx.is_ready() {
         "critical"
     } else if pct > 0.85 || rate_limited {
