@@ -153,3 +153,41 @@ fn a_conductor_config_mistake_names_its_line_and_the_field_meant() {
     }
     assert!(env.conductor_pid().is_none(), "a conductor started");
 }
+
+#[test]
+fn a_file_where_the_workspace_goes_is_named_by_validate_and_run() {
+    let env = TestEnv::new();
+    std::fs::write(env.work.join("notes"), "a file\n").unwrap();
+    let file = env.work.join("notes").canonicalize().unwrap();
+    let score = |workspace: &str| {
+        format!(
+            "name: t\nworkspace: {workspace}\ninstrument: shell\n\
+             sheet: {{size: 1, total_items: 1}}\nprompt: {{template: hi}}\n"
+        )
+    };
+    env.write_score("under.yaml", &score("./notes/ws"));
+    env.write_score("onto.yaml", &score("./notes"));
+    env.start_conductor();
+    for (name, what) in [
+        ("under.yaml", "Workspace parent is not a directory"),
+        ("onto.yaml", "Workspace is not a directory"),
+    ] {
+        let want = format!("{what}: {} is a file", file.display());
+        let out = env.mozart(&["validate", name]);
+        let text = all_output(&out);
+        assert_eq!(out.status.code(), Some(1), "{name}: {text}");
+        assert!(
+            text.contains(&format!("[V002] Line 2: {want}")),
+            "{name}: {text}"
+        );
+        let out = env.mozart(&["run", name]);
+        let text = all_output(&out);
+        assert_eq!(out.status.code(), Some(1), "{name}: {text}");
+        assert!(text.contains(&want), "{name}: {text}");
+        assert!(text.contains("Change the workspace path"), "{name}: {text}");
+        assert!(
+            text.contains("The workspace path is invalid"),
+            "{name}: {text}"
+        );
+    }
+}

@@ -169,7 +169,10 @@ impl RejectionReason {
             RejectionReason::AlreadyActive
         } else if m.contains("parse") {
             RejectionReason::ScoreInvalid
-        } else if m.contains("workspace") && (m.contains("not exist") || m.contains("not writable"))
+        } else if m.contains("workspace")
+            && (m.contains("not exist")
+                || m.contains("not writable")
+                || m.contains("not a directory"))
         {
             RejectionReason::WorkspaceInvalid
         } else if m.contains("not found") && m.contains("config") {

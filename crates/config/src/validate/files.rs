@@ -8,6 +8,28 @@ use super::{find_line, relative_to_score, Ctx, Issue, Severity};
 pub(super) fn v002(x: &Ctx<'_>, out: &mut Vec<Issue>) {
     let c = x.c;
     let raw = x.raw;
+    // A file where a directory goes: the conductor could not create the workspace.
+    let file_in_the_way = c
+        .workspace
+        .ancestors()
+        .find(|p| p.exists())
+        .filter(|p| !p.is_dir());
+    if let Some(file) = file_in_the_way {
+        let f = file.display().to_string();
+        let what = if file == c.workspace {
+            "Workspace is not a directory"
+        } else {
+            "Workspace parent is not a directory"
+        };
+        out.push(
+            Issue::new("V002", Severity::Error, format!("{what}: {f} is a file"))
+                .line(find_line(raw, "workspace:"))
+                .suggest(format!("Change the workspace path, or move {f} away"))
+                .meta("path", f)
+                .meta("workspace", c.workspace.display().to_string()),
+        );
+        return;
+    }
     if let Some(parent) = c.workspace.parent() {
         if !parent.exists() {
             let p = parent.display().to_string();

@@ -405,10 +405,22 @@ fn validate_workspace(config: &mut JobConfig, req: &SubmitRequest) -> Step<PathB
     let Some(parent) = workspace.parent().filter(|p| !p.as_os_str().is_empty()) else {
         return Ok(workspace);
     };
+    if parent.exists() && !parent.is_dir() {
+        return Err(Rejection(format!(
+            "Workspace parent is not a directory: {} is a file. Change the workspace path, or move the file away.",
+            parent.display()
+        )));
+    }
     if !parent.is_dir() {
         return Err(Rejection(format!(
             "Workspace parent directory does not exist: {}. Create the parent directory or change the workspace path.",
             parent.display()
+        )));
+    }
+    if workspace.exists() && !workspace.is_dir() {
+        return Err(Rejection(format!(
+            "Workspace is not a directory: {} is a file. Change the workspace path, or move the file away.",
+            workspace.display()
         )));
     }
     if nix::unistd::access(parent, nix::unistd::AccessFlags::W_OK).is_err() {
