@@ -400,7 +400,8 @@ impl JobStatusResult {
                 .is_some_and(|n| n >= 1)
             && obj.get("sheets").is_some_and(serde_json::Value::is_object);
         if has_shape {
-            if let Ok(cp) = serde_json::from_value::<JobCheckpoint>(value.clone()) {
+            // Read through a reference: the document (every sheet of the job) is not copied.
+            if let Ok(cp) = JobCheckpoint::deserialize(&value) {
                 if cp.check().is_ok() {
                     return Some(JobStatusResult::Checkpoint(Box::new(cp)));
                 }
