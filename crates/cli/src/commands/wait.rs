@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use mozart_ipc::sheet_view::{SheetQuery, StatusParams};
 use mozart_ipc::status::JobStatusResult;
-use mozart_ipc::types::JobIdParams;
 use mozart_ipc::{methods, BlockingClient, IpcError};
 use serde_json::json;
 
@@ -62,12 +62,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             None => conductor_client::connect_in(globals, args.output)?,
         };
         let mut c = c;
-        let params = JobIdParams {
-            job_id: args.job_id.clone(),
-            workspace: None,
-        };
-        let doc = c.call::<_, JobStatusResult>(methods::JOB_STATUS, params);
-        let doc = match doc {
+        let doc = match look(&mut c, &args.job_id) {
             Ok(d) => d,
             Err(IpcError::Rpc { error, .. })
                 if matches!(
@@ -102,6 +97,22 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         let kept = waiter.until_change(&mut c, &args.job_id, deadline);
         client = kept.then_some(c);
     }
+}
+
+/// The job's status document without its sheets: a summary that lists none (all `mozart
+/// wait` reads is the job's state and error; a full document carries every sheet, megabytes
+/// for a large job).
+fn look(client: &mut BlockingClient, job_id: &str) -> Result<JobStatusResult, IpcError> {
+    let params = StatusParams {
+        job_id: job_id.to_string(),
+        workspace: None,
+        sheets: Some(SheetQuery {
+            full_up_to: Some(0),
+            cap: Some(0),
+            ..SheetQuery::default()
+        }),
+    };
+    client.call(methods::JOB_STATUS, params)
 }
 
 /// How `mozart wait` waits between two looks at the job's status document.
@@ -251,6 +262,23 @@ mod tests {
         // Answered at once without an outcome (paused, not for good): the next look pauses
         // instead of watching again straight away.
         assert!(waiter.settled);
+    }
+
+    #[test]
+    fn a_look_asks_for_the_jobs_state_without_its_sheets() {
+        let (dir, asked) = conductor(None);
+        let mut client = BlockingClient::connect(dir.path().join("sock")).unwrap();
+        // This conductor answers every call with "method not found".
+        assert!(look(&mut client, "big").is_err());
+        let asked = asked.lock().unwrap().clone();
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        let params: serde_json::Value =
+            serde_json::from_str(asked[0].trim_start_matches("job.status ")).unwrap();
+        assert_eq!(params["job_id"], "big", "{params}");
+        // A summary listing no sheet, whatever the job's size.
+        assert_eq!(params["sheets"]["mode"], "summary", "{params}");
+        assert_eq!(params["sheets"]["full_up_to"], 0, "{params}");
+        assert_eq!(params["sheets"]["cap"], 0, "{params}");
     }
 
     #[test]
