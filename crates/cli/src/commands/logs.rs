@@ -910,12 +910,14 @@ async fn relay(
 fn sheet_logs_from_conductor(globals: &Globals, job_id: Option<&str>) -> Option<String> {
     let id = job_id?;
     let mut client = crate::conductor_client::connect(globals).ok()?;
-    let status: mozart_ipc::status::JobStatusResult = client
-        .call(
-            mozart_ipc::methods::JOB_STATUS,
-            super::status::job_params(id, None),
-        )
-        .ok()?;
+    // Its workspace, not its sheets (a full document carries every sheet of the job).
+    let params = mozart_ipc::sheet_view::StatusParams {
+        job_id: id.to_string(),
+        workspace: None,
+        sheets: Some(mozart_ipc::sheet_view::SheetQuery::state_only()),
+    };
+    let status: mozart_ipc::status::JobStatusResult =
+        client.call(mozart_ipc::methods::JOB_STATUS, params).ok()?;
     let workspace = match &status {
         mozart_ipc::status::JobStatusResult::Checkpoint(cp) => cp.workspace.clone(),
         mozart_ipc::status::JobStatusResult::Record(meta) => Some(meta.workspace().to_string()),

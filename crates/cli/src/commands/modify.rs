@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use mozart_ipc::methods;
 use mozart_ipc::status::JobStatusResult;
-use mozart_ipc::types::{JobIdParams, JobResponse, JobResponseStatus, ModifyParams, PauseResult};
+use mozart_ipc::types::{JobResponse, JobResponseStatus, ModifyParams, PauseResult};
 use serde_json::json;
 
 use super::resume::{existing_file, no_workspace_fallback};
@@ -90,9 +90,11 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
 /// upstream crashes on it ([BUG] §3.4 step 2).
 fn current_status(globals: &Globals, args: &Args, ws: Option<&str>) -> Result<String, CliError> {
     let (id, mode) = (args.score_id.as_str(), args.output);
-    let params = JobIdParams {
+    // Its state, not its sheets (a full document carries every sheet of the job).
+    let params = mozart_ipc::sheet_view::StatusParams {
         job_id: id.to_string(),
         workspace: ws.map(str::to_string),
+        sheets: Some(mozart_ipc::sheet_view::SheetQuery::state_only()),
     };
     let current: JobStatusResult = match job_call(globals, methods::JOB_STATUS, params, mode) {
         Ok(current) => current,

@@ -106,11 +106,7 @@ fn look(client: &mut BlockingClient, job_id: &str) -> Result<JobStatusResult, Ip
     let params = StatusParams {
         job_id: job_id.to_string(),
         workspace: None,
-        sheets: Some(SheetQuery {
-            full_up_to: Some(0),
-            cap: Some(0),
-            ..SheetQuery::default()
-        }),
+        sheets: Some(SheetQuery::state_only()),
     };
     client.call(methods::JOB_STATUS, params)
 }

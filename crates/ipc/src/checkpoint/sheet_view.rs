@@ -97,6 +97,16 @@ impl SheetQuery {
         }
     }
 
+    /// A summary that lists no sheet: the job's state and counts alone, whatever its size
+    /// (for a client that reads the job's status, error or workspace, not its sheets).
+    pub fn state_only() -> SheetQuery {
+        SheetQuery {
+            full_up_to: Some(0),
+            cap: Some(0),
+            ..SheetQuery::default()
+        }
+    }
+
     /// The states named that are not sheet states (for the caller's error message).
     pub fn unknown_states(&self) -> Vec<String> {
         self.states
