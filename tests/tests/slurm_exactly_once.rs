@@ -165,6 +165,19 @@ fn assert_exactly_once(env: &TestEnv, job: &str, ws: &Path, voices: u32) {
         ran.values().all(|c| *c == 1),
         "{job}: a sheet ran more than once: {ran:?}"
     );
+    // Nothing of the attempts stays in the workspace, not even an array's script that a
+    // conductor killed during the array's sbatch left behind.
+    let state = ws.join(".mozart-slurm");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while state.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{job}: files left in {}: {:?}",
+            state.display(),
+            files_under(&state)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // A duplicate released by hand later must not run either: none may be left.
     let prefix = format!("mozart-{job}-");
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -183,6 +196,21 @@ fn assert_exactly_once(env: &TestEnv, job: &str, ws: &Path, voices: u32) {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// Every path under `dir` (what a test finds left behind).
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.path().is_dir() {
+                dirs.push(e.path());
+            }
+            found.push(e.path());
+        }
+    }
+    found
 }
 
 /// The `sbatch` calls running on this machine, and of them those whose parent is `parent`.

@@ -275,6 +275,97 @@ fn kill_9_of_the_conductor_reattaches_to_running_slurm_jobs() {
     );
 }
 
+/// A sheet re-attached after a conductor restart has been running since its Slurm job
+/// started, not since the restart: `mozart status` counts "running for" from Slurm's start
+/// time (before, it read a few seconds for a job that had run for minutes).
+#[test]
+fn a_reattached_sheet_runs_for_as_long_as_its_slurm_job() {
+    let _cluster = mozart_tests::slurm_shared();
+    if !slurm_up() {
+        return;
+    }
+    let env = env_with_standin();
+    let job = unique("slurm-runningfor");
+    let (path, ws) = score(&env, &job, 1, "120");
+    let _scancel = Scancel(format!("mozart-{job}-"));
+    run(&env, &path, &[]);
+    poll(&env, 120.0, "the sheet to start on Slurm", || {
+        (!ledger(&ws.join("ledger")).is_empty()).then_some(())
+    });
+    let started = std::time::Instant::now();
+    std::thread::sleep(Duration::from_secs(8));
+    let pid = env.conductor_pid().expect("conductor pid");
+    mozart_tests::signal(pid, "KILL");
+    poll(&env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    env.start_conductor();
+    let doc = wait_status(&env, &job, 60.0, |d| {
+        sheet(d, 1)["live"]["last_event"]
+            .as_str()
+            .is_some_and(|e| e.contains("running as Slurm job"))
+    });
+    let live = &sheet(&doc, 1)["live"];
+    let running_for = live["elapsed_seconds"].as_f64().unwrap_or_default();
+    let ran = started.elapsed().as_secs_f64();
+    assert!(
+        running_for >= ran - 1.0,
+        "running for {running_for:.1}s, but its Slurm job has run for {ran:.1}s: {live:#}"
+    );
+    let text = stdout(&env.mozart(&["status", &job]));
+    assert!(!text.contains("Running for: 0s"), "{text}");
+    let out = env.mozart(&["cancel", &job]);
+    assert!(out.status.success(), "mozart cancel: {}", stdout(&out));
+}
+
+/// A finished job leaves no `.mozart-slurm` directory in its workspace (before, an empty
+/// `.mozart-slurm/<job>/` stayed after every job): the attempts' files go when their results
+/// are recorded, and the job's directory with the last of them. A failed sheet's output is
+/// where the docs say it is, in the sheet's logs, not in the attempt's directory.
+#[test]
+fn a_finished_job_leaves_no_slurm_directory_in_its_workspace() {
+    let _cluster = mozart_tests::slurm_shared();
+    if !slurm_up() {
+        return;
+    }
+    let env = env_with_standin();
+    let job = unique("slurm-tidy");
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+pause_between_sheets_seconds: 0
+parallel: {{enabled: true, max_concurrent: 3}}
+retry: {{max_retries: 0}}
+placement: {{type: slurm, poll_interval_seconds: 0.2}}
+sheet: {{size: 1, total_items: 1, fan_out: {{1: 3}}}}
+prompt:
+  template: |
+    RUN: echo "sheet {{{{ sheet_num }}}} says boom" >&2
+    RUN: test {{{{ sheet_num }}}} = 3 || touch "{{{{ workspace }}}}/out-{{{{ sheet_num }}}}.txt"
+validations:
+  - type: file_exists
+    path: "{{workspace}}/out-{{sheet_num}}.txt"
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    let _scancel = Scancel(format!("mozart-{job}-"));
+    run(&env, &path, &[]);
+    let doc = wait_terminal(&env, &job, 180.0);
+    assert_eq!(
+        doc["status"], "failed",
+        "sheet 3 fails its validation: {doc:#}"
+    );
+    let state = ws.join(".mozart-slurm");
+    poll(&env, 30.0, "the workspace's .mozart-slurm to go", || {
+        (!state.exists()).then_some(())
+    });
+    let text = stdout(&env.mozart(&["logs", &job, "--sheet", "3"]));
+    assert!(text.contains("sheet 3 says boom"), "{text}");
+}
+
 #[test]
 fn mozart_cancel_scancels_the_slurm_jobs() {
     let _cluster = mozart_tests::slurm_shared();

@@ -133,6 +133,8 @@ impl SlurmPlacement {
             recorded: false,
             dir: None,
         };
+        // Whether the attempt's job was submitted by an earlier conductor.
+        let mut reattached = recorded.is_some();
         let attempt = match recorded {
             Some(rec) if !rec.remote_id.is_empty() => {
                 guard.attempt = Some(rec.clone());
@@ -159,6 +161,7 @@ impl SlurmPlacement {
                     }
                     Ok(None) => {
                         // sbatch never created it: forget the old record, submit anew.
+                        reattached = false;
                         guard.attempt = None;
                         guard.dir = None;
                         if let Some(j) = &req.remote {
@@ -189,6 +192,11 @@ impl SlurmPlacement {
                 Err(message) => return (failed_to_start(message, started), sink),
             },
         };
+        if reattached {
+            // The sheet has been under way since its job began, not since this conductor
+            // started: `mozart status` says "running for" from there.
+            req.progress.set_began_at(began_at(&attempt).await);
+        }
         // The command line (the prompt) and stdin are in the attempt's files now: a follower
         // parked for hours need not hold them (10,000 of them would).
         spec.args = Vec::new();
@@ -224,7 +232,7 @@ impl SlurmPlacement {
             .spec
             .state_dir
             .clone()
-            .unwrap_or_else(|| cwd.join(".mozart-slurm"));
+            .unwrap_or_else(|| cwd.join(DEFAULT_STATE_DIR));
         (cwd, base)
     }
 
@@ -1391,6 +1399,62 @@ fn remove_attempt_files(dir: &Path) {
         }
     }
     remove_array_leftovers(dir);
+    remove_empty_job_dir(dir);
+}
+
+/// The job's directory in the state directory (`<state_dir>/<job>/`) once its last attempt's
+/// directory is gone — so a finished job leaves nothing behind —, and the workspace's
+/// default `.mozart-slurm` with it when nothing else is in it. Only empty directories go
+/// (`remove_dir`): whatever is still there stays. An attempt created at the same moment
+/// creates the directories again ([`create_private_dir`]).
+fn remove_empty_job_dir(dir: &Path) {
+    let ours = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("sheet-") && n.contains("-attempt-"));
+    let mut parent = dir.parent();
+    if parent.is_some_and(is_array_dir) {
+        parent = parent.and_then(Path::parent);
+    }
+    let Some(job_dir) = parent.filter(|_| ours) else {
+        return;
+    };
+    if std::fs::remove_dir(job_dir).is_err() {
+        return;
+    }
+    if let Some(base) = job_dir
+        .parent()
+        .filter(|b| b.file_name().is_some_and(|n| n == DEFAULT_STATE_DIR))
+    {
+        let _ = std::fs::remove_dir(base);
+    }
+}
+
+/// The state directory's name in the workspace when the placement names none.
+const DEFAULT_STATE_DIR: &str = ".mozart-slurm";
+
+/// Whether `dir` is an array's directory (`array-<ms>-<pid>`).
+fn is_array_dir(dir: &Path) -> bool {
+    dir.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("array-"))
+}
+
+/// Create `dir` and its missing parents, private (0700). The job's directory may be
+/// removed by another attempt's end between the creation of it and of `dir`
+/// ([`remove_empty_job_dir`]): then it is created again.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut tries = 0;
+    loop {
+        match std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+        {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 5 => tries += 1,
+            done => return done,
+        }
+    }
 }
 
 /// [`remove_attempt_files`] off the async workers.
@@ -1434,16 +1498,10 @@ pub fn remove_finished_attempt(dir: &Path) {
 /// After a task of an array lost its directory: its link in the array's directory goes
 /// too, and the array's directory with its last task.
 fn remove_array_leftovers(dir: &Path) {
-    let Some(parent) = dir.parent() else {
+    let Some(parent) = dir.parent().filter(|p| is_array_dir(p)) else {
         return;
     };
-    let is_array = parent
-        .file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with("array-"));
-    if !is_array {
-        return;
-    }
+    let mut members = 0;
     if let Ok(entries) = std::fs::read_dir(parent) {
         for entry in entries.flatten() {
             let path = entry.path();
@@ -1452,10 +1510,18 @@ fn remove_array_leftovers(dir: &Path) {
                 && !path.exists();
             if dangling {
                 let _ = std::fs::remove_file(&path);
+            } else if entry.file_name() != "run.sh" {
+                members += 1;
             }
         }
     }
-    // Fails while other tasks' directories (or the array's script) are still there.
+    if members == 0 {
+        // No task's directory is left, so no submission needs the array's script: one a
+        // conductor stopped or killed during the array's sbatch left behind goes with the
+        // last of its tasks (after the restart re-attached to them or submitted them anew).
+        let _ = std::fs::remove_file(parent.join("run.sh"));
+    }
+    // Fails while other tasks' directories are still there.
     let _ = std::fs::remove_dir(parent);
 }
 
@@ -1604,6 +1670,15 @@ const SLURM_ENV: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL"
 
 /// Run a Slurm command (with a scrubbed environment); its stdout, or an error with its stderr.
 pub async fn slurm_command(program: &str, args: &[&str]) -> Result<String, String> {
+    slurm_command_with(program, args, &[]).await
+}
+
+/// [`slurm_command`] with `env` set for it (e.g. `SLURM_TIME_FORMAT`).
+async fn slurm_command_with(
+    program: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<String, String> {
     let mut cmd = tokio::process::Command::new(program);
     cmd.env_clear().envs(std::env::vars_os().filter(|(k, _)| {
         let k = k.to_string_lossy();
@@ -1612,6 +1687,7 @@ pub async fn slurm_command(program: &str, args: &[&str]) -> Result<String, Strin
                 .iter()
                 .any(|p| k.starts_with(p))
     }));
+    cmd.envs(env.iter().copied());
     cmd.args(args)
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
@@ -1656,6 +1732,48 @@ pub async fn job_state(id: &str) -> JobState {
         Err(e) if e.contains("Invalid job id") => JobState::Unknown,
         Err(e) => JobState::Unreachable(e),
     }
+}
+
+/// When the job of an attempt submitted before a conductor restart began: Slurm's own
+/// start time for it (`squeue`, else `sacct` once the controller has forgotten it), else
+/// the start its wrapper wrote, else — still in the queue — its submission.
+async fn began_at(attempt: &RemoteAttempt) -> f64 {
+    let epoch = |text: &str| {
+        text.trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|t| *t > 0.0 && *t <= epoch_now() + 60.0)
+    };
+    let id = attempt.remote_id.as_str();
+    let listed = slurm_command_with(
+        "squeue",
+        &["-h", "-j", id, "-o", "%T|%S"],
+        &[("SLURM_TIME_FORMAT", "%s")],
+    )
+    .await;
+    if let Ok(out) = listed {
+        if let Some((state, start)) = out.lines().next().and_then(|l| l.split_once('|')) {
+            // A pending job's start time is Slurm's forecast, not a start.
+            if state.trim() != "PENDING" {
+                if let Some(t) = epoch(start) {
+                    return t;
+                }
+            }
+        }
+    }
+    let accounted = slurm_command_with(
+        "sacct",
+        &["-n", "-X", "-P", "-j", id, "-o", "Start"],
+        &[("SLURM_TIME_FORMAT", "%s")],
+    )
+    .await;
+    if let Some(t) = accounted
+        .ok()
+        .and_then(|out| out.lines().next().and_then(epoch))
+    {
+        return t;
+    }
+    read_start(&attempt.dir).unwrap_or(attempt.submitted_at)
 }
 
 /// Write `attempt` to the request's journal durably (off the async workers: an fsync).
@@ -1956,10 +2074,7 @@ fn write_attempt_files(
 ) -> std::io::Result<()> {
     // Directories we create (the state directory, the job's) are private too: their names
     // say which jobs and sheets run.
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
+    create_private_dir(dir)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     let mut argv = private_file(&dir.join("argv"))?;
     for arg in std::iter::once(&spec.program).chain(&spec.args) {

@@ -34,6 +34,36 @@ pub struct Progress {
     activity: std::sync::Mutex<Activity>,
     /// The attempt tag its processes carry (`MOZART_ATTEMPT`), once spawned.
     attempt_tag: std::sync::Mutex<Option<String>>,
+    /// When the attempt began as its scheduler tells (Unix epoch, ms; 0 = as `started`): a
+    /// remote job re-attached after a conductor restart began before this progress did.
+    began_epoch_ms: AtomicU64,
+    /// `mozart pause` asks a remote attempt still waiting in its scheduler's queue to be
+    /// taken back ([`Progress::ask_withdraw`]), and how the placement answered.
+    withdraw: Withdraw,
+}
+
+/// A request to take an attempt back from a remote queue, and its answer.
+#[derive(Debug, Default)]
+struct Withdraw {
+    asked: std::sync::atomic::AtomicBool,
+    wake: tokio::sync::Notify,
+    answer: std::sync::Mutex<Option<Withdrawal>>,
+}
+
+/// How a placement answered [`Progress::ask_withdraw`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Withdrawal {
+    /// The remote job (its id) had not started: it was cancelled, the attempt ends without
+    /// a result, and the sheet is to be dispatched again later (no retry spent).
+    Withdrawn(String),
+    /// The remote job runs on and is followed: why (it had started, perhaps just then, or
+    /// Slurm could not be asked).
+    Kept {
+        /// The remote job's id.
+        remote_id: String,
+        /// Why it was not withdrawn.
+        why: String,
+    },
 }
 
 /// What a running instrument has reported so far through its structured output (Claude's
@@ -78,7 +108,80 @@ impl Progress {
             pid_set: tokio::sync::Notify::new(),
             activity: std::sync::Mutex::new(Activity::default()),
             attempt_tag: std::sync::Mutex::new(None),
+            began_epoch_ms: AtomicU64::new(0),
+            withdraw: Withdraw::default(),
         }
+    }
+
+    /// How long the attempt has been under way: since its remote job began when a placement
+    /// said when ([`Progress::set_began_at`]: a job re-attached after a conductor restart),
+    /// else since the progress was created (the dispatch).
+    pub fn running_for(&self) -> Duration {
+        match self.began_epoch_ms.load(Ordering::Relaxed) {
+            0 => self.elapsed(),
+            ms => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default();
+                now.saturating_sub(Duration::from_millis(ms))
+            }
+        }
+    }
+
+    /// The attempt began at `epoch` (Unix seconds), before this progress was created: a
+    /// remote job that ran on while the conductor restarted.
+    pub fn set_began_at(&self, epoch: f64) {
+        if epoch.is_finite() && epoch > 0.0 {
+            self.began_epoch_ms
+                .store((epoch * 1000.0) as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Ask the attempt's placement to take it back if its remote job has not started
+    /// (`mozart pause`); local attempts ignore it.
+    pub fn ask_withdraw(&self) {
+        self.withdraw.asked.store(true, Ordering::SeqCst);
+        self.withdraw.wake.notify_waiters();
+    }
+
+    /// Take a withdrawal request back (`mozart resume` before it was answered).
+    pub fn unask_withdraw(&self) {
+        self.withdraw.asked.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether the attempt is asked to be taken back.
+    pub fn withdraw_asked(&self) -> bool {
+        self.withdraw.asked.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when [`Progress::ask_withdraw`] is called (at once when it was).
+    pub async fn withdraw_wanted(&self) {
+        loop {
+            let wake = self.withdraw.wake.notified();
+            if self.withdraw_asked() {
+                return;
+            }
+            wake.await;
+        }
+    }
+
+    /// The placement's answer to a withdrawal request.
+    pub fn answer_withdraw(&self, answer: Withdrawal) {
+        self.withdraw.asked.store(false, Ordering::SeqCst);
+        *self
+            .withdraw
+            .answer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(answer);
+    }
+
+    /// How the placement answered a withdrawal request, if it did.
+    pub fn withdrawal(&self) -> Option<Withdrawal> {
+        self.withdraw
+            .answer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// A copy of what the instrument reported so far.

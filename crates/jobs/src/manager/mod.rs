@@ -1443,7 +1443,7 @@ fn add_live_progress(
         };
         let a = progress.activity();
         sheet.live = Some(Box::new(mozart_ipc::checkpoint::LiveProgress {
-            elapsed_seconds: progress.elapsed().as_secs_f64(),
+            elapsed_seconds: progress.running_for().as_secs_f64(),
             idle_seconds: progress.idle_for().as_secs_f64(),
             output_bytes: progress.bytes_seen(),
             tool_calls: a.tool_calls,

@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -284,10 +284,26 @@ async fn gather(
         }
     }
     members.sort_by_key(|m| m.task);
+    // Nothing is left in the array's directory but the members' links once it is submitted
+    // (each member's directory goes when its result is recorded, and takes its link with
+    // it) — however the submission ends: a conductor stopping during the array's sbatch
+    // drops this task.
+    let _script = ScriptGuard(ctx.dir.join("run.sh"));
     submit_group(&ctx, members).await;
-    // Nothing is left in the array's directory but the members' links (each member's
-    // directory goes when its result is recorded, and takes its link with it).
-    let _ = std::fs::remove_file(ctx.dir.join("run.sh"));
+}
+
+/// Removes the array's script (slurmctld keeps its own copy of a submitted one) when the
+/// array's task ends or is dropped.
+struct ScriptGuard(PathBuf);
+
+impl Drop for ScriptGuard {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+        // The array's directory too, when no task's directory is in it.
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
 }
 
 /// Submit `members` as one array; a group of one goes as a job of its own.
@@ -647,10 +663,7 @@ async fn wait(ctx: &Ctx, members: &[Member], error: &str) -> Result<(), String> 
 /// a link to the member's directory), telling it its id (`<array id>_<task>`), which the
 /// member's `adopted` file must name.
 fn write_array_script(dir: &Path) -> std::io::Result<PathBuf> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
+    super::create_private_dir(dir)?;
     let path = dir.join("run.sh");
     let script = format!(
         r#"#!/bin/bash
