@@ -526,36 +526,123 @@ fn a_queue_timeout_says_the_job_never_left_the_queue() {
     assert!(ledger(&ws.join("ledger")).is_empty());
 }
 
-/// `mozart pause` while the sheets' Slurm jobs still wait in the queue: the job is pausing
-/// until they have run, and status says that they have not started — "6 running" alone
-/// reads as work under way, when Slurm may not start it for hours (a drained node).
+/// `mozart pause` while some sheets' Slurm jobs still wait in the queue and one runs: the
+/// queued ones are withdrawn — cancelled before they start, their files (the environment
+/// with its keys) removed, the sheets pending again without spending a retry — and pause
+/// and status say so; the running one finishes. `mozart resume` submits the withdrawn
+/// sheets anew, and every sheet runs once. (Before, the queued jobs started on the cluster
+/// while the job was paused.)
 #[test]
-fn pausing_with_jobs_in_slurms_queue_says_they_have_not_started() {
+fn pause_withdraws_the_sheets_still_in_slurms_queue() {
     let _cluster = mozart_tests::slurm_shared();
     if !slurm_up() {
         return;
     }
     let env = env_with_standin();
-    let Queued { job, ws, .. } = &queued(&env, "slurm-pausequeued", 2, "", "");
-    let job = job.as_str();
-    wait_queued(&env, job, 2);
-    let out = env.mozart(&["pause", job]);
-    assert!(out.status.success(), "mozart pause: {}", stdout(&out));
-    let text = poll(&env, 60.0, "status to say the queued sheets", || {
-        let text = stdout(&env.mozart(&["status", job]));
-        text.contains("PAUSING").then_some(text)
-    });
-    assert!(
-        text.contains("Status: PAUSING (2 running, 2 of them in Slurm's queue)")
-            && text.contains("2 of them still wait in Slurm's queue"),
-        "status says the pausing job's sheets have not started: {text}"
+    let job = unique("slurm-withdraw");
+    let ws = env.work.join(format!("{job}-ws"));
+    // Sheets 2 and 3 wait 25 s in Slurm's queue (`--begin`), each time they are submitted.
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+pause_between_sheets_seconds: 0
+parallel: {{enabled: true, max_concurrent: 3}}
+retry: {{max_retries: 0}}
+placement: {{type: slurm, poll_interval_seconds: 0.2}}
+sheet:
+  size: 1
+  total_items: 1
+  fan_out: {{1: 3}}
+  per_sheet_placement:
+    2: {{extra_args: ["--begin=now+25"]}}
+    3: {{extra_args: ["--begin=now+25"]}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+    RUN: sleep 6
+"#,
+        ws = ws.display()
     );
-    let out = env.mozart(&["cancel", job]);
-    assert!(out.status.success(), "mozart cancel: {}", stdout(&out));
-    poll(&env, 60.0, "the Slurm jobs to leave the queue", || {
-        squeue(&format!("mozart-{job}-")).is_empty().then_some(())
+    let path = env.write_score(&job, &yaml);
+    let _scancel = Scancel(format!("mozart-{job}-"));
+    let led = ws.join("ledger");
+    run(&env, &path, &[]);
+    wait_queued(&env, &job, 2);
+    poll(&env, 60.0, "sheet 1 to start on Slurm", || {
+        (!ledger(&led).is_empty()).then_some(())
     });
-    assert!(ledger(&ws.join("ledger")).is_empty());
+    let queued: Vec<String> = squeue(&format!("mozart-{job}-"))
+        .into_iter()
+        .filter(|(_, _, st)| st == "PENDING")
+        .map(|(id, _, _)| id)
+        .collect();
+    assert_eq!(queued.len(), 2, "{queued:?}");
+    let out = env.mozart(&["pause", &job]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "mozart pause: {text}");
+    assert!(
+        text.contains("Withdrawn from Slurm's queue before they started: sheet 2 (Slurm job ")
+            && text.contains(", sheet 3 (Slurm job ")
+            && queued.iter().all(|id| text.contains(id.as_str())),
+        "pause says what it withdrew: {text}"
+    );
+    let left = squeue(&format!("mozart-{job}-"));
+    assert!(
+        left.iter()
+            .all(|(id, _, st)| !queued.contains(id) && st == "RUNNING"),
+        "the queued jobs are cancelled, the running one is not: {left:?}"
+    );
+    let doc = status(&env, &job);
+    for n in [2, 3] {
+        let s = sheet(&doc, n);
+        assert_eq!(s["status"], "pending", "sheet {n}: {s:#}");
+        assert_eq!(s["attempt_count"], 0, "no retry spent: {s:#}");
+        assert!(s["slurm_withdrawn"].is_string(), "sheet {n}: {s:#}");
+    }
+    // Nothing of the withdrawn attempts is left on the shared filesystem (the running
+    // sheet's job deleted its own environment file when it started).
+    let state = ws.join(".mozart-slurm");
+    let mut dirs = vec![state.clone()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let name = e.file_name();
+            assert!(name != "env", "an env file is left: {}", e.path().display());
+            if e.path().is_dir() {
+                assert!(
+                    !name.to_string_lossy().starts_with("sheet-2-")
+                        && !name.to_string_lossy().starts_with("sheet-3-"),
+                    "a withdrawn attempt's directory is left: {}",
+                    e.path().display()
+                );
+                dirs.push(e.path());
+            }
+        }
+    }
+    let doc = wait_status(&env, &job, 60.0, |d| {
+        d["status"] == "paused" && sheet(d, 1)["status"] == "completed"
+    });
+    assert_eq!(sheet(&doc, 2)["status"], "pending", "{doc:#}");
+    let text = stdout(&env.mozart(&["status", &job]));
+    assert!(
+        text.contains(
+            "Slurm: withdrawn from Slurm's queue at pause before they started: sheet 2 (job "
+        ) && text.contains(&format!("`mozart resume {job}` submits them anew")),
+        "status says which sheets were withdrawn: {text}"
+    );
+    // Past the time the withdrawn jobs would have started: nothing ran while paused.
+    std::thread::sleep(Duration::from_secs(22));
+    assert_eq!(ledger(&led), vec!["1".to_string()], "only sheet 1 ran");
+    let out = env.mozart(&["resume", &job]);
+    assert!(out.status.success(), "resume: {}", stdout(&out));
+    let doc = wait_terminal(&env, &job, 180.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    let ran = counts(&led);
+    assert_eq!(ran.len(), 3, "{ran:?}");
+    assert!(
+        ran.values().all(|c| *c == 1),
+        "every sheet ran once: {ran:?}"
+    );
 }
 
 /// `mozart logs JOB --sheet N` while a Slurm sheet runs shows what it printed so far, as
@@ -608,10 +695,10 @@ prompt:
     });
 }
 
-/// A job paused while its sheets' Slurm jobs wait in the queue, then the conductor killed
-/// and restarted (the job comes back paused: nothing follows those jobs), then `mozart
-/// cancel`: its Slurm jobs are cancelled and their files (the environment with its keys
-/// among them) removed — not left queued to run the sheets of a cancelled job.
+/// A job paused while its sheets' Slurm jobs run, then the conductor killed and restarted
+/// (the job comes back paused: nothing follows those jobs), then `mozart cancel`: its Slurm
+/// jobs are cancelled and their files (the environment with its keys among them) removed —
+/// not left to run the sheets of a cancelled job.
 #[test]
 fn cancelling_a_job_paused_across_a_restart_cancels_its_slurm_jobs() {
     let _cluster = mozart_tests::slurm_shared();
@@ -619,10 +706,14 @@ fn cancelling_a_job_paused_across_a_restart_cancels_its_slurm_jobs() {
         return;
     }
     let env = env_with_standin();
-    let Queued { job, ws, .. } = &queued(&env, "slurm-pausedcancel", 2, "", "");
-    let job = job.as_str();
-    wait_queued(&env, job, 2);
-    let out = env.mozart(&["pause", job]);
+    let job = unique("slurm-pausedcancel");
+    let (path, ws) = score(&env, &job, 2, "600");
+    let _scancel = Scancel(format!("mozart-{job}-"));
+    run(&env, &path, &[]);
+    poll(&env, 120.0, "both sheets to start on Slurm", || {
+        (ledger(&ws.join("ledger")).len() >= 2).then_some(())
+    });
+    let out = env.mozart(&["pause", &job]);
     assert!(out.status.success(), "mozart pause: {}", stdout(&out));
     let pid = env.conductor_pid().expect("conductor pid");
     mozart_tests::signal(pid, "KILL");
@@ -630,15 +721,15 @@ fn cancelling_a_job_paused_across_a_restart_cancels_its_slurm_jobs() {
         (!mozart_tests::alive(pid)).then_some(())
     });
     env.start_conductor();
-    wait_status(&env, job, 60.0, |d| d["status"] == "paused");
-    assert_eq!(squeue(&format!("mozart-{job}-")).len(), 2, "still queued");
-    let text = stdout(&env.mozart(&["status", job]));
+    wait_status(&env, &job, 60.0, |d| d["status"] == "paused");
+    assert_eq!(squeue(&format!("mozart-{job}-")).len(), 2, "still running");
+    let text = stdout(&env.mozart(&["status", &job]));
     assert!(
         text.contains("Slurm: 2 jobs submitted before the conductor restarted (")
             && text.contains(&format!("`mozart resume {job}` collects their results")),
         "status says the paused job's sheets still have Slurm jobs: {text}"
     );
-    let out = env.mozart(&["cancel", job]);
+    let out = env.mozart(&["cancel", &job]);
     assert!(out.status.success(), "mozart cancel: {}", stdout(&out));
     poll(
         &env,
@@ -661,7 +752,6 @@ fn cancelling_a_job_paused_across_a_restart_cancels_its_slurm_jobs() {
         }
         left.is_empty().then_some(())
     });
-    assert!(ledger(&ws.join("ledger")).is_empty());
 }
 
 #[test]

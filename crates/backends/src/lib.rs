@@ -28,7 +28,7 @@ pub use error::BackendError;
 pub use request::{Backend, ExecutionRequest};
 pub use types::{
     epoch_now, Activity, BoxFuture, ExecutionResult, ExitReason, FailureKind, HealthStatus,
-    Progress, COST_ESTIMATED, COST_EXACT, DEFAULT_KILL_GRACE,
+    Progress, Withdrawal, COST_ESTIMATED, COST_EXACT, DEFAULT_KILL_GRACE,
 };
 pub mod classify;
 pub mod output_log;

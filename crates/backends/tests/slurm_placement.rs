@@ -329,3 +329,89 @@ async fn a_requeued_job_is_followed_to_its_end_without_failing_the_attempt() {
         "the env file is gone once the attempt ended"
     );
 }
+
+/// `mozart pause` asks a running attempt to be withdrawn (Progress::ask_withdraw): a job
+/// still in Slurm's queue is cancelled before it starts, its files (the environment with
+/// its keys) removed and its record forgotten, and the answer says so; a job that has
+/// started runs on to its result.
+#[tokio::test]
+async fn a_queued_job_is_withdrawn_and_a_started_one_runs_on() {
+    if !slurm_up() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec: PlacementSpec = mozart_yaml::from_str(
+        "type: slurm\npoll_interval_seconds: 0.2\nextra_args: ['--begin=now+3600']\n",
+    )
+    .unwrap();
+    let journal = Arc::new(MemJournal::default());
+    let ran = dir.path().join("ran");
+    let mut req = request(
+        &format!("touch {}", ran.display()),
+        dir.path(),
+        Duration::from_secs(60),
+    );
+    req.placement = Placement::from_spec(&spec).unwrap();
+    req.remote = Some(journal.clone());
+    let progress = Arc::clone(&req.progress);
+    let b = backend();
+    let exec = b.execute(req);
+    tokio::pin!(exec);
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(60);
+    let result = loop {
+        tokio::select! {
+            r = &mut exec => break r,
+            () = tokio::time::sleep_until(give_up) => panic!("the queued job was not withdrawn"),
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {
+                if progress.activity().queued && !progress.withdraw_asked() {
+                    progress.ask_withdraw();
+                }
+            }
+        }
+    };
+    assert!(!result.success, "{result:?}");
+    let Some(mozart_backends::Withdrawal::Withdrawn(id)) = progress.withdrawal() else {
+        panic!("not withdrawn: {:?} {result:?}", progress.withdrawal());
+    };
+    assert!(
+        !squeue_has(&id),
+        "job {id} still queued after its withdrawal"
+    );
+    assert!(journal.recorded().is_none(), "the record is forgotten");
+    assert!(
+        !dir.path().join(".mozart-slurm").exists(),
+        "the attempt's files are removed"
+    );
+    assert!(!ran.exists(), "the withdrawn job did not run");
+
+    // Started: asked to withdraw, it runs on and is collected.
+    let mut req = request("sleep 3; echo done", dir.path(), Duration::from_secs(60));
+    let progress = Arc::clone(&req.progress);
+    req.remote = Some(Arc::new(MemJournal::default()));
+    let exec = b.execute(req);
+    tokio::pin!(exec);
+    let result = loop {
+        tokio::select! {
+            r = &mut exec => break r,
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {
+                let running = progress
+                    .activity()
+                    .last_event
+                    .is_some_and(|e| e.contains("running as Slurm job"));
+                if running && progress.withdrawal().is_none() && !progress.withdraw_asked() {
+                    progress.ask_withdraw();
+                }
+            }
+        }
+    };
+    assert!(result.success, "{result:?}");
+    assert!(result.stdout.contains("done"), "{result:?}");
+    assert!(
+        matches!(
+            progress.withdrawal(),
+            Some(mozart_backends::Withdrawal::Kept { ref why, .. }) if why.contains("started")
+        ),
+        "{:?}",
+        progress.withdrawal()
+    );
+}

@@ -40,6 +40,10 @@ pub enum FailureKind {
     /// reviewer loop out of iterations, a result that could not be dispatched): the sheet
     /// fails at once and the circuit breaker does not count it.
     Rejected,
+    /// Ours: the attempt was taken back before its instrument started (its Slurm job
+    /// withdrawn from the queue when the job was paused): the sheet is pending again, no
+    /// retry spent, and runs when dispatched again.
+    Withdrawn,
 }
 
 impl FailureKind {
@@ -47,7 +51,7 @@ impl FailureKind {
     pub fn counts_for_breaker(&self) -> bool {
         !matches!(
             self,
-            Self::RateLimited { .. } | Self::Validation | Self::Rejected
+            Self::RateLimited { .. } | Self::Validation | Self::Rejected | Self::Withdrawn
         )
     }
 
@@ -69,6 +73,7 @@ impl FailureKind {
             Self::Crash => "crash",
             Self::Dispatch => "dispatch",
             Self::Rejected => "rejected",
+            Self::Withdrawn => "withdrawn",
         }
     }
 }

@@ -636,6 +636,11 @@ pub struct SheetCheckpoint {
     /// (docs/design/distributed.md). Not in upstream; absent when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_attempt: Option<Box<RemoteAttempt>>,
+    /// Ours: the Slurm job (its id) of this pending sheet that `mozart pause` withdrew from
+    /// Slurm's queue before it started; `mozart resume` submits the sheet again
+    /// (`job.status` only; never stored nor in a state file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_withdrawn: Option<String>,
     /// Ours: where the sheet's worker + reviewer loop stands (docs/mochi.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<Box<ReviewProgress>>,
@@ -1089,6 +1094,7 @@ impl SheetCheckpoint {
             cost_confidence: 1.0,
             agent_feedback: None,
             remote_attempt: None,
+            slurm_withdrawn: None,
             review: None,
         }
     }

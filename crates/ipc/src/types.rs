@@ -253,6 +253,19 @@ pub struct PauseResult {
     /// Why not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Ours: the sheets whose Slurm jobs the pause withdrew from Slurm's queue before they
+    /// started (pending again; `job.resume` submits them anew).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub withdrawn: Vec<WithdrawnSheet>,
+}
+
+/// Ours: a sheet whose Slurm job `job.pause` withdrew from the queue ([`PauseResult`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WithdrawnSheet {
+    /// The sheet.
+    pub sheet_num: u32,
+    /// The Slurm job that was cancelled before it started.
+    pub remote_id: String,
 }
 
 /// `job.resume` params (§8.4).

@@ -94,6 +94,8 @@ enum Followed {
     /// by us at `queue_timeout_seconds`): how, as far as Slurm can tell ("ended CANCELLED
     /// without an exit status").
     Vanished(String),
+    /// Taken back from the queue before it started (`mozart pause`): cancelled, nothing ran.
+    Withdrawn,
 }
 
 impl SlurmPlacement {
@@ -218,6 +220,9 @@ impl SlurmPlacement {
         // Followed to its end: `collect` takes care of the files from here.
         guard.attempt = None;
         guard.dir = None;
+        if matches!(followed, Followed::Withdrawn) {
+            return (withdrawn(req, &attempt, started).await, None);
+        }
         collect(&attempt, spec, followed, streams, started).await
     }
 
@@ -630,6 +635,20 @@ impl SlurmPlacement {
             .map(|q| attempt.submitted_at + q);
         loop {
             let notified = watch.changed.notified();
+            if progress.withdraw_asked() {
+                // `mozart pause`: a job still in the queue is taken back, a started one runs on.
+                let started = timing.deadline.is_some() || read_start(dir).is_some();
+                match self.withdraw(attempt, started).await {
+                    Ok(()) => return Followed::Withdrawn,
+                    Err(why) => {
+                        tracing::info!(slurm_job = %attempt.remote_id, why = %why, "not withdrawn from Slurm's queue");
+                        progress.answer_withdraw(crate::types::Withdrawal::Kept {
+                            remote_id: attempt.remote_id.clone(),
+                            why,
+                        });
+                    }
+                }
+            }
             if live {
                 streams.pump(dir);
             }
@@ -707,6 +726,7 @@ impl SlurmPlacement {
             };
             tokio::select! {
                 _ = tokio::time::timeout(wake, notified) => {}
+                () = progress.withdraw_wanted() => {}
                 () = stopping => {
                     tracing::info!(slurm_job = %attempt.remote_id, "stopped on the CLI's live output: cancelling the Slurm job");
                     self.cancel_and_wait(&attempt.remote_id, spec.kill_grace)
@@ -804,6 +824,47 @@ impl Streams {
 }
 
 impl SlurmPlacement {
+    /// Take the attempt's job back from Slurm's queue if it has not started (`mozart
+    /// pause`): `Ok` once it is cancelled without having run, `Err` with why it runs on.
+    ///
+    /// A job can start between any look at its state and an `scancel`: it is held first
+    /// (`scontrol hold`; the controller starts no held job), and only a job Slurm then
+    /// shows still pending is cancelled. One that started meanwhile is released again (a
+    /// hold on a running job would only matter if Slurm requeued it) and followed as before.
+    async fn withdraw(&self, attempt: &RemoteAttempt, started: bool) -> Result<(), String> {
+        let id = attempt.remote_id.as_str();
+        if started || id.is_empty() {
+            return Err("it had started".into());
+        }
+        if let Err(e) = slurm_command("scontrol", &["hold", id]).await {
+            return Err(match job_state(id).await {
+                JobState::Active(s) if s == "PENDING" => {
+                    format!("Slurm did not hold it: {e}")
+                }
+                JobState::Unreachable(e) => format!("Slurm could not be asked: {e}"),
+                _ => "it had started".into(),
+            });
+        }
+        match job_state(id).await {
+            JobState::Active(s) if s == "PENDING" => {}
+            JobState::Unreachable(e) => {
+                // Its state is unknown: it runs on (released) and is followed.
+                let _ = slurm_command("scontrol", &["release", id]).await;
+                return Err(format!("Slurm could not be asked whether it started: {e}"));
+            }
+            _ => {
+                let _ = slurm_command("scontrol", &["release", id]).await;
+                return Err("it had started".into());
+            }
+        }
+        // Held and pending: it cannot start any more.
+        if let Err(e) = slurm_command("scancel", &[id]).await {
+            let _ = slurm_command("scontrol", &["release", id]).await;
+            return Err(format!("Slurm did not cancel it: {e}"));
+        }
+        Ok(())
+    }
+
     /// Cancel job `id` and wait for it to be gone (Slurm sends TERM, then KILL after its
     /// KillWait), at most the kill grace and 30 s.
     async fn cancel_and_wait(&self, id: &str, kill_grace: Duration) {
@@ -1558,6 +1619,7 @@ async fn collect(
             Followed::TimedOut => (None, None, true, None),
             Followed::Stopped => (None, None, false, None),
             Followed::Vanished(how) => (None, None, false, Some(how)),
+            Followed::Withdrawn => (None, None, false, None),
         };
         let note = note.map(|how| format!("\n[Slurm job {remote_id} {how}]\n"));
         // The rest of the output, written after the last look.
@@ -1618,6 +1680,33 @@ async fn collect(
             None,
         ),
     }
+}
+
+/// The end of an attempt withdrawn from Slurm's queue: its files (the environment with its
+/// keys among them) removed, its record forgotten, the answer on its progress; the outcome
+/// says nothing ran (the musician reports the attempt as withdrawn, not as a result).
+async fn withdrawn(
+    req: &PlacedAttempt<'_>,
+    attempt: &RemoteAttempt,
+    started: Instant,
+) -> ProcessOutcome {
+    tracing::info!(job_id = %req.job_id, sheet = req.sheet_num, slurm_job = %attempt.remote_id,
+        "withdrew the attempt's Slurm job from the queue before it started (pause)");
+    remove_attempt_dir(&attempt.dir).await;
+    if let Some(journal) = &req.remote {
+        journal.forget(&attempt.remote_id);
+    }
+    req.progress
+        .answer_withdraw(crate::types::Withdrawal::Withdrawn(
+            attempt.remote_id.clone(),
+        ));
+    failed_to_start(
+        format!(
+            "Slurm job {} was withdrawn from the queue before it started (the job was paused)",
+            attempt.remote_id
+        ),
+        started,
+    )
 }
 
 /// Whether the wrapper's exit status `code` (bash's `$?`: 128 + N for a command ended by

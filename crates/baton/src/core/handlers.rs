@@ -350,6 +350,16 @@ impl BatonCore {
         let Some((ji, si, ii)) = self.take_result(&r, out) else {
             return;
         };
+        // Taken back before it started (a Slurm job withdrawn from the queue at pause): not
+        // an attempt; the sheet waits to be dispatched again.
+        if r.failure
+            .as_ref()
+            .is_some_and(|f| f.kind == FailureKind::Withdrawn)
+        {
+            let mode = self.jobs[ji].sheets[si].next_mode;
+            self.requeue(ji, si, mode, out);
+            return;
+        }
         // Rate limits are tempo, not failure (invariant 2): park the instrument, keep the
         // retry budget, re-dispatch when the wait is over.
         if r.is_rate_limited_failure() {

@@ -978,6 +978,32 @@ fn pause_stops_new_dispatches_and_resume_restarts_them() {
     assert_eq!(nums(&e), vec![2]);
 }
 
+/// A paused job's attempt taken back before it started (its Slurm job withdrawn from the
+/// queue): the sheet is pending again, no retry is spent, nothing is dispatched while the
+/// job is paused, and the resume dispatches it again as the same attempt.
+#[test]
+fn a_withdrawn_attempt_goes_back_to_pending_without_spending_a_retry() {
+    let mut rig = Rig::new();
+    let e = rig.register(chain("j", 2));
+    let first = attempt_of(&e, 1).attempt_number;
+    let p = rig.send(Event::PauseJob { job_id: "j".into() });
+    assert!(p.iter().any(
+        |x| matches!(x, Effect::Persist(StateChange::Job(c)) if c.status == JobStatus::Paused)
+    ));
+    let w = rig.fail("j", 1, &e, FailureKind::Withdrawn);
+    assert!(nums(&w).is_empty(), "nothing starts while paused: {w:?}");
+    assert_eq!(rig.status("j", 1), SheetStatus::Pending);
+    assert_eq!(rig.core.sheet("j", 1).map(|s| s.normal_attempts), Some(0));
+    assert_eq!(rig.core.in_flight(), 0);
+    assert_eq!(rig.core.job_status("j"), Some(JobStatus::Paused));
+    let e = rig.send(Event::ResumeJob {
+        job_id: "j".into(),
+        new_limits: None,
+    });
+    assert_eq!(nums(&e), vec![1]);
+    assert_eq!(attempt_of(&e, 1).attempt_number, first);
+}
+
 #[test]
 fn cancel_kills_in_flight_and_finishes_cancelled() {
     let mut rig = Rig::new();

@@ -74,12 +74,24 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
                 "status": "paused",
                 "message": PAUSE_SENT,
                 "acknowledged": true,
+                "withdrawn": result.withdrawn,
             }));
         } else {
             println!("Pause signal sent to score '{id}'.");
             println!(
                 "No new sheet starts; running sheets finish their attempt first ('mozart status {id}' says pausing until then)."
             );
+            if !result.withdrawn.is_empty() {
+                let sheets: Vec<String> = result
+                    .withdrawn
+                    .iter()
+                    .map(|w| format!("sheet {} (Slurm job {})", w.sheet_num, w.remote_id))
+                    .collect();
+                println!(
+                    "Withdrawn from Slurm's queue before they started: {}. They are pending again (no retry spent); resuming submits them anew.",
+                    sheets.join(", ")
+                );
+            }
             println!();
             println!("To resume: mozart resume {id}");
             println!("To resume with new config: mozart resume {id} --config new.yaml");

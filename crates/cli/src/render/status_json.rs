@@ -432,6 +432,9 @@ fn sheet_json(sheet: &SheetCheckpoint, now: f64) -> Value {
     if let Some(retry) = &sheet.retry_wait {
         m.insert("retry_wait".into(), json!(retry));
     }
+    if let Some(id) = &sheet.slurm_withdrawn {
+        m.insert("slurm_withdrawn".into(), json!(id));
+    }
     if !sheet.progress_snapshots.is_empty() {
         m.insert(
             "progress_snapshots".into(),

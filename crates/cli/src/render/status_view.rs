@@ -180,6 +180,27 @@ impl View<'_> {
                 id = job.job_id,
             ));
         }
+        // Sheets whose Slurm jobs the pause took back from the queue before they started.
+        let withdrawn: Vec<String> = job
+            .sheets
+            .values()
+            .filter(|s| s.status == SheetStatus::Pending)
+            .filter_map(|s| {
+                let id = s.slurm_withdrawn.as_ref()?;
+                Some(format!("sheet {} (job {id})", s.sheet_num))
+            })
+            .collect();
+        if self.paused() && !withdrawn.is_empty() {
+            let one = withdrawn.len() == 1;
+            self.line(format!(
+                "  Slurm: withdrawn from Slurm's queue at pause before {} started: {}; {}                  pending again (no retry spent), and `mozart resume {id}` submits {} anew",
+                if one { "it" } else { "they" },
+                withdrawn.join(", "),
+                if one { "it is" } else { "they are" },
+                if one { "it" } else { "them" },
+                id = job.job_id,
+            ));
+        }
         if job.hooks_running {
             self.line(
                 "  Hooks: on_success hooks are running; a failing one turns the job failed"

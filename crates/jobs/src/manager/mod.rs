@@ -310,6 +310,11 @@ fn attach_hooks(
             .is_some_and(|r| r.options.contains_key(hooks::HOOKS_PENDING));
 }
 
+/// How long `job.pause` waits for the sheets in Slurm's queue to be withdrawn (a hold, a
+/// look and an scancel each, milliseconds on a healthy controller): well within the 5 s a
+/// `mozart` command waits for an answer. The withdrawal goes on after it.
+const WITHDRAW_WAIT: Duration = Duration::from_secs(3);
+
 impl JobManager {
     /// Open the registry and load instrument profiles; the baton starts in [`JobHost::recover`].
     pub fn open(ctx: &ConductorCtx) -> Result<JobManager, ConductorError> {
@@ -730,7 +735,10 @@ impl JobManager {
     }
 
     /// `job.pause` (conductor.md §6.6): stop new dispatches; in-flight sheets finish.
-    pub async fn pause(&self, job_id: &str) -> Result<(), String> {
+    pub async fn pause(
+        &self,
+        job_id: &str,
+    ) -> Result<Vec<mozart_ipc::types::WithdrawnSheet>, String> {
         let status = self.current_status(job_id).await?;
         if status != DaemonJobStatus::Running && status != DaemonJobStatus::Queued {
             // A job whose pause waits for its running sheets reads `pausing` everywhere
@@ -756,7 +764,58 @@ impl JobManager {
             job_id: job_id.to_string(),
         })?;
         self.set_status(job_id, DaemonJobStatus::Paused, None).await;
-        Ok(())
+        Ok(self.withdraw_queued(job_id).await)
+    }
+
+    /// Pause's part on Slurm (docs/design/distributed.md): the running sheets whose Slurm
+    /// jobs still wait in the queue are taken back — cancelled, their files (the
+    /// environment with its keys) removed, the sheets pending again without spending a
+    /// retry, submitted anew at `mozart resume` — as a local sheet not yet started would
+    /// not start. Jobs that run finish, as local sheets do. Every running attempt is asked
+    /// (one still being submitted is taken back once it is in the queue; local ones ignore
+    /// it); the answer waits for those in the queue now, [`WITHDRAW_WAIT`] at most (later
+    /// answers show in `mozart status`).
+    async fn withdraw_queued(&self, job_id: &str) -> Vec<mozart_ipc::types::WithdrawnSheet> {
+        let running: Vec<(String, u32, Arc<mozart_backends::Progress>)> = self
+            .shared
+            .table
+            .ask(|reply| table::Query::LiveProgress {
+                job_id: Some(job_id.to_string()),
+                reply,
+            })
+            .await
+            .unwrap_or_default();
+        let mut queued = Vec::new();
+        for (_, sheet_num, progress) in running {
+            progress.ask_withdraw();
+            if progress.activity().queued {
+                queued.push((sheet_num, progress));
+            }
+        }
+        let deadline = tokio::time::Instant::now() + WITHDRAW_WAIT;
+        while queued.iter().any(|(_, p)| p.withdrawal().is_none())
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut withdrawn: Vec<mozart_ipc::types::WithdrawnSheet> = queued
+            .iter()
+            .filter_map(|(sheet_num, p)| match p.withdrawal() {
+                Some(mozart_backends::Withdrawal::Withdrawn(remote_id)) => {
+                    Some(mozart_ipc::types::WithdrawnSheet {
+                        sheet_num: *sheet_num,
+                        remote_id,
+                    })
+                }
+                _ => None,
+            })
+            .collect();
+        withdrawn.sort_by_key(|w| w.sheet_num);
+        if !withdrawn.is_empty() {
+            tracing::info!(job_id, sheets = ?withdrawn.iter().map(|w| w.sheet_num).collect::<Vec<_>>(),
+                "pause withdrew sheets from Slurm's queue");
+        }
+        withdrawn
     }
 
     /// `job.resume` (conductor.md §6.7): paused jobs continue in the baton; failed or cancelled
@@ -833,6 +892,20 @@ impl JobManager {
                 self.shared.table.tell(table::Fact::Resuming {
                     job_id: job_id.to_string(),
                 });
+                // A pause's request to withdraw sheets from Slurm's queue that was not acted
+                // on yet (an attempt still being submitted) no longer holds.
+                let running: Vec<(String, u32, Arc<mozart_backends::Progress>)> = self
+                    .shared
+                    .table
+                    .ask(|reply| table::Query::LiveProgress {
+                        job_id: Some(job_id.to_string()),
+                        reply,
+                    })
+                    .await
+                    .unwrap_or_default();
+                for (_, _, progress) in running {
+                    progress.unask_withdraw();
+                }
                 // Running from the caller's point of view at once; set before the event so
                 // that the baton's answer (still `queued` when no job slot is free) lands
                 // after it, not under it.
@@ -1002,7 +1075,7 @@ impl JobManager {
                 self.resume(ctx, job_id, Some(config_path), workspace, false).await
             }
             Ok(DaemonJobStatus::Running) => match self.pause(job_id).await {
-                Ok(()) => rejected(
+                Ok(_) => rejected(
                     job_id,
                     format!(
                         "Pause signal sent. Resume with the new score once paused: mozart resume {job_id} --config {config_path}"

@@ -286,6 +286,32 @@ pub(crate) async fn play(
         }
     };
     let (prepared, result, ended) = perform(&shared, &run, sheet, &attempt, prepared).await;
+    if let Some(remote_id) = ended.withdrawn() {
+        // Taken back from Slurm's queue before it started (pause): not an attempt, nothing
+        // to judge or record; the sheet is pending again.
+        drop(prepared);
+        shared.table.tell(Fact::Run {
+            job_id: run.job_id.clone(),
+            change: RunChange::Withdrawn {
+                sheet_num,
+                remote_id: remote_id.clone(),
+            },
+        });
+        let mut r = AttemptResult::failed(
+            &run.job_id,
+            sheet_num,
+            attempt.dispatch_id,
+            FailureKind::Withdrawn,
+            format!("Slurm job {remote_id} was withdrawn from the queue before it started (the job was paused)"),
+        );
+        r.instrument = attempt.instrument.clone();
+        shared.table.tell(Fact::AttemptFinished {
+            details: None,
+            result: Box::new(r),
+        });
+        drop(ended);
+        return;
+    }
     let (mut r, mut details) = judge(
         &shared,
         &run,
@@ -311,6 +337,16 @@ pub(crate) async fn play(
 struct Ended<'a> {
     _watched: Option<Watched<'a>>,
     _live: Option<LiveEntry<'a>>,
+}
+
+impl Ended<'_> {
+    /// The Slurm job the attempt's placement withdrew from the queue (pause), if it did.
+    fn withdrawn(&self) -> Option<String> {
+        match self._live.as_ref()?.progress.withdrawal()? {
+            mozart_backends::Withdrawal::Withdrawn(id) => Some(id),
+            mozart_backends::Withdrawal::Kept { .. } => None,
+        }
+    }
 }
 
 /// Tell the owner of the job table the attempt is over, in one message: it keeps the

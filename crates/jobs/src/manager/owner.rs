@@ -236,6 +236,15 @@ impl ConductorHost {
                     sheet.retry_wait = Some(Box::new(retry));
                 }
             }
+            for (num, remote_id) in &e.rt.withdrawn {
+                if let Some(sheet) = doc
+                    .sheets
+                    .get_mut(num)
+                    .filter(|s| s.status == mozart_ipc::checkpoint::SheetStatus::Pending)
+                {
+                    sheet.slurm_withdrawn = Some(remote_id.clone());
+                }
+            }
             // Completed sheets that keep only their facts in memory are shown whole from
             // their registry rows (read by the caller, off the baton task).
             let compacted: Vec<u32> = if e.compacted {

@@ -312,13 +312,15 @@ fn register_lifecycle(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(
         mgr,
         |m, _, p: JobIdParams| async move {
             to_value(match m.pause(&p.job_id).await {
-                Ok(()) => PauseResult {
+                Ok(withdrawn) => PauseResult {
                     paused: true,
                     error: None,
+                    withdrawn,
                 },
                 Err(e) => PauseResult {
                     paused: false,
                     error: Some(e),
+                    withdrawn: Vec::new(),
                 },
             })
         },

@@ -193,6 +193,9 @@ pub(crate) struct RunState {
     /// When the job's pause between sheets (`pause_between_sheets_seconds`) ends (Unix
     /// epoch seconds) and how long it is: `job.status` says the job is pausing, not idle.
     pub pacing: Option<(f64, f64)>,
+    /// Sheets whose Slurm job `mozart pause` withdrew from the queue, by that job's id:
+    /// `job.status` says so until the sheet is dispatched again.
+    pub withdrawn: HashMap<u32, String>,
 }
 
 impl RunState {
@@ -215,7 +218,14 @@ impl RunState {
                 sheet_num,
                 progress,
             } => {
+                self.withdrawn.remove(&sheet_num);
                 self.live.insert(sheet_num, progress);
+            }
+            RunChange::Withdrawn {
+                sheet_num,
+                remote_id,
+            } => {
+                self.withdrawn.insert(sheet_num, remote_id);
             }
             RunChange::AttemptGone {
                 sheet_num,
@@ -306,6 +316,8 @@ pub(crate) enum Fact {
 
 /// What a running job's attempts hand over to the table, in [`RunState`].
 pub(crate) enum RunChange {
+    /// The attempt's Slurm job was withdrawn from the queue before it started (pause).
+    Withdrawn { sheet_num: u32, remote_id: String },
     /// A backend was built for `instrument` (building compiles its profile's error
     /// patterns): the job's later attempts use it.
     BackendBuilt {
