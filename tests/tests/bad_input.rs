@@ -191,3 +191,69 @@ fn a_file_where_the_workspace_goes_is_named_by_validate_and_run() {
         );
     }
 }
+
+#[test]
+fn the_conductor_refuses_a_score_naming_an_instrument_it_does_not_have() {
+    let env = TestEnv::new();
+    env.write_score(
+        "typo.yaml",
+        "name: typo\nworkspace: ./typo-ws\ninstrument: shelll\n\
+         sheet: {size: 1, total_items: 2}\nprompt: {template: \"RUN: true\"}\n",
+    );
+    // An alias to a misspelt profile, a movement's typo, and a fallback naming an alias.
+    env.write_score(
+        "many.yaml",
+        "name: many\nworkspace: ./many-ws\ninstrument: quick\n\
+         instruments:\n  quick: {profile: gemni-cli}\ninstrument_fallbacks: [quick]\n\
+         movements:\n  2: {instrument: claude-cod}\n\
+         sheet: {size: 1, total_items: 2}\nprompt: {template: \"RUN: true\"}\n",
+    );
+    env.start_conductor();
+    // validate stays upstream's warning (V210), with its suggestion.
+    let out = env.mozart(&["validate", "typo.yaml"]);
+    let text = all_output(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("[V210]") && text.contains("Did you mean 'shell'?"),
+        "{text}"
+    );
+
+    let profiles = env.home.join("instruments").display().to_string();
+    let cases: [(&str, &[&str]); 2] = [
+        (
+            "typo",
+            &["Unknown instrument in ", "typo.yaml: instrument: shelll (did you mean 'shell'?)"],
+        ),
+        (
+            "many",
+            &[
+                "Unknown instruments in ",
+                "instruments.quick.profile: gemni-cli (did you mean 'gemini-cli'?)",
+                "instrument_fallbacks: quick (an instruments: alias, which a fallback does not follow",
+                "movements.2.instrument: claude-cod (did you mean 'claude-code'?)",
+            ],
+        ),
+    ];
+    for (job, wants) in cases {
+        let out = env.mozart(&["run", &format!("{job}.yaml")]);
+        let text = all_output(&out);
+        assert_eq!(out.status.code(), Some(1), "{job}: {text}");
+        for want in wants {
+            assert!(text.contains(want), "{job}: no {want:?} in\n{text}");
+        }
+        assert!(text.contains(&profiles), "{job}: no {profiles} in\n{text}");
+        assert!(text.contains("mozart instruments list"), "{job}: {text}");
+        // Nothing was submitted: no job, no workspace.
+        let out = env.mozart(&["status", job]);
+        assert_ne!(
+            out.status.code(),
+            Some(0),
+            "{job} is a job: {}",
+            all_output(&out)
+        );
+        assert!(
+            !env.work.join(format!("{job}-ws")).exists(),
+            "{job}: workspace made"
+        );
+    }
+}

@@ -432,10 +432,11 @@ fn review_without_tasks_keeps_memory_per_sheet() {
     assert!(ws.join("sheet-2/PROGRESS.md").exists());
 }
 
-/// A reviewer that cannot run at all (an unknown instrument) fails the sheet at once with a
-/// message naming it, instead of spending the retries.
+/// A reviewer that cannot run at all (an unknown instrument) is refused with the submission,
+/// naming its field, before the worker spends anything (its sheet used to fail only after
+/// the worker's attempt).
 #[test]
-fn an_unknown_reviewer_instrument_fails_the_sheet_at_once() {
+fn an_unknown_reviewer_instrument_is_refused_with_the_submission() {
     let env = TestEnv::new();
     let score = env.write_score(
         "broken.yaml",
@@ -443,14 +444,19 @@ fn an_unknown_reviewer_instrument_fails_the_sheet_at_once() {
     );
     let script = standin_script(&env, "broken", &json!([{"result": "written"}]));
     start_with_env(&env, &[("MOZART_STANDIN_SCRIPT", &script)]);
-    run(&env, &score, &[]);
-    let doc = wait_terminal(&env, "broken", 60.0);
-    assert_eq!(doc["status"], "failed", "{doc:#}");
-    let message = sheet(&doc, 1)["error_message"].as_str().unwrap_or("");
-    assert!(
-        message.contains("reviewer") && message.contains("no-such-reviewer"),
-        "{doc:#}"
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    let text = format!(
+        "{}{}",
+        mozart_tests::stdout(&out),
+        String::from_utf8_lossy(&out.stderr)
     );
-    let count = std::fs::read_to_string(format!("{}.count", script.display())).unwrap();
-    assert_eq!(count.trim(), "1", "the worker ran once");
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("review.instrument: no-such-reviewer"),
+        "{text}"
+    );
+    assert!(
+        !std::path::Path::new(&format!("{}.count", script.display())).exists(),
+        "the worker ran"
+    );
 }

@@ -4,7 +4,7 @@
 use indexmap::IndexMap;
 
 use crate::error::ConfigError;
-use crate::model::{FreeMap, JobConfig, SheetConfig, SkipWhenCommand};
+use crate::model::{FreeMap, JobConfig, MovementDef, SheetConfig, SkipWhenCommand};
 
 /// Concrete sheet count: `(total_items − start_item + size) // size` (Python floor division,
 /// so it can be 0 or negative when `start_item > total_items`, §4.1).
@@ -394,11 +394,135 @@ impl PlanOutline {
     pub fn sheets<'a>(&self, job: &'a JobConfig) -> impl Iterator<Item = PlannedSheet> + 'a {
         (1..=i64::from(self.total_sheets)).map(move |num| plan_sheet(job, num))
     }
+
+    /// The profile names the conductor may be asked to play `job`'s sheets with, in order
+    /// of first use: each sheet's instrument (an `instruments:` alias followed) and its
+    /// fallbacks — resolved as [`sheet`](Self::sheet) resolves them, without building the
+    /// sheets — and the reviewer's (`review.instrument`, else the sheets'), each once.
+    pub fn instruments(&self, job: &JobConfig) -> Vec<String> {
+        let mut seen: indexmap::IndexSet<&str> = indexmap::IndexSet::new();
+        for num in 1..=i64::from(self.total_sheets) {
+            let (stage, _, _) = fan_meta(&job.sheet, num);
+            let movement = job.movements.get(&stage);
+            let (named, _) = named_instrument(job, num, movement);
+            seen.insert(profile_of(job, named));
+            seen.extend(fallbacks_of(job, num, movement).iter().map(String::as_str));
+        }
+        if let Some(review) = &job.review {
+            if let Some(named) = review.instrument.as_deref() {
+                seen.insert(profile_of(job, named));
+            }
+        }
+        seen.into_iter().map(str::to_string).collect()
+    }
 }
 
 fn merge(into: &mut FreeMap, from: &FreeMap) {
     for (k, v) in from {
         into.insert(k.clone(), v.clone());
+    }
+}
+
+/// Where `job` names `profile`, one of the instruments [`PlanOutline::instruments`] gives, as
+/// a dotted field path (`movements.2.instrument`): the first field that plays it, else the
+/// first fallback list holding it; `backend.type` when no field names an instrument.
+pub fn instrument_field(job: &JobConfig, profile: &str) -> String {
+    let sheet = &job.sheet;
+    // A name that is an alias is played under it only as a fallback (never followed).
+    let played = !job.instruments.contains_key(profile);
+    if played && job.instrument.as_deref() == Some(profile) {
+        return "instrument".into();
+    }
+    if let Some((n, _)) = sheet
+        .per_sheet_instruments
+        .iter()
+        .find(|(_, name)| played && *name == profile)
+    {
+        return format!("sheet.per_sheet_instruments.{n}");
+    }
+    if played && sheet.instrument_map.contains_key(profile) {
+        return format!("sheet.instrument_map.{profile}");
+    }
+    if let Some((n, _)) = job
+        .movements
+        .iter()
+        .find(|(_, m)| played && m.instrument.as_deref() == Some(profile))
+    {
+        return format!("movements.{n}.instrument");
+    }
+    if let Some((alias, _)) = job.instruments.iter().find(|(_, d)| d.profile == profile) {
+        return format!("instruments.{alias}.profile");
+    }
+    if played && job.review.as_ref().and_then(|r| r.instrument.as_deref()) == Some(profile) {
+        return "review.instrument".into();
+    }
+    let holds = |list: &[String]| list.iter().any(|f| f == profile);
+    if holds(&job.instrument_fallbacks) {
+        return "instrument_fallbacks".into();
+    }
+    if let Some((n, _)) = job
+        .movements
+        .iter()
+        .find(|(_, m)| holds(&m.instrument_fallbacks))
+    {
+        return format!("movements.{n}.instrument_fallbacks");
+    }
+    if let Some((n, _)) = sheet.per_sheet_fallbacks.iter().find(|(_, f)| holds(f)) {
+        return format!("sheet.per_sheet_fallbacks.{n}");
+    }
+    "backend.type".into()
+}
+
+/// The profile `named` plays: an `instruments:` alias's, else the name itself.
+fn profile_of<'a>(job: &'a JobConfig, named: &'a str) -> &'a str {
+    job.instruments
+        .get(named)
+        .map_or(named, |d| d.profile.as_str())
+}
+
+/// The instrument name sheet `num` is given before an `instruments:` alias is followed —
+/// its own, its `instrument_map` entry, its movement's, the score's, else the
+/// `backend.type` — as §3.5 orders them; and whether its movement's `instrument_config`
+/// applies (when neither of the sheet's own names chose).
+fn named_instrument<'a>(
+    job: &'a JobConfig,
+    num: i64,
+    movement: Option<&'a MovementDef>,
+) -> (&'a str, bool) {
+    let sheet = &job.sheet;
+    if let Some(name) = sheet.per_sheet_instruments.get(&num) {
+        return (name, false);
+    }
+    if let Some((name, _)) = sheet
+        .instrument_map
+        .iter()
+        .find(|(_, sheets)| sheets.contains(&num))
+    {
+        return (name, false);
+    }
+    if let Some(name) = movement.and_then(|m| m.instrument.as_deref()) {
+        return (name, true);
+    }
+    let name = job
+        .instrument
+        .as_deref()
+        .unwrap_or_else(|| job.backend.kind.as_str());
+    (name, movement.is_some())
+}
+
+/// Sheet `num`'s fallback chain: its own, its movement's, else the score's. The conductor
+/// takes each name as a profile name (an `instruments:` alias is not followed).
+fn fallbacks_of<'a>(
+    job: &'a JobConfig,
+    num: i64,
+    movement: Option<&'a MovementDef>,
+) -> &'a [String] {
+    if let Some(f) = job.sheet.per_sheet_fallbacks.get(&num) {
+        f
+    } else if let Some(m) = movement.filter(|m| !m.instrument_fallbacks.is_empty()) {
+        &m.instrument_fallbacks
+    } else {
+        &job.instrument_fallbacks
     }
 }
 
@@ -408,23 +532,13 @@ fn plan_sheet(job: &JobConfig, num: i64) -> PlannedSheet {
     let (start_item, end_item) = item_range(sheet, num);
     let movement = job.movements.get(&stage);
     let mut cfg = job.instrument_config.clone();
-    let mut name: Option<String> = sheet.per_sheet_instruments.get(&num).cloned();
-    if name.is_none() {
-        name = sheet
-            .instrument_map
-            .iter()
-            .find(|(_, sheets)| sheets.contains(&num))
-            .map(|(k, _)| k.clone());
-    }
-    if name.is_none() {
+    let (named, from_movement) = named_instrument(job, num, movement);
+    if from_movement {
         if let Some(m) = movement {
-            name = m.instrument.clone();
             merge(&mut cfg, &m.instrument_config);
         }
     }
-    let mut name = name
-        .or_else(|| job.instrument.clone())
-        .unwrap_or_else(|| job.backend.kind.as_str().to_string());
+    let mut name = named.to_string();
     if let Some(def) = job.instruments.get(&name) {
         merge(&mut cfg, &def.config);
         name = def.profile.clone();
@@ -432,13 +546,7 @@ fn plan_sheet(job: &JobConfig, num: i64) -> PlannedSheet {
     if let Some(extra) = sheet.per_sheet_instrument_config.get(&num) {
         merge(&mut cfg, extra);
     }
-    let fallbacks = if let Some(f) = sheet.per_sheet_fallbacks.get(&num) {
-        f.clone()
-    } else if let Some(m) = movement.filter(|m| !m.instrument_fallbacks.is_empty()) {
-        m.instrument_fallbacks.clone()
-    } else {
-        job.instrument_fallbacks.clone()
-    };
+    let fallbacks = fallbacks_of(job, num, movement).to_vec();
     let mut timeout = job.backend.timeout_seconds;
     // Upstream documents `instrument_config.timeout_seconds` everywhere but never reads it
     // (score.md §3.5 [GAP]); it is the sheet's timeout unless a per-sheet override says more.
@@ -641,6 +749,47 @@ mod tests {
         let plan = SheetPlan::build(&score.config).expect("plan");
         let timeouts: Vec<f64> = plan.sheets.iter().map(|s| s.timeout_seconds).collect();
         assert_eq!(timeouts, vec![42.0, 7.0, 42.0]);
+    }
+
+    /// The instruments a submission checks are the ones the sheets are planned with (an
+    /// alias followed, a fallback not), each with the field that names it.
+    #[test]
+    fn played_instruments_are_the_planned_sheets_and_their_fallbacks() {
+        let text = "name: t\nworkspace: ./ws\ninstrument: quick\n\
+                    instruments:\n  quick: {profile: shell}\n\
+                    instrument_fallbacks: [quick]\n\
+                    movements:\n  2: {instrument: gemini-cli, instrument_fallbacks: [codex-cli]}\n\
+                    sheet:\n  size: 1\n  total_items: 3\n  per_sheet_instruments: {3: aider}\n\
+                    prompt:\n  template: hi\n";
+        let score = crate::load::load_score_str(text, std::path::Path::new("/tmp/t.yaml"))
+            .expect("valid score");
+        let job = &score.config;
+        let plan = SheetPlan::build(job).expect("plan");
+        let mut planned: Vec<&str> = Vec::new();
+        for s in &plan.sheets {
+            for name in std::iter::once(&s.instrument).chain(&s.instrument_fallbacks) {
+                if !planned.contains(&name.as_str()) {
+                    planned.push(name);
+                }
+            }
+        }
+        let outline = PlanOutline::of(job).expect("outline");
+        assert_eq!(outline.instruments(job), planned);
+        assert_eq!(
+            planned,
+            ["shell", "quick", "gemini-cli", "codex-cli", "aider"]
+        );
+        let fields: Vec<String> = planned.iter().map(|n| instrument_field(job, n)).collect();
+        assert_eq!(
+            fields,
+            [
+                "instruments.quick.profile",
+                "instrument_fallbacks",
+                "movements.2.instrument",
+                "movements.2.instrument_fallbacks",
+                "sheet.per_sheet_instruments.3",
+            ]
+        );
     }
 
     #[test]

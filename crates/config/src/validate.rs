@@ -811,7 +811,7 @@ fn check_undefined_vars(
 }
 
 /// Python `difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)`.
-pub(crate) fn close_match(word: &str, candidates: &HashSet<String>) -> Option<String> {
+pub fn close_match(word: &str, candidates: &HashSet<String>) -> Option<String> {
     let mut best: Option<(f64, &String)> = None;
     let mut sorted: Vec<&String> = candidates.iter().collect();
     sorted.sort();

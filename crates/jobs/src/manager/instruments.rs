@@ -1,7 +1,8 @@
 //! Which backend plays a sheet: the native instruments take their settings from the score's
 //! `backend:` section (instruments.md §1.1, §3); every other instrument is its profile.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
 use std::sync::Arc;
 
 use mozart_backends::{
@@ -9,9 +10,73 @@ use mozart_backends::{
     ClaudeOutputFormat, InstrumentRegistry, OllamaBackend, OllamaOptions,
 };
 use mozart_config::model::OutputFormat;
+use mozart_config::{JobConfig, PlanOutline};
 
 use super::table::{Fact, RunChange};
 use super::{JobRun, Shared};
+
+/// Whether this conductor can play `instrument` (a profile name: `instruments:` aliases are
+/// followed before). The one test of both a submission, which refuses a score naming an
+/// instrument that fails it, and [`backend_for`], which builds the sheet's backend.
+pub(crate) fn is_known(registry: &InstrumentRegistry, instrument: &str) -> bool {
+    // `claude_cli` is built from the score's `backend:` section, profile or not.
+    instrument == "claude_cli" || registry.get(instrument).is_some()
+}
+
+/// Why a submission of `config` (the score file `score`) is refused: the instruments its sheets, their fallbacks or
+/// its reviewer would be played with (`outline`'s resolution, the dispatch's) that `registry`
+/// does not have — each with the field naming it and the closest known name — and where
+/// profiles go. `None` when every one is known.
+pub(crate) fn unknown_instruments(
+    registry: &InstrumentRegistry,
+    profiles_dir: &Path,
+    (score, config): (&Path, &JobConfig),
+    outline: &PlanOutline,
+) -> Option<String> {
+    let unknown: Vec<String> = outline
+        .instruments(config)
+        .into_iter()
+        .filter(|name| !is_known(registry, name))
+        .collect();
+    if unknown.is_empty() {
+        return None;
+    }
+    let known: HashSet<String> = registry.names().into_iter().collect();
+    let each: Vec<String> = unknown
+        .iter()
+        .map(|name| {
+            let field = mozart_config::plan::instrument_field(config, name);
+            let why = if let Some(def) = config.instruments.get(name) {
+                // Fallbacks name profiles only (upstream's rule, docs/scores.md).
+                format!(
+                    " (an instruments: alias, which a fallback does not follow: name its profile, '{}')",
+                    def.profile
+                )
+            } else if let Some(meant) = mozart_config::validate::close_match(name, &known) {
+                format!(" (did you mean '{meant}'?)")
+            } else {
+                String::new()
+            };
+            format!("{field}: {name}{why}")
+        })
+        .collect();
+    let (what, them) = if unknown.len() == 1 {
+        ("Unknown instrument", "that name, so every sheet playing it")
+    } else {
+        (
+            "Unknown instruments",
+            "those names, so every sheet playing one",
+        )
+    };
+    Some(format!(
+        "{what} in {}: {}. This conductor has no profile of {them} would fail. \
+         Correct the score, or put the profile in {} and restart the conductor (mozart restart); \
+         'mozart instruments list' lists the instruments there are",
+        score.display(),
+        each.join("; "),
+        profiles_dir.display(),
+    ))
+}
 
 /// The backend for one attempt of `instrument` in `run`.
 pub(crate) fn backend_for(
@@ -21,6 +86,11 @@ pub(crate) fn backend_for(
 ) -> Result<Arc<dyn Backend>, String> {
     let b = &run.config.backend;
     let unknown = |e: mozart_backends::BackendError| format!("instrument '{instrument}': {e}");
+    if !is_known(registry, instrument) {
+        return Err(unknown(mozart_backends::BackendError::UnknownInstrument {
+            name: instrument.to_string(),
+        }));
+    }
     match instrument {
         "claude_cli" => {
             let profile_model = registry

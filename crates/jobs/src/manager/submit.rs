@@ -61,6 +61,7 @@ pub(super) async fn dry_run(
         let workspace = validate_workspace(&mut config, &req)?;
         let plan = PlanOutline::of(&config)
             .map_err(|e| Rejection(format!("Failed to plan the score: {e}")))?;
+        known_instruments(mgr, &ctx.paths.home, (&config_path, &config), &plan)?;
         mozart_config::template::PromptRenderer::new(&config, config_path.parent())
             .map_err(template_rejection)?;
         Ok::<_, Rejection>((plan.total_sheets, workspace))
@@ -115,7 +116,8 @@ pub(super) async fn submit(
     // `job_timeout_seconds` as configured now (a reload applies to the next jobs); the
     // clock starts when the job gets its job slot.
     let timeout = std::time::Duration::from_secs_f64(ctx.config().job_timeout_seconds.max(1.0));
-    match pipeline(mgr, &job_id, &config_path, req, timeout).await {
+    let home = &ctx.paths.home;
+    match pipeline(mgr, (&job_id, home), &config_path, req, timeout).await {
         Ok(response) => response,
         Err(Rejection(message)) => {
             super::events::rejected(&job_id, &config_text, &message);
@@ -126,7 +128,7 @@ pub(super) async fn submit(
 
 async fn pipeline(
     mgr: &JobManager,
-    job_id: &str,
+    (job_id, home): (&str, &Path),
     config_path: &Path,
     req: SubmitRequest,
     timeout: std::time::Duration,
@@ -147,7 +149,7 @@ async fn pipeline(
             return Err(Rejection(refusal));
         }
     }
-    let (plan, renderer) = plan(&config, config_path, &workspace)?;
+    let (plan, renderer) = plan(mgr, home, &config, config_path, &workspace)?;
 
     let _guard = mgr.shared.submit_lock.lock().await;
     ensure_not_running(mgr, job_id).await?;
@@ -495,14 +497,18 @@ pub(super) fn workspace_gone(
     ))
 }
 
-/// Plan: the sheet plan and the compiled prompt template; creates the workspace.
+/// Plan: the sheet plan, every instrument it plays known, and the compiled prompt template;
+/// creates the workspace.
 fn plan(
+    mgr: &JobManager,
+    home: &Path,
     config: &JobConfig,
     config_path: &Path,
     workspace: &Path,
 ) -> Step<(PlanOutline, mozart_config::template::PromptRenderer)> {
     let plan =
         PlanOutline::of(config).map_err(|e| Rejection(format!("Failed to plan the score: {e}")))?;
+    known_instruments(mgr, home, (config_path, config), &plan)?;
     let renderer = mozart_config::template::PromptRenderer::new(config, config_path.parent())
         .map_err(template_rejection)?;
     std::fs::create_dir_all(workspace).map_err(|e| {
@@ -512,6 +518,22 @@ fn plan(
         ))
     })?;
     Ok((plan, renderer))
+}
+
+/// Every instrument the plan plays is one this conductor has: a misspelt `instrument:`
+/// (upstream accepts the job, then fails each sheet at dispatch) is refused with the field,
+/// the closest name and where profiles go (docs/differences.md).
+fn known_instruments(
+    mgr: &JobManager,
+    home: &Path,
+    score: (&Path, &JobConfig),
+    plan: &PlanOutline,
+) -> Step<()> {
+    let profiles = home.join("instruments");
+    match super::instruments::unknown_instruments(&mgr.shared.instruments, &profiles, score, plan) {
+        Some(message) => Err(Rejection(message)),
+        None => Ok(()),
+    }
 }
 
 /// Why the score's prompt cannot be used: its template file is missing, or it does not
