@@ -139,6 +139,19 @@ fn a_conductor_config_mistake_names_its_line_and_the_field_meant() {
             "# mine\nmax_concurent_jobs: 2\n",
             "line 2: unknown field `max_concurent_jobs` (did you mean `max_concurrent_jobs`?)",
         ),
+        // A mistyped value in words, not Rust's type names (`expected u32`, `struct …`).
+        (
+            "max_concurrent_jobs: lots\n",
+            "line 1: max_concurrent_jobs: must be a whole number from 0 to 4294967295, not the text \"lots\"",
+        ),
+        (
+            "log_level: info\nsocket: /tmp/mozart.sock\n",
+            "line 2: socket: must be a mapping (socket: with its fields on the indented lines below), not the text \"/tmp/mozart.sock\"",
+        ),
+        (
+            "job_timeout_seconds: '600'\n",
+            "line 1: job_timeout_seconds: must be a number, not the text \"600\" (without the quotes it is a number)",
+        ),
     ];
     for (text, want) in cases {
         std::fs::write(&config, text).unwrap();
@@ -149,6 +162,10 @@ fn a_conductor_config_mistake_names_its_line_and_the_field_meant() {
             assert!(said.contains(want), "{args:?}: no {want:?} in\n{said}");
             assert!(said.contains(&config.display().to_string()), "{said}");
             assert!(said.contains("Correct it in the file"), "{said}");
+            assert!(
+                !said.contains("expected u") && !said.contains("struct "),
+                "{args:?}: Rust's words in\n{said}"
+            );
         }
     }
     assert!(env.conductor_pid().is_none(), "a conductor started");

@@ -506,7 +506,7 @@ fn config_errors_name_the_field_path_and_the_line_in_the_users_file() {
         let text = stdout(&out);
         assert!(
             text.contains(&format!(
-                "{}: line 7: socket.backlog: invalid type: string \"lots\", expected u32",
+                "{}: line 7: socket.backlog: must be a whole number from 0 to 4294967295, not the text \"lots\"",
                 file.display()
             )),
             "{args:?}: {text}"

@@ -574,7 +574,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("x.yaml: line 9: models[1].context_window: invalid type: string \"lots\""),
+            err.contains("x.yaml: line 9: models[1].context_window: must be a whole number"),
             "{err}"
         );
         assert!(

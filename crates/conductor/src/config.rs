@@ -515,7 +515,7 @@ impl DaemonConfig {
     /// validated; errors name `path`, the field path and the line in the file.
     pub fn from_node(node: Option<&Node>, path: &Path) -> Result<DaemonConfig, ConductorError> {
         // Straight from the tree: an error names the field path and the line in the user's
-        // file (`line 7: socket.backlog: invalid type: …`).
+        // file (`line 7: socket.backlog: must be a whole number …, not the text "lots"`).
         let config: DaemonConfig = match node {
             // A file with no document (empty, or only comments) is all defaults.
             None
@@ -808,7 +808,7 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(
-            err.contains("line 7: socket.backlog: invalid type: string \"lots\", expected u32"),
+            err.contains("line 7: socket.backlog: must be a whole number from 0 to 4294967295, not the text \"lots\""),
             "{err}"
         );
         assert!(err.contains("mozart config check"), "{err}");

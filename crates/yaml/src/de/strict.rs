@@ -1,6 +1,7 @@
 //! The strict policy, for every YAML file but scores (conductor.yaml, instrument profiles,
 //! placements): a value is taken as written (`timeout_seconds: '30'` is text, not a number)
-//! and a misfit is worded by serde and placed by field path and line.
+//! and a misfit is worded for the user (not in Rust's type names) and placed by field path
+//! and line.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -22,7 +23,8 @@ pub enum Segment {
 /// A value of the document does not fit the typed model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeError {
-    /// What is wrong, in serde's words (`invalid type: string "x", expected u32`).
+    /// What is wrong (`must be a whole number from 0 to 4294967295, not the text "x"`; an
+    /// unknown or missing field in serde's words).
     pub message: String,
     /// Where, from the document's root; empty for the root itself.
     pub path: Vec<Segment>,
@@ -105,7 +107,7 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
     from_node(node.as_ref().unwrap_or(&null)).map_err(Error::Schema)
 }
 
-/// The strict policy: no coercions, serde's words.
+/// The strict policy: no coercions, a user's words.
 pub(crate) struct Strict;
 
 /// A [`DeError`] on its way up: its path is the place where it arose.
@@ -124,6 +126,18 @@ impl fmt::Display for StrictError {
 impl std::error::Error for StrictError {}
 
 impl de::Error for StrictError {
+    /// A misfit in the user's words: `must be a whole number from 0 to 4294967295, not the
+    /// text "lots"`, where serde says `invalid type: string "lots", expected u32`.
+    fn invalid_type(unexp: de::Unexpected<'_>, exp: &dyn Expected) -> Self {
+        de::Error::custom(misfit(&unexp, exp))
+    }
+
+    /// As [`invalid_type`](Self::invalid_type): an integer out of the field's range is worded
+    /// alike (`must be a whole number from 0 to 4294967295, not -3`).
+    fn invalid_value(unexp: de::Unexpected<'_>, exp: &dyn Expected) -> Self {
+        de::Error::custom(misfit(&unexp, exp))
+    }
+
     fn custom<T: fmt::Display>(msg: T) -> Self {
         StrictError {
             error: DeError {
@@ -148,6 +162,60 @@ impl de::Error for StrictError {
         };
         de::Error::custom(message)
     }
+}
+
+/// What a section (a struct) is asked for; [`Strict::locate`] names the section's key in it.
+const SECTION: &str = "a mapping (`key: value` lines)";
+
+/// `must be <what the field takes>, not <what was written>`, in a user's words rather than
+/// Rust's type names (`u32`, `struct SocketConfig`).
+fn misfit(unexp: &de::Unexpected<'_>, exp: &dyn Expected) -> String {
+    let rust = exp.to_string();
+    let wanted: Cow<'_, str> = match rust.as_str() {
+        "u8" => "a whole number from 0 to 255".into(),
+        "u16" => "a whole number from 0 to 65535".into(),
+        "u32" => "a whole number from 0 to 4294967295".into(),
+        "u64" | "u128" | "usize" => "a whole number (0 or more)".into(),
+        "i8" => "a whole number from -128 to 127".into(),
+        "i16" => "a whole number from -32768 to 32767".into(),
+        "i32" => "a whole number from -2147483648 to 2147483647".into(),
+        "i64" | "i128" | "isize" => "a whole number".into(),
+        "f32" | "f64" => "a number".into(),
+        "a boolean" => "true or false".into(),
+        "a string" | "path string" => "text".into(),
+        "a character" => "a single character".into(),
+        "a sequence" => "a list (`- item` lines, or [a, b])".into(),
+        "a map" => "a mapping (`key: value` lines)".into(),
+        "unit" => "empty".into(),
+        other if other.starts_with("struct ") => SECTION.into(),
+        other => other.to_string().into(),
+    };
+    let numeric = wanted.starts_with("a whole number") || wanted == "a number";
+    let found = match unexp {
+        de::Unexpected::Str(text) => {
+            // `'30'` is text in YAML: the quotes are what is wrong.
+            let quoted_number = numeric && text.trim().parse::<f64>().is_ok();
+            let hint = if quoted_number {
+                " (without the quotes it is a number)"
+            } else {
+                ""
+            };
+            format!("the text {text:?}{hint}")
+        }
+        // `name: 123` is a number in YAML: text is written in quotes.
+        de::Unexpected::Signed(i) if wanted == "text" => format!("{i} (quote it for text: '{i}')"),
+        de::Unexpected::Float(f) if wanted == "text" => format!("{f} (quote it for text: '{f}')"),
+        de::Unexpected::Bool(b) if wanted == "text" => format!("{b} (quote it for text: '{b}')"),
+        de::Unexpected::Signed(i) => i.to_string(),
+        de::Unexpected::Unsigned(u) => u.to_string(),
+        de::Unexpected::Float(f) => f.to_string(),
+        de::Unexpected::Bool(b) => b.to_string(),
+        de::Unexpected::Unit => "empty".into(),
+        de::Unexpected::Seq => "a list".into(),
+        de::Unexpected::Map => "a mapping".into(),
+        other => other.to_string(),
+    };
+    format!("must be {wanted}, not {found}")
 }
 
 /// serde's `one of `a`, `b``, or `a` alone.
@@ -257,6 +325,12 @@ impl Policy for Strict {
         if !error.located {
             error.located = true;
             error.error.path = loc.segments();
+            // A section given a value: say which section, with its fields under it.
+            if let Some(Segment::Key(key)) = error.error.path.last() {
+                let named =
+                    format!("a mapping ({key}: with its fields on the indented lines below)");
+                error.error.message = error.error.message.replacen(SECTION, &named, 1);
+            }
         }
         // The innermost line is the useful one; line 0 means "not from the file" (a merged
         // default) and is never shown.
@@ -369,7 +443,7 @@ mod tests {
         assert_eq!(err.line, Some(5));
         assert_eq!(
             err.to_string(),
-            "line 5: backend.timeout_seconds: invalid type: string \"soon\", expected f64"
+            "line 5: backend.timeout_seconds: must be a number, not the text \"soon\""
         );
         let err = schema_err("instruments:\n  - {name: a, kind: cli}\n  - {name: b, kind: http}\n  - name: 7\n    kind: cli\n");
         assert_eq!(err.path_text(), "instruments[2].name");
@@ -378,7 +452,44 @@ mod tests {
         let err = schema_err("instruments:\n  - name: a\n    kind: cli\n    port: 70000\n");
         assert_eq!(err.path_text(), "instruments[0].port");
         assert_eq!(err.line, Some(4));
-        assert!(err.message.contains("70000"), "{err}");
+        assert_eq!(
+            err.message, "must be a whole number from 0 to 65535, not 70000",
+            "{err}"
+        );
+    }
+
+    /// Rust's type names (`u32`, `struct Backend`, `a sequence`) are not the user's words.
+    #[test]
+    fn a_misfit_says_what_the_field_takes_in_a_users_words() {
+        let cases = [
+            (
+                "backend: fast\n",
+                "line 1: backend: must be a mapping (backend: with its fields on the indented lines below), not the text \"fast\"",
+            ),
+            (
+                "backend: {timeout_seconds: '30'}\n",
+                "line 1: backend.timeout_seconds: must be a number, not the text \"30\" (without the quotes it is a number)",
+            ),
+            (
+                "backend: {timeout_seconds: 1, enabled: maybe}\n",
+                "line 1: backend.enabled: must be true or false, not the text \"maybe\"",
+            ),
+            (
+                "instruments: cli\n",
+                "line 1: instruments: must be a list (`- item` lines, or [a, b]), not the text \"cli\"",
+            ),
+            (
+                "env: {A: 1}\n",
+                "line 1: env.A: must be text, not 1 (quote it for text: '1')",
+            ),
+            (
+                "fan_out: {2: -1}\n",
+                "line 1: fan_out.2: must be a whole number from 0 to 4294967295, not -1",
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(schema_err(text).to_string(), want, "{text}");
+        }
     }
 
     #[test]
@@ -414,10 +525,10 @@ mod tests {
         // As in a score: a quoted number stays text, an unquoted one is not a name.
         assert!(schema_err("backend: {timeout_seconds: '30'}\n")
             .message
-            .contains("invalid type: string"));
+            .contains("not the text \"30\""));
         assert!(schema_err("env: {A: 1}\n")
             .message
-            .contains("invalid type: integer `1`"));
+            .contains("must be text, not 1"));
         assert_eq!(from_str::<Root>("env: {A: '1'}\n").unwrap().env["A"], "1");
     }
 
