@@ -274,3 +274,49 @@ fn the_conductor_refuses_a_score_naming_an_instrument_it_does_not_have() {
         );
     }
 }
+
+#[test]
+fn a_key_given_twice_in_conductor_yaml_or_a_profile_is_a_warning_as_in_a_score() {
+    let env = TestEnv::new();
+    let config = env.home.join("conductor.yaml");
+    std::fs::write(
+        &config,
+        "max_concurrent_jobs: 3\nlog_level: info\nmax_concurrent_jobs: 5\n",
+    )
+    .unwrap();
+    let want = format!(
+        "{}: warning: duplicate key 'max_concurrent_jobs' on lines 1 and 3: only the last value (line 3) is used",
+        config.display()
+    );
+    for args in [vec!["config", "check"], vec!["start"]] {
+        let out = env.mozart(&args);
+        let said = all_output(&out);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {said}");
+        assert!(said.contains(&want), "{args:?}: no {want:?} in\n{said}");
+        assert_eq!(said.matches("duplicate key").count(), 1, "{args:?}: {said}");
+    }
+    let shown: serde_json::Value =
+        serde_json::from_str(&stdout(&env.mozart(&["config", "show", "--json"]))).unwrap();
+    let used = shown["settings"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["key"] == "max_concurrent_jobs"))
+        .map(|r| r["value"].clone());
+    assert_eq!(used, Some(serde_json::json!(5)), "{shown}");
+
+    let profiles = env.home.join("instruments");
+    std::fs::create_dir_all(&profiles).unwrap();
+    let profile = profiles.join("twice.yaml");
+    std::fs::write(
+        &profile,
+        "name: twice\ndisplay_name: One\nkind: cli\ndisplay_name: Two\ncli:\n  command: {executable: sh}\n",
+    )
+    .unwrap();
+    let out = env.mozart(&["instruments", "list"]);
+    let said = all_output(&out);
+    let want = format!(
+        "instrument profile {}: duplicate key 'display_name' on lines 2 and 4: only the last value (line 4) is used",
+        profile.display()
+    );
+    assert!(said.contains(&want), "no {want:?} in\n{said}");
+    assert!(said.contains("twice"), "the profile still loads:\n{said}");
+}

@@ -104,10 +104,16 @@ impl InstrumentRegistry {
             .collect();
         files.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
         for path in files {
-            match Self::load_file(&path) {
-                Ok(profile) => self.register(profile, ProfileSource::File(path)),
-                // Not logged here: the caller shows each warning once, in its own way (the
-                // CLI as `Warning: …`, the conductor in its log).
+            // Not logged here: the caller shows each warning once, in its own way (the CLI
+            // as `Warning: …`, the conductor in its log).
+            match Self::load_file_noting(&path) {
+                Ok((profile, duplicates)) => {
+                    // Loaded, last value winning, as a score's and conductor.yaml's are.
+                    self.warnings.extend(duplicates.iter().map(|d| {
+                        format!("instrument profile {}: {}", path.display(), d.warning())
+                    }));
+                    self.register(profile, ProfileSource::File(path));
+                }
                 Err(err) => self.warnings.push(err.to_string()),
             }
         }
@@ -115,11 +121,20 @@ impl InstrumentRegistry {
 
     /// Read and validate one profile file.
     pub fn load_file(path: &Path) -> Result<InstrumentProfile, BackendError> {
+        Self::load_file_noting(path).map(|(profile, _)| profile)
+    }
+
+    /// [`load_file`](Self::load_file), with the keys the file gives twice in one mapping.
+    fn load_file_noting(
+        path: &Path,
+    ) -> Result<(InstrumentProfile, Vec<mozart_yaml::DuplicateKey>), BackendError> {
         let text = std::fs::read_to_string(path).map_err(|source| BackendError::ReadProfile {
             path: path.to_path_buf(),
             source,
         })?;
-        InstrumentProfile::from_yaml(&text, &path.display().to_string())
+        let profile = InstrumentProfile::from_yaml(&text, &path.display().to_string())?;
+        // A second parse of a file of a few lines, made only for a user's own profile.
+        Ok((profile, mozart_yaml::duplicate_keys(&text)))
     }
 
     /// Add or replace a profile.

@@ -477,6 +477,17 @@ impl DaemonConfig {
         file: Option<&Path>,
         profile: Option<&str>,
     ) -> Result<DaemonConfig, ConductorError> {
+        Self::load_noting(file, profile).map(|(config, _)| config)
+    }
+
+    /// [`load`](Self::load), with what the file's reader should be told though it loads: each
+    /// key given twice in one mapping (`duplicate key 'socket.backlog' on lines 3 and 7: only
+    /// the last value (line 7) is used`), as a score's are.
+    pub fn load_noting(
+        file: Option<&Path>,
+        profile: Option<&str>,
+    ) -> Result<(DaemonConfig, Vec<String>), ConductorError> {
+        let mut warnings = Vec::new();
         let (mut data, origin) = match file {
             Some(path) if path.exists() => {
                 let text =
@@ -486,11 +497,14 @@ impl DaemonConfig {
                     })?;
                 // The score loader's YAML 1.1 (`enabled: yes`, `on`, octal, …), so what a
                 // score accepts conductor.yaml accepts too.
-                let node =
-                    mozart_yaml::parse(&text).map_err(|err| ConductorError::ConfigInvalid {
-                        path: path.to_path_buf(),
-                        message: format!("{err}. {FIX}"),
+                let (node, duplicates) =
+                    mozart_yaml::parse_noting_duplicates(&text).map_err(|err| {
+                        ConductorError::ConfigInvalid {
+                            path: path.to_path_buf(),
+                            message: format!("{err}. {FIX}"),
+                        }
                     })?;
+                warnings.extend(duplicates.iter().map(mozart_yaml::DuplicateKey::warning));
                 (node, Some(path.to_path_buf()))
             }
             _ => (None, None),
@@ -508,7 +522,7 @@ impl DaemonConfig {
         }
         let mut config = DaemonConfig::from_node(data.as_ref(), &shown)?;
         config.config_file = origin.map(|p| std::path::absolute(&p).unwrap_or(p));
-        Ok(config)
+        Ok((config, warnings))
     }
 
     /// The config a loaded conductor.yaml tree gives (`None` or `null`: all defaults),

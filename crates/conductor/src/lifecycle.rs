@@ -189,8 +189,13 @@ fn reload(ctx: &Arc<ConductorCtx>, log: &LogHandle) {
         tracing::info!("daemon.sighup_no_config_file");
         return;
     }
-    let mut fresh = match DaemonConfig::load(Some(&file), None) {
-        Ok(config) => config,
+    let mut fresh = match DaemonConfig::load_noting(Some(&file), None) {
+        Ok((config, warnings)) => {
+            for warning in warnings {
+                tracing::warn!(file = %file.display(), warning, "daemon.sighup_config_warning");
+            }
+            config
+        }
         Err(err) => {
             tracing::warn!(error = %err, "daemon.sighup_reload_failed");
             return;

@@ -407,15 +407,7 @@ fn sync_auto_apply(config: &mut JobConfig) {
 /// Keys given twice in one mapping: YAML keeps the last value silently, as upstream does, so
 /// the score loads, but the author is told which value was dropped (docs/differences.md).
 fn duplicate_key_warnings(duplicates: Vec<yaml::DuplicateKey>) -> Vec<String> {
-    duplicates
-        .into_iter()
-        .map(|d| {
-            format!(
-                "duplicate key '{}' on lines {} and {}: only the last value (line {}) is used",
-                d.path, d.first_line, d.line, d.line
-            )
-        })
-        .collect()
+    duplicates.iter().map(yaml::DuplicateKey::warning).collect()
 }
 
 fn collect_warnings(c: &JobConfig) -> Vec<String> {

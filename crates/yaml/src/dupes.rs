@@ -22,6 +22,18 @@ pub struct DuplicateKey {
     pub line: usize,
 }
 
+impl DuplicateKey {
+    /// What its file's reader is told, the same for every YAML file Mozart reads (scores,
+    /// conductor.yaml, instrument profiles): `duplicate key 'retry.max_retries' on lines 6
+    /// and 7: only the last value (line 7) is used`.
+    pub fn warning(&self) -> String {
+        format!(
+            "duplicate key '{}' on lines {} and {}: only the last value (line {}) is used",
+            self.path, self.first_line, self.line, self.line
+        )
+    }
+}
+
 /// Every repeated key of `text`'s mappings, in document order (none when `text` does not
 /// parse: `parse` reports that). Merge keys (`<<`) and what they merge are not repeats:
 /// overriding a merged key is what merging is for.

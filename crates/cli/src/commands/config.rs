@@ -471,8 +471,11 @@ fn check(path: &Path) -> Result<i32, CliError> {
             vec!["Run 'mozart config init' to create a default config.".into()],
         ));
     }
-    match DaemonConfig::load(Some(path), None) {
-        Ok(_) => {
+    match DaemonConfig::load_noting(Some(path), None) {
+        Ok((_, warnings)) => {
+            for warning in warnings {
+                eprintln!("{}: warning: {warning}", path.display());
+            }
             println!("Valid config: {}", path.display());
             Ok(0)
         }

@@ -23,7 +23,8 @@ pub struct Args {
 
 /// Run `mozart restart`.
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
-    let (_, paths) = start::prepare(globals, &args.start)?;
+    // The file's warnings are said by the start below.
+    let (_, paths, _) = start::prepare_noting(globals, &args.start)?;
     match stop::stop_conductor(&paths, args.force, args.yes, "restart")? {
         stop::StopOutcome::Aborted => {
             println!("Aborted.");

@@ -65,17 +65,38 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     }
 }
 
-/// Load and validate the config (before any fork, so errors reach the user) and resolve paths.
+/// Load and validate the config (before any fork, so errors reach the user) and resolve
+/// paths; the file's warnings (a key given twice) are said once, by the command the user ran
+/// (not again by its detached child), as a score's are.
 pub(crate) fn prepare(
     globals: &Globals,
     args: &Args,
 ) -> Result<(DaemonConfig, ConductorPaths), CliError> {
+    let (config, paths, warnings) = prepare_noting(globals, args)?;
+    if !args.detached_child {
+        for warning in warnings {
+            eprintln!("{warning}");
+        }
+    }
+    Ok((config, paths))
+}
+
+/// [`prepare`], handing the file's warnings (`FILE: warning: …`) back instead of saying them.
+pub(crate) fn prepare_noting(
+    globals: &Globals,
+    args: &Args,
+) -> Result<(DaemonConfig, ConductorPaths, Vec<String>), CliError> {
     let home = mozart_ipc::paths::mozart_home().map_err(fail)?;
     let file = args
         .config
         .clone()
         .unwrap_or_else(|| home.join("conductor.yaml"));
-    let config = DaemonConfig::load(Some(&file), args.profile.as_deref()).map_err(fail)?;
+    let (config, warnings) =
+        DaemonConfig::load_noting(Some(&file), args.profile.as_deref()).map_err(fail)?;
+    let warnings = warnings
+        .into_iter()
+        .map(|w| format!("{}: warning: {w}", file.display()))
+        .collect();
     let paths = ConductorPaths::resolve(
         &home,
         args.socket.as_deref(),
@@ -83,7 +104,7 @@ pub(crate) fn prepare(
         globals.conductor_clone.as_deref(),
     );
     mozart_ipc::paths::check_socket_path(&paths.socket).map_err(fail)?;
-    Ok((config, paths))
+    Ok((config, paths, warnings))
 }
 
 fn fail(err: impl std::fmt::Display) -> CliError {

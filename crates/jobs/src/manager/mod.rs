@@ -334,8 +334,9 @@ impl JobManager {
         let instruments = InstrumentRegistry::load(&ctx.paths.home, None).map_err(|e| {
             ConductorError::Recovery(format!("cannot load instrument profiles: {e}"))
         })?;
+        // A profile skipped, or one loaded with a key given twice.
         for warning in instruments.warnings() {
-            tracing::warn!(err = %warning, "skipping instrument profile");
+            tracing::warn!(err = %warning, "instrument profile");
         }
         // Created now, while the conductor's start-up umask keeps it private.
         let inflight_dir = ctx.paths.home.join("inflight");
