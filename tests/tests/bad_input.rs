@@ -320,3 +320,52 @@ fn a_key_given_twice_in_conductor_yaml_or_a_profile_is_a_warning_as_in_a_score()
     assert!(said.contains(&want), "no {want:?} in\n{said}");
     assert!(said.contains("twice"), "the profile still loads:\n{said}");
 }
+
+/// V213 looks on this shell's PATH when it cannot look on the conductor's, and says why: not
+/// "no conductor is running" when a conductor answers on the socket but is not this Mozart
+/// home's (its lock is elsewhere, so its environment is not known here).
+#[test]
+fn validate_says_why_it_looked_on_this_shells_path() {
+    let env = TestEnv::new();
+    let ghost = "name: ghost\ndisplay_name: Ghost\nkind: cli\ncli:\n  command:\n    \
+                 executable: mozart-no-such-program-v213\n    prompt_flag: \"-p\"\n  output:\n    format: text\n";
+    let other_home = env.root().join("other-home");
+    for home in [&env.home, &other_home] {
+        std::fs::create_dir_all(home.join("instruments")).unwrap();
+        std::fs::write(home.join("instruments/ghost.yaml"), ghost).unwrap();
+    }
+    env.write_score(
+        "ghostly.yaml",
+        "name: ghostly\nworkspace: ./ws\ninstrument: ghost\n\
+         sheet: {size: 1, total_items: 1}\nprompt: {template: hi}\n",
+    );
+    let validate = |home: &std::path::Path| {
+        let out = env
+            .command(&["validate", "ghostly.yaml"])
+            .env("MOZART_HOME", home)
+            .output()
+            .unwrap();
+        all_output(&out)
+    };
+    let text = validate(&other_home);
+    assert!(
+        text.contains("not on this shell's PATH (no conductor is running)"),
+        "{text}"
+    );
+    env.start_conductor();
+    // This home's conductor: its own PATH.
+    let text = validate(&env.home);
+    assert!(
+        text.contains("not on the running conductor's PATH"),
+        "{text}"
+    );
+    // Another home, the same socket: a conductor answers there, but not this home's.
+    let text = validate(&other_home);
+    let want = format!(
+        "not on this shell's PATH (no conductor of this Mozart home is running, though a socket is at {}",
+        env.socket.display()
+    );
+    assert!(text.contains(&want), "no {want:?} in\n{text}");
+    assert!(text.contains("so this shell's was used)"), "{text}");
+    assert!(!text.contains("no conductor is running"), "{text}");
+}

@@ -23,33 +23,99 @@ pub(crate) fn binary(profile: &InstrumentProfile) -> Option<PathBuf> {
 pub(crate) struct Lookup {
     /// The running conductor's environment (name, value), when it runs and can be read.
     conductor: Option<Environ>,
+    /// Why this shell's environment is used instead, when it is.
+    fallback: Fallback,
 }
 
 /// A process's environment as `/proc/<pid>/environ` holds it: (name, value) bytes.
 type Environ = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// Why a lookup uses this shell's environment rather than the running conductor's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Fallback {
+    /// It does not: the conductor's environment was read.
+    None,
+    /// No conductor is running.
+    NotRunning,
+    /// A conductor holds the lock, but no PID file says which process it is.
+    NoPid,
+    /// `/proc/<pid>/environ` could not be read (another user's conductor, no `/proc`).
+    Unreadable { pid: u32, error: String },
+    /// The conductor's environment has no `PATH` (started with none).
+    NoPath { pid: u32 },
+    /// No conductor holds this Mozart home's lock, but the socket is there: a conductor of
+    /// another home answering on it, or one that died and left it.
+    NotThisHomes { socket: PathBuf },
+}
+
 impl Lookup {
     /// The environment of the conductor running as `pid` (this shell's when it cannot be
     /// read: another user's conductor, no `/proc`).
     pub(crate) fn conductor(pid: Option<u32>) -> Lookup {
-        let read = |pid: u32| {
-            let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-            let vars = environ
-                .split(|b| *b == 0)
-                .filter_map(|e| {
-                    let at = e.iter().position(|b| *b == b'=')?;
-                    Some((e[..at].to_vec(), e[at + 1..].to_vec()))
-                })
-                .collect();
-            Some(vars)
-        };
-        Lookup {
-            // An environment without PATH (unreadable in full, or a conductor started with
-            // none) says nothing about where programs are: this shell's is all there is.
-            conductor: pid
-                .and_then(read)
-                .filter(|vars: &Environ| vars.iter().any(|(k, _)| k == b"PATH")),
+        match pid {
+            Some(pid) => Lookup::from_environ(pid, std::fs::read(format!("/proc/{pid}/environ"))),
+            None => Lookup::shells(Fallback::NotRunning),
         }
+    }
+
+    fn shells(fallback: Fallback) -> Lookup {
+        Lookup {
+            conductor: None,
+            fallback,
+        }
+    }
+
+    /// The lookup of the conductor running as `pid`, given what reading its environment gave.
+    fn from_environ(pid: u32, environ: std::io::Result<Vec<u8>>) -> Lookup {
+        let environ = match environ {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                return Lookup::shells(Fallback::Unreadable {
+                    pid,
+                    error: format!("/proc/{pid}/environ: {e}"),
+                })
+            }
+        };
+        let vars: Environ = environ
+            .split(|b| *b == 0)
+            .filter_map(|e| {
+                let at = e.iter().position(|b| *b == b'=')?;
+                Some((e[..at].to_vec(), e[at + 1..].to_vec()))
+            })
+            .collect();
+        // An environment without PATH (unreadable in full, or a conductor started with
+        // none) says nothing about where programs are: this shell's is all there is.
+        if !vars.iter().any(|(k, _)| k == b"PATH") {
+            return Lookup::shells(Fallback::NoPath { pid });
+        }
+        Lookup {
+            conductor: Some(vars),
+            fallback: Fallback::None,
+        }
+    }
+
+    /// Why this shell's environment is looked in rather than the running conductor's, in
+    /// words (`no conductor is running`, `the running conductor's environment could not be
+    /// read — … — so this shell's was used`); `None` when it is the conductor's.
+    pub(crate) fn why_this_shell(&self) -> Option<String> {
+        const USED: &str = "so this shell's was used";
+        Some(match &self.fallback {
+            Fallback::None => return None,
+            Fallback::NotRunning => "no conductor is running".to_string(),
+            Fallback::NoPid => format!(
+                "a conductor is running, but its PID file does not say which process it is, {USED}"
+            ),
+            Fallback::Unreadable { error, .. } => format!(
+                "the running conductor's environment could not be read — {error} — {USED}"
+            ),
+            Fallback::NoPath { pid } => format!(
+                "the running conductor's environment (PID {pid}) has no PATH, {USED}"
+            ),
+            Fallback::NotThisHomes { socket } => format!(
+                "no conductor of this Mozart home is running, though a socket is at {} — a conductor of another home answering there, or one that died — {USED}",
+                socket.display()
+            ),
+        })
     }
 
     /// The running conductor's, when running (as `globals` find it: its lock, else a
@@ -67,10 +133,20 @@ impl Lookup {
     /// The running conductor's, found by its lock and PID file alone: no socket round trip,
     /// for `mozart validate`, which must stay fast (docs/performance.md).
     pub(crate) fn by_lock(globals: &Globals) -> Lookup {
-        let pid = crate::conductor_client::paths(globals, None)
-            .ok()
-            .and_then(|paths| running_pid(mozart_conductor::probe_instance(&paths)));
-        Lookup::conductor(pid)
+        let Ok(paths) = crate::conductor_client::paths(globals, None) else {
+            return Lookup::shells(Fallback::NotRunning);
+        };
+        match mozart_conductor::probe_instance(&paths) {
+            mozart_conductor::RunState::Running { pid: Some(pid) } => Lookup::conductor(Some(pid)),
+            mozart_conductor::RunState::Running { pid: None } => Lookup::shells(Fallback::NoPid),
+            // A stat, not a connection: validate stays fast.
+            mozart_conductor::RunState::Stopped { .. } if paths.socket.exists() => {
+                Lookup::shells(Fallback::NotThisHomes {
+                    socket: paths.socket,
+                })
+            }
+            mozart_conductor::RunState::Stopped { .. } => Lookup::shells(Fallback::NotRunning),
+        }
     }
 
     /// Whether this is the running conductor's environment.
@@ -130,5 +206,39 @@ fn running_pid(state: mozart_conductor::RunState) -> Option<u32> {
     match state {
         mozart_conductor::RunState::Running { pid } => pid,
         mozart_conductor::RunState::Stopped { .. } => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A running conductor whose environment cannot be read is not "no conductor".
+    #[test]
+    fn an_unreadable_environment_is_named_as_such() {
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let lookup = Lookup::from_environ(4242, Err(denied));
+        assert!(!lookup.is_conductor());
+        let why = lookup.why_this_shell().unwrap_or_default();
+        assert!(
+            why.starts_with(
+                "the running conductor's environment could not be read — /proc/4242/environ: "
+            ),
+            "{why}"
+        );
+        assert!(why.ends_with("so this shell's was used"), "{why}");
+        assert!(!why.contains("no conductor is running"), "{why}");
+
+        let lookup = Lookup::from_environ(7, Ok(b"HOME=/root\0LANG=C\0".to_vec()));
+        let why = lookup.why_this_shell().unwrap_or_default();
+        assert!(why.contains("(PID 7) has no PATH"), "{why}");
+
+        let lookup = Lookup::from_environ(7, Ok(b"PATH=/bin\0".to_vec()));
+        assert!(lookup.is_conductor());
+        assert_eq!(lookup.why_this_shell(), None);
+        assert_eq!(
+            Lookup::conductor(None).why_this_shell().as_deref(),
+            Some("no conductor is running")
+        );
     }
 }

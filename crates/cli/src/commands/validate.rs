@@ -243,10 +243,10 @@ fn missing_programs(score: &Score, lookup: &Lookup) -> Vec<Issue> {
                     return None;
                 }
                 let mut why = lookup.describe(&ready);
-                if matches!(ready, mozart_backends::HttpReadiness::MissingKey(_))
-                    && !lookup.is_conductor()
-                {
-                    why.push_str(" in this shell; no conductor is running");
+                if matches!(ready, mozart_backends::HttpReadiness::MissingKey(_)) {
+                    if let Some(reason) = lookup.why_this_shell() {
+                        why.push_str(&format!(" in this shell; {reason}"));
+                    }
                 }
                 format!("Instrument {label} cannot run from here ({why}): each of its sheets would fail")
             } else {
@@ -266,10 +266,9 @@ fn missing_programs(score: &Score, lookup: &Lookup) -> Vec<Issue> {
                         ),
                     ));
                 }
-                let whose = if lookup.is_conductor() {
-                    "the running conductor's PATH"
-                } else {
-                    "this shell's PATH (no conductor is running)"
+                let whose = match lookup.why_this_shell() {
+                    None => "the running conductor's PATH".to_string(),
+                    Some(reason) => format!("this shell's PATH ({reason})"),
                 };
                 format!("Instrument {label} runs `{program}`, which is not on {whose}: each of its sheets would fail to start")
             };
