@@ -87,13 +87,38 @@ fn a_placed_codex_with_a_refused_key_is_stopped_and_fails_as_auth() {
     assert_placed(&rc, "rc-401");
 }
 
-/// Job `id`'s sheet really was submitted to Slurm (the placement was not ignored): its
-/// workspace has the Slurm state directory the attempt's files were written under.
+/// Job `id`'s sheet really was submitted to Slurm (the placement was not ignored): Slurm's
+/// accounting (the test cluster keeps one) lists a job of ours that ran in its workspace.
+/// (Its attempt files in the workspace's `.mozart-slurm` are gone once the job ends.)
 fn assert_placed(rc: &RealCliEnv, id: &str) {
-    let state = rc.env.work.join(format!("{id}-ws/.mozart-slurm"));
-    assert!(
-        state.is_dir(),
-        "the attempt ran on Slurm: no {}",
-        state.display()
-    );
+    let ws = rc.env.work.join(format!("{id}-ws"));
+    let ws = ws.display().to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let out = std::process::Command::new("sacct")
+            .args([
+                "-n",
+                "-X",
+                "-P",
+                "-S",
+                "now-2hours",
+                "-o",
+                "JobName,WorkDir",
+            ])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        let placed = out.lines().any(|l| {
+            l.split_once('|')
+                .is_some_and(|(name, dir)| name.starts_with("mozart-") && dir.trim() == ws)
+        });
+        if placed {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the attempt ran on Slurm: Slurm's accounting has no job of ours in {ws}:\n{out}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
 }
