@@ -61,7 +61,10 @@ fn errors_after_a_fresh_run_are_that_runs_and_all_runs_lists_the_earlier_ones() 
     assert!(!status.contains("first-run-boom"), "{status}");
 
     let text = stdout(&env.mozart(&["errors", "again"]));
-    assert!(!text.contains("first-run-boom"), "the earlier run's: {text}");
+    assert!(
+        !text.contains("first-run-boom"),
+        "the earlier run's: {text}"
+    );
     assert!(
         text.contains("Only this run's errors are shown (run 2, started afresh")
             && text.contains("2 errors of earlier runs are not: mozart errors again --all-runs"),
