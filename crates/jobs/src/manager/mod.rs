@@ -768,6 +768,21 @@ impl JobManager {
         Ok(self.withdraw_queued(job_id).await)
     }
 
+    /// The running attempts of `job_id`: (job, sheet, its live progress).
+    async fn live_progress(
+        &self,
+        job_id: &str,
+    ) -> Vec<(String, u32, Arc<mozart_backends::Progress>)> {
+        self.shared
+            .table
+            .ask(|reply| table::Query::LiveProgress {
+                job_id: Some(job_id.to_string()),
+                reply,
+            })
+            .await
+            .unwrap_or_default()
+    }
+
     /// Pause's part on Slurm (docs/design/distributed.md): the running sheets whose Slurm
     /// jobs still wait in the queue are taken back — cancelled, their files (the
     /// environment with its keys) removed, the sheets pending again without spending a
@@ -777,15 +792,7 @@ impl JobManager {
     /// it); the answer waits for those in the queue now, [`WITHDRAW_WAIT`] at most (later
     /// answers show in `mozart status`).
     async fn withdraw_queued(&self, job_id: &str) -> Vec<mozart_ipc::types::WithdrawnSheet> {
-        let running: Vec<(String, u32, Arc<mozart_backends::Progress>)> = self
-            .shared
-            .table
-            .ask(|reply| table::Query::LiveProgress {
-                job_id: Some(job_id.to_string()),
-                reply,
-            })
-            .await
-            .unwrap_or_default();
+        let running = self.live_progress(job_id).await;
         let mut queued = Vec::new();
         for (_, sheet_num, progress) in running {
             progress.ask_withdraw();
@@ -895,15 +902,7 @@ impl JobManager {
                 });
                 // A pause's request to withdraw sheets from Slurm's queue that was not acted
                 // on yet (an attempt still being submitted) no longer holds.
-                let running: Vec<(String, u32, Arc<mozart_backends::Progress>)> = self
-                    .shared
-                    .table
-                    .ask(|reply| table::Query::LiveProgress {
-                        job_id: Some(job_id.to_string()),
-                        reply,
-                    })
-                    .await
-                    .unwrap_or_default();
+                let running = self.live_progress(job_id).await;
                 for (_, _, progress) in running {
                     progress.unask_withdraw();
                 }
