@@ -160,6 +160,42 @@ fn doctor_reports_conductor_and_instruments_and_never_fails() {
     );
 }
 
+/// When doctor cannot read the running conductor's environment it looks in this shell's —
+/// and says so, as a warning, instead of showing the shell's findings as the conductor's.
+#[test]
+fn doctor_says_when_it_could_not_look_where_the_conductor_runs_instruments() {
+    let env = TestEnv::new();
+    assert!(env.mozart(&["start"]).status.success());
+    let doc = json_of(&env.mozart(&["doctor", "--json"]));
+    assert!(doc["instruments_looked_up_here"].is_null(), "{doc:#}");
+    let before = doc["warnings_count"].as_u64().unwrap();
+
+    // A conductor holds the lock, but its PID file is gone: which process it is (and so its
+    // environment) is unknown.
+    let pid_file = env.home.join("conductor.pid");
+    let kept = env.home.join("conductor.pid.kept");
+    std::fs::rename(&pid_file, &kept).unwrap();
+    let text = stdout(&env.mozart(&["doctor"]));
+    let doc = json_of(&env.mozart(&["doctor", "--json"]));
+    std::fs::rename(&kept, &pid_file).unwrap();
+
+    let line = text
+        .lines()
+        .find(|l| l.contains("PID file"))
+        .unwrap_or_default();
+    assert!(
+        line.trim_start().starts_with("! A conductor is running")
+            && line.contains("so this shell's was used")
+            && line.contains("the conductor may find other programs and keys"),
+        "{text}"
+    );
+    let why = doc["instruments_looked_up_here"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("PID file"), "{doc:#}");
+    assert_eq!(doc["warnings_count"].as_u64(), Some(before + 1), "{doc:#}");
+}
+
 /// Instruments run with the running conductor's PATH (a systemd unit's, another shell's),
 /// not with the PATH of the shell `doctor` runs in: a program only this shell finds is not
 /// ✓, since every sheet on it would fail to start; once the conductor finds it, it is.
@@ -295,7 +331,9 @@ fn doctor_and_instruments_check_look_where_the_conductor_runs_instruments() {
     // No conductor: this shell's environment, said as such.
     let text = stdout(&check());
     assert!(
-        text.contains("MY_AGENT_API_KEY is set here (what counts is the environment"),
+        text.contains(
+            "MY_AGENT_API_KEY is set here (no conductor is running; what counts is the environment"
+        ),
         "{text}"
     );
 }

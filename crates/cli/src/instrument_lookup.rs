@@ -121,13 +121,21 @@ impl Lookup {
     /// The running conductor's, when running (as `globals` find it: its lock, else a
     /// conductor answering on the socket).
     pub(crate) fn of(globals: &Globals) -> Lookup {
-        let pid = crate::conductor_client::paths(globals, None)
+        let state = crate::conductor_client::paths(globals, None)
             .ok()
             .and_then(|paths| {
                 crate::conductor_client::conductor_state(&paths, OutputMode::Human).ok()
-            })
-            .and_then(running_pid);
-        Lookup::conductor(pid)
+            });
+        match state {
+            Some(mozart_conductor::RunState::Running { pid: Some(pid) }) => {
+                Lookup::conductor(Some(pid))
+            }
+            // Running, but which process is unknown: not "no conductor".
+            Some(mozart_conductor::RunState::Running { pid: None }) => {
+                Lookup::shells(Fallback::NoPid)
+            }
+            _ => Lookup::conductor(None),
+        }
     }
 
     /// The running conductor's, found by its lock and PID file alone: no socket round trip,
@@ -199,13 +207,6 @@ impl Lookup {
             Some(_) => self.var(name).is_some_and(|v| !v.is_empty()),
             None => std::env::var_os(name).is_some_and(|v| !v.is_empty()),
         }
-    }
-}
-
-fn running_pid(state: mozart_conductor::RunState) -> Option<u32> {
-    match state {
-        mozart_conductor::RunState::Running { pid } => pid,
-        mozart_conductor::RunState::Stopped { .. } => None,
     }
 }
 

@@ -37,6 +37,9 @@ struct Findings {
     registry: Value,
     /// Errors found: Mozart is not ready.
     errors: usize,
+    /// Why the instruments were looked up in this shell's environment although a conductor
+    /// runs (its environment could not be read): what they show may not be what it sees.
+    looked_here: Option<String>,
 }
 
 impl Findings {
@@ -48,7 +51,9 @@ impl Findings {
             .iter()
             .filter(|i| i["status"] == "warning")
             .count();
-        1 + usize::from(self.status != "running" && self.refused.is_none()) + unreachable
+        1 + usize::from(self.status != "running" && self.refused.is_none())
+            + unreachable
+            + usize::from(self.looked_here.is_some())
     }
 }
 
@@ -57,8 +62,14 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let (status, pid, refused) = conductor_check(globals);
     let mut errors = usize::from(refused.is_some());
     // Instruments run with the conductor's PATH, not this shell's: look there when it runs.
-    let lookup = Lookup::conductor(pid);
+    let lookup = match (status, pid) {
+        ("running", None) => Lookup::of(globals),
+        _ => Lookup::conductor(pid),
+    };
     let (instruments, placed) = instrument_checks(&mut errors, &lookup);
+    let looked_here = (status == "running")
+        .then(|| lookup.why_this_shell())
+        .flatten();
     let slurm = slurm_checks(&placed, &mut errors);
     let registry = registry_check(globals, &mut errors);
     let findings = Findings {
@@ -69,6 +80,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         slurm,
         registry,
         errors,
+        looked_here,
     };
     if args.output.is_json() {
         print_json(&findings);
@@ -229,6 +241,7 @@ fn print_json(f: &Findings) {
             Some(detail) => json!({"status": f.status, "pid": f.pid, "detail": detail}),
         },
         "instruments": f.instruments,
+        "instruments_looked_up_here": f.looked_here,
         "slurm": f.slurm,
         "registry": f.registry,
         "safety_warnings": [SAFETY_WARNING],
@@ -275,6 +288,13 @@ fn print_text(f: &Findings) {
         f.registry["detail"].as_str().unwrap_or(""),
     );
     println!("\nInstruments:");
+    if let Some(why) = &f.looked_here {
+        let mut why = why.clone();
+        if let Some(first) = why.get_mut(..1) {
+            first.make_ascii_uppercase();
+        }
+        println!("  ! {why}: the conductor may find other programs and keys than shown here");
+    }
     for i in &f.instruments {
         let icon = match i["status"].as_str() {
             Some("ok") => "✓",

@@ -370,13 +370,12 @@ fn print_check(
         }
         let (vars, set) = profile.key_vars_in(|v| lookup.is_set(v));
         if !vars.is_empty() {
-            let (there, note) = if lookup.is_conductor() {
-                ("in the running conductor's environment", "")
-            } else {
-                (
+            let (there, note) = match lookup.why_this_shell() {
+                None => ("in the running conductor's environment", String::new()),
+                Some(why) => (
                     "here",
-                    " (what counts is the environment `mozart start` ran with)",
-                )
+                    format!(" ({why}; what counts is the environment `mozart start` ran with)"),
+                ),
             };
             if set.is_empty() {
                 println!(
