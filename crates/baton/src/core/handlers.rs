@@ -748,20 +748,18 @@ impl BatonCore {
         // What the API said: shorter than `d` when a minimum lengthened the wait.
         let said = |d: Duration| said_after.filter(|s| *s < d).unwrap_or(d);
         match stated {
-            Some(d) if n == 1 || step(n - 2) <= d => match said_after.filter(|s| *s < d) {
-                Some(s) => (
-                    d,
+            Some(d) if n == 1 || step(n - 2) <= d => {
+                let how = if said(d) < d {
                     format!(
                         "the API said {}; waiting the {} minimum; no retry spent",
-                        words(s),
+                        words(said(d)),
                         words(d)
-                    ),
-                ),
-                None => (
-                    d,
-                    format!("waiting {}, as the API said; no retry spent", words(d)),
-                ),
-            },
+                    )
+                } else {
+                    format!("waiting {}, as the API said; no retry spent", words(d))
+                };
+                (d, how)
+            }
             Some(d) => {
                 let probe = step(n - 2);
                 (

@@ -310,16 +310,7 @@ fn rate_limit_parks_the_instrument_without_spending_a_retry_and_redispatches_on_
     let mut rig = Rig::new();
     let e = rig.register(independent("j", 2, 1));
     let id = dispatch_id(&e, "j", 1);
-    let mut r = AttemptResult::failed(
-        "j",
-        1,
-        id,
-        FailureKind::RateLimited {
-            reset_after: Some(secs(120)),
-            said_after: None,
-        },
-        "429",
-    );
+    let mut r = AttemptResult::failed("j", 1, id, stated_limit(secs(120)), "429");
     r.instrument = "claude-code".into();
     let e = rig.result(r);
     assert_eq!(rig.status("j", 1), SheetStatus::Waiting);
@@ -341,15 +332,7 @@ fn rate_limits_without_a_stated_time_probe_on_a_short_escalating_schedule() {
     // go on by itself soon after the API recovers.
     let mut rig = Rig::new();
     let e = rig.register(independent("j", 1, 1));
-    rig.fail(
-        "j",
-        1,
-        &e,
-        FailureKind::RateLimited {
-            reset_after: None,
-            said_after: None,
-        },
-    );
+    rig.fail("j", 1, &e, unstated_limit());
     assert_eq!(
         rig.core.rate_limited_until("claude-code"),
         Some(rig.now.plus(secs(15)))
@@ -357,15 +340,7 @@ fn rate_limits_without_a_stated_time_probe_on_a_short_escalating_schedule() {
     let e = rig.advance(secs(15));
     assert_eq!(nums(&e), vec![1]);
     // Limited again: the next step, 30 s; then 60 s.
-    rig.fail(
-        "j",
-        1,
-        &e,
-        FailureKind::RateLimited {
-            reset_after: None,
-            said_after: None,
-        },
-    );
+    rig.fail("j", 1, &e, unstated_limit());
     assert_eq!(
         rig.core.rate_limited_until("claude-code"),
         Some(rig.now.plus(secs(30)))
@@ -377,15 +352,7 @@ fn rate_limits_without_a_stated_time_probe_on_a_short_escalating_schedule() {
             _ => None,
         })
     };
-    let e2 = rig.fail(
-        "j",
-        1,
-        &e,
-        FailureKind::RateLimited {
-            reset_after: None,
-            said_after: None,
-        },
-    );
+    let e2 = rig.fail("j", 1, &e, unstated_limit());
     let reason = persisted(&e2).unwrap_or_default();
     assert!(
         reason.contains("no wait named by the API: trying again in 1m (probe 3)"),
@@ -403,15 +370,7 @@ fn rate_limits_without_a_stated_time_probe_on_a_short_escalating_schedule() {
         }
     }
     assert_eq!(nums(&e), vec![1], "the retry after the backoff");
-    rig.fail(
-        "j",
-        1,
-        &e,
-        FailureKind::RateLimited {
-            reset_after: None,
-            said_after: None,
-        },
-    );
+    rig.fail("j", 1, &e, unstated_limit());
     assert_eq!(
         rig.core.rate_limited_until("claude-code"),
         Some(rig.now.plus(secs(15)))
@@ -422,10 +381,7 @@ fn rate_limits_without_a_stated_time_probe_on_a_short_escalating_schedule() {
 fn a_stated_wait_is_honoured_then_backs_off_when_refused_again() {
     let mut rig = Rig::new();
     let e = rig.register(independent("j", 1, 1));
-    let limited = FailureKind::RateLimited {
-        reset_after: Some(secs(3)),
-        said_after: None,
-    };
+    let limited = stated_limit(secs(3));
     let id = dispatch_id(&e, "j", 1);
     let e = rig.result(AttemptResult::failed(
         "j",
@@ -509,6 +465,22 @@ fn on(instrument: &str, job: &str, n: u32) -> JobSpec {
     spec
 }
 
+/// A rate limit that named no time.
+fn unstated_limit() -> FailureKind {
+    FailureKind::RateLimited {
+        reset_after: None,
+        said_after: None,
+    }
+}
+
+/// A rate limit that named `wait` (and no shorter time a minimum lengthened).
+fn stated_limit(wait: Duration) -> FailureKind {
+    FailureKind::RateLimited {
+        reset_after: Some(wait),
+        said_after: None,
+    }
+}
+
 /// Job `job`'s sheet `sheet` (dispatched in `effects`) is told to wait `wait` by `instrument`.
 fn rate_limited(
     rig: &mut Rig,
@@ -523,10 +495,7 @@ fn rate_limited(
         job,
         sheet,
         id,
-        FailureKind::RateLimited {
-            reset_after: Some(secs(wait)),
-            said_after: None,
-        },
+        stated_limit(secs(wait)),
         "HTTP 429 Too Many Requests",
     );
     r.instrument = instrument.into();
@@ -607,15 +576,7 @@ fn a_shell_rate_limit_holds_the_jobs_own_shell_sheets_and_not_another_jobs() {
 fn a_jobs_shell_wait_follows_the_probe_schedule_of_its_own_run_of_limits() {
     let mut rig = shell_rig();
     let a = rig.register(on("shell", "a", 1));
-    rig.fail(
-        "a",
-        1,
-        &a,
-        FailureKind::RateLimited {
-            reset_after: None,
-            said_after: None,
-        },
-    );
+    rig.fail("a", 1, &a, unstated_limit());
     assert_eq!(
         rig.core.job_rate_limited_until("a", "shell"),
         Some(rig.now.plus(secs(15)))
@@ -624,24 +585,8 @@ fn a_jobs_shell_wait_follows_the_probe_schedule_of_its_own_run_of_limits() {
     assert_eq!(nums(&e), vec![1]);
     // Another job's first limit starts its own run; a's second waits the second step.
     let b = rig.register(on("shell", "b", 1));
-    rig.fail(
-        "a",
-        1,
-        &e,
-        FailureKind::RateLimited {
-            reset_after: None,
-            said_after: None,
-        },
-    );
-    rig.fail(
-        "b",
-        1,
-        &b,
-        FailureKind::RateLimited {
-            reset_after: None,
-            said_after: None,
-        },
-    );
+    rig.fail("a", 1, &e, unstated_limit());
+    rig.fail("b", 1, &b, unstated_limit());
     assert_eq!(
         rig.core.job_rate_limited_until("a", "shell"),
         Some(rig.now.plus(secs(30)))
