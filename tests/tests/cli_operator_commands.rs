@@ -160,6 +160,40 @@ fn doctor_reports_conductor_and_instruments_and_never_fails() {
     );
 }
 
+/// An instrument profile `my-agent` in the Mozart home whose program is in a directory only
+/// this shell's PATH will have (see [`first_on_path`]): that directory. `cli_extra` goes into
+/// the profile's `cli.command` (e.g. its `required_env`).
+fn agent_only_in_this_shell(env: &TestEnv, cli_extra: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let only_here = env.root().join("only-in-this-shell");
+    std::fs::create_dir_all(&only_here).unwrap();
+    let program = only_here.join("my-agent");
+    std::fs::write(&program, "#!/bin/sh\necho ok\n").unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(env.home.join("instruments")).unwrap();
+    std::fs::write(
+        env.home.join("instruments/my-agent.yaml"),
+        format!("name: my-agent\ndisplay_name: My agent\nkind: cli\ncli:\n  command:\n    executable: my-agent\n{cli_extra}  output:\n    format: text\n"),
+    )
+    .unwrap();
+    only_here
+}
+
+/// `cmd` with `dir` first on its PATH.
+fn first_on_path<'c>(
+    cmd: &'c mut std::process::Command,
+    dir: &std::path::Path,
+) -> &'c mut std::process::Command {
+    let base = cmd
+        .get_envs()
+        .find(|(k, _)| *k == "PATH")
+        .and_then(|(_, v)| v.map(std::ffi::OsStr::to_os_string))
+        .unwrap();
+    let mut dirs = vec![dir.to_path_buf()];
+    dirs.extend(std::env::split_paths(&base));
+    cmd.env("PATH", std::env::join_paths(dirs).unwrap())
+}
+
 /// When doctor cannot read the running conductor's environment it looks in this shell's —
 /// and says so, as a warning, instead of showing the shell's findings as the conductor's.
 #[test]
@@ -201,28 +235,11 @@ fn doctor_says_when_it_could_not_look_where_the_conductor_runs_instruments() {
 /// ✓, since every sheet on it would fail to start; once the conductor finds it, it is.
 #[test]
 fn doctor_and_instruments_check_look_where_the_conductor_runs_instruments() {
-    use std::os::unix::fs::PermissionsExt;
     let env = TestEnv::new();
-    let only_here = env.root().join("only-in-this-shell");
-    std::fs::create_dir_all(&only_here).unwrap();
+    let only_here = agent_only_in_this_shell(&env, "    required_env: [MY_AGENT_API_KEY]\n");
     let program = only_here.join("my-agent");
-    std::fs::write(&program, "#!/bin/sh\necho ok\n").unwrap();
-    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::create_dir_all(env.home.join("instruments")).unwrap();
-    std::fs::write(
-        env.home.join("instruments/my-agent.yaml"),
-        "name: my-agent\ndisplay_name: My agent\nkind: cli\ncli:\n  command:\n    executable: my-agent\n    required_env: [MY_AGENT_API_KEY]\n  output:\n    format: text\n",
-    )
-    .unwrap();
     let shell_path = |cmd: &mut std::process::Command| {
-        let base = cmd
-            .get_envs()
-            .find(|(k, _)| *k == "PATH")
-            .and_then(|(_, v)| v.map(std::ffi::OsStr::to_os_string))
-            .unwrap();
-        let mut dirs = vec![only_here.clone()];
-        dirs.extend(std::env::split_paths(&base));
-        cmd.env("PATH", std::env::join_paths(dirs).unwrap())
+        first_on_path(cmd, &only_here)
             .env("MY_AGENT_API_KEY", "k")
             .env("ANTHROPIC_API_KEY", "sk-ant-doctor-test");
     };
@@ -345,19 +362,9 @@ fn doctor_and_instruments_check_look_where_the_conductor_runs_instruments() {
 /// what there is, and the warning says so.
 #[test]
 fn validate_looks_for_programs_where_the_conductor_runs_instruments() {
-    use std::os::unix::fs::PermissionsExt;
     let env = TestEnv::new();
-    let only_here = env.root().join("only-in-this-shell");
-    std::fs::create_dir_all(&only_here).unwrap();
+    let only_here = agent_only_in_this_shell(&env, "");
     let program = only_here.join("my-agent");
-    std::fs::write(&program, "#!/bin/sh\necho ok\n").unwrap();
-    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::create_dir_all(env.home.join("instruments")).unwrap();
-    std::fs::write(
-        env.home.join("instruments/my-agent.yaml"),
-        "name: my-agent\ndisplay_name: My agent\nkind: cli\ncli:\n  command:\n    executable: my-agent\n  output:\n    format: text\n",
-    )
-    .unwrap();
     let agent = env.write_score(
         "agent",
         "name: agent\nworkspace: ./agent-ws\ninstrument: my-agent\nsheet: {size: 1, total_items: 1}\nprompt: {template: hi}\n",
@@ -367,14 +374,7 @@ fn validate_looks_for_programs_where_the_conductor_runs_instruments() {
         "name: api\nworkspace: ./api-ws\ninstrument: anthropic_api\nsheet: {size: 1, total_items: 1}\nprompt: {template: hi}\n",
     );
     let with_program = |cmd: &mut std::process::Command| {
-        let base = cmd
-            .get_envs()
-            .find(|(k, _)| *k == "PATH")
-            .and_then(|(_, v)| v.map(std::ffi::OsStr::to_os_string))
-            .unwrap();
-        let mut dirs = vec![only_here.clone()];
-        dirs.extend(std::env::split_paths(&base));
-        cmd.env("PATH", std::env::join_paths(dirs).unwrap());
+        first_on_path(cmd, &only_here);
     };
     let validate = |score: &std::path::Path, program_here: bool| {
         let mut cmd = env.command(&["validate", score.to_str().unwrap()]);
