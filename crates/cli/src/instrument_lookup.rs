@@ -126,15 +126,27 @@ impl Lookup {
             .and_then(|paths| {
                 crate::conductor_client::conductor_state(&paths, OutputMode::Human).ok()
             });
+        Lookup::of_state(state)
+    }
+
+    /// The lookup for a conductor found in `state` (`None`: none found).
+    pub(crate) fn of_state(state: Option<mozart_conductor::RunState>) -> Lookup {
+        state
+            .and_then(Lookup::running)
+            .unwrap_or_else(|| Lookup::conductor(None))
+    }
+
+    /// The lookup of a conductor in `state` when it runs (with no PID known, which process it
+    /// is — and so its environment — is not: not "no conductor"); `None` when it is stopped.
+    fn running(state: mozart_conductor::RunState) -> Option<Lookup> {
         match state {
-            Some(mozart_conductor::RunState::Running { pid: Some(pid) }) => {
-                Lookup::conductor(Some(pid))
+            mozart_conductor::RunState::Running { pid: Some(pid) } => {
+                Some(Lookup::conductor(Some(pid)))
             }
-            // Running, but which process is unknown: not "no conductor".
-            Some(mozart_conductor::RunState::Running { pid: None }) => {
-                Lookup::shells(Fallback::NoPid)
+            mozart_conductor::RunState::Running { pid: None } => {
+                Some(Lookup::shells(Fallback::NoPid))
             }
-            _ => Lookup::conductor(None),
+            mozart_conductor::RunState::Stopped { .. } => None,
         }
     }
 
@@ -144,17 +156,16 @@ impl Lookup {
         let Ok(paths) = crate::conductor_client::paths(globals, None) else {
             return Lookup::shells(Fallback::NotRunning);
         };
-        match mozart_conductor::probe_instance(&paths) {
-            mozart_conductor::RunState::Running { pid: Some(pid) } => Lookup::conductor(Some(pid)),
-            mozart_conductor::RunState::Running { pid: None } => Lookup::shells(Fallback::NoPid),
+        Lookup::running(mozart_conductor::probe_instance(&paths)).unwrap_or_else(|| {
             // A stat, not a connection: validate stays fast.
-            mozart_conductor::RunState::Stopped { .. } if paths.socket.exists() => {
+            if paths.socket.exists() {
                 Lookup::shells(Fallback::NotThisHomes {
                     socket: paths.socket,
                 })
+            } else {
+                Lookup::shells(Fallback::NotRunning)
             }
-            mozart_conductor::RunState::Stopped { .. } => Lookup::shells(Fallback::NotRunning),
-        }
+        })
     }
 
     /// Whether this is the running conductor's environment.

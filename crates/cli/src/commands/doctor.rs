@@ -62,10 +62,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let (status, pid, refused) = conductor_check(globals);
     let mut errors = usize::from(refused.is_some());
     // Instruments run with the conductor's PATH, not this shell's: look there when it runs.
-    let lookup = match (status, pid) {
-        ("running", None) => Lookup::of(globals),
-        _ => Lookup::conductor(pid),
-    };
+    let lookup = Lookup::of_state((status == "running").then_some(RunState::Running { pid }));
     let (instruments, placed) = instrument_checks(&mut errors, &lookup);
     let looked_here = (status == "running")
         .then(|| lookup.why_this_shell())
