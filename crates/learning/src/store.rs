@@ -13,6 +13,7 @@ use rusqlite::Connection;
 
 use crate::cache::{CachedPatterns, CachedSelection, PatternsVersion};
 use crate::error::{LearningError, Result};
+use crate::patterns::PendingPattern;
 use crate::schema;
 use crate::time::Now;
 
@@ -40,6 +41,10 @@ pub struct LearningStore {
     foreign_write_staleness: Duration,
     /// Finished selections per prompt query (see the `select` module).
     pub(crate) prompt_cache: Mutex<Vec<CachedSelection>>,
+    /// While a [`LearningStore::batch`] is open: the patterns its applications counted,
+    /// written at its commit (see [`crate::patterns::PendingPattern`]). Locked after the
+    /// connection, never before it.
+    pending_patterns: Mutex<Option<HashMap<String, PendingPattern>>>,
 }
 
 /// Remembered [`crate::hash_job`] / [`crate::hash_workspace`] results, bounded.
@@ -129,6 +134,7 @@ impl LearningStore {
             data_version_seen: Mutex::new(None),
             foreign_write_staleness: FOREIGN_WRITE_STALENESS,
             prompt_cache: Mutex::default(),
+            pending_patterns: Mutex::default(),
         })
     }
 
@@ -275,7 +281,30 @@ impl LearningStore {
         operation: impl FnOnce() -> String,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
     ) -> Result<T> {
+        self.write_with(operation, f, true)
+    }
+
+    /// [`LearningStore::write`] of a pattern application, which inside a batch leaves the
+    /// patterns it counted to the batch's commit (every other write writes them first, so
+    /// that it reads and changes the rows as they stand).
+    pub(crate) fn write_application<T>(
+        &self,
+        operation: impl FnOnce() -> String,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T> {
+        self.write_with(operation, f, false)
+    }
+
+    fn write_with<T>(
+        &self,
+        operation: impl FnOnce() -> String,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+        flush_patterns: bool,
+    ) -> Result<T> {
         let conn = self.lock()?;
+        if flush_patterns {
+            self.write_pending_patterns(&conn);
+        }
         // Inside [`LearningStore::batch`] a write is a savepoint of the batch's transaction.
         let nested = !conn.is_autocommit();
         let (begin, commit, rollback) = if nested {
@@ -334,14 +363,47 @@ impl LearningStore {
             // Through the statement cache: a batch per few sheets should not parse these.
             exec(&conn, "BEGIN IMMEDIATE", [])
                 .map_err(|source| self.sql_error("beginning a batch".into(), source))?;
+            *self.pending_patterns() = Some(HashMap::new());
         }
         let out = f(self);
-        let conn = self.lock()?;
+        let conn = match self.lock() {
+            Ok(conn) => conn,
+            Err(e) => {
+                self.pending_patterns().take();
+                return Err(e);
+            }
+        };
+        self.write_pending_patterns(&conn);
+        self.pending_patterns().take();
         if let Err(source) = exec(&conn, "COMMIT", []) {
             let _ = conn.execute_batch("ROLLBACK");
             return Err(self.sql_error("committing a batch".into(), source));
         }
         Ok(out)
+    }
+
+    /// Writes the patterns the open batch's applications counted so far, each once (on
+    /// `conn`, held by the caller: the lock order is connection, then pending patterns).
+    fn write_pending_patterns(&self, conn: &Connection) {
+        let pending = match self.pending_patterns().as_mut() {
+            Some(pending) if !pending.is_empty() => std::mem::take(pending),
+            _ => return,
+        };
+        for (pattern_id, p) in &pending {
+            if let Err(e) = crate::patterns::write_pending_tx(conn, pattern_id, p) {
+                tracing::warn!(pattern_id = %pattern_id, error = %e,
+                    "learning: cannot update the pattern's counters");
+            }
+        }
+    }
+
+    /// The patterns an open batch's applications counted (`None` outside a batch).
+    pub(crate) fn pending_patterns(
+        &self,
+    ) -> std::sync::MutexGuard<'_, Option<HashMap<String, PendingPattern>>> {
+        self.pending_patterns
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn sql_error(&self, operation: String, source: rusqlite::Error) -> LearningError {

@@ -529,6 +529,126 @@ fn sheet_feedback_updates_applied_patterns() {
     assert_eq!(factors["occurrence_count"], 1);
 }
 
+/// A pattern's row as applications leave it: counters, confirmation, scores and factors.
+fn pattern_row(db: &Path, id: &str) -> Vec<Option<String>> {
+    Connection::open(db)
+        .unwrap()
+        .query_row(
+            "SELECT CAST(led_to_success_count AS TEXT), CAST(led_to_failure_count AS TEXT),
+                    last_confirmed, CAST(effectiveness_score AS TEXT),
+                    CAST(priority_score AS TEXT), success_factors, success_factors_updated_at
+               FROM patterns WHERE id = ?1",
+            [id],
+            |r| (0..7).map(|i| r.get(i)).collect(),
+        )
+        .unwrap()
+}
+
+#[test]
+fn a_batch_leaves_every_pattern_as_the_same_outcomes_recorded_one_by_one_do() {
+    // A batch writes each pattern's row once, at its commit, instead of once an
+    // application: the row must end as sheet-by-sheet recording leaves it.
+    let fixed: jiff::Timestamp = "2024-05-01T12:00:00Z".parse().unwrap();
+    let outcomes = |job: &str, ids: &[String]| -> Vec<SheetOutcome> {
+        let mut v = vec![
+            completed(job, 1, 1),
+            failed(job, 2),
+            completed(job, 3, 2),
+            completed(job, 4, 1),
+            failed(job, 5),
+        ];
+        v[3].validations.push(ValidationCheck {
+            rule_type: "command_succeeds".into(),
+            passed: true,
+            ..ValidationCheck::default()
+        });
+        for (i, o) in v.iter_mut().enumerate() {
+            // Pattern p on every sheet, q on the odd ones, r only on failures.
+            o.applied_patterns = vec![ids[0].clone()];
+            if i % 2 == 0 {
+                o.applied_patterns.push(ids[1].clone());
+            }
+            if o.status == SheetStatus::Failed {
+                o.applied_patterns.push(ids[2].clone());
+            }
+        }
+        v
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut rows = Vec::new();
+    for batched in [false, true] {
+        let db = dir.path().join(format!("l-{batched}.db"));
+        let store = LearningStore::open(&db).unwrap().with_fixed_time(fixed);
+        let ids = vec![
+            seed_pattern(&store, "p", "validation:file_exists", 2, 1),
+            seed_pattern(&store, "q", "validation:file_exists", 0, 0),
+            seed_pattern(&store, "r", "validation:file_exists", 1, 0),
+        ];
+        let list = outcomes("job-eq", &ids);
+        if batched {
+            store
+                .batch(|s| {
+                    for o in &list {
+                        s.record_sheet_outcome(o).unwrap();
+                    }
+                })
+                .unwrap();
+        } else {
+            for o in &list {
+                store.record_sheet_outcome(o).unwrap();
+            }
+        }
+        assert_eq!(
+            count(&db, "SELECT COUNT(*) FROM pattern_applications"),
+            4 + 5 + 3 + 2
+        );
+        rows.push(
+            ids.iter()
+                .map(|id| pattern_row(&db, id))
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(rows[0], rows[1], "one by one, then batched");
+    // And the batch did count: p saw 2 + 3 successes (one retried: against) ...
+    assert_eq!(rows[1][0][0].as_deref(), Some("4"), "{:?}", rows[1][0]);
+    assert_eq!(rows[1][0][1].as_deref(), Some("4"), "{:?}", rows[1][0]);
+    // ... and r, applied only to failures, kept its last confirmation.
+    assert_eq!(rows[1][2][1].as_deref(), Some("2"), "{:?}", rows[1][2]);
+}
+
+#[test]
+fn a_write_inside_a_batch_reads_the_patterns_as_its_applications_left_them() {
+    // The job end's re-weighting joins the writer's open batch (another thread's write):
+    // it must start from the counters the batch's applications have counted so far, and
+    // its priorities must not be overwritten by them at the commit.
+    let fixed: jiff::Timestamp = "2024-05-01T12:00:00Z".parse().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut rows = Vec::new();
+    for batched in [false, true] {
+        let db = dir.path().join(format!("l-{batched}.db"));
+        let store = LearningStore::open(&db).unwrap().with_fixed_time(fixed);
+        let id = seed_pattern(&store, "p", "validation:file_exists", 1, 2);
+        let mut list = vec![completed("job-rw", 1, 1), completed("job-rw", 2, 1)];
+        for o in &mut list {
+            o.applied_patterns = vec![id.clone()];
+        }
+        let run = |s: &LearningStore| {
+            for o in &list {
+                s.record_sheet_outcome(o).unwrap();
+            }
+            s.reweight_priorities().unwrap();
+        };
+        if batched {
+            store.batch(run).unwrap();
+        } else {
+            run(&store);
+        }
+        rows.push(pattern_row(&db, &id));
+    }
+    assert_eq!(rows[0], rows[1], "one by one, then batched");
+    assert_eq!(rows[1][0].as_deref(), Some("3"), "{:?}", rows[1]);
+}
+
 #[test]
 fn a_batch_of_sheet_outcomes_counts_every_application_and_folds_every_success_into_the_factors() {
     let dir = tempfile::tempdir().unwrap();
