@@ -221,6 +221,15 @@ validations:
         }
         kill9_conductor(&env);
         kills += 1;
+        // What the registry holds at the kill is one consistent moment: the job's own
+        // document (its last completed sheet, its totals) as current as its sheets' rows —
+        // a burst saves the document once, after its sheets, in the same transaction.
+        let (header_last, rows_last, completed) = registry_progress(&env, "big");
+        assert!(completed > 0, "no completed sheet saved by the kill");
+        assert_eq!(
+            header_last, rows_last,
+            "the job's last completed sheet against its {completed} completed rows"
+        );
         env.start_conductor();
     }
     let docs = wait_all_terminal(&env, &["big".to_string()], 600);
@@ -263,4 +272,30 @@ validations:
     );
     assert_eq!(integrity_check(&env.home.join("registry.db")), "ok");
     assert_eq!(env.stop_conductor().status.code(), Some(0));
+}
+
+/// From the registry file: the job document's `last_completed_sheet`, the highest completed
+/// sheet row, and how many rows are completed.
+fn registry_progress(env: &TestEnv, job: &str) -> (u64, u64, u64) {
+    let conn = rusqlite::Connection::open(env.home.join("registry.db")).unwrap();
+    let header: String = conn
+        .query_row(
+            "SELECT checkpoint_json FROM jobs WHERE job_id = ?1",
+            [job],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let header: serde_json::Value = serde_json::from_str(&header).unwrap();
+    let (rows_last, completed): (Option<u64>, u64) = conn
+        .query_row(
+            "SELECT MAX(sheet_num), COUNT(*) FROM sheets WHERE job_id = ?1 AND status = 'completed'",
+            [job],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    (
+        header["last_completed_sheet"].as_u64().unwrap_or(0),
+        rows_last.unwrap_or(0),
+        completed,
+    )
 }

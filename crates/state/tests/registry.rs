@@ -816,14 +816,21 @@ fn a_batch_commits_its_writes_together_and_a_failed_write_inside_only_loses_itse
             assert_eq!(completed(&other), before);
             // A write for a job that does not exist fails on its own...
             let missing = r.save_sheet("nope", &s1);
+            // (the hot path's row without its job's document, too: on the row's reference)
+            let missing_row = r.save_sheet_row("nope", &s1);
             let mut s2 = SheetState::new(3);
             s2.status = SheetStatus::Completed;
-            let second = r.save_sheet("b", &s2);
-            (first, missing, second)
+            let second = r.save_sheet_row("b", &s2);
+            (first, missing, second, missing_row)
         })
         .unwrap();
-    assert!(results.0.is_ok() && results.2.is_ok());
+    assert!(results.0.is_ok() && results.2.is_ok(), "{results:?}");
     assert!(matches!(results.1, Err(StateError::JobNotFound { .. })));
+    assert!(
+        matches!(results.3, Err(StateError::JobNotFound { .. })),
+        "{:?}",
+        results.3
+    );
     // ...and both good writes are durable after it.
     assert_eq!(completed(&other), before + 2);
     let loaded = reg.load_checkpoint("b").unwrap().unwrap();

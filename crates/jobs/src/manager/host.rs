@@ -38,6 +38,9 @@ pub(crate) struct ConductorHost {
     /// Directories of remote attempts whose results this burst records: removed once the
     /// burst is committed (before that, a restart re-attaches to them and needs their files).
     finished_remote: Vec<std::path::PathBuf>,
+    /// Jobs whose sheet rows a burst saved without their job-level document, which the
+    /// burst then writes once (see [`save_sheet`]).
+    header_due: std::collections::HashSet<String>,
     /// Attempts handed to musicians whose result is not persisted yet (what a pause waits for).
     running: std::collections::HashSet<(String, u32)>,
     /// Each parked instrument's wall-clock end of its rate-limit wait (for the log).
@@ -75,6 +78,7 @@ impl ConductorHost {
             completion_notices: std::collections::HashMap::new(),
             clock: mozart_baton::AnchoredClock::new(),
             finished_remote: Vec::new(),
+            header_due: std::collections::HashSet::new(),
             running: std::collections::HashSet::new(),
             rate_limits: HashMap::new(),
             job_rate_limits: HashMap::new(),
@@ -306,15 +310,19 @@ impl ConductorHost {
         if !save {
             return Ok(());
         }
-        save_sheet(registry, live, change, status, details.is_some()).map_err(|e| {
-            HostError::new(
-                format!(
-                    "saving sheet {} of job '{}'",
-                    change.sheet_num, change.job_id
-                ),
-                e,
-            )
-        })?;
+        let header_due =
+            save_sheet(registry, live, change, status, details.is_some()).map_err(|e| {
+                HostError::new(
+                    format!(
+                        "saving sheet {} of job '{}'",
+                        change.sheet_num, change.job_id
+                    ),
+                    e,
+                )
+            })?;
+        if header_due && !self.header_due.contains(&change.job_id) {
+            self.header_due.insert(change.job_id.clone());
+        }
         self.finished_remote.extend(finished_remote);
         if let Some(run) = &entry.run {
             super::notify::sheet_changed(run, live, change.sheet_num, status);
@@ -1000,26 +1008,36 @@ fn update_totals(
     live.updated_at = Timestamp::now();
 }
 
-/// Write what `change` changed: a sheet moving between pending and in-progress changes only
-/// its own row; the job header (totals, last completed sheet) is rewritten when a sheet ends.
+/// Saves the sheet's row as `change` left it; whether the job-level document is due too. A
+/// sheet moving between pending and in-progress changes only its own row; one that ended
+/// changes the job's totals, current and last completed sheet: its row is
+/// saved now, the job-level document once the burst's changes are (by
+/// [`ConductorHost::persist_all`], in the same transaction): a fan-out's burst ends several
+/// sheets of one job, and the document written with each was ~4 % of the conductor's
+/// instructions a sheet (issue 24).
 fn save_sheet(
     registry: &Registry,
     live: &mozart_state::CheckpointState,
     change: &mozart_baton::SheetChange,
     status: SheetStatus,
     with_details: bool,
-) -> Result<(), mozart_state::StateError> {
-    if !matches!(status, SheetStatus::Pending | SheetStatus::InProgress) {
-        return registry.save_sheet_transition(live, change.sheet_num);
-    }
+) -> Result<bool, mozart_state::StateError> {
+    let ended = !matches!(status, SheetStatus::Pending | SheetStatus::InProgress);
     match live.sheets.get(&change.sheet_num) {
+        Some(sheet) if ended => registry
+            .save_sheet_row(&change.job_id, sheet)
+            .map(|()| true),
+        // Names the missing sheet in its error.
+        None if ended => registry
+            .save_sheet_transition(live, change.sheet_num)
+            .map(|()| false),
         // A dispatch changes only the columns save_sheet_started writes; an attempt's details
         // (a retry reported in the same breath) need the whole document.
-        Some(sheet) if status == SheetStatus::InProgress && !with_details => {
-            registry.save_sheet_started(&change.job_id, sheet)
-        }
-        Some(sheet) => registry.save_sheet(&change.job_id, sheet),
-        None => Ok(()),
+        Some(sheet) if status == SheetStatus::InProgress && !with_details => registry
+            .save_sheet_started(&change.job_id, sheet)
+            .map(|()| false),
+        Some(sheet) => registry.save_sheet(&change.job_id, sheet).map(|()| false),
+        None => Ok(false),
     }
 }
 
@@ -1090,9 +1108,22 @@ impl BatonHost for ConductorHost {
         let mut jobs = std::mem::take(&mut self.table.jobs);
         let registry = lock(&shared.registry);
         let batch = registry.batch(|r| {
-            mozart_baton::driver::persist_in_order_or(changes, |change, save| {
+            let results = mozart_baton::driver::persist_in_order_or(changes, |change, save| {
                 self.persist_one(&mut jobs, r, change, save)
-            })
+            });
+            // The job-level document of each job whose sheets the burst saved, once, as the
+            // burst left it (its totals, current and last completed sheet), in the same
+            // transaction as those sheets.
+            for job_id in self.header_due.drain() {
+                let Some(live) = jobs.get(&job_id).and_then(|e| e.live.as_ref()) else {
+                    continue;
+                };
+                if let Err(e) = r.save_header(live) {
+                    tracing::warn!(job_id = %job_id, error = %e,
+                        "cannot save the job's state after its sheets");
+                }
+            }
+            results
         });
         drop(registry);
         if let Ok(results) = &batch {

@@ -877,6 +877,26 @@ impl Registry {
         tx.commit().map_err(self.err_lazy(ctx))
     }
 
+    /// A sheet's whole row as an attempt's end left it, without the job-level document: a
+    /// burst of transitions of one job writes that once, after its sheets
+    /// ([`Registry::save_header`]), instead of once a sheet ([`Registry::save_sheet_transition`]).
+    /// A job that is not registered fails on the row's reference to it.
+    pub fn save_sheet_row(&self, job_id: &str, sheet: &SheetState) -> Result<()> {
+        let ctx = || format!("saving sheet {} of job '{job_id}'", sheet.sheet_num);
+        let tx = self.begin("saving a sheet")?;
+        write_sheet(&tx, job_id, sheet, epoch_now()).map_err(|e| match e {
+            WriteError::Sql(rusqlite::Error::SqliteFailure(f, _))
+                if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY =>
+            {
+                StateError::JobNotFound {
+                    job_id: job_id.to_owned(),
+                }
+            }
+            e => self.map_json_or_sql(e, &ctx()),
+        })?;
+        tx.commit().map_err(self.err_lazy(ctx))
+    }
+
     /// Reassembles the checkpoint from the job-level document, the score snapshot and the
     /// sheet rows; `None` when the job has no checkpoint yet.
     pub fn load_checkpoint(&self, job_id: &str) -> Result<Option<CheckpointState>> {
