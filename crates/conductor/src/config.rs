@@ -794,6 +794,11 @@ mod tests {
         DaemonConfig::load(Some(&path), profile)
     }
 
+    /// The message of the error loading `text` gives.
+    fn load_err(text: &str, profile: Option<&str>) -> String {
+        load_text(text, profile).unwrap_err().to_string()
+    }
+
     #[test]
     fn a_missing_file_means_defaults() {
         let c = DaemonConfig::load(Some(Path::new("/nonexistent/c.yaml")), None).unwrap();
@@ -803,32 +808,26 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_refused_with_their_path() {
-        let err = load_text("socket:\n  pathh: /tmp/x.sock\n", None)
-            .unwrap_err()
-            .to_string();
+        let err = load_err("socket:\n  pathh: /tmp/x.sock\n", None);
         assert!(err.contains("pathh"), "{err}");
         assert!(err.contains("socket"), "{err}");
-        let err = load_text("bogus: 1\n", None).unwrap_err().to_string();
+        let err = load_err("bogus: 1\n", None);
         assert!(err.contains("bogus"), "{err}");
     }
 
     #[test]
     fn a_wrongly_typed_field_names_its_path_and_its_line_in_the_file() {
         // Comments and blank lines before it: the line is the user's, not a re-written copy's.
-        let err = load_text(
+        let err = load_err(
             "# my conductor\n\n# settings\nlog_level: info\n\nsocket:\n  backlog: lots\n",
             None,
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(
             err.contains("line 7: socket.backlog: must be a whole number from 0 to 4294967295, not the text \"lots\""),
             "{err}"
         );
         assert!(err.contains("mozart config check"), "{err}");
-        let err = load_text("observer:\n  exclude_patterns:\n    - a\n    - [b]\n", None)
-            .unwrap_err()
-            .to_string();
+        let err = load_err("observer:\n  exclude_patterns:\n    - a\n    - [b]\n", None);
         assert!(
             err.contains("line 4: observer.exclude_patterns[1]"),
             "{err}"
@@ -843,32 +842,24 @@ mod tests {
         let c = load_text("# nothing but a comment\n", Some("minimal")).unwrap();
         assert_eq!(c.max_concurrent_jobs, 2);
         // Merged with a profile, the user's values keep their lines.
-        let err = load_text("\nprofiler:\n  gpu_enabled: maybe\n", Some("dev"))
-            .unwrap_err()
-            .to_string();
+        let err = load_err("\nprofiler:\n  gpu_enabled: maybe\n", Some("dev"));
         assert!(err.contains("line 3: profiler.gpu_enabled"), "{err}");
     }
 
     #[test]
     fn ranges_are_checked_naming_the_field() {
-        let err = load_text("log_level: info\nmax_concurrent_jobs: 0\n", None)
-            .unwrap_err()
-            .to_string();
+        let err = load_err("log_level: info\nmax_concurrent_jobs: 0\n", None);
         assert!(
             err.contains("line 2: max_concurrent_jobs: must be from 1 to 50, not 0"),
             "{err}"
         );
         assert!(err.contains("mozart config check"), "{err}");
-        let err = load_text("socket:\n  backlog: 0\n", None)
-            .unwrap_err()
-            .to_string();
+        let err = load_err("socket:\n  backlog: 0\n", None);
         assert!(
             err.contains("line 2: socket.backlog: must be at least 1"),
             "{err}"
         );
-        let err = load_text("resource_limits: {max_api_calls_per_minute: 30}\n", None)
-            .unwrap_err()
-            .to_string();
+        let err = load_err("resource_limits: {max_api_calls_per_minute: 30}\n", None);
         assert!(err.contains("is not yet enforced"), "{err}");
     }
 
