@@ -1421,14 +1421,7 @@ impl Registry {
             )
             .map_err(self.err(format!("reading the rate limits of job '{job_id}'")))?;
         let rows = stmt
-            .query_map(params![job_id, now], |r| {
-                Ok(RateLimitRecord {
-                    instrument: r.get(0)?,
-                    until: r.get(1)?,
-                    reason: r.get(2)?,
-                    recorded_at: r.get(3)?,
-                })
-            })
+            .query_map(params![job_id, now], |r| rate_limit_at(r, 0))
             .map_err(self.err(format!("reading the rate limits of job '{job_id}'")))?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
             .map_err(self.err(format!("reading the rate limits of job '{job_id}'")))
@@ -1446,17 +1439,7 @@ impl Registry {
             )
             .map_err(self.err(ctx))?;
         let rows = stmt
-            .query_map([now], |r| {
-                Ok((
-                    r.get(0)?,
-                    RateLimitRecord {
-                        instrument: r.get(1)?,
-                        until: r.get(2)?,
-                        reason: r.get(3)?,
-                        recorded_at: r.get(4)?,
-                    },
-                ))
-            })
+            .query_map([now], |r| Ok((r.get(0)?, rate_limit_at(r, 1)?)))
             .map_err(self.err(ctx))?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
             .map_err(self.err(ctx))
@@ -1472,14 +1455,7 @@ impl Registry {
             )
             .map_err(self.err("reading rate limits"))?;
         let rows = stmt
-            .query_map([now], |r| {
-                Ok(RateLimitRecord {
-                    instrument: r.get(0)?,
-                    until: r.get(1)?,
-                    reason: r.get(2)?,
-                    recorded_at: r.get(3)?,
-                })
-            })
+            .query_map([now], |r| rate_limit_at(r, 0))
             .map_err(self.err("reading rate limits"))?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
             .map_err(self.err("reading rate limits"))
@@ -1697,6 +1673,16 @@ const COLUMN_FIELDS: [&str; 7] = [
     "instrument_name",
     "validation_details",
 ];
+
+/// A rate limit from `r`'s columns `at..at + 4`: instrument, until, reason, recorded_at.
+fn rate_limit_at(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<RateLimitRecord> {
+    Ok(RateLimitRecord {
+        instrument: r.get(at)?,
+        until: r.get(at + 1)?,
+        reason: r.get(at + 2)?,
+        recorded_at: r.get(at + 3)?,
+    })
+}
 
 fn write_sheet(tx: &Connection, job_id: &str, s: &SheetState, now: f64) -> Result<(), WriteError> {
     let json_err = |e| WriteError::Json(job_id.to_owned(), "sheet state", e);
