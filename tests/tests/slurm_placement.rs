@@ -16,30 +16,38 @@ use harness::*;
 use mozart_tests::users::missing;
 use mozart_tests::{stdout, TestEnv};
 
-/// Whether a Slurm node is up; prints why not.
+/// Whether a Slurm node is up; prints why not. A node still `completing` the previous
+/// test's job (its epilog, a few seconds) is waited for, not taken for a missing Slurm.
 pub(crate) fn slurm_up() -> bool {
-    match Command::new("sinfo").args(["-h", "-o", "%T"]).output() {
-        Ok(o) if o.status.success() => {
-            let text = String::from_utf8_lossy(&o.stdout);
-            let up = ["idle", "mixed", "allocated"]
-                .iter()
-                .any(|s| text.contains(s));
-            if !up {
-                missing(
-                    &format!("an idle Slurm node (it is {})", text.trim()),
-                    "run tests/slurm/setup.sh",
-                );
-            }
-            up
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let Ok(o) = Command::new("sinfo").args(["-h", "-o", "%T"]).output() else {
+            break;
+        };
+        if !o.status.success() {
+            break;
         }
-        _ => {
+        let text = String::from_utf8_lossy(&o.stdout);
+        if ["idle", "mixed", "allocated"]
+            .iter()
+            .any(|s| text.contains(s))
+        {
+            return true;
+        }
+        if !text.contains("completing") || std::time::Instant::now() >= deadline {
             missing(
-                "a running Slurm (sinfo does not answer)",
+                &format!("an idle Slurm node (it is {})", text.trim()),
                 "run tests/slurm/setup.sh",
             );
-            false
+            return false;
         }
+        std::thread::sleep(Duration::from_millis(250));
     }
+    missing(
+        "a running Slurm (sinfo does not answer)",
+        "run tests/slurm/setup.sh",
+    );
+    false
 }
 
 /// Slurm jobs (id, name, state) whose name starts with `prefix`.
