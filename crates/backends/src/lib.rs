@@ -22,6 +22,7 @@
 pub mod descendants;
 pub mod error;
 pub mod process;
+mod spawn;
 pub mod types;
 
 pub use error::BackendError;

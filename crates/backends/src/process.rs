@@ -18,13 +18,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::Command;
 
-use crate::descendants::{boot_ticks_now, AttemptTag, Cleanup, Registered, Spawned, ATTEMPT_VAR};
+use crate::descendants::{boot_ticks_now, AttemptTag, Cleanup, Registered, Spawned};
 /// Signalling a group lives with the attempt's clean-up, below this module.
 pub use crate::descendants::{group_alive, signal_group};
 use crate::env::{ChildEnv, EnvPlan};
 use crate::output_log::RedactingLog;
+use crate::spawn::{Child, Spawn};
 use crate::types::{epoch_now, Progress, StreamKind};
 
 /// Bytes of each stream kept in memory as the tail (the rest is counted, and teed to the
@@ -673,7 +673,7 @@ pub async fn run_process(
             return finish(&out_state, &err_state, outcome);
         }
     };
-    let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+    let pid = child.id();
     // A spawn that straddled a clock tick (common on a loaded machine: the spawn waits for
     // the child's `exec`) reads the start time here, once, for the journal, the watchdog
     // and the children cache alike. Not reaped yet: even an instrument that already ended
@@ -771,7 +771,7 @@ pub async fn run_process(
 fn spawn_looked_up(
     spec: &ProcessSpec,
     tag: &AttemptTag,
-) -> io::Result<(tokio::process::Child, Option<u64>, Option<i32>)> {
+) -> io::Result<(Child, Option<u64>, Option<i32>)> {
     // A bare name is looked up on the PATH the child gets, here: std would otherwise fall
     // back from posix_spawn to fork+exec for it (a changed PATH and a bare name), and
     // forking a busy multi-threaded conductor costs more than the instant instruments run.
@@ -796,7 +796,7 @@ fn spawn_looked_up(
 /// Wait for the child to exit, its timeout, the end of its linger after the result, or a
 /// stop; then end it (TERM → grace → KILL) and whatever it left behind.
 async fn supervise(
-    child: &mut tokio::process::Child,
+    child: &mut Child,
     spec: &ProcessSpec,
     started: Instant,
     mut cleanup: Cleanup,
@@ -862,58 +862,30 @@ fn spawn_child(
     env: &ChildEnv,
     path: Option<&std::path::Path>,
     tag: &AttemptTag,
-) -> io::Result<(tokio::process::Child, Option<u64>, Option<i32>)> {
-    let mut cmd = match path {
-        Some(path) => {
-            let mut cmd = Command::new(path);
-            cmd.arg0(&spec.program);
-            cmd
-        }
-        None => Command::new(&spec.program),
+) -> io::Result<(Child, Option<u64>, Option<i32>)> {
+    // A bare name not found on the child's PATH: what `execvp` would have said.
+    let program = match path {
+        Some(path) => path,
+        None if spec.program.contains('/') => std::path::Path::new(&spec.program),
+        None => return Err(io::Error::from_raw_os_error(nix::libc::ENOENT)),
     };
-    cmd.args(&spec.args);
-    cmd.stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .stdin(if spec.stdin.is_some() {
-            std::process::Stdio::piped()
-        } else {
-            dev_null()
-        })
-        .process_group(0)
-        .kill_on_drop(false);
-    if let Some(cwd) = &spec.cwd {
-        cmd.current_dir(cwd);
-    }
-    match env {
-        // Untouched, std hands the child the conductor's environment block as it is; any
-        // change makes it copy and merge the whole environment on every spawn.
-        ChildEnv::Inherit => {}
-        ChildEnv::Exact(vars) => {
-            cmd.env_clear();
-            cmd.envs(vars.iter().map(|(k, v)| (k, v)));
-        }
-    }
-    // The attempt's tag, inherited by everything the instrument starts (crate::descendants).
-    // (With an inherited environment this costs std one copy of it per spawn.)
-    cmd.env(ATTEMPT_VAR, tag.as_str());
+    let spawn = Spawn {
+        program,
+        arg0: &spec.program,
+        args: &spec.args,
+        cwd: spec.cwd.as_deref(),
+        env,
+        // The attempt's tag, inherited by everything the instrument starts
+        // (crate::descendants).
+        tag: tag.as_str(),
+        piped_stdin: spec.stdin.is_some(),
+    };
     // The spawn forks from this thread, which becomes the child's parent.
     let spawner = Some(nix::unistd::gettid().as_raw());
     let before = boot_ticks_now();
-    let child = cmd.spawn()?;
+    let child = crate::spawn::spawn(&spawn)?;
     let after = boot_ticks_now();
     Ok((child, start_ticks_between(before, after), spawner))
-}
-
-/// `/dev/null` for a child's stdin: one descriptor opened per process and duplicated per
-/// spawn (cheaper than std opening the path for every child; the child sees the same
-/// read-only `/dev/null`).
-fn dev_null() -> std::process::Stdio {
-    static NULL: std::sync::LazyLock<Option<std::fs::File>> =
-        std::sync::LazyLock::new(|| std::fs::File::open("/dev/null").ok());
-    match NULL.as_ref().map(std::fs::File::try_clone) {
-        Some(Ok(file)) => std::process::Stdio::from(file),
-        _ => std::process::Stdio::null(),
-    }
 }
 
 /// A child's start time in clock ticks — the value `/proc/<pid>/stat` reports — when the

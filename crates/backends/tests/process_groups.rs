@@ -415,3 +415,76 @@ sys.stdout.flush()
         std::process::id()
     );
 }
+
+/// The descriptors this test process has open without close-on-exec (a terminal's or a CI
+/// runner's, inherited by every child whoever spawns it).
+fn inherited_fds() -> Vec<i32> {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&fd: &i32| {
+            // `flags:` in /proc/self/fdinfo is octal; O_CLOEXEC is 02000000.
+            std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}"))
+                .ok()
+                .and_then(|info| {
+                    let flags = info.lines().find_map(|l| l.strip_prefix("flags:"))?;
+                    u32::from_str_radix(flags.trim(), 8).ok()
+                })
+                .is_some_and(|flags| flags & 0o2000000 == 0)
+        })
+        .collect()
+}
+
+/// An instrument starts as a process started from a shell would: no descriptor of the
+/// conductor's beyond its three standard ones, no signal blocked or ignored (the conductor
+/// ignores SIGPIPE itself: an instrument's `yes | head -n 1` must end quietly, not with
+/// "Broken pipe"), leading its own process group, in the workspace, with one attempt tag —
+/// the conductor's, even when the profile's environment names one.
+#[tokio::test]
+async fn an_instrument_starts_with_a_clean_process_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = "name: clean\ndisplay_name: Clean\nkind: cli\ncli:\n  command:\n    executable: sh\n    prompt_flag: '-c'\n    env: {MOZART_ATTEMPT: stale.1}\n";
+    let backend =
+        ProfileBackend::new(Arc::new(InstrumentProfile::from_yaml(yaml, "t").unwrap())).unwrap();
+    // `ls` reads the list through its own descriptor 3.
+    let script = "echo fds: $(ls /proc/self/fd); \
+                  grep -E '^Sig(Blk|Ign)' /proc/$$/status; \
+                  yes | head -n 1; \
+                  echo pgid: $(ps -o pgid= -p $$) pid: $$; \
+                  echo cwd: \"$(pwd -P)\"; \
+                  env -0 > env.out";
+    let inherited = inherited_fds();
+    for round in 0..2 {
+        let result = backend
+            .execute(request(script, dir.path(), Duration::from_secs(10)))
+            .await;
+        assert!(result.success, "{:?}", result.error_message);
+        let lines: Vec<&str> = result.stdout.lines().collect();
+        let extra: Vec<i32> = lines[0]
+            .trim_start_matches("fds:")
+            .split_whitespace()
+            .map(|fd| fd.parse().unwrap())
+            .filter(|fd| !(0..=3).contains(fd) && !inherited.contains(fd))
+            .collect();
+        assert!(extra.is_empty(), "round {round}: {}", result.stdout);
+        assert!(lines[1].starts_with("SigBlk:"), "{}", result.stdout);
+        assert_eq!(lines[1].split_whitespace().nth(1), Some("0000000000000000"));
+        // No standard signal (1–31) ignored; glibc's `posix_spawn` leaves its two internal
+        // ones (32, 33) ignored in every child it starts, std's included.
+        let ignored = u64::from_str_radix(lines[2].split_whitespace().nth(1).unwrap(), 16);
+        assert_eq!(ignored.unwrap() & 0x7fff_ffff, 0, "{}", lines[2]);
+        assert_eq!(lines[3], "y");
+        assert_eq!(result.stderr, "", "a broken pipe is reported");
+        let ids: Vec<&str> = lines[4].split_whitespace().collect();
+        assert_eq!(ids[1], ids[3], "not its own group leader: {}", lines[4]);
+        let cwd = dir.path().canonicalize().unwrap();
+        assert_eq!(lines[5], format!("cwd: {}", cwd.display()));
+        let env = std::fs::read(dir.path().join("env.out")).unwrap();
+        let tags: Vec<&[u8]> = env
+            .split(|&b| b == 0)
+            .filter(|e| e.starts_with(b"MOZART_ATTEMPT="))
+            .collect();
+        assert_eq!(tags.len(), 1, "{tags:?}");
+        assert_attempt_tag(&parse_env0(&env));
+    }
+}
