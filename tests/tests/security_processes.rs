@@ -403,3 +403,46 @@ fn a_copied_attempt_tag_does_not_make_a_stranger_the_conductors() {
         "(test's process, intruder's process) alive after the sheet ended: a process the conductor did not start was signalled"
     );
 }
+
+/// A conductor started from inside an instrument inherits that attempt's `MOZART_ATTEMPT`.
+/// Its own instruments still carry exactly one tag, their own: the inherited one would let
+/// the outer conductor's clean-up end them and this one's miss what they detach. (Read from
+/// the instrument's `/proc/<pid>/environ`, where the clean-up reads it: a shell's `env`
+/// shows one of two copies. The `shell` instrument runs its RUN lines in a nested `sh -ec`,
+/// whose parent is the instrument.)
+#[test]
+fn a_conductor_started_by_an_instrument_gives_its_attempts_their_own_tag() {
+    let env = TestEnv::new();
+    let out = env
+        .command(&["start"])
+        .env("MOZART_ATTEMPT", "4242.1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "start: {}\n{}",
+        stdout(&out),
+        env.log()
+    );
+    let ws = env.work.join("nested-ws");
+    let yaml = format!(
+        "name: nested\nworkspace: {ws}\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         sheet: {{size: 1, total_items: 1}}\nprompt:\n  template: |\n    \
+         RUN: tr '\\0' '\\n' < /proc/$PPID/environ | grep '^MOZART_ATTEMPT=' > {tags}\n",
+        ws = ws.display(),
+        tags = ws.join("tags.txt").display(),
+    );
+    let score = env.write_score("nested", &yaml);
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "run: {}", stdout(&out));
+    env.wait_completed("nested");
+    let tags = std::fs::read_to_string(ws.join("tags.txt")).unwrap();
+    let pid = env.conductor_pid().expect("the conductor's pid");
+    let tags: Vec<&str> = tags.lines().collect();
+    assert_eq!(tags.len(), 1, "{tags:?}");
+    assert!(
+        tags[0].starts_with(&format!("MOZART_ATTEMPT={pid}.")),
+        "{tags:?}"
+    );
+    stop_confirmed(&env);
+}

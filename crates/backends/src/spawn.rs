@@ -80,8 +80,10 @@ pub(crate) struct Child {
 }
 
 /// The conductor's environment as `NAME=value` C strings, without a tag of its own (a
-/// conductor started by an instrument inherited one), read once: nothing in the conductor
-/// changes its environment after start (`set_var` would need `unsafe`).
+/// conductor started by an instrument inherited one), read at the first spawn: the
+/// conductor changes its environment only at start, before any instrument runs
+/// (`mozart start` drops its allocator marker). A program embedding this crate that changes
+/// its environment after its first spawn does not change its instruments'.
 static INHERITED: LazyLock<Vec<CString>> = LazyLock::new(|| {
     std::env::vars_os()
         .filter(|(k, _)| k != ATTEMPT_VAR)

@@ -439,7 +439,8 @@ fn inherited_fds() -> Vec<i32> {
 /// conductor's beyond its three standard ones, no signal blocked or ignored (the conductor
 /// ignores SIGPIPE itself: an instrument's `yes | head -n 1` must end quietly, not with
 /// "Broken pipe"), leading its own process group, in the workspace, with one attempt tag —
-/// the conductor's, even when the profile's environment names one.
+/// the conductor's, even when the profile's environment names one (read from its
+/// `/proc/<pid>/environ`, as the clean-up reads it: a shell's `env` shows one of two copies).
 #[tokio::test]
 async fn an_instrument_starts_with_a_clean_process_state() {
     let dir = tempfile::tempdir().unwrap();
@@ -452,7 +453,7 @@ async fn an_instrument_starts_with_a_clean_process_state() {
                   yes | head -n 1; \
                   echo pgid: $(ps -o pgid= -p $$) pid: $$; \
                   echo cwd: \"$(pwd -P)\"; \
-                  env -0 > env.out";
+                  cat /proc/$$/environ > env.out";
     let inherited = inherited_fds();
     for round in 0..2 {
         let result = backend
