@@ -326,9 +326,18 @@ fn float_json(value: f64) -> Value {
     serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number)
 }
 
-/// `text` as a JSON string (quoted, escaped as serde_json escapes).
+/// `text` as a JSON string (quoted, escaped as serde_json escapes: control characters, `"`
+/// and `\\`). Most texts of a line (names, IDs, paths, sentences) need no escape and are
+/// copied between quotes as they are, without the serializer (issue 24).
 fn json_str(out: &mut Vec<u8>, text: &str) {
-    let _ = serde_json::to_writer(out, text);
+    if text.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        let _ = serde_json::to_writer(out, text);
+    } else {
+        out.reserve(text.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    }
 }
 
 /// `text` for a terminal: the control characters a terminal acts on (escape sequences,
@@ -371,9 +380,37 @@ struct NameVerdict {
     unless_placeholder: bool,
 }
 
+/// Hashes the verdict cache's keys (addresses and a length): FxHash's step, a multiply per
+/// word. The keys come from the program's own callsites, not from input, so std's
+/// flood-resistant hasher buys nothing and cost a fifth of a field's time (issue 24).
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl std::hash::Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+}
+
+type Verdicts = std::collections::HashMap<
+    (usize, usize, usize),
+    NameVerdict,
+    std::hash::BuildHasherDefault<AddrHasher>,
+>;
+
 thread_local! {
-    static VERDICTS: std::cell::RefCell<std::collections::HashMap<(usize, usize, usize), NameVerdict>> =
-        std::cell::RefCell::new(std::collections::HashMap::new());
+    static VERDICTS: std::cell::RefCell<Verdicts> = std::cell::RefCell::new(Verdicts::default());
 }
 
 /// [`NameVerdict`] of `name` under `redaction`, from the thread's cache when it was asked
@@ -608,6 +645,28 @@ mod tests {
             Cow::Owned(text.replace("hunter2", "[REDACTED]"))
         } else {
             Cow::Borrowed(text)
+        }
+    }
+
+    #[test]
+    fn a_text_is_quoted_exactly_as_serde_json_quotes_it() {
+        for text in [
+            "",
+            "sheet 3 completed in 0.1s",
+            "/srv/ws/out-3.txt",
+            "naïve — ünïcode ✓ 🎻",
+            "say \"hi\"",
+            "back\\slash",
+            "tab\there\nnew line\r\u{1}\u{1f}",
+            "del\u{7f} and c1\u{85}",
+        ] {
+            let mut ours = Vec::new();
+            json_str(&mut ours, text);
+            assert_eq!(
+                String::from_utf8(ours).unwrap(),
+                serde_json::to_string(text).unwrap(),
+                "{text:?}"
+            );
         }
     }
 

@@ -18,6 +18,43 @@ pub fn epoch_now() -> f64 {
         .as_secs_f64()
 }
 
+/// `instant` as `YYYY-MM-DDTHH:MM:SS.ffffffZ`, written digit by digit: every sheet's
+/// transition stamps a few, and `strftime` parsed its format each time (issue 24). Years
+/// outside 0–9999 keep `strftime`'s form.
+fn iso_utc(instant: jiff::Timestamp) -> String {
+    const FORMAT: &str = "%Y-%m-%dT%H:%M:%S.%6fZ";
+    let t = jiff::tz::Offset::UTC.to_datetime(instant);
+    let Ok(year) = u32::try_from(t.year()) else {
+        return instant.strftime(FORMAT).to_string();
+    };
+    if year > 9999 {
+        return instant.strftime(FORMAT).to_string();
+    }
+    let mut out = String::with_capacity(27);
+    let mut push = |value: u32, width: u32, then: Option<char>| {
+        for place in (0..width).rev() {
+            let digit = value / 10u32.pow(place) % 10;
+            out.push(char::from(b'0' + digit as u8));
+        }
+        if let Some(c) = then {
+            out.push(c);
+        }
+    };
+    let part = |v: i8| u32::try_from(v).unwrap_or(0);
+    push(year, 4, Some('-'));
+    push(part(t.month()), 2, Some('-'));
+    push(part(t.day()), 2, Some('T'));
+    push(part(t.hour()), 2, Some(':'));
+    push(part(t.minute()), 2, Some(':'));
+    push(part(t.second()), 2, Some('.'));
+    push(
+        u32::try_from(t.subsec_nanosecond() / 1000).unwrap_or(0),
+        6,
+        Some('Z'),
+    );
+    out
+}
+
 /// An ISO-8601 timestamp kept as the exact text it was written or read with, so a state
 /// file written by upstream round-trips byte for byte.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -39,7 +76,7 @@ impl Timestamp {
         } else {
             jiff::Timestamp::MAX
         });
-        Timestamp(instant.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string())
+        Timestamp(iso_utc(instant))
     }
 
     /// Formats microseconds since the epoch as [`Timestamp::from_epoch`] does, without the
@@ -50,7 +87,7 @@ impl Timestamp {
         } else {
             jiff::Timestamp::MAX
         });
-        Timestamp(instant.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string())
+        Timestamp(iso_utc(instant))
     }
 
     /// Microseconds since the epoch, if the text is an ISO-8601 datetime with an offset.
@@ -108,6 +145,33 @@ pub fn parse_iso8601(text: &str) -> Option<f64> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// The digit-by-digit form is strftime's, over instants spread across the years
+    /// (before 1970, leap days, the ends of the range).
+    #[test]
+    fn iso_text_is_strftimes() {
+        let mut micros: i64 = -62_135_596_800_000_000; // 0001-01-01
+        let step = 7_919_123_456_789; // ~92 days and an odd fraction
+        let end: i64 = 253_402_300_799_999_999; // 9999-12-31T23:59:59.999999
+        let mut seen = 0;
+        while micros <= end {
+            let instant = jiff::Timestamp::from_microsecond(micros).unwrap();
+            assert_eq!(
+                iso_utc(instant),
+                instant.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string(),
+                "{micros}"
+            );
+            micros += step;
+            seen += 1;
+        }
+        assert!(seen > 30_000);
+        for edge in [jiff::Timestamp::MIN, jiff::Timestamp::MAX] {
+            assert_eq!(
+                iso_utc(edge),
+                edge.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string()
+            );
+        }
+    }
 
     #[test]
     fn formats_known_instants() {
