@@ -431,6 +431,51 @@ pub const LOG_FREE_BYTES: usize = REGISTRY_TAIL_BYTES;
 /// sheet's registry row and of its attempt history).
 pub const REGISTRY_TAIL_BYTES: usize = 4000;
 
+/// Bytes a stream's first read buffer holds.
+const FIRST_READ: usize = 4 * 1024;
+
+/// A stream's read buffer, from a small process-wide pool of the first size: two a sheet
+/// were allocated and zeroed, each a large-bin allocation that made glibc consolidate its
+/// fast bins (issue 24). A buffer that grew goes back to the allocator, not to the pool.
+struct ReadBuffer(Vec<u8>);
+
+/// Buffers waiting for a stream; at most [`POOLED`] (2 × 20 streams in flight and some).
+static POOL: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+const POOLED: usize = 64;
+
+impl ReadBuffer {
+    fn take() -> ReadBuffer {
+        let pooled = POOL.lock().ok().and_then(|mut pool| pool.pop());
+        ReadBuffer(pooled.unwrap_or_else(|| vec![0u8; FIRST_READ]))
+    }
+}
+
+impl Drop for ReadBuffer {
+    fn drop(&mut self) {
+        if self.0.len() != FIRST_READ {
+            return;
+        }
+        if let Ok(mut pool) = POOL.lock() {
+            if pool.len() < POOLED {
+                pool.push(std::mem::take(&mut self.0));
+            }
+        }
+    }
+}
+
+impl std::ops::Deref for ReadBuffer {
+    type Target = Vec<u8>;
+    fn deref(&self) -> &Vec<u8> {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for ReadBuffer {
+    fn deref_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.0
+    }
+}
+
 /// Read one of the child's streams to its end (nothing when the child has no such pipe).
 async fn read_stream<R: AsyncRead + Unpin>(
     reader: Option<R>,
@@ -449,7 +494,7 @@ async fn read_stream<R: AsyncRead + Unpin>(
     // Most instruments print little: start small (20 sheets in flight × 2 streams of 64 KiB
     // each was a measurable share of the conductor's memory) and grow up to a pipe's
     // capacity only for a stream that keeps filling the buffer.
-    let mut buf = vec![0u8; 4 * 1024];
+    let mut buf = ReadBuffer::take();
     loop {
         let read = reader.read(&mut buf);
         // While output is held back, the read waits until the window's end at most: a stream
