@@ -142,8 +142,12 @@ impl LogsDir {
     }
 }
 
-fn known_dirs() -> std::sync::MutexGuard<'static, HashMap<PathBuf, LogsDir>> {
-    static DIRS: LazyLock<Mutex<HashMap<PathBuf, LogsDir>>> = LazyLock::new(Mutex::default);
+/// The known logs directories, by the bytes of their path as the job names it (a `Path` key
+/// hashes component by component: 2 k instructions a look, three a sheet — issue 24). Two
+/// spellings of one directory are two entries with the same id: aliases, untracked.
+fn known_dirs() -> std::sync::MutexGuard<'static, HashMap<std::ffi::OsString, LogsDir>> {
+    static DIRS: LazyLock<Mutex<HashMap<std::ffi::OsString, LogsDir>>> =
+        LazyLock::new(Mutex::default);
     DIRS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -173,10 +177,10 @@ fn known_dir(dir: &Path, meta: &std::fs::Metadata, created: bool) {
     // Listed under the lock, once per directory: a log another attempt creates meanwhile
     // is then either in the listing or noted in the record after it, never lost.
     let mut dirs = known_dirs();
-    if dirs.get(dir).is_some_and(|d| d.id == id) {
+    if dirs.get(dir.as_os_str()).is_some_and(|d| d.id == id) {
         return;
     }
-    dirs.remove(dir);
+    dirs.remove(dir.as_os_str());
     let mut record = LogsDir {
         id,
         present: Vec::new(),
@@ -200,14 +204,14 @@ fn known_dir(dir: &Path, meta: &std::fs::Metadata, created: bool) {
     // one name would not be noted under the other, so neither is tracked. (A record whose
     // directory is gone, its inode now another's, is just dropped.)
     let same_id = |path: &Path| std::fs::metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == id);
-    let aliases: Vec<PathBuf> = dirs
+    let aliases: Vec<std::ffi::OsString> = dirs
         .iter()
         .filter(|(_, known)| known.id == id)
         .map(|(path, _)| path.clone())
         .collect();
     let mut aliased = false;
     for path in aliases {
-        if same_id(&path) {
+        if same_id(Path::new(&path)) {
             aliased = true;
             if let Some(known) = dirs.get_mut(&path) {
                 known.untracked = true;
@@ -218,7 +222,7 @@ fn known_dir(dir: &Path, meta: &std::fs::Metadata, created: bool) {
     }
     if aliased {
         dirs.insert(
-            dir.to_path_buf(),
+            dir.as_os_str().to_owned(),
             LogsDir {
                 id,
                 present: Vec::new(),
@@ -230,7 +234,7 @@ fn known_dir(dir: &Path, meta: &std::fs::Metadata, created: bool) {
     if dirs.len() >= MAX_KNOWN_DIRS {
         dirs.clear();
     }
-    dirs.insert(dir.to_path_buf(), record);
+    dirs.insert(dir.as_os_str().to_owned(), record);
 }
 
 /// Note that the log at `path` exists now (`present`) or is gone.
@@ -239,7 +243,7 @@ fn note_log(path: &Path, present: bool) {
         return;
     };
     let mut dirs = known_dirs();
-    if let Some(known) = dirs.get_mut(dir) {
+    if let Some(known) = dirs.get_mut(dir.as_os_str()) {
         known.set(bit, present);
     }
 }
@@ -251,7 +255,7 @@ pub fn may_exist(path: &Path) -> bool {
         return true;
     };
     known_dirs()
-        .get(dir)
+        .get(dir.as_os_str())
         .is_none_or(|known| known.untracked || known.get(bit))
 }
 
