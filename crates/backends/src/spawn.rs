@@ -285,23 +285,21 @@ pub(crate) fn spawn(spawn: &Spawn<'_>) -> io::Result<Child> {
     drop(plan);
     // The child's ends are its own now.
     drop((out_w, err_w));
-    let stdin = match stdin_pipe {
-        Some((r, w)) => {
-            drop(r);
-            Some(pipe::Sender::from_owned_fd(w)?)
-        }
-        None => None,
-    };
-    let stdout = Some(pipe::Receiver::from_owned_fd(out_r)?);
-    let stderr = Some(pipe::Receiver::from_owned_fd(err_r)?);
-    Ok(Child {
+    let mut child = Child {
         pid,
         pidfd: pidfd_open(pid),
         exit: None,
-        stdin,
-        stdout,
-        stderr,
-    })
+        stdin: None,
+        stdout: None,
+        stderr: None,
+    };
+    // Should the runtime refuse a pipe (no descriptor left), the child does not run on
+    // unwatched: its group is killed, and dropping it reaps it.
+    if let Err(err) = child.attach(out_r, err_r, stdin_pipe) {
+        let _ = kill(Pid::from_raw(-pid), Signal::SIGKILL);
+        return Err(err);
+    }
+    Ok(child)
 }
 
 /// A pidfd for our child `pid`, registered with the runtime; `None` where the kernel has
@@ -354,6 +352,22 @@ async fn reap(pid: i32, pidfd: Option<&AsyncFd<OwnedFd>>) -> io::Result<ExitStat
 }
 
 impl Child {
+    /// Hand our ends of its pipes to the runtime.
+    fn attach(
+        &mut self,
+        out: OwnedFd,
+        err: OwnedFd,
+        stdin: Option<(OwnedFd, OwnedFd)>,
+    ) -> io::Result<()> {
+        self.stdout = Some(pipe::Receiver::from_owned_fd(out)?);
+        self.stderr = Some(pipe::Receiver::from_owned_fd(err)?);
+        if let Some((theirs, ours)) = stdin {
+            drop(theirs);
+            self.stdin = Some(pipe::Sender::from_owned_fd(ours)?);
+        }
+        Ok(())
+    }
+
     /// Its process id.
     pub(crate) fn id(&self) -> i32 {
         self.pid
