@@ -817,9 +817,8 @@ fn spawn_looked_up(
     spec: &ProcessSpec,
     tag: &AttemptTag,
 ) -> io::Result<(Child, Option<u64>, Option<i32>)> {
-    // A bare name is looked up on the PATH the child gets, here: std would otherwise fall
-    // back from posix_spawn to fork+exec for it (a changed PATH and a bare name), and
-    // forking a busy multi-threaded conductor costs more than the instant instruments run.
+    // A bare name is looked up on the PATH the child gets, here: `posix_spawn` takes a
+    // path, and `posix_spawnp` would search the conductor's PATH, not the child's.
     let child_env = spec
         .child_env
         .clone()

@@ -979,9 +979,27 @@ async fn ended_by_slurm(id: &str, code: i32) -> Option<String> {
     Some(format!("ended {state}: {why}"))
 }
 
-/// Whether Slurm put the job back in the queue (requeued after a preemption).
+/// How long a job whose run just ended may still read RUNNING or COMPLETING while Slurm
+/// puts it back in the queue.
+const REQUEUE_SETTLE: Duration = Duration::from_secs(5);
+
+/// Whether Slurm put the job back in the queue (requeued after a preemption). Asked as soon
+/// as the run's exit file appears, the controller can still say RUNNING or COMPLETING for
+/// a moment (a CI run read the requeue's SIGTERM as the attempt's end): it is asked again
+/// until it settles, for [`REQUEUE_SETTLE`] at most.
 async fn requeued(id: &str) -> bool {
-    matches!(job_state(id).await, JobState::Active(s) if s == "PENDING" || s.starts_with("REQUEUE"))
+    let until = tokio::time::Instant::now() + REQUEUE_SETTLE;
+    loop {
+        match job_state(id).await {
+            JobState::Active(s) if s == "PENDING" || s.starts_with("REQUEUE") => return true,
+            JobState::Active(s)
+                if (s == "RUNNING" || s == "COMPLETING") && tokio::time::Instant::now() < until =>
+            {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            _ => return false,
+        }
+    }
 }
 
 /// How long a finished job's exit file may trail its end by default (a local or fast
