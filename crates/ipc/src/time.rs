@@ -24,12 +24,9 @@ pub fn epoch_now() -> f64 {
 fn iso_utc(instant: jiff::Timestamp) -> String {
     const FORMAT: &str = "%Y-%m-%dT%H:%M:%S.%6fZ";
     let t = jiff::tz::Offset::UTC.to_datetime(instant);
-    let Ok(year) = u32::try_from(t.year()) else {
+    let Some(year) = u32::try_from(t.year()).ok().filter(|y| *y <= 9999) else {
         return instant.strftime(FORMAT).to_string();
     };
-    if year > 9999 {
-        return instant.strftime(FORMAT).to_string();
-    }
     let mut out = String::with_capacity(27);
     let mut push = |value: u32, width: u32, then: Option<char>| {
         for place in (0..width).rev() {
@@ -70,13 +67,7 @@ impl Timestamp {
     /// Formats epoch seconds as `YYYY-MM-DDTHH:MM:SS.ffffffZ` (pydantic's shape: always six
     /// fraction digits). Seconds beyond jiff's range (years ±9999) are clamped to it.
     pub fn from_epoch(secs: f64) -> Self {
-        let micros = (secs * 1_000_000.0).round() as i64;
-        let instant = jiff::Timestamp::from_microsecond(micros).unwrap_or(if micros < 0 {
-            jiff::Timestamp::MIN
-        } else {
-            jiff::Timestamp::MAX
-        });
-        Timestamp(iso_utc(instant))
+        Self::from_micros((secs * 1_000_000.0).round() as i64)
     }
 
     /// Formats microseconds since the epoch as [`Timestamp::from_epoch`] does, without the
