@@ -451,7 +451,7 @@ async fn an_instrument_starts_with_a_clean_process_state() {
     let script = "echo fds: $(ls /proc/self/fd); \
                   grep -E '^Sig(Blk|Ign)' /proc/$$/status; \
                   yes | head -n 1; \
-                  echo pgid: $(ps -o pgid= -p $$) pid: $$; \
+                  echo pgid: $(cut -d' ' -f5 /proc/$$/stat) pid: $$; \
                   echo cwd: \"$(pwd -P)\"; \
                   cat /proc/$$/environ > env.out";
     let inherited = inherited_fds();
