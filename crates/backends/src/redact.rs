@@ -618,14 +618,16 @@ fn apply_some<'t>(
 /// [`redact`] that hands `text` back as it is (no copy) when it holds nothing to redact.
 pub fn redact_cow(text: &str) -> Cow<'_, str> {
     let scanner = Scanner::current();
-    // One pass says which rules match (usually none: the text is handed back as it is).
-    // A rule that does not match the text as given does not match after the others have
-    // replaced what they match either (their markers hold nothing a rule matches), so only
-    // the matching rules run.
-    let hits = scanner.any.matches(text);
-    if !hits.matched_any() {
+    // Usually nothing matches and the text is handed back as it is. A plain search says
+    // so: it stops at a first match, allocates nothing, and costs the lazy DFA a fraction
+    // of the overlapping search that tells which rules match (issue 24: ~15 texts a sheet).
+    if !scanner.any.is_match(text) {
         return Cow::Borrowed(text);
     }
+    // One pass says which rules match. A rule that does not match the text as given does
+    // not match after the others have replaced what they match either (their markers hold
+    // nothing a rule matches), so only the matching rules run.
+    let hits = scanner.any.matches(text);
     let rules = &*RULES;
     let provider = rules.provider.len();
     let mut out = Cow::Borrowed(text);

@@ -433,7 +433,7 @@ fn record_application_tx(
                 ts,
                 eff,
                 priority,
-                stats.success_factors
+                stats.factors_text()
             ],
         )?;
     } else if a.led_to_success {
@@ -562,7 +562,7 @@ pub(crate) fn write_pending_tx(
             eff,
             priority,
             p.factors_at,
-            p.stats.success_factors
+            p.stats.factors_text()
         ],
     )?;
     Ok(())
@@ -578,6 +578,8 @@ struct PatternStats {
     last_confirmed: Option<String>,
     /// The stored success factors (JSON text), read for a successful application.
     success_factors: Option<String>,
+    /// The factors with this batch's successful applications folded in, once one was.
+    folded: Option<crate::success::SuccessFactors>,
 }
 
 impl PatternStats {
@@ -598,8 +600,12 @@ impl PatternStats {
         }
         match (a.led_to_success, success_of) {
             (true, Some(outcome)) => {
-                self.success_factors = Some(crate::success::folded_success_factors(
-                    self.success_factors.take(),
+                let existing = match self.folded.take() {
+                    Some(folded) => Some(folded),
+                    None => crate::success::parse_factors(self.success_factors.take()),
+                };
+                self.folded = Some(crate::success::fold_success_factors(
+                    existing,
                     self.successes,
                     self.failures,
                     outcome,
@@ -608,6 +614,14 @@ impl PatternStats {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// The success factors to store: the folded ones as text, else those read.
+    fn factors_text(&self) -> Option<String> {
+        match &self.folded {
+            Some(folded) => Some(crate::success::factors_text(folded)),
+            None => self.success_factors.clone(),
         }
     }
 }
@@ -629,6 +643,7 @@ fn pattern_stats_tx(tx: &Connection, pattern_id: &str) -> rusqlite::Result<Optio
                 variance: r.get(3)?,
                 last_confirmed: r.get(4)?,
                 success_factors: r.get(5)?,
+                folded: None,
             })
         },
     )

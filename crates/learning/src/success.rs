@@ -99,6 +99,36 @@ pub(crate) fn folded_success_factors(
     outcome: &SheetOutcome,
     now: &Now,
 ) -> String {
+    factors_text(&fold_success_factors(
+        parse_factors(stored),
+        s,
+        f,
+        outcome,
+        now,
+    ))
+}
+
+/// Stored success factors as their object; `None` when absent or not a factors object
+/// (folding then starts afresh).
+pub(crate) fn parse_factors(stored: Option<String>) -> Option<SuccessFactors> {
+    stored.and_then(|t| serde_json::from_str::<SuccessFactors>(&t).ok())
+}
+
+/// The text stored for `factors`.
+pub(crate) fn factors_text(factors: &SuccessFactors) -> String {
+    serde_json::to_string(factors).unwrap_or_else(|_| "{}".into())
+}
+
+/// [`folded_success_factors`] on the factors as an object: a batch folds each of its
+/// applications into the one object and writes its text once (issue 24: parsing and
+/// writing the text again for every application was half the folding's cost).
+pub(crate) fn fold_success_factors(
+    existing: Option<SuccessFactors>,
+    s: i64,
+    f: i64,
+    outcome: &SheetOutcome,
+    now: &Now,
+) -> SuccessFactors {
     let mut types: Vec<String> = outcome
         .validations
         .iter()
@@ -107,8 +137,7 @@ pub(crate) fn folded_success_factors(
     types.sort();
     types.dedup();
     let bucket = time_bucket(now.local_hour()).to_string();
-    let existing = stored.and_then(|t| serde_json::from_str::<SuccessFactors>(&t).ok());
-    let factors = match existing {
+    match existing {
         Some(mut sf) => {
             sf.occurrence_count += 1;
             sf.validation_types.extend(types);
@@ -136,8 +165,7 @@ pub(crate) fn folded_success_factors(
             occurrence_count: 1,
             success_rate: 1.0,
         },
-    };
-    serde_json::to_string(&factors).unwrap_or_else(|_| "{}".into())
+    }
 }
 
 /// `analyze_pattern_why` result (§11), the data behind `mozart patterns-why`.

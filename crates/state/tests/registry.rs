@@ -840,6 +840,38 @@ fn a_batch_commits_its_writes_together_and_a_failed_write_inside_only_loses_itse
 }
 
 #[test]
+fn a_sheet_saved_without_a_row_gets_one_and_a_saved_one_is_updated_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    reg.create_job(&job("r")).unwrap();
+    reg.save_checkpoint(&sample_checkpoint("r", 2)).unwrap();
+    let mut late = SheetState::new(3);
+    late.status = SheetStatus::InProgress;
+    let mut second = SheetState::new(2);
+    second.status = SheetStatus::Completed;
+    second.error_message = Some("kept".into());
+    reg.batch(|r| {
+        // Sheet 3 has no row: its start and its end each write a whole one.
+        r.save_sheet_started("r", &late).unwrap();
+        late.status = SheetStatus::Failed;
+        r.save_sheet_row("r", &late).unwrap();
+        r.save_sheet_row("r", &second).unwrap();
+    })
+    .unwrap();
+    let loaded = reg.load_checkpoint("r").unwrap().unwrap();
+    assert_eq!(loaded.sheets[&3].status, SheetStatus::Failed);
+    assert_eq!(loaded.sheets[&2].status, SheetStatus::Completed);
+    assert_eq!(loaded.sheets[&2].error_message.as_deref(), Some("kept"));
+    let rows: i64 = rusqlite::Connection::open(reg.path())
+        .unwrap()
+        .query_row("SELECT COUNT(*) FROM sheets WHERE job_id='r'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(rows, 3, "one row a sheet");
+}
+
+#[test]
 fn saving_the_header_keeps_every_sheet_row() {
     let dir = tempfile::tempdir().unwrap();
     let reg = open(&dir);

@@ -346,6 +346,19 @@ impl Registry {
             .map_err(self.err_lazy(|| format!("beginning transaction for {operation}")))
     }
 
+    /// A transaction for writes that are all-or-nothing on their own: one statement, or
+    /// statements of which only the last can write (an update that found no row, then its
+    /// insert). Inside [`Registry::batch`] that needs no savepoint — SQLite undoes a failed
+    /// statement and leaves the transaction — so none is taken (two statements a sheet
+    /// fewer in a burst, issue 24); at the top level it is [`Registry::begin`]'s.
+    fn begin_single(&self, operation: &str) -> Result<Tx<'_>> {
+        if self.conn.is_autocommit() {
+            self.begin(operation)
+        } else {
+            Ok(Tx::inside(&self.conn))
+        }
+    }
+
     /// Runs `f` inside one transaction: every write `f` makes through this registry becomes
     /// durable together at the end (each keeps its own all-or-nothing savepoint, so one that
     /// fails leaves the others). The conductor saves all the transitions of one baton
@@ -779,7 +792,7 @@ impl Registry {
     /// not exist yet.
     pub fn save_sheet_started(&self, job_id: &str, sheet: &SheetState) -> Result<()> {
         let ctx = || format!("saving sheet {} of job '{job_id}'", sheet.sheet_num);
-        let tx = self.begin("saving a started sheet")?;
+        let tx = self.begin_single("saving a started sheet")?;
         let updated = tx
             .prepare_cached(
                 "UPDATE sheets SET status=?3, started_at=?4, attempt_count=?5, \
@@ -802,7 +815,7 @@ impl Registry {
             .map_err(self.err_lazy(ctx))?;
         if updated == 0 {
             self.require_job(&tx, job_id)?;
-            write_sheet(&tx, job_id, sheet, epoch_now())
+            insert_sheet(&tx, job_id, sheet, epoch_now())
                 .map_err(|e| self.map_json_or_sql(e, &ctx()))?;
         }
         tx.commit().map_err(self.err_lazy(ctx))
@@ -842,7 +855,7 @@ impl Registry {
             .map_err(self.err(&ctx))?;
         // `scan`: compact sheets are made whole one at a time, and not kept.
         for (_, sheet) in state.sheets.scan() {
-            write_sheet(&tx, &state.job_id, &sheet, now)
+            insert_sheet(&tx, &state.job_id, &sheet, now)
                 .map_err(|e| self.map_json_or_sql(e, &ctx))?;
         }
         tx.commit().map_err(self.err(ctx))
@@ -883,7 +896,7 @@ impl Registry {
     /// A job that is not registered fails on the row's reference to it.
     pub fn save_sheet_row(&self, job_id: &str, sheet: &SheetState) -> Result<()> {
         let ctx = || format!("saving sheet {} of job '{job_id}'", sheet.sheet_num);
-        let tx = self.begin("saving a sheet")?;
+        let tx = self.begin_single("saving a sheet")?;
         write_sheet(&tx, job_id, sheet, epoch_now()).map_err(|e| match e {
             WriteError::Sql(rusqlite::Error::SqliteFailure(f, _))
                 if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY =>
@@ -1684,57 +1697,100 @@ fn rate_limit_at(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<RateLimit
     })
 }
 
+/// Saves a sheet's row: updated in place when it exists (every sheet's row is written at
+/// submission, so almost always), inserted otherwise. An `UPDATE` of the row costs SQLite
+/// less than the `INSERT … ON CONFLICT DO UPDATE` it replaced, which built and checked the
+/// row to insert before finding the conflict (issue 24: twice a sheet).
 fn write_sheet(tx: &Connection, job_id: &str, s: &SheetState, now: f64) -> Result<(), WriteError> {
-    let json_err = |e| WriteError::Json(job_id.to_owned(), "sheet state", e);
-    let state_json = compact_sheet_json(s).map_err(json_err)?;
-    let details = s
-        .validation_details
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(json_err)?;
+    let row = SheetRow::of(job_id, s, now)?;
     let mut stmt = tx.prepare_cached(
-        "INSERT INTO sheets (job_id, sheet_num, status, attempt_count, completion_attempts, \
-         healing_attempts, started_at, completed_at, error_code, error_category, error_message, \
-         validation_passed, validation_details_json, exit_code, cost_usd, input_tokens, \
-         output_tokens, duration_seconds, instrument_name, state_json, updated_at) \
-         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21) \
-         ON CONFLICT(job_id, sheet_num) DO UPDATE SET status=excluded.status, \
-         attempt_count=excluded.attempt_count, completion_attempts=excluded.completion_attempts, \
-         healing_attempts=excluded.healing_attempts, started_at=excluded.started_at, \
-         completed_at=excluded.completed_at, error_code=excluded.error_code, \
-         error_category=excluded.error_category, error_message=excluded.error_message, \
-         validation_passed=excluded.validation_passed, \
-         validation_details_json=excluded.validation_details_json, exit_code=excluded.exit_code, \
-         cost_usd=excluded.cost_usd, input_tokens=excluded.input_tokens, \
-         output_tokens=excluded.output_tokens, duration_seconds=excluded.duration_seconds, \
-         instrument_name=excluded.instrument_name, state_json=excluded.state_json, \
-         updated_at=excluded.updated_at",
+        "UPDATE sheets SET status=?3, attempt_count=?4, completion_attempts=?5, \
+             healing_attempts=?6, started_at=?7, completed_at=?8, error_code=?9, \
+             error_category=?10, error_message=?11, validation_passed=?12, \
+             validation_details_json=?13, exit_code=?14, cost_usd=?15, input_tokens=?16, \
+             output_tokens=?17, duration_seconds=?18, instrument_name=?19, state_json=?20, \
+             updated_at=?21 WHERE job_id=?1 AND sheet_num=?2",
     )?;
-    stmt.execute(params![
-        job_id,
-        s.sheet_num,
-        s.status.as_str(),
-        s.attempt_count,
-        s.completion_attempts,
-        s.healing_attempts,
-        s.started_at.as_ref().map(|t| t.as_str()),
-        s.completed_at.as_ref().map(|t| t.as_str()),
-        s.error_code,
-        s.error_category.map(|c| c.as_str()),
-        s.error_message,
-        s.validation_passed,
-        details,
-        s.exit_code,
-        s.estimated_cost,
-        s.input_tokens,
-        s.output_tokens,
-        s.execution_duration_seconds,
-        s.instrument_name,
-        state_json,
-        now
-    ])?;
+    let updated = row.execute(&mut stmt, s)?;
+    if updated == 0 {
+        row.insert(tx, s)?;
+    }
     Ok(())
+}
+
+/// Inserts a sheet's row, which must not exist (the job's rows were just deleted).
+fn insert_sheet(tx: &Connection, job_id: &str, s: &SheetState, now: f64) -> Result<(), WriteError> {
+    SheetRow::of(job_id, s, now)?.insert(tx, s)
+}
+
+/// The texts a sheet's row holds besides its columns of plain values.
+struct SheetRow<'a> {
+    job_id: &'a str,
+    state_json: String,
+    details: Option<String>,
+    now: f64,
+}
+
+impl<'a> SheetRow<'a> {
+    fn of(job_id: &'a str, s: &SheetState, now: f64) -> Result<Self, WriteError> {
+        let json_err = |e| WriteError::Json(job_id.to_owned(), "sheet state", e);
+        Ok(SheetRow {
+            job_id,
+            state_json: compact_sheet_json(s).map_err(json_err)?,
+            details: s
+                .validation_details
+                .as_ref()
+                .map(serde_json::to_string)
+                .transpose()
+                .map_err(json_err)?,
+            now,
+        })
+    }
+
+    /// Executes `stmt` with the row's 21 values, in the order of the `sheets` columns both
+    /// statements name.
+    fn execute(
+        &self,
+        stmt: &mut rusqlite::Statement<'_>,
+        s: &SheetState,
+    ) -> rusqlite::Result<usize> {
+        stmt.execute(params![
+            self.job_id,
+            s.sheet_num,
+            s.status.as_str(),
+            s.attempt_count,
+            s.completion_attempts,
+            s.healing_attempts,
+            s.started_at.as_ref().map(|t| t.as_str()),
+            s.completed_at.as_ref().map(|t| t.as_str()),
+            s.error_code,
+            s.error_category.map(|c| c.as_str()),
+            s.error_message,
+            s.validation_passed,
+            self.details,
+            s.exit_code,
+            s.estimated_cost,
+            s.input_tokens,
+            s.output_tokens,
+            s.execution_duration_seconds,
+            s.instrument_name,
+            self.state_json,
+            self.now
+        ])
+    }
+
+    fn insert(&self, tx: &Connection, s: &SheetState) -> Result<(), WriteError> {
+        let mut stmt = tx.prepare_cached(
+            "INSERT INTO sheets (job_id, sheet_num, status, attempt_count, completion_attempts, \
+             healing_attempts, started_at, completed_at, error_code, error_category, \
+             error_message, validation_passed, validation_details_json, exit_code, cost_usd, \
+             input_tokens, output_tokens, duration_seconds, instrument_name, state_json, \
+             updated_at) \
+             VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21)",
+        )?;
+        self.execute(&mut stmt, s)?;
+        Ok(())
+    }
 }
 
 /// A stored `config_snapshot_json`, kept as text (checked to be JSON).
@@ -1863,7 +1919,8 @@ impl RawJob {
 }
 
 /// A write transaction: `BEGIN IMMEDIATE` at the top level, a savepoint inside
-/// [`Registry::batch`]. Dropping it uncommitted rolls back only its own writes.
+/// [`Registry::batch`]. Dropping it uncommitted rolls back only its own writes — except one
+/// made by [`Tx::inside`], which takes nothing and leaves its statements to the batch.
 struct Tx<'c> {
     conn: &'c Connection,
     nested: bool,
@@ -1871,6 +1928,16 @@ struct Tx<'c> {
 }
 
 impl<'c> Tx<'c> {
+    /// No transaction of its own: its writes belong to the enclosing one
+    /// ([`Registry::begin_single`]).
+    fn inside(conn: &'c Connection) -> Self {
+        Tx {
+            conn,
+            nested: true,
+            done: true,
+        }
+    }
+
     fn begin(conn: &'c Connection) -> rusqlite::Result<Self> {
         // IMMEDIATE: take the write lock at BEGIN so the transaction cannot fail halfway
         // with SQLITE_BUSY on lock upgrade.
@@ -1889,6 +1956,9 @@ impl<'c> Tx<'c> {
     }
 
     fn commit(mut self) -> rusqlite::Result<()> {
+        if self.done {
+            return Ok(()); // `Tx::inside`: the enclosing transaction commits
+        }
         self.done = true;
         let sql = if self.nested {
             "RELEASE mozart_write"
