@@ -762,6 +762,135 @@ fn cancelling_a_job_paused_across_a_restart_cancels_its_slurm_jobs() {
     });
 }
 
+/// `mozart pause` while a sheet's Slurm job waits in the queue, and the conductor killed
+/// before the pause has withdrawn it (Slurm slow to answer the hold): the restarted
+/// conductor withdraws it, as the pause would have, instead of leaving it to start on the
+/// cluster and run a sheet of a paused job. The running sheet's job is kept, and `mozart
+/// resume` runs every sheet once.
+#[test]
+fn a_pause_cut_short_by_a_restart_still_withdraws_the_queued_slurm_jobs() {
+    let _cluster = mozart_tests::slurm_shared();
+    if !slurm_up() {
+        return;
+    }
+    let env = env_with_standin();
+    // A `scontrol hold` asked while `slow-hold` exists waits until it is gone, then fails
+    // holding nothing: the pause's withdrawal is still under way when the conductor is
+    // killed.
+    let real = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v scontrol"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let slow = env.bin.join("slow-hold");
+    std::fs::write(&slow, "").unwrap();
+    let shim = env.bin.join("scontrol");
+    std::fs::write(
+        &shim,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = hold ] && [ -e '{slow}' ]; then\n  \
+             while [ -e '{slow}' ]; do sleep 0.1; done\n  exit 1\nfi\nexec {real} \"$@\"\n",
+            slow = slow.display(),
+            real = real.trim()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &shim,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .unwrap();
+    let job = unique("slurm-restartwithdraw");
+    let ws = env.work.join(format!("{job}-ws"));
+    // Sheet 2 waits 20 s in Slurm's queue (`--begin`) each time it is submitted.
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+pause_between_sheets_seconds: 0
+parallel: {{enabled: true, max_concurrent: 2}}
+retry: {{max_retries: 0}}
+placement: {{type: slurm, poll_interval_seconds: 0.2}}
+sheet:
+  size: 1
+  total_items: 1
+  fan_out: {{1: 2}}
+  per_sheet_placement:
+    2: {{extra_args: ["--begin=now+20"]}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+    RUN: sleep 5
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    let _scancel = Scancel(format!("mozart-{job}-"));
+    let led = ws.join("ledger");
+    run(&env, &path, &[]);
+    wait_queued(&env, &job, 1);
+    poll(&env, 60.0, "sheet 1 to start on Slurm", || {
+        (!ledger(&led).is_empty()).then_some(())
+    });
+    let queued: Vec<String> = squeue(&format!("mozart-{job}-"))
+        .into_iter()
+        .filter(|(_, _, st)| st == "PENDING")
+        .map(|(id, _, _)| id)
+        .collect();
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    let out = env.mozart(&["pause", &job]);
+    assert!(out.status.success(), "mozart pause: {}", stdout(&out));
+    let pid = env.conductor_pid().expect("conductor pid");
+    mozart_tests::signal(pid, "KILL");
+    poll(&env, 30.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    assert!(
+        squeue(&format!("mozart-{job}-"))
+            .iter()
+            .any(|(id, _, st)| *id == queued[0] && st == "PENDING"),
+        "the queued job is still in the queue when the conductor dies"
+    );
+    // The killed conductor's hold gives up without holding.
+    std::fs::remove_file(&slow).unwrap();
+    env.start_conductor();
+    wait_status(&env, &job, 60.0, |d| d["status"] == "paused");
+    let left = squeue(&format!("mozart-{job}-"));
+    assert!(
+        left.iter().all(|(id, _, _)| *id != queued[0]),
+        "the queued job is withdrawn at restart: {left:?}\n{}",
+        env.log()
+    );
+    let doc = status(&env, &job);
+    assert_eq!(sheet(&doc, 2)["status"], "pending", "{doc:#}");
+    let mut dirs = vec![ws.join(".mozart-slurm")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.path().is_dir() {
+                assert!(
+                    !e.file_name().to_string_lossy().starts_with("sheet-2-"),
+                    "the withdrawn attempt's files are left: {}",
+                    e.path().display()
+                );
+                dirs.push(e.path());
+            }
+        }
+    }
+    let out = env.mozart(&["resume", &job]);
+    assert!(out.status.success(), "resume: {}", stdout(&out));
+    let doc = wait_terminal(&env, &job, 180.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    let ran = counts(&led);
+    assert_eq!(ran.len(), 2, "{ran:?}");
+    assert!(
+        ran.values().all(|c| *c == 1),
+        "every sheet ran once: {ran:?}"
+    );
+}
+
 #[test]
 fn validate_names_a_bad_placement_field() {
     let _cluster = mozart_tests::slurm_shared();

@@ -836,33 +836,7 @@ impl SlurmPlacement {
         if started || id.is_empty() {
             return Err("it had started".into());
         }
-        if let Err(e) = slurm_command("scontrol", &["hold", id]).await {
-            return Err(match job_state(id).await {
-                JobState::Active(s) if s == "PENDING" => {
-                    format!("Slurm did not hold it: {e}")
-                }
-                JobState::Unreachable(e) => format!("Slurm could not be asked: {e}"),
-                _ => "it had started".into(),
-            });
-        }
-        match job_state(id).await {
-            JobState::Active(s) if s == "PENDING" => {}
-            JobState::Unreachable(e) => {
-                // Its state is unknown: it runs on (released) and is followed.
-                let _ = slurm_command("scontrol", &["release", id]).await;
-                return Err(format!("Slurm could not be asked whether it started: {e}"));
-            }
-            _ => {
-                let _ = slurm_command("scontrol", &["release", id]).await;
-                return Err("it had started".into());
-            }
-        }
-        // Held and pending: it cannot start any more.
-        if let Err(e) = slurm_command("scancel", &[id]).await {
-            let _ = slurm_command("scontrol", &["release", id]).await;
-            return Err(format!("Slurm did not cancel it: {e}"));
-        }
-        Ok(())
+        withdraw_pending(id).await
     }
 
     /// Cancel job `id` and wait for it to be gone (Slurm sends TERM, then KILL after its
@@ -1534,6 +1508,53 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
             done => return done,
         }
     }
+}
+
+/// Hold Slurm job `id`, and cancel it if it is still pending then ([`SlurmPlacement`]'s
+/// withdrawal at pause): `Ok` once it is cancelled without having run, `Err` with why it
+/// runs on (released again when it started meanwhile).
+async fn withdraw_pending(id: &str) -> Result<(), String> {
+    if let Err(e) = slurm_command("scontrol", &["hold", id]).await {
+        return Err(match job_state(id).await {
+            JobState::Active(s) if s == "PENDING" => {
+                format!("Slurm did not hold it: {e}")
+            }
+            JobState::Unreachable(e) => format!("Slurm could not be asked: {e}"),
+            _ => "it had started".into(),
+        });
+    }
+    match job_state(id).await {
+        JobState::Active(s) if s == "PENDING" => {}
+        JobState::Unreachable(e) => {
+            // Its state is unknown: it runs on (released) and is followed.
+            let _ = slurm_command("scontrol", &["release", id]).await;
+            return Err(format!("Slurm could not be asked whether it started: {e}"));
+        }
+        _ => {
+            let _ = slurm_command("scontrol", &["release", id]).await;
+            return Err("it had started".into());
+        }
+    }
+    // Held and pending: it cannot start any more.
+    if let Err(e) = slurm_command("scancel", &[id]).await {
+        let _ = slurm_command("scontrol", &["release", id]).await;
+        return Err(format!("Slurm did not cancel it: {e}"));
+    }
+    Ok(())
+}
+
+/// Withdraw the Slurm job of an attempt no conductor follows — its Mozart job was paused,
+/// and the conductor stopped before the pause had withdrawn the job from the queue — as
+/// the pause would have: held, and cancelled if still pending, its files (the environment
+/// with its keys among them) removed. `Err` says why it was kept (it started: a resume
+/// collects its result).
+pub async fn withdraw_unfollowed(remote_id: &str, dir: &Path) -> Result<(), String> {
+    if remote_id.is_empty() {
+        return Err("Slurm never answered with its job id".into());
+    }
+    withdraw_pending(remote_id).await?;
+    remove_attempt_dir(dir).await;
+    Ok(())
 }
 
 /// [`remove_attempt_files`] off the async workers.

@@ -107,6 +107,7 @@ pub(super) async fn recover(
                         tracing::error!(job_id = %record.job_id, error = %e, "cannot requeue the interrupted sheets of a paused job")
                     }
                 }
+                withdraw_queued_slurm_jobs(mgr, &record.job_id).await;
                 if let Some(pending) = record.options.get(super::table::PENDING_MODIFY) {
                     if let Some(config) = pending["config_path"].as_str() {
                         modified.push((
@@ -131,6 +132,54 @@ pub(super) async fn recover(
     }
     tracing::info!(resumed, failed, "manager.orphans_recovered");
     Ok(())
+}
+
+/// The Slurm jobs of a paused job's sheets that still wait in Slurm's queue: the pause
+/// withdraws them, but the conductor stopped before it had (or Slurm could not be asked
+/// then). Nothing follows them while the job is paused, so they would start on the cluster
+/// and run the sheets of a paused job; they are withdrawn now, as the pause would have, and
+/// their sheets are plain pending sheets that `mozart resume` submits anew. A job that
+/// started is kept: the resume collects its result.
+async fn withdraw_queued_slurm_jobs(mgr: &JobManager, job_id: &str) {
+    let loaded = lock(&mgr.shared.registry).load_checkpoint(job_id);
+    let checkpoint = match loaded {
+        Ok(Some(checkpoint)) => checkpoint,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::error!(job_id, error = %e, "cannot read the checkpoint of a paused job to withdraw its queued Slurm jobs");
+            return;
+        }
+    };
+    let mut withdrawn = Vec::new();
+    for sheet in checkpoint.sheets.values() {
+        let Some(remote) = sheet
+            .remote_attempt
+            .as_ref()
+            .filter(|r| r.placement == "slurm")
+        else {
+            continue;
+        };
+        let dir = std::path::Path::new(&remote.dir);
+        match mozart_backends::placement::slurm::withdraw_unfollowed(&remote.remote_id, dir).await {
+            Ok(()) => {
+                tracing::info!(job_id, sheet = sheet.sheet_num, slurm_job = %remote.remote_id,
+                    "withdrew a paused job's Slurm job from the queue before it started (the conductor had stopped before the pause did)");
+                let mut sheet = sheet.clone();
+                sheet.remote_attempt = None;
+                withdrawn.push(sheet);
+            }
+            Err(why) => {
+                tracing::info!(job_id, sheet = sheet.sheet_num, slurm_job = %remote.remote_id, why = %why,
+                    "a paused job's Slurm job is kept: `mozart resume` collects its result");
+            }
+        }
+    }
+    if withdrawn.is_empty() {
+        return;
+    }
+    if let Err(e) = lock(&mgr.shared.registry).save_sheets(job_id, &withdrawn) {
+        tracing::error!(job_id, error = %e, "cannot clear the records of the withdrawn Slurm jobs");
+    }
 }
 
 /// A job the restart could not resume ends failed in its checkpoint too — what `status`
