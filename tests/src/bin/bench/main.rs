@@ -607,6 +607,18 @@ fn runs(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> R
         let mut runs = Vec::new();
         let seq = w.key == "bench-seq-20";
         let seq_ws = env.work.join("instrument-alone");
+        // The floors bracket the runs: one before the first rep, then one after each rep's
+        // runs, and each rep is compared with the mean of the two around it — which cancels
+        // the machine's drift within the minute (the instruments' own CPU moves by up to
+        // 12 % between a floor and a run a minute later), where a floor after the runs only
+        // would carry it whole into the ratio.
+        if seq {
+            seq_alone.push(floor(env, &seq_ws, 20, 1, Prompt::Sequential)?.wall);
+        }
+        if big {
+            let ws = env.work.join("floor-start");
+            floors.push(floor(env, &ws, w.sheets, FLOOR_WORKERS, Prompt::FanOut)?);
+        }
         for rep in 0..w.reps {
             // Interleaved, so load from other work on a shared machine hits all alike.
             let hwm_reset = conductor.reset_peak_rss();
@@ -628,14 +640,18 @@ fn runs(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> R
                 floors.push(floor(env, &ws, w.sheets, FLOOR_WORKERS, Prompt::FanOut)?);
             }
         }
-        // Each rep's runs over the floor of the same minute: the ratio of one rep's walls
-        // cancels the machine's drift between reps, which a ratio of medians does not.
+        // Each rep's runs over the floors of the same minute (the mean of the two that
+        // bracket them): the ratio of one rep's walls cancels the machine's drift between
+        // reps, which a ratio of medians does not.
         let over_floor = |walls: &[Duration]| {
             median_f64(
                 walls
                     .iter()
-                    .zip(&floors)
-                    .map(|(wall, floor)| wall.as_secs_f64() / floor.wall.as_secs_f64())
+                    .zip(floors.windows(2))
+                    .map(|(wall, around)| {
+                        let floor = (around[0].wall + around[1].wall).as_secs_f64() / 2.0;
+                        wall.as_secs_f64() / floor
+                    })
                     .collect(),
             )
         };
@@ -716,14 +732,14 @@ fn runs(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> R
             "floor_1000",
             "floor: the same 1,000 instrument calls, 20 workers",
             floor_wall,
-            n,
+            floors.len(),
         ));
         report.add(Row::new(
             "floor_1000_cpu",
             "floor: instrument processes' CPU per call",
             floor_cpu,
             "ms",
-            n,
+            floors.len(),
         ));
         report.add(
             Row::new(
@@ -748,23 +764,25 @@ fn runs(env: &Env, conductor: &Conductor, args: &Args, report: &mut Report) -> R
     }
 
     // Per-sheet overhead of seq-20: what the conductor adds on top of the instrument's own
-    // time on the critical path (bar < 1 ms/sheet). The instrument alone ×20 ran right
-    // after each rep's two runs; the median of the per-rep differences is reported.
-    let n_seq = seq_alone.len();
+    // time on the critical path (bar < 1 ms/sheet). The instrument alone ×20 ran before the
+    // first rep and right after each rep's two runs; each rep is compared with the mean of
+    // the two around it, and the median of the per-rep differences is reported.
+    let n_seq = seq_walls.len();
     if n_seq > 0 {
         report.add(Row::ms(
             "instrument_alone_20",
             "instant instrument alone, 20 calls in sequence",
             median(seq_alone.clone()),
-            n_seq,
+            seq_alone.len(),
         ));
         let overhead = |pick: fn(&(Duration, Duration)) -> Duration| {
             median_f64(
                 seq_walls
                     .iter()
-                    .zip(&seq_alone)
-                    .map(|(walls, alone)| {
-                        (pick(walls).as_secs_f64() - alone.as_secs_f64()) * 1000.0 / 20.0
+                    .zip(seq_alone.windows(2))
+                    .map(|(walls, around)| {
+                        let alone = (around[0] + around[1]).as_secs_f64() / 2.0;
+                        (pick(walls).as_secs_f64() - alone) * 1000.0 / 20.0
                     })
                     .collect(),
             )
