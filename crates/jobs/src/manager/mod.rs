@@ -287,6 +287,8 @@ pub enum JobError {
 }
 
 /// Hook results live in the registry (conductor.md §19.5); a job's status shows them.
+/// `doc.hooks_running` is set by whoever made `doc`, from the job record of the same moment
+/// ([`hooks_due`]).
 fn attach_hooks(
     registry: &mozart_state::Registry,
     job_id: &str,
@@ -301,13 +303,20 @@ fn attach_hooks(
     if !hooks.is_empty() {
         doc.hook_results = hooks;
     }
-    // Completed, hooks not done: a failing one still turns the job `failed`.
-    doc.hooks_running = doc.status == mozart_state::JobStatus::Completed
-        && registry
-            .get_job(job_id)
-            .ok()
-            .flatten()
-            .is_some_and(|r| r.options.contains_key(hooks::HOOKS_PENDING));
+}
+
+/// Completed, hooks not done: a failing one still turns the job `failed` (`mozart wait`
+/// waits on). `record` must be no newer than `doc`'s status: the hooks change the job's
+/// status before they clear their mark, so a mark read first and a status read after never
+/// show a completed job whose hooks have ended but not said how. (Reading the mark again
+/// after the document did: a hook that failed between the two reads made `mozart wait`
+/// report the job completed, exit 0.)
+pub(super) fn hooks_due(
+    doc: &mozart_ipc::checkpoint::JobCheckpoint,
+    record: &mozart_state::JobRecord,
+) -> bool {
+    doc.status == mozart_state::JobStatus::Completed
+        && record.options.contains_key(hooks::HOOKS_PENDING)
 }
 
 /// How long `job.pause` waits for the sheets in Slurm's queue to be withdrawn (a hold, a
@@ -495,6 +504,7 @@ impl JobManager {
                 if let Some(query) = view {
                     return match status_view::from_registry(&registry, &record, query)? {
                         Some(mut doc) => {
+                            doc.hooks_running = hooks_due(&doc, &record);
                             attach_hooks(&registry, job_id, &mut doc);
                             drop(registry);
                             doc.waiting_reason = waiting;
@@ -506,11 +516,11 @@ impl JobManager {
                     };
                 }
                 match registry.load_checkpoint(job_id)? {
-                    Some(cp) => (
-                        status_doc(&cp, &record, sheets, || None),
-                        Vec::new(),
-                        Vec::new(),
-                    ),
+                    Some(cp) => {
+                        let mut doc = status_doc(&cp, &record, sheets, || None);
+                        doc.hooks_running = hooks_due(&doc, &record);
+                        (doc, Vec::new(), Vec::new())
+                    }
                     None => {
                         return Ok(JobStatusResult::Record(JobListEntry::Registry(
                             wire::registry_job(&record),
