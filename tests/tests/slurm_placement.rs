@@ -534,6 +534,81 @@ fn a_queue_timeout_says_the_job_never_left_the_queue() {
     assert!(ledger(&ws.join("ledger")).is_empty());
 }
 
+/// A job of `voices` Slurm sheets, submitted, whose sheet 1 runs (`sleep` seconds) while
+/// the others wait `begin` seconds in Slurm's queue (`--begin`, each time they are
+/// submitted); every sheet appends its number to `led` when it runs.
+struct Withdrawable {
+    job: String,
+    ws: PathBuf,
+    led: PathBuf,
+    /// The Slurm ids of the queued sheets' jobs.
+    queued: Vec<String>,
+    _scancel: Scancel,
+}
+
+fn withdrawable(env: &TestEnv, base: &str, voices: u32, begin: u32, sleep: u32) -> Withdrawable {
+    let job = unique(base);
+    let ws = env.work.join(format!("{job}-ws"));
+    let delayed: String = (2..=voices)
+        .map(|n| format!("    {n}: {{extra_args: [\"--begin=now+{begin}\"]}}\n"))
+        .collect();
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+pause_between_sheets_seconds: 0
+parallel: {{enabled: true, max_concurrent: {voices}}}
+retry: {{max_retries: 0}}
+placement: {{type: slurm, poll_interval_seconds: 0.2}}
+sheet:
+  size: 1
+  total_items: 1
+  fan_out: {{1: {voices}}}
+  per_sheet_placement:
+{delayed}prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+    RUN: sleep {sleep}
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    let scancel = Scancel(format!("mozart-{job}-"));
+    let led = ws.join("ledger");
+    run(env, &path, &[]);
+    wait_queued(env, &job, voices as usize - 1);
+    poll(env, 60.0, "sheet 1 to start on Slurm", || {
+        (!ledger(&led).is_empty()).then_some(())
+    });
+    let queued: Vec<String> = squeue(&format!("mozart-{job}-"))
+        .into_iter()
+        .filter(|(_, _, st)| st == "PENDING")
+        .map(|(id, _, _)| id)
+        .collect();
+    assert_eq!(queued.len(), voices as usize - 1, "{queued:?}");
+    Withdrawable {
+        job,
+        ws,
+        led,
+        queued,
+        _scancel: scancel,
+    }
+}
+
+/// `mozart resume JOB`, then the job completes with each of its `sheets` sheets run once.
+fn resume_runs_each_sheet_once(env: &TestEnv, job: &str, led: &Path, sheets: usize) {
+    let out = env.mozart(&["resume", job]);
+    assert!(out.status.success(), "resume: {}", stdout(&out));
+    let doc = wait_terminal(env, job, 180.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    let ran = counts(led);
+    assert_eq!(ran.len(), sheets, "{ran:?}");
+    assert!(
+        ran.values().all(|c| *c == 1),
+        "every sheet ran once: {ran:?}"
+    );
+}
+
 /// `mozart pause` while some sheets' Slurm jobs still wait in the queue and one runs: the
 /// queued ones are withdrawn — cancelled before they start, their files (the environment
 /// with its keys) removed, the sheets pending again without spending a retry — and pause
@@ -547,45 +622,14 @@ fn pause_withdraws_the_sheets_still_in_slurms_queue() {
         return;
     }
     let env = env_with_standin();
-    let job = unique("slurm-withdraw");
-    let ws = env.work.join(format!("{job}-ws"));
-    // Sheets 2 and 3 wait 25 s in Slurm's queue (`--begin`), each time they are submitted.
-    let yaml = format!(
-        r#"name: {job}
-workspace: {ws}
-instrument: standin-text
-pause_between_sheets_seconds: 0
-parallel: {{enabled: true, max_concurrent: 3}}
-retry: {{max_retries: 0}}
-placement: {{type: slurm, poll_interval_seconds: 0.2}}
-sheet:
-  size: 1
-  total_items: 1
-  fan_out: {{1: 3}}
-  per_sheet_placement:
-    2: {{extra_args: ["--begin=now+25"]}}
-    3: {{extra_args: ["--begin=now+25"]}}
-prompt:
-  template: |
-    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
-    RUN: sleep 6
-"#,
-        ws = ws.display()
-    );
-    let path = env.write_score(&job, &yaml);
-    let _scancel = Scancel(format!("mozart-{job}-"));
-    let led = ws.join("ledger");
-    run(&env, &path, &[]);
-    wait_queued(&env, &job, 2);
-    poll(&env, 60.0, "sheet 1 to start on Slurm", || {
-        (!ledger(&led).is_empty()).then_some(())
-    });
-    let queued: Vec<String> = squeue(&format!("mozart-{job}-"))
-        .into_iter()
-        .filter(|(_, _, st)| st == "PENDING")
-        .map(|(id, _, _)| id)
-        .collect();
-    assert_eq!(queued.len(), 2, "{queued:?}");
+    // Sheets 2 and 3 wait 25 s in Slurm's queue, each time they are submitted.
+    let Withdrawable {
+        job,
+        ws,
+        led,
+        queued,
+        _scancel,
+    } = withdrawable(&env, "slurm-withdraw", 3, 25, 6);
     let out = env.mozart(&["pause", &job]);
     let text = stdout(&out);
     assert!(out.status.success(), "mozart pause: {text}");
@@ -641,16 +685,7 @@ prompt:
     // Past the time the withdrawn jobs would have started: nothing ran while paused.
     std::thread::sleep(Duration::from_secs(22));
     assert_eq!(ledger(&led), vec!["1".to_string()], "only sheet 1 ran");
-    let out = env.mozart(&["resume", &job]);
-    assert!(out.status.success(), "resume: {}", stdout(&out));
-    let doc = wait_terminal(&env, &job, 180.0);
-    assert_eq!(doc["status"], "completed", "{doc:#}");
-    let ran = counts(&led);
-    assert_eq!(ran.len(), 3, "{ran:?}");
-    assert!(
-        ran.values().all(|c| *c == 1),
-        "every sheet ran once: {ran:?}"
-    );
+    resume_runs_each_sheet_once(&env, &job, &led, 3);
 }
 
 /// `mozart logs JOB --sheet N` while a Slurm sheet runs shows what it printed so far, as
@@ -803,44 +838,14 @@ fn a_pause_cut_short_by_a_restart_still_withdraws_the_queued_slurm_jobs() {
         <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
     )
     .unwrap();
-    let job = unique("slurm-restartwithdraw");
-    let ws = env.work.join(format!("{job}-ws"));
-    // Sheet 2 waits 20 s in Slurm's queue (`--begin`) each time it is submitted.
-    let yaml = format!(
-        r#"name: {job}
-workspace: {ws}
-instrument: standin-text
-pause_between_sheets_seconds: 0
-parallel: {{enabled: true, max_concurrent: 2}}
-retry: {{max_retries: 0}}
-placement: {{type: slurm, poll_interval_seconds: 0.2}}
-sheet:
-  size: 1
-  total_items: 1
-  fan_out: {{1: 2}}
-  per_sheet_placement:
-    2: {{extra_args: ["--begin=now+20"]}}
-prompt:
-  template: |
-    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
-    RUN: sleep 5
-"#,
-        ws = ws.display()
-    );
-    let path = env.write_score(&job, &yaml);
-    let _scancel = Scancel(format!("mozart-{job}-"));
-    let led = ws.join("ledger");
-    run(&env, &path, &[]);
-    wait_queued(&env, &job, 1);
-    poll(&env, 60.0, "sheet 1 to start on Slurm", || {
-        (!ledger(&led).is_empty()).then_some(())
-    });
-    let queued: Vec<String> = squeue(&format!("mozart-{job}-"))
-        .into_iter()
-        .filter(|(_, _, st)| st == "PENDING")
-        .map(|(id, _, _)| id)
-        .collect();
-    assert_eq!(queued.len(), 1, "{queued:?}");
+    // Sheet 2 waits 20 s in Slurm's queue, each time it is submitted.
+    let Withdrawable {
+        job,
+        ws,
+        led,
+        queued,
+        _scancel,
+    } = withdrawable(&env, "slurm-restartwithdraw", 2, 20, 5);
     let out = env.mozart(&["pause", &job]);
     assert!(out.status.success(), "mozart pause: {}", stdout(&out));
     let pid = env.conductor_pid().expect("conductor pid");
@@ -879,16 +884,7 @@ prompt:
             }
         }
     }
-    let out = env.mozart(&["resume", &job]);
-    assert!(out.status.success(), "resume: {}", stdout(&out));
-    let doc = wait_terminal(&env, &job, 180.0);
-    assert_eq!(doc["status"], "completed", "{doc:#}");
-    let ran = counts(&led);
-    assert_eq!(ran.len(), 2, "{ran:?}");
-    assert!(
-        ran.values().all(|c| *c == 1),
-        "every sheet ran once: {ran:?}"
-    );
+    resume_runs_each_sheet_once(&env, &job, &led, 2);
 }
 
 #[test]

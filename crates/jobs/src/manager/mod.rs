@@ -1149,19 +1149,27 @@ impl JobManager {
         true
     }
 
+    /// The job's stored checkpoint; `None` when it has none, or (logged, with `why` it was
+    /// read) when it cannot be read.
+    pub(super) fn stored_checkpoint(
+        &self,
+        job_id: &str,
+        why: &str,
+    ) -> Option<mozart_state::CheckpointState> {
+        let loaded = lock(&self.shared.registry).load_checkpoint(job_id);
+        loaded.unwrap_or_else(|e| {
+            tracing::error!(job_id, error = %e, "cannot read the checkpoint {why}");
+            None
+        })
+    }
+
     /// The remote (Slurm) jobs a paused job's sheets still have from before a restart: no
     /// musician follows them (the job is paused), and the job is cancelled, so they are
     /// cancelled with their files and their records cleared — they must not run the sheets
     /// of a cancelled job, nor keep its environment on the shared filesystem.
     async fn cancel_unfollowed_remote_attempts(&self, job_id: &str) {
-        let loaded = lock(&self.shared.registry).load_checkpoint(job_id);
-        let checkpoint = match loaded {
-            Ok(Some(checkpoint)) => checkpoint,
-            Ok(None) => return,
-            Err(e) => {
-                tracing::error!(job_id, error = %e, "cannot read the checkpoint to cancel its Slurm jobs");
-                return;
-            }
+        let Some(checkpoint) = self.stored_checkpoint(job_id, "to cancel its Slurm jobs") else {
+            return;
         };
         let mut cleared = Vec::new();
         for sheet in checkpoint.sheets.values() {

@@ -141,14 +141,9 @@ pub(super) async fn recover(
 /// their sheets are plain pending sheets that `mozart resume` submits anew. A job that
 /// started is kept: the resume collects its result.
 async fn withdraw_queued_slurm_jobs(mgr: &JobManager, job_id: &str) {
-    let loaded = lock(&mgr.shared.registry).load_checkpoint(job_id);
-    let checkpoint = match loaded {
-        Ok(Some(checkpoint)) => checkpoint,
-        Ok(None) => return,
-        Err(e) => {
-            tracing::error!(job_id, error = %e, "cannot read the checkpoint of a paused job to withdraw its queued Slurm jobs");
-            return;
-        }
+    let Some(checkpoint) = mgr.stored_checkpoint(job_id, "to withdraw its queued Slurm jobs")
+    else {
+        return;
     };
     let mut withdrawn = Vec::new();
     for sheet in checkpoint.sheets.values() {
