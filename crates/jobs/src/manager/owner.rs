@@ -227,7 +227,7 @@ impl ConductorHost {
         let live = self.table.jobs.get_mut(id).and_then(|e| {
             let mut doc = super::live_status_doc(e, live_query)?;
             doc.pausing = pausing;
-            // From the same moment as the document (see `attach_hooks`).
+            // From the same moment as the document (see `hooks_due`).
             doc.hooks_running = super::hooks_due(&doc, &e.record);
             let now = mozart_state::epoch_now();
             for (num, retry) in &e.rt.retries {

@@ -360,8 +360,9 @@ impl Registry {
     }
 
     /// Runs `f` inside one transaction: every write `f` makes through this registry becomes
-    /// durable together at the end (each keeps its own all-or-nothing savepoint, so one that
-    /// fails leaves the others). The conductor saves all the transitions of one baton
+    /// durable together at the end (each stays all-or-nothing on its own — a savepoint, or
+    /// a single statement that SQLite undoes when it fails — so one that fails leaves the
+    /// others). The conductor saves all the transitions of one baton
     /// event burst this way — one commit instead of one per transition. Nothing written in
     /// `f` is durable before this returns `Ok`.
     pub fn batch<T>(&self, f: impl FnOnce(&Registry) -> T) -> Result<T> {
