@@ -825,12 +825,8 @@ impl Streams {
 
 impl SlurmPlacement {
     /// Take the attempt's job back from Slurm's queue if it has not started (`mozart
-    /// pause`): `Ok` once it is cancelled without having run, `Err` with why it runs on.
-    ///
-    /// A job can start between any look at its state and an `scancel`: it is held first
-    /// (`scontrol hold`; the controller starts no held job), and only a job Slurm then
-    /// shows still pending is cancelled. One that started meanwhile is released again (a
-    /// hold on a running job would only matter if Slurm requeued it) and followed as before.
+    /// pause`, [`withdraw_pending`]): `Ok` once it is cancelled without having run, `Err`
+    /// with why it runs on.
     async fn withdraw(&self, attempt: &RemoteAttempt, started: bool) -> Result<(), String> {
         let id = attempt.remote_id.as_str();
         if started || id.is_empty() {
@@ -1510,9 +1506,14 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Hold Slurm job `id`, and cancel it if it is still pending then ([`SlurmPlacement`]'s
-/// withdrawal at pause): `Ok` once it is cancelled without having run, `Err` with why it
-/// runs on (released again when it started meanwhile).
+/// Hold Slurm job `id`, and cancel it if it is still pending then (the withdrawal at pause,
+/// and of a paused job's queued jobs after a restart): `Ok` once it is cancelled without
+/// having run, `Err` with why it runs on.
+///
+/// A job can start between any look at its state and an `scancel`: it is held first
+/// (`scontrol hold`; the controller starts no held job), and only a job Slurm then shows
+/// still pending is cancelled. One that started meanwhile is released again (a hold on a
+/// running job would only matter if Slurm requeued it) and followed as before.
 async fn withdraw_pending(id: &str) -> Result<(), String> {
     if let Err(e) = slurm_command("scontrol", &["hold", id]).await {
         return Err(match job_state(id).await {
@@ -1557,7 +1558,6 @@ pub async fn withdraw_unfollowed(remote_id: &str, dir: &Path) -> Result<(), Stri
     Ok(())
 }
 
-/// [`remove_attempt_files`] off the async workers.
 /// Cancel the Slurm job of an attempt no conductor follows — its Mozart job was cancelled
 /// while paused after a restart, so no musician re-attached to it — and remove its files
 /// (the environment with its keys among them): nothing is to run for it any more. By id,
@@ -1577,6 +1577,7 @@ pub async fn cancel_unfollowed(remote_id: &str, job_name: &str, dir: &Path) {
     remove_attempt_dir(dir).await;
 }
 
+/// [`remove_attempt_files`] off the async workers.
 async fn remove_attempt_dir(dir: &Path) {
     let dir = dir.to_path_buf();
     let _ = tokio::task::spawn_blocking(move || remove_attempt_files(&dir)).await;
