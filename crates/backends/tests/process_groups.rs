@@ -447,9 +447,12 @@ async fn an_instrument_starts_with_a_clean_process_state() {
     let yaml = "name: clean\ndisplay_name: Clean\nkind: cli\ncli:\n  command:\n    executable: sh\n    prompt_flag: '-c'\n    env: {MOZART_ATTEMPT: stale.1}\n";
     let backend =
         ProfileBackend::new(Arc::new(InstrumentProfile::from_yaml(yaml, "t").unwrap())).unwrap();
-    // `ls` reads the list through its own descriptor 3.
+    // `ls` reads the list through its own descriptor 3. The shell's own mask is read with
+    // builtins alone: dash blocks every signal around each `vfork` it makes, so a `grep` of
+    // `/proc/$$/status` can catch the shell inside that window.
     let script = "echo fds: $(ls /proc/self/fd); \
-                  grep -E '^Sig(Blk|Ign)' /proc/$$/status; \
+                  while read -r l; do case $l in SigBlk*|SigIgn*) echo \"$l\";; esac; \
+                  done < /proc/$$/status; \
                   yes | head -n 1; \
                   echo pgid: $(cut -d' ' -f5 /proc/$$/stat) pid: $$; \
                   echo cwd: \"$(pwd -P)\"; \
