@@ -86,12 +86,14 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 /// Soon (30 s: a cancelled job's end waits for Slurm, slower while other tests use the
 /// cluster), no file is left under the workspace's Slurm state directory; the message names
 /// what is left, and which of it holds the secret.
-fn assert_no_attempt_files(ws: &Path, when: &str) {
+/// The registry's notes of files to remove (written with each result) are gone with them.
+fn assert_no_attempt_files(env: &TestEnv, ws: &Path, when: &str) {
     let state = ws.join(".mozart-slurm");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let left = files_under(&state);
-        if left.is_empty() {
+        let noted = remote_leftovers(env);
+        if left.is_empty() && noted.is_empty() {
             return;
         }
         if Instant::now() >= deadline {
@@ -102,7 +104,7 @@ fn assert_no_attempt_files(ws: &Path, when: &str) {
                         .is_ok_and(|b| b.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()))
                 })
                 .collect();
-            panic!("{when}: attempt files left on the shared filesystem: {left:#?}\nholding the API key: {secret:#?}");
+            panic!("{when}: attempt files left on the shared filesystem: {left:#?}\nholding the API key: {secret:#?}\nnoted for removal: {noted:#?}");
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -135,7 +137,7 @@ fn attempt_files_are_removed_when_attempts_succeed_fail_or_time_out() {
         3,
         "every sheet ran on Slurm"
     );
-    assert_no_attempt_files(&ws, "after success, failure and timeout");
+    assert_no_attempt_files(&env, &ws, "after success, failure and timeout");
 }
 
 #[test]
@@ -155,7 +157,7 @@ fn attempt_files_are_removed_when_the_job_is_cancelled() {
     assert!(out.status.success(), "mozart cancel: {}", stdout(&out));
     let doc = wait_terminal(&env, &job, 60.0);
     assert_eq!(doc["status"], "cancelled", "{doc:#}");
-    assert_no_attempt_files(&ws, "after mozart cancel");
+    assert_no_attempt_files(&env, &ws, "after mozart cancel");
 }
 
 /// `sbatch` refuses the job (no such partition): the files written for it go too.
@@ -171,5 +173,68 @@ fn attempt_files_are_removed_when_sbatch_refuses_the_job() {
     run(&env, &path, &[]);
     let doc = wait_terminal(&env, &job, 60.0);
     assert_eq!(doc["status"], "failed", "{doc:#}");
-    assert_no_attempt_files(&ws, "after sbatch refused the job");
+    assert_no_attempt_files(&env, &ws, "after sbatch refused the job");
+}
+
+/// The rows the registry keeps of finished attempts whose files are still to be removed.
+pub(crate) fn remote_leftovers(env: &TestEnv) -> Vec<String> {
+    let conn = rusqlite::Connection::open(env.home.join("registry.db")).unwrap();
+    let mut st = conn.prepare("SELECT dir FROM remote_leftovers").unwrap();
+    let rows = st.query_map([], |r| r.get(0)).unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+/// A conductor killed after it saved an attempt's result and before it removed the
+/// attempt's files (the removal runs after the commit) leaves them noted in the registry:
+/// the next conductor removes them at its start — an array task's directory, its link in
+/// the array's directory and the array's script with it — and forgets them. A directory
+/// not named as an attempt's is never touched, noted or not.
+#[test]
+fn the_files_a_kill_left_after_a_saved_result_go_at_the_next_start() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    env.stop_conductor();
+    let ws = env.work.join("ws-left");
+    let job_dir = ws.join(".mozart-slurm/left-job");
+    let array = job_dir.join("array-1700000000000-42");
+    let task = array.join("sheet-1-attempt-1-1700000000001");
+    std::fs::create_dir_all(&task).unwrap();
+    for (name, text) in [
+        ("adopted", "1234_0\n"),
+        ("stdout", "done\n"),
+        ("exit", "0\n"),
+    ] {
+        std::fs::write(task.join(name), text).unwrap();
+    }
+    std::fs::write(array.join("run.sh"), "#!/bin/sh\n").unwrap();
+    std::os::unix::fs::symlink("sheet-1-attempt-1-1700000000001", array.join("0")).unwrap();
+    let other = ws.join("mine");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("keep"), "a user's file\n").unwrap();
+    {
+        let conn = rusqlite::Connection::open(env.home.join("registry.db")).unwrap();
+        for dir in [&task, &other] {
+            conn.execute(
+                "INSERT INTO remote_leftovers (dir) VALUES (?1)",
+                [dir.to_str().unwrap()],
+            )
+            .unwrap();
+        }
+    }
+    env.start_conductor();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ws.join(".mozart-slurm").exists() || !remote_leftovers(&env).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "left: {:#?}, noted: {:?}\n{}",
+            files_under(&ws.join(".mozart-slurm")),
+            remote_leftovers(&env),
+            env.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        std::fs::read_to_string(other.join("keep")).unwrap(),
+        "a user's file\n"
+    );
 }

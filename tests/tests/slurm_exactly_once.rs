@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::slurm_attempt_files::remote_leftovers;
 use crate::slurm_placement::counts;
 use harness::*;
 use mozart_tests::users::missing;
@@ -168,13 +169,15 @@ fn assert_exactly_once(env: &TestEnv, job: &str, ws: &Path, voices: u32) {
     // Nothing of the attempts stays in the workspace, not even an array's script that a
     // conductor killed during the array's sbatch left behind.
     let state = ws.join(".mozart-slurm");
+    // (And the registry's notes of files to remove, written with the results, go with them.)
     let deadline = Instant::now() + Duration::from_secs(30);
-    while state.exists() {
+    while state.exists() || !remote_leftovers(env).is_empty() {
         assert!(
             Instant::now() < deadline,
-            "{job}: files left in {}: {:?}",
+            "{job}: files left in {}: {:?}; noted for removal: {:?}",
             state.display(),
-            files_under(&state)
+            files_under(&state),
+            remote_leftovers(env)
         );
         std::thread::sleep(Duration::from_millis(200));
     }

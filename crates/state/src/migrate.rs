@@ -55,10 +55,16 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../migrations/0006_job_runs.sql"),
         code: None,
     },
+    Migration {
+        version: 7,
+        name: "0007_remote_leftovers",
+        sql: include_str!("../migrations/0007_remote_leftovers.sql"),
+        code: None,
+    },
 ];
 
 /// Highest schema version this build knows.
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// The `status` CHECK constraints of `jobs` and `sheets` as an `IN (…)` list, and the same
 /// test as a chain of comparisons.

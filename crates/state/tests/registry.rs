@@ -1318,3 +1318,39 @@ fn recent_attempt_errors_come_from_the_failed_attempts_index() {
         );
     }
 }
+
+/// A finished remote attempt's directory is noted with the write that saves its result
+/// (gone with it when that write is undone), once however often it is noted, and listed
+/// until its removal is forgotten — what a restart reads to remove the files a kill left.
+#[test]
+fn remote_leftovers_are_noted_with_the_result_and_listed_until_forgotten() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(&dir);
+    let undone: Result<(), &str> = reg
+        .all_or_nothing(|r| {
+            r.note_remote_leftover("/ws/.mozart-slurm/j/sheet-1-attempt-1-5")
+                .unwrap();
+            Err("the result could not be saved")
+        })
+        .unwrap();
+    assert!(undone.is_err());
+    assert!(reg.remote_leftovers().unwrap().is_empty());
+    reg.batch(|r| {
+        for d in [
+            "a/sheet-1-attempt-1-5",
+            "a/sheet-2-attempt-1-6",
+            "a/sheet-1-attempt-1-5",
+        ] {
+            r.note_remote_leftover(d).unwrap();
+        }
+    })
+    .unwrap();
+    let mut listed = reg.remote_leftovers().unwrap();
+    listed.sort();
+    assert_eq!(listed, ["a/sheet-1-attempt-1-5", "a/sheet-2-attempt-1-6"]);
+    drop(reg);
+    let reg = open(&dir);
+    reg.forget_remote_leftovers(&["a/sheet-1-attempt-1-5".to_string()])
+        .unwrap();
+    assert_eq!(reg.remote_leftovers().unwrap(), ["a/sheet-2-attempt-1-6"]);
+}

@@ -323,7 +323,13 @@ impl ConductorHost {
         if header_due && !self.header_due.contains(&change.job_id) {
             self.header_due.insert(change.job_id.clone());
         }
-        self.finished_remote.extend(finished_remote);
+        if let Some(dir) = finished_remote {
+            // With the result, in its transaction: a removal owed even if a kill comes first.
+            if let Err(e) = registry.note_remote_leftover(&dir.to_string_lossy()) {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot note a finished Slurm attempt's files for removal");
+            }
+            self.finished_remote.push(dir);
+        }
         if let Some(run) = &entry.run {
             super::notify::sheet_changed(run, live, change.sheet_num, status);
         }
@@ -1041,6 +1047,26 @@ fn save_sheet(
     }
 }
 
+/// Remove the files of remote attempts whose results are saved, then forget the registry's
+/// notes of them (what a conductor killed before the files were gone carries out at its
+/// next start). Slow on a shared filesystem: run off the baton's task.
+pub(super) fn remove_finished_remote(shared: &Shared, dirs: &[std::path::PathBuf]) {
+    for dir in dirs {
+        mozart_backends::placement::slurm::remove_finished_attempt(dir);
+    }
+    let dirs: Vec<String> = dirs
+        .iter()
+        .map(|d| d.to_string_lossy().into_owned())
+        .collect();
+    let registry = lock(&shared.registry);
+    if let Err(e) = registry
+        .batch(|r| r.forget_remote_leftovers(&dirs))
+        .and_then(|r| r)
+    {
+        tracing::warn!(error = %e, "cannot forget removed Slurm attempts' files");
+    }
+}
+
 /// The attempt in the registry's history.
 fn record_attempt(registry: &Registry, change: &mozart_baton::SheetChange, d: &AttemptDetails) {
     let record = AttemptRecord {
@@ -1133,13 +1159,11 @@ impl BatonHost for ConductorHost {
         if batch.is_ok() && !finished_remote.is_empty() {
             // The results are durable: no restart will re-attach to these attempts, so their
             // files (on a shared filesystem, possibly slow) go, off the baton task.
+            // The registry noted them with the results; a kill before they are gone leaves
+            // the removal to the next conductor's start ([`super::recovery`]).
             let removing = std::thread::Builder::new()
                 .name("mozart-slurm-files".into())
-                .spawn(move || {
-                    for dir in &finished_remote {
-                        mozart_backends::placement::slurm::remove_finished_attempt(dir);
-                    }
-                });
+                .spawn(move || remove_finished_remote(&shared, &finished_remote));
             if let Err(e) = removing {
                 tracing::warn!(error = %e, "cannot start a thread to remove finished Slurm attempts' files");
             }

@@ -24,6 +24,7 @@ pub(super) async fn recover(
             .then(a.submitted_at.total_cmp(&b.submitted_at))
     });
     park_rate_limited_instruments(mgr);
+    remove_remote_leftovers(mgr);
     let mut resumed = 0usize;
     let mut failed = 0usize;
     // Paused jobs a `modify --resume` was to resume with a new score once their running
@@ -132,6 +133,35 @@ pub(super) async fn recover(
     }
     tracing::info!(resumed, failed, "manager.orphans_recovered");
     Ok(())
+}
+
+/// The files of the remote attempts whose results the previous conductor saved but which it
+/// did not live to remove (a kill between the commit and the removal): removed now, off the
+/// start (a shared filesystem may be slow), and then forgotten. Nothing re-attaches to them.
+fn remove_remote_leftovers(mgr: &JobManager) {
+    let dirs = match lock(&mgr.shared.registry).remote_leftovers() {
+        Ok(dirs) if dirs.is_empty() => return,
+        Ok(dirs) => dirs,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read which finished Slurm attempts' files are left");
+            return;
+        }
+    };
+    let shared = mgr.shared.clone();
+    let work = move || {
+        let dirs: Vec<_> = dirs.into_iter().map(std::path::PathBuf::from).collect();
+        super::host::remove_finished_remote(&shared, &dirs);
+        tracing::info!(
+            attempts = dirs.len(),
+            "removed the files of finished Slurm attempts a stop left behind"
+        );
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("mozart-slurm-files".into())
+        .spawn(work)
+    {
+        tracing::warn!(error = %e, "cannot start a thread to remove finished Slurm attempts' files");
+    }
 }
 
 /// The Slurm jobs of a paused job's sheets that still wait in Slurm's queue: the pause

@@ -1360,6 +1360,40 @@ impl Registry {
         self.expect_row(n, job_id)
     }
 
+    // ---------------------------------------------------------------- remote leftovers
+
+    /// Notes that the files of a remote attempt in `dir` are to be removed: its result is
+    /// saved (in the same transaction, when called inside [`Registry::batch`]), so no
+    /// conductor will re-attach to it. Kept until [`Registry::forget_remote_leftovers`].
+    pub fn note_remote_leftover(&self, dir: &str) -> Result<()> {
+        self.conn
+            .prepare_cached("INSERT OR IGNORE INTO remote_leftovers (dir) VALUES (?1)")
+            .and_then(|mut st| st.execute([dir]))
+            .map_err(self.err("noting a finished remote attempt's files"))?;
+        Ok(())
+    }
+
+    /// The remote attempts' directories whose removal is still owed.
+    pub fn remote_leftovers(&self) -> Result<Vec<String>> {
+        let read = || -> rusqlite::Result<Vec<String>> {
+            let mut st = self.conn.prepare("SELECT dir FROM remote_leftovers")?;
+            let rows = st.query_map([], |r| r.get(0))?;
+            rows.collect()
+        };
+        read().map_err(self.err("reading the finished remote attempts' files"))
+    }
+
+    /// Forgets the removals of `dirs`: their files are gone.
+    pub fn forget_remote_leftovers(&self, dirs: &[String]) -> Result<()> {
+        for dir in dirs {
+            self.conn
+                .prepare_cached("DELETE FROM remote_leftovers WHERE dir = ?1")
+                .and_then(|mut st| st.execute([dir]))
+                .map_err(self.err("forgetting removed remote attempts' files"))?;
+        }
+        Ok(())
+    }
+
     // ---------------------------------------------------------------- rate limits
 
     /// Parks `instrument` until `until` (epoch seconds). Replaces any previous entry; the
