@@ -59,6 +59,10 @@ pub struct SheetChange {
     pub total_cost_usd: f64,
     /// Why the sheet failed, was skipped or is waiting, when that applies.
     pub reason: Option<String>,
+    /// When the retry a `RetryScheduled` sheet waits for is due (stored, so a restart
+    /// keeps the rest of the backoff instead of running the retry at once).
+    #[serde(default)]
+    pub retry_due: Option<Millis>,
 }
 
 /// A job's durable state after a transition.

@@ -75,6 +75,10 @@ pub struct RestoredSheet {
     /// a fallback.
     #[serde(default)]
     pub earlier_attempts: u32,
+    /// What is left of the backoff of the retry a pending sheet was waiting for when the
+    /// conductor stopped: the retry runs when it is over, not at once.
+    #[serde(default)]
+    pub retry_in: Option<Duration>,
 }
 
 /// One sheet of a job.

@@ -630,6 +630,11 @@ pub struct SheetCheckpoint {
     /// stored nor in a state file): its status stays upstream's `pending`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_wait: Option<Box<RetryWait>>,
+    /// Ours: when the retry this pending sheet waits for is due (Unix epoch seconds).
+    /// Stored, so a restarted conductor waits out the rest of the backoff instead of running
+    /// the retry at once; cleared by the sheet's next change. Absent when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<f64>,
     /// The remote job (a Slurm job) of the attempt in flight: recorded before the job is
     /// released to run and cleared in the same write that records the attempt's result, so
     /// a restarted conductor re-attaches to it instead of running the sheet again
@@ -1074,6 +1079,7 @@ impl SheetCheckpoint {
             live: None,
             rate_limit: None,
             retry_wait: None,
+            retry_at: None,
             stderr_tail: None,
             output_truncated: false,
             prompt_metrics: None,

@@ -627,7 +627,7 @@ impl BatonCore {
         now: Millis,
         out: &mut Vec<Effect>,
     ) {
-        let (job_id, sheet_num, delay, attempt, max_retries) = {
+        let delay = {
             let job = &self.jobs[ji];
             let sheet = &job.sheets[si];
             let failures = sheet.normal_attempts.max(1);
@@ -637,24 +637,41 @@ impl BatonCore {
                 sheet.num,
                 sheet.attempt_number(),
             );
+            backoff::retry_delay(&sheet.rules.retry, failures, u)
+        };
+        self.retry_after(ji, si, mode, delay, now, out);
+    }
+
+    /// The sheet waits `delay` for its retry in `mode`: stored with when it is due (a
+    /// restart waits out the rest, [`BatonCore::register`]), its timer set, `status` told.
+    pub(super) fn retry_after(
+        &mut self,
+        ji: usize,
+        si: usize,
+        mode: AttemptMode,
+        delay: Duration,
+        now: Millis,
+        out: &mut Vec<Effect>,
+    ) {
+        let due = now.plus(delay);
+        let (job_id, sheet_num, attempt, max_retries) = {
+            let job = &mut self.jobs[ji];
+            let sheet = &mut job.sheets[si];
+            sheet.status = SheetStatus::RetryScheduled;
+            sheet.next_mode = mode;
+            BatonCore::cancel_sheet_timer(out, sheet, SheetTimer::Retry);
+            sheet.live_mut().retry_due = Some(due);
             (
                 job.id.clone(),
                 sheet.num,
-                backoff::retry_delay(&sheet.rules.retry, failures, u),
                 sheet.attempt_number(),
                 sheet.rules.retry.max_retries,
             )
         };
-        {
-            let sheet = &mut self.jobs[ji].sheets[si];
-            sheet.status = SheetStatus::RetryScheduled;
-            sheet.next_mode = mode;
-            BatonCore::cancel_sheet_timer(out, sheet, SheetTimer::Retry);
-        }
         self.persist_sheet(ji, si, out);
         let id = self.timer(
             out,
-            now.plus(delay),
+            due,
             Event::RetryDue {
                 job_id: job_id.clone(),
                 sheet_num,

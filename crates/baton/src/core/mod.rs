@@ -97,6 +97,8 @@ struct Live {
     last_failure: Option<String>,
     reason: Option<String>,
     retry_timer: Option<TimerId>,
+    /// When the retry timer fires (what a restart must wait out).
+    retry_due: Option<Millis>,
     stale_timer: Option<TimerId>,
     escalation_timer: Option<TimerId>,
     /// Attempts made on the instruments the sheet fell back from (their counters start
@@ -111,6 +113,7 @@ static NOT_LIVE: Live = Live {
     last_failure: None,
     reason: None,
     retry_timer: None,
+    retry_due: None,
     stale_timer: None,
     escalation_timer: None,
     earlier_attempts: 0,
@@ -846,6 +849,11 @@ impl BatonCore {
             instrument: self.instruments[sheet.inst()].name.clone(),
             total_cost_usd: sheet.total_cost,
             reason: sheet.live().reason.clone(),
+            retry_due: if sheet.status == SheetStatus::RetryScheduled {
+                sheet.live().retry_due
+            } else {
+                None
+            },
         }
     }
 

@@ -32,6 +32,7 @@ impl BatonCore {
         let count = spec.sheet_count();
         let index = SheetIndex::of((0..count).map(|i| spec.num(i)));
         let mut restored_in_flight = Vec::new();
+        let mut restored_retries = Vec::new();
         let mut sheets: Vec<Sheet> = Vec::with_capacity(count);
         for i in 0..count {
             // Made one at a time from a source: never every spec at once (issue 24).
@@ -44,6 +45,14 @@ impl BatonCore {
                 _ => Arc::new(rules),
             };
             sheets.push(self.build_sheet(i, s, rules, &mut restored_in_flight));
+            if let Some(wait) = s.restored.as_ref().and_then(|r| r.retry_in) {
+                if s.restored
+                    .as_ref()
+                    .is_some_and(|r| r.status == SheetStatus::Pending)
+                {
+                    restored_retries.push((i, wait));
+                }
+            }
         }
         link_dependencies(&spec, &index, &mut sheets);
         let job = new_job(&spec, sheets, index, now);
@@ -60,6 +69,12 @@ impl BatonCore {
             let ii = self.instrument_idx(&wait.instrument);
             let scope = super::WaitScope::Job(ji, ii);
             self.park(scope, wait.wait, wait.reason.clone(), now, out);
+        }
+        // Sheets that were waiting out a retry's backoff wait out the rest of it (a restart
+        // does not bring a retry forward); the retry is in the mode it was to run in.
+        for (i, wait) in restored_retries {
+            let mode = self.jobs[ji].sheets[i].next_mode;
+            self.retry_after(ji, i, mode, wait, now, out);
         }
         self.block_restored_failures(ji, now, out);
         for i in 0..self.jobs[ji].sheets.len() {

@@ -1025,6 +1025,7 @@ fn restart_restoration_does_not_redo_completed_nor_spend_retries() {
         total_cost_usd: 0.5,
         instrument: None,
         earlier_attempts: 0,
+        retry_in: None,
     });
     spec.sheets[1].restored = Some(RestoredSheet {
         status: SheetStatus::Dispatched,
@@ -1034,6 +1035,7 @@ fn restart_restoration_does_not_redo_completed_nor_spend_retries() {
         total_cost_usd: 0.1,
         instrument: None,
         earlier_attempts: 0,
+        retry_in: None,
     });
     let e = rig.register(spec);
     assert_eq!(nums(&e), vec![2], "completed sheet 1 is not run again");
@@ -1049,6 +1051,47 @@ fn restart_restoration_does_not_redo_completed_nor_spend_retries() {
     assert_eq!(rig.core.sheet("j", 2).map(|s| s.normal_attempts), Some(1));
 }
 
+/// A sheet that was waiting out a retry's backoff when the conductor stopped waits out the
+/// rest of it after the restart (the retry is not brought forward), then runs as the
+/// attempt it was to be; the stored change says when it is due.
+#[test]
+fn a_restored_retry_waits_out_the_rest_of_its_backoff() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 1);
+    spec.sheets[0].restored = Some(RestoredSheet {
+        status: SheetStatus::Pending,
+        normal_attempts: 1,
+        completion_attempts: 0,
+        healing_attempts: 0,
+        total_cost_usd: 0.0,
+        instrument: None,
+        earlier_attempts: 0,
+        retry_in: Some(secs(20)),
+    });
+    let e = rig.register(spec);
+    assert!(nums(&e).is_empty(), "the retry ran at once: {e:?}");
+    assert_eq!(
+        rig.core.sheet("j", 1).map(|s| s.status),
+        Some(SheetStatus::RetryScheduled)
+    );
+    let due = e.iter().find_map(|x| match x {
+        Effect::Persist(StateChange::Sheet(c)) if c.sheet_num == 1 => c.retry_due,
+        _ => None,
+    });
+    assert_eq!(due, Some(rig.now.plus(secs(20))));
+    assert!(
+        nums(&rig.advance(secs(19))).is_empty(),
+        "ran before its backoff ended"
+    );
+    let e = rig.advance(secs(2));
+    assert_eq!(nums(&e), vec![1]);
+    assert_eq!(
+        attempt_of(&e, 1).attempt_number,
+        2,
+        "one failure carried, none added"
+    );
+}
+
 #[test]
 fn restored_failure_blocks_dependents_at_registration() {
     let mut rig = Rig::new();
@@ -1061,6 +1104,7 @@ fn restored_failure_blocks_dependents_at_registration() {
         total_cost_usd: 0.0,
         instrument: None,
         earlier_attempts: 0,
+        retry_in: None,
     });
     let e = rig.register(spec);
     assert!(nums(&e).is_empty());

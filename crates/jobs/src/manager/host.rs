@@ -273,6 +273,13 @@ impl ConductorHost {
         if update_sheet(live, change, status, details.as_ref()) {
             self.new_work.insert(change.job_id.clone());
         }
+        // The baton's monotonic due time as wall time: what a restart waits for.
+        let retry_at = change
+            .retry_due
+            .map(|due| mozart_state::epoch_now() + due.since(self.clock.now()).as_secs_f64());
+        if let Some(sheet) = live.sheets.get_mut(&change.sheet_num) {
+            sheet.retry_at = retry_at;
+        }
         if status == SheetStatus::Completed && !entry.watchers.is_empty() {
             // `job.watch` waits for the first completed sheet (those watchers are gone
             // after); one waiting for the job's end is woken by the job's own change.

@@ -126,6 +126,15 @@ fn restored(s: &mozart_state::SheetState) -> Option<RestoredSheet> {
         total_cost_usd: 0.0,
         instrument: s.instrument_name.clone(),
         earlier_attempts: 0,
+        // The rest of the backoff the sheet was waiting out (none once it is due).
+        retry_in: s
+            .retry_at
+            .filter(|_| {
+                status == SheetStatus::Pending && s.status == mozart_state::SheetStatus::Pending
+            })
+            .map(|at| at - mozart_state::epoch_now())
+            .filter(|left| *left > 0.0)
+            .map(std::time::Duration::from_secs_f64),
     })
 }
 
@@ -180,6 +189,7 @@ pub(super) fn job_spec(
             total_cost_usd: 0.0,
             instrument: None,
             earlier_attempts: 0,
+            retry_in: None,
         });
         sheet.normal_attempts = 0;
         sheet.completion_attempts = 0;

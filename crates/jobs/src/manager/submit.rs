@@ -925,6 +925,11 @@ pub(super) fn build_checkpoint(
                     }
                     // An attempt still running remotely is re-attached to, not run again.
                     s.remote_attempt = p.remote_attempt.clone();
+                    // A retry it was waiting for waits out the rest of its backoff (a run
+                    // that ended starts its sheets afresh).
+                    if !ended {
+                        s.retry_at = p.retry_at;
+                    }
                     // What its attempts already spent stays counted (issue 22).
                     s.input_tokens = p.input_tokens;
                     s.output_tokens = p.output_tokens;
