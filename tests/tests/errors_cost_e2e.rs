@@ -244,3 +244,44 @@ fn a_sheet_over_its_cost_limit_pauses_the_job_and_keeps_its_passing_work() {
     assert_eq!(first["attempt_count"], 1, "no retry: {doc:#}");
     assert_eq!(sheet(&doc, 2)["status"], "pending", "{doc:#}");
 }
+
+/// The attempt a failed sheet ended on is `permanent` whatever its code — an `exit 1`
+/// (E009, a code of the transient class) that ran out of retries is not passing — and the
+/// ones before it were retried, so `transient`; `--type permanent` finds the last one.
+#[test]
+fn the_attempt_a_failed_sheet_ended_on_is_permanent_whatever_its_code() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let score = env.write_score(
+        "exit1",
+        "name: exit1\nworkspace: ./exit1-ws\ninstrument: shell\n\
+         retry: {max_retries: 2, base_delay_seconds: 0.1}\n\
+         sheet: {size: 1, total_items: 1}\nprompt:\n  template: \"RUN: exit 1\"\n",
+    );
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "exit1", 60.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let out = env.mozart(&["errors", "exit1", "--json"]);
+    let errors = json_of(&out, "errors --json");
+    let types: Vec<(u64, &str, &str)> = errors["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["attempt_number"].as_u64().unwrap(),
+                e["error_code"].as_str().unwrap(),
+                e["error_type"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        types,
+        [(1, "E009", "transient"), (2, "E009", "permanent")],
+        "{errors:#}"
+    );
+    let out = env.mozart(&["errors", "exit1", "--type", "permanent", "--json"]);
+    let only = json_of(&out, "errors --type permanent --json");
+    assert_eq!(only["total_errors"], 1, "{only:#}");
+    assert_eq!(only["errors"][0]["attempt_number"], 2, "{only:#}");
+}

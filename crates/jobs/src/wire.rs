@@ -361,13 +361,15 @@ fn error_record(
         .clone()
         .or_else(|| a.error_category.clone())
         .unwrap_or_default();
+    // The attempt a failed sheet ended on is `permanent`, whatever its code (a timeout or
+    // an exit 1 that ran out of retries is not passing); one that was retried is
+    // `transient` (upstream's three types have no other word), a rate limit waited out
+    // `rate_limit`.
     let error_type = match mozart_ipc::checkpoint::error_type_of(
         a.error_code.as_deref().or(a.error_category.as_deref()),
     ) {
-        "transient" => ErrorType::Transient,
-        "rate_limit" => ErrorType::RateLimit,
         _ if final_failure => ErrorType::Permanent,
-        // Retried: what a transient error is (upstream's three types have no other word).
+        "rate_limit" => ErrorType::RateLimit,
         _ => ErrorType::Transient,
     };
     let mut context = serde_json::Map::new();
@@ -492,7 +494,7 @@ mod tests {
         };
         let rows = vec![SheetAttemptErrors {
             sheet_num: 1,
-            attempts: vec![attempt(2, "E001"), attempt(3, "E900")],
+            attempts: vec![attempt(2, "E900"), attempt(3, "E001")],
             omitted: 1,
         }];
         fill_error_history(&mut doc, rows);
