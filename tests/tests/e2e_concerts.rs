@@ -228,6 +228,13 @@ on_success:
     std::fs::write(&gate, "").unwrap();
     let out = env.mozart(&["resume", "first"]);
     assert!(out.status.success(), "{}", stdout(&out));
+    // No sheet runs, but the hooks do: "nothing was run" would be false.
+    assert!(
+        stdout(&out)
+            .contains("Every sheet is finished: no sheet was run; its on_success hooks run again"),
+        "{}",
+        stdout(&out)
+    );
     poll(&env, 30.0, "the chained job to complete", || {
         list_all(&env)
             .iter()

@@ -233,6 +233,30 @@ fn a_resume_of_a_score_cut_to_its_finished_sheets_says_so() {
     assert_eq!(ledger(&ws.join("ledger.txt")), ["run 1", "run 2"]);
 }
 
+/// The same cut submitted with `mozart run` (not `resume`) says what happened too: the job
+/// failed and its score changed, so "already completed, score not changed" would be false.
+#[test]
+fn a_failed_job_run_again_cut_to_its_finished_sheets_says_so() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = failed_job(&env, "cutrun");
+    let text = score("cutrun", "./cutrun-ws", 2).replace("total_items: 4", "total_items: 1");
+    let path = env.write_score("cutrun", &text);
+    let out = env.mozart(&["run", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(
+            "The score now has 1 sheet (it had 4), all finished in the earlier run: nothing was run, the job is completed"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("already completed"), "{text}");
+    let doc = wait_terminal(&env, "cutrun", 30.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert_eq!(ledger(&ws.join("ledger.txt")), ["run 1", "run 2"]);
+}
+
 #[test]
 fn recover_of_an_unknown_job_says_score_not_found_as_history_does() {
     let env = TestEnv::new();

@@ -209,6 +209,19 @@ fn report_accepted(response: &JobResponse, ended: Option<&JobStatusResult>, args
         print_json(&doc);
         return;
     }
+    // Nothing ran, but not because a completed score was sent again unchanged (a failed
+    // job's score cut to its finished sheets, hooks still owed): the conductor's words.
+    let other_reason = response
+        .message
+        .as_deref()
+        .filter(|m| !m.starts_with("Job already completed"));
+    if let (true, Some(message)) = (response.nothing_to_run, other_reason) {
+        println!("Score submitted to conductor: {job_id}");
+        println!("  {message}");
+        println!();
+        println!("See it with: mozart status {job_id}");
+        return;
+    }
     if response.nothing_to_run {
         println!("Score already completed: {job_id}");
         println!(

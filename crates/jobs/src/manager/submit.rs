@@ -289,17 +289,25 @@ async fn pipeline(
     }
     if nothing_to_run {
         response.nothing_to_run = true;
-        response.message = Some(match (&req.resume_of, resized) {
-            // A resume whose score now has fewer sheets, all of them finished already.
-            (Some(_), Some((was, now, _))) => format!(
-                "{RESIZED} {} (it had {was}), all finished in the earlier run: nothing was run, the job is completed",
+        // What runs now: nothing, or the `on_success` hooks the job still owes.
+        let ending = if hooks_owed {
+            "no sheet was run; its on_success hooks run again"
+        } else {
+            "nothing was run, the job is completed"
+        };
+        response.message = Some(match resized {
+            // A score edited to fewer sheets, all of them finished already (the job may
+            // have failed on a sheet the score no longer has).
+            Some((was, now, _)) => format!(
+                "{RESIZED} {} (it had {was}), all finished in the earlier run: {ending}",
                 mozart_config::plural(now, "sheet", "sheets"),
             ),
-            // E.g. `mozart recover` marked the last failed sheets completed.
-            (Some(_), None) => {
-                "Every sheet is finished: nothing was run, the job is completed".into()
+            // A completed job whose hooks were owed, or a resume after `mozart recover`
+            // marked the last failed sheets completed.
+            None if hooks_owed || req.resume_of.is_some() || !was_completed => {
+                format!("Every sheet is finished: {ending}")
             }
-            (None, _) => ALREADY_COMPLETED.into(),
+            None => ALREADY_COMPLETED.into(),
         });
     }
     Ok(response)
