@@ -121,6 +121,54 @@ fn a_clone_runs_beside_production_with_its_own_socket_and_registry() {
     );
 }
 
+/// `--socket PATH` means the conductor listening there, not the one whose lock and PID
+/// file are in the home: `conductor-status` and `stop` of a socket where nothing listens
+/// say "not running" (and stop nothing), and `stop --socket` of the clone's socket stops
+/// the clone and returns at once, production untouched.
+#[test]
+fn stop_and_conductor_status_with_a_socket_mean_the_conductor_listening_there() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let prod_pid = env.conductor_pid().unwrap();
+    let nowhere = env.root().join("nobody.sock");
+    let nowhere = nowhere.to_str().unwrap();
+    let out = env.mozart(&["conductor-status", "--socket", nowhere]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert_eq!(stdout(&out).trim(), "Mozart conductor is not running");
+    let out = env.mozart(&["stop", "--socket", nowhere]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        alive(prod_pid),
+        "stop --socket {nowhere} stopped production"
+    );
+
+    let out = env.mozart(&["--conductor-clone=s1", "start"]);
+    assert!(out.status.success(), "{}\n{}", stdout(&out), env.log());
+    let clone_socket = env.root().join("mozart-clone-s1.sock");
+    let out = env.mozart(&[
+        "conductor-status",
+        "--socket",
+        clone_socket.to_str().unwrap(),
+        "--json",
+    ]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["running"], true, "{doc:#}");
+    assert_ne!(doc["pid"], prod_pid, "{doc:#}");
+    let started = Instant::now();
+    let out = env.mozart(&["stop", "--socket", clone_socket.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "stop waited for production to exit"
+    );
+    assert!(!clone_socket.exists());
+    assert!(
+        alive(prod_pid),
+        "stop --socket of the clone stopped production"
+    );
+    assert_eq!(env.mozart(&["conductor-status"]).status.code(), Some(0));
+}
+
 #[test]
 fn kill_9_leaves_stale_files_that_the_next_start_cleans() {
     let env = TestEnv::new();

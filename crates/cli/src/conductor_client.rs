@@ -97,6 +97,33 @@ pub fn call_error(err: IpcError, mode: OutputMode) -> CliError {
     user_error(ClientError::from_call(err), mode)
 }
 
+/// The conductor `paths` names, and whether the home's instance lock is that conductor's
+/// (what `stop` waits to see released). With a socket named on the command line
+/// (`--socket`) the conductor is the one answering there: the home's lock and PID file may
+/// be another conductor's (one listening elsewhere), which `stop` must not signal and
+/// `conductor-status` must not report; nothing answering there is "not running".
+pub fn conductor_at(
+    paths: &ConductorPaths,
+    explicit_socket: bool,
+    mode: OutputMode,
+) -> Result<(mozart_conductor::RunState, bool), CliError> {
+    use mozart_conductor::RunState;
+    let lock_pid = match mozart_conductor::probe_instance(paths) {
+        RunState::Running { pid } => Some(pid),
+        RunState::Stopped { .. } => None,
+    };
+    if !explicit_socket {
+        return Ok((conductor_state(paths, mode)?, lock_pid.is_some()));
+    }
+    match blocking::health_pid(&paths.socket).map_err(|e| user_error(e, mode))? {
+        Some(pid) => Ok((
+            RunState::Running { pid: Some(pid) },
+            lock_pid == Some(Some(pid)),
+        )),
+        None => Ok((RunState::Stopped { stale_pid: None }, false)),
+    }
+}
+
 /// Is a conductor running at these paths? The instance lock decides; a conductor that
 /// holds no lock of ours but answers on the socket (e.g. upstream's) counts as running. A
 /// socket another user controls is an error (printed in `mode`): it is neither

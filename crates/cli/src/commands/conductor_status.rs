@@ -7,7 +7,7 @@ use mozart_ipc::types::{DaemonStatus, HealthResult, RateLimitsResult, ReadyResul
 use mozart_ipc::{methods, BlockingClient};
 use serde::de::DeserializeOwned;
 
-use crate::conductor_client::{self, conductor_state};
+use crate::conductor_client::{self, conductor_at};
 use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart conductor-status`.
@@ -24,7 +24,7 @@ pub struct Args {
 /// Run `mozart conductor-status`.
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let paths = conductor_client::paths(globals, args.socket.as_deref())?;
-    let pid = match conductor_state(&paths, args.output)? {
+    let pid = match conductor_at(&paths, args.socket.is_some(), args.output)?.0 {
         RunState::Stopped { stale_pid } => {
             if stale_pid.is_some() {
                 let _ = std::fs::remove_file(&paths.pid_file);

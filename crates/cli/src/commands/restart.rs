@@ -25,7 +25,13 @@ pub struct Args {
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     // The file's warnings are said by the start below.
     let (_, paths, _) = start::prepare_noting(globals, &args.start)?;
-    match stop::stop_conductor(&paths, args.force, args.yes, "restart")? {
+    match stop::stop_conductor(
+        &paths,
+        args.start.socket.is_some(),
+        args.force,
+        args.yes,
+        "restart",
+    )? {
         stop::StopOutcome::Aborted => {
             println!("Aborted.");
             return Ok(1);

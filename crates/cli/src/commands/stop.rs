@@ -16,7 +16,7 @@ use mozart_ipc::paths::ConductorPaths;
 use mozart_ipc::types::{ReadyResult, ShutdownParams, ShutdownResult};
 use mozart_ipc::{methods, BlockingClient, ClientTimeouts};
 
-use crate::conductor_client::{self, conductor_state};
+use crate::conductor_client::{self, conductor_at};
 use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart stop`.
@@ -49,7 +49,7 @@ pub(crate) enum StopOutcome {
 /// Run `mozart stop`.
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let paths = conductor_client::paths(globals, args.socket.as_deref())?;
-    match stop_conductor(&paths, args.force, args.yes, "stop")? {
+    match stop_conductor(&paths, args.socket.is_some(), args.force, args.yes, "stop")? {
         StopOutcome::NotRunning => {
             println!("{} is not running", paths.who());
             Ok(1)
@@ -62,16 +62,21 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     }
 }
 
-/// Stop the conductor at `paths` and wait until it has released its lock. `yes` skips the
-/// running-jobs question; `command` (`stop`, `restart`) is named in the refusal, the error
-/// when jobs are running, nobody can be asked (no terminal) and `--yes` was not given.
+/// Stop the conductor at `paths` (the one answering on its socket when that was named:
+/// `explicit_socket`) and wait until it is gone. `yes` skips the running-jobs question;
+/// `command` (`stop`, `restart`) is named in the refusal, the error when jobs are running,
+/// nobody can be asked (no terminal) and `--yes` was not given.
 pub(crate) fn stop_conductor(
     paths: &ConductorPaths,
+    explicit_socket: bool,
     force: bool,
     yes: bool,
     command: &str,
 ) -> Result<StopOutcome, CliError> {
-    let pid = match conductor_state(paths, OutputMode::Human)? {
+    // Our conductors hold the instance lock until their last moment; a foreign one (found
+    // only through the socket) is watched through its PID instead.
+    let (state, locked) = conductor_at(paths, explicit_socket, OutputMode::Human)?;
+    let pid = match state {
         RunState::Stopped { stale_pid } => {
             if stale_pid.is_some() {
                 let _ = std::fs::remove_file(&paths.pid_file);
@@ -80,12 +85,6 @@ pub(crate) fn stop_conductor(
         }
         RunState::Running { pid } => pid,
     };
-    // Our conductors hold the instance lock until their last moment; a foreign one (found
-    // only through the socket) is watched through its PID instead.
-    let locked = matches!(
-        mozart_conductor::probe_instance(paths),
-        RunState::Running { .. }
-    );
     let shown = pid.map_or_else(|| "unknown".to_string(), |p| p.to_string());
     if force {
         let pid = pid.ok_or_else(|| {
