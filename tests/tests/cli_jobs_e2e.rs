@@ -372,3 +372,42 @@ fn jobs_of_an_earlier_run_are_listed_and_cleared() {
     assert_eq!(stdout(&out), "Cleared 2 scores.\n");
     assert!(list(&env).is_empty());
 }
+
+/// `clear --status paused` clears a paused job a restart left paused, and names — instead of
+/// skipping in silence — one paused while this conductor runs (which would resume it): it
+/// clears once cancelled.
+#[test]
+fn clear_status_paused_clears_paused_jobs_or_says_why_not() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    for name in ["held", "left"] {
+        let path = env.write_score(name, &score(name, 3, 1.0));
+        assert_eq!(submit(&env, &path)["status"], "accepted");
+        wait_for(&env, name, 30, |d| d["status"] == "running");
+        let out = env.mozart(&["pause", name]);
+        assert!(out.status.success(), "{}", stdout(&out));
+        wait_for(&env, name, 30, |d| d["status"] == "paused");
+        if name == "held" {
+            let out = env.mozart(&["clear", "--status", "paused", "--yes"]);
+            let text = stdout(&out);
+            assert!(out.status.success(), "{text}");
+            assert!(
+                text.contains("Not cleared: held — it was paused while this conductor runs"),
+                "{text}"
+            );
+            assert!(!text.contains("No matching scores"), "{text}");
+            let out = env.mozart(&["cancel", "held"]);
+            assert!(out.status.success(), "{}", stdout(&out));
+            wait_for(&env, "held", 30, |d| d["status"] == "cancelled");
+            let out = env.mozart(&["clear", "--status", "cancelled", "--yes"]);
+            assert_eq!(stdout(&out), "Cleared 1 score.\n");
+        }
+    }
+    env.stop_conductor();
+    env.start_conductor();
+    let out = env.mozart(&["clear", "--status", "paused", "--yes"]);
+    assert_eq!(stdout(&out), "Cleared 1 score.\n");
+    let out = env.mozart(&["list", "--all", "--json"]);
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list["jobs"], json!([]), "{list:#}");
+}

@@ -361,13 +361,17 @@ pub struct ClearParams {
 }
 
 /// `job.clear` result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClearResult {
     /// Registry rows deleted.
     pub deleted: u64,
     /// Ours: jobs that matched but were kept because their `on_success` hooks still run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hooks_running: Vec<String>,
+    /// Ours: paused jobs that matched but were kept because this conductor holds them
+    /// (paused during its run, they resume in it): cancel them first to clear them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_paused: Vec<String>,
 }
 
 /// `job.history` params (§8.11).

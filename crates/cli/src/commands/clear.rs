@@ -128,9 +128,14 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         }
     };
     match result.deleted {
-        0 if !result.hooks_running.is_empty() => {}
+        0 if !result.hooks_running.is_empty() || !result.held_paused.is_empty() => {}
         0 => println!("No matching scores to clear."),
         n => println!("Cleared {}.", mozart_config::plural(n, "score", "scores")),
+    }
+    for id in &result.held_paused {
+        println!(
+            "Not cleared: {id} — it was paused while this conductor runs, which would resume it (cancel it first: mozart cancel {id}, then clear it)"
+        );
     }
     for id in &result.hooks_running {
         println!(

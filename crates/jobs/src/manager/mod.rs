@@ -1202,7 +1202,7 @@ impl JobManager {
         statuses: Option<Vec<String>>,
         older_than_seconds: Option<f64>,
         job_ids: Option<Vec<String>>,
-    ) -> Result<(u64, Vec<String>), JobError> {
+    ) -> Result<mozart_ipc::types::ClearResult, JobError> {
         let mut wanted: Vec<DaemonJobStatus> = statuses
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| vec!["completed".into(), "failed".into(), "cancelled".into()])
@@ -1211,7 +1211,7 @@ impl JobManager {
             .collect();
         wanted.retain(|s| !s.is_active() && *s != DaemonJobStatus::Pending);
         if wanted.is_empty() {
-            return Ok((0, Vec::new()));
+            return Ok(mozart_ipc::types::ClearResult::default());
         }
         let now = mozart_state::epoch_now();
         let ids = job_ids.filter(|ids| !ids.is_empty());
@@ -1235,7 +1235,15 @@ impl JobManager {
             .filter(|r| wanted.contains(&r.status))
             .filter(|r| ids.as_ref().is_none_or(|ids| ids.contains(&r.job_id)))
             .filter(|r| older_than_seconds.is_none_or(|age| r.submitted_at <= now - age))
-            .filter(|r| !live.contains(&r.job_id))
+            .collect();
+        // A job the baton holds is never deleted under it; a paused one (paused during this
+        // conductor's run, it would resume in it) is named, not silently skipped.
+        let (held, matching): (Vec<_>, Vec<_>) =
+            matching.into_iter().partition(|r| live.contains(&r.job_id));
+        let held_paused: Vec<String> = held
+            .into_iter()
+            .filter(|r| r.status == DaemonJobStatus::Paused)
+            .map(|r| r.job_id)
             .collect();
         // Its on_success hooks still run (and record their results, or fail the job): kept,
         // and said so.
@@ -1245,7 +1253,11 @@ impl JobManager {
         let hooks_running: Vec<String> = running.into_iter().map(|r| r.job_id).collect();
         let victims: Vec<String> = victims.into_iter().map(|r| r.job_id).collect();
         if victims.is_empty() {
-            return Ok((0, hooks_running));
+            return Ok(mozart_ipc::types::ClearResult {
+                deleted: 0,
+                hooks_running,
+                held_paused,
+            });
         }
         let filter = DeleteFilter {
             job_ids: Some(victims),
@@ -1254,7 +1266,11 @@ impl JobManager {
         };
         let deleted = lock(&self.shared.registry).delete_jobs(&filter)?;
         self.shared.table.tell(table::Fact::ListedRows(None));
-        Ok((deleted as u64, hooks_running))
+        Ok(mozart_ipc::types::ClearResult {
+            deleted: deleted as u64,
+            hooks_running,
+            held_paused,
+        })
     }
 
     async fn current_status(&self, job_id: &str) -> Result<DaemonJobStatus, String> {

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use mozart_ipc::status::{DiagnoseResult, ErrorsResult, HistoryResult, RecoverResult};
 use mozart_ipc::types::{
-    CancelResult, ClearParams, ClearResult, ErrorsParams, HistoryParams, JobIdParams, JobRequest,
-    JobResponse, JobResponseStatus, ModifyParams, PauseResult, RecoverParams, ResumeParams,
+    CancelResult, ClearParams, ErrorsParams, HistoryParams, JobIdParams, JobRequest, JobResponse,
+    JobResponseStatus, ModifyParams, PauseResult, RecoverParams, ResumeParams,
 };
 use mozart_ipc::{methods, parse_params, ErrorObjectOwned, RpcError, RpcModule};
 use serde_json::value::RawValue;
@@ -353,14 +353,11 @@ fn register_lifecycle(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(
         methods::JOB_CLEAR,
         mgr,
         |m, _, p: ClearParams| async move {
-            let (deleted, hooks_running) = m
+            let result = m
                 .clear(p.statuses, p.older_than_seconds, p.job_ids)
                 .await
                 .map_err(job_error)?;
-            to_value(ClearResult {
-                deleted,
-                hooks_running,
-            })
+            to_value(result)
         },
     )
 }
