@@ -411,3 +411,37 @@ fn clear_status_paused_clears_paused_jobs_or_says_why_not() {
     let list: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(list["jobs"], json!([]), "{list:#}");
 }
+
+/// `mozart run` of a job this conductor holds paused (or still pausing) is refused with the
+/// way on — it registered a second copy the baton refused, leaving the job "running" with
+/// nothing running, for ever — and the job resumes as before.
+#[test]
+fn running_a_paused_job_again_is_refused_with_the_way_on() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("held", &score("held", 3, 1.5));
+    assert_eq!(submit(&env, &path)["status"], "accepted");
+    wait_for(&env, "held", 30, |d| d["status"] == "running");
+    let out = env.mozart(&["pause", "held"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    // Still pausing (its first sheet runs on), then paused: refused both times.
+    for _ in ["pausing", "paused"] {
+        let out = env.mozart(&["run", path.to_str().unwrap()]);
+        let text = stdout(&out);
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        assert!(
+            text.contains("Job 'held' is paused. Resume it: mozart resume held"),
+            "{text}"
+        );
+        assert!(
+            text.contains("See where it stands: mozart status held"),
+            "{text}"
+        );
+        assert!(!text.contains("declined this submission"), "{text}");
+        wait_for(&env, "held", 30, |d| d["status"] == "paused");
+    }
+    let out = env.mozart(&["resume", "held"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let out = env.mozart(&["wait", "held"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}

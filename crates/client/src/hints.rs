@@ -130,7 +130,8 @@ pub fn rejection_hints(
         ),
         RejectionReason::AlreadyActive => {
             let last = if fresh {
-                format!("Clear the stale entry: mozart clear --score {job_id}")
+                // (Upstream names `clear`, which never removes an active job.)
+                format!("To start it over: mozart cancel {job_id}, then mozart run {file} --fresh")
             } else {
                 "Or wait for it to finish.".to_string()
             };
@@ -145,6 +146,10 @@ pub fn rejection_hints(
                 false,
             )
         }
+        RejectionReason::Paused => (
+            vec![format!("See where it stands: mozart status {job_id}")],
+            false,
+        ),
         RejectionReason::ScoreInvalid => (
             vec![
                 "The score file has errors.".to_string(),
@@ -252,7 +257,7 @@ mod tests {
             vec![
                 "A score with this name is already active.",
                 "Pause or cancel it first: mozart pause demo / mozart cancel demo",
-                "Clear the stale entry: mozart clear --score demo",
+                "To start it over: mozart cancel demo, then mozart run d.yaml --fresh",
             ]
         );
         assert_eq!(

@@ -146,6 +146,8 @@ pub enum RejectionReason {
     Pressure,
     /// A job of this name is already running or queued.
     AlreadyActive,
+    /// Ours: a job of this name is paused in the conductor, which holds it to resume it.
+    Paused,
     /// The score does not parse or validate.
     ScoreInvalid,
     /// The workspace does not exist or is not writable.
@@ -165,6 +167,8 @@ impl RejectionReason {
             RejectionReason::ShuttingDown
         } else if m.contains("pressure") {
             RejectionReason::Pressure
+        } else if m.contains("' is paused") {
+            RejectionReason::Paused
         } else if m.contains("already") && (m.contains("running") || m.contains("queued")) {
             RejectionReason::AlreadyActive
         } else if m.contains("parse") {

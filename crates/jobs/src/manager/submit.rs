@@ -575,6 +575,20 @@ async fn ensure_not_running(mgr: &JobManager, job_id: &str) -> Step<()> {
             s.as_str()
         )));
     }
+    // Paused (or pausing) in this conductor, which holds it to resume it: submitting it
+    // again would register a second copy the baton refuses, leaving it "running" with
+    // nothing running.
+    if running && s == DaemonJobStatus::Paused {
+        return Err(Rejection(format!(
+            "Job '{job_id}' is paused. Resume it: mozart resume {job_id} (with an edited score: mozart modify {job_id} SCORE --resume), or cancel it first to submit it again."
+        )));
+    }
+    if running {
+        return Err(Rejection(format!(
+            "Job '{job_id}' is still ending ({}). Wait for it (mozart wait {job_id}), then submit it again.",
+            s.as_str()
+        )));
+    }
     Ok(())
 }
 
