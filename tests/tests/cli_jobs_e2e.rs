@@ -445,3 +445,58 @@ fn running_a_paused_job_again_is_refused_with_the_way_on() {
     let out = env.mozart(&["wait", "held"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
+
+/// `mozart resume` right after `mozart cancel` does not run the sheet beside its cancelled
+/// attempt, still in its SIGTERM grace (a child that ignores SIGTERM keeps it alive the
+/// whole grace): the new run starts once the old attempt's processes are gone.
+#[test]
+fn a_resume_right_after_a_cancel_waits_for_the_cancelled_attempt_to_end() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = env.work.join("stub-ws");
+    let yaml = format!(
+        "name: stub\nworkspace: {ws}\ninstrument: shell\n\
+         sheet: {{size: 1, total_items: 1}}\n\
+         prompt:\n  template: |\n    RUN: echo \"start $(date +%s.%N)\" >> \"{{{{ workspace }}}}/ledger\"\n    RUN: trap '' TERM; sh -c \"trap '' TERM; sleep 20\"; echo \"end $(date +%s.%N)\" >> \"{{{{ workspace }}}}/ledger\"\n",
+        ws = ws.display()
+    );
+    let path = env.write_score("stub", &yaml);
+    assert_eq!(submit(&env, &path)["status"], "accepted");
+    let ledger = || std::fs::read_to_string(ws.join("ledger")).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ledger().contains("start") {
+        assert!(Instant::now() < deadline, "the sheet never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = env.mozart(&["cancel", "stub"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let cancelled_at = Instant::now();
+    let out = env.mozart(&["resume", "stub"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    // The cancelled attempt's processes are gone before the sheet starts again.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while ledger().matches("start").count() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the resumed sheet never started: {}",
+            ledger()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let sleepers = crate::support::processes_under(&ws, &[])
+        .into_iter()
+        .filter(|(_, cmd)| cmd.starts_with("sleep"))
+        .count();
+    assert!(
+        sleepers <= 1,
+        "{sleepers} `sleep 20` of the sheet run side by side, {:.1} s after the cancel",
+        cancelled_at.elapsed().as_secs_f64()
+    );
+    assert!(
+        cancelled_at.elapsed() >= Duration::from_secs(4),
+        "the sheet ran again {:.1} s after the cancel, inside the cancelled attempt's 5 s grace",
+        cancelled_at.elapsed().as_secs_f64()
+    );
+    let out = env.mozart(&["cancel", "stub"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+}

@@ -220,6 +220,7 @@ impl ClaudeCliBackend {
             .prepare(&mut spec, &req.env);
         spec.stdin = Some(req.prompt.clone().into_bytes());
         spec.kill_grace = req.kill_grace;
+        spec.owner = (!req.job_id.is_empty()).then(|| req.job_id.clone());
         spec.log_base = req.output_log_base.clone();
         if self.options.output_format == ClaudeOutputFormat::Text {
             return (spec, None);

@@ -179,6 +179,7 @@ impl ProfileBackend {
             spec.stdin = Some(req.prompt.clone().into_bytes());
         }
         spec.kill_grace = req.kill_grace;
+        spec.owner = (!req.job_id.is_empty()).then(|| req.job_id.clone());
         spec.log_base = req.output_log_base.clone();
         let jsonl = Arc::new(Mutex::new(JsonlState::default()));
         // The CLI's retry announcements, on stderr (Gemini CLI) or as JSONL error events

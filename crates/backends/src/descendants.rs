@@ -453,19 +453,47 @@ fn live() -> MutexGuard<'static, HashMap<AttemptTag, Option<i32>>> {
     LIVE.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// How many registered attempts each owner (a job) has: what a new run of the job waits
+/// to see at zero, so that a cancelled attempt still in its SIGTERM grace never runs beside
+/// the same sheet run again.
+fn owners() -> MutexGuard<'static, HashMap<String, usize>> {
+    static OWNERS: std::sync::LazyLock<Mutex<HashMap<String, usize>>> =
+        std::sync::LazyLock::new(Mutex::default);
+    OWNERS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The attempts of `owner` (a job id, [`crate::process::ProcessSpec::owner`]) whose
+/// processes may still run: started and not yet ended, or ending (a cancelled attempt
+/// between its SIGTERM and the end of its clean-up).
+pub fn attempts_alive(owner: &str) -> usize {
+    owners().get(owner).copied().unwrap_or(0)
+}
+
 /// An attempt registered for [`end_all`] until dropped (its clean-up is over).
 #[derive(Debug)]
-pub(crate) struct Registered(AttemptTag);
+pub(crate) struct Registered(AttemptTag, Option<String>);
 
-/// Register the attempt `tag` (process group `pgid`) as possibly running.
-pub(crate) fn register(tag: &AttemptTag, pgid: Option<i32>) -> Registered {
+/// Register the attempt `tag` (process group `pgid`, of `owner`) as possibly running.
+pub(crate) fn register(tag: &AttemptTag, pgid: Option<i32>, owner: Option<&str>) -> Registered {
     live().insert(tag.clone(), pgid);
-    Registered(tag.clone())
+    if let Some(owner) = owner {
+        *owners().entry(owner.to_string()).or_default() += 1;
+    }
+    Registered(tag.clone(), owner.map(str::to_string))
 }
 
 impl Drop for Registered {
     fn drop(&mut self) {
         live().remove(&self.0);
+        if let Some(owner) = &self.1 {
+            let mut owners = owners();
+            if let Some(n) = owners.get_mut(owner) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    owners.remove(owner);
+                }
+            }
+        }
     }
 }
 

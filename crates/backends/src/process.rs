@@ -55,6 +55,9 @@ pub trait LineSink: Send {
 pub struct ProcessSpec {
     /// Executable name (looked up on PATH) or path.
     pub program: String,
+    /// The job the attempt belongs to, when it has one: a new run of the job waits until
+    /// none of its attempts is alive ([`crate::descendants::attempts_alive`]).
+    pub owner: Option<String>,
     /// Arguments.
     pub args: Vec<String>,
     /// Working directory; `None` inherits the conductor's.
@@ -117,6 +120,7 @@ impl ProcessSpec {
     pub fn new(program: impl Into<String>, args: Vec<String>, timeout: Duration) -> Self {
         ProcessSpec {
             program: program.into(),
+            owner: None,
             args,
             cwd: None,
             env: EnvPlan::default(),
@@ -736,7 +740,7 @@ pub async fn run_process(
     let spawned: Option<Spawned> = ticks
         .filter(|_| pid > 1)
         .map(|t| crate::descendants::note_spawned(pid, t, &tag));
-    let registered = crate::descendants::register(&tag, pgid);
+    let registered = crate::descendants::register(&tag, pgid, spec.owner.as_deref());
     let mut guard = GroupGuard {
         armed: Some((pid, tag.clone(), registered)),
         spawner,

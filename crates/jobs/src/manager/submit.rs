@@ -151,6 +151,10 @@ async fn pipeline(
     }
     let (plan, renderer) = plan(mgr, home, &config, config_path, &workspace)?;
 
+    // Outside the lock: other jobs' submissions do not wait for this one's clean-up. (A
+    // job still running is refused at once, not after the wait.)
+    ensure_not_running(mgr, job_id).await?;
+    wait_for_ended_attempts(job_id).await?;
     let _guard = mgr.shared.submit_lock.lock().await;
     ensure_not_running(mgr, job_id).await?;
     let mut previous = carry_over(mgr, job_id, config_path, &config, &workspace, &req);
@@ -588,6 +592,38 @@ async fn ensure_not_running(mgr: &JobManager, job_id: &str) -> Step<()> {
             "Job '{job_id}' is still ending ({}). Wait for it (mozart wait {job_id}), then submit it again.",
             s.as_str()
         )));
+    }
+    Ok(())
+}
+
+/// How long a new run of a job waits for the attempts of its last run that are still
+/// ending (a cancel's SIGTERM grace, then SIGKILL and the clean-up) before it is refused.
+const ENDING_ATTEMPTS_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A job cancelled a moment ago may still have attempts ending: their processes get the
+/// kill grace after SIGTERM. The job runs again once they are gone, so a sheet never runs
+/// twice side by side in one workspace (docs/instruments.md); still there after
+/// [`ENDING_ATTEMPTS_WAIT`], the submission is refused, saying why.
+async fn wait_for_ended_attempts(job_id: &str) -> Step<()> {
+    let alive = || mozart_backends::descendants::attempts_alive(job_id);
+    if alive() == 0 {
+        return Ok(());
+    }
+    let deadline = tokio::time::Instant::now() + ENDING_ATTEMPTS_WAIT;
+    tracing::info!(
+        job_id,
+        attempts = alive(),
+        "waiting for the job's cancelled attempts to end before it runs again"
+    );
+    while alive() > 0 {
+        if tokio::time::Instant::now() >= deadline {
+            return Err(Rejection(format!(
+                "Job '{job_id}' still has {} of its last run ending (their processes outlived {}s of stopping). Try again once they are gone.",
+                mozart_config::plural(alive(), "attempt", "attempts"),
+                ENDING_ATTEMPTS_WAIT.as_secs()
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     Ok(())
 }
