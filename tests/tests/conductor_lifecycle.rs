@@ -631,3 +631,28 @@ fn start_into_a_closed_pipe_starts_the_conductor_without_a_panic() {
     let status = env.mozart(&["conductor-status", "--json"]);
     assert_eq!(status.status.code(), Some(0), "{}", stdout(&status));
 }
+
+/// `start --log-level` takes the four levels its help names (any case), and refuses another
+/// as a usage error before anything starts (it was taken, and shown "live" by `config show`).
+#[test]
+fn start_refuses_a_log_level_it_does_not_know() {
+    let env = TestEnv::new();
+    let out = env.mozart(&["start", "-l", "bogus"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("possible values: debug, info, warning, error"),
+        "{err}"
+    );
+    assert_eq!(env.mozart(&["conductor-status"]).status.code(), Some(1));
+    let out = env.mozart(&["start", "-l", "DEBUG"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let out = env.mozart(&["config", "show"]);
+    assert!(
+        stdout(&out)
+            .lines()
+            .any(|l| l.starts_with("log_level") && l.contains(" debug ")),
+        "{}",
+        stdout(&out)
+    );
+}

@@ -30,7 +30,10 @@ pub struct Args {
     #[arg(short = 'f', long = "foreground")]
     pub foreground: bool,
     /// Conductor log level: debug, info, warning, error (overrides the config file).
-    #[arg(short = 'l', long = "log-level", value_name = "LEVEL")]
+    #[arg(short = 'l', long = "log-level", value_name = "LEVEL", ignore_case = true,
+          value_parser = clap::builder::TypedValueParser::map(
+              clap::builder::PossibleValuesParser::new(["debug", "info", "warning", "error"]),
+              |s: String| s.to_lowercase()))]
     pub log_level: Option<String>,
     /// Built-in config profile: dev, intensive, minimal.
     #[arg(short = 'p', long = "profile", value_name = "NAME")]
