@@ -93,7 +93,7 @@ fn top_without_a_conductor_or_with_history_fails_with_a_reason() {
     let out = env.mozart(&["top", "--json"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stdout(&out).contains("No monitor data available."),
+        stdout(&out).contains("Mozart conductor is not running. No monitor data available."),
         "{}",
         stdout(&out)
     );

@@ -63,9 +63,10 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         if err.is_untrusted() {
             return Err(err);
         }
+        // The standard words first, then upstream's.
         return Err(CliError::failed(
-            "No monitor data available.",
-            vec!["Ensure the conductor is running: mozart start".into()],
+            "Mozart conductor is not running. No monitor data available.",
+            vec!["Start it with: mozart start".into()],
         ));
     }
     if args.output.is_json() {
