@@ -479,6 +479,15 @@ fn run_says_queued_only_when_the_job_waits_for_a_slot() {
         doc["message"], "Job queued (concurrency limit: 1)",
         "{doc:#}"
     );
+    // In words too (it said "Job accepted …" when the answer had seen the job wait).
+    let third = env.write_score("third", &score("third", 1, 0.0));
+    let out = env.mozart(&["-q", "run", third.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("Job queued: waiting for a job slot (up to 1 job runs at once)"),
+        "{text}"
+    );
+    env.mozart(&["cancel", "third"]);
     env.mozart(&["cancel", "second"]);
     env.mozart(&["cancel", "first"]);
 }

@@ -81,11 +81,13 @@ pub fn submit(globals: &Globals, args: &SubmitArgs, score: &Score) -> Result<i32
         JobResponseStatus::Accepted => {
             // The conductor watched the job before answering (`watch_ms`); an older one
             // answers at once, and the job is watched with a call of its own.
-            let ended = match response.watched.take() {
-                Some(seen) => mozart_client::submit::ended(&mut client, &seen),
+            // (Out of the answer, which `--json` prints in upstream's shape.)
+            let watched = response.watched.take();
+            let ended = match &watched {
+                Some(seen) => mozart_client::submit::ended(&mut client, seen),
                 None => mozart_client::submit::early_failure(&mut client, &response.job_id),
             };
-            report_accepted(&response, ended.as_ref(), args);
+            report_accepted(&response, ended.as_ref(), watched.is_some(), args);
             Ok(0)
         }
         // 7.
@@ -195,7 +197,12 @@ fn report_pending(response: &JobResponse, mode: OutputMode) {
 
 /// §3.1 step 8: the conductor took the score; `ended` is the job when it already ended
 /// during the short look that follows.
-fn report_accepted(response: &JobResponse, ended: Option<&JobStatusResult>, args: &SubmitArgs) {
+fn report_accepted(
+    response: &JobResponse,
+    ended: Option<&JobStatusResult>,
+    watched: bool,
+    args: &SubmitArgs,
+) {
     let job_id = &response.job_id;
     if args.output.is_json() {
         let mut doc = serde_json::to_value(response).unwrap_or_else(|_| json!({}));
@@ -236,7 +243,7 @@ fn report_accepted(response: &JobResponse, ended: Option<&JobStatusResult>, args
     }
     println!("Score submitted to conductor: {job_id}");
     if let Some(m) = response_message(response) {
-        println!("  {}", accepted_words(m, response.watched.is_some()));
+        println!("  {}", accepted_words(m, watched));
     }
     println!();
     match ended {
