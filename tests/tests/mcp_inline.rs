@@ -50,6 +50,15 @@ fn a_refused_inline_run_does_not_overwrite_the_saved_score() {
     );
     assert_ne!(replies[0]["result"]["isError"], true, "{}", replies[0]);
     assert_eq!(std::fs::read_to_string(&saved).unwrap(), valid);
+    // A job that got a slot at once is "started", not "queued" (it said queued every time).
+    let text = replies[0]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    let doc: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+    assert_eq!(
+        doc["message"], "Job started (concurrency limit: 15)",
+        "{text}"
+    );
     env.wait_completed("keep");
 }
 

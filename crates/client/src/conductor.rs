@@ -293,7 +293,13 @@ impl Conductor {
                 &["Check the file path and try again."],
             ));
         }
-        let params = json!({"config_path": path.display().to_string(), "fresh": fresh});
+        // Answered once the conductor has seen whether the job got a job slot (and, within
+        // the early-failure window, how its first sheet went): "queued" only when it waits.
+        let params = json!({
+            "config_path": path.display().to_string(),
+            "fresh": fresh,
+            "watch_ms": crate::submit::EARLY_FAILURE_WINDOW.as_millis() as u64,
+        });
         let response: JobResponse = self.call(methods::JOB_SUBMIT, params).await?;
         match response.status {
             JobResponseStatus::Accepted | JobResponseStatus::Pending => Ok(response),
