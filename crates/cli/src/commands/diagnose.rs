@@ -33,7 +33,8 @@ pub struct Args {
     /// Score ID to diagnose.
     #[arg(value_name = "SCORE_ID")]
     pub score_id: String,
-    /// Workspace directory (for scores not in conductor registry).
+    /// Workspace directory holding the score's JSON state file (`state_backend: json`), for
+    /// scores not in the conductor registry.
     #[arg(short = 'w', long = "workspace")]
     pub workspace: Option<PathBuf>,
     /// Output diagnostic report as JSON.

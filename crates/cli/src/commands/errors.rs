@@ -308,7 +308,10 @@ fn from_workspace(id: &str, dir: &Path, mode: OutputMode) -> Result<FetchedState
         Ok(None) => Err(failed(
             format!("Score not found: {id}"),
             &[
-                "Use --workspace to specify the directory containing the score state",
+                &format!(
+                    "{} has no {id}.json state file: a workspace holds one only for a score with `state_backend: json`",
+                    dir.display()
+                ),
                 "Run 'mozart list' to see available scores",
             ],
             mode,
