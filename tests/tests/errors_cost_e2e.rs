@@ -285,3 +285,31 @@ fn the_attempt_a_failed_sheet_ended_on_is_permanent_whatever_its_code() {
     assert_eq!(only["total_errors"], 1, "{only:#}");
     assert_eq!(only["errors"][0]["attempt_number"], 2, "{only:#}");
 }
+
+/// A `RUN:` line naming a program that is not installed fails the sheet at once (E505) with
+/// a hint about that command — not about installing the built-in `shell`, which
+/// `mozart instruments check shell` calls ready.
+#[test]
+fn a_missing_program_in_a_run_line_is_named_as_the_users_command() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let score = env.write_score(
+        "missing",
+        "name: missing\nworkspace: ./missing-ws\ninstrument: shell\n\
+         sheet: {size: 1, total_items: 1}\nprompt:\n  template: \"RUN: no_such_program_xyz --flag\"\n",
+    );
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "missing", 60.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let message = sheet(&doc, 1)["error_message"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert_eq!(sheet(&doc, 1)["error_code"], "E505", "{doc:#}");
+    assert!(
+        message.contains("no_such_program_xyz")
+            && message.contains("a command of the prompt's RUN: lines was not found"),
+        "{message}"
+    );
+    assert!(!message.contains("instruments check shell"), "{message}");
+}

@@ -1047,10 +1047,19 @@ fn add_backend_words(c: &mut Classification, result: &ExecutionResult, instrumen
                     Some(name) => format!("mozart instruments check {name}"),
                     None => "mozart instruments list".to_string(),
                 };
-                c.message = format!(
-                    "{msg}: install the CLI, or put it on the PATH the conductor was started \
-                     with (check: {check})"
-                );
+                c.message = if instrument == Some("shell") {
+                    // The built-in `shell` is always there: what is missing is a program a
+                    // `RUN:` line of the prompt names.
+                    format!(
+                        "{msg}: a command of the prompt's RUN: lines was not found; install \
+                         it, or put it on the PATH the conductor was started with"
+                    )
+                } else {
+                    format!(
+                        "{msg}: install the CLI, or put it on the PATH the conductor was \
+                         started with (check: {check})"
+                    )
+                };
             }
         }
     }
