@@ -450,3 +450,42 @@ fn a_job_failed_by_its_hook_is_notified_as_failed_not_complete() {
     assert_eq!(good.len(), 1, "{good:#?}");
     assert_eq!(good[0]["event_type"], "job_complete");
 }
+
+/// A webhook that always answers 500: the log says "trying again" once for each try that
+/// another follows — none with `max_retries: 0` — and the failure once, at the end.
+#[test]
+fn the_log_says_trying_again_only_when_another_try_follows() {
+    let env = TestEnv::new();
+    start(&env);
+    let server = Server::start(|_| Reply::Status(500));
+    for (name, retries) in [("never", 0), ("twice", 2)] {
+        let path = score(
+            &env,
+            name,
+            "true",
+            &format!(
+                "  - type: webhook\n    on_events: [job_complete]\n    config: {{url: \"{}/{name}\", retry_delay: 0.1, max_retries: {retries}}}\n",
+                server.url
+            ),
+        );
+        run(&env, &path, &[]);
+        assert_eq!(env.mozart(&["wait", name]).status.code(), Some(0));
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let count = |what: &str| {
+            env.log()
+                .lines()
+                .filter(|l| l.contains(what) && l.contains(&format!("\"job_id\":\"{name}\"")))
+                .count()
+        };
+        while count("\"notification.failed\"") == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "no failure logged:\n{}",
+                env.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(count("\"notification.retry\""), retries, "{}", env.log());
+        assert_eq!(count("\"notification.failed\""), 1, "{}", env.log());
+    }
+}

@@ -211,7 +211,10 @@ async fn post(
             Err(e) if e.is_connect() => last = "connection failed".into(),
             Err(_) => last = "request failed".into(),
         }
-        tracing::info!(event = "notification.retry", job_id = %ctx.job_id, url = %shown, attempt = attempt + 1, error = %last, "notification to {shown} failed ({last}); trying again");
+        // Only a try that another follows is a retry; the last one's failure is said below.
+        if attempt < settings.max_retries {
+            tracing::info!(event = "notification.retry", job_id = %ctx.job_id, url = %shown, attempt = attempt + 1, error = %last, "notification to {shown} failed ({last}); trying again");
+        }
     }
     tracing::warn!(
         event = "notification.failed",
