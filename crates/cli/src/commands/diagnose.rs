@@ -296,11 +296,15 @@ fn timeline_section(out: &mut Vec<String>, report: &Value, style: &Style) {
                         || "-".to_string(),
                         |d| crate::render::time::format_duration(Some(d)),
                     );
-                let mut attempts = e["attempt_count"].as_u64().unwrap_or(0).to_string();
+                // The sheet's attempt count holds its completion attempts: shown as the
+                // others plus those (`1+2c` is three attempts, not five).
+                let total = e["attempt_count"].as_u64().unwrap_or(0);
                 let completion = e["completion_attempts"].as_u64().unwrap_or(0);
-                if completion > 0 {
-                    attempts.push_str(&format!("+{completion}c"));
-                }
+                let attempts = if completion > 0 {
+                    format!("{}+{completion}c", total.saturating_sub(completion))
+                } else {
+                    total.to_string()
+                };
                 vec![
                     Cell::from(e["sheet_num"].to_string()),
                     Cell::colored(status, sheet_status_color(status)),
@@ -526,7 +530,7 @@ mod tests {
             "\nTiming\n  Duration: 1m 30s\n  Started: 2026-01-01T10:00:00\n",
             "\nPreflight Warnings (1)\n  • Sheet 1: prompt is long\n",
             "\nPrompt Metrics\n  Tokens: min=1,200, max=3,001, avg=2,101\n  Total tokens processed: 4,201\n",
-            "\nExecution Timeline\n  #  Status     Duration  Attempts  Mode    Outcome\n  1  completed  4.2s      1         normal  success_first_try\n  2  failed     -         3+1c      -       -\n",
+            "\nExecution Timeline\n  #  Status     Duration  Attempts  Mode    Outcome\n  1  completed  4.2s      1         normal  success_first_try\n  2  failed     -         2+1c      -       -\n",
             "\nExecution Statistics\n  Total Retries: 2\n",
             "\nErrors (2)\n",
             "\nUse 'mozart errors d --verbose' for full error details\n",
