@@ -369,3 +369,33 @@ fn validate_says_why_it_looked_on_this_shells_path() {
     assert!(text.contains("so this shell's was used)"), "{text}");
     assert!(!text.contains("no conductor is running"), "{text}");
 }
+
+/// `mozart run` of a score whose prompt template does not parse names the score file and
+/// the line of its `template:` key (as `validate` does), and says to validate it.
+#[test]
+fn run_of_a_broken_template_names_the_file_and_line() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score(
+        "broken",
+        "name: broken\nworkspace: ./broken-ws\ninstrument: shell\nsheet: {size: 1, total_items: 1}\n\
+         prompt:\n  template: |\n    Hello\n    {% if x %}\n",
+    );
+    let out = env.mozart(&["run", path.to_str().unwrap()]);
+    let text = all_output(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(&format!(
+            "The prompt template (prompt.template, line 6 of {}) cannot be parsed",
+            path.display()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "Validate it with: mozart validate {}",
+            path.display()
+        )),
+        "{text}"
+    );
+}

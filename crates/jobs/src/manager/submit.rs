@@ -63,7 +63,7 @@ pub(super) async fn dry_run(
             .map_err(|e| Rejection(format!("Failed to plan the score: {e}")))?;
         known_instruments(mgr, &ctx.paths.home, (&config_path, &config), &plan)?;
         mozart_config::template::PromptRenderer::new(&config, config_path.parent())
-            .map_err(template_rejection)?;
+            .map_err(template_rejection(&config_path))?;
         Ok::<_, Rejection>((plan.total_sheets, workspace))
     })();
     match checked {
@@ -522,7 +522,7 @@ fn plan(
         PlanOutline::of(config).map_err(|e| Rejection(format!("Failed to plan the score: {e}")))?;
     known_instruments(mgr, home, (config_path, config), &plan)?;
     let renderer = mozart_config::template::PromptRenderer::new(config, config_path.parent())
-        .map_err(template_rejection)?;
+        .map_err(template_rejection(config_path))?;
     std::fs::create_dir_all(workspace).map_err(|e| {
         Rejection(format!(
             "Cannot create workspace {}: {e}",
@@ -550,10 +550,27 @@ fn known_instruments(
 
 /// Why the score's prompt cannot be used: its template file is missing, or it does not
 /// compile.
-fn template_rejection(e: mozart_config::ConfigError) -> Rejection {
-    match e {
+fn template_rejection(
+    config_path: &Path,
+) -> impl FnOnce(mozart_config::ConfigError) -> Rejection + '_ {
+    move |e| match e {
         e @ mozart_config::ConfigError::TemplateFileMissing { .. } => Rejection(e.to_string()),
-        e => Rejection(format!("The prompt template does not compile: {e}")),
+        // Named as `mozart validate` names it (the score file, the line of its `template:`
+        // key); Jinja's own line is the template's.
+        e => {
+            let key_line = std::fs::read_to_string(config_path)
+                .ok()
+                .and_then(|raw| mozart_config::validate::find_line(&raw, "template:"));
+            let place = match key_line {
+                Some(n) => format!("prompt.template, line {n} of {}", config_path.display()),
+                None => config_path.display().to_string(),
+            };
+            // ("cannot be parsed": a client reads it as a score with errors and says to
+            // run `mozart validate` on it.)
+            Rejection(format!(
+                "The prompt template ({place}) cannot be parsed: {e}"
+            ))
+        }
     }
 }
 
