@@ -193,6 +193,11 @@ pub struct JobSpec {
     /// [`InstrumentSpec::rate_limit_per_job`]): a restart keeps the job waiting.
     #[serde(default)]
     pub rate_waits: Vec<RestoredRateWait>,
+    /// When the job was submitted (Unix epoch seconds): a job waiting for a job slot gets
+    /// one before the jobs submitted after it, in whatever order they were registered (a
+    /// job resumed after a restart keeps its place). `None`: its registration time.
+    #[serde(default)]
+    pub submitted_at: Option<f64>,
 }
 
 /// A job's rate-limit wait on one instrument, restored after a restart.
@@ -253,6 +258,7 @@ impl JobSpec {
             self_healing_enabled: false,
             escalation_timeout: None,
             rate_waits: Vec::new(),
+            submitted_at: None,
         }
     }
 }

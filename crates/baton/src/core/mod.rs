@@ -385,6 +385,8 @@ struct Job {
     finished: bool,
     /// Holds one of the `max_concurrent_jobs` slots: only such a job dispatches.
     admitted: bool,
+    /// Its place in the queue for a slot: its submission (epoch seconds).
+    submitted_at: f64,
     /// The job's clock (`started_at`, the job timeout) runs from its first admission, not
     /// from the time it spent queued.
     clock_started: bool,

@@ -338,6 +338,8 @@ fn new_job(spec: &JobSpec, sheets: Vec<Sheet>, index: SheetIndex, now: Millis) -
         halted: false,
         finished: false,
         admitted: false,
+        // The baton's clock is anchored to wall time: its registration, when not given.
+        submitted_at: spec.submitted_at.unwrap_or_else(|| now.0 as f64 / 1000.0),
         clock_started: false,
         shown: None,
         rate_waits: Vec::new(),

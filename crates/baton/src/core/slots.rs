@@ -37,6 +37,7 @@ impl BatonCore {
             }
         }
         let limit = self.max_concurrent_jobs;
+        let mut waiting = Vec::new();
         for ji in 0..self.jobs.len() {
             let job = &self.jobs[ji];
             // Paused jobs show `paused` (their handlers persist it); a halted job's checkpoint
@@ -50,10 +51,29 @@ impl BatonCore {
                 }
                 continue;
             }
-            if !self.shutting_down && (limit == 0 || held < limit) {
-                held += 1;
+            waiting.push(ji);
+        }
+        let free = if self.shutting_down {
+            0
+        } else if limit == 0 {
+            waiting.len()
+        } else {
+            limit.saturating_sub(held) as usize
+        };
+        if free > 0 && free < waiting.len() {
+            // Slots for some of them only: the ones submitted first (a job resumed after a
+            // restart was registered late but keeps its place); ties in registration order.
+            waiting.sort_by(|&a, &b| {
+                self.jobs[a]
+                    .submitted_at
+                    .total_cmp(&self.jobs[b].submitted_at)
+                    .then(a.cmp(&b))
+            });
+        }
+        for (n, ji) in waiting.into_iter().enumerate() {
+            if n < free {
                 self.admit(ji, now, out);
-            } else if job.shown != Some(JobStatus::Queued) {
+            } else if self.jobs[ji].shown != Some(JobStatus::Queued) {
                 self.persist_job(ji, JobStatus::Queued, Some(queued_reason(limit)), out);
             }
         }

@@ -1713,6 +1713,26 @@ fn job_slots_queue_jobs_beyond_the_limit_and_admit_them_in_order() {
     assert_eq!(dispatched(&e), vec![("d".to_string(), 1)]);
 }
 
+/// A waiting job gets a slot before the jobs submitted after it, whatever order they were
+/// registered in: a job resumed after a restart (registered last) keeps its place.
+#[test]
+fn a_slot_goes_to_the_waiting_job_submitted_first_not_registered_first() {
+    let mut rig = slots(1);
+    let submitted = |job: &str, n: u32, at: f64| {
+        let mut spec = chain(job, n);
+        spec.submitted_at = Some(at);
+        spec
+    };
+    let a = rig.register(submitted("a", 1, 10.0));
+    rig.register(submitted("c", 1, 30.0));
+    rig.register(submitted("b", 1, 20.0));
+    assert_eq!(rig.core.job_status("b"), Some(JobStatus::Queued));
+    assert_eq!(rig.core.job_status("c"), Some(JobStatus::Queued));
+    let e = rig.succeed("a", 1, &a);
+    assert_eq!(dispatched(&e), vec![("b".to_string(), 1)]);
+    assert_eq!(rig.core.job_status("c"), Some(JobStatus::Queued));
+}
+
 #[test]
 fn a_paused_job_frees_its_slot_once_nothing_runs_and_queues_again_on_resume() {
     let mut rig = slots(1);

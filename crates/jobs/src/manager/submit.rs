@@ -868,6 +868,8 @@ async fn register(
     let run = Arc::new(run);
     let mut spec = specs::job_spec(&job_id, &run, &checkpoint, self_healing);
     spec.timeout = Some(timeout);
+    // Its place in the queue for a job slot (a resume keeps the first submission's).
+    spec.submitted_at = Some(record.submitted_at);
     // A resumed job (after a restart too) keeps waiting on its own rate limits; a new run
     // of the id starts without the last run's.
     spec.rate_waits = specs::rate_waits(&lock(&mgr.shared.registry), &job_id, from_checkpoint);
