@@ -361,3 +361,98 @@ fn start_reports_why_the_conductor_did_not_start() {
     );
     assert!(!said.contains("exited during startup"), "{said}");
 }
+
+/// A Mozart home another user made first (they can, in `/tmp`) is refused: the home
+/// itself, an instrument profile or a log file of theirs in a home of ours — their
+/// `instruments/shell.yaml` would otherwise run as us, their `conductor.log` receive our log.
+/// Nothing is started and nothing in the home is changed.
+#[test]
+fn a_mozart_home_with_another_users_files_is_refused() {
+    let (Some(victim), Some(intruder)) = (victim(), intruder()) else {
+        return;
+    };
+    let sockets = owned_dir(&victim);
+    let socket = sockets.path().join("mz.sock");
+    // The intruder's home, open to all.
+    let theirs = owned_dir(&intruder);
+    std::fs::set_permissions(theirs.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = mozart_as(
+        &victim,
+        theirs.path(),
+        &["start"],
+        &[("MOZART_SOCKET", &socket)],
+    );
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&label(&intruder)) && said.contains("(the Mozart home)"),
+        "{said}"
+    );
+    // A home of the victim's, left open, where the intruder planted a file.
+    for planted in ["instruments/shell.yaml", "logs/conductor.log"] {
+        let home = owned_dir(&victim);
+        let dir = home.path().join(planted).parent().unwrap().to_path_buf();
+        std::fs::create_dir_all(&dir).unwrap();
+        for d in [home.path(), dir.as_path()] {
+            std::os::unix::fs::chown(d, Some(victim.uid), Some(victim.gid)).unwrap();
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        write_as(&intruder, &home.path().join(planted), "name: shell\n");
+        let out = mozart_as(
+            &victim,
+            home.path(),
+            &["start"],
+            &[("MOZART_SOCKET", &socket)],
+        );
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{planted}: {said}");
+        assert!(
+            said.contains(&label(&intruder)) && said.contains(planted),
+            "{planted}: {said}"
+        );
+        assert!(!socket.exists(), "{planted}: a conductor started");
+        assert!(
+            !home.path().join("logs/conductor.log").exists() || planted.starts_with("logs"),
+            "{planted}: a log was written in the refused home"
+        );
+    }
+}
+
+/// The victim's fallback socket directory is a symbolic link the intruder made, to a
+/// directory of the victim's: `start` refuses it (naming the link and its maker) instead of
+/// following it and making the target private.
+#[test]
+fn a_fallback_directory_that_is_another_users_link_is_refused_not_followed() {
+    let (Some(victim), Some(intruder)) = (victim(), intruder()) else {
+        return;
+    };
+    let _serial = FALLBACK.lock().unwrap_or_else(|e| e.into_inner());
+    let fallback = FallbackDir::of(&victim);
+    let target = owned_dir(&victim);
+    std::fs::set_permissions(target.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let linked = intruder
+        .command("ln")
+        .arg("-s")
+        .arg(target.path())
+        .arg(&fallback.0)
+        .output()
+        .unwrap();
+    assert!(linked.status.success(), "{}", text(&linked));
+    let home = owned_dir(&victim);
+    let out = mozart_as(&victim, home.path(), &["start"], &[]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&label(&intruder)) && said.contains(&fallback.0.display().to_string()),
+        "{said}"
+    );
+    let mode = std::fs::metadata(target.path())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777;
+    assert_eq!(mode, 0o755, "the link's target was made private");
+    stop_conductor(&victim, home.path(), &[]);
+    // The link goes (FallbackDir removes a directory, not a link).
+    let _ = std::fs::remove_file(&fallback.0);
+}

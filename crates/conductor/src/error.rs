@@ -57,6 +57,18 @@ pub enum ConductorError {
         /// The path.
         path: PathBuf,
     },
+    /// The Mozart home, or something in it the conductor reads or writes, belongs to another
+    /// user (or is their symbolic link): they could give the conductor an instrument to run,
+    /// read its log, or have it chmod a directory of theirs choosing.
+    #[error("{problem}")]
+    UnsafeHome {
+        /// The path refused.
+        path: PathBuf,
+        /// Why it is refused.
+        problem: String,
+        /// What to do about it.
+        fix: String,
+    },
     /// The socket's directory belongs to another user or others can write it (issue 21):
     /// whoever controls it could put their own program where clients look for the conductor.
     #[error("{problem}")]
@@ -113,6 +125,7 @@ impl ConductorError {
     pub fn hint(&self) -> Option<&str> {
         match self {
             ConductorError::UnsafeSocketDir { fix, .. } => Some(fix),
+            ConductorError::UnsafeHome { fix, .. } => Some(fix),
             ConductorError::RegistryDamaged { fix, .. } => Some(fix),
             ConductorError::Ipc(mozart_ipc::IpcError::Untrusted { fix, .. }) => Some(fix),
             _ => None,

@@ -61,6 +61,7 @@ impl Conductor {
         // creates while starting up (home, logs, registry, learning store) is private. The
         // umask is restored once they exist, so instruments create files as the user expects.
         let user_umask = umask(Mode::from_bits_truncate(0o077));
+        check_home_is_ours(&paths.home)?;
         std::fs::create_dir_all(&paths.home)
             .map_err(|e| ConductorError::io("cannot create Mozart home", &paths.home, e))?;
         std::fs::set_permissions(&paths.home, std::fs::Permissions::from_mode(0o700))
@@ -219,6 +220,72 @@ fn reload(ctx: &Arc<ConductorCtx>, log: &LogHandle) {
     tracing::info!(file = %file.display(), "daemon.config_reloaded");
 }
 
+/// Refuse a Mozart home that another user made (they could create it in `/tmp` before
+/// us): the home itself, or anything in it or in its `instruments` and `logs` directories,
+/// that belongs to another user — or is a symbolic link another user made. Their
+/// `instruments/shell.yaml` would be run by us, their `logs/conductor.log` would receive our
+/// log, their symbolic link would have us make a directory of their choosing private.
+pub fn check_home_is_ours(home: &Path) -> Result<(), ConductorError> {
+    use mozart_ipc::trust::{describe_user, describe_you, user_name};
+    use std::os::unix::fs::MetadataExt;
+    let me = mozart_ipc::trust::current_uid();
+    let refuse = |path: &Path, owner: u32, what: &str| {
+        let owner_name = user_name(owner).unwrap_or_else(|| format!("uid {owner}"));
+        ConductorError::UnsafeHome {
+            path: path.to_path_buf(),
+            problem: format!(
+                "Refusing to start: {} {what} belongs to {}, not to {}; whoever owns it could have the conductor run their program or read what it writes.",
+                path.display(),
+                describe_user(owner),
+                describe_you(me)
+            ),
+            fix: format!(
+                "Have {} removed ({owner_name} or root can), or set MOZART_HOME to a directory of yours.",
+                path.display()
+            ),
+        }
+    };
+    // The link itself, not what it names: whose link it is matters.
+    let Ok(meta) = std::fs::symlink_metadata(home) else {
+        return Ok(()); // Not there yet: created below, ours.
+    };
+    if meta.uid() != me {
+        let what = if meta.file_type().is_symlink() {
+            "(a symbolic link, the Mozart home)"
+        } else {
+            "(the Mozart home)"
+        };
+        return Err(refuse(home, meta.uid(), what));
+    }
+    if let Ok(target) = std::fs::metadata(home) {
+        if target.uid() != me {
+            return Err(refuse(
+                home,
+                target.uid(),
+                "(what the Mozart home links to)",
+            ));
+        }
+    }
+    for dir in [
+        home.to_path_buf(),
+        home.join("instruments"),
+        home.join("logs"),
+    ] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if let Ok(m) = std::fs::symlink_metadata(&path) {
+                if m.uid() != me {
+                    return Err(refuse(&path, m.uid(), "(in the Mozart home)"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Make sure the socket's directory is ours and private before binding in it (§4.2 step 6,
 /// invariant 6, issue 21).
 ///
@@ -231,6 +298,30 @@ fn reload(ctx: &Arc<ConductorCtx>, log: &LogHandle) {
 fn secure_socket_dir(dir: &Path, is_default: bool) -> Result<(), ConductorError> {
     use mozart_ipc::trust::{describe_user, describe_you, sticky, user_name, writable_by_others};
     use std::os::unix::fs::MetadataExt;
+    // A symbolic link another user made (`/tmp/mozart-0` → a directory of their choosing)
+    // is refused, not followed: following it, we would make its target private.
+    if let Ok(link) = std::fs::symlink_metadata(dir) {
+        let me = mozart_ipc::trust::current_uid();
+        if link.file_type().is_symlink() && link.uid() != me {
+            let owner = link.uid();
+            let owner_name = user_name(owner).unwrap_or_else(|| format!("uid {owner}"));
+            return Err(ConductorError::UnsafeSocketDir {
+                dir: dir.to_path_buf(),
+                owner,
+                problem: format!(
+                    "Refusing to start: the socket directory {} is a symbolic link made by {}, not by {}; it would have your socket (and its directory's mode) wherever they point it.",
+                    dir.display(),
+                    describe_user(owner),
+                    describe_you(me)
+                ),
+                fix: format!(
+                    "Have {} removed ({owner_name} or root can), {}.",
+                    dir.display(),
+                    mozart_ipc::trust::private_socket_fix()
+                ),
+            });
+        }
+    }
     let meta = std::fs::metadata(dir)
         .map_err(|e| ConductorError::io("cannot inspect socket directory", dir, e))?;
     if !meta.is_dir() {

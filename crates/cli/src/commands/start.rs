@@ -90,6 +90,14 @@ pub(crate) fn prepare_noting(
     args: &Args,
 ) -> Result<(DaemonConfig, ConductorPaths, Vec<String>), CliError> {
     let home = mozart_ipc::paths::mozart_home().map_err(fail)?;
+    // Before its conductor.yaml is read or its log opened: a home another user made is
+    // theirs to fill (an instrument we would run, a config we would follow).
+    mozart_conductor::lifecycle::check_home_is_ours(&home).map_err(|e| {
+        CliError::failed(
+            e.to_string(),
+            e.hint().map(str::to_string).into_iter().collect(),
+        )
+    })?;
     let file = args
         .config
         .clone()
@@ -306,7 +314,10 @@ fn start_failure(err: daemon::StartError) -> CliError {
             log,
             ..
         } => {
-            hints.push(see_log(&log));
+            // (A conductor refused before it opened its log wrote none.)
+            if log.exists() {
+                hints.push(see_log(&log));
+            }
             CliError::failed(format!("The conductor did not start: {message}"), hints)
         }
         daemon::StartError::Exited { ref log, .. }
