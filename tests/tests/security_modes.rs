@@ -163,3 +163,68 @@ fn a_peer_with_another_uid_is_refused_even_if_modes_allow_it() {
         env.log()
     );
 }
+
+/// A workspace others can write (a shared `/tmp` directory): the intruder makes its `logs`
+/// a symbolic link to a directory of root's, or a directory of its own. Root's job runs and
+/// completes, but its sheet logs are written through neither — the link's target keeps its
+/// mode (it was made 0700 and filled) and the intruder's directory gets no log to read or
+/// replace.
+#[test]
+fn sheet_logs_are_not_written_through_another_users_link_or_into_their_directory() {
+    let Some(intruder) = mozart_tests::users::intruder() else {
+        return;
+    };
+    let env = TestEnv::new();
+    env.start_conductor();
+    let shared = env.work.join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    std::fs::set_permissions(&env.work, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let target = env.work.join("roots-dir");
+    std::fs::create_dir_all(&target).unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let as_intruder = |script: &str| {
+        let out = intruder
+            .command("sh")
+            .arg("-c")
+            .arg(script)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{script}: {}", stdout(&out));
+    };
+    let link_ws = shared.join("linked");
+    let theirs_ws = shared.join("theirs");
+    as_intruder(&format!(
+        "mkdir -m 777 {l} {t} {t}/logs && chmod 777 {t}/logs && ln -s {target} {l}/logs",
+        l = link_ws.display(),
+        t = theirs_ws.display(),
+        target = target.display()
+    ));
+    for (name, ws) in [("linked", &link_ws), ("theirs", &theirs_ws)] {
+        let yaml = format!(
+            "name: {name}\nworkspace: {}\ninstrument: shell\nsheet: {{size: 1, total_items: 1}}\n\
+             prompt:\n  template: \"RUN: echo secret-output-{name}\"\n",
+            ws.display()
+        );
+        let path = env.write_score(name, &yaml);
+        let out = env.mozart(&["run", path.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stdout(&out));
+        let out = env.mozart(&["wait", name]);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", stdout(&out));
+    }
+    assert_eq!(mode(&target), 0o755, "the link's target was made private");
+    assert_eq!(
+        std::fs::read_dir(&target).unwrap().count(),
+        0,
+        "logs were written through the link"
+    );
+    let written: Vec<_> = std::fs::read_dir(theirs_ws.join("logs"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        written.is_empty(),
+        "logs written into the intruder's directory: {written:?}"
+    );
+}

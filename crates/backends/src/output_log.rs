@@ -28,19 +28,41 @@ const MAX_HELD_KEY: usize = 256 * 1024;
 /// call creates holds none; one met for the first time (or replaced since: another inode)
 /// is listed once.
 pub fn private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
     // Every attempt asks, and from its second sheet on a job's logs directory is there and
-    // already private: one `stat` says so (creating it first costs a `mkdir` and another
+    // already private: one `lstat` says so (creating it first costs a `mkdir` and another
     // `stat`: issue 24's fan-out paid them per sheet).
-    let (meta, created) = match std::fs::metadata(dir) {
+    let (meta, created) = match std::fs::symlink_metadata(dir) {
         Ok(meta) if meta.is_dir() => (meta, false),
+        // Another user who can write the workspace put a link (or a file) here: followed,
+        // it would have the logs written, and a directory of their choosing made private,
+        // wherever it points.
+        Ok(meta) if meta.file_type().is_symlink() => {
+            return Err(io::Error::other(format!(
+                "{} is a symbolic link: sheet logs are not written through one (remove it)",
+                dir.display()
+            )))
+        }
         _ => {
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
                 .create(dir)?;
-            (std::fs::metadata(dir)?, true)
+            (std::fs::symlink_metadata(dir)?, true)
         }
     };
+    if !meta.is_dir() {
+        return Err(io::Error::from(io::ErrorKind::NotADirectory));
+    }
+    // A directory of another user's: they could read, replace or remove the logs.
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(io::Error::other(format!(
+            "{} belongs to another user (uid {}): sheet logs are not written there (remove it)",
+            dir.display(),
+            meta.uid()
+        )));
+    }
     if meta.permissions().mode() & 0o777 != 0o700 {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     }
