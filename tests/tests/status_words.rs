@@ -749,3 +749,36 @@ fn pausing_again_a_pausing_job_says_it_is_pausing() {
     let status = stdout(&env.mozart(&["status", "twice"]));
     assert!(status.contains("PAUSING (1 running)"), "{status}");
 }
+
+/// Whether a completed score "changed" is its text, not its file's time: an edit made the
+/// moment the run ended starts the job over (it was ignored for good: the time was within
+/// the run's last second), and a `touch` alone changes nothing.
+#[test]
+fn a_completed_score_edited_at_once_runs_again_and_a_touch_alone_does_not() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = env.work.join("edits-ws");
+    let yaml = |v: &str| {
+        format!(
+            "name: edits\nworkspace: {}\ninstrument: shell\nsheet: {{size: 1, total_items: 1}}\n\
+             prompt:\n  template: \"RUN: echo {v} > {{{{ workspace }}}}/out.txt\"\n",
+            ws.display()
+        )
+    };
+    let path = env.write_score("edits", &yaml("v1"));
+    let file = path.to_str().unwrap();
+    assert_eq!(env.mozart(&["run", file]).status.code(), Some(0));
+    assert_eq!(env.mozart(&["wait", "edits"]).status.code(), Some(0));
+    std::fs::write(&path, yaml("v2")).unwrap();
+    let out = env.mozart(&["run", file]);
+    let text = stdout(&out);
+    assert!(!text.contains("already completed"), "{text}");
+    assert_eq!(env.mozart(&["wait", "edits"]).status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(ws.join("out.txt")).unwrap(), "v2\n");
+    // The same text written again (a touch): nothing to run.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    std::fs::write(&path, yaml("v2")).unwrap();
+    let out = env.mozart(&["run", file]);
+    let text = stdout(&out);
+    assert!(text.contains("Score already completed: edits"), "{text}");
+}

@@ -157,7 +157,14 @@ async fn pipeline(
     wait_for_ended_attempts(job_id).await?;
     let _guard = mgr.shared.submit_lock.lock().await;
     ensure_not_running(mgr, job_id).await?;
-    let mut previous = carry_over(mgr, job_id, config_path, &config, &workspace, &req);
+    let mut previous = carry_over(
+        mgr,
+        job_id,
+        (config_path, &score.text),
+        &config,
+        &workspace,
+        &req,
+    );
     // A job that failed (or was cancelled) in its `on_success` hooks owes them: resuming it
     // runs them again instead of completing on the zero-work guard with the chain lost.
     let hooks_owed = req.resume_of.is_some()
@@ -661,7 +668,7 @@ struct Previous {
 fn carry_over(
     mgr: &JobManager,
     job_id: &str,
-    config_path: &Path,
+    (config_path, text): (&Path, &str),
     config: &JobConfig,
     workspace: &Path,
     req: &SubmitRequest,
@@ -670,7 +677,7 @@ fn carry_over(
     let fresh = req.fresh
         || record
             .as_ref()
-            .is_some_and(|rec| score_changed(rec, config_path));
+            .is_some_and(|rec| score_changed(mgr, rec, config_path, text));
     if fresh && !req.fresh {
         tracing::info!(job_id, "auto_fresh.score_changed");
     }
@@ -707,10 +714,22 @@ fn carry_over(
     }
 }
 
-/// True when a completed job's score file changed after the run completed.
-fn score_changed(rec: &JobRecord, config_path: &Path) -> bool {
+/// True when a completed job's score is not the one that run completed: its text differs
+/// from the text the registry keeps of it. (A file's modification time said both less and
+/// more: an edit within a second of the run's end was never seen, a bare `touch` started the
+/// job over.) A registry without the text (a job recorded by an older Mozart) falls back to
+/// the time: the file modified after the run completed.
+fn score_changed(mgr: &JobManager, rec: &JobRecord, config_path: &Path, text: &str) -> bool {
     if rec.status != DaemonJobStatus::Completed {
         return false;
+    }
+    let stored = lock(&mgr.shared.registry)
+        .job_score(&rec.job_id)
+        .ok()
+        .flatten()
+        .and_then(|s| s.yaml);
+    if let Some(stored) = stored {
+        return stored != text;
     }
     let mtime = std::fs::metadata(config_path)
         .and_then(|m| m.modified())
