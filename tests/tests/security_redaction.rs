@@ -154,3 +154,42 @@ validations:
         stdout(&json)
     );
 }
+
+/// An instrument's output is shown to the terminal, never obeyed: the window-title (OSC 0)
+/// and clipboard (OSC 52) sequences, a screen clear and a carriage return it prints come out
+/// of `logs --sheet`, `errors`, `status`, `diagnose` and `history` written out as `\x1b…`,
+/// `\x0d` — while Mozart's own colours still work.
+#[test]
+fn escape_sequences_an_instrument_prints_are_shown_not_obeyed() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml = "name: esc\nworkspace: ./esc-ws\ninstrument: shell\n\
+                retry: {max_retries: 1}\nsheet: {size: 1, total_items: 1}\nprompt:\n  template: |\n    \
+                RUN: printf 'before\\033]0;PWNED-TITLE\\007\\033[2J\\033]52;c;cm0gLXJmIH4K\\007\\rFAKE: all good\\n'; \
+                printf 'err\\033]0;PWNED-TITLE\\007\\n' >&2; exit 1\n";
+    let path = env.write_score("esc", yaml);
+    let out = env.mozart(&["run", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert_eq!(env.mozart(&["wait", "esc"]).status.code(), Some(1));
+    for args in [
+        vec!["logs", "esc", "--sheet", "1"],
+        vec!["errors", "esc", "-V"],
+        vec!["status", "esc"],
+        vec!["diagnose", "esc"],
+        vec!["history", "esc"],
+        vec!["logs", "esc"],
+    ] {
+        let out = env.mozart(&args);
+        let text = stdout(&out);
+        for raw in ["\u{1b}]", "\u{1b}[2J", "\u{7}", "\r"] {
+            assert!(
+                !text.contains(raw),
+                "mozart {args:?} passed {raw:?} through:\n{}",
+                text.escape_debug()
+            );
+        }
+    }
+    let text = stdout(&env.mozart(&["logs", "esc", "--sheet", "1"]));
+    assert!(text.contains("\\x1b]0;PWNED-TITLE\\x07"), "{}", text.escape_debug());
+    assert!(text.contains("\\x0dFAKE: all good"), "{}", text.escape_debug());
+}

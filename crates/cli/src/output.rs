@@ -304,3 +304,66 @@ fn indent_to<W: std::io::Write>(out: &mut W, depth: usize) -> std::io::Result<()
     }
     Ok(())
 }
+
+/// `text` as it may reach a terminal: what an instrument printed (or another user who can
+/// write a workspace planted) is shown, not obeyed. Every control character but newline and
+/// tab — escape sequences that set the window title, write the clipboard (OSC 52), clear
+/// the screen or move the cursor; a carriage return that would overwrite a line with a fake
+/// Mozart message; C1 controls — is written out as `\xNN` (`\u{NNNN}` for C1). Colour (SGR,
+/// `ESC [ … m`) is kept: Mozart's own colours, and harmless in anyone's.
+pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if c == '\u{1b}' {
+            // ESC [ params m: a colour, kept whole.
+            let tail = &rest[1..];
+            if let Some(after) = tail.strip_prefix('[') {
+                let params = after
+                    .find(|ch: char| !(ch.is_ascii_digit() || ch == ';'))
+                    .unwrap_or(after.len());
+                if after[params..].starts_with('m') {
+                    let len = 2 + params + 1;
+                    out.push_str(&rest[..len]);
+                    rest = &rest[len..];
+                    continue;
+                }
+            }
+        }
+        if unsafe_char(c) {
+            if (c as u32) < 0x80 {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            } else {
+                out.push_str(&format!("\\u{{{:04x}}}", c as u32));
+            }
+        } else {
+            out.push(c);
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod terminal_safe_tests {
+    use super::terminal_safe;
+
+    #[test]
+    fn escapes_are_shown_not_obeyed_and_colours_stay() {
+        let hostile = "a\u{1b}]0;PWNED\u{7}b\u{1b}[2Jc\rfake\u{1b}]52;c;cm0=\u{7}\u{9b}d";
+        assert_eq!(
+            terminal_safe(hostile),
+            "a\\x1b]0;PWNED\\x07b\\x1b[2Jc\\x0dfake\\x1b]52;c;cm0=\\x07\\u{009b}d"
+        );
+        let ours = "\u{1b}[1;31mfailed\u{1b}[0m\tsheet 1\n";
+        assert_eq!(terminal_safe(ours), ours);
+        assert!(matches!(
+            terminal_safe("plain\n"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
+}

@@ -91,7 +91,12 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     } else {
         print!(
             "{}",
-            render_report(&fetched.state, &report, now, &Style::for_stdout())
+            crate::output::terminal_safe(&render_report(
+                &fetched.state,
+                &report,
+                now,
+                &Style::for_stdout()
+            ))
         );
     }
     Ok(0)

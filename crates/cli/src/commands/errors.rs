@@ -120,11 +120,20 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
         } else {
             print!(
                 "{}",
-                render_errors(id, &errors, &filter, args.verbose, &style)
+                crate::output::terminal_safe(&render_errors(
+                    id,
+                    &errors,
+                    &filter,
+                    args.verbose,
+                    &style
+                ))
             );
         }
         if !hook_failures.is_empty() {
-            print!("{}", render_hook_failures(id, &hook_failures, &style));
+            print!(
+                "{}",
+                crate::output::terminal_safe(&render_hook_failures(id, &hook_failures, &style))
+            );
         }
         if let Some(note) = fetched
             .runs

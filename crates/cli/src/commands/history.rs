@@ -85,7 +85,12 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     } else {
         print!(
             "{}",
-            render_history(id, &history.records, args.sheet, &Style::for_stdout())
+            crate::output::terminal_safe(&render_history(
+                id,
+                &history.records,
+                args.sheet,
+                &Style::for_stdout()
+            ))
         );
     }
     Ok(0)

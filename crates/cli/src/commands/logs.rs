@@ -275,7 +275,8 @@ fn sheet_output(globals: &Globals, id: &str, sheet: u32, args: &Args) -> Result<
                 Color::Dim
             )
         );
-        print!("{text}");
+        // The instrument's own bytes: shown, never obeyed by the terminal.
+        print!("{}", crate::output::terminal_safe(text));
         if !text.ends_with('\n') && !text.is_empty() {
             println!();
         }
@@ -563,7 +564,7 @@ pub fn select_entries(content: &str, filter: &LogFilter, lines: i64) -> Vec<Map<
 
 /// Write one line; `false` once stdout is gone (e.g. `mozart logs | head`).
 fn emit(out: &mut impl Write, line: &str) -> bool {
-    writeln!(out, "{line}").is_ok()
+    writeln!(out, "{}", crate::output::terminal_safe(line)).is_ok()
 }
 
 fn render(entry: &Map<String, Value>, mode: OutputMode, style: &Style) -> String {

@@ -287,14 +287,14 @@ fn overview(globals: &Globals, mode: OutputMode) -> Result<i32, CliError> {
     } else {
         print!(
             "{}",
-            jobs::render_overview(
+            crate::output::terminal_safe(&jobs::render_overview(
                 Some(uptime),
                 &active,
                 active_total,
                 &recent,
                 epoch_now(),
                 &Style::for_stdout()
-            )
+            ))
         );
     }
     Ok(0)
@@ -464,11 +464,19 @@ fn show(result: &JobStatusResult, mode: OutputMode, active_limits: &[String]) {
         }
         JobStatusResult::Checkpoint(state) => print!(
             "{}",
-            render_status(state, epoch_now(), active_limits, &Style::for_stdout())
+            crate::output::terminal_safe(&render_status(
+                state,
+                epoch_now(),
+                active_limits,
+                &Style::for_stdout()
+            ))
         ),
         JobStatusResult::Record(meta) if mode.is_json() => print_json(meta),
         JobStatusResult::Record(meta) => {
-            print!("{}", render_meta_status(meta, &Style::for_stdout()))
+            print!(
+                "{}",
+                crate::output::terminal_safe(&render_meta_status(meta, &Style::for_stdout()))
+            )
         }
     }
 }
