@@ -140,6 +140,14 @@ fn a_non_loopback_dashboard_needs_a_token_and_then_every_request_carries_it() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("pass --token"), "{text}");
 
+    // A token on the command line is every local user's to read (ps): said.
+    let out = env.mozart(&["dashboard", "--port", "0", "--token", "short"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("visible to every user of this machine")
+            && err.contains("MOZART_DASHBOARD_TOKEN"),
+        "{err}"
+    );
     let token = "0123456789abcdef0123";
     let dash = start_dashboard(&env, &["--token", token]);
     // A token the user gave is not printed back.

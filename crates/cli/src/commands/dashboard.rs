@@ -15,13 +15,21 @@ pub struct Args {
     pub host: IpAddr,
     /// Access token (at least 16 characters) to use instead of the owner's token file
     /// ($MOZART_HOME/dashboard.token, made on first use, readable by you only). Every
-    /// request needs the token either way. Required to bind a non-loopback address.
+    /// request needs the token either way. Required to bind a non-loopback address. On the
+    /// command line it is visible to every local user (ps): prefer MOZART_DASHBOARD_TOKEN.
     #[arg(long = "token", env = "MOZART_DASHBOARD_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
 }
 
 /// Run `mozart dashboard` until Ctrl-C.
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
+    // A command line is every local user's to read (`ps`, /proc/PID/cmdline): a token given
+    // there is theirs too. Said, not refused: the environment variable is the way.
+    if std::env::args().any(|a| a == "--token" || a.starts_with("--token=")) {
+        eprintln!(
+            "Warning: a token given with --token is visible to every user of this machine (ps shows command lines), and whoever has it controls your jobs. Pass it as MOZART_DASHBOARD_TOKEN=… (or dashboard.token in conductor.yaml) instead."
+        );
+    }
     let paths = conductor_client::paths(globals, None)?;
     let options = mozart_dashboard::Options {
         host: args.host,
