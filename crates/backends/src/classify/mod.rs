@@ -665,16 +665,18 @@ pub const MIN_RETRY_AFTER_SECONDS: f64 = 1.0;
 
 static RETRY_HINT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
     regex::Regex::new(
-        r#"(?i)(?:try again|retry) in (\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?)\b|"retryDelay"\s*:\s*"(\d+(?:\.\d+)?)s""#,
+        r#"(?i)(?:try again|retry) (?:in|after) (\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?)\b|"retryDelay"\s*:\s*"(\d+(?:\.\d+)?)s"|retry-after:\s*(\d+(?:\.\d+)?)\b"#,
     )
     .unwrap_or_else(|err| panic!("retry-hint pattern does not compile: {err}"))
 });
 
 /// Seconds an API error text asks the client to wait ("Please try again in 2s",
-/// "retry in 1.5 seconds", `"retryDelay": "2s"`), if it says.
+/// "retry in 1.5 seconds", "Suggested retry after 3s", `"retryDelay": "2s"`,
+/// `Retry-After: 40`), if it says.
 pub fn retry_hint_seconds(text: &str) -> Option<f64> {
     let c = RETRY_HINT.captures(text)?;
-    if let Some(n) = c.get(3) {
+    // `"retryDelay": "2s"`, or an HTTP `Retry-After: 40` header (seconds).
+    if let Some(n) = c.get(3).or_else(|| c.get(4)) {
         return n.as_str().parse().ok();
     }
     let n: f64 = c.get(1)?.as_str().parse().ok()?;

@@ -39,6 +39,9 @@ fn re(pattern: &str) -> Regex {
 }
 
 static LEGACY_EPOCH: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)limit reached\|(\d{9,11})"));
+/// `resets at 1795996939`, `reset at epoch 1795996939`: a Unix time in seconds.
+static RESET_EPOCH: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)resets?\s+(?:at\s+)?(?:epoch\s+)?(\d{10})\b"));
 static RELATIVE: LazyLock<Regex> =
     LazyLock::new(|| re(r"(?i)resets?\s+in\s+(\d+)\s*(hour|hr|minute|min)s?"));
 static CLOCK_12H: LazyLock<Regex> = LazyLock::new(|| {
@@ -49,8 +52,13 @@ static CLOCK_12H: LazyLock<Regex> = LazyLock::new(|| {
 static CLOCK_24H: LazyLock<Regex> = LazyLock::new(|| {
     re(r"(?i)resets?\s+(?:at\s+)?(\d{1,2}):(\d{2})(?:\s*\(([A-Za-z_]+(?:/[A-Za-z0-9_+\-]+)*)\))?")
 });
-static ISO_UTC: LazyLock<Regex> =
-    LazyLock::new(|| re(r"(\d{4})-(\d{2})-(\d{2})(?:\s+at)?\s+(\d{1,2}):(\d{2})\s*UTC"));
+/// `2026-11-29 21:32 UTC`, `2026-11-29 at 21:32 UTC`, and ISO 8601's
+/// `2026-11-29T21:32:00Z` / `…+00:00` (seconds and fractions optional).
+static ISO_UTC: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(\d{4})-(\d{2})-(\d{2})(?:T|(?:\s+at)?\s+)(\d{1,2}):(\d{2})(?::\d{2}(?:\.\d+)?)?\s*(?:UTC|Z|\+00:?00)",
+    )
+});
 static LOOSE_12H: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)reset.{0,20}?(\d{1,2})\s*([ap])m"));
 
 const MONTHS: [&str; 12] = [
@@ -82,7 +90,10 @@ pub fn parse_reset_time_at(text: &str, now: &Zoned) -> Option<ResetTime> {
 
 /// The reset instant as epoch seconds, and whether the text named a date.
 fn target_instant(text: &str, now: &Zoned, now_epoch: f64) -> Option<(f64, bool)> {
-    if let Some(c) = LEGACY_EPOCH.captures(text) {
+    if let Some(c) = LEGACY_EPOCH
+        .captures(text)
+        .or_else(|| RESET_EPOCH.captures(text))
+    {
         let epoch: f64 = c[1].parse().ok()?;
         return Some((epoch, true));
     }
@@ -206,6 +217,34 @@ mod tests {
 
     fn wait(text: &str) -> Option<f64> {
         parse_reset_time_at(text, &now()).map(|r| r.wait_seconds)
+    }
+
+    /// The reset forms instruments.md names: an ISO time in UTC (with `T` and `Z` or
+    /// `+00:00` too) and a Unix time.
+    #[test]
+    fn iso_8601_and_epoch_reset_times() {
+        // 2026-06-10 10:00 UTC now: 10:30 UTC is 30 minutes away.
+        for text in [
+            "quota exceeded; resets at 2026-06-10 10:30 UTC",
+            "quota exceeded; resets at 2026-06-10T10:30:00Z",
+            "quota exceeded; resets at 2026-06-10T10:30Z",
+            "quota exceeded; resets at 2026-06-10T10:30:00.000+00:00",
+        ] {
+            assert_eq!(wait(text), Some(1800.0), "{text}");
+        }
+        let at = Date::new(2026, 6, 10)
+            .unwrap()
+            .at(11, 0, 0, 0)
+            .to_zoned(TimeZone::UTC)
+            .unwrap()
+            .timestamp()
+            .as_second();
+        for text in [
+            format!("usage limit reached, resets at epoch {at}"),
+            format!("rate limited: reset at {at}"),
+        ] {
+            assert_eq!(wait(&text), Some(3600.0), "{text}");
+        }
     }
 
     #[test]

@@ -589,3 +589,23 @@ fn a_slurm_job_slurm_ended_fails_for_that_reason() {
         c.message
     );
 }
+
+/// The wait phrases instruments.md names, after an attempt: "retry in", "try again in",
+/// "retry after" (Gemini's "Suggested retry after 3s"), `retryDelay` and an HTTP
+/// `Retry-After` header.
+#[test]
+fn every_documented_retry_after_phrase_gives_its_wait() {
+    use super::retry_hint_seconds;
+    for (text, secs) in [
+        ("Please retry in 3s.", 3.0),
+        ("Try again in 40 seconds", 40.0),
+        ("429 Too Many Requests. Suggested retry after 3s.", 3.0),
+        ("rate limit exceeded, retry after 40s", 40.0),
+        ("HTTP 429 Too Many Requests\nRetry-After: 40\n", 40.0),
+        (r#"{"retryDelay": "2s"}"#, 2.0),
+        ("retry in 1500ms", 1.5),
+    ] {
+        assert_eq!(retry_hint_seconds(text), Some(secs), "{text}");
+    }
+    assert_eq!(retry_hint_seconds("retry after a while"), None);
+}
