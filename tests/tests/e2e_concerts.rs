@@ -603,3 +603,37 @@ fn a_hook_printing_hundreds_of_megabytes_keeps_only_its_end_in_memory() {
     assert!(text.contains("exit code 4"), "{text}");
     assert!(text.contains("out-last\n      err-last"), "{text}");
 }
+
+/// A concert run again from its first link (`--fresh`) whose next link already completed
+/// with the same score: that link runs nothing, and its hook's result says so — with how to
+/// have it run again — instead of "Chained job submitted".
+#[test]
+fn a_chained_job_that_had_already_completed_is_said_to_have_run_nothing() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let led = env.work.join("ledger");
+    let concert = "{enabled: true, cooldown_between_jobs_seconds: 0}";
+    link(&env, "opening", &led, Some("encore"), concert, false);
+    link(&env, "encore", &led, None, concert, false);
+    run(&env, &env.work.join("opening.yaml"), &[]);
+    assert_eq!(
+        ledger_settles(&env, &led, 2, 30.0, 0.5),
+        ["opening", "encore"]
+    );
+    env.wait_completed("encore");
+    run(&env, &env.work.join("opening.yaml"), &["--fresh"]);
+    let raw = poll(&env, 30.0, "the opening's hook result", || {
+        let raw = env.raw_call("job.status", serde_json::json!({"job_id": "opening"}));
+        (raw["result"]["hook_results"]
+            .as_array()
+            .is_some_and(|h| !h.is_empty()))
+        .then_some(raw)
+    });
+    let hooks = raw["result"]["hook_results"].to_string();
+    assert!(
+        hooks.contains("Chained job encore had already completed with this score: nothing was run"),
+        "{raw:#}"
+    );
+    assert!(!hooks.contains("Chained job submitted"), "{raw:#}");
+    assert_eq!(ledger(&led), ["opening", "encore", "opening"]);
+}

@@ -380,9 +380,21 @@ async fn run_job(
     };
     let resp = mgr.submit(ctx, submit).await;
     if resp.status == JobResponseStatus::Accepted {
+        // Accepted with nothing to run (its score already completed, unchanged): said so,
+        // and how to have it run again, instead of "submitted" for a link that did nothing.
+        let output = if resp.nothing_to_run {
+            tracing::warn!(job_id = %req.job_id, chained = %resp.job_id,
+                "the chained job had already completed with this score: nothing was run (set fresh: true on the run_job hook to run it again)");
+            format!(
+                "Chained job {} had already completed with this score: nothing was run (fresh: true on the hook runs it again)",
+                resp.job_id
+            )
+        } else {
+            format!("Chained job submitted (job_id={})", resp.job_id)
+        };
         HookResultRecord {
             success: true,
-            output: Some(format!("Chained job submitted (job_id={})", resp.job_id)),
+            output: Some(output),
             chained_job_id: Some(resp.job_id),
             ..HookResultRecord::default()
         }
