@@ -145,6 +145,12 @@ fn a_job_whose_hooks_still_run_is_not_cleared() {
     loop {
         let status = stdout(&env.mozart(&["status", "hp"]));
         if status.contains("on_success hooks are running") {
+            // Running, so not "interrupted"; --json says so too.
+            assert!(!status.contains("may have been interrupted"), "{status}");
+            let out = env.mozart(&["status", "hp", "--json"]);
+            let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(doc["hooks_running"], true, "{doc:#}");
+            assert_eq!(doc["hooks_interrupted"], false, "{doc:#}");
             break;
         }
         assert!(

@@ -572,12 +572,17 @@ pub fn status_json(job: &JobCheckpoint, now: f64) -> Value {
     }
     out.insert("hook_results_count".into(), json!(job.hook_results.len()));
     out.insert("hooks_configured".into(), json!(hooks.len()));
+    // Ours: the hooks still run (the job has not ended); they are not "interrupted" then.
+    if job.hooks_running {
+        out.insert("hooks_running".into(), json!(true));
+    }
     out.insert(
         "hooks_interrupted".into(),
         json!(
             job.status == mozart_ipc::checkpoint::JobStatus::Completed
                 && !hooks.is_empty()
                 && job.hook_results.is_empty()
+                && !job.hooks_running
         ),
     );
     let failures: Vec<Value> = job

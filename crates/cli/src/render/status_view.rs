@@ -1137,7 +1137,9 @@ impl View<'_> {
         let job = self.job;
         let configured = configured_hooks(job);
         if job.hook_results.is_empty() {
-            if configured.is_empty() || job.status != JobStatus::Completed {
+            // Hooks still running have no result yet: not "interrupted" (the Hooks line says
+            // they run).
+            if configured.is_empty() || job.status != JobStatus::Completed || job.hooks_running {
                 return;
             }
             self.heading("Hook Results");
