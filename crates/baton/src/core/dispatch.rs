@@ -38,6 +38,7 @@ impl BatonCore {
                     || job.ready.is_empty()
                     || job.running >= job.max_concurrent
                     || job.pacing_until.is_some_and(|until| until > now)
+                    || (job.max_concurrent == 1 && job.skips_pending > 0)
                 {
                     continue;
                 }

@@ -922,12 +922,16 @@ impl BatonCore {
         let Some((ji, si)) = self.locate(job_id, sheet_num) else {
             return;
         };
-        let sheet = &mut self.jobs[ji].sheets[si];
-        if sheet.skip_state != super::SkipState::Evaluating || sheet.status != SheetStatus::Pending
-        {
+        let job = &mut self.jobs[ji];
+        let sheet = &mut job.sheets[si];
+        if sheet.skip_state != super::SkipState::Evaluating {
             return;
         }
         sheet.skip_state = super::SkipState::Clear;
+        job.skips_pending = job.skips_pending.saturating_sub(1);
+        if sheet.status != SheetStatus::Pending {
+            return;
+        }
         match skip_reason {
             Some(reason) => self.finish_sheet(
                 ji,

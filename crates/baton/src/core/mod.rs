@@ -396,6 +396,10 @@ struct Job {
     /// The job's own rate-limit waits, by instrument index (instruments whose limits hold
     /// one job only, [`Instrument::per_job`]).
     rate_waits: Vec<(usize, RateWait)>,
+    /// Sheets whose skip rule the host is evaluating. A job that plays one sheet at a time
+    /// dispatches none meanwhile: the sheet-number order must not depend on which answer
+    /// comes first (a voice whose skip is answered late ran after the next one).
+    skips_pending: u32,
 }
 
 impl Job {
@@ -1024,6 +1028,7 @@ impl BatonCore {
             SkipState::Evaluating => {}
             SkipState::Unevaluated => {
                 sheet.skip_state = SkipState::Evaluating;
+                job.skips_pending += 1;
                 if let Some(rule) = sheet.rules.skip.clone() {
                     let sheet_num = sheet.num;
                     out.push(Effect::EvaluateSkip {

@@ -343,5 +343,6 @@ fn new_job(spec: &JobSpec, sheets: Vec<Sheet>, index: SheetIndex, now: Millis) -
         clock_started: false,
         shown: None,
         rate_waits: Vec::new(),
+        skips_pending: 0,
     }
 }

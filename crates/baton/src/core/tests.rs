@@ -1238,6 +1238,46 @@ fn skip_rules_are_evaluated_by_the_host_before_dispatch() {
     assert_eq!(finished(&e).map(|f| f.0), Some(JobOutcome::Completed));
 }
 
+/// A job that plays one sheet at a time keeps sheet-number order whatever order the host
+/// answers its skip rules in: voices 2 and 3 are skipped, 4 follows 2 and 5 follows 3; the
+/// answer for 3 coming first does not start 5 before 4.
+#[test]
+fn one_at_a_time_keeps_sheet_order_whichever_skip_answer_comes_first() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 5);
+    for (i, deps) in [(1, vec![1]), (2, vec![1]), (3, vec![2]), (4, vec![3])] {
+        spec.sheets[i].dependencies = deps;
+    }
+    for i in [1, 2] {
+        spec.sheets[i].skip = Some(SkipSpec {
+            when: Some("True".into()),
+            command: None,
+            description: None,
+            command_timeout: None,
+        });
+    }
+    let e = rig.register(spec);
+    let e = rig.succeed("j", 1, &e);
+    assert!(nums(&e).is_empty());
+    let e = rig.send(Event::SkipEvaluated {
+        job_id: "j".into(),
+        sheet_num: 3,
+        skip_reason: Some("Condition met: True".into()),
+    });
+    assert!(
+        nums(&e).is_empty(),
+        "sheet 5 started while 2's skip was undecided"
+    );
+    let e = rig.send(Event::SkipEvaluated {
+        job_id: "j".into(),
+        sheet_num: 2,
+        skip_reason: Some("Condition met: True".into()),
+    });
+    assert_eq!(nums(&e), vec![4]);
+    let e = rig.succeed("j", 4, &e);
+    assert_eq!(nums(&e), vec![5]);
+}
+
 #[test]
 fn skip_evaluation_proceed_dispatches() {
     let mut rig = Rig::new();
