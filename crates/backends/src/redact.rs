@@ -536,6 +536,11 @@ fn redact_named(name: &str, separator: &str, value: &str) -> bool {
     if !is_secret_name(name) || is_placeholder(inner) {
         return false;
     }
+    // An exception's name (`KeyError: 'nope'`, `TokenExpiredError: …`) names what went
+    // wrong, not a secret the value would be.
+    if name.ends_with("Error") || name.ends_with("Exception") {
+        return false;
+    }
     let prose_name = name.chars().all(|c| c.is_ascii_alphabetic())
         && name.chars().skip(1).all(|c| c.is_ascii_lowercase());
     let colon = separator.contains(':');
@@ -695,3 +700,17 @@ pub fn redact(text: &str) -> String {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests;
+
+#[cfg(test)]
+mod key_error_tests {
+    /// A `skip_when` error naming a missing key is not taken for a secret's name and value.
+    #[test]
+    fn a_key_error_is_not_a_secret() {
+        for text in [
+            "skip_when expression failed: KeyError: 7",
+            "skip_when expression failed: KeyError: 'nope'",
+        ] {
+            assert_eq!(super::redact(text), text);
+        }
+    }
+}

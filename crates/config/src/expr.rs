@@ -570,6 +570,19 @@ enum Val {
 }
 
 impl Val {
+    /// A missing key as Python's `KeyError` shows it: `7`, `'name'` (not this enum's
+    /// `Int(7)`, which also read to the log's redaction like a secret's name).
+    fn key_repr(&self) -> String {
+        match self {
+            Val::None => "None".into(),
+            Val::Bool(b) => if *b { "True" } else { "False" }.into(),
+            Val::Int(i) => i.to_string(),
+            Val::Float(f) => f.to_string(),
+            Val::Str(s) => format!("'{s}'"),
+            other => format!("{other:?}"),
+        }
+    }
+
     fn truthy(&self) -> bool {
         match self {
             Val::None => false,
@@ -712,7 +725,7 @@ fn eval(ast: &Ast, ctx: &ExprContext) -> Result<Val, ExprError> {
                 _ => obj
                     .dict_get(&index)
                     .cloned()
-                    .ok_or_else(|| ExprError::Eval(format!("KeyError: {index:?}"))),
+                    .ok_or_else(|| ExprError::Eval(format!("KeyError: {}", index.key_repr()))),
             }
         }
         Ast::Call(func, args) => {
@@ -951,6 +964,20 @@ mod tests {
         assert!(evaluate("True", &c).unwrap());
         assert!(!evaluate("False or None", &c).unwrap());
         assert!(evaluate("3 in [1, 2, 3]", &c).unwrap());
+    }
+
+    /// A missing key reads as Python's `KeyError: 7` / `KeyError: 'x'` (it read `Int(7)`,
+    /// which the log's redaction then took for a secret).
+    #[test]
+    fn a_missing_key_is_named_as_python_names_it() {
+        let c = ctx();
+        let err = evaluate("sheets[7].status == 'completed'", &c).unwrap_err();
+        assert_eq!(err.to_string(), "skip_when expression failed: KeyError: 7");
+        let err = evaluate("sheets[1]['nope']", &c).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "skip_when expression failed: KeyError: 'nope'"
+        );
     }
 
     #[test]
