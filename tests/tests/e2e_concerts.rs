@@ -637,3 +637,31 @@ fn a_chained_job_that_had_already_completed_is_said_to_have_run_nothing() {
     assert!(!hooks.contains("Chained job submitted"), "{raw:#}");
     assert_eq!(ledger(&led), ["opening", "encore", "opening"]);
 }
+
+/// `run_script` splits its command as written, then fills each word's placeholders: a
+/// workspace with a space in its name stays one argument (it was split into two, and a
+/// stray file named after the first half appeared).
+#[test]
+fn run_script_keeps_a_placeholder_with_spaces_one_argument() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = env.work.join("ws with space");
+    let yaml = format!(
+        "name: spaced\nworkspace: {ws}\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         sheet: {{size: 1, total_items: 1}}\nprompt:\n  template: \"RUN: true\"\n\
+         on_success:\n  - type: run_script\n    command: \"/bin/touch {{workspace}}/copy3.txt\"\n",
+        ws = ws.display()
+    );
+    let path = env.write_score("spaced", &yaml);
+    run(&env, &path, &[]);
+    let out = env.mozart(&["wait", "spaced"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(
+        ws.join("copy3.txt").exists(),
+        "the hook's file is not in the workspace"
+    );
+    assert!(
+        !ws.join("with").exists(),
+        "the path was split at its spaces"
+    );
+}

@@ -425,8 +425,13 @@ async fn run_command(
         c.arg("-c").arg(placeholders::expand(command, vars, true));
         c
     } else {
-        let words = match split_words(&placeholders::expand(command, vars, false)) {
-            Ok(w) if !w.is_empty() => w,
+        // Split as written, then each word's placeholders filled: a `{workspace}` with a
+        // space in it stays one argument (as validation commands need no quotes either).
+        let words: Vec<String> = match split_words(command) {
+            Ok(w) if !w.is_empty() => w
+                .iter()
+                .map(|word| placeholders::expand(word, vars, false))
+                .collect(),
             Ok(_) => return failure("run_script command is empty"),
             Err(e) => return failure(e),
         };
