@@ -313,3 +313,32 @@ fn a_missing_program_in_a_run_line_is_named_as_the_users_command() {
     );
     assert!(!message.contains("instruments check shell"), "{message}");
 }
+
+/// A prompt over the kernel's limit for one argument (the `shell` instrument passes it as
+/// one) fails the sheet at once, saying what to do — it was a transient E999 ("terminated
+/// without an exit code") that spent every retry.
+#[test]
+fn a_prompt_too_long_for_an_argument_fails_at_once_saying_so() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let score = env.write_score(
+        "huge",
+        "name: huge\nworkspace: ./huge-ws\ninstrument: shell\n\
+         retry: {max_retries: 3, base_delay_seconds: 0.1}\n\
+         sheet: {size: 1, total_items: 1}\nprompt:\n  template: |\n    \
+         {% for i in range(5000) %}padding line number {{ i }} with some text to make it long.\n    {% endfor %}RUN: true\n",
+    );
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "huge", 60.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    assert_eq!(sheet(&doc, 1)["attempt_count"], 1, "retried: {doc:#}");
+    let message = sheet(&doc, 1)["error_message"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        message.contains("too long to pass as a command-line argument")
+            && message.contains("prompt_stdin_args"),
+        "{message}"
+    );
+}

@@ -930,6 +930,17 @@ pub(crate) fn spawn_failure(
     what: &str,
 ) -> ExecutionResult {
     let (code, kind, message) = match err.kind() {
+        // The prompt went as an argument and is over the kernel's limit for one: no retry
+        // can pass it (docs/instruments.md, "Where the prompt goes").
+        _ if err.raw_os_error() == Some(nix::libc::E2BIG) => (
+            None,
+            FailureKind::Configuration,
+            format!(
+                "Failed to start {what}: the prompt is too long to pass as a command-line argument \
+                 (Linux allows 128 KiB for one): give the profile prompt_stdin_args so it goes on \
+                 stdin, or shorten the prompt"
+            ),
+        ),
         std::io::ErrorKind::NotFound => (Some(127), FailureKind::NotFound, not_found),
         std::io::ErrorKind::InvalidInput => (None, FailureKind::Configuration, err.to_string()),
         _ => (
