@@ -112,6 +112,23 @@ impl InstrumentRegistry {
                     self.warnings.extend(duplicates.iter().map(|d| {
                         format!("instrument profile {}: {}", path.display(), d.warning())
                     }));
+                    // Two files of one directory naming the same instrument: the later one
+                    // (by file name) is used — said, since only one of them can be meant.
+                    // (A profile replacing a built-in, or one in the project's directory
+                    // replacing the home's, is the documented override.)
+                    if let Some((_, ProfileSource::File(earlier))) =
+                        self.profiles.get(&profile.name)
+                    {
+                        if earlier.parent() == path.parent() {
+                            self.warnings.push(format!(
+                                "instrument profiles {} and {} both name the instrument '{}': {} is used (rename one, or remove the other)",
+                                earlier.display(),
+                                path.display(),
+                                profile.name,
+                                path.display()
+                            ));
+                        }
+                    }
                     self.register(profile, ProfileSource::File(path));
                 }
                 Err(err) => self.warnings.push(err.to_string()),
@@ -248,6 +265,28 @@ fn schema_family_name(family: SchemaFamily) -> &'static str {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// Two files of one directory naming the same instrument: the later one (by file name)
+    /// is used, and a warning names both (it was silent: the shadow ran).
+    #[test]
+    fn two_files_naming_one_instrument_are_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let profile = |name: &str, exe: &str| {
+            format!("name: {name}\ndisplay_name: {exe}\nkind: cli\ncli:\n  command:\n    executable: {exe}\n")
+        };
+        std::fs::write(dir.path().join("jc.yaml"), profile("jc", "real")).unwrap();
+        std::fs::write(dir.path().join("zz-shadow.yaml"), profile("jc", "shadow")).unwrap();
+        let mut reg = InstrumentRegistry::builtin().unwrap();
+        reg.load_dir(dir.path());
+        assert_eq!(reg.get("jc").unwrap().display_name, "shadow");
+        let warned = reg.warnings().join("\n");
+        assert!(
+            warned.contains("jc.yaml")
+                && warned.contains("zz-shadow.yaml")
+                && warned.contains("'jc'"),
+            "{warned}"
+        );
+    }
 
     #[test]
     fn built_in_error_patterns_parse() {
