@@ -332,6 +332,23 @@ pub struct HttpProfile {
     pub auth_env_var: Option<String>,
 }
 
+/// The pattern `field` (`cli.errors.<set>[<i>]`) names in `errors`.
+fn patterns_of<'a>(errors: &'a CliErrorConfig, field: &str) -> Option<&'a str> {
+    let rest = field.strip_prefix("cli.errors.")?;
+    let (set, index) = rest.split_once('[')?;
+    let i: usize = index.strip_suffix(']')?.parse().ok()?;
+    let list = match set {
+        "rate_limit_patterns" => &errors.rate_limit_patterns,
+        "auth_error_patterns" => &errors.auth_error_patterns,
+        "capacity_patterns" => &errors.capacity_patterns,
+        "timeout_patterns" => &errors.timeout_patterns,
+        "crash_patterns" => &errors.crash_patterns,
+        "stale_patterns" => &errors.stale_patterns,
+        _ => return None,
+    };
+    list.get(i).map(String::as_str)
+}
+
 /// Compiled `cli.errors` patterns of one profile.
 #[derive(Debug, Clone)]
 pub struct ErrorPatterns {
@@ -454,7 +471,27 @@ impl InstrumentProfile {
     pub fn from_yaml(text: &str, origin: &str) -> Result<Self, BackendError> {
         let profile = Self::parse_checked(text, origin)?;
         if let Some(cli) = &profile.cli {
-            ErrorPatterns::check(&profile.name, &cli.errors)?;
+            // Named as every other fault of a profile file is: the file, the line (the
+            // first that holds the pattern's text), the field.
+            ErrorPatterns::check(&profile.name, &cli.errors).map_err(|err| match err {
+                BackendError::InvalidPattern { field, message, .. } => {
+                    let pattern = patterns_of(&cli.errors, &field);
+                    let line = pattern.and_then(|p| {
+                        text.lines()
+                            .position(|l| l.contains(p))
+                            .map(|n| format!("line {}: ", n + 1))
+                    });
+                    let message = message.trim_start_matches("regex parse error:\n").trim();
+                    BackendError::InvalidProfile {
+                        origin: origin.to_string(),
+                        message: format!(
+                            "{}{field}: not a valid regular expression: {message}",
+                            line.unwrap_or_default()
+                        ),
+                    }
+                }
+                other => other,
+            })?;
         }
         Ok(profile)
     }
@@ -545,6 +582,22 @@ impl InstrumentProfile {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// A pattern that is not a regular expression is named as every fault of a profile
+    /// file is — file, line, field — with the parser's words once.
+    #[test]
+    fn a_bad_pattern_names_the_file_line_and_field() {
+        let text = "name: badregex\ndisplay_name: B\nkind: cli\ncli:\n  command:\n    executable: echo\n  errors:\n    rate_limit_patterns:\n      - \"rate(limit\"\n";
+        let err = InstrumentProfile::from_yaml(text, "/p/badregex.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("invalid instrument profile /p/badregex.yaml: line 9: cli.errors.rate_limit_patterns[0]: not a valid regular expression"),
+            "{err}"
+        );
+        assert!(err.matches("regex parse error").count() <= 1, "{err}");
+        assert!(err.contains("unclosed group"), "{err}");
+    }
 
     #[test]
     fn a_profile_placement_is_checked_and_http_profiles_cannot_be_placed() {

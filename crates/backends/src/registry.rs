@@ -385,7 +385,9 @@ mod tests {
         std::fs::write(org.join("notes.txt"), prof("ignored")).unwrap();
         let reg = InstrumentRegistry::load(home.path(), None).unwrap();
         assert_eq!(reg.get("aider").unwrap().display_name, "Org B");
-        assert_eq!(reg.warnings().len(), 1);
+        // The broken file, and the two files naming one instrument.
+        assert_eq!(reg.warnings().len(), 2, "{:?}", reg.warnings());
+        assert!(reg.warnings().iter().any(|w| w.contains("both name the instrument 'aider'")));
         std::fs::write(venue.join("z.yaml"), prof("Venue")).unwrap();
         let reg = InstrumentRegistry::load(home.path(), Some(project.path())).unwrap();
         assert_eq!(reg.get("aider").unwrap().display_name, "Venue");
