@@ -593,3 +593,32 @@ fn v213_looks_through_instrument_aliases_as_the_conductor_does() {
         "{text}"
     );
 }
+
+/// A score playing an instrument whose profile file does not load (a typo'd field; a file
+/// whose `name:` differs from its file name) gets V210 with the profile's own fault — the
+/// conductor refuses it — where validate said PASSED without a word.
+#[test]
+fn v210_names_a_profile_that_does_not_load() {
+    let env = TestEnv::new();
+    let profiles = env.home.join("instruments");
+    std::fs::create_dir_all(&profiles).expect("profiles dir");
+    std::fs::write(
+        profiles.join("stemx.yaml"),
+        "name: innername\ndisplay_name: T\nkind: cli\ncli:\n  command:\n    executabel: okagent\n",
+    )
+    .expect("write profile");
+    let path = env.write_score(
+        "plays-broken.yaml",
+        "name: plays-broken\nworkspace: ./ws\ninstrument: innername\n\
+         sheet: {size: 1, total_items: 1}\nprompt: {template: hi}\n",
+    );
+    let out = env.mozart(&["validate", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("[V210]")
+            && text.contains("'innername': its profile does not load")
+            && text.contains("stemx.yaml: line 6")
+            && text.contains("executabel"),
+        "{text}"
+    );
+}

@@ -179,6 +179,9 @@ fn relative_to_score(path: &Path, score_path: &Path) -> PathBuf {
 pub struct CheckEnv {
     /// Instrument profile names known to the registry (built-ins plus user profiles).
     pub known_instruments: BTreeSet<String>,
+    /// Names whose profile file the conductor would not load, with why (the file and its
+    /// fault): V210 names them with the reason, since the conductor refuses such a score.
+    pub broken_profiles: std::collections::BTreeMap<String, String>,
 }
 
 impl CheckEnv {
@@ -218,6 +221,7 @@ impl CheckEnv {
         }
         CheckEnv {
             known_instruments: known,
+            broken_profiles: Default::default(),
         }
     }
 }
@@ -978,6 +982,9 @@ fn check_instruments(c: &JobConfig, raw: &str, env: &CheckEnv, out: &mut Vec<Iss
         return;
     }
     let mut valid: BTreeSet<String> = env.known_instruments.clone();
+    for broken in env.broken_profiles.keys() {
+        valid.remove(broken);
+    }
     valid.extend(c.instruments.keys().cloned());
     let suggestion = format!(
         "Available instruments: {}. Run 'mozart instruments list' to see all instruments.",
@@ -985,6 +992,23 @@ fn check_instruments(c: &JobConfig, raw: &str, env: &CheckEnv, out: &mut Vec<Iss
     );
     let candidates: HashSet<String> = valid.iter().cloned().collect();
     let mut issue = |id: &'static str, name: &str, location: String, line: Option<usize>| {
+        // A profile file that names it but does not load: the reason is what to fix.
+        if let Some(why) = env.broken_profiles.get(name) {
+            out.push(
+                Issue::new(
+                    id,
+                    Severity::Warning,
+                    format!("Unknown {location}: '{name}': its profile does not load: {why}"),
+                )
+                .line(line)
+                .suggest(format!(
+                    "Fix the profile (the conductor refuses a score playing '{name}' until it loads); check it with: mozart instruments check {name}"
+                ))
+                .meta("instrument_name", name)
+                .meta("location", location),
+            );
+            return;
+        }
         // Ours: upstream lists every instrument; the likely one comes first.
         let suggestion = match close_match(name, &candidates) {
             Some(m) => format!("Did you mean '{m}'? {suggestion}"),

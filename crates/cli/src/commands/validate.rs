@@ -74,7 +74,41 @@ fn check_env_for(score: &Score) -> CheckEnv {
 }
 
 fn profile_dir_env() -> CheckEnv {
-    CheckEnv::with_profile_dirs(&mozart_ipc::paths::instrument_profile_dirs())
+    let dirs = mozart_ipc::paths::instrument_profile_dirs();
+    let mut env = CheckEnv::with_profile_dirs(&dirs);
+    // A profile file that names an instrument but would not load (a typo'd field, a bad
+    // pattern): the conductor does not have that instrument, so V210 says why. Loaded as
+    // the conductor loads it; a name another file of the dirs loads is not broken.
+    let mut loaded = std::collections::BTreeSet::new();
+    for dir in &dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for path in entries.flatten().map(|e| e.path()) {
+            if !matches!(
+                path.extension().and_then(|e| e.to_str()),
+                Some("yaml" | "yml")
+            ) {
+                continue;
+            }
+            match mozart_backends::InstrumentRegistry::load_file(&path) {
+                Ok(profile) => {
+                    loaded.insert(profile.name);
+                }
+                Err(err) => {
+                    let name = std::fs::read_to_string(&path)
+                        .ok()
+                        .and_then(|text| mozart_config::yaml::parse(&text).ok().flatten())
+                        .and_then(|node| node.get("name")?.as_str().map(str::to_string));
+                    if let Some(name) = name {
+                        env.broken_profiles.insert(name, err.to_string());
+                    }
+                }
+            }
+        }
+    }
+    env.broken_profiles.retain(|name, _| !loaded.contains(name));
+    env
 }
 
 fn add_builtin_instruments(env: &mut CheckEnv) {
