@@ -336,6 +336,11 @@ impl ProfileBackend {
             OutputFormat::Jsonl => {
                 result.input_tokens = jsonl.input_tokens;
                 result.output_tokens = jsonl.output_tokens;
+                // The CLI's own figure: exact, not priced from the tokens (`price`).
+                if let Some(cost) = jsonl.cost_usd {
+                    result.cost_usd = Some(cost);
+                    result.cost_confidence = Some(crate::types::COST_EXACT);
+                }
                 if !exited_ok {
                     if let Some(err) = &jsonl.error_message {
                         result.error_message =
@@ -703,6 +708,8 @@ struct JsonlState {
     error_message: Option<String>,
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
+    /// What the stream says the run cost (`cli.output.cost_path`), used as the exact cost.
+    cost_usd: Option<f64>,
 }
 
 static STATUS_IN_TEXT: LazyLock<regex::Regex> = LazyLock::new(|| {
@@ -862,6 +869,14 @@ impl LineSink for JsonlSink {
         }
         if st.output_tokens.is_none() {
             st.output_tokens = number(&c.output_tokens_path);
+        }
+        if st.cost_usd.is_none() {
+            st.cost_usd = c
+                .cost_path
+                .as_deref()
+                .and_then(|p| resolve(&event, p))
+                .and_then(Value::as_f64)
+                .filter(|c| c.is_finite() && *c >= 0.0);
         }
     }
 }
@@ -1139,6 +1154,29 @@ mod tests {
         let other = priced("m1", Some("unlisted")).await;
         assert!((other.cost_usd.unwrap() - 0.02).abs() < 1e-9, "{other:?}");
         assert_eq!(other.cost_confidence, Some(COST_ESTIMATED));
+    }
+
+    /// A `jsonl` profile's `cost_path` is the run's exact cost, as a `json` profile's is
+    /// (it was ignored: the tokens were priced from `models`, and cost limits tripped on
+    /// that figure).
+    #[tokio::test]
+    async fn a_jsonl_profiles_cost_path_is_the_exact_cost() {
+        let yaml = "name: jl\ndisplay_name: JL\nkind: cli\nmodels:\n  - {name: m1, context_window: 1000, cost_per_1k_input: 1.0, cost_per_1k_output: 1.0}\ncli:\n  command:\n    executable: sh\n    prompt_flag: '-c'\n  output:\n    format: jsonl\n    completion_event_type: result\n    completion_event_filter: {subtype: final}\n    result_path: text\n    input_tokens_path: usage.input\n    output_tokens_path: usage.output\n    cost_path: cost\n";
+        let backend = ProfileBackend::new(Arc::new(
+            InstrumentProfile::from_yaml(yaml, "test").unwrap(),
+        ))
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let result = backend
+            .execute(ExecutionRequest::new(
+                r#"echo '{"type":"result","subtype":"final","text":"the answer","usage":{"input":2000,"output":1000},"cost":0.42}'"#.to_string(),
+                dir.path(),
+                Duration::from_secs(60),
+            ))
+            .await;
+        assert!(result.success, "{:?}", result.error_message);
+        assert_eq!(result.cost_usd, Some(0.42), "{result:?}");
+        assert_eq!(result.cost_confidence, Some(COST_EXACT));
     }
 
     #[tokio::test]
