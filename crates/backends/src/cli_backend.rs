@@ -546,7 +546,14 @@ impl ProfileBackend {
                 result.result_text = Some(to_text(v));
             }
         } else if let Some(v) = error {
-            result.error_message = Some(to_text(v));
+            // Worded as a text profile's failure is: the profile's name, how it exited, its
+            // own words ("My agent exited with code 1: …").
+            let name = &self.profile.display_name;
+            let said = to_text(v);
+            result.error_message = Some(match outcome.exit_code {
+                Some(code) if code != 0 => format!("{name} exited with code {code}: {said}"),
+                _ => said,
+            });
         } else if let Some(said) = answer.map(to_text).filter(|t| !t.trim().is_empty()) {
             // A CLI that reports its failure as its answer (Claude Code's `result`: "Invalid
             // API key · Fix external API key", `is_error: true`): its words are the cause,
@@ -1177,6 +1184,32 @@ mod tests {
         assert!(result.success, "{:?}", result.error_message);
         assert_eq!(result.cost_usd, Some(0.42), "{result:?}");
         assert_eq!(result.cost_confidence, Some(COST_EXACT));
+    }
+
+    /// A `json` profile's error (exit 1) is worded as a text profile's: its display name,
+    /// how it exited, its words — what the errors table of instruments.md shows.
+    #[tokio::test]
+    async fn a_json_profiles_error_names_the_profile_and_its_exit() {
+        let yaml = "name: ja\ndisplay_name: My agent\nkind: cli\ncli:\n  command:\n    executable: sh\n    prompt_flag: '-c'\n  output:\n    format: json\n    result_path: answer\n    error_path: error.message\n";
+        let backend = ProfileBackend::new(Arc::new(
+            InstrumentProfile::from_yaml(yaml, "test").unwrap(),
+        ))
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let result = backend
+            .execute(ExecutionRequest::new(
+                r#"echo '{"error": {"message": "model client crashed: ECONNRESET"}}'; exit 1"#
+                    .to_string(),
+                dir.path(),
+                Duration::from_secs(60),
+            ))
+            .await;
+        assert!(!result.success);
+        let c = crate::classify::classify_for(&result, "ja");
+        assert_eq!(
+            c.message, "My agent exited with code 1: model client crashed: ECONNRESET",
+            "{c:?}"
+        );
     }
 
     #[tokio::test]
