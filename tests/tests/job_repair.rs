@@ -211,14 +211,21 @@ fn a_resume_with_nothing_left_to_run_says_the_job_is_completed() {
     assert_eq!(ledger(&ws.join("ledger.txt")), ["run 1", "run 2"]);
 }
 
-#[test]
-fn a_resume_of_a_score_cut_to_its_finished_sheets_says_so() {
+/// A failed job whose score is cut to its finished sheets, sent again with `command`
+/// (`resume` or `run`): nothing runs, the job completes, and the answer says why — not
+/// "queued", nor "already completed, score not changed" (the job failed and its score
+/// changed).
+fn a_cut_score_says_so(command: &str) {
     let env = TestEnv::new();
     env.start_conductor();
-    let ws = failed_job(&env, "cut");
-    let text = score("cut", "./cut-ws", 2).replace("total_items: 4", "total_items: 1");
-    env.write_score("cut", &text);
-    let out = env.mozart(&["resume", "cut"]);
+    let name = format!("cut{command}");
+    let ws = failed_job(&env, &name);
+    let text = score(&name, &format!("./{name}-ws"), 2).replace("total_items: 4", "total_items: 1");
+    let path = env.write_score(&name, &text);
+    let out = match command {
+        "resume" => env.mozart(&["resume", &name]),
+        _ => env.mozart(&["run", path.to_str().unwrap()]),
+    };
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(
@@ -227,34 +234,23 @@ fn a_resume_of_a_score_cut_to_its_finished_sheets_says_so() {
         ),
         "{text}"
     );
-    assert!(!text.contains("queued"), "{text}");
-    let doc = wait_terminal(&env, "cut", 30.0);
+    assert!(
+        !text.contains("queued") && !text.contains("already completed"),
+        "{text}"
+    );
+    let doc = wait_terminal(&env, &name, 30.0);
     assert_eq!(doc["status"], "completed", "{doc:#}");
     assert_eq!(ledger(&ws.join("ledger.txt")), ["run 1", "run 2"]);
 }
 
-/// The same cut submitted with `mozart run` (not `resume`) says what happened too: the job
-/// failed and its score changed, so "already completed, score not changed" would be false.
+#[test]
+fn a_resume_of_a_score_cut_to_its_finished_sheets_says_so() {
+    a_cut_score_says_so("resume");
+}
+
 #[test]
 fn a_failed_job_run_again_cut_to_its_finished_sheets_says_so() {
-    let env = TestEnv::new();
-    env.start_conductor();
-    let ws = failed_job(&env, "cutrun");
-    let text = score("cutrun", "./cutrun-ws", 2).replace("total_items: 4", "total_items: 1");
-    let path = env.write_score("cutrun", &text);
-    let out = env.mozart(&["run", path.to_str().unwrap()]);
-    let text = stdout(&out);
-    assert_eq!(out.status.code(), Some(0), "{text}");
-    assert!(
-        text.contains(
-            "The score now has 1 sheet (it had 4), all finished in the earlier run: nothing was run, the job is completed"
-        ),
-        "{text}"
-    );
-    assert!(!text.contains("already completed"), "{text}");
-    let doc = wait_terminal(&env, "cutrun", 30.0);
-    assert_eq!(doc["status"], "completed", "{doc:#}");
-    assert_eq!(ledger(&ws.join("ledger.txt")), ["run 1", "run 2"]);
+    a_cut_score_says_so("run");
 }
 
 #[test]

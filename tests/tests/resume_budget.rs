@@ -5,26 +5,39 @@
 use crate::harness::*;
 use mozart_tests::{stdout, TestEnv};
 
-#[test]
-fn resuming_a_failed_job_gives_its_failed_sheet_a_fresh_retry_budget() {
-    let env = TestEnv::new();
-    env.start_conductor();
-    let ws = env.work.join("budget-ws");
+/// A one-sheet `shell` score whose validation never passes (three attempts, `delay`
+/// seconds of backoff, no jitter): each attempt adds a line to its workspace's `attempts`.
+fn never_passing(
+    env: &TestEnv,
+    name: &str,
+    delay: f64,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let ws = env.work.join(format!("{name}-ws"));
     let yaml = format!(
-        "name: budget\nworkspace: {ws}\ninstrument: shell\npause_between_sheets_seconds: 0\n\
-         retry: {{max_retries: 3, base_delay_seconds: 0.1, jitter: false}}\n\
+        "name: {name}\nworkspace: {ws}\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         retry: {{max_retries: 3, base_delay_seconds: {delay}, jitter: false}}\n\
          sheet: {{size: 1, total_items: 1}}\n\
          prompt:\n  template: |\n    RUN: echo attempt >> \"{{{{ workspace }}}}/attempts\"\n\
          validations:\n  - type: file_exists\n    path: \"{{workspace}}/never\"\n    retry_count: 0\n",
         ws = ws.display()
     );
-    let score = env.write_score("budget", &yaml);
-    let attempts = || {
-        std::fs::read_to_string(ws.join("attempts"))
-            .unwrap_or_default()
-            .lines()
-            .count()
-    };
+    (env.write_score(name, &yaml), ws)
+}
+
+/// How many attempts ran in `ws`.
+fn attempts_in(ws: &std::path::Path) -> usize {
+    std::fs::read_to_string(ws.join("attempts"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+#[test]
+fn resuming_a_failed_job_gives_its_failed_sheet_a_fresh_retry_budget() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let (score, ws) = never_passing(&env, "budget", 0.1);
+    let attempts = || attempts_in(&ws);
     run(&env, &score, &[]);
     let doc = wait_terminal(&env, "budget", 60.0);
     assert_eq!(doc["status"], "failed", "{doc:#}");
@@ -63,22 +76,8 @@ fn resuming_a_failed_job_gives_its_failed_sheet_a_fresh_retry_budget() {
 fn a_restart_waits_out_the_rest_of_a_retrys_backoff() {
     let env = TestEnv::new();
     env.start_conductor();
-    let ws = env.work.join("backoff-ws");
-    let yaml = format!(
-        "name: backoff\nworkspace: {ws}\ninstrument: shell\npause_between_sheets_seconds: 0\n\
-         retry: {{max_retries: 3, base_delay_seconds: 12, jitter: false}}\n\
-         sheet: {{size: 1, total_items: 1}}\n\
-         prompt:\n  template: |\n    RUN: echo attempt >> \"{{{{ workspace }}}}/attempts\"\n\
-         validations:\n  - type: file_exists\n    path: \"{{workspace}}/never\"\n    retry_count: 0\n",
-        ws = ws.display()
-    );
-    let score = env.write_score("backoff", &yaml);
-    let attempts = || {
-        std::fs::read_to_string(ws.join("attempts"))
-            .unwrap_or_default()
-            .lines()
-            .count()
-    };
+    let (score, ws) = never_passing(&env, "backoff", 12.0);
+    let attempts = || attempts_in(&ws);
     run(&env, &score, &[]);
     let doc = wait_status(&env, "backoff", 30.0, |d| {
         !sheet(d, 1)["retry_wait"].is_null()

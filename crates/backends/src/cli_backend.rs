@@ -1122,6 +1122,22 @@ mod tests {
         )
     }
 
+    /// `command` run by the profile `yaml` (a `sh -c` instrument) in a fresh directory.
+    async fn run_profile(yaml: &str, command: &str) -> ExecutionResult {
+        let backend = ProfileBackend::new(Arc::new(
+            InstrumentProfile::from_yaml(yaml, "test").unwrap(),
+        ))
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        backend
+            .execute(ExecutionRequest::new(
+                command.to_string(),
+                dir.path(),
+                Duration::from_secs(60),
+            ))
+            .await
+    }
+
     async fn run(prompt: String) -> ExecutionResult {
         let dir = tempfile::tempdir().unwrap();
         json_backend()
@@ -1169,18 +1185,11 @@ mod tests {
     #[tokio::test]
     async fn a_jsonl_profiles_cost_path_is_the_exact_cost() {
         let yaml = "name: jl\ndisplay_name: JL\nkind: cli\nmodels:\n  - {name: m1, context_window: 1000, cost_per_1k_input: 1.0, cost_per_1k_output: 1.0}\ncli:\n  command:\n    executable: sh\n    prompt_flag: '-c'\n  output:\n    format: jsonl\n    completion_event_type: result\n    completion_event_filter: {subtype: final}\n    result_path: text\n    input_tokens_path: usage.input\n    output_tokens_path: usage.output\n    cost_path: cost\n";
-        let backend = ProfileBackend::new(Arc::new(
-            InstrumentProfile::from_yaml(yaml, "test").unwrap(),
-        ))
-        .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let result = backend
-            .execute(ExecutionRequest::new(
-                r#"echo '{"type":"result","subtype":"final","text":"the answer","usage":{"input":2000,"output":1000},"cost":0.42}'"#.to_string(),
-                dir.path(),
-                Duration::from_secs(60),
-            ))
-            .await;
+        let result = run_profile(
+            yaml,
+            r#"echo '{"type":"result","subtype":"final","text":"the answer","usage":{"input":2000,"output":1000},"cost":0.42}'"#,
+        )
+        .await;
         assert!(result.success, "{:?}", result.error_message);
         assert_eq!(result.cost_usd, Some(0.42), "{result:?}");
         assert_eq!(result.cost_confidence, Some(COST_EXACT));
@@ -1191,19 +1200,11 @@ mod tests {
     #[tokio::test]
     async fn a_json_profiles_error_names_the_profile_and_its_exit() {
         let yaml = "name: ja\ndisplay_name: My agent\nkind: cli\ncli:\n  command:\n    executable: sh\n    prompt_flag: '-c'\n  output:\n    format: json\n    result_path: answer\n    error_path: error.message\n";
-        let backend = ProfileBackend::new(Arc::new(
-            InstrumentProfile::from_yaml(yaml, "test").unwrap(),
-        ))
-        .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let result = backend
-            .execute(ExecutionRequest::new(
-                r#"echo '{"error": {"message": "model client crashed: ECONNRESET"}}'; exit 1"#
-                    .to_string(),
-                dir.path(),
-                Duration::from_secs(60),
-            ))
-            .await;
+        let result = run_profile(
+            yaml,
+            r#"echo '{"error": {"message": "model client crashed: ECONNRESET"}}'; exit 1"#,
+        )
+        .await;
         assert!(!result.success);
         let c = crate::classify::classify_for(&result, "ja");
         assert_eq!(

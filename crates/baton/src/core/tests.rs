@@ -1013,30 +1013,32 @@ fn process_exit_is_a_crash_failure() {
     assert_eq!(s.normal_attempts, 1);
 }
 
+/// Progress restored from a checkpoint: `status`, `normal` failed attempts, `cost` spent,
+/// and what was left of a retry's backoff.
+fn restored(
+    status: SheetStatus,
+    normal: u32,
+    cost: f64,
+    retry_in: Option<Duration>,
+) -> RestoredSheet {
+    RestoredSheet {
+        status,
+        normal_attempts: normal,
+        completion_attempts: 0,
+        healing_attempts: 0,
+        total_cost_usd: cost,
+        instrument: None,
+        earlier_attempts: 0,
+        retry_in,
+    }
+}
+
 #[test]
 fn restart_restoration_does_not_redo_completed_nor_spend_retries() {
     let mut rig = Rig::new();
     let mut spec = chain("j", 3);
-    spec.sheets[0].restored = Some(RestoredSheet {
-        status: SheetStatus::Completed,
-        normal_attempts: 0,
-        completion_attempts: 0,
-        healing_attempts: 0,
-        total_cost_usd: 0.5,
-        instrument: None,
-        earlier_attempts: 0,
-        retry_in: None,
-    });
-    spec.sheets[1].restored = Some(RestoredSheet {
-        status: SheetStatus::Dispatched,
-        normal_attempts: 1,
-        completion_attempts: 0,
-        healing_attempts: 0,
-        total_cost_usd: 0.1,
-        instrument: None,
-        earlier_attempts: 0,
-        retry_in: None,
-    });
+    spec.sheets[0].restored = Some(restored(SheetStatus::Completed, 0, 0.5, None));
+    spec.sheets[1].restored = Some(restored(SheetStatus::Dispatched, 1, 0.1, None));
     let e = rig.register(spec);
     assert_eq!(nums(&e), vec![2], "completed sheet 1 is not run again");
     assert_eq!(
@@ -1058,16 +1060,7 @@ fn restart_restoration_does_not_redo_completed_nor_spend_retries() {
 fn a_restored_retry_waits_out_the_rest_of_its_backoff() {
     let mut rig = Rig::new();
     let mut spec = chain("j", 1);
-    spec.sheets[0].restored = Some(RestoredSheet {
-        status: SheetStatus::Pending,
-        normal_attempts: 1,
-        completion_attempts: 0,
-        healing_attempts: 0,
-        total_cost_usd: 0.0,
-        instrument: None,
-        earlier_attempts: 0,
-        retry_in: Some(secs(20)),
-    });
+    spec.sheets[0].restored = Some(restored(SheetStatus::Pending, 1, 0.0, Some(secs(20))));
     let e = rig.register(spec);
     assert!(nums(&e).is_empty(), "the retry ran at once: {e:?}");
     assert_eq!(
@@ -1096,16 +1089,7 @@ fn a_restored_retry_waits_out_the_rest_of_its_backoff() {
 fn restored_failure_blocks_dependents_at_registration() {
     let mut rig = Rig::new();
     let mut spec = chain("j", 2);
-    spec.sheets[0].restored = Some(RestoredSheet {
-        status: SheetStatus::Failed,
-        normal_attempts: 3,
-        completion_attempts: 0,
-        healing_attempts: 0,
-        total_cost_usd: 0.0,
-        instrument: None,
-        earlier_attempts: 0,
-        retry_in: None,
-    });
+    spec.sheets[0].restored = Some(restored(SheetStatus::Failed, 3, 0.0, None));
     let e = rig.register(spec);
     assert!(nums(&e).is_empty());
     assert_eq!(finished(&e).map(|f| f.0), Some(JobOutcome::Failed));
