@@ -222,7 +222,8 @@ fn reload(ctx: &Arc<ConductorCtx>, log: &LogHandle) {
 
 /// Refuse a Mozart home that another user made (they could create it in `/tmp` before
 /// us): the home itself, or anything in it or in its `instruments` and `logs` directories,
-/// that belongs to another user — or is a symbolic link another user made. Their
+/// that belongs to another user (not us, not root) — or is a symbolic link another user
+/// made. Their
 /// `instruments/shell.yaml` would be run by us, their `logs/conductor.log` would receive our
 /// log, their symbolic link would have us make a directory of their choosing private.
 pub fn check_home_is_ours(home: &Path) -> Result<(), ConductorError> {
@@ -245,11 +246,13 @@ pub fn check_home_is_ours(home: &Path) -> Result<(), ConductorError> {
             ),
         }
     };
+    // Ours, or root's (root can do anything to us anyway: a file a `sudo mozart` left).
+    let trusted = |uid: u32| uid == me || uid == 0;
     // The link itself, not what it names: whose link it is matters.
     let Ok(meta) = std::fs::symlink_metadata(home) else {
         return Ok(()); // Not there yet: created below, ours.
     };
-    if meta.uid() != me {
+    if !trusted(meta.uid()) {
         let what = if meta.file_type().is_symlink() {
             "(a symbolic link, the Mozart home)"
         } else {
@@ -258,7 +261,7 @@ pub fn check_home_is_ours(home: &Path) -> Result<(), ConductorError> {
         return Err(refuse(home, meta.uid(), what));
     }
     if let Ok(target) = std::fs::metadata(home) {
-        if target.uid() != me {
+        if !trusted(target.uid()) {
             return Err(refuse(
                 home,
                 target.uid(),
@@ -277,7 +280,7 @@ pub fn check_home_is_ours(home: &Path) -> Result<(), ConductorError> {
         for entry in entries.flatten() {
             let path = entry.path();
             if let Ok(m) = std::fs::symlink_metadata(&path) {
-                if m.uid() != me {
+                if !trusted(m.uid()) {
                     return Err(refuse(&path, m.uid(), "(in the Mozart home)"));
                 }
             }
