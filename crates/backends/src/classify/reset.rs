@@ -52,11 +52,15 @@ static CLOCK_12H: LazyLock<Regex> = LazyLock::new(|| {
 static CLOCK_24H: LazyLock<Regex> = LazyLock::new(|| {
     re(r"(?i)resets?\s+(?:at\s+)?(\d{1,2}):(\d{2})(?:\s*\(([A-Za-z_]+(?:/[A-Za-z0-9_+\-]+)*)\))?")
 });
-/// `2026-11-29 21:32 UTC`, `2026-11-29 at 21:32 UTC`, and ISO 8601's
-/// `2026-11-29T21:32:00Z` / `…+00:00` (seconds and fractions optional).
-static ISO_UTC: LazyLock<Regex> = LazyLock::new(|| {
+/// `2026-11-29 21:32 UTC`, `2026-11-29 at 21:32 UTC`.
+static ISO_UTC: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(\d{4})-(\d{2})-(\d{2})(?:\s+at)?\s+(\d{1,2}):(\d{2})\s*UTC"));
+/// ISO 8601's `2026-11-29T21:32:00Z` / `…+00:00` (seconds and fractions optional) — only
+/// after "reset": CLIs stamp their every event with such a time (Gemini CLI's stream-json),
+/// which is not when a limit ends.
+static ISO_8601_RESET: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(\d{4})-(\d{2})-(\d{2})(?:T|(?:\s+at)?\s+)(\d{1,2}):(\d{2})(?::\d{2}(?:\.\d+)?)?\s*(?:UTC|Z|\+00:?00)",
+        r"(?i)\breset[^\n]{0,40}?(\d{4})-(\d{2})-(\d{2})T(\d{1,2}):(\d{2})(?::\d{2}(?:\.\d+)?)?\s*(?:Z|\+00:?00)",
     )
 });
 static LOOSE_12H: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)reset.{0,20}?(\d{1,2})\s*([ap])m"));
@@ -129,7 +133,10 @@ fn target_instant(text: &str, now: &Zoned, now_epoch: f64) -> Option<(f64, bool)
         let tz = zone(c.get(3).map(|m| m.as_str()), now);
         return next_occurrence(now, &tz, None, hour, minute).map(|e| (e, false));
     }
-    if let Some(c) = ISO_UTC.captures(text) {
+    if let Some(c) = ISO_UTC
+        .captures(text)
+        .or_else(|| ISO_8601_RESET.captures(text))
+    {
         let date = Date::new(c[1].parse().ok()?, c[2].parse().ok()?, c[3].parse().ok()?).ok()?;
         let dt = date.at(c[4].parse().ok()?, c[5].parse().ok()?, 0, 0);
         let zoned = dt.to_zoned(TimeZone::UTC).ok()?;
@@ -245,6 +252,13 @@ mod tests {
         ] {
             assert_eq!(wait(&text), Some(3600.0), "{text}");
         }
+        // An event's own time stamp is not a reset time.
+        assert_eq!(
+            wait(
+                r#"{"type":"error","timestamp":"2026-06-10T10:30:00.000Z","message":"Please retry in 3s."}"#
+            ),
+            None
+        );
     }
 
     #[test]
