@@ -190,6 +190,14 @@ fn escape_sequences_an_instrument_prints_are_shown_not_obeyed() {
         }
     }
     let text = stdout(&env.mozart(&["logs", "esc", "--sheet", "1"]));
-    assert!(text.contains("\\x1b]0;PWNED-TITLE\\x07"), "{}", text.escape_debug());
-    assert!(text.contains("\\x0dFAKE: all good"), "{}", text.escape_debug());
+    assert!(
+        text.contains("\\x1b]0;PWNED-TITLE\\x07"),
+        "{}",
+        text.escape_debug()
+    );
+    assert!(
+        text.contains("\\x0dFAKE: all good"),
+        "{}",
+        text.escape_debug()
+    );
 }

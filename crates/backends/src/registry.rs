@@ -387,7 +387,10 @@ mod tests {
         assert_eq!(reg.get("aider").unwrap().display_name, "Org B");
         // The broken file, and the two files naming one instrument.
         assert_eq!(reg.warnings().len(), 2, "{:?}", reg.warnings());
-        assert!(reg.warnings().iter().any(|w| w.contains("both name the instrument 'aider'")));
+        assert!(reg
+            .warnings()
+            .iter()
+            .any(|w| w.contains("both name the instrument 'aider'")));
         std::fs::write(venue.join("z.yaml"), prof("Venue")).unwrap();
         let reg = InstrumentRegistry::load(home.path(), Some(project.path())).unwrap();
         assert_eq!(reg.get("aider").unwrap().display_name, "Venue");
