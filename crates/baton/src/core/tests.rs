@@ -1196,27 +1196,37 @@ fn self_healing_grants_one_healing_attempt() {
     assert_eq!(finished(&e).map(|f| f.0), Some(JobOutcome::Failed));
 }
 
-#[test]
-fn skip_rules_are_evaluated_by_the_host_before_dispatch() {
-    let mut rig = Rig::new();
-    let mut spec = chain("j", 3);
-    spec.sheets[1].skip = Some(SkipSpec {
+/// The skip rule `skip_when: "True"`.
+fn skip_when_true() -> Option<SkipSpec> {
+    Some(SkipSpec {
         when: Some("True".into()),
         command: None,
         description: None,
         command_timeout: None,
-    });
+    })
+}
+
+/// The host's answer that sheet `n` of job `j` is skipped.
+fn skipped(n: u32) -> Event {
+    Event::SkipEvaluated {
+        job_id: "j".into(),
+        sheet_num: n,
+        skip_reason: Some("Condition met: True".into()),
+    }
+}
+
+#[test]
+fn skip_rules_are_evaluated_by_the_host_before_dispatch() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 3);
+    spec.sheets[1].skip = skip_when_true();
     let e = rig.register(spec);
     let e = rig.succeed("j", 1, &e);
     assert!(nums(&e).is_empty());
     assert!(e
         .iter()
         .any(|x| matches!(x, Effect::EvaluateSkip { sheet_num: 2, .. })));
-    let e = rig.send(Event::SkipEvaluated {
-        job_id: "j".into(),
-        sheet_num: 2,
-        skip_reason: Some("Condition met: True".into()),
-    });
+    let e = rig.send(skipped(2));
     assert_eq!(nums(&e), vec![3], "skipped satisfies dependents");
     let e = rig.succeed("j", 3, &e);
     assert_eq!(finished(&e).map(|f| f.0), Some(JobOutcome::Completed));
@@ -1233,30 +1243,17 @@ fn one_at_a_time_keeps_sheet_order_whichever_skip_answer_comes_first() {
         spec.sheets[i].dependencies = deps;
     }
     for i in [1, 2] {
-        spec.sheets[i].skip = Some(SkipSpec {
-            when: Some("True".into()),
-            command: None,
-            description: None,
-            command_timeout: None,
-        });
+        spec.sheets[i].skip = skip_when_true();
     }
     let e = rig.register(spec);
     let e = rig.succeed("j", 1, &e);
     assert!(nums(&e).is_empty());
-    let e = rig.send(Event::SkipEvaluated {
-        job_id: "j".into(),
-        sheet_num: 3,
-        skip_reason: Some("Condition met: True".into()),
-    });
+    let e = rig.send(skipped(3));
     assert!(
         nums(&e).is_empty(),
         "sheet 5 started while 2's skip was undecided"
     );
-    let e = rig.send(Event::SkipEvaluated {
-        job_id: "j".into(),
-        sheet_num: 2,
-        skip_reason: Some("Condition met: True".into()),
-    });
+    let e = rig.send(skipped(2));
     assert_eq!(nums(&e), vec![4]);
     let e = rig.succeed("j", 4, &e);
     assert_eq!(nums(&e), vec![5]);
