@@ -474,12 +474,18 @@ pub fn attempts_alive(owner: &str) -> usize {
 pub(crate) struct Registered(AttemptTag, Option<String>);
 
 /// Register the attempt `tag` (process group `pgid`, of `owner`) as possibly running.
-pub(crate) fn register(tag: &AttemptTag, pgid: Option<i32>, owner: Option<&str>) -> Registered {
+pub(crate) fn register(tag: &AttemptTag, pgid: Option<i32>, owner: Option<String>) -> Registered {
     live().insert(tag.clone(), pgid);
-    if let Some(owner) = owner {
-        *owners().entry(owner.to_string()).or_default() += 1;
+    if let Some(owner) = &owner {
+        let mut owners = owners();
+        match owners.get_mut(owner) {
+            Some(n) => *n += 1,
+            None => {
+                owners.insert(owner.clone(), 1);
+            }
+        }
     }
-    Registered(tag.clone(), owner.map(str::to_string))
+    Registered(tag.clone(), owner)
 }
 
 impl Drop for Registered {

@@ -740,7 +740,7 @@ pub async fn run_process(
     let spawned: Option<Spawned> = ticks
         .filter(|_| pid > 1)
         .map(|t| crate::descendants::note_spawned(pid, t, &tag));
-    let registered = crate::descendants::register(&tag, pgid, spec.owner.as_deref());
+    let registered = crate::descendants::register(&tag, pgid, spec.owner.take());
     let mut guard = GroupGuard {
         armed: Some((pid, tag.clone(), registered)),
         spawner,

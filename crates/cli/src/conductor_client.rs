@@ -108,12 +108,13 @@ pub fn conductor_at(
     mode: OutputMode,
 ) -> Result<(mozart_conductor::RunState, bool), CliError> {
     use mozart_conductor::RunState;
-    let lock_pid = match mozart_conductor::probe_instance(paths) {
+    let probe = mozart_conductor::probe_instance(paths);
+    let lock_pid = match probe {
         RunState::Running { pid } => Some(pid),
         RunState::Stopped { .. } => None,
     };
     if !explicit_socket {
-        return Ok((conductor_state(paths, mode)?, lock_pid.is_some()));
+        return Ok((state_after(paths, probe, mode)?, lock_pid.is_some()));
     }
     match blocking::health_pid(&paths.socket).map_err(|e| user_error(e, mode))? {
         Some(pid) => Ok((
@@ -132,8 +133,17 @@ pub fn conductor_state(
     paths: &ConductorPaths,
     mode: OutputMode,
 ) -> Result<mozart_conductor::RunState, CliError> {
+    state_after(paths, mozart_conductor::probe_instance(paths), mode)
+}
+
+/// [`conductor_state`] from a probe of the instance lock already made.
+fn state_after(
+    paths: &ConductorPaths,
+    probe: mozart_conductor::RunState,
+    mode: OutputMode,
+) -> Result<mozart_conductor::RunState, CliError> {
     use mozart_conductor::RunState;
-    match mozart_conductor::probe_instance(paths) {
+    match probe {
         RunState::Running { pid } => Ok(RunState::Running { pid }),
         stopped @ RunState::Stopped { .. } => {
             match blocking::health_pid(&paths.socket).map_err(|e| user_error(e, mode))? {

@@ -223,9 +223,9 @@ fn reload(ctx: &Arc<ConductorCtx>, log: &LogHandle) {
 /// Refuse a Mozart home that another user made (they could create it in `/tmp` before
 /// us): the home itself, or anything in it or in its `instruments` and `logs` directories,
 /// that belongs to another user (not us, not root) — or is a symbolic link another user
-/// made. Their
-/// `instruments/shell.yaml` would be run by us, their `logs/conductor.log` would receive our
-/// log, their symbolic link would have us make a directory of their choosing private.
+/// made. Their `instruments/shell.yaml` would be run by us, their `logs/conductor.log`
+/// would receive our log, their symbolic link would have us make a directory of their
+/// choosing private.
 pub fn check_home_is_ours(home: &Path) -> Result<(), ConductorError> {
     use mozart_ipc::trust::{describe_user, describe_you, user_name};
     use std::os::unix::fs::MetadataExt;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::{BatonCore, Ending, Job, Rules, Sheet, SheetIndex, SkipState};
 use crate::effect::{Effect, JobOutcome};
-use crate::spec::{JobSpec, SheetSpec};
+use crate::spec::{JobSpec, RestoredSheet, SheetSpec};
 use crate::status::{AttemptMode, JobStatus, SheetStatus};
 use crate::time::Millis;
 
@@ -45,13 +45,13 @@ impl BatonCore {
                 _ => Arc::new(rules),
             };
             sheets.push(self.build_sheet(i, s, rules, &mut restored_in_flight));
-            if let Some(wait) = s.restored.as_ref().and_then(|r| r.retry_in) {
-                if s.restored
-                    .as_ref()
-                    .is_some_and(|r| r.status == SheetStatus::Pending)
-                {
-                    restored_retries.push((i, wait));
-                }
+            if let Some(RestoredSheet {
+                status: SheetStatus::Pending,
+                retry_in: Some(wait),
+                ..
+            }) = &s.restored
+            {
+                restored_retries.push((i, *wait));
             }
         }
         link_dependencies(&spec, &index, &mut sheets);

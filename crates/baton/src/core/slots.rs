@@ -37,6 +37,15 @@ impl BatonCore {
             }
         }
         let limit = self.max_concurrent_jobs;
+        let free = if self.shutting_down {
+            0
+        } else if limit == 0 {
+            usize::MAX
+        } else {
+            limit.saturating_sub(held) as usize
+        };
+        // The jobs that wait, gathered only when a slot is free (this runs after every
+        // event; with every slot taken, waiting jobs only need saying so once).
         let mut waiting = Vec::new();
         for ji in 0..self.jobs.len() {
             let job = &self.jobs[ji];
@@ -49,18 +58,13 @@ impl BatonCore {
                 if job.shown != Some(JobStatus::Running) {
                     self.persist_job(ji, JobStatus::Running, None, out);
                 }
-                continue;
+            } else if free > 0 {
+                waiting.push(ji);
+            } else if job.shown != Some(JobStatus::Queued) {
+                self.persist_job(ji, JobStatus::Queued, Some(queued_reason(limit)), out);
             }
-            waiting.push(ji);
         }
-        let free = if self.shutting_down {
-            0
-        } else if limit == 0 {
-            waiting.len()
-        } else {
-            limit.saturating_sub(held) as usize
-        };
-        if free > 0 && free < waiting.len() {
+        if free < waiting.len() {
             // Slots for some of them only: the ones submitted first (a job resumed after a
             // restart was registered late but keeps its place); ties in registration order.
             waiting.sort_by(|&a, &b| {

@@ -91,14 +91,18 @@ fn profile_dir_env() -> CheckEnv {
             ) {
                 continue;
             }
-            match mozart_backends::InstrumentRegistry::load_file(&path) {
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let origin = path.display().to_string();
+            match mozart_backends::InstrumentProfile::from_yaml(&text, &origin) {
                 Ok(profile) => {
                     loaded.insert(profile.name);
                 }
                 Err(err) => {
-                    let name = std::fs::read_to_string(&path)
+                    let name = mozart_config::yaml::parse(&text)
                         .ok()
-                        .and_then(|text| mozart_config::yaml::parse(&text).ok().flatten())
+                        .flatten()
                         .and_then(|node| node.get("name")?.as_str().map(str::to_string));
                     if let Some(name) = name {
                         env.broken_profiles.insert(name, err.to_string());

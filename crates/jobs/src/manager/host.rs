@@ -270,15 +270,12 @@ impl ConductorHost {
                 &sheet.remote_attempt.as_ref()?.dir,
             ))
         });
-        if update_sheet(live, change, status, details.as_ref()) {
-            self.new_work.insert(change.job_id.clone());
-        }
         // The baton's monotonic due time as wall time: what a restart waits for.
         let retry_at = change
             .retry_due
             .map(|due| mozart_state::epoch_now() + due.since(self.clock.now()).as_secs_f64());
-        if let Some(sheet) = live.sheets.get_mut(&change.sheet_num) {
-            sheet.retry_at = retry_at;
+        if update_sheet(live, change, status, details.as_ref(), retry_at) {
+            self.new_work.insert(change.job_id.clone());
         }
         if status == SheetStatus::Completed && !entry.watchers.is_empty() {
             // `job.watch` waits for the first completed sheet (those watchers are gone
@@ -937,6 +934,7 @@ fn update_sheet(
     change: &mozart_baton::SheetChange,
     status: SheetStatus,
     details: Option<&AttemptDetails>,
+    retry_at: Option<f64>,
 ) -> bool {
     let now = Timestamp::now();
     let sheet = live.sheets.get_or_insert_with(change.sheet_num, || {
@@ -951,6 +949,7 @@ fn update_sheet(
         + u32::from(status == SheetStatus::Completed);
     sheet.completion_attempts = change.completion_attempts;
     sheet.healing_attempts = change.healing_attempts;
+    sheet.retry_at = retry_at;
     if status == SheetStatus::InProgress && was != SheetStatus::InProgress {
         sheet.started_at = Some(now.clone());
     }

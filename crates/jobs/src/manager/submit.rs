@@ -153,8 +153,10 @@ async fn pipeline(
 
     // Outside the lock: other jobs' submissions do not wait for this one's clean-up. (A
     // job still running is refused at once, not after the wait.)
-    ensure_not_running(mgr, job_id).await?;
-    wait_for_ended_attempts(job_id).await?;
+    if mozart_backends::descendants::attempts_alive(job_id) > 0 {
+        ensure_not_running(mgr, job_id).await?;
+        wait_for_ended_attempts(job_id).await?;
+    }
     let _guard = mgr.shared.submit_lock.lock().await;
     ensure_not_running(mgr, job_id).await?;
     let mut previous = carry_over(
@@ -624,15 +626,12 @@ async fn ensure_not_running(mgr: &JobManager, job_id: &str) -> Step<()> {
 /// ending (a cancel's SIGTERM grace, then SIGKILL and the clean-up) before it is refused.
 const ENDING_ATTEMPTS_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// A job cancelled a moment ago may still have attempts ending: their processes get the
-/// kill grace after SIGTERM. The job runs again once they are gone, so a sheet never runs
+/// A job cancelled a moment ago may still have attempts ending (the caller saw some): their
+/// processes get the kill grace after SIGTERM. The job runs again once they are gone, so a sheet never runs
 /// twice side by side in one workspace (docs/instruments.md); still there after
 /// [`ENDING_ATTEMPTS_WAIT`], the submission is refused, saying why.
 async fn wait_for_ended_attempts(job_id: &str) -> Step<()> {
     let alive = || mozart_backends::descendants::attempts_alive(job_id);
-    if alive() == 0 {
-        return Ok(());
-    }
     let deadline = tokio::time::Instant::now() + ENDING_ATTEMPTS_WAIT;
     tracing::info!(
         job_id,
