@@ -665,3 +665,51 @@ fn run_script_keeps_a_placeholder_with_spaces_one_argument() {
         "the path was split at its spaces"
     );
 }
+
+/// A conductor killed (`kill -9`) while a `run_command` hook runs: the hook's process group
+/// is ended with it (the watchdog, or the next start before anything runs), and the owed
+/// hook runs again once — never beside the copy the dead conductor started. It used to run
+/// on, orphaned, while the restarted conductor ran it a second time alongside.
+#[test]
+fn a_hook_running_when_the_conductor_is_killed_never_runs_beside_its_rerun() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let led = env.work.join("ledger");
+    let yaml = format!(
+        r#"name: hooked
+workspace: {ws}
+instrument: shell
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: |
+    RUN: echo sheet >> "{led}"
+on_success:
+  - type: run_command
+    command: "echo start >> '{led}'; sleep 4; echo end >> '{led}'"
+"#,
+        ws = env.work.join("hooked-ws").display(),
+        led = led.display(),
+    );
+    env.write_score("hooked", &yaml);
+    run(&env, &env.work.join("hooked.yaml"), &[]);
+    poll(&env, 20.0, "the hook to start", || {
+        (ledger(&led) == ["sheet", "start"]).then_some(())
+    });
+    let pid = env.conductor_pid().unwrap();
+    mozart_tests::signal(pid, "KILL");
+    poll(&env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    env.start_conductor();
+    let doc = poll(&env, 30.0, "the hook's result", || {
+        let d = status(&env, "hooked");
+        (d["hook_results_count"].as_u64().unwrap_or(0) >= 1).then_some(d)
+    });
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    // The killed copy never wrote its end; the rerun ran alone, start to end.
+    assert_eq!(
+        ledger_settles(&env, &led, 4, 10.0, 5.0),
+        ["sheet", "start", "start", "end"],
+        "the sheet ran once, the hook's first copy died with the conductor"
+    );
+}

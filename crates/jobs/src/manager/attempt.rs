@@ -77,7 +77,17 @@ pub(crate) async fn execute_watched_kept<'a>(
         result = &mut execution => return (result, None),
         pid = progress.started_pid() => pid,
     };
-    let watched = Watched::start(shared, job_id, sheet_num, pid, &progress, timeout);
+    let ticks = progress.start_ticks();
+    let tag = progress.attempt_tag();
+    let watched = Watched::start(
+        shared,
+        job_id,
+        sheet_num,
+        pid,
+        ticks,
+        tag.as_deref(),
+        timeout,
+    );
     (execution.await, Some(watched))
 }
 
@@ -89,12 +99,16 @@ pub(crate) struct Watched<'a> {
 }
 
 impl<'a> Watched<'a> {
-    fn start(
+    /// Put the process group `pid` (its leader's start time `ticks`, when the spawn knew
+    /// it; the attempt's `tag`) of `job_id`'s `sheet_num` under watch until dropped. A
+    /// job's hooks use sheet 0.
+    pub(crate) fn start(
         shared: &'a Arc<Shared>,
         job_id: &str,
         sheet_num: u32,
         pid: u32,
-        progress: &mozart_backends::Progress,
+        ticks: Option<u64>,
+        tag: Option<&str>,
         timeout: Duration,
     ) -> Self {
         let mut watched = Watched {
@@ -105,10 +119,7 @@ impl<'a> Watched<'a> {
         // The spawn usually knows the start time (the value `/proc/<pid>/stat` shows);
         // read `/proc` only when it does not. (No start time: the process already ended,
         // nothing to guard.)
-        let Some(ticks) = progress
-            .start_ticks()
-            .or_else(|| mozart_conductor::watchdog::start_ticks(pid))
-        else {
+        let Some(ticks) = ticks.or_else(|| mozart_conductor::watchdog::start_ticks(pid)) else {
             return watched;
         };
         // Our own timer ends the attempt at `timeout`; the watchdog only acts if we cannot
@@ -117,13 +128,11 @@ impl<'a> Watched<'a> {
         let deadline = mozart_state::epoch_now() + timeout.as_secs_f64() + 5.0;
         // The attempt's tag names its processes once the group's leader is gone (a shell
         // ended by SIGTERM while a child that ignores it runs on).
-        let tag = progress.attempt_tag();
-        watched._record =
-            shared
-                .inflight
-                .record(job_id, sheet_num, pid, ticks, tag.as_deref(), deadline);
+        watched._record = shared
+            .inflight
+            .record(job_id, sheet_num, pid, ticks, tag, deadline);
         if let (None, Some(w)) = (&watched._record, &shared.watchdog) {
-            w.track_started(pid, ticks, tag.as_deref(), deadline);
+            w.track_started(pid, ticks, tag, deadline);
             watched.tracked = Some(pid);
         }
         watched

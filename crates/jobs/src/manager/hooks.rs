@@ -95,7 +95,7 @@ pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: Hook
         let mut record = match hook.kind {
             HookType::RunJob => run_job(&mgr, &ctx, &req, hook, &vars, &mut cancel).await,
             HookType::RunCommand | HookType::RunScript => {
-                run_command(&req, hook, &vars, &mut cancel).await
+                run_command(&mgr.shared, &req, hook, &vars, &mut cancel).await
             }
         };
         cancelled = *cancel.borrow() && !record.success;
@@ -409,6 +409,7 @@ async fn run_job(
 /// `run_command` (through `sh -c`, placeholders shell-quoted) and `run_script` (split into
 /// words and executed directly), conductor.md §19.4.
 async fn run_command(
+    shared: &Arc<super::Shared>,
     req: &HookRequest,
     hook: &PostSuccessHookConfig,
     vars: &PlaceholderVars,
@@ -491,6 +492,12 @@ async fn run_command(
     } else {
         Duration::from_secs(300)
     };
+    // In the in-flight journal like an attempt's group: a conductor killed while the hook
+    // runs leaves it to the watchdog and the next start, which end it before the owed hook
+    // runs again — never two copies side by side.
+    let _watched = pid.map(|pid| {
+        super::attempt::Watched::start(shared, &req.job_id, 0, pid, None, None, timeout)
+    });
     let kill_group = || {
         if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
             let _ = nix::sys::signal::killpg(
