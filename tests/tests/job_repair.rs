@@ -762,3 +762,64 @@ fn a_pending_modify_that_cannot_apply_to_a_failed_job_keeps_its_failure() {
         "{doc:#}"
     );
 }
+
+/// A sheet whose `file_modified` validation failed because its file stayed as it was.
+fn stale_job(env: &TestEnv, name: &str, run_line: &str) -> std::path::PathBuf {
+    let ws = env.work.join(format!("{name}-ws"));
+    std::fs::create_dir_all(&ws).unwrap();
+    let old = ws.join("old.txt");
+    std::fs::write(&old, "old").unwrap();
+    let long_ago =
+        std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_577_836_800);
+    std::fs::File::options()
+        .write(true)
+        .open(&old)
+        .unwrap()
+        .set_modified(long_ago)
+        .unwrap();
+    let yaml = format!(
+        r#"name: {name}
+workspace: ./{name}-ws
+instrument: shell
+retry: {{max_retries: 1, max_completion_attempts: 0}}
+sheet: {{size: 1, total_items: 1}}
+prompt: {{template: "RUN: {run_line}"}}
+validations: [{{type: file_modified, path: "{{workspace}}/old.txt"}}]
+"#
+    );
+    let path = env.write_score(name, &yaml);
+    run(env, &path, &[]);
+    let doc = wait_terminal(env, name, 60.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    old
+}
+
+/// `mozart recover` judges `file_modified` as the run did (against the file as it was
+/// before the sheet ran): a file the run found stale is stale to recover too, and once the
+/// user updates it, recover passes it.
+#[test]
+fn recover_does_not_pass_a_file_modified_check_the_run_failed() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    for (name, run_line) in [
+        // The validation ran and failed: what it compared against is recorded.
+        ("stale", "echo attempt >> attempts.txt"),
+        // The attempt failed before any validation: judged against its start.
+        ("broke", "exit 1"),
+    ] {
+        let old = stale_job(&env, name, run_line);
+        let out = env.mozart(&["recover", name]);
+        let text = stdout(&out);
+        assert!(
+            text.contains("✗ file_modified") && text.contains("File was not modified"),
+            "{name}: {text}"
+        );
+        assert!(!text.contains("Recovered 1 sheet"), "{name}: {text}");
+        let doc = wait_status(&env, name, 5.0, |_| true);
+        assert_eq!(sheet(&doc, 1)["status"], "failed", "{name}: {doc:#}");
+        // The user does the work by hand: now it counts.
+        std::fs::write(&old, "new").unwrap();
+        let text = stdout(&env.mozart(&["recover", name]));
+        assert!(text.contains("Recovered 1 sheet"), "{name}: {text}");
+    }
+}

@@ -130,6 +130,26 @@ impl MtimeSnapshot {
     pub fn get(&self, path: &std::path::Path) -> Option<SystemTime> {
         self.mtimes.get(path).copied()
     }
+
+    /// Record `mtime` as the time `path` had before the sheet ran (a snapshot rebuilt from
+    /// what a run recorded, as `mozart recover` does).
+    pub fn record(&mut self, path: PathBuf, mtime: SystemTime) {
+        self.mtimes.insert(path, mtime);
+    }
+}
+
+/// The mtime a `file_modified` check compared against, read back from the expected value
+/// it recorded (`mtime>SECS`, see `run.rs`): `Some(Some(t))`; `Some(None)` when the file did
+/// not exist before the sheet ran (`modified`: any file counts); `None` for anything else.
+/// The recorded seconds are rounded to the microsecond, so `t` is one microsecond later:
+/// a file left as it was never reads as modified.
+pub fn recorded_baseline(expected: &str) -> Option<Option<SystemTime>> {
+    if expected == "modified" {
+        return Some(None);
+    }
+    let secs: f64 = expected.strip_prefix("mtime>")?.parse().ok()?;
+    let secs = Duration::try_from_secs_f64(secs + 1e-6).ok()?;
+    SystemTime::UNIX_EPOCH.checked_add(secs).map(Some)
 }
 
 /// Snapshot the mtimes of every `file_modified` path (missing files are simply absent, so any

@@ -5,7 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use mozart_baton::validation::{run_validations, CheckStatus, MtimeSnapshot};
+use mozart_baton::validation::{
+    recorded_baseline, run_validations, CheckStatus, MtimeSnapshot, ValidationCheck, ValidationRule,
+};
 use mozart_config::PlanOutline;
 use mozart_ipc::status::{RecoveryCheck, SheetRecovery};
 use mozart_ipc::types::RecoverParams;
@@ -43,7 +45,8 @@ pub(super) async fn recover(
             .then(|| crate::sheet_worktrees::recorded_branch(&run.config, &run.job_id, num))
             .flatten();
         let rules = musician::sheet_rules(&run, &planned, branch.as_deref());
-        let report = run_validations(&rules, &MtimeSnapshot::default()).await;
+        let snapshot = baseline(&rules, &checkpoint, num);
+        let report = run_validations(&rules, &snapshot).await;
         let checks: Vec<RecoveryCheck> = report
             .results
             .iter()
@@ -188,6 +191,48 @@ async fn prepare(
         chain_depth: record.chain_depth.unwrap_or(0),
     };
     Ok((run, checkpoint))
+}
+
+/// What a `file_modified` rule of sheet `num` is judged against: the mtime the run compared
+/// with (its last check recorded it), else — the check never ran — the start of the sheet's
+/// last attempt (the job's start for a sheet that never started). An empty snapshot would
+/// count any file as modified: a file the run had just failed as stale passed here.
+fn baseline(rules: &[ValidationRule], cp: &CheckpointState, num: u32) -> MtimeSnapshot {
+    let mut snapshot = MtimeSnapshot::default();
+    let sheet = cp.sheets.get(&num);
+    let details = sheet.and_then(|s| s.validation_details.as_deref());
+    let started = sheet
+        .and_then(|s| s.started_at.as_ref())
+        .or(cp.started_at.as_ref())
+        .and_then(Timestamp::to_epoch)
+        .and_then(|secs| std::time::Duration::try_from_secs_f64(secs).ok())
+        .and_then(|d| std::time::SystemTime::UNIX_EPOCH.checked_add(d));
+    for rule in rules {
+        let ValidationCheck::FileModified { path } = &rule.check else {
+            continue;
+        };
+        let shown = path.display().to_string();
+        let recorded = details
+            .into_iter()
+            .flatten()
+            .find(|d| {
+                d.rule_type.as_deref() == Some("file_modified")
+                    && d.path.as_deref() == Some(shown.as_str())
+            })
+            .and_then(|d| d.expected_value.as_deref())
+            .and_then(recorded_baseline);
+        match recorded {
+            // The file did not exist before the sheet ran: any file is its work.
+            Some(None) => {}
+            Some(Some(before)) => snapshot.record(path.clone(), before),
+            None => {
+                if let Some(at) = started {
+                    snapshot.record(path.clone(), at);
+                }
+            }
+        }
+    }
+    snapshot
 }
 
 /// The sheet passed its validations after all: completed, as a run would have left it.
