@@ -342,3 +342,124 @@ fn a_prompt_too_long_for_an_argument_fails_at_once_saying_so() {
         "{message}"
     );
 }
+
+/// A profile that reports `cost` (1.7e308 USD a call: two add up to infinity) and appends
+/// the sheet's number to `ledger` in the workspace, after `pause` seconds.
+fn install_absurd_instrument(env: &TestEnv, pause: f64) {
+    let script = env.root().join("absurd.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nsleep {pause}\nprintf '%s\\n' \"$1\" | grep -o 'SHEET-[0-9]*' >> ledger\necho '{{\"answer\":\"ok\",\"cost\":1.7e308}}'\n"
+        ),
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&script).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&script, perms).unwrap();
+    let dir = env.home.join("instruments");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("absurd.yaml"),
+        format!(
+            "name: absurd\ndisplay_name: Absurd\nkind: cli\ncli:\n  command:\n    executable: {}\n  output:\n    format: json\n    result_path: answer\n    cost_path: cost\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+}
+
+fn absurd_score(env: &TestEnv) -> std::path::PathBuf {
+    env.write_score(
+        "absurd-job",
+        "name: absurd-job\nworkspace: ./absurd-ws\ninstrument: absurd\npause_between_sheets_seconds: 0\nsheet: {size: 1, total_items: 3}\nprompt:\n  template: \"SHEET-{{ sheet_num }}\"\n",
+    )
+}
+
+/// How many times each sheet ran, from the instrument's ledger.
+fn runs(env: &TestEnv) -> std::collections::BTreeMap<String, usize> {
+    let text = std::fs::read_to_string(env.work.join("absurd-ws/ledger")).unwrap_or_default();
+    let mut runs = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        *runs.entry(line.to_string()).or_insert(0) += 1;
+    }
+    runs
+}
+
+/// An instrument reporting a cost no attempt can have (1.7e308 USD; added up: infinity, which
+/// a checkpoint stored as `null` and could not read back) reports no cost: the job's cost is
+/// unknown, not astronomical. It used to make the stored state unreadable: `status` failed
+/// with "stored checkpoint … is corrupt", and a restart ran every completed sheet again.
+#[test]
+fn an_absurd_reported_cost_is_unknown_and_a_kill_9_reruns_no_completed_sheet() {
+    let env = TestEnv::new();
+    install_absurd_instrument(&env, 1.0);
+    env.start_conductor();
+    let score = absurd_score(&env);
+    run(&env, &score, &[]);
+    crate::harness::poll(&env, 30.0, "two sheets to complete", || {
+        let doc = crate::harness::status(&env, "absurd-job");
+        (sheet(&doc, 2)["status"] == "completed").then_some(())
+    });
+    let doc = crate::harness::status(&env, "absurd-job");
+    assert_eq!(doc["cost"]["total_estimated_cost"], 0.0, "{doc:#}");
+    assert_eq!(doc["cost"]["cost_confidence"], 0.0, "unknown: {doc:#}");
+    let pid = env.conductor_pid().unwrap();
+    mozart_tests::signal(pid, "KILL");
+    crate::harness::poll(&env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    env.start_conductor();
+    let doc = wait_terminal(&env, "absurd-job", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    let runs = runs(&env);
+    assert_eq!(runs.get("SHEET-1"), Some(&1), "sheet 1 ran once: {runs:?}");
+    assert_eq!(runs.get("SHEET-2"), Some(&1), "sheet 2 ran once: {runs:?}");
+    let out = env.mozart(&["status", "absurd-job"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+/// A job whose stored state cannot be read is not run as new — that would run its completed
+/// sheets again: the resume is refused, saying so and how to start over, and nothing runs.
+#[test]
+fn a_job_whose_stored_state_cannot_be_read_is_refused_not_rerun() {
+    let env = TestEnv::new();
+    install_absurd_instrument(&env, 0.0);
+    env.start_conductor();
+    let score = absurd_score(&env);
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "absurd-job", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    env.stop_conductor();
+    {
+        let db = rusqlite::Connection::open(env.home.join("registry.db")).unwrap();
+        let changed = db
+            .execute(
+                "UPDATE sheets SET state_json='{not json' WHERE job_id='absurd-job' AND sheet_num=2",
+                [],
+            )
+            .unwrap();
+        assert_eq!(changed, 1);
+        db.execute(
+            "UPDATE sheets SET status='pending' WHERE job_id='absurd-job' AND sheet_num=3",
+            [],
+        )
+        .unwrap();
+    }
+    env.start_conductor();
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("The stored state of job 'absurd-job' cannot be read, so it is not run"),
+        "{text}"
+    );
+    assert!(text.contains("--fresh"), "says how to start over: {text}");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let runs = runs(&env);
+    assert_eq!(
+        runs.values().copied().collect::<Vec<_>>(),
+        [1, 1, 1],
+        "nothing ran again: {runs:?}"
+    );
+}

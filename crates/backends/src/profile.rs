@@ -552,8 +552,15 @@ impl InstrumentProfile {
             if m.context_window < 1 {
                 return Err(format!("models[{i}].context_window: must be at least 1"));
             }
-            if m.cost_per_1k_input < 0.0 || m.cost_per_1k_output < 0.0 {
-                return Err(format!("models[{i}]: costs must not be negative"));
+            for (field, price) in [
+                ("cost_per_1k_input", m.cost_per_1k_input),
+                ("cost_per_1k_output", m.cost_per_1k_output),
+            ] {
+                if !(price.is_finite() && price >= 0.0) {
+                    return Err(format!(
+                        "models[{i}].{field}: must be a number, 0 or more (USD per 1,000 tokens), not {price}"
+                    ));
+                }
             }
         }
         if let Some(cli) = &self.cli {
@@ -597,6 +604,22 @@ mod tests {
         );
         assert!(err.matches("regex parse error").count() <= 1, "{err}");
         assert!(err.contains("unclosed group"), "{err}");
+    }
+
+    /// A price that is not a number (`.nan`, `.inf`) is refused, naming the field: a job
+    /// priced with it had an infinite or NaN cost, and a cost limit that never tripped.
+    #[test]
+    fn a_price_that_is_not_a_number_is_refused_naming_the_field() {
+        for price in [".nan", ".inf", "-1"] {
+            let text = format!("name: p\ndisplay_name: P\nkind: cli\nmodels:\n  - {{name: m, context_window: 10, cost_per_1k_input: 0.1, cost_per_1k_output: {price}}}\ncli:\n  command:\n    executable: echo\n");
+            let err = InstrumentProfile::from_yaml(&text, "p.yaml")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("models[0].cost_per_1k_output: must be a number, 0 or more"),
+                "{price}: {err}"
+            );
+        }
     }
 
     #[test]

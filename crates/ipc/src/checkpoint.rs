@@ -177,6 +177,13 @@ pub fn lenient_category<'de, D: serde::Deserializer<'de>>(
     }))
 }
 
+/// A number stored as `null`: what JSON makes of an infinite or NaN figure (an earlier
+/// Mozart stored a cost that added up to infinity so). Read as 0, so the rest of the state —
+/// which sheets completed — still loads.
+pub fn lenient_f64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(0.0))
+}
+
 /// Why an execution ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -613,7 +620,7 @@ pub struct SheetCheckpoint {
     #[serde(default)]
     pub estimated_cost: Option<f64>,
     /// Confidence of the cost estimate.
-    #[serde(default = "one")]
+    #[serde(default = "one", deserialize_with = "lenient_f64")]
     pub cost_confidence: f64,
     /// Structured agent feedback.
     #[serde(default)]
@@ -934,7 +941,7 @@ pub struct JobCheckpoint<Snapshot = serde_json::Value> {
     #[serde(default)]
     pub total_output_tokens: u64,
     /// Total estimated cost, USD.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_f64")]
     pub total_estimated_cost: f64,
     /// Whether a cost limit paused the job.
     #[serde(default)]

@@ -392,6 +392,18 @@ impl FailureKind {
 /// Confidence of a cost the instrument reported, or priced from exact tokens of a model its
 /// profile lists.
 pub const COST_EXACT: f64 = 1.0;
+
+/// The most one attempt can be taken to have cost, USD. An instrument that reports more (or
+/// an infinite or negative figure, or a price that makes one) reports no cost: added up, such
+/// figures become infinite, which no checkpoint can store.
+pub const MAX_ATTEMPT_COST_USD: f64 = 1e9;
+
+/// Whether `usd` can be one attempt's cost: finite, not negative, at most
+/// [`MAX_ATTEMPT_COST_USD`].
+#[must_use]
+pub fn plausible_cost(usd: f64) -> bool {
+    usd.is_finite() && (0.0..=MAX_ATTEMPT_COST_USD).contains(&usd)
+}
 /// Confidence of a cost priced from exact tokens at a price that may not be the model's
 /// (the model that ran is not in the profile's list: its default or first model, or the
 /// fallback $3 / $15 per million).

@@ -603,6 +603,23 @@ mod tests {
         assert_eq!(cp.progress(), (3, 3));
     }
 
+    /// A cost stored as `null` (JSON's form of an infinite sum, written by an earlier
+    /// Mozart) still loads: the state's other facts — which sheets completed — are kept.
+    #[test]
+    fn a_null_cost_still_loads_the_state() {
+        let mut cp = three();
+        cp.mark_sheet_started(1);
+        cp.mark_sheet_completed(1, true, None, None);
+        cp.total_estimated_cost = f64::INFINITY;
+        cp.sheets.get_mut(&1).unwrap().cost_confidence = f64::NAN;
+        let text = serde_json::to_string(&cp).unwrap();
+        assert!(text.contains("\"total_estimated_cost\":null"), "{text}");
+        let back: CheckpointState = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.total_estimated_cost, 0.0);
+        assert_eq!(back.sheets[&1].cost_confidence, 0.0);
+        assert_eq!(back.sheets[&1].status, SheetStatus::Completed);
+    }
+
     #[test]
     fn started_clears_previous_attempt_fields() {
         let mut cp = three();

@@ -586,15 +586,35 @@ fn place(
     }
 }
 
+/// The cost `result` reports, when it can be one ([`mozart_backends::plausible_cost`]): an
+/// infinite, negative or absurd figure (an instrument's bug, a price of `.inf`) is no cost —
+/// added up it would become infinite — and is said in the log.
+pub(super) fn reported_cost(result: &ExecutionResult, what: &str) -> Option<f64> {
+    let cost = result.cost_usd?;
+    if mozart_backends::plausible_cost(cost) {
+        return Some(cost);
+    }
+    tracing::warn!(
+        cost,
+        max = mozart_backends::MAX_ATTEMPT_COST_USD,
+        "{what} reported a cost that cannot be one attempt's (not a number from 0 to the maximum, USD); taken as unknown"
+    );
+    None
+}
+
 /// How sure the attempt's cost is (issue 22: never "$0.00, certain" for work that cost
 /// money). A reported or priced cost carries its own confidence; nothing reported is known to
 /// be free only for the `shell` instrument, a CLI that never started and a call the API
 /// refused with a rate limit; anything else is unknown (0.0).
-fn cost_confidence(result: &ExecutionResult, instrument: &str) -> f64 {
-    if result.cost_usd.is_some() {
+fn cost_confidence(result: &ExecutionResult, cost: Option<f64>, instrument: &str) -> f64 {
+    if cost.is_some() {
         return result
             .cost_confidence
             .unwrap_or(mozart_backends::COST_EXACT);
+    }
+    if result.cost_usd.is_some() {
+        // Reported, but not a cost: unknown.
+        return 0.0;
     }
     let free = costs_nothing(instrument)
         || result.rate_limited
@@ -622,14 +642,15 @@ async fn judge(
     result: &ExecutionResult,
     started_epoch: f64,
 ) -> (AttemptResult, AttemptDetails) {
+    let cost = reported_cost(result, &attempt.instrument);
     let mut details = AttemptDetails {
         attempt_number: attempt.attempt_number,
         mode: mode_str(attempt.mode).into(),
         started_at: started_epoch,
         exit_code: result.exit_code,
         exit_signal: result.exit_signal,
-        cost_usd: result.cost_usd.unwrap_or(0.0),
-        cost_confidence: cost_confidence(result, &attempt.instrument),
+        cost_usd: cost.unwrap_or(0.0),
+        cost_confidence: cost_confidence(result, cost, &attempt.instrument),
         input_tokens: result.input_tokens.unwrap_or(0),
         output_tokens: result.output_tokens.unwrap_or(0),
         model: result.model.clone(),

@@ -597,7 +597,7 @@ async fn run_reviewer(
     }
     Outcome::Verdict(
         parse_verdict(result.output_text()),
-        result.cost_usd.unwrap_or(0.0),
+        super::musician::reported_cost(&result, "the reviewer").unwrap_or(0.0),
     )
 }
 

@@ -166,7 +166,7 @@ async fn pipeline(
         &config,
         &workspace,
         &req,
-    );
+    )?;
     // A job that failed (or was cancelled) in its `on_success` hooks owes them: resuming it
     // runs them again instead of completing on the zero-work guard with the chain lost.
     let hooks_owed = req.resume_of.is_some()
@@ -671,7 +671,7 @@ fn carry_over(
     config: &JobConfig,
     workspace: &Path,
     req: &SubmitRequest,
-) -> Previous {
+) -> Step<Previous> {
     let record = lock(&mgr.shared.registry).get_job(job_id).ok().flatten();
     let fresh = req.fresh
         || record
@@ -685,10 +685,18 @@ fn carry_over(
     let checkpoint = if fresh {
         None
     } else {
+        // A stored state that cannot be read is not "no progress": running the job as new
+        // would run every completed sheet again. Refused, with what is wrong and the ways on.
         lock(&mgr.shared.registry)
             .load_checkpoint(job_id)
-            .ok()
-            .flatten()
+            .map_err(|e| {
+                tracing::error!(job_id, error = %e, "cannot read the stored state of the job");
+                Rejection(format!(
+                    "The stored state of job '{job_id}' cannot be read, so it is not run (running it as new would run its completed sheets again): {e}. \
+                     Its records are kept (mozart status {job_id}, mozart history {job_id}); to start it over anyway: mozart run {} --fresh",
+                    config_path.display()
+                ))
+            })?
     };
     if checkpoint.is_none() {
         // A run that starts over replays no worker output and no delivery of an old run.
@@ -706,11 +714,11 @@ fn carry_over(
             tracing::warn!(job_id, warning, "workspace.archive_failed");
         }
     }
-    Previous {
+    Ok(Previous {
         record,
         checkpoint,
         fresh,
-    }
+    })
 }
 
 /// True when a completed job's score is not the one that run completed: its text differs
