@@ -105,6 +105,23 @@ pub fn write_pid_file(path: &Path, pid: u32) -> Result<(), ConductorError> {
     std::fs::rename(&tmp, path).map_err(|e| ConductorError::io("cannot write PID file", path, e))
 }
 
+/// Record the socket the conductor listens on (temp file + rename, refusing a symlinked
+/// target), for clients whose configuration names another one since.
+pub fn write_socket_record(path: &Path, socket: &Path) -> Result<(), ConductorError> {
+    use std::os::unix::ffi::OsStrExt;
+    if path.is_symlink() {
+        return Err(ConductorError::Symlink {
+            what: "socket record",
+            path: path.to_path_buf(),
+        });
+    }
+    let tmp = path.with_extension("socket.tmp");
+    std::fs::write(&tmp, socket.as_os_str().as_bytes())
+        .map_err(|e| ConductorError::io("cannot write socket record", &tmp, e))?;
+    std::fs::rename(&tmp, path)
+        .map_err(|e| ConductorError::io("cannot write socket record", path, e))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

@@ -70,10 +70,14 @@ impl Conductor {
         mozart_ipc::paths::check_socket_path(&paths.socket)?;
 
         let lock = instance::acquire(&paths)?;
+        // A record a killed conductor left names its socket, not ours: gone until ours listens.
+        let socket_record = paths.socket_record();
+        remove_quietly(&socket_record);
         // Always the home's PID file: `mozart stop` must find it without reading the config.
         let pid_file = paths.pid_file.clone();
         instance::write_pid_file(&pid_file, std::process::id())?;
         let result = run_locked(config, paths.clone(), jobs.as_deref(), &log, user_umask).await;
+        remove_quietly(&socket_record);
         remove_quietly(&pid_file);
         drop(lock);
         match &result {
@@ -122,6 +126,9 @@ async fn run_locked(
     let mut sighup = sig(SignalKind::hangup(), "SIGHUP")?;
 
     let listener = bind_socket(&paths.socket)?;
+    // Clients find this socket through the record even after `socket.path` changes in the
+    // file (the conductor keeps its socket until it is restarted).
+    instance::write_socket_record(&paths.socket_record(), &paths.socket)?;
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
     // A connection costs one small task, so the cap is generous: a handful of clients that
     // connect and never speak (each held until the idle timeout) must not lock the CLI out.

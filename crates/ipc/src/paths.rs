@@ -157,19 +157,53 @@ impl ConductorPaths {
     }
 
     /// Resolve from the environment: `$MOZART_HOME`, `conductor.yaml`'s `socket.path`
-    /// (read leniently), an explicit socket and a clone name.
+    /// (read leniently), an explicit socket and a clone name; without a socket named, the one
+    /// a running conductor listens on ([`Self::follow_running`]).
     pub fn discover(
         explicit_socket: Option<&Path>,
         clone: Option<&str>,
     ) -> Result<ConductorPaths, NoHome> {
         let home = mozart_home()?;
         let config_socket = socket_path_from_file(&home.join("conductor.yaml"));
-        Ok(Self::resolve(
-            &home,
-            explicit_socket,
-            config_socket.as_deref(),
-            clone,
-        ))
+        Ok(
+            Self::resolve(&home, explicit_socket, config_socket.as_deref(), clone)
+                .follow_running(explicit_socket.is_some()),
+        )
+    }
+
+    /// Where a running conductor records the socket it listens on (`<home>/conductor.socket`,
+    /// `<home>/clone-NAME.socket`): written once it listens, removed when it stops.
+    pub fn socket_record(&self) -> PathBuf {
+        self.lock_file.with_extension("socket")
+    }
+
+    /// The socket the conductor of these paths listens on, when one runs (its instance lock
+    /// is held) and recorded it ([`Self::socket_record`]).
+    pub fn running_socket(&self) -> Option<PathBuf> {
+        if !lock_held(&self.lock_file) {
+            return None;
+        }
+        let text = std::fs::read(self.socket_record()).ok()?;
+        if text.is_empty() {
+            return None;
+        }
+        use std::os::unix::ffi::OsStringExt;
+        Some(PathBuf::from(std::ffi::OsString::from_vec(text)))
+    }
+
+    /// These paths with the socket the running conductor listens on, unless a socket was
+    /// named (`--socket`: `explicit`, or `$MOZART_SOCKET`): a `socket.path` changed in the
+    /// file (or a conductor started with `-c FILE`) must not hide the running conductor,
+    /// which keeps its socket until it is restarted.
+    pub fn follow_running(mut self, explicit: bool) -> ConductorPaths {
+        let env_named = std::env::var_os(SOCKET_ENV).is_some_and(|v| !v.is_empty());
+        if explicit || env_named {
+            return self;
+        }
+        if let Some(socket) = self.running_socket() {
+            self.socket = socket;
+        }
+        self
     }
 
     /// "Mozart conductor" or "clone conductor", as upstream's messages say.
@@ -189,6 +223,22 @@ pub fn socket_path_from_file(file: &Path) -> Option<PathBuf> {
     // YAML 1.1, as the conductor reads the same file.
     let root = mozart_yaml::parse(&text).ok()??;
     root.get("socket")?.get("path")?.as_str().map(PathBuf::from)
+}
+
+/// Is the `flock` on `lock_file` held (by a running conductor)? Probed with a shared,
+/// non-blocking lock that is released at once.
+fn lock_held(lock_file: &Path) -> bool {
+    use nix::fcntl::{Flock, FlockArg};
+    let Ok(file) = std::fs::File::open(lock_file) else {
+        return false;
+    };
+    match Flock::lock(file, FlockArg::LockSharedNonblock) {
+        Ok(lock) => {
+            drop(lock);
+            false
+        }
+        Err((_, errno)) => errno == nix::errno::Errno::EWOULDBLOCK,
+    }
 }
 
 /// Environment variable naming the socket; beaten only by an explicit `--socket`.

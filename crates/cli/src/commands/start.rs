@@ -113,7 +113,9 @@ pub(crate) fn prepare_noting(
         args.socket.as_deref(),
         config.socket.path.as_deref(),
         globals.conductor_clone.as_deref(),
-    );
+    )
+    // A running conductor keeps its socket until it is restarted, whatever the file says now.
+    .follow_running(args.socket.is_some());
     mozart_ipc::paths::check_socket_path(&paths.socket).map_err(fail)?;
     Ok((config, paths, warnings))
 }

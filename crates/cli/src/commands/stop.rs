@@ -120,6 +120,7 @@ pub(crate) fn stop_conductor(
         // SIGKILL leaves the PID file and socket behind; nobody holds the lock now.
         let _ = std::fs::remove_file(&paths.pid_file);
         let _ = std::fs::remove_file(&paths.socket);
+        let _ = std::fs::remove_file(paths.socket_record());
     }
     println!("{} stopped", paths.who());
     Ok(StopOutcome::Stopped)

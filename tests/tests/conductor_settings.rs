@@ -1,0 +1,95 @@
+//! conductor.yaml settings as the user changes them (`mozart config …`) while a conductor
+//! runs or not, through the real binary, a real socket and a real conductor.
+
+use std::process::{Output, Stdio};
+
+use mozart_tests::{sleepy_shell_score, stdout, TestEnv};
+
+use crate::harness::poll;
+
+/// `mozart ARGS` without `$MOZART_SOCKET`: the socket comes from conductor.yaml's
+/// `socket.path` (or what a running conductor recorded), as for a user who never set it.
+fn no_env_socket(env: &TestEnv, args: &[&str]) -> Output {
+    env.command(args)
+        .env_remove("MOZART_SOCKET")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn both(out: &Output) -> String {
+    format!("{}{}", stdout(out), String::from_utf8_lossy(&out.stderr))
+}
+
+/// `config set socket.path` on a running conductor: it keeps its socket until a restart,
+/// every command still finds it there, and `restart` without `--yes` (no terminal) refuses
+/// while a job runs; the restart then moves it to the new socket.
+#[test]
+fn a_changed_socket_path_keeps_the_running_conductor_found_until_restart() {
+    let env = TestEnv::new();
+    let first = env.root().join("first.sock");
+    let second = env.root().join("second.sock");
+    std::fs::write(
+        env.home.join("conductor.yaml"),
+        format!("socket:\n  path: {}\n", first.display()),
+    )
+    .unwrap();
+    let out = no_env_socket(&env, &["start"]);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let out = no_env_socket(
+        &env,
+        &["config", "set", "socket.path", second.to_str().unwrap()],
+    );
+    let text = both(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("keeps its current value until 'mozart restart'"),
+        "{text}"
+    );
+    assert!(!text.contains("when the conductor starts"), "{text}");
+    let out = no_env_socket(&env, &["conductor-status"]);
+    let text = both(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(&format!("Socket: {}", first.display())),
+        "{text}"
+    );
+    let out = no_env_socket(&env, &["start"]);
+    let text = both(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("already running"), "{text}");
+    assert!(
+        text.contains(&format!("Socket: {}", first.display())),
+        "{text}"
+    );
+    // A job running: restart without a terminal and without --yes refuses.
+    let score = env.write_score("long", &sleepy_shell_score("long", 1, 60.0));
+    let out = no_env_socket(&env, &["run", score.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    poll(&env, 30.0, "the job to run", || {
+        let out = no_env_socket(&env, &["status", "long", "--json"]);
+        (stdout(&out).contains("\"running\"")).then_some(())
+    });
+    let pid = env.conductor_pid().unwrap();
+    let out = no_env_socket(&env, &["restart"]);
+    let text = both(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("mozart restart --yes"), "{text}");
+    assert!(
+        mozart_tests::alive(pid),
+        "the conductor was stopped: {text}"
+    );
+    let out = no_env_socket(&env, &["cancel", "long"]);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let out = no_env_socket(&env, &["wait", "long", "--timeout", "60"]);
+    assert_eq!(out.status.code(), Some(3), "{}", both(&out));
+    let out = no_env_socket(&env, &["restart"]);
+    let text = both(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(&format!("Socket: {}", second.display())),
+        "{text}"
+    );
+    let out = no_env_socket(&env, &["stop"]);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+}
