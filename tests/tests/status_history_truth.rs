@@ -234,3 +234,35 @@ fn history_shows_an_attempt_a_conductor_kill_cut_short() {
     env.start_conductor();
     assert_eq!(history(&env, "killed").len(), 2);
 }
+
+/// `run -H`: the self-healing attempt is one attempt, numbered after the last retry, and the
+/// counts say how many ran (it was counted twice: 3 ran, history said 1, 2, 4, status 4).
+#[test]
+fn a_self_healing_attempt_is_counted_once() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let score = env.write_score(
+        "healed",
+        r#"name: healed
+workspace: ./healed-ws
+instrument: shell
+retry: {max_retries: 2, base_delay_seconds: 1}
+sheet: {size: 1, total_items: 1}
+prompt: {template: "RUN: echo x >> \"{{ workspace }}/att.txt\"; exit 1"}
+"#,
+    );
+    run(&env, &score, &["-H"]);
+    let doc = wait_terminal(&env, "healed", 60.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let ran = std::fs::read_to_string(env.work.join("healed-ws/att.txt")).unwrap();
+    assert_eq!(ran.lines().count(), 3, "two tries and the healing attempt");
+    assert_eq!(sheet(&doc, 1)["attempt_count"], 3, "{doc:#}");
+    let error = sheet(&doc, 1)["error_message"].as_str().unwrap_or_default();
+    assert!(error.starts_with("Failed after 3 attempts"), "{doc:#}");
+    let mut nums: Vec<u64> = history(&env, "healed")
+        .iter()
+        .filter_map(|r| r["attempt_num"].as_u64())
+        .collect();
+    nums.sort_unstable();
+    assert_eq!(nums, [1, 2, 3]);
+}

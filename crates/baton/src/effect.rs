@@ -22,7 +22,8 @@ pub const COMPLETION_SUFFIX: &str =
 pub struct AttemptContext {
     /// Unique per dispatch; the result must echo it.
     pub dispatch_id: u64,
-    /// 1-based: normal + completion + healing attempts so far, plus one.
+    /// 1-based: the attempts that ended so far (normal + completion; a healing attempt is
+    /// one of those), plus one.
     pub attempt_number: u32,
     /// Normal, completion or healing.
     pub mode: AttemptMode,
@@ -51,7 +52,8 @@ pub struct SheetChange {
     pub normal_attempts: u32,
     /// Completion attempts.
     pub completion_attempts: u32,
-    /// Healing attempts.
+    /// Healing attempts granted (self-healing: at most 1). The healing attempt itself, once
+    /// ended, is in the normal or completion count.
     pub healing_attempts: u32,
     /// Instrument currently assigned (changes on fallback).
     pub instrument: String,

@@ -64,7 +64,7 @@ pub struct RestoredSheet {
     pub normal_attempts: u32,
     /// Completion attempts already spent (carried so a restart cannot loop forever, §2.10).
     pub completion_attempts: u32,
-    /// Healing attempts already spent.
+    /// Healing attempts granted (the healing attempt, once ended, is in the normal count).
     pub healing_attempts: u32,
     /// Cost already spent on this sheet.
     pub total_cost_usd: f64,

@@ -201,13 +201,11 @@ impl Sheet {
     }
 
     /// The next attempt's number, counting every attempt the sheet made (on instruments it
-    /// fell back from too).
+    /// fell back from too). A healing attempt is counted, as any attempt, by the normal or
+    /// completion count when it ends; `healing_attempts` counts the grants (adding it counted
+    /// the healing attempt twice: three attempts ran, numbered 1, 2, 4).
     fn attempt_number(&self) -> u32 {
-        self.live().earlier_attempts
-            + self.normal_attempts
-            + self.completion_attempts
-            + self.healing_attempts
-            + 1
+        self.live().earlier_attempts + self.normal_attempts + self.completion_attempts + 1
     }
 }
 

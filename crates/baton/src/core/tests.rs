@@ -1192,6 +1192,8 @@ fn self_healing_grants_one_healing_attempt() {
     assert_eq!(rig.status("j", 1), SheetStatus::RetryScheduled);
     let e = rig.advance(secs(10));
     assert_eq!(attempt_of(&e, 1).mode, AttemptMode::Healing);
+    // The second attempt that ran, not the third.
+    assert_eq!(attempt_of(&e, 1).attempt_number, 2);
     let e = rig.fail("j", 1, &e, FailureKind::Transient);
     assert_eq!(finished(&e).map(|f| f.0), Some(JobOutcome::Failed));
 }

@@ -943,9 +943,10 @@ fn update_sheet(
     let was = sheet.status;
     sheet.status = status;
     sheet.instrument_name = Some(change.instrument.clone());
+    // A healing attempt is in the normal or completion count once it ended
+    // (`healing_attempts` counts the grant).
     sheet.attempt_count = change.normal_attempts
         + change.completion_attempts
-        + change.healing_attempts
         + u32::from(status == SheetStatus::Completed);
     sheet.completion_attempts = change.completion_attempts;
     sheet.healing_attempts = change.healing_attempts;
@@ -1111,10 +1112,7 @@ fn record_interrupted(
         job_id: change.job_id.clone(),
         sheet_num: change.sheet_num,
         // The baton's counts are of the attempts that ended; this one is the next.
-        attempt_num: change.normal_attempts
-            + change.completion_attempts
-            + change.healing_attempts
-            + 1,
+        attempt_num: change.normal_attempts + change.completion_attempts + 1,
         outcome: "interrupted".into(),
         instrument: Some(change.instrument.clone()),
         executed_at: started.unwrap_or_else(mozart_state::epoch_now),

@@ -107,13 +107,10 @@ fn restored(s: &mozart_state::SheetState) -> Option<RestoredSheet> {
         return None;
     }
     // The retries a sheet has spent survive a restart: its row counts the attempts that
-    // ended (`update_sheet`: normal + completion + healing, one more once completed), never
-    // the one that was running — that one was interrupted and is free. A sheet whose job
-    // failed gets a fresh budget when the job is resumed.
-    let spent = s
-        .attempt_count
-        .saturating_sub(s.completion_attempts)
-        .saturating_sub(s.healing_attempts);
+    // ended (`update_sheet`: normal + completion, one more once completed; a healing attempt
+    // is one of those), never the one that was running — that one was interrupted and is
+    // free. A sheet whose job failed gets a fresh budget when the job is resumed.
+    let spent = s.attempt_count.saturating_sub(s.completion_attempts);
     Some(RestoredSheet {
         status,
         normal_attempts: match (status, s.status) {
