@@ -440,8 +440,26 @@ fn running_a_paused_job_again_is_refused_with_the_way_on() {
         assert!(!text.contains("declined this submission"), "{text}");
         wait_for(&env, "held", 30, |d| d["status"] == "paused");
     }
-    let out = env.mozart(&["resume", "held"]);
-    assert!(out.status.success(), "{}", stdout(&out));
+    // The modify the refusal names is a command that runs as given (SCORE: the score's path).
+    let text = stdout(&env.mozart(&["run", path.to_str().unwrap()]));
+    let named = text
+        .split("(with an edited score: ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("{text}"));
+    let words: Vec<&str> = named
+        .split_whitespace()
+        .map(|w| {
+            if w == "SCORE" {
+                path.to_str().unwrap()
+            } else {
+                w
+            }
+        })
+        .collect();
+    assert_eq!(words.first(), Some(&"mozart"), "{text}");
+    let out = env.mozart(&words[1..]);
+    assert!(out.status.success(), "{named}: {}", stdout(&out));
     let out = env.mozart(&["wait", "held"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }

@@ -610,7 +610,7 @@ async fn ensure_not_running(mgr: &JobManager, job_id: &str) -> Step<()> {
     // nothing running.
     if running && s == DaemonJobStatus::Paused {
         return Err(Rejection(format!(
-            "Job '{job_id}' is paused. Resume it: mozart resume {job_id} (with an edited score: mozart modify {job_id} SCORE --resume), or cancel it first to submit it again."
+            "Job '{job_id}' is paused. Resume it: mozart resume {job_id} (with an edited score: mozart modify {job_id} -c SCORE --resume), or cancel it first to submit it again."
         )));
     }
     if running {
