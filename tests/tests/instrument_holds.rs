@@ -564,3 +564,110 @@ fn conductor_status_lists_a_jobs_own_shell_rate_limit_and_clear_lifts_it() {
     let doc = crate::harness::wait_terminal(&env, "api-held", 60.0);
     assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
 }
+
+/// The probe schedule's step survives a restart: an instrument that keeps answering "rate
+/// limit exceeded" (no wait named) waits 15 s, then 30 s, then a minute — also when the
+/// conductor is killed (kill -9) and started again during a wait. The step lived in memory
+/// only, so every restart began the schedule again: each wait was 15 s, hammering the API.
+/// Both kinds of wait: an AI CLI's (every job's sheets wait) and a `shell` job's own.
+#[test]
+fn a_rate_limit_wait_goes_one_step_further_after_a_kill_9_restart() {
+    let env = TestEnv::new();
+    let ok = env.bin.join("api-ok");
+    let calls = env.root().join("cli-calls");
+    let path = env.bin.join("limited-cli");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\necho called >> '{}'\n\
+             if [ -f '{}' ]; then echo '{{\"result\": \"done\"}}'; exit 0; fi\n\
+             echo 'Error: rate limit exceeded (429 too many requests)' >&2\nexit 1\n",
+            calls.display(),
+            ok.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = env.home.join("instruments");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("limited.yaml"),
+        format!(
+            "name: limited\ndisplay_name: \"Limited CLI\"\nkind: cli\ndefault_timeout_seconds: 30\ncli:\n  command:\n    executable: {}\n    prompt_flag: \"-p\"\n  output:\n    format: json\n    result_path: result\n  errors:\n    rate_limit_patterns: [\"\\\\b429\\\\b\", \"rate.?limit\"]\n",
+            path.display()
+        ),
+    )
+    .unwrap();
+    let shell_calls = env.root().join("shell-calls");
+    let called = |f: &std::path::Path| {
+        std::fs::read_to_string(f)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+    env.start_conductor();
+    let cli = env.write_score(
+        "rl-cli",
+        "name: rl-cli\nworkspace: ./rl-cli-ws\ninstrument: limited\npause_between_sheets_seconds: 0\n\
+         sheet:\n  size: 1\n  total_items: 1\nprompt:\n  template: \"do it\"\n",
+    );
+    let shell = env.write_score(
+        "rl-shell",
+        &format!(
+            "name: rl-shell\nworkspace: ./rl-shell-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+             sheet: {{size: 1, total_items: 1}}\nprompt:\n  template: |\n    \
+             RUN: echo called >> '{}'\n    \
+             RUN: if [ ! -f '{}' ]; then echo 'Error: rate limit exceeded (429 too many requests)' >&2; exit 1; fi\n",
+            shell_calls.display(),
+            ok.display()
+        ),
+    );
+    crate::harness::run(&env, &cli, &[]);
+    crate::harness::run(&env, &shell, &[]);
+    let hold = |doc: &Value| {
+        doc["instrument_holds"][0]["reason"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    for id in ["rl-cli", "rl-shell"] {
+        let doc = wait_for(&env, id, 30, |d| hold(d).is_some());
+        let reason = hold(&doc).unwrap_or_default();
+        assert!(
+            reason.contains("trying again in 15s (probe 1)"),
+            "{id}: {doc:#}"
+        );
+    }
+
+    // Killed during the first wait, started again: the waits are restored…
+    crate::support::kill9_conductor(&env);
+    env.start_conductor();
+    for id in ["rl-cli", "rl-shell"] {
+        let doc = wait_for(&env, id, 30, |d| hold(d).is_some());
+        assert!(
+            hold(&doc).unwrap_or_default().contains("(probe 1)"),
+            "{id}: {doc:#}"
+        );
+    }
+    assert_eq!((called(&calls), called(&shell_calls)), (1, 1));
+    // …and once each is over, the CLI still limited, the next wait is the schedule's second
+    // step, not its first again. (The hold is gone while the sheet runs again, so a hold
+    // after the second call is the second limit's.)
+    for (id, f) in [("rl-cli", &calls), ("rl-shell", &shell_calls)] {
+        let doc = wait_for(&env, id, 60, |d| called(f) >= 2 && hold(d).is_some());
+        let reason = hold(&doc).unwrap_or_default();
+        assert!(
+            reason.contains("trying again in 30s (probe 2)"),
+            "{id}: the second limit in a row after the restart: {doc:#}"
+        );
+    }
+
+    // The API recovers: lifted by hand, both jobs complete.
+    std::fs::write(&ok, "").unwrap();
+    let out = env.mozart(&["clear-rate-limits"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    for id in ["rl-cli", "rl-shell"] {
+        let doc = wait_for(&env, id, 60, |d| {
+            matches!(d["status"].as_str(), Some("completed" | "failed"))
+        });
+        assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
+    }
+}

@@ -94,6 +94,10 @@ pub struct InstrumentChange {
     /// Why it is parked, in the API's or CLI's own words, with how the wait was chosen.
     #[serde(default)]
     pub rate_limit_reason: Option<String>,
+    /// Rate limits in a row the wait belongs to (the probe schedule's step), so a restart
+    /// goes on from it.
+    #[serde(default)]
+    pub rate_limit_streak: u32,
     /// Breaker state.
     pub circuit: CircuitState,
     /// Why the breaker is not closed: the failures in a row and the last one's message.
@@ -119,6 +123,9 @@ pub struct JobWaitChange {
     pub rate_limited_until: Option<Millis>,
     /// Why, in the API's or CLI's own words, with how the wait was chosen.
     pub rate_limit_reason: Option<String>,
+    /// Rate limits in a row the wait belongs to (the probe schedule's step).
+    #[serde(default)]
+    pub rate_limit_streak: u32,
 }
 
 /// A change to persist before anything that depends on it.

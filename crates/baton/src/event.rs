@@ -246,6 +246,10 @@ pub enum Event {
         /// restart keeps the words it was persisted with).
         #[serde(default)]
         reason: Option<String>,
+        /// A wait restored after a restart: the rate limits in a row it belongs to, as
+        /// persisted, so the next limit goes one step further on the probe schedule.
+        #[serde(default)]
+        streak: Option<u32>,
     },
     /// The rate-limit wait of an instrument is over (timer).
     RateLimitExpired {

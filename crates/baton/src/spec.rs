@@ -209,6 +209,10 @@ pub struct RestoredRateWait {
     pub wait: Duration,
     /// What the API or CLI said and how the wait was chosen, as persisted.
     pub reason: Option<String>,
+    /// Rate limits in a row it belongs to, as persisted: the next limit goes one step
+    /// further on the probe schedule.
+    #[serde(default)]
+    pub streak: u32,
 }
 
 impl JobSpec {

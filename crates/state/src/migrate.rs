@@ -61,10 +61,16 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../migrations/0007_remote_leftovers.sql"),
         code: None,
     },
+    Migration {
+        version: 8,
+        name: "0008_rate_limit_streak",
+        sql: include_str!("../migrations/0008_rate_limit_streak.sql"),
+        code: None,
+    },
 ];
 
 /// Highest schema version this build knows.
-pub const SCHEMA_VERSION: u32 = 7;
+pub const SCHEMA_VERSION: u32 = 8;
 
 /// The `status` CHECK constraints of `jobs` and `sheets` as an `IN (…)` list, and the same
 /// test as a chain of comparisons.

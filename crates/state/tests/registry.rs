@@ -605,15 +605,19 @@ fn attempts_hooks_and_rate_limits_round_trip() {
     reg.clear_hook_results("h").unwrap();
     assert!(reg.hook_results("h").unwrap().is_empty());
 
-    reg.set_rate_limit("claude-code", 2000.0, Some("usage limit"))
+    reg.set_rate_limit("claude-code", 2000.0, Some("usage limit"), 1)
         .unwrap();
-    reg.set_rate_limit("gemini-cli", 500.0, None).unwrap();
+    reg.set_rate_limit("gemini-cli", 500.0, None, 1).unwrap();
     drop(reg);
     let reg = open(&dir);
     let active = reg.active_rate_limits(1000.0).unwrap();
     assert_eq!(active.len(), 1, "expired limits are not active");
     assert_eq!(active[0].instrument, "claude-code");
     assert_eq!(active[0].reason.as_deref(), Some("usage limit"));
+    assert_eq!(
+        active[0].streak, 1,
+        "the run of limits is kept with the wait"
+    );
     assert_eq!(reg.clear_rate_limit(Some("claude-code")).unwrap(), 1);
     assert_eq!(reg.clear_rate_limit(None).unwrap(), 1, "expired ones count");
     assert!(reg.integrity_check().unwrap());
@@ -625,17 +629,17 @@ fn a_jobs_own_rate_limit_is_kept_for_that_job_cleared_with_the_instruments_and_g
     let reg = open(&dir);
     reg.create_job(&job("a")).unwrap();
     reg.create_job(&job("b")).unwrap();
-    reg.set_job_rate_limit("a", "shell", 2000.0, Some("HTTP 429"))
+    reg.set_job_rate_limit("a", "shell", 2000.0, Some("HTTP 429"), 1)
         .unwrap();
-    reg.set_job_rate_limit("a", "shell", 3000.0, Some("HTTP 429 again"))
+    reg.set_job_rate_limit("a", "shell", 3000.0, Some("HTTP 429 again"), 2)
         .unwrap();
     drop(reg);
     let reg = open(&dir);
     let waits = reg.job_rate_limits("a", 1000.0).unwrap();
     assert_eq!(waits.len(), 1, "one wait a job and instrument");
     assert_eq!(
-        (waits[0].until, waits[0].reason.as_deref()),
-        (3000.0, Some("HTTP 429 again"))
+        (waits[0].until, waits[0].reason.as_deref(), waits[0].streak),
+        (3000.0, Some("HTTP 429 again"), 2)
     );
     assert!(reg.job_rate_limits("b", 1000.0).unwrap().is_empty());
     assert!(
@@ -651,12 +655,15 @@ fn a_jobs_own_rate_limit_is_kept_for_that_job_cleared_with_the_instruments_and_g
     reg.clear_job_rate_limit("a", None).unwrap();
     assert!(reg.job_rate_limits("a", 1000.0).unwrap().is_empty());
     // `clear-rate-limits shell` lifts every job's wait on it and counts them.
-    reg.set_job_rate_limit("a", "shell", 2000.0, None).unwrap();
-    reg.set_job_rate_limit("b", "shell", 2000.0, None).unwrap();
+    reg.set_job_rate_limit("a", "shell", 2000.0, None, 1)
+        .unwrap();
+    reg.set_job_rate_limit("b", "shell", 2000.0, None, 1)
+        .unwrap();
     assert_eq!(reg.clear_rate_limit(Some("claude-code")).unwrap(), 0);
     assert_eq!(reg.clear_rate_limit(Some("shell")).unwrap(), 2);
     // A deleted job's wait goes with it.
-    reg.set_job_rate_limit("a", "shell", 2000.0, None).unwrap();
+    reg.set_job_rate_limit("a", "shell", 2000.0, None, 1)
+        .unwrap();
     reg.set_job_status("a", DaemonJobStatus::Cancelled, None)
         .unwrap();
     let filter = DeleteFilter {

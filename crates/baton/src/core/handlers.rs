@@ -34,6 +34,7 @@ impl BatonCore {
                 wait,
                 reason,
                 job_id,
+                streak,
                 ..
             } => {
                 let ii = self.instrument_idx(&instrument);
@@ -41,6 +42,7 @@ impl BatonCore {
                     Some(ji) => self.wait_scope(ji, ii),
                     None => WaitScope::Instrument(ii),
                 };
+                self.restore_streak(scope, streak);
                 self.park(scope, wait, reason, now, out);
             }
             Event::RateLimitExpired { instrument, job_id } => {
@@ -800,6 +802,14 @@ impl BatonCore {
                     ),
                 )
             }
+        }
+    }
+
+    /// A wait restored after a restart goes on with the run of limits it was persisted in.
+    pub(super) fn restore_streak(&mut self, scope: WaitScope, streak: Option<u32>) {
+        if let Some(n) = streak {
+            let limit = self.rate_wait_mut(scope);
+            limit.streak = limit.streak.max(n);
         }
     }
 

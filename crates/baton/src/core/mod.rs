@@ -584,6 +584,7 @@ impl Instrument {
                 .reason
                 .clone()
                 .filter(|_| self.limit.until.is_some()),
+            rate_limit_streak: self.limit.streak,
             circuit: self.circuit,
             circuit_reason: self
                 .breaker_reason
@@ -957,6 +958,7 @@ impl BatonCore {
                     rate_limit_reason: wait
                         .and_then(|w| w.reason.clone())
                         .filter(|_| until.is_some()),
+                    rate_limit_streak: wait.map_or(0, |w| w.streak),
                 })));
             }
         }

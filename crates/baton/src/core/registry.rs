@@ -68,6 +68,7 @@ impl BatonCore {
         for wait in &spec.rate_waits {
             let ii = self.instrument_idx(&wait.instrument);
             let scope = super::WaitScope::Job(ji, ii);
+            self.restore_streak(scope, Some(wait.streak));
             self.park(scope, wait.wait, wait.reason.clone(), now, out);
         }
         // Sheets that were waiting out a retry's backoff wait out the rest of it (a restart

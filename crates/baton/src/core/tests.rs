@@ -416,6 +416,33 @@ fn a_stated_wait_is_honoured_then_backs_off_when_refused_again() {
     assert_eq!(rig.core.sheet("j", 1).map(|s| s.normal_attempts), Some(0));
 }
 
+/// A wait restored after a restart keeps its place in the run of limits: the next limit
+/// goes one step further on the probe schedule, not back to its first step.
+#[test]
+fn a_restored_wait_goes_on_with_its_run_of_limits() {
+    let mut rig = Rig::new();
+    rig.send(Event::RateLimitHit {
+        instrument: "claude-code".into(),
+        wait: secs(10),
+        job_id: None,
+        sheet_num: None,
+        reason: None,
+        streak: Some(2),
+    });
+    let e = rig.register(independent("j", 1, 1));
+    assert!(nums(&e).is_empty(), "instrument is parked");
+    let e = rig.advance(secs(10));
+    assert_eq!(nums(&e), vec![1]);
+    let e = rig.fail("j", 1, &e, unstated_limit());
+    assert_eq!(
+        rig.core.rate_limited_until("claude-code"),
+        Some(rig.now.plus(secs(60))),
+        "the third limit in a row waits the third step"
+    );
+    assert!(e.iter().any(|x| matches!(x,
+        Effect::Persist(StateChange::Instrument(c)) if c.rate_limit_streak == 3)));
+}
+
 #[test]
 fn external_rate_limit_hit_and_clear() {
     let mut rig = Rig::new();
@@ -425,6 +452,7 @@ fn external_rate_limit_hit_and_clear() {
         job_id: None,
         sheet_num: None,
         reason: None,
+        streak: None,
     });
     let e = rig.register(independent("j", 1, 1));
     assert!(nums(&e).is_empty(), "instrument is parked");
@@ -650,6 +678,7 @@ fn a_restored_job_wait_holds_that_job_after_a_restart_and_no_other() {
         instrument: "shell".into(),
         wait: secs(30),
         reason: Some("HTTP 429 — waiting 30s".into()),
+        streak: 1,
     });
     let e = rig.register(a);
     assert!(nums(&e).is_empty(), "a keeps waiting after the restart");

@@ -850,7 +850,12 @@ impl ConductorHost {
                             mozart_state::epoch_now() + until.since(self.clock.now()).as_secs_f64();
                         let reason = i.rate_limit_reason.as_deref().unwrap_or("rate limited");
                         self.rate_limits.insert(i.instrument.clone(), wall);
-                        registry.set_rate_limit(&i.instrument, wall, Some(reason))
+                        registry.set_rate_limit(
+                            &i.instrument,
+                            wall,
+                            Some(reason),
+                            i.rate_limit_streak,
+                        )
                     }
                     None => {
                         self.rate_limits.remove(&i.instrument);
@@ -871,7 +876,13 @@ impl ConductorHost {
                             mozart_state::epoch_now() + until.since(self.clock.now()).as_secs_f64();
                         let reason = w.rate_limit_reason.as_deref().unwrap_or("rate limited");
                         self.job_rate_limits.insert(key, wall);
-                        registry.set_job_rate_limit(&w.job_id, &w.instrument, wall, Some(reason))
+                        registry.set_job_rate_limit(
+                            &w.job_id,
+                            &w.instrument,
+                            wall,
+                            Some(reason),
+                            w.rate_limit_streak,
+                        )
                     }
                     None => {
                         self.job_rate_limits.remove(&key);

@@ -259,6 +259,9 @@ fn park_rate_limited_instruments(mgr: &JobManager) {
             // The API's words and how the wait was chosen, as persisted: the registry row
             // is rewritten when the baton parks the instrument again.
             reason: limit.reason.clone(),
+            // The run of limits it is in: the next limit waits one step longer, not the
+            // schedule's first step again.
+            streak: Some(limit.streak),
         }) {
             tracing::error!(instrument = %limit.instrument, error = %e, "cannot restore rate limit");
         }

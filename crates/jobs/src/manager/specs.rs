@@ -241,6 +241,7 @@ pub(super) fn rate_waits(
                     instrument: l.instrument,
                     wait: Duration::from_secs_f64((l.until - now).max(0.0)),
                     reason: l.reason,
+                    streak: l.streak,
                 }
             })
             .collect(),

@@ -1396,15 +1396,23 @@ impl Registry {
 
     // ---------------------------------------------------------------- rate limits
 
-    /// Parks `instrument` until `until` (epoch seconds). Replaces any previous entry; the
-    /// caller decides whether a shorter wait may shorten an existing one.
-    pub fn set_rate_limit(&self, instrument: &str, until: f64, reason: Option<&str>) -> Result<()> {
+    /// Parks `instrument` until `until` (epoch seconds), the `streak`th rate limit in a row.
+    /// Replaces any previous entry; the caller decides whether a shorter wait may shorten an
+    /// existing one.
+    pub fn set_rate_limit(
+        &self,
+        instrument: &str,
+        until: f64,
+        reason: Option<&str>,
+        streak: u32,
+    ) -> Result<()> {
         self.conn
             .execute(
-                "INSERT INTO rate_limits (instrument, until, reason, recorded_at) \
-                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT(instrument) DO UPDATE SET \
-                 until=excluded.until, reason=excluded.reason, recorded_at=excluded.recorded_at",
-                params![instrument, until, reason, epoch_now()],
+                "INSERT INTO rate_limits (instrument, until, reason, recorded_at, streak) \
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(instrument) DO UPDATE SET \
+                 until=excluded.until, reason=excluded.reason, \
+                 recorded_at=excluded.recorded_at, streak=excluded.streak",
+                params![instrument, until, reason, epoch_now(), streak],
             )
             .map_err(self.err(format!("storing rate limit of instrument '{instrument}'")))?;
         Ok(())
@@ -1426,21 +1434,25 @@ impl Registry {
         Ok(cleared)
     }
 
-    /// Holds `job_id`'s sheets on `instrument` until `until` (epoch seconds): a rate limit
-    /// of an instrument whose limits hold one job only. Replaces the job's previous wait on it.
+    /// Holds `job_id`'s sheets on `instrument` until `until` (epoch seconds), the `streak`th
+    /// rate limit in a row: a rate limit of an instrument whose limits hold one job only.
+    /// Replaces the job's previous wait on it.
     pub fn set_job_rate_limit(
         &self,
         job_id: &str,
         instrument: &str,
         until: f64,
         reason: Option<&str>,
+        streak: u32,
     ) -> Result<()> {
         self.conn
             .execute(
-                "INSERT INTO job_rate_limits (job_id, instrument, until, reason, recorded_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(job_id, instrument) DO UPDATE SET \
-                 until=excluded.until, reason=excluded.reason, recorded_at=excluded.recorded_at",
-                params![job_id, instrument, until, reason, epoch_now()],
+                "INSERT INTO job_rate_limits \
+                 (job_id, instrument, until, reason, recorded_at, streak) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(job_id, instrument) DO UPDATE SET \
+                 until=excluded.until, reason=excluded.reason, \
+                 recorded_at=excluded.recorded_at, streak=excluded.streak",
+                params![job_id, instrument, until, reason, epoch_now(), streak],
             )
             .map_err(self.err(format!(
                 "storing the rate limit of job '{job_id}' on instrument '{instrument}'"
@@ -1464,7 +1476,7 @@ impl Registry {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT instrument, until, reason, recorded_at FROM job_rate_limits \
+                "SELECT instrument, until, reason, recorded_at, streak FROM job_rate_limits \
                  WHERE job_id = ?1 AND until > ?2 ORDER BY until",
             )
             .map_err(self.err(format!("reading the rate limits of job '{job_id}'")))?;
@@ -1482,7 +1494,7 @@ impl Registry {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT job_id, instrument, until, reason, recorded_at FROM job_rate_limits \
+                "SELECT job_id, instrument, until, reason, recorded_at, streak FROM job_rate_limits \
                  WHERE until > ?1 ORDER BY until, job_id",
             )
             .map_err(self.err(ctx))?;
@@ -1498,7 +1510,7 @@ impl Registry {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT instrument, until, reason, recorded_at FROM rate_limits \
+                "SELECT instrument, until, reason, recorded_at, streak FROM rate_limits \
                  WHERE until > ?1 ORDER BY until",
             )
             .map_err(self.err("reading rate limits"))?;
@@ -1722,13 +1734,15 @@ const COLUMN_FIELDS: [&str; 7] = [
     "validation_details",
 ];
 
-/// A rate limit from `r`'s columns `at..at + 4`: instrument, until, reason, recorded_at.
+/// A rate limit from `r`'s columns `at..at + 5`: instrument, until, reason, recorded_at,
+/// streak.
 fn rate_limit_at(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<RateLimitRecord> {
     Ok(RateLimitRecord {
         instrument: r.get(at)?,
         until: r.get(at + 1)?,
         reason: r.get(at + 2)?,
         recorded_at: r.get(at + 3)?,
+        streak: r.get(at + 4)?,
     })
 }
 

@@ -280,4 +280,7 @@ pub struct RateLimitRecord {
     pub reason: Option<String>,
     /// When recorded.
     pub recorded_at: f64,
+    /// Rate limits in a row this wait belongs to (the probe schedule's step); 0 in rows
+    /// an older build wrote.
+    pub streak: u32,
 }
