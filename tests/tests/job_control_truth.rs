@@ -169,3 +169,31 @@ fn a_job_whose_hooks_still_run_is_not_cleared() {
     let list = stdout(&env.mozart(&["list", "--all"]));
     assert!(!list.contains("hp "), "{list}");
 }
+
+/// `{sheet_count}` in an `on_success` hook is the job's number of sheets (score.md §5.8.4),
+/// not the literal text.
+#[test]
+fn a_hook_gets_the_jobs_sheet_count() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score(
+        "counted",
+        r#"name: counted
+workspace: ./counted-ws
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet: {size: 1, total_items: 3}
+prompt:
+  template: "RUN: true"
+on_success:
+  - type: run_command
+    command: "echo {sheet_count} {job_id} > count.txt"
+"#,
+    );
+    let out = env.mozart(&["run", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let out = env.mozart(&["wait", "counted", "--timeout", "60"]);
+    assert_eq!(out.status.code(), Some(0), "wait: {}", stdout(&out));
+    let written = std::fs::read_to_string(env.work.join("counted-ws/count.txt")).unwrap();
+    assert_eq!(written.trim(), "3 counted");
+}

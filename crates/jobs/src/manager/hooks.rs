@@ -51,9 +51,16 @@ pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: Hook
     vars.insert("job_id".into(), req.job_id.clone());
     // Hooks that already ran (a restart in the middle of a job's hooks) are not run again:
     // a `run_command` must not fire twice, and a chained job must not be submitted twice.
-    let done = lock(&mgr.shared.registry)
-        .hook_results(&req.job_id)
-        .unwrap_or_default();
+    let (done, sheet_count) = {
+        let registry = lock(&mgr.shared.registry);
+        let done = registry.hook_results(&req.job_id).unwrap_or_default();
+        let record = registry.get_job(&req.job_id).ok().flatten();
+        (done, record.and_then(|r| r.total_sheets))
+    };
+    // The job's sheets (score.md §5.8.4; upstream's conductor left it literal [GAP]).
+    if let Some(n) = sheet_count {
+        vars.insert("sheet_count".into(), n.to_string());
+    }
     let mut any_failed = done.iter().any(|h| !h.success);
     let (cancel_tx, mut cancel) = tokio::sync::watch::channel(false);
     // A self-chaining job's next link may start its hooks before these end: each run of
