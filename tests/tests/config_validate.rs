@@ -277,6 +277,45 @@ fn a_prompt_that_cannot_render_fails_validation_naming_sheet_and_variable() {
     }
 }
 
+/// What an earlier sheet prints is known only when the score runs: a template reading
+/// `previous_outputs[1]` with `auto_capture_stdout` set renders then, so validate passes it
+/// (it called it V011, "fails with E301 when the score runs", though the run completes).
+#[test]
+fn a_template_reading_an_earlier_sheets_output_passes_validation() {
+    let env = TestEnv::new();
+    let path = env.write_score(
+        "cs.yaml",
+        r#"name: cs
+workspace: ./cs-ws
+instrument: shell
+cross_sheet: {auto_capture_stdout: true}
+sheet: {size: 1, total_items: 2}
+prompt:
+  template: |
+    {% if sheet_num == 1 %}RUN: echo HELLO{% else %}RUN: echo "got {{ previous_outputs[1] | replace('\n', ' ') }}"{% endif %}
+"#,
+    );
+    let out = env.mozart(&["validate", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains("V011"), "{text}");
+    // Reading a sheet outside the lookback window is still a mistake validate names.
+    let bad = env.write_score(
+        "cs-bad.yaml",
+        r#"name: cs-bad
+workspace: ./cs-bad-ws
+instrument: shell
+cross_sheet: {auto_capture_stdout: true}
+sheet: {size: 1, total_items: 2}
+prompt:
+  template: "RUN: echo {{ previous_outputs[5] }}"
+"#,
+    );
+    let out = env.mozart(&["validate", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stdout(&out).contains("[V011]"), "{}", stdout(&out));
+}
+
 /// Issue 23: hints lead somewhere — no Python words, no link to a guide that does not
 /// exist, and no "minimum sections" hint for a score whose sections are all there.
 #[test]

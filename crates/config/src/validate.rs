@@ -586,8 +586,16 @@ impl RenderCheck<'_> {
                 return None;
             }
             let sheet = preview_sheet(c, num);
+            let stand_ins;
+            let base = match cross_sheet_stand_ins(c, sheet.num, &self.ctx) {
+                Some(ctx) => {
+                    stand_ins = ctx;
+                    &stand_ins
+                }
+                None => &self.ctx,
+            };
             let rendered = if self.injections {
-                let mut ctx = self.ctx.clone();
+                let mut ctx = base.clone();
                 template::resolve_injections_with(
                     c,
                     &sheet,
@@ -597,8 +605,7 @@ impl RenderCheck<'_> {
                 );
                 self.renderer.check_with(c, &sheet, &ctx, &self.score_vars)
             } else {
-                self.renderer
-                    .check_with(c, &sheet, &self.ctx, &self.score_vars)
+                self.renderer.check_with(c, &sheet, base, &self.score_vars)
             };
             if let Err(e) = rendered {
                 self.first_bad.fetch_min(num, Ordering::Relaxed);
@@ -606,6 +613,30 @@ impl RenderCheck<'_> {
             }
         }
     }
+}
+
+/// `ctx` with stand-ins for what earlier sheets print, for a score that captures it
+/// (`cross_sheet.auto_capture_stdout`): at run time `previous_outputs` holds the output of
+/// each sheet of the lookback window that printed any, which no check can know before the
+/// score runs; a template reading `previous_outputs[1]` is not wrong for that. `None` when
+/// the score captures nothing.
+fn cross_sheet_stand_ins(c: &JobConfig, sheet: u32, ctx: &RenderContext) -> Option<RenderContext> {
+    let cfg = c.cross_sheet.as_ref().filter(|x| x.auto_capture_stdout)?;
+    let from = match u32::try_from(cfg.lookback_sheets) {
+        Ok(lookback) if lookback > 0 => sheet.saturating_sub(lookback).max(1),
+        _ => 1,
+    };
+    if from >= sheet {
+        return None;
+    }
+    let mut ctx = ctx.clone();
+    for prev in from..sheet {
+        ctx.previous_outputs.insert(
+            prev,
+            format!("(the output of sheet {prev}, when the score runs)"),
+        );
+    }
+    Some(ctx)
 }
 
 /// Sheet `num` as the preview plans it: its sheet context, no instrument resolution.
@@ -1411,6 +1442,9 @@ impl<'a> SheetPrompts<'a> {
             template_dir: Some(self.score_dir.clone()),
             ..RenderContext::default()
         };
+        if let Some(stand_ins) = cross_sheet_stand_ins(c, sheet.num, &ctx) {
+            ctx = stand_ins;
+        }
         if !self.text_only {
             template::resolve_injections_with(
                 c,
