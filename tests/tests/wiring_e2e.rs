@@ -198,6 +198,85 @@ validations:
 }
 
 #[test]
+fn captured_files_never_follow_a_link_out_of_the_workspace() {
+    // Sheet 1 (the instrument's doing, say a hostile one) links a file of the workspace to
+    // a file outside it; sheet 2's prompt must not carry that file's content.
+    let env = TestEnv::new();
+    let secret = env.work.join("secret.txt");
+    std::fs::write(&secret, "TOP-SECRET-CONTENT\n").unwrap();
+    let score = env.write_score(
+        "sym",
+        &format!(
+            r#"name: sym
+workspace: ./sym-ws
+instrument: shell
+pause_between_sheets_seconds: 0
+cross_sheet: {{capture_files: ["notes/*.md"]}}
+sheet: {{size: 1, total_items: 2}}
+prompt:
+  template: |
+    {{% if sheet_num == 1 %}}RUN: mkdir -p {{{{ workspace }}}}/notes && ln -s {secret} {{{{ workspace }}}}/notes/n.md && echo mine > {{{{ workspace }}}}/notes/own.md
+    {{% else %}}{{% for p, t in previous_files.items() %}}RUN: echo "{{{{ p }}}} => {{{{ t | trim }}}}" >> {{{{ workspace }}}}/cap.txt
+    {{% endfor %}}RUN: touch {{{{ workspace }}}}/cap.txt{{% endif %}}
+"#,
+            secret = secret.display()
+        ),
+    );
+    env.start_conductor();
+    run(&env, &score, &[]);
+    assert_eq!(wait_done(&env, "sym")["status"], "completed");
+    let cap = std::fs::read_to_string(env.work.join("sym-ws/cap.txt")).unwrap();
+    assert!(
+        !cap.contains("TOP-SECRET"),
+        "the linked file outside the workspace reached the prompt: {cap}"
+    );
+    assert!(
+        cap.contains("own.md => mine"),
+        "the sheet's own file is captured: {cap}"
+    );
+}
+
+#[test]
+fn captured_files_older_than_the_job_are_left_out() {
+    // score.md §3.13: a file already there before the job started is not a sheet's work.
+    let env = TestEnv::new();
+    let notes = env.work.join("old-ws/notes");
+    std::fs::create_dir_all(&notes).unwrap();
+    let stale = notes.join("stale.md");
+    std::fs::write(&stale, "from last week\n").unwrap();
+    let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&stale)
+        .unwrap()
+        .set_modified(hour_ago)
+        .unwrap();
+    let score = env.write_score(
+        "old",
+        r#"name: old
+workspace: ./old-ws
+instrument: shell
+pause_between_sheets_seconds: 0
+cross_sheet: {capture_files: ["notes/*.md"]}
+sheet: {size: 1, total_items: 2}
+prompt:
+  template: |
+    {% if sheet_num == 1 %}RUN: echo fresh > {{ workspace }}/notes/new.md
+    {% else %}RUN: echo "{% for p, t in previous_files.items() %}[{{ t | trim }}]{% endfor %}" > {{ workspace }}/cap.txt{% endif %}
+"#,
+    );
+    env.start_conductor();
+    run(&env, &score, &[]);
+    assert_eq!(wait_done(&env, "old")["status"], "completed");
+    let cap = std::fs::read_to_string(env.work.join("old-ws/cap.txt")).unwrap();
+    assert_eq!(
+        cap.trim(),
+        "[fresh]",
+        "only the file this job wrote is captured"
+    );
+}
+
+#[test]
 fn observer_events_of_a_running_job_are_served_newest_first() {
     let env = TestEnv::new();
     let score = env.write_score(

@@ -49,8 +49,8 @@ pub struct CrossSheetInput<'a> {
     pub stdout_tails: &'a BTreeMap<u32, String>,
     /// Earlier sheets that were skipped.
     pub skipped: &'a BTreeSet<u32>,
-    /// Ignore captured files last modified before this instant (files left by an earlier
-    /// run); `None` keeps all, as both upstream paths effectively do.
+    /// Ignore captured files last modified before this instant: the job's start (score.md
+    /// §3.13: files from before the job are not its sheets' work); `None` keeps all.
     pub files_modified_since: Option<SystemTime>,
 }
 
@@ -163,25 +163,25 @@ pub fn collect(input: &CrossSheetInput<'_>) -> CrossSheetContext {
                 continue;
             }
         };
+        // A sheet may have left a link among the files: nothing is read through a link
+        // that leads out of where the pattern points (the workspace, or the directory an
+        // outside pattern names), so instrument output cannot pull another file into a
+        // prompt.
+        let root = capture_root(Path::new(&expanded), input.workspace);
         for path in glob(&expanded) {
-            if !path.is_file() || out.previous_files.iter().any(|(p, _)| Path::new(p) == path) {
+            if out.previous_files.iter().any(|(p, _)| Path::new(p) == path) {
                 continue;
             }
-            if let Some(since) = input.files_modified_since {
-                let mtime = std::fs::metadata(&path).and_then(|m| m.modified());
-                if mtime.is_ok_and(|t| t < since) {
-                    continue;
-                }
-            }
-            match std::fs::read_to_string(&path) {
-                Ok(text) => {
+            match read_captured(&path, &root, input.files_modified_since) {
+                Ok(Some(text)) => {
                     // Credentials go before truncation, so a key cut in half is still caught.
                     let text = truncate(&mozart_backends::redact(&text), max_chars);
                     out.previous_files
                         .push((path.to_string_lossy().into_owned(), text));
                 }
-                Err(e) => out.warnings.push(format!(
-                    "sheet {n}: cannot read captured file {}: {e}",
+                Ok(None) => {}
+                Err(message) => out.warnings.push(format!(
+                    "sheet {n}: captured file {} not read: {message}",
                     path.display()
                 )),
             }
@@ -191,6 +191,103 @@ pub fn collect(input: &CrossSheetInput<'_>) -> CrossSheetContext {
         tracing::warn!(sheet = n, "{w}");
     }
     out
+}
+
+/// `path` with `.` and `..` taken out as written (no link is read).
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// The directory a captured file must really be in: the workspace for a pattern inside it,
+/// else the literal directory an outside pattern names (before its first wildcard).
+fn capture_root(pattern: &Path, workspace: &Path) -> PathBuf {
+    let pattern = lexical(pattern);
+    let workspace = lexical(workspace);
+    if pattern.starts_with(&workspace) {
+        return workspace;
+    }
+    let parts: Vec<Component<'_>> = pattern.components().collect();
+    let mut root = PathBuf::new();
+    for (i, c) in parts.iter().enumerate() {
+        if i + 1 == parts.len() || FnMatch::has_magic(&c.as_os_str().to_string_lossy()) {
+            break;
+        }
+        root.push(c.as_os_str());
+    }
+    root
+}
+
+/// A captured file's text: `None` when it is not a regular file or is older than `since`;
+/// an error when it cannot be read or really lies outside `root` (a link out of it).
+fn read_captured(
+    path: &Path,
+    root: &Path,
+    since: Option<SystemTime>,
+) -> Result<Option<String>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let outside = |real: &Path| {
+        format!(
+            "it leads to {}, outside {}: a link out of it is not followed",
+            real.display(),
+            root.display(),
+        )
+    };
+    let root_real = std::fs::canonicalize(root).map_err(|e| format!("{}: {e}", root.display()))?;
+    let real = match std::fs::canonicalize(path) {
+        Ok(real) => real,
+        // A dangling link, or gone since the glob: nothing to read.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    if !real.starts_with(&root_real) {
+        return Err(outside(&real));
+    }
+    // The resolved path, opened without following a link put there since (nor blocking on
+    // a FIFO); what was opened is checked again where the system says what it is.
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_flags())
+        .open(&real)
+        .map_err(|e| e.to_string())?;
+    if let Ok(opened) = std::fs::read_link(format!("/proc/self/fd/{}", fd_of(&file))) {
+        if !opened.starts_with(&root_real) {
+            return Err(outside(&opened));
+        }
+    }
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    if let (Some(since), Ok(mtime)) = (since, meta.modified()) {
+        if mtime < since {
+            return Ok(None);
+        }
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| "it is not UTF-8 text".to_string())
+}
+
+fn libc_flags() -> i32 {
+    (nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits()
+}
+
+fn fd_of(file: &std::fs::File) -> i32 {
+    use std::os::fd::AsRawFd;
+    file.as_raw_fd()
 }
 
 /// Render a `capture_files` pattern (Jinja, then `{placeholders}`) and anchor it in the

@@ -83,6 +83,20 @@ pub(crate) struct JobRun {
     /// or the score submitted again), each with the attempts it made before: their retry
     /// budget starts afresh, their attempts keep counting (docs/cli.md `mozart resume`).
     pub fresh_budget: std::collections::HashMap<u32, u32>,
+    /// `cross_sheet.capture_files` reads only files modified since this instant: the job's
+    /// start (score.md §3.13), not the conductor's nor this run's.
+    pub capture_since: Option<std::time::SystemTime>,
+}
+
+/// When a job's sheets' captured files may date from: its start, less a second for file
+/// systems whose clocks are coarser than ours (a file written just after the start can
+/// carry an mtime a few milliseconds before it).
+pub(crate) fn capture_since(
+    started_at: Option<&mozart_ipc::time::Timestamp>,
+) -> Option<std::time::SystemTime> {
+    let secs = started_at?.to_epoch()? - 1.0;
+    let after = std::time::Duration::try_from_secs_f64(secs.max(0.0)).ok()?;
+    std::time::UNIX_EPOCH.checked_add(after)
 }
 
 impl JobRun {

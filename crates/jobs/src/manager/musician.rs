@@ -801,7 +801,7 @@ fn render_prompt(
             workspace: &run.workspace,
             stdout_tails: &tails,
             skipped: &skipped,
-            files_modified_since: None,
+            files_modified_since: run.capture_since,
         });
         for warning in &context.warnings {
             tracing::warn!(job_id = %run.job_id, sheet = sheet.num, warning, "cross_sheet");

@@ -172,6 +172,7 @@ async fn prepare(
     let run = JobRun {
         hooks_owed: false,
         fresh_budget: Default::default(),
+        capture_since: super::capture_since(checkpoint.started_at.as_ref()),
         job_id: id.clone(),
         config,
         plan,

@@ -276,6 +276,7 @@ async fn pipeline(
         chain_depth: record.chain_depth.unwrap_or(0),
         hooks_owed,
         fresh_budget,
+        capture_since: super::capture_since(checkpoint.started_at.as_ref()),
         renderer,
         working_dir,
         worktree,
