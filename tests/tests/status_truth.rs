@@ -168,3 +168,56 @@ fn a_chain_that_fails_at_its_first_sheet_is_one_failure_not_an_open_breaker() {
         "{doc:#}"
     );
 }
+
+/// A job that waited for a job slot started when it got one: its `timing.started_at` (and
+/// the Started / Duration / Running for of `status`) is not its submission, which stays its
+/// `created_at`; while it waits it has not started.
+#[test]
+fn a_queued_job_starts_when_it_gets_its_slot() {
+    let env = TestEnv::new();
+    std::fs::write(env.home.join("conductor.yaml"), "max_concurrent_jobs: 1\n").unwrap();
+    env.start_conductor();
+    let gated = |name: &str, run: &str| {
+        env.write_score(
+            name,
+            &format!(
+                "name: {name}\nworkspace: ./{name}-ws\ninstrument: shell\n\
+                 sheet: {{size: 1, total_items: 1}}\nprompt: {{template: \"RUN: {run}\"}}\n"
+            ),
+        )
+    };
+    let gate = env.work.join("go");
+    let first = gated(
+        "holder",
+        &format!("while [ ! -f {} ]; do sleep 0.1; done", gate.display()),
+    );
+    submit_now(&env, &first);
+    wait_status(&env, "holder", 30.0, |d| d["status"] == "running");
+    submit_now(&env, &gated("waiter", "true"));
+    let doc = wait_status(&env, "waiter", 30.0, |d| d["status"] == "queued");
+    assert_eq!(
+        doc["timing"]["started_at"],
+        serde_json::Value::Null,
+        "{doc:#}"
+    );
+    let text = stdout(&env.mozart(&["status", "waiter"]));
+    assert!(!text.contains("Started:"), "{text}");
+    // The wait is seconds long, whatever the machine's speed.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    std::fs::write(&gate, "").unwrap();
+    let holder = wait_status(&env, "holder", 30.0, |d| d["status"] == "completed");
+    let waiter = wait_status(&env, "waiter", 30.0, |d| d["status"] == "completed");
+    let at = |doc: &serde_json::Value, key: &str| {
+        mozart_ipc::time::parse_iso8601(doc["timing"][key].as_str().unwrap_or_default())
+            .unwrap_or_else(|| panic!("timing.{key}: {doc:#}"))
+    };
+    // It ran after the job holding the slot ended, not from its submission.
+    assert!(
+        at(&waiter, "started_at") >= at(&holder, "completed_at"),
+        "{waiter:#}\n{holder:#}"
+    );
+    assert!(
+        at(&waiter, "created_at") < at(&holder, "completed_at"),
+        "{waiter:#}"
+    );
+}

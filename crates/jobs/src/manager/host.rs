@@ -633,9 +633,24 @@ impl ConductorHost {
             // itself goes on, paused until the new registration takes over.
             return Ok(());
         }
-        if daemon == DaemonJobStatus::Running && entry.record.status == DaemonJobStatus::Queued {
+        let admitted =
+            daemon == DaemonJobStatus::Running && entry.record.status == DaemonJobStatus::Queued;
+        if admitted {
             // It got its job slot now: that is when it started.
             entry.record.started_at = Some(mozart_state::epoch_now());
+        }
+        // The checkpoint's start too (status's Started, Duration, "Running for"): the
+        // submission stamped it, but a job waiting for a slot has not started (its Created
+        // is the submission), and the time in the queue is not running time. A job that ran
+        // before keeps its first start.
+        if admitted || daemon == DaemonJobStatus::Queued {
+            if let Some(live) = entry.live.as_mut().filter(|l| {
+                l.sheets
+                    .values()
+                    .all(|s| s.started_at.is_none() && s.attempt_count == 0)
+            }) {
+                live.started_at = admitted.then(Timestamp::now);
+            }
         }
         entry.waiting = match daemon {
             DaemonJobStatus::Queued => change.reason.clone(),
