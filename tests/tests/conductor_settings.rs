@@ -93,3 +93,56 @@ fn a_changed_socket_path_keeps_the_running_conductor_found_until_restart() {
     let out = no_env_socket(&env, &["stop"]);
     assert_eq!(out.status.code(), Some(0), "{}", both(&out));
 }
+
+/// A `log_file` or `socket.path` the conductor could not use is refused by `config set` and
+/// `config check` (naming the key and the file), and `restart` refuses it before it stops
+/// the running conductor, which keeps running.
+#[test]
+fn paths_start_would_refuse_are_refused_before_anything_stops() {
+    let env = TestEnv::new();
+    let file = env.home.join("conductor.yaml");
+    let shown = file.display().to_string();
+    let out = env.mozart(&["config", "set", "log_file", "/proc/nope/c.log"]);
+    let text = both(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("log_file") && text.contains(&shown), "{text}");
+    assert!(text.contains("/proc/nope"), "{text}");
+    let long = format!("/tmp/{}/m.sock", "d".repeat(110));
+    let out = env.mozart(&["config", "set", "socket.path", &long]);
+    let text = both(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("socket.path") && text.contains("107"),
+        "{text}"
+    );
+    let out = env.mozart(&["config", "set", "socket.path", "/proc/nope/m.sock"]);
+    let text = both(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("socket.path") && text.contains(&shown),
+        "{text}"
+    );
+    std::fs::write(&file, "log_file: /proc/nope/c.log\n").unwrap();
+    let out = env.mozart(&["config", "check"]);
+    let text = both(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(!text.contains("Valid config"), "{text}");
+    assert!(text.contains("log_file") && text.contains(&shown), "{text}");
+    // restart with the conductor running: refused before the stop.
+    std::fs::remove_file(&file).unwrap();
+    env.start_conductor();
+    let pid = env.conductor_pid().unwrap();
+    std::fs::write(&file, "log_file: /proc/nope/c.log\n").unwrap();
+    let out = env.mozart(&["restart", "--yes"]);
+    let text = both(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("log_file") && text.contains(&shown), "{text}");
+    assert!(!text.contains("stopped"), "{text}");
+    assert!(
+        mozart_tests::alive(pid),
+        "the conductor was stopped: {text}"
+    );
+    assert_eq!(env.mozart(&["conductor-status"]).status.code(), Some(0));
+    std::fs::remove_file(&file).unwrap();
+    assert_eq!(env.stop_conductor().status.code(), Some(0));
+}

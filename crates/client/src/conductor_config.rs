@@ -180,13 +180,16 @@ pub fn set_key(path: &Path, key: &str, raw: &str) -> Result<Node, ConfigFileErro
     set_dotted(&mut doc, key, value.clone())?;
     // Checked as the tree, not as the text to write: the lines an error names stay the
     // user's (the new value has none).
-    if let Err(e) = DaemonConfig::from_node(Some(&doc), path) {
+    // What `mozart start` would refuse (a log or socket directory it cannot create) is
+    // refused here too.
+    let loads = |doc: &Node| {
+        DaemonConfig::from_node(Some(doc), path).and_then(|c| c.check_paths(path, true))
+    };
+    if let Err(e) = loads(&doc) {
         let message = e.to_string();
         // The same failure without the new value: it is the file's, not the value's (a value
         // that mends the file is still set; only a file that stays broken the same way is).
-        let before = read_mapping(path)
-            .ok()
-            .and_then(|old| DaemonConfig::from_node(Some(&old), path).err());
+        let before = read_mapping(path).ok().and_then(|old| loads(&old).err());
         if before.is_some_and(|b| b.to_string() == message) {
             return Err(ConfigFileError::AlreadyInvalid(message));
         }

@@ -578,6 +578,36 @@ impl DaemonConfig {
             })
     }
 
+    /// What `mozart start` would refuse about the paths this config names, found without
+    /// starting one (`config check`, `config set`, and `restart` before it stops the running
+    /// conductor): the directory of `log_file` and, when `check_socket` (no `--socket` or
+    /// `$MOZART_SOCKET` overrides it), of `socket.path` must exist or be creatable, and be
+    /// writable. The error names the file and the key.
+    pub fn check_paths(&self, path: &Path, check_socket: bool) -> Result<(), ConductorError> {
+        let field = |field: &str, message: String| ConductorError::ConfigField {
+            path: path.to_path_buf(),
+            field: field.to_string(),
+            message,
+        };
+        if let Some(log) = &self.log_file {
+            if let Some(problem) = dir_problem(log.parent().unwrap_or(Path::new("/"))) {
+                return Err(field(
+                    "log_file",
+                    format!("{problem}, so the conductor could not write its log {}. Set it to a file in a directory you can write (mozart config set log_file PATH)", log.display()),
+                ));
+            }
+        }
+        if let (true, Some(socket)) = (check_socket, &self.socket.path) {
+            if let Some(problem) = dir_problem(socket.parent().unwrap_or(Path::new("/"))) {
+                return Err(field(
+                    "socket.path",
+                    format!("{problem}, so the conductor could not listen on {}. Set it to a path in a directory you can write (mozart config set socket.path PATH)", socket.display()),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The concurrency, socket and resource limits.
     fn check_limits(&self) -> Result<(), FieldError> {
         if !(1..=50).contains(&self.max_concurrent_jobs) {
@@ -600,6 +630,18 @@ impl DaemonConfig {
         }
         if self.socket.backlog < 1 {
             return Err(("socket.backlog", "must be at least 1".into()));
+        }
+        if let Some(path) = &self.socket.path {
+            let len = path.as_os_str().len();
+            if len > mozart_ipc::paths::SUN_PATH_MAX {
+                return Err((
+                    "socket.path",
+                    format!(
+                        "is {len} bytes long; a Unix socket path can be at most {} bytes (choose a shorter one)",
+                        mozart_ipc::paths::SUN_PATH_MAX
+                    ),
+                ));
+            }
         }
         if self.resource_limits.max_memory_mb < 512 {
             return Err((
@@ -728,6 +770,51 @@ impl DaemonConfig {
 }
 
 pub use mozart_ipc::paths::socket_path_from_file;
+
+/// Why the conductor could not create (or write in) directory `dir`, if it could not: the
+/// first missing directory is created and removed again to find out (the conductor would
+/// create it), an existing one must be writable.
+fn dir_problem(dir: &Path) -> Option<String> {
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let mut at = dir;
+    let mut first_missing = None;
+    loop {
+        match std::fs::metadata(at) {
+            Ok(meta) if meta.is_dir() => break,
+            Ok(_) => return Some(format!("{} is not a directory", at.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                first_missing = Some(at);
+                match at.parent() {
+                    Some(parent) if !parent.as_os_str().is_empty() => at = parent,
+                    _ => break,
+                }
+            }
+            Err(e) => return Some(format!("cannot read {}: {e}", at.display())),
+        }
+    }
+    match first_missing {
+        Some(missing) => match std::fs::create_dir(missing) {
+            Ok(()) => {
+                let _ = std::fs::remove_dir(missing);
+                None
+            }
+            Err(e) => Some(format!(
+                "cannot create directory {}: {e}",
+                missing.display()
+            )),
+        },
+        None => nix::unistd::access(
+            dir,
+            nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+        )
+        .err()
+        .map(|e| format!("cannot write in directory {}: {e}", dir.display())),
+    }
+}
 
 /// When a `conductor.yaml` key takes effect in this conductor — what `mozart config show`
 /// and `config set` say about it.

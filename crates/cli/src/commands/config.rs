@@ -471,8 +471,11 @@ fn check(path: &Path) -> Result<i32, CliError> {
             vec!["Run 'mozart config init' to create a default config.".into()],
         ));
     }
-    match DaemonConfig::load_noting(Some(path), None) {
-        Ok((_, warnings)) => {
+    // What `mozart start` would refuse about the file's paths is refused here too.
+    let loaded = DaemonConfig::load_noting(Some(path), None)
+        .and_then(|(config, warnings)| config.check_paths(path, true).map(|()| warnings));
+    match loaded {
+        Ok(warnings) => {
             for warning in warnings {
                 eprintln!("{}: warning: {warning}", path.display());
             }

@@ -104,6 +104,11 @@ pub(crate) fn prepare_noting(
         .unwrap_or_else(|| home.join("conductor.yaml"));
     let (config, warnings) =
         DaemonConfig::load_noting(Some(&file), args.profile.as_deref()).map_err(fail)?;
+    // Before `restart` stops the running conductor: a log or socket directory the new one
+    // could not create is said now, naming the key and the file.
+    let socket_named = args.socket.is_some()
+        || std::env::var_os(mozart_ipc::paths::SOCKET_ENV).is_some_and(|v| !v.is_empty());
+    config.check_paths(&file, !socket_named).map_err(fail)?;
     let warnings = warnings
         .into_iter()
         .map(|w| format!("{}: warning: {w}", file.display()))
