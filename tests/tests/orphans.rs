@@ -174,16 +174,19 @@ fn a_cancelled_sheets_stubborn_child_dies_when_the_conductor_is_killed_during_th
 
 /// The same with the watchdog gone too: the next `mozart start` ends the leaderless group
 /// from the in-flight journal, which kept the cancelled attempt until its group was empty.
+/// (The conductor is stopped, SIGSTOP, while its watchdog is killed, so it cannot start
+/// another before it is killed too.)
 #[test]
 fn a_cancelled_sheets_stubborn_child_is_reaped_by_the_next_start() {
     let env = TestEnv::new();
     let (driver, child) = start_stubborn(&env);
     let conductor = env.conductor_pid().expect("conductor pid");
     let watchdog = watchdog_of(conductor).expect("the conductor's watchdog");
-    signal(watchdog, "KILL");
-    assert_ends(watchdog, Duration::from_secs(5), "the watchdog");
     cancel_until_leaderless(&env, driver, child);
+    signal(conductor, "STOP");
+    signal(watchdog, "KILL");
     signal(conductor, "KILL");
+    assert_ends(watchdog, Duration::from_secs(5), "the watchdog");
     assert_ends(conductor, Duration::from_secs(5), "the conductor");
     assert!(alive(child), "nothing else ended the child");
     env.start_conductor();
@@ -191,5 +194,47 @@ fn a_cancelled_sheets_stubborn_child_is_reaped_by_the_next_start() {
         child,
         Duration::from_secs(10),
         "the next start left the cancelled sheet's child running",
+    );
+}
+
+/// A watchdog killed by hand (or by the OOM killer) is replaced: the conductor starts
+/// another, which follows the same in-flight journal, so a `kill -9` of the conductor
+/// afterwards still ends its running instrument. It was never replaced: the instrument ran
+/// on, re-parented to init, until the next `mozart start`.
+#[test]
+fn a_killed_watchdog_is_replaced_and_instruments_still_die_with_the_conductor() {
+    let env = TestEnv::new();
+    let (_driver, child) = start_stubborn(&env);
+    let conductor = env.conductor_pid().expect("conductor pid");
+    let first = watchdog_of(conductor).expect("the conductor's watchdog");
+    signal(first, "KILL");
+    assert_ends(first, Duration::from_secs(5), "the watchdog");
+    // Its replacement (looked for up to 15 s; without one the check below fails).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while watchdog_of(conductor).is_none_or(|w| w == first) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // It follows the journal (has it open): the instrument, which it was not told of
+    // directly, dies with the conductor.
+    let journal = env.home.join("inflight").join("journal");
+    let follows = |pid: u32| {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t == journal))
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !watchdog_of(conductor).is_some_and(|w| w != first && follows(w))
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal(conductor, "KILL");
+    assert_ends(conductor, Duration::from_secs(5), "the conductor");
+    assert_ends(
+        child,
+        Duration::from_secs(15),
+        "the instrument outlived the killed conductor whose watchdog had been killed",
     );
 }

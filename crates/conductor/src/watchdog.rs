@@ -213,6 +213,11 @@ pub fn run() -> i32 {
     // What the journal says runs, and what the conductor told over stdin (a group it could
     // not write to the journal).
     let mut journal = std::env::var_os(JOURNAL_VAR).map(|p| Follower::new(p.into()));
+    // What it lists already (a replacement's conductor has groups running): known before
+    // the first look's wait, in case the conductor dies meanwhile.
+    if let Some(j) = journal.as_mut() {
+        j.poll(true);
+    }
     let mut tracked: Tracked = HashMap::new();
     loop {
         match rx.recv_timeout(POLL) {
@@ -263,51 +268,63 @@ pub fn run() -> i32 {
     }
 }
 
+/// The conductor's handle on its watchdog process. The watchdog is replaced whenever it
+/// ends while the conductor runs (killed by hand, OOM): a keeper thread waits for it and
+/// starts another, which reads the in-flight journal from its start and is told again of
+/// the groups sent over stdin — so instruments never outlive a killed conductor only
+/// because its watchdog died first.
 #[derive(Debug)]
 pub struct Watchdog {
-    stdin: Mutex<ChildStdin>,
-    _child: Child,
+    inner: std::sync::Arc<Inner>,
 }
+
+#[derive(Debug)]
+struct Inner {
+    /// The in-flight journal each watchdog follows.
+    journal: Option<std::path::PathBuf>,
+    /// The running watchdog's stdin, and what it was told that a replacement must be told
+    /// again (`track` lines by pgid; whether the journal is ready).
+    told: Mutex<Told>,
+    /// The handle was dropped: a watchdog that ends is not replaced.
+    closed: std::sync::atomic::AtomicBool,
+}
+
+#[derive(Debug)]
+struct Told {
+    stdin: Option<ChildStdin>,
+    tracked: HashMap<u32, String>,
+    journal_ready: bool,
+}
+
+/// Pause before starting a replacement after a watchdog ended, doubled while starts fail.
+const RESPAWN_PAUSE: Duration = Duration::from_millis(200);
 
 impl Watchdog {
     /// Start `<current exe> __watchdog` in its own process group (so a Ctrl-C aimed at a
     /// foreground conductor does not stop it first), following the in-flight `journal`
-    /// when given (the groups it lists need no message of their own).
+    /// when given (the groups it lists need no message of their own), and a thread that
+    /// replaces it whenever it ends.
     pub fn spawn(journal: Option<&std::path::Path>) -> std::io::Result<Watchdog> {
-        use std::os::unix::process::CommandExt;
-        let exe = std::env::current_exe()?;
-        let mut command = Command::new(exe);
-        if let Some(journal) = journal {
-            command.env(JOURNAL_VAR, journal);
-        }
-        let mut child = command
-            .arg("__watchdog")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()?;
-        let stdin = child
-            .stdin
-            .take()
-            .ok_or_else(|| std::io::Error::other("watchdog has no stdin"))?;
-        Ok(Watchdog {
-            stdin: Mutex::new(stdin),
-            _child: child,
-        })
+        let journal = journal.map(std::path::Path::to_path_buf);
+        let (child, stdin) = start(journal.as_deref())?;
+        let inner = std::sync::Arc::new(Inner {
+            journal,
+            told: Mutex::new(Told {
+                stdin: Some(stdin),
+                tracked: HashMap::new(),
+                journal_ready: false,
+            }),
+            closed: std::sync::atomic::AtomicBool::new(false),
+        });
+        let keeper = std::sync::Arc::clone(&inner);
+        std::thread::Builder::new()
+            .name("watchdog-keeper".into())
+            .spawn(move || keep(&keeper, child))?;
+        Ok(Watchdog { inner })
     }
 
-    fn send(&self, line: &str) {
-        let mut stdin = match self.stdin.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        if let Err(e) = stdin
-            .write_all(line.as_bytes())
-            .and_then(|()| stdin.flush())
-        {
-            tracing::warn!(error = %e, "watchdog unreachable");
-        }
+    fn told(&self) -> std::sync::MutexGuard<'_, Told> {
+        self.inner.told.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Supervise group `pgid` (its leader started at `ticks`) until `deadline` (epoch
@@ -318,18 +335,120 @@ impl Watchdog {
             .filter(|t| !t.is_empty() && !t.contains(char::is_whitespace))
             .map(|t| format!(" {t}"))
             .unwrap_or_default();
-        self.send(&format!("track {pgid} {ticks} {deadline}{tag}\n"));
+        let line = format!("track {pgid} {ticks} {deadline}{tag}\n");
+        let mut told = self.told();
+        send(&mut told.stdin, &line);
+        told.tracked.insert(pgid, line);
     }
 
     /// Tell the watchdog its journal is in place: it follows it from this message on (the
     /// message comes before any group the journal lists, and before the end of stdin).
     pub fn journal_ready(&self) {
-        self.send("journal\n");
+        let mut told = self.told();
+        send(&mut told.stdin, "journal\n");
+        told.journal_ready = true;
     }
 
     /// Stop supervising group `pgid` (it ended, or the conductor ended it).
     pub fn untrack(&self, pgid: u32) {
-        self.send(&format!("untrack {pgid}\n"));
+        let mut told = self.told();
+        if told.tracked.remove(&pgid).is_some() {
+            send(&mut told.stdin, &format!("untrack {pgid}\n"));
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.inner
+            .closed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        // Its stdin closes: the watchdog ends what it follows and exits, and is not replaced.
+        self.told().stdin = None;
+    }
+}
+
+/// Start one watchdog process.
+fn start(journal: Option<&std::path::Path>) -> std::io::Result<(Child, ChildStdin)> {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe()?;
+    let mut command = Command::new(exe);
+    if let Some(journal) = journal {
+        command.env(JOURNAL_VAR, journal);
+    }
+    let mut child = command
+        .arg("__watchdog")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()?;
+    let stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| std::io::Error::other("watchdog has no stdin"))?;
+    Ok((child, stdin))
+}
+
+fn send(stdin: &mut Option<ChildStdin>, line: &str) {
+    let Some(pipe) = stdin.as_mut() else { return };
+    if let Err(e) = pipe.write_all(line.as_bytes()).and_then(|()| pipe.flush()) {
+        // It ended: the keeper starts another and tells it what this one was told.
+        tracing::warn!(error = %e, "watchdog unreachable");
+    }
+}
+
+/// The keeper thread: wait for the watchdog to end and, while the conductor runs, start
+/// another in its place, told again of every group sent over stdin (the journal's it
+/// reads itself).
+fn keep(inner: &Inner, mut child: Child) {
+    use std::sync::atomic::Ordering;
+    loop {
+        let pid = child.id();
+        // An error: it is no longer our child to wait for (reaped elsewhere), so gone.
+        let ended = child.wait();
+        if inner.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let how = match &ended {
+            Ok(status) => status.to_string(),
+            Err(e) => e.to_string(),
+        };
+        tracing::warn!(pid, ended = %how, "the instrument watchdog ended; starting another");
+        let mut pause = RESPAWN_PAUSE;
+        let (next, stdin) = loop {
+            std::thread::sleep(pause);
+            if inner.closed.load(Ordering::SeqCst) {
+                return;
+            }
+            match start(inner.journal.as_deref()) {
+                Ok(started) => break started,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot start another instrument watchdog; trying again");
+                    pause = (pause * 2).min(Duration::from_secs(30));
+                }
+            }
+        };
+        let mut told = inner.told.lock().unwrap_or_else(|p| p.into_inner());
+        if inner.closed.load(Ordering::SeqCst) {
+            // Dropped meanwhile: the new one ends at once with its closed stdin.
+            drop(stdin);
+            drop(told);
+            let mut next = next;
+            let _ = next.wait();
+            return;
+        }
+        told.stdin = Some(stdin);
+        if told.journal_ready {
+            send(&mut told.stdin, "journal\n");
+        }
+        let lines: Vec<String> = told.tracked.values().cloned().collect();
+        for line in lines {
+            send(&mut told.stdin, &line);
+        }
+        drop(told);
+        tracing::info!(pid = next.id(), "instrument watchdog replaced");
+        child = next;
     }
 }
 
