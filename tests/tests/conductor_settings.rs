@@ -146,3 +146,41 @@ fn paths_start_would_refuse_are_refused_before_anything_stops() {
     std::fs::remove_file(&file).unwrap();
     assert_eq!(env.stop_conductor().status.code(), Some(0));
 }
+
+/// `config set` run several times at once keeps every value set (each said "Set …").
+#[test]
+fn concurrent_config_sets_each_keep_their_value() {
+    let env = TestEnv::new();
+    for round in 0..3 {
+        let keys = [
+            ("max_concurrent_jobs", format!("{}", 11 + round)),
+            ("job_timeout_seconds", format!("{}", 900 + round)),
+            ("shutdown_timeout_seconds", format!("{}", 70 + round)),
+            (
+                "log_level",
+                ["debug", "warning", "error"][round].to_string(),
+            ),
+            ("max_concurrent_sheets", format!("{}", 20 + round)),
+            ("monitor_interval_seconds", format!("{}", 30 + round)),
+        ];
+        let children: Vec<_> = keys
+            .iter()
+            .map(|(k, v)| {
+                env.command(&["config", "set", k, v])
+                    .stdout(Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for mut child in children {
+            assert!(child.wait().unwrap().success());
+        }
+        let text = std::fs::read_to_string(env.home.join("conductor.yaml")).unwrap();
+        for (k, v) in &keys {
+            assert!(
+                text.contains(&format!("{k}: {v}\n")),
+                "round {round}: {k} = {v} lost:\n{text}"
+            );
+        }
+    }
+}

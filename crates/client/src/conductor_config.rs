@@ -175,6 +175,9 @@ pub fn set_dotted(doc: &mut Node, key: &str, value: Node) -> Result<(), ConfigFi
 /// conductor loads it before it replaces the old one (which stays as it was otherwise).
 /// Returns the value set.
 pub fn set_key(path: &Path, key: &str, raw: &str) -> Result<Node, ConfigFileError> {
+    // Read, change and write under the file's lock: two `config set` at once each keep the
+    // other's value (without it the last writer's copy of the old file won).
+    let _lock = lock_file(path)?;
     let mut doc = read_mapping(path)?;
     let value = coerce(raw);
     set_dotted(&mut doc, key, value.clone())?;
@@ -197,6 +200,29 @@ pub fn set_key(path: &Path, key: &str, raw: &str) -> Result<Node, ConfigFileErro
     }
     write_atomic(path, &emit(&doc))?;
     Ok(value)
+}
+
+/// Hold an exclusive `flock` on `<file>.lock` (beside the file) until the guard is dropped:
+/// every read-modify-write of the file takes it.
+pub fn lock_file(path: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, ConfigFileError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let lock_path = path.with_extension("yaml.lock");
+    let write_error = |source: std::io::Error| ConfigFileError::Write {
+        path: lock_path.clone(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(write_error)?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&lock_path)
+        .map_err(write_error)?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, errno)| write_error(std::io::Error::from(errno)))
 }
 
 /// Write `text` to `path` through a temporary file and a rename (never a half-written file).
