@@ -184,3 +184,33 @@ fn concurrent_config_sets_each_keep_their_value() {
         }
     }
 }
+
+/// `config set` on a Mozart home that does not exist yet makes it private (0700) and the
+/// file 0600, keeps the file 0600 when it was made readable, and does not print a token back.
+#[test]
+fn config_set_keeps_the_home_and_the_file_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let home = env.root().join("fresh-home");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let set = |key: &str, value: &str| {
+        let out = env
+            .command(&["config", "set", key, value])
+            .env("MOZART_HOME", &home)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+        both(&out)
+    };
+    let secret = "s3cret-token-0123456789abcdef";
+    let text = set("dashboard.token", secret);
+    assert!(!text.contains(secret), "the token was printed: {text}");
+    assert!(text.contains("dashboard.token = (hidden)"), "{text}");
+    let file = home.join("conductor.yaml");
+    assert_eq!(mode(&home), 0o700, "the Mozart home");
+    assert_eq!(mode(&file), 0o600, "conductor.yaml");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    set("max_concurrent_jobs", "4");
+    assert_eq!(mode(&file), 0o600, "conductor.yaml after a set");
+    assert!(std::fs::read_to_string(&file).unwrap().contains(secret));
+}

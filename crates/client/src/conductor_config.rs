@@ -130,6 +130,14 @@ pub fn coerce(raw: &str) -> Node {
     node(kind)
 }
 
+/// Keys whose value is a secret: `config set` does not print it back.
+pub fn is_secret_key(key: &str) -> bool {
+    let last = key.rsplit('.').next().unwrap_or(key).to_ascii_lowercase();
+    ["token", "password", "secret", "api_key"]
+        .iter()
+        .any(|word| last.contains(word))
+}
+
 /// A value as conductor.yaml spells it (upstream printed Python's `repr`: `True`, `None`,
 /// `'debug'`).
 pub fn value_text(value: &Node) -> String {
@@ -212,7 +220,7 @@ pub fn lock_file(path: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, Config
         source,
     };
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(write_error)?;
+        create_dir_private(dir).map_err(write_error)?;
     }
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -225,13 +233,43 @@ pub fn lock_file(path: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, Config
         .map_err(|(_, errno)| write_error(std::io::Error::from(errno)))
 }
 
+/// Create `dir` and its missing parents 0700 (the Mozart home is private whichever command
+/// creates it; an existing directory keeps its mode).
+fn create_dir_private(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if dir.as_os_str().is_empty() || dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
 /// Write `text` to `path` through a temporary file and a rename (never a half-written file).
+/// The file is private (0600): it may hold `dashboard.token`.
 pub fn write_atomic(path: &Path, text: &str) -> Result<(), ConfigFileError> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
+        create_dir_private(dir).map_err(|source| ConfigFileError::Write {
+            path: path.to_path_buf(),
+            source,
+        })?;
     }
     let tmp = path.with_extension("yaml.tmp");
-    std::fs::write(&tmp, text)
+    let _ = std::fs::remove_file(&tmp);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut file| {
+            // Whatever the umask: 0600, never more.
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+            file.write_all(text.as_bytes())?;
+            file.sync_all()
+        })
         .and_then(|()| std::fs::rename(&tmp, path))
         .map_err(|source| {
             let _ = std::fs::remove_file(&tmp);

@@ -362,11 +362,13 @@ fn file_error(err: ConfigFileError) -> CliError {
 
 fn set(globals: &Globals, path: &Path, key: &str, raw: &str) -> Result<i32, CliError> {
     let value = conductor_config::set_key(path, key, raw).map_err(file_error)?;
-    println!(
-        "Set {key} = {} in {}",
-        conductor_config::value_text(&value),
-        path.display()
-    );
+    // A secret (dashboard.token) is not printed back: terminals and CI logs keep what is shown.
+    let text = if conductor_config::is_secret_key(key) {
+        "(hidden)".to_string()
+    } else {
+        conductor_config::value_text(&value)
+    };
+    println!("Set {key} = {text} in {}", path.display());
     let applies = applies(key);
     if let Applies::Unused(why) = applies {
         println!("Note: this conductor does not use {key} ({why}).");
