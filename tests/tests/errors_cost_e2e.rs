@@ -463,3 +463,78 @@ fn a_job_whose_stored_state_cannot_be_read_is_refused_not_rerun() {
         "nothing ran again: {runs:?}"
     );
 }
+
+/// A profile `name` whose CLI prints `{"answer": "ok", "data": {"items": [{"t": 3},
+/// {"t": 4}]}, "out": 7}` and reads its input tokens at `input_path` (summed), its output
+/// tokens at `out`, at $1 per 1K tokens.
+fn install_listing_instrument(env: &TestEnv, name: &str, input_path: &str) {
+    let script = env.root().join("listing.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho '{\"answer\":\"ok\",\"data\":{\"items\":[{\"t\":3},{\"t\":4}]},\"out\":7}'\n",
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&script).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&script, perms).unwrap();
+    let dir = env.home.join("instruments");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join(format!("{name}.yaml")),
+        format!(
+            r#"name: {name}
+display_name: Listing
+kind: cli
+default_model: fast
+models:
+  - {{name: fast, context_window: 128000, cost_per_1k_input: 1.0, cost_per_1k_output: 1.0}}
+cli:
+  command:
+    executable: {}
+  output:
+    format: json
+    result_path: answer
+    input_tokens_path: {input_path}
+    output_tokens_path: out
+    aggregate_tokens: true
+"#,
+            script.display()
+        ),
+    )
+    .unwrap();
+}
+
+/// `*` in a token path goes over an array's items as over an object's values, and a job
+/// whose instrument reported one token count but not the other is not said to have
+/// reported neither.
+#[test]
+fn token_paths_go_over_arrays_and_status_says_what_was_reported() {
+    let env = TestEnv::new();
+    install_listing_instrument(&env, "listing", "data.items.*.t");
+    install_listing_instrument(&env, "halfway", "data.nothing.*.t");
+    env.start_conductor();
+    for (job, instrument) in [("listed", "listing"), ("half", "halfway")] {
+        let path = env.write_score(
+            job,
+            &format!(
+                "name: {job}\nworkspace: ./{job}-ws\ninstrument: {instrument}\n\
+                 sheet: {{size: 1, total_items: 1}}\nprompt: {{template: \"answer ok\"}}\n"
+            ),
+        );
+        run(&env, &path, &[]);
+        let doc = wait_terminal(&env, job, 60.0);
+        assert_eq!(doc["status"], "completed", "{doc:#}");
+    }
+    let doc = wait_terminal(&env, "listed", 5.0);
+    assert_eq!(sheet(&doc, 1)["input_tokens"], 7, "{doc:#}");
+    assert_eq!(sheet(&doc, 1)["output_tokens"], 7, "{doc:#}");
+    assert_eq!(sheet(&doc, 1)["cost_confidence"], 1.0, "{doc:#}");
+    let text = stdout(&env.mozart(&["status", "listed"]));
+    assert!(text.contains("Cost: $0.01"), "{text}");
+    let text = stdout(&env.mozart(&["status", "half"]));
+    assert!(!text.contains("neither"), "{text}");
+    assert!(
+        text.contains("reported no cost and only some of its tokens (input 0, output 7)"),
+        "{text}"
+    );
+}

@@ -1,5 +1,5 @@
 //! Dot-paths into JSON values (instruments.md §4.3): `key`, `key[N]`, and `*` over an
-//! object's values.
+//! object's values or an array's items (upstream: objects only).
 
 use serde_json::Value;
 
@@ -30,12 +30,15 @@ fn walk<'a>(value: &'a Value, segments: &[&str], all: bool, out: &mut Vec<&'a Va
         return;
     };
     if *first == "*" {
-        if let Some(obj) = value.as_object() {
-            for child in obj.values() {
-                walk(child, rest, all, out);
-                if !all && !out.is_empty() {
-                    return;
-                }
+        let children: Box<dyn Iterator<Item = &'a Value>> = match value {
+            Value::Object(obj) => Box::new(obj.values()),
+            Value::Array(items) => Box::new(items.iter()),
+            _ => return,
+        };
+        for child in children {
+            walk(child, rest, all, out);
+            if !all && !out.is_empty() {
+                return;
             }
         }
         return;
@@ -89,5 +92,17 @@ mod tests {
             .collect();
         assert_eq!(all, vec![5, 7]);
         assert_eq!(resolve(&v, "missing.x"), None);
+    }
+
+    #[test]
+    fn a_wildcard_goes_over_an_array_too() {
+        let v = json!({"data": {"items": [{"t": 3}, {"x": 1}, {"t": 4}]}, "n": 5});
+        let all: Vec<i64> = resolve_all(&v, "data.items.*.t")
+            .iter()
+            .map(|x| x.as_i64().unwrap())
+            .collect();
+        assert_eq!(all, vec![3, 4]);
+        assert_eq!(resolve(&v, "data.items.*.t"), Some(&json!(3)));
+        assert!(resolve_all(&v, "n.*").is_empty());
     }
 }

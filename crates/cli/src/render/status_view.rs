@@ -1116,6 +1116,15 @@ impl View<'_> {
                 "  Cost: unknown {limit_text} — an attempt was stopped before the instrument \
                  reported its cost or tokens"
             ));
+        } else if unknown && some_tokens_unpriced(job) {
+            // One count without the other cannot be priced: not "neither".
+            self.line(format!(
+                "  Cost: unknown {limit_text} — the instrument reported no cost and only some \
+                 of its tokens (input {}, output {}); pricing needs both counts: check the \
+                 profile's input_tokens_path and output_tokens_path",
+                thousands(unpriced_tokens(job, |s| s.input_tokens)),
+                thousands(unpriced_tokens(job, |s| s.output_tokens)),
+            ));
         } else if unknown {
             self.line(format!(
                 "  Cost: unknown {limit_text} — the instrument reported neither its cost nor \
@@ -1449,6 +1458,21 @@ fn unrun_hooks_reason(job: &JobCheckpoint, failed: usize) -> Option<&'static str
 
 /// Whether every sheet whose cost is unknown has no finished attempt: its unknown cost is
 /// that of an attempt stopped before it ended (a cancel keeps the attempt count as it was).
+/// Whether a sheet whose cost is unknown had some of its tokens reported (an input or an
+/// output count, not both: both would have been priced).
+fn some_tokens_unpriced(job: &JobCheckpoint) -> bool {
+    unpriced_tokens(job, |s| s.input_tokens) + unpriced_tokens(job, |s| s.output_tokens) > 0
+}
+
+/// The tokens (`count`: input or output) of the sheets that ran and whose cost is unknown.
+fn unpriced_tokens(job: &JobCheckpoint, count: impl Fn(&SheetCheckpoint) -> Option<u64>) -> u64 {
+    job.sheets
+        .values()
+        .filter(|s| s.cost_confidence == 0.0 && s.attempt_count > 0)
+        .filter_map(count)
+        .sum()
+}
+
 fn only_stopped_attempts_unknown(job: &JobCheckpoint) -> bool {
     job.sheets
         .values()
