@@ -713,3 +713,45 @@ on_success:
         "the sheet ran once, the hook's first copy died with the conductor"
     );
 }
+
+/// The same for a `command_succeeds` validation: killed with the conductor, its check runs
+/// again with the sheet's re-run — alone, never beside the copy the dead conductor started.
+#[test]
+fn a_validation_command_running_when_the_conductor_is_killed_never_runs_beside_its_rerun() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let led = env.work.join("ledger");
+    let yaml = format!(
+        r#"name: checked
+workspace: {ws}
+instrument: shell
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: |
+    RUN: echo sheet >> "{led}"
+validations:
+  - type: command_succeeds
+    command: "echo start >> '{led}'; sleep 4; echo end >> '{led}'"
+"#,
+        ws = env.work.join("checked-ws").display(),
+        led = led.display(),
+    );
+    env.write_score("checked", &yaml);
+    run(&env, &env.work.join("checked.yaml"), &[]);
+    poll(&env, 20.0, "the check to start", || {
+        (ledger(&led) == ["sheet", "start"]).then_some(())
+    });
+    let pid = env.conductor_pid().unwrap();
+    mozart_tests::signal(pid, "KILL");
+    poll(&env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    env.start_conductor();
+    let doc = wait_terminal(&env, "checked", 30.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert_eq!(
+        ledger_settles(&env, &led, 5, 10.0, 5.0),
+        ["sheet", "start", "sheet", "start", "end"],
+        "the check's first copy died with the conductor; the re-run's ran alone"
+    );
+}

@@ -37,6 +37,11 @@ pub(super) async fn run_command(command: &str, cwd: &Path, timeout: Duration) ->
         Ok(child) => child,
         Err(e) => return CommandOutcome::SpawnFailed(e),
     };
+    let _watched = child.id().and_then(|pid| {
+        super::WATCH_GROUPS
+            .try_with(|watch| watch(pid, timeout))
+            .ok()
+    });
     let pgid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())

@@ -15,6 +15,20 @@ use serde::{Deserialize, Serialize};
 
 pub use run::run_validations;
 
+/// Keeps a command check's process group watched until dropped.
+pub type GroupGuard = Box<dyn std::any::Any + Send>;
+
+/// Called with a command check's process group and its timeout as the command starts: the
+/// conductor records the group where a killed conductor's successor (and its watchdog) find
+/// it, so a check never runs on beside its sheet's re-run.
+pub type GroupWatch = std::sync::Arc<dyn Fn(u32, Duration) -> GroupGuard + Send + Sync>;
+
+tokio::task_local! {
+    /// The [`GroupWatch`] of the validations run in this task's scope
+    /// (`WATCH_GROUPS.scope(watch, run_validations(..))`); none outside a scope.
+    pub static WATCH_GROUPS: GroupWatch;
+}
+
 /// What one rule checks (§6.1 `type`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "type")]

@@ -67,7 +67,7 @@ pub(crate) async fn execute_watched_kept<'a>(
     timeout: Duration,
     backend: &dyn mozart_backends::Backend,
     req: ExecutionRequest,
-) -> (ExecutionResult, Option<Watched<'a>>) {
+) -> (ExecutionResult, Option<Watched>) {
     let progress = Arc::clone(&req.progress);
     let execution = backend.execute(req);
     tokio::pin!(execution);
@@ -92,18 +92,18 @@ pub(crate) async fn execute_watched_kept<'a>(
 }
 
 /// A started instrument group in the in-flight journal and under the watchdog, until dropped.
-pub(crate) struct Watched<'a> {
-    shared: &'a Shared,
-    tracked: Option<u32>,
+pub(crate) struct Watched {
+    /// The group handed to the watchdog directly (the journal could not take it).
+    tracked: Option<(Arc<Shared>, u32)>,
     _record: Option<super::reaper::InflightRecord>,
 }
 
-impl<'a> Watched<'a> {
+impl Watched {
     /// Put the process group `pid` (its leader's start time `ticks`, when the spawn knew
     /// it; the attempt's `tag`) of `job_id`'s `sheet_num` under watch until dropped. A
     /// job's hooks use sheet 0.
     pub(crate) fn start(
-        shared: &'a Arc<Shared>,
+        shared: &Arc<Shared>,
         job_id: &str,
         sheet_num: u32,
         pid: u32,
@@ -112,7 +112,6 @@ impl<'a> Watched<'a> {
         timeout: Duration,
     ) -> Self {
         let mut watched = Watched {
-            shared,
             tracked: None,
             _record: None,
         };
@@ -133,16 +132,18 @@ impl<'a> Watched<'a> {
             .record(job_id, sheet_num, pid, ticks, tag, deadline);
         if let (None, Some(w)) = (&watched._record, &shared.watchdog) {
             w.track_started(pid, ticks, tag, deadline);
-            watched.tracked = Some(pid);
+            watched.tracked = Some((Arc::clone(shared), pid));
         }
         watched
     }
 }
 
-impl Drop for Watched<'_> {
+impl Drop for Watched {
     fn drop(&mut self) {
-        if let (Some(w), Some(pid)) = (&self.shared.watchdog, self.tracked) {
-            w.untrack(pid);
+        if let Some((shared, pid)) = &self.tracked {
+            if let Some(w) = &shared.watchdog {
+                w.untrack(*pid);
+            }
         }
     }
 }

@@ -335,7 +335,7 @@ pub(crate) async fn play(
 /// on the path from the instrument's exit to the next sheet's start (issue 24).
 #[derive(Default)]
 struct Ended<'a> {
-    _watched: Option<Watched<'a>>,
+    _watched: Option<Watched>,
     _live: Option<LiveEntry<'a>>,
 }
 
@@ -686,7 +686,19 @@ async fn judge(
         });
         return (r, details);
     }
-    let report = run_validations(&p.rules, &p.snapshot).await;
+    // A `command_succeeds` check's group is watched as the attempt's was: a conductor killed
+    // meanwhile leaves it to the watchdog and the next start, not running beside the re-run.
+    let watch: mozart_baton::validation::GroupWatch = {
+        let (shared, job_id, num) = (Arc::clone(shared), run.job_id.clone(), sheet.num);
+        Arc::new(move |pid, timeout| {
+            Box::new(Watched::start(
+                &shared, &job_id, num, pid, None, None, timeout,
+            ))
+        })
+    };
+    let report = mozart_baton::validation::WATCH_GROUPS
+        .scope(watch, run_validations(&p.rules, &p.snapshot))
+        .await;
     r.validations_total = u32::try_from(report.results.len()).unwrap_or(u32::MAX);
     r.validations_passed = u32::try_from(report.passed_count()).unwrap_or(u32::MAX);
     r.validation_pass_rate = report.pass_rate();
