@@ -316,6 +316,56 @@ prompt:
     assert!(stdout(&out).contains("[V011]"), "{}", stdout(&out));
 }
 
+/// A `content_regex` the check's engine cannot run (look-around, a back-reference) passed
+/// validate and run, then failed every attempt ("look-around … is not supported"): it is
+/// refused before anything runs, saying what to write instead. Python's `\Z` is read as
+/// the end of the text, as Python reads it.
+#[test]
+fn a_content_regex_the_check_cannot_run_is_refused_before_the_run() {
+    let env = TestEnv::new();
+    let score = |name: &str, pattern: &str| {
+        env.write_score(
+            &format!("{name}.yaml"),
+            &format!(
+                r#"name: {name}
+workspace: ./{name}-ws
+instrument: shell
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: "RUN: printf 'verdict: pass\\naa\\n' > {{{{ workspace }}}}/x"
+validations:
+  - type: content_regex
+    path: "{{workspace}}/x"
+    pattern: '{pattern}'
+"#
+            ),
+        )
+    };
+    for (name, pattern, says) in [
+        ("ahead", "^verdict: (?=pass)", "look-around"),
+        ("backref", "(a)\\1", "back-references"),
+    ] {
+        let path = score(name, pattern);
+        let out = env.mozart(&["validate", path.to_str().unwrap()]);
+        let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+        assert_ne!(out.status.code(), Some(0), "{name}: {text}");
+        assert!(
+            text.contains(says) && text.contains("instead") && text.contains("validations.0"),
+            "{name}: {text}"
+        );
+        let out = env.mozart(&["run", path.to_str().unwrap()]);
+        let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+        assert_ne!(out.status.code(), Some(0), "{name}: {text}");
+        assert!(text.contains(says), "{name}: {text}");
+    }
+    // `\Z` runs: the sheet's file ends in "aa" and a newline, and the check finds them.
+    let path = score("end", "aa\\n\\Z");
+    env.start_conductor();
+    let out = env.mozart(&["run", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    env.wait_completed("end");
+}
+
 /// Issue 23: hints lead somewhere — no Python words, no link to a guide that does not
 /// exist, and no "minimum sections" hint for a score whose sections are all there.
 #[test]

@@ -986,7 +986,7 @@ fn check_validation(c: &mut Checker<'_>, i: usize, v: &ValidationRule) {
         );
     } else if v.kind == ValidationType::ContentRegex {
         if let Some(p) = &v.pattern {
-            if let Err(e) = Checker::regex_ok(p) {
+            if let Err(e) = crate::pyregex::compile_content_regex(p) {
                 c.value_error(
                     &path(),
                     format!("Invalid regex pattern for content_regex validation: {e}"),

@@ -232,7 +232,11 @@ async fn content_contains(path: &Path, pattern: &str) -> Attempt {
 
 /// `content_regex`: `path` matches `pattern` (multi-line).
 async fn content_regex(path: &Path, pattern: &str) -> Attempt {
-    let re = match regex::RegexBuilder::new(pattern).multi_line(true).build() {
+    // Python's `\Z` (end of text) is the engine's `\z`, as the score's load check reads it.
+    let re = match regex::RegexBuilder::new(&end_of_text(pattern))
+        .multi_line(true)
+        .build()
+    {
         Ok(re) => re,
         Err(e) => return Attempt::fail("error", format!("Regex error: {e}"), None),
     };
@@ -250,6 +254,23 @@ async fn content_regex(path: &Path, pattern: &str) -> Attempt {
             },
         },
     }
+}
+
+/// `pattern` with Python's `\Z` spelled `\z` (an escaped backslash before `Z` left alone).
+fn end_of_text(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c == '\\' {
+            match chars.next() {
+                Some('Z') => out.push('z'),
+                Some(next) => out.push(next),
+                None => {}
+            }
+        }
+    }
+    out
 }
 
 /// `command_succeeds`: `command` exits 0 in `working_dir` within `timeout`.

@@ -10,7 +10,11 @@ pub(super) fn v007(x: &Ctx<'_>, out: &mut Vec<Issue>) {
     let c = x.c;
     for (i, v) in c.validations.iter().enumerate() {
         if v.kind == ValidationType::ContentRegex {
-            if let Some(Err(e)) = v.pattern.as_deref().map(crate::pyregex::compile) {
+            if let Some(Err(e)) = v
+                .pattern
+                .as_deref()
+                .map(crate::pyregex::compile_content_regex)
+            {
                 out.push(Issue::new(
                     "V007",
                     Severity::Error,
