@@ -66,3 +66,89 @@ fn a_damaged_registry_is_named_with_what_to_do_and_doctor_finds_it() {
         "{doctor}"
     );
 }
+
+/// A registry file that is there but holds no registry — emptied (`truncate -s 0`), or
+/// another database copied over it (the learning store) — was taken as a new registry:
+/// `mozart list --all` said "No scores found." of a home that had jobs, and nothing said
+/// why. Now `start` refuses it, naming the file, what it is and what to do (restore a
+/// backup, or move it aside to start empty), `doctor` says the same, and the advice works.
+#[test]
+fn a_registry_file_that_is_empty_or_another_database_is_refused_not_taken_as_new() {
+    let env = TestEnv::new();
+    let score = env.write_score(
+        "kept",
+        "name: kept\nworkspace: ./kept-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         sheet: {size: 1, total_items: 1}\nprompt:\n  template: \"RUN: true\"\n",
+    );
+    env.start_conductor();
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    env.wait_completed("kept");
+    let out = env.stop_conductor();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let db = env.home.join("registry.db");
+    let p = db.display().to_string();
+    let learning = env.home.join("global-learning.db");
+    let clear_sides = || {
+        for side in ["registry.db-wal", "registry.db-shm"] {
+            let _ = std::fs::remove_file(env.home.join(side));
+        }
+    };
+    let empty = |db: &std::path::Path| std::fs::write(db, b"").unwrap();
+    let copy = |db: &std::path::Path| {
+        std::fs::copy(&learning, db).unwrap();
+    };
+    let cases: [(&str, &dyn Fn(&std::path::Path), &str); 2] = [
+        ("empty", &empty, "the file is empty (0 bytes)"),
+        (
+            "the learning store",
+            &copy,
+            "an SQLite database of other tables",
+        ),
+    ];
+    for (what, make, says) in cases {
+        clear_sides();
+        make(&db);
+        let start = env.mozart(&["start"]);
+        let text = stdout(&start);
+        assert_eq!(start.status.code(), Some(1), "{what}: {text}");
+        assert!(
+            text.contains(&format!("{p} is not a Mozart job registry: ")) && text.contains(says),
+            "{what}: {text}"
+        );
+        assert!(
+            text.contains("restore the registry from a backup"),
+            "{what}: {text}"
+        );
+        assert!(
+            text.contains(&format!("mv {p} {p}.not-registry")),
+            "{what}: {text}"
+        );
+        let doctor = stdout(&env.mozart(&["doctor"]));
+        assert!(
+            doctor
+                .lines()
+                .any(|l| l.contains("✗ Job registry") && l.contains("not a Mozart job registry")),
+            "{what}: {doctor}"
+        );
+        assert!(doctor.contains("Mozart is not ready"), "{what}: {doctor}");
+    }
+    // The learning store copied over it was left as it was: nothing of ours written into it.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let ours: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE name IN ('jobs', 'schema_migrations')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(ours, 0);
+    drop(conn);
+
+    // The advice works: moved aside, a new conductor starts with an empty registry.
+    std::fs::rename(&db, env.home.join("registry.db.not-registry")).unwrap();
+    clear_sides();
+    env.start_conductor();
+    let list = stdout(&env.mozart(&["list", "--all"]));
+    assert!(list.contains("No scores found"), "{list}");
+}

@@ -76,6 +76,16 @@ pub enum StateError {
         /// Highest version this build knows.
         supported: u32,
     },
+    /// The file at the registry's path is not a Mozart job registry: empty (0 bytes), or a
+    /// database of other tables (another program's, Mozart's learning store). Taken as a new
+    /// registry it would silently lose every job the real one held.
+    #[error("{path} is not a Mozart job registry: {what}")]
+    NotARegistry {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead.
+        what: String,
+    },
     /// An operation named a job the registry does not have.
     #[error("job '{job_id}' not found in registry")]
     JobNotFound {
@@ -119,18 +129,40 @@ pub fn damaged_registry_fix(path: &Path) -> String {
     )
 }
 
+/// What to do with a file at the registry's path that is not a registry
+/// ([`StateError::NotARegistry`]).
+pub fn not_a_registry_fix(path: &Path) -> String {
+    let p = path.display();
+    format!(
+        "If it should hold your jobs, restore the registry from a backup. To start with a new, \
+         empty registry, move it aside: mv {p} {p}.not-registry (with {p}-wal and {p}-shm if \
+         present), then run mozart start again. Workspaces keep their files."
+    )
+}
+
 impl StateError {
     /// Whether the registry file itself is damaged (SQLite: "database disk image is
-    /// malformed", "file is not a database"): no retry helps, the file must be replaced.
+    /// malformed", "file is not a database"), or is no registry at all: no retry helps, the
+    /// file must be replaced ([`StateError::fix`] says how).
     pub fn is_damaged(&self) -> bool {
         let source = match self {
             StateError::Sqlite { source, .. } | StateError::Migration { source, .. } => source,
+            StateError::NotARegistry { .. } => return true,
             _ => return false,
         };
         matches!(
             source.sqlite_error_code(),
             Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
         )
+    }
+
+    /// What to do about the registry file at `path` that this error says must be replaced
+    /// ([`StateError::is_damaged`]).
+    pub fn fix(&self, path: &Path) -> String {
+        match self {
+            StateError::NotARegistry { .. } => not_a_registry_fix(path),
+            _ => damaged_registry_fix(path),
+        }
     }
 
     /// The `map_err` adapter for a SQLite error of `operation` on the database at `path`.

@@ -24,7 +24,7 @@ pub use checkpoint::{
     CheckpointState, ErrorCategory, ExitReason, JobStatus, RemoteAttemptRef, SheetFailure,
     SheetState, SheetStatus, ValidationDetail,
 };
-pub use error::{damaged_registry_fix, StateError};
+pub use error::{damaged_registry_fix, not_a_registry_fix, StateError};
 pub use migrate::SCHEMA_VERSION;
 pub use registry::{
     AttemptRecord, DaemonJobStatus, DeleteFilter, HookResultRecord, JobRecord, JobScore,

@@ -128,6 +128,11 @@ fn registry_check(globals: &Globals, errors: &mut usize) -> Value {
                 problems.len()
             ))
         }
+        Err(e @ mozart_state::StateError::NotARegistry { .. }) => {
+            *errors += 1;
+            json!({"status": "error", "path": p.to_string(),
+                "detail": format!("{e}. {}", e.fix(path))})
+        }
         Err(e) if e.is_damaged() => {
             *errors += 1;
             damaged(format!("{p} is damaged: {e}"))

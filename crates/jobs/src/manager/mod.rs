@@ -1778,9 +1778,9 @@ pub(crate) fn registry_error(
     }
     ConductorError::RegistryDamaged {
         message: e.to_string(),
-        fix: format!(
-            "Its jobs cannot be read. {}",
-            mozart_state::damaged_registry_fix(path)
-        ),
+        fix: match e {
+            mozart_state::StateError::NotARegistry { .. } => e.fix(path),
+            _ => format!("Its jobs cannot be read. {}", e.fix(path)),
+        },
     }
 }

@@ -149,11 +149,14 @@ impl Registry {
             })?;
         }
         let err = |operation: &str| StateError::sqlite(path, operation.to_owned());
+        refuse_empty(path)?;
         let mut conn = Connection::open(path).map_err(err("opening"))?;
         // Room for every statement of the hot path (sheet, header, attempt, transaction).
         conn.set_prepared_statement_cache_capacity(64);
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(err("setting busy_timeout"))?;
+        // Before anything is written to it: a database that is not ours stays as it is.
+        refuse_foreign(&conn, path)?;
         // WAL lets external readers (`mozart list` against a live conductor, monitoring
         // tools) read while the conductor writes. synchronous=NORMAL in WAL mode is durable
         // against a process crash — the threat model is `kill -9` of the conductor — and
@@ -1527,7 +1530,9 @@ impl Registry {
     /// the problems SQLite lists, empty when it reports `ok`. An error when the file cannot
     /// be opened or read at all (see [`StateError::is_damaged`]).
     pub fn quick_check(path: &Path) -> Result<Vec<String>> {
+        refuse_empty(path)?;
         let registry = Registry::open_reader(path)?;
+        refuse_foreign(&registry.conn, path)?;
         let mut stmt = registry
             .conn
             .prepare("PRAGMA quick_check")
@@ -1733,6 +1738,57 @@ const COLUMN_FIELDS: [&str; 7] = [
     "instrument_name",
     "validation_details",
 ];
+
+/// A registry file that is there but empty (0 bytes, nothing in a WAL beside it) holds no
+/// registry: SQLite would take it as a new database, and `list` would say "No scores
+/// found." of a home that had jobs. (A brand-new home has no file at all.)
+fn refuse_empty(path: &Path) -> Result<()> {
+    let len = |p: &Path| std::fs::metadata(p).ok().map(|m| m.len());
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    if len(path) == Some(0) && len(Path::new(&wal)).unwrap_or(0) == 0 {
+        return Err(StateError::NotARegistry {
+            path: path.to_path_buf(),
+            what: "the file is empty (0 bytes)".into(),
+        });
+    }
+    Ok(())
+}
+
+/// A database of tables that are not the registry's (another program's, Mozart's learning
+/// store copied over it) is refused, not migrated into: its tables would be kept, and the
+/// jobs of the real registry silently gone. A database with no tables is a new registry.
+fn refuse_foreign(conn: &Connection, path: &Path) -> Result<()> {
+    let err = StateError::sqlite(path, "reading the registry's tables");
+    let tables: Vec<String> = conn
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' \
+             ORDER BY name",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_map([], |r| r.get(0))?
+                .collect::<rusqlite::Result<Vec<String>>>()
+        })
+        .map_err(err)?;
+    let has = |name: &str| tables.iter().any(|t| t == name);
+    // `schema_migrations` is made first, alone: a start killed right then left only it.
+    let ours =
+        tables.is_empty() || (has("schema_migrations") && (has("jobs") || tables.len() == 1));
+    if ours {
+        return Ok(());
+    }
+    let mut shown: Vec<&str> = tables.iter().take(5).map(String::as_str).collect();
+    if tables.len() > shown.len() {
+        shown.push("…");
+    }
+    Err(StateError::NotARegistry {
+        path: path.to_path_buf(),
+        what: format!(
+            "it is an SQLite database of other tables ({}), without the registry's jobs table",
+            shown.join(", ")
+        ),
+    })
+}
 
 /// A rate limit from `r`'s columns `at..at + 5`: instrument, until, reason, recorded_at,
 /// streak.
