@@ -214,3 +214,44 @@ fn config_set_keeps_the_home_and_the_file_private() {
     assert_eq!(mode(&file), 0o600, "conductor.yaml after a set");
     assert!(std::fs::read_to_string(&file).unwrap().contains(secret));
 }
+
+/// `stop` (and `restart`) go by the running conductor's `shutdown_timeout_seconds`, not the
+/// home file's: started with `-c alt.yaml` (120 s) while the home file says 10 s, the
+/// refusal without `--yes` names 120 s.
+#[test]
+fn stop_goes_by_the_running_conductors_shutdown_timeout() {
+    let env = TestEnv::new();
+    std::fs::write(
+        env.home.join("conductor.yaml"),
+        "shutdown_timeout_seconds: 10\n",
+    )
+    .unwrap();
+    let alt = env.work.join("alt.yaml");
+    std::fs::write(&alt, "shutdown_timeout_seconds: 120\n").unwrap();
+    let out = env.mozart(&["start", "-c", alt.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let score = env.write_score("long", &sleepy_shell_score("long", 1, 60.0));
+    let out = env.mozart(&["run", score.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    poll(&env, 30.0, "the job to run", || {
+        let out = env.mozart(&["status", "long", "--json"]);
+        (stdout(&out).contains("\"running\"")).then_some(())
+    });
+    for command in ["stop", "restart"] {
+        let out = env
+            .command(&[command])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let text = both(&out);
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        assert!(
+            text.contains("up to 120s (shutdown_timeout_seconds)"),
+            "{text}"
+        );
+    }
+    assert_eq!(env.mozart(&["cancel", "long"]).status.code(), Some(0));
+    let out = env.mozart(&["wait", "long", "--timeout", "60"]);
+    assert_eq!(out.status.code(), Some(3), "{}", both(&out));
+    assert_eq!(env.stop_conductor().status.code(), Some(0));
+}

@@ -86,6 +86,9 @@ pub(crate) fn stop_conductor(
         RunState::Running { pid } => pid,
     };
     let shown = pid.map_or_else(|| "unknown".to_string(), |p| p.to_string());
+    // The grace the running conductor gives its sheets (it may have been started with
+    // `-c FILE`, or the file changed since): asked before it stops answering.
+    let grace = shutdown_grace(paths);
     if force {
         let pid = pid.ok_or_else(|| {
             CliError::failed(
@@ -97,7 +100,7 @@ pub(crate) fn stop_conductor(
             .map_err(|e| CliError::failed(e.to_string(), vec![]))?;
         println!("Sent SIGKILL to {} (PID {pid})", paths.who());
     } else {
-        match confirm_if_jobs_running(paths, yes, command)? {
+        match confirm_if_jobs_running(paths, yes, command, grace)? {
             Confirm::Go => {}
             Confirm::Declined => return Ok(StopOutcome::Aborted),
         }
@@ -115,7 +118,7 @@ pub(crate) fn stop_conductor(
             println!("Stopping {} (PID {shown})...", paths.who());
         }
     }
-    wait_until_gone(paths, pid, locked, force)?;
+    wait_until_gone(paths, pid, locked, force, grace)?;
     if force {
         // SIGKILL leaves the PID file and socket behind; nobody holds the lock now.
         let _ = std::fs::remove_file(&paths.pid_file);
@@ -145,11 +148,22 @@ enum Confirm {
     Declined,
 }
 
+/// `shutdown_timeout_seconds` as the running conductor has it (`daemon.config`), else as
+/// the home's conductor.yaml says (a conductor that does not answer).
+fn shutdown_grace(paths: &ConductorPaths) -> f64 {
+    let live = quick_client(paths)
+        .and_then(|mut c| c.call_value(methods::DAEMON_CONFIG, ()).ok())
+        .and_then(|doc| doc.get("shutdown_timeout_seconds")?.as_f64())
+        .filter(|g| g.is_finite() && *g >= 0.0);
+    live.unwrap_or_else(|| {
+        mozart_conductor::DaemonConfig::load(Some(&paths.config_file), None)
+            .unwrap_or_default()
+            .shutdown_timeout_seconds
+    })
+}
+
 /// What stopping does to running jobs, in words that are true of this conductor.
-fn consequences(paths: &ConductorPaths) -> String {
-    let grace = mozart_conductor::DaemonConfig::load(Some(&paths.config_file), None)
-        .unwrap_or_default()
-        .shutdown_timeout_seconds;
+fn consequences(grace: f64) -> String {
     format!(
         "Nothing new starts; running sheets get up to {grace:.0}s (shutdown_timeout_seconds) to finish, then are stopped."
     )
@@ -161,6 +175,7 @@ fn confirm_if_jobs_running(
     paths: &ConductorPaths,
     yes: bool,
     command: &str,
+    grace: f64,
 ) -> Result<Confirm, CliError> {
     use std::io::IsTerminal;
     if yes {
@@ -178,7 +193,7 @@ fn confirm_if_jobs_running(
     let n = ready.running_jobs;
     let what = format!(
         "{} Nothing is lost: completed sheets stay completed, and an interrupted sheet runs again on the next 'mozart start' without spending a retry.",
-        consequences(paths)
+        consequences(grace)
     );
     if !std::io::stdin().is_terminal() {
         return Err(CliError::failed(
@@ -225,19 +240,20 @@ fn ask_to_shut_down(paths: &ConductorPaths) -> bool {
 }
 
 /// Wait for the lock to be released (the conductor's last act). Graceful shutdown may wait
-/// for running jobs up to `shutdown_timeout_seconds`, so allow that plus a margin.
+/// for running jobs up to `grace` (the running conductor's `shutdown_timeout_seconds`), so
+/// allow that plus a margin.
 fn wait_until_gone(
     paths: &ConductorPaths,
     pid: Option<u32>,
     locked: bool,
     force: bool,
+    grace: f64,
 ) -> Result<(), CliError> {
     let limit = if force {
         Duration::from_secs(10)
     } else {
-        let config = mozart_conductor::DaemonConfig::load(Some(&paths.config_file), None)
-            .unwrap_or_default();
-        Duration::from_secs_f64(config.shutdown_timeout_seconds) + Duration::from_secs(30)
+        Duration::try_from_secs_f64(grace).unwrap_or(Duration::from_secs(300))
+            + Duration::from_secs(30)
     };
     let deadline = Instant::now() + limit;
     loop {
