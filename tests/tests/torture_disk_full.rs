@@ -355,3 +355,76 @@ fn a_job_cancelled_on_a_full_disk_can_be_resumed_once_space_returns() {
     assert_eq!(done["status"], "completed", "{done:#}");
     assert!(ws.join("out-2.txt").exists());
 }
+
+/// A conductor killed (`kill -9`) while its home is full starts again at once, saying it
+/// accepts no work and why — it used to wait 30 s and fail "did not become ready" while it
+/// ran — and the job it was running is held paused, saying why and what to do: not shown
+/// running with nothing running (`resume` refused it as running), nor failed. Once space is
+/// freed, `mozart resume` goes on from the checkpoint: no completed sheet runs again.
+#[test]
+fn a_restart_on_a_full_disk_holds_the_running_job_paused_until_space_returns() {
+    let env = TestEnv::new();
+    let Some(_home) = SmallHome::mount(&env, "6m") else {
+        return;
+    };
+    env.start_conductor();
+    let (score, ws) = shell_score(&env, "diskfull", Shape::Sequential(30), 0.4);
+    assert_eq!(submit(&env, &score)["status"], "accepted");
+    let doc = poll_status(&env, "diskfull", 30, |d| {
+        sheet(d, 2)["status"] == "completed"
+    });
+    let durable: Vec<u32> = (1..=30)
+        .filter(|n| sheet(&doc, *n)["status"] == "completed")
+        .collect();
+    fill(&env.home.join("filler"));
+    let pid = env.conductor_pid().unwrap();
+    mozart_tests::signal(pid, "KILL");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while mozart_tests::alive(pid) {
+        assert!(Instant::now() < deadline, "the conductor did not die");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let started = env.start_conductor();
+    let said = String::from_utf8_lossy(&started.stderr);
+    assert!(
+        said.contains("it is not accepting work: the disk is full"),
+        "{said}"
+    );
+    let doc = status(&env, "diskfull").unwrap();
+    assert_eq!(doc["status"], "paused", "{doc:#}");
+    let why = doc["error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("restarted on a full disk") && why.contains("mozart resume diskfull"),
+        "{doc:#}"
+    );
+    assert!(
+        (1..=30).all(|n| sheet(&doc, n)["status"] != "in_progress"),
+        "no sheet shown running: {doc:#}"
+    );
+    let list = env.mozart(&["list", "--json"]);
+    let list: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert!(
+        list.to_string().contains("\"status\":\"paused\""),
+        "list agrees: {list:#}"
+    );
+
+    std::fs::remove_file(env.home.join("filler")).unwrap();
+    let resume = env.mozart(&["resume", "diskfull"]);
+    assert_eq!(
+        resume.status.code(),
+        Some(0),
+        "{}{}",
+        mozart_tests::stdout(&resume),
+        String::from_utf8_lossy(&resume.stderr)
+    );
+    let docs = wait_all_terminal(&env, &["diskfull".to_string()], 60);
+    assert_eq!(docs[0]["status"], "completed", "{:#}", docs[0]);
+    let ledger = std::fs::read_to_string(ws.join("ledger.txt")).unwrap();
+    for n in durable {
+        let runs = ledger
+            .lines()
+            .filter(|l| *l == format!("diskfull {n}"))
+            .count();
+        assert_eq!(runs, 1, "completed sheet {n} ran once: {ledger}");
+    }
+}

@@ -39,10 +39,12 @@ pub struct Launch {
 }
 
 /// A conductor that started and answers `daemon.ready` as ready.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Started {
     /// Its process ID.
     pub pid: u32,
+    /// Why it runs but does not accept work (e.g. the disk is full), when it does not.
+    pub not_accepting: Option<String>,
 }
 
 /// Why a background start did not give a ready conductor.
@@ -121,8 +123,25 @@ pub fn start_detached(launch: &Launch) -> Result<Started, StartError> {
                 log: launch.log.clone(),
             });
         }
-        if probe_ready(&launch.socket).is_some_and(|r| r.is_ready()) {
-            return Ok(Started { pid: child.id() });
+        match probe_ready(&launch.socket) {
+            Some(r) if r.is_ready() => {
+                return Ok(Started {
+                    pid: child.id(),
+                    not_accepting: None,
+                })
+            }
+            // Started, but refusing work for a reason that waiting does not cure (the disk
+            // is full): said at once, not after the whole wait as "not ready".
+            Some(r)
+                if !r.shutting_down
+                    && r.reason.as_deref() != Some(mozart_ipc::types::ReadyResult::STARTING_UP) =>
+            {
+                return Ok(Started {
+                    pid: child.id(),
+                    not_accepting: r.reason,
+                })
+            }
+            _ => {}
         }
         if Instant::now() >= deadline {
             return Err(StartError::NotReady {

@@ -173,7 +173,7 @@ async fn readiness(ctx: &ConductorCtx) -> ReadyResult {
     } else if ctx.is_shutting_down() {
         Some("shutting down".into())
     } else {
-        Some("starting up".into())
+        Some(ReadyResult::STARTING_UP.into())
     };
     let ready = started && reason.is_none();
     ReadyResult {

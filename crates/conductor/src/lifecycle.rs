@@ -128,7 +128,14 @@ async fn run_locked(
     let listener = bind_socket(&paths.socket)?;
     // Clients find this socket through the record even after `socket.path` changes in the
     // file (the conductor keeps its socket until it is restarted).
-    instance::write_socket_record(&paths.socket_record(), &paths.socket)?;
+    // Best effort but for a link planted there: a full disk must not keep the conductor
+    // from starting (its jobs are held until space returns); clients then look where their
+    // configuration says, which is where it listens unless `socket.path` changed since.
+    match instance::write_socket_record(&paths.socket_record(), &paths.socket) {
+        Ok(()) => {}
+        Err(e @ ConductorError::Symlink { .. }) => return Err(e),
+        Err(e) => tracing::warn!(error = %e, "cannot record the socket the conductor listens on"),
+    }
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
     // A connection costs one small task, so the cap is generous: a handful of clients that
     // connect and never speak (each held until the idle timeout) must not lock the CLI out.

@@ -477,6 +477,9 @@ pub struct ReadyResult {
 }
 
 impl ReadyResult {
+    /// The `reason` while the conductor is still starting (recovering its jobs).
+    pub const STARTING_UP: &'static str = "starting up";
+
     /// True when the conductor accepts work.
     pub fn is_ready(&self) -> bool {
         self.status == "ready"

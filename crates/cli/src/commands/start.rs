@@ -278,6 +278,14 @@ fn start_detached(
             println!("{} started (PID {})", paths.who(), started.pid);
             println!("  Socket: {}", paths.socket.display());
             println!("  Log: {}", launch.log.display());
+            if let Some(reason) = started.not_accepting {
+                // It runs (jobs the disk allows go on), but new work is refused: said now,
+                // with what to do, instead of a wait that cannot end in "ready".
+                eprintln!("Warning: it is not accepting work: {reason}.");
+                eprintln!(
+                    "  Free some space; `mozart conductor-status` shows when it accepts work again."
+                );
+            }
             Ok(0)
         }
         Err(err) => Err(start_failure(err)),

@@ -60,8 +60,8 @@ pub(crate) async fn execute_watched(
 /// `untrack` and the in-flight journal's update are then off the path from the
 /// instrument's exit to the next sheet's start (issue 24). The group is gone by then
 /// (the backend returns once it is), so nothing it guards still runs meanwhile.
-pub(crate) async fn execute_watched_kept<'a>(
-    shared: &'a Arc<Shared>,
+pub(crate) async fn execute_watched_kept(
+    shared: &Arc<Shared>,
     job_id: &str,
     sheet_num: u32,
     timeout: Duration,

@@ -715,7 +715,14 @@ impl JobManager {
         } else {
             Vec::new()
         };
-        let (pausing, progress) = if paused.is_empty() && progress.is_empty() {
+        // A loaded job's status is memory's: its row may say otherwise when saving it failed
+        // (a full disk), and a list must not show a held job as running.
+        let statuses: Vec<(String, DaemonJobStatus)> = rows
+            .iter()
+            .filter(|r| loaded.contains(&r.job_id))
+            .map(|r| (r.job_id.clone(), r.status))
+            .collect();
+        let (pausing, progress, unsaved) = if statuses.is_empty() {
             Default::default()
         } else {
             self.shared
@@ -723,6 +730,7 @@ impl JobManager {
                 .ask(|reply| table::Query::PageFacts {
                     paused,
                     progress,
+                    statuses,
                     reply,
                 })
                 .await
@@ -732,7 +740,15 @@ impl JobManager {
             .iter()
             .map(|row| {
                 if loaded.contains(&row.job_id) {
-                    let mut summary = wire::job_summary(row);
+                    let mut summary = match unsaved.get(&row.job_id) {
+                        Some((status, error)) => {
+                            let mut held = row.clone();
+                            held.status = *status;
+                            held.error_message.clone_from(error);
+                            wire::job_summary(&held)
+                        }
+                        None => wire::job_summary(row),
+                    };
                     summary.pausing = pausing.get(&row.job_id).copied();
                     JobListEntry::Live(summary)
                 } else {

@@ -71,9 +71,14 @@ impl ConductorHost {
             Query::PageFacts {
                 paused,
                 progress,
+                statuses,
                 reply,
             } => {
-                let _ = reply.send((self.pausing_jobs(&paused), self.progress(progress)));
+                let _ = reply.send((
+                    self.pausing_jobs(&paused),
+                    self.progress(progress),
+                    self.unsaved_statuses(&statuses),
+                ));
             }
             Query::CatchUp { job_id, reply } => {
                 let _ = reply.send(self.catch_up(&job_id));
@@ -169,6 +174,25 @@ impl ConductorHost {
     }
 
     /// The asked-for jobs that are pausing, with the sheets still running in each.
+    /// Of `rows` (loaded jobs with their registry row's status), those whose status in
+    /// memory is another: the status and error memory holds.
+    fn unsaved_statuses(
+        &self,
+        rows: &[(String, mozart_state::DaemonJobStatus)],
+    ) -> std::collections::HashMap<String, (mozart_state::DaemonJobStatus, Option<String>)> {
+        rows.iter()
+            .filter_map(|(id, stored)| {
+                let e = self.table.jobs.get(id)?;
+                (e.record.status != *stored).then(|| {
+                    (
+                        id.clone(),
+                        (e.record.status, e.record.error_message.clone()),
+                    )
+                })
+            })
+            .collect()
+    }
+
     fn pausing_jobs(&self, job_ids: &[String]) -> std::collections::HashMap<String, u32> {
         job_ids
             .iter()

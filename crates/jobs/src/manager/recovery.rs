@@ -42,7 +42,17 @@ pub(super) async fn recover(
                 tracing::warn!(job_id = %record.job_id, error = %e, "cannot record the interrupted attempts");
             }
         }
+        // Checked for each job: space freed meanwhile lets the rest resume.
+        let disk_full = matches!(
+            record.status,
+            DaemonJobStatus::Queued | DaemonJobStatus::Running
+        )
+        .then(|| mozart_conductor::probe::disk_full(&ctx.paths.home))
+        .flatten();
         match record.status {
+            DaemonJobStatus::Queued | DaemonJobStatus::Running if disk_full.is_some() => {
+                hold_on_full_disk(mgr, record, disk_full.as_deref().unwrap_or_default());
+            }
             DaemonJobStatus::Queued | DaemonJobStatus::Running => {
                 let job_id = record.job_id.clone();
                 let req = SubmitRequest {
@@ -205,6 +215,62 @@ async fn withdraw_queued_slurm_jobs(mgr: &JobManager, job_id: &str) {
     if let Err(e) = lock(&mgr.shared.registry).save_sheets(job_id, &withdrawn) {
         tracing::error!(job_id, error = %e, "cannot clear the records of the withdrawn Slurm jobs");
     }
+}
+
+/// A job that was running when the conductor died, restarted on a full disk: its resubmission
+/// would be refused (no room to save its state), and a failed job would read as if its work
+/// were at fault. It is held paused instead, saying why and what to do; `mozart resume`
+/// goes on from its checkpoint once space is freed. (Its row may not be writable now: the
+/// next start then holds it again.)
+fn hold_on_full_disk(mgr: &JobManager, mut record: mozart_state::JobRecord, full: &str) {
+    let job_id = record.job_id.clone();
+    let msg = format!(
+        "The conductor restarted on a full disk and could not resume the job: {full}. Free some space, then run: mozart resume {job_id}"
+    );
+    tracing::error!(job_id = %job_id, "job held paused: the disk is full");
+    {
+        let registry = lock(&mgr.shared.registry);
+        if let Err(e) = registry.requeue_interrupted_sheets(&job_id) {
+            tracing::warn!(job_id = %job_id, error = %e, "cannot requeue the interrupted sheets of a job held on a full disk");
+        }
+        if let Err(e) = registry.set_job_status(&job_id, DaemonJobStatus::Paused, Some(&msg)) {
+            tracing::warn!(job_id = %job_id, error = %e, "cannot save the pause of a job held on a full disk");
+        }
+    }
+    // What `status` shows, read from the registry (reads work on a full disk) and held
+    // paused in memory: no sheet shown running that nothing runs.
+    let live = match lock(&mgr.shared.registry).load_checkpoint(&job_id) {
+        Ok(Some(mut cp)) => {
+            let interrupted: Vec<u32> = cp
+                .sheets
+                .statuses()
+                .filter(|(_, s)| *s == mozart_state::SheetStatus::InProgress)
+                .map(|(n, _)| n)
+                .collect();
+            for num in interrupted {
+                if let Some(sheet) = cp.sheets.get_mut(&num) {
+                    sheet.status = mozart_state::SheetStatus::Pending;
+                }
+            }
+            cp.status = mozart_state::JobStatus::Paused;
+            cp.error_message = Some(msg.clone());
+            cp.current_sheet = None;
+            cp.pid = None;
+            Some(cp)
+        }
+        Ok(None) => None,
+        Err(e) => {
+            tracing::warn!(job_id = %job_id, error = %e, "cannot read the checkpoint of a job held on a full disk");
+            None
+        }
+    };
+    record.status = DaemonJobStatus::Paused;
+    record.error_message = Some(msg);
+    let entry = JobEntry::new(record, live, None);
+    lock(&mgr.shared.loaded).insert(job_id);
+    mgr.shared
+        .table
+        .tell(super::table::Fact::JobLoaded(Box::new(entry)));
 }
 
 /// A job the restart could not resume ends failed in its checkpoint too — what `status`

@@ -853,7 +853,7 @@ fn persist(
     {
         tracing::error!(job_id, home = %home.display(), free, "job refused: the disk is full");
         return Err(Rejection(format!(
-            "Cannot accept the job: the disk is full ({} has {} KiB free). Free some space, then submit again.",
+            "Cannot accept the job: the disk is full ({} has {} KiB free). Free some space, then try again.",
             home.display(),
             free / 1024
         )));

@@ -447,10 +447,13 @@ pub(crate) type LiveList = (
     Option<Arc<Vec<ListedRow>>>,
 );
 
-/// [`Query::PageFacts`]' answer: the running sheets of paused jobs, and rows' progress.
+/// [`Query::PageFacts`]' answer: the running sheets of paused jobs, rows' progress, and
+/// the status (with its error) of each loaded row whose registry row says otherwise — a
+/// status memory holds that could not be saved (a full disk).
 pub(crate) type PageFacts = (
     HashMap<String, u32>,
     std::collections::BTreeMap<String, mozart_ipc::status::JobProgress>,
+    HashMap<String, (mozart_state::DaemonJobStatus, Option<String>)>,
 );
 
 /// What the other tasks ask the owner of the job table; each question carries the channel
@@ -493,6 +496,8 @@ pub(crate) enum Query {
     PageFacts {
         paused: Vec<String>,
         progress: Vec<String>,
+        /// Loaded rows with the status their registry row gives.
+        statuses: Vec<(String, mozart_state::DaemonJobStatus)>,
         reply: Reply<PageFacts>,
     },
     /// Save what memory holds of a job beyond the registry — a halted job's unsaved sheets
