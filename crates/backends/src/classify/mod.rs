@@ -265,6 +265,15 @@ fn timeout_error(combined_lower: &str) -> ClassifiedError {
 /// A rate-limit error from text: E104 with the parsed reset when quota patterns match,
 /// else E103 (capacity) or E101 with the default wait (execution.md §7.4 step 3).
 fn rate_limit_from_text(combined: &str, forced: bool) -> Option<ClassifiedError> {
+    rate_limit_from(combined, forced, false)
+}
+
+/// [`rate_limit_from_text`]; `strict` (a `shell` command's output) also wants a service's
+/// words ([`patterns::SHELL_RATE_LIMIT`]) before it reads a limit.
+fn rate_limit_from(combined: &str, forced: bool, strict: bool) -> Option<ClassifiedError> {
+    if strict && !forced && !patterns::SHELL_RATE_LIMIT.is_match(combined) {
+        return None;
+    }
     let limited = forced || patterns::mentions_rate_limit(combined);
     let reset = parse_reset_time(combined);
     // A server rate limit that says when to come back ("Please try again in 2s", Gemini's
@@ -328,6 +337,17 @@ pub fn classify_output(
     exit_signal: Option<i32>,
     exit_reason: ExitReason,
 ) -> ClassifiedError {
+    classify_output_of(stdout, stderr, (exit_code, exit_signal, exit_reason), false)
+}
+
+/// [`classify_output`]; `shell`: the output is a `shell` command's ([`rate_limit_from`]'s
+/// strict reading).
+fn classify_output_of(
+    stdout: &str,
+    stderr: &str,
+    (exit_code, exit_signal, exit_reason): (Option<i32>, Option<i32>, ExitReason),
+    shell: bool,
+) -> ClassifiedError {
     let combined = format!("{stdout}\n{stderr}");
     let lower = combined.to_lowercase();
     // checked: `-i32::MIN` overflows (found by fuzzing, docs/reliability.md).
@@ -338,7 +358,7 @@ pub fn classify_output(
     if exit_reason == ExitReason::Timeout {
         return timeout_error(&lower);
     }
-    if let Some(err) = rate_limit_from_text(&combined, false) {
+    if let Some(err) = rate_limit_from(&combined, false, shell) {
         return err;
     }
     text_pattern_error(&combined).unwrap_or_else(|| exit_code_error(exit_code, &lower, stderr))
@@ -869,14 +889,16 @@ fn classify_inner(result: &ExecutionResult, instrument: Option<&str>) -> Classif
             found.push(err, ClassificationMethod::RegexFallback);
         }
     }
+    // A `shell` command's output is the user's own: only a service's words make it a rate
+    // limit (a bare 429 or a name holding "rate_limit" is its own failure).
+    let shell = instrument == Some("shell");
     // Phase 3: text patterns, then the exit code (the single-output classifier).
     if found.is_empty() {
-        let err = classify_output(
+        let err = classify_output_of(
             &result.stdout,
             &combined_stderr(result),
-            result.exit_code,
-            exit_signal,
-            result.exit_reason,
+            (result.exit_code, exit_signal, result.exit_reason),
+            shell,
         );
         let method = if matches!(
             err.code,
@@ -892,7 +914,7 @@ fn classify_inner(result: &ExecutionResult, instrument: Option<&str>) -> Classif
     // Phase 4: rate-limit override — a limit anywhere in the output (or flagged by the
     // instrument's own patterns) outranks a generic failure.
     if !found.0.iter().any(|(e, _)| e.is_rate_limit()) {
-        if let Some(err) = rate_limit_from_text(&combined, result.rate_limited) {
+        if let Some(err) = rate_limit_from(&combined, result.rate_limited, shell) {
             found.push(err, ClassificationMethod::RegexFallback);
         }
     }

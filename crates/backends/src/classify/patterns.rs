@@ -43,6 +43,19 @@ pattern_set!(
     NOT_RATE_LIMIT = [r"disk quota exceeded"]
 );
 
+pattern_set!(
+    /// What a `shell` command's output must also say to be taken as a rate limit: a service's
+    /// own words. The command is the user's, and its output names anything: a CSV's line 429,
+    /// a test called `test_rate_limit_backoff`, a job's item 429. Read as rate limits, those
+    /// waited for ever (no retry spent, no cap) and held back the whole job.
+    SHELL_RATE_LIMIT = [
+        r"\brate[ -]?limit(?:ed|s|ing)?\b", r"\btoo many requests\b",
+        r"\b(?:http|status|code|error)\W{0,3}429\b", r"\b429\W{0,3}(?:too many|rate)",
+        r"\(429\)", r"\busage[ -]limit\b", r"\bquota (?:exceeded|exhausted)\b",
+        r"\btry again later\b", r"\bretry[ -]after\b",
+    ]
+);
+
 /// Whether `text` reads as a rate limit ([`RATE_LIMIT`]), leaving out the OS errors of
 /// [`NOT_RATE_LIMIT`] that merely contain one of its words.
 pub fn mentions_rate_limit(text: &str) -> bool {

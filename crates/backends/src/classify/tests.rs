@@ -383,6 +383,42 @@ fn disk_quota_exceeded_is_a_failure_not_a_rate_limit() {
     assert!(detect_rate_limit("", "API quota exceeded", Some(1)));
 }
 
+/// A `shell` command's own failure that merely names a number or a word of the rate-limit
+/// patterns (a CSV's line 429, a test called `test_rate_limit_backoff`, item 429) is that
+/// failure: as a rate limit it waited for ever, no retry spent, and held back the whole job.
+/// A service's words still make one — and any other instrument keeps upstream's patterns.
+#[test]
+fn a_shell_failure_naming_429_or_rate_limit_is_no_rate_limit_but_a_services_words_are() {
+    let retried = [
+        "error on line 429 of input.csv",
+        "FAILED tests/test_api.py::test_rate_limit_backoff - AssertionError",
+    ];
+    for text in retried {
+        let c = classify_for(&failed("", text, Some(1)), "shell");
+        assert_ne!(c.category, ErrorCategory::RateLimit, "{text}: {c:?}");
+        assert!(c.should_retry(), "{text}: {c:?}");
+        // Upstream's patterns for every other instrument.
+        let other = classify_for(&failed("", text, Some(1)), "my-agent");
+        assert_eq!(
+            other.category,
+            ErrorCategory::RateLimit,
+            "{text}: {other:?}"
+        );
+    }
+    let c = classify_for(&failed("", "boom in item 429", Some(3)), "shell");
+    assert_eq!(c.code, E::E999, "exit 3 fails at once: {c:?}");
+    assert!(!c.should_retry(), "{c:?}");
+    for text in [
+        "Error: rate limit exceeded (429 too many requests)",
+        "curl: (22) The requested URL returned error: 429",
+        "HTTP/1.1 429 Too Many Requests",
+        "API rate-limited; try again later",
+    ] {
+        let c = classify_for(&failed("", text, Some(1)), "shell");
+        assert_eq!(c.category, ErrorCategory::RateLimit, "{text}: {c:?}");
+    }
+}
+
 #[test]
 fn detect_rate_limit_rules() {
     assert!(!detect_rate_limit("rate limit", "", None));
