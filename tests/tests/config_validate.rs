@@ -366,6 +366,37 @@ validations:
     env.wait_completed("end");
 }
 
+/// `instrument_config.timeout_seconds` that is not a positive number ("3", soon, -5, 0) was
+/// dropped: the sheet ran with no timeout at all. It is refused, the field and line named.
+#[test]
+fn an_instrument_timeout_that_is_not_a_positive_number_is_refused() {
+    let env = TestEnv::new();
+    for (name, value, says) in [
+        ("quoted", "\"3\"", "got '3' (a string)"),
+        ("word", "soon", "got 'soon' (a string)"),
+        ("negative", "-5", "got -5"),
+        ("zero", "0", "got 0"),
+    ] {
+        let path = env.write_score(
+            &format!("{name}.yaml"),
+            &format!(
+                "name: {name}\nworkspace: ./{name}-ws\ninstrument: shell\nsheet: {{size: 1, total_items: 1}}\ninstrument_config: {{timeout_seconds: {value}}}\nprompt: {{template: \"RUN: true\"}}\n"
+            ),
+        );
+        for cmd in ["validate", "run"] {
+            let out = env.mozart(&[cmd, path.to_str().unwrap()]);
+            let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+            assert_ne!(out.status.code(), Some(0), "{name} {cmd}: {text}");
+            assert!(
+                text.contains("instrument_config.timeout_seconds")
+                    && text.contains(says)
+                    && text.contains("line 5"),
+                "{name} {cmd}: {text}"
+            );
+        }
+    }
+}
+
 /// Issue 23: hints lead somewhere — no Python words, no link to a guide that does not
 /// exist, and no "minimum sections" hint for a score whose sections are all there.
 #[test]

@@ -327,6 +327,37 @@ fn check_instruments(c: &mut Checker<'_>, job: &JobConfig) {
             c.ge(&format!("movements.{k}.voices"), v as f64, 1.0);
         }
     }
+    // The sheet's timeout when set (ours: upstream never reads it, score.md §3.5 [GAP]): a
+    // value that is not a positive number was dropped, leaving the sheet without the timeout
+    // the score asks for.
+    let mut timeouts: Vec<(String, &crate::model::FreeMap)> =
+        vec![("instrument_config".into(), &job.instrument_config)];
+    for (name, def) in &job.instruments {
+        timeouts.push((format!("instruments.{name}.config"), &def.config));
+    }
+    for (k, m) in &job.movements {
+        timeouts.push((
+            format!("movements.{k}.instrument_config"),
+            &m.instrument_config,
+        ));
+    }
+    for (n, cfg) in &job.sheet.per_sheet_instrument_config {
+        timeouts.push((format!("sheet.per_sheet_instrument_config.{n}"), cfg));
+    }
+    for (at, cfg) in timeouts {
+        if let Some(v) = cfg.get("timeout_seconds").filter(|v| !v.is_null()) {
+            if let Some(problem) = bad_timeout(v) {
+                c.value_error(
+                    &format!("{at}.timeout_seconds"),
+                    format!(
+                        "timeout_seconds must be a number of seconds greater than 0, got {problem}: \
+                         write a number (e.g. timeout_seconds: 1800), or leave it out to use \
+                         backend.timeout_seconds"
+                    ),
+                );
+            }
+        }
+    }
     for k in job.movements.keys() {
         if *k < 1 {
             c.value_error(
@@ -335,6 +366,21 @@ fn check_instruments(c: &mut Checker<'_>, job: &JobConfig) {
             );
             break;
         }
+    }
+}
+
+/// Why an `instrument_config.timeout_seconds` value cannot be a timeout, if it cannot.
+fn bad_timeout(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::Number(n) => match n.as_f64() {
+            Some(t) if t > 0.0 && t.is_finite() => None,
+            _ => Some(n.to_string()),
+        },
+        serde_json::Value::String(text) => {
+            Some(format!("{} (a string)", crate::yaml::python_str_repr(text)))
+        }
+        serde_json::Value::Bool(b) => Some(format!("{b} (a boolean)")),
+        other => Some(format!("{other}")),
     }
 }
 
