@@ -152,3 +152,65 @@ fn a_registry_file_that_is_empty_or_another_database_is_refused_not_taken_as_new
     let list = stdout(&env.mozart(&["list", "--all"]));
     assert!(list.contains("No scores found"), "{list}");
 }
+
+/// A damaged learning store (`global-learning.db`'s pages overwritten): `learning-stats`
+/// named the store, then hinted "The job registry is damaged", the wrong file; `doctor`
+/// did not check the store and said "Mozart is ready" with nothing about it. Now the hint
+/// names the learning store, `doctor` checks it (a warning: scores still run) with what to
+/// do, and the advice works.
+#[test]
+fn a_damaged_learning_store_is_named_as_such_and_doctor_checks_it() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let out = env.stop_conductor();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let db = env.home.join("global-learning.db");
+    for side in ["global-learning.db-wal", "global-learning.db-shm"] {
+        let _ = std::fs::remove_file(env.home.join(side));
+    }
+    damage(&db);
+    let p = db.display().to_string();
+
+    let out = env.mozart(&["learning-stats"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(&format!("Cannot open the learning store {p}")),
+        "{text}"
+    );
+    assert!(
+        text.contains("The learning store is damaged: `mozart doctor` checks it"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("job registry"),
+        "the registry is fine: {text}"
+    );
+
+    let doctor = stdout(&env.mozart(&["doctor"]));
+    assert!(
+        doctor.lines().any(|l| l.contains("! Learning store")
+            && l.contains(&p)
+            && l.contains(&format!("mv {p} {p}.damaged"))),
+        "{doctor}"
+    );
+    assert!(
+        doctor.lines().any(|l| l.contains("✓ Job registry")),
+        "{doctor}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&env.mozart(&["doctor", "--json"]).stdout).unwrap();
+    assert_eq!(json["learning_store"]["status"], "warning", "{json:#}");
+    assert_eq!(json["registry"]["status"], "ok", "{json:#}");
+
+    // The advice works: moved aside, the next start makes a new store.
+    std::fs::rename(&db, env.home.join("global-learning.db.damaged")).unwrap();
+    env.start_conductor();
+    let out = env.mozart(&["learning-stats"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let doctor = stdout(&env.mozart(&["doctor"]));
+    assert!(
+        doctor.lines().any(|l| l.contains("✓ Learning store")),
+        "{doctor}"
+    );
+}

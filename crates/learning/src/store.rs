@@ -138,6 +138,31 @@ impl LearningStore {
         })
     }
 
+    /// `PRAGMA quick_check` of the store at `path`, opened read-only (`mozart doctor`): the
+    /// problems SQLite lists, empty when it reports `ok`. An error when the file cannot be
+    /// opened or read at all (damaged header, not a database).
+    pub fn quick_check(path: impl AsRef<Path>) -> Result<Vec<String>> {
+        let path = path.as_ref();
+        let not_db = |source| LearningError::NotADatabase {
+            path: path.to_path_buf(),
+            source,
+        };
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(not_db)?;
+        conn.busy_timeout(schema::BUSY_TIMEOUT).map_err(not_db)?;
+        let lines = conn
+            .prepare("PRAGMA quick_check")
+            .and_then(|mut stmt| {
+                stmt.query_map([], |r| r.get::<_, String>(0))?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(not_db)?;
+        Ok(lines.into_iter().filter(|l| l != "ok").collect())
+    }
+
     /// Freezes the store's clock (deterministic tests and replays of recorded outcomes).
     pub fn with_fixed_time(mut self, now: jiff::Timestamp) -> Self {
         self.fixed_now = Some(now);

@@ -35,6 +35,9 @@ struct Findings {
     slurm: Vec<Value>,
     /// The job registry's check (`PRAGMA quick_check`).
     registry: Value,
+    /// The learning store's check (`PRAGMA quick_check`): a damaged store is a warning
+    /// (the conductor runs scores without learning).
+    learning: Value,
     /// Errors found: Mozart is not ready.
     errors: usize,
     /// Why the instruments were looked up in this shell's environment although a conductor
@@ -54,6 +57,7 @@ impl Findings {
         1 + usize::from(self.status != "running" && self.refused.is_none())
             + unreachable
             + usize::from(self.looked_here.is_some())
+            + usize::from(self.learning["status"] == "warning")
     }
 }
 
@@ -69,6 +73,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         .flatten();
     let slurm = slurm_checks(&placed, &mut errors);
     let registry = registry_check(globals, &mut errors);
+    let learning = learning_check(globals);
     let findings = Findings {
         status,
         pid,
@@ -76,6 +81,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         instruments,
         slurm,
         registry,
+        learning,
         errors,
         looked_here,
     };
@@ -139,6 +145,44 @@ fn registry_check(globals: &Globals, errors: &mut usize) -> Value {
         }
         Err(e) => json!({"status": "unknown", "path": p.to_string(),
             "detail": format!("cannot check it: {e}")}),
+    }
+}
+
+/// Whether the learning store can be read whole (`PRAGMA quick_check`, read-only). A
+/// damaged store is a warning with what to do: scores still run (the conductor goes on
+/// without a store it cannot open), but learning does not work.
+fn learning_check(globals: &Globals) -> Value {
+    let Ok(paths) = conductor_client::paths(globals, None) else {
+        return json!({"status": "unknown", "detail": "the Mozart home could not be found"});
+    };
+    let path = &paths.learning_db;
+    let p = path.display();
+    if !path.exists() {
+        return json!({"status": "absent", "path": p.to_string(),
+            "detail": format!("{p} (none yet: the first mozart start creates it)")});
+    }
+    let damaged = |what: String| {
+        json!({"status": "warning", "path": p.to_string(), "detail": format!(
+            "{what}. Scores still run, but learning (patterns applied to prompts, outcomes \
+             recorded) does not work while it is damaged. It holds no job's state: to start a \
+             new, empty store, move it aside: mv {p} {p}.damaged (with {p}-wal and {p}-shm if \
+             present); the conductor makes a new one when it starts (mozart restart if it \
+             runs). Keep the damaged copy to recover from (e.g. sqlite3 {p}.damaged .recover)."
+        )})
+    };
+    match mozart_learning::LearningStore::quick_check(path) {
+        Ok(problems) if problems.is_empty() => {
+            json!({"status": "ok", "path": p.to_string(), "detail": p.to_string()})
+        }
+        Ok(problems) => {
+            let first = problems.first().cloned().unwrap_or_default();
+            damaged(format!(
+                "{p} is damaged ({}; first: {first})",
+                plural(problems.len(), "problem", "problems")
+            ))
+        }
+        // The error names the file.
+        Err(e) => damaged(e.to_string()),
     }
 }
 
@@ -246,6 +290,7 @@ fn print_json(f: &Findings) {
         "instruments_looked_up_here": f.looked_here,
         "slurm": f.slurm,
         "registry": f.registry,
+        "learning_store": f.learning,
         "safety_warnings": [SAFETY_WARNING],
         "warnings_count": f.warnings(),
         "errors_count": f.errors,
@@ -288,6 +333,16 @@ fn print_text(f: &Findings) {
         icon,
         "Job registry",
         f.registry["detail"].as_str().unwrap_or(""),
+    );
+    let icon = match f.learning["status"].as_str() {
+        Some("ok") => "✓",
+        Some("warning") => "!",
+        _ => "·",
+    };
+    line(
+        icon,
+        "Learning store",
+        f.learning["detail"].as_str().unwrap_or(""),
     );
     println!("\nInstruments:");
     if let Some(why) = &f.looked_here {

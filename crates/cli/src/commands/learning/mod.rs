@@ -30,11 +30,25 @@ pub(crate) fn open_store() -> Result<LearningStore, CliError> {
         .mode(0o600)
         .open(&path);
     LearningStore::open(&path).map_err(|e| {
-        CliError::failed(
-            format!("Cannot open the learning store {}: {e}", path.display()),
-            vec!["Check that the file is a Mozart learning database and is readable.".into()],
-        )
+        let message = format!("Cannot open the learning store {}: {e}", path.display());
+        let hint = if damaged(&message) {
+            DAMAGED_HINT
+        } else {
+            "Check that the file is a Mozart learning database and is readable."
+        };
+        CliError::failed(message, vec![hint.into()])
     })
+}
+
+/// The hint for a damaged learning store (its own, so the CLI does not name the job
+/// registry instead).
+const DAMAGED_HINT: &str =
+    "The learning store is damaged: `mozart doctor` checks it and says what to do";
+
+/// Whether SQLite said the file is damaged.
+fn damaged(message: &str) -> bool {
+    message.contains("database disk image is malformed")
+        || message.contains("file is not a database")
 }
 
 /// The first `query.limit` patterns matching `query`, and how many match in all (so that a
@@ -57,7 +71,13 @@ pub(crate) fn first_patterns(
 
 /// A learning store failure as a CLI error.
 pub(crate) fn store_error(err: mozart_learning::LearningError) -> CliError {
-    CliError::failed(format!("Learning store error: {err}"), vec![])
+    let message = format!("Learning store error: {err}");
+    let hints = if damaged(&message) {
+        vec![DAMAGED_HINT.into()]
+    } else {
+        vec![]
+    };
+    CliError::failed(message, hints)
 }
 
 /// Round to `dp` decimals (Python `round`, near enough for display and JSON).
