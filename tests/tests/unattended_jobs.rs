@@ -59,6 +59,28 @@ fn a_full_disk_quota_fails_the_sheet_instead_of_waiting_forever() {
     assert!(!error.contains("Rate limit"), "{doc:#}");
 }
 
+/// A command's own failure that names line 429 of a file, or a test called
+/// `test_rate_limit_backoff`, is that failure: retried as its exit code says, then the job
+/// fails. It used to read as a rate limit: waited for ever, no retry spent.
+#[test]
+fn a_shell_failure_naming_429_fails_instead_of_waiting_forever() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let score = shell_score(
+        &env,
+        "line429",
+        r#"echo "error on line 429 of input.csv" >&2; echo "FAILED test_rate_limit_backoff" >&2; exit 1"#,
+        "",
+    );
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "line429", 12.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    assert_eq!(doc["execution"]["rate_limit_waits"], 0, "{doc:#}");
+    assert_eq!(sheet(&doc, 1)["attempt_count"], 2, "{doc:#}");
+    let error = sheet(&doc, 1)["error_message"].as_str().unwrap_or_default();
+    assert!(error.contains("test_rate_limit_backoff"), "{doc:#}");
+}
+
 /// A skip rule that cannot decide lets the sheet run (fail-open), and `mozart logs JOB`
 /// says so: before, the warning went to the conductor log without the job's id, so the
 /// job's log was silent about a `skip_when` typo or a `skip_when_command` timing out.
