@@ -255,3 +255,64 @@ fn stop_goes_by_the_running_conductors_shutdown_timeout() {
     assert_eq!(out.status.code(), Some(3), "{}", both(&out));
     assert_eq!(env.stop_conductor().status.code(), Some(0));
 }
+
+/// A wrong key or value on the `config set` command line is named as the command line's,
+/// not the file's ("Correct it in the file"), with the range the key really takes; a
+/// misspelt `config show --section` is an error listing the sections; a bad
+/// `$MOZART_LOG_LEVEL` is named.
+#[test]
+fn command_line_mistakes_are_named_as_such() {
+    let env = TestEnv::new();
+    let file = env.home.join("conductor.yaml");
+    std::fs::write(
+        &file,
+        "# mine\nlog_level: info\n\n\nmax_concurrent_jobs: 4\n",
+    )
+    .unwrap();
+    let before = std::fs::read_to_string(&file).unwrap();
+    let cases = [
+        (
+            &["nosuch.key", "1"][..],
+            &["Unknown key 'nosuch.key'", "is unchanged"][..],
+        ),
+        (
+            &["max_concurrent_jobz", "1"],
+            &["Unknown key", "Did you mean 'max_concurrent_jobs'?"],
+        ),
+        (
+            &["max_concurrent_jobs", "abc"],
+            &["Cannot set max_concurrent_jobs to 'abc'", "from 1 to 50"],
+        ),
+        (
+            &["max_concurrent_jobs", "lots"],
+            &["must be a whole number from 1 to 50"],
+        ),
+    ];
+    for (args, wanted) in cases {
+        let mut full = vec!["config", "set"];
+        full.extend_from_slice(args);
+        let out = env.mozart(&full);
+        let text = both(&out);
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        for w in wanted {
+            assert!(text.contains(w), "{args:?}: {w:?} missing:\n{text}");
+        }
+        for wrong in ["Correct it in the file", "line ", "4294967295"] {
+            assert!(!text.contains(wrong), "{args:?}: says {wrong:?}:\n{text}");
+        }
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), before);
+    }
+    let out = env.mozart(&["config", "show", "-s", "learnin"]);
+    let text = both(&out);
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("No section or key 'learnin'"), "{text}");
+    assert!(text.contains("learning"), "{text}");
+    let out = env
+        .command(&["status"])
+        .env("MOZART_LOG_LEVEL", "verbose")
+        .output()
+        .unwrap();
+    let text = both(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("MOZART_LOG_LEVEL=verbose"), "{text}");
+}

@@ -404,6 +404,32 @@ fn may_ask_for_help(args: &[std::ffi::OsString]) -> bool {
     })
 }
 
+/// clap's refusal of `--log-level` when the bad value came from `$MOZART_LOG_LEVEL`: clap
+/// names only the option, so the user is told which variable to fix.
+fn bad_log_level_env(err: &clap::Error) -> Option<String> {
+    if err.kind() != clap::error::ErrorKind::InvalidValue {
+        return None;
+    }
+    let value = std::env::var("MOZART_LOG_LEVEL").ok()?;
+    let valid = logging::LEVELS
+        .iter()
+        .any(|l| l.eq_ignore_ascii_case(value.trim()));
+    let text = err.to_string();
+    let given_on_line =
+        std::env::args().any(|a| a.starts_with("-L") || a.starts_with("--log-level"));
+    if valid
+        || given_on_line
+        || !text.contains("'--log-level")
+        || !text.contains(&format!("'{value}'"))
+    {
+        return None;
+    }
+    Some(format!(
+        "error: MOZART_LOG_LEVEL={value} is not a log level: set it to one of {} (any case), or unset it",
+        logging::LEVELS.join(", ")
+    ))
+}
+
 /// Parse the process arguments, run the command, and return the exit code.
 pub fn main() -> i32 {
     use clap::FromArgMatches;
@@ -420,6 +446,10 @@ pub fn main() -> i32 {
         Ok(cli) => cli,
         Err(err) => {
             let code = if err.use_stderr() { 2 } else { 0 };
+            if let Some(message) = bad_log_level_env(&err) {
+                eprintln!("{message}");
+                return code;
+            }
             let _ = err.print();
             return code;
         }

@@ -39,9 +39,28 @@ pub enum ConfigFileError {
     /// The dotted key has an empty part (`a..b`, `.a`).
     #[error("Invalid key '{0}'")]
     InvalidKey(String),
-    /// The file with the new value would not load; the old file is unchanged.
-    #[error("Invalid value: {0}")]
-    InvalidValue(String),
+    /// The value given on the command line does not fit the key; the file is unchanged.
+    #[error("Cannot set {key} to '{value}': {reason} ({} is unchanged)", path.display())]
+    BadValue {
+        /// The dotted key.
+        key: String,
+        /// The value as given.
+        value: String,
+        /// What the key takes.
+        reason: String,
+        /// The file.
+        path: PathBuf,
+    },
+    /// The key given on the command line is not a conductor.yaml key; the file is unchanged.
+    #[error("Unknown key '{key}': conductor.yaml has no such setting ({} is unchanged)", path.display())]
+    UnknownKey {
+        /// The dotted key.
+        key: String,
+        /// The closest known key.
+        suggestion: Option<String>,
+        /// The file.
+        path: PathBuf,
+    },
     /// The file did not load before the change either, for the same reason; it is unchanged.
     #[error("Invalid config: {0} (the file was invalid before this change; it is unchanged)")]
     AlreadyInvalid(String),
@@ -63,8 +82,16 @@ impl ConfigFileError {
             ConfigFileError::InvalidKey(_) => {
                 vec!["Use a dotted key such as learning.enabled.".into()]
             }
-            ConfigFileError::InvalidValue(_) => {
+            ConfigFileError::BadValue { .. } => {
                 vec!["Run 'mozart config show --all' to see current values.".into()]
+            }
+            ConfigFileError::UnknownKey { suggestion, .. } => {
+                let mut hints: Vec<String> = suggestion
+                    .iter()
+                    .map(|s| format!("Did you mean '{s}'?"))
+                    .collect();
+                hints.push("List the keys: mozart config show --all".into());
+                hints
             }
             _ => Vec::new(),
         }
@@ -189,6 +216,7 @@ pub fn set_key(path: &Path, key: &str, raw: &str) -> Result<Node, ConfigFileErro
     let mut doc = read_mapping(path)?;
     let value = coerce(raw);
     set_dotted(&mut doc, key, value.clone())?;
+    check_known_key(path, key)?;
     // Checked as the tree, not as the text to write: the lines an error names stay the
     // user's (the new value has none).
     // What `mozart start` would refuse (a log or socket directory it cannot create) is
@@ -204,10 +232,107 @@ pub fn set_key(path: &Path, key: &str, raw: &str) -> Result<Node, ConfigFileErro
         if before.is_some_and(|b| b.to_string() == message) {
             return Err(ConfigFileError::AlreadyInvalid(message));
         }
-        return Err(ConfigFileError::InvalidValue(message));
+        // The value on the command line is wrong, not the file: said as such, with the
+        // range the key really takes.
+        let mut reason = loader_reason(path, &message, key);
+        if reason.contains("must be a whole number") {
+            if let Some(bound) = bound_of(&doc, path, key) {
+                let bound = bound.strip_prefix("must be ").unwrap_or(&bound);
+                reason = format!("must be a whole number {bound}");
+            }
+        }
+        return Err(ConfigFileError::BadValue {
+            key: key.to_string(),
+            value: raw.to_string(),
+            reason,
+            path: path.to_path_buf(),
+        });
     }
     write_atomic(path, &emit(&doc))?;
     Ok(value)
+}
+
+/// Every dotted key conductor.yaml has (the leaves of the defaults, `dashboard.*` included).
+pub fn known_keys() -> Vec<String> {
+    fn walk(prefix: &str, value: &serde_json::Value, out: &mut Vec<String>) {
+        match value {
+            serde_json::Value::Object(map) if !map.is_empty() => {
+                for (k, v) in map {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    walk(&key, v, out);
+                }
+            }
+            _ => out.push(prefix.to_string()),
+        }
+    }
+    let mut out = Vec::new();
+    walk("", &document(&DaemonConfig::default()), &mut out);
+    out.retain(|k| k != "config_file");
+    out
+}
+
+/// A key that is neither a setting nor a section is refused before the file is touched.
+fn check_known_key(path: &Path, key: &str) -> Result<(), ConfigFileError> {
+    let keys = known_keys();
+    let section = format!("{key}.");
+    if keys.iter().any(|k| k == key || k.starts_with(&section)) {
+        return Ok(());
+    }
+    let candidates: std::collections::HashSet<String> = keys.into_iter().collect();
+    Err(ConfigFileError::UnknownKey {
+        key: key.to_string(),
+        suggestion: mozart_config::validate::close_match(key, &candidates),
+        path: path.to_path_buf(),
+    })
+}
+
+/// The loader's complaint about `key` without the file's frame (its path, a line of the
+/// file, "Correct it in the file"): what is wrong with the value given.
+fn loader_reason(path: &Path, message: &str, key: &str) -> String {
+    let framed = format!("invalid conductor config {}: ", path.display());
+    let mut text = message.strip_prefix(&framed).unwrap_or(message);
+    if let Some(rest) = text.strip_prefix("line ") {
+        if let Some((digits, after)) = rest.split_once(": ") {
+            if digits.chars().all(|c| c.is_ascii_digit()) {
+                text = after;
+            }
+        }
+    }
+    let text = text
+        .split(". Correct it in the file")
+        .next()
+        .unwrap_or(text);
+    let field = format!("field '{key}': ");
+    let plain = format!("{key}: ");
+    text.strip_prefix(&field)
+        .or_else(|| text.strip_prefix(&plain))
+        .unwrap_or(text)
+        .to_string()
+}
+
+/// The range the validator puts on an integer `key` (`must be from 1 to 50`), found by
+/// trying its extremes in `doc`.
+fn bound_of(doc: &Node, path: &Path, key: &str) -> Option<String> {
+    ["0", "4294967295"].iter().find_map(|probe| {
+        let mut trial = doc.clone();
+        set_dotted(&mut trial, key, coerce(probe)).ok()?;
+        let err = DaemonConfig::from_node(Some(&trial), path)
+            .err()?
+            .to_string();
+        let reason = loader_reason(path, &err, key);
+        if reason.contains("whole number") || reason.contains("unknown field") {
+            return None;
+        }
+        // "must be from 1 to 50, not 0" → "must be from 1 to 50".
+        Some(match reason.rsplit_once(", not ") {
+            Some((bound, _)) => bound.to_string(),
+            None => reason,
+        })
+    })
 }
 
 /// Hold an exclusive `flock` on `<file>.lock` (beside the file) until the guard is dropped:
@@ -534,7 +659,7 @@ mod tests {
         assert_eq!(c.observer.exclude_patterns, vec!["*.pyc", ".git/"]);
         let before = std::fs::read_to_string(&path).unwrap();
         let err = set_key(&path, "max_concurrent_jobs", "99").unwrap_err();
-        assert!(matches!(err, ConfigFileError::InvalidValue(_)), "{err}");
+        assert!(matches!(err, ConfigFileError::BadValue { .. }), "{err}");
         assert!(
             err.to_string().contains(&path.display().to_string()),
             "{err}"
@@ -578,7 +703,7 @@ socket:
         );
         assert!(matches!(
             set_key(&path, "socket.backlog", "many").unwrap_err(),
-            ConfigFileError::InvalidValue(_)
+            ConfigFileError::BadValue { .. }
         ));
         set_key(&path, "socket.backlog", "64").unwrap();
         assert_eq!(

@@ -262,6 +262,23 @@ fn show(
             None => all || ESSENTIALS.contains(&k.as_str()),
         })
         .collect();
+    if let (Some(name), true) = (&section, filtered.is_empty()) {
+        // A misspelt section is not an empty one.
+        let mut sections: Vec<&str> = rows
+            .iter()
+            .filter_map(|(k, _)| k.split_once('.').map(|(s, _)| s))
+            .collect();
+        sections.dedup();
+        return Err(CliError::Failed {
+            kind: crate::ErrorKind::Command,
+            message: format!("No section or key '{name}' in the conductor configuration."),
+            hints: vec![
+                format!("Sections: {}", sections.join(", ")),
+                "Every key: mozart config show --all".to_string(),
+            ],
+            mode,
+        });
+    }
     let keys: Vec<&String> = filtered.iter().map(|(k, _)| k).collect();
     let pending = pending_values(&rows, &keys, shown_doc.file_doc.as_ref());
     let source = |key: &str| source_of(shown_doc.from_file.as_ref(), key);
