@@ -1107,3 +1107,44 @@ fn instruments_check_says_whether_a_cli_instruments_key_is_set() {
         "{text}"
     );
 }
+
+/// A profile added while the conductor runs is not one it can run (it reads profiles when
+/// it starts): `instruments check` / `list` say so, and that a restart loads it — they said
+/// "ready", and `run` then refused "Unknown instrument".
+#[test]
+fn instruments_check_says_whether_the_running_conductor_loaded_the_profile() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let dir = env.home.join("instruments");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("late.yaml"),
+        "name: late\ndisplay_name: Late\nkind: cli\ncli:\n  command:\n    executable: sh\n  output:\n    format: text\n",
+    )
+    .unwrap();
+    let out = env.mozart(&["instruments", "check", "late"]);
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(!text.contains("late is ready"), "{text}");
+    assert!(
+        text.contains("not loaded by the running conductor (added after it started): 'mozart restart' loads it"),
+        "{text}"
+    );
+    let text = stdout(&env.mozart(&["instruments", "list"]));
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("late "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("✗ not loaded"), "{text}");
+    let doc = json_of(&env.mozart(&["instruments", "check", "late", "--json"]));
+    assert_eq!(doc["in_conductor"], "not_loaded", "{doc:#}");
+    assert_eq!(doc["ready"], false, "{doc:#}");
+    // Once the conductor has read it, it is ready.
+    env.stop_conductor();
+    env.start_conductor();
+    let out = env.mozart(&["instruments", "check", "late"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("✓ loaded by the running conductor"), "{text}");
+    assert!(text.contains("late is ready."), "{text}");
+}

@@ -82,6 +82,12 @@ pub const JOB_PROGRESS: &str = "job.progress";
 /// early-failure watch (cli.md §3.1 step 8) in one call instead of a poll loop.
 pub const JOB_WATCH: &str = "job.watch";
 
+/// Ours, not upstream's: the instrument profiles the running conductor loaded (it reads
+/// them when it starts) — no params, result `{"instruments": {NAME: PROFILE, …}}`, each
+/// profile as the conductor holds it. `mozart instruments list/check` compare them with the
+/// profile files: one added or changed since the conductor started is not what it runs.
+pub const DAEMON_INSTRUMENTS: &str = "daemon.instruments";
+
 /// Server → client notification carrying a monitor event (§7.7).
 pub const MONITOR_EVENT_NOTIFICATION: &str = "monitor.event";
 

@@ -50,12 +50,89 @@ pub fn run(globals: &Globals, command: Command) -> Result<i32, CliError> {
     let registry = load_registry()?;
     // Instruments run in the conductor's environment: look there when it runs.
     let lookup = Lookup::of(globals);
+    // And they run as the conductor loaded them, when it started.
+    let conductor = ConductorProfiles::of(globals);
     match command {
         Command::List { output } => {
-            list(&registry, &lookup, output);
+            list(&registry, &lookup, conductor.as_ref(), output);
             Ok(0)
         }
-        Command::Check { name, output } => check(&registry, &lookup, &name, output),
+        Command::Check { name, output } => {
+            check(&registry, &lookup, conductor.as_ref(), &name, output)
+        }
+    }
+}
+
+/// The profiles the running conductor loaded (it reads them when it starts), as it holds
+/// them (`daemon.instruments`).
+struct ConductorProfiles(serde_json::Map<String, Value>);
+
+/// Whether the running conductor has a profile as this command read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held {
+    /// It has this very profile.
+    Same,
+    /// It has another version of it (the file changed after it started, or a file here
+    /// replaces a built-in the conductor runs).
+    Changed,
+    /// It has no profile of that name.
+    Missing,
+}
+
+impl ConductorProfiles {
+    /// `None` when no conductor runs, or it does not say (one that predates the method).
+    fn of(globals: &Globals) -> Option<ConductorProfiles> {
+        let paths = crate::conductor_client::paths(globals, None).ok()?;
+        let state = crate::conductor_client::conductor_state(&paths, OutputMode::Human).ok()?;
+        if !matches!(state, mozart_conductor::RunState::Running { .. }) {
+            return None;
+        }
+        let mut client = mozart_client::blocking::connect_direct(&paths.socket).ok()?;
+        let answer: Value =
+            mozart_client::blocking::call(&mut client, mozart_ipc::methods::DAEMON_INSTRUMENTS, ())
+                .ok()?;
+        answer
+            .get("instruments")?
+            .as_object()
+            .cloned()
+            .map(ConductorProfiles)
+    }
+
+    fn held(&self, profile: &InstrumentProfile) -> Held {
+        let Some(theirs) = self.0.get(&profile.name) else {
+            return Held::Missing;
+        };
+        // Ours through the same text round trip theirs made on the wire.
+        let ours = serde_json::to_string(profile)
+            .ok()
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok());
+        if ours.as_ref() == Some(theirs) {
+            Held::Same
+        } else {
+            Held::Changed
+        }
+    }
+}
+
+/// Why the running conductor does not run `profile` as its file says, and what to do.
+fn held_words(registry: &InstrumentRegistry, profile: &InstrumentProfile, held: Held) -> String {
+    let home_dir = mozart_home().join("instruments");
+    let outside = match registry.source(&profile.name) {
+        Some(mozart_backends::ProfileSource::File(path)) if !path.starts_with(&home_dir) => {
+            Some(path.clone())
+        }
+        _ => None,
+    };
+    match (held, outside) {
+        (Held::Same, _) => "loaded by the running conductor".into(),
+        (_, Some(path)) => format!(
+            "{} the running conductor: it reads profiles only from {}/ (this one is {}): put it there and run 'mozart restart'",
+            if held == Held::Missing { "not loaded by" } else { "another version runs in" },
+            home_dir.display(),
+            path.display()
+        ),
+        (Held::Missing, None) => "not loaded by the running conductor (added after it started): 'mozart restart' loads it".into(),
+        (Held::Changed, None) => "the running conductor runs an older version (the profile changed after it started): 'mozart restart' loads this one".into(),
     }
 }
 
@@ -82,29 +159,41 @@ pub(crate) fn load_registry() -> Result<InstrumentRegistry, CliError> {
     Ok(registry)
 }
 
-fn list(registry: &InstrumentRegistry, lookup: &Lookup, mode: OutputMode) {
+fn list(
+    registry: &InstrumentRegistry,
+    lookup: &Lookup,
+    conductor: Option<&ConductorProfiles>,
+    mode: OutputMode,
+) {
     let rows: Vec<(&Arc<InstrumentProfile>, Option<PathBuf>)> =
         registry.profiles().map(|p| (p, lookup.binary(p))).collect();
+    let held = |p: &InstrumentProfile| conductor.map(|c| c.held(p));
     if mode.is_json() {
         let items: Vec<Value> = rows
             .iter()
             .map(|(p, path)| {
                 let cli = p.kind == InstrumentKind::Cli;
+                let missing = held(p) == Some(Held::Missing);
                 let status = match (cli, path.is_some()) {
+                    _ if missing => "not_loaded",
                     (true, true) => "ready",
                     (true, false) => "not_found",
                     (false, _) => "unchecked",
                 };
-                json!({
+                let mut item = json!({
                     "name": p.name,
                     "display_name": p.display_name,
                     "kind": p.kind.as_str(),
                     "status": status,
-                    "ready": if cli { Value::Bool(path.is_some()) } else { Value::Null },
+                    "ready": if cli { Value::Bool(path.is_some() && !missing) } else { Value::Null },
                     "binary_path": path.as_ref().map(|p| p.display().to_string()),
                     "default_model": p.default_model,
                     "capabilities": p.capabilities.iter().collect::<Vec<_>>(),
-                })
+                });
+                if let (Some(h), Some(obj)) = (held(p), item.as_object_mut()) {
+                    obj.insert("in_conductor".into(), json!(held_key(h)));
+                }
+                item
             })
             .collect();
         print_json(&Value::Array(items));
@@ -122,6 +211,11 @@ fn list(registry: &InstrumentRegistry, lookup: &Lookup, mode: OutputMode) {
         .iter()
         .map(|(p, path)| {
             let status = match (p.kind, path.is_some()) {
+                _ if held(p) == Some(Held::Missing) => "✗ not loaded",
+                (InstrumentKind::Cli, true) if held(p) == Some(Held::Changed) => {
+                    ready += 1;
+                    "✓ ready (older version loaded)"
+                }
                 (InstrumentKind::Cli, true) => {
                     ready += 1;
                     "✓ ready"
@@ -182,6 +276,22 @@ fn list(registry: &InstrumentRegistry, lookup: &Lookup, mode: OutputMode) {
     } else {
         println!("\n{summary} ({})", parts.join(", "));
     }
+    // The profiles the running conductor does not run as their files say: each, why, and
+    // what to do.
+    for (p, _) in &rows {
+        if let Some(h @ (Held::Missing | Held::Changed)) = held(p) {
+            println!("{}: {}", p.name, held_words(registry, p, h));
+        }
+    }
+}
+
+/// `in_conductor` of the JSON: `loaded`, `changed` (it runs another version), `not_loaded`.
+fn held_key(held: Held) -> &'static str {
+    match held {
+        Held::Same => "loaded",
+        Held::Changed => "changed",
+        Held::Missing => "not_loaded",
+    }
 }
 
 /// `<binary> --version`, first line, with a short timeout; `None` when it fails.
@@ -227,6 +337,7 @@ fn version_probe(path: &std::path::Path) -> Result<String, String> {
 fn check(
     registry: &InstrumentRegistry,
     lookup: &Lookup,
+    conductor: Option<&ConductorProfiles>,
     name: &str,
     mode: OutputMode,
 ) -> Result<i32, CliError> {
@@ -252,21 +363,40 @@ fn check(
             lookup.is_set(var)
         })
     });
-    let ready = match &http {
-        Some(r) => r.is_ready(),
-        None => path.is_some(),
-    };
+    // A profile the running conductor has not loaded cannot run, whatever its program.
+    let held = conductor.map(|c| c.held(profile));
+    let missing = held == Some(Held::Missing);
+    let ready = !missing
+        && match &http {
+            Some(r) => r.is_ready(),
+            None => path.is_some(),
+        };
     if mode.is_json() {
-        print_json(&check_json(
-            profile,
-            lookup,
-            path.as_deref(),
-            http.as_ref(),
-            ready,
-        ));
+        let mut doc = check_json(profile, lookup, path.as_deref(), http.as_ref(), ready);
+        if let (Some(h), Some(obj)) = (held, doc.as_object_mut()) {
+            obj.insert("in_conductor".into(), json!(held_key(h)));
+        }
+        print_json(&doc);
         return Ok(0);
     }
     print_check(profile, lookup, path.as_deref(), http.as_ref());
+    if let Some(h) = held {
+        let mark = match h {
+            Held::Same => "✓",
+            Held::Changed => "!",
+            Held::Missing => "✗",
+        };
+        println!(
+            "  Conductor:     {mark} {}\n",
+            held_words(registry, profile, h)
+        );
+    }
+    if missing {
+        return Err(CliError::failed(
+            format!("{} is not loaded by the running conductor.", profile.name),
+            vec![held_words(registry, profile, Held::Missing)],
+        ));
+    }
     if ready {
         println!("{} is ready.", profile.name);
         return Ok(0);

@@ -464,6 +464,20 @@ fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(),
     job_method(module, methods::JOB_STATUS, mgr, status)?;
     job_method(
         module,
+        methods::DAEMON_INSTRUMENTS,
+        mgr,
+        |m, _, _: serde::de::IgnoredAny| async move {
+            let loaded: serde_json::Map<String, serde_json::Value> = m
+                .shared
+                .instruments
+                .profiles()
+                .filter_map(|p| Some((p.name.clone(), serde_json::to_value(p.as_ref()).ok()?)))
+                .collect();
+            to_value(serde_json::json!({ "instruments": loaded }))
+        },
+    )?;
+    job_method(
+        module,
         methods::JOB_LIST,
         mgr,
         |m, _, _: serde::de::IgnoredAny| async move { to_value(m.list().await.map_err(job_error)?) },
