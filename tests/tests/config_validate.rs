@@ -397,6 +397,42 @@ fn an_instrument_timeout_that_is_not_a_positive_number_is_refused() {
     }
 }
 
+/// A `skip_when` that does not parse passed validate and run; its sheet ran, and the log
+/// said "at 18446744073709551615". It is refused before the run, naming the sheet, the line,
+/// the expression and the column where it goes wrong.
+#[test]
+fn a_skip_when_that_does_not_parse_is_refused_naming_where() {
+    let env = TestEnv::new();
+    let path = env.write_score(
+        "skip2.yaml",
+        r#"name: skip2
+workspace: ./skip2-ws
+instrument: shell
+sheet:
+  size: 1
+  total_items: 3
+  skip_when:
+    2: "sheets[1].status = 'completed'"
+    3: "sheets[1].status == 'completed' and"
+prompt: {template: "RUN: true"}
+"#,
+    );
+    for cmd in ["validate", "run"] {
+        let out = env.mozart(&[cmd, path.to_str().unwrap()]);
+        let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+        assert_ne!(out.status.code(), Some(0), "{cmd}: {text}");
+        for says in [
+            "sheet.skip_when.2",
+            "the skip_when of sheet 2 cannot be parsed at column 18: '=' is not a comparison: write '=='",
+            "line 8",
+            "the skip_when of sheet 3 cannot be parsed at column 36: unexpected end of expression: \"sheets[1].status == 'completed' and\"",
+            "line 9",
+        ] {
+            assert!(text.contains(says), "{cmd}: {says}\n{text}");
+        }
+    }
+}
+
 /// Issue 23: hints lead somewhere — no Python words, no link to a guide that does not
 /// exist, and no "minimum sections" hint for a score whose sections are all there.
 #[test]

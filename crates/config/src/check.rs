@@ -919,6 +919,19 @@ fn check_sheet(c: &mut Checker<'_>, s: &SheetConfig) {
             }
         }
     }
+    // A skip_when that does not parse was only logged when its sheet came up, and the sheet
+    // ran: said before the score runs, with where it goes wrong.
+    for (k, expr) in &s.skip_when {
+        if let Err(crate::expr::ExprError::Parse { pos, message }) = crate::expr::parse(expr) {
+            c.value_error(
+                &format!("sheet.skip_when.{k}"),
+                format!(
+                    "the skip_when of sheet {k} cannot be parsed at column {pos}: {message}: {}",
+                    crate::yaml::python_str_repr(expr)
+                ),
+            );
+        }
+    }
     for (k, cmd) in &s.skip_when_command {
         let path = format!("sheet.skip_when_command.{k}.timeout_seconds");
         c.gt(&path, cmd.timeout_seconds, 0.0);

@@ -187,9 +187,10 @@ fn parse_one(part: &str) -> Option<(String, CmpOp, i64)> {
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum ExprError {
     /// The text is not in the supported expression language.
-    #[error("cannot parse skip_when expression at {pos}: {message}")]
+    #[error("cannot parse skip_when expression at column {pos}: {message}")]
     Parse {
-        /// Byte offset.
+        /// Where, counted in characters from 1 (one past the end for an expression cut
+        /// short).
         pos: usize,
         /// What was expected.
         message: String,
@@ -211,6 +212,31 @@ pub struct ExprContext {
 
 /// Evaluate a `skip_when` expression to its Python truthiness.
 pub fn evaluate(expr: &str, ctx: &ExprContext) -> Result<bool, ExprError> {
+    let ast = parse_ast(expr)?;
+    Ok(eval(&ast, ctx)?.truthy())
+}
+
+/// Check a `skip_when` expression's syntax without evaluating it (what `mozart validate`
+/// and the score's load check ask): the error says where, in characters from 1.
+pub fn parse(expr: &str) -> Result<(), ExprError> {
+    parse_ast(expr).map(drop)
+}
+
+fn parse_ast(expr: &str) -> Result<Ast, ExprError> {
+    parse_bytes(expr).map_err(|e| match e {
+        // Byte offsets inside, a column (characters from 1) outside.
+        ExprError::Parse { pos, message } => ExprError::Parse {
+            pos: expr
+                .get(..pos.min(expr.len()))
+                .map_or(pos, |before| before.chars().count())
+                + 1,
+            message,
+        },
+        other => other,
+    })
+}
+
+fn parse_bytes(expr: &str) -> Result<Ast, ExprError> {
     let tokens = lex(expr)?;
     // Bounded input keeps the recursive parser, evaluator and the AST's drop well inside a
     // worker thread's stack: a skip_when is user text evaluated inside the conductor, and a
@@ -226,6 +252,7 @@ pub fn evaluate(expr: &str, ctx: &ExprContext) -> Result<bool, ExprError> {
         tokens,
         pos: 0,
         depth: 0,
+        end: expr.len(),
     };
     let ast = p.parse_or()?;
     if p.pos < p.tokens.len() {
@@ -234,7 +261,7 @@ pub fn evaluate(expr: &str, ctx: &ExprContext) -> Result<bool, ExprError> {
             message: "unexpected trailing input".into(),
         });
     }
-    Ok(eval(&ast, ctx)?.truthy())
+    Ok(ast)
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -324,7 +351,11 @@ fn lex(s: &str) -> Result<Vec<(usize, Tok)>, ExprError> {
             let Some(op) = OPS.iter().find(|op| s[i..].starts_with(**op)) else {
                 return Err(ExprError::Parse {
                     pos: i,
-                    message: format!("unexpected character '{c}'"),
+                    message: if c == '=' {
+                        "'=' is not a comparison: write '=='".to_string()
+                    } else {
+                        format!("unexpected character '{c}'")
+                    },
                 });
             };
             i += op.len();
@@ -354,6 +385,8 @@ struct ParserState {
     pos: usize,
     /// Current recursion depth of [`ParserState::nested`].
     depth: usize,
+    /// The expression's length: where an expression cut short ends.
+    end: usize,
 }
 
 impl ParserState {
@@ -379,7 +412,7 @@ impl ParserState {
     }
 
     fn here(&self) -> usize {
-        self.tokens.get(self.pos).map_or(usize::MAX, |(p, _)| *p)
+        self.tokens.get(self.pos).map_or(self.end, |(p, _)| *p)
     }
 
     fn eat_op(&mut self, op: &str) -> bool {
