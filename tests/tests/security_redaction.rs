@@ -201,3 +201,60 @@ fn escape_sequences_an_instrument_prints_are_shown_not_obeyed() {
         text.escape_debug()
     );
 }
+
+/// The two commands people run most say why a sheet failed with what its instrument
+/// printed: `mozart run` (its early-failure report) and `mozart wait` showed it raw — a
+/// clipboard write (OSC 52), a DCS, a conceal that hid everything after it. Written out
+/// now; so is a score's own name in `validate` and `run -n`.
+#[test]
+fn run_wait_and_validate_show_escapes_not_obey_them() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml = "name: esc3\nworkspace: ./esc3-ws\ninstrument: shell\n\
+                sheet: {size: 1, total_items: 1}\nprompt:\n  template: |\n    \
+                RUN: printf 'err \\033]52;c;cGF5bG9hZA==\\007 \\033P+q\\033\\\\ \\033[8mhidden\\n' >&2; exit 3\n";
+    let path = env.write_score("esc3", yaml);
+    let run = env.mozart(&["run", path.to_str().unwrap()]);
+    let waited = env.mozart(&["wait", "esc3"]);
+    assert_eq!(waited.status.code(), Some(1), "{}", stdout(&waited));
+    for (what, out) in [("run", &run), ("wait", &waited)] {
+        let text = stdout(out);
+        assert!(
+            text.contains("err "),
+            "{what} says why: {}",
+            text.escape_debug()
+        );
+        for raw in ["\u{1b}]", "\u{1b}P", "\u{1b}[8m", "\u{7}"] {
+            assert!(
+                !text.contains(raw),
+                "mozart {what} passed {raw:?} through:\n{}",
+                text.escape_debug()
+            );
+        }
+    }
+    assert!(
+        stdout(&waited).contains("\\x1b]52;c;"),
+        "{}",
+        stdout(&waited).escape_debug()
+    );
+    let named = env.write_score(
+        "named",
+        "name: \"named\\e]0;PWNED\\a\"\ndescription: \"d \\e[2J\"\nworkspace: ./named-ws\ninstrument: shell\nsheet: {size: 1, total_items: 1}\nprompt:\n  template: \"RUN: true\"\n",
+    );
+    for args in [vec!["validate"], vec!["run", "-n"]] {
+        let mut args = args.clone();
+        args.insert(1, named.to_str().unwrap());
+        let out = env.mozart(&args);
+        let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+        assert!(
+            text.contains("named\\x1b]0;PWNED"),
+            "{args:?}: {}",
+            text.escape_debug()
+        );
+        assert!(
+            !text.contains('\u{1b}'),
+            "{args:?}: {}",
+            text.escape_debug()
+        );
+    }
+}

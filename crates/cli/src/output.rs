@@ -103,7 +103,10 @@ pub fn boxed(lines: &[String], width: usize, expand: bool) -> String {
     // A line holding line breaks (a command's output in a message) is several lines: each
     // stays inside the border.
     for line in lines.iter().flat_map(|l| l.split('\n')) {
-        let line = line.trim_end_matches('\r');
+        // A score's name, description or prompt is shown, not obeyed (and no escape may
+        // throw the border's width off): every control character written out.
+        let line = plain(line.trim_end_matches('\r'));
+        let line = line.as_ref();
         let chars: Vec<char> = line.chars().collect();
         if chars.len() <= inner {
             wrapped.push(line.to_string());
@@ -305,12 +308,15 @@ fn indent_to<W: std::io::Write>(out: &mut W, depth: usize) -> std::io::Result<()
     Ok(())
 }
 
-/// `text` as it may reach a terminal: what an instrument printed (or another user who can
-/// write a workspace planted) is shown, not obeyed. Every control character but newline and
+/// What an instrument printed (or a score, a hook, a hostile local user's file, or a file
+/// they had a workspace hold) is shown, not obeyed. Every control character but newline and
 /// tab — escape sequences that set the window title, write the clipboard (OSC 52), clear
 /// the screen or move the cursor; a carriage return that would overwrite a line with a fake
-/// Mozart message; C1 controls — is written out as `\xNN` (`\u{NNNN}` for C1). Colour (SGR,
-/// `ESC [ … m`) is kept: Mozart's own colours, and harmless in anyone's.
+/// Mozart message; C1 controls — is written out as `\xNN` (`\u{NNNN}` for C1). Colour
+/// (SGR, `ESC [ … m`) is kept — Mozart's own, and harmless in anyone's — when it sets only
+/// colours and bold, dim, italic, underline or reverse (and their resets); any other
+/// attribute (conceal, which hides all text after it; blink) is written out too. A text
+/// that kept a colour ends with a reset, so that none carries on into what follows.
 pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
     let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
     if !text.chars().any(unsafe_char) {
@@ -318,6 +324,7 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
     }
     let mut out = String::with_capacity(text.len() + 16);
     let mut rest = text;
+    let mut coloured = false;
     while let Some(c) = rest.chars().next() {
         if c == '\u{1b}' {
             // ESC [ params m: a colour, kept whole.
@@ -326,10 +333,11 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
                 let params = after
                     .find(|ch: char| !(ch.is_ascii_digit() || ch == ';'))
                     .unwrap_or(after.len());
-                if after[params..].starts_with('m') {
+                if after[params..].starts_with('m') && harmless_sgr(&after[..params]) {
                     let len = 2 + params + 1;
                     out.push_str(&rest[..len]);
                     rest = &rest[len..];
+                    coloured = true;
                     continue;
                 }
             }
@@ -345,7 +353,65 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
         }
         rest = &rest[c.len_utf8()..];
     }
+    if coloured && !out.trim_end().ends_with("\u{1b}[0m") {
+        // Before the text's own last line break, if any: the line stays the last one.
+        let body = out.trim_end_matches('\n').len();
+        out.insert_str(body, "\u{1b}[0m");
+    }
     std::borrow::Cow::Owned(out)
+}
+
+/// `text` with every control character but tab written out as `\xNN` (`\u{NNNN}` for C1),
+/// colours included: for text inside a drawn panel.
+pub fn plain(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\t') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if c.is_control() && c != '\t' {
+            if (c as u32) < 0x80 {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            } else {
+                out.push_str(&format!("\\u{{{:04x}}}", c as u32));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Whether an SGR's parameters (`31`, `1;32`, `38;5;208`, empty = reset) set only colours
+/// and the plain attributes: 0–4, 7, their resets 22–24 and 27, 30–39, 40–49, 90–97,
+/// 100–107, with 38/48's `5;n` and `2;r;g;b` forms.
+fn harmless_sgr(params: &str) -> bool {
+    let mut values = params.split(';').map(|p| {
+        if p.is_empty() {
+            Some(0)
+        } else {
+            p.parse::<u16>().ok()
+        }
+    });
+    while let Some(v) = values.next() {
+        match v {
+            Some(0..=4 | 7 | 22..=24 | 27 | 30..=37 | 39..=47 | 49 | 90..=97 | 100..=107) => {}
+            Some(38 | 48) => {
+                let n = match values.next() {
+                    Some(Some(5)) => 1,
+                    Some(Some(2)) => 3,
+                    _ => return false,
+                };
+                for _ in 0..n {
+                    if !matches!(values.next(), Some(Some(0..=255))) {
+                        return false;
+                    }
+                }
+            }
+            _ => return false,
+        }
+    }
+    true
 }
 
 #[cfg(test)]
@@ -361,6 +427,17 @@ mod terminal_safe_tests {
         );
         let ours = "\u{1b}[1;31mfailed\u{1b}[0m\tsheet 1\n";
         assert_eq!(terminal_safe(ours), ours);
+        // Conceal (8) would hide everything after it, a blink (5) is no colour: shown.
+        assert_eq!(
+            terminal_safe("Error: \u{1b}[8mhidden \u{1b}[5mblink"),
+            "Error: \\x1b[8mhidden \\x1b[5mblink"
+        );
+        // A colour left open is closed at the end, before the last line break.
+        assert_eq!(
+            terminal_safe("x \u{1b}[38;5;208morange\n"),
+            "x \u{1b}[38;5;208morange\u{1b}[0m\n"
+        );
+        assert_eq!(terminal_safe("\u{1b}[38;5;999m"), "\\x1b[38;5;999m");
         assert!(matches!(
             terminal_safe("plain\n"),
             std::borrow::Cow::Borrowed(_)

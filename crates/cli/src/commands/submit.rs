@@ -410,7 +410,12 @@ fn active_limits(globals: &Globals) -> Vec<String> {
 
 /// A job that ended during `run`'s short look: what happened and why, then where to look.
 fn report_early_failure(job_id: &str, status: &JobStatusResult) {
-    println!("The score has already {}: {job_id}", status.status());
+    // What the instrument printed is in the cause: shown, not obeyed.
+    let println = |line: String| println!("{}", crate::output::terminal_safe(&line));
+    println(format!(
+        "The score has already {}: {job_id}",
+        status.status()
+    ));
     match first_failure(status) {
         Some(cause) => {
             let code = cause
@@ -418,23 +423,23 @@ fn report_early_failure(job_id: &str, status: &JobStatusResult) {
                 .as_deref()
                 .map(|c| format!(" [{c}]"))
                 .unwrap_or_default();
-            println!(
+            println(format!(
                 "  Sheet {} failed{code}: {}",
                 cause.sheet_num, cause.message
-            );
+            ));
             if let Some(line) = &cause.stderr {
-                println!("  Its instrument said: {line}");
+                println(format!("  Its instrument said: {line}"));
             }
             if cause.others > 0 {
-                println!(
+                println(format!(
                     "  {} failed or did not run.",
                     mozart_config::plural(cause.others, "more sheet", "more sheets")
-                );
+                ));
             }
         }
         None => {
             if let Some(e) = status.error_message().filter(|e| !e.is_empty()) {
-                println!("  {e}");
+                println(format!("  {e}"));
             }
         }
     }

@@ -405,7 +405,7 @@ fn print_terminal(
 ) {
     let c = &score.config;
     let width = console_width();
-    println!("\nValidating {}...\n", c.name);
+    println!("\nValidating {}...\n", crate::output::plain(&c.name));
     println!("✓ YAML syntax valid");
     println!("✓ Schema valid\n");
     println!("Running extended validation checks...");

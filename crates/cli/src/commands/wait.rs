@@ -192,7 +192,11 @@ fn report(args: &Args, status: &str, doc: &JobStatusResult) {
             .error_message()
             .map(|m| format!(": {m}"))
             .unwrap_or_default();
-        println!("{} {status}{why}", args.job_id);
+        // The error holds what the instrument printed: shown, not obeyed.
+        println!(
+            "{}",
+            crate::output::terminal_safe(&format!("{} {status}{why}", args.job_id))
+        );
     } else {
         println!("{} completed", args.job_id);
     }
