@@ -316,3 +316,37 @@ fn command_line_mistakes_are_named_as_such() {
     assert_eq!(out.status.code(), Some(2), "{text}");
     assert!(text.contains("MOZART_LOG_LEVEL=verbose"), "{text}");
 }
+
+/// `doctor` with a conductor.yaml `mozart start` refuses is not "ready" (the file is named
+/// as an error), and each `Warning:` line it printed about a profile counts as a warning.
+#[test]
+fn doctor_counts_an_invalid_config_and_every_profile_warning() {
+    let env = TestEnv::new();
+    let profiles = env.home.join("instruments");
+    std::fs::create_dir_all(&profiles).unwrap();
+    for i in 1..=3 {
+        std::fs::write(
+            profiles.join(format!("bad{i}.yaml")),
+            format!("name: bad{i}\nkind: [\n"),
+        )
+        .unwrap();
+    }
+    let out = env.mozart(&["doctor"]);
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    let warned = said.lines().filter(|l| l.starts_with("Warning:")).count();
+    assert_eq!(warned, 3, "{said}");
+    let text = stdout(&out);
+    // The cost-limit line, the conductor not running, and the three profiles.
+    assert!(text.contains("5 warnings. Mozart is ready."), "{text}");
+    std::fs::write(env.home.join("conductor.yaml"), "max_concurrent_jobs: 99\n").unwrap();
+    let out = env.mozart(&["doctor"]);
+    let text = stdout(&out);
+    assert!(text.contains("Mozart is not ready."), "{text}");
+    assert!(!text.contains("Mozart is ready."), "{text}");
+    assert!(text.contains("✗ Conductor config"), "{text}");
+    assert!(text.contains("max_concurrent_jobs"), "{text}");
+    let out = env.mozart(&["doctor", "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(doc["conductor_config"]["status"], "error", "{doc:#}");
+    assert_eq!(doc["errors_count"], 1, "{doc:#}");
+}

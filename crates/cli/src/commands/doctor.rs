@@ -38,6 +38,11 @@ struct Findings {
     /// The learning store's check (`PRAGMA quick_check`): a damaged store is a warning
     /// (the conductor runs scores without learning).
     learning: Value,
+    /// Whether conductor.yaml loads as `mozart start` loads it: an invalid file is an error
+    /// (the conductor cannot start, or restart, with it).
+    config: Value,
+    /// The `Warning:` lines said about instrument profiles (each is a warning).
+    profile_warnings: usize,
     /// Errors found: Mozart is not ready.
     errors: usize,
     /// Why the instruments were looked up in this shell's environment although a conductor
@@ -56,6 +61,7 @@ impl Findings {
             .count();
         1 + usize::from(self.status != "running" && self.refused.is_none())
             + unreachable
+            + self.profile_warnings
             + usize::from(self.looked_here.is_some())
             + usize::from(self.learning["status"] == "warning")
     }
@@ -67,7 +73,8 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let mut errors = usize::from(refused.is_some());
     // Instruments run with the conductor's PATH, not this shell's: look there when it runs.
     let lookup = Lookup::of_state((status == "running").then_some(RunState::Running { pid }));
-    let (instruments, placed) = instrument_checks(&mut errors, &lookup);
+    let config = config_check(&mut errors);
+    let (instruments, placed, profile_warnings) = instrument_checks(&mut errors, &lookup);
     let looked_here = (status == "running")
         .then(|| lookup.why_this_shell())
         .flatten();
@@ -82,6 +89,8 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         slurm,
         registry,
         learning,
+        config,
+        profile_warnings,
         errors,
         looked_here,
     };
@@ -103,6 +112,34 @@ fn conductor_check(globals: &Globals) -> (&'static str, Option<u32>, Option<Stri
             Err(err) => ("untrusted socket", None, Some(err.to_string())),
         },
         Err(_) => ("not running", None, None),
+    }
+}
+
+/// Whether `<home>/conductor.yaml` loads as `mozart start` loads it (values, and the
+/// directories of `log_file` and `socket.path`): an invalid file is an error, naming it.
+fn config_check(errors: &mut usize) -> Value {
+    let file = match super::config::file(None) {
+        Ok(file) => file,
+        Err(_) => {
+            return json!({"status": "unknown", "detail": "the Mozart home could not be found"})
+        }
+    };
+    let p = file.display().to_string();
+    if !file.exists() {
+        return json!({"status": "ok", "path": p, "detail": "defaults (no conductor.yaml)"});
+    }
+    let socket_named =
+        std::env::var_os(mozart_ipc::paths::SOCKET_ENV).is_some_and(|v| !v.is_empty());
+    let loaded = mozart_conductor::DaemonConfig::load(Some(&file), None)
+        .and_then(|c| c.check_paths(&file, !socket_named));
+    match loaded {
+        Ok(()) => json!({"status": "ok", "path": p, "detail": p}),
+        Err(err) => {
+            *errors += 1;
+            json!({"status": "error", "path": p, "detail": format!(
+                "{err} (mozart start and restart refuse it)"
+            )})
+        }
     }
 }
 
@@ -186,6 +223,9 @@ fn learning_check(globals: &Globals) -> Value {
     }
 }
 
+/// A profile placing its sheets on Slurm, with the partition it names.
+type Placed = (String, Option<String>);
+
 /// One entry per instrument profile (whether it could run here), and the profiles that
 /// place their sheets on Slurm with the partition each names. Profiles that do not load
 /// are one error entry. A CLI instrument's program is looked for where `lookup` says (the
@@ -193,7 +233,7 @@ fn learning_check(globals: &Globals) -> Value {
 fn instrument_checks(
     errors: &mut usize,
     lookup: &Lookup,
-) -> (Vec<Value>, Vec<(String, Option<String>)>) {
+) -> (Vec<Value>, Vec<Placed>, usize) {
     let registry = match load_registry() {
         Ok(registry) => registry,
         Err(err) => {
@@ -205,9 +245,11 @@ fn instrument_checks(
                 "status": "error",
                 "detail": err.to_string(),
             });
-            return (vec![entry], Vec::new());
+            return (vec![entry], Vec::new(), 0);
         }
     };
+    // Each profile skipped (or otherwise warned about) was said as a `Warning:` line.
+    let profile_warnings = registry.warnings().len();
     let mut instruments = Vec::new();
     let mut placed = Vec::new();
     for p in registry.profiles() {
@@ -241,7 +283,7 @@ fn instrument_checks(
             "detail": detail,
         }));
     }
-    (instruments, placed)
+    (instruments, placed, profile_warnings)
 }
 
 /// A CLI instrument's status and detail: its program as the running conductor finds it
@@ -290,6 +332,7 @@ fn print_json(f: &Findings) {
         "instruments_looked_up_here": f.looked_here,
         "slurm": f.slurm,
         "registry": f.registry,
+        "conductor_config": f.config,
         "learning_store": f.learning,
         "safety_warnings": [SAFETY_WARNING],
         "warnings_count": f.warnings(),
@@ -324,6 +367,16 @@ fn print_text(f: &Findings) {
     if let Some(detail) = &f.refused {
         println!("      {detail}");
     }
+    let icon = match f.config["status"].as_str() {
+        Some("ok") => "✓",
+        Some("error") => "✗",
+        _ => "·",
+    };
+    line(
+        icon,
+        "Conductor config",
+        f.config["detail"].as_str().unwrap_or(""),
+    );
     let icon = match f.registry["status"].as_str() {
         Some("ok") => "✓",
         Some("error") => "✗",
