@@ -710,3 +710,43 @@ fn run_says_the_outcome_is_unknown_when_the_conductor_stops_before_answering() {
     );
     assert!(text.contains("mozart status gone"), "{text}");
 }
+
+/// A conductor that does not answer the submission in time (stopped with SIGSTOP, or busy)
+/// may still take the score once it goes on: `run` said "did not respond … in time" and
+/// "Restart the conductor", yet the job ran after `kill -CONT`. It now says the outcome is
+/// unknown and how to check, as when the conductor stops before answering.
+#[test]
+fn run_says_the_outcome_is_unknown_when_the_conductor_does_not_answer_in_time() {
+    /// Lets the conductor go on whatever happens, so the test's teardown can stop it.
+    struct Continue(u32);
+    impl Drop for Continue {
+        fn drop(&mut self) {
+            mozart_tests::signal(self.0, "CONT");
+        }
+    }
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score(
+        "frozen",
+        &mozart_tests::sleepy_shell_score("frozen", 1, 0.0),
+    );
+    let pid = env.conductor_pid().expect("conductor pid");
+    let resume = Continue(pid);
+    mozart_tests::signal(pid, "STOP");
+    let out = env.mozart(&["run", path.to_str().unwrap()]);
+    drop(resume);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("may or may not have been submitted"),
+        "{text}"
+    );
+    assert!(text.contains("mozart status frozen"), "{text}");
+    assert!(
+        !text.contains("mozart restart"),
+        "a restart would interrupt it: {text}"
+    );
+    // And indeed: the conductor, going on, runs it.
+    let doc = harness::wait_terminal(&env, "frozen", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+}

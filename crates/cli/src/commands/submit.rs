@@ -138,19 +138,38 @@ fn send(
                 .map(|response| (response, client))
                 .map_err(|err| classify(err, args.output))
         });
+    let job_id = || {
+        args.config_file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
     match submitted {
         Ok(answer) => Ok(answer),
+        // The request went out and no answer came in time (the conductor is busy, or
+        // stopped — SIGSTOP, a debugger): it may take the score once it goes on, so
+        // neither "not submitted" nor "restart" (which would interrupt it) is the answer.
+        Err(JobCallError::Other(mozart_client::ClientError::Timeout(_))) => {
+            let job_id = job_id();
+            Err(not_submitted(
+                "The conductor did not answer in time (it is busy or not responding): the \
+                 score may or may not have been submitted",
+                vec![
+                    format!(
+                        "Check: mozart status {job_id} (or mozart list) once the conductor answers"
+                    ),
+                    "If it is not listed, run the score again".to_string(),
+                ],
+                args.output,
+            ))
+        }
         // The request went out and the conductor went away before answering (stopped or
         // killed while taking it): the score may have been registered — it then resumes
         // with the conductor — so "not submitted" would not be true.
         Err(JobCallError::Other(mozart_client::ClientError::Transport(
             mozart_ipc::IpcError::Protocol { .. },
         ))) => {
-            let job_id = args
-                .config_file
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default();
+            let job_id = job_id();
             Err(not_submitted(
                 "The conductor stopped before answering: the score may or may not have been submitted",
                 vec![
