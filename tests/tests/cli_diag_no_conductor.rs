@@ -123,17 +123,41 @@ fn workspace_escape_hatch_reads_the_state_file_without_a_conductor() {
         format!("Error: Workspace not found: {}\n", missing.display())
     );
 
-    // No workspace history store: history says it cannot show any.
+    // The attempt history is in the conductor's registry, whatever the state backend: not
+    // "requires the SQLite state backend" (it said so of a job that used it), but where it
+    // is and what to do.
+    let registry = env.home.join("registry.db");
     let out = env.mozart(&["history", "old", "-w", ws_arg]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stdout(&out).starts_with("Execution history requires the SQLite state backend."));
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "Error: Mozart conductor is not running: the execution history of every job is in its registry ({}), not in the workspace\n\nHints:\n  - Start the conductor (mozart start), then run: mozart history old\n",
+            registry.display()
+        )
+    );
     let out = env.mozart(&["history", "old", "-w", ws_arg, "--json"]);
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["success"], false, "{doc}");
     assert_eq!(
-        doc,
-        json!({"error": "Execution history requires SQLite state backend",
-               "hint": "Re-run the score with SQLite state to enable history tracking"})
+        doc["hints"],
+        json!(["Start the conductor (mozart start), then run: mozart history old"])
     );
+    // A job whose state is only in the registry: the workspace has no state file, and the
+    // hints say where the state is and to start the conductor (not "use --workspace", which
+    // was given).
+    for cmd in ["status", "errors", "diagnose"] {
+        let out = env.mozart(&[cmd, "other", "-w", ws_arg]);
+        assert_eq!(out.status.code(), Some(1), "{cmd}");
+        assert_eq!(
+            stdout(&out),
+            format!(
+                "Error: Score not found: other\n\nHints:\n  - {ws_arg} has no other.json state file: a workspace holds one only for a score with `state_backend: json`; every job's state is in the conductor's registry ({})\n  - Start the conductor (mozart start), then run: mozart {cmd} other\n",
+                registry.display()
+            ),
+            "{cmd}"
+        );
+    }
 }
 
 #[test]

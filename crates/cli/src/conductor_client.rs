@@ -153,3 +153,30 @@ fn state_after(
         }
     }
 }
+
+/// Hints for `mozart COMMAND ID --workspace DIR` when no conductor runs and `DIR` holds no
+/// state of `ID`: every job's state (and attempt history) is in the conductor's registry, a
+/// workspace holds a copy only for a score with `state_backend: json`; start the conductor.
+pub fn no_workspace_state_hints(
+    globals: &Globals,
+    command: &str,
+    id: &str,
+    dir: &Path,
+) -> Vec<String> {
+    vec![
+        format!(
+            "{} has no {id}.json state file: a workspace holds one only for a score with `state_backend: json`; every job's state is in the conductor's registry ({})",
+            dir.display(),
+            registry_text(globals)
+        ),
+        format!("Start the conductor (mozart start), then run: mozart {command} {id}"),
+    ]
+}
+
+/// Where the conductor's job registry is, in words (its path when the paths resolve).
+pub fn registry_text(globals: &Globals) -> String {
+    paths(globals, None).map_or_else(
+        |_| "registry.db in the Mozart home".to_string(),
+        |p| p.registry_db.display().to_string(),
+    )
+}

@@ -260,15 +260,16 @@ pub(crate) fn fetch_checkpoint(
         Ok(result) => result,
         Err(JobCallError::Job(_)) => {
             return match workspace {
-                Some(dir) if lookup.workspace_on_unknown_job => from_workspace(id, dir, mode),
+                Some(dir) if lookup.workspace_on_unknown_job => from_workspace(id, dir, mode, None),
                 _ => Err(not_found()),
             }
         }
         Err(JobCallError::Cli(err)) => {
             return match workspace {
-                Some(dir) => from_workspace(id, dir, mode),
+                // No conductor: the job's state is in its registry, to be read once it runs.
+                Some(dir) => from_workspace(id, dir, mode, Some((globals, command_of(method)))),
                 None => Err(err),
-            }
+            };
         }
         Err(JobCallError::Other(err)) => {
             return Err(failed(
@@ -299,8 +300,24 @@ pub(crate) fn fetch_checkpoint(
     })
 }
 
-/// Debug escape hatch: the workspace's `<id>.json` state file.
-fn from_workspace(id: &str, dir: &Path, mode: OutputMode) -> Result<FetchedState, CliError> {
+/// `errors` / `diagnose`: the command of `method`.
+fn command_of(method: &str) -> &'static str {
+    if method == methods::JOB_DIAGNOSE {
+        "diagnose"
+    } else {
+        "errors"
+    }
+}
+
+/// Debug escape hatch: the workspace's `<id>.json` state file. `no_conductor`: the globals
+/// and the command when it is read because no conductor runs (the hints then say where the
+/// state is and to start it).
+fn from_workspace(
+    id: &str,
+    dir: &Path,
+    mode: OutputMode,
+    no_conductor: Option<(&Globals, &str)>,
+) -> Result<FetchedState, CliError> {
     if !dir.is_dir() {
         return Err(failed(
             format!("Workspace not found: {}", dir.display()),
@@ -314,17 +331,22 @@ fn from_workspace(id: &str, dir: &Path, mode: OutputMode) -> Result<FetchedState
             workspace: Some(absolute(dir)),
             runs: None,
         }),
-        Ok(None) => Err(failed(
-            format!("Score not found: {id}"),
-            &[
-                &format!(
-                    "{} has no {id}.json state file: a workspace holds one only for a score with `state_backend: json`",
-                    dir.display()
-                ),
-                "Run 'mozart list' to see available scores",
-            ],
-            mode,
-        )),
+        Ok(None) => {
+            let hints = match no_conductor {
+                Some((globals, command)) => {
+                    crate::conductor_client::no_workspace_state_hints(globals, command, id, dir)
+                }
+                None => vec![
+                    format!(
+                        "{} has no {id}.json state file: a workspace holds one only for a score with `state_backend: json`",
+                        dir.display()
+                    ),
+                    "Run 'mozart list' to see available scores".into(),
+                ],
+            };
+            let hints: Vec<&str> = hints.iter().map(String::as_str).collect();
+            Err(failed(format!("Score not found: {id}"), &hints, mode))
+        }
         Err(e) => Err(failed(
             format!("Cannot read the state of {id} in {}: {e}", dir.display()),
             &[],

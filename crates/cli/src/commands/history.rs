@@ -125,10 +125,18 @@ fn fetch(globals: &Globals, id: &str, args: &Args) -> Result<History, CliError> 
                 &["Start the conductor and retry: mozart start"],
                 args.output,
             )),
-            Some(_) => Ok(History {
-                records: Vec::new(),
-                has_history: false,
-            }),
+            // Every job's attempts are in the conductor's registry: not "SQLite state backend
+            // required" (they were recorded), but the conductor to read them.
+            Some(_) => Err(failed(
+                format!(
+                    "Mozart conductor is not running: the execution history of every job is in its registry ({}), not in the workspace",
+                    crate::conductor_client::registry_text(globals)
+                ),
+                &[&format!(
+                    "Start the conductor (mozart start), then run: mozart history {id}"
+                )],
+                args.output,
+            )),
             None => Err(err),
         },
         Err(JobCallError::Other(err)) => Err(failed(

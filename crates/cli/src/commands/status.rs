@@ -380,7 +380,7 @@ pub(crate) fn fetch(
         Ok(None) | Err(JobCallError::Job(_)) => Err(not_found(id, mode)),
         Ok(Some(result)) => Ok(result),
         Err(JobCallError::Cli(err)) => match workspace {
-            Some(dir) => from_workspace(id, dir, mode),
+            Some(dir) => from_workspace(globals, id, dir, mode),
             None => Err(err),
         },
         Err(JobCallError::Other(err)) => Err(conductor_error(err, mode)),
@@ -431,8 +431,14 @@ fn conductor_error(err: ClientError, mode: OutputMode) -> CliError {
     )
 }
 
-/// Debug escape hatch (cli.md §1.4): read `<workspace>/<id>.json` directly.
-fn from_workspace(id: &str, dir: &Path, mode: OutputMode) -> Result<JobStatusResult, CliError> {
+/// Debug escape hatch (cli.md §1.4): read `<workspace>/<id>.json` directly (no conductor
+/// runs).
+fn from_workspace(
+    globals: &Globals,
+    id: &str,
+    dir: &Path,
+    mode: OutputMode,
+) -> Result<JobStatusResult, CliError> {
     if !dir.is_dir() {
         return Err(CliError::Failed {
             kind: crate::ErrorKind::Command,
@@ -443,14 +449,12 @@ fn from_workspace(id: &str, dir: &Path, mode: OutputMode) -> Result<JobStatusRes
     }
     match mozart_jobs::wire::load_state_file(dir, id) {
         Ok(Some(state)) => Ok(JobStatusResult::Checkpoint(Box::new(state))),
-        Ok(None) => Err(failed(
-            format!("Score not found: {id}"),
-            &[
-                "Use --workspace to specify the directory containing the score state",
-                "Run 'mozart list' to see available scores",
-            ],
-            mode,
-        )),
+        Ok(None) => {
+            let hints =
+                crate::conductor_client::no_workspace_state_hints(globals, "status", id, dir);
+            let hints: Vec<&str> = hints.iter().map(String::as_str).collect();
+            Err(failed(format!("Score not found: {id}"), &hints, mode))
+        }
         Err(e) => Err(failed(e.to_string(), &[], mode)),
     }
 }
@@ -603,7 +607,7 @@ fn watch(globals: &Globals, id: &str, args: &Args) -> Result<i32, CliError> {
             }
             Err(JobCallError::Cli(err)) => match args.workspace.as_deref() {
                 Some(dir) => {
-                    let result = from_workspace(id, dir, args.output)?;
+                    let result = from_workspace(globals, id, dir, args.output)?;
                     clear();
                     finished = render_watch_frame(&result, args, &[]);
                 }
