@@ -184,6 +184,9 @@ impl Default for ResourceLimitConfig {
     }
 }
 
+/// The largest decimal setting: a year, in seconds (a timeout, an interval).
+const MAX_SETTING_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+
 /// `observer:` (§3.2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -567,7 +570,8 @@ impl DaemonConfig {
 
     /// Range checks of §3.2, naming the field.
     pub fn validate(&self, path: &Path) -> Result<(), ConductorError> {
-        self.check_limits()
+        self.check_numbers()
+            .and_then(|()| self.check_limits())
             .and_then(|()| self.check_settings())
             .and_then(|()| self.check_preflight_and_learning())
             .and_then(|()| self.dashboard.check())
@@ -602,6 +606,68 @@ impl DaemonConfig {
                 return Err(field(
                     "socket.path",
                     format!("{problem}, so the conductor could not listen on {}. Set it to a path in a directory you can write (mozart config set socket.path PATH)", socket.display()),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every decimal setting is a number and not beyond what a timer can hold: `.inf`, `.nan`
+    /// or `1e300` passed the range checks below (NaN and infinity compare as neither too small
+    /// nor wrong) and then panicked the conductor when it made a duration of it (`mozart stop`
+    /// with `shutdown_timeout_seconds: inf`), failed every job at once (`job_timeout_seconds:
+    /// .nan`) or every submission (`1e300`).
+    fn check_numbers(&self) -> Result<(), FieldError> {
+        let numbers = [
+            ("job_timeout_seconds", self.job_timeout_seconds),
+            ("shutdown_timeout_seconds", self.shutdown_timeout_seconds),
+            ("monitor_interval_seconds", self.monitor_interval_seconds),
+            (
+                "observer.watch_interval_seconds",
+                self.observer.watch_interval_seconds,
+            ),
+            (
+                "observer.coalesce_window_seconds",
+                self.observer.coalesce_window_seconds,
+            ),
+            (
+                "learning.entropy_threshold",
+                self.learning.entropy_threshold,
+            ),
+            (
+                "learning.exploration_budget",
+                self.learning.exploration_budget,
+            ),
+            (
+                "learning.entropy_check_interval_seconds",
+                self.learning.entropy_check_interval_seconds,
+            ),
+            ("profiler.interval_seconds", self.profiler.interval_seconds),
+            (
+                "profiler.anomaly.memory_spike_threshold",
+                self.profiler.anomaly.memory_spike_threshold,
+            ),
+            (
+                "profiler.anomaly.memory_spike_window_seconds",
+                self.profiler.anomaly.memory_spike_window_seconds,
+            ),
+            (
+                "profiler.anomaly.runaway_cpu_threshold",
+                self.profiler.anomaly.runaway_cpu_threshold,
+            ),
+            (
+                "profiler.anomaly.runaway_duration_seconds",
+                self.profiler.anomaly.runaway_duration_seconds,
+            ),
+        ];
+        for (field, value) in numbers {
+            if !value.is_finite() {
+                return Err((field, format!("must be a number, not {value}")));
+            }
+            if value.abs() > MAX_SETTING_SECONDS {
+                return Err((
+                    field,
+                    format!("must be at most {MAX_SETTING_SECONDS:.0} (a year), not {value:e}"),
                 ));
             }
         }
@@ -891,6 +957,33 @@ mod tests {
         let c = DaemonConfig::load(Some(Path::new("/nonexistent/c.yaml")), None).unwrap();
         assert_eq!(c, DaemonConfig::default());
         assert!(c.config_file.is_none());
+    }
+
+    /// `.inf`, `.nan` and `1e300` are refused naming the field: they passed the range checks
+    /// and then panicked the conductor (a duration of them) or failed every job.
+    #[test]
+    fn a_setting_that_is_no_number_or_beyond_a_year_is_refused() {
+        for (text, field) in [
+            (
+                "shutdown_timeout_seconds: .inf\n",
+                "shutdown_timeout_seconds",
+            ),
+            ("job_timeout_seconds: .nan\n", "job_timeout_seconds"),
+            ("job_timeout_seconds: 1e300\n", "job_timeout_seconds"),
+            (
+                "profiler: {interval_seconds: 1e300}\n",
+                "profiler.interval_seconds",
+            ),
+        ] {
+            let err = load_err(text, None);
+            assert!(err.contains(field), "{text}: {err}");
+            assert!(
+                err.contains("must be a number")
+                    || err.contains("must be at most 31536000 (a year)"),
+                "{text}: {err}"
+            );
+        }
+        assert!(load_text("job_timeout_seconds: 604800\n", None).is_ok());
     }
 
     #[test]
