@@ -222,3 +222,59 @@ fn json_status_of_a_large_job_reports_total_and_what_was_cut() {
     );
     assert!(result.get("sheets_view").is_none(), "no view key unasked");
 }
+
+/// A job whose every sheet fails: its error names the first few sheets and how many more,
+/// not every one of them, in `status`, `status --json`, `wait` and `list --all --json`.
+#[test]
+fn a_job_with_many_failed_sheets_has_a_one_screen_error() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let score = big_score("allfail")
+        .replace(&format!("1: {SHEETS}"), "1: 300")
+        .replace(
+            "{% if instance % 100 == 0 %}RUN: exit 3{% else %}RUN: true{% endif %}",
+            "RUN: exit 3",
+        );
+    assert!(
+        score.contains("1: 300") && !score.contains("RUN: true"),
+        "{score}"
+    );
+    let path = env.write_score("allfail", &score);
+    submit_now(&env, &path);
+    let doc = wait_status(&env, "allfail", 180.0, |d| d["status"] == "failed");
+    let error = doc["error"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        error.starts_with(
+            "sheets [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] and 290 more failed — sheet 1: Shell exited with code 3"
+        ),
+        "the first sheets and how many more: {error}"
+    );
+    assert!(
+        error.len() < 500,
+        "one readable line: {} bytes",
+        error.len()
+    );
+
+    let text = stdout(&env.mozart(&["status", "allfail"]));
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("Error: "))
+        .unwrap_or_else(|| panic!("an Error line:\n{text}"));
+    assert!(line.contains("and 290 more failed"), "{line}");
+    assert!(line.len() < 500, "{line}");
+
+    let out = env.mozart(&["wait", "allfail"]);
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("and 290 more failed"), "{text}");
+    assert!(text.len() < 2_000, "wait says it in a few lines:\n{text}");
+
+    let job = harness::list_all(&env)
+        .into_iter()
+        .find(|j| j["job_id"] == "allfail")
+        .expect("the job is listed");
+    assert_eq!(
+        job["error_message"].as_str(),
+        Some(error.as_str()),
+        "{job:#}"
+    );
+}

@@ -1208,7 +1208,7 @@ impl BatonCore {
                     .unwrap_or_default();
                 (
                     JobOutcome::Failed,
-                    Some(format!("sheets {failed:?} failed{cause}")),
+                    Some(format!("{} failed{cause}", failed_sheets(&failed))),
                 )
             }
         };
@@ -1257,6 +1257,37 @@ impl BatonCore {
             self.jobs.retain(|_, j| !j.finished);
         }
     }
+}
+
+/// How many failed sheets a job's error names before it says how many more there are.
+const FAILED_SHEETS_NAMED: usize = 10;
+
+/// `sheets [2, 3] failed` as upstream names them; past [`FAILED_SHEETS_NAMED`] the first few and
+/// how many more (`sheets [1, 2, … 10] and 9,990 more`), so the error of a job with thousands of
+/// failed sheets is one readable line wherever it is shown.
+fn failed_sheets(failed: &[u32]) -> String {
+    if failed.len() <= FAILED_SHEETS_NAMED {
+        return format!("sheets {failed:?}");
+    }
+    let more = failed.len() - FAILED_SHEETS_NAMED;
+    format!(
+        "sheets {:?} and {} more",
+        &failed[..FAILED_SHEETS_NAMED],
+        thousands(more)
+    )
+}
+
+/// `9990` → `9,990`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 fn blocked_reason(root: u32) -> Option<String> {
