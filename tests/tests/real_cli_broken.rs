@@ -7,7 +7,9 @@
 
 use std::time::{Duration, Instant};
 
-use mozart_tests::real_cli::{processes_mentioning, RealCli, RealCliEnv, CLAUDE, CODEX, GEMINI};
+use mozart_tests::real_cli::{
+    processes_mentioning, RealCli, RealCliEnv, CLAUDE, CLAUDE_CODE, CODEX, GEMINI,
+};
 use serde_json::Value;
 
 /// Sheet 1 runs on `shell` and writes its file; sheet 2 asks `cli` (through the mock's
@@ -72,6 +74,7 @@ fn check_no_key(cli: &RealCli) {
     assert_first_sheet_kept(&rc, "rc-nokey", &doc);
     let sheet = &doc["sheets"]["2"];
     assert_eq!(sheet["error_category"], "auth", "{doc:#}\n{errors}");
+    assert_eq!(sheet["error_code"], "E502", "{doc:#}\n{errors}");
     assert_eq!(
         sheet["attempt_count"], 1,
         "a missing key is not retried: {doc:#}"
@@ -106,6 +109,14 @@ fn codex_without_an_api_key_is_a_clear_auth_error() {
 fn claude_without_an_api_key_is_a_clear_auth_error() {
     // The default instrument, with no key and no login.
     check_no_key(&CLAUDE);
+}
+
+#[test]
+fn claude_code_profile_without_an_api_key_is_a_clear_auth_error() {
+    // Claude Code says "Not logged in · Please run /login" and exits 1: the profile's auth
+    // patterns missed it, so the sheet failed as E009 after three retries over 30 s, with no
+    // word of the key (the default instrument failed at once, naming it).
+    check_no_key(&CLAUDE_CODE);
 }
 
 /// The CLI is killed (`kill -9`, by the user or the OOM killer) while it streams its answer:
