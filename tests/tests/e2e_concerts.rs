@@ -256,6 +256,75 @@ on_success:
     );
 }
 
+/// The same owed hooks through a plain `mozart run` of the unchanged score.
+#[test]
+fn running_a_job_failed_in_its_hooks_again_runs_the_failed_hooks_and_continues_the_chain() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let led = env.work.join("ledger");
+    let gate = env.work.join("gate");
+    link(&env, "second", &led, None, "{enabled: false}", false);
+    let yaml = format!(
+        r#"name: first
+workspace: {ws}
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: |
+    RUN: echo first >> "{led}"
+on_success:
+  - type: run_command
+    command: "echo hook-ok >> '{led}'"
+  - type: run_command
+    command: "test -f '{gate}'"
+    description: "the gate"
+    on_failure: abort
+  - type: run_job
+    job_path: second.yaml
+"#,
+        ws = env.work.join("first-ws").display(),
+        led = led.display(),
+        gate = gate.display(),
+    );
+    env.write_score("first", &yaml);
+    run(&env, &env.work.join("first.yaml"), &[]);
+    let out = env.mozart(&["wait", "first"]);
+    assert_eq!(out.status.code(), Some(1), "the gate hook fails the job");
+    assert_eq!(ledger(&led), ["first", "hook-ok"]);
+    std::fs::write(&gate, "").unwrap();
+    // `mozart run` of the same score, not `resume`: it said "nothing was run, the job is
+    // completed" beside the failed hook, and the chain was lost.
+    let out = env.mozart(&["run", env.work.join("first.yaml").to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    // No sheet runs, but the hooks do: "nothing was run" would be false.
+    assert!(
+        stdout(&out)
+            .contains("Every sheet is finished: no sheet was run; its on_success hooks run again"),
+        "{}",
+        stdout(&out)
+    );
+    poll(&env, 30.0, "the chained job to complete", || {
+        list_all(&env)
+            .iter()
+            .any(|j| j["job_id"] == "second" && j["status"] == "completed")
+            .then_some(())
+    });
+    let out = env.mozart(&["wait", "first"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let doc = status(&env, "first");
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert!(
+        doc["hook_failures"].as_array().is_none_or(|f| f.is_empty()),
+        "{doc:#}"
+    );
+    // The first hook succeeded the first time and is not repeated.
+    assert_eq!(
+        ledger_settles(&env, &led, 3, 10.0, 1.0),
+        ["first", "hook-ok", "second"]
+    );
+}
+
 /// A job failed by its `on_success` hooks says why where a user looks: `mozart errors`
 /// lists each failed hook whole (it said "No errors found" for the failed job), and
 /// `mozart logs` says which hook failed and why (it said `hooks.executed hook=0

@@ -167,9 +167,12 @@ async fn pipeline(
         &workspace,
         &req,
     )?;
-    // A job that failed (or was cancelled) in its `on_success` hooks owes them: resuming it
-    // runs them again instead of completing on the zero-work guard with the chain lost.
-    let hooks_owed = req.resume_of.is_some()
+    // A job that failed (or was cancelled) in its `on_success` hooks owes them: resuming it,
+    // or running it again with its progress kept, runs them again instead of completing on
+    // the zero-work guard with the chain lost (a plain `mozart run` used to say "nothing was
+    // run, the job is completed" beside the failed hook).
+    let hooks_owed = !previous.fresh
+        && previous.checkpoint.is_some()
         && !config.on_success.is_empty()
         && previous.record.as_ref().is_some_and(|r| {
             matches!(
