@@ -538,3 +538,43 @@ fn token_paths_go_over_arrays_and_status_says_what_was_reported() {
         "{text}"
     );
 }
+
+/// A sheet whose instrument failed without reporting a cost, then passed on its fallback
+/// (`shell`): status blamed "claude_cli with output_format: text", which never ran. It names
+/// the instrument that ran and did not report.
+#[test]
+fn an_unknown_cost_names_the_instrument_that_ran_not_claude() {
+    let env = TestEnv::new();
+    let script = env.work.join("broken-agent");
+    std::fs::write(&script, "#!/bin/sh\necho 'agent crashed' >&2\nexit 2\n").unwrap();
+    let mut perms = std::fs::metadata(&script).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&script, perms).unwrap();
+    let dir = env.home.join("instruments");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("broken.yaml"),
+        format!(
+            "name: broken\ndisplay_name: Broken\nkind: cli\ncli:\n  command:\n    executable: {}\n  output:\n    format: json\n    result_path: answer\n    cost_path: cost\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    env.start_conductor();
+    let score = env.write_score(
+        "fb",
+        "name: fb\nworkspace: ./fb-ws\ninstrument: broken\ninstrument_fallbacks: [shell]\nretry: {max_retries: 1}\nsheet: {size: 1, total_items: 1}\nprompt:\n  template: \"RUN: touch {{ workspace }}/out.txt\"\nvalidations:\n  - {type: file_exists, path: \"{workspace}/out.txt\"}\n",
+    );
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "fb", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    let out = env.mozart(&["status", "fb"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "Cost: unknown (no limit set) — broken reported neither its cost nor its tokens"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("claude_cli"), "{text}");
+}

@@ -1126,9 +1126,21 @@ impl View<'_> {
                 thousands(unpriced_tokens(job, |s| s.output_tokens)),
             ));
         } else if unknown {
+            // The instruments that ran on the sheets whose cost is unknown (not the one the
+            // score names first: a fallback may have run instead), each once.
+            let names = unreported_instruments(job);
+            let who = match names.is_empty() {
+                true => "the instrument".to_string(),
+                false => names.join(" or "),
+            };
+            let hint = if names.is_empty() || names.iter().any(|n| n.contains("claude")) {
+                " (claude_cli with output_format: text does not; stream-json does)"
+            } else {
+                ""
+            };
             self.line(format!(
-                "  Cost: unknown {limit_text} — the instrument reported neither its cost nor \
-                 its tokens (claude_cli with output_format: text does not; stream-json does)"
+                "  Cost: unknown {limit_text} — {who} reported neither its cost nor its \
+                 tokens{hint}"
             ));
         } else {
             self.line(format!("  Cost: $0.00 {limit_text}"));
@@ -1471,6 +1483,47 @@ fn unpriced_tokens(job: &JobCheckpoint, count: impl Fn(&SheetCheckpoint) -> Opti
         .filter(|s| s.cost_confidence == 0.0 && s.attempt_count > 0)
         .filter_map(count)
         .sum()
+}
+
+/// The instruments that ran on the sheets whose cost is unknown: those of their failed
+/// attempts, the ones they fell back from and the one each ran on last. `shell` reports its cost ($0) on every attempt, so it is
+/// named only when nothing else ran.
+fn unreported_instruments(job: &JobCheckpoint) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let unknown = |s: &SheetCheckpoint| s.cost_confidence == 0.0 && s.attempt_count > 0;
+    // The failed attempts the conductor added (newest first), of those sheets.
+    let failed = job.recent_attempt_errors.iter().flat_map(|r| {
+        r.errors
+            .iter()
+            .filter(|e| job.sheets.get(&e.sheet_num).is_some_and(unknown))
+            .filter_map(|e| e.instrument.as_deref())
+    });
+    for name in failed {
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+    }
+    for s in job.sheets.values().filter(|s| unknown(s)) {
+        let ran = s
+            .error_history
+            .iter()
+            .filter_map(|e| e.context.get("instrument").and_then(Value::as_str))
+            .chain(
+                s.instrument_fallback_history
+                    .iter()
+                    .map(|f| f.from.as_str()),
+            )
+            .chain(s.instrument_name.as_deref());
+        for name in ran {
+            if !names.iter().any(|n| n == name) {
+                names.push(name.to_string());
+            }
+        }
+    }
+    if names.iter().any(|n| n != "shell") {
+        names.retain(|n| n != "shell");
+    }
+    names
 }
 
 fn only_stopped_attempts_unknown(job: &JobCheckpoint) -> bool {

@@ -14,6 +14,9 @@ use super::Shared;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct AttemptDetails {
     pub attempt_number: u32,
+    /// The instrument the attempt ran on (the sheet's may have changed since: a failure
+    /// can move it to its fallback before the attempt is recorded).
+    pub instrument: Option<String>,
     pub mode: String,
     pub started_at: f64,
     pub duration_seconds: f64,

@@ -1109,8 +1109,12 @@ fn record_attempt(registry: &Registry, change: &mozart_baton::SheetChange, d: &A
         mode: d.mode.clone(),
         outcome: change.status.as_str().to_string(),
         // The attempt history is what tells a rate-limited attempt (tempo) from a failed
-        // one (budget) after the fact; keep the category with it.
-        instrument: Some(change.instrument.clone()),
+        // one (budget) after the fact; keep the category with it. The attempt's own
+        // instrument: a failure may already have moved the sheet to its fallback.
+        instrument: d
+            .instrument
+            .clone()
+            .or_else(|| Some(change.instrument.clone())),
         error_category: d.error_category.clone(),
         input_tokens: Some(d.input_tokens),
         output_tokens: Some(d.output_tokens),

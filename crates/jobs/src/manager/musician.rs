@@ -357,6 +357,7 @@ impl Ended<'_> {
 /// notifications or the learning store unredacted.
 fn report(shared: &Shared, mut details: AttemptDetails, mut r: AttemptResult) {
     redact_attempt(&mut details, &mut r);
+    details.instrument = Some(r.instrument.clone());
     shared.table.tell(Fact::AttemptFinished {
         details: Some(Box::new(details)),
         result: Box::new(r),
