@@ -169,6 +169,30 @@ fn stop_and_conductor_status_with_a_socket_mean_the_conductor_listening_there() 
     assert_eq!(env.mozart(&["conductor-status"]).status.code(), Some(0));
 }
 
+/// A PID file naming a process that runs but is not the conductor (`echo 1 >
+/// conductor.pid`, a PID reused after a reboot): `start` said "PID 1 is no longer running",
+/// untrue; it now says the process runs but is not this conductor (the lock is free), and
+/// starts.
+#[test]
+fn a_pid_file_naming_another_running_process_is_said_to_be_stale_truthfully() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.home).unwrap();
+    let me = std::process::id();
+    std::fs::write(env.home.join("conductor.pid"), me.to_string()).unwrap();
+    let out = env.start_conductor();
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(&format!(
+            "Cleaned up stale PID file (PID {me} is running but is not this conductor: it does \
+             not hold the conductor's lock"
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("no longer running"), "{text}");
+    assert_ne!(env.conductor_pid(), Some(me));
+}
+
 #[test]
 fn kill_9_leaves_stale_files_that_the_next_start_cleans() {
     let env = TestEnv::new();

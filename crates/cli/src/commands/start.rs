@@ -139,11 +139,38 @@ fn already_running(paths: &ConductorPaths) -> Result<Option<String>, CliError> {
         RunState::Stopped { stale_pid } => {
             if let Some(pid) = stale_pid {
                 let _ = std::fs::remove_file(&paths.pid_file);
-                println!("Cleaned up stale PID file (PID {pid} is no longer running)");
+                // The lock is free, so no conductor of this home runs; the PID may name
+                // another process now (PID 1 after a reboot, a reused number).
+                if runs(pid) {
+                    println!(
+                        "Cleaned up stale PID file (PID {pid} is running but is not this \
+                         conductor: it does not hold the conductor's lock — the PID was reused, \
+                         e.g. after a reboot)"
+                    );
+                } else {
+                    println!("Cleaned up stale PID file (PID {pid} is no longer running)");
+                }
             }
             Ok(None)
         }
     }
+}
+
+/// Whether process `pid` runs (exists and is not a zombie: a killed conductor's PID stays
+/// in `/proc` until its parent reaps it).
+fn runs(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .next()?
+                .to_owned();
+            Some(state != "Z" && state != "X")
+        })
+        .unwrap_or(false)
 }
 
 /// A background start with a conductor already running succeeds once that conductor is
