@@ -350,3 +350,20 @@ fn doctor_counts_an_invalid_config_and_every_profile_warning() {
     assert_eq!(doc["conductor_config"]["status"], "error", "{doc:#}");
     assert_eq!(doc["errors_count"], 1, "{doc:#}");
 }
+
+/// Bare `mozart instruments` runs `list` (cli.md §6.3), bare `mozart config` prints the
+/// group's help (§6.2); both exit 0.
+#[test]
+fn bare_groups_list_or_help_and_succeed() {
+    let env = TestEnv::new();
+    let out = env.mozart(&["instruments"]);
+    let text = both(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(stdout(&out), stdout(&env.mozart(&["instruments", "list"])));
+    assert!(text.contains("claude_cli"), "{text}");
+    let out = env.mozart(&["config"]);
+    let text = both(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("Usage: mozart config"), "{text}");
+    assert!(text.contains("set") && text.contains("check"), "{text}");
+}

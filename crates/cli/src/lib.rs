@@ -151,8 +151,7 @@ pub enum Command {
     #[command(name = "__watchdog", hide = true)]
     Watchdog,
     /// Inspect instruments.
-    #[command(subcommand)]
-    Instruments(commands::instruments::Command),
+    Instruments(commands::instruments::Group),
     /// Serve the live web dashboard.
     Dashboard(commands::dashboard::Args),
     /// Run a Model Context Protocol server on stdio (for Claude Code and other agents).
@@ -165,8 +164,7 @@ pub enum Command {
     #[command(hide = true)]
     Recover(commands::recover::Args),
     /// Manage the conductor configuration (conductor.yaml).
-    #[command(subcommand)]
-    Config(commands::config::Command),
+    Config(commands::config::Group),
     /// Clear the conductor's active rate limits.
     #[command(name = "clear-rate-limits")]
     ClearRateLimits(commands::clear_rate_limits::Args),
@@ -564,15 +562,12 @@ mod tests {
             .expect("validate is a command");
         assert!(validate.get_arguments().any(|a| a.get_id() == "json"));
         for (parent, sub) in [("config", "show"), ("instruments", "check")] {
-            let nested = cmd
-                .find_subcommand(parent)
-                .and_then(|p| p.find_subcommand(sub))
-                .expect("a nested command");
-            assert_eq!(
-                nested.get_arguments().count(),
-                0,
-                "{parent} {sub} built eagerly"
-            );
+            // The group's subcommands are deferred with it (it runs bare too).
+            let group = cmd.find_subcommand(parent).expect("a command group");
+            let eager = group
+                .find_subcommand(sub)
+                .map_or(0, |nested| nested.get_arguments().count());
+            assert_eq!(eager, 0, "{parent} {sub} built eagerly");
         }
     }
 

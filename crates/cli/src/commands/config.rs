@@ -22,6 +22,16 @@ const ESSENTIALS: [&str; 6] = [
     "profiler.enabled",
 ];
 
+// `mozart config [SUBCOMMAND]`: without one it prints the group's help, exit 0 (cli.md
+// §6.2). (No doc comment: the group's help keeps the command's own about.)
+#[derive(Debug, clap::Args)]
+#[command(about = "Manage the conductor configuration (conductor.yaml)", long_about = None)]
+#[allow(missing_docs)]
+pub struct Group {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
 /// Subcommands of `mozart config`.
 ///
 /// Their arguments are built only for the one being parsed (every `mozart` call builds
@@ -78,7 +88,16 @@ pub enum Command {
 }
 
 /// Run `mozart config ...`.
-pub fn run(globals: &Globals, command: Command) -> Result<i32, CliError> {
+pub fn run(globals: &Globals, group: Group) -> Result<i32, CliError> {
+    let Some(command) = group.command else {
+        // Exactly what `mozart config --help` prints.
+        if let Err(help) =
+            crate::command_tree().try_get_matches_from(["mozart", "config", "--help"])
+        {
+            let _ = help.print();
+        }
+        return Ok(0);
+    };
     match command {
         Command::Show {
             config,

@@ -22,6 +22,16 @@ const VERSION_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// `mozart doctor` does).
 const HTTP_PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
+// `mozart instruments [SUBCOMMAND]`: without one it runs `list` (cli.md §6.3). (No doc
+// comment: the group's help keeps the command's own about.)
+#[derive(Debug, clap::Args)]
+#[command(about = "Inspect instruments", long_about = None)]
+#[allow(missing_docs)]
+pub struct Group {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
 /// Subcommands of `mozart instruments`.
 ///
 /// Their arguments are built only for the one being parsed (every `mozart` call builds
@@ -46,7 +56,10 @@ pub enum Command {
 }
 
 /// Run `mozart instruments ...`.
-pub fn run(globals: &Globals, command: Command) -> Result<i32, CliError> {
+pub fn run(globals: &Globals, group: Group) -> Result<i32, CliError> {
+    let command = group.command.unwrap_or(Command::List {
+        output: OutputMode::Human,
+    });
     let registry = load_registry()?;
     // Instruments run in the conductor's environment: look there when it runs.
     let lookup = Lookup::of(globals);
@@ -547,9 +560,11 @@ fn print_models(profile: &InstrumentProfile) {
     }
     for m in &profile.models {
         let cost = if m.cost_per_1k_input > 0.0 || m.cost_per_1k_output > 0.0 {
+            // As configured: $0.00015 is not "$0.0001" (mozart_client::money).
             format!(
-                " (${:.4}/1K in, ${:.4}/1K out)",
-                m.cost_per_1k_input, m.cost_per_1k_output
+                " ({}/1K in, {}/1K out)",
+                mozart_client::money::usd(m.cost_per_1k_input),
+                mozart_client::money::usd(m.cost_per_1k_output)
             )
         } else {
             String::new()
