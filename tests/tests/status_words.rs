@@ -528,6 +528,42 @@ fn running_a_completed_unchanged_score_again_says_nothing_was_run() {
     assert!(doc.get("nothing_to_run").is_none(), "{doc:#}");
 }
 
+/// A completed score whose prompt is in `prompt.template_file`: editing only that file
+/// changes the prompt, so running the score again runs it (it said "the score has not
+/// changed: nothing was run").
+#[test]
+fn running_a_completed_score_again_after_editing_its_template_file_runs_it() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    std::fs::write(
+        env.work.join("p.j2"),
+        "RUN: echo one >> {{ workspace }}/log.txt\n",
+    )
+    .unwrap();
+    let path = env.write_score(
+        "tf",
+        "name: tf\nworkspace: ./tf-ws\ninstrument: shell\nsheet: {size: 1, total_items: 1}\nprompt:\n  template_file: p.j2\n",
+    );
+    let file = path.to_str().unwrap();
+    assert_eq!(env.mozart(&["run", file]).status.code(), Some(0));
+    assert_eq!(env.mozart(&["wait", "tf"]).status.code(), Some(0));
+    // Unchanged: nothing runs.
+    let out = env.mozart(&["run", file]);
+    assert!(stdout(&out).contains("nothing was run"), "{}", stdout(&out));
+    std::fs::write(
+        env.work.join("p.j2"),
+        "RUN: echo two >> {{ workspace }}/log.txt\n",
+    )
+    .unwrap();
+    let out = env.mozart(&["run", file]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains("nothing was run"), "{text}");
+    assert_eq!(env.mozart(&["wait", "tf"]).status.code(), Some(0));
+    let log = std::fs::read_to_string(env.work.join("tf-ws/log.txt")).unwrap();
+    assert!(log.contains("two"), "the edited prompt ran: {log}");
+}
+
 #[test]
 fn the_dashboard_list_and_job_page_give_a_resumed_job_the_same_elapsed_time() {
     let env = TestEnv::new();

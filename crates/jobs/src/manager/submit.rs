@@ -677,10 +677,19 @@ fn carry_over(
     req: &SubmitRequest,
 ) -> Step<Previous> {
     let record = lock(&mgr.shared.registry).get_job(job_id).ok().flatten();
-    let fresh = req.fresh
-        || record
+    let moved = if req.fresh || req.resume_of.is_some() {
+        None
+    } else {
+        record
             .as_ref()
-            .is_some_and(|rec| score_changed(mgr, rec, config_path, text));
+            .and_then(|rec| workspace_elsewhere(rec, workspace))
+    };
+    let fresh = req.fresh
+        || moved.is_some()
+        || record.as_ref().is_some_and(|rec| {
+            score_changed(mgr, rec, config_path, text)
+                || template_file_changed(rec, config, config_path)
+        });
     if fresh && !req.fresh {
         tracing::info!(job_id, "auto_fresh.score_changed");
     }
@@ -748,6 +757,33 @@ fn score_changed(mgr: &JobManager, rec: &JobRecord, config_path: &Path, text: &s
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map(|d| d.as_secs_f64());
     matches!((mtime, rec.completed_at), (Some(mtime), Some(done)) if mtime > done + 1.0)
+}
+
+/// True when a completed job's prompt comes from `prompt.template_file` and that file was
+/// modified after the run completed: the score's text is the same, but the prompt is not
+/// (its text is not kept with the job's, so its time says).
+fn template_file_changed(rec: &JobRecord, config: &JobConfig, config_path: &Path) -> bool {
+    if rec.status != DaemonJobStatus::Completed {
+        return false;
+    }
+    let inline = config
+        .prompt
+        .template
+        .as_deref()
+        .is_some_and(|t| !t.is_empty());
+    let (Some(file), false, Some(done)) = (&config.prompt.template_file, inline, rec.completed_at)
+    else {
+        return false;
+    };
+    let path = match config_path.parent() {
+        Some(dir) if file.is_relative() => dir.join(file),
+        _ => file.clone(),
+    };
+    std::fs::metadata(&path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .is_some_and(|mtime| mtime.as_secs_f64() > done)
 }
 
 /// The job's registry row: running now, with its concert lineage.
