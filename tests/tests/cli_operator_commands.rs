@@ -1148,3 +1148,37 @@ fn instruments_check_says_whether_the_running_conductor_loaded_the_profile() {
     assert!(text.contains("✓ loaded by the running conductor"), "{text}");
     assert!(text.contains("late is ready."), "{text}");
 }
+
+/// What a program answers to `--version` is shown, not obeyed: `instruments check` printed
+/// its first line raw (a window-title escape reached the terminal).
+#[test]
+fn instruments_check_shows_a_version_answers_escapes_not_obeys_them() {
+    let env = TestEnv::new();
+    let program = env.root().join("titled");
+    std::fs::write(
+        &program,
+        "#!/bin/sh\nprintf 'titled 1.0 \\033]0;PWNED\\007\\033[31mred\\n'\n",
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&program).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&program, perms).unwrap();
+    let dir = env.home.join("instruments");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("titled.yaml"),
+        format!(
+            "name: titled\ndisplay_name: Titled\nkind: cli\ncli:\n  command:\n    executable: {}\n",
+            program.display()
+        ),
+    )
+    .unwrap();
+    let out = env.mozart(&["instruments", "check", "titled"]);
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains("titled 1.0 \\x1b]0;PWNED\\x07"),
+        "{}",
+        text.escape_debug()
+    );
+    assert!(!text.contains('\u{1b}'), "{}", text.escape_debug());
+}

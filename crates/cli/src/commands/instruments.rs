@@ -338,10 +338,11 @@ fn version_probe(path: &std::path::Path) -> Result<String, String> {
         None => return Err("--version was ended by a signal".into()),
     }
     let text = outcome.stdout.tail_string();
+    // What the program printed is shown, not obeyed (a title or clipboard escape).
     text.lines()
         .map(str::trim)
         .find(|l| !l.is_empty())
-        .map(str::to_string)
+        .map(|l| crate::output::plain(l).into_owned())
         .ok_or_else(|| "--version printed nothing".to_string())
 }
 
