@@ -278,3 +278,44 @@ fn a_job_with_many_failed_sheets_has_a_one_screen_error() {
         "{job:#}"
     );
 }
+
+/// `mozart diagnose` of a large job: an answer bounded whatever the job's size — the counts
+/// of every sheet, the failed sheets listed, and the command that shows every failed one.
+#[test]
+fn diagnose_of_a_large_job_is_bounded_and_says_what_it_covers() {
+    let env = finished_big_job("diag");
+    let doc = status_json(&env, &["diagnose", "diag", "--json"]);
+    assert_eq!(
+        doc["progress"]["total_sheets"], SHEETS,
+        "{:#}",
+        doc["progress"]
+    );
+    assert_eq!(
+        doc["progress"]["completed"],
+        SHEETS - 12,
+        "{:#}",
+        doc["progress"]
+    );
+    assert_eq!(doc["progress"]["failed"], 12, "{:#}", doc["progress"]);
+    let timeline = doc["execution_timeline"].as_array().expect("timeline");
+    let listed: BTreeSet<u32> = timeline
+        .iter()
+        .map(|row| row["sheet_num"].as_u64().expect("sheet_num") as u32)
+        .collect();
+    assert_eq!(listed, failing(), "the failed sheets, not all 1,200");
+    let cut = &doc["sheets_listed"];
+    assert_eq!(cut["total_sheets"], SHEETS, "{cut:#}");
+    assert_eq!(cut["listed"], 12, "{cut:#}");
+    assert_eq!(cut["failed"], 12, "{cut:#}");
+    assert_eq!(cut["failed_listed"], 12, "{cut:#}");
+    assert_eq!(
+        cut["see_failed"],
+        "mozart status diag --sheets --state failed"
+    );
+
+    let text = stdout(&env.mozart(&["diagnose", "diag"]));
+    assert!(
+        text.contains("This report covers 12 of 1,200 sheets (12 of 12 failed); every failed sheet: mozart status diag --sheets --state failed"),
+        "{text}"
+    );
+}

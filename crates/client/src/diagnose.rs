@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use mozart_ipc::checkpoint::{error_type_of, JobCheckpoint, SheetCheckpoint, SheetStatus};
+use mozart_ipc::sheet_view::SheetsView;
 use mozart_ipc::time::Timestamp;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -116,6 +117,9 @@ pub fn build_report(job: &JobCheckpoint, workspace: Option<&Path>, now: f64) -> 
     if let Some(w) = &job.waiting_reason {
         r.insert("waiting_reason".into(), json!(w));
     }
+    if let Some(listed) = sheets_listed_json(job) {
+        r.insert("sheets_listed".into(), listed);
+    }
     // Upstream's key order: errors, then error_count.
     let errors = report_errors_json(job, now);
     let count = errors.len();
@@ -141,6 +145,9 @@ pub fn build_report(job: &JobCheckpoint, workspace: Option<&Path>, now: f64) -> 
 
 /// `progress`: sheets completed and failed by display status.
 fn progress_json(job: &JobCheckpoint) -> Value {
+    if let Some(view) = job.sheets_view.as_ref().filter(|v| v.truncated) {
+        return cut_progress_json(job, view);
+    }
     // Display status, so a completed sheet whose validations failed counts as failed
     // (upstream F-065b: the summary and the timeline must agree).
     let completed = job
@@ -176,6 +183,51 @@ fn progress_json(job: &JobCheckpoint) -> Value {
         progress["skipped"] = json!(skipped);
     }
     progress
+}
+
+/// `progress` of a large job whose answer lists only some sheets: from the counts of every
+/// sheet the conductor sent with it.
+fn cut_progress_json(job: &JobCheckpoint, view: &SheetsView) -> Value {
+    let count = |state: &str| view.counts.get(state).copied().unwrap_or(0);
+    let failed = count("failed") + view.failed_validation;
+    let completed = count("completed").saturating_sub(view.failed_validation);
+    let skipped = count("skipped");
+    let percent = if view.total > 0 {
+        json!((f64::from(completed + skipped) / f64::from(view.total) * 1000.0).round() / 10.0)
+    } else {
+        json!(0)
+    };
+    let mut progress = json!({
+        "total_sheets": job.total_sheets,
+        "completed": completed,
+        "failed": failed,
+        "last_completed": job.last_completed_sheet,
+        "percent": percent,
+    });
+    if skipped > 0 {
+        progress["skipped"] = json!(skipped);
+    }
+    progress
+}
+
+/// Ours: `sheets_listed` of the report of a job too large to list whole — how many sheets
+/// (and failed sheets) the timeline and errors cover of how many, and the command that
+/// pages through the failed ones.
+fn sheets_listed_json(job: &JobCheckpoint) -> Option<Value> {
+    let view = job.sheets_view.as_ref().filter(|v| v.truncated)?;
+    let failed_listed = job
+        .sheets
+        .values()
+        .filter(|s| s.display_status() == "failed" || s.status == SheetStatus::Failed)
+        .count();
+    let failed = view.counts.get("failed").copied().unwrap_or(0) + view.failed_validation;
+    Some(json!({
+        "total_sheets": view.total,
+        "listed": job.sheets.len(),
+        "failed": failed,
+        "failed_listed": failed_listed,
+        "see_failed": format!("mozart status {} --sheets --state failed", job.job_id),
+    }))
 }
 
 /// `timing`: the score's times, and its duration once started.

@@ -208,6 +208,22 @@ fn progress_section(out: &mut Vec<String>, report: &Value, style: &Style) {
             style.paint(&failed.to_string(), Color::Red)
         ));
     }
+    // A job too large to list whole: what the timeline and errors below cover.
+    let listed = &report["sheets_listed"];
+    if listed.is_object() {
+        let n = |k: &str| thousands(listed[k].as_u64().unwrap_or(0));
+        out.push(style.paint(
+            &format!(
+                "  This report covers {} of {} sheets ({} of {} failed); every failed sheet: {}",
+                n("listed"),
+                n("total_sheets"),
+                n("failed_listed"),
+                n("failed"),
+                listed["see_failed"].as_str().unwrap_or_default()
+            ),
+            Color::Dim,
+        ));
+    }
 }
 
 /// Duration and start / end, when the score has run.

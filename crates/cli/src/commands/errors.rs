@@ -272,11 +272,8 @@ pub(crate) fn fetch_checkpoint(
             };
         }
         Err(JobCallError::Other(err)) => {
-            return Err(failed(
-                ipc_text(err),
-                &["Restart the conductor: mozart restart"],
-                mode,
-            ))
+            let hint = super::status::other_error_hint(&err, id);
+            return Err(failed(ipc_text(err), &[&hint], mode));
         }
     };
     let JobStatusResult::Checkpoint(state) = result.state else {

@@ -139,11 +139,10 @@ fn fetch(globals: &Globals, id: &str, args: &Args) -> Result<History, CliError> 
             )),
             None => Err(err),
         },
-        Err(JobCallError::Other(err)) => Err(failed(
-            ipc_text(err),
-            &["Restart the conductor: mozart restart"],
-            args.output,
-        )),
+        Err(JobCallError::Other(err)) => {
+            let hint = super::status::other_error_hint(&err, id);
+            Err(failed(ipc_text(err), &[&hint], args.output))
+        }
     }
 }
 

@@ -172,6 +172,22 @@ pub(crate) fn cli_message(err: CliError) -> String {
     }
 }
 
+/// The hint for a call that failed with `err` ([`JobCallError::Other`]): an answer over the
+/// message limit is the job's size, which a restart does not change, so it names the paged
+/// view of the job's failed sheets instead.
+pub(crate) fn other_error_hint(err: &ClientError, id: &str) -> String {
+    if matches!(
+        err,
+        ClientError::Transport(IpcError::ResponseTooLarge { .. })
+    ) {
+        format!(
+            "The job is too large for one answer: see its failed sheets page by page with 'mozart status {id} --sheets --state failed'"
+        )
+    } else {
+        "Restart the conductor: mozart restart".to_string()
+    }
+}
+
 /// What the shared client mapping would say about a failed call (§1.5 texts such as
 /// "Conductor does not support '<method>'…" or the busy-conductor timeout).
 pub(crate) fn ipc_text(err: ClientError) -> String {

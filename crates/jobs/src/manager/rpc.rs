@@ -539,7 +539,18 @@ fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(),
         methods::JOB_DIAGNOSE,
         mgr,
         |m, _, p: ErrorsParams| async move {
-            let state = m.status(&p.job_id).await.map_err(job_error)?;
+            // Bounded, whatever the job's size: every sheet of a job of up to
+            // DIAGNOSE_FULL_UP_TO, else the counts of all and the first DIAGNOSE_CAP running
+            // and failed sheets, marked as cut in `sheets_view` (the report says so).
+            let query = mozart_ipc::sheet_view::SheetQuery {
+                full_up_to: Some(DIAGNOSE_FULL_UP_TO),
+                cap: Some(DIAGNOSE_CAP),
+                ..Default::default()
+            };
+            let state = m
+                .status_with(&p.job_id, Some(query))
+                .await
+                .map_err(job_error)?;
             let (state, runs) = with_error_history(&m, state, p.all_runs)?;
             let state = with_timeline_facts(&m, state)?;
             let workspace = state.workspace().map(str::to_owned);
@@ -557,6 +568,12 @@ fn register_reports(module: &mut RpcModule<Ctx>, mgr: &JobManager) -> Result<(),
         |m, _, p: HistoryParams| async move { history(&m, p) },
     )
 }
+
+/// `job.diagnose` lists every sheet of a job of up to this many sheets.
+pub const DIAGNOSE_FULL_UP_TO: u32 = 1_000;
+/// `job.diagnose` of a larger job lists at most this many running and this many failed
+/// sheets (the first by number), with the counts of every sheet.
+pub const DIAGNOSE_CAP: u32 = 100;
 
 /// The job's state with every sheet's failed attempts in its `error_history`, read from
 /// the registry's attempt history (`job.errors`, `job.diagnose`): the checkpoint itself
