@@ -197,3 +197,53 @@ on_success:
     let written = std::fs::read_to_string(env.work.join("counted-ws/count.txt")).unwrap();
     assert_eq!(written.trim(), "3 counted");
 }
+
+/// Another score of the same file name, in another directory with its own `./ws`: its run
+/// used to take over the first score's finished sheets — shown done, never run in its
+/// workspace (only the failed sheet ran there). A run whose workspace is new (not the last
+/// run's, and empty) starts over, and says why and how to go on from the earlier run.
+#[test]
+fn a_run_in_a_new_workspace_starts_over_instead_of_claiming_another_workspaces_sheets() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let write = |dir: &str, name: &str, fail_last: bool| {
+        let d = env.work.join(dir);
+        std::fs::create_dir_all(&d).unwrap();
+        let last = if fail_last {
+            "{% if sheet_num == 3 %}exit 1{% else %}true{% endif %}"
+        } else {
+            "true"
+        };
+        let yaml = format!(
+            "name: {name}\nworkspace: ./ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+             retry: {{max_retries: 0}}\nsheet: {{size: 1, total_items: 3}}\nprompt:\n  template: |\n    \
+             RUN: echo {name} > \"{{{{ workspace }}}}/o{{{{ sheet_num }}}}\"\n    RUN: {last}\n"
+        );
+        let path = d.join("same.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        path
+    };
+    let first = write("d1", "first", true);
+    let out = env.mozart(&["run", first.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let waited = env.mozart(&["wait", "same"]);
+    assert_eq!(waited.status.code(), Some(1), "{}", stdout(&waited));
+    let second = write("d2", "second", false);
+    let out = env.mozart(&["run", second.to_str().unwrap()]);
+    let said = stdout(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("is a new workspace, so the job starts over"),
+        "{said}"
+    );
+    let waited = env.mozart(&["wait", "same"]);
+    assert_eq!(waited.status.code(), Some(0), "{}", stdout(&waited));
+    for n in 1..=3 {
+        let file = env.work.join(format!("d2/ws/o{n}"));
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap_or_default().trim(),
+            "second",
+            "sheet {n} ran in the second score's workspace"
+        );
+    }
+}

@@ -262,7 +262,11 @@ fn report_accepted(
     }
     println!("Score submitted to conductor: {job_id}");
     if let Some(m) = response_message(response) {
-        println!("  {}", accepted_words(m, watched));
+        let (first, more) = m.split_once('\n').unwrap_or((m, ""));
+        println!("  {}", accepted_words(first, watched));
+        for line in more.lines() {
+            println!("  {line}");
+        }
     }
     println!();
     match ended {

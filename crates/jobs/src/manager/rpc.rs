@@ -390,7 +390,14 @@ async fn submit(m: JobManager, ctx: Ctx, p: JobRequest) -> RpcResult {
                 .shared
                 .max_concurrent_jobs
                 .load(std::sync::atomic::Ordering::SeqCst);
-            response.message = Some(super::submit::slot_message(limit, seen.status == "queued"));
+            let slot = super::submit::slot_message(limit, seen.status == "queued");
+            // The lines after the first say more (a job started over): kept.
+            response.message = Some(
+                match response.message.as_deref().and_then(|m| m.split_once('\n')) {
+                    Some((_, more)) => format!("{slot}\n{more}"),
+                    None => slot,
+                },
+            );
         }
     }
     if p.self_healing_auto_confirm && response.status == JobResponseStatus::Accepted {

@@ -207,6 +207,7 @@ async fn pipeline(
     // A job started over begins its next run: `errors`, `diagnose` and `status` show this
     // run's failed attempts, not those of the run before (its first run needs no mark).
     let new_run = previous.fresh && previous.record.is_some();
+    let started_over = previous.started_over.take();
     drop(previous);
     // Every sheet already done in an earlier run of this unchanged score: the job ends at
     // once, running nothing — said so, not "queued".
@@ -296,6 +297,14 @@ async fn pipeline(
         from_checkpoint,
     )
     .await?;
+    if let Some(why) = started_over {
+        tracing::info!(job_id, "auto_fresh.new_workspace");
+        response.message = Some(match response.message.take() {
+            // On its own line: the watch rewrites the first (job started or queued).
+            Some(m) => format!("{m}\n{why}"),
+            None => why,
+        });
+    }
     if let Some((was, now, kept)) = resized {
         tracing::info!(job_id, was, now, kept, "resume.resized");
         response.message = Some(format!(
@@ -663,6 +672,8 @@ struct Previous {
     checkpoint: Option<CheckpointState>,
     /// The submission starts the job over (`--fresh`, or a completed job's score changed).
     fresh: bool,
+    /// Why it starts over without being asked to, said with the answer.
+    started_over: Option<String>,
 }
 
 /// Carry over: previous progress is kept unless --fresh, or the score changed since a
@@ -731,7 +742,31 @@ fn carry_over(
         record,
         checkpoint,
         fresh,
+        started_over: moved,
     })
+}
+
+/// Why a `mozart run` of a job whose last run worked in another workspace starts it over:
+/// the sheets that run finished left their files there, not in `workspace` — a score of the
+/// same file name elsewhere, or `--workspace` to a new directory, would otherwise show them
+/// done and run only the rest (upstream keeps a job's state in its workspace, so a new one
+/// starts over there too). A workspace moved with its files (the new one is there and not
+/// empty) keeps the progress. `None` when the progress is kept.
+fn workspace_elsewhere(record: &JobRecord, workspace: &Path) -> Option<String> {
+    let before = Path::new(&record.workspace);
+    if before == workspace {
+        return None;
+    }
+    let holds_files = std::fs::read_dir(workspace).is_ok_and(|mut d| d.next().is_some());
+    if holds_files {
+        return None;
+    }
+    Some(format!(
+        "Its last run worked in {} and left its finished sheets' files there; {} is a new workspace, so the job starts over (to go on from the earlier run: mozart run SCORE --workspace {})",
+        before.display(),
+        workspace.display(),
+        before.display()
+    ))
 }
 
 /// True when a completed job's score is not the one that run completed: its text differs
