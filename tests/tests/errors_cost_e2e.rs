@@ -245,6 +245,84 @@ fn a_sheet_over_its_cost_limit_pauses_the_job_and_keeps_its_passing_work() {
     assert_eq!(sheet(&doc, 2)["status"], "pending", "{doc:#}");
 }
 
+/// Costs and limits under a cent keep their digits: a $0.003339 sheet under a $0.003 sheet
+/// limit showed "Cost: $0.00 (limit: $0.00 per sheet)" next to the error naming both, and
+/// `instruments check` listed a $0.00015/1K price as "$0.0001/1K".
+#[test]
+fn a_cost_under_a_cent_and_its_limit_show_their_digits() {
+    let env = TestEnv::new();
+    let script = env.root().join("cheap.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho '{\"answer\":\"ok\",\"usage\":{\"in\":2000,\"out\":113}}'\n",
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&script).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&script, perms).unwrap();
+    let dir = env.home.join("instruments");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("cheap.yaml"),
+        format!(
+            r#"name: cheap
+display_name: Cheap
+kind: cli
+default_model: small
+models:
+  - {{name: small, context_window: 128000, cost_per_1k_input: 0.0015, cost_per_1k_output: 0.003}}
+  - {{name: tiny, context_window: 128000, cost_per_1k_input: 0.00015, cost_per_1k_output: 0.0006}}
+cli:
+  command:
+    executable: {}
+  output:
+    format: json
+    result_path: answer
+    input_tokens_path: usage.in
+    output_tokens_path: usage.out
+"#,
+            script.display()
+        ),
+    )
+    .unwrap();
+    let check = stdout(&env.mozart(&["instruments", "check", "cheap"]));
+    assert!(
+        check.contains("small: 128,000 ctx ($0.0015/1K in, $0.003/1K out)"),
+        "{check}"
+    );
+    assert!(
+        check.contains("tiny: 128,000 ctx ($0.00015/1K in, $0.0006/1K out)"),
+        "{check}"
+    );
+    env.start_conductor();
+    let score = env.write_score(
+        "cheap",
+        "name: cheap\nworkspace: ./cheap-ws\ninstrument: cheap\ncost_limits: {enabled: true, max_cost_per_sheet: 0.003}\nsheet: {size: 1, total_items: 2}\nprompt:\n  template: \"answer ok\"\n",
+    );
+    run(&env, &score, &[]);
+    let out = env.mozart(&["wait", "cheap"]);
+    assert_eq!(out.status.code(), Some(4), "paused: {}", stdout(&out));
+    let doc = crate::harness::status(&env, "cheap");
+    assert_eq!(doc["status"], "paused", "{doc:#}");
+    assert_eq!(
+        doc["error"], "Cost limit: sheet 1 cost $0.0033 exceeds limit $0.0030",
+        "{doc:#}"
+    );
+    let text = stdout(&env.mozart(&["status", "cheap"]));
+    assert!(
+        text.contains("  Cost: $0.003339 (limit: $0.003 per sheet)\n"),
+        "the cost and the limit as they are, not $0.00: {text}"
+    );
+    // The dashboard shows the same figure.
+    let dash = mozart_tests::web::start_dashboard(&env, &[]);
+    let cookie = mozart_tests::web::login(&dash.addr, &dash.url);
+    for path in ["/jobs/cheap", "/"] {
+        let page = mozart_tests::web::http(&dash.addr, "GET", path, &[("Cookie", &cookie)], "");
+        assert_eq!(page.status, 200, "{}", page.raw);
+        assert!(page.body.contains("$0.003339"), "{path}: {}", page.body);
+    }
+}
+
 /// The attempt a failed sheet ended on is `permanent` whatever its code — an `exit 1`
 /// (E009, a code of the transient class) that ran out of retries is not passing — and the
 /// ones before it were retried, so `transient`; `--type permanent` finds the last one.

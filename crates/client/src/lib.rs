@@ -8,6 +8,7 @@
 //! - [`submit`]: the short look at a just-submitted job and the cause of its failure.
 //! - [`daemon`]: starting a conductor in the background and waiting until it is ready.
 //! - [`diagnose`]: the diagnose report and the error records `errors` shares with it.
+//! - [`money`]: amounts of money as every view shows them.
 //!
 //! A crate of its own rather than a module of `ipc`: the hints word `mozart-config`'s
 //! score-loading errors, and `ipc` stays the dependency-light protocol crate.
@@ -19,6 +20,7 @@ pub mod daemon;
 pub mod diagnose;
 pub mod error;
 pub mod hints;
+pub mod money;
 pub mod submit;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;

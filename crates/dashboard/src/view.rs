@@ -505,9 +505,9 @@ pub fn format_duration(secs: f64) -> String {
     }
 }
 
-/// `$1.2345`.
+/// `$1.23`, `$0.0033`: as `mozart status` shows it ([`mozart_client::money::usd`]).
 pub fn format_cost(cost: f64) -> String {
-    format!("${cost:.4}")
+    mozart_client::money::usd(cost)
 }
 
 /// A job's cost as `mozart status` words it (issue 22): `unknown` when nothing was
@@ -608,7 +608,7 @@ mod tests {
         let rows = job_rows(&jobs, &sums, None, 130.0);
         assert_eq!(rows[0].percent, Some(25));
         assert_eq!(rows[0].elapsed, "30s");
-        assert_eq!(rows[0].cost.as_deref(), Some("$0.5000"));
+        assert_eq!(rows[0].cost.as_deref(), Some("$0.50"));
         assert_eq!(rows[1].progress.as_deref(), Some("4/4"));
         assert_eq!(rows[1].elapsed, "10s");
         let only = job_rows(&jobs, &sums, Some("completed"), 130.0);

@@ -1,6 +1,7 @@
 //! The human view of `mozart status <id>` (cli.md §4.1, "Per-score human view"): plain
 //! aligned text in upstream's section order, colour only through [`Style`].
 
+use mozart_client::money::usd;
 use mozart_config::{noun, plural};
 use mozart_ipc::checkpoint::{HookResult, JobCheckpoint, JobStatus, SheetCheckpoint, SheetStatus};
 use mozart_ipc::sheet_view::{MovementSummary, SheetMode, SheetsView};
@@ -1062,13 +1063,14 @@ impl View<'_> {
         // only what the others reported.
         let unknown = confidence == 0.0;
         let estimated = confidence < 0.9;
+        // Not rounded to whole cents: a $0.0033 sheet is not "$0.00" (mozart_client::money).
         let money = |v: f64| {
             if unknown {
-                format!("at least ${v:.2} (some sheets' cost is unknown)")
+                format!("at least {} (some sheets' cost is unknown)", usd(v))
             } else if estimated {
-                format!("~${v:.2} (est.)")
+                format!("~{} (est.)", usd(v))
             } else {
-                format!("${v:.2}")
+                usd(v)
             }
         };
         let sheet_total: f64 = job
@@ -1582,9 +1584,11 @@ fn cost_limit_text(limits: Option<&serde_json::Map<String, Value>>, enabled: boo
     };
     let text = match (limit("max_cost_per_job"), limit("max_cost_per_sheet")) {
         (None, None) => return "(no limit set)".to_string(),
-        (Some(job), None) => format!("limit: ${job:.2}"),
-        (None, Some(sheet)) => format!("limit: ${sheet:.2} per sheet"),
-        (Some(job), Some(sheet)) => format!("limits: ${job:.2} per job, ${sheet:.2} per sheet"),
+        (Some(job), None) => format!("limit: {}", usd(job)),
+        (None, Some(sheet)) => format!("limit: {} per sheet", usd(sheet)),
+        (Some(job), Some(sheet)) => {
+            format!("limits: {} per job, {} per sheet", usd(job), usd(sheet))
+        }
     };
     if enabled {
         format!("({text})")
