@@ -367,3 +367,72 @@ fn bare_groups_list_or_help_and_succeed() {
     assert!(text.contains("Usage: mozart config"), "{text}");
     assert!(text.contains("set") && text.contains("check"), "{text}");
 }
+
+/// `config show` lists only values the running conductor really uses as `live`: the
+/// `dashboard.*` set after its start are the file's (and said to wait for a restart), a
+/// resolved `socket.path` under `$MOZART_SOCKET` is not "pending", and a conductor started
+/// with `-c alt.yaml` is compared with alt.yaml (what its reload reads), not the home file.
+#[test]
+fn config_show_says_only_what_is_in_force() {
+    let env = TestEnv::new();
+    std::fs::write(env.home.join("conductor.yaml"), "max_concurrent_jobs: 7\n").unwrap();
+    let alt = env.work.join("alt.yaml");
+    std::fs::write(&alt, "max_concurrent_jobs: 3\n").unwrap();
+    let out = env.mozart(&["start", "-c", alt.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let show = |args: &[&str]| -> serde_json::Value {
+        let mut full = vec!["config", "show", "--json"];
+        full.extend_from_slice(args);
+        let out = env.mozart(&full);
+        serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {}", both(&out)))
+    };
+    let item = |doc: &serde_json::Value, key: &str| -> serde_json::Value {
+        doc["settings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["key"] == key)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {key} in {doc:#}"))
+    };
+    let doc = show(&["--all"]);
+    let jobs = item(&doc, "max_concurrent_jobs");
+    assert_eq!(jobs["value"], 3, "{jobs}");
+    assert!(
+        jobs.get("file_value").is_none(),
+        "compared with the home file: {jobs}"
+    );
+    let socket = item(&doc, "socket.path");
+    assert!(socket.get("file_value").is_none(), "{socket}");
+    // A dashboard value set in the file the conductor reads, after its start.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let out = env.mozart(&[
+        "config",
+        "set",
+        "-c",
+        alt.to_str().unwrap(),
+        "dashboard.port",
+        "18765",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let out = env.mozart(&["config", "set", "dashboard.enabled", "true"]);
+    let text = both(&out);
+    assert!(
+        text.contains(&format!("reads {}, not this file", alt.display())),
+        "{text}"
+    );
+    let doc = show(&["--section", "dashboard"]);
+    let port = item(&doc, "dashboard.port");
+    assert_eq!(port["value"], 18765, "{port}");
+    assert_ne!(port["source"], "live", "{port}");
+    assert!(
+        port["note"]
+            .as_str()
+            .unwrap_or("")
+            .contains("until mozart restart"),
+        "{port}"
+    );
+    let text = stdout(&env.mozart(&["config", "show", "-s", "dashboard"]));
+    assert!(text.contains("until 'mozart restart'"), "{text}");
+    assert_eq!(env.stop_conductor().status.code(), Some(0));
+}

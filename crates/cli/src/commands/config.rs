@@ -104,7 +104,10 @@ pub fn run(globals: &Globals, group: Group) -> Result<i32, CliError> {
             all,
             section,
             output,
-        } => show(globals, file(config)?, all, section, output),
+        } => {
+            let named = config.is_some();
+            show(globals, file(config)?, named, all, section, output)
+        }
         Command::Set { key, value, config } => set(globals, &file(config)?, &key, &value),
         Command::Path { config } => {
             let path = file(config)?;
@@ -173,15 +176,48 @@ struct Shown {
     /// With a conductor: why the file on disk does not load (the conductor keeps what it
     /// has; its next reload or restart would fail).
     file_error: Option<String>,
+    /// The file compared with the live settings: the one the running conductor reads on a
+    /// reload (`mozart start -c FILE`), unless `config show -c` named one.
+    path: PathBuf,
+    /// With a conductor: the file changed after it started, so its `dashboard.*` (read at
+    /// start only) may not be what the conductor serves.
+    dashboard_changed: bool,
 }
 
 /// The live settings when a conductor answers, else the file's.
-fn gather(globals: &Globals, path: &Path, mode: OutputMode) -> Result<Shown, CliError> {
+fn gather(
+    globals: &Globals,
+    path: &Path,
+    named: bool,
+    mode: OutputMode,
+) -> Result<Shown, CliError> {
     // Live first: what the running conductor uses is what matters.
-    let live = conductor_client::connect_in(globals, mode)
-        .ok()
-        .and_then(|mut c| c.call_value(mozart_ipc::methods::DAEMON_CONFIG, ()).ok());
+    let mut client = conductor_client::connect_in(globals, mode).ok();
+    let live = client
+        .as_mut()
+        .and_then(|c| c.call_value(mozart_ipc::methods::DAEMON_CONFIG, ()).ok());
     if let Some(doc) = live {
+        // Compared with the file the conductor itself reads (`start -c FILE`), unless the
+        // user named one.
+        let conductor_file = doc
+            .get("config_file")
+            .and_then(Value::as_str)
+            .map(PathBuf::from);
+        let path: &Path = match (&conductor_file, named) {
+            (Some(file), false) => file,
+            _ => path,
+        };
+        let uptime = client
+            .as_mut()
+            .and_then(|c| c.call_value(mozart_ipc::methods::DAEMON_STATUS, ()).ok())
+            .and_then(|s| s.get("uptime_seconds")?.as_f64());
+        let dashboard_changed = match (uptime, std::fs::metadata(path).and_then(|m| m.modified())) {
+            (Some(up), Ok(modified)) => modified
+                .elapsed()
+                // (The uptime is rounded: a file written just before the start is older.)
+                .map_or(true, |age| age.as_secs_f64() + 1.0 < up),
+            _ => false,
+        };
         // The file too: a value changed since it last read the file is not in effect yet,
         // and the user must be told.
         let (file_doc, file_error, dashboard) = match DaemonConfig::load(Some(path), None) {
@@ -208,6 +244,8 @@ fn gather(globals: &Globals, path: &Path, mode: OutputMode) -> Result<Shown, Cli
             from_file: None,
             file_doc,
             file_error,
+            path: path.to_path_buf(),
+            dashboard_changed,
         });
     }
     let config = DaemonConfig::load(Some(path), None).map_err(|err| CliError::Failed {
@@ -230,12 +268,18 @@ fn gather(globals: &Globals, path: &Path, mode: OutputMode) -> Result<Shown, Cli
         from_file: Some(raw.unwrap_or(Value::Null)),
         file_doc: None,
         file_error: None,
+        path: path.to_path_buf(),
+        dashboard_changed: false,
     })
 }
 
 /// `live`, `file` or `default`: where a key's value comes from.
 fn source_of(from_file: Option<&Value>, key: &str) -> &'static str {
     let Some(raw) = from_file else {
+        // `daemon.config` does not report `dashboard:`: the values shown are the file's.
+        if key.starts_with("dashboard.") {
+            return "file";
+        }
         return "live";
     };
     match key.split('.').try_fold(raw, |node, part| node.get(part)) {
@@ -255,8 +299,18 @@ fn pending_values(
     };
     let mut file_rows = Vec::new();
     flatten("", file_doc, &mut file_rows);
+    // A restart uses `$MOZART_SOCKET` over `socket.path`; an unset path is the one the
+    // conductor resolved (and reports): neither would change on a restart.
+    let env_socket = std::env::var_os(mozart_ipc::paths::SOCKET_ENV).is_some_and(|v| !v.is_empty());
+    let resolved = ["socket.path", "pid_file", "state_db_path"];
     file_rows
         .into_iter()
+        .filter(|(key, value)| {
+            let unchanged_by_restart = (resolved.contains(&key.as_str()) && value.is_null())
+                || (env_socket && key == "socket.path");
+            // `dashboard.*` shown are the file's own (listed apart when it changed).
+            !unchanged_by_restart && !key.starts_with("dashboard.")
+        })
         .filter(|(key, value)| {
             rows.iter().any(|(k, v)| k == key && v != value) && shown_keys.contains(&key)
         })
@@ -266,11 +320,13 @@ fn pending_values(
 fn show(
     globals: &Globals,
     path: PathBuf,
+    named: bool,
     all: bool,
     section: Option<String>,
     mode: OutputMode,
 ) -> Result<i32, CliError> {
-    let shown_doc = gather(globals, &path, mode)?;
+    let shown_doc = gather(globals, &path, named, mode)?;
+    let path = shown_doc.path.clone();
     let mut rows = Vec::new();
     flatten("", &shown_doc.doc, &mut rows);
     rows.retain(|(k, _)| k != "config_file");
@@ -306,8 +362,17 @@ fn show(
     let exit = i32::from(shown_doc.file_error.is_some());
     // The loader's error names the file, the line and the fix.
     let invalid = shown_doc.file_error.as_deref();
+    let dashboard_note =
+        shown_doc.dashboard_changed && keys.iter().any(|k| k.starts_with("dashboard."));
     if mode.is_json() {
-        print_json(&shown_doc.label, &filtered, &pending, source, invalid);
+        print_json(
+            &shown_doc.label,
+            &filtered,
+            &pending,
+            source,
+            invalid,
+            dashboard_note,
+        );
         return Ok(exit);
     }
     print_table(&shown_doc.label, &filtered, source);
@@ -326,6 +391,12 @@ fn show(
             };
             println!("  {key} = {} — {when}", shown(value));
         }
+    }
+    if dashboard_note {
+        println!(
+            "\nThe dashboard.* values shown are {}'s, which changed after the conductor started: it serves what the file said then, until 'mozart restart'.",
+            path.display()
+        );
     }
     println!(
         "\nTakes effect: reload = on SIGHUP or 'mozart config set' while the conductor runs; restart = on 'mozart restart'."
@@ -348,6 +419,7 @@ fn print_json(
     pending: &[(String, Value)],
     source: impl Fn(&str) -> &'static str,
     file_error: Option<&str>,
+    dashboard_changed: bool,
 ) {
     let items: Vec<Value> = filtered
         .iter()
@@ -360,6 +432,11 @@ fn print_json(
             }
             if let Some((_, file_value)) = pending.iter().find(|(pk, _)| pk == k) {
                 item["file_value"] = file_value.clone();
+            }
+            if dashboard_changed && k.starts_with("dashboard.") {
+                item["note"] = serde_json::json!(
+                    "the file changed after the conductor started; it serves what the file said then, until mozart restart"
+                );
             }
             item
         })
@@ -411,7 +488,13 @@ fn set(globals: &Globals, path: &Path, key: &str, raw: &str) -> Result<i32, CliE
         return Ok(0);
     }
     match running_conductor(globals, path) {
-        None => println!("Takes effect when the conductor starts."),
+        None => match other_file_in_use(globals, path) {
+            Some(file) => println!(
+                "The running conductor reads {}, not this file: it does not use this value (a start without -c does).",
+                file.display()
+            ),
+            None => println!("Takes effect when the conductor starts."),
+        },
         Some(_) if applies == Applies::Restart => {
             println!("The running conductor keeps its current value until 'mozart restart'.")
         }
@@ -444,6 +527,16 @@ fn running_conductor(globals: &Globals, path: &Path) -> Option<u32> {
         .get("pid")
         .and_then(Value::as_u64)
         .and_then(|p| u32::try_from(p).ok())
+}
+
+/// The file a running conductor reads, when it is not `path` (`mozart start -c FILE`).
+fn other_file_in_use(globals: &Globals, path: &Path) -> Option<PathBuf> {
+    let mut client = conductor_client::connect(globals).ok()?;
+    let config = client
+        .call_value(mozart_ipc::methods::DAEMON_CONFIG, ())
+        .ok()?;
+    let file = PathBuf::from(config.get("config_file")?.as_str()?);
+    (file != path).then_some(file)
 }
 
 /// Reload the running conductor (SIGHUP) and confirm it now runs with the file's value.
