@@ -459,3 +459,45 @@ fn a_cancelled_attempts_cost_is_unknown_not_zero() {
         "{text}"
     );
 }
+
+/// From sheet 2 on, the rules every sheet must meet are "inherited": the prompt named them
+/// only by type ("Also still required (1 inherited): file_exists"), not the file the sheet
+/// must create. It says what each asks, as sheet 1's list does.
+#[test]
+fn an_inherited_rule_in_the_prompt_names_its_file() {
+    let env = TestEnv::new();
+    let script = env.work.join("recorder");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nfor a; do p=\"$a\"; done\nn=$(printf '%s' \"$p\" | sed -n 's/.*You are sheet \\([0-9]*\\) of.*/\\1/p' | head -1)\nprintf '%s\\n' \"$p\" > \"prompt-$n.txt\"\ntouch \"out-$n.txt\"\necho done\n",
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&script).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&script, perms).unwrap();
+    let dir = env.home.join("instruments");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("recorder.yaml"),
+        format!(
+            "name: recorder\ndisplay_name: Recorder\nkind: cli\ncli:\n  command:\n    executable: {}\n  output:\n    format: text\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    env.start_conductor();
+    let score = env.write_score(
+        "inh",
+        "name: inh\nworkspace: ./inh-ws\ninstrument: recorder\npause_between_sheets_seconds: 0\nsheet: {size: 1, total_items: 2}\nprompt: {template: work}\nvalidations:\n  - type: file_exists\n    path: \"{workspace}/out-{sheet_num}.txt\"\n",
+    );
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "inh", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    let ws = env.work.join("inh-ws");
+    let second = std::fs::read_to_string(ws.join("prompt-2.txt")).unwrap();
+    let wanted = format!(
+        "**Also still required** (1 inherited): file_exists (Create file: `{}`)",
+        ws.join("out-2.txt").display()
+    );
+    assert!(second.contains(&wanted), "{second}");
+}

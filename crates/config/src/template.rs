@@ -1090,39 +1090,21 @@ fn requirements_from_vars(
             .clone()
             .unwrap_or_else(|| format!("Requirement {n}"));
         lines.push(format!("{n}. **{desc}**"));
-        let path = rule.path.as_deref().map(expand).unwrap_or_default();
-        match rule.kind {
-            ValidationType::FileExists => lines.push(format!("   - Create file: `{path}`")),
-            ValidationType::FileModified => lines.push(format!("   - Modify file: `{path}`")),
-            ValidationType::ContentContains => {
-                lines.push(format!("   - File: `{path}`"));
-                lines.push(format!(
-                    "   - Must contain: `{}`",
-                    rule.pattern.as_deref().map(expand).unwrap_or_default()
-                ));
-            }
-            ValidationType::ContentRegex => {
-                lines.push(format!("   - File: `{path}`"));
-                lines.push(format!(
-                    "   - Must match pattern: `{}`",
-                    rule.pattern.as_deref().map(expand).unwrap_or_default()
-                ));
-            }
-            ValidationType::CommandSucceeds => {
-                let cmd = rule.command.clone().unwrap_or_default();
-                let shown: String = cmd.chars().take(60).collect();
-                let ellipsis = if cmd.chars().count() > 60 { "..." } else { "" };
-                lines.push(format!("   - Command must succeed: `{shown}{ellipsis}`"));
-            }
+        for detail in rule_details(rule, &expand) {
+            lines.push(format!("   - {detail}"));
         }
     }
     if !inherited.is_empty() {
         let names: Vec<String> = inherited
             .iter()
             .map(|r| {
-                r.description
+                // What the rule checks, as the sheet that introduced it was told (the name
+                // alone said nothing of the file or text it wants).
+                let name = r
+                    .description
                     .clone()
-                    .unwrap_or_else(|| r.kind.as_str().to_string())
+                    .unwrap_or_else(|| r.kind.as_str().to_string());
+                format!("{name} ({})", rule_details(r, &expand).join(", "))
             })
             .collect();
         lines.push(String::new());
@@ -1135,6 +1117,31 @@ fn requirements_from_vars(
     lines.push(String::new());
     lines.push("Ensure ALL requirements are met before completing this task.".to_string());
     Some(lines.join("\n"))
+}
+
+/// What a rule asks, in the prompt's words: `Create file: \`PATH\``, `File: …` and
+/// `Must contain: …`, a command cut at 60 characters.
+fn rule_details(rule: &ValidationRule, expand: &dyn Fn(&str) -> String) -> Vec<String> {
+    let path = rule.path.as_deref().map(expand).unwrap_or_default();
+    let pattern = || rule.pattern.as_deref().map(expand).unwrap_or_default();
+    match rule.kind {
+        ValidationType::FileExists => vec![format!("Create file: `{path}`")],
+        ValidationType::FileModified => vec![format!("Modify file: `{path}`")],
+        ValidationType::ContentContains => vec![
+            format!("File: `{path}`"),
+            format!("Must contain: `{}`", pattern()),
+        ],
+        ValidationType::ContentRegex => vec![
+            format!("File: `{path}`"),
+            format!("Must match pattern: `{}`", pattern()),
+        ],
+        ValidationType::CommandSucceeds => {
+            let cmd = rule.command.clone().unwrap_or_default();
+            let shown: String = cmd.chars().take(60).collect();
+            let ellipsis = if cmd.chars().count() > 60 { "..." } else { "" };
+            vec![format!("Command must succeed: `{shown}{ellipsis}`")]
+        }
+    }
 }
 
 /// New-vs-inherited classification of a rule for a sheet (§3.7.2, last paragraph).
@@ -1227,8 +1234,8 @@ mod tests {
         assert_eq!(first, SHEET_PROMPT_GOLDEN_FIRST, "{first}");
     }
 
-    const SHEET_PROMPT_GOLDEN: &str = "2/4 s2/3 v1/2 /tmp/ws {sheet_num}x 9 [one] 1 0 high||1=a;2=b;\n\n## L\n\n---\n## Success Requirements (Validated Automatically)\n\nYour output will be checked against these requirements:\n\n1. **Requirement 1**\n   - Command must succeed: `test -f {workspace}/x`\n\n**Also still required** (2 inherited): out; content_contains\n\nEnsure ALL requirements are met before completing this task.";
-    const SHEET_PROMPT_GOLDEN_FIRST: &str = "1/4 s1/3 v1/1 /tmp/ws {sheet_num}x 9 [one] 1 0 high||1=a;2=b;\n\n---\n## Success Requirements (Validated Automatically)\n\nYour output will be checked against these requirements:\n\n1. **out**\n   - Create file: `/tmp/ws/out-1.txt`\n2. **Requirement 2**\n   - File: `/tmp/ws/{sheet_num}x.md`\n   - Must contain: `9`\n\n**Also still required** (1 inherited): command_succeeds\n\nEnsure ALL requirements are met before completing this task.";
+    const SHEET_PROMPT_GOLDEN: &str = "2/4 s2/3 v1/2 /tmp/ws {sheet_num}x 9 [one] 1 0 high||1=a;2=b;\n\n## L\n\n---\n## Success Requirements (Validated Automatically)\n\nYour output will be checked against these requirements:\n\n1. **Requirement 1**\n   - Command must succeed: `test -f {workspace}/x`\n\n**Also still required** (2 inherited): out (Create file: `/tmp/ws/out-2.txt`); content_contains (File: `/tmp/ws/{sheet_num}x.md`, Must contain: `9`)\n\nEnsure ALL requirements are met before completing this task.";
+    const SHEET_PROMPT_GOLDEN_FIRST: &str = "1/4 s1/3 v1/1 /tmp/ws {sheet_num}x 9 [one] 1 0 high||1=a;2=b;\n\n---\n## Success Requirements (Validated Automatically)\n\nYour output will be checked against these requirements:\n\n1. **out**\n   - Create file: `/tmp/ws/out-1.txt`\n2. **Requirement 2**\n   - File: `/tmp/ws/{sheet_num}x.md`\n   - Must contain: `9`\n\n**Also still required** (1 inherited): command_succeeds (Command must succeed: `test -f {workspace}/x`)\n\nEnsure ALL requirements are met before completing this task.";
 
     /// A name defined twice takes the later part's value (user variables over built-ins,
     /// extra values over user variables, `stakes` last) and keeps its first position: the
