@@ -319,3 +319,47 @@ fn diagnose_of_a_large_job_is_bounded_and_says_what_it_covers() {
         "{text}"
     );
 }
+
+/// `mozart history` of a large job: a cut list says it is cut, with the true total and how
+/// to see every record; `--limit 0` lists every one.
+#[test]
+fn history_of_a_large_job_says_it_is_cut_and_limit_0_lists_every_attempt() {
+    let env = finished_big_job("hist");
+    let out = env.mozart(&["history", "hist"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "Showing the newest 50 of 1,200 record(s); every one: mozart history hist --limit 0"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("Total: 50 record(s)"), "{text}");
+
+    let doc = status_json(&env, &["history", "hist", "--json"]);
+    assert_eq!(doc["total_records"], SHEETS, "the true total");
+    assert_eq!(doc["returned"], 50);
+    assert_eq!(doc["truncated"], true);
+    assert_eq!(doc["records"].as_array().map(Vec::len), Some(50));
+
+    let doc = status_json(&env, &["history", "hist", "--json", "--limit", "0"]);
+    let sheets: BTreeSet<u64> = doc["records"]
+        .as_array()
+        .expect("records")
+        .iter()
+        .map(|r| r["sheet_num"].as_u64().expect("sheet_num"))
+        .collect();
+    assert_eq!(
+        sheets.len(),
+        SHEETS as usize,
+        "every attempt: one per sheet"
+    );
+    assert_eq!(doc["total_records"], SHEETS);
+    assert_eq!(doc["truncated"], false);
+    let text = stdout(&env.mozart(&["history", "hist", "--limit", "0"]));
+    assert!(
+        text.contains("Total: 1200 record(s)"),
+        "{}",
+        &text[text.len().saturating_sub(300)..]
+    );
+}

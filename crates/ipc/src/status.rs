@@ -544,6 +544,10 @@ pub struct HistoryResult {
     pub has_history: bool,
     /// Newest first, at most `limit`.
     pub records: Vec<HistoryRecord>,
+    /// Ours: how many attempts match (the job's, or the sheet's) in all, listed or not
+    /// (absent from an upstream conductor: `records` is all the client knows of).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
 }
 
 /// `daemon.observer_events` result (§8.22): events newest first.

@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use super::status::{absolute_text, check_score_id, failed, ipc_text, job_call, JobCallError};
 use crate::output::print_json;
 use crate::render::table::{self, Cell};
+use crate::render::time::thousands;
 use crate::render::{Color, Style};
 use crate::{CliError, Globals, OutputMode};
 
@@ -28,7 +29,7 @@ pub struct Args {
     /// Filter by specific sheet number.
     #[arg(short = 'b', long = "sheet", value_name = "INTEGER")]
     pub sheet: Option<u32>,
-    /// Maximum number of records to show.
+    /// Maximum number of records to show, newest first (0: every one).
     #[arg(
         short = 'n',
         long = "limit",
@@ -51,6 +52,8 @@ pub struct History {
     pub records: Vec<HistoryRecord>,
     /// False when there is no history store at all.
     pub has_history: bool,
+    /// How many records match in all, listed or not.
+    pub total: u64,
 }
 
 /// Run `mozart history`.
@@ -81,13 +84,13 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         return Ok(1);
     }
     if args.output.is_json() {
-        print_json(&history_json(id, &history.records, args.sheet));
+        print_json(&history_json(id, &history, args.sheet));
     } else {
         print!(
             "{}",
             crate::output::terminal_safe(&render_history(
                 id,
-                &history.records,
+                &history,
                 args.sheet,
                 &Style::for_stdout()
             ))
@@ -105,6 +108,8 @@ fn fetch(globals: &Globals, id: &str, args: &Args) -> Result<History, CliError> 
     };
     match job_call::<_, HistoryResult>(globals, methods::JOB_HISTORY, params, args.output) {
         Ok(result) => Ok(History {
+            // An upstream conductor does not say: what it sent is all that is known.
+            total: result.total.unwrap_or(result.records.len() as u64),
             records: result.records,
             has_history: result.has_history,
         }),
@@ -140,18 +145,33 @@ fn fetch(globals: &Globals, id: &str, args: &Args) -> Result<History, CliError> 
             None => Err(err),
         },
         Err(JobCallError::Other(err)) => {
-            let hint = super::status::other_error_hint(&err, id);
+            let hint = if matches!(
+                err,
+                mozart_client::ClientError::Transport(mozart_ipc::IpcError::ResponseTooLarge { .. })
+            ) {
+                format!(
+                    "Too many records for one answer: ask for fewer (mozart history {id} --limit 10000) or one sheet's (--sheet N)"
+                )
+            } else {
+                super::status::other_error_hint(&err, id)
+            };
             Err(failed(ipc_text(err), &[&hint], args.output))
         }
     }
 }
 
 /// `mozart history --json`: records as the conductor sent them, plus the sheet filter.
-pub fn history_json(id: &str, records: &[HistoryRecord], sheet: Option<u32>) -> Value {
+/// `total_records` is every matching record (upstream: those returned); ours, `returned`
+/// and `truncated` say how many of them `records` holds.
+pub fn history_json(id: &str, history: &History, sheet: Option<u32>) -> Value {
+    let records = &history.records;
+    let total = history.total.max(records.len() as u64);
     let mut doc = json!({
         "job_id": id,
-        "total_records": records.len(),
+        "total_records": total,
         "records": records,
+        "returned": records.len(),
+        "truncated": (records.len() as u64) < total,
     });
     if let (Some(s), Some(obj)) = (sheet, doc.as_object_mut()) {
         obj.insert("sheet_filter".into(), json!(s));
@@ -160,12 +180,8 @@ pub fn history_json(id: &str, records: &[HistoryRecord], sheet: Option<u32>) -> 
 }
 
 /// The human table: Sheet, Attempt, Exit Code, Duration, Timestamp (cli.md §5.4).
-pub fn render_history(
-    id: &str,
-    records: &[HistoryRecord],
-    sheet: Option<u32>,
-    style: &Style,
-) -> String {
+pub fn render_history(id: &str, history: &History, sheet: Option<u32>, style: &Style) -> String {
+    let records = &history.records;
     let mut out: Vec<String> = Vec::new();
     if records.is_empty() {
         out.push(format!(
@@ -224,7 +240,21 @@ pub fn render_history(
         style,
     ));
     out.push(String::new());
-    out.push(style.paint(&format!("Total: {} record(s)", records.len()), Color::Dim));
+    let total = history.total.max(records.len() as u64);
+    if (records.len() as u64) < total {
+        // A cut list says so, with the true total and how to see the rest.
+        let sheet_arg = sheet.map(|s| format!(" --sheet {s}")).unwrap_or_default();
+        out.push(style.paint(
+            &format!(
+                "Showing the newest {} of {} record(s); every one: mozart history {id}{sheet_arg} --limit 0",
+                thousands(records.len() as u64),
+                thousands(total)
+            ),
+            Color::Yellow,
+        ));
+    } else {
+        out.push(style.paint(&format!("Total: {} record(s)", records.len()), Color::Dim));
+    }
     out.join("\n") + "\n"
 }
 
@@ -248,13 +278,21 @@ mod tests {
         }
     }
 
+    fn all(records: Vec<HistoryRecord>) -> History {
+        History {
+            total: records.len() as u64,
+            records,
+            has_history: true,
+        }
+    }
+
     #[test]
     fn table_shows_exit_codes_durations_and_second_precision_times() {
         let records = vec![
             record(2, 1, Some(1), Some(12.345)),
             record(1, 1, None, None),
         ];
-        let text = render_history("j", &records, None, &Style::plain());
+        let text = render_history("j", &all(records), None, &Style::plain());
         assert_eq!(
             text,
             "Execution History: j\n\
@@ -271,7 +309,7 @@ mod tests {
         let mut cut = record(1, 2, None, None);
         cut.outcome = Some("interrupted".into());
         let records = vec![cut, record(1, 1, Some(1), Some(2.0))];
-        let text = render_history("j", &records, None, &Style::plain());
+        let text = render_history("j", &all(records), None, &Style::plain());
         assert!(
             text.contains("1      2        interrupted  -         2026-11-21T22:27:24"),
             "{text}"
@@ -281,16 +319,32 @@ mod tests {
 
     #[test]
     fn empty_history_says_so_and_names_the_sheet_filter() {
-        let text = render_history("j", &[], Some(3), &Style::plain());
+        let text = render_history("j", &all(Vec::new()), Some(3), &Style::plain());
         assert!(text.starts_with("No execution history found for score: j\nSheet filter: 3\n"));
     }
 
     #[test]
     fn json_carries_the_sheet_filter_only_when_given() {
-        let records = vec![record(1, 1, Some(0), Some(1.0))];
-        let doc = history_json("j", &records, None);
+        let history = all(vec![record(1, 1, Some(0), Some(1.0))]);
+        let doc = history_json("j", &history, None);
         assert_eq!(doc["total_records"], 1);
+        assert_eq!(doc["truncated"], false);
         assert!(doc.get("sheet_filter").is_none());
-        assert_eq!(history_json("j", &records, Some(1))["sheet_filter"], 1);
+        assert_eq!(history_json("j", &history, Some(1))["sheet_filter"], 1);
+    }
+
+    #[test]
+    fn a_cut_list_says_so_with_the_true_total_and_how_to_see_every_record() {
+        let mut history = all(vec![record(2, 1, Some(1), Some(1.0))]);
+        history.total = 10_000;
+        let text = render_history("j", &history, Some(2), &Style::plain());
+        assert!(
+            text.ends_with("Showing the newest 1 of 10,000 record(s); every one: mozart history j --sheet 2 --limit 0\n"),
+            "{text}"
+        );
+        let doc = history_json("j", &history, None);
+        assert_eq!(doc["total_records"], 10_000);
+        assert_eq!(doc["returned"], 1);
+        assert_eq!(doc["truncated"], true);
     }
 }

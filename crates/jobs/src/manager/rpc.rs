@@ -744,7 +744,12 @@ async fn recover(m: JobManager, _: Ctx, p: RecoverParams) -> RpcResult {
 
 /// `job.history` (ours: `mozart history` through the conductor): the job's attempts, newest first.
 fn history(m: &JobManager, p: HistoryParams) -> RpcResult {
-    let limit = if p.limit == 0 { 50 } else { p.limit };
+    // 0: every attempt (as `list --limit 0`); the answer says how many there are in all.
+    let limit = if p.limit == 0 {
+        usize::MAX
+    } else {
+        p.limit as usize
+    };
     let registry = lock(&m.shared.registry);
     if registry
         .get_job(&p.job_id)
@@ -754,12 +759,16 @@ fn history(m: &JobManager, p: HistoryParams) -> RpcResult {
         return Err(job_error(JobError::NotFound(p.job_id)));
     }
     let rows = registry
-        .attempts(&p.job_id, p.sheet_num, limit as usize)
+        .attempts(&p.job_id, p.sheet_num, limit)
+        .map_err(|e| job_error(e.into()))?;
+    let total = registry
+        .count_attempts(&p.job_id, p.sheet_num)
         .map_err(|e| job_error(e.into()))?;
     // The registry records every attempt, so history always exists (possibly empty).
     to_value(HistoryResult {
         job_id: p.job_id,
         has_history: true,
         records: rows.iter().map(wire::history_record).collect(),
+        total: Some(total),
     })
 }

@@ -1206,6 +1206,22 @@ impl Registry {
             .map_err(self.err(ctx))
     }
 
+    /// How many attempts of job `job_id` (of sheet `sheet` only, when given) are recorded:
+    /// the total `history` reports beside the newest ones it lists.
+    pub fn count_attempts(&self, job_id: &str, sheet: Option<u32>) -> Result<u64> {
+        let ctx = format!("counting attempts of job '{job_id}'");
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM attempts WHERE job_id=?1 AND (?2 IS NULL OR sheet_num=?2)",
+            )
+            .map_err(self.err(&ctx))?;
+        let n: i64 = stmt
+            .query_row(params![job_id, sheet], |r| r.get(0))
+            .map_err(self.err(ctx))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     /// Every sheet's failed attempts (those that recorded an error code or message), by
     /// sheet: at most the newest `per_sheet` of each, oldest first, with the count of older
     /// ones left out. What `job.errors` lists (the checkpoint keeps only each sheet's last
