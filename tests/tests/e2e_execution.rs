@@ -501,3 +501,19 @@ fn an_inherited_rule_in_the_prompt_names_its_file() {
     );
     assert!(second.contains(&wanted), "{second}");
 }
+
+/// `content_contains` with `pattern: "sheet {sheet_num} done"`: the prompt told the sheet
+/// "Must contain: `sheet 1 done`" while the check looked for the text as written, braces
+/// and all, so a sheet doing what it was told failed. The check fills the placeholders in.
+#[test]
+fn a_content_contains_pattern_is_checked_as_the_prompt_states_it() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let score = env.write_score(
+        "pat",
+        "name: pat\nworkspace: ./pat-ws\ninstrument: shell\nretry: {max_retries: 0}\nsheet: {size: 1, total_items: 1}\nprompt: {template: \"RUN: echo 'sheet {{ sheet_num }} done' > {{ workspace }}/out.txt\"}\nvalidations:\n  - type: content_contains\n    path: \"{workspace}/out.txt\"\n    pattern: \"sheet {sheet_num} done\"\n",
+    );
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "pat", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+}

@@ -114,9 +114,12 @@ pub(crate) fn sheet_rules(
                 ValidationType::FileModified => ValidationCheck::FileModified {
                     path: path(&rule.path),
                 },
+                // Its `{placeholders}` are filled as the path's are, so the text checked is
+                // the text the prompt's "Must contain" shows (upstream checked the pattern
+                // as written while its prompt showed it filled in).
                 ValidationType::ContentContains => ValidationCheck::ContentContains {
                     path: path(&rule.path),
-                    pattern: rule.pattern.clone().unwrap_or_default(),
+                    pattern: expand(rule.pattern.as_deref().unwrap_or(""), false),
                 },
                 ValidationType::ContentRegex => ValidationCheck::ContentRegex {
                     path: path(&rule.path),
