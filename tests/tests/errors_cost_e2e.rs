@@ -323,6 +323,47 @@ cli:
     }
 }
 
+/// "Cost: unknown" says why only where it is so: a `claude_cli` sheet in its default
+/// stream-json mode whose CLI failed before reporting was told "(claude_cli with
+/// output_format: text does not; stream-json does)", as were `claude-code` jobs; the hint is
+/// for `claude_cli` with `output_format: text`.
+#[test]
+fn the_text_mode_cost_hint_is_only_for_claude_cli_in_text_mode() {
+    let env = TestEnv::new();
+    let claude = env.bin.join("claude");
+    let _ = std::fs::remove_file(&claude);
+    // Text mode: an answer and exit 0; any other mode: a crash before any output.
+    std::fs::write(
+        &claude,
+        "#!/bin/sh\ncase \"$*\" in *stream-json*|*json*) echo 'boom' >&2; exit 1;; esac\necho done\n",
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&claude).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&claude, perms).unwrap();
+    env.start_conductor();
+    let hint = "output_format: text";
+    for (job, backend, wanted) in [
+        ("streamed", "", "failed"),
+        ("profile", "instrument: claude-code\n", "failed"),
+        ("texted", "backend: {output_format: text}\n", "completed"),
+    ] {
+        let score = env.write_score(
+            job,
+            &format!(
+                "name: {job}\nworkspace: ./{job}-ws\n{backend}retry: {{max_retries: 0}}\n\
+                 sheet: {{size: 1, total_items: 1}}\nprompt: {{template: \"answer ok\"}}\n"
+            ),
+        );
+        run(&env, &score, &[]);
+        let doc = wait_terminal(&env, job, 60.0);
+        assert_eq!(doc["status"], wanted, "{doc:#}");
+        let text = stdout(&env.mozart(&["status", job]));
+        assert!(text.contains("Cost: unknown"), "{job}: {text}");
+        assert_eq!(text.contains(hint), job == "texted", "{job}: {text}");
+    }
+}
+
 /// The attempt a failed sheet ended on is `permanent` whatever its code — an `exit 1`
 /// (E009, a code of the transient class) that ran out of retries is not passing — and the
 /// ones before it were retried, so `transient`; `--type permanent` finds the last one.

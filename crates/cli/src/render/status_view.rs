@@ -1135,7 +1135,7 @@ impl View<'_> {
                 true => "the instrument".to_string(),
                 false => names.join(" or "),
             };
-            let hint = if names.is_empty() || names.iter().any(|n| n.contains("claude")) {
+            let hint = if claude_cli_in_text_mode(job, &names) {
                 " (claude_cli with output_format: text does not; stream-json does)"
             } else {
                 ""
@@ -1526,6 +1526,28 @@ fn unreported_instruments(job: &JobCheckpoint) -> Vec<String> {
         names.retain(|n| n != "shell");
     }
     names
+}
+
+/// Whether the "Cost: unknown" line's hint about `claude_cli`'s text mode is true of `job`:
+/// `claude_cli` ran on a sheet whose cost is unknown (`names`: the ones that ran, empty when
+/// not recorded: the score's instrument) with `backend.output_format: text`. Not for its
+/// json / stream-json modes (their CLI reports its cost: unknown there means it failed before
+/// reporting), nor for the `claude-code` profile or any other instrument.
+fn claude_cli_in_text_mode(job: &JobCheckpoint, names: &[String]) -> bool {
+    let config = job.config_snapshot.as_ref();
+    let text_mode = config
+        .and_then(|c| c.pointer("/backend/output_format"))
+        .and_then(Value::as_str)
+        == Some("text");
+    let ran_claude_cli = if names.is_empty() {
+        let named = config
+            .and_then(|c| c.get("instrument"))
+            .and_then(Value::as_str);
+        matches!(named, None | Some("claude_cli"))
+    } else {
+        names.iter().any(|n| n == "claude_cli")
+    };
+    text_mode && ran_claude_cli
 }
 
 fn only_stopped_attempts_unknown(job: &JobCheckpoint) -> bool {
