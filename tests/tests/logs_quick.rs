@@ -186,3 +186,104 @@ fn a_quick_retry_removes_the_earlier_attempts_log_and_leaves_none() {
     assert!(!shown.contains("first-attempt-err"), "{shown}");
     env.stop_conductor();
 }
+
+/// A tmpfs mounted on `dir` (needs root: the test says so and passes without it, fails on
+/// CI); unmounted when dropped.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(dir: &std::path::Path, size: &str) -> Option<SmallDisk> {
+        std::fs::create_dir_all(dir).unwrap();
+        let out = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(dir)
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            mozart_tests::users::missing(
+                &format!(
+                    "a tmpfs for the workspace: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+                "run the tests as root",
+            );
+            return None;
+        }
+        Some(SmallDisk(dir.to_path_buf()))
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .output();
+    }
+}
+
+/// A sheet whose log cannot be written — its workspace's disk filled while it ran — still
+/// completes, and its output is not passed off as none: `logs --sheet` said "no output
+/// recorded" (the empty log file hid the registry's tail) and nothing said why. Now the
+/// conductor's log names the file and the error, and `logs --sheet` shows what the registry
+/// kept, saying the log could not be written and why.
+#[test]
+fn a_sheet_log_that_could_not_be_written_is_said_not_passed_off_as_no_output() {
+    let env = TestEnv::new();
+    let ws = env.work.join("full-ws");
+    let Some(_disk) = SmallDisk::mount(&ws, "1m") else {
+        return;
+    };
+    env.start_conductor();
+    // Sheet 1 makes the logs directory; sheet 2 fills the disk, then prints 8 KB (more
+    // than the registry row holds, so it goes to a log file).
+    run(
+        &env,
+        "fills",
+        &format!(
+            "name: fills\nworkspace: {ws}\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+             sheet: {{size: 1, total_items: 2}}\nprompt:\n  template: |\n    \
+             RUN: if [ {{{{ sheet_num }}}} = 2 ]; then head -c 4M /dev/zero > '{ws}/filler' || true; \
+             head -c 6000 /dev/zero | base64; echo the-end; fi\n",
+            ws = ws.display()
+        ),
+    );
+    let doc = crate::harness::wait_terminal(&env, "fills", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    let log = ws.join("logs").join("sheet-02.stdout.log");
+    let conductor_log = env.log();
+    assert!(
+        conductor_log.contains("sheet_log.unwritten")
+            && conductor_log.contains(&log.display().to_string())
+            && conductor_log.contains("No space left on device"),
+        "{conductor_log}"
+    );
+    let out = env.mozart(&["logs", "fills", "--sheet", "2"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains("no output recorded"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "Note: the conductor could not write {}",
+            log.display()
+        )) && text.contains("No space left on device"),
+        "{text}"
+    );
+    assert!(text.contains("the-end"), "the registry's tail: {text}");
+    let out = env.mozart(&["logs", "fills", "--sheet", "2", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let stdout_doc = &doc["streams"]["stdout"];
+    assert_eq!(stdout_doc["source"], "registry", "{doc:#}");
+    assert!(
+        stdout_doc["log_unwritten"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("No space left on device")),
+        "{doc:#}"
+    );
+}

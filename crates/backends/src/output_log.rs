@@ -332,6 +332,9 @@ pub fn create_private(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
+/// The conductor log's event for a sheet log that could not be written (`path`, `error`).
+pub const UNWRITTEN_EVENT: &str = "sheet_log.unwritten";
+
 /// A sheet's output as a reader shows it: the stream's log file when there is one, else the
 /// tail the registry kept (a short, quick stream leaves no file — issue 24).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -356,7 +359,9 @@ pub fn read_sheet_output(
     let from_file = workspace.and_then(|w| {
         let path = mozart_ipc::paths::sheet_output_log(w, job_id, sheet, stream);
         let bytes = std::fs::read(&path).ok()?;
-        Some(SheetOutput {
+        // An empty log is one that could not be written (a log is created for output that
+        // goes to it): the registry's tail is what there is.
+        (!bytes.is_empty()).then(|| SheetOutput {
             text: redact_owned(String::from_utf8_lossy(&bytes).into_owned()),
             file: Some(path),
         })
@@ -398,6 +403,10 @@ pub fn read_sheet_output_tail(
     let from_file = workspace.and_then(|w| {
         let path = mozart_ipc::paths::sheet_output_log(w, job_id, sheet, stream);
         let (bytes, skipped_bytes) = read_file_tail(&path, max_bytes).ok()?;
+        if bytes.is_empty() && skipped_bytes == 0 {
+            // An empty log: it could not be written; the registry's tail is what there is.
+            return None;
+        }
         Some(SheetOutputTail {
             text: redact_owned(String::from_utf8_lossy(&bytes).into_owned()),
             file: Some(path),

@@ -587,7 +587,7 @@ impl StreamLog {
         }
         if let Some(file) = &mut self.file {
             if let Err(err) = file.write(chunk) {
-                tracing::warn!(%err, "cannot write instrument output log; continuing without it");
+                log_unwritten(self.path.as_deref(), &err);
                 self.file = None;
             }
         }
@@ -602,7 +602,7 @@ impl StreamLog {
             return;
         }
         if let Some(Err(err)) = self.file.as_mut().map(RedactingLog::finish) {
-            tracing::warn!(%err, "cannot write instrument output log");
+            log_unwritten(self.path.as_deref(), &err);
         }
     }
 }
@@ -643,10 +643,24 @@ fn open_log(path: &std::path::Path) -> Option<RedactingLog> {
     match RedactingLog::create(path) {
         Ok(log) => Some(log),
         Err(err) => {
-            tracing::warn!(path = %path.display(), %err, "cannot create instrument output log");
+            log_unwritten(Some(path), &err);
             None
         }
     }
+}
+
+/// A sheet log that could not be written (a full disk): said in the conductor's log with
+/// the file and why — the event [`crate::output_log::UNWRITTEN_EVENT`], which `mozart logs
+/// JOB --sheet N` looks for to say the log is missing or incomplete, and why.
+fn log_unwritten(path: Option<&std::path::Path>, err: &io::Error) {
+    let path = path.map(|p| p.display().to_string()).unwrap_or_default();
+    tracing::warn!(
+        event = crate::output_log::UNWRITTEN_EVENT,
+        path = %path,
+        error = %err,
+        "cannot write the sheet log {path}: {err}; the sheet goes on without it (the registry \
+         keeps the last {REGISTRY_TAIL_BYTES} bytes of the output)"
+    );
 }
 
 fn exit_parts(status: Option<std::process::ExitStatus>) -> (Option<i32>, Option<i32>) {

@@ -226,32 +226,54 @@ fn sheet_output(globals: &Globals, id: &str, sheet: u32, args: &Args) -> Result<
             .map(PathBuf::from)
     });
     let mut streams = Vec::new();
+    // The conductor's word that a log could not be written (a full disk), read once.
+    let mut unwritten_logs = None;
     for (stream, tail) in [
         ("stdout", &state.stdout_tail),
         ("stderr", &state.stderr_tail),
     ] {
-        let Some(found) = mozart_backends::output_log::read_sheet_output(
+        let unwritten = workspace.as_deref().and_then(|w| {
+            let path = mozart_ipc::paths::sheet_output_log(w, id, sheet, stream);
+            unwritten_logs
+                .get_or_insert_with(|| unwritten_sheet_logs(globals))
+                .remove(&path.display().to_string())
+                .map(|(at, error)| Unwritten { path, at, error })
+        });
+        let found = mozart_backends::output_log::read_sheet_output(
             workspace.as_deref(),
             id,
             sheet,
             stream,
             tail.as_deref(),
-        ) else {
-            continue;
+        );
+        let (text, source) = match found {
+            Some(found) => {
+                let source = found
+                    .file
+                    .map_or_else(|| "registry".to_string(), |f| f.display().to_string());
+                // 0 or less: all of it.
+                let lines = usize::try_from(args.lines).unwrap_or(0);
+                let text = mozart_backends::output_log::last_lines(&found.text, lines);
+                (text, source)
+            }
+            // Nothing kept, but the reason is known: said, not "no output".
+            None if unwritten.is_some() => (String::new(), "none".to_string()),
+            None => continue,
         };
-        let source = found
-            .file
-            .map_or_else(|| "registry".to_string(), |f| f.display().to_string());
-        // 0 or less: all of it.
-        let lines = usize::try_from(args.lines).unwrap_or(0);
-        let text = mozart_backends::output_log::last_lines(&found.text, lines);
-        streams.push((stream, text, source));
+        streams.push((stream, text, source, unwritten));
     }
     if args.output.is_json() {
         let out: Map<String, Value> = streams
             .iter()
-            .map(|(stream, text, source)| {
-                let v = serde_json::json!({ "text": text, "source": source });
+            .map(|(stream, text, source, unwritten)| {
+                let mut v = serde_json::json!({ "text": text, "source": source });
+                if let Some(u) = unwritten {
+                    v["log_unwritten"] = serde_json::json!({
+                        "path": u.path.display().to_string(),
+                        "at": u.at,
+                        "error": u.error,
+                    });
+                }
                 (stream.to_string(), v)
             })
             .collect();
@@ -263,18 +285,42 @@ fn sheet_output(globals: &Globals, id: &str, sheet: u32, args: &Args) -> Result<
     if streams.is_empty() {
         println!("Sheet {sheet} of {id}: no output recorded.");
     }
-    for (stream, text, source) in &streams {
-        let from = match source.as_str() {
-            "registry" => "the registry (no log file: short output that ended within a second)",
-            path => path,
+    for (stream, text, source, unwritten) in &streams {
+        let from = match (source.as_str(), unwritten) {
+            ("registry", None) => {
+                "from the registry (no log file: short output that ended within a second)"
+                    .to_string()
+            }
+            ("registry", Some(_)) => format!(
+                "from the registry (the end of the output it keeps, at most {} bytes: the log \
+                 file could not be written)",
+                mozart_backends::process::REGISTRY_TAIL_BYTES
+            ),
+            ("none", _) => "nothing kept (the log file could not be written)".to_string(),
+            (path, _) => format!("from {path}"),
         };
         println!(
             "{}",
             style.paint(
-                &format!("=== sheet {sheet} {stream} — from {from} ==="),
+                &format!("=== sheet {sheet} {stream} — {from} ==="),
                 Color::Dim
             )
         );
+        if let Some(u) = unwritten {
+            println!(
+                "{}",
+                style.paint(
+                    &format!(
+                        "Note: the conductor could not write {} ({}, at {}): it is missing or \
+                         incomplete.",
+                        u.path.display(),
+                        u.error,
+                        u.at
+                    ),
+                    Color::Yellow
+                )
+            );
+        }
         // The instrument's own bytes: shown, never obeyed by the terminal.
         print!("{}", crate::output::terminal_safe(text));
         if !text.ends_with('\n') && !text.is_empty() {
@@ -282,6 +328,44 @@ fn sheet_output(globals: &Globals, id: &str, sheet: u32, args: &Args) -> Result<
         }
     }
     Ok(0)
+}
+
+/// A sheet log the conductor said it could not write: the file, when, and why.
+struct Unwritten {
+    path: PathBuf,
+    at: String,
+    error: String,
+}
+
+/// Every sheet log the conductor's log says could not be written (a full disk), by path:
+/// the last time and why. Empty when the log cannot be read.
+fn unwritten_sheet_logs(globals: &Globals) -> std::collections::HashMap<String, (String, String)> {
+    use std::io::BufRead;
+    let mut found = std::collections::HashMap::new();
+    let Ok(paths) = crate::conductor_client::paths(globals, None) else {
+        return found;
+    };
+    let Ok(file) = File::open(conductor_log(&paths)) else {
+        return found;
+    };
+    let event = mozart_backends::output_log::UNWRITTEN_EVENT;
+    for line in std::io::BufReader::new(file)
+        .split(b'\n')
+        .map_while(Result::ok)
+    {
+        if !line.windows(event.len()).any(|w| w == event.as_bytes()) {
+            continue;
+        }
+        let Ok(entry) = serde_json::from_slice::<Value>(&line) else {
+            continue;
+        };
+        if entry["event"] != event {
+            continue;
+        }
+        let text = |k: &str| entry[k].as_str().unwrap_or_default().to_string();
+        found.insert(text("path"), (text("timestamp"), text("error")));
+    }
+    found
 }
 
 /// True when a running conductor says it has no job `id` (its registry holds every job it
@@ -335,7 +419,7 @@ fn conductor_log(paths: &mozart_conductor::ConductorPaths) -> PathBuf {
             .ok()
             .and_then(|c| c.log_file),
     };
-    configured.unwrap_or_else(|| paths.log_file.clone())
+    paths.log_for(configured.as_deref())
 }
 
 /// The file itself, else its newest rotated copy (`<name>.1`, `<name>.1.gz`, ...).
