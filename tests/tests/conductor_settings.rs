@@ -436,3 +436,40 @@ fn config_show_says_only_what_is_in_force() {
     assert!(text.contains("until 'mozart restart'"), "{text}");
     assert_eq!(env.stop_conductor().status.code(), Some(0));
 }
+
+/// With `log_file` set, a clone writes its own `logs/clone-NAME.log` (conductor.md's clone
+/// table), not production's log, and `mozart --conductor-clone=NAME logs` reads it.
+#[test]
+fn a_clone_writes_its_own_log_even_with_log_file_set() {
+    let env = TestEnv::new();
+    let prod_log = env.root().join("prod.log");
+    std::fs::write(
+        env.home.join("conductor.yaml"),
+        format!("log_file: {}\n", prod_log.display()),
+    )
+    .unwrap();
+    let clone_log = env.home.join("logs/clone-t.log");
+    let out = env.mozart(&["--conductor-clone=t", "start"]);
+    let text = both(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(&format!("Log: {}", clone_log.display())),
+        "{text}"
+    );
+    poll(&env, 30.0, "the clone's log", || {
+        std::fs::read_to_string(&clone_log)
+            .ok()
+            .filter(|t| t.contains("daemon.started"))
+    });
+    assert!(!prod_log.exists(), "the clone wrote production's log");
+    let out = env.mozart(&["--conductor-clone=t", "logs", "-n", "50"]);
+    let text = both(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("daemon.started"), "{text}");
+    let out = env.mozart(&["--conductor-clone=t", "stop"]);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    // Without the clone running, logs still read the clone's own log.
+    let out = env.mozart(&["--conductor-clone=t", "logs", "-n", "50"]);
+    let text = both(&out);
+    assert!(text.contains("daemon.stopped"), "{text}");
+}

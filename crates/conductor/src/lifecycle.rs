@@ -53,10 +53,12 @@ impl Conductor {
         if let Some(level) = log_level {
             config.log_level = level.to_ascii_lowercase();
         }
-        let log_file = config
-            .log_file
-            .clone()
-            .unwrap_or_else(|| paths.log_file.clone());
+        let log_file = paths.log_for(config.log_file.as_deref());
+        if paths.clone_stem.is_some() {
+            // A clone does not use `log_file` (it writes its own log): `daemon.config` and
+            // `config show` say so.
+            config.log_file = None;
+        }
         // The home holds prompts, instrument output and error text: everything the conductor
         // creates while starting up (home, logs, registry, learning store) is private. The
         // umask is restored once they exist, so instruments create files as the user expects.

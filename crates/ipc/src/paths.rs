@@ -206,6 +206,16 @@ impl ConductorPaths {
         self
     }
 
+    /// The log this conductor writes: `log_file` from its config (`configured`), else the
+    /// home's `logs/conductor.log`. A clone always writes its own `logs/clone-NAME.log`,
+    /// never production's (upstream overrides `log_file` for clones too).
+    pub fn log_for(&self, configured: Option<&Path>) -> PathBuf {
+        match (&self.clone_stem, configured) {
+            (None, Some(file)) => file.to_path_buf(),
+            _ => self.log_file.clone(),
+        }
+    }
+
     /// "Mozart conductor" or "clone conductor", as upstream's messages say.
     pub fn who(&self) -> &'static str {
         if self.clone_stem.is_some() {

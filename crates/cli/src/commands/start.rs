@@ -108,7 +108,12 @@ pub(crate) fn prepare_noting(
     // could not create is said now, naming the key and the file.
     let socket_named = args.socket.is_some()
         || std::env::var_os(mozart_ipc::paths::SOCKET_ENV).is_some_and(|v| !v.is_empty());
-    config.check_paths(&file, !socket_named).map_err(fail)?;
+    let mut checked = config.clone();
+    if globals.conductor_clone.is_some() {
+        // A clone writes its own log, not `log_file`.
+        checked.log_file = None;
+    }
+    checked.check_paths(&file, !socket_named).map_err(fail)?;
     let warnings = warnings
         .into_iter()
         .map(|w| format!("{}: warning: {w}", file.display()))
@@ -212,10 +217,7 @@ fn report_already_running(paths: &ConductorPaths, pid: &str) -> Result<Option<i3
 }
 
 fn log_path(config: &DaemonConfig, paths: &ConductorPaths) -> PathBuf {
-    config
-        .log_file
-        .clone()
-        .unwrap_or_else(|| paths.log_file.clone())
+    paths.log_for(config.log_file.as_deref())
 }
 
 fn run_here(config: DaemonConfig, paths: ConductorPaths, args: &Args) -> Result<i32, CliError> {
