@@ -337,7 +337,8 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
                     let len = 2 + params + 1;
                     out.push_str(&rest[..len]);
                     rest = &rest[len..];
-                    coloured = true;
+                    // Open until a reset (`ESC[m`, `ESC[0m`) closes it.
+                    coloured = !matches!(&after[..params], "" | "0");
                     continue;
                 }
             }
@@ -353,7 +354,7 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
         }
         rest = &rest[c.len_utf8()..];
     }
-    if coloured && !out.trim_end().ends_with("\u{1b}[0m") {
+    if coloured {
         // Before the text's own last line break, if any: the line stays the last one.
         let body = out.trim_end_matches('\n').len();
         out.insert_str(body, "\u{1b}[0m");
