@@ -363,3 +363,60 @@ fn history_of_a_large_job_says_it_is_cut_and_limit_0_lists_every_attempt() {
         &text[text.len().saturating_sub(300)..]
     );
 }
+
+/// A job that gets no sheet because another job's sheets fill every one of the conductor's
+/// `max_concurrent_sheets` slots (default 10) says so, in `status`, `status --json` and the
+/// dashboard's detail page; once a slot frees it runs and says nothing of slots.
+#[test]
+fn a_job_held_back_by_the_conductors_sheet_slots_says_why() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let hog = r#"name: hog
+workspace: ./hog-ws
+instrument: shell
+sheet:
+  size: 1
+  total_items: 1
+  fan_out:
+    1: 12
+parallel:
+  enabled: true
+  max_concurrent: 20
+pause_between_sheets_seconds: 0
+prompt:
+  template: |
+    RUN: while [ ! -e "{{ workspace }}/../go" ]; do sleep 0.05; done
+retry:
+  max_retries: 0
+"#;
+    let small = r#"name: small
+workspace: ./small-ws
+instrument: shell
+sheet:
+  size: 1
+  total_items: 3
+pause_between_sheets_seconds: 0
+prompt:
+  template: |
+    RUN: true
+"#;
+    let path = env.write_score("hog", hog);
+    submit_now(&env, &path);
+    wait_status(&env, "hog", 60.0, |d| {
+        d["sheets"]
+            .as_object()
+            .is_some_and(|s| s.values().filter(|s| s["status"] == "in_progress").count() == 10)
+    });
+    let path = env.write_score("small", small);
+    submit_now(&env, &path);
+    let words = "waiting for a sheet slot: the conductor runs its max_concurrent_sheets (10) sheets for other jobs";
+    let doc = wait_status(&env, "small", 60.0, |d| d["waiting_reason"] == words);
+    assert_eq!(doc["status"], "running", "{doc:#}");
+    let text = stdout(&env.mozart(&["status", "small"]));
+    assert!(text.contains(&format!("Waiting: {words}")), "{text}");
+
+    std::fs::write(env.work.join("go"), "").expect("gate");
+    let doc = wait_status(&env, "small", 60.0, |d| d["status"] == "completed");
+    assert!(doc["waiting_reason"].is_null(), "{doc:#}");
+    wait_status(&env, "hog", 60.0, |d| d["status"] == "completed");
+}

@@ -42,7 +42,7 @@ pub(crate) struct ConductorHost {
     /// burst then writes once (see [`save_sheet`]).
     header_due: std::collections::HashSet<String>,
     /// Attempts handed to musicians whose result is not persisted yet (what a pause waits for).
-    running: std::collections::HashSet<(String, u32)>,
+    pub(super) running: std::collections::HashSet<(String, u32)>,
     /// Each parked instrument's wall-clock end of its rate-limit wait (for the log).
     rate_limits: HashMap<String, f64>,
     /// The same of each job's own wait (job, instrument), on an instrument whose rate

@@ -248,6 +248,9 @@ pub(crate) struct Shared {
     pub hook_cancels: Mutex<std::collections::HashMap<String, tokio::sync::watch::Sender<bool>>>,
     /// Job slots (`max_concurrent_jobs`), as last configured (start or reload).
     pub max_concurrent_jobs: std::sync::atomic::AtomicU32,
+    /// Sheets the conductor runs at once across all jobs (`max_concurrent_sheets`, read at
+    /// start only): `status` says when a job waits for one of them.
+    pub max_concurrent_sheets: u32,
     /// Serialises submissions (conductor.md §6.4 step 8).
     pub submit_lock: tokio::sync::Mutex<()>,
     /// Ids of the jobs in the table, kept beside it so that `job.list_page` can tell a
@@ -394,6 +397,7 @@ impl JobManager {
             hook_tx: OnceLock::new(),
             hook_cancels: Mutex::new(std::collections::HashMap::new()),
             max_concurrent_jobs: std::sync::atomic::AtomicU32::new(config.max_concurrent_jobs),
+            max_concurrent_sheets: config.max_concurrent_sheets.max(1),
             submit_lock: tokio::sync::Mutex::new(()),
             loaded: Mutex::new(std::collections::HashSet::new()),
             _registry_checkpointer: registry_checkpointer,

@@ -223,6 +223,30 @@ impl ConductorHost {
             .unwrap_or_default()
     }
 
+    /// Why a running job runs nothing although it has sheets to run: every one of the
+    /// conductor's `max_concurrent_sheets` slots runs another job's sheet (jobs are served
+    /// in the order they came, as upstream's). `None` when it runs a sheet, has none
+    /// pending, or a slot is free.
+    fn sheet_slot_words(&self, id: &str) -> Option<String> {
+        let e = self.table.jobs.get(id)?;
+        let live = e.live.as_ref()?;
+        let limit = self.shared.max_concurrent_sheets;
+        let running_here = self.running.iter().filter(|(job, _)| job == id).count();
+        let pending = live
+            .sheets
+            .statuses()
+            .any(|(_, s)| s == SheetStatus::Pending);
+        (e.record.status == DaemonJobStatus::Running
+            && running_here == 0
+            && pending
+            && self.running.len() >= limit as usize)
+            .then(|| {
+                format!(
+                    "waiting for a sheet slot: the conductor runs its max_concurrent_sheets ({limit}) sheets for other jobs"
+                )
+            })
+    }
+
     /// The live document, the running sheets' progress and what the job waits for, in one
     /// visit to the table.
     fn live_status(
@@ -246,7 +270,8 @@ impl ConductorHost {
                         .to_string()
                 })
             })
-            .or_else(|| e.and_then(pacing_words));
+            .or_else(|| e.and_then(pacing_words))
+            .or_else(|| self.sheet_slot_words(id));
         let pausing = self.pausing(id);
         let live = self.table.jobs.get_mut(id).and_then(|e| {
             let mut doc = super::live_status_doc(e, live_query)?;
