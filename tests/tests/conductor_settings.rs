@@ -473,3 +473,31 @@ fn a_clone_writes_its_own_log_even_with_log_file_set() {
     let text = both(&out);
     assert!(text.contains("daemon.stopped"), "{text}");
 }
+
+/// Upstream's bounds: `profiler.interval_seconds` below 1 (which was accepted, "Applied",
+/// while 1 s was used), `observer.watch_interval_seconds` 0 and `profiler.jsonl_max_bytes`
+/// 1 are refused by `config set` and `config check`, naming the key and the bound.
+#[test]
+fn values_upstream_refuses_are_refused() {
+    let env = TestEnv::new();
+    let file = env.home.join("conductor.yaml");
+    for (key, value, bound) in [
+        ("profiler.interval_seconds", "0.3", "at least 1"),
+        ("observer.watch_interval_seconds", "0", "at least 0.5"),
+        ("profiler.jsonl_max_bytes", "1", "at least 1048576"),
+    ] {
+        let out = env.mozart(&["config", "set", key, value]);
+        let text = both(&out);
+        assert_eq!(out.status.code(), Some(1), "{key}: {text}");
+        assert!(text.contains(key) && text.contains(bound), "{key}: {text}");
+        let (section, field) = key.split_once('.').unwrap();
+        std::fs::write(&file, format!("{section}:\n  {field}: {value}\n")).unwrap();
+        let out = env.mozart(&["config", "check"]);
+        let text = both(&out);
+        assert_eq!(out.status.code(), Some(1), "{key}: {text}");
+        assert!(text.contains(key) && text.contains(bound), "{key}: {text}");
+        std::fs::remove_file(&file).unwrap();
+    }
+    let out = env.mozart(&["config", "set", "profiler.interval_seconds", "1.5"]);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+}

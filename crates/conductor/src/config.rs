@@ -574,6 +574,7 @@ impl DaemonConfig {
             .and_then(|()| self.check_limits())
             .and_then(|()| self.check_settings())
             .and_then(|()| self.check_preflight_and_learning())
+            .and_then(|()| self.check_section_bounds())
             .and_then(|()| self.dashboard.check())
             .map_err(|(field, message)| ConductorError::ConfigField {
                 path: path.to_path_buf(),
@@ -669,6 +670,77 @@ impl DaemonConfig {
                     field,
                     format!("must be at most {MAX_SETTING_SECONDS:.0} (a year), not {value:e}"),
                 ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Upstream's lower bounds of the `observer:`, `learning:` and `profiler:` fields (spec
+    /// conductor.md §3.2): a file upstream refuses is refused here too, even where this port
+    /// does not use the field.
+    fn check_section_bounds(&self) -> Result<(), FieldError> {
+        let (o, p) = (&self.observer, &self.profiler);
+        let floats = [
+            (
+                "observer.watch_interval_seconds",
+                o.watch_interval_seconds,
+                0.5,
+            ),
+            (
+                "observer.coalesce_window_seconds",
+                o.coalesce_window_seconds,
+                0.0,
+            ),
+            (
+                "learning.entropy_check_interval_seconds",
+                self.learning.entropy_check_interval_seconds,
+                60.0,
+            ),
+            ("profiler.interval_seconds", p.interval_seconds, 1.0),
+        ];
+        for (field, value, min) in floats {
+            if value < min {
+                return Err((field, format!("must be at least {min}, not {value}")));
+            }
+        }
+        let whole = [
+            (
+                "observer.snapshot_ttl_hours",
+                u64::from(o.snapshot_ttl_hours),
+                1,
+            ),
+            ("observer.max_queue_size", u64::from(o.max_queue_size), 100),
+            ("observer.max_timeline_bytes", o.max_timeline_bytes, 4096),
+            ("profiler.jsonl_max_bytes", p.jsonl_max_bytes, 1_048_576),
+            (
+                "profiler.retention.full_resolution_hours",
+                u64::from(p.retention.full_resolution_hours),
+                1,
+            ),
+            (
+                "profiler.retention.downsampled_days",
+                u64::from(p.retention.downsampled_days),
+                1,
+            ),
+            (
+                "profiler.retention.events_days",
+                u64::from(p.retention.events_days),
+                1,
+            ),
+            (
+                "profiler.correlation.interval_minutes",
+                u64::from(p.correlation.interval_minutes),
+                5,
+            ),
+            (
+                "profiler.correlation.min_sample_size",
+                u64::from(p.correlation.min_sample_size),
+                2,
+            ),
+        ];
+        for (field, value, min) in whole {
+            if value < min {
+                return Err((field, format!("must be at least {min}, not {value}")));
             }
         }
         Ok(())
