@@ -433,6 +433,53 @@ prompt: {template: "RUN: true"}
     }
 }
 
+/// Lines named by validate are the lines of the fault: V201 said "Line 6" (the first line
+/// with the text anywhere) for a path on line 9, V208 the top-level `workspace:` for a
+/// variable, a dependency or fan_out out of range and a movement 0 the first line of their
+/// section, and a tab on line 2 "line 1, column 7".
+#[test]
+fn validate_names_the_line_of_the_fault() {
+    let env = TestEnv::new();
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "v201",
+            "name: v201\nworkspace: ./ws\ninstrument: shell\nretry: {max_retries: 1}\nsheet: {size: 1, total_items: 1}\nprompt: {template: \"RUN: touch {{ workspace }}/x\"}\nvalidations:\n  - type: file_exists\n    path: \"{{ workspace }}/x\"\n",
+            "[V201] Line 9:",
+        ),
+        (
+            "v208",
+            "name: v208\nworkspace: ./ws\ninstrument: shell\nsheet: {size: 1, total_items: 1}\nprompt:\n  template: \"RUN: true\"\n  variables:\n    x: 1\n    workspace: /tmp/elsewhere\n",
+            "[V208] Line 9:",
+        ),
+        (
+            "dep",
+            "name: dep\nworkspace: ./ws\ninstrument: shell\nsheet:\n  size: 1\n  total_items: 3\n  dependencies:\n    2: [1]\n    3: [7]\nprompt: {template: \"RUN: true\"}\n",
+            "in dep.yaml, line 9",
+        ),
+        (
+            "fo",
+            "name: fo\nworkspace: ./ws\ninstrument: shell\nsheet:\n  size: 1\n  total_items: 3\n  fan_out:\n    5: 2\nprompt: {template: \"RUN: true\"}\n",
+            "in fo.yaml, line 8",
+        ),
+        (
+            "mv",
+            "name: mv\nworkspace: ./ws\ninstrument: shell\nsheet: {size: 1, total_items: 2}\nprompt: {template: \"RUN: true\"}\nmovements:\n  1:\n    instrument: shell\n  0:\n    instrument: shell\n",
+            "in mv.yaml, line 9",
+        ),
+        (
+            "tab",
+            "name: tab\n\tworkspace: ./ws\ninstrument: shell\n",
+            "tab.yaml\", line 2, column 1",
+        ),
+    ];
+    for (name, yaml, says) in cases {
+        std::fs::write(env.work.join(format!("{name}.yaml")), yaml).unwrap();
+        let out = env.mozart(&["validate", &format!("{name}.yaml")]);
+        let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+        assert!(text.contains(says), "{name}: wanted {says:?}\n{text}");
+    }
+}
+
 /// Issue 23: hints lead somewhere — no Python words, no link to a guide that does not
 /// exist, and no "minimum sections" hint for a score whose sections are all there.
 #[test]

@@ -13,6 +13,36 @@ pub struct Checker<'a> {
     pub errors: Vec<FieldError>,
 }
 
+/// The node at a dotted path of `root`, if present.
+pub fn find_node<'a>(root: &'a Node, path: &str) -> Option<&'a Node> {
+    let mut node = root;
+    if path.is_empty() {
+        return Some(node);
+    }
+    for part in path.split('.') {
+        node = match &node.kind {
+            NodeKind::Map(entries) => &entries.iter().find(|(k, _)| k.key_text() == part)?.1,
+            NodeKind::Seq(items) => items.get(part.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(node)
+}
+
+/// The line of the entry a dotted path names: its key's line in a mapping (`2:` of
+/// `sheet.dependencies.2`), the item's in a list.
+pub fn key_line(root: &Node, path: &str) -> Option<usize> {
+    let (parent, last) = path.rsplit_once('.').unwrap_or(("", path));
+    match &find_node(root, parent)?.kind {
+        NodeKind::Map(entries) => entries
+            .iter()
+            .find(|(k, _)| k.key_text() == last)
+            .map(|(k, _)| k.line),
+        NodeKind::Seq(items) => items.get(last.parse::<usize>().ok()?).map(|n| n.line),
+        _ => None,
+    }
+}
+
 fn fmt_num(v: f64) -> String {
     if v == v.trunc() && v.abs() < 1e15 {
         format!("{}", v as i64)
@@ -32,18 +62,17 @@ impl<'a> Checker<'a> {
 
     /// The node at a dotted path, if present.
     pub fn find(&self, path: &str) -> Option<&'a Node> {
-        let mut node = self.root;
-        if path.is_empty() {
-            return Some(node);
+        find_node(self.root, path)
+    }
+
+    /// A custom validator's `ValueError` reported at `loc` (pydantic's location, as upstream
+    /// prints it) but said to be on the line of the entry `at` names (`sheet.dependencies.2`):
+    /// the model's first line told nothing of where the fault is.
+    pub fn value_error_at(&mut self, loc: &str, at: &str, msg: impl Into<String>) {
+        self.value_error(loc, msg);
+        if let (Some(line), Some(error)) = (key_line(self.root, at), self.errors.last_mut()) {
+            error.line = Some(line);
         }
-        for part in path.split('.') {
-            node = match &node.kind {
-                NodeKind::Map(entries) => &entries.iter().find(|(k, _)| k.key_text() == part)?.1,
-                NodeKind::Seq(items) => items.get(part.parse::<usize>().ok()?)?,
-                _ => return None,
-            };
-        }
-        Some(node)
     }
 
     /// Record an error at `path`.
@@ -360,8 +389,9 @@ fn check_instruments(c: &mut Checker<'_>, job: &JobConfig) {
     }
     for k in job.movements.keys() {
         if *k < 1 {
-            c.value_error(
+            c.value_error_at(
                 "movements",
+                &format!("movements.{k}"),
                 format!("Movement number must be a positive integer, got {k}"),
             );
             break;

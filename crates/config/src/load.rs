@@ -7,7 +7,7 @@ use crate::de::{from_node, FieldError};
 use crate::error::ConfigError;
 use crate::model::{BackendType, JobConfig};
 use crate::paths::{against_cwd, resolve_path};
-use crate::plan::expand_sheet;
+use crate::plan::expand_sheet_at;
 use crate::yaml::{self, python_float, Node, NodeKind};
 
 /// A loaded, validated score.
@@ -140,9 +140,9 @@ fn load_inner(
         };
         crate::tasks::load(&mut config, &base).map_err(ConfigError::Tasks)?;
     }
-    if let Err(msg) = expand_sheet(&mut config.sheet) {
+    if let Err((msg, at)) = expand_sheet_at(&mut config.sheet) {
         let mut checker = Checker::new(&root);
-        checker.value_error("sheet", msg);
+        checker.value_error_at("sheet", &at, msg);
         return Err(schema(checker.errors));
     }
     crate::tasks::assign_models(&mut config);

@@ -86,11 +86,26 @@ pub fn item_range(sheet: &SheetConfig, num: i64) -> (i64, i64) {
 /// Upstream's fan-out expansion plus the dependency range check, run as `SheetConfig`'s
 /// after-validators (§4.3, §4.4). Errors are the `ValueError` messages.
 pub fn expand_sheet(sheet: &mut SheetConfig) -> Result<(), String> {
+    expand_sheet_at(sheet).map_err(|(message, _)| message)
+}
+
+/// [`expand_sheet`], its error with the dotted path of the entry at fault
+/// (`sheet.dependencies.2`, `sheet.fan_out.5`), for the line a message names.
+pub fn expand_sheet_at(sheet: &mut SheetConfig) -> Result<(), (String, String)> {
+    let whole = |message: String| (message, "sheet".to_string());
+    expand_checked(sheet).map_err(|(message, at)| match at {
+        Some(at) => (message, at),
+        None => whole(message),
+    })
+}
+
+fn expand_checked(sheet: &mut SheetConfig) -> Result<(), (String, Option<String>)> {
+    let dep_at = |k: i64| Some(format!("sheet.dependencies.{k}"));
     // Before expansion too: fan-out walks every stage, and stages = total_items.
     if i128::from(total_sheets(sheet)) > i128::from(MAX_SHEETS) {
-        return Err(too_many_sheets(
-            i128::from(total_sheets(sheet)),
-            !sheet.fan_out.is_empty(),
+        return Err((
+            too_many_sheets(i128::from(total_sheets(sheet)), !sheet.fan_out.is_empty()),
+            None,
         ));
     }
     if !sheet.fan_out.is_empty() {
@@ -99,14 +114,16 @@ pub fn expand_sheet(sheet: &mut SheetConfig) -> Result<(), String> {
     let n = total_sheets(sheet);
     for (k, deps) in &sheet.dependencies {
         if *k < 1 || *k > n {
-            return Err(format!(
-                "Dependency key sheet {k} is out of range (valid: 1-{n})"
+            return Err((
+                format!("Dependency key sheet {k} is out of range (valid: 1-{n})"),
+                dep_at(*k),
             ));
         }
         for d in deps {
             if *d < 1 || *d > n {
-                return Err(format!(
-                    "Sheet {k} depends on sheet {d}, which is out of range (valid: 1-{n})"
+                return Err((
+                    format!("Sheet {k} depends on sheet {d}, which is out of range (valid: 1-{n})"),
+                    dep_at(*k),
                 ));
             }
         }
@@ -115,48 +132,60 @@ pub fn expand_sheet(sheet: &mut SheetConfig) -> Result<(), String> {
     // we refuse them here so every entry point agrees (architecture.md "Where upstream is broken").
     if let Some(cycle) = find_cycle(&sheet.dependencies, n) {
         let path: Vec<String> = cycle.iter().map(i64::to_string).collect();
-        return Err(format!(
-            "Circular dependency detected: {}",
-            path.join(" -> ")
+        return Err((
+            format!("Circular dependency detected: {}", path.join(" -> ")),
+            cycle.first().and_then(|k| dep_at(*k)),
         ));
     }
     Ok(())
 }
 
-fn expand_fan_out(sheet: &mut SheetConfig) -> Result<(), String> {
+fn expand_fan_out(sheet: &mut SheetConfig) -> Result<(), (String, Option<String>)> {
     if sheet.size != 1 {
-        return Err(format!("fan_out requires size=1, got size={}. Each stage must map to exactly one sheet for fan-out to work.", sheet.size));
+        return Err((format!("fan_out requires size=1, got size={}. Each stage must map to exactly one sheet for fan-out to work.", sheet.size), Some("sheet.size".into())));
     }
     if sheet.start_item != 1 {
-        return Err(format!("fan_out requires start_item=1, got start_item={}. Fan-out stages are 1-indexed from the beginning.", sheet.start_item));
+        return Err((format!("fan_out requires start_item=1, got start_item={}. Fan-out stages are 1-indexed from the beginning.", sheet.start_item), Some("sheet.start_item".into())));
     }
     let stages = sheet.total_items;
     for (s, c) in &sheet.fan_out {
         if *s < 1 || *s > stages {
-            return Err(format!(
-                "fan_out references stage {s}, but total_stages is {stages} (valid: 1-{stages})"
+            return Err((
+                format!(
+                    "fan_out references stage {s}, but total_stages is {stages} (valid: 1-{stages})"
+                ),
+                Some(format!("sheet.fan_out.{s}")),
             ));
         }
         if *c < 1 {
-            return Err(format!("fan_out count for stage {s} must be >= 1, got {c}"));
+            return Err((
+                format!("fan_out count for stage {s} must be >= 1, got {c}"),
+                Some(format!("sheet.fan_out.{s}")),
+            ));
         }
     }
     let planned: i128 = (1..=stages)
         .map(|stage| i128::from(sheet.fan_out.get(&stage).copied().unwrap_or(1)))
         .sum();
     if planned > i128::from(MAX_SHEETS) {
-        return Err(too_many_sheets(planned, true));
+        return Err((too_many_sheets(planned, true), None));
     }
     for (k, deps) in &sheet.dependencies {
         if *k < 1 || *k > stages {
-            return Err(format!(
-                "dependency references stage {k}, but total_stages is {stages} (valid: 1-{stages})"
+            return Err((
+                format!(
+                    "dependency references stage {k}, but total_stages is {stages} (valid: 1-{stages})"
+                ),
+                Some(format!("sheet.dependencies.{k}")),
             ));
         }
         for d in deps {
             if *d < 1 || *d > stages {
-                return Err(format!(
-                    "stage {k} depends on stage {d}, but total_stages is {stages} (valid: 1-{stages})"
+                return Err((
+                    format!(
+                        "stage {k} depends on stage {d}, but total_stages is {stages} (valid: 1-{stages})"
+                    ),
+                    Some(format!("sheet.dependencies.{k}")),
                 ));
             }
         }

@@ -294,8 +294,18 @@ struct Ctx<'a> {
     c: &'a JobConfig,
     /// The score's raw text, for line numbers.
     raw: &'a str,
+    /// The parsed score, for the line of a field ([`Ctx::line_of`]).
+    doc: &'a crate::yaml::Node,
     /// CONFIG_FILE as given on the command line.
     score_path: &'a Path,
+}
+
+impl Ctx<'_> {
+    /// The line of the field at a dotted path (`validations.0.path`), found in the parsed
+    /// score: a search of the text for the value found its first occurrence anywhere.
+    fn line_of(&self, path: &str) -> Option<usize> {
+        crate::check::key_line(self.doc, path)
+    }
 }
 
 /// One extended check.
@@ -342,6 +352,7 @@ fn other_checks(score: &Score, score_path: &Path, env: &CheckEnv, out: &mut Vec<
     let x = Ctx {
         c: &score.config,
         raw: score.text.as_str(),
+        doc: &score.document,
         score_path,
     };
     for check in CHECKS_FIRST {

@@ -236,6 +236,23 @@ impl fmt::Display for YamlError {
 
 impl std::error::Error for YamlError {}
 
+/// The line and column (from 1) of the first tab at or after character `from`.
+fn first_tab_from(text: &str, from: usize) -> Option<(usize, usize)> {
+    let (mut line, mut col) = (1, 1);
+    for (i, c) in text.chars().enumerate() {
+        if c == '\t' && i >= from {
+            return Some((line, col));
+        }
+        if c == '\n' {
+            line += 1;
+            col = 1;
+        } else {
+            col += 1;
+        }
+    }
+    None
+}
+
 impl YamlError {
     fn with_source(mut self, text: &str) -> Self {
         if let Some(line) = self.line {
@@ -312,10 +329,18 @@ fn reference(text: &str) -> Result<(Option<Node>, Vec<Repeat>), YamlError> {
         return Err(err.with_source(text));
     }
     if let Err(err) = result {
+        let mut at = (err.marker().line(), err.marker().col() + 1);
+        // yaml-rust2 marks where the scalar it was scanning began ("while scanning a plain
+        // scalar, found a tab" at `name: tab`), not the tab: point at the tab.
+        if err.info().contains("found a tab") {
+            if let Some(tab) = first_tab_from(text, err.marker().index()) {
+                at = tab;
+            }
+        }
         return Err(YamlError {
             message: err.info().to_string(),
-            line: Some(err.marker().line()),
-            col: Some(err.marker().col() + 1),
+            line: Some(at.0),
+            col: Some(at.1),
             source_line: None,
         }
         .with_source(text));

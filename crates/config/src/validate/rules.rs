@@ -106,7 +106,10 @@ pub(super) fn v201(x: &Ctx<'_>, out: &mut Vec<Issue>) {
                     Severity::Warning,
                     format!("Validation rule {} uses Jinja syntax in path: {p}", i + 1),
                 )
-                .line(find_line(raw, p))
+                .line(
+                    x.line_of(&format!("validations.{i}.path"))
+                        .or_else(|| find_line(raw, p)),
+                )
                 .context(p)
                 .suggest("Use {workspace} not {{ workspace }} in validation paths")
                 .meta("validation_index", i.to_string())

@@ -119,7 +119,10 @@ pub(super) fn v208(x: &Ctx<'_>, out: &mut Vec<Issue>) {
                     Severity::Warning,
                     format!("Variable '{name}' shadows the built-in {name}"),
                 )
-                .line(find_line(raw, &format!("{name}:")))
+                .line(
+                    x.line_of(&format!("prompt.variables.{name}"))
+                        .or_else(|| find_line(raw, &format!("{name}:"))),
+                )
                 .suggest(format!(
                     "Rename variable '{name}' — it shadows the built-in {name}"
                 ))
