@@ -375,3 +375,28 @@ fn the_claude_code_profile_passes_on_proxy_and_certificate_settings() {
     let doc = rc.wait_done("rc-ccenv", 60);
     rc.assert_completed("rc-ccenv", &doc);
 }
+
+#[test]
+fn a_retrys_next_try_is_a_clock_time_not_a_countdown_that_stands_still() {
+    // Live Progress said "Latest: API overloaded (HTTP 529): … (retry 5/10, next in 8.7s)"
+    // and still said "next in 8.7s" seconds later: the countdown was the event's, shown as
+    // if live. It names the time of the next try instead.
+    let Some(rc) = RealCliEnv::start(&CLAUDE) else {
+        return;
+    };
+    rc.run_overloaded(&CLAUDE, "rc-clock", 1);
+    let running = rc.wait_for("rc-clock", 60, |d| {
+        d["sheets"]["1"]["live"]["last_event"]
+            .as_str()
+            .is_some_and(|e| e.contains("API overloaded"))
+            || matches!(d["status"].as_str(), Some("completed" | "failed"))
+    });
+    let event = running["sheets"]["1"]["live"]["last_event"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let clock = regex::Regex::new(r"next at \d\d:\d\d:\d\d UTC\)$").unwrap();
+    assert!(clock.is_match(&event), "{running:#}");
+    assert!(!event.contains("next in"), "{event}");
+    rc.check_overload_retried("rc-clock");
+}

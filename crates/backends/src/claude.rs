@@ -501,8 +501,8 @@ impl ClaudeSink {
                 .map(|(a, m)| format!(" {a}/{}", m.unwrap_or(0)))
                 .unwrap_or_default();
             return format!(
-                "API retry{counts} after {what}, in {:.1}s",
-                delay.unwrap_or(0.0)
+                "API retry{counts} after {what}, next at {}",
+                crate::live::clock_after(delay.unwrap_or(0.0))
             );
         }
         crate::live::retry_progress(judgement, &notice, delay)

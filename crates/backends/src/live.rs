@@ -244,6 +244,17 @@ pub fn judge(
     }
 }
 
+/// The wall-clock time `secs` from now, `HH:MM:SS UTC`: a retry's next try as the live
+/// progress says it. "next in 8.7s" was shown unchanged for as long as the event stayed the
+/// latest (`mozart status` showed it 6 s later as if it were live).
+pub fn clock_after(secs: f64) -> String {
+    let at = mozart_ipc::time::Timestamp::from_epoch(mozart_ipc::time::epoch_now() + secs);
+    match at.as_str().get(11..19) {
+        Some(clock) => format!("{clock} UTC"),
+        None => at.as_str().to_string(),
+    }
+}
+
 /// The live-progress words for a retry the CLI makes (or that the conductor stops).
 pub fn retry_progress(judgement: Judgement, notice: &RetryNotice, delay: Option<f64>) -> String {
     let what = match notice.status {
@@ -257,7 +268,7 @@ pub fn retry_progress(judgement: Judgement, notice: &RetryNotice, delay: Option<
         None => String::new(),
     };
     let next = delay
-        .map(|d| format!(", next in {d:.1}s"))
+        .map(|d| format!(", next at {}", clock_after(d)))
         .unwrap_or_default();
     match judgement {
         Judgement::Auth => {
