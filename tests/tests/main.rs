@@ -22,6 +22,7 @@ mod config_validate;
 mod contrib_systemd;
 mod daemon_stream_monitor;
 mod daemon_stream_top_cli;
+mod disk_bounds;
 mod e2e_concerts;
 mod e2e_crash;
 mod e2e_execution;

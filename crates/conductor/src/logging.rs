@@ -113,14 +113,12 @@ pub fn init(
             message: err.to_string(),
         })?;
     }
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log_file)
-        .map_err(|err| ConductorError::Logging {
+    let file = RotatingLog::open(log_file, LOG_MAX_BYTES, LOG_BACKUPS).map_err(|err| {
+        ConductorError::Logging {
             path: log_file.to_path_buf(),
             message: err.to_string(),
-        })?;
+        }
+    })?;
     let (filter, handle) = reload::Layer::new(filter_for(level));
     let mut lines = JsonLines::new(file).with_redaction(redaction.unwrap_or(Redaction::NONE));
     if foreground {
@@ -133,6 +131,111 @@ pub fn init(
     Ok(LogHandle {
         reload: installed.is_ok().then_some(handle),
     })
+}
+
+/// Size at which the conductor's log is rotated (upstream's 50 MiB).
+pub const LOG_MAX_BYTES: u64 = 50 * 1024 * 1024;
+/// Rotated logs kept beside it (`conductor.log.1` newest … `conductor.log.5`), as upstream.
+pub const LOG_BACKUPS: u32 = 5;
+
+/// The conductor's log file, rotated by size as upstream's `RotatingFileHandler`: a line
+/// that would take the file past `max_bytes` first moves `log` to `log.1` (`log.1` to
+/// `log.2`, …, the oldest past `backups` dropped) and starts a new `log`. A file already
+/// that large when the conductor starts is rotated before its first line. When the
+/// process's stdout / stderr are that file (the detached conductor's are), they follow it
+/// to the new one, so a panic lands in the current log.
+#[derive(Debug)]
+pub struct RotatingLog {
+    path: std::path::PathBuf,
+    file: File,
+    size: u64,
+    max_bytes: u64,
+    backups: u32,
+}
+
+impl RotatingLog {
+    /// Open (create, append to) `path`, rotating it first if it is already `max_bytes`.
+    pub fn open(path: &Path, max_bytes: u64, backups: u32) -> std::io::Result<Self> {
+        let file = Self::append(path)?;
+        let size = file.metadata()?.len();
+        let mut log = RotatingLog {
+            path: path.to_path_buf(),
+            file,
+            size,
+            max_bytes,
+            backups,
+        };
+        if log.size >= log.max_bytes {
+            log.rotate()?;
+        }
+        Ok(log)
+    }
+
+    fn append(path: &Path) -> std::io::Result<File> {
+        OpenOptions::new().create(true).append(true).open(path)
+    }
+
+    fn backup(&self, n: u32) -> std::path::PathBuf {
+        let mut name = self.path.clone().into_os_string();
+        name.push(format!(".{n}"));
+        std::path::PathBuf::from(name)
+    }
+
+    /// `log.(k)` → `log.(k+1)` from the oldest down, `log` → `log.1`, a new `log`.
+    fn rotate(&mut self) -> std::io::Result<()> {
+        if self.backups == 0 {
+            self.file.set_len(0)?;
+            self.size = 0;
+            return Ok(());
+        }
+        for n in (1..self.backups).rev() {
+            let from = self.backup(n);
+            if from.exists() {
+                std::fs::rename(&from, self.backup(n + 1))?;
+            }
+        }
+        std::fs::rename(&self.path, self.backup(1))?;
+        let file = Self::append(&self.path)?;
+        let old = std::mem::replace(&mut self.file, file);
+        follow_std_streams(&old, &self.file);
+        self.size = 0;
+        Ok(())
+    }
+}
+
+/// Point stdout and stderr at `new` where they were `old` (the same file, not just the
+/// same name): the detached conductor's are its log.
+fn follow_std_streams(old: &File, new: &File) {
+    use nix::sys::stat::{fstat, FileStat};
+    let Ok(was) = fstat(old) else {
+        return;
+    };
+    let is_old = |stat: nix::Result<FileStat>| {
+        stat.is_ok_and(|s| s.st_dev == was.st_dev && s.st_ino == was.st_ino)
+    };
+    if is_old(fstat(std::io::stdout())) {
+        let _ = nix::unistd::dup2_stdout(new);
+    }
+    if is_old(fstat(std::io::stderr())) {
+        let _ = nix::unistd::dup2_stderr(new);
+    }
+}
+
+impl Write for RotatingLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.size > 0 && self.size + buf.len() as u64 > self.max_bytes {
+            // A rotation that fails (a full disk, a directory made read-only) keeps the
+            // line in the file as it is: the log is never lost for it.
+            let _ = self.rotate();
+        }
+        let n = self.file.write(buf)?;
+        self.size += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
 }
 
 /// The layer that writes each event as one JSON object on its own line and, with a
@@ -646,6 +749,22 @@ mod tests {
         } else {
             Cow::Borrowed(text)
         }
+    }
+
+    #[test]
+    fn the_log_rotates_by_size_keeping_the_newest_backups() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("conductor.log");
+        let mut log = RotatingLog::open(&path, 100, 2).unwrap();
+        for i in 0..10 {
+            log.write_all(format!("{i:0>59}\n").as_bytes()).unwrap();
+        }
+        // 60-byte lines, 100-byte files: one line each; the two newest kept before it.
+        let read = |p: &str| std::fs::read_to_string(dir.path().join(p)).unwrap();
+        assert_eq!(read("conductor.log"), format!("{:0>59}\n", 9));
+        assert_eq!(read("conductor.log.1"), format!("{:0>59}\n", 8));
+        assert_eq!(read("conductor.log.2"), format!("{:0>59}\n", 7));
+        assert!(!dir.path().join("conductor.log.3").exists());
     }
 
     #[test]

@@ -1,0 +1,58 @@
+//! What a long-lived conductor keeps on disk stays bounded: its log is rotated by size as
+//! upstream's (50 MiB, 5 backups), and `mozart clear` gives the registry's freed pages back.
+
+use mozart_tests::{stdout, TestEnv};
+
+/// A conductor log already at 50 MiB is rotated when the conductor starts: the old one
+/// becomes `conductor.log.1`, the conductor writes a new `conductor.log`; earlier backups
+/// move up one and the sixth is dropped.
+#[test]
+fn the_conductor_log_is_rotated_at_50_mib_keeping_5_backups() {
+    let env = TestEnv::new();
+    let logs = env.home.join("logs");
+    std::fs::create_dir_all(&logs).expect("logs dir");
+    let log = logs.join("conductor.log");
+    // Sparse: 50 MiB of size without writing it.
+    let big = std::fs::File::create(&log).expect("log");
+    big.set_len(50 * 1024 * 1024).expect("50 MiB");
+    drop(big);
+    for n in 1..=5 {
+        std::fs::write(
+            logs.join(format!("conductor.log.{n}")),
+            format!("backup {n}\n"),
+        )
+        .expect("backup");
+    }
+    let out = env.start_conductor();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let out = env.mozart(&["conductor-status"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+
+    let size = |p: &str| {
+        std::fs::metadata(logs.join(p))
+            .map(|m| m.len())
+            .unwrap_or(0)
+    };
+    assert_eq!(
+        size("conductor.log.1"),
+        50 * 1024 * 1024,
+        "the full log moved to .1"
+    );
+    let read = |p: &str| std::fs::read_to_string(logs.join(p)).unwrap_or_default();
+    assert_eq!(read("conductor.log.2"), "backup 1\n");
+    assert_eq!(read("conductor.log.5"), "backup 4\n");
+    assert!(
+        !logs.join("conductor.log.6").exists(),
+        "five backups, no more"
+    );
+    assert!(size("conductor.log") < 1024 * 1024, "a new log");
+    // The detached conductor's stderr (where a panic goes) is the new log, not the backup.
+    let pid = read("../conductor.pid");
+    let stderr = std::fs::read_link(format!("/proc/{}/fd/2", pid.trim())).expect("fd 2");
+    assert_eq!(stderr, log, "stderr follows the log");
+    assert!(
+        read("conductor.log").contains("\"level\""),
+        "the conductor writes its lines to the new log: {}",
+        read("conductor.log")
+    );
+}
