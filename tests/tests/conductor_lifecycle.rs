@@ -193,6 +193,45 @@ fn a_pid_file_naming_another_running_process_is_said_to_be_stale_truthfully() {
     assert_ne!(env.conductor_pid(), Some(me));
 }
 
+/// `mozart stop --force` signals the process the PID file names only if it holds the
+/// conductor's lock: a PID file naming another process (edited; a PID reused) made it SIGKILL
+/// that process — as root, init for `1`. It refuses now, saying why, and the process lives;
+/// a plain stop still stops the conductor through its socket.
+#[test]
+fn stop_never_signals_a_process_the_pid_file_names_that_is_not_the_conductor() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let conductor = env.conductor_pid().unwrap();
+    let mut bystander = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let other = bystander.id();
+    std::fs::write(env.home.join("conductor.pid"), other.to_string()).unwrap();
+    let out = env.mozart(&["stop", "--force"]);
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(&format!("names PID {other}, which is not the conductor")),
+        "{text}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        bystander.try_wait().unwrap().is_none(),
+        "the bystander was signalled: {text}"
+    );
+    assert!(alive(conductor));
+    let out = env.mozart(&["stop", "--yes"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while alive(conductor) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!alive(conductor), "a plain stop still stops the conductor");
+    let _ = bystander.kill();
+    let _ = bystander.wait();
+}
+
 #[test]
 fn kill_9_leaves_stale_files_that_the_next_start_cleans() {
     let env = TestEnv::new();

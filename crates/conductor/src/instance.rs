@@ -178,6 +178,36 @@ pub fn signal_conductor(pid: u32, signal: StopSignal) -> Result<(), ConductorErr
     })
 }
 
+/// Whether `pid` holds a lock on `lock_file` (`/proc/locks`: the lock's holder and the file's
+/// inode), so that a stop signals the conductor and nothing else: a PID file can name a
+/// process that is not it (`echo 1 > conductor.pid`, a PID reused after a reboot), and
+/// signalling that — init, with `--force` as root — is never right (architecture
+/// invariant 5). `None` when the kernel does not say (no `/proc/locks`).
+pub fn pid_holds_lock(pid: u32, lock_file: &Path) -> Option<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let inode = std::fs::metadata(lock_file).ok()?.ino();
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    let pid = pid.to_string();
+    Some(locks.lines().any(|line| {
+        // `1: FLOCK  ADVISORY  WRITE 2815 fe:00:5358587 0 EOF`; waiters have a `->` after
+        // the id and do not hold the lock.
+        let mut fields = line.split_whitespace();
+        let (Some(_), Some(kind)) = (fields.next(), fields.next()) else {
+            return false;
+        };
+        if kind == "->" {
+            return false;
+        }
+        let rest: Vec<&str> = fields.collect();
+        rest.get(2) == Some(&pid.as_str())
+            && rest
+                .get(3)
+                .and_then(|dev_ino| dev_ino.rsplit(':').next())
+                .and_then(|i| i.parse::<u64>().ok())
+                == Some(inode)
+    }))
+}
+
 /// True if a process with this PID exists (EPERM counts as alive, as upstream).
 pub fn pid_alive(pid: u32) -> bool {
     let Ok(raw) = i32::try_from(pid) else {

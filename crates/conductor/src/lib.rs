@@ -19,7 +19,7 @@ pub use config::DaemonConfig;
 pub use ctx::{BoxFuture, ConductorCtx, JobCounts, JobHost, ShutdownRequest};
 pub use error::ConductorError;
 pub use instance::{
-    detach_session, keep_inherited_fds_from_children, pid_alive, pid_running,
+    detach_session, keep_inherited_fds_from_children, pid_alive, pid_holds_lock, pid_running,
     probe as probe_instance, read_pid, signal_conductor, RunState, StopSignal,
 };
 pub use jobs::JobEngine;

@@ -85,17 +85,29 @@ pub(crate) fn stop_conductor(
         }
         RunState::Running { pid } => pid,
     };
+    // A PID file can name another process (edited, or a PID reused after a reboot): only
+    // the process holding our conductor's lock is ever signalled, never PID 0 or 1.
+    let not_it = pid.filter(|p| {
+        *p <= 1 || locked && mozart_conductor::pid_holds_lock(*p, &paths.lock_file) == Some(false)
+    });
+    let pid = pid.filter(|p| Some(*p) != not_it);
+    let unknown_pid = |what: &str| {
+        let why = match not_it {
+            Some(other) => format!(
+                "{what}: {} names PID {other}, which is not the conductor (it does not hold its lock {}), so it is not signalled.",
+                paths.pid_file.display(),
+                paths.lock_file.display()
+            ),
+            None => format!("{what}: the conductor's PID is unknown."),
+        };
+        CliError::failed(why, vec![format!("Check {}", paths.pid_file.display())])
+    };
     let shown = pid.map_or_else(|| "unknown".to_string(), |p| p.to_string());
     // The grace the running conductor gives its sheets (it may have been started with
     // `-c FILE`, or the file changed since): asked before it stops answering.
     let grace = shutdown_grace(paths);
     if force {
-        let pid = pid.ok_or_else(|| {
-            CliError::failed(
-                "Cannot force-stop: the conductor's PID is unknown.",
-                vec![format!("Check {}", paths.pid_file.display())],
-            )
-        })?;
+        let pid = pid.ok_or_else(|| unknown_pid("Cannot force-stop"))?;
         mozart_conductor::signal_conductor(pid, StopSignal::Kill)
             .map_err(|e| CliError::failed(e.to_string(), vec![]))?;
         println!("Sent SIGKILL to {} (PID {pid})", paths.who());
@@ -105,12 +117,8 @@ pub(crate) fn stop_conductor(
             Confirm::Declined => return Ok(StopOutcome::Aborted),
         }
         if !ask_to_shut_down(paths) {
-            let pid = pid.ok_or_else(|| {
-                CliError::failed(
-                    "The conductor did not accept the shutdown request and its PID is unknown.",
-                    vec!["Try 'mozart stop --force'.".to_string()],
-                )
-            })?;
+            let pid = pid
+                .ok_or_else(|| unknown_pid("The conductor did not accept the shutdown request"))?;
             mozart_conductor::signal_conductor(pid, StopSignal::Term)
                 .map_err(|e| CliError::failed(e.to_string(), vec![]))?;
             println!("Sent SIGTERM to {} (PID {pid})", paths.who());
