@@ -277,6 +277,35 @@ prompt:
 }
 
 #[test]
+fn archiving_a_workspace_that_holds_the_score_warns_and_keeps_the_score() {
+    // `workspace: .` with archive_on_fresh: `--fresh` moved the score file itself (and
+    // everything beside it) into archive/, and validate said nothing.
+    let env = TestEnv::new();
+    let dir = env.work.join("dot");
+    std::fs::create_dir_all(&dir).unwrap();
+    let score = dir.join("dot.yaml");
+    std::fs::write(
+        &score,
+        "name: dot\nworkspace: .\ninstrument: shell\npause_between_sheets_seconds: 0\nworkspace_lifecycle: {archive_on_fresh: true}\nsheet: {size: 1, total_items: 1}\nprompt: {template: \"RUN: echo hi > {{ workspace }}/out.txt\"}\n",
+    )
+    .unwrap();
+    let out = env.mozart(&["validate", score.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("[V218]") && text.contains("holding the score file"),
+        "{text}"
+    );
+    env.start_conductor();
+    run(&env, &score, &[]);
+    assert_eq!(wait_done(&env, "dot")["status"], "completed");
+    run(&env, &score, &["--fresh"]);
+    assert_eq!(wait_done(&env, "dot")["status"], "completed");
+    assert!(score.is_file(), "the score file stayed where it is");
+    run(&env, &score, &["--fresh"]);
+    assert_eq!(wait_done(&env, "dot")["status"], "completed");
+}
+
+#[test]
 fn observer_events_of_a_running_job_are_served_newest_first() {
     let env = TestEnv::new();
     let score = env.write_score(

@@ -326,6 +326,7 @@ const FILE_CHECKS: &[Check] = &[
     files::v108,
     settings::v012,
     files::v216,
+    files::v218,
 ];
 
 /// The checks after the file checks and before the version and instrument checks.

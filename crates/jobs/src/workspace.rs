@@ -56,10 +56,21 @@ pub fn on_fresh_start(
     workspace: &Path,
     config: &WorkspaceLifecycleConfig,
 ) -> FreshStart {
+    on_fresh_start_keeping(job_id, workspace, config, None)
+}
+
+/// [`on_fresh_start`], never moving `keep` (the score file, when the workspace holds it:
+/// `workspace: .`) nor the directory of the workspace that holds it.
+pub fn on_fresh_start_keeping(
+    job_id: &str,
+    workspace: &Path,
+    config: &WorkspaceLifecycleConfig,
+    keep: Option<&Path>,
+) -> FreshStart {
     if !config.archive_on_fresh {
         return FreshStart::default();
     }
-    match archive_workspace(workspace, config) {
+    match archive_workspace_keeping(workspace, config, keep) {
         Ok(archived) => {
             if let Some(path) = &archived {
                 tracing::info!(job_id, archive = %path.display(), "workspace.archived");
@@ -86,6 +97,16 @@ pub fn archive_workspace(
     workspace: &Path,
     config: &WorkspaceLifecycleConfig,
 ) -> Result<Option<PathBuf>, WorkspaceError> {
+    archive_workspace_keeping(workspace, config, None)
+}
+
+/// [`archive_workspace`], leaving in place the top-level entry that is or holds `keep`.
+pub fn archive_workspace_keeping(
+    workspace: &Path,
+    config: &WorkspaceLifecycleConfig,
+    keep: Option<&Path>,
+) -> Result<Option<PathBuf>, WorkspaceError> {
+    let keep = keep.map(mozart_config::resolve_path);
     let err = |action, path: &Path, source| WorkspaceError {
         workspace: workspace.to_path_buf(),
         action,
@@ -104,7 +125,10 @@ pub fn archive_workspace(
     for entry in entries {
         let entry = entry.map_err(|e| err("list the workspace", workspace, e))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if !preserved.keeps(&name) {
+        let holds_kept = keep
+            .as_deref()
+            .is_some_and(|k| k.starts_with(mozart_config::resolve_path(&workspace.join(&name))));
+        if !preserved.keeps(&name) && !holds_kept {
             items.push(entry.path());
         }
     }

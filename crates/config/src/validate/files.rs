@@ -242,3 +242,38 @@ pub(super) fn v216(x: &Ctx<'_>, out: &mut Vec<Issue>) {
         }
     }
 }
+
+/// V218 (ours, a warning): `workspace_lifecycle.archive_on_fresh` with a workspace that holds
+/// the score file (`workspace: .`): a `--fresh` run archives every top-level entry of the
+/// workspace, so the score's neighbours (anything else in that directory) move into the
+/// archive directory. The score file itself (and the directory holding it) is kept in place.
+pub(super) fn v218(x: &Ctx<'_>, out: &mut Vec<Issue>) {
+    if !x.c.workspace_lifecycle.archive_on_fresh {
+        return;
+    }
+    let score = crate::resolve_path(x.score_path);
+    let workspace = crate::resolve_path(&x.c.workspace);
+    if !score.starts_with(&workspace) {
+        return;
+    }
+    out.push(
+        Issue::new(
+            "V218",
+            Severity::Warning,
+            format!(
+                "workspace_lifecycle.archive_on_fresh with the workspace {} holding the score \
+                 file: a --fresh run moves everything else in that directory into {}",
+                workspace.display(),
+                workspace
+                    .join(&x.c.workspace_lifecycle.archive_dir)
+                    .display()
+            ),
+        )
+        .line(x.line_of("workspace"))
+        .suggest(
+            "Give the score a workspace of its own (e.g. workspace: ./NAME-ws), or drop \
+             archive_on_fresh",
+        )
+        .meta("workspace", workspace.display().to_string()),
+    );
+}

@@ -729,8 +729,12 @@ fn carry_over(
     if fresh && config.workspace_lifecycle.archive_on_fresh {
         // The old run's files move to an archive before the fresh run writes anything
         // (execution.md §9.12; upstream does this only in the legacy runner).
-        let outcome =
-            crate::workspace::on_fresh_start(job_id, workspace, &config.workspace_lifecycle);
+        let outcome = crate::workspace::on_fresh_start_keeping(
+            job_id,
+            workspace,
+            &config.workspace_lifecycle,
+            Some(config_path),
+        );
         if let Some(archived) = &outcome.archived {
             tracing::info!(job_id, archive = %archived.display(), "workspace.archived");
         }
