@@ -501,3 +501,28 @@ fn values_upstream_refuses_are_refused() {
     let out = env.mozart(&["config", "set", "profiler.interval_seconds", "1.5"]);
     assert_eq!(out.status.code(), Some(0), "{}", both(&out));
 }
+
+/// `socket.backlog` is not used (1024 clients are served at once, so idle clients cannot
+/// lock the CLI out): `config show` and `config set` say so instead of "restart".
+#[test]
+fn socket_backlog_is_said_to_be_unused() {
+    let env = TestEnv::new();
+    let out = env.mozart(&["config", "show", "--json", "-s", "socket"]);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let backlog = doc["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["key"] == "socket.backlog")
+        .cloned()
+        .unwrap();
+    assert_eq!(backlog["takes_effect"], "not used", "{backlog}");
+    assert!(
+        backlog["note"].as_str().unwrap_or("").contains("1024"),
+        "{backlog}"
+    );
+    let out = env.mozart(&["config", "set", "socket.backlog", "5"]);
+    let text = both(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("does not use socket.backlog"), "{text}");
+}

@@ -885,6 +885,9 @@ impl DaemonConfig {
         if self.socket.permissions != d.socket.permissions {
             out.push(("socket.permissions", "the socket is always 0600"));
         }
+        if self.socket.backlog != d.socket.backlog {
+            out.push(("socket.backlog", "1024 clients are served at once"));
+        }
         if self.observer != d.observer {
             out.push(("observer", "no file-system observer in this port yet"));
         }
@@ -991,6 +994,9 @@ pub fn applies(key: &str) -> Applies {
         // Read when `top` or a monitor stream asks.
         "profiler.enabled" | "profiler.interval_seconds" => Applies::Reload,
         "socket.permissions" => Applies::Unused("the socket is always 0600"),
+        "socket.backlog" => Applies::Unused(
+            "1024 clients are served at once, so clients that never speak cannot lock the CLI out",
+        ),
         "pid_file" | "state_db_path" => Applies::Unused("always in the Mozart home"),
         "state_backend_type" => Applies::Unused("the SQLite registry is the only store"),
         "use_baton" => Applies::Unused("the baton is the only engine"),

@@ -15,6 +15,9 @@ use crate::logging::{self, LogHandle};
 use crate::{daemon_methods, instance, jobs, notify};
 use crate::{ConductorCtx, ConductorError, ConductorPaths, DaemonConfig, JobEngine};
 
+/// Clients served at once (`socket.backlog` is not used: see [`run_locked`]).
+pub const MAX_CONNECTIONS: usize = 1024;
+
 /// Everything needed to run one conductor.
 #[derive(Debug, Clone)]
 pub struct ConductorSettings {
@@ -108,7 +111,6 @@ async fn run_locked(
     log: &LogHandle,
     user_umask: Mode,
 ) -> Result<(), ConductorError> {
-    let backlog = config.socket.backlog;
     for (field, note) in config.unimplemented_fields() {
         tracing::warn!(field, note, "config.reserved_field_ignored");
     }
@@ -141,8 +143,9 @@ async fn run_locked(
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
     // A connection costs one small task, so the cap is generous: a handful of clients that
     // connect and never speak (each held until the idle timeout) must not lock the CLI out.
+    // So `socket.backlog` (upstream's cap, §7.3: 5 there) is not used (docs/conductor.md).
     let limits = ServerLimits {
-        max_connections: (backlog as usize).max(1024),
+        max_connections: MAX_CONNECTIONS,
         ..ServerLimits::default()
     };
     let server = tokio::spawn(mozart_ipc::serve(listener, module, limits, async {
