@@ -82,6 +82,17 @@ fn in_text_mode_a_429_is_waited_out_and_shown() {
         return;
     };
     rc.check_rate_limit_waited_out(&CLAUDE_TEXT, 12_000);
+    // Recorded as the rate limit it is (E101), as in the other modes: the CLI's "API Error:
+    // Request rejected (429) · … Please try again later." was read as capacity (E103).
+    let out = rc.mozart(&["errors", "rc-429", "--json"]);
+    let errors: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let codes: Vec<&str> = errors["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["error_code"].as_str())
+        .collect();
+    assert_eq!(codes, ["E101"], "{errors:#}");
 }
 
 #[test]

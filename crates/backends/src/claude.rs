@@ -565,6 +565,13 @@ mod tests {
             text_api_status("I wrote about the API Error: 529 page"),
             None
         );
+        assert_eq!(
+            text_api_status(
+                "API Error: Request rejected (429) · This request would exceed your account's \
+                 rate limit. Please try again later."
+            ),
+            Some(429)
+        );
         assert_eq!(text_api_status("done"), None);
     }
 

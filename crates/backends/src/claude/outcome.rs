@@ -269,15 +269,17 @@ impl<'a> Outcome<'a> {
 /// `API Error: 529 Overloaded. This is a server-side issue, …` (2.1.331). It is the status
 /// stream-json's result carries as `api_error_status`, and is read before any prose, as
 /// there: an overload ("Overloaded … try again in a moment") is retried with backoff, not
-/// parked as a rate limit, though its words read like one.
+/// parked as a rate limit, though its words read like one. A 429 reads `API Error: Request
+/// rejected (429) · This request would exceed your account's rate limit. Please try again
+/// later.`: a rate limit (E101), which its "try again later" made capacity (E103) unread.
 pub(super) fn text_api_status(answer: &str) -> Option<u16> {
     static API_ERROR: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"(?m)^\s*API Error: (\d{3})\b")
+        regex::Regex::new(r"(?m)^\s*API Error: (?:(\d{3})\b|Request rejected \((\d{3})\))")
             .unwrap_or_else(|e| panic!("API error pattern does not compile: {e}"))
     });
     API_ERROR
         .captures(answer)
-        .and_then(|c| c.get(1))
+        .and_then(|c| c.get(1).or_else(|| c.get(2)))
         .and_then(|m| m.as_str().parse().ok())
 }
 
