@@ -526,3 +526,20 @@ fn socket_backlog_is_said_to_be_unused() {
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("does not use socket.backlog"), "{text}");
 }
+
+/// `config set` of one key reloads the whole file, as upstream's SIGHUP does: a value the
+/// conductor was started with on the command line (`-l error`) goes back to the file's,
+/// and the output says so instead of leaving it silent.
+#[test]
+fn config_set_says_which_start_overrides_the_reload_replaced() {
+    let env = TestEnv::new();
+    let out = env.mozart(&["start", "-l", "error"]);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let out = env.mozart(&["config", "set", "max_concurrent_jobs", "4"]);
+    let text = both(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("Applied to the running conductor"), "{text}");
+    assert!(text.contains("log_level: error → info"), "{text}");
+    assert!(!text.contains("max_concurrent_jobs:"), "{text}");
+    assert_eq!(env.stop_conductor().status.code(), Some(0));
+}

@@ -545,6 +545,12 @@ fn apply_live(globals: &Globals, pid: u32, key: &str, path: &Path) -> Result<(),
         .ok()
         .and_then(|c| serde_json::to_value(&c).ok())
         .and_then(|doc| lookup(&doc, key).cloned());
+    let live_config = || {
+        conductor_client::connect(globals)
+            .ok()
+            .and_then(|mut c| c.call_value(mozart_ipc::methods::DAEMON_CONFIG, ()).ok())
+    };
+    let before = live_config();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX)),
         nix::sys::signal::Signal::SIGHUP,
@@ -559,11 +565,10 @@ fn apply_live(globals: &Globals, pid: u32, key: &str, path: &Path) -> Result<(),
     })?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while std::time::Instant::now() < deadline {
-        let live = conductor_client::connect(globals)
-            .ok()
-            .and_then(|mut c| c.call_value(mozart_ipc::methods::DAEMON_CONFIG, ()).ok());
+        let live = live_config();
         if live.as_ref().and_then(|doc| lookup(doc, key)) == wanted.as_ref() {
             println!("Applied to the running conductor (PID {pid}).");
+            say_also_changed(before.as_ref(), live.as_ref(), key, path);
             return Ok(());
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
@@ -577,6 +582,36 @@ fn apply_live(globals: &Globals, pid: u32, key: &str, path: &Path) -> Result<(),
             "Or restart it: mozart restart".to_string(),
         ],
     ))
+}
+
+/// A reload reads the whole file (as upstream's SIGHUP, spec conductor.md §5.3): values the
+/// conductor was started with besides the file (`mozart start -p PROFILE`, `-l LEVEL`, or a
+/// file edited by hand since) are replaced too, and the user is told which.
+fn say_also_changed(before: Option<&Value>, after: Option<&Value>, key: &str, path: &Path) {
+    let (Some(before), Some(after)) = (before, after) else {
+        return;
+    };
+    let (mut old_rows, mut new_rows) = (Vec::new(), Vec::new());
+    flatten("", before, &mut old_rows);
+    flatten("", after, &mut new_rows);
+    let changed: Vec<String> = new_rows
+        .iter()
+        .filter(|(k, _)| k != key && k != "config_file")
+        .filter_map(|(k, new)| {
+            let (_, old) = old_rows.iter().find(|(ok, _)| ok == k)?;
+            (old != new).then(|| format!("  {k}: {} → {}", shown(old), shown(new)))
+        })
+        .collect();
+    if changed.is_empty() {
+        return;
+    }
+    println!(
+        "The reload also took {}'s values over what the conductor had (from 'mozart start -p/-l' or an earlier edit):",
+        path.display()
+    );
+    for line in changed {
+        println!("{line}");
+    }
 }
 
 /// The value at a dotted key of a JSON document.
