@@ -824,3 +824,45 @@ validations:
         "the check's first copy died with the conductor; the re-run's ran alone"
     );
 }
+
+/// A concert whose next score has this job's file name in another directory (`a/score.yaml`
+/// chaining `../b/score.yaml`): both would be job `score`, and the second replaced the
+/// first's record (its hook result shown as the second's). The hook fails instead, saying
+/// why and what to do; the first job's record stays its own.
+#[test]
+fn a_chained_score_of_the_same_file_name_elsewhere_is_refused_not_taken_for_this_job() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let led = env.work.join("ledger");
+    for (dir, next) in [("a", Some("../b/score.yaml")), ("b", None)] {
+        let d = env.work.join(dir);
+        std::fs::create_dir_all(&d).unwrap();
+        let hook = next
+            .map(|n| format!("on_success:\n  - type: run_job\n    job_path: {n}\n"))
+            .unwrap_or_default();
+        std::fs::write(
+            d.join("score.yaml"),
+            format!(
+                "name: {dir}\nworkspace: ./ws\ninstrument: shell\nsheet: {{size: 1, total_items: 1}}\nprompt:\n  template: |\n    RUN: echo {dir} >> \"{led}\"\n{hook}",
+                led = led.display()
+            ),
+        )
+        .unwrap();
+    }
+    run(&env, &env.work.join("a/score.yaml"), &[]);
+    let out = env.mozart(&["wait", "score"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let raw = env.raw_call("job.status", serde_json::json!({"job_id": "score"}));
+    let hooks = raw["result"]["hook_results"].to_string();
+    assert!(
+        hooks.contains("would be job 'score', the ID of this job"),
+        "{raw:#}"
+    );
+    assert!(
+        raw["result"]["config_path"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("a/score.yaml")),
+        "{raw:#}"
+    );
+    assert_eq!(ledger_settles(&env, &led, 1, 5.0, 2.0), ["a"]);
+}

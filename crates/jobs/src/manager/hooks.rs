@@ -328,6 +328,29 @@ async fn run_job(
     if !path.exists() {
         return failure(format!("Job config not found: {}", path.display()));
     }
+    // A job's ID is its score's file name: another score of this job's name (`a/score.yaml`
+    // chaining `b/score.yaml`) would replace this job's record — its history, its hook
+    // results shown as the other's — instead of running beside it. Only this same score
+    // chains into its own ID (a self-chaining concert).
+    if super::submit::job_id_of(&path) == req.job_id {
+        let parent = lock(&mgr.shared.registry)
+            .get_job(&req.job_id)
+            .ok()
+            .flatten()
+            .map(|r| PathBuf::from(r.config_path));
+        let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => a == b,
+        };
+        if let Some(parent) = parent.filter(|p| !same(p, &path)) {
+            return failure(format!(
+                "Chained job not submitted: {} would be job '{}', the ID of this job (its score is {}). A job's ID is its score's file name: rename one of the two files",
+                path.display(),
+                req.job_id,
+                parent.display()
+            ));
+        }
+    }
     if req.concert.enabled {
         let max = u32::try_from(req.concert.max_chain_depth.max(0)).unwrap_or(u32::MAX);
         if req.chain_depth >= max {

@@ -35,7 +35,7 @@ pub struct SubmitRequest {
     pub no_reload: bool,
 }
 
-fn job_id_of(path: &Path) -> String {
+pub(super) fn job_id_of(path: &Path) -> String {
     path.file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default()
