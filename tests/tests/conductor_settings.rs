@@ -543,3 +543,27 @@ fn config_set_says_which_start_overrides_the_reload_replaced() {
     assert!(!text.contains("max_concurrent_jobs:"), "{text}");
     assert_eq!(env.stop_conductor().status.code(), Some(0));
 }
+
+/// A relative `log_file` is beside conductor.yaml: the conductor writes it there whatever
+/// directory `mozart start` ran in, and `mozart logs` from another directory reads it.
+#[test]
+fn a_relative_log_file_is_found_from_any_directory() {
+    let env = TestEnv::new();
+    std::fs::write(env.home.join("conductor.yaml"), "log_file: rel/c.log\n").unwrap();
+    env.start_conductor();
+    let log = env.home.join("rel/c.log");
+    poll(&env, 30.0, "the relative log beside conductor.yaml", || {
+        std::fs::read_to_string(&log)
+            .ok()
+            .filter(|t| t.contains("daemon.started"))
+    });
+    let out = env
+        .command(&["logs", "-n", "20"])
+        .current_dir(env.root())
+        .output()
+        .unwrap();
+    let text = both(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("daemon.started"), "{text}");
+    assert_eq!(env.stop_conductor().status.code(), Some(0));
+}

@@ -525,6 +525,15 @@ impl DaemonConfig {
         }
         let mut config = DaemonConfig::from_node(data.as_ref(), &shown)?;
         config.config_file = origin.map(|p| std::path::absolute(&p).unwrap_or(p));
+        // A relative `log_file` is the config file's neighbour, wherever a command runs
+        // (`mozart logs` from another directory finds the log the conductor writes).
+        if let (Some(file), Some(log)) = (&config.config_file, &config.log_file) {
+            if log.is_relative() {
+                if let Some(dir) = file.parent() {
+                    config.log_file = Some(dir.join(log));
+                }
+            }
+        }
         Ok((config, warnings))
     }
 
@@ -595,6 +604,11 @@ impl DaemonConfig {
             message,
         };
         if let Some(log) = &self.log_file {
+            // Relative: beside the config file (as `load` resolves it).
+            let log = &match (log.is_relative(), path.parent()) {
+                (true, Some(dir)) => dir.join(log),
+                _ => log.clone(),
+            };
             if let Some(problem) = dir_problem(log.parent().unwrap_or(Path::new("/"))) {
                 return Err(field(
                     "log_file",
