@@ -198,6 +198,18 @@ fn the_claude_code_profile_retries_an_overloaded_api_instead_of_waiting() {
     let doc = rc.check_overload_retried("rc-cc529");
     let attempts = doc["sheets"]["1"]["attempt_count"].as_u64().unwrap();
     assert!(attempts >= 2, "{doc:#}");
+    // `mozart errors` types each overloaded attempt as what it was, retried with backoff
+    // (`transient`), not `rate_limit` from its code's class (E103 is E1xx).
+    let out = rc.mozart(&["errors", "rc-cc529", "--json"]);
+    let errors: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let list = errors["errors"].as_array().unwrap();
+    assert!(!list.is_empty(), "{errors:#}");
+    for e in list {
+        assert_eq!(e["error_code"], "E103", "{errors:#}");
+        assert_eq!(e["error_type"], "transient", "{errors:#}");
+    }
+    let table = mozart_tests::stdout(&rc.mozart(&["errors", "rc-cc529"]));
+    assert!(!table.contains("rate_limit"), "{table}");
 }
 
 /// Claude Code on the generic `claude-code` profile (one JSON document at the end).

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use mozart_ipc::checkpoint::{error_type_of, JobCheckpoint, SheetCheckpoint, SheetStatus};
+use mozart_ipc::checkpoint::{error_type_with, JobCheckpoint, SheetCheckpoint, SheetStatus};
 use mozart_ipc::sheet_view::SheetsView;
 use mozart_ipc::time::Timestamp;
 use serde::Serialize;
@@ -508,7 +508,7 @@ pub fn synthetic_entry(num: u32, sheet: &SheetCheckpoint, now: f64) -> Option<Er
     Some(ErrorEntry {
         sheet_num: num,
         timestamp,
-        error_type: error_type_of(sheet.error_code.as_deref().or(category)).to_string(),
+        error_type: error_type_with(sheet.error_code.as_deref(), category).to_string(),
         error_code: normalize_error_code(sheet.error_code.as_deref(), category),
         error_message: message.clone(),
         // 0 for a sheet that never ran (blocked by a failed dependency): no attempt made.

@@ -387,10 +387,9 @@ pub fn attempt_rows(cp: &JobCheckpoint) -> Vec<AttemptRow> {
                         .unwrap_or_default(),
                     hint: code_hint(&code, &cp.job_id),
                     // The same type the CLI shows (`permanent`, not the category `fatal`).
-                    kind: mozart_ipc::checkpoint::error_type_of(
-                        s.error_code
-                            .as_deref()
-                            .or(s.error_category.map(|c| c.as_str())),
+                    kind: mozart_ipc::checkpoint::error_type_with(
+                        s.error_code.as_deref(),
+                        s.error_category.map(|c| c.as_str()),
                     )
                     .to_string(),
                     code,

@@ -1250,6 +1250,19 @@ where
     Option::<T>::deserialize(d).map(Some)
 }
 
+/// The error type of an attempt from its E-code and its recorded category: the code's
+/// ([`error_type_of`]), except that a code of the rate-limit class (E1xx) whose category says
+/// it was not handled as one — an overload (HTTP 529 / 503, E103) retried with backoff is
+/// `transient` — takes its category's type. (`mozart errors` called such an attempt
+/// `rate_limit` though it was retried and spent an attempt.)
+pub fn error_type_with(code: Option<&str>, category: Option<&str>) -> &'static str {
+    let by_code = error_type_of(code.or(category));
+    match category.map(|c| error_type_of(Some(c))) {
+        Some(by_category) if by_code == "rate_limit" && by_category != "rate_limit" => by_category,
+        _ => by_code,
+    }
+}
+
 /// The error type (`transient` / `rate_limit` / `permanent`) of an E-code or error category,
 /// as `status`, `errors` and the dashboard all show it.
 pub fn error_type_of(code_or_category: Option<&str>) -> &'static str {

@@ -365,8 +365,9 @@ fn error_record(
     // an exit 1 that ran out of retries is not passing); one that was retried is
     // `transient` (upstream's three types have no other word), a rate limit waited out
     // `rate_limit`.
-    let error_type = match mozart_ipc::checkpoint::error_type_of(
-        a.error_code.as_deref().or(a.error_category.as_deref()),
+    let error_type = match mozart_ipc::checkpoint::error_type_with(
+        a.error_code.as_deref(),
+        a.error_category.as_deref(),
     ) {
         _ if final_failure => ErrorType::Permanent,
         "rate_limit" => ErrorType::RateLimit,

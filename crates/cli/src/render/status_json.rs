@@ -73,7 +73,11 @@ pub fn recent_errors_of(job: &JobCheckpoint, limit: usize, now: f64) -> (Vec<Rec
                 RecentError {
                     sheet_num: a.sheet_num,
                     timestamp: a.timestamp.as_str().to_string(),
-                    error_type: infer_error_type(a.error_code.as_deref().or(category)).to_string(),
+                    error_type: mozart_ipc::checkpoint::error_type_with(
+                        a.error_code.as_deref(),
+                        category,
+                    )
+                    .to_string(),
                     error_code: normalize_error_code(a.error_code.as_deref(), category),
                     error_message: a.error_message.clone().unwrap_or_default(),
                     attempt_number: a.attempt_number,
@@ -150,7 +154,11 @@ fn last_error(num: u32, sheet: &SheetCheckpoint, now: f64) -> Option<(f64, Recen
         RecentError {
             sheet_num: num,
             timestamp,
-            error_type: infer_error_type(sheet.error_code.as_deref().or(category)).to_string(),
+            error_type: mozart_ipc::checkpoint::error_type_with(
+                sheet.error_code.as_deref(),
+                category,
+            )
+            .to_string(),
             error_code: normalize_error_code(sheet.error_code.as_deref(), category),
             error_message: message.clone(),
             // 0: the sheet never ran (blocked by a failed dependency).
