@@ -273,6 +273,17 @@ pub fn signal(pid: u32, name: &str) {
         .output();
 }
 
+/// Write `text` to `path` as an executable (0755) script.
+///
+/// # Panics
+/// If the file cannot be written.
+pub fn write_executable(path: &std::path::Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).expect("write the script");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .expect("make the script executable");
+}
+
 /// True if the process exists and is not a zombie.
 pub fn alive(pid: u32) -> bool {
     // A process killed with SIGKILL shows as a zombie leader while its other threads are

@@ -742,34 +742,16 @@ fn run_script_keeps_a_placeholder_with_spaces_one_argument() {
 #[test]
 fn a_hook_running_when_the_conductor_is_killed_never_runs_beside_its_rerun() {
     let env = TestEnv::new();
-    env.start_conductor();
     let led = env.work.join("ledger");
-    let yaml = format!(
-        r#"name: hooked
-workspace: {ws}
-instrument: shell
-sheet: {{size: 1, total_items: 1}}
-prompt:
-  template: |
-    RUN: echo sheet >> "{led}"
-on_success:
-  - type: run_command
-    command: "echo start >> '{led}'; sleep 4; echo end >> '{led}'"
-"#,
-        ws = env.work.join("hooked-ws").display(),
-        led = led.display(),
+    let command = format!(
+        "echo start >> '{led}'; sleep 4; echo end >> '{led}'",
+        led = led.display()
     );
-    env.write_score("hooked", &yaml);
-    run(&env, &env.work.join("hooked.yaml"), &[]);
-    poll(&env, 20.0, "the hook to start", || {
-        (ledger(&led) == ["sheet", "start"]).then_some(())
-    });
-    let pid = env.conductor_pid().unwrap();
-    mozart_tests::signal(pid, "KILL");
-    poll(&env, 10.0, "the conductor to die", || {
-        (!mozart_tests::alive(pid)).then_some(())
-    });
-    env.start_conductor();
+    kill_once_started(
+        &env,
+        "hooked",
+        &format!("on_success:\n  - type: run_command\n    command: \"{command}\"\n"),
+    );
     let doc = poll(&env, 30.0, "the hook's result", || {
         let d = status(&env, "hooked");
         (d["hook_results_count"].as_u64().unwrap_or(0) >= 1).then_some(d)
@@ -788,34 +770,16 @@ on_success:
 #[test]
 fn a_validation_command_running_when_the_conductor_is_killed_never_runs_beside_its_rerun() {
     let env = TestEnv::new();
-    env.start_conductor();
     let led = env.work.join("ledger");
-    let yaml = format!(
-        r#"name: checked
-workspace: {ws}
-instrument: shell
-sheet: {{size: 1, total_items: 1}}
-prompt:
-  template: |
-    RUN: echo sheet >> "{led}"
-validations:
-  - type: command_succeeds
-    command: "echo start >> '{led}'; sleep 4; echo end >> '{led}'"
-"#,
-        ws = env.work.join("checked-ws").display(),
-        led = led.display(),
+    let command = format!(
+        "echo start >> '{led}'; sleep 4; echo end >> '{led}'",
+        led = led.display()
     );
-    env.write_score("checked", &yaml);
-    run(&env, &env.work.join("checked.yaml"), &[]);
-    poll(&env, 20.0, "the check to start", || {
-        (ledger(&led) == ["sheet", "start"]).then_some(())
-    });
-    let pid = env.conductor_pid().unwrap();
-    mozart_tests::signal(pid, "KILL");
-    poll(&env, 10.0, "the conductor to die", || {
-        (!mozart_tests::alive(pid)).then_some(())
-    });
-    env.start_conductor();
+    kill_once_started(
+        &env,
+        "checked",
+        &format!("validations:\n  - type: command_succeeds\n    command: \"{command}\"\n"),
+    );
     let doc = wait_terminal(&env, "checked", 30.0);
     assert_eq!(doc["status"], "completed", "{doc:#}");
     assert_eq!(
@@ -823,6 +787,30 @@ validations:
         ["sheet", "start", "sheet", "start", "end"],
         "the check's first copy died with the conductor; the re-run's ran alone"
     );
+}
+
+/// Run the one-sheet score `name` (its sheet appends `sheet` to `ledger`; `tail` adds the
+/// command that appends `start`, sleeps, then `end`), `kill -9` the conductor once `start`
+/// is written, and start a new one.
+fn kill_once_started(env: &TestEnv, name: &str, tail: &str) {
+    env.start_conductor();
+    let led = env.work.join("ledger");
+    let yaml = format!(
+        "name: {name}\nworkspace: {ws}\ninstrument: shell\nsheet: {{size: 1, total_items: 1}}\nprompt:\n  template: |\n    RUN: echo sheet >> \"{led}\"\n{tail}",
+        ws = env.work.join(format!("{name}-ws")).display(),
+        led = led.display(),
+    );
+    env.write_score(name, &yaml);
+    run(env, &env.work.join(format!("{name}.yaml")), &[]);
+    poll(env, 20.0, "the command to start", || {
+        (ledger(&led) == ["sheet", "start"]).then_some(())
+    });
+    let pid = env.conductor_pid().unwrap();
+    mozart_tests::signal(pid, "KILL");
+    poll(env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    env.start_conductor();
 }
 
 /// A concert whose next score has this job's file name in another directory (`a/score.yaml`

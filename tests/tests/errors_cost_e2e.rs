@@ -114,14 +114,10 @@ fn errors_list_every_failed_attempt_of_a_sheet_that_passed_in_the_end() {
 /// $3.00 an attempt.
 fn install_pricey_instrument(env: &TestEnv) {
     let script = env.root().join("pricey.sh");
-    std::fs::write(
+    mozart_tests::write_executable(
         &script,
         "#!/bin/sh\necho '{\"answer\":\"ok\",\"usage\":{\"in\":1000,\"out\":2000}}'\n",
-    )
-    .unwrap();
-    let mut perms = std::fs::metadata(&script).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&script, perms).unwrap();
+    );
     let dir = env.home.join("instruments");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
@@ -252,14 +248,10 @@ fn a_sheet_over_its_cost_limit_pauses_the_job_and_keeps_its_passing_work() {
 fn a_cost_under_a_cent_and_its_limit_show_their_digits() {
     let env = TestEnv::new();
     let script = env.root().join("cheap.sh");
-    std::fs::write(
+    mozart_tests::write_executable(
         &script,
         "#!/bin/sh\necho '{\"answer\":\"ok\",\"usage\":{\"in\":2000,\"out\":113}}'\n",
-    )
-    .unwrap();
-    let mut perms = std::fs::metadata(&script).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&script, perms).unwrap();
+    );
     let dir = env.home.join("instruments");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
@@ -333,14 +325,7 @@ fn the_text_mode_cost_hint_is_only_for_claude_cli_in_text_mode() {
     let claude = env.bin.join("claude");
     let _ = std::fs::remove_file(&claude);
     // Text mode: an answer and exit 0; any other mode: a crash before any output.
-    std::fs::write(
-        &claude,
-        "#!/bin/sh\ncase \"$*\" in *stream-json*|*json*) echo 'boom' >&2; exit 1;; esac\necho done\n",
-    )
-    .unwrap();
-    let mut perms = std::fs::metadata(&claude).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&claude, perms).unwrap();
+    mozart_tests::write_executable(&claude, "#!/bin/sh\ncase \"$*\" in *stream-json*|*json*) echo 'boom' >&2; exit 1;; esac\necho done\n");
     env.start_conductor();
     let hint = "output_format: text";
     for (job, backend, wanted) in [
@@ -466,16 +451,9 @@ fn a_prompt_too_long_for_an_argument_fails_at_once_saying_so() {
 /// the sheet's number to `ledger` in the workspace, after `pause` seconds.
 fn install_absurd_instrument(env: &TestEnv, pause: f64) {
     let script = env.root().join("absurd.sh");
-    std::fs::write(
-        &script,
-        format!(
+    mozart_tests::write_executable(&script, &format!(
             "#!/bin/sh\nsleep {pause}\nprintf '%s\\n' \"$1\" | grep -o 'SHEET-[0-9]*' >> ledger\necho '{{\"answer\":\"ok\",\"cost\":1.7e308}}'\n"
-        ),
-    )
-    .unwrap();
-    let mut perms = std::fs::metadata(&script).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&script, perms).unwrap();
+        ));
     let dir = env.home.join("instruments");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
@@ -588,14 +566,7 @@ fn a_job_whose_stored_state_cannot_be_read_is_refused_not_rerun() {
 /// tokens at `out`, at $1 per 1K tokens.
 fn install_listing_instrument(env: &TestEnv, name: &str, input_path: &str) {
     let script = env.root().join("listing.sh");
-    std::fs::write(
-        &script,
-        "#!/bin/sh\necho '{\"answer\":\"ok\",\"data\":{\"items\":[{\"t\":3},{\"t\":4}]},\"out\":7}'\n",
-    )
-    .unwrap();
-    let mut perms = std::fs::metadata(&script).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&script, perms).unwrap();
+    mozart_tests::write_executable(&script, "#!/bin/sh\necho '{\"answer\":\"ok\",\"data\":{\"items\":[{\"t\":3},{\"t\":4}]},\"out\":7}'\n");
     let dir = env.home.join("instruments");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
@@ -665,10 +636,7 @@ fn token_paths_go_over_arrays_and_status_says_what_was_reported() {
 fn an_unknown_cost_names_the_instrument_that_ran_not_claude() {
     let env = TestEnv::new();
     let script = env.work.join("broken-agent");
-    std::fs::write(&script, "#!/bin/sh\necho 'agent crashed' >&2\nexit 2\n").unwrap();
-    let mut perms = std::fs::metadata(&script).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&script, perms).unwrap();
+    mozart_tests::write_executable(&script, "#!/bin/sh\necho 'agent crashed' >&2\nexit 2\n");
     let dir = env.home.join("instruments");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(

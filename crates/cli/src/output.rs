@@ -344,11 +344,7 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
             }
         }
         if unsafe_char(c) {
-            if (c as u32) < 0x80 {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            } else {
-                out.push_str(&format!("\\u{{{:04x}}}", c as u32));
-            }
+            write_out(&mut out, c);
         } else {
             out.push(c);
         }
@@ -371,16 +367,22 @@ pub fn plain(text: &str) -> std::borrow::Cow<'_, str> {
     let mut out = String::with_capacity(text.len() + 16);
     for c in text.chars() {
         if c.is_control() && c != '\t' {
-            if (c as u32) < 0x80 {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            } else {
-                out.push_str(&format!("\\u{{{:04x}}}", c as u32));
-            }
+            write_out(&mut out, c);
         } else {
             out.push(c);
         }
     }
     std::borrow::Cow::Owned(out)
+}
+
+/// The control character `c` written out: `\xNN`, or `\u{NNNN}` beyond ASCII (C1).
+fn write_out(out: &mut String, c: char) {
+    use std::fmt::Write;
+    let _ = if (c as u32) < 0x80 {
+        write!(out, "\\x{:02x}", c as u32)
+    } else {
+        write!(out, "\\u{{{:04x}}}", c as u32)
+    };
 }
 
 /// Whether an SGR's parameters (`31`, `1;32`, `38;5;208`, empty = reset) set only colours
