@@ -567,3 +567,27 @@ fn a_relative_log_file_is_found_from_any_directory() {
     assert!(text.contains("daemon.started"), "{text}");
     assert_eq!(env.stop_conductor().status.code(), Some(0));
 }
+
+/// An instrument profile's `success_exit_codes` outside 0-255 (which no exit status can
+/// match) is refused, naming the field, instead of loading silently.
+#[test]
+fn success_exit_codes_outside_exit_statuses_are_refused() {
+    let env = TestEnv::new();
+    let dir = env.home.join("instruments");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("odd.yaml"),
+        "name: odd\ndisplay_name: Odd\nkind: cli\ncli:\n  command:\n    executable: claude\n  output:\n    format: text\n  errors:\n    success_exit_codes: [-1, 999]\n",
+    )
+    .unwrap();
+    let out = env.mozart(&["instruments", "list"]);
+    let said = both(&out);
+    assert!(
+        said.contains("cli.errors.success_exit_codes[0]") && said.contains("0 to 255"),
+        "{said}"
+    );
+    assert!(
+        !stdout(&out).contains("odd "),
+        "the profile was listed: {said}"
+    );
+}

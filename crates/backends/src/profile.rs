@@ -567,6 +567,18 @@ impl InstrumentProfile {
             if cli.command.executable.trim().is_empty() {
                 return Err("cli.command.executable: must not be empty".into());
             }
+            // An exit status is 0-255: any other code could never match.
+            if let Some((i, code)) = cli
+                .errors
+                .success_exit_codes
+                .iter()
+                .enumerate()
+                .find(|(_, c)| !(0..=255).contains(*c))
+            {
+                return Err(format!(
+                    "cli.errors.success_exit_codes[{i}]: must be an exit status from 0 to 255, not {code}"
+                ));
+            }
         }
         if let Some(cm) = &self.code_mode {
             if cm.max_execution_ms.is_some_and(|ms| ms < 100) {
