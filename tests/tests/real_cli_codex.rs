@@ -88,6 +88,18 @@ fn a_failed_cli_names_its_cause() {
         return;
     };
     rc.check_failure_names_its_cause(&CODEX, "does not exist or you do not have access");
+    // The score names no model: Codex took its config.toml's. The advice says so, where it
+    // sent the user to the score's instrument_config.model or claude_cli's backend.cli_model.
+    let doc = rc.status("rc-crash");
+    let message = doc["sheets"]["1"]["error_message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("the score names no model")
+            && message.contains("config.toml")
+            && !message.contains("backend.cli_model"),
+        "{message}"
+    );
 }
 
 #[test]

@@ -368,6 +368,12 @@ fn classify_output_of(
 const MODEL_NOT_FOUND_MESSAGE: &str = "The model is not available (check the score's \
      instrument_config.model, or backend.cli_model for claude_cli)";
 
+/// [`MODEL_NOT_FOUND_MESSAGE`] when Mozart passed the CLI no model: the score sets none and
+/// the profile has no `default_model` (Codex then runs its `config.toml`'s `model`).
+const MODEL_FROM_CLI_CONFIG_MESSAGE: &str = "The model is not available (the score names no \
+     model, so the CLI used the one its own configuration names, such as `model` in Codex's \
+     config.toml: correct it there, or set instrument_config.model in the score)";
+
 /// The first of the known configuration, auth and network texts in `combined`.
 fn text_pattern_error(combined: &str) -> Option<ClassifiedError> {
     use ErrorCategory as C;
@@ -1109,6 +1115,11 @@ fn add_backend_words(c: &mut Classification, result: &ExecutionResult, instrumen
     }
     // Which model, and why, is the CLI's to say.
     if c.code == ErrorCode::E301 && c.message == MODEL_NOT_FOUND_MESSAGE {
+        // Mozart passed no model (the score names none, nor does the profile): the CLI took
+        // the one of its own configuration, so the score's fields are not where it came from.
+        if result.model.is_none() {
+            c.message = MODEL_FROM_CLI_CONFIG_MESSAGE.to_string();
+        }
         let said = said
             .filter(|m| !m.is_empty())
             .map(str::to_string)
