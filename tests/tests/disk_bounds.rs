@@ -56,3 +56,71 @@ fn the_conductor_log_is_rotated_at_50_mib_keeping_5_backups() {
         read("conductor.log")
     );
 }
+
+/// `mozart clear` of a large job gives the registry's space back: the registry shrinks to
+/// a fraction of its pages (before: it kept them all, free, and its file as large).
+#[test]
+fn clear_gives_the_registrys_space_back() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    // Each sheet prints 3,000 bytes, which the registry keeps with its attempt.
+    let score = r#"name: wide
+workspace: ./wide-ws
+instrument: shell
+sheet:
+  size: 1
+  total_items: 1
+  fan_out:
+    1: 400
+parallel:
+  enabled: true
+  max_concurrent: 20
+pause_between_sheets_seconds: 0
+prompt:
+  template: |
+    RUN: head -c 3000 /dev/zero | tr '\000' x; exit 3
+retry:
+  max_retries: 0
+"#;
+    let path = env.write_score("wide", score);
+    crate::harness::submit_now(&env, &path);
+    crate::harness::wait_status(&env, "wide", 180.0, |d| d["status"] == "failed");
+    let db = env.home.join("registry.db");
+    // The registry's pages in use and free, as SQLite counts them (its WAL included).
+    let pages = || {
+        let conn =
+            rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .expect("open registry");
+        let count = |p: &str| -> i64 {
+            conn.query_row(&format!("PRAGMA {p}"), [], |r| r.get(0))
+                .expect("pragma")
+        };
+        (count("page_count"), count("freelist_count"))
+    };
+    let (before, _) = pages();
+    assert!(before > 600, "the job filled the registry: {before} pages");
+    let out = env.mozart(&["clear", "-y"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(stdout(&out).contains("Cleared 1 score"), "{}", stdout(&out));
+    crate::harness::poll(
+        &env,
+        60.0,
+        "the registry to give its pages back after clear",
+        || {
+            let (now, free) = pages();
+            (now < before / 4 && free < 100).then_some(())
+        },
+    );
+    let file = std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0);
+    assert!(
+        file < before as u64 * 4096 / 4,
+        "registry.db shrank: {file} bytes"
+    );
+    // The conductor goes on: a new job runs and is recorded.
+    let path = env.write_score(
+        "again",
+        &score.replace("wide", "again").replace("1: 400", "1: 3"),
+    );
+    crate::harness::submit_now(&env, &path);
+    crate::harness::wait_status(&env, "again", 60.0, |d| d["status"] == "failed");
+}

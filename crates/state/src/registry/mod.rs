@@ -47,6 +47,10 @@ pub struct OrphanRecovery {
 /// How long a writer waits for another connection's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A registry made without incremental vacuum is converted (one full `VACUUM`, holding it
+/// for the copy) only when what it keeps is at most this large: 64 MiB.
+pub const VACUUM_LIVE_MAX_BYTES: i64 = 64 * 1024 * 1024;
+
 /// How long the background checkpointer waits for a lock before trying again next period.
 const CHECKPOINT_BUSY_TIMEOUT: Duration = Duration::from_millis(100);
 
@@ -157,6 +161,11 @@ impl Registry {
             .map_err(err("setting busy_timeout"))?;
         // Before anything is written to it: a database that is not ours stays as it is.
         refuse_foreign(&conn, path)?;
+        // A new registry frees the pages of cleared jobs bit by bit
+        // ([`Registry::reclaim_free_pages`]); the setting takes effect only before the first
+        // table is made, so on an older registry it is a no-op until its first reclaim.
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
+            .map_err(err("setting auto_vacuum"))?;
         // WAL lets external readers (`mozart list` against a live conductor, monitoring
         // tools) read while the conductor writes. synchronous=NORMAL in WAL mode is durable
         // against a process crash — the threat model is `kill -9` of the conductor — and
@@ -696,6 +705,56 @@ impl Registry {
             .map_err(self.err("deleting jobs"))?;
         tx.commit().map_err(self.err("committing job deletion"))?;
         Ok(n)
+    }
+
+    /// Give up to `pages` of the registry's free pages (left by deleted jobs) back to the
+    /// file system, and return how many free pages are left. A registry made before
+    /// incremental vacuum was switched on is converted once by a full `VACUUM` when at
+    /// least half of it is free and what is left is at most [`VACUUM_LIVE_MAX_BYTES`] (so
+    /// the copy is short); a larger one keeps its free pages for later writes (0 left is
+    /// returned, nothing more to do). The caller holds the registry for one step only.
+    pub fn reclaim_free_pages(&self, pages: u32) -> Result<u64> {
+        let pragma = |name: &str| -> Result<i64> {
+            self.conn
+                .query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+                .map_err(self.err(format!("reading {name}")))
+        };
+        let free = pragma("freelist_count")?;
+        if free <= 0 {
+            return Ok(0);
+        }
+        let left = if pragma("auto_vacuum")? == 2 {
+            // One step of at most `pages`: short, whatever the registry's size.
+            // Stepped to its end: each step of the statement frees a page.
+            let mut stmt = self
+                .conn
+                .prepare(&format!("PRAGMA incremental_vacuum({pages})"))
+                .map_err(self.err("reclaiming free pages"))?;
+            let mut rows = stmt.query([]).map_err(self.err("reclaiming free pages"))?;
+            while rows
+                .next()
+                .map_err(self.err("reclaiming free pages"))?
+                .is_some()
+            {}
+            drop(rows);
+            drop(stmt);
+            pragma("freelist_count")?
+        } else {
+            let total = pragma("page_count")?;
+            let live_bytes = (total - free).max(0) * pragma("page_size")?;
+            if free * 2 < total || live_bytes > VACUUM_LIVE_MAX_BYTES {
+                return Ok(0);
+            }
+            self.conn
+                .execute_batch("PRAGMA auto_vacuum=INCREMENTAL; VACUUM;")
+                .map_err(self.err("vacuuming"))?;
+            pragma("freelist_count")?
+        };
+        if left <= 0 {
+            // The file shrinks when the WAL holding the shorter database is checkpointed.
+            let _ = checkpoint(&self.conn, "TRUNCATE");
+        }
+        Ok(u64::try_from(left).unwrap_or(0))
     }
 
     /// The submitted score of a job.
