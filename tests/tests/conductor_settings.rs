@@ -591,3 +591,28 @@ fn success_exit_codes_outside_exit_statuses_are_refused() {
         "the profile was listed: {said}"
     );
 }
+
+/// An instrument program that is there but not executable is said to be so (with the fix),
+/// not "not found".
+#[test]
+fn a_non_executable_instrument_program_is_named_as_such() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let program = env.bin.join("aider");
+    std::fs::write(&program, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = env.mozart(&["instruments", "list"]);
+    let text = stdout(&out);
+    let row = text.lines().find(|l| l.starts_with("aider ")).unwrap_or("");
+    assert!(row.contains("not executable"), "{text}");
+    let out = env.mozart(&["instruments", "check", "aider"]);
+    let text = both(&out);
+    assert!(text.contains("not executable"), "{text}");
+    assert!(
+        text.contains(&format!("chmod +x {}", program.display())),
+        "{text}"
+    );
+    let out = env.mozart(&["doctor"]);
+    let text = stdout(&out);
+    assert!(text.contains("is not executable"), "{text}");
+}

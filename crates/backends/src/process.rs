@@ -998,6 +998,25 @@ pub fn which_on(program: &str, path: Option<&std::ffi::OsStr>) -> Option<PathBuf
         .find(|candidate| is_exec(candidate))
 }
 
+/// Why [`which_on`] found nothing although a file of that name is there: the first file
+/// `program` names on `path` (or `program` itself, with a `/`) that is not executable.
+pub fn non_executable_on(program: &str, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let plain_file = |p: &std::path::Path| {
+        p.metadata()
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 == 0)
+            .unwrap_or(false)
+    };
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return plain_file(&p).then_some(p);
+    }
+    std::env::split_paths(path?)
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map(|dir| dir.join(program))
+        .find(|candidate| plain_file(candidate))
+}
+
 /// The executable a bare `program` name stands for on the child's `PATH` (as `execvp` would
 /// find it); `None` for a path, or when nothing is found (spawning then reports it).
 pub fn resolve_program(program: &str, env: &ChildEnv) -> Option<PathBuf> {

@@ -192,6 +192,23 @@ impl Lookup {
         mozart_backends::process::which_on(program, path)
     }
 
+    /// A CLI instrument's program that is there but not executable (where [`Self::binary`]
+    /// looks), so "not found" would be untrue.
+    pub(crate) fn not_executable(&self, profile: &InstrumentProfile) -> Option<PathBuf> {
+        use std::os::unix::ffi::OsStrExt;
+        let program = profile.cli.as_ref()?.command.executable.as_str();
+        match self.conductor {
+            None => mozart_backends::process::non_executable_on(
+                program,
+                std::env::var_os("PATH").as_deref(),
+            ),
+            Some(_) => {
+                let path = self.var("PATH").map(std::ffi::OsStr::from_bytes);
+                mozart_backends::process::non_executable_on(program, path)
+            }
+        }
+    }
+
     /// Where this shell finds a CLI instrument's program that the running conductor's `PATH`
     /// lacks (its sheets would fail to start all the same); `None` when the conductor finds
     /// it, when this shell does not either, or when this is this shell's lookup.

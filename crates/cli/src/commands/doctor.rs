@@ -230,10 +230,7 @@ type Placed = (String, Option<String>);
 /// place their sheets on Slurm with the partition each names. Profiles that do not load
 /// are one error entry. A CLI instrument's program is looked for where `lookup` says (the
 /// running conductor's `PATH`, where the conductor will look for it).
-fn instrument_checks(
-    errors: &mut usize,
-    lookup: &Lookup,
-) -> (Vec<Value>, Vec<Placed>, usize) {
+fn instrument_checks(errors: &mut usize, lookup: &Lookup) -> (Vec<Value>, Vec<Placed>, usize) {
     let registry = match load_registry() {
         Ok(registry) => registry,
         Err(err) => {
@@ -290,6 +287,16 @@ fn instrument_checks(
 /// (when `lookup` is the conductor's), else as this shell does.
 fn cli_check(p: &mozart_backends::InstrumentProfile, lookup: &Lookup) -> (&'static str, String) {
     let here = binary(p);
+    if let (None, Some(file)) = (lookup.binary(p), lookup.not_executable(p)) {
+        return (
+            "warning",
+            format!(
+                "{} is not executable: its sheets would fail to start (chmod +x {})",
+                file.display(),
+                file.display()
+            ),
+        );
+    }
     if !lookup.is_conductor() {
         return match here {
             Some(found) => ("ok", found.display().to_string()),

@@ -190,6 +190,7 @@ fn list(
                 let status = match (cli, path.is_some()) {
                     _ if missing => "not_loaded",
                     (true, true) => "ready",
+                    (true, false) if lookup.not_executable(p).is_some() => "not_executable",
                     (true, false) => "not_found",
                     (false, _) => "unchecked",
                 };
@@ -232,6 +233,9 @@ fn list(
                 (InstrumentKind::Cli, true) => {
                     ready += 1;
                     "✓ ready"
+                }
+                (InstrumentKind::Cli, false) if lookup.not_executable(p).is_some() => {
+                    "✗ not executable"
                 }
                 (InstrumentKind::Cli, false) => "✗ not found",
                 (InstrumentKind::Http, _) => {
@@ -509,7 +513,14 @@ fn print_check(
                     here.parent()
                         .map_or_else(String::new, |d| d.display().to_string())
                 ),
-                None => println!("  Binary:        {} ✗ not found", cli.command.executable),
+                None => match lookup.not_executable(profile) {
+                    Some(file) => println!(
+                        "  Binary:        {} ✗ not executable (make it so: chmod +x {})",
+                        file.display(),
+                        file.display()
+                    ),
+                    None => println!("  Binary:        {} ✗ not found", cli.command.executable),
+                },
             },
         }
         let (vars, set) = profile.key_vars_in(|v| lookup.is_set(v));
