@@ -108,13 +108,11 @@ retry:
         "the registry to give its pages back after clear",
         || {
             let (now, free) = pages();
-            (now < before / 4 && free < 100).then_some(())
+            // The file itself shrinks once the WAL holding the shorter registry is
+            // checkpointed into it.
+            let file = std::fs::metadata(&db).map(|m| m.len()).unwrap_or(u64::MAX);
+            (now < before / 4 && free < 100 && file < before as u64 * 4096 / 4).then_some(())
         },
-    );
-    let file = std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0);
-    assert!(
-        file < before as u64 * 4096 / 4,
-        "registry.db shrank: {file} bytes"
     );
     // The conductor goes on: a new job runs and is recorded.
     let path = env.write_score(
