@@ -116,8 +116,19 @@ pub fn write_socket_record(path: &Path, socket: &Path) -> Result<(), ConductorEr
         });
     }
     let tmp = path.with_extension("socket.tmp");
-    std::fs::write(&tmp, socket.as_os_str().as_bytes())
-        .map_err(|e| ConductorError::io("cannot write socket record", &tmp, e))?;
+    // Private like everything in the Mozart home (0600).
+    let write = || -> std::io::Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        file.write_all(socket.as_os_str().as_bytes())
+    };
+    write().map_err(|e| ConductorError::io("cannot write socket record", &tmp, e))?;
     std::fs::rename(&tmp, path)
         .map_err(|e| ConductorError::io("cannot write socket record", path, e))
 }
