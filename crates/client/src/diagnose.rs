@@ -167,8 +167,21 @@ fn progress_json(job: &JobCheckpoint) -> Value {
         .values()
         .filter(|s| s.status == SheetStatus::Skipped)
         .count();
-    let percent = if job.total_sheets > 0 {
-        json!(((completed + skipped) as f64 / f64::from(job.total_sheets) * 1000.0).round() / 10.0)
+    progress_doc(
+        job,
+        (completed as u64, failed as u64, skipped as u64),
+        job.total_sheets,
+    )
+}
+
+/// The `progress` object: `counts` (completed, failed, skipped) of `total` sheets.
+fn progress_doc(
+    job: &JobCheckpoint,
+    (completed, failed, skipped): (u64, u64, u64),
+    total: u32,
+) -> Value {
+    let percent = if total > 0 {
+        json!(((completed + skipped) as f64 / f64::from(total) * 1000.0).round() / 10.0)
     } else {
         json!(0)
     };
@@ -192,22 +205,11 @@ fn cut_progress_json(job: &JobCheckpoint, view: &SheetsView) -> Value {
     let failed = count("failed") + view.failed_validation;
     let completed = count("completed").saturating_sub(view.failed_validation);
     let skipped = count("skipped");
-    let percent = if view.total > 0 {
-        json!((f64::from(completed + skipped) / f64::from(view.total) * 1000.0).round() / 10.0)
-    } else {
-        json!(0)
-    };
-    let mut progress = json!({
-        "total_sheets": job.total_sheets,
-        "completed": completed,
-        "failed": failed,
-        "last_completed": job.last_completed_sheet,
-        "percent": percent,
-    });
-    if skipped > 0 {
-        progress["skipped"] = json!(skipped);
-    }
-    progress
+    progress_doc(
+        job,
+        (u64::from(completed), u64::from(failed), u64::from(skipped)),
+        view.total,
+    )
 }
 
 /// Ours: `sheets_listed` of the report of a job too large to list whole — how many sheets
