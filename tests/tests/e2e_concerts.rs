@@ -192,73 +192,19 @@ fn a_kill_9_between_two_links_still_completes_the_concert_once() {
 /// its status showed COMPLETED beside a failed hook.
 #[test]
 fn resuming_a_job_failed_in_its_hooks_runs_the_failed_hooks_and_continues_the_chain() {
-    let env = TestEnv::new();
-    env.start_conductor();
-    let led = env.work.join("ledger");
-    let gate = env.work.join("gate");
-    link(&env, "second", &led, None, "{enabled: false}", false);
-    let yaml = format!(
-        r#"name: first
-workspace: {ws}
-instrument: shell
-pause_between_sheets_seconds: 0
-sheet: {{size: 1, total_items: 1}}
-prompt:
-  template: |
-    RUN: echo first >> "{led}"
-on_success:
-  - type: run_command
-    command: "echo hook-ok >> '{led}'"
-  - type: run_command
-    command: "test -f '{gate}'"
-    description: "the gate"
-    on_failure: abort
-  - type: run_job
-    job_path: second.yaml
-"#,
-        ws = env.work.join("first-ws").display(),
-        led = led.display(),
-        gate = gate.display(),
-    );
-    env.write_score("first", &yaml);
-    run(&env, &env.work.join("first.yaml"), &[]);
-    let out = env.mozart(&["wait", "first"]);
-    assert_eq!(out.status.code(), Some(1), "the gate hook fails the job");
-    assert_eq!(ledger(&led), ["first", "hook-ok"]);
-    std::fs::write(&gate, "").unwrap();
-    let out = env.mozart(&["resume", "first"]);
-    assert!(out.status.success(), "{}", stdout(&out));
-    // No sheet runs, but the hooks do: "nothing was run" would be false.
-    assert!(
-        stdout(&out)
-            .contains("Every sheet is finished: no sheet was run; its on_success hooks run again"),
-        "{}",
-        stdout(&out)
-    );
-    poll(&env, 30.0, "the chained job to complete", || {
-        list_all(&env)
-            .iter()
-            .any(|j| j["job_id"] == "second" && j["status"] == "completed")
-            .then_some(())
-    });
-    let out = env.mozart(&["wait", "first"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
-    let doc = status(&env, "first");
-    assert_eq!(doc["status"], "completed", "{doc:#}");
-    assert!(
-        doc["hook_failures"].as_array().is_none_or(|f| f.is_empty()),
-        "{doc:#}"
-    );
-    // The first hook succeeded the first time and is not repeated.
-    assert_eq!(
-        ledger_settles(&env, &led, 3, 10.0, 1.0),
-        ["first", "hook-ok", "second"]
-    );
+    owed_hooks_run_again(|env| env.mozart(&["resume", "first"]));
 }
 
-/// The same owed hooks through a plain `mozart run` of the unchanged score.
+/// The same owed hooks through a plain `mozart run` of the unchanged score: it said
+/// "nothing was run, the job is completed" beside the failed hook, and the chain was lost.
 #[test]
 fn running_a_job_failed_in_its_hooks_again_runs_the_failed_hooks_and_continues_the_chain() {
+    owed_hooks_run_again(|env| env.mozart(&["run", env.work.join("first.yaml").to_str().unwrap()]));
+}
+
+/// A job failed by its gate hook; once the gate is open, `again` (resume, or run) runs the
+/// failed hook and those after it — not the one that succeeded — and the chain goes on.
+fn owed_hooks_run_again(again: impl Fn(&TestEnv) -> std::process::Output) {
     let env = TestEnv::new();
     env.start_conductor();
     let led = env.work.join("ledger");
@@ -293,9 +239,7 @@ on_success:
     assert_eq!(out.status.code(), Some(1), "the gate hook fails the job");
     assert_eq!(ledger(&led), ["first", "hook-ok"]);
     std::fs::write(&gate, "").unwrap();
-    // `mozart run` of the same score, not `resume`: it said "nothing was run, the job is
-    // completed" beside the failed hook, and the chain was lost.
-    let out = env.mozart(&["run", env.work.join("first.yaml").to_str().unwrap()]);
+    let out = again(&env);
     assert!(out.status.success(), "{}", stdout(&out));
     // No sheet runs, but the hooks do: "nothing was run" would be false.
     assert!(
