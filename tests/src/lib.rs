@@ -273,6 +273,35 @@ pub fn signal(pid: u32, name: &str) {
         .output();
 }
 
+/// Mount a private tmpfs of `size` (`6m`) on `dir` (needs root): false, with the reason
+/// reported as a missing tool (`what` it is for), when it cannot be mounted.
+pub fn mount_tmpfs(dir: &std::path::Path, size: &str, what: &str) -> bool {
+    let out = std::process::Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            &format!("size={size},mode=0700"),
+            "tmpfs",
+        ])
+        .arg(dir)
+        .output();
+    match out {
+        Ok(out) if out.status.success() => true,
+        Ok(out) => {
+            users::missing(
+                &format!(
+                    "a tmpfs {what}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+                "run the tests as root",
+            );
+            false
+        }
+        Err(_) => false,
+    }
+}
+
 /// Write `text` to `path` as an executable (0755) script.
 ///
 /// # Panics

@@ -194,25 +194,7 @@ struct SmallDisk(std::path::PathBuf);
 impl SmallDisk {
     fn mount(dir: &std::path::Path, size: &str) -> Option<SmallDisk> {
         std::fs::create_dir_all(dir).unwrap();
-        let out = std::process::Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},mode=0700"),
-                "tmpfs",
-            ])
-            .arg(dir)
-            .output()
-            .ok()?;
-        if !out.status.success() {
-            mozart_tests::users::missing(
-                &format!(
-                    "a tmpfs for the workspace: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ),
-                "run the tests as root",
-            );
+        if !mozart_tests::mount_tmpfs(dir, size, "for the workspace") {
             return None;
         }
         Some(SmallDisk(dir.to_path_buf()))

@@ -22,25 +22,7 @@ struct SmallHome<'a> {
 
 impl<'a> SmallHome<'a> {
     fn mount(env: &'a TestEnv, size: &str) -> Option<SmallHome<'a>> {
-        let out = Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},mode=0700"),
-                "tmpfs",
-            ])
-            .arg(&env.home)
-            .output()
-            .ok()?;
-        if !out.status.success() {
-            mozart_tests::users::missing(
-                &format!(
-                    "a tmpfs on the Mozart home: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ),
-                "run the tests as root",
-            );
+        if !mozart_tests::mount_tmpfs(&env.home, size, "on the Mozart home") {
             return None;
         }
         Some(SmallHome { env })
