@@ -565,6 +565,121 @@ fn conductor_status_lists_a_jobs_own_shell_rate_limit_and_clear_lifts_it() {
     assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
 }
 
+/// Two jobs on an API that keeps answering "rate limit exceeded" (no wait named) until
+/// `ok` exists: `rl-cli` on an AI CLI's profile (its limits hold every job's sheets) and
+/// `rl-shell` a `shell` job (its limits hold that job only). Each call appends a line to
+/// its calls file; the call numbered `stall_on`, if any, touches `<calls>.stalled` and
+/// sleeps 60 s before it answers, so a test can kill the conductor during it.
+struct LimitedPair {
+    ok: std::path::PathBuf,
+    calls: std::path::PathBuf,
+    shell_calls: std::path::PathBuf,
+}
+
+impl LimitedPair {
+    fn start(env: &TestEnv, stall_on: Option<usize>) -> LimitedPair {
+        let ok = env.bin.join("api-ok");
+        let calls = env.root().join("cli-calls");
+        let shell_calls = env.root().join("shell-calls");
+        let stall = stall_on.map_or(0, |n| n);
+        // One script answers for both: its first argument names its calls file.
+        let api = env.bin.join("limited-api");
+        std::fs::write(
+            &api,
+            format!(
+                "#!/bin/sh
+f=$1
+echo called >> \"$f\"
+                 if [ -f '{ok}' ]; then echo '{{\"result\": \"done\"}}'; exit 0; fi
+                 if [ \"$(wc -l < \"$f\")\" -eq {stall} ]; then touch \"$f.stalled\"; sleep 60; fi
+                 echo 'Error: rate limit exceeded (429 too many requests)' >&2
+exit 1
+",
+                ok = ok.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&api, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = env.bin.join("limited-cli");
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh
+exec '{}' '{}'
+",
+                api.display(),
+                calls.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let dir = env.home.join("instruments");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("limited.yaml"),
+            format!(
+                "name: limited\ndisplay_name: \"Limited CLI\"\nkind: cli\ndefault_timeout_seconds: 90\ncli:\n  command:\n    executable: {}\n    prompt_flag: \"-p\"\n  output:\n    format: json\n    result_path: result\n  errors:\n    rate_limit_patterns: [\"\\\\b429\\\\b\", \"rate.?limit\"]\n",
+                path.display()
+            ),
+        )
+        .unwrap();
+        env.start_conductor();
+        let cli = env.write_score(
+            "rl-cli",
+            "name: rl-cli\nworkspace: ./rl-cli-ws\ninstrument: limited\npause_between_sheets_seconds: 0\n\
+             sheet:\n  size: 1\n  total_items: 1\nprompt:\n  template: \"do it\"\n",
+        );
+        let shell = env.write_score(
+            "rl-shell",
+            &format!(
+                "name: rl-shell\nworkspace: ./rl-shell-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+                 sheet: {{size: 1, total_items: 1}}\nprompt:\n  template: |\n    \
+                 RUN: '{}' '{}'\n",
+                api.display(),
+                shell_calls.display()
+            ),
+        );
+        crate::harness::run(env, &cli, &[]);
+        crate::harness::run(env, &shell, &[]);
+        LimitedPair {
+            ok,
+            calls,
+            shell_calls,
+        }
+    }
+
+    /// Each job with its calls file.
+    fn jobs(&self) -> [(&'static str, &std::path::Path); 2] {
+        [("rl-cli", &self.calls), ("rl-shell", &self.shell_calls)]
+    }
+
+    /// The API recovers: lifted by hand, both jobs complete.
+    fn recover(&self, env: &TestEnv) {
+        std::fs::write(&self.ok, "").unwrap();
+        let out = env.mozart(&["clear-rate-limits"]);
+        assert!(out.status.success(), "{}", stdout(&out));
+        for (id, _) in self.jobs() {
+            let doc = wait_for(env, id, 60, |d| {
+                matches!(d["status"].as_str(), Some("completed" | "failed"))
+            });
+            assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
+        }
+    }
+}
+
+fn calls_made(f: &std::path::Path) -> usize {
+    std::fs::read_to_string(f)
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+/// The reason of the job's first instrument hold, if it is held.
+fn hold(doc: &Value) -> Option<String> {
+    doc["instrument_holds"][0]["reason"]
+        .as_str()
+        .map(str::to_owned)
+}
+
 /// The probe schedule's step survives a restart: an instrument that keeps answering "rate
 /// limit exceeded" (no wait named) waits 15 s, then 30 s, then a minute — also when the
 /// conductor is killed (kill -9) and started again during a wait. The step lived in memory
@@ -573,62 +688,8 @@ fn conductor_status_lists_a_jobs_own_shell_rate_limit_and_clear_lifts_it() {
 #[test]
 fn a_rate_limit_wait_goes_one_step_further_after_a_kill_9_restart() {
     let env = TestEnv::new();
-    let ok = env.bin.join("api-ok");
-    let calls = env.root().join("cli-calls");
-    let path = env.bin.join("limited-cli");
-    std::fs::write(
-        &path,
-        format!(
-            "#!/bin/sh\necho called >> '{}'\n\
-             if [ -f '{}' ]; then echo '{{\"result\": \"done\"}}'; exit 0; fi\n\
-             echo 'Error: rate limit exceeded (429 too many requests)' >&2\nexit 1\n",
-            calls.display(),
-            ok.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let dir = env.home.join("instruments");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("limited.yaml"),
-        format!(
-            "name: limited\ndisplay_name: \"Limited CLI\"\nkind: cli\ndefault_timeout_seconds: 30\ncli:\n  command:\n    executable: {}\n    prompt_flag: \"-p\"\n  output:\n    format: json\n    result_path: result\n  errors:\n    rate_limit_patterns: [\"\\\\b429\\\\b\", \"rate.?limit\"]\n",
-            path.display()
-        ),
-    )
-    .unwrap();
-    let shell_calls = env.root().join("shell-calls");
-    let called = |f: &std::path::Path| {
-        std::fs::read_to_string(f)
-            .map(|s| s.lines().count())
-            .unwrap_or(0)
-    };
-    env.start_conductor();
-    let cli = env.write_score(
-        "rl-cli",
-        "name: rl-cli\nworkspace: ./rl-cli-ws\ninstrument: limited\npause_between_sheets_seconds: 0\n\
-         sheet:\n  size: 1\n  total_items: 1\nprompt:\n  template: \"do it\"\n",
-    );
-    let shell = env.write_score(
-        "rl-shell",
-        &format!(
-            "name: rl-shell\nworkspace: ./rl-shell-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
-             sheet: {{size: 1, total_items: 1}}\nprompt:\n  template: |\n    \
-             RUN: echo called >> '{}'\n    \
-             RUN: if [ ! -f '{}' ]; then echo 'Error: rate limit exceeded (429 too many requests)' >&2; exit 1; fi\n",
-            shell_calls.display(),
-            ok.display()
-        ),
-    );
-    crate::harness::run(&env, &cli, &[]);
-    crate::harness::run(&env, &shell, &[]);
-    let hold = |doc: &Value| {
-        doc["instrument_holds"][0]["reason"]
-            .as_str()
-            .map(str::to_owned)
-    };
-    for id in ["rl-cli", "rl-shell"] {
+    let pair = LimitedPair::start(&env, None);
+    for (id, _) in pair.jobs() {
         let doc = wait_for(&env, id, 30, |d| hold(d).is_some());
         let reason = hold(&doc).unwrap_or_default();
         assert!(
@@ -640,34 +701,62 @@ fn a_rate_limit_wait_goes_one_step_further_after_a_kill_9_restart() {
     // Killed during the first wait, started again: the waits are restored…
     crate::support::kill9_conductor(&env);
     env.start_conductor();
-    for id in ["rl-cli", "rl-shell"] {
+    for (id, _) in pair.jobs() {
         let doc = wait_for(&env, id, 30, |d| hold(d).is_some());
         assert!(
             hold(&doc).unwrap_or_default().contains("(probe 1)"),
             "{id}: {doc:#}"
         );
     }
-    assert_eq!((called(&calls), called(&shell_calls)), (1, 1));
+    assert_eq!(
+        (calls_made(&pair.calls), calls_made(&pair.shell_calls)),
+        (1, 1)
+    );
     // …and once each is over, the CLI still limited, the next wait is the schedule's second
     // step, not its first again. (The hold is gone while the sheet runs again, so a hold
     // after the second call is the second limit's.)
-    for (id, f) in [("rl-cli", &calls), ("rl-shell", &shell_calls)] {
-        let doc = wait_for(&env, id, 60, |d| called(f) >= 2 && hold(d).is_some());
+    for (id, f) in pair.jobs() {
+        let doc = wait_for(&env, id, 60, |d| calls_made(f) >= 2 && hold(d).is_some());
         let reason = hold(&doc).unwrap_or_default();
         assert!(
             reason.contains("trying again in 30s (probe 2)"),
             "{id}: the second limit in a row after the restart: {doc:#}"
         );
     }
+    pair.recover(&env);
+}
 
-    // The API recovers: lifted by hand, both jobs complete.
-    std::fs::write(&ok, "").unwrap();
-    let out = env.mozart(&["clear-rate-limits"]);
-    assert!(out.status.success(), "{}", stdout(&out));
-    for id in ["rl-cli", "rl-shell"] {
-        let doc = wait_for(&env, id, 60, |d| {
-            matches!(d["status"].as_str(), Some("completed" | "failed"))
-        });
-        assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
+/// Nor does a restart during the retry that follows a wait start the schedule again: the
+/// wait had ended, so its row was deleted with it, and the retry's limit after the restart
+/// was the first of a new run (15 s again, for ever, under repeated kills).
+#[test]
+fn a_kill_9_during_the_retry_after_a_rate_limit_wait_keeps_the_schedule_step() {
+    let env = TestEnv::new();
+    let pair = LimitedPair::start(&env, Some(2));
+    for (id, f) in pair.jobs() {
+        let doc = wait_for(&env, id, 30, |d| hold(d).is_some());
+        assert!(
+            hold(&doc).unwrap_or_default().contains("(probe 1)"),
+            "{id}: {doc:#}"
+        );
+        // The first wait ends and the retry (the second call) is running.
+        let stalled = f.with_extension("stalled");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !stalled.exists() {
+            assert!(Instant::now() < deadline, "{id}: no retry after the wait");
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
+    crate::support::kill9_conductor(&env);
+    env.start_conductor();
+    // The retry runs again (the third call) and is limited: the second limit in a row.
+    for (id, f) in pair.jobs() {
+        let doc = wait_for(&env, id, 60, |d| calls_made(f) >= 3 && hold(d).is_some());
+        let reason = hold(&doc).unwrap_or_default();
+        assert!(
+            reason.contains("trying again in 30s (probe 2)"),
+            "{id}: the second limit in a row, across the restart: {doc:#}"
+        );
+    }
+    pair.recover(&env);
 }

@@ -43,7 +43,11 @@ impl BatonCore {
                     None => WaitScope::Instrument(ii),
                 };
                 self.restore_streak(scope, streak);
-                self.park(scope, wait, reason, now, out);
+                // A run of limits whose last wait had ended (the retry after it was running
+                // when the conductor stopped): only its place in the probe schedule goes on.
+                if !wait.is_zero() {
+                    self.park(scope, wait, reason, now, out);
+                }
             }
             Event::RateLimitExpired { instrument, job_id } => {
                 self.on_rate_limit_expired(&instrument, job_id.as_deref(), now, out)
@@ -171,11 +175,13 @@ impl BatonCore {
             for scope in scopes {
                 // The user says the limit is over: the next one starts a new run.
                 let wait = self.rate_wait_mut(scope);
-                wait.streak = 0;
+                let had_run = std::mem::take(&mut wait.streak) > 0;
                 if wait.until.is_some() {
                     let mut slot = wait.timer.take();
                     Self::cancel_timer(out, &mut slot);
                     self.unpark(scope, out);
+                } else if had_run {
+                    self.persist_wait(scope, out);
                 }
                 self.tidy_wait(scope);
             }
@@ -373,6 +379,8 @@ impl BatonCore {
         let scope = self.wait_scope(ji, ii);
         if self.rate_wait(scope).is_some_and(|w| w.streak > 0) {
             self.rate_wait_mut(scope).streak = 0;
+            // The persisted run of limits ends with it (a restart starts the schedule anew).
+            self.persist_wait(scope, out);
             self.tidy_wait(scope);
         }
 

@@ -69,7 +69,10 @@ impl BatonCore {
             let ii = self.instrument_idx(&wait.instrument);
             let scope = super::WaitScope::Job(ji, ii);
             self.restore_streak(scope, Some(wait.streak));
-            self.park(scope, wait.wait, wait.reason.clone(), now, out);
+            // A wait that had ended: only the run of limits it was in goes on.
+            if !wait.wait.is_zero() {
+                self.park(scope, wait.wait, wait.reason.clone(), now, out);
+            }
         }
         // Sheets that were waiting out a retry's backoff wait out the rest of it (a restart
         // does not bring a retry forward); the retry is in the mode it was to run in.

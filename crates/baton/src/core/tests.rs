@@ -443,6 +443,39 @@ fn a_restored_wait_goes_on_with_its_run_of_limits() {
         Effect::Persist(StateChange::Instrument(c)) if c.rate_limit_streak == 3)));
 }
 
+/// A run of limits whose wait had ended when the conductor stopped (its retry unanswered)
+/// comes back as a zero wait: nothing is parked, the next limit goes one step further, and
+/// once the instrument answers otherwise the persisted run ends (streak 0, no deadline).
+#[test]
+fn an_ended_wait_restores_its_run_only_and_an_answer_ends_it() {
+    let mut rig = Rig::new();
+    rig.send(Event::RateLimitHit {
+        instrument: "claude-code".into(),
+        wait: Duration::ZERO,
+        job_id: None,
+        sheet_num: None,
+        reason: None,
+        streak: Some(1),
+    });
+    let e = rig.register(independent("j", 2, 1));
+    assert_eq!(nums(&e), vec![1], "nothing is parked");
+    rig.fail("j", 1, &e, unstated_limit());
+    assert_eq!(
+        rig.core.rate_limited_until("claude-code"),
+        Some(rig.now.plus(secs(30))),
+        "the second limit in a row waits the second step"
+    );
+    let e = rig.advance(secs(30));
+    assert_eq!(nums(&e), vec![1]);
+    let e = rig.succeed("j", 1, &e);
+    assert!(
+        e.iter().any(|x| matches!(x,
+            Effect::Persist(StateChange::Instrument(c))
+                if c.rate_limit_streak == 0 && c.rate_limited_until.is_none())),
+        "the run's end is persisted: {e:?}"
+    );
+}
+
 #[test]
 fn external_rate_limit_hit_and_clear() {
     let mut rig = Rig::new();

@@ -872,6 +872,18 @@ impl ConductorHost {
                             i.rate_limit_streak,
                         )
                     }
+                    // The wait is over but the run of limits goes on until the instrument
+                    // answers otherwise: kept as an ended wait, so a restart during the
+                    // retry goes on one step further on the probe schedule.
+                    None if i.rate_limit_streak > 0 => {
+                        self.rate_limits.remove(&i.instrument);
+                        registry.set_rate_limit(
+                            &i.instrument,
+                            mozart_state::epoch_now(),
+                            None,
+                            i.rate_limit_streak,
+                        )
+                    }
                     None => {
                         self.rate_limits.remove(&i.instrument);
                         registry.clear_rate_limit(Some(&i.instrument)).map(|_| ())
@@ -896,6 +908,16 @@ impl ConductorHost {
                             &w.instrument,
                             wall,
                             Some(reason),
+                            w.rate_limit_streak,
+                        )
+                    }
+                    None if w.rate_limit_streak > 0 => {
+                        self.job_rate_limits.remove(&key);
+                        registry.set_job_rate_limit(
+                            &w.job_id,
+                            &w.instrument,
+                            mozart_state::epoch_now(),
+                            None,
                             w.rate_limit_streak,
                         )
                     }

@@ -303,11 +303,13 @@ fn end_unresumable(mgr: &JobManager, job_id: &str, msg: &str) {
 }
 
 /// Re-park every instrument whose persisted rate limit has not expired (architecture
-/// invariant 2: the deadline is persisted so a restart does not stampede). Sent before any
-/// job is re-registered, so the baton knows the limit before it dispatches anything.
+/// invariant 2: the deadline is persisted so a restart does not stampede), and give one
+/// whose wait had ended, its retry unanswered, its place in the probe schedule (a zero
+/// wait). Sent before any job is re-registered, so the baton knows the limit before it
+/// dispatches anything.
 fn park_rate_limited_instruments(mgr: &JobManager) {
     let now = mozart_state::epoch_now();
-    let limits = match lock(&mgr.shared.registry).active_rate_limits(now) {
+    let limits = match lock(&mgr.shared.registry).rate_limit_runs(now) {
         Ok(limits) => limits,
         Err(e) => {
             tracing::error!(error = %e, "cannot read persisted rate limits; instruments start unparked");

@@ -232,7 +232,7 @@ pub(super) fn rate_waits(
         return Vec::new();
     }
     let now = mozart_state::epoch_now();
-    match registry.job_rate_limits(job_id, now) {
+    match registry.job_rate_limit_runs(job_id, now) {
         Ok(limits) => limits
             .into_iter()
             .map(|l| {

@@ -1551,15 +1551,26 @@ impl Registry {
 
     /// `job_id`'s own waits still in force at `now`, soonest-expiring first.
     pub fn job_rate_limits(&self, job_id: &str, now: f64) -> Result<Vec<RateLimitRecord>> {
+        self.job_waits(job_id, now, false)
+    }
+
+    /// `job_id`'s own waits still in force at `now`, and those that have ended in a run of
+    /// limits that goes on (`streak` > 0: the retry after the wait has not answered yet),
+    /// soonest-expiring first: what a restart restores.
+    pub fn job_rate_limit_runs(&self, job_id: &str, now: f64) -> Result<Vec<RateLimitRecord>> {
+        self.job_waits(job_id, now, true)
+    }
+
+    fn job_waits(&self, job_id: &str, now: f64, ended: bool) -> Result<Vec<RateLimitRecord>> {
         let mut stmt = self
             .conn
             .prepare_cached(
                 "SELECT instrument, until, reason, recorded_at, streak FROM job_rate_limits \
-                 WHERE job_id = ?1 AND until > ?2 ORDER BY until",
+                 WHERE job_id = ?1 AND (until > ?2 OR (?3 AND streak > 0)) ORDER BY until",
             )
             .map_err(self.err(format!("reading the rate limits of job '{job_id}'")))?;
         let rows = stmt
-            .query_map(params![job_id, now], |r| rate_limit_at(r, 0))
+            .query_map(params![job_id, now, ended], |r| rate_limit_at(r, 0))
             .map_err(self.err(format!("reading the rate limits of job '{job_id}'")))?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
             .map_err(self.err(format!("reading the rate limits of job '{job_id}'")))
@@ -1585,15 +1596,26 @@ impl Registry {
 
     /// Limits still in force at `now`, soonest-expiring first.
     pub fn active_rate_limits(&self, now: f64) -> Result<Vec<RateLimitRecord>> {
+        self.instrument_waits(now, false)
+    }
+
+    /// Limits still in force at `now`, and those that have ended in a run of limits that
+    /// goes on (`streak` > 0: the retry after the wait has not answered yet),
+    /// soonest-expiring first: what a restart restores.
+    pub fn rate_limit_runs(&self, now: f64) -> Result<Vec<RateLimitRecord>> {
+        self.instrument_waits(now, true)
+    }
+
+    fn instrument_waits(&self, now: f64, ended: bool) -> Result<Vec<RateLimitRecord>> {
         let mut stmt = self
             .conn
             .prepare_cached(
                 "SELECT instrument, until, reason, recorded_at, streak FROM rate_limits \
-                 WHERE until > ?1 ORDER BY until",
+                 WHERE until > ?1 OR (?2 AND streak > 0) ORDER BY until",
             )
             .map_err(self.err("reading rate limits"))?;
         let rows = stmt
-            .query_map([now], |r| rate_limit_at(r, 0))
+            .query_map(params![now, ended], |r| rate_limit_at(r, 0))
             .map_err(self.err("reading rate limits"))?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
             .map_err(self.err("reading rate limits"))
