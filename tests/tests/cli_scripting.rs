@@ -711,6 +711,48 @@ fn run_says_the_outcome_is_unknown_when_the_conductor_stops_before_answering() {
     assert!(text.contains("mozart status gone"), "{text}");
 }
 
+/// A conductor that does not answer (stopped with SIGSTOP, hung) may still run jobs: `stop`
+/// and `restart` without `--yes` took "cannot ask" for "nothing runs" and went ahead. They
+/// now read the registry and refuse, saying the conductor does not answer and how many jobs
+/// it records as running.
+#[test]
+fn stop_and_restart_of_a_conductor_that_does_not_answer_refuse_while_its_registry_records_jobs_running(
+) {
+    struct Continue(u32);
+    impl Drop for Continue {
+        fn drop(&mut self) {
+            mozart_tests::signal(self.0, "CONT");
+        }
+    }
+    let env = TestEnv::new();
+    env.start_conductor();
+    submit_now(&env, &env.write_score("busy", &long_score("busy", 6, 1.0)));
+    wait_status(&env, "busy", 30.0, |d| d["status"] == "running");
+    let pid = env.conductor_pid().unwrap();
+    let resume = Continue(pid);
+    mozart_tests::signal(pid, "STOP");
+    for command in ["stop", "restart"] {
+        let out = env.mozart(&[command]);
+        let text = stdout(&out);
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        assert!(
+            text.starts_with(
+                "Error: The conductor does not answer, and its registry records 1 job as running; not stopping the conductor without confirmation.\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("Go ahead anyway: mozart {command} --yes")),
+            "{text}"
+        );
+        assert!(alive(pid), "{command} without --yes leaves the conductor");
+    }
+    drop(resume);
+    // Going on, the conductor finishes the job.
+    let done = wait_status(&env, "busy", 90.0, |d| d["status"] == "completed");
+    assert_eq!(done["progress"]["completed"], 6, "{done:#}");
+}
+
 /// A conductor that does not answer the submission in time (stopped with SIGSTOP, or busy)
 /// may still take the score once it goes on: `run` said "did not respond … in time" and
 /// "Restart the conductor", yet the job ran after `kill -CONT`. It now says the outcome is

@@ -148,6 +148,16 @@ fn quick_client(paths: &ConductorPaths) -> Option<BlockingClient> {
     .ok()
 }
 
+/// How many jobs run, as far as can be told before stopping.
+enum Running {
+    /// As the conductor answered.
+    Known(u64),
+    /// As its registry records them (the conductor did not answer).
+    Recorded(u64),
+    /// Neither could be read.
+    Unknown,
+}
+
 /// The answer to "stop with jobs running?".
 enum Confirm {
     /// Stop.
@@ -189,26 +199,52 @@ fn confirm_if_jobs_running(
     if yes {
         return Ok(Confirm::Go);
     }
-    let Some(mut client) = quick_client(paths) else {
-        return Ok(Confirm::Go);
+    let asked = quick_client(paths)
+        .and_then(|mut c| c.call::<_, ReadyResult>(methods::DAEMON_READY, ()).ok())
+        .map(|ready| ready.running_jobs);
+    // A conductor that does not answer (stopped, hung) may still run jobs: its registry
+    // says which it last recorded as running; when that cannot be read either, nobody can
+    // tell, and stopping is not taken as harmless.
+    let running = match asked {
+        Some(n) => Running::Known(n),
+        None => mozart_state::Registry::open_reader(&paths.registry_db)
+            .and_then(|r| r.count_jobs_by_status())
+            .map_or(Running::Unknown, |counts| {
+                Running::Recorded(counts.get("running").copied().unwrap_or(0))
+            }),
     };
-    let Ok(ready) = client.call::<_, ReadyResult>(methods::DAEMON_READY, ()) else {
-        return Ok(Confirm::Go);
+    let (headline, warning) = match running {
+        Running::Known(0) | Running::Recorded(0) => return Ok(Confirm::Go),
+        Running::Known(n) => (
+            format!("{} running", jobs_are(n)),
+            format!(
+                "{} currently running.",
+                mozart_config::plural(n, "job", "jobs")
+            ),
+        ),
+        Running::Recorded(n) => (
+            format!(
+                "The conductor does not answer, and its registry records {} as running",
+                mozart_config::plural(n, "job", "jobs")
+            ),
+            format!(
+                "The conductor does not answer; its registry records {} as running.",
+                mozart_config::plural(n, "job", "jobs")
+            ),
+        ),
+        Running::Unknown => (
+            "The conductor does not answer, and whether jobs are running cannot be read"
+                .to_string(),
+            "The conductor does not answer; whether jobs are running cannot be read.".to_string(),
+        ),
     };
-    if ready.running_jobs == 0 {
-        return Ok(Confirm::Go);
-    }
-    let n = ready.running_jobs;
     let what = format!(
         "{} Nothing is lost: completed sheets stay completed, and an interrupted sheet runs again on the next 'mozart start' without spending a retry.",
         consequences(grace)
     );
     if !std::io::stdin().is_terminal() {
         return Err(CliError::failed(
-            format!(
-                "{} running; not stopping the conductor without confirmation.",
-                jobs_are(n)
-            ),
+            format!("{headline}; not stopping the conductor without confirmation."),
             vec![
                 format!("Go ahead anyway: mozart {command} --yes"),
                 what,
@@ -216,10 +252,7 @@ fn confirm_if_jobs_running(
             ],
         ));
     }
-    println!(
-        "⚠ Warning: {} currently running. {what}",
-        mozart_config::plural(n, "job", "jobs")
-    );
+    println!("⚠ Warning: {warning} {what}");
     print!("Proceed with stop? [y/N]: ");
     let _ = std::io::Write::flush(&mut std::io::stdout());
     let mut answer = String::new();
