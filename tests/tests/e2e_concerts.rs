@@ -556,6 +556,66 @@ fn a_job_path_written_from_the_project_root_still_chains() {
     );
 }
 
+/// A chained score without `workspace:` runs in `./workspace` of the directory the chain's
+/// `mozart run` was called from — what `mozart run --dry-run` of it there shows — not of the
+/// conductor's directory (where it ran) nor the score's.
+#[test]
+fn a_chained_score_without_a_workspace_runs_in_the_submitting_directory() {
+    let env = TestEnv::new();
+    env.start_conductor(); // from env.work
+    let (x, y) = (env.work.join("X"), env.work.join("Y"));
+    std::fs::create_dir_all(&x).unwrap();
+    std::fs::create_dir_all(&y).unwrap();
+    let body = "instrument: shell\npause_between_sheets_seconds: 0\nsheet: {size: 1, total_items: 1}\nprompt:\n  template: |\n    RUN: pwd > \"{{ workspace }}/where.txt\"\n";
+    std::fs::write(
+        x.join("aa.yaml"),
+        format!("name: aa\nworkspace: ./wsA\n{body}on_success:\n  - type: run_job\n    job_path: bb.yaml\n"),
+    )
+    .unwrap();
+    std::fs::write(x.join("bb.yaml"), format!("name: bb\n{body}")).unwrap();
+    let out = env
+        .command(&["run", "../X/aa.yaml"])
+        .current_dir(&y)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    poll(&env, 30.0, "the chained job to complete", || {
+        list_all(&env)
+            .iter()
+            .any(|j| j["job_id"] == "bb" && j["status"] == "completed")
+            .then_some(())
+    });
+    let preview = env
+        .command(&["run", "--dry-run", "--json", "../X/bb.yaml"])
+        .current_dir(&y)
+        .output()
+        .unwrap();
+    let preview: Value = serde_json::from_str(&stdout(&preview)).unwrap();
+    let want = y.join("workspace");
+    assert_eq!(
+        preview["workspace"],
+        want.to_string_lossy().as_ref(),
+        "{preview:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(want.join("where.txt"))
+            .unwrap_or_default()
+            .trim(),
+        want.to_string_lossy(),
+        "bb ran in Y/workspace"
+    );
+    assert!(
+        !env.work.join("workspace").exists(),
+        "not the conductor's directory"
+    );
+    let listed = list_all(&env);
+    assert_eq!(
+        job(&listed, "bb")["workspace"],
+        want.to_string_lossy().as_ref(),
+        "{listed:#?}"
+    );
+}
+
 /// `mozart clear` keeps a completed job whose `on_success` hooks still run, and says so
 /// (it said `No matching scores to clear.` about the very job it was asked to clear).
 #[test]

@@ -39,7 +39,9 @@ pub use mozart_yaml::de::lax as de;
 
 pub use de::FieldError;
 pub use error::ConfigError;
-pub use load::{load_score, load_score_str, load_score_text_only, FileAccess, Score};
+pub use load::{
+    load_score, load_score_str, load_score_text_only, names_workspace, FileAccess, Score,
+};
 pub use model::{JobConfig, SkipWhenCommand, ValidationRule, ValidationType};
 pub use paths::{chained_score, resolve_path};
 pub use plan::{PlanOutline, PlannedSheet, SheetPlan};

@@ -321,6 +321,19 @@ fn map_entries(node: &mut Node) -> Option<&mut Vec<(Node, Node)>> {
     }
 }
 
+/// Whether a score's text has a top-level `workspace:` key (without it the default
+/// `./workspace` is taken from the submitting directory). Text that does not parse: `true`
+/// (its loading reports why).
+pub fn names_workspace(text: &str) -> bool {
+    match yaml::parse_noting_duplicates(text) {
+        Ok((Some(root), _)) => match &root.kind {
+            NodeKind::Map(entries) => entries.iter().any(|(k, _)| is_key(k, "workspace")),
+            _ => true,
+        },
+        _ => true,
+    }
+}
+
 fn is_key(k: &Node, name: &str) -> bool {
     matches!(&k.kind, NodeKind::Str(s) if s == name)
 }

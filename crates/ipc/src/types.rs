@@ -50,6 +50,12 @@ pub struct JobRequest {
     /// answered at once, as upstream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch_ms: Option<u64>,
+    /// Ours: the directory `mozart run` was called from. A job its `run_job` hooks chain,
+    /// whose score has no `workspace:` key, runs in `./workspace` of this directory (as
+    /// `mozart run` of that score there would), not of the conductor's. Absent (another
+    /// client): a chained score's own directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
 }
 
 /// Outcome of a submission, resume or modify.

@@ -117,6 +117,10 @@ fn job_request(args: &SubmitArgs, score: &Score) -> JobRequest {
         // The early-failure look (§3.1 step 8) on the submission itself: one call, and
         // nothing sent while the conductor starts the job's first sheet.
         watch_ms: Some(mozart_client::submit::EARLY_FAILURE_WINDOW.as_millis() as u64),
+        // Where a chained score without `workspace:` gets its `./workspace` from.
+        cwd: std::env::current_dir()
+            .ok()
+            .map(|d| d.display().to_string()),
         ..JobRequest::default()
     }
 }

@@ -400,9 +400,22 @@ async fn run_job(
         }
         None => None,
     };
+    // The chained score's default `./workspace` is taken from where the chain's first
+    // `mozart run` was called (docs/scores.md "The workspace").
+    let submit_dir = lock(&mgr.shared.registry)
+        .get_job(&req.job_id)
+        .ok()
+        .flatten()
+        .and_then(|r| {
+            r.options
+                .get(super::submit::SUBMIT_DIR)
+                .and_then(|d| d.as_str())
+                .map(str::to_string)
+        });
     let submit = SubmitRequest {
         config_path: path.to_string_lossy().into_owned(),
         workspace,
+        submit_dir,
         fresh: hook.fresh,
         chain_depth: Some(req.chain_depth + 1),
         parent_job_id: Some(req.job_id.clone()),

@@ -375,6 +375,7 @@ async fn submit(m: JobManager, ctx: Ctx, p: JobRequest) -> RpcResult {
         resume_of: None,
         parent_job_id: None,
         no_reload: false,
+        submit_dir: p.cwd,
     };
     if p.dry_run {
         return to_value(super::submit::dry_run(&m, &ctx, req).await);

@@ -33,7 +33,15 @@ pub struct SubmitRequest {
     pub resume_of: Option<String>,
     /// Use the score as it was submitted (the registry's copy), not the file on disk.
     pub no_reload: bool,
+    /// The directory the chain's `mozart run` was called from (kept in the job's record
+    /// as [`SUBMIT_DIR`]): a score without `workspace:` submitted without a workspace
+    /// (chained by a `run_job` hook) runs in its `./workspace`.
+    pub submit_dir: Option<String>,
 }
+
+/// The record option holding the directory `mozart run` was called from (of the chain's
+/// first job, for a chained one).
+pub(crate) const SUBMIT_DIR: &str = "submit_dir";
 
 pub(super) fn job_id_of(path: &Path) -> String {
     path.file_stem()
@@ -58,7 +66,7 @@ pub(super) async fn dry_run(
     let checked = (|| {
         let score = parse(mgr, &job_id, &config_path, &req)?;
         let mut config = score.config;
-        let workspace = validate_workspace(&mut config, &req)?;
+        let workspace = validate_workspace(&mut config, &req, &score.text)?;
         let plan = PlanOutline::of(&config)
             .map_err(|e| Rejection(format!("Failed to plan the score: {e}")))?;
         known_instruments(mgr, &ctx.paths.home, (&config_path, &config), &plan)?;
@@ -143,7 +151,7 @@ async fn pipeline(
             mozart_config::plural(last, "sheet", "sheets")
         )));
     }
-    let workspace = validate_workspace(&mut config, &req)?;
+    let workspace = validate_workspace(&mut config, &req, &score.text)?;
     if req.resume_of.is_some() {
         if let Some(refusal) = workspace_gone(mgr, job_id, &workspace, &req.config_path) {
             return Err(Rejection(refusal));
@@ -431,10 +439,25 @@ fn parse(
     })
 }
 
-/// Validate: the workspace (the request's override, else the score's) can be created.
-fn validate_workspace(config: &mut JobConfig, req: &SubmitRequest) -> Step<PathBuf> {
+/// Validate: the workspace (the request's override, else the score's) can be created. A
+/// score without `workspace:` submitted without one (a chained job) gets `./workspace` of
+/// the chain's submitting directory, never of the conductor's.
+fn validate_workspace(config: &mut JobConfig, req: &SubmitRequest, text: &str) -> Step<PathBuf> {
     let workspace = match req.workspace.as_deref().filter(|w| !w.is_empty()) {
         Some(w) => PathBuf::from(w),
+        None if (req.submit_dir.is_some() || req.parent_job_id.is_some())
+            && !mozart_config::names_workspace(text) =>
+        {
+            let dir = match req.submit_dir.as_deref().filter(|d| !d.is_empty()) {
+                Some(dir) => PathBuf::from(dir),
+                None => mozart_config::resolve_path(
+                    Path::new(&req.config_path)
+                        .parent()
+                        .unwrap_or(Path::new("")),
+                ),
+            };
+            dir.join("workspace")
+        }
         None => config.workspace.clone(),
     };
     config.workspace = workspace.clone();
@@ -852,6 +875,17 @@ fn build_record(
             .flatten()
             .and_then(|p| p.concert_id);
         record.concert_id = Some(parent_concert.unwrap_or_else(|| parent.clone()));
+    }
+    // The chain's submitting directory, kept for the jobs its hooks chain (and across a
+    // resume, which sends none).
+    let submit_dir = req.submit_dir.clone().or_else(|| {
+        previous
+            .and_then(|p| p.options.get(SUBMIT_DIR))
+            .and_then(|d| d.as_str())
+            .map(str::to_string)
+    });
+    if let Some(dir) = submit_dir {
+        record.options.insert(SUBMIT_DIR.into(), dir.into());
     }
     if !config.on_success.is_empty() {
         record.hook_config = serde_json::to_value(&config.on_success).ok();
