@@ -464,6 +464,38 @@ fn running_a_paused_job_again_is_refused_with_the_way_on() {
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
 
+/// A job paused under an earlier conductor stays paused across a restart, not loaded: `mozart
+/// run` of its score then took it over ("Job started", its score replaced, the pause
+/// gone). It is refused as before the restart, and the ways the refusal names still work.
+#[test]
+fn running_a_job_paused_before_a_restart_is_refused_too() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let path = env.write_score("held", &score("held", 3, 1.5));
+    assert_eq!(submit(&env, &path)["status"], "accepted");
+    wait_for(&env, "held", 30, |d| d["status"] == "running");
+    let out = env.mozart(&["pause", "held"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    wait_for(&env, "held", 30, |d| d["status"] == "paused");
+    let out = env.mozart(&["restart", "--yes"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    wait_for(&env, "held", 30, |d| d["status"] == "paused");
+    let out = env.mozart(&["run", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("Job 'held' is paused. Resume it: mozart resume held"),
+        "{text}"
+    );
+    let doc = wait_for(&env, "held", 30, |d| d["status"] == "paused");
+    assert_eq!(doc["status"], "paused", "still paused: {doc:#}");
+    // Resuming it goes on from its checkpoint.
+    let out = env.mozart(&["resume", "held"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let out = env.mozart(&["wait", "held"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
 /// `mozart resume` right after `mozart cancel` does not run the sheet beside its cancelled
 /// attempt, still in its SIGTERM grace (a child that ignores SIGTERM keeps it alive the
 /// whole grace): the new run starts once the old attempt's processes are gone.

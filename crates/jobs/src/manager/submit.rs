@@ -167,6 +167,9 @@ async fn pipeline(
     }
     let _guard = mgr.shared.submit_lock.lock().await;
     ensure_not_running(mgr, job_id).await?;
+    if req.resume_of.is_none() {
+        ensure_not_paused(mgr, job_id)?;
+    }
     let mut previous = carry_over(
         mgr,
         job_id,
@@ -645,9 +648,7 @@ async fn ensure_not_running(mgr: &JobManager, job_id: &str) -> Step<()> {
     // again would register a second copy the baton refuses, leaving it "running" with
     // nothing running.
     if running && s == DaemonJobStatus::Paused {
-        return Err(Rejection(format!(
-            "Job '{job_id}' is paused. Resume it: mozart resume {job_id} (with an edited score: mozart modify {job_id} -c SCORE --resume), or cancel it first to submit it again."
-        )));
+        return Err(Rejection(paused_refusal(job_id)));
     }
     if running {
         return Err(Rejection(format!(
@@ -656,6 +657,28 @@ async fn ensure_not_running(mgr: &JobManager, job_id: &str) -> Step<()> {
         )));
     }
     Ok(())
+}
+
+/// A job paused under an earlier conductor (paused jobs stay paused across a restart, not
+/// loaded) or held paused by this one without the baton (a full disk) is refused as a job
+/// paused in the baton is: a new submission took it over, its score replaced.
+fn ensure_not_paused(mgr: &JobManager, job_id: &str) -> Step<()> {
+    let paused = lock(&mgr.shared.registry)
+        .get_job(job_id)
+        .ok()
+        .flatten()
+        .is_some_and(|r| r.status == DaemonJobStatus::Paused);
+    if paused {
+        return Err(Rejection(paused_refusal(job_id)));
+    }
+    Ok(())
+}
+
+/// Why a paused job is not submitted again, and what to do.
+fn paused_refusal(job_id: &str) -> String {
+    format!(
+        "Job '{job_id}' is paused. Resume it: mozart resume {job_id} (with an edited score: mozart modify {job_id} -c SCORE --resume), or cancel it first to submit it again."
+    )
 }
 
 /// How long a new run of a job waits for the attempts of its last run that are still
