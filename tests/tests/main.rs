@@ -67,6 +67,7 @@ mod security_processes;
 mod security_redaction;
 mod security_secrets;
 mod security_socket;
+mod security_workspace_files;
 mod shell_no_breaker;
 mod slurm_accounting;
 mod slurm_arrays;

@@ -6,9 +6,10 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use crate::redact::redact_owned;
 
@@ -21,54 +22,257 @@ const MAX_PENDING: usize = 64 * 1024;
 /// block is redacted at once.
 const MAX_HELD_KEY: usize = 256 * 1024;
 
+/// A sheet logs directory, opened once it was checked (a directory, yours or root's, not
+/// a symbolic link, 0700): the logs are created relative to this handle, never by path, so
+/// a `logs` another user swaps for a link (or for their own directory) after the check
+/// receives nothing — the handle still names the directory that was checked.
+#[derive(Debug, Clone)]
+pub struct LogDir {
+    fd: Arc<OwnedFd>,
+    path: PathBuf,
+}
+
+impl LogDir {
+    /// The directory's path (for messages, and readers).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Where one sheet's logs go: `{dir}/{stem}.stdout.log` and `{dir}/{stem}.stderr.log`,
+/// made in the checked directory [`LogDir`].
+#[derive(Debug, Clone)]
+pub struct LogBase {
+    dir: LogDir,
+    stem: String,
+}
+
+impl LogBase {
+    /// Logs named `{stem}{suffix}` in `dir`.
+    pub fn new(dir: LogDir, stem: impl Into<String>) -> Self {
+        LogBase {
+            dir,
+            stem: stem.into(),
+        }
+    }
+
+    /// The logs of `base` (`{dir}/{stem}`): its directory made private ([`private_dir`])
+    /// and opened now.
+    pub fn at(base: &Path) -> io::Result<Self> {
+        let (Some(dir), Some(stem)) = (base.parent(), base.file_name()) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} names no log file", base.display()),
+            ));
+        };
+        Ok(LogBase::new(
+            private_dir(dir)?,
+            stem.to_string_lossy().into_owned(),
+        ))
+    }
+
+    fn name(&self, suffix: &str) -> String {
+        format!("{}{suffix}", self.stem)
+    }
+
+    /// The path of the log `{stem}{suffix}` (for messages and readers).
+    pub fn path(&self, suffix: &str) -> PathBuf {
+        self.dir.path.join(self.name(suffix))
+    }
+
+    /// Create (or replace) the log `{stem}{suffix}`, private ([`create_private_at`]).
+    pub fn create(&self, suffix: &str) -> io::Result<File> {
+        create_private_at(&self.dir, &self.name(suffix))
+    }
+
+    /// Remove an earlier attempt's log `{stem}{suffix}` ([`remove_stale`]).
+    pub fn remove_stale(&self, suffix: &str) {
+        remove_stale_at(&self.dir, &self.name(suffix));
+    }
+
+    /// Write `text` redacted to the new private log `{stem}{suffix}`.
+    pub fn write_redacted(&self, suffix: &str, text: &str) -> io::Result<()> {
+        let mut file = self.create(suffix)?;
+        file.write_all(redact_owned(text.to_string()).as_bytes())
+    }
+
+    /// Copy `from` redacted into the new private log `{stem}{suffix}`.
+    pub fn copy_redacted(&self, from: &Path, suffix: &str) -> io::Result<()> {
+        copy_into(from, self.create(suffix)?)
+    }
+}
+
+/// One stream's log of a sheet: `suffix` (`.stdout.log`, `.stderr.log`) of a [`LogBase`].
+#[derive(Debug, Clone)]
+pub struct LogFile {
+    /// The sheet's logs.
+    pub base: LogBase,
+    /// The stream's suffix.
+    pub suffix: &'static str,
+}
+
+impl LogFile {
+    /// The log's path (for messages).
+    pub fn path(&self) -> PathBuf {
+        self.base.path(self.suffix)
+    }
+}
+
+fn errno(err: nix::errno::Errno) -> io::Error {
+    io::Error::from_raw_os_error(err as i32)
+}
+
+/// Open the directory `name` in `parent` (its path `path`) as a sheet logs directory,
+/// creating it 0700 when missing: refused when it is a symbolic link, not a directory, or
+/// another user's (root's is trusted: root can do all of that anyway); made 0700 through
+/// the handle when its mode is wider (a workspace from an older Mozart). Returns the
+/// handle, its status, and whether this call created it.
+fn private_at(
+    parent: impl AsFd,
+    name: &std::ffi::OsStr,
+    path: &Path,
+) -> io::Result<(OwnedFd, nix::sys::stat::FileStat, bool)> {
+    use nix::fcntl::{openat, OFlag};
+    use nix::sys::stat::{fstat, mkdirat, Mode, SFlag};
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let parent = parent.as_fd();
+    let mut created = false;
+    let fd = loop {
+        match openat(parent, name, flags, Mode::empty()) {
+            Ok(fd) => break fd,
+            Err(nix::errno::Errno::ENOENT) if !created => {
+                match mkdirat(parent, name, Mode::from_bits_truncate(0o700)) {
+                    Ok(()) => created = true,
+                    Err(nix::errno::Errno::EEXIST) => {}
+                    Err(e) => return Err(errno(e)),
+                }
+            }
+            // O_NOFOLLOW on a link gives ELOOP, O_DIRECTORY on anything else ENOTDIR.
+            Err(e @ (nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR)) => {
+                let link =
+                    nix::sys::stat::fstatat(parent, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+                        .is_ok_and(|st| {
+                            SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK
+                        });
+                if link {
+                    // Another user who can write the workspace put a link here: followed,
+                    // it would have the logs written, and a directory of their choosing
+                    // made private, wherever it points.
+                    return Err(io::Error::other(format!(
+                        "{} is a symbolic link: sheet logs are not written through one (remove it)",
+                        path.display()
+                    )));
+                }
+                return Err(io::Error::new(
+                    errno(e).kind(),
+                    format!(
+                        "{} is not a directory: sheet logs are not written there (remove it)",
+                        path.display()
+                    ),
+                ));
+            }
+            Err(e) => return Err(errno(e)),
+        }
+    };
+    let st = fstat(&fd).map_err(errno)?;
+    // A directory of another user's: they could read, replace or remove the logs.
+    let me = nix::unistd::geteuid().as_raw();
+    if st.st_uid != me && st.st_uid != 0 {
+        return Err(io::Error::other(format!(
+            "{} belongs to another user (uid {}): sheet logs are not written there (remove it)",
+            path.display(),
+            st.st_uid
+        )));
+    }
+    if st.st_mode & 0o777 != 0o700 {
+        nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(0o700)).map_err(errno)?;
+    }
+    Ok((fd, st, created))
+}
+
+/// Open the directory `path` (relative to the directory open as `base`, whose path is
+/// `base_path`) one component at a time, each a private sheet logs directory
+/// ([`private_at`]): a link or another user's directory anywhere below `base` is refused.
+fn private_below(base: OwnedFd, base_path: &Path, rel: &Path) -> io::Result<LogDir> {
+    let mut fd = base;
+    let mut path = base_path.to_path_buf();
+    let mut last = None;
+    for part in rel.components() {
+        let std::path::Component::Normal(name) = part else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{}: not a plain directory name", rel.display()),
+            ));
+        };
+        path.push(name);
+        let (next, st, created) = private_at(&fd, name, &path)?;
+        fd = next;
+        last = Some((st, created));
+    }
+    let Some((st, created)) = last else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: no logs directory named", base_path.display()),
+        ));
+    };
+    known_dir(&path, (st.st_dev, st.st_ino), created);
+    Ok(LogDir {
+        fd: Arc::new(fd),
+        path,
+    })
+}
+
+/// Open a directory by path for [`private_below`] (following links: the path the user
+/// named, such as the workspace).
+fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+    use nix::fcntl::{open, OFlag};
+    open(
+        path,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| io::Error::new(errno(e).kind(), format!("{}: {e}", path.display())))
+}
+
 /// Create `dir` (and its missing parents) and make it 0700: the directory of the logs. An
-/// existing directory (a workspace from an older Mozart) is restricted too.
+/// existing directory (a workspace from an older Mozart) is restricted too. Its last
+/// component must not be a symbolic link nor another user's ([`private_at`]); the handle
+/// returned is what the logs are then created in.
 ///
 /// The directory's sheet logs are known from then on ([`may_exist`]): a directory this
 /// call creates holds none; one met for the first time (or replaced since: another inode)
 /// is listed once.
-pub fn private_dir(dir: &Path) -> io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    // Every attempt asks, and from its second sheet on a job's logs directory is there and
-    // already private: one `lstat` says so (creating it first costs a `mkdir` and another
-    // `stat`: issue 24's fan-out paid them per sheet).
-    let (meta, created) = match std::fs::symlink_metadata(dir) {
-        Ok(meta) if meta.is_dir() => (meta, false),
-        // Another user who can write the workspace put a link (or a file) here: followed,
-        // it would have the logs written, and a directory of their choosing made private,
-        // wherever it points.
-        Ok(meta) if meta.file_type().is_symlink() => {
-            return Err(io::Error::other(format!(
-                "{} is a symbolic link: sheet logs are not written through one (remove it)",
-                dir.display()
-            )))
-        }
-        _ => {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)?;
-            (std::fs::symlink_metadata(dir)?, true)
-        }
+pub fn private_dir(dir: &Path) -> io::Result<LogDir> {
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: no logs directory named", dir.display()),
+        ));
     };
-    if !meta.is_dir() {
-        return Err(io::Error::from(io::ErrorKind::NotADirectory));
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    if !parent.is_dir() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)?;
     }
-    // A directory of another user's: they could read, replace or remove the logs. (Root's
-    // is trusted: root can do all of that anyway.)
-    let me = nix::unistd::geteuid().as_raw();
-    if meta.uid() != me && meta.uid() != 0 {
-        return Err(io::Error::other(format!(
-            "{} belongs to another user (uid {}): sheet logs are not written there (remove it)",
-            dir.display(),
-            meta.uid()
-        )));
+    private_below(open_dir(parent)?, parent, Path::new(name))
+}
+
+/// Open job's sheet logs directory `logs` in `workspace` (`{workspace}/logs` or
+/// `{workspace}/logs/{job}`): from the workspace down, every directory a private one of
+/// yours, never a link ([`private_at`]). The handle is what the attempt's logs are created in.
+pub fn open_sheet_logs(workspace: &Path, logs: &Path) -> io::Result<LogDir> {
+    match logs.strip_prefix(workspace) {
+        Ok(rel) if !rel.as_os_str().is_empty() => {
+            private_below(open_dir(workspace)?, workspace, rel)
+        }
+        _ => private_dir(logs),
     }
-    if meta.permissions().mode() & 0o777 != 0o700 {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    }
-    known_dir(dir, &meta, created);
-    Ok(())
 }
 
 /// Make the directory of job `job_id`'s sheet logs in `workspace`, claiming upstream's
@@ -81,34 +285,40 @@ pub fn private_dir(dir: &Path) -> io::Result<()> {
 pub fn claim_sheet_logs_dir(workspace: &Path, job_id: &str) -> io::Result<PathBuf> {
     use mozart_ipc::paths::{job_sheet_logs_subdir, sheet_logs_owner, SHEET_LOGS_OWNER};
     let logs = workspace.join("logs");
-    private_dir(&logs)?;
+    let dir = open_sheet_logs(workspace, &logs)?;
     let own = job_sheet_logs_subdir(&logs, job_id);
     let ours = match sheet_logs_owner(&logs) {
         Some(owner) => owner == job_id,
         None if own.is_dir() || holds_sheet_logs(&logs)? => false,
         None => {
-            let claimed = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(logs.join(SHEET_LOGS_OWNER));
+            use nix::fcntl::{openat, OFlag};
+            let claimed = openat(
+                &*dir.fd,
+                SHEET_LOGS_OWNER,
+                OFlag::O_WRONLY
+                    | OFlag::O_CREAT
+                    | OFlag::O_EXCL
+                    | OFlag::O_NOFOLLOW
+                    | OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::from_bits_truncate(0o600),
+            );
             match claimed {
-                Ok(mut file) => {
-                    file.write_all(format!("{job_id}\n").as_bytes())?;
+                Ok(fd) => {
+                    File::from(fd).write_all(format!("{job_id}\n").as_bytes())?;
                     true
                 }
                 // Another job claimed it meanwhile (or left an empty claim).
-                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
+                Err(nix::errno::Errno::EEXIST) => {
                     sheet_logs_owner(&logs).as_deref() == Some(job_id)
                 }
-                Err(err) => return Err(err),
+                Err(err) => return Err(errno(err)),
             }
         }
     };
     if ours {
         return Ok(logs);
     }
-    private_dir(&own)?;
+    open_sheet_logs(workspace, &own)?;
     Ok(own)
 }
 
@@ -192,11 +402,10 @@ fn log_bit(name: &std::ffi::OsStr) -> Option<u64> {
     (num <= MAX_TRACKED_SHEET).then_some(num * 2 + stream)
 }
 
-/// Record the logs directory `dir` (whose metadata is `meta`): nothing to do when it is the
-/// one already known; else it is empty when just `created`, or listed.
-fn known_dir(dir: &Path, meta: &std::fs::Metadata, created: bool) {
+/// Record the logs directory `dir` (whose device and inode are `id`): nothing to do when it
+/// is the one already known; else it is empty when just `created`, or listed.
+fn known_dir(dir: &Path, id: (u64, u64), created: bool) {
     use std::os::unix::fs::MetadataExt;
-    let id = (meta.dev(), meta.ino());
     // Listed under the lock, once per directory: a log another attempt creates meanwhile
     // is then either in the listing or noted in the record after it, never lost.
     let mut dirs = known_dirs();
@@ -298,38 +507,80 @@ pub fn remove_stale(path: &Path) {
     }
 }
 
-/// Create (or truncate) `path` as a file only its owner can read and write: 0600 even when
-/// it existed with wider permissions.
-pub fn create_private(path: &Path) -> io::Result<File> {
-    if !may_exist(path) {
-        // Known absent (a fresh job's log): created exclusively, its mode is 0600 less the
-        // umask, never wider, so no `fstat` is needed to check it. Found there after all
-        // (another program made it): handled as an existing file below.
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)
-        {
-            Ok(file) => {
-                note_log(path, true);
-                return Ok(file);
-            }
-            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(err) => return Err(err),
+/// [`remove_stale`] for the log `name` in the checked directory `dir`.
+fn remove_stale_at(dir: &LogDir, name: &str) {
+    let path = dir.path.join(name);
+    if !may_exist(&path) {
+        return;
+    }
+    match nix::unistd::unlinkat(&*dir.fd, name, nix::unistd::UnlinkatFlags::NoRemoveDir) {
+        Ok(()) | Err(nix::errno::Errno::ENOENT) => note_log(&path, false),
+        Err(err) => {
+            tracing::warn!(path = %path.display(), %err, "cannot remove an earlier instrument output log");
         }
     }
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    note_log(path, true);
-    if file.metadata()?.permissions().mode() & 0o777 != 0o600 {
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    Ok(file)
+}
+
+/// Create (or replace) `path` as a file only its owner can read and write
+/// ([`create_private_at`] in its directory, opened by path).
+pub fn create_private(path: &Path) -> io::Result<File> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} names no file", path.display()),
+        ));
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let dir = LogDir {
+        fd: Arc::new(open_dir(dir)?),
+        path: dir.to_path_buf(),
+    };
+    create_private_at(&dir, &name.to_string_lossy())
+}
+
+/// Create the log `name` in the checked directory `dir` as a new file only its owner can
+/// read and write (0600 whatever the umask): exclusively, never through a link. A file
+/// already there (an earlier attempt's, or whatever else was put there) is removed first
+/// and a new one made in its place: its mode, owner and links are never what the log
+/// gets.
+pub fn create_private_at(dir: &LogDir, name: &str) -> io::Result<File> {
+    use nix::fcntl::{openat, OFlag};
+    let path = dir.path.join(name);
+    let create = || {
+        openat(
+            &*dir.fd,
+            name,
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+    };
+    // Known absent (a fresh job's log): one `open`. Found there after all (another program
+    // made it): removed, then made anew.
+    let fd = match (!may_exist(&path)).then(create) {
+        Some(Ok(fd)) => fd,
+        Some(Err(nix::errno::Errno::EEXIST)) | None => {
+            match nix::unistd::unlinkat(&*dir.fd, name, nix::unistd::UnlinkatFlags::NoRemoveDir) {
+                Ok(()) | Err(nix::errno::Errno::ENOENT) => {}
+                Err(e) => {
+                    return Err(io::Error::new(
+                        errno(e).kind(),
+                        format!("{}: {e}", path.display()),
+                    ))
+                }
+            }
+            create()
+                .map_err(|e| io::Error::new(errno(e).kind(), format!("{}: {e}", path.display())))?
+        }
+        Some(Err(e)) => return Err(errno(e)),
+    };
+    note_log(&path, true);
+    // Created exclusively: its mode is 0600 less the umask, never wider, so no `fstat` is
+    // needed to check it.
+    Ok(File::from(fd))
 }
 
 /// The conductor log's event for a sheet log that could not be written (`path`, `error`).
@@ -475,8 +726,12 @@ pub fn write_redacted(path: &Path, text: &str) -> io::Result<()> {
 /// Copy `from` into a new private file at `to`, redacted on the way (an output file a remote
 /// attempt left behind).
 pub fn copy_redacted(from: &Path, to: &Path) -> io::Result<()> {
+    copy_into(from, create_private(to)?)
+}
+
+fn copy_into(from: &Path, to: File) -> io::Result<()> {
     let mut src = File::open(from)?;
-    let mut log = RedactingLog::new(create_private(to)?);
+    let mut log = RedactingLog::new(to);
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         match src.read(&mut buf)? {
@@ -596,6 +851,7 @@ impl Drop for RedactingLog {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn mode(path: &Path) -> u32 {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o777

@@ -23,7 +23,7 @@ use crate::descendants::{boot_ticks_now, AttemptTag, Cleanup, Registered, Spawne
 /// Signalling a group lives with the attempt's clean-up, below this module.
 pub use crate::descendants::{group_alive, signal_group};
 use crate::env::{ChildEnv, EnvPlan};
-use crate::output_log::RedactingLog;
+use crate::output_log::{LogFile, RedactingLog};
 use crate::spawn::{Child, Spawn};
 use crate::types::{epoch_now, Progress, StreamKind};
 
@@ -75,7 +75,7 @@ pub struct ProcessSpec {
     /// Keep stdout in full up to this many bytes (for whole-document JSON parsing); 0 = tail only.
     pub keep_full_stdout: usize,
     /// Tee output to `{base}.stdout.log` / `{base}.stderr.log`.
-    pub log_base: Option<PathBuf>,
+    pub log_base: Option<crate::output_log::LogBase>,
     /// Notified by a line sink when the instrument printed its final result; if the
     /// process is still alive `linger_grace` later, its group is terminated
     /// (claude-code-output.md §2: the CLI can linger after its result).
@@ -486,11 +486,11 @@ async fn read_stream<R: AsyncRead + Unpin>(
     kind: StreamKind,
     state: &Mutex<ReaderState>,
     progress: &Progress,
-    (log_path, started): (Option<PathBuf>, Instant),
+    (log_path, started): (Option<LogFile>, Instant),
 ) {
     // An earlier attempt's log of the same sheet goes now, so the file holds this attempt's
     // output only (usually there is none, and it is known: no system call).
-    remove_stale_log(log_path.as_deref());
+    remove_stale_log(log_path.as_ref());
     let Some(mut reader) = reader else {
         return;
     };
@@ -537,7 +537,7 @@ async fn read_stream<R: AsyncRead + Unpin>(
 /// place — a chunk (at most 64 KiB) lands in the page cache in microseconds, while tokio::fs
 /// sends every write through the blocking pool: a thread hand-off per chunk, per stream.
 struct StreamLog {
-    path: Option<PathBuf>,
+    path: Option<LogFile>,
     /// Output not written yet, while [`Self::hold_until`] is set.
     held: Vec<u8>,
     /// Until when output is held back; `None` once it goes to the file.
@@ -548,7 +548,7 @@ struct StreamLog {
 }
 
 impl StreamLog {
-    fn new(path: Option<PathBuf>, until: Instant) -> Self {
+    fn new(path: Option<LogFile>, until: Instant) -> Self {
         StreamLog {
             hold_until: path.as_ref().map(|_| until),
             path,
@@ -583,11 +583,11 @@ impl StreamLog {
     fn write_through(&mut self, chunk: &[u8]) {
         if !self.opened {
             self.opened = true;
-            self.file = self.path.as_deref().and_then(open_log);
+            self.file = self.path.as_ref().and_then(open_log);
         }
         if let Some(file) = &mut self.file {
             if let Err(err) = file.write(chunk) {
-                log_unwritten(self.path.as_deref(), &err);
+                log_unwritten(self.path.as_ref().map(LogFile::path).as_deref(), &err);
                 self.file = None;
             }
         }
@@ -602,7 +602,7 @@ impl StreamLog {
             return;
         }
         if let Some(Err(err)) = self.file.as_mut().map(RedactingLog::finish) {
-            log_unwritten(self.path.as_deref(), &err);
+            log_unwritten(self.path.as_ref().map(LogFile::path).as_deref(), &err);
         }
     }
 }
@@ -624,26 +624,28 @@ impl Drop for StreamLog {
 /// hold 100,000 of them. So an earlier attempt's log is removed when an attempt starts (when
 /// one can exist: [`crate::output_log::may_exist`]), and the log is created when output must
 /// go to it.
-fn remove_stale_log(path: Option<&std::path::Path>) {
-    if let Some(path) = path {
-        crate::output_log::remove_stale(path);
+fn remove_stale_log(path: Option<&LogFile>) {
+    if let Some(log) = path {
+        log.base.remove_stale(log.suffix);
     }
 }
 
-/// `{base}{suffix}`: where a stream's log goes (None without a log base).
-fn log_path(base: &Option<PathBuf>, suffix: &str) -> Option<PathBuf> {
-    let mut path = base.as_ref()?.clone().into_os_string();
-    path.push(suffix);
-    Some(PathBuf::from(path))
+/// A stream's log (None without a log base).
+fn log_path(base: &Option<crate::output_log::LogBase>, suffix: &'static str) -> Option<LogFile> {
+    Some(LogFile {
+        base: base.as_ref()?.clone(),
+        suffix,
+    })
 }
 
-/// Create a stream's log in place (one `open` on a local workspace), private to the user and
-/// redacted as it is written (issue 21); a failure is logged, and the output goes on without it.
-fn open_log(path: &std::path::Path) -> Option<RedactingLog> {
-    match RedactingLog::create(path) {
-        Ok(log) => Some(log),
+/// Create a stream's log in place (one `open` on a local workspace, relative to the logs
+/// directory checked when the attempt started), private to the user and redacted as it is
+/// written (issue 21); a failure is logged, and the output goes on without it.
+fn open_log(log: &LogFile) -> Option<RedactingLog> {
+    match log.base.create(log.suffix) {
+        Ok(file) => Some(RedactingLog::new(file)),
         Err(err) => {
-            log_unwritten(Some(path), &err);
+            log_unwritten(Some(&log.path()), &err);
             None
         }
     }

@@ -31,8 +31,9 @@ pub struct ExecutionRequest {
     pub options: serde_json::Map<String, serde_json::Value>,
     /// Live progress, readable by the caller while the execution runs.
     pub progress: Arc<Progress>,
-    /// When set, full output is teed to `{base}.stdout.log` / `{base}.stderr.log`.
-    pub output_log_base: Option<PathBuf>,
+    /// When set, full output is teed to `{base}.stdout.log` / `{base}.stderr.log`, made in
+    /// the logs directory checked and opened when the attempt was prepared.
+    pub output_log_base: Option<crate::output_log::LogBase>,
     /// Grace between SIGTERM and SIGKILL on timeout or cancellation.
     pub kill_grace: Duration,
     /// Where the instrument process runs (CLI instruments; `local` by default).

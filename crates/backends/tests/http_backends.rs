@@ -205,7 +205,8 @@ async fn anthropic_success_reports_text_tokens_and_profile_cost() {
     req.options.insert("max_tokens".into(), json!(512));
     req.options
         .insert("system_prompt".into(), json!("You are terse."));
-    req.output_log_base = Some(logs.path().join("sheet-1"));
+    req.output_log_base =
+        Some(mozart_backends::output_log::LogBase::at(&logs.path().join("sheet-1")).unwrap());
     let backend = anthropic(&server);
     assert_eq!(backend.name(), "Anthropic API");
     let r = backend.execute(req).await;

@@ -106,7 +106,8 @@ async fn hundred_megabytes_are_counted_with_a_bounded_tail_and_teed_to_the_log()
         dir.path(),
         Duration::from_secs(120),
     );
-    req.output_log_base = Some(dir.path().join("sheet-1"));
+    req.output_log_base =
+        Some(mozart_backends::output_log::LogBase::at(&dir.path().join("sheet-1")).unwrap());
     let progress = Arc::clone(&req.progress);
     let result = shell().execute(req).await;
     assert!(result.success, "{result:?}");

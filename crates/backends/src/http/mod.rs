@@ -23,7 +23,6 @@ pub use ollama::{OllamaBackend, OllamaOptions};
 pub use openai::{OpenAiChatBackend, OpenAiChatOptions};
 pub use options::{parse_retry_after, price_usd, FALLBACK_PRICING_PER_MILLION};
 
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -245,7 +244,7 @@ pub(crate) async fn execute<A: HttpApi>(api: &A, req: ExecutionRequest) -> Execu
     result.result_text = result.result_text.map(crate::redact::redact_owned);
     result.error_message = result.error_message.map(crate::redact::redact_owned);
     write_logs(
-        req.output_log_base.as_deref(),
+        req.output_log_base.as_ref(),
         result.result_text.as_deref().unwrap_or(""),
         &result.stderr,
     )
@@ -560,25 +559,24 @@ pub(crate) fn rate_limit_reset(headers: &HeaderMap, now: f64) -> Option<f64> {
 
 /// Write the answer / error text to `{base}.stdout.log` / `{base}.stderr.log`, as the CLI
 /// backends tee their streams. A failed write is logged, never fails the attempt.
-pub(crate) async fn write_logs(base: Option<&Path>, stdout: &str, stderr: &str) {
+pub(crate) async fn write_logs(
+    base: Option<&crate::output_log::LogBase>,
+    stdout: &str,
+    stderr: &str,
+) {
     let Some(base) = base else { return };
     for (suffix, text) in [(".stdout.log", stdout), (".stderr.log", stderr)] {
-        let mut path: PathBuf = base.to_path_buf().into_os_string().into();
-        path.as_mut_os_string().push(suffix);
-        let text = text.to_string();
-        // Private and redacted like the process instruments' logs (issue 21); small files,
-        // written off the runtime's threads.
+        let (base, text) = (base.clone(), text.to_string());
+        // Private and redacted like the process instruments' logs (issue 21), in the logs
+        // directory checked when the attempt started; small files, written off the
+        // runtime's threads.
         let written = tokio::task::spawn_blocking(move || {
-            if let Some(parent) = path.parent() {
-                crate::output_log::private_dir(parent)
-                    .map_err(|err| (path.clone(), "cannot create the output log directory", err))?;
-            }
-            crate::output_log::write_redacted(&path, &text)
-                .map_err(|err| (path, "cannot write the output log", err))
+            base.write_redacted(suffix, &text)
+                .map_err(|err| (base.path(suffix), err))
         })
         .await;
-        if let Ok(Err((path, what, err))) = written {
-            tracing::warn!(path = %path.display(), %err, "{what}");
+        if let Ok(Err((path, err))) = written {
+            tracing::warn!(path = %path.display(), %err, "cannot write the output log");
         }
     }
 }

@@ -616,7 +616,7 @@ impl SlurmPlacement {
         };
         let mut timing = Timing::default();
         let mut seen = (0u64, 0u64);
-        let mut logs = LiveLogs::new(spec.log_base.as_deref());
+        let mut logs = LiveLogs::new(spec.log_base.as_ref());
         let grace = self
             .spec
             .exit_file_grace_seconds
@@ -1671,12 +1671,9 @@ async fn collect(
         let (stderr, _) = streams.stderr.finish();
         if let Some(base) = &spec.log_base {
             for (name, suffix) in [("stdout", ".stdout.log"), ("stderr", ".stderr.log")] {
-                let mut target = base.clone().into_os_string();
-                target.push(suffix);
                 if dir.join(name).exists() {
                     // Private and redacted like a local attempt's log (issue 21).
-                    let target = std::path::Path::new(&target);
-                    if let Err(e) = crate::output_log::copy_redacted(&dir.join(name), target) {
+                    if let Err(e) = base.copy_redacted(&dir.join(name), suffix) {
                         tracing::warn!(error = %e, "cannot copy the Slurm job's output log");
                     }
                 }
@@ -2313,7 +2310,7 @@ struct LiveLogs(Vec<LiveLog>);
 struct LiveLog {
     /// The job's output file in the attempt's directory (`stdout`, `stderr`).
     from: &'static str,
-    to: PathBuf,
+    to: crate::output_log::LogFile,
     log: Option<crate::output_log::RedactingLog>,
     /// Bytes of `from` written to the log so far.
     offset: u64,
@@ -2326,17 +2323,19 @@ struct LiveLog {
 const LIVE_LOG_CHUNK: u64 = 1 << 20;
 
 impl LiveLogs {
-    fn new(base: Option<&Path>) -> Self {
+    fn new(base: Option<&crate::output_log::LogBase>) -> Self {
         let logs = base
             .map(|base| {
                 [("stdout", ".stdout.log"), ("stderr", ".stderr.log")]
                     .into_iter()
                     .map(|(from, suffix)| {
-                        let mut to = base.as_os_str().to_owned();
-                        to.push(suffix);
+                        let to = crate::output_log::LogFile {
+                            base: base.clone(),
+                            suffix,
+                        };
                         LiveLog {
                             from,
-                            to: PathBuf::from(to),
+                            to,
                             log: None,
                             offset: 0,
                             failed: false,
@@ -2374,10 +2373,10 @@ impl LiveLog {
             return;
         }
         if self.log.is_none() {
-            match crate::output_log::RedactingLog::create(&self.to) {
-                Ok(log) => self.log = Some(log),
+            match self.to.base.create(self.to.suffix) {
+                Ok(file) => self.log = Some(crate::output_log::RedactingLog::new(file)),
                 Err(e) => {
-                    tracing::warn!(path = %self.to.display(), error = %e, "cannot create the Slurm sheet's output log");
+                    tracing::warn!(path = %self.to.path().display(), error = %e, "cannot create the Slurm sheet's output log");
                     self.failed = true;
                     return;
                 }

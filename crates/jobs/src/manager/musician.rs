@@ -517,9 +517,16 @@ async fn perform<'a>(
             // in the job's own `logs/{job_id}` when another job's are there), which
             // `mozart dashboard` tails while the sheet runs.
             // Private (0700): what instruments print is the user's (issue 21).
-            let logs = &run.sheet_logs;
-            if mozart_backends::output_log::private_dir(logs).is_ok() {
-                req.output_log_base = Some(logs.join(format!("sheet-{:02}", sheet.num)));
+            // Opened and checked now (the user's directory, no link): the logs are made
+            // relative to it, so a `logs` swapped for another user's link or directory
+            // while the sheet runs receives nothing.
+            if let Ok(dir) =
+                mozart_backends::output_log::open_sheet_logs(&run.workspace, &run.sheet_logs)
+            {
+                req.output_log_base = Some(mozart_backends::output_log::LogBase::new(
+                    dir,
+                    format!("sheet-{:02}", sheet.num),
+                ));
             }
             let placement = std::mem::replace(&mut p.placement, mozart_backends::Placement::Local);
             place(
