@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use harness::*;
 use mozart_tests::TestEnv;
+use serde_json::Value;
 
 /// A small deterministic PRNG (xorshift64*), so a failing run can be replayed by seed.
 struct Rng(u64);
@@ -215,6 +216,50 @@ fn a_restart_during_a_retry_backoff_keeps_the_retries_spent() {
     assert_eq!(doc["status"], "failed", "{doc:#}");
     assert_eq!(ledger(&led).len(), 3, "runs across the restart: {doc:#}");
     assert_eq!(sheet(&doc, 1)["attempt_count"], 3, "{doc:#}");
+}
+
+/// A sheet waiting out its retry backoff keeps the error it retries after across `mozart
+/// restart`: `status` showed `retrying (attempt 2 of 3)` beside a blank Error column, and
+/// `--json` an `error_message`/`error_code` of null.
+#[test]
+fn a_restart_during_a_retry_backoff_keeps_the_sheets_error() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml = format!(
+        "name: rb\nworkspace: {ws}\ninstrument: shell\nsheet: {{size: 1, total_items: 1}}\n\
+         retry: {{max_retries: 3, base_delay_seconds: 60}}\n\
+         prompt:\n  template: |\n    RUN: exit 1\n",
+        ws = env.work.join("rb-ws").display()
+    );
+    let path = env.write_score("rb", &yaml);
+    run(&env, &path, &[]);
+    let failed_once = |doc: &Value| sheet(doc, 1)["error_code"] == "E009";
+    let before = wait_status(&env, "rb", 30.0, failed_once);
+    assert_eq!(
+        sheet(&before, 1)["error_message"],
+        "Shell exited with code 1",
+        "{before:#}"
+    );
+    let out = env.mozart(&["restart", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", mozart_tests::stdout(&out));
+    let after = status(&env, "rb");
+    assert_eq!(sheet(&after, 1)["status"], "pending", "{after:#}");
+    assert_eq!(
+        sheet(&after, 1)["error_message"],
+        "Shell exited with code 1",
+        "{after:#}"
+    );
+    assert_eq!(sheet(&after, 1)["error_code"], "E009", "{after:#}");
+    let table = mozart_tests::stdout(&env.mozart(&["status", "rb", "--sheets"]));
+    let row = table
+        .lines()
+        .find(|l| l.contains("retrying"))
+        .unwrap_or_else(|| panic!("a retrying row: {table}"));
+    assert!(
+        row.contains("E009") || row.contains("exited with code 1"),
+        "{table}"
+    );
+    env.mozart(&["cancel", "rb"]);
 }
 
 /// A `kill -9` while a job is pausing (its running sheet finishing its attempt) leaves no

@@ -1175,11 +1175,14 @@ pub(super) fn build_checkpoint(
                     s.estimated_cost = p.estimated_cost;
                     s.cost_confidence = p.cost_confidence;
                     // A sheet that waited on a rate limit waits on it again behind the
-                    // restored limit: `status` keeps showing why (issue 22).
-                    if p.error_category == Some(mozart_state::ErrorCategory::RateLimit) {
+                    // restored limit: `status` keeps showing why (issue 22). One waiting to
+                    // retry (a restarted conductor, a paused job) keeps the error it retries
+                    // after: `status` showed `retrying` beside a blank error.
+                    if !ended || p.error_category == Some(mozart_state::ErrorCategory::RateLimit) {
                         s.error_category = p.error_category;
                         s.error_code = p.error_code.clone();
                         s.error_message = p.error_message.clone();
+                        s.exit_code = p.exit_code;
                     }
                 }
                 s
