@@ -17,6 +17,7 @@ mod cli_messages;
 mod cli_operator_commands;
 mod cli_scripting;
 mod conductor_lifecycle;
+mod conductor_selection;
 mod conductor_settings;
 mod config_validate;
 mod contrib_systemd;

@@ -29,14 +29,7 @@ pub fn not_running(mode: OutputMode) -> CliError {
 /// `mode`.
 pub fn user_error(err: ClientError, mode: OutputMode) -> CliError {
     let message = match err {
-        ClientError::NotRunning => {
-            return CliError::of(
-                ErrorKind::NotRunning,
-                NOT_RUNNING,
-                vec![START_HINT.to_string()],
-                mode,
-            )
-        }
+        ClientError::NotRunning => return not_running_here(mode),
         ClientError::Untrusted { problem, fix } => {
             return CliError::of(ErrorKind::Untrusted, problem, vec![fix], mode)
         }
@@ -50,6 +43,22 @@ pub fn user_error(err: ClientError, mode: OutputMode) -> CliError {
         other => other.to_string(),
     };
     CliError::of(ErrorKind::Command, message, vec![], mode)
+}
+
+/// "Not running", said of the conductor this command selected (a clone by its name).
+fn not_running_here(mode: OutputMode) -> CliError {
+    let clone = crate::selector::clone();
+    let message = match clone {
+        None => NOT_RUNNING.to_string(),
+        Some("") => "The default clone conductor is not running.".to_string(),
+        Some(name) => format!("Clone conductor '{name}' is not running."),
+    };
+    CliError::of(
+        ErrorKind::NotRunning,
+        message,
+        vec![START_HINT.to_string()],
+        mode,
+    )
 }
 
 /// The failure for a connection that did not happen: the refusal of an untrusted socket

@@ -149,8 +149,11 @@ impl CliError {
                     }
                     (OutputMode::Json, _) => crate::output::print_json(&serde_json::json!({
                         "success": false,
-                        "message": message,
-                        "hints": hints,
+                        "message": crate::selector::commands(message),
+                        "hints": hints
+                            .iter()
+                            .map(|h| crate::selector::commands(h))
+                            .collect::<Vec<_>>(),
                     })),
                     (OutputMode::Human, _) => crate::output::print_error(message, hints),
                 }

@@ -10,6 +10,7 @@ mod instrument_lookup;
 pub mod logging;
 pub mod output;
 pub mod render;
+pub mod selector;
 mod sigpipe;
 
 use clap::{Parser, Subcommand};
@@ -461,6 +462,7 @@ pub fn main() -> i32 {
         quiet: cli.quiet,
         conductor_clone: cli.conductor_clone.clone(),
     };
+    selector::set(globals.conductor_clone.as_deref());
     // Only a process that becomes the conductor keeps ignoring SIGPIPE; a background
     // `start` / `restart` is a short-lived client like the rest (`mozart start | head -1`).
     let becomes_conductor = match &cli.command {

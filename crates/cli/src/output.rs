@@ -45,13 +45,14 @@ pub fn print_error(message: &str, hints: &[String]) {
 
 /// Print an error's whole first line (`Error: …`, `Error [E502]: …`) and, if any, a
 /// `Hints:` list, to stdout.
+/// Every suggested command names the conductor this one selected ([`crate::selector`]).
 pub fn print_headline(headline: &str, hints: &[String]) {
-    println!("{headline}");
+    println!("{}", crate::selector::commands(headline));
     if !hints.is_empty() {
         println!();
         println!("Hints:");
         for hint in hints {
-            println!("  - {hint}");
+            println!("  - {}", crate::selector::commands(hint));
         }
     }
 }

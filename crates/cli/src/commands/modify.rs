@@ -230,7 +230,7 @@ fn modify_and_resume(globals: &Globals, args: &Args, ws: Option<&str>) -> Result
     } else {
         let msg = result.message.as_deref().unwrap_or("Modify accepted");
         println!("{msg}");
-        println!("\nMonitor: mozart status {id}");
+        crate::selector::say(format!("\nMonitor: mozart status {id}"));
     }
     Ok(0)
 }
@@ -249,11 +249,11 @@ fn print_instructions(id: &str, status: &str, config_text: &str, mode: OutputMod
     } else {
         println!();
         println!("When ready to resume with new config:");
-        println!("  mozart resume {id} --config {config_text}");
+        crate::selector::say(format!("  mozart resume {id} --config {config_text}"));
         println!();
         // A plain `resume` reads the score file again (which may be the file just edited):
         // the score as submitted is `--no-reload`'s.
         println!("Or to resume with the score as it was submitted:");
-        println!("  mozart resume {id} --no-reload");
+        crate::selector::say(format!("  mozart resume {id} --no-reload"));
     }
 }

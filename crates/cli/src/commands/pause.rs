@@ -78,9 +78,9 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             }));
         } else {
             println!("Pause signal sent to score '{id}'.");
-            println!(
+            crate::selector::say(format!(
                 "No new sheet starts; running sheets finish their attempt first ('mozart status {id}' says pausing until then)."
-            );
+            ));
             if !result.withdrawn.is_empty() {
                 let sheets: Vec<String> = result
                     .withdrawn
@@ -93,8 +93,10 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
                 );
             }
             println!();
-            println!("To resume: mozart resume {id}");
-            println!("To resume with new config: mozart resume {id} --config new.yaml");
+            crate::selector::say(format!("To resume: mozart resume {id}"));
+            crate::selector::say(format!(
+                "To resume with new config: mozart resume {id} --config new.yaml"
+            ));
         }
         return Ok(0);
     }

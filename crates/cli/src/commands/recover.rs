@@ -88,7 +88,10 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             "Recovered {}",
             mozart_config::plural(recovered, "sheet", "sheets")
         );
-        println!("Run 'mozart resume {}' to run what is left.", args.job_id);
+        crate::selector::say(format!(
+            "Run 'mozart resume {}' to run what is left.",
+            args.job_id
+        ));
     } else {
         println!("No sheets could be recovered");
     }

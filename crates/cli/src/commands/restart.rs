@@ -30,7 +30,10 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         args.start.socket.is_some(),
         args.force,
         args.yes,
-        "restart",
+        &match &args.start.socket {
+            Some(socket) => format!("restart --socket {}", socket.display()),
+            None => "restart".to_string(),
+        },
     )? {
         stop::StopOutcome::Aborted => {
             println!("Aborted.");

@@ -88,7 +88,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             println!("{message}");
         }
         println!();
-        println!("Monitor progress: mozart status {id}");
+        crate::selector::say(format!("Monitor progress: mozart status {id}"));
         return Ok(0);
     }
     let completed = message.contains(&format!("Score '{id}' is completed,"));

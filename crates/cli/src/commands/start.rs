@@ -52,8 +52,8 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     if let Some(pid) = already_running(&paths)? {
         if args.foreground || args.detached_child {
             println!("{} is already running (PID {pid})", paths.who());
-            println!(
-                "  A foreground conductor cannot start beside it: stop it first (mozart stop)."
+            crate::selector::say(
+                "  A foreground conductor cannot start beside it: stop it first (mozart stop).",
             );
             return Ok(1);
         }

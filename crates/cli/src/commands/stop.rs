@@ -49,7 +49,19 @@ pub(crate) enum StopOutcome {
 /// Run `mozart stop`.
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let paths = conductor_client::paths(globals, args.socket.as_deref())?;
-    match stop_conductor(&paths, args.socket.is_some(), args.force, args.yes, "stop")? {
+    // What the refusal's hint suggests names the same conductor (the `--conductor-clone`
+    // flag is added where it is printed).
+    let command = match &args.socket {
+        Some(socket) => format!("stop --socket {}", socket.display()),
+        None => "stop".to_string(),
+    };
+    match stop_conductor(
+        &paths,
+        args.socket.is_some(),
+        args.force,
+        args.yes,
+        &command,
+    )? {
         StopOutcome::NotRunning => {
             println!("{} is not running", paths.who());
             Ok(1)

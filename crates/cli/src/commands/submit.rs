@@ -214,8 +214,8 @@ fn report_pending(response: &JobResponse, mode: OutputMode) {
         "{}",
         message.unwrap_or("Score queued as pending — starts when rate limits clear.")
     );
-    println!("Monitor with: mozart status {job_id} --watch");
-    println!("Cancel with:  mozart cancel {job_id}");
+    crate::selector::say(format!("Monitor with: mozart status {job_id} --watch"));
+    crate::selector::say(format!("Cancel with:  mozart cancel {job_id}"));
 }
 
 /// §3.1 step 8: the conductor took the score; `ended` is the job when it already ended
@@ -249,7 +249,7 @@ fn report_accepted(
         println!("Score submitted to conductor: {job_id}");
         println!("  {message}");
         println!();
-        println!("See it with: mozart status {job_id}");
+        crate::selector::say(format!("See it with: mozart status {job_id}"));
         return;
     }
     if response.nothing_to_run {
@@ -258,10 +258,10 @@ fn report_accepted(
             "  Every sheet completed in an earlier run and the score has not changed: nothing was run."
         );
         println!();
-        println!(
+        crate::selector::say(format!(
             "Run it again from the start with: mozart run {} --fresh",
             args.config_file.display()
-        );
+        ));
         return;
     }
     println!("Score submitted to conductor: {job_id}");
@@ -275,7 +275,7 @@ fn report_accepted(
     println!();
     match ended {
         Some(ended) => report_early_failure(job_id, ended),
-        None => println!("Monitor with: mozart status {job_id} --watch"),
+        None => crate::selector::say(format!("Monitor with: mozart status {job_id} --watch")),
     }
 }
 
@@ -471,5 +471,7 @@ fn report_early_failure(job_id: &str, status: &JobStatusResult) {
         }
     }
     println!();
-    println!("Errors: mozart errors {job_id}   Full report: mozart diagnose {job_id}");
+    crate::selector::say(format!(
+        "Errors: mozart errors {job_id}   Full report: mozart diagnose {job_id}"
+    ));
 }
