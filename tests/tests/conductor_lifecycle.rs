@@ -123,8 +123,8 @@ fn a_clone_runs_beside_production_with_its_own_socket_and_registry() {
 
 /// `--socket PATH` means the conductor listening there, not the one whose lock and PID
 /// file are in the home: `conductor-status` and `stop` of a socket where nothing listens
-/// say "not running" (and stop nothing), and `stop --socket` of the clone's socket stops
-/// the clone and returns at once, production untouched.
+/// say where the home's conductor listens instead (and stop nothing), and `stop --socket`
+/// of the clone's socket stops the clone and returns at once, production untouched.
 #[test]
 fn stop_and_conductor_status_with_a_socket_mean_the_conductor_listening_there() {
     let env = TestEnv::new();
@@ -134,7 +134,14 @@ fn stop_and_conductor_status_with_a_socket_mean_the_conductor_listening_there() 
     let nowhere = nowhere.to_str().unwrap();
     let out = env.mozart(&["conductor-status", "--socket", nowhere]);
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
-    assert_eq!(stdout(&out).trim(), "Mozart conductor is not running");
+    assert!(
+        stdout(&out).contains(&format!(
+            "runs, listening on {}, not on {nowhere}",
+            env.socket.display()
+        )),
+        "{}",
+        stdout(&out)
+    );
     let out = env.mozart(&["stop", "--socket", nowhere]);
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     assert!(

@@ -1,5 +1,6 @@
-//! Which conductor a command talks to: under `--conductor-clone` every command the CLI
-//! suggests names the clone.
+//! Which conductor a command talks to: a socket named that the home's conductor does not
+//! listen on is said at once (where it listens, how to reach it) by every command alike, and
+//! under `--conductor-clone` every command the CLI suggests names the clone.
 
 use mozart_tests::{alive, sleepy_shell_score, stdout, TestEnv};
 
@@ -8,6 +9,88 @@ use crate::harness::poll;
 /// All a command printed, stdout then stderr.
 fn text(out: &std::process::Output) -> String {
     format!("{}{}", stdout(out), String::from_utf8_lossy(&out.stderr))
+}
+
+/// `mozart start` listens on the home's socket; `$MOZART_SOCKET` (or `--socket`) naming
+/// another one where nothing listens: `start` no longer says "already running" with the
+/// named socket and waits 30 s for nothing, `status` no longer says "not running" while
+/// `conductor-status` says "running", and `stop` with the variable no longer stops the
+/// conductor it was not pointed at while `stop --socket` said "not running". Each says at
+/// once that the home's conductor runs, on which socket, and how to reach it; nothing is
+/// stopped; `restart` moves the conductor to the named socket.
+#[test]
+fn a_socket_the_running_conductor_does_not_listen_on_is_said_by_every_command() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let pid = env.conductor_pid().expect("PID file");
+    let real = env.socket.display().to_string();
+    let other = env.root().join("other.sock");
+    let other_text = other.display().to_string();
+    let score = env.write_score("e1.yaml", &sleepy_shell_score("e1", 1, 0.1));
+    let score = score.to_str().unwrap();
+    let with_env = |args: &[&str]| env.command(args).env("MOZART_SOCKET", &other).output();
+    for args in [
+        vec!["start"],
+        vec!["status"],
+        vec!["conductor-status"],
+        vec!["list"],
+        vec!["run", score],
+        vec!["stop", "--yes"],
+    ] {
+        let out = with_env(&args).unwrap();
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {said}");
+        assert!(
+            said.contains(&format!(
+                "(PID {pid}) runs, listening on {real}, not on {other_text}"
+            )),
+            "{args:?}: {said}"
+        );
+        assert!(
+            said.contains(&format!("export MOZART_SOCKET={real}")),
+            "{args:?}: {said}"
+        );
+        assert!(!said.contains("did not become ready"), "{args:?}: {said}");
+        assert!(alive(pid), "{args:?} stopped the conductor");
+    }
+    let out = with_env(&["doctor"]).unwrap();
+    assert!(
+        text(&out).contains(&format!("listening on {real}, not on {other_text}")),
+        "{}",
+        text(&out)
+    );
+    // `--socket` says the same as the variable.
+    for args in [
+        vec!["stop", "--socket", &other_text, "--yes"],
+        vec!["conductor-status", "--socket", &other_text],
+    ] {
+        let out = env.mozart(&args);
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {said}");
+        assert!(
+            said.contains(&format!("listening on {real}, not on {other_text}"))
+                && said.contains(&format!("--socket {real}")),
+            "{args:?}: {said}"
+        );
+        assert!(alive(pid), "{args:?} stopped the conductor");
+    }
+    // The job was never submitted.
+    assert!(!stdout(&env.mozart(&["list", "--all"])).contains("e1"));
+
+    // `restart` with the other socket stops the conductor where it listens and starts the
+    // new one on the named socket.
+    let out = with_env(&["restart", "--yes"]).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}\n{}", text(&out), env.log());
+    let out = with_env(&["conductor-status"]).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        stdout(&out).contains(&format!("Socket: {other_text}")),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!alive(pid), "the old conductor still runs");
+    let out = with_env(&["stop", "--yes"]).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
 
 /// Under `--conductor-clone=NAME` the hints named production's commands: `run`'s "Monitor

@@ -45,9 +45,16 @@ pub fn user_error(err: ClientError, mode: OutputMode) -> CliError {
     CliError::of(ErrorKind::Command, message, vec![], mode)
 }
 
-/// "Not running", said of the conductor this command selected (a clone by its name).
+/// "Not running", said of the conductor this command selected (a clone by its name), or,
+/// when that conductor runs but listens on another socket than the one named, where it
+/// listens ([`elsewhere`]).
 fn not_running_here(mode: OutputMode) -> CliError {
     let clone = crate::selector::clone();
+    if let Ok(paths) = ConductorPaths::discover(None, clone) {
+        if let Some(err) = elsewhere(&paths, false, mode) {
+            return err;
+        }
+    }
     let message = match clone {
         None => NOT_RUNNING.to_string(),
         Some("") => "The default clone conductor is not running.".to_string(),
@@ -59,6 +66,61 @@ fn not_running_here(mode: OutputMode) -> CliError {
         vec![START_HINT.to_string()],
         mode,
     )
+}
+
+/// Whether a socket was named for this command: `--socket` (`flag`) or `$MOZART_SOCKET`.
+pub fn socket_named(flag: bool) -> bool {
+    flag || std::env::var_os(mozart_ipc::paths::SOCKET_ENV).is_some_and(|v| !v.is_empty())
+}
+
+/// The conductor of `paths` (production, or the clone) runs — it holds its lock — but listens
+/// on another socket than the one named (`--socket`: `flag`, else `$MOZART_SOCKET`), which
+/// nothing answers: a home runs one conductor, so this command is told where it listens and
+/// how to reach it, instead of "not running" (or a wait for it to answer there).
+pub fn elsewhere(paths: &ConductorPaths, flag: bool, mode: OutputMode) -> Option<CliError> {
+    let real = paths.running_socket()?;
+    if real == paths.socket || blocking::health_pid(&paths.socket).ok().flatten().is_some() {
+        return None;
+    }
+    let pid = match mozart_conductor::probe_instance(paths) {
+        mozart_conductor::RunState::Running { pid: Some(pid) } => format!(" (PID {pid})"),
+        _ => String::new(),
+    };
+    let who = match paths.who() {
+        "clone conductor" => "The clone conductor",
+        _ => "The Mozart conductor",
+    };
+    let (named_by, reach) = if flag {
+        (
+            "--socket",
+            format!("Reach it with: --socket {}", real.display()),
+        )
+    } else {
+        (
+            "$MOZART_SOCKET",
+            format!(
+                "Reach it with: export MOZART_SOCKET={} (or unset MOZART_SOCKET)",
+                real.display()
+            ),
+        )
+    };
+    Some(CliError::of(
+        ErrorKind::Command,
+        format!(
+            "{who} of {}{pid} runs, listening on {}, not on {} (the socket {named_by} names)",
+            paths.home.display(),
+            real.display(),
+            paths.socket.display()
+        ),
+        vec![
+            reach,
+            format!(
+                "A Mozart home runs one conductor: for one on {}, start it with a home of its own (MOZART_HOME=DIR)",
+                paths.socket.display()
+            ),
+        ],
+        mode,
+    ))
 }
 
 /// The failure for a connection that did not happen: the refusal of an untrusted socket
@@ -122,7 +184,14 @@ pub fn conductor_at(
         RunState::Running { pid } => Some(pid),
         RunState::Stopped { .. } => None,
     };
-    if !explicit_socket {
+    // `$MOZART_SOCKET` naming another socket than the one the home's running conductor
+    // recorded means the conductor there, as `--socket` does; naming its own (or with no
+    // record yet: it is starting) the lock decides, so a hung conductor is still found.
+    let env_elsewhere = socket_named(false)
+        && paths
+            .running_socket()
+            .is_some_and(|real| real != paths.socket);
+    if !explicit_socket && !env_elsewhere {
         return Ok((state_after(paths, probe, mode)?, lock_pid.is_some()));
     }
     match blocking::health_pid(&paths.socket).map_err(|e| user_error(e, mode))? {
@@ -130,7 +199,10 @@ pub fn conductor_at(
             RunState::Running { pid: Some(pid) },
             lock_pid == Some(Some(pid)),
         )),
-        None => Ok((RunState::Stopped { stale_pid: None }, false)),
+        None => match elsewhere(paths, explicit_socket, mode) {
+            Some(err) => Err(err),
+            None => Ok((RunState::Stopped { stale_pid: None }, false)),
+        },
     }
 }
 

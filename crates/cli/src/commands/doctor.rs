@@ -29,6 +29,9 @@ struct Findings {
     pid: Option<u32>,
     /// Why the socket is refused: another user controls it (issue 21).
     refused: Option<String>,
+    /// The conductor runs but listens on another socket than the one named
+    /// (`$MOZART_SOCKET`): where, and how to reach it (a warning).
+    elsewhere: Option<String>,
     /// One entry per instrument profile (or the error loading them).
     instruments: Vec<Value>,
     /// The Slurm checks (empty when no profile places its sheets on Slurm).
@@ -60,6 +63,7 @@ impl Findings {
             .filter(|i| i["status"] == "warning")
             .count();
         1 + usize::from(self.status != "running" && self.refused.is_none())
+            + usize::from(self.elsewhere.is_some())
             + unreachable
             + self.profile_warnings
             + usize::from(self.looked_here.is_some())
@@ -70,6 +74,18 @@ impl Findings {
 /// Run `mozart doctor`.
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let (status, pid, refused) = conductor_check(globals);
+    let elsewhere = conductor_client::paths(globals, None)
+        .ok()
+        .and_then(|paths| conductor_client::elsewhere(&paths, false, OutputMode::Human))
+        .map(|err| {
+            let mut text = err.message().unwrap_or_default().to_string();
+            if let CliError::Failed { hints, .. } = &err {
+                if let Some(reach) = hints.first() {
+                    text = format!("{text}. {reach}");
+                }
+            }
+            text
+        });
     let mut errors = usize::from(refused.is_some());
     // Instruments run with the conductor's PATH, not this shell's: look there when it runs.
     let lookup = Lookup::of_state((status == "running").then_some(RunState::Running { pid }));
@@ -85,6 +101,7 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         status,
         pid,
         refused,
+        elsewhere,
         instruments,
         slurm,
         registry,
@@ -332,7 +349,10 @@ fn print_json(f: &Findings) {
         "mozart_version": version,
         "conductor": match &f.refused {
             // Upstream's shape, plus the reason only when there is one.
-            None => json!({"status": f.status, "pid": f.pid}),
+            None => match &f.elsewhere {
+                None => json!({"status": f.status, "pid": f.pid}),
+                Some(detail) => json!({"status": f.status, "pid": f.pid, "detail": detail}),
+            },
             Some(detail) => json!({"status": f.status, "pid": f.pid, "detail": detail}),
         },
         "instruments": f.instruments,
@@ -364,6 +384,7 @@ fn print_text(f: &Findings) {
     };
     line(
         match f.status {
+            "running" if f.elsewhere.is_some() => "!",
             "running" => "✓",
             "untrusted socket" => "✗",
             _ => "!",
@@ -371,7 +392,7 @@ fn print_text(f: &Findings) {
         "Conductor",
         &conductor,
     );
-    if let Some(detail) = &f.refused {
+    if let Some(detail) = f.refused.as_ref().or(f.elsewhere.as_ref()) {
         println!("      {detail}");
     }
     let icon = match f.config["status"].as_str() {

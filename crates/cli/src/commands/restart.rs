@@ -1,6 +1,8 @@
 //! `mozart restart` (cli.md §2.3): stop if running (not running is fine — upstream's exit 1
 //! there is a [BUG]), then start.
 
+use mozart_ipc::paths::ConductorPaths;
+
 use crate::commands::{start, stop};
 use crate::{CliError, Globals};
 
@@ -25,9 +27,22 @@ pub struct Args {
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     // The file's warnings are said by the start below.
     let (_, paths, _) = start::prepare_noting(globals, &args.start)?;
+    // The home's conductor listening on another socket than the one named is stopped there:
+    // the new one starts on the named socket.
+    let moved = crate::conductor_client::elsewhere(&paths, true, crate::OutputMode::Human)
+        .is_some()
+        .then(|| paths.running_socket())
+        .flatten();
+    let stop_paths = match &moved {
+        Some(real) => ConductorPaths {
+            socket: real.clone(),
+            ..paths.clone()
+        },
+        None => paths.clone(),
+    };
     match stop::stop_conductor(
-        &paths,
-        args.start.socket.is_some(),
+        &stop_paths,
+        args.start.socket.is_some() && moved.is_none(),
         args.force,
         args.yes,
         &match &args.start.socket {

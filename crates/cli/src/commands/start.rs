@@ -12,7 +12,7 @@ use mozart_client::daemon;
 use mozart_conductor::{ConductorSettings, DaemonConfig, RunState};
 use mozart_ipc::paths::ConductorPaths;
 
-use crate::conductor_client::conductor_state;
+use crate::conductor_client::{self, conductor_state};
 use crate::{CliError, Globals, OutputMode};
 
 /// Arguments of `mozart start`.
@@ -50,6 +50,13 @@ pub struct Args {
 pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     let (config, paths) = prepare(globals, &args)?;
     if let Some(pid) = already_running(&paths)? {
+        // Running, but not on the socket named for this start: said at once, with where it
+        // listens (waiting for it to answer on the named one would wait for nothing).
+        if let Some(err) =
+            conductor_client::elsewhere(&paths, args.socket.is_some(), OutputMode::Human)
+        {
+            return Err(err);
+        }
         if args.foreground || args.detached_child {
             println!("{} is already running (PID {pid})", paths.who());
             crate::selector::say(
