@@ -118,3 +118,69 @@ fn errors_after_a_fresh_run_are_that_runs_and_all_runs_lists_the_earlier_ones() 
     assert_eq!(mcp["earlier_runs_errors_not_shown"], 2, "{mcp:#}");
     assert_eq!(mcp_all["error_count"], 2, "{mcp_all:#}");
 }
+
+/// `--all-runs` lists at least what the default view does: a sheet that did not run in this
+/// run (blocked by a failed dependency) but failed in an earlier one showed only the earlier
+/// run's error, and this run's `not run` row disappeared (`Total: 2 errors` against the
+/// default view's 2 of this run alone).
+#[test]
+fn all_runs_keeps_this_runs_not_run_rows() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let flag = env.work.join("ar-flag");
+    let yaml = format!(
+        "name: ar\nworkspace: ./ar-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         retry: {{max_retries: 0}}\nsheet: {{size: 1, total_items: 2}}\nprompt:\n  template: |\n    \
+         {{% if sheet_num == 1 %}}RUN: test ! -f '{}'{{% else %}}RUN: exit 1{{% endif %}}\n",
+        flag.display()
+    );
+    let path = env.write_score("ar", &yaml);
+    crate::harness::run(&env, &path, &[]);
+    let doc = crate::harness::wait_terminal(&env, "ar", 60.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    std::fs::write(&flag, "").unwrap();
+    crate::harness::run(&env, &path, &["--fresh"]);
+    crate::harness::wait_status(&env, "ar", 60.0, |d| {
+        d["status"] == "failed" && d["sheets"]["1"]["attempt_count"] == 1
+    });
+
+    let rows = |doc: &Value| -> Vec<(u64, String, u64)> {
+        doc["errors"]
+            .as_array()
+            .unwrap_or_else(|| panic!("errors: {doc:#}"))
+            .iter()
+            .map(|e| {
+                (
+                    e["sheet_num"].as_u64().unwrap_or(0),
+                    e["error_code"].as_str().unwrap_or_default().to_string(),
+                    e["attempt_number"].as_u64().unwrap_or(99),
+                )
+            })
+            .collect()
+    };
+    let current = json_of(&env, &["errors", "ar", "--json"]);
+    let this_run = rows(&current);
+    assert_eq!(
+        this_run,
+        vec![(1, "E009".into(), 1), (2, "E999".into(), 0)],
+        "{current:#}"
+    );
+    let all = json_of(&env, &["errors", "ar", "--json", "--all-runs"]);
+    let every = rows(&all);
+    for row in &this_run {
+        assert!(
+            every.contains(row),
+            "{row:?} missing from --all-runs: {all:#}"
+        );
+    }
+    assert!(
+        every.contains(&(2, "E009".into(), 1)),
+        "run 1's failure of sheet 2: {all:#}"
+    );
+    assert_eq!(all["total_errors"], every.len(), "{all:#}");
+    let text = stdout(&env.mozart(&["errors", "ar", "--all-runs"]));
+    assert!(text.contains("not run"), "{text}");
+    // `diagnose --all-runs` lists the same errors.
+    let diag = json_of(&env, &["diagnose", "ar", "--json", "--all-runs"]);
+    assert_eq!(rows(&diag), every, "{diag:#}");
+}

@@ -311,14 +311,7 @@ fn timeline_json(job: &JobCheckpoint) -> Vec<Value> {
 fn report_errors_json(job: &JobCheckpoint, now: f64) -> Vec<Value> {
     job.sheets
         .iter()
-        .flat_map(|(n, s)| {
-            let history = history_entries(*n, s);
-            if history.is_empty() {
-                synthetic_entry(*n, s, now).into_iter().collect()
-            } else {
-                history
-            }
-        })
+        .flat_map(|(n, s)| sheet_errors(*n, s, now))
         .map(|e| report_error(&e))
         .collect()
 }
@@ -523,6 +516,18 @@ pub fn synthetic_entry(num: u32, sheet: &SheetCheckpoint, now: f64) -> Option<Er
     })
 }
 
+/// A sheet's errors: its history, or one record from its last message when it has none.
+/// A sheet that made no attempt in this run has only earlier runs' history (`--all-runs`):
+/// its error in this run (blocked by a failed dependency) is listed too, as the default
+/// view lists it.
+fn sheet_errors(num: u32, sheet: &SheetCheckpoint, now: f64) -> Vec<ErrorEntry> {
+    let mut history = history_entries(num, sheet);
+    if history.is_empty() || sheet.attempt_count == 0 {
+        history.extend(synthetic_entry(num, sheet, now));
+    }
+    history
+}
+
 /// The errors `mozart errors` lists: each sheet's history, or, for a sheet without one
 /// (it never ran an attempt, or the conductor kept no attempt history), a synthetic record
 /// from its last message; filtered. Sorted by sheet, then time (cli.md §5.2; upstream falls
@@ -532,14 +537,7 @@ pub fn collect_errors(job: &JobCheckpoint, filter: &ErrorFilter, now: f64) -> Ve
         .sheets
         .iter()
         .filter(|(num, _)| filter.sheet.is_none_or(|s| s == **num))
-        .flat_map(|(num, sheet)| {
-            let history = history_entries(*num, sheet);
-            if history.is_empty() {
-                synthetic_entry(*num, sheet, now).into_iter().collect()
-            } else {
-                history
-            }
-        })
+        .flat_map(|(num, sheet)| sheet_errors(*num, sheet, now))
         .filter(|e| filter.admits(e))
         .collect();
     all.sort_by(|a, b| {
