@@ -176,6 +176,46 @@ fn logs_without_a_log_file_say_where_they_looked() {
     assert!(stdout(&out).contains(&format!("{}", env.work.join("logs/mozart.log").display())));
 }
 
+/// `mozart logs --file PATH` (or `-w DIR`) where no file is said "Use --log-file or
+/// --log-format=both with mozart run to enable file logging" — untrue here: `--log-file`
+/// logs only the CLI and the conductor always writes its own log. The hint now names that
+/// log; `--help` lists every level `--level` takes (CRITICAL too).
+#[test]
+fn logs_of_a_missing_file_name_the_conductors_log() {
+    let env = TestEnv::new();
+    let conductor_log = env.home.join("logs/conductor.log");
+    let missing = env.work.join("nonexistent.log");
+    let out = env.mozart(&["logs", "--file", missing.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.starts_with(&format!("No log files found at: {}\n", missing.display())),
+        "{text}"
+    );
+    assert!(!text.contains("--log-file"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "Check the path given with --file. Mozart's log is the conductor's, {}",
+            conductor_log.display()
+        )),
+        "{text}"
+    );
+    let out = env.mozart(&["logs", "-w", env.work.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(!text.contains("--log-file"), "{text}");
+    assert!(
+        text.contains("no per-workspace logs/mozart.log")
+            && text.contains(&conductor_log.display().to_string()),
+        "{text}"
+    );
+    let help = stdout(&env.mozart(&["logs", "--help"]));
+    assert!(
+        help.contains("DEBUG, INFO, WARNING, ERROR, CRITICAL"),
+        "{help}"
+    );
+}
+
 #[test]
 fn logs_read_upstream_json_files_with_filters() {
     let env = TestEnv::new();

@@ -67,7 +67,7 @@ pub struct Args {
         allow_negative_numbers = true
     )]
     pub lines: i64,
-    /// Filter by minimum log level (DEBUG, INFO, WARNING, ERROR).
+    /// Filter by minimum log level (DEBUG, INFO, WARNING, ERROR, CRITICAL; any case).
     #[arg(short = 'l', long = "level", value_name = "TEXT")]
     pub level: Option<String>,
     /// Show this sheet's output instead of the log: its log files
@@ -138,13 +138,23 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
                 target.display()
             );
             println!();
+            // Upstream's hint here (`--log-file` with `mozart run`) is not true of this port:
+            // `--log-file` logs only the CLI, and the conductor always writes its own log.
             let hint = if from_conductor {
                 "Hint: The conductor writes this log while it runs. Start it with: mozart start"
+                    .to_string()
             } else {
-                "Hint: Logs are created when running scores with file logging enabled.\n\
-                 Use --log-file or --log-format=both with mozart run to enable file logging."
+                let log = crate::conductor_client::paths(globals, None)
+                    .map(|paths| conductor_log(&paths).display().to_string())
+                    .unwrap_or_else(|_| "in the Mozart home's logs/".to_string());
+                let what = if args.file.is_some() {
+                    "Check the path given with --file."
+                } else {
+                    "This conductor writes no per-workspace logs/mozart.log (upstream's)."
+                };
+                format!("Hint: {what} Mozart's log is the conductor's, {log}: mozart logs [SCORE_ID] shows it")
             };
-            println!("{}", style.paint(hint, Color::Dim));
+            println!("{}", style.paint(&hint, Color::Dim));
             return Ok(1);
         }
     };
