@@ -64,3 +64,63 @@ fn a_logs_directory_swapped_for_a_link_while_the_sheet_runs_gets_nothing_through
     );
     assert_eq!(mode(&log), 0o600);
 }
+
+/// The instrument leaves a FIFO where a `content_contains` validation reads: the check fails
+/// at once, saying what is there, instead of waiting for a writer for ever (the job stayed
+/// running, and the conductor could not stop).
+#[test]
+fn a_fifo_where_a_validation_reads_fails_the_check_instead_of_hanging() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml = "name: fifo\nworkspace: ./fifo-ws\ninstrument: shell\nretry: {max_retries: 0}\n\
+                sheet: {size: 1, total_items: 1}\n\
+                prompt: {template: \"RUN: mkfifo {{ workspace }}/result.txt\"}\n\
+                validations:\n  - type: content_contains\n    path: \"{workspace}/result.txt\"\n    pattern: DONE\n";
+    let score = env.write_score("fifo", yaml);
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let doc = harness::wait_terminal(&env, "fifo", 60.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let out = env.mozart(&["errors", "fifo"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("result.txt is not a regular file (a FIFO)"),
+        "the reason is not given: {text}"
+    );
+    let out = env.mozart(&["stop"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+}
+
+/// A FIFO at `.iteration` with `archive_naming: iteration`: the fresh run archives under a
+/// timestamp name and runs, and the conductor keeps answering (it froze, reading the FIFO).
+#[test]
+fn a_fifo_at_iteration_does_not_freeze_the_conductor() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml = "name: iter\nworkspace: ./iter-ws\ninstrument: shell\n\
+                sheet: {size: 1, total_items: 1}\n\
+                workspace_lifecycle: {archive_on_fresh: true, archive_naming: iteration}\n\
+                prompt: {template: \"RUN: echo run > {{ workspace }}/out.txt\"}\n";
+    let score = env.write_score("iter", yaml);
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    env.wait_completed("iter");
+    let ws = env.work.join("iter-ws");
+    nix::unistd::mkfifo(
+        &ws.join(".iteration"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let out = env.mozart(&["run", score.to_str().unwrap(), "--fresh"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    env.wait_completed("iter");
+    let archives: Vec<String> = std::fs::read_dir(ws.join("archive"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        archives.len() == 1 && archives[0].starts_with("archive-"),
+        "archived under {archives:?}"
+    );
+}

@@ -23,6 +23,7 @@ pub mod status;
 pub mod time;
 pub mod trust;
 pub mod types;
+pub mod workspace_file;
 
 // The checkpoint's sheet container and views, at their usual paths.
 pub use checkpoint::{sheet_map, sheet_view};

@@ -166,11 +166,16 @@ pub fn archive_workspace_keeping(
 fn archive_name(workspace: &Path, config: &WorkspaceLifecycleConfig) -> String {
     if config.archive_naming == ArchiveNaming::Iteration {
         let file = workspace.join(".iteration");
-        if let Ok(text) = std::fs::read_to_string(&file) {
-            match python_int(text.trim()) {
+        // A regular file only, read without waiting: a FIFO there froze the conductor.
+        match mozart_ipc::workspace_file::read_regular(&file) {
+            Ok(bytes) => match python_int(String::from_utf8_lossy(&bytes).trim()) {
                 Some(n) => return format!("iteration-{n}"),
                 None => tracing::warn!(path = %file.display(), "workspace.iteration_unreadable"),
+            },
+            Err(e) if !e.is_not_found() => {
+                tracing::warn!(path = %file.display(), error = %e, "workspace.iteration_unreadable")
             }
+            Err(_) => {}
         }
     }
     let now = mozart_state::Timestamp::now();

@@ -131,15 +131,38 @@ fn mtime_secs(t: SystemTime) -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
+/// The text of the file a content check reads: a regular file only, opened without waiting
+/// (a FIFO the instrument left at the path fails the check, saying so, instead of holding
+/// the sheet, its cancel and the conductor's stop for ever).
 async fn read_text(path: &std::path::Path) -> Result<String, Attempt> {
-    match tokio::fs::read(path).await {
+    use mozart_ipc::workspace_file::{read_regular, ReadError};
+    let owned = path.to_path_buf();
+    let read = tokio::task::spawn_blocking(move || read_regular(&owned))
+        .await
+        .unwrap_or_else(|e| {
+            Err(ReadError::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::other(e.to_string()),
+            })
+        });
+    match read {
         Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Attempt::fail(
+        Err(e) if e.is_not_found() => Err(Attempt::fail(
             "missing",
             format!("File not found: {}", path.display()),
             Some(format!("Create {}", path.display())),
         )),
-        Err(e) => Err(Attempt::fail("error", format!("I/O error: {e}"), None)),
+        Err(e @ ReadError::NotRegular { .. }) => Err(Attempt::fail(
+            "missing",
+            e.to_string(),
+            Some(format!(
+                "Make {} a regular file (remove what is there)",
+                path.display()
+            )),
+        )),
+        Err(ReadError::Io { source, .. }) => {
+            Err(Attempt::fail("error", format!("I/O error: {source}"), None))
+        }
     }
 }
 
