@@ -516,6 +516,63 @@ fn an_absurd_reported_cost_is_unknown_and_a_kill_9_reruns_no_completed_sheet() {
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
 
+/// An instrument reporting a token count no attempt can have — 2^63 (over what SQLite can
+/// store), a negative — wedged its job: "Paused: a checkpoint could not be saved (… out of
+/// range integral type conversion attempted)", refused on every resume, and a negative count
+/// priced the attempt at an exact $0.00. Such a count is no count: the job completes, its
+/// cost is unknown, and the totals do not wrap round.
+#[test]
+fn absurd_token_counts_are_unknown_and_never_wedge_the_job() {
+    let env = TestEnv::new();
+    let script = env.root().join("tokens.sh");
+    mozart_tests::write_executable(
+        &script,
+        "#!/bin/sh
+case \"$1\" in
+         *SHEET-1*) echo '{\"answer\":\"ok\",\"usage\":{\"in\":100,\"out\":9223372036854775808}}' ;;
+         *SHEET-2*) echo '{\"answer\":\"ok\",\"usage\":{\"in\":-5000,\"out\":-7000}}' ;;
+         *) echo '{\"answer\":\"ok\",\"usage\":{\"in\":100,\"out\":10}}' ;;
+esac
+",
+    );
+    let dir = env.home.join("instruments");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("tokens.yaml"),
+        format!(
+            "name: tokens\ndisplay_name: Tokens\nkind: cli\ndefault_model: m1\nmodels:\n  - {{name: m1, context_window: 1000, cost_per_1k_input: 0.01, cost_per_1k_output: 0.1}}\ncli:\n  command:\n    executable: {}\n  output:\n    format: json\n    result_path: answer\n    input_tokens_path: usage.in\n    output_tokens_path: usage.out\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    env.start_conductor();
+    let score = env.write_score(
+        "tokens-job",
+        "name: tokens-job\nworkspace: ./tokens-ws\ninstrument: tokens\npause_between_sheets_seconds: 0\nsheet: {size: 1, total_items: 3}\nprompt:\n  template: \"SHEET-{{ sheet_num }}\"\n",
+    );
+    run(&env, &score, &[]);
+    let doc = wait_terminal(&env, "tokens-job", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}\n{}", env.log());
+    assert_eq!(doc["cost"]["cost_confidence"], 0.0, "unknown: {doc:#}");
+    for n in [1, 2] {
+        assert_ne!(
+            sheet(&doc, n)["cost_confidence"],
+            1.0,
+            "sheet {n}'s cost is not exact: {doc:#}"
+        );
+    }
+    // Sheet 3's exact cost is all that is counted; no count wrapped round into the totals.
+    let total = doc["cost"]["total_estimated_cost"].as_f64().unwrap_or(-1.0);
+    assert!((total - 0.002).abs() < 1e-9, "{doc:#}");
+    let text = stdout(&env.mozart(&["status", "tokens-job"]));
+    assert!(!text.contains("18,446,744"), "{text}");
+    // Saved and readable after a restart.
+    env.stop_conductor();
+    env.start_conductor();
+    let doc = crate::harness::status(&env, "tokens-job");
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+}
+
 /// A job whose stored state cannot be read is not run as new — that would run its completed
 /// sheets again: the resume is refused, saying so and how to start over, and nothing runs.
 #[test]

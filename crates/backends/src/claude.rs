@@ -410,14 +410,14 @@ impl ClaudeSink {
                     .collect();
                 let usage = |k: &str| {
                     ev.pointer(&format!("/message/usage/{k}"))
-                        .and_then(Value::as_u64)
+                        .and_then(crate::types::token_count)
                         .unwrap_or(0)
                 };
                 let (input, output) = (usage("input_tokens"), usage("output_tokens"));
                 self.progress.update_activity(|a| {
                     if new_message {
-                        a.input_tokens += input;
-                        a.output_tokens += output;
+                        a.input_tokens = a.input_tokens.saturating_add(input);
+                        a.output_tokens = a.output_tokens.saturating_add(output);
                     }
                     for t in &tools {
                         a.tool_calls += 1;
@@ -438,7 +438,10 @@ impl ClaudeSink {
                 });
             }
             Some("result") => {
-                let usage = |k: &str| ev.pointer(&format!("/usage/{k}")).and_then(Value::as_u64);
+                let usage = |k: &str| {
+                    ev.pointer(&format!("/usage/{k}"))
+                        .and_then(crate::types::token_count)
+                };
                 let (input, output) = (usage("input_tokens"), usage("output_tokens"));
                 self.progress.update_activity(|a| {
                     // The result's totals are authoritative.

@@ -567,15 +567,17 @@ impl ProfileBackend {
         let tokens = |path: &Option<String>| -> Option<u64> {
             let path = path.as_deref()?;
             if out.aggregate_tokens {
-                let sum: f64 = resolve_all(&doc, path)
+                let counts: Vec<Option<u64>> = resolve_all(&doc, path)
                     .iter()
-                    .filter_map(|v| v.as_f64())
-                    .sum();
-                (sum > 0.0).then_some(sum as u64)
+                    .map(|v| crate::types::token_count(v))
+                    .collect();
+                // One count that cannot be one makes the sum unknown, not smaller.
+                let sum = counts
+                    .iter()
+                    .try_fold(0u64, |sum, n| n.map(|n| sum.saturating_add(n)))?;
+                (sum > 0 && sum <= crate::types::MAX_ATTEMPT_TOKENS).then_some(sum)
             } else {
-                resolve(&doc, path)
-                    .and_then(Value::as_f64)
-                    .map(|n| n as u64)
+                resolve(&doc, path).and_then(crate::types::token_count)
             }
         };
         result.input_tokens = tokens(&out.input_tokens_path);
@@ -796,7 +798,7 @@ fn note_jsonl_activity(
     let number = |path: &Option<String>| {
         path.as_deref()
             .and_then(|p| resolve(event, p))
-            .and_then(Value::as_u64)
+            .and_then(crate::types::token_count)
     };
     let (input, output) = (number(&c.input_tokens_path), number(&c.output_tokens_path));
     let tool = (event.get("type").and_then(Value::as_str) == Some("item.started"))
@@ -812,10 +814,10 @@ fn note_jsonl_activity(
     let error = error.filter(|e| !retries.line(e));
     progress.update_activity(|a| {
         if let Some(i) = input {
-            a.input_tokens += i;
+            a.input_tokens = a.input_tokens.saturating_add(i);
         }
         if let Some(o) = output {
-            a.output_tokens += o;
+            a.output_tokens = a.output_tokens.saturating_add(o);
         }
         if let Some(t) = tool {
             a.tool_calls += 1;
@@ -868,8 +870,7 @@ impl LineSink for JsonlSink {
         let number = |path: &Option<String>| {
             path.as_deref()
                 .and_then(|p| resolve(&event, p))
-                .and_then(Value::as_f64)
-                .map(|n| n as u64)
+                .and_then(crate::types::token_count)
         };
         if st.input_tokens.is_none() {
             st.input_tokens = number(&c.input_tokens_path);
@@ -975,8 +976,8 @@ pub(crate) fn spawn_failure(
 }
 
 /// A process that timed out or was killed by `signal`: the result says so (a timeout's
-/// error type is `timeout`, its message [`timeout_message`]), and a line saying so ends its
-/// stderr ([`note_end`]). Whether the run succeeded is not decided here: each backend
+/// error type is `timeout`, its message [`timeout_message`]; a signal's line ends its
+/// stderr, [`note_end`]). Whether the run succeeded is not decided here: each backend
 /// decides it once, and a timed-out run never exited as a success.
 pub(crate) fn note_abnormal_end(
     result: &mut ExecutionResult,
@@ -989,25 +990,25 @@ pub(crate) fn note_abnormal_end(
         result.error_type = Some(FailureKind::Timeout);
         result.error_message = Some(timeout_message(timeout));
     }
-    note_end(result, stderr, timed_out, signal, timeout);
+    note_end(result, stderr, timed_out, signal);
 }
 
 /// How a process ended, when not by exiting in time: the result's `timed_out` and exit
-/// reason, and a line ending its stderr (the kind and message are the backend's verdict).
+/// reason, and for a signal a line ending its stderr (the kind and message are the
+/// backend's verdict).
 pub(crate) fn note_end(
     result: &mut ExecutionResult,
     stderr: &mut String,
     timed_out: bool,
     signal: Option<i32>,
-    timeout: std::time::Duration,
 ) {
     if timed_out {
+        // The result's message says it (`Timed out after Ns`); the command's stderr stays
+        // what the command printed (upstream appends `Command timed out after Ns` to it,
+        // which `errors` and `logs` then showed as the command's own words).
         result.timed_out = true;
         result.exit_reason = ExitReason::Timeout;
-        let secs = timeout.as_secs_f64();
-        *stderr = format!("{stderr}\nCommand timed out after {secs}s")
-            .trim()
-            .to_string();
+        *stderr = format!("{stderr}\nCommand timed out after Xs").trim().to_string();
     } else if let Some(sig) = signal {
         result.exit_reason = ExitReason::Killed;
         *stderr = format!(

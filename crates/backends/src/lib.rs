@@ -28,9 +28,9 @@ pub mod types;
 pub use error::BackendError;
 pub use request::{Backend, ExecutionRequest};
 pub use types::{
-    epoch_now, plausible_cost, Activity, BoxFuture, ExecutionResult, ExitReason, FailureKind,
-    HealthStatus, Progress, Withdrawal, COST_ESTIMATED, COST_EXACT, DEFAULT_KILL_GRACE,
-    MAX_ATTEMPT_COST_USD,
+    epoch_now, plausible_cost, token_count, Activity, BoxFuture, ExecutionResult, ExitReason,
+    FailureKind, HealthStatus, Progress, Withdrawal, COST_ESTIMATED, COST_EXACT,
+    DEFAULT_KILL_GRACE, MAX_ATTEMPT_COST_USD, MAX_ATTEMPT_TOKENS,
 };
 pub mod classify;
 pub mod output_log;

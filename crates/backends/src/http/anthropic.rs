@@ -246,10 +246,10 @@ impl HttpApi for AnthropicApiBackend {
             .collect();
         let input = parsed
             .pointer("/usage/input_tokens")
-            .and_then(Value::as_u64);
+            .and_then(crate::types::token_count);
         let output = parsed
             .pointer("/usage/output_tokens")
-            .and_then(Value::as_u64);
+            .and_then(crate::types::token_count);
         let model = answered_model(parsed, &call.model);
         if parsed.get("stop_reason").and_then(Value::as_str) == Some("max_tokens") {
             tracing::warn!(%model, max_tokens = call.params.max_tokens, "answer was cut at max_tokens");

@@ -296,10 +296,10 @@ impl HttpApi for OllamaBackend {
         let text = text.to_string();
         let input = parsed
             .get("prompt_eval_count")
-            .and_then(Value::as_u64)
+            .and_then(crate::types::token_count)
             .unwrap_or(0);
         // Upstream estimates output tokens as chars / 4 when the server reports none (§3.3).
-        let output = match parsed.get("eval_count").and_then(Value::as_u64) {
+        let output = match parsed.get("eval_count").and_then(crate::types::token_count) {
             Some(n) if n > 0 => n,
             _ => text.chars().count() as u64 / 4,
         };

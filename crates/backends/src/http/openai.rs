@@ -233,10 +233,10 @@ impl HttpApi for OpenAiChatBackend {
         let text = text.to_string();
         let input = parsed
             .pointer("/usage/prompt_tokens")
-            .and_then(Value::as_u64);
+            .and_then(crate::types::token_count);
         let output = parsed
             .pointer("/usage/completion_tokens")
-            .and_then(Value::as_u64);
+            .and_then(crate::types::token_count);
         let model = answered_model(parsed, &call.model);
         let cost = price_usd(
             &self.options.models,

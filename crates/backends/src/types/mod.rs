@@ -404,6 +404,29 @@ pub const MAX_ATTEMPT_COST_USD: f64 = 1e9;
 pub fn plausible_cost(usd: f64) -> bool {
     usd.is_finite() && (0.0..=MAX_ATTEMPT_COST_USD).contains(&usd)
 }
+
+/// The most tokens one attempt can be taken to have used, in or out (a trillion: a thousand
+/// times the largest context window). An instrument that reports more — or a negative, a
+/// fraction of infinity, 2^63 — reports no count: stored, such a count cannot be saved, and
+/// added up it wraps round.
+pub const MAX_ATTEMPT_TOKENS: u64 = 1_000_000_000_000;
+
+/// A token count an instrument reported in `v`, when it can be one: a whole number from 0 to
+/// [`MAX_ATTEMPT_TOKENS`] (written as an integer or as a float like `1200.0`).
+#[must_use]
+pub fn token_count(v: &serde_json::Value) -> Option<u64> {
+    let n = match v.as_u64() {
+        Some(n) => n,
+        None => {
+            let f = v.as_f64()?;
+            if !(f.is_finite() && f >= 0.0 && f.fract() == 0.0 && f <= MAX_ATTEMPT_TOKENS as f64) {
+                return None;
+            }
+            f as u64
+        }
+    };
+    (n <= MAX_ATTEMPT_TOKENS).then_some(n)
+}
 /// Confidence of a cost priced from exact tokens at a price that may not be the model's
 /// (the model that ran is not in the profile's list: its default or first model, or the
 /// fallback $3 / $15 per million).
@@ -514,6 +537,25 @@ pub use mozart_ipc::time::epoch_now;
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_count_is_a_whole_number_an_attempt_can_have() {
+        use serde_json::json;
+        for (v, want) in [
+            (json!(1200), Some(1200)),
+            (json!(1200.0), Some(1200)),
+            (json!(0), Some(0)),
+            (json!(MAX_ATTEMPT_TOKENS), Some(MAX_ATTEMPT_TOKENS)),
+            (json!(MAX_ATTEMPT_TOKENS + 1), None),
+            (json!(9_223_372_036_854_775_808u64), None),
+            (json!(1e300), None),
+            (json!(-5000), None),
+            (json!(12.5), None),
+            (json!("lots"), None),
+        ] {
+            assert_eq!(token_count(&v), want, "{v}");
+        }
+    }
 
     #[test]
     fn failure_kinds_keep_their_stored_tags() {

@@ -104,8 +104,18 @@ fn apply_details(sheet: &mut mozart_state::SheetState, d: &AttemptDetails) {
     // The sheet's tokens and cost add up over its attempts; its confidence is its least sure
     // attempt's (an attempt whose cost is unknown makes the sheet's unknown, 0.0).
     if d.input_tokens > 0 || d.output_tokens > 0 {
-        sheet.input_tokens = Some(sheet.input_tokens.unwrap_or(0) + d.input_tokens);
-        sheet.output_tokens = Some(sheet.output_tokens.unwrap_or(0) + d.output_tokens);
+        sheet.input_tokens = Some(
+            sheet
+                .input_tokens
+                .unwrap_or(0)
+                .saturating_add(d.input_tokens),
+        );
+        sheet.output_tokens = Some(
+            sheet
+                .output_tokens
+                .unwrap_or(0)
+                .saturating_add(d.output_tokens),
+        );
     }
     if d.cost_confidence > 0.0 {
         sheet.estimated_cost = Some(sheet.estimated_cost.unwrap_or(0.0) + d.cost_usd);
@@ -1046,8 +1056,8 @@ fn update_totals(
     details: Option<&AttemptDetails>,
 ) {
     if let Some(d) = details {
-        live.total_input_tokens += d.input_tokens;
-        live.total_output_tokens += d.output_tokens;
+        live.total_input_tokens = live.total_input_tokens.saturating_add(d.input_tokens);
+        live.total_output_tokens = live.total_output_tokens.saturating_add(d.output_tokens);
         live.total_estimated_cost += d.cost_usd;
         if d.attempt_number > 1 {
             live.total_retry_count += 1;

@@ -613,6 +613,24 @@ pub(super) fn reported_cost(result: &ExecutionResult, what: &str) -> Option<f64>
     None
 }
 
+/// A token count as stored: one that cannot be an attempt's (over
+/// [`mozart_backends::MAX_ATTEMPT_TOKENS`]: it could not be saved, and added up it would wrap
+/// round) is no count, said in the log. The instruments' parsers already refuse such counts;
+/// this holds for any backend.
+fn reported_tokens(count: Option<u64>) -> u64 {
+    match count {
+        Some(n) if n > mozart_backends::MAX_ATTEMPT_TOKENS => {
+            tracing::warn!(
+                tokens = n,
+                max = mozart_backends::MAX_ATTEMPT_TOKENS,
+                "an instrument reported a token count that cannot be one attempt's; taken as unknown"
+            );
+            0
+        }
+        n => n.unwrap_or(0),
+    }
+}
+
 /// How sure the attempt's cost is (issue 22: never "$0.00, certain" for work that cost
 /// money). A reported or priced cost carries its own confidence; nothing reported is known to
 /// be free only for the `shell` instrument, a CLI that never started and a call the API
@@ -662,8 +680,8 @@ async fn judge(
         exit_signal: result.exit_signal,
         cost_usd: cost.unwrap_or(0.0),
         cost_confidence: cost_confidence(result, cost, &attempt.instrument),
-        input_tokens: result.input_tokens.unwrap_or(0),
-        output_tokens: result.output_tokens.unwrap_or(0),
+        input_tokens: reported_tokens(result.input_tokens),
+        output_tokens: reported_tokens(result.output_tokens),
         model: result.model.clone(),
         stdout_tail: tail(
             &result.stdout,
