@@ -117,6 +117,34 @@ fn init_creates_a_project_whose_score_validates_and_refuses_bad_names() {
     }
 }
 
+/// `mozart init --path newproj/deep demo` said "3. Run the score: mozart run demo.yaml",
+/// which fails from where the user is (exit 2, "path 'demo.yaml' does not exist"); the
+/// next steps now name the score by the path that works from here, and it does.
+#[test]
+fn init_with_a_path_names_the_score_as_reached_from_here() {
+    let env = TestEnv::new();
+    let out = env.mozart(&["init", "--path", "newproj/deep", "demo"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("1. Edit newproj/deep/demo.yaml to describe your task"),
+        "{text}"
+    );
+    assert!(
+        text.contains("3. Run the score:        mozart run newproj/deep/demo.yaml\n"),
+        "{text}"
+    );
+    let out = env.mozart(&["validate", "newproj/deep/demo.yaml"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    // Without --path the score is in this directory, named as before.
+    let out = env.mozart(&["init", "here"]);
+    assert!(
+        stdout(&out).contains("mozart run here.yaml\n"),
+        "{}",
+        stdout(&out)
+    );
+}
+
 #[test]
 fn doctor_reports_conductor_and_instruments_and_never_fails() {
     let env = TestEnv::new();

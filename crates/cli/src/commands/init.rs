@@ -174,10 +174,17 @@ pub fn run(args: Args) -> Result<i32, CliError> {
     println!("  {}/", project.display());
     println!("  {}/", target.join("workspaces").display());
     println!();
+    // The score as the user reaches it from here: `--path DIR` is part of its path.
+    let shown = if args.path == Path::new(".") {
+        PathBuf::from(format!("{name}.yaml"))
+    } else {
+        args.path.join(format!("{name}.yaml"))
+    };
+    let shown = mozart_config::placeholders::quote(&shown.display().to_string());
     println!("Next steps:");
-    println!("  1. Edit {name}.yaml to describe your task");
+    println!("  1. Edit {shown} to describe your task");
     println!("  2. Start the conductor:  mozart start");
-    println!("  3. Run the score:        mozart run {name}.yaml");
+    println!("  3. Run the score:        mozart run {shown}");
     println!("  4. Watch it:             mozart status {name}");
     Ok(0)
 }
