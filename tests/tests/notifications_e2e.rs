@@ -489,3 +489,159 @@ fn the_log_says_trying_again_only_when_another_try_follows() {
         assert_eq!(count("\"notification.failed\""), 1, "{}", env.log());
     }
 }
+
+/// One webhook score of the stop/restart tests below: a shell sheet running `sheet`, its
+/// `on_success` hooks, and a webhook for `job_complete`/`job_failed` at `url/NAME`.
+fn hooked(env: &TestEnv, name: &str, sheet: &str, hooks: &str, url: &str) -> std::path::PathBuf {
+    let yaml = format!(
+        r#"name: {name}
+workspace: {ws}
+instrument: shell
+sheet: {{size: 1, total_items: 1}}
+prompt: {{template: "RUN: {sheet}"}}
+on_success:
+{hooks}
+notifications:
+  - type: webhook
+    on_events: [job_complete, job_failed]
+    config: {{url: "{url}/{name}"}}
+"#,
+        ws = env.work.join(format!("{name}-ws")).display()
+    );
+    env.write_score(name, &yaml)
+}
+
+/// The messages `server` got about `job` once they settle (a second without another).
+fn settled(server: &Server, job: &str, at_least: usize) -> Vec<Value> {
+    let of = |reqs: Vec<Request>| -> Vec<Value> {
+        reqs.into_iter()
+            .filter(|r| r.body["context"]["job_id"] == job)
+            .map(|r| r.body)
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while of(server.requests()).len() < at_least && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    of(server.requests())
+}
+
+/// `mozart stop` while a job's last sheet runs: the sheet ends in the stop's grace period,
+/// and its `run_job` hook, refused by the stopping conductor ("Chained job rejected: Daemon
+/// is shutting down"), failed the job — `list` said failed, `status` COMPLETED, `wait` exit
+/// 0 — and the concert was lost. The chain is owed instead: the next start submits it, the
+/// job stays completed, its channel hears `job_complete` once, and the chained job keeps its
+/// depth once a later restart has it listed from the registry.
+#[test]
+fn a_chain_the_stopping_conductor_refuses_is_submitted_at_the_next_start() {
+    let env = TestEnv::new();
+    start(&env);
+    let server = Server::start(|_| Reply::Status(200));
+    let (started, led) = (env.work.join("started"), env.work.join("ledger"));
+    env.write_score(
+        "next",
+        &format!(
+            "name: next\nworkspace: {}\ninstrument: shell\nsheet: {{size: 1, total_items: 1}}\nprompt: {{template: \"RUN: echo next >> {}\"}}\n",
+            env.work.join("next-ws").display(),
+            led.display()
+        ),
+    );
+    let first = hooked(
+        &env,
+        "first",
+        &format!(
+            "touch {}; sleep 3; echo first >> {}",
+            started.display(),
+            led.display()
+        ),
+        "  - type: run_job\n    job_path: next.yaml",
+        &server.url,
+    );
+    run(&env, &first, &[]);
+    poll(&env, 20.0, "the sheet to start", || {
+        started.exists().then_some(())
+    });
+    let stopped = env.mozart(&["stop", "--yes"]);
+    assert!(stopped.status.success(), "{}", stdout(&stopped));
+    assert_eq!(
+        ledger(&led),
+        ["first"],
+        "the sheet ended in the grace period"
+    );
+    start(&env);
+    poll(&env, 30.0, "the chained job to complete", || {
+        list_all(&env)
+            .iter()
+            .any(|j| j["job_id"] == "next" && j["status"] == "completed")
+            .then_some(())
+    });
+    assert_eq!(ledger(&led), ["first", "next"]);
+    let waited = env.mozart(&["wait", "first"]);
+    assert_eq!(waited.status.code(), Some(0), "{}", stdout(&waited));
+    let doc = status(&env, "first");
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert_eq!(doc["hook_failures"], serde_json::json!([]), "{doc:#}");
+    let told = settled(&server, "first", 1);
+    assert_eq!(told.len(), 1, "{told:#?}");
+    assert_eq!(told[0]["event_type"], "job_complete", "{told:#?}");
+
+    let stopped = env.mozart(&["stop", "--yes"]);
+    assert!(stopped.status.success(), "{}", stdout(&stopped));
+    start(&env);
+    let list = list_all(&env);
+    let next = list.iter().find(|j| j["job_id"] == "next");
+    assert_eq!(
+        next.map(|j| j["chain_depth"].clone()),
+        Some(1.into()),
+        "{list:#?}"
+    );
+}
+
+/// A restart while a job's `on_success` hook runs: the hook runs again at the start and
+/// fails. `list` said failed while `status` said COMPLETED (beside "Post-success hook
+/// failed"), `mozart wait` exited 0, and no webhook went out. Now the job is failed
+/// everywhere, `wait` exits 1, and its channel hears `job_failed` once, naming the hook's
+/// exit code.
+#[test]
+fn a_hook_that_fails_after_a_restart_fails_the_job_everywhere_and_is_announced() {
+    let env = TestEnv::new();
+    start(&env);
+    let server = Server::start(|_| Reply::Status(200));
+    let led = env.work.join("ledger");
+    let path = hooked(
+        &env,
+        "hf",
+        "true",
+        &format!(
+            "  - type: run_command\n    command: \"echo hook >> {}; sleep 3; exit 5\"",
+            led.display()
+        ),
+        &server.url,
+    );
+    run(&env, &path, &[]);
+    poll(&env, 20.0, "the hook to start", || {
+        (!ledger(&led).is_empty()).then_some(())
+    });
+    let stopped = env.mozart(&["stop", "--yes"]);
+    assert!(stopped.status.success(), "{}", stdout(&stopped));
+    start(&env);
+    let waited = env.mozart(&["wait", "hf"]);
+    assert_eq!(waited.status.code(), Some(1), "{}", stdout(&waited));
+    let doc = status(&env, "hf");
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let list = list_all(&env);
+    let row = list.iter().find(|j| j["job_id"] == "hf");
+    assert_eq!(
+        row.map(|j| j["status"].clone()),
+        Some("failed".into()),
+        "{list:#?}"
+    );
+    let told = settled(&server, "hf", 1);
+    assert_eq!(told.len(), 1, "{told:#?}");
+    assert_eq!(told[0]["event_type"], "job_failed", "{told:#?}");
+    assert_eq!(
+        told[0]["context"]["error_message"],
+        "Post-success hook failed: exit code 5"
+    );
+}

@@ -77,6 +77,10 @@ pub struct RegistryJob {
     /// Config snapshot file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_path: Option<String>,
+    /// Ours: the concert depth of a chained job (upstream's row leaves it out, so a chained
+    /// job the conductor no longer holds — after a restart — showed none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain_depth: Option<u32>,
 }
 
 /// One `job.list` row: a live job's summary or a registry row (told apart by `pid`, which

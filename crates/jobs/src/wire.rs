@@ -209,6 +209,7 @@ pub fn registry_job(r: &JobRecord) -> RegistryJob {
         error_message: text(&r.error_message),
         log_path: text(&r.log_path),
         snapshot_path: text(&r.snapshot_path),
+        chain_depth: r.chain_depth,
     }
 }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use mozart_config::model::{ConcertConfig, HookOnFailure, HookType, PostSuccessHookConfig};
 use mozart_config::placeholders::{self, PlaceholderVars};
-use mozart_ipc::types::JobResponseStatus;
+use mozart_ipc::types::{JobResponseStatus, RejectionReason};
 use mozart_state::{DaemonJobStatus, HookResultRecord};
 use serde_json::json;
 
@@ -67,6 +67,10 @@ pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: Hook
     // hooks removes only its own entry.
     lock(&mgr.shared.hook_cancels).insert(req.job_id.clone(), cancel_tx);
     let mut cancelled = false;
+    // The conductor is stopping: a hook not started yet (or a chained job it refuses to
+    // submit) is owed, not failed — the job stays completed with its hooks pending and the
+    // next start runs them from there.
+    let mut deferred = false;
     for (index, hook) in req.hooks.iter().enumerate() {
         let index_u32 = u32::try_from(index).unwrap_or(u32::MAX);
         if done.iter().any(|h| h.hook_index == index_u32) {
@@ -98,9 +102,19 @@ pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: Hook
             cancelled = true;
             break;
         }
+        if ctx.is_shutting_down() {
+            deferred = true;
+            break;
+        }
         let started = mozart_state::epoch_now();
         let mut record = match hook.kind {
-            HookType::RunJob => run_job(&mgr, &ctx, &req, hook, &vars, &mut cancel).await,
+            HookType::RunJob => match run_job(&mgr, &ctx, &req, hook, &vars, &mut cancel).await {
+                Some(record) => record,
+                None => {
+                    deferred = true;
+                    break;
+                }
+            },
             HookType::RunCommand | HookType::RunScript => {
                 run_command(&mgr.shared, &req, hook, &vars, &mut cancel).await
             }
@@ -131,6 +145,18 @@ pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: Hook
                 break;
             }
         }
+    }
+    // Every hook may have ended and the conductor be stopping all the same: its outcome and
+    // notification could be lost with it, so they wait for the next start too (which runs
+    // no hook that recorded a result, and says how they went).
+    if !cancelled && (deferred || ctx.is_shutting_down()) {
+        tracing::info!(
+            event = "hooks.deferred",
+            job_id = %req.job_id,
+            "the conductor is stopping: the on_success hooks not run yet run when it starts again"
+        );
+        forget_cancel(&mgr, &req.job_id, &cancel);
+        return;
     }
     if let Some(path) = &req.concert.concert_log_path {
         append_concert_log(&resolve(&req, &path.to_string_lossy()), &req, any_failed);
@@ -177,14 +203,18 @@ pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: Hook
     }
     clear_pending(&mgr, &req.job_id);
     // Last: `mozart cancel` waits for this, so that the job shows cancelled when it returns.
+    forget_cancel(&mgr, &req.job_id, &cancel);
+}
+
+/// The end of a run of hooks: `mozart cancel` no longer has them to stop (a self-chaining
+/// job's next run of hooks keeps its own entry).
+fn forget_cancel(mgr: &JobManager, job_id: &str, cancel: &tokio::sync::watch::Receiver<bool>) {
+    let mut cancels = lock(&mgr.shared.hook_cancels);
+    if cancels
+        .get(job_id)
+        .is_some_and(|tx| cancel.same_channel(&tx.subscribe()))
     {
-        let mut cancels = lock(&mgr.shared.hook_cancels);
-        if cancels
-            .get(&req.job_id)
-            .is_some_and(|tx| cancel.same_channel(&tx.subscribe()))
-        {
-            cancels.remove(&req.job_id);
-        }
+        cancels.remove(job_id);
     }
 }
 
@@ -292,7 +322,7 @@ fn failure(message: impl Into<String>) -> HookResultRecord {
 }
 
 /// `run_job` (conductor.md §19.3): submit the next score of the concert through the normal
-/// admission path.
+/// admission path. `None`: the conductor is stopping and refused it — the hook is owed.
 async fn run_job(
     mgr: &JobManager,
     ctx: &ConductorCtx,
@@ -300,9 +330,9 @@ async fn run_job(
     hook: &PostSuccessHookConfig,
     vars: &PlaceholderVars,
     cancel: &mut tokio::sync::watch::Receiver<bool>,
-) -> HookResultRecord {
+) -> Option<HookResultRecord> {
     let Some(job_path) = &hook.job_path else {
-        return failure("job_path is required for run_job hooks");
+        return Some(failure("job_path is required for run_job hooks"));
     };
     let expanded = PathBuf::from(placeholders::expand(
         &job_path.to_string_lossy(),
@@ -318,15 +348,15 @@ async fn run_job(
     let path = match mozart_config::chained_score(&req.score_dir, &expanded) {
         Ok(found) => found,
         Err(beside) => {
-            return failure(format!(
+            return Some(failure(format!(
                 "Job config not found: {} (a relative job_path is taken from the score's directory, {})",
                 beside.display(),
                 req.score_dir.display()
-            ))
+            )))
         }
     };
     if !path.exists() {
-        return failure(format!("Job config not found: {}", path.display()));
+        return Some(failure(format!("Job config not found: {}", path.display())));
     }
     // A job's ID is its score's file name: another score of this job's name (`a/score.yaml`
     // chaining `b/score.yaml`) would replace this job's record — its history, its hook
@@ -343,12 +373,12 @@ async fn run_job(
             _ => a == b,
         };
         if let Some(parent) = parent.filter(|p| !same(p, &path)) {
-            return failure(format!(
+            return Some(failure(format!(
                 "Chained job not submitted: {} would be job '{}', the ID of this job (its score is {}). A job's ID is its score's file name: rename one of the two files",
                 path.display(),
                 req.job_id,
                 parent.display()
-            ));
+            )));
         }
     }
     if req.concert.enabled {
@@ -363,13 +393,13 @@ async fn run_job(
                 max,
                 "concert chain stopped at its depth limit ({max}); no further job submitted"
             );
-            return HookResultRecord {
+            return Some(HookResultRecord {
                 success: true,
                 output: Some(format!(
                     "Concert chain stopped at its depth limit ({max}); no further job submitted"
                 )),
                 ..HookResultRecord::default()
-            };
+            });
         }
         let cooldown = req.concert.cooldown_between_jobs_seconds;
         if cooldown.is_finite() && cooldown > 0.0 {
@@ -382,7 +412,7 @@ async fn run_job(
             );
             tokio::select! {
                 () = tokio::time::sleep(Duration::from_secs_f64(cooldown)) => {}
-                () = cancelled_by(cancel) => return failure(CANCELLED),
+                () = cancelled_by(cancel) => return Some(failure(CANCELLED)),
             }
         }
     }
@@ -422,7 +452,18 @@ async fn run_job(
         ..SubmitRequest::default()
     };
     let resp = mgr.submit(ctx, submit).await;
-    if resp.status == JobResponseStatus::Accepted {
+    if resp.status != JobResponseStatus::Accepted
+        && resp.rejection_reason() == RejectionReason::ShuttingDown
+    {
+        tracing::info!(
+            event = "hooks.chain_deferred",
+            job_id = %req.job_id,
+            "the conductor is stopping: {} is submitted when it starts again",
+            path.display()
+        );
+        return None;
+    }
+    Some(if resp.status == JobResponseStatus::Accepted {
         // Accepted with nothing to run (its score already completed, unchanged): said so,
         // and how to have it run again, instead of "submitted" for a link that did nothing.
         let output = if resp.nothing_to_run {
@@ -446,7 +487,7 @@ async fn run_job(
             "Chained job rejected: {}",
             resp.message.unwrap_or_default()
         ))
-    }
+    })
 }
 
 /// `run_command` (through `sh -c`, placeholders shell-quoted) and `run_script` (split into

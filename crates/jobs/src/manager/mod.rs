@@ -1334,11 +1334,8 @@ impl JobManager {
             })
             .await;
         if done.is_err() {
-            // Nobody owns a table: the registry is all there is.
-            let registry = lock(&self.shared.registry);
-            if let Err(err) = registry.set_job_status(job_id, status, error) {
-                tracing::error!(job_id, error = %err, "cannot update job status in the registry");
-            }
+            // Nobody owns a table (the conductor is stopping): the registry is all there is.
+            set_stored_status(&lock(&self.shared.registry), job_id, status, error);
         }
     }
 }
@@ -1365,30 +1362,11 @@ pub(super) fn set_status_in(
             // As the registry's row: a resumed job does not show its old error.
             e.record.error_message = None;
         }
-        // A finished job's checkpoint lives only in the registry.
-        let mut stored = if e.live.is_none() {
-            registry.load_checkpoint(job_id).ok().flatten()
-        } else {
-            None
-        };
         // A live job's sheet rows are saved with each transition; a compacted one's memory
         // no longer holds them whole, so only its header is written.
         let header_only = e.compacted && e.live.is_some();
-        if let Some(live) = e.live.as_mut().or(stored.as_mut()) {
-            live.status = match status {
-                DaemonJobStatus::Queued | DaemonJobStatus::Pending => JobStatus::Pending,
-                DaemonJobStatus::Running => JobStatus::Running,
-                DaemonJobStatus::Paused => JobStatus::Paused,
-                DaemonJobStatus::Completed => JobStatus::Completed,
-                DaemonJobStatus::Failed => JobStatus::Failed,
-                DaemonJobStatus::Cancelled => JobStatus::Cancelled,
-            };
-            if let Some(msg) = error {
-                live.error_message = Some(msg.to_string());
-            } else if status.is_active() {
-                live.error_message = None;
-            }
-            live.updated_at = mozart_state::Timestamp::now();
+        if let Some(live) = e.live.as_mut() {
+            set_checkpoint_status(live, status, error);
             let saved = if header_only {
                 registry.save_header(live)
             } else {
@@ -1397,11 +1375,55 @@ pub(super) fn set_status_in(
             if let Err(err) = saved {
                 tracing::error!(job_id, error = %err, "cannot save the job's checkpoint");
             }
+            if let Err(err) = registry.set_job_status(job_id, status, error) {
+                tracing::error!(job_id, error = %err, "cannot update job status in the registry");
+            }
+            return;
+        }
+    }
+    set_stored_status(&registry, job_id, status, error);
+}
+
+/// [`set_status_in`] of a job whose checkpoint lives only in the registry (a finished job,
+/// one this conductor has not loaded — its owed hooks ran at the start —, or any job once
+/// the table is gone): the record and the stored checkpoint both, or `list` says failed
+/// while `status` and `wait` say completed.
+fn set_stored_status(
+    registry: &mozart_state::Registry,
+    job_id: &str,
+    status: DaemonJobStatus,
+    error: Option<&str>,
+) {
+    if let Some(mut stored) = registry.load_checkpoint(job_id).ok().flatten() {
+        set_checkpoint_status(&mut stored, status, error);
+        if let Err(err) = registry.save_checkpoint(&stored) {
+            tracing::error!(job_id, error = %err, "cannot save the job's checkpoint");
         }
     }
     if let Err(err) = registry.set_job_status(job_id, status, error) {
         tracing::error!(job_id, error = %err, "cannot update job status in the registry");
     }
+}
+
+fn set_checkpoint_status(
+    live: &mut mozart_state::CheckpointState,
+    status: DaemonJobStatus,
+    error: Option<&str>,
+) {
+    live.status = match status {
+        DaemonJobStatus::Queued | DaemonJobStatus::Pending => JobStatus::Pending,
+        DaemonJobStatus::Running => JobStatus::Running,
+        DaemonJobStatus::Paused => JobStatus::Paused,
+        DaemonJobStatus::Completed => JobStatus::Completed,
+        DaemonJobStatus::Failed => JobStatus::Failed,
+        DaemonJobStatus::Cancelled => JobStatus::Cancelled,
+    };
+    if let Some(msg) = error {
+        live.error_message = Some(msg.to_string());
+    } else if status.is_active() {
+        live.error_message = None;
+    }
+    live.updated_at = mozart_state::Timestamp::now();
 }
 
 /// The sheets parked on a rate limit: which instrument, until when, and why in the API's or

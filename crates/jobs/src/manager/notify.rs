@@ -47,14 +47,25 @@ pub(crate) fn job_changed(
 /// The `job_complete` message of a job whose `on_success` hooks run first (sent, as
 /// complete or failed, when they end); `None` when no channel takes either event.
 pub(crate) fn completion(run: &JobRun, live: &CheckpointState) -> Option<mozart_notify::Context> {
-    let wanted = run.config.notifications.iter().any(|c| {
+    completion_of(&run.job_id, &run.config.notifications, live)
+}
+
+/// [`completion`] of a job the conductor holds no run of (its hooks owed at a start).
+pub(crate) fn completion_of(
+    job_id: &str,
+    notifications: &[mozart_config::model::NotificationConfig],
+    live: &CheckpointState,
+) -> Option<mozart_notify::Context> {
+    let wanted = notifications.iter().any(|c| {
         c.on_events.contains(&NotificationEvent::JobComplete)
             || c.on_events.contains(&NotificationEvent::JobFailed)
     });
     if !wanted {
         return None;
     }
-    let mut ctx = base(run, live, NotificationEvent::JobComplete);
+    let mut ctx =
+        mozart_notify::Context::new(NotificationEvent::JobComplete, job_id, &live.job_name);
+    ctx.total_sheets = Some(live.total_sheets);
     add_job_end(&mut ctx, live);
     Some(ctx)
 }

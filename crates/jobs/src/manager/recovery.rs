@@ -83,6 +83,20 @@ pub(super) async fn recover(
                 // so the concert continues.
                 match mozart_config::load_score(std::path::Path::new(&record.config_path)) {
                     Ok(score) => {
+                        // Its `job_complete` (or `job_failed`) is sent when they end, as it
+                        // would have been had the conductor not stopped.
+                        let notice = lock(&mgr.shared.registry)
+                            .load_checkpoint(&record.job_id)
+                            .ok()
+                            .flatten()
+                            .and_then(|live| {
+                                super::notify::completion_of(
+                                    &record.job_id,
+                                    &score.config.notifications,
+                                    &live,
+                                )
+                            })
+                            .map(|ctx| (score.config.notifications.clone(), ctx));
                         let req = super::hooks::HookRequest {
                             job_id: record.job_id.clone(),
                             score_dir: std::path::Path::new(&record.config_path)
@@ -93,7 +107,7 @@ pub(super) async fn recover(
                             hooks: score.config.on_success.clone(),
                             concert: score.config.concert.clone(),
                             chain_depth: record.chain_depth.unwrap_or(0),
-                            notice: None,
+                            notice,
                         };
                         if let Some(tx) = mgr.shared.hook_tx.get() {
                             let _ = tx.send(req);
