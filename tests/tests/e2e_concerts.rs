@@ -858,3 +858,61 @@ fn a_chained_score_of_the_same_file_name_elsewhere_is_refused_not_taken_for_this
     );
     assert_eq!(ledger_settles(&env, &led, 1, 5.0, 2.0), ["a"]);
 }
+
+/// A job that failed on a sheet before its hooks ever ran: once the sheet is recovered
+/// (`mozart recover`, its validation passes now), `mozart resume` completes the job and its
+/// `on_success` hooks run for this first success — the concert goes on. The resume said
+/// "Every sheet is finished: nothing was run, the job is completed", and the hooks never ran
+/// (`hooks.skipped_zero_work`).
+#[test]
+fn a_job_recovered_and_resumed_runs_the_hooks_it_never_ran() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let led = env.work.join("ledger");
+    let ws = env.work.join("rc-ws");
+    link(&env, "after", &led, None, "{enabled: false}", false);
+    let yaml = format!(
+        r#"name: rc
+workspace: {ws}
+instrument: shell
+pause_between_sheets_seconds: 0
+retry: {{max_retries: 0}}
+sheet: {{size: 1, total_items: 2}}
+prompt:
+  template: "RUN: {{% if sheet_num == 2 %}}exit 1{{% else %}}echo done > {ws}/out-{{{{ sheet_num }}}}.txt{{% endif %}}"
+validations:
+  - type: file_exists
+    path: "{{workspace}}/out-{{sheet_num}}.txt"
+on_success:
+  - type: run_command
+    command: "echo hook >> '{led}'"
+  - type: run_job
+    job_path: after.yaml
+"#,
+        ws = ws.display(),
+        led = led.display(),
+    );
+    let path = env.write_score("rc", &yaml);
+    run(&env, &path, &[]);
+    let out = env.mozart(&["wait", "rc"]);
+    assert_eq!(out.status.code(), Some(1), "sheet 2 fails the job");
+    std::fs::write(ws.join("out-2.txt"), "done\n").unwrap();
+    let out = env.mozart(&["recover", "rc"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let out = env.mozart(&["resume", "rc"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("no sheet was run; its on_success hooks, not run yet, run now"),
+        "{}",
+        stdout(&out)
+    );
+    poll(&env, 30.0, "the chained job to complete", || {
+        list_all(&env)
+            .iter()
+            .any(|j| j["job_id"] == "after" && j["status"] == "completed")
+            .then_some(())
+    });
+    let out = env.mozart(&["wait", "rc"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(ledger_settles(&env, &led, 2, 10.0, 1.0), ["hook", "after"]);
+}

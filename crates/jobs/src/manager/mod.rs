@@ -75,9 +75,9 @@ pub(crate) struct JobRun {
     pub score_dir: PathBuf,
     /// Depth of this job in its concert (0 for a user submission).
     pub chain_depth: u32,
-    /// A resume of a job that failed only in its `on_success` hooks: its hooks run again
-    /// when it completes, even with no new sheet work (the failed hook and those after it;
-    /// the ones that succeeded are not repeated).
+    /// A resume of a job that failed only in its `on_success` hooks, or failed before they
+    /// ever ran: its hooks run when it completes, even with no new sheet work (the failed
+    /// hook and those after it; the ones that succeeded are not repeated).
     pub hooks_owed: bool,
     /// The unfinished sheets of a failed or cancelled job that is run again (`mozart resume`,
     /// or the score submitted again), each with the attempts it made before: their retry

@@ -181,7 +181,11 @@ async fn pipeline(
     // A job that failed (or was cancelled) in its `on_success` hooks owes them: resuming it,
     // or running it again with its progress kept, runs them again instead of completing on
     // the zero-work guard with the chain lost (a plain `mozart run` used to say "nothing was
-    // run, the job is completed" beside the failed hook).
+    // run, the job is completed" beside the failed hook). So does one that failed before
+    // its hooks ever ran, whose last sheets were completed since (`mozart recover`): its
+    // first success runs them (it used to complete with the hooks never run).
+    let hook_results = lock(&mgr.shared.registry).hook_results(job_id);
+    let hooks_never_ran = hook_results.as_ref().is_ok_and(Vec::is_empty);
     let hooks_owed = !previous.fresh
         && previous.checkpoint.is_some()
         && !config.on_success.is_empty()
@@ -191,9 +195,7 @@ async fn pipeline(
                 mozart_state::DaemonJobStatus::Failed | mozart_state::DaemonJobStatus::Cancelled
             )
         })
-        && lock(&mgr.shared.registry)
-            .hook_results(job_id)
-            .is_ok_and(|done| done.iter().any(|h| !h.success));
+        && hook_results.is_ok_and(|done| done.is_empty() || done.iter().any(|h| !h.success));
     // A score edited to another sheet count keeps what its sheets of the same numbers did.
     let resized = previous
         .checkpoint
@@ -327,7 +329,9 @@ async fn pipeline(
     if nothing_to_run {
         response.nothing_to_run = true;
         // What runs now: nothing, or the `on_success` hooks the job still owes.
-        let ending = if hooks_owed {
+        let ending = if hooks_owed && hooks_never_ran {
+            "no sheet was run; its on_success hooks, not run yet, run now"
+        } else if hooks_owed {
             "no sheet was run; its on_success hooks run again"
         } else {
             "nothing was run, the job is completed"
