@@ -295,6 +295,39 @@ fn a_hung_instrument_is_killed_at_the_timeout_and_retried() {
     assert!(left.is_empty());
 }
 
+/// A sheet that times out having printed nothing shows Mozart's message, not Mozart's words
+/// as the command's output: `errors` said `Timed out after 2s — stderr: Command timed out
+/// after 2s` (`— output:` for an earlier attempt) and `logs --sheet 1` showed that line as
+/// the command's stderr "from the registry (no log file: short output that ended within a
+/// second)" — of a command that printed nothing and ran 2 s.
+#[test]
+fn a_silent_sheet_that_times_out_has_no_output_but_mozarts_message() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml = format!(
+        "name: to\nworkspace: {ws}\ninstrument: shell\nsheet: {{size: 1, total_items: 1}}\n\
+         retry: {{max_retries: 1, base_delay_seconds: 1}}\nbackend: {{timeout_seconds: 2}}\n\
+         prompt:\n  template: |\n    RUN: sleep 10\n",
+        ws = env.work.join("to-ws").display()
+    );
+    let path = env.write_score("to", &yaml);
+    run(&env, &path, &[]);
+    let doc = wait_terminal(&env, "to", 60.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    assert!(sheet(&doc, 1)["stderr_tail"].is_null(), "{doc:#}");
+    let text = mozart_tests::stdout(&env.mozart(&["errors", "to", "-V"]));
+    assert!(text.contains("Timed out after 2s"), "{text}");
+    assert!(!text.contains("Command timed out"), "{text}");
+    let logs = env.mozart(&["logs", "to", "--sheet", "1"]);
+    let shown = format!(
+        "{}{}",
+        mozart_tests::stdout(&logs),
+        String::from_utf8_lossy(&logs.stderr)
+    );
+    assert!(!shown.contains("Command timed out"), "{shown}");
+    assert!(!shown.contains("stderr"), "no stderr was printed: {shown}");
+}
+
 #[test]
 fn an_instrument_killed_by_a_signal_is_retried() {
     let env = TestEnv::new();

@@ -976,8 +976,8 @@ pub(crate) fn spawn_failure(
 }
 
 /// A process that timed out or was killed by `signal`: the result says so (a timeout's
-/// error type is `timeout`, its message [`timeout_message`]), and a line saying so ends its
-/// stderr ([`note_end`]). Whether the run succeeded is not decided here: each backend
+/// error type is `timeout`, its message [`timeout_message`]; a signal's line ends its
+/// stderr, [`note_end`]). Whether the run succeeded is not decided here: each backend
 /// decides it once, and a timed-out run never exited as a success.
 pub(crate) fn note_abnormal_end(
     result: &mut ExecutionResult,
@@ -990,25 +990,24 @@ pub(crate) fn note_abnormal_end(
         result.error_type = Some(FailureKind::Timeout);
         result.error_message = Some(timeout_message(timeout));
     }
-    note_end(result, stderr, timed_out, signal, timeout);
+    note_end(result, stderr, timed_out, signal);
 }
 
 /// How a process ended, when not by exiting in time: the result's `timed_out` and exit
-/// reason, and a line ending its stderr (the kind and message are the backend's verdict).
+/// reason, and for a signal a line ending its stderr (the kind and message are the
+/// backend's verdict).
 pub(crate) fn note_end(
     result: &mut ExecutionResult,
     stderr: &mut String,
     timed_out: bool,
     signal: Option<i32>,
-    timeout: std::time::Duration,
 ) {
     if timed_out {
+        // The result's message says it (`Timed out after Ns`); the command's stderr stays
+        // what the command printed (upstream appends `Command timed out after Ns` to it,
+        // which `errors` and `logs` then showed as the command's own words).
         result.timed_out = true;
         result.exit_reason = ExitReason::Timeout;
-        let secs = timeout.as_secs_f64();
-        *stderr = format!("{stderr}\nCommand timed out after {secs}s")
-            .trim()
-            .to_string();
     } else if let Some(sig) = signal {
         result.exit_reason = ExitReason::Killed;
         *stderr = format!(

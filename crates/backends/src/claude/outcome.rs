@@ -321,7 +321,7 @@ pub(super) fn result(
     // A process that outlived its answer and was then killed ended normally.
     let signal = o.process.exit_signal.filter(|_| !o.process.lingered);
     let mut stderr = o.stderr.clone();
-    note_end(&mut r, &mut stderr, o.process.timed_out, signal, timeout);
+    note_end(&mut r, &mut stderr, o.process.timed_out, signal);
     r.error_message = failure.map(|failure| match failure {
         Failure::RootRefusal => ROOT_REFUSAL_HINT.into(),
         Failure::TimedOut => timeout_message(timeout),
