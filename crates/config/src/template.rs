@@ -694,6 +694,46 @@ impl SheetValues {
         builtin_index(name).map(|i| &self.builtins[i])
     }
 
+    /// Calls `f` with every name once, in the order the context map lists them (first
+    /// definition first), as [`SheetValues::names`] lists them, without building anything:
+    /// the prompt's requirements expand `{name}` placeholders name by name for every sheet.
+    fn each_name(&self, mut f: impl FnMut(&str)) {
+        let user = |k: &str| self.user.contains_key(k);
+        let task = |k: &str, before: usize| self.task[..before].iter().any(|(t, _)| *t == k);
+        let extra = |k: &str, before: usize| self.extra[..before].iter().any(|(e, _)| e == k);
+        for name in BUILTIN_NAMES {
+            f(name);
+        }
+        for name in self.user.keys() {
+            if builtin_index(name).is_none() {
+                f(name);
+            }
+        }
+        for (i, (name, _)) in self.task.iter().enumerate() {
+            if builtin_index(name).is_none() && !user(name) && !task(name, i) {
+                f(name);
+            }
+        }
+        for (i, (name, _)) in self.extra.iter().enumerate() {
+            let earlier = builtin_index(name).is_some()
+                || user(name)
+                || task(name, self.task.len())
+                || extra(name, i);
+            if !earlier {
+                f(name);
+            }
+        }
+        for name in ["stakes", "thinking_method"] {
+            let earlier = builtin_index(name).is_some()
+                || user(name)
+                || task(name, self.task.len())
+                || extra(name, self.extra.len());
+            if !earlier {
+                f(name);
+            }
+        }
+    }
+
     /// Every name once, in the order the context map lists them (first definition first).
     fn names(&self) -> Vec<Value> {
         let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
@@ -1051,6 +1091,22 @@ fn requirements_from_vars(
             return out;
         }
         let mut needle = String::new();
+        // A sheet's context: its names walked in place (listing them as values for
+        // `try_iter` cost more than the rest of the prompt's requirements together).
+        if let Some(values) = vars.downcast_object_ref::<SheetValues>() {
+            values.each_name(|k| {
+                needle.clear();
+                needle.push('{');
+                needle.push_str(k);
+                needle.push('}');
+                if out.contains(needle.as_str()) {
+                    if let Some(v) = values.lookup(k) {
+                        out = out.replace(needle.as_str(), &v.to_string());
+                    }
+                }
+            });
+            return out;
+        }
         if let Ok(iter) = vars.try_iter() {
             for key in iter {
                 let Some(k) = key.as_str() else { continue };
@@ -1277,6 +1333,11 @@ mod tests {
             ["stakes", "who", "extra_only", "thinking_method"]
         );
         assert_eq!(names.len(), 20 + 4);
+        // The requirements walk the same names in the same order, without listing them.
+        let values = vars.downcast_object_ref::<SheetValues>().unwrap();
+        let mut walked = Vec::new();
+        values.each_name(|n| walked.push(n.to_string()));
+        assert_eq!(walked, names);
     }
 
     /// Injection paths are compiled once per text but rendered per sheet, and without the
