@@ -241,6 +241,148 @@ fn a_sheet_over_its_cost_limit_pauses_the_job_and_keeps_its_passing_work() {
     assert_eq!(sheet(&doc, 2)["status"], "pending", "{doc:#}");
 }
 
+/// A profile that reports what each call cost: $0.30, or $0.20 for a prompt saying `FAIL`
+/// (which fails). Each call adds a line to `calls.log`; the call whose number `block-at`
+/// holds waits until `release` exists.
+fn install_coin_instrument(env: &TestEnv) {
+    let root = env.root();
+    let script = root.join("coin.sh");
+    mozart_tests::write_executable(
+        &script,
+        &format!(
+            r#"#!/bin/sh
+cd '{root}'
+echo call >> calls.log
+n=$(wc -l < calls.log)
+if [ "$(cat block-at 2>/dev/null)" = "$n" ]; then
+  while [ ! -e release ]; do sleep 0.1; done
+fi
+case "$*" in
+  *FAIL*) echo '{{"error":{{"message":"always fails"}},"cost":0.2}}'; exit 1;;
+esac
+echo '{{"answer":"ok","cost":0.3}}'
+"#,
+            root = root.display()
+        ),
+    );
+    let dir = env.home.join("instruments");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("coin.yaml"),
+        format!(
+            "name: coin\ndisplay_name: Coin\nkind: cli\ncli:\n  command:\n    executable: {}\n  output:\n    format: json\n    result_path: answer\n    error_path: error.message\n    cost_path: cost\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+}
+
+/// `coin` calls made so far.
+fn coin_calls(env: &TestEnv) -> usize {
+    std::fs::read_to_string(env.root().join("calls.log"))
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+/// A job's cost limit counts what it spent before it was resumed with an edited score or
+/// the conductor restarted: the spend restarted at $0 on each (a $0.50 job paused at $0.60,
+/// its limit raised to $0.70, ran three more $0.30 sheets before pausing at "$0.9000",
+/// status showing $1.50 spent; after a restart it ran on to $1.80 under the $0.70 limit).
+#[test]
+fn a_job_cost_limit_counts_what_was_spent_before_a_resume_and_a_restart() {
+    let env = TestEnv::new();
+    install_coin_instrument(&env);
+    env.start_conductor();
+    let yaml = |limit: &str| {
+        format!(
+            "name: spend\nworkspace: ./spend-ws\ninstrument: coin\n\
+             cost_limits: {{enabled: true, max_cost_per_job: {limit}}}\n\
+             sheet: {{size: 1, total_items: 5}}\nprompt:\n  template: \"answer ok\"\n"
+        )
+    };
+    let score = env.write_score("spend", &yaml("0.5"));
+    run(&env, &score, &[]);
+    let out = env.mozart(&["wait", "spend"]);
+    assert_eq!(out.status.code(), Some(4), "paused: {}", stdout(&out));
+    let doc = crate::harness::status(&env, "spend");
+    assert_eq!(
+        doc["error"], "Cost limit: job cost $0.6000 exceeds limit $0.5000",
+        "{doc:#}"
+    );
+
+    // The limit raised to $0.70: one more sheet takes the job to $0.90, over it.
+    env.write_score("spend", &yaml("0.7"));
+    let out = env.mozart(&["resume", "spend"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let settled = |d: &Value| {
+        d["status"] != "running" && d["status"] != "queued" && sheet(d, 3)["status"] == "completed"
+    };
+    let doc = crate::harness::wait_status(&env, "spend", 60.0, settled);
+    assert_eq!(doc["status"], "paused", "{doc:#}");
+    assert_eq!(
+        doc["error"], "Cost limit: job cost $0.9000 exceeds limit $0.7000",
+        "{doc:#}"
+    );
+    assert_eq!(sheet(&doc, 4)["status"], "pending", "{doc:#}");
+    assert_eq!(coin_calls(&env), 3);
+
+    // Across a restart too: raised to $1.00, sheet 4 takes it to $1.20 and it pauses.
+    let out = env.mozart(&["restart", "--yes"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    env.write_score("spend", &yaml("1.0"));
+    let out = env.mozart(&["resume", "spend"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let settled = |d: &Value| {
+        d["status"] != "running" && d["status"] != "queued" && sheet(d, 4)["status"] == "completed"
+    };
+    let doc = crate::harness::wait_status(&env, "spend", 60.0, settled);
+    assert_eq!(doc["status"], "paused", "{doc:#}");
+    assert_eq!(
+        doc["error"], "Cost limit: job cost $1.2000 exceeds limit $1.0000",
+        "{doc:#}"
+    );
+    assert_eq!(sheet(&doc, 5)["status"], "pending", "{doc:#}");
+    assert_eq!(coin_calls(&env), 4);
+}
+
+/// A sheet's cost limit counts the attempts made before a restart: a $0.50 sheet limit
+/// over $0.20 failing attempts, the conductor restarted during attempt 3, gave the sheet
+/// three more attempts ("sheet 1 cost $0.6000" while it had spent $1.00).
+#[test]
+fn a_sheet_cost_limit_counts_the_attempts_made_before_a_restart() {
+    let env = TestEnv::new();
+    install_coin_instrument(&env);
+    std::fs::write(env.root().join("block-at"), "3\n").unwrap();
+    env.start_conductor();
+    let score = env.write_score(
+        "burner",
+        "name: burner\nworkspace: ./burner-ws\ninstrument: coin\n\
+         cost_limits: {enabled: true, max_cost_per_sheet: 0.5}\n\
+         retry: {max_retries: 6, base_delay_seconds: 0.1}\n\
+         sheet: {size: 1, total_items: 1}\nprompt:\n  template: \"FAIL\"\n",
+    );
+    run(&env, &score, &[]);
+    // Attempt 3 is running (and waits): the conductor is killed under it and started
+    // again; the interrupted attempt runs again without spending a retry.
+    crate::harness::poll(&env, 60.0, "attempt 3", || {
+        (coin_calls(&env) >= 3).then_some(())
+    });
+    crate::support::kill9_conductor(&env);
+    std::fs::write(env.root().join("release"), "").unwrap();
+    env.start_conductor();
+    // The attempt that takes it over the limit is not retried: the job's one sheet fails.
+    let doc = crate::harness::wait_terminal(&env, "burner", 60.0);
+    assert_eq!(
+        doc["error"],
+        "sheets [1] failed — sheet 1: Cost limit: sheet 1 cost $0.6000 exceeds limit $0.5000",
+        "{doc:#}"
+    );
+    let first = sheet(&doc, 1);
+    assert_eq!(first["attempt_count"], 3, "{doc:#}");
+    let spent = first["estimated_cost"].as_f64().unwrap_or(0.0);
+    assert!((spent - 0.6).abs() < 1e-9, "{doc:#}");
+}
+
 /// Costs and limits under a cent keep their digits: a $0.003339 sheet under a $0.003 sheet
 /// limit showed "Cost: $0.00 (limit: $0.00 per sheet)" next to the error naming both, and
 /// `instruments check` listed a $0.00015/1K price as "$0.0001/1K".

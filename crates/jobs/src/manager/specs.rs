@@ -103,7 +103,17 @@ fn restored(s: &mozart_state::SheetState) -> Option<RestoredSheet> {
         // spending a retry (architecture invariant 1).
         _ => SheetStatus::Pending,
     };
-    if status == SheetStatus::Pending && s.attempt_count == 0 && s.completion_attempts == 0 {
+    // What the sheet's attempts spent counts against the cost limits after a restart or a
+    // resume as it did before (a limit that forgot it let a paused job spend it again).
+    let spent_usd = s
+        .estimated_cost
+        .filter(|c| c.is_finite() && *c > 0.0)
+        .unwrap_or(0.0);
+    if status == SheetStatus::Pending
+        && s.attempt_count == 0
+        && s.completion_attempts == 0
+        && spent_usd == 0.0
+    {
         return None;
     }
     // The retries a sheet has spent survive a restart: its row counts the attempts that
@@ -120,7 +130,7 @@ fn restored(s: &mozart_state::SheetState) -> Option<RestoredSheet> {
         },
         completion_attempts: s.completion_attempts,
         healing_attempts: s.healing_attempts,
-        total_cost_usd: 0.0,
+        total_cost_usd: spent_usd,
         instrument: s.instrument_name.clone(),
         earlier_attempts: 0,
         // The rest of the backoff the sheet was waiting out (none once it is due).
