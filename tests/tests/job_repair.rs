@@ -717,6 +717,9 @@ fn a_pending_modify_that_cannot_apply_says_so_in_status() {
             && line.contains("'mozart resume gated --no-reload'"),
         "{line}"
     );
+    // Every command it names is the job's, not the new file's stem's (`mozart resume
+    // gated-v2 --no-reload` answered "Score 'gated-v2' not found").
+    assert!(!line.contains("resume gated-v2"), "{line}");
     // The way out it names works, and the note goes with the resume.
     let out = env.mozart(&["resume", "gated", "--no-reload"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));

@@ -62,7 +62,12 @@ pub(super) async fn dry_run(
         return JobResponse::submission_rejected("", "Daemon is shutting down");
     }
     let config_path = PathBuf::from(&req.config_path);
-    let job_id = job_id_of(&config_path);
+    // A resume (or `modify --resume`) with another file checks it for the job it resumes:
+    // its refusal names that job, not the file's stem.
+    let job_id = req
+        .resume_of
+        .clone()
+        .unwrap_or_else(|| job_id_of(&config_path));
     let checked = (|| {
         let score = parse(mgr, &job_id, &config_path, &req)?;
         let mut config = score.config;
