@@ -65,6 +65,7 @@ mod security_dashboard;
 mod security_injection;
 mod security_modes;
 mod security_processes;
+mod security_reads;
 mod security_redaction;
 mod security_secrets;
 mod security_socket;

@@ -18,6 +18,9 @@ pub enum BackendError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A profile file that is another user's (or others may write it) is not read.
+    #[error(transparent)]
+    UntrustedProfile(mozart_config::profile_trust::ProfileFileError),
     /// A profile file is not valid YAML or does not match the schema (instruments.md §4.1).
     #[error("invalid instrument profile {origin}: {message}")]
     InvalidProfile {

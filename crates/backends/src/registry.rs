@@ -81,13 +81,40 @@ impl InstrumentRegistry {
     /// Load native and built-in profiles, then `mozart_home/instruments/*.yaml`, then
     /// `project_dir/.mozart/instruments/*.yaml`; later sources win by name. Bad user files
     /// are skipped and reported in [`warnings`](Self::warnings), as upstream logs them.
+    ///
+    /// A directory of profiles that is another user's (not yours, not root's), or that every
+    /// other user may write, is not read at all — a profile names a program run as you —
+    /// and a warning names it, why, and what to do (docs/security.md, "Files"); so is each
+    /// such file.
     pub fn load(mozart_home: &Path, project_dir: Option<&Path>) -> Result<Self, BackendError> {
         let mut reg = Self::builtin()?;
-        reg.load_dir(&mozart_home.join("instruments"));
+        let home_dir = mozart_home.join("instruments");
+        reg.load_trusted_dir(
+            &home_dir,
+            "make them yours, or remove them, before Mozart reads them",
+        );
         if let Some(project) = project_dir {
-            reg.load_dir(&project.join(".mozart").join("instruments"));
+            reg.load_trusted_dir(
+                &project.join(".mozart").join("instruments"),
+                &format!(
+                    "read them, and copy the ones you trust into {}/",
+                    home_dir.display()
+                ),
+            );
         }
         Ok(reg)
+    }
+
+    /// [`load_dir`](Self::load_dir), when `dir` may be read (see [`load`](Self::load)); else
+    /// a warning with `fix`.
+    fn load_trusted_dir(&mut self, dir: &Path, fix: &str) {
+        match mozart_config::profile_trust::untrusted_profile_dir(dir) {
+            None => self.load_dir(dir),
+            Some(why) => self.warnings.push(format!(
+                "instrument profiles in {} are not loaded: {why} — a profile names a program Mozart runs as you, so only your own or root's are read; {fix}",
+                dir.display()
+            )),
+        }
     }
 
     /// Load every `*.yaml` / `*.yml` in `dir` (non-recursive, sorted by file name).
@@ -145,9 +172,10 @@ impl InstrumentRegistry {
     fn load_file_noting(
         path: &Path,
     ) -> Result<(InstrumentProfile, Vec<mozart_yaml::DuplicateKey>), BackendError> {
-        let text = std::fs::read_to_string(path).map_err(|source| BackendError::ReadProfile {
-            path: path.to_path_buf(),
-            source,
+        use mozart_config::profile_trust::{read_profile_file, ProfileFileError};
+        let text = read_profile_file(path).map_err(|e| match e {
+            ProfileFileError::Read { path, source } => BackendError::ReadProfile { path, source },
+            e @ ProfileFileError::Untrusted { .. } => BackendError::UntrustedProfile(e),
         })?;
         let profile = InstrumentProfile::from_yaml(&text, &path.display().to_string())?;
         // A second parse of a file of a few lines, made only for a user's own profile.

@@ -24,6 +24,7 @@ pub mod model;
 mod paths;
 pub mod placeholders;
 pub mod plan;
+pub mod profile_trust;
 pub mod pyregex;
 pub mod tasks;
 pub mod template;

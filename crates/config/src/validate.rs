@@ -197,6 +197,11 @@ impl CheckEnv {
         let mut known: BTreeSet<String> =
             BUILTIN_INSTRUMENTS.iter().map(|s| s.to_string()).collect();
         for dir in dirs {
+            // Another user's profiles are not loaded (`profile_trust`): their names are
+            // not instruments there are.
+            if crate::profile_trust::untrusted_profile_dir(dir).is_some() {
+                continue;
+            }
             let Ok(entries) = std::fs::read_dir(dir) else {
                 continue;
             };
@@ -209,7 +214,7 @@ impl CheckEnv {
                 if !is_yaml {
                     continue;
                 }
-                let Ok(text) = std::fs::read_to_string(&path) else {
+                let Ok(text) = crate::profile_trust::read_profile_file(&path) else {
                     continue;
                 };
                 if let Ok(Some(node)) = crate::yaml::parse(&text) {

@@ -369,6 +369,8 @@ fn print_json(f: &Findings) {
 
 /// One line of the text report: icon, name, detail.
 fn line(icon: &str, name: &str, detail: &str) {
+    // A profile's name and what a program said are shown, not obeyed.
+    let (name, detail) = (crate::output::plain(name), crate::output::plain(detail));
     println!("  {icon} {name:<24} {detail}");
 }
 

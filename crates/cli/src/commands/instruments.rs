@@ -166,8 +166,9 @@ pub(crate) fn load_registry() -> Result<InstrumentRegistry, CliError> {
     let registry = InstrumentRegistry::load(&mozart_home(), project.as_deref()).map_err(|err| {
         CliError::failed(format!("cannot load instrument profiles: {err}"), vec![])
     })?;
+    // A profile's own text (an unknown field's name) is shown, not obeyed.
     for warning in registry.warnings() {
-        eprintln!("Warning: {warning}");
+        eprintln!("Warning: {}", crate::output::plain(warning));
     }
     Ok(registry)
 }
@@ -247,7 +248,13 @@ fn list(
                 .default_model
                 .clone()
                 .unwrap_or_else(|| "(instrument default)".into());
-            [p.name.clone(), p.kind.as_str().into(), status.into(), model]
+            // A profile's words are shown, not obeyed.
+            [
+                crate::output::plain(&p.name).into_owned(),
+                p.kind.as_str().into(),
+                status.into(),
+                crate::output::plain(&model).into_owned(),
+            ]
         })
         .collect();
     let headers = ["NAME", "KIND", "STATUS", "DEFAULT MODEL"];
@@ -297,7 +304,11 @@ fn list(
     // what to do.
     for (p, _) in &rows {
         if let Some(h @ (Held::Missing | Held::Changed)) = held(p) {
-            println!("{}: {}", p.name, held_words(registry, p, h));
+            println!(
+                "{}: {}",
+                crate::output::plain(&p.name),
+                held_words(registry, p, h)
+            );
         }
     }
 }
@@ -411,18 +422,21 @@ fn check(
     }
     if missing {
         return Err(CliError::failed(
-            format!("{} is not loaded by the running conductor.", profile.name),
+            format!(
+                "{} is not loaded by the running conductor.",
+                crate::output::plain(&profile.name)
+            ),
             vec![held_words(registry, profile, Held::Missing)],
         ));
     }
     if ready {
-        println!("{} is ready.", profile.name);
+        println!("{} is ready.", crate::output::plain(&profile.name));
         return Ok(0);
     }
     let mut hints = vec![not_ready_hint(profile, http.as_ref())];
     hints.push("Run 'mozart doctor' for a full environment check.".into());
     Err(CliError::failed(
-        format!("{} is not ready.", profile.name),
+        format!("{} is not ready.", crate::output::plain(&profile.name)),
         hints,
     ))
 }
@@ -489,10 +503,12 @@ fn print_check(
     path: Option<&Path>,
     http: Option<&HttpReadiness>,
 ) {
-    println!("\nChecking {}...", profile.name);
-    println!("  Display name:  {}", profile.display_name);
+    // What a profile says is shown, not obeyed (a title or clipboard escape).
+    let plain = crate::output::plain;
+    println!("\nChecking {}...", plain(&profile.name));
+    println!("  Display name:  {}", plain(&profile.display_name));
     if let Some(desc) = &profile.description {
-        println!("  Description:   {desc}");
+        println!("  Description:   {}", plain(desc));
     }
     println!("  Kind:          {}", profile.kind.as_str());
     if let Some(cli) = &profile.cli {
@@ -508,7 +524,7 @@ fn print_check(
                 Some(here) => println!(
                     "  Binary:        {} ✗ not on the running conductor's PATH (this shell \
                      finds {}: add {} to the conductor's PATH and restart it)",
-                    cli.command.executable,
+                    plain(&cli.command.executable),
                     here.display(),
                     here.parent()
                         .map_or_else(String::new, |d| d.display().to_string())
@@ -519,7 +535,10 @@ fn print_check(
                         file.display(),
                         file.display()
                     ),
-                    None => println!("  Binary:        {} ✗ not found", cli.command.executable),
+                    None => println!(
+                        "  Binary:        {} ✗ not found",
+                        plain(&cli.command.executable)
+                    ),
                 },
             },
         }
@@ -536,16 +555,22 @@ fn print_check(
                 println!(
                     "  Credentials:   none of {} is set {there}: the CLI needs one unless it \
                      is logged in{note}",
-                    vars.join(", ")
+                    plain(&vars.join(", "))
                 );
             } else {
-                println!("  Credentials:   {} is set {there}{note}", set.join(", "));
+                println!(
+                    "  Credentials:   {} is set {there}{note}",
+                    plain(&set.join(", "))
+                );
             }
         }
     } else if let Some(http) = &profile.http {
-        println!("  Endpoint:      {}{}", http.base_url, http.endpoint);
+        println!(
+            "  Endpoint:      {}",
+            plain(&format!("{}{}", http.base_url, http.endpoint))
+        );
         if let Some(var) = &http.auth_env_var {
-            println!("  Auth env var:  {var}");
+            println!("  Auth env var:  {}", plain(var));
         }
     }
     if let Some(r) = http {
@@ -558,17 +583,19 @@ fn print_check(
 
 /// Capabilities, the default model and each model with its context window and cost.
 fn print_models(profile: &InstrumentProfile) {
+    // What a profile says is shown, not obeyed.
+    let plain = crate::output::plain;
     let caps: Vec<&str> = profile.capabilities.iter().map(String::as_str).collect();
     println!(
         "  Capabilities:  {}",
         if caps.is_empty() {
             "(none)".to_string()
         } else {
-            caps.join(", ")
+            plain(&caps.join(", ")).into_owned()
         }
     );
     if let Some(model) = &profile.default_model {
-        println!("  Default model: {model}");
+        println!("  Default model: {}", plain(model));
     }
     for m in &profile.models {
         let cost = if m.cost_per_1k_input > 0.0 || m.cost_per_1k_output > 0.0 {
@@ -583,7 +610,7 @@ fn print_models(profile: &InstrumentProfile) {
         };
         println!(
             "    {}: {} ctx{cost}",
-            m.name,
+            plain(&m.name),
             group_thousands(m.context_window)
         );
     }

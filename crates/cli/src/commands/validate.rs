@@ -81,6 +81,10 @@ fn profile_dir_env() -> CheckEnv {
     // the conductor loads it; a name another file of the dirs loads is not broken.
     let mut loaded = std::collections::BTreeSet::new();
     for dir in &dirs {
+        // Another user's profiles are not loaded: said by the registry's warning.
+        if mozart_config::profile_trust::untrusted_profile_dir(dir).is_some() {
+            continue;
+        }
         let Ok(entries) = std::fs::read_dir(dir) else {
             continue;
         };
@@ -91,7 +95,7 @@ fn profile_dir_env() -> CheckEnv {
             ) {
                 continue;
             }
-            let Ok(text) = std::fs::read_to_string(&path) else {
+            let Ok(text) = mozart_config::profile_trust::read_profile_file(&path) else {
                 continue;
             };
             let origin = path.display().to_string();
@@ -242,7 +246,7 @@ fn missing_programs(score: &Score, lookup: &Lookup) -> Vec<Issue> {
     };
     // A broken profile: one line, as `mozart instruments list` says it.
     for warning in registry.warnings() {
-        eprintln!("Warning: {warning}");
+        eprintln!("Warning: {}", crate::output::plain(warning));
     }
     // The conductor reads the Mozart home's profiles, not the current directory's.
     let conductors = mozart_backends::InstrumentRegistry::load(&home, None).ok();
