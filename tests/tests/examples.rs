@@ -79,6 +79,15 @@ fn the_examples_run_to_completion() {
         let doc = wait_terminal(&env, name, 60.0);
         assert_eq!(doc["status"], "completed", "{name}: {doc:#}\n{}", env.log());
     }
+    // cross-sheet: each sheet's output (what later sheets get as `previous_outputs`) is what
+    // its RUN: lines printed, nothing more (the shell instrument added `shell: ok`).
+    for n in 1..=3 {
+        let out = stdout(&env.mozart(&["logs", "cross-sheet", "--sheet", &n.to_string()]));
+        assert!(
+            out.contains(&format!("FINDING {n}:")) && !out.contains("shell: ok"),
+            "sheet {n}: {out}"
+        );
+    }
     // skip-phases: the plan needs two phases, so phases 3 and 4 (sheets 4, 5) were skipped.
     let doc = status(&env, "skip-phases");
     for n in 1..=6 {
