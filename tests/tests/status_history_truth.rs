@@ -266,3 +266,27 @@ prompt: {template: "RUN: echo x >> \"{{ workspace }}/att.txt\"; exit 1"}
     nums.sort_unstable();
     assert_eq!(nums, [1, 2, 3]);
 }
+
+/// `mozart history k1 --sheet 99` said "none has yet for this score (or sheet)" and `errors
+/// k1 --sheet 99` "No errors found" of a sheet the score does not have; both now say it has
+/// no such sheet (and how many it has), exit 1, as `logs --sheet 99` does.
+#[test]
+fn history_and_errors_of_a_sheet_the_score_does_not_have_say_so() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let score = env.write_score("k1.yaml", &sleepy_shell_score("k1", 2, 0.0));
+    run(&env, &score, &[]);
+    wait_terminal(&env, "k1", 60.0);
+    for cmd in ["history", "errors"] {
+        let out = env.mozart(&[cmd, "k1", "--sheet", "99"]);
+        let text = stdout(&out);
+        assert_eq!(out.status.code(), Some(1), "{cmd}: {text}");
+        assert!(
+            text.contains("Score k1 has no sheet 99 (it has 2 sheets)."),
+            "{cmd}: {text}"
+        );
+        // A sheet it has: as before.
+        let out = env.mozart(&[cmd, "k1", "--sheet", "2"]);
+        assert_eq!(out.status.code(), Some(0), "{cmd}: {}", stdout(&out));
+    }
+}

@@ -87,6 +87,9 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
             workspace_on_unknown_job: false,
         },
     )?;
+    if let Some(n) = args.sheet {
+        super::history::check_sheet(id, n, fetched.state.total_sheets, args.output)?;
+    }
     let filter = ErrorFilter {
         sheet: args.sheet,
         error_type: args.error_type.as_deref().map(str::to_lowercase),

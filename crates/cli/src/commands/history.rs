@@ -83,6 +83,20 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         }
         return Ok(1);
     }
+    if let (Some(n), true) = (args.sheet, history.records.is_empty()) {
+        // No attempt of that sheet: say so only of a sheet the score has.
+        let query = mozart_ipc::sheet_view::SheetQuery {
+            mode: mozart_ipc::sheet_view::SheetMode::Page,
+            offset: 0,
+            limit: Some(1),
+            ..Default::default()
+        };
+        if let Ok(mozart_ipc::status::JobStatusResult::Checkpoint(job)) =
+            super::status::fetch(globals, id, args.workspace.as_deref(), query, args.output)
+        {
+            check_sheet(id, n, job.total_sheets, args.output)?;
+        }
+    }
     if args.output.is_json() {
         print_json(&history_json(id, &history, args.sheet));
     } else {
@@ -97,6 +111,22 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
         );
     }
     Ok(0)
+}
+
+/// `--sheet N` of a score with `total` sheets: an error naming the sheets it has when it has
+/// no sheet `n` (not "no errors" or "no history" of a sheet that does not exist).
+pub(crate) fn check_sheet(id: &str, n: u32, total: u32, mode: OutputMode) -> Result<(), CliError> {
+    if n >= 1 && n <= total {
+        return Ok(());
+    }
+    Err(failed(
+        format!(
+            "Score {id} has no sheet {n} (it has {}).",
+            mozart_config::plural(total, "sheet", "sheets")
+        ),
+        &[&format!("See its sheets with: mozart status {id} --sheets")],
+        mode,
+    ))
 }
 
 fn fetch(globals: &Globals, id: &str, args: &Args) -> Result<History, CliError> {
