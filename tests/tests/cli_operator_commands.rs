@@ -709,6 +709,14 @@ fn completion_scripts_and_man_pages_come_from_the_command_tree() {
         for needle in ["patterns-list", "clear-rate-limits", "__complete-jobs"] {
             assert!(text.contains(needle), "{shell} lacks {needle}");
         }
+        // The internal commands are not offered: `__complete-jobs` is only what the
+        // script runs for live score IDs.
+        assert!(!text.contains("__watchdog"), "{shell} offers __watchdog");
+        assert_eq!(
+            text.matches("__complete-jobs").count(),
+            text.matches("mozart __complete-jobs 2>/dev/null").count(),
+            "{shell} offers __complete-jobs"
+        );
     }
     let out = env.mozart(&["completion", "tcsh"]);
     assert_eq!(out.status.code(), Some(2));

@@ -75,12 +75,25 @@ pub fn run(args: Args) -> Result<i32, CliError> {
         "zsh" => Shell::Zsh,
         _ => Shell::Fish,
     };
-    let mut cmd = crate::command_tree();
+    let mut cmd = offered(crate::command_tree());
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut cmd, "mozart", &mut out);
     out.extend_from_slice(live_hook(&args.shell).as_bytes());
     let _ = std::io::stdout().write_all(&out);
     Ok(0)
+}
+
+/// The tree a shell completes: every command but the hidden internal ones (`__watchdog`,
+/// `__complete-jobs`), which clap's generators would offer.
+fn offered(tree: clap::Command) -> clap::Command {
+    let mut cmd = clap::Command::new("mozart");
+    for arg in tree.get_arguments() {
+        cmd = cmd.arg(arg.clone());
+    }
+    for sub in tree.get_subcommands().filter(|s| !s.is_hide_set()) {
+        cmd = cmd.subcommand(sub.clone());
+    }
+    cmd
 }
 
 /// `mozart __complete-jobs`: the conductor's score IDs, one a line; nothing (and exit 0)
