@@ -236,6 +236,15 @@ fn a_run_in_a_new_workspace_starts_over_instead_of_claiming_another_workspaces_s
         said.contains("is a new workspace, so the job starts over"),
         "{said}"
     );
+    // The command to go on from the earlier run names this score, not a literal `SCORE`.
+    assert!(
+        said.contains(&format!(
+            "mozart run {} --workspace {}",
+            second.display(),
+            env.work.join("d1/ws").display()
+        )),
+        "{said}"
+    );
     let waited = env.mozart(&["wait", "same"]);
     assert_eq!(waited.status.code(), Some(0), "{}", stdout(&waited));
     for n in 1..=3 {

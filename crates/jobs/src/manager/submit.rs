@@ -748,7 +748,7 @@ fn carry_over(
     } else {
         record
             .as_ref()
-            .and_then(|rec| workspace_elsewhere(rec, workspace))
+            .and_then(|rec| workspace_elsewhere(rec, workspace, Path::new(&req.config_path)))
     };
     let fresh = req.fresh
         || moved.is_some()
@@ -810,8 +810,9 @@ fn carry_over(
 /// same file name elsewhere, or `--workspace` to a new directory, would otherwise show them
 /// done and run only the rest (upstream keeps a job's state in its workspace, so a new one
 /// starts over there too). A workspace moved with its files (the new one is there and not
-/// empty) keeps the progress. `None` when the progress is kept.
-fn workspace_elsewhere(record: &JobRecord, workspace: &Path) -> Option<String> {
+/// empty) keeps the progress. `None` when the progress is kept. `score` is the score file
+/// submitted, named in the command that goes on from the earlier run.
+fn workspace_elsewhere(record: &JobRecord, workspace: &Path, score: &Path) -> Option<String> {
     let before = Path::new(&record.workspace);
     if before == workspace {
         return None;
@@ -821,10 +822,11 @@ fn workspace_elsewhere(record: &JobRecord, workspace: &Path) -> Option<String> {
         return None;
     }
     Some(format!(
-        "Its last run worked in {} and left its finished sheets' files there; {} is a new workspace, so the job starts over (to go on from the earlier run: mozart run SCORE --workspace {})",
+        "Its last run worked in {} and left its finished sheets' files there; {} is a new workspace, so the job starts over (to go on from the earlier run: mozart run {} --workspace {})",
         before.display(),
         workspace.display(),
-        before.display()
+        mozart_config::placeholders::quote(&score.display().to_string()),
+        mozart_config::placeholders::quote(&before.display().to_string())
     ))
 }
 
