@@ -102,6 +102,30 @@ fn one_phase_plan_skips_phases_two_to_four() {
             .contains("single phase"),
         "the skip reason is the rule's description: {sheet6:#}"
     );
+    // Its labels are keyed by sheet: stage 12's three reviews are sheets 12–14, so the
+    // stages after it are sheets 15–19 (movement 13 was labelled "Final verification").
+    let shown = status(&env, "issue-solver");
+    let label = |movement: u64| -> String {
+        shown["movements"]
+            .as_array()
+            .and_then(|ms| ms.iter().find(|m| m["movement"] == movement))
+            .and_then(|m| m["description"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(label(12), "Review (functional)", "{shown:#}");
+    assert_eq!(label(13), "Act on the reviews", "{shown:#}");
+    assert_eq!(label(15), "Final verification", "{shown:#}");
+    assert_eq!(label(17), "Close the issue; chain gate", "{shown:#}");
+    let table = mozart_tests::stdout(&env.mozart(&["status", "issue-solver", "--sheets"]));
+    let row = |n: &str| {
+        table
+            .lines()
+            .find(|l| l.trim_start().starts_with(n))
+            .unwrap_or("")
+    };
+    assert!(row("14 ").contains("Review (quality)"), "{table}");
+    assert!(row("19 ").contains("Close the issue"), "{table}");
 }
 
 #[test]
