@@ -257,6 +257,50 @@ fn logs_follow_started_before_the_job_streams_its_events_and_output_live() {
     }
 }
 
+/// `logs --follow` goes on across `mozart restart`: it ended with "The conductor stopped;
+/// no more log entries." (exit 0), and the restarted conductor's lines were never shown.
+#[test]
+fn logs_follow_goes_on_across_a_conductor_restart() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let mut follower = Follower::spawn(&env, &["logs", "--follow"]);
+    follower.wait_line(20, "that it follows", |l| {
+        l.contains("Press Ctrl+C to stop")
+    });
+    let out = env.mozart(&["restart", "--yes"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    follower.wait_line(30, "that it waits for the conductor", |l| {
+        l.contains("The conductor stopped; waiting for it to start again")
+    });
+    follower.wait_line(30, "that the conductor started again", |l| {
+        l.contains("The conductor started again; following its log")
+    });
+    // What the new conductor logged before the follow found it is shown too.
+    follower.wait_line(15, "the new conductor's start", |l| {
+        l.contains(" daemon.started ")
+    });
+    // A job of the new conductor is followed live.
+    let job = "after";
+    let score = env.write_score(job, &two_sheet_score(job, 0.1));
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    follower.wait_line(60, "the job's end", |l| {
+        l.contains(&format!(" {job} job.completed "))
+    });
+    // The old conductor's stop once, though both streams could send it.
+    let stops = follower
+        .seen
+        .iter()
+        .filter(|l| l.contains(" daemon.stopping "))
+        .count();
+    assert_eq!(stops, 1, "{}", follower.seen.join("\n"));
+    assert!(
+        matches!(follower.child.try_wait(), Ok(None)),
+        "still following: {}",
+        follower.seen.join("\n")
+    );
+}
+
 #[test]
 fn every_conductor_log_line_is_a_json_object_with_the_documented_fields() {
     let env = TestEnv::new();

@@ -56,7 +56,8 @@ pub struct Args {
     /// Specific log file path (overrides the conductor log).
     #[arg(short = 'f', long = "file", value_name = "PATH")]
     pub file: Option<PathBuf>,
-    /// Follow new entries as they are written (with a job: its sheets' progress and output).
+    /// Follow new entries as they are written (with a job: its sheets' progress and output),
+    /// across conductor restarts, until Ctrl+C.
     #[arg(short = 'F', long = "follow")]
     pub follow: bool,
     /// Number of lines to show (0 for all).
@@ -833,7 +834,7 @@ fn follow_conductor(
         .build()
         .map_err(|e| CliError::failed(format!("cannot start the follow stream: {e}"), vec![]))?;
     runtime.block_on(async {
-        let Some(stream) = open_follow_stream(&paths.socket, filter, mode).await? else {
+        let Some(stream) = open_follow_stream(&paths.socket, filter, mode, 0).await? else {
             return Ok(None);
         };
         let interrupt =
@@ -849,9 +850,8 @@ fn follow_conductor(
             mode,
             style,
         );
-        // `stream` keeps its writing half until the relay ends.
         let code = relay(
-            stream.lines,
+            (stream, &paths.socket),
             interrupt,
             &mut out,
             filter,
@@ -872,6 +872,7 @@ async fn open_follow_stream(
     socket: &Path,
     filter: &LogFilter,
     mode: OutputMode,
+    backlog_lines: usize,
 ) -> Result<Option<FollowStream>, CliError> {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let stream = match mozart_ipc::connect_stream(socket, Duration::from_secs(5)).await {
@@ -884,7 +885,7 @@ async fn open_follow_stream(
     let (read, mut write) = stream.into_split();
     let params = LogFollowParams {
         job_id: filter.job_id.clone(),
-        backlog_lines: 0,
+        backlog_lines,
     };
     let request = serde_json::json!({
         "jsonrpc": "2.0", "id": 1, "method": mozart_ipc::methods::JOB_LOGS_FOLLOW,
@@ -951,10 +952,57 @@ fn follow_header(
     logs_said
 }
 
-/// Print the stream's entries that pass the filter until Ctrl-C, the conductor's end or a
-/// closed output; the exit code.
+/// Lines of the conductor's log a stream opened after a restart asks for again: what the
+/// new conductor (and the old one, stopping) wrote while no stream was open.
+const RECONNECT_BACKLOG: usize = 10_000;
+
+/// The newest log time a stream has sent, and the lines of that moment: a stream opened
+/// after a restart shows its backlog from there on, neither repeating a line nor losing one.
+struct Shown {
+    at: jiff::Timestamp,
+    lines: std::collections::HashSet<String>,
+}
+
+impl Shown {
+    /// Nothing shown yet: a later stream's backlog starts at `at` (the start of `--follow`).
+    fn since(at: jiff::Timestamp) -> Shown {
+        Shown {
+            at,
+            lines: std::collections::HashSet::new(),
+        }
+    }
+
+    /// Note a line the stream sent.
+    fn note(&mut self, line: &str) {
+        let Some(at) = log_time(line) else { return };
+        if at > self.at {
+            self.at = at;
+            self.lines.clear();
+        }
+        if at == self.at {
+            self.lines.insert(line.to_string());
+        }
+    }
+
+    /// Whether a line of a later stream is new (a line without a time is shown).
+    fn is_new(&self, line: &str) -> bool {
+        log_time(line)
+            .is_none_or(|at| at > self.at || (at == self.at && !self.lines.contains(line)))
+    }
+}
+
+/// The time of a conductor log line (`timestamp`).
+fn log_time(line: &str) -> Option<jiff::Timestamp> {
+    let value: Value = serde_json::from_str(line).ok()?;
+    value.get("timestamp")?.as_str()?.parse().ok()
+}
+
+/// Print the stream's entries that pass the filter until Ctrl-C or a closed output; the
+/// exit code. When the conductor stops (`mozart restart`, a crash), says so, waits for it
+/// to answer again and goes on with a stream of the new conductor: first what was logged
+/// while none was open.
 async fn relay(
-    mut lines: FollowLines,
+    (mut stream, socket): (FollowStream, &Path),
     mut interrupt: tokio::signal::unix::Signal,
     out: &mut impl Write,
     filter: &LogFilter,
@@ -962,9 +1010,12 @@ async fn relay(
     mode: OutputMode,
     style: &Style,
 ) -> i32 {
+    let mut shown = Shown::since(jiff::Timestamp::now());
+    // What an earlier stream showed, for a stream opened after a restart.
+    let mut before: Option<Shown> = None;
     loop {
         let line = tokio::select! {
-            line = lines.next_line() => line,
+            line = stream.lines.next_line() => line,
             _ = interrupt.recv() => {
                 emit(out, "");
                 emit(out, &style.paint("Stopped following logs.", Color::Dim));
@@ -975,15 +1026,53 @@ async fn relay(
             emit(out, "");
             emit(
                 out,
-                &style.paint("The conductor stopped; no more log entries.", Color::Yellow),
+                &style.paint(
+                    "The conductor stopped; waiting for it to start again (Ctrl+C to stop).",
+                    Color::Yellow,
+                ),
             );
-            return 0;
+            match reopen(socket, filter, mode, &mut interrupt).await {
+                Ok(Some(next)) => {
+                    emit(
+                        out,
+                        &style.paint(
+                            &format!(
+                                "The conductor started again; following its log ({}).",
+                                next.log_file
+                            ),
+                            Color::Dim,
+                        ),
+                    );
+                    emit(out, "");
+                    stream = next;
+                    before = Some(Shown {
+                        at: shown.at,
+                        lines: shown.lines.clone(),
+                    });
+                    continue;
+                }
+                Ok(None) => {
+                    emit(out, "");
+                    emit(out, &style.paint("Stopped following logs.", Color::Dim));
+                    return 0;
+                }
+                Err(e) => {
+                    emit(out, &format!("Error: {e}"));
+                    return 1;
+                }
+            }
         };
         let Ok(message) = serde_json::from_str::<Notification<LogFollowItem>>(&line) else {
             continue;
         };
         let entry = match message.params {
-            LogFollowItem::Line(l) => parse_line(&l),
+            LogFollowItem::Line(l) => {
+                if before.as_ref().is_some_and(|b| !b.is_new(&l)) {
+                    continue;
+                }
+                shown.note(&l);
+                parse_line(&l)
+            }
             LogFollowItem::Entry(e) => Some(e),
             LogFollowItem::Started(_) => None,
         };
@@ -997,6 +1086,25 @@ async fn relay(
             if !emit(out, &render(&entry, mode, style)) {
                 return 0;
             }
+        }
+    }
+}
+
+/// A stream of the conductor once it answers again, with the lines it logged meanwhile;
+/// `None` on Ctrl-C. A socket another user controls is an error.
+async fn reopen(
+    socket: &Path,
+    filter: &LogFilter,
+    mode: OutputMode,
+    interrupt: &mut tokio::signal::unix::Signal,
+) -> Result<Option<FollowStream>, CliError> {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = interrupt.recv() => return Ok(None),
+        }
+        if let Some(stream) = open_follow_stream(socket, filter, mode, RECONNECT_BACKLOG).await? {
+            return Ok(Some(stream));
         }
     }
 }
