@@ -238,3 +238,156 @@ fn the_files_a_kill_left_after_a_saved_result_go_at_the_next_start() {
         "a user's file\n"
     );
 }
+
+/// A directory (`mkdir -m 755`, owned by the test's user) that the intruder can enter, and
+/// removed with everything in it at the end.
+struct Shared(PathBuf);
+
+impl Shared {
+    fn new(name: &str) -> Shared {
+        let dir = PathBuf::from(format!("/tmp/{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        set_mode(&dir, 0o755);
+        Shared(dir)
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// The error of a job's only sheet, once the job failed.
+fn failed_sheet_error(env: &TestEnv, job: &str) -> String {
+    let doc = wait_terminal(env, job, 120.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    sheet(&doc, 1)["error_message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A shared `state_dir` let another local user run any command as you: the conductor
+/// reused a job directory the other user had made (0777, its name predictable) and the
+/// job ran the `argv` it found in the attempt's directory — which that user could swap
+/// while the job waited in the queue. Now a state directory others can write, or a job
+/// directory of another user's, is refused before anything is submitted (the error names
+/// the directory, its owner or mode, and what to do); and a job whose attempt's directory
+/// was swapped anyway (its job directory left writable by others) runs nothing from it.
+#[test]
+fn another_user_cannot_run_commands_through_the_slurm_state_directory() {
+    let _cluster = mozart_tests::slurm_shared();
+    if !slurm_up() {
+        return;
+    }
+    let Some(intruder) = mozart_tests::users::intruder() else {
+        return;
+    };
+    let shared = Shared::new("mozart-slurm-shared");
+    let env = conductor();
+
+    // A world-writable state directory (`/tmp`-like, 1777).
+    let scratch = shared.0.join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    set_mode(&scratch, 0o1777);
+    let job = format!("slurm-sd-open-{}", std::process::id());
+    let (path, ws) = score(
+        &env,
+        &job,
+        1,
+        &format!(", state_dir: {}", scratch.display()),
+        "",
+        "",
+    );
+    run(&env, &path, &[]);
+    let e = failed_sheet_error(&env, &job);
+    assert!(
+        e.contains(&format!(
+            "{} can be written by every user (mode 1777)",
+            scratch.display()
+        )) && e.contains("placement.state_dir"),
+        "{e}"
+    );
+    assert!(ledger(&ws.join("ledger")).is_empty(), "nothing ran");
+
+    // The job's directory made by the other user in a state directory that is yours.
+    let mine = shared.0.join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    let job = format!("slurm-sd-theirs-{}", std::process::id());
+    let theirs = mine.join(&job);
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(intruder.uid), Some(intruder.gid)).unwrap();
+    set_mode(&theirs, 0o777);
+    let (path, ws) = score(
+        &env,
+        &job,
+        1,
+        &format!(", state_dir: {}", mine.display()),
+        "",
+        "",
+    );
+    run(&env, &path, &[]);
+    let e = failed_sheet_error(&env, &job);
+    assert!(
+        e.contains(&format!(
+            "{} belongs to {} (uid {})",
+            theirs.display(),
+            intruder.name,
+            intruder.uid
+        )),
+        "{e}"
+    );
+    assert!(ledger(&ws.join("ledger")).is_empty(), "nothing ran");
+
+    // The swap, while the job waits in the queue, in a job directory left writable by others.
+    let job = format!("slurm-sd-swap-{}", std::process::id());
+    let (path, ws) = score(
+        &env,
+        &job,
+        1,
+        &format!(
+            ", state_dir: {}, extra_args: [\"--begin=now+1hour\"]",
+            mine.display()
+        ),
+        "",
+        "",
+    );
+    let _scancel = crate::slurm_placement::Scancel(format!("mozart-{job}-"));
+    run(&env, &path, &[]);
+    let id = poll(&env, 120.0, "the sheet's Slurm job in the queue", || {
+        crate::slurm_placement::squeue(&format!("mozart-{job}-"))
+            .first()
+            .map(|(id, _, _)| id.clone())
+    });
+    let job_dir = mine.join(&job);
+    set_mode(&job_dir, 0o777);
+    let pwned = shared.0.join("PWNED");
+    let swap = format!(
+        "cd {dir} && A=$(ls) && mv \"$A\" \"$A.orig\" && mkdir \"$A\" && printf {id} > \"$A/adopted\" \
+         && printf 'sh\\0-c\\0id > {pwned}\\0' > \"$A/argv\"",
+        dir = job_dir.display(),
+        pwned = pwned.display(),
+    );
+    let out = intruder.command("sh").args(["-c", &swap]).output().unwrap();
+    assert!(out.status.success(), "the swap: {out:?}");
+    let out = std::process::Command::new("scontrol")
+        .args(["update", &format!("jobid={id}"), "starttime=now"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "scontrol update: {out:?}");
+    let doc = wait_terminal(&env, &job, 120.0);
+    assert!(
+        !pwned.exists(),
+        "the other user's command ran as the conductor's user: {:?}",
+        std::fs::read_to_string(&pwned)
+    );
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    assert!(ledger(&ws.join("ledger")).is_empty(), "nothing ran");
+}

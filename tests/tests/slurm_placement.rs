@@ -51,7 +51,7 @@ pub(crate) fn slurm_up() -> bool {
 }
 
 /// Slurm jobs (id, name, state) whose name starts with `prefix`.
-fn squeue(prefix: &str) -> Vec<(String, String, String)> {
+pub(crate) fn squeue(prefix: &str) -> Vec<(String, String, String)> {
     let out = Command::new("squeue")
         .args(["-h", "-o", "%i|%j|%T"])
         .output()
@@ -72,7 +72,7 @@ fn squeue(prefix: &str) -> Vec<(String, String, String)> {
 
 /// Cancels the Slurm jobs whose name starts with its prefix when dropped: a test's jobs that
 /// wait an hour or sleep minutes must not outlive a failed assertion.
-struct Scancel(String);
+pub(crate) struct Scancel(pub(crate) String);
 
 impl Drop for Scancel {
     fn drop(&mut self) {

@@ -25,7 +25,9 @@
 
 use std::io::Write as _;
 use std::os::unix::ffi::OsStrExt as _;
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
+use std::os::unix::fs::{
+    DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -254,7 +256,7 @@ impl SlurmPlacement {
         // From now on an abandoned attempt removes its files (its cancel guard).
         guard.dir = Some(dir.clone());
         let keep_inputs = self.spec.requeue_on_preemption.unwrap_or(false);
-        if let Err(e) = write_attempt_files(&dir, &cwd, spec, keep_inputs) {
+        if let Err(e) = write_attempt_files(&base, &dir, &cwd, spec, keep_inputs) {
             guard.dir = None;
             remove_attempt_dir(&dir).await;
             return Err(format!(
@@ -365,6 +367,14 @@ impl SlurmPlacement {
         reattach: bool,
     ) -> Result<(), String> {
         let adopted = attempt.dir.join("adopted");
+        // A re-attached attempt's directory is as private as when it was made, or its files
+        // are not trusted (nor is the job, which would refuse to run from it).
+        if attempt.dir.exists() {
+            if let Err(e) = check_private_dir(&attempt.dir, false) {
+                // The attempt's cancel guard cancels the job and forgets it.
+                return Err(format!("cannot run Slurm job {}: {e}", attempt.remote_id));
+            }
+        }
         if read_adopted(&attempt.dir).as_deref() != Some(attempt.remote_id.as_str()) {
             let tmp = attempt.dir.join("adopted.tmp");
             let written = std::fs::write(&tmp, format!("{}\n", attempt.remote_id))
@@ -1489,20 +1499,98 @@ fn is_array_dir(dir: &Path) -> bool {
         .is_some_and(|n| n.starts_with("array-"))
 }
 
-/// Create `dir` and its missing parents, private (0700). The job's directory may be
-/// removed by another attempt's end between the creation of it and of `dir`
-/// ([`remove_empty_job_dir`]): then it is created again.
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+/// Create `dir` (`<state dir>/<job>/[array-…/]<attempt>`, under `base`, the state directory)
+/// private (0700), level by level, refusing every level another user could change
+/// ([`check_private_dir`]): the state directory (created 0700 with its missing parents when
+/// there is none), then each level below it, created or reused — another user's directory
+/// of the job's (predictable) name, or a symbolic link put there, is never used. The job's
+/// directory may be removed by another attempt's end between the creation of it and of
+/// `dir` ([`remove_empty_job_dir`]): then it is created again.
+fn create_private_dir(base: &Path, dir: &Path) -> std::io::Result<()> {
+    let below = dir.strip_prefix(base).map_err(|_| {
+        std::io::Error::other(format!(
+            "{} is not inside the Slurm state directory {}",
+            dir.display(),
+            base.display()
+        ))
+    })?;
     let mut tries = 0;
-    loop {
-        match std::fs::DirBuilder::new()
+    'again: loop {
+        std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
-            .create(dir)
-        {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 5 => tries += 1,
-            done => return done,
+            .create(base)?;
+        check_private_dir(base, true)?;
+        let mut level = base.to_path_buf();
+        for part in below.components() {
+            level.push(part);
+            match std::fs::DirBuilder::new().mode(0o700).create(&level) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 5 => {
+                    tries += 1;
+                    continue 'again;
+                }
+                Err(e) => return Err(e),
+            }
+            check_private_dir(&level, false)?;
         }
+        return Ok(());
+    }
+}
+
+/// Refuse a directory the attempt's files would be in when another user could change what
+/// is in it: one owned by someone else, or that others can write (they could rename the
+/// attempt's directory away and put their own command line where the job reads it — the job
+/// runs it as you). `follow`: the state directory may be a symbolic link the user chose; a
+/// level Mozart creates below it may not.
+fn check_private_dir(dir: &Path, follow: bool) -> std::io::Result<()> {
+    let meta = if follow {
+        std::fs::metadata(dir)
+    } else {
+        std::fs::symlink_metadata(dir)
+    }?;
+    let problem = if meta.file_type().is_symlink() {
+        "is a symbolic link, not a directory Mozart created".to_string()
+    } else if !meta.is_dir() {
+        "is not a directory".to_string()
+    } else if meta.uid() != nix::unistd::geteuid().as_raw() {
+        format!(
+            "belongs to {}, not to you (uid {})",
+            user_name(meta.uid()),
+            nix::unistd::geteuid().as_raw()
+        )
+    } else if meta.mode() & 0o022 != 0 {
+        format!(
+            "can be written by {} (mode {:04o})",
+            if meta.mode() & 0o002 != 0 {
+                "every user"
+            } else {
+                "its group"
+            },
+            meta.mode() & 0o7777
+        )
+    } else {
+        return Ok(());
+    };
+    Err(std::io::Error::other(format!(
+        "{} {problem}: another user could replace the Slurm job's files in it and run commands \
+         as you, {NOT_PRIVATE}. Slurm attempt files go only in directories that are \
+         yours alone: remove it (or `chmod go-w` it, if it is yours), or set placement.state_dir \
+         to a directory you own that no one else can write (e.g. `mkdir -m 700 \
+         /shared/mozart-$USER`)",
+        dir.display()
+    )))
+}
+
+/// Says that a directory is refused as not private ([`check_private_dir`]).
+const NOT_PRIVATE: &str = "so Mozart does not use it";
+
+/// A user for a message: `name (uid N)`, `uid N` when the account has no name.
+fn user_name(uid: u32) -> String {
+    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(Some(user)) => format!("{} (uid {uid})", user.name),
+        _ => format!("uid {uid}"),
     }
 }
 
@@ -1769,7 +1857,8 @@ fn killed_by_signal(code: i32) -> bool {
 fn failed_to_start(message: String, started: Instant) -> ProcessOutcome {
     // Slurm refused the job as configured (bad partition, account, QOS, resources): the
     // backends report it as a configuration error, not retried, in Slurm's own words.
-    let kind = if slurm_refused(&message) {
+    // So is a state directory another user could change: trying again does not help.
+    let kind = if slurm_refused(&message) || message.contains(NOT_PRIVATE) {
         std::io::ErrorKind::InvalidInput
     } else {
         std::io::ErrorKind::Other
@@ -2191,8 +2280,10 @@ fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
-/// The attempt's directory: command line, environment, stdin, wrapper.
+/// The attempt's directory (`dir`, under the state directory `base`): command line,
+/// environment, stdin, wrapper.
 fn write_attempt_files(
+    base: &Path,
     dir: &Path,
     cwd: &Path,
     spec: &ProcessSpec,
@@ -2200,7 +2291,7 @@ fn write_attempt_files(
 ) -> std::io::Result<()> {
     // Directories we create (the state directory, the job's) are private too: their names
     // say which jobs and sheets run.
-    create_private_dir(dir)?;
+    create_private_dir(base, dir)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     let mut argv = private_file(&dir.join("argv"))?;
     for arg in std::iter::once(&spec.program).chain(&spec.args) {
@@ -2226,10 +2317,7 @@ fn write_attempt_files(
     let (open_stdin, stdin) = match &spec.stdin {
         Some(bytes) => {
             private_file(&dir.join("stdin"))?.write_all(bytes)?;
-            (
-                format!("exec 3< \"$d/stdin\" && {rm} \"$d/stdin\"\n"),
-                "<&3 3<&-",
-            )
+            (format!("exec 3< stdin && {rm} stdin\n"), "<&3 3<&-")
         }
         None => (String::new(), "< /dev/null"),
     };
@@ -2238,19 +2326,28 @@ fn write_attempt_files(
 # Written by the Mozart conductor: one attempt of one sheet (docs/design/distributed.md).
 PATH=/usr/local/bin:/usr/bin:/bin${{PATH:+:$PATH}}
 d={dir}
+# The attempt's files are read only from a directory of this user's that no one else can
+# write (another user could put a command line there that this job would run as you); read
+# from inside it ("."), which no rename of a directory above can swap after the check.
+cd "$d" || exit 0
+if [ "$(stat -c %u .)" != "$(id -u)" ] || [ $(( 0$(stat -c %a .) & 022 )) -ne 0 ]; then
+  echo "mozart: $d is not yours alone (owner uid $(stat -c %u .), mode $(stat -c %a .)); not running anything from it" >&2
+  exit 0
+fi
 # Only the job the conductor adopted runs the sheet: a duplicate of the same name (an sbatch
 # the controller accepted after its client gave up, then released by someone) does nothing.
 # (An array task is known as <array id>_<task>, which its array's script passes on.)
 me="${{MOZART_SLURM_ID:-$SLURM_JOB_ID}}"
-if [ "$(cat "$d/adopted" 2>/dev/null)" != "$me" ]; then
+if [ "$(cat adopted 2>/dev/null)" != "$me" ]; then
   echo "mozart: Slurm job $me is not the adopted job of this attempt; not running it" >&2
   exit 0
 fi
-date +%s.%N > "$d/start.tmp" && mv -f "$d/start.tmp" "$d/start"
-mapfile -d '' -t argv < "$d/argv"; {rm} "$d/argv"
+date +%s.%N > start.tmp && mv -f start.tmp start
+mapfile -d '' -t argv < argv; {rm} argv
 envv=()
-if [ -f "$d/env" ]; then mapfile -d '' -t envv < "$d/env"; {rm} "$d/env"; fi
-{open_stdin}done_with() {{ echo "$1" > "$d/exit.tmp" && mv -f "$d/exit.tmp" "$d/exit"; exit "$1"; }}
+if [ -f env ]; then mapfile -d '' -t envv < env; {rm} env; fi
+{open_stdin}exec 4> stdout 5> stderr
+done_with() {{ echo "$1" > "$d/exit.tmp" && mv -f "$d/exit.tmp" "$d/exit"; exit "$1"; }}
 cd {cwd} || done_with 126
 # The allocation as Slurm describes it (job id, node list, cpus, GPUs, per-job TMPDIR) on top
 # of the instrument's own environment: the sheet sees what it was given.
@@ -2260,7 +2357,7 @@ while IFS= read -r -d '' kv; do
     SLURM_*=* | SLURMD_*=* | CUDA_VISIBLE_DEVICES=* | GPU_DEVICE_ORDINAL=* | ROCR_VISIBLE_DEVICES=* | ZE_AFFINITY_MASK=* | TMPDIR=*) alloc+=("$kv") ;;
   esac
 done < <(env -0)
-env -i "${{envv[@]}}" "${{alloc[@]}}" "${{argv[@]}}" {stdin} > "$d/stdout" 2> "$d/stderr"
+env -i "${{envv[@]}}" "${{alloc[@]}}" "${{argv[@]}}" {stdin} >&4 2>&5 4>&- 5>&-
 done_with $?
 "#,
         dir = sh_quote(&dir.to_string_lossy()),
@@ -2522,6 +2619,88 @@ mod tests {
         assert_eq!(sh_quote("a'b"), r"'a'\''b'");
     }
 
+    /// Another user who can write the job's directory renames the attempt's directory away
+    /// while the job waits in the queue and puts their own `adopted` and `argv` in its
+    /// place: the job runs nothing from it (it would run their command as you), and a state
+    /// or job directory others can write, or another user's, is refused before anything is
+    /// written there — naming the directory and why.
+    #[test]
+    fn attempt_files_are_trusted_only_in_a_directory_no_one_else_can_write() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cwd = tmp.path().join("work");
+        std::fs::create_dir_all(&cwd).unwrap();
+        let base = tmp.path().join("state");
+        let job_dir = base.join("job");
+        let dir = job_dir.join("sheet-1-attempt-1-1");
+        let spec = ProcessSpec::new(
+            "sh",
+            vec!["-c".into(), "touch ran-the-sheet".into()],
+            Duration::from_secs(30),
+        );
+        write_attempt_files(&base, &dir, &cwd, &spec, false).unwrap();
+        let script = std::fs::read(dir.join("run.sh")).unwrap();
+        // The job's directory left writable by others; the swap.
+        std::fs::set_permissions(&job_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        std::fs::rename(&dir, job_dir.join("orig")).unwrap();
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let pwned = tmp.path().join("PWNED");
+        std::fs::write(dir.join("adopted"), "4242").unwrap();
+        std::fs::write(
+            dir.join("argv"),
+            format!("sh\0-c\0id > {}\0", pwned.display()),
+        )
+        .unwrap();
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(String::from_utf8(script).unwrap())
+            .env("SLURM_JOB_ID", "4242")
+            .output()
+            .unwrap();
+        assert!(!pwned.exists(), "the planted command ran");
+        assert!(!cwd.join("ran-the-sheet").exists());
+        assert_eq!(read_exit(&dir), None);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            said.contains(&format!("{} is not yours alone", dir.display())),
+            "{said}"
+        );
+        // The conductor refuses such directories before it writes anything in them.
+        let next = job_dir.join("sheet-1-attempt-2-2");
+        let e = write_attempt_files(&base, &next, &cwd, &spec, false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!(
+                "{} can be written by every user (mode 0777)",
+                job_dir.display()
+            )),
+            "{e}"
+        );
+        assert!(e.contains("placement.state_dir"), "{e}");
+        assert!(!next.exists());
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let e = write_attempt_files(&base, &next, &cwd, &spec, false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!(
+                "{} can be written by every user (mode 1777)",
+                base.display()
+            )),
+            "{e}"
+        );
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700)).unwrap();
+        // A link put where the job's directory goes is not followed.
+        std::fs::remove_dir_all(&job_dir).unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("work"), &job_dir).unwrap();
+        let e = write_attempt_files(&base, &next, &cwd, &spec, false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is a symbolic link"), "{e}");
+        assert!(!cwd.join("sheet-1-attempt-2-2").exists());
+    }
+
     /// The wrapper runs the command with exactly the given environment, stdin and working
     /// directory, and writes its outputs and exit status (bash is all it needs: run here).
     #[test]
@@ -2547,7 +2726,7 @@ mod tests {
         };
         spec.stdin = Some(b"from stdin".to_vec());
         let dir = tmp.path().join("state").join("job").join("attempt");
-        write_attempt_files(&dir, &cwd, &spec, false).unwrap();
+        write_attempt_files(&tmp.path().join("state"), &dir, &cwd, &spec, false).unwrap();
         // Nobody but the conductor's user can read what it wrote (the environment holds API
         // keys), nor list the directories it created.
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;

@@ -133,7 +133,7 @@ impl SlurmPlacement {
         let dir = ticket.dir.join(super::attempt_dir_name(req));
         guard.dir = Some(dir.clone());
         let keep_inputs = self.spec.requeue_on_preemption.unwrap_or(false);
-        let written = write_attempt_files(&dir, &cwd, spec, keep_inputs)
+        let written = write_attempt_files(&base, &dir, &cwd, spec, keep_inputs)
             .and_then(|()| write_task(&dir, ticket.task));
         if let Err(e) = written {
             guard.dir = None;
@@ -663,13 +663,26 @@ async fn wait(ctx: &Ctx, members: &[Member], error: &str) -> Result<(), String> 
 /// a link to the member's directory), telling it its id (`<array id>_<task>`), which the
 /// member's `adopted` file must name.
 fn write_array_script(dir: &Path) -> std::io::Result<PathBuf> {
-    super::create_private_dir(dir)?;
+    // `<state dir>/<job>/array-…`: its members' files made it, and its levels were checked
+    // then; checked again here, as the script trusts what is in it.
+    let base = dir
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| std::io::Error::other("an array directory without a state directory"))?;
+    super::create_private_dir(base, dir)?;
     let path = dir.join("run.sh");
     let script = format!(
         r#"#!/bin/bash
 # Written by the Mozart conductor: one task = one attempt of one sheet (docs/design/distributed.md).
 t="${{SLURM_ARRAY_TASK_ID:?not an array task}}"
-MOZART_SLURM_ID="${{SLURM_ARRAY_JOB_ID}}_$t" exec /bin/bash {dir}/"$t"/run.sh
+# The member's script is run only from a directory of this user's that no one else can write
+# (another user's script there would run as you), from inside it (no rename above can swap it).
+cd {dir} || exit 0
+if [ "$(stat -c %u .)" != "$(id -u)" ] || [ $(( 0$(stat -c %a .) & 022 )) -ne 0 ]; then
+  echo "mozart: "{dir}" is not yours alone (owner uid $(stat -c %u .), mode $(stat -c %a .)); not running anything from it" >&2
+  exit 0
+fi
+MOZART_SLURM_ID="${{SLURM_ARRAY_JOB_ID}}_$t" exec /bin/bash "$t"/run.sh
 "#,
         dir = sh_quote(&dir.to_string_lossy()),
     );
