@@ -326,6 +326,86 @@ fn a_reattached_sheet_runs_for_as_long_as_its_slurm_job() {
     assert!(out.status.success(), "mozart cancel: {}", stdout(&out));
 }
 
+/// The Slurm job of each queued sheet of `job` (`squeue -r`: an array's tasks one by one),
+/// with Slurm's reason for its wait.
+fn queued_tasks(job: &str) -> Vec<(String, String)> {
+    let out = Command::new("squeue")
+        .args(["-h", "-r", "-o", "%i|%j|%r"])
+        .output()
+        .unwrap();
+    stdout(&out)
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.split('|');
+            let id = parts.next()?.trim().to_string();
+            let name = parts.next()?.trim();
+            let reason = parts.next()?.trim().to_string();
+            name.starts_with(&format!("mozart-{job}-"))
+                .then_some((id, reason))
+        })
+        .collect()
+}
+
+/// Someone holds a sheet's Slurm job in the queue — an administrator (`scontrol hold`) or
+/// the user (`scontrol uhold`, the kind of hold the conductor submits with) —, then the
+/// conductor is killed and started again: the holds stay on (before, the re-attach ran
+/// `scontrol release` on every job it adopted, and the held jobs went back to waiting to
+/// run), for a job of its own and for an array's task, and status says the job is held
+/// and by whom.
+#[test]
+fn a_restart_keeps_the_holds_someone_put_on_queued_slurm_jobs() {
+    let _cluster = mozart_tests::slurm_shared();
+    if !slurm_up() {
+        return;
+    }
+    let env = env_with_standin();
+    let single = queued(&env, "slurm-held-one", 1, "", "");
+    let array = queued(&env, "slurm-held-array", 2, "array: true, ", "");
+    wait_queued(&env, &single.job, 1);
+    wait_queued(&env, &array.job, 2);
+    let (one, _) = queued_tasks(&single.job).remove(0);
+    let (task, _) = queued_tasks(&array.job).remove(0);
+    assert!(task.contains('_'), "an array task: {task}");
+    for (how, id) in [("hold", &one), ("uhold", &task)] {
+        let out = Command::new("scontrol").args([how, id]).output().unwrap();
+        assert!(out.status.success(), "scontrol {how} {id}: {out:?}");
+    }
+    let pid = env.conductor_pid().expect("conductor pid");
+    mozart_tests::signal(pid, "KILL");
+    poll(&env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    env.start_conductor();
+    for (job, by) in [
+        (&single.job, "JobHeldAdmin, held by an administrator"),
+        (&array.job, "JobHeldUser, held by its user"),
+    ] {
+        poll(
+            &env,
+            60.0,
+            "status to say the job is held, and by whom",
+            || {
+                let text = stdout(&env.mozart(&["status", job]));
+                text.contains(&format!("(PENDING: {by})")).then_some(())
+            },
+        );
+    }
+    let reasons: BTreeMap<String, String> = queued_tasks(&single.job)
+        .into_iter()
+        .chain(queued_tasks(&array.job))
+        .collect();
+    assert_eq!(reasons[&one], "JobHeldAdmin", "{reasons:?}");
+    assert_eq!(reasons[&task], "JobHeldUser", "{reasons:?}");
+    assert_eq!(
+        reasons
+            .values()
+            .filter(|r| r.starts_with("JobHeld"))
+            .count(),
+        2,
+        "only the held ones are held: {reasons:?}"
+    );
+}
+
 /// A finished job leaves no `.mozart-slurm` directory in its workspace (before, an empty
 /// `.mozart-slurm/<job>/` stayed after every job): the attempts' files go when their results
 /// are recorded, and the job's directory with the last of them. A failed sheet's output is

@@ -400,9 +400,17 @@ impl SlurmPlacement {
                 }
             }
         }
+        // The previous conductor released the job already: a hold on it now is someone
+        // else's (its user's or an administrator's `scontrol hold`), and stays on.
+        if reattach && attempt.dir.join(RELEASED).exists() {
+            return Ok(());
+        }
         loop {
             match slurm_command("scontrol", &["release", &attempt.remote_id]).await {
-                Ok(_) => return Ok(()),
+                Ok(_) => {
+                    mark_released(&attempt.dir);
+                    return Ok(());
+                }
                 Err(e) if controller_unreachable(&e) => {
                     self.wait_for_controller(req, spec, &e).await?;
                 }
@@ -1166,10 +1174,19 @@ impl Watch {
         self.ended.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// The job's last state with Slurm's reason for a pending one (`PENDING: Resources`).
+    /// The job's last state with Slurm's reason for a pending one (`PENDING: Resources`),
+    /// and who holds a held one (`PENDING: JobHeldAdmin, held by an administrator`): the
+    /// conductor releases only its own submission's hold, so such a job waits for whoever
+    /// put it on (`scontrol release`).
     fn described(&self) -> String {
         let state = self.state().unwrap_or_else(|| "PENDING".into());
         match lock(&self.reason).as_deref() {
+            Some(reason @ "JobHeldAdmin") if state == "PENDING" => {
+                format!("{state}: {reason}, held by an administrator")
+            }
+            Some(reason @ "JobHeldUser") if state == "PENDING" => {
+                format!("{state}: {reason}, held by its user")
+            }
             Some(reason) if state == "PENDING" => format!("{state}: {reason}"),
             _ => state,
         }
@@ -2378,6 +2395,20 @@ fn read_exit(dir: &Path) -> Option<i32> {
         .trim()
         .parse()
         .ok()
+}
+
+/// The file (in the attempt's directory) that says the conductor released the job from the
+/// hold it was submitted with: a restarted conductor releases only a job without it (its
+/// predecessor stopped between the submission and the release), never another's hold.
+pub(crate) const RELEASED: &str = "released";
+
+/// Note that the job of the attempt in `dir` was released ([`RELEASED`]).
+pub(crate) fn mark_released(dir: &Path) {
+    if let Err(e) = private_file(&dir.join(RELEASED)) {
+        if e.kind() != std::io::ErrorKind::AlreadyExists {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot note the release of a Slurm job");
+        }
+    }
 }
 
 /// The id of the job the conductor chose to run the attempt (`adopted`, written before

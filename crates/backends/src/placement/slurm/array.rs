@@ -485,7 +485,12 @@ async fn cancel_duplicates(name: &str, array_id: &str) {
 async fn release(ctx: &Ctx, members: Vec<Member>, array_id: &str) -> Option<Vec<Member>> {
     loop {
         let why = match slurm_command("scontrol", &["release", array_id]).await {
-            Ok(_) => return Some(members),
+            Ok(_) => {
+                for m in &members {
+                    super::mark_released(&m.dir);
+                }
+                return Some(members);
+            }
             Err(e) if controller_unreachable(&e) => match wait(ctx, &members, &e).await {
                 Ok(()) => continue,
                 Err(why) => why,
