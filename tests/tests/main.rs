@@ -82,6 +82,7 @@ mod status_scale;
 mod status_truth;
 mod status_words;
 mod stop_interrupts;
+mod surfaces_truth;
 mod torture_clients;
 mod torture_disk_full;
 mod torture_fuzz_regressions;

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use mozart_ipc::checkpoint::{JobCheckpoint as CheckpointState, SheetStatus};
+use mozart_ipc::checkpoint::{JobCheckpoint as CheckpointState, JobStatus, SheetStatus};
 
 const W: f64 = 760.0;
 const PAD_L: f64 = 52.0;
@@ -88,7 +88,12 @@ pub fn timeline(cp: &CheckpointState, now: f64) -> String {
             .unwrap_or(now);
         let y = 4.0 + i as f64 * row;
         let (x0, x1) = (x(st), x(en).max(x(st) + 2.0));
-        let c = color(s.status, s.validation_passed == Some(false));
+        let c = if s.rate_limit.is_some() {
+            // Parked on a rate limit: waiting, not running.
+            "#c99400"
+        } else {
+            color(s.status, s.validation_passed == Some(false))
+        };
         let _ = write!(
             svg,
             r#"<text x="{}" y="{}" font-size="10" text-anchor="end">#{}</text><rect x="{x0:.1}" y="{y:.1}" width="{:.1}" height="{}" fill="{c}"><title>Sheet {}: {} ({:.1}s)</title></rect>"#,
@@ -98,7 +103,7 @@ pub fn timeline(cp: &CheckpointState, now: f64) -> String {
             x1 - x0,
             row - 3.0,
             s.sheet_num,
-            s.status.as_str(),
+            esc(&s.shown_state(cp.status == JobStatus::Paused)),
             en - st
         );
     }

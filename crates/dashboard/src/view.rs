@@ -53,7 +53,7 @@ impl JobSummary {
         summary.running = cp
             .sheets
             .values()
-            .filter(|s| s.status == SheetStatus::InProgress)
+            .filter(|s| s.is_running())
             .map(|s| s.sheet_num)
             .collect();
         summary
@@ -231,8 +231,12 @@ pub struct SheetRow {
     pub movement: Option<u32>,
     /// Voice (instance), if known.
     pub voice: Option<u32>,
-    /// Display status (`failed` for a completed sheet whose validations failed).
+    /// Display status (`failed` for a completed sheet whose validations failed, `waiting`
+    /// for one parked on a rate limit).
     pub status: String,
+    /// The state in words, as `mozart status --sheets` says it: `waiting (rate limit, 1m
+    /// 37s left)`, `retrying (attempt 2 of 3) in 12s`, else the status.
+    pub state: String,
     /// Attempts made.
     pub attempts: u32,
     /// Instrument (and model).
@@ -287,10 +291,11 @@ pub struct ValidationRow {
 
 /// Sheet rows of a checkpoint.
 pub fn sheet_rows(cp: &JobCheckpoint) -> Vec<SheetRow> {
-    cp.sheets.values().map(sheet_row).collect()
+    let paused = cp.status == mozart_ipc::checkpoint::JobStatus::Paused;
+    cp.sheets.values().map(|s| sheet_row(s, paused)).collect()
 }
 
-fn sheet_row(s: &SheetCheckpoint) -> SheetRow {
+fn sheet_row(s: &SheetCheckpoint, paused: bool) -> SheetRow {
     let duration = s.execution_duration_seconds.or_else(|| {
         let start = s.started_at.as_ref()?.to_epoch()?;
         let end = s
@@ -298,7 +303,7 @@ fn sheet_row(s: &SheetCheckpoint) -> SheetRow {
             .as_ref()
             .and_then(|t| t.to_epoch())
             .unwrap_or_else(mozart_ipc::time::epoch_now);
-        (s.status == SheetStatus::InProgress || s.completed_at.is_some()).then_some(end - start)
+        (s.is_running() || s.completed_at.is_some()).then_some(end - start)
     });
     let passed = s.passed_validations.len();
     let failed = s.failed_validations.len();
@@ -319,7 +324,12 @@ fn sheet_row(s: &SheetCheckpoint) -> SheetRow {
         num: s.sheet_num,
         movement: s.movement,
         voice: s.voice,
-        status: s.display_status().to_string(),
+        status: if s.rate_limit.is_some() {
+            "waiting".to_string()
+        } else {
+            s.display_status().to_string()
+        },
+        state: s.shown_state(paused),
         attempts: s.attempt_count,
         instrument: match (&s.instrument_name, &s.instrument_model) {
             (Some(i), Some(m)) => format!("{i} ({m})"),

@@ -759,6 +759,21 @@ impl RetryWait {
     }
 }
 
+impl RateLimitWait {
+    /// The wait in words, as `mozart status --sheets` shows it: `waiting (rate limit, 2s
+    /// left)`, `waiting (rate limit over, starting)` once it has ended.
+    pub fn describe(&self) -> String {
+        if self.seconds_left > 0.0 {
+            format!(
+                "waiting (rate limit, {} left)",
+                compact_seconds(self.seconds_left)
+            )
+        } else {
+            "waiting (rate limit over, starting)".to_string()
+        }
+    }
+}
+
 impl InstrumentHold {
     /// The hold in words, as `status`, `diagnose` and the dashboard show it: what holds
     /// which instrument, why, and for how long.
@@ -1109,6 +1124,26 @@ impl SheetCheckpoint {
             remote_attempt: None,
             slurm_withdrawn: None,
             review: None,
+        }
+    }
+
+    /// Whether the sheet runs now: in progress and not parked on a rate limit (a parked
+    /// sheet keeps its stored `in_progress` until it runs again, but runs nothing).
+    pub fn is_running(&self) -> bool {
+        self.status == SheetStatus::InProgress && self.rate_limit.is_none()
+    }
+
+    /// The sheet's state in words, as `mozart status --sheets` shows it: what a waiting
+    /// sheet waits for (`waiting (rate limit, 1m 37s left)`, `retrying (attempt 2 of 3) in
+    /// 12s`), else [`SheetCheckpoint::display_status`]. `paused`: the job is paused (it
+    /// starts no retry whenever the backoff ends).
+    pub fn shown_state(&self, paused: bool) -> String {
+        if let Some(wait) = &self.rate_limit {
+            return wait.describe();
+        }
+        match &self.retry_wait {
+            Some(retry) if self.status == SheetStatus::Pending => retry.describe(paused),
+            _ => self.display_status().to_string(),
         }
     }
 
