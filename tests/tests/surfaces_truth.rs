@@ -90,3 +90,91 @@ fn a_sheet_waiting_out_a_rate_limit_is_waiting_in_mcp_and_on_the_dashboard() {
     env.mozart(&["cancel", "rl"]);
 }
 
+/// MCP `status` gave `running_sheets: [3]` without paging arguments, but `[]` with `limit:
+/// 1` or `state: "failed"`: it listed the running sheets of the page, not of the job. The
+/// job's running sheets now come whatever page is asked for (and the dashboard tails their
+/// output on any page).
+#[test]
+fn running_sheets_are_the_jobs_whatever_page_is_asked_for() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml =
+        "name: slow\nworkspace: ./slow-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         sheet: {size: 1, total_items: 3}\nprompt:\n  template: |\n    \
+         RUN: if [ {{ sheet_num }} = 3 ]; then echo sheet-three-runs; sleep 120; fi\n";
+    let score = env.write_score("slow", yaml);
+    crate::harness::run(&env, &score, &[]);
+    crate::harness::wait_status(&env, "slow", 60.0, |d| {
+        d["sheets"]["3"]["status"] == "in_progress"
+    });
+    let args = [
+        serde_json::json!({"job_id": "slow"}),
+        serde_json::json!({"job_id": "slow", "limit": 1}),
+        serde_json::json!({"job_id": "slow", "state": "failed"}),
+        serde_json::json!({"job_id": "slow", "state": "completed", "offset": 1}),
+    ];
+    let calls: Vec<Value> = args
+        .iter()
+        .map(|a| serde_json::json!({"name": "status", "arguments": a}))
+        .collect();
+    for (doc, asked) in mcp_docs(&env, &calls).iter().zip(&args) {
+        assert_eq!(
+            doc["running_sheets"],
+            serde_json::json!([3]),
+            "{asked}: {doc:#}"
+        );
+    }
+    // The dashboard's page of completed sheets still tails the running sheet's output.
+    crate::harness::poll(&env, 30.0, "sheet 3's output", || {
+        stdout(&env.mozart(&["logs", "slow", "--sheet", "3"]))
+            .contains("sheet-three-runs")
+            .then_some(())
+    });
+    let page = job_page(&env, "/jobs/slow?state=completed");
+    assert!(page.contains("Live output of running sheets"), "{page}");
+    env.mozart(&["cancel", "slow"]);
+}
+
+/// mcp.md says a job's resource `mozart://jobs/<id>` is the `status` tool's document, but
+/// for a large job `resources/read` returned every sheet (1.4 MB for 5,000) with
+/// `"sheets_view": null` while the tool returned the capped summary. Both are now the same
+/// document.
+#[test]
+fn a_large_jobs_resource_is_the_status_tools_capped_document() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml =
+        "name: big\nworkspace: ./big-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         sheet: {size: 1, total_items: 60}\nprompt:\n  template: |\n    RUN: true\n";
+    let score = env.write_score("big", yaml);
+    crate::harness::run(&env, &score, &[]);
+    let done = crate::harness::wait_terminal(&env, "big", 120.0);
+    assert_eq!(done["status"], "completed", "{done:#}");
+    let replies = web::mcp_requests(
+        &env,
+        &[
+            (
+                "tools/call",
+                serde_json::json!({"name": "status", "arguments": {"job_id": "big"}}),
+            ),
+            (
+                "resources/read",
+                serde_json::json!({"uri": "mozart://jobs/big"}),
+            ),
+        ],
+    );
+    let text = |v: &Value| -> Value {
+        serde_json::from_str(v.as_str().unwrap_or_default()).unwrap_or(Value::Null)
+    };
+    let tool = text(&replies[0]["result"]["content"][0]["text"]);
+    let resource = text(&replies[1]["result"]["contents"][0]["text"]);
+    assert!(tool["sheets_view"].is_object(), "{tool:#}");
+    assert_eq!(
+        resource["sheets_view"], tool["sheets_view"],
+        "{}",
+        replies[1]
+    );
+    assert_eq!(resource["sheets"], tool["sheets"], "{}", replies[1]);
+    assert_eq!(resource["sheets_done"], 60, "{}", replies[1]);
+}
+

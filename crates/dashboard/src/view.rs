@@ -32,7 +32,8 @@ pub struct JobSummary {
     /// How sure the cost is ([`JobCheckpoint::cost_confidence`]): 0.0 when some sheet
     /// reported neither cost nor tokens, below 0.9 when priced at a default.
     pub cost_confidence: f64,
-    /// Sheets running now.
+    /// Sheets running now (not those parked on a rate limit). Of the sheets the answer
+    /// holds: [`running_sheets`] finds every one of a job whose answer is cut.
     pub running: Vec<u32>,
     /// The checkpoint's start and end (epoch seconds): the times `mozart status` and the job
     /// page measure the job by, so the list's elapsed time agrees with them (a resumed
@@ -72,6 +73,44 @@ impl JobSummary {
             started: p.started,
             completed: p.completed,
         }
+    }
+}
+
+/// Every running sheet of job `id`, whatever part of its sheets `cp` (an answer of
+/// `job.status`) holds: a page (`offset`, `limit`, one `state`) or a capped summary may leave
+/// running sheets out, and "running sheets" is the job's, not the page's. Asks the conductor
+/// for the job's `in_progress` sheets only when `cp` may lack some.
+pub async fn running_sheets(
+    conductor: &mozart_client::Conductor,
+    id: &str,
+    cp: &JobCheckpoint,
+) -> Vec<u32> {
+    use mozart_ipc::sheet_view::{SheetMode, SheetQuery, MAX_PAGE_LIMIT};
+    let listed = cp
+        .sheets
+        .values()
+        .filter(|s| s.status == SheetStatus::InProgress)
+        .count();
+    let in_job = cp
+        .sheets_view
+        .as_ref()
+        .map_or(0, |v| v.count("in_progress") as usize);
+    if in_job <= listed {
+        return JobSummary::of(cp).running;
+    }
+    let query = SheetQuery {
+        mode: SheetMode::Page,
+        states: Some(vec!["in_progress".to_string()]),
+        limit: Some(MAX_PAGE_LIMIT),
+        ..SheetQuery::default()
+    };
+    match conductor.status_view(id, &query).await {
+        Ok(d) => d
+            .checkpoint()
+            .map(|c| JobSummary::of(c).running)
+            .unwrap_or_default(),
+        // The conductor went away between the two calls: the sheets the answer holds.
+        Err(_) => JobSummary::of(cp).running,
     }
 }
 

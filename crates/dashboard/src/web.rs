@@ -461,10 +461,11 @@ impl App {
             let until = end.filter(|_| !active).unwrap_or(now);
             progress_svg = chart::progress(cp, until);
             timeline_svg = chart::timeline(cp, until);
-            running_sheet = !sum.running.is_empty();
+            // The job's running sheets, not only those of the page shown.
+            let running = view::running_sheets(&self.conductor, id, cp).await;
+            running_sheet = !running.is_empty();
             if !workspace.is_empty() {
-                ctx.logs = sum
-                    .running
+                ctx.logs = running
                     .iter()
                     .filter_map(|n| log_tail(Path::new(&workspace), id, *n))
                     .collect();

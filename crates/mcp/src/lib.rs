@@ -373,10 +373,25 @@ impl MozartMcp {
         } else {
             SheetQuery::summary(STATUS_FULL_UP_TO)
         };
-        match self.conductor.status_view(&args.job_id, &query).await {
-            Ok(d) => Ok(text_result(json_text(&status_json(&d)))),
+        match self.status_doc(&args.job_id, &query).await {
+            Ok(doc) => Ok(text_result(json_text(&doc))),
             Err(e) => Ok(op_error(&e)),
         }
+    }
+
+    /// The `status` tool's document of job `id` for `query` (also the job's resource): its
+    /// `running_sheets` are the job's, whichever sheets the answer lists.
+    async fn status_doc(
+        &self,
+        id: &str,
+        query: &mozart_ipc::sheet_view::SheetQuery,
+    ) -> Result<Value, OpError> {
+        let d = self.conductor.status_view(id, query).await?;
+        let running = match d.checkpoint() {
+            Some(cp) => view::running_sheets(&self.conductor, id, cp).await,
+            None => Vec::new(),
+        };
+        Ok(status_json(&d, running))
     }
 
     #[tool(
@@ -571,7 +586,7 @@ fn inline_score_name(yaml: &str) -> Option<String> {
 }
 
 /// The `status` tool's document.
-fn status_json(d: &JobDetail) -> Value {
+fn status_json(d: &JobDetail, running: Vec<u32>) -> Value {
     let Some(cp) = d.checkpoint() else {
         return json!({"job_id": d.job_id, "status": d.status(), "sheets": [], "detail": d.result});
     };
@@ -583,7 +598,7 @@ fn status_json(d: &JobDetail) -> Value {
         "status": d.shown_status().0,
         "sheets_done": sum.done,
         "total_sheets": sum.total,
-        "running_sheets": sum.running,
+        "running_sheets": running,
         "estimated_cost_usd": sum.cost,
         // 0.0: some sheet reported neither cost nor tokens, so the figure above is only a
         // floor; below 0.9: priced at a default (issue 22). `cost` words it as status does.
@@ -819,15 +834,16 @@ impl ServerHandler for MozartMcp {
                 None,
             ));
         };
-        let detail = self.conductor.status(id).await.map_err(|e| {
+        // The `status` tool's document (mcp.md): the same capped summary of a large job.
+        let query = mozart_ipc::sheet_view::SheetQuery::summary(STATUS_FULL_UP_TO);
+        let doc = self.status_doc(id, &query).await.map_err(|e| {
             if e.conductor_down {
                 ErrorData::internal_error(e.render_text(), None)
             } else {
                 ErrorData::resource_not_found(e.render_text(), None)
             }
         })?;
-        let mut contents =
-            ResourceContents::text(json_text(&status_json(&detail)), request.uri.clone());
+        let mut contents = ResourceContents::text(json_text(&doc), request.uri.clone());
         if let ResourceContents::TextResourceContents { mime_type, .. } = &mut contents {
             *mime_type = Some("application/json".into());
         }
