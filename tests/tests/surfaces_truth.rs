@@ -178,3 +178,63 @@ fn a_large_jobs_resource_is_the_status_tools_capped_document() {
     assert_eq!(resource["sheets_done"], 60, "{}", replies[1]);
 }
 
+/// The lowest y (highest point) of the "sheets done" line of the job page's progress chart.
+fn done_line_top(page: &str) -> f64 {
+    let chart = page
+        .split(r#"aria-label="Progress and cost""#)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no progress chart: {page}"));
+    let points = chart
+        .split(r##"stroke="#2f7ed8" stroke-width="2" points=""##)
+        .nth(1)
+        .and_then(|p| p.split('"').next())
+        .unwrap_or_else(|| panic!("no sheets-done line: {chart}"));
+    points
+        .split_whitespace()
+        .filter_map(|xy| xy.split(',').nth(1)?.parse::<f64>().ok())
+        .fold(f64::MAX, f64::min)
+}
+
+/// The progress chart's "sheets done" line counted failed sheets as done (a job whose header
+/// said "1/3 done, failed" climbed to 3 of 3), and for a large job counted only the sheets
+/// the page listed (flat near 0 at 802/1201 done). It now climbs only with completed or
+/// skipped sheets, as the header counts them, and for a job whose page lists only some of
+/// its sheets it says where the job stands and why no history is drawn.
+#[test]
+fn the_progress_chart_counts_done_sheets_as_the_header_does() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml =
+        "name: fail\nworkspace: ./fail-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         retry: {max_retries: 0}\nsheet: {size: 1, total_items: 3}\nprompt:\n  template: |\n    \
+         RUN: if [ {{ sheet_num }} = 2 ]; then exit 3; fi\n";
+    let score = env.write_score("fail", yaml);
+    crate::harness::run(&env, &score, &[]);
+    let doc = crate::harness::wait_terminal(&env, "fail", 60.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let page = job_page(&env, "/jobs/fail");
+    assert!(page.contains("1&#x2f;3 done, failed"), "{page}");
+    // The chart's plot runs from y=138 (0 sheets) up to y=10 (all 3): one sheet done is a
+    // third of the way up.
+    let top = done_line_top(&page);
+    assert!(
+        (top - (138.0 - 128.0 / 3.0)).abs() < 0.2,
+        "the line rises to 1 of 3 sheets, not {top}: {page}"
+    );
+
+    let yaml =
+        "name: many\nworkspace: ./many-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         sheet: {size: 1, total_items: 60}\nprompt:\n  template: |\n    RUN: true\n";
+    let score = env.write_score("many", yaml);
+    crate::harness::run(&env, &score, &[]);
+    let doc = crate::harness::wait_terminal(&env, "many", 120.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    // A page of the sheet list (as a large job's page is): 10 of the 60 sheets listed.
+    let page = job_page(&env, "/jobs/many?offset=50");
+    assert!(page.contains("60 of 60 sheets done now"), "{page}");
+    assert!(
+        page.contains("Not drawn over time: this page lists 10 of the job&#39;s 60 sheets."),
+        "{page}"
+    );
+}
+

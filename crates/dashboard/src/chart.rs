@@ -36,9 +36,11 @@ fn color(status: SheetStatus, validation_failed: bool) -> &'static str {
     }
 }
 
-/// Start and end (epoch seconds) of the job's activity, if any sheet started.
+/// Start and end (epoch seconds) of the job's activity, if any sheet started: from the
+/// job's start (not the first listed sheet's, which a cut answer may not hold).
 fn span(cp: &CheckpointState, now: f64) -> Option<(f64, f64)> {
-    let mut start = f64::MAX;
+    let job_start = cp.started_at.as_ref().and_then(|t| t.to_epoch());
+    let mut start = job_start.unwrap_or(f64::MAX);
     let mut end = f64::MIN;
     for s in cp.sheets.values() {
         let Some(st) = s.started_at.as_ref().and_then(|t| t.to_epoch()) else {
@@ -51,6 +53,10 @@ fn span(cp: &CheckpointState, now: f64) -> Option<(f64, f64)> {
             .and_then(|t| t.to_epoch())
             .unwrap_or(now);
         end = end.max(en);
+    }
+    if job_start.is_some() && end == f64::MIN {
+        // The job started, but the answer lists none of its started sheets.
+        end = now;
     }
     (start < f64::MAX).then(|| (start, end.max(start + 1.0)))
 }
@@ -118,16 +124,21 @@ pub fn timeline(cp: &CheckpointState, now: f64) -> String {
     svg
 }
 
-/// Sheets finished (step line, left axis) and cumulative cost (dashed line, right axis)
-/// over time.
+/// Sheets done (step line, left axis: completed or skipped, as the job's "N/M done" counts
+/// them) and cumulative cost (dashed line, right axis) over time. When the answer lists
+/// only some of the job's sheets (a large job's summary, a page), their history is not the
+/// job's: the chart then shows where the job stands now and says why it draws no history.
 pub fn progress(cp: &CheckpointState, now: f64) -> String {
     let Some((t0, t1)) = span(cp, now) else {
         return String::new();
     };
+    if cp.sheets_view.as_ref().is_some_and(|v| v.truncated) {
+        return progress_now(cp, t0, t1);
+    }
     let mut ends: Vec<(f64, f64)> = cp
         .sheets
         .values()
-        .filter(|s| s.status.is_terminal())
+        .filter(|s| matches!(s.status, SheetStatus::Completed | SheetStatus::Skipped))
         .filter_map(|s| {
             let t = s.completed_at.as_ref()?.to_epoch()?;
             Some((t, s.estimated_cost.unwrap_or(0.0)))
@@ -190,6 +201,58 @@ pub fn progress(cp: &CheckpointState, now: f64) -> String {
         top + 10.0,
     );
     svg
+}
+
+/// The progress chart of a job whose answer lists only some of its sheets: the done count
+/// and cost now (as the header counts them), marked at the right edge, and a note that the
+/// history over time is left out and why.
+fn progress_now(cp: &CheckpointState, t0: f64, t1: f64) -> String {
+    let p = mozart_ipc::status::JobProgress::of(cp);
+    let listed = cp.sheets.len();
+    let h = 160.0;
+    let (top, bottom) = (10.0, h - 22.0);
+    let y = bottom - f64::from(p.done) / f64::from(p.total.max(1)) * (bottom - top);
+    let x1 = W - PAD_R;
+    let cost_label = crate::view::cost_figure(p.cost, p.cost_confidence);
+    let now_line = format!(
+        "{} of {} sheets done now; cost {}.",
+        p.done, p.total, cost_label
+    );
+    let note = format!(
+        "Not drawn over time: this page lists {listed} of the job's {} sheets.",
+        p.total
+    );
+    format!(
+        r##"<svg class="chart" role="img" aria-label="Progress and cost" viewBox="0 0 {W} {h}" width="{W}" height="{h}">
+<line x1="{PAD_L}" y1="{bottom}" x2="{x1}" y2="{bottom}" stroke="#999"/>
+<line x1="{PAD_L}" y1="{top}" x2="{PAD_L}" y2="{bottom}" stroke="#999"/>
+<circle cx="{x1:.1}" cy="{y:.1}" r="4" fill="#2f7ed8"><title>{} of {} sheets done</title></circle>
+<text x="{}" y="{}" font-size="10" text-anchor="end">{}</text>
+<text x="{}" y="{bottom}" font-size="10" text-anchor="end">0</text>
+<text x="{}" y="{}" font-size="10" fill="#2f7ed8">sheets done</text>
+<text class="chart-note" x="{}" y="{}" font-size="10">{}</text>
+<text class="chart-note" x="{}" y="{}" font-size="10">{}</text>
+<text x="{PAD_L}" y="{}" font-size="10">0s</text>
+<text x="{x1}" y="{}" font-size="10" text-anchor="end">{:.1}s</text>
+</svg>"##,
+        p.done,
+        p.total,
+        PAD_L - 4.0,
+        top + 8.0,
+        p.total,
+        PAD_L - 4.0,
+        PAD_L + 8.0,
+        top + 10.0,
+        PAD_L + 8.0,
+        (top + bottom) / 2.0,
+        esc(&now_line),
+        PAD_L + 8.0,
+        (top + bottom) / 2.0 + 14.0,
+        esc(&note),
+        h - 6.0,
+        h - 6.0,
+        t1 - t0,
+    )
 }
 
 /// Diversity index (0–1) over recorded entropy snapshots.
