@@ -238,3 +238,85 @@ fn the_progress_chart_counts_done_sheets_as_the_header_does() {
     );
 }
 
+/// The rows of the job page's "Errors and attempts" table: (sheet, attempt, code, type).
+fn error_rows(page: &str) -> Vec<(String, String, String, String)> {
+    let Some(table) = page.split(r#"<table class="attempts">"#).nth(1) else {
+        return Vec::new();
+    };
+    let table = table.split("</table>").next().unwrap_or_default();
+    table
+        .split("<tr><td>")
+        .skip(1)
+        .map(|row| {
+            let cells: Vec<String> = row
+                .split("</td><td")
+                .map(|c| {
+                    let c = c.trim_start_matches(|ch| ch != '>').trim_start_matches('>');
+                    c.replace(r#"<span class="code">"#, "")
+                        .replace("</span>", "")
+                        .split("</td>")
+                        .next()
+                        .unwrap_or_default()
+                        .to_string()
+                })
+                .collect();
+            let first = row.split("</td>").next().unwrap_or_default().to_string();
+            // "not run": attempt 0.
+            let attempt = cells[1].replace("not run", "0");
+            (first, attempt, cells[3].clone(), cells[4].clone())
+        })
+        .collect()
+}
+
+/// The same list from `mozart errors --json`.
+fn cli_error_rows(env: &TestEnv, id: &str) -> Vec<(String, String, String, String)> {
+    let doc: Value = serde_json::from_slice(&env.mozart(&["errors", id, "--json"]).stdout).unwrap();
+    doc["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["sheet_num"].to_string(),
+                e["attempt_number"].to_string(),
+                e["error_code"].as_str().unwrap_or_default().to_string(),
+                e["error_type"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The dashboard's "Errors and attempts" table left out errors `mozart errors` lists (a
+/// sheet waiting out a rate limit: no section at all) and gave the same attempt another
+/// type (one row "attempt 2 … transient" where `mozart errors` lists attempt 1 transient
+/// and attempt 2 permanent). It now lists what `mozart errors` lists, with the same types.
+#[test]
+fn the_dashboards_errors_are_the_ones_mozart_errors_lists() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml = "name: retry1\nworkspace: ./retry1-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         retry: {max_retries: 2, base_delay_seconds: 0.1, jitter: false}\n\
+         sheet: {size: 1, total_items: 1}\nprompt:\n  template: |\n    RUN: exit 1\n";
+    let score = env.write_score("retry1", yaml);
+    crate::harness::run(&env, &score, &[]);
+    let doc = crate::harness::wait_terminal(&env, "retry1", 60.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let cli = cli_error_rows(&env, "retry1");
+    assert!(cli.len() >= 2, "{cli:?}");
+    let page = job_page(&env, "/jobs/retry1");
+    assert_eq!(error_rows(&page), cli, "{page}");
+
+    let yaml = "name: rl\nworkspace: ./rl-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         sheet: {size: 1, total_items: 1}\nprompt:\n  template: |\n    \
+         RUN: echo 'HTTP 429 Too Many Requests: rate limit exceeded, retry after 600 seconds'; exit 1\n";
+    let score = env.write_score("rl", yaml);
+    crate::harness::run(&env, &score, &[]);
+    crate::harness::wait_status(&env, "rl", 30.0, |d| {
+        d["sheets"]["1"]["rate_limit"].is_object()
+    });
+    let cli = cli_error_rows(&env, "rl");
+    assert!(cli.iter().any(|r| r.2 == "E101"), "{cli:?}");
+    let page = job_page(&env, "/jobs/rl");
+    assert_eq!(error_rows(&page), cli, "{page}");
+    env.mozart(&["cancel", "rl"]);
+}

@@ -391,64 +391,33 @@ fn sheet_row(s: &SheetCheckpoint, paused: bool) -> SheetRow {
     }
 }
 
-/// Every recorded attempt error, oldest first.
+/// Every error `mozart errors` lists for the checkpoint (its one list,
+/// [`mozart_client::diagnose::collect_errors`]): each sheet's recorded attempts with their
+/// types, or the last error of a sheet without history (a sheet parked on a rate limit, a
+/// sheet a failed dependency blocked). By sheet, then time. `cp` should be a `job.errors`
+/// answer: a `job.status` one may hold only some sheets.
 pub fn attempt_rows(cp: &JobCheckpoint) -> Vec<AttemptRow> {
-    let mut rows: Vec<(f64, AttemptRow)> = Vec::new();
-    for s in cp.sheets.values() {
-        for e in &s.error_history {
-            let code = e.error_code.clone();
-            rows.push((
-                e.timestamp.to_epoch().unwrap_or(0.0),
-                AttemptRow {
-                    sheet: s.sheet_num,
-                    attempt: e.attempt_number,
-                    at: e
-                        .timestamp
-                        .to_epoch()
+    use mozart_client::diagnose::{collect_errors, ErrorFilter};
+    collect_errors(cp, &ErrorFilter::default(), mozart_ipc::time::epoch_now())
+        .into_iter()
+        .map(|e| AttemptRow {
+            sheet: e.sheet_num,
+            attempt: e.attempt_number,
+            at: e
+                .timestamp
+                .as_deref()
+                .map(|t| {
+                    mozart_ipc::time::parse_iso8601(t)
                         .map(format_epoch)
-                        .unwrap_or_else(|| e.timestamp.to_string()),
-                    hint: code_hint(&code, &cp.job_id),
-                    kind: serde_json::to_value(e.error_type)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default(),
-                    code,
-                    message: e.error_message.clone(),
-                },
-            ));
-        }
-        // A failed sheet without history still shows its final error.
-        if s.error_history.is_empty() && s.status == SheetStatus::Failed {
-            let code = s.error_code.clone().unwrap_or_else(|| "E999".into());
-            rows.push((
-                s.completed_at
-                    .as_ref()
-                    .and_then(|t| t.to_epoch())
-                    .unwrap_or(0.0),
-                AttemptRow {
-                    sheet: s.sheet_num,
-                    attempt: s.attempt_count,
-                    at: s
-                        .completed_at
-                        .as_ref()
-                        .and_then(|t| t.to_epoch())
-                        .map(format_epoch)
-                        .unwrap_or_default(),
-                    hint: code_hint(&code, &cp.job_id),
-                    // The same type the CLI shows (`permanent`, not the category `fatal`).
-                    kind: mozart_ipc::checkpoint::error_type_with(
-                        s.error_code.as_deref(),
-                        s.error_category.map(|c| c.as_str()),
-                    )
-                    .to_string(),
-                    code,
-                    message: s.error_message.clone().unwrap_or_default(),
-                },
-            ));
-        }
-    }
-    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
-    rows.into_iter().map(|(_, r)| r).collect()
+                        .unwrap_or_else(|| t.to_string())
+                })
+                .unwrap_or_default(),
+            hint: code_hint(&e.error_code, &cp.job_id),
+            kind: e.error_type,
+            code: e.error_code,
+            message: e.error_message,
+        })
+        .collect()
 }
 
 /// Every validation result recorded on the sheets.

@@ -454,7 +454,15 @@ impl App {
             if let Some(v) = cp.sheets_view.as_ref() {
                 (ctx.sheets_note, ctx.more_pages) = sheets_note(id, v);
             }
-            ctx.attempts = view::attempt_rows(cp);
+            // What `mozart errors` lists, from the same answer (`job.errors`): the page's
+            // answer may hold only some sheets, and a trimmed history.
+            ctx.attempts = match self.conductor.errors(id, false).await {
+                Ok((errors, _)) => errors
+                    .checkpoint()
+                    .map(view::attempt_rows)
+                    .unwrap_or_default(),
+                Err(_) => view::attempt_rows(cp),
+            };
             ctx.validations = view::validation_rows(cp);
             // A finished job's pictures end when it ended: a sheet a cancel stopped has no
             // end of its own, and drawn to "now" its bar (and the time axis) kept growing.
