@@ -87,6 +87,46 @@ fn top_json_streams_snapshots_and_the_score_filter_keeps_that_scores_processes()
     env.mozart(&["cancel", "topped"]);
 }
 
+/// `mozart top -s JOB` still listed every job's progress line (the help says it keeps one
+/// job), and `-s nosuch` streamed empty frames without a word; now only that job is shown
+/// and a score the conductor does not know is an error.
+#[test]
+fn top_score_filter_keeps_one_job_and_refuses_an_unknown_one() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    for name in ["topped", "other"] {
+        let path = env.write_score(
+            name,
+            &SCORE.replace("name: topped", &format!("name: {name}")),
+        );
+        let out = env.mozart(&["run", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let all = first_lines(&env, &["top", "--json"], 1);
+        let listed = all[0]["job_progress"].as_array().map_or(0, Vec::len);
+        if listed == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "both jobs never listed: {all:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let snap = &first_lines(&env, &["top", "--json", "-s", "other"], 1)[0];
+    let jobs: Vec<&Value> = snap["job_progress"].as_array().unwrap().iter().collect();
+    assert_eq!(jobs.len(), 1, "{snap}");
+    assert_eq!(jobs[0]["job_id"], "other", "{snap}");
+    let out = env.mozart(&["top", "-s", "nosuch"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("Score not found: nosuch"),
+        "{}",
+        stdout(&out)
+    );
+    env.mozart(&["cancel", "topped"]);
+    env.mozart(&["cancel", "other"]);
+}
+
 #[test]
 fn top_without_a_conductor_or_with_history_fails_with_a_reason() {
     let env = TestEnv::new();

@@ -69,6 +69,17 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
             vec!["Start it with: mozart start".into()],
         ));
     }
+    if let Some(id) = &args.score {
+        // A score the conductor does not know is said (with the usual hints), not shown as
+        // an empty frame every interval.
+        let query = mozart_ipc::sheet_view::SheetQuery {
+            mode: mozart_ipc::sheet_view::SheetMode::Page,
+            offset: 0,
+            limit: Some(1),
+            ..Default::default()
+        };
+        super::status::fetch(globals, id, None, query, OutputMode::Human)?;
+    }
     if args.output.is_json() {
         eprintln!("Streaming NDJSON snapshots (Ctrl+C to stop)...");
     }
@@ -109,12 +120,13 @@ pub fn run(globals: &Globals, args: Args) -> Result<i32, CliError> {
     }
 }
 
-/// Keep only `job`'s processes (§4.4).
+/// Keep only `job`'s processes (§4.4) and its progress line.
 fn filter(snapshot: &mut SystemSnapshot, job: Option<&str>) {
     if let Some(job) = job {
         snapshot
             .processes
             .retain(|p| p.job_id.as_deref() == Some(job));
+        snapshot.job_progress.retain(|p| p.job_id == job);
     }
 }
 
