@@ -124,3 +124,82 @@ fn a_fifo_at_iteration_does_not_freeze_the_conductor() {
         "archived under {archives:?}"
     );
 }
+
+/// The text of an MCP reply.
+fn mcp_text(reply: &serde_json::Value) -> String {
+    reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// MCP `run` with an inline score, in a directory holding a link named `<name>.yaml` to a
+/// file of the owner's: refused, naming the link, and the link's target keeps its text
+/// (it was overwritten with the score).
+#[test]
+fn an_inline_mcp_score_is_not_written_through_a_link() {
+    let env = TestEnv::new();
+    let dir = env.work.join("shared");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let victim = env.work.join("victim.conf");
+    std::fs::write(&victim, "precious = true\n").unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("mcpjob.yaml")).unwrap();
+    let score = mozart_tests::sleepy_shell_score("mcpjob", 1, 0.1);
+    let replies = mozart_tests::web::mcp_calls(
+        &env,
+        &[
+            serde_json::json!({"name": "run", "arguments": {"yaml": score, "directory": dir.to_str().unwrap()}}),
+        ],
+    );
+    assert_eq!(replies[0]["result"]["isError"], true, "{}", replies[0]);
+    let text = mcp_text(&replies[0]);
+    assert!(
+        text.contains(&format!(
+            "{} is a symbolic link",
+            dir.join("mcpjob.yaml").display()
+        )),
+        "the refusal does not name the link: {text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "precious = true\n",
+        "the score was written through the link"
+    );
+}
+
+/// MCP `run` with an inline score in a directory another user made writable by everyone:
+/// refused, naming the directory and its owner, and nothing is written there (the owner
+/// could replace the score between its validation and the conductor reading it).
+#[test]
+fn an_inline_mcp_score_is_not_saved_in_another_users_directory() {
+    let Some(intruder) = mozart_tests::users::intruder() else {
+        return;
+    };
+    let env = TestEnv::new();
+    std::fs::set_permissions(env.root(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&env.work, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let dir = env.work.join("theirs");
+    let out = intruder
+        .command("mkdir")
+        .arg("-m")
+        .arg("777")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stdout(&out));
+    let score = mozart_tests::sleepy_shell_score("mcpjob", 1, 0.1);
+    let replies = mozart_tests::web::mcp_calls(
+        &env,
+        &[
+            serde_json::json!({"name": "run", "arguments": {"yaml": score, "directory": dir.to_str().unwrap()}}),
+        ],
+    );
+    assert_eq!(replies[0]["result"]["isError"], true, "{}", replies[0]);
+    let text = mcp_text(&replies[0]);
+    assert!(
+        text.contains(&format!("{} belongs to mozart-intruder", dir.display())),
+        "the refusal does not name the directory and its owner: {text}"
+    );
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "written there");
+}

@@ -107,6 +107,200 @@ pub fn read_regular(path: &Path) -> Result<Vec<u8>, ReadError> {
     Ok(bytes)
 }
 
+/// A file that could not be written in a directory ([`TrustedDir`]).
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// Another user can replace what is written there.
+    #[error("{} {reason}: a file written there could be replaced before it is read (use a directory of yours)", path.display())]
+    Untrusted {
+        /// The directory.
+        path: PathBuf,
+        /// Whose it is, or who else may write it.
+        reason: String,
+    },
+    /// A symbolic link is at the file's path.
+    #[error("{} is a symbolic link: it is not written through (remove it, or use another directory)", path.display())]
+    Link {
+        /// The file's path.
+        path: PathBuf,
+    },
+    /// Something other than a regular file of yours is at the file's path.
+    #[error("{} is {what}: it is not written (remove it, or use another directory)", path.display())]
+    NotYours {
+        /// The file's path.
+        path: PathBuf,
+        /// What is there: `not a regular file (a FIFO)`, `another user's file (…)`.
+        what: String,
+    },
+    /// The file could not be opened, read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+}
+
+/// A directory opened once it was found to be one only you (or root) can change: yours or
+/// root's, and writable by no one else unless sticky (like `/tmp`, where nobody can remove or
+/// rename another user's file). Files are read and written relative to it, never through a
+/// link.
+#[derive(Debug)]
+pub struct TrustedDir {
+    fd: std::os::fd::OwnedFd,
+    path: PathBuf,
+}
+
+impl TrustedDir {
+    /// Open `dir` (links in its path followed: the directory the user named) and check it.
+    pub fn open(dir: &Path) -> Result<TrustedDir, WriteError> {
+        use nix::fcntl::{open, OFlag};
+        use nix::sys::stat::{fstat, Mode};
+        let io_err = |e: nix::errno::Errno| WriteError::Io {
+            path: dir.to_path_buf(),
+            source: io::Error::from_raw_os_error(e as i32),
+        };
+        let fd = open(
+            dir,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(io_err)?;
+        let st = fstat(&fd).map_err(io_err)?;
+        let me = crate::trust::current_uid();
+        let reason = if st.st_uid != me && st.st_uid != 0 {
+            Some(format!(
+                "belongs to {}",
+                crate::trust::describe_user(st.st_uid)
+            ))
+        } else if crate::trust::writable_by_others(st.st_mode) && !crate::trust::sticky(st.st_mode)
+        {
+            Some(format!(
+                "can be written by {}",
+                if st.st_mode & 0o002 != 0 {
+                    "every other user"
+                } else {
+                    "its group"
+                }
+            ))
+        } else {
+            None
+        };
+        match reason {
+            Some(reason) => Err(WriteError::Untrusted {
+                path: dir.to_path_buf(),
+                reason,
+            }),
+            None => Ok(TrustedDir {
+                fd,
+                path: dir.to_path_buf(),
+            }),
+        }
+    }
+
+    /// Open `name` in the directory, not through a link and without waiting, and check that
+    /// it is a regular file of yours (or root's).
+    fn open_own(&self, name: &str, flags: nix::fcntl::OFlag) -> Result<Option<File>, WriteError> {
+        use nix::fcntl::{openat, OFlag};
+        use nix::sys::stat::{fstat, Mode};
+        let path = self.path.join(name);
+        let io_err = |e: nix::errno::Errno| WriteError::Io {
+            path: path.clone(),
+            source: io::Error::from_raw_os_error(e as i32),
+        };
+        let fd = match openat(
+            &self.fd,
+            name,
+            flags | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(nix::errno::Errno::ENOENT) => return Ok(None),
+            Err(nix::errno::Errno::ELOOP) => return Err(WriteError::Link { path }),
+            Err(e) => return Err(io_err(e)),
+        };
+        let st = fstat(&fd).map_err(io_err)?;
+        if st.st_mode & libc_ifmt() != nix::sys::stat::SFlag::S_IFREG.bits() {
+            return Err(WriteError::NotYours {
+                what: format!("not a regular file ({})", kind_of(st.st_mode)),
+                path,
+            });
+        }
+        let me = crate::trust::current_uid();
+        if st.st_uid != me && st.st_uid != 0 {
+            return Err(WriteError::NotYours {
+                what: format!("a file of {}", crate::trust::describe_user(st.st_uid)),
+                path,
+            });
+        }
+        Ok(Some(File::from(fd)))
+    }
+
+    /// What the file `name` holds (`None`: there is none); refused for a link or anything
+    /// but a regular file of yours.
+    pub fn read(&self, name: &str) -> Result<Option<Vec<u8>>, WriteError> {
+        let Some(mut file) = self.open_own(name, nix::fcntl::OFlag::O_RDONLY)? else {
+            return Ok(None);
+        };
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|source| WriteError::Io {
+                path: self.path.join(name),
+                source,
+            })?;
+        Ok(Some(bytes))
+    }
+
+    /// Write `bytes` as the file `name`: a new file (never through a link), or the regular
+    /// file of yours already there, replaced.
+    pub fn write(&self, name: &str, bytes: &[u8]) -> Result<PathBuf, WriteError> {
+        use nix::fcntl::{openat, OFlag};
+        use std::io::Write;
+        let path = self.path.join(name);
+        let created = openat(
+            &self.fd,
+            name,
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::from_bits_truncate(0o666),
+        );
+        let mut file = match created {
+            Ok(fd) => File::from(fd),
+            Err(nix::errno::Errno::EEXIST) => {
+                self.open_own(name, OFlag::O_WRONLY)?
+                    .ok_or_else(|| WriteError::Io {
+                        path: path.clone(),
+                        source: io::Error::other("it was removed while it was written"),
+                    })?
+            }
+            Err(nix::errno::Errno::ELOOP) => return Err(WriteError::Link { path }),
+            Err(e) => {
+                return Err(WriteError::Io {
+                    path,
+                    source: io::Error::from_raw_os_error(e as i32),
+                })
+            }
+        };
+        let io_err = |source| WriteError::Io {
+            path: path.clone(),
+            source,
+        };
+        file.set_len(0).map_err(io_err)?;
+        file.write_all(bytes).map_err(io_err)?;
+        Ok(path)
+    }
+
+    /// Remove the file `name` (not what a link there points to).
+    pub fn remove(&self, name: &str) -> Result<(), WriteError> {
+        nix::unistd::unlinkat(&self.fd, name, nix::unistd::UnlinkatFlags::NoRemoveDir).map_err(
+            |e| WriteError::Io {
+                path: self.path.join(name),
+                source: io::Error::from_raw_os_error(e as i32),
+            },
+        )
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -139,5 +333,52 @@ mod tests {
             .unwrap_err()
             .to_string()
             .ends_with("(a character device)"));
+    }
+
+    #[test]
+    fn a_trusted_directory_is_written_only_in_files_of_yours_never_through_a_link() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let trusted = TrustedDir::open(dir.path()).unwrap();
+        assert_eq!(trusted.read("a.yaml").unwrap(), None);
+        trusted.write("a.yaml", b"one").unwrap();
+        assert_eq!(trusted.read("a.yaml").unwrap().unwrap(), b"one");
+        trusted.write("a.yaml", b"t").unwrap();
+        assert_eq!(std::fs::read(dir.path().join("a.yaml")).unwrap(), b"t");
+        let target = dir.path().join("target");
+        std::fs::write(&target, "keep").unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join("l.yaml")).unwrap();
+        let err = trusted.write("l.yaml", b"x").unwrap_err();
+        assert!(
+            err.to_string().contains("l.yaml is a symbolic link"),
+            "{err}"
+        );
+        assert!(trusted.read("l.yaml").is_err());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        nix::unistd::mkfifo(
+            &dir.path().join("f.yaml"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        let err = trusted.read("f.yaml").unwrap_err();
+        assert!(
+            err.to_string().contains("not a regular file (a FIFO)"),
+            "{err}"
+        );
+        trusted.remove("a.yaml").unwrap();
+        assert!(!dir.path().join("a.yaml").exists());
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = TrustedDir::open(dir.path()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("can be written by every other user"),
+            "{err}"
+        );
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(
+            TrustedDir::open(dir.path()).is_ok(),
+            "a sticky directory is trusted"
+        );
     }
 }

@@ -304,11 +304,9 @@ impl MozartMcp {
                     .map(PathBuf::from)
                     .unwrap_or_else(|| self.scores_dir.clone());
                 match save_inline(&dir, args.name.as_deref(), &yaml) {
-                    Ok((p, previous)) => {
-                        restore = Some(InlineFile {
-                            path: p.clone(),
-                            previous,
-                        });
+                    Ok(saved) => {
+                        let p = saved.path.clone();
+                        restore = Some(saved);
                         p
                     }
                     Err(e) => return Ok(op_error(&e)),
@@ -528,8 +526,12 @@ fn report_result(report: &ValidationReport) -> CallToolResult {
 }
 
 /// An inline score's file and what it held before (`None`: it did not exist).
+#[derive(Debug)]
 struct InlineFile {
     path: PathBuf,
+    /// Its directory, as checked when the score was saved, and its name there.
+    dir: mozart_ipc::workspace_file::TrustedDir,
+    name: String,
     previous: Option<Vec<u8>>,
 }
 
@@ -537,18 +539,17 @@ struct InlineFile {
 fn put_back(saved: Option<InlineFile>) {
     let Some(saved) = saved else { return };
     let _ = match saved.previous {
-        Some(bytes) => std::fs::write(&saved.path, bytes),
-        None => std::fs::remove_file(&saved.path),
+        Some(bytes) => saved.dir.write(&saved.name, &bytes).map(drop),
+        None => saved.dir.remove(&saved.name),
     };
 }
 
-/// Save an inline score as `<dir>/<id>.yaml` (the file name is the job ID); also returns
-/// what the file held before, so a refused run can put it back.
-fn save_inline(
-    dir: &Path,
-    name: Option<&str>,
-    yaml: &str,
-) -> Result<(PathBuf, Option<Vec<u8>>), OpError> {
+/// Save an inline score as `<dir>/<id>.yaml` (the file name is the job ID); also keeps
+/// what the file held before, so a refused run can put it back. Only in a directory no
+/// other user can change (the conductor reads the file after it is validated), and never
+/// through a link or into a file that is not a regular one of yours: refused, naming it.
+fn save_inline(dir: &Path, name: Option<&str>, yaml: &str) -> Result<InlineFile, OpError> {
+    use mozart_ipc::workspace_file::TrustedDir;
     let id = match name {
         Some(n) => n.to_string(),
         None => inline_score_name(yaml).ok_or_else(|| {
@@ -569,11 +570,22 @@ fn save_inline(
     }
     std::fs::create_dir_all(dir)
         .map_err(|e| OpError::new(format!("Cannot create {}: {e}", dir.display()), &[]))?;
-    let path = dir.join(format!("{id}.yaml"));
-    let previous = std::fs::read(&path).ok();
-    std::fs::write(&path, yaml)
-        .map_err(|e| OpError::new(format!("Cannot write {}: {e}", path.display()), &[]))?;
-    Ok((path, previous))
+    let refused = |e: mozart_ipc::workspace_file::WriteError| {
+        OpError::new(
+            format!("Cannot save the inline score: {e}"),
+            &["Pass a `directory` of yours that no other user can write."],
+        )
+    };
+    let trusted = TrustedDir::open(dir).map_err(refused)?;
+    let file = format!("{id}.yaml");
+    let previous = trusted.read(&file).map_err(refused)?;
+    let path = trusted.write(&file, yaml.as_bytes()).map_err(refused)?;
+    Ok(InlineFile {
+        path,
+        dir: trusted,
+        name: file,
+        previous,
+    })
 }
 
 /// The top-level `name:` of a score, read without a YAML parser (validation comes next).
@@ -859,7 +871,9 @@ mod tests {
     #[test]
     fn inline_scores_take_their_name_as_job_id() {
         let dir = tempfile::tempdir().unwrap();
-        let (p, _) = save_inline(dir.path(), None, "name: \"demo\"\nsheet: {}\n").unwrap();
+        let p = save_inline(dir.path(), None, "name: \"demo\"\nsheet: {}\n")
+            .unwrap()
+            .path;
         assert_eq!(p, dir.path().join("demo.yaml"));
         assert!(save_inline(dir.path(), None, "sheet: {}\n").is_err());
         assert!(save_inline(dir.path(), Some("../x"), "name: a\n").is_err());
