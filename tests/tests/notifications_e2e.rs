@@ -645,3 +645,106 @@ fn a_hook_that_fails_after_a_restart_fails_the_job_everywhere_and_is_announced()
         "Post-success hook failed: exit code 5"
     );
 }
+
+/// A job's channels hear of its start and of its pauses, not of its run going on: the pause
+/// `modify --resume` makes (it resumes by itself) was sent as `job_paused`, and its resume,
+/// like every conductor restart (`kill -9` here), as another `job_start`. Now the job is
+/// announced started once, then complete.
+#[test]
+fn a_modify_and_a_restart_are_not_announced_as_a_pause_or_a_start() {
+    let env = TestEnv::new();
+    start(&env);
+    let server = Server::start(|_| Reply::Status(200));
+    let w = env.work.join("gates");
+    std::fs::create_dir_all(&w).unwrap();
+    let yaml = |comment: &str| {
+        format!(
+            r#"# {comment}
+name: goes
+workspace: {ws}
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet: {{size: 1, total_items: 3}}
+prompt:
+  template: |
+    RUN: touch {w}/s{{{{ sheet_num }}}}; while [ ! -e {w}/go{{{{ sheet_num }}}} ]; do sleep 0.1; done
+notifications:
+  - type: webhook
+    on_events: [job_start, job_paused, job_complete, job_failed]
+    config: {{url: "{url}/goes"}}
+"#,
+            ws = env.work.join("goes-ws").display(),
+            w = w.display(),
+            url = server.url,
+        )
+    };
+    let path = env.write_score("goes", &yaml("first"));
+    run(&env, &path, &[]);
+    poll(&env, 20.0, "sheet 1 to start", || {
+        w.join("s1").exists().then_some(())
+    });
+    env.write_score("goes", &yaml("edited"));
+    let out = env.mozart(&["modify", "goes", "-c", path.to_str().unwrap(), "--resume"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    std::fs::write(w.join("go1"), "").unwrap();
+    poll(&env, 20.0, "sheet 2 to start with the new score", || {
+        w.join("s2").exists().then_some(())
+    });
+    let pid = env.conductor_pid().unwrap();
+    mozart_tests::signal(pid, "KILL");
+    poll(&env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    start(&env);
+    std::fs::write(w.join("go2"), "").unwrap();
+    std::fs::write(w.join("go3"), "").unwrap();
+    let waited = env.mozart(&["wait", "goes"]);
+    assert_eq!(waited.status.code(), Some(0), "{}", stdout(&waited));
+    let told: Vec<String> = settled(&server, "goes", 2)
+        .iter()
+        .map(|b| b["event_type"].as_str().unwrap_or("?").to_string())
+        .collect();
+    assert_eq!(told, ["job_start", "job_complete"]);
+}
+
+/// A job paused on its cost limit: the `job_paused` message said nothing of why
+/// (`error_message: null`); it names the limit as `status` does.
+#[test]
+fn a_cost_limit_pause_says_why() {
+    let env = TestEnv::new();
+    let script = env.root().join("pricey.sh");
+    mozart_tests::write_executable(
+        &script,
+        "#!/bin/sh\necho '{\"answer\":\"ok\",\"usage\":{\"in\":1000,\"out\":2000}}'\n",
+    );
+    let dir = env.home.join("instruments");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("pricey.yaml"),
+        format!(
+            "name: pricey\ndisplay_name: Pricey\nkind: cli\ndefault_model: fast\nmodels:\n  - {{name: fast, context_window: 128000, cost_per_1k_input: 1.0, cost_per_1k_output: 1.0}}\ncli:\n  command:\n    executable: {}\n  output:\n    format: json\n    result_path: answer\n    input_tokens_path: usage.in\n    output_tokens_path: usage.out\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    start(&env);
+    let server = Server::start(|_| Reply::Status(200));
+    let path = env.write_score(
+        "spend",
+        &format!(
+            "name: spend\nworkspace: {}\ninstrument: pricey\ncost_limits: {{enabled: true, max_cost_per_job: 0.5}}\nsheet: {{size: 1, total_items: 2}}\nprompt:\n  template: \"answer ok\"\nnotifications:\n  - type: webhook\n    on_events: [job_paused]\n    config: {{url: \"{}/spend\"}}\n",
+            env.work.join("spend-ws").display(),
+            server.url
+        ),
+    );
+    run(&env, &path, &[]);
+    let waited = env.mozart(&["wait", "spend"]);
+    assert_eq!(waited.status.code(), Some(4), "{}", stdout(&waited));
+    let told = settled(&server, "spend", 1);
+    assert_eq!(told.len(), 1, "{told:#?}");
+    assert_eq!(told[0]["event_type"], "job_paused");
+    assert_eq!(
+        told[0]["context"]["error_message"],
+        "Cost limit: job cost $3.0000 exceeds limit $0.5000"
+    );
+}

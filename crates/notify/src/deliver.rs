@@ -282,7 +282,9 @@ pub fn slack_payload(config: &NotificationConfig, ctx: &Context) -> Value {
     }
     if let Some(e) = &ctx.error_message {
         let short: String = e.chars().take(200).collect();
-        fields.push(json!({"title": "Error", "value": format!("```{short}```"), "short": false}));
+        fields.push(
+            json!({"title": ctx.reason_label(), "value": format!("```{short}```"), "short": false}),
+        );
     }
     let mut attachment = Map::new();
     attachment.insert("fallback".into(), json!(format!("{t}: {msg}")));
@@ -432,6 +434,22 @@ mod tests {
         assert_eq!(a["fields"][1]["value"], "1.2min");
         assert!(a.get("text").is_none());
         assert!(body.get("channel").is_none(), "null keys are removed");
+    }
+
+    /// A pause's reason (a cost limit's, the user's) is shown as the reason, not as an error.
+    #[test]
+    fn a_pause_gives_its_reason_not_an_error() {
+        let mut c = Context::new(NotificationEvent::JobPaused, "j1", "My Job");
+        c.error_message = Some("Cost limit: job cost $3.0000 exceeds limit $0.5000".into());
+        let body = slack_payload(&config("slack", json!({"webhook_url": "http://x/"})), &c);
+        let field = &body["attachments"][0]["fields"][0];
+        assert_eq!(field["title"], "Reason");
+        assert_eq!(
+            c.message(),
+            "Reason: Cost limit: job cost $3.0000 exceeds limit $0.5000"
+        );
+        c.event = NotificationEvent::JobFailed;
+        assert!(c.message().starts_with("Error: "));
     }
 
     #[test]

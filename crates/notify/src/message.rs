@@ -73,6 +73,15 @@ impl Context {
         })
     }
 
+    /// What `error_message` is to a reader: a pause's reason is no error.
+    pub fn reason_label(&self) -> &'static str {
+        if self.event == NotificationEvent::JobPaused {
+            "Reason"
+        } else {
+            "Error"
+        }
+    }
+
     /// Parts of the message, joined by ` | ` (progress, results, duration, error).
     pub fn message(&self) -> String {
         let mut parts = Vec::new();
@@ -88,7 +97,7 @@ impl Context {
         if let Some(e) = &self.error_message {
             let short: String = e.chars().take(100).collect();
             let dots = if e.chars().count() > 100 { "..." } else { "" };
-            parts.push(format!("Error: {short}{dots}"));
+            parts.push(format!("{}: {short}{dots}", self.reason_label()));
         }
         if parts.is_empty() {
             crate::event_name(self.event).to_string()

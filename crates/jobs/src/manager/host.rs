@@ -702,7 +702,21 @@ impl ConductorHost {
                 .record
                 .options
                 .contains_key(super::hooks::HOOKS_PENDING);
-        if let (Some(run), Some(live), false) = (&entry.run, &entry.live, hooks_due) {
+        // Not news: the pause of a `modify --resume`, which resumes by itself, and the start
+        // of a run going on (after a restart, or that modify).
+        let quiet = match daemon {
+            DaemonJobStatus::Paused => entry
+                .record
+                .options
+                .contains_key(super::table::PENDING_MODIFY),
+            DaemonJobStatus::Queued => false,
+            DaemonJobStatus::Running => lock(&self.shared.quiet_starts).remove(&change.job_id),
+            _ => {
+                lock(&self.shared.quiet_starts).remove(&change.job_id);
+                false
+            }
+        };
+        if let (Some(run), Some(live), false) = (&entry.run, &entry.live, hooks_due || quiet) {
             super::notify::job_changed(run, live, daemon, change.reason.as_deref());
         }
         if let (Some(run), Some(live), true) = (&entry.run, &entry.live, hooks_due) {

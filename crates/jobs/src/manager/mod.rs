@@ -246,6 +246,10 @@ pub(crate) struct Shared {
     pub hook_tx: OnceLock<tokio::sync::mpsc::UnboundedSender<hooks::HookRequest>>,
     /// Jobs whose `on_success` hooks are running: `mozart cancel` stops them through this.
     pub hook_cancels: Mutex<std::collections::HashMap<String, tokio::sync::watch::Sender<bool>>>,
+    /// Jobs whose next start is their run going on, not a start: resumed by a conductor
+    /// restart, or by the `modify --resume` that paused them. Their channels hear no
+    /// `job_start` for it (the host takes the job out at its next status change).
+    pub quiet_starts: Mutex<std::collections::HashSet<String>>,
     /// Job slots (`max_concurrent_jobs`), as last configured (start or reload).
     pub max_concurrent_jobs: std::sync::atomic::AtomicU32,
     /// Sheets the conductor runs at once across all jobs (`max_concurrent_sheets`, read at
@@ -396,6 +400,7 @@ impl JobManager {
             inbox: OnceLock::new(),
             hook_tx: OnceLock::new(),
             hook_cancels: Mutex::new(std::collections::HashMap::new()),
+            quiet_starts: Mutex::new(std::collections::HashSet::new()),
             max_concurrent_jobs: std::sync::atomic::AtomicU32::new(config.max_concurrent_jobs),
             max_concurrent_sheets: config.max_concurrent_sheets.max(1),
             submit_lock: tokio::sync::Mutex::new(()),

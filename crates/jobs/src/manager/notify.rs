@@ -38,7 +38,12 @@ pub(crate) fn job_changed(
     ) {
         add_job_end(&mut ctx, live);
     }
-    if event == NotificationEvent::JobFailed {
+    // A failure's reason, and a pause's ("Cost limit: job cost $… exceeds limit $…",
+    // "Paused by user", "Fermata on sheet N"): the message says why.
+    if matches!(
+        event,
+        NotificationEvent::JobFailed | NotificationEvent::JobPaused
+    ) {
         ctx.error_message = reason.map(str::to_string);
     }
     mozart_notify::notify(&run.config.notifications, &ctx);

@@ -62,10 +62,13 @@ pub(super) async fn recover(
                     chain_depth: record.chain_depth,
                     ..SubmitRequest::default()
                 };
+                // The job goes on: its channels heard its start before the restart.
+                lock(&mgr.shared.quiet_starts).insert(job_id.clone());
                 let resp = super::submit::submit(mgr, ctx, req).await;
                 if resp.status == mozart_ipc::types::JobResponseStatus::Accepted {
                     resumed += 1;
                 } else {
+                    lock(&mgr.shared.quiet_starts).remove(&job_id);
                     failed += 1;
                     let msg = format!(
                         "Conductor restarted while job was active and it could not be resumed: {}",

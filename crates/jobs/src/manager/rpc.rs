@@ -74,14 +74,14 @@ async fn modify(
             let claim = claim_pending(m, &job_id, &config, workspace.as_deref());
             let paused = m.pause(&job_id).await;
             // Started either way: if the pause failed, it sees the job is not paused and
-            // frees the claim.
+            // frees the claim. The pause is this modify's own: it resumes quietly.
             resume_when_settled(
                 m.clone(),
                 ctx.clone(),
                 job_id.clone(),
                 config.clone(),
                 workspace,
-                claim,
+                (claim, true),
             );
             if let Err(e) = paused {
                 return rejected(&job_id, e);
@@ -106,7 +106,7 @@ async fn modify(
                 job_id.clone(),
                 config,
                 workspace,
-                claim,
+                (claim, false),
             );
             JobResponse::new(
                 job_id,
@@ -153,7 +153,15 @@ pub(super) fn resume_pending_modify(
     workspace: Option<String>,
 ) {
     let claim = claim_pending(m, &job_id, &config, workspace.as_deref());
-    resume_when_settled(m.clone(), Arc::clone(ctx), job_id, config, workspace, claim);
+    // Paused before the restart by this modify (or by the user before it), it goes on.
+    resume_when_settled(
+        m.clone(),
+        Arc::clone(ctx),
+        job_id,
+        config,
+        workspace,
+        (claim, true),
+    );
 }
 
 /// Frees the job's slot when its pending modify ends, unless a newer one holds it.
@@ -198,7 +206,10 @@ fn resume_when_settled(
     job_id: String,
     config: String,
     workspace: Option<String>,
-    claim: Result<tokio::sync::oneshot::Receiver<u64>, super::table::Stopped>,
+    (claim, quiet): (
+        Result<tokio::sync::oneshot::Receiver<u64>, super::table::Stopped>,
+        bool,
+    ),
 ) {
     tokio::spawn(async move {
         let Ok(rx) = claim else { return };
@@ -225,9 +236,16 @@ fn resume_when_settled(
             }
             tokio::time::sleep(SETTLE_POLL).await;
         }
+        // Resumed by the modify that paused it: no `job_start` (nor was `job_paused` sent).
+        if quiet {
+            super::lock(&m.shared.quiet_starts).insert(job_id.clone());
+        }
         let response = m
             .resume(&ctx, &job_id, Some(config.clone()), workspace, false)
             .await;
+        if response.status != JobResponseStatus::Accepted {
+            super::lock(&m.shared.quiet_starts).remove(&job_id);
+        }
         match response.status {
             JobResponseStatus::Accepted => {
                 tracing::info!(job_id, "pending modify applied: resumed with the new score")
@@ -433,7 +451,7 @@ async fn resume(m: JobManager, ctx: Ctx, p: ResumeParams) -> RpcResult {
                 p.job_id.clone(),
                 config,
                 ws,
-                claim,
+                (claim, false),
             );
             return to_value(JobResponse::new(
                 p.job_id,
