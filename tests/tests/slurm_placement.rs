@@ -406,6 +406,47 @@ fn a_restart_keeps_the_holds_someone_put_on_queued_slurm_jobs() {
     );
 }
 
+/// Sheets whose Slurm jobs (`sleep 12`) ended while the conductor was down (`kill -9`) took
+/// the time their jobs ran: before, the restarted conductor recorded the time since it
+/// re-attached (status: `✓ … completed (0.1s)`, `execution_duration_seconds` 0.1 for a
+/// 12 s job).
+#[test]
+fn sheets_collected_after_a_restart_took_as_long_as_their_slurm_jobs() {
+    let _cluster = mozart_tests::slurm_shared();
+    if !slurm_up() {
+        return;
+    }
+    let env = env_with_standin();
+    let job = unique("slurm-took");
+    let (path, ws) = score(&env, &job, 2, "12");
+    let _scancel = Scancel(format!("mozart-{job}-"));
+    run(&env, &path, &[]);
+    poll(&env, 120.0, "the sheets to start on Slurm", || {
+        (ledger(&ws.join("ledger")).len() >= 2).then_some(())
+    });
+    let pid = env.conductor_pid().expect("conductor pid");
+    mozart_tests::signal(pid, "KILL");
+    poll(&env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    poll(&env, 120.0, "the Slurm jobs to end", || {
+        squeue(&format!("mozart-{job}-")).is_empty().then_some(())
+    });
+    env.start_conductor();
+    let doc = wait_terminal(&env, &job, 120.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    for n in 1..=2 {
+        let took = sheet(&doc, n)["execution_duration_seconds"]
+            .as_f64()
+            .unwrap_or_default();
+        assert!(
+            took >= 12.0,
+            "sheet {n} slept 12 s in its Slurm job, but took {took:.1}s: {:#}",
+            sheet(&doc, n)
+        );
+    }
+}
+
 /// A finished job leaves no `.mozart-slurm` directory in its workspace (before, an empty
 /// `.mozart-slurm/<job>/` stayed after every job): the attempts' files go when their results
 /// are recorded, and the job's directory with the last of them. A failed sheet's output is

@@ -288,6 +288,7 @@ pub(crate) async fn play(
             return;
         }
     };
+    let placed = !matches!(prepared.placement, mozart_backends::Placement::Local);
     let (prepared, result, ended) = perform(&shared, &run, sheet, &attempt, prepared).await;
     if let Some(remote_id) = ended.withdrawn() {
         // Taken back from Slurm's queue before it started (pause): not an attempt, nothing
@@ -325,8 +326,16 @@ pub(crate) async fn play(
         started_epoch,
     )
     .await;
-    details.duration_seconds = started.elapsed().as_secs_f64();
-    r.duration = started.elapsed();
+    // A placed attempt (a Slurm job) took the time its job ran, from its start to its end as
+    // its files and Slurm tell: not the time it waited in the queue, nor only the time since
+    // a restarted conductor re-attached to it.
+    let took = if placed && result.duration_seconds > 0.0 {
+        Duration::from_secs_f64(result.duration_seconds)
+    } else {
+        started.elapsed()
+    };
+    details.duration_seconds = took.as_secs_f64();
+    r.duration = took;
     report(&shared, details, r);
     // Only now: the next sheet is not kept waiting for this bookkeeping (issue 24).
     drop(ended);
