@@ -811,6 +811,23 @@ fn learning_commands_show_the_patterns_of_real_runs() {
     let n = patterns.as_array().unwrap().len();
     let noun = if n == 1 { "pattern" } else { "patterns" };
     assert!(table.contains(&format!("Showing {n} {noun}")), "{table}");
+    // A Type or Name cut to its column is marked as cut, not shown as if whole
+    // (`validation_f` of `validation_failure`).
+    let mut cuts = 0;
+    for p in patterns.as_array().unwrap() {
+        for (key, width) in [("pattern_type", 12), ("pattern_name", 20)] {
+            let text = p[key].as_str().unwrap();
+            if text.chars().count() > width {
+                let shown: String = text.chars().take(width).collect();
+                assert!(
+                    table.contains(&format!("{shown}...")),
+                    "{key} {text}: {table}"
+                );
+                cuts += 1;
+            }
+        }
+    }
+    assert!(cuts > 0, "no cut cell to check: {patterns:#}");
 
     let stats = json_of(&env.mozart(&["learning-stats", "--json"]));
     assert_eq!(

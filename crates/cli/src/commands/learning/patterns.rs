@@ -144,8 +144,9 @@ const PATTERNS: Listing<'static, PatternRecord> = Listing {
             );
         vec![
             head(&p.id, 10),
-            head(&p.pattern_type, 12),
-            head(&p.pattern_name, 20),
+            // A cut type or name is marked (`validation_f...`), not passed off as whole.
+            cut(&p.pattern_type, 12),
+            cut(&p.pattern_name, 20),
             p.quarantine_status.as_str().to_string(),
             format!("{:.2}", p.trust_score),
             if auto { "⚡".into() } else { String::new() },
