@@ -320,3 +320,67 @@ fn the_dashboards_errors_are_the_ones_mozart_errors_lists() {
     assert_eq!(error_rows(&page), cli, "{page}");
     env.mozart(&["cancel", "rl"]);
 }
+
+/// An MCP request over 16 MiB got no answer at all (rmcp dropped the line, logging
+/// "Incoming message exceeded the maximum line length" on stderr): a client sending a 30 MB
+/// inline score waited 10 minutes and more. It now gets a JSON-RPC error for its id that
+/// says the size and the limit, and the session goes on.
+#[test]
+fn an_oversized_mcp_request_gets_an_error_not_silence() {
+    use std::io::{BufRead, BufReader, Write};
+    let env = TestEnv::new();
+    let mut child = env
+        .command(&["mcp"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // Replies, read on their own thread so that silence fails the test instead of hanging it.
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            if tx
+                .send(serde_json::from_str(&line).unwrap_or(Value::Null))
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    let big = "a".repeat(17 * 1024 * 1024);
+    for request in [
+        serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-03-26", "capabilities": {},
+            "clientInfo": {"name": "surfaces-test", "version": "1"}}}),
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "validate", "arguments": {"yaml": big}}}),
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}),
+    ] {
+        writeln!(stdin, "{request}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut replies = std::collections::HashMap::new();
+    while replies.len() < 3 {
+        let Ok(reply) = rx.recv_timeout(std::time::Duration::from_secs(60)) else {
+            break;
+        };
+        replies.insert(reply["id"].to_string(), reply);
+    }
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    let error = replies
+        .get("1")
+        .unwrap_or_else(|| panic!("no answer to the oversized request: {replies:?}"));
+    let message = error["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("The message is ")
+            && message.contains("at most 16777216 are read in one MCP message"),
+        "{error}"
+    );
+    assert!(replies["2"]["result"]["tools"].is_array(), "{replies:?}");
+}

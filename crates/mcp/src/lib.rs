@@ -25,6 +25,8 @@ use rmcp::{
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+mod stdin_guard;
+
 /// URI prefix of job resources.
 pub const JOB_URI: &str = "mozart://jobs/";
 /// Lines `logs` returns by default.
@@ -46,6 +48,15 @@ pub struct Options {
     pub scores_dir: PathBuf,
 }
 
+/// What an oversized message is told.
+fn oversized_text(size: usize) -> String {
+    format!(
+        "The message is {size} bytes; at most {} are read in one MCP message, so it was not read. \
+         Send a score by `path` instead of inline `yaml` (an inline score is at most 2097152 bytes).",
+        stdin_guard::MAX_MESSAGE_BYTES
+    )
+}
+
 /// Why the server stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum McpError {
@@ -57,13 +68,35 @@ pub enum McpError {
     Runtime(std::io::Error),
 }
 
-/// Serve MCP on stdin/stdout until the client disconnects.
+/// Serve MCP on stdin/stdout until the client disconnects. A message over
+/// [`stdin_guard::MAX_MESSAGE_BYTES`] is answered with an error, never dropped unanswered.
 pub async fn serve_stdio(options: Options) -> Result<(), McpError> {
     let server = MozartMcp::new(options);
+    let (stdin, mut unanswerable) = stdin_guard::guarded_stdin();
     let running = server
-        .serve(rmcp::transport::stdio())
+        .serve((stdin, tokio::io::stdout()))
         .await
         .map_err(|e| McpError::Serve(e.to_string()))?;
+    // An oversized message whose id could not be read: no error can name its request, so
+    // the client is told in a log notification (MCP's only message to a client that
+    // answers nothing; deprecated by SEP-2577 with nothing in its place yet), and stderr.
+    let peer = running.peer().clone();
+    tokio::spawn(async move {
+        while let Some(size) = unanswerable.recv().await {
+            let text = oversized_text(size);
+            eprintln!("mozart mcp: {text} Its id could not be read, so no error names it.");
+            #[allow(deprecated)]
+            let note = rmcp::model::LoggingMessageNotificationParam::new(
+                rmcp::model::LoggingLevel::Error,
+                json!(format!(
+                    "{text} Its id could not be read, so no error names it."
+                )),
+            )
+            .with_logger("mozart");
+            #[allow(deprecated)]
+            let _ = peer.notify_logging_message(note).await;
+        }
+    });
     running
         .waiting()
         .await
@@ -759,6 +792,30 @@ fn cut_note(skipped: u64, file: Option<&Path>) -> String {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for MozartMcp {
+    /// The stand-in of an oversized request ([`stdin_guard`]): an error naming its size.
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        if request.method == stdin_guard::OVERSIZED_METHOD {
+            let size = request
+                .params
+                .as_ref()
+                .and_then(|p| p["bytes"].as_u64())
+                .unwrap_or(0);
+            return Err(ErrorData::invalid_request(
+                oversized_text(usize::try_from(size).unwrap_or(usize::MAX)),
+                None,
+            ));
+        }
+        Err(ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            request.method,
+            None,
+        ))
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
