@@ -1,6 +1,7 @@
 //! `tasks:` scores without a conductor (issue #14): `mozart validate` and `mozart run
 //! --dry-run` show the tasks, slugs, branches and models of a markdown file or a GitHub issue
-//! (through a stand-in `gh`), and refuse bad task lists naming the file and line.
+//! (through a stand-in `gh`), and refuse bad task lists naming the file and line; one
+//! outside a git repository is refused by `validate` as `run` refuses it.
 
 use std::path::Path;
 
@@ -27,6 +28,8 @@ const PRD: &str = "# Plan\n\n## Tasks\n- Fix the bug in auth.go\n* Add a --verbo
 #[test]
 fn validate_and_dry_run_show_tasks_slugs_branches_models() {
     let env = TestEnv::new();
+    // Each task gets a worktree: the project is a git repository (else V219).
+    mozart_tests::git(&env.work, &["init", "-q", "."]);
     let s = score(
         &env,
         "tasks: {file: PRD.md, branch: \"mochi/{slug}\"}",
@@ -217,4 +220,42 @@ fn dispatch_needs_a_reviewer() {
     let text = output(&out);
     assert_eq!(out.status.code(), Some(2), "{text}");
     assert!(text.contains("add a `review:` section"), "{text}");
+}
+
+/// A task list whose repository is not a git repository: `validate` passed it ("PASSED (with
+/// warnings)", exit 0) and `run` then refused it (`Cannot isolate the job's sheets … not
+/// inside one`) with the unrelated hint `Check with: mozart conductor-status`. `validate`
+/// now fails it (V219) naming the fix, and `run`'s hints say the same.
+#[test]
+fn a_task_list_outside_a_git_repository_fails_validate_as_run_refuses_it() {
+    let env = TestEnv::new();
+    let s = score(&env, "tasks: {file: PRD.md}", Some(PRD));
+    let out = env.mozart(&["validate", &s]);
+    let text = output(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("[V219]")
+            && text.contains("is not inside a git repository")
+            && text.contains("git init")
+            && text.contains("tasks.repository"),
+        "{text}"
+    );
+    assert!(text.contains("Validation: FAILED"), "{text}");
+
+    env.start_conductor();
+    let out = env.mozart(&["run", &s]);
+    let text = output(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("Cannot isolate the job's sheets"), "{text}");
+    assert!(
+        text.contains("git init") && text.contains("mozart validate tasks.yaml"),
+        "{text}"
+    );
+    assert!(!text.contains("conductor-status"), "{text}");
+
+    // In a git repository the score validates.
+    mozart_tests::git(&env.work, &["init", "-q", "."]);
+    let out = env.mozart(&["validate", &s]);
+    let text = output(&out);
+    assert!(!text.contains("V219"), "{text}");
 }

@@ -171,6 +171,14 @@ pub fn rejection_hints(
             ]),
             false,
         ),
+        RejectionReason::Isolation => (
+            vec![
+                "The score's git worktree isolation could not be set up; the error above says why.".to_string(),
+                "If its directory is not a git repository: run the score on one (git init it, or set tasks.repository to one), or set isolation.enabled: false to run without worktrees (with the default scope: job, isolation.fallback_on_error: true runs it without one instead).".to_string(),
+                format!("Check the score first with: mozart validate {file}"),
+            ],
+            false,
+        ),
         RejectionReason::Other => (
             v(&[
                 "The conductor is running but declined this submission.",
@@ -276,6 +284,11 @@ mod tests {
             first("Config file not found: /tmp/x.yaml", false),
             "The score file could not be found."
         );
+        assert!(first(
+            "Cannot isolate the job's sheets: job m: worktree isolation requires a git repository",
+            false
+        )
+        .starts_with("The score's git worktree isolation could not be set up"));
     }
 
     #[test]

@@ -160,6 +160,9 @@ pub enum RejectionReason {
     WorkspaceInvalid,
     /// The score file was not found.
     ScoreNotFound,
+    /// Ours: the job's (or its sheets') git worktree could not be set up (`Cannot isolate
+    /// …`: not a git repository, a dirty tree, a missing remote for `dispatch: pr`).
+    Isolation,
     /// Anything else.
     Other,
 }
@@ -187,6 +190,8 @@ impl RejectionReason {
             RejectionReason::WorkspaceInvalid
         } else if m.contains("not found") && m.contains("config") {
             RejectionReason::ScoreNotFound
+        } else if m.starts_with("cannot isolate") {
+            RejectionReason::Isolation
         } else {
             RejectionReason::Other
         }

@@ -185,6 +185,50 @@ fn played(c: &mozart_config::JobConfig) -> Vec<Played<'_>> {
     played
 }
 
+/// V219 (ours): a score whose sheets each get a git worktree (`isolation.scope: sheet`, a
+/// task list's default) names a repository that is not a git repository, which `mozart run`
+/// refuses (`Cannot isolate the job's sheets`). Only this per-sheet isolation of ours: a
+/// job-scope one is upstream's, whose validate passes it (and `fallback_on_error` may run
+/// such a job without a worktree).
+fn isolation_outside_git(score: &Score, job_id: &str) -> Option<Issue> {
+    let c = &score.config;
+    if !mozart_jobs::sheet_worktrees::per_sheet(c) {
+        return None;
+    }
+    let repo = mozart_jobs::sheet_worktrees::repo_dir(c);
+    let detail = match mozart_jobs::isolation::preflight(
+        job_id,
+        &repo,
+        c.isolation.source_branch.as_deref(),
+    ) {
+        Err(mozart_jobs::isolation::IsolationError::NotARepository { detail, .. }) => detail,
+        _ => return None,
+    };
+    let field = if c.tasks.as_ref().is_some_and(|t| t.repository.is_some()) {
+        "tasks.repository"
+    } else {
+        "isolation"
+    };
+    Some(Issue {
+        check_id: "V219",
+        severity: Severity::Error,
+        message: format!(
+            "Each sheet gets a git worktree (isolation.scope: sheet), but {} is not inside a git repository ({}): mozart run would refuse the score",
+            repo.display(),
+            detail.trim()
+        ),
+        line: mozart_config::check::key_line(&score.document, field),
+        column: None,
+        context: None,
+        suggestion: Some(format!(
+            "Run it on a git repository: make {} one (git init), or set tasks.repository to one; or set isolation.enabled: false to run without worktrees",
+            repo.display()
+        )),
+        auto_fixable: false,
+        metadata: Vec::new(),
+    })
+}
+
 /// A V213 warning.
 fn v213(message: String, suggestion: String) -> Issue {
     Issue {
@@ -360,6 +404,7 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
             )
         });
     issues.extend(missing);
+    issues.extend(isolation_outside_git(&score, &job_id));
     let (plan, preview) = match preview {
         Some(preview) => (crate::render::tasks::unplanned(&score.config), preview),
         None => {
