@@ -384,3 +384,46 @@ fn an_oversized_mcp_request_gets_an_error_not_silence() {
     );
     assert!(replies["2"]["result"]["tools"].is_array(), "{replies:?}");
 }
+
+/// The dashboard's validator answered a paste over ~2 MB with 400 "Nothing to validate —
+/// The form carried no score." (untrue: the form was over the server's body limit). A score
+/// over the limit of scores is now told its size and the limit, as MCP does, and a form too
+/// large to read says so.
+#[test]
+fn the_validator_says_a_pasted_score_is_too_large() {
+    let env = TestEnv::new();
+    let dash = web::start_dashboard(&env, &[]);
+    let cookie = web::login(&dash.addr, &dash.url);
+    let base = format!("http://{}", dash.addr);
+    let page = web::http(&dash.addr, "GET", "/validate", &[("Cookie", &cookie)], "");
+    let csrf = web::form_token(&page.body);
+    let post = |yaml: &str| {
+        web::http(
+            &dash.addr,
+            "POST",
+            "/validate",
+            &[("Cookie", &cookie), ("Origin", &base)],
+            &format!("token={csrf}&yaml={}", web::form_encode(yaml)),
+        )
+    };
+    let score = format!("name: big\n# {}\n", "a".repeat(2_500_000));
+    let r = post(&score);
+    assert_eq!(r.status, 200, "{}", r.raw);
+    assert!(
+        r.body.contains(&format!(
+            "The score is {} bytes; at most 2097152 are accepted here.",
+            score.len()
+        )),
+        "{}",
+        r.body
+    );
+    assert!(!r.body.contains("Nothing to validate"), "{}", r.body);
+    let r = post(&"a".repeat(7_000_000));
+    assert_eq!(r.status, 413, "{}", r.raw);
+    assert!(
+        r.body
+            .contains("so it was not read; a score of at most 2097152 bytes is accepted here"),
+        "{}",
+        r.body
+    );
+}

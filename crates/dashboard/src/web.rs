@@ -889,7 +889,12 @@ fn router(app: Arc<App>) -> Router {
         .route("/jobs/{id}/{action}", post(job_action))
         .route("/events/jobs", get(jobs_events))
         .route("/events/jobs/{id}", get(job_events))
-        .route("/validate", get(validate_page).post(validate_submit))
+        .route(
+            "/validate",
+            get(validate_page)
+                .post(validate_submit)
+                .layer(axum::extract::DefaultBodyLimit::max(VALIDATE_BODY_LIMIT)),
+        )
         .route("/learning", get(learning_page))
         .route("/static/app.js", get(app_js))
         .route("/static/style.css", get(style_css))
@@ -1255,21 +1260,42 @@ struct ValidateForm {
     yaml: Option<String>,
 }
 
+/// Most bytes of a posted validate form: a score at its limit
+/// ([`validate::MAX_SCORE_BYTES`]) URL-encoded (up to 3 bytes a byte), and the token.
+const VALIDATE_BODY_LIMIT: usize = 3 * validate::MAX_SCORE_BYTES + 64 * 1024;
+
 async fn validate_submit(
     State(app): State<Arc<App>>,
     Extension(visitor): Extension<Visitor>,
     headers: HeaderMap,
     form: Result<Form<ValidateForm>, axum::extract::rejection::FormRejection>,
 ) -> Response {
-    let Ok(Form(form)) = form else {
-        return app.message(
-            StatusCode::BAD_REQUEST,
-            "Nothing to validate",
-            &OpError::new(
-                "The form carried no score.",
-                &["Paste a score and press Validate."],
-            ),
-        );
+    let form = match form {
+        Ok(Form(form)) => form,
+        // Over the body limit: the size said, as for a score over the limit of scores.
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return app.message(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "Score too large",
+                &OpError::new(
+                    format!(
+                        "The form is more than {VALIDATE_BODY_LIMIT} bytes, so it was not read; a score of at most {} bytes is accepted here.",
+                        validate::MAX_SCORE_BYTES
+                    ),
+                    &["Validate a large score with: mozart validate <file>"],
+                ),
+            );
+        }
+        Err(e) => {
+            return app.message(
+                StatusCode::BAD_REQUEST,
+                "Unreadable form",
+                &OpError::new(
+                    format!("The form could not be read: {}", e.body_text()),
+                    &["Paste a score and press Validate."],
+                ),
+            );
+        }
     };
     // Validation changes nothing, but it costs work: same rules as writes.
     if let Err(e) = app.check_write(&headers, &visitor, form.token.as_deref()) {
