@@ -427,3 +427,47 @@ fn the_validator_says_a_pasted_score_is_too_large() {
         r.body
     );
 }
+
+/// MCP `list` and `resources/list` said `paused` while the job was still pausing (its sheet
+/// still running; `mozart list` said "pausing (1 running)", MCP `status` "pausing"). They
+/// now say `pausing` too.
+#[test]
+fn mcp_list_says_pausing_while_a_paused_jobs_sheet_still_runs() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml =
+        "name: slowp\nworkspace: ./slowp-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         sheet: {size: 1, total_items: 2}\nprompt:\n  template: |\n    RUN: sleep 120\n";
+    let score = env.write_score("slowp", yaml);
+    crate::harness::run(&env, &score, &[]);
+    crate::harness::wait_status(&env, "slowp", 60.0, |d| {
+        d["sheets"]["1"]["status"] == "in_progress"
+    });
+    let out = env.mozart(&["pause", "slowp"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let text = stdout(&env.mozart(&["list"]));
+    assert!(text.contains("pausing (1 running)"), "{text}");
+    let replies = web::mcp_requests(
+        &env,
+        &[
+            (
+                "tools/call",
+                serde_json::json!({"name": "list", "arguments": {}}),
+            ),
+            ("resources/list", serde_json::json!({})),
+        ],
+    );
+    let list: Value = serde_json::from_str(
+        replies[0]["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default(),
+    )
+    .unwrap();
+    assert_eq!(list["jobs"][0]["status"], "pausing", "{list:#}");
+    assert_eq!(
+        replies[1]["result"]["resources"][0]["description"], "Mozart job slowp (pausing)",
+        "{}",
+        replies[1]
+    );
+    env.mozart(&["cancel", "slowp"]);
+}

@@ -248,8 +248,22 @@ fn op_error(err: &OpError) -> CallToolResult {
 fn page_json(page: &mozart_ipc::status::JobPage) -> Value {
     let shown = page.jobs.0.len() as u64;
     let end = page.offset + shown;
+    // Each job's status as `status` says it: `pausing` while a paused job's sheets still
+    // run (the row's `pausing` counts them), not `paused`.
+    let jobs: Vec<Value> = page
+        .jobs
+        .0
+        .iter()
+        .map(|j| {
+            let mut row = serde_json::to_value(j).unwrap_or(Value::Null);
+            if let Some(obj) = row.as_object_mut() {
+                obj.insert("status".into(), json!(j.shown_status()));
+            }
+            row
+        })
+        .collect();
     let mut doc = json!({
-        "jobs": page.jobs,
+        "jobs": jobs,
         "total": page.total,
         "offset": page.offset,
         "limit": page.limit,
@@ -864,7 +878,7 @@ impl ServerHandler for MozartMcp {
             .0
             .iter()
             .map(|j| {
-                let (id, status) = (j.job_id(), j.status());
+                let (id, status) = (j.job_id(), j.shown_status());
                 Resource::new(format!("{JOB_URI}{id}"), id.to_string())
                     .with_description(format!("Mozart job {id} ({status})"))
                     .with_mime_type("application/json")
