@@ -471,3 +471,46 @@ fn mcp_list_says_pausing_while_a_paused_jobs_sheet_still_runs() {
     );
     env.mozart(&["cancel", "slowp"]);
 }
+
+/// The dashboard's jobs list showed a job waiting for a job slot as started: a Started time
+/// (its submission) and a growing Elapsed, though its own page and `mozart status` said it
+/// had not started. A queued job's row now shows neither.
+#[test]
+fn the_jobs_list_shows_no_start_for_a_queued_job() {
+    let env = TestEnv::new();
+    std::fs::write(env.home.join("conductor.yaml"), "max_concurrent_jobs: 1\n").unwrap();
+    env.start_conductor();
+    let gate = env.work.join("go");
+    let score = |name: &str, run: &str| {
+        env.write_score(
+            name,
+            &format!(
+                "name: {name}\nworkspace: ./{name}-ws\ninstrument: shell\n\
+                 sheet: {{size: 1, total_items: 1}}\nprompt: {{template: \"RUN: {run}\"}}\n"
+            ),
+        )
+    };
+    let holder = score(
+        "holder",
+        &format!("while [ ! -f {} ]; do sleep 0.1; done", gate.display()),
+    );
+    crate::harness::submit_now(&env, &holder);
+    crate::harness::wait_status(&env, "holder", 30.0, |d| d["status"] == "running");
+    crate::harness::submit_now(&env, &score("waiter", "true"));
+    crate::harness::wait_status(&env, "waiter", 30.0, |d| d["status"] == "queued");
+    let page = job_page(&env, "/?status=queued");
+    let row = page
+        .split("<tr data-job=")
+        .find(|r| r.starts_with("\"waiter\""))
+        .unwrap_or_else(|| panic!("no row of waiter: {page}"));
+    // The row's last two cells: Started and Elapsed.
+    let cells: Vec<&str> = row
+        .split("</tr>")
+        .next()
+        .unwrap_or_default()
+        .split("<td>")
+        .collect();
+    let tail = &cells[cells.len() - 2..];
+    assert_eq!(tail, ["</td>", "</td>"], "a queued job has no start: {row}");
+    std::fs::write(&gate, "").unwrap();
+}

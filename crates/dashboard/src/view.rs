@@ -192,9 +192,11 @@ impl JobRow {
             None => shown.clone(),
         };
         let positive = |t: Option<f64>| t.filter(|t| *t > 0.0);
+        // A queued job waits for a slot: it has not started (its submission is not a start).
         let started = positive(summary.and_then(|s| s.started))
             .or(positive(f.started))
-            .or(positive(Some(f.submitted)));
+            .or(positive(Some(f.submitted)))
+            .filter(|_| status != "queued");
         // An active job has no end yet (a resumed job's checkpoint may keep its last one).
         let end = positive(summary.and_then(|s| s.completed))
             .or(positive(f.completed))
