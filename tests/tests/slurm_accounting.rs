@@ -282,6 +282,130 @@ prompt:
     }
 }
 
+/// The Slurm jobs (id, state) accounting knows of whose name starts with `prefix`, cancelled
+/// ones included.
+fn accounted(prefix: &str) -> Vec<(String, String)> {
+    let out = Command::new("sacct")
+        .args(["-n", "-X", "-P", "-S", "now-1hour", "-E", "now"])
+        // A held job cancelled in the queue was never eligible: only a state filter lists it.
+        .args(["-s", "PD,R,CA,CD,F,TO", "-o", "JobName,JobID,State"])
+        .output()
+        .unwrap();
+    stdout(&out)
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.split('|');
+            let name = parts.next()?;
+            let id = parts.next()?.to_string();
+            let state = parts.next()?.to_string();
+            name.starts_with(prefix).then_some((id, state))
+        })
+        .collect()
+}
+
+/// `mozart pause` while sheets wait for Slurm to accept more jobs (the per-user submit
+/// limit): they are not submitted — before, each was submitted after the pause as soon as
+/// the limit allowed, then cancelled a moment later — and are pending again; the running
+/// jobs finish, and `resume` runs the rest, each sheet once.
+#[test]
+fn pause_submits_nothing_for_sheets_waiting_on_the_submit_limit() {
+    let _cluster = mozart_tests::slurm_shared();
+    if !slurm_with_accounting() {
+        return;
+    }
+    let env = TestEnv::new();
+    install_instruments(&env);
+    env.start_conductor();
+    let job = format!("slurm-limitpause-{}", std::process::id());
+    let ws = env.work.join(format!("{job}-ws"));
+    let yaml = format!(
+        r#"name: {job}
+workspace: {ws}
+instrument: standin-text
+pause_between_sheets_seconds: 0
+parallel: {{enabled: true, max_concurrent: 4}}
+retry: {{max_retries: 0}}
+placement:
+  type: slurm
+  qos: mozart-limited
+  poll_interval_seconds: 0.2
+sheet:
+  size: 1
+  total_items: 1
+  fan_out: {{1: 4}}
+prompt:
+  template: |
+    RUN: echo {{{{ sheet_num }}}} >> "{{{{ workspace }}}}/ledger"
+    RUN: sleep 8
+"#,
+        ws = ws.display()
+    );
+    let path = env.write_score(&job, &yaml);
+    run(&env, &path, &[]);
+    let led = ws.join("ledger");
+    poll(
+        &env,
+        120.0,
+        "two sheets running, two waiting for the submit limit",
+        || {
+            let doc = status(&env, &job);
+            let waiting = doc["sheets"].as_object().map_or(0, |s| {
+                s.values()
+                    .filter(|sh| {
+                        sh["live"]["last_event"]
+                            .as_str()
+                            .is_some_and(|e| e.contains("the per-user submit limit is reached"))
+                    })
+                    .count()
+            });
+            (ledger(&led).len() == 2 && waiting == 2).then_some(())
+        },
+    );
+    let out = env.mozart(&["pause", &job]);
+    assert!(out.status.success(), "pause: {}", stdout(&out));
+    let count = |d: &serde_json::Value, status: &str| {
+        d["sheets"].as_object().map_or(0, |s| {
+            s.values().filter(|sh| sh["status"] == status).count()
+        })
+    };
+    // The waiting sheets pending again, the running ones completed.
+    let doc = wait_status(&env, &job, 120.0, |d| {
+        d["status"] == "paused" && count(d, "completed") == 2 && count(d, "pending") == 2
+    });
+    for sh in doc["sheets"].as_object().unwrap().values() {
+        assert!(
+            sh["slurm_withdrawn"].is_null(),
+            "no Slurm job was submitted, so none was withdrawn: {sh:#}"
+        );
+    }
+    let prefix = format!("mozart-{job}-");
+    let jobs = poll(
+        &env,
+        60.0,
+        "accounting to record the two jobs' ends",
+        || {
+            let jobs = accounted(&prefix);
+            (jobs.iter().filter(|(_, st)| st == "COMPLETED").count() == 2).then_some(jobs)
+        },
+    );
+    assert_eq!(
+        jobs.len(),
+        2,
+        "only the two running sheets were ever submitted: {jobs:?}"
+    );
+    assert_eq!(ledger(&led).len(), 2);
+    let out = env.mozart(&["resume", &job]);
+    assert!(out.status.success(), "resume: {}", stdout(&out));
+    let doc = wait_terminal(&env, &job, 180.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    let mut ran: Vec<u32> = ledger(&led)
+        .iter()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    ran.sort_unstable();
+    assert_eq!(ran, vec![1, 2, 3, 4], "every sheet ran once");
+}
+
 /// A sheet whose Slurm job ran to its end while no conductor followed it, and whose
 /// checkpoint record holds only the job's *name* (the registry restored from a copy taken
 /// during the submission, after the name was written and before the id was), once the

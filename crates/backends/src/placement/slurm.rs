@@ -175,7 +175,7 @@ impl SlurmPlacement {
                         match self.submit(req, &spec, &mut guard).await {
                             Ok(rec) => rec,
                             // What submit recorded and may have created is the guard's now.
-                            Err(message) => return (failed_to_start(message, started), sink),
+                            Err(message) => return (not_started(req, message, started), sink),
                         }
                     }
                     Err(message) => return (failed_to_start(message, started), sink),
@@ -186,14 +186,14 @@ impl SlurmPlacement {
             None if self.spec.array == Some(true) && req.attempt <= 1 => {
                 match self.submit_in_array(req, &spec, &mut guard).await {
                     Ok(rec) => rec,
-                    Err(message) => return (failed_to_start(message, started), sink),
+                    Err(message) => return (not_started(req, message, started), sink),
                 }
             }
             None => match self.submit(req, &spec, &mut guard).await {
                 Ok(rec) => rec,
                 // What submit recorded and may have created is the guard's now (cancelled
                 // by name, forgotten); a refused submission left it nothing.
-                Err(message) => return (failed_to_start(message, started), sink),
+                Err(message) => return (not_started(req, message, started), sink),
             },
         };
         if reattached {
@@ -579,6 +579,11 @@ impl SlurmPlacement {
         if command_missing(error) {
             return Err(error.to_string());
         }
+        // `mozart pause`: a sheet whose job Slurm has not taken yet is not submitted after
+        // it (nothing of it is in the queue to withdraw).
+        if req.progress.withdraw_asked() {
+            return Err(NOT_SUBMITTED.into());
+        }
         let limit = spec.timeout.min(Duration::from_secs(3600));
         let waited = req.progress.elapsed();
         // A per-user submit limit (`MaxSubmitJobs`) is not an outage: the status says which
@@ -611,7 +616,13 @@ impl SlurmPlacement {
         } else {
             tracing::warn!(job_id = %req.job_id, sheet = req.sheet_num, error = %error, "Slurm controller unavailable; waiting");
         }
-        tokio::time::sleep(self.poll.max(Duration::from_secs(2))).await;
+        tokio::select! {
+            () = tokio::time::sleep(self.poll.max(Duration::from_secs(2))) => {}
+            () = req.progress.withdraw_wanted() => {}
+        }
+        if req.progress.withdraw_asked() {
+            return Err(NOT_SUBMITTED.into());
+        }
         Ok(())
     }
 
@@ -1822,6 +1833,24 @@ async fn collect(
             None,
         ),
     }
+}
+
+/// Why a submission that waited for Slurm (its controller, the per-user submit limit) ended
+/// without submitting anything: `mozart pause`.
+pub(crate) const NOT_SUBMITTED: &str =
+    "not submitted to Slurm: the job was paused while the submission waited for Slurm";
+
+/// The end of an attempt whose submission ended in `message` without a job to follow: a
+/// withdrawal when the pause stopped it before it was submitted (the sheet is pending again,
+/// no attempt spent: the answer, with no job id, is on its progress), else a failure to start.
+fn not_started(req: &PlacedAttempt<'_>, message: String, started: Instant) -> ProcessOutcome {
+    if message == NOT_SUBMITTED {
+        tracing::info!(job_id = %req.job_id, sheet = req.sheet_num,
+            "paused while waiting to submit to Slurm: nothing submitted");
+        req.progress
+            .answer_withdraw(crate::types::Withdrawal::Withdrawn(String::new()));
+    }
+    failed_to_start(message, started)
 }
 
 /// The end of an attempt withdrawn from Slurm's queue: its files (the environment with its

@@ -293,20 +293,28 @@ pub(crate) async fn play(
     if let Some(remote_id) = ended.withdrawn() {
         // Taken back from Slurm's queue before it started (pause): not an attempt, nothing
         // to judge or record; the sheet is pending again.
+        // (No id: the pause came while the submission waited for Slurm, and nothing was
+        // submitted.)
         drop(prepared);
-        shared.table.tell(Fact::Run {
-            job_id: run.job_id.clone(),
-            change: RunChange::Withdrawn {
-                sheet_num,
-                remote_id: remote_id.clone(),
-            },
-        });
+        let message = if remote_id.is_empty() {
+            "not submitted to Slurm: the job was paused while the submission waited for Slurm"
+                .to_string()
+        } else {
+            shared.table.tell(Fact::Run {
+                job_id: run.job_id.clone(),
+                change: RunChange::Withdrawn {
+                    sheet_num,
+                    remote_id: remote_id.clone(),
+                },
+            });
+            format!("Slurm job {remote_id} was withdrawn from the queue before it started (the job was paused)")
+        };
         let mut r = AttemptResult::failed(
             &run.job_id,
             sheet_num,
             attempt.dispatch_id,
             FailureKind::Withdrawn,
-            format!("Slurm job {remote_id} was withdrawn from the queue before it started (the job was paused)"),
+            message,
         );
         r.instrument = attempt.instrument.clone();
         shared.table.tell(Fact::AttemptFinished {

@@ -621,6 +621,11 @@ async fn wait(ctx: &Ctx, members: &[Member], error: &str) -> Result<(), String> 
     if super::command_missing(error) {
         return Err(error.to_string());
     }
+    // `mozart pause` (it asks every member of the job's array): nothing is submitted after it.
+    let paused = || members.iter().all(|m| m.progress.withdraw_asked());
+    if paused() {
+        return Err(super::NOT_SUBMITTED.into());
+    }
     let limit = members
         .iter()
         .map(|m| m.timeout)
@@ -660,7 +665,19 @@ async fn wait(ctx: &Ctx, members: &[Member], error: &str) -> Result<(), String> 
     } else {
         tracing::warn!(job_id = %ctx.job_id, error = %error, "Slurm controller unavailable; the array submission waits");
     }
-    tokio::time::sleep(ctx.poll.max(Duration::from_secs(2))).await;
+    let asked = async {
+        match members.first() {
+            Some(m) => m.progress.withdraw_wanted().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = tokio::time::sleep(ctx.poll.max(Duration::from_secs(2))) => {}
+        () = asked => {}
+    }
+    if paused() {
+        return Err(super::NOT_SUBMITTED.into());
+    }
     Ok(())
 }
 
