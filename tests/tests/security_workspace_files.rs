@@ -203,3 +203,102 @@ fn an_inline_mcp_score_is_not_saved_in_another_users_directory() {
     );
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "written there");
 }
+
+/// The names in `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// A nightly score archiving on fresh runs, keeping 3 archives, in `ws`.
+fn nightly_score(env: &TestEnv, ws: &Path) -> std::path::PathBuf {
+    let yaml = format!(
+        "name: nightly\nworkspace: {}\ninstrument: shell\nsheet: {{size: 1, total_items: 1}}\n\
+         workspace_lifecycle: {{archive_on_fresh: true, archive_dir: archive, max_archives: 3}}\n\
+         prompt: {{template: \"RUN: echo new > {{{{ workspace }}}}/out.txt\"}}\n",
+        ws.display()
+    );
+    env.write_score("nightly", &yaml)
+}
+
+/// The workspace's `archive` is a link to a directory of the owner's holding four
+/// directories: `run --fresh` is refused, naming the link, and nothing is moved into the
+/// link's target nor deleted from it (rotation deleted the owner's directories there).
+#[test]
+fn archiving_refuses_an_archive_directory_that_is_a_link() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = env.work.join("nightly-ws");
+    let owned = env.work.join("owned");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("out.txt"), "old\n").unwrap();
+    for i in 1..=4 {
+        std::fs::create_dir_all(owned.join(format!("precious-{i}"))).unwrap();
+        std::fs::write(owned.join(format!("precious-{i}/data")), "keep").unwrap();
+    }
+    std::os::unix::fs::symlink(&owned, ws.join("archive")).unwrap();
+    let score = nightly_score(&env, &ws);
+    let out = env.mozart(&["run", score.to_str().unwrap(), "--fresh"]);
+    let text = stdout(&out);
+    assert!(!out.status.success(), "the run was accepted: {text}");
+    assert!(
+        text.contains(&format!(
+            "{} is a symbolic link",
+            ws.join("archive").display()
+        )),
+        "the refusal does not name the link: {text}"
+    );
+    assert_eq!(
+        names(&owned),
+        ["precious-1", "precious-2", "precious-3", "precious-4"],
+        "the link's target was changed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("out.txt")).unwrap(),
+        "old\n"
+    );
+}
+
+/// Another user's `archive` directory in a workspace others can write (made by them):
+/// `run --fresh` is refused, naming the directory and whose it is, and nothing is moved.
+#[test]
+fn archiving_refuses_another_users_archive_directory() {
+    let Some(intruder) = mozart_tests::users::intruder() else {
+        return;
+    };
+    let env = TestEnv::new();
+    env.start_conductor();
+    std::fs::set_permissions(env.root(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&env.work, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let theirs = env.work.join("theirs-ws");
+    let script = format!("mkdir -m 777 {t} {t}/archive", t = theirs.display());
+    let out = intruder
+        .command("sh")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{script}: {}", stdout(&out));
+    std::fs::write(theirs.join("out.txt"), "old\n").unwrap();
+    let score = nightly_score(&env, &theirs);
+    let out = env.mozart(&["run", score.to_str().unwrap(), "--fresh"]);
+    let text = stdout(&out);
+    assert!(!out.status.success(), "the run was accepted: {text}");
+    let named = format!(
+        "{} belongs to mozart-intruder",
+        theirs.join("archive").display()
+    );
+    assert!(
+        text.contains(&named),
+        "the refusal does not say {named:?}: {text}"
+    );
+    assert_eq!(names(&theirs.join("archive")), Vec::<String>::new());
+    assert_eq!(
+        std::fs::read_to_string(theirs.join("out.txt")).unwrap(),
+        "old\n"
+    );
+}

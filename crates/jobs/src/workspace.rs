@@ -19,6 +19,7 @@
 //! move the archive into itself, or break live worktrees).
 
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 
 use mozart_config::model::{ArchiveNaming, WorkspaceLifecycleConfig};
@@ -40,6 +41,24 @@ pub struct WorkspaceError {
     pub source: io::Error,
 }
 
+/// Why archiving is refused (the job is then not run): a directory it would move files
+/// into, or delete old archives from, is a symbolic link or another user's — following it
+/// would move or delete files wherever it points.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ArchiveRefused(pub String);
+
+/// Archiving failed or was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    /// A file-system step failed (the run goes on, §9.12).
+    #[error(transparent)]
+    Failed(#[from] WorkspaceError),
+    /// Not safe to archive: the job is not run.
+    #[error(transparent)]
+    Refused(#[from] ArchiveRefused),
+}
+
 /// What [`on_fresh_start`] did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct FreshStart {
@@ -48,6 +67,9 @@ pub struct FreshStart {
     pub archived: Option<PathBuf>,
     /// Why archiving failed, for the job log; the run goes on regardless.
     pub warning: Option<String>,
+    /// Why archiving was refused ([`ArchiveRefused`]): nothing was moved, and the job must
+    /// not run.
+    pub refused: Option<String>,
 }
 
 /// Archive the workspace before a fresh run when `archive_on_fresh` is set. Never fails.
@@ -77,14 +99,21 @@ pub fn on_fresh_start_keeping(
             }
             FreshStart {
                 archived,
-                warning: None,
+                ..FreshStart::default()
             }
         }
-        Err(e) => {
+        Err(ArchiveError::Failed(e)) => {
             tracing::warn!(job_id, error = %e, "workspace.archive_failed");
             FreshStart {
-                archived: None,
                 warning: Some(e.to_string()),
+                ..FreshStart::default()
+            }
+        }
+        Err(ArchiveError::Refused(e)) => {
+            tracing::warn!(job_id, error = %e, "workspace.archive_refused");
+            FreshStart {
+                refused: Some(e.to_string()),
+                ..FreshStart::default()
             }
         }
     }
@@ -96,16 +125,20 @@ pub fn on_fresh_start_keeping(
 pub fn archive_workspace(
     workspace: &Path,
     config: &WorkspaceLifecycleConfig,
-) -> Result<Option<PathBuf>, WorkspaceError> {
+) -> Result<Option<PathBuf>, ArchiveError> {
     archive_workspace_keeping(workspace, config, None)
 }
 
 /// [`archive_workspace`], leaving in place the top-level entry that is or holds `keep`.
+///
+/// The workspace and the archive directory are opened once and checked ([`open_archive_base`]),
+/// and every move and deletion is made relative to those handles: a link another user puts in
+/// their place meanwhile is never followed.
 pub fn archive_workspace_keeping(
     workspace: &Path,
     config: &WorkspaceLifecycleConfig,
     keep: Option<&Path>,
-) -> Result<Option<PathBuf>, WorkspaceError> {
+) -> Result<Option<PathBuf>, ArchiveError> {
     let keep = keep.map(mozart_config::resolve_path);
     let err = |action, path: &Path, source| WorkspaceError {
         workspace: workspace.to_path_buf(),
@@ -119,6 +152,7 @@ pub fn archive_workspace_keeping(
     let archive_base = workspace.join(&config.archive_dir);
     let preserved = Preserver::new(workspace, &archive_base, &config.preserve_patterns);
 
+    // The names only: each is then moved relative to the workspace opened and checked.
     let mut items = Vec::new();
     let entries =
         std::fs::read_dir(workspace).map_err(|e| err("list the workspace", workspace, e))?;
@@ -129,7 +163,7 @@ pub fn archive_workspace_keeping(
             .as_deref()
             .is_some_and(|k| k.starts_with(mozart_config::resolve_path(&workspace.join(&name))));
         if !preserved.keeps(&name) && !holds_kept {
-            items.push(entry.path());
+            items.push(entry.file_name());
         }
     }
     if items.is_empty() {
@@ -137,28 +171,180 @@ pub fn archive_workspace_keeping(
     }
     items.sort();
 
-    let archive = free_archive_path(&archive_base.join(archive_name(workspace, config)));
-    std::fs::create_dir_all(&archive).map_err(|e| err("create the archive", &archive, e))?;
+    let (ws_fd, base_fd) = open_archive_base(workspace, &config.archive_dir)?;
+    let name = free_archive_name(&base_fd, &archive_name(workspace, config));
+    let archive = archive_base.join(&name);
+    let errno = |e: nix::errno::Errno| io::Error::from_raw_os_error(e as i32);
+    nix::sys::stat::mkdirat(
+        &base_fd,
+        name.as_str(),
+        nix::sys::stat::Mode::from_bits_truncate(0o777),
+    )
+    .map_err(|e| err("create the archive", &archive, errno(e)))?;
+    let archive_fd =
+        open_dir_at(&base_fd, &name).map_err(|e| err("create the archive", &archive, e))?;
     let mut moved = 0usize;
     for item in &items {
-        let Some(name) = item.file_name() else {
-            continue;
-        };
-        match std::fs::rename(item, archive.join(name)) {
+        match nix::fcntl::renameat(&ws_fd, item.as_os_str(), &archive_fd, item.as_os_str()) {
             Ok(()) => moved += 1,
             Err(e) => {
-                tracing::warn!(item = %item.display(), error = %e, "workspace.archive_item_failed")
+                tracing::warn!(item = %workspace.join(item).display(), error = %e, "workspace.archive_item_failed")
             }
         }
     }
     if moved == 0 {
-        let _ = std::fs::remove_dir_all(&archive);
+        let _ = nix::unistd::unlinkat(
+            &base_fd,
+            name.as_str(),
+            nix::unistd::UnlinkatFlags::RemoveDir,
+        );
         return Ok(None);
     }
     if config.max_archives > 0 {
-        rotate(&archive_base, config.max_archives as usize);
+        rotate(&base_fd, &archive_base, config.max_archives as usize);
     }
     Ok(Some(archive))
+}
+
+/// The path through which a directory handle is read (`/proc/self/fd/N`: the directory
+/// itself, whatever its path now holds).
+fn fd_path(fd: &OwnedFd) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+/// Open the directory `name` in `dir`, not through a link.
+fn open_dir_at(dir: &OwnedFd, name: &str) -> io::Result<OwnedFd> {
+    use nix::fcntl::{openat, OFlag};
+    openat(
+        dir,
+        name,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| io::Error::from_raw_os_error(e as i32))
+}
+
+/// Whose a file is, when it is not yours nor root's (whose files are trusted).
+fn foreign_owner(uid: u32) -> Option<String> {
+    let me = nix::unistd::geteuid().as_raw();
+    (uid != me && uid != 0).then(|| mozart_ipc::trust::describe_user(uid))
+}
+
+/// What to do about a refused archive directory.
+const ARCHIVE_FIX: &str = "nothing was moved and the job was not run; remove it, or set workspace_lifecycle.archive_dir to a directory of yours";
+
+/// Open the workspace (as resolved when the score was loaded) and its archive directory
+/// (`archive_dir` of the score, made when missing) for archiving, refusing
+/// ([`ArchiveRefused`]) an archive directory (or a directory on the way to it inside the
+/// workspace) that is a symbolic link or another user's: files would be moved into, and old
+/// archives deleted from, wherever it points.
+fn open_archive_base(
+    workspace: &Path,
+    archive_dir: &str,
+) -> Result<(OwnedFd, OwnedFd), ArchiveError> {
+    use nix::fcntl::{open, OFlag};
+    use nix::sys::stat::{fstat, Mode};
+    let io = |action, path: &Path, source| {
+        ArchiveError::Failed(WorkspaceError {
+            workspace: workspace.to_path_buf(),
+            action,
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let ws_fd = open(workspace, flags, Mode::empty()).map_err(|e| {
+        io(
+            "open the workspace",
+            workspace,
+            io::Error::from_raw_os_error(e as i32),
+        )
+    })?;
+    let rel = Path::new(archive_dir);
+    let (mut fd, mut path) = if rel.is_absolute() {
+        let root = open(Path::new("/"), flags, Mode::empty()).map_err(|e| {
+            io(
+                "open",
+                Path::new("/"),
+                io::Error::from_raw_os_error(e as i32),
+            )
+        })?;
+        (root, PathBuf::from("/"))
+    } else {
+        let again = open(workspace, flags, Mode::empty()).map_err(|e| {
+            io(
+                "open the workspace",
+                workspace,
+                io::Error::from_raw_os_error(e as i32),
+            )
+        })?;
+        (again, workspace.to_path_buf())
+    };
+    for part in rel.components() {
+        let name = match part {
+            Component::Normal(name) => name.to_string_lossy().into_owned(),
+            Component::ParentDir => "..".to_string(),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => continue,
+        };
+        path.push(&name);
+        let next = match open_dir_at(&fd, &name) {
+            Ok(next) => next,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                match nix::sys::stat::mkdirat(&fd, name.as_str(), Mode::from_bits_truncate(0o777)) {
+                    Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+                    Err(e) => {
+                        return Err(io(
+                            "create the archive directory",
+                            &path,
+                            io::Error::from_raw_os_error(e as i32),
+                        ))
+                    }
+                }
+                open_dir_at(&fd, &name).map_err(|e| io("open the archive directory", &path, e))?
+            }
+            Err(e) => {
+                let link = nix::sys::stat::fstatat(
+                    &fd,
+                    name.as_str(),
+                    nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+                )
+                .is_ok_and(|st| st.st_mode & libc_ifmt() == nix::sys::stat::SFlag::S_IFLNK.bits());
+                if link {
+                    let target = std::fs::read_link(&path)
+                        .map(|t| t.display().to_string())
+                        .unwrap_or_default();
+                    return Err(ArchiveRefused(format!(
+                        "Workspace archiving refused: {} is a symbolic link (to {target}): the workspace is not archived through one; {ARCHIVE_FIX}",
+                        path.display()
+                    ))
+                    .into());
+                }
+                return Err(io("open the archive directory", &path, e));
+            }
+        };
+        let st = fstat(&next).map_err(|e| {
+            io(
+                "open the archive directory",
+                &path,
+                io::Error::from_raw_os_error(e as i32),
+            )
+        })?;
+        if name != ".." {
+            if let Some(owner) = foreign_owner(st.st_uid) {
+                return Err(ArchiveRefused(format!(
+                    "Workspace archiving refused: {} belongs to {owner}, who could read, replace or remove what is archived there; {ARCHIVE_FIX}",
+                    path.display()
+                ))
+                .into());
+            }
+        }
+        fd = next;
+    }
+    Ok((ws_fd, fd))
+}
+
+fn libc_ifmt() -> u32 {
+    nix::sys::stat::SFlag::S_IFMT.bits()
 }
 
 /// `iteration-{n}` from a parsable `.iteration` file when naming is `iteration`, else
@@ -208,45 +394,95 @@ fn python_int(text: &str) -> Option<i64> {
         .map(|n| sign * n)
 }
 
-fn free_archive_path(wanted: &Path) -> PathBuf {
-    if !wanted.exists() {
-        return wanted.to_path_buf();
+/// `wanted`, or `wanted-1` … `wanted-99` when taken, in the archive directory `base`.
+fn free_archive_name(base: &OwnedFd, wanted: &str) -> String {
+    let taken = |name: &str| {
+        nix::sys::stat::fstatat(base, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW).is_ok()
+    };
+    if !taken(wanted) {
+        return wanted.to_string();
     }
-    let name = wanted
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
     for i in 1..=MAX_COLLISION_SUFFIX {
-        let candidate = wanted.with_file_name(format!("{name}-{i}"));
-        if !candidate.exists() {
+        let candidate = format!("{wanted}-{i}");
+        if !taken(&candidate) {
             return candidate;
         }
     }
     let now = mozart_state::Timestamp::now();
     let time = now.as_str().get(11..19).unwrap_or("").replace(':', "");
-    wanted.with_file_name(format!("{name}-{time}"))
+    format!("{wanted}-{time}")
 }
 
-/// Keep only the newest `keep` archive directories (by modification time).
-fn rotate(archive_base: &Path, keep: usize) {
-    let Ok(entries) = std::fs::read_dir(archive_base) else {
+/// Whether `name` is one Mozart gives an archive: `archive-YYYYMMDD-HHMMSS` or
+/// `iteration-N`, with a collision suffix.
+fn is_archive_name(name: &str) -> bool {
+    let rest = name
+        .strip_prefix("archive-")
+        .or_else(|| name.strip_prefix("iteration-"));
+    rest.is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit() || b == b'-'))
+}
+
+/// Keep only the newest `keep` archives (by modification time) in the archive directory
+/// open as `base` (its path `base_path`). Only what Mozart made is counted and removed:
+/// directories of yours named as an archive ([`is_archive_name`]), never a link, nor
+/// anything else someone keeps there.
+fn rotate(base: &OwnedFd, base_path: &Path, keep: usize) {
+    let Ok(entries) = std::fs::read_dir(fd_path(base)) else {
         return;
     };
-    let mut dirs: Vec<(std::time::SystemTime, PathBuf)> = entries
+    let me = nix::unistd::geteuid().as_raw();
+    let mut dirs: Vec<(i64, i64, String)> = entries
         .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            if !is_archive_name(&name) {
+                return None;
+            }
+            let st = nix::sys::stat::fstatat(
+                base,
+                name.as_str(),
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            )
+            .ok()?;
+            let dir = st.st_mode & libc_ifmt() == nix::sys::stat::SFlag::S_IFDIR.bits();
+            (dir && st.st_uid == me).then_some((st.st_mtime, st.st_mtime_nsec, name))
+        })
         .collect();
     dirs.sort();
     let excess = dirs.len().saturating_sub(keep);
-    for (_, old) in dirs.into_iter().take(excess) {
-        match std::fs::remove_dir_all(&old) {
-            Ok(()) => tracing::info!(removed = %old.display(), "workspace.archive_rotated"),
+    for (_, _, old) in dirs.into_iter().take(excess) {
+        let path = base_path.join(&old);
+        match remove_tree_at(base, &old) {
+            Ok(()) => tracing::info!(removed = %path.display(), "workspace.archive_rotated"),
             Err(e) => {
-                tracing::warn!(path = %old.display(), error = %e, "workspace.archive_rotation_failed")
+                tracing::warn!(path = %path.display(), error = %e, "workspace.archive_rotation_failed")
             }
         }
     }
+}
+
+/// Remove the directory `name` in `dir` and everything in it, relative to open handles:
+/// a link inside is removed, never followed.
+fn remove_tree_at(dir: &OwnedFd, name: &str) -> io::Result<()> {
+    use nix::unistd::{unlinkat, UnlinkatFlags};
+    let errno = |e: nix::errno::Errno| io::Error::from_raw_os_error(e as i32);
+    let fd = open_dir_at(dir, name)?;
+    for entry in std::fs::read_dir(fd_path(&fd))? {
+        let entry = entry?;
+        let child = entry.file_name();
+        let st = nix::sys::stat::fstatat(
+            &fd,
+            child.as_os_str(),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .map_err(errno)?;
+        if st.st_mode & libc_ifmt() == nix::sys::stat::SFlag::S_IFDIR.bits() {
+            remove_tree_at(&fd, &child.to_string_lossy())?;
+        } else {
+            unlinkat(&fd, child.as_os_str(), UnlinkatFlags::NoRemoveDir).map_err(errno)?;
+        }
+    }
+    unlinkat(dir, name, UnlinkatFlags::RemoveDir).map_err(errno)
 }
 
 /// Which top-level names stay in the workspace.

@@ -177,3 +177,23 @@ fn preserve_patterns_use_fnmatch_on_top_level_names() {
     assert_eq!(names(&archive), ["reports", "result.md"]);
     assert!(ws.join("keep-me.log").exists() && ws.join("cache/deep").exists());
 }
+
+/// Rotation removes only archives Mozart made: a directory of the user's own in the archive
+/// directory, whatever its age, is kept.
+#[test]
+fn rotation_keeps_what_mozart_did_not_make() {
+    let (_tmp, ws) = used_workspace();
+    std::fs::create_dir_all(ws.join("archive/my-notes")).unwrap();
+    std::fs::write(ws.join("archive/my-notes/n.txt"), "mine").unwrap();
+    let cfg = WorkspaceLifecycleConfig {
+        max_archives: 1,
+        ..config()
+    };
+    for i in 1..=2 {
+        std::fs::write(ws.join(".iteration"), i.to_string()).unwrap();
+        std::fs::write(ws.join("result.md"), format!("run {i}")).unwrap();
+        archive_workspace(&ws, &cfg).unwrap().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(names(&ws.join("archive")), ["iteration-2", "my-notes"]);
+}

@@ -777,10 +777,6 @@ fn carry_over(
                 ))
             })?
     };
-    if checkpoint.is_none() {
-        // A run that starts over replays no worker output and no delivery of an old run.
-        super::review::forget_all(workspace);
-    }
     if fresh && config.workspace_lifecycle.archive_on_fresh {
         // The old run's files move to an archive before the fresh run writes anything
         // (execution.md §9.12; upstream does this only in the legacy runner).
@@ -796,6 +792,15 @@ fn carry_over(
         if let Some(warning) = &outcome.warning {
             tracing::warn!(job_id, warning, "workspace.archive_failed");
         }
+        // A link or another user's directory where the archive goes: nothing was moved,
+        // and the job is not run (it would start over on the old run's files).
+        if let Some(refused) = outcome.refused {
+            return Err(Rejection(refused));
+        }
+    }
+    if checkpoint.is_none() {
+        // A run that starts over replays no worker output and no delivery of an old run.
+        super::review::forget_all(workspace);
     }
     Ok(Previous {
         record,
