@@ -514,3 +514,34 @@ fn the_jobs_list_shows_no_start_for_a_queued_job() {
     assert_eq!(tail, ["</td>", "</td>"], "a queued job has no start: {row}");
     std::fs::write(&gate, "").unwrap();
 }
+
+/// The job page's "Live output of running sheets" showed the last lines of a sheet that had
+/// printed megabytes with no word that the rest was left out; MCP `logs` said "[N earlier
+/// bytes not shown; the whole output: …]". The page now says it too.
+#[test]
+fn the_live_output_says_it_is_cut_and_where_the_whole_is() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml =
+        "name: flood\nworkspace: ./flood-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         sheet: {size: 1, total_items: 1}\nprompt:\n  template: |\n    \
+         RUN: seq 1 20000; echo flood-printed; sleep 120\n";
+    let score = env.write_score("flood", yaml);
+    crate::harness::run(&env, &score, &[]);
+    crate::harness::poll(&env, 60.0, "the sheet's output", || {
+        stdout(&env.mozart(&["logs", "flood", "--sheet", "1"]))
+            .contains("flood-printed")
+            .then_some(())
+    });
+    let page = job_page(&env, "/jobs/flood");
+    let log = page
+        .split(r#"<pre class="log">"#)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no live output: {page}"));
+    assert!(
+        log.starts_with("[") && log.contains(" earlier bytes not shown; the whole output: "),
+        "{log}"
+    );
+    assert!(log.contains("sheet-01.stdout.log]"), "{log}");
+    env.mozart(&["cancel", "flood"]);
+}

@@ -720,8 +720,10 @@ fn log_tail(workspace: &Path, job_id: &str, sheet: u32) -> Option<LogTail> {
         let mut buf = Vec::new();
         let _ = file.take(LOG_TAIL_BYTES).read_to_end(&mut buf);
         let mut chunk = String::from_utf8_lossy(&buf).into_owned();
+        let mut skipped = start;
         if start > 0 {
             if let Some(nl) = chunk.find('\n') {
+                skipped += (nl + 1) as u64;
                 chunk.drain(..=nl);
             }
         }
@@ -730,6 +732,14 @@ fn log_tail(workspace: &Path, job_id: &str, sheet: u32) -> Option<LogTail> {
         if !chunk.is_empty() {
             if suffix == "stderr" {
                 text.push_str("--- stderr ---\n");
+            }
+            // Only the end is shown: say so, and where the whole is (as MCP `logs` does).
+            if skipped > 0 {
+                let noun = if skipped == 1 { "byte" } else { "bytes" };
+                text.push_str(&format!(
+                    "[{skipped} earlier {noun} not shown; the whole output: {}]\n",
+                    path.display()
+                ));
             }
             text.push_str(&chunk);
         }
