@@ -446,3 +446,176 @@ fn a_conductor_started_by_an_instrument_gives_its_attempts_their_own_tag() {
     );
     stop_confirmed(&env);
 }
+
+/// A one-sheet `shell` score whose `command_succeeds` check starts every escape, one more
+/// process that keeps the check's output pipe open (`( sleep & )`, marker `holder`), then
+/// runs `then`; `rule` is added to the check.
+fn check_score(
+    env: &TestEnv,
+    name: &str,
+    markers: &[(&str, String)],
+    holder: &str,
+    rule: &str,
+    then: &str,
+) -> std::path::PathBuf {
+    let ws = env.work.join(format!("{name}-ws"));
+    let mut lines = String::new();
+    for ((_, template), (_, marker)) in ESCAPES.iter().zip(markers) {
+        let line = template
+            .replace("{ws}", &ws.display().to_string())
+            .replace("{m}", marker);
+        lines.push_str(&format!("      {line}\n"));
+    }
+    lines.push_str(&format!("      ( sh -c 'exec sleep {holder}' & )\n"));
+    for line in then.lines() {
+        lines.push_str(&format!("      {line}\n"));
+    }
+    let yaml = format!(
+        "name: {name}\nworkspace: {ws}\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         sheet: {{size: 1, total_items: 1}}\nretry: {{max_retries: 0}}\n\
+         prompt:\n  template: |\n    RUN: echo hi\n\
+         validations:\n  - type: command_succeeds\n{rule}    command: |\n{lines}",
+        ws = ws.display(),
+    );
+    env.write_score(name, &yaml)
+}
+
+/// The marker of the process that holds a check's output pipe (see [`check_score`]).
+fn holder_marker(markers: &Markers) -> String {
+    format!("3900.{}", &markers[0].1[5..])
+}
+
+/// Wait until `job`'s status is `want` (`mozart status --json`), within 60 s.
+fn wait_status(env: &TestEnv, job: &str, want: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while job_status(env, job) != want {
+        assert!(
+            Instant::now() < deadline,
+            "{job} is not {want} after 60 s: {}",
+            stdout(&env.mozart(&["status", job]))
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A `command_succeeds` check is no instrument, but what it starts must not outlive it
+/// either: the check passes once `bash` exits (not when a background child closes the
+/// output pipe it holds) and every process it left is ended.
+#[test]
+fn processes_a_validation_command_detached_end_when_it_exits() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let markers = markers();
+    let holder = holder_marker(&markers);
+    let _holder = Markers(vec![("holder", holder.clone())]);
+    let ws = env.work.join("vdone-ws");
+    let score = check_score(&env, "vdone", &markers, &holder, "", "true");
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "run: {}", stdout(&out));
+    wait_status(&env, "vdone", "completed");
+    for (name, _) in markers.iter() {
+        assert!(
+            ws.join(format!("pid-{name}")).exists(),
+            "the check never started its '{name}' process"
+        );
+    }
+    assert_none_left(
+        &[("holder", holder)],
+        Duration::from_secs(15),
+        "after the check passed",
+    );
+    assert_none_left(&markers, Duration::from_secs(15), "after the check passed");
+    assert_no_zombie_children(env.conductor_pid().unwrap(), Duration::from_secs(5));
+}
+
+#[test]
+fn processes_a_validation_command_detached_end_when_the_job_is_cancelled() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let markers = markers();
+    let holder = holder_marker(&markers);
+    let _holder = Markers(vec![("holder", holder.clone())]);
+    let ws = env.work.join("vcancel-ws");
+    let score = check_score(&env, "vcancel", &markers, &holder, "", "sleep 120");
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "run: {}", stdout(&out));
+    wait_started(&ws, &markers);
+    let out = env.mozart(&["cancel", "vcancel"]);
+    assert_eq!(out.status.code(), Some(0), "cancel: {}", stdout(&out));
+    assert_none_left(&markers, Duration::from_secs(15), "after mozart cancel");
+    assert_none_left(
+        &[("holder", holder)],
+        Duration::from_secs(5),
+        "after mozart cancel",
+    );
+}
+
+#[test]
+fn processes_a_validation_command_detached_end_when_the_conductor_stops() {
+    let env = TestEnv::new();
+    std::fs::write(
+        env.home.join("conductor.yaml"),
+        "shutdown_timeout_seconds: 10\n",
+    )
+    .unwrap();
+    env.start_conductor();
+    let markers = markers();
+    let holder = holder_marker(&markers);
+    let _holder = Markers(vec![("holder", holder.clone())]);
+    let ws = env.work.join("vstop-ws");
+    let score = check_score(&env, "vstop", &markers, &holder, "", "sleep 120");
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "run: {}", stdout(&out));
+    wait_started(&ws, &markers);
+    stop_confirmed(&env);
+    assert_none_left(&markers, Duration::from_secs(10), "after mozart stop");
+    assert_none_left(
+        &[("holder", holder)],
+        Duration::from_secs(5),
+        "after mozart stop",
+    );
+}
+
+/// A check that outlives its `timeout_seconds` is ended with everything it started, and
+/// its failure says how: a command that ignored SIGTERM was killed with SIGKILL.
+#[test]
+fn processes_a_validation_command_detached_end_when_it_times_out() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let markers = markers();
+    let holder = holder_marker(&markers);
+    let _holder = Markers(vec![("holder", holder.clone())]);
+    let ws = env.work.join("vslow-ws");
+    let score = check_score(
+        &env,
+        "vslow",
+        &markers,
+        &holder,
+        "    timeout_seconds: 3\n",
+        "trap '' TERM; sleep 120",
+    );
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "run: {}", stdout(&out));
+    wait_status(&env, "vslow", "failed");
+    for (name, _) in markers.iter() {
+        assert!(
+            ws.join(format!("pid-{name}")).exists(),
+            "the check never started its '{name}' process"
+        );
+    }
+    assert_none_left(
+        &markers,
+        Duration::from_secs(10),
+        "after the check timed out",
+    );
+    assert_none_left(
+        &[("holder", holder)],
+        Duration::from_secs(5),
+        "after the check timed out",
+    );
+    let errors = stdout(&env.mozart(&["errors", "vslow", "-V"]));
+    assert!(
+        errors.contains("timed out after 3s (it ignored SIGTERM and was killed with SIGKILL)"),
+        "{errors}"
+    );
+}

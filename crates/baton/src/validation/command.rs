@@ -9,21 +9,27 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::io::AsyncReadExt;
 
-/// How a command check ended.
-#[derive(Debug)]
-pub(super) enum CommandOutcome {
-    /// The command exited with this code (`None` when killed by a signal).
-    Exited { code: Option<i32>, output: String },
-    /// The timeout expired and the group was killed.
-    TimedOut,
-    /// The command could not be started.
-    SpawnFailed(std::io::Error),
-}
+pub(super) use super::CommandOutcome;
+use super::{CommandRequest, RUN_COMMANDS};
 
 /// Grace between SIGTERM and SIGKILL when a command times out.
 const KILL_GRACE: Duration = Duration::from_millis(500);
 
+/// Run a command check: by the conductor's [`super::CommandRunner`] when one is in scope,
+/// else in its own process group here.
 pub(super) async fn run_command(command: &str, cwd: &Path, timeout: Duration) -> CommandOutcome {
+    if let Ok(runner) = RUN_COMMANDS.try_with(std::sync::Arc::clone) {
+        return runner(CommandRequest {
+            command: command.to_owned(),
+            working_dir: cwd.to_path_buf(),
+            timeout,
+        })
+        .await;
+    }
+    run_in_group(command, cwd, timeout).await
+}
+
+async fn run_in_group(command: &str, cwd: &Path, timeout: Duration) -> CommandOutcome {
     let mut cmd = tokio::process::Command::new("bash");
     cmd.arg("-c")
         .arg(command)
@@ -37,11 +43,6 @@ pub(super) async fn run_command(command: &str, cwd: &Path, timeout: Duration) ->
         Ok(child) => child,
         Err(e) => return CommandOutcome::SpawnFailed(e),
     };
-    let _watched = child.id().and_then(|pid| {
-        super::WATCH_GROUPS
-            .try_with(|watch| watch(pid, timeout))
-            .ok()
-    });
     let pgid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
@@ -72,6 +73,7 @@ pub(super) async fn run_command(command: &str, cwd: &Path, timeout: Duration) ->
             CommandOutcome::Exited {
                 code: status.code(),
                 output,
+                cut: false,
             }
         }
         Ok((Err(e), _, _)) => CommandOutcome::SpawnFailed(e),
@@ -80,18 +82,23 @@ pub(super) async fn run_command(command: &str, cwd: &Path, timeout: Duration) ->
                 // The whole group: `bash -c` children (e.g. `sleep`) must not outlive the check.
                 let _ = killpg(pgid, Signal::SIGTERM);
                 tokio::time::sleep(KILL_GRACE).await;
-                let _ = killpg(pgid, Signal::SIGKILL);
+                let killed = killpg(pgid, Signal::SIGKILL).is_ok();
+                return CommandOutcome::TimedOut { killed };
             }
-            CommandOutcome::TimedOut
+            CommandOutcome::TimedOut { killed: false }
         }
     }
 }
 
-/// Combined output truncated to 500 characters plus a total count (§6.3).
-pub(super) fn truncate_output(output: &str) -> String {
+/// Combined output truncated to 500 characters plus a total count (§6.3). `cut`: `output`
+/// is only the start of what the command printed.
+pub(super) fn truncate_output(output: &str, cut: bool) -> String {
     let total = output.chars().count();
-    if total <= 500 {
+    if total <= 500 && !cut {
         output.to_owned()
+    } else if cut {
+        let head: String = output.chars().take(500).collect();
+        format!("{head}\n... (more than {total} chars total)")
     } else {
         let head: String = output.chars().take(500).collect();
         format!("{head}\n... ({total} chars total)")

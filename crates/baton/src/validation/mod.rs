@@ -15,18 +15,56 @@ use serde::{Deserialize, Serialize};
 
 pub use run::run_validations;
 
-/// Keeps a command check's process group watched until dropped.
-pub type GroupGuard = Box<dyn std::any::Any + Send>;
+/// A `command_succeeds` check to run: `bash -c command` in `working_dir`, ended at `timeout`.
+#[derive(Debug, Clone)]
+pub struct CommandRequest {
+    /// Command line (placeholders already replaced).
+    pub command: String,
+    /// Working directory.
+    pub working_dir: PathBuf,
+    /// Wall-clock limit.
+    pub timeout: Duration,
+}
 
-/// Called with a command check's process group and its timeout as the command starts: the
-/// conductor records the group where a killed conductor's successor (and its watchdog) find
-/// it, so a check never runs on beside its sheet's re-run.
-pub type GroupWatch = std::sync::Arc<dyn Fn(u32, Duration) -> GroupGuard + Send + Sync>;
+/// How a command check ended.
+#[derive(Debug)]
+pub enum CommandOutcome {
+    /// The command exited with this code (`None` when killed by a signal). `output` is its
+    /// stdout then its stderr — their starts only when `cut` (bounded memory).
+    Exited {
+        /// Exit code.
+        code: Option<i32>,
+        /// What it printed (or the start of it).
+        output: String,
+        /// Only the start of a larger output is in `output`.
+        cut: bool,
+    },
+    /// The timeout expired and every process of the check was ended; `killed` when one of
+    /// them needed SIGKILL after ignoring SIGTERM.
+    TimedOut {
+        /// SIGKILL was needed.
+        killed: bool,
+    },
+    /// The command could not be started.
+    SpawnFailed(std::io::Error),
+}
+
+/// Runs a command check and ends every process it started — the conductor's runner tags
+/// them as an instrument's are (descendants, the in-flight journal, the end at `mozart
+/// stop`).
+pub type CommandRunner = std::sync::Arc<
+    dyn Fn(
+            CommandRequest,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = CommandOutcome> + Send>>
+        + Send
+        + Sync,
+>;
 
 tokio::task_local! {
-    /// The [`GroupWatch`] of the validations run in this task's scope
-    /// (`WATCH_GROUPS.scope(watch, run_validations(..))`); none outside a scope.
-    pub static WATCH_GROUPS: GroupWatch;
+    /// The [`CommandRunner`] of the validations run in this task's scope
+    /// (`RUN_COMMANDS.scope(runner, run_validations(..))`); outside a scope a command check
+    /// runs in its own process group, ended as a group at its timeout.
+    pub static RUN_COMMANDS: CommandRunner;
 }
 
 /// What one rule checks (§6.1 `type`).

@@ -300,12 +300,12 @@ fn end_of_text(pattern: &str) -> String {
 async fn command_succeeds(command: &str, working_dir: &Path, timeout: Duration) -> Attempt {
     match run_command(command, working_dir, timeout).await {
         CommandOutcome::Exited { code: Some(0), .. } => Attempt::pass(Some("exit 0".to_owned())),
-        CommandOutcome::Exited { code, output } => {
+        CommandOutcome::Exited { code, output, cut } => {
             let code = code.map_or_else(|| "signal".to_owned(), |c| c.to_string());
             let mut msg = format!("Command failed (exit {code}): {command}");
             if !output.is_empty() {
                 msg.push('\n');
-                msg.push_str(&truncate_output(&output));
+                msg.push_str(&truncate_output(&output, cut));
             }
             Attempt {
                 actual: Some(format!("exit {code}")),
@@ -314,11 +314,16 @@ async fn command_succeeds(command: &str, working_dir: &Path, timeout: Duration) 
                 ..Attempt::fail("error", msg, None)
             }
         }
-        CommandOutcome::TimedOut => Attempt::fail(
+        CommandOutcome::TimedOut { killed } => Attempt::fail(
             "error",
             format!(
-                "Command timed out after {:.0}s: {command}",
-                timeout.as_secs_f64()
+                "Command timed out after {:.0}s{}: {command}",
+                timeout.as_secs_f64(),
+                if killed {
+                    " (it ignored SIGTERM and was killed with SIGKILL)"
+                } else {
+                    ""
+                }
             ),
             None,
         ),

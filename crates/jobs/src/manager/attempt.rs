@@ -150,3 +150,125 @@ impl Drop for Watched {
         }
     }
 }
+
+/// How much of each stream of a `command_succeeds` check is kept: the failure message shows
+/// its first 500 characters.
+const CHECK_OUTPUT_KEPT: usize = 64 * 1024;
+
+/// The start of one stream of a command check, fed line by line.
+#[derive(Default)]
+struct Head {
+    kept: Vec<u8>,
+    cut: bool,
+}
+
+impl Head {
+    fn push(&mut self, line: &[u8]) {
+        let room = CHECK_OUTPUT_KEPT.saturating_sub(self.kept.len());
+        if line.len() + 1 > room {
+            self.kept.extend_from_slice(&line[..line.len().min(room)]);
+            self.cut = true;
+        } else {
+            self.kept.extend_from_slice(line);
+            self.kept.push(b'\n');
+        }
+    }
+}
+
+/// A stream's [`Head`] as a line sink.
+struct HeadSink(Arc<std::sync::Mutex<Head>>);
+
+impl mozart_backends::process::LineSink for HeadSink {
+    fn line(&mut self, line: &[u8]) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(line);
+    }
+}
+
+/// The runner of `job_id`'s `sheet_num`'s `command_succeeds` checks: each runs as an
+/// instrument does ([`mozart_backends::process::run_process`]) — tagged, so that whatever it
+/// starts (`cmd &`, `nohup`, `setsid`) is ended with it: once `bash` exits (after a short
+/// drain, not waiting for pipes a background child holds), at its timeout, when the check
+/// is cancelled (the future dropped) and when the conductor stops; and recorded in the
+/// in-flight journal like an attempt's group, so a conductor killed meanwhile leaves it to
+/// the watchdog and the next start, not running beside the sheet's re-run.
+pub(crate) fn check_runner(
+    shared: &Arc<Shared>,
+    job_id: &str,
+    sheet_num: u32,
+) -> mozart_baton::validation::CommandRunner {
+    let (shared, job_id) = (Arc::clone(shared), job_id.to_owned());
+    Arc::new(move |req| {
+        let (shared, job_id) = (Arc::clone(&shared), job_id.clone());
+        Box::pin(async move { run_check(&shared, &job_id, sheet_num, req).await })
+    })
+}
+
+async fn run_check(
+    shared: &Arc<Shared>,
+    job_id: &str,
+    sheet_num: u32,
+    req: mozart_baton::validation::CommandRequest,
+) -> mozart_baton::validation::CommandOutcome {
+    use mozart_backends::process::{run_process, LineHook, ProcessSpec};
+    use mozart_baton::validation::CommandOutcome;
+    let mut spec = ProcessSpec::new("bash", vec!["-c".into(), req.command], req.timeout);
+    spec.cwd = Some(req.working_dir);
+    spec.owner = Some(job_id.to_owned());
+    let out = Arc::new(std::sync::Mutex::new(Head::default()));
+    let err = Arc::new(std::sync::Mutex::new(Head::default()));
+    let err_lines = Arc::clone(&err);
+    spec.stderr_lines = Some(LineHook(Arc::new(move |line: &[u8]| {
+        err_lines
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(line);
+    })));
+    let progress = Arc::new(mozart_backends::Progress::new());
+    let sink: Box<dyn mozart_backends::process::LineSink> = Box::new(HeadSink(Arc::clone(&out)));
+    let execution = run_process(spec, Arc::clone(&progress), Some(sink));
+    tokio::pin!(execution);
+    // A spawn that failed ends before any pid is known.
+    let started = tokio::select! {
+        biased;
+        done = &mut execution => Err(done),
+        pid = progress.started_pid() => Ok(pid),
+    };
+    let (outcome, _sink) = match started {
+        Err(done) => done,
+        Ok(pid) => {
+            let tag = progress.attempt_tag();
+            let _watched = Watched::start(
+                shared,
+                job_id,
+                sheet_num,
+                pid,
+                progress.start_ticks(),
+                tag.as_deref(),
+                req.timeout,
+            );
+            execution.await
+        }
+    };
+    if let Some(e) = outcome.spawn_error {
+        return CommandOutcome::SpawnFailed(e);
+    }
+    if outcome.timed_out {
+        return CommandOutcome::TimedOut {
+            killed: outcome.escalated,
+        };
+    }
+    let take = |h: &std::sync::Mutex<Head>| {
+        std::mem::take(&mut *h.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    };
+    let (out, err) = (take(&out), take(&err));
+    let mut output = String::from_utf8_lossy(&out.kept).into_owned();
+    output.push_str(&String::from_utf8_lossy(&err.kept));
+    CommandOutcome::Exited {
+        code: outcome.exit_code,
+        output,
+        cut: out.cut || err.cut,
+    }
+}

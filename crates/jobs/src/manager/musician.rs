@@ -732,18 +732,11 @@ async fn judge(
         });
         return (r, details);
     }
-    // A `command_succeeds` check's group is watched as the attempt's was: a conductor killed
-    // meanwhile leaves it to the watchdog and the next start, not running beside the re-run.
-    let watch: mozart_baton::validation::GroupWatch = {
-        let (shared, job_id, num) = (Arc::clone(shared), run.job_id.clone(), sheet.num);
-        Arc::new(move |pid, timeout| {
-            Box::new(Watched::start(
-                &shared, &job_id, num, pid, None, None, timeout,
-            ))
-        })
-    };
-    let report = mozart_baton::validation::WATCH_GROUPS
-        .scope(watch, run_validations(&p.rules, &p.snapshot))
+    // A `command_succeeds` check runs as the attempt did: tagged, watched, and ended with
+    // everything it started.
+    let runner = super::attempt::check_runner(shared, &run.job_id, sheet.num);
+    let report = mozart_baton::validation::RUN_COMMANDS
+        .scope(runner, run_validations(&p.rules, &p.snapshot))
         .await;
     r.validations_total = u32::try_from(report.results.len()).unwrap_or(u32::MAX);
     r.validations_passed = u32::try_from(report.passed_count()).unwrap_or(u32::MAX);

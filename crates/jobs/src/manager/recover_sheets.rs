@@ -46,7 +46,10 @@ pub(super) async fn recover(
             .flatten();
         let rules = musician::sheet_rules(&run, &planned, branch.as_deref());
         let snapshot = baseline(&rules, &checkpoint, num);
-        let report = run_validations(&rules, &snapshot).await;
+        let runner = super::attempt::check_runner(&mgr.shared, &run.job_id, num);
+        let report = mozart_baton::validation::RUN_COMMANDS
+            .scope(runner, run_validations(&rules, &snapshot))
+            .await;
         let checks: Vec<RecoveryCheck> = report
             .results
             .iter()
