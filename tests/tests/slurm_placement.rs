@@ -447,6 +447,54 @@ fn sheets_collected_after_a_restart_took_as_long_as_their_slurm_jobs() {
     }
 }
 
+/// A running sheet's Slurm job suspended (`scontrol suspend`) is said to be suspended, with
+/// how it goes on, not "running as Slurm job N" (before, status read running all along);
+/// resumed, it is running again.
+#[test]
+fn a_suspended_slurm_job_is_shown_suspended() {
+    let _cluster = mozart_tests::slurm_shared();
+    if !slurm_up() {
+        return;
+    }
+    let env = env_with_standin();
+    let job = unique("slurm-suspend");
+    let (path, ws) = score(&env, &job, 1, "120");
+    let _scancel = Scancel(format!("mozart-{job}-"));
+    run(&env, &path, &[]);
+    poll(&env, 120.0, "the sheet to start on Slurm", || {
+        (!ledger(&ws.join("ledger")).is_empty()).then_some(())
+    });
+    let event = |d: &serde_json::Value| {
+        sheet(d, 1)["live"]["last_event"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    wait_status(&env, &job, 60.0, |d| {
+        event(d).starts_with("running as Slurm job")
+    });
+    let (id, _, _) = squeue(&format!("mozart-{job}-")).remove(0);
+    let control = |what: &str| {
+        let out = Command::new("scontrol").args([what, &id]).output().unwrap();
+        assert!(out.status.success(), "scontrol {what} {id}: {out:?}");
+    };
+    control("suspend");
+    wait_status(&env, &job, 60.0, |d| {
+        event(d)
+            == format!(
+                "suspended by Slurm as job {id} (SUSPENDED; `scontrol resume {id}` lets it go on)"
+            )
+    });
+    let text = stdout(&env.mozart(&["status", &job]));
+    assert!(text.contains("(SUSPENDED;"), "{text}");
+    control("resume");
+    wait_status(&env, &job, 60.0, |d| {
+        event(d).starts_with("running as Slurm job")
+    });
+    let out = env.mozart(&["cancel", &job]);
+    assert!(out.status.success(), "mozart cancel: {}", stdout(&out));
+}
+
 /// A finished job leaves no `.mozart-slurm` directory in its workspace (before, an empty
 /// `.mozart-slurm/<job>/` stayed after every job): the attempts' files go when their results
 /// are recorded, and the job's directory with the last of them. A failed sheet's output is

@@ -644,6 +644,7 @@ impl SlurmPlacement {
             id: &attempt.remote_id,
         };
         let mut timing = Timing::default();
+        let mut suspended = false;
         let mut seen = (0u64, 0u64);
         let mut logs = LiveLogs::new(spec.log_base.as_ref());
         let grace = self
@@ -695,6 +696,24 @@ impl SlurmPlacement {
             record_growth(dir, progress, &mut seen);
             logs.pump(dir);
             timing.read_start(attempt, spec.timeout, progress);
+            // A started job Slurm suspended (`scontrol suspend`, gang scheduling) is not
+            // running: said as a wait in the queue is, until it runs again.
+            if timing.deadline.is_some() {
+                let now_suspended = watch.state().as_deref() == Some("SUSPENDED");
+                if now_suspended != suspended {
+                    suspended = now_suspended;
+                    let id = &attempt.remote_id;
+                    note(
+                        progress,
+                        if suspended {
+                            format!("suspended by Slurm as job {id} (SUSPENDED; `scontrol resume {id}` lets it go on)")
+                        } else {
+                            format!("running as Slurm job {id} (resumed after a suspension)")
+                        },
+                        false,
+                    );
+                }
+            }
             if requeue
                 && timing.deadline.is_some()
                 && watch.state().as_deref() == Some("PENDING")
