@@ -141,3 +141,125 @@ fn a_profiles_words_are_shown_escaped() {
         "{text}"
     );
 }
+
+/// Output of `cmd`, which must end within a generous minute (a reader that waits on a FIFO
+/// never does): killed and failed otherwise.
+fn ends(mut cmd: std::process::Command, what: &str) -> Output {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..600 {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    panic!("{what} did not end: it waits on the FIFO in the log's place");
+}
+
+/// In a workspace another user can write, they replace `logs` with a link to a directory
+/// of theirs holding `sheet-01.stdout.log` = "FAKE: all tests passed", and put
+/// `hooks/leak.log`, a link to a file only root can read. `mozart logs --sheet 1` showed the
+/// fake line as the sheet's output and `diagnose --include-logs` inlined both (the secret
+/// into a report made for sharing). Now neither is read: each says the file is not shown
+/// and why, and `logs` shows the output the registry kept. A FIFO in a log's place (an
+/// instrument can make one) hung `mozart logs`; now it is refused at once.
+#[test]
+fn workspace_logs_are_not_read_through_links_fifos_or_others_files() {
+    let Some(intruder) = mozart_tests::users::intruder() else {
+        return;
+    };
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = reachable(&env).join("race");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::set_permissions(&ws, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let secret = env.work.join("secret.txt");
+    std::fs::write(&secret, "root-only-secret-value\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let score = env.write_score(
+        "race",
+        &format!(
+            "name: race\nworkspace: {}\ninstrument: shell\nsheet: {{size: 1, total_items: 1}}\n\
+             prompt:\n  template: \"RUN: echo real-output\"\n",
+            ws.display()
+        ),
+    );
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    env.wait_completed("race");
+    let out = intruder
+        .command("sh")
+        .arg("-c")
+        .arg(format!(
+            "cd {ws} && mv logs old && mkdir fake hooks && \
+             echo 'FAKE: all tests passed' > fake/sheet-01.stdout.log && ln -s fake logs && \
+             ln -s {secret} hooks/leak.log",
+            ws = ws.display(),
+            secret = secret.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = ends(env.command(&["logs", "race", "--sheet", "1"]), "logs");
+    let text = stdout(&out);
+    assert!(!text.contains("FAKE"), "the fake log was shown: {text}");
+    assert!(
+        text.contains("real-output")
+            && text.contains("sheet-01.stdout.log is not shown")
+            && text.contains("symbolic link"),
+        "{text}"
+    );
+    let out = ends(
+        env.command(&["diagnose", "race", "--include-logs"]),
+        "diagnose",
+    );
+    let text = stdout(&out);
+    assert!(
+        !text.contains("root-only-secret-value") && !text.contains("FAKE"),
+        "diagnose inlined what it should not: {text}"
+    );
+    assert!(
+        text.contains("leak.log is not shown") && text.contains("mozart-intruder"),
+        "{text}"
+    );
+    // A FIFO in the place of a log of the owner's own workspace.
+    let own = env.work.join("own");
+    let score = env.write_score(
+        "own",
+        &format!(
+            "name: own\nworkspace: {}\ninstrument: shell\nsheet: {{size: 1, total_items: 1}}\n\
+             prompt:\n  template: \"RUN: echo own-output\"\n",
+            own.display()
+        ),
+    );
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    env.wait_completed("own");
+    let fifo = own.join("logs/sheet-01.stdout.log");
+    let _ = std::fs::remove_file(&fifo);
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let out = ends(env.command(&["logs", "own", "--sheet", "1"]), "logs");
+    let text = stdout(&out);
+    assert!(
+        text.contains("own-output") && text.contains("not a regular file"),
+        "{text}"
+    );
+    let out = ends(
+        env.command(&["diagnose", "own", "--include-logs"]),
+        "diagnose",
+    );
+    assert!(
+        stdout(&out).contains("not a regular file"),
+        "{}",
+        stdout(&out)
+    );
+}

@@ -51,6 +51,7 @@ pub mod profile;
 pub mod readiness;
 pub mod registry;
 pub mod request;
+pub mod shown_log;
 pub mod subreaper;
 
 pub use claude::{ClaudeCliBackend, ClaudeCliOptions, ClaudeOutputFormat};

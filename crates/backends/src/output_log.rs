@@ -594,6 +594,9 @@ pub struct SheetOutput {
     pub text: String,
     /// The log file it was read from; `None` for the registry's tail.
     pub file: Option<PathBuf>,
+    /// Why the log file is not shown (a link, a FIFO or another user's file in its place,
+    /// see [`crate::shown_log`]); `text` is then the registry's tail, if any.
+    pub refused: Option<String>,
 }
 
 /// Read sheet `sheet`'s `stream` output of job `job_id`: its `sheet-NN.<stream>.log` in the
@@ -607,24 +610,30 @@ pub fn read_sheet_output(
     stream: &str,
     registry_tail: Option<&str>,
 ) -> Option<SheetOutput> {
+    let mut refused = None;
     let from_file = workspace.and_then(|w| {
         let path = mozart_ipc::paths::sheet_output_log(w, job_id, sheet, stream);
-        let bytes = std::fs::read(&path).ok()?;
+        // Not through a link, a FIFO or another user's file (crate::shown_log): said.
+        let bytes = crate::shown_log::read_shown_log(&path)
+            .map_err(|e| refused = (!e.is_missing()).then(|| e.to_string()))
+            .ok()?;
         // An empty log is one that could not be written (a log is created for output that
         // goes to it): the registry's tail is what there is.
         (!bytes.is_empty()).then(|| SheetOutput {
             text: redact_owned(String::from_utf8_lossy(&bytes).into_owned()),
             file: Some(path),
+            refused: None,
         })
     });
     from_file
         .or_else(|| {
-            registry_tail.map(|t| SheetOutput {
-                text: t.to_string(),
+            (registry_tail.is_some() || refused.is_some()).then(|| SheetOutput {
+                text: registry_tail.unwrap_or_default().to_string(),
                 file: None,
+                refused,
             })
         })
-        .filter(|out| !out.text.is_empty())
+        .filter(|out| !out.text.is_empty() || out.refused.is_some())
 }
 
 /// The end of a sheet's output ([`read_sheet_output_tail`]): at most the bytes asked for,
@@ -638,6 +647,8 @@ pub struct SheetOutputTail {
     pub file: Option<PathBuf>,
     /// Bytes of the output before `text` (0: `text` is all of it).
     pub skipped_bytes: u64,
+    /// Why the log file is not shown ([`SheetOutput::refused`]).
+    pub refused: Option<String>,
 }
 
 /// The last `max_bytes` of sheet `sheet`'s `stream` output (as [`read_sheet_output`] finds
@@ -651,9 +662,14 @@ pub fn read_sheet_output_tail(
     registry_tail: Option<&str>,
     max_bytes: usize,
 ) -> Option<SheetOutputTail> {
+    let mut refused = None;
     let from_file = workspace.and_then(|w| {
         let path = mozart_ipc::paths::sheet_output_log(w, job_id, sheet, stream);
-        let (bytes, skipped_bytes) = read_file_tail(&path, max_bytes).ok()?;
+        // Not through a link, a FIFO or another user's file (crate::shown_log): said.
+        let file = crate::shown_log::open_shown_log(&path)
+            .map_err(|e| refused = (!e.is_missing()).then(|| e.to_string()))
+            .ok()?;
+        let (bytes, skipped_bytes) = read_file_tail(file, max_bytes).ok()?;
         if bytes.is_empty() && skipped_bytes == 0 {
             // An empty log: it could not be written; the registry's tail is what there is.
             return None;
@@ -662,10 +678,19 @@ pub fn read_sheet_output_tail(
             text: redact_owned(String::from_utf8_lossy(&bytes).into_owned()),
             file: Some(path),
             skipped_bytes,
+            refused: None,
         })
     });
     from_file
         .or_else(|| {
+            if registry_tail.is_none() && refused.is_some() {
+                return Some(SheetOutputTail {
+                    text: String::new(),
+                    file: None,
+                    skipped_bytes: 0,
+                    refused: refused.clone(),
+                });
+            }
             registry_tail.map(|t| {
                 let start = t.len().saturating_sub(max_bytes);
                 let start = (start..=t.len())
@@ -675,17 +700,17 @@ pub fn read_sheet_output_tail(
                     text: t[start..].to_string(),
                     file: None,
                     skipped_bytes: start as u64,
+                    refused: refused.clone(),
                 }
             })
         })
-        .filter(|out| !out.text.is_empty())
+        .filter(|out| !out.text.is_empty() || out.refused.is_some())
 }
 
-/// The last `max_bytes` of the file at `path` (from just after a line end when they hold
-/// one), and how many bytes come before what is returned.
-fn read_file_tail(path: &Path, max_bytes: usize) -> io::Result<(Vec<u8>, u64)> {
+/// The last `max_bytes` of `file` (from just after a line end when they hold one), and how
+/// many bytes come before what is returned.
+fn read_file_tail(mut file: File, max_bytes: usize) -> io::Result<(Vec<u8>, u64)> {
     use std::io::{Seek, SeekFrom};
-    let mut file = File::open(path)?;
     let len = file.metadata()?.len();
     let start = len.saturating_sub(max_bytes as u64);
     file.seek(SeekFrom::Start(start))?;
@@ -864,14 +889,17 @@ mod tests {
         std::fs::write(&path, "first line\nsecond\nthird\n").unwrap();
         // 10 bytes from the end fall inside "second": only whole lines are kept.
         assert_eq!(
-            read_file_tail(&path, 10).unwrap(),
+            read_file_tail(File::open(&path).unwrap(), 10).unwrap(),
             (b"third\n".to_vec(), 18)
         );
-        assert_eq!(read_file_tail(&path, 100).unwrap().1, 0);
+        assert_eq!(
+            read_file_tail(File::open(&path).unwrap(), 100).unwrap().1,
+            0
+        );
         // One line longer than the bytes asked for: its end, cut inside it.
         std::fs::write(&path, "a".repeat(50)).unwrap();
         assert_eq!(
-            read_file_tail(&path, 8).unwrap(),
+            read_file_tail(File::open(&path).unwrap(), 8).unwrap(),
             (b"aaaaaaaa".to_vec(), 42)
         );
         let tail = read_sheet_output_tail(None, "j", 1, "stdout", Some("héllo"), 4).unwrap();

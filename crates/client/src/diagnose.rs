@@ -329,15 +329,40 @@ pub fn discover_log_files(workspace: Option<&Path>, job_id: &str) -> Vec<Value> 
         let Ok(entries) = std::fs::read_dir(dir) else {
             continue;
         };
+        // Not following links: what is in the directory is what is listed.
         let mut paths: Vec<PathBuf> = entries
             .flatten()
             .map(|e| e.path())
-            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "log"))
+            .filter(|p| {
+                p.extension().is_some_and(|x| x == "log")
+                    && std::fs::symlink_metadata(p).is_ok_and(|m| !m.is_dir())
+            })
             .collect();
         paths.sort();
         for path in paths {
-            let Ok(meta) = std::fs::metadata(&path) else {
-                continue;
+            // A link, a FIFO or another user's file in a log's place (or in a `logs`/`hooks`
+            // that is a link or theirs) is listed with why it is not shown, never read
+            // (mozart_backends::shown_log).
+            let meta = match mozart_backends::shown_log::open_shown_log(&path).and_then(|file| {
+                file.metadata()
+                    .map_err(|source| mozart_backends::shown_log::ShownLogError::Read {
+                        path: path.clone(),
+                        source,
+                    })
+            }) {
+                Ok(meta) => meta,
+                Err(e) if e.is_missing() => continue,
+                Err(e) => {
+                    found.push(json!({
+                        "path": path.display().to_string(),
+                        "name": path.file_name().map(|n| n.to_string_lossy().into_owned()),
+                        "size_bytes": 0,
+                        "modified_at": null,
+                        "category": category,
+                        "not_shown": e.to_string(),
+                    }));
+                    continue;
+                }
             };
             let modified = meta
                 .modified()
@@ -359,17 +384,25 @@ pub fn discover_log_files(workspace: Option<&Path>, job_id: &str) -> Vec<Value> 
 /// Add `log_contents`: the last [`LOG_TAIL_LINES`] lines of each discovered log file.
 pub fn attach_log_contents(report: &mut Value) {
     let mut contents = Map::new();
-    let paths: Vec<String> = report["log_files"]
+    let paths: Vec<(String, Option<String>)> = report["log_files"]
         .as_array()
         .map(|files| {
             files
                 .iter()
-                .filter_map(|f| f["path"].as_str().map(str::to_string))
+                .filter_map(|f| {
+                    let why = f["not_shown"].as_str().map(str::to_string);
+                    f["path"].as_str().map(|p| (p.to_string(), why))
+                })
                 .collect()
         })
         .unwrap_or_default();
-    for path in paths {
-        let text = match std::fs::read(&path) {
+    for (path, not_shown) in paths {
+        if let Some(why) = not_shown {
+            contents.insert(path, json!(format!("<{why}>")));
+            continue;
+        }
+        // Opened as it was listed: a file swapped for a link since is not followed.
+        let text = match mozart_backends::shown_log::read_shown_log(Path::new(&path)) {
             Ok(bytes) => {
                 let text = String::from_utf8_lossy(&bytes);
                 let lines: Vec<&str> = text.lines().collect();

@@ -773,6 +773,10 @@ fn sheet_logs(d: &JobDetail, sheet: Option<u32>, lines: usize) -> Result<String,
                 if stream == "stderr" {
                     out.push_str("--- stderr ---\n");
                 }
+                // A link, a FIFO or another user's file in the log's place: said, not read.
+                if let Some(why) = &output.refused {
+                    out.push_str(&format!("({why})\n"));
+                }
                 let shown = mozart_backends::output_log::last_lines(&output.text, lines);
                 let skipped =
                     output.skipped_bytes + output.text.len().saturating_sub(shown.len()) as u64;

@@ -468,6 +468,12 @@ fn log_files_section(out: &mut Vec<String>, job: &JobCheckpoint, report: &Value,
             "  ",
             style,
         ));
+        // The files in a log's place that are not shown, and why.
+        for l in &logs {
+            if let Some(why) = l["not_shown"].as_str() {
+                out.push(style.paint(&format!("  ! {}", crate::output::plain(why)), Color::Yellow));
+            }
+        }
         if let Some(hint) = report.get("log_rotation_hint").and_then(Value::as_str) {
             out.push(String::new());
             out.push(format!("{} {hint}", style.paint("Hint:", Color::Yellow)));

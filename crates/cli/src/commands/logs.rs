@@ -257,27 +257,33 @@ fn sheet_output(globals: &Globals, id: &str, sheet: u32, args: &Args) -> Result<
             stream,
             tail.as_deref(),
         );
-        let (text, source) = match found {
+        let (text, source, refused) = match found {
             Some(found) => {
-                let source = found
-                    .file
-                    .map_or_else(|| "registry".to_string(), |f| f.display().to_string());
+                let source = match (found.file, found.text.is_empty()) {
+                    (Some(f), _) => f.display().to_string(),
+                    // Only the reason its log is not shown.
+                    (None, true) => "none".to_string(),
+                    (None, false) => "registry".to_string(),
+                };
                 // 0 or less: all of it.
                 let lines = usize::try_from(args.lines).unwrap_or(0);
                 let text = mozart_backends::output_log::last_lines(&found.text, lines);
-                (text, source)
+                (text, source, found.refused)
             }
             // Nothing kept, but the reason is known: said, not "no output".
-            None if unwritten.is_some() => (String::new(), "none".to_string()),
+            None if unwritten.is_some() => (String::new(), "none".to_string(), None),
             None => continue,
         };
-        streams.push((stream, text, source, unwritten));
+        streams.push((stream, text, source, unwritten, refused));
     }
     if args.output.is_json() {
         let out: Map<String, Value> = streams
             .iter()
-            .map(|(stream, text, source, unwritten)| {
+            .map(|(stream, text, source, unwritten, refused)| {
                 let mut v = serde_json::json!({ "text": text, "source": source });
+                if let Some(why) = refused {
+                    v["log_refused"] = serde_json::json!(why);
+                }
                 if let Some(u) = unwritten {
                     v["log_unwritten"] = serde_json::json!({
                         "path": u.path.display().to_string(),
@@ -296,8 +302,16 @@ fn sheet_output(globals: &Globals, id: &str, sheet: u32, args: &Args) -> Result<
     if streams.is_empty() {
         println!("Sheet {sheet} of {id}: no output recorded.");
     }
-    for (stream, text, source, unwritten) in &streams {
+    for (stream, text, source, unwritten, refused) in &streams {
         let from = match (source.as_str(), unwritten) {
+            ("registry", _) if refused.is_some() => format!(
+                "from the registry (the end of the output it keeps, at most {} bytes: the log \
+                 file is not shown)",
+                mozart_backends::process::REGISTRY_TAIL_BYTES
+            ),
+            ("none", _) if refused.is_some() => {
+                "nothing shown (its log file is not, see the note)".to_string()
+            }
             ("registry", None) => {
                 "from the registry (no log file: short output that ended within a second)"
                     .to_string()
@@ -328,6 +342,15 @@ fn sheet_output(globals: &Globals, id: &str, sheet: u32, args: &Args) -> Result<
                         u.error,
                         u.at
                     ),
+                    Color::Yellow
+                )
+            );
+        }
+        if let Some(why) = refused {
+            println!(
+                "{}",
+                style.paint(
+                    &format!("Note: {}", crate::output::plain(why)),
                     Color::Yellow
                 )
             );

@@ -116,6 +116,8 @@ struct OutputTail {
     inode: u64,
     pos: u64,
     partial: Vec<u8>,
+    /// Whether the stream was told its file is not shown (said once).
+    refused_said: bool,
 }
 
 impl OutputTail {
@@ -125,6 +127,7 @@ impl OutputTail {
             inode: 0,
             pos: 0,
             partial: Vec::new(),
+            refused_said: false,
         }
     }
 
@@ -132,8 +135,15 @@ impl OutputTail {
     fn read_lines(&mut self) -> Vec<String> {
         use std::io::Read;
         use std::os::unix::fs::MetadataExt;
-        let Ok(mut file) = std::fs::File::open(&self.path) else {
-            return Vec::new();
+        // Not through a link, into another user's file or a FIFO (which would hang this
+        // task) that someone who can write the workspace put in its place: said once.
+        let mut file = match mozart_backends::shown_log::open_shown_log(&self.path) {
+            Ok(file) => file,
+            Err(e) if !e.is_missing() && !self.refused_said => {
+                self.refused_said = true;
+                return vec![format!("[mozart] {e}")];
+            }
+            Err(_) => return Vec::new(),
         };
         let Ok(meta) = file.metadata() else {
             return Vec::new();
