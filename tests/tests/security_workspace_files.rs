@@ -302,3 +302,42 @@ fn archiving_refuses_another_users_archive_directory() {
         "old\n"
     );
 }
+
+/// A concert's log is a FIFO, then a link to a file of the owner's (what another user who
+/// can write the workspace can put there): the job completes each time, and nothing is
+/// appended through the link (the log line was appended to the owner's file).
+#[test]
+fn a_concert_log_that_is_a_fifo_or_a_link_is_not_written() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = env.work.join("concert-ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let log = ws.join("concert.log");
+    let victim = env.work.join("victim.conf");
+    std::fs::write(&victim, "precious = true\n").unwrap();
+    let yaml = format!(
+        "name: concerted\nworkspace: {w}\ninstrument: shell\nsheet: {{size: 1, total_items: 1}}\n\
+         prompt: {{template: \"RUN: true\"}}\n\
+         on_success:\n  - type: run_command\n    command: \"true\"\n\
+         concert:\n  enabled: true\n  concert_log_path: {l}\n",
+        w = ws.display(),
+        l = log.display()
+    );
+    let score = env.write_score("concerted", &yaml);
+    nix::unistd::mkfifo(&log, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let doc = harness::wait_terminal(&env, "concerted", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    std::fs::remove_file(&log).unwrap();
+    std::os::unix::fs::symlink(&victim, &log).unwrap();
+    let out = env.mozart(&["run", score.to_str().unwrap(), "--fresh"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let doc = harness::wait_terminal(&env, "concerted", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "precious = true\n",
+        "the concert log was appended through the link"
+    );
+}

@@ -274,6 +274,7 @@ fn clear_pending(mgr: &JobManager, job_id: &str) {
 
 fn append_concert_log(path: &Path, req: &HookRequest, failed: bool) {
     use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let line = json!({
         "timestamp": mozart_state::epoch_now(),
         "job_id": req.job_id,
@@ -281,10 +282,20 @@ fn append_concert_log(path: &Path, req: &HookRequest, failed: bool) {
         "hooks": req.hooks.len(),
         "hook_failed": failed,
     });
+    // Not through a link, and not into a FIFO (opening one to write waits for a reader:
+    // the job's hooks never ended), nor into anything but a regular file.
     let result = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
         .open(path)
+        .and_then(|f| {
+            if f.metadata()?.is_file() {
+                Ok(f)
+            } else {
+                Err(std::io::Error::other("it is not a regular file"))
+            }
+        })
         .and_then(|mut f| writeln!(f, "{line}"));
     if let Err(e) = result {
         tracing::warn!(path = %path.display(), error = %e, "cannot append to the concert log");
