@@ -545,3 +545,91 @@ fn the_live_output_says_it_is_cut_and_where_the_whole_is() {
     assert!(log.contains("sheet-01.stdout.log]"), "{log}");
     env.mozart(&["cancel", "flood"]);
 }
+
+/// Small untruths of the dashboard: `?offset=-5` answered "Failed to deserialize query
+/// string…" in plain text; `?offset=99999` said "Sheets 99999–99999 of 3"; `?state=bogus`
+/// and `/?status=bogus` were silently ignored; a hook without a description showed "None";
+/// a wait that is no instrument hold (a pause between sheets) was listed under "Instrument
+/// holds"; and with the conductor stopped the jobs page showed counts "all (0) …" beside
+/// "not running". Each now says what is true, or what to do.
+#[test]
+fn the_dashboard_says_what_is_wrong_with_an_address_and_shows_no_false_counts() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml = "name: small\nworkspace: ./small-ws\ninstrument: shell\npause_between_sheets_seconds: 600\n\
+         sheet: {size: 1, total_items: 3}\nprompt:\n  template: |\n    RUN: true\n\
+         on_success:\n  - type: run_command\n    command: \"true\"\n";
+    let score = env.write_score("small", yaml);
+    crate::harness::run(&env, &score, &[]);
+    crate::harness::wait_status(&env, "small", 60.0, |d| {
+        d["sheets"]["1"]["status"] == "completed"
+    });
+    let dash = web::start_dashboard(&env, &[]);
+    let cookie = web::login(&dash.addr, &dash.url);
+    let get = |path: &str| web::http(&dash.addr, "GET", path, &[("Cookie", &cookie)], "");
+
+    // Waiting out the pause between sheets: said, but not as an instrument hold.
+    let page = crate::harness::poll(&env, 30.0, "the pause between sheets", || {
+        let page = get("/jobs/small");
+        page.body.contains("Waiting: ").then_some(page)
+    });
+    assert!(!page.body.contains("Instrument holds"), "{}", page.body);
+
+    let r = get("/jobs/small?offset=-5");
+    assert_eq!(r.status, 400, "{}", r.raw);
+    assert!(r.raw.contains("text/html"), "{}", r.raw);
+    assert!(
+        r.body
+            .contains("offset &#x27;-5&#x27; is not a sheet position"),
+        "{}",
+        r.body
+    );
+    let r = get("/jobs/small?offset=99999");
+    assert_eq!(r.status, 200, "{}", r.raw);
+    assert!(
+        r.body.contains("No sheets from position 99999"),
+        "{}",
+        r.body
+    );
+    assert!(!r.body.contains("Sheets 99999"), "{}", r.body);
+    let r = get("/jobs/small?state=bogus");
+    assert_eq!(r.status, 400, "{}", r.raw);
+    assert!(
+        r.body.contains("Unknown sheet state &#x27;bogus&#x27;."),
+        "{}",
+        r.body
+    );
+    let r = get("/?status=bogus");
+    assert_eq!(r.status, 400, "{}", r.raw);
+    assert!(
+        r.body.contains("Unknown status &#x27;bogus&#x27;."),
+        "{}",
+        r.body
+    );
+
+    env.mozart(&["cancel", "small"]);
+    let doc = crate::harness::wait_terminal(&env, "small", 60.0);
+    assert_eq!(doc["status"], "cancelled", "{doc:#}");
+
+    // A finished job's hooks: no "None" for a hook without a description.
+    let yaml = "name: hooked\nworkspace: ./hooked-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         sheet: {size: 1, total_items: 1}\nprompt:\n  template: |\n    RUN: true\n\
+         on_success:\n  - type: run_command\n    command: \"true\"\n";
+    let score = env.write_score("hooked", yaml);
+    crate::harness::run(&env, &score, &[]);
+    crate::harness::wait_status(&env, "hooked", 60.0, |d| {
+        d["status"] == "completed" && d["hook_results_count"] == 1
+    });
+    let page = get("/jobs/hooked");
+    let hooks = page
+        .body
+        .split(r#"<table class="hooks">"#)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no hook results: {}", page.body));
+    assert!(!hooks.contains("<td>None</td>"), "{hooks}");
+
+    env.stop_conductor();
+    let page = get("/");
+    assert!(page.body.contains("not running"), "{}", page.body);
+    assert!(!page.body.contains("(0)"), "{}", page.body);
+}

@@ -679,6 +679,23 @@ fn sheets_note(id: &str, v: &SheetsView) -> (Option<String>, Vec<(String, String
                 ));
             }
             links.push(("summary".into(), base.clone()));
+            let matched = v.matched.unwrap_or(v.total);
+            if v.returned == 0 && offset > 0 {
+                // Past the last matching sheet: not "Sheets 99999–99999 of 1201".
+                let links = vec![
+                    ("first page".into(), format!("{base}?{state_arg}offset=0")),
+                    ("summary".into(), base.clone()),
+                ];
+                return (
+                    Some(format!(
+                        "No sheets from position {offset}: {matched} match {} ({} sheets in the job: {}).",
+                        state.as_deref().unwrap_or("any state"),
+                        v.total,
+                        counts.join(", ")
+                    )),
+                    links,
+                );
+            }
             format!(
                 "Sheets {}–{} of {} matching {} ({} sheets in the job: {}).",
                 offset + u64::from(v.returned.min(1)),
@@ -1084,7 +1101,26 @@ fn clean_filter(status: Option<&str>) -> Option<String> {
     view::STATUSES.contains(&s.as_str()).then_some(s)
 }
 
+/// The page saying a job list's `?status=` is not a status (it was ignored: every job shown
+/// under an address that asked for some).
+fn unknown_status(app: &App, status: Option<&str>) -> Option<Response> {
+    let s = status.filter(|s| !s.is_empty())?;
+    clean_filter(Some(s)).is_none().then(|| {
+        app.message(
+            StatusCode::BAD_REQUEST,
+            "Unknown status",
+            &OpError::new(
+                format!("Unknown status '{s}'."),
+                &[&format!("Use one of: {}.", view::STATUSES.join(", "))],
+            ),
+        )
+    })
+}
+
 async fn jobs_page(State(app): State<Arc<App>>, Query(q): Query<ListQuery>) -> Response {
+    if let Some(page) = unknown_status(&app, q.status.as_deref()) {
+        return page;
+    }
     let filter = clean_filter(q.status.as_deref());
     let (rows, total, counts, more) = app.rows(filter.as_deref()).await;
     let (rows, error) = match rows {
@@ -1112,12 +1148,56 @@ struct FlashQuery {
     offset: Option<u64>,
 }
 
+/// A job page's address as typed: checked before use, so a wrong one is said, not a
+/// framework's "Failed to deserialize query string" in plain text nor silently ignored.
+#[derive(Debug, Deserialize)]
+struct RawJobQuery {
+    flash: Option<String>,
+    state: Option<String>,
+    offset: Option<String>,
+}
+
+impl RawJobQuery {
+    fn check(self) -> Result<FlashQuery, OpError> {
+        let offset = match self.offset.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(o) => Some(o.parse::<u64>().map_err(|_| {
+                OpError::new(
+                    format!("offset '{o}' is not a sheet position: a whole number, 0 or more."),
+                    &["Use ?offset=0 for the first page of sheets."],
+                )
+            })?),
+        };
+        let state = self.state.filter(|s| !s.trim().is_empty());
+        if let Some(s) = &state {
+            if !mozart_ipc::sheet_view::STATES.contains(&s.trim().to_lowercase().as_str()) {
+                return Err(OpError::new(
+                    format!("Unknown sheet state '{s}'."),
+                    &[&format!(
+                        "Use one of: {}.",
+                        mozart_ipc::sheet_view::STATES.join(", ")
+                    )],
+                ));
+            }
+        }
+        Ok(FlashQuery {
+            flash: self.flash,
+            state,
+            offset,
+        })
+    }
+}
+
 async fn job_page(
     State(app): State<Arc<App>>,
     Extension(visitor): Extension<Visitor>,
     UrlPath(id): UrlPath<String>,
-    Query(q): Query<FlashQuery>,
+    Query(raw): Query<RawJobQuery>,
 ) -> Response {
+    let q = match raw.check() {
+        Ok(q) => q,
+        Err(e) => return app.message(StatusCode::BAD_REQUEST, "Bad address", &e),
+    };
     let flash = app.take_flash(q.flash.as_deref());
     let (query, paged) = page_query(&q);
     match app.detail_ctx(&id, &query).await {
