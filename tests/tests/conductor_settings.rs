@@ -616,3 +616,58 @@ fn a_non_executable_instrument_program_is_named_as_such() {
     let text = stdout(&out);
     assert!(text.contains("is not executable"), "{text}");
 }
+
+/// `job_timeout_seconds` keeps counting across a restart: a running job's run goes on with
+/// the time it has had (each `mozart restart` gave it the whole limit again, so 4 × 25 s
+/// sheets completed under a 60 s limit). The registry keeps when the run got its slot; a
+/// run past its limit when the conductor starts again ends at once.
+#[test]
+fn a_restart_keeps_the_job_timeout_counting() {
+    let env = TestEnv::new();
+    std::fs::write(env.home.join("conductor.yaml"), "job_timeout_seconds: 60\n").unwrap();
+    env.start_conductor();
+    let ws = env.work.join("held-ws");
+    let score = env.write_score(
+        "held",
+        &format!(
+            "name: held\nworkspace: {}\ninstrument: shell\nsheet: {{size: 1, total_items: 2}}\n\
+             prompt:\n  template: |\n    RUN: while [ ! -f \"{{{{ workspace }}}}/go\" ]; do sleep 0.1; done\n",
+            ws.display()
+        ),
+    );
+    crate::harness::run(&env, &score, &[]);
+    crate::harness::wait_status(&env, "held", 30.0, |d| {
+        crate::harness::sheet(d, 1)["status"] == "in_progress"
+    });
+    let db = rusqlite::Connection::open(env.home.join("registry.db")).unwrap();
+    let options = || -> serde_json::Value {
+        let text: String = db
+            .query_row(
+                "SELECT options_json FROM jobs WHERE job_id = 'held'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        serde_json::from_str(&text).unwrap()
+    };
+    let mut kept = options();
+    let started = kept["timeout_clock_started_at"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("the run's start is kept: {kept:#}"));
+    crate::support::kill9_conductor(&env);
+    // As if the run had got its slot two minutes before.
+    kept["timeout_clock_started_at"] = serde_json::json!(started - 120.0);
+    db.execute(
+        "UPDATE jobs SET options_json = ?1 WHERE job_id = 'held'",
+        [kept.to_string()],
+    )
+    .unwrap();
+    env.start_conductor();
+    let doc = crate::harness::wait_terminal(&env, "held", 60.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let error = doc["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("Job exceeded timeout of 60s (ran for 1"),
+        "{doc:#}"
+    );
+}

@@ -82,6 +82,10 @@ pub struct JobChange {
     /// checkpoint's `cost_limit_reached`).
     #[serde(default)]
     pub cost_limit_reached: bool,
+    /// When the job's run started counting against `job_timeout_seconds` (once it got its
+    /// slot), for a restart to go on with it.
+    #[serde(default)]
+    pub clock_started_at: Option<Millis>,
 }
 
 /// An instrument's durable state (rate limits survive restarts, invariant 2).

@@ -198,6 +198,10 @@ pub struct JobSpec {
     /// job resumed after a restart keeps its place). `None`: its registration time.
     #[serde(default)]
     pub submitted_at: Option<f64>,
+    /// When the job timeout of the run a conductor restart continues started counting
+    /// (the run keeps its time); `None`: it starts when the job gets its slot.
+    #[serde(default)]
+    pub clock_started_at: Option<Millis>,
 }
 
 /// A job's rate-limit wait on one instrument, restored after a restart.
@@ -263,6 +267,7 @@ impl JobSpec {
             escalation_timeout: None,
             rate_waits: Vec::new(),
             submitted_at: None,
+            clock_started_at: None,
         }
     }
 }

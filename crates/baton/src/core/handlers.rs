@@ -78,7 +78,9 @@ impl BatonCore {
                 self.on_circuit_breaker_recovery(&instrument, out)
             }
             Event::PauseJob { job_id } => self.on_pause(&job_id, out),
-            Event::ResumeJob { job_id, new_limits } => self.on_resume(&job_id, new_limits, out),
+            Event::ResumeJob { job_id, new_limits } => {
+                self.on_resume(&job_id, new_limits, now, out);
+            }
             Event::CancelJob { job_id } => self.on_cancel(&job_id, now, out),
             Event::ShutdownRequested { graceful } => self.on_shutdown_requested(graceful, out),
             Event::ProcessExited {
@@ -1154,6 +1156,7 @@ impl BatonCore {
         &mut self,
         job_id: &str,
         new_limits: Option<CostLimitsUpdate>,
+        now: Millis,
         out: &mut Vec<Effect>,
     ) {
         let Some(ji) = self.job_index(job_id) else {
@@ -1188,6 +1191,17 @@ impl BatonCore {
         job.user_paused = false;
         job.cost_paused = false;
         job.escalation_paused = false;
+        // A resumed job's run gets `job_timeout_seconds` afresh (upstream's resumed job task
+        // does): from now when it still holds its slot, else from when it gets one.
+        if was_paused && !job.finished {
+            if job.admitted {
+                self.start_clock(ji, now, out);
+            } else {
+                let job = &mut self.jobs[ji];
+                job.clock_started = false;
+                Self::cancel_timer(out, &mut job.timeout_timer);
+            }
+        }
         self.check_job_cost(ji, out);
         // Still holding its slot (sheets were in flight): running again at once. Otherwise
         // it asks for a slot like any waiting job, and `admit_jobs` persists running or

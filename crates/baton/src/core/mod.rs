@@ -386,8 +386,10 @@ struct Job {
     /// Its place in the queue for a slot: its submission (epoch seconds).
     submitted_at: f64,
     /// The job's clock (`started_at`, the job timeout) runs from its first admission, not
-    /// from the time it spent queued.
+    /// from the time it spent queued; a resume starts it again.
     clock_started: bool,
+    /// When the clock of the run a restart continues started (taken at its admission).
+    restored_clock: Option<Millis>,
     /// The job status last persisted by the baton (what the registry shows), so the slot
     /// bookkeeping persists each queued/running transition once.
     shown: Option<JobStatus>,
@@ -877,6 +879,7 @@ impl BatonCore {
             reason,
             total_cost_usd: job.total_cost,
             cost_limit_reached: job.cost_paused,
+            clock_started_at: job.clock_started.then_some(job.started_at),
         })));
     }
 

@@ -189,6 +189,7 @@ impl BatonCore {
                 reason: Some(reason.clone()),
                 total_cost_usd: 0.0,
                 cost_limit_reached: false,
+                clock_started_at: None,
             },
         )));
         self.observe(
@@ -345,6 +346,7 @@ fn new_job(spec: &JobSpec, sheets: Vec<Sheet>, index: SheetIndex, now: Millis) -
         // The baton's clock is anchored to wall time: its registration, when not given.
         submitted_at: spec.submitted_at.unwrap_or_else(|| now.0 as f64 / 1000.0),
         clock_started: false,
+        restored_clock: spec.clock_started_at,
         shown: None,
         rate_waits: Vec::new(),
         skips_pending: 0,

@@ -87,20 +87,28 @@ impl BatonCore {
     fn admit(&mut self, ji: usize, now: Millis, out: &mut Vec<Effect>) {
         let job = &mut self.jobs[ji];
         job.admitted = true;
-        let first = !job.clock_started;
-        job.clock_started = true;
-        if first {
-            job.started_at = now;
-            if let Some(t) = job.timeout {
-                let event = Event::JobTimeout {
-                    job_id: job.id.clone(),
-                };
-                let id = self.timer(out, now.plus(t), event);
-                self.jobs[ji].timeout_timer = Some(id);
-            }
+        if !job.clock_started {
+            let from = job.restored_clock.take().unwrap_or(now);
+            self.start_clock(ji, from, out);
         }
         if self.jobs[ji].shown != Some(JobStatus::Running) {
             self.persist_job(ji, JobStatus::Running, None, out);
+        }
+    }
+
+    /// The job's run starts counting against `job_timeout_seconds` at `from` (now, or when
+    /// the run a restart continues started).
+    pub(super) fn start_clock(&mut self, ji: usize, from: Millis, out: &mut Vec<Effect>) {
+        let job = &mut self.jobs[ji];
+        job.clock_started = true;
+        job.started_at = from;
+        Self::cancel_timer(out, &mut job.timeout_timer);
+        if let Some(t) = job.timeout {
+            let event = Event::JobTimeout {
+                job_id: job.id.clone(),
+            };
+            let id = self.timer(out, from.plus(t), event);
+            self.jobs[ji].timeout_timer = Some(id);
         }
     }
 

@@ -1043,6 +1043,70 @@ fn job_timeout_kills_and_fails_with_upstream_message() {
     );
 }
 
+/// A resumed job's run gets its job timeout afresh (upstream's resumed task does): a job
+/// paused for 40 s of a 60 s limit and resumed was killed 20 s later, "ran for 60s".
+#[test]
+fn a_resumed_job_gets_its_job_timeout_afresh() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 3);
+    spec.timeout = Some(secs(60));
+    let e = rig.register(spec);
+    rig.advance(secs(10));
+    let e = rig.succeed("j", 1, &e);
+    assert_eq!(nums(&e), vec![2]);
+    rig.send(Event::PauseJob { job_id: "j".into() });
+    let e2 = rig.succeed("j", 2, &e);
+    assert!(nums(&e2).is_empty());
+    assert!(
+        finished(&rig.advance(secs(40))).is_none(),
+        "paused: no timeout"
+    );
+    let e = rig.send(Event::ResumeJob {
+        job_id: "j".into(),
+        new_limits: None,
+    });
+    assert_eq!(nums(&e), vec![3]);
+    assert!(
+        finished(&rig.advance(secs(59))).is_none(),
+        "the resumed run has its own 60 s"
+    );
+    let (outcome, reason) = finished(&rig.advance(secs(1))).expect("finished");
+    assert_eq!(outcome, JobOutcome::Failed);
+    assert_eq!(
+        reason.as_deref(),
+        Some("Job exceeded timeout of 60s (ran for 60s)")
+    );
+}
+
+/// A run a conductor restart continues keeps the time it has had: it got its slot 40 s
+/// before the new registration, so a 60 s limit ends it 20 s later (it ran its full 60 s
+/// again after each restart).
+#[test]
+fn a_run_a_restart_continues_keeps_the_time_it_had() {
+    let mut rig = Rig::new();
+    let mut spec = chain("j", 2);
+    spec.timeout = Some(secs(60));
+    spec.clock_started_at = Some(Millis(rig.now.0 - 40_000));
+    let e = rig.register(spec);
+    let clock = e.iter().find_map(|x| match x {
+        Effect::Persist(StateChange::Job(c)) if c.status == JobStatus::Running => {
+            c.clock_started_at
+        }
+        _ => None,
+    });
+    assert_eq!(
+        clock,
+        Some(Millis(rig.now.0 - 40_000)),
+        "persisted as it was"
+    );
+    assert!(finished(&rig.advance(secs(19))).is_none());
+    let (_, reason) = finished(&rig.advance(secs(1))).expect("finished");
+    assert_eq!(
+        reason.as_deref(),
+        Some("Job exceeded timeout of 60s (ran for 60s)")
+    );
+}
+
 #[test]
 fn stale_dispatch_is_killed_and_retried() {
     let mut rig = Rig::new();

@@ -88,6 +88,10 @@ impl ConductorHost {
     }
 }
 
+/// The job-row option saying when the job's run started counting against
+/// `job_timeout_seconds` (epoch seconds).
+pub(super) const RUN_CLOCK: &str = "timeout_clock_started_at";
+
 /// Fold the musician's details of the attempt into the sheet state.
 fn apply_details(sheet: &mut mozart_state::SheetState, d: &AttemptDetails) {
     sheet.exit_code = d.exit_code;
@@ -612,6 +616,7 @@ impl ConductorHost {
                 reason: reason.clone(),
                 total_cost_usd: live.total_estimated_cost,
                 cost_limit_reached: false,
+                clock_started_at: None,
             });
             if let Some(Err(e)) = self.persist_all(&[&change]).pop() {
                 return Err(e.to_string());
@@ -695,6 +700,19 @@ impl ConductorHost {
         registry
             .set_job_status(&change.job_id, daemon, error)
             .map_err(|e| HostError::new(format!("saving status of job '{}'", change.job_id), e))?;
+        // When the run's job timeout started counting, once per run: a restart goes on
+        // with it (the row's `started_at` is stamped by every return to running).
+        if let Some(at) = change.clock_started_at {
+            let at = serde_json::Value::from(at.as_secs_f64());
+            if entry.record.options.get(RUN_CLOCK) != Some(&at) {
+                registry
+                    .set_job_option(&change.job_id, RUN_CLOCK, at.clone())
+                    .map_err(|e| {
+                        HostError::new(format!("saving the clock of job '{}'", change.job_id), e)
+                    })?;
+                entry.record.options.insert(RUN_CLOCK.to_owned(), at);
+            }
+        }
         // A completed job whose hooks will run is told complete (or failed) when they end:
         // a failing hook turns it failed, and "Complete ✓" would be false.
         let hooks_due = daemon == DaemonJobStatus::Completed

@@ -250,6 +250,9 @@ pub(crate) struct Shared {
     /// restart, or by the `modify --resume` that paused them. Their channels hear no
     /// `job_start` for it (the host takes the job out at its next status change).
     pub quiet_starts: Mutex<std::collections::HashSet<String>>,
+    /// Running jobs a conductor restart continues: when their run's job timeout started
+    /// counting (epoch seconds), for their registration to go on with it.
+    pub restored_clocks: Mutex<std::collections::HashMap<String, f64>>,
     /// Job slots (`max_concurrent_jobs`), as last configured (start or reload).
     pub max_concurrent_jobs: std::sync::atomic::AtomicU32,
     /// Sheets the conductor runs at once across all jobs (`max_concurrent_sheets`, read at
@@ -401,6 +404,7 @@ impl JobManager {
             hook_tx: OnceLock::new(),
             hook_cancels: Mutex::new(std::collections::HashMap::new()),
             quiet_starts: Mutex::new(std::collections::HashSet::new()),
+            restored_clocks: Mutex::new(std::collections::HashMap::new()),
             max_concurrent_jobs: std::sync::atomic::AtomicU32::new(config.max_concurrent_jobs),
             max_concurrent_sheets: config.max_concurrent_sheets.max(1),
             submit_lock: tokio::sync::Mutex::new(()),

@@ -64,6 +64,17 @@ pub(super) async fn recover(
                 };
                 // The job goes on: its channels heard its start before the restart.
                 lock(&mgr.shared.quiet_starts).insert(job_id.clone());
+                // A running job's run goes on with the time it has had: its job timeout
+                // counts from when the run got its slot (a queued one has not started).
+                if record.status == DaemonJobStatus::Running {
+                    if let Some(at) = record
+                        .options
+                        .get(super::host::RUN_CLOCK)
+                        .and_then(serde_json::Value::as_f64)
+                    {
+                        lock(&mgr.shared.restored_clocks).insert(job_id.clone(), at);
+                    }
+                }
                 let resp = super::submit::submit(mgr, ctx, req).await;
                 if resp.status == mozart_ipc::types::JobResponseStatus::Accepted {
                     resumed += 1;

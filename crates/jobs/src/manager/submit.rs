@@ -1046,6 +1046,11 @@ async fn register(
     let run = Arc::new(run);
     let mut spec = specs::job_spec(&job_id, &run, &checkpoint, self_healing);
     spec.timeout = Some(timeout);
+    // A running job a restart continues keeps the time its run has had.
+    spec.clock_started_at = lock(&mgr.shared.restored_clocks)
+        .remove(&job_id)
+        .filter(|at| at.is_finite() && *at > 0.0)
+        .map(|at| mozart_baton::Millis((at * 1000.0) as u64));
     // Its place in the queue for a job slot (a resume keeps the first submission's).
     spec.submitted_at = Some(record.submitted_at);
     // A resumed job (after a restart too) keeps waiting on its own rate limits; a new run

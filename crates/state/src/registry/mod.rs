@@ -426,6 +426,23 @@ impl Registry {
         tx.commit().map_err(self.err(ctx))
     }
 
+    /// Sets one key of a job's `options` (the other keys and columns stay as they are);
+    /// `JobNotFound` if absent.
+    pub fn set_job_option(&self, job_id: &str, key: &str, value: Value) -> Result<()> {
+        let Some(mut job) = self.get_job(job_id)? else {
+            return self.expect_row(0, job_id);
+        };
+        job.options.insert(key.to_owned(), value);
+        let n = self
+            .conn
+            .execute(
+                "UPDATE jobs SET options_json=?2 WHERE job_id=?1",
+                params![job_id, Value::Object(job.options).to_string()],
+            )
+            .map_err(self.err(format!("updating job '{job_id}'")))?;
+        self.expect_row(n, job_id)
+    }
+
     /// Overwrites a job's metadata columns; `JobNotFound` if absent.
     pub fn update_job(&self, job: &JobRecord) -> Result<()> {
         let n = self
