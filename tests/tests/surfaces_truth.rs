@@ -633,3 +633,36 @@ fn the_dashboard_says_what_is_wrong_with_an_address_and_shows_no_false_counts() 
     assert!(page.body.contains("not running"), "{}", page.body);
     assert!(!page.body.contains("(0)"), "{}", page.body);
 }
+
+/// MCP errors about an inline score named files that do not exist: `validate {"yaml": …}`
+/// with an unknown field said "in …/mcp-scores/inline-score.yaml, line 5", and a refused
+/// `run {"yaml": …}` "…/mcp-scores/x.yaml, line 3" (the file put back, so gone). They now
+/// name what the caller gave: "the yaml you passed".
+#[test]
+fn mcp_errors_about_inline_yaml_name_the_yaml_passed() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let replies = web::mcp_calls(
+        &env,
+        &[
+            serde_json::json!({"name": "validate", "arguments": {"yaml":
+                "name: x\nsheet: {size: 1, total_items: 1}\nprompt:\n  template: hi\nbogus_field: 1\n"}}),
+            serde_json::json!({"name": "run", "arguments": {"yaml": "name: x\nsheet: [1,2\n"}}),
+        ],
+    );
+    let text = |i: usize| {
+        replies[i]["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let validate = text(0);
+    assert!(
+        validate.contains("in the yaml you passed, line 5"),
+        "{validate}"
+    );
+    assert!(!validate.contains("inline-score.yaml"), "{validate}");
+    let run = text(1);
+    assert!(run.contains("the yaml you passed\", line 3"), "{run}");
+    assert!(!run.contains("x.yaml"), "{run}");
+}

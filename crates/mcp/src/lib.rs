@@ -308,7 +308,12 @@ impl MozartMcp {
             (None, Some(yaml)) => {
                 let dir = self.scores_dir.clone();
                 tokio::task::spawn_blocking(move || {
-                    validate_text(&yaml, &dir.join("inline-score.yaml"))
+                    // Read as if it were in the scores directory (its relative paths are
+                    // from there), but named as what it is: no such file exists.
+                    let path = dir.join("inline-score.yaml");
+                    let mut report = validate_text(&yaml, &path);
+                    name_inline(&mut report, &path);
+                    report
                 })
                 .await
             }
@@ -370,6 +375,12 @@ impl MozartMcp {
             )));
         };
         if !report.valid {
+            // The inline score's file is put back (removed): the errors name what the
+            // caller gave, not a file that is gone.
+            let mut report = report;
+            if let Some(saved) = &restore {
+                name_inline(&mut report, &saved.path);
+            }
             put_back(restore);
             return Ok(report_result(&report));
         }
@@ -552,6 +563,31 @@ impl MozartMcp {
             ))),
             Ok(text) => Ok(text_result(text)),
             Err(e) => Ok(op_error(&e)),
+        }
+    }
+}
+
+/// What an inline score is called in its validation report: "the yaml you passed", not
+/// the file it was read as (which does not exist, or no longer does once a refused run
+/// puts it back).
+const INLINE_NAME: &str = "the yaml you passed";
+
+/// Name an inline score read as `path` as [`INLINE_NAME`] in its report.
+fn name_inline(report: &mut ValidationReport, path: &Path) {
+    let file = path.display().to_string();
+    let rename = |text: &mut String| {
+        if text.contains(&file) {
+            *text = text.replace(&file, INLINE_NAME);
+        }
+    };
+    if let Some(e) = report.load_error.as_mut() {
+        rename(e);
+    }
+    report.hints.iter_mut().for_each(rename);
+    for issue in &mut report.issues {
+        rename(&mut issue.message);
+        if let Some(s) = issue.suggestion.as_mut() {
+            rename(s);
         }
     }
 }
