@@ -263,3 +263,47 @@ fn workspace_logs_are_not_read_through_links_fifos_or_others_files() {
         stdout(&out)
     );
 }
+
+/// A sheet runs `sleep` under a name holding a window-title escape and a screen clear:
+/// `mozart top` wrote them raw from the process's command line. Now they are written out.
+#[test]
+fn top_shows_an_instruments_process_names_escaped() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let env = TestEnv::new();
+    env.start_conductor();
+    let name = r#""$(printf 'x\033]0;PWNTITLE\007\033[2J')""#;
+    let score = env.write_score(
+        "topesc",
+        &format!(
+            "name: topesc\nworkspace: {}\ninstrument: shell\nsheet: {{size: 1, total_items: 1}}\n\
+             prompt:\n  template: |\n    RUN: ln -sf /bin/sleep {name}; ./{name} 30\n",
+            env.work.join("topesc-ws").display()
+        ),
+    );
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let mut child = env
+        .command(&["top", "-i", "0.2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let reader = BufReader::new(child.stdout.take().unwrap());
+    // Frames every 0.2 s: the process shows within the first thousands of lines.
+    let line = reader
+        .lines()
+        .take(20_000)
+        .map_while(Result::ok)
+        // The sleep's own line, not its shell's (whose command line spells the printf).
+        .find(|l| l.contains("PWNTITLE") && !l.contains("printf"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = env.mozart(&["cancel", "topesc"]);
+    let line = line.expect("the sheet's process never showed in mozart top");
+    assert!(
+        !line.contains('\u{1b}'),
+        "top wrote an escape raw: {line:?}"
+    );
+    assert!(line.contains("\\x1b]0;PWNTITLE\\x07"), "{line}");
+}

@@ -153,7 +153,10 @@ fn render(s: &SystemSnapshot) -> String {
             .map_or_else(|| "-".to_string(), |n| n.to_string());
         text.push_str(&format!(
             "  {:<24} {:<9} sheet {current}/{}  (last completed {})\n",
-            job.job_id, job.status, job.total_sheets, job.last_completed_sheet
+            crate::output::plain(&job.job_id),
+            job.status,
+            job.total_sheets,
+            job.last_completed_sheet
         ));
     }
     text.push_str(&format!(
@@ -168,8 +171,9 @@ fn render(s: &SystemSnapshot) -> String {
 }
 
 fn process_line(p: &ProcessMetric) -> String {
-    let command: String = p
-        .command
+    // A process's name and arguments are what an instrument chose: shown, not obeyed (a
+    // window title, a screen clear).
+    let command: String = crate::output::plain(&p.command)
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
@@ -184,7 +188,7 @@ fn process_line(p: &ProcessMetric) -> String {
         p.cpu_percent,
         p.rss_mb,
         p.age_seconds,
-        p.job_id.as_deref().unwrap_or("-"),
+        crate::output::plain(p.job_id.as_deref().unwrap_or("-")),
         p.sheet_num
             .map_or_else(|| "-".to_string(), |n| n.to_string()),
         command
