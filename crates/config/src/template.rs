@@ -1094,7 +1094,14 @@ fn requirements_from_vars(
         // A sheet's context: its names walked in place (listing them as values for
         // `try_iter` cost more than the rest of the prompt's requirements together).
         if let Some(values) = vars.downcast_object_ref::<SheetValues>() {
+            // The `{…}` the text holds, looked for once (and again after a replacement):
+            // most names are in none of them.
+            let mut present = braced(&out);
             values.each_name(|k| {
+                let plain = !k.contains(['{', '}']);
+                if plain && !present.iter().any(|p| *p == k) {
+                    return;
+                }
                 needle.clear();
                 needle.push('{');
                 needle.push_str(k);
@@ -1102,6 +1109,7 @@ fn requirements_from_vars(
                 if out.contains(needle.as_str()) {
                     if let Some(v) = values.lookup(k) {
                         out = out.replace(needle.as_str(), &v.to_string());
+                        present = braced(&out);
                     }
                 }
             });
@@ -1173,6 +1181,17 @@ fn requirements_from_vars(
     lines.push(String::new());
     lines.push("Ensure ALL requirements are met before completing this task.".to_string());
     Some(lines.join("\n"))
+}
+
+/// Every `{name}` in `text` as its `name`: the text from each `{` to the next `}` (a name
+/// without braces is in `text` as `{name}` exactly when it is listed here).
+fn braced(text: &str) -> Vec<String> {
+    text.match_indices('{')
+        .filter_map(|(i, _)| {
+            let rest = &text[i + 1..];
+            rest.find('}').map(|j| rest[..j].to_string())
+        })
+        .collect()
 }
 
 /// What a rule asks, in the prompt's words: `Create file: \`PATH\``, `File: …` and
