@@ -122,3 +122,70 @@ retry:
     crate::harness::submit_now(&env, &path);
     crate::harness::wait_status(&env, "again", 60.0, |d| d["status"] == "failed");
 }
+
+/// The conductor's peak resident memory (`VmHWM`), in bytes.
+fn peak_memory(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmHWM")
+        * 1024
+}
+
+/// Checks read a file of any size in bounded memory: `content_contains` finds a pattern at
+/// the end of a 512 MiB file and `capture_files` (max_output_chars 2000) takes only its
+/// start, cut and marked, without the conductor holding the file (before: its memory grew
+/// by the file's size, twice over); `content_regex` on a file over its 64 MiB cap fails,
+/// saying the file's size and the cap.
+#[test]
+fn content_checks_and_captured_files_read_big_files_in_bounded_memory() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = env.work.join("bigread-ws");
+    let yaml = format!(
+        "name: bigread\nworkspace: {ws}\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         sheet: {{size: 1, total_items: 2}}\nretry: {{max_retries: 0}}\n\
+         cross_sheet:\n  capture_files: [\"{{{{ workspace }}}}/big.txt\"]\n  max_output_chars: 2000\n\
+         prompt:\n  template: |\n    RUN: [ -e big.txt ] || {{ truncate -s 512M big.txt && echo THE-END >> big.txt; }}\n\
+         validations:\n  - type: content_contains\n    path: \"{{workspace}}/big.txt\"\n    pattern: THE-END\n",
+        ws = ws.display(),
+    );
+    let score = env.write_score("bigread", &yaml);
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "run: {}", stdout(&out));
+    env.wait_completed("bigread");
+    let pid = env.conductor_pid().expect("conductor pid");
+    let peak = peak_memory(pid);
+    assert!(
+        peak < 256 * 1024 * 1024,
+        "the conductor's memory peaked at {} MiB reading a 512 MiB file",
+        peak / (1024 * 1024)
+    );
+
+    let ws2 = env.work.join("bigre-ws");
+    let yaml = format!(
+        "name: bigre\nworkspace: {ws}\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         sheet: {{size: 1, total_items: 1}}\nretry: {{max_retries: 0}}\n\
+         prompt:\n  template: |\n    RUN: truncate -s 65M mid.txt\n\
+         validations:\n  - type: content_regex\n    path: \"{{workspace}}/mid.txt\"\n    pattern: \"x+\"\n",
+        ws = ws2.display(),
+    );
+    let score = env.write_score("bigre", &yaml);
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "run: {}", stdout(&out));
+    let out = env.mozart(&["wait", "bigre"]);
+    assert_ne!(out.status.code(), Some(0), "{}", stdout(&out));
+    let errors = stdout(&env.mozart(&["errors", "bigre", "-V"]));
+    assert!(
+        errors.contains("mid.txt is 65.0 MiB; content_regex reads at most 64.0 MiB"),
+        "{errors}"
+    );
+    let peak = peak_memory(pid);
+    assert!(
+        peak < 256 * 1024 * 1024,
+        "the conductor's memory peaked at {} MiB",
+        peak / (1024 * 1024)
+    );
+}

@@ -172,7 +172,7 @@ pub fn collect(input: &CrossSheetInput<'_>) -> CrossSheetContext {
             if out.previous_files.iter().any(|(p, _)| Path::new(p) == path) {
                 continue;
             }
-            match read_captured(&path, &root, input.files_modified_since) {
+            match read_captured(&path, &root, input.files_modified_since, max_chars) {
                 Ok(Some(text)) => {
                     // Credentials go before truncation, so a key cut in half is still caught.
                     let text = truncate(&mozart_backends::redact(&text), max_chars);
@@ -233,6 +233,7 @@ fn read_captured(
     path: &Path,
     root: &Path,
     since: Option<SystemTime>,
+    max_chars: usize,
 ) -> Result<Option<String>, String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
@@ -255,7 +256,7 @@ fn read_captured(
     }
     // The resolved path, opened without following a link put there since (nor blocking on
     // a FIFO); what was opened is checked again where the system says what it is.
-    let mut file = std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc_flags())
         .open(&real)
@@ -274,12 +275,33 @@ fn read_captured(
             return Ok(None);
         }
     }
+    // Only what can be kept is read (bounded memory for any file): `max_chars` characters
+    // of up to 4 bytes, and a margin past them so that a credential across the cut is
+    // still seen whole by the redaction; a longer file is cut, which [`truncate`] marks.
+    let limit = u64::try_from(max_chars)
+        .unwrap_or(u64::MAX)
+        .saturating_mul(4)
+        .saturating_add(CAPTURE_MARGIN);
     let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).map_err(|e| e.to_string())?;
-    String::from_utf8(bytes)
-        .map(Some)
-        .map_err(|_| "it is not UTF-8 text".to_string())
+    file.take(limit)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    let cut = meta.len() > limit || bytes.len() as u64 == limit;
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok(Some(text)),
+        // Cut inside a character: the whole characters before it.
+        Err(e) if cut && e.utf8_error().error_len().is_none() => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            Ok(Some(String::from_utf8(bytes).unwrap_or_default()))
+        }
+        Err(_) => Err("it is not UTF-8 text".to_string()),
+    }
 }
+
+/// Bytes read past a captured file's kept characters ([`read_captured`]).
+const CAPTURE_MARGIN: u64 = 64 * 1024;
 
 fn libc_flags() -> i32 {
     (nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits()

@@ -131,22 +131,38 @@ fn mtime_secs(t: SystemTime) -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// The text of the file a content check reads: a regular file only, opened without waiting
-/// (a FIFO the instrument left at the path fails the check, saying so, instead of holding
-/// the sheet, its cancel and the conductor's stop for ever).
-async fn read_text(path: &std::path::Path) -> Result<String, Attempt> {
-    use mozart_ipc::workspace_file::{read_regular, ReadError};
+/// The most a `content_regex` check reads into memory; a larger file fails the check,
+/// saying so (`content_contains` reads any size, a chunk at a time).
+pub const CONTENT_READ_CAP: u64 = 64 * 1024 * 1024;
+
+/// Bytes `content_contains` holds at a time (plus the pattern's length).
+pub(super) const SEARCH_CHUNK: usize = 1024 * 1024;
+
+/// The file a content check reads: a regular file only, opened without waiting (a FIFO the
+/// instrument left at the path fails the check, saying so, instead of holding the sheet,
+/// its cancel and the conductor's stop for ever). `read` then runs on the blocking pool.
+async fn with_file<T: Send + 'static>(
+    path: &std::path::Path,
+    read: impl FnOnce(std::fs::File) -> std::io::Result<T> + Send + 'static,
+) -> Result<T, Attempt> {
+    use mozart_ipc::workspace_file::{open_regular, ReadError};
     let owned = path.to_path_buf();
-    let read = tokio::task::spawn_blocking(move || read_regular(&owned))
-        .await
-        .unwrap_or_else(|e| {
-            Err(ReadError::Io {
-                path: path.to_path_buf(),
-                source: std::io::Error::other(e.to_string()),
-            })
-        });
-    match read {
-        Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+    let done = tokio::task::spawn_blocking(move || {
+        let file = open_regular(&owned)?;
+        read(file).map_err(|source| ReadError::Io {
+            path: owned,
+            source,
+        })
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(ReadError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::other(e.to_string()),
+        })
+    });
+    match done {
+        Ok(value) => Ok(value),
         Err(e) if e.is_not_found() => Err(Attempt::fail(
             "missing",
             format!("File not found: {}", path.display()),
@@ -163,6 +179,67 @@ async fn read_text(path: &std::path::Path) -> Result<String, Attempt> {
         Err(ReadError::Io { source, .. }) => {
             Err(Attempt::fail("error", format!("I/O error: {source}"), None))
         }
+    }
+}
+
+/// Whether `file` holds `pattern`, read a chunk at a time (bounded memory for any size),
+/// each chunk searched with the end of the one before it (a pattern's length less one) in
+/// front, so a match across two chunks is found.
+fn file_contains(mut file: std::fs::File, pattern: &str) -> std::io::Result<bool> {
+    use std::io::Read;
+    if pattern.is_empty() {
+        return Ok(true);
+    }
+    let finder =
+        regex::bytes::Regex::new(&regex::escape(pattern)).map_err(std::io::Error::other)?;
+    let keep = pattern.len() - 1;
+    let mut buf: Vec<u8> = Vec::with_capacity(SEARCH_CHUNK + keep);
+    let mut chunk = vec![0u8; SEARCH_CHUNK];
+    loop {
+        let n = match file.read(&mut chunk) {
+            Ok(0) => return Ok(false),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        if finder.is_match(&buf) {
+            return Ok(true);
+        }
+        let cut = buf.len().saturating_sub(keep);
+        buf.drain(..cut);
+    }
+}
+
+/// The text of `file` (lossy UTF-8), or `Err(size)` when it is larger than
+/// [`CONTENT_READ_CAP`].
+fn read_capped(file: std::fs::File) -> std::io::Result<Result<String, u64>> {
+    use std::io::Read;
+    let size = file.metadata()?.len();
+    if size > CONTENT_READ_CAP {
+        return Ok(Err(size));
+    }
+    let mut bytes = Vec::new();
+    // It may have grown since: never more than the cap and one byte.
+    file.take(CONTENT_READ_CAP + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > CONTENT_READ_CAP {
+        return Ok(Err(bytes.len() as u64));
+    }
+    Ok(Ok(String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+/// `bytes` for a person: `1.0 GiB`, `65.0 MiB`, `12 KiB`, `300 bytes`.
+fn size_words(bytes: u64) -> String {
+    const KIB: f64 = 1024.0;
+    let b = bytes as f64;
+    if b >= KIB * KIB * KIB {
+        format!("{:.1} GiB", b / (KIB * KIB * KIB))
+    } else if b >= KIB * KIB {
+        format!("{:.1} MiB", b / (KIB * KIB))
+    } else if b >= KIB {
+        format!("{:.0} KiB", b / KIB)
+    } else {
+        format!("{bytes} bytes")
     }
 }
 
@@ -237,12 +314,14 @@ fn file_modified(path: &Path, snapshot: &MtimeSnapshot) -> Attempt {
     }
 }
 
-/// `content_contains`: `path` holds `pattern` as plain text.
+/// `content_contains`: `path` holds `pattern` as plain text (searched a chunk at a time:
+/// a file of any size, in bounded memory).
 async fn content_contains(path: &Path, pattern: &str) -> Attempt {
-    match read_text(path).await {
+    let needle = pattern.to_owned();
+    match with_file(path, move |file| file_contains(file, &needle)).await {
         Err(a) => a,
-        Ok(text) if text.contains(pattern) => Attempt::pass(Some(pattern.to_owned())),
-        Ok(_) => Attempt {
+        Ok(true) => Attempt::pass(Some(pattern.to_owned())),
+        Ok(false) => Attempt {
             expected: Some(pattern.to_owned()),
             ..Attempt::fail(
                 "incomplete",
@@ -263,9 +342,22 @@ async fn content_regex(path: &Path, pattern: &str) -> Attempt {
         Ok(re) => re,
         Err(e) => return Attempt::fail("error", format!("Regex error: {e}"), None),
     };
-    match read_text(path).await {
+    match with_file(path, read_capped).await {
         Err(a) => a,
-        Ok(text) => match re.find(&text) {
+        Ok(Err(size)) => Attempt::fail(
+            "error",
+            format!(
+                "{} is {}; content_regex reads at most {}",
+                path.display(),
+                size_words(size),
+                size_words(CONTENT_READ_CAP)
+            ),
+            Some(format!(
+                "Check a smaller file, or use content_contains (any size) or command_succeeds (e.g. grep -E) for {}",
+                path.display()
+            )),
+        ),
+        Ok(Ok(text)) => match re.find(&text) {
             Some(m) => Attempt::pass(Some(m.as_str().to_owned())),
             None => Attempt {
                 expected: Some(pattern.to_owned()),

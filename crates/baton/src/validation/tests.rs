@@ -242,3 +242,27 @@ async fn a_failing_stage_skips_later_stages_and_conditions_filter() {
     assert_eq!(report.executed_pass_rate(), 0.0);
     assert_eq!(report.pass_rate(), 0.0);
 }
+
+/// `content_contains` reads a chunk at a time: a pattern across the boundary of two chunks
+/// is found, and one that is not there is not.
+#[tokio::test]
+async fn content_contains_finds_a_pattern_across_two_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("out.txt");
+    let mut text = vec![b'a'; super::run::SEARCH_CHUNK - 3];
+    text.extend_from_slice(b"NEEDLE and more");
+    std::fs::write(&path, &text).unwrap();
+    let check = |pattern: &str| {
+        rule(ValidationCheck::ContentContains {
+            path: path.clone(),
+            pattern: pattern.into(),
+        })
+    };
+    let report = run_validations(
+        &[check("NEEDLE"), check("NEEDLES")],
+        &MtimeSnapshot::default(),
+    )
+    .await;
+    assert_eq!(report.results[0].status, CheckStatus::Passed);
+    assert_eq!(report.results[1].status, CheckStatus::Failed);
+}
