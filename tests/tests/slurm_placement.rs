@@ -294,11 +294,12 @@ fn a_reattached_sheet_runs_for_as_long_as_its_slurm_job() {
     }
     let env = env_with_standin();
     let job = unique("slurm-runningfor");
-    let (path, ws) = score(&env, &job, 1, "120");
+    // Two voices: the status lists each sheet on a line of its own.
+    let (path, ws) = score(&env, &job, 2, "120");
     let _scancel = Scancel(format!("mozart-{job}-"));
     run(&env, &path, &[]);
-    poll(&env, 120.0, "the sheet to start on Slurm", || {
-        (!ledger(&ws.join("ledger")).is_empty()).then_some(())
+    poll(&env, 120.0, "the sheets to start on Slurm", || {
+        (ledger(&ws.join("ledger")).len() >= 2).then_some(())
     });
     let started = std::time::Instant::now();
     std::thread::sleep(Duration::from_secs(8));
@@ -319,6 +320,30 @@ fn a_reattached_sheet_runs_for_as_long_as_its_slurm_job() {
     assert!(
         running_for >= ran - 1.0,
         "running for {running_for:.1}s, but its Slurm job has run for {ran:.1}s: {live:#}"
+    );
+    // The sheet's own line (`in_progress (…)`) counts from the same start, not from the
+    // restart (before, `in_progress (3.1s)` beside `Running for: 17.7s`).
+    let text = stdout(&env.mozart(&["status", &job]));
+    let shown = text
+        .split_once("in_progress (")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(d, _)| d.to_string())
+        .unwrap_or_default();
+    let secs = shown
+        .split(' ')
+        .map(|part| {
+            let (n, unit) = part.split_at(part.len().saturating_sub(1));
+            n.parse::<f64>().unwrap_or(f64::NAN)
+                * match unit {
+                    "h" => 3600.0,
+                    "m" => 60.0,
+                    _ => 1.0,
+                }
+        })
+        .sum::<f64>();
+    assert!(
+        secs >= ran - 1.0,
+        "the sheet's line says in_progress ({shown}), but its Slurm job has run for {ran:.1}s:\n{text}"
     );
     let text = stdout(&env.mozart(&["status", &job]));
     assert!(!text.contains("Running for: 0s"), "{text}");

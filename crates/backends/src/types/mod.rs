@@ -128,6 +128,15 @@ impl Progress {
         }
     }
 
+    /// When the attempt began (Unix seconds), when a placement said so
+    /// ([`Progress::set_began_at`]); `None` for an attempt under way since its dispatch.
+    pub fn began_at(&self) -> Option<f64> {
+        match self.began_epoch_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(ms as f64 / 1000.0),
+        }
+    }
+
     /// The attempt began at `epoch` (Unix seconds), before this progress was created: a
     /// remote job that ran on while the conductor restarted.
     pub fn set_began_at(&self, epoch: f64) {

@@ -1650,6 +1650,12 @@ fn add_live_progress(
         let Some(sheet) = doc.sheets.get_mut(&num) else {
             continue;
         };
+        // A remote job a restarted conductor re-attached to began before this conductor
+        // dispatched the sheet: the sheet's line (`in_progress (…)`, its start) counts from
+        // the job's start, as Live Progress's "Running for" does — not from the restart.
+        if let Some(began) = progress.began_at() {
+            sheet.started_at = Some(mozart_ipc::time::Timestamp::from_epoch(began));
+        }
         let a = progress.activity();
         sheet.live = Some(Box::new(mozart_ipc::checkpoint::LiveProgress {
             elapsed_seconds: progress.running_for().as_secs_f64(),
