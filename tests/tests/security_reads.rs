@@ -307,3 +307,38 @@ fn top_shows_an_instruments_process_names_escaped() {
     );
     assert!(line.contains("\\x1b]0;PWNTITLE\\x07"), "{line}");
 }
+
+/// A score's key `"\e]0;SCOREPWN\a"` and `instrument: "\e]0;INSTPWN\a"`: `validate`,
+/// `run -n` and `run` printed `Unknown field '<ESC>]0;SCOREPWN<BEL>'` and the instrument raw
+/// (retitling the terminal). Now both are written out.
+#[test]
+fn a_scores_unknown_keys_and_instrument_are_shown_escaped() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let field = env.write_score(
+        "field",
+        "name: field\n\"\\e]0;SCOREPWN\\a\": 1\nworkspace: ws\ninstrument: shell\n\
+         sheet: {size: 1, total_items: 1}\nprompt:\n  template: \"hi\"\n",
+    );
+    let inst = env.write_score(
+        "inst",
+        "name: inst\nworkspace: ws\ninstrument: \"\\e]0;INSTPWN\\a\"\n\
+         sheet: {size: 1, total_items: 1}\nprompt:\n  template: \"hi\"\n",
+    );
+    for (score, marker) in [(&field, "SCOREPWN"), (&inst, "INSTPWN")] {
+        for args in [&["validate"][..], &["run", "-n"], &["run"]] {
+            let mut args = args.to_vec();
+            args.push(score.to_str().unwrap());
+            let out = env.mozart(&args);
+            let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+            assert!(
+                !text.contains('\u{1b}') && !text.contains('\u{7}'),
+                "{args:?} wrote an escape raw: {text:?}"
+            );
+            assert!(
+                text.contains(&format!("\\x1b]0;{marker}\\x07")),
+                "{args:?} did not name it: {text}"
+            );
+        }
+    }
+}

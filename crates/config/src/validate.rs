@@ -1040,13 +1040,16 @@ fn check_instruments(c: &JobConfig, raw: &str, env: &CheckEnv, out: &mut Vec<Iss
     );
     let candidates: HashSet<String> = valid.iter().cloned().collect();
     let mut issue = |id: &'static str, name: &str, location: String, line: Option<usize>| {
+        // The name as the score wrote it, its control characters written out: shown, not
+        // obeyed by the terminal.
+        let shown = mozart_yaml::control_escaped(name);
         // A profile file that names it but does not load: the reason is what to fix.
         if let Some(why) = env.broken_profiles.get(name) {
             out.push(
                 Issue::new(
                     id,
                     Severity::Warning,
-                    format!("Unknown {location}: '{name}': its profile does not load: {why}"),
+                    format!("Unknown {location}: '{shown}': its profile does not load: {why}"),
                 )
                 .line(line)
                 .suggest(format!(
@@ -1066,7 +1069,7 @@ fn check_instruments(c: &JobConfig, raw: &str, env: &CheckEnv, out: &mut Vec<Iss
             Issue::new(
                 id,
                 Severity::Warning,
-                format!("Unknown {location}: '{name}' not found in instrument registry"),
+                format!("Unknown {location}: '{shown}' not found in instrument registry"),
             )
             .line(line)
             .suggest(suggestion)

@@ -161,6 +161,26 @@ pub fn python_float(f: f64) -> String {
     }
 }
 
+/// `s` with every control character but tab written out (`\x1b`, `\u{9b}` for C1), for a
+/// name taken from a file (a score's key, an instrument's name) put into a message: shown,
+/// not obeyed by the terminal (a window title, a screen clear).
+pub fn control_escaped(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() && c != '\t') {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            c if c.is_control() && c != '\t' && (c as u32) < 0x80 => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c if c.is_control() && c != '\t' => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Python's `repr(str)` (single quotes unless the text contains one and no double quote).
 pub fn python_str_repr(s: &str) -> String {
     let quote = if s.contains('\'') && !s.contains('"') {

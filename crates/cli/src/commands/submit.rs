@@ -366,7 +366,7 @@ fn print_panel(config: &mozart_config::JobConfig) {
         config.description.as_deref().unwrap_or("No description")
     );
     println!();
-    println!("  Instrument: {instrument}");
+    println!("  Instrument: {}", crate::output::plain(&instrument));
     println!(
         "  Sheets: {total} ({} each)",
         mozart_config::plural(config.sheet.size, "item", "items")

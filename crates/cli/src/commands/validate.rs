@@ -522,9 +522,10 @@ fn print_terminal(
     println!();
     println!("Configuration summary:");
     println!("  Sheets: {}", mozart_config::plan::total_sheets(&c.sheet));
+    // As the score wrote it: shown, not obeyed by the terminal.
     println!(
         "  Instrument: {}",
-        c.instrument.as_deref().unwrap_or(c.backend.kind.as_str())
+        crate::output::plain(c.instrument.as_deref().unwrap_or(c.backend.kind.as_str()))
     );
     println!("  Validations: {}", c.validations.len());
     println!("  Notifications: {}", c.notifications.len());

@@ -57,7 +57,8 @@ pub(crate) fn unknown_instruments(
             } else {
                 String::new()
             };
-            format!("{field}: {name}{why}")
+            // As the score wrote it, its control characters written out.
+            format!("{field}: {}{why}", mozart_config::yaml::control_escaped(name))
         })
         .collect();
     let (what, them) = if unknown.len() == 1 {

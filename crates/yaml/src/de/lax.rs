@@ -47,9 +47,11 @@ impl FieldError {
         }
     }
 
-    /// The location as pydantic prints it (`parallel.max_concurrent`).
+    /// The location as pydantic prints it (`parallel.max_concurrent`); a key's control
+    /// characters written out (`\x1b`), so that a message naming it cannot drive the
+    /// terminal.
     pub fn loc_text(&self) -> String {
-        self.loc.join(".")
+        crate::control_escaped(&self.loc.join(".")).into_owned()
     }
 }
 
