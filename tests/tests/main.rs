@@ -67,6 +67,7 @@ mod security_modes;
 mod security_processes;
 mod security_reads;
 mod security_redaction;
+mod security_review_files;
 mod security_secrets;
 mod security_socket;
 mod security_workspace_files;

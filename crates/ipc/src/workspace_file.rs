@@ -156,7 +156,7 @@ impl TrustedDir {
     /// Open `dir` (links in its path followed: the directory the user named) and check it.
     pub fn open(dir: &Path) -> Result<TrustedDir, WriteError> {
         use nix::fcntl::{open, OFlag};
-        use nix::sys::stat::{fstat, Mode};
+        use nix::sys::stat::Mode;
         let io_err = |e: nix::errno::Errno| WriteError::Io {
             path: dir.to_path_buf(),
             source: io::Error::from_raw_os_error(e as i32),
@@ -167,7 +167,106 @@ impl TrustedDir {
             Mode::empty(),
         )
         .map_err(io_err)?;
-        let st = fstat(&fd).map_err(io_err)?;
+        Self::checked(fd, dir.to_path_buf())
+    }
+
+    /// Open the directory `name` in `parent` (links in `parent`'s path followed: the
+    /// directory the user named), creating it (mode 0755) when `create` and it is missing;
+    /// `name` itself is never followed when it is a link, and it is checked as
+    /// [`TrustedDir::open`] checks.
+    pub fn open_in(parent: &Path, name: &str, create: bool) -> Result<TrustedDir, WriteError> {
+        use nix::fcntl::{open, OFlag};
+        let fd = open(
+            parent,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(|e| WriteError::Io {
+            path: parent.to_path_buf(),
+            source: io::Error::from_raw_os_error(e as i32),
+        })?;
+        Self::dir_at(&fd, parent, name, create)
+    }
+
+    /// The directory `name` in this one, as [`TrustedDir::open_in`] opens it.
+    pub fn subdir(&self, name: &str, create: bool) -> Result<TrustedDir, WriteError> {
+        Self::dir_at(&self.fd, &self.path, name, create)
+    }
+
+    /// The directory's path as it was named.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A path that reaches this very directory (through `/proc/self/fd`), for code that
+    /// takes paths: what is created or renamed under it lands in the checked directory even
+    /// when its named path is swapped meanwhile.
+    pub fn handle_path(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
+    }
+
+    /// The names in the directory.
+    pub fn names(&self) -> Result<Vec<String>, WriteError> {
+        let entries = std::fs::read_dir(self.handle_path()).map_err(|source| WriteError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        Ok(entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect())
+    }
+
+    fn dir_at(
+        parent: &std::os::fd::OwnedFd,
+        parent_path: &Path,
+        name: &str,
+        create: bool,
+    ) -> Result<TrustedDir, WriteError> {
+        use nix::fcntl::{openat, OFlag};
+        use nix::sys::stat::Mode;
+        let path = parent_path.join(name);
+        let io_err = |e: nix::errno::Errno| WriteError::Io {
+            path: path.clone(),
+            source: io::Error::from_raw_os_error(e as i32),
+        };
+        if create {
+            match nix::sys::stat::mkdirat(parent, name, Mode::from_bits_truncate(0o755)) {
+                Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+                Err(e) => return Err(io_err(e)),
+            }
+        }
+        let fd = match openat(
+            parent,
+            name,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(nix::errno::Errno::ELOOP) => return Err(WriteError::Link { path }),
+            Err(nix::errno::Errno::ENOTDIR) => {
+                let link =
+                    std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+                return Err(if link {
+                    WriteError::Link { path }
+                } else {
+                    WriteError::NotYours {
+                        path,
+                        what: "not a directory".into(),
+                    }
+                });
+            }
+            Err(e) => return Err(io_err(e)),
+        };
+        Self::checked(fd, path)
+    }
+
+    fn checked(fd: std::os::fd::OwnedFd, dir: PathBuf) -> Result<TrustedDir, WriteError> {
+        use nix::sys::stat::fstat;
+        let st = fstat(&fd).map_err(|e| WriteError::Io {
+            path: dir.clone(),
+            source: io::Error::from_raw_os_error(e as i32),
+        })?;
         let me = crate::trust::current_uid();
         let reason = if st.st_uid != me && st.st_uid != 0 {
             Some(format!(
@@ -188,14 +287,8 @@ impl TrustedDir {
             None
         };
         match reason {
-            Some(reason) => Err(WriteError::Untrusted {
-                path: dir.to_path_buf(),
-                reason,
-            }),
-            None => Ok(TrustedDir {
-                fd,
-                path: dir.to_path_buf(),
-            }),
+            Some(reason) => Err(WriteError::Untrusted { path: dir, reason }),
+            None => Ok(TrustedDir { fd, path: dir }),
         }
     }
 

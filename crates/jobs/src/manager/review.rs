@@ -14,6 +14,7 @@ use std::time::Duration;
 use mozart_backends::{ExecutionRequest, ExecutionResult};
 use mozart_config::tasks::{DispatchMode, ReviewConfig, TaskItem};
 use mozart_config::PlannedSheet;
+use mozart_ipc::workspace_file::{TrustedDir, WriteError};
 use mozart_state::review::{ReviewState, ReviewVerdict};
 
 use std::collections::HashMap;
@@ -128,12 +129,46 @@ pub(crate) fn last_chars(s: &str, max: usize) -> &str {
     &s[at..]
 }
 
-fn read(dir: &Path, name: &str) -> String {
-    std::fs::read_to_string(dir.join(name)).unwrap_or_default()
+/// The directory Mozart keeps review records in: `<workspace>/.mozart-review`, never a link
+/// nor a directory another user can change (the workspace may be shared).
+fn records_dir(workspace: &Path, create: bool) -> Result<TrustedDir, WriteError> {
+    TrustedDir::open_in(workspace, ".mozart-review", create)
 }
 
+/// Open a memory directory (a sheet's directory under `.mozart-review`, or its own worktree)
+/// without following a link at it, or at `.mozart-review`.
+fn memory_dir(dir: &Path) -> Result<TrustedDir, String> {
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+        return Err(format!("{} is not a memory directory", dir.display()));
+    };
+    let name = name.to_string_lossy();
+    let opened = match (parent.parent(), parent.file_name()) {
+        (Some(workspace), Some(records)) if records == ".mozart-review" => {
+            records_dir(workspace, false).and_then(|d| d.subdir(&name, false))
+        }
+        _ => TrustedDir::open_in(parent, &name, false),
+    };
+    opened.map_err(|e| e.to_string())
+}
+
+/// A memory file's text; a file that is missing is empty, and one that is not a regular
+/// file of yours (a link, a FIFO, …) is left out, with a warning saying why.
+fn read(dir: &Path, name: &str) -> String {
+    let got = memory_dir(dir).and_then(|d| d.read(name).map_err(|e| e.to_string()));
+    match got {
+        Ok(bytes) => String::from_utf8_lossy(&bytes.unwrap_or_default()).into_owned(),
+        Err(e) => {
+            tracing::warn!(file = %dir.join(name).display(), error = %e, "review.memory_file_not_read");
+            String::new()
+        }
+    }
+}
+
+/// Write a memory file: a new file, or the regular file of yours there, never through a link.
 fn write(dir: &Path, name: &str, text: &str) -> Result<(), String> {
-    std::fs::write(dir.join(name), text)
+    memory_dir(dir)
+        .and_then(|d| d.write(name, text.as_bytes()).map_err(|e| e.to_string()))
+        .map(drop)
         .map_err(|e| format!("cannot write {}: {e}", dir.join(name).display()))
 }
 
@@ -194,7 +229,7 @@ pub(crate) fn write_memory(
         None => "# Reviewer feedback\n\nNone yet: this is the first iteration.\n".into(),
     };
     write(dir, "FEEDBACK.md", &feedback)?;
-    if !dir.join("AGENTS.md").exists() {
+    if std::fs::symlink_metadata(dir.join("AGENTS.md")).is_err() {
         write(
             dir,
             "AGENTS.md",
@@ -255,51 +290,64 @@ pub(crate) struct Pending {
     pub stderr: String,
 }
 
-fn pending_path(run: &JobRun, sheet: u32) -> PathBuf {
-    run.workspace
-        .join(".mozart-review")
-        .join(format!("sheet-{sheet}.json"))
+fn pending_name(sheet: u32) -> String {
+    format!("sheet-{sheet}.json")
+}
+
+/// A review record's bytes (`None`: there is none, or it is not a regular file of yours in
+/// a `.mozart-review` of yours: a warning says why).
+fn read_record(run: &JobRun, name: &str) -> Option<Vec<u8>> {
+    match records_dir(&run.workspace, false).and_then(|d| d.read(name)) {
+        Ok(bytes) => bytes,
+        Err(e) if matches!(&e, WriteError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound) => {
+            None
+        }
+        Err(e) => {
+            tracing::warn!(job_id = %run.job_id, error = %e, "review.record_not_read");
+            None
+        }
+    }
 }
 
 /// The pending output of `iteration`, if the last worker run of it was not reviewed yet.
 pub(crate) fn take_pending(run: &JobRun, sheet: u32, iteration: u32) -> Option<Pending> {
-    let bytes = std::fs::read(pending_path(run, sheet)).ok()?;
+    let bytes = read_record(run, &pending_name(sheet))?;
     let p: Pending = serde_json::from_slice(&bytes).ok()?;
     (p.iteration == iteration).then_some(p)
 }
 
 /// Remember a worker output until its review is checkpointed.
 pub(crate) fn save_pending(run: &JobRun, sheet: u32, p: &Pending) {
-    if let Err(e) = write_record(&pending_path(run, sheet), p) {
+    if let Err(e) = write_record(&run.workspace, &pending_name(sheet), p) {
         tracing::warn!(job_id = %run.job_id, sheet, error = %e, "review.pending_not_saved");
     }
 }
 
-/// Write `value` as JSON to `path` atomically, creating its directory.
-fn write_record(path: &Path, value: &impl serde::Serialize) -> Result<(), String> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    }
+/// Write `value` as JSON atomically as `name` in the workspace's `.mozart-review`
+/// (created), in the directory that was checked, whatever its path points to meanwhile.
+fn write_record(workspace: &Path, name: &str, value: &impl serde::Serialize) -> Result<(), String> {
+    let dir = records_dir(workspace, true).map_err(|e| e.to_string())?;
     let bytes = serde_json::to_vec(value).map_err(|e| e.to_string())?;
-    mozart_state::atomic_write(path, &bytes).map_err(|e| e.to_string())
+    mozart_state::atomic_write(&dir.handle_path().join(name), &bytes)
+        .map_err(|e| format!("cannot write {}: {e}", dir.path().join(name).display()))
 }
 
 /// Forget the pending output (its verdict is in the checkpoint).
 pub(crate) fn clear_pending(run: &JobRun, sheet: u32) {
-    let _ = std::fs::remove_file(pending_path(run, sheet));
+    if let Ok(dir) = records_dir(&run.workspace, false) {
+        let _ = dir.remove(&pending_name(sheet));
+    }
 }
 
 /// Where a `DONE` verdict (and, once it happened, its dispatch) is recorded the moment it
 /// is known, ahead of the checkpoint that gets it when the attempt ends: a conductor killed
 /// in between neither asks the reviewer again nor dispatches twice.
-fn delivery_path(run: &JobRun, sheet: u32) -> PathBuf {
-    run.workspace
-        .join(".mozart-review")
-        .join(format!("sheet-{sheet}.delivery.json"))
+fn delivery_name(sheet: u32) -> String {
+    format!("sheet-{sheet}.delivery.json")
 }
 
 fn save_delivery(run: &JobRun, sheet: u32, state: &ReviewState) {
-    if let Err(e) = write_record(&delivery_path(run, sheet), state) {
+    if let Err(e) = write_record(&run.workspace, &delivery_name(sheet), state) {
         tracing::warn!(job_id = %run.job_id, sheet, error = %e, "review.delivery_not_saved");
     }
 }
@@ -307,7 +355,7 @@ fn save_delivery(run: &JobRun, sheet: u32, state: &ReviewState) {
 /// The recorded `DONE` of a later iteration than the checkpoint knows (or the same one,
 /// dispatched since).
 fn recorded_delivery(run: &JobRun, sheet: u32, known: &ReviewState) -> Option<ReviewState> {
-    let bytes = std::fs::read(delivery_path(run, sheet)).ok()?;
+    let bytes = read_record(run, &delivery_name(sheet))?;
     let saved: ReviewState = serde_json::from_slice(&bytes).ok()?;
     let newer = saved.iteration > known.iteration
         || (saved.iteration == known.iteration
@@ -318,15 +366,22 @@ fn recorded_delivery(run: &JobRun, sheet: u32, known: &ReviewState) -> Option<Re
 
 /// Forget every output waiting for review and every recorded delivery of the job in
 /// `workspace`: the run starts over, or ended with every verdict in the checkpoint.
+/// Only in the workspace's own `.mozart-review` (never a link's target or another user's
+/// directory).
 pub(crate) fn forget_all(workspace: &Path) {
-    let Ok(dir) = std::fs::read_dir(workspace.join(".mozart-review")) else {
-        return;
+    let dir = match records_dir(workspace, false) {
+        Ok(dir) => dir,
+        Err(e) => {
+            if !matches!(&e, WriteError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+            {
+                tracing::warn!(error = %e, "review.records_not_cleared");
+            }
+            return;
+        }
     };
-    for entry in dir.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
+    for name in dir.names().unwrap_or_default() {
         if name.starts_with("sheet-") && name.ends_with(".json") {
-            let _ = std::fs::remove_file(entry.path());
+            let _ = dir.remove(&name);
         }
     }
 }
@@ -647,11 +702,13 @@ impl Finished<'_> {
             .map_or_else(|| format!("sheet-{}", self.sheet), |t| t.slug.clone())
     }
 
-    fn output_file(&self) -> Result<PathBuf, String> {
-        let dir = self.run.workspace.join("output");
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        Ok(dir.join(format!("{}.md", self.slug())))
+    /// Write the result as `output/<slug>.md` in the workspace: `output` is created, and
+    /// neither it nor the file is written through a link or when another user's.
+    fn write_output(&self, text: &str) -> Result<PathBuf, String> {
+        let name = format!("{}.md", self.slug());
+        TrustedDir::open_in(&self.run.workspace, "output", true)
+            .and_then(|dir| dir.write(&name, text.as_bytes()))
+            .map_err(|e| format!("cannot write output/{name}: {e}"))
     }
 }
 
@@ -663,13 +720,10 @@ pub(crate) fn dispatch(f: &Finished<'_>) -> Result<Option<String>, String> {
     match tasks.dispatch {
         DispatchMode::None => Ok(None),
         DispatchMode::File => {
-            let path = f.output_file()?;
-            std::fs::write(&path, f.output)
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            let path = f.write_output(f.output)?;
             Ok(Some(path.display().to_string()))
         }
         DispatchMode::ResearchReport => {
-            let path = f.output_file()?;
             let mut text = format!(
                 "# Research report: {}\n\nJob `{}`, sheet {}, {} iteration{}.\n\n## Final output\n\n{}\n",
                 f.task_text,
@@ -689,8 +743,7 @@ pub(crate) fn dispatch(f: &Finished<'_>) -> Result<Option<String>, String> {
                     text.push_str(&format!("\n## {title} ({file})\n\n{}\n", body.trim_end()));
                 }
             }
-            std::fs::write(&path, text)
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            let path = f.write_output(&text)?;
             Ok(Some(path.display().to_string()))
         }
         DispatchMode::Pr => pull_request(f, &tasks.remote, tasks.pr_base.as_deref()).map(Some),
@@ -884,8 +937,11 @@ pub(crate) fn begin(
     // Only a worker about to run needs fresh memory; a task waiting for its dispatch keeps
     // its `done` status.
     if cfg.memory && pending.is_none() && !dispatch_only && !delivered {
-        std::fs::create_dir_all(&memory_dir)
-            .map_err(|e| format!("cannot create {}: {e}", memory_dir.display()))?;
+        if !own_tree {
+            records_dir(&run.workspace, true)
+                .and_then(|d| d.subdir(&format!("sheet-{}", sheet.num), true))
+                .map_err(|e| format!("cannot create {}: {e}", memory_dir.display()))?;
+        }
         write_memory(
             &memory_dir,
             &task_text,
