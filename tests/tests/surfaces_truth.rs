@@ -666,3 +666,50 @@ fn mcp_errors_about_inline_yaml_name_the_yaml_passed() {
     assert!(run.contains("the yaml you passed\", line 3"), "{run}");
     assert!(!run.contains("x.yaml"), "{run}");
 }
+
+/// `mozart errors` listed a sheet parked on a rate limit twice: attempt 1 from its error
+/// history and "not run" (attempt 0) from its last message, the same error; the dashboard
+/// showed both rows too. Each attempt is now one row, before and after a restart.
+#[test]
+fn a_sheet_parked_on_a_rate_limit_is_one_error_row() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml = "name: rl\nworkspace: ./rl-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         sheet: {size: 1, total_items: 1}\nprompt:\n  template: |\n    \
+         RUN: echo 'HTTP 429 Too Many Requests: rate limit exceeded, retry after 600 seconds'; exit 1\n";
+    let score = env.write_score("rl", yaml);
+    crate::harness::run(&env, &score, &[]);
+    crate::harness::wait_status(&env, "rl", 30.0, |d| {
+        d["sheets"]["1"]["rate_limit"].is_object()
+    });
+    let check = |when: &str| {
+        let cli = cli_error_rows(&env, "rl");
+        assert_eq!(
+            cli,
+            vec![(
+                "1".to_string(),
+                "1".to_string(),
+                "E101".to_string(),
+                "rate_limit".to_string()
+            )],
+            "{when}"
+        );
+        let text = stdout(&env.mozart(&["errors", "rl"]));
+        assert!(!text.contains("not run"), "{when}: {text}");
+        assert!(text.contains("Total: 1 error"), "{when}: {text}");
+        let page = job_page(&env, "/jobs/rl");
+        assert_eq!(error_rows(&page), cli, "{when}: {page}");
+    };
+    check("while the conductor waits");
+    let pid = env.conductor_pid().unwrap();
+    mozart_tests::signal(pid, "KILL");
+    crate::harness::poll(&env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    env.start_conductor();
+    crate::harness::wait_status(&env, "rl", 30.0, |d| {
+        d["sheets"]["1"]["rate_limit"].is_object()
+    });
+    check("after a restart");
+    env.mozart(&["cancel", "rl"]);
+}

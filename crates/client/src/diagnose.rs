@@ -552,10 +552,15 @@ pub fn synthetic_entry(num: u32, sheet: &SheetCheckpoint, now: f64) -> Option<Er
 /// A sheet's errors: its history, or one record from its last message when it has none.
 /// A sheet that made no attempt in this run has only earlier runs' history (`--all-runs`):
 /// its error in this run (blocked by a failed dependency) is listed too, as the default
-/// view lists it.
+/// view lists it. A sheet parked on a rate limit has no counted attempt either, but its
+/// last message is its history's last record (the attempt the limit answered): not listed
+/// twice.
 fn sheet_errors(num: u32, sheet: &SheetCheckpoint, now: f64) -> Vec<ErrorEntry> {
     let mut history = history_entries(num, sheet);
-    if history.is_empty() || sheet.attempt_count == 0 {
+    let last_is_recorded = history
+        .last()
+        .is_some_and(|h| sheet.error_message.as_ref() == Some(&h.error_message));
+    if history.is_empty() || (sheet.attempt_count == 0 && !last_is_recorded) {
         history.extend(synthetic_entry(num, sheet, now));
     }
     history
