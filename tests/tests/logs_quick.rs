@@ -269,3 +269,56 @@ fn a_sheet_log_that_could_not_be_written_is_said_not_passed_off_as_no_output() {
         "{doc:#}"
     );
 }
+
+/// A sheet whose logs directory cannot be used — sheet 1 put a link in its place — prints
+/// 30 KB over 1.5 s: `mozart logs JOB --sheet 2` says the log could not be written, naming
+/// the file and why (before: "no log file: short output that ended within a second", while
+/// only the registry's last 4,000 bytes were left), and the conductor's log says
+/// `sheet_log.unwritten`. Nothing is written through the link.
+#[test]
+fn a_sheet_whose_logs_directory_was_replaced_says_its_log_is_missing() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = env.work.join("swap-ws");
+    let elsewhere = env.work.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    run(
+        &env,
+        "swap",
+        &format!(
+            "name: swap\nworkspace: {ws}\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+             sheet: {{size: 1, total_items: 2}}\nprompt:\n  template: |\n    \
+             {{% if sheet_num == 1 %}}RUN: rm -rf logs; ln -s {elsewhere} logs\n    \
+             {{% else %}}RUN: for i in $(seq 1 3000); do echo line $i; done; sleep 1.5; echo the-end\n    \
+             {{% endif %}}\n",
+            ws = ws.display(),
+            elsewhere = elsewhere.display(),
+        ),
+    );
+    let doc = crate::harness::wait_terminal(&env, "swap", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    let log = ws.join("logs").join("sheet-02.stdout.log");
+    let conductor_log = env.log();
+    assert!(
+        conductor_log.contains("sheet_log.unwritten")
+            && conductor_log.contains(&log.display().to_string()),
+        "{conductor_log}"
+    );
+    let out = env.mozart(&["logs", "swap", "--sheet", "2"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains("short output"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "Note: the conductor could not write {}",
+            log.display()
+        )) && text.contains("cannot be used"),
+        "{text}"
+    );
+    assert!(text.contains("the-end"), "the registry's tail: {text}");
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "written through the link"
+    );
+}

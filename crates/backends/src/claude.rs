@@ -222,6 +222,7 @@ impl ClaudeCliBackend {
         spec.kill_grace = req.kill_grace;
         spec.owner = (!req.job_id.is_empty()).then(|| req.job_id.clone());
         spec.log_base = req.output_log_base.clone();
+        spec.log_unavailable = req.output_log_unavailable.clone();
         if self.options.output_format == ClaudeOutputFormat::Text {
             return (spec, None);
         }

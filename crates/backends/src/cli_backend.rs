@@ -181,6 +181,7 @@ impl ProfileBackend {
         spec.kill_grace = req.kill_grace;
         spec.owner = (!req.job_id.is_empty()).then(|| req.job_id.clone());
         spec.log_base = req.output_log_base.clone();
+        spec.log_unavailable = req.output_log_unavailable.clone();
         let jsonl = Arc::new(Mutex::new(JsonlState::default()));
         // The CLI's retry announcements, on stderr (Gemini CLI) or as JSONL error events
         // (Codex): a refused key or a rate limit stops it (crate::live).

@@ -76,6 +76,9 @@ pub struct ProcessSpec {
     pub keep_full_stdout: usize,
     /// Tee output to `{base}.stdout.log` / `{base}.stderr.log`.
     pub log_base: Option<crate::output_log::LogBase>,
+    /// Without `log_base`: the logs that could not be made (path without suffix) and why,
+    /// said in the conductor's log once a stream's output would have needed its file.
+    pub log_unavailable: Option<(PathBuf, String)>,
     /// Notified by a line sink when the instrument printed its final result; if the
     /// process is still alive `linger_grace` later, its group is terminated
     /// (claude-code-output.md §2: the CLI can linger after its result).
@@ -130,6 +133,7 @@ impl ProcessSpec {
             drain_grace: DEFAULT_DRAIN_GRACE,
             keep_full_stdout: 0,
             log_base: None,
+            log_unavailable: None,
             result_seen: None,
             linger_grace: DEFAULT_LINGER_GRACE,
             child_env: None,
@@ -486,7 +490,7 @@ async fn read_stream<R: AsyncRead + Unpin>(
     kind: StreamKind,
     state: &Mutex<ReaderState>,
     progress: &Progress,
-    (log_path, started): (Option<LogFile>, Instant),
+    (log_path, unavailable, started): (Option<LogFile>, Option<(PathBuf, String)>, Instant),
 ) {
     // An earlier attempt's log of the same sheet goes now, so the file holds this attempt's
     // output only (usually there is none, and it is known: no system call).
@@ -495,6 +499,12 @@ async fn read_stream<R: AsyncRead + Unpin>(
         return;
     };
     let mut log = StreamLog::new(log_path, started + LOG_FREE_WINDOW);
+    log.unavailable = unavailable;
+    if log.unavailable.is_some() {
+        // Held as a log's output is: a short output that ends within the window needs no
+        // file, so it is not said to be missing one.
+        log.hold_until = Some(started + LOG_FREE_WINDOW);
+    }
     // Most instruments print little: start small (20 sheets in flight × 2 streams of 64 KiB
     // each was a measurable share of the conductor's memory) and grow up to a pipe's
     // capacity only for a stream that keeps filling the buffer.
@@ -545,6 +555,8 @@ struct StreamLog {
     file: Option<RedactingLog>,
     /// The file was created (or could not be): it is not created again.
     opened: bool,
+    /// No log could be made (no `path`): this file and why, said once output needs it.
+    unavailable: Option<(PathBuf, String)>,
 }
 
 impl StreamLog {
@@ -555,6 +567,7 @@ impl StreamLog {
             held: Vec::new(),
             file: None,
             opened: false,
+            unavailable: None,
         }
     }
 
@@ -584,6 +597,9 @@ impl StreamLog {
         if !self.opened {
             self.opened = true;
             self.file = self.path.as_ref().and_then(open_log);
+            if let Some((path, why)) = self.unavailable.take() {
+                log_unwritten(Some(&path), &io::Error::other(why));
+            }
         }
         if let Some(file) = &mut self.file {
             if let Err(err) = file.write(chunk) {
@@ -779,6 +795,15 @@ pub async fn run_process(
     };
     let out_log = log_path(&spec.log_base, ".stdout.log");
     let err_log = log_path(&spec.log_base, ".stderr.log");
+    let unavailable = |suffix: &str| {
+        spec.log_unavailable.as_ref().map(|(stem, why)| {
+            let mut path = stem.clone().into_os_string();
+            path.push(suffix);
+            (PathBuf::from(path), why.clone())
+        })
+    };
+    let (out_unavailable, err_unavailable) =
+        (unavailable(".stdout.log"), unavailable(".stderr.log"));
     // Both streams are read inside this future (no task per stream): dropping it — a
     // cancelled attempt — stops them with everything else.
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
@@ -789,14 +814,14 @@ pub async fn run_process(
                 StreamKind::Stdout,
                 &out_state,
                 &progress,
-                (out_log, started)
+                (out_log, out_unavailable, started)
             ),
             read_stream(
                 stderr,
                 StreamKind::Stderr,
                 &err_state,
                 &progress,
-                (err_log, started)
+                (err_log, err_unavailable, started)
             ),
         );
     };

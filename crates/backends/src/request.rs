@@ -34,6 +34,11 @@ pub struct ExecutionRequest {
     /// When set, full output is teed to `{base}.stdout.log` / `{base}.stderr.log`, made in
     /// the logs directory checked and opened when the attempt was prepared.
     pub output_log_base: Option<crate::output_log::LogBase>,
+    /// Set instead of `output_log_base` when the sheet's logs directory could not be used:
+    /// the logs' path without its suffix (`…/logs/sheet-02`) and why. Output that would have
+    /// gone to a file is then said unwritten in the conductor's log
+    /// ([`crate::output_log::UNWRITTEN_EVENT`]), which `mozart logs` reports.
+    pub output_log_unavailable: Option<(PathBuf, String)>,
     /// Grace between SIGTERM and SIGKILL on timeout or cancellation.
     pub kill_grace: Duration,
     /// Where the instrument process runs (CLI instruments; `local` by default).
@@ -61,6 +66,7 @@ impl ExecutionRequest {
             options: serde_json::Map::new(),
             progress: Arc::new(Progress::new()),
             output_log_base: None,
+            output_log_unavailable: None,
             kill_grace: DEFAULT_KILL_GRACE,
             placement: Placement::Local,
             remote: None,

@@ -537,13 +537,25 @@ async fn perform<'a>(
             // Opened and checked now (the user's directory, no link): the logs are made
             // relative to it, so a `logs` swapped for another user's link or directory
             // while the sheet runs receives nothing.
-            if let Ok(dir) =
-                mozart_backends::output_log::open_sheet_logs(&run.workspace, &run.sheet_logs)
-            {
-                req.output_log_base = Some(mozart_backends::output_log::LogBase::new(
-                    dir,
-                    format!("sheet-{:02}", sheet.num),
-                ));
+            // A directory that cannot be used (a link put in its place, the workspace
+            // removed) is said once the output needs its file: `mozart logs` then says
+            // why the log is missing instead of taking the registry's tail for all of it.
+            match mozart_backends::output_log::open_sheet_logs(&run.workspace, &run.sheet_logs) {
+                Ok(dir) => {
+                    req.output_log_base = Some(mozart_backends::output_log::LogBase::new(
+                        dir,
+                        format!("sheet-{:02}", sheet.num),
+                    ));
+                }
+                Err(e) => {
+                    req.output_log_unavailable = Some((
+                        run.sheet_logs.join(format!("sheet-{:02}", sheet.num)),
+                        format!(
+                            "its directory {} cannot be used: {e}",
+                            run.sheet_logs.display()
+                        ),
+                    ));
+                }
             }
             let placement = std::mem::replace(&mut p.placement, mozart_backends::Placement::Local);
             place(
