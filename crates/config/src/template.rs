@@ -1098,8 +1098,7 @@ fn requirements_from_vars(
             // most names are in none of them.
             let mut present = braced(&out);
             values.each_name(|k| {
-                let plain = !k.contains(['{', '}']);
-                if plain && !present.iter().any(|p| *p == k) {
+                if !present.iter().any(|p| *p == k) && !k.bytes().any(|b| b == b'{' || b == b'}') {
                     return;
                 }
                 needle.clear();
