@@ -713,3 +713,47 @@ fn a_sheet_parked_on_a_rate_limit_is_one_error_row() {
     check("after a restart");
     env.mozart(&["cancel", "rl"]);
 }
+
+/// After a conductor restart, `mozart logs rl --sheet 1` and MCP `logs` said "no output
+/// recorded" of a sheet waiting out a rate limit though it printed the 429 line (before
+/// the restart they showed it): the restart kept its error but not the attempt's output.
+/// Both show the line, before and after a restart.
+#[test]
+fn a_rate_limited_sheets_output_is_in_logs_after_a_restart() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml = "name: rl\nworkspace: ./rl-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         sheet: {size: 1, total_items: 1}\nprompt:\n  template: |\n    \
+         RUN: echo 'HTTP 429 Too Many Requests: rate limit exceeded, retry after 600 seconds'; exit 1\n";
+    let score = env.write_score("rl", yaml);
+    crate::harness::run(&env, &score, &[]);
+    crate::harness::wait_status(&env, "rl", 30.0, |d| {
+        d["sheets"]["1"]["rate_limit"].is_object()
+    });
+    let line = "HTTP 429 Too Many Requests: rate limit exceeded, retry after 600 seconds";
+    let check = |when: &str| {
+        let text = stdout(&env.mozart(&["logs", "rl", "--sheet", "1"]));
+        assert!(text.contains(line), "{when}: {text}");
+        assert!(!text.contains("no output recorded"), "{when}: {text}");
+        let replies = web::mcp_calls(
+            &env,
+            &[serde_json::json!({"name": "logs", "arguments": {"job_id": "rl", "sheet": 1}})],
+        );
+        let text = replies[0]["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(text.contains(line), "{when}: {}", replies[0]);
+    };
+    check("while the conductor waits");
+    let pid = env.conductor_pid().unwrap();
+    mozart_tests::signal(pid, "KILL");
+    crate::harness::poll(&env, 10.0, "the conductor to die", || {
+        (!mozart_tests::alive(pid)).then_some(())
+    });
+    env.start_conductor();
+    crate::harness::wait_status(&env, "rl", 30.0, |d| {
+        d["sheets"]["1"]["rate_limit"].is_object()
+    });
+    check("after a restart");
+    env.mozart(&["cancel", "rl"]);
+}

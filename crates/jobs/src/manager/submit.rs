@@ -1198,12 +1198,17 @@ pub(super) fn build_checkpoint(
                     // A sheet that waited on a rate limit waits on it again behind the
                     // restored limit: `status` keeps showing why (issue 22). One waiting to
                     // retry (a restarted conductor, a paused job) keeps the error it retries
-                    // after: `status` showed `retrying` beside a blank error.
+                    // after: `status` showed `retrying` beside a blank error. The output of
+                    // the attempt that error is of stays with it: `logs --sheet` said "no
+                    // output recorded" of a rate-limited sheet after a restart.
                     if !ended || p.error_category == Some(mozart_state::ErrorCategory::RateLimit) {
                         s.error_category = p.error_category;
                         s.error_code = p.error_code.clone();
                         s.error_message = p.error_message.clone();
                         s.exit_code = p.exit_code;
+                        s.stdout_tail = p.stdout_tail.clone();
+                        s.stderr_tail = p.stderr_tail.clone();
+                        s.output_truncated = p.output_truncated;
                     }
                 }
                 s
