@@ -342,3 +342,42 @@ fn a_scores_unknown_keys_and_instrument_are_shown_escaped() {
         }
     }
 }
+
+/// A `./.mozart/instruments/shell.yaml` that does not load: `validate` said the instrument
+/// was unknown, that the conductor refuses the score until the profile loads, and to restart
+/// it so that it reads the file — but `run` completed with the built-in `shell`, and the
+/// conductor never reads that directory. Now validate says the built-in plays, and what to
+/// do to play one's own; the job runs on the built-in, as said.
+#[test]
+fn a_broken_project_profile_shadowing_a_built_in_is_said_truly() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let dir = env.work.join(".mozart/instruments");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("shell.yaml"),
+        "name: shell\nkind: cli\nbogus: 1\ncli:\n  command:\n    executable: sh\n",
+    )
+    .unwrap();
+    let score = env.write_score(
+        "v8",
+        "name: v8\nworkspace: ws\ninstrument: shell\nsheet: {size: 1, total_items: 1}\n\
+         prompt:\n  template: \"RUN: echo hi\"\n",
+    );
+    let out = env.mozart(&["validate", score.to_str().unwrap()]);
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        !text.contains("Unknown score-level instrument")
+            && !text.contains("refuses a score playing")
+            && !text.contains("so the conductor reads it"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Instrument 'shell' plays the built-in 'shell'")
+            && text.contains("the conductor does not read ./.mozart/instruments/"),
+        "{text}"
+    );
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    env.wait_completed("v8");
+}

@@ -442,8 +442,9 @@ impl ErrorPatterns {
     }
 }
 
-/// What to do about a profile that does not load.
-const FIX: &str = "Correct the profile (docs/instruments.md describes its fields), check it with 'mozart instruments list', then run 'mozart restart' so the conductor reads it";
+/// What to do about a profile that does not load (in the Mozart home, which the conductor
+/// reads when it starts).
+pub(crate) const FIX: &str = "Correct the profile (docs/instruments.md describes its fields), check it with 'mozart instruments list', then run 'mozart restart' so the conductor reads it";
 
 impl InstrumentProfile {
     /// The credential variables a CLI profile passes on (its `required_env` names with `KEY`

@@ -94,6 +94,7 @@ impl InstrumentRegistry {
             "make them yours, or remove them, before Mozart reads them",
         );
         if let Some(project) = project_dir {
+            let before = reg.warnings.len();
             reg.load_trusted_dir(
                 &project.join(".mozart").join("instruments"),
                 &format!(
@@ -101,6 +102,15 @@ impl InstrumentRegistry {
                     home_dir.display()
                 ),
             );
+            // The conductor does not read this directory: restarting it would not load the
+            // profile there, whatever is fixed.
+            let fix = format!(
+                "Correct the profile (docs/instruments.md describes its fields) and check it with 'mozart instruments list'; the conductor does not read ./.mozart/instruments/ (it plays a built-in of that name, or refuses the score): to have it play the profile, move it to {}/ and run 'mozart restart'",
+                home_dir.display()
+            );
+            for warning in &mut reg.warnings[before..] {
+                *warning = warning.replace(crate::profile::FIX, &fix);
+            }
         }
         Ok(reg)
     }

@@ -182,6 +182,9 @@ pub struct CheckEnv {
     /// Names whose profile file the conductor would not load, with why (the file and its
     /// fault): V210 names them with the reason, since the conductor refuses such a score.
     pub broken_profiles: std::collections::BTreeMap<String, String>,
+    /// Names of built-in instruments a profile file would replace but does not load, with
+    /// why and what to do: the conductor plays the built-in, so they are not unknown.
+    pub shadowing_profiles: std::collections::BTreeMap<String, (String, String)>,
 }
 
 impl CheckEnv {
@@ -227,6 +230,7 @@ impl CheckEnv {
         CheckEnv {
             known_instruments: known,
             broken_profiles: Default::default(),
+            shadowing_profiles: Default::default(),
         }
     }
 }
@@ -1039,6 +1043,23 @@ fn check_instruments(c: &JobConfig, raw: &str, env: &CheckEnv, out: &mut Vec<Iss
         valid.iter().cloned().collect::<Vec<_>>().join(", ")
     );
     let candidates: HashSet<String> = valid.iter().cloned().collect();
+    // A built-in whose replacing profile does not load: the built-in is what plays, said.
+    for (name, (why, fix)) in &env.shadowing_profiles {
+        if !instrument_names(c).any(|i| i == name) {
+            continue;
+        }
+        let shown = mozart_yaml::control_escaped(name);
+        out.push(
+            Issue::new(
+                "V210",
+                Severity::Warning,
+                format!("Instrument '{shown}' plays the built-in '{shown}': the profile that would replace it does not load: {why}"),
+            )
+            .line(find_line(raw, name))
+            .suggest(fix.clone())
+            .meta("instrument_name", name.as_str()),
+        );
+    }
     let mut issue = |id: &'static str, name: &str, location: String, line: Option<usize>| {
         // The name as the score wrote it, its control characters written out: shown, not
         // obeyed by the terminal.

@@ -108,7 +108,30 @@ fn profile_dir_env() -> CheckEnv {
                         .ok()
                         .flatten()
                         .and_then(|node| node.get("name")?.as_str().map(str::to_string));
-                    if let Some(name) = name {
+                    let Some(name) = name else {
+                        continue;
+                    };
+                    // A built-in of that name stays: the conductor plays it (it skips a
+                    // profile that does not load, and never reads ./.mozart/instruments/).
+                    let builtin = mozart_backends::InstrumentRegistry::builtin()
+                        .is_ok_and(|b| b.get(&name).is_some());
+                    if builtin {
+                        let home = dirs.first().filter(|h| *h != dir);
+                        let fix = match home {
+                            Some(home) => format!(
+                                "The conductor does not read ./.mozart/instruments/; to play your own '{name}', correct the profile, move it to {}/ and run 'mozart restart'",
+                                home.display()
+                            ),
+                            None => format!(
+                                "To play your own '{name}', correct the profile and run 'mozart restart'; until then the conductor plays the built-in"
+                            ),
+                        };
+                        // The fault only: its usual "what to do" (restart) is the fix's.
+                        let err = err.to_string();
+                        let fault = err.split(". Correct the profile").next().unwrap_or(&err);
+                        env.shadowing_profiles
+                            .insert(name, (fault.to_string(), fix));
+                    } else {
                         env.broken_profiles.insert(name, err.to_string());
                     }
                 }
@@ -116,6 +139,8 @@ fn profile_dir_env() -> CheckEnv {
         }
     }
     env.broken_profiles.retain(|name, _| !loaded.contains(name));
+    env.shadowing_profiles
+        .retain(|name, _| !loaded.contains(name));
     env
 }
 
