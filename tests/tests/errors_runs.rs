@@ -184,3 +184,28 @@ fn all_runs_keeps_this_runs_not_run_rows() {
     let diag = json_of(&env, &["diagnose", "ar", "--json", "--all-runs"]);
     assert_eq!(rows(&diag), every, "{diag:#}");
 }
+
+/// A sheet whose process ignored SIGTERM at its timeout was ended with SIGKILL: the error
+/// says SIGKILL, not the SIGTERM its driver shell alone died of.
+#[test]
+fn a_timeout_that_needed_sigkill_says_so() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = env.work.join("deaf-ws");
+    let yaml = format!(
+        "name: deaf\nworkspace: {ws}\ninstrument: shell\nretry: {{max_retries: 0}}\n\
+         sheet: {{size: 1, total_items: 1}}\nbackend: {{timeout_seconds: 3}}\n\
+         prompt:\n  template: |\n    RUN: trap '' TERM; echo working; sleep 600\n",
+        ws = ws.display()
+    );
+    let score = env.write_score("deaf", &yaml);
+    let out = env.mozart(&["run", score.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "run: {}", stdout(&out));
+    let doc = crate::harness::wait_terminal(&env, "deaf", 60.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let errors = stdout(&env.mozart(&["errors", "deaf", "-V"]));
+    assert!(
+        errors.contains("Process killed by SIGKILL due to timeout"),
+        "{errors}"
+    );
+}

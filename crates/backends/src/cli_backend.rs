@@ -935,7 +935,13 @@ pub(crate) fn binary_health(exe: &str, missing: String) -> HealthStatus {
 pub(crate) fn base_result(outcome: &ProcessOutcome) -> ExecutionResult {
     ExecutionResult {
         exit_code: outcome.exit_code,
-        exit_signal: outcome.exit_signal,
+        // A timeout that needed SIGKILL (for the leader or a process it started) says so,
+        // not the SIGTERM the leader alone died of.
+        exit_signal: if outcome.timed_out && outcome.escalated {
+            Some(9)
+        } else {
+            outcome.exit_signal
+        },
         stdout_bytes: outcome.stdout.total,
         stderr_bytes: outcome.stderr.total,
         duration_seconds: outcome.duration.as_secs_f64(),

@@ -609,24 +609,26 @@ impl Cleanup {
     }
 
     /// SIGTERM, up to `grace` for everything to end, then SIGKILL until nothing is left.
-    pub(crate) async fn terminate(&mut self, grace: Duration) {
+    /// Returns whether SIGKILL was needed (something outlived the grace).
+    pub(crate) async fn terminate(&mut self, grace: Duration) -> bool {
         if !self.term() {
-            return;
+            return false;
         }
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             tokio::time::sleep(POLL).await;
             if !self.term() {
-                return;
+                return false;
             }
         }
-        for _ in 0..KILL_ROUNDS {
+        for round in 0..KILL_ROUNDS {
             if !self.kill() {
-                return;
+                return round > 0;
             }
             tokio::time::sleep(POLL).await;
         }
         self.report_survivors();
+        true
     }
 
     /// [`Cleanup::terminate`] for a thread of its own (no runtime needed).

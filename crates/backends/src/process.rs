@@ -937,8 +937,13 @@ async fn supervise(
     // The leader is gone; whatever it left — in its group, or outside it (`setsid`, a
     // double fork) — gets a short drain window, then the same TERM → grace → KILL
     // sequence (never leave an orphan).
-    if !cleanup.wait_gone(spec.drain_grace).await {
-        cleanup.terminate(spec.kill_grace).await;
+    if !cleanup.wait_gone(spec.drain_grace).await
+        && cleanup.terminate(spec.kill_grace).await
+        && ended.timed_out
+    {
+        // The leader went at SIGTERM, a process it started ignored it: the timeout
+        // needed SIGKILL all the same.
+        ended.escalated = true;
     }
     ended
 }
