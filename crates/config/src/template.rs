@@ -196,14 +196,22 @@ pub fn template_source(job: &JobConfig, dir: Option<&Path>) -> Result<Option<Str
             Some(d) if file.is_relative() => d.join(file),
             _ => file.clone(),
         };
-        if path.is_file() {
-            return std::fs::read_to_string(&path)
+        // Only a regular file, opened without waiting (a FIFO swapped in would block);
+        // anything else is no template file, as `missing_template_file` says.
+        return match mozart_ipc::workspace_file::read_regular(&path) {
+            Ok(bytes) => String::from_utf8(bytes)
                 .map(Some)
                 .map_err(|e| ConfigError::Template {
                     sheet: 0,
                     message: format!("cannot read template file {}: {e}", path.display()),
-                });
-        }
+                }),
+            Err(mozart_ipc::workspace_file::ReadError::NotRegular { .. }) => Ok(None),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(ConfigError::Template {
+                sheet: 0,
+                message: format!("cannot read template file {e}"),
+            }),
+        };
     }
     Ok(None)
 }
@@ -948,22 +956,34 @@ pub fn resolve_injections_with(
         } else {
             path
         };
-        if !path.is_file() {
-            skipped.push(format!(
-                "{}: file not found: {}: left out of sheet {}'s prompt (a relative path is read from the score's directory)",
-                what(),
-                path.display(),
-                sheet.num
-            ));
-            continue;
-        }
-        let content = match std::fs::read_to_string(&path) {
-            Ok(content) => content,
-            Err(e) => {
+        // Only a regular file, opened without waiting: a FIFO swapped in after a look
+        // would block the render.
+        let content = match mozart_ipc::workspace_file::read_regular(&path) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(content) => content,
+                Err(e) => {
+                    skipped.push(format!(
+                        "{}: cannot read {}: {e}: left out of sheet {}'s prompt",
+                        what(),
+                        path.display(),
+                        sheet.num
+                    ));
+                    continue;
+                }
+            },
+            Err(e) if e.is_not_found() => {
                 skipped.push(format!(
-                    "{}: cannot read {}: {e}: left out of sheet {}'s prompt",
+                    "{}: file not found: {}: left out of sheet {}'s prompt (a relative path is read from the score's directory)",
                     what(),
                     path.display(),
+                    sheet.num
+                ));
+                continue;
+            }
+            Err(e) => {
+                skipped.push(format!(
+                    "{}: {e}: left out of sheet {}'s prompt",
+                    what(),
                     sheet.num
                 ));
                 continue;
@@ -1385,6 +1405,63 @@ mod tests {
         assert_eq!(injected(0), ["file 1"]);
         assert_eq!(injected(1), ["file 2"]);
         assert!(injected(2).is_empty());
+    }
+
+    /// A prelude file the instrument (or another user of the workspace) swaps for a FIFO
+    /// after it was looked at: the render used to open the FIFO and wait for a writer for
+    /// ever (the sheet never started). Now the swap leaves the file out, saying why.
+    #[test]
+    fn an_injection_file_swapped_for_a_fifo_never_blocks_the_render() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("notes.md");
+        let (regular, fifo) = (dir.path().join("r"), dir.path().join("f"));
+        let j = job(concat!(
+            "name: t\nworkspace: /tmp/ws\nsheet:\n  size: 1\n  total_items: 1\n",
+            "  prelude: [{file: notes.md, as: context}]\n",
+            "prompt: {template: x}\n",
+        ));
+        let plan = SheetPlan::build(&j).unwrap();
+        let score = ScoreVars::new(&j);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let swapper = {
+            let (stop, file, regular, fifo) = (stop.clone(), file.clone(), regular, fifo);
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::fs::write(&regular, "notes").unwrap();
+                    std::fs::rename(&regular, &file).unwrap();
+                    let _ =
+                        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600));
+                    std::fs::rename(&fifo, &file).unwrap();
+                }
+            })
+        };
+        let (done, finished) = std::sync::mpsc::channel();
+        let base = dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            let mut refused = Vec::new();
+            for _ in 0..20_000 {
+                let mut ctx = RenderContext::default();
+                refused.extend(resolve_injections_with(
+                    &j,
+                    &plan.sheets[0],
+                    &base,
+                    &mut ctx,
+                    &score,
+                ));
+            }
+            let _ = done.send(refused);
+        });
+        let refused = finished.recv_timeout(std::time::Duration::from_secs(120));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        swapper.join().unwrap();
+        let refused = refused.expect("the render waited on the FIFO swapped in");
+        assert!(
+            refused
+                .iter()
+                .any(|r| r.contains("is not a regular file (a FIFO)")),
+            "{:?}",
+            refused.first()
+        );
     }
 
     #[test]
