@@ -496,6 +496,20 @@ pub(crate) fn titled_panel(title: &str, lines: &[String], width: usize) -> Strin
     s
 }
 
+/// An error type with what it means, so that `Type: permanent` beside the classifier's
+/// `category=transient` (an error that would have been retried, on the attempt the sheet
+/// ended on) reads as two things, not a contradiction.
+fn type_words(error_type: &str) -> String {
+    match error_type {
+        "permanent" => {
+            "permanent (the sheet failed on this attempt, whatever its category)".to_string()
+        }
+        "transient" => "transient (the sheet was retried after it)".to_string(),
+        "rate_limit" => "rate_limit (waited out, then retried)".to_string(),
+        other => other.to_string(),
+    }
+}
+
 /// The body of one `--verbose` detail panel (upstream `format_error_details`).
 pub fn detail_lines(e: &ErrorEntry) -> Vec<String> {
     let message = if e.error_message.is_empty() {
@@ -505,7 +519,7 @@ pub fn detail_lines(e: &ErrorEntry) -> Vec<String> {
     };
     let mut lines = vec![
         format!("Message: {message}"),
-        format!("Type: {}", e.error_type),
+        format!("Type: {}", type_words(&e.error_type)),
         format!("Code: {}", normalize_error_code(Some(&e.error_code), None)),
         format!("Attempt: {}", attempt_text(e.attempt_number)),
     ];
@@ -731,6 +745,12 @@ mod tests {
         assert!(verbose.contains("\nError Details\n╭"), "{verbose}");
         assert!(verbose.contains(" Sheet 1 - E900 "), "{verbose}");
         assert!(verbose.contains("│ Context: exit_code=3"), "{verbose}");
+        assert!(
+            verbose.contains(
+                "│ Type: permanent (the sheet failed on this attempt, whatever its category) "
+            ),
+            "{verbose}"
+        );
     }
 
     #[test]
