@@ -273,16 +273,15 @@ impl TrustedDir {
                 "belongs to {}",
                 crate::trust::describe_user(st.st_uid)
             ))
-        } else if crate::trust::writable_by_others(st.st_mode) && !crate::trust::sticky(st.st_mode)
-        {
-            Some(format!(
-                "can be written by {}",
-                if st.st_mode & 0o002 != 0 {
-                    "every other user"
-                } else {
-                    "its group"
-                }
-            ))
+        } else if crate::trust::sticky(st.st_mode) {
+            None
+        } else if st.st_mode & 0o002 != 0 {
+            Some("can be written by every other user".to_string())
+        } else if st.st_mode & 0o020 != 0 && st.st_gid != nix::unistd::getgid().as_raw() {
+            // Writable by your own group (umask 002 with a group of your own, as Debian and
+            // Ubuntu give each user: git's worktrees, `mkdir`) is yours; another group's
+            // members could swap what is written.
+            Some("can be written by its group, which is not yours".to_string())
         } else {
             None
         };
@@ -473,5 +472,24 @@ mod tests {
             TrustedDir::open(dir.path()).is_ok(),
             "a sticky directory is trusted"
         );
+        // Writable by your own group (umask 002): yours; by another group: not.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o775)).unwrap();
+        assert!(
+            TrustedDir::open(dir.path()).is_ok(),
+            "a directory your own group can write is trusted"
+        );
+        let other = if nix::unistd::getgid().as_raw() == 65534 {
+            0
+        } else {
+            65534
+        };
+        if nix::unistd::chown(dir.path(), None, Some(nix::unistd::Gid::from_raw(other))).is_ok() {
+            let err = TrustedDir::open(dir.path()).unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("can be written by its group, which is not yours"),
+                "{err}"
+            );
+        }
     }
 }
