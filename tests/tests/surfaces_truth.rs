@@ -757,3 +757,48 @@ fn a_rate_limited_sheets_output_is_in_logs_after_a_restart() {
     check("after a restart");
     env.mozart(&["cancel", "rl"]);
 }
+
+/// `list --json` (and MCP `list`) gave `current_sheet: 30` of a job cancelled while its
+/// sheet 1 of 30 ran: the cancel's ending of every sheet not yet run moved it to the last.
+/// It is now the sheet the job was at (or none, as before the restart), before and after a
+/// restart.
+#[test]
+fn a_cancelled_jobs_current_sheet_is_the_one_it_was_at() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let yaml =
+        "name: many\nworkspace: ./many-ws\ninstrument: shell\npause_between_sheets_seconds: 0\n\
+         sheet: {size: 1, total_items: 30}\nprompt:\n  template: |\n    RUN: sleep 300\n";
+    let score = env.write_score("many", yaml);
+    crate::harness::run(&env, &score, &[]);
+    crate::harness::wait_status(&env, "many", 30.0, |d| {
+        d["sheets"]["1"]["status"] == "in_progress"
+    });
+    env.mozart(&["cancel", "many"]);
+    let doc = crate::harness::wait_terminal(&env, "many", 60.0);
+    assert_eq!(doc["status"], "cancelled", "{doc:#}");
+    let check = |when: &str| {
+        let list: Value =
+            serde_json::from_slice(&env.mozart(&["list", "--all", "--json"]).stdout).unwrap();
+        let job = &list["jobs"][0];
+        assert_eq!(job["job_id"], "many", "{when}: {list:#}");
+        // The sheet it was at, or none (a finished job runs none).
+        let at = |v: &Value| v.is_null() || *v == 1;
+        assert!(at(&job["current_sheet"]), "{when}: {list:#}");
+        let docs = mcp_docs(
+            &env,
+            &[serde_json::json!({"name": "list", "arguments": {"status": "cancelled"}})],
+        );
+        let jobs = docs[0]["jobs"].as_array().cloned().unwrap_or_default();
+        let job = jobs.iter().find(|j| j["job_id"] == "many");
+        assert!(
+            job.is_some_and(|j| at(&j["current_sheet"])),
+            "{when}: {:#}",
+            docs[0]
+        );
+    };
+    check("before a restart");
+    env.stop_conductor();
+    env.start_conductor();
+    check("after a restart");
+}

@@ -1100,7 +1100,12 @@ fn update_totals(
             live.rate_limit_waits += 1;
         }
     }
-    live.current_sheet = Some(change.sheet_num);
+    // A cancel ends every sheet not yet done, the last planned last: the job was at the
+    // sheet it last started, not at its last sheet (`list --json` said `current_sheet: 1200`
+    // of a job cancelled at 11/1200).
+    if change.status != mozart_baton::SheetStatus::Cancelled {
+        live.current_sheet = Some(change.sheet_num);
+    }
     // Kept incrementally: a scan of every sheet per transition was O(sheets²) per job.
     if status == SheetStatus::Completed {
         live.last_completed_sheet = live.last_completed_sheet.max(change.sheet_num);
