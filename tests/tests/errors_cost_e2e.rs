@@ -84,11 +84,24 @@ fn errors_list_every_failed_attempt_of_a_sheet_that_passed_in_the_end() {
     assert!(text.contains("\nTotal: 3 errors\n"), "{text}");
     assert!(!text.contains("permanent"), "{text}");
     assert_eq!(text.matches(" transient ").count(), 3, "{text}");
-    let only_sheet_2 = json_of(
-        &env.mozart(&["errors", "lucky", "--json", "--sheet", "2"]),
-        "errors --sheet 2",
+    let only_sheet_1 = json_of(
+        &env.mozart(&["errors", "lucky", "--json", "--sheet", "1"]),
+        "errors --sheet 1",
     );
-    assert_eq!(only_sheet_2["total_errors"], 0, "{only_sheet_2:#}");
+    assert_eq!(only_sheet_1["total_errors"], 3, "{only_sheet_1:#}");
+    let only_code = json_of(
+        &env.mozart(&["errors", "lucky", "--json", "--code", "E001"]),
+        "errors --code E001",
+    );
+    assert_eq!(only_code["total_errors"], 0, "{only_code:#}");
+    // A sheet the score does not have is said so, not "no errors".
+    let out = env.mozart(&["errors", "lucky", "--json", "--sheet", "2"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("Score lucky has no sheet 2 (it has 1 sheet)."),
+        "{}",
+        stdout(&out)
+    );
 
     // `job.errors` carries them in the sheet's error_history, as upstream's CLI reads them.
     let answer = env.raw_call("job.errors", serde_json::json!({"job_id": "lucky"}));
