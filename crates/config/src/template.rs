@@ -703,8 +703,9 @@ impl SheetValues {
     }
 
     /// Calls `f` with every name once, in the order the context map lists them (first
-    /// definition first), as [`SheetValues::names`] lists them, without building anything:
-    /// the prompt's requirements expand `{name}` placeholders name by name for every sheet.
+    /// definition first), without building anything: the prompt's requirements expand
+    /// `{name}` placeholders name by name for every sheet, and [`SheetValues::names`] lists
+    /// the names for a template's iteration from this one walk.
     fn each_name(&self, mut f: impl FnMut(&str)) {
         let user = |k: &str| self.user.contains_key(k);
         let task = |k: &str, before: usize| self.task[..before].iter().any(|(t, _)| *t == k);
@@ -744,17 +745,9 @@ impl SheetValues {
 
     /// Every name once, in the order the context map lists them (first definition first).
     fn names(&self) -> Vec<Value> {
-        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
-        let all = BUILTIN_NAMES
-            .iter()
-            .copied()
-            .chain(self.user.keys().map(String::as_str))
-            .chain(self.task.iter().map(|(k, _)| *k))
-            .chain(self.extra.iter().map(|(k, _)| k.as_str()))
-            .chain(["stakes", "thinking_method"]);
-        all.filter(|name| seen.insert(name))
-            .map(Value::from)
-            .collect()
+        let mut names = Vec::new();
+        self.each_name(|name| names.push(Value::from(name)));
+        names
     }
 }
 
