@@ -769,6 +769,51 @@ fn a_hook_running_when_the_conductor_is_killed_never_runs_beside_its_rerun() {
     );
 }
 
+/// A `run_command` hook that leaves processes behind — one detached with `setsid`, one in
+/// the background holding the hook's output — completes once the hook itself has ended,
+/// and both are ended with it. The first used to outlive the hook (and the conductor); the
+/// second held the output open, so the hook ran into its 300 s timeout and failed.
+#[test]
+fn what_a_hook_leaves_running_ends_with_the_hook() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let ws = env.work.join("bg-ws");
+    let command =
+        "setsid sh -c 'echo $$ > detached.pid; exec sleep 120' </dev/null >/dev/null 2>&1 & \
+                   sh -c 'echo $$ > held.pid; exec sleep 120' & echo started";
+    let yaml = format!(
+        "name: bg\nworkspace: {ws}\ninstrument: shell\nsheet: {{size: 1, total_items: 1}}\n\
+         prompt:\n  template: \"RUN: true\"\non_success:\n  - type: run_command\n    command: {command:?}\n",
+        ws = ws.display()
+    );
+    let path = env.write_score("bg", &yaml);
+    run(&env, &path, &[]);
+    let doc = poll(&env, 60.0, "the hook's result", || {
+        let d = status(&env, "bg");
+        (d["hook_results_count"].as_u64().unwrap_or(0) >= 1).then_some(d)
+    });
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    let raw = env.raw_call("job.status", serde_json::json!({"job_id": "bg"}));
+    let hooks = &raw["result"]["hook_results"][0];
+    assert_eq!(hooks["success"], true, "{raw:#}");
+    assert!(
+        hooks["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("started")),
+        "{raw:#}"
+    );
+    for file in ["detached.pid", "held.pid"] {
+        let pid: u32 = std::fs::read_to_string(ws.join(file))
+            .unwrap_or_else(|e| panic!("{file}: {e}"))
+            .trim()
+            .parse()
+            .unwrap();
+        poll(&env, 15.0, &format!("{file}'s process to end"), || {
+            (!mozart_tests::alive(pid)).then_some(())
+        });
+    }
+}
+
 /// The same for a `command_succeeds` validation: killed with the conductor, its check runs
 /// again with the sheet's re-run — alone, never beside the copy the dead conductor started.
 #[test]

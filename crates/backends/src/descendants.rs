@@ -777,16 +777,22 @@ impl Leftover {
     /// tag, which a group that took the id over later cannot — and its tagged processes
     /// outside the group (each named by pid and start time).
     fn remaining(&self, procs: &[Stat]) -> (Option<i32>, Vec<Stat>) {
-        let Some(pgid) = i32::try_from(self.pgid).ok().filter(|g| *g > 1) else {
-            return (None, Vec::new());
-        };
         let tag = self.tag.as_deref();
         let tagged = |p: &Stat| tag.is_some_and(|t| environ_tag(p.pid).is_some_and(|e| e.0 == t));
-        let leader_ours = read_stat(pgid).is_some_and(|s| s.start == self.ticks && s.pgid == pgid);
-        let group_ours = leader_ours
-            || procs
-                .iter()
-                .any(|p| p.pgid == pgid && !p.zombie && p.start >= self.ticks && tagged(p));
+        // No group (`pgid` 0: an attempt known by its tag alone, [`conductor_leftovers`]):
+        // only its tagged processes.
+        let pgid = i32::try_from(self.pgid).ok().filter(|g| *g > 1);
+        if pgid.is_none() && tag.is_none() {
+            return (None, Vec::new());
+        }
+        let pgid = pgid.unwrap_or(0);
+        let leader_ours =
+            pgid > 1 && read_stat(pgid).is_some_and(|s| s.start == self.ticks && s.pgid == pgid);
+        let group_ours = pgid > 1
+            && (leader_ours
+                || procs
+                    .iter()
+                    .any(|p| p.pgid == pgid && !p.zombie && p.start >= self.ticks && tagged(p)));
         let outside = procs
             .iter()
             .filter(|p| {
@@ -805,6 +811,44 @@ impl Leftover {
         let group_live = group.is_some_and(|g| procs.iter().any(|p| p.pgid == g && !p.zombie));
         group_live || !outside.is_empty()
     }
+}
+
+/// The attempts a conductor that died without ending them (process `pid`, started at
+/// `since` in clock ticks since boot) may have left running, found by their tags alone:
+/// every tag is `<pid>.<n>` ([`AttemptTag::new`]), so a process of ours started since then
+/// that carries such a tag is one of its attempts' — including one spawned in the moment
+/// before the conductor could record its group, which the in-flight journal cannot name.
+/// Nothing is returned while a process `pid` other than this one runs: its tags are its own
+/// (it is that conductor still, or another that took the id over).
+pub fn conductor_leftovers(pid: u32, since: u64) -> Vec<Leftover> {
+    let Ok(pid_i) = i32::try_from(pid) else {
+        return Vec::new();
+    };
+    if pid_i <= 1 || (pid_i != me() && read_stat(pid_i).is_some_and(|s| !s.zombie)) {
+        return Vec::new();
+    }
+    let prefix = format!("{pid}.");
+    let mut tags = HashSet::new();
+    for p in all_processes() {
+        if p.zombie || p.start < since || p.pid == me() {
+            continue;
+        }
+        if let Some(tag) = environ_tag(p.pid).filter(|t| t.0.starts_with(&prefix)) {
+            tags.insert(tag.0);
+        }
+    }
+    tags.into_iter()
+        .map(|tag| Leftover {
+            pgid: 0,
+            ticks: since,
+            tag: Some(tag),
+        })
+        .collect()
+}
+
+/// This process's start time in clock ticks since boot (`/proc/self/stat` field 22).
+pub fn own_start_ticks() -> Option<u64> {
+    read_stat(me()).map(|s| s.start)
 }
 
 /// End what is left of attempts a conductor recorded ([`Leftover`]) — after a crash, by the

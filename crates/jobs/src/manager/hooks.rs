@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use mozart_backends::descendants::Leftover;
 use mozart_config::model::{ConcertConfig, HookOnFailure, HookType, PostSuccessHookConfig};
 use mozart_config::placeholders::{self, PlaceholderVars};
 use mozart_ipc::types::{JobResponseStatus, RejectionReason};
@@ -568,6 +569,11 @@ async fn run_command(
             ))
         }
     };
+    // Tagged like an attempt: what the hook leaves in the background (`cmd &`, `nohup`,
+    // `setsid`) is found by the tag and ended with it, and a conductor killed while it runs
+    // leaves it to the next start, which finds it by the tag even before it was recorded.
+    let tag = mozart_backends::descendants::AttemptTag::new();
+    cmd.env(mozart_backends::descendants::ATTEMPT_VAR, tag.as_str());
     cmd.current_dir(cwd)
         .stdin(std::process::Stdio::null())
         .stdout(writer)
@@ -590,22 +596,51 @@ async fn run_command(
     // In the in-flight journal like an attempt's group: a conductor killed while the hook
     // runs leaves it to the watchdog and the next start, which end it before the owed hook
     // runs again — never two copies side by side.
+    let ticks = pid.and_then(mozart_conductor::watchdog::start_ticks);
     let _watched = pid.map(|pid| {
-        super::attempt::Watched::start(shared, &req.job_id, 0, pid, None, None, timeout)
+        super::attempt::Watched::start(
+            shared,
+            &req.job_id,
+            0,
+            pid,
+            ticks,
+            Some(tag.as_str()),
+            timeout,
+        )
     });
-    let kill_group = || {
-        if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
+    // Everything the hook started: its group, and its tagged processes outside it.
+    let rest = pid.zip(ticks).map(|(pgid, ticks)| Leftover {
+        pgid,
+        ticks,
+        tag: Some(tag.as_str().to_string()),
+    });
+    let end_rest = |grace: Duration| {
+        let rest = rest.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Some(rest) = rest {
+                mozart_backends::descendants::end_leftovers(&[rest], grace);
+            }
+        })
     };
-    let output = tokio::task::spawn_blocking(move || read_tail(reader, HOOK_OUTPUT_KEPT));
+    let mut output = tokio::task::spawn_blocking(move || read_tail(reader, HOOK_OUTPUT_KEPT));
     let work = async {
         let status = child.wait().await;
-        let tail = output.await.unwrap_or_default();
-        (status, tail)
+        // The hook has ended; what it left running (holding its output, or detached) gets a
+        // moment to finish, then ends with it, as an attempt's processes do.
+        let tail = match tokio::time::timeout(HOOK_DRAIN, &mut output).await {
+            Ok(tail) => {
+                let _ = end_rest(mozart_backends::DEFAULT_KILL_GRACE).await;
+                tail
+            }
+            Err(_) => {
+                let _ = end_rest(mozart_backends::DEFAULT_KILL_GRACE).await;
+                output.await
+            }
+        };
+        (status, tail.unwrap_or_default())
+    };
+    let kill_group = || {
+        drop(end_rest(Duration::ZERO));
     };
     let outcome = tokio::select! {
         r = tokio::time::timeout(timeout, work) => r,
@@ -639,6 +674,9 @@ async fn run_command(
         }
     }
 }
+
+/// How long what a hook left running may hold its output after the hook itself ended.
+const HOOK_DRAIN: Duration = Duration::from_secs(2);
 
 /// How much of a hook's output is read into memory: its end (the record keeps the last
 /// 2,000 characters of it, after redaction).

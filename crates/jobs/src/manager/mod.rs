@@ -1758,6 +1758,7 @@ impl JobHost for JobManager {
                     "ended the processes of unfinished attempts"
                 );
             }
+            self.shared.inflight.close();
             // Outcomes the learning writer is still gathering go to the store before exit.
             if let Some(learning) = &self.shared.learning {
                 learning.flush(Duration::from_secs(5)).await;

@@ -7,7 +7,7 @@
 //! time guards against signalling an unrelated process that reused the pid (architecture
 //! invariant 5: never signal processes the conductor did not start).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -22,6 +22,13 @@ use mozart_backends::descendants::{end_leftovers, Leftover};
 
 /// The journal file inside the in-flight directory.
 pub(crate) const JOURNAL: &str = "journal";
+
+/// The file naming the conductor that keeps the journal (`<pid> <start ticks>`), from its
+/// start until it stops cleanly. Found by the next start, it says the conductor died with
+/// attempts it may not have recorded: an attempt is spawned a moment before its group can
+/// be journaled, and a `kill -9` in that moment left it running beside its own re-run.
+/// Every attempt's processes carry a tag made of the conductor's pid, which finds them.
+pub(crate) const OWNER: &str = "owner";
 
 fn group_alive(pgid: i32) -> bool {
     killpg(Pid::from_raw(pgid), None).is_ok()
@@ -67,7 +74,25 @@ impl Inflight {
     /// watchdog can follow it before the first group starts.
     pub(crate) fn open(&self) -> std::io::Result<()> {
         let mut state = super::lock(&self.state);
-        self.ensure_file(&mut state)
+        self.ensure_file(&mut state)?;
+        drop(state);
+        if let Some(ticks) = mozart_backends::descendants::own_start_ticks() {
+            let text = format!("{} {ticks}\n", std::process::id());
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(self.dir.join(OWNER));
+            file.and_then(|mut f| f.write_all(text.as_bytes()))?;
+        }
+        Ok(())
+    }
+
+    /// The conductor stops cleanly, its attempts ended: the next start has nothing of it to
+    /// look for.
+    pub(crate) fn close(&self) {
+        let _ = std::fs::remove_file(self.dir.join(OWNER));
     }
 
     /// Record the process group `pgid` (leader start time `ticks`) of `job`'s `sheet`, which
@@ -255,6 +280,7 @@ pub(crate) fn replay_journal(text: &str) -> HashMap<u32, Recorded> {
 /// running.
 fn leftovers(dir: &Path) -> Vec<Leftover> {
     let mut live: HashMap<u32, Leftover> = HashMap::new();
+    let mut owner: Option<(u32, u64)> = None;
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -262,7 +288,13 @@ fn leftovers(dir: &Path) -> Vec<Leftover> {
         let path = entry.path();
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         let _ = std::fs::remove_file(&path);
-        if path.file_name().is_some_and(|n| n == JOURNAL) {
+        if path.file_name().is_some_and(|n| n == OWNER) {
+            let mut f = text.split_whitespace();
+            owner = f
+                .next()
+                .and_then(|p| p.parse::<u32>().ok())
+                .zip(f.next().and_then(|t| t.parse::<u64>().ok()));
+        } else if path.file_name().is_some_and(|n| n == JOURNAL) {
             live.extend(replay_journal(&text).into_iter().map(|(pgid, r)| {
                 let (ticks, tag) = (r.ticks, r.tag);
                 (pgid, Leftover { pgid, ticks, tag })
@@ -279,7 +311,17 @@ fn leftovers(dir: &Path) -> Vec<Leftover> {
             }
         }
     }
-    live.into_values().collect()
+    let mut all: Vec<Leftover> = live.into_values().collect();
+    // Whatever else the dead conductor's attempts left, known by their tags alone.
+    if let Some((pid, ticks)) = owner {
+        let tags: HashSet<Option<String>> = all.iter().map(|l| l.tag.clone()).collect();
+        all.extend(
+            mozart_backends::descendants::conductor_leftovers(pid, ticks)
+                .into_iter()
+                .filter(|l| !tags.contains(&l.tag)),
+        );
+    }
+    all
 }
 
 /// End what is left of every recorded attempt: its group — verified by its leader's start
@@ -455,6 +497,65 @@ mod tests {
             Pid::from_raw(i32::try_from(other).unwrap()),
             nix::sys::signal::Signal::SIGKILL,
         );
+    }
+
+    /// A conductor killed in the moment between spawning an attempt and journaling its
+    /// group: the journal does not name it, but the owner file does, and the attempt's tag
+    /// (`<conductor pid>.<n>`) finds its processes. A process carrying a live conductor's
+    /// tag is left alone.
+    #[test]
+    fn an_attempt_the_dead_conductor_never_journaled_is_found_by_its_tag() {
+        let dir = tempfile::tempdir().unwrap();
+        // A pid no process has now: the dead conductor's.
+        let mut gone_one = std::process::Command::new("true").spawn().unwrap();
+        let dead = gone_one.id();
+        gone_one.wait().unwrap();
+        let since = ticks(std::process::id());
+        let spawn_tagged = |tag: String| {
+            std::process::Command::new("sh")
+                .args(["-c", "exec sleep 30"])
+                .env(mozart_backends::descendants::ATTEMPT_VAR, tag)
+                .process_group(0)
+                .spawn()
+                .unwrap()
+        };
+        let mut orphan = spawn_tagged(format!("{dead}.7"));
+        // Tagged by a conductor that still runs (this test's own pid stands for it).
+        let mut live_ones = spawn_tagged(format!("{}.7", std::process::id()));
+        // Only an empty journal (nothing recorded) and the owner file.
+        std::fs::write(dir.path().join(JOURNAL), "").unwrap();
+        std::fs::write(dir.path().join(OWNER), format!("{dead} {since}\n")).unwrap();
+        assert_eq!(reap_leftovers(dir.path(), Duration::from_millis(300)), 1);
+        assert!(!orphan.wait().unwrap().success(), "the orphan was ended");
+        assert!(
+            live_ones.try_wait().unwrap().is_none(),
+            "a live conductor's attempt is left alone"
+        );
+        let _ = live_ones.kill();
+        let _ = live_ones.wait();
+        // Without the owner file (a clean stop), nothing is looked for.
+        let mut kept = spawn_tagged(format!("{dead}.8"));
+        std::fs::write(dir.path().join(JOURNAL), "").unwrap();
+        assert_eq!(reap_leftovers(dir.path(), Duration::from_millis(300)), 0);
+        assert!(kept.try_wait().unwrap().is_none(), "nothing was looked for");
+        let _ = kept.kill();
+        let _ = kept.wait();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    /// The owner file is written when the journal opens and removed at a clean stop.
+    #[test]
+    fn the_owner_file_names_this_conductor_until_it_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let inflight = Inflight::new(dir.path().to_path_buf());
+        inflight.open().unwrap();
+        let text = std::fs::read_to_string(dir.path().join(OWNER)).unwrap();
+        assert_eq!(
+            text,
+            format!("{} {}\n", std::process::id(), ticks(std::process::id()))
+        );
+        inflight.close();
+        assert!(!dir.path().join(OWNER).exists());
     }
 
     /// A record outlives its dropped attempt while the attempt's group is still being
