@@ -270,3 +270,111 @@ fn mcp_status_says_when_it_lists_only_some_movements() {
         "every sheet is listed"
     );
 }
+
+/// The text of a tool reply.
+fn reply_text(reply: &serde_json::Value) -> String {
+    reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// An inline score of an existing job's name (the file name is the job ID) in another
+/// `directory` than the job's score: it was written there and reported as the run's
+/// `score` — over a file of the user's of that name — while the conductor's job kept its
+/// old score and ran nothing ("already completed"). It is now refused before anything is
+/// written, naming the job's score and what to pass instead.
+#[test]
+fn an_inline_run_of_a_jobs_name_in_another_directory_is_refused_before_writing() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let (first, other) = (env.work.join("first"), env.work.join("other"));
+    std::fs::create_dir_all(&first).unwrap();
+    std::fs::create_dir_all(&other).unwrap();
+    // One workspace whichever directory the score is in: only the score's path differs.
+    let workspace = env.work.join("twin-ws");
+    let yaml = sleepy_shell_score("twin", 1, 0.0).replace(
+        "workspace: ./twin-ws",
+        &format!("workspace: {}", workspace.display()),
+    );
+    let replies = mcp_calls(
+        &env,
+        &[
+            json!({"name": "run", "arguments": {"yaml": yaml, "directory": first.to_str().unwrap()}}),
+        ],
+    );
+    assert_ne!(replies[0]["result"]["isError"], true, "{}", replies[0]);
+    env.wait_completed("twin");
+
+    // A file of the user's where the second score would go.
+    let mine = other.join("twin.yaml");
+    std::fs::write(&mine, "# my notes, not a score\n").unwrap();
+    let fresh_dir = env.work.join("empty");
+    std::fs::create_dir_all(&fresh_dir).unwrap();
+    let replies = mcp_calls(
+        &env,
+        &[
+            json!({"name": "run", "arguments": {"yaml": yaml, "directory": other.to_str().unwrap()}}),
+            json!({"name": "run", "arguments": {"yaml": yaml, "directory": fresh_dir.to_str().unwrap(), "fresh": true}}),
+        ],
+    );
+    let job_score = first.join("twin.yaml").display().to_string();
+    for reply in &replies {
+        assert_eq!(reply["result"]["isError"], true, "{reply}");
+        let text = reply_text(reply);
+        assert!(
+            text.contains(&format!("its score is {job_score}")),
+            "names the job's score: {text}"
+        );
+        assert!(
+            text.contains(&format!("pass `directory` {}", first.display()))
+                && text.contains("another `name`"),
+            "says what to pass: {text}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&mine).unwrap(),
+        "# my notes, not a score\n",
+        "the user's file is untouched"
+    );
+    assert!(!fresh_dir.join("twin.yaml").exists(), "nothing is written");
+
+    // The job's own directory, or another name, is run.
+    let replies = mcp_calls(
+        &env,
+        &[
+            json!({"name": "run", "arguments": {"yaml": yaml, "directory": first.to_str().unwrap(), "fresh": true}}),
+            json!({"name": "run", "arguments": {"yaml": yaml, "directory": other.to_str().unwrap(), "name": "twin-2"}}),
+        ],
+    );
+    for reply in &replies {
+        assert_ne!(reply["result"]["isError"], true, "{reply}");
+    }
+    env.wait_completed("twin");
+    env.wait_completed("twin-2");
+}
+
+/// A `directory` that does not exist (a typo) was created, a new tree made silently; it is
+/// now refused, naming it, and nothing is created.
+#[test]
+fn an_inline_run_into_a_missing_directory_is_refused_and_creates_nothing() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let typo = env.work.join("projcet/scores");
+    let replies = mcp_calls(
+        &env,
+        &[json!({"name": "run", "arguments": {
+            "yaml": sleepy_shell_score("typo", 1, 0.0),
+            "directory": typo.to_str().unwrap()}})],
+    );
+    assert_eq!(replies[0]["result"]["isError"], true, "{}", replies[0]);
+    let text = reply_text(&replies[0]);
+    assert!(
+        text.contains(&format!("{} does not exist", typo.display())),
+        "{text}"
+    );
+    assert!(text.contains("omit `directory`"), "{text}");
+    assert!(!env.work.join("projcet").exists(), "no directory is made");
+    let list = mozart_tests::stdout(&env.mozart(&["list", "--all"]));
+    assert!(!list.contains("typo"), "nothing is submitted: {list}");
+}

@@ -150,7 +150,9 @@ pub struct RunArgs {
     /// Job ID for an inline score (default: the score's `name`).
     #[serde(default)]
     pub name: Option<String>,
-    /// Directory an inline score is saved in (default: `$MOZART_HOME/mcp-scores`).
+    /// Directory an inline score is saved in (default: `$MOZART_HOME/mcp-scores`). It must
+    /// exist (it is not created), and be the directory of the job's score when a job of this
+    /// name already exists.
     #[serde(default)]
     pub directory: Option<String>,
     /// Discard previous state of a job with the same ID.
@@ -351,11 +353,20 @@ impl MozartMcp {
                 path
             }
             (None, Some(yaml)) => {
-                let dir = args
-                    .directory
-                    .map(PathBuf::from)
-                    .unwrap_or_else(|| self.scores_dir.clone());
-                match save_inline(&dir, args.name.as_deref(), &yaml) {
+                // Everything that can refuse the call is checked before anything is
+                // written: the name, the directory, and the job's own score elsewhere.
+                let id = match inline_id(args.name.as_deref(), &yaml) {
+                    Ok(id) => id,
+                    Err(e) => return Ok(op_error(&e)),
+                };
+                let dir = match inline_dir(args.directory.as_deref(), &self.scores_dir) {
+                    Ok(dir) => dir,
+                    Err(e) => return Ok(op_error(&e)),
+                };
+                if let Some(refusal) = self.score_elsewhere(&id, &dir).await {
+                    return Ok(op_error(&refusal));
+                }
+                match save_inline(&dir, &id, &yaml) {
                     Ok(saved) => {
                         let p = saved.path.clone();
                         restore = Some(saved);
@@ -627,12 +638,10 @@ fn put_back(saved: Option<InlineFile>) {
     };
 }
 
-/// Save an inline score as `<dir>/<id>.yaml` (the file name is the job ID); also keeps
-/// what the file held before, so a refused run can put it back. Only in a directory no
-/// other user can change (the conductor reads the file after it is validated), and never
-/// through a link or into a file that is not a regular one of yours: refused, naming it.
-fn save_inline(dir: &Path, name: Option<&str>, yaml: &str) -> Result<InlineFile, OpError> {
-    use mozart_ipc::workspace_file::TrustedDir;
+/// The job ID of an inline score: the call's `name`, else the score's `name:`; refused
+/// (naming the rule) unless it is in the conductor's alphabet, since it becomes the file
+/// name and so the job ID.
+fn inline_id(name: Option<&str>, yaml: &str) -> Result<String, OpError> {
     let id = match name {
         Some(n) => n.to_string(),
         None => inline_score_name(yaml).ok_or_else(|| {
@@ -651,8 +660,111 @@ fn save_inline(dir: &Path, name: Option<&str>, yaml: &str) -> Result<InlineFile,
         );
         return Err(OpError::new(message, &[&hint]));
     }
-    std::fs::create_dir_all(dir)
-        .map_err(|e| OpError::new(format!("Cannot create {}: {e}", dir.display()), &[]))?;
+    Ok(id)
+}
+
+/// The directory an inline score is saved in: the call's `directory`, which must exist (a
+/// typo is not made into a new tree), else the server's scores directory, made if missing.
+fn inline_dir(given: Option<&str>, scores_dir: &Path) -> Result<PathBuf, OpError> {
+    let Some(given) = given else {
+        std::fs::create_dir_all(scores_dir).map_err(|e| {
+            OpError::new(
+                format!("Cannot create {}: {e}", scores_dir.display()),
+                &["Pass a `directory` of yours to save the inline score in."],
+            )
+        })?;
+        return Ok(scores_dir.to_path_buf());
+    };
+    let dir = PathBuf::from(given);
+    let omit = format!(
+        "Or omit `directory` to save it in {}.",
+        scores_dir.display()
+    );
+    match std::fs::metadata(&dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(OpError::new(
+            format!(
+                "The directory {} does not exist, so the inline score was not saved or submitted.",
+                dir.display()
+            ),
+            &[
+                "Check the path, or create the directory first (`directory` is not created).",
+                &omit,
+            ],
+        )),
+        Ok(meta) if !meta.is_dir() => Err(OpError::new(
+            format!(
+                "{} is not a directory, so the inline score was not saved or submitted.",
+                dir.display()
+            ),
+            &[
+                "Pass the directory to save the score in as `directory`.",
+                &omit,
+            ],
+        )),
+        // Anything else (no permission) is said when the score is saved.
+        _ => Ok(dir),
+    }
+}
+
+/// The path `path` names once its directory's links are resolved (as it is when the
+/// directory does not exist).
+fn resolved(path: &Path) -> PathBuf {
+    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) => dir
+            .canonicalize()
+            .map(|d| d.join(name))
+            .unwrap_or_else(|_| path.clone()),
+        _ => path,
+    }
+}
+
+impl MozartMcp {
+    /// Why an inline score of job `id` may not be saved in `dir`: the conductor has job `id`
+    /// with its score in another file. Both files would be job `id` (the file name is the
+    /// job ID), and the job goes on with one of them: running nothing ("already
+    /// completed") it kept its old score while the call said the new file was run. `None`
+    /// when the job is unknown, its score is `<dir>/<id>.yaml`, or the conductor cannot
+    /// be asked (the submission then says why).
+    async fn score_elsewhere(&self, id: &str, dir: &Path) -> Option<OpError> {
+        use mozart_ipc::sheet_view::{SheetMode, SheetQuery};
+        // The job's record, not its sheets.
+        let query = SheetQuery {
+            mode: SheetMode::Page,
+            limit: Some(1),
+            ..SheetQuery::default()
+        };
+        let detail = self.conductor.status_view(id, &query).await.ok()?;
+        let existing = PathBuf::from(detail.config_path()?);
+        let file = dir.join(format!("{id}.yaml"));
+        if resolved(&existing) == resolved(&file) {
+            return None;
+        }
+        let job_dir = existing
+            .parent()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default();
+        Some(OpError::new(
+            format!(
+                "Job '{id}' already exists and its score is {}; this inline score would be {}, another file of the same job (a job's ID is its score's file name), so nothing was saved or submitted.",
+                existing.display(),
+                resolved(&file).display()
+            ),
+            &[
+                &format!("To run it as job '{id}' (its score replaced), pass `directory` {job_dir}."),
+                "To run it as a new job, pass another `name`.",
+            ],
+        ))
+    }
+}
+
+/// Save an inline score as `<dir>/<id>.yaml` (the file name is the job ID, checked by
+/// [`inline_id`]); also keeps what the file held before, so a refused run can put it back.
+/// Only in a directory no other user can change (the conductor reads the file after it is
+/// validated), and never through a link or into a file that is not a regular one of yours:
+/// refused, naming it.
+fn save_inline(dir: &Path, id: &str, yaml: &str) -> Result<InlineFile, OpError> {
+    use mozart_ipc::workspace_file::TrustedDir;
     let refused = |e: mozart_ipc::workspace_file::WriteError| {
         OpError::new(
             format!("Cannot save the inline score: {e}"),
@@ -982,17 +1094,41 @@ mod tests {
     #[test]
     fn inline_scores_take_their_name_as_job_id() {
         let dir = tempfile::tempdir().unwrap();
-        let p = save_inline(dir.path(), None, "name: \"demo\"\nsheet: {}\n")
-            .unwrap()
-            .path;
+        let yaml = "name: \"demo\"\nsheet: {}\n";
+        let id = inline_id(None, yaml).unwrap();
+        assert_eq!(id, "demo");
+        let p = save_inline(dir.path(), &id, yaml).unwrap().path;
         assert_eq!(p, dir.path().join("demo.yaml"));
-        assert!(save_inline(dir.path(), None, "sheet: {}\n").is_err());
-        assert!(save_inline(dir.path(), Some("../x"), "name: a\n").is_err());
-        let refused = save_inline(dir.path(), Some("q'<>\""), "name: a\n").unwrap_err();
+        assert!(inline_id(None, "sheet: {}\n").is_err());
+        assert!(inline_id(Some("../x"), "name: a\n").is_err());
+        let refused = inline_id(Some("q'<>\""), "name: a\n").unwrap_err();
         assert!(refused
             .message
             .contains("must start with a letter or digit"));
-        assert!(!dir.path().join("q'<>\".yaml").exists());
+    }
+
+    #[test]
+    fn an_inline_scores_directory_is_never_made_unless_it_is_the_servers() {
+        let root = tempfile::tempdir().unwrap();
+        let scores = root.path().join("mcp-scores");
+        assert_eq!(inline_dir(None, &scores).unwrap(), scores);
+        assert!(scores.is_dir(), "the server's own directory is made");
+        let typo = root.path().join("projcet/x");
+        let refused = inline_dir(Some(typo.to_str().unwrap()), &scores).unwrap_err();
+        assert!(
+            refused.message.contains("does not exist"),
+            "{}",
+            refused.message
+        );
+        assert!(!root.path().join("projcet").exists());
+        let file = root.path().join("f");
+        std::fs::write(&file, "").unwrap();
+        let refused = inline_dir(Some(file.to_str().unwrap()), &scores).unwrap_err();
+        assert!(
+            refused.message.contains("is not a directory"),
+            "{}",
+            refused.message
+        );
     }
 
     #[test]
