@@ -33,7 +33,13 @@ fn every_shipped_score_validates_without_errors() {
     let env = TestEnv::new();
     let scores = shipped_scores();
     assert!(scores.len() >= 7, "{scores:?}");
-    for score in scores {
+    for mut score in scores {
+        // scores/mochi.yaml works on the git project around it (`repository: ..`), whose
+        // state `mozart run` checks and so validate (V219): a clean one with its `origin` and
+        // `gh`, as the score's users have, not this checkout (uncommitted edits, no remote).
+        if score.ends_with("scores/mochi.yaml") {
+            score = mozart_tests::mochi::project(&env, |s| s).score;
+        }
         let out = env.mozart(&["validate", "--json", score.to_str().unwrap()]);
         let doc: Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("{}: {e}: {}", score.display(), stdout(&out)));

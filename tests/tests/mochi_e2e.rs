@@ -292,6 +292,139 @@ fn dirty_checkout_is_refused_up_front() {
     );
 }
 
+/// `mozart validate --json` of a score `run` must refuse: exit 1 and a V219 error; its cause
+/// (the message after "would refuse the score: ") and its fix (the suggestion).
+fn validate_refuses(env: &TestEnv, score: &Path) -> (String, String) {
+    let out = env.mozart(&["validate", "--json", score.to_str().unwrap()]);
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", mozart_tests::stdout(&out)));
+    assert_eq!(out.status.code(), Some(1), "{doc:#}");
+    let issue = doc["issues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["check_id"] == "V219")
+        .unwrap_or_else(|| panic!("no V219: {doc:#}"));
+    assert_eq!(issue["severity"], "error", "{issue:#}");
+    let message = issue["message"].as_str().unwrap();
+    let (_, cause) = message
+        .split_once("mozart run would refuse the score: ")
+        .unwrap_or_else(|| panic!("{message}"));
+    let fix = issue["suggestion"].as_str().unwrap();
+    (cause.to_string(), fix.to_string())
+}
+
+/// Validate refuses `score` (cause containing `expect`), and `run` refuses it with the same
+/// cause and fix.
+fn both_refuse(env: &TestEnv, score: &Path, expect: &str) {
+    let (cause, fix) = validate_refuses(env, score);
+    assert!(cause.contains(expect), "{cause}");
+    let text = run_refused(env, score);
+    assert!(
+        text.contains(&format!("Cannot isolate the job's sheets: {cause}. {fix}")),
+        "validate said: {cause} / {fix}\nrun said: {text}"
+    );
+}
+
+/// Every refusal of `mozart run` for a task list's worktrees (a dirty checkout, a
+/// repository without a commit or outside git, a missing `source_branch`, a missing remote)
+/// was passed by `mozart validate` (exit 0) but for the last: each is now its V219 error
+/// (exit 1) with the cause and the fix `run`'s refusal gives, word for word; the clean
+/// project passes both.
+#[test]
+fn validate_reports_each_refusal_of_run_in_its_words() {
+    let env = TestEnv::new();
+    let p = project(&env);
+    start_with_env(&env, &[]);
+    let score = std::fs::read_to_string(&p.score).unwrap();
+    let clean = || {
+        let out = env.mozart(&["validate", p.score.to_str().unwrap()]);
+        let text = mozart_tests::stdout(&out);
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        assert!(!text.contains("V219"), "{text}");
+    };
+    clean();
+
+    std::fs::write(p.repo.join("README.md"), "changed\n").unwrap();
+    both_refuse(&env, &p.score, "has uncommitted changes (M README.md)");
+    git(&p.repo, &["checkout", "README.md"]);
+
+    let with_branch = score.replace(
+        "  scope: sheet",
+        "  scope: sheet\n  source_branch: no-such-branch",
+    );
+    assert_ne!(with_branch, score);
+    std::fs::write(&p.score, with_branch).unwrap();
+    both_refuse(
+        &env,
+        &p.score,
+        "isolation.source_branch 'no-such-branch' does not name a commit",
+    );
+    std::fs::write(&p.score, &score).unwrap();
+
+    git(&p.repo, &["remote", "remove", "origin"]);
+    both_refuse(&env, &p.score, "has no remote 'origin'");
+    git(
+        &p.repo,
+        &["remote", "add", "origin", p.remote.to_str().unwrap()],
+    );
+
+    let empty = env.work.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let elsewhere = score.replace(
+        "repository: ..",
+        &format!("repository: {}", empty.display()),
+    );
+    assert_ne!(elsewhere, score);
+    std::fs::write(&p.score, &elsewhere).unwrap();
+    both_refuse(&env, &p.score, "is not inside a git repository");
+    git(&empty, &["init", "-q", "."]);
+    both_refuse(
+        &env,
+        &p.score,
+        "has no commit for the worktrees to start from",
+    );
+    std::fs::write(&p.score, &score).unwrap();
+
+    clean();
+    run(&env, &p.score, &[]);
+}
+
+/// `gh` is looked for where the conductor runs it: on this shell's PATH it is there, so
+/// validate passed; the conductor's PATH lacks it, so `run` refused the score. Validate now
+/// reads the running conductor's PATH and fails the score as `run` refuses it.
+#[test]
+fn validate_looks_for_gh_on_the_conductors_path() {
+    let env = TestEnv::new();
+    let p = project(&env);
+    let out = env.mozart(&["validate", p.score.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", mozart_tests::stdout(&out));
+    // The conductor runs with git and nothing else on its PATH.
+    let only_git = env.root().join("only-git");
+    std::fs::create_dir_all(&only_git).unwrap();
+    let git_bin = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join("git"))
+        .find(|g| g.is_file())
+        .expect("git on PATH");
+    std::os::unix::fs::symlink(git_bin, only_git.join("git")).unwrap();
+    let out = env
+        .command(&["start"])
+        .env("PATH", &only_git)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        mozart_tests::stdout(&out),
+        env.log()
+    );
+    both_refuse(
+        &env,
+        &p.score,
+        "the GitHub CLI `gh` is not on the conductor's PATH",
+    );
+}
+
 /// A rate limit on the reviewer is tempo, not failure: the sheet waits (no iteration spent),
 /// and when the limit is lifted the reviewer is asked again without re-running the worker.
 #[test]

@@ -28,8 +28,9 @@ const PRD: &str = "# Plan\n\n## Tasks\n- Fix the bug in auth.go\n* Add a --verbo
 #[test]
 fn validate_and_dry_run_show_tasks_slugs_branches_models() {
     let env = TestEnv::new();
-    // Each task gets a worktree: the project is a git repository (else V219).
+    // Each task gets a worktree: the project is a git repository with a commit (else V219).
     mozart_tests::git(&env.work, &["init", "-q", "."]);
+    mozart_tests::git(&env.work, &["commit", "-q", "--allow-empty", "-m", "init"]);
     let s = score(
         &env,
         "tasks: {file: PRD.md, branch: \"mochi/{slug}\"}",
@@ -253,8 +254,9 @@ fn a_task_list_outside_a_git_repository_fails_validate_as_run_refuses_it() {
     );
     assert!(!text.contains("conductor-status"), "{text}");
 
-    // In a git repository the score validates.
+    // In a git repository with a commit the score validates.
     mozart_tests::git(&env.work, &["init", "-q", "."]);
+    mozart_tests::git(&env.work, &["commit", "-q", "--allow-empty", "-m", "init"]);
     let out = env.mozart(&["validate", &s]);
     let text = output(&out);
     assert!(!text.contains("V219"), "{text}");

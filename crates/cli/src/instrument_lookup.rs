@@ -181,6 +181,14 @@ impl Lookup {
         })
     }
 
+    /// The running conductor's `PATH`; `None` when this is this shell's lookup (the programs
+    /// are looked for on this process's `PATH`).
+    pub(crate) fn path(&self) -> Option<std::ffi::OsString> {
+        use std::os::unix::ffi::OsStrExt;
+        self.var("PATH")
+            .map(|v| std::ffi::OsStr::from_bytes(v).to_os_string())
+    }
+
     /// A CLI instrument's program, found where the instruments run.
     pub(crate) fn binary(&self, profile: &InstrumentProfile) -> Option<PathBuf> {
         use std::os::unix::ffi::OsStrExt;

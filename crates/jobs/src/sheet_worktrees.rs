@@ -99,15 +99,141 @@ fn update(path: &Path, job_id: &str, f: impl FnOnce(&mut Manifest)) -> Result<()
         .map_err(|e| format!("cannot write the worktree manifest {}: {e}", path.display()))
 }
 
+/// Why `mozart run` refuses a job with per-sheet worktrees before any agent runs. Its text
+/// is the cause and [`PreflightError::fix`] what to do: the conductor's refusal says both
+/// ([`PreflightError::refusal`]), and `mozart validate` reports the same two (V219), so a
+/// score that passes validate is not refused here.
+#[derive(Debug, thiserror::Error)]
+pub enum PreflightError {
+    /// The repository directory is not inside a git repository (or git is not installed).
+    #[error("{repo} is not inside a git repository ({detail})")]
+    NotARepository {
+        /// The directory the sheets isolate.
+        repo: PathBuf,
+        /// What git said.
+        detail: String,
+    },
+    /// Tracked files have uncommitted changes, which the worktrees would silently miss.
+    #[error("the git repository {repo} has uncommitted changes ({files}), which no task's worktree would have: each starts from a commit")]
+    Dirty {
+        /// Repository root.
+        repo: PathBuf,
+        /// The first changed files, as `git status --porcelain` lists them.
+        files: String,
+    },
+    /// No `source_branch` and a HEAD that names no commit (a repository without commits).
+    #[error("the git repository {repo} has no commit for the worktrees to start from (its HEAD names none)")]
+    NoCommit {
+        /// Repository root.
+        repo: PathBuf,
+    },
+    /// `isolation.source_branch` names no commit.
+    #[error("isolation.source_branch '{reference}' does not name a commit in {repo}: {stderr}")]
+    BadSourceBranch {
+        /// The ref.
+        reference: String,
+        /// Repository root.
+        repo: PathBuf,
+        /// What git said.
+        stderr: String,
+    },
+    /// `dispatch: pr` pushes to a remote the repository does not have.
+    #[error("tasks.dispatch is `pr`, but the repository {repo} has no remote '{remote}' (`git remote get-url {remote}` failed)")]
+    NoRemote {
+        /// Repository root.
+        repo: PathBuf,
+        /// `tasks.remote`.
+        remote: String,
+    },
+    /// `dispatch: pr` runs `gh`, which is not on the `PATH` looked in.
+    #[error("tasks.dispatch is `pr`, but the GitHub CLI `gh` is not on the conductor's PATH")]
+    NoGh,
+    /// git itself failed: not runnable, too old, or a command of the check failed.
+    #[error(transparent)]
+    Git(isolation::IsolationError),
+}
+
+impl PreflightError {
+    /// What to do about it, as one sentence.
+    pub fn fix(&self) -> String {
+        match self {
+            PreflightError::NotARepository { repo, .. } => format!(
+                "Run it on a git repository: make {} one (git init), or set tasks.repository to one; or set isolation.enabled: false to run without worktrees",
+                repo.display()
+            ),
+            PreflightError::Dirty { .. } => {
+                "Commit or stash them first (untracked files do not count)".into()
+            }
+            PreflightError::NoCommit { repo, .. } => format!(
+                "Make a first commit in {} (git add, git commit), or set isolation.source_branch to a commit",
+                repo.display()
+            ),
+            PreflightError::BadSourceBranch { .. } => {
+                "Set isolation.source_branch to a branch, tag or commit of the repository (git branch lists its branches), or remove it to start from HEAD".into()
+            }
+            PreflightError::NoRemote { remote, .. } => format!(
+                "Add it (git remote add {remote} URL), or set tasks.remote to one of the repository's remotes (git remote lists them)"
+            ),
+            PreflightError::NoGh => {
+                "Install it (https://cli.github.com) and run `gh auth login`, or choose another tasks.dispatch".into()
+            }
+            PreflightError::Git(isolation::IsolationError::GitTooOld { .. }) => {
+                "Install git 2.15 or newer on the conductor's PATH, or set isolation.enabled: false to run without worktrees".into()
+            }
+            PreflightError::Git(_) => {
+                "Fix what git says, or set isolation.enabled: false to run without worktrees"
+                    .into()
+            }
+        }
+    }
+
+    /// The cause and the fix, as the conductor's refusal of the job says them.
+    pub fn refusal(&self) -> String {
+        format!("{self}. {}", self.fix())
+    }
+}
+
 /// Up-front checks for a job with per-sheet worktrees (see [`isolation::preflight`]); with
-/// `dispatch: pr`, also that the remote exists and `gh` can be run.
-pub fn preflight(job: &JobConfig, job_id: &str) -> Result<(), String> {
-    let root = isolation::preflight(
-        job_id,
-        &repo_dir(job),
-        job.isolation.source_branch.as_deref(),
-    )
-    .map_err(|e| e.to_string())?;
+/// `dispatch: pr`, also that the remote exists and `gh` can be run (on this process's
+/// `PATH`).
+pub fn preflight(job: &JobConfig, job_id: &str) -> Result<(), PreflightError> {
+    preflight_on(job, job_id, None)
+}
+
+/// [`preflight`], looking for `gh` on `path` instead of this process's `PATH` when given:
+/// `mozart validate` looks where the running conductor will.
+pub fn preflight_on(
+    job: &JobConfig,
+    job_id: &str,
+    path: Option<&std::ffi::OsStr>,
+) -> Result<(), PreflightError> {
+    let source_branch = job.isolation.source_branch.as_deref();
+    let root =
+        isolation::preflight(job_id, &repo_dir(job), source_branch).map_err(|e| match e {
+            isolation::IsolationError::NotARepository { repo, detail, .. } => {
+                PreflightError::NotARepository {
+                    repo,
+                    detail: detail.trim().to_string(),
+                }
+            }
+            isolation::IsolationError::Dirty { repo, files, .. } => {
+                PreflightError::Dirty { repo, files }
+            }
+            isolation::IsolationError::BadSourceRef { repo, .. } if source_branch.is_none() => {
+                PreflightError::NoCommit { repo }
+            }
+            isolation::IsolationError::BadSourceRef {
+                reference,
+                repo,
+                stderr,
+                ..
+            } => PreflightError::BadSourceBranch {
+                reference,
+                repo,
+                stderr: stderr.trim().to_string(),
+            },
+            other => PreflightError::Git(other),
+        })?;
     let Some(tasks) = job
         .tasks
         .as_ref()
@@ -119,24 +245,29 @@ pub fn preflight(job: &JobConfig, job_id: &str) -> Result<(), String> {
         .args(["remote", "get-url", &tasks.remote])
         .current_dir(&root)
         .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
+        .map_err(|source| {
+            PreflightError::Git(isolation::IsolationError::GitSpawn {
+                job_id: job_id.into(),
+                dir: root.clone(),
+                source,
+            })
+        })?;
     if !remote.status.success() {
-        return Err(format!(
-            "tasks.dispatch is `pr` but the repository {} has no remote '{}' (`git remote get-url {}` failed); add it or set tasks.remote",
-            root.display(),
-            tasks.remote,
-            tasks.remote
-        ));
+        return Err(PreflightError::NoRemote {
+            repo: root,
+            remote: tasks.remote.clone(),
+        });
     }
-    match std::process::Command::new("gh")
-        .arg("--version")
+    let mut gh = std::process::Command::new("gh");
+    gh.arg("--version")
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-    {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(
-            "tasks.dispatch is `pr` but the GitHub CLI `gh` is not on the conductor's PATH; install it (https://cli.github.com) and run `gh auth login`, or choose another dispatch".into(),
-        ),
+        .stderr(std::process::Stdio::null());
+    if let Some(path) = path {
+        // (A PATH set on the command is the one the program is looked up on.)
+        gh.env("PATH", path);
+    }
+    match gh.status() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(PreflightError::NoGh),
         _ => Ok(()),
     }
 }

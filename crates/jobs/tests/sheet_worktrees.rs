@@ -90,7 +90,7 @@ fn preflight_refuses_dirty_non_git_and_unknown_base() {
     std::fs::write(repo.join("notes.txt"), "x").unwrap();
     sw::preflight(&config, "s").unwrap();
     std::fs::write(repo.join("PRD.md"), "changed").unwrap();
-    let e = sw::preflight(&config, "s").unwrap_err();
+    let e = sw::preflight(&config, "s").unwrap_err().to_string();
     assert!(
         e.contains("uncommitted changes") && e.contains("PRD.md"),
         "{e}"
@@ -98,11 +98,11 @@ fn preflight_refuses_dirty_non_git_and_unknown_base() {
     git(&repo, &["checkout", "PRD.md"]);
 
     config.isolation.source_branch = Some("no-such-branch".into());
-    let e = sw::preflight(&config, "s").unwrap_err();
+    let e = sw::preflight(&config, "s").unwrap_err().to_string();
     assert!(e.contains("'no-such-branch' does not name a commit"), "{e}");
 
     let elsewhere = tempfile::tempdir().unwrap();
     config.tasks.as_mut().unwrap().repository = Some(elsewhere.path().to_path_buf());
-    let e = sw::preflight(&config, "s").unwrap_err();
-    assert!(e.contains("requires a git repository"), "{e}");
+    let e = sw::preflight(&config, "s").unwrap_err().to_string();
+    assert!(e.contains("is not inside a git repository"), "{e}");
 }

@@ -211,44 +211,41 @@ fn played(c: &mozart_config::JobConfig) -> Vec<Played<'_>> {
 }
 
 /// V219 (ours): a score whose sheets each get a git worktree (`isolation.scope: sheet`, a
-/// task list's default) names a repository that is not a git repository, which `mozart run`
-/// refuses (`Cannot isolate the job's sheets`). Only this per-sheet isolation of ours: a
-/// job-scope one is upstream's, whose validate passes it (and `fallback_on_error` may run
-/// such a job without a worktree).
-fn isolation_outside_git(score: &Score, job_id: &str) -> Option<Issue> {
+/// task list's default) that `mozart run` would refuse (`Cannot isolate the job's sheets`):
+/// its repository directory is not in a git repository, has uncommitted changes or no
+/// commit, its `isolation.source_branch` names no commit, or — for `tasks.dispatch: pr` —
+/// the remote is missing or `gh` is not on the PATH `lookup` says the conductor runs with.
+/// The conductor's own check, so the cause and the fix are worded as its refusal words
+/// them. Only this per-sheet isolation of ours: a job-scope one is upstream's, whose
+/// validate passes it (and `fallback_on_error` may run such a job without a worktree).
+fn worktrees_refused(score: &Score, job_id: &str, lookup: &Lookup) -> Option<Issue> {
+    use mozart_jobs::sheet_worktrees::{self as sw, PreflightError};
     let c = &score.config;
-    if !mozart_jobs::sheet_worktrees::per_sheet(c) {
+    if !sw::per_sheet(c) {
         return None;
     }
-    let repo = mozart_jobs::sheet_worktrees::repo_dir(c);
-    let detail = match mozart_jobs::isolation::preflight(
-        job_id,
-        &repo,
-        c.isolation.source_branch.as_deref(),
-    ) {
-        Err(mozart_jobs::isolation::IsolationError::NotARepository { detail, .. }) => detail,
-        _ => return None,
+    let path = lookup.path();
+    let err = sw::preflight_on(c, job_id, path.as_deref()).err()?;
+    // The line of the first of these keys the score writes.
+    let fields: &[&str] = match &err {
+        PreflightError::BadSourceBranch { .. } => &["isolation.source_branch"],
+        PreflightError::NoRemote { .. } => &["tasks.remote", "tasks.dispatch"],
+        PreflightError::NoGh => &["tasks.dispatch"],
+        _ => &["tasks.repository", "isolation"],
     };
-    let field = if c.tasks.as_ref().is_some_and(|t| t.repository.is_some()) {
-        "tasks.repository"
-    } else {
-        "isolation"
-    };
+    let line = fields
+        .iter()
+        .find_map(|f| mozart_config::check::key_line(&score.document, f));
     Some(Issue {
         check_id: "V219",
         severity: Severity::Error,
         message: format!(
-            "Each sheet gets a git worktree (isolation.scope: sheet), but {} is not inside a git repository ({}): mozart run would refuse the score",
-            repo.display(),
-            detail.trim()
+            "Each sheet gets a git worktree (isolation.scope: sheet), and mozart run would refuse the score: {err}"
         ),
-        line: mozart_config::check::key_line(&score.document, field),
+        line,
         column: None,
         context: None,
-        suggestion: Some(format!(
-            "Run it on a git repository: make {} one (git init), or set tasks.repository to one; or set isolation.enabled: false to run without worktrees",
-            repo.display()
-        )),
+        suggestion: Some(err.fix()),
         auto_fixable: false,
         metadata: Vec::new(),
     })
@@ -419,17 +416,19 @@ pub fn run(globals: &Globals, mut args: Args) -> Result<i32, CliError> {
     // what it shows, the preview made — while the checks render the score's sheets: neither
     // depends on what the checks find.
     let early = !crate::render::tasks::plans_branches(&score.config);
-    let (mut issues, (missing, preview)) =
+    let (mut issues, (missing, refused, preview)) =
         checks::run_checks_with(&score, path, &check_env_for(&score), || {
+            // Where the instruments (and `gh`) will run: the conductor's lock and
+            // environment (files), no socket round trip.
+            let lookup = Lookup::by_lock(globals);
             (
-                // Where the instruments will run: the conductor's lock and environment
-                // (files), no socket round trip.
-                missing_programs(&score, &Lookup::by_lock(globals)),
+                missing_programs(&score, &lookup),
+                worktrees_refused(&score, &job_id, &lookup),
                 early.then(|| checks::preview(&score, path, limit)),
             )
         });
     issues.extend(missing);
-    issues.extend(isolation_outside_git(&score, &job_id));
+    issues.extend(refused);
     let (plan, preview) = match preview {
         Some(preview) => (crate::render::tasks::unplanned(&score.config), preview),
         None => {

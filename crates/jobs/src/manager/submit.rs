@@ -953,7 +953,7 @@ async fn isolate(
         tokio::task::spawn_blocking(move || crate::sheet_worktrees::preflight(&cfg, &jid))
             .await
             .map_err(|e| Rejection(format!("Cannot isolate the job's sheets: {e}")))?
-            .map_err(|e| Rejection(format!("Cannot isolate the job's sheets: {e}")))?;
+            .map_err(|e| Rejection(format!("Cannot isolate the job's sheets: {}", e.refusal())))?;
         return Ok((workspace.to_path_buf(), None));
     }
     if !config.isolation.enabled {
