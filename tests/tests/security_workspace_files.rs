@@ -341,3 +341,134 @@ fn a_concert_log_that_is_a_fifo_or_a_link_is_not_written() {
         "the concert log was appended through the link"
     );
 }
+
+/// Everything a command printed, stdout and stderr.
+fn printed(out: &std::process::Output) -> String {
+    format!("{}{}", stdout(out), String::from_utf8_lossy(&out.stderr))
+}
+
+/// A shell score writing `out.txt` in `ws`.
+fn writing_score(env: &TestEnv, name: &str, ws: &Path) -> std::path::PathBuf {
+    let yaml = format!(
+        "name: {name}\nworkspace: {}\ninstrument: shell\nsheet: {{size: 1, total_items: 1}}\n\
+         prompt: {{template: \"RUN: echo written > {{{{ workspace }}}}/out.txt\"}}\n",
+        ws.display()
+    );
+    env.write_score(name, &yaml)
+}
+
+/// The score's workspace is in a shared sticky directory (`/tmp/shared/ws`); after the score
+/// was validated, another local user makes that path a symbolic link to a private directory
+/// of the owner's (`~/.ssh`). `validate`, `run`, `run --workspace` and a raw `job.submit`
+/// naming the link are refused, naming the link, its owner and its target and saying what
+/// to do; nothing is written or made through the link (also one to a directory not there
+/// yet), and the owner's directory is unchanged. The owner's own link in the same shared
+/// directory, given instead, is followed: the job runs in its target.
+#[test]
+fn a_workspace_that_is_another_users_link_is_refused_and_nothing_goes_through_it() {
+    let Some(intruder) = mozart_tests::users::intruder() else {
+        return;
+    };
+    let env = TestEnv::new();
+    env.start_conductor();
+    std::fs::set_permissions(env.root(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&env.work, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let keys = env.root().join("victim-ssh");
+    std::fs::create_dir(&keys).unwrap();
+    std::fs::write(keys.join("authorized_keys"), "ssh-ed25519 AAAA mine\n").unwrap();
+    std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let shared = env.work.join("ws");
+    let score = writing_score(&env, "shared", &shared);
+    let score = score.to_str().unwrap();
+    let out = env.mozart(&["validate", score]);
+    assert!(out.status.success(), "{}", printed(&out));
+
+    let plant = |target: &Path, link: &Path| {
+        let out = intruder
+            .command("ln")
+            .arg("-s")
+            .arg(target)
+            .arg(link)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ln -s: {}", printed(&out));
+    };
+    plant(&keys, &shared);
+    let named = format!(
+        "{} is a symbolic link of mozart-intruder (uid {}), to {}",
+        shared.display(),
+        intruder.uid,
+        keys.display()
+    );
+    let check = |what: &str, out: &std::process::Output| {
+        let text = printed(out);
+        assert!(!out.status.success(), "{what} was accepted: {text}");
+        assert!(
+            text.contains(&named),
+            "{what}: the refusal does not say {named:?}: {text}"
+        );
+        assert!(
+            text.contains("Give the real path, not the link")
+                && text.contains("or use a path of your own"),
+            "{what}: the refusal does not say what to do: {text}"
+        );
+    };
+    check("validate", &env.mozart(&["validate", score]));
+    check("run", &env.mozart(&["run", score]));
+    let own_ws = env.work.join("mine");
+    let own = writing_score(&env, "own", &own_ws);
+    let own = own.to_str().unwrap();
+    let link = shared.to_str().unwrap();
+    check(
+        "run --workspace",
+        &env.mozart(&["run", own, "--workspace", link]),
+    );
+    // A client (or a link planted after the submitter looked) hands the conductor the
+    // link as the workspace.
+    let resp = env.raw_call(
+        "job.submit",
+        serde_json::json!({"config_path": own, "workspace": link, "fresh": false}),
+    );
+    assert_eq!(resp["result"]["status"], "rejected", "{resp}");
+    let message = resp["result"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&named), "job.submit: {message}");
+
+    // A link to a directory of the owner's not there yet: nothing is made through it.
+    let planted = keys.join("planted");
+    let dangling = env.work.join("ws-new");
+    plant(&planted, &dangling);
+    let out = env.mozart(&["run", own, "--workspace", dangling.to_str().unwrap()]);
+    assert!(!out.status.success(), "accepted: {}", printed(&out));
+    assert!(
+        printed(&out).contains(&format!(
+            "{} is a symbolic link of mozart-intruder",
+            dangling.display()
+        )),
+        "{}",
+        printed(&out)
+    );
+
+    assert_eq!(
+        names(&keys),
+        ["authorized_keys"],
+        "written through the link"
+    );
+    assert_eq!(
+        std::fs::read_to_string(keys.join("authorized_keys")).unwrap(),
+        "ssh-ed25519 AAAA mine\n"
+    );
+    assert_eq!(mode(&keys), 0o700);
+    assert_eq!(std::fs::read_link(&shared).unwrap(), keys);
+
+    // The owner's own link in the same shared directory leads where they chose.
+    let real = env.root().join("real-ws");
+    std::fs::create_dir(&real).unwrap();
+    std::os::unix::fs::symlink(&real, &own_ws).unwrap();
+    let out = env.mozart(&["run", own]);
+    assert!(out.status.success(), "{}", printed(&out));
+    env.wait_completed("own");
+    assert_eq!(
+        std::fs::read_to_string(real.join("out.txt")).unwrap(),
+        "written\n"
+    );
+}

@@ -58,6 +58,17 @@ pub enum ConfigError {
         /// Where the file was looked for.
         path: PathBuf,
     },
+    /// Ours: a path the score names for Mozart to create files in (the workspace) goes
+    /// through a symbolic link of another user's (docs/security.md "Files").
+    #[error("{}", link.refusal(what, path))]
+    ForeignLink {
+        /// What the path is: `the workspace`.
+        what: &'static str,
+        /// The path as named (made absolute).
+        path: PathBuf,
+        /// The link not followed.
+        link: Box<mozart_ipc::own_path::ForeignLink>,
+    },
     /// A template failed to compile or render.
     #[error("{message}")]
     Template {

@@ -44,7 +44,7 @@ pub use load::{
     load_score, load_score_str, load_score_text_only, names_workspace, FileAccess, Score,
 };
 pub use model::{JobConfig, SkipWhenCommand, ValidationRule, ValidationType};
-pub use paths::{chained_score, resolve_path};
+pub use paths::{chained_score, resolve_own_path, resolve_path};
 pub use plan::{PlanOutline, PlannedSheet, SheetPlan};
 pub use template::RenderContext;
 pub use words::{noun, plural};

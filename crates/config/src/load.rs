@@ -6,7 +6,7 @@ use crate::check::{check_job, Checker};
 use crate::de::{from_node, FieldError};
 use crate::error::ConfigError;
 use crate::model::{BackendType, JobConfig};
-use crate::paths::{against_cwd, resolve_path};
+use crate::paths::{against_cwd, resolve_own_path, resolve_path};
 use crate::plan::expand_sheet_at;
 use crate::yaml::{self, python_float, Node, NodeKind};
 
@@ -101,7 +101,11 @@ fn load_inner(
             })
         }
     };
-    pre_steps(&mut root, score_dir);
+    // A relative workspace is joined to the score's directory as named, its links left for
+    // the workspace's own resolution to judge (a link of another user's above the score
+    // leads the workspace too).
+    let workspace_base = score_dir.map(|_| against_cwd(path.parent().unwrap_or(Path::new(""))));
+    pre_steps(&mut root, workspace_base.as_deref());
     let schema = |errors: Vec<FieldError>| ConfigError::Schema {
         path: Some(path.to_path_buf()),
         errors,
@@ -147,7 +151,15 @@ fn load_inner(
     }
     crate::tasks::assign_models(&mut config);
     config.workspace = match access {
-        FileAccess::Files => resolve_path(&config.workspace),
+        // Never through another user's symbolic link: they would choose where Mozart
+        // creates its files and the instrument works (docs/security.md "Files").
+        FileAccess::Files => {
+            resolve_own_path(&config.workspace).map_err(|link| ConfigError::ForeignLink {
+                what: "the workspace",
+                path: config.workspace.clone(),
+                link: Box::new(link),
+            })?
+        }
         // Resolving symlinks would reveal where paths the text names lead.
         FileAccess::TextOnly => lexical_absolute(&config.workspace),
     };
@@ -340,7 +352,8 @@ fn is_key(k: &Node, name: &str) -> bool {
 
 /// Upstream's "before" steps: drop `sheet.total_sheets`, switch cost limits on when a limit is
 /// given without `enabled`, and pre-resolve a relative workspace against the score directory
-/// (§1.1, §3.3, §3.11, §7.1).
+/// (§1.1, §3.3, §3.11, §7.1). The workspace is resolved (links followed) afterwards, as
+/// every workspace is.
 fn pre_steps(root: &mut Node, score_dir: Option<&Path>) {
     let Some(entries) = map_entries(root) else {
         return;
@@ -377,12 +390,8 @@ fn pre_steps(root: &mut Node, score_dir: Option<&Path>) {
             if let Some(dir) = score_dir {
                 let text = python_str(v);
                 let p = PathBuf::from(&text);
-                let resolved = if p.is_absolute() {
-                    p
-                } else {
-                    resolve_path(&dir.join(p))
-                };
-                v.kind = NodeKind::Str(resolved.to_string_lossy().into_owned());
+                let joined = if p.is_absolute() { p } else { dir.join(p) };
+                v.kind = NodeKind::Str(joined.to_string_lossy().into_owned());
             }
         }
     }

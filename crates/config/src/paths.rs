@@ -68,6 +68,16 @@ pub fn resolve_path(path: &Path) -> PathBuf {
     out
 }
 
+/// [`resolve_path`] for a path Mozart creates files in (the workspace): refused, naming the
+/// link, when a symbolic link on the way is one the user cannot trust — another user's, or
+/// not the user's in a directory others may write ([`mozart_ipc::own_path`]).
+pub fn resolve_own_path(path: &Path) -> Result<PathBuf, mozart_ipc::own_path::ForeignLink> {
+    match mozart_ipc::own_path::foreign_link(path) {
+        Some(link) => Err(link),
+        None => Ok(resolve_path(path)),
+    }
+}
+
 /// Where a `run_job` hook's relative `job_path` (placeholders already expanded) is found for
 /// a score in `score_dir`: beside the score, else from the directories above it (upstream's
 /// own scores name their chained score from the project root: `examples/x.yaml` in

@@ -17,6 +17,7 @@ pub mod error;
 pub mod framing;
 pub mod job_id;
 pub mod methods;
+pub mod own_path;
 pub mod paths;
 pub mod server;
 pub mod status;

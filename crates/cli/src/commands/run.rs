@@ -170,7 +170,16 @@ fn run_one(globals: &Globals, args: &Args) -> Result<i32, CliError> {
         return Ok(2);
     }
     if let Some(ws) = &args.workspace {
-        score.config.workspace = mozart_config::resolve_path(ws);
+        score.config.workspace = match mozart_config::resolve_own_path(ws) {
+            Ok(resolved) => resolved,
+            Err(link) => {
+                return Err(not_submitted(
+                    link.refusal("--workspace", ws),
+                    vec![],
+                    args.output,
+                ))
+            }
+        };
     }
     if !globals.quiet && !args.output.is_json() {
         print_config_panel(&score);

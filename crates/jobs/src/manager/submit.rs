@@ -428,6 +428,11 @@ fn parse(
         None => load_score(config_path),
     };
     loaded.map_err(|e| {
+        // Said as it is: no parse error, and --workspace would not get past it either
+        // (the score's workspace is refused when the score is loaded).
+        if let mozart_config::ConfigError::ForeignLink { .. } = e {
+            return Rejection(e.to_string());
+        }
         // A resume can go on with the score as it was submitted instead (`resume`'s
         // `--workspace` is upstream's hidden fallback, which would move the job).
         if let Some(parent) = &req.parent_job_id {
@@ -473,6 +478,11 @@ fn validate_workspace(config: &mut JobConfig, req: &SubmitRequest, text: &str) -
         None => config.workspace.clone(),
     };
     config.workspace = workspace.clone();
+    // The workspace as the submitter named it (`--workspace`, unresolved) or as the score
+    // resolved it: through no link another user could have chosen it by.
+    if let Some(link) = mozart_ipc::own_path::foreign_link(&workspace) {
+        return Err(Rejection(link.refusal("the workspace", &workspace)));
+    }
     let Some(parent) = workspace.parent().filter(|p| !p.as_os_str().is_empty()) else {
         return Ok(workspace);
     };
@@ -580,11 +590,16 @@ fn plan(
     known_instruments(mgr, home, (config_path, config), &plan)?;
     let renderer = mozart_config::template::PromptRenderer::new(config, config_path.parent())
         .map_err(template_rejection(config_path))?;
-    std::fs::create_dir_all(workspace).map_err(|e| {
-        Rejection(format!(
+    // Made (or found) through no link of another user's, also one planted since the
+    // workspace was checked: nothing is created in a directory they chose.
+    mozart_ipc::own_path::create_dir_all(workspace).map_err(|e| match e {
+        mozart_ipc::own_path::CreateError::Foreign(link) => {
+            Rejection(link.refusal("the workspace", workspace))
+        }
+        e => Rejection(format!(
             "Cannot create workspace {}: {e}",
             workspace.display()
-        ))
+        )),
     })?;
     Ok((plan, renderer))
 }
