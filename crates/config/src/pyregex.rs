@@ -32,15 +32,22 @@ pub fn translate(pattern: &str) -> String {
 pub fn compile_content_regex(pattern: &str) -> Result<Regex, PatternError> {
     // Cached as [`compile`] is: the 516-sheet corpus score's 161 rules (2 distinct patterns)
     // are each checked twice by `validate`, and compiling one is ~350 k instructions.
-    static CACHE: LazyLock<Mutex<HashMap<String, Result<Regex, PatternError>>>> =
-        LazyLock::new(|| Mutex::new(HashMap::new()));
-    if let Ok(cache) = CACHE.lock() {
+    static CACHE: Cache<Result<Regex, PatternError>> = LazyLock::new(Default::default);
+    cached(&CACHE, pattern, compile_content_regex_uncached)
+}
+
+/// Compiled patterns by their text.
+type Cache<T> = LazyLock<Mutex<HashMap<String, T>>>;
+
+/// `compile(pattern)`, from `cache` when it was compiled before (at most 1,024 kept).
+fn cached<T: Clone>(cache: &Cache<T>, pattern: &str, compile: fn(&str) -> T) -> T {
+    if let Ok(cache) = cache.lock() {
         if let Some(hit) = cache.get(pattern) {
             return hit.clone();
         }
     }
-    let result = compile_content_regex_uncached(pattern);
-    if let Ok(mut cache) = CACHE.lock() {
+    let result = compile(pattern);
+    if let Ok(mut cache) = cache.lock() {
         if cache.len() >= 1024 {
             cache.clear();
         }
@@ -85,22 +92,8 @@ pub fn compile(pattern: &str) -> Result<Option<Regex>, PatternError> {
     // Scores repeat the same few patterns across hundreds of validations (the 516-sheet
     // corpus score has 161 content_regex rules and 2 distinct patterns), and compiling a
     // regex costs far more than looking one up.
-    type Compiled = Result<Option<Regex>, PatternError>;
-    static CACHE: LazyLock<Mutex<HashMap<String, Compiled>>> =
-        LazyLock::new(|| Mutex::new(HashMap::new()));
-    if let Ok(cache) = CACHE.lock() {
-        if let Some(hit) = cache.get(pattern) {
-            return hit.clone();
-        }
-    }
-    let result = compile_uncached(pattern);
-    if let Ok(mut cache) = CACHE.lock() {
-        if cache.len() >= 1024 {
-            cache.clear();
-        }
-        cache.insert(pattern.to_string(), result.clone());
-    }
-    result
+    static CACHE: Cache<Result<Option<Regex>, PatternError>> = LazyLock::new(Default::default);
+    cached(&CACHE, pattern, compile_uncached)
 }
 
 fn compile_uncached(pattern: &str) -> Result<Option<Regex>, PatternError> {
