@@ -328,6 +328,55 @@ fn a_silent_sheet_that_times_out_has_no_output_but_mozarts_message() {
     assert!(!shown.contains("stderr"), "no stderr was printed: {shown}");
 }
 
+/// An instrument killed by a signal it did not send itself (`kill -9` from outside, the OOM
+/// killer) shows only what it printed as its stderr, and Mozart's message says how it ended:
+/// `errors`, `logs --sheet 1` and `diagnose --json` showed `the instrument said this` followed
+/// by `[Process killed by SIGKILL]` as the command's stderr — words it never printed (and
+/// `run` quoted that line as what "its instrument said").
+#[test]
+fn an_instrument_killed_by_a_signal_shows_only_what_it_printed_as_its_stderr() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    // The RUN: line runs in a child of the instrument's own `sh` driver: `$PPID` is the
+    // instrument, killed from outside after the line is printed.
+    let yaml = format!(
+        "name: killed\nworkspace: {ws}\ninstrument: shell\nsheet: {{size: 1, total_items: 1}}\n\
+         retry: {{max_retries: 1, base_delay_seconds: 1}}\n\
+         prompt:\n  template: |\n    RUN: echo 'the instrument said this' >&2; kill -KILL $PPID\n",
+        ws = env.work.join("killed-ws").display()
+    );
+    let path = env.write_score("killed", &yaml);
+    run(&env, &path, &[]);
+    let doc = wait_terminal(&env, "killed", 60.0);
+    assert_eq!(doc["status"], "failed", "{doc:#}");
+    let message = sheet(&doc, 1)["error_message"].as_str().unwrap_or_default();
+    assert!(message.contains("killed by SIGKILL"), "{doc:#}");
+
+    let text = mozart_tests::stdout(&env.mozart(&["errors", "killed", "-V"]));
+    assert!(text.contains("Process killed by SIGKILL"), "{text}");
+    assert!(text.contains("the instrument said this"), "{text}");
+    assert!(!text.contains("[Process killed"), "{text}");
+
+    let logs = env.mozart(&["logs", "killed", "--sheet", "1"]);
+    let shown = format!(
+        "{}{}",
+        mozart_tests::stdout(&logs),
+        String::from_utf8_lossy(&logs.stderr)
+    );
+    assert!(shown.contains("the instrument said this"), "{shown}");
+    assert!(!shown.contains("Process killed"), "{shown}");
+
+    let diagnose = env.mozart(&["diagnose", "killed", "--json"]);
+    let report: Value = serde_json::from_slice(&diagnose.stdout).unwrap();
+    let errors = report["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{report:#}");
+    assert_eq!(
+        errors[0]["stderr_tail"].as_str().map(str::trim_end),
+        Some("the instrument said this"),
+        "{report:#}"
+    );
+}
+
 #[test]
 fn an_instrument_killed_by_a_signal_is_retried() {
     let env = TestEnv::new();

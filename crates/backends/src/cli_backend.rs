@@ -234,7 +234,7 @@ impl ProfileBackend {
             return r;
         }
         let stdout = outcome.stdout.tail_string();
-        let mut stderr = outcome.stderr.tail_string();
+        let stderr = outcome.stderr.tail_string();
         let exited_ok = !outcome.timed_out
             && outcome
                 .exit_code
@@ -273,7 +273,6 @@ impl ProfileBackend {
         // output), else worded from how the run ended.
         note_abnormal_end(
             &mut result,
-            &mut stderr,
             outcome.timed_out,
             outcome.exit_signal,
             req.timeout,
@@ -983,12 +982,11 @@ pub(crate) fn spawn_failure(
 }
 
 /// A process that timed out or was killed by `signal`: the result says so (a timeout's
-/// error type is `timeout`, its message [`timeout_message`]; a signal's line ends its
-/// stderr, [`note_end`]). Whether the run succeeded is not decided here: each backend
-/// decides it once, and a timed-out run never exited as a success.
+/// error type is `timeout`, its message [`timeout_message`]; [`note_end`]). Whether the run
+/// succeeded is not decided here: each backend decides it once, and a timed-out run never
+/// exited as a success.
 pub(crate) fn note_abnormal_end(
     result: &mut ExecutionResult,
-    stderr: &mut String,
     timed_out: bool,
     signal: Option<i32>,
     timeout: std::time::Duration,
@@ -997,32 +995,22 @@ pub(crate) fn note_abnormal_end(
         result.error_type = Some(FailureKind::Timeout);
         result.error_message = Some(timeout_message(timeout));
     }
-    note_end(result, stderr, timed_out, signal);
+    note_end(result, timed_out, signal);
 }
 
 /// How a process ended, when not by exiting in time: the result's `timed_out` and exit
-/// reason, and for a signal a line ending its stderr (the kind and message are the
-/// backend's verdict).
-pub(crate) fn note_end(
-    result: &mut ExecutionResult,
-    stderr: &mut String,
-    timed_out: bool,
-    signal: Option<i32>,
-) {
+/// reason (the kind and message are the backend's verdict).
+///
+/// The command's stderr stays what the command printed: upstream appends `Command timed
+/// out after Ns` or `[Process killed by SIGKILL]` to it, which `errors`, `logs` and `run`
+/// then showed as the command's own words. The result's `exit_signal` and message say it
+/// (`Timed out after Ns`; the classifier's `Process killed by SIGKILL, not by Mozart …`).
+pub(crate) fn note_end(result: &mut ExecutionResult, timed_out: bool, signal: Option<i32>) {
     if timed_out {
-        // The result's message says it (`Timed out after Ns`); the command's stderr stays
-        // what the command printed (upstream appends `Command timed out after Ns` to it,
-        // which `errors` and `logs` then showed as the command's own words).
         result.timed_out = true;
         result.exit_reason = ExitReason::Timeout;
-    } else if let Some(sig) = signal {
+    } else if signal.is_some() {
         result.exit_reason = ExitReason::Killed;
-        *stderr = format!(
-            "{stderr}\n[Process killed by {}]",
-            crate::classify::signal_name(sig)
-        )
-        .trim()
-        .to_string();
     }
 }
 

@@ -1163,7 +1163,8 @@ fn add_backend_words(c: &mut Classification, result: &ExecutionResult, instrumen
 /// printed (`{"error": {"message": …}}`, `{"type": "error", "message": …}` — Gemini CLI's
 /// error document, Codex's `turn.failed`), else the last line that mentions an error, else
 /// the last line with any text; at each step stderr first, then stdout. Stack frames, JSON fragments,
-/// bare brackets and the conductor's own notes (`[Process killed by …]`) are skipped; at
+/// bare brackets and the conductor's own notes (`[Slurm job …]`; `[Process killed by …]` in
+/// attempts recorded by earlier versions) are skipped; at
 /// most 300 characters.
 pub fn cause_line(stdout: &str, stderr: &str) -> Option<String> {
     fn json_error(text: &str) -> Option<String> {

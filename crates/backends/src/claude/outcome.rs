@@ -320,20 +320,19 @@ pub(super) fn result(
     };
     // A process that outlived its answer and was then killed ended normally.
     let signal = o.process.exit_signal.filter(|_| !o.process.lingered);
-    let mut stderr = o.stderr.clone();
-    note_end(&mut r, &mut stderr, o.process.timed_out, signal);
+    note_end(&mut r, o.process.timed_out, signal);
     r.error_message = failure.map(|failure| match failure {
         Failure::RootRefusal => ROOT_REFUSAL_HINT.into(),
         Failure::TimedOut => timeout_message(timeout),
         // Text mode names no HTTP status, so the classifier cannot add its hint: say here
         // which key to check (with a status, the classifier says it).
         Failure::Auth if api_status.is_none() => {
-            format!("{}. {AUTH_HINT}", failure_message(o, &r, &stderr))
+            format!("{}. {AUTH_HINT}", failure_message(o, &r))
         }
-        _ => failure_message(o, &r, &stderr),
+        _ => failure_message(o, &r),
     });
     r.stdout = redact(&o.stdout);
-    r.stderr = redact(&stderr);
+    r.stderr = redact(&o.stderr);
     r.result_text = r.result_text.map(|t| redact(&t));
     r.error_message = r.error_message.map(|t| redact(&t));
     r
@@ -363,8 +362,8 @@ fn reported_result(o: &Outcome<'_>) -> ExecutionResult {
 }
 
 /// Why a failed run failed, in words: its answer, the line of its output that says why, or
-/// what it printed instead of its format. `stderr` ends with how the process ended.
-fn failure_message(o: &Outcome<'_>, r: &ExecutionResult, stderr: &str) -> String {
+/// what it printed instead of its format.
+fn failure_message(o: &Outcome<'_>, r: &ExecutionResult) -> String {
     let structured = o.structured();
     let has_result = o.stream.result.is_some();
     let stdout = o.stdout.as_str();
@@ -373,7 +372,7 @@ fn failure_message(o: &Outcome<'_>, r: &ExecutionResult, stderr: &str) -> String
     let answer = (!structured)
         .then(|| crate::classify::cause_line(stdout, ""))
         .flatten();
-    let said = answer.or_else(|| crate::classify::cause_line("", stderr));
+    let said = answer.or_else(|| crate::classify::cause_line("", &o.stderr));
     match (&r.result_text, said, o.process.exit_code) {
         (Some(text), _, _) if !text.trim().is_empty() => text.clone(),
         (_, Some(line), Some(code)) => {
