@@ -961,3 +961,108 @@ on_success:
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     assert_eq!(ledger_settles(&env, &led, 2, 10.0, 1.0), ["hook", "after"]);
 }
+
+/// Hook results of an older run are not this run's: a job whose gate hook failed is run
+/// again with `--fresh`, fails on a sheet, and once that sheet is recovered (`mozart
+/// recover`) `mozart resume` runs every hook of this run — the notification hook too, which
+/// only the OLDER run had run. Its resume took the older run's success for this run's and
+/// skipped it (the notification never ran; a `run_job` there never submitted its link).
+#[test]
+fn a_fresh_run_owes_every_hook_whatever_the_run_before_it_ran() {
+    owed_hooks_are_this_runs(|env, path| {
+        run(env, path, &["--fresh"]);
+    });
+}
+
+/// The same after a resume with an edited score (a sheet added, which fails): the run that
+/// completes owes every hook, not only those the run before the edit failed.
+#[test]
+fn a_resume_with_an_edited_score_owes_every_hook_whatever_the_run_before_it_ran() {
+    owed_hooks_are_this_runs(|env, path| {
+        let text = std::fs::read_to_string(path).unwrap();
+        std::fs::write(path, text.replace("total_items: 2", "total_items: 3")).unwrap();
+        let out = env.mozart(&["resume", "relay"]);
+        assert!(
+            out.status.code().is_some_and(|c| c <= 1),
+            "{}",
+            stdout(&out)
+        );
+    });
+}
+
+/// A job whose gate hook failed (its notification hook ran); `again` starts a new run,
+/// which fails on its last sheet; that sheet recovered, `mozart resume` runs both hooks.
+fn owed_hooks_are_this_runs(again: impl Fn(&TestEnv, &Path)) {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let led = env.work.join("ledger");
+    let gate = env.work.join("gate");
+    let broken = env.work.join("broken");
+    let ws = env.work.join("relay-ws");
+    let yaml = format!(
+        r#"name: relay
+workspace: {ws}
+instrument: shell
+pause_between_sheets_seconds: 0
+retry: {{max_retries: 0}}
+sheet: {{size: 1, total_items: 2}}
+prompt:
+  template: "RUN: if [ {{{{ sheet_num }}}} -gt 1 ] && [ -f '{broken}' ]; then exit 1; fi; echo done > {ws}/out-{{{{ sheet_num }}}}.txt"
+validations:
+  - type: file_exists
+    path: "{{workspace}}/out-{{sheet_num}}.txt"
+on_success:
+  - type: run_command
+    command: "echo note >> '{led}'"
+  - type: run_command
+    command: "test -f '{gate}'"
+    description: "the gate"
+    on_failure: abort
+"#,
+        ws = ws.display(),
+        led = led.display(),
+        gate = gate.display(),
+        broken = broken.display(),
+    );
+    let path = env.write_score("relay", &yaml);
+    run(&env, &path, &[]);
+    let out = env.mozart(&["wait", "relay"]);
+    assert_eq!(out.status.code(), Some(1), "the gate hook fails the job");
+    assert_eq!(ledger(&led), ["note"]);
+
+    // The next run fails on its last sheet, before any hook of its own.
+    std::fs::write(&broken, "").unwrap();
+    for n in 1..=3 {
+        let _ = std::fs::remove_file(ws.join(format!("out-{n}.txt")));
+    }
+    again(&env, &path);
+    let out = env.mozart(&["wait", "relay"]);
+    assert_eq!(out.status.code(), Some(1), "a sheet fails the new run");
+    assert_eq!(ledger(&led), ["note"], "no hook of the new run ran");
+
+    // Its failed sheet done by hand and recovered: the resume completes the job, and every
+    // hook of this run is owed.
+    std::fs::remove_file(&broken).unwrap();
+    std::fs::write(&gate, "").unwrap();
+    for n in 1..=3 {
+        std::fs::write(ws.join(format!("out-{n}.txt")), "done\n").unwrap();
+    }
+    let out = env.mozart(&["recover", "relay"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let out = env.mozart(&["resume", "relay"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("no sheet was run; its on_success hooks, not run yet, run now"),
+        "{}",
+        stdout(&out)
+    );
+    let out = env.mozart(&["wait", "relay"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let doc = status(&env, "relay");
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert_eq!(
+        ledger_settles(&env, &led, 2, 10.0, 1.0),
+        ["note", "note"],
+        "the notification hook ran for this run too, once"
+    );
+}

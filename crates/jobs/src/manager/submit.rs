@@ -189,9 +189,7 @@ async fn pipeline(
     // run, the job is completed" beside the failed hook). So does one that failed before
     // its hooks ever ran, whose last sheets were completed since (`mozart recover`): its
     // first success runs them (it used to complete with the hooks never run).
-    let hook_results = lock(&mgr.shared.registry).hook_results(job_id);
-    let hooks_never_ran = hook_results.as_ref().is_ok_and(Vec::is_empty);
-    let hooks_owed = !previous.fresh
+    let ended_unfinished = !previous.fresh
         && previous.checkpoint.is_some()
         && !config.on_success.is_empty()
         && previous.record.as_ref().is_some_and(|r| {
@@ -199,8 +197,7 @@ async fn pipeline(
                 r.status,
                 mozart_state::DaemonJobStatus::Failed | mozart_state::DaemonJobStatus::Cancelled
             )
-        })
-        && hook_results.is_ok_and(|done| done.is_empty() || done.iter().any(|h| !h.success));
+        });
     // A score edited to another sheet count keeps what its sheets of the same numbers did.
     let resized = previous
         .checkpoint
@@ -239,6 +236,19 @@ async fn pipeline(
         .sheets
         .statuses()
         .all(|(_, status)| done(&status));
+    // Hook results are those of the job's last completion. A run with sheets to run ends
+    // in a completion of its own, which owes every hook: the results before it are an older
+    // run's, forgotten with its start (a `--fresh` run, or a resume with an edited score,
+    // that failed on a sheet and was then recovered used to take them for its own and skip
+    // the hooks they named, at its resume or at the restart after a kill).
+    let hook_results = if nothing_to_run {
+        lock(&mgr.shared.registry).hook_results(job_id)
+    } else {
+        Ok(Vec::new())
+    };
+    let hooks_never_ran = hook_results.as_ref().is_ok_and(Vec::is_empty);
+    let hooks_owed = ended_unfinished
+        && hook_results.is_ok_and(|done| done.is_empty() || done.iter().any(|h| !h.success));
     if nothing_to_run && was_completed && req.resume_of.is_none() && !hooks_owed {
         // A completed job submitted again unchanged: nothing runs, so nothing about it
         // changes either — its times, workspace and history stay those of the run that did
@@ -273,7 +283,14 @@ async fn pipeline(
         yaml: Some(score.text),
         snapshot,
     };
-    persist(mgr, job_id, &record, &job_score, &checkpoint, new_run)?;
+    persist(
+        mgr,
+        job_id,
+        &record,
+        &job_score,
+        &checkpoint,
+        (new_run, !nothing_to_run),
+    )?;
     drop(job_score);
     let from_checkpoint = req.resume_of.is_some();
     let sheet_logs = claim_sheet_logs(job_id, &workspace).await;
@@ -1007,7 +1024,7 @@ fn persist(
     record: &JobRecord,
     job_score: &JobScore,
     checkpoint: &CheckpointState,
-    new_run: bool,
+    (new_run, forget_hooks): (bool, bool),
 ) -> Step<()> {
     let registry = lock(&mgr.shared.registry);
     // SQLite can still commit on a full disk (it reuses its WAL file's space), and then the
@@ -1035,6 +1052,12 @@ fn persist(
                 registry
                     .start_run(job_id)
                     .map_err(|e| Rejection(format!("Cannot record the job's new run: {e}")))?;
+            }
+            // With the run that owes them all: no later start takes them for this run's.
+            if forget_hooks {
+                registry.clear_hook_results(job_id).map_err(|e| {
+                    Rejection(format!("Cannot forget the job's earlier hook results: {e}"))
+                })?;
             }
             registry
                 .save_checkpoint(checkpoint)
