@@ -322,3 +322,58 @@ fn a_sheet_whose_logs_directory_was_replaced_says_its_log_is_missing() {
         "written through the link"
     );
 }
+
+/// An HTTP instrument (`anthropic_api`, answered by the mock API) whose sheet's logs directory
+/// cannot be used — `logs` is a file — says so as a CLI instrument does: the conductor's log
+/// names the answer's log that could not be made, and `mozart logs JOB --sheet 1` says the
+/// log could not be written and why (before: nothing was said, and `logs` called the answer
+/// "short output that ended within a second", which an HTTP answer's log never is).
+#[test]
+fn an_http_sheet_whose_logs_directory_cannot_be_used_says_its_log_is_missing() {
+    let env = TestEnv::new();
+    let mock = mozart_tests::mock_api::MockApi::start().unwrap();
+    let out = env
+        .command(&["start"])
+        .env("ANTHROPIC_API_KEY", "sk-ant-logs-test")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", env.log());
+    let ws = env.work.join("http-ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("logs"), "not a directory\n").unwrap();
+    run(
+        &env,
+        "http",
+        &format!(
+            "name: http\nworkspace: {ws}\ninstrument: anthropic_api\n\
+             instrument_config: {{base_url: '{url}'}}\n\
+             sheet: {{size: 1, total_items: 1}}\nprompt:\n  template: say hello\n",
+            ws = ws.display(),
+            url = mock.base_url(),
+        ),
+    );
+    let doc = crate::harness::wait_terminal(&env, "http", 60.0);
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    let log = ws.join("logs").join("sheet-01.stdout.log");
+    let conductor_log = env.log();
+    assert!(
+        conductor_log.contains("sheet_log.unwritten")
+            && conductor_log.contains(&log.display().to_string()),
+        "{conductor_log}"
+    );
+    let out = env.mozart(&["logs", "http", "--sheet", "1"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains("short output"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "Note: the conductor could not write {}",
+            log.display()
+        )) && text.contains("cannot be used"),
+        "{text}"
+    );
+    assert!(
+        text.contains(mozart_tests::mock_api::TEXT_ANSWER),
+        "the registry's tail: {text}"
+    );
+}

@@ -670,7 +670,7 @@ fn open_log(log: &LogFile) -> Option<RedactingLog> {
 /// A sheet log that could not be written (a full disk): said in the conductor's log with
 /// the file and why — the event [`crate::output_log::UNWRITTEN_EVENT`], which `mozart logs
 /// JOB --sheet N` looks for to say the log is missing or incomplete, and why.
-fn log_unwritten(path: Option<&std::path::Path>, err: &io::Error) {
+pub(crate) fn log_unwritten(path: Option<&std::path::Path>, err: &io::Error) {
     let path = path.map(|p| p.display().to_string()).unwrap_or_default();
     tracing::warn!(
         event = crate::output_log::UNWRITTEN_EVENT,

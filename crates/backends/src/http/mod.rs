@@ -245,6 +245,7 @@ pub(crate) async fn execute<A: HttpApi>(api: &A, req: ExecutionRequest) -> Execu
     result.error_message = result.error_message.map(crate::redact::redact_owned);
     write_logs(
         req.output_log_base.as_ref(),
+        req.output_log_unavailable.as_ref(),
         result.result_text.as_deref().unwrap_or(""),
         &result.stderr,
     )
@@ -558,14 +559,32 @@ pub(crate) fn rate_limit_reset(headers: &HeaderMap, now: f64) -> Option<f64> {
 }
 
 /// Write the answer / error text to `{base}.stdout.log` / `{base}.stderr.log`, as the CLI
-/// backends tee their streams. A failed write is logged, never fails the attempt.
+/// backends tee their streams. A log that cannot be written — its directory unusable
+/// (`unavailable`: the logs' stem and why) or the write failed — is said in the conductor's
+/// log as the CLI backends say it (the event `mozart logs` reports), and never fails the
+/// attempt.
 pub(crate) async fn write_logs(
     base: Option<&crate::output_log::LogBase>,
+    unavailable: Option<&(std::path::PathBuf, String)>,
     stdout: &str,
     stderr: &str,
 ) {
-    let Some(base) = base else { return };
-    for (suffix, text) in [(".stdout.log", stdout), (".stderr.log", stderr)] {
+    let logs = [(".stdout.log", stdout), (".stderr.log", stderr)];
+    let Some(base) = base else {
+        // Said for a text that needed its file, as a CLI's stream is once it prints.
+        for (suffix, _) in logs.iter().filter(|(_, text)| !text.is_empty()) {
+            if let Some((stem, why)) = unavailable {
+                let mut path = stem.clone().into_os_string();
+                path.push(suffix);
+                crate::process::log_unwritten(
+                    Some(std::path::Path::new(&path)),
+                    &std::io::Error::other(why.clone()),
+                );
+            }
+        }
+        return;
+    };
+    for (suffix, text) in logs {
         let (base, text) = (base.clone(), text.to_string());
         // Private and redacted like the process instruments' logs (issue 21), in the logs
         // directory checked when the attempt started; small files, written off the
@@ -576,7 +595,7 @@ pub(crate) async fn write_logs(
         })
         .await;
         if let Ok(Err((path, err))) = written {
-            tracing::warn!(path = %path.display(), %err, "cannot write the output log");
+            crate::process::log_unwritten(Some(&path), &err);
         }
     }
 }
