@@ -1066,3 +1066,71 @@ on_success:
         "the notification hook ran for this run too, once"
     );
 }
+
+/// A job failed by its gate hook (its notification hook ran); the score is edited before
+/// the resume — a new notification inserted first, the gate fixed. The resume runs the new
+/// hook and the gate, not the notification that already ran (results count for the hook
+/// they were of, not for the position): it used to skip the new hook, never run, because
+/// the old notification had succeeded at its position, and ran the old one a second time.
+#[test]
+fn a_resume_after_the_hooks_were_edited_runs_the_new_hook_and_not_the_one_that_ran() {
+    let env = TestEnv::new();
+    env.start_conductor();
+    let led = env.work.join("ledger");
+    let gate = env.work.join("gate");
+    let score = |hooks: &str| {
+        format!(
+            r#"name: edited
+workspace: {ws}
+instrument: shell
+pause_between_sheets_seconds: 0
+sheet: {{size: 1, total_items: 1}}
+prompt:
+  template: |
+    RUN: echo sheet >> "{led}"
+on_success:
+{hooks}"#,
+            ws = env.work.join("edited-ws").display(),
+            led = led.display(),
+        )
+    };
+    let note = format!(
+        "  - type: run_command\n    command: \"echo note >> '{}'\"\n",
+        led.display()
+    );
+    let path = env.write_score(
+        "edited",
+        &score(&format!(
+            "{note}  - type: run_command\n    command: \"test -f '{}'\"\n    on_failure: abort\n",
+            gate.display()
+        )),
+    );
+    run(&env, &path, &[]);
+    let out = env.mozart(&["wait", "edited"]);
+    assert_eq!(out.status.code(), Some(1), "the gate hook fails the job");
+    assert_eq!(ledger(&led), ["sheet", "note"]);
+
+    // Edited: a new hook first, the gate fixed (another command, so another hook).
+    std::fs::write(&gate, "").unwrap();
+    let fixed = format!(
+        "  - type: run_command\n    command: \"echo new >> '{led}'\"\n{note}  - type: run_command\n    command: \"test -f '{gate}' && echo gate >> '{led}'\"\n",
+        led = led.display(),
+        gate = gate.display(),
+    );
+    std::fs::write(&path, score(&fixed)).unwrap();
+    let out = env.mozart(&["resume", "edited"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let out = env.mozart(&["wait", "edited"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(
+        ledger_settles(&env, &led, 4, 10.0, 1.0),
+        ["sheet", "note", "new", "gate"],
+        "the new hook ran once, the notification that ran was not repeated"
+    );
+    let doc = status(&env, "edited");
+    assert_eq!(doc["status"], "completed", "{doc:#}");
+    assert_eq!(
+        doc["hook_results_count"], 3,
+        "one result for each hook: {doc:#}"
+    );
+}

@@ -67,10 +67,16 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../migrations/0008_rate_limit_streak.sql"),
         code: None,
     },
+    Migration {
+        version: 9,
+        name: "0009_hook_fingerprint",
+        sql: include_str!("../migrations/0009_hook_fingerprint.sql"),
+        code: None,
+    },
 ];
 
 /// Highest schema version this build knows.
-pub const SCHEMA_VERSION: u32 = 8;
+pub const SCHEMA_VERSION: u32 = 9;
 
 /// The `status` CHECK constraints of `jobs` and `sheets` as an `IN (…)` list, and the same
 /// test as a chain of comparisons.

@@ -602,6 +602,16 @@ fn attempts_hooks_and_rate_limits_round_trip() {
         ]
     );
     assert_eq!(hooks[0].chained_job_id.as_deref(), Some("chain"));
+    assert_eq!(hooks[1].fingerprint, None, "a row without one reads None");
+    // Replaced as a whole: the kept result moves to its new position, with its fingerprint.
+    let moved = HookResultRecord {
+        hook_index: 2,
+        fingerprint: Some("0123abcd".into()),
+        ..hooks[1].clone()
+    };
+    reg.replace_hook_results("h", std::slice::from_ref(&moved))
+        .unwrap();
+    assert_eq!(reg.hook_results("h").unwrap(), [moved]);
     reg.clear_hook_results("h").unwrap();
     assert!(reg.hook_results("h").unwrap().is_empty());
 

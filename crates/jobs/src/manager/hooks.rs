@@ -52,9 +52,18 @@ pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: Hook
     vars.insert("job_id".into(), req.job_id.clone());
     // Hooks that already ran (a restart in the middle of a job's hooks) are not run again:
     // a `run_command` must not fire twice, and a chained job must not be submitted twice.
+    // A result counts for the hook it was of (its fingerprint), wherever the score's edit
+    // moved that hook; those of hooks edited away no longer count and are forgotten.
+    let fingerprints: Vec<String> = req.hooks.iter().map(fingerprint).collect();
     let (done, sheet_count) = {
         let registry = lock(&mgr.shared.registry);
-        let done = registry.hook_results(&req.job_id).unwrap_or_default();
+        let stored = registry.hook_results(&req.job_id).unwrap_or_default();
+        let done = match_results(&fingerprints, &stored);
+        if done != stored {
+            if let Err(e) = registry.replace_hook_results(&req.job_id, &done) {
+                tracing::error!(job_id = %req.job_id, error = %e, "cannot store hook results");
+            }
+        }
         let record = registry.get_job(&req.job_id).ok().flatten();
         (done, record.and_then(|r| r.total_sheets))
     };
@@ -95,6 +104,7 @@ pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: Hook
                 hook_index: index_u32,
                 hook_type: hook.kind.as_str().to_string(),
                 description: hook.description.clone(),
+                fingerprint: fingerprints.get(index).cloned(),
                 ..failure("Not run: cancelled (mozart cancel)")
             };
             if let Err(e) = lock(&mgr.shared.registry).record_hook_result(&req.job_id, &record) {
@@ -124,6 +134,7 @@ pub(crate) async fn run_hooks(mgr: JobManager, ctx: Arc<ConductorCtx>, req: Hook
         record.hook_index = index_u32;
         record.hook_type = hook.kind.as_str().to_string();
         record.description = hook.description.clone();
+        record.fingerprint = fingerprints.get(index).cloned();
         record.started_at = Some(started);
         record.finished_at = Some(mozart_state::epoch_now());
         // What every hook leaves in the registry is redacted here, whatever the hook was.
@@ -320,6 +331,72 @@ async fn cancelled_by(cancel: &mut tokio::sync::watch::Receiver<bool>) {
     if cancel.wait_for(|c| *c).await.is_err() {
         std::future::pending::<()>().await;
     }
+}
+
+/// Which hook a result is of: a short hash of the hook's type and what it runs (its
+/// `command`, or the `job_path` it chains), as written in the score. Its description,
+/// timeout and failure policy are not part of it: editing them leaves the hook the same.
+fn fingerprint(hook: &PostSuccessHookConfig) -> String {
+    use sha2::{Digest, Sha256};
+    let mut sha = Sha256::new();
+    sha.update(hook.kind.as_str());
+    for part in [
+        hook.command.as_deref().unwrap_or(""),
+        &hook
+            .job_path
+            .as_deref()
+            .unwrap_or(Path::new(""))
+            .to_string_lossy(),
+    ] {
+        sha.update([0]);
+        sha.update(part.as_bytes());
+    }
+    sha.finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The stored results that count for the hooks of `fingerprints`, each at the position of
+/// the hook it counts for, in hook order. A result counts for the hook at its own position
+/// when it was of that hook (or says nothing: a row an older build wrote), else a
+/// successful one counts for a hook of its fingerprint elsewhere — each result for one hook
+/// only, so a hook listed twice needs two. Results that count for no hook are left out.
+fn match_results(fingerprints: &[String], stored: &[HookResultRecord]) -> Vec<HookResultRecord> {
+    let mut used = vec![false; stored.len()];
+    let mut matched: Vec<Option<usize>> = vec![None; fingerprints.len()];
+    for (index, fp) in fingerprints.iter().enumerate() {
+        matched[index] = stored.iter().enumerate().position(|(i, h)| {
+            !used[i]
+                && h.hook_index as usize == index
+                && h.fingerprint.as_ref().is_none_or(|f| f == fp)
+        });
+        if let Some(i) = matched[index] {
+            used[i] = true;
+        }
+    }
+    for (index, fp) in fingerprints.iter().enumerate() {
+        if matched[index].is_some() {
+            continue;
+        }
+        matched[index] = stored
+            .iter()
+            .enumerate()
+            .position(|(i, h)| !used[i] && h.success && h.fingerprint.as_ref() == Some(fp));
+        if let Some(i) = matched[index] {
+            used[i] = true;
+        }
+    }
+    matched
+        .iter()
+        .enumerate()
+        .filter_map(|(index, i)| {
+            let mut h = stored.get((*i)?)?.clone();
+            h.hook_index = u32::try_from(index).unwrap_or(u32::MAX);
+            Some(h)
+        })
+        .collect()
 }
 
 /// The result of the hook `mozart cancel` stopped.
@@ -778,7 +855,65 @@ fn split_words(s: &str) -> Result<Vec<String>, String> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use super::split_words;
+    use super::{fingerprint, match_results, split_words};
+    use mozart_config::model::{HookType, PostSuccessHookConfig};
+    use mozart_state::HookResultRecord;
+
+    fn command(cmd: &str) -> PostSuccessHookConfig {
+        serde_json::from_value(serde_json::json!({"type": "run_command", "command": cmd})).unwrap()
+    }
+
+    fn result(index: u32, fp: Option<&str>, success: bool) -> HookResultRecord {
+        HookResultRecord {
+            hook_index: index,
+            fingerprint: fp.map(str::to_string),
+            success,
+            ..HookResultRecord::default()
+        }
+    }
+
+    #[test]
+    fn a_fingerprint_is_the_hook_type_and_what_it_runs() {
+        let notify = command("echo note");
+        let mut described = notify.clone();
+        described.description = Some("say so".into());
+        described.timeout_seconds = 5.0;
+        assert_eq!(fingerprint(&notify), fingerprint(&described));
+        assert_ne!(fingerprint(&notify), fingerprint(&command("echo other")));
+        let mut script = notify.clone();
+        script.kind = HookType::RunScript;
+        assert_ne!(fingerprint(&notify), fingerprint(&script));
+        assert_eq!(fingerprint(&notify).len(), 16);
+    }
+
+    /// Which stored results count for which hooks, and at which positions they are kept.
+    fn kept(fps: &[&str], stored: &[HookResultRecord]) -> Vec<(u32, Option<String>)> {
+        let fps: Vec<String> = fps.iter().map(|f| f.to_string()).collect();
+        match_results(&fps, stored)
+            .into_iter()
+            .map(|h| (h.hook_index, h.fingerprint))
+            .collect()
+    }
+
+    #[test]
+    fn a_result_counts_for_the_hook_it_was_of_wherever_the_edit_moved_it() {
+        let some = |f: &str| Some(f.to_string());
+        // Unedited: every result stays where it is, a failed one too (a restart mid-hooks).
+        let stored = [result(0, Some("a"), true), result(1, Some("b"), false)];
+        assert_eq!(kept(&["a", "b"], &stored), [(0, some("a")), (1, some("b"))]);
+        // A hook inserted before the one that ran: the result moves with its hook.
+        let stored = [result(0, Some("a"), true)];
+        assert_eq!(kept(&["new", "a", "gate"], &stored), [(1, some("a"))]);
+        // Replaced at its position: the result is of no hook any more.
+        assert!(kept(&["other", "gate"], &stored).is_empty());
+        // A failed result does not move (a resume ran it again in any case).
+        assert!(kept(&["new", "a"], &[result(0, Some("a"), false)]).is_empty());
+        // One result for one hook: the same hook listed twice needs two.
+        assert_eq!(kept(&["new", "a", "a"], &stored), [(1, some("a"))]);
+        // Rows an older build wrote count by position, as before.
+        let stored = [result(0, None, true), result(3, None, true)];
+        assert_eq!(kept(&["x", "y"], &stored), [(0, None)]);
+    }
 
     #[test]
     fn only_the_end_of_a_long_output_is_kept() {

@@ -1366,30 +1366,24 @@ impl Registry {
 
     /// Stores (or replaces) the result of hook `hook_index` of a job.
     pub fn record_hook_result(&self, job_id: &str, h: &HookResultRecord) -> Result<()> {
-        self.conn
-            .execute(
-                "INSERT OR REPLACE INTO hook_results (job_id, hook_index, hook_type, description, \
-                 success, output, error_message, exit_code, chained_job_id, started_at, finished_at) \
-                 VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
-                params![
-                    job_id,
-                    h.hook_index,
-                    h.hook_type,
-                    h.description,
-                    h.success,
-                    h.output,
-                    h.error_message,
-                    h.exit_code,
-                    h.chained_job_id,
-                    h.started_at,
-                    h.finished_at
-                ],
-            )
-            .map_err(self.err(format!(
-                "recording hook {} result of job '{job_id}'",
-                h.hook_index
-            )))?;
+        insert_hook_result(&self.conn, job_id, h).map_err(self.err(format!(
+            "recording hook {} result of job '{job_id}'",
+            h.hook_index
+        )))?;
         Ok(())
+    }
+
+    /// Replaces every hook result of a job with `results`, in one transaction (the results
+    /// a resume of an edited score keeps, at the positions of the hooks they are now for).
+    pub fn replace_hook_results(&self, job_id: &str, results: &[HookResultRecord]) -> Result<()> {
+        let ctx = || format!("replacing the hook results of job '{job_id}'");
+        let tx = self.begin("replace_hook_results")?;
+        tx.execute("DELETE FROM hook_results WHERE job_id=?1", [job_id])
+            .map_err(self.err_lazy(ctx))?;
+        for h in results {
+            insert_hook_result(&tx, job_id, h).map_err(self.err_lazy(ctx))?;
+        }
+        tx.commit().map_err(self.err_lazy(ctx))
     }
 
     /// Hook results of a job in hook order.
@@ -1399,7 +1393,7 @@ impl Registry {
             .conn
             .prepare_cached(
                 "SELECT hook_index, hook_type, description, success, output, error_message, \
-                 exit_code, chained_job_id, started_at, finished_at FROM hook_results \
+                 exit_code, chained_job_id, started_at, finished_at, fingerprint FROM hook_results \
                  WHERE job_id=?1 ORDER BY hook_index",
             )
             .map_err(self.err(&ctx))?;
@@ -1416,6 +1410,7 @@ impl Registry {
                     chained_job_id: r.get(7)?,
                     started_at: r.get(8)?,
                     finished_at: r.get(9)?,
+                    fingerprint: r.get(10)?,
                 })
             })
             .map_err(self.err(&ctx))?;
@@ -1765,6 +1760,33 @@ fn job_params(job: &JobRecord) -> Vec<Box<dyn rusqlite::ToSql>> {
 
 fn as_refs(params: &[Box<dyn rusqlite::ToSql>]) -> Vec<&dyn rusqlite::ToSql> {
     params.iter().map(|b| b.as_ref()).collect()
+}
+
+/// Stores (or replaces) one hook result row.
+fn insert_hook_result(
+    conn: &Connection,
+    job_id: &str,
+    h: &HookResultRecord,
+) -> rusqlite::Result<usize> {
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO hook_results (job_id, hook_index, hook_type, description, \
+         success, output, error_message, exit_code, chained_job_id, started_at, finished_at, \
+         fingerprint) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)",
+    )?
+    .execute(params![
+        job_id,
+        h.hook_index,
+        h.hook_type,
+        h.description,
+        h.success,
+        h.output,
+        h.error_message,
+        h.exit_code,
+        h.chained_job_id,
+        h.started_at,
+        h.finished_at,
+        h.fingerprint
+    ])
 }
 
 fn upsert_job(tx: &Connection, job: &JobRecord) -> rusqlite::Result<usize> {

@@ -266,6 +266,10 @@ pub struct HookResultRecord {
     pub started_at: Option<f64>,
     /// End time (epoch seconds).
     pub finished_at: Option<f64>,
+    /// Which hook it was (a short hash of its type and command or `job_path`): a result
+    /// counts for a hook of an edited score only when this matches. `None` in rows an older
+    /// build wrote (they count for the hook at their position).
+    pub fingerprint: Option<String>,
 }
 
 /// A persisted instrument rate limit (architecture invariant 2: a restart must not
