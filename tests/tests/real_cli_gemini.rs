@@ -84,8 +84,12 @@ fn a_rate_limit_wait_survives_a_kill_9_of_the_conductor_and_ends_on_time() {
     rc.assert_completed("rc-restart", &doc);
     let now = mozart_state::epoch_now();
     assert!(now >= until - 1.0, "not before the deadline");
+    // The re-run itself (a Node CLI's start, its request, the check) is all that may come
+    // after the deadline: seconds on a quiet machine, up to ~20 s on a CI machine running four
+    // such tests and builds at once. A wait not restored would end at once (caught above) or
+    // after the default wait (past `wait_done`'s minute).
     assert!(
-        now < until + 15.0,
+        now < until + 30.0,
         "soon after the deadline: {}s late",
         now - until
     );
