@@ -321,7 +321,9 @@ fn a_silent_sheet_that_times_out_has_no_output_but_mozarts_message() {
     assert!(!errors.is_empty(), "{report:#}");
     for e in errors {
         assert!(
-            e["stderr_tail"].as_str().is_none_or(|t| t.trim().is_empty()),
+            e["stderr_tail"]
+                .as_str()
+                .is_none_or(|t| t.trim().is_empty()),
             "{report:#}"
         );
     }
