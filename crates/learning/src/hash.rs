@@ -5,7 +5,8 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-fn sha256_hex_prefix(text: &str, len: usize) -> String {
+/// The first `len` hex characters (lowercase) of the SHA-256 of `text`.
+pub fn sha256_hex_prefix(text: &str, len: usize) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(text.as_bytes());
     // Two table lookups per byte: a `format!` per byte was most of the hashing cost.

@@ -86,7 +86,9 @@ pub use entropy::{
 };
 pub use error::{LearningError, Result};
 pub use evolution::EvolutionEntry;
-pub use hash::{content_hash, hash_job, hash_workspace, normalize_pattern_name, pattern_id};
+pub use hash::{
+    content_hash, hash_job, hash_workspace, normalize_pattern_name, pattern_id, sha256_hex_prefix,
+};
 pub use history::{EntropyResponseRecord, EntropySnapshot, ExecutionRecord};
 pub use lifecycle::{trust_score, PromotionReport};
 pub use model::{

@@ -337,25 +337,14 @@ async fn cancelled_by(cancel: &mut tokio::sync::watch::Receiver<bool>) {
 /// `command`, or the `job_path` it chains), as written in the score. Its description,
 /// timeout and failure policy are not part of it: editing them leaves the hook the same.
 fn fingerprint(hook: &PostSuccessHookConfig) -> String {
-    use sha2::{Digest, Sha256};
-    let mut sha = Sha256::new();
-    sha.update(hook.kind.as_str());
-    for part in [
+    let job_path = hook.job_path.as_deref().unwrap_or(Path::new(""));
+    let text = format!(
+        "{}\0{}\0{}",
+        hook.kind.as_str(),
         hook.command.as_deref().unwrap_or(""),
-        &hook
-            .job_path
-            .as_deref()
-            .unwrap_or(Path::new(""))
-            .to_string_lossy(),
-    ] {
-        sha.update([0]);
-        sha.update(part.as_bytes());
-    }
-    sha.finalize()
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+        job_path.to_string_lossy()
+    );
+    mozart_learning::sha256_hex_prefix(&text, 16)
 }
 
 /// The stored results that count for the hooks of `fingerprints`, each at the position of
@@ -704,15 +693,11 @@ async fn run_command(
         let status = child.wait().await;
         // The hook has ended; what it left running (holding its output, or detached) gets a
         // moment to finish, then ends with it, as an attempt's processes do.
-        let tail = match tokio::time::timeout(HOOK_DRAIN, &mut output).await {
-            Ok(tail) => {
-                let _ = end_rest(mozart_backends::DEFAULT_KILL_GRACE).await;
-                tail
-            }
-            Err(_) => {
-                let _ = end_rest(mozart_backends::DEFAULT_KILL_GRACE).await;
-                output.await
-            }
+        let drained = tokio::time::timeout(HOOK_DRAIN, &mut output).await;
+        let _ = end_rest(mozart_backends::DEFAULT_KILL_GRACE).await;
+        let tail = match drained {
+            Ok(tail) => tail,
+            Err(_) => output.await,
         };
         (status, tail.unwrap_or_default())
     };
