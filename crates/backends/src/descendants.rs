@@ -785,23 +785,23 @@ impl Leftover {
         if pgid.is_none() && tag.is_none() {
             return (None, Vec::new());
         }
-        let pgid = pgid.unwrap_or(0);
-        let leader_ours =
-            pgid > 1 && read_stat(pgid).is_some_and(|s| s.start == self.ticks && s.pgid == pgid);
-        let group_ours = pgid > 1
-            && (leader_ours
+        let group = pgid.filter(|&pgid| {
+            let leader_ours =
+                read_stat(pgid).is_some_and(|s| s.start == self.ticks && s.pgid == pgid);
+            leader_ours
                 || procs
                     .iter()
-                    .any(|p| p.pgid == pgid && !p.zombie && p.start >= self.ticks && tagged(p)));
+                    .any(|p| p.pgid == pgid && !p.zombie && p.start >= self.ticks && tagged(p))
+        });
         let outside = procs
             .iter()
             .filter(|p| {
-                let in_group = group_ours && p.pgid == pgid;
+                let in_group = group == Some(p.pgid);
                 !p.zombie && !in_group && p.start >= self.ticks && tagged(p)
             })
             .copied()
             .collect();
-        (group_ours.then_some(pgid), outside)
+        (group, outside)
     }
 
     /// Whether anything of this attempt is still alive (a live group member or tagged process).
